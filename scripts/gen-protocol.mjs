@@ -63,7 +63,17 @@ const PRIMITIVES = new Set([
   'uuid',
   'records',
 ])
-const FIXED_SIZE = { bool: 1, int8: 1, int16: 2, uint16: 2, int32: 4, uint32: 4, int64: 8, float64: 8, uuid: 16 }
+const FIXED_SIZE = {
+  bool: 1,
+  int8: 1,
+  int16: 2,
+  uint16: 2,
+  int32: 4,
+  uint32: 4,
+  int64: 8,
+  float64: 8,
+  uuid: 16,
+}
 const INT_RANGES = {
   int8: [-128n, 127n],
   int16: [-32768n, 32767n],
@@ -122,8 +132,16 @@ function parseVersions(text, where) {
 }
 
 const has = (vs, v) => vs !== null && v >= vs.lo && v <= vs.hi
-const covers = (outer, inner) => inner === null || (outer !== null && outer.lo <= inner.lo && outer.hi >= inner.hi)
-const versionsText = (vs) => (vs === null ? 'none' : vs.hi === MAX_VERSION ? `${vs.lo}+` : vs.lo === vs.hi ? `${vs.lo}` : `${vs.lo}-${vs.hi}`)
+const covers = (outer, inner) =>
+  inner === null || (outer !== null && outer.lo <= inner.lo && outer.hi >= inner.hi)
+const versionsText = (vs) =>
+  vs === null
+    ? 'none'
+    : vs.hi === MAX_VERSION
+      ? `${vs.lo}+`
+      : vs.lo === vs.hi
+        ? `${vs.lo}`
+        : `${vs.lo}-${vs.hi}`
 
 function stripComments(text) {
   return text
@@ -168,15 +186,18 @@ function parseField(json, where, msg) {
   if (json.versions !== undefined) versions = parseVersions(json.versions, where)
   else if (taggedVersions !== null) versions = taggedVersions
   else fail(where, 'missing versions')
-  const nullableVersions = json.nullableVersions === undefined ? null : parseVersions(json.nullableVersions, where)
+  const nullableVersions =
+    json.nullableVersions === undefined ? null : parseVersions(json.nullableVersions, where)
   if (nullableVersions !== null) {
-    const ok = type.kind === 'array' || type.kind === 'struct' || ['string', 'bytes', 'records'].includes(type.prim)
+    const ok =
+      type.kind === 'array' || type.kind === 'struct' || ['string', 'bytes', 'records'].includes(type.prim)
     if (!ok) fail(where, `type ${json.type} cannot be nullable`)
   }
   let tag = null
   if (json.tag !== undefined) {
     tag = Number(json.tag)
-    if (!Number.isInteger(tag) || tag < 0 || String(tag) !== String(json.tag).trim()) fail(where, `bad tag ${json.tag}`)
+    if (!Number.isInteger(tag) || tag < 0 || String(tag) !== String(json.tag).trim())
+      fail(where, `bad tag ${json.tag}`)
     if (taggedVersions === null) fail(where, 'tag without taggedVersions')
     if (taggedVersions.hi !== MAX_VERSION) fail(where, 'taggedVersions must be open-ended')
     if (!covers(versions, taggedVersions)) fail(where, 'taggedVersions must be a subset of versions')
@@ -199,12 +220,14 @@ function parseField(json, where, msg) {
   if (zeroCopy && !(type.kind === 'prim' && type.prim === 'bytes')) fail(where, 'zeroCopy is only for bytes')
   const mapKey = parseBool(json.mapKey, where, 'mapKey')
   if (mapKey && tag !== null) fail(where, 'tagged fields cannot be map keys')
-  if (json.entityType !== undefined && typeof json.entityType !== 'string') fail(where, 'entityType must be a string')
+  if (json.entityType !== undefined && typeof json.entityType !== 'string')
+    fail(where, 'entityType must be a string')
   if (json.about !== undefined && typeof json.about !== 'string') fail(where, 'about must be a string')
   let defaultText = ''
   if (json.default !== undefined) {
     if (typeof json.default === 'string') defaultText = json.default
-    else if (typeof json.default === 'number' || typeof json.default === 'boolean') defaultText = String(json.default)
+    else if (typeof json.default === 'number' || typeof json.default === 'boolean')
+      defaultText = String(json.default)
     else fail(where, 'bad default')
   }
   const field = {
@@ -269,7 +292,9 @@ function loadMessage(file) {
     listeners = [...json.listeners]
   }
   const deprecated =
-    json.deprecatedVersions === undefined ? null : parseVersions(json.deprecatedVersions, `${where}.deprecatedVersions`)
+    json.deprecatedVersions === undefined
+      ? null
+      : parseVersions(json.deprecatedVersions, `${where}.deprecatedVersions`)
   if (!Array.isArray(json.fields)) fail(where, 'fields must be an array')
   const msg = {
     file,
@@ -302,7 +327,12 @@ function loadMessage(file) {
       common: true,
     })
   }
-  msg.root = { name: json.name, tsName: json.name, versions: valid, fields: json.fields.map((f, i) => parseField(f, `${where}[${i}]`, msg)) }
+  msg.root = {
+    name: json.name,
+    tsName: json.name,
+    versions: valid,
+    fields: json.fields.map((f, i) => parseField(f, `${where}[${i}]`, msg)),
+  }
   registerStructs(msg, msg.root.fields, commons)
   for (const cs of commons.values()) {
     if (!msg.structs.has(cs.name)) {
@@ -325,7 +355,13 @@ function registerStructs(msg, fields, commons) {
       if (msg.structs.has(st.name) || commons.has(st.name) || st.name === msg.name) {
         fail(f.where, `struct ${st.name} is defined twice`)
       }
-      const s = { name: st.name, tsName: msg.name + st.name, versions: f.versions, fields: f.fields, common: false }
+      const s = {
+        name: st.name,
+        tsName: msg.name + st.name,
+        versions: f.versions,
+        fields: f.fields,
+        common: false,
+      }
       msg.structs.set(st.name, s)
       registerStructs(msg, f.fields, commons)
     } else if (commons.has(st.name)) {
@@ -355,7 +391,8 @@ function validateStruct(msg, struct) {
     if (f.tag !== null) {
       if (tags.has(f.tag)) fail(f.where, `duplicate tag ${f.tag}`)
       tags.add(f.tag)
-      if (!covers(msg.flexible, f.taggedVersions)) fail(f.where, 'taggedVersions must be within the flexible versions')
+      if (!covers(msg.flexible, f.taggedVersions))
+        fail(f.where, 'taggedVersions must be within the flexible versions')
     }
     // Validate the default now, so a bad default fails generation.
     defaultExpr(msg, f)
@@ -444,7 +481,10 @@ function defaultExpr(msg, f) {
     }
     case 'uuid':
       if (d === '') return 'ZERO_UUID'
-      if (Buffer.from(d, 'base64url').length !== 16 || Buffer.from(d, 'base64url').toString('base64url') !== d) {
+      if (
+        Buffer.from(d, 'base64url').length !== 16 ||
+        Buffer.from(d, 'base64url').toString('base64url') !== d
+      ) {
         fail(f.where, `invalid uuid default ${d}`)
       }
       return JSON.stringify(d)
@@ -470,7 +510,8 @@ function defaultExpr(msg, f) {
 
 const quote = (s) => `'${s.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`
 
-const isNullableAnywhere = (f) => f.nullableVersions !== null && intersect(f.nullableVersions, f.versions) !== null
+const isNullableAnywhere = (f) =>
+  f.nullableVersions !== null && intersect(f.nullableVersions, f.versions) !== null
 
 function tsType(msg, f) {
   const t = f.type
@@ -520,16 +561,12 @@ function nonDefaultExpr(msg, f, x) {
 class Ctx {
   constructor(msg) {
     this.msg = msg
-    this.valueImports = new Set()
-    this.typeImports = new Set()
-    this.commonValues = new Set()
-    this.commonTypes = new Set()
-    this.errorsValues = new Set()
     this.isDefaultNeeded = new Set()
   }
 }
 
-const fieldFlex = (msg, f, v) => (f.flexOverride !== undefined ? has(f.flexOverride, v) : has(msg.flexible, v))
+const fieldFlex = (msg, f, v) =>
+  f.flexOverride !== undefined ? has(f.flexOverride, v) : has(msg.flexible, v)
 const isTaggedAt = (f, v) => has(f.taggedVersions, v)
 
 /** Statements that write value `x` of field f at version v (untagged form). */
@@ -540,7 +577,6 @@ function writeValue(ctx, f, v, x, w, tagged) {
   const nullableType = isNullableAnywhere(f) || (f.type.kind === 'prim' && f.type.prim === 'records')
   const nn = (e) => {
     if (nullableType && !nullableNow) {
-      ctx.commonValues.add('notNull')
       return `notNull(${e}, '${f.camel}')`
     }
     return e
@@ -642,7 +678,6 @@ function encodeBody(ctx, struct, v) {
     const x = `m.${f.camel}`
     if (!has(f.versions, v)) {
       if (!f.ignorable) {
-        ctx.commonValues.add('UnsupportedVersionError')
         out += `if (${nonDefaultExpr(msg, f, x)}) throw new UnsupportedVersionError(\`Attempted to write a non-default ${f.camel} at version \${version}\`)\n`
         markIsDefault(ctx, f)
       }
@@ -656,19 +691,17 @@ function encodeBody(ctx, struct, v) {
   }
   if (!flexible) {
     if (struct.flexible) {
-      ctx.commonValues.add('UnsupportedVersionError')
       out +=
         'if (m._unknownTaggedFields !== undefined && m._unknownTaggedFields.length > 0) ' +
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: generated template literal
         'throw new UnsupportedVersionError(`Tagged fields were set, but version ${version} of this message does not support them`)\n'
     }
     return out
   }
   if (tagged.length === 0) {
-    ctx.commonValues.add('writeTaggedFields')
     return `${out}writeTaggedFields(w, m._unknownTaggedFields)\n`
   }
   tagged.sort((a, b) => a.tag - b.tag)
-  ctx.commonValues.add('writeUnknownTaggedFields')
   out += 'const u = m._unknownTaggedFields\nlet count = u === undefined ? 0 : u.length\n'
   for (const f of tagged) {
     // Kafka writes a tagged field only when it differs from its default.
@@ -683,8 +716,6 @@ function encodeBody(ctx, struct, v) {
       out += `w.writeUnsignedVarint(${f.tag})\nw.writeUnsignedVarint(${FIXED_SIZE[t.prim]})\n`
       out += writeValue(ctx, f, v, `m.${f.camel}`, 'w', true)
     } else {
-      ctx.valueImports.add('Writer')
-      ctx.commonValues.add('writeTaggedValue')
       out += `const tw = new Writer(64)\n${writeValue(ctx, f, v, `m.${f.camel}`, 'tw', true)}writeTaggedValue(w, ${f.tag}, tw)\n`
     }
     out += '}\n'
@@ -715,10 +746,12 @@ function decodeBody(ctx, struct, v) {
     const type = tsType(msg, f)
     if (has(f.versions, v) && !isTaggedAt(f, v)) {
       const read = readValue(ctx, f, v, 'r', local, false)
-      out += read.expr !== undefined ? `const ${local}: ${type} = ${read.expr}\n` : `let ${local}: ${type}\n${read.stmts}`
+      out +=
+        read.expr !== undefined
+          ? `const ${local}: ${type} = ${read.expr}\n`
+          : `let ${local}: ${type}\n${read.stmts}`
     } else {
       const d = defaultExpr(msg, f)
-      if (d === 'ZERO_UUID') ctx.valueImports.add('ZERO_UUID')
       out += `${has(f.versions, v) && isTaggedAt(f, v) ? 'let' : 'const'} ${local}: ${type} = ${d}\n`
     }
   }
@@ -729,16 +762,15 @@ function decodeBody(ctx, struct, v) {
     out += `const m: ${struct.tsName} = ${literal}\nconst u = readUnknownTaggedFields(r)\n`
     return `${out}if (u !== undefined) m._unknownTaggedFields = u\nreturn m\n`
   }
-  out += 'let u: TaggedField[] | undefined\nconst count = r.readUnsignedVarint()\nfor (let i = 0; i < count; i++) {\n'
+  out +=
+    'let u: TaggedField[] | undefined\nconst count = r.readUnsignedVarint()\nfor (let i = 0; i < count; i++) {\n'
   out += 'const tag = r.readUnsignedVarint()\nconst size = r.readUnsignedVarint()\nswitch (tag) {\n'
   for (const f of known) {
     out += `case ${f.tag}: {\n`
     if (has(f.versions, v) && isTaggedAt(f, v)) {
-      ctx.valueImports.add('Reader')
       const read = readValue(ctx, f, v, 'tr', localName(f), true)
       out += `const tr = new Reader(r.readRaw(size))\n${read.expr !== undefined ? `${localName(f)} = ${read.expr}\n` : read.stmts}break\n`
     } else {
-      ctx.errorsValues.add('ProtocolDecodeError')
       out += `throw new ProtocolDecodeError(\`tag ${f.tag} is not valid for version \${version}\`)\n`
     }
     out += '}\n'
@@ -792,23 +824,14 @@ function generateStruct(ctx, struct, isRoot) {
     out += `${f.camel}: ${tsType(msg, f)}\n`
   }
   if (struct.flexible) {
-    ctx.typeImports.add('TaggedField')
     out += '/** Tagged fields this code does not know, kept so they are written back unchanged. */\n'
     out += '_unknownTaggedFields?: TaggedField[]\n'
   }
   out += '}\n\n'
   // default
   out += `export function default${name}(): ${name} {\nreturn { ${struct.fields
-    .map((f) => {
-      const d = defaultExpr(msg, f)
-      if (d === 'ZERO_UUID') ctx.valueImports.add('ZERO_UUID')
-      return `${f.camel}: ${d}`
-    })
+    .map((f) => `${f.camel}: ${defaultExpr(msg, f)}`)
     .join(', ')} }\n}\n\n`
-  ctx.typeImports.add('Writer')
-  ctx.typeImports.add('Reader')
-  if (struct.fields.some((f) => f.type.kind === 'prim' && f.type.prim === 'records')) ctx.typeImports.add('RecordsData')
-  ctx.commonValues.add('UnsupportedVersionError')
   const exp = isRoot ? 'export ' : ''
   const unsupported = (what) =>
     `throw new UnsupportedVersionError(\`cannot ${what} version \${version} of ${name}\`)`
@@ -826,8 +849,6 @@ function generateIsDefault(ctx, s) {
   const checks = []
   if (s.flexible) checks.push('(m._unknownTaggedFields === undefined || m._unknownTaggedFields.length === 0)')
   for (const f of s.fields) {
-    const d = defaultExpr(msg, f)
-    if (d === 'ZERO_UUID') ctx.valueImports.add('ZERO_UUID')
     checks.push(`!(${nonDefaultExpr(msg, f, `m.${f.camel}`)})`)
   }
   return `function isDefault${s.tsName}(m: ${s.tsName}): boolean {\nreturn ${checks.length ? checks.join(' &&\n') : 'true'}\n}\n\n`
@@ -871,7 +892,8 @@ function generateMessageFile(msg) {
   if (/\bRecordsData\b/.test(body)) common.push('type RecordsData')
   if (/\bTaggedField\b/.test(body)) common.push('type TaggedField')
   let imports = ''
-  if (/\bProtocolDecodeError\(/.test(body)) imports += "import { ProtocolDecodeError } from '../../common/errors.js'\n"
+  if (/\bProtocolDecodeError\(/.test(body))
+    imports += "import { ProtocolDecodeError } from '../../common/errors.js'\n"
   imports += importLine(prim, '../primitives.js')
   imports += importLine(common, './common.js')
   return `${LICENSE_NOTE(`protocol-schemas/${msg.file}`)}${imports}\n${body}`
@@ -992,10 +1014,12 @@ function generateIndex(messages) {
   for (const key of keys) {
     const { request: req, response: res } = byKey.get(key)
     if (!req || !res) fail(`api key ${key}`, 'needs both a request and a response schema')
-    if (!req.name.endsWith('Request') || !res.name.endsWith('Response')) fail(req.file, 'unexpected message names')
+    if (!req.name.endsWith('Request') || !res.name.endsWith('Response'))
+      fail(req.file, 'unexpected message names')
     const name = req.name.slice(0, -'Request'.length)
     if (res.name !== `${name}Response`) fail(res.file, `response name does not match ${req.name}`)
-    if (req.valid.lo !== res.valid.lo || req.valid.hi !== res.valid.hi) fail(res.file, 'request and response validVersions differ')
+    if (req.valid.lo !== res.valid.lo || req.valid.hi !== res.valid.hi)
+      fail(res.file, 'request and response validVersions differ')
     imports += `import { decode${req.name}, default${req.name}, encode${req.name}, type ${req.name} } from './${req.module}.js'\n`
     imports += `import { decode${res.name}, default${res.name}, encode${res.name}, type ${res.name} } from './${res.module}.js'\n`
     apiKeyObj += `${name}: ${key},\n`
@@ -1003,11 +1027,18 @@ function generateIndex(messages) {
     resMap += `${key}: ${res.name}\n`
     const flexMin = req.flexible === null ? 'null' : String(req.flexible.lo)
     const resFlexMin = res.flexible === null ? 'null' : String(res.flexible.lo)
-    const dep = req.deprecated === null ? 'null' : `{ min: ${req.deprecated.lo}, max: ${Math.min(req.deprecated.hi, req.valid.hi)} }`
+    const dep =
+      req.deprecated === null
+        ? 'null'
+        : `{ min: ${req.deprecated.lo}, max: ${Math.min(req.deprecated.hi, req.valid.hi)} }`
     const listeners = [...req.listeners].sort()
     let reqHeader
     if (req.flexible === null) reqHeader = key === 7 ? '(v) => (v === 0 ? 0 : 1)' : '() => 1'
-    else reqHeader = key === 7 ? `(v) => (v === 0 ? 0 : v >= ${req.flexible.lo} ? 2 : 1)` : `(v) => (v >= ${req.flexible.lo} ? 2 : 1)`
+    else
+      reqHeader =
+        key === 7
+          ? `(v) => (v === 0 ? 0 : v >= ${req.flexible.lo} ? 2 : 1)`
+          : `(v) => (v >= ${req.flexible.lo} ? 2 : 1)`
     let resHeader
     if (key === 18 || res.flexible === null) resHeader = '() => 0'
     else resHeader = `(v) => (v >= ${res.flexible.lo} ? 1 : 0)`
@@ -1077,7 +1108,8 @@ function main() {
   const tsNames = new Map()
   for (const m of messages) {
     for (const s of [m.root, ...m.structs.values()]) {
-      if (tsNames.has(s.tsName)) fail(m.file, `type name ${s.tsName} also generated by ${tsNames.get(s.tsName)}`)
+      if (tsNames.has(s.tsName))
+        fail(m.file, `type name ${s.tsName} also generated by ${tsNames.get(s.tsName)}`)
       tsNames.set(s.tsName, m.file)
     }
   }
@@ -1090,7 +1122,9 @@ function main() {
     if (existing.endsWith('.ts') && !outputs.has(existing)) fs.rmSync(path.join(OUT_DIR, existing))
   }
   for (const [name, text] of outputs) fs.writeFileSync(path.join(OUT_DIR, name), text)
-  console.log(`gen-protocol: ${messages.length} schemas, ${outputs.size} files in ${path.relative(ROOT, OUT_DIR)}`)
+  console.log(
+    `gen-protocol: ${messages.length} schemas, ${outputs.size} files in ${path.relative(ROOT, OUT_DIR)}`,
+  )
 }
 
 try {
