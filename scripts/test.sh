@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The project's one test command (`npm test`): installs what the tests need on a fresh
+# machine, builds, checks that generated code is current, lints, then runs every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Real Kafka clients from Debian for the compatibility tests (librdkafka via kcat and
+# confluent-kafka, kafka-python) and etcd for multi-process clusters.
+missing=()
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+/usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1 || missing+=(python3-confluent-kafka)
+/usr/bin/python3 -c 'import kafka' >/dev/null 2>&1 || missing+=(python3-kafka)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing Debian packages: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# npm ci on a fresh clone (or when the lock changed); it also runs `prepare` (the build).
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --no-audit --no-fund
+fi
+npm run --silent build
+
+# Generated protocol code must match its generator and the vendored schemas.
+npm run --silent gen:protocol >/dev/null
+if ! git diff --quiet -- src/protocol/generated; then
+  echo "src/protocol/generated is out of date: run 'npm run gen:protocol' and commit" >&2
+  git diff --stat -- src/protocol/generated >&2
+  exit 1
+fi
+npx biome check src test scripts bench
+
+export TIDELOG_LOG_LEVEL="${TIDELOG_LOG_LEVEL:-warn}"
+shopt -s globstar nullglob
+tests=(dist/test/**/*.test.js)
+[ ${#tests[@]} -gt 0 ] || { echo "no test files found under dist/test" >&2; exit 1; }
+node --test --test-concurrency=2 --test-timeout=300000 "${tests[@]}"

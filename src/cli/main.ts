@@ -1,0 +1,131 @@
+/**
+ * The `tidelog` command. Subcommands parse their own flags with node:util parseArgs (no
+ * dependency needed for flag parsing) and return a process exit code.
+ */
+import { readFileSync } from 'node:fs'
+import { parseArgs } from 'node:util'
+import { TidelogError } from '../common/errors.js'
+import { parseProperties } from '../server/broker-config.js'
+import { startCluster } from '../server/cluster.js'
+
+const USAGE = `Usage: tidelog <command> [options]
+
+Commands:
+  start     Start brokers in this process (default: one broker on 127.0.0.1:9092)
+  broker    Start one broker from a Kafka-style server.properties file
+  help      Show this help
+
+tidelog start options:
+  --port N            First listener port (default 9092; 0 picks a free port)
+  --host HOST         Listener host (default 127.0.0.1)
+  --data-dir DIR      Data directory (default ./.tidelog-data)
+  --brokers N         Brokers in this process (default 1)
+  --set key=value     Any Kafka broker property, repeatable (e.g. --set num.partitions=3)
+
+tidelog broker options:
+  --config FILE       server.properties file
+  --set key=value     Property overrides, repeatable
+`
+
+export async function runCli(argv: readonly string[]): Promise<number> {
+  const [command, ...rest] = argv
+  try {
+    switch (command) {
+      case 'start':
+        return await startCommand(rest)
+      case 'broker':
+        return await brokerCommand(rest)
+      case undefined:
+      case 'help':
+      case '--help':
+      case '-h':
+        process.stdout.write(USAGE)
+        return command === undefined ? 1 : 0
+      default:
+        process.stderr.write(`tidelog: unknown command '${command}'\n\n${USAGE}`)
+        return 2
+    }
+  } catch (error) {
+    if (error instanceof TidelogError || (error instanceof TypeError && 'code' in error)) {
+      process.stderr.write(`tidelog: ${error.message}\n`)
+      return 2
+    }
+    throw error
+  }
+}
+
+function parseSetFlags(values: readonly string[] | undefined): Map<string, string> {
+  const properties = new Map<string, string>()
+  for (const item of values ?? []) {
+    const eq = item.indexOf('=')
+    if (eq <= 0) throw new TidelogError('ERR_USAGE', `--set expects key=value, got '${item}'`)
+    properties.set(item.slice(0, eq).trim(), item.slice(eq + 1))
+  }
+  return properties
+}
+
+async function startCommand(args: readonly string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: [...args],
+    options: {
+      port: { type: 'string', default: '9092' },
+      host: { type: 'string', default: '127.0.0.1' },
+      'data-dir': { type: 'string', default: '.tidelog-data' },
+      brokers: { type: 'string', default: '1' },
+      set: { type: 'string', multiple: true },
+    },
+    strict: true,
+  })
+  const brokerCount = Number(values.brokers)
+  const port = Number(values.port)
+  if (!Number.isInteger(brokerCount) || brokerCount < 1)
+    throw new TidelogError('ERR_USAGE', '--brokers must be >= 1')
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new TidelogError('ERR_USAGE', '--port out of range')
+  const cluster = await startCluster({
+    brokers: brokerCount,
+    host: values.host,
+    port,
+    dataDir: values['data-dir'],
+    properties: parseSetFlags(values.set),
+  })
+  process.stdout.write(
+    `tidelog started: ${cluster.brokers.length} broker(s), data in ${values['data-dir']}\n`,
+  )
+  process.stdout.write(`bootstrap servers: ${cluster.bootstrapServers}\n`)
+  await waitForSignal()
+  process.stdout.write('tidelog stopping\n')
+  await cluster.stop()
+  return 0
+}
+
+async function brokerCommand(args: readonly string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: [...args],
+    options: { config: { type: 'string' }, set: { type: 'string', multiple: true } },
+    strict: true,
+  })
+  const properties = values.config
+    ? parseProperties(readFileSync(values.config, 'utf8'))
+    : new Map<string, string>()
+  for (const [key, value] of parseSetFlags(values.set)) properties.set(key, value)
+  const cluster = await startCluster({ brokers: 1, properties })
+  process.stdout.write(
+    `tidelog broker ${cluster.brokers[0].nodeId} listening on ${cluster.bootstrapServers}\n`,
+  )
+  await waitForSignal()
+  await cluster.stop()
+  return 0
+}
+
+function waitForSignal(): Promise<void> {
+  return new Promise((resolve) => {
+    const onSignal = (): void => {
+      process.off('SIGINT', onSignal)
+      process.off('SIGTERM', onSignal)
+      resolve()
+    }
+    process.on('SIGINT', onSignal)
+    process.on('SIGTERM', onSignal)
+  })
+}

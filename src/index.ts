@@ -1,0 +1,18 @@
+/**
+ * tidelog's embedding API: start a Kafka-compatible broker inside a Node process.
+ *
+ *   import { startBroker } from 'tidelog'
+ *   const cluster = await startBroker({ port: 0 })   // free port, temporary data dir
+ *   // ... use cluster.bootstrapServers with any Kafka client ...
+ *   await cluster.stop()
+ */
+import { type Cluster, type StartClusterOptions, startCluster } from './server/cluster.js'
+
+export { Broker } from './server/broker.js'
+export type { Cluster, StartClusterOptions }
+export { startCluster }
+
+/** Starts one broker; defaults to a free port and a temporary data directory. */
+export function startBroker(options: Omit<StartClusterOptions, 'brokers'> = {}): Promise<Cluster> {
+  return startCluster({ port: 0, ...options, brokers: 1 })
+}

@@ -1,0 +1,66 @@
+/**
+ * The cluster metadata every broker follows: registered brokers, topics with their ids,
+ * configs and per-partition state (replicas, leader, leader epoch, ISR). The controller is
+ * the only writer; brokers read an immutable snapshot and react to changes.
+ */
+import { assert } from '../common/assert.js'
+
+export type BrokerId = number
+export type LeaderEpoch = number
+
+export interface BrokerRegistration {
+  readonly nodeId: BrokerId
+  readonly host: string
+  readonly port: number
+  readonly rack: string | null
+}
+
+export interface PartitionState {
+  readonly partition: number
+  /** Assignment order; the first replica is the preferred leader. */
+  readonly replicas: readonly BrokerId[]
+  readonly isr: readonly BrokerId[]
+  /** -1 while the partition has no leader (offline). */
+  readonly leader: BrokerId
+  readonly leaderEpoch: LeaderEpoch
+  /** Bumped on every change; compare-and-set guard for ISR and leader updates. */
+  readonly partitionEpoch: number
+}
+
+export interface TopicImage {
+  readonly name: string
+  /** Kafka's Uuid in base64url form. */
+  readonly topicId: string
+  readonly partitions: readonly PartitionState[]
+  /** Topic-level overrides only, by Kafka property name. */
+  readonly configs: Readonly<Record<string, string>>
+}
+
+export interface ClusterImage {
+  readonly clusterId: string
+  readonly controllerId: BrokerId
+  readonly brokers: ReadonlyMap<BrokerId, BrokerRegistration>
+  readonly topics: ReadonlyMap<string, TopicImage>
+}
+
+export const NO_LEADER = -1
+
+export function checkPartitionState(topic: string, state: PartitionState): void {
+  assert(state.replicas.length > 0, `${topic}-${state.partition}: no replicas`)
+  assert(
+    new Set(state.replicas).size === state.replicas.length,
+    `${topic}-${state.partition}: duplicate replicas`,
+  )
+  for (const id of state.isr)
+    assert(state.replicas.includes(id), `${topic}-${state.partition}: ISR member ${id} not a replica`)
+  assert(
+    state.leader === NO_LEADER || state.isr.includes(state.leader) || state.isr.length === 0,
+    `${topic}-${state.partition}: leader ${state.leader} outside ISR ${state.isr.join(',')}`,
+  )
+  assert(state.leaderEpoch >= 0, `${topic}-${state.partition}: negative leader epoch`)
+}
+
+export function topicById(image: ClusterImage, topicId: string): TopicImage | undefined {
+  for (const topic of image.topics.values()) if (topic.topicId === topicId) return topic
+  return undefined
+}

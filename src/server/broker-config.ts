@@ -1,0 +1,143 @@
+/**
+ * Broker configuration with Kafka's property names and defaults. Parsed once from
+ * `server.properties`, `--set key=value` and the embedding API, then read through the
+ * typed BrokerConfig object.
+ */
+import { type ConfigDef, ConfigDefs, type ConfigValue } from '../common/config-def.js'
+import { ConfigError } from '../common/errors.js'
+
+const MIB = 1024 * 1024
+const LONG_MAX = Number.MAX_SAFE_INTEGER
+
+export const brokerConfigDefs = new ConfigDefs([
+  def('node.id', 'int', 0, 'The broker id (broker.id is accepted as an alias).', { min: 0 }),
+  def('listeners', 'list', ['PLAINTEXT://127.0.0.1:9092'], 'Listener addresses; tidelog serves PLAINTEXT.'),
+  def('advertised.listeners', 'list', null, 'Addresses given to clients; defaults to listeners.'),
+  def('log.dirs', 'list', null, 'Directories holding partition logs.'),
+  def('log.dir', 'string', '/tmp/tidelog-logs', 'Log directory used when log.dirs is not set.'),
+  def('cluster.id', 'string', null, 'Cluster id; generated and stored in meta.properties when absent.'),
+  def('socket.request.max.bytes', 'int', 104857600, 'Largest request frame accepted.', { min: 1 }),
+  def('queued.max.requests', 'int', 500, 'Requests read from one connection but not yet answered.', {
+    min: 1,
+  }),
+  def('connections.max.idle.ms', 'long', 600000, 'Idle connections are closed after this long.'),
+  def('num.partitions', 'int', 1, 'Partitions of auto-created topics.', { min: 1 }, true),
+  def('default.replication.factor', 'int', 1, 'Replication factor of auto-created topics.', { min: 1 }, true),
+  def('min.insync.replicas', 'int', 1, 'Replicas that must acknowledge acks=all writes.', { min: 1 }, true),
+  def('auto.create.topics.enable', 'boolean', true, 'Create topics on first metadata request or produce.'),
+  def('delete.topic.enable', 'boolean', true, 'Allow DeleteTopics.'),
+  def('unclean.leader.election.enable', 'boolean', false, 'Allow a leader outside the ISR.', {}, true),
+  def('replica.lag.time.max.ms', 'long', 30000, 'A follower behind for this long leaves the ISR.', {
+    min: 0,
+  }),
+  def('message.max.bytes', 'int', 1048588, 'Largest record batch accepted.', { min: 0 }, true),
+  def('log.segment.bytes', 'int', 1073741824, 'Segment file size.', { min: 14 }, true),
+  def('log.roll.ms', 'long', 604800000, 'Segment roll time.', { min: 1 }, true),
+  def('log.retention.ms', 'long', 604800000, 'Time retention; -1 keeps forever.', { min: -1 }, true),
+  def('log.retention.bytes', 'long', -1, 'Size retention per partition; -1 unbounded.', {}, true),
+  def('log.retention.check.interval.ms', 'long', 300000, 'How often retention runs.', { min: 1 }),
+  def('log.flush.interval.messages', 'long', LONG_MAX, 'Messages before an fsync.', { min: 1 }, true),
+  def('log.flush.interval.ms', 'long', null, 'Time before an fsync (null: never forced).', {}, true),
+  def('log.index.interval.bytes', 'int', 4096, 'Bytes between offset index entries.', { min: 0 }, true),
+  def('log.index.size.max.bytes', 'int', 10 * MIB, 'Largest offset index file.', { min: 4 }, true),
+  def('log.message.timestamp.type', 'string', 'CreateTime', 'Timestamp type of new topics.', {
+    oneOf: ['CreateTime', 'LogAppendTime'],
+  }),
+  def('log.cleanup.policy', 'list', ['delete'], 'Cleanup policy of new topics.', {
+    oneOf: ['delete', 'compact'],
+  }),
+  def('compression.type', 'string', 'producer', 'Compression of stored batches.', {
+    oneOf: ['producer', 'uncompressed', 'gzip', 'snappy', 'lz4', 'zstd'],
+  }),
+  def('broker.session.timeout.ms', 'int', 9000, 'Metadata store session timeout.', { min: 1 }),
+  def('offsets.topic.num.partitions', 'int', 50, 'Partitions of __consumer_offsets.', { min: 1 }),
+  def('offsets.topic.replication.factor', 'short', 3, 'Replication of __consumer_offsets.', { min: 1 }),
+  def('group.initial.rebalance.delay.ms', 'int', 3000, 'Delay of the first rebalance of a new group.'),
+  def('broker.rack', 'string', null, 'Rack of this broker.'),
+])
+
+function def(
+  name: string,
+  type: ConfigDef['type'],
+  defaultValue: ConfigValue,
+  doc: string,
+  validator?: ConfigDef['validator'],
+  dynamic = false,
+): ConfigDef {
+  return { name, type, defaultValue, doc, validator, dynamic }
+}
+
+/** Typed broker settings (camelCase, units in names). */
+export interface BrokerConfig {
+  readonly nodeId: number
+  readonly host: string
+  readonly port: number
+  readonly advertisedHost: string
+  readonly advertisedPort: number
+  readonly logDirs: readonly string[]
+  readonly clusterId: string | null
+  readonly socketRequestMaxBytes: number
+  readonly queuedMaxRequests: number
+  readonly connectionsMaxIdleMs: number
+  readonly rack: string | null
+  /** Every property as given or defaulted, by Kafka name (DescribeConfigs reads these). */
+  readonly values: ReadonlyMap<string, ConfigValue>
+  /** Names set explicitly (source STATIC_BROKER_CONFIG) rather than defaulted. */
+  readonly explicit: ReadonlySet<string>
+}
+
+/** Builds the broker config from Kafka properties (all values as strings). */
+export function brokerConfigFromProperties(properties: ReadonlyMap<string, string>): BrokerConfig {
+  const props = new Map(properties)
+  if (props.has('broker.id') && !props.has('node.id')) props.set('node.id', props.get('broker.id')!)
+  props.delete('broker.id')
+  const parsed = brokerConfigDefs.parse(props)
+  const values = new Map<string, ConfigValue>()
+  for (const d of brokerConfigDefs.defs)
+    values.set(d.name, parsed.has(d.name) ? parsed.get(d.name)! : d.defaultValue)
+  const listener = parseListener((values.get('listeners') as string[])[0])
+  const advertisedList = values.get('advertised.listeners') as string[] | null
+  const advertised = advertisedList && advertisedList.length > 0 ? parseListener(advertisedList[0]) : listener
+  const logDirs = (values.get('log.dirs') as string[] | null) ?? [values.get('log.dir') as string]
+  return {
+    nodeId: values.get('node.id') as number,
+    host: listener.host,
+    port: listener.port,
+    advertisedHost: advertised.host,
+    advertisedPort: advertised.port,
+    logDirs,
+    clusterId: values.get('cluster.id') as string | null,
+    socketRequestMaxBytes: values.get('socket.request.max.bytes') as number,
+    queuedMaxRequests: values.get('queued.max.requests') as number,
+    connectionsMaxIdleMs: values.get('connections.max.idle.ms') as number,
+    rack: values.get('broker.rack') as string | null,
+    values,
+    explicit: new Set(parsed.keys()),
+  }
+}
+
+/** `PLAINTEXT://host:port` (or `host:port`) to its parts. */
+export function parseListener(listener: string): { host: string; port: number } {
+  const match = /^(?:([A-Z_]+):\/\/)?\[?([^\]]*?)\]?:(\d+)$/.exec(listener.trim())
+  if (!match) throw new ConfigError(`Invalid listener ${listener}: expected PLAINTEXT://host:port`)
+  if (match[1] && match[1] !== 'PLAINTEXT') {
+    throw new ConfigError(`Listener ${listener}: only PLAINTEXT is supported (no TLS or SASL yet)`)
+  }
+  const port = Number(match[3])
+  if (port > 65535) throw new ConfigError(`Invalid listener ${listener}: port out of range`)
+  return { host: match[2] === '' ? '127.0.0.1' : match[2], port }
+}
+
+/** Parses `server.properties` text: `key=value` lines, `#`/`!` comments, `\` continuations. */
+export function parseProperties(text: string): Map<string, string> {
+  const result = new Map<string, string>()
+  const lines = text.replace(/\\\r?\n\s*/g, '').split(/\r?\n/)
+  for (const line of lines) {
+    const trimmed = line.trim()
+    if (trimmed === '' || trimmed.startsWith('#') || trimmed.startsWith('!')) continue
+    const match = /^([^=:\s]+)\s*[=:\s]\s*(.*)$/.exec(trimmed)
+    if (!match) throw new ConfigError(`Cannot parse properties line: ${trimmed}`)
+    result.set(match[1], match[2])
+  }
+  return result
+}

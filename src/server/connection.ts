@@ -1,0 +1,221 @@
+/**
+ * One client connection: frames in, requests dispatched in arrival order, responses out in
+ * request order even when a later request finishes first (Kafka clients pipeline and match
+ * responses by order as well as correlation id).
+ *
+ * Handlers are invoked synchronously in arrival order, so work a handler starts before its
+ * first await (queuing an append) keeps request order. Bad input closes this connection
+ * only, logged once; it never reaches other connections.
+ */
+import type { Socket } from 'node:net'
+import { assert, InvariantError } from '../common/assert.js'
+import { ProtocolDecodeError } from '../common/errors.js'
+import type { Logger } from '../common/logger.js'
+import { ErrorCode } from '../protocol/error-codes.js'
+import { ApiKey, apis } from '../protocol/generated/index.js'
+import { decodeRequestHeader, type RequestHeader } from '../protocol/generated/request-header.js'
+import { encodeResponseHeader } from '../protocol/generated/response-header.js'
+import { Reader, Writer } from '../protocol/primitives.js'
+import { FrameDecoder, FrameError } from './frame-decoder.js'
+import type { HandlerRegistry } from './handlers/registry.js'
+import type { RequestContext } from './request-context.js'
+
+export interface ConnectionOptions {
+  id: number
+  socket: Socket
+  handlers: HandlerRegistry
+  /** socket.request.max.bytes */
+  socketRequestMaxBytes: number
+  /** Requests read but not yet answered before reading pauses (backpressure). */
+  maxQueuedRequests: number
+  logger: Logger
+  /** Called with a programmer error (InvariantError): the broker decides to stop. */
+  onFatal(error: Error): void
+  onClose(connection: Connection): void
+  /** Builds the per-request context the handlers receive. */
+  makeContext(connection: Connection, header: RequestHeader): RequestContext
+}
+
+interface ResponseSlot {
+  done: boolean
+  chunks: Buffer[] | null
+}
+
+export class Connection {
+  readonly id: number
+  readonly remoteAddress: string
+  private readonly decoder: FrameDecoder
+  private readonly queue: ResponseSlot[] = []
+  private closed = false
+  private readingPaused = false
+
+  constructor(private readonly options: ConnectionOptions) {
+    this.id = options.id
+    const { socket } = options
+    this.remoteAddress = `${socket.remoteAddress}:${socket.remotePort}`
+    this.decoder = new FrameDecoder(options.socketRequestMaxBytes)
+    socket.setNoDelay(true)
+    socket.on('data', (chunk: Buffer) => this.onData(chunk))
+    socket.on('drain', () => this.maybeResumeReading())
+    socket.on('error', (error) => this.options.logger.debug({ err: error, conn: this.id }, 'socket error'))
+    socket.on('close', () => this.onSocketClose())
+  }
+
+  get isClosed(): boolean {
+    return this.closed
+  }
+
+  /** Closes the connection after logging why, once. */
+  close(reason: string, error?: unknown, level: 'warn' | 'debug' = 'warn'): void {
+    if (this.closed) return
+    this.options.logger[level](
+      { conn: this.id, remote: this.remoteAddress, err: error },
+      `closing connection: ${reason}`,
+    )
+    this.closed = true
+    this.options.socket.destroy()
+  }
+
+  private onSocketClose(): void {
+    this.closed = true
+    this.queue.length = 0
+    this.options.onClose(this)
+  }
+
+  private onData(chunk: Buffer): void {
+    if (this.closed) return
+    try {
+      this.decoder.push(chunk, (frame) => this.onFrame(frame))
+    } catch (error) {
+      this.onDispatchError(error)
+    }
+  }
+
+  private onDispatchError(error: unknown): void {
+    if (error instanceof InvariantError) {
+      this.close('internal invariant violated', error)
+      this.options.onFatal(error)
+    } else if (error instanceof FrameError || error instanceof ProtocolDecodeError) {
+      this.close(error.message)
+    } else {
+      this.close('request failed', error)
+    }
+  }
+
+  private onFrame(frame: Buffer): void {
+    if (this.closed) return
+    if (frame.length < 8) throw new ProtocolDecodeError(`request of ${frame.length} bytes has no header`)
+    const apiKey = frame.readInt16BE(0)
+    const apiVersion = frame.readInt16BE(2)
+    const handler = this.options.handlers.get(apiKey)
+    if (!handler) {
+      this.close(`unsupported api key ${apiKey}`)
+      return
+    }
+    if (apiVersion < handler.minVersion || apiVersion > handler.maxVersion) {
+      if (apiKey === ApiKey.ApiVersions) {
+        this.answerUnsupportedApiVersions(frame.readInt32BE(4), handler.minVersion, handler.maxVersion)
+      } else {
+        this.close(`unsupported version ${apiVersion} of api key ${apiKey}`)
+      }
+      return
+    }
+    this.dispatch(frame, apiKey, apiVersion)
+  }
+
+  private dispatch(frame: Buffer, apiKey: number, apiVersion: number): void {
+    const descriptor = apis.get(apiKey)
+    assert(descriptor, `handler registered for api key ${apiKey} without a codec`)
+    const reader = new Reader(frame)
+    const header = decodeRequestHeader(reader, descriptor.requestHeaderVersion(apiVersion))
+    const request = descriptor.decodeRequest(reader, apiVersion)
+    const handler = this.options.handlers.get(apiKey)!
+    const context = this.options.makeContext(this, header)
+    const slot: ResponseSlot = { done: false, chunks: null }
+    this.queue.push(slot)
+    this.maybePauseReading()
+    const respond = (response: unknown): void => {
+      slot.chunks =
+        response === null ? null : this.encodeResponse(apiKey, apiVersion, header.correlationId, response)
+      slot.done = true
+      this.flushResponses()
+    }
+    const result = handler.handle(context, request)
+    if (result instanceof Promise) {
+      result.then(respond, (error: unknown) => {
+        slot.done = true
+        this.onDispatchError(error)
+      })
+    } else {
+      respond(result)
+    }
+  }
+
+  private encodeResponse(
+    apiKey: number,
+    apiVersion: number,
+    correlationId: number,
+    response: unknown,
+  ): Buffer[] {
+    const descriptor = apis.get(apiKey)!
+    const writer = new Writer(512)
+    writer.writeInt32(0) // size, patched below
+    encodeResponseHeader(writer, descriptor.responseHeaderVersion(apiVersion), { correlationId })
+    descriptor.encodeResponse(writer, apiVersion, response)
+    const chunks = writer.toChunks()
+    chunks[0].writeInt32BE(writer.length - 4, 0)
+    return chunks
+  }
+
+  /**
+   * Kafka answers an ApiVersions request of a version it does not know without parsing its
+   * body: a v0-shaped response with UNSUPPORTED_VERSION and only its own ApiVersions range,
+   * so clients can retry with a version both sides know (KIP-511).
+   */
+  private answerUnsupportedApiVersions(correlationId: number, minVersion: number, maxVersion: number): void {
+    const slot: ResponseSlot = { done: true, chunks: null }
+    slot.chunks = this.encodeResponse(ApiKey.ApiVersions, 0, correlationId, {
+      errorCode: ErrorCode.UNSUPPORTED_VERSION,
+      apiKeys: [{ apiKey: ApiKey.ApiVersions, minVersion, maxVersion }],
+      throttleTimeMs: 0,
+    })
+    this.queue.push(slot)
+    this.flushResponses()
+  }
+
+  private flushResponses(): void {
+    if (this.closed) return
+    const { socket } = this.options
+    let wrote = false
+    while (this.queue.length > 0 && this.queue[0].done) {
+      const slot = this.queue.shift()!
+      if (slot.chunks === null) continue
+      if (!wrote) socket.cork()
+      wrote = true
+      for (const chunk of slot.chunks) socket.write(chunk)
+    }
+    if (wrote) socket.uncork()
+    this.maybePauseReading()
+    this.maybeResumeReading()
+  }
+
+  private maybePauseReading(): void {
+    const full = this.queue.length >= this.options.maxQueuedRequests || this.options.socket.writableNeedDrain
+    if (!this.readingPaused && full) {
+      this.readingPaused = true
+      this.options.socket.pause()
+    }
+  }
+
+  private maybeResumeReading(): void {
+    const { socket } = this.options
+    if (
+      this.readingPaused &&
+      this.queue.length < this.options.maxQueuedRequests &&
+      !socket.writableNeedDrain
+    ) {
+      this.readingPaused = false
+      socket.resume()
+    }
+  }
+}

@@ -1,0 +1,11 @@
+import type { RequestHeader } from '../protocol/generated/request-header.js'
+import type { BrokerServices } from './broker-services.js'
+import type { Connection } from './connection.js'
+
+/** Everything a handler may touch: the request's header and the broker's services. */
+export interface RequestContext {
+  readonly header: RequestHeader
+  readonly apiVersion: number
+  readonly connection: Connection
+  readonly broker: BrokerServices
+}
