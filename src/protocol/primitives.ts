@@ -73,6 +73,8 @@ export class Reader {
   }
 
   readUnsignedVarint(): number {
+    // Fast path: most lengths and tags fit one byte.
+    if (this.offset < this.end && this.buf[this.offset] < 0x80) return this.buf[this.offset++]
     let value = 0
     for (let shift = 0; shift < 35; shift += 7) {
       const byte = this.buf[this.need(1)]
