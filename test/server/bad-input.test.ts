@@ -123,7 +123,7 @@ describe('bad input', () => {
   test('pipelined requests are answered in request order', async () => {
     const client = await RawClient.connect(port)
     try {
-      const metadata = apis.get(ApiKey.Metadata)!.defaultRequest()
+      const metadata = apis.get(ApiKey.Metadata)!.defaultRequest() as object
       const versions = apis.get(ApiKey.ApiVersions)!.defaultRequest()
       client.write(
         Buffer.concat([
