@@ -1,0 +1,44 @@
+/**
+ * Storage outcomes as TidelogErrors whose `code` is the Kafka error name the server maps
+ * to a numeric code (OFFSET_OUT_OF_RANGE, CORRUPT_MESSAGE, ...). A disk failure is
+ * KAFKA_STORAGE_ERROR and takes the log offline.
+ */
+import { TidelogError } from '../common/errors.js'
+
+export type StorageErrorCode =
+  | 'OFFSET_OUT_OF_RANGE'
+  | 'CORRUPT_MESSAGE'
+  | 'INVALID_RECORD'
+  | 'MESSAGE_TOO_LARGE'
+  | 'RECORD_BATCH_TOO_LARGE'
+  | 'UNEXPECTED_APPEND_OFFSET'
+  | 'INVALID_LEADER_EPOCH'
+  | 'KAFKA_STORAGE_ERROR'
+  | 'LOG_CLOSED'
+
+export class StorageError extends TidelogError {
+  declare readonly code: StorageErrorCode
+
+  constructor(code: StorageErrorCode, message: string, options: { cause?: unknown; retriable?: boolean } = {}) {
+    super(code, message, options)
+    this.name = 'StorageError'
+  }
+}
+
+export function offsetOutOfRange(offset: number, logStartOffset: number, logEndOffset: number): StorageError {
+  return new StorageError(
+    'OFFSET_OUT_OF_RANGE',
+    `offset ${offset} is outside [${logStartOffset}, ${logEndOffset}] (logStartOffset, logEndOffset)`,
+  )
+}
+
+export function storageFailure(what: string, cause: unknown): StorageError {
+  return new StorageError('KAFKA_STORAGE_ERROR', `${what}: ${String((cause as Error)?.message ?? cause)}`, {
+    cause,
+    retriable: true,
+  })
+}
+
+export function isStorageError(err: unknown, code?: StorageErrorCode): err is StorageError {
+  return err instanceof StorageError && (code === undefined || err.code === code)
+}

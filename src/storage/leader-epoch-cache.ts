@@ -1,0 +1,160 @@
+/**
+ * Which leader epoch started at which offset, persisted in Kafka's leader-epoch-checkpoint
+ * (version 0, count, `epoch startOffset` lines). Followers use it through
+ * OffsetForLeaderEpoch to truncate to the leader's log instead of to the high watermark
+ * (KIP-101/279), which is how Kafka avoids losing or diverging committed data.
+ *
+ * Invariant after every change: epochs strictly increase and so do start offsets.
+ */
+import { join } from 'node:path'
+import { assert } from '../common/assert.js'
+import type { Logger } from '../common/logger.js'
+import { CheckpointFile, CheckpointFormatError, type EpochEntry, epochEntryFormat } from './checkpoint-file.js'
+import type { FileSystem } from './file-system.js'
+
+export const LEADER_EPOCH_CHECKPOINT_FILENAME = 'leader-epoch-checkpoint'
+/** Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET. */
+export const UNDEFINED_EPOCH = -1
+export const UNDEFINED_EPOCH_OFFSET = -1
+
+export interface EpochEndOffset {
+  readonly leaderEpoch: number
+  readonly endOffset: number
+}
+
+export class LeaderEpochFileCache {
+  private epochs: EpochEntry[]
+
+  private constructor(
+    private readonly checkpoint: CheckpointFile<EpochEntry>,
+    entries: EpochEntry[],
+    private readonly logger: Logger,
+  ) {
+    this.epochs = entries
+    this.checkInvariants()
+  }
+
+  static async load(fs: FileSystem, dir: string, logger: Logger): Promise<LeaderEpochFileCache> {
+    const checkpoint = new CheckpointFile(fs, join(dir, LEADER_EPOCH_CHECKPOINT_FILENAME), epochEntryFormat)
+    let entries: EpochEntry[]
+    try {
+      entries = await checkpoint.read()
+    } catch (err) {
+      if (!(err instanceof CheckpointFormatError)) throw err
+      logger.warn({ err: err.message }, 'leader-epoch-checkpoint is malformed; starting from an empty cache')
+      entries = []
+    }
+    const sorted = entries.every((e, i) => i === 0 || (e.epoch > entries[i - 1].epoch && e.startOffset > entries[i - 1].startOffset))
+    if (!sorted) {
+      // A hand-edited or foreign file: keep the monotonic prefix, recovery re-adds the rest from the batches.
+      logger.warn({ path: checkpoint.path }, 'leader-epoch-checkpoint is not monotonic; keeping its valid prefix')
+      const kept: EpochEntry[] = []
+      for (const e of entries) {
+        const last = kept.at(-1)
+        if (last !== undefined && (e.epoch <= last.epoch || e.startOffset <= last.startOffset)) break
+        kept.push(e)
+      }
+      return new LeaderEpochFileCache(checkpoint, kept, logger)
+    }
+    return new LeaderEpochFileCache(checkpoint, entries, logger)
+  }
+
+  entries(): readonly EpochEntry[] {
+    return this.epochs
+  }
+  get latestEntry(): EpochEntry | undefined {
+    return this.epochs.at(-1)
+  }
+  get latestEpoch(): number | undefined {
+    return this.epochs.at(-1)?.epoch
+  }
+  get earliestEntry(): EpochEntry | undefined {
+    return this.epochs[0]
+  }
+
+  /**
+   * Records that `epoch` starts at `startOffset` (Kafka's assign): a no-op for the current
+   * epoch; entries that the new one contradicts (same or later epoch, same or later start)
+   * are removed, which only happens after a truncation the cache has not seen.
+   */
+  async assign(epoch: number, startOffset: number): Promise<void> {
+    assert(epoch >= 0 && startOffset >= 0, () => `cannot assign epoch ${epoch} at ${startOffset}`)
+    const last = this.latestEntry
+    if (last !== undefined && last.epoch === epoch && last.startOffset <= startOffset) return
+    const removed = this.removeFromEnd((e) => e.epoch >= epoch || e.startOffset >= startOffset)
+    if (removed.length > 1 || (removed.length === 1 && removed[0].startOffset !== startOffset)) {
+      this.logger.warn({ epoch, startOffset, removed }, 'leader epoch cache: removed entries contradicting a new epoch')
+    }
+    this.epochs.push({ epoch, startOffset })
+    await this.flush()
+  }
+
+  /** The epoch of the batch holding `offset`, or undefined when it precedes every entry. */
+  epochForOffset(offset: number): number | undefined {
+    let found: number | undefined
+    for (const e of this.epochs) {
+      if (e.startOffset > offset) break
+      found = e.epoch
+    }
+    return found
+  }
+
+  /**
+   * OffsetForLeaderEpoch (Kafka's endOffsetFor): the largest epoch <= `requestedEpoch` and
+   * the offset where the next epoch starts (logEndOffset for the latest epoch).
+   */
+  endOffsetFor(requestedEpoch: number, logEndOffset: number): EpochEndOffset {
+    const undefinedResult = { leaderEpoch: UNDEFINED_EPOCH, endOffset: UNDEFINED_EPOCH_OFFSET }
+    if (requestedEpoch === UNDEFINED_EPOCH) return undefinedResult
+    if (this.latestEpoch === requestedEpoch) return { leaderEpoch: requestedEpoch, endOffset: logEndOffset }
+    const higher = this.epochs.find((e) => e.epoch > requestedEpoch)
+    if (higher === undefined) return undefinedResult
+    const floor = this.epochs.findLast((e) => e.epoch <= requestedEpoch)
+    // Older than every known epoch: answer the first known start, so the follower refetches from there.
+    if (floor === undefined) return { leaderEpoch: requestedEpoch, endOffset: higher.startOffset }
+    return { leaderEpoch: floor.epoch, endOffset: higher.startOffset }
+  }
+
+  /** Removes epochs starting at or after `endOffset` (the log was truncated there). */
+  async truncateFromEnd(endOffset: number): Promise<void> {
+    const last = this.latestEntry
+    if (endOffset < 0 || last === undefined || last.startOffset < endOffset) return
+    this.removeFromEnd((e) => e.startOffset >= endOffset)
+    await this.flush()
+  }
+
+  /** The log now starts at `startOffset`: older epochs go, the one covering it is moved up to it. */
+  async truncateFromStart(startOffset: number): Promise<void> {
+    let covering: EpochEntry | undefined
+    while (this.epochs.length > 0 && this.epochs[0].startOffset <= startOffset) covering = this.epochs.shift()
+    if (covering === undefined) return
+    this.epochs.unshift({ epoch: covering.epoch, startOffset })
+    await this.flush()
+  }
+
+  async clearAndFlush(): Promise<void> {
+    this.epochs = []
+    await this.flush()
+  }
+
+  private removeFromEnd(predicate: (e: EpochEntry) => boolean): EpochEntry[] {
+    const removed: EpochEntry[] = []
+    while (this.epochs.length > 0 && predicate(this.epochs[this.epochs.length - 1])) removed.unshift(this.epochs.pop()!)
+    return removed
+  }
+
+  private async flush(): Promise<void> {
+    this.checkInvariants()
+    await this.checkpoint.write(this.epochs)
+  }
+
+  private checkInvariants(): void {
+    for (let i = 1; i < this.epochs.length; i++) {
+      assert(this.epochs[i].epoch > this.epochs[i - 1].epoch, () => `leader epochs decrease: ${JSON.stringify(this.epochs)}`)
+      assert(
+        this.epochs[i].startOffset > this.epochs[i - 1].startOffset,
+        () => `epoch start offsets decrease: ${JSON.stringify(this.epochs)}`,
+      )
+    }
+  }
+}

@@ -1,0 +1,206 @@
+/**
+ * Opening a partition directory (Kafka's LogLoader): clean up temp files, open segments,
+ * and unless the previous shutdown was clean, recover from the segment holding the
+ * recovery point: validate every batch, truncate at the first invalid one, drop the
+ * segments after it, rebuild indexes. Indexes found missing or corrupt anywhere are
+ * rebuilt the same way.
+ */
+import { join } from 'node:path'
+import type { Logger } from '../common/logger.js'
+import type { FileSystem } from './file-system.js'
+import type { LeaderEpochFileCache } from './leader-epoch-cache.js'
+import { LogSegment, type SegmentOptions } from './log-segment.js'
+
+/** Leftovers of interrupted deletes, compactions or checkpoint writes. */
+const TEMP_FILE_SUFFIXES = ['.deleted', '.cleaned', '.swap', '.tmp']
+const SEGMENT_FILE = /^(\d{20})\.(log|index|timeindex)$/
+
+export interface LoadParams {
+  readonly fs: FileSystem
+  readonly dir: string
+  readonly segmentOptions: SegmentOptions
+  readonly nowMs: number
+  readonly logger: Logger
+  readonly hadCleanShutdown: boolean
+  readonly recoveryPoint: number
+  readonly logStartOffset: number
+  readonly leaderEpochCache: LeaderEpochFileCache
+}
+
+export interface LoadedLog {
+  readonly segments: LogSegment[]
+  readonly logEndOffset: number
+  readonly logStartOffset: number
+  readonly recoveryPoint: number
+}
+
+interface RecoveryOutcome {
+  /** Offset after the last valid batch of the recovered segment, undefined if it has none. */
+  readonly nextOffset: number | undefined
+  /** True when the segment was cut, so later segments cannot be trusted. */
+  readonly truncated: boolean
+}
+
+export async function loadLog(params: LoadParams): Promise<LoadedLog> {
+  const { fs, dir } = params
+  await fs.mkdir(dir)
+  const names = await fs.readdir(dir)
+  await removeTempFiles(params, names)
+  const baseOffsets = await findSegmentBaseOffsets(params, names)
+  const opened = await openSegments(params, baseOffsets)
+  const recoveredSegments = await recoverSegments(params, opened)
+  let segments = recoveredSegments.segments
+  const recovered = recoveredSegments.recovered.length > 0
+  let logStartOffset = Math.max(params.logStartOffset, segments[0]?.baseOffset ?? params.logStartOffset)
+  let logEndOffset = await readLogEndOffset(segments)
+  if (segments.length === 0 || logEndOffset < logStartOffset) {
+    segments = await restartAt(params, segments, logStartOffset, logEndOffset)
+    logEndOffset = logStartOffset
+  }
+  logStartOffset = Math.max(logStartOffset, segments[0].baseOffset)
+  const active = segments[segments.length - 1]
+  for (const segment of recoveredSegments.recovered) {
+    // Rebuilt indexes of segments that stay inactive go to disk now, trimmed and fsynced.
+    if (segment !== active && segments.includes(segment)) await segment.onBecomeInactiveSegment()
+  }
+  await active.loadLargestTimestamp()
+  await active.onBecomeActiveSegment()
+  await params.leaderEpochCache.truncateFromEnd(logEndOffset)
+  await params.leaderEpochCache.truncateFromStart(logStartOffset)
+  let recoveryPoint = Math.min(params.recoveryPoint, logEndOffset)
+  if (recovered) {
+    // Recovered bytes came from the page cache of a dead process: make them durable before trusting them.
+    for (const segment of segments) if (segment.baseOffset >= floorBase(segments, recoveryPoint)) await segment.flush()
+  }
+  if (recovered || params.hadCleanShutdown) recoveryPoint = logEndOffset
+  return { segments, logEndOffset, logStartOffset, recoveryPoint }
+}
+
+async function removeTempFiles(params: LoadParams, names: readonly string[]): Promise<void> {
+  for (const name of names) {
+    if (!TEMP_FILE_SUFFIXES.some((suffix) => name.endsWith(suffix))) continue
+    params.logger.warn({ dir: params.dir, file: name }, 'removing leftover temporary file')
+    await params.fs.unlink(join(params.dir, name))
+  }
+}
+
+/** Base offsets of the .log files, ascending; index files without a .log are deleted. */
+async function findSegmentBaseOffsets(params: LoadParams, names: readonly string[]): Promise<number[]> {
+  const logs = new Set<number>()
+  for (const name of names) {
+    const match = SEGMENT_FILE.exec(name)
+    if (match?.[2] === 'log') logs.add(Number(match[1]))
+  }
+  for (const name of names) {
+    const match = SEGMENT_FILE.exec(name)
+    if (match === null || match[2] === 'log' || logs.has(Number(match[1]))) continue
+    params.logger.warn({ dir: params.dir, file: name }, 'deleting index file without a log segment')
+    await params.fs.unlink(join(params.dir, name))
+  }
+  return [...logs].sort((a, b) => a - b)
+}
+
+async function openSegments(params: LoadParams, baseOffsets: readonly number[]): Promise<OpenedSegment[]> {
+  const opened: OpenedSegment[] = []
+  for (const baseOffset of baseOffsets) {
+    const { segment, indexProblem } = await LogSegment.open(
+      params.fs,
+      params.dir,
+      baseOffset,
+      params.segmentOptions,
+      params.nowMs,
+    )
+    opened.push({ segment, indexProblem })
+  }
+  return opened
+}
+
+interface OpenedSegment {
+  readonly segment: LogSegment
+  readonly indexProblem: string | undefined
+}
+
+/** Base offset of the segment holding `offset`, or -1 when it precedes them all. */
+function floorBase(segments: readonly LogSegment[], offset: number): number {
+  let base = -1
+  for (const segment of segments) if (segment.baseOffset <= offset) base = segment.baseOffset
+  return base
+}
+
+async function recoverSegments(
+  params: LoadParams,
+  opened: readonly OpenedSegment[],
+): Promise<{ segments: LogSegment[]; recovered: LogSegment[] }> {
+  const segments = opened.map((o) => o.segment)
+  const recoverFromBase = params.hadCleanShutdown ? Infinity : floorBase(segments, params.recoveryPoint)
+  const kept: LogSegment[] = []
+  const recovered: LogSegment[] = []
+  for (let i = 0; i < opened.length; i++) {
+    const { segment, indexProblem } = opened[i]
+    kept.push(segment)
+    const unflushed = segment.baseOffset >= recoverFromBase
+    if (!unflushed && indexProblem === undefined) continue
+    if (indexProblem !== undefined) {
+      params.logger.warn({ segment: segment.logPath, problem: indexProblem }, 'rebuilding index of log segment')
+    }
+    recovered.push(segment)
+    const outcome = await recoverSegment(params, segment)
+    if (outcome.truncated) {
+      await deleteSegments(params, opened.slice(i + 1).map((o) => o.segment), 'after a truncated segment')
+      break
+    }
+  }
+  return { segments: kept, recovered }
+}
+
+async function recoverSegment(params: LoadParams, segment: LogSegment): Promise<RecoveryOutcome> {
+  const epochs: { epoch: number; startOffset: number }[] = []
+  let latestEpoch = params.leaderEpochCache.latestEpoch ?? -1
+  const result = await segment.recover(segment.baseOffset, false, (batch) => {
+    if (batch.partitionLeaderEpoch > latestEpoch) {
+      latestEpoch = batch.partitionLeaderEpoch
+      epochs.push({ epoch: batch.partitionLeaderEpoch, startOffset: batch.baseOffset })
+    }
+  })
+  for (const { epoch, startOffset } of epochs) await params.leaderEpochCache.assign(epoch, startOffset)
+  if (result.truncatedBytes === 0) return { nextOffset: result.nextOffset, truncated: false }
+  params.logger.warn(
+    {
+      segment: segment.logPath,
+      problem: result.problem,
+      validBytes: result.validBytes,
+      truncatedBytes: result.truncatedBytes,
+      truncatedAtOffset: result.nextOffset ?? segment.baseOffset,
+    },
+    'recovery truncated an invalid tail of a log segment',
+  )
+  return { nextOffset: result.nextOffset, truncated: true }
+}
+
+async function deleteSegments(params: LoadParams, segments: readonly LogSegment[], why: string): Promise<void> {
+  for (const segment of segments) {
+    params.logger.warn({ segment: segment.logPath, sizeInBytes: segment.size }, `deleting log segment ${why}`)
+    await segment.deleteFiles()
+  }
+}
+
+async function readLogEndOffset(segments: readonly LogSegment[]): Promise<number> {
+  const active = segments[segments.length - 1]
+  if (active === undefined) return 0
+  return active.readNextOffset()
+}
+
+/** An empty directory, or a log ending before its start offset: start over at `logStartOffset`. */
+async function restartAt(
+  params: LoadParams,
+  segments: readonly LogSegment[],
+  logStartOffset: number,
+  logEndOffset: number,
+): Promise<LogSegment[]> {
+  if (segments.length > 0) {
+    params.logger.warn({ dir: params.dir, logStartOffset, logEndOffset }, 'log ends before its start offset; deleting it')
+    await deleteSegments(params, segments, 'below the log start offset')
+    await params.leaderEpochCache.clearAndFlush()
+  }
+  return [await LogSegment.create(params.fs, params.dir, logStartOffset, params.segmentOptions, params.nowMs)]
+}

@@ -1,0 +1,515 @@
+/**
+ * One segment of a partition log: `<baseOffset>.log` with the record batches as received
+ * (base offsets rewritten), its sparse `.index` and its `.timeindex` (Kafka's LogSegment).
+ *
+ * The segment knows byte positions and batch framing; offsets and their rules belong to
+ * PartitionLog. `size` counts bytes whose write completed, so a reader never looks past
+ * data still in flight.
+ */
+import { join } from 'node:path'
+import { assert } from '../common/assert.js'
+import { StorageError } from './errors.js'
+import type { FileHandle, FileSystem } from './file-system.js'
+import { OffsetIndex } from './offset-index.js'
+import {
+  BATCH_OFFSETS_HEADER_BYTES,
+  type BatchProblem,
+  type BatchSummary,
+  checkBatch,
+  peekBatch,
+  findRecord,
+} from './record-batch-check.js'
+import { NO_TIMESTAMP, TimeIndex, type TimestampOffset } from './time-index.js'
+
+export const LOG_FILE_SUFFIX = '.log'
+export const INDEX_FILE_SUFFIX = '.index'
+export const TIME_INDEX_FILE_SUFFIX = '.timeindex'
+
+/** Recovery and index rebuilds read the log in windows of this size. */
+const SCAN_WINDOW_BYTES = 8 * 1024 * 1024
+/** Largest batch framing recovery believes; a length field beyond it marks corruption. */
+const MAX_BATCH_BYTES_ON_DISK = 0x7fffffff
+
+/** Kafka's file name: the base offset zero-padded to 20 digits. */
+export function filenamePrefixFromOffset(offset: number): string {
+  return String(offset).padStart(20, '0')
+}
+
+export function logFilePath(dir: string, baseOffset: number): string {
+  return join(dir, filenamePrefixFromOffset(baseOffset) + LOG_FILE_SUFFIX)
+}
+
+export interface SegmentOptions {
+  readonly indexIntervalBytes: number
+  readonly maxIndexBytes: number
+}
+
+/** What one append wrote, batch by batch; batches are already validated and offset-assigned. */
+export interface AppendedBatch {
+  readonly sizeInBytes: number
+  readonly baseOffset: number
+  readonly lastOffset: number
+  readonly maxTimestamp: number
+}
+
+export interface SegmentRead {
+  /** Whole batches, in order; more than one buffer only when the range needed several reads. */
+  readonly records: Buffer[]
+  readonly sizeInBytes: number
+  readonly firstOffset: number
+  readonly nextOffset: number
+}
+
+export interface RecoveryResult {
+  readonly validBytes: number
+  readonly truncatedBytes: number
+  /** Offset after the last valid batch, undefined when the segment holds none. */
+  readonly nextOffset: number | undefined
+  readonly problem: BatchProblem | 'bad-offsets' | undefined
+}
+
+/** A window of file bytes held in memory while scanning batch headers. */
+class ReadWindow {
+  buf: Buffer = Buffer.alloc(0)
+  start = 0
+
+  get end(): number {
+    return this.start + this.buf.length
+  }
+  covers(position: number, length: number): boolean {
+    return position >= this.start && position + length <= this.end
+  }
+}
+
+export class LogSegment {
+  /** Bytes of the .log whose write has completed. */
+  size: number
+  maxTimestampSoFar = NO_TIMESTAMP
+  offsetOfMaxTimestampSoFar: number
+  /** Max timestamp of the segment's first batch: segment.ms counts from it (Kafka). */
+  rollingBasedTimestamp: number | undefined
+  lastModifiedMs: number
+  private bytesSinceLastIndexEntry = 0
+  private pendingReads = 0
+  private deleted = false
+  private handleClosed = false
+
+  private constructor(
+    private readonly fs: FileSystem,
+    readonly dir: string,
+    readonly baseOffset: number,
+    private readonly options: SegmentOptions,
+    private readonly log: FileHandle,
+    size: number,
+    readonly offsetIndex: OffsetIndex,
+    readonly timeIndex: TimeIndex,
+    readonly createdMs: number,
+  ) {
+    this.size = size
+    this.offsetOfMaxTimestampSoFar = baseOffset
+    this.lastModifiedMs = createdMs
+  }
+
+  get logPath(): string {
+    return logFilePath(this.dir, this.baseOffset)
+  }
+
+  private static indexes(fs: FileSystem, dir: string, baseOffset: number, options: SegmentOptions) {
+    const prefix = join(dir, filenamePrefixFromOffset(baseOffset))
+    return {
+      offsetIndex: new OffsetIndex(fs, prefix + INDEX_FILE_SUFFIX, baseOffset, options.maxIndexBytes),
+      timeIndex: new TimeIndex(fs, prefix + TIME_INDEX_FILE_SUFFIX, baseOffset, options.maxIndexBytes),
+    }
+  }
+
+  /** Creates a new empty segment; its indexes are preallocated as the active segment's. */
+  static async create(
+    fs: FileSystem,
+    dir: string,
+    baseOffset: number,
+    options: SegmentOptions,
+    nowMs: number,
+  ): Promise<LogSegment> {
+    assert(Number.isSafeInteger(baseOffset) && baseOffset >= 0, () => `bad segment base offset ${baseOffset}`)
+    const { offsetIndex, timeIndex } = LogSegment.indexes(fs, dir, baseOffset, options)
+    const log = await fs.open(logFilePath(dir, baseOffset), 'w+')
+    await offsetIndex.create(true)
+    await timeIndex.create(true)
+    return new LogSegment(fs, dir, baseOffset, options, log, 0, offsetIndex, timeIndex, nowMs)
+  }
+
+  /**
+   * Opens an existing segment and loads its indexes. `indexProblem` says why the indexes
+   * cannot be trusted (missing, corrupt); the caller then rebuilds them with recover().
+   */
+  static async open(
+    fs: FileSystem,
+    dir: string,
+    baseOffset: number,
+    options: SegmentOptions,
+    nowMs: number,
+  ): Promise<{ segment: LogSegment; indexProblem: string | undefined }> {
+    const { offsetIndex, timeIndex } = LogSegment.indexes(fs, dir, baseOffset, options)
+    const log = await fs.open(logFilePath(dir, baseOffset), 'r+')
+    const stat = await log.stat()
+    const segment = new LogSegment(fs, dir, baseOffset, options, log, stat.size, offsetIndex, timeIndex, nowMs)
+    segment.lastModifiedMs = stat.mtimeMs
+    const offsetProblem = await offsetIndex.load(stat.size)
+    const timeProblem = await timeIndex.load(stat.size)
+    const indexProblem =
+      offsetProblem === undefined ? (timeProblem === undefined ? undefined : `time index ${timeProblem}`) : `offset index ${offsetProblem}`
+    if (indexProblem === undefined) {
+      const last = timeIndex.lastEntry
+      segment.maxTimestampSoFar = last.timestamp
+      segment.offsetOfMaxTimestampSoFar = last.offset
+    }
+    return { segment, indexProblem }
+  }
+
+  // ---- append ----
+
+  /**
+   * Writes the buffers with one writev at the end of the segment, then indexes the batches
+   * (Kafka's LogSegment.append: an offset-index entry when more than index.interval.bytes
+   * were written since the last one, keyed by the batch's last offset).
+   */
+  async append(buffers: readonly Buffer[], batches: readonly AppendedBatch[], nowMs: number): Promise<void> {
+    assert(batches.length > 0, 'append of no batches')
+    let totalBytes = 0
+    for (const buf of buffers) totalBytes += buf.length
+    const written = await this.log.writev(buffers, this.size)
+    if (written !== totalBytes) {
+      throw new StorageError('KAFKA_STORAGE_ERROR', `short write to ${this.logPath}: ${written} of ${totalBytes}`, {
+        retriable: true,
+      })
+    }
+    if (this.size === 0) this.rollingBasedTimestamp = batches[0].maxTimestamp
+    for (const batch of batches) this.indexBatch(batch, this.size)
+    this.lastModifiedMs = nowMs
+  }
+
+  private indexBatch(batch: AppendedBatch, position: number): void {
+    assert(batch.lastOffset - this.baseOffset <= 0x7fffffff, () => `offset ${batch.lastOffset} overflows segment ${this.baseOffset}`)
+    if (batch.maxTimestamp > this.maxTimestampSoFar) {
+      this.maxTimestampSoFar = batch.maxTimestamp
+      this.offsetOfMaxTimestampSoFar = batch.lastOffset
+    }
+    if (this.bytesSinceLastIndexEntry > this.options.indexIntervalBytes) {
+      this.offsetIndex.append(batch.lastOffset, position)
+      this.timeIndex.maybeAppend(this.maxTimestampSoFar, this.offsetOfMaxTimestampSoFar)
+      this.bytesSinceLastIndexEntry = 0
+    }
+    this.size = position + batch.sizeInBytes
+    this.bytesSinceLastIndexEntry += batch.sizeInBytes
+  }
+
+  /** Whether the indexes can take another entry (a full index forces a roll, as in Kafka). */
+  get indexesFull(): boolean {
+    return this.offsetIndex.isFull || this.timeIndex.isFull
+  }
+
+  // ---- read ----
+
+  /** One read of up to `length` bytes at `position`; fewer near the end of the data. */
+  async readRange(position: number, length: number, limit = this.size): Promise<Buffer> {
+    if (this.deleted) throw new StorageError('OFFSET_OUT_OF_RANGE', `segment ${this.logPath} was deleted`, { retriable: true })
+    const available = Math.max(0, Math.min(length, limit - position))
+    const buf = Buffer.allocUnsafe(available)
+    this.pendingReads++
+    try {
+      let filled = 0
+      while (filled < available) {
+        const n = await this.log.read(buf, filled, available - filled, position + filled)
+        if (n === 0) break
+        filled += n
+      }
+      return buf.subarray(0, filled)
+    } finally {
+      this.pendingReads--
+      if (this.deleted && this.pendingReads === 0) await this.closeLogHandle()
+    }
+  }
+
+  /** Makes `window` hold [position, position+length) if the data has it; reads `preferred` bytes ahead. */
+  private async fill(
+    window: ReadWindow,
+    position: number,
+    length: number,
+    preferred: number,
+    limit = this.size,
+  ): Promise<boolean> {
+    if (window.covers(position, length)) return true
+    window.buf = await this.readRange(position, Math.max(length, preferred), limit)
+    window.start = position
+    return window.covers(position, length)
+  }
+
+  /** Position and header of the first batch whose last offset is >= `offset` (Kafka's translateOffset). */
+  async translateOffset(offset: number, window = new ReadWindow(), readAheadBytes = 0): Promise<BatchSummary | undefined> {
+    let position = this.offsetIndex.lookup(offset).position
+    const preferred = this.options.indexIntervalBytes + readAheadBytes + BATCH_OFFSETS_HEADER_BYTES
+    for (;;) {
+      if (!(await this.fill(window, position, BATCH_OFFSETS_HEADER_BYTES, preferred))) return undefined
+      const batch = peekBatch(window.buf, position - window.start, window.buf.length)
+      if (batch === undefined || batch.sizeInBytes <= 0) return undefined
+      if (batch.lastOffset >= offset) return { ...batch, position }
+      position += batch.sizeInBytes
+    }
+  }
+
+  /**
+   * Whole batches from the one holding `startOffset`, stopping before the first batch
+   * whose last offset is >= `maxOffset` and before exceeding `maxBytes` (unless
+   * `minOneBatch` and nothing was taken yet). Usually one read syscall.
+   */
+  async read(startOffset: number, maxOffset: number, maxBytes: number, minOneBatch: boolean): Promise<SegmentRead | undefined> {
+    const window = new ReadWindow()
+    const first = await this.translateOffset(startOffset, window, maxBytes)
+    if (first === undefined || first.lastOffset >= maxOffset) return undefined
+    const records: Buffer[] = []
+    let sliceStart = first.position
+    let position = first.position
+    let taken = 0
+    let nextOffset = first.baseOffset
+    for (;;) {
+      const headerHere = window.covers(position, BATCH_OFFSETS_HEADER_BYTES)
+      const batch = headerHere ? peekBatch(window.buf, position - window.start, window.buf.length) : undefined
+      if (batch === undefined || !window.covers(position, batch.sizeInBytes)) {
+        // The window ends inside this batch: keep what it holds and read on from here.
+        if (batch !== undefined && (batch.sizeInBytes <= 0 || batch.lastOffset >= maxOffset)) break
+        if (batch !== undefined && taken + batch.sizeInBytes > maxBytes && !(minOneBatch && taken === 0)) break
+        if (position > sliceStart) records.push(window.buf.subarray(sliceStart - window.start, position - window.start))
+        sliceStart = position
+        const needed = batch === undefined ? BATCH_OFFSETS_HEADER_BYTES : batch.sizeInBytes
+        if (!(await this.fill(window, position, needed, Math.max(maxBytes - taken, needed)))) break
+        continue
+      }
+      if (batch.sizeInBytes <= 0 || batch.lastOffset >= maxOffset) break
+      if (taken + batch.sizeInBytes > maxBytes && !(minOneBatch && taken === 0)) break
+      taken += batch.sizeInBytes
+      position += batch.sizeInBytes
+      nextOffset = batch.lastOffset + 1
+    }
+    if (position > sliceStart) records.push(window.buf.subarray(sliceStart - window.start, position - window.start))
+    if (taken === 0) return undefined
+    return { records, sizeInBytes: taken, firstOffset: first.baseOffset, nextOffset }
+  }
+
+  /** Offset after the last batch, scanning from the last index entry (Kafka's readNextOffset). */
+  async readNextOffset(): Promise<number> {
+    let position = this.offsetIndex.lookup(this.offsetIndex.lastOffset).position
+    let nextOffset = this.baseOffset
+    const window = new ReadWindow()
+    while (await this.fill(window, position, BATCH_OFFSETS_HEADER_BYTES, this.size - position)) {
+      const batch = peekBatch(window.buf, position - window.start, window.buf.length)
+      if (batch === undefined || batch.sizeInBytes <= 0) break
+      nextOffset = batch.lastOffset + 1
+      position += batch.sizeInBytes
+    }
+    return nextOffset
+  }
+
+  /** The first batch with max timestamp >= `timestampMs` at or after `startingOffset` (Kafka's findOffsetByTimestamp). */
+  async findOffsetByTimestamp(timestampMs: number, startingOffset: number): Promise<TimestampOffset | undefined> {
+    const fromTimeIndex = this.timeIndex.lookup(timestampMs)
+    const position = this.offsetIndex.lookup(Math.max(fromTimeIndex.offset, startingOffset)).position
+    const found = await this.scanBatches(position, (buf, at, batch) => {
+      if (batch.maxTimestamp < timestampMs || batch.lastOffset < startingOffset) return undefined
+      return (
+        findRecord(buf, at, batch.sizeInBytes, startingOffset, (ts) => ts >= timestampMs) ?? {
+          timestamp: batch.maxTimestamp,
+          offset: Math.max(batch.baseOffset, startingOffset),
+        }
+      )
+    })
+    return found
+  }
+
+  /** The record holding the segment's max timestamp (batch-level when the batch is compressed). */
+  async maxTimestampAndOffset(): Promise<TimestampOffset | undefined> {
+    if (this.maxTimestampSoFar === NO_TIMESTAMP) return undefined
+    const target = this.offsetOfMaxTimestampSoFar
+    const position = this.offsetIndex.lookup(target).position
+    const maxTimestamp = this.maxTimestampSoFar
+    return this.scanBatches(position, (buf, at, batch) => {
+      if (batch.lastOffset < target) return undefined
+      return (
+        findRecord(buf, at, batch.sizeInBytes, batch.baseOffset, (ts) => ts === maxTimestamp) ?? {
+          timestamp: maxTimestamp,
+          offset: batch.lastOffset,
+        }
+      )
+    })
+  }
+
+  /** Visits whole batches from `position` until `visit` returns a value. */
+  private async scanBatches<T>(
+    position: number,
+    visit: (buf: Buffer, at: number, batch: BatchSummary) => T | undefined,
+  ): Promise<T | undefined> {
+    const window = new ReadWindow()
+    const preferred = Math.min(SCAN_WINDOW_BYTES, Math.max(this.options.indexIntervalBytes * 4, 65536))
+    let at = position
+    while (await this.fill(window, at, BATCH_OFFSETS_HEADER_BYTES, preferred)) {
+      const header = peekBatch(window.buf, at - window.start, window.buf.length)
+      if (header === undefined || header.sizeInBytes <= 0) return undefined
+      if (!(await this.fill(window, at, header.sizeInBytes, preferred))) return undefined
+      const result = visit(window.buf, at - window.start, { ...header, position: at })
+      if (result !== undefined) return result
+      at += header.sizeInBytes
+    }
+    return undefined
+  }
+
+  /** Reloads maxTimestampSoFar from the last time-index entry and the batches after it. */
+  async loadLargestTimestamp(): Promise<void> {
+    const last = this.timeIndex.lastEntry
+    this.maxTimestampSoFar = last.timestamp
+    this.offsetOfMaxTimestampSoFar = last.offset
+    const position = this.offsetIndex.lookup(last.offset).position
+    await this.scanBatches(position, (_buf, _at, batch) => {
+      if (batch.maxTimestamp > this.maxTimestampSoFar) {
+        this.maxTimestampSoFar = batch.maxTimestamp
+        this.offsetOfMaxTimestampSoFar = batch.lastOffset
+      }
+      return undefined
+    })
+    if (this.size > 0 && this.rollingBasedTimestamp === undefined) {
+      const head = await this.readRange(0, 61)
+      this.rollingBasedTimestamp = peekBatch(head, 0, head.length)?.maxTimestamp
+    }
+  }
+
+  // ---- recovery ----
+
+  /**
+   * Validates every batch from the start (framing, magic, CRC, offsets increasing from
+   * `expectedFirstOffset`), rebuilds both indexes from the valid ones, and truncates the
+   * file at the first invalid batch (Kafka's LogSegment.recover). `onBatch` sees each
+   * valid batch (leader-epoch cache rebuild).
+   */
+  async recover(
+    expectedFirstOffset: number,
+    preallocate: boolean,
+    onBatch: (batch: BatchSummary) => void = () => {},
+  ): Promise<RecoveryResult> {
+    await this.offsetIndex.reset(preallocate)
+    await this.timeIndex.reset(preallocate)
+    this.maxTimestampSoFar = NO_TIMESTAMP
+    this.offsetOfMaxTimestampSoFar = this.baseOffset
+    this.bytesSinceLastIndexEntry = 0
+    this.rollingBasedTimestamp = undefined
+    const fileSize = this.size
+    this.size = 0
+    const window = new ReadWindow()
+    let position = 0
+    let nextOffset: number | undefined
+    let problem: RecoveryResult['problem']
+    while (position < fileSize) {
+      const check = await this.checkBatchAt(window, position, fileSize)
+      if (!check.ok) {
+        problem = check.problem
+        break
+      }
+      const batch = check.batch
+      if (batch.baseOffset < (nextOffset ?? expectedFirstOffset)) {
+        problem = 'bad-offsets'
+        break
+      }
+      if (position === 0) this.rollingBasedTimestamp = batch.maxTimestamp
+      this.indexBatch(batch, position)
+      onBatch({ ...batch, position })
+      nextOffset = batch.lastOffset + 1
+      position += batch.sizeInBytes
+    }
+    const truncatedBytes = fileSize - position
+    if (truncatedBytes > 0) await this.log.truncate(position)
+    this.size = position
+    return { validBytes: position, truncatedBytes, nextOffset, problem }
+  }
+
+  private async checkBatchAt(window: ReadWindow, position: number, fileSize: number) {
+    const preferred = Math.min(SCAN_WINDOW_BYTES, fileSize - position)
+    if (!(await this.fill(window, position, BATCH_OFFSETS_HEADER_BYTES, preferred, fileSize))) {
+      return { ok: false, problem: 'truncated' } as const
+    }
+    const header = peekBatch(window.buf, position - window.start, window.buf.length)
+    const length = header === undefined ? 0 : header.sizeInBytes
+    if (length > 0 && position + length <= fileSize) await this.fill(window, position, length, preferred, fileSize)
+    return checkBatch(window.buf, position - window.start, window.buf.length, MAX_BATCH_BYTES_ON_DISK)
+  }
+
+  // ---- truncation ----
+
+  /**
+   * Drops every batch from the one holding `offset` on, and their index entries. Returns
+   * the bytes removed and the offset where the segment now ends (the cut batch's base).
+   */
+  async truncateTo(offset: number): Promise<{ truncatedBytes: number; cutAtOffset: number | undefined }> {
+    const cut = await this.translateOffset(offset)
+    if (cut === undefined) return { truncatedBytes: 0, cutAtOffset: undefined }
+    await this.offsetIndex.truncateTo(cut.baseOffset, true)
+    await this.timeIndex.truncateTo(cut.baseOffset, true)
+    const truncatedBytes = this.size - cut.position
+    await this.log.truncate(cut.position)
+    this.size = cut.position
+    this.bytesSinceLastIndexEntry = 0
+    if (this.size === 0) this.rollingBasedTimestamp = undefined
+    await this.loadLargestTimestamp()
+    return { truncatedBytes, cutAtOffset: cut.baseOffset }
+  }
+
+  // ---- durability and lifecycle ----
+
+  /** fsync of the .log. The active segment's indexes are rebuilt after a crash, so they wait for roll/close. */
+  async flush(): Promise<void> {
+    await this.log.sync()
+  }
+
+  /** The segment stops being written: final time-index entry, indexes trimmed and fsynced (roll). */
+  async onBecomeInactiveSegment(): Promise<void> {
+    this.timeIndex.maybeAppend(this.maxTimestampSoFar, this.offsetOfMaxTimestampSoFar, true)
+    await this.offsetIndex.trimToValidSize()
+    await this.timeIndex.trimToValidSize()
+    await Promise.all([this.log.sync(), this.offsetIndex.sync(), this.timeIndex.sync()])
+  }
+
+  /** Preallocates the indexes again: the segment is the active one (after open or truncation). */
+  async onBecomeActiveSegment(): Promise<void> {
+    await this.offsetIndex.preallocate()
+    await this.timeIndex.preallocate()
+  }
+
+  /** Clean close: everything on disk in Kafka's format, fsynced. */
+  async close(): Promise<void> {
+    await this.onBecomeInactiveSegment()
+    await this.closeHandlers()
+  }
+
+  /** Closes the files without flushing or trimming (a log directory failed, or a simulated crash). */
+  async closeHandlers(): Promise<void> {
+    await this.closeLogHandle()
+    await this.offsetIndex.close()
+    await this.timeIndex.close()
+  }
+
+  private async closeLogHandle(): Promise<void> {
+    if (this.handleClosed) return
+    this.handleClosed = true
+    await this.log.close()
+  }
+
+  /** Removes the files; reads in flight finish on the open handle, later ones get OFFSET_OUT_OF_RANGE. */
+  async deleteFiles(): Promise<void> {
+    this.deleted = true
+    await this.offsetIndex.deleteFile()
+    await this.timeIndex.deleteFile()
+    await this.fs.unlink(this.logPath)
+    if (this.pendingReads === 0) await this.closeLogHandle()
+  }
+
+  /** Largest timestamp for retention; the file's mtime when no batch has one (Kafka). */
+  get largestTimestamp(): number {
+    return this.maxTimestampSoFar >= 0 ? this.maxTimestampSoFar : this.lastModifiedMs
+  }
+}

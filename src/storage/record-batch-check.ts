@@ -1,0 +1,161 @@
+/**
+ * The few record-batch checks storage needs, on headers only (records stay encoded):
+ * framing (length fits, magic 2), the CRC-32C, and the offset fields. Used by append (to
+ * reject bad input) and by recovery (to find the first torn or corrupt batch).
+ */
+import {
+  ATTRIBUTES_OFFSET,
+  BASE_OFFSET_OFFSET,
+  BASE_TIMESTAMP_OFFSET,
+  BATCH_LENGTH_OFFSET,
+  CRC_OFFSET,
+  LAST_OFFSET_DELTA_OFFSET,
+  LOG_OVERHEAD,
+  MAGIC_OFFSET,
+  MAX_TIMESTAMP_OFFSET,
+  PARTITION_LEADER_EPOCH_OFFSET,
+  RECORD_BATCH_OVERHEAD,
+  RECORDS_COUNT_OFFSET,
+  TIMESTAMP_TYPE_MASK,
+} from '../protocol/batch-header.js'
+import { crc32c } from '../protocol/crc32c.js'
+
+/** batchLength counts the bytes after the length field; a v2 header alone is 49 of them. */
+export const MIN_BATCH_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
+/** Bytes needed to know where a batch ends and which offsets it holds. */
+export const BATCH_OFFSETS_HEADER_BYTES = LAST_OFFSET_DELTA_OFFSET + 4
+export const CURRENT_MAGIC = 2
+
+export interface BatchSummary {
+  /** Byte position of the batch in the buffer it was found in. */
+  readonly position: number
+  readonly sizeInBytes: number
+  readonly baseOffset: number
+  readonly lastOffset: number
+  readonly maxTimestamp: number
+  readonly partitionLeaderEpoch: number
+  readonly recordsCount: number
+}
+
+export type BatchProblem = 'truncated' | 'bad-length' | 'bad-magic' | 'bad-crc' | 'bad-offsets'
+
+export type BatchCheck = { readonly ok: true; readonly batch: BatchSummary } | { readonly ok: false; readonly problem: BatchProblem }
+
+/** A signed int64 as a JS number; exact below 2^53 (offsets and timestamps). */
+export function readInt64(buf: Buffer, at: number): number {
+  return buf.readInt32BE(at) * 4294967296 + buf.readUInt32BE(at + 4)
+}
+
+export function writeInt64(buf: Buffer, at: number, value: number): void {
+  buf.writeBigInt64BE(BigInt(value), at)
+}
+
+/** Offsets and size of the batch at `at`, from the first 27 bytes; no CRC. Undefined if not all there. */
+export function peekBatch(buf: Buffer, at: number, end: number): BatchSummary | undefined {
+  if (end - at < BATCH_OFFSETS_HEADER_BYTES) return undefined
+  const batchLength = buf.readInt32BE(at + BATCH_LENGTH_OFFSET)
+  const baseOffset = readInt64(buf, at + BASE_OFFSET_OFFSET)
+  return {
+    position: at,
+    sizeInBytes: LOG_OVERHEAD + batchLength,
+    baseOffset,
+    lastOffset: baseOffset + buf.readInt32BE(at + LAST_OFFSET_DELTA_OFFSET),
+    maxTimestamp: end - at >= MAX_TIMESTAMP_OFFSET + 8 ? readInt64(buf, at + MAX_TIMESTAMP_OFFSET) : -1,
+    partitionLeaderEpoch: buf.readInt32BE(at + PARTITION_LEADER_EPOCH_OFFSET),
+    recordsCount: end - at >= RECORD_BATCH_OVERHEAD ? buf.readInt32BE(at + RECORDS_COUNT_OFFSET) : -1,
+  }
+}
+
+/**
+ * Validates the framing and checksum of the batch at `at` (bytes up to `end` available).
+ * `maxBatchBytes` bounds the length field so a corrupt length is not trusted.
+ */
+export function checkBatch(buf: Buffer, at: number, end: number, maxBatchBytes: number): BatchCheck {
+  if (end - at < LOG_OVERHEAD) return { ok: false, problem: 'truncated' }
+  const batchLength = buf.readInt32BE(at + BATCH_LENGTH_OFFSET)
+  if (batchLength < MIN_BATCH_LENGTH || LOG_OVERHEAD + batchLength > maxBatchBytes) {
+    return { ok: false, problem: 'bad-length' }
+  }
+  const size = LOG_OVERHEAD + batchLength
+  if (end - at < size) return { ok: false, problem: 'truncated' }
+  if (buf.readInt8(at + MAGIC_OFFSET) !== CURRENT_MAGIC) return { ok: false, problem: 'bad-magic' }
+  if (buf.readUInt32BE(at + CRC_OFFSET) !== crc32c(buf.subarray(at + ATTRIBUTES_OFFSET, at + size))) {
+    return { ok: false, problem: 'bad-crc' }
+  }
+  const batch = peekBatch(buf, at, end)
+  if (batch === undefined || batch.lastOffset < batch.baseOffset || batch.baseOffset < 0) {
+    return { ok: false, problem: 'bad-offsets' }
+  }
+  return { ok: true, batch }
+}
+
+/**
+ * Marks the batch as LogAppendTime with `timestampMs` as its max timestamp, and re-signs it:
+ * the attributes and maxTimestamp fields are inside the CRC's coverage (Kafka's
+ * DefaultRecordBatch.setMaxTimestamp). Records keep their deltas; readers use maxTimestamp.
+ */
+export function stampLogAppendTime(buf: Buffer, at: number, sizeInBytes: number, timestampMs: number): void {
+  const attributes = buf.readInt16BE(at + ATTRIBUTES_OFFSET)
+  buf.writeInt16BE(attributes | TIMESTAMP_TYPE_MASK, at + ATTRIBUTES_OFFSET)
+  writeInt64(buf, at + MAX_TIMESTAMP_OFFSET, timestampMs)
+  buf.writeUInt32BE(crc32c(buf.subarray(at + ATTRIBUTES_OFFSET, at + sizeInBytes)), at + CRC_OFFSET)
+}
+
+/** Unsigned LEB128 at `at` as a number (exact below 2^53), and the position after it. */
+function readUnsignedVarlong(buf: Buffer, at: number, end: number): [number, number] | undefined {
+  let value = 0
+  let scale = 1
+  for (let i = at; i < end && i < at + 10; i++) {
+    const byte = buf[i]
+    value += (byte & 0x7f) * scale
+    if ((byte & 0x80) === 0) return [value, i + 1]
+    scale *= 128
+  }
+  return undefined
+}
+
+function readVarlong(buf: Buffer, at: number, end: number): [number, number] | undefined {
+  const raw = readUnsignedVarlong(buf, at, end)
+  if (raw === undefined) return undefined
+  const [value, next] = raw
+  return [value % 2 === 0 ? value / 2 : -(value + 1) / 2, next]
+}
+
+/**
+ * In an uncompressed CreateTime batch, the first record at or after `minOffset` whose
+ * timestamp satisfies `matches`; walks the record framing only (length, attributes,
+ * timestampDelta, offsetDelta). Undefined when the batch is compressed or holds no match.
+ */
+export function findRecord(
+  buf: Buffer,
+  at: number,
+  sizeInBytes: number,
+  minOffset: number,
+  matches: (timestampMs: number) => boolean,
+): TimestampAndOffsetInBatch | undefined {
+  const attributes = buf.readInt16BE(at + ATTRIBUTES_OFFSET)
+  if ((attributes & 0x07) !== 0 || (attributes & TIMESTAMP_TYPE_MASK) !== 0) return undefined
+  const baseOffset = readInt64(buf, at + BASE_OFFSET_OFFSET)
+  const baseTimestamp = readInt64(buf, at + BASE_TIMESTAMP_OFFSET)
+  const end = at + sizeInBytes
+  let pos = at + RECORD_BATCH_OVERHEAD
+  while (pos < end) {
+    const length = readVarlong(buf, pos, end)
+    if (length === undefined) return undefined
+    const recordEnd = length[1] + length[0]
+    const timestampDelta = readVarlong(buf, length[1] + 1, end)
+    if (timestampDelta === undefined) return undefined
+    const offsetDelta = readVarlong(buf, timestampDelta[1], end)
+    if (offsetDelta === undefined) return undefined
+    const offset = baseOffset + offsetDelta[0]
+    const timestamp = baseTimestamp + timestampDelta[0]
+    if (offset >= minOffset && matches(timestamp)) return { timestamp, offset }
+    pos = recordEnd
+  }
+  return undefined
+}
+
+export interface TimestampAndOffsetInBatch {
+  readonly timestamp: number
+  readonly offset: number
+}

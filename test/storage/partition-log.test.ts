@@ -1,0 +1,234 @@
+import assert from 'node:assert/strict'
+import { readdir, readFile, stat } from 'node:fs/promises'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+import { BatchHeader, TimestampType } from '../../src/protocol/batch-header.js'
+import { isStorageError } from '../../src/storage/errors.js'
+import { DEFAULT_LOG_CONFIG, fromProperties } from '../../src/storage/log-config.js'
+import { PartitionLog } from '../../src/storage/partition-log.js'
+import { crcIsValid, readAll, simpleBatch, splitBatches, withTempDir } from './helpers.js'
+
+const small = fromProperties({ 'segment.bytes': 4096, 'index.interval.bytes': 256, 'segment.index.bytes': 1200 })
+
+async function openLog(dir: string, config = DEFAULT_LOG_CONFIG, extra: Partial<Parameters<typeof PartitionLog.open>[0]> = {}) {
+  return PartitionLog.open({ dir: join(dir, 'topic-0'), config, ...extra })
+}
+
+describe('PartitionLog append', () => {
+  it('assigns consecutive offsets across batches of one buffer and across appends', async () => {
+    await withTempDir(async (dir) => {
+      const log = await openLog(dir)
+      const first = await log.append(Buffer.concat([simpleBatch(3), simpleBatch(2)]), { assignOffsets: true })
+      assert.equal(first.firstOffset, 0)
+      assert.equal(first.lastOffset, 4)
+      assert.equal(first.shallowCount, 2)
+      const second = await log.append(simpleBatch(4), { assignOffsets: true, leaderEpoch: 3 })
+      assert.deepEqual([second.firstOffset, second.lastOffset], [5, 8])
+      assert.equal(log.logEndOffset, 9)
+      const batches = await readAll(log)
+      assert.deepEqual(
+        batches.map((b) => [b.baseOffset, b.lastOffset]),
+        [
+          [0, 2],
+          [3, 4],
+          [5, 8],
+        ],
+      )
+      assert.equal(new BatchHeader(batches[2].bytes).partitionLeaderEpoch, 3)
+      assert.ok(batches.every((b) => crcIsValid(b.bytes)))
+      await log.close()
+    })
+  })
+
+  it('coalesces appends issued in the same tick and keeps their order', async () => {
+    await withTempDir(async (dir) => {
+      const log = await openLog(dir)
+      const results = await Promise.all(Array.from({ length: 50 }, (_, i) => log.append(simpleBatch(1 + (i % 3), 8, i), { assignOffsets: true })))
+      let expected = 0
+      for (const r of results) {
+        assert.equal(r.firstOffset, expected)
+        expected = r.lastOffset + 1
+      }
+      assert.equal(log.logEndOffset, expected)
+      assert.equal((await readAll(log)).length, 50)
+      await log.close()
+    })
+  })
+
+  it('stamps LogAppendTime: type bit, max timestamp and a valid CRC', async () => {
+    await withTempDir(async (dir) => {
+      const log = await openLog(dir)
+      const info = await log.append(simpleBatch(2), { assignOffsets: true, logAppendTimeMs: 1234567 })
+      assert.equal(info.logAppendTimeMs, 1234567)
+      assert.equal(info.maxTimestamp, 1234567)
+      const [batch] = await readAll(log)
+      const header = new BatchHeader(batch.bytes)
+      assert.equal(header.timestampType, TimestampType.LogAppendTime)
+      assert.equal(header.maxTimestamp, 1234567)
+      assert.ok(crcIsValid(batch.bytes))
+      const createTime = await log.append(simpleBatch(1), { assignOffsets: true })
+      assert.equal(createTime.logAppendTimeMs, -1)
+      await log.close()
+    })
+  })
+
+  it('uses the clock for LogAppendTime when the topic says so', async () => {
+    await withTempDir(async (dir) => {
+      const clock = { nowMs: () => 42_000, monotonicMs: () => 0, setTimeout: () => ({ cancel() {} }) }
+      const config = fromProperties({ 'message.timestamp.type': 'LogAppendTime' })
+      const log = await openLog(dir, config, { clock })
+      const info = await log.append(simpleBatch(1), { assignOffsets: true })
+      assert.equal(info.logAppendTimeMs, 42_000)
+      await log.close()
+    })
+  })
+
+  it('refuses a corrupt batch, an oversized batch, and a bad follower offset, and stays usable', async () => {
+    await withTempDir(async (dir) => {
+      const log = await openLog(dir, fromProperties({ 'max.message.bytes': 200 }))
+      const corrupt = simpleBatch(2)
+      corrupt[corrupt.length - 1] ^= 1
+      await assert.rejects(log.append(corrupt, { assignOffsets: true }), (e) => isStorageError(e, 'CORRUPT_MESSAGE'))
+      await assert.rejects(log.append(simpleBatch(20, 50), { assignOffsets: true }), (e) => isStorageError(e, 'MESSAGE_TOO_LARGE'))
+      await assert.rejects(log.append(simpleBatch(1, 10, 0, { baseOffset: 5 }), { assignOffsets: false }), (e) =>
+        isStorageError(e, 'UNEXPECTED_APPEND_OFFSET'),
+      )
+      const ok = await log.append(simpleBatch(1, 10, 0, { baseOffset: 0 }), { assignOffsets: false })
+      assert.equal(ok.firstOffset, 0)
+      assert.equal(log.logEndOffset, 1)
+      await log.close()
+    })
+  })
+
+  it('follower appends record the epochs of the batches and reject epochs going back', async () => {
+    await withTempDir(async (dir) => {
+      const log = await openLog(dir)
+      await log.append(simpleBatch(2, 10, 0, { baseOffset: 0, partitionLeaderEpoch: 1 }), { assignOffsets: false })
+      await log.append(simpleBatch(2, 10, 0, { baseOffset: 2, partitionLeaderEpoch: 4 }), { assignOffsets: false })
+      assert.deepEqual(log.leaderEpochCache.entries(), [
+        { epoch: 1, startOffset: 0 },
+        { epoch: 4, startOffset: 2 },
+      ])
+      await assert.rejects(
+        log.append(simpleBatch(1, 10, 0, { baseOffset: 4, partitionLeaderEpoch: 2 }), { assignOffsets: false }),
+        (e) => isStorageError(e, 'INVALID_LEADER_EPOCH'),
+      )
+      assert.deepEqual(log.endOffsetForEpoch(1), { leaderEpoch: 1, endOffset: 2 })
+      assert.deepEqual(log.endOffsetForEpoch(4), { leaderEpoch: 4, endOffset: 4 })
+      assert.deepEqual(log.endOffsetForEpoch(2), { leaderEpoch: 1, endOffset: 2 })
+      assert.equal(log.endOffsetForEpoch(-1), undefined)
+      await log.close()
+      const text = await readFile(join(dir, 'topic-0', 'leader-epoch-checkpoint'), 'utf8')
+      assert.equal(text, '0\n2\n1 0\n4 2\n')
+    })
+  })
+})
+
+describe('PartitionLog read', () => {
+  it('returns whole batches bounded by maxOffset, maxBytes, and at least one batch', async () => {
+    await withTempDir(async (dir) => {
+      const log = await openLog(dir)
+      for (let i = 0; i < 10; i++) await log.append(simpleBatch(5, 100, i), { assignOffsets: true })
+      const batchBytes = simpleBatch(5, 100).length
+      log.updateHighWatermark(23)
+      const upToHw = await log.read(0, { maxBytes: 1 << 20, maxOffset: log.highWatermark })
+      // the batch [20, 24] straddles the high watermark: not returned
+      assert.deepEqual(
+        splitBatches(upToHw.records).map((b) => b.baseOffset),
+        [0, 5, 10, 15],
+      )
+      assert.equal(upToHw.nextOffset, 20)
+      const mid = await log.read(7, { maxBytes: batchBytes * 2 })
+      assert.equal(mid.firstOffset, 5)
+      assert.equal(splitBatches(mid.records).length, 2)
+      const tiny = await log.read(0, { maxBytes: 1 })
+      assert.equal(splitBatches(tiny.records).length, 1)
+      const none = await log.read(0, { maxBytes: 1, minOneMessage: false })
+      assert.equal(none.records.length, 0)
+      const atEnd = await log.read(50, { maxBytes: 100 })
+      assert.equal(atEnd.sizeInBytes, 0)
+      await assert.rejects(log.read(51, { maxBytes: 100 }), (e) => isStorageError(e, 'OFFSET_OUT_OF_RANGE'))
+      await log.close()
+    })
+  })
+
+  it('reads across segments and through the offset index', async () => {
+    await withTempDir(async (dir) => {
+      const log = await openLog(dir, small)
+      for (let i = 0; i < 60; i++) await log.append(simpleBatch(3, 40, i), { assignOffsets: true })
+      assert.ok(log.numberOfSegments >= 3, `segments: ${log.numberOfSegments}`)
+      const all = await readAll(log, 0, 1 << 20)
+      assert.equal(all.length, 60)
+      all.forEach((b, i) => assert.equal(b.baseOffset, i * 3))
+      for (const offset of [0, 1, 2, 3, 50, 99, 100, 150, 179]) {
+        const data = await log.read(offset, { maxBytes: 1 })
+        const [batch] = splitBatches(data.records)
+        assert.ok(batch.baseOffset <= offset && offset <= batch.lastOffset, `offset ${offset}`)
+      }
+      await log.close()
+    })
+  })
+})
+
+describe('PartitionLog roll, indexes and files', () => {
+  it('rolls by segment.bytes with Kafka file names, preallocated then trimmed indexes', async () => {
+    await withTempDir(async (dir) => {
+      const log = await openLog(dir, small)
+      for (let i = 0; i < 80; i++) await log.append(simpleBatch(2, 60, i), { assignOffsets: true })
+      const files = (await readdir(join(dir, 'topic-0'))).sort()
+      const logs = files.filter((f) => f.endsWith('.log'))
+      assert.ok(logs.length >= 3)
+      assert.equal(logs[0], '00000000000000000000.log')
+      assert.ok(logs.every((f) => /^\d{20}\.log$/.test(f)))
+      const activeIndex = join(dir, 'topic-0', `${logs.at(-1)!.slice(0, 20)}.index`)
+      assert.equal((await stat(activeIndex)).size, 1200, 'active index preallocated (rounded to 8-byte entries)')
+      const firstIndex = join(dir, 'topic-0', '00000000000000000000.index')
+      const firstIndexSize = (await stat(firstIndex)).size
+      assert.ok(firstIndexSize > 0 && firstIndexSize % 8 === 0 && firstIndexSize < 1200, `trimmed: ${firstIndexSize}`)
+      const timeIndexSize = (await stat(join(dir, 'topic-0', '00000000000000000000.timeindex'))).size
+      assert.ok(timeIndexSize % 12 === 0 && timeIndexSize > 0)
+      await log.close()
+      assert.equal((await stat(activeIndex)).size % 8, 0)
+      assert.ok((await stat(activeIndex)).size < 1200)
+    })
+  })
+
+  it('rolls by segment.ms measured from the first batch timestamp', async () => {
+    await withTempDir(async (dir) => {
+      const log = await openLog(dir, fromProperties({ 'segment.ms': 1000 }))
+      await log.append(simpleBatch(1, 10, 0, { baseTimestamp: 10_000 }), { assignOffsets: true })
+      await log.append(simpleBatch(1, 10, 0, { baseTimestamp: 10_900 }), { assignOffsets: true })
+      assert.equal(log.numberOfSegments, 1)
+      await log.append(simpleBatch(1, 10, 0, { baseTimestamp: 11_001 }), { assignOffsets: true })
+      assert.deepEqual(log.segmentBaseOffsets, [0, 2])
+      await log.close()
+    })
+  })
+
+  it('rolls when the offset index is full', async () => {
+    await withTempDir(async (dir) => {
+      const config = fromProperties({ 'index.interval.bytes': 0, 'segment.index.bytes': 24 })
+      const log = await openLog(dir, config)
+      for (let i = 0; i < 10; i++) await log.append(simpleBatch(1), { assignOffsets: true })
+      assert.ok(log.numberOfSegments > 1)
+      assert.equal((await readAll(log)).length, 10)
+      await log.close()
+    })
+  })
+
+  it('finds offsets by timestamp and the latest timestamp', async () => {
+    await withTempDir(async (dir) => {
+      const log = await openLog(dir, small)
+      for (let i = 0; i < 30; i++) {
+        await log.append(simpleBatch(4, 50, i, { baseTimestamp: 1000 + i * 100 }), { assignOffsets: true })
+      }
+      // batch i holds offsets 4i..4i+3 with timestamps 1000+100i .. +3
+      assert.deepEqual(await log.offsetForTimestamp(0), { timestamp: 1000, offset: 0, leaderEpoch: undefined })
+      assert.deepEqual(await log.offsetForTimestamp(1502), { timestamp: 1502, offset: 22, leaderEpoch: undefined })
+      assert.deepEqual(await log.offsetForTimestamp(1504), { timestamp: 1600, offset: 24, leaderEpoch: undefined })
+      assert.equal(await log.offsetForTimestamp(99_999), undefined)
+      assert.deepEqual(await log.latestTimestamp(), { timestamp: 3903, offset: 119, leaderEpoch: undefined })
+      await log.close()
+    })
+  })
+})
