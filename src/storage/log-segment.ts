@@ -383,7 +383,7 @@ export class LogSegment {
   // ---- recovery ----
 
   /**
-   * Validates every batch from the start (framing, magic, CRC, offsets increasing from
+   * Validates every batch from the start (framing, magic, CRC, offsets consecutive from
    * `expectedFirstOffset`), rebuilds both indexes from the valid ones, and truncates the
    * file at the first invalid batch (Kafka's LogSegment.recover). `onBatch` sees each
    * valid batch (leader-epoch cache rebuild).
@@ -412,7 +412,8 @@ export class LogSegment {
         break
       }
       const batch = check.batch
-      if (batch.baseOffset < (nextOffset ?? expectedFirstOffset)) {
+      // Offsets are consecutive in a tidelog log (no compaction), so anything else is damage.
+      if (batch.baseOffset !== (nextOffset ?? expectedFirstOffset)) {
         problem = 'bad-offsets'
         break
       }

@@ -1,0 +1,355 @@
+/**
+ * All partition logs of a broker across its log.dirs (Kafka's LogManager): loading at
+ * startup (recovery unless the directory was shut down cleanly), creation in the least
+ * loaded directory, the broker-level checkpoint files, the clean-shutdown marker, and the
+ * retention and checkpoint schedulers, driven by the injected Clock.
+ *
+ * Files per log dir, as Kafka writes them: `recovery-point-offset-checkpoint`,
+ * `replication-offset-checkpoint` (high watermarks), `log-start-offset-checkpoint`
+ * (version 0, count, `topic partition offset` lines), and `.kafka_cleanshutdown`.
+ */
+import { join } from 'node:path'
+import { assert } from '../common/assert.js'
+import { type Clock, systemClock, type TimerHandle } from '../common/clock.js'
+import { type Logger, silentLogger } from '../common/logger.js'
+import { CheckpointFile, CheckpointFormatError, type TopicPartitionOffset, topicPartitionOffsetFormat } from './checkpoint-file.js'
+import type { StorageError } from './errors.js'
+import { exists, type FileSystem, nodeFileSystem } from './file-system.js'
+import { DEFAULT_LOG_CONFIG, type LogConfig } from './log-config.js'
+import { PartitionLog, parseTopicPartition, type TopicPartition, topicPartitionDirName } from './partition-log.js'
+
+export const RECOVERY_POINT_CHECKPOINT_FILE = 'recovery-point-offset-checkpoint'
+export const HIGH_WATERMARK_CHECKPOINT_FILE = 'replication-offset-checkpoint'
+export const LOG_START_OFFSET_CHECKPOINT_FILE = 'log-start-offset-checkpoint'
+export const CLEAN_SHUTDOWN_FILE = '.kafka_cleanshutdown'
+
+export interface LogManagerOptions {
+  /** log.dirs */
+  readonly logDirs: readonly string[]
+  readonly defaultConfig?: LogConfig
+  /** The topic's configuration (defaults merged); undefined means defaultConfig. */
+  readonly topicConfig?: (topic: string) => LogConfig | undefined
+  readonly fs?: FileSystem
+  readonly clock?: Clock
+  readonly logger?: Logger
+  /** log.retention.check.interval.ms */
+  readonly retentionCheckIntervalMs?: number
+  /** log.flush.offset.checkpoint.interval.ms */
+  readonly recoveryPointCheckpointIntervalMs?: number
+  /** log.flush.start.offset.checkpoint.interval.ms */
+  readonly logStartOffsetCheckpointIntervalMs?: number
+  /** replica.high.watermark.checkpoint.interval.ms */
+  readonly highWatermarkCheckpointIntervalMs?: number
+  /** Called when a log directory goes offline after a disk failure. */
+  readonly onLogDirFailure?: (dir: string, err: StorageError) => void
+}
+
+interface HostedLog {
+  readonly log: PartitionLog
+  readonly logDir: string
+  readonly tp: TopicPartition
+}
+
+interface DirCheckpoints {
+  readonly recoveryPoints: Map<string, number>
+  readonly logStartOffsets: Map<string, number>
+  readonly highWatermarks: Map<string, number>
+}
+
+const DELETE_DIR_SUFFIX = '-delete'
+const FUTURE_DIR_SUFFIX = '-future'
+
+function key(tp: TopicPartition): string {
+  return topicPartitionDirName(tp)
+}
+
+export class LogManager {
+  private readonly logs = new Map<string, HostedLog>()
+  private readonly offlineDirs = new Set<string>()
+  private readonly timers = new Map<string, TimerHandle>()
+  private readonly running = new Set<Promise<unknown>>()
+  private checkpointChain: Promise<void> = Promise.resolve()
+  private started = false
+  private shutDown = false
+
+  private constructor(
+    private readonly options: LogManagerOptions,
+    private readonly fs: FileSystem,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Loads every partition log found under log.dirs. Call startup() to start the schedulers. */
+  static async open(options: LogManagerOptions): Promise<LogManager> {
+    assert(options.logDirs.length > 0, 'log.dirs is empty')
+    const manager = new LogManager(
+      options,
+      options.fs ?? nodeFileSystem,
+      options.clock ?? systemClock,
+      options.logger ?? silentLogger,
+    )
+    for (const dir of options.logDirs) await manager.loadLogDir(dir)
+    return manager
+  }
+
+  get logDirs(): readonly string[] {
+    return this.options.logDirs
+  }
+  get offlineLogDirs(): readonly string[] {
+    return [...this.offlineDirs]
+  }
+
+  getLog(tp: TopicPartition): PartitionLog | undefined {
+    return this.logs.get(key(tp))?.log
+  }
+
+  allLogs(): PartitionLog[] {
+    return [...this.logs.values()].map((h) => h.log)
+  }
+
+  /** The log of `tp`, created empty in the log dir holding the fewest logs when missing. */
+  async getOrCreateLog(tp: TopicPartition, config?: LogConfig): Promise<PartitionLog> {
+    const existing = this.logs.get(key(tp))
+    if (existing !== undefined) return existing.log
+    const logDir = this.pickLogDir()
+    const log = await this.openLog(logDir, tp, config ?? this.configFor(tp.topic), {
+      hadCleanShutdown: true,
+      recoveryPoint: 0,
+      logStartOffset: 0,
+      highWatermark: 0,
+    })
+    // Another caller may have created it while this one awaited.
+    const raced = this.logs.get(key(tp))
+    if (raced !== undefined) {
+      await log.close()
+      return raced.log
+    }
+    this.logs.set(key(tp), { log, logDir, tp })
+    return log
+  }
+
+  /** Closes the log and removes its directory (the replica was deleted or reassigned away). */
+  async deleteLog(tp: TopicPartition): Promise<void> {
+    const hosted = this.logs.get(key(tp))
+    if (hosted === undefined) return
+    this.logs.delete(key(tp))
+    await hosted.log.delete()
+  }
+
+  /** New configuration for a topic's logs (AlterConfigs). */
+  updateTopicConfig(topic: string, config: LogConfig): void {
+    for (const hosted of this.logs.values()) if (hosted.tp.topic === topic) hosted.log.updateConfig(config)
+  }
+
+  /** Starts retention and checkpoint schedulers. */
+  startup(): void {
+    assert(!this.started, 'log manager already started')
+    this.started = true
+    const o = this.options
+    this.schedule('retention', o.retentionCheckIntervalMs ?? 300_000, () => this.cleanupLogs())
+    this.schedule('recovery-point-checkpoint', o.recoveryPointCheckpointIntervalMs ?? 60_000, () =>
+      this.checkpointRecoveryPoints(),
+    )
+    this.schedule('log-start-offset-checkpoint', o.logStartOffsetCheckpointIntervalMs ?? 60_000, () =>
+      this.checkpointLogStartOffsets(),
+    )
+    this.schedule('high-watermark-checkpoint', o.highWatermarkCheckpointIntervalMs ?? 5_000, () =>
+      this.checkpointHighWatermarks(),
+    )
+  }
+
+  /** One retention pass over every log; returns the number of segments deleted. */
+  async cleanupLogs(): Promise<number> {
+    let deleted = 0
+    for (const hosted of this.logs.values()) {
+      if (hosted.log.isOffline) continue
+      deleted += await hosted.log.deleteOldSegments()
+    }
+    return deleted
+  }
+
+  checkpointRecoveryPoints(): Promise<void> {
+    return this.writeCheckpoints(RECOVERY_POINT_CHECKPOINT_FILE, (log) => log.recoveryPoint)
+  }
+  checkpointHighWatermarks(): Promise<void> {
+    return this.writeCheckpoints(HIGH_WATERMARK_CHECKPOINT_FILE, (log) => log.highWatermark)
+  }
+  checkpointLogStartOffsets(): Promise<void> {
+    return this.writeCheckpoints(LOG_START_OFFSET_CHECKPOINT_FILE, (log) => log.logStartOffset)
+  }
+
+  /**
+   * Clean shutdown: stops the schedulers, closes every log (fsync, trimmed indexes), writes
+   * the checkpoints, then the clean-shutdown marker of each log dir that is still online.
+   */
+  async shutdown(): Promise<void> {
+    if (this.shutDown) return
+    this.shutDown = true
+    for (const timer of this.timers.values()) timer.cancel()
+    this.timers.clear()
+    await Promise.allSettled([...this.running])
+    await Promise.all(this.allLogs().map((log) => (log.isOffline ? Promise.resolve() : log.close())))
+    await this.checkpointRecoveryPoints()
+    await this.checkpointHighWatermarks()
+    await this.checkpointLogStartOffsets()
+    for (const dir of this.options.logDirs) {
+      if (this.offlineDirs.has(dir)) continue
+      const marker = await this.fs.open(join(dir, CLEAN_SHUTDOWN_FILE), 'w+')
+      await marker.sync()
+      await marker.close()
+      await this.fs.syncDir(dir)
+    }
+  }
+
+  // ---- loading ----
+
+  private async loadLogDir(dir: string): Promise<void> {
+    await this.fs.mkdir(dir)
+    const markerPath = join(dir, CLEAN_SHUTDOWN_FILE)
+    const hadCleanShutdown = await exists(this.fs, markerPath)
+    const checkpoints = await this.readCheckpoints(dir)
+    for (const name of await this.fs.readdir(dir)) {
+      const tp = await this.partitionDir(dir, name)
+      if (tp === undefined) continue
+      const k = key(tp)
+      assert(!this.logs.has(k), () => `partition ${k} exists in two log dirs`)
+      const log = await this.openLog(dir, tp, this.configFor(tp.topic), {
+        hadCleanShutdown,
+        recoveryPoint: checkpoints.recoveryPoints.get(k) ?? 0,
+        logStartOffset: checkpoints.logStartOffsets.get(k) ?? 0,
+        highWatermark: checkpoints.highWatermarks.get(k) ?? 0,
+      })
+      this.logs.set(k, { log, logDir: dir, tp })
+    }
+    // Kafka removes the marker once loaded: a crash from now on must trigger recovery.
+    if (hadCleanShutdown) {
+      await this.fs.unlink(markerPath)
+      await this.fs.syncDir(dir)
+    }
+    this.logger.info({ dir, hadCleanShutdown, logs: this.logs.size }, 'loaded log dir')
+  }
+
+  /** The partition a directory entry holds, or undefined (files, `-delete` and `-future` dirs). */
+  private async partitionDir(dir: string, name: string): Promise<TopicPartition | undefined> {
+    const stat = await this.fs.stat(join(dir, name))
+    if (!stat.isDirectory) return undefined
+    if (name.endsWith(DELETE_DIR_SUFFIX)) {
+      this.logger.info({ dir: name }, 'removing partition directory marked for deletion')
+      await this.fs.rmdir(join(dir, name))
+      return undefined
+    }
+    if (name.endsWith(FUTURE_DIR_SUFFIX)) {
+      this.logger.warn({ dir: name }, 'ignoring future replica directory (moving replicas between dirs is not supported)')
+      return undefined
+    }
+    const tp = parseTopicPartition(name)
+    if (tp === undefined) this.logger.warn({ dir: name }, 'ignoring directory that is not <topic>-<partition>')
+    return tp
+  }
+
+  private async readCheckpoints(dir: string): Promise<DirCheckpoints> {
+    return {
+      recoveryPoints: await this.readCheckpoint(dir, RECOVERY_POINT_CHECKPOINT_FILE),
+      logStartOffsets: await this.readCheckpoint(dir, LOG_START_OFFSET_CHECKPOINT_FILE),
+      highWatermarks: await this.readCheckpoint(dir, HIGH_WATERMARK_CHECKPOINT_FILE),
+    }
+  }
+
+  /** A malformed checkpoint is read as empty: recovery from 0 is slower but safe (as Kafka). */
+  private async readCheckpoint(dir: string, name: string): Promise<Map<string, number>> {
+    const file = new CheckpointFile(this.fs, join(dir, name), topicPartitionOffsetFormat)
+    try {
+      return new Map((await file.read()).map((e) => [key(e), e.offset]))
+    } catch (err) {
+      if (!(err instanceof CheckpointFormatError)) throw err
+      this.logger.warn({ err: err.message }, 'ignoring malformed checkpoint file')
+      return new Map()
+    }
+  }
+
+  private openLog(
+    logDir: string,
+    tp: TopicPartition,
+    config: LogConfig,
+    start: { hadCleanShutdown: boolean; recoveryPoint: number; logStartOffset: number; highWatermark: number },
+  ): Promise<PartitionLog> {
+    return PartitionLog.open({
+      dir: join(logDir, topicPartitionDirName(tp)),
+      config,
+      fs: this.fs,
+      clock: this.clock,
+      logger: this.logger,
+      ...start,
+      onStorageError: (err) => this.onLogDirFailure(logDir, err),
+    })
+  }
+
+  private configFor(topic: string): LogConfig {
+    return this.options.topicConfig?.(topic) ?? this.options.defaultConfig ?? DEFAULT_LOG_CONFIG
+  }
+
+  private pickLogDir(): string {
+    const online = this.options.logDirs.filter((d) => !this.offlineDirs.has(d))
+    assert(online.length > 0, 'every log dir is offline')
+    const counts = new Map(online.map((d) => [d, 0]))
+    for (const hosted of this.logs.values()) {
+      if (counts.has(hosted.logDir)) counts.set(hosted.logDir, counts.get(hosted.logDir)! + 1)
+    }
+    return online.reduce((best, d) => (counts.get(d)! < counts.get(best)! ? d : best))
+  }
+
+  // ---- failures, checkpoints, schedulers ----
+
+  /** A disk failure in one log takes its whole directory offline, as in Kafka. */
+  private onLogDirFailure(dir: string, err: StorageError): void {
+    if (this.offlineDirs.has(dir)) return
+    this.offlineDirs.add(dir)
+    this.logger.error({ dir, err }, 'log dir offline after a disk failure')
+    for (const hosted of this.logs.values()) {
+      if (hosted.logDir !== dir) continue
+      this.track(hosted.log.closeHandlers())
+    }
+    this.options.onLogDirFailure?.(dir, err)
+  }
+
+  private writeCheckpoints(name: string, offsetOf: (log: PartitionLog) => number): Promise<void> {
+    const run = async () => {
+      for (const dir of this.options.logDirs) {
+        if (this.offlineDirs.has(dir)) continue
+        const entries: TopicPartitionOffset[] = []
+        for (const hosted of this.logs.values()) {
+          if (hosted.logDir === dir && !hosted.log.isOffline) entries.push({ ...hosted.tp, offset: offsetOf(hosted.log) })
+        }
+        await new CheckpointFile(this.fs, join(dir, name), topicPartitionOffsetFormat).write(entries)
+      }
+    }
+    // One checkpoint write at a time: they share temp file names.
+    const next = this.checkpointChain.then(run)
+    this.checkpointChain = next.catch(() => undefined)
+    return next
+  }
+
+  private schedule(name: string, intervalMs: number, task: () => Promise<unknown>): void {
+    if (!Number.isFinite(intervalMs) || intervalMs <= 0) return
+    const arm = () => {
+      const timer = this.clock.setTimeout(() => {
+        if (this.shutDown) return
+        this.track(
+          task()
+            .catch((err: unknown) => this.logger.error({ err, task: name }, 'scheduled storage task failed'))
+            .finally(() => {
+              if (!this.shutDown) arm()
+            }),
+        )
+      }, intervalMs)
+      this.timers.set(name, timer)
+    }
+    arm()
+  }
+
+  private track(promise: Promise<unknown>): void {
+    const tracked = promise.catch((err: unknown) => this.logger.error({ err }, 'storage background task failed'))
+    this.running.add(tracked)
+    void tracked.finally(() => this.running.delete(tracked))
+  }
+}
