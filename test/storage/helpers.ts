@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { ATTRIBUTES_OFFSET, CRC_OFFSET } from '../../src/protocol/batch-header.js'
 import { crc32c } from '../../src/protocol/crc32c.js'
 import { Writer } from '../../src/protocol/primitives.js'
+import type { Clock } from '../../src/common/clock.js'
 import type { PartitionLog } from '../../src/storage/partition-log.js'
 
 export interface TestRecord {
@@ -130,3 +131,27 @@ export async function readAll(log: PartitionLog, from = log.logStartOffset, maxB
 export function crcIsValid(batch: Buffer): boolean {
   return batch.readUInt32BE(CRC_OFFSET) === crc32c(batch.subarray(ATTRIBUTES_OFFSET))
 }
+
+/** A clock the test moves by hand; timers fire when it passes their due time. */
+export class ManualClock implements Clock {
+  private timers: { dueMs: number; callback: () => void; cancelled: boolean }[] = []
+  constructor(public now = 1_000_000) {}
+  nowMs(): number {
+    return this.now
+  }
+  monotonicMs(): number {
+    return this.now
+  }
+  setTimeout(callback: () => void, delayMs: number) {
+    const timer = { dueMs: this.now + delayMs, callback, cancelled: false }
+    this.timers.push(timer)
+    return { cancel: () => void (timer.cancelled = true) }
+  }
+  advance(ms: number): void {
+    this.now += ms
+    const due = this.timers.filter((t) => !t.cancelled && t.dueMs <= this.now)
+    this.timers = this.timers.filter((t) => !due.includes(t))
+    for (const t of due) t.callback()
+  }
+}
+

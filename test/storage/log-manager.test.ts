@@ -1,0 +1,101 @@
+import assert from 'node:assert/strict'
+import { readFile, stat, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+import { fromProperties } from '../../src/storage/log-config.js'
+import { CLEAN_SHUTDOWN_FILE, LogManager } from '../../src/storage/log-manager.js'
+import { ManualClock, readAll, simpleBatch, withTempDir } from './helpers.js'
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path)
+    return true
+  } catch {
+    return false
+  }
+}
+
+describe('LogManager', () => {
+  it('creates logs spread over log.dirs and writes Kafka checkpoint files on shutdown', async () => {
+    await withTempDir(async (root) => {
+      const logDirs = [join(root, 'd1'), join(root, 'd2')]
+      const manager = await LogManager.open({ logDirs })
+      const a = await manager.getOrCreateLog({ topic: 'orders', partition: 0 })
+      const b = await manager.getOrCreateLog({ topic: 'orders', partition: 1 })
+      assert.equal(await manager.getOrCreateLog({ topic: 'orders', partition: 0 }), a)
+      assert.notEqual(a.dir.split('/').at(-2), b.dir.split('/').at(-2), 'one log per dir')
+      await a.append(simpleBatch(5), { assignOffsets: true })
+      a.updateHighWatermark(3)
+      await a.deleteRecordsBefore(2)
+      await manager.shutdown()
+      const d1 = logDirs.find((d) => a.dir.startsWith(d))!
+      assert.equal(await readFile(join(d1, 'recovery-point-offset-checkpoint'), 'utf8'), '0\n1\norders 0 5\n')
+      assert.equal(await readFile(join(d1, 'replication-offset-checkpoint'), 'utf8'), '0\n1\norders 0 3\n')
+      assert.equal(await readFile(join(d1, 'log-start-offset-checkpoint'), 'utf8'), '0\n1\norders 0 2\n')
+      assert.ok(await exists(join(d1, CLEAN_SHUTDOWN_FILE)))
+    })
+  })
+
+  it('reloads logs with their checkpointed offsets and removes the clean-shutdown marker', async () => {
+    await withTempDir(async (root) => {
+      const logDirs = [join(root, 'd1')]
+      const first = await LogManager.open({ logDirs })
+      const log = await first.getOrCreateLog({ topic: 'my-topic-with-dashes', partition: 7 })
+      for (let i = 0; i < 5; i++) await log.append(simpleBatch(2), { assignOffsets: true, leaderEpoch: 2 })
+      log.updateHighWatermark(8)
+      await log.deleteRecordsBefore(4)
+      await first.shutdown()
+      const second = await LogManager.open({ logDirs })
+      assert.equal(await exists(join(logDirs[0], CLEAN_SHUTDOWN_FILE)), false)
+      const reloaded = second.getLog({ topic: 'my-topic-with-dashes', partition: 7 })!
+      assert.deepEqual(
+        [reloaded.logStartOffset, reloaded.highWatermark, reloaded.logEndOffset, reloaded.recoveryPoint],
+        [4, 8, 10, 10],
+      )
+      assert.equal(reloaded.latestEpoch, 2)
+      assert.equal((await readAll(reloaded)).length, 3)
+      await second.shutdown()
+    })
+  })
+
+  it('recovers after an unclean stop and ignores a malformed checkpoint', async () => {
+    await withTempDir(async (root) => {
+      const logDirs = [join(root, 'd1')]
+      const first = await LogManager.open({ logDirs })
+      const log = await first.getOrCreateLog({ topic: 't', partition: 0 })
+      await log.append(simpleBatch(3), { assignOffsets: true })
+      await first.checkpointRecoveryPoints()
+      await log.closeHandlers() // crash: no marker, no final checkpoint
+      await writeFile(join(logDirs[0], 'replication-offset-checkpoint'), 'garbage')
+      const second = await LogManager.open({ logDirs })
+      const reloaded = second.getLog({ topic: 't', partition: 0 })!
+      assert.equal(reloaded.logEndOffset, 3)
+      assert.equal(reloaded.highWatermark, 0)
+      await second.shutdown()
+    })
+  })
+
+  it('runs retention and checkpoints on the injected clock', async () => {
+    await withTempDir(async (root) => {
+      const clock = new ManualClock()
+      const logDirs = [join(root, 'd1')]
+      const config = fromProperties({ 'segment.bytes': 512, 'retention.bytes': 600 })
+      const manager = await LogManager.open({ logDirs, clock, defaultConfig: config, retentionCheckIntervalMs: 1000 })
+      manager.startup()
+      const log = await manager.getOrCreateLog({ topic: 't', partition: 0 })
+      for (let i = 0; i < 20; i++) await log.append(simpleBatch(2, 40), { assignOffsets: true })
+      log.updateHighWatermark(log.logEndOffset)
+      const before = log.numberOfSegments
+      clock.advance(5000) // high-watermark checkpoint and retention both due
+      for (let i = 0; i < 200 && log.numberOfSegments === before; i++) await new Promise((r) => setImmediate(r))
+      assert.ok(log.numberOfSegments < before)
+      for (let i = 0; i < 200 && !(await exists(join(logDirs[0], 'replication-offset-checkpoint'))); i++) {
+        await new Promise((r) => setImmediate(r))
+      }
+      assert.equal(await readFile(join(logDirs[0], 'replication-offset-checkpoint'), 'utf8'), '0\n1\nt 0 40\n')
+      await manager.deleteLog({ topic: 't', partition: 0 })
+      assert.equal(await exists(join(logDirs[0], 't-0')), false)
+      await manager.shutdown()
+    })
+  })
+})
