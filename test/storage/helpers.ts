@@ -155,3 +155,12 @@ export class ManualClock implements Clock {
   }
 }
 
+
+/** Polls `condition` on real time until it holds or `timeoutMs` passes. */
+export async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error('condition not reached in time')
+    await new Promise((resolve) => setTimeout(resolve, 2))
+  }
+}

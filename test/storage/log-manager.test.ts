@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { fromProperties } from '../../src/storage/log-config.js'
 import { CLEAN_SHUTDOWN_FILE, LogManager } from '../../src/storage/log-manager.js'
-import { ManualClock, readAll, simpleBatch, withTempDir } from './helpers.js'
+import { ManualClock, readAll, simpleBatch, waitFor, withTempDir } from './helpers.js'
 
 async function exists(path: string): Promise<boolean> {
   try {
@@ -87,11 +87,9 @@ describe('LogManager', () => {
       log.updateHighWatermark(log.logEndOffset)
       const before = log.numberOfSegments
       clock.advance(5000) // high-watermark checkpoint and retention both due
-      for (let i = 0; i < 200 && log.numberOfSegments === before; i++) await new Promise((r) => setImmediate(r))
+      await waitFor(() => log.numberOfSegments < before)
       assert.ok(log.numberOfSegments < before)
-      for (let i = 0; i < 200 && !(await exists(join(logDirs[0], 'replication-offset-checkpoint'))); i++) {
-        await new Promise((r) => setImmediate(r))
-      }
+      await waitFor(() => exists(join(logDirs[0], 'replication-offset-checkpoint')))
       assert.equal(await readFile(join(logDirs[0], 'replication-offset-checkpoint'), 'utf8'), '0\n1\nt 0 40\n')
       await manager.deleteLog({ topic: 't', partition: 0 })
       assert.equal(await exists(join(logDirs[0], 't-0')), false)

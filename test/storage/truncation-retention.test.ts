@@ -6,7 +6,7 @@ import type { Clock } from '../../src/common/clock.js'
 import { isStorageError } from '../../src/storage/errors.js'
 import { fromProperties } from '../../src/storage/log-config.js'
 import { PartitionLog } from '../../src/storage/partition-log.js'
-import { ManualClock, readAll, simpleBatch, withTempDir } from './helpers.js'
+import { ManualClock, readAll, simpleBatch, waitFor, withTempDir } from './helpers.js'
 
 const small = fromProperties({ 'segment.bytes': 1024, 'index.interval.bytes': 100 })
 
@@ -163,7 +163,7 @@ describe('flush', () => {
       await new Promise((r) => setImmediate(r))
       assert.equal(log.recoveryPoint, 0)
       clock.advance(1)
-      for (let i = 0; i < 100 && log.recoveryPoint === 0; i++) await new Promise((r) => setImmediate(r))
+      await waitFor(() => log.recoveryPoint !== 0)
       assert.equal(log.recoveryPoint, 6)
       assert.equal(log.lastFlushTimeMs, clock.now)
       await log.close()
