@@ -1,7 +1,11 @@
 import type { Clock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
-import type { ClusterImage } from '../metadata/cluster-image.js'
+import type { ClusterImage, PartitionState, TopicImage } from '../metadata/cluster-image.js'
+import type { NewTopic } from '../metadata/local-controller.js'
+import type { ReplicaManager } from '../replication/replica-manager.js'
+import type { LogManager } from '../storage/log-manager.js'
 import type { BrokerConfig } from './broker-config.js'
+import type { FetchSessionCache } from './fetch-session-cache.js'
 import type { HandlerRegistry } from './handlers/registry.js'
 
 /** The one door from handlers to the broker's services (Redpanda's request_context idea). */
@@ -11,8 +15,20 @@ export interface BrokerServices {
   readonly handlers: HandlerRegistry
   readonly clock: Clock
   readonly logger: Logger
+  readonly replicaManager: ReplicaManager
+  readonly logManager: LogManager
+  readonly fetchSessions: FetchSessionCache
   /** The latest metadata snapshot this broker has applied. */
   metadataImage(): ClusterImage
   /** Creates missing topics with broker defaults when auto.create.topics.enable allows. */
   autoCreateTopics(names: readonly string[]): Promise<void>
+  /**
+   * Applies a metadata change through the controller (topic admin, dynamic configs): the
+   * new image is persisted, then published. Returning the same image changes nothing.
+   */
+  updateMetadata(change: (image: ClusterImage) => ClusterImage): Promise<ClusterImage>
+  /** A new topic with a fresh topic id, its partitions placed on the registered brokers. */
+  placeNewTopic(spec: NewTopic): TopicImage
+  /** Placement of one new partition (CreatePartitions without manual assignments). */
+  placeNewPartition(partition: number, replicationFactor: number): PartitionState
 }

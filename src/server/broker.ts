@@ -2,14 +2,20 @@
  * A broker: the listener, the handlers, and the services they use. Start with
  * `Broker.start(config)`; `stop()` closes connections, then flushes and closes the logs.
  */
+
+import { randomInt } from 'node:crypto'
 import { InvariantError } from '../common/assert.js'
 import { type Clock, systemClock } from '../common/clock.js'
 import { createLogger, type Logger } from '../common/logger.js'
-import type { ClusterImage } from '../metadata/cluster-image.js'
-import { LocalController } from '../metadata/local-controller.js'
+import type { ClusterImage, PartitionState, TopicImage } from '../metadata/cluster-image.js'
+import { LocalController, type NewTopic } from '../metadata/local-controller.js'
+import { logConfigFor, resolveTopicConfig } from '../metadata/topic-config.js'
 import { topicNameProblem } from '../metadata/topic-name.js'
+import { ReplicaManager, type TopicSettings } from '../replication/replica-manager.js'
+import { LogManager } from '../storage/log-manager.js'
 import type { BrokerConfig } from './broker-config.js'
 import type { BrokerServices } from './broker-services.js'
+import { FetchSessionCache } from './fetch-session-cache.js'
 import { allHandlers } from './handlers/all.js'
 import { HandlerRegistry } from './handlers/registry.js'
 import { SocketServer } from './socket-server.js'
@@ -24,6 +30,8 @@ export class Broker implements BrokerServices {
   readonly handlers: HandlerRegistry
   readonly clock: Clock
   readonly logger: Logger
+  readonly replicaManager: ReplicaManager
+  readonly fetchSessions: FetchSessionCache
   private socketServer: SocketServer | null = null
   private boundPort = -1
   private stopping: Promise<void> | null = null
@@ -31,12 +39,22 @@ export class Broker implements BrokerServices {
   private constructor(
     readonly config: BrokerConfig,
     readonly controller: LocalController,
+    readonly logManager: LogManager,
     deps: Required<BrokerDependencies>,
   ) {
     this.nodeId = config.nodeId
     this.clock = deps.clock
     this.logger = deps.logger
     this.handlers = new HandlerRegistry(allHandlers)
+    this.replicaManager = new ReplicaManager({
+      nodeId: config.nodeId,
+      logs: logManager,
+      clock: deps.clock,
+      logger: deps.logger,
+      topicSettings: (image, topic) => this.topicSettings(image, topic),
+    })
+    const sessionSlots = config.values.get('max.incremental.fetch.session.cache.slots') as number | undefined
+    this.fetchSessions = new FetchSessionCache(sessionSlots ?? 1000, () => randomInt(1, 2 ** 31 - 1))
   }
 
   static async start(config: BrokerConfig, deps: BrokerDependencies = {}): Promise<Broker> {
@@ -49,9 +67,31 @@ export class Broker implements BrokerServices {
       rack: config.rack,
     }
     const controller = await LocalController.open(config.logDirs[0], registration, config.clusterId, logger)
-    const broker = new Broker(config, controller, { clock, logger })
+    const logManager = await LogManager.open({
+      logDirs: config.logDirs,
+      clock,
+      logger,
+      retentionCheckIntervalMs: config.values.get('log.retention.check.interval.ms') as number,
+      topicConfig: (topic) => broker.replicaManager.topicSettings(topic)?.logConfig,
+    })
+    const broker: Broker = new Broker(config, controller, logManager, { clock, logger })
+    await broker.replicaManager.applyImage(controller.image())
+    controller.onChange((image) => {
+      broker.replicaManager.applyImage(image).catch((error: unknown) => broker.onFatal(error as Error))
+    })
+    logManager.startup()
     await broker.listen()
     return broker
+  }
+
+  /** Effective settings of a topic: its overrides over the broker's defaults. */
+  private topicSettings(image: ClusterImage, topic: string): TopicSettings {
+    return {
+      logConfig: logConfigFor(image, this.config, topic),
+      minInsyncReplicas: Number(
+        resolveTopicConfig(image, this.config, topic).get('min.insync.replicas')?.value ?? 1,
+      ),
+    }
   }
 
   /** The bound port (differs from the configured one when that was 0). */
@@ -94,6 +134,19 @@ export class Broker implements BrokerServices {
     })
   }
 
+  updateMetadata(change: (image: ClusterImage) => ClusterImage): Promise<ClusterImage> {
+    return this.controller.update(change)
+  }
+
+  placeNewTopic(spec: NewTopic): TopicImage {
+    return this.controller.createTopicImage(spec)
+  }
+
+  placeNewPartition(partition: number, replicationFactor: number): PartitionState {
+    const nodeIds = [...this.controller.image().brokers.keys()]
+    return this.controller.newPartition(partition, nodeIds, replicationFactor)
+  }
+
   private async listen(): Promise<void> {
     const server = new SocketServer(
       {
@@ -126,7 +179,7 @@ export class Broker implements BrokerServices {
   }
 
   /** A programmer error reached the top: stop serving rather than risk corrupting data. */
-  private onFatal(error: Error): void {
+  onFatal(error: Error): void {
     this.logger.fatal({ err: error }, 'invariant violated; stopping broker')
     if (error instanceof InvariantError) {
       this.stop().catch((stopError: unknown) => this.logger.error({ err: stopError }, 'stop failed'))
@@ -140,6 +193,7 @@ export class Broker implements BrokerServices {
 
   private async doStop(): Promise<void> {
     await this.socketServer?.close()
+    await this.logManager.shutdown()
     this.logger.info('broker stopped')
   }
 }

@@ -135,8 +135,14 @@ export class Connection {
     this.queue.push(slot)
     this.maybePauseReading()
     const respond = (response: unknown): void => {
-      slot.chunks =
-        response === null ? null : this.encodeResponse(apiKey, apiVersion, header.correlationId, response)
+      try {
+        slot.chunks =
+          response === null ? null : this.encodeResponse(apiKey, apiVersion, header.correlationId, response)
+      } catch (error) {
+        slot.done = true
+        this.onDispatchError(error)
+        return
+      }
       slot.done = true
       this.flushResponses()
     }

@@ -1,0 +1,322 @@
+/**
+ * Fetch (key 1).
+ * Behavior: reads whole record batches from each partition's leader up to the high
+ * watermark (read_uncommitted) or the last stable offset (read_committed), at most
+ * partitionMaxBytes per partition and maxBytes in all, except that the first batch found
+ * is returned even when larger (v3+), so a consumer can always make progress. When fewer
+ * than minBytes are available the fetch waits in the purgatory until data is committed or
+ * maxWaitMs passes. Incremental fetch sessions (KIP-227) are kept in the broker's cache.
+ * Version notes: v3 adds maxBytes, v4 isolation level, last stable offset and aborted
+ * transactions, v5 log start offset, v7 fetch sessions, v9 current leader epoch, v11
+ * rack and preferred read replica, v12+ flexible with diverging epoch tags, v13 topic ids
+ * instead of names, v15 replica state instead of replicaId.
+ */
+
+import { topicById } from '../../metadata/cluster-image.js'
+import { ErrorCode } from '../../protocol/error-codes.js'
+import type { FetchRequest } from '../../protocol/generated/fetch-request.js'
+import {
+  defaultFetchResponsePartitionData,
+  type FetchResponse,
+  type FetchResponseFetchableTopicResponse,
+  type FetchResponsePartitionData,
+} from '../../protocol/generated/fetch-response.js'
+import { ApiKey } from '../../protocol/generated/index.js'
+import { type DelayedFetchWatch, waitForFetchData } from '../../replication/delayed-fetch.js'
+import { toErrorCode } from '../../replication/kafka-error.js'
+import type { IsolationLevel, Partition } from '../../replication/partition.js'
+import { type FetchSession, type SessionPartition, sessionKey } from '../fetch-session-cache.js'
+import type { RequestContext } from '../request-context.js'
+import type { ApiHandler } from './registry.js'
+
+const TOPIC_ID_VERSION = 13
+
+interface FetchTarget {
+  readonly topic: string
+  readonly topicId: string
+  readonly partition: number
+  readonly fetchOffset: number
+  readonly partitionMaxBytes: number
+  readonly currentLeaderEpoch: number
+  /** Set when the topic id of a v13+ request is unknown. */
+  readonly unknownTopicId?: boolean
+  readonly sessionPartition?: SessionPartition
+}
+
+export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
+  apiKey: ApiKey.Fetch,
+  minVersion: 0,
+  maxVersion: 17,
+  async handle(context, request) {
+    const version = context.apiVersion
+    let session: FetchSession | null = null
+    let incremental = false
+    if (version >= 7) {
+      try {
+        const decision = context.broker.fetchSessions.begin(
+          request.sessionId,
+          request.sessionEpoch,
+          context.broker.clock.nowMs(),
+        )
+        session = decision.session
+        incremental = decision.kind === 'incremental'
+      } catch (error) {
+        const code = toErrorCode(error)
+        if (code === null) throw error
+        return { throttleTimeMs: 0, errorCode: code, sessionId: 0, responses: [], nodeEndpoints: [] }
+      }
+    }
+    const targets = incremental
+      ? updateSession(context, request, session!)
+      : fullTargets(context, request, session)
+    const isolation: IsolationLevel =
+      version >= 4 && request.isolationLevel === 1 ? 'read_committed' : 'read_uncommitted'
+    const maxBytes = version >= 3 ? request.maxBytes : Number.MAX_SAFE_INTEGER
+    let results = await readAll(context, targets, isolation, maxBytes, version >= 3)
+    const gotBytes = results.reduce((sum, r) => sum + r.bytes, 0)
+    const anyError = results.some((r) => r.data.errorCode !== ErrorCode.NONE)
+    if (gotBytes < request.minBytes && request.maxWaitMs > 0 && !anyError && targets.length > 0) {
+      const watches = watchesFor(context, targets)
+      await waitForFetchData(context.broker.clock, watches, request.minBytes - gotBytes, request.maxWaitMs)
+      results = await readAll(context, targets, isolation, maxBytes, version >= 3)
+    }
+    if (session) context.broker.fetchSessions.completed(session)
+    const shown = incremental ? results.filter((r) => hasNews(r)) : results
+    for (const r of results) rememberSeen(r)
+    return {
+      throttleTimeMs: 0,
+      errorCode: ErrorCode.NONE,
+      sessionId: session?.id ?? 0,
+      responses: groupByTopic(shown, version),
+      nodeEndpoints: [],
+    }
+  },
+}
+
+function resolveTopic(context: RequestContext, version: number, name: string, topicId: string) {
+  if (version < TOPIC_ID_VERSION)
+    return { name, topicId: context.broker.metadataImage().topics.get(name)?.topicId ?? topicId }
+  const topic = topicById(context.broker.metadataImage(), topicId)
+  return topic ? { name: topic.name, topicId } : { name: '', topicId, unknown: true }
+}
+
+function fullTargets(
+  context: RequestContext,
+  request: FetchRequest,
+  session: FetchSession | null,
+): FetchTarget[] {
+  const targets: FetchTarget[] = []
+  for (const topic of request.topics) {
+    const resolved = resolveTopic(context, context.apiVersion, topic.topic, topic.topicId)
+    for (const p of topic.partitions) {
+      const target = toTarget(resolved, p)
+      if (session && !resolved.unknown) {
+        const sp = toSessionPartition(target)
+        session.partitions.set(sessionKey(target.topic, target.partition), sp)
+        targets.push({ ...target, sessionPartition: sp })
+      } else {
+        targets.push(target)
+      }
+    }
+  }
+  return targets
+}
+
+/** Applies an incremental request to its session; the session's partitions are fetched. */
+function updateSession(context: RequestContext, request: FetchRequest, session: FetchSession): FetchTarget[] {
+  for (const forgotten of request.forgottenTopicsData) {
+    const resolved = resolveTopic(context, context.apiVersion, forgotten.topic, forgotten.topicId)
+    for (const partition of forgotten.partitions)
+      session.partitions.delete(sessionKey(resolved.name, partition))
+  }
+  const unknown: FetchTarget[] = []
+  for (const topic of request.topics) {
+    const resolved = resolveTopic(context, context.apiVersion, topic.topic, topic.topicId)
+    for (const p of topic.partitions) {
+      const target = toTarget(resolved, p)
+      if (resolved.unknown) {
+        unknown.push(target)
+        continue
+      }
+      const existing = session.partitions.get(sessionKey(target.topic, target.partition))
+      if (existing) {
+        existing.fetchOffset = target.fetchOffset
+        existing.partitionMaxBytes = target.partitionMaxBytes
+        existing.currentLeaderEpoch = target.currentLeaderEpoch
+      } else {
+        session.partitions.set(sessionKey(target.topic, target.partition), toSessionPartition(target))
+      }
+    }
+  }
+  const targets: FetchTarget[] = [...session.partitions.values()].map((sp) => ({
+    topic: sp.topic,
+    topicId: sp.topicId,
+    partition: sp.partition,
+    fetchOffset: sp.fetchOffset,
+    partitionMaxBytes: sp.partitionMaxBytes,
+    currentLeaderEpoch: sp.currentLeaderEpoch,
+    sessionPartition: sp,
+  }))
+  return [...targets, ...unknown]
+}
+
+function toTarget(
+  resolved: { name: string; topicId: string; unknown?: boolean },
+  p: FetchRequest['topics'][number]['partitions'][number],
+): FetchTarget {
+  return {
+    topic: resolved.name,
+    topicId: resolved.topicId,
+    partition: p.partition,
+    fetchOffset: Number(p.fetchOffset),
+    partitionMaxBytes: p.partitionMaxBytes,
+    currentLeaderEpoch: p.currentLeaderEpoch,
+    unknownTopicId: resolved.unknown === true,
+  }
+}
+
+function toSessionPartition(target: FetchTarget): SessionPartition {
+  return {
+    topic: target.topic,
+    topicId: target.topicId,
+    partition: target.partition,
+    fetchOffset: target.fetchOffset,
+    partitionMaxBytes: target.partitionMaxBytes,
+    currentLeaderEpoch: target.currentLeaderEpoch,
+    lastHighWatermark: -1,
+    lastLogStartOffset: -1,
+  }
+}
+
+interface ReadResult {
+  readonly target: FetchTarget
+  readonly data: FetchResponsePartitionData
+  readonly bytes: number
+}
+
+async function readAll(
+  context: RequestContext,
+  targets: readonly FetchTarget[],
+  isolation: IsolationLevel,
+  maxBytes: number,
+  firstBatchMayExceed: boolean,
+): Promise<ReadResult[]> {
+  const results: ReadResult[] = []
+  let budget = maxBytes
+  let minOneMessage = firstBatchMayExceed
+  for (const target of targets) {
+    const result = await readOne(
+      context,
+      target,
+      isolation,
+      Math.min(budget, target.partitionMaxBytes),
+      minOneMessage,
+    )
+    if (result.bytes > 0) minOneMessage = false
+    budget = Math.max(0, budget - result.bytes)
+    results.push(result)
+  }
+  return results
+}
+
+async function readOne(
+  context: RequestContext,
+  target: FetchTarget,
+  isolation: IsolationLevel,
+  maxBytes: number,
+  minOneMessage: boolean,
+): Promise<ReadResult> {
+  if (target.unknownTopicId) return errorResult(target, ErrorCode.UNKNOWN_TOPIC_ID)
+  try {
+    const partition = context.broker.replicaManager.getPartitionOrError(target.topic, target.partition)
+    partition.ensureLeader()
+    partition.checkLeaderEpoch(target.currentLeaderEpoch)
+    const info =
+      maxBytes > 0 || minOneMessage
+        ? await partition.read(target.fetchOffset, maxBytes, isolation, minOneMessage)
+        : null
+    const data: FetchResponsePartitionData = {
+      ...defaultFetchResponsePartitionData(),
+      partitionIndex: target.partition,
+      errorCode: ErrorCode.NONE,
+      highWatermark: BigInt(partition.highWatermark),
+      lastStableOffset: BigInt(partition.lastStableOffset),
+      logStartOffset: BigInt(partition.log.logStartOffset),
+      abortedTransactions: isolation === 'read_committed' ? [] : null,
+      preferredReadReplica: -1,
+      records: info?.records ?? [],
+    }
+    return { target, data, bytes: info?.sizeInBytes ?? 0 }
+  } catch (error) {
+    const code = toErrorCode(error)
+    if (code === null) throw error
+    return errorResult(target, code)
+  }
+}
+
+function errorResult(target: FetchTarget, errorCode: number): ReadResult {
+  return {
+    target,
+    bytes: 0,
+    data: {
+      ...defaultFetchResponsePartitionData(),
+      partitionIndex: target.partition,
+      errorCode,
+      highWatermark: -1n,
+      lastStableOffset: -1n,
+      logStartOffset: -1n,
+      preferredReadReplica: -1,
+      records: [],
+    },
+  }
+}
+
+function watchesFor(context: RequestContext, targets: readonly FetchTarget[]): DelayedFetchWatch[] {
+  const watches: DelayedFetchWatch[] = []
+  for (const target of targets) {
+    const partition: Partition | undefined = context.broker.replicaManager.getPartition(
+      target.topic,
+      target.partition,
+    )
+    if (partition) watches.push({ partition, logSizeAtStart: partition.log.size })
+  }
+  return watches
+}
+
+/** An incremental response carries a partition only when something changed for its client. */
+function hasNews(result: ReadResult): boolean {
+  const sp = result.target.sessionPartition
+  if (!sp) return true
+  return (
+    result.bytes > 0 ||
+    result.data.errorCode !== ErrorCode.NONE ||
+    Number(result.data.highWatermark) !== sp.lastHighWatermark ||
+    Number(result.data.logStartOffset) !== sp.lastLogStartOffset
+  )
+}
+
+function rememberSeen(result: ReadResult): void {
+  const sp = result.target.sessionPartition
+  if (!sp) return
+  sp.lastHighWatermark = Number(result.data.highWatermark)
+  sp.lastLogStartOffset = Number(result.data.logStartOffset)
+}
+
+function groupByTopic(
+  results: readonly ReadResult[],
+  version: number,
+): FetchResponseFetchableTopicResponse[] {
+  const topics: FetchResponseFetchableTopicResponse[] = []
+  let current: FetchResponseFetchableTopicResponse | null = null
+  for (const r of results) {
+    const sameTopic =
+      current &&
+      (version >= TOPIC_ID_VERSION ? current.topicId === r.target.topicId : current.topic === r.target.topic)
+    if (!sameTopic) {
+      current = { topic: r.target.topic, topicId: r.target.topicId, partitions: [] }
+      topics.push(current)
+    }
+    current!.partitions.push(r.data)
+  }
+  return topics
+}

@@ -1,0 +1,142 @@
+/**
+ * ListOffsets (key 2).
+ * Behavior: per partition, on its leader: LATEST (-1) is the high watermark, or the last
+ * stable offset for read_committed (the log end for a replica's own query); EARLIEST (-2)
+ * and EARLIEST_LOCAL (-4) the log start offset; MAX_TIMESTAMP (-3) the record with the
+ * largest timestamp; LATEST_TIERED (-5) nothing (no tiered storage: offset -1); any other
+ * timestamp the first record at or after it, below the high watermark.
+ * Version notes: v0 answers with a list of offsets (maxNumOffsets), v1+ with one offset
+ * and its timestamp; v2 adds isolation level, v4 current leader epoch (fencing) and the
+ * answer's leader epoch, v6+ flexible, v7 MAX_TIMESTAMP, v8 EARLIEST_LOCAL, v9 LATEST_TIERED.
+ */
+import { ErrorCode } from '../../protocol/error-codes.js'
+import { ApiKey } from '../../protocol/generated/index.js'
+import type { ListOffsetsRequest } from '../../protocol/generated/list-offsets-request.js'
+import type {
+  ListOffsetsResponse,
+  ListOffsetsResponseListOffsetsPartitionResponse,
+} from '../../protocol/generated/list-offsets-response.js'
+import { toErrorCode } from '../../replication/kafka-error.js'
+import type { Partition } from '../../replication/partition.js'
+import type { RequestContext } from '../request-context.js'
+import type { ApiHandler } from './registry.js'
+
+const LATEST = -1
+const EARLIEST = -2
+const MAX_TIMESTAMP = -3
+const EARLIEST_LOCAL = -4
+const LATEST_TIERED = -5
+
+interface Found {
+  readonly offset: number
+  readonly timestamp: number
+  readonly leaderEpoch: number
+}
+
+const NOT_FOUND: Found = { offset: -1, timestamp: -1, leaderEpoch: -1 }
+
+export const listOffsetsHandler: ApiHandler<ListOffsetsRequest, ListOffsetsResponse> = {
+  apiKey: ApiKey.ListOffsets,
+  minVersion: 0,
+  maxVersion: 9,
+  async handle(context, request) {
+    const topics = []
+    for (const topic of request.topics) {
+      const seen = new Set<number>()
+      const partitions = []
+      for (const p of topic.partitions) {
+        const duplicate = seen.has(p.partitionIndex)
+        seen.add(p.partitionIndex)
+        partitions.push(
+          duplicate && context.apiVersion > 0
+            ? answer(p.partitionIndex, ErrorCode.INVALID_REQUEST, NOT_FOUND, context.apiVersion)
+            : await listOne(context, request, topic.name, p),
+        )
+      }
+      topics.push({ name: topic.name, partitions })
+    }
+    return { throttleTimeMs: 0, topics }
+  },
+}
+
+async function listOne(
+  context: RequestContext,
+  request: ListOffsetsRequest,
+  topic: string,
+  p: ListOffsetsRequest['topics'][number]['partitions'][number],
+): Promise<ListOffsetsResponseListOffsetsPartitionResponse> {
+  try {
+    const partition = context.broker.replicaManager.getPartitionOrError(topic, p.partitionIndex)
+    partition.ensureLeader()
+    if (context.apiVersion >= 4) partition.checkLeaderEpoch(p.currentLeaderEpoch)
+    const found = await lookup(
+      partition,
+      Number(p.timestamp),
+      request.replicaId >= 0,
+      readCommitted(context, request),
+    )
+    return answer(p.partitionIndex, ErrorCode.NONE, found, context.apiVersion, p.maxNumOffsets)
+  } catch (error) {
+    const code = toErrorCode(error)
+    if (code === null) throw error
+    return answer(p.partitionIndex, code, NOT_FOUND, context.apiVersion)
+  }
+}
+
+function readCommitted(context: RequestContext, request: ListOffsetsRequest): boolean {
+  return context.apiVersion >= 2 && request.isolationLevel === 1
+}
+
+async function lookup(
+  partition: Partition,
+  timestamp: number,
+  fromReplica: boolean,
+  committed: boolean,
+): Promise<Found> {
+  const log = partition.log
+  switch (timestamp) {
+    case LATEST: {
+      const offset = fromReplica
+        ? log.logEndOffset
+        : committed
+          ? partition.lastStableOffset
+          : partition.highWatermark
+      return { offset, timestamp: -1, leaderEpoch: partition.leaderEpoch }
+    }
+    case EARLIEST:
+    case EARLIEST_LOCAL:
+      return { offset: log.logStartOffset, timestamp: -1, leaderEpoch: -1 }
+    case MAX_TIMESTAMP: {
+      const latest = await log.latestTimestamp()
+      return latest
+        ? { offset: latest.offset, timestamp: latest.timestamp, leaderEpoch: latest.leaderEpoch ?? -1 }
+        : NOT_FOUND
+    }
+    case LATEST_TIERED:
+      return NOT_FOUND
+    default: {
+      const found = await log.offsetForTimestamp(timestamp)
+      if (!found || found.offset >= partition.highWatermark) return NOT_FOUND
+      return { offset: found.offset, timestamp: found.timestamp, leaderEpoch: found.leaderEpoch ?? -1 }
+    }
+  }
+}
+
+/** Fields a version does not have must keep their defaults (they are not ignorable). */
+function answer(
+  partitionIndex: number,
+  errorCode: number,
+  found: Found,
+  version: number,
+  maxNumOffsets = 0,
+): ListOffsetsResponseListOffsetsPartitionResponse {
+  const oldStyle = version === 0 && errorCode === ErrorCode.NONE && found.offset >= 0 && maxNumOffsets > 0
+  return {
+    partitionIndex,
+    errorCode,
+    oldStyleOffsets: oldStyle ? [BigInt(found.offset)] : [],
+    timestamp: version >= 1 ? BigInt(found.timestamp) : -1n,
+    offset: version >= 1 ? BigInt(found.offset) : -1n,
+    leaderEpoch: version >= 4 ? found.leaderEpoch : -1,
+  }
+}
