@@ -4,8 +4,6 @@
  * follower side and ISR tracking build on this class (replication issue).
  */
 import { assert } from '../common/assert.js'
-import type { Clock } from '../common/clock.js'
-import type { Logger } from '../common/logger.js'
 import type { PartitionState } from '../metadata/cluster-image.js'
 import {
   BatchHeader,
@@ -38,8 +36,6 @@ export class Partition {
     readonly log: PartitionLog,
     private readonly localBrokerId: number,
     state: PartitionState,
-    private readonly clock: Clock,
-    private readonly logger: Logger,
   ) {
     this.state = state
   }

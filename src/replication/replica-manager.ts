@@ -116,8 +116,6 @@ export class ReplicaManager {
       log,
       this.options.nodeId,
       state,
-      this.options.clock,
-      this.options.logger,
     )
     this.partitions.set(key(topic.name, state.partition), partition)
     partition.maybeIncrementHighWatermark()
