@@ -260,12 +260,15 @@ export class LogSegment {
   /**
    * Whole batches from the one holding `startOffset`, stopping before the first batch
    * whose last offset is >= `maxOffset` and before exceeding `maxBytes` (unless
-   * `minOneBatch` and nothing was taken yet). Usually one read syscall.
+   * `minOneBatch` and nothing was taken yet). Usually one read syscall. Undefined when
+   * no batch at or after `startOffset` is in this segment; empty when a limit stopped it.
    */
   async read(startOffset: number, maxOffset: number, maxBytes: number, minOneBatch: boolean): Promise<SegmentRead | undefined> {
     const window = new ReadWindow()
     const first = await this.translateOffset(startOffset, window, maxBytes)
-    if (first === undefined || first.lastOffset >= maxOffset) return undefined
+    if (first === undefined) return undefined
+    const nothing = { records: [], sizeInBytes: 0, firstOffset: first.baseOffset, nextOffset: first.baseOffset }
+    if (first.lastOffset >= maxOffset) return nothing
     const records: Buffer[] = []
     let sliceStart = first.position
     let position = first.position
@@ -291,7 +294,7 @@ export class LogSegment {
       nextOffset = batch.lastOffset + 1
     }
     if (position > sliceStart) records.push(window.buf.subarray(sliceStart - window.start, position - window.start))
-    if (taken === 0) return undefined
+    if (taken === 0) return nothing
     return { records, sizeInBytes: taken, firstOffset: first.baseOffset, nextOffset }
   }
 
