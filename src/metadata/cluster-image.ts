@@ -41,6 +41,20 @@ export interface ClusterImage {
   readonly controllerId: BrokerId
   readonly brokers: ReadonlyMap<BrokerId, BrokerRegistration>
   readonly topics: ReadonlyMap<string, TopicImage>
+  /**
+   * Dynamic broker configs (AlterConfigs/IncrementalAlterConfigs on BROKER resources), by
+   * Kafka property name: keyed by broker id as a string, or '' for the cluster-wide default.
+   * Absent in images built before dynamic configs existed: treat as empty.
+   */
+  readonly brokerConfigs?: ReadonlyMap<string, Readonly<Record<string, string>>>
+}
+
+/** The key of the cluster-wide default in `ClusterImage.brokerConfigs`. */
+export const CLUSTER_DEFAULT_BROKER_CONFIG = ''
+
+/** Dynamic overrides for one broker id ('' for the cluster default); empty when none. */
+export function dynamicBrokerConfigs(image: ClusterImage, key: string): Readonly<Record<string, string>> {
+  return image.brokerConfigs?.get(key) ?? {}
 }
 
 export const NO_LEADER = -1

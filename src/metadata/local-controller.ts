@@ -31,6 +31,8 @@ interface PersistedMetadata {
   version: number
   clusterId: string
   topics: TopicImage[]
+  /** Dynamic broker configs by broker id ('' = cluster default); missing in older files. */
+  brokerConfigs?: Record<string, Record<string, string>>
 }
 
 export type ImageListener = (image: ClusterImage, previous: ClusterImage) => void
@@ -57,6 +59,7 @@ export class LocalController {
       controllerId: broker.nodeId,
       brokers: new Map([[broker.nodeId, broker]]),
       topics: new Map((persisted?.topics ?? []).map((t) => [t.name, t])),
+      brokerConfigs: new Map(Object.entries(persisted?.brokerConfigs ?? {})),
     }
     if (clusterId !== null && persisted && persisted.clusterId !== clusterId) {
       throw new Error(`cluster.id ${clusterId} does not match ${persisted.clusterId} stored in ${dir}`)
@@ -116,6 +119,7 @@ export class LocalController {
       version: FORMAT_VERSION,
       clusterId: image.clusterId,
       topics: [...image.topics.values()],
+      brokerConfigs: Object.fromEntries(image.brokerConfigs ?? []),
     }
     const path = join(this.dir, METADATA_FILE)
     const temp = `${path}.tmp`
