@@ -1,0 +1,51 @@
+/**
+ * Test helpers for topics: create one directly through the broker's metadata (so a test
+ * does not depend on the CreateTopics handler) and wait until its partitions are hosted.
+ */
+import type { Cluster } from '../../src/server/cluster.js'
+
+export interface TestTopic {
+  partitions?: number
+  configs?: Record<string, string>
+}
+
+/** Creates `name` on the cluster's only broker and waits until every partition is served. */
+export async function createTopic(cluster: Cluster, name: string, spec: TestTopic = {}): Promise<void> {
+  const broker = cluster.brokers[0]
+  const partitions = spec.partitions ?? 1
+  await broker.updateMetadata((image) => {
+    if (image.topics.has(name)) throw new Error(`topic ${name} exists`)
+    const topic = broker.placeNewTopic({
+      name,
+      partitions,
+      replicationFactor: 1,
+      configs: spec.configs ?? {},
+    })
+    return { ...image, topics: new Map(image.topics).set(name, topic) }
+  })
+  await waitForPartitions(cluster, name, partitions)
+}
+
+/** Waits until the broker hosts partitions 0..count-1 of `topic` (the image is applied async). */
+export async function waitForPartitions(
+  cluster: Cluster,
+  topic: string,
+  count: number,
+  timeoutMs = 5000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  const replicaManager = cluster.brokers[0].replicaManager
+  for (;;) {
+    let hosted = 0
+    for (let p = 0; p < count; p++) if (replicaManager.getPartition(topic, p)) hosted++
+    if (hosted === count) return
+    if (Date.now() > deadline)
+      throw new Error(`${topic}: ${hosted}/${count} partitions hosted after ${timeoutMs} ms`)
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+}
+
+/** True when the broker advertises (serves) the API key. */
+export function serves(cluster: Cluster, apiKey: number): boolean {
+  return cluster.brokers[0].handlers.get(apiKey) !== undefined
+}
