@@ -1,7 +1,14 @@
+import { alterConfigsHandler } from './alter-configs.js'
 import { apiVersionsHandler } from './api-versions.js'
+import { createPartitionsHandler } from './create-partitions.js'
+import { createTopicsHandler } from './create-topics.js'
 import { deleteRecordsHandler } from './delete-records.js'
+import { deleteTopicsHandler } from './delete-topics.js'
+import { describeClusterHandler } from './describe-cluster.js'
+import { describeConfigsHandler } from './describe-configs.js'
 import { describeLogDirsHandler } from './describe-log-dirs.js'
 import { fetchHandler } from './fetch.js'
+import { incrementalAlterConfigsHandler } from './incremental-alter-configs.js'
 import { listOffsetsHandler } from './list-offsets.js'
 import { metadataHandler } from './metadata.js'
 import { produceHandler } from './produce.js'
@@ -16,4 +23,11 @@ export const allHandlers: readonly AnyApiHandler[] = [
   apiVersionsHandler,
   deleteRecordsHandler,
   describeLogDirsHandler,
+  createTopicsHandler,
+  deleteTopicsHandler,
+  createPartitionsHandler,
+  describeConfigsHandler,
+  alterConfigsHandler,
+  incrementalAlterConfigsHandler,
+  describeClusterHandler,
 ]

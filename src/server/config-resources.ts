@@ -1,0 +1,405 @@
+/**
+ * Config resources shared by DescribeConfigs, AlterConfigs and IncrementalAlterConfigs:
+ * what a TOPIC or BROKER resource holds (values, sources, synonyms), which names may be
+ * changed, and how a new set of overrides is validated and written to the cluster image.
+ * Failures carry a Kafka error code and Kafka's message (ConfigResourceError).
+ */
+import type { ConfigDef } from '../common/config-def.js'
+import { ConfigError } from '../common/errors.js'
+import {
+  CLUSTER_DEFAULT_BROKER_CONFIG,
+  type ClusterImage,
+  dynamicBrokerConfigs,
+} from '../metadata/cluster-image.js'
+import {
+  brokerConfigSynonyms,
+  brokerTopicDefaults,
+  type ConfigSource,
+  type ConfigSynonym,
+  ConfigTypeId,
+  checkKafkaRule,
+  effectiveBrokerValue,
+  parseKafkaValue,
+  resolveTopicConfig,
+  ConfigSource as Source,
+  topicConfigDef,
+  validateTopicConfigs,
+} from '../metadata/topic-config.js'
+import { topicNameProblem } from '../metadata/topic-name.js'
+import { ErrorCode, errorMessage } from '../protocol/error-codes.js'
+import { type BrokerConfig, brokerConfigDefs } from './broker-config.js'
+import type { BrokerServices } from './broker-services.js'
+
+/** ConfigResource.Type ids. */
+export const ResourceType = {
+  UNKNOWN: 0,
+  ANY: 1,
+  TOPIC: 2,
+  GROUP: 3,
+  BROKER: 4,
+  BROKER_LOGGER: 8,
+  CLIENT_METRICS: 16,
+} as const
+
+const RESOURCE_TYPE_NAMES = new Map<number, string>(
+  Object.entries(ResourceType).map(([name, id]) => [id, name]),
+)
+
+export function resourceTypeName(type: number): string {
+  return RESOURCE_TYPE_NAMES.get(type) ?? 'UNKNOWN'
+}
+
+/** A resource-level failure: a Kafka error code and Kafka's message. */
+export class ConfigResourceError extends Error {
+  constructor(
+    readonly errorCode: number,
+    message: string,
+  ) {
+    super(message)
+    this.name = 'ConfigResourceError'
+  }
+}
+
+/** One config entry as DescribeConfigs reports it. */
+export interface DescribedConfig {
+  readonly name: string
+  readonly value: string | null
+  readonly source: ConfigSource
+  readonly synonyms: readonly ConfigSynonym[]
+  readonly readOnly: boolean
+  readonly sensitive: boolean
+  /** DescribeConfigs v3 configType id. */
+  readonly configType: number
+  readonly documentation: string
+}
+
+/** Everything a TOPIC, BROKER or BROKER_LOGGER resource holds, Kafka's errors otherwise. */
+export function describeResource(
+  image: ClusterImage,
+  config: BrokerConfig,
+  resourceType: number,
+  resourceName: string,
+): DescribedConfig[] {
+  switch (resourceType) {
+    case ResourceType.TOPIC:
+      return describeTopic(image, config, resourceName)
+    case ResourceType.BROKER:
+      return describeBroker(image, config, resourceName)
+    case ResourceType.BROKER_LOGGER:
+      // tidelog has no log4j loggers to list; Kafka checks the broker id the same way.
+      brokerIdOf(config, resourceName, 'describe')
+      return []
+    default:
+      throw new ConfigResourceError(
+        ErrorCode.INVALID_REQUEST,
+        `Unsupported resource type: ${resourceTypeName(resourceType)}`,
+      )
+  }
+}
+
+function describeTopic(image: ClusterImage, config: BrokerConfig, topic: string): DescribedConfig[] {
+  const problem = topicNameProblem(topic)
+  if (problem !== null) throw new ConfigResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+  if (!image.topics.has(topic)) {
+    throw new ConfigResourceError(
+      ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+      errorMessage(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    )
+  }
+  return [...resolveTopicConfig(image, config, topic)].map(([name, resolved]) => ({
+    name,
+    value: resolved.sensitive ? null : resolved.value,
+    source: resolved.source,
+    synonyms: resolved.synonyms,
+    readOnly: resolved.readOnly,
+    sensitive: resolved.sensitive,
+    configType: ConfigTypeId[resolved.type],
+    documentation: resolved.doc,
+  }))
+}
+
+/**
+ * '' (the cluster default) lists only the dynamic defaults; this broker's id lists every
+ * broker property with its current value; any other id is INVALID_REQUEST, as in Kafka.
+ */
+function describeBroker(image: ClusterImage, config: BrokerConfig, resourceName: string): DescribedConfig[] {
+  const perBroker = brokerIdOf(config, resourceName, 'describe') !== null
+  const names = perBroker
+    ? brokerConfigDefs.defs.map((d) => d.name)
+    : Object.keys(dynamicBrokerConfigs(image, CLUSTER_DEFAULT_BROKER_CONFIG)).sort()
+  const result: DescribedConfig[] = []
+  for (const name of names) {
+    const def = brokerConfigDefs.get(name)
+    const sensitive = def === undefined || def.type === 'password' || def.sensitive === true
+    const synonyms = brokerConfigSynonyms(image, config, brokerSynonymNames(name), perBroker).map((s) =>
+      sensitive ? { ...s, value: null } : s,
+    )
+    const value = perBroker
+      ? effectiveBrokerValue(image, config, name)
+      : dynamicBrokerConfigs(image, CLUSTER_DEFAULT_BROKER_CONFIG)[name]
+    result.push({
+      name,
+      value: sensitive ? null : (value ?? null),
+      source: synonyms.length === 0 ? Source.DEFAULT_CONFIG : synonyms[0].source,
+      synonyms,
+      readOnly: def?.dynamic !== true,
+      sensitive,
+      configType: def ? ConfigTypeId[def.type] : ConfigTypeId.unknown,
+      documentation: def?.doc ?? '',
+    })
+  }
+  return result
+}
+
+/** Kafka's DynamicBrokerConfig.brokerConfigSynonyms: the names one broker setting answers to. */
+export function brokerSynonymNames(name: string): string[] {
+  switch (name) {
+    case 'log.roll.ms':
+    case 'log.roll.hours':
+      return ['log.roll.ms', 'log.roll.hours']
+    case 'log.roll.jitter.ms':
+    case 'log.roll.jitter.hours':
+      return ['log.roll.jitter.ms', 'log.roll.jitter.hours']
+    case 'log.flush.interval.ms':
+      return ['log.flush.interval.ms', 'log.flush.scheduler.interval.ms']
+    case 'log.retention.ms':
+    case 'log.retention.minutes':
+    case 'log.retention.hours':
+      return ['log.retention.ms', 'log.retention.minutes', 'log.retention.hours']
+    default:
+      return [name]
+  }
+}
+
+/**
+ * The broker id a BROKER resource names: null for '' (cluster default), this broker's id,
+ * or INVALID_REQUEST with Kafka's message for a non-number or another broker.
+ */
+export function brokerIdOf(
+  config: BrokerConfig,
+  resourceName: string,
+  use: 'describe' | 'alter',
+): number | null {
+  if (resourceName === '') return null
+  if (!/^-?\d+$/.test(resourceName)) {
+    throw new ConfigResourceError(
+      ErrorCode.INVALID_REQUEST,
+      use === 'describe'
+        ? `Broker id must be an integer, but it is: ${resourceName}`
+        : `Node id must be an integer, but it is: ${resourceName}`,
+    )
+  }
+  const id = Number(resourceName)
+  if (id !== config.nodeId) {
+    throw new ConfigResourceError(
+      ErrorCode.INVALID_REQUEST,
+      use === 'describe'
+        ? `Unexpected broker id, expected ${config.nodeId} or empty string, but received ${resourceName}`
+        : `Unexpected broker id, expected ${config.nodeId}, but received ${resourceName}`,
+    )
+  }
+  return id
+}
+
+/** Where a resource's overrides live in the image. */
+export type AlterTarget =
+  | { readonly kind: 'topic'; readonly topic: string }
+  | { readonly kind: 'broker'; readonly key: string }
+
+/** Checks that an alterable resource exists and says where its overrides are kept. */
+export function alterTarget(
+  image: ClusterImage,
+  config: BrokerConfig,
+  resourceType: number,
+  resourceName: string,
+): AlterTarget {
+  if (resourceType === ResourceType.TOPIC) {
+    if (resourceName === '') {
+      throw new ConfigResourceError(ErrorCode.INVALID_REQUEST, 'Default topic resources are not allowed.')
+    }
+    const problem = topicNameProblem(resourceName)
+    if (problem !== null) throw new ConfigResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+    if (!image.topics.has(resourceName)) {
+      throw new ConfigResourceError(
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        `The topic '${resourceName}' does not exist.`,
+      )
+    }
+    return { kind: 'topic', topic: resourceName }
+  }
+  if (resourceType === ResourceType.BROKER) {
+    const id = brokerIdOf(config, resourceName, 'alter')
+    return { kind: 'broker', key: id === null ? CLUSTER_DEFAULT_BROKER_CONFIG : String(id) }
+  }
+  if (resourceType === ResourceType.BROKER_LOGGER) {
+    throw new ConfigResourceError(
+      ErrorCode.INVALID_REQUEST,
+      'tidelog has no log4j loggers: BROKER_LOGGER resources cannot be altered',
+    )
+  }
+  throw new ConfigResourceError(
+    ErrorCode.INVALID_REQUEST,
+    `Unsupported resource type: ${resourceTypeName(resourceType)}`,
+  )
+}
+
+/** The overrides a resource holds now (topic configs or dynamic broker configs). */
+export function currentOverrides(image: ClusterImage, target: AlterTarget): Record<string, string> {
+  return target.kind === 'topic'
+    ? { ...image.topics.get(target.topic)!.configs }
+    : { ...dynamicBrokerConfigs(image, target.key) }
+}
+
+/** The value an APPEND/SUBTRACT starts from when there is no override: what the resource uses now. */
+export function effectiveValue(
+  image: ClusterImage,
+  config: BrokerConfig,
+  target: AlterTarget,
+  name: string,
+): string | null {
+  if (target.kind === 'topic') return resolveTopicConfig(image, config, target.topic).get(name)?.value ?? null
+  return effectiveBrokerValue(image, config, name)
+}
+
+/** Whether a config is a LIST (the only type APPEND and SUBTRACT apply to). */
+export function isListConfig(target: AlterTarget, name: string): boolean {
+  if (target.kind === 'topic') return topicConfigDef(name)?.type === 'list'
+  return brokerConfigDefs.get(name)?.type === 'list'
+}
+
+/**
+ * Validates a resource's complete new overrides. Topics: Kafka's LogConfig rules
+ * (INVALID_CONFIG). Brokers: only dynamic names (INVALID_REQUEST "Cannot update these
+ * configs dynamically: Set(...)"), then values (INVALID_REQUEST, as Kafka's KAFKA-13609).
+ */
+export function validateOverrides(
+  image: ClusterImage,
+  config: BrokerConfig,
+  target: AlterTarget,
+  overrides: Readonly<Record<string, string>>,
+): void {
+  if (target.kind === 'topic') {
+    try {
+      validateTopicConfigs(overrides, brokerTopicDefaults(image, config))
+    } catch (error) {
+      if (error instanceof ConfigError) throw new ConfigResourceError(ErrorCode.INVALID_CONFIG, error.message)
+      throw error
+    }
+    return
+  }
+  const unknown = Object.keys(overrides).filter((name) => !brokerConfigDefs.has(name))
+  if (unknown.length > 0) {
+    throw new ConfigResourceError(
+      ErrorCode.INVALID_CONFIG,
+      `Unknown broker config name: ${unknown.join(', ')}`,
+    )
+  }
+  const nonDynamic = Object.keys(overrides).filter((name) => brokerConfigDefs.get(name)?.dynamic !== true)
+  if (nonDynamic.length > 0) {
+    throw new ConfigResourceError(
+      ErrorCode.INVALID_REQUEST,
+      `Cannot update these configs dynamically: Set(${nonDynamic.join(', ')})`,
+    )
+  }
+  for (const [name, raw] of Object.entries(overrides)) {
+    const def = brokerConfigDefs.get(name) as ConfigDef
+    try {
+      const value = parseKafkaValue(name, def.type, raw)
+      checkKafkaRule(name, value, def.validator)
+    } catch (error) {
+      if (error instanceof ConfigError)
+        throw new ConfigResourceError(ErrorCode.INVALID_REQUEST, error.message)
+      throw error
+    }
+  }
+}
+
+/** The image with a resource's overrides replaced. */
+export function withOverrides(
+  image: ClusterImage,
+  target: AlterTarget,
+  overrides: Readonly<Record<string, string>>,
+): ClusterImage {
+  if (target.kind === 'topic') {
+    const topic = image.topics.get(target.topic)
+    if (!topic) return image
+    return {
+      ...image,
+      topics: new Map(image.topics).set(target.topic, { ...topic, configs: { ...overrides } }),
+    }
+  }
+  const brokerConfigs = new Map(image.brokerConfigs ?? [])
+  if (Object.keys(overrides).length === 0) brokerConfigs.delete(target.key)
+  else brokerConfigs.set(target.key, { ...overrides })
+  return { ...image, brokerConfigs }
+}
+
+/** One resource of an AlterConfigs or IncrementalAlterConfigs request. */
+export interface AlterRequestResource<C> {
+  readonly resourceType: number
+  readonly resourceName: string
+  readonly configs: readonly C[]
+}
+
+export interface AlterResult {
+  resourceType: number
+  resourceName: string
+  errorCode: number
+  errorMessage: string | null
+}
+
+/**
+ * Kafka's shared AlterConfigs/IncrementalAlterConfigs flow: duplicate resources and keys
+ * are INVALID_REQUEST, `nextOverrides` computes each resource's complete new overrides
+ * from the current image, they are validated, and (unless validateOnly) all valid
+ * resources change in one metadata update. Each resource succeeds or fails alone.
+ */
+export async function alterResources<C extends { name: string }>(
+  broker: BrokerServices,
+  resources: readonly AlterRequestResource<C>[],
+  validateOnly: boolean,
+  nextOverrides: (image: ClusterImage, target: AlterTarget, configs: readonly C[]) => Record<string, string>,
+): Promise<AlterResult[]> {
+  const key = (r: AlterRequestResource<C>) => `${r.resourceType}:${r.resourceName}`
+  const counts = new Map<string, number>()
+  for (const r of resources) counts.set(key(r), (counts.get(key(r)) ?? 0) + 1)
+  let results: AlterResult[] = []
+  await broker.updateMetadata((image) => {
+    let next = image
+    results = resources.map((resource) => {
+      const base = { resourceType: resource.resourceType, resourceName: resource.resourceName }
+      try {
+        if ((counts.get(key(resource)) ?? 0) > 1) {
+          throw new ConfigResourceError(ErrorCode.INVALID_REQUEST, 'Duplicate resource.')
+        }
+        const names = resource.configs.map((c) => c.name)
+        if (new Set(names).size !== names.length) {
+          throw new ConfigResourceError(ErrorCode.INVALID_REQUEST, 'Error due to duplicate config keys')
+        }
+        const target = alterTarget(image, broker.config, resource.resourceType, resource.resourceName)
+        const overrides = nextOverrides(image, target, resource.configs)
+        validateOverrides(image, broker.config, target, overrides)
+        if (!validateOnly) {
+          next = withOverrides(next, target, overrides)
+          broker.logger.info({ resource: base, overrides }, 'configs altered')
+        }
+        return { ...base, errorCode: ErrorCode.NONE, errorMessage: null }
+      } catch (error) {
+        if (!(error instanceof ConfigResourceError)) throw error
+        return { ...base, errorCode: error.errorCode, errorMessage: error.message }
+      }
+    })
+    return next
+  })
+  return results
+}
+
+/** INVALID_REQUEST "Null value not supported for : a, b" when any of `names` has a null value. */
+export function rejectNullValues(names: readonly string[]): void {
+  if (names.length > 0) {
+    throw new ConfigResourceError(
+      ErrorCode.INVALID_REQUEST,
+      `Null value not supported for : ${names.join(', ')}`,
+    )
+  }
+}

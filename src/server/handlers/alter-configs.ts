@@ -1,0 +1,36 @@
+/**
+ * AlterConfigs (key 33), the legacy whole-set form.
+ * Behavior: replaces every override of each resource with the given set: a TOPIC's
+ * configs, or the dynamic configs of BROKER '<this id>' or BROKER '' (cluster default).
+ * Names left out are removed. Topic values follow Kafka's validation (INVALID_CONFIG);
+ * broker names must be dynamically updatable (INVALID_REQUEST "Cannot update these configs
+ * dynamically: Set(...)"). Duplicate resources or keys and null values are INVALID_REQUEST;
+ * unknown topics UNKNOWN_TOPIC_OR_PARTITION. validateOnly checks and changes nothing.
+ * Version notes: v1 is v0; v2 is flexible.
+ */
+import type {
+  AlterConfigsRequest,
+  AlterConfigsRequestAlterableConfig,
+} from '../../protocol/generated/alter-configs-request.js'
+import type { AlterConfigsResponse } from '../../protocol/generated/alter-configs-response.js'
+import { ApiKey } from '../../protocol/generated/index.js'
+import { alterResources, rejectNullValues } from '../config-resources.js'
+import type { ApiHandler } from './registry.js'
+
+export const alterConfigsHandler: ApiHandler<AlterConfigsRequest, AlterConfigsResponse> = {
+  apiKey: ApiKey.AlterConfigs,
+  minVersion: 0,
+  maxVersion: 2,
+  async handle(context, request) {
+    const responses = await alterResources<AlterConfigsRequestAlterableConfig>(
+      context.broker,
+      request.resources,
+      request.validateOnly,
+      (_image, _target, configs) => {
+        rejectNullValues(configs.filter((c) => c.value === null).map((c) => c.name))
+        return Object.fromEntries(configs.map((c) => [c.name, c.value as string]))
+      },
+    )
+    return { throttleTimeMs: 0, responses }
+  },
+}

@@ -1,0 +1,62 @@
+/**
+ * DescribeCluster (key 60).
+ * Behavior: the registered brokers, the controller id and the cluster id, from the
+ * metadata image. tidelog's brokers are BROKERS endpoints: a request for CONTROLLERS gets
+ * MISMATCHED_ENDPOINT_TYPE, any other type UNSUPPORTED_ENDPOINT_TYPE.
+ * Version notes: v0 flexible; v1 adds endpointType (request and response).
+ * clusterAuthorizedOperations is Kafka's "omitted" sentinel unless asked for; tidelog has
+ * no authorizer, so when asked it answers "all operations" (bits 2-12 as Kafka's ALL).
+ */
+import { ErrorCode } from '../../protocol/error-codes.js'
+import type { DescribeClusterRequest } from '../../protocol/generated/describe-cluster-request.js'
+import type { DescribeClusterResponse } from '../../protocol/generated/describe-cluster-response.js'
+import { ApiKey } from '../../protocol/generated/index.js'
+import type { ApiHandler } from './registry.js'
+
+const ENDPOINT_BROKERS = 1
+const ENDPOINT_CONTROLLERS = 2
+const AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+/** READ..IDEMPOTENT_WRITE, ALTER_CONFIGS, DESCRIBE_CONFIGS (acl operation bits 3-12). */
+const CLUSTER_OPERATIONS = 0b1111111111000
+
+export const describeClusterHandler: ApiHandler<DescribeClusterRequest, DescribeClusterResponse> = {
+  apiKey: ApiKey.DescribeCluster,
+  minVersion: 0,
+  maxVersion: 1,
+  handle(context, request) {
+    const image = context.broker.metadataImage()
+    const base = {
+      throttleTimeMs: 0,
+      endpointType: ENDPOINT_BROKERS,
+      clusterId: image.clusterId,
+      controllerId: image.controllerId,
+      brokers: [] as DescribeClusterResponse['brokers'],
+      clusterAuthorizedOperations: AUTHORIZED_OPERATIONS_OMITTED,
+    }
+    const requested = context.apiVersion >= 1 ? request.endpointType : ENDPOINT_BROKERS
+    if (requested !== ENDPOINT_BROKERS) {
+      const mismatched = requested === ENDPOINT_CONTROLLERS
+      return {
+        ...base,
+        errorCode: mismatched ? ErrorCode.MISMATCHED_ENDPOINT_TYPE : ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+        errorMessage: mismatched
+          ? 'The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER'
+          : `Unsupported endpoint type ${requested}`,
+      }
+    }
+    return {
+      ...base,
+      errorCode: ErrorCode.NONE,
+      errorMessage: null,
+      brokers: [...image.brokers.values()].map((b) => ({
+        brokerId: b.nodeId,
+        host: b.host,
+        port: b.port,
+        rack: b.rack,
+      })),
+      clusterAuthorizedOperations: request.includeClusterAuthorizedOperations
+        ? CLUSTER_OPERATIONS
+        : AUTHORIZED_OPERATIONS_OMITTED,
+    }
+  },
+}
