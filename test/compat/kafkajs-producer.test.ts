@@ -19,7 +19,7 @@ import {
   offsetsConsecutive,
   type Rec,
 } from '../helpers/compat-clients.js'
-import { createTopic, serves } from '../helpers/topics.js'
+import { createTopic, serves, storedCodecs } from '../helpers/topics.js'
 
 const CREATE_TOPICS = 19
 
@@ -104,6 +104,9 @@ test('kafkajs producer: keys, headers, none/gzip, acks -1/1/0 -> kcat and conflu
     }
     const want = normalize(expected)
     assert.ok(offsetsConsecutive(want))
+    const codecs = new Set<number>()
+    for (let p = 0; p < partitions; p++) for (const c of await storedCodecs(cluster, topic, p)) codecs.add(c)
+    assert.deepEqual([...codecs].sort(), [0, 1], 'uncompressed and gzip batches stored')
 
     const kcat = await kcatConsume(cluster.bootstrapServers, topic)
     assert.equal(kcat.code, 0, kcat.stderr)

@@ -2,6 +2,7 @@
  * Test helpers for topics: create one directly through the broker's metadata (so a test
  * does not depend on the CreateTopics handler) and wait until its partitions are hosted.
  */
+import { BatchHeader, LOG_OVERHEAD } from '../../src/protocol/batch-header.js'
 import type { Cluster } from '../../src/server/cluster.js'
 
 export interface TestTopic {
@@ -48,4 +49,30 @@ export async function waitForPartitions(
 /** True when the broker advertises (serves) the API key. */
 export function serves(cluster: Cluster, apiKey: number): boolean {
   return cluster.brokers[0].handlers.get(apiKey) !== undefined
+}
+
+/** Codec ids (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd) of the batches stored in a partition, in order. */
+export async function storedCodecs(cluster: Cluster, topic: string, partition: number): Promise<number[]> {
+  const hosted = cluster.brokers[0].replicaManager.getPartition(topic, partition)
+  if (!hosted) throw new Error(`${topic}-${partition} is not hosted`)
+  const log = hosted.log
+  const codecs: number[] = []
+  let offset = log.logStartOffset
+  while (offset < log.logEndOffset) {
+    const info = await log.read(offset, {
+      maxBytes: 1 << 20,
+      maxOffset: log.logEndOffset,
+      minOneMessage: true,
+    })
+    if (info.sizeInBytes === 0) break
+    for (const chunk of info.records) {
+      for (let at = 0; at + LOG_OVERHEAD <= chunk.length; ) {
+        const header = new BatchHeader(chunk, at)
+        codecs.push(header.compression)
+        at += header.sizeInBytes
+      }
+    }
+    offset = info.nextOffset
+  }
+  return codecs
 }

@@ -16,6 +16,7 @@ Commands:
               exits when stdin closes
 """
 
+import ctypes
 import json
 import sys
 import threading
@@ -30,6 +31,12 @@ def text(data):
 
 def record(msg):
     headers = msg.headers() or []
+    # confluent-kafka < 1.8.2 returns None header values without taking a reference
+    # (confluentinc/confluent-kafka-python#1191), which crashes the interpreter at exit
+    # ("deallocating None"); give back the reference it took from us.
+    for _, v in headers:
+        if v is None:
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(None))
     ts_type, ts = msg.timestamp()
     return {
         "partition": msg.partition(),
