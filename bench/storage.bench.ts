@@ -84,9 +84,17 @@ function ddRun(dir: string): Result {
   const path = join(dir, 'dd.bin')
   const count = Math.max(1, TOTAL_MB)
   const start = performance.now()
-  execFileSync('dd', ['if=/dev/zero', `of=${path}`, 'bs=1M', `count=${count}`, 'conv=fdatasync'], { stdio: 'pipe' })
+  execFileSync('dd', ['if=/dev/zero', `of=${path}`, 'bs=1M', `count=${count}`, 'conv=fdatasync'], {
+    stdio: 'pipe',
+  })
   const seconds = (performance.now() - start) / 1000
-  return { name: `dd bs=1M count=${count} conv=fdatasync`, bytes: count * MIB, records: 0, seconds, appends: count }
+  return {
+    name: `dd bs=1M count=${count} conv=fdatasync`,
+    bytes: count * MIB,
+    records: 0,
+    seconds,
+    appends: count,
+  }
 }
 
 function mbPerSecond(r: Result): number {
@@ -138,7 +146,9 @@ async function main(): Promise<void> {
     if (readResult !== undefined) results.push(readResult)
     const dd = ddRun(root)
     results.push(dd)
-    console.log(`\ntidelog storage benchmark: 1 KiB records, ${TOTAL_MB} MiB per no-fsync run, temp dir ${root}`)
+    console.log(
+      `\ntidelog storage benchmark: 1 KiB records, ${TOTAL_MB} MiB per no-fsync run, temp dir ${root}`,
+    )
     console.log('(the read follows the 1 MiB no-fsync write, so it is served mostly from the page cache)\n')
     printTable(results, dd)
   } finally {

@@ -73,7 +73,8 @@ export abstract class AbstractIndex {
       throw err
     }
     this.fileLengthBytes = bytes.length
-    if (bytes.length % this.entryBytes !== 0) return `length ${bytes.length} is not a multiple of ${this.entryBytes}`
+    if (bytes.length % this.entryBytes !== 0)
+      return `length ${bytes.length} is not a multiple of ${this.entryBytes}`
     const entries = bytes.length / this.entryBytes
     if (entries > this.maxEntries) return `${entries} entries exceed the maximum ${this.maxEntries}`
     this.ensureCapacity(entries)
@@ -109,7 +110,10 @@ export abstract class AbstractIndex {
 
   /** Drops entries from `entries` on; the file's stale tail is zeroed so it cannot be reloaded. */
   protected async truncateToEntries(entries: number, preallocate: boolean): Promise<void> {
-    assert(entries >= 0 && entries <= this.entryCount, () => `cannot truncate ${this.entryCount} entries to ${entries}`)
+    assert(
+      entries >= 0 && entries <= this.entryCount,
+      () => `cannot truncate ${this.entryCount} entries to ${entries}`,
+    )
     if (entries === this.entryCount) return
     this.entryCount = entries
     this.persistedEntries = Math.min(this.persistedEntries, entries)

@@ -25,7 +25,11 @@ export class CheckpointFile<T> {
   ) {}
 
   async write(entries: readonly T[]): Promise<void> {
-    const lines = [String(CHECKPOINT_VERSION), String(entries.length), ...entries.map((e) => this.format.toLine(e))]
+    const lines = [
+      String(CHECKPOINT_VERSION),
+      String(entries.length),
+      ...entries.map((e) => this.format.toLine(e)),
+    ]
     await writeFileAtomically(this.fs, this.path, Buffer.from(`${lines.join('\n')}\n`, 'utf8'))
   }
 

@@ -19,7 +19,11 @@ export type StorageErrorCode =
 export class StorageError extends TidelogError {
   declare readonly code: StorageErrorCode
 
-  constructor(code: StorageErrorCode, message: string, options: { cause?: unknown; retriable?: boolean } = {}) {
+  constructor(
+    code: StorageErrorCode,
+    message: string,
+    options: { cause?: unknown; retriable?: boolean } = {},
+  ) {
     super(code, message, options)
     this.name = 'StorageError'
   }

@@ -111,7 +111,12 @@ class NodeFileHandle implements FileHandle {
     let written = 0
     // A regular-file pwrite may still be short (quota, signal): loop until all is written.
     while (written < buffer.length) {
-      const { bytesWritten } = await this.handle.write(buffer, written, buffer.length - written, position + written)
+      const { bytesWritten } = await this.handle.write(
+        buffer,
+        written,
+        buffer.length - written,
+        position + written,
+      )
       if (bytesWritten === 0) throw Object.assign(new Error('write made no progress'), { code: 'EIO' })
       written += bytesWritten
     }
@@ -142,7 +147,12 @@ class NodeFileHandle implements FileHandle {
 }
 
 function toFileStat(stats: Stats): FileStat {
-  return { size: stats.size, mtimeMs: stats.mtimeMs, isDirectory: stats.isDirectory(), isFile: stats.isFile() }
+  return {
+    size: stats.size,
+    mtimeMs: stats.mtimeMs,
+    isDirectory: stats.isDirectory(),
+    isFile: stats.isFile(),
+  }
 }
 
 export class NodeFileSystem implements FileSystem {

@@ -3,13 +3,37 @@
  * (all logs of its log.dirs) and PartitionLog (one replica's log); the rest is exported for
  * tools and tests.
  */
-export { DEFAULT_LOG_CONFIG, fromProperties, hasDeletePolicy, LOG_CONFIG_KEYS, toProperties } from './log-config.js'
-export type { CleanupPolicy, LogConfig, LogConfigProperties } from './log-config.js'
-export { isStorageError, StorageError } from './errors.js'
+
+export type { EpochEntry, TopicPartitionOffset } from './checkpoint-file.js'
 export type { StorageErrorCode } from './errors.js'
-export { NodeFileSystem, nodeFileSystem } from './file-system.js'
+export { isStorageError, StorageError } from './errors.js'
 export type { FileHandle, FileStat, FileSystem, OpenFlags } from './file-system.js'
-export { PartitionLog, parseTopicPartition, topicPartitionDirName } from './partition-log.js'
+export { NodeFileSystem, nodeFileSystem } from './file-system.js'
+export type { EpochEndOffset } from './leader-epoch-cache.js'
+export {
+  LEADER_EPOCH_CHECKPOINT_FILENAME,
+  LeaderEpochFileCache,
+  UNDEFINED_EPOCH,
+  UNDEFINED_EPOCH_OFFSET,
+} from './leader-epoch-cache.js'
+export type { CleanupPolicy, LogConfig, LogConfigProperties } from './log-config.js'
+export {
+  DEFAULT_LOG_CONFIG,
+  fromProperties,
+  hasDeletePolicy,
+  LOG_CONFIG_KEYS,
+  toProperties,
+} from './log-config.js'
+export type { LogManagerOptions } from './log-manager.js'
+export {
+  CLEAN_SHUTDOWN_FILE,
+  HIGH_WATERMARK_CHECKPOINT_FILE,
+  LOG_START_OFFSET_CHECKPOINT_FILE,
+  LogManager,
+  RECOVERY_POINT_CHECKPOINT_FILE,
+} from './log-manager.js'
+export { filenamePrefixFromOffset, LogSegment } from './log-segment.js'
+export { OffsetIndex } from './offset-index.js'
 export type {
   AppendOptions,
   FetchDataInfo,
@@ -21,22 +45,5 @@ export type {
   TimestampAndOffset,
   TopicPartition,
 } from './partition-log.js'
-export {
-  CLEAN_SHUTDOWN_FILE,
-  HIGH_WATERMARK_CHECKPOINT_FILE,
-  LOG_START_OFFSET_CHECKPOINT_FILE,
-  LogManager,
-  RECOVERY_POINT_CHECKPOINT_FILE,
-} from './log-manager.js'
-export type { LogManagerOptions } from './log-manager.js'
-export {
-  LEADER_EPOCH_CHECKPOINT_FILENAME,
-  LeaderEpochFileCache,
-  UNDEFINED_EPOCH,
-  UNDEFINED_EPOCH_OFFSET,
-} from './leader-epoch-cache.js'
-export type { EpochEndOffset } from './leader-epoch-cache.js'
-export type { EpochEntry, TopicPartitionOffset } from './checkpoint-file.js'
-export { filenamePrefixFromOffset, LogSegment } from './log-segment.js'
-export { OffsetIndex } from './offset-index.js'
+export { PartitionLog, parseTopicPartition, topicPartitionDirName } from './partition-log.js'
 export { TimeIndex } from './time-index.js'

@@ -9,7 +9,12 @@
 import { join } from 'node:path'
 import { assert } from '../common/assert.js'
 import type { Logger } from '../common/logger.js'
-import { CheckpointFile, CheckpointFormatError, type EpochEntry, epochEntryFormat } from './checkpoint-file.js'
+import {
+  CheckpointFile,
+  CheckpointFormatError,
+  type EpochEntry,
+  epochEntryFormat,
+} from './checkpoint-file.js'
 import type { FileSystem } from './file-system.js'
 
 export const LEADER_EPOCH_CHECKPOINT_FILENAME = 'leader-epoch-checkpoint'
@@ -44,10 +49,15 @@ export class LeaderEpochFileCache {
       logger.warn({ err: err.message }, 'leader-epoch-checkpoint is malformed; starting from an empty cache')
       entries = []
     }
-    const sorted = entries.every((e, i) => i === 0 || (e.epoch > entries[i - 1].epoch && e.startOffset > entries[i - 1].startOffset))
+    const sorted = entries.every(
+      (e, i) => i === 0 || (e.epoch > entries[i - 1].epoch && e.startOffset > entries[i - 1].startOffset),
+    )
     if (!sorted) {
       // A hand-edited or foreign file: keep the monotonic prefix, recovery re-adds the rest from the batches.
-      logger.warn({ path: checkpoint.path }, 'leader-epoch-checkpoint is not monotonic; keeping its valid prefix')
+      logger.warn(
+        { path: checkpoint.path },
+        'leader-epoch-checkpoint is not monotonic; keeping its valid prefix',
+      )
       const kept: EpochEntry[] = []
       for (const e of entries) {
         const last = kept.at(-1)
@@ -83,7 +93,10 @@ export class LeaderEpochFileCache {
     if (last !== undefined && last.epoch === epoch && last.startOffset <= startOffset) return
     const removed = this.removeFromEnd((e) => e.epoch >= epoch || e.startOffset >= startOffset)
     if (removed.length > 1 || (removed.length === 1 && removed[0].startOffset !== startOffset)) {
-      this.logger.warn({ epoch, startOffset, removed }, 'leader epoch cache: removed entries contradicting a new epoch')
+      this.logger.warn(
+        { epoch, startOffset, removed },
+        'leader epoch cache: removed entries contradicting a new epoch',
+      )
     }
     this.epochs.push({ epoch, startOffset })
     await this.flush()
@@ -139,7 +152,8 @@ export class LeaderEpochFileCache {
 
   private removeFromEnd(predicate: (e: EpochEntry) => boolean): EpochEntry[] {
     const removed: EpochEntry[] = []
-    while (this.epochs.length > 0 && predicate(this.epochs[this.epochs.length - 1])) removed.unshift(this.epochs.pop()!)
+    while (this.epochs.length > 0 && predicate(this.epochs[this.epochs.length - 1]))
+      removed.unshift(this.epochs.pop()!)
     return removed
   }
 
@@ -150,7 +164,10 @@ export class LeaderEpochFileCache {
 
   private checkInvariants(): void {
     for (let i = 1; i < this.epochs.length; i++) {
-      assert(this.epochs[i].epoch > this.epochs[i - 1].epoch, () => `leader epochs decrease: ${JSON.stringify(this.epochs)}`)
+      assert(
+        this.epochs[i].epoch > this.epochs[i - 1].epoch,
+        () => `leader epochs decrease: ${JSON.stringify(this.epochs)}`,
+      )
       assert(
         this.epochs[i].startOffset > this.epochs[i - 1].startOffset,
         () => `epoch start offsets decrease: ${JSON.stringify(this.epochs)}`,

@@ -75,7 +75,13 @@ export const LOG_CONFIG_KEYS = [
 export function fromProperties(props: LogConfigProperties, base: LogConfig = DEFAULT_LOG_CONFIG): LogConfig {
   const get = (key: string) => props[key]
   return Object.freeze({
-    segmentBytes: intProp(get('segment.bytes'), 'segment.bytes', base.segmentBytes, SEGMENT_BYTES_MIN, 2 ** 31 - 1),
+    segmentBytes: intProp(
+      get('segment.bytes'),
+      'segment.bytes',
+      base.segmentBytes,
+      SEGMENT_BYTES_MIN,
+      2 ** 31 - 1,
+    ),
     segmentMs: longProp(get('segment.ms'), 'segment.ms', base.segmentMs, 1),
     segmentIndexBytes: intProp(
       get('segment.index.bytes'),
@@ -84,13 +90,25 @@ export function fromProperties(props: LogConfigProperties, base: LogConfig = DEF
       SEGMENT_INDEX_BYTES_MIN,
       2 ** 31 - 1,
     ),
-    indexIntervalBytes: intProp(get('index.interval.bytes'), 'index.interval.bytes', base.indexIntervalBytes, 0, 2 ** 31 - 1),
+    indexIntervalBytes: intProp(
+      get('index.interval.bytes'),
+      'index.interval.bytes',
+      base.indexIntervalBytes,
+      0,
+      2 ** 31 - 1,
+    ),
     retentionMs: unlimitedProp(get('retention.ms'), 'retention.ms', base.retentionMs),
     retentionBytes: unlimitedProp(get('retention.bytes'), 'retention.bytes', base.retentionBytes),
     flushMessages: longProp(get('flush.messages'), 'flush.messages', base.flushMessages, 1),
     flushMs: longProp(get('flush.ms'), 'flush.ms', base.flushMs, 0),
     messageTimestampType: timestampTypeProp(get('message.timestamp.type'), base.messageTimestampType),
-    maxMessageBytes: intProp(get('max.message.bytes'), 'max.message.bytes', base.maxMessageBytes, 0, 2 ** 31 - 1),
+    maxMessageBytes: intProp(
+      get('max.message.bytes'),
+      'max.message.bytes',
+      base.maxMessageBytes,
+      0,
+      2 ** 31 - 1,
+    ),
     cleanupPolicy: cleanupPolicyProp(get('cleanup.policy'), base.cleanupPolicy),
   })
 }
@@ -124,7 +142,13 @@ function parseInteger(raw: string | number, key: string): number {
   return value
 }
 
-function intProp(raw: string | number | undefined, key: string, fallback: number, min: number, max: number): number {
+function intProp(
+  raw: string | number | undefined,
+  key: string,
+  fallback: number,
+  min: number,
+  max: number,
+): number {
   if (raw === undefined) return fallback
   const value = parseInteger(raw, key)
   if (value < min || value > max) throw new ConfigError(`${key}: ${raw} is not in [${min}, ${max}]`)

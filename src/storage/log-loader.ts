@@ -70,7 +70,8 @@ export async function loadLog(params: LoadParams): Promise<LoadedLog> {
   let recoveryPoint = Math.min(params.recoveryPoint, logEndOffset)
   if (recovered) {
     // Recovered bytes came from the page cache of a dead process: make them durable before trusting them.
-    for (const segment of segments) if (segment.baseOffset >= floorBase(segments, recoveryPoint)) await segment.flush()
+    for (const segment of segments)
+      if (segment.baseOffset >= floorBase(segments, recoveryPoint)) await segment.flush()
   }
   if (recovered || params.hadCleanShutdown) recoveryPoint = logEndOffset
   return { segments, logEndOffset, logStartOffset, recoveryPoint }
@@ -141,12 +142,19 @@ async function recoverSegments(
     const unflushed = segment.baseOffset >= recoverFromBase
     if (!unflushed && indexProblem === undefined) continue
     if (indexProblem !== undefined) {
-      params.logger.warn({ segment: segment.logPath, problem: indexProblem }, 'rebuilding index of log segment')
+      params.logger.warn(
+        { segment: segment.logPath, problem: indexProblem },
+        'rebuilding index of log segment',
+      )
     }
     recovered.push(segment)
     const outcome = await recoverSegment(params, segment)
     if (outcome.truncated) {
-      await deleteSegments(params, opened.slice(i + 1).map((o) => o.segment), 'after a truncated segment')
+      await deleteSegments(
+        params,
+        opened.slice(i + 1).map((o) => o.segment),
+        'after a truncated segment',
+      )
       break
     }
   }
@@ -177,7 +185,11 @@ async function recoverSegment(params: LoadParams, segment: LogSegment): Promise<
   return { nextOffset: result.nextOffset, truncated: true }
 }
 
-async function deleteSegments(params: LoadParams, segments: readonly LogSegment[], why: string): Promise<void> {
+async function deleteSegments(
+  params: LoadParams,
+  segments: readonly LogSegment[],
+  why: string,
+): Promise<void> {
   for (const segment of segments) {
     params.logger.warn({ segment: segment.logPath, sizeInBytes: segment.size }, `deleting log segment ${why}`)
     await segment.deleteFiles()
@@ -198,7 +210,10 @@ async function restartAt(
   logEndOffset: number,
 ): Promise<LogSegment[]> {
   if (segments.length > 0) {
-    params.logger.warn({ dir: params.dir, logStartOffset, logEndOffset }, 'log ends before its start offset; deleting it')
+    params.logger.warn(
+      { dir: params.dir, logStartOffset, logEndOffset },
+      'log ends before its start offset; deleting it',
+    )
     await deleteSegments(params, segments, 'below the log start offset')
     await params.leaderEpochCache.clearAndFlush()
   }

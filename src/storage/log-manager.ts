@@ -12,11 +12,21 @@ import { join } from 'node:path'
 import { assert } from '../common/assert.js'
 import { type Clock, systemClock, type TimerHandle } from '../common/clock.js'
 import { type Logger, silentLogger } from '../common/logger.js'
-import { CheckpointFile, CheckpointFormatError, type TopicPartitionOffset, topicPartitionOffsetFormat } from './checkpoint-file.js'
+import {
+  CheckpointFile,
+  CheckpointFormatError,
+  type TopicPartitionOffset,
+  topicPartitionOffsetFormat,
+} from './checkpoint-file.js'
 import type { StorageError } from './errors.js'
 import { exists, type FileSystem, nodeFileSystem } from './file-system.js'
 import { DEFAULT_LOG_CONFIG, type LogConfig } from './log-config.js'
-import { PartitionLog, parseTopicPartition, type TopicPartition, topicPartitionDirName } from './partition-log.js'
+import {
+  PartitionLog,
+  parseTopicPartition,
+  type TopicPartition,
+  topicPartitionDirName,
+} from './partition-log.js'
 
 export const RECOVERY_POINT_CHECKPOINT_FILE = 'recovery-point-offset-checkpoint'
 export const HIGH_WATERMARK_CHECKPOINT_FILE = 'replication-offset-checkpoint'
@@ -239,11 +249,15 @@ export class LogManager {
       return undefined
     }
     if (name.endsWith(FUTURE_DIR_SUFFIX)) {
-      this.logger.warn({ dir: name }, 'ignoring future replica directory (moving replicas between dirs is not supported)')
+      this.logger.warn(
+        { dir: name },
+        'ignoring future replica directory (moving replicas between dirs is not supported)',
+      )
       return undefined
     }
     const tp = parseTopicPartition(name)
-    if (tp === undefined) this.logger.warn({ dir: name }, 'ignoring directory that is not <topic>-<partition>')
+    if (tp === undefined)
+      this.logger.warn({ dir: name }, 'ignoring directory that is not <topic>-<partition>')
     return tp
   }
 
@@ -271,7 +285,12 @@ export class LogManager {
     logDir: string,
     tp: TopicPartition,
     config: LogConfig,
-    start: { hadCleanShutdown: boolean; recoveryPoint: number; logStartOffset: number; highWatermark: number },
+    start: {
+      hadCleanShutdown: boolean
+      recoveryPoint: number
+      logStartOffset: number
+      highWatermark: number
+    },
   ): Promise<PartitionLog> {
     return PartitionLog.open({
       dir: join(logDir, topicPartitionDirName(tp)),
@@ -318,7 +337,8 @@ export class LogManager {
         if (this.offlineDirs.has(dir)) continue
         const entries: TopicPartitionOffset[] = []
         for (const hosted of this.logs.values()) {
-          if (hosted.logDir === dir && !hosted.log.isOffline) entries.push({ ...hosted.tp, offset: offsetOf(hosted.log) })
+          if (hosted.logDir === dir && !hosted.log.isOffline)
+            entries.push({ ...hosted.tp, offset: offsetOf(hosted.log) })
         }
         await new CheckpointFile(this.fs, join(dir, name), topicPartitionOffsetFormat).write(entries)
       }
@@ -348,7 +368,9 @@ export class LogManager {
   }
 
   private track(promise: Promise<unknown>): void {
-    const tracked = promise.catch((err: unknown) => this.logger.error({ err }, 'storage background task failed'))
+    const tracked = promise.catch((err: unknown) =>
+      this.logger.error({ err }, 'storage background task failed'),
+    )
     this.running.add(tracked)
     void tracked.finally(() => this.running.delete(tracked))
   }

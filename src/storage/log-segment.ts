@@ -16,8 +16,8 @@ import {
   type BatchProblem,
   type BatchSummary,
   checkBatch,
-  peekBatch,
   findRecord,
+  peekBatch,
 } from './record-batch-check.js'
 import { NO_TIMESTAMP, TimeIndex, type TimestampOffset } from './time-index.js'
 
@@ -152,12 +152,26 @@ export class LogSegment {
     const { offsetIndex, timeIndex } = LogSegment.indexes(fs, dir, baseOffset, options)
     const log = await fs.open(logFilePath(dir, baseOffset), 'r+')
     const stat = await log.stat()
-    const segment = new LogSegment(fs, dir, baseOffset, options, log, stat.size, offsetIndex, timeIndex, nowMs)
+    const segment = new LogSegment(
+      fs,
+      dir,
+      baseOffset,
+      options,
+      log,
+      stat.size,
+      offsetIndex,
+      timeIndex,
+      nowMs,
+    )
     segment.lastModifiedMs = stat.mtimeMs
     const offsetProblem = await offsetIndex.load(stat.size)
     const timeProblem = await timeIndex.load(stat.size)
     const indexProblem =
-      offsetProblem === undefined ? (timeProblem === undefined ? undefined : `time index ${timeProblem}`) : `offset index ${offsetProblem}`
+      offsetProblem === undefined
+        ? timeProblem === undefined
+          ? undefined
+          : `time index ${timeProblem}`
+        : `offset index ${offsetProblem}`
     if (indexProblem === undefined) {
       const last = timeIndex.lastEntry
       segment.maxTimestampSoFar = last.timestamp
@@ -179,9 +193,13 @@ export class LogSegment {
     for (const buf of buffers) totalBytes += buf.length
     const written = await this.log.writev(buffers, this.size)
     if (written !== totalBytes) {
-      throw new StorageError('KAFKA_STORAGE_ERROR', `short write to ${this.logPath}: ${written} of ${totalBytes}`, {
-        retriable: true,
-      })
+      throw new StorageError(
+        'KAFKA_STORAGE_ERROR',
+        `short write to ${this.logPath}: ${written} of ${totalBytes}`,
+        {
+          retriable: true,
+        },
+      )
     }
     if (this.size === 0) this.rollingBasedTimestamp = batches[0].maxTimestamp
     for (const batch of batches) this.indexBatch(batch, this.size)
@@ -189,7 +207,10 @@ export class LogSegment {
   }
 
   private indexBatch(batch: AppendedBatch, position: number): void {
-    assert(batch.lastOffset - this.baseOffset <= 0x7fffffff, () => `offset ${batch.lastOffset} overflows segment ${this.baseOffset}`)
+    assert(
+      batch.lastOffset - this.baseOffset <= 0x7fffffff,
+      () => `offset ${batch.lastOffset} overflows segment ${this.baseOffset}`,
+    )
     if (batch.maxTimestamp > this.maxTimestampSoFar) {
       this.maxTimestampSoFar = batch.maxTimestamp
       this.offsetOfMaxTimestampSoFar = batch.lastOffset
@@ -212,7 +233,10 @@ export class LogSegment {
 
   /** One read of up to `length` bytes at `position`; fewer near the end of the data. */
   async readRange(position: number, length: number, limit = this.size): Promise<Buffer> {
-    if (this.deleted) throw new StorageError('OFFSET_OUT_OF_RANGE', `segment ${this.logPath} was deleted`, { retriable: true })
+    if (this.deleted)
+      throw new StorageError('OFFSET_OUT_OF_RANGE', `segment ${this.logPath} was deleted`, {
+        retriable: true,
+      })
     const available = Math.max(0, Math.min(length, limit - position))
     const buf = Buffer.allocUnsafe(available)
     this.pendingReads++
@@ -245,7 +269,11 @@ export class LogSegment {
   }
 
   /** Position and header of the first batch whose last offset is >= `offset` (Kafka's translateOffset). */
-  async translateOffset(offset: number, window = new ReadWindow(), readAheadBytes = 0): Promise<BatchSummary | undefined> {
+  async translateOffset(
+    offset: number,
+    window = new ReadWindow(),
+    readAheadBytes = 0,
+  ): Promise<BatchSummary | undefined> {
     let position = this.offsetIndex.lookup(offset).position
     const preferred = this.options.indexIntervalBytes + readAheadBytes + BATCH_OFFSETS_HEADER_BYTES
     for (;;) {
@@ -263,11 +291,21 @@ export class LogSegment {
    * `minOneBatch` and nothing was taken yet). Usually one read syscall. Undefined when
    * no batch at or after `startOffset` is in this segment; empty when a limit stopped it.
    */
-  async read(startOffset: number, maxOffset: number, maxBytes: number, minOneBatch: boolean): Promise<SegmentRead | undefined> {
+  async read(
+    startOffset: number,
+    maxOffset: number,
+    maxBytes: number,
+    minOneBatch: boolean,
+  ): Promise<SegmentRead | undefined> {
     const window = new ReadWindow()
     const first = await this.translateOffset(startOffset, window, maxBytes)
     if (first === undefined) return undefined
-    const nothing = { records: [], sizeInBytes: 0, firstOffset: first.baseOffset, nextOffset: first.baseOffset }
+    const nothing = {
+      records: [],
+      sizeInBytes: 0,
+      firstOffset: first.baseOffset,
+      nextOffset: first.baseOffset,
+    }
     if (first.lastOffset >= maxOffset) return nothing
     const records: Buffer[] = []
     let sliceStart = first.position
@@ -280,8 +318,10 @@ export class LogSegment {
       if (batch === undefined || !window.covers(position, batch.sizeInBytes)) {
         // The window ends inside this batch: keep what it holds and read on from here.
         if (batch !== undefined && (batch.sizeInBytes <= 0 || batch.lastOffset >= maxOffset)) break
-        if (batch !== undefined && taken + batch.sizeInBytes > maxBytes && !(minOneBatch && taken === 0)) break
-        if (position > sliceStart) records.push(window.buf.subarray(sliceStart - window.start, position - window.start))
+        if (batch !== undefined && taken + batch.sizeInBytes > maxBytes && !(minOneBatch && taken === 0))
+          break
+        if (position > sliceStart)
+          records.push(window.buf.subarray(sliceStart - window.start, position - window.start))
         sliceStart = position
         const needed = batch === undefined ? BATCH_OFFSETS_HEADER_BYTES : batch.sizeInBytes
         if (!(await this.fill(window, position, needed, Math.max(maxBytes - taken, needed)))) break
@@ -293,7 +333,8 @@ export class LogSegment {
       position += batch.sizeInBytes
       nextOffset = batch.lastOffset + 1
     }
-    if (position > sliceStart) records.push(window.buf.subarray(sliceStart - window.start, position - window.start))
+    if (position > sliceStart)
+      records.push(window.buf.subarray(sliceStart - window.start, position - window.start))
     if (taken === 0) return nothing
     return { records, sizeInBytes: taken, firstOffset: first.baseOffset, nextOffset }
   }
@@ -313,7 +354,10 @@ export class LogSegment {
   }
 
   /** The first batch with max timestamp >= `timestampMs` at or after `startingOffset` (Kafka's findOffsetByTimestamp). */
-  async findOffsetByTimestamp(timestampMs: number, startingOffset: number): Promise<TimestampOffset | undefined> {
+  async findOffsetByTimestamp(
+    timestampMs: number,
+    startingOffset: number,
+  ): Promise<TimestampOffset | undefined> {
     const fromTimeIndex = this.timeIndex.lookup(timestampMs)
     const position = this.offsetIndex.lookup(Math.max(fromTimeIndex.offset, startingOffset)).position
     const found = await this.scanBatches(position, (buf, at, batch) => {
@@ -439,7 +483,8 @@ export class LogSegment {
     }
     const header = peekBatch(window.buf, position - window.start, window.buf.length)
     const length = header === undefined ? 0 : header.sizeInBytes
-    if (length > 0 && position + length <= fileSize) await this.fill(window, position, length, preferred, fileSize)
+    if (length > 0 && position + length <= fileSize)
+      await this.fill(window, position, length, preferred, fileSize)
     return checkBatch(window.buf, position - window.start, window.buf.length, MAX_BATCH_BYTES_ON_DISK)
   }
 

@@ -24,7 +24,9 @@ export class OffsetIndex extends AbstractIndex {
   }
 
   get lastOffset(): number {
-    return this.entryCount === 0 ? this.baseOffset : this.baseOffset + this.relativeOffsets[this.entryCount - 1]
+    return this.entryCount === 0
+      ? this.baseOffset
+      : this.baseOffset + this.relativeOffsets[this.entryCount - 1]
   }
 
   entry(n: number): OffsetPosition {
@@ -35,10 +37,16 @@ export class OffsetIndex extends AbstractIndex {
   append(offset: number, position: number): void {
     assert(!this.isFull, () => `offset index ${this.path} is full`)
     const relative = offset - this.baseOffset
-    assert(relative >= 0 && relative <= 0x7fffffff, () => `offset ${offset} not relative to ${this.baseOffset}`)
+    assert(
+      relative >= 0 && relative <= 0x7fffffff,
+      () => `offset ${offset} not relative to ${this.baseOffset}`,
+    )
     if (this.entryCount > 0) {
       assert(offset > this.lastOffset, () => `index offset ${offset} after ${this.lastOffset}`)
-      assert(position > this.positions[this.entryCount - 1], () => `index position ${position} not increasing`)
+      assert(
+        position > this.positions[this.entryCount - 1],
+        () => `index position ${position} not increasing`,
+      )
     }
     this.ensureCapacity(this.entryCount + 1)
     this.relativeOffsets[this.entryCount] = relative
@@ -84,7 +92,8 @@ export class OffsetIndex extends AbstractIndex {
       const relative = this.relativeOffsets[i]
       const position = this.positions[i]
       if (relative < 0 || position < 0) return `entry ${i} is negative`
-      if (position >= logSizeBytes) return `entry ${i} points to ${position}, past the log's ${logSizeBytes} bytes`
+      if (position >= logSizeBytes)
+        return `entry ${i} points to ${position}, past the log's ${logSizeBytes} bytes`
       if (i > 0 && (relative <= this.relativeOffsets[i - 1] || position <= this.positions[i - 1])) {
         return `entry ${i} does not increase`
       }

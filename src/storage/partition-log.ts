@@ -329,7 +329,11 @@ export class PartitionLog {
   }
 
   /** Validates one append and assigns (or checks) its offsets; throws to refuse it whole. */
-  private prepareAppend(pending: PendingAppend, nextOffset: Offset, latestEpoch: LeaderEpoch): PreparedAppend {
+  private prepareAppend(
+    pending: PendingAppend,
+    nextOffset: Offset,
+    latestEpoch: LeaderEpoch,
+  ): PreparedAppend {
     const { buffer, options } = pending
     const summaries = this.validateBatches(buffer, options.assignOffsets)
     const noInfo = emptyAppendInfo(nextOffset)
@@ -359,9 +363,13 @@ export class PartitionLog {
         }
       }
       const check = checkBatch(buffer, at, buffer.length, buffer.length)
-      if (!check.ok) throw new StorageError('CORRUPT_MESSAGE', `batch at byte ${at} is invalid: ${check.problem}`)
+      if (!check.ok)
+        throw new StorageError('CORRUPT_MESSAGE', `batch at byte ${at} is invalid: ${check.problem}`)
       const batch = check.batch
-      if (isLeader && (batch.recordsCount <= 0 || batch.recordsCount !== batch.lastOffset - batch.baseOffset + 1)) {
+      if (
+        isLeader &&
+        (batch.recordsCount <= 0 || batch.recordsCount !== batch.lastOffset - batch.baseOffset + 1)
+      ) {
         throw new StorageError(
           'INVALID_RECORD',
           `batch at byte ${at} has ${batch.recordsCount} records but lastOffsetDelta ${batch.lastOffset - batch.baseOffset}`,
@@ -382,7 +390,10 @@ export class PartitionLog {
     const { buffer, options } = pending
     const epoch = options.leaderEpoch
     if (epoch !== undefined && epoch < latestEpoch) {
-      throw new StorageError('INVALID_LEADER_EPOCH', `leader epoch ${epoch} is older than the log's ${latestEpoch}`)
+      throw new StorageError(
+        'INVALID_LEADER_EPOCH',
+        `leader epoch ${epoch} is older than the log's ${latestEpoch}`,
+      )
     }
     const logAppendTimeMs = this.resolveLogAppendTime(options)
     const batches: AppendedBatch[] = []
@@ -393,14 +404,20 @@ export class PartitionLog {
       const lastOffsetDelta = buffer.readInt32BE(batch.position + LAST_OFFSET_DELTA_OFFSET)
       writeInt64(buffer, batch.position, offset)
       if (epoch !== undefined) buffer.writeInt32BE(epoch, batch.position + PARTITION_LEADER_EPOCH_OFFSET)
-      if (logAppendTimeMs !== -1) stampLogAppendTime(buffer, batch.position, batch.sizeInBytes, logAppendTimeMs)
+      if (logAppendTimeMs !== -1)
+        stampLogAppendTime(buffer, batch.position, batch.sizeInBytes, logAppendTimeMs)
       const batchMaxTimestamp = logAppendTimeMs !== -1 ? logAppendTimeMs : batch.maxTimestamp
       const lastOffset = offset + lastOffsetDelta
       if (batchMaxTimestamp > maxTimestamp) {
         maxTimestamp = batchMaxTimestamp
         offsetOfMaxTimestamp = lastOffset
       }
-      batches.push({ sizeInBytes: batch.sizeInBytes, baseOffset: offset, lastOffset, maxTimestamp: batchMaxTimestamp })
+      batches.push({
+        sizeInBytes: batch.sizeInBytes,
+        baseOffset: offset,
+        lastOffset,
+        maxTimestamp: batchMaxTimestamp,
+      })
       offset = lastOffset + 1
     }
     const epochStarts = epoch !== undefined && epoch >= 0 ? [{ epoch, startOffset: nextOffset }] : []
@@ -447,7 +464,10 @@ export class PartitionLog {
         )
       }
       if (batch.partitionLeaderEpoch >= 0 && batch.partitionLeaderEpoch < epoch) {
-        throw new StorageError('INVALID_LEADER_EPOCH', `batch epoch ${batch.partitionLeaderEpoch} after epoch ${epoch}`)
+        throw new StorageError(
+          'INVALID_LEADER_EPOCH',
+          `batch epoch ${batch.partitionLeaderEpoch} after epoch ${epoch}`,
+        )
       }
       if (batch.partitionLeaderEpoch > epoch) {
         epoch = batch.partitionLeaderEpoch
@@ -477,7 +497,12 @@ export class PartitionLog {
   }
 
   /** Kafka's shouldRoll, counting the group not yet written as part of the active segment. */
-  private shouldRoll(group: readonly PreparedAppend[], groupBytes: number, next: PreparedAppend, bytes: number): boolean {
+  private shouldRoll(
+    group: readonly PreparedAppend[],
+    groupBytes: number,
+    next: PreparedAppend,
+    bytes: number,
+  ): boolean {
     const segment = this.activeSegment
     const size = segment.size + groupBytes
     if (size === 0) return false
@@ -506,12 +531,14 @@ export class PartitionLog {
     await segment.append(buffers, batches, this.clock.nowMs())
     this.logEndOffsetValue = group[group.length - 1].info.lastOffset + 1
     for (const prepared of group) {
-      for (const { epoch, startOffset } of prepared.epochStarts) await this.leaderEpochCache.assign(epoch, startOffset)
+      for (const { epoch, startOffset } of prepared.epochStarts)
+        await this.leaderEpochCache.assign(epoch, startOffset)
     }
     this.checkInvariants()
     if (this.unflushedMessages >= this.configValue.flushMessages) await this.flushUpTo(this.logEndOffsetValue)
     else this.armFlushTimer()
-    for (const prepared of group) prepared.pending.resolve({ ...prepared.info, logStartOffset: this.logStartOffsetValue })
+    for (const prepared of group)
+      prepared.pending.resolve({ ...prepared.info, logStartOffset: this.logStartOffsetValue })
   }
 
   // ---- roll and flush ----
@@ -523,11 +550,20 @@ export class PartitionLog {
 
   private async rollAt(newBaseOffset: Offset): Promise<void> {
     const old = this.activeSegment
-    assert(newBaseOffset === this.logEndOffsetValue, () => `roll at ${newBaseOffset}, log end ${this.logEndOffsetValue}`)
+    assert(
+      newBaseOffset === this.logEndOffsetValue,
+      () => `roll at ${newBaseOffset}, log end ${this.logEndOffsetValue}`,
+    )
     if (old.size === 0) return
     assert(newBaseOffset > old.baseOffset, () => `roll to ${newBaseOffset} after segment ${old.baseOffset}`)
     await old.onBecomeInactiveSegment()
-    const segment = await LogSegment.create(this.fs, this.dir, newBaseOffset, segmentOptions(this.configValue), this.clock.nowMs())
+    const segment = await LogSegment.create(
+      this.fs,
+      this.dir,
+      newBaseOffset,
+      segmentOptions(this.configValue),
+      this.clock.nowMs(),
+    )
     this.segments.push(segment)
     // The old segment and every one before it are fsynced (each at its own roll).
     this.recoveryPointValue = Math.max(this.recoveryPointValue, newBaseOffset)
@@ -654,7 +690,8 @@ export class PartitionLog {
     for (const segment of this.segments) {
       if (segment.maxTimestampSoFar < timestampMs) continue
       const found = await segment.findOffsetByTimestamp(timestampMs, startingOffset)
-      if (found !== undefined) return { ...found, leaderEpoch: this.leaderEpochCache.epochForOffset(found.offset) }
+      if (found !== undefined)
+        return { ...found, leaderEpoch: this.leaderEpochCache.epochForOffset(found.offset) }
     }
     return undefined
   }
@@ -685,7 +722,10 @@ export class PartitionLog {
    * offset, so the log always ends on a batch boundary. False when nothing was removed.
    */
   truncateTo(targetOffset: Offset): Promise<boolean> {
-    assert(Number.isSafeInteger(targetOffset) && targetOffset >= 0, () => `cannot truncate to ${targetOffset}`)
+    assert(
+      Number.isSafeInteger(targetOffset) && targetOffset >= 0,
+      () => `cannot truncate to ${targetOffset}`,
+    )
     return this.enqueue(async () => {
       if (targetOffset >= this.logEndOffsetValue) return false
       if (this.segments[0].baseOffset > targetOffset) {
@@ -723,7 +763,15 @@ export class PartitionLog {
   private async truncateFullyAndStartAtNow(newOffset: Offset): Promise<void> {
     const removed = this.segments
     for (const segment of removed) await segment.deleteFiles()
-    this.segments = [await LogSegment.create(this.fs, this.dir, newOffset, segmentOptions(this.configValue), this.clock.nowMs())]
+    this.segments = [
+      await LogSegment.create(
+        this.fs,
+        this.dir,
+        newOffset,
+        segmentOptions(this.configValue),
+        this.clock.nowMs(),
+      ),
+    ]
     await this.leaderEpochCache.clearAndFlush()
     this.logEndOffsetValue = newOffset
     this.logStartOffsetValue = newOffset
@@ -760,7 +808,9 @@ export class PartitionLog {
    */
   deleteOldSegments(): Promise<number> {
     return this.enqueue(async () => {
-      let deleted = await this.deleteSegmentsWhile((segment) => this.nextBaseOffset(segment) <= this.logStartOffsetValue)
+      let deleted = await this.deleteSegmentsWhile(
+        (segment) => this.nextBaseOffset(segment) <= this.logStartOffsetValue,
+      )
       if (!hasDeletePolicy(this.configValue)) return deleted
       let excessBytes = this.size - this.configValue.retentionBytes
       deleted += await this.deleteSegmentsWhile((segment) => {
@@ -769,7 +819,9 @@ export class PartitionLog {
         return true
       })
       const nowMs = this.clock.nowMs()
-      deleted += await this.deleteSegmentsWhile((segment) => nowMs - segment.largestTimestamp > this.configValue.retentionMs)
+      deleted += await this.deleteSegmentsWhile(
+        (segment) => nowMs - segment.largestTimestamp > this.configValue.retentionMs,
+      )
       return deleted
     })
   }
@@ -792,7 +844,10 @@ export class PartitionLog {
     this.recoveryPointValue = Math.max(this.recoveryPointValue, this.logStartOffsetValue)
     await this.leaderEpochCache.truncateFromStart(this.logStartOffsetValue)
     for (const segment of deletable) {
-      this.logger.info({ baseOffset: segment.baseOffset, sizeInBytes: segment.size }, 'deleting log segment (retention)')
+      this.logger.info(
+        { baseOffset: segment.baseOffset, sizeInBytes: segment.size },
+        'deleting log segment (retention)',
+      )
       await segment.deleteFiles()
     }
     this.checkInvariants()
@@ -892,7 +947,9 @@ export class PartitionLog {
   /** A failed disk operation: the log goes offline; everything queued and later fails. */
   private fail(err: unknown): void {
     if (this.failure !== undefined) return
-    this.failure = isStorageError(err, 'KAFKA_STORAGE_ERROR') ? err : storageFailure(`log ${this.dir} failed`, err)
+    this.failure = isStorageError(err, 'KAFKA_STORAGE_ERROR')
+      ? err
+      : storageFailure(`log ${this.dir} failed`, err)
     this.logger.error({ err }, 'log went offline after a failed disk operation')
     this.cancelFlushTimer()
     this.onStorageError?.(this.failure)
@@ -912,7 +969,10 @@ export class PartitionLog {
     const leo = this.logEndOffsetValue
     assert(lso <= hw, () => `logStartOffset ${lso} > highWatermark ${hw}`)
     assert(hw <= leo, () => `highWatermark ${hw} > logEndOffset ${leo}`)
-    assert(this.recoveryPointValue <= leo, () => `recoveryPoint ${this.recoveryPointValue} > logEndOffset ${leo}`)
+    assert(
+      this.recoveryPointValue <= leo,
+      () => `recoveryPoint ${this.recoveryPointValue} > logEndOffset ${leo}`,
+    )
     assert(this.segments.length > 0, 'a log has at least one segment')
     for (let i = 1; i < this.segments.length; i++) {
       assert(this.segments[i].baseOffset > this.segments[i - 1].baseOffset, 'segment base offsets increase')

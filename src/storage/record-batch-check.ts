@@ -39,7 +39,9 @@ export interface BatchSummary {
 
 export type BatchProblem = 'truncated' | 'bad-length' | 'bad-magic' | 'bad-crc' | 'bad-offsets'
 
-export type BatchCheck = { readonly ok: true; readonly batch: BatchSummary } | { readonly ok: false; readonly problem: BatchProblem }
+export type BatchCheck =
+  | { readonly ok: true; readonly batch: BatchSummary }
+  | { readonly ok: false; readonly problem: BatchProblem }
 
 /** A signed int64 as a JS number; exact below 2^53 (offsets and timestamps). */
 export function readInt64(buf: Buffer, at: number): number {

@@ -5,9 +5,9 @@
  * always holds the segment's largest timestamp.
  */
 import { assert } from '../common/assert.js'
-import { readInt64, writeInt64 } from './record-batch-check.js'
 import { AbstractIndex, grownCapacity } from './abstract-index.js'
 import type { FileSystem } from './file-system.js'
+import { readInt64, writeInt64 } from './record-batch-check.js'
 
 export const TIME_INDEX_ENTRY_BYTES = 12
 /** Kafka's RecordBatch.NO_TIMESTAMP. */
@@ -32,7 +32,9 @@ export class TimeIndex extends AbstractIndex {
   }
 
   get lastEntry(): TimestampOffset {
-    return this.entryCount === 0 ? { timestamp: NO_TIMESTAMP, offset: this.baseOffset } : this.entry(this.entryCount - 1)
+    return this.entryCount === 0
+      ? { timestamp: NO_TIMESTAMP, offset: this.baseOffset }
+      : this.entry(this.entryCount - 1)
   }
 
   entry(n: number): TimestampOffset {
@@ -45,9 +47,15 @@ export class TimeIndex extends AbstractIndex {
     if (!skipFullCheck) assert(!this.isFull, () => `time index ${this.path} is full`)
     const last = this.lastEntry
     if (timestamp <= last.timestamp) return
-    assert(offset >= last.offset || this.entryCount === 0, () => `time index offset ${offset} before ${last.offset}`)
+    assert(
+      offset >= last.offset || this.entryCount === 0,
+      () => `time index offset ${offset} before ${last.offset}`,
+    )
     const relative = offset - this.baseOffset
-    assert(relative >= 0 && relative <= 0x7fffffff, () => `offset ${offset} not relative to ${this.baseOffset}`)
+    assert(
+      relative >= 0 && relative <= 0x7fffffff,
+      () => `offset ${offset} not relative to ${this.baseOffset}`,
+    )
     if (this.entryCount >= this.maxEntries) return
     this.ensureCapacity(this.entryCount + 1)
     this.timestamps[this.entryCount] = timestamp
@@ -91,7 +99,8 @@ export class TimeIndex extends AbstractIndex {
   protected findProblem(): string | undefined {
     for (let i = 0; i < this.entryCount; i++) {
       if (this.relativeOffsets[i] < 0) return `entry ${i} has a negative offset`
-      if (i > 0 && this.timestamps[i] <= this.timestamps[i - 1]) return `entry ${i} timestamp does not increase`
+      if (i > 0 && this.timestamps[i] <= this.timestamps[i - 1])
+        return `entry ${i} timestamp does not increase`
       if (i > 0 && this.relativeOffsets[i] < this.relativeOffsets[i - 1]) return `entry ${i} offset decreases`
     }
     return undefined

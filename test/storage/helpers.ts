@@ -5,10 +5,10 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import type { Clock } from '../../src/common/clock.js'
 import { ATTRIBUTES_OFFSET, CRC_OFFSET } from '../../src/protocol/batch-header.js'
 import { crc32c } from '../../src/protocol/crc32c.js'
 import { Writer } from '../../src/protocol/primitives.js'
-import type { Clock } from '../../src/common/clock.js'
 import type { PartitionLog } from '../../src/storage/partition-log.js'
 
 export interface TestRecord {
@@ -67,7 +67,12 @@ export function buildBatch(spec: BatchSpec): Buffer {
 }
 
 /** A batch of `count` records with values of `valueBytes` bytes, filled from `seed`. */
-export function simpleBatch(count: number, valueBytes = 10, seed = 0, extra: Partial<BatchSpec> = {}): Buffer {
+export function simpleBatch(
+  count: number,
+  valueBytes = 10,
+  seed = 0,
+  extra: Partial<BatchSpec> = {},
+): Buffer {
   const records: TestRecord[] = []
   for (let i = 0; i < count; i++) {
     records.push({ value: Buffer.alloc(valueBytes, (seed + i) & 0xff), timestampDelta: i })
@@ -107,7 +112,11 @@ export function splitBatches(buffers: readonly Buffer[]): ReadBatch[] {
     while (at < buf.length) {
       const size = 12 + buf.readInt32BE(at + 8)
       const baseOffset = Number(buf.readBigInt64BE(at))
-      out.push({ baseOffset, lastOffset: baseOffset + buf.readInt32BE(at + 23), bytes: buf.subarray(at, at + size) })
+      out.push({
+        baseOffset,
+        lastOffset: baseOffset + buf.readInt32BE(at + 23),
+        bytes: buf.subarray(at, at + size),
+      })
       at += size
     }
   }
@@ -115,7 +124,11 @@ export function splitBatches(buffers: readonly Buffer[]): ReadBatch[] {
 }
 
 /** Every batch from `from` to the log end, reading in small steps to exercise the read path. */
-export async function readAll(log: PartitionLog, from = log.logStartOffset, maxBytes = 64 * 1024): Promise<ReadBatch[]> {
+export async function readAll(
+  log: PartitionLog,
+  from = log.logStartOffset,
+  maxBytes = 64 * 1024,
+): Promise<ReadBatch[]> {
   const out: ReadBatch[] = []
   let offset = from
   while (offset < log.logEndOffset) {
@@ -154,7 +167,6 @@ export class ManualClock implements Clock {
     for (const t of due) t.callback()
   }
 }
-
 
 /** Polls `condition` on real time until it holds or `timeoutMs` passes. */
 export async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {

@@ -52,7 +52,11 @@ describe('LogConfig', () => {
       ['index.interval.bytes', '1.5'],
     ]
     for (const [k, v] of bad) {
-      assert.throws(() => fromProperties({ [k]: v }), (e) => e instanceof ConfigError && e.message.startsWith(k), `${k}=${v}`)
+      assert.throws(
+        () => fromProperties({ [k]: v }),
+        (e) => e instanceof ConfigError && e.message.startsWith(k),
+        `${k}=${v}`,
+      )
     }
   })
 })

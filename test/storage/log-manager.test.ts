@@ -80,7 +80,12 @@ describe('LogManager', () => {
       const clock = new ManualClock()
       const logDirs = [join(root, 'd1')]
       const config = fromProperties({ 'segment.bytes': 512, 'retention.bytes': 600 })
-      const manager = await LogManager.open({ logDirs, clock, defaultConfig: config, retentionCheckIntervalMs: 1000 })
+      const manager = await LogManager.open({
+        logDirs,
+        clock,
+        defaultConfig: config,
+        retentionCheckIntervalMs: 1000,
+      })
       manager.startup()
       const log = await manager.getOrCreateLog({ topic: 't', partition: 0 })
       for (let i = 0; i < 20; i++) await log.append(simpleBatch(2, 40), { assignOffsets: true })
@@ -90,7 +95,10 @@ describe('LogManager', () => {
       await waitFor(() => log.numberOfSegments < before)
       assert.ok(log.numberOfSegments < before)
       await waitFor(() => exists(join(logDirs[0], 'replication-offset-checkpoint')))
-      assert.equal(await readFile(join(logDirs[0], 'replication-offset-checkpoint'), 'utf8'), '0\n1\nt 0 40\n')
+      assert.equal(
+        await readFile(join(logDirs[0], 'replication-offset-checkpoint'), 'utf8'),
+        '0\n1\nt 0 40\n',
+      )
       await manager.deleteLog({ topic: 't', partition: 0 })
       assert.equal(await exists(join(logDirs[0], 't-0')), false)
       await manager.shutdown()

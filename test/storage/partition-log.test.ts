@@ -8,9 +8,17 @@ import { DEFAULT_LOG_CONFIG, fromProperties } from '../../src/storage/log-config
 import { PartitionLog } from '../../src/storage/partition-log.js'
 import { crcIsValid, readAll, simpleBatch, splitBatches, withTempDir } from './helpers.js'
 
-const small = fromProperties({ 'segment.bytes': 4096, 'index.interval.bytes': 256, 'segment.index.bytes': 1200 })
+const small = fromProperties({
+  'segment.bytes': 4096,
+  'index.interval.bytes': 256,
+  'segment.index.bytes': 1200,
+})
 
-async function openLog(dir: string, config = DEFAULT_LOG_CONFIG, extra: Partial<Parameters<typeof PartitionLog.open>[0]> = {}) {
+async function openLog(
+  dir: string,
+  config = DEFAULT_LOG_CONFIG,
+  extra: Partial<Parameters<typeof PartitionLog.open>[0]> = {},
+) {
   return PartitionLog.open({ dir: join(dir, 'topic-0'), config, ...extra })
 }
 
@@ -43,7 +51,11 @@ describe('PartitionLog append', () => {
   it('coalesces appends issued in the same tick and keeps their order', async () => {
     await withTempDir(async (dir) => {
       const log = await openLog(dir)
-      const results = await Promise.all(Array.from({ length: 50 }, (_, i) => log.append(simpleBatch(1 + (i % 3), 8, i), { assignOffsets: true })))
+      const results = await Promise.all(
+        Array.from({ length: 50 }, (_, i) =>
+          log.append(simpleBatch(1 + (i % 3), 8, i), { assignOffsets: true }),
+        ),
+      )
       let expected = 0
       for (const r of results) {
         assert.equal(r.firstOffset, expected)
@@ -88,10 +100,15 @@ describe('PartitionLog append', () => {
       const log = await openLog(dir, fromProperties({ 'max.message.bytes': 200 }))
       const corrupt = simpleBatch(2)
       corrupt[corrupt.length - 1] ^= 1
-      await assert.rejects(log.append(corrupt, { assignOffsets: true }), (e) => isStorageError(e, 'CORRUPT_MESSAGE'))
-      await assert.rejects(log.append(simpleBatch(20, 50), { assignOffsets: true }), (e) => isStorageError(e, 'MESSAGE_TOO_LARGE'))
-      await assert.rejects(log.append(simpleBatch(1, 10, 0, { baseOffset: 5 }), { assignOffsets: false }), (e) =>
-        isStorageError(e, 'UNEXPECTED_APPEND_OFFSET'),
+      await assert.rejects(log.append(corrupt, { assignOffsets: true }), (e) =>
+        isStorageError(e, 'CORRUPT_MESSAGE'),
+      )
+      await assert.rejects(log.append(simpleBatch(20, 50), { assignOffsets: true }), (e) =>
+        isStorageError(e, 'MESSAGE_TOO_LARGE'),
+      )
+      await assert.rejects(
+        log.append(simpleBatch(1, 10, 0, { baseOffset: 5 }), { assignOffsets: false }),
+        (e) => isStorageError(e, 'UNEXPECTED_APPEND_OFFSET'),
       )
       const ok = await log.append(simpleBatch(1, 10, 0, { baseOffset: 0 }), { assignOffsets: false })
       assert.equal(ok.firstOffset, 0)
@@ -103,14 +120,20 @@ describe('PartitionLog append', () => {
   it('follower appends record the epochs of the batches and reject epochs going back', async () => {
     await withTempDir(async (dir) => {
       const log = await openLog(dir)
-      await log.append(simpleBatch(2, 10, 0, { baseOffset: 0, partitionLeaderEpoch: 1 }), { assignOffsets: false })
-      await log.append(simpleBatch(2, 10, 0, { baseOffset: 2, partitionLeaderEpoch: 4 }), { assignOffsets: false })
+      await log.append(simpleBatch(2, 10, 0, { baseOffset: 0, partitionLeaderEpoch: 1 }), {
+        assignOffsets: false,
+      })
+      await log.append(simpleBatch(2, 10, 0, { baseOffset: 2, partitionLeaderEpoch: 4 }), {
+        assignOffsets: false,
+      })
       assert.deepEqual(log.leaderEpochCache.entries(), [
         { epoch: 1, startOffset: 0 },
         { epoch: 4, startOffset: 2 },
       ])
       await assert.rejects(
-        log.append(simpleBatch(1, 10, 0, { baseOffset: 4, partitionLeaderEpoch: 2 }), { assignOffsets: false }),
+        log.append(simpleBatch(1, 10, 0, { baseOffset: 4, partitionLeaderEpoch: 2 }), {
+          assignOffsets: false,
+        }),
         (e) => isStorageError(e, 'INVALID_LEADER_EPOCH'),
       )
       assert.deepEqual(log.endOffsetForEpoch(1), { leaderEpoch: 1, endOffset: 2 })
@@ -159,7 +182,7 @@ describe('PartitionLog read', () => {
       assert.ok(log.numberOfSegments >= 3, `segments: ${log.numberOfSegments}`)
       const all = await readAll(log, 0, 1 << 20)
       assert.equal(all.length, 60)
-      all.forEach((b, i) => assert.equal(b.baseOffset, i * 3))
+      for (const [i, b] of all.entries()) assert.equal(b.baseOffset, i * 3)
       for (const offset of [0, 1, 2, 3, 50, 99, 100, 150, 179]) {
         const data = await log.read(offset, { maxBytes: 1 })
         const [batch] = splitBatches(data.records)
@@ -181,10 +204,17 @@ describe('PartitionLog roll, indexes and files', () => {
       assert.equal(logs[0], '00000000000000000000.log')
       assert.ok(logs.every((f) => /^\d{20}\.log$/.test(f)))
       const activeIndex = join(dir, 'topic-0', `${logs.at(-1)!.slice(0, 20)}.index`)
-      assert.equal((await stat(activeIndex)).size, 1200, 'active index preallocated (rounded to 8-byte entries)')
+      assert.equal(
+        (await stat(activeIndex)).size,
+        1200,
+        'active index preallocated (rounded to 8-byte entries)',
+      )
       const firstIndex = join(dir, 'topic-0', '00000000000000000000.index')
       const firstIndexSize = (await stat(firstIndex)).size
-      assert.ok(firstIndexSize > 0 && firstIndexSize % 8 === 0 && firstIndexSize < 1200, `trimmed: ${firstIndexSize}`)
+      assert.ok(
+        firstIndexSize > 0 && firstIndexSize % 8 === 0 && firstIndexSize < 1200,
+        `trimmed: ${firstIndexSize}`,
+      )
       const timeIndexSize = (await stat(join(dir, 'topic-0', '00000000000000000000.timeindex'))).size
       assert.ok(timeIndexSize % 12 === 0 && timeIndexSize > 0)
       await log.close()
@@ -223,9 +253,21 @@ describe('PartitionLog roll, indexes and files', () => {
         await log.append(simpleBatch(4, 50, i, { baseTimestamp: 1000 + i * 100 }), { assignOffsets: true })
       }
       // batch i holds offsets 4i..4i+3 with timestamps 1000+100i .. +3
-      assert.deepEqual(await log.offsetForTimestamp(0), { timestamp: 1000, offset: 0, leaderEpoch: undefined })
-      assert.deepEqual(await log.offsetForTimestamp(1502), { timestamp: 1502, offset: 22, leaderEpoch: undefined })
-      assert.deepEqual(await log.offsetForTimestamp(1504), { timestamp: 1600, offset: 24, leaderEpoch: undefined })
+      assert.deepEqual(await log.offsetForTimestamp(0), {
+        timestamp: 1000,
+        offset: 0,
+        leaderEpoch: undefined,
+      })
+      assert.deepEqual(await log.offsetForTimestamp(1502), {
+        timestamp: 1502,
+        offset: 22,
+        leaderEpoch: undefined,
+      })
+      assert.deepEqual(await log.offsetForTimestamp(1504), {
+        timestamp: 1600,
+        offset: 24,
+        leaderEpoch: undefined,
+      })
       assert.equal(await log.offsetForTimestamp(99_999), undefined)
       assert.deepEqual(await log.latestTimestamp(), { timestamp: 3903, offset: 119, leaderEpoch: undefined })
       await log.close()

@@ -35,10 +35,18 @@ interface Real {
 
 type Command = fc.AsyncCommand<Model, Real>
 
-const batchSpec = fc.record({ records: fc.integer({ min: 1, max: 6 }), valueBytes: fc.integer({ min: 0, max: 60 }) })
+const batchSpec = fc.record({
+  records: fc.integer({ min: 1, max: 6 }),
+  valueBytes: fc.integer({ min: 0, max: 60 }),
+})
 const appendSpec = fc.array(batchSpec, { minLength: 1, maxLength: 3 })
 
-async function appendTo(model: Model, real: Real, spec: readonly { records: number; valueBytes: number }[], seed: number) {
+async function appendTo(
+  model: Model,
+  real: Real,
+  spec: readonly { records: number; valueBytes: number }[],
+  seed: number,
+) {
   const buffer = Buffer.concat(spec.map((b, i) => simpleBatch(b.records, b.valueBytes, seed + i)))
   const info = await real.log.append(buffer, { assignOffsets: true, leaderEpoch: model.epoch })
   assert.equal(info.firstOffset, model.logEndOffset)
@@ -46,7 +54,11 @@ async function appendTo(model: Model, real: Real, spec: readonly { records: numb
   for (const b of spec) {
     const size = 12 + buffer.readInt32BE(at + 8)
     const baseOffset = Number(buffer.readBigInt64BE(at))
-    model.batches.push({ baseOffset, lastOffset: baseOffset + b.records - 1, bytes: Buffer.from(buffer.subarray(at, at + size)) })
+    model.batches.push({
+      baseOffset,
+      lastOffset: baseOffset + b.records - 1,
+      bytes: Buffer.from(buffer.subarray(at, at + size)),
+    })
     at += size
   }
   model.logEndOffset = info.lastOffset + 1
@@ -78,8 +90,12 @@ class ConcurrentAppendsCommand implements Command {
   }
   async run(model: Model, real: Real) {
     // Issued in one tick: one write group. Each resolves with consecutive offsets in call order.
-    const buffers = this.specs.map((spec, i) => Buffer.concat(spec.map((b, j) => simpleBatch(b.records, b.valueBytes, i * 10 + j))))
-    const infos = await Promise.all(buffers.map((buf) => real.log.append(buf, { assignOffsets: true, leaderEpoch: model.epoch })))
+    const buffers = this.specs.map((spec, i) =>
+      Buffer.concat(spec.map((b, j) => simpleBatch(b.records, b.valueBytes, i * 10 + j))),
+    )
+    const infos = await Promise.all(
+      buffers.map((buf) => real.log.append(buf, { assignOffsets: true, leaderEpoch: model.epoch })),
+    )
     for (let i = 0; i < buffers.length; i++) {
       assert.equal(infos[i].firstOffset, model.logEndOffset)
       let at = 0
@@ -105,12 +121,14 @@ class TruncateCommand implements Command {
     return model.logEndOffset > model.logStartOffset
   }
   async run(model: Model, real: Real) {
-    const target = model.logStartOffset + Math.floor(this.fraction * (model.logEndOffset - model.logStartOffset + 2))
+    const target =
+      model.logStartOffset + Math.floor(this.fraction * (model.logEndOffset - model.logStartOffset + 2))
     const changed = await real.log.truncateTo(target)
     assert.equal(changed, target < model.logEndOffset)
     if (changed) {
       model.batches = model.batches.filter((b) => b.lastOffset < target)
-      model.logEndOffset = model.batches.at(-1) === undefined ? model.startOffset : model.batches.at(-1)!.lastOffset + 1
+      model.logEndOffset =
+        model.batches.at(-1) === undefined ? model.startOffset : model.batches.at(-1)!.lastOffset + 1
       model.logStartOffset = Math.min(model.logStartOffset, model.logEndOffset)
       model.highWatermark = Math.min(model.highWatermark, model.logEndOffset)
     }
@@ -168,7 +186,8 @@ class DeleteRecordsCommand implements Command {
   }
   async run(model: Model, real: Real) {
     model.highWatermark = real.log.updateHighWatermark(model.logEndOffset)
-    const target = model.logStartOffset + Math.floor(this.fraction * (model.highWatermark - model.logStartOffset))
+    const target =
+      model.logStartOffset + Math.floor(this.fraction * (model.highWatermark - model.logStartOffset))
     const start = await real.log.deleteRecordsBefore(target)
     model.logStartOffset = Math.max(model.logStartOffset, target)
     assert.equal(start, model.logStartOffset)
@@ -188,7 +207,13 @@ class RestartAtCommand implements Command {
   async run(model: Model, real: Real) {
     const offset = model.logEndOffset + this.gap
     await real.log.truncateFullyAndStartAt(offset)
-    Object.assign(model, { batches: [], startOffset: offset, logStartOffset: offset, logEndOffset: offset, highWatermark: offset })
+    Object.assign(model, {
+      batches: [],
+      startOffset: offset,
+      logStartOffset: offset,
+      logEndOffset: offset,
+      highWatermark: offset,
+    })
     await verify(model, real)
   }
   toString(): string {
@@ -212,7 +237,9 @@ async function verify(model: Model, real: Real): Promise<void> {
 }
 
 const commands = [
-  fc.tuple(appendSpec, fc.nat(200), fc.boolean()).map(([s, seed, e]) => new AppendCommand(s, seed, e) as Command),
+  fc
+    .tuple(appendSpec, fc.nat(200), fc.boolean())
+    .map(([s, seed, e]) => new AppendCommand(s, seed, e) as Command),
   fc.array(appendSpec, { minLength: 2, maxLength: 6 }).map((s) => new ConcurrentAppendsCommand(s) as Command),
   fc.double({ min: 0, max: 1, noNaN: true }).map((f) => new TruncateCommand(f) as Command),
   fc.constant(new RollCommand() as Command),
@@ -231,7 +258,14 @@ async function runModel(config: LogConfig, baseRuns: number, seed?: number) {
       const root = await makeTempDir('tidelog-prop-')
       const dir = join(root, 'prop-0')
       const real: Real = { log: await PartitionLog.open({ dir, config }), dir, config }
-      const model: Model = { batches: [], startOffset: 0, logStartOffset: 0, logEndOffset: 0, highWatermark: 0, epoch: 0 }
+      const model: Model = {
+        batches: [],
+        startOffset: 0,
+        logStartOffset: 0,
+        logEndOffset: 0,
+        highWatermark: 0,
+        epoch: 0,
+      }
       try {
         await fc.asyncModelRun(() => ({ model, real }), cmds)
       } finally {
@@ -245,10 +279,26 @@ async function runModel(config: LogConfig, baseRuns: number, seed?: number) {
 
 describe('storage against a model', () => {
   it('tiny segments: appends, truncations, rolls, reopenings and deletions match the model', async () => {
-    await runModel(fromProperties({ 'retention.ms': -1, 'segment.bytes': 1500, 'index.interval.bytes': 100, 'segment.index.bytes': 4096 }), 40)
+    await runModel(
+      fromProperties({
+        'retention.ms': -1,
+        'segment.bytes': 1500,
+        'index.interval.bytes': 100,
+        'segment.index.bytes': 4096,
+      }),
+      40,
+    )
   })
 
   it('tiny indexes that fill up and force rolls', async () => {
-    await runModel(fromProperties({ 'retention.ms': -1, 'segment.bytes': 4000, 'index.interval.bytes': 0, 'segment.index.bytes': 48 }), 25)
+    await runModel(
+      fromProperties({
+        'retention.ms': -1,
+        'segment.bytes': 4000,
+        'index.interval.bytes': 0,
+        'segment.index.bytes': 48,
+      }),
+      25,
+    )
   })
 })

@@ -1,5 +1,15 @@
 import assert from 'node:assert/strict'
-import { appendFile, copyFile, mkdir, readFile, rm, stat, truncate, unlink, writeFile } from 'node:fs/promises'
+import {
+  appendFile,
+  copyFile,
+  mkdir,
+  readFile,
+  rm,
+  stat,
+  truncate,
+  unlink,
+  writeFile,
+} from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { fromProperties } from '../../src/storage/log-config.js'
@@ -7,14 +17,21 @@ import { PartitionLog } from '../../src/storage/partition-log.js'
 import { readAll, simpleBatch, withTempDir } from './helpers.js'
 
 const SEGMENT = '00000000000000000000'
-const small = fromProperties({ 'segment.bytes': 2048, 'index.interval.bytes': 128, 'segment.index.bytes': 4096 })
+const small = fromProperties({
+  'segment.bytes': 2048,
+  'index.interval.bytes': 128,
+  'segment.index.bytes': 4096,
+})
 
 /** Writes `count` batches of 3 records and closes cleanly; returns the batch boundaries of segment 0. */
 async function writeLog(dir: string, count: number, config = fromProperties({ 'index.interval.bytes': 64 })) {
   const log = await PartitionLog.open({ dir, config })
   const ends: number[] = []
   for (let i = 0; i < count; i++) {
-    await log.append(simpleBatch(3, 20 + (i % 7), i, { partitionLeaderEpoch: 0 }), { assignOffsets: true, leaderEpoch: i < 2 ? 1 : 2 })
+    await log.append(simpleBatch(3, 20 + (i % 7), i, { partitionLeaderEpoch: 0 }), {
+      assignOffsets: true,
+      leaderEpoch: i < 2 ? 1 : 2,
+    })
     ends.push(log.activeSegment.size)
   }
   await log.close()
@@ -70,7 +87,7 @@ describe('recovery from bad data', () => {
         await rm(dir, { recursive: true, force: true })
         await mkdir(dir)
         const damaged = Buffer.from(original)
-        damaged[start + p] ^= 1 << p % 8
+        damaged[start + p] ^= 1 << (p % 8)
         await writeFile(join(dir, `${SEGMENT}.log`), damaged)
         const log = await reopen(dir)
         assert.equal(log.logEndOffset, 6, `flip at byte ${p}`)
@@ -153,7 +170,8 @@ describe('index rebuilding', () => {
 
   async function prepare(dir: string) {
     const log = await PartitionLog.open({ dir, config: small })
-    for (let i = 0; i < 40; i++) await log.append(simpleBatch(2, 50, i, { baseTimestamp: 5000 + i }), { assignOffsets: true })
+    for (let i = 0; i < 40; i++)
+      await log.append(simpleBatch(2, 50, i, { baseTimestamp: 5000 + i }), { assignOffsets: true })
     const bases = log.segmentBaseOffsets
     await log.close()
     const files = await segmentFiles(dir, bases[1])
@@ -168,7 +186,8 @@ describe('index rebuilding', () => {
         assert.ok(before.index.length > 0)
         if (damage === 'deleted') await unlink(before.files.index)
         if (damage === 'odd length') await appendFile(before.files.index, Buffer.from([1, 2, 3]))
-        if (damage === 'garbage entries') await writeFile(before.files.index, Buffer.alloc(before.index.length, 0x7f))
+        if (damage === 'garbage entries')
+          await writeFile(before.files.index, Buffer.alloc(before.index.length, 0x7f))
         if (damage === 'past the log') {
           const bad = Buffer.from(before.index)
           bad.writeInt32BE(1 << 30, bad.length - 4)

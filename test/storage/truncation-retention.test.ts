@@ -13,7 +13,10 @@ const small = fromProperties({ 'segment.bytes': 1024, 'index.interval.bytes': 10
 async function filled(dir: string, batches: number, config = small, clock?: Clock) {
   const log = await PartitionLog.open({ dir: join(dir, 't-0'), config, clock })
   for (let i = 0; i < batches; i++) {
-    await log.append(simpleBatch(2, 40, i, { baseTimestamp: 1_000_000 + i * 1000 }), { assignOffsets: true, leaderEpoch: Math.floor(i / 10) })
+    await log.append(simpleBatch(2, 40, i, { baseTimestamp: 1_000_000 + i * 1000 }), {
+      assignOffsets: true,
+      leaderEpoch: Math.floor(i / 10),
+    })
   }
   return log
 }
