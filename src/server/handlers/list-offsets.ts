@@ -40,13 +40,12 @@ export const listOffsetsHandler: ApiHandler<ListOffsetsRequest, ListOffsetsRespo
   minVersion: 0,
   maxVersion: 9,
   async handle(context, request) {
+    const duplicates = duplicatePartitions(request)
     const topics = []
     for (const topic of request.topics) {
-      const seen = new Set<number>()
       const partitions = []
       for (const p of topic.partitions) {
-        const duplicate = seen.has(p.partitionIndex)
-        seen.add(p.partitionIndex)
+        const duplicate = duplicates.has(partitionKey(topic.name, p.partitionIndex))
         partitions.push(
           duplicate && context.apiVersion > 0
             ? answer(p.partitionIndex, ErrorCode.INVALID_REQUEST, NOT_FOUND, context.apiVersion)
@@ -57,6 +56,24 @@ export const listOffsetsHandler: ApiHandler<ListOffsetsRequest, ListOffsetsRespo
     }
     return { throttleTimeMs: 0, topics }
   },
+}
+
+function partitionKey(topic: string, partition: number): string {
+  return `${topic}\u0000${partition}`
+}
+
+/** Partitions named more than once (in any topic entry): Kafka fails every occurrence. */
+function duplicatePartitions(request: ListOffsetsRequest): Set<string> {
+  const seen = new Set<string>()
+  const duplicates = new Set<string>()
+  for (const topic of request.topics) {
+    for (const p of topic.partitions) {
+      const key = partitionKey(topic.name, p.partitionIndex)
+      if (seen.has(key)) duplicates.add(key)
+      seen.add(key)
+    }
+  }
+  return duplicates
 }
 
 async function listOne(
