@@ -72,7 +72,10 @@ export class Broker implements BrokerServices {
       clock,
       logger,
       retentionCheckIntervalMs: config.values.get('log.retention.check.interval.ms') as number,
-      topicConfig: (topic) => broker.replicaManager.topicSettings(topic)?.logConfig,
+      // Logs found on disk open with their topic's config; a topic no longer in the
+      // metadata (deleted while stopped) opens with defaults and is removed when applied.
+      topicConfig: (topic) =>
+        controller.image().topics.has(topic) ? logConfigFor(controller.image(), config, topic) : undefined,
     })
     const broker: Broker = new Broker(config, controller, logManager, { clock, logger })
     await broker.replicaManager.applyImage(controller.image())

@@ -511,10 +511,7 @@ test('python3-confluent-kafka AdminClient: create, describe, alter, delete', asy
   })
 })
 
-test('topics, their configs and dynamic broker configs survive a restart on the same data dir', {
-  // Passes with that fixed; remove the todo then.
-  todo: 'Broker.start: LogManager.open calls topicConfig, which reads `broker` before it is assigned, when logs exist',
-}, async () => {
+test('topics, their configs and dynamic broker configs survive a restart on the same data dir', async () => {
   const dataDir = await mkdtemp(join(tmpdir(), 'tidelog-admin-'))
   try {
     let cluster = await startBroker({ dataDir })

@@ -1,0 +1,172 @@
+/*
+ * tidelog's native load generator: a librdkafka producer/consumer so the broker, not the
+ * client, is what the benchmark measures (a Node client tops out far below the broker).
+ *
+ *   rdkafka-perf produce BOOTSTRAP TOPIC COUNT SIZE ACKS RATE(0=max) [LINGER_MS] [COMPRESSION]
+ *   rdkafka-perf consume BOOTSTRAP TOPIC PARTITIONS COUNT
+ *
+ * Prints one JSON line with records/s, MB/s and (produce) delivery latency percentiles.
+ */
+#include <librdkafka/rdkafka.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t *latencies_us;
+static long delivered, failed;
+
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque) {
+  (void)rk;
+  (void)opaque;
+  if (msg->err) {
+    if (failed++ < 5) fprintf(stderr, "delivery failed: %s\n", rd_kafka_err2str(msg->err));
+    return;
+  }
+  int64_t sent = (int64_t)(intptr_t)msg->_private;
+  latencies_us[delivered++] = now_us() - sent;
+}
+
+static int cmp64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double pct(int64_t *sorted, long n, double p) {
+  if (n == 0) return 0;
+  long i = (long)(p / 100.0 * (double)(n - 1));
+  return (double)sorted[i] / 1000.0;
+}
+
+static void set(rd_kafka_conf_t *conf, const char *k, const char *v) {
+  char err[256];
+  if (rd_kafka_conf_set(conf, k, v, err, sizeof err) != RD_KAFKA_CONF_OK) {
+    fprintf(stderr, "%s: %s\n", k, err);
+    exit(2);
+  }
+}
+
+static int produce(int argc, char **argv) {
+  if (argc < 8) return 2;
+  const char *bootstrap = argv[2], *topic = argv[3];
+  long count = atol(argv[4]), size = atol(argv[5]), rate = atol(argv[7]);
+  const char *acks = argv[6];
+  const char *linger = argc > 8 ? argv[8] : "5";
+  const char *codec = argc > 9 ? argv[9] : "none";
+  char err[256];
+  rd_kafka_conf_t *conf = rd_kafka_conf_new();
+  set(conf, "bootstrap.servers", bootstrap);
+  set(conf, "acks", acks);
+  set(conf, "socket.nagle.disable", "true");
+  set(conf, "linger.ms", linger);
+  set(conf, "batch.size", "1000000");
+  set(conf, "compression.codec", codec);
+  set(conf, "queue.buffering.max.kbytes", "1048576");
+  set(conf, "queue.buffering.max.messages", "1000000");
+  rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
+  rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+  if (!rk) {
+    fprintf(stderr, "%s\n", err);
+    return 1;
+  }
+  latencies_us = calloc((size_t)count + 100, sizeof(int64_t));
+  char *payload = malloc((size_t)size);
+  for (long i = 0; i < size; i++) payload[i] = (char)('a' + (i * 7 + i / 13) % 26);
+  /* Warm up: connections and metadata are set up before timing a steady state. */
+  for (int i = 0; i < 100; i++)
+    rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_VALUE(payload, (size_t)size),
+                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE((void *)(intptr_t)now_us()),
+                      RD_KAFKA_V_END);
+  rd_kafka_flush(rk, 10000);
+  delivered = 0;
+  int64_t start = now_us();
+  for (long i = 0; i < count; i++) {
+    if (rate > 0) {
+      int64_t due = start + (int64_t)((double)i * 1e6 / (double)rate);
+      while (now_us() < due) rd_kafka_poll(rk, 0);
+    }
+    for (;;) {
+      rd_kafka_resp_err_t e = rd_kafka_producev(
+          rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_VALUE(payload, (size_t)size),
+          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE((void *)(intptr_t)now_us()), RD_KAFKA_V_END);
+      if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+        rd_kafka_poll(rk, 1);
+        continue;
+      }
+      if (e) {
+        fprintf(stderr, "produce: %s\n", rd_kafka_err2str(e));
+        return 1;
+      }
+      break;
+    }
+    rd_kafka_poll(rk, 0);
+  }
+  rd_kafka_flush(rk, 60000);
+  double secs = (double)(now_us() - start) / 1e6;
+  qsort(latencies_us, (size_t)delivered, sizeof(int64_t), cmp64);
+  printf("{\"mode\":\"produce\",\"records\":%ld,\"failed\":%ld,\"seconds\":%.3f,\"recordsPerSec\":%.0f,"
+         "\"mbPerSec\":%.1f,\"p50Ms\":%.3f,\"p99Ms\":%.3f,\"p999Ms\":%.3f,\"maxMs\":%.3f}\n",
+         delivered, failed, secs, (double)delivered / secs, (double)delivered * (double)size / secs / 1e6,
+         pct(latencies_us, delivered, 50), pct(latencies_us, delivered, 99), pct(latencies_us, delivered, 99.9),
+         pct(latencies_us, delivered, 100));
+  rd_kafka_destroy(rk);
+  return failed > 0;
+}
+
+static int consume(int argc, char **argv) {
+  if (argc < 6) return 2;
+  const char *bootstrap = argv[2], *topic = argv[3];
+  int partitions = atoi(argv[4]);
+  long count = atol(argv[5]);
+  char err[256];
+  rd_kafka_conf_t *conf = rd_kafka_conf_new();
+  set(conf, "bootstrap.servers", bootstrap);
+  set(conf, "group.id", "tidelog-bench");
+  set(conf, "enable.auto.commit", "false");
+  set(conf, "fetch.max.bytes", "52428800");
+  set(conf, "max.partition.fetch.bytes", "10485760");
+  set(conf, "queued.max.messages.kbytes", "1048576");
+  rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+  if (!rk) {
+    fprintf(stderr, "%s\n", err);
+    return 1;
+  }
+  rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(partitions);
+  for (int p = 0; p < partitions; p++) rd_kafka_topic_partition_list_add(list, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+  rd_kafka_assign(rk, list);
+  long got = 0;
+  double bytes = 0;
+  int64_t start = 0;
+  int64_t deadline = now_us() + 120 * 1000000LL;
+  while (got < count && now_us() < deadline) {
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+    if (!m) continue;
+    if (!m->err) {
+      if (got == 0) start = now_us();
+      got++;
+      bytes += (double)m->len;
+    }
+    rd_kafka_message_destroy(m);
+  }
+  double secs = (double)(now_us() - start) / 1e6;
+  printf("{\"mode\":\"consume\",\"records\":%ld,\"seconds\":%.3f,\"recordsPerSec\":%.0f,\"mbPerSec\":%.1f}\n", got,
+         secs, (double)got / secs, bytes / secs / 1e6);
+  rd_kafka_topic_partition_list_destroy(list);
+  rd_kafka_consumer_close(rk);
+  rd_kafka_destroy(rk);
+  return got < count;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "produce") == 0) return produce(argc, argv);
+  if (argc > 1 && strcmp(argv[1], "consume") == 0) return consume(argc, argv);
+  fprintf(stderr, "usage: rdkafka-perf produce|consume ...\n");
+  return 2;
+}
