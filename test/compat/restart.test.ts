@@ -40,18 +40,7 @@ function kafkaFor(cluster: Cluster): Kafka {
   })
 }
 
-/**
- * Marked todo while src/server/broker.ts Broker.start passes LogManager.open a topicConfig
- * callback that reads `broker` before it is assigned: loading any existing partition log
- * throws "ReferenceError: Cannot access 'broker' before initialization", so a broker cannot
- * restart on a data dir that holds data. Resolving the config from `controller.image()`
- * (logConfigFor) makes this test pass; drop the todo with that fix.
- */
-const RESTART_TODO = 'broker.ts: topicConfig callback reads `broker` before initialization on restart'
-
-test('restart on the same data dir: topics listed, every record read back exactly, log start kept', {
-  todo: RESTART_TODO,
-}, async () => {
+test('restart on the same data dir: topics listed, every record read back exactly, log start kept', async () => {
   const dataDir = await mkdtemp(join(tmpdir(), 'tidelog-compat-restart-'))
   try {
     const topic = 'persisted'

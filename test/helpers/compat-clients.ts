@@ -133,15 +133,25 @@ export function kcatProduce(
 
 // ------------------------------------------------------------------------ confluent-kafka
 
-/** Runs a ck.py command with a JSON spec; throws with stderr when it fails. */
-export async function confluent<T>(command: string, spec: unknown, timeoutMs = 45000): Promise<T> {
-  const result = await run(PYTHON, [pythonScript('ck.py'), command], {
+/** Runs `script command` (test/compat/python) with a JSON spec on stdin; returns its last JSON line. */
+export async function pythonJson<T>(
+  script: string,
+  command: string,
+  spec: unknown,
+  timeoutMs = 45000,
+): Promise<T> {
+  const result = await run(PYTHON, [pythonScript(script), command], {
     input: JSON.stringify(spec),
     timeoutMs,
   })
-  if (result.code !== 0) throw new Error(`ck.py ${command} exited ${result.code}: ${result.stderr}`)
+  if (result.code !== 0) throw new Error(`${script} ${command} exited ${result.code}: ${result.stderr}`)
   const last = result.stdout.trim().split('\n').pop() ?? ''
   return JSON.parse(last) as T
+}
+
+/** Runs a ck.py (confluent-kafka) command with a JSON spec; throws with stderr when it fails. */
+export function confluent<T>(command: string, spec: unknown, timeoutMs = 45000): Promise<T> {
+  return pythonJson<T>('ck.py', command, spec, timeoutMs)
 }
 
 export interface ClientError {
@@ -246,12 +256,15 @@ export class LongPollConsumer {
     }
   }
 
-  /** Closes stdin (the script then closes its consumer) and waits for exit, killing it late. */
-  async stop(): Promise<void> {
+  /**
+   * Closes stdin (the script then closes its consumer) and waits for exit; kills it after
+   * `graceMs`, since librdkafka's close waits for a parked fetch (up to fetch.wait.max.ms).
+   */
+  async stop(graceMs = 500): Promise<void> {
     if (this.exited) return
     this.child.stdin!.end()
     const exited = new Promise<void>((resolve) => this.child.once('exit', () => resolve()))
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), 5000)
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs)
     await exited
     clearTimeout(timer)
   }
