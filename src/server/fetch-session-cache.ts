@@ -73,14 +73,12 @@ export class FetchSessionCache {
       )
     }
     session.lastUsedMs = nowMs
+    // As Kafka's FetchManager.newContext: an accepted incremental request moves the epoch on
+    // at once. A new session starts at epoch 1, which its first incremental request carries.
+    session.epoch = session.epoch === 2147483647 ? 1 : session.epoch + 1
     this.sessions.delete(sessionId) // re-insert: Map order is our LRU order
     this.sessions.set(sessionId, session)
     return { kind: 'incremental', session }
-  }
-
-  /** Advances the epoch once a request of the session has been answered. */
-  completed(session: FetchSession): void {
-    session.epoch = session.epoch === 2147483647 ? 1 : session.epoch + 1
   }
 
   private create(nowMs: number): FetchSession | null {

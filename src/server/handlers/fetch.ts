@@ -80,7 +80,6 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
       await waitForFetchData(context.broker.clock, watches, request.minBytes - gotBytes, request.maxWaitMs)
       results = await readAll(context, targets, isolation, maxBytes, version >= 3)
     }
-    if (session) context.broker.fetchSessions.completed(session)
     const shown = incremental ? results.filter((r) => hasNews(r)) : results
     for (const r of results) rememberSeen(r)
     return {
