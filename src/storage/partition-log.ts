@@ -20,13 +20,14 @@ import {
   PARTITION_LEADER_EPOCH_OFFSET,
   TimestampType,
 } from '../protocol/batch-header.js'
+import { setLogAppendTime } from '../protocol/record-batch.js'
 import { isStorageError, offsetOutOfRange, StorageError, storageFailure } from './errors.js'
 import { type FileSystem, nodeFileSystem } from './file-system.js'
 import { type EpochEndOffset, LeaderEpochFileCache, UNDEFINED_EPOCH_OFFSET } from './leader-epoch-cache.js'
 import { DEFAULT_LOG_CONFIG, hasDeletePolicy, type LogConfig } from './log-config.js'
 import { loadLog } from './log-loader.js'
 import { type AppendedBatch, LogSegment, type SegmentOptions } from './log-segment.js'
-import { type BatchSummary, checkBatch, stampLogAppendTime, writeInt64 } from './record-batch-check.js'
+import { type BatchSummary, checkBatch, writeInt64 } from './record-batch-check.js'
 import { NO_TIMESTAMP } from './time-index.js'
 
 /** A Kafka offset. int64 on the wire; a JS number here, exact up to 2^53. */
@@ -404,8 +405,7 @@ export class PartitionLog {
       const lastOffsetDelta = buffer.readInt32BE(batch.position + LAST_OFFSET_DELTA_OFFSET)
       writeInt64(buffer, batch.position, offset)
       if (epoch !== undefined) buffer.writeInt32BE(epoch, batch.position + PARTITION_LEADER_EPOCH_OFFSET)
-      if (logAppendTimeMs !== -1)
-        stampLogAppendTime(buffer, batch.position, batch.sizeInBytes, logAppendTimeMs)
+      if (logAppendTimeMs !== -1) setLogAppendTime(buffer, batch.position, logAppendTimeMs)
       const batchMaxTimestamp = logAppendTimeMs !== -1 ? logAppendTimeMs : batch.maxTimestamp
       const lastOffset = offset + lastOffsetDelta
       if (batchMaxTimestamp > maxTimestamp) {

@@ -8,23 +8,20 @@ import {
   BASE_OFFSET_OFFSET,
   BASE_TIMESTAMP_OFFSET,
   BATCH_LENGTH_OFFSET,
-  CRC_OFFSET,
   LAST_OFFSET_DELTA_OFFSET,
   LOG_OVERHEAD,
-  MAGIC_OFFSET,
   MAX_TIMESTAMP_OFFSET,
   PARTITION_LEADER_EPOCH_OFFSET,
   RECORD_BATCH_OVERHEAD,
   RECORDS_COUNT_OFFSET,
   TIMESTAMP_TYPE_MASK,
 } from '../protocol/batch-header.js'
-import { crc32c } from '../protocol/crc32c.js'
+import { type ValidationFailureReason, validateRecordBatch } from '../protocol/record-batch.js'
 
 /** batchLength counts the bytes after the length field; a v2 header alone is 49 of them. */
 export const MIN_BATCH_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
 /** Bytes needed to know where a batch ends and which offsets it holds. */
 export const BATCH_OFFSETS_HEADER_BYTES = LAST_OFFSET_DELTA_OFFSET + 4
-export const CURRENT_MAGIC = 2
 
 export interface BatchSummary {
   /** Byte position of the batch in the buffer it was found in. */
@@ -69,8 +66,9 @@ export function peekBatch(buf: Buffer, at: number, end: number): BatchSummary | 
 }
 
 /**
- * Validates the framing and checksum of the batch at `at` (bytes up to `end` available).
- * `maxBatchBytes` bounds the length field so a corrupt length is not trusted.
+ * Validates the framing and checksum of the batch at `at` (bytes up to `end` available)
+ * with the protocol layer's validator (magic, CRC-32C, header fields), after bounding the
+ * length field by `maxBatchBytes` so a corrupt length is not trusted.
  */
 export function checkBatch(buf: Buffer, at: number, end: number, maxBatchBytes: number): BatchCheck {
   if (end - at < LOG_OVERHEAD) return { ok: false, problem: 'truncated' }
@@ -78,12 +76,9 @@ export function checkBatch(buf: Buffer, at: number, end: number, maxBatchBytes: 
   if (batchLength < MIN_BATCH_LENGTH || LOG_OVERHEAD + batchLength > maxBatchBytes) {
     return { ok: false, problem: 'bad-length' }
   }
-  const size = LOG_OVERHEAD + batchLength
-  if (end - at < size) return { ok: false, problem: 'truncated' }
-  if (buf.readInt8(at + MAGIC_OFFSET) !== CURRENT_MAGIC) return { ok: false, problem: 'bad-magic' }
-  if (buf.readUInt32BE(at + CRC_OFFSET) !== crc32c(buf.subarray(at + ATTRIBUTES_OFFSET, at + size))) {
-    return { ok: false, problem: 'bad-crc' }
-  }
+  if (end - at < LOG_OVERHEAD + batchLength) return { ok: false, problem: 'truncated' }
+  const validation = validateRecordBatch(end === buf.length ? buf : buf.subarray(0, end), at)
+  if (!validation.ok) return { ok: false, problem: PROBLEM_BY_REASON[validation.reason] }
   const batch = peekBatch(buf, at, end)
   if (batch === undefined || batch.lastOffset < batch.baseOffset || batch.baseOffset < 0) {
     return { ok: false, problem: 'bad-offsets' }
@@ -91,16 +86,10 @@ export function checkBatch(buf: Buffer, at: number, end: number, maxBatchBytes: 
   return { ok: true, batch }
 }
 
-/**
- * Marks the batch as LogAppendTime with `timestampMs` as its max timestamp, and re-signs it:
- * the attributes and maxTimestamp fields are inside the CRC's coverage (Kafka's
- * DefaultRecordBatch.setMaxTimestamp). Records keep their deltas; readers use maxTimestamp.
- */
-export function stampLogAppendTime(buf: Buffer, at: number, sizeInBytes: number, timestampMs: number): void {
-  const attributes = buf.readInt16BE(at + ATTRIBUTES_OFFSET)
-  buf.writeInt16BE(attributes | TIMESTAMP_TYPE_MASK, at + ATTRIBUTES_OFFSET)
-  writeInt64(buf, at + MAX_TIMESTAMP_OFFSET, timestampMs)
-  buf.writeUInt32BE(crc32c(buf.subarray(at + ATTRIBUTES_OFFSET, at + sizeInBytes)), at + CRC_OFFSET)
+const PROBLEM_BY_REASON: Readonly<Record<ValidationFailureReason, BatchProblem>> = {
+  corrupt: 'bad-crc',
+  invalid: 'bad-offsets',
+  'unsupported-magic': 'bad-magic',
 }
 
 /** Unsigned LEB128 at `at` as a number (exact below 2^53), and the position after it. */
