@@ -48,6 +48,13 @@ export class Connection {
   private readonly queue: ResponseSlot[] = []
   private closed = false
   private readingPaused = false
+  /**
+   * Non-null while a request that must finish before the next is read (an acks=0 produce)
+   * is in flight: frames that arrive meanwhile wait here, as Kafka reads one request at a
+   * time per connection. Otherwise a write pipelined behind a failing acks=0 produce could
+   * be appended and then lose its response when the connection closes.
+   */
+  private heldFrames: Buffer[] | null = null
 
   constructor(private readonly options: ConnectionOptions) {
     this.id = options.id
@@ -104,6 +111,10 @@ export class Connection {
 
   private onFrame(frame: Buffer): void {
     if (this.closed) return
+    if (this.heldFrames !== null) {
+      this.heldFrames.push(frame)
+      return
+    }
     if (frame.length < 8) throw new ProtocolDecodeError(`request of ${frame.length} bytes has no header`)
     const apiKey = frame.readInt16BE(0)
     const apiVersion = frame.readInt16BE(2)
@@ -148,12 +159,40 @@ export class Connection {
     }
     const result = handler.handle(context, request)
     if (result instanceof Promise) {
+      if (handler.holdsConnection?.(request)) this.holdUntilSettled(result)
       result.then(respond, (error: unknown) => {
         slot.done = true
         this.onDispatchError(error)
       })
     } else {
       respond(result)
+    }
+  }
+
+  private holdUntilSettled(request: Promise<unknown>): void {
+    this.heldFrames = []
+    this.options.socket.pause()
+    const release = (): void => {
+      const frames = this.heldFrames ?? []
+      this.heldFrames = null
+      if (!this.readingPaused && !this.closed) this.options.socket.resume()
+      this.replayHeldFrames(frames)
+    }
+    request.then(release, release)
+  }
+
+  private replayHeldFrames(frames: readonly Buffer[]): void {
+    for (let i = 0; i < frames.length; i++) {
+      if (this.heldFrames !== null) {
+        this.heldFrames.push(...frames.slice(i))
+        return
+      }
+      try {
+        this.onFrame(frames[i])
+      } catch (error) {
+        this.onDispatchError(error)
+        return
+      }
     }
   }
 
@@ -217,6 +256,7 @@ export class Connection {
     const { socket } = this.options
     if (
       this.readingPaused &&
+      this.heldFrames === null &&
       this.queue.length < this.options.maxQueuedRequests &&
       !socket.writableNeedDrain
     ) {

@@ -6,6 +6,8 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { Kafka, logLevel } from 'kafkajs'
+import { ApiKey } from '../../src/protocol/generated/index.js'
+import { encodeRecordBatchSync } from '../../src/protocol/record-batch.js'
 import { withBroker } from '../helpers/cluster.js'
 import {
   confluentConsume,
@@ -16,6 +18,7 @@ import {
   offsetsConsecutive,
   type ProduceMessage,
 } from '../helpers/compat-clients.js'
+import { RawClient } from '../helpers/raw-client.js'
 import { createTopic } from '../helpers/topics.js'
 
 function kafkaFor(bootstrap: string): Kafka {
@@ -123,11 +126,8 @@ test('acks=0 produce that fails closes the connection; the kafkajs producer reco
       await producer.send({ topic: 'acks-zero', acks: 0, messages: [{ value: 'first' }] })
       // Too large: no response with acks=0, the broker closes the connection instead.
       await producer.send({ topic: 'acks-zero', acks: 0, messages: [{ value: 'x'.repeat(4000) }] })
-      // Let the close happen first. A request pipelined right behind the failed one is still
-      // appended (tidelog dispatches pipelined requests without waiting, where Kafka mutes the
-      // channel until a request is done), and its answer is lost with the connection, so the
-      // client's retry would append it twice.
-      await new Promise((resolve) => setTimeout(resolve, 300))
+      // No pause here: the broker reads nothing behind an acks=0 produce until it is done,
+      // so the send below cannot be appended and then lose its answer to the close.
       let landed = false
       for (let attempt = 0; attempt < 20 && !landed; attempt++) {
         try {
@@ -153,6 +153,35 @@ test('acks=0 produce that fails closes the connection; the kafkajs producer reco
         [1, 'after'],
       ],
     )
+  })
+})
+
+test('a request pipelined behind a failing acks=0 produce is not appended', async () => {
+  await withBroker(async (cluster) => {
+    await createTopic(cluster, 'held', { configs: { 'max.message.bytes': '1024' } })
+    const client = await RawClient.connect(cluster.brokers[0].port)
+    const produce = (acks: number, value: string, correlationId: number): Buffer =>
+      RawClient.frame(ApiKey.Produce, 7, correlationId, {
+        transactionalId: null,
+        acks,
+        timeoutMs: 5000,
+        topicData: [
+          {
+            name: 'held',
+            partitionData: [
+              {
+                index: 0,
+                records: encodeRecordBatchSync({ records: [{ value: Buffer.from(value), timestamp: 1 }] }),
+              },
+            ],
+          },
+        ],
+      })
+    // One write: a too-large acks=0 produce, then an acks=1 produce right behind it.
+    client.write(Buffer.concat([produce(0, 'x'.repeat(4000), 1), produce(1, 'behind', 2)]))
+    assert.equal(await client.waitClosed(), true, 'the failed acks=0 produce closes the connection')
+    const log = cluster.brokers[0].replicaManager.getPartition('held', 0)!.log
+    assert.equal(log.logEndOffset, 0, 'nothing behind the failed acks=0 produce was appended')
   })
 })
 

@@ -27,6 +27,9 @@ export const produceHandler: ApiHandler<ProduceRequest, ProduceResponse> = {
   apiKey: ApiKey.Produce,
   minVersion: 0,
   maxVersion: 11,
+  // acks=0 gets no response, so a failure closes the connection; nothing pipelined behind
+  // it may be appended before that is known.
+  holdsConnection: (request) => request.acks === 0,
   async handle(context, request) {
     const acks = request.acks
     const topics = request.topicData.map((topic) => produceTopic(context, topic, acks, request.timeoutMs))

@@ -10,6 +10,8 @@ export interface ApiHandler<Request = never, Response = unknown> {
   readonly minVersion: number
   readonly maxVersion: number
   handle(context: RequestContext, request: Request): Response | null | Promise<Response | null>
+  /** True when the connection must not read further requests until this one finishes. */
+  holdsConnection?(request: Request): boolean
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: handlers of different message types share one table
