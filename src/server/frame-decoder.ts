@@ -35,8 +35,10 @@ export class FrameDecoder {
   push(chunk: Buffer, onFrame: (frame: Buffer) => void): void {
     let data = chunk
     if (this.pendingBytes > 0) {
-      data = this.takePending(chunk)
-      if (data.length === 0) return
+      const completed = this.completePending(chunk)
+      if (completed === null) return
+      onFrame(completed.frame)
+      data = completed.rest
     }
     let at = 0
     while (data.length - at >= SIZE_BYTES) {
@@ -63,21 +65,24 @@ export class FrameDecoder {
   }
 
   /**
-   * Appends the chunk to the pending bytes. Returns the bytes to parse once at least one
-   * whole frame is available, or an empty buffer while still waiting.
+   * Appends the chunk to the pending bytes. Once the pending frame is whole, returns it
+   * (copied once, exactly its own bytes) and the rest of the chunk as a view; else null.
    */
-  private takePending(chunk: Buffer): Buffer {
+  private completePending(chunk: Buffer): { frame: Buffer; rest: Buffer } | null {
+    const pendingBefore = this.pendingBytes
     this.pending.push(chunk)
     this.pendingBytes += chunk.length
     if (this.frameBytes < 0 && this.pendingBytes >= SIZE_BYTES) {
       const head = Buffer.concat(this.pending, SIZE_BYTES)
       this.frameBytes = this.checkSize(head.readInt32BE(0))
     }
-    if (this.frameBytes < 0 || this.pendingBytes < SIZE_BYTES + this.frameBytes) return Buffer.alloc(0)
-    const data = Buffer.concat(this.pending, this.pendingBytes)
+    if (this.frameBytes < 0 || this.pendingBytes < SIZE_BYTES + this.frameBytes) return null
+    const frameEnd = SIZE_BYTES + this.frameBytes
+    const whole = Buffer.concat(this.pending, frameEnd)
+    const rest = chunk.subarray(frameEnd - pendingBefore)
     this.pending = []
     this.pendingBytes = 0
     this.frameBytes = -1
-    return data
+    return { frame: whole.subarray(SIZE_BYTES), rest }
   }
 }
