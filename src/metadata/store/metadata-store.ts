@@ -1,0 +1,109 @@
+/**
+ * The metadata store: the one place cluster state lives. Two implementations share this
+ * interface and one contract test suite: an embedded store (one process, any number of
+ * brokers, optionally persisted) and etcd (multi-process, multi-machine clusters).
+ *
+ * The model is etcd's, reduced to what tidelog needs:
+ * - a flat keyspace of string keys and string values (JSON documents);
+ * - a store-wide revision that grows by one with every successful write transaction;
+ * - per key a `version` (1 on creation, +1 on each put; 0 means absent) and `modRevision`;
+ * - atomic transactions guarded by compares on key versions (compare-and-set);
+ * - prefix watches that deliver every change after a given revision, in revision order;
+ * - leases: keys bound to a lease are deleted when it expires or is revoked (sessions);
+ * - elections: one leader per election name, bound to the leader's lease.
+ */
+import { TidelogError } from '../../common/errors.js'
+
+export interface KeyValue {
+  readonly key: string
+  readonly value: string
+  /** 1 when created, +1 per put; a deleted and re-created key starts again at 1. */
+  readonly version: number
+  /** Store revision of the key's creation. */
+  readonly createRevision: number
+  /** Store revision of the key's last change. */
+  readonly modRevision: number
+  /** The lease the key is bound to, or null. */
+  readonly lease: string | null
+}
+
+/** Holds when the key's current version equals `version` (0: the key must be absent). */
+export interface VersionCompare {
+  readonly key: string
+  readonly version: number
+}
+
+export type StoreOp =
+  | { readonly type: 'put'; readonly key: string; readonly value: string; readonly lease?: string }
+  | { readonly type: 'delete'; readonly key: string }
+  /** Deletes every key starting with `prefix`. */
+  | { readonly type: 'deletePrefix'; readonly prefix: string }
+
+export interface TxnResult {
+  /** False when a compare failed; then nothing was written. */
+  readonly succeeded: boolean
+  /** Store revision after the transaction (unchanged when it failed). */
+  readonly revision: number
+}
+
+export interface WatchEvent {
+  readonly type: 'put' | 'delete'
+  /** For a delete: the key with an empty value, version 0 and the delete's modRevision. */
+  readonly kv: KeyValue
+}
+
+export interface Watch {
+  cancel(): void
+}
+
+export interface RangeResult {
+  readonly kvs: readonly KeyValue[]
+  /** Store revision the read was taken at (start a watch at revision + 1 to miss nothing). */
+  readonly revision: number
+}
+
+export interface Lease {
+  readonly id: string
+  readonly ttlMs: number
+  /** Resolves once the lease is lost (expired, revoked, or the store connection gave up). */
+  readonly lost: Promise<void>
+  /** Ends the lease now; its keys are deleted. */
+  revoke(): Promise<void>
+}
+
+export interface Leadership {
+  /** Resolves once this candidate is no longer leader (resigned or lease lost). */
+  readonly lost: Promise<void>
+  resign(): Promise<void>
+}
+
+export interface MetadataStore {
+  get(key: string): Promise<KeyValue | null>
+  /** Keys with `prefix`, sorted by key, and the revision of the read. */
+  range(prefix: string): Promise<RangeResult>
+  /** If every compare holds, applies every op atomically as one new revision. */
+  txn(compares: readonly VersionCompare[], ops: readonly StoreOp[]): Promise<TxnResult>
+  /**
+   * Calls `onEvents` with the changes to keys under `prefix` from `fromRevision` on (every
+   * event of one revision in one call, revisions in order, none skipped or repeated).
+   */
+  watch(prefix: string, fromRevision: number, onEvents: (events: readonly WatchEvent[], revision: number) => void): Watch
+  /** A lease kept alive in the background until revoked or lost; `ttlMs` is at least 1000. */
+  grantLease(ttlMs: number): Promise<Lease>
+  /**
+   * Waits until `candidate` (a value such as a broker id) leads `election`, bound to `lease`;
+   * at most one candidate leads an election at any time.
+   */
+  campaign(election: string, candidate: string, lease: Lease): Promise<Leadership>
+  /** The current leader's candidate value, or null. */
+  leader(election: string): Promise<string | null>
+  close(): Promise<void>
+}
+
+/** Thrown by a store whose backend failed or was closed; retriable unless closed. */
+export class MetadataStoreError extends TidelogError {
+  constructor(code: 'STORE_UNAVAILABLE' | 'STORE_CLOSED' | 'LEASE_NOT_FOUND', message: string, cause?: unknown) {
+    super(code, message, { cause, retriable: code === 'STORE_UNAVAILABLE' })
+    this.name = 'MetadataStoreError'
+  }
+}
