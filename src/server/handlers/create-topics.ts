@@ -293,6 +293,7 @@ async function commit(
 ): Promise<void> {
   const lost = new Set<string>()
   await broker.updateMetadata((image) => {
+    lost.clear() // the change may run again after a compare-and-set conflict
     const topics = new Map(image.topics)
     for (const topic of created) {
       if (topics.has(topic.name)) lost.add(topic.name)

@@ -1,0 +1,350 @@
+/**
+ * A broker's view of the cluster metadata kept in the metadata store, and the way it
+ * changes it. The view mirrors every key of the store (one range read, then a watch from
+ * the next revision) and derives an immutable ClusterImage from it after each change.
+ *
+ * Writes are optimistic: `update(change)` applies a pure function to the current image,
+ * turns the difference into store operations guarded by the versions of the keys it read
+ * (compare-and-set), and retries on a conflict with fresh state. It resolves once this
+ * view has applied the write, so callers see their own change.
+ *
+ * Key layout (JSON values):
+ *   cluster/id                   {clusterId}
+ *   brokers/<id>                 {nodeId, host, port, rack}, bound to the broker's lease
+ *   controller                   {nodeId}, bound to the controller's lease
+ *   topics/<name>                {topicId, configs, replicas: number[][]}
+ *   partitions/<name>/<index>    {leader, leaderEpoch, isr}; partitionEpoch = key version
+ *   configs/brokers/<id|''>      dynamic broker configs ('' is the cluster-wide default)
+ */
+import { assert } from '../common/assert.js'
+import type { Logger } from '../common/logger.js'
+import {
+  type BrokerId,
+  type BrokerRegistration,
+  type ClusterImage,
+  NO_LEADER,
+  type PartitionState,
+  type TopicImage,
+} from './cluster-image.js'
+import { newUuid } from './ids.js'
+import { assignReplicas, type Random } from './placement.js'
+import type {
+  KeyValue,
+  Lease,
+  MetadataStore,
+  StoreOp,
+  VersionCompare,
+  Watch,
+  WatchEvent,
+} from './store/metadata-store.js'
+
+export const KEYS = {
+  clusterId: 'cluster/id',
+  controller: 'controller',
+  brokersPrefix: 'brokers/',
+  broker: (id: BrokerId) => `brokers/${id}`,
+  topicsPrefix: 'topics/',
+  topic: (name: string) => `topics/${name}`,
+  partitionsPrefix: 'partitions/',
+  partitionsOf: (name: string) => `partitions/${name}/`,
+  partition: (name: string, index: number) => `partitions/${name}/${index}`,
+  brokerConfigsPrefix: 'configs/brokers/',
+  brokerConfigs: (key: string) => `configs/brokers/${key}`,
+} as const
+
+export interface NewTopic {
+  readonly name: string
+  readonly partitions: number
+  readonly replicationFactor: number
+  readonly configs: Readonly<Record<string, string>>
+}
+
+export type ImageListener = (image: ClusterImage, previous: ClusterImage) => void
+
+interface TopicValue {
+  topicId: string
+  configs: Record<string, string>
+  replicas: BrokerId[][]
+}
+
+interface PartitionValue {
+  leader: BrokerId
+  leaderEpoch: number
+  isr: BrokerId[]
+}
+
+const MAX_UPDATE_ATTEMPTS = 20
+
+export class ClusterMetadata {
+  private readonly kvs = new Map<string, KeyValue>()
+  private revision = 0
+  private current: ClusterImage
+  private readonly listeners: ImageListener[] = []
+  private revisionWaiters: { revision: number; resolve: () => void }[] = []
+  private watch: Watch | null = null
+
+  private constructor(
+    private readonly store: MetadataStore,
+    private readonly random: Random,
+    private readonly logger: Logger,
+  ) {
+    this.current = { clusterId: '', controllerId: NO_LEADER, brokers: new Map(), topics: new Map() }
+  }
+
+  /** Reads the store, starts following it, and makes sure a cluster id exists. */
+  static async open(
+    store: MetadataStore,
+    options: { clusterId: string | null; random: Random; logger: Logger },
+  ) {
+    const metadata = new ClusterMetadata(store, options.random, options.logger)
+    await metadata.ensureClusterId(options.clusterId)
+    await metadata.reload()
+    metadata.watch = store.watch('', metadata.revision + 1, (events, revision) =>
+      metadata.onEvents(events, revision),
+    )
+    return metadata
+  }
+
+  image(): ClusterImage {
+    return this.current
+  }
+
+  onChange(listener: ImageListener): void {
+    this.listeners.push(listener)
+  }
+
+  close(): void {
+    this.watch?.cancel()
+    this.watch = null
+  }
+
+  private async ensureClusterId(wanted: string | null): Promise<void> {
+    const existing = await this.store.get(KEYS.clusterId)
+    if (existing) {
+      const stored = (JSON.parse(existing.value) as { clusterId: string }).clusterId
+      if (wanted !== null && wanted !== stored) {
+        throw new Error(`cluster.id ${wanted} does not match ${stored} in the metadata store`)
+      }
+      return
+    }
+    const value = JSON.stringify({ clusterId: wanted ?? newUuid() })
+    await this.store.txn([{ key: KEYS.clusterId, version: 0 }], [{ type: 'put', key: KEYS.clusterId, value }])
+  }
+
+  /** Replaces the mirror with a fresh read (after a conflict, the watch may lag the store). */
+  private async reload(): Promise<void> {
+    const { kvs, revision } = await this.store.range('')
+    if (revision < this.revision) return
+    this.kvs.clear()
+    for (const kv of kvs) this.kvs.set(kv.key, kv)
+    this.publish(revision)
+  }
+
+  private onEvents(events: readonly WatchEvent[], revision: number): void {
+    if (revision <= this.revision) return // already seen through a reload
+    for (const { type, kv } of events) {
+      if (type === 'put') this.kvs.set(kv.key, kv)
+      else this.kvs.delete(kv.key)
+    }
+    this.publish(revision)
+  }
+
+  private publish(revision: number): void {
+    const previous = this.current
+    this.revision = revision
+    this.current = buildImage(this.kvs)
+    for (const listener of this.listeners) listener(this.current, previous)
+    const ready = this.revisionWaiters.filter((w) => w.revision <= revision)
+    this.revisionWaiters = this.revisionWaiters.filter((w) => w.revision > revision)
+    for (const waiter of ready) waiter.resolve()
+  }
+
+  private waitForRevision(revision: number): Promise<void> {
+    if (this.revision >= revision) return Promise.resolve()
+    return new Promise((resolve) => this.revisionWaiters.push({ revision, resolve }))
+  }
+
+  /**
+   * Applies `change` (a pure function; it may run more than once) by compare-and-set and
+   * resolves with the image that includes it.
+   */
+  async update(change: (image: ClusterImage) => ClusterImage): Promise<ClusterImage> {
+    for (let attempt = 1; attempt <= MAX_UPDATE_ATTEMPTS; attempt++) {
+      const base = this.current
+      const next = change(base)
+      if (next === base) return base
+      const { compares, ops } = diffImages(base, next, this.kvs)
+      if (ops.length === 0) return base
+      const result = await this.store.txn(compares, ops)
+      if (result.succeeded) {
+        await this.waitForRevision(result.revision)
+        return this.current
+      }
+      this.logger.debug({ attempt }, 'metadata update conflicted; retrying with fresh state')
+      await this.reload()
+    }
+    throw new Error(`metadata update still conflicting after ${MAX_UPDATE_ATTEMPTS} attempts`)
+  }
+
+  /**
+   * Registers a broker bound to `lease` unless its id is already registered (another live
+   * broker, or this one's previous process whose lease has not expired yet).
+   */
+  async register(registration: BrokerRegistration, lease: Lease): Promise<boolean> {
+    const key = KEYS.broker(registration.nodeId)
+    const value = JSON.stringify(registration)
+    const result = await this.store.txn([{ key, version: 0 }], [{ type: 'put', key, value, lease: lease.id }])
+    if (result.succeeded) await this.waitForRevision(result.revision)
+    return result.succeeded
+  }
+
+  /** A new topic placed over the live brokers (Kafka's assignment rules). */
+  createTopicImage(spec: NewTopic): TopicImage {
+    const brokers = [...this.current.brokers.values()]
+    const assignment =
+      spec.partitions === 0
+        ? []
+        : assignReplicas(brokers, spec.partitions, spec.replicationFactor, this.random)
+    return {
+      name: spec.name,
+      topicId: newUuid(),
+      partitions: assignment.map((replicas, partition) => initialState(partition, replicas)),
+      configs: { ...spec.configs },
+    }
+  }
+
+  /** A partition added to an existing topic, placed like a new one. */
+  newPartition(partition: number, replicationFactor: number): PartitionState {
+    const brokers = [...this.current.brokers.values()]
+    const [replicas] = assignReplicas(brokers, 1, replicationFactor, this.random, partition)
+    return initialState(partition, replicas)
+  }
+}
+
+function initialState(partition: number, replicas: readonly BrokerId[]): PartitionState {
+  return {
+    partition,
+    replicas: [...replicas],
+    isr: [...replicas],
+    leader: replicas[0],
+    leaderEpoch: 0,
+    partitionEpoch: 0,
+  }
+}
+
+// ---- image <-> keys ---------------------------------------------------------------------
+
+function buildImage(kvs: ReadonlyMap<string, KeyValue>): ClusterImage {
+  const brokers = new Map<BrokerId, BrokerRegistration>()
+  const topicValues = new Map<string, TopicValue>()
+  const partitionKvs = new Map<string, KeyValue>()
+  const brokerConfigs = new Map<string, Readonly<Record<string, string>>>()
+  let clusterId = ''
+  let controller: BrokerId = NO_LEADER
+  for (const [key, kv] of kvs) {
+    if (key === KEYS.clusterId) clusterId = (JSON.parse(kv.value) as { clusterId: string }).clusterId
+    else if (key === KEYS.controller) controller = (JSON.parse(kv.value) as { nodeId: number }).nodeId
+    else if (key.startsWith(KEYS.brokersPrefix)) {
+      const registration = JSON.parse(kv.value) as BrokerRegistration
+      brokers.set(registration.nodeId, registration)
+    } else if (key.startsWith(KEYS.topicsPrefix))
+      topicValues.set(key.slice(KEYS.topicsPrefix.length), JSON.parse(kv.value))
+    else if (key.startsWith(KEYS.partitionsPrefix)) partitionKvs.set(key, kv)
+    else if (key.startsWith(KEYS.brokerConfigsPrefix)) {
+      brokerConfigs.set(key.slice(KEYS.brokerConfigsPrefix.length), JSON.parse(kv.value))
+    }
+  }
+  const topics = new Map<string, TopicImage>()
+  for (const [name, value] of [...topicValues].sort(([a], [b]) => (a < b ? -1 : 1))) {
+    const partitions = value.replicas.map((replicas, index): PartitionState => {
+      const kv = partitionKvs.get(KEYS.partition(name, index))
+      if (!kv)
+        return { partition: index, replicas, isr: [], leader: NO_LEADER, leaderEpoch: 0, partitionEpoch: 0 }
+      const state = JSON.parse(kv.value) as PartitionValue
+      return { partition: index, replicas, ...state, partitionEpoch: kv.version }
+    })
+    topics.set(name, { name, topicId: value.topicId, partitions, configs: value.configs })
+  }
+  const controllerId = brokers.has(controller)
+    ? controller
+    : brokers.size > 0
+      ? Math.min(...brokers.keys())
+      : NO_LEADER
+  return { clusterId, controllerId, brokers, topics, brokerConfigs }
+}
+
+function topicValue(topic: TopicImage): string {
+  const value: TopicValue = {
+    topicId: topic.topicId,
+    configs: { ...topic.configs },
+    replicas: topic.partitions.map((p) => [...p.replicas]),
+  }
+  return JSON.stringify(value)
+}
+
+function partitionValue(state: PartitionState): string {
+  const value: PartitionValue = { leader: state.leader, leaderEpoch: state.leaderEpoch, isr: [...state.isr] }
+  return JSON.stringify(value)
+}
+
+function versionOf(kvs: ReadonlyMap<string, KeyValue>, key: string): number {
+  return kvs.get(key)?.version ?? 0
+}
+
+/** Store operations turning `base` into `next`, guarded by the versions `base` was built from. */
+export function diffImages(
+  base: ClusterImage,
+  next: ClusterImage,
+  kvs: ReadonlyMap<string, KeyValue>,
+): { compares: VersionCompare[]; ops: StoreOp[] } {
+  const compares: VersionCompare[] = []
+  const ops: StoreOp[] = []
+  const guard = (key: string) => compares.push({ key, version: versionOf(kvs, key) })
+  for (const name of base.topics.keys()) {
+    if (next.topics.has(name)) continue
+    guard(KEYS.topic(name))
+    ops.push(
+      { type: 'delete', key: KEYS.topic(name) },
+      { type: 'deletePrefix', prefix: KEYS.partitionsOf(name) },
+    )
+  }
+  for (const [name, after] of next.topics) {
+    const before = base.topics.get(name)
+    const value = topicValue(after)
+    if (!before || topicValue(before) !== value) {
+      guard(KEYS.topic(name))
+      ops.push({ type: 'put', key: KEYS.topic(name), value })
+    }
+    for (const state of after.partitions) {
+      const previous = before?.topicId === after.topicId ? before.partitions[state.partition] : undefined
+      const encoded = partitionValue(state)
+      if (previous && partitionValue(previous) === encoded) continue
+      const key = KEYS.partition(name, state.partition)
+      guard(key)
+      ops.push({ type: 'put', key, value: encoded })
+    }
+  }
+  diffBrokerConfigs(base, next, guard, ops)
+  assert(new Set(compares.map((c) => c.key)).size === compares.length, 'a key guarded twice in one update')
+  return { compares, ops }
+}
+
+function diffBrokerConfigs(
+  base: ClusterImage,
+  next: ClusterImage,
+  guard: (key: string) => void,
+  ops: StoreOp[],
+): void {
+  const before = base.brokerConfigs ?? new Map()
+  const after = next.brokerConfigs ?? new Map()
+  for (const name of new Set([...before.keys(), ...after.keys()])) {
+    const a = after.get(name)
+    const value = a && Object.keys(a).length > 0 ? JSON.stringify(a) : null
+    const old = before.get(name)
+    const oldValue = old && Object.keys(old).length > 0 ? JSON.stringify(old) : null
+    if (value === oldValue) continue
+    const key = KEYS.brokerConfigs(name)
+    guard(key)
+    ops.push(value === null ? { type: 'delete', key } : { type: 'put', key, value })
+  }
+}
