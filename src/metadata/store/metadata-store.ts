@@ -86,8 +86,17 @@ export interface MetadataStore {
   /**
    * Calls `onEvents` with the changes to keys under `prefix` from `fromRevision` on (every
    * event of one revision in one call, revisions in order, none skipped or repeated).
+   * A watch that cannot go on (its next revision was compacted away, the store was closed
+   * or gave up) calls `onError` once and delivers nothing more; a store that already knows
+   * `fromRevision` is compacted may instead throw REVISION_COMPACTED at once. Either way the
+   * caller re-reads with `range` and watches again from that read's revision + 1.
    */
-  watch(prefix: string, fromRevision: number, onEvents: (events: readonly WatchEvent[], revision: number) => void): Watch
+  watch(
+    prefix: string,
+    fromRevision: number,
+    onEvents: (events: readonly WatchEvent[], revision: number) => void,
+    onError?: (error: MetadataStoreError) => void,
+  ): Watch
   /** A lease kept alive in the background until revoked or lost; `ttlMs` is at least 1000. */
   grantLease(ttlMs: number): Promise<Lease>
   /**
@@ -102,7 +111,11 @@ export interface MetadataStore {
 
 /** Thrown by a store whose backend failed or was closed; retriable unless closed. */
 export class MetadataStoreError extends TidelogError {
-  constructor(code: 'STORE_UNAVAILABLE' | 'STORE_CLOSED' | 'LEASE_NOT_FOUND', message: string, cause?: unknown) {
+  constructor(
+    code: 'STORE_UNAVAILABLE' | 'STORE_CLOSED' | 'LEASE_NOT_FOUND' | 'REVISION_COMPACTED',
+    message: string,
+    cause?: unknown,
+  ) {
     super(code, message, { cause, retriable: code === 'STORE_UNAVAILABLE' })
     this.name = 'MetadataStoreError'
   }
