@@ -1,0 +1,498 @@
+/**
+ * The metadata store on etcd (npm `etcd3`), for clusters of broker processes. Every key lives
+ * under a namespace prefix ('/tidelog' by default), so several clusters or test runs can share
+ * one etcd. The model in metadata-store.ts is etcd's own; this file only translates:
+ * - revisions are etcd's header revisions; versions compare with `Version ==`;
+ * - watches are etcd watches from a start revision, one `onEvents` call per revision, and
+ *   resume after a reconnect from the revision after the last one delivered;
+ * - leases are etcd leases (TTL rounded up to whole seconds) kept alive by etcd3; `lost`
+ *   resolves when etcd says the lease is gone, and also once a TTL has passed since the last
+ *   keep-alive etcd confirmed, so a holder cut off from etcd stops acting on its session no
+ *   later than etcd expires it (no split brain);
+ * - elections use the shared recipe in election.ts.
+ * Connection failures reject with MetadataStoreError('STORE_UNAVAILABLE').
+ */
+import {
+  type ComparatorBuilder,
+  type DeleteBuilder,
+  Etcd3,
+  type Lease as EtcdLease,
+  EtcdLeaseInvalidError,
+  GRPCInvalidArgumentError,
+  type IEvent,
+  type IKeyValue,
+  type IWatchResponse,
+  type Namespace,
+  type PutBuilder,
+  type Watcher,
+} from 'etcd3'
+import { assert } from '../../common/assert.js'
+import { type Clock, systemClock, type TimerHandle } from '../../common/clock.js'
+import { type Logger, silentLogger } from '../../common/logger.js'
+import { campaign as campaignOn, leader as leaderOf } from './election.js'
+import {
+  type KeyValue,
+  type Leadership,
+  type Lease,
+  type MetadataStore,
+  MetadataStoreError,
+  type RangeResult,
+  type StoreOp,
+  type TxnResult,
+  type VersionCompare,
+  type Watch,
+  type WatchEvent,
+} from './metadata-store.js'
+import { assertValidTxn } from './txn-checks.js'
+
+export interface EtcdStoreOptions {
+  /** Client URLs, e.g. `http://127.0.0.1:2379`. */
+  readonly endpoints: readonly string[]
+  /** Namespace of every key; '/tidelog' by default. */
+  readonly prefix?: string
+  readonly logger?: Logger
+  readonly clock?: Clock
+  /** Deadline of each request, so calls to an unreachable etcd fail instead of hanging. */
+  readonly callTimeoutMs?: number
+}
+
+const PREFIX_DEFAULT = '/tidelog'
+const CALL_TIMEOUT_MS_DEFAULT = 5000
+const LEASE_TTL_MIN_MS = 1000
+/** How long close() waits for its leases' revokes before it drops the connection anyway. */
+const CLOSE_REVOKE_WAIT_MS = 2000
+/** Keep-alives in flight are few (one per TTL/3); more means responses stopped coming. */
+const KEEPALIVES_IN_FLIGHT_MAX = 16
+
+export class EtcdStore implements MetadataStore {
+  private closed = false
+  private readonly leases = new Map<string, EtcdSessionLease>()
+  private readonly watches = new Set<EtcdWatch>()
+
+  private constructor(
+    private readonly client: Etcd3,
+    private readonly ns: Namespace,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Connects and makes one read, so an unreachable etcd fails here with STORE_UNAVAILABLE. */
+  static async connect(options: EtcdStoreOptions): Promise<EtcdStore> {
+    assert(options.endpoints.length > 0, 'etcd endpoints must not be empty')
+    const clock = options.clock ?? systemClock
+    const callTimeoutMs = options.callTimeoutMs ?? CALL_TIMEOUT_MS_DEFAULT
+    const client = new Etcd3({
+      hosts: [...options.endpoints],
+      dialTimeout: callTimeoutMs,
+      // Streams (watch, keep-alive) live on; single requests get a deadline.
+      defaultCallOptions: (context) =>
+        context.isStream ? {} : { deadline: new Date(clock.nowMs() + callTimeoutMs) },
+    })
+    const store = new EtcdStore(
+      client,
+      client.namespace(options.prefix ?? PREFIX_DEFAULT),
+      clock,
+      options.logger ?? silentLogger,
+    )
+    try {
+      await store.range('')
+    } catch (err) {
+      client.close()
+      throw err
+    }
+    return store
+  }
+
+  async get(key: string): Promise<KeyValue | null> {
+    const response = await this.call('get', () => this.ns.get(key).exec())
+    const raw = response.kvs[0]
+    // A single-key read comes back with the namespace prefix still on the key.
+    return raw === undefined ? null : toKeyValue(raw, key)
+  }
+
+  async range(prefix: string): Promise<RangeResult> {
+    const response = await this.call('range', () =>
+      this.ns.getAll().prefix(prefix).sort('Key', 'Ascend').exec(),
+    )
+    return { kvs: response.kvs.map((raw) => toKeyValue(raw)), revision: toRevision(response.header.revision) }
+  }
+
+  async txn(compares: readonly VersionCompare[], ops: readonly StoreOp[]): Promise<TxnResult> {
+    assertValidTxn(compares, ops)
+    const response = await this.call('txn', () => {
+      const builder = this.comparator(compares).then(...ops.map((op) => this.operation(op)))
+      return builder.commit()
+    })
+    return { succeeded: response.succeeded, revision: toRevision(response.header.revision) }
+  }
+
+  watch(
+    prefix: string,
+    fromRevision: number,
+    onEvents: (events: readonly WatchEvent[], revision: number) => void,
+    onError?: (error: MetadataStoreError) => void,
+  ): Watch {
+    this.assertOpen()
+    assert(Number.isInteger(fromRevision) && fromRevision >= 1, () => `watch fromRevision ${fromRevision}`)
+    const watch = new EtcdWatch(fromRevision, onEvents, onError, {
+      logger: this.logger,
+      onEnd: () => this.watches.delete(watch),
+      explain: (err, revision) => this.explainWatchFailure(err, prefix, revision),
+    })
+    watch.start(this.ns.watch().prefix(prefix).startRevision(String(fromRevision)).watcher())
+    this.watches.add(watch)
+    return watch
+  }
+
+  async grantLease(ttlMs: number): Promise<Lease> {
+    this.assertOpen()
+    assert(
+      Number.isInteger(ttlMs) && ttlMs >= LEASE_TTL_MIN_MS,
+      () => `lease ttlMs ${ttlMs} < ${LEASE_TTL_MIN_MS}`,
+    )
+    const ttlSeconds = Math.max(1, Math.ceil(ttlMs / 1000))
+    // etcd starts the TTL when it receives the grant, so counting from before the request is safe.
+    const requestedAtMs = this.clock.monotonicMs()
+    const inner = this.ns.lease(ttlSeconds)
+    const id = await this.call('lease grant', () => inner.grant())
+    const lease = new EtcdSessionLease(id, ttlSeconds * 1000, inner, {
+      clock: this.clock,
+      logger: this.logger,
+      aliveFromMs: requestedAtMs,
+      onEnd: (ended) => this.leases.delete(ended.id),
+      toStoreError: (err, what) => this.toStoreError(err, what),
+    })
+    this.leases.set(id, lease)
+    return lease
+  }
+
+  campaign(election: string, candidate: string, lease: Lease): Promise<Leadership> {
+    this.assertOpen()
+    return campaignOn(this, election, candidate, lease)
+  }
+
+  leader(election: string): Promise<string | null> {
+    return leaderOf(this, election)
+  }
+
+  /**
+   * Test hook: stops keep-alives without revoking (etcd3's `release()`), as a hung holder
+   * would; etcd expires the lease after its TTL and `lost` resolves about then.
+   */
+  suspendKeepAlive(leaseId: string): void {
+    const lease = this.leases.get(leaseId)
+    if (lease === undefined) throw new MetadataStoreError('LEASE_NOT_FOUND', `lease ${leaseId} not found`)
+    lease.suspendKeepAlive()
+  }
+
+  /** Revokes this store's leases (so sessions end now, not a TTL later) and disconnects. */
+  async close(): Promise<void> {
+    if (this.closed) return
+    const revokes = [...this.leases.values()].map((lease) => lease.revoke())
+    await this.waitAtMost(CLOSE_REVOKE_WAIT_MS, Promise.allSettled(revokes))
+    this.closed = true
+    for (const watch of [...this.watches]) watch.fail(new MetadataStoreError('STORE_CLOSED', 'store closed'))
+    this.client.close()
+  }
+
+  /**
+   * etcd cancels a watch whose start revision was compacted with an empty reason, so ask a
+   * read at that revision what is wrong.
+   */
+  private async explainWatchFailure(
+    err: Error,
+    prefix: string,
+    revision: number,
+  ): Promise<MetadataStoreError> {
+    try {
+      await this.ns.getAll().prefix(prefix).revision(revision).limit(1).exec()
+    } catch (probeError) {
+      if (probeError instanceof Error && /compacted/.test(probeError.message)) {
+        return new MetadataStoreError(
+          'REVISION_COMPACTED',
+          `etcd watch: revision ${revision} was compacted`,
+          err,
+        )
+      }
+    }
+    return new MetadataStoreError('STORE_UNAVAILABLE', `etcd watch ended: ${err.message}`, err)
+  }
+
+  private async waitAtMost(ms: number, work: Promise<unknown>): Promise<void> {
+    const timers: TimerHandle[] = []
+    const timeout = new Promise<void>((resolve) => {
+      timers.push(this.clock.setTimeout(resolve, ms))
+    })
+    await Promise.race([work, timeout])
+    for (const timer of timers) timer.cancel()
+  }
+
+  /** etcd3 has no transaction without a compare; a version is never below 0, so this one always holds. */
+  private comparator(compares: readonly VersionCompare[]): ComparatorBuilder {
+    const [first, ...rest] = compares
+    if (first === undefined) return this.ns.if('', 'Version', '>', -1)
+    const builder = this.ns.if(first.key, 'Version', '==', first.version)
+    for (const compare of rest) builder.and(compare.key, 'Version', '==', compare.version)
+    return builder
+  }
+
+  private operation(op: StoreOp): PutBuilder | DeleteBuilder {
+    switch (op.type) {
+      case 'put': {
+        const put = this.ns.put(op.key).value(op.value)
+        return op.lease === undefined ? put : put.lease(op.lease)
+      }
+      case 'delete':
+        return this.ns.delete().key(op.key)
+      case 'deletePrefix':
+        return this.ns.delete().prefix(op.prefix)
+    }
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new MetadataStoreError('STORE_CLOSED', 'metadata store closed')
+  }
+
+  private async call<T>(what: string, request: () => Promise<T>): Promise<T> {
+    this.assertOpen()
+    try {
+      return await request()
+    } catch (err) {
+      throw this.toStoreError(err, what)
+    }
+  }
+
+  private toStoreError(err: unknown, what: string): Error {
+    if (err instanceof MetadataStoreError) return err
+    if (this.closed) return new MetadataStoreError('STORE_CLOSED', `etcd ${what}: store closed`, err)
+    if (err instanceof EtcdLeaseInvalidError) {
+      return new MetadataStoreError(
+        'LEASE_NOT_FOUND',
+        `etcd ${what}: lease not found (expired or revoked)`,
+        err,
+      )
+    }
+    // etcd refusing a malformed request is a bug here, not an outage.
+    if (err instanceof GRPCInvalidArgumentError) return err
+    const message = err instanceof Error ? err.message : String(err)
+    return new MetadataStoreError('STORE_UNAVAILABLE', `etcd ${what} failed: ${message}`, err)
+  }
+}
+
+function toRevision(value: string | number): number {
+  const revision = Number(value)
+  assert(Number.isSafeInteger(revision) && revision >= 0, () => `etcd revision ${value}`)
+  return revision
+}
+
+function toKeyValue(raw: IKeyValue, key: string = raw.key.toString()): KeyValue {
+  const version = toRevision(raw.version)
+  assert(version >= 1, () => `etcd key ${key} with version ${raw.version}`)
+  return {
+    key,
+    value: raw.value.toString(),
+    version,
+    createRevision: toRevision(raw.create_revision),
+    modRevision: toRevision(raw.mod_revision),
+    lease: raw.lease === '0' || raw.lease === undefined ? null : String(raw.lease),
+  }
+}
+
+function toWatchEvent(event: IEvent): WatchEvent {
+  const key = event.kv.key.toString()
+  if (event.type === 'Put') return { type: 'put', kv: toKeyValue(event.kv, key) }
+  const modRevision = toRevision(event.kv.mod_revision)
+  return { type: 'delete', kv: { key, value: '', version: 0, createRevision: 0, modRevision, lease: null } }
+}
+
+/**
+ * One etcd watcher. etcd3 re-subscribes by itself after a disconnect, but from the store
+ * revision it last heard of, which during a replay is past events not yet delivered; so on
+ * every (re)subscription the request starts at the revision after the last one delivered,
+ * and anything at or below it that arrives again is skipped.
+ */
+interface EtcdWatchContext {
+  readonly logger: Logger
+  readonly onEnd: () => void
+  /** Why etcd ended the watch, given the revision it was to resume from. */
+  readonly explain: (err: Error, revision: number) => Promise<MetadataStoreError>
+}
+
+class EtcdWatch implements Watch {
+  private nextRevision: number
+  private ended = false
+  private watcher: Watcher | null = null
+
+  constructor(
+    fromRevision: number,
+    private readonly onEvents: (events: readonly WatchEvent[], revision: number) => void,
+    private readonly onError: ((error: MetadataStoreError) => void) | undefined,
+    private readonly context: EtcdWatchContext,
+  ) {
+    this.nextRevision = fromRevision
+  }
+
+  start(watcher: Watcher): void {
+    this.watcher = watcher
+    // etcd3 types this as the outer request, but hands over the create request it will send.
+    watcher.on('connecting', (request) => {
+      ;(request as { start_revision?: string | number }).start_revision = String(this.nextRevision)
+    })
+    watcher.on('data', (response) => this.onResponse(response))
+    watcher.on('disconnected', (err) =>
+      this.context.logger.debug({ err }, 'etcd watch disconnected; resuming'),
+    )
+    watcher.on('error', (err) => this.onWatcherError(err))
+  }
+
+  cancel(): void {
+    if (this.ended) return
+    this.ended = true
+    this.context.onEnd()
+    this.watcher?.cancel().catch((err: unknown) => {
+      // The stream is going away anyway (closed client, lost connection).
+      this.context.logger.debug({ err }, 'etcd watch cancel failed')
+    })
+  }
+
+  private onWatcherError(err: Error): void {
+    if (this.ended) return
+    this.context
+      .explain(err, this.nextRevision)
+      .then((error) => this.fail(error))
+      .catch((bug: unknown) => {
+        // explain() resolves on every outcome; reaching here is a bug, so crash.
+        queueMicrotask(() => {
+          throw bug
+        })
+      })
+  }
+
+  fail(error: MetadataStoreError): void {
+    if (this.ended) return
+    this.cancel()
+    this.onError?.(error)
+  }
+
+  private onResponse(response: IWatchResponse): void {
+    for (const [revision, events] of groupByRevision(response.events)) {
+      if (this.ended) return
+      if (revision < this.nextRevision) continue
+      this.nextRevision = revision + 1
+      this.onEvents(events, revision)
+    }
+  }
+}
+
+/** etcd sends a revision's events together and in order; one response may hold several revisions. */
+function groupByRevision(events: readonly IEvent[]): [number, WatchEvent[]][] {
+  const groups: [number, WatchEvent[]][] = []
+  for (const raw of events) {
+    const event = toWatchEvent(raw)
+    const last = groups[groups.length - 1]
+    if (last !== undefined && last[0] === event.kv.modRevision) {
+      last[1].push(event)
+      continue
+    }
+    assert(last === undefined || last[0] < event.kv.modRevision, 'etcd watch revisions out of order')
+    groups.push([event.kv.modRevision, [event]])
+  }
+  return groups
+}
+
+interface SessionLeaseContext {
+  readonly clock: Clock
+  readonly logger: Logger
+  /** When the lease was requested: etcd cannot expire it before this + TTL. */
+  readonly aliveFromMs: number
+  readonly onEnd: (lease: EtcdSessionLease) => void
+  readonly toStoreError: (err: unknown, what: string) => Error
+}
+
+/**
+ * A lease kept alive by etcd3, with a deadline of our own: each keep-alive etcd confirms
+ * proves the lease lives until at least (when that keep-alive was sent) + TTL. Once that
+ * moment passes unconfirmed, `lost` resolves, whatever etcd3 still hopes for.
+ */
+class EtcdSessionLease implements Lease {
+  readonly lost: Promise<void>
+  private resolveLost!: () => void
+  private ended = false
+  /** A suspended holder plays dead: it must not revoke, so etcd's own expiry is what ends it. */
+  private suspended = false
+  private aliveUntilMs: number
+  private deadline: TimerHandle | null = null
+  private readonly keepalivesSentAtMs: number[] = []
+  private revoking: Promise<void> | null = null
+
+  constructor(
+    readonly id: string,
+    readonly ttlMs: number,
+    private readonly inner: EtcdLease,
+    private readonly context: SessionLeaseContext,
+  ) {
+    this.lost = new Promise<void>((resolve) => {
+      this.resolveLost = resolve
+    })
+    this.aliveUntilMs = context.aliveFromMs + ttlMs
+    inner.on('keepaliveEstablished', () => this.keepalivesSentAtMs.splice(0))
+    inner.on('keepaliveFired', () => this.onKeepaliveSent())
+    inner.on('keepaliveSucceeded', () => this.onKeepaliveConfirmed())
+    inner.on('lost', (err) => this.end(`etcd reports it lost: ${err.message}`))
+    this.armDeadline()
+  }
+
+  async revoke(): Promise<void> {
+    this.end('revoked')
+    await this.revokeInner()
+  }
+
+  suspendKeepAlive(): void {
+    this.suspended = true
+    this.inner.release()
+  }
+
+  private onKeepaliveSent(): void {
+    if (this.keepalivesSentAtMs.length >= KEEPALIVES_IN_FLIGHT_MAX) this.keepalivesSentAtMs.shift()
+    this.keepalivesSentAtMs.push(this.context.clock.monotonicMs())
+  }
+
+  /** Responses come in order; pairing with the oldest send errs towards an earlier deadline. */
+  private onKeepaliveConfirmed(): void {
+    const sentAtMs = this.keepalivesSentAtMs.shift()
+    if (sentAtMs === undefined) return
+    this.aliveUntilMs = Math.max(this.aliveUntilMs, sentAtMs + this.ttlMs)
+  }
+
+  private armDeadline(): void {
+    const remainingMs = this.aliveUntilMs - this.context.clock.monotonicMs()
+    if (remainingMs <= 0) {
+      this.deadline = null
+      this.end('no keep-alive confirmed within its TTL')
+      return
+    }
+    this.deadline = this.context.clock.setTimeout(() => this.armDeadline(), remainingMs)
+  }
+
+  /** Resolves `lost` first, then lets etcd free the keys (best effort: they expire anyway). */
+  private end(reason: string): void {
+    if (this.ended) return
+    this.ended = true
+    this.deadline?.cancel()
+    this.context.logger.debug({ lease: this.id, reason }, 'etcd lease ended')
+    this.resolveLost()
+    this.context.onEnd(this)
+    if (reason !== 'revoked' && !this.suspended) {
+      this.revokeInner().catch((err: unknown) => {
+        this.context.logger.debug({ err, lease: this.id }, 'revoking a lost lease failed; etcd expires it')
+      })
+    }
+  }
+
+  private revokeInner(): Promise<void> {
+    this.revoking ??= this.inner.revoke().catch((err: unknown) => {
+      throw this.context.toStoreError(err, 'lease revoke')
+    })
+    return this.revoking
+  }
+}

@@ -1,0 +1,105 @@
+/**
+ * The etcd store: the shared contract against a private etcd (one process for the file, a
+ * fresh key prefix per test), then what only etcd has: namespaces, and an etcd that is not
+ * there or goes away.
+ */
+import assert from 'node:assert/strict'
+import { after, before, describe, test } from 'node:test'
+import { EtcdStore } from '../../../src/metadata/store/etcd-store.js'
+import { MetadataStoreError } from '../../../src/metadata/store/metadata-store.js'
+import { type EtcdProcess, startEtcd } from '../../helpers/etcd.js'
+import { metadataStoreContract } from './contract.js'
+
+let etcd: EtcdProcess
+let nextPrefix = 0
+const uniquePrefix = () => `/tidelog-test-${process.pid}-${nextPrefix++}`
+
+before(async () => {
+  etcd = await startEtcd()
+})
+
+after(async () => {
+  await etcd.stop()
+})
+
+metadataStoreContract(
+  'etcd store',
+  async () => {
+    const store = await EtcdStore.connect({ endpoints: [etcd.endpoint], prefix: uniquePrefix() })
+    return {
+      store,
+      suspendKeepAlive: (lease) => store.suspendKeepAlive(lease.id),
+      elapse: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+      close: () => store.close(),
+    }
+  },
+  // etcd's lease TTL has a floor of about two seconds and expiry is checked every 500 ms.
+  { waitMs: 5000 },
+)
+
+const isStoreError = (code: string) => (err: unknown) =>
+  err instanceof MetadataStoreError && err.code === code
+
+describe('etcd store: etcd specifics', () => {
+  test('stores with different prefixes do not see each other', async () => {
+    const [a, b] = await Promise.all([
+      EtcdStore.connect({ endpoints: [etcd.endpoint], prefix: uniquePrefix() }),
+      EtcdStore.connect({ endpoints: [etcd.endpoint], prefix: uniquePrefix() }),
+    ])
+    await a.txn([], [{ type: 'put', key: '/k', value: 'a' }])
+    assert.equal(await b.get('/k'), null)
+    assert.deepEqual(
+      (await a.range('')).kvs.map((kv) => kv.key),
+      ['/k'],
+    )
+    await Promise.all([a.close(), b.close()])
+  })
+
+  test('connecting to an etcd that is not there fails with STORE_UNAVAILABLE', async () => {
+    const dead = await startEtcd()
+    await dead.stop()
+    await assert.rejects(
+      EtcdStore.connect({ endpoints: [dead.endpoint], callTimeoutMs: 500 }),
+      isStoreError('STORE_UNAVAILABLE'),
+    )
+  })
+
+  test('when etcd dies, calls fail with STORE_UNAVAILABLE and leases are lost within their TTL', async () => {
+    const doomed = await startEtcd()
+    try {
+      const store = await EtcdStore.connect({ endpoints: [doomed.endpoint], callTimeoutMs: 500 })
+      const lease = await store.grantLease(1000)
+      doomed.kill()
+      const started = Date.now()
+      await lease.lost
+      assert.ok(Date.now() - started < 2000, `lease lost only after ${Date.now() - started} ms`)
+      await assert.rejects(store.get('/a'), isStoreError('STORE_UNAVAILABLE'))
+      await store.close()
+    } finally {
+      await doomed.stop()
+    }
+  })
+
+  test('a watch from a compacted revision ends with REVISION_COMPACTED through onError', async () => {
+    const store = await EtcdStore.connect({ endpoints: [etcd.endpoint], prefix: uniquePrefix() })
+    const first = await store.txn([], [{ type: 'put', key: '/a', value: '1' }])
+    const last = await store.txn([], [{ type: 'put', key: '/a', value: '2' }])
+    const response = await fetch(`${etcd.endpoint}/v3/kv/compaction`, {
+      method: 'POST',
+      body: JSON.stringify({ revision: String(last.revision), physical: true }),
+    })
+    assert.equal(response.status, 200)
+    const errors: MetadataStoreError[] = []
+    store.watch(
+      '',
+      first.revision,
+      () => assert.fail('no events expected from a compacted revision'),
+      (err) => errors.push(err),
+    )
+    const deadline = Date.now() + 5000
+    while (errors.length === 0 && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    assert.equal(errors[0]?.code, 'REVISION_COMPACTED')
+    await store.close()
+  })
+})
