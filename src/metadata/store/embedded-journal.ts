@@ -67,6 +67,8 @@ export class Journal {
     const content = await readIfExists(fs, path)
     const { state, goodBytes, snapshotBytes } = recover(content ?? Buffer.alloc(0), path)
     const handle = await fs.open(path, content === null ? 'w+' : 'r+')
+    // A new file must survive a crash as an entry in its directory, not only as data.
+    if (content === null) await fs.syncDir(dirname(path))
     if (content !== null && goodBytes < content.length) {
       await handle.truncate(goodBytes)
       await handle.sync()

@@ -168,7 +168,7 @@ export class EmbeddedStore implements MetadataStore {
     return lease
   }
 
-  campaign(election: string, candidate: string, lease: Lease): Promise<Leadership> {
+  async campaign(election: string, candidate: string, lease: Lease): Promise<Leadership> {
     this.assertUsable()
     return campaignOn(this, election, candidate, lease)
   }

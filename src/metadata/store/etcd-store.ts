@@ -57,6 +57,8 @@ export interface EtcdStoreOptions {
 }
 
 const PREFIX_DEFAULT = '/tidelog'
+/** Any non-empty key does (etcd rejects an empty one, which an empty prefix would give). */
+const ALWAYS_TRUE_COMPARE_KEY = '\u0000'
 const CALL_TIMEOUT_MS_DEFAULT = 5000
 const LEASE_TTL_MIN_MS = 1000
 /** How long close() waits for its leases' revokes before it drops the connection anyway. */
@@ -166,7 +168,7 @@ export class EtcdStore implements MetadataStore {
     return lease
   }
 
-  campaign(election: string, candidate: string, lease: Lease): Promise<Leadership> {
+  async campaign(election: string, candidate: string, lease: Lease): Promise<Leadership> {
     this.assertOpen()
     return campaignOn(this, election, candidate, lease)
   }
@@ -230,7 +232,7 @@ export class EtcdStore implements MetadataStore {
   /** etcd3 has no transaction without a compare; a version is never below 0, so this one always holds. */
   private comparator(compares: readonly VersionCompare[]): ComparatorBuilder {
     const [first, ...rest] = compares
-    if (first === undefined) return this.ns.if('', 'Version', '>', -1)
+    if (first === undefined) return this.ns.if(ALWAYS_TRUE_COMPARE_KEY, 'Version', '>', -1)
     const builder = this.ns.if(first.key, 'Version', '==', first.version)
     for (const compare of rest) builder.and(compare.key, 'Version', '==', compare.version)
     return builder

@@ -55,6 +55,15 @@ describe('etcd store: etcd specifics', () => {
     await Promise.all([a.close(), b.close()])
   })
 
+  test('an empty prefix (no namespace) still runs transactions without compares', async () => {
+    const store = await EtcdStore.connect({ endpoints: [etcd.endpoint], prefix: '' })
+    const key = `${uniquePrefix()}/k`
+    const put = await store.txn([], [{ type: 'put', key, value: 'x' }])
+    assert.deepEqual(await store.txn([], []), { succeeded: true, revision: put.revision })
+    assert.equal((await store.get(key))?.value, 'x')
+    await store.close()
+  })
+
   test('connecting to an etcd that is not there fails with STORE_UNAVAILABLE', async () => {
     const dead = await startEtcd()
     await dead.stop()
