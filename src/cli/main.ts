@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { TidelogError } from '../common/errors.js'
+import type { MetadataStore } from '../metadata/store/metadata-store.js'
 import { parseProperties } from '../server/broker-config.js'
 import { startCluster } from '../server/cluster.js'
 
@@ -24,6 +25,8 @@ tidelog start options:
 
 tidelog broker options:
   --config FILE       server.properties file
+  --metadata URL      etcd://host:port[,host:port...] for a multi-process cluster
+                      (default: an embedded store in the first log directory)
   --set key=value     Property overrides, repeatable
 `
 
@@ -102,20 +105,37 @@ async function startCommand(args: readonly string[]): Promise<number> {
 async function brokerCommand(args: readonly string[]): Promise<number> {
   const { values } = parseArgs({
     args: [...args],
-    options: { config: { type: 'string' }, set: { type: 'string', multiple: true } },
+    options: {
+      config: { type: 'string' },
+      metadata: { type: 'string' },
+      set: { type: 'string', multiple: true },
+    },
     strict: true,
   })
   const properties = values.config
     ? parseProperties(readFileSync(values.config, 'utf8'))
     : new Map<string, string>()
   for (const [key, value] of parseSetFlags(values.set)) properties.set(key, value)
-  const cluster = await startCluster({ brokers: 1, properties })
+  const metadataStore = values.metadata ? await connectMetadataStore(values.metadata) : undefined
+  const cluster = await startCluster({ brokers: 1, properties, ...(metadataStore ? { metadataStore } : {}) })
   process.stdout.write(
     `tidelog broker ${cluster.brokers[0].nodeId} listening on ${cluster.bootstrapServers}\n`,
   )
   await waitForSignal()
   await cluster.stop()
+  await metadataStore?.close()
   return 0
+}
+
+/** etcd://host:port[,host:port...] → a connected etcd-backed metadata store. */
+async function connectMetadataStore(url: string): Promise<MetadataStore> {
+  const match = /^etcd:\/\/(.+)$/.exec(url)
+  if (!match)
+    throw new TidelogError('ERR_USAGE', `--metadata expects etcd://host:port[,host:port], got '${url}'`)
+  const endpoints = match[1].split(',').map((endpoint) => `http://${endpoint.trim()}`)
+  // Loaded only when asked for: the etcd client (gRPC) is heavy for the embedded default.
+  const { EtcdStore } = await import('../metadata/store/etcd-store.js')
+  return EtcdStore.connect({ endpoints })
 }
 
 function waitForSignal(): Promise<void> {

@@ -99,10 +99,25 @@ export class ClusterMetadata {
     const metadata = new ClusterMetadata(store, options.random, options.logger)
     await metadata.ensureClusterId(options.clusterId)
     await metadata.reload()
-    metadata.watch = store.watch('', metadata.revision + 1, (events, revision) =>
-      metadata.onEvents(events, revision),
-    )
+    metadata.follow()
     return metadata
+  }
+
+  /** Watches every key from the next revision; a watch that ends (compaction) restarts from a fresh read. */
+  private follow(): void {
+    this.watch = this.store.watch(
+      '',
+      this.revision + 1,
+      (events, revision) => this.onEvents(events, revision),
+      (error) => {
+        if (this.watch === null || error.code === 'STORE_CLOSED') return
+        this.logger.warn({ err: error }, 'metadata watch ended; reloading')
+        this.reload().then(
+          () => this.follow(),
+          (reloadError: unknown) => this.logger.error({ err: reloadError }, 'metadata reload failed'),
+        )
+      },
+    )
   }
 
   image(): ClusterImage {

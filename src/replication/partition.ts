@@ -36,6 +36,7 @@ export class Partition {
     readonly log: PartitionLog,
     private readonly localBrokerId: number,
     state: PartitionState,
+    private readonly isFenced: () => boolean = () => false,
   ) {
     this.state = state
   }
@@ -49,8 +50,9 @@ export class Partition {
   get leaderEpoch(): number {
     return this.state.leaderEpoch
   }
+  /** Leader by the metadata and still holding a store session (no split brain). */
   get isLeader(): boolean {
-    return this.state.leader === this.localBrokerId
+    return this.state.leader === this.localBrokerId && !this.isFenced()
   }
   get isr(): readonly number[] {
     return this.state.isr

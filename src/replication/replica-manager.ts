@@ -30,6 +30,8 @@ export interface ReplicaManagerOptions {
   readonly clock: Clock
   readonly logger: Logger
   readonly topicSettings: (image: ClusterImage, topic: string) => TopicSettings
+  /** True while this broker has no metadata-store session: it must not act as leader. */
+  readonly isFenced: () => boolean
 }
 
 export interface AppendResult {
@@ -116,6 +118,7 @@ export class ReplicaManager {
       log,
       this.options.nodeId,
       state,
+      this.options.isFenced,
     )
     this.partitions.set(key(topic.name, state.partition), partition)
     partition.maybeIncrementHighWatermark()

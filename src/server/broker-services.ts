@@ -1,7 +1,7 @@
 import type { Clock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
 import type { ClusterImage, PartitionState, TopicImage } from '../metadata/cluster-image.js'
-import type { NewTopic } from '../metadata/local-controller.js'
+import type { NewTopic } from '../metadata/cluster-metadata.js'
 import type { ReplicaManager } from '../replication/replica-manager.js'
 import type { LogManager } from '../storage/log-manager.js'
 import type { BrokerConfig } from './broker-config.js'

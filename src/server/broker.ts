@@ -4,11 +4,21 @@
  */
 
 import { randomInt } from 'node:crypto'
+import { join } from 'node:path'
 import { InvariantError } from '../common/assert.js'
 import { type Clock, systemClock } from '../common/clock.js'
 import { createLogger, type Logger } from '../common/logger.js'
-import type { ClusterImage, PartitionState, TopicImage } from '../metadata/cluster-image.js'
-import { LocalController, type NewTopic } from '../metadata/local-controller.js'
+import type {
+  BrokerRegistration,
+  ClusterImage,
+  PartitionState,
+  TopicImage,
+} from '../metadata/cluster-image.js'
+import { ClusterMetadata, type NewTopic } from '../metadata/cluster-metadata.js'
+import { Controller } from '../metadata/controller.js'
+import { onControlledShutdown } from '../metadata/elections.js'
+import { EmbeddedStore } from '../metadata/store/embedded-store.js'
+import type { Lease, MetadataStore } from '../metadata/store/metadata-store.js'
 import { logConfigFor, resolveTopicConfig } from '../metadata/topic-config.js'
 import { topicNameProblem } from '../metadata/topic-name.js'
 import { ReplicaManager, type TopicSettings } from '../replication/replica-manager.js'
@@ -23,7 +33,18 @@ import { SocketServer } from './socket-server.js'
 export interface BrokerDependencies {
   clock?: Clock
   logger?: Logger
+  /**
+   * The cluster's metadata store, shared by its brokers (embedded for brokers in one
+   * process, etcd across processes). Without one the broker opens an embedded store
+   * persisted in its first log directory and owns it.
+   */
+  store?: MetadataStore
+  random?: () => number
 }
+
+const METADATA_FILE = '__tidelog_metadata.log'
+/** How long a restarted broker waits for its previous registration's lease to expire. */
+const REGISTRATION_GRACE_MS = 2000
 
 export class Broker implements BrokerServices {
   readonly nodeId: number
@@ -35,12 +56,16 @@ export class Broker implements BrokerServices {
   private socketServer: SocketServer | null = null
   private boundPort = -1
   private stopping: Promise<void> | null = null
+  private lease: Lease | null = null
+  private controller: Controller | null = null
 
   private constructor(
     readonly config: BrokerConfig,
-    readonly controller: LocalController,
+    readonly metadata: ClusterMetadata,
     readonly logManager: LogManager,
-    deps: Required<BrokerDependencies>,
+    private readonly store: MetadataStore,
+    private readonly ownsStore: boolean,
+    deps: { clock: Clock; logger: Logger },
   ) {
     this.nodeId = config.nodeId
     this.clock = deps.clock
@@ -52,6 +77,7 @@ export class Broker implements BrokerServices {
       clock: deps.clock,
       logger: deps.logger,
       topicSettings: (image, topic) => this.topicSettings(image, topic),
+      isFenced: () => this.lease === null,
     })
     const sessionSlots = config.values.get('max.incremental.fetch.session.cache.slots') as number | undefined
     this.fetchSessions = new FetchSessionCache(sessionSlots ?? 1000, () => randomInt(1, 2 ** 31 - 1))
@@ -60,13 +86,13 @@ export class Broker implements BrokerServices {
   static async start(config: BrokerConfig, deps: BrokerDependencies = {}): Promise<Broker> {
     const logger = deps.logger ?? createLogger(`broker-${config.nodeId}`)
     const clock = deps.clock ?? systemClock
-    const registration = {
-      nodeId: config.nodeId,
-      host: config.advertisedHost,
-      port: config.advertisedPort,
-      rack: config.rack,
-    }
-    const controller = await LocalController.open(config.logDirs[0], registration, config.clusterId, logger)
+    const store =
+      deps.store ?? (await EmbeddedStore.open({ clock, persistPath: join(config.logDirs[0], METADATA_FILE) }))
+    const metadata = await ClusterMetadata.open(store, {
+      clusterId: config.clusterId,
+      random: deps.random ?? Math.random,
+      logger,
+    })
     const logManager = await LogManager.open({
       logDirs: config.logDirs,
       clock,
@@ -75,16 +101,72 @@ export class Broker implements BrokerServices {
       // Logs found on disk open with their topic's config; a topic no longer in the
       // metadata (deleted while stopped) opens with defaults and is removed when applied.
       topicConfig: (topic) =>
-        controller.image().topics.has(topic) ? logConfigFor(controller.image(), config, topic) : undefined,
+        metadata.image().topics.has(topic) ? logConfigFor(metadata.image(), config, topic) : undefined,
     })
-    const broker: Broker = new Broker(config, controller, logManager, { clock, logger })
-    await broker.replicaManager.applyImage(controller.image())
-    controller.onChange((image) => {
+    const broker: Broker = new Broker(config, metadata, logManager, store, deps.store === undefined, {
+      clock,
+      logger,
+    })
+    await broker.replicaManager.applyImage(metadata.image())
+    metadata.onChange((image) => {
       broker.replicaManager.applyImage(image).catch((error: unknown) => broker.onFatal(error as Error))
     })
     logManager.startup()
     await broker.listen()
+    await broker.register()
     return broker
+  }
+
+  /**
+   * Registers this broker in the store, bound to a lease of broker.session.timeout.ms: if
+   * the process dies the registration disappears and the controller moves its leaderships.
+   * A restarted broker waits for its previous registration to expire.
+   */
+  private async register(): Promise<void> {
+    const sessionTimeoutMs = this.config.values.get('broker.session.timeout.ms') as number
+    const registration: BrokerRegistration = {
+      nodeId: this.nodeId,
+      host: this.config.advertisedHost,
+      port: this.config.advertisedPort === 0 ? this.boundPort : this.config.advertisedPort,
+      rack: this.config.rack,
+    }
+    const deadline = this.clock.monotonicMs() + sessionTimeoutMs + REGISTRATION_GRACE_MS
+    const lease = await this.store.grantLease(sessionTimeoutMs)
+    for (;;) {
+      if (await this.metadata.register(registration, lease)) break
+      if (this.clock.monotonicMs() > deadline) {
+        await lease.revoke()
+        throw new Error(`node.id ${this.nodeId} is registered by another live broker`)
+      }
+      await new Promise<void>((resolve) => this.clock.setTimeout(resolve, 200))
+    }
+    this.lease = lease
+    this.controller = new Controller({
+      nodeId: this.nodeId,
+      store: this.store,
+      metadata: this.metadata,
+      lease,
+      logger: this.logger,
+      uncleanLeaderElection: (image, topic) =>
+        resolveTopicConfig(image, this.config, topic).get('unclean.leader.election.enable')?.value === 'true',
+    })
+    this.controller.start()
+    lease.lost.then(
+      () => this.onSessionLost(lease),
+      () => this.onSessionLost(lease),
+    )
+    this.logger.info({ nodeId: this.nodeId }, 'broker registered')
+  }
+
+  /** Without a session this broker may not act as leader (another may have been elected). */
+  private onSessionLost(lease: Lease): void {
+    if (this.lease !== lease || this.stopping) return
+    this.lease = null
+    this.logger.error('metadata store session lost: no longer leading any partition; registering again')
+    const controller = this.controller
+    this.controller = null
+    controller?.stop().catch((error: unknown) => this.logger.warn({ err: error }, 'controller stop failed'))
+    this.register().catch((error: unknown) => this.logger.error({ err: error }, 'registering again failed'))
   }
 
   /** Effective settings of a topic: its overrides over the broker's defaults. */
@@ -107,7 +189,11 @@ export class Broker implements BrokerServices {
   }
 
   metadataImage(): ClusterImage {
-    return this.controller.image()
+    return this.metadata.image()
+  }
+
+  get isController(): boolean {
+    return this.controller?.isActive === true
   }
 
   /** auto.create.topics.enable: creates missing topics with the broker defaults. */
@@ -115,13 +201,13 @@ export class Broker implements BrokerServices {
     if (this.config.values.get('auto.create.topics.enable') !== true) return
     const valid = names.filter((name) => topicNameProblem(name) === null)
     if (valid.length === 0) return
-    await this.controller.update((image) => {
+    await this.metadata.update((image) => {
       const topics = new Map(image.topics)
       for (const name of valid) {
         if (topics.has(name)) continue
         topics.set(
           name,
-          this.controller.createTopicImage({
+          this.metadata.createTopicImage({
             name,
             partitions: this.config.values.get('num.partitions') as number,
             replicationFactor: Math.min(
@@ -131,23 +217,21 @@ export class Broker implements BrokerServices {
             configs: {},
           }),
         )
-        this.logger.info({ topic: name }, 'auto-created topic')
       }
       return topics.size === image.topics.size ? image : { ...image, topics }
     })
   }
 
   updateMetadata(change: (image: ClusterImage) => ClusterImage): Promise<ClusterImage> {
-    return this.controller.update(change)
+    return this.metadata.update(change)
   }
 
   placeNewTopic(spec: NewTopic): TopicImage {
-    return this.controller.createTopicImage(spec)
+    return this.metadata.createTopicImage(spec)
   }
 
   placeNewPartition(partition: number, replicationFactor: number): PartitionState {
-    const nodeIds = [...this.controller.image().brokers.keys()]
-    return this.controller.newPartition(partition, nodeIds, replicationFactor)
+    return this.metadata.newPartition(partition, replicationFactor)
   }
 
   private async listen(): Promise<void> {
@@ -169,15 +253,6 @@ export class Broker implements BrokerServices {
     )
     this.boundPort = await server.listen(this.config.host, this.config.port)
     this.socketServer = server
-    if (this.config.advertisedPort === 0) {
-      // A free port was asked for: advertise the one actually bound.
-      const image = this.controller.image()
-      const self = image.brokers.get(this.nodeId)!
-      await this.controller.update((current) => ({
-        ...current,
-        brokers: new Map(current.brokers).set(this.nodeId, { ...self, port: this.boundPort }),
-      }))
-    }
     this.logger.info({ port: this.boundPort }, 'broker listening')
   }
 
@@ -194,9 +269,43 @@ export class Broker implements BrokerServices {
     return this.stopping
   }
 
+  /**
+   * Controlled shutdown: leadership moves to other ISR members before this broker leaves,
+   * then the listener closes, the registration is revoked and the logs are closed cleanly.
+   */
   private async doStop(): Promise<void> {
+    if (this.lease)
+      await this.moveLeadershipAway().catch((error: unknown) =>
+        this.logger.warn({ err: error }, 'controlled shutdown incomplete'),
+      )
     await this.socketServer?.close()
+    const controller = this.controller
+    const lease = this.lease
+    this.controller = null
+    this.lease = null
+    await controller?.stop()
+    await lease?.revoke().catch((error: unknown) => this.logger.warn({ err: error }, 'lease revoke failed'))
+    this.metadata.close()
     await this.logManager.shutdown()
+    if (this.ownsStore) await this.store.close()
     this.logger.info('broker stopped')
+  }
+
+  private async moveLeadershipAway(): Promise<void> {
+    await this.metadata.update((image) => {
+      const live = new Set(image.brokers.keys())
+      const topics = new Map(image.topics)
+      let changed = false
+      for (const topic of image.topics.values()) {
+        const partitions = topic.partitions.map((state) => {
+          const unclean = false
+          const result = onControlledShutdown({ state, live, uncleanLeaderElection: unclean }, this.nodeId)
+          if (result) changed = true
+          return result?.state ?? state
+        })
+        topics.set(topic.name, { ...topic, partitions })
+      }
+      return changed ? { ...image, topics } : image
+    })
   }
 }

@@ -4,7 +4,10 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
+import { systemClock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
+import { EmbeddedStore } from '../metadata/store/embedded-store.js'
+import type { MetadataStore } from '../metadata/store/metadata-store.js'
 import { Broker } from './broker.js'
 import { brokerConfigFromProperties } from './broker-config.js'
 
@@ -19,6 +22,8 @@ export interface StartClusterOptions {
   /** Kafka broker properties, by Kafka name. */
   properties?: ReadonlyMap<string, string> | Readonly<Record<string, string | number | boolean>>
   logger?: Logger
+  /** A shared metadata store (etcd for multi-process clusters); embedded when absent. */
+  metadataStore?: MetadataStore
 }
 
 export interface Cluster {
@@ -30,26 +35,62 @@ export interface Cluster {
 
 export async function startCluster(options: StartClusterOptions = {}): Promise<Cluster> {
   const brokerCount = options.brokers ?? 1
-  if (brokerCount !== 1) {
-    throw new Error(
-      'more than one broker per process needs the cluster metadata store, which is not built yet',
-    )
-  }
+  if (!Number.isInteger(brokerCount) || brokerCount < 1) throw new Error('brokers must be a positive integer')
   const properties = toMap(options.properties)
   const temporary = options.dataDir === undefined && !properties.has('log.dirs') && !properties.has('log.dir')
   const dataDir = options.dataDir ?? (temporary ? await mkdtemp(join(tmpdir(), 'tidelog-')) : undefined)
-  if (dataDir !== undefined && !properties.has('log.dirs')) properties.set('log.dirs', resolve(dataDir))
-  if (options.port !== undefined || options.host !== undefined || !properties.has('listeners')) {
-    properties.set('listeners', `PLAINTEXT://${options.host ?? '127.0.0.1'}:${options.port ?? 9092}`)
+  const logger = options.logger
+  if (brokerCount === 1 && options.metadataStore === undefined) {
+    // One broker keeps its metadata beside its logs, in the data directory itself.
+    if (dataDir !== undefined && !properties.has('log.dirs')) properties.set('log.dirs', resolve(dataDir))
+    setListener(properties, options, 0)
+    const broker = await Broker.start(brokerConfigFromProperties(properties), logger ? { logger } : {})
+    return clusterOf([broker], null, temporary ? dataDir : undefined)
   }
-  const config = brokerConfigFromProperties(properties)
-  const broker = await Broker.start(config, options.logger ? { logger: options.logger } : {})
+  const root = resolve(dataDir ?? (properties.get('log.dirs') ?? properties.get('log.dir'))!.split(',')[0])
+  const store =
+    options.metadataStore ??
+    (await EmbeddedStore.open({ clock: systemClock, persistPath: join(root, METADATA_FILE) }))
+  const brokers: Broker[] = []
+  try {
+    for (let index = 0; index < brokerCount; index++) {
+      const brokerProperties = new Map(properties)
+      brokerProperties.set('node.id', String(index))
+      brokerProperties.set('log.dirs', join(root, `broker-${index}`))
+      setListener(brokerProperties, options, index)
+      const config = brokerConfigFromProperties(brokerProperties)
+      brokers.push(await Broker.start(config, { store, ...(logger ? { logger } : {}) }))
+    }
+  } catch (error) {
+    for (const broker of brokers) await broker.stop()
+    if (!options.metadataStore) await store.close()
+    throw error
+  }
+  return clusterOf(brokers, options.metadataStore ? null : store, temporary ? dataDir : undefined)
+}
+
+const METADATA_FILE = '__tidelog_metadata.log'
+
+function setListener(properties: Map<string, string>, options: StartClusterOptions, index: number): void {
+  if (options.port === undefined && options.host === undefined && properties.has('listeners')) return
+  const base = options.port ?? 9092
+  const port = base === 0 ? 0 : base + index
+  properties.set('listeners', `PLAINTEXT://${options.host ?? '127.0.0.1'}:${port}`)
+}
+
+function clusterOf(
+  brokers: Broker[],
+  ownedStore: MetadataStore | null,
+  temporaryDir: string | undefined,
+): Cluster {
   return {
-    brokers: [broker],
-    bootstrapServers: broker.bootstrapServers,
+    brokers,
+    bootstrapServers: brokers.map((b) => b.bootstrapServers).join(','),
     async stop() {
-      await broker.stop()
-      if (temporary && dataDir) await rm(dataDir, { recursive: true, force: true })
+      // One at a time: each hands its leaderships to brokers still running.
+      for (const broker of brokers) await broker.stop()
+      await ownedStore?.close()
+      if (temporaryDir) await rm(temporaryDir, { recursive: true, force: true })
     },
   }
 }

@@ -7,6 +7,7 @@ import { deleteTopicsHandler } from './delete-topics.js'
 import { describeClusterHandler } from './describe-cluster.js'
 import { describeConfigsHandler } from './describe-configs.js'
 import { describeLogDirsHandler } from './describe-log-dirs.js'
+import { electLeadersHandler } from './elect-leaders.js'
 import { fetchHandler } from './fetch.js'
 import { incrementalAlterConfigsHandler } from './incremental-alter-configs.js'
 import { listOffsetsHandler } from './list-offsets.js'
@@ -23,6 +24,7 @@ export const allHandlers: readonly AnyApiHandler[] = [
   apiVersionsHandler,
   deleteRecordsHandler,
   describeLogDirsHandler,
+  electLeadersHandler,
   createTopicsHandler,
   deleteTopicsHandler,
   createPartitionsHandler,
