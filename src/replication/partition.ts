@@ -1,7 +1,13 @@
 /**
  * One hosted partition replica: its log, its role and leader epoch, and the high watermark.
- * On a single-replica ISR the leader's log end is committed as soon as it is written; the
- * follower side and ISR tracking build on this class (replication issue).
+ *
+ * As leader it tracks each follower's log end (from the offsets they fetch at), keeps the
+ * high watermark at the smallest log end of the ISR, proposes ISR expansion when a
+ * follower catches up and shrinkage when one falls behind for replica.lag.time.max.ms.
+ * ISR changes are compare-and-set writes to the metadata store; until one is committed the
+ * high watermark is computed over the larger of the two sets (Kafka's "maximal ISR"), so it
+ * never passes a member's log end. As follower it appends what it fetched, offsets as
+ * given, and takes the leader's high watermark (capped by its own log end).
  */
 import { assert } from '../common/assert.js'
 import type { PartitionState } from '../metadata/cluster-image.js'
@@ -24,9 +30,46 @@ export interface PartitionIdentity {
 
 export type IsolationLevel = 'read_uncommitted' | 'read_committed'
 
+/** A proposed ISR change, applied by compare-and-set on the partition state's epoch. */
+export interface IsrProposal {
+  readonly topic: string
+  readonly partition: number
+  readonly leaderEpoch: number
+  readonly partitionEpoch: number
+  readonly isr: readonly number[]
+}
+
+export interface PartitionContext {
+  readonly localBrokerId: number
+  /** True while this broker has no metadata-store session: it must not act as leader. */
+  readonly isFenced: () => boolean
+  readonly nowMs: () => number
+  /** Writes an ISR change; resolves true when committed. */
+  readonly alterIsr: (proposal: IsrProposal) => Promise<boolean>
+}
+
+interface FollowerState {
+  /** -1 until the follower's first fetch under this leadership. */
+  logEndOffset: number
+  lastCaughtUpTimeMs: number
+  lastFetchLeaderLogEndOffset: number
+  lastFetchTimeMs: number
+}
+
+export interface FollowerLag {
+  readonly brokerId: number
+  readonly logEndOffset: number
+  readonly lagMessages: number
+  readonly caughtUpAgoMs: number
+}
+
 export class Partition {
   private state: PartitionState
   private readonly highWatermarkWatchers = new Set<() => void>()
+  private readonly logEndWatchers = new Set<() => void>()
+  private readonly followers = new Map<number, FollowerState>()
+  /** Members being added or removed by an uncommitted ISR proposal. */
+  private pendingIsr: readonly number[] | null = null
   /** Appends that need async preparation (legacy up-conversion, key checks) queue here. */
   private preparedAppendTail: Promise<unknown> = Promise.resolve()
   private preparingAppends = 0
@@ -34,11 +77,19 @@ export class Partition {
   constructor(
     readonly id: PartitionIdentity,
     readonly log: PartitionLog,
-    private readonly localBrokerId: number,
     state: PartitionState,
-    private readonly isFenced: () => boolean = () => false,
+    private readonly context: PartitionContext,
   ) {
     this.state = state
+    if (this.isLeaderByMetadata) this.resetFollowers()
+  }
+
+  private get localBrokerId(): number {
+    return this.context.localBrokerId
+  }
+
+  private get isLeaderByMetadata(): boolean {
+    return this.state.leader === this.localBrokerId
   }
 
   get topic(): string {
@@ -52,7 +103,13 @@ export class Partition {
   }
   /** Leader by the metadata and still holding a store session (no split brain). */
   get isLeader(): boolean {
-    return this.state.leader === this.localBrokerId && !this.isFenced()
+    return this.isLeaderByMetadata && !this.context.isFenced()
+  }
+  get leaderId(): number {
+    return this.state.leader
+  }
+  get partitionEpoch(): number {
+    return this.state.partitionEpoch
   }
   get isr(): readonly number[] {
     return this.state.isr
@@ -74,7 +131,35 @@ export class Partition {
       next.leaderEpoch >= this.state.leaderEpoch,
       () => `${this.topic}-${this.partition}: leader epoch ${next.leaderEpoch} < ${this.state.leaderEpoch}`,
     )
+    const newLeadership = next.leader === this.localBrokerId && next.leaderEpoch !== this.state.leaderEpoch
     this.state = next
+    this.pendingIsr = null
+    if (newLeadership) this.resetFollowers()
+    if (this.isLeaderByMetadata) this.maybeIncrementHighWatermark()
+  }
+
+  /**
+   * A new leadership knows nothing of its followers' logs: their log ends are unknown (so
+   * the high watermark waits for their first fetch) and ISR members get a full lag window.
+   */
+  private resetFollowers(): void {
+    this.followers.clear()
+    const now = this.context.nowMs()
+    for (const id of this.state.replicas) {
+      if (id === this.localBrokerId) continue
+      this.followers.set(id, {
+        logEndOffset: -1,
+        lastCaughtUpTimeMs: this.state.isr.includes(id) ? now : 0,
+        lastFetchLeaderLogEndOffset: 0,
+        lastFetchTimeMs: 0,
+      })
+    }
+  }
+
+  /** Calls `watcher` after every append to the log, until the returned function is called. */
+  watchLogEnd(watcher: () => void): () => void {
+    this.logEndWatchers.add(watcher)
+    return () => this.logEndWatchers.delete(watcher)
   }
 
   /** Calls `watcher` whenever the high watermark advances, until the returned function is called. */
@@ -141,8 +226,139 @@ export class Partition {
   private async appendPrepared(batches: Buffer): Promise<LogAppendInfo> {
     checkProducerBatches(batches)
     const info = await this.log.append(batches, { assignOffsets: true, leaderEpoch: this.leaderEpoch })
+    this.onAppended()
     this.maybeIncrementHighWatermark()
     return info
+  }
+
+  private onAppended(): void {
+    for (const watcher of [...this.logEndWatchers]) watcher()
+  }
+
+  // ---- leader side: followers, ISR, high watermark ----------------------------------------
+
+  /**
+   * Records a follower's fetch at `fetchOffset` (its log end). It is caught up when it asks
+   * for the leader's log end, or for what was the log end at its previous fetch (then it was
+   * caught up as of that fetch), as Kafka's Replica.updateFetchState.
+   */
+  updateFollowerFetchState(replicaId: number, fetchOffset: number): void {
+    const follower = this.followers.get(replicaId)
+    if (!follower) return
+    const now = this.context.nowMs()
+    const leaderLogEnd = this.log.logEndOffset
+    if (fetchOffset >= leaderLogEnd) follower.lastCaughtUpTimeMs = now
+    else if (fetchOffset >= follower.lastFetchLeaderLogEndOffset) {
+      follower.lastCaughtUpTimeMs = Math.max(follower.lastCaughtUpTimeMs, follower.lastFetchTimeMs)
+    }
+    follower.logEndOffset = fetchOffset
+    follower.lastFetchLeaderLogEndOffset = leaderLogEnd
+    follower.lastFetchTimeMs = now
+    this.maybeExpandIsr(replicaId, follower)
+    this.maybeIncrementHighWatermark()
+  }
+
+  /** A follower outside the ISR that reached the high watermark joins it. */
+  private maybeExpandIsr(replicaId: number, follower: FollowerState): void {
+    if (!this.isLeader || this.pendingIsr !== null || this.state.isr.includes(replicaId)) return
+    if (follower.logEndOffset < this.log.highWatermark) return
+    this.propose([...this.state.isr, replicaId])
+  }
+
+  /** ISR followers that have not caught up within `lagTimeMaxMs` leave the ISR. */
+  maybeShrinkIsr(lagTimeMaxMs: number): void {
+    if (!this.isLeader || this.pendingIsr !== null) return
+    const now = this.context.nowMs()
+    const lagging = this.state.isr.filter((id) => {
+      if (id === this.localBrokerId) return false
+      const follower = this.followers.get(id)
+      return follower === undefined || now - follower.lastCaughtUpTimeMs > lagTimeMaxMs
+    })
+    if (lagging.length === 0) return
+    this.propose(this.state.isr.filter((id) => !lagging.includes(id)))
+  }
+
+  private propose(isr: readonly number[]): void {
+    assert(isr.includes(this.localBrokerId), 'an ISR proposal must keep the leader')
+    const maximal = [...new Set([...this.state.isr, ...isr])]
+    this.pendingIsr = maximal
+    const proposal: IsrProposal = {
+      topic: this.topic,
+      partition: this.partition,
+      leaderEpoch: this.state.leaderEpoch,
+      partitionEpoch: this.state.partitionEpoch,
+      isr,
+    }
+    this.context.alterIsr(proposal).then(
+      (committed) => {
+        // On success the metadata watch brings the new state (and clears the pending set).
+        if (!committed && this.pendingIsr === maximal) this.pendingIsr = null
+      },
+      () => {
+        if (this.pendingIsr === maximal) this.pendingIsr = null
+      },
+    )
+  }
+
+  /** The ISR the high watermark must respect: the committed one plus any member being added. */
+  private get maximalIsr(): readonly number[] {
+    return this.pendingIsr ?? this.state.isr
+  }
+
+  /** The high watermark is the smallest log end among ISR members (a new member's included). */
+  maybeIncrementHighWatermark(): void {
+    if (!this.isLeader) return
+    let candidate = this.log.logEndOffset
+    for (const id of this.maximalIsr) {
+      if (id === this.localBrokerId) continue
+      const follower = this.followers.get(id)
+      if (!follower || follower.logEndOffset < 0) return // unknown yet: wait for its fetch
+      candidate = Math.min(candidate, follower.logEndOffset)
+    }
+    this.setHighWatermark(candidate)
+  }
+
+  private setHighWatermark(offset: number): void {
+    const before = this.log.highWatermark
+    if (offset <= before) return
+    const after = this.log.updateHighWatermark(offset)
+    assert(after <= this.log.logEndOffset, 'high watermark beyond the log end')
+    if (after > before) for (const watcher of [...this.highWatermarkWatchers]) watcher()
+  }
+
+  /** Per-follower lag, for DescribeLogDirs and topic descriptions. */
+  followerLag(): FollowerLag[] {
+    const now = this.context.nowMs()
+    const end = this.log.logEndOffset
+    return [...this.followers].map(([brokerId, f]) => ({
+      brokerId,
+      logEndOffset: f.logEndOffset,
+      lagMessages: f.logEndOffset < 0 ? end : end - f.logEndOffset,
+      caughtUpAgoMs: now - f.lastCaughtUpTimeMs,
+    }))
+  }
+
+  /** Reads for a follower: everything appended, up to the log end. */
+  readForFollower(fetchOffset: number, maxBytes: number): Promise<FetchDataInfo> {
+    return this.log.read(fetchOffset, { maxBytes, maxOffset: this.log.logEndOffset, minOneMessage: true })
+  }
+
+  // ---- follower side -----------------------------------------------------------------------
+
+  /** Appends batches fetched from the leader, offsets and leader epochs as they are. */
+  async appendAsFollower(batches: Buffer, leaderHighWatermark: number): Promise<void> {
+    assert(!this.isLeaderByMetadata, 'a leader does not append fetched batches')
+    if (batches.length > 0) {
+      await this.log.append(batches, { assignOffsets: false })
+      this.onAppended()
+    }
+    this.updateFollowerHighWatermark(leaderHighWatermark)
+  }
+
+  /** A follower's high watermark is the leader's, capped by what it has. */
+  updateFollowerHighWatermark(leaderHighWatermark: number): void {
+    if (this.isLeaderByMetadata) return
+    this.setHighWatermark(Math.min(leaderHighWatermark, this.log.logEndOffset))
   }
 
   /**
@@ -151,14 +367,6 @@ export class Partition {
    */
   private upConvert(records: Buffer): Promise<Buffer> {
     return convertLegacyToV2(records)
-  }
-
-  /** The high watermark is the smallest log end among ISR members; alone, our own. */
-  maybeIncrementHighWatermark(): void {
-    if (this.isr.length !== 1 || this.isr[0] !== this.localBrokerId) return
-    const before = this.log.highWatermark
-    const after = this.log.updateHighWatermark(this.log.logEndOffset)
-    if (after > before) for (const watcher of [...this.highWatermarkWatchers]) watcher()
   }
 
   /** Reads committed records for a consumer (up to the high watermark, or the LSO). */

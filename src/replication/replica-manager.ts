@@ -9,8 +9,10 @@ import type { ClusterImage, PartitionState, TopicImage } from '../metadata/clust
 import { ErrorCode } from '../protocol/error-codes.js'
 import type { LogConfig } from '../storage/log-config.js'
 import type { PartitionLog, TopicPartition } from '../storage/partition-log.js'
+import { waitForHighWatermark } from './delayed-operations.js'
 import { KafkaError } from './kafka-error.js'
-import { Partition } from './partition.js'
+import { type IsrProposal, Partition } from './partition.js'
+import type { ReplicaFetcherManager } from './replica-fetcher.js'
 
 /** Where partition logs come from (the storage LogManager). */
 export interface LogProvider {
@@ -32,6 +34,12 @@ export interface ReplicaManagerOptions {
   readonly topicSettings: (image: ClusterImage, topic: string) => TopicSettings
   /** True while this broker has no metadata-store session: it must not act as leader. */
   readonly isFenced: () => boolean
+  /** Writes an ISR change by compare-and-set; true when committed. */
+  readonly alterIsr: (proposal: IsrProposal) => Promise<boolean>
+  /** Followers' fetchers (broker-to-broker fetches). */
+  readonly fetchers: ReplicaFetcherManager
+  /** replica.lag.time.max.ms */
+  readonly replicaLagTimeMaxMs: number
 }
 
 export interface AppendResult {
@@ -51,8 +59,27 @@ export class ReplicaManager {
   private readonly topicIds = new Map<string, string>()
   /** Image changes are applied one at a time, in order. */
   private applying: Promise<void> = Promise.resolve()
+  private isrTimer: { cancel(): void } | null = null
+  private live = new Set<number>()
 
   constructor(private readonly options: ReplicaManagerOptions) {}
+
+  /** Starts the ISR expiration check (every replica.lag.time.max.ms / 2, as Kafka). */
+  startup(): void {
+    const intervalMs = Math.max(1, Math.floor(this.options.replicaLagTimeMaxMs / 2))
+    const tick = (): void => {
+      for (const partition of this.partitions.values())
+        partition.maybeShrinkIsr(this.options.replicaLagTimeMaxMs)
+      this.isrTimer = this.options.clock.setTimeout(tick, intervalMs)
+    }
+    this.isrTimer = this.options.clock.setTimeout(tick, intervalMs)
+  }
+
+  shutdown(): void {
+    this.isrTimer?.cancel()
+    this.isrTimer = null
+    this.options.fetchers.shutdown()
+  }
 
   get hostedPartitions(): IterableIterator<Partition> {
     return this.partitions.values()
@@ -80,6 +107,7 @@ export class ReplicaManager {
   }
 
   private async doApplyImage(image: ClusterImage): Promise<void> {
+    this.live = new Set(image.brokers.keys())
     for (const topic of image.topics.values()) {
       const settings = this.options.topicSettings(image, topic.name)
       this.settings.set(topic.name, settings)
@@ -107,6 +135,7 @@ export class ReplicaManager {
     if (hosted) {
       hosted.updateState(state)
       hosted.log.updateConfig(settings.logConfig)
+      this.applyRole(hosted, state)
       return
     }
     const log = await this.options.logs.getOrCreateLog(
@@ -116,12 +145,24 @@ export class ReplicaManager {
     const partition = new Partition(
       { topic: topic.name, partition: state.partition, topicId: topic.topicId },
       log,
-      this.options.nodeId,
       state,
-      this.options.isFenced,
+      {
+        localBrokerId: this.options.nodeId,
+        isFenced: this.options.isFenced,
+        nowMs: () => this.options.clock.monotonicMs(),
+        alterIsr: this.options.alterIsr,
+      },
     )
     this.partitions.set(key(topic.name, state.partition), partition)
     partition.maybeIncrementHighWatermark()
+    this.applyRole(partition, state)
+  }
+
+  /** Followers of a live leader fetch from it; leaders and orphans fetch from no one. */
+  private applyRole(partition: Partition, state: PartitionState): void {
+    const follows = state.leader !== this.options.nodeId && state.leader !== -1 && this.live.has(state.leader)
+    if (follows) this.options.fetchers.follow(partition, state.leader, state.leaderEpoch)
+    else this.options.fetchers.unfollow(partition)
   }
 
   private async removeTopic(name: string): Promise<void> {
@@ -134,26 +175,47 @@ export class ReplicaManager {
   }
 
   private async removePartition(partition: Partition): Promise<void> {
+    this.options.fetchers.unfollow(partition)
     this.partitions.delete(key(partition.topic, partition.partition))
     await this.options.logs.deleteLog({ topic: partition.topic, partition: partition.partition })
   }
 
-  /** Appends records on the leader of topic-partition (see Partition.appendRecordsToLeader). */
+  /**
+   * Appends records on the leader of topic-partition (see Partition.appendRecordsToLeader).
+   * acks=-1 then waits until the whole ISR has them (the high watermark passes them), up to
+   * `timeoutMs` (REQUEST_TIMED_OUT), and fails with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the
+   * ISR shrank below min.insync.replicas meanwhile.
+   */
   async appendToLeader(
     topic: string,
     partitionIndex: number,
     records: Buffer,
     requiredAcks: number,
-    _timeoutMs: number,
+    timeoutMs: number,
   ): Promise<AppendResult> {
     const partition = this.getPartitionOrError(topic, partitionIndex)
     const minInsyncReplicas = this.settings.get(topic)?.minInsyncReplicas ?? 1
     const info = await partition.appendRecordsToLeader(records, requiredAcks, minInsyncReplicas)
-    return {
+    const result = {
       errorCode: ErrorCode.NONE,
       baseOffset: info.firstOffset,
       logAppendTimeMs: info.logAppendTimeMs,
       logStartOffset: info.logStartOffset,
     }
+    if (requiredAcks !== -1) return result
+    const replicated = await waitForHighWatermark(
+      this.options.clock,
+      partition,
+      info.lastOffset + 1,
+      timeoutMs,
+    )
+    if (!replicated) {
+      const code = partition.isLeader ? ErrorCode.REQUEST_TIMED_OUT : ErrorCode.NOT_LEADER_OR_FOLLOWER
+      return { ...result, errorCode: code }
+    }
+    if (partition.isr.length < minInsyncReplicas) {
+      return { ...result, errorCode: ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND }
+    }
+    return result
   }
 }

@@ -30,6 +30,16 @@ export const brokerConfigDefs = new ConfigDefs([
   def('replica.lag.time.max.ms', 'long', 30000, 'A follower behind for this long leaves the ISR.', {
     min: 0,
   }),
+  def('replica.fetch.max.bytes', 'int', 1048576, 'Bytes a follower asks per partition per fetch.', {
+    min: 0,
+  }),
+  def('replica.fetch.response.max.bytes', 'int', 10485760, 'Bytes a follower asks per fetch.', { min: 0 }),
+  def('replica.fetch.wait.max.ms', 'int', 500, 'How long a follower fetch waits for data.', { min: 0 }),
+  def('replica.fetch.min.bytes', 'int', 1, 'Bytes a follower fetch waits for.', { min: 1 }),
+  def('replica.fetch.backoff.ms', 'int', 1000, 'Pause after a follower fetch error.', { min: 0 }),
+  def('num.replica.fetchers', 'int', 1, 'Fetcher connections per source broker (tidelog uses one).', {
+    min: 1,
+  }),
   def('message.max.bytes', 'int', 1048588, 'Largest record batch accepted.', { min: 0 }, true),
   def('log.segment.bytes', 'int', 1073741824, 'Segment file size.', { min: 14 }, true),
   def('log.roll.ms', 'long', null, 'Segment roll time; log.roll.hours when null.', { min: 1 }, true),

@@ -21,6 +21,9 @@ import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import type { Lease, MetadataStore } from '../metadata/store/metadata-store.js'
 import { logConfigFor, resolveTopicConfig } from '../metadata/topic-config.js'
 import { topicNameProblem } from '../metadata/topic-name.js'
+import { tcpTransport } from '../replication/broker-client.js'
+import type { IsrProposal } from '../replication/partition.js'
+import { ReplicaFetcherManager } from '../replication/replica-fetcher.js'
 import { ReplicaManager, type TopicSettings } from '../replication/replica-manager.js'
 import { LogManager } from '../storage/log-manager.js'
 import type { BrokerConfig } from './broker-config.js'
@@ -78,6 +81,20 @@ export class Broker implements BrokerServices {
       logger: deps.logger,
       topicSettings: (image, topic) => this.topicSettings(image, topic),
       isFenced: () => this.lease === null,
+      alterIsr: (proposal) => this.alterIsr(proposal),
+      replicaLagTimeMaxMs: config.values.get('replica.lag.time.max.ms') as number,
+      fetchers: new ReplicaFetcherManager({
+        nodeId: config.nodeId,
+        clock: deps.clock,
+        logger: deps.logger,
+        transport: tcpTransport,
+        brokerAddress: (id) => this.metadata.image().brokers.get(id),
+        fetchMaxBytes: config.values.get('replica.fetch.max.bytes') as number,
+        fetchResponseMaxBytes: config.values.get('replica.fetch.response.max.bytes') as number,
+        fetchWaitMaxMs: config.values.get('replica.fetch.wait.max.ms') as number,
+        fetchMinBytes: config.values.get('replica.fetch.min.bytes') as number,
+        fetchBackoffMs: config.values.get('replica.fetch.backoff.ms') as number,
+      }),
     })
     const sessionSlots = config.values.get('max.incremental.fetch.session.cache.slots') as number | undefined
     this.fetchSessions = new FetchSessionCache(sessionSlots ?? 1000, () => randomInt(1, 2 ** 31 - 1))
@@ -112,6 +129,7 @@ export class Broker implements BrokerServices {
       broker.replicaManager.applyImage(image).catch((error: unknown) => broker.onFatal(error as Error))
     })
     logManager.startup()
+    broker.replicaManager.startup()
     await broker.listen()
     await broker.register()
     return broker
@@ -167,6 +185,32 @@ export class Broker implements BrokerServices {
     this.controller = null
     controller?.stop().catch((error: unknown) => this.logger.warn({ err: error }, 'controller stop failed'))
     this.register().catch((error: unknown) => this.logger.error({ err: error }, 'registering again failed'))
+  }
+
+  /**
+   * An ISR change proposed by a partition this broker leads, written by compare-and-set: it
+   * applies only if the partition state is still the one the proposal was made from (same
+   * leader, leader epoch and partition epoch), so a deposed leader cannot change the ISR.
+   */
+  private async alterIsr(proposal: IsrProposal): Promise<boolean> {
+    let committed = false
+    await this.metadata.update((image) => {
+      committed = false
+      const topic = image.topics.get(proposal.topic)
+      const state = topic?.partitions[proposal.partition]
+      if (!topic || !state) return image
+      const current =
+        state.leader === this.nodeId &&
+        state.leaderEpoch === proposal.leaderEpoch &&
+        state.partitionEpoch === proposal.partitionEpoch
+      if (!current) return image
+      committed = true
+      const partitions = [...topic.partitions]
+      partitions[proposal.partition] = { ...state, isr: [...proposal.isr] }
+      return { ...image, topics: new Map(image.topics).set(topic.name, { ...topic, partitions }) }
+    })
+    if (committed) this.logger.info({ ...proposal }, 'ISR changed')
+    return committed
   }
 
   /** Effective settings of a topic: its overrides over the broker's defaults. */
@@ -285,6 +329,7 @@ export class Broker implements BrokerServices {
     this.lease = null
     await controller?.stop()
     await lease?.revoke().catch((error: unknown) => this.logger.warn({ err: error }, 'lease revoke failed'))
+    this.replicaManager.shutdown()
     this.metadata.close()
     await this.logManager.shutdown()
     if (this.ownsStore) await this.store.close()

@@ -40,11 +40,16 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
   const temporary = options.dataDir === undefined && !properties.has('log.dirs') && !properties.has('log.dir')
   const dataDir = options.dataDir ?? (temporary ? await mkdtemp(join(tmpdir(), 'tidelog-')) : undefined)
   const logger = options.logger
-  if (brokerCount === 1 && options.metadataStore === undefined) {
-    // One broker keeps its metadata beside its logs, in the data directory itself.
+  if (brokerCount === 1) {
+    // One broker keeps its node.id and log.dirs as configured: alone, with its metadata
+    // beside its logs in the data directory itself; or as one process of a cluster on a
+    // shared store (`tidelog broker --metadata etcd://...`), where each process has its own.
     if (dataDir !== undefined && !properties.has('log.dirs')) properties.set('log.dirs', resolve(dataDir))
     setListener(properties, options, 0)
-    const broker = await Broker.start(brokerConfigFromProperties(properties), logger ? { logger } : {})
+    const broker = await Broker.start(brokerConfigFromProperties(properties), {
+      ...(logger ? { logger } : {}),
+      ...(options.metadataStore ? { store: options.metadataStore } : {}),
+    })
     return clusterOf([broker], null, temporary ? dataDir : undefined)
   }
   const root = resolve(dataDir ?? (properties.get('log.dirs') ?? properties.get('log.dir'))!.split(',')[0])

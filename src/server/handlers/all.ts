@@ -12,6 +12,7 @@ import { fetchHandler } from './fetch.js'
 import { incrementalAlterConfigsHandler } from './incremental-alter-configs.js'
 import { listOffsetsHandler } from './list-offsets.js'
 import { metadataHandler } from './metadata.js'
+import { offsetForLeaderEpochHandler } from './offset-for-leader-epoch.js'
 import { produceHandler } from './produce.js'
 import type { AnyApiHandler } from './registry.js'
 
@@ -25,6 +26,7 @@ export const allHandlers: readonly AnyApiHandler[] = [
   deleteRecordsHandler,
   describeLogDirsHandler,
   electLeadersHandler,
+  offsetForLeaderEpochHandler,
   createTopicsHandler,
   deleteTopicsHandler,
   createPartitionsHandler,

@@ -22,9 +22,10 @@ import {
   type FetchResponsePartitionData,
 } from '../../protocol/generated/fetch-response.js'
 import { ApiKey } from '../../protocol/generated/index.js'
-import { type DelayedFetchWatch, waitForFetchData } from '../../replication/delayed-fetch.js'
+import { type DelayedFetchWatch, waitForFetchData } from '../../replication/delayed-operations.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
 import type { IsolationLevel, Partition } from '../../replication/partition.js'
+import type { FetchDataInfo } from '../../storage/partition-log.js'
 import { type FetchSession, type SessionPartition, sessionKey } from '../fetch-session-cache.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
@@ -69,16 +70,29 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
     const targets = incremental
       ? updateSession(context, request, session!)
       : fullTargets(context, request, session)
-    const isolation: IsolationLevel =
-      version >= 4 && request.isolationLevel === 1 ? 'read_committed' : 'read_uncommitted'
+    const replicaId = version >= 15 ? request.replicaState.replicaId : request.replicaId
+    const reader: FetchReader =
+      replicaId >= 0
+        ? { kind: 'follower', replicaId }
+        : {
+            kind: 'consumer',
+            isolation: version >= 4 && request.isolationLevel === 1 ? 'read_committed' : 'read_uncommitted',
+          }
     const maxBytes = version >= 3 ? request.maxBytes : Number.MAX_SAFE_INTEGER
-    let results = await readAll(context, targets, isolation, maxBytes, version >= 3)
+    let results = await readAll(context, targets, reader, maxBytes, version >= 3)
     const gotBytes = results.reduce((sum, r) => sum + r.bytes, 0)
     const anyError = results.some((r) => r.data.errorCode !== ErrorCode.NONE)
     if (gotBytes < request.minBytes && request.maxWaitMs > 0 && !anyError && targets.length > 0) {
       const watches = watchesFor(context, targets)
-      await waitForFetchData(context.broker.clock, watches, request.minBytes - gotBytes, request.maxWaitMs)
-      results = await readAll(context, targets, isolation, maxBytes, version >= 3)
+      const wakeOn = reader.kind === 'follower' ? 'logEnd' : 'highWatermark'
+      await waitForFetchData(
+        context.broker.clock,
+        watches,
+        request.minBytes - gotBytes,
+        request.maxWaitMs,
+        wakeOn,
+      )
+      results = await readAll(context, targets, reader, maxBytes, version >= 3)
     }
     const shown = incremental ? results.filter((r) => hasNews(r)) : results
     for (const r of results) rememberSeen(r)
@@ -193,10 +207,15 @@ interface ReadResult {
   readonly bytes: number
 }
 
+/** Consumers read committed records; followers read everything and report their log end. */
+type FetchReader =
+  | { readonly kind: 'consumer'; readonly isolation: IsolationLevel }
+  | { readonly kind: 'follower'; readonly replicaId: number }
+
 async function readAll(
   context: RequestContext,
   targets: readonly FetchTarget[],
-  isolation: IsolationLevel,
+  reader: FetchReader,
   maxBytes: number,
   firstBatchMayExceed: boolean,
 ): Promise<ReadResult[]> {
@@ -207,7 +226,7 @@ async function readAll(
     const result = await readOne(
       context,
       target,
-      isolation,
+      reader,
       Math.min(budget, target.partitionMaxBytes),
       minOneMessage,
     )
@@ -221,7 +240,7 @@ async function readAll(
 async function readOne(
   context: RequestContext,
   target: FetchTarget,
-  isolation: IsolationLevel,
+  reader: FetchReader,
   maxBytes: number,
   minOneMessage: boolean,
 ): Promise<ReadResult> {
@@ -230,10 +249,15 @@ async function readOne(
     const partition = context.broker.replicaManager.getPartitionOrError(target.topic, target.partition)
     partition.ensureLeader()
     partition.checkLeaderEpoch(target.currentLeaderEpoch)
-    const info =
-      maxBytes > 0 || minOneMessage
-        ? await partition.read(target.fetchOffset, maxBytes, isolation, minOneMessage)
-        : null
+    const readsAnything = maxBytes > 0 || minOneMessage
+    let info: FetchDataInfo | null = null
+    if (reader.kind === 'follower') {
+      // The offset a follower fetches at is its log end: it may move the ISR and the HW.
+      partition.updateFollowerFetchState(reader.replicaId, target.fetchOffset)
+      if (readsAnything) info = await partition.readForFollower(target.fetchOffset, maxBytes)
+    } else if (readsAnything) {
+      info = await partition.read(target.fetchOffset, maxBytes, reader.isolation, minOneMessage)
+    }
     const data: FetchResponsePartitionData = {
       ...defaultFetchResponsePartitionData(),
       partitionIndex: target.partition,
@@ -241,7 +265,7 @@ async function readOne(
       highWatermark: BigInt(partition.highWatermark),
       lastStableOffset: BigInt(partition.lastStableOffset),
       logStartOffset: BigInt(partition.log.logStartOffset),
-      abortedTransactions: isolation === 'read_committed' ? [] : null,
+      abortedTransactions: reader.kind === 'consumer' && reader.isolation === 'read_committed' ? [] : null,
       preferredReadReplica: -1,
       records: info?.records ?? [],
     }

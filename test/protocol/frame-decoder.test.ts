@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import fc from 'fast-check'
-import { FrameDecoder, FrameError } from '../../src/server/frame-decoder.js'
+import { FrameDecoder, FrameError } from '../../src/protocol/frame-decoder.js'
 
 function framed(payloads: readonly Buffer[]): Buffer {
   return Buffer.concat(

@@ -1,0 +1,183 @@
+/**
+ * A Kafka-protocol connection from one broker to another (follower fetches,
+ * OffsetForLeaderEpoch). Requests are pipelined and matched to responses by correlation
+ * id; a connection error fails every request in flight and the next request reconnects.
+ *
+ * The socket comes from an injected `Transport` so the deterministic simulation can
+ * replace TCP with a simulated network.
+ */
+import { connect, type Socket } from 'node:net'
+import { TidelogError } from '../common/errors.js'
+import { FrameDecoder } from '../protocol/frame-decoder.js'
+import { apis } from '../protocol/generated/index.js'
+import { encodeRequestHeader } from '../protocol/generated/request-header.js'
+import { decodeResponseHeader } from '../protocol/generated/response-header.js'
+import { Reader, Writer } from '../protocol/primitives.js'
+
+/** The byte stream a BrokerClient speaks over. */
+export interface TransportConnection {
+  write(chunks: readonly Buffer[]): void
+  onData(listener: (chunk: Buffer) => void): void
+  onClose(listener: (error: Error | null) => void): void
+  destroy(): void
+}
+
+export interface Transport {
+  connect(host: string, port: number): Promise<TransportConnection>
+}
+
+export const tcpTransport: Transport = {
+  connect(host, port) {
+    return new Promise((resolve, reject) => {
+      const socket: Socket = connect({ host, port, noDelay: true })
+      socket.once('connect', () => {
+        socket.off('error', reject)
+        resolve(socketConnection(socket))
+      })
+      socket.once('error', reject)
+    })
+  },
+}
+
+function socketConnection(socket: Socket): TransportConnection {
+  let closeError: Error | null = null
+  socket.on('error', (error) => {
+    closeError = error
+  })
+  return {
+    write(chunks) {
+      socket.cork()
+      for (const chunk of chunks) socket.write(chunk)
+      socket.uncork()
+    },
+    onData: (listener) => socket.on('data', listener),
+    onClose: (listener) => socket.on('close', () => listener(closeError)),
+    destroy: () => socket.destroy(),
+  }
+}
+
+export class BrokerConnectionError extends TidelogError {
+  constructor(message: string, cause?: unknown) {
+    super('ERR_BROKER_CONNECTION', message, { cause, retriable: true })
+    this.name = 'BrokerConnectionError'
+  }
+}
+
+interface InFlight {
+  readonly apiKey: number
+  readonly version: number
+  resolve(body: unknown): void
+  reject(error: Error): void
+}
+
+const MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+
+export class BrokerClient {
+  private connection: Promise<TransportConnection> | null = null
+  private readonly inFlight = new Map<number, InFlight>()
+  private nextCorrelationId = 1
+  private closed = false
+
+  constructor(
+    private readonly host: string,
+    private readonly port: number,
+    private readonly clientId: string,
+    private readonly transport: Transport = tcpTransport,
+  ) {}
+
+  /** Sends a request and resolves with its decoded response body. */
+  async request<T>(apiKey: number, version: number, body: unknown): Promise<T> {
+    if (this.closed) throw new BrokerConnectionError('client closed')
+    const connection = await this.connect()
+    const correlationId = this.nextCorrelationId++
+    const frame = encodeFrame(apiKey, version, correlationId, this.clientId, body)
+    return new Promise<T>((resolve, reject) => {
+      this.inFlight.set(correlationId, {
+        apiKey,
+        version,
+        resolve: resolve as (body: unknown) => void,
+        reject,
+      })
+      connection.write(frame)
+    })
+  }
+
+  close(): void {
+    this.closed = true
+    const connection = this.connection
+    this.connection = null
+    connection?.then(
+      (c) => c.destroy(),
+      () => undefined,
+    )
+    this.failAll(new BrokerConnectionError('client closed'))
+  }
+
+  private connect(): Promise<TransportConnection> {
+    if (this.connection) return this.connection
+    const pending = this.transport.connect(this.host, this.port).then((connection) => {
+      const decoder = new FrameDecoder(MAX_RESPONSE_BYTES)
+      connection.onData((chunk) => {
+        try {
+          decoder.push(chunk, (frame) => this.onResponse(frame))
+        } catch (error) {
+          connection.destroy()
+          this.failAll(new BrokerConnectionError('bad response frame', error))
+        }
+      })
+      connection.onClose((error) => {
+        if (this.connection === pending) this.connection = null
+        this.failAll(new BrokerConnectionError(`connection to ${this.host}:${this.port} closed`, error))
+      })
+      return connection
+    })
+    pending.catch(() => {
+      if (this.connection === pending) this.connection = null
+    })
+    this.connection = pending
+    return pending.catch((error: unknown) => {
+      throw new BrokerConnectionError(`cannot connect to ${this.host}:${this.port}`, error)
+    })
+  }
+
+  private onResponse(frame: Buffer): void {
+    const reader = new Reader(frame)
+    const correlationId = reader.readInt32()
+    const request = this.inFlight.get(correlationId)
+    if (!request) throw new BrokerConnectionError(`response for unknown correlation id ${correlationId}`)
+    this.inFlight.delete(correlationId)
+    const api = apis.get(request.apiKey)!
+    // The response header's tagged fields (v1) follow the correlation id.
+    reader.offset = 0
+    decodeResponseHeader(reader, api.responseHeaderVersion(request.version))
+    request.resolve(api.decodeResponse(reader, request.version))
+  }
+
+  private failAll(error: Error): void {
+    const requests = [...this.inFlight.values()]
+    this.inFlight.clear()
+    for (const request of requests) request.reject(error)
+  }
+}
+
+function encodeFrame(
+  apiKey: number,
+  version: number,
+  correlationId: number,
+  clientId: string,
+  body: unknown,
+): Buffer[] {
+  const api = apis.get(apiKey)!
+  const writer = new Writer(256)
+  writer.writeInt32(0)
+  encodeRequestHeader(writer, api.requestHeaderVersion(version), {
+    requestApiKey: apiKey,
+    requestApiVersion: version,
+    correlationId,
+    clientId,
+  })
+  api.encodeRequest(writer, version, body)
+  const chunks = writer.toChunks()
+  chunks[0].writeInt32BE(writer.length - 4, 0)
+  return chunks
+}

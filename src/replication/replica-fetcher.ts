@@ -1,0 +1,356 @@
+/**
+ * Followers pull from leaders: one fetcher per source broker carries every partition this
+ * broker follows from it, over one connection (Kafka's ReplicaFetcherThread).
+ *
+ * A partition starts in the truncating state whenever its leader or leader epoch changes:
+ * the fetcher asks the leader, with OffsetForLeaderEpoch, where the follower's latest epoch
+ * ends on the leader and truncates anything past that (KIP-101/279), so a returning old
+ * leader or a follower that took writes the new leader never had does not keep diverging
+ * records. Then it fetches from its log end, appends what it gets with the leader's
+ * offsets and epochs, and takes the leader's high watermark.
+ */
+import type { Clock } from '../common/clock.js'
+import type { Logger } from '../common/logger.js'
+import { ErrorCode } from '../protocol/error-codes.js'
+import { defaultFetchRequest, type FetchRequest } from '../protocol/generated/fetch-request.js'
+import type { FetchResponse } from '../protocol/generated/fetch-response.js'
+import { ApiKey } from '../protocol/generated/index.js'
+import type { ListOffsetsResponse } from '../protocol/generated/list-offsets-response.js'
+import type { OffsetForLeaderEpochResponse } from '../protocol/generated/offset-for-leader-epoch-response.js'
+import { ZERO_UUID } from '../protocol/primitives.js'
+import { splitBatches } from '../protocol/record-batch.js'
+import { BrokerClient, type Transport } from './broker-client.js'
+import type { Partition } from './partition.js'
+
+const FETCH_VERSION = 11
+const OFFSET_FOR_LEADER_EPOCH_VERSION = 3
+const LIST_OFFSETS_VERSION = 4
+const UNDEFINED_EPOCH_OFFSET = -1n
+
+export interface FetcherSettings {
+  readonly nodeId: number
+  readonly clock: Clock
+  readonly logger: Logger
+  readonly transport: Transport
+  /** Where a broker listens, from the metadata; undefined when it is not registered. */
+  readonly brokerAddress: (brokerId: number) => { host: string; port: number } | undefined
+  readonly fetchMaxBytes: number
+  readonly fetchResponseMaxBytes: number
+  readonly fetchWaitMaxMs: number
+  readonly fetchMinBytes: number
+  readonly fetchBackoffMs: number
+}
+
+interface Followed {
+  readonly partition: Partition
+  readonly leaderEpoch: number
+  truncated: boolean
+  /** Skip fetching until then (after a partition error). */
+  backoffUntilMs: number
+}
+
+function keyOf(partition: Partition): string {
+  return `${partition.topic}\u0000${partition.partition}`
+}
+
+export class ReplicaFetcherManager {
+  private readonly fetchers = new Map<number, LeaderFetcher>()
+  private readonly leaderOf = new Map<string, number>()
+
+  constructor(private readonly settings: FetcherSettings) {}
+
+  /** Follows `partition` from `leaderId` at `leaderEpoch`; a change restarts with truncation. */
+  follow(partition: Partition, leaderId: number, leaderEpoch: number): void {
+    const key = keyOf(partition)
+    const current = this.leaderOf.get(key)
+    if (current === leaderId && this.fetchers.get(leaderId)?.isFollowing(key, leaderEpoch)) return
+    this.unfollow(partition)
+    let fetcher = this.fetchers.get(leaderId)
+    if (!fetcher) {
+      fetcher = new LeaderFetcher(leaderId, this.settings, () => this.fetchers.delete(leaderId))
+      this.fetchers.set(leaderId, fetcher)
+    }
+    this.leaderOf.set(key, leaderId)
+    fetcher.add(key, { partition, leaderEpoch, truncated: false, backoffUntilMs: 0 })
+  }
+
+  unfollow(partition: Partition): void {
+    const key = keyOf(partition)
+    const leaderId = this.leaderOf.get(key)
+    if (leaderId === undefined) return
+    this.leaderOf.delete(key)
+    this.fetchers.get(leaderId)?.remove(key)
+  }
+
+  shutdown(): void {
+    for (const fetcher of this.fetchers.values()) fetcher.stop()
+    this.fetchers.clear()
+    this.leaderOf.clear()
+  }
+}
+
+class LeaderFetcher {
+  private readonly partitions = new Map<string, Followed>()
+  private client: BrokerClient | null = null
+  private clientAddress = ''
+  private running = false
+  private stopped = false
+
+  constructor(
+    private readonly leaderId: number,
+    private readonly settings: FetcherSettings,
+    private readonly onIdle: () => void,
+  ) {}
+
+  isFollowing(key: string, leaderEpoch: number): boolean {
+    return this.partitions.get(key)?.leaderEpoch === leaderEpoch
+  }
+
+  add(key: string, followed: Followed): void {
+    this.partitions.set(key, followed)
+    if (!this.running) this.start()
+  }
+
+  remove(key: string): void {
+    this.partitions.delete(key)
+  }
+
+  stop(): void {
+    this.stopped = true
+    this.client?.close()
+    this.client = null
+  }
+
+  private start(): void {
+    this.running = true
+    this.run()
+      .catch((error: unknown) =>
+        this.settings.logger.error({ err: error, leader: this.leaderId }, 'fetcher failed'),
+      )
+      .finally(() => {
+        this.running = false
+        if (!this.stopped && this.partitions.size > 0) this.start()
+        else if (this.partitions.size === 0) {
+          this.stop()
+          this.onIdle()
+        }
+      })
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopped && this.partitions.size > 0) {
+      try {
+        const client = this.connect()
+        if (!client) {
+          await this.sleep(this.settings.fetchBackoffMs)
+          continue
+        }
+        await this.truncatePending(client)
+        const fetched = await this.fetchOnce(client)
+        if (!fetched) await this.sleep(Math.min(this.settings.fetchBackoffMs, 100))
+      } catch (error) {
+        this.settings.logger.debug({ err: error, leader: this.leaderId }, 'replica fetch failed; backing off')
+        this.client?.close()
+        this.client = null
+        await this.sleep(this.settings.fetchBackoffMs)
+      }
+    }
+  }
+
+  private connect(): BrokerClient | null {
+    const address = this.settings.brokerAddress(this.leaderId)
+    if (!address) return null
+    const label = `${address.host}:${address.port}`
+    if (this.client && this.clientAddress === label) return this.client
+    this.client?.close()
+    this.client = new BrokerClient(
+      address.host,
+      address.port,
+      `tidelog-replica-${this.settings.nodeId}`,
+      this.settings.transport,
+    )
+    this.clientAddress = label
+    return this.client
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => this.settings.clock.setTimeout(resolve, ms))
+  }
+
+  // ---- truncation (KIP-101/279) --------------------------------------------------------------
+
+  private async truncatePending(client: BrokerClient): Promise<void> {
+    const pending = [...this.partitions.values()].filter((f) => !f.truncated)
+    if (pending.length === 0) return
+    const withEpoch = pending.filter((f) => f.partition.log.latestEpoch !== undefined)
+    for (const f of pending) if (f.partition.log.latestEpoch === undefined) f.truncated = true
+    if (withEpoch.length === 0) return
+    const response = await client.request<OffsetForLeaderEpochResponse>(
+      ApiKey.OffsetForLeaderEpoch,
+      OFFSET_FOR_LEADER_EPOCH_VERSION,
+      {
+        replicaId: this.settings.nodeId,
+        topics: groupByTopic(withEpoch).map(([topic, list]) => ({
+          topic,
+          partitions: list.map((f) => ({
+            partition: f.partition.partition,
+            currentLeaderEpoch: f.leaderEpoch,
+            leaderEpoch: f.partition.log.latestEpoch!,
+          })),
+        })),
+      },
+    )
+    for (const topic of response.topics) {
+      for (const result of topic.partitions) {
+        const followed = this.partitions.get(`${topic.topic}\u0000${result.partition}`)
+        if (followed) await this.truncateTo(followed, result)
+      }
+    }
+  }
+
+  private async truncateTo(
+    followed: Followed,
+    result: OffsetForLeaderEpochResponse['topics'][number]['partitions'][number],
+  ): Promise<void> {
+    const { partition } = followed
+    if (result.errorCode !== ErrorCode.NONE) {
+      followed.backoffUntilMs = this.settings.clock.monotonicMs() + this.settings.fetchBackoffMs
+      return
+    }
+    const log = partition.log
+    let target: number
+    if (result.endOffset === UNDEFINED_EPOCH_OFFSET) {
+      target = partition.highWatermark // the leader knows no epoch of ours: Kafka's fallback
+    } else {
+      target = Number(result.endOffset)
+      if (result.leaderEpoch < (log.latestEpoch ?? -1)) {
+        // The leader's answer is for an older epoch; our own end for that epoch may be lower.
+        const own = log.endOffsetForEpoch(result.leaderEpoch)
+        if (own) target = Math.min(target, own.endOffset)
+      }
+    }
+    if (target < log.logEndOffset) {
+      this.settings.logger.info(
+        { topic: partition.topic, partition: partition.partition, from: log.logEndOffset, to: target },
+        'truncating follower log to the leader epoch end offset',
+      )
+      await log.truncateTo(target)
+    }
+    followed.truncated = true
+  }
+
+  // ---- fetching -------------------------------------------------------------------------------
+
+  /** One fetch for every ready partition; false when nothing was ready to fetch. */
+  private async fetchOnce(client: BrokerClient): Promise<boolean> {
+    const now = this.settings.clock.monotonicMs()
+    const ready = [...this.partitions.values()].filter((f) => f.truncated && f.backoffUntilMs <= now)
+    if (ready.length === 0) return false
+    const request: FetchRequest = {
+      ...defaultFetchRequest(),
+      replicaId: this.settings.nodeId,
+      maxWaitMs: this.settings.fetchWaitMaxMs,
+      minBytes: this.settings.fetchMinBytes,
+      maxBytes: this.settings.fetchResponseMaxBytes,
+      isolationLevel: 0,
+      sessionId: 0,
+      sessionEpoch: -1,
+      topics: groupByTopic(ready).map(([topic, list]) => ({
+        topic,
+        topicId: ZERO_UUID,
+        partitions: list.map((f) => ({
+          partition: f.partition.partition,
+          currentLeaderEpoch: f.leaderEpoch,
+          fetchOffset: BigInt(f.partition.log.logEndOffset),
+          lastFetchedEpoch: -1,
+          logStartOffset: BigInt(f.partition.log.logStartOffset),
+          partitionMaxBytes: this.settings.fetchMaxBytes,
+          replicaDirectoryId: ZERO_UUID,
+        })),
+      })),
+      forgottenTopicsData: [],
+      rackId: '',
+    }
+    const response = await client.request<FetchResponse>(ApiKey.Fetch, FETCH_VERSION, request)
+    for (const topic of response.responses) {
+      for (const data of topic.partitions) {
+        const followed = this.partitions.get(`${topic.topic}\u0000${data.partitionIndex}`)
+        if (followed) await this.onPartitionData(client, followed, data)
+      }
+    }
+    return true
+  }
+
+  private async onPartitionData(
+    client: BrokerClient,
+    followed: Followed,
+    data: FetchResponse['responses'][number]['partitions'][number],
+  ): Promise<void> {
+    const { partition } = followed
+    if (!this.partitions.has(keyOf(partition)) || this.partitions.get(keyOf(partition)) !== followed) return
+    if (data.errorCode === ErrorCode.OFFSET_OUT_OF_RANGE) {
+      await this.onOutOfRange(client, followed)
+      return
+    }
+    if (data.errorCode !== ErrorCode.NONE) {
+      followed.backoffUntilMs = this.settings.clock.monotonicMs() + this.settings.fetchBackoffMs
+      return
+    }
+    const records = data.records as Buffer | null
+    // A fetch response may end with a partial batch: append the whole ones only.
+    const whole =
+      records && records.length > 0 ? records.subarray(0, splitBatches(records).validBytes) : Buffer.alloc(0)
+    await partition.appendAsFollower(whole, Number(data.highWatermark))
+  }
+
+  /** Ahead of the leader (truncate to its end) or behind its log start (start over there). */
+  private async onOutOfRange(client: BrokerClient, followed: Followed): Promise<void> {
+    const { partition } = followed
+    const [earliest, latest] = await Promise.all(
+      [-2n, -1n].map((timestamp) => this.listOffset(client, followed, timestamp)),
+    )
+    const log = partition.log
+    if (latest !== null && log.logEndOffset > latest) {
+      await log.truncateTo(latest)
+    } else if (earliest !== null && log.logEndOffset < earliest) {
+      this.settings.logger.warn(
+        { topic: partition.topic, partition: partition.partition, from: log.logEndOffset, to: earliest },
+        'follower behind the leader log start: starting over there',
+      )
+      await log.truncateFullyAndStartAt(earliest)
+    }
+  }
+
+  private async listOffset(
+    client: BrokerClient,
+    followed: Followed,
+    timestamp: bigint,
+  ): Promise<number | null> {
+    const { partition } = followed
+    const response = await client.request<ListOffsetsResponse>(ApiKey.ListOffsets, LIST_OFFSETS_VERSION, {
+      replicaId: this.settings.nodeId,
+      isolationLevel: 0,
+      topics: [
+        {
+          name: partition.topic,
+          partitions: [
+            {
+              partitionIndex: partition.partition,
+              currentLeaderEpoch: followed.leaderEpoch,
+              timestamp,
+              maxNumOffsets: 1,
+            },
+          ],
+        },
+      ],
+    })
+    const result = response.topics[0]?.partitions[0]
+    return result && result.errorCode === ErrorCode.NONE ? Number(result.offset) : null
+  }
+}
+
+function groupByTopic(list: readonly Followed[]): [string, Followed[]][] {
+  const byTopic = new Map<string, Followed[]>()
+  for (const f of list) byTopic.set(f.partition.topic, [...(byTopic.get(f.partition.topic) ?? []), f])
+  return [...byTopic]
+}

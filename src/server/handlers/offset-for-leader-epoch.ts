@@ -1,0 +1,61 @@
+/**
+ * OffsetForLeaderEpoch (key 23).
+ * Behavior: for each partition this broker leads, the end offset of the requested leader
+ * epoch in its log: the start offset of the next larger epoch, or the log end for the
+ * current one, with the largest epoch at or below the requested one (KIP-101/279). A
+ * follower truncates to it after a leader change instead of to its high watermark, so no
+ * committed record is lost and no diverging one kept. Unknown epochs answer -1/-1.
+ * Version notes: v1 returns the leader epoch, v2 adds the current leader epoch (fencing),
+ * v3 the replica id, v4+ flexible.
+ */
+import { ErrorCode } from '../../protocol/error-codes.js'
+import { ApiKey } from '../../protocol/generated/index.js'
+import type { OffsetForLeaderEpochRequest } from '../../protocol/generated/offset-for-leader-epoch-request.js'
+import type {
+  OffsetForLeaderEpochResponse,
+  OffsetForLeaderEpochResponseEpochEndOffset,
+} from '../../protocol/generated/offset-for-leader-epoch-response.js'
+import { toErrorCode } from '../../replication/kafka-error.js'
+import type { RequestContext } from '../request-context.js'
+import type { ApiHandler } from './registry.js'
+
+export const offsetForLeaderEpochHandler: ApiHandler<
+  OffsetForLeaderEpochRequest,
+  OffsetForLeaderEpochResponse
+> = {
+  apiKey: ApiKey.OffsetForLeaderEpoch,
+  minVersion: 0,
+  maxVersion: 4,
+  handle(context, request) {
+    return {
+      throttleTimeMs: 0,
+      topics: request.topics.map((topic) => ({
+        topic: topic.topic,
+        partitions: topic.partitions.map((p) => endOffsetFor(context, topic.topic, p)),
+      })),
+    }
+  },
+}
+
+function endOffsetFor(
+  context: RequestContext,
+  topic: string,
+  p: OffsetForLeaderEpochRequest['topics'][number]['partitions'][number],
+): OffsetForLeaderEpochResponseEpochEndOffset {
+  try {
+    const partition = context.broker.replicaManager.getPartitionOrError(topic, p.partition)
+    partition.ensureLeader()
+    if (context.apiVersion >= 2) partition.checkLeaderEpoch(p.currentLeaderEpoch)
+    const found = partition.log.endOffsetForEpoch(p.leaderEpoch)
+    return {
+      errorCode: ErrorCode.NONE,
+      partition: p.partition,
+      leaderEpoch: context.apiVersion >= 1 ? (found?.leaderEpoch ?? -1) : -1,
+      endOffset: BigInt(found?.endOffset ?? -1),
+    }
+  } catch (error) {
+    const code = toErrorCode(error)
+    if (code === null) throw error
+    return { errorCode: code, partition: p.partition, leaderEpoch: -1, endOffset: -1n }
+  }
+}
