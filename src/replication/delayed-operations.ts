@@ -50,15 +50,20 @@ export function waitForFetchData(
 
 /**
  * The produce purgatory for acks=all: resolves true once the high watermark reaches
- * `targetOffset` (every ISR member has the records), false after `timeoutMs`. Completes
- * exactly once and removes its watcher.
+ * `targetOffset` (every ISR member has the records), false after `timeoutMs` or as soon as
+ * the leadership at `leaderEpoch` ends (its records may be truncated; a high watermark
+ * learnt as a follower says nothing about them). Completes exactly once and removes its
+ * watcher.
  */
 export function waitForHighWatermark(
   clock: Clock,
   partition: Partition,
   targetOffset: number,
   timeoutMs: number,
+  leaderEpoch = partition.leaderEpoch,
 ): Promise<boolean> {
+  const deposed = (): boolean => !partition.isLeader || partition.leaderEpoch !== leaderEpoch
+  if (deposed()) return Promise.resolve(false)
   if (partition.highWatermark >= targetOffset) return Promise.resolve(true)
   return new Promise((resolve) => {
     let completed = false
@@ -71,7 +76,8 @@ export function waitForHighWatermark(
     }
     const timer = clock.setTimeout(() => complete(false), timeoutMs)
     const unwatch = partition.watchHighWatermark(() => {
-      if (partition.highWatermark >= targetOffset) complete(true)
+      if (deposed()) complete(false)
+      else if (partition.highWatermark >= targetOffset) complete(true)
     })
   })
 }

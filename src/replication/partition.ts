@@ -70,6 +70,8 @@ export class Partition {
   private readonly followers = new Map<number, FollowerState>()
   /** Members being added or removed by an uncommitted ISR proposal. */
   private pendingIsr: readonly number[] | null = null
+  /** The log end when this leadership began: a follower joins the ISR only past it. */
+  private leaderEpochStartOffset = 0
   /** Appends that need async preparation (legacy up-conversion, key checks) queue here. */
   private preparedAppendTail: Promise<unknown> = Promise.resolve()
   private preparingAppends = 0
@@ -132,10 +134,13 @@ export class Partition {
       () => `${this.topic}-${this.partition}: leader epoch ${next.leaderEpoch} < ${this.state.leaderEpoch}`,
     )
     const newLeadership = next.leader === this.localBrokerId && next.leaderEpoch !== this.state.leaderEpoch
+    const leadershipChanged = next.leader !== this.state.leader || next.leaderEpoch !== this.state.leaderEpoch
     this.state = next
     this.pendingIsr = null
     if (newLeadership) this.resetFollowers()
     if (this.isLeaderByMetadata) this.maybeIncrementHighWatermark()
+    // acks=all produces waiting on the old leadership must learn it ended (they check the epoch).
+    if (leadershipChanged) for (const watcher of [...this.highWatermarkWatchers]) watcher()
   }
 
   /**
@@ -144,6 +149,7 @@ export class Partition {
    */
   private resetFollowers(): void {
     this.followers.clear()
+    this.leaderEpochStartOffset = this.log.logEndOffset
     const now = this.context.nowMs()
     for (const id of this.state.replicas) {
       if (id === this.localBrokerId) continue
@@ -224,6 +230,8 @@ export class Partition {
   }
 
   private async appendPrepared(batches: Buffer): Promise<LogAppendInfo> {
+    // A queued (prepared) append may run after this broker stopped leading: never write then.
+    this.ensureLeader()
     checkProducerBatches(batches)
     const info = await this.log.append(batches, { assignOffsets: true, leaderEpoch: this.leaderEpoch })
     this.onAppended()
@@ -258,10 +266,14 @@ export class Partition {
     this.maybeIncrementHighWatermark()
   }
 
-  /** A follower outside the ISR that reached the high watermark joins it. */
+  /**
+   * A follower outside the ISR that reached the high watermark joins it, and only once it
+   * also reached the log end this leadership started at: a new leader's high watermark may
+   * lag what the previous one acknowledged (Kafka's KAFKA-7128 rule).
+   */
   private maybeExpandIsr(replicaId: number, follower: FollowerState): void {
     if (!this.isLeader || this.pendingIsr !== null || this.state.isr.includes(replicaId)) return
-    if (follower.logEndOffset < this.log.highWatermark) return
+    if (follower.logEndOffset < Math.max(this.log.highWatermark, this.leaderEpochStartOffset)) return
     this.propose([...this.state.isr, replicaId])
   }
 

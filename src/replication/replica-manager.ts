@@ -195,6 +195,8 @@ export class ReplicaManager {
   ): Promise<AppendResult> {
     const partition = this.getPartitionOrError(topic, partitionIndex)
     const minInsyncReplicas = this.settings.get(topic)?.minInsyncReplicas ?? 1
+    // The leadership the records are appended under (read before the append's first await).
+    const leaderEpoch = partition.leaderEpoch
     const info = await partition.appendRecordsToLeader(records, requiredAcks, minInsyncReplicas)
     const result = {
       errorCode: ErrorCode.NONE,
@@ -208,9 +210,11 @@ export class ReplicaManager {
       partition,
       info.lastOffset + 1,
       timeoutMs,
+      leaderEpoch,
     )
     if (!replicated) {
-      const code = partition.isLeader ? ErrorCode.REQUEST_TIMED_OUT : ErrorCode.NOT_LEADER_OR_FOLLOWER
+      const stillLeader = partition.isLeader && partition.leaderEpoch === leaderEpoch
+      const code = stillLeader ? ErrorCode.REQUEST_TIMED_OUT : ErrorCode.NOT_LEADER_OR_FOLLOWER
       return { ...result, errorCode: code }
     }
     if (partition.isr.length < minInsyncReplicas) {

@@ -1,0 +1,419 @@
+/**
+ * Partition (leader side of replication) over a real PartitionLog in a temp directory, with
+ * a fake context: a manual clock, a fencing switch and an alterIsr that records proposals
+ * and lets the test decide when (and whether) they commit.
+ */
+import assert from 'node:assert/strict'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+import { InvariantError } from '../../src/common/assert.js'
+import { silentLogger } from '../../src/common/logger.js'
+import type { ClusterImage, PartitionState } from '../../src/metadata/cluster-image.js'
+import { ErrorCode } from '../../src/protocol/error-codes.js'
+import { waitForHighWatermark } from '../../src/replication/delayed-operations.js'
+import { KafkaError } from '../../src/replication/kafka-error.js'
+import { type IsrProposal, Partition } from '../../src/replication/partition.js'
+import type { ReplicaFetcherManager } from '../../src/replication/replica-fetcher.js'
+import { ReplicaManager } from '../../src/replication/replica-manager.js'
+import { DEFAULT_LOG_CONFIG } from '../../src/storage/log-config.js'
+import { PartitionLog } from '../../src/storage/partition-log.js'
+import { ManualClock, simpleBatch, waitFor, withTempDir } from '../storage/helpers.js'
+
+const LAG_MS = 10_000
+
+interface Pending {
+  readonly proposal: IsrProposal
+  resolve(committed: boolean): void
+}
+
+class FakeContext {
+  fenced = false
+  readonly proposals: Pending[] = []
+  constructor(
+    readonly clock: ManualClock,
+    readonly localBrokerId = 1,
+  ) {}
+  get context() {
+    return {
+      localBrokerId: this.localBrokerId,
+      isFenced: () => this.fenced,
+      nowMs: () => this.clock.monotonicMs(),
+      alterIsr: (proposal: IsrProposal) =>
+        new Promise<boolean>((resolve) => this.proposals.push({ proposal, resolve })),
+    }
+  }
+  get isrs(): number[][] {
+    return this.proposals.map((p) => [...p.proposal.isr])
+  }
+}
+
+function state(overrides: Partial<PartitionState> = {}): PartitionState {
+  return {
+    partition: 0,
+    replicas: [1, 2, 3],
+    isr: [1, 2, 3],
+    leader: 1,
+    leaderEpoch: 0,
+    partitionEpoch: 0,
+    ...overrides,
+  }
+}
+
+async function withPartition(
+  initial: PartitionState,
+  body: (p: Partition, ctx: FakeContext, clock: ManualClock, log: PartitionLog) => Promise<void>,
+): Promise<void> {
+  await withTempDir(async (dir) => {
+    const clock = new ManualClock()
+    const ctx = new FakeContext(clock)
+    const log = await PartitionLog.open({ dir: join(dir, 't-0'), clock })
+    try {
+      const p = new Partition({ topic: 't', partition: 0, topicId: 'id' }, log, initial, ctx.context)
+      await body(p, ctx, clock, log)
+    } finally {
+      await log.close()
+    }
+  })
+}
+
+/** Appends `count` records as leader (acks=1) and returns the new log end. */
+async function produce(p: Partition, count = 10): Promise<number> {
+  const info = await p.appendRecordsToLeader(simpleBatch(count), 1, 1)
+  return info.lastOffset + 1
+}
+
+const tick = () => new Promise((resolve) => setImmediate(resolve))
+
+describe('Partition high watermark', () => {
+  it('is the smallest log end over the ISR and waits for followers not heard from yet', async () => {
+    await withPartition(state(), async (p) => {
+      assert.equal(await produce(p, 10), 10)
+      assert.equal(p.highWatermark, 0, 'followers unknown: nothing committed')
+      p.updateFollowerFetchState(2, 10)
+      assert.equal(p.highWatermark, 0, 'follower 3 still unknown')
+      p.updateFollowerFetchState(3, 4)
+      assert.equal(p.highWatermark, 4)
+      p.updateFollowerFetchState(3, 10)
+      assert.equal(p.highWatermark, 10)
+      assert.equal(await produce(p, 5), 15)
+      assert.equal(p.highWatermark, 10, 'an append alone does not commit')
+      p.updateFollowerFetchState(2, 15)
+      p.updateFollowerFetchState(3, 12)
+      assert.equal(p.highWatermark, 12)
+    })
+  })
+
+  it('ignores followers outside the ISR, and never goes back', async () => {
+    await withPartition(state({ isr: [1, 2] }), async (p) => {
+      await produce(p, 10)
+      p.updateFollowerFetchState(2, 10)
+      assert.equal(p.highWatermark, 10)
+      p.updateFollowerFetchState(2, 7) // a follower that truncated reports less: the HW stays
+      assert.equal(p.highWatermark, 10)
+    })
+  })
+
+  it('a leader alone in the ISR commits on append', async () => {
+    await withPartition(state({ isr: [1] }), async (p) => {
+      await produce(p, 3)
+      assert.equal(p.highWatermark, 3)
+    })
+  })
+
+  it('never passes a member being added (maximal ISR) until the change is refused', async () => {
+    await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
+      await produce(p, 10)
+      p.updateFollowerFetchState(2, 10)
+      assert.equal(p.highWatermark, 10)
+      p.updateFollowerFetchState(3, 10) // reached the HW: proposes [1,2,3]
+      assert.deepEqual(ctx.isrs, [[1, 2, 3]])
+      await produce(p, 10)
+      p.updateFollowerFetchState(2, 20)
+      p.updateFollowerFetchState(3, 14)
+      assert.equal(p.highWatermark, 14, 'bounded by the member being added')
+      assert.deepEqual(ctx.isrs, [[1, 2, 3]], 'one proposal in flight at a time')
+      ctx.proposals[0].resolve(false)
+      await tick()
+      // Refused: follower 3 (at 14 >= HW) proposes again on its next fetch.
+      p.updateFollowerFetchState(3, 14)
+      p.updateFollowerFetchState(2, 20)
+      assert.equal(p.highWatermark, 14, 'a new proposal for 3 is in flight again')
+      assert.deepEqual(ctx.isrs, [
+        [1, 2, 3],
+        [1, 2, 3],
+      ])
+      ctx.proposals[1].resolve(true)
+      p.updateState(state({ isr: [1, 2, 3], partitionEpoch: 1 }))
+      p.updateFollowerFetchState(3, 20)
+      assert.equal(p.highWatermark, 20)
+    })
+  })
+
+  it('a refused expansion lets the committed ISR move the HW again', async () => {
+    await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
+      await produce(p, 10)
+      p.updateFollowerFetchState(2, 10)
+      p.updateFollowerFetchState(3, 10)
+      await produce(p, 10)
+      p.updateFollowerFetchState(2, 20)
+      assert.equal(p.highWatermark, 10)
+      ctx.proposals[0].resolve(false)
+      await tick()
+      p.maybeIncrementHighWatermark()
+      assert.equal(p.highWatermark, 20)
+    })
+  })
+})
+
+describe('Partition ISR', () => {
+  it('expands when a follower outside the ISR reaches the high watermark, not before', async () => {
+    await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
+      await produce(p, 10)
+      p.updateFollowerFetchState(2, 10)
+      p.updateFollowerFetchState(3, 9)
+      assert.deepEqual(ctx.isrs, [])
+      p.updateFollowerFetchState(3, 10)
+      assert.deepEqual(ctx.isrs, [[1, 2, 3]])
+      const { proposal } = ctx.proposals[0]
+      assert.equal(proposal.leaderEpoch, 0)
+      assert.equal(proposal.partitionEpoch, 0)
+    })
+  })
+
+  it('a new leader adds a follower only once it reaches the start of the new epoch (KAFKA-7128)', async () => {
+    await withTempDir(async (dir) => {
+      const clock = new ManualClock()
+      const ctx = new FakeContext(clock)
+      const log = await PartitionLog.open({ dir: join(dir, 't-0'), clock })
+      try {
+        // This broker followed at epoch 0: 10 records, but the leader's HW reached it only up to 5.
+        await log.append(simpleBatch(10, 10, 0, { partitionLeaderEpoch: 0 }), {
+          assignOffsets: true,
+          leaderEpoch: 0,
+        })
+        log.updateHighWatermark(5)
+        const p = new Partition(
+          { topic: 't', partition: 0, topicId: 'id' },
+          log,
+          state({ leader: 2, isr: [2, 1, 4], replicas: [2, 1, 3, 4] }),
+          ctx.context,
+        )
+        // Broker 2 died; this one leads epoch 1 with ISR [1, 4]; 4 has not fetched yet, so
+        // the HW stays at the stale 5 although up to 10 may have been acknowledged.
+        p.updateState(
+          state({ leader: 1, leaderEpoch: 1, isr: [1, 4], replicas: [2, 1, 3, 4], partitionEpoch: 1 }),
+        )
+        assert.equal(p.highWatermark, 5)
+        p.updateFollowerFetchState(3, 5) // at the stale HW but missing 5..9
+        assert.deepEqual(ctx.isrs, [], 'a follower below the epoch start must not join the ISR')
+        p.updateFollowerFetchState(3, 10)
+        assert.deepEqual(ctx.isrs, [[1, 4, 3]])
+      } finally {
+        await log.close()
+      }
+    })
+  })
+
+  it('shrinks after replica.lag.time.max.ms without catching up (lastCaughtUpTime rules)', async () => {
+    await withPartition(state(), async (p, ctx, clock) => {
+      await produce(p, 10) // LEO 10
+      p.updateFollowerFetchState(2, 10)
+      p.updateFollowerFetchState(3, 10) // caught up at t0
+      const t0 = clock.now
+      clock.advance(1000)
+      await produce(p, 10) // LEO 20
+      clock.advance(500)
+      // Follower 3 asks for 10 = the leader's LEO at its previous fetch: caught up as of t0.
+      p.updateFollowerFetchState(3, 10)
+      const t1 = clock.now
+      clock.advance(500)
+      await produce(p, 10) // LEO 30
+      clock.advance(500)
+      p.updateFollowerFetchState(3, 20) // 20 was the LEO at its fetch at t1: caught up as of t1
+      // Follower 2 keeps fetching at the log end.
+      p.updateFollowerFetchState(2, 30)
+      clock.now = t1 + LAG_MS
+      p.updateFollowerFetchState(2, 30)
+      p.maybeShrinkIsr(LAG_MS)
+      assert.deepEqual(ctx.isrs, [], 'exactly lag.time.max.ms behind is still in sync')
+      assert.ok(t0 < t1)
+      clock.now = t1 + LAG_MS + 1
+      p.updateFollowerFetchState(2, 30)
+      p.maybeShrinkIsr(LAG_MS)
+      assert.deepEqual(ctx.isrs, [[1, 2]])
+      // While the shrink is pending the HW still waits for 3 (maximal ISR).
+      assert.equal(p.highWatermark, 20)
+      ctx.proposals[0].resolve(true)
+      p.updateState(state({ isr: [1, 2], partitionEpoch: 1 }))
+      assert.equal(p.highWatermark, 30)
+    })
+  })
+
+  it('a follower that stops fetching leaves; one in the ISR at a new leadership gets a full window', async () => {
+    await withPartition(state({ leader: 2, leaderEpoch: 3 }), async (p, ctx, clock) => {
+      clock.advance(LAG_MS * 5)
+      p.updateState(state({ leader: 1, leaderEpoch: 4, isr: [1, 2, 3], partitionEpoch: 1 }))
+      clock.advance(LAG_MS)
+      p.updateFollowerFetchState(2, 0)
+      p.maybeShrinkIsr(LAG_MS)
+      assert.deepEqual(ctx.isrs, [], 'full window from the leadership start')
+      clock.advance(1)
+      p.maybeShrinkIsr(LAG_MS)
+      // Follower 2 fetched at the log end (0) just now; 3 never fetched.
+      assert.deepEqual(ctx.isrs, [[1, 2]])
+    })
+  })
+
+  it('never removes the leader, and proposes nothing while fenced or not leader', async () => {
+    await withPartition(state(), async (p, ctx, clock) => {
+      ctx.fenced = true
+      clock.advance(LAG_MS * 2)
+      p.maybeShrinkIsr(LAG_MS)
+      p.updateFollowerFetchState(2, 0)
+      assert.deepEqual(ctx.isrs, [])
+      ctx.fenced = false
+      p.maybeShrinkIsr(LAG_MS)
+      assert.deepEqual(ctx.isrs, [[1, 2]])
+      for (const { proposal } of ctx.proposals) assert.ok(proposal.isr.includes(1))
+    })
+  })
+})
+
+describe('Partition leadership', () => {
+  it('a fenced leader refuses produce with NOT_LEADER_OR_FOLLOWER', async () => {
+    await withPartition(state(), async (p, ctx) => {
+      ctx.fenced = true
+      assert.equal(p.isLeader, false)
+      await assert.rejects(p.appendRecordsToLeader(simpleBatch(1), 1, 1), (error: unknown) => {
+        assert.ok(error instanceof KafkaError)
+        assert.equal(error.errorCode, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return true
+      })
+      assert.equal(p.log.logEndOffset, 0)
+    })
+  })
+
+  it('acks=all is refused before the append when the ISR is below min.insync.replicas', async () => {
+    await withPartition(state({ isr: [1] }), async (p) => {
+      await assert.rejects(p.appendRecordsToLeader(simpleBatch(1), -1, 2), (error: unknown) => {
+        assert.ok(error instanceof KafkaError)
+        assert.equal(error.errorCode, ErrorCode.NOT_ENOUGH_REPLICAS)
+        return true
+      })
+      assert.equal(p.log.logEndOffset, 0)
+      assert.equal(await produce(p, 1), 1, 'acks=1 is accepted')
+    })
+  })
+
+  it('leader epochs never decrease (assertion)', async () => {
+    await withPartition(state({ leaderEpoch: 5 }), async (p) => {
+      assert.throws(() => p.updateState(state({ leaderEpoch: 4 })), InvariantError)
+      assert.equal(p.leaderEpoch, 5)
+      p.updateState(state({ leaderEpoch: 5, partitionEpoch: 2 }))
+      p.updateState(state({ leader: 2, leaderEpoch: 6, partitionEpoch: 3 }))
+      assert.equal(p.isLeader, false)
+      assert.throws(() => p.updateState(state({ leader: 1, leaderEpoch: 5 })), InvariantError)
+    })
+  })
+
+  it('the leader stamps its epoch on appended batches', async () => {
+    await withPartition(state({ leaderEpoch: 7 }), async (p, _ctx, _clock, log) => {
+      await produce(p, 2)
+      assert.equal(log.latestEpoch, 7)
+      const data = await log.read(0, { maxBytes: 1 << 20 })
+      assert.equal(data.records[0].readInt32BE(12), 7)
+    })
+  })
+})
+
+describe('acks=all purgatory', () => {
+  it('completes once when the high watermark covers the records, removing its watcher', async () => {
+    await withPartition(state({ isr: [1, 2] }), async (p, _ctx, clock) => {
+      const end = await produce(p, 10)
+      let completions = 0
+      const done = waitForHighWatermark(clock, p, end, 30_000).then((reached) => {
+        completions++
+        return reached
+      })
+      p.updateFollowerFetchState(2, 5)
+      await tick()
+      assert.equal(completions, 0)
+      p.updateFollowerFetchState(2, 10)
+      assert.equal(await done, true)
+      await produce(p, 1)
+      p.updateFollowerFetchState(2, 11)
+      clock.advance(60_000) // its timer was cancelled
+      await tick()
+      assert.equal(completions, 1)
+      assert.equal(watcherCount(p), 0)
+    })
+  })
+
+  it('times out exactly once with false, and a later commit does not complete it again', async () => {
+    await withPartition(state({ isr: [1, 2] }), async (p, _ctx, clock) => {
+      const end = await produce(p, 10)
+      let completions = 0
+      const done = waitForHighWatermark(clock, p, end, 1000).then((reached) => {
+        completions++
+        return reached
+      })
+      clock.advance(999)
+      await tick()
+      assert.equal(completions, 0)
+      clock.advance(1)
+      assert.equal(await done, false)
+      p.updateFollowerFetchState(2, 10)
+      await tick()
+      assert.equal(completions, 1)
+      assert.equal(watcherCount(p), 0)
+    })
+  })
+
+  it('a produce whose leader is deposed while it waits fails with NOT_LEADER_OR_FOLLOWER', async () => {
+    await withTempDir(async (dir) => {
+      const clock = new ManualClock()
+      const manager = new ReplicaManager({
+        nodeId: 1,
+        logs: {
+          getOrCreateLog: (tp) => PartitionLog.open({ dir: join(dir, `${tp.topic}-${tp.partition}`), clock }),
+          deleteLog: async () => undefined,
+        },
+        clock,
+        logger: silentLogger,
+        topicSettings: () => ({ logConfig: DEFAULT_LOG_CONFIG, minInsyncReplicas: 2 }),
+        isFenced: () => false,
+        alterIsr: async () => false,
+        fetchers: { follow() {}, unfollow() {}, shutdown() {} } as unknown as ReplicaFetcherManager,
+        replicaLagTimeMaxMs: LAG_MS,
+      })
+      const image = (s: PartitionState): ClusterImage => ({
+        clusterId: 'c',
+        controllerId: 1,
+        brokers: new Map([1, 2, 3].map((id) => [id, { nodeId: id, host: 'h', port: id, rack: null }])),
+        topics: new Map([['t', { name: 't', topicId: 'id', partitions: [s], configs: {} }]]),
+      })
+      await manager.applyImage(image(state()))
+      const p = manager.getPartition('t', 0)!
+      try {
+        const pending = manager.appendToLeader('t', 0, simpleBatch(10), -1, 30_000)
+        await waitFor(() => p.log.logEndOffset === 10)
+        // Broker 2 leads epoch 1; this broker's records 0..9 were never replicated. As a
+        // follower it truncates and takes broker 2's records and high watermark: the old
+        // produce must not be answered as if its records were committed.
+        await manager.applyImage(image(state({ leader: 2, leaderEpoch: 1, partitionEpoch: 1 })))
+        await p.log.truncateTo(0)
+        await p.appendAsFollower(simpleBatch(12, 10, 9, { partitionLeaderEpoch: 1 }), 12)
+        assert.equal(p.highWatermark, 12)
+        const result = await Promise.race([pending, new Promise((r) => setTimeout(() => r('pending'), 200))])
+        assert.notEqual(result, 'pending', 'the deposed leader must answer promptly')
+        assert.equal((result as { errorCode: number }).errorCode, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+      } finally {
+        await p.log.close()
+      }
+    })
+  })
+})
+
+function watcherCount(p: Partition): number {
+  return (p as unknown as { highWatermarkWatchers: Set<unknown> }).highWatermarkWatchers.size
+}
