@@ -21,7 +21,7 @@ import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import type { Lease, MetadataStore } from '../metadata/store/metadata-store.js'
 import { logConfigFor, resolveTopicConfig } from '../metadata/topic-config.js'
 import { topicNameProblem } from '../metadata/topic-name.js'
-import { tcpTransport } from '../replication/broker-client.js'
+import { type Transport, tcpTransport } from '../replication/broker-client.js'
 import type { IsrProposal } from '../replication/partition.js'
 import { ReplicaFetcherManager } from '../replication/replica-fetcher.js'
 import { ReplicaManager, type TopicSettings } from '../replication/replica-manager.js'
@@ -43,6 +43,8 @@ export interface BrokerDependencies {
    */
   store?: MetadataStore
   random?: () => number
+  /** Broker-to-broker connections of the replica fetchers (TCP unless a test injects one). */
+  transport?: Transport
 }
 
 const METADATA_FILE = '__tidelog_metadata.log'
@@ -68,7 +70,7 @@ export class Broker implements BrokerServices {
     readonly logManager: LogManager,
     private readonly store: MetadataStore,
     private readonly ownsStore: boolean,
-    deps: { clock: Clock; logger: Logger },
+    deps: { clock: Clock; logger: Logger; transport?: Transport },
   ) {
     this.nodeId = config.nodeId
     this.clock = deps.clock
@@ -87,7 +89,7 @@ export class Broker implements BrokerServices {
         nodeId: config.nodeId,
         clock: deps.clock,
         logger: deps.logger,
-        transport: tcpTransport,
+        transport: deps.transport ?? tcpTransport,
         brokerAddress: (id) => this.metadata.image().brokers.get(id),
         fetchMaxBytes: config.values.get('replica.fetch.max.bytes') as number,
         fetchResponseMaxBytes: config.values.get('replica.fetch.response.max.bytes') as number,
@@ -123,6 +125,7 @@ export class Broker implements BrokerServices {
     const broker: Broker = new Broker(config, metadata, logManager, store, deps.store === undefined, {
       clock,
       logger,
+      ...(deps.transport ? { transport: deps.transport } : {}),
     })
     await broker.replicaManager.applyImage(metadata.image())
     metadata.onChange((image) => {

@@ -252,8 +252,11 @@ async function readOne(
     const readsAnything = maxBytes > 0 || minOneMessage
     let info: FetchDataInfo | null = null
     if (reader.kind === 'follower') {
-      // The offset a follower fetches at is its log end: it may move the ISR and the HW.
-      partition.updateFollowerFetchState(reader.replicaId, target.fetchOffset)
+      // The offset a follower fetches at is its log end: it may move the ISR and the HW. One
+      // past the leader's log end is a diverged log (answered OFFSET_OUT_OF_RANGE below): it
+      // must not count as caught up, as Kafka only updates the state after a good read.
+      if (target.fetchOffset <= partition.log.logEndOffset)
+        partition.updateFollowerFetchState(reader.replicaId, target.fetchOffset)
       if (readsAnything) info = await partition.readForFollower(target.fetchOffset, maxBytes)
     } else if (readsAnything) {
       info = await partition.read(target.fetchOffset, maxBytes, reader.isolation, minOneMessage)
