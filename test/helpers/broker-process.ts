@@ -1,0 +1,359 @@
+/**
+ * Test helpers for clusters of broker processes: `tidelog broker` processes on a private
+ * etcd, each on a free loopback port with a temporary log directory, their output captured
+ * (pino JSON lines) so tests can wait for and assert on what they log. Everything a helper
+ * starts is stopped and removed by its `stop()`/`close()`, also when a test fails.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { connect, createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { repoRoot } from './compat-clients.js'
+import { type EtcdProcess, startEtcd } from './etcd.js'
+import { kcatMetadata } from './metadata-view.js'
+
+/** A port the OS handed out just now (the broker binds it right after). */
+export async function freePort(): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', resolve)
+  })
+  const address = server.address()
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+  if (address === null || typeof address === 'string') throw new Error('no port')
+  return address.port
+}
+
+/** Polls `probe` until it returns a value other than undefined; throws with `what` on timeout. */
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined> | T | undefined,
+  timeoutMs: number,
+  intervalMs = 50,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  let lastError: unknown
+  for (;;) {
+    try {
+      const value = await probe()
+      if (value !== undefined) return value
+    } catch (error) {
+      lastError = error
+    }
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`, { cause: lastError })
+    await sleep(intervalMs)
+  }
+}
+
+/** True when something accepts TCP connections on 127.0.0.1:port. */
+export function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port })
+    socket.once('connect', () => {
+      socket.destroy()
+      resolve(true)
+    })
+    socket.once('error', () => resolve(false))
+  })
+}
+
+/** A JSON log line of a broker process (pino), or the raw text when it is not JSON. */
+export interface LogLine {
+  readonly level?: number
+  readonly time?: number
+  readonly msg?: string
+  readonly [key: string]: unknown
+}
+
+const EXIT_WAIT_MS = 10000
+
+/** One spawned process with its output kept as lines. */
+export class ChildOutput {
+  readonly lines: string[] = []
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+  private waiters: (() => void)[] = []
+  private partial = { stdout: '', stderr: '' }
+
+  constructor(readonly child: ChildProcess) {
+    for (const stream of ['stdout', 'stderr'] as const) {
+      child[stream]?.setEncoding('utf8').on('data', (chunk: string) => this.onData(stream, chunk))
+    }
+    this.exited = new Promise((resolve) =>
+      child.once('exit', (code, signal) => {
+        this.wake()
+        resolve({ code, signal })
+      }),
+    )
+  }
+
+  get pid(): number {
+    return this.child.pid ?? -1
+  }
+
+  get isRunning(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null
+  }
+
+  private onData(stream: 'stdout' | 'stderr', chunk: string): void {
+    const text = this.partial[stream] + chunk
+    const parts = text.split('\n')
+    this.partial[stream] = parts.pop() ?? ''
+    for (const line of parts) if (line.trim() !== '') this.lines.push(line)
+    this.wake()
+  }
+
+  private wake(): void {
+    for (const waiter of this.waiters.splice(0)) waiter()
+  }
+
+  /** Parsed JSON lines (pino logs); other lines are skipped. */
+  logs(): LogLine[] {
+    const parsed: LogLine[] = []
+    for (const line of this.lines) {
+      if (!line.startsWith('{')) continue
+      try {
+        parsed.push(JSON.parse(line) as LogLine)
+      } catch {
+        // A line cut by a kill: not a log record to look at.
+      }
+    }
+    return parsed
+  }
+
+  /** Waits for a line matching `pattern` after the first `from` lines; returns it and its index. */
+  async waitForLine(pattern: RegExp, timeoutMs: number, from = 0): Promise<{ line: string; index: number }> {
+    const deadline = Date.now() + timeoutMs
+    for (;;) {
+      for (let i = from; i < this.lines.length; i++) {
+        if (pattern.test(this.lines[i])) return { line: this.lines[i], index: i }
+      }
+      if (!this.isRunning) throw new Error(`process exited before printing ${pattern}:\n${this.tail()}`)
+      const left = deadline - Date.now()
+      if (left <= 0) throw new Error(`timed out waiting for ${pattern}:\n${this.tail()}`)
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left)
+        this.waiters.push(() => {
+          clearTimeout(timer)
+          resolve()
+        })
+      })
+    }
+  }
+
+  tail(lines = 30): string {
+    return this.lines.slice(-lines).join('\n')
+  }
+
+  /** Sends `signal` if the process still runs. */
+  signal(signal: NodeJS.Signals): void {
+    if (this.isRunning) this.child.kill(signal)
+  }
+
+  /** SIGCONT (in case it is stopped), SIGTERM, then SIGKILL after `graceMs`; resolves on exit. */
+  async terminate(graceMs = EXIT_WAIT_MS) {
+    if (this.isRunning) {
+      this.child.kill('SIGCONT')
+      this.child.kill('SIGTERM')
+      const timer = setTimeout(() => this.signal('SIGKILL'), graceMs)
+      const result = await this.exited
+      clearTimeout(timer)
+      return result
+    }
+    return this.exited
+  }
+}
+
+/** The path of bin/tidelog.js (it loads dist/: run `npm run build` first). */
+export function tidelogBin(): string {
+  return join(repoRoot(), 'bin', 'tidelog.js')
+}
+
+/** Spawns `node bin/tidelog.js ...args` with info-level logs captured. */
+export function spawnTidelog(args: readonly string[], env: Record<string, string> = {}): ChildOutput {
+  const child = spawn(process.execPath, [tidelogBin(), ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, TIDELOG_LOG_LEVEL: 'info', ...env },
+  })
+  return new ChildOutput(child)
+}
+
+export interface BrokerProcessSpec {
+  readonly nodeId: number
+  readonly port: number
+  readonly logDir: string
+  readonly etcdEndpoint: string
+  readonly properties: Readonly<Record<string, string | number | boolean>>
+}
+
+/** One `tidelog broker --metadata etcd://...` process; restartable on the same port and log dir. */
+export class BrokerProcess {
+  private output: ChildOutput | null = null
+  /** Output of every run of this broker, oldest first. */
+  readonly runs: ChildOutput[] = []
+
+  constructor(readonly spec: BrokerProcessSpec) {}
+
+  get nodeId(): number {
+    return this.spec.nodeId
+  }
+
+  get address(): string {
+    return `127.0.0.1:${this.spec.port}`
+  }
+
+  get current(): ChildOutput {
+    if (this.output === null) throw new Error(`broker ${this.nodeId} was never started`)
+    return this.output
+  }
+
+  get isRunning(): boolean {
+    return this.output?.isRunning === true
+  }
+
+  /** Spawns the process and waits until it has registered and accepts connections. */
+  async start(timeoutMs = 20000): Promise<void> {
+    if (this.isRunning) throw new Error(`broker ${this.nodeId} is already running`)
+    const metadata = this.spec.etcdEndpoint.replace(/^http:\/\//, 'etcd://')
+    const properties: Record<string, string | number | boolean> = {
+      'node.id': this.nodeId,
+      listeners: `PLAINTEXT://${this.address}`,
+      'log.dirs': this.spec.logDir,
+      ...this.spec.properties,
+    }
+    const args = ['broker', '--metadata', metadata]
+    for (const [key, value] of Object.entries(properties)) args.push('--set', `${key}=${value}`)
+    this.output = spawnTidelog(args)
+    this.runs.push(this.output)
+    await this.output.waitForLine(/listening on/, timeoutMs)
+    await waitFor(
+      `broker ${this.nodeId} accepting connections`,
+      async () => ((await accepts(this.spec.port)) ? true : undefined),
+      timeoutMs,
+    )
+  }
+
+  /** kill -9: no controlled shutdown, the registration stays until its lease expires. */
+  async kill(): Promise<void> {
+    if (!this.output?.isRunning) return
+    this.output.signal('SIGKILL')
+    await this.output.exited
+  }
+
+  /** Stops the process (SIGTERM: controlled shutdown) and returns its exit code. */
+  async stop(): Promise<number | null> {
+    if (!this.output) return null
+    const { code } = await this.output.terminate()
+    return code
+  }
+
+  /** Every log line of every run of this broker. */
+  logs(): LogLine[] {
+    return this.runs.flatMap((run) => run.logs())
+  }
+}
+
+export interface EtcdClusterOptions {
+  readonly brokers: number
+  /** Broker properties every process gets (node.id, listeners and log.dirs are set per broker). */
+  readonly properties?: Readonly<Record<string, string | number | boolean>>
+}
+
+/** Kept short so failovers are quick; every test cluster uses it. */
+export const SESSION_TIMEOUT_MS = 3000
+
+/** A private etcd and N `tidelog broker` processes on it. */
+export class EtcdCluster {
+  private constructor(
+    readonly etcd: EtcdProcess,
+    readonly brokers: readonly BrokerProcess[],
+    private readonly rootDir: string,
+  ) {}
+
+  static async start(options: EtcdClusterOptions): Promise<EtcdCluster> {
+    const rootDir = await mkdtemp(join(tmpdir(), 'tidelog-cluster-'))
+    let etcd: EtcdProcess | null = null
+    const brokers: BrokerProcess[] = []
+    try {
+      etcd = await startEtcd()
+      for (let nodeId = 1; nodeId <= options.brokers; nodeId++) {
+        brokers.push(
+          new BrokerProcess({
+            nodeId,
+            port: await freePort(),
+            logDir: join(rootDir, `broker-${nodeId}`),
+            etcdEndpoint: etcd.endpoint,
+            properties: {
+              'broker.session.timeout.ms': SESSION_TIMEOUT_MS,
+              'default.replication.factor': Math.min(3, options.brokers),
+              ...options.properties,
+            },
+          }),
+        )
+      }
+      await Promise.all(brokers.map((broker) => broker.start()))
+      const cluster = new EtcdCluster(etcd, brokers, rootDir)
+      await cluster.waitForBrokers(
+        brokers.map((b) => b.nodeId),
+        15000,
+      )
+      return cluster
+    } catch (error) {
+      await Promise.all(brokers.map((broker) => broker.kill()))
+      await etcd?.stop()
+      await rm(rootDir, { recursive: true, force: true })
+      throw error
+    }
+  }
+
+  broker(nodeId: number): BrokerProcess {
+    const broker = this.brokers.find((b) => b.nodeId === nodeId)
+    if (!broker) throw new Error(`no broker ${nodeId}`)
+    return broker
+  }
+
+  /** Bootstrap list of the brokers whose processes run now. */
+  get liveBootstrap(): string {
+    return this.brokers
+      .filter((b) => b.isRunning)
+      .map((b) => b.address)
+      .join(',')
+  }
+
+  /** Waits until kcat's metadata lists exactly `nodeIds` as the cluster's brokers. */
+  async waitForBrokers(nodeIds: readonly number[], timeoutMs: number): Promise<void> {
+    const wanted = [...nodeIds].sort((a, b) => a - b).join(',')
+    await waitFor(
+      `brokers ${wanted} in the metadata`,
+      async () => {
+        const view = await kcatMetadata(this.liveBootstrap)
+        return view.brokers.join(',') === wanted ? true : undefined
+      },
+      timeoutMs,
+      100,
+    )
+  }
+
+  /** Kills every broker and etcd, and removes every directory. */
+  async close(): Promise<void> {
+    await Promise.all(this.brokers.map((broker) => broker.kill()))
+    await this.etcd.stop()
+    await rm(this.rootDir, { recursive: true, force: true })
+  }
+}
+
+/** Runs `fn` on a fresh etcd cluster and always cleans it up. */
+export async function withEtcdCluster<T>(
+  options: EtcdClusterOptions,
+  fn: (cluster: EtcdCluster) => Promise<T>,
+): Promise<T> {
+  const cluster = await EtcdCluster.start(options)
+  try {
+    return await fn(cluster)
+  } finally {
+    await cluster.close()
+  }
+}
