@@ -1,0 +1,38 @@
+/**
+ * `npm run test:fault -- --seconds 60 --acks all [--unclean] [--seed N] [--partitions 3]`:
+ * the multi-process fault-injection suite (see suite.ts). Exits 1 when acks=all with clean
+ * elections loses an acknowledged record, misplaces or reorders one, or the replicas differ;
+ * acks=1 and unclean runs only report what they lose.
+ */
+import { parseArgs } from 'node:util'
+import { formatReport, runFaultSuite } from './suite.js'
+
+const { values } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '60' },
+    acks: { type: 'string', default: 'all' },
+    unclean: { type: 'boolean', default: false },
+    seed: { type: 'string' },
+    partitions: { type: 'string', default: '3' },
+    rate: { type: 'string', default: '150' },
+  },
+  strict: true,
+})
+const acks = values.acks === '1' ? '1' : values.acks === 'all' || values.acks === '-1' ? 'all' : null
+if (acks === null) throw new Error('--acks must be all or 1')
+const report = await runFaultSuite({
+  seconds: Number(values.seconds),
+  acks,
+  unclean: values.unclean === true,
+  partitions: Number(values.partitions),
+  rate: Number(values.rate),
+  ...(values.seed !== undefined ? { seed: Number(values.seed) } : {}),
+})
+console.log(formatReport(report))
+const strict = acks === 'all' && !values.unclean
+const broken =
+  report.lost > 0 || report.offsetMismatches > 0 || report.orderViolations > 0 || !report.replicasIdentical
+if (strict && broken) {
+  console.log('FAILED: acks=all with clean elections must lose nothing')
+  process.exitCode = 1
+}

@@ -1,0 +1,654 @@
+/**
+ * Issue 6's fault-injection suite: etcd and three `tidelog broker` processes, each behind a
+ * TCP proxy it advertises (so clients and the other brokers reach it only through the
+ * proxy). Producers (two confluent-kafka processes, two kafkajs producers in this process)
+ * write uniquely numbered records ("<producer>-<seq>", partition = seq % partitions, one
+ * request in flight, retries on) while the suite kill -9s leaders and followers, restarts
+ * them, stops them cleanly, isolates a broker, cuts the link between two, and resets
+ * connections, one fault at a time. After healing it waits for every partition to have a
+ * leader and a full ISR, consumes everything and checks: no acknowledged record lost, every
+ * acknowledged record at the offset it was acknowledged with, per-partition order of
+ * acknowledged records by producer sequence, replicas' .log bytes identical up to the high
+ * watermark. Duplicates (no idempotence yet) are counted, not failed.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Kafka, logLevel } from 'kafkajs'
+import type { MetadataStore } from '../../src/metadata/store/metadata-store.js'
+import { BrokerProcess, freePort } from '../helpers/broker-process.js'
+import { confluent, confluentConsume, PYTHON, repoRoot } from '../helpers/compat-clients.js'
+import { type EtcdProcess, startEtcd } from '../helpers/etcd.js'
+import { TcpProxy } from '../helpers/tcp-proxy.js'
+
+export interface FaultOptions {
+  readonly seconds: number
+  readonly acks: 'all' | '1'
+  readonly unclean: boolean
+  readonly partitions?: number
+  readonly seed?: number
+  /** Records per second of each confluent-kafka producer. */
+  readonly rate?: number
+  readonly log?: (line: string) => void
+}
+
+export interface FaultReport {
+  readonly options: Required<Omit<FaultOptions, 'log'>>
+  readonly durationMs: number
+  readonly faults: Record<string, number>
+  readonly sent: number
+  readonly acknowledged: number
+  readonly failed: number
+  readonly lost: number
+  readonly lostSample: string[]
+  readonly offsetMismatches: number
+  readonly orderViolations: number
+  readonly duplicated: number
+  readonly unacknowledgedPresent: number
+  readonly consumed: number
+  readonly highWatermarks: number[]
+  readonly replicasIdentical: boolean
+  readonly replicaProblems: string[]
+  readonly uncleanElections: number
+}
+
+const TOPIC = 'fault'
+const BROKERS = [1, 2, 3]
+
+interface Ack {
+  readonly producer: string
+  readonly seq: number
+  readonly partition: number
+  /** -1 when the record was not acknowledged (error or no report). */
+  readonly offset: number
+  readonly error: string | null
+}
+
+/** A small deterministic PRNG (mulberry32) so a run can be repeated with its seed. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+interface PartitionInfo {
+  leader: number
+  leaderEpoch: number
+  isr: number[]
+}
+
+class FaultCluster {
+  readonly brokers = new Map<number, BrokerProcess>()
+  readonly proxies = new Map<number, TcpProxy>()
+  store: MetadataStore | null = null
+
+  constructor(
+    readonly etcd: EtcdProcess,
+    readonly root: string,
+  ) {}
+
+  get bootstrap(): string {
+    return [...this.proxies.values()].map((p) => `127.0.0.1:${p.port}`).join(',')
+  }
+
+  async partitions(): Promise<PartitionInfo[]> {
+    const { kvs } = await this.store!.range(`partitions/${TOPIC}/`)
+    const out: PartitionInfo[] = []
+    for (const kv of kvs) out[Number(kv.key.split('/').pop())] = JSON.parse(kv.value) as PartitionInfo
+    return out
+  }
+
+  async registered(): Promise<number[]> {
+    const { kvs } = await this.store!.range('brokers/')
+    return kvs.map((kv) => Number(kv.key.split('/').pop())).sort()
+  }
+
+  healAll(): void {
+    for (const proxy of this.proxies.values()) proxy.heal()
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.brokers.values()].map((b) => b.kill()))
+    for (const proxy of this.proxies.values()) await proxy.close()
+    await this.store?.close()
+    await this.etcd.stop()
+    await rm(this.root, { recursive: true, force: true })
+  }
+}
+
+async function startFaultCluster(options: Required<Omit<FaultOptions, 'log'>>): Promise<FaultCluster> {
+  const etcd = await startEtcd()
+  const root = await mkdtemp(join(tmpdir(), 'tidelog-fault-'))
+  const cluster = new FaultCluster(etcd, root)
+  try {
+    const { EtcdStore } = await import('../../src/metadata/store/etcd-store.js')
+    cluster.store = await EtcdStore.connect({ endpoints: [etcd.endpoint] })
+    for (const nodeId of BROKERS) {
+      const port = await freePort()
+      const proxy = new TcpProxy(port)
+      await proxy.listen()
+      cluster.proxies.set(nodeId, proxy)
+      cluster.brokers.set(
+        nodeId,
+        new BrokerProcess({
+          nodeId,
+          port,
+          logDir: join(root, `broker-${nodeId}`),
+          etcdEndpoint: etcd.endpoint,
+          properties: {
+            'advertised.listeners': `PLAINTEXT://127.0.0.1:${proxy.port}`,
+            'broker.session.timeout.ms': 3000,
+            'replica.lag.time.max.ms': 3000,
+            'replica.fetch.backoff.ms': 200,
+            'default.replication.factor': 3,
+            'min.insync.replicas': 2,
+            'unclean.leader.election.enable': options.unclean,
+            'auto.create.topics.enable': false,
+          },
+        }),
+      )
+    }
+    await Promise.all([...cluster.brokers.values()].map((b) => b.start(30000)))
+    await waitFor('3 brokers registered', 20000, async () => (await cluster.registered()).length === 3)
+    return cluster
+  } catch (error) {
+    await cluster.close()
+    throw error
+  }
+}
+
+async function waitFor(
+  what: string,
+  timeoutMs: number,
+  probe: () => Promise<boolean> | boolean,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    try {
+      if (await probe()) return
+    } catch {
+      // Not ready yet (a broker restarting): keep polling.
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    await sleep(100)
+  }
+}
+
+/** A confluent-kafka producer process (test/fault/producer.py). */
+class PythonProducer {
+  readonly acks = new Map<number, Ack>()
+  private buffered = ''
+  private stderr = ''
+  sent = 0
+  private readonly exited: Promise<void>
+  private readonly child: ChildProcess
+
+  constructor(
+    readonly name: string,
+    spec: Record<string, unknown>,
+  ) {
+    this.child = spawn(PYTHON, [join(repoRoot(), 'test', 'fault', 'producer.py')], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    })
+    this.child.stdin!.write(`${JSON.stringify({ ...spec, producer: name })}\n`)
+    this.child.stdout!.setEncoding('utf8').on('data', (chunk: string) => this.onData(chunk))
+    this.child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+      if (this.stderr.length < 20000) this.stderr += chunk
+    })
+    this.exited = new Promise((resolve) => this.child.once('exit', () => resolve()))
+  }
+
+  private onData(chunk: string): void {
+    this.buffered += chunk
+    const lines = this.buffered.split('\n')
+    this.buffered = lines.pop() ?? ''
+    for (const line of lines) {
+      if (line.trim() === '') continue
+      const json = JSON.parse(line) as {
+        s?: number
+        p?: number
+        o?: number
+        e?: string | null
+        done?: boolean
+        sent?: number
+      }
+      if (json.done) {
+        this.sent = json.sent ?? 0
+        continue
+      }
+      const seq = json.s!
+      this.acks.set(seq, {
+        producer: this.name,
+        seq,
+        partition: json.p!,
+        offset: json.e === null ? json.o! : -1,
+        error: json.e ?? null,
+      })
+    }
+  }
+
+  /** Stops producing and waits for every delivery report (bounded by message.timeout.ms). */
+  async stop(timeoutMs = 90000): Promise<void> {
+    this.child.stdin!.end()
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), timeoutMs)
+    await this.exited
+    clearTimeout(timer)
+    if (this.sent === 0) throw new Error(`producer ${this.name} did not finish: ${this.stderr.slice(-2000)}`)
+  }
+}
+
+/** A kafkajs producer sending one record per request, sequentially, with retries. */
+class KafkajsProducer {
+  readonly acks = new Map<number, Ack>()
+  sent = 0
+  private stopped = false
+  private readonly loop: Promise<void>
+
+  constructor(
+    readonly name: string,
+    bootstrap: string,
+    acks: number,
+    partitions: number,
+  ) {
+    const kafka = new Kafka({
+      clientId: `fault-${name}`,
+      brokers: bootstrap.split(','),
+      logLevel: logLevel.NOTHING,
+      requestTimeout: 5000,
+      connectionTimeout: 3000,
+      retry: { retries: 8, initialRetryTime: 100, maxRetryTime: 2000 },
+    })
+    const producer = kafka.producer({
+      maxInFlightRequests: 1,
+      idempotent: false,
+      allowAutoTopicCreation: false,
+    })
+    this.loop = (async () => {
+      await producer.connect()
+      try {
+        for (let seq = 0; !this.stopped; seq++) {
+          const partition = seq % partitions
+          this.sent++
+          try {
+            const [meta] = await producer.send({
+              topic: TOPIC,
+              acks,
+              timeout: 5000,
+              messages: [{ value: `${name}-${seq}`, partition }],
+            })
+            this.acks.set(seq, {
+              producer: name,
+              seq,
+              partition,
+              offset: Number(meta.baseOffset),
+              error: null,
+            })
+          } catch (error) {
+            const type = (error as { type?: string; name?: string }).type ?? (error as Error).name
+            this.acks.set(seq, { producer: name, seq, partition, offset: -1, error: type })
+          }
+          await sleep(2)
+        }
+      } finally {
+        await producer.disconnect().catch(() => undefined)
+      }
+    })()
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true
+    await this.loop
+  }
+}
+
+type Fault = 'kill-leader' | 'kill-follower' | 'restart' | 'isolate' | 'cut-link' | 'reset'
+const FAULTS: Fault[] = ['kill-leader', 'kill-follower', 'restart', 'isolate', 'cut-link', 'reset']
+
+export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
+  const options = {
+    seconds: input.seconds,
+    acks: input.acks,
+    unclean: input.unclean,
+    partitions: input.partitions ?? 3,
+    seed: input.seed ?? Date.now() % 1_000_000,
+    rate: input.rate ?? 150,
+  }
+  const log = input.log ?? ((line: string) => console.log(line))
+  const random = prng(options.seed)
+  const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)]
+  const between = (lo: number, hi: number) => Math.round(lo + random() * (hi - lo))
+  const started = Date.now()
+  const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)}s`
+  log(`fault suite: ${JSON.stringify(options)}`)
+  const cluster = await startFaultCluster(options)
+  const faults: Record<string, number> = {}
+  try {
+    const admin = new Kafka({
+      clientId: 'fault-admin',
+      brokers: cluster.bootstrap.split(','),
+      logLevel: logLevel.NOTHING,
+    }).admin()
+    await admin.connect()
+    await admin.createTopics({
+      topics: [{ topic: TOPIC, numPartitions: options.partitions, replicationFactor: 3 }],
+    })
+    await admin.disconnect()
+    await waitForHealthy(cluster, options.partitions, 20000)
+
+    const acks = options.acks === 'all' ? -1 : 1
+    const python = ['ck1', 'ck2'].map(
+      (name) =>
+        new PythonProducer(name, {
+          bootstrap: cluster.bootstrap,
+          topic: TOPIC,
+          partitions: options.partitions,
+          rate: options.rate,
+          config: { acks: options.acks },
+        }),
+    )
+    const kafkajs = ['js1', 'js2'].map(
+      (name) => new KafkajsProducer(name, cluster.bootstrap, acks, options.partitions),
+    )
+    await sleep(1000)
+
+    const deadline = started + options.seconds * 1000
+    while (Date.now() < deadline) {
+      const fault = pick(FAULTS)
+      const parts = await cluster.partitions()
+      const partition = parts[between(0, parts.length - 1)]
+      const holdMs = between(500, 5000)
+      faults[fault] = (faults[fault] ?? 0) + 1
+      switch (fault) {
+        case 'kill-leader':
+        case 'kill-follower': {
+          const followers = BROKERS.filter((id) => id !== partition?.leader)
+          const target =
+            fault === 'kill-leader' && partition && partition.leader > 0 ? partition.leader : pick(followers)
+          const broker = cluster.brokers.get(target)!
+          log(
+            `${elapsed()} ${fault}: kill -9 broker ${target} (leader of some partition: ${parts.some((p) => p.leader === target)}), down ${holdMs} ms`,
+          )
+          await broker.kill()
+          await sleep(holdMs)
+          await broker.start(30000)
+          break
+        }
+        case 'restart': {
+          const target = pick(BROKERS)
+          log(`${elapsed()} restart: SIGTERM broker ${target} (controlled shutdown), down ${holdMs} ms`)
+          const broker = cluster.brokers.get(target)!
+          await broker.stop()
+          await sleep(holdMs)
+          await broker.start(30000)
+          break
+        }
+        case 'isolate': {
+          const target = pick(BROKERS)
+          log(`${elapsed()} isolate: broker ${target} cut from clients and brokers for ${holdMs} ms`)
+          cluster.proxies.get(target)!.cutAll()
+          for (const [id, proxy] of cluster.proxies)
+            if (id !== target) proxy.cut((c) => c === `tidelog-replica-${target}`)
+          await sleep(holdMs)
+          cluster.healAll()
+          break
+        }
+        case 'cut-link': {
+          const [a, b] = shuffle(BROKERS, random)
+          log(`${elapsed()} cut-link: brokers ${a} <-> ${b} for ${holdMs} ms`)
+          cluster.proxies.get(a)!.cut((c) => c === `tidelog-replica-${b}`)
+          cluster.proxies.get(b)!.cut((c) => c === `tidelog-replica-${a}`)
+          await sleep(holdMs)
+          cluster.healAll()
+          break
+        }
+        case 'reset': {
+          const target = pick(BROKERS)
+          const count = cluster.proxies.get(target)!.reset()
+          log(`${elapsed()} reset: ${count} connections to broker ${target} dropped`)
+          break
+        }
+      }
+      await sleep(between(500, 2000))
+    }
+
+    log(`${elapsed()} healing: all links up, all brokers running; stopping producers`)
+    cluster.healAll()
+    for (const broker of cluster.brokers.values()) if (!broker.isRunning) await broker.start(30000)
+    await Promise.all([...python.map((p) => p.stop()), ...kafkajs.map((p) => p.stop())])
+    log(`${elapsed()} producers done; waiting for every partition to have a leader and a full ISR`)
+    await waitForHealthy(cluster, options.partitions, 60000)
+    await waitForConverged(cluster, options.partitions, 30000).catch((error: Error) =>
+      log(`warning: ${error.message}`),
+    )
+
+    const watermarks = (
+      await confluent<{ watermarks: [number, number][] }>('watermarks', {
+        bootstrap: cluster.bootstrap,
+        topic: TOPIC,
+        partitions: range(options.partitions),
+      })
+    ).watermarks
+    const highWatermarks = watermarks.map(([, high]) => high)
+    const consumed = await confluentConsume(
+      cluster.bootstrap,
+      TOPIC,
+      range(options.partitions).map((p) => [p, 0]),
+      { timeout: 120 },
+    )
+    if (consumed.errors.length > 0) throw new Error(`consume errors: ${JSON.stringify(consumed.errors)}`)
+
+    // Stop the brokers cleanly (logs flushed) and compare the replicas' files.
+    for (const broker of cluster.brokers.values()) await broker.stop()
+    const replicaProblems = await compareReplicaFiles(cluster, options.partitions, highWatermarks)
+    const uncleanElections = [...cluster.brokers.values()]
+      .flatMap((b) => b.logs())
+      .filter((l) => typeof l.msg === 'string' && l.msg.startsWith('UNCLEAN leader election')).length
+
+    const allAcks = [...python, ...kafkajs].flatMap((p) => [...p.acks.values()])
+    const sent = python.reduce((n, p) => n + p.sent, 0) + kafkajs.reduce((n, p) => n + p.sent, 0)
+    const analysis = analyse(allAcks, consumed.records)
+    const report: FaultReport = {
+      options,
+      durationMs: Date.now() - started,
+      faults,
+      sent,
+      ...analysis,
+      consumed: consumed.records.length,
+      highWatermarks,
+      replicasIdentical: replicaProblems.length === 0,
+      replicaProblems,
+      uncleanElections,
+    }
+    return report
+  } finally {
+    await cluster.close()
+  }
+}
+
+function range(n: number): number[] {
+  return Array.from({ length: n }, (_, i) => i)
+}
+
+function shuffle<T>(list: readonly T[], random: () => number): T[] {
+  const out = [...list]
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1))
+    ;[out[i], out[j]] = [out[j], out[i]]
+  }
+  return out
+}
+
+async function waitForHealthy(cluster: FaultCluster, partitions: number, timeoutMs: number): Promise<void> {
+  await waitFor('every partition led with a full ISR', timeoutMs, async () => {
+    if ((await cluster.registered()).length !== 3) return false
+    const parts = await cluster.partitions()
+    return parts.length === partitions && parts.every((p) => p && p.leader > 0 && p.isr.length === 3)
+  })
+}
+
+/** Waits until a follower fetch has carried the final high watermark to every replica (files stop changing). */
+async function waitForConverged(cluster: FaultCluster, partitions: number, timeoutMs: number): Promise<void> {
+  let previous = ''
+  await waitFor('replica logs converged', timeoutMs, async () => {
+    const sizes: number[] = []
+    for (const nodeId of BROKERS)
+      for (let p = 0; p < partitions; p++)
+        sizes.push(await dirLogBytes(join(cluster.brokers.get(nodeId)!.spec.logDir, `${TOPIC}-${p}`)))
+    const now = sizes.join(',')
+    const same = now === previous
+    previous = now
+    const converged = range(partitions).every(
+      (p) => sizes[p] === sizes[partitions + p] && sizes[p] === sizes[2 * partitions + p],
+    )
+    return same && converged
+  })
+}
+
+async function dirLogBytes(dir: string): Promise<number> {
+  let total = 0
+  for (const name of await readdir(dir))
+    if (name.endsWith('.log')) total += (await readFile(join(dir, name))).length
+  return total
+}
+
+/** Each replica's .log bytes of batches below the high watermark, compared by SHA-256. */
+async function compareReplicaFiles(
+  cluster: FaultCluster,
+  partitions: number,
+  highWatermarks: number[],
+): Promise<string[]> {
+  const problems: string[] = []
+  for (let p = 0; p < partitions; p++) {
+    const digests = new Map<number, string>()
+    for (const nodeId of BROKERS) {
+      const dir = join(cluster.brokers.get(nodeId)!.spec.logDir, `${TOPIC}-${p}`)
+      digests.set(nodeId, await committedDigest(dir, highWatermarks[p]))
+    }
+    const distinct = new Set(digests.values())
+    if (distinct.size !== 1)
+      problems.push(
+        `${TOPIC}-${p}: replicas differ below HW ${highWatermarks[p]}: ${JSON.stringify([...digests])}`,
+      )
+  }
+  return problems
+}
+
+async function committedDigest(dir: string, highWatermark: number): Promise<string> {
+  const segments = (await readdir(dir)).filter((n) => n.endsWith('.log')).sort()
+  const hash = createHash('sha256')
+  let next = -1
+  let bytes = 0
+  for (const name of segments) {
+    const data = await readFile(join(dir, name))
+    for (let at = 0; at + 12 <= data.length; ) {
+      const size = 12 + data.readInt32BE(at + 8)
+      const base = Number(data.readBigInt64BE(at))
+      const last = base + data.readInt32BE(at + 23)
+      if (last >= highWatermark) return `${hash.digest('hex')} (${bytes} bytes to offset ${next})`
+      if (next !== -1 && base !== next) return `gap at ${next}: next batch at ${base}`
+      hash.update(data.subarray(at, at + size))
+      bytes += size
+      next = last + 1
+      at += size
+    }
+  }
+  return `${hash.digest('hex')} (${bytes} bytes to offset ${next})`
+}
+
+function analyse(
+  acks: readonly Ack[],
+  records: readonly { partition: number; offset: number; value: string | null }[],
+): Omit<
+  FaultReport,
+  | 'options'
+  | 'durationMs'
+  | 'faults'
+  | 'sent'
+  | 'consumed'
+  | 'highWatermarks'
+  | 'replicasIdentical'
+  | 'replicaProblems'
+  | 'uncleanElections'
+> {
+  const occurrences = new Map<string, { partition: number; offset: number }[]>()
+  const at = new Map<string, string | null>()
+  for (const r of records) {
+    at.set(`${r.partition}:${r.offset}`, r.value)
+    if (r.value === null) continue
+    const list = occurrences.get(r.value) ?? []
+    list.push({ partition: r.partition, offset: r.offset })
+    occurrences.set(r.value, list)
+  }
+  let acknowledged = 0
+  let failed = 0
+  let lost = 0
+  let offsetMismatches = 0
+  const lostSample: string[] = []
+  const ackedValues = new Set<string>()
+  const byProducerPartition = new Map<string, Ack[]>()
+  for (const ack of acks) {
+    const value = `${ack.producer}-${ack.seq}`
+    if (ack.offset < 0) {
+      failed++
+      continue
+    }
+    acknowledged++
+    ackedValues.add(value)
+    if (!occurrences.has(value)) {
+      lost++
+      if (lostSample.length < 10) lostSample.push(`${value}@${ack.partition}:${ack.offset}`)
+      continue
+    }
+    if (at.get(`${ack.partition}:${ack.offset}`) !== value) offsetMismatches++
+    const key = `${ack.producer}/${ack.partition}`
+    byProducerPartition.set(key, [...(byProducerPartition.get(key) ?? []), ack])
+  }
+  let orderViolations = 0
+  for (const list of byProducerPartition.values()) {
+    list.sort((a, b) => a.seq - b.seq)
+    for (let i = 1; i < list.length; i++) {
+      const before = occurrences.get(`${list[i - 1].producer}-${list[i - 1].seq}`)![0].offset
+      const now = occurrences.get(`${list[i].producer}-${list[i].seq}`)![0].offset
+      if (now <= before) orderViolations++
+    }
+  }
+  let duplicated = 0
+  let unacknowledgedPresent = 0
+  for (const [value, list] of occurrences) {
+    duplicated += list.length - 1
+    if (!ackedValues.has(value)) unacknowledgedPresent++
+  }
+  return {
+    acknowledged,
+    failed,
+    lost,
+    lostSample,
+    offsetMismatches,
+    orderViolations,
+    duplicated,
+    unacknowledgedPresent,
+  }
+}
+
+export function formatReport(r: FaultReport): string {
+  const faults = Object.entries(r.faults)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(' ')
+  return [
+    `fault suite acks=${r.options.acks} unclean=${r.options.unclean} seed=${r.options.seed} duration=${(r.durationMs / 1000).toFixed(1)}s (faults for ${r.options.seconds}s)`,
+    `  faults injected: ${faults || 'none'}${r.uncleanElections ? ` (unclean elections: ${r.uncleanElections})` : ''}`,
+    `  sent ${r.sent}, acknowledged ${r.acknowledged}, failed/unacknowledged ${r.failed}`,
+    `  LOST ${r.lost}${r.lostSample.length ? ` e.g. ${r.lostSample.join(', ')}` : ''}`,
+    `  acknowledged-at-wrong-offset ${r.offsetMismatches}, order violations ${r.orderViolations}`,
+    `  duplicated ${r.duplicated}, unacknowledged-but-present ${r.unacknowledgedPresent}, consumed ${r.consumed}, HWs ${r.highWatermarks.join('/')}`,
+    `  replicas byte-identical up to the HW: ${r.replicasIdentical ? 'yes' : `NO: ${r.replicaProblems.join('; ')}`}`,
+  ].join('\n')
+}
