@@ -219,6 +219,7 @@ class LeaderFetcher {
     }
     const log = partition.log
     let target: number
+    let anotherRound = false
     if (result.endOffset === UNDEFINED_EPOCH_OFFSET) {
       target = partition.highWatermark // the leader knows no epoch of ours: Kafka's fallback
     } else {
@@ -226,7 +227,14 @@ class LeaderFetcher {
       if (result.leaderEpoch < (log.latestEpoch ?? -1)) {
         // The leader's answer is for an older epoch; our own end for that epoch may be lower.
         const own = log.endOffsetForEpoch(result.leaderEpoch)
-        if (own) target = Math.min(target, own.endOffset)
+        if (own && own.leaderEpoch !== result.leaderEpoch) {
+          // We never had the leader's epoch: what we hold past our end of the epoch before it
+          // diverges, but our records of that earlier epoch may still run past where the
+          // leader's end. Truncate to our end for it and ask again (Kafka's
+          // getOffsetTruncationState with truncationCompleted = false).
+          target = own.endOffset
+          anotherRound = target < log.logEndOffset
+        } else if (own) target = Math.min(target, own.endOffset)
       }
     }
     if (target < log.logEndOffset) {
@@ -236,7 +244,7 @@ class LeaderFetcher {
       )
       await log.truncateTo(target)
     }
-    followed.truncated = true
+    followed.truncated = !anotherRound
   }
 
   // ---- fetching -------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ import type {
   OffsetForLeaderEpochResponseEpochEndOffset,
 } from '../../protocol/generated/offset-for-leader-epoch-response.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
+import type { Partition } from '../../replication/partition.js'
+import type { EpochEndOffset } from '../../storage/leader-epoch-cache.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
@@ -46,7 +48,7 @@ function endOffsetFor(
     const partition = context.broker.replicaManager.getPartitionOrError(topic, p.partition)
     partition.ensureLeader()
     if (context.apiVersion >= 2) partition.checkLeaderEpoch(p.currentLeaderEpoch)
-    const found = partition.log.endOffsetForEpoch(p.leaderEpoch)
+    const found = endOffsetOnLeader(partition, p.leaderEpoch)
     return {
       errorCode: ErrorCode.NONE,
       partition: p.partition,
@@ -58,4 +60,22 @@ function endOffsetFor(
     if (code === null) throw error
     return { errorCode: code, partition: p.partition, leaderEpoch: -1, endOffset: -1n }
   }
+}
+
+/**
+ * Kafka's leader writes its own epoch into the leader-epoch cache when elected; tidelog's
+ * log learns an epoch only with its first batch. Until then a requested epoch above the
+ * cache's latest (up to the current one) would be "unknown" and the follower would fall
+ * back to truncating to its own high watermark, which may keep records this leader never
+ * had (after an unclean election) or drop acknowledged ones. Answer as Kafka does: those
+ * epochs end where the current one starts, at the log end, and the epoch is the cache's
+ * latest (the follower then truncates to the smaller of that and its own end for it).
+ */
+function endOffsetOnLeader(partition: Partition, requested: number): EpochEndOffset | undefined {
+  const log = partition.log
+  const latest = log.latestEpoch
+  if (requested >= 0 && requested <= partition.leaderEpoch && (latest === undefined || requested > latest)) {
+    return { leaderEpoch: latest ?? requested, endOffset: log.logEndOffset }
+  }
+  return log.endOffsetForEpoch(requested)
 }
