@@ -19,13 +19,15 @@ import type { ListOffsetsResponse } from '../protocol/generated/list-offsets-res
 import type { OffsetForLeaderEpochResponse } from '../protocol/generated/offset-for-leader-epoch-response.js'
 import { ZERO_UUID } from '../protocol/primitives.js'
 import { splitBatches } from '../protocol/record-batch.js'
-import { BrokerClient, type Transport } from './broker-client.js'
+import { BrokerClient, BrokerConnectionError, type Transport } from './broker-client.js'
 import type { Partition } from './partition.js'
 
 const FETCH_VERSION = 11
 const OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 const LIST_OFFSETS_VERSION = 4
 const UNDEFINED_EPOCH_OFFSET = -1n
+/** Kafka's replica.socket.timeout.ms default. */
+const REQUEST_TIMEOUT_MS_DEFAULT = 30000
 
 export interface FetcherSettings {
   readonly nodeId: number
@@ -39,6 +41,8 @@ export interface FetcherSettings {
   readonly fetchWaitMaxMs: number
   readonly fetchMinBytes: number
   readonly fetchBackoffMs: number
+  /** How long past the fetch wait a request may go unanswered before the connection is dropped. */
+  readonly requestTimeoutMs?: number
 }
 
 interface Followed {
@@ -173,6 +177,33 @@ class LeaderFetcher {
     return this.client
   }
 
+  /**
+   * A request that fails (closing the connection) when no answer comes within the fetch
+   * wait plus requestTimeoutMs (Kafka's replica.socket.timeout.ms): a connection that died
+   * without a FIN or RST (peer host gone, half-open after a partition) must not stall every
+   * partition this fetcher carries forever.
+   */
+  private request<T>(client: BrokerClient, apiKey: number, version: number, body: unknown): Promise<T> {
+    const timeoutMs =
+      this.settings.fetchWaitMaxMs + (this.settings.requestTimeoutMs ?? REQUEST_TIMEOUT_MS_DEFAULT)
+    return new Promise<T>((resolve, reject) => {
+      const timer = this.settings.clock.setTimeout(() => {
+        client.close()
+        reject(new BrokerConnectionError(`no answer from broker ${this.leaderId} in ${timeoutMs} ms`))
+      }, timeoutMs)
+      client.request<T>(apiKey, version, body).then(
+        (response) => {
+          timer.cancel()
+          resolve(response)
+        },
+        (error: unknown) => {
+          timer.cancel()
+          reject(error)
+        },
+      )
+    })
+  }
+
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => this.settings.clock.setTimeout(resolve, ms))
   }
@@ -185,7 +216,8 @@ class LeaderFetcher {
     const withEpoch = pending.filter((f) => f.partition.log.latestEpoch !== undefined)
     for (const f of pending) if (f.partition.log.latestEpoch === undefined) f.truncated = true
     if (withEpoch.length === 0) return
-    const response = await client.request<OffsetForLeaderEpochResponse>(
+    const response = await this.request<OffsetForLeaderEpochResponse>(
+      client,
       ApiKey.OffsetForLeaderEpoch,
       OFFSET_FOR_LEADER_EPOCH_VERSION,
       {
@@ -279,7 +311,7 @@ class LeaderFetcher {
       forgottenTopicsData: [],
       rackId: '',
     }
-    const response = await client.request<FetchResponse>(ApiKey.Fetch, FETCH_VERSION, request)
+    const response = await this.request<FetchResponse>(client, ApiKey.Fetch, FETCH_VERSION, request)
     for (const topic of response.responses) {
       for (const data of topic.partitions) {
         const followed = this.partitions.get(`${topic.topic}\u0000${data.partitionIndex}`)
@@ -335,23 +367,28 @@ class LeaderFetcher {
     timestamp: bigint,
   ): Promise<number | null> {
     const { partition } = followed
-    const response = await client.request<ListOffsetsResponse>(ApiKey.ListOffsets, LIST_OFFSETS_VERSION, {
-      replicaId: this.settings.nodeId,
-      isolationLevel: 0,
-      topics: [
-        {
-          name: partition.topic,
-          partitions: [
-            {
-              partitionIndex: partition.partition,
-              currentLeaderEpoch: followed.leaderEpoch,
-              timestamp,
-              maxNumOffsets: 1,
-            },
-          ],
-        },
-      ],
-    })
+    const response = await this.request<ListOffsetsResponse>(
+      client,
+      ApiKey.ListOffsets,
+      LIST_OFFSETS_VERSION,
+      {
+        replicaId: this.settings.nodeId,
+        isolationLevel: 0,
+        topics: [
+          {
+            name: partition.topic,
+            partitions: [
+              {
+                partitionIndex: partition.partition,
+                currentLeaderEpoch: followed.leaderEpoch,
+                timestamp,
+                maxNumOffsets: 1,
+              },
+            ],
+          },
+        ],
+      },
+    )
     const result = response.topics[0]?.partitions[0]
     return result && result.errorCode === ErrorCode.NONE ? Number(result.offset) : null
   }
