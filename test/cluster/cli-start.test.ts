@@ -1,0 +1,99 @@
+/**
+ * Issue 5: `tidelog start --brokers 3` runs three brokers in one process on the embedded
+ * store. Spawned from the CLI it prints the three bootstrap addresses, kcat lists three
+ * brokers, replicated topics work, SIGTERM stops it cleanly (exit code 0), and a restart
+ * on the same data directory has the same topics and records.
+ */
+import assert from 'node:assert/strict'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { test } from 'node:test'
+import { type ChildOutput, spawnTidelog } from '../helpers/broker-process.js'
+import { assertReadBack, kafka, produceOnePerPartition } from '../helpers/cluster-clients.js'
+import { kcatMetadata } from '../helpers/metadata-view.js'
+
+const TOPIC = 'cli-rf3'
+
+/** Starts `tidelog start --brokers 3` and returns the process and its bootstrap servers. */
+async function startCli(dataDir: string): Promise<{ cli: ChildOutput; bootstrap: string }> {
+  const cli = spawnTidelog(
+    [
+      'start',
+      '--brokers',
+      '3',
+      '--port',
+      '0',
+      '--data-dir',
+      dataDir,
+      '--set',
+      'broker.session.timeout.ms=3000',
+    ],
+    { TIDELOG_LOG_LEVEL: 'warn' },
+  )
+  const { line } = await cli.waitForLine(/^bootstrap servers: /, 20000)
+  return { cli, bootstrap: line.replace(/^bootstrap servers: /, '').trim() }
+}
+
+async function stopCli(cli: ChildOutput): Promise<void> {
+  cli.signal('SIGTERM')
+  const { code, signal } = await cli.exited
+  assert.equal(signal, null, `tidelog start ended by ${signal}:\n${cli.tail()}`)
+  assert.equal(code, 0, `tidelog start exited ${code}:\n${cli.tail()}`)
+  assert.ok(cli.lines.includes('tidelog stopping'), cli.tail())
+}
+
+test('tidelog start --brokers 3: three bootstrap addresses, three brokers in kcat -L, SIGTERM exits 0, restart keeps topics and records', {
+  timeout: 60000,
+}, async () => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'tidelog-cli-cluster-'))
+  let running: ChildOutput | null = null
+  try {
+    const first = await startCli(dataDir)
+    running = first.cli
+    assert.ok(
+      first.cli.lines.some((l) => l.startsWith('tidelog started: 3 broker(s)')),
+      first.cli.tail(),
+    )
+    const addresses = first.bootstrap.split(',')
+    assert.equal(addresses.length, 3, first.bootstrap)
+    for (const address of addresses) assert.match(address, /^127\.0\.0\.1:\d+$/)
+    assert.equal(new Set(addresses).size, 3)
+    for (const address of addresses) {
+      const view = await kcatMetadata(address)
+      assert.deepEqual(view.brokers, [0, 1, 2], `kcat -L via ${address}`)
+      assert.ok(view.brokers.includes(view.controllerId))
+    }
+    const admin = kafka(first.bootstrap).admin()
+    await admin.connect()
+    try {
+      await admin.createTopics({
+        topics: [{ topic: TOPIC, numPartitions: 3, replicationFactor: 3 }],
+        waitForLeaders: true,
+      })
+    } finally {
+      await admin.disconnect()
+    }
+    const values = await produceOnePerPartition(first.bootstrap, TOPIC, [0, 1, 2], 'cli')
+    const expected = new Map([...values].map(([p, v]) => [p, [v]]))
+    await assertReadBack(first.bootstrap, TOPIC, expected, 3)
+    const placement = (await kcatMetadata(first.bootstrap, TOPIC)).topics.get(TOPIC)!.map((p) => p.replicas)
+    await stopCli(first.cli)
+    running = null
+
+    const second = await startCli(dataDir)
+    running = second.cli
+    const view = await kcatMetadata(second.bootstrap, TOPIC)
+    assert.deepEqual(view.brokers, [0, 1, 2])
+    assert.deepEqual(
+      view.topics.get(TOPIC)!.map((p) => p.replicas),
+      placement,
+    )
+    await assertReadBack(second.bootstrap, TOPIC, expected, 3)
+    await stopCli(second.cli)
+    running = null
+  } finally {
+    if (running) await running.terminate(2000)
+    await rm(dataDir, { recursive: true, force: true })
+  }
+})
