@@ -13,7 +13,7 @@ test('fault injection, 25 s, acks=all: no acknowledged record lost', { timeout: 
   const report = await runFaultSuite({ seconds: 25, acks: 'all', unclean: false, log: () => undefined })
   console.log(formatReport(report))
   assert.ok(report.acknowledged > 1000, `only ${report.acknowledged} records acknowledged`)
-  assert.ok(Object.values(report.faults).reduce((a, b) => a + b, 0) >= 4, 'too few faults injected')
+  assert.ok(Object.values(report.faults).reduce((a, b) => a + b, 0) >= 2, 'too few faults injected')
   assert.equal(report.lost, 0, `lost: ${report.lostSample.join(', ')}`)
   assert.equal(report.offsetMismatches, 0)
   assert.equal(report.orderViolations, 0)

@@ -309,8 +309,16 @@ class KafkajsProducer {
   }
 }
 
-type Fault = 'kill-leader' | 'kill-follower' | 'restart' | 'isolate' | 'cut-link' | 'reset'
-const FAULTS: Fault[] = ['kill-leader', 'kill-follower', 'restart', 'isolate', 'cut-link', 'reset']
+type Fault = 'kill-leader' | 'kill-follower' | 'restart' | 'isolate' | 'cut-link' | 'reset' | 'strand-leader'
+const FAULTS: Fault[] = [
+  'kill-leader',
+  'kill-follower',
+  'restart',
+  'isolate',
+  'cut-link',
+  'reset',
+  'strand-leader',
+]
 
 export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
   const options = {
@@ -407,6 +415,26 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
           cluster.proxies.get(b)!.cut((c) => c === `tidelog-replica-${a}`)
           await sleep(holdMs)
           cluster.healAll()
+          break
+        }
+        case 'strand-leader': {
+          // One broker's failure in two steps: a leader loses its followers (clients still
+          // reach it) long enough for its ISR to shrink to itself, then it crashes. Clean
+          // election keeps the partition offline until it returns; unclean elects a follower
+          // that lacks what the leader accepted alone.
+          const target = partition && partition.leader > 0 ? partition.leader : pick(BROKERS)
+          log(
+            `${elapsed()} strand-leader: broker ${target} cut from the other brokers for 5000 ms, then kill -9, down ${holdMs} ms`,
+          )
+          cluster.proxies.get(target)!.cut((c) => c?.startsWith('tidelog-replica-') === true)
+          for (const [id, proxy] of cluster.proxies)
+            if (id !== target) proxy.cut((c) => c === `tidelog-replica-${target}`)
+          await sleep(5000)
+          const broker = cluster.brokers.get(target)!
+          await broker.kill()
+          cluster.healAll()
+          await sleep(holdMs)
+          await broker.start(30000)
           break
         }
         case 'reset': {
