@@ -326,6 +326,57 @@ test('3 broker processes on etcd: kill -9 a leader, then the controller; new lea
       10000,
       100,
     )
+    await produceEverywhereLive(cluster, written, 'after-hasty-restart')
+    await readBackLive(cluster, written)
+
+    // ---- SIGTERM (controlled shutdown) of a broker that leads RF=3 partitions: its
+    // leaderships move to other ISR members before it leaves, and it exits 0.
+    before = await kcatMetadata(cluster.liveBootstrap)
+    const stopping = cluster.brokers.find((b) =>
+      before.topics.get(RF3)!.some((p) => p.leader === b.nodeId && p.isr.length > 1),
+    )!
+    const movedRf3 = before.topics.get(RF3)!.filter((p) => p.leader === stopping.nodeId && p.isr.length > 1)
+    const stoppedAt = performance.now()
+    const exit = stopping.stop()
+    const otherBootstrap = cluster.brokers
+      .filter((b) => b !== stopping)
+      .map((b) => b.address)
+      .join(',')
+    const controlledMs = await waitFor(
+      'leaders moved by the controlled shutdown',
+      async () => {
+        const view = await kcatMetadata(otherBootstrap, RF3)
+        const moved = movedRf3.every((p) => {
+          const now = view.topics.get(RF3)![p.partition]
+          return now.leader === cleanLeader(p, new Set([stopping.nodeId]))
+        })
+        return moved ? performance.now() - stoppedAt : undefined
+      },
+      10000,
+      10,
+    )
+    assert.equal(await exit, 0, `broker ${stopping.nodeId} exit code:\n${stopping.current.tail()}`)
+    report.push(
+      `SIGTERM (controlled shutdown) of ${stopping.nodeId} → ${movedRf3.length} new leaders visible to kcat: ${controlledMs.toFixed(0)} ms`,
+    )
+    await cluster.waitForBrokers(
+      cluster.brokers.filter((b) => b !== stopping).map((b) => b.nodeId),
+      5000,
+    )
+    await produceEverywhereLive(cluster, written, 'after-controlled-shutdown')
+    await readBackLive(cluster, written)
+    report.push(
+      `restart of ${stopping.nodeId} → registered again: ${(await restartAndRejoin(cluster, stopping)).toFixed(0)} ms`,
+    )
+    await waitFor(
+      'RF=1 partitions online',
+      async () => {
+        const view = await kcatMetadata(cluster.liveBootstrap)
+        return view.topics.get(RF1)!.every((p) => p.leader === p.replicas[0]) ? true : undefined
+      },
+      10000,
+      100,
+    )
     await produceEverywhereLive(cluster, written, 'final')
     await readBackLive(cluster, written)
     console.log(`failover (broker.session.timeout.ms=${SESSION_TIMEOUT_MS}):\n  ${report.join('\n  ')}`)

@@ -17,6 +17,7 @@ import { Reader } from '../../src/protocol/primitives.js'
 import { encodeRecordBatchSync } from '../../src/protocol/record-batch.js'
 import { type EtcdCluster, SESSION_TIMEOUT_MS, waitFor, withEtcdCluster } from '../helpers/broker-process.js'
 import { assertReadBack, kafka, kcatProduceOnePerPartition } from '../helpers/cluster-clients.js'
+import { kcatConsume } from '../helpers/compat-clients.js'
 import { kcatMetadata, type MetadataView } from '../helpers/metadata-view.js'
 import { RawClient } from '../helpers/raw-client.js'
 
@@ -168,9 +169,9 @@ test('a broker frozen past its session stops leading: new leaders and controller
       await assertReadBack(cluster.liveBootstrap, RF1, new Map([...rf1].map(([p, v]) => [p, [v]])), 3)
       await assertReadBack(cluster.liveBootstrap, RF3, new Map([...rf3].map(([p, v]) => [p, [v]])), 6)
       for (const topic of [RF1, RF3]) {
-        const { records } = await import('../helpers/compat-clients.js').then((m) =>
-          m.kcatConsume(cluster.liveBootstrap, topic, { extra: ['-X', 'fetch.wait.max.ms=20'] }),
-        )
+        const { records } = await kcatConsume(cluster.liveBootstrap, topic, {
+          extra: ['-X', 'fetch.wait.max.ms=20'],
+        })
         const stale = records.filter((r) => r.value?.startsWith('stale-'))
         assert.deepEqual(stale, [], `${topic}: records a deposed leader accepted`)
       }
