@@ -1,0 +1,377 @@
+/**
+ * The admin client: topics (create, delete, list, describe), partitions, configs
+ * (describe, incremental alter), the cluster, records (delete up to an offset) and offsets.
+ * Topic creation and deletion go to the controller, retried on NOT_CONTROLLER and
+ * connection errors; a per-item error rejects the call with that item's KafkaProtocolError.
+ *
+ * Group administration (list/describe groups, reset offsets) needs the group APIs; until the
+ * broker serves them, listGroups() rejects with GroupsNotSupportedError.
+ */
+import { ErrorCode } from '../protocol/error-codes.js'
+import type { CreatePartitionsResponse } from '../protocol/generated/create-partitions-response.js'
+import type { CreateTopicsRequest } from '../protocol/generated/create-topics-request.js'
+import type { CreateTopicsResponse } from '../protocol/generated/create-topics-response.js'
+import type { DeleteRecordsResponse } from '../protocol/generated/delete-records-response.js'
+import type { DeleteTopicsResponse } from '../protocol/generated/delete-topics-response.js'
+import type { DescribeClusterResponse } from '../protocol/generated/describe-cluster-response.js'
+import type { DescribeConfigsResponse } from '../protocol/generated/describe-configs-response.js'
+import type { IncrementalAlterConfigsResponse } from '../protocol/generated/incremental-alter-configs-response.js'
+import { ApiKey } from '../protocol/generated/index.js'
+import type { ListGroupsResponse } from '../protocol/generated/list-groups-response.js'
+import { ZERO_UUID } from '../protocol/primitives.js'
+import { type ClientOptions, KafkaClient } from './client.js'
+import { GroupsNotSupportedError, InvalidArgumentError, KafkaProtocolError } from './errors.js'
+import { type PartitionOutcome, requestByLeader, type TopicPartition, tpKey } from './leader-requests.js'
+import type { BrokerNode, PartitionInfo } from './metadata.js'
+import { type ListedOffset, listOffsets, type OffsetQuery } from './offsets.js'
+import { backoffMs, isRetriableError, sleep } from './retry.js'
+import { GROUP_API_KEYS } from './versions.js'
+
+export interface AdminOptions extends Partial<ClientOptions> {
+  client?: KafkaClient
+  /** How long the broker may take for topic operations (default 30000). */
+  operationTimeoutMs?: number
+}
+
+export interface NewTopic {
+  topic: string
+  /** -1: the broker's num.partitions. */
+  numPartitions?: number
+  /** -1: the broker's default.replication.factor. */
+  replicationFactor?: number
+  configs?: Readonly<Record<string, string>>
+  /** Manual placement: replica broker ids per partition (then numPartitions/replicationFactor stay -1). */
+  assignments?: readonly (readonly number[])[]
+}
+
+export interface TopicDescription {
+  name: string
+  topicId: string
+  isInternal: boolean
+  partitions: PartitionInfo[]
+}
+
+export type ConfigResourceType = 'topic' | 'broker'
+export type ConfigOperation = 'set' | 'delete' | 'append' | 'subtract'
+
+export interface ConfigEntry {
+  name: string
+  value: string | null
+  readOnly: boolean
+  isDefault: boolean
+  isSensitive: boolean
+  source: string
+}
+
+export interface ConfigResource {
+  type: ConfigResourceType
+  name: string
+}
+
+export interface ClusterDescription {
+  clusterId: string | null
+  controllerId: number
+  brokers: BrokerNode[]
+}
+
+const RESOURCE_TYPE: Readonly<Record<ConfigResourceType, number>> = { topic: 2, broker: 4 }
+const CONFIG_OPERATION: Readonly<Record<ConfigOperation, number>> = {
+  set: 0,
+  delete: 1,
+  append: 2,
+  subtract: 3,
+}
+const CONFIG_SOURCE = [
+  'UNKNOWN',
+  'DYNAMIC_TOPIC_CONFIG',
+  'DYNAMIC_BROKER_CONFIG',
+  'DYNAMIC_DEFAULT_BROKER_CONFIG',
+  'STATIC_BROKER_CONFIG',
+  'DEFAULT_CONFIG',
+  'DYNAMIC_BROKER_LOGGER_CONFIG',
+  'CLIENT_METRICS_CONFIG',
+]
+const ATTEMPTS_MAX = 5
+
+export class Admin {
+  readonly client: KafkaClient
+  private readonly ownsClient: boolean
+  private readonly operationTimeoutMs: number
+
+  constructor(options: AdminOptions) {
+    if (!options.client && options.bootstrapServers === undefined)
+      throw new InvalidArgumentError('bootstrapServers or client is required')
+    this.ownsClient = options.client === undefined
+    this.client = options.client ?? new KafkaClient(options as ClientOptions)
+    this.operationTimeoutMs = options.operationTimeoutMs ?? 30000
+  }
+
+  async createTopics(topics: readonly NewTopic[], options: { validateOnly?: boolean } = {}): Promise<void> {
+    const response = await this.toController<CreateTopicsResponse>(ApiKey.CreateTopics, () =>
+      this.createTopicsRequest(topics, options.validateOnly ?? false),
+    )
+    for (const t of response.topics) throwIf(t.errorCode, `topic ${t.name}`, t.errorMessage)
+  }
+
+  async deleteTopics(names: readonly string[]): Promise<void> {
+    const response = await this.toController<DeleteTopicsResponse>(ApiKey.DeleteTopics, (version) => ({
+      topics: version >= 6 ? names.map((name) => ({ name, topicId: ZERO_UUID })) : [],
+      topicNames: version < 6 ? [...names] : [],
+      timeoutMs: this.operationTimeoutMs,
+    }))
+    for (const t of response.responses) throwIf(t.errorCode, `topic ${t.name}`, t.errorMessage)
+  }
+
+  async listTopics(options: { includeInternal?: boolean } = {}): Promise<string[]> {
+    const snapshot = await this.client.refreshMetadata('all')
+    return [...snapshot.topics.values()]
+      .filter((t) => options.includeInternal || !t.isInternal)
+      .map((t) => t.name)
+      .sort()
+  }
+
+  /** Partitions with leader, replicas, ISR and offline replicas; all topics when `names` is absent. */
+  async describeTopics(names?: readonly string[]): Promise<TopicDescription[]> {
+    const snapshot = await this.client.refreshMetadata(names ?? 'all')
+    const wanted = names ?? [...snapshot.topics.keys()].sort()
+    return wanted.map((name) => {
+      const info = snapshot.topics.get(name)
+      if (!info)
+        throw new KafkaProtocolError(
+          snapshot.topicErrors.get(name) ?? ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+          `topic ${name}`,
+        )
+      return { name, topicId: info.topicId, isInternal: info.isInternal, partitions: [...info.partitions] }
+    })
+  }
+
+  /** Raises the partition count of topics (never lowers it: Kafka cannot). */
+  async createPartitions(
+    requests: readonly { topic: string; count: number }[],
+    options: { validateOnly?: boolean } = {},
+  ): Promise<void> {
+    const response = await this.toController<CreatePartitionsResponse>(ApiKey.CreatePartitions, () => ({
+      topics: requests.map((r) => ({ name: r.topic, count: r.count, assignments: null })),
+      timeoutMs: this.operationTimeoutMs,
+      validateOnly: options.validateOnly ?? false,
+    }))
+    for (const r of response.results) throwIf(r.errorCode, `topic ${r.name}`, r.errorMessage)
+  }
+
+  async describeConfigs(
+    resources: readonly (ConfigResource & { keys?: readonly string[] })[],
+  ): Promise<(ConfigResource & { entries: ConfigEntry[] })[]> {
+    const results = []
+    for (const resource of resources) {
+      const target = resource.type === 'broker' ? Number(resource.name) : 'any'
+      const response = await this.retrying(() =>
+        this.client.request<DescribeConfigsResponse>(target, ApiKey.DescribeConfigs, () => ({
+          resources: [
+            {
+              resourceType: RESOURCE_TYPE[resource.type],
+              resourceName: resource.name,
+              configurationKeys: resource.keys ? [...resource.keys] : null,
+            },
+          ],
+          includeSynonyms: false,
+          includeDocumentation: false,
+        })),
+      )
+      for (const r of response.results) {
+        throwIf(r.errorCode, `${resource.type} ${resource.name}`, r.errorMessage)
+        results.push({ ...resource, entries: r.configs.map(toConfigEntry) })
+      }
+    }
+    return results
+  }
+
+  async incrementalAlterConfigs(
+    changes: readonly (ConfigResource & {
+      ops: readonly { name: string; op: ConfigOperation; value?: string | null }[]
+    })[],
+    options: { validateOnly?: boolean } = {},
+  ): Promise<void> {
+    for (const change of changes) {
+      const target = change.type === 'broker' ? Number(change.name) : 'any'
+      const response = await this.retrying(() =>
+        this.client.request<IncrementalAlterConfigsResponse>(target, ApiKey.IncrementalAlterConfigs, () => ({
+          resources: [
+            {
+              resourceType: RESOURCE_TYPE[change.type],
+              resourceName: change.name,
+              configs: change.ops.map((o) => ({
+                name: o.name,
+                configOperation: CONFIG_OPERATION[o.op],
+                value: o.value ?? null,
+              })),
+            },
+          ],
+          validateOnly: options.validateOnly ?? false,
+        })),
+      )
+      for (const r of response.responses)
+        throwIf(r.errorCode, `${change.type} ${change.name}`, r.errorMessage)
+    }
+  }
+
+  /** DescribeCluster when the broker serves it, else Metadata. */
+  async describeCluster(): Promise<ClusterDescription> {
+    const connection = await this.client.anyConnection()
+    if (!connection.supports(ApiKey.DescribeCluster)) {
+      const snapshot = await this.client.refreshMetadata()
+      return {
+        clusterId: snapshot.clusterId,
+        controllerId: snapshot.controllerId,
+        brokers: sortedBrokers(snapshot.brokers.values()),
+      }
+    }
+    const response = await connection.request<DescribeClusterResponse>(ApiKey.DescribeCluster, {
+      includeClusterAuthorizedOperations: false,
+      endpointType: 1,
+    })
+    throwIf(response.errorCode, 'describe cluster', response.errorMessage)
+    return {
+      clusterId: response.clusterId,
+      controllerId: response.controllerId,
+      brokers: sortedBrokers(
+        response.brokers.map((b) => ({ nodeId: b.brokerId, host: b.host, port: b.port, rack: b.rack })),
+      ),
+    }
+  }
+
+  /** Deletes records below `offset` (-1: the high watermark); returns each partition's new low watermark. */
+  async deleteRecords(
+    requests: readonly (TopicPartition & { offset: number })[],
+  ): Promise<Map<string, number>> {
+    return requestByLeader<TopicPartition & { offset: number }, number>(
+      this.client,
+      requests,
+      async (nodeId, group) => {
+        const byTopic = new Map<string, { partitionIndex: number; offset: bigint }[]>()
+        for (const r of group)
+          byTopic.set(r.topic, [
+            ...(byTopic.get(r.topic) ?? []),
+            { partitionIndex: r.partition, offset: BigInt(r.offset) },
+          ])
+        const response = await this.client.request<DeleteRecordsResponse>(
+          nodeId,
+          ApiKey.DeleteRecords,
+          () => ({
+            topics: [...byTopic].map(([name, partitions]) => ({ name, partitions })),
+            timeoutMs: this.operationTimeoutMs,
+          }),
+        )
+        const outcomes = new Map<string, PartitionOutcome<number>>()
+        for (const t of response.topics) {
+          for (const p of t.partitions) {
+            outcomes.set(tpKey({ topic: t.name, partition: p.partitionIndex }), {
+              errorCode: p.errorCode,
+              value: Number(p.lowWatermark),
+            })
+          }
+        }
+        return outcomes
+      },
+    )
+  }
+
+  async listOffsets(queries: readonly OffsetQuery[]): Promise<ListedOffset[]> {
+    return [...(await listOffsets(this.client, queries)).values()]
+  }
+
+  /** Whether the broker serves the consumer-group APIs. */
+  async supportsGroups(): Promise<boolean> {
+    const connection = await this.client.anyConnection()
+    return GROUP_API_KEYS.every((key) => connection.advertises(key)) && connection.supports(ApiKey.ListGroups)
+  }
+
+  async listGroups(): Promise<{ groupId: string; protocolType: string; state: string }[]> {
+    if (!(await this.supportsGroups())) throw new GroupsNotSupportedError('ListGroups')
+    const response = await this.client.request<ListGroupsResponse>('any', ApiKey.ListGroups, () => ({
+      statesFilter: [],
+      typesFilter: [],
+    }))
+    throwIf(response.errorCode, 'list groups')
+    return response.groups.map((g) => ({
+      groupId: g.groupId,
+      protocolType: g.protocolType,
+      state: g.groupState,
+    }))
+  }
+
+  close(): void {
+    if (this.ownsClient) this.client.close()
+  }
+
+  private createTopicsRequest(topics: readonly NewTopic[], validateOnly: boolean): CreateTopicsRequest {
+    return {
+      topics: topics.map((t) => ({
+        name: t.topic,
+        numPartitions: t.assignments ? -1 : (t.numPartitions ?? -1),
+        replicationFactor: t.assignments ? -1 : (t.replicationFactor ?? -1),
+        assignments: (t.assignments ?? []).map((brokerIds, partitionIndex) => ({
+          partitionIndex,
+          brokerIds: [...brokerIds],
+        })),
+        configs: Object.entries(t.configs ?? {}).map(([name, value]) => ({ name, value })),
+      })),
+      timeoutMs: this.operationTimeoutMs,
+      validateOnly,
+    }
+  }
+
+  /** A controller request, retried after a metadata refresh on NOT_CONTROLLER or a lost connection. */
+  private toController<T extends object>(apiKey: number, build: (version: number) => unknown): Promise<T> {
+    return this.retrying(async () => {
+      const response = await this.client.request<T>('controller', apiKey, build)
+      if (hasNotController(response)) throw new KafkaProtocolError(ErrorCode.NOT_CONTROLLER)
+      return response
+    })
+  }
+
+  private async retrying<T>(operation: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await operation()
+      } catch (error) {
+        const notController =
+          error instanceof KafkaProtocolError && error.errorCode === ErrorCode.NOT_CONTROLLER
+        if ((!isRetriableError(error) && !notController) || attempt >= ATTEMPTS_MAX) throw error
+        await sleep(backoffMs(attempt, this.client.options))
+        await this.client.refreshMetadata().catch(() => undefined)
+      }
+    }
+  }
+}
+
+function throwIf(errorCode: number, what: string, message?: string | null): void {
+  if (errorCode !== ErrorCode.NONE)
+    throw new KafkaProtocolError(errorCode, message ? `${what}: ${message}` : what)
+}
+
+/** A whole response answered NOT_CONTROLLER (the request must go to the new controller). */
+function hasNotController(response: object): boolean {
+  const items = response as {
+    topics?: { errorCode: number }[]
+    responses?: { errorCode: number }[]
+    results?: { errorCode: number }[]
+  }
+  const list = items.topics ?? items.responses ?? items.results ?? []
+  return list.length > 0 && list.every((item) => item.errorCode === ErrorCode.NOT_CONTROLLER)
+}
+
+function toConfigEntry(c: DescribeConfigsResponse['results'][number]['configs'][number]): ConfigEntry {
+  const source = CONFIG_SOURCE[c.configSource] ?? 'UNKNOWN'
+  return {
+    name: c.name,
+    value: c.value,
+    readOnly: c.readOnly,
+    isDefault: c.configSource === 5 || (c.configSource < 0 && c.isDefault),
+    isSensitive: c.isSensitive,
+    source,
+  }
+}
+
+function sortedBrokers(brokers: Iterable<BrokerNode>): BrokerNode[] {
+  return [...brokers].sort((a, b) => a.nodeId - b.nodeId)
+}

@@ -1,0 +1,317 @@
+/**
+ * The shared core of the producer, consumer and admin: bootstrap, one connection pool,
+ * and the metadata cache. Connections are per broker *and per purpose* (franz-go's
+ * layout): produce requests, fetches and everything else travel on separate sockets, so a
+ * fetch long-polling for fetch.max.wait.ms never delays an acknowledgement queued behind it.
+ *
+ * A KafkaClient may be shared: pass `{ client }` to Producer, Consumer or Admin and they
+ * use its connections and metadata; the one who created it closes it.
+ */
+import { ErrorCode } from '../protocol/error-codes.js'
+import { ApiKey } from '../protocol/generated/index.js'
+import type { MetadataRequest } from '../protocol/generated/metadata-request.js'
+import type { MetadataResponse } from '../protocol/generated/metadata-response.js'
+import { ZERO_UUID } from '../protocol/primitives.js'
+import { BrokerConnection } from './connection.js'
+import { ClientClosedError, ConnectionError, KafkaClientError, KafkaProtocolError } from './errors.js'
+import { type BrokerNode, MetadataSnapshot } from './metadata.js'
+import { type BrokerAddress, intOption, parseBootstrapServers } from './options.js'
+import { backoffMs, sleep } from './retry.js'
+
+/** Which socket a request travels on. The groups issue adds 'group' (coordinator traffic). */
+export type ConnectionPurpose = 'normal' | 'produce' | 'fetch'
+
+export interface ClientOptions {
+  /** 'host:port,host:port' or a list (bootstrap.servers). */
+  bootstrapServers: string | readonly string[]
+  /** client.id (default 'tidelog'). */
+  clientId?: string
+  /** socket.connection.setup.timeout.ms (default 10000). */
+  connectTimeoutMs?: number
+  /** request.timeout.ms (default 30000). */
+  requestTimeoutMs?: number
+  /** metadata.max.age.ms (default 300000): metadata older than this is refreshed before use. */
+  metadataMaxAgeMs?: number
+  /** retry.backoff.ms (default 100). */
+  retryBackoffMs?: number
+  /** retry.backoff.max.ms (default 1000). */
+  retryBackoffMaxMs?: number
+}
+
+export interface ResolvedClientOptions {
+  readonly bootstrap: readonly BrokerAddress[]
+  readonly clientId: string
+  readonly connectTimeoutMs: number
+  readonly requestTimeoutMs: number
+  readonly metadataMaxAgeMs: number
+  readonly retryBackoffMs: number
+  readonly retryBackoffMaxMs: number
+}
+
+export function resolveClientOptions(options: ClientOptions): ResolvedClientOptions {
+  return {
+    bootstrap: parseBootstrapServers(options.bootstrapServers),
+    clientId: options.clientId ?? 'tidelog',
+    connectTimeoutMs: intOption('socket.connection.setup.timeout.ms', options.connectTimeoutMs, 10000, 1),
+    requestTimeoutMs: intOption('request.timeout.ms', options.requestTimeoutMs, 30000, 1),
+    metadataMaxAgeMs: intOption('metadata.max.age.ms', options.metadataMaxAgeMs, 300000, 0),
+    retryBackoffMs: intOption('retry.backoff.ms', options.retryBackoffMs, 100, 0),
+    retryBackoffMaxMs: intOption('retry.backoff.max.ms', options.retryBackoffMaxMs, 1000, 0),
+  }
+}
+
+/** Who a request is for: a broker id, any broker, or the controller. */
+export type RequestTarget = number | 'any' | 'controller'
+
+export interface ClientRequestOptions {
+  purpose?: ConnectionPurpose
+  timeoutMs?: number
+}
+
+interface Refresh {
+  readonly topics: ReadonlySet<string> | 'all'
+  readonly promise: Promise<MetadataSnapshot>
+}
+
+/** Attempts at a metadata refresh across the known brokers before giving up. */
+const METADATA_ATTEMPTS_MAX = 3
+
+export class KafkaClient {
+  readonly options: ResolvedClientOptions
+  private snapshot = MetadataSnapshot.empty()
+  /** Topics every refresh includes (those the producer or consumer uses). */
+  private readonly interest = new Set<string>()
+  private readonly connections = new Map<string, Promise<BrokerConnection>>()
+  private refreshing: Refresh | null = null
+  private closed = false
+
+  constructor(options: ClientOptions) {
+    this.options = resolveClientOptions(options)
+  }
+
+  get metadata(): MetadataSnapshot {
+    return this.snapshot
+  }
+
+  get isClosed(): boolean {
+    return this.closed
+  }
+
+  /** Topics to include in every refresh from now on. */
+  addInterest(topics: Iterable<string>): void {
+    for (const topic of topics) this.interest.add(topic)
+  }
+
+  /** Whether the snapshot is older than metadata.max.age.ms. */
+  get metadataStale(): boolean {
+    return Date.now() - this.snapshot.updatedAtMs >= this.options.metadataMaxAgeMs
+  }
+
+  /**
+   * Fetches metadata for the topics of interest plus `topics` ('all' for every topic).
+   * Concurrent calls share one request when it covers what they asked for.
+   */
+  async refreshMetadata(
+    topics: readonly string[] | 'all' = [],
+    options: { allowAutoTopicCreation?: boolean } = {},
+  ): Promise<MetadataSnapshot> {
+    const wanted: ReadonlySet<string> | 'all' =
+      topics === 'all' ? 'all' : new Set([...this.interest, ...topics])
+    // Bounded: each pass waits for a refresh that started before this call.
+    for (let pass = 0; this.refreshing && pass < 8; pass++) {
+      const current: Refresh = this.refreshing
+      if (covers(current.topics, wanted)) return current.promise
+      await current.promise.catch(() => undefined)
+    }
+    const refresh: Refresh = {
+      topics: wanted,
+      promise: this.fetchMetadata(wanted, options.allowAutoTopicCreation ?? false),
+    }
+    this.refreshing = refresh
+    try {
+      return await refresh.promise
+    } finally {
+      if (this.refreshing === refresh) this.refreshing = null
+    }
+  }
+
+  /**
+   * Waits until every topic has partitions in the metadata, refreshing with backoff while
+   * they are unknown or leaderless; rejects with the topic's error after `maxWaitMs`.
+   */
+  async waitForTopics(
+    topics: readonly string[],
+    options: { maxWaitMs: number; allowAutoTopicCreation?: boolean },
+  ): Promise<MetadataSnapshot> {
+    const deadline = Date.now() + options.maxWaitMs
+    let snapshot = this.snapshot
+    for (let attempt = 1; ; attempt++) {
+      const missing = topics.filter((t) => (snapshot.topics.get(t)?.partitions.length ?? 0) === 0)
+      if (missing.length === 0) return snapshot
+      if (attempt > 1 && Date.now() >= deadline) {
+        const code = snapshot.topicErrors.get(missing[0]) ?? ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        throw new KafkaProtocolError(code, `topic ${missing[0]} not available after ${options.maxWaitMs} ms`)
+      }
+      if (attempt > 1)
+        await sleep(Math.min(backoffMs(attempt - 1, this.options), Math.max(deadline - Date.now(), 0)))
+      snapshot = await this.refreshMetadata(missing, options)
+    }
+  }
+
+  /** A connection to a broker of the current metadata (refreshing once if it is unknown). */
+  async connectionTo(nodeId: number, purpose: ConnectionPurpose = 'normal'): Promise<BrokerConnection> {
+    let node = this.snapshot.brokers.get(nodeId)
+    if (!node) node = (await this.refreshMetadata()).brokers.get(nodeId)
+    if (!node) throw new ConnectionError(`broker ${nodeId} is not in the cluster metadata`)
+    return this.connect(node, purpose, `broker ${nodeId} ${purpose}`)
+  }
+
+  /** Sends a request to a broker, any broker (failing over), or the controller. */
+  async request<T>(
+    target: RequestTarget,
+    apiKey: number,
+    build: (version: number) => unknown,
+    options: ClientRequestOptions = {},
+  ): Promise<T> {
+    const purpose = options.purpose ?? 'normal'
+    if (target === 'any') return this.requestAny<T>(apiKey, build, options)
+    let nodeId = target
+    if (target === 'controller') {
+      if (this.snapshot.controllerId < 0) await this.refreshMetadata()
+      nodeId = this.snapshot.controllerId
+      if (nodeId < 0) return this.requestAny<T>(apiKey, build, options)
+    }
+    const connection = await this.connectionTo(nodeId as number, purpose)
+    const version = connection.versionFor(apiKey)
+    return connection.request<T>(apiKey, build(version), { version, timeoutMs: options.timeoutMs })
+  }
+
+  /** A connection to any broker: known brokers first, then the bootstrap list. */
+  async anyConnection(purpose: ConnectionPurpose = 'normal'): Promise<BrokerConnection> {
+    let lastError: unknown = null
+    for (const candidate of this.candidates()) {
+      try {
+        return await this.connect(candidate.address, purpose, candidate.label)
+      } catch (error) {
+        if (!(error instanceof ConnectionError)) throw error
+        lastError = error
+      }
+    }
+    throw new ConnectionError(`no broker reachable (tried ${this.describeCandidates()})`, lastError)
+  }
+
+  close(): void {
+    if (this.closed) return
+    this.closed = true
+    for (const pending of this.connections.values()) {
+      pending.then(
+        (c) => c.close(),
+        () => undefined,
+      )
+    }
+    this.connections.clear()
+  }
+
+  private async requestAny<T>(
+    apiKey: number,
+    build: (version: number) => unknown,
+    options: ClientRequestOptions,
+  ): Promise<T> {
+    const connection = await this.anyConnection(options.purpose ?? 'normal')
+    const version = connection.versionFor(apiKey)
+    return connection.request<T>(apiKey, build(version), { version, timeoutMs: options.timeoutMs })
+  }
+
+  private async fetchMetadata(
+    wanted: ReadonlySet<string> | 'all',
+    allowAutoTopicCreation: boolean,
+  ): Promise<MetadataSnapshot> {
+    let lastError: unknown = null
+    for (let attempt = 1; attempt <= METADATA_ATTEMPTS_MAX; attempt++) {
+      if (this.closed) throw new ClientClosedError('client')
+      try {
+        const connection = await this.anyConnection('normal')
+        const response = await connection.request<MetadataResponse>(
+          ApiKey.Metadata,
+          metadataRequest(wanted, allowAutoTopicCreation),
+        )
+        this.snapshot = this.snapshot.merge(response, Date.now(), wanted === 'all')
+        return this.snapshot
+      } catch (error) {
+        if (!(error instanceof KafkaClientError) || !error.retriable) throw error
+        lastError = error
+        await sleep(backoffMs(attempt, this.options))
+      }
+    }
+    throw lastError
+  }
+
+  private candidates(): { address: BrokerAddress; label: string }[] {
+    const known = [...this.snapshot.brokers.values()].map((b) => ({
+      address: b,
+      label: `broker ${b.nodeId} `,
+    }))
+    // Start at a random known broker so metadata load spreads; bootstrap addresses last.
+    const start = known.length > 0 ? Math.floor(Math.random() * known.length) : 0
+    const rotated = [...known.slice(start), ...known.slice(0, start)]
+    const bootstrap = this.options.bootstrap.map((a) => ({ address: a, label: 'bootstrap ' }))
+    return [...rotated, ...bootstrap]
+  }
+
+  private describeCandidates(): string {
+    return this.candidates()
+      .map((c) => `${c.address.host}:${c.address.port}`)
+      .join(', ')
+  }
+
+  private connect(
+    address: BrokerAddress | BrokerNode,
+    purpose: ConnectionPurpose,
+    label: string,
+  ): Promise<BrokerConnection> {
+    if (this.closed) return Promise.reject(new ClientClosedError('client'))
+    const key = `${address.host}:${address.port}/${purpose}`
+    const existing = this.connections.get(key)
+    if (existing) return existing
+    const pending = BrokerConnection.open({
+      host: address.host,
+      port: address.port,
+      clientId: this.options.clientId,
+      connectTimeoutMs: this.options.connectTimeoutMs,
+      requestTimeoutMs: this.options.requestTimeoutMs,
+      label: label.trim().endsWith(purpose) ? label.trim() : `${label.trim()} ${purpose}`.trim(),
+    })
+    this.connections.set(key, pending)
+    pending.then(
+      (connection) => {
+        connection.onClose(() => {
+          if (this.connections.get(key) === pending) this.connections.delete(key)
+        })
+        if (this.closed) connection.close()
+      },
+      () => {
+        if (this.connections.get(key) === pending) this.connections.delete(key)
+      },
+    )
+    return pending
+  }
+}
+
+function covers(have: ReadonlySet<string> | 'all', want: ReadonlySet<string> | 'all'): boolean {
+  if (have === 'all') return true
+  if (want === 'all') return false
+  for (const topic of want) if (!have.has(topic)) return false
+  return true
+}
+
+function metadataRequest(
+  wanted: ReadonlySet<string> | 'all',
+  allowAutoTopicCreation: boolean,
+): MetadataRequest {
+  return {
+    topics: wanted === 'all' ? null : [...wanted].map((name) => ({ topicId: ZERO_UUID, name })),
+    allowAutoTopicCreation,
+    includeClusterAuthorizedOperations: false,
+    includeTopicAuthorizedOperations: false,
+  }
+}

@@ -1,0 +1,328 @@
+/**
+ * One TCP connection to one broker. Requests are pipelined and matched to responses by
+ * correlation id (a broker answers in request order). On connect the connection asks for
+ * ApiVersions (v3, falling back to v0 as Kafka's own clients do) and from then on picks,
+ * per request, the highest version both sides speak.
+ *
+ * A request that gets no answer within its timeout closes the connection and fails every
+ * request on it, as Kafka's NetworkClient does: a late answer could otherwise be matched
+ * to nothing, and the socket's state is unknown.
+ */
+import { connect, type Socket } from 'node:net'
+import { assert } from '../common/assert.js'
+import { ErrorCode } from '../protocol/error-codes.js'
+import { FrameDecoder } from '../protocol/frame-decoder.js'
+import type { ApiVersionsResponse } from '../protocol/generated/api-versions-response.js'
+import { ApiKey, apis } from '../protocol/generated/index.js'
+import { encodeRequestHeader } from '../protocol/generated/request-header.js'
+import { decodeResponseHeader } from '../protocol/generated/response-header.js'
+import { Reader, Writer } from '../protocol/primitives.js'
+import { ConnectionError, RequestTimeoutError, UnsupportedApiError } from './errors.js'
+import { CLIENT_VERSIONS, pickVersion, type VersionRange } from './versions.js'
+
+/** Responses above this size are a broken peer, not data (fetch.max.bytes is far below). */
+const MAX_RESPONSE_BYTES = 512 * 1024 * 1024
+/** Pipelined requests per connection; callers bound themselves well below this. */
+const MAX_IN_FLIGHT = 1024
+const CLIENT_SOFTWARE_NAME = 'tidelog-client'
+const CLIENT_SOFTWARE_VERSION = '0.1.0'
+
+export interface ConnectionOptions {
+  host: string
+  port: number
+  clientId: string
+  connectTimeoutMs: number
+  requestTimeoutMs: number
+  /** For messages only: which broker and which role (produce, fetch, normal). */
+  label: string
+}
+
+export interface RequestOptions {
+  /** Overrides request.timeout.ms (a long-poll fetch adds its max wait). */
+  timeoutMs?: number
+  /** Pins the version (tests); otherwise the highest both sides speak. */
+  version?: number
+}
+
+interface InFlight {
+  readonly apiKey: number
+  readonly version: number
+  readonly timer: NodeJS.Timeout
+  resolve(body: unknown): void
+  reject(error: Error): void
+}
+
+export class BrokerConnection {
+  private readonly inFlight = new Map<number, InFlight>()
+  private readonly decoder = new FrameDecoder(MAX_RESPONSE_BYTES)
+  private readonly closeListeners: ((error: Error) => void)[] = []
+  private brokerVersions = new Map<number, VersionRange>()
+  private nextCorrelationId = 1
+  private closedWith: Error | null = null
+
+  private constructor(
+    private readonly socket: Socket,
+    readonly options: ConnectionOptions,
+  ) {
+    socket.on('data', (chunk: Buffer) => this.onData(chunk))
+    socket.on('error', (error) =>
+      this.fail(new ConnectionError(`${this.describe()}: ${error.message}`, error)),
+    )
+    socket.on('close', () => this.fail(new ConnectionError(`${this.describe()}: connection closed`)))
+  }
+
+  /** Opens the socket and negotiates versions; rejects with ConnectionError. */
+  static async open(options: ConnectionOptions): Promise<BrokerConnection> {
+    const socket = await openSocket(options)
+    const connection = new BrokerConnection(socket, options)
+    try {
+      await connection.negotiateVersions()
+    } catch (error) {
+      connection.close()
+      throw error
+    }
+    return connection
+  }
+
+  get isClosed(): boolean {
+    return this.closedWith !== null
+  }
+
+  get inFlightCount(): number {
+    return this.inFlight.size
+  }
+
+  onClose(listener: (error: Error) => void): void {
+    this.closeListeners.push(listener)
+  }
+
+  /** Whether the broker serves this API at a version this client speaks. */
+  supports(apiKey: number): boolean {
+    const broker = this.brokerVersions.get(apiKey)
+    const client = CLIENT_VERSIONS.get(apiKey)
+    if (!broker) return false
+    return client ? pickVersion(client, broker) >= 0 : true
+  }
+
+  /** Whether the broker advertises the API at all (any version). */
+  advertises(apiKey: number): boolean {
+    return this.brokerVersions.has(apiKey)
+  }
+
+  /** The version a request of this API goes out at; throws UnsupportedApiError. */
+  versionFor(apiKey: number): number {
+    const api = apis.get(apiKey)
+    assert(api, () => `unknown api key ${apiKey}`)
+    const client = CLIENT_VERSIONS.get(apiKey) ?? { min: api.minVersion, max: api.maxVersion }
+    const broker = this.brokerVersions.get(apiKey)
+    if (!broker) {
+      throw new UnsupportedApiError(
+        api.name,
+        `${this.describe()} does not serve ${api.name} (api key ${apiKey})`,
+      )
+    }
+    const version = pickVersion(client, broker)
+    if (version < 0) {
+      throw new UnsupportedApiError(
+        api.name,
+        `${api.name}: broker serves v${broker.min}-${broker.max}, this client v${client.min}-${client.max}`,
+      )
+    }
+    return version
+  }
+
+  /** Sends a request and resolves with its decoded response body. */
+  request<T>(apiKey: number, body: unknown, options: RequestOptions = {}): Promise<T> {
+    const version = options.version ?? this.versionFor(apiKey)
+    return this.send<T>(apiKey, version, body, options.timeoutMs ?? this.options.requestTimeoutMs)
+  }
+
+  /**
+   * Sends a request that gets no response (Produce with acks=0); resolves once the bytes
+   * are handed to the kernel.
+   */
+  sendOneWay(apiKey: number, body: unknown): Promise<void> {
+    if (this.closedWith) return Promise.reject(this.closedWith)
+    const version = this.versionFor(apiKey)
+    const frame = this.frame(apiKey, version, this.nextCorrelationId++, body)
+    return new Promise<void>((resolve, reject) => {
+      this.write(frame, (error) =>
+        error ? reject(new ConnectionError(`${this.describe()}: write failed`, error)) : resolve(),
+      )
+    })
+  }
+
+  close(): void {
+    this.fail(new ConnectionError(`${this.describe()}: closed by the client`))
+  }
+
+  describe(): string {
+    return `${this.options.label} (${this.options.host}:${this.options.port})`
+  }
+
+  private send<T>(apiKey: number, version: number, body: unknown, timeoutMs: number): Promise<T> {
+    if (this.closedWith) return Promise.reject(this.closedWith)
+    if (this.inFlight.size >= MAX_IN_FLIGHT) {
+      return Promise.reject(
+        new ConnectionError(`${this.describe()}: more than ${MAX_IN_FLIGHT} requests in flight`),
+      )
+    }
+    const correlationId = this.nextCorrelationId++
+    const frame = this.frame(apiKey, version, correlationId, body)
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => this.onTimeout(apiKey, timeoutMs), timeoutMs)
+      this.inFlight.set(correlationId, {
+        apiKey,
+        version,
+        timer,
+        resolve: resolve as (b: unknown) => void,
+        reject,
+      })
+      this.write(frame)
+    })
+  }
+
+  private frame(apiKey: number, version: number, correlationId: number, body: unknown): Buffer[] {
+    const api = apis.get(apiKey)!
+    const w = new Writer()
+    w.writeInt32(0) // size, patched below
+    encodeRequestHeader(w, api.requestHeaderVersion(version), {
+      requestApiKey: apiKey,
+      requestApiVersion: version,
+      correlationId,
+      clientId: this.options.clientId,
+    })
+    api.encodeRequest(w, version, body)
+    const chunks = w.toChunks()
+    chunks[0].writeInt32BE(w.length - 4, 0)
+    return chunks
+  }
+
+  private write(chunks: readonly Buffer[], done?: (error?: Error | null) => void): void {
+    this.socket.cork()
+    for (let i = 0; i < chunks.length; i++) {
+      this.socket.write(chunks[i], i === chunks.length - 1 ? done : undefined)
+    }
+    this.socket.uncork()
+  }
+
+  private onData(chunk: Buffer): void {
+    try {
+      this.decoder.push(chunk, (frame) => this.onResponse(frame))
+    } catch (error) {
+      this.fail(new ConnectionError(`${this.describe()}: bad response`, error))
+    }
+  }
+
+  private onResponse(frame: Buffer): void {
+    const correlationId = frame.length >= 4 ? frame.readInt32BE(0) : -1
+    const request = this.inFlight.get(correlationId)
+    if (!request)
+      throw new ConnectionError(`${this.describe()}: response for unknown correlation id ${correlationId}`)
+    this.inFlight.delete(correlationId)
+    clearTimeout(request.timer)
+    const api = apis.get(request.apiKey)!
+    const reader = new Reader(frame)
+    let body: unknown
+    try {
+      decodeResponseHeader(reader, api.responseHeaderVersion(request.version))
+      body = decodeBody(request.apiKey, request.version, reader)
+    } catch (error) {
+      request.reject(
+        new ConnectionError(
+          `${this.describe()}: undecodable ${api.name} v${request.version} response`,
+          error,
+        ),
+      )
+      return
+    }
+    request.resolve(body)
+  }
+
+  private onTimeout(apiKey: number, timeoutMs: number): void {
+    const name = apis.get(apiKey)?.name ?? String(apiKey)
+    this.fail(new RequestTimeoutError(`${this.describe()}: no ${name} response within ${timeoutMs} ms`))
+  }
+
+  private fail(error: Error): void {
+    if (this.closedWith) return
+    this.closedWith = error
+    this.socket.destroy()
+    for (const request of this.inFlight.values()) {
+      clearTimeout(request.timer)
+      request.reject(error)
+    }
+    this.inFlight.clear()
+    for (const listener of this.closeListeners.splice(0)) listener(error)
+  }
+
+  /** ApiVersions v3, then v0 if the broker is older (it answers UNSUPPORTED_VERSION). */
+  private async negotiateVersions(): Promise<void> {
+    const request = {
+      clientSoftwareName: CLIENT_SOFTWARE_NAME,
+      clientSoftwareVersion: CLIENT_SOFTWARE_VERSION,
+    }
+    let response = await this.send<ApiVersionsResponse>(
+      ApiKey.ApiVersions,
+      3,
+      request,
+      this.options.connectTimeoutMs,
+    )
+    if (response.errorCode === ErrorCode.UNSUPPORTED_VERSION) {
+      response = await this.send<ApiVersionsResponse>(
+        ApiKey.ApiVersions,
+        0,
+        request,
+        this.options.connectTimeoutMs,
+      )
+    }
+    if (response.errorCode !== ErrorCode.NONE) {
+      throw new ConnectionError(`${this.describe()}: ApiVersions failed with error ${response.errorCode}`)
+    }
+    this.brokerVersions = new Map(
+      response.apiKeys.map((k) => [k.apiKey, { min: k.minVersion, max: k.maxVersion }]),
+    )
+  }
+}
+
+/**
+ * Decodes a response body. ApiVersions is special: a broker that does not know our version
+ * answers in the v0 shape (KIP-511), so a v3 body that does not decode is read as v0.
+ */
+function decodeBody(apiKey: number, version: number, reader: Reader): unknown {
+  const api = apis.get(apiKey)!
+  if (apiKey !== ApiKey.ApiVersions || version === 0) return api.decodeResponse(reader, version)
+  const start = reader.offset
+  try {
+    return api.decodeResponse(reader, version)
+  } catch {
+    // Not an error to report: the v0-framed UNSUPPORTED_VERSION answer is expected here.
+    reader.offset = start
+    return api.decodeResponse(reader, 0)
+  }
+}
+
+function openSocket(options: ConnectionOptions): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: options.host, port: options.port, noDelay: true })
+    const timer = setTimeout(() => {
+      socket.destroy()
+      reject(
+        new ConnectionError(
+          `${options.label}: connect to ${options.host}:${options.port} timed out after ${options.connectTimeoutMs} ms`,
+        ),
+      )
+    }, options.connectTimeoutMs)
+    socket.once('connect', () => {
+      clearTimeout(timer)
+      socket.removeAllListeners('error')
+      resolve(socket)
+    })
+    socket.once('error', (error) => {
+      clearTimeout(timer)
+      reject(
+        new ConnectionError(`cannot connect to ${options.host}:${options.port}: ${error.message}`, error),
+      )
+    })
+  })
+}

@@ -1,0 +1,598 @@
+/**
+ * The consumer, assign mode: the caller names the partitions (`assign`), positions start at
+ * the given offset or by `autoOffsetReset`, and `poll()` returns records from long-poll
+ * fetches (fetch.max.wait.ms / fetch.min.bytes / fetch.max.bytes) sent to each leader on
+ * its fetch connection, one fetch in flight per broker. Iterate with `for await`, per batch
+ * with `batches()`, or hand a per-batch handler to `run()`.
+ *
+ * Groups plug in later: `subscribe()` and `commit()` need the group coordinator APIs
+ * (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, OffsetCommit/Fetch). A group member
+ * will call the same `assign` with the partitions its group gives it and seed positions
+ * from committed offsets before falling back to `autoOffsetReset`.
+ */
+import { ErrorCode } from '../protocol/error-codes.js'
+import {
+  defaultFetchRequest,
+  defaultFetchRequestFetchPartition,
+  type FetchRequest,
+} from '../protocol/generated/fetch-request.js'
+import type { FetchResponse, FetchResponsePartitionData } from '../protocol/generated/fetch-response.js'
+import { ApiKey } from '../protocol/generated/index.js'
+import { ZERO_UUID } from '../protocol/primitives.js'
+import { type ClientOptions, KafkaClient } from './client.js'
+import {
+  asClientError,
+  ClientClosedError,
+  GroupsNotSupportedError,
+  InvalidArgumentError,
+  KafkaClientError,
+  KafkaProtocolError,
+} from './errors.js'
+import { type ConsumerRecord, decodeFetchedRecords } from './fetch-records.js'
+import { type TopicPartition, tpKey } from './leader-requests.js'
+import { type IsolationLevel, listOffsets, type OffsetSpec } from './offsets.js'
+import { intOption, oneOf } from './options.js'
+import { backoffMs, isRetriableError, needsMetadataRefresh, sleep } from './retry.js'
+
+export type { ConsumerRecord, TopicPartition }
+
+export type OffsetResetPolicy = 'earliest' | 'latest' | 'none'
+
+export interface ConsumerOptions extends Partial<ClientOptions> {
+  client?: KafkaClient
+  /** auto.offset.reset (default 'latest'): where to start without a position, or after OFFSET_OUT_OF_RANGE. */
+  autoOffsetReset?: OffsetResetPolicy
+  /** fetch.max.wait.ms (default 500). */
+  fetchMaxWaitMs?: number
+  /** fetch.min.bytes (default 1). */
+  fetchMinBytes?: number
+  /** fetch.max.bytes (default 52428800). */
+  fetchMaxBytes?: number
+  /** max.partition.fetch.bytes (default 1048576). */
+  maxPartitionFetchBytes?: number
+  /** max.poll.records (default 500). */
+  maxPollRecords?: number
+  /** isolation.level (default 'read_uncommitted'). */
+  isolationLevel?: IsolationLevel
+  /** group.id: needs the groups issue; set it and the constructor says so. */
+  groupId?: string
+}
+
+export interface AssignedPartition extends TopicPartition {
+  /** Start here; absent: autoOffsetReset decides. */
+  offset?: number
+}
+
+/** Records of one partition from one poll. */
+export interface ConsumerBatch extends TopicPartition {
+  records: ConsumerRecord[]
+  highWatermark: number
+  /** high watermark − the offset after the last record: how far behind this batch is. */
+  lag: number
+}
+
+interface PartitionState {
+  readonly tp: TopicPartition
+  /** Next offset to return; null while it must be looked up (reset or seek by time). */
+  position: number | null
+  resetTo: OffsetSpec | 'none' | null
+  paused: boolean
+  highWatermark: number
+  logStartOffset: number
+}
+
+interface Buffered {
+  readonly state: PartitionState
+  /** The position these records continue from; stale (dropped) if the position moved. */
+  fetchOffset: number
+  records: ConsumerRecord[]
+  nextOffset: number
+}
+
+interface ResolvedConsumerOptions {
+  autoOffsetReset: OffsetResetPolicy
+  fetchMaxWaitMs: number
+  fetchMinBytes: number
+  fetchMaxBytes: number
+  maxPartitionFetchBytes: number
+  maxPollRecords: number
+  isolationLevel: IsolationLevel
+}
+
+function resolveConsumerOptions(options: ConsumerOptions): ResolvedConsumerOptions {
+  if (options.groupId !== undefined)
+    throw new GroupsNotSupportedError('JoinGroup (group.id needs consumer groups; use assign())')
+  return {
+    autoOffsetReset: oneOf('auto.offset.reset', options.autoOffsetReset, 'latest', [
+      'earliest',
+      'latest',
+      'none',
+    ]),
+    fetchMaxWaitMs: intOption('fetch.max.wait.ms', options.fetchMaxWaitMs, 500, 0),
+    fetchMinBytes: intOption('fetch.min.bytes', options.fetchMinBytes, 1, 0),
+    fetchMaxBytes: intOption('fetch.max.bytes', options.fetchMaxBytes, 52428800, 1),
+    maxPartitionFetchBytes: intOption(
+      'max.partition.fetch.bytes',
+      options.maxPartitionFetchBytes,
+      1048576,
+      1,
+    ),
+    maxPollRecords: intOption('max.poll.records', options.maxPollRecords, 500, 1),
+    isolationLevel: oneOf<IsolationLevel>('isolation.level', options.isolationLevel, 'read_uncommitted', [
+      'read_uncommitted',
+      'read_committed',
+    ]),
+  }
+}
+
+export class Consumer implements AsyncIterable<ConsumerRecord> {
+  readonly client: KafkaClient
+  private readonly options: ResolvedConsumerOptions
+  private readonly ownsClient: boolean
+  private readonly states = new Map<string, PartitionState>()
+  private buffered: Buffered[] = []
+  private readonly fetchesInFlight = new Map<number, Promise<void>>()
+  /** An error to throw from the next poll (OFFSET_OUT_OF_RANGE with policy none, a fatal partition error). */
+  private pendingError: KafkaClientError | null = null
+  private wakeup: (() => void) | null = null
+  private metadataRefreshAtMs = 0
+  private fetchFailures = 0
+  private stopped = false
+  private closed = false
+
+  constructor(options: ConsumerOptions) {
+    this.options = resolveConsumerOptions(options)
+    this.ownsClient = options.client === undefined
+    if (!options.client && options.bootstrapServers === undefined)
+      throw new InvalidArgumentError('bootstrapServers or client is required')
+    this.client = options.client ?? new KafkaClient(options as ClientOptions)
+  }
+
+  // ---- assignment and positions ---------------------------------------------------------
+
+  /** Replaces the assignment (Kafka's assign semantics). */
+  assign(partitions: readonly AssignedPartition[]): void {
+    this.states.clear()
+    this.buffered = []
+    for (const p of partitions) {
+      if (!Number.isInteger(p.partition) || p.partition < 0)
+        throw new InvalidArgumentError(`bad partition ${p.partition}`)
+      const hasOffset = p.offset !== undefined
+      this.states.set(tpKey(p), {
+        tp: { topic: p.topic, partition: p.partition },
+        position: hasOffset ? p.offset! : null,
+        resetTo: hasOffset ? null : this.options.autoOffsetReset,
+        paused: false,
+        highWatermark: -1,
+        logStartOffset: -1,
+      })
+    }
+    this.client.addInterest(new Set(partitions.map((p) => p.topic)))
+    this.wake()
+  }
+
+  /** Assigns every partition of the topics (from metadata), starting per autoOffsetReset unless `offset` is given. */
+  async assignTopics(topics: readonly string[], start?: { offset?: number }): Promise<TopicPartition[]> {
+    const snapshot = await this.client.waitForTopics(topics, {
+      maxWaitMs: this.client.options.requestTimeoutMs,
+    })
+    const partitions = topics.flatMap((topic) =>
+      snapshot.topics.get(topic)!.partitions.map((p) => ({ topic, partition: p.partition, ...start })),
+    )
+    this.assign(partitions)
+    return partitions.map(({ topic, partition }) => ({ topic, partition }))
+  }
+
+  assignment(): TopicPartition[] {
+    return [...this.states.values()].map((s) => s.tp)
+  }
+
+  subscribe(_topics: readonly string[]): never {
+    throw new GroupsNotSupportedError('JoinGroup (subscribe needs consumer groups; use assign())')
+  }
+
+  commit(): never {
+    throw new GroupsNotSupportedError('OffsetCommit (commits need consumer groups)')
+  }
+
+  /** The next offset poll() returns for the partition, or null until it is looked up. */
+  position(tp: TopicPartition): number | null {
+    return this.stateOf(tp).position
+  }
+
+  seek(tp: TopicPartition, offset: number): void {
+    if (!Number.isSafeInteger(offset) || offset < 0) throw new InvalidArgumentError(`bad offset ${offset}`)
+    this.moveTo(this.stateOf(tp), offset, null)
+  }
+
+  seekToBeginning(tps: readonly TopicPartition[] = this.assignment()): void {
+    for (const tp of tps) this.moveTo(this.stateOf(tp), null, 'earliest')
+  }
+
+  seekToEnd(tps: readonly TopicPartition[] = this.assignment()): void {
+    for (const tp of tps) this.moveTo(this.stateOf(tp), null, 'latest')
+  }
+
+  /** Moves to the first offset whose timestamp is >= `timestampMs` (the end if there is none). */
+  seekToTimestamp(timestampMs: number, tps: readonly TopicPartition[] = this.assignment()): void {
+    if (!Number.isSafeInteger(timestampMs) || timestampMs < 0)
+      throw new InvalidArgumentError(`bad timestamp ${timestampMs}`)
+    for (const tp of tps) this.moveTo(this.stateOf(tp), null, timestampMs)
+  }
+
+  pause(tps: readonly TopicPartition[]): void {
+    for (const tp of tps) {
+      this.stateOf(tp).paused = true
+      this.dropBuffered(tpKey(tp))
+    }
+  }
+
+  resume(tps: readonly TopicPartition[]): void {
+    for (const tp of tps) this.stateOf(tp).paused = false
+    this.wake()
+  }
+
+  paused(): TopicPartition[] {
+    return [...this.states.values()].filter((s) => s.paused).map((s) => s.tp)
+  }
+
+  /** Earliest offsets (log start) of the partitions. */
+  async beginningOffsets(tps: readonly TopicPartition[]): Promise<Map<string, number>> {
+    return this.lookup(tps, 'earliest')
+  }
+
+  /** Latest offsets (high watermark) of the partitions. */
+  async endOffsets(tps: readonly TopicPartition[]): Promise<Map<string, number>> {
+    return this.lookup(tps, 'latest')
+  }
+
+  /** First offset at or after a time per partition (-1: none). */
+  async offsetsForTimes(tps: readonly TopicPartition[], timestampMs: number): Promise<Map<string, number>> {
+    return this.lookup(tps, timestampMs)
+  }
+
+  // ---- polling ------------------------------------------------------------------------
+
+  /** Records from the assigned, unpaused partitions; waits up to `timeoutMs` for some. */
+  async poll(timeoutMs = 1000): Promise<ConsumerRecord[]> {
+    const batches = await this.pollBatches(timeoutMs)
+    return batches.flatMap((b) => b.records)
+  }
+
+  /** Like poll(), grouped per partition. */
+  async pollBatches(timeoutMs = 1000): Promise<ConsumerBatch[]> {
+    if (this.closed) throw new ClientClosedError('consumer')
+    const deadline = Date.now() + timeoutMs
+    // Bounded by the deadline: each pass waits for a fetch, the deadline, or a wakeup.
+    for (;;) {
+      this.throwPendingError()
+      const ready = this.takeBuffered()
+      if (ready.length > 0 || this.stopped || this.closed) return ready
+      const remaining = deadline - Date.now()
+      if (remaining <= 0) return []
+      await this.resetPositions()
+      this.startFetches()
+      // Partitions still without a position (lookup failed) are retried after a backoff.
+      const unresolved = [...this.states.values()].some((s) => s.position === null && !s.paused)
+      await this.waitForProgress(
+        unresolved ? Math.min(remaining, this.client.options.retryBackoffMs) : remaining,
+      )
+    }
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<ConsumerRecord> {
+    for await (const batch of this.batches()) yield* batch.records
+  }
+
+  /** Per-partition batches until stop() or close(). */
+  async *batches(): AsyncGenerator<ConsumerBatch> {
+    this.stopped = false
+    while (!this.stopped && !this.closed) {
+      for (const batch of await this.pollBatches(this.options.fetchMaxWaitMs + 1000)) yield batch
+    }
+  }
+
+  /** Calls `eachBatch` for every batch (awaiting it: back-pressure) until stop() or close(). */
+  async run(handler: {
+    eachBatch?: (batch: ConsumerBatch) => Promise<void> | void
+    eachRecord?: (record: ConsumerRecord) => Promise<void> | void
+  }): Promise<void> {
+    for await (const batch of this.batches()) {
+      if (handler.eachBatch) await handler.eachBatch(batch)
+      if (handler.eachRecord) for (const record of batch.records) await handler.eachRecord(record)
+    }
+  }
+
+  /** Ends run() and the iterators after the current batch; poll() still works. */
+  stop(): void {
+    this.stopped = true
+    this.wake()
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    this.wake()
+    await Promise.allSettled(this.fetchesInFlight.values())
+    if (this.ownsClient) this.client.close()
+  }
+
+  // ---- internals --------------------------------------------------------------------------
+
+  private stateOf(tp: TopicPartition): PartitionState {
+    const state = this.states.get(tpKey(tp))
+    if (!state) throw new InvalidArgumentError(`${tp.topic}-${tp.partition} is not assigned`)
+    return state
+  }
+
+  private moveTo(state: PartitionState, offset: number | null, resetTo: OffsetSpec | null): void {
+    state.position = offset
+    state.resetTo = resetTo
+    this.dropBuffered(tpKey(state.tp))
+    this.wake()
+  }
+
+  private dropBuffered(key: string): void {
+    this.buffered = this.buffered.filter((b) => tpKey(b.state.tp) !== key)
+  }
+
+  private async lookup(tps: readonly TopicPartition[], spec: OffsetSpec): Promise<Map<string, number>> {
+    const listed = await listOffsets(
+      this.client,
+      tps.map((tp) => ({ ...tp, spec })),
+      this.options.isolationLevel,
+    )
+    return new Map([...listed].map(([key, value]) => [key, value.offset]))
+  }
+
+  private throwPendingError(): void {
+    const error = this.pendingError
+    if (!error) return
+    this.pendingError = null
+    throw error
+  }
+
+  /** Up to max.poll.records from the buffer, in fetch order; advances positions. */
+  private takeBuffered(): ConsumerBatch[] {
+    const out: ConsumerBatch[] = []
+    let budget = this.options.maxPollRecords
+    const keep: Buffered[] = []
+    for (const entry of this.buffered) {
+      const { state } = entry
+      const live =
+        this.states.get(tpKey(state.tp)) === state && state.position === entry.fetchOffset && !state.paused
+      if (!live) continue
+      if (budget === 0) {
+        keep.push(entry)
+        continue
+      }
+      const records = entry.records.splice(0, budget)
+      budget -= records.length
+      state.position = entry.records.length > 0 ? entry.records[0].offset : entry.nextOffset
+      entry.fetchOffset = state.position
+      if (entry.records.length > 0) keep.push(entry)
+      if (records.length > 0) out.push(this.toBatch(state, records))
+    }
+    this.buffered = keep
+    return out
+  }
+
+  private toBatch(state: PartitionState, records: ConsumerRecord[]): ConsumerBatch {
+    const next = records[records.length - 1].offset + 1
+    return {
+      ...state.tp,
+      records,
+      highWatermark: state.highWatermark,
+      lag: Math.max(state.highWatermark - next, 0),
+    }
+  }
+
+  /** Looks up positions for partitions without one (reset policy, seek to beginning/end/time). */
+  private async resetPositions(): Promise<void> {
+    const needing = [...this.states.values()].filter((s) => s.position === null && !s.paused)
+    if (needing.length === 0) return
+    const none = needing.find((s) => s.resetTo === 'none')
+    if (none) {
+      throw new KafkaClientError(
+        'ERR_NO_OFFSET',
+        `no offset for ${none.tp.topic}-${none.tp.partition} and auto.offset.reset is none`,
+      )
+    }
+    const queries = needing.map((s) => ({ ...s.tp, spec: s.resetTo as OffsetSpec }))
+    let listed: Awaited<ReturnType<typeof listOffsets>>
+    try {
+      listed = await listOffsets(this.client, queries, this.options.isolationLevel)
+    } catch (error) {
+      if (!isRetriableError(error)) throw asClientError(error)
+      return // tried again on the next pass
+    }
+    for (const state of needing) {
+      const found = listed.get(tpKey(state.tp))
+      if (!found || state.position !== null) continue
+      // A time after every record: Kafka answers -1; the consumer then starts at the end.
+      if (found.offset < 0) {
+        state.resetTo = 'latest'
+        continue
+      }
+      state.position = found.offset
+      state.resetTo = null
+    }
+  }
+
+  private fetchable(): PartitionState[] {
+    const buffered = new Set(this.buffered.map((b) => tpKey(b.state.tp)))
+    return [...this.states.values()].filter(
+      (s) => s.position !== null && !s.paused && !buffered.has(tpKey(s.tp)),
+    )
+  }
+
+  private startFetches(): void {
+    const byLeader = new Map<number, PartitionState[]>()
+    let leaderless = false
+    for (const state of this.fetchable()) {
+      const leader = this.client.metadata.leaderOf(state.tp.topic, state.tp.partition)
+      if (!leader) {
+        leaderless = true
+        continue
+      }
+      const list = byLeader.get(leader.nodeId) ?? []
+      list.push(state)
+      byLeader.set(leader.nodeId, list)
+    }
+    if (leaderless || this.client.metadataStale) this.refreshMetadataSoon()
+    for (const [nodeId, states] of byLeader) {
+      if (this.fetchesInFlight.has(nodeId)) continue
+      const fetch = this.fetchFrom(nodeId, states).finally(() => {
+        this.fetchesInFlight.delete(nodeId)
+        this.wake()
+      })
+      this.fetchesInFlight.set(nodeId, fetch)
+    }
+  }
+
+  private async fetchFrom(nodeId: number, states: PartitionState[]): Promise<void> {
+    const offsets = new Map(states.map((s) => [tpKey(s.tp), s.position!]))
+    try {
+      const response = await this.client.request<FetchResponse>(
+        nodeId,
+        ApiKey.Fetch,
+        () => this.fetchRequest(states, offsets),
+        {
+          purpose: 'fetch',
+          timeoutMs: this.client.options.requestTimeoutMs + this.options.fetchMaxWaitMs,
+        },
+      )
+      if (response.errorCode !== ErrorCode.NONE) throw new KafkaProtocolError(response.errorCode, 'fetch')
+      await this.onFetchResponse(response, offsets)
+      this.fetchFailures = 0
+    } catch (error) {
+      await this.onFetchError(asClientError(error))
+    }
+  }
+
+  private fetchRequest(states: PartitionState[], offsets: Map<string, number>): FetchRequest {
+    const byTopic = new Map<string, PartitionState[]>()
+    for (const s of states) byTopic.set(s.tp.topic, [...(byTopic.get(s.tp.topic) ?? []), s])
+    return {
+      ...defaultFetchRequest(),
+      replicaId: -1,
+      maxWaitMs: this.options.fetchMaxWaitMs,
+      minBytes: this.options.fetchMinBytes,
+      maxBytes: this.options.fetchMaxBytes,
+      isolationLevel: this.options.isolationLevel === 'read_committed' ? 1 : 0,
+      sessionId: 0,
+      sessionEpoch: -1,
+      topics: [...byTopic].map(([topic, list]) => ({
+        topic,
+        topicId: ZERO_UUID,
+        partitions: list.map((s) => ({
+          ...defaultFetchRequestFetchPartition(),
+          partition: s.tp.partition,
+          fetchOffset: BigInt(offsets.get(tpKey(s.tp))!),
+          partitionMaxBytes: this.options.maxPartitionFetchBytes,
+        })),
+      })),
+    }
+  }
+
+  private async onFetchResponse(response: FetchResponse, offsets: Map<string, number>): Promise<void> {
+    for (const topic of response.responses) {
+      for (const p of topic.partitions) {
+        const key = tpKey({ topic: topic.topic, partition: p.partitionIndex })
+        const state = this.states.get(key)
+        const fetchOffset = offsets.get(key)
+        // Reassigned or moved by a seek while the fetch was out: its data is stale.
+        if (!state || fetchOffset === undefined || state.position !== fetchOffset) continue
+        await this.onPartitionData(state, p, fetchOffset)
+      }
+    }
+  }
+
+  private async onPartitionData(
+    state: PartitionState,
+    p: FetchResponsePartitionData,
+    fetchOffset: number,
+  ): Promise<void> {
+    if (p.errorCode !== ErrorCode.NONE) {
+      this.onPartitionError(state, p.errorCode)
+      return
+    }
+    state.highWatermark = Number(p.highWatermark)
+    state.logStartOffset = Number(p.logStartOffset)
+    const decoded = await decodeFetchedRecords(
+      state.tp.topic,
+      state.tp.partition,
+      p.records as Buffer | null,
+      fetchOffset,
+    )
+    if (state.position !== fetchOffset) return
+    if (decoded.records.length > 0 || decoded.nextOffset > fetchOffset) {
+      this.buffered.push({ state, fetchOffset, records: decoded.records, nextOffset: decoded.nextOffset })
+    }
+  }
+
+  private onPartitionError(state: PartitionState, errorCode: number): void {
+    const error = new KafkaProtocolError(errorCode, `${state.tp.topic}-${state.tp.partition}`)
+    if (errorCode === ErrorCode.OFFSET_OUT_OF_RANGE) {
+      if (this.options.autoOffsetReset === 'none') {
+        this.pendingError = new KafkaProtocolError(
+          errorCode,
+          `${state.tp.topic}-${state.tp.partition} offset ${state.position} and auto.offset.reset is none`,
+        )
+        return
+      }
+      state.position = null
+      state.resetTo = this.options.autoOffsetReset
+      return
+    }
+    if (needsMetadataRefresh(error)) {
+      this.metadataRefreshAtMs = 0
+      this.refreshMetadataSoon()
+      return
+    }
+    if (!isRetriableError(error)) this.pendingError = error
+  }
+
+  private async onFetchError(error: KafkaClientError): Promise<void> {
+    if (!isRetriableError(error)) {
+      this.pendingError = error
+      return
+    }
+    this.fetchFailures++
+    if (needsMetadataRefresh(error)) {
+      this.metadataRefreshAtMs = 0
+      this.refreshMetadataSoon()
+    }
+    // Keeps a dead broker from being hammered; the fetch slot stays taken meanwhile.
+    await sleep(backoffMs(this.fetchFailures, this.client.options))
+  }
+
+  private refreshMetadataSoon(): void {
+    const now = Date.now()
+    if (now < this.metadataRefreshAtMs) return
+    this.metadataRefreshAtMs = now + this.client.options.retryBackoffMs
+    this.client.refreshMetadata().then(
+      () => this.wake(),
+      () => undefined, // the next poll pass tries again
+    )
+  }
+
+  private waitForProgress(timeoutMs: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, timeoutMs)
+      const self = this
+      function done(): void {
+        clearTimeout(timer)
+        if (self.wakeup === done) self.wakeup = null
+        resolve()
+      }
+      this.wakeup = done
+    })
+  }
+
+  private wake(): void {
+    const wakeup = this.wakeup
+    this.wakeup = null
+    wakeup?.()
+  }
+}

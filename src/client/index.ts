@@ -1,0 +1,39 @@
+/**
+ * tidelog's Kafka client: Producer, Consumer (assign mode) and Admin over one shared core
+ * (KafkaClient: connections per broker and purpose, ApiVersions negotiation, metadata).
+ * It imports only the protocol and common layers, so it works against any Kafka-compatible
+ * broker, not just tidelog.
+ */
+export {
+  Admin,
+  type AdminOptions,
+  type ClusterDescription,
+  type ConfigEntry,
+  type ConfigOperation,
+  type ConfigResourceType,
+  type NewTopic,
+  type TopicDescription,
+} from './admin.js'
+export { type ClientOptions, type ConnectionPurpose, KafkaClient } from './client.js'
+export {
+  type AssignedPartition,
+  Consumer,
+  type ConsumerBatch,
+  type ConsumerOptions,
+  type ConsumerRecord,
+  type OffsetResetPolicy,
+  type TopicPartition,
+} from './consumer.js'
+export * from './errors.js'
+export type { BrokerNode, PartitionInfo, TopicInfo } from './metadata.js'
+export type { ListedOffset, OffsetSpec } from './offsets.js'
+export { murmur2, partitionForKey, StickyPartitioner, toPositive } from './partitioner.js'
+export {
+  type Acks,
+  type CompressionName,
+  type PartitionerFn,
+  Producer,
+  type ProducerOptions,
+  type ProducerRecord,
+  type RecordMetadata,
+} from './producer.js'

@@ -1,0 +1,740 @@
+/**
+ * The producer: `send(record)` partitions the record (explicit partition, murmur2 of the
+ * key, or KIP-480's sticky partition), appends it to its partition's open batch, and a
+ * sender drains ready batches (full, lingered, flushed or retried) to each partition's
+ * leader on that broker's produce connection, at most `maxInFlightRequestsPerConnection`
+ * requests per broker.
+ *
+ * Delivery: `acks` 0/1/all; a retriable error (leader moved, connection lost, timeout,
+ * NOT_ENOUGH_REPLICAS...) puts the batch back at the front of its partition's queue with
+ * exponential backoff, refreshing metadata first when the leader may have moved. A batch
+ * fails after `retries` attempts or once `deliveryTimeoutMs` has passed since it was
+ * created. Without idempotence a retry can duplicate a batch whose first answer was lost,
+ * and with `maxInFlightRequestsPerConnection` > 1 a retried batch can land after a later
+ * one: Kafka documents both. `maxInFlightRequestsPerConnection: 1` keeps order (the
+ * partition is muted while its batch is in flight).
+ *
+ * Sync and async styles (the source's producer.type): `await producer.send(r)` per record,
+ * or `send(r, callback)` / the returned promise plus `flush()`. With `producerType: 'sync'`
+ * each record is sent only once the previous one is acknowledged, whatever the caller does.
+ *
+ * Idempotence plugs in later: an idempotent producer gets a producer id from InitProducerId
+ * and stamps producerId/epoch/baseSequence on each batch when it is first drained
+ * (ProducerBatch.encode), with in-flight batches per partition bounded to 5.
+ */
+import { assert } from '../common/assert.js'
+import { CompressionType } from '../protocol/batch-header.js'
+import { ErrorCode } from '../protocol/error-codes.js'
+import { ApiKey } from '../protocol/generated/index.js'
+import type { ProduceRequest } from '../protocol/generated/produce-request.js'
+import type {
+  ProduceResponse,
+  ProduceResponsePartitionProduceResponse,
+} from '../protocol/generated/produce-response.js'
+import type { RecordInput } from '../protocol/record-batch.js'
+import { type ClientOptions, KafkaClient } from './client.js'
+import {
+  asClientError,
+  BlockTimeoutError,
+  ClientClosedError,
+  DeliveryTimeoutError,
+  InvalidArgumentError,
+  KafkaClientError,
+  KafkaProtocolError,
+} from './errors.js'
+import { intOption, oneOf } from './options.js'
+import { partitionForKey, StickyPartitioner, type TopicPartitions } from './partitioner.js'
+import {
+  type Bytes,
+  type Completion,
+  ProducerBatch,
+  type ProducerHeaders,
+  type RecordMetadata,
+  recordSizeUpperBound,
+  toBytes,
+  toHeaders,
+} from './producer-batch.js'
+import { backoffMs, isRetriableError, needsMetadataRefresh } from './retry.js'
+
+export type { RecordMetadata }
+
+export interface ProducerRecord {
+  topic: string
+  partition?: number
+  key?: Bytes | null
+  value: Bytes | null
+  /** An object, or a list of pairs when a key repeats. */
+  headers?: ProducerHeaders
+  /** CreateTime in ms since the epoch; default: when send() was called. */
+  timestamp?: number
+}
+
+export type Acks = 0 | 1 | -1 | 'all'
+export type CompressionName = 'none' | 'gzip' | 'snappy' | 'lz4' | 'zstd'
+
+/** A custom partitioner; return undefined to fall back to the default rules. */
+export type PartitionerFn = (record: ProducerRecord, numPartitions: number) => number | undefined
+
+export interface ProducerOptions extends Partial<ClientOptions> {
+  /** Share an existing client's connections and metadata instead of opening new ones. */
+  client?: KafkaClient
+  /** acks (default 'all'): 0 no answer, 1 the leader wrote it, 'all'/-1 every ISR member has it. */
+  acks?: Acks
+  /** producer.type: 'async' (default) or 'sync' (one record at a time, each acknowledged before the next). */
+  producerType?: 'sync' | 'async'
+  /** batch.size in bytes (default 16384). */
+  batchSize?: number
+  /** linger.ms (default 5, Kafka 4's default). */
+  lingerMs?: number
+  /** compression.type (default 'none'). */
+  compression?: CompressionName
+  compressionLevel?: number
+  /** retries (default 2147483647: bounded by deliveryTimeoutMs). */
+  retries?: number
+  /** delivery.timeout.ms (default 120000): send to acknowledgement, retries included. */
+  deliveryTimeoutMs?: number
+  /** max.in.flight.requests.per.connection (default 5). */
+  maxInFlightRequestsPerConnection?: number
+  /** max.request.size (default 1048576). */
+  maxRequestSize?: number
+  /** buffer.memory (default 33554432): bytes of records waiting to be acknowledged. */
+  bufferMemory?: number
+  /** max.block.ms (default 60000): longest send() waits for metadata or buffer space. */
+  maxBlockMs?: number
+  /** allow.auto.create.topics (default true), as the Java producer. */
+  allowAutoTopicCreation?: boolean
+  partitioner?: PartitionerFn
+  /** enable.idempotence: not available until the broker implements InitProducerId. */
+  enableIdempotence?: boolean
+}
+
+interface ResolvedProducerOptions {
+  acks: 0 | 1 | -1
+  producerType: 'sync' | 'async'
+  batchSize: number
+  lingerMs: number
+  compression: CompressionType
+  compressionLevel: number | undefined
+  retries: number
+  deliveryTimeoutMs: number
+  maxInFlight: number
+  maxRequestSize: number
+  bufferMemory: number
+  maxBlockMs: number
+  allowAutoTopicCreation: boolean
+  requestTimeoutMs: number
+}
+
+const COMPRESSION: Readonly<Record<CompressionName, CompressionType>> = {
+  none: CompressionType.None,
+  gzip: CompressionType.Gzip,
+  snappy: CompressionType.Snappy,
+  lz4: CompressionType.Lz4,
+  zstd: CompressionType.Zstd,
+}
+
+/** Added to request.timeout.ms on the client side so the broker's own REQUEST_TIMED_OUT arrives first. */
+const CLIENT_TIMEOUT_MARGIN_MS = 2000
+/** Passes over pending work in flush() before it settles for what remains. */
+const FLUSH_PASSES_MAX = 1000
+
+function resolveProducerOptions(options: ProducerOptions, requestTimeoutMs: number): ResolvedProducerOptions {
+  if (options.enableIdempotence) {
+    throw new InvalidArgumentError(
+      'enable.idempotence is not supported yet: it needs InitProducerId (the idempotence issue)',
+    )
+  }
+  const acksOption = oneOf<Acks>('acks', options.acks, 'all', [0, 1, -1, 'all'])
+  const lingerMs = intOption('linger.ms', options.lingerMs, 5, 0)
+  const deliveryTimeoutMs = intOption('delivery.timeout.ms', options.deliveryTimeoutMs, 120000, 1)
+  if (deliveryTimeoutMs < lingerMs + requestTimeoutMs) {
+    throw new InvalidArgumentError(
+      `delivery.timeout.ms (${deliveryTimeoutMs}) must be at least linger.ms + request.timeout.ms (${lingerMs + requestTimeoutMs})`,
+    )
+  }
+  return {
+    acks: acksOption === 'all' ? -1 : acksOption,
+    producerType: oneOf('producer.type', options.producerType, 'async', ['sync', 'async']),
+    batchSize: intOption('batch.size', options.batchSize, 16384, 0),
+    lingerMs,
+    compression:
+      COMPRESSION[
+        oneOf<CompressionName>(
+          'compression.type',
+          options.compression,
+          'none',
+          Object.keys(COMPRESSION) as CompressionName[],
+        )
+      ],
+    compressionLevel: options.compressionLevel,
+    retries: intOption('retries', options.retries, 2147483647, 0),
+    deliveryTimeoutMs,
+    maxInFlight: intOption(
+      'max.in.flight.requests.per.connection',
+      options.maxInFlightRequestsPerConnection,
+      5,
+      1,
+      1000,
+    ),
+    maxRequestSize: intOption('max.request.size', options.maxRequestSize, 1048576, 1),
+    bufferMemory: intOption('buffer.memory', options.bufferMemory, 33554432, 1),
+    maxBlockMs: intOption('max.block.ms', options.maxBlockMs, 60000, 0),
+    allowAutoTopicCreation: options.allowAutoTopicCreation ?? true,
+    requestTimeoutMs,
+  }
+}
+
+interface MemoryWaiter {
+  readonly bytes: number
+  readonly timer: NodeJS.Timeout
+  resolve(): void
+}
+
+export class Producer {
+  readonly client: KafkaClient
+  private readonly options: ResolvedProducerOptions
+  private readonly ownsClient: boolean
+  private readonly partitioner?: PartitionerFn
+  private readonly sticky = new StickyPartitioner()
+  /** Per partition ("topic/partition"), its batches in send order; the last may be open. */
+  private readonly queues = new Map<string, ProducerBatch[]>()
+  private readonly incomplete = new Set<ProducerBatch>()
+  private readonly pendingSends = new Set<Promise<unknown>>()
+  private readonly inFlightByNode = new Map<number, number>()
+  private readonly mutedPartitions = new Set<string>()
+  private readonly memoryWaiters: MemoryWaiter[] = []
+  private bufferedBytes = 0
+  private flushing = 0
+  private drainScheduled = false
+  private wakeTimer: NodeJS.Timeout | null = null
+  private wakeAtMs = Number.POSITIVE_INFINITY
+  private metadataRefreshAtMs = 0
+  private syncTail: Promise<unknown> = Promise.resolve()
+  private closed = false
+
+  constructor(options: ProducerOptions) {
+    this.ownsClient = options.client === undefined
+    this.client = options.client ?? new KafkaClient(requireBootstrap(options))
+    this.options = resolveProducerOptions(options, this.client.options.requestTimeoutMs)
+    this.partitioner = options.partitioner
+  }
+
+  /**
+   * Sends one record; the promise resolves with its offset once acknowledged (acks=0: once
+   * written to the socket) and rejects with a KafkaClientError. The optional callback gets
+   * the same outcome, Java style; the promise is then marked handled.
+   */
+  send(
+    record: ProducerRecord,
+    callback?: (error: KafkaClientError | null, metadata?: RecordMetadata) => void,
+  ): Promise<RecordMetadata> {
+    let promise: Promise<RecordMetadata>
+    if (this.options.producerType === 'sync') {
+      promise = this.syncTail.then(() => this.sendNow(record))
+      this.syncTail = promise.catch(() => undefined)
+    } else {
+      promise = this.sendNow(record)
+    }
+    if (callback) {
+      promise.then(
+        (metadata) => invokeCallback(callback, null, metadata),
+        (error: unknown) => invokeCallback(callback, asClientError(error)),
+      )
+    }
+    return promise
+  }
+
+  /** Sends everything buffered now (linger ignored) and waits until it is acknowledged or failed. */
+  async flush(): Promise<void> {
+    this.flushing++
+    try {
+      for (let pass = 0; pass < FLUSH_PASSES_MAX; pass++) {
+        if (this.incomplete.size === 0 && this.pendingSends.size === 0) return
+        this.scheduleDrain()
+        await Promise.allSettled([...this.pendingSends, ...[...this.incomplete].map((b) => b.done)])
+      }
+    } finally {
+      this.flushing--
+    }
+  }
+
+  /** Flushes, then closes (and closes the client if this producer created it). */
+  async close(): Promise<void> {
+    if (this.closed) return
+    await this.flush()
+    this.closed = true
+    if (this.wakeTimer) clearTimeout(this.wakeTimer)
+    if (this.ownsClient) this.client.close()
+  }
+
+  /** Records buffered or in flight (for progress reports and tests). */
+  get pendingRecordCount(): number {
+    let count = 0
+    for (const batch of this.incomplete) count += batch.recordCount
+    return count
+  }
+
+  // ---- append path ---------------------------------------------------------------------
+
+  private sendNow(record: ProducerRecord): Promise<RecordMetadata> {
+    if (this.closed) return Promise.reject(new ClientClosedError('producer'))
+    let input: RecordInput
+    try {
+      input = toRecordInput(record)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    const size = recordSizeUpperBound(input)
+    if (size + 61 > this.options.maxRequestSize) {
+      return Promise.reject(
+        new KafkaClientError(
+          'ERR_RECORD_TOO_LARGE',
+          `record of ~${size} bytes exceeds max.request.size ${this.options.maxRequestSize}`,
+        ),
+      )
+    }
+    const known = this.client.metadata.topics.get(record.topic)
+    // Fast path: metadata known and memory free, so the record joins a batch in this tick.
+    if (known && known.partitions.length > 0 && this.bufferedBytes + size <= this.options.bufferMemory) {
+      return this.append(record, input, size)
+    }
+    return this.track(this.appendWhenReady(record, input, size))
+  }
+
+  private track<T>(promise: Promise<T>): Promise<T> {
+    this.pendingSends.add(promise)
+    const untrack = (): void => {
+      this.pendingSends.delete(promise)
+    }
+    promise.then(untrack, untrack)
+    return promise
+  }
+
+  private async appendWhenReady(
+    record: ProducerRecord,
+    input: RecordInput,
+    size: number,
+  ): Promise<RecordMetadata> {
+    const deadline = Date.now() + this.options.maxBlockMs
+    this.client.addInterest([record.topic])
+    await this.client.waitForTopics([record.topic], {
+      maxWaitMs: this.options.maxBlockMs,
+      allowAutoTopicCreation: this.options.allowAutoTopicCreation,
+    })
+    await this.reserveMemory(size, deadline - Date.now())
+    this.bufferedBytes -= size // append() reserves it again
+    return this.append(record, input, size)
+  }
+
+  private append(record: ProducerRecord, input: RecordInput, size: number): Promise<RecordMetadata> {
+    const info = this.client.metadata.topics.get(record.topic)!
+    const numPartitions = info.partitions.length
+    let partition: number
+    try {
+      partition = this.choosePartition(record, input, numPartitions)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return new Promise<RecordMetadata>((resolve, reject) => {
+      this.bufferedBytes += size
+      const batch = this.batchFor(record, input, partition, size, numPartitions)
+      batch.reservedBytes += size
+      batch.append(input, size, { resolve, reject } satisfies Completion)
+      this.onAppended(batch)
+    })
+  }
+
+  private choosePartition(record: ProducerRecord, input: RecordInput, numPartitions: number): number {
+    if (record.partition !== undefined) {
+      if (!Number.isInteger(record.partition) || record.partition < 0 || record.partition >= numPartitions) {
+        throw new InvalidArgumentError(
+          `partition ${record.partition} is not in [0, ${numPartitions}) for topic ${record.topic}`,
+        )
+      }
+      return record.partition
+    }
+    const custom = this.partitioner?.(record, numPartitions)
+    if (custom !== undefined) {
+      if (!Number.isInteger(custom) || custom < 0 || custom >= numPartitions) {
+        throw new InvalidArgumentError(`partitioner returned ${custom}, not in [0, ${numPartitions})`)
+      }
+      return custom
+    }
+    if (input.key) return partitionForKey(input.key, numPartitions)
+    return this.sticky.partition(record.topic, this.topicPartitions(record.topic, numPartitions))
+  }
+
+  /** The open batch to append to; a keyless record that needs a new batch moves the sticky partition first. */
+  private batchFor(
+    record: ProducerRecord,
+    input: RecordInput,
+    partition: number,
+    size: number,
+    numPartitions: number,
+  ): ProducerBatch {
+    let target = partition
+    let queue = this.queueOf(record.topic, target)
+    let open = queue.at(-1)
+    const sticky = record.partition === undefined && !input.key && this.partitioner === undefined
+    if (sticky && !open?.hasRoomFor(size, this.options.batchSize)) {
+      target = this.sticky.onNewBatch(
+        record.topic,
+        this.topicPartitions(record.topic, numPartitions),
+        partition,
+      )
+      queue = this.queueOf(record.topic, target)
+      open = queue.at(-1)
+    }
+    if (open?.hasRoomFor(size, this.options.batchSize)) return open
+    const now = Date.now()
+    const batch = new ProducerBatch(record.topic, target, now, now + this.options.deliveryTimeoutMs)
+    queue.push(batch)
+    this.incomplete.add(batch)
+    return batch
+  }
+
+  private onAppended(batch: ProducerBatch): void {
+    if (batch.isFull(this.options.batchSize) || this.options.lingerMs === 0 || this.flushing > 0) {
+      this.scheduleDrain()
+    } else if (batch.recordCount === 1) {
+      this.wakeAt(batch.createdMs + this.options.lingerMs)
+    }
+  }
+
+  private topicPartitions(topic: string, numPartitions: number): TopicPartitions {
+    return { numPartitions, available: this.client.metadata.availablePartitions(topic) }
+  }
+
+  private queueOf(topic: string, partition: number): ProducerBatch[] {
+    const key = `${topic}/${partition}`
+    let queue = this.queues.get(key)
+    if (!queue) {
+      queue = []
+      this.queues.set(key, queue)
+    }
+    return queue
+  }
+
+  // ---- buffer memory ---------------------------------------------------------------------
+
+  private reserveMemory(bytes: number, maxWaitMs: number): Promise<void> {
+    if (this.bufferedBytes + bytes <= this.options.bufferMemory && this.memoryWaiters.length === 0) {
+      this.bufferedBytes += bytes
+      return Promise.resolve()
+    }
+    return new Promise<void>((resolve, reject) => {
+      const waiter: MemoryWaiter = {
+        bytes,
+        resolve,
+        timer: setTimeout(
+          () => {
+            const index = this.memoryWaiters.indexOf(waiter)
+            if (index >= 0) this.memoryWaiters.splice(index, 1)
+            reject(
+              new BlockTimeoutError(
+                `no buffer.memory for ${bytes} bytes within max.block.ms (${this.options.maxBlockMs} ms)`,
+              ),
+            )
+          },
+          Math.max(maxWaitMs, 0),
+        ),
+      }
+      this.memoryWaiters.push(waiter)
+      this.scheduleDrain()
+    })
+  }
+
+  private releaseMemory(bytes: number): void {
+    this.bufferedBytes -= bytes
+    assert(this.bufferedBytes >= 0, () => `buffered bytes went negative: ${this.bufferedBytes}`)
+    // First come, first served: a large waiter is not overtaken by small ones.
+    while (this.memoryWaiters.length > 0) {
+      const next = this.memoryWaiters[0]
+      if (this.bufferedBytes + next.bytes > this.options.bufferMemory && this.bufferedBytes > 0) break
+      this.memoryWaiters.shift()
+      clearTimeout(next.timer)
+      this.bufferedBytes += next.bytes
+      next.resolve()
+    }
+  }
+
+  // ---- sender ----------------------------------------------------------------------------
+
+  private scheduleDrain(): void {
+    if (this.drainScheduled) return
+    this.drainScheduled = true
+    setImmediate(() => {
+      this.drainScheduled = false
+      this.drain()
+    })
+  }
+
+  private wakeAt(atMs: number): void {
+    if (atMs >= this.wakeAtMs) return
+    if (this.wakeTimer) clearTimeout(this.wakeTimer)
+    this.wakeAtMs = atMs
+    this.wakeTimer = setTimeout(
+      () => {
+        this.wakeTimer = null
+        this.wakeAtMs = Number.POSITIVE_INFINITY
+        this.drain()
+      },
+      Math.max(atMs - Date.now(), 0),
+    )
+  }
+
+  /** Sends every ready batch its broker has room for; arranges to run again when more become ready. */
+  private drain(): void {
+    const now = Date.now()
+    const byNode = new Map<number, ProducerBatch[]>()
+    let nextWakeMs = Number.POSITIVE_INFINITY
+    let needMetadata = this.client.metadataStale
+    for (const [key, queue] of this.queues) {
+      this.expireQueued(queue, now)
+      const first = queue[0]
+      if (!first) {
+        this.queues.delete(key)
+        continue
+      }
+      if (this.mutedPartitions.has(key)) continue
+      const readyAtMs = this.readyAtMs(first, queue.length, now)
+      if (readyAtMs > now) {
+        nextWakeMs = Math.min(nextWakeMs, readyAtMs)
+        continue
+      }
+      const leader = this.client.metadata.leaderOf(first.topic, first.partition)
+      if (!leader) {
+        needMetadata = true
+        continue
+      }
+      const list = byNode.get(leader.nodeId) ?? []
+      list.push(first)
+      byNode.set(leader.nodeId, list)
+    }
+    for (const [nodeId, batches] of byNode) this.sendToNode(nodeId, batches)
+    if (needMetadata) nextWakeMs = Math.min(nextWakeMs, this.refreshMetadataSoon(now))
+    if (nextWakeMs < Number.POSITIVE_INFINITY) this.wakeAt(nextWakeMs)
+  }
+
+  private readyAtMs(first: ProducerBatch, queueLength: number, now: number): number {
+    const sendable =
+      queueLength > 1 ||
+      first.isSealed ||
+      first.isFull(this.options.batchSize) ||
+      this.flushing > 0 ||
+      this.memoryWaiters.length > 0
+    const lingerDone = sendable ? now : first.createdMs + this.options.lingerMs
+    return Math.max(lingerDone, first.retryAtMs)
+  }
+
+  /** Batches waiting in a queue past their delivery timeout fail there (Kafka expires them too). */
+  private expireQueued(queue: ProducerBatch[], now: number): void {
+    while (queue.length > 0 && queue[0].deadlineMs <= now) {
+      const batch = queue.shift()!
+      this.settle(batch, () =>
+        batch.fail(
+          new DeliveryTimeoutError(
+            `${batch.recordCount} record(s) for ${batch.topic}-${batch.partition} expired: delivery.timeout.ms ${this.options.deliveryTimeoutMs} passed`,
+            batch.lastError,
+          ),
+        ),
+      )
+    }
+  }
+
+  /** One metadata refresh at a time, at most one per retry.backoff.ms; returns when to look again. */
+  private refreshMetadataSoon(now: number): number {
+    if (now < this.metadataRefreshAtMs) return this.metadataRefreshAtMs
+    this.metadataRefreshAtMs = now + this.client.options.retryBackoffMs
+    this.client.refreshMetadata().then(
+      () => this.scheduleDrain(),
+      // A failed refresh is retried by the next drain; the batches time out if it never succeeds.
+      () => this.wakeAt(Date.now() + this.client.options.retryBackoffMs),
+    )
+    return this.metadataRefreshAtMs
+  }
+
+  private sendToNode(nodeId: number, candidates: ProducerBatch[]): void {
+    const inFlight = this.inFlightByNode.get(nodeId) ?? 0
+    if (inFlight >= this.options.maxInFlight) return
+    const batches: ProducerBatch[] = []
+    let bytes = 0
+    for (const batch of candidates) {
+      // One batch per partition per request, up to max.request.size (the first always goes).
+      if (batches.length > 0 && bytes + batch.sizeBytes > this.options.maxRequestSize) continue
+      bytes += batch.sizeBytes
+      batches.push(batch)
+    }
+    for (const batch of batches) {
+      const key = `${batch.topic}/${batch.partition}`
+      const queue = this.queues.get(key)!
+      assert(queue[0] === batch, 'drained batch is not at the front of its queue')
+      queue.shift()
+      batch.inFlight = true
+      if (this.options.maxInFlight === 1) this.mutedPartitions.add(key)
+    }
+    this.inFlightByNode.set(nodeId, inFlight + 1)
+    this.produce(nodeId, batches).then(
+      () => this.afterRequest(nodeId, batches),
+      (error: unknown) => {
+        // produce() handles its own failures; anything here is a bug in this file.
+        this.afterRequest(nodeId, batches)
+        throw error
+      },
+    )
+  }
+
+  private afterRequest(nodeId: number, batches: readonly ProducerBatch[]): void {
+    this.inFlightByNode.set(nodeId, (this.inFlightByNode.get(nodeId) ?? 1) - 1)
+    for (const batch of batches) {
+      batch.inFlight = false
+      this.mutedPartitions.delete(`${batch.topic}/${batch.partition}`)
+    }
+    this.scheduleDrain()
+  }
+
+  private async produce(nodeId: number, batches: readonly ProducerBatch[]): Promise<void> {
+    try {
+      const request = await this.produceRequest(batches)
+      const connection = await this.client.connectionTo(nodeId, 'produce')
+      if (this.options.acks === 0) {
+        await connection.sendOneWay(ApiKey.Produce, request)
+        for (const batch of batches) this.settle(batch, () => batch.complete(-1, -1))
+        return
+      }
+      const response = await connection.request<ProduceResponse>(ApiKey.Produce, request, {
+        timeoutMs: this.options.requestTimeoutMs + CLIENT_TIMEOUT_MARGIN_MS,
+      })
+      this.onResponse(batches, response)
+    } catch (error) {
+      const failure = asClientError(error)
+      for (const batch of batches) this.onBatchError(batch, failure)
+    }
+  }
+
+  private async produceRequest(batches: readonly ProducerBatch[]): Promise<ProduceRequest> {
+    const byTopic = new Map<string, { index: number; records: Buffer }[]>()
+    for (const batch of batches) {
+      const records = await batch.encode({
+        compression: this.options.compression,
+        compressionLevel: this.options.compressionLevel,
+      })
+      const list = byTopic.get(batch.topic) ?? []
+      list.push({ index: batch.partition, records })
+      byTopic.set(batch.topic, list)
+    }
+    return {
+      transactionalId: null,
+      acks: this.options.acks,
+      timeoutMs: this.options.requestTimeoutMs,
+      topicData: [...byTopic].map(([name, partitionData]) => ({ name, partitionData })),
+    }
+  }
+
+  private onResponse(batches: readonly ProducerBatch[], response: ProduceResponse): void {
+    const results = new Map<string, ProduceResponsePartitionProduceResponse>()
+    for (const topic of response.responses) {
+      for (const p of topic.partitionResponses) results.set(`${topic.name}/${p.index}`, p)
+    }
+    for (const batch of batches) {
+      const result = results.get(`${batch.topic}/${batch.partition}`)
+      if (!result) {
+        this.onBatchError(
+          batch,
+          new KafkaProtocolError(ErrorCode.NETWORK_EXCEPTION, 'partition missing from the produce response'),
+        )
+      } else if (result.errorCode === ErrorCode.NONE) {
+        this.settle(batch, () => batch.complete(Number(result.baseOffset), Number(result.logAppendTimeMs)))
+      } else {
+        this.onBatchError(batch, new KafkaProtocolError(result.errorCode, result.errorMessage))
+      }
+    }
+  }
+
+  private onBatchError(batch: ProducerBatch, error: KafkaClientError): void {
+    batch.lastError = error
+    if (needsMetadataRefresh(error)) {
+      this.metadataRefreshAtMs = 0
+      this.refreshMetadataSoon(Date.now())
+    }
+    if (
+      error instanceof KafkaProtocolError &&
+      error.errorCode === ErrorCode.MESSAGE_TOO_LARGE &&
+      batch.recordCount > 1
+    ) {
+      this.requeueFront(batch.split())
+      this.incomplete.delete(batch)
+      return
+    }
+    const now = Date.now()
+    const retryAtMs = now + backoffMs(batch.attempts + 1, this.client.options)
+    if (!isRetriableError(error) || this.closed) {
+      this.settle(batch, () => batch.fail(error))
+    } else if (batch.attempts >= this.options.retries) {
+      this.settle(batch, () => batch.fail(error))
+    } else if (retryAtMs >= batch.deadlineMs) {
+      this.settle(batch, () =>
+        batch.fail(
+          new DeliveryTimeoutError(
+            `${batch.topic}-${batch.partition}: not acknowledged within delivery.timeout.ms ${this.options.deliveryTimeoutMs} (last error: ${error.message})`,
+            error,
+          ),
+        ),
+      )
+    } else {
+      batch.attempts++
+      batch.retryAtMs = retryAtMs
+      this.requeueFront([batch])
+    }
+  }
+
+  /** Retried batches go back in front of newer ones (Java's reenqueue). */
+  private requeueFront(batches: ProducerBatch[]): void {
+    const queue = this.queueOf(batches[0].topic, batches[0].partition)
+    queue.unshift(...batches)
+    for (const batch of batches) this.incomplete.add(batch)
+    this.wakeAt(Math.min(...batches.map((b) => b.retryAtMs)))
+  }
+
+  private settle(batch: ProducerBatch, outcome: () => void): void {
+    outcome()
+    this.incomplete.delete(batch)
+    this.releaseMemory(batch.reservedBytes)
+    batch.reservedBytes = 0
+  }
+}
+
+function requireBootstrap(options: ProducerOptions): ClientOptions {
+  if (options.bootstrapServers === undefined)
+    throw new InvalidArgumentError('bootstrapServers or client is required')
+  return options as ClientOptions
+}
+
+function toRecordInput(record: ProducerRecord): RecordInput {
+  if (typeof record.topic !== 'string' || record.topic === '')
+    throw new InvalidArgumentError('record.topic must be a non-empty string')
+  const timestamp = record.timestamp ?? Date.now()
+  if (!Number.isSafeInteger(timestamp) || timestamp < 0)
+    throw new InvalidArgumentError(`invalid record.timestamp ${record.timestamp}`)
+  return {
+    key: toBytes(record.key),
+    value: toBytes(record.value),
+    headers: toHeaders(record.headers),
+    timestamp,
+  }
+}
+
+/** A throwing user callback surfaces like an exception in an event handler. */
+function invokeCallback(
+  callback: (error: KafkaClientError | null, metadata?: RecordMetadata) => void,
+  error: KafkaClientError | null,
+  metadata?: RecordMetadata,
+): void {
+  try {
+    callback(error, metadata)
+  } catch (thrown) {
+    process.nextTick(() => {
+      throw thrown
+    })
+  }
+}

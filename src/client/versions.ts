@@ -1,0 +1,52 @@
+/**
+ * The API versions this client speaks, per API key. A request goes out at the highest
+ * version inside both this range and the broker's advertised range (as librdkafka and
+ * @platformatic/kafka do). Ranges are capped where a newer version changes semantics the
+ * client does not implement yet: Fetch stops at 12 because 13+ addresses topics by id.
+ */
+import { ApiKey } from '../protocol/generated/index.js'
+
+export interface VersionRange {
+  readonly min: number
+  readonly max: number
+}
+
+export const CLIENT_VERSIONS: ReadonlyMap<number, VersionRange> = new Map([
+  // Produce v3 is the first with record batches (magic 2).
+  [ApiKey.Produce, { min: 3, max: 11 }],
+  // Fetch v4 is the first returning record batches; 13+ uses topic ids.
+  [ApiKey.Fetch, { min: 4, max: 12 }],
+  [ApiKey.ListOffsets, { min: 1, max: 7 }],
+  [ApiKey.Metadata, { min: 1, max: 12 }],
+  [ApiKey.ApiVersions, { min: 0, max: 3 }],
+  [ApiKey.CreateTopics, { min: 2, max: 7 }],
+  [ApiKey.DeleteTopics, { min: 1, max: 6 }],
+  [ApiKey.DeleteRecords, { min: 0, max: 2 }],
+  [ApiKey.DescribeConfigs, { min: 1, max: 4 }],
+  [ApiKey.AlterConfigs, { min: 0, max: 2 }],
+  [ApiKey.CreatePartitions, { min: 0, max: 3 }],
+  [ApiKey.IncrementalAlterConfigs, { min: 0, max: 1 }],
+  [ApiKey.DescribeCluster, { min: 0, max: 1 }],
+  // Group APIs: probed so the CLI can say whether the broker serves groups; used once the
+  // groups issue lands.
+  [ApiKey.ListGroups, { min: 0, max: 4 }],
+  [ApiKey.DescribeGroups, { min: 0, max: 5 }],
+  [ApiKey.FindCoordinator, { min: 0, max: 4 }],
+])
+
+/** The API keys a broker must serve for consumer-group membership (classic protocol). */
+export const GROUP_API_KEYS: readonly number[] = [
+  ApiKey.FindCoordinator,
+  ApiKey.JoinGroup,
+  ApiKey.SyncGroup,
+  ApiKey.Heartbeat,
+  ApiKey.LeaveGroup,
+  ApiKey.OffsetCommit,
+  ApiKey.OffsetFetch,
+]
+
+/** Highest version in both ranges, or -1 when they do not overlap. */
+export function pickVersion(client: VersionRange, broker: VersionRange): number {
+  const max = Math.min(client.max, broker.max)
+  return max >= Math.max(client.min, broker.min) ? max : -1
+}
