@@ -14,7 +14,17 @@ const USAGE = `Usage: tidelog <command> [options]
 Commands:
   start     Start brokers in this process (default: one broker on 127.0.0.1:9092)
   broker    Start one broker from a Kafka-style server.properties file
+  topics    create|list|describe|alter|delete topics
+  produce   Send stdin lines as records (--key-separator, --header k=v)
+  consume   Print records (--from-beginning, --offset, --timestamp, --json, ...)
+  cluster   describe: brokers, controller, partition health
+  groups    list|describe|reset-offsets (needs broker support for consumer groups)
+  bench     produce|consume|e2e load test with tidelog's client
   help      Show this help
+
+Client commands take --bootstrap-server HOST:PORT (default 127.0.0.1:9092) and --json;
+run 'tidelog <command> --help' for their options. Exit codes: 0 ok, 1 failed,
+2 usage, 3 cluster unreachable, 4 not supported by the broker.
 
 tidelog start options:
   --port N            First listener port (default 9092; 0 picks a free port)
@@ -38,6 +48,13 @@ export async function runCli(argv: readonly string[]): Promise<number> {
         return await startCommand(rest)
       case 'broker':
         return await brokerCommand(rest)
+      case 'topics':
+      case 'produce':
+      case 'consume':
+      case 'cluster':
+      case 'groups':
+      case 'bench':
+        return await clientCommand(command, rest)
       case undefined:
       case 'help':
       case '--help':
@@ -54,6 +71,24 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       return 2
     }
     throw error
+  }
+}
+
+/** Client commands load on demand, so `tidelog start` does not pay for them. */
+async function clientCommand(command: string, args: readonly string[]): Promise<number> {
+  switch (command) {
+    case 'topics':
+      return (await import('./commands/topics.js')).topicsCommand(args)
+    case 'produce':
+      return (await import('./commands/produce.js')).produceCommand(args)
+    case 'consume':
+      return (await import('./commands/consume.js')).consumeCommand(args)
+    case 'cluster':
+      return (await import('./commands/cluster.js')).clusterCommand(args)
+    case 'groups':
+      return (await import('./commands/groups.js')).groupsCommand(args)
+    default:
+      return (await import('./commands/bench.js')).benchCommand(args)
   }
 }
 

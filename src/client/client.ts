@@ -197,7 +197,10 @@ export class KafkaClient {
         lastError = error
       }
     }
-    throw new ConnectionError(`no broker reachable (tried ${this.describeCandidates()})`, lastError)
+    throw new ConnectionError(
+      `no broker reachable (tried ${this.describeCandidates()})${lastError instanceof Error ? `: ${lastError.message}` : ''}`,
+      lastError,
+    )
   }
 
   close(): void {

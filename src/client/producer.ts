@@ -35,13 +35,13 @@ import type { RecordInput } from '../protocol/record-batch.js'
 import { type ClientOptions, KafkaClient } from './client.js'
 import {
   asClientError,
-  BlockTimeoutError,
   ClientClosedError,
   DeliveryTimeoutError,
   InvalidArgumentError,
   KafkaClientError,
   KafkaProtocolError,
 } from './errors.js'
+import { MemoryPool } from './memory-pool.js'
 import { intOption, oneOf } from './options.js'
 import { partitionForKey, StickyPartitioner, type TopicPartitions } from './partitioner.js'
 import {
@@ -184,12 +184,6 @@ function resolveProducerOptions(options: ProducerOptions, requestTimeoutMs: numb
   }
 }
 
-interface MemoryWaiter {
-  readonly bytes: number
-  readonly timer: NodeJS.Timeout
-  resolve(): void
-}
-
 export class Producer {
   readonly client: KafkaClient
   private readonly options: ResolvedProducerOptions
@@ -202,8 +196,7 @@ export class Producer {
   private readonly pendingSends = new Set<Promise<unknown>>()
   private readonly inFlightByNode = new Map<number, number>()
   private readonly mutedPartitions = new Set<string>()
-  private readonly memoryWaiters: MemoryWaiter[] = []
-  private bufferedBytes = 0
+  private readonly memory: MemoryPool
   private flushing = 0
   private drainScheduled = false
   private wakeTimer: NodeJS.Timeout | null = null
@@ -217,6 +210,7 @@ export class Producer {
     this.client = options.client ?? new KafkaClient(requireBootstrap(options))
     this.options = resolveProducerOptions(options, this.client.options.requestTimeoutMs)
     this.partitioner = options.partitioner
+    this.memory = new MemoryPool(this.options.bufferMemory, this.options.maxBlockMs)
   }
 
   /**
@@ -295,7 +289,7 @@ export class Producer {
     }
     const known = this.client.metadata.topics.get(record.topic)
     // Fast path: metadata known and memory free, so the record joins a batch in this tick.
-    if (known && known.partitions.length > 0 && this.bufferedBytes + size <= this.options.bufferMemory) {
+    if (known && known.partitions.length > 0 && this.memory.tryReserve(size)) {
       return this.append(record, input, size)
     }
     return this.track(this.appendWhenReady(record, input, size))
@@ -315,14 +309,12 @@ export class Producer {
     input: RecordInput,
     size: number,
   ): Promise<RecordMetadata> {
-    const deadline = Date.now() + this.options.maxBlockMs
     this.client.addInterest([record.topic])
     await this.client.waitForTopics([record.topic], {
       maxWaitMs: this.options.maxBlockMs,
       allowAutoTopicCreation: this.options.allowAutoTopicCreation,
     })
-    await this.reserveMemory(size, deadline - Date.now())
-    this.bufferedBytes -= size // append() reserves it again
+    await this.memory.reserve(size)
     return this.append(record, input, size)
   }
 
@@ -333,10 +325,10 @@ export class Producer {
     try {
       partition = this.choosePartition(record, input, numPartitions)
     } catch (error) {
+      this.memory.release(size)
       return Promise.reject(error)
     }
     return new Promise<RecordMetadata>((resolve, reject) => {
-      this.bufferedBytes += size
       const batch = this.batchFor(record, input, partition, size, numPartitions)
       batch.reservedBytes += size
       batch.append(input, size, { resolve, reject } satisfies Completion)
@@ -415,49 +407,6 @@ export class Producer {
     return queue
   }
 
-  // ---- buffer memory ---------------------------------------------------------------------
-
-  private reserveMemory(bytes: number, maxWaitMs: number): Promise<void> {
-    if (this.bufferedBytes + bytes <= this.options.bufferMemory && this.memoryWaiters.length === 0) {
-      this.bufferedBytes += bytes
-      return Promise.resolve()
-    }
-    return new Promise<void>((resolve, reject) => {
-      const waiter: MemoryWaiter = {
-        bytes,
-        resolve,
-        timer: setTimeout(
-          () => {
-            const index = this.memoryWaiters.indexOf(waiter)
-            if (index >= 0) this.memoryWaiters.splice(index, 1)
-            reject(
-              new BlockTimeoutError(
-                `no buffer.memory for ${bytes} bytes within max.block.ms (${this.options.maxBlockMs} ms)`,
-              ),
-            )
-          },
-          Math.max(maxWaitMs, 0),
-        ),
-      }
-      this.memoryWaiters.push(waiter)
-      this.scheduleDrain()
-    })
-  }
-
-  private releaseMemory(bytes: number): void {
-    this.bufferedBytes -= bytes
-    assert(this.bufferedBytes >= 0, () => `buffered bytes went negative: ${this.bufferedBytes}`)
-    // First come, first served: a large waiter is not overtaken by small ones.
-    while (this.memoryWaiters.length > 0) {
-      const next = this.memoryWaiters[0]
-      if (this.bufferedBytes + next.bytes > this.options.bufferMemory && this.bufferedBytes > 0) break
-      this.memoryWaiters.shift()
-      clearTimeout(next.timer)
-      this.bufferedBytes += next.bytes
-      next.resolve()
-    }
-  }
-
   // ---- sender ----------------------------------------------------------------------------
 
   private scheduleDrain(): void {
@@ -522,7 +471,7 @@ export class Producer {
       first.isSealed ||
       first.isFull(this.options.batchSize) ||
       this.flushing > 0 ||
-      this.memoryWaiters.length > 0
+      this.memory.waiting > 0
     const lingerDone = sendable ? now : first.createdMs + this.options.lingerMs
     return Math.max(lingerDone, first.retryAtMs)
   }
@@ -699,7 +648,7 @@ export class Producer {
   private settle(batch: ProducerBatch, outcome: () => void): void {
     outcome()
     this.incomplete.delete(batch)
-    this.releaseMemory(batch.reservedBytes)
+    this.memory.release(batch.reservedBytes)
     batch.reservedBytes = 0
   }
 }

@@ -1,0 +1,482 @@
+/**
+ * `tidelog bench produce|consume|e2e`, in the spirit of kafka-producer-perf-test and
+ * kafka-consumer-perf-test, driven by tidelog's own client:
+ *   produce  records of --record-size at --throughput (-1: as fast as possible) for
+ *            --num-records or --duration; latency is send() to acknowledgement.
+ *   consume  reads --num-records (or for --duration) from the beginning of --topic.
+ *   e2e      one producer and one consumer; latency is send() to the consumer's poll().
+ * Prints a progress line every --interval-ms and a final summary (records/s, MB/s,
+ * latency p50/p95/p99/p99.9/max from an HDR histogram) with its own CPU use, so a
+ * saturated client (event loop ~100 % busy) is visible instead of passing for the broker.
+ */
+import { performance } from 'node:perf_hooks'
+import { parseArgs } from 'node:util'
+import hdr from 'hdr-histogram-js'
+import { Admin } from '../../client/admin.js'
+import { Consumer } from '../../client/consumer.js'
+import { KafkaProtocolError } from '../../client/errors.js'
+import { type Acks, type CompressionName, Producer } from '../../client/producer.js'
+import { ErrorCode } from '../../protocol/error-codes.js'
+import {
+  COMMON_OPTIONS,
+  clientOptions,
+  EXIT_FAILED,
+  EXIT_OK,
+  EXIT_USAGE,
+  guarded,
+  out,
+  parseInteger,
+  printJson,
+  UsageError,
+} from './common.js'
+
+export const BENCH_USAGE = `Usage: tidelog bench <produce|consume|e2e> [options]
+
+  --topic T                 Topic (default: a new tidelog-bench-<time> topic; required for consume)
+  --partitions N            Partitions of a created topic (default 6)
+  --replication-factor N    Replication factor of a created topic (default: broker default)
+  --record-size BYTES       Value size (default 1024)
+  --num-records N           Records to send/read (default 1000000)
+  --duration S              Run for S seconds instead of a count
+  --throughput R            Target records/s, -1 for unlimited (default -1; e2e 1000)
+  --acks 0|1|all            (default all)
+  --batch-size BYTES        (default 65536)
+  --linger-ms N             (default 5)
+  --compression C           none|gzip|snappy|lz4|zstd (default none)
+  --producers N             Producer instances, each with its own connections (default 1)
+  --max-in-flight N         max.in.flight.requests.per.connection (default 5)
+  --interval-ms N           Progress line interval (default 5000)
+  --bootstrap-server HOST:PORT (default 127.0.0.1:9092), --json (final summary as JSON)
+`
+
+const OPTIONS = {
+  ...COMMON_OPTIONS,
+  topic: { type: 'string', short: 't' },
+  partitions: { type: 'string', default: '6' },
+  'replication-factor': { type: 'string' },
+  'record-size': { type: 'string', default: '1024' },
+  'num-records': { type: 'string' },
+  duration: { type: 'string' },
+  throughput: { type: 'string' },
+  acks: { type: 'string', default: 'all' },
+  'batch-size': { type: 'string', default: '65536' },
+  'linger-ms': { type: 'string', default: '5' },
+  compression: { type: 'string', default: 'none' },
+  producers: { type: 'string', default: '1' },
+  'max-in-flight': { type: 'string', default: '5' },
+  'interval-ms': { type: 'string', default: '5000' },
+} as const
+
+type Mode = 'produce' | 'consume' | 'e2e'
+
+interface BenchConfig {
+  mode: Mode
+  bootstrap: string
+  topic: string | undefined
+  partitions: number
+  replicationFactor: number
+  recordSize: number
+  numRecords: number
+  durationMs: number | undefined
+  throughput: number
+  acks: Acks
+  batchSize: number
+  lingerMs: number
+  compression: CompressionName
+  producers: number
+  maxInFlight: number
+  intervalMs: number
+  json: boolean
+}
+
+export async function benchCommand(argv: readonly string[]): Promise<number> {
+  const [mode, ...rest] = argv
+  return guarded(`bench ${mode ?? ''}`.trim(), async () => {
+    const { values } = parseArgs({ args: rest, options: OPTIONS, strict: true })
+    if (values.help || mode === undefined || mode === 'help') {
+      process.stdout.write(BENCH_USAGE)
+      return mode === undefined ? EXIT_USAGE : EXIT_OK
+    }
+    if (mode !== 'produce' && mode !== 'consume' && mode !== 'e2e')
+      throw new UsageError(`unknown bench mode '${mode}'`)
+    const config = toConfig(mode, values)
+    const result = await runBench(config)
+    if (config.json) printJson(result)
+    else printSummary(result)
+    return result.failed > 0 ? EXIT_FAILED : EXIT_OK
+  })
+}
+
+function toConfig(
+  mode: Mode,
+  values: ReturnType<typeof parseArgs<{ options: typeof OPTIONS }>>['values'],
+): BenchConfig {
+  const acks = values.acks === 'all' || values.acks === '-1' ? 'all' : (Number(values.acks) as 0 | 1)
+  if (acks !== 'all' && acks !== 0 && acks !== 1) throw new UsageError(`--acks expects 0, 1 or all`)
+  const durationS = parseInteger(values.duration, '--duration', 1)
+  const throughputText = values.throughput ?? (mode === 'e2e' ? '1000' : '-1')
+  const throughput = Number(throughputText)
+  if (!Number.isFinite(throughput) || (throughput <= 0 && throughput !== -1))
+    throw new UsageError('--throughput expects a positive rate or -1')
+  if (mode === 'consume' && !values.topic) throw new UsageError('bench consume needs --topic')
+  return {
+    mode,
+    bootstrap: values['bootstrap-server'],
+    topic: values.topic,
+    partitions: parseInteger(values.partitions, '--partitions', 1)!,
+    replicationFactor: parseInteger(values['replication-factor'], '--replication-factor', 1) ?? -1,
+    recordSize: parseInteger(values['record-size'], '--record-size', mode === 'e2e' ? 8 : 0)!,
+    numRecords:
+      parseInteger(values['num-records'], '--num-records', 1) ??
+      (durationS !== undefined ? Number.MAX_SAFE_INTEGER : 1_000_000),
+    durationMs: durationS === undefined ? undefined : durationS * 1000,
+    throughput,
+    acks,
+    batchSize: parseInteger(values['batch-size'], '--batch-size', 1)!,
+    lingerMs: parseInteger(values['linger-ms'], '--linger-ms')!,
+    compression: values.compression as CompressionName,
+    producers: parseInteger(values.producers, '--producers', 1)!,
+    maxInFlight: parseInteger(values['max-in-flight'], '--max-in-flight', 1)!,
+    intervalMs: parseInteger(values['interval-ms'], '--interval-ms', 100)!,
+    json: values.json,
+  }
+}
+
+// ---- measurement ----------------------------------------------------------------------------
+
+/** Latencies in microseconds, up to 10 minutes, 3 significant digits. */
+function newHistogram() {
+  return hdr.build({
+    lowestDiscernibleValue: 1,
+    highestTrackableValue: 600_000_000,
+    numberOfSignificantValueDigits: 3,
+    useWebAssembly: false,
+  })
+}
+
+class Meter {
+  readonly histogram = newHistogram()
+  readonly started = performance.now()
+  private readonly cpuStart = process.cpuUsage()
+  private readonly eluStart = performance.eventLoopUtilization()
+  count = 0
+  bytes = 0
+  failed = 0
+  private windowCount = 0
+  private windowBytes = 0
+  private readonly windowLatency = newHistogram()
+  private windowStarted = performance.now()
+  private windowCpu = process.cpuUsage()
+
+  record(bytes: number, latencyUs?: number): void {
+    this.count++
+    this.bytes += bytes
+    this.windowCount++
+    this.windowBytes += bytes
+    if (latencyUs !== undefined) {
+      const value = Math.max(1, Math.round(latencyUs))
+      this.histogram.recordValue(value)
+      this.windowLatency.recordValue(value)
+    }
+  }
+
+  /** kafka-producer-perf-test's progress line, plus this process's CPU. */
+  progressLine(): string {
+    const now = performance.now()
+    const seconds = (now - this.windowStarted) / 1000
+    const cpu = process.cpuUsage(this.windowCpu)
+    const cpuPct = ((cpu.user + cpu.system) / 1000 / (now - this.windowStarted)) * 100
+    const latency =
+      this.windowLatency.totalCount > 0
+        ? `, ${ms(this.windowLatency.mean)} ms avg latency, ${ms(this.windowLatency.maxValue)} ms max latency`
+        : ''
+    const line = `${this.windowCount} records, ${(this.windowCount / seconds).toFixed(1)} records/sec (${(this.windowBytes / seconds / 1048576).toFixed(2)} MB/sec)${latency}, client CPU ${cpuPct.toFixed(0)}%`
+    this.windowCount = 0
+    this.windowBytes = 0
+    this.windowLatency.reset()
+    this.windowStarted = now
+    this.windowCpu = process.cpuUsage()
+    return line
+  }
+
+  summary(config: BenchConfig, topic: string): BenchResult {
+    const elapsedMs = performance.now() - this.started
+    const cpu = process.cpuUsage(this.cpuStart)
+    const elu = performance.eventLoopUtilization(this.eluStart)
+    const h = this.histogram
+    const latency =
+      h.totalCount > 0
+        ? {
+            p50: ms(h.getValueAtPercentile(50)),
+            p95: ms(h.getValueAtPercentile(95)),
+            p99: ms(h.getValueAtPercentile(99)),
+            p999: ms(h.getValueAtPercentile(99.9)),
+            max: ms(h.maxValue),
+            mean: ms(h.mean),
+          }
+        : null
+    return {
+      mode: config.mode,
+      topic,
+      records: this.count,
+      failed: this.failed,
+      recordSize: config.recordSize,
+      elapsedMs: Math.round(elapsedMs),
+      recordsPerSec: Math.round(this.count / (elapsedMs / 1000)),
+      mbPerSec: Number((this.bytes / 1048576 / (elapsedMs / 1000)).toFixed(2)),
+      latencyMs: latency,
+      cpu: {
+        userMs: Math.round(cpu.user / 1000),
+        systemMs: Math.round(cpu.system / 1000),
+        percentOfOneCore: Math.round(((cpu.user + cpu.system) / 1000 / elapsedMs) * 100),
+        eventLoopUtilization: Number(elu.utilization.toFixed(2)),
+      },
+      settings: {
+        acks: config.acks,
+        batchSize: config.batchSize,
+        lingerMs: config.lingerMs,
+        compression: config.compression,
+        producers: config.producers,
+        maxInFlight: config.maxInFlight,
+        throughput: config.throughput,
+      },
+    }
+  }
+}
+
+const ms = (us: number): number => Number((us / 1000).toFixed(3))
+
+interface BenchResult {
+  mode: Mode
+  topic: string
+  records: number
+  failed: number
+  recordSize: number
+  elapsedMs: number
+  recordsPerSec: number
+  mbPerSec: number
+  latencyMs: { p50: number; p95: number; p99: number; p999: number; max: number; mean: number } | null
+  cpu: { userMs: number; systemMs: number; percentOfOneCore: number; eventLoopUtilization: number }
+  settings: Record<string, unknown>
+}
+
+function printSummary(r: BenchResult): void {
+  const l = r.latencyMs
+  out(
+    `${r.records} records ${r.mode === 'consume' ? 'read' : 'sent'} in ${(r.elapsedMs / 1000).toFixed(2)} s: ${r.recordsPerSec} records/sec (${r.mbPerSec} MB/sec)` +
+      (l ? `, latency ms p50 ${l.p50}, p95 ${l.p95}, p99 ${l.p99}, p99.9 ${l.p999}, max ${l.max}` : '') +
+      (r.failed > 0 ? `, ${r.failed} FAILED` : ''),
+  )
+  out(
+    `client CPU: ${r.cpu.userMs} ms user + ${r.cpu.systemMs} ms system = ${r.cpu.percentOfOneCore}% of one core; event loop ${Math.round(r.cpu.eventLoopUtilization * 100)}% busy`,
+  )
+}
+
+// ---- runs -------------------------------------------------------------------------------------
+
+async function runBench(config: BenchConfig): Promise<BenchResult> {
+  const topic = await ensureTopic(config)
+  if (config.mode === 'consume') return consumeBench(config, topic)
+  return produceBench(config, topic)
+}
+
+async function ensureTopic(config: BenchConfig): Promise<string> {
+  const topic = config.topic ?? `tidelog-bench-${Date.now()}`
+  if (config.mode === 'consume') return topic
+  const admin = new Admin(clientOptions(config.bootstrap, 'tidelog-bench'))
+  try {
+    await admin.createTopics([
+      { topic, numPartitions: config.partitions, replicationFactor: config.replicationFactor },
+    ])
+    await admin.client.waitForTopics([topic], { maxWaitMs: 30000 })
+  } catch (error) {
+    if (!(error instanceof KafkaProtocolError && error.errorCode === ErrorCode.TOPIC_ALREADY_EXISTS))
+      throw error
+  } finally {
+    admin.close()
+  }
+  return topic
+}
+
+function progress(meter: Meter, config: BenchConfig): () => void {
+  const timer = setInterval(() => process.stderr.write(`${meter.progressLine()}\n`), config.intervalMs)
+  return () => clearInterval(timer)
+}
+
+/** Records in flight beyond which the send loop waits; kept under buffer.memory so send() never blocks. */
+const OUTSTANDING_MAX = 100_000
+const BUFFER_MEMORY = 64 * 1024 * 1024
+/** Sends per turn of the event loop before yielding to the sockets. */
+const SENDS_PER_TURN = 2000
+
+async function produceBench(config: BenchConfig, topic: string): Promise<BenchResult> {
+  const producers = Array.from(
+    { length: config.producers },
+    (_, i) =>
+      new Producer({
+        ...clientOptions(config.bootstrap, `tidelog-bench-${i}`),
+        acks: config.acks,
+        batchSize: config.batchSize,
+        lingerMs: config.lingerMs,
+        compression: config.compression,
+        maxInFlightRequestsPerConnection: config.maxInFlight,
+        bufferMemory: BUFFER_MEMORY,
+      }),
+  )
+  const e2eConsumer = config.mode === 'e2e' ? await startE2eConsumer(config, topic) : null
+  const meter = new Meter()
+  const e2e = e2eConsumer ? new E2eReceiver(e2eConsumer, meter) : null
+  const stopProgress = progress(meter, config)
+  const payload = Buffer.alloc(config.recordSize, 'x')
+  const outstandingMax = Math.min(
+    OUTSTANDING_MAX,
+    Math.max(1000, Math.floor((BUFFER_MEMORY * 0.9) / (config.recordSize + 64))),
+  )
+  let outstanding = 0
+  let resumeSending: (() => void) | null = null
+  const settled = (): void => {
+    outstanding--
+    if (resumeSending && outstanding < outstandingMax / 2) {
+      const resume = resumeSending
+      resumeSending = null
+      resume()
+    }
+  }
+  const deadline =
+    config.durationMs === undefined ? Number.POSITIVE_INFINITY : meter.started + config.durationMs
+  let sent = 0
+  try {
+    while (sent < config.numRecords && performance.now() < deadline) {
+      await pace(config, meter.started, sent)
+      const turn = Math.min(
+        SENDS_PER_TURN,
+        config.numRecords - sent,
+        config.throughput > 0 ? Math.max(1, Math.ceil(config.throughput / 1000)) : SENDS_PER_TURN,
+      )
+      for (let i = 0; i < turn; i++, sent++) {
+        const value = config.mode === 'e2e' ? stamped(payload) : payload
+        const sentAt = performance.now()
+        outstanding++
+        producers[sent % producers.length].send({ topic, value }).then(
+          () => {
+            if (!e2e) meter.record(value.length, (performance.now() - sentAt) * 1000)
+            settled()
+          },
+          () => {
+            meter.failed++
+            settled()
+          },
+        )
+      }
+      if (outstanding >= outstandingMax) await new Promise<void>((resolve) => (resumeSending = resolve))
+      else await yieldToIo()
+    }
+    await Promise.all(producers.map((p) => p.flush()))
+    await e2e?.finish(sent - meter.failed)
+  } finally {
+    stopProgress()
+    await Promise.all(producers.map((p) => p.close()))
+    await e2e?.close()
+  }
+  return meter.summary(config, topic)
+}
+
+/** Waits until `sent` is within the target rate (no wait for -1). */
+async function pace(config: BenchConfig, startedMs: number, sent: number): Promise<void> {
+  if (config.throughput <= 0) return
+  const dueMs = startedMs + (sent / config.throughput) * 1000
+  const waitMs = dueMs - performance.now()
+  if (waitMs > 1) await new Promise((resolve) => setTimeout(resolve, waitMs))
+}
+
+function yieldToIo(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve))
+}
+
+/** A copy of the payload with performance.now() in its first 8 bytes (same process, same clock). */
+function stamped(payload: Buffer): Buffer {
+  const value = Buffer.from(payload)
+  value.writeDoubleBE(performance.now(), 0)
+  return value
+}
+
+/** The e2e consumer: positioned at the end before the first send, records latency as records arrive. */
+async function startE2eConsumer(config: BenchConfig, topic: string): Promise<Consumer> {
+  const consumer = new Consumer({
+    ...clientOptions(config.bootstrap, 'tidelog-bench-e2e'),
+    fetchMaxWaitMs: 100,
+    maxPollRecords: 10000,
+  })
+  const partitions = await consumer.assignTopics([topic])
+  // Positions fixed now: a lazy 'latest' looked up after the first sends would skip them.
+  const ends = await consumer.endOffsets(partitions)
+  for (const tp of partitions) consumer.seek(tp, ends.get(`${tp.topic}/${tp.partition}`) ?? 0)
+  return consumer
+}
+
+class E2eReceiver {
+  private received = 0
+  private target = Number.POSITIVE_INFINITY
+  private stopping = false
+  private readonly loop: Promise<void>
+
+  constructor(
+    private readonly consumer: Consumer,
+    private readonly meter: Meter,
+  ) {
+    this.loop = this.run()
+  }
+
+  /** Waits for `count` records, or until 10 s pass without one. */
+  async finish(count: number): Promise<void> {
+    this.target = count
+    await this.loop
+  }
+
+  async close(): Promise<void> {
+    this.stopping = true
+    this.consumer.stop()
+    await this.loop
+    await this.consumer.close()
+  }
+
+  private async run(): Promise<void> {
+    let idleSince = performance.now()
+    while (!this.stopping && this.received < this.target) {
+      const records = await this.consumer.poll(200)
+      const now = performance.now()
+      if (records.length === 0 && this.target !== Number.POSITIVE_INFINITY && now - idleSince > 10000) return
+      if (records.length > 0) idleSince = now
+      for (const r of records) {
+        this.received++
+        this.meter.record(r.value!.length, (now - r.value!.readDoubleBE(0)) * 1000)
+      }
+    }
+  }
+}
+
+async function consumeBench(config: BenchConfig, topic: string): Promise<BenchResult> {
+  const consumer = new Consumer({
+    ...clientOptions(config.bootstrap, 'tidelog-bench-consumer'),
+    autoOffsetReset: 'earliest',
+    maxPollRecords: 10000,
+  })
+  await consumer.assignTopics([topic])
+  const meter = new Meter()
+  const stopProgress = progress(meter, config)
+  const deadline =
+    config.durationMs === undefined ? Number.POSITIVE_INFINITY : meter.started + config.durationMs
+  let idlePolls = 0
+  try {
+    // Ends at the count, the deadline, or after 10 s without a record.
+    while (meter.count < config.numRecords && performance.now() < deadline && idlePolls < 10) {
+      const records = await consumer.poll(1000)
+      idlePolls = records.length === 0 ? idlePolls + 1 : 0
+      for (const r of records) meter.record((r.value?.length ?? 0) + (r.key?.length ?? 0))
+    }
+  } finally {
+    stopProgress()
+    await consumer.close()
+  }
+  return meter.summary(config, topic)
+}

@@ -1,0 +1,99 @@
+/**
+ * buffer.memory as Java's BufferPool accounts it: bytes of records accepted but not yet
+ * acknowledged. A send that does not fit waits, first come first served, up to
+ * max.block.ms. Waiters sit in a FIFO with one timer for the oldest (all waits have the
+ * same bound, so deadlines are in queue order), so a full buffer costs O(1) per send.
+ */
+import { assert } from '../common/assert.js'
+import { BlockTimeoutError } from './errors.js'
+
+interface Waiter {
+  readonly bytes: number
+  readonly deadlineMs: number
+  resolve(): void
+  reject(error: Error): void
+}
+
+export class MemoryPool {
+  private used = 0
+  private waiters: Waiter[] = []
+  private head = 0
+  private timer: NodeJS.Timeout | null = null
+
+  constructor(
+    readonly capacityBytes: number,
+    private readonly maxBlockMs: number,
+  ) {}
+
+  get usedBytes(): number {
+    return this.used
+  }
+
+  get waiting(): number {
+    return this.waiters.length - this.head
+  }
+
+  /** Takes the bytes now if they fit and nobody waits; else false. */
+  tryReserve(bytes: number): boolean {
+    if (this.waiting > 0 || this.used + bytes > this.capacityBytes) return false
+    this.used += bytes
+    return true
+  }
+
+  /** Waits for the bytes (a record larger than the pool gets it once the pool is empty). */
+  reserve(bytes: number): Promise<void> {
+    if (this.tryReserve(bytes)) return Promise.resolve()
+    return new Promise<void>((resolve, reject) => {
+      this.waiters.push({ bytes, deadlineMs: Date.now() + this.maxBlockMs, resolve, reject })
+      this.armTimer()
+    })
+  }
+
+  release(bytes: number): void {
+    this.used -= bytes
+    assert(this.used >= 0, () => `memory pool went negative: ${this.used}`)
+    while (this.waiting > 0) {
+      const next = this.waiters[this.head]
+      if (this.used > 0 && this.used + next.bytes > this.capacityBytes) break
+      this.shift()
+      this.used += next.bytes
+      next.resolve()
+    }
+    if (this.waiting === 0 && this.timer) {
+      clearTimeout(this.timer)
+      this.timer = null
+    }
+  }
+
+  private shift(): void {
+    this.head++
+    // Compact now and then so the array does not grow without bound.
+    if (this.head > 1024 && this.head * 2 > this.waiters.length) {
+      this.waiters = this.waiters.slice(this.head)
+      this.head = 0
+    }
+  }
+
+  private armTimer(): void {
+    if (this.timer || this.waiting === 0) return
+    const delay = Math.max(this.waiters[this.head].deadlineMs - Date.now(), 0)
+    this.timer = setTimeout(() => {
+      this.timer = null
+      this.expire()
+    }, delay)
+  }
+
+  private expire(): void {
+    const now = Date.now()
+    while (this.waiting > 0 && this.waiters[this.head].deadlineMs <= now) {
+      const waiter = this.waiters[this.head]
+      this.shift()
+      waiter.reject(
+        new BlockTimeoutError(
+          `no buffer.memory for ${waiter.bytes} bytes within max.block.ms (${this.maxBlockMs} ms)`,
+        ),
+      )
+    }
+    this.armTimer()
+  }
+}
