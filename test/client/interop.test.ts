@@ -141,7 +141,7 @@ test('records produced by kafkajs and by kcat (every codec) are consumed exactly
       const read = await readAll(bootstrap, `from-kcat-${codec}`)
       assert.deepEqual(
         read.map((r) => [r.offset, text(r.key), text(r.value), r.headers.map((h) => [h.key, text(h.value)])]),
-        lines.map((line, i) => [i, `k${i}`, `kcat-${codec}-${i}`, [['via', 'kcat']]]),
+        lines.map((_line, i) => [i, `k${i}`, `kcat-${codec}-${i}`, [['via', 'kcat']]]),
         `tidelog reads kcat's ${codec}`,
       )
     }
