@@ -263,7 +263,7 @@ export class Producer {
 
   /** Records buffered or in flight (for progress reports and tests). */
   get pendingRecordCount(): number {
-    let count = 0
+    let count = this.pendingSends.size
     for (const batch of this.incomplete) count += batch.recordCount
     return count
   }
@@ -288,8 +288,14 @@ export class Producer {
       )
     }
     const known = this.client.metadata.topics.get(record.topic)
-    // Fast path: metadata known and memory free, so the record joins a batch in this tick.
-    if (known && known.partitions.length > 0 && this.memory.tryReserve(size)) {
+    // Fast path: metadata known, memory free and no earlier send still waiting (order), so
+    // the record joins a batch in this tick.
+    if (
+      known &&
+      known.partitions.length > 0 &&
+      this.pendingSends.size === 0 &&
+      this.memory.tryReserve(size)
+    ) {
       return this.append(record, input, size)
     }
     return this.track(this.appendWhenReady(record, input, size))
@@ -621,18 +627,10 @@ export class Producer {
       this.settle(batch, () => batch.fail(error))
     } else if (batch.attempts >= this.options.retries) {
       this.settle(batch, () => batch.fail(error))
-    } else if (retryAtMs >= batch.deadlineMs) {
-      this.settle(batch, () =>
-        batch.fail(
-          new DeliveryTimeoutError(
-            `${batch.topic}-${batch.partition}: not acknowledged within delivery.timeout.ms ${this.options.deliveryTimeoutMs} (last error: ${error.message})`,
-            error,
-          ),
-        ),
-      )
     } else {
       batch.attempts++
-      batch.retryAtMs = retryAtMs
+      // Past the deadline the queue expires it (DeliveryTimeoutError, this error as cause).
+      batch.retryAtMs = Math.min(retryAtMs, batch.deadlineMs)
       this.requeueFront([batch])
     }
   }

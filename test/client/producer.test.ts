@@ -1,0 +1,222 @@
+/**
+ * Producer behaviour against a real broker: sync and async styles, acks 0/1/all, batching
+ * and linger, compression, retries bounded by `retries` and delivery.timeout.ms, argument
+ * errors, and produce and fetch on separate connections.
+ */
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { KafkaClient } from '../../src/client/client.js'
+import { Consumer } from '../../src/client/consumer.js'
+import { KafkaClientError } from '../../src/client/errors.js'
+import { Producer, type RecordMetadata } from '../../src/client/producer.js'
+import { storedCodecs } from '../helpers/topics.js'
+import { createTopics, readAll, text, withBroker } from './helpers.js'
+
+test('sync style: each awaited send resolves with the next offset; producerType sync orders un-awaited sends', async () => {
+  await withBroker(async (cluster) => {
+    const bootstrap = cluster.bootstrapServers
+    await createTopics(bootstrap, [{ topic: 'sync' }])
+    const producer = new Producer({ bootstrapServers: bootstrap, acks: 'all' })
+    for (let i = 0; i < 20; i++) {
+      const meta = await producer.send({ topic: 'sync', value: `a${i}` })
+      assert.deepEqual([meta.partition, meta.offset], [0, i])
+    }
+    await producer.close()
+    const strict = new Producer({ bootstrapServers: bootstrap, producerType: 'sync', lingerMs: 0 })
+    const sent = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => strict.send({ topic: 'sync', value: `b${i}` })),
+    )
+    await strict.close()
+    assert.deepEqual(
+      sent.map((m) => m.offset),
+      Array.from({ length: 20 }, (_, i) => 20 + i),
+    )
+    // producer.type=sync: one record per request, so one batch per record.
+    assert.equal((await storedCodecs(cluster, 'sync', 0)).length, 40)
+  })
+})
+
+test('async style: callbacks and promises settle, flush() sends lingering batches, records batch together', async () => {
+  await withBroker(async (cluster) => {
+    const bootstrap = cluster.bootstrapServers
+    await createTopics(bootstrap, [{ topic: 'async' }])
+    const producer = new Producer({ bootstrapServers: bootstrap, lingerMs: 60000 })
+    const called: RecordMetadata[] = []
+    const promises = Array.from({ length: 500 }, (_, i) =>
+      producer.send({ topic: 'async', key: `k${i}`, value: `v${i}` }, (error, meta) => {
+        assert.equal(error, null)
+        called.push(meta!)
+      }),
+    )
+    assert.equal(producer.pendingRecordCount, 500, 'lingering (linger.ms 60 s)')
+    const started = Date.now()
+    await producer.flush()
+    assert.ok(Date.now() - started < 5000, 'flush did not wait for linger.ms')
+    assert.equal(called.length, 500)
+    const metas = await Promise.all(promises)
+    assert.deepEqual(
+      metas.map((m) => m.offset),
+      Array.from({ length: 500 }, (_, i) => i),
+    )
+    await producer.close()
+    assert.ok((await storedCodecs(cluster, 'async', 0)).length <= 2, 'records of one tick share a batch')
+  })
+})
+
+test('acks 0, 1 and all all deliver; acks=0 reports offset -1', async () => {
+  await withBroker(async (cluster) => {
+    const bootstrap = cluster.bootstrapServers
+    await createTopics(bootstrap, [{ topic: 'acks' }])
+    for (const acks of [0, 1, 'all'] as const) {
+      const producer = new Producer({ bootstrapServers: bootstrap, acks })
+      const metas = await Promise.all(
+        Array.from({ length: 10 }, (_, i) => producer.send({ topic: 'acks', value: `${acks}-${i}` })),
+      )
+      await producer.close()
+      if (acks === 0) assert.ok(metas.every((m) => m.offset === -1))
+      else assert.ok(metas.every((m) => m.offset >= 0))
+    }
+    const values = (await readAll(bootstrap, 'acks')).map((r) => text(r.value))
+    assert.equal(values.length, 30)
+    assert.deepEqual(
+      values.slice(0, 10),
+      Array.from({ length: 10 }, (_, i) => `0-${i}`),
+    )
+  })
+})
+
+test('each compression codec is stored as such and reads back', async () => {
+  await withBroker(async (cluster) => {
+    const bootstrap = cluster.bootstrapServers
+    const codecs = ['none', 'gzip', 'snappy', 'lz4', 'zstd'] as const
+    await createTopics(bootstrap, [{ topic: 'codecs' }])
+    for (const compression of codecs) {
+      const producer = new Producer({ bootstrapServers: bootstrap, compression })
+      await Promise.all(
+        Array.from({ length: 50 }, (_, i) =>
+          producer.send({ topic: 'codecs', value: `${compression}-${i}`.repeat(20) }),
+        ),
+      )
+      await producer.close()
+    }
+    assert.deepEqual([...new Set(await storedCodecs(cluster, 'codecs', 0))], [0, 1, 2, 3, 4])
+    const values = (await readAll(bootstrap, 'codecs')).map((r) => text(r.value))
+    assert.deepEqual(
+      values,
+      codecs.flatMap((c) => Array.from({ length: 50 }, (_, i) => `${c}-${i}`.repeat(20))),
+    )
+  })
+})
+
+test('retriable errors are retried `retries` times, then fail with the broker error', async () => {
+  await withBroker(async (cluster) => {
+    const bootstrap = cluster.bootstrapServers
+    // One broker cannot satisfy min.insync.replicas=2: acks=all gets NOT_ENOUGH_REPLICAS (retriable).
+    await createTopics(bootstrap, [{ topic: 'isr', configs: { 'min.insync.replicas': '2' } }])
+    const once = new Producer({ bootstrapServers: bootstrap, retries: 0 })
+    await assert.rejects(once.send({ topic: 'isr', value: 'x' }), {
+      code: 'ERR_KAFKA_NOT_ENOUGH_REPLICAS',
+      retriable: true,
+    })
+    await once.close()
+    const started = Date.now()
+    const few = new Producer({
+      bootstrapServers: bootstrap,
+      retries: 3,
+      retryBackoffMs: 50,
+      retryBackoffMaxMs: 100,
+    })
+    await assert.rejects(few.send({ topic: 'isr', value: 'y' }), { code: 'ERR_KAFKA_NOT_ENOUGH_REPLICAS' })
+    assert.ok(Date.now() - started >= 3 * 40, 'three backoffs passed')
+    await few.close()
+    // acks=1 needs only the leader.
+    const leaderOnly = new Producer({ bootstrapServers: bootstrap, acks: 1 })
+    assert.equal((await leaderOnly.send({ topic: 'isr', value: 'z' })).offset, 0)
+    await leaderOnly.close()
+  })
+})
+
+test('delivery.timeout.ms bounds retries when the broker is gone', async () => {
+  let producer: Producer | null = null
+  let pending: Promise<RecordMetadata> | null = null
+  await withBroker(async (cluster) => {
+    await createTopics(cluster.bootstrapServers, [{ topic: 'gone' }])
+    producer = new Producer({
+      bootstrapServers: cluster.bootstrapServers,
+      requestTimeoutMs: 500,
+      deliveryTimeoutMs: 1500,
+      lingerMs: 0,
+      connectTimeoutMs: 300,
+    })
+    await producer.send({ topic: 'gone', value: 'before' })
+  })
+  const started = Date.now()
+  pending = producer!.send({ topic: 'gone', value: 'after' })
+  await assert.rejects(pending, (error: unknown) => {
+    assert.ok(error instanceof KafkaClientError)
+    assert.equal(error.code, 'ERR_DELIVERY_TIMEOUT')
+    assert.ok(error.cause, 'keeps the last error as cause')
+    return true
+  })
+  const elapsed = Date.now() - started
+  assert.ok(elapsed >= 1000 && elapsed < 6000, `failed after ${elapsed} ms`)
+  await producer!.close()
+})
+
+test('bad records and options fail fast with stable codes', async () => {
+  await withBroker(async (cluster) => {
+    const bootstrap = cluster.bootstrapServers
+    await createTopics(bootstrap, [{ topic: 'bad', partitions: 2 }])
+    assert.throws(() => new Producer({ bootstrapServers: bootstrap, acks: 2 as 1 }), {
+      code: 'ERR_INVALID_ARGUMENT',
+    })
+    assert.throws(() => new Producer({ bootstrapServers: bootstrap, enableIdempotence: true }), {
+      code: 'ERR_INVALID_ARGUMENT',
+    })
+    assert.throws(() => new Producer({ bootstrapServers: 'nohost' }), { code: 'ERR_INVALID_ARGUMENT' })
+    const producer = new Producer({
+      bootstrapServers: bootstrap,
+      maxRequestSize: 10000,
+      maxBlockMs: 500,
+      allowAutoTopicCreation: false,
+    })
+    await assert.rejects(producer.send({ topic: 'bad', partition: 2, value: 'x' }), {
+      code: 'ERR_INVALID_ARGUMENT',
+    })
+    await assert.rejects(producer.send({ topic: 'bad', value: Buffer.alloc(20000) }), {
+      code: 'ERR_RECORD_TOO_LARGE',
+    })
+    await assert.rejects(producer.send({ topic: 'missing', value: 'x' }), {
+      code: 'ERR_KAFKA_UNKNOWN_TOPIC_OR_PARTITION',
+    })
+    await producer.close()
+    await assert.rejects(producer.send({ topic: 'bad', value: 'x' }), { code: 'ERR_CLIENT_CLOSED' })
+  })
+})
+
+test('max.in.flight 1 keeps order; a long-poll fetch does not delay a produce on a shared client', async () => {
+  await withBroker(async (cluster) => {
+    const bootstrap = cluster.bootstrapServers
+    await createTopics(bootstrap, [{ topic: 'shared', partitions: 2 }])
+    const client = new KafkaClient({ bootstrapServers: bootstrap })
+    const consumer = new Consumer({ client, fetchMaxWaitMs: 4000, fetchMinBytes: 1 << 20 })
+    consumer.assign([{ topic: 'shared', partition: 1, offset: 0 }])
+    const polling = consumer.poll(4500)
+    await new Promise((resolve) => setTimeout(resolve, 300)) // the fetch is now parked at the broker
+    const producer = new Producer({ client, maxInFlightRequestsPerConnection: 1, acks: 1, lingerMs: 0 })
+    const started = Date.now()
+    const metas = await Promise.all(
+      Array.from({ length: 100 }, (_, i) => producer.send({ topic: 'shared', partition: 0, value: `${i}` })),
+    )
+    const ackMs = Date.now() - started
+    assert.ok(ackMs < 2000, `produce waited ${ackMs} ms behind the long poll`)
+    assert.deepEqual(
+      metas.map((m) => m.offset),
+      Array.from({ length: 100 }, (_, i) => i),
+    )
+    assert.deepEqual(await polling, [])
+    await producer.close()
+    await consumer.close()
+    client.close()
+  })
+})
