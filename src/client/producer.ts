@@ -203,6 +203,7 @@ export class Producer {
   private wakeAtMs = Number.POSITIVE_INFINITY
   private metadataRefreshAtMs = 0
   private syncTail: Promise<unknown> = Promise.resolve()
+  private readonly counters = { requests: 0, batches: 0, retries: 0, failedBatches: 0 }
   private closed = false
 
   constructor(options: ProducerOptions) {
@@ -259,6 +260,11 @@ export class Producer {
     this.closed = true
     if (this.wakeTimer) clearTimeout(this.wakeTimer)
     if (this.ownsClient) this.client.close()
+  }
+
+  /** Produce requests sent, batches in them, batch retries and failed batches so far. */
+  metrics(): { requests: number; batches: number; retries: number; failedBatches: number } {
+    return { ...this.counters }
   }
 
   /** Records buffered or in flight (for progress reports and tests). */
@@ -486,14 +492,11 @@ export class Producer {
   private expireQueued(queue: ProducerBatch[], now: number): void {
     while (queue.length > 0 && queue[0].deadlineMs <= now) {
       const batch = queue.shift()!
-      this.settle(batch, () =>
-        batch.fail(
-          new DeliveryTimeoutError(
-            `${batch.recordCount} record(s) for ${batch.topic}-${batch.partition} expired: delivery.timeout.ms ${this.options.deliveryTimeoutMs} passed`,
-            batch.lastError,
-          ),
-        ),
+      const error = new DeliveryTimeoutError(
+        `${batch.recordCount} record(s) for ${batch.topic}-${batch.partition} expired: delivery.timeout.ms ${this.options.deliveryTimeoutMs} passed`,
+        batch.lastError,
       )
+      this.failBatch(batch, error)
     }
   }
 
@@ -529,6 +532,8 @@ export class Producer {
       if (this.options.maxInFlight === 1) this.mutedPartitions.add(key)
     }
     this.inFlightByNode.set(nodeId, inFlight + 1)
+    this.counters.requests++
+    this.counters.batches += batches.length
     this.produce(nodeId, batches).then(
       () => this.afterRequest(nodeId, batches),
       (error: unknown) => {
@@ -624,11 +629,12 @@ export class Producer {
     const now = Date.now()
     const retryAtMs = now + backoffMs(batch.attempts + 1, this.client.options)
     if (!isRetriableError(error) || this.closed) {
-      this.settle(batch, () => batch.fail(error))
+      this.failBatch(batch, error)
     } else if (batch.attempts >= this.options.retries) {
-      this.settle(batch, () => batch.fail(error))
+      this.failBatch(batch, error)
     } else {
       batch.attempts++
+      this.counters.retries++
       // Past the deadline the queue expires it (DeliveryTimeoutError, this error as cause).
       batch.retryAtMs = Math.min(retryAtMs, batch.deadlineMs)
       this.requeueFront([batch])
@@ -641,6 +647,11 @@ export class Producer {
     queue.unshift(...batches)
     for (const batch of batches) this.incomplete.add(batch)
     this.wakeAt(Math.min(...batches.map((b) => b.retryAtMs)))
+  }
+
+  private failBatch(batch: ProducerBatch, error: Error): void {
+    this.counters.failedBatches++
+    this.settle(batch, () => batch.fail(error))
   }
 
   private settle(batch: ProducerBatch, outcome: () => void): void {
