@@ -6,12 +6,18 @@
  * a compare-and-set on the partition's state and a stale controller cannot overwrite a
  * newer decision.
  */
+import type { Clock, TimerHandle } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
 import type { BrokerId, ClusterImage, PartitionState, TopicImage } from './cluster-image.js'
 import type { ClusterMetadata } from './cluster-metadata.js'
 import { KEYS } from './cluster-metadata.js'
 import { type ElectionResult, electPreferred, onBrokerChange } from './elections.js'
-import type { Leadership, Lease, MetadataStore } from './store/metadata-store.js'
+import {
+  type Leadership,
+  type Lease,
+  type MetadataStore,
+  MetadataStoreError,
+} from './store/metadata-store.js'
 
 export const CONTROLLER_ELECTION = 'election/controller'
 
@@ -20,6 +26,8 @@ export interface ControllerOptions {
   readonly store: MetadataStore
   readonly metadata: ClusterMetadata
   readonly lease: Lease
+  /** Timers for retries (campaign, announcement, reconcile). */
+  readonly clock: Clock
   readonly logger: Logger
   /** Effective unclean.leader.election.enable of a topic (topic override or broker default). */
   readonly uncleanLeaderElection: (image: ClusterImage, topic: string) => boolean
@@ -30,11 +38,22 @@ export interface ControllerStats {
   uncleanElections: number
 }
 
+/** Backoff between campaigns (after an error or a lost leadership) and reconcile retries. */
+const RETRY_MIN_MS = 200
+const RETRY_MAX_MS = 2000
+
+function backoffMs(attempt: number): number {
+  return Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** (attempt - 1))
+}
+
 export class Controller {
   private leadership: Leadership | null = null
   private stopped = false
+  private leaseLost = false
   private reconciling: Promise<void> = Promise.resolve()
   private reconcileAgain = false
+  private retryTimer: TimerHandle | null = null
+  private reconcileRetryTimer: TimerHandle | null = null
   readonly stats: ControllerStats = { elections: 0, uncleanElections: 0 }
 
   constructor(private readonly options: ControllerOptions) {}
@@ -43,35 +62,92 @@ export class Controller {
     return this.leadership !== null
   }
 
-  /** Campaigns in the background; leads until stopped or the lease is lost. */
+  /**
+   * Campaigns in the background for as long as the lease lives: again after a failed
+   * campaign (the store unreachable for a while) and after a leadership lost with the
+   * lease still alive, so the cluster is never left without a candidate.
+   */
   start(): void {
-    this.campaign().catch((error: unknown) => {
-      if (!this.stopped) this.options.logger.error({ err: error }, 'controller campaign failed')
+    void this.options.lease.lost.then(() => {
+      this.leaseLost = true
     })
+    this.options.metadata.onChange(() => this.scheduleReconcile())
+    this.campaignAgain(1)
+  }
+
+  private get mayCampaign(): boolean {
+    return !this.stopped && !this.leaseLost
+  }
+
+  private campaignAgain(attempt: number): void {
+    this.retryTimer = null
+    if (!this.mayCampaign) return
+    this.campaign().then(
+      () => this.scheduleCampaign(1),
+      (error: unknown) => {
+        if (!this.mayCampaign) return
+        this.options.logger.warn({ err: error, attempt }, 'controller campaign failed; retrying')
+        this.scheduleCampaign(attempt + 1)
+      },
+    )
+  }
+
+  private scheduleCampaign(attempt: number): void {
+    if (!this.mayCampaign) return
+    this.retryTimer = this.options.clock.setTimeout(() => this.campaignAgain(attempt), backoffMs(attempt))
   }
 
   private async campaign(): Promise<void> {
-    const { store, lease, nodeId, metadata, logger } = this.options
+    const { store, lease, nodeId, logger } = this.options
+    // With the same lease a campaign takes over its own key and place in line, also one a
+    // failed attempt left behind (written by the store, but the answer never came).
     const leadership = await store.campaign(CONTROLLER_ELECTION, String(nodeId), lease)
-    if (this.stopped) {
+    if (!this.mayCampaign) {
       await leadership.resign()
       return
     }
+    let leading = true
+    void leadership.lost.then(() => {
+      leading = false
+    })
     this.leadership = leadership
-    await store.txn(
-      [],
-      [{ type: 'put', key: KEYS.controller, value: JSON.stringify({ nodeId }), lease: lease.id }],
-    )
-    logger.info({ nodeId }, 'became controller')
-    metadata.onChange(() => this.scheduleReconcile())
-    this.scheduleReconcile()
-    await leadership.lost
-    this.leadership = null
-    logger.warn({ nodeId }, 'lost controller leadership')
+    try {
+      await this.announce(() => leading)
+      logger.info({ nodeId }, 'became controller')
+      this.scheduleReconcile()
+      await leadership.lost
+    } catch (error) {
+      // Give the place up, so another broker can lead while this one cannot.
+      await leadership.resign().catch((resignError: unknown) => {
+        logger.debug({ err: resignError }, 'resigning after a failed announcement failed')
+      })
+      throw error
+    } finally {
+      if (this.leadership === leadership) this.leadership = null
+    }
+    if (this.mayCampaign) logger.warn({ nodeId }, 'lost controller leadership')
+  }
+
+  /** Names this broker in the controller key, retrying while the store is unavailable. */
+  private async announce(isLeading: () => boolean): Promise<void> {
+    const { store, lease, nodeId } = this.options
+    const value = JSON.stringify({ nodeId })
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await store.txn([], [{ type: 'put', key: KEYS.controller, value, lease: lease.id }])
+        return
+      } catch (error) {
+        const retriable = error instanceof MetadataStoreError && error.code === 'STORE_UNAVAILABLE'
+        if (!retriable || !isLeading() || !this.mayCampaign) throw error
+        await new Promise<void>((resolve) => this.options.clock.setTimeout(resolve, backoffMs(attempt)))
+      }
+    }
   }
 
   async stop(): Promise<void> {
     this.stopped = true
+    this.retryTimer?.cancel()
+    this.reconcileRetryTimer?.cancel()
     const leadership = this.leadership
     this.leadership = null
     if (leadership) await leadership.resign()
@@ -87,7 +163,11 @@ export class Controller {
       try {
         await this.reconcile()
       } catch (error) {
-        this.options.logger.error({ err: error }, 'controller reconcile failed')
+        // Without a retry a failed write would wait for the next metadata change, which
+        // may never come (a dead broker's partitions would stay leaderless).
+        this.options.logger.warn({ err: error }, 'controller reconcile failed; retrying')
+        this.reconcileRetryTimer?.cancel()
+        this.reconcileRetryTimer = this.options.clock.setTimeout(() => this.scheduleReconcile(), RETRY_MAX_MS)
       }
     })
   }

@@ -6,7 +6,7 @@
 import { randomInt } from 'node:crypto'
 import { join } from 'node:path'
 import { InvariantError } from '../common/assert.js'
-import { type Clock, systemClock } from '../common/clock.js'
+import { type Clock, systemClock, type TimerHandle } from '../common/clock.js'
 import { createLogger, type Logger } from '../common/logger.js'
 import type {
   BrokerRegistration,
@@ -50,6 +50,9 @@ export interface BrokerDependencies {
 const METADATA_FILE = '__tidelog_metadata.log'
 /** How long a restarted broker waits for its previous registration's lease to expire. */
 const REGISTRATION_GRACE_MS = 2000
+/** Backoff between attempts to register again after a lost session. */
+const REGISTER_RETRY_MIN_MS = 200
+const REGISTER_RETRY_MAX_MS = 2000
 
 export class Broker implements BrokerServices {
   readonly nodeId: number
@@ -63,6 +66,7 @@ export class Broker implements BrokerServices {
   private stopping: Promise<void> | null = null
   private lease: Lease | null = null
   private controller: Controller | null = null
+  private registerRetry: TimerHandle | null = null
 
   private constructor(
     readonly config: BrokerConfig,
@@ -153,13 +157,24 @@ export class Broker implements BrokerServices {
     }
     const deadline = this.clock.monotonicMs() + sessionTimeoutMs + REGISTRATION_GRACE_MS
     const lease = await this.store.grantLease(sessionTimeoutMs)
-    for (;;) {
-      if (await this.metadata.register(registration, lease)) break
-      if (this.clock.monotonicMs() > deadline) {
-        await lease.revoke()
-        throw new Error(`node.id ${this.nodeId} is registered by another live broker`)
+    try {
+      for (;;) {
+        if (await this.metadata.register(registration, lease)) break
+        if (this.clock.monotonicMs() > deadline)
+          throw new Error(`node.id ${this.nodeId} is registered by another live broker`)
+        await new Promise<void>((resolve) => this.clock.setTimeout(resolve, 200))
       }
-      await new Promise<void>((resolve) => this.clock.setTimeout(resolve, 200))
+    } catch (error) {
+      // Kept alive by its keep-alives, a lease nobody uses would never end: revoke it.
+      await lease.revoke().catch((revokeError: unknown) => {
+        this.logger.debug({ err: revokeError }, 'revoking an unused lease failed; it expires')
+      })
+      throw error
+    }
+    if (this.stopping) {
+      // stop() began while this re-registration was under way: leave at once.
+      await lease.revoke()
+      return
     }
     this.lease = lease
     this.controller = new Controller({
@@ -167,6 +182,7 @@ export class Broker implements BrokerServices {
       store: this.store,
       metadata: this.metadata,
       lease,
+      clock: this.clock,
       logger: this.logger,
       uncleanLeaderElection: (image, topic) =>
         resolveTopicConfig(image, this.config, topic).get('unclean.leader.election.enable')?.value === 'true',
@@ -187,7 +203,23 @@ export class Broker implements BrokerServices {
     const controller = this.controller
     this.controller = null
     controller?.stop().catch((error: unknown) => this.logger.warn({ err: error }, 'controller stop failed'))
-    this.register().catch((error: unknown) => this.logger.error({ err: error }, 'registering again failed'))
+    this.registerAgain(1)
+  }
+
+  /**
+   * Registers again after a lost session, retrying with backoff for as long as it takes:
+   * the store may still be unreachable (the usual reason a session is lost), and a broker
+   * that gave up would stay out of the cluster for good once the store is back.
+   */
+  private registerAgain(attempt: number): void {
+    this.registerRetry = null
+    if (this.stopping) return
+    this.register().catch((error: unknown) => {
+      if (this.stopping) return
+      const delayMs = Math.min(REGISTER_RETRY_MAX_MS, REGISTER_RETRY_MIN_MS * 2 ** (attempt - 1))
+      this.logger.warn({ err: error, attempt, delayMs }, 'registering again failed; retrying')
+      this.registerRetry = this.clock.setTimeout(() => this.registerAgain(attempt + 1), delayMs)
+    })
   }
 
   /**
@@ -326,6 +358,8 @@ export class Broker implements BrokerServices {
         this.logger.warn({ err: error }, 'controlled shutdown incomplete'),
       )
     await this.socketServer?.close()
+    this.registerRetry?.cancel()
+    this.registerRetry = null
     const controller = this.controller
     const lease = this.lease
     this.controller = null

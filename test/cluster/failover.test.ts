@@ -379,6 +379,7 @@ test('3 broker processes on etcd: kill -9 a leader, then the controller; new lea
     )
     await produceEverywhereLive(cluster, written, 'final')
     await readBackLive(cluster, written)
+    assert.deepEqual(cluster.errorLogs(), [], 'unexpected error logs')
     console.log(`failover (broker.session.timeout.ms=${SESSION_TIMEOUT_MS}):\n  ${report.join('\n  ')}`)
   })
 })

@@ -24,6 +24,11 @@ import { RawClient } from '../helpers/raw-client.js'
 const RF3 = 'session-rf3'
 const RF1 = 'session-rf1'
 const FAILOVER_BOUND_MS = SESSION_TIMEOUT_MS + 2000
+/**
+ * Longer than the session timeout plus the store's call timeout (5 s), so the brokers'
+ * first attempts to register again fail too and must be retried.
+ */
+const FREEZE_MS = SESSION_TIMEOUT_MS + 5000
 
 function produceFrame(correlationId: number, topic: string, partition: number, acks: number): Buffer {
   const records = encodeRecordBatchSync({
@@ -176,6 +181,7 @@ test('a broker frozen past its session stops leading: new leaders and controller
         assert.deepEqual(stale, [], `${topic}: records a deposed leader accepted`)
       }
       assert.ok(after.controllerId !== -1)
+      assert.deepEqual(cluster.errorLogs([/metadata store session lost/]), [], 'unexpected error logs')
       console.log(
         `session loss: frozen ${frozenForMs.toFixed(0)} ms; new leaders and controller visible after ` +
           `${failoverMs.toFixed(0)} ms; registered again ${reregisterMs.toFixed(0)} ms after SIGCONT`,
@@ -183,5 +189,84 @@ test('a broker frozen past its session stops leading: new leaders and controller
     } finally {
       client.close()
     }
+  })
+})
+
+test('etcd frozen past every session: all brokers are deposed, register again when it returns, elect one controller and leaders, and fail over again afterwards', {
+  timeout: 90000,
+}, async () => {
+  await withEtcdCluster({ brokers: 3 }, async (cluster: EtcdCluster) => {
+    const admin = kafka(cluster.liveBootstrap).admin()
+    await admin.connect()
+    try {
+      await admin.createTopics({
+        topics: [{ topic: RF3, numPartitions: 6, replicationFactor: 3 }],
+        waitForLeaders: true,
+      })
+    } finally {
+      await admin.disconnect()
+    }
+    const lineCounts = new Map(cluster.brokers.map((b) => [b.nodeId, b.current.lines.length]))
+    cluster.etcd.signal('SIGSTOP')
+    try {
+      await sleep(FREEZE_MS)
+    } finally {
+      cluster.etcd.signal('SIGCONT')
+    }
+    const thawedAt = performance.now()
+    for (const broker of cluster.brokers)
+      await broker.current.waitForLine(/metadata store session lost/, 5000, lineCounts.get(broker.nodeId))
+    // Back: every broker registered again, a controller elected since, every partition led.
+    const loggedSince = (nodeId: number, text: string) =>
+      cluster
+        .broker(nodeId)
+        .current.lines.slice(lineCounts.get(nodeId))
+        .some((l) => l.includes(text))
+    const recovered = await waitFor(
+      'brokers registered, a controller elected and every partition led after etcd returned',
+      async () => {
+        if (!cluster.brokers.every((b) => loggedSince(b.nodeId, 'broker registered'))) return undefined
+        const view = await kcatMetadata(cluster.liveBootstrap)
+        const led = view.topics.get(RF3)!.every((p) => p.leader >= 0)
+        const elected = view.controllerId >= 0 && loggedSince(view.controllerId, 'became controller')
+        return view.brokers.length === 3 && led && elected ? view : undefined
+      },
+      SESSION_TIMEOUT_MS + 10000,
+      100,
+    ).catch((error: unknown) => {
+      const logs = cluster.brokers.map((b) => b.current.lines.slice(lineCounts.get(b.nodeId)).join('\n'))
+      throw new Error(`${error}\n${logs.join('\n')}`, { cause: error })
+    })
+    const recoveredMs = performance.now() - thawedAt
+    const controller = cluster.broker(recovered.controllerId)
+    const rf3 = await kcatProduceOnePerPartition(cluster.liveBootstrap, RF3, [0, 1, 2, 3, 4, 5], 'thawed')
+    await assertReadBack(cluster.liveBootstrap, RF3, new Map([...rf3].map(([p, v]) => [p, [v]])), 6)
+    // The others still campaign: killing the controller elects another.
+    await controller.kill()
+    const killedAt = performance.now()
+    const next = await waitFor(
+      'another controller after the outage',
+      async () => {
+        const view = await kcatMetadata(cluster.liveBootstrap)
+        const id = view.controllerId
+        if (id < 0 || id === controller.nodeId || view.brokers.includes(controller.nodeId)) return undefined
+        const elected = cluster
+          .broker(id)
+          .current.lines.slice(lineCounts.get(id))
+          .filter((l) => l.includes('became controller')).length
+        return elected > 0 &&
+          view.topics.get(RF3)!.every((p) => p.leader >= 0 && p.leader !== controller.nodeId)
+          ? view
+          : undefined
+      },
+      SESSION_TIMEOUT_MS + 5000,
+      50,
+    )
+    assert.deepEqual(cluster.errorLogs([/metadata store session lost/]), [], 'unexpected error logs')
+    console.log(
+      `etcd frozen ${FREEZE_MS} ms: all partitions led again ${recoveredMs.toFixed(0)} ms after it ` +
+        `returned; then kill -9 of controller ${controller.nodeId} → controller ${next.controllerId} and new leaders after ` +
+        `${(performance.now() - killedAt).toFixed(0)} ms`,
+    )
   })
 })

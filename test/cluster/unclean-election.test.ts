@@ -183,5 +183,6 @@ test('unclean leader election: off keeps an ISR-less partition offline until an 
     // The unclean leaders stay: B follows A there (and rejoins the ISR once caught up).
     for (const topic of [UNCLEAN, LATER]) assert.equal(partitionOf(view, topic, 0).leader, a.nodeId)
     assert.deepEqual(uncleanLogs(cluster, CLEAN), [], 'no unclean election on the clean topic')
+    assert.deepEqual(cluster.errorLogs(), [], 'unexpected error logs')
   })
 })

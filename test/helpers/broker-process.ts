@@ -337,6 +337,16 @@ export class EtcdCluster {
     )
   }
 
+  /** Error and fatal log lines (pino level >= 50) of every run of every broker, except `allowed`. */
+  errorLogs(allowed: readonly RegExp[] = []): (LogLine & { broker: number })[] {
+    return this.brokers.flatMap((b) =>
+      b
+        .logs()
+        .filter((l) => (l.level ?? 0) >= 50 && !allowed.some((re) => re.test(String(l.msg))))
+        .map((l) => ({ ...l, broker: b.nodeId })),
+    )
+  }
+
   /** Kills every broker and etcd, and removes every directory. */
   async close(): Promise<void> {
     await Promise.all(this.brokers.map((broker) => broker.kill()))

@@ -16,6 +16,8 @@ export interface EtcdProcess {
   stop(): Promise<void>
   /** SIGKILL without cleanup of the data directory: for "store went away" tests. */
   kill(): void
+  /** Sends a signal (SIGSTOP/SIGCONT freeze and thaw etcd: "store unreachable" tests). */
+  signal(signal: NodeJS.Signals): void
 }
 
 const START_ATTEMPTS_MAX = 3
@@ -75,11 +77,17 @@ async function startOnce(binary: string, dataDir: string): Promise<EtcdProcess> 
     kill: () => {
       child.kill('SIGKILL')
     },
+    signal: (signal) => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal)
+    },
   }
 }
 
 async function stopEtcd(child: ChildProcess, exited: Promise<number | null>, dataDir: string): Promise<void> {
-  if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
+  if (child.exitCode === null && child.signalCode === null) {
+    child.kill('SIGCONT') // a frozen etcd would not act on SIGTERM
+    child.kill('SIGTERM')
+  }
   await exited
   await rm(dataDir, { recursive: true, force: true })
 }
