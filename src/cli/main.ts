@@ -35,6 +35,7 @@ tidelog start options:
 
 tidelog broker options:
   --config FILE       server.properties file
+  --node-id N         This broker's node.id (same as --set node.id=N)
   --metadata URL      etcd://host:port[,host:port...] for a multi-process cluster
                       (default: an embedded store in the first log directory)
   --set key=value     Property overrides, repeatable
@@ -142,6 +143,7 @@ async function brokerCommand(args: readonly string[]): Promise<number> {
     args: [...args],
     options: {
       config: { type: 'string' },
+      'node-id': { type: 'string' },
       metadata: { type: 'string' },
       set: { type: 'string', multiple: true },
     },
@@ -150,6 +152,11 @@ async function brokerCommand(args: readonly string[]): Promise<number> {
   const properties = values.config
     ? parseProperties(readFileSync(values.config, 'utf8'))
     : new Map<string, string>()
+  if (values['node-id'] !== undefined) {
+    const nodeId = Number(values['node-id'])
+    if (!Number.isInteger(nodeId) || nodeId < 0) throw new TidelogError('ERR_USAGE', '--node-id must be >= 0')
+    properties.set('node.id', String(nodeId))
+  }
   for (const [key, value] of parseSetFlags(values.set)) properties.set(key, value)
   const metadataStore = values.metadata ? await connectMetadataStore(values.metadata) : undefined
   const cluster = await startCluster({ brokers: 1, properties, ...(metadataStore ? { metadataStore } : {}) })

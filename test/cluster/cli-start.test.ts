@@ -9,7 +9,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { type ChildOutput, spawnTidelog } from '../helpers/broker-process.js'
+import { type ChildOutput, freePort, spawnTidelog } from '../helpers/broker-process.js'
 import { assertReadBack, kafka, produceOnePerPartition } from '../helpers/cluster-clients.js'
 import { kcatMetadata } from '../helpers/metadata-view.js'
 
@@ -94,6 +94,36 @@ test('tidelog start --brokers 3: three bootstrap addresses, three brokers in kca
     running = null
   } finally {
     if (running) await running.terminate(2000)
+    await rm(dataDir, { recursive: true, force: true })
+  }
+})
+
+test('tidelog broker --node-id N: a broker with that id on its own embedded store; SIGTERM exits 0', {
+  timeout: 30000,
+}, async () => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'tidelog-cli-broker-'))
+  const port = await freePort()
+  const cli = spawnTidelog(
+    [
+      'broker',
+      '--node-id',
+      '7',
+      '--set',
+      `listeners=PLAINTEXT://127.0.0.1:${port}`,
+      '--set',
+      `log.dirs=${dataDir}`,
+    ],
+    { TIDELOG_LOG_LEVEL: 'warn' },
+  )
+  try {
+    await cli.waitForLine(/^tidelog broker 7 listening on 127\.0\.0\.1:\d+$/, 20000)
+    const view = await kcatMetadata(`127.0.0.1:${port}`)
+    assert.deepEqual(view.brokers, [7])
+    assert.equal(view.controllerId, 7)
+    cli.signal('SIGTERM')
+    assert.deepEqual(await cli.exited, { code: 0, signal: null }, cli.tail())
+  } finally {
+    await cli.terminate(2000)
     await rm(dataDir, { recursive: true, force: true })
   }
 })
