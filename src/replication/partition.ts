@@ -21,6 +21,7 @@ import { ErrorCode } from '../protocol/error-codes.js'
 import { convertLegacyToV2, decodeRecordBatch, isLegacyMagic } from '../protocol/record-batch.js'
 import type { FetchDataInfo, LogAppendInfo, PartitionLog } from '../storage/partition-log.js'
 import { KafkaError } from './kafka-error.js'
+import { ProducerStateManager } from './producer-state.js'
 
 export interface PartitionIdentity {
   readonly topic: string
@@ -121,6 +122,11 @@ export class Partition {
   }
   get highWatermark(): number {
     return this.log.highWatermark
+  }
+  /** Idempotent producers' state, kept by the log on leaders and followers alike. */
+  get producerState(): ProducerStateManager | undefined {
+    const state = this.log.producerState
+    return state instanceof ProducerStateManager ? state : undefined
   }
   /** Without transactions the last stable offset is the high watermark. */
   get lastStableOffset(): number {

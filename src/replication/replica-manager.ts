@@ -12,6 +12,7 @@ import type { PartitionLog, TopicPartition } from '../storage/partition-log.js'
 import { waitForHighWatermark } from './delayed-operations.js'
 import { KafkaError } from './kafka-error.js'
 import { type IsrProposal, Partition } from './partition.js'
+import { ProducerStateManager } from './producer-state.js'
 import type { ReplicaFetcherManager } from './replica-fetcher.js'
 
 /** Where partition logs come from (the storage LogManager). */
@@ -40,7 +41,14 @@ export interface ReplicaManagerOptions {
   readonly fetchers: ReplicaFetcherManager
   /** replica.lag.time.max.ms */
   readonly replicaLagTimeMaxMs: number
+  /** producer.id.expiration.ms (Kafka's default: a day). */
+  readonly producerIdExpirationMs?: number
+  /** producer.id.expiration.check.interval.ms (Kafka's default: 10 minutes). */
+  readonly producerIdExpirationCheckIntervalMs?: number
 }
+
+const DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+const DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS = 600_000
 
 export interface AppendResult {
   readonly errorCode: number
@@ -60,6 +68,7 @@ export class ReplicaManager {
   /** Image changes are applied one at a time, in order. */
   private applying: Promise<void> = Promise.resolve()
   private isrTimer: { cancel(): void } | null = null
+  private producerExpiryTimer: { cancel(): void } | null = null
   private live = new Set<number>()
 
   constructor(private readonly options: ReplicaManagerOptions) {}
@@ -73,11 +82,31 @@ export class ReplicaManager {
       this.isrTimer = this.options.clock.setTimeout(tick, intervalMs)
     }
     this.isrTimer = this.options.clock.setTimeout(tick, intervalMs)
+    this.scheduleProducerExpiry()
+  }
+
+  /** Forgets idle producer ids in every hosted partition, every check interval (as Kafka). */
+  private scheduleProducerExpiry(): void {
+    const intervalMs =
+      this.options.producerIdExpirationCheckIntervalMs ?? DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS
+    this.producerExpiryTimer = this.options.clock.setTimeout(() => {
+      this.removeExpiredProducers()
+      this.scheduleProducerExpiry()
+    }, intervalMs)
+  }
+
+  removeExpiredProducers(): number {
+    let removed = 0
+    for (const partition of this.partitions.values())
+      removed += partition.producerState?.removeExpiredProducers() ?? 0
+    return removed
   }
 
   shutdown(): void {
     this.isrTimer?.cancel()
     this.isrTimer = null
+    this.producerExpiryTimer?.cancel()
+    this.producerExpiryTimer = null
     this.options.fetchers.shutdown()
   }
 
@@ -142,6 +171,7 @@ export class ReplicaManager {
       { topic: topic.name, partition: state.partition },
       settings.logConfig,
     )
+    await this.attachProducerState(log)
     const partition = new Partition(
       { topic: topic.name, partition: state.partition, topicId: topic.topicId },
       log,
@@ -156,6 +186,17 @@ export class ReplicaManager {
     this.partitions.set(key(topic.name, state.partition), partition)
     partition.maybeIncrementHighWatermark()
     this.applyRole(partition, state)
+  }
+
+  /** Producer state loads (snapshot and log tail) before the partition takes any append. */
+  private async attachProducerState(log: PartitionLog): Promise<void> {
+    if (log.producerState !== undefined) return
+    const state = new ProducerStateManager(log, {
+      clock: this.options.clock,
+      logger: this.options.logger.child({ log: log.dir }),
+      producerIdExpirationMs: this.options.producerIdExpirationMs ?? DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    })
+    await log.attachProducerState(state)
   }
 
   /** Followers of a live leader fetch from it; leaders and orphans fetch from no one. */

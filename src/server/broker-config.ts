@@ -208,6 +208,12 @@ export const brokerConfigDefs = new ConfigDefs([
   def('offsets.topic.replication.factor', 'short', 3, 'Replication of __consumer_offsets.', { min: 1 }),
   def('group.initial.rebalance.delay.ms', 'int', 3000, 'Delay of the first rebalance of a new group.'),
   def('broker.rack', 'string', null, 'Rack of this broker.'),
+  def('producer.id.expiration.ms', 'int', 86400000, 'An idle producer id is forgotten after this long.', {
+    min: 1,
+  }),
+  def('producer.id.expiration.check.interval.ms', 'int', 600000, 'How often idle producer ids expire.', {
+    min: 1,
+  }),
 ])
 
 function def(

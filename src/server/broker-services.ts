@@ -2,6 +2,7 @@ import type { Clock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
 import type { ClusterImage, PartitionState, TopicImage } from '../metadata/cluster-image.js'
 import type { NewTopic } from '../metadata/cluster-metadata.js'
+import type { ProducerIdManager } from '../metadata/producer-id-manager.js'
 import type { ReplicaManager } from '../replication/replica-manager.js'
 import type { LogManager } from '../storage/log-manager.js'
 import type { BrokerConfig } from './broker-config.js'
@@ -18,6 +19,8 @@ export interface BrokerServices {
   readonly replicaManager: ReplicaManager
   readonly logManager: LogManager
   readonly fetchSessions: FetchSessionCache
+  /** Cluster-wide unique producer ids for InitProducerId. */
+  readonly producerIdManager: ProducerIdManager
   /** The latest metadata snapshot this broker has applied. */
   metadataImage(): ClusterImage
   /** Creates missing topics with broker defaults when auto.create.topics.enable allows. */

@@ -17,6 +17,7 @@ import type {
 import { ClusterMetadata, type NewTopic } from '../metadata/cluster-metadata.js'
 import { Controller } from '../metadata/controller.js'
 import { onControlledShutdown } from '../metadata/elections.js'
+import { ProducerIdManager } from '../metadata/producer-id-manager.js'
 import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import type { Lease, MetadataStore } from '../metadata/store/metadata-store.js'
 import { logConfigFor, resolveTopicConfig } from '../metadata/topic-config.js'
@@ -61,6 +62,7 @@ export class Broker implements BrokerServices {
   readonly logger: Logger
   readonly replicaManager: ReplicaManager
   readonly fetchSessions: FetchSessionCache
+  readonly producerIdManager: ProducerIdManager
   private socketServer: SocketServer | null = null
   private boundPort = -1
   private stopping: Promise<void> | null = null
@@ -89,6 +91,10 @@ export class Broker implements BrokerServices {
       isFenced: () => this.lease === null,
       alterIsr: (proposal) => this.alterIsr(proposal),
       replicaLagTimeMaxMs: config.values.get('replica.lag.time.max.ms') as number,
+      producerIdExpirationMs: config.values.get('producer.id.expiration.ms') as number,
+      producerIdExpirationCheckIntervalMs: config.values.get(
+        'producer.id.expiration.check.interval.ms',
+      ) as number,
       fetchers: new ReplicaFetcherManager({
         nodeId: config.nodeId,
         clock: deps.clock,
@@ -104,6 +110,7 @@ export class Broker implements BrokerServices {
     })
     const sessionSlots = config.values.get('max.incremental.fetch.session.cache.slots') as number | undefined
     this.fetchSessions = new FetchSessionCache(sessionSlots ?? 1000, () => randomInt(1, 2 ** 31 - 1))
+    this.producerIdManager = new ProducerIdManager({ store, logger: deps.logger })
   }
 
   static async start(config: BrokerConfig, deps: BrokerDependencies = {}): Promise<Broker> {

@@ -109,6 +109,38 @@ export interface TimestampAndOffset {
   readonly leaderEpoch: LeaderEpoch | undefined
 }
 
+/** The offsets of an earlier identical batch, which a leader answers a producer's retry with. */
+export interface DuplicateBatch {
+  readonly firstOffset: Offset
+  readonly lastOffset: Offset
+  readonly maxTimestamp: number
+}
+
+/**
+ * Producer state (idempotence) kept in step with the log, as UnifiedLog drives Kafka's
+ * ProducerStateManager. Every call runs on the log's queue, so it sees appends, rolls and
+ * truncations in log order, and onAppend is synchronous: no other append can come between
+ * a batch's sequence check and its offsets.
+ */
+export interface ProducerStateHook {
+  /** Loads the state (snapshot plus the log after it); the log's queue waits for it. */
+  load(): Promise<void>
+  /**
+   * One append whose batches passed validation and carry their offsets, before the write.
+   * A leader append (`fromLeader`) may throw a Kafka outcome to refuse it, or return the
+   * batch it duplicates, which is then answered without writing anything.
+   */
+  onAppend(batches: Buffer, fromLeader: boolean): DuplicateBatch | undefined
+  /** A new segment starts at `baseOffset` (everything below it is applied): snapshot time. */
+  onRoll(baseOffset: Offset): Promise<void>
+  /** The log's tail was cut (truncateTo, truncateFullyAndStartAt): the state must follow it. */
+  onTruncated(): Promise<void>
+  /** Retention deleted segments: snapshots below the log start can go. */
+  onSegmentsDeleted(logStartOffset: Offset): Promise<void>
+  /** Clean close: a snapshot at the log end spares the next open a replay. */
+  onClose(): Promise<void>
+}
+
 interface PendingAppend {
   readonly buffer: Buffer
   readonly options: AppendOptions
@@ -156,6 +188,7 @@ export class PartitionLog {
   private failure: StorageError | undefined
   private closed = false
   private closing = false
+  private producerStateHook: ProducerStateHook | undefined
 
   private constructor(
     readonly dir: string,
@@ -248,6 +281,12 @@ export class PartitionLog {
     for (const segment of this.segments) total += segment.size
     return total
   }
+  get fileSystem(): FileSystem {
+    return this.fs
+  }
+  get producerState(): ProducerStateHook | undefined {
+    return this.producerStateHook
+  }
   get isOffline(): boolean {
     return this.failure !== undefined
   }
@@ -272,6 +311,15 @@ export class PartitionLog {
     this.highWatermarkValue = Math.min(Math.max(offset, this.logStartOffsetValue), this.logEndOffsetValue)
     this.checkInvariants()
     return this.highWatermarkValue
+  }
+
+  /** Loads `hook` and keeps it in step with this log from then on (once per log). */
+  attachProducerState(hook: ProducerStateHook): Promise<void> {
+    assert(this.producerStateHook === undefined, () => `${this.dir} already has producer state`)
+    return this.enqueue(async () => {
+      await hook.load()
+      this.producerStateHook = hook
+    })
   }
 
   // ---- append ----
@@ -320,6 +368,18 @@ export class PartitionLog {
         group = []
         groupBytes = 0
         await this.rollAt(nextOffset)
+      }
+      // After the roll, so that a roll's snapshot holds exactly the batches below it.
+      let duplicate: DuplicateBatch | undefined
+      try {
+        duplicate = this.producerStateHook?.onAppend(pending.buffer, pending.options.assignOffsets)
+      } catch (err) {
+        pending.reject(err)
+        continue
+      }
+      if (duplicate !== undefined) {
+        pending.resolve(duplicateAppendInfo(duplicate, this.logStartOffsetValue))
+        continue
       }
       group.push(prepared)
       groupBytes += bytes
@@ -568,6 +628,7 @@ export class PartitionLog {
     // The old segment and every one before it are fsynced (each at its own roll).
     this.recoveryPointValue = Math.max(this.recoveryPointValue, newBaseOffset)
     this.checkInvariants()
+    await this.producerStateHook?.onRoll(newBaseOffset)
     this.logger.debug({ baseOffset: newBaseOffset }, 'rolled new log segment')
   }
 
@@ -752,6 +813,7 @@ export class PartitionLog {
     this.highWatermarkValue = Math.min(this.highWatermarkValue, logEndOffset)
     this.recoveryPointValue = Math.min(this.recoveryPointValue, logEndOffset)
     this.checkInvariants()
+    await this.producerStateHook?.onTruncated()
   }
 
   /** Deletes everything and restarts the log empty at `newOffset` (a replica that must refetch all). */
@@ -779,6 +841,7 @@ export class PartitionLog {
     this.recoveryPointValue = newOffset
     this.logger.info({ newOffset, deletedSegments: removed.length }, 'truncated log fully')
     this.checkInvariants()
+    await this.producerStateHook?.onTruncated()
   }
 
   /**
@@ -851,6 +914,7 @@ export class PartitionLog {
       await segment.deleteFiles()
     }
     this.checkInvariants()
+    await this.producerStateHook?.onSegmentsDeleted(this.logStartOffsetValue)
     return deletable.length
   }
 
@@ -862,6 +926,7 @@ export class PartitionLog {
     const done = this.enqueue(async () => {
       this.cancelFlushTimer()
       await this.flushUpTo(this.logEndOffsetValue)
+      await this.producerStateHook?.onClose()
       for (const segment of this.segments.slice(0, -1)) await segment.closeHandlers()
       await this.activeSegment.close()
       this.closed = true
@@ -983,6 +1048,20 @@ export class PartitionLog {
 
 function segmentOptions(config: LogConfig): SegmentOptions {
   return { indexIntervalBytes: config.indexIntervalBytes, maxIndexBytes: config.segmentIndexBytes }
+}
+
+/** A retried batch's answer: its first write's offsets; no LogAppendTime, as Kafka. */
+function duplicateAppendInfo(duplicate: DuplicateBatch, logStartOffset: Offset): LogAppendInfo {
+  return {
+    firstOffset: duplicate.firstOffset,
+    lastOffset: duplicate.lastOffset,
+    logAppendTimeMs: -1,
+    maxTimestamp: duplicate.maxTimestamp,
+    offsetOfMaxTimestamp: duplicate.lastOffset,
+    shallowCount: 0,
+    validBytes: 0,
+    logStartOffset,
+  }
 }
 
 function emptyAppendInfo(nextOffset: Offset): Omit<LogAppendInfo, 'logStartOffset'> {

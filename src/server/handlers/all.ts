@@ -10,6 +10,7 @@ import { describeLogDirsHandler } from './describe-log-dirs.js'
 import { electLeadersHandler } from './elect-leaders.js'
 import { fetchHandler } from './fetch.js'
 import { incrementalAlterConfigsHandler } from './incremental-alter-configs.js'
+import { initProducerIdHandler } from './init-producer-id.js'
 import { listOffsetsHandler } from './list-offsets.js'
 import { metadataHandler } from './metadata.js'
 import { offsetForLeaderEpochHandler } from './offset-for-leader-epoch.js'
@@ -34,4 +35,5 @@ export const allHandlers: readonly AnyApiHandler[] = [
   alterConfigsHandler,
   incrementalAlterConfigsHandler,
   describeClusterHandler,
+  initProducerIdHandler,
 ]

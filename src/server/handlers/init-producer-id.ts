@@ -1,0 +1,54 @@
+/**
+ * InitProducerId (key 22).
+ * Behavior: a producer without a transactional id gets a fresh producer id, cluster-wide
+ * unique (blocks claimed from the metadata store), at epoch 0. As in Kafka, this holds
+ * even when a v3+ request names its current producer id and epoch (KIP-360 "bump"):
+ * Kafka's TransactionCoordinator "blindly accepts" non-transactional requests with a new
+ * id, and clients (librdkafka's epoch bump, the Java client) take the new id and restart
+ * their sequences at 0. Only one of producerId/producerEpoch given is INVALID_REQUEST.
+ * Transactions are not built in tidelog: a transactional id gets COORDINATOR_NOT_AVAILABLE
+ * (an empty one INVALID_REQUEST, as Kafka).
+ * Version notes: v2+ flexible; v3 adds producerId/producerEpoch; v4 and v5 change only
+ * the errors a transactional producer may see.
+ */
+
+import { ErrorCode } from '../../protocol/error-codes.js'
+import { ApiKey } from '../../protocol/generated/index.js'
+import type { InitProducerIdRequest } from '../../protocol/generated/init-producer-id-request.js'
+import type { InitProducerIdResponse } from '../../protocol/generated/init-producer-id-response.js'
+import { toErrorCode } from '../../replication/kafka-error.js'
+import type { ApiHandler } from './registry.js'
+
+const NO_PRODUCER_ID = -1n
+const NO_PRODUCER_EPOCH = -1
+
+export const initProducerIdHandler: ApiHandler<InitProducerIdRequest, InitProducerIdResponse> = {
+  apiKey: ApiKey.InitProducerId,
+  minVersion: 0,
+  maxVersion: 5,
+  async handle(context, request) {
+    const refused = refusal(request)
+    if (refused !== null) return failure(refused)
+    try {
+      const producerId = await context.broker.producerIdManager.generateProducerId()
+      return { throttleTimeMs: 0, errorCode: ErrorCode.NONE, producerId, producerEpoch: 0 }
+    } catch (error) {
+      context.broker.logger.warn({ err: error }, 'InitProducerId: no producer id available')
+      // Store unavailable or contended: a retriable answer, as Kafka's while a block is pending.
+      return failure(toErrorCode(error) ?? ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    }
+  },
+}
+
+function refusal(request: InitProducerIdRequest): number | null {
+  const hasId = request.producerId !== NO_PRODUCER_ID
+  const hasEpoch = request.producerEpoch !== NO_PRODUCER_EPOCH
+  if (hasId !== hasEpoch) return ErrorCode.INVALID_REQUEST
+  if (request.transactionalId === null) return null
+  if (request.transactionalId === '') return ErrorCode.INVALID_REQUEST
+  return ErrorCode.COORDINATOR_NOT_AVAILABLE
+}
+
+function failure(errorCode: number): InitProducerIdResponse {
+  return { throttleTimeMs: 0, errorCode, producerId: NO_PRODUCER_ID, producerEpoch: NO_PRODUCER_EPOCH }
+}

@@ -1,0 +1,135 @@
+/**
+ * Producer state snapshot files beside a partition's segments: `<20-digit offset>.snapshot`,
+ * the state of every producer id as of that offset (everything below it applied). Kafka's
+ * ProducerStateManager format, version 1, so the files read the same in both:
+ *
+ *   version int16 | crc uint32 (CRC-32C of every byte after it) | count int32 |
+ *   count x { producerId int64 | epoch int16 | lastSequence int32 | lastOffset int64 |
+ *             offsetDelta int32 | timestamp int64 | coordinatorEpoch int32 |
+ *             currentTxnFirstOffset int64 }
+ *
+ * As in Kafka, only the last batch of each producer is kept: the batches before it are
+ * found again by replaying the log from the snapshot's offset.
+ */
+import { join } from 'node:path'
+import { TidelogError } from '../common/errors.js'
+import { crc32c } from '../protocol/crc32c.js'
+import { type FileSystem, isNotFound, readWholeFile, writeFileAtomically } from './file-system.js'
+
+export const SNAPSHOT_SUFFIX = '.snapshot'
+const SNAPSHOT_FILE = /^(\d{20})\.snapshot$/
+const VERSION = 1
+const CRC_OFFSET = 2
+const ENTRIES_OFFSET = 6
+const ENTRY_BYTES = 8 + 2 + 4 + 8 + 4 + 8 + 4 + 8
+
+export interface ProducerSnapshotEntry {
+  readonly producerId: bigint
+  readonly producerEpoch: number
+  readonly lastSequence: number
+  readonly lastOffset: number
+  /** lastOffset - firstOffset of the last batch (also lastSequence - firstSequence). */
+  readonly offsetDelta: number
+  /** The last batch's max timestamp: producer.id.expiration.ms counts from it. */
+  readonly timestamp: number
+  readonly coordinatorEpoch: number
+  /** -1: no open transaction (tidelog has none). */
+  readonly currentTxnFirstOffset: number
+}
+
+export function snapshotFileName(offset: number): string {
+  return `${String(offset).padStart(20, '0')}${SNAPSHOT_SUFFIX}`
+}
+
+export function encodeSnapshot(entries: readonly ProducerSnapshotEntry[]): Buffer {
+  const buf = Buffer.alloc(ENTRIES_OFFSET + 4 + entries.length * ENTRY_BYTES)
+  buf.writeInt16BE(VERSION, 0)
+  buf.writeInt32BE(entries.length, ENTRIES_OFFSET)
+  let at = ENTRIES_OFFSET + 4
+  for (const e of entries) {
+    buf.writeBigInt64BE(e.producerId, at)
+    buf.writeInt16BE(e.producerEpoch, at + 8)
+    buf.writeInt32BE(e.lastSequence, at + 10)
+    buf.writeBigInt64BE(BigInt(e.lastOffset), at + 14)
+    buf.writeInt32BE(e.offsetDelta, at + 22)
+    buf.writeBigInt64BE(BigInt(e.timestamp), at + 26)
+    buf.writeInt32BE(e.coordinatorEpoch, at + 34)
+    buf.writeBigInt64BE(BigInt(e.currentTxnFirstOffset), at + 38)
+    at += ENTRY_BYTES
+  }
+  buf.writeUInt32BE(crc32c(buf.subarray(ENTRIES_OFFSET)), CRC_OFFSET)
+  return buf
+}
+
+/** Throws CORRUPT_SNAPSHOT for a wrong version, length or CRC. */
+export function decodeSnapshot(buf: Buffer): ProducerSnapshotEntry[] {
+  if (buf.length < ENTRIES_OFFSET + 4) throw corrupt(`${buf.length} bytes`)
+  const version = buf.readInt16BE(0)
+  if (version !== VERSION) throw corrupt(`version ${version}`)
+  const crc = buf.readUInt32BE(CRC_OFFSET)
+  if (crc32c(buf.subarray(ENTRIES_OFFSET)) !== crc) throw corrupt('CRC mismatch')
+  const count = buf.readInt32BE(ENTRIES_OFFSET)
+  if (count < 0 || buf.length !== ENTRIES_OFFSET + 4 + count * ENTRY_BYTES) throw corrupt(`count ${count}`)
+  const entries: ProducerSnapshotEntry[] = []
+  for (let i = 0, at = ENTRIES_OFFSET + 4; i < count; i++, at += ENTRY_BYTES) {
+    entries.push({
+      producerId: buf.readBigInt64BE(at),
+      producerEpoch: buf.readInt16BE(at + 8),
+      lastSequence: buf.readInt32BE(at + 10),
+      lastOffset: Number(buf.readBigInt64BE(at + 14)),
+      offsetDelta: buf.readInt32BE(at + 22),
+      timestamp: Number(buf.readBigInt64BE(at + 26)),
+      coordinatorEpoch: buf.readInt32BE(at + 34),
+      currentTxnFirstOffset: Number(buf.readBigInt64BE(at + 38)),
+    })
+  }
+  return entries
+}
+
+/** A snapshot that cannot be read is not trusted: the state is rebuilt from the log instead. */
+function corrupt(problem: string): TidelogError {
+  return new TidelogError('CORRUPT_SNAPSHOT', `producer snapshot: ${problem}`)
+}
+
+/** The snapshot files of a partition directory: offsets, ascending. */
+export async function listSnapshotOffsets(fs: FileSystem, dir: string): Promise<number[]> {
+  const offsets: number[] = []
+  for (const name of await fs.readdir(dir)) {
+    const match = SNAPSHOT_FILE.exec(name)
+    if (match !== null) offsets.push(Number(match[1]))
+  }
+  return offsets.sort((a, b) => a - b)
+}
+
+export async function writeSnapshot(
+  fs: FileSystem,
+  dir: string,
+  offset: number,
+  entries: readonly ProducerSnapshotEntry[],
+): Promise<void> {
+  await writeFileAtomically(fs, join(dir, snapshotFileName(offset)), encodeSnapshot(entries))
+}
+
+export async function readSnapshot(
+  fs: FileSystem,
+  dir: string,
+  offset: number,
+): Promise<ProducerSnapshotEntry[]> {
+  return decodeSnapshot(await readWholeFile(fs, join(dir, snapshotFileName(offset))))
+}
+
+/** Deletes the snapshots whose offset `remove` selects; a file already gone is fine. */
+export async function deleteSnapshots(
+  fs: FileSystem,
+  dir: string,
+  remove: (offset: number) => boolean,
+): Promise<void> {
+  for (const offset of await listSnapshotOffsets(fs, dir)) {
+    if (!remove(offset)) continue
+    try {
+      await fs.unlink(join(dir, snapshotFileName(offset)))
+    } catch (err) {
+      if (!isNotFound(err)) throw err
+    }
+  }
+}

@@ -1,0 +1,284 @@
+/**
+ * Producer state (idempotence) over a real PartitionLog: Kafka's sequence rules on leader
+ * appends (retries answered with their first offsets, gaps, old epochs, new epochs, unknown
+ * producers, Int32 wrap), atomicity with pipelined appends, followers applying without
+ * checks, truncation, snapshots (Kafka's file format) with rebuild from the log tail, and
+ * producer.id.expiration.ms on the injected clock.
+ */
+import assert from 'node:assert/strict'
+import { readdir, readFile, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+import { silentLogger } from '../../src/common/logger.js'
+import { ATTRIBUTES_OFFSET, CRC_OFFSET } from '../../src/protocol/batch-header.js'
+import { crc32c } from '../../src/protocol/crc32c.js'
+import { ErrorCode } from '../../src/protocol/error-codes.js'
+import { KafkaError } from '../../src/replication/kafka-error.js'
+import { incrementSequence, inSequence, ProducerStateManager } from '../../src/replication/producer-state.js'
+import { DEFAULT_LOG_CONFIG } from '../../src/storage/log-config.js'
+import { type LogAppendInfo, PartitionLog } from '../../src/storage/partition-log.js'
+import {
+  decodeSnapshot,
+  encodeSnapshot,
+  snapshotFileName,
+} from '../../src/storage/producer-state-snapshot.js'
+import { ManualClock, readAll, simpleBatch, withTempDir } from '../storage/helpers.js'
+
+const INT32_MAX = 0x7fffffff
+const DAY_MS = 86_400_000
+
+/** A batch of `count` records from producer `pid` at `epoch`, first sequence `seq`. */
+function batch(pid: bigint, epoch: number, seq: number, count = 1, timestamp = 1_000_000): Buffer {
+  const buf = simpleBatch(count, 8, seq & 0xff, { baseTimestamp: timestamp })
+  buf.writeBigInt64BE(pid, 43)
+  buf.writeInt16BE(epoch, 51)
+  buf.writeInt32BE(seq, 53)
+  buf.writeUInt32BE(crc32c(buf.subarray(ATTRIBUTES_OFFSET)), CRC_OFFSET)
+  return buf
+}
+
+interface Fixture {
+  readonly dir: string
+  readonly clock: ManualClock
+  log: PartitionLog
+  state: ProducerStateManager
+}
+
+async function open(dir: string, clock: ManualClock, segmentBytes = DEFAULT_LOG_CONFIG.segmentBytes) {
+  const log = await PartitionLog.open({
+    dir: join(dir, 't-0'),
+    clock,
+    config: { ...DEFAULT_LOG_CONFIG, segmentBytes },
+  })
+  const state = new ProducerStateManager(log, { clock, logger: silentLogger, producerIdExpirationMs: DAY_MS })
+  await log.attachProducerState(state)
+  return { log, state }
+}
+
+async function withLog(body: (f: Fixture) => Promise<void>, segmentBytes?: number): Promise<void> {
+  await withTempDir(async (dir) => {
+    const clock = new ManualClock()
+    const opened = await open(dir, clock, segmentBytes)
+    const fixture: Fixture = { dir, clock, ...opened }
+    try {
+      await body(fixture)
+    } finally {
+      await fixture.log.close()
+    }
+  })
+}
+
+function lead(log: PartitionLog, buf: Buffer): Promise<LogAppendInfo> {
+  return log.append(buf, { assignOffsets: true, leaderEpoch: 0 })
+}
+
+async function rejectsWith(promise: Promise<unknown>, code: number): Promise<void> {
+  await assert.rejects(promise, (err: unknown) => err instanceof KafkaError && err.errorCode === code)
+}
+
+describe('sequence helpers', () => {
+  it('wrap from Int32.MAX to 0', () => {
+    assert.equal(incrementSequence(INT32_MAX, 1), 0)
+    assert.equal(incrementSequence(INT32_MAX - 1, 2), 0)
+    assert.equal(incrementSequence(5, 4), 9)
+    assert.ok(inSequence(INT32_MAX, 0))
+    assert.ok(inSequence(4, 5))
+    assert.ok(!inSequence(4, 6))
+    assert.ok(!inSequence(INT32_MAX, 1))
+  })
+})
+
+describe('leader sequence rules', () => {
+  it('consecutive batches append; a retry of any of the last 5 gets its first offsets and writes nothing', () =>
+    withLog(async ({ log }) => {
+      const firsts: number[] = []
+      for (let i = 0; i < 6; i++) firsts.push((await lead(log, batch(7n, 0, i * 2, 2))).firstOffset)
+      assert.deepEqual(firsts, [0, 2, 4, 6, 8, 10])
+      const end = log.logEndOffset
+      for (let i = 1; i < 6; i++) {
+        const retry = await lead(log, batch(7n, 0, i * 2, 2))
+        assert.equal(retry.firstOffset, firsts[i])
+        assert.equal(retry.lastOffset, firsts[i] + 1)
+        assert.equal(retry.logAppendTimeMs, -1)
+      }
+      assert.equal(log.logEndOffset, end, 'a retry appends nothing')
+      // The 6th batch back is forgotten: Kafka calls its retry out of order.
+      await rejectsWith(lead(log, batch(7n, 0, 0, 2)), ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    }))
+
+  it('a gap is OUT_OF_ORDER_SEQUENCE_NUMBER and leaves the state as it was', () =>
+    withLog(async ({ log, state }) => {
+      await lead(log, batch(1n, 0, 0, 3))
+      await rejectsWith(lead(log, batch(1n, 0, 4)), ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+      assert.equal(state.lastEntry(1n)?.lastSeq, 2)
+      assert.equal((await lead(log, batch(1n, 0, 3))).firstOffset, 3)
+    }))
+
+  it('an older epoch is INVALID_PRODUCER_EPOCH; a newer one must start at 0', () =>
+    withLog(async ({ log, state }) => {
+      await lead(log, batch(1n, 3, 0, 2))
+      await rejectsWith(lead(log, batch(1n, 2, 2)), ErrorCode.INVALID_PRODUCER_EPOCH)
+      await rejectsWith(lead(log, batch(1n, 4, 5)), ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+      await lead(log, batch(1n, 4, 0))
+      assert.equal(state.lastEntry(1n)?.producerEpoch, 4)
+      assert.equal(state.lastEntry(1n)?.batches.length, 1, 'a new epoch forgets the old batches')
+      await rejectsWith(lead(log, batch(1n, 3, 2)), ErrorCode.INVALID_PRODUCER_EPOCH)
+    }))
+
+  it('an unknown producer id is accepted at any sequence (KIP-360: no UNKNOWN_PRODUCER_ID)', () =>
+    withLog(async ({ log, state }) => {
+      await lead(log, batch(9n, 0, 42, 2))
+      assert.equal(state.lastEntry(9n)?.lastSeq, 43)
+      await rejectsWith(lead(log, batch(9n, 0, 45)), ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    }))
+
+  it('sequences wrap at Int32.MAX', () =>
+    withLog(async ({ log, state }) => {
+      await lead(log, batch(2n, 0, INT32_MAX - 1, 3))
+      assert.equal(state.lastEntry(2n)?.lastSeq, 0, 'MAX-1, MAX, 0')
+      await lead(log, batch(2n, 0, 1))
+      const retry = await lead(log, batch(2n, 0, INT32_MAX - 1, 3))
+      assert.equal(retry.firstOffset, 0)
+    }))
+
+  it('a negative sequence with a producer id is INVALID_RECORD; producers without ids are not tracked', () =>
+    withLog(async ({ log, state }) => {
+      await rejectsWith(lead(log, batch(2n, 0, -1)), ErrorCode.INVALID_RECORD)
+      await lead(log, simpleBatch(2))
+      await lead(log, simpleBatch(2))
+      assert.equal(state.activeProducers.size, 0)
+      assert.equal(state.endOffset, 4)
+    }))
+
+  it('pipelined appends are checked in call order, each against the ones before it', () =>
+    withLog(async ({ log }) => {
+      // Five requests in flight, called in one tick (as pipelined produce requests are),
+      // with a retry of the second and a gap among them.
+      const results = await Promise.allSettled([
+        lead(log, batch(5n, 0, 0, 2)),
+        lead(log, batch(5n, 0, 2, 2)),
+        lead(log, batch(5n, 0, 2, 2)),
+        lead(log, batch(5n, 0, 4, 2)),
+        lead(log, batch(5n, 0, 9, 1)),
+      ])
+      const offsets = results.map((r) => (r.status === 'fulfilled' ? r.value.firstOffset : 'rejected'))
+      assert.deepEqual(offsets, [0, 2, 2, 4, 'rejected'])
+      assert.equal(log.logEndOffset, 6)
+      assert.equal((await readAll(log)).length, 3)
+    }))
+})
+
+describe('followers, truncation, snapshots', () => {
+  it('a follower applies fetched batches without checks; truncation rebuilds the state from the log', () =>
+    withLog(async ({ log, state }) => {
+      let offset = 0
+      for (let seq = 0; seq < 6; seq += 2) {
+        const b = batch(3n, 1, seq, 2)
+        b.writeBigInt64BE(BigInt(offset), 0)
+        offset += 2
+        await log.append(b, { assignOffsets: false })
+      }
+      assert.equal(state.lastEntry(3n)?.lastSeq, 5)
+      await log.truncateTo(4)
+      assert.equal(state.lastEntry(3n)?.lastSeq, 3)
+      assert.equal(state.endOffset, 4)
+      // The batch cut away is new again (a retry of it writes it once more, as in Kafka).
+      assert.equal((await lead(log, batch(3n, 1, 4, 2))).firstOffset, 4)
+      await log.truncateFullyAndStartAt(100)
+      assert.equal(state.activeProducers.size, 0)
+      assert.equal(state.endOffset, 100)
+    }))
+
+  it('a roll writes <offset>.snapshot in Kafka format; a reopen after a crash rebuilds snapshot + tail', () =>
+    withTempDir(async (dir) => {
+      const clock = new ManualClock()
+      const { log, state } = await open(dir, clock, 400)
+      for (let seq = 0; seq < 40; seq += 2) await lead(log, batch(11n, 2, seq, 2))
+      await lead(log, batch(12n, 0, 0, 1))
+      const names = (await readdir(log.dir)).filter((n) => n.endsWith('.snapshot'))
+      assert.ok(names.length >= 2, `snapshots ${names}`)
+      assert.ok(log.numberOfSegments >= 3)
+      const lastRoll = log.segmentBaseOffsets.at(-1) as number
+      assert.ok(names.includes(snapshotFileName(lastRoll)))
+      const entries = decodeSnapshot(await readFile(join(log.dir, snapshotFileName(lastRoll))))
+      const mine = entries.find((e) => e.producerId === 11n)
+      assert.equal(mine?.producerEpoch, 2)
+      assert.equal(mine?.lastOffset, lastRoll - 1)
+      assert.equal(mine?.offsetDelta, 1)
+      const before = [...state.activeProducers.values()].map((e) => [
+        e.producerId,
+        e.producerEpoch,
+        e.lastSeq,
+      ])
+      // Crash: no close, so no snapshot at the log end.
+      await log.closeHandlers()
+      const reopened = await open(dir, clock, 400)
+      const after = [...reopened.state.activeProducers.values()].map((e) => [
+        e.producerId,
+        e.producerEpoch,
+        e.lastSeq,
+      ])
+      assert.deepEqual(after.sort(), before.sort())
+      // The snapshot keeps each producer's last batch (Kafka's format); the replay of the
+      // active segment adds the batches after it.
+      const known = reopened.state.lastEntry(11n)?.batches.map((m) => m.firstOffset)
+      assert.deepEqual(known, [lastRoll - 2, ...[36, 38].filter((o) => o >= lastRoll)].slice(-5))
+      const retry = await lead(reopened.log, batch(11n, 2, 38, 2))
+      assert.equal(retry.firstOffset, 38)
+      await reopened.log.close()
+      assert.ok((await readdir(log.dir)).includes(snapshotFileName(reopened.log.logEndOffset)))
+    }))
+
+  it('a clean close snapshots at the log end; a corrupt snapshot is ignored and the log replayed', () =>
+    withTempDir(async (dir) => {
+      const clock = new ManualClock()
+      const first = await open(dir, clock)
+      for (let seq = 0; seq < 10; seq++) await lead(first.log, batch(4n, 0, seq))
+      await first.log.close()
+      const file = join(first.log.dir, snapshotFileName(10))
+      const bytes = await readFile(file)
+      assert.equal(bytes.readInt16BE(0), 1, 'version 1')
+      assert.equal(bytes.readUInt32BE(2), crc32c(bytes.subarray(6)), 'CRC-32C of everything after it')
+      assert.equal(bytes.length, 10 + 46)
+      const second = await open(dir, clock)
+      assert.equal(second.state.lastEntry(4n)?.lastSeq, 9)
+      await second.log.closeHandlers()
+      bytes[bytes.length - 1] ^= 0xff
+      await writeFile(file, bytes)
+      const third = await open(dir, clock)
+      assert.equal(third.state.lastEntry(4n)?.lastSeq, 9)
+      assert.equal(third.state.lastEntry(4n)?.batches.length, 5, 'replayed from the log start')
+      await third.log.close()
+    }))
+
+  it('snapshot encoding round-trips', () => {
+    const entries = [
+      {
+        producerId: 123456789012n,
+        producerEpoch: 7,
+        lastSequence: INT32_MAX,
+        lastOffset: 2 ** 40,
+        offsetDelta: 4,
+        timestamp: 1_700_000_000_123,
+        coordinatorEpoch: -1,
+        currentTxnFirstOffset: -1,
+      },
+    ]
+    assert.deepEqual(decodeSnapshot(encodeSnapshot(entries)), entries)
+  })
+})
+
+describe('producer.id.expiration.ms', () => {
+  it('producers idle for the expiration time are forgotten, by the injected clock', () =>
+    withLog(async ({ log, state, clock }) => {
+      await lead(log, batch(1n, 0, 0, 1, clock.nowMs()))
+      clock.advance(DAY_MS / 2)
+      await lead(log, batch(2n, 0, 0, 1, clock.nowMs()))
+      assert.equal(state.removeExpiredProducers(), 0)
+      clock.advance(DAY_MS / 2)
+      assert.equal(state.removeExpiredProducers(), 1)
+      assert.deepEqual([...state.activeProducers.keys()], [2n])
+      // Forgotten: any sequence is accepted again.
+      await lead(log, batch(1n, 0, 17, 1, clock.nowMs()))
+    }))
+})
