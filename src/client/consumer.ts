@@ -36,6 +36,9 @@ import { backoffMs, isRetriableError, needsMetadataRefresh, sleep } from './retr
 
 export type { ConsumerRecord, TopicPartition }
 
+/** Fetched results per partition that may wait in the buffer while the next fetch runs. */
+const PREFETCH_ENTRIES_MAX = 2
+
 export type OffsetResetPolicy = 'earliest' | 'latest' | 'none'
 
 export interface ConsumerOptions extends Partial<ClientOptions> {
@@ -267,7 +270,12 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
     for (;;) {
       this.throwPendingError()
       const ready = this.takeBuffered()
-      if (ready.length > 0 || this.stopped || this.closed) return ready
+      if (ready.length > 0) {
+        // Prefetch: the next fetch runs while the caller handles these records.
+        if (!this.stopped && !this.closed) this.startFetches()
+        return ready
+      }
+      if (this.stopped || this.closed) return ready
       const remaining = deadline - Date.now()
       if (remaining <= 0) return []
       await this.resetPositions()
@@ -419,11 +427,24 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
     }
   }
 
+  /**
+   * Partitions to fetch now: positioned, not paused, and with fewer than
+   * PREFETCH_ENTRIES_MAX fetched results waiting (a bound on buffered memory).
+   */
   private fetchable(): PartitionState[] {
-    const buffered = new Set(this.buffered.map((b) => tpKey(b.state.tp)))
+    const waiting = new Map<PartitionState, number>()
+    for (const b of this.buffered) waiting.set(b.state, (waiting.get(b.state) ?? 0) + 1)
     return [...this.states.values()].filter(
-      (s) => s.position !== null && !s.paused && !buffered.has(tpKey(s.tp)),
+      (s) => s.position !== null && !s.paused && (waiting.get(s) ?? 0) < PREFETCH_ENTRIES_MAX,
     )
+  }
+
+  /** Where the next fetch of a partition starts: after what is buffered, else at the position. */
+  private nextFetchOffset(state: PartitionState): number | null {
+    for (let i = this.buffered.length - 1; i >= 0; i--) {
+      if (this.buffered[i].state === state) return this.buffered[i].nextOffset
+    }
+    return state.position
   }
 
   private startFetches(): void {
@@ -451,7 +472,7 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
   }
 
   private async fetchFrom(nodeId: number, states: PartitionState[]): Promise<void> {
-    const offsets = new Map(states.map((s) => [tpKey(s.tp), s.position!]))
+    const offsets = new Map(states.map((s) => [tpKey(s.tp), this.nextFetchOffset(s)!]))
     try {
       const response = await this.client.request<FetchResponse>(
         nodeId,
@@ -502,7 +523,7 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
         const state = this.states.get(key)
         const fetchOffset = offsets.get(key)
         // Reassigned or moved by a seek while the fetch was out: its data is stale.
-        if (!state || fetchOffset === undefined || state.position !== fetchOffset) continue
+        if (!state || fetchOffset === undefined || this.nextFetchOffset(state) !== fetchOffset) continue
         await this.onPartitionData(state, p, fetchOffset)
       }
     }
@@ -514,7 +535,9 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
     fetchOffset: number,
   ): Promise<void> {
     if (p.errorCode !== ErrorCode.NONE) {
-      this.onPartitionError(state, p.errorCode)
+      // A prefetch past buffered records is only dropped: the same error, if still true,
+      // comes back for the fetch at the position itself (as Kafka's consumer ignores it).
+      if (fetchOffset === state.position) this.onPartitionError(state, p.errorCode)
       return
     }
     state.highWatermark = Number(p.highWatermark)
@@ -525,7 +548,7 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
       p.records as Buffer | null,
       fetchOffset,
     )
-    if (state.position !== fetchOffset) return
+    if (this.nextFetchOffset(state) !== fetchOffset) return
     if (decoded.records.length > 0 || decoded.nextOffset > fetchOffset) {
       this.buffered.push({ state, fetchOffset, records: decoded.records, nextOffset: decoded.nextOffset })
     }

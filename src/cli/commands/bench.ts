@@ -45,6 +45,7 @@ export const BENCH_USAGE = `Usage: tidelog bench <produce|consume|e2e> [options]
   --compression C           none|gzip|snappy|lz4|zstd (default none)
   --producers N             Producer instances, each with its own connections (default 1)
   --max-in-flight N         max.in.flight.requests.per.connection (default 5)
+  --max-partition-fetch-bytes N  consume: per-partition fetch size (default 10485760, as bench/native/rdkafka-perf.c)
   --interval-ms N           Progress line interval (default 5000)
   --bootstrap-server HOST:PORT (default 127.0.0.1:9092), --json (final summary as JSON)
 `
@@ -65,6 +66,7 @@ const OPTIONS = {
   producers: { type: 'string', default: '1' },
   'max-in-flight': { type: 'string', default: '5' },
   'interval-ms': { type: 'string', default: '5000' },
+  'max-partition-fetch-bytes': { type: 'string', default: '10485760' },
 } as const
 
 type Mode = 'produce' | 'consume' | 'e2e'
@@ -86,6 +88,7 @@ interface BenchConfig {
   producers: number
   maxInFlight: number
   intervalMs: number
+  maxPartitionFetchBytes: number
   json: boolean
 }
 
@@ -138,6 +141,11 @@ function toConfig(
     producers: parseInteger(values.producers, '--producers', 1)!,
     maxInFlight: parseInteger(values['max-in-flight'], '--max-in-flight', 1)!,
     intervalMs: parseInteger(values['interval-ms'], '--interval-ms', 100)!,
+    maxPartitionFetchBytes: parseInteger(
+      values['max-partition-fetch-bytes'],
+      '--max-partition-fetch-bytes',
+      1,
+    )!,
     json: values.json,
   }
 }
@@ -472,7 +480,8 @@ async function consumeBench(config: BenchConfig, topic: string): Promise<BenchRe
     while (meter.count < config.numRecords && performance.now() < deadline && idlePolls < 10) {
       const records = await consumer.poll(1000)
       idlePolls = records.length === 0 ? idlePolls + 1 : 0
-      for (const r of records) meter.record((r.value?.length ?? 0) + (r.key?.length ?? 0))
+      for (const r of records.slice(0, config.numRecords - meter.count))
+        meter.record((r.value?.length ?? 0) + (r.key?.length ?? 0))
     }
   } finally {
     stopProgress()

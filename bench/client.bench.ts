@@ -1,0 +1,193 @@
+/**
+ * tidelog's client beside librdkafka on the same workloads, against one broker and against
+ * three (RF 3, min.insync.replicas 2), brokers in this process as in bench/broker.bench.ts
+ * and bench/cluster.bench.ts. Each client runs as its own process: the native load
+ * generator (bench/native/rdkafka-perf.c) and `tidelog bench` (bin/tidelog.js, built).
+ * Prints, per workload, records/s, MB/s and delivery latency p50/p99/p99.9 for both, and
+ * the tidelog client's own CPU, so its overhead is visible.
+ *
+ *   npm run build && node dist/bench/client.bench.js [--records N] [--steady-records N]
+ */
+import { execFile, execFileSync } from 'node:child_process'
+import { existsSync, mkdirSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { parseArgs, promisify } from 'node:util'
+import { type Cluster, startCluster } from '../src/server/cluster.js'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
+const { values } = parseArgs({
+  options: {
+    records: { type: 'string', default: '300000' },
+    'steady-records': { type: 'string', default: '20000' },
+  },
+})
+const records = Number(values.records)
+const steadyRecords = Number(values['steady-records'])
+const run = promisify(execFile)
+
+function perfBinary(): string {
+  const out = join(root, '.build', 'rdkafka-perf')
+  mkdirSync(dirname(out), { recursive: true })
+  execFileSync('cc', ['-O2', '-o', out, join(root, 'bench', 'native', 'rdkafka-perf.c'), '-lrdkafka'])
+  return out
+}
+
+interface Figures {
+  recordsPerSec: number
+  mbPerSec: number
+  p50Ms?: number
+  p99Ms?: number
+  p999Ms?: number
+  cpuPct?: number
+}
+
+async function rdkafka(binary: string, args: string[]): Promise<Figures> {
+  const { stdout } = await run(binary, args, { encoding: 'utf8', maxBuffer: 1 << 20 })
+  return JSON.parse(stdout.trim().split('\n').at(-1)!) as Figures
+}
+
+async function tidelog(args: string[]): Promise<Figures> {
+  const { stdout } = await run(
+    process.execPath,
+    [join(root, 'bin', 'tidelog.js'), 'bench', ...args, '--json', '--interval-ms', '60000'],
+    {
+      encoding: 'utf8',
+      maxBuffer: 1 << 20,
+    },
+  )
+  const r = JSON.parse(stdout)
+  return {
+    recordsPerSec: r.recordsPerSec,
+    mbPerSec: r.mbPerSec,
+    p50Ms: r.latencyMs?.p50,
+    p99Ms: r.latencyMs?.p99,
+    p999Ms: r.latencyMs?.p999,
+    cpuPct: r.cpu.percentOfOneCore,
+  }
+}
+
+function cell(f: Figures): string {
+  const latency = f.p50Ms === undefined ? '' : `  ${f.p50Ms}/${f.p99Ms}/${f.p999Ms} ms`
+  const cpu = f.cpuPct === undefined ? '' : `  cpu ${f.cpuPct}%`
+  return `${Math.round(f.recordsPerSec)} rec/s ${Number(f.mbPerSec).toFixed(1)} MB/s${latency}${cpu}`
+}
+
+function row(name: string, native: Figures, ours: Figures): void {
+  console.log(`${name.padEnd(34)} ${cell(native).padEnd(44)} ${cell(ours)}`)
+}
+
+async function workloads(binary: string, label: string, cluster: Cluster, brokers: number): Promise<void> {
+  const b = cluster.bootstrapServers
+  const common = (lingerMs: number) => [
+    '--bootstrap-server',
+    b,
+    '--record-size',
+    '1024',
+    '--partitions',
+    '4',
+    '--batch-size',
+    '1000000',
+    '--linger-ms',
+    String(lingerMs),
+  ]
+  const rf = brokers === 3 ? ['--replication-factor', '3'] : []
+  console.log(`\n${label}: ${b}`)
+  console.log(
+    `${'workload'.padEnd(34)} ${'librdkafka (rdkafka-perf)'.padEnd(44)} tidelog client (tidelog bench)`,
+  )
+  for (const acks of ['1', 'all']) {
+    const rdAcks = acks === 'all' ? '-1' : acks
+    const native = await rdkafka(binary, [
+      'produce',
+      b,
+      `rd-max-${acks}`,
+      String(records),
+      '1024',
+      rdAcks,
+      '0',
+      '5',
+    ])
+    const ours = await tidelog([
+      'produce',
+      '--topic',
+      `tl-max-${acks}`,
+      '--num-records',
+      String(records),
+      '--acks',
+      acks,
+      ...common(5),
+      ...rf,
+    ])
+    row(`produce 1 KiB max rate acks=${acks}`, native, ours)
+  }
+  for (const acks of ['1', 'all']) {
+    const rdAcks = acks === 'all' ? '-1' : acks
+    const native = await rdkafka(binary, [
+      'produce',
+      b,
+      `rd-steady-${acks}`,
+      String(steadyRecords),
+      '1024',
+      rdAcks,
+      '2000',
+      '0',
+    ])
+    const ours = await tidelog([
+      'produce',
+      '--topic',
+      `tl-steady-${acks}`,
+      '--num-records',
+      String(steadyRecords),
+      '--throughput',
+      '2000',
+      '--acks',
+      acks,
+      ...common(0),
+      ...rf,
+    ])
+    row(`produce at 2,000/s acks=${acks}`, native, ours)
+  }
+  // Both consumers read the same records: those rdkafka-perf wrote at max rate, acks=1.
+  const native = await rdkafka(binary, ['consume', b, 'rd-max-1', '4', String(records)])
+  const ours = await tidelog([
+    'consume',
+    '--topic',
+    'rd-max-1',
+    '--num-records',
+    String(records),
+    '--bootstrap-server',
+    b,
+  ])
+  row('consume 1 KiB', native, ours)
+}
+
+async function main(): Promise<void> {
+  if (!existsSync(join(root, 'dist', 'src', 'cli', 'main.js'))) throw new Error('run npm run build first')
+  const binary = perfBinary()
+  console.log(
+    `${records} records of 1 KiB per max-rate run, ${steadyRecords} at 2,000/s; latency p50/p99/p99.9 is send to acknowledgement`,
+  )
+  const one = await startCluster({ brokers: 1, port: 0, properties: { 'num.partitions': 4 } })
+  try {
+    await workloads(binary, '1 broker', one, 1)
+  } finally {
+    await one.stop()
+  }
+  const three = await startCluster({
+    brokers: 3,
+    port: 0,
+    properties: { 'num.partitions': 4, 'default.replication.factor': 3, 'min.insync.replicas': 2 },
+  })
+  try {
+    await workloads(binary, '3 brokers, RF 3, min.insync.replicas 2', three, 3)
+  } finally {
+    await three.stop()
+  }
+}
+
+if (!existsSync('/usr/include/librdkafka/rdkafka.h')) {
+  console.error('bench needs librdkafka-dev (apt-get install librdkafka-dev) and a C compiler')
+  process.exit(1)
+}
+await main()
