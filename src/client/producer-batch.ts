@@ -57,6 +57,13 @@ export class ProducerBatch {
   retryAtMs = 0
   inFlight = false
   lastError: Error | null = null
+  /**
+   * Idempotence plugs in here: an idempotent producer sets these from InitProducerId and
+   * its per-partition sequence before the batch is first encoded. -1: not idempotent.
+   */
+  producerId = -1n
+  producerEpoch = -1
+  baseSequence = -1
   private settled = false
   private readonly settledPromise: Promise<void>
   private markSettled!: () => void
@@ -111,6 +118,9 @@ export class ProducerBatch {
       compression: encoding.compression,
       compressionLevel: encoding.compressionLevel,
       defaultTimestamp: this.createdMs,
+      producerId: this.producerId,
+      producerEpoch: this.producerEpoch,
+      baseSequence: this.baseSequence,
     }
     // zstd's binding is asynchronous only; the others encode without a round trip to the pool.
     this.encoded = hasSyncCodec(encoding.compression)
