@@ -68,6 +68,7 @@ export class ReplicaManager {
   /** Image changes are applied one at a time, in order. */
   private applying: Promise<void> = Promise.resolve()
   private isrTimer: { cancel(): void } | null = null
+  private following = true
   private producerExpiryTimer: { cancel(): void } | null = null
   private live = new Set<number>()
 
@@ -100,6 +101,15 @@ export class ReplicaManager {
     for (const partition of this.partitions.values())
       removed += partition.producerState?.removeExpiredProducers() ?? 0
     return removed
+  }
+
+  /**
+   * Stops fetching for good, first thing in a controlled shutdown: a broker on its way out
+   * must not rejoin ISRs it is being removed from (Kafka's KIP-841).
+   */
+  stopFollowing(): void {
+    this.following = false
+    this.options.fetchers.shutdown()
   }
 
   shutdown(): void {
@@ -201,7 +211,11 @@ export class ReplicaManager {
 
   /** Followers of a live leader fetch from it; leaders and orphans fetch from no one. */
   private applyRole(partition: Partition, state: PartitionState): void {
-    const follows = state.leader !== this.options.nodeId && state.leader !== -1 && this.live.has(state.leader)
+    const follows =
+      this.following &&
+      state.leader !== this.options.nodeId &&
+      state.leader !== -1 &&
+      this.live.has(state.leader)
     if (follows) this.options.fetchers.follow(partition, state.leader, state.leaderEpoch)
     else this.options.fetchers.unfollow(partition)
   }

@@ -360,6 +360,7 @@ export class Broker implements BrokerServices {
    * then the listener closes, the registration is revoked and the logs are closed cleanly.
    */
   private async doStop(): Promise<void> {
+    this.replicaManager.stopFollowing()
     if (this.lease)
       await this.moveLeadershipAway().catch((error: unknown) =>
         this.logger.warn({ err: error }, 'controlled shutdown incomplete'),
