@@ -207,6 +207,19 @@ export const brokerConfigDefs = new ConfigDefs([
   def('offsets.topic.num.partitions', 'int', 50, 'Partitions of __consumer_offsets.', { min: 1 }),
   def('offsets.topic.replication.factor', 'short', 3, 'Replication of __consumer_offsets.', { min: 1 }),
   def('group.initial.rebalance.delay.ms', 'int', 3000, 'Delay of the first rebalance of a new group.'),
+  def('group.min.session.timeout.ms', 'int', 6000, 'Smallest session.timeout.ms a member may ask for.'),
+  def('group.max.session.timeout.ms', 'int', 1800000, 'Largest session.timeout.ms a member may ask for.'),
+  def('group.max.size', 'int', 2147483647, 'Members a consumer group may have.', { min: 1 }),
+  def('offsets.retention.minutes', 'int', 10080, 'How long offsets of an empty group are kept.', { min: 1 }),
+  def('offsets.retention.check.interval.ms', 'long', 600000, 'How often expired offsets are removed.', {
+    min: 1,
+  }),
+  def('offsets.commit.timeout.ms', 'int', 5000, 'How long an offset commit waits for its replicas.', {
+    min: 1,
+  }),
+  def('offsets.topic.segment.bytes', 'int', 104857600, 'Segment size of __consumer_offsets.', { min: 1 }),
+  def('offsets.load.buffer.size', 'int', 5242880, 'Bytes read at a time when loading groups.', { min: 1 }),
+  def('offset.metadata.max.bytes', 'int', 4096, 'Largest metadata string of a committed offset.'),
   def('broker.rack', 'string', null, 'Rack of this broker.'),
   def('producer.id.expiration.ms', 'int', 86400000, 'An idle producer id is forgotten after this long.', {
     min: 1,

@@ -1,5 +1,6 @@
 import type { Clock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
+import type { GroupCoordinator } from '../coordinator/group-coordinator.js'
 import type { ClusterImage, PartitionState, TopicImage } from '../metadata/cluster-image.js'
 import type { NewTopic } from '../metadata/cluster-metadata.js'
 import type { ProducerIdManager } from '../metadata/producer-id-manager.js'
@@ -21,6 +22,8 @@ export interface BrokerServices {
   readonly fetchSessions: FetchSessionCache
   /** Cluster-wide unique producer ids for InitProducerId. */
   readonly producerIdManager: ProducerIdManager
+  /** Consumer groups and committed offsets of the __consumer_offsets partitions led here. */
+  readonly groupCoordinator: GroupCoordinator
   /** The latest metadata snapshot this broker has applied. */
   metadataImage(): ClusterImage
   /** Creates missing topics with broker defaults when auto.create.topics.enable allows. */

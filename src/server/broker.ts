@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { InvariantError } from '../common/assert.js'
 import { type Clock, systemClock, type TimerHandle } from '../common/clock.js'
 import { createLogger, type Logger } from '../common/logger.js'
+import { GroupCoordinator, type GroupCoordinatorConfig } from '../coordinator/group-coordinator.js'
 import type {
   BrokerRegistration,
   ClusterImage,
@@ -63,6 +64,7 @@ export class Broker implements BrokerServices {
   readonly replicaManager: ReplicaManager
   readonly fetchSessions: FetchSessionCache
   readonly producerIdManager: ProducerIdManager
+  readonly groupCoordinator: GroupCoordinator
   private socketServer: SocketServer | null = null
   private boundPort = -1
   private stopping: Promise<void> | null = null
@@ -111,6 +113,7 @@ export class Broker implements BrokerServices {
     const sessionSlots = config.values.get('max.incremental.fetch.session.cache.slots') as number | undefined
     this.fetchSessions = new FetchSessionCache(sessionSlots ?? 1000, () => randomInt(1, 2 ** 31 - 1))
     this.producerIdManager = new ProducerIdManager({ store, logger: deps.logger })
+    this.groupCoordinator = new GroupCoordinator(this, groupCoordinatorConfig(config))
   }
 
   static async start(config: BrokerConfig, deps: BrokerDependencies = {}): Promise<Broker> {
@@ -139,8 +142,13 @@ export class Broker implements BrokerServices {
       ...(deps.transport ? { transport: deps.transport } : {}),
     })
     await broker.replicaManager.applyImage(metadata.image())
+    broker.groupCoordinator.onPartitionsChanged()
     metadata.onChange((image) => {
-      broker.replicaManager.applyImage(image).catch((error: unknown) => broker.onFatal(error as Error))
+      broker.replicaManager
+        .applyImage(image)
+        // Leadership of __consumer_offsets partitions decides which groups this broker coordinates.
+        .then(() => broker.groupCoordinator.onPartitionsChanged())
+        .catch((error: unknown) => broker.onFatal(error as Error))
     })
     logManager.startup()
     broker.replicaManager.startup()
@@ -373,6 +381,7 @@ export class Broker implements BrokerServices {
     this.controller = null
     this.lease = null
     await controller?.stop()
+    this.groupCoordinator.shutdown()
     await lease?.revoke().catch((error: unknown) => this.logger.warn({ err: error }, 'lease revoke failed'))
     this.replicaManager.shutdown()
     this.metadata.close()
@@ -397,5 +406,24 @@ export class Broker implements BrokerServices {
       }
       return changed ? { ...image, topics } : image
     })
+  }
+}
+
+/** The coordinator's settings from the broker's group.* and offsets.* properties. */
+function groupCoordinatorConfig(config: BrokerConfig): GroupCoordinatorConfig {
+  const value = (name: string): number => config.values.get(name) as number
+  return {
+    groupMinSessionTimeoutMs: value('group.min.session.timeout.ms'),
+    groupMaxSessionTimeoutMs: value('group.max.session.timeout.ms'),
+    groupInitialRebalanceDelayMs: value('group.initial.rebalance.delay.ms'),
+    groupMaxSize: value('group.max.size'),
+    offsetMetadataMaxBytes: value('offset.metadata.max.bytes'),
+    offsetsRetentionMs: value('offsets.retention.minutes') * 60_000,
+    offsetsTopicNumPartitions: value('offsets.topic.num.partitions'),
+    offsetsTopicReplicationFactor: value('offsets.topic.replication.factor'),
+    offsetsTopicSegmentBytes: value('offsets.topic.segment.bytes'),
+    offsetsCommitTimeoutMs: value('offsets.commit.timeout.ms'),
+    offsetsRetentionCheckIntervalMs: value('offsets.retention.check.interval.ms'),
+    offsetsLoadBufferSize: value('offsets.load.buffer.size'),
   }
 }

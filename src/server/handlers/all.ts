@@ -2,20 +2,31 @@ import { alterConfigsHandler } from './alter-configs.js'
 import { apiVersionsHandler } from './api-versions.js'
 import { createPartitionsHandler } from './create-partitions.js'
 import { createTopicsHandler } from './create-topics.js'
+import { deleteGroupsHandler } from './delete-groups.js'
 import { deleteRecordsHandler } from './delete-records.js'
 import { deleteTopicsHandler } from './delete-topics.js'
 import { describeClusterHandler } from './describe-cluster.js'
 import { describeConfigsHandler } from './describe-configs.js'
+import { describeGroupsHandler } from './describe-groups.js'
 import { describeLogDirsHandler } from './describe-log-dirs.js'
 import { electLeadersHandler } from './elect-leaders.js'
 import { fetchHandler } from './fetch.js'
+import { findCoordinatorHandler } from './find-coordinator.js'
+import { heartbeatHandler } from './heartbeat.js'
 import { incrementalAlterConfigsHandler } from './incremental-alter-configs.js'
 import { initProducerIdHandler } from './init-producer-id.js'
+import { joinGroupHandler } from './join-group.js'
+import { leaveGroupHandler } from './leave-group.js'
+import { listGroupsHandler } from './list-groups.js'
 import { listOffsetsHandler } from './list-offsets.js'
 import { metadataHandler } from './metadata.js'
+import { offsetCommitHandler } from './offset-commit.js'
+import { offsetDeleteHandler } from './offset-delete.js'
+import { offsetFetchHandler } from './offset-fetch.js'
 import { offsetForLeaderEpochHandler } from './offset-for-leader-epoch.js'
 import { produceHandler } from './produce.js'
 import type { AnyApiHandler } from './registry.js'
+import { syncGroupHandler } from './sync-group.js'
 
 /** Every API this broker serves; ApiVersions advertises exactly these ranges. */
 export const allHandlers: readonly AnyApiHandler[] = [
@@ -36,4 +47,15 @@ export const allHandlers: readonly AnyApiHandler[] = [
   incrementalAlterConfigsHandler,
   describeClusterHandler,
   initProducerIdHandler,
+  findCoordinatorHandler,
+  joinGroupHandler,
+  syncGroupHandler,
+  heartbeatHandler,
+  leaveGroupHandler,
+  offsetCommitHandler,
+  offsetFetchHandler,
+  listGroupsHandler,
+  describeGroupsHandler,
+  deleteGroupsHandler,
+  offsetDeleteHandler,
 ]

@@ -1,0 +1,96 @@
+/**
+ * What a step of the coordinator state machine asks of its runtime: records to append to
+ * the group's __consumer_offsets partition, replies to parked requests ("waiters"), and
+ * what to do once the records are committed or failed. Replies in `replies` never depend on
+ * the records; anything that does is produced by `afterAppend`.
+ */
+import type { CoordinatorRecord } from './records.js'
+
+export interface JoinResult {
+  readonly errorCode: number
+  readonly generationId: number
+  readonly protocolType: string | null
+  readonly protocolName: string | null
+  readonly leader: string
+  readonly memberId: string
+  readonly skipAssignment: boolean
+  readonly members: readonly { memberId: string; groupInstanceId: string | null; metadata: Buffer }[]
+}
+
+export interface SyncResult {
+  readonly errorCode: number
+  readonly protocolType: string | null
+  readonly protocolName: string | null
+  readonly assignment: Buffer
+}
+
+/** Heartbeat, LeaveGroup, DeleteGroups: an error code only. */
+export interface CodeResult {
+  readonly errorCode: number
+}
+
+/** OffsetCommit / OffsetDelete: one code per topic-partition ("topic\0partition"). */
+export interface PartitionCodesResult {
+  readonly errorCode: number
+  readonly partitions: ReadonlyMap<string, number>
+}
+
+export type WaiterResponse = JoinResult | SyncResult | CodeResult | PartitionCodesResult
+
+export interface Reply {
+  readonly waiter: number
+  readonly response: WaiterResponse
+}
+
+export interface Effects {
+  readonly records: readonly CoordinatorRecord[]
+  readonly replies: readonly Reply[]
+  /** Called once with NONE when the records are committed, or the error that failed them. */
+  readonly afterAppend?: (errorCode: number, nowMs: number) => Effects
+}
+
+export const NO_EFFECTS: Effects = { records: [], replies: [] }
+
+export function reply(waiter: number, response: WaiterResponse): Effects {
+  return { records: [], replies: [{ waiter, response }] }
+}
+
+/** Both effects, in order; their afterAppend callbacks (at most one may have one) kept. */
+export function combine(a: Effects, b: Effects): Effects {
+  if (a.afterAppend && b.afterAppend) {
+    const first = a.afterAppend
+    const second = b.afterAppend
+    return {
+      records: [...a.records, ...b.records],
+      replies: [...a.replies, ...b.replies],
+      afterAppend: (code, now) => combine(first(code, now), second(code, now)),
+    }
+  }
+  const afterAppend = a.afterAppend ?? b.afterAppend
+  return {
+    records: [...a.records, ...b.records],
+    replies: [...a.replies, ...b.replies],
+    ...(afterAppend ? { afterAppend } : {}),
+  }
+}
+
+export function joinError(errorCode: number, memberId: string): JoinResult {
+  return {
+    errorCode,
+    generationId: -1,
+    protocolType: null,
+    protocolName: null,
+    leader: '',
+    memberId,
+    skipAssignment: false,
+    members: [],
+  }
+}
+
+export function syncError(errorCode: number): SyncResult {
+  return { errorCode, protocolType: null, protocolName: null, assignment: Buffer.alloc(0) }
+}
+
+export function topicPartitionKey(topic: string, partition: number): string {
+  return `${topic}\u0000${partition}`
+}

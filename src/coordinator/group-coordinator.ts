@@ -1,0 +1,666 @@
+/**
+ * The group coordinator's runtime: one shard per __consumer_offsets partition this broker
+ * leads, each loaded from its log before serving (COORDINATOR_LOAD_IN_PROGRESS meanwhile)
+ * and dropped when leadership moves (parked requests answered NOT_COORDINATOR). Requests
+ * run the deterministic steps of rebalance.ts / offsets.ts; their records are appended with
+ * acks=all and whatever depends on them is answered only once they are committed. Time
+ * comes from the injected Clock; each group has one timer, armed at its next deadline.
+ */
+import { randomUUID } from 'node:crypto'
+import type { Clock, TimerHandle } from '../common/clock.js'
+import type { Logger } from '../common/logger.js'
+import type { ClusterImage, TopicImage } from '../metadata/cluster-image.js'
+import type { NewTopic } from '../metadata/cluster-metadata.js'
+import { ErrorCode } from '../protocol/error-codes.js'
+import { decodeRecordBatch, encodeRecordBatchSync, iterateBatches } from '../protocol/record-batch.js'
+import { toErrorCode } from '../replication/kafka-error.js'
+import type { Partition } from '../replication/partition.js'
+import type { AppendResult } from '../replication/replica-manager.js'
+import {
+  type CodeResult,
+  type Effects,
+  type JoinResult,
+  joinError,
+  type PartitionCodesResult,
+  type SyncResult,
+  syncError,
+  type WaiterResponse,
+} from './effects.js'
+import {
+  CONSUMER_OFFSETS_TOPIC,
+  type CoordinatorConfig,
+  type Group,
+  type GroupStateName,
+  newGroup,
+  partitionForGroup,
+} from './group.js'
+import {
+  type CommitRequest,
+  commitOffsets,
+  deleteGroup,
+  deleteOffsets,
+  expireOffsets,
+  replayRecord,
+} from './offsets.js'
+import {
+  heartbeat,
+  type JoinRequest,
+  joinGroup,
+  leaveGroup,
+  type MemberRef,
+  nextDeadline,
+  type SyncRequest,
+  syncGroup,
+  tick,
+} from './rebalance.js'
+import type { CoordinatorRecord } from './records.js'
+
+/** What the coordinator needs from its broker. */
+export interface CoordinatorHost {
+  readonly nodeId: number
+  readonly clock: Clock
+  readonly logger: Logger
+  readonly replicaManager: {
+    getPartition(topic: string, partition: number): Partition | undefined
+    appendToLeader(
+      topic: string,
+      partition: number,
+      records: Buffer,
+      acks: number,
+      timeoutMs: number,
+    ): Promise<AppendResult>
+  }
+  metadataImage(): ClusterImage
+  updateMetadata(change: (image: ClusterImage) => ClusterImage): Promise<ClusterImage>
+  placeNewTopic(spec: NewTopic): TopicImage
+}
+
+export interface GroupCoordinatorConfig extends CoordinatorConfig {
+  readonly offsetsTopicNumPartitions: number
+  readonly offsetsTopicReplicationFactor: number
+  readonly offsetsTopicSegmentBytes: number
+  readonly offsetsCommitTimeoutMs: number
+  readonly offsetsRetentionCheckIntervalMs: number
+  readonly offsetsLoadBufferSize: number
+}
+
+interface Shard {
+  readonly partition: number
+  readonly leaderEpoch: number
+  loading: boolean
+  unloaded: boolean
+  groups: Map<string, Group>
+  readonly timers: Map<string, { atMs: number; handle: TimerHandle }>
+  expiryTimer: TimerHandle | null
+}
+
+interface Waiter {
+  readonly shard: Shard
+  readonly resolve: (response: WaiterResponse) => void
+  /** The answer when the shard is dropped before the request completes. */
+  readonly notCoordinator: WaiterResponse
+}
+
+export interface CoordinatorLocation {
+  readonly errorCode: number
+  readonly errorMessage: string | null
+  readonly nodeId: number
+  readonly host: string
+  readonly port: number
+}
+
+export interface GroupSummary {
+  readonly groupId: string
+  readonly protocolType: string
+  readonly state: GroupStateName
+}
+
+export interface GroupDescription {
+  readonly errorCode: number
+  readonly state: GroupStateName
+  readonly protocolType: string
+  readonly protocolData: string
+  readonly members: readonly {
+    memberId: string
+    groupInstanceId: string | null
+    clientId: string
+    clientHost: string
+    metadata: Buffer
+    assignment: Buffer
+  }[]
+}
+
+export interface OffsetFetchResult {
+  readonly errorCode: number
+  readonly topics: readonly {
+    name: string
+    partitions: {
+      partition: number
+      offset: bigint
+      leaderEpoch: number
+      metadata: string | null
+      errorCode: number
+    }[]
+  }[]
+}
+
+/** How long FindCoordinator waits for a shard this broker is loading, to spare a client retry. */
+const FIND_WAIT_MS = 3000
+const FIND_POLL_MS = 25
+
+export class GroupCoordinator {
+  private readonly shards = new Map<number, Shard>()
+  private readonly waiters = new Map<number, Waiter>()
+  private nextWaiter = 1
+  private creatingTopic: Promise<void> | null = null
+  private stopped = false
+
+  constructor(
+    private readonly host: CoordinatorHost,
+    readonly config: GroupCoordinatorConfig,
+  ) {}
+
+  private get clock(): Clock {
+    return this.host.clock
+  }
+
+  shutdown(): void {
+    this.stopped = true
+    for (const shard of [...this.shards.values()]) this.unload(shard)
+  }
+
+  // ---- leadership of __consumer_offsets partitions ------------------------------------------
+
+  /** Called after each metadata image is applied: load newly led partitions, drop lost ones. */
+  onPartitionsChanged(): void {
+    if (this.stopped) return
+    const topic = this.host.metadataImage().topics.get(CONSUMER_OFFSETS_TOPIC)
+    const count = topic?.partitions.length ?? 0
+    for (const shard of [...this.shards.values()]) if (shard.partition >= count) this.unload(shard)
+    for (let p = 0; p < count; p++) {
+      const partition = this.host.replicaManager.getPartition(CONSUMER_OFFSETS_TOPIC, p)
+      const shard = this.shards.get(p)
+      const leads = partition?.isLeader === true
+      if (shard && (!leads || shard.leaderEpoch !== partition?.leaderEpoch)) this.unload(shard)
+      if (leads && partition && this.shards.get(p) === undefined) this.startLoading(partition)
+    }
+  }
+
+  private startLoading(partition: Partition): void {
+    const shard: Shard = {
+      partition: partition.partition,
+      leaderEpoch: partition.leaderEpoch,
+      loading: true,
+      unloaded: false,
+      groups: new Map(),
+      timers: new Map(),
+      expiryTimer: null,
+    }
+    this.shards.set(shard.partition, shard)
+    const started = this.clock.monotonicMs()
+    this.load(shard, partition).then(
+      (records) => {
+        if (shard.unloaded) return
+        shard.loading = false
+        for (const group of shard.groups.values()) this.schedule(shard, group)
+        this.scheduleExpiry(shard)
+        const tookMs = Math.round(this.clock.monotonicMs() - started)
+        this.host.logger.info(
+          {
+            partition: shard.partition,
+            leaderEpoch: shard.leaderEpoch,
+            groups: shard.groups.size,
+            records,
+            tookMs,
+          },
+          'group coordinator loaded __consumer_offsets partition',
+        )
+      },
+      (error: unknown) => {
+        this.host.logger.error(
+          { err: error, partition: shard.partition },
+          'loading __consumer_offsets failed',
+        )
+        // Answer NOT_COORDINATOR rather than loading forever; the next leadership change retries.
+        if (!shard.unloaded) this.unload(shard)
+      },
+    )
+  }
+
+  /** Replays the partition from its log start to its log end; returns the records read. */
+  private async load(shard: Shard, partition: Partition): Promise<number> {
+    const log = partition.log
+    const end = log.logEndOffset
+    let offset = log.logStartOffset
+    let count = 0
+    const now = this.clock.nowMs()
+    while (offset < end && !shard.unloaded) {
+      const info = await log.read(offset, {
+        maxBytes: this.config.offsetsLoadBufferSize,
+        maxOffset: end,
+        minOneMessage: true,
+      })
+      if (info.sizeInBytes === 0) break
+      for (const chunk of info.records) {
+        for (const span of iterateBatches(chunk)) {
+          const batch = await decodeRecordBatch(chunk, span.at)
+          if (batch.isControl) continue
+          for (const record of batch.records) {
+            if (record.key === null) continue
+            replayRecord(shard.groups, { key: record.key, value: record.value }, now)
+            count++
+          }
+        }
+      }
+      offset = info.nextOffset
+    }
+    return count
+  }
+
+  private unload(shard: Shard): void {
+    shard.unloaded = true
+    if (this.shards.get(shard.partition) === shard) this.shards.delete(shard.partition)
+    for (const timer of shard.timers.values()) timer.handle.cancel()
+    shard.timers.clear()
+    shard.expiryTimer?.cancel()
+    for (const [id, waiter] of [...this.waiters]) {
+      if (waiter.shard !== shard) continue
+      this.waiters.delete(id)
+      waiter.resolve(waiter.notCoordinator)
+    }
+    if (!shard.loading)
+      this.host.logger.info(
+        { partition: shard.partition },
+        'group coordinator unloaded __consumer_offsets partition',
+      )
+  }
+
+  // ---- routing ---------------------------------------------------------------------------
+
+  /** The loaded shard coordinating `groupId` here, or the error a client must see. */
+  private route(groupId: string): Shard | number {
+    const topic = this.host.metadataImage().topics.get(CONSUMER_OFFSETS_TOPIC)
+    if (!topic || topic.partitions.length === 0) return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    const p = partitionForGroup(groupId, topic.partitions.length)
+    const shard = this.shards.get(p)
+    if (!shard)
+      return topic.partitions[p].leader === this.host.nodeId
+        ? ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        : ErrorCode.NOT_COORDINATOR
+    const partition = this.host.replicaManager.getPartition(CONSUMER_OFFSETS_TOPIC, p)
+    if (!partition?.isLeader || partition.leaderEpoch !== shard.leaderEpoch)
+      return ErrorCode.NOT_COORDINATOR
+    if (shard.loading) return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    return shard
+  }
+
+  // ---- FindCoordinator ---------------------------------------------------------------------
+
+  async findCoordinator(key: string): Promise<CoordinatorLocation> {
+    const unavailable = (message: string): CoordinatorLocation => ({
+      errorCode: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+      errorMessage: message,
+      nodeId: -1,
+      host: '',
+      port: -1,
+    })
+    if (!this.host.metadataImage().topics.has(CONSUMER_OFFSETS_TOPIC)) {
+      try {
+        await this.createOffsetsTopic()
+      } catch (error) {
+        this.host.logger.warn({ err: error }, 'creating __consumer_offsets failed')
+        return unavailable('__consumer_offsets could not be created')
+      }
+    }
+    const image = this.host.metadataImage()
+    const topic = image.topics.get(CONSUMER_OFFSETS_TOPIC)
+    if (!topic) return unavailable('__consumer_offsets does not exist yet')
+    const p = partitionForGroup(key, topic.partitions.length)
+    const leader = topic.partitions[p].leader
+    const broker = image.brokers.get(leader)
+    if (!broker) return unavailable(`__consumer_offsets-${p} has no live leader`)
+    if (leader === this.host.nodeId) await this.waitLoaded(p)
+    return {
+      errorCode: ErrorCode.NONE,
+      errorMessage: null,
+      nodeId: broker.nodeId,
+      host: broker.host,
+      port: broker.port,
+    }
+  }
+
+  private async waitLoaded(partition: number): Promise<void> {
+    const deadline = this.clock.monotonicMs() + FIND_WAIT_MS
+    while (
+      this.shards.get(partition)?.loading !== false &&
+      this.clock.monotonicMs() < deadline &&
+      !this.stopped
+    )
+      await new Promise<void>((resolve) => this.clock.setTimeout(resolve, FIND_POLL_MS))
+  }
+
+  /**
+   * Creates __consumer_offsets on first use, as Kafka does: compacted, with
+   * offsets.topic.num.partitions partitions and offsets.topic.replication.factor replicas,
+   * capped at the live broker count (a dev cluster smaller than the factor still works).
+   */
+  private createOffsetsTopic(): Promise<void> {
+    this.creatingTopic ??= this.host
+      .updateMetadata((image) => {
+        if (image.topics.has(CONSUMER_OFFSETS_TOPIC)) return image
+        const replicationFactor = Math.max(
+          1,
+          Math.min(this.config.offsetsTopicReplicationFactor, image.brokers.size),
+        )
+        const topic = this.host.placeNewTopic({
+          name: CONSUMER_OFFSETS_TOPIC,
+          partitions: this.config.offsetsTopicNumPartitions,
+          replicationFactor,
+          configs: {
+            'cleanup.policy': 'compact',
+            'compression.type': 'producer',
+            'segment.bytes': String(this.config.offsetsTopicSegmentBytes),
+          },
+        })
+        this.host.logger.info(
+          { partitions: this.config.offsetsTopicNumPartitions, replicationFactor },
+          'creating __consumer_offsets',
+        )
+        return { ...image, topics: new Map(image.topics).set(CONSUMER_OFFSETS_TOPIC, topic) }
+      })
+      .then(
+        () => undefined,
+        (error: unknown) => {
+          this.creatingTopic = null
+          throw error
+        },
+      )
+    return this.creatingTopic
+  }
+
+  // ---- group membership --------------------------------------------------------------------
+
+  join(req: Omit<JoinRequest, 'newMemberId'>): Promise<JoinResult> {
+    const shard = this.route(req.groupId)
+    if (typeof shard === 'number') return Promise.resolve(joinError(shard, req.memberId))
+    let group = shard.groups.get(req.groupId)
+    if (!group || group.state === 'Dead') {
+      if (req.memberId !== '') return Promise.resolve(joinError(ErrorCode.UNKNOWN_MEMBER_ID, req.memberId))
+      group = newGroup(req.groupId, this.clock.nowMs())
+      shard.groups.set(req.groupId, group)
+    }
+    const newMemberId = `${req.clientId}-${randomUUID()}`
+    const target = group
+    return this.run(shard, target, joinError(ErrorCode.NOT_COORDINATOR, req.memberId), (waiter, now) =>
+      joinGroup(target, { ...req, newMemberId }, waiter, now, this.config),
+    ) as Promise<JoinResult>
+  }
+
+  sync(groupId: string, req: SyncRequest): Promise<SyncResult> {
+    const shard = this.route(groupId)
+    if (typeof shard === 'number') return Promise.resolve(syncError(shard))
+    const group = shard.groups.get(groupId)
+    if (!group) return Promise.resolve(syncError(ErrorCode.UNKNOWN_MEMBER_ID))
+    return this.run(shard, group, syncError(ErrorCode.NOT_COORDINATOR), (waiter, now) =>
+      syncGroup(group, req, waiter, now),
+    ) as Promise<SyncResult>
+  }
+
+  heartbeat(groupId: string, memberId: string, groupInstanceId: string | null, generationId: number): number {
+    const shard = this.route(groupId)
+    if (typeof shard === 'number') return shard
+    const group = shard.groups.get(groupId)
+    if (!group) return ErrorCode.UNKNOWN_MEMBER_ID
+    const result = heartbeat(group, memberId, groupInstanceId, generationId, this.clock.nowMs())
+    this.schedule(shard, group)
+    return result.errorCode
+  }
+
+  leave(groupId: string, members: readonly MemberRef[]): { errorCode: number; codes: number[] } {
+    const shard = this.route(groupId)
+    if (typeof shard === 'number') return { errorCode: shard, codes: members.map(() => shard) }
+    const group = shard.groups.get(groupId)
+    if (!group) return { errorCode: ErrorCode.NONE, codes: members.map(() => ErrorCode.UNKNOWN_MEMBER_ID) }
+    const { codes, effects } = leaveGroup(group, members, this.clock.nowMs())
+    this.execute(shard, group, effects)
+    return { errorCode: ErrorCode.NONE, codes }
+  }
+
+  // ---- offsets -----------------------------------------------------------------------------
+
+  commit(groupId: string, req: CommitRequest): Promise<PartitionCodesResult> {
+    const everyPartition = (code: number): PartitionCodesResult => ({
+      errorCode: code,
+      partitions: new Map(req.partitions.map((p) => [`${p.topic}\u0000${p.partition}`, code])),
+    })
+    const shard = this.route(groupId)
+    if (typeof shard === 'number') return Promise.resolve(everyPartition(shard))
+    let group = shard.groups.get(groupId)
+    if (!group || group.state === 'Dead') {
+      // Only commits outside group management may create a group.
+      if (req.generationId >= 0) return Promise.resolve(everyPartition(ErrorCode.ILLEGAL_GENERATION))
+      group = newGroup(groupId, this.clock.nowMs())
+      shard.groups.set(groupId, group)
+    }
+    const target = group
+    const image = this.host.metadataImage()
+    return this.run(shard, target, everyPartition(ErrorCode.NOT_COORDINATOR), (waiter, now) =>
+      commitOffsets(target, req, waiter, now, this.config, (topic) => image.topics.has(topic)),
+    ) as Promise<PartitionCodesResult>
+  }
+
+  /** OffsetFetch for one group; `topics` null means every partition with a committed offset. */
+  fetchOffsets(
+    groupId: string,
+    topics: readonly { name: string; partitions: number[] }[] | null,
+  ): OffsetFetchResult {
+    const shard = this.route(groupId)
+    if (typeof shard === 'number') return { errorCode: shard, topics: [] }
+    const offsets = shard.groups.get(groupId)?.offsets ?? new Map()
+    const wanted =
+      topics ??
+      [...offsets].map(([name, partitions]) => ({
+        name,
+        partitions: [...partitions.keys()].sort((a, b) => a - b),
+      }))
+    return {
+      errorCode: ErrorCode.NONE,
+      topics: wanted.map((t) => ({
+        name: t.name,
+        partitions: t.partitions.map((partition) => {
+          const committed = offsets.get(t.name)?.get(partition)
+          return {
+            partition,
+            offset: committed?.offset ?? -1n,
+            leaderEpoch: committed?.leaderEpoch ?? -1,
+            metadata: committed?.metadata ?? '',
+            errorCode: ErrorCode.NONE,
+          }
+        }),
+      })),
+    }
+  }
+
+  // ---- admin -------------------------------------------------------------------------------
+
+  listGroups(): { errorCode: number; groups: GroupSummary[] } {
+    let errorCode: number = ErrorCode.NONE
+    const groups: GroupSummary[] = []
+    for (const shard of this.shards.values()) {
+      if (shard.loading) errorCode = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+      for (const group of shard.groups.values()) {
+        if (group.state === 'Dead') continue
+        groups.push({ groupId: group.groupId, protocolType: group.protocolType ?? '', state: group.state })
+      }
+    }
+    return { errorCode, groups }
+  }
+
+  describeGroup(groupId: string): GroupDescription {
+    const shard = this.route(groupId)
+    const empty = { state: 'Dead' as const, protocolType: '', protocolData: '', members: [] }
+    if (typeof shard === 'number') return { errorCode: shard, ...empty }
+    const group = shard.groups.get(groupId)
+    if (!group) return { errorCode: ErrorCode.NONE, ...empty }
+    // Member metadata and assignments are only meaningful once a generation is stable (as Kafka).
+    const stable = group.state === 'Stable'
+    return {
+      errorCode: ErrorCode.NONE,
+      state: group.state,
+      protocolType: group.protocolType ?? '',
+      protocolData: stable ? (group.protocolName ?? '') : '',
+      members: [...group.members.values()].map((m) => ({
+        memberId: m.memberId,
+        groupInstanceId: m.groupInstanceId,
+        clientId: m.clientId,
+        clientHost: m.clientHost,
+        metadata: stable
+          ? (m.protocols.find((p) => p.name === group.protocolName)?.metadata ?? Buffer.alloc(0))
+          : Buffer.alloc(0),
+        assignment: stable ? m.assignment : Buffer.alloc(0),
+      })),
+    }
+  }
+
+  deleteGroup(groupId: string): Promise<number> {
+    const shard = this.route(groupId)
+    if (typeof shard === 'number') return Promise.resolve(shard)
+    const group = shard.groups.get(groupId)
+    if (!group) return Promise.resolve(ErrorCode.GROUP_ID_NOT_FOUND)
+    const result = this.run(shard, group, { errorCode: ErrorCode.NOT_COORDINATOR }, (waiter) =>
+      deleteGroup(group, waiter),
+    ) as Promise<CodeResult>
+    return result.then((r) => r.errorCode)
+  }
+
+  deleteOffsets(
+    groupId: string,
+    partitions: readonly { topic: string; partition: number }[],
+  ): Promise<PartitionCodesResult> {
+    const shard = this.route(groupId)
+    if (typeof shard === 'number') return Promise.resolve({ errorCode: shard, partitions: new Map() })
+    const group = shard.groups.get(groupId)
+    if (!group) return Promise.resolve({ errorCode: ErrorCode.GROUP_ID_NOT_FOUND, partitions: new Map() })
+    return this.run(shard, group, { errorCode: ErrorCode.NOT_COORDINATOR, partitions: new Map() }, (waiter) =>
+      deleteOffsets(group, partitions, waiter),
+    ) as Promise<PartitionCodesResult>
+  }
+
+  // ---- running steps -----------------------------------------------------------------------
+
+  /** Parks a waiter for the request, runs the step and returns the waiter's answer. */
+  private run(
+    shard: Shard,
+    group: Group,
+    notCoordinator: WaiterResponse,
+    step: (waiter: number, nowMs: number) => Effects,
+  ): Promise<WaiterResponse> {
+    const id = this.nextWaiter++
+    const promise = new Promise<WaiterResponse>((resolve) => {
+      this.waiters.set(id, { shard, resolve, notCoordinator })
+    })
+    this.execute(shard, group, step(id, this.clock.nowMs()))
+    return promise
+  }
+
+  private execute(shard: Shard, group: Group, effects: Effects): void {
+    for (const r of effects.replies) {
+      const waiter = this.waiters.get(r.waiter)
+      if (!waiter) continue
+      this.waiters.delete(r.waiter)
+      waiter.resolve(r.response)
+    }
+    if (effects.records.length > 0) {
+      const afterAppend = effects.afterAppend
+      this.append(shard, effects.records).then((code) => {
+        if (shard.unloaded || !afterAppend) return
+        this.execute(shard, group, afterAppend(code, this.clock.nowMs()))
+      })
+    }
+    if (group.state === 'Dead' && shard.groups.get(group.groupId) === group) {
+      shard.groups.delete(group.groupId)
+      shard.timers.get(group.groupId)?.handle.cancel()
+      shard.timers.delete(group.groupId)
+      return
+    }
+    this.schedule(shard, group)
+  }
+
+  /** Appends with acks=all; resolves with the error code a group API should answer (never rejects). */
+  private async append(shard: Shard, records: readonly CoordinatorRecord[]): Promise<number> {
+    const batch = encodeRecordBatchSync({
+      records: records.map((r) => ({ key: r.key, value: r.value })),
+      defaultTimestamp: this.clock.nowMs(),
+    })
+    try {
+      const result = await this.host.replicaManager.appendToLeader(
+        CONSUMER_OFFSETS_TOPIC,
+        shard.partition,
+        batch,
+        -1,
+        this.config.offsetsCommitTimeoutMs,
+      )
+      return appendError(result.errorCode)
+    } catch (error) {
+      const code = toErrorCode(error)
+      if (code === null) {
+        this.host.logger.error(
+          { err: error, partition: shard.partition },
+          'append to __consumer_offsets failed',
+        )
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+      }
+      return appendError(code)
+    }
+  }
+
+  // ---- timers --------------------------------------------------------------------------------
+
+  private schedule(shard: Shard, group: Group): void {
+    if (shard.unloaded || shard.loading) return
+    const deadline = nextDeadline(group)
+    const armed = shard.timers.get(group.groupId)
+    if (armed && armed.atMs === deadline) return
+    armed?.handle.cancel()
+    shard.timers.delete(group.groupId)
+    if (deadline === null) return
+    const delayMs = Math.max(0, deadline - this.clock.nowMs())
+    const handle = this.clock.setTimeout(() => this.onTimer(shard, group.groupId), delayMs)
+    shard.timers.set(group.groupId, { atMs: deadline, handle })
+  }
+
+  private onTimer(shard: Shard, groupId: string): void {
+    shard.timers.delete(groupId)
+    const group = shard.groups.get(groupId)
+    if (shard.unloaded || !group) return
+    this.execute(shard, group, tick(group, this.clock.nowMs()))
+  }
+
+  private scheduleExpiry(shard: Shard): void {
+    shard.expiryTimer = this.clock.setTimeout(() => {
+      if (shard.unloaded) return
+      const now = this.clock.nowMs()
+      for (const group of [...shard.groups.values()]) {
+        const records = expireOffsets(group, now, this.config)
+        if (records.length > 0) this.execute(shard, group, { records, replies: [] })
+      }
+      this.scheduleExpiry(shard)
+    }, this.config.offsetsRetentionCheckIntervalMs)
+  }
+}
+
+/** Kafka's mapping of __consumer_offsets append errors to what group clients should see. */
+function appendError(code: number): number {
+  switch (code) {
+    case ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+    case ErrorCode.NOT_ENOUGH_REPLICAS:
+    case ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+    case ErrorCode.REQUEST_TIMED_OUT:
+      return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    case ErrorCode.NOT_LEADER_OR_FOLLOWER:
+    case ErrorCode.KAFKA_STORAGE_ERROR:
+      return ErrorCode.NOT_COORDINATOR
+    default:
+      return code
+  }
+}

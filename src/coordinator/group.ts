@@ -1,0 +1,120 @@
+/**
+ * A classic consumer group as the coordinator holds it in memory: members, generation,
+ * selected protocol, committed offsets and the deadlines that drive rebalances. The state
+ * machine (rebalance.ts, offsets.ts) changes it; nothing here does I/O or reads a clock.
+ */
+
+export type GroupStateName = 'Empty' | 'PreparingRebalance' | 'CompletingRebalance' | 'Stable' | 'Dead'
+
+export interface GroupProtocol {
+  readonly name: string
+  readonly metadata: Buffer
+}
+
+export interface Member {
+  memberId: string
+  groupInstanceId: string | null
+  clientId: string
+  clientHost: string
+  sessionTimeoutMs: number
+  rebalanceTimeoutMs: number
+  protocolType: string
+  protocols: readonly GroupProtocol[]
+  assignment: Buffer
+  /** Waiter of a JoinGroup parked until the rebalance completes. */
+  joinWaiter: number | null
+  /** Waiter of a SyncGroup parked until the leader's assignment is stored. */
+  syncWaiter: number | null
+  /** The session ends here unless a heartbeat (or join/sync) comes first. */
+  heartbeatDeadlineMs: number
+}
+
+export interface CommittedOffset {
+  readonly offset: bigint
+  readonly leaderEpoch: number
+  readonly metadata: string
+  readonly commitTimestampMs: number
+  readonly expireTimestampMs: number | null
+}
+
+/** The initial rebalance delay of a new group (group.initial.rebalance.delay.ms, KIP-134). */
+export interface InitialDelay {
+  readonly stepMs: number
+  /** The delay never extends past the rebalance timeout of the first member. */
+  readonly limitMs: number
+  newMemberAdded: boolean
+}
+
+export interface Group {
+  readonly groupId: string
+  state: GroupStateName
+  generationId: number
+  protocolType: string | null
+  protocolName: string | null
+  leaderId: string | null
+  readonly members: Map<string, Member>
+  /** Members given an id by MEMBER_ID_REQUIRED that have not joined with it yet: id → deadline. */
+  readonly pendingMembers: Map<string, number>
+  /** group.instance.id → member id of static members. */
+  readonly staticMembers: Map<string, string>
+  /** topic → partition → committed offset. */
+  readonly offsets: Map<string, Map<number, CommittedOffset>>
+  /** When PreparingRebalance gives up waiting for members to rejoin. */
+  rebalanceDeadlineMs: number | null
+  initialDelay: InitialDelay | null
+  /** When the group entered its current state (offsets of an Empty group expire from here). */
+  currentStateTimestampMs: number
+}
+
+export function newGroup(groupId: string, nowMs: number): Group {
+  return {
+    groupId,
+    state: 'Empty',
+    generationId: 0,
+    protocolType: null,
+    protocolName: null,
+    leaderId: null,
+    members: new Map(),
+    pendingMembers: new Map(),
+    staticMembers: new Map(),
+    offsets: new Map(),
+    rebalanceDeadlineMs: null,
+    initialDelay: null,
+    currentStateTimestampMs: nowMs,
+  }
+}
+
+/** Limits from the broker config (group.* and offsets.* properties). */
+export interface CoordinatorConfig {
+  readonly groupMinSessionTimeoutMs: number
+  readonly groupMaxSessionTimeoutMs: number
+  readonly groupInitialRebalanceDelayMs: number
+  readonly groupMaxSize: number
+  readonly offsetMetadataMaxBytes: number
+  readonly offsetsRetentionMs: number
+}
+
+export const DEFAULT_COORDINATOR_CONFIG: CoordinatorConfig = {
+  groupMinSessionTimeoutMs: 6000,
+  groupMaxSessionTimeoutMs: 1800000,
+  groupInitialRebalanceDelayMs: 3000,
+  groupMaxSize: 2147483647,
+  offsetMetadataMaxBytes: 4096,
+  offsetsRetentionMs: 7 * 24 * 3600 * 1000,
+}
+
+/** Java's String.hashCode over UTF-16 code units, as Kafka hashes group ids. */
+export function javaStringHashCode(value: string): number {
+  let hash = 0
+  for (let i = 0; i < value.length; i++) hash = (Math.imul(hash, 31) + value.charCodeAt(i)) | 0
+  return hash
+}
+
+/** The __consumer_offsets partition of a group: Kafka's Utils.abs(hashCode) % partitions. */
+export function partitionForGroup(groupId: string, partitionCount: number): number {
+  const hash = javaStringHashCode(groupId)
+  const abs = hash === -2147483648 ? 0 : Math.abs(hash)
+  return abs % partitionCount
+}
+
+export const CONSUMER_OFFSETS_TOPIC = '__consumer_offsets'

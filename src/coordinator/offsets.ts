@@ -1,0 +1,299 @@
+/**
+ * Committed offsets and group lifecycle records as deterministic steps: OffsetCommit
+ * (validated against the group's generation, applied only once its records are
+ * committed), OffsetFetch, DeleteGroups, OffsetDelete, offsets.retention.minutes expiry,
+ * and `replayRecord`, which rebuilds groups from the __consumer_offsets log when a broker
+ * becomes coordinator. Like rebalance.ts: no I/O, no clock.
+ */
+
+import { ErrorCode } from '../protocol/error-codes.js'
+import { decodeConsumerProtocolSubscription } from '../protocol/generated/consumer-protocol-subscription.js'
+import { Reader } from '../protocol/primitives.js'
+import { type Effects, type PartitionCodesResult, reply, topicPartitionKey } from './effects.js'
+import { type CommittedOffset, type CoordinatorConfig, type Group, type Member, newGroup } from './group.js'
+import {
+  type CoordinatorRecord,
+  decodeGroupMetadataValue,
+  decodeKey,
+  decodeOffsetCommitValue,
+  encodeOffsetCommitValue,
+  groupMetadataKey,
+  offsetCommitKey,
+} from './records.js'
+
+export interface CommitRequest {
+  readonly memberId: string
+  readonly groupInstanceId: string | null
+  readonly generationId: number
+  /** OffsetCommit v2-4 retention_time_ms; -1 for the broker default. */
+  readonly retentionTimeMs: number
+  readonly partitions: readonly {
+    topic: string
+    partition: number
+    offset: bigint
+    leaderEpoch: number
+    metadata: string | null
+  }[]
+}
+
+/** The group-level check of an OffsetCommit; NONE lets the commit through. */
+export function validateCommit(group: Group, req: CommitRequest, nowMs: number): number {
+  if (group.state === 'Dead') return ErrorCode.COORDINATOR_NOT_AVAILABLE
+  // Commits outside group management (assign-mode consumers, admin tools).
+  if (req.generationId < 0 && group.state === 'Empty') return ErrorCode.NONE
+  const instance = req.groupInstanceId
+  if (
+    instance !== null &&
+    group.staticMembers.has(instance) &&
+    group.staticMembers.get(instance) !== req.memberId
+  )
+    return ErrorCode.FENCED_INSTANCE_ID
+  const member = group.members.get(req.memberId)
+  if (!member) return ErrorCode.UNKNOWN_MEMBER_ID
+  if (req.generationId !== group.generationId) return ErrorCode.ILLEGAL_GENERATION
+  if (group.state === 'CompletingRebalance') return ErrorCode.REBALANCE_IN_PROGRESS
+  member.heartbeatDeadlineMs = nowMs + member.sessionTimeoutMs
+  return ErrorCode.NONE
+}
+
+/**
+ * Writes the commit's records; the offsets become visible (and the reply is sent) only
+ * after they are committed to the partition (acks=all), so a failover never loses an
+ * offset a client was told is committed.
+ */
+export function commitOffsets(
+  group: Group,
+  req: CommitRequest,
+  waiter: number,
+  nowMs: number,
+  config: CoordinatorConfig,
+  topicExists: (topic: string) => boolean,
+): Effects {
+  const codes = new Map<string, number>()
+  const groupCode = validateCommit(group, req, nowMs)
+  const accepted: { topic: string; partition: number; value: CommittedOffset }[] = []
+  for (const p of req.partitions) {
+    const key = topicPartitionKey(p.topic, p.partition)
+    const metadata = p.metadata ?? ''
+    if (groupCode !== ErrorCode.NONE) codes.set(key, groupCode)
+    else if (Buffer.byteLength(metadata) > config.offsetMetadataMaxBytes)
+      codes.set(key, ErrorCode.OFFSET_METADATA_TOO_LARGE)
+    else if (!topicExists(p.topic)) codes.set(key, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    else {
+      const expireTimestampMs = req.retentionTimeMs >= 0 ? nowMs + req.retentionTimeMs : null
+      const value = {
+        offset: p.offset,
+        leaderEpoch: p.leaderEpoch,
+        metadata,
+        commitTimestampMs: nowMs,
+        expireTimestampMs,
+      }
+      accepted.push({ topic: p.topic, partition: p.partition, value })
+    }
+  }
+  if (accepted.length === 0) return reply(waiter, { errorCode: ErrorCode.NONE, partitions: codes })
+  const records = accepted.map((a) => ({
+    key: offsetCommitKey(group.groupId, a.topic, a.partition),
+    value: encodeOffsetCommitValue(a.value),
+  }))
+  const afterAppend = (code: number): Effects => {
+    const partitions = new Map(codes)
+    for (const a of accepted) {
+      partitions.set(topicPartitionKey(a.topic, a.partition), offsetAppendError(code))
+      if (code === ErrorCode.NONE) setOffset(group, a.topic, a.partition, a.value)
+    }
+    return reply(waiter, { errorCode: ErrorCode.NONE, partitions } satisfies PartitionCodesResult)
+  }
+  return { records, replies: [], afterAppend }
+}
+
+/** Kafka's mapping of append errors to OffsetCommit errors (GroupMetadataManager.storeOffsets). */
+function offsetAppendError(code: number): number {
+  switch (code) {
+    case ErrorCode.MESSAGE_TOO_LARGE:
+    case ErrorCode.RECORD_LIST_TOO_LARGE:
+    case ErrorCode.INVALID_FETCH_SIZE:
+      return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    default:
+      return code
+  }
+}
+
+export function setOffset(group: Group, topic: string, partition: number, value: CommittedOffset): void {
+  let partitions = group.offsets.get(topic)
+  if (!partitions) {
+    partitions = new Map()
+    group.offsets.set(topic, partitions)
+  }
+  partitions.set(partition, value)
+}
+
+function deleteOffset(group: Group, topic: string, partition: number): void {
+  const partitions = group.offsets.get(topic)
+  if (!partitions) return
+  partitions.delete(partition)
+  if (partitions.size === 0) group.offsets.delete(topic)
+}
+
+export function hasOffsets(group: Group): boolean {
+  return group.offsets.size > 0
+}
+
+// ---- DeleteGroups and OffsetDelete --------------------------------------------------------
+
+/** DeleteGroups: only an Empty group; its offsets and metadata get tombstones. */
+export function deleteGroup(group: Group, waiter: number): Effects {
+  if (group.state === 'Dead') return reply(waiter, { errorCode: ErrorCode.GROUP_ID_NOT_FOUND })
+  if (group.state !== 'Empty') return reply(waiter, { errorCode: ErrorCode.NON_EMPTY_GROUP })
+  const records: CoordinatorRecord[] = []
+  for (const [topic, partitions] of group.offsets)
+    for (const partition of partitions.keys())
+      records.push({ key: offsetCommitKey(group.groupId, topic, partition), value: null })
+  records.push({ key: groupMetadataKey(group.groupId), value: null })
+  group.state = 'Dead'
+  group.offsets.clear()
+  return { records, replies: [], afterAppend: (code) => reply(waiter, { errorCode: code }) }
+}
+
+/** OffsetDelete: partitions of topics the (consumer) group still subscribes to are refused. */
+export function deleteOffsets(
+  group: Group,
+  partitions: readonly { topic: string; partition: number }[],
+  waiter: number,
+): Effects {
+  if (group.state === 'Dead')
+    return reply(waiter, { errorCode: ErrorCode.GROUP_ID_NOT_FOUND, partitions: new Map() })
+  const nonEmpty = group.state !== 'Empty'
+  if (nonEmpty && group.protocolType !== 'consumer')
+    return reply(waiter, { errorCode: ErrorCode.NON_EMPTY_GROUP, partitions: new Map() })
+  const subscribed = nonEmpty ? subscribedTopics(group) : new Set<string>()
+  const codes = new Map<string, number>()
+  const records: CoordinatorRecord[] = []
+  for (const { topic, partition } of partitions) {
+    const key = topicPartitionKey(topic, partition)
+    if (subscribed.has(topic)) {
+      codes.set(key, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
+      continue
+    }
+    codes.set(key, ErrorCode.NONE)
+    if (group.offsets.get(topic)?.has(partition) !== true) continue
+    deleteOffset(group, topic, partition)
+    records.push({ key: offsetCommitKey(group.groupId, topic, partition), value: null })
+  }
+  const result = (code: number) => ({ errorCode: code, partitions: codes })
+  if (records.length === 0) return reply(waiter, result(ErrorCode.NONE))
+  return { records, replies: [], afterAppend: (code) => reply(waiter, result(code)) }
+}
+
+/** Topics in the members' ConsumerProtocolSubscription for the selected protocol. */
+export function subscribedTopics(group: Group): Set<string> {
+  const topics = new Set<string>()
+  for (const member of group.members.values())
+    for (const topic of memberTopics(group, member)) topics.add(topic)
+  return topics
+}
+
+function memberTopics(group: Group, member: Member): string[] {
+  const metadata = member.protocols.find((p) => p.name === group.protocolName)?.metadata
+  if (!metadata || metadata.length < 2) return []
+  try {
+    const reader = new Reader(metadata)
+    const version = Math.min(reader.readInt16(), 3)
+    return decodeConsumerProtocolSubscription(reader, version).topics
+  } catch {
+    // Not a consumer subscription we can read (a custom protocol): it subscribes to nothing we know.
+    return []
+  }
+}
+
+// ---- expiry -------------------------------------------------------------------------------
+
+/**
+ * offsets.retention.minutes (KIP-211): offsets of an Empty group expire that long after
+ * it became empty (or after the commit, for groups that never had members); a commit with
+ * an explicit retention (OffsetCommit v2-4) expires at its own time. A group left with
+ * neither members nor offsets is deleted.
+ */
+export function expireOffsets(group: Group, nowMs: number, config: CoordinatorConfig): CoordinatorRecord[] {
+  const records: CoordinatorRecord[] = []
+  for (const [topic, partitions] of [...group.offsets]) {
+    for (const [partition, committed] of [...partitions]) {
+      if (!isExpired(group, committed, nowMs, config)) continue
+      deleteOffset(group, topic, partition)
+      records.push({ key: offsetCommitKey(group.groupId, topic, partition), value: null })
+    }
+  }
+  if (group.state === 'Empty' && !hasOffsets(group) && (records.length > 0 || group.generationId > 0)) {
+    group.state = 'Dead'
+    records.push({ key: groupMetadataKey(group.groupId), value: null })
+  }
+  return records
+}
+
+function isExpired(
+  group: Group,
+  committed: CommittedOffset,
+  nowMs: number,
+  config: CoordinatorConfig,
+): boolean {
+  if (committed.expireTimestampMs !== null) return nowMs >= committed.expireTimestampMs
+  if (group.state !== 'Empty') return false
+  const base = group.protocolType ? group.currentStateTimestampMs : committed.commitTimestampMs
+  return nowMs - base >= config.offsetsRetentionMs
+}
+
+// ---- loading ------------------------------------------------------------------------------
+
+/**
+ * Applies one __consumer_offsets record to the groups being loaded. Group metadata makes
+ * the group Stable with its members (or Empty), their sessions starting now: members
+ * alive keep heartbeating to the new coordinator, dead ones expire.
+ */
+export function replayRecord(groups: Map<string, Group>, record: CoordinatorRecord, nowMs: number): void {
+  const key = decodeKey(record.key)
+  if (!key) return
+  let group = groups.get(key.group)
+  if (key.kind === 'offset') {
+    if (record.value === null) {
+      if (group) deleteOffset(group, key.topic, key.partition)
+      return
+    }
+    if (!group) {
+      group = newGroup(key.group, nowMs)
+      groups.set(key.group, group)
+    }
+    setOffset(group, key.topic, key.partition, decodeOffsetCommitValue(record.value))
+    return
+  }
+  if (record.value === null) {
+    groups.delete(key.group)
+    return
+  }
+  const value = decodeGroupMetadataValue(record.value)
+  const offsets = group?.offsets
+  group = newGroup(key.group, value.currentStateTimestampMs >= 0 ? value.currentStateTimestampMs : nowMs)
+  if (offsets) for (const [topic, partitions] of offsets) group.offsets.set(topic, partitions)
+  group.generationId = value.generation
+  group.protocolType = value.protocolType === '' ? null : value.protocolType
+  group.protocolName = value.protocol
+  group.leaderId = value.leader
+  group.state = value.members.length > 0 ? 'Stable' : 'Empty'
+  for (const m of value.members) {
+    group.members.set(m.memberId, {
+      memberId: m.memberId,
+      groupInstanceId: m.groupInstanceId,
+      clientId: m.clientId,
+      clientHost: m.clientHost,
+      sessionTimeoutMs: m.sessionTimeoutMs,
+      rebalanceTimeoutMs: m.rebalanceTimeoutMs,
+      protocolType: value.protocolType,
+      protocols: value.protocol !== null ? [{ name: value.protocol, metadata: m.subscription }] : [],
+      assignment: m.assignment,
+      joinWaiter: null,
+      syncWaiter: null,
+      heartbeatDeadlineMs: nowMs + m.sessionTimeoutMs,
+    })
+    if (m.groupInstanceId !== null) group.staticMembers.set(m.groupInstanceId, m.memberId)
+  }
+  groups.set(key.group, group)
+}

@@ -1,0 +1,25 @@
+/**
+ * DeleteGroups (key 42).
+ * Behavior: deletes empty groups (NON_EMPTY_GROUP otherwise, GROUP_ID_NOT_FOUND when
+ * unknown) with tombstones for their offsets and metadata, answered once committed.
+ * Version notes: v2+ flexible.
+ */
+import type { DeleteGroupsRequest } from '../../protocol/generated/delete-groups-request.js'
+import type { DeleteGroupsResponse } from '../../protocol/generated/delete-groups-response.js'
+import { ApiKey } from '../../protocol/generated/index.js'
+import type { ApiHandler } from './registry.js'
+
+export const deleteGroupsHandler: ApiHandler<DeleteGroupsRequest, DeleteGroupsResponse> = {
+  apiKey: ApiKey.DeleteGroups,
+  minVersion: 0,
+  maxVersion: 2,
+  async handle(context, request) {
+    const results = await Promise.all(
+      request.groupsNames.map(async (groupId) => ({
+        groupId,
+        errorCode: await context.broker.groupCoordinator.deleteGroup(groupId),
+      })),
+    )
+    return { throttleTimeMs: 0, results }
+  },
+}

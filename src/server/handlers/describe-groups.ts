@@ -1,0 +1,43 @@
+/**
+ * DescribeGroups (key 15).
+ * Behavior: state, protocol and members of each group this broker coordinates
+ * (NOT_COORDINATOR for others); member metadata and assignments only while Stable, as
+ * Kafka. An unknown group is described as Dead with no error.
+ * Version notes: v1 throttle time, v3 authorized operations (not computed: Kafka's
+ * "omitted" value), v4 group instance ids, v5+ flexible.
+ */
+import type { DescribeGroupsRequest } from '../../protocol/generated/describe-groups-request.js'
+import type { DescribeGroupsResponse } from '../../protocol/generated/describe-groups-response.js'
+import { ApiKey } from '../../protocol/generated/index.js'
+import type { ApiHandler } from './registry.js'
+
+const AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+export const describeGroupsHandler: ApiHandler<DescribeGroupsRequest, DescribeGroupsResponse> = {
+  apiKey: ApiKey.DescribeGroups,
+  minVersion: 0,
+  maxVersion: 5,
+  handle(context, request) {
+    const version = context.apiVersion
+    const groups = request.groups.map((groupId) => {
+      const d = context.broker.groupCoordinator.describeGroup(groupId)
+      return {
+        errorCode: d.errorCode,
+        groupId,
+        groupState: d.state,
+        protocolType: d.protocolType,
+        protocolData: d.protocolData,
+        members: d.members.map((m) => ({
+          memberId: m.memberId,
+          groupInstanceId: version >= 4 ? m.groupInstanceId : null,
+          clientId: m.clientId,
+          clientHost: m.clientHost,
+          memberMetadata: m.metadata,
+          memberAssignment: m.assignment,
+        })),
+        authorizedOperations: AUTHORIZED_OPERATIONS_OMITTED,
+      }
+    })
+    return { throttleTimeMs: 0, groups }
+  },
+}

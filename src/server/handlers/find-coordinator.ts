@@ -1,0 +1,77 @@
+/**
+ * FindCoordinator (key 10).
+ * Behavior: a group's coordinator is the leader of its __consumer_offsets partition
+ * (abs(groupId.hashCode) % partitions), the topic being created on first use. Transaction
+ * coordinators (key type 1) do not exist in tidelog: COORDINATOR_NOT_AVAILABLE, which
+ * clients treat as "retry later" rather than a protocol error.
+ * Version notes: v0 is advertised because librdkafka gates its group coordinator (and lz4)
+ * on it; v1 adds key type, throttle time and error message; v3+ flexible; v4+ batches the
+ * keys (coordinatorKeys) with one result each.
+ */
+import { ErrorCode } from '../../protocol/error-codes.js'
+import type { FindCoordinatorRequest } from '../../protocol/generated/find-coordinator-request.js'
+import type {
+  FindCoordinatorResponse,
+  FindCoordinatorResponseCoordinator,
+} from '../../protocol/generated/find-coordinator-response.js'
+import { ApiKey } from '../../protocol/generated/index.js'
+import type { RequestContext } from '../request-context.js'
+import type { ApiHandler } from './registry.js'
+
+const KEY_TYPE_GROUP = 0
+const KEY_TYPE_TRANSACTION = 1
+
+export const findCoordinatorHandler: ApiHandler<FindCoordinatorRequest, FindCoordinatorResponse> = {
+  apiKey: ApiKey.FindCoordinator,
+  minVersion: 0,
+  maxVersion: 6,
+  async handle(context, request) {
+    if (context.apiVersion >= 4) {
+      const coordinators = await Promise.all(
+        request.coordinatorKeys.map((key) => locate(context, key, request.keyType)),
+      )
+      return { ...emptyResponse(), coordinators }
+    }
+    const found = await locate(context, request.key, request.keyType)
+    return {
+      ...emptyResponse(),
+      errorCode: found.errorCode,
+      errorMessage: context.apiVersion >= 1 ? found.errorMessage : null,
+      nodeId: found.nodeId,
+      host: found.host,
+      port: found.port,
+    }
+  },
+}
+
+function emptyResponse(): FindCoordinatorResponse {
+  return {
+    throttleTimeMs: 0,
+    errorCode: 0,
+    errorMessage: null,
+    nodeId: 0,
+    host: '',
+    port: 0,
+    coordinators: [],
+  }
+}
+
+async function locate(
+  context: RequestContext,
+  key: string,
+  keyType: number,
+): Promise<FindCoordinatorResponseCoordinator> {
+  const failure = (errorCode: number, errorMessage: string) => ({
+    key,
+    nodeId: -1,
+    host: '',
+    port: -1,
+    errorCode,
+    errorMessage,
+  })
+  if (keyType === KEY_TYPE_TRANSACTION)
+    return failure(ErrorCode.COORDINATOR_NOT_AVAILABLE, 'tidelog has no transaction coordinator')
+  if (keyType !== KEY_TYPE_GROUP) return failure(ErrorCode.INVALID_REQUEST, `unknown key type ${keyType}`)
+  const found = await context.broker.groupCoordinator.findCoordinator(key)
+  return { key, ...found }
+}

@@ -1,0 +1,27 @@
+/**
+ * Heartbeat (key 12).
+ * Behavior: keeps a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin,
+ * ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID that it fell out of the group.
+ * Version notes: v1 throttle time, v3 group instance id, v4+ flexible.
+ */
+import { ErrorCode } from '../../protocol/error-codes.js'
+import type { HeartbeatRequest } from '../../protocol/generated/heartbeat-request.js'
+import type { HeartbeatResponse } from '../../protocol/generated/heartbeat-response.js'
+import { ApiKey } from '../../protocol/generated/index.js'
+import type { ApiHandler } from './registry.js'
+
+export const heartbeatHandler: ApiHandler<HeartbeatRequest, HeartbeatResponse> = {
+  apiKey: ApiKey.Heartbeat,
+  minVersion: 0,
+  maxVersion: 4,
+  handle(context, request) {
+    if (request.groupId === '') return { throttleTimeMs: 0, errorCode: ErrorCode.INVALID_GROUP_ID }
+    const errorCode = context.broker.groupCoordinator.heartbeat(
+      request.groupId,
+      request.memberId,
+      context.apiVersion >= 3 ? request.groupInstanceId : null,
+      request.generationId,
+    )
+    return { throttleTimeMs: 0, errorCode }
+  },
+}

@@ -1,0 +1,79 @@
+/**
+ * OffsetFetch (key 9).
+ * Behavior: committed offsets of a group (-1 and empty metadata where none), for the listed
+ * partitions or, with null topics, every partition the group has an offset for. Only
+ * committed (replicated) offsets are ever visible, so requireStable needs no waiting.
+ * Version notes: v0-1 report errors per partition only; v2 null topics and a top-level
+ * error; v3 throttle time; v5 leader epochs; v6+ flexible; v7 requireStable; v8+ a batch
+ * of groups, each with its own error.
+ */
+import { ErrorCode } from '../../protocol/error-codes.js'
+import { ApiKey } from '../../protocol/generated/index.js'
+import type { OffsetFetchRequest } from '../../protocol/generated/offset-fetch-request.js'
+import type {
+  OffsetFetchResponse,
+  OffsetFetchResponseOffsetFetchResponseTopic,
+} from '../../protocol/generated/offset-fetch-response.js'
+import type { RequestContext } from '../request-context.js'
+import type { ApiHandler } from './registry.js'
+
+type WantedTopics = { name: string; partitions: number[] }[] | null
+
+export const offsetFetchHandler: ApiHandler<OffsetFetchRequest, OffsetFetchResponse> = {
+  apiKey: ApiKey.OffsetFetch,
+  minVersion: 0,
+  maxVersion: 9,
+  handle(context, request) {
+    if (context.apiVersion >= 8) {
+      const groups = request.groups.map((g) => {
+        const result = fetchGroup(context, g.groupId, toWanted(g.topics))
+        return { groupId: g.groupId, errorCode: result.errorCode, topics: result.topics }
+      })
+      return { throttleTimeMs: 0, topics: [], errorCode: 0, groups }
+    }
+    const result = fetchGroup(context, request.groupId, toWanted(request.topics))
+    if (context.apiVersion >= 2)
+      return { throttleTimeMs: 0, topics: result.topics, errorCode: result.errorCode, groups: [] }
+    // v0-1 have no top-level error: a group error goes on every requested partition.
+    const topics =
+      result.errorCode === ErrorCode.NONE
+        ? result.topics
+        : (request.topics ?? []).map((t) => ({
+            name: t.name,
+            partitions: t.partitionIndexes.map((partitionIndex) => ({
+              partitionIndex,
+              committedOffset: -1n,
+              committedLeaderEpoch: -1,
+              metadata: '',
+              errorCode: result.errorCode,
+            })),
+          }))
+    return { throttleTimeMs: 0, topics, errorCode: 0, groups: [] }
+  },
+}
+
+function toWanted(topics: { name: string; partitionIndexes: number[] }[] | null): WantedTopics {
+  return topics === null ? null : topics.map((t) => ({ name: t.name, partitions: t.partitionIndexes }))
+}
+
+function fetchGroup(
+  context: RequestContext,
+  groupId: string,
+  wanted: WantedTopics,
+): { errorCode: number; topics: OffsetFetchResponseOffsetFetchResponseTopic[] } {
+  const result = context.broker.groupCoordinator.fetchOffsets(groupId, wanted)
+  const leaderEpochs = context.apiVersion >= 5
+  return {
+    errorCode: result.errorCode,
+    topics: result.topics.map((t) => ({
+      name: t.name,
+      partitions: t.partitions.map((p) => ({
+        partitionIndex: p.partition,
+        committedOffset: p.offset,
+        committedLeaderEpoch: leaderEpochs ? p.leaderEpoch : -1,
+        metadata: p.metadata,
+        errorCode: p.errorCode,
+      })),
+    })),
+  }
+}

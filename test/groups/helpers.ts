@@ -1,0 +1,105 @@
+/**
+ * Helpers of the consumer group tests: kafkajs consumers that record what they were
+ * assigned and what they consumed, and polling until a condition holds.
+ */
+import { setTimeout as sleep } from 'node:timers/promises'
+import { type Consumer, Kafka, logLevel } from 'kafkajs'
+
+/** Broker properties that keep group tests fast: no initial delay, short sessions allowed. */
+export const FAST_GROUP_PROPERTIES = {
+  'group.initial.rebalance.delay.ms': 0,
+  'group.min.session.timeout.ms': 1000,
+  'offsets.topic.num.partitions': 10,
+}
+
+export function kafka(bootstrap: string, clientId = 'tidelog-groups-test'): Kafka {
+  return new Kafka({
+    clientId,
+    brokers: bootstrap.split(','),
+    logLevel: logLevel.NOTHING,
+    retry: { retries: 20, initialRetryTime: 100, maxRetryTime: 1000 },
+  })
+}
+
+export interface TrackedConsumer {
+  readonly name: string
+  readonly consumer: Consumer
+  /** Partitions of the latest assignment (GROUP_JOIN event). */
+  assignment: number[]
+  /** "partition:offset" of every message consumed. */
+  readonly consumed: string[]
+  readonly values: string[]
+}
+
+/** A kafkajs consumer subscribed to `topic`, running eachMessage, its progress recorded. */
+export async function startConsumer(
+  bootstrap: string,
+  groupId: string,
+  topic: string,
+  name: string,
+  options: { sessionTimeout?: number; heartbeatInterval?: number; autoCommitInterval?: number } = {},
+): Promise<TrackedConsumer> {
+  const consumer = kafka(bootstrap, name).consumer({
+    groupId,
+    sessionTimeout: options.sessionTimeout ?? 6000,
+    heartbeatInterval: options.heartbeatInterval ?? 300,
+    rebalanceTimeout: 10000,
+    retry: { retries: 30, initialRetryTime: 100, maxRetryTime: 1000 },
+  })
+  const tracked: TrackedConsumer = { name, consumer, assignment: [], consumed: [], values: [] }
+  consumer.on(consumer.events.GROUP_JOIN, (event) => {
+    tracked.assignment = [...(event.payload.memberAssignment[topic] ?? [])].sort((a, b) => a - b)
+  })
+  await consumer.connect()
+  await consumer.subscribe({ topic, fromBeginning: true })
+  await consumer.run({
+    autoCommitInterval: options.autoCommitInterval ?? 200,
+    eachMessage: async ({ partition, message }) => {
+      tracked.consumed.push(`${partition}:${message.offset}`)
+      tracked.values.push(message.value?.toString() ?? '')
+    },
+  })
+  return tracked
+}
+
+export async function produce(
+  bootstrap: string,
+  topic: string,
+  partitions: number,
+  perPartition: number,
+  tag: string,
+) {
+  const producer = kafka(bootstrap).producer({ allowAutoTopicCreation: false })
+  await producer.connect()
+  try {
+    const messages = []
+    for (let p = 0; p < partitions; p++)
+      for (let i = 0; i < perPartition; i++) messages.push({ partition: p, value: `${tag}-${p}-${i}` })
+    await producer.send({ topic, acks: -1, messages })
+    return messages.map((m) => m.value)
+  } finally {
+    await producer.disconnect()
+  }
+}
+
+export async function waitFor(
+  what: string,
+  timeoutMs: number,
+  condition: () => boolean | Promise<boolean>,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    try {
+      if (await condition()) return
+    } catch {
+      // not yet
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    await sleep(50)
+  }
+}
+
+/** Partitions held by the consumers, sorted; each partition at most once when balanced. */
+export function assignedPartitions(consumers: readonly TrackedConsumer[]): number[] {
+  return consumers.flatMap((c) => c.assignment).sort((a, b) => a - b)
+}
