@@ -288,8 +288,7 @@ export class GroupCoordinator {
         ? ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         : ErrorCode.NOT_COORDINATOR
     const partition = this.host.replicaManager.getPartition(CONSUMER_OFFSETS_TOPIC, p)
-    if (!partition?.isLeader || partition.leaderEpoch !== shard.leaderEpoch)
-      return ErrorCode.NOT_COORDINATOR
+    if (!partition?.isLeader || partition.leaderEpoch !== shard.leaderEpoch) return ErrorCode.NOT_COORDINATOR
     if (shard.loading) return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     return shard
   }

@@ -44,6 +44,8 @@ export async function startConsumer(
     sessionTimeout: options.sessionTimeout ?? 6000,
     heartbeatInterval: options.heartbeatInterval ?? 300,
     rebalanceTimeout: 10000,
+    // kafkajs heartbeats between fetches only: a long poll must stay well inside the session.
+    maxWaitTimeInMs: 500,
     retry: { retries: 30, initialRetryTime: 100, maxRetryTime: 1000 },
   })
   const tracked: TrackedConsumer = { name, consumer, assignment: [], consumed: [], values: [] }
