@@ -7,7 +7,7 @@
 import { parseArgs } from 'node:util'
 import { Admin } from '../../client/admin.js'
 import { Consumer, type ConsumerRecord } from '../../client/consumer.js'
-import { GroupsNotSupportedError } from '../../client/errors.js'
+import { GroupsNotSupportedError, UnsupportedApiError } from '../../client/errors.js'
 import { tpKey } from '../../client/leader-requests.js'
 import { COMMON_OPTIONS, clientOptions, EXIT_OK, guarded, parseInteger, UsageError } from './common.js'
 
@@ -92,8 +92,9 @@ async function rejectGroup(values: Values): Promise<never> {
   } finally {
     admin.close()
   }
-  throw new GroupsNotSupportedError(
-    '--group (this client joins groups once the groups issue lands; consume without --group)',
+  throw new UnsupportedApiError(
+    'JoinGroup',
+    'this client does not join consumer groups yet; consume without --group (it reads the partitions directly)',
   )
 }
 
