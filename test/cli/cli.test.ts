@@ -334,6 +334,15 @@ test('cluster describe, topics describe on a degraded 3-broker cluster shows off
       ),
     )
     assert.deepEqual(onlyOffline.flatMap((t: { partitions: unknown[] }) => t.partitions).length, 1)
+    const under = ok(
+      await tidelog(['topics', 'describe', '--under-replicated-partitions', ...survivors]),
+      'under-replicated',
+    )
+    assert.match(
+      under,
+      /^Topic: replicated .*PartitionCount: 3 {2}ReplicationFactor: 3 {2}3 under-replicated$/m,
+    )
+    assert.doesNotMatch(under, /Topic: single/, 'topics without such partitions are left out')
     const summary = ok(await tidelog(['cluster', 'describe', ...survivors]), 'cluster describe degraded')
     assert.match(summary, /Partitions: 6 \(1 offline, [2-5] under-replicated\)/)
   } finally {

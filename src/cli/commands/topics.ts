@@ -131,20 +131,25 @@ async function describe(admin: Admin, topics: readonly string[], values: Values)
     if (values['unavailable-partitions'] && state !== 'offline') return false
     return true
   }
+  const filtering = values['under-replicated-partitions'] || values['unavailable-partitions']
   const filtered = descriptions
     .filter((d) => values['include-internal'] || !d.isInternal || topics.length > 0)
     .map((d) => ({ ...d, partitions: d.partitions.filter(wanted) }))
+    // With a health filter, topics without such partitions are left out (as kafka-topics.sh).
+    .filter((d) => !filtering || d.partitions.length > 0)
   if (values.json) {
     printJson(
       filtered.map((d) => ({ ...d, partitions: d.partitions.map((p) => ({ ...p, state: stateOf(p) })) })),
     )
     return EXIT_OK
   }
-  for (const d of filtered) printTopic(d)
+  const all = new Map(descriptions.map((d) => [d.name, d]))
+  for (const d of filtered) printTopic(all.get(d.name)!, d.partitions)
   return EXIT_OK
 }
 
-function printTopic(d: TopicDescription): void {
+/** The topic line counts all its partitions; the table shows `shown` (all, or those a filter kept). */
+function printTopic(d: TopicDescription, shown: readonly PartitionInfo[]): void {
   const rf = d.partitions[0]?.replicas.length ?? 0
   const offline = d.partitions.filter((p) => stateOf(p) === 'offline').length
   const under = d.partitions.filter((p) => stateOf(p) === 'under-replicated').length
@@ -155,7 +160,7 @@ function printTopic(d: TopicDescription): void {
   out(
     `${colour.bold(`Topic: ${d.name}`)}  TopicId: ${d.topicId}  PartitionCount: ${d.partitions.length}  ReplicationFactor: ${rf}${health.length ? `  ${health.join(', ')}` : ''}`,
   )
-  const rows = d.partitions.map((p) => {
+  const rows = shown.map((p) => {
     const state = stateOf(p)
     const painted =
       state === 'ok' ? colour.green(state) : state === 'offline' ? colour.red(state) : colour.yellow(state)
