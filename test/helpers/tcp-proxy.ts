@@ -9,10 +9,55 @@
  * until `heal()`, then everything held is delivered in order (TCP retransmits). New
  * connections during a cut are accepted and held too. `reset()` destroys connections
  * instead (the peer sees the connection drop, as after a RST).
+ *
+ * `dropResponses(select)` loses answers instead: a Produce request that `select` picks is
+ * delivered to the broker, and when its response comes back the connection is destroyed
+ * before that response reaches the client (the responses ahead of it are delivered). The
+ * broker wrote the records; the client never hears so and retries: the case idempotent
+ * producers must not duplicate.
  */
 import { connect, createServer, type Server, type Socket } from 'node:net'
 
 type Filter = (clientId: string | null) => boolean
+/** Picks the requests whose responses are lost (apiKey 0 is Produce). */
+export type ResponseDropFilter = (request: { apiKey: number; clientId: string | null }) => boolean
+
+/**
+ * Finds frame starts in one direction of a Kafka connection (4-byte size prefix) without
+ * changing the bytes, and shows `onFrame` the first `headerBytes` of each frame.
+ */
+class FrameScanner {
+  private header = Buffer.alloc(0)
+  private skip = 0
+
+  constructor(
+    private readonly headerBytes: number,
+    private readonly onFrame: (header: Buffer) => boolean,
+  ) {}
+
+  /** Feeds `chunk`; returns where the frame `onFrame` stopped at starts in it (>= 0), else -1. */
+  feed(chunk: Buffer): number {
+    let at = 0
+    while (at < chunk.length) {
+      if (this.skip > 0) {
+        const n = Math.min(this.skip, chunk.length - at)
+        this.skip -= n
+        at += n
+        continue
+      }
+      const start = at - this.header.length
+      const take = Math.min(this.headerBytes - this.header.length, chunk.length - at)
+      this.header = Buffer.concat([this.header, chunk.subarray(at, at + take)])
+      at += take
+      if (this.header.length < this.headerBytes) break
+      const header = this.header
+      this.header = Buffer.alloc(0)
+      this.skip = Math.max(0, 4 + header.readInt32BE(0) - this.headerBytes)
+      if (this.onFrame(header)) return Math.max(0, start)
+    }
+    return -1
+  }
+}
 
 class ProxiedConnection {
   clientId: string | null = null
@@ -21,6 +66,14 @@ class ProxiedConnection {
   private readonly toUpstream: Buffer[] = []
   private readonly toDownstream: Buffer[] = []
   private upstreamConnected = false
+  /** Correlation ids of requests whose responses are to be lost. */
+  private readonly doomed = new Set<number>()
+  private readonly requests = new FrameScanner(12, (header) => {
+    const apiKey = header.readInt16BE(4)
+    if (this.proxy.shouldDropResponse(apiKey, this.clientId)) this.doomed.add(header.readInt32BE(8))
+    return false
+  })
+  private readonly responses = new FrameScanner(8, (header) => this.doomed.has(header.readInt32BE(4)))
   closed = false
 
   constructor(
@@ -36,10 +89,16 @@ class ProxiedConnection {
     })
     downstream.on('data', (chunk) => {
       if (!this.identified) this.identify(chunk)
+      this.requests.feed(chunk)
       this.toUpstream.push(chunk)
       this.flush()
     })
-    upstream.on('data', (chunk) => {
+    upstream.on('data', (chunk: Buffer) => {
+      const cut = this.responses.feed(chunk)
+      if (cut >= 0) {
+        this.loseResponse(chunk.subarray(0, cut))
+        return
+      }
       this.toDownstream.push(chunk)
       this.flush()
     })
@@ -94,6 +153,17 @@ class ProxiedConnection {
     this.proxy.forget(this)
   }
 
+  /** Delivers `before` (the responses ahead of the lost one), then ends the connection. */
+  private loseResponse(before: Buffer): void {
+    this.toDownstream.push(before)
+    this.flush()
+    this.proxy.droppedResponses++
+    this.closed = true
+    this.downstream.end() // after what was written: the responses ahead still arrive
+    this.upstream.destroy()
+    this.proxy.forget(this)
+  }
+
   destroy(): void {
     this.closed = true
     this.downstream.destroy()
@@ -107,6 +177,9 @@ export class TcpProxy {
   private readonly connections = new Set<ProxiedConnection>()
   private readonly pendingClose = new Set<ProxiedConnection>()
   private cuts: Filter[] = []
+  private responseDrop: ResponseDropFilter | null = null
+  /** Responses lost so far by dropResponses. */
+  droppedResponses = 0
   port = -1
 
   constructor(
@@ -146,6 +219,15 @@ export class TcpProxy {
   cut(filter: Filter): void {
     // A connection not identified yet is held as well: it may turn out to match.
     this.cuts.push((clientId) => clientId === null || filter(clientId))
+  }
+
+  /** Loses the responses of the requests `select` picks (null: none), closing their connection. */
+  dropResponses(select: ResponseDropFilter | null): void {
+    this.responseDrop = select
+  }
+
+  shouldDropResponse(apiKey: number, clientId: string | null): boolean {
+    return this.responseDrop?.({ apiKey, clientId }) ?? false
   }
 
   get isCut(): boolean {
