@@ -1,7 +1,8 @@
 /**
  * `npm run test:fault -- --seconds 60 --acks all [--unclean] [--seed N] [--partitions 3]`:
  * the multi-process fault-injection suite (see suite.ts). Exits 1 when acks=all with clean
- * elections loses an acknowledged record, misplaces or reorders one, or the replicas differ;
+ * elections loses an acknowledged record, misplaces or reorders one, the replicas differ, or
+ * an idempotent producer's record is there twice;
  * acks=1 and unclean runs only report what they lose.
  */
 import { parseArgs } from 'node:util'
@@ -31,7 +32,11 @@ const report = await runFaultSuite({
 console.log(formatReport(report))
 const strict = acks === 'all' && !values.unclean
 const broken =
-  report.lost > 0 || report.offsetMismatches > 0 || report.orderViolations > 0 || !report.replicasIdentical
+  report.lost > 0 ||
+  report.offsetMismatches > 0 ||
+  report.orderViolations > 0 ||
+  !report.replicasIdentical ||
+  report.idempotentDuplicated > 0
 if (strict && broken) {
   console.log('FAILED: acks=all with clean elections must lose nothing')
   process.exitCode = 1

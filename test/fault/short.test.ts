@@ -3,7 +3,7 @@
  * leaders and followers, controlled restarts, isolation, link cuts, connection resets) on
  * three broker processes with acks=all, RF=3, min.insync.replicas=2, clean elections only.
  * No acknowledged record may be lost, misplaced or reordered, and the replicas must be
- * byte-identical up to the high watermark. Longer runs: `npm run test:fault -- --seconds 300`.
+ * byte-identical up to the high watermark; the idempotent producers write no duplicates. Longer runs: `npm run test:fault -- --seconds 300`.
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
@@ -17,5 +17,6 @@ test('fault injection, 25 s, acks=all: no acknowledged record lost', { timeout: 
   assert.equal(report.lost, 0, `lost: ${report.lostSample.join(', ')}`)
   assert.equal(report.offsetMismatches, 0)
   assert.equal(report.orderViolations, 0)
+  assert.equal(report.idempotentDuplicated, 0, 'idempotent producers wrote duplicates')
   assert.deepEqual(report.replicaProblems, [])
 })

@@ -9,7 +9,9 @@
  * leader and a full ISR, consumes everything and checks: no acknowledged record lost, every
  * acknowledged record at the offset it was acknowledged with, per-partition order of
  * acknowledged records by producer sequence, replicas' .log bytes identical up to the high
- * watermark. Duplicates (no idempotence yet) are counted, not failed.
+ * watermark. Duplicates of the plain producers are counted, not failed. Two idempotent
+ * producers (confluent-kafka `enable.idempotence`, 5 in flight, and kafkajs `idempotent`)
+ * write alongside ("i…" names); their duplicates are reported apart and must be zero.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
@@ -47,6 +49,8 @@ export interface FaultReport {
   readonly offsetMismatches: number
   readonly orderViolations: number
   readonly duplicated: number
+  /** Records of the idempotent producers present more than once (must be 0). */
+  readonly idempotentDuplicated: number
   readonly unacknowledgedPresent: number
   readonly consumed: number
   readonly highWatermarks: number[]
@@ -56,6 +60,8 @@ export interface FaultReport {
 }
 
 const TOPIC = 'fault'
+/** Names of the idempotent producers start with this. */
+const IDEMPOTENT_PREFIX = 'i'
 const BROKERS = [1, 2, 3]
 
 interface Ack {
@@ -257,6 +263,7 @@ class KafkajsProducer {
     bootstrap: string,
     acks: number,
     partitions: number,
+    idempotent = false,
   ) {
     const kafka = new Kafka({
       clientId: `fault-${name}`,
@@ -264,11 +271,13 @@ class KafkajsProducer {
       logLevel: logLevel.NOTHING,
       requestTimeout: 5000,
       connectionTimeout: 3000,
-      retry: { retries: 8, initialRetryTime: 100, maxRetryTime: 2000 },
+      // An idempotent producer retries until it succeeds, as kafkajs advises: a send that gave
+      // up leaves its sequence ambiguous, and the next record would reuse it.
+      retry: { retries: idempotent ? Number.MAX_SAFE_INTEGER : 8, initialRetryTime: 100, maxRetryTime: 2000 },
     })
     const producer = kafka.producer({
-      maxInFlightRequests: 1,
-      idempotent: false,
+      maxInFlightRequests: idempotent ? 5 : 1,
+      idempotent,
       allowAutoTopicCreation: false,
     })
     this.loop = (async () => {
@@ -362,8 +371,20 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
           config: { acks: options.acks },
         }),
     )
+    python.push(
+      new PythonProducer(`${IDEMPOTENT_PREFIX}ck1`, {
+        bootstrap: cluster.bootstrap,
+        topic: TOPIC,
+        partitions: options.partitions,
+        rate: options.rate,
+        config: { acks: 'all', 'enable.idempotence': true, 'max.in.flight.requests.per.connection': 5 },
+      }),
+    )
     const kafkajs = ['js1', 'js2'].map(
       (name) => new KafkajsProducer(name, cluster.bootstrap, acks, options.partitions),
+    )
+    kafkajs.push(
+      new KafkajsProducer(`${IDEMPOTENT_PREFIX}js1`, cluster.bootstrap, -1, options.partitions, true),
     )
     await sleep(1000)
 
@@ -649,9 +670,11 @@ function analyse(
     }
   }
   let duplicated = 0
+  let idempotentDuplicated = 0
   let unacknowledgedPresent = 0
   for (const [value, list] of occurrences) {
-    duplicated += list.length - 1
+    if (value.startsWith(IDEMPOTENT_PREFIX)) idempotentDuplicated += list.length - 1
+    else duplicated += list.length - 1
     if (!ackedValues.has(value)) unacknowledgedPresent++
   }
   return {
@@ -662,6 +685,7 @@ function analyse(
     offsetMismatches,
     orderViolations,
     duplicated,
+    idempotentDuplicated,
     unacknowledgedPresent,
   }
 }
@@ -676,7 +700,7 @@ export function formatReport(r: FaultReport): string {
     `  sent ${r.sent}, acknowledged ${r.acknowledged}, failed/unacknowledged ${r.failed}`,
     `  LOST ${r.lost}${r.lostSample.length ? ` e.g. ${r.lostSample.join(', ')}` : ''}`,
     `  acknowledged-at-wrong-offset ${r.offsetMismatches}, order violations ${r.orderViolations}`,
-    `  duplicated ${r.duplicated}, unacknowledged-but-present ${r.unacknowledgedPresent}, consumed ${r.consumed}, HWs ${r.highWatermarks.join('/')}`,
+    `  duplicated ${r.duplicated} (idempotent producers: ${r.idempotentDuplicated}), unacknowledged-but-present ${r.unacknowledgedPresent}, consumed ${r.consumed}, HWs ${r.highWatermarks.join('/')}`,
     `  replicas byte-identical up to the HW: ${r.replicasIdentical ? 'yes' : `NO: ${r.replicaProblems.join('; ')}`}`,
   ].join('\n')
 }
