@@ -239,6 +239,9 @@ export class Partition {
     // A queued (prepared) append may run after this broker stopped leading: never write then.
     this.ensureLeader()
     checkProducerBatches(batches)
+    // Idempotent producers' sequence checks run inside log.append, on the log's queue
+    // (ProducerStateManager as its ProducerStateHook): in call order, with no other append
+    // between a batch's check and its offsets. A retry resolves with its first offsets.
     const info = await this.log.append(batches, { assignOffsets: true, leaderEpoch: this.leaderEpoch })
     this.onAppended()
     this.maybeIncrementHighWatermark()
