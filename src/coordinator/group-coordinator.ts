@@ -599,6 +599,11 @@ export class GroupCoordinator {
         -1,
         this.config.offsetsCommitTimeoutMs,
       )
+      if (result.errorCode !== ErrorCode.NONE)
+        this.host.logger.warn(
+          { partition: shard.partition, errorCode: result.errorCode },
+          'append to __consumer_offsets not committed',
+        )
       return appendError(result.errorCode)
     } catch (error) {
       const code = toErrorCode(error)

@@ -37,7 +37,12 @@ export async function startConsumer(
   groupId: string,
   topic: string,
   name: string,
-  options: { sessionTimeout?: number; heartbeatInterval?: number; autoCommitInterval?: number } = {},
+  options: {
+    sessionTimeout?: number
+    heartbeatInterval?: number
+    autoCommitInterval?: number
+    retries?: number
+  } = {},
 ): Promise<TrackedConsumer> {
   const consumer = kafka(bootstrap, name).consumer({
     groupId,
@@ -46,12 +51,21 @@ export async function startConsumer(
     rebalanceTimeout: 10000,
     // kafkajs heartbeats between fetches only: a long poll must stay well inside the session.
     maxWaitTimeInMs: 500,
-    retry: { retries: 30, initialRetryTime: 100, maxRetryTime: 1000 },
+    retry: { retries: options.retries ?? 30, initialRetryTime: 100, maxRetryTime: 1000 },
   })
   const tracked: TrackedConsumer = { name, consumer, assignment: [], consumed: [], values: [] }
   consumer.on(consumer.events.GROUP_JOIN, (event) => {
     tracked.assignment = [...(event.payload.memberAssignment[topic] ?? [])].sort((a, b) => a - b)
   })
+  if (process.env.GROUPS_DEBUG)
+    for (const name of ['CRASH', 'REBALANCING', 'GROUP_JOIN', 'STOP', 'DISCONNECT'] as const)
+      consumer.on(consumer.events[name], (e) =>
+        console.log(
+          name,
+          tracked.name,
+          JSON.stringify(e.payload, (_k, v) => (v instanceof Error ? String(v) : v)).slice(0, 300),
+        ),
+      )
   await consumer.connect()
   await consumer.subscribe({ topic, fromBeginning: true })
   await consumer.run({
