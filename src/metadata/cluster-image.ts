@@ -25,6 +25,10 @@ export interface PartitionState {
   readonly leaderEpoch: LeaderEpoch
   /** Bumped on every change; compare-and-set guard for ISR and leader updates. */
   readonly partitionEpoch: number
+  /** During a reassignment: replicas being added (in `replicas` already, catching up). */
+  readonly addingReplicas?: readonly BrokerId[]
+  /** During a reassignment: replicas to remove once every added one is in the ISR. */
+  readonly removingReplicas?: readonly BrokerId[]
 }
 
 export interface TopicImage {

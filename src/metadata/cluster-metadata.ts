@@ -71,6 +71,8 @@ interface PartitionValue {
   leader: BrokerId
   leaderEpoch: number
   isr: BrokerId[]
+  addingReplicas?: BrokerId[]
+  removingReplicas?: BrokerId[]
 }
 
 const MAX_UPDATE_ATTEMPTS = 20
@@ -299,6 +301,8 @@ function topicValue(topic: TopicImage): string {
 
 function partitionValue(state: PartitionState): string {
   const value: PartitionValue = { leader: state.leader, leaderEpoch: state.leaderEpoch, isr: [...state.isr] }
+  if (state.addingReplicas?.length) value.addingReplicas = [...state.addingReplicas]
+  if (state.removingReplicas?.length) value.removingReplicas = [...state.removingReplicas]
   return JSON.stringify(value)
 }
 

@@ -12,6 +12,7 @@ import type { BrokerId, ClusterImage, PartitionState, TopicImage } from './clust
 import type { ClusterMetadata } from './cluster-metadata.js'
 import { KEYS } from './cluster-metadata.js'
 import { type ElectionResult, electPreferred, onBrokerChange } from './elections.js'
+import { maybeCompleteReassignment } from './reassignment.js'
 import {
   type Leadership,
   type Lease,
@@ -31,6 +32,13 @@ export interface ControllerOptions {
   readonly logger: Logger
   /** Effective unclean.leader.election.enable of a topic (topic override or broker default). */
   readonly uncleanLeaderElection: (image: ClusterImage, topic: string) => boolean
+  /**
+   * auto.leader.rebalance.enable: every `intervalMs` (leader.imbalance.check.interval.seconds)
+   * the controller gives leaderships back to preferred replicas of any broker whose share of
+   * partitions led by someone else exceeds `imbalancePercentage`
+   * (leader.imbalance.per.broker.percentage). Null when disabled.
+   */
+  readonly autoLeaderRebalance?: { readonly intervalMs: number; readonly imbalancePercentage: number } | null
 }
 
 export interface ControllerStats {
@@ -54,6 +62,7 @@ export class Controller {
   private reconcileAgain = false
   private retryTimer: TimerHandle | null = null
   private reconcileRetryTimer: TimerHandle | null = null
+  private rebalanceTimer: TimerHandle | null = null
   readonly stats: ControllerStats = { elections: 0, uncleanElections: 0 }
 
   constructor(private readonly options: ControllerOptions) {}
@@ -73,6 +82,29 @@ export class Controller {
     })
     this.options.metadata.onChange(() => this.scheduleReconcile())
     this.campaignAgain(1)
+    this.scheduleRebalanceCheck()
+  }
+
+  private scheduleRebalanceCheck(): void {
+    const settings = this.options.autoLeaderRebalance
+    if (!settings || this.stopped) return
+    this.rebalanceTimer = this.options.clock.setTimeout(() => {
+      const imbalanced = this.isActive
+        ? imbalancedPartitions(this.options.metadata.image(), settings.imbalancePercentage)
+        : null
+      const done =
+        imbalanced && imbalanced.size > 0 ? this.electPreferredLeaders(imbalanced) : Promise.resolve(0)
+      done
+        .then((moved) => {
+          if (moved > 0)
+            this.options.logger.info(
+              { moved },
+              'auto leader rebalance moved leaderships to preferred replicas',
+            )
+        })
+        .catch((error: unknown) => this.options.logger.warn({ err: error }, 'auto leader rebalance failed'))
+        .finally(() => this.scheduleRebalanceCheck())
+    }, settings.intervalMs)
   }
 
   private get mayCampaign(): boolean {
@@ -146,6 +178,7 @@ export class Controller {
 
   async stop(): Promise<void> {
     this.stopped = true
+    this.rebalanceTimer?.cancel()
     this.retryTimer?.cancel()
     this.reconcileRetryTimer?.cancel()
     const leadership = this.leadership
@@ -183,7 +216,20 @@ export class Controller {
           uncleanLeaderElection: this.options.uncleanLeaderElection(image, topic.name),
         })
         if (result) decisions.push({ topic: topic.name, before: state, result })
-        return result?.state ?? null
+        const afterElection = result?.state ?? state
+        const reassigned = maybeCompleteReassignment(afterElection, live)
+        if (reassigned) {
+          decisions.push({
+            topic: topic.name,
+            before: afterElection,
+            result: { state: reassigned, unclean: false },
+          })
+          this.options.logger.info(
+            { topic: topic.name, partition: state.partition, replicas: reassigned.replicas },
+            'reassignment completed',
+          )
+        }
+        return reassigned ?? result?.state ?? null
       })
     })
     this.report(decisions)
@@ -260,4 +306,28 @@ export class Controller {
       }
     }
   }
+}
+
+/**
+ * Partitions (as `topic-partition`) whose preferred replica does not lead them, for every
+ * broker whose share of such partitions among those it should lead exceeds `percentage`.
+ */
+export function imbalancedPartitions(image: ClusterImage, percentage: number): Set<string> {
+  const preferredCount = new Map<BrokerId, number>()
+  const notLed = new Map<BrokerId, string[]>()
+  for (const topic of image.topics.values()) {
+    for (const state of topic.partitions) {
+      const preferred = state.replicas[0]
+      preferredCount.set(preferred, (preferredCount.get(preferred) ?? 0) + 1)
+      if (state.leader !== preferred)
+        notLed.set(preferred, [...(notLed.get(preferred) ?? []), `${topic.name}-${state.partition}`])
+    }
+  }
+  const result = new Set<string>()
+  for (const [broker, partitions] of notLed) {
+    if (!image.brokers.has(broker)) continue
+    const ratio = (partitions.length / (preferredCount.get(broker) ?? 1)) * 100
+    if (ratio > percentage) for (const p of partitions) result.add(p)
+  }
+  return result
 }

@@ -144,9 +144,19 @@ export class Partition {
     this.state = next
     this.pendingIsr = null
     if (newLeadership) this.resetFollowers()
+    else if (this.isLeaderByMetadata) this.syncFollowersWithReplicas()
     if (this.isLeaderByMetadata) this.maybeIncrementHighWatermark()
     // acks=all produces waiting on the old leadership must learn it ended (they check the epoch).
     if (leadershipChanged) for (const watcher of [...this.highWatermarkWatchers]) watcher()
+  }
+
+  /** A reassignment adds and removes replicas under the same leadership. */
+  private syncFollowersWithReplicas(): void {
+    for (const id of [...this.followers.keys()]) if (!this.state.replicas.includes(id)) this.followers.delete(id)
+    for (const id of this.state.replicas) {
+      if (id === this.localBrokerId || this.followers.has(id)) continue
+      this.followers.set(id, { logEndOffset: -1, lastCaughtUpTimeMs: 0, lastFetchLeaderLogEndOffset: 0, lastFetchTimeMs: 0 })
+    }
   }
 
   /**

@@ -40,6 +40,11 @@ export const brokerConfigDefs = new ConfigDefs([
   def('num.replica.fetchers', 'int', 1, 'Fetcher connections per source broker (tidelog uses one).', {
     min: 1,
   }),
+  def('auto.leader.rebalance.enable', 'boolean', true, 'Give leadership back to preferred replicas.'),
+  def('leader.imbalance.check.interval.seconds', 'long', 300, 'How often the controller checks.', { min: 1 }),
+  def('leader.imbalance.per.broker.percentage', 'int', 10, 'Imbalance that triggers a rebalance.', {
+    min: 0,
+  }),
   def('message.max.bytes', 'int', 1048588, 'Largest record batch accepted.', { min: 0 }, true),
   def('log.segment.bytes', 'int', 1073741824, 'Segment file size.', { min: 14 }, true),
   def('log.roll.ms', 'long', null, 'Segment roll time; log.roll.hours when null.', { min: 1 }, true),

@@ -199,6 +199,14 @@ export class Broker implements BrokerServices {
       lease,
       clock: this.clock,
       logger: this.logger,
+      autoLeaderRebalance:
+        this.config.values.get('auto.leader.rebalance.enable') === true
+          ? {
+              intervalMs:
+                (this.config.values.get('leader.imbalance.check.interval.seconds') as number) * 1000,
+              imbalancePercentage: this.config.values.get('leader.imbalance.per.broker.percentage') as number,
+            }
+          : null,
       uncleanLeaderElection: (image, topic) =>
         resolveTopicConfig(image, this.config, topic).get('unclean.leader.election.enable')?.value === 'true',
     })

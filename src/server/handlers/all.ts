@@ -1,4 +1,5 @@
 import { alterConfigsHandler } from './alter-configs.js'
+import { alterPartitionReassignmentsHandler } from './alter-partition-reassignments.js'
 import { apiVersionsHandler } from './api-versions.js'
 import { createPartitionsHandler } from './create-partitions.js'
 import { createTopicsHandler } from './create-topics.js'
@@ -19,6 +20,7 @@ import { joinGroupHandler } from './join-group.js'
 import { leaveGroupHandler } from './leave-group.js'
 import { listGroupsHandler } from './list-groups.js'
 import { listOffsetsHandler } from './list-offsets.js'
+import { listPartitionReassignmentsHandler } from './list-partition-reassignments.js'
 import { metadataHandler } from './metadata.js'
 import { offsetCommitHandler } from './offset-commit.js'
 import { offsetDeleteHandler } from './offset-delete.js'
@@ -38,6 +40,8 @@ export const allHandlers: readonly AnyApiHandler[] = [
   deleteRecordsHandler,
   describeLogDirsHandler,
   electLeadersHandler,
+  alterPartitionReassignmentsHandler,
+  listPartitionReassignmentsHandler,
   offsetForLeaderEpochHandler,
   createTopicsHandler,
   deleteTopicsHandler,
