@@ -599,7 +599,10 @@ export class GroupCoordinator {
         -1,
         this.config.offsetsCommitTimeoutMs,
       )
-      if (result.errorCode !== ErrorCode.NONE)
+      // Losing leadership mid-append is routine (failover, shutdown); anything else is worth a warning.
+      if (result.errorCode === ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        this.host.logger.info({ partition: shard.partition }, 'append to __consumer_offsets lost leadership')
+      else if (result.errorCode !== ErrorCode.NONE)
         this.host.logger.warn(
           { partition: shard.partition, errorCode: result.errorCode },
           'append to __consumer_offsets not committed',
