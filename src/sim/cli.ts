@@ -1,0 +1,52 @@
+/**
+ * `npm run sim -- --seed N [--ticks T]` replays one run; `--seeds K [--from S]` runs K seeds.
+ * `--mutation unclean-election|isr-without-cas` breaks one rule to show the simulator finds it.
+ * A failing run prints its seed and trace; the exit code is 1 if any run failed.
+ */
+import { type Mutation, runSimulation } from './world.js'
+
+function arg(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`)
+  return i >= 0 ? process.argv[i + 1] : undefined
+}
+
+async function main(): Promise<number> {
+  const ticks = arg('ticks') !== undefined ? Number(arg('ticks')) : undefined
+  const mutation = (arg('mutation') ?? 'none') as Mutation
+  const verbose = process.argv.includes('--verbose')
+  const printTrace = process.argv.includes('--trace')
+  const seeds: number[] = []
+  if (arg('seed') !== undefined) seeds.push(Number(arg('seed')))
+  else {
+    const count = Number(arg('seeds') ?? 10)
+    const from = arg('from') !== undefined ? Number(arg('from')) : Math.floor(Math.random() * 2 ** 31)
+    for (let i = 0; i < count; i++) seeds.push(from + i)
+  }
+  let failed = 0
+  for (const seed of seeds) {
+    const started = performance.now()
+    const result = await runSimulation({ seed, ...(ticks !== undefined ? { ticks } : {}), mutation, verbose })
+    const wallMs = Math.round(performance.now() - started)
+    const s = result.stats
+    console.log(
+      `seed ${seed}: ${result.ok ? 'ok' : 'FAILED'} (${s.simulatedMs} ms simulated, ${s.events} events, ${wallMs} ms wall; produced ${s.produced}, acked all ${s.ackedAll} / one ${s.ackedOne}; crashes ${s.crashes}, partitions ${s.partitions}, session expiries ${s.sessionExpiries})`,
+    )
+    if (!result.ok || printTrace) {
+      if (!result.ok) failed++
+      console.log(result.trace.join('\n'))
+      if (!result.ok)
+        console.log(
+          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}`,
+        )
+    }
+  }
+  return failed > 0 ? 1 : 0
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    console.error(error)
+    process.exit(2)
+  },
+)

@@ -1,0 +1,194 @@
+/**
+ * The safety properties checked after every event, and the liveness and durability checks
+ * at the end of a run. Each violation throws `Violation` with what was seen.
+ */
+import { decodeRecordBatchSync, iterateBatches } from '../protocol/record-batch.js'
+import type { Partition } from '../replication/partition.js'
+import type { SimBroker } from './sim-broker.js'
+import { TOPIC, Violation, type World } from './world.js'
+
+interface Acked {
+  readonly partition: number
+  readonly baseOffset: number
+  readonly count: number
+  readonly value: string
+  readonly acks: number
+  readonly leaderId: number
+  readonly atMs: number
+}
+
+export class Invariants {
+  /** `${partition}:${epoch}` → the broker that acted as leader in it. */
+  private readonly leaderOfEpoch = new Map<string, number>()
+  /** Per broker incarnation and partition: the last leader epoch it applied. */
+  private readonly lastEpoch = new Map<string, number>()
+  /** Per broker incarnation, partition and epoch, while leader: the last high watermark. */
+  private readonly leaderHighWatermark = new Map<string, number>()
+  /** Per partition: base offset → batch bytes seen below some replica's high watermark. */
+  private readonly committed = new Map<number, Map<number, Buffer>>()
+  /** Per broker incarnation and partition: offsets below this were compared already. */
+  private readonly checkedUpTo = new Map<string, number>()
+  private readonly acked: Acked[] = []
+
+  constructor(private readonly world: World) {}
+
+  onAcked(
+    partition: number,
+    baseOffset: number,
+    count: number,
+    value: string,
+    acks: number,
+    leaderId: number,
+  ): void {
+    this.acked.push({ partition, baseOffset, count, value, acks, leaderId, atMs: this.world.scheduler.now })
+  }
+
+  private live(): SimBroker[] {
+    return [...this.world.brokers.values()].filter((b) => b.isAlive && b.replicaManager !== undefined)
+  }
+
+  async check(): Promise<void> {
+    const brokers = this.live()
+    for (const broker of brokers) {
+      for (const partition of broker.replicaManager.hostedPartitions) {
+        if (partition.topic !== TOPIC) continue
+        this.checkEpochs(broker, partition)
+        if (partition.isLeader) this.checkLeader(broker, partition, brokers)
+      }
+    }
+    for (const broker of brokers) {
+      for (const partition of broker.replicaManager.hostedPartitions) {
+        if (partition.topic === TOPIC) await this.checkAgreement(broker, partition)
+      }
+    }
+  }
+
+  private checkEpochs(broker: SimBroker, partition: Partition): void {
+    const key = `${broker.nodeId}.${broker.incarnation}:${partition.partition}`
+    const last = this.lastEpoch.get(key) ?? -1
+    if (partition.leaderEpoch < last)
+      throw new Violation(
+        `leader epoch went back on broker ${broker.nodeId} for p${partition.partition}: ${last} -> ${partition.leaderEpoch}`,
+      )
+    this.lastEpoch.set(key, partition.leaderEpoch)
+  }
+
+  private checkLeader(broker: SimBroker, partition: Partition, brokers: readonly SimBroker[]): void {
+    const p = partition.partition
+    const epochKey = `${p}:${partition.leaderEpoch}`
+    const other = this.leaderOfEpoch.get(epochKey)
+    if (other !== undefined && other !== broker.nodeId)
+      throw new Violation(
+        `two leaders for p${p} in leader epoch ${partition.leaderEpoch}: brokers ${other} and ${broker.nodeId}`,
+      )
+    this.leaderOfEpoch.set(epochKey, broker.nodeId)
+    const hwKey = `${broker.nodeId}.${broker.incarnation}:${epochKey}`
+    const hw = partition.highWatermark
+    const lastHw = this.leaderHighWatermark.get(hwKey) ?? -1
+    if (hw < lastHw)
+      throw new Violation(`high watermark of leader ${broker.nodeId} for p${p} went back: ${lastHw} -> ${hw}`)
+    this.leaderHighWatermark.set(hwKey, hw)
+    for (const memberId of partition.isr) {
+      if (memberId === broker.nodeId) continue
+      const member = brokers.find((b) => b.nodeId === memberId && b.started)
+      const replica = member?.replicaManager.getPartition(TOPIC, p)
+      if (!replica) continue
+      if (replica.log.logEndOffset < hw)
+        throw new Violation(
+          `high watermark ${hw} of leader ${broker.nodeId} (epoch ${partition.leaderEpoch}) for p${p} exceeds ISR member ${memberId}'s log end ${replica.log.logEndOffset} (ISR ${partition.isr.join(',')})`,
+        )
+    }
+  }
+
+  /** Batches below this replica's high watermark must equal what any replica ever had there. */
+  private async checkAgreement(broker: SimBroker, partition: Partition): Promise<void> {
+    const key = `${broker.nodeId}.${broker.incarnation}:${partition.partition}`
+    const log = partition.log
+    const hw = Math.min(partition.highWatermark, log.logEndOffset)
+    let from = Math.max(log.logStartOffset, Math.min(this.checkedUpTo.get(key) ?? 0, log.logEndOffset))
+    this.checkedUpTo.set(key, from)
+    if (from >= hw) return
+    let committed = this.committed.get(partition.partition)
+    if (!committed) {
+      committed = new Map()
+      this.committed.set(partition.partition, committed)
+    }
+    while (from < hw) {
+      const read = await log.read(from, { maxBytes: 1 << 20, maxOffset: hw, minOneMessage: true })
+      if (read.sizeInBytes === 0) break
+      let next = from
+      for (const chunk of read.records) {
+        for (const span of iterateBatches(chunk)) {
+          const bytes = chunk.subarray(span.at, span.at + span.sizeInBytes)
+          const header = decodeRecordBatchSync(bytes)
+          const base = Number(header.baseOffset)
+          const last = base + header.lastOffsetDelta
+          if (last >= hw) break
+          const seen = committed.get(base)
+          if (seen && !seen.equals(bytes))
+            throw new Violation(
+              `replicas disagree below the high watermark: p${partition.partition} offset ${base} on broker ${broker.nodeId} (hw ${hw}) differs from the batch seen there before`,
+            )
+          if (!seen) committed.set(base, Buffer.from(bytes))
+          next = Math.max(next, last + 1)
+        }
+      }
+      if (next === from) break
+      from = next
+    }
+    this.checkedUpTo.set(key, from)
+  }
+
+  /** null once every partition has a leader, a full ISR, and every replica holds the same log. */
+  async convergenceProblem(): Promise<string | null> {
+    const brokers = this.live().filter((b) => b.started)
+    if (brokers.length !== this.world.brokerIds.length) return `${brokers.length} brokers up`
+    const image = brokers[0].metadata.image()
+    const topic = image.topics.get(TOPIC)
+    if (!topic) return 'topic missing'
+    for (const state of topic.partitions) {
+      if (state.leader === -1) return `p${state.partition} has no leader`
+      if (state.isr.length !== state.replicas.length) return `p${state.partition} ISR ${state.isr.join(',')}`
+      const leader = brokers.find((b) => b.nodeId === state.leader)!
+      const lp = leader.replicaManager.getPartition(TOPIC, state.partition)
+      if (!lp?.isLeader) return `broker ${state.leader} does not lead p${state.partition} yet`
+      for (const b of brokers) {
+        const rp = b.replicaManager.getPartition(TOPIC, state.partition)
+        if (!rp) return `broker ${b.nodeId} does not host p${state.partition}`
+        if (rp.log.logEndOffset !== lp.log.logEndOffset || rp.highWatermark !== lp.log.logEndOffset)
+          return `p${state.partition} broker ${b.nodeId} log end ${rp.log.logEndOffset} hw ${rp.highWatermark}, leader log end ${lp.log.logEndOffset}`
+      }
+    }
+    return null
+  }
+
+  /** Every acks=all write acknowledged during the run is in the leader's log at its offset. */
+  async checkAckedSurvived(): Promise<void> {
+    const brokers = this.live()
+    const image = brokers[0].metadata.image()
+    for (const ack of this.acked) {
+      if (ack.acks !== -1) continue
+      const leaderId = image.topics.get(TOPIC)!.partitions[ack.partition].leader
+      const leader = brokers.find((b) => b.nodeId === leaderId)!
+      const partition = leader.replicaManager.getPartition(TOPIC, ack.partition)!
+      const lost = (why: string): Violation =>
+        new Violation(
+          `acknowledged acks=all write ${ack.value} (p${ack.partition} @${ack.baseOffset}, acked by broker ${ack.leaderId} at ${ack.atMs} ms) lost: ${why}`,
+        )
+      if (ack.baseOffset + ack.count > partition.highWatermark)
+        throw lost(`high watermark is ${partition.highWatermark}`)
+      const read = await partition.log.read(ack.baseOffset, {
+        maxBytes: 1 << 16,
+        maxOffset: ack.baseOffset + ack.count,
+        minOneMessage: true,
+      })
+      const chunk = read.records[0]
+      if (!chunk) throw lost('nothing at its offset')
+      const batch = decodeRecordBatchSync(chunk)
+      const record = batch.records.find((rec) => rec.offset === ack.baseOffset)
+      const found = record?.value?.toString()
+      if (found !== `${ack.value}.0`) throw lost(`offset ${ack.baseOffset} holds ${found ?? 'nothing'}`)
+    }
+    this.world.log(`all ${this.acked.filter((a) => a.acks === -1).length} acks=all writes survived`)
+  }
+}

@@ -1,0 +1,411 @@
+/**
+ * One broker process in the simulation: the real LogManager, ReplicaManager,
+ * ReplicaFetcherManager, ClusterMetadata and Controller wired on the simulated clock, disk,
+ * network and the shared EmbeddedStore, as server/broker.ts wires them (that file listens
+ * on node:net, so its glue is restated here: registration bound to a lease, re-registering
+ * after a lost session, the ISR compare-and-set). Requests from other brokers' fetchers are
+ * decoded and answered by the real handlers (Fetch, OffsetForLeaderEpoch, ListOffsets).
+ *
+ * `kill()` is a crash: timers dropped, disk calls and store calls never answered,
+ * connections reset. Nothing of the process is reused by the next incarnation.
+ */
+import { InvariantError } from '../common/assert.js'
+import type { Logger } from '../common/logger.js'
+import type { BrokerRegistration, ClusterImage } from '../metadata/cluster-image.js'
+import { ClusterMetadata } from '../metadata/cluster-metadata.js'
+import { Controller } from '../metadata/controller.js'
+import type { EmbeddedStore } from '../metadata/store/embedded-store.js'
+import type { Leadership, Lease, MetadataStore, Watch } from '../metadata/store/metadata-store.js'
+import { logConfigFor, resolveTopicConfig } from '../metadata/topic-config.js'
+import { FrameDecoder } from '../protocol/frame-decoder.js'
+import { apis } from '../protocol/generated/index.js'
+import { decodeRequestHeader } from '../protocol/generated/request-header.js'
+import { encodeResponseHeader } from '../protocol/generated/response-header.js'
+import { Reader, Writer } from '../protocol/primitives.js'
+import type { IsrProposal } from '../replication/partition.js'
+import { ReplicaFetcherManager } from '../replication/replica-fetcher.js'
+import { ReplicaManager } from '../replication/replica-manager.js'
+import type { BrokerConfig } from '../server/broker-config.js'
+import { brokerConfigFromProperties } from '../server/broker-config.js'
+import type { BrokerServices } from '../server/broker-services.js'
+import { FetchSessionCache } from '../server/fetch-session-cache.js'
+import { allHandlers } from '../server/handlers/all.js'
+import { HandlerRegistry } from '../server/handlers/registry.js'
+import type { RequestContext } from '../server/request-context.js'
+import { LogManager } from '../storage/log-manager.js'
+import { ProcessDisk, type SimDisk } from './disk.js'
+import { type ServerEndpoint, SimNetwork } from './network.js'
+import type { SimRandom } from './random.js'
+import { ProcessClock, type SimScheduler } from './scheduler.js'
+
+export interface SimBrokerSettings {
+  readonly sessionTimeoutMs: number
+  readonly replicaLagTimeMaxMs: number
+  readonly properties: ReadonlyMap<string, string>
+  /** Mutation check: the ISR write skips its compare-and-set on leader and epochs. */
+  readonly mutateIsrWithoutCas?: boolean
+  /** Mutation check: the controller may elect outside the ISR whatever the topic says. */
+  readonly mutateUncleanElection?: boolean
+}
+
+const handlers = new HandlerRegistry(allHandlers)
+
+/** A store seen from one process: a dead process's calls never settle and its watches go quiet. */
+class ProcessStore implements MetadataStore {
+  readonly leases: Lease[] = []
+
+  constructor(
+    private readonly store: EmbeddedStore,
+    private readonly isAlive: () => boolean,
+  ) {}
+
+  private gate<T>(op: () => Promise<T>): Promise<T> {
+    if (!this.isAlive()) return new Promise<T>(() => undefined)
+    return op().then(
+      (value) => (this.isAlive() ? value : new Promise<T>(() => undefined)),
+      (error: unknown) => (this.isAlive() ? Promise.reject(error) : new Promise<T>(() => undefined)),
+    )
+  }
+
+  get(key: string) {
+    return this.gate(() => this.store.get(key))
+  }
+  range(prefix: string) {
+    return this.gate(() => this.store.range(prefix))
+  }
+  txn(...args: Parameters<MetadataStore['txn']>) {
+    return this.gate(() => this.store.txn(...args))
+  }
+  watch(...args: Parameters<MetadataStore['watch']>): Watch {
+    const [prefix, from, onEvents, onError] = args
+    return this.store.watch(
+      prefix,
+      from,
+      (events, revision) => {
+        if (this.isAlive()) onEvents(events, revision)
+      },
+      (error) => {
+        if (this.isAlive()) onError?.(error)
+      },
+    )
+  }
+  grantLease(ttlMs: number): Promise<Lease> {
+    return this.gate(async () => {
+      const lease = await this.store.grantLease(ttlMs)
+      this.leases.push(lease)
+      return lease
+    })
+  }
+  campaign(election: string, candidate: string, lease: Lease): Promise<Leadership> {
+    return this.gate(() => this.store.campaign(election, candidate, lease))
+  }
+  leader(election: string) {
+    return this.gate(() => this.store.leader(election))
+  }
+  close(): Promise<void> {
+    return Promise.resolve()
+  }
+}
+
+export class SimBroker {
+  readonly clock: ProcessClock
+  readonly disk: ProcessDisk
+  readonly store: ProcessStore
+  readonly config: BrokerConfig
+  metadata!: ClusterMetadata
+  logManager!: LogManager
+  replicaManager!: ReplicaManager
+  lease: Lease | null = null
+  controller: Controller | null = null
+  private alive = true
+  /** Set once start() finished (the broker serves and is registered). */
+  started = false
+
+  constructor(
+    readonly nodeId: number,
+    readonly incarnation: number,
+    scheduler: SimScheduler,
+    simDisk: SimDisk,
+    private readonly rawStore: EmbeddedStore,
+    private readonly network: SimNetwork,
+    private readonly random: SimRandom,
+    readonly logger: Logger,
+    private readonly settings: SimBrokerSettings,
+  ) {
+    this.clock = new ProcessClock(scheduler)
+    this.disk = new ProcessDisk(simDisk)
+    this.store = new ProcessStore(rawStore, () => this.alive)
+    this.config = brokerConfigFromProperties(
+      new Map([
+        ...settings.properties,
+        ['node.id', String(nodeId)],
+        ['log.dirs', `/broker-${nodeId}/data`],
+        ['listeners', `PLAINTEXT://${SimNetwork.hostOf(nodeId)}:9092`],
+      ]),
+    )
+  }
+
+  get isAlive(): boolean {
+    return this.alive
+  }
+
+  async start(): Promise<void> {
+    const logger = this.logger
+    this.metadata = await ClusterMetadata.open(this.store, {
+      clusterId: 'sim-cluster',
+      random: () => this.random.next(),
+      logger,
+    })
+    this.logManager = await LogManager.open({
+      logDirs: this.config.logDirs,
+      fs: this.disk,
+      clock: this.clock,
+      logger,
+      topicConfig: (topic) =>
+        this.metadata.image().topics.has(topic)
+          ? logConfigFor(this.metadata.image(), this.config, topic)
+          : undefined,
+    })
+    this.replicaManager = new ReplicaManager({
+      nodeId: this.nodeId,
+      logs: this.logManager,
+      clock: this.clock,
+      logger,
+      topicSettings: (image, topic) => ({
+        logConfig: logConfigFor(image, this.config, topic),
+        minInsyncReplicas: Number(
+          resolveTopicConfig(image, this.config, topic).get('min.insync.replicas')?.value ?? 1,
+        ),
+      }),
+      isFenced: () => this.lease === null,
+      alterIsr: (proposal) => this.alterIsr(proposal),
+      replicaLagTimeMaxMs: this.settings.replicaLagTimeMaxMs,
+      fetchers: new ReplicaFetcherManager({
+        nodeId: this.nodeId,
+        clock: this.clock,
+        logger,
+        transport: this.network.transportFor(this.nodeId, () => this.alive),
+        brokerAddress: (id) => this.metadata.image().brokers.get(id),
+        fetchMaxBytes: 64 * 1024,
+        fetchResponseMaxBytes: 256 * 1024,
+        fetchWaitMaxMs: 200,
+        fetchMinBytes: 1,
+        fetchBackoffMs: 100,
+        requestTimeoutMs: 1000,
+      }),
+    })
+    await this.replicaManager.applyImage(this.metadata.image())
+    this.metadata.onChange((image) => {
+      this.replicaManager.applyImage(image).catch((error: unknown) => this.onFatal(error))
+    })
+    this.logManager.startup()
+    this.replicaManager.startup()
+    this.network.listen(this.nodeId, (send, close) => this.accept(send, close))
+    await this.register()
+    this.started = true
+  }
+
+  /** Fatal errors inside a broker are invariant violations: the world records them. */
+  fatalErrors: unknown[] = []
+  private onFatal(error: unknown): void {
+    if (!this.alive) return
+    this.fatalErrors.push(error)
+    this.logger.fatal({ err: error }, 'fatal error in broker')
+  }
+
+  kill(): void {
+    this.alive = false
+    this.clock.kill()
+    this.disk.kill()
+    this.network.unlisten(this.nodeId)
+    this.metadata?.close()
+  }
+
+  /** The store ends this broker's session now (a lost keep-alive, a store failover). */
+  async expireSession(): Promise<boolean> {
+    const lease = this.lease
+    if (!lease) return false
+    await this.rawStore.expireLease(lease.id)
+    return true
+  }
+
+  /** A crashed process stops keeping its leases alive: they expire one TTL later. */
+  suspendLeases(): void {
+    for (const lease of this.store.leases) {
+      try {
+        this.rawStore.suspendKeepAlive(lease.id)
+      } catch {
+        // LEASE_NOT_FOUND: already ended.
+      }
+    }
+  }
+
+  // ---- as server/broker.ts ---------------------------------------------------------------
+
+  private async register(): Promise<void> {
+    const registration: BrokerRegistration = {
+      nodeId: this.nodeId,
+      host: SimNetwork.hostOf(this.nodeId),
+      port: 9092,
+      rack: null,
+    }
+    const lease = await this.store.grantLease(this.settings.sessionTimeoutMs)
+    for (;;) {
+      if (await this.metadata.register(registration, lease)) break
+      await new Promise<void>((resolve) => this.clock.setTimeout(resolve, 200))
+    }
+    this.lease = lease
+    this.controller = new Controller({
+      nodeId: this.nodeId,
+      store: this.store,
+      metadata: this.metadata,
+      lease,
+      clock: this.clock,
+      logger: this.logger,
+      uncleanLeaderElection: (image, topic) =>
+        this.settings.mutateUncleanElection === true ||
+        resolveTopicConfig(image, this.config, topic).get('unclean.leader.election.enable')?.value === 'true',
+    })
+    this.controller.start()
+    lease.lost.then(() => this.onSessionLost(lease))
+    this.logger.info('broker registered')
+  }
+
+  private onSessionLost(lease: Lease): void {
+    if (this.lease !== lease || !this.alive) return
+    this.lease = null
+    this.logger.warn('metadata store session lost; registering again')
+    const controller = this.controller
+    this.controller = null
+    controller?.stop().catch(() => undefined)
+    const again = (attempt: number): void => {
+      if (!this.alive) return
+      this.register().catch(() => {
+        this.clock.setTimeout(() => again(attempt + 1), Math.min(2000, 200 * 2 ** (attempt - 1)))
+      })
+    }
+    again(1)
+  }
+
+  private async alterIsr(proposal: IsrProposal): Promise<boolean> {
+    let committed = false
+    await this.metadata.update((image) => {
+      committed = false
+      const topic = image.topics.get(proposal.topic)
+      const state = topic?.partitions[proposal.partition]
+      if (!topic || !state) return image
+      const current =
+        state.leader === this.nodeId &&
+        state.leaderEpoch === proposal.leaderEpoch &&
+        state.partitionEpoch === proposal.partitionEpoch
+      if (!current && this.settings.mutateIsrWithoutCas !== true) return image
+      committed = true
+      const partitions = [...topic.partitions]
+      partitions[proposal.partition] = { ...state, isr: [...proposal.isr] }
+      return { ...image, topics: new Map(image.topics).set(topic.name, { ...topic, partitions }) }
+    })
+    if (committed) this.logger.info({ ...proposal }, 'ISR changed')
+    return committed
+  }
+
+  // ---- server side: the real handlers behind a simulated connection ------------------------
+
+  private services(): BrokerServices {
+    return {
+      nodeId: this.nodeId,
+      config: this.config,
+      handlers,
+      clock: this.clock,
+      logger: this.logger,
+      replicaManager: this.replicaManager,
+      logManager: this.logManager,
+      fetchSessions: this.fetchSessions,
+      producerIdManager: undefined as never,
+      groupCoordinator: undefined as never,
+      metadataImage: () => this.metadata.image(),
+      autoCreateTopics: async () => undefined,
+      updateMetadata: (change: (image: ClusterImage) => ClusterImage) => this.metadata.update(change),
+      placeNewTopic: (spec) => this.metadata.createTopicImage(spec),
+      placeNewPartition: (p, rf) => this.metadata.newPartition(p, rf),
+    }
+  }
+
+  private readonly fetchSessions = new FetchSessionCache(10, () => this.random.int(1, 2 ** 31 - 2))
+
+  private accept(send: (chunks: readonly Buffer[]) => void, close: () => void): ServerEndpoint {
+    const decoder = new FrameDecoder(100 * 1024 * 1024)
+    const queue: { done: boolean; chunks: Buffer[] | null }[] = []
+    let closed = false
+    const connection = {
+      remoteAddress: 'sim:0',
+      isClosed: false,
+      close: () => {
+        closed = true
+        close()
+      },
+    }
+    const flush = (): void => {
+      while (!closed && queue.length > 0 && queue[0].done) {
+        const slot = queue.shift()!
+        if (slot.chunks) send(slot.chunks)
+      }
+    }
+    const onFrame = (frame: Buffer): void => {
+      const apiKey = frame.readInt16BE(0)
+      const apiVersion = frame.readInt16BE(2)
+      const handler = handlers.get(apiKey)
+      const descriptor = apis.get(apiKey)
+      if (!handler || !descriptor) {
+        connection.close()
+        return
+      }
+      const reader = new Reader(frame)
+      const header = decodeRequestHeader(reader, descriptor.requestHeaderVersion(apiVersion))
+      const request = descriptor.decodeRequest(reader, apiVersion)
+      const context = {
+        header,
+        apiVersion,
+        connection,
+        broker: this.services(),
+      } as unknown as RequestContext
+      const slot: { done: boolean; chunks: Buffer[] | null } = { done: false, chunks: null }
+      queue.push(slot)
+      const respond = (response: unknown): void => {
+        if (response !== null) {
+          const writer = new Writer(512)
+          writer.writeInt32(0)
+          encodeResponseHeader(writer, descriptor.responseHeaderVersion(apiVersion), {
+            correlationId: header.correlationId,
+          })
+          descriptor.encodeResponse(writer, apiVersion, response)
+          const chunks = writer.toChunks()
+          chunks[0].writeInt32BE(writer.length - 4, 0)
+          slot.chunks = chunks
+        }
+        slot.done = true
+        flush()
+      }
+      const fail = (error: unknown): void => {
+        if (error instanceof InvariantError) this.onFatal(error)
+        else this.logger.warn({ err: String(error) }, 'request failed; closing connection')
+        connection.close()
+      }
+      try {
+        const result = handler.handle(context, request)
+        if (result instanceof Promise) result.then(respond, fail)
+        else respond(result)
+      } catch (error) {
+        fail(error)
+      }
+    }
+    return {
+      onData: (chunk) => {
+        if (closed || !this.alive) return
+        decoder.push(chunk, onFrame)
+      },
+      onClose: () => {
+        closed = true
+      },
+    }
+  }
+}

@@ -1,0 +1,407 @@
+/**
+ * One simulation run: 3 brokers, one topic (RF 3, min.insync.replicas 2, unclean election
+ * off), producers with acks=all and acks=1, and a seeded schedule of faults for the safety
+ * phase; then every fault heals and the liveness phase waits for every partition to have a
+ * leader and every replica to converge. Invariants are checked after every event
+ * (invariants.ts); the first violation ends the run with the trace.
+ */
+import { pino } from 'pino'
+import type { Logger } from '../common/logger.js'
+import type { TopicImage } from '../metadata/cluster-image.js'
+import { EmbeddedStore } from '../metadata/store/embedded-store.js'
+import { encodeRecordBatchSync } from '../protocol/record-batch.js'
+import { SimDisk } from './disk.js'
+import { Invariants } from './invariants.js'
+import { SimNetwork } from './network.js'
+import { SimRandom } from './random.js'
+import { drainMicrotasks, SimScheduler } from './scheduler.js'
+import { SimBroker } from './sim-broker.js'
+
+export type Mutation = 'none' | 'unclean-election' | 'isr-without-cas'
+
+export interface SimOptions {
+  readonly seed: number
+  /** Simulated milliseconds of the safety phase (faults on). */
+  readonly ticks?: number
+  readonly brokers?: number
+  readonly partitions?: number
+  readonly mutation?: Mutation
+  /** Keep the broker logs in the trace (debug aid; the trace gets long). */
+  readonly verbose?: boolean
+}
+
+export interface SimResult {
+  readonly seed: number
+  readonly ok: boolean
+  readonly violation: string | null
+  readonly trace: readonly string[]
+  readonly stats: {
+    simulatedMs: number
+    events: number
+    produced: number
+    ackedAll: number
+    ackedOne: number
+    crashes: number
+    sessionExpiries: number
+    partitions: number
+  }
+}
+
+export const TOPIC = 'sim'
+const LIVENESS_MS_MAX = 60_000
+const SESSION_TIMEOUT_MS = 3000
+const PRODUCE_TIMEOUT_MS = 3000
+
+export class Violation extends Error {}
+
+export class World {
+  readonly scheduler = new SimScheduler()
+  readonly random: SimRandom
+  private readonly faultRandom: SimRandom
+  private readonly workloadRandom: SimRandom
+  readonly network: SimNetwork
+  readonly disks = new Map<number, SimDisk>()
+  readonly brokers = new Map<number, SimBroker>()
+  private incarnations = new Map<number, number>()
+  store!: EmbeddedStore
+  readonly trace: string[] = []
+  private readonly invariants: Invariants
+  readonly stats: SimResult['stats'] = {
+    simulatedMs: 0,
+    events: 0,
+    produced: 0,
+    ackedAll: 0,
+    ackedOne: 0,
+    crashes: 0,
+    sessionExpiries: 0,
+    partitions: 0,
+  }
+  private faultsOn = true
+  private producing = true
+  private nextValue = 0
+  /** Brokers crashed or cut off: at most one at a time (the single failure the design claims to survive). */
+  private readonly impaired = new Set<number>()
+  readonly brokerIds: number[]
+  readonly partitionCount: number
+
+  constructor(readonly options: SimOptions) {
+    this.random = new SimRandom(options.seed)
+    this.faultRandom = this.random.fork()
+    this.workloadRandom = this.random.fork()
+    this.network = new SimNetwork(this.scheduler, this.random.fork())
+    const brokerCount = options.brokers ?? 3
+    this.brokerIds = Array.from({ length: brokerCount }, (_, i) => i + 1)
+    this.partitionCount = options.partitions ?? 2
+    this.invariants = new Invariants(this)
+    const diskRandom = this.random.fork()
+    for (const id of this.brokerIds)
+      this.disks.set(id, new SimDisk(diskRandom.fork(), () => this.scheduler.nowMs()))
+  }
+
+  log(message: string): void {
+    this.trace.push(`${String(this.scheduler.now).padStart(7)} ${message}`)
+  }
+
+  private loggerFor(nodeId: number, incarnation: number): Logger {
+    const world = this
+    const level = this.options.verbose ? 'debug' : 'info'
+    return pino(
+      { level, base: null, timestamp: false },
+      {
+        write(line: string) {
+          const parsed = JSON.parse(line) as { level: number; msg?: string } & Record<string, unknown>
+          const { level: lvl, msg, ...rest } = parsed
+          const name = lvl >= 50 ? 'ERROR' : lvl >= 40 ? 'WARN' : lvl >= 30 ? 'info' : 'debug'
+          const fields = Object.keys(rest).length > 0 ? ` ${JSON.stringify(rest)}` : ''
+          world.log(`  b${nodeId}.${incarnation} ${name} ${msg ?? ''}${fields}`)
+        },
+      },
+    ) as unknown as Logger
+  }
+
+  // ---- driving ------------------------------------------------------------------------------
+
+  /** Steps the scheduler until `promise` settles (setup steps that need timers). */
+  async until<T>(promise: Promise<T>, limitMs = 60_000): Promise<T> {
+    let settled = false
+    let value: T | undefined
+    let failure: unknown
+    let failed = false
+    promise.then(
+      (v) => {
+        settled = true
+        value = v
+      },
+      (e: unknown) => {
+        settled = true
+        failed = true
+        failure = e
+      },
+    )
+    const deadline = this.scheduler.now + limitMs
+    await drainMicrotasks()
+    while (!settled) {
+      if (this.scheduler.now > deadline) throw new Violation(`setup step did not finish within ${limitMs} ms`)
+      if (!(await this.scheduler.step())) throw new Violation('setup step stalled with no events queued')
+      this.afterEvent()
+      await drainMicrotasks()
+    }
+    if (failed) throw failure
+    return value as T
+  }
+
+  private afterEvent(): void {
+    for (const broker of this.brokers.values()) {
+      if (broker.fatalErrors.length > 0) {
+        const error = broker.fatalErrors[0] as Error
+        throw new Violation(`broker ${broker.nodeId} hit an internal error: ${error.message}`)
+      }
+    }
+  }
+
+  async run(): Promise<SimResult> {
+    let violation: string | null = null
+    try {
+      await this.setup()
+      const ticks = this.options.ticks ?? 20_000
+      this.log(`safety phase: ${ticks} ms of faults`)
+      this.scheduleFaults()
+      this.scheduleProducer()
+      await this.runFor(ticks)
+      this.heal()
+      await this.liveness()
+      this.log('run passed')
+    } catch (error) {
+      if (!(error instanceof Violation)) throw error
+      violation = error.message
+      this.log(`VIOLATION: ${violation}`)
+    }
+    this.stats.simulatedMs = this.scheduler.now
+    this.stats.events = this.scheduler.eventsRun
+    for (const broker of this.brokers.values()) if (broker.isAlive) broker.kill()
+    return {
+      seed: this.options.seed,
+      ok: violation === null,
+      violation,
+      trace: this.trace,
+      stats: this.stats,
+    }
+  }
+
+  private async runFor(durationMs: number): Promise<void> {
+    const end = this.scheduler.now + durationMs
+    for (;;) {
+      const next = this.scheduler.peekTime()
+      if (next === undefined || next > end) break
+      await this.scheduler.step()
+      this.afterEvent()
+      await this.invariants.check()
+    }
+  }
+
+  private async setup(): Promise<void> {
+    this.log(`seed ${this.options.seed} mutation ${this.options.mutation ?? 'none'}`)
+    this.store = await EmbeddedStore.open({ clock: this.scheduler })
+    for (const id of this.brokerIds) await this.until(this.startBroker(id))
+    const first = this.brokers.get(this.brokerIds[0])!
+    await this.until(
+      first.metadata.update((image) => {
+        const spec = {
+          name: TOPIC,
+          partitions: this.partitionCount,
+          replicationFactor: 3,
+          configs: { 'min.insync.replicas': '2', 'unclean.leader.election.enable': 'false' },
+        }
+        const topic: TopicImage = {
+          ...first.metadata.createTopicImage(spec),
+          topicId: this.random.bytes(16).toString('base64url'),
+        }
+        return { ...image, topics: new Map(image.topics).set(TOPIC, topic) }
+      }),
+    )
+    this.log(`topic ${TOPIC} created: ${this.partitionCount} partitions, RF 3, min.insync.replicas 2`)
+  }
+
+  private startBroker(id: number): Promise<void> {
+    const incarnation = (this.incarnations.get(id) ?? 0) + 1
+    this.incarnations.set(id, incarnation)
+    const broker = new SimBroker(
+      id,
+      incarnation,
+      this.scheduler,
+      this.disks.get(id)!,
+      this.store,
+      this.network,
+      this.random.fork(),
+      this.loggerFor(id, incarnation),
+      {
+        sessionTimeoutMs: SESSION_TIMEOUT_MS,
+        replicaLagTimeMaxMs: 2000,
+        properties: new Map([['broker.session.timeout.ms', String(SESSION_TIMEOUT_MS)]]),
+        mutateUncleanElection: this.options.mutation === 'unclean-election',
+        mutateIsrWithoutCas: this.options.mutation === 'isr-without-cas',
+      },
+    )
+    this.brokers.set(id, broker)
+    this.log(`start broker ${id} (incarnation ${incarnation})`)
+    return broker.start()
+  }
+
+  // ---- faults -------------------------------------------------------------------------------
+
+  private scheduleFaults(): void {
+    const next = (): void => {
+      if (!this.faultsOn) return
+      this.injectFault()
+      this.scheduler.schedule(this.faultRandom.int(300, 2500), next)
+    }
+    this.scheduler.schedule(this.faultRandom.int(500, 1500), next)
+  }
+
+  private injectFault(): void {
+    const r = this.faultRandom
+    const choice = r.int(0, 9)
+    const up = this.brokerIds.filter((id) => this.brokers.get(id)?.isAlive && !this.impaired.has(id))
+    if (choice <= 2 && this.impaired.size === 0) {
+      this.crash(r.pick(up))
+    } else if (choice === 3 && this.impaired.size === 0) {
+      const victim = r.pick(up)
+      const twoWay = r.chance(0.5)
+      for (const other of this.brokerIds) {
+        if (other === victim) continue
+        this.network.cutLink(victim, other)
+        if (twoWay) this.network.cutLink(other, victim)
+      }
+      this.impaired.add(victim)
+      this.stats.partitions++
+      this.log(`FAULT partition broker ${victim} from the others (${twoWay ? 'two-way' : 'outbound only'})`)
+    } else if (choice === 4) {
+      const victim = r.pick(up)
+      const broker = this.brokers.get(victim)!
+      if (broker.lease) {
+        this.stats.sessionExpiries++
+        this.log(`FAULT expire the store session of broker ${victim}`)
+        broker.expireSession().catch(() => undefined)
+      }
+    } else if (choice === 5) {
+      const reset = r.chance(0.5) ? 0 : 0.02
+      const slow = r.chance(0.3)
+      this.network.faults = { delayMinMs: 1, delayMaxMs: slow ? r.int(50, 1500) : 5, resetProbability: reset }
+      this.log(`FAULT network delay 1-${this.network.faults.delayMaxMs} ms, reset probability ${reset}`)
+    } else if (this.impaired.size > 0 && choice >= 7) {
+      this.recover([...this.impaired][0])
+    }
+  }
+
+  private crash(id: number): void {
+    const broker = this.brokers.get(id)!
+    this.stats.crashes++
+    broker.kill()
+    broker.suspendLeases()
+    this.disks.get(id)!.crash(0.5)
+    const lost = this.disks.get(id)!.lastCrash
+    this.impaired.add(id)
+    this.log(
+      `FAULT crash broker ${id}: ${lost.filesReverted} files lost unflushed bytes (${lost.bytesLost} bytes, ${lost.tornTails} torn tails)`,
+    )
+  }
+
+  private recover(id: number): void {
+    this.impaired.delete(id)
+    const broker = this.brokers.get(id)!
+    for (const other of this.brokerIds) {
+      this.network.healLink(id, other)
+      this.network.healLink(other, id)
+    }
+    if (broker.isAlive) {
+      this.log(`HEAL network of broker ${id}`)
+      return
+    }
+    this.restart(id)
+  }
+
+  private restart(id: number): void {
+    this.startBroker(id).catch((error: unknown) => {
+      this.log(`broker ${id} failed to start: ${String(error)}`)
+    })
+  }
+
+  private heal(): void {
+    this.faultsOn = false
+    this.producing = false
+    this.log('HEAL everything: network healed, crashed brokers restart, producers stop')
+    this.network.healAll()
+    this.network.faults = { delayMinMs: 1, delayMaxMs: 5, resetProbability: 0 }
+    for (const id of [...this.impaired]) this.recover(id)
+  }
+
+  // ---- workload -----------------------------------------------------------------------------
+
+  private scheduleProducer(): void {
+    const next = (): void => {
+      if (!this.producing) return
+      this.produceOne()
+      this.scheduler.schedule(this.workloadRandom.int(5, 60), next)
+    }
+    this.scheduler.schedule(10, next)
+  }
+
+  private produceOne(): void {
+    const r = this.workloadRandom
+    const partition = r.int(0, this.partitionCount - 1)
+    const acks = r.chance(0.8) ? -1 : 1
+    const value = `v${this.nextValue++}`
+    const count = r.int(1, 3)
+    const batch = encodeRecordBatchSync({
+      records: Array.from({ length: count }, (_, i) => ({ value: Buffer.from(`${value}.${i}`) })),
+      defaultTimestamp: this.scheduler.nowMs(),
+    })
+    // The producer's metadata: what a live broker tells it (may be stale).
+    const live = this.brokerIds.filter((id) => this.brokers.get(id)?.started && this.brokers.get(id)?.isAlive)
+    if (live.length === 0) return
+    const informant = this.brokers.get(r.pick(live))!
+    const leaderId = informant.metadata.image().topics.get(TOPIC)?.partitions[partition]?.leader ?? -1
+    const leader = this.brokers.get(leaderId)
+    if (!leader) return
+    this.stats.produced++
+    const incarnation = leader.incarnation
+    this.scheduler.schedule(r.int(1, 5), () => {
+      if (!leader.isAlive || leader.incarnation !== incarnation) return
+      leader.replicaManager.appendToLeader(TOPIC, partition, batch, acks, PRODUCE_TIMEOUT_MS).then(
+        (result) => {
+          // The answer travels back; a crash meanwhile loses it.
+          this.scheduler.schedule(r.int(1, 5), () => {
+            if (!leader.isAlive) return
+            if (result.errorCode !== 0) return
+            if (acks === -1) this.stats.ackedAll++
+            else this.stats.ackedOne++
+            this.invariants.onAcked(partition, result.baseOffset, count, value, acks, leaderId)
+            this.log(`ack ${value} p${partition} @${result.baseOffset} acks=${acks} from broker ${leaderId}`)
+          })
+        },
+        () => undefined,
+      )
+    })
+  }
+
+  // ---- liveness -----------------------------------------------------------------------------
+
+  private async liveness(): Promise<void> {
+    const start = this.scheduler.now
+    this.log(`liveness phase: up to ${LIVENESS_MS_MAX} ms for leaders and converged replicas`)
+    for (;;) {
+      await this.runFor(500)
+      const problem = await this.invariants.convergenceProblem()
+      if (problem === null) break
+      if (this.scheduler.now - start > LIVENESS_MS_MAX)
+        throw new Violation(`liveness: not converged ${LIVENESS_MS_MAX} ms after healing: ${problem}`)
+      if (this.scheduler.peekTime() === undefined) throw new Violation(`liveness: no events left: ${problem}`)
+    }
+    this.log(`converged after ${this.scheduler.now - start} ms`)
+    await this.invariants.checkAckedSurvived()
+  }
+}
+
+export async function runSimulation(options: SimOptions): Promise<SimResult> {
+  return new World(options).run()
+}
