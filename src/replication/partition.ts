@@ -69,6 +69,8 @@ export class Partition {
   private readonly highWatermarkWatchers = new Set<() => void>()
   private readonly logEndWatchers = new Set<() => void>()
   private readonly followers = new Map<number, FollowerState>()
+  /** The high watermark the leader last reported to this follower. */
+  private lastLeaderHighWatermark = 0
   /** Members being added or removed by an uncommitted ISR proposal. */
   private pendingIsr: readonly number[] | null = null
   /** The log end when this leadership began: a follower joins the ISR only past it. */
@@ -152,10 +154,16 @@ export class Partition {
 
   /** A reassignment adds and removes replicas under the same leadership. */
   private syncFollowersWithReplicas(): void {
-    for (const id of [...this.followers.keys()]) if (!this.state.replicas.includes(id)) this.followers.delete(id)
+    for (const id of [...this.followers.keys()])
+      if (!this.state.replicas.includes(id)) this.followers.delete(id)
     for (const id of this.state.replicas) {
       if (id === this.localBrokerId || this.followers.has(id)) continue
-      this.followers.set(id, { logEndOffset: -1, lastCaughtUpTimeMs: 0, lastFetchLeaderLogEndOffset: 0, lastFetchTimeMs: 0 })
+      this.followers.set(id, {
+        logEndOffset: -1,
+        lastCaughtUpTimeMs: 0,
+        lastFetchLeaderLogEndOffset: 0,
+        lastFetchTimeMs: 0,
+      })
     }
   }
 
@@ -389,7 +397,17 @@ export class Partition {
   /** A follower's high watermark is the leader's, capped by what it has. */
   updateFollowerHighWatermark(leaderHighWatermark: number): void {
     if (this.isLeaderByMetadata) return
+    this.lastLeaderHighWatermark = leaderHighWatermark
     this.setHighWatermark(Math.min(leaderHighWatermark, this.log.logEndOffset))
+  }
+
+  /**
+   * How far this replica's log is behind what is committed: for a follower, the leader's
+   * last reported high watermark minus its own log end; 0 for the leader.
+   */
+  get offsetLag(): number {
+    if (this.isLeaderByMetadata) return 0
+    return Math.max(0, this.lastLeaderHighWatermark - this.log.logEndOffset)
   }
 
   /**

@@ -35,6 +35,23 @@ import { allHandlers } from './handlers/all.js'
 import { HandlerRegistry } from './handlers/registry.js'
 import { SocketServer } from './socket-server.js'
 
+export interface ReplicationReport {
+  readonly isrShrinks: number
+  readonly isrExpands: number
+  readonly leaderElections: number
+  readonly uncleanLeaderElections: number
+  readonly underReplicatedPartitions: number
+  readonly offlinePartitions: number
+  readonly followerLag: readonly {
+    topic: string
+    partition: number
+    brokerId: number
+    logEndOffset: number
+    lagMessages: number
+    caughtUpAgoMs: number
+  }[]
+}
+
 export interface BrokerDependencies {
   clock?: Clock
   logger?: Logger
@@ -70,6 +87,7 @@ export class Broker implements BrokerServices {
   private stopping: Promise<void> | null = null
   private lease: Lease | null = null
   private controller: Controller | null = null
+  private readonly isrStats = { shrinks: 0, expands: 0 }
   private registerRetry: TimerHandle | null = null
 
   private constructor(
@@ -252,6 +270,7 @@ export class Broker implements BrokerServices {
    */
   private async alterIsr(proposal: IsrProposal): Promise<boolean> {
     let committed = false
+    let previousIsrSize = 0
     await this.metadata.update((image) => {
       committed = false
       const topic = image.topics.get(proposal.topic)
@@ -263,12 +282,48 @@ export class Broker implements BrokerServices {
         state.partitionEpoch === proposal.partitionEpoch
       if (!current) return image
       committed = true
+      previousIsrSize = state.isr.length
       const partitions = [...topic.partitions]
       partitions[proposal.partition] = { ...state, isr: [...proposal.isr] }
       return { ...image, topics: new Map(image.topics).set(topic.name, { ...topic, partitions }) }
     })
-    if (committed) this.logger.info({ ...proposal }, 'ISR changed')
+    if (committed) {
+      const grew = proposal.isr.length > previousIsrSize
+      if (grew) this.isrStats.expands++
+      else this.isrStats.shrinks++
+      this.logger.info({ ...proposal, previousIsrSize }, grew ? 'ISR expanded' : 'ISR shrunk')
+    }
     return committed
+  }
+
+  /**
+   * Replication health as this broker sees it: ISR changes it made as leader, the
+   * elections it made while controller, partitions it leads that are under-replicated, and
+   * each follower's lag behind it. (No metrics endpoint yet: read it through the embedding
+   * API; DescribeLogDirs reports each replica's offset lag.)
+   */
+  replicationReport(): ReplicationReport {
+    const followers: ReplicationReport['followerLag'][number][] = []
+    let underReplicated = 0
+    for (const partition of this.replicaManager.hostedPartitions) {
+      if (!partition.isLeader) continue
+      if (partition.isr.length < partition.replicas.length) underReplicated++
+      for (const lag of partition.followerLag())
+        followers.push({ topic: partition.topic, partition: partition.partition, ...lag })
+    }
+    const image = this.metadata.image()
+    let offline = 0
+    for (const topic of image.topics.values())
+      for (const p of topic.partitions) if (p.leader === -1) offline++
+    return {
+      isrShrinks: this.isrStats.shrinks,
+      isrExpands: this.isrStats.expands,
+      leaderElections: this.controller?.stats.elections ?? 0,
+      uncleanLeaderElections: this.controller?.stats.uncleanElections ?? 0,
+      underReplicatedPartitions: underReplicated,
+      offlinePartitions: offline,
+      followerLag: followers,
+    }
   }
 
   /** Effective settings of a topic: its overrides over the broker's defaults. */

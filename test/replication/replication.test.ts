@@ -194,12 +194,20 @@ describe('replication with real clients (3 brokers, RF=3, min.insync.replicas=2)
       )
       // With min.insync.replicas=2 and two left, acks=all still works.
       await producer.send({ topic: 'lagging', acks: -1, messages: [{ value: 'while-out' }] })
+      // The leader reports the shrink, the partition as under-replicated, and the follower's lag.
+      const leaderBroker = cluster.broker(state.leader)
+      const report = leaderBroker.replicationReport()
+      assert.ok(report.isrShrinks >= 1, `isrShrinks ${report.isrShrinks}`)
+      assert.ok(report.underReplicatedPartitions >= 1)
+      const lag = report.followerLag.find((l) => l.topic === 'lagging' && l.brokerId === follower)
+      assert.ok(lag && lag.lagMessages > 0 && lag.caughtUpAgoMs >= LAG_MS, JSON.stringify(lag))
       cluster.transports[follower].thaw()
       const thawedAt = Date.now()
       await waitUntil('follower back in the ISR', 10000, () =>
         cluster.state('lagging', 0).isr.includes(follower),
       )
       console.log(`follower ${follower} rejoined the ISR ${Date.now() - thawedAt} ms after it fetched again`)
+      assert.ok(cluster.broker(state.leader).replicationReport().isrExpands >= 1)
     } finally {
       cluster.transports[follower].thaw()
       await producer.disconnect()

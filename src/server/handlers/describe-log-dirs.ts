@@ -1,9 +1,9 @@
 /**
  * DescribeLogDirs (key 35).
  * Behavior: lists this broker's log directories with the size of each hosted partition's
- * log (offsetLag 0: a leader or a caught-up replica; per-follower lag is reported by the
- * replication layer), optionally filtered by topic and partition. Offline directories
- * carry KAFKA_STORAGE_ERROR.
+ * log and its offset lag (a follower: the leader's committed end minus its own log end; a
+ * leader: 0), optionally filtered by topic and partition. Offline directories carry
+ * KAFKA_STORAGE_ERROR.
  * Version notes: v2+ flexible, v3 top-level error code, v4 total and usable bytes.
  */
 import { statfs } from 'node:fs/promises'
@@ -61,7 +61,7 @@ function groupTopics(partitions: readonly Partition[]): DescribeLogDirsResponseD
     topic.partitions.push({
       partitionIndex: p.partition,
       partitionSize: BigInt(p.log.size),
-      offsetLag: 0n,
+      offsetLag: BigInt(p.offsetLag),
       isFutureKey: false,
     })
   }
