@@ -1,0 +1,285 @@
+/**
+ * Issue 9, multi-process: three `tidelog broker` processes on a private etcd,
+ * __consumer_offsets replicated on all three, a kafkajs consumer group on a 6-partition
+ * RF=3 topic.
+ *  (a) kill -9 the coordinator while offsets are being committed: committed offsets are
+ *      sampled (OffsetFetch) all along; none is lost and none ever goes backwards, and
+ *      consumption goes on under the new coordinator;
+ *  (b) kill -9 the coordinator while a member joins (a rebalance): the group stabilizes
+ *      under the new coordinator with every partition assigned and consumed;
+ *  (c) stop and restart the whole cluster: committed offsets survive, and a consumer of
+ *      the group resumes from them.
+ */
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { ErrorCode } from '../../src/protocol/error-codes.js'
+import type { FindCoordinatorResponse } from '../../src/protocol/generated/find-coordinator-response.js'
+import { ApiKey } from '../../src/protocol/generated/index.js'
+import { type EtcdCluster, waitFor as poll, withEtcdCluster } from '../helpers/broker-process.js'
+import { rawCall } from '../helpers/raw-call.js'
+import { RawClient } from '../helpers/raw-client.js'
+import { FAST_GROUP_PROPERTIES, kafka, startConsumer, type TrackedConsumer, waitFor } from './helpers.js'
+
+const TOPIC = 'kill-events'
+const GROUP = 'kill-group'
+const PARTITIONS = 6
+
+/** The coordinator of GROUP as a live broker answers FindCoordinator (retried until one does). */
+async function findCoordinator(cluster: EtcdCluster, not = -1): Promise<number> {
+  return poll(
+    `a live coordinator for ${GROUP}${not >= 0 ? ` other than ${not}` : ''}`,
+    async () => {
+      for (const broker of cluster.brokers.filter((b) => b.isRunning)) {
+        const client = await RawClient.connect(broker.spec.port)
+        try {
+          const r = await rawCall<FindCoordinatorResponse>(client, ApiKey.FindCoordinator, 3, {
+            key: GROUP,
+            keyType: 0,
+          })
+          if (r.errorCode === ErrorCode.NONE && r.nodeId !== not && cluster.broker(r.nodeId).isRunning)
+            return r.nodeId
+        } finally {
+          client.close()
+        }
+      }
+      return undefined
+    },
+    20000,
+    100,
+  )
+}
+
+/** Committed offsets of GROUP on TOPIC (partition -> offset; -1 when none). */
+async function committed(bootstrap: string): Promise<Map<number, number>> {
+  const admin = kafka(bootstrap, 'offsets-sampler').admin({
+    retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 500 },
+  })
+  await admin.connect()
+  try {
+    const [topic] = await admin.fetchOffsets({ groupId: GROUP, topics: [TOPIC] })
+    return new Map(topic.partitions.map((p) => [p.partition, Number(p.offset)]))
+  } finally {
+    await admin.disconnect().catch(() => undefined)
+  }
+}
+
+async function endOffsets(bootstrap: string): Promise<Map<number, number>> {
+  const admin = kafka(bootstrap, 'end-offsets').admin()
+  await admin.connect()
+  try {
+    const offsets = await admin.fetchTopicOffsets(TOPIC)
+    return new Map(offsets.map((o) => [o.partition, Number(o.high)]))
+  } finally {
+    await admin.disconnect().catch(() => undefined)
+  }
+}
+
+/** Samples the committed offsets every ~150 ms in the background; a failed sample is skipped. */
+class OffsetSampler {
+  readonly samples: { at: number; offsets: Map<number, number> }[] = []
+  private running = true
+  private readonly loop: Promise<void>
+
+  constructor(private readonly bootstrap: () => string) {
+    this.loop = this.run()
+  }
+
+  private async run(): Promise<void> {
+    while (this.running) {
+      try {
+        this.samples.push({ at: Date.now(), offsets: await committed(this.bootstrap()) })
+      } catch {
+        // The coordinator is moving: no answer is no sample.
+      }
+      await new Promise((r) => setTimeout(r, 150))
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.running = false
+    await this.loop
+  }
+
+  /** Per partition: no sample below an earlier one (a lost offset reads as -1, also a regression). */
+  assertMonotonic(): void {
+    const best = new Map<number, number>()
+    for (const { at, offsets } of this.samples) {
+      for (const [p, offset] of offsets) {
+        const before = best.get(p) ?? -1
+        assert.ok(
+          offset >= before,
+          `partition ${p}: committed offset went from ${before} back to ${offset} at ${new Date(at).toISOString()}`,
+        )
+        best.set(p, offset)
+      }
+    }
+  }
+}
+
+/** Produces `perPartition` records to every partition, acks=all; returns their values. */
+async function produce(bootstrap: string, perPartition: number, tag: string): Promise<string[]> {
+  const producer = kafka(bootstrap, `producer-${tag}`).producer({
+    allowAutoTopicCreation: false,
+    retry: { retries: 30, initialRetryTime: 100, maxRetryTime: 1000 },
+  })
+  await producer.connect()
+  try {
+    const messages = []
+    for (let p = 0; p < PARTITIONS; p++)
+      for (let i = 0; i < perPartition; i++) messages.push({ partition: p, value: `${tag}-${p}-${i}` })
+    await producer.send({ topic: TOPIC, acks: -1, messages })
+    return messages.map((m) => m.value)
+  } finally {
+    await producer.disconnect().catch(() => undefined)
+  }
+}
+
+function consumedValues(consumers: readonly TrackedConsumer[]): Set<string> {
+  return new Set(consumers.flatMap((c) => c.values))
+}
+
+async function allCommitted(bootstrap: string): Promise<boolean> {
+  const [now, end] = await Promise.all([committed(bootstrap), endOffsets(bootstrap)])
+  return [...end].every(([p, high]) => now.get(p) === high)
+}
+
+test('kill -9 of the group coordinator while committing and while rebalancing, and a whole-cluster restart: no committed offset lost or going backwards', {
+  timeout: 150000,
+}, async () => {
+  await withEtcdCluster(
+    {
+      brokers: 3,
+      properties: {
+        ...FAST_GROUP_PROPERTIES,
+        'offsets.topic.num.partitions': 3,
+        'offsets.topic.replication.factor': 3,
+      },
+    },
+    async (cluster) => {
+      const all = cluster.brokers.map((b) => b.address).join(',')
+      const consumers: TrackedConsumer[] = []
+      const sampler = new OffsetSampler(() => cluster.liveBootstrap)
+      try {
+        const admin = kafka(all, 'setup').admin()
+        await admin.connect()
+        await admin.createTopics({
+          topics: [{ topic: TOPIC, numPartitions: PARTITIONS, replicationFactor: 3 }],
+          waitForLeaders: true,
+        })
+        await admin.disconnect()
+
+        const started = Date.now()
+        const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)} s`
+        // (a) Commits flow: 3 members, records arriving all the time, auto-commit every 200 ms.
+        const written = await produce(all, 5, 'a0')
+        for (let i = 0; i < 3; i++)
+          consumers.push(await startConsumer(all, GROUP, TOPIC, `c${i}`, { retries: 3 }))
+        await waitFor('a0 consumed', 30000, () => consumedValues(consumers).size >= written.length)
+        let producing = true
+        const feeder = (async () => {
+          for (let round = 1; producing; round++) {
+            written.push(...(await produce(all, 2, `a${round}`)))
+            await new Promise((r) => setTimeout(r, 100))
+          }
+        })()
+        await new Promise((r) => setTimeout(r, 1500))
+        const first = await findCoordinator(cluster)
+        const beforeKill = await committed(cluster.liveBootstrap)
+        await cluster.broker(first).kill()
+        console.log(`(a) ${elapsed()}: killed coordinator ${first}`)
+        const second = await findCoordinator(cluster, first)
+        console.log(`(a) ${elapsed()}: new coordinator ${second}`)
+        const afterKill = await poll(
+          'offsets from the new coordinator',
+          () => committed(cluster.liveBootstrap),
+          20000,
+        )
+        for (const [p, offset] of beforeKill)
+          assert.ok((afterKill.get(p) ?? -1) >= offset, `partition ${p}: ${offset} lost after failover`)
+        await new Promise((r) => setTimeout(r, 2000))
+        producing = false
+        await feeder
+        await waitFor('everything written in (a) consumed', 40000, () => {
+          const seen = consumedValues(consumers)
+          return written.every((v) => seen.has(v))
+        })
+        await waitFor('(a) offsets committed up to the end', 30000, () => allCommitted(cluster.liveBootstrap))
+        console.log(`(a) ${elapsed()}: all consumed and committed`)
+
+        // (b) The killed broker comes back; then a 4th member joins and the coordinator dies mid-rebalance.
+        await cluster.broker(first).start()
+        await cluster.waitForBrokers([1, 2, 3], 20000)
+        const third = await findCoordinator(cluster)
+        const rebalancing = new Promise<void>((resolve) =>
+          consumers[0].consumer.on(consumers[0].consumer.events.REBALANCING, () => resolve()),
+        )
+        const joining = startConsumer(all, GROUP, TOPIC, 'c3', { retries: 3 })
+        await Promise.race([rebalancing, new Promise((r) => setTimeout(r, 5000))])
+        await cluster.broker(third).kill()
+        console.log(`(b) ${elapsed()}: killed coordinator ${third} during the rebalance`)
+        consumers.push(await joining)
+        const fourth = await findCoordinator(cluster, third)
+        console.log(`(b) ${elapsed()}: new coordinator ${fourth}`)
+        const b = await produce(cluster.liveBootstrap, 3, 'b')
+        written.push(...b)
+        await waitFor('(b) records consumed on every partition', 40000, () => {
+          const seen = consumedValues(consumers)
+          return b.every((v) => seen.has(v))
+        })
+        await waitFor('(b) group stable with 4 members', 30000, async () => {
+          const a = kafka(cluster.liveBootstrap, 'describe').admin()
+          await a.connect()
+          try {
+            const { groups } = await a.describeGroups([GROUP])
+            return groups[0].state === 'Stable' && groups[0].members.length === 4
+          } finally {
+            await a.disconnect()
+          }
+        })
+        await waitFor('(b) every partition assigned once', 20000, () => {
+          const held = consumers.flatMap((c) => c.assignment).sort((x, y) => x - y)
+          return held.join(',') === '0,1,2,3,4,5'
+        })
+        await waitFor('(b) offsets committed up to the end', 30000, () => allCommitted(cluster.liveBootstrap))
+        console.log(`(b) ${elapsed()}: stable, all consumed and committed`)
+
+        // (c) Consumers leave; the whole cluster stops and starts again.
+        for (const c of consumers.splice(0)) await c.consumer.disconnect()
+        await sampler.stop()
+        sampler.assertMonotonic()
+        assert.ok(sampler.samples.length > 10, `${sampler.samples.length} samples of committed offsets`)
+        const beforeRestart = await committed(cluster.liveBootstrap)
+        await cluster.broker(third).start()
+        await cluster.waitForBrokers([1, 2, 3], 20000)
+        await Promise.all(cluster.brokers.map((broker) => broker.stop()))
+        console.log(`(c) ${elapsed()}: cluster stopped`)
+        await Promise.all(cluster.brokers.map((broker) => broker.start()))
+        await cluster.waitForBrokers([1, 2, 3], 20000)
+        const afterRestart = await poll(
+          'committed offsets after the restart',
+          async () => {
+            const now = await committed(all)
+            return [...beforeRestart].every(([p, o]) => now.get(p) === o) ? now : undefined
+          },
+          30000,
+          200,
+        )
+        console.log(`(c) ${elapsed()}: offsets after restart ${JSON.stringify([...afterRestart])}`)
+        for (let p = 0; p < PARTITIONS; p++) assert.ok((afterRestart.get(p) ?? -1) > 0)
+        const c = await produce(all, 2, 'c')
+        const resumed = await startConsumer(all, GROUP, TOPIC, 'c-after', { retries: 10 })
+        consumers.push(resumed)
+        await waitFor('(c) new records consumed', 40000, () => c.every((v) => resumed.values.includes(v)))
+        assert.deepEqual(
+          resumed.values.filter((v) => !v.startsWith('c-')),
+          [],
+          'the group resumed from its committed offsets: nothing from before the restart again',
+        )
+        console.log(`(c) ${elapsed()}: resumed from committed offsets`)
+      } finally {
+        await sampler.stop()
+        for (const c of consumers) await c.consumer.disconnect().catch(() => undefined)
+      }
+    },
+  )
+})
