@@ -64,6 +64,10 @@ export class ProducerBatch {
   producerId = -1n
   producerEpoch = -1
   baseSequence = -1
+  /** Set once the sequence was given up and the batch re-stamped (KIP-360 reset). */
+  sequenceReset = false
+  /** When the batch was first drained (a producer-wide counter; -1: not yet): retries requeue in this order. */
+  drainOrder = -1
   private settled = false
   private readonly settledPromise: Promise<void>
   private markSettled!: () => void
@@ -95,7 +99,7 @@ export class ProducerBatch {
   }
 
   hasRoomFor(bytes: number, batchSize: number): boolean {
-    if (this.isSealed) return false
+    if (this.isSealed || this.drainOrder >= 0) return false
     return this.records.length === 0 || this.sizeBytes + bytes <= batchSize
   }
 
@@ -127,6 +131,30 @@ export class ProducerBatch {
       ? encodeRecordBatchSync(options)
       : await encodeRecordBatch(options)
     return this.encoded
+  }
+
+  /** Stamps the idempotent producer's identity and this batch's first sequence before its first encode. */
+  stamp(producerId: bigint, producerEpoch: number, baseSequence: number): void {
+    assert(this.encoded === null, 'stamp of an encoded batch')
+    this.producerId = producerId
+    this.producerEpoch = producerEpoch
+    this.baseSequence = baseSequence
+  }
+
+  /**
+   * Gives up the batch's producer id, epoch and sequence (after UNKNOWN_PRODUCER_ID, an
+   * epoch error or a gap, KIP-360): it is stamped and encoded again when next drained.
+   */
+  resetProducerState(): void {
+    this.encoded = null
+    this.producerId = -1n
+    this.producerEpoch = -1
+    this.baseSequence = -1
+    this.sequenceReset = true
+  }
+
+  get hasSequence(): boolean {
+    return this.baseSequence >= 0
   }
 
   /** Resolves every record: offsets count up from baseOffset. */
@@ -166,6 +194,8 @@ export class ProducerBatch {
     second.reservedBytes = this.reservedBytes - first.reservedBytes
     first.attempts = this.attempts
     second.attempts = this.attempts
+    first.drainOrder = this.drainOrder
+    second.drainOrder = this.drainOrder
     // The records now belong to the halves; this batch settles without touching them.
     this.settled = true
     this.markSettled()

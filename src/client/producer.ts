@@ -18,14 +18,32 @@
  * or `send(r, callback)` / the returned promise plus `flush()`. With `producerType: 'sync'`
  * each record is sent only once the previous one is acknowledged, whatever the caller does.
  *
- * Idempotence plugs in later: an idempotent producer gets a producer id from InitProducerId
- * and stamps producerId/epoch/baseSequence on each batch when it is first drained
- * (ProducerBatch.encode), with in-flight batches per partition bounded to 5.
+ * Idempotence (`enableIdempotence`, on by default with acks=all as in Kafka 3+): before the
+ * first batch goes out the producer gets a producer id and epoch from InitProducerId (any
+ * broker; COORDINATOR_NOT_AVAILABLE and other retriable answers are retried with backoff).
+ * Each batch is stamped with them and its partition's next sequence when it is first sent,
+ * and encoded once: a retry re-sends the same bytes, so the leader (or a new leader, which
+ * replicated the producer state) answers a batch it already wrote with its first offsets
+ * instead of writing it again. Up to 5 batches per partition are in flight (at most 5
+ * requests per connection). Order is kept as Java's Sender keeps it: a failed batch goes
+ * back into its queue in sequence order, later in-flight batches of that partition come
+ * back with OUT_OF_ORDER_SEQUENCE_NUMBER (retried: they are not the next sequence) or a
+ * connection error and line up behind it, and a partition with a retried batch at its head
+ * sends one batch at a time until the retries are through. OUT_OF_ORDER_SEQUENCE_NUMBER on
+ * the batch that *is* the next sequence (everything before it acknowledged) is a real gap:
+ * that batch fails. UNKNOWN_PRODUCER_ID (broker state lost: retention, truncation) and
+ * INVALID_PRODUCER_EPOCH reset the partition as KIP-360 does for non-transactional
+ * producers: a new producer id (a fresh InitProducerId, the non-transactional "bump"), and
+ * the partition's unacknowledged batches re-stamped from sequence 0 once none of them is
+ * in flight; other partitions move to the new id when their own in-flight batches are done.
+ * A batch that fails for good (gap, delivery timeout, fatal error) resets its partition
+ * the same way, so the batches behind it do not wait on a sequence that never comes.
  */
 import { assert } from '../common/assert.js'
 import { CompressionType } from '../protocol/batch-header.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { ApiKey } from '../protocol/generated/index.js'
+import type { InitProducerIdResponse } from '../protocol/generated/init-producer-id-response.js'
 import type { ProduceRequest } from '../protocol/generated/produce-request.js'
 import type {
   ProduceResponse,
@@ -40,6 +58,7 @@ import {
   InvalidArgumentError,
   KafkaClientError,
   KafkaProtocolError,
+  UnsupportedApiError,
 } from './errors.js'
 import { MemoryPool } from './memory-pool.js'
 import { intOption, oneOf } from './options.js'
@@ -54,7 +73,7 @@ import {
   toBytes,
   toHeaders,
 } from './producer-batch.js'
-import { backoffMs, isRetriableError, needsMetadataRefresh } from './retry.js'
+import { backoffMs, isRetriableError, needsMetadataRefresh, sleep } from './retry.js'
 
 export type { RecordMetadata }
 
@@ -104,7 +123,13 @@ export interface ProducerOptions extends Partial<ClientOptions> {
   /** allow.auto.create.topics (default true), as the Java producer. */
   allowAutoTopicCreation?: boolean
   partitioner?: PartitionerFn
-  /** enable.idempotence: not available until the broker implements InitProducerId. */
+  /**
+   * enable.idempotence: no duplicates and no reordering across retries (producer id and
+   * sequence numbers). Default: on when acks is 'all' (and retries > 0), as in Kafka 3+;
+   * off otherwise. `true` with acks other than 'all', retries 0 or more than 5 requests in
+   * flight is a configuration error. When on by default, max.in.flight is capped at 5, and
+   * a broker without InitProducerId turns it off (explicit `true` then fails the sends).
+   */
   enableIdempotence?: boolean
 }
 
@@ -123,6 +148,9 @@ interface ResolvedProducerOptions {
   maxBlockMs: number
   allowAutoTopicCreation: boolean
   requestTimeoutMs: number
+  idempotent: boolean
+  /** Whether the caller asked for idempotence (else it is the acks=all default). */
+  idempotenceExplicit: boolean
 }
 
 const COMPRESSION: Readonly<Record<CompressionName, CompressionType>> = {
@@ -137,14 +165,60 @@ const COMPRESSION: Readonly<Record<CompressionName, CompressionType>> = {
 const CLIENT_TIMEOUT_MARGIN_MS = 2000
 /** Passes over pending work in flush() before it settles for what remains. */
 const FLUSH_PASSES_MAX = 1000
+/** Batches per partition in flight for an idempotent producer (what a broker caches per producer). */
+const IDEMPOTENT_IN_FLIGHT_MAX = 5
+/** Sequence numbers wrap after Int32 max, as Kafka's DefaultRecordBatch.incrementSequence. */
+const SEQUENCE_MODULUS = 2 ** 31
+/** transaction.timeout.ms sent in InitProducerId (Kafka's default; unused without a transactional id). */
+const TRANSACTION_TIMEOUT_MS = 60000
+
+/** An idempotent producer's sequence bookkeeping for one partition. */
+interface PartitionSequences {
+  producerId: bigint
+  producerEpoch: number
+  /** Sequence of the next new batch. */
+  next: number
+  /** Last sequence acknowledged under producerId/epoch; -1: none. */
+  lastAcked: number
+  /** Unacknowledged batches are re-stamped under a new producer id before anything else goes. */
+  rewrite: boolean
+}
 
 function resolveProducerOptions(options: ProducerOptions, requestTimeoutMs: number): ResolvedProducerOptions {
-  if (options.enableIdempotence) {
+  const acksOption = oneOf<Acks>('acks', options.acks, 'all', [0, 1, -1, 'all'])
+  const acks = acksOption === 'all' ? -1 : acksOption
+  const retries = intOption('retries', options.retries, 2147483647, 0)
+  let maxInFlight = intOption(
+    'max.in.flight.requests.per.connection',
+    options.maxInFlightRequestsPerConnection,
+    5,
+    1,
+    1000,
+  )
+  if (options.enableIdempotence !== undefined && typeof options.enableIdempotence !== 'boolean') {
     throw new InvalidArgumentError(
-      'enable.idempotence is not supported yet: it needs InitProducerId (the idempotence issue)',
+      `enable.idempotence must be a boolean, got ${String(options.enableIdempotence)}`,
     )
   }
-  const acksOption = oneOf<Acks>('acks', options.acks, 'all', [0, 1, -1, 'all'])
+  let idempotent: boolean
+  if (options.enableIdempotence === true) {
+    if (acks !== -1) {
+      throw new InvalidArgumentError(
+        `enable.idempotence requires acks='all', got ${String(acksOption)}; set enableIdempotence: false or acks: 'all'`,
+      )
+    }
+    if (retries === 0) throw new InvalidArgumentError('enable.idempotence requires retries > 0')
+    if (maxInFlight > IDEMPOTENT_IN_FLIGHT_MAX) {
+      throw new InvalidArgumentError(
+        `enable.idempotence requires max.in.flight.requests.per.connection <= ${IDEMPOTENT_IN_FLIGHT_MAX}, got ${maxInFlight}`,
+      )
+    }
+    idempotent = true
+  } else {
+    // Kafka 3+: on by default unless acks or retries conflict.
+    idempotent = options.enableIdempotence === undefined && acks === -1 && retries > 0
+    if (idempotent) maxInFlight = Math.min(maxInFlight, IDEMPOTENT_IN_FLIGHT_MAX)
+  }
   const lingerMs = intOption('linger.ms', options.lingerMs, 5, 0)
   const deliveryTimeoutMs = intOption('delivery.timeout.ms', options.deliveryTimeoutMs, 120000, 1)
   if (deliveryTimeoutMs < lingerMs + requestTimeoutMs) {
@@ -153,7 +227,7 @@ function resolveProducerOptions(options: ProducerOptions, requestTimeoutMs: numb
     )
   }
   return {
-    acks: acksOption === 'all' ? -1 : acksOption,
+    acks,
     producerType: oneOf('producer.type', options.producerType, 'async', ['sync', 'async']),
     batchSize: intOption('batch.size', options.batchSize, 16384, 0),
     lingerMs,
@@ -167,20 +241,16 @@ function resolveProducerOptions(options: ProducerOptions, requestTimeoutMs: numb
         )
       ],
     compressionLevel: options.compressionLevel,
-    retries: intOption('retries', options.retries, 2147483647, 0),
+    retries,
     deliveryTimeoutMs,
-    maxInFlight: intOption(
-      'max.in.flight.requests.per.connection',
-      options.maxInFlightRequestsPerConnection,
-      5,
-      1,
-      1000,
-    ),
+    maxInFlight,
     maxRequestSize: intOption('max.request.size', options.maxRequestSize, 1048576, 1),
     bufferMemory: intOption('buffer.memory', options.bufferMemory, 33554432, 1),
     maxBlockMs: intOption('max.block.ms', options.maxBlockMs, 60000, 0),
     allowAutoTopicCreation: options.allowAutoTopicCreation ?? true,
     requestTimeoutMs,
+    idempotent,
+    idempotenceExplicit: options.enableIdempotence === true,
   }
 }
 
@@ -203,8 +273,23 @@ export class Producer {
   private wakeAtMs = Number.POSITIVE_INFINITY
   private metadataRefreshAtMs = 0
   private syncTail: Promise<unknown> = Promise.resolve()
-  private readonly counters = { requests: 0, batches: 0, retries: 0, failedBatches: 0 }
+  private readonly counters = {
+    requests: 0,
+    batches: 0,
+    retries: 0,
+    failedBatches: 0,
+    producerIdResets: 0,
+  }
   private closed = false
+  // Idempotence: the current producer id and epoch (-1n: none yet, or a reset is pending).
+  private idempotent: boolean
+  private producerId = -1n
+  private producerEpoch = -1
+  private initProducerIdRunning = false
+  private readonly sequences = new Map<string, PartitionSequences>()
+  /** Batches per partition sent and not yet answered. */
+  private readonly inFlightByPartition = new Map<string, number>()
+  private drainCounter = 0
 
   constructor(options: ProducerOptions) {
     this.ownsClient = options.client === undefined
@@ -212,6 +297,17 @@ export class Producer {
     this.options = resolveProducerOptions(options, this.client.options.requestTimeoutMs)
     this.partitioner = options.partitioner
     this.memory = new MemoryPool(this.options.bufferMemory, this.options.maxBlockMs)
+    this.idempotent = this.options.idempotent
+  }
+
+  /** Whether sends are idempotent (false also after a broker turned out not to serve InitProducerId). */
+  get isIdempotent(): boolean {
+    return this.idempotent
+  }
+
+  /** The producer id and epoch in use; null before InitProducerId answered (or without idempotence). */
+  get producerIdentity(): { producerId: bigint; producerEpoch: number } | null {
+    return this.producerId < 0n ? null : { producerId: this.producerId, producerEpoch: this.producerEpoch }
   }
 
   /**
@@ -262,8 +358,14 @@ export class Producer {
     if (this.ownsClient) this.client.close()
   }
 
-  /** Produce requests sent, batches in them, batch retries and failed batches so far. */
-  metrics(): { requests: number; batches: number; retries: number; failedBatches: number } {
+  /** Produce requests sent, batches in them, batch retries, failed batches and producer id resets so far. */
+  metrics(): {
+    requests: number
+    batches: number
+    retries: number
+    failedBatches: number
+    producerIdResets: number
+  } {
     return { ...this.counters }
   }
 
@@ -278,6 +380,8 @@ export class Producer {
 
   private sendNow(record: ProducerRecord): Promise<RecordMetadata> {
     if (this.closed) return Promise.reject(new ClientClosedError('producer'))
+    // The producer id is fetched while the first batch lingers.
+    if (this.idempotent) this.ensureProducerId()
     let input: RecordInput
     try {
       input = toRecordInput(record)
@@ -450,6 +554,7 @@ export class Producer {
     const byNode = new Map<number, ProducerBatch[]>()
     let nextWakeMs = Number.POSITIVE_INFINITY
     let needMetadata = this.client.metadataStale
+    if (this.idempotent && this.producerId < 0n && this.queues.size > 0) this.ensureProducerId()
     for (const [key, queue] of this.queues) {
       this.expireQueued(queue, now)
       const first = queue[0]
@@ -468,6 +573,12 @@ export class Producer {
         needMetadata = true
         continue
       }
+      if (this.idempotent && !this.idempotentReady(key, queue)) {
+        // Sent when the producer id arrives or the partition's in-flight batches answer;
+        // the deadline still applies.
+        nextWakeMs = Math.min(nextWakeMs, first.deadlineMs)
+        continue
+      }
       const list = byNode.get(leader.nodeId) ?? []
       list.push(first)
       byNode.set(leader.nodeId, list)
@@ -475,6 +586,134 @@ export class Producer {
     for (const [nodeId, batches] of byNode) this.sendToNode(nodeId, batches)
     if (needMetadata) nextWakeMs = Math.min(nextWakeMs, this.refreshMetadataSoon(now))
     if (nextWakeMs < Number.POSITIVE_INFINITY) this.wakeAt(nextWakeMs)
+  }
+
+  /**
+   * Whether an idempotent producer may send the head of this partition's queue now. A
+   * partition being rewritten (KIP-360 reset) first re-stamps its queued batches under the
+   * current producer id once none is in flight; a retried batch (already stamped) goes only
+   * when nothing else of its partition is in flight, so retries land in sequence order; a new
+   * batch needs a producer id, moves the partition to it when the partition is idle, and at
+   * most 5 batches of a partition are in flight.
+   */
+  private idempotentReady(key: string, queue: ProducerBatch[]): boolean {
+    const inFlight = this.inFlightByPartition.get(key) ?? 0
+    const state = this.sequences.get(key)
+    if (state?.rewrite) {
+      if (inFlight > 0 || this.producerId < 0n) return false
+      for (const batch of queue) if (batch.hasSequence) batch.resetProducerState()
+      this.sequences.set(key, this.freshSequences())
+    }
+    const first = queue[0]
+    if (first.hasSequence) return inFlight === 0
+    if (this.producerId < 0n) return false
+    const current = this.sequences.get(key)
+    if (!current || current.producerId !== this.producerId || current.producerEpoch !== this.producerEpoch) {
+      if (inFlight > 0) return false
+      this.sequences.set(key, this.freshSequences())
+    }
+    return inFlight < IDEMPOTENT_IN_FLIGHT_MAX
+  }
+
+  private freshSequences(): PartitionSequences {
+    return {
+      producerId: this.producerId,
+      producerEpoch: this.producerEpoch,
+      next: 0,
+      lastAcked: -1,
+      rewrite: false,
+    }
+  }
+
+  /** Gives a new batch the partition's next sequence numbers (idempotent producers). */
+  private stamp(key: string, batch: ProducerBatch): void {
+    const state = this.sequences.get(key)
+    assert(
+      state !== undefined && state.producerId === this.producerId && !state.rewrite,
+      'stamping a batch of a partition not on the current producer id',
+    )
+    batch.stamp(state.producerId, state.producerEpoch, state.next)
+    state.next = (state.next + batch.recordCount) % SEQUENCE_MODULUS
+  }
+
+  /**
+   * KIP-360 for a non-transactional producer: the partition's unacknowledged batches are
+   * re-stamped from sequence 0 under a new producer id. A new InitProducerId is asked for
+   * unless the failing batch is already from an older id (a reset is under way).
+   */
+  private resetPartition(batch: ProducerBatch): void {
+    const key = `${batch.topic}/${batch.partition}`
+    const state = this.sequences.get(key)
+    if (state) state.rewrite = true
+    else this.sequences.set(key, { ...this.freshSequences(), rewrite: true })
+    if (batch.producerId === this.producerId && batch.producerEpoch === this.producerEpoch) {
+      this.counters.producerIdResets++
+      this.producerId = -1n
+      this.producerEpoch = -1
+      this.ensureProducerId()
+    }
+  }
+
+  /** Starts InitProducerId unless it runs already or an id is in hand; drains when it answers. */
+  private ensureProducerId(): void {
+    if (this.producerId >= 0n || this.initProducerIdRunning || !this.idempotent) return
+    this.initProducerIdRunning = true
+    this.initProducerId().then(
+      ({ producerId, producerEpoch }) => {
+        this.initProducerIdRunning = false
+        this.producerId = producerId
+        this.producerEpoch = producerEpoch
+        this.scheduleDrain()
+      },
+      (error: unknown) => {
+        this.initProducerIdRunning = false
+        const failure = asClientError(error)
+        if (failure instanceof UnsupportedApiError && !this.options.idempotenceExplicit) {
+          // Idempotence by default only: a broker without InitProducerId gets plain sends.
+          this.idempotent = false
+          this.scheduleDrain()
+          return
+        }
+        // Fatal for the batches waiting on it; later sends try again.
+        for (const queue of this.queues.values()) {
+          for (let i = queue.length - 1; i >= 0; i--) {
+            const batch = queue[i]
+            if (batch.hasSequence) continue
+            queue.splice(i, 1)
+            this.failBatch(batch, failure)
+          }
+        }
+        this.scheduleDrain()
+      },
+    )
+  }
+
+  /** InitProducerId on any broker, retried with backoff while the answer is retriable. */
+  private async initProducerId(): Promise<{ producerId: bigint; producerEpoch: number }> {
+    for (let attempt = 1; ; attempt++) {
+      let failure: KafkaClientError
+      try {
+        const response = await this.client.request<InitProducerIdResponse>(
+          'any',
+          ApiKey.InitProducerId,
+          () => ({
+            transactionalId: null,
+            transactionTimeoutMs: TRANSACTION_TIMEOUT_MS,
+            producerId: -1n,
+            producerEpoch: -1,
+          }),
+          { timeoutMs: this.options.requestTimeoutMs + CLIENT_TIMEOUT_MARGIN_MS },
+        )
+        if (response.errorCode === ErrorCode.NONE) {
+          return { producerId: response.producerId, producerEpoch: response.producerEpoch }
+        }
+        failure = new KafkaProtocolError(response.errorCode, null)
+      } catch (error) {
+        failure = asClientError(error)
+      }
+      if (!isRetriableError(failure) || (this.closed && this.incomplete.size === 0)) throw failure
+      await sleep(backoffMs(attempt, this.client.options))
+    }
   }
 
   private readyAtMs(first: ProducerBatch, queueLength: number, now: number): number {
@@ -529,6 +768,9 @@ export class Producer {
       assert(queue[0] === batch, 'drained batch is not at the front of its queue')
       queue.shift()
       batch.inFlight = true
+      if (batch.drainOrder < 0) batch.drainOrder = this.drainCounter++
+      if (this.idempotent && !batch.hasSequence) this.stamp(key, batch)
+      this.inFlightByPartition.set(key, (this.inFlightByPartition.get(key) ?? 0) + 1)
       if (this.options.maxInFlight === 1) this.mutedPartitions.add(key)
     }
     this.inFlightByNode.set(nodeId, inFlight + 1)
@@ -548,7 +790,11 @@ export class Producer {
     this.inFlightByNode.set(nodeId, (this.inFlightByNode.get(nodeId) ?? 1) - 1)
     for (const batch of batches) {
       batch.inFlight = false
-      this.mutedPartitions.delete(`${batch.topic}/${batch.partition}`)
+      const key = `${batch.topic}/${batch.partition}`
+      this.mutedPartitions.delete(key)
+      const left = (this.inFlightByPartition.get(key) ?? 1) - 1
+      if (left > 0) this.inFlightByPartition.set(key, left)
+      else this.inFlightByPartition.delete(key)
     }
     this.scheduleDrain()
   }
@@ -604,15 +850,88 @@ export class Producer {
           new KafkaProtocolError(ErrorCode.NETWORK_EXCEPTION, 'partition missing from the produce response'),
         )
       } else if (result.errorCode === ErrorCode.NONE) {
+        this.onAcknowledged(batch)
         this.settle(batch, () => batch.complete(Number(result.baseOffset), Number(result.logAppendTimeMs)))
+      } else if (result.errorCode === ErrorCode.DUPLICATE_SEQUENCE_NUMBER && batch.hasSequence) {
+        // Written before, offsets unknown (older brokers; tidelog answers with the first offsets).
+        this.onAcknowledged(batch)
+        this.settle(batch, () => batch.complete(-1, -1))
       } else {
-        this.onBatchError(batch, new KafkaProtocolError(result.errorCode, result.errorMessage))
+        this.onBatchError(batch, new KafkaProtocolError(result.errorCode, result.errorMessage), result)
       }
     }
   }
 
-  private onBatchError(batch: ProducerBatch, error: KafkaClientError): void {
+  private onAcknowledged(batch: ProducerBatch): void {
+    if (!batch.hasSequence) return
+    const state = this.sequences.get(`${batch.topic}/${batch.partition}`)
+    if (!state || state.producerId !== batch.producerId || state.producerEpoch !== batch.producerEpoch) return
+    state.lastAcked = (batch.baseSequence + batch.recordCount - 1) % SEQUENCE_MODULUS
+  }
+
+  /**
+   * Kafka's TransactionManager.canRetry for a non-transactional idempotent producer:
+   * 'retry' keeps the batch's sequence, 'reset' re-stamps its partition under a new
+   * producer id and retries, 'fail' fails the batch (and resets the partition), undefined
+   * leaves the error to the common rules.
+   */
+  private idempotentVerdict(
+    batch: ProducerBatch,
+    error: KafkaClientError,
+    result?: ProduceResponsePartitionProduceResponse,
+  ): 'retry' | 'reset' | 'fail' | undefined {
+    if (!(error instanceof KafkaProtocolError)) return undefined
+    switch (error.errorCode) {
+      case ErrorCode.UNKNOWN_PRODUCER_ID:
+        // No log start offset: the partition moved while answering; ask again.
+        if (result && result.logStartOffset < 0n) return 'retry'
+        return 'reset'
+      case ErrorCode.INVALID_PRODUCER_EPOCH:
+        return 'reset'
+      case ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER: {
+        // Transient while an earlier batch is not acknowledged (being retried, or lost by a
+        // leader change and resent first); a gap when it is the very next sequence.
+        const state = this.sequences.get(`${batch.topic}/${batch.partition}`)
+        const isNext =
+          state !== undefined &&
+          state.producerId === batch.producerId &&
+          state.producerEpoch === batch.producerEpoch &&
+          (state.lastAcked + 1) % SEQUENCE_MODULUS === batch.baseSequence
+        return batch.sequenceReset || !isNext ? 'retry' : 'fail'
+      }
+      default:
+        return undefined
+    }
+  }
+
+  private onBatchError(
+    batch: ProducerBatch,
+    error: KafkaClientError,
+    result?: ProduceResponsePartitionProduceResponse,
+  ): void {
     batch.lastError = error
+    if (this.idempotent && batch.hasSequence && !this.closed) {
+      const verdict = this.idempotentVerdict(batch, error, result)
+      if (verdict === 'fail') {
+        this.failBatch(batch, error)
+        return
+      }
+      if (verdict !== undefined) {
+        if (verdict === 'reset') this.resetPartition(batch)
+        if (batch.attempts >= this.options.retries) {
+          this.failBatch(batch, error)
+          return
+        }
+        batch.attempts++
+        this.counters.retries++
+        batch.retryAtMs = Math.min(
+          Date.now() + backoffMs(batch.attempts, this.client.options),
+          batch.deadlineMs,
+        )
+        this.requeue([batch])
+        return
+      }
+    }
     if (needsMetadataRefresh(error)) {
       this.metadataRefreshAtMs = 0
       this.refreshMetadataSoon(Date.now())
@@ -622,7 +941,9 @@ export class Producer {
       error.errorCode === ErrorCode.MESSAGE_TOO_LARGE &&
       batch.recordCount > 1
     ) {
-      this.requeueFront(batch.split())
+      // The halves need sequences of their own: the partition is re-stamped.
+      if (this.idempotent && batch.hasSequence) this.resetPartition(batch)
+      this.requeue(batch.split())
       this.incomplete.delete(batch)
       return
     }
@@ -637,8 +958,28 @@ export class Producer {
       this.counters.retries++
       // Past the deadline the queue expires it (DeliveryTimeoutError, this error as cause).
       batch.retryAtMs = Math.min(retryAtMs, batch.deadlineMs)
-      this.requeueFront([batch])
+      this.requeue([batch])
     }
+  }
+
+  /**
+   * Puts retried batches back: without idempotence in front of newer ones (Java's
+   * reenqueue); with it in drain order among the other retries, so sequences go out in order
+   * whatever order the failures arrive in.
+   */
+  private requeue(batches: ProducerBatch[]): void {
+    if (!this.idempotent) {
+      this.requeueFront(batches)
+      return
+    }
+    const queue = this.queueOf(batches[0].topic, batches[0].partition)
+    for (const batch of batches) {
+      let at = 0
+      while (at < queue.length && queue[at].drainOrder >= 0 && queue[at].drainOrder <= batch.drainOrder) at++
+      queue.splice(at, 0, batch)
+      this.incomplete.add(batch)
+    }
+    this.wakeAt(Math.min(...batches.map((b) => b.retryAtMs)))
   }
 
   /** Retried batches go back in front of newer ones (Java's reenqueue). */
@@ -651,6 +992,8 @@ export class Producer {
 
   private failBatch(batch: ProducerBatch, error: Error): void {
     this.counters.failedBatches++
+    // Its sequences are never acknowledged: the batches behind it are re-stamped.
+    if (this.idempotent && batch.hasSequence) this.resetPartition(batch)
     this.settle(batch, () => batch.fail(error))
   }
 

@@ -27,6 +27,8 @@ export const CLIENT_VERSIONS: ReadonlyMap<number, VersionRange> = new Map([
   [ApiKey.CreatePartitions, { min: 0, max: 3 }],
   [ApiKey.IncrementalAlterConfigs, { min: 0, max: 1 }],
   [ApiKey.DescribeCluster, { min: 0, max: 1 }],
+  // Idempotent producers (no transactional id): v3+ carry producer id and epoch, sent as -1.
+  [ApiKey.InitProducerId, { min: 0, max: 5 }],
   // Group APIs: probed so the CLI can say whether the broker serves groups; used once the
   // groups issue lands.
   [ApiKey.ListGroups, { min: 0, max: 4 }],
