@@ -8,6 +8,7 @@
  * broker serves them, listGroups() rejects with GroupsNotSupportedError.
  */
 import { ErrorCode } from '../protocol/error-codes.js'
+import { decodeConsumerProtocolAssignment } from '../protocol/generated/consumer-protocol-assignment.js'
 import type { CreatePartitionsResponse } from '../protocol/generated/create-partitions-response.js'
 import type { CreateTopicsRequest } from '../protocol/generated/create-topics-request.js'
 import type { CreateTopicsResponse } from '../protocol/generated/create-topics-response.js'
@@ -15,10 +16,14 @@ import type { DeleteRecordsResponse } from '../protocol/generated/delete-records
 import type { DeleteTopicsResponse } from '../protocol/generated/delete-topics-response.js'
 import type { DescribeClusterResponse } from '../protocol/generated/describe-cluster-response.js'
 import type { DescribeConfigsResponse } from '../protocol/generated/describe-configs-response.js'
+import type { DescribeGroupsResponse } from '../protocol/generated/describe-groups-response.js'
+import type { FindCoordinatorResponse } from '../protocol/generated/find-coordinator-response.js'
 import type { IncrementalAlterConfigsResponse } from '../protocol/generated/incremental-alter-configs-response.js'
 import { ApiKey } from '../protocol/generated/index.js'
 import type { ListGroupsResponse } from '../protocol/generated/list-groups-response.js'
-import { ZERO_UUID } from '../protocol/primitives.js'
+import type { OffsetCommitResponse } from '../protocol/generated/offset-commit-response.js'
+import type { OffsetFetchResponse } from '../protocol/generated/offset-fetch-response.js'
+import { Reader, ZERO_UUID } from '../protocol/primitives.js'
 import { type ClientOptions, KafkaClient } from './client.js'
 import { GroupsNotSupportedError, InvalidArgumentError, KafkaProtocolError } from './errors.js'
 import { type PartitionOutcome, requestByLeader, type TopicPartition, tpKey } from './leader-requests.js'
@@ -66,6 +71,33 @@ export interface ConfigEntry {
 export interface ConfigResource {
   type: ConfigResourceType
   name: string
+}
+
+export interface GroupMemberDescription {
+  memberId: string
+  groupInstanceId: string | null
+  clientId: string
+  clientHost: string
+  /** The partitions of the member's assignment (consumer protocol); empty when not decodable. */
+  assignment: TopicPartition[]
+}
+
+export interface GroupDescription {
+  groupId: string
+  /** Stable, PreparingRebalance, CompletingRebalance, Empty, Dead. */
+  state: string
+  protocolType: string
+  /** The selected assignor (e.g. range). */
+  protocol: string
+  /** The broker coordinating the group. */
+  coordinator: number
+  members: GroupMemberDescription[]
+}
+
+export interface GroupOffset extends TopicPartition {
+  /** -1: nothing committed. */
+  offset: number
+  metadata: string | null
 }
 
 export interface ClusterDescription {
@@ -299,8 +331,138 @@ export class Admin {
     }))
   }
 
+  /** The broker coordinating `groupId` (FindCoordinator), retried while none is available. */
+  async findCoordinator(groupId: string): Promise<number> {
+    return this.retrying(async () => {
+      const response = await this.client.request<FindCoordinatorResponse>(
+        'any',
+        ApiKey.FindCoordinator,
+        (version) => ({
+          key: version >= 4 ? '' : groupId,
+          keyType: 0,
+          coordinatorKeys: version >= 4 ? [groupId] : [],
+        }),
+      )
+      const entry = response.coordinators.length > 0 ? response.coordinators[0] : response
+      throwIf(entry.errorCode, `coordinator of group ${groupId}`, entry.errorMessage)
+      return entry.nodeId
+    })
+  }
+
+  /** State, protocol, members and their assignments of each group (DescribeGroups at its coordinator). */
+  async describeGroups(groupIds: readonly string[]): Promise<GroupDescription[]> {
+    const results: GroupDescription[] = []
+    for (const groupId of groupIds) {
+      results.push(
+        await this.toCoordinator(groupId, async (coordinator) => {
+          const response = await this.client.request<DescribeGroupsResponse>(
+            coordinator,
+            ApiKey.DescribeGroups,
+            () => ({ groups: [groupId], includeAuthorizedOperations: false }),
+          )
+          const g = response.groups[0]
+          throwIf(g.errorCode, `group ${groupId}`)
+          return {
+            groupId: g.groupId,
+            state: g.groupState,
+            protocolType: g.protocolType,
+            protocol: g.protocolData,
+            coordinator,
+            members: g.members.map((m) => ({
+              memberId: m.memberId,
+              groupInstanceId: m.groupInstanceId,
+              clientId: m.clientId,
+              clientHost: m.clientHost,
+              assignment: g.protocolType === 'consumer' ? decodeAssignment(m.memberAssignment) : [],
+            })),
+          }
+        }),
+      )
+    }
+    return results
+  }
+
+  /** Committed offsets of a group (OffsetFetch), of `topics` or of every topic it committed for. */
+  async listGroupOffsets(groupId: string, topics?: readonly string[]): Promise<GroupOffset[]> {
+    return this.toCoordinator(groupId, async (coordinator) => {
+      // All the group's offsets, filtered here: a topic entry would have to list its partitions.
+      const response = await this.client.request<OffsetFetchResponse>(
+        coordinator,
+        ApiKey.OffsetFetch,
+        (version) =>
+          version >= 8
+            ? {
+                groupId: '',
+                topics: [],
+                groups: [{ groupId, memberId: null, memberEpoch: -1, topics: null }],
+                requireStable: true,
+              }
+            : { groupId, topics: null, groups: [], requireStable: version >= 7 },
+      )
+      const group = response.groups.length > 0 ? response.groups[0] : response
+      throwIf(group.errorCode, `offsets of group ${groupId}`)
+      const offsets: GroupOffset[] = []
+      for (const t of group.topics)
+        for (const p of t.partitions) {
+          if (topics && !topics.includes(t.name)) continue
+          throwIf(p.errorCode, `offsets of group ${groupId} on ${t.name}-${p.partitionIndex}`)
+          offsets.push({
+            topic: t.name,
+            partition: p.partitionIndex,
+            offset: Number(p.committedOffset),
+            metadata: p.metadata,
+          })
+        }
+      return offsets.sort((a, b) => a.topic.localeCompare(b.topic) || a.partition - b.partition)
+    })
+  }
+
+  /**
+   * Commits offsets for a group from outside it (OffsetCommit with generation -1 and no
+   * member id, as Kafka's admin client does): the coordinator accepts it only while the
+   * group has no members (else UNKNOWN_MEMBER_ID or REBALANCE_IN_PROGRESS).
+   */
+  async alterGroupOffsets(
+    groupId: string,
+    offsets: readonly (TopicPartition & { offset: number; metadata?: string | null })[],
+  ): Promise<void> {
+    const byTopic = new Map<string, typeof offsets>()
+    for (const o of offsets) byTopic.set(o.topic, [...(byTopic.get(o.topic) ?? []), o])
+    await this.toCoordinator(groupId, async (coordinator) => {
+      const response = await this.client.request<OffsetCommitResponse>(
+        coordinator,
+        ApiKey.OffsetCommit,
+        () => ({
+          groupId,
+          generationIdOrMemberEpoch: -1,
+          memberId: '',
+          groupInstanceId: null,
+          retentionTimeMs: -1n,
+          topics: [...byTopic].map(([name, list]) => ({
+            name,
+            partitions: list.map((o) => ({
+              partitionIndex: o.partition,
+              committedOffset: BigInt(o.offset),
+              committedLeaderEpoch: -1,
+              commitTimestamp: -1n,
+              committedMetadata: o.metadata ?? '',
+            })),
+          })),
+        }),
+      )
+      for (const t of response.topics)
+        for (const p of t.partitions)
+          throwIf(p.errorCode, `group ${groupId} on ${t.name}-${p.partitionIndex}`)
+    })
+  }
+
   close(): void {
     if (this.ownsClient) this.client.close()
+  }
+
+  /** A request to the group's coordinator, found again after NOT_COORDINATOR and the like. */
+  private toCoordinator<T>(groupId: string, operation: (coordinator: number) => Promise<T>): Promise<T> {
+    return this.retrying(async () => operation(await this.findCoordinator(groupId)))
   }
 
   private createTopicsRequest(topics: readonly NewTopic[], validateOnly: boolean): CreateTopicsRequest {
@@ -369,6 +531,21 @@ function toConfigEntry(c: DescribeConfigsResponse['results'][number]['configs'][
     isDefault: c.configSource === 5 || (c.configSource < 0 && c.isDefault),
     isSensitive: c.isSensitive,
     source,
+  }
+}
+
+/** The partitions of a consumer-protocol assignment (version-prefixed ConsumerProtocolAssignment). */
+function decodeAssignment(bytes: Buffer): TopicPartition[] {
+  if (bytes.length < 2) return []
+  try {
+    const reader = new Reader(bytes)
+    const version = Math.min(reader.readInt16(), 3)
+    const assignment = decodeConsumerProtocolAssignment(reader, version)
+    return assignment.assignedPartitions.flatMap((t) =>
+      t.partitions.map((partition) => ({ topic: t.topic, partition })),
+    )
+  } catch {
+    return []
   }
 }
 
