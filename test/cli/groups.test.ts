@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { Admin } from '../../src/client/admin.js'
 import { createTopics } from '../client/helpers.js'
 import {
   FAST_GROUP_PROPERTIES,
@@ -110,6 +111,16 @@ test('groups describe shows members, assignments and lag; reset-offsets dry-runs
         ])
         assert.equal(refused.code, 1)
         assert.match(refused.stderr, /only be reset while group 'billing' is inactive, but it is Stable/)
+        // The coordinator refuses too (a member may join between the check and the commit).
+        const admin = new Admin({ bootstrapServers: bootstrap })
+        try {
+          await assert.rejects(
+            admin.alterGroupOffsets(GROUP, [{ topic: TOPIC, partition: 0, offset: 0 }]),
+            /UNKNOWN_MEMBER_ID/,
+          )
+        } finally {
+          admin.close()
+        }
       } finally {
         for (const c of consumers.splice(0)) await c.consumer.disconnect()
       }
