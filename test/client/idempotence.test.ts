@@ -4,6 +4,12 @@
  * Options: idempotence is on by default with acks=all, off otherwise, and explicit `true`
  * with acks other than all (or retries 0, or more than 5 in flight) is refused.
  *
+ * The producer-side rules against a scripted broker: InitProducerId retried on
+ * COORDINATOR_NOT_AVAILABLE, a retry re-sent byte-identical with its sequence, KIP-360's
+ * reset on UNKNOWN_PRODUCER_ID / INVALID_PRODUCER_EPOCH (new producer id, sequence 0),
+ * OUT_OF_ORDER_SEQUENCE_NUMBER on the next sequence failing that batch only, and a broker
+ * without InitProducerId.
+ *
  * Forced retries: three in-process brokers (one embedded store, RF=3, min.insync.replicas
  * 2), each behind a TCP proxy it advertises. The proxies lose the responses of some
  * Produce requests after the broker wrote them, and the leader of a partition is stopped
@@ -13,6 +19,7 @@
  */
 import assert from 'node:assert/strict'
 import { mkdtemp, rm } from 'node:fs/promises'
+import { createServer, type Server, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -21,7 +28,14 @@ import { Producer, type RecordMetadata } from '../../src/client/producer.js'
 import { systemClock } from '../../src/common/clock.js'
 import { silentLogger } from '../../src/common/logger.js'
 import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
-import { ApiKey } from '../../src/protocol/generated/index.js'
+import { ErrorCode } from '../../src/protocol/error-codes.js'
+import { FrameDecoder } from '../../src/protocol/frame-decoder.js'
+import { ApiKey, apis } from '../../src/protocol/generated/index.js'
+import type { ProduceRequest } from '../../src/protocol/generated/produce-request.js'
+import { decodeRequestHeader } from '../../src/protocol/generated/request-header.js'
+import { encodeResponseHeader } from '../../src/protocol/generated/response-header.js'
+import { Reader, Writer, ZERO_UUID } from '../../src/protocol/primitives.js'
+import { decodeRecordBatchSync } from '../../src/protocol/record-batch.js'
 import { Broker } from '../../src/server/broker.js'
 import { brokerConfigFromProperties } from '../../src/server/broker-config.js'
 import { freePort } from '../helpers/broker-process.js'
@@ -198,6 +212,325 @@ describe('enableIdempotence options', () => {
       assert.throws(() => new Producer({ bootstrapServers, enableIdempotence: true, ...bad }), {
         code: 'ERR_INVALID_ARGUMENT',
       })
+    }
+  })
+})
+
+/** What the scripted broker saw of one produced batch. */
+interface SeenBatch {
+  producerId: bigint
+  producerEpoch: number
+  baseSequence: number
+  count: number
+  bytes: string
+}
+
+interface Script {
+  /** Error codes InitProducerId answers first, in turn; then fresh ids from 1000. */
+  initErrors: number[]
+  /** The error for the n-th produced batch (0-based), or undefined for success. */
+  produce: (batch: SeenBatch, n: number) => number | undefined
+  /** Leave InitProducerId out of ApiVersions. */
+  noInitProducerId?: boolean
+}
+
+/** A one-broker, one-topic ('t', 1 partition) stand-in that answers as `script` says. */
+async function scriptedBroker(script: Script): Promise<{
+  bootstrap: string
+  inits: number
+  batches: SeenBatch[]
+  close(): Promise<void>
+}> {
+  const sockets = new Set<Socket>()
+  let nextProducerId = 1000n
+  let offset = 0n
+  const state = {
+    bootstrap: '',
+    inits: 0,
+    batches: [] as SeenBatch[],
+    close: async () => {
+      for (const socket of sockets) socket.destroy()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+  const answer = (socket: Socket, frame: Buffer): void => {
+    const apiKey = frame.readInt16BE(0)
+    const version = frame.readInt16BE(2)
+    const api = apis.get(apiKey)!
+    const reader = new Reader(frame)
+    const header = decodeRequestHeader(reader, api.requestHeaderVersion(version))
+    const request = api.decodeRequest(reader, version)
+    const base = api.defaultResponse() as object
+    let body: object
+    if (apiKey === ApiKey.ApiVersions) {
+      const keys: { apiKey: number; minVersion: number; maxVersion: number }[] = [
+        { apiKey: ApiKey.ApiVersions, minVersion: 0, maxVersion: 3 },
+        { apiKey: ApiKey.Metadata, minVersion: 1, maxVersion: 12 },
+        { apiKey: ApiKey.Produce, minVersion: 3, maxVersion: 9 },
+      ]
+      if (!script.noInitProducerId) keys.push({ apiKey: ApiKey.InitProducerId, minVersion: 0, maxVersion: 5 })
+      body = { ...base, errorCode: 0, apiKeys: keys }
+    } else if (apiKey === ApiKey.Metadata) {
+      body = {
+        ...base,
+        brokers: [{ nodeId: 0, host: '127.0.0.1', port, rack: null }],
+        clusterId: 'scripted',
+        controllerId: 0,
+        topics: [
+          {
+            errorCode: 0,
+            name: 't',
+            topicId: ZERO_UUID,
+            isInternal: false,
+            topicAuthorizedOperations: -2147483648,
+            partitions: [
+              {
+                errorCode: 0,
+                partitionIndex: 0,
+                leaderId: 0,
+                leaderEpoch: 0,
+                replicaNodes: [0],
+                isrNodes: [0],
+                offlineReplicas: [],
+              },
+            ],
+          },
+        ],
+      }
+    } else if (apiKey === ApiKey.InitProducerId) {
+      state.inits++
+      const error = script.initErrors.shift()
+      body =
+        error !== undefined
+          ? { ...base, errorCode: error, producerId: -1n, producerEpoch: -1 }
+          : { ...base, errorCode: 0, producerId: nextProducerId++, producerEpoch: 0 }
+    } else if (apiKey === ApiKey.Produce) {
+      const produce = request as ProduceRequest
+      body = {
+        ...base,
+        responses: produce.topicData.map((topic) => ({
+          name: topic.name,
+          partitionResponses: topic.partitionData.map((p) => {
+            const records = Buffer.concat(
+              p.records === null ? [] : Buffer.isBuffer(p.records) ? [p.records] : [...p.records],
+            )
+            const decoded = decodeRecordBatchSync(records)
+            const seen: SeenBatch = {
+              producerId: decoded.producerId,
+              producerEpoch: decoded.producerEpoch,
+              baseSequence: decoded.baseSequence,
+              count: decoded.records.length,
+              bytes: records.toString('hex'),
+            }
+            state.batches.push(seen)
+            const error = script.produce(seen, state.batches.length - 1)
+            const baseOffset = error === undefined ? offset : -1n
+            if (error === undefined) offset += BigInt(seen.count)
+            return {
+              index: p.index,
+              errorCode: error ?? 0,
+              baseOffset,
+              logAppendTimeMs: -1n,
+              logStartOffset: 0n,
+              recordErrors: [],
+              errorMessage: null,
+              currentLeader: { leaderId: -1, leaderEpoch: -1 },
+            }
+          }),
+        })),
+      }
+    } else {
+      socket.destroy()
+      return
+    }
+    const w = new Writer()
+    w.writeInt32(0)
+    encodeResponseHeader(w, api.responseHeaderVersion(version), { correlationId: header.correlationId })
+    api.encodeResponse(w, version, body)
+    const chunks = w.toChunks()
+    chunks[0].writeInt32BE(w.length - 4, 0)
+    socket.write(Buffer.concat(chunks))
+  }
+  const server: Server = createServer((socket) => {
+    sockets.add(socket)
+    socket.on('close', () => sockets.delete(socket))
+    socket.on('error', () => socket.destroy())
+    const decoder = new FrameDecoder(1 << 20)
+    socket.on('data', (chunk: Buffer) => decoder.push(chunk, (frame) => answer(socket, frame)))
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const address = server.address()
+  const port = typeof address === 'object' && address ? address.port : 0
+  state.bootstrap = `127.0.0.1:${port}`
+  return state
+}
+
+function scriptedProducer(bootstrap: string, extra: Partial<ConstructorParameters<typeof Producer>[0]> = {}) {
+  return new Producer({
+    bootstrapServers: bootstrap,
+    lingerMs: 0,
+    retryBackoffMs: 10,
+    retryBackoffMaxMs: 50,
+    requestTimeoutMs: 2000,
+    deliveryTimeoutMs: 10000,
+    ...extra,
+  })
+}
+
+describe('idempotent producer rules against a scripted broker', () => {
+  it('InitProducerId is retried on COORDINATOR_NOT_AVAILABLE and NOT_COORDINATOR, then stamps batches', async () => {
+    const broker = await scriptedBroker({
+      initErrors: [ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR],
+      produce: () => undefined,
+    })
+    const producer = scriptedProducer(broker.bootstrap)
+    try {
+      assert.equal((await producer.send({ topic: 't', value: 'a' })).offset, 0)
+      assert.equal((await producer.send({ topic: 't', value: 'b' })).offset, 1)
+      assert.equal(broker.inits, 3)
+      assert.deepEqual(
+        broker.batches.map((b) => [b.producerId, b.producerEpoch, b.baseSequence]),
+        [
+          [1000n, 0, 0],
+          [1000n, 0, 1],
+        ],
+      )
+      assert.deepEqual(producer.producerIdentity, { producerId: 1000n, producerEpoch: 0 })
+    } finally {
+      await producer.close()
+      await broker.close()
+    }
+  })
+
+  it('a retried batch is re-sent byte-identical, with its sequence', async () => {
+    const broker = await scriptedBroker({
+      initErrors: [],
+      produce: (_, n) => (n < 2 ? ErrorCode.NOT_LEADER_OR_FOLLOWER : undefined),
+    })
+    const producer = scriptedProducer(broker.bootstrap)
+    try {
+      const sends = ['x', 'y', 'z'].map((value) => producer.send({ topic: 't', value }))
+      const offsets = (await Promise.all(sends)).map((m) => m.offset)
+      await producer.send({ topic: 't', value: 'w' })
+      assert.deepEqual(offsets, [0, 1, 2])
+      const first = broker.batches[0]
+      assert.equal(first.baseSequence, 0)
+      assert.equal(broker.batches[1].bytes, first.bytes, 'first retry: same bytes')
+      assert.equal(broker.batches[2].bytes, first.bytes, 'second retry: same bytes')
+      const last = broker.batches.at(-1)!
+      assert.equal(last.baseSequence, 3, 'the next batch continues the sequence')
+      assert.equal(producer.metrics().retries, 2)
+    } finally {
+      await producer.close()
+      await broker.close()
+    }
+  })
+
+  for (const error of [ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.INVALID_PRODUCER_EPOCH]) {
+    it(`error ${error} resets the partition (KIP-360): a new producer id, the batch re-stamped from sequence 0`, async () => {
+      const broker = await scriptedBroker({
+        initErrors: [],
+        produce: (_, n) => (n === 1 ? error : undefined),
+      })
+      const producer = scriptedProducer(broker.bootstrap)
+      try {
+        await producer.send({ topic: 't', value: 'a' })
+        await producer.send({ topic: 't', value: 'b' })
+        await producer.send({ topic: 't', value: 'c' })
+        assert.deepEqual(
+          broker.batches.map((b) => [b.producerId, b.baseSequence]),
+          [
+            [1000n, 0],
+            [1000n, 1],
+            [1001n, 0],
+            [1001n, 1],
+          ],
+        )
+        assert.equal(broker.inits, 2)
+        assert.equal(producer.metrics().producerIdResets, 1)
+        assert.equal(producer.metrics().failedBatches, 0)
+      } finally {
+        await producer.close()
+        await broker.close()
+      }
+    })
+  }
+
+  it('OUT_OF_ORDER_SEQUENCE_NUMBER on the next sequence fails that batch; later batches go under a new id', async () => {
+    const broker = await scriptedBroker({
+      initErrors: [],
+      produce: (_, n) => (n === 1 ? ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER : undefined),
+    })
+    const producer = scriptedProducer(broker.bootstrap)
+    try {
+      await producer.send({ topic: 't', value: 'a' })
+      await assert.rejects(producer.send({ topic: 't', value: 'b' }), {
+        code: 'ERR_KAFKA_OUT_OF_ORDER_SEQUENCE_NUMBER',
+      })
+      await producer.send({ topic: 't', value: 'c' })
+      assert.deepEqual(
+        broker.batches.map((b) => [b.producerId, b.baseSequence]),
+        [
+          [1000n, 0],
+          [1000n, 1],
+          [1001n, 0],
+        ],
+      )
+    } finally {
+      await producer.close()
+      await broker.close()
+    }
+  })
+
+  it('OUT_OF_ORDER_SEQUENCE_NUMBER behind an unacknowledged batch is retried in sequence order', async () => {
+    // Batch 0 is lost (NOT_LEADER); batches 1.. were in flight behind it and are refused
+    // as out of order until 0 is through.
+    let acceptedUpTo = -1
+    let refused = 0
+    const broker = await scriptedBroker({
+      initErrors: [],
+      produce: (batch, n) => {
+        if (n === 0) return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if (batch.baseSequence !== acceptedUpTo + 1) {
+          refused++
+          return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        }
+        acceptedUpTo = batch.baseSequence + batch.count - 1
+        return undefined
+      },
+    })
+    const producer = scriptedProducer(broker.bootstrap, { batchSize: 100 })
+    try {
+      const values = Array.from({ length: 20 }, (_, i) => `v-${String(i).padStart(3, '0')}`)
+      const metadata = await Promise.all(values.map((value) => producer.send({ topic: 't', value })))
+      assert.deepEqual(
+        metadata.map((m) => m.offset),
+        values.map((_, i) => i),
+        'offsets in send order',
+      )
+      assert.equal(producer.metrics().failedBatches, 0)
+      assert.equal(producer.metrics().producerIdResets, 0)
+      assert.ok(refused > 0, 'later batches were in flight behind the lost one')
+      assert.ok(new Set(broker.batches.map((b) => b.producerId)).size === 1)
+    } finally {
+      await producer.close()
+      await broker.close()
+    }
+  })
+
+  it('a broker without InitProducerId: the default turns idempotence off, explicit true fails the sends', async () => {
+    const broker = await scriptedBroker({ initErrors: [], produce: () => undefined, noInitProducerId: true })
+    const implicit = scriptedProducer(broker.bootstrap)
+    const explicit = scriptedProducer(broker.bootstrap, { enableIdempotence: true })
+    try {
+      assert.equal((await implicit.send({ topic: 't', value: 'a' })).offset, 0)
+      assert.equal(implicit.isIdempotent, false)
+      assert.equal(broker.batches[0].producerId, -1n)
+      await assert.rejects(explicit.send({ topic: 't', value: 'b' }), { code: 'ERR_UNSUPPORTED_API' })
+    } finally {
+      await implicit.close()
+      await explicit.close()
+      await broker.close()
     }
   })
 })
