@@ -583,7 +583,11 @@ export class Producer {
       list.push(first)
       byNode.set(leader.nodeId, list)
     }
-    for (const [nodeId, batches] of byNode) this.sendToNode(nodeId, batches)
+    let sent = 0
+    for (const [nodeId, batches] of byNode) sent += this.sendToNode(nodeId, batches)
+    // One batch per partition per request: look again for the next ones (pipelining up to
+    // max.in.flight), as Java's sender loop does.
+    if (sent > 0) this.scheduleDrain()
     if (needMetadata) nextWakeMs = Math.min(nextWakeMs, this.refreshMetadataSoon(now))
     if (nextWakeMs < Number.POSITIVE_INFINITY) this.wakeAt(nextWakeMs)
   }
@@ -711,7 +715,9 @@ export class Producer {
       } catch (error) {
         failure = asClientError(error)
       }
-      if (!isRetriableError(failure) || (this.closed && this.incomplete.size === 0)) throw failure
+      // Nobody waiting (every batch expired, or closed): stop; the next send starts again.
+      const idle = this.incomplete.size === 0 && this.pendingSends.size === 0
+      if (!isRetriableError(failure) || idle) throw failure
       await sleep(backoffMs(attempt, this.client.options))
     }
   }
@@ -751,9 +757,10 @@ export class Producer {
     return this.metadataRefreshAtMs
   }
 
-  private sendToNode(nodeId: number, candidates: ProducerBatch[]): void {
+  /** Sends one request with what fits; returns how many batches went. */
+  private sendToNode(nodeId: number, candidates: ProducerBatch[]): number {
     const inFlight = this.inFlightByNode.get(nodeId) ?? 0
-    if (inFlight >= this.options.maxInFlight) return
+    if (inFlight >= this.options.maxInFlight) return 0
     const batches: ProducerBatch[] = []
     let bytes = 0
     for (const batch of candidates) {
@@ -784,6 +791,7 @@ export class Producer {
         throw error
       },
     )
+    return batches.length
   }
 
   private afterRequest(nodeId: number, batches: readonly ProducerBatch[]): void {

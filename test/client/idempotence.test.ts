@@ -232,6 +232,8 @@ interface Script {
   produce: (batch: SeenBatch, n: number) => number | undefined
   /** Leave InitProducerId out of ApiVersions. */
   noInitProducerId?: boolean
+  /** Answer Produce this much later (in order), so several requests are in flight. */
+  produceDelayMs?: number
 }
 
 /** A one-broker, one-topic ('t', 1 partition) stand-in that answers as `script` says. */
@@ -349,7 +351,13 @@ async function scriptedBroker(script: Script): Promise<{
     api.encodeResponse(w, version, body)
     const chunks = w.toChunks()
     chunks[0].writeInt32BE(w.length - 4, 0)
-    socket.write(Buffer.concat(chunks))
+    const bytes = Buffer.concat(chunks)
+    // Equal delays fire in creation order: responses stay in request order.
+    if (apiKey === ApiKey.Produce && script.produceDelayMs) {
+      setTimeout(() => socket.write(bytes), script.produceDelayMs)
+    } else {
+      socket.write(bytes)
+    }
   }
   const server: Server = createServer((socket) => {
     sockets.add(socket)
@@ -483,14 +491,15 @@ describe('idempotent producer rules against a scripted broker', () => {
   })
 
   it('OUT_OF_ORDER_SEQUENCE_NUMBER behind an unacknowledged batch is retried in sequence order', async () => {
-    // Batch 0 is lost (NOT_LEADER); batches 1.. were in flight behind it and are refused
+    // After a warm-up batch, batch 1 is lost (NOT_LEADER); the batches in flight behind it are refused
     // as out of order until 0 is through.
     let acceptedUpTo = -1
     let refused = 0
     const broker = await scriptedBroker({
       initErrors: [],
+      produceDelayMs: 30,
       produce: (batch, n) => {
-        if (n === 0) return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if (n === 1) return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if (batch.baseSequence !== acceptedUpTo + 1) {
           refused++
           return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
@@ -501,11 +510,13 @@ describe('idempotent producer rules against a scripted broker', () => {
     })
     const producer = scriptedProducer(broker.bootstrap, { batchSize: 100 })
     try {
+      // Metadata and producer id first, so the records below batch up in one tick.
+      assert.equal((await producer.send({ topic: 't', value: 'warm-up' })).offset, 0)
       const values = Array.from({ length: 20 }, (_, i) => `v-${String(i).padStart(3, '0')}`)
       const metadata = await Promise.all(values.map((value) => producer.send({ topic: 't', value })))
       assert.deepEqual(
         metadata.map((m) => m.offset),
-        values.map((_, i) => i),
+        values.map((_, i) => i + 1),
         'offsets in send order',
       )
       assert.equal(producer.metrics().failedBatches, 0)
