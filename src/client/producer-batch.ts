@@ -58,8 +58,9 @@ export class ProducerBatch {
   inFlight = false
   lastError: Error | null = null
   /**
-   * Idempotence plugs in here: an idempotent producer sets these from InitProducerId and
-   * its per-partition sequence before the batch is first encoded. -1: not idempotent.
+   * An idempotent producer stamps these (InitProducerId's id and epoch, the partition's
+   * next sequence) when the batch is first sent, before its first encode; a retry keeps
+   * them and the bytes. -1: not idempotent, or not stamped yet.
    */
   producerId = -1n
   producerEpoch = -1
