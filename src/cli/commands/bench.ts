@@ -212,13 +212,16 @@ class Meter {
     const cpu = process.cpuUsage(this.cpuStart)
     const elu = performance.eventLoopUtilization(this.eluStart)
     const h = this.histogram
+    // HDR answers a percentile with its bucket's highest equivalent value, which can exceed
+    // the largest value recorded; no percentile is above the maximum.
+    const at = (percentile: number): number => ms(Math.min(h.getValueAtPercentile(percentile), h.maxValue))
     const latency =
       h.totalCount > 0
         ? {
-            p50: ms(h.getValueAtPercentile(50)),
-            p95: ms(h.getValueAtPercentile(95)),
-            p99: ms(h.getValueAtPercentile(99)),
-            p999: ms(h.getValueAtPercentile(99.9)),
+            p50: at(50),
+            p95: at(95),
+            p99: at(99),
+            p999: at(99.9),
             max: ms(h.maxValue),
             mean: ms(h.mean),
           }
