@@ -69,6 +69,13 @@ export class SimScheduler implements Clock {
     return this.heap[0]?.timeMs
   }
 
+  /** Moves time forward to `timeMs` when nothing is due before then. */
+  advanceTo(timeMs: number): void {
+    const next = this.peekTime()
+    assert(next === undefined || next >= timeMs, 'advancing past a due event')
+    if (timeMs > this.timeMs) this.timeMs = timeMs
+  }
+
   /** Runs the next event and drains the microtasks it caused; false when the queue is empty. */
   async step(): Promise<boolean> {
     let event: SimEvent | undefined
