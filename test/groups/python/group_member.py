@@ -36,7 +36,7 @@ while time.time() < deadline:
     if message.error():
         print(json.dumps({'error': str(message.error())}), flush=True)
         continue
-    print(json.dumps({'value': message.value().decode()}), flush=True)
+    print(json.dumps({'value': message.value().decode(), 'partition': message.partition(), 'offset': message.offset()}), flush=True)
 if ending == 'kill':
     os._exit(0)
 consumer.close()
