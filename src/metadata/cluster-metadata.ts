@@ -26,6 +26,7 @@ import {
   type PartitionState,
   type TopicImage,
 } from './cluster-image.js'
+import { onBrokerRegistered } from './elections.js'
 import { newUuid } from './ids.js'
 import { assignReplicas, type Random } from './placement.js'
 import type {
@@ -84,6 +85,8 @@ export class ClusterMetadata {
   private readonly listeners: ImageListener[] = []
   private revisionWaiters: { revision: number; resolve: () => void }[] = []
   private watch: Watch | null = null
+  /** Set after this process first registered its broker. */
+  private registeredOnce = false
 
   private constructor(
     private readonly store: MetadataStore,
@@ -211,8 +214,14 @@ export class ClusterMetadata {
     const key = KEYS.broker(registration.nodeId)
     const value = JSON.stringify(registration)
     const result = await this.store.txn([{ key, version: 0 }], [{ type: 'put', key, value, lease: lease.id }])
-    if (result.succeeded) await this.waitForRevision(result.revision)
-    return result.succeeded
+    if (!result.succeeded) return false
+    await this.waitForRevision(result.revision)
+    // A process's first registration is a new incarnation (Kafka: a new broker epoch);
+    // registering again after a lost session is the same process with the same log.
+    if (!this.registeredOnce)
+      await this.update((image) => leaveLeadershipsAndIsrs(image, registration.nodeId))
+    this.registeredOnce = true
+    return true
   }
 
   /** A new topic placed over the live brokers (Kafka's assignment rules). */
@@ -366,4 +375,26 @@ function diffBrokerConfigs(
     guard(key)
     ops.push(value === null ? { type: 'delete', key } : { type: 'put', key, value })
   }
+}
+
+/**
+ * A broker process registering for the first time gives up what its previous process held (see
+ * elections.onBrokerRegistered): found by the deterministic simulation (seed 36), where a
+ * broker restarted after a power loss re-registered before any controller saw it go and
+ * led again in the same leader epoch with a shorter log; followers truncated acknowledged
+ * records to match it.
+ */
+function leaveLeadershipsAndIsrs(image: ClusterImage, nodeId: BrokerId): ClusterImage {
+  const live = new Set(image.brokers.keys())
+  let changed = false
+  const topics = new Map(image.topics)
+  for (const topic of image.topics.values()) {
+    const partitions = topic.partitions.map((state) => {
+      const result = onBrokerRegistered({ state, live, uncleanLeaderElection: false }, nodeId)
+      if (result) changed = true
+      return result?.state ?? state
+    })
+    topics.set(topic.name, { ...topic, partitions })
+  }
+  return changed ? { ...image, topics } : image
 }

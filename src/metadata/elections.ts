@@ -59,6 +59,26 @@ export function onControlledShutdown(input: ElectionInput, leaving: BrokerId): E
   return elect({ ...input, live })
 }
 
+/**
+ * `registered` just registered: to the metadata it is a new process. Its log may have lost
+ * unflushed bytes (an unclean restart), and no controller may have seen it go (its old
+ * registration expired while none was active), so it must not resume leading or count as
+ * in sync: leadership moves to another live ISR member and it leaves every ISR that keeps
+ * another live member, rejoining once caught up (Kafka fences a new broker epoch the same
+ * way). As the last live ISR member it stays: what it holds is all there is.
+ */
+export function onBrokerRegistered(input: ElectionInput, registered: BrokerId): ElectionResult | null {
+  const { state, live } = input
+  if (!state.isr.includes(registered)) return null
+  const others = state.isr.filter((id) => id !== registered && live.has(id))
+  if (others.length === 0) return null
+  if (state.leader !== registered) {
+    return { state: { ...state, isr: state.isr.filter((id) => id !== registered) }, unclean: false }
+  }
+  const leader = state.replicas.find((id) => others.includes(id)) ?? others[0]
+  return { state: withLeader(state, leader, others), unclean: false }
+}
+
 function elect(input: ElectionInput): ElectionResult | null {
   const { state, live } = input
   const clean = state.replicas.find((id) => live.has(id) && state.isr.includes(id))
