@@ -18,7 +18,7 @@ Commands:
   produce   Send stdin lines as records (--key-separator, --header k=v)
   consume   Print records (--from-beginning, --offset, --timestamp, --json, ...)
   cluster   describe: brokers, controller, partition health
-  groups    list|describe|reset-offsets (needs broker support for consumer groups)
+  groups    list|describe|reset-offsets consumer groups (members, lag, offsets)
   bench     produce|consume|e2e load test with tidelog's client
   help      Show this help
 
