@@ -334,13 +334,21 @@ export class World {
     )
   }
 
-  /** Partitions whose ISR (as the store has it) is `id` alone. */
+  /**
+   * Partitions whose ISR (as the store has it) holds `id` and no other healthy member: one
+   * whose current process is up and registered (a member listed for a process that died,
+   * or for one restarted and not registered yet, may have lost its page cache already).
+   */
   private partitionsWithSoleIsrMember(id: number): string[] {
     const observer = [...this.brokers.values()].find((b) => b.isAlive && b.started)
     const topic = observer?.metadata.image().topics.get(TOPIC)
     if (!topic) return []
+    const healthy = (m: number): boolean => {
+      const b = this.brokers.get(m)
+      return b?.isAlive === true && b.started
+    }
     return topic.partitions
-      .filter((state) => state.isr.length === 1 && state.isr[0] === id)
+      .filter((state) => state.isr.includes(id) && !state.isr.some((m) => m !== id && healthy(m)))
       .map((state) => `p${state.partition}`)
   }
 

@@ -804,6 +804,11 @@ export class PartitionLog {
     for (const segment of removed) await segment.deleteFiles()
     const active = this.activeSegment
     const cut = await active.truncateTo(targetOffset)
+    // The cut must be durable before anything written after it (refetched batches, the
+    // leader-epoch checkpoint, the high-watermark checkpoint): otherwise a power loss brings
+    // the removed batches back under checkpoints that no longer describe them (found by the
+    // deterministic simulation, seeds 5 and 91).
+    await active.flush()
     const logEndOffset = cut.cutAtOffset ?? (await active.readNextOffset())
     await active.onBecomeActiveSegment()
     this.logger.info({ targetOffset, logEndOffset, truncatedBytes: cut.truncatedBytes }, 'truncated log')
