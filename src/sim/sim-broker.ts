@@ -46,6 +46,8 @@ export interface SimBrokerSettings {
   readonly mutateIsrWithoutCas?: boolean
   /** Mutation check: the controller may elect outside the ISR whatever the topic says. */
   readonly mutateUncleanElection?: boolean
+  /** Mutation check: followers truncate to their high watermark instead of using leader epochs. */
+  readonly mutateTruncateToHighWatermark?: boolean
 }
 
 const handlers = new HandlerRegistry(allHandlers)
@@ -192,6 +194,7 @@ export class SimBroker {
         fetchMinBytes: 1,
         fetchBackoffMs: 100,
         requestTimeoutMs: 1000,
+        unsafeTruncateToHighWatermark: this.settings.mutateTruncateToHighWatermark === true,
       }),
     })
     await this.replicaManager.applyImage(this.metadata.image())

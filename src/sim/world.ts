@@ -17,7 +17,7 @@ import { SimRandom } from './random.js'
 import { drainMicrotasks, SimScheduler } from './scheduler.js'
 import { SimBroker } from './sim-broker.js'
 
-export type Mutation = 'none' | 'unclean-election' | 'isr-without-cas'
+export type Mutation = 'none' | 'unclean-election' | 'isr-without-cas' | 'hw-truncation'
 
 export interface SimOptions {
   readonly seed: number
@@ -256,6 +256,7 @@ export class World {
         properties: new Map([['broker.session.timeout.ms', String(SESSION_TIMEOUT_MS)]]),
         mutateUncleanElection: this.options.mutation === 'unclean-election',
         mutateIsrWithoutCas: this.options.mutation === 'isr-without-cas',
+        mutateTruncateToHighWatermark: this.options.mutation === 'hw-truncation',
       },
     )
     this.brokers.set(id, broker)

@@ -56,6 +56,15 @@ describe('deterministic simulation', () => {
     assert.ok(result.ok, explain(result))
   })
 
+  it('mutation check: with followers truncating to their high watermark the simulator finds a violating seed', async () => {
+    let found: SimResult | null = null
+    for (let seed = 1; seed <= 20 && found === null; seed++) {
+      const result = await runSimulation({ seed, mutation: 'hw-truncation' })
+      if (!result.ok) found = result
+    }
+    assert.ok(found, 'no seed in 1..20 caught the high-watermark truncation')
+  })
+
   it('mutation check: with elections outside the ISR the simulator finds a violating seed', async () => {
     let found: SimResult | null = null
     for (let seed = 1; seed <= 30 && found === null; seed++) {
