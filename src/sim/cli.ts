@@ -14,6 +14,7 @@ async function main(): Promise<number> {
   const ticks = arg('ticks') !== undefined ? Number(arg('ticks')) : undefined
   const mutation = (arg('mutation') ?? 'none') as Mutation
   const verbose = process.argv.includes('--verbose')
+  const storeLatencyMaxMs = Number(arg('store-latency') ?? 0)
   const printTrace = process.argv.includes('--trace')
   const seeds: number[] = []
   if (arg('seed') !== undefined) seeds.push(Number(arg('seed')))
@@ -25,7 +26,13 @@ async function main(): Promise<number> {
   let failed = 0
   for (const seed of seeds) {
     const started = performance.now()
-    const result = await runSimulation({ seed, ...(ticks !== undefined ? { ticks } : {}), mutation, verbose })
+    const result = await runSimulation({
+      seed,
+      ...(ticks !== undefined ? { ticks } : {}),
+      mutation,
+      verbose,
+      storeLatencyMaxMs,
+    })
     const wallMs = Math.round(performance.now() - started)
     const s = result.stats
     console.log(
@@ -36,7 +43,7 @@ async function main(): Promise<number> {
       console.log(result.trace.join('\n'))
       if (!result.ok)
         console.log(
-          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}`,
+          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}`,
         )
     }
   }

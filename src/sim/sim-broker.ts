@@ -42,6 +42,8 @@ export interface SimBrokerSettings {
   readonly sessionTimeoutMs: number
   readonly replicaLagTimeMaxMs: number
   readonly properties: ReadonlyMap<string, string>
+  /** Random one-way latency to the metadata store, 0..this (0: in-process, no latency). */
+  readonly storeLatencyMaxMs: number
   /** Mutation check: the ISR write skips its compare-and-set on leader and epochs. */
   readonly mutateIsrWithoutCas?: boolean
   /** Mutation check: the controller may elect outside the ISR whatever the topic says. */
@@ -55,18 +57,43 @@ const handlers = new HandlerRegistry(allHandlers)
 /** A store seen from one process: a dead process's calls never settle and its watches go quiet. */
 class ProcessStore implements MetadataStore {
   readonly leases: Lease[] = []
+  /** Last scheduled arrival per direction, so requests and answers stay in order (one connection). */
+  private lastRequestAt = 0
+  private lastAnswerAt = 0
 
   constructor(
     private readonly store: EmbeddedStore,
     private readonly isAlive: () => boolean,
+    private readonly scheduler: SimScheduler,
+    /** Simulated one-way latency to the store; 0 means calls go straight through. */
+    private readonly latencyMs: () => number,
   ) {}
+
+  /** Runs `run` after a one-way trip, in order with earlier trips the same way. */
+  private travel(direction: 'request' | 'answer', run: () => void): void {
+    const delay = this.latencyMs()
+    if (delay === 0) {
+      run()
+      return
+    }
+    const now = this.scheduler.now
+    const last = direction === 'request' ? this.lastRequestAt : this.lastAnswerAt
+    const at = Math.max(now + delay, last)
+    if (direction === 'request') this.lastRequestAt = at
+    else this.lastAnswerAt = at
+    this.scheduler.schedule(at - now, run)
+  }
 
   private gate<T>(op: () => Promise<T>): Promise<T> {
     if (!this.isAlive()) return new Promise<T>(() => undefined)
-    return op().then(
-      (value) => (this.isAlive() ? value : new Promise<T>(() => undefined)),
-      (error: unknown) => (this.isAlive() ? Promise.reject(error) : new Promise<T>(() => undefined)),
-    )
+    return new Promise<T>((resolve, reject) => {
+      this.travel('request', () => {
+        op().then(
+          (value) => this.travel('answer', () => this.isAlive() && resolve(value)),
+          (error: unknown) => this.travel('answer', () => this.isAlive() && reject(error)),
+        )
+      })
+    })
   }
 
   get(key: string) {
@@ -84,10 +111,14 @@ class ProcessStore implements MetadataStore {
       prefix,
       from,
       (events, revision) => {
-        if (this.isAlive()) onEvents(events, revision)
+        this.travel('answer', () => {
+          if (this.isAlive()) onEvents(events, revision)
+        })
       },
       (error) => {
-        if (this.isAlive()) onError?.(error)
+        this.travel('answer', () => {
+          if (this.isAlive()) onError?.(error)
+        })
       },
     )
   }
@@ -136,7 +167,12 @@ export class SimBroker {
   ) {
     this.clock = new ProcessClock(scheduler)
     this.disk = new ProcessDisk(simDisk)
-    this.store = new ProcessStore(rawStore, () => this.alive)
+    this.store = new ProcessStore(
+      rawStore,
+      () => this.alive,
+      scheduler,
+      () => (settings.storeLatencyMaxMs > 0 ? random.int(0, settings.storeLatencyMaxMs) : 0),
+    )
     this.config = brokerConfigFromProperties(
       new Map([
         ...settings.properties,

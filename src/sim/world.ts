@@ -26,6 +26,12 @@ export interface SimOptions {
   readonly brokers?: number
   readonly partitions?: number
   readonly mutation?: Mutation
+  /**
+   * Random one-way latency to the metadata store, 0..this ms (default 0: in-process). With
+   * it, the fault schedule also moves leaders to their preferred replica (an admin action)
+   * so a leader can act on a leadership it already lost.
+   */
+  readonly storeLatencyMaxMs?: number
   /** Keep the broker logs in the trace (debug aid; the trace gets long). */
   readonly verbose?: boolean
 }
@@ -216,10 +222,21 @@ export class World {
   }
 
   private async setup(): Promise<void> {
-    this.log(`seed ${this.options.seed} mutation ${this.options.mutation ?? 'none'}`)
+    this.log(
+      `seed ${this.options.seed} mutation ${this.options.mutation ?? 'none'} store latency 0-${this.options.storeLatencyMaxMs ?? 0} ms`,
+    )
     this.store = await EmbeddedStore.open({ clock: this.scheduler })
     for (const id of this.brokerIds) await this.until(this.startBroker(id))
     const first = this.brokers.get(this.brokerIds[0])!
+    await this.until(
+      new Promise<void>((resolve) => {
+        const poll = (): void => {
+          if (first.metadata.image().brokers.size === this.brokerIds.length) resolve()
+          else this.scheduler.schedule(10, poll)
+        }
+        poll()
+      }),
+    )
     await this.until(
       first.metadata.update((image) => {
         const spec = {
@@ -254,6 +271,7 @@ export class World {
         sessionTimeoutMs: SESSION_TIMEOUT_MS,
         replicaLagTimeMaxMs: 2000,
         properties: new Map([['broker.session.timeout.ms', String(SESSION_TIMEOUT_MS)]]),
+        storeLatencyMaxMs: this.options.storeLatencyMaxMs ?? 0,
         mutateUncleanElection: this.options.mutation === 'unclean-election',
         mutateIsrWithoutCas: this.options.mutation === 'isr-without-cas',
         mutateTruncateToHighWatermark: this.options.mutation === 'hw-truncation',
@@ -305,6 +323,12 @@ export class World {
       const slow = r.chance(0.3)
       this.network.faults = { delayMinMs: 1, delayMaxMs: slow ? r.int(50, 1500) : 5, resetProbability: reset }
       this.log(`FAULT network delay 1-${this.network.faults.delayMaxMs} ms, reset probability ${reset}`)
+    } else if (choice === 6 && (this.options.storeLatencyMaxMs ?? 0) > 0) {
+      const controller = [...this.brokers.values()].find((b) => b.isAlive && b.controller?.isActive)
+      if (controller) {
+        this.log(`ADMIN preferred leader election through controller ${controller.nodeId}`)
+        controller.controller?.electPreferredLeaders().catch(() => undefined)
+      }
     } else if (this.impaired.size > 0 && choice >= 7) {
       this.recover([...this.impaired][0])
     }
@@ -413,7 +437,7 @@ export class World {
     this.stats.produced++
     const incarnation = leader.incarnation
     this.scheduler.schedule(r.int(1, 5), () => {
-      if (!leader.isAlive || leader.incarnation !== incarnation) return
+      if (!leader.isAlive || leader.incarnation !== incarnation || !leader.replicaManager) return
       leader.replicaManager.appendToLeader(TOPIC, partition, batch, acks, PRODUCE_TIMEOUT_MS).then(
         (result) => {
           // The answer travels back; a crash meanwhile loses it.
