@@ -22,6 +22,8 @@ export class Invariants {
   private readonly leaderOfEpoch = new Map<string, number>()
   /** Per broker incarnation and partition: the last leader epoch it applied. */
   private readonly lastEpoch = new Map<string, number>()
+  /** Per broker incarnation and partition: the last partition epoch (ISR version) it applied. */
+  private readonly lastPartitionEpoch = new Map<string, number>()
   /** Per broker incarnation, partition and epoch, while leader: the last high watermark. */
   private readonly leaderHighWatermark = new Map<string, number>()
   /** Per partition: base offset → batch bytes seen below some replica's high watermark. */
@@ -71,6 +73,12 @@ export class Invariants {
         `leader epoch went back on broker ${broker.nodeId} for p${partition.partition}: ${last} -> ${partition.leaderEpoch}`,
       )
     this.lastEpoch.set(key, partition.leaderEpoch)
+    const lastPartitionEpoch = this.lastPartitionEpoch.get(key) ?? -1
+    if (partition.partitionEpoch < lastPartitionEpoch)
+      throw new Violation(
+        `partition epoch went back on broker ${broker.nodeId} for p${partition.partition}: ${lastPartitionEpoch} -> ${partition.partitionEpoch} (ISR now ${partition.isr.join(',')})`,
+      )
+    this.lastPartitionEpoch.set(key, partition.partitionEpoch)
   }
 
   private checkLeader(broker: SimBroker, partition: Partition, brokers: readonly SimBroker[]): void {
@@ -95,7 +103,7 @@ export class Invariants {
       if (!replica) continue
       if (replica.log.logEndOffset < hw)
         throw new Violation(
-          `high watermark ${hw} of leader ${broker.nodeId} (epoch ${partition.leaderEpoch}) for p${p} exceeds ISR member ${memberId}'s log end ${replica.log.logEndOffset} (ISR ${partition.isr.join(',')})`,
+          `high watermark ${hw} of leader ${broker.nodeId} (epoch ${partition.leaderEpoch}) for p${p} (partition epoch ${partition.partitionEpoch}) exceeds ISR member ${memberId}'s log end ${replica.log.logEndOffset} (ISR ${partition.isr.join(',')})`,
         )
     }
   }
