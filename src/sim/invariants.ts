@@ -65,8 +65,18 @@ export class Invariants {
     }
   }
 
+  /** Per broker incarnation and partition: the last log end seen (a drop goes in the trace). */
+  private readonly lastLogEnd = new Map<string, number>()
+
   private checkEpochs(broker: SimBroker, partition: Partition): void {
     const key = `${broker.nodeId}.${broker.incarnation}:${partition.partition}`
+    const logEnd = partition.log.logEndOffset
+    const lastLogEnd = this.lastLogEnd.get(key)
+    if (lastLogEnd !== undefined && logEnd < lastLogEnd)
+      this.world.log(
+        `  (log end of p${partition.partition} on broker ${broker.nodeId} dropped ${lastLogEnd} -> ${logEnd})`,
+      )
+    this.lastLogEnd.set(key, logEnd)
     const last = this.lastEpoch.get(key) ?? -1
     if (partition.leaderEpoch < last)
       throw new Violation(
