@@ -166,10 +166,13 @@ export class Invariants {
     if (!topic) return 'topic missing'
     for (const state of topic.partitions) {
       if (state.leader === -1) return `p${state.partition} has no leader`
-      if (state.isr.length !== state.replicas.length) return `p${state.partition} ISR ${state.isr.join(',')}`
       const leader = brokers.find((b) => b.nodeId === state.leader)!
       const lp = leader.replicaManager.getPartition(TOPIC, state.partition)
       if (!lp?.isLeader) return `broker ${state.leader} does not lead p${state.partition} yet`
+      if (state.isr.length !== state.replicas.length) {
+        const pending = (lp as unknown as { pendingIsr: readonly number[] | null }).pendingIsr
+        return `p${state.partition} ISR ${state.isr.join(',')} (leader ${state.leader} sees ISR ${lp.isr.join(',')} at partition epoch ${lp.partitionEpoch}, store image at ${state.partitionEpoch}, pending ISR ${pending?.join(',') ?? 'none'})`
+      }
       for (const b of brokers) {
         const rp = b.replicaManager.getPartition(TOPIC, state.partition)
         if (!rp) return `broker ${b.nodeId} does not host p${state.partition}`

@@ -407,6 +407,19 @@ export class SimBroker {
         connection,
         broker: this.services(),
       } as unknown as RequestContext
+      if (apiKey === 1) {
+        const fetch = request as {
+          replicaId: number
+          topics: { partitions: { partition: number; fetchOffset: bigint }[] }[]
+        }
+        this.logger.debug(
+          {
+            from: fetch.replicaId,
+            offsets: fetch.topics.flatMap((t) => t.partitions.map((p) => `p${p.partition}@${p.fetchOffset}`)),
+          },
+          'fetch request',
+        )
+      }
       const slot: { done: boolean; chunks: Buffer[] | null } = { done: false, chunks: null }
       queue.push(slot)
       const respond = (response: unknown): void => {
