@@ -49,6 +49,13 @@ export interface PartitionContext {
   readonly alterIsr: (proposal: IsrProposal) => Promise<boolean>
 }
 
+interface PendingIsr {
+  readonly maximal: readonly number[]
+  /** The partition state the proposal was made against. */
+  readonly leaderEpoch: number
+  readonly partitionEpoch: number
+}
+
 interface FollowerState {
   /** -1 until the follower's first fetch under this leadership. */
   logEndOffset: number
@@ -71,8 +78,12 @@ export class Partition {
   private readonly followers = new Map<number, FollowerState>()
   /** The high watermark the leader last reported to this follower. */
   private lastLeaderHighWatermark = 0
-  /** Members being added or removed by an uncommitted ISR proposal. */
-  private pendingIsr: readonly number[] | null = null
+  /**
+   * The ISR change in flight, if any (Kafka's PendingExpandIsr/PendingShrinkIsr): its maximal
+   * ISR (committed ∪ proposed) bounds the high watermark until a newer partition state
+   * arrives or the write is refused.
+   */
+  private pendingIsr: PendingIsr | null = null
   /** The log end when this leadership began: a follower joins the ISR only past it. */
   private leaderEpochStartOffset = 0
   /** Appends that need async preparation (legacy up-conversion, key checks) queue here. */
@@ -144,7 +155,15 @@ export class Partition {
     const newLeadership = next.leader === this.localBrokerId && next.leaderEpoch !== this.state.leaderEpoch
     const leadershipChanged = next.leader !== this.state.leader || next.leaderEpoch !== this.state.leaderEpoch
     this.state = next
-    this.pendingIsr = null
+    // An image change that leaves this partition's state as it was (another partition, a
+    // broker registering) keeps the proposal in flight: its maximal ISR still bounds the HW.
+    // A newer partition state (ours committed, or anyone else's write) ends it.
+    const pending = this.pendingIsr
+    if (
+      pending !== null &&
+      (next.leaderEpoch !== pending.leaderEpoch || next.partitionEpoch !== pending.partitionEpoch)
+    )
+      this.pendingIsr = null
     if (newLeadership) this.resetFollowers()
     else if (this.isLeaderByMetadata) this.syncFollowersWithReplicas()
     if (this.isLeaderByMetadata) this.maybeIncrementHighWatermark()
@@ -319,29 +338,35 @@ export class Partition {
 
   private propose(isr: readonly number[]): void {
     assert(isr.includes(this.localBrokerId), 'an ISR proposal must keep the leader')
-    const maximal = [...new Set([...this.state.isr, ...isr])]
-    this.pendingIsr = maximal
+    const pending: PendingIsr = {
+      maximal: [...new Set([...this.state.isr, ...isr])],
+      leaderEpoch: this.state.leaderEpoch,
+      partitionEpoch: this.state.partitionEpoch,
+    }
+    this.pendingIsr = pending
     const proposal: IsrProposal = {
       topic: this.topic,
       partition: this.partition,
-      leaderEpoch: this.state.leaderEpoch,
-      partitionEpoch: this.state.partitionEpoch,
+      leaderEpoch: pending.leaderEpoch,
+      partitionEpoch: pending.partitionEpoch,
       isr,
     }
     this.context.alterIsr(proposal).then(
       (committed) => {
-        // On success the metadata watch brings the new state (and clears the pending set).
-        if (!committed && this.pendingIsr === maximal) this.pendingIsr = null
+        // Committed: the new state (a newer partition epoch) is on its way through the
+        // metadata, and until it is applied here the maximal ISR keeps bounding the HW.
+        // Refused: the state moved on; the next fetch or lag check proposes afresh.
+        if (!committed && this.pendingIsr === pending) this.pendingIsr = null
       },
       () => {
-        if (this.pendingIsr === maximal) this.pendingIsr = null
+        if (this.pendingIsr === pending) this.pendingIsr = null
       },
     )
   }
 
-  /** The ISR the high watermark must respect: the committed one plus any member being added. */
+  /** The ISR the high watermark must respect: committed plus proposed while a change is in flight. */
   private get maximalIsr(): readonly number[] {
-    return this.pendingIsr ?? this.state.isr
+    return this.pendingIsr?.maximal ?? this.state.isr
   }
 
   /** The high watermark is the smallest log end among ISR members (a new member's included). */

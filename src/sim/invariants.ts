@@ -170,8 +170,16 @@ export class Invariants {
       const lp = leader.replicaManager.getPartition(TOPIC, state.partition)
       if (!lp?.isLeader) return `broker ${state.leader} does not lead p${state.partition} yet`
       if (state.isr.length !== state.replicas.length) {
-        const pending = (lp as unknown as { pendingIsr: readonly number[] | null }).pendingIsr
-        return `p${state.partition} ISR ${state.isr.join(',')} (leader ${state.leader} sees ISR ${lp.isr.join(',')} at partition epoch ${lp.partitionEpoch}, store image at ${state.partitionEpoch}, pending ISR ${pending?.join(',') ?? 'none'})`
+        // Diagnostic peek at the leader's in-flight ISR change (private to Partition).
+        const pending = (
+          lp as unknown as {
+            pendingIsr: { maximal: readonly number[]; leaderEpoch: number; partitionEpoch: number } | null
+          }
+        ).pendingIsr
+        const inFlight = pending
+          ? `maximal ISR ${pending.maximal.join(',')} proposed at leader epoch ${pending.leaderEpoch}, partition epoch ${pending.partitionEpoch}`
+          : 'none'
+        return `p${state.partition} ISR ${state.isr.join(',')} (leader ${state.leader} sees ISR ${lp.isr.join(',')} at partition epoch ${lp.partitionEpoch}, store image at ${state.partitionEpoch}, pending ISR ${inFlight})`
       }
       for (const b of brokers) {
         const rp = b.replicaManager.getPartition(TOPIC, state.partition)

@@ -65,17 +65,24 @@ class ProcessStore implements MetadataStore {
     private readonly store: EmbeddedStore,
     private readonly isAlive: () => boolean,
     private readonly scheduler: SimScheduler,
-    /** Simulated one-way latency to the store; 0 means calls go straight through. */
+    /** False: store calls go straight through (in-process). */
+    private readonly latencyOn: boolean,
+    /** Simulated one-way latency to the store, drawn per trip. */
     private readonly latencyMs: () => number,
   ) {}
 
-  /** Runs `run` after a one-way trip, in order with earlier trips the same way. */
+  /**
+   * Runs `run` after a one-way trip, in order with earlier trips the same way. Without store
+   * latency it runs at once. With it, a trip drawn at 0 ms is still scheduled behind the ones
+   * in flight: running it at once let a watch event overtake an earlier one, and
+   * ClusterMetadata (rightly, etcd delivers in order) skipped the earlier revision as seen.
+   */
   private travel(direction: 'request' | 'answer', run: () => void): void {
-    const delay = this.latencyMs()
-    if (delay === 0) {
+    if (!this.latencyOn) {
       run()
       return
     }
+    const delay = this.latencyMs()
     const now = this.scheduler.now
     const last = direction === 'request' ? this.lastRequestAt : this.lastAnswerAt
     const at = Math.max(now + delay, last)
@@ -171,7 +178,8 @@ export class SimBroker {
       rawStore,
       () => this.alive,
       scheduler,
-      () => (settings.storeLatencyMaxMs > 0 ? random.int(0, settings.storeLatencyMaxMs) : 0),
+      settings.storeLatencyMaxMs > 0,
+      () => random.int(0, settings.storeLatencyMaxMs),
     )
     this.config = brokerConfigFromProperties(
       new Map([

@@ -165,6 +165,89 @@ describe('Partition high watermark', () => {
   })
 })
 
+describe('Partition ISR change in flight (Kafka AlterPartition, KIP-497)', () => {
+  it('an image change that leaves the partition state as it was keeps the maximal ISR (simulator seed 33)', async () => {
+    await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
+      await produce(p, 10)
+      p.updateFollowerFetchState(2, 10)
+      p.updateFollowerFetchState(3, 10) // at the HW: proposes [1,2,3]
+      assert.deepEqual(ctx.isrs, [[1, 2, 3]])
+      await produce(p, 5)
+      // Another partition changed, or a broker registered: this partition's state is the same.
+      p.updateState(state({ isr: [1, 2] }))
+      p.updateFollowerFetchState(2, 15)
+      assert.equal(p.highWatermark, 10, 'the member being added still bounds the HW')
+      // The expansion commits with 3 at 10: had the HW passed 10, it would now exceed a
+      // member's log end.
+      ctx.proposals[0].resolve(true)
+      await tick()
+      assert.equal(p.highWatermark, 10, 'committed but not seen yet: still the maximal ISR')
+      p.updateFollowerFetchState(3, 12)
+      assert.equal(p.highWatermark, 12)
+      assert.deepEqual(ctx.isrs, [[1, 2, 3]], 'no second proposal while the first is unseen')
+      p.updateState(state({ isr: [1, 2, 3], partitionEpoch: 1 }))
+      p.updateFollowerFetchState(3, 15)
+      assert.equal(p.highWatermark, 15)
+    })
+  })
+
+  it('a newer partition state ends the change in flight; its late answer does not end the next one', async () => {
+    await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
+      await produce(p, 10)
+      p.updateFollowerFetchState(2, 10)
+      p.updateFollowerFetchState(3, 10)
+      assert.deepEqual(ctx.isrs, [[1, 2, 3]])
+      // Someone else wrote the partition first (the controller took 2 out): the proposal,
+      // made at partition epoch 0, will be refused; the new state is what counts now.
+      p.updateState(state({ isr: [1], partitionEpoch: 1 }))
+      await produce(p, 5)
+      assert.equal(p.highWatermark, 15, 'ISR [1] alone, nothing in flight')
+      p.updateFollowerFetchState(3, 15)
+      assert.deepEqual(
+        ctx.isrs,
+        [
+          [1, 2, 3],
+          [1, 3],
+        ],
+        'a fresh proposal at the new epoch',
+      )
+      assert.equal(ctx.proposals[1].proposal.partitionEpoch, 1)
+      await produce(p, 5)
+      assert.equal(p.highWatermark, 15, 'bounded by 3, being added')
+      ctx.proposals[0].resolve(false) // the first proposal's refusal arrives late
+      await tick()
+      p.maybeIncrementHighWatermark()
+      assert.equal(p.highWatermark, 15, 'the second proposal is still in flight')
+      ctx.proposals[1].resolve(false)
+      await tick()
+      p.maybeIncrementHighWatermark()
+      assert.equal(p.highWatermark, 20)
+    })
+  })
+
+  it('a new leader epoch ends the change in flight', async () => {
+    await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
+      await produce(p, 10)
+      p.updateFollowerFetchState(2, 10)
+      p.updateFollowerFetchState(3, 10)
+      assert.deepEqual(ctx.isrs, [[1, 2, 3]])
+      p.updateState(state({ leader: 2, leaderEpoch: 1, isr: [1, 2], partitionEpoch: 1 }))
+      p.updateState(state({ leader: 1, leaderEpoch: 2, isr: [1, 2], partitionEpoch: 2 }))
+      p.updateFollowerFetchState(2, 10)
+      p.updateFollowerFetchState(3, 10)
+      assert.deepEqual(
+        ctx.isrs,
+        [
+          [1, 2, 3],
+          [1, 2, 3],
+        ],
+        'the new leadership proposes afresh',
+      )
+      assert.equal(ctx.proposals[1].proposal.leaderEpoch, 2)
+    })
+  })
+})
+
 describe('Partition ISR', () => {
   it('expands when a follower outside the ISR reaches the high watermark, not before', async () => {
     await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {

@@ -7,8 +7,8 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { runSimulation, type SimResult } from '../../src/sim/world.js'
 
-function explain(result: SimResult): string {
-  return `seed ${result.seed}: ${result.violation}\n${result.trace.slice(-80).join('\n')}\nreplay: npm run sim -- --seed ${result.seed}`
+function explain(result: SimResult, flags = ''): string {
+  return `seed ${result.seed}: ${result.violation}\n${result.trace.slice(-80).join('\n')}\nreplay: npm run sim -- --seed ${result.seed}${flags}`
 }
 
 const FIXED_SEEDS = [1, 2, 3, 4, 6, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]
@@ -54,6 +54,22 @@ describe('deterministic simulation', () => {
   it('regression (seed 91): no replica holds a different batch below its high watermark after a power loss', async () => {
     const result = await runSimulation({ seed: 91 })
     assert.ok(result.ok, explain(result))
+  })
+
+  it('regression (seed 33, store latency 20): an unrelated image change keeps the ISR expansion in flight', async () => {
+    // Before the fix Partition.updateState dropped the leader's pending ISR on every image
+    // change: the HW moved over the committed ISR while a follower below it was being added,
+    // then the expansion committed with that follower under the HW.
+    const result = await runSimulation({ seed: 33, storeLatencyMaxMs: 20 })
+    assert.ok(result.ok, explain(result, ' --store-latency 20'))
+  })
+
+  it('regression (seed 3, store latency 20): store answers and watch events stay in order', async () => {
+    // A simulator bug: a store trip drawn at 0 ms overtook earlier ones, so a broker's
+    // metadata skipped a watch revision (its own committed ISR write) and the leader kept
+    // its ISR change in flight forever (liveness).
+    const result = await runSimulation({ seed: 3, storeLatencyMaxMs: 20 })
+    assert.ok(result.ok, explain(result, ' --store-latency 20'))
   })
 
   it('mutation check: with followers truncating to their high watermark the simulator finds a violating seed', async () => {
