@@ -53,7 +53,7 @@ import {
   syncGroup,
   tick,
 } from './rebalance.js'
-import type { CoordinatorRecord } from './records.js'
+import { type CoordinatorRecord, decodeKey } from './records.js'
 
 /** What the coordinator needs from its broker. */
 export interface CoordinatorHost {
@@ -643,14 +643,27 @@ export class GroupCoordinator {
     this.execute(shard, group, tick(group, this.clock.nowMs()))
   }
 
+  /**
+   * Every offsets.retention.check.interval.ms: expired offsets (and groups left Empty without
+   * offsets) are removed and their tombstones appended (see expireOffsets).
+   */
   private scheduleExpiry(shard: Shard): void {
     shard.expiryTimer = this.clock.setTimeout(() => {
       if (shard.unloaded) return
       const now = this.clock.nowMs()
+      let offsets = 0
+      let groups = 0
       for (const group of [...shard.groups.values()]) {
         const records = expireOffsets(group, now, this.config)
-        if (records.length > 0) this.execute(shard, group, { records, replies: [] })
+        offsets += records.filter((r) => decodeKey(r.key)?.kind === 'offset').length
+        if (group.state === 'Dead') groups++
+        if (records.length > 0 || group.state === 'Dead') this.execute(shard, group, { records, replies: [] })
       }
+      if (offsets > 0 || groups > 0)
+        this.host.logger.info(
+          { partition: shard.partition, offsets, groups },
+          'removed expired offsets and empty groups',
+        )
       this.scheduleExpiry(shard)
     }, this.config.offsetsRetentionCheckIntervalMs)
   }

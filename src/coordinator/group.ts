@@ -59,6 +59,11 @@ export interface Group {
   readonly staticMembers: Map<string, string>
   /** topic → partition → committed offset. */
   readonly offsets: Map<string, Map<number, CommittedOffset>>
+  /**
+   * Commits appended but not yet committed, per "topic\0partition" (how many): expiry skips
+   * these partitions and keeps the group, as Kafka's pendingOffsetCommits do.
+   */
+  readonly pendingOffsetCommits: Map<string, number>
   /** When PreparingRebalance gives up waiting for members to rejoin. */
   rebalanceDeadlineMs: number | null
   initialDelay: InitialDelay | null
@@ -78,6 +83,7 @@ export function newGroup(groupId: string, nowMs: number): Group {
     pendingMembers: new Map(),
     staticMembers: new Map(),
     offsets: new Map(),
+    pendingOffsetCommits: new Map(),
     rebalanceDeadlineMs: null,
     initialDelay: null,
     currentStateTimestampMs: nowMs,

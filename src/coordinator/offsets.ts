@@ -96,10 +96,13 @@ export function commitOffsets(
     key: offsetCommitKey(group.groupId, a.topic, a.partition),
     value: encodeOffsetCommitValue(a.value),
   }))
+  for (const a of accepted) addPending(group, topicPartitionKey(a.topic, a.partition), 1)
   const afterAppend = (code: number): Effects => {
     const partitions = new Map(codes)
     for (const a of accepted) {
-      partitions.set(topicPartitionKey(a.topic, a.partition), offsetAppendError(code))
+      const key = topicPartitionKey(a.topic, a.partition)
+      addPending(group, key, -1)
+      partitions.set(key, offsetAppendError(code))
       if (code === ErrorCode.NONE) setOffset(group, a.topic, a.partition, a.value)
     }
     return reply(waiter, { errorCode: ErrorCode.NONE, partitions } satisfies PartitionCodesResult)
@@ -135,8 +138,15 @@ function deleteOffset(group: Group, topic: string, partition: number): void {
   if (partitions.size === 0) group.offsets.delete(topic)
 }
 
+/** Committed offsets or commits on their way (Kafka's GroupMetadata.hasOffsets). */
 export function hasOffsets(group: Group): boolean {
-  return group.offsets.size > 0
+  return group.offsets.size > 0 || group.pendingOffsetCommits.size > 0
+}
+
+function addPending(group: Group, key: string, delta: number): void {
+  const count = (group.pendingOffsetCommits.get(key) ?? 0) + delta
+  if (count > 0) group.pendingOffsetCommits.set(key, count)
+  else group.pendingOffsetCommits.delete(key)
 }
 
 // ---- DeleteGroups and OffsetDelete --------------------------------------------------------
@@ -189,57 +199,103 @@ export function deleteOffsets(
 export function subscribedTopics(group: Group): Set<string> {
   const topics = new Set<string>()
   for (const member of group.members.values())
-    for (const topic of memberTopics(group, member)) topics.add(topic)
+    for (const topic of memberTopics(group, member) ?? []) topics.add(topic)
   return topics
 }
 
-function memberTopics(group: Group, member: Member): string[] {
+/** The member's subscribed topics; null when its metadata is not a consumer subscription we can read. */
+function memberTopics(group: Group, member: Member): string[] | null {
   const metadata = member.protocols.find((p) => p.name === group.protocolName)?.metadata
-  if (!metadata || metadata.length < 2) return []
+  if (!metadata || metadata.length < 2) return null
   try {
     const reader = new Reader(metadata)
     const version = Math.min(reader.readInt16(), 3)
     return decodeConsumerProtocolSubscription(reader, version).topics
   } catch {
-    // Not a consumer subscription we can read (a custom protocol): it subscribes to nothing we know.
-    return []
+    // A custom protocol: it subscribes to nothing we know.
+    return null
   }
 }
 
 // ---- expiry -------------------------------------------------------------------------------
 
 /**
- * offsets.retention.minutes (KIP-211): offsets of an Empty group expire that long after
- * it became empty (or after the commit, for groups that never had members); a commit with
- * an explicit retention (OffsetCommit v2-4) expires at its own time. A group left with
- * neither members nor offsets is deleted.
+ * offsets.retention.minutes with Kafka's rules (GroupMetadata.removeExpiredOffsets, KIP-211):
+ *  - a group with a protocol type that is Empty: every offset expires once the retention has
+ *    passed since the group became Empty (its current state timestamp);
+ *  - a Stable consumer group whose members' subscriptions are all readable: offsets of
+ *    topics no member subscribes to expire by their commit time;
+ *  - a standalone group (commits only, never a member, no protocol type): each offset
+ *    expires by its commit time;
+ *  - anything else (a rebalance in progress, a non-consumer protocol with members): none.
+ * A commit that carried its own retention (OffsetCommit v2-4, value version 1) expires at its
+ * expire timestamp instead, under the same group-state rules. Partitions with a commit still
+ * being appended never expire. Each expired offset gets a tombstone, so a coordinator that
+ * loads the partition later does not bring it back. An Empty group left with no offsets goes
+ * Dead; it gets a tombstone too unless it never had a generation (offset storage only), as
+ * Kafka's cleanupGroupMetadata does.
  */
 export function expireOffsets(group: Group, nowMs: number, config: CoordinatorConfig): CoordinatorRecord[] {
   const records: CoordinatorRecord[] = []
-  for (const [topic, partitions] of [...group.offsets]) {
-    for (const [partition, committed] of [...partitions]) {
-      if (!isExpired(group, committed, nowMs, config)) continue
-      deleteOffset(group, topic, partition)
-      records.push({ key: offsetCommitKey(group.groupId, topic, partition), value: null })
-    }
+  if (group.state === 'Dead') return records
+  for (const { topic, partition } of expiredOffsets(group, nowMs, config)) {
+    deleteOffset(group, topic, partition)
+    records.push({ key: offsetCommitKey(group.groupId, topic, partition), value: null })
   }
-  if (group.state === 'Empty' && !hasOffsets(group) && (records.length > 0 || group.generationId > 0)) {
+  if (group.state === 'Empty' && !hasOffsets(group)) {
     group.state = 'Dead'
-    records.push({ key: groupMetadataKey(group.groupId), value: null })
+    if (group.generationId > 0) records.push({ key: groupMetadataKey(group.groupId), value: null })
   }
   return records
 }
 
-function isExpired(
+/** The offsets `expireOffsets` would remove now. */
+export function expiredOffsets(
   group: Group,
-  committed: CommittedOffset,
   nowMs: number,
   config: CoordinatorConfig,
-): boolean {
-  if (committed.expireTimestampMs !== null) return nowMs >= committed.expireTimestampMs
-  if (group.state !== 'Empty') return false
-  const base = group.protocolType ? group.currentStateTimestampMs : committed.commitTimestampMs
-  return nowMs - base >= config.offsetsRetentionMs
+): { topic: string; partition: number }[] {
+  let base: (committed: CommittedOffset) => number
+  let keep = new Set<string>()
+  if (group.protocolType !== null && group.state === 'Empty') {
+    base = () => group.currentStateTimestampMs
+  } else if (group.protocolType === 'consumer' && group.state === 'Stable') {
+    const subscribed = knownSubscribedTopics(group)
+    if (subscribed === null) return []
+    keep = subscribed
+    base = (committed) => committed.commitTimestampMs
+  } else if (group.protocolType === null) {
+    base = (committed) => committed.commitTimestampMs
+  } else {
+    return []
+  }
+  const expired: { topic: string; partition: number }[] = []
+  for (const [topic, partitions] of group.offsets) {
+    if (keep.has(topic)) continue
+    for (const [partition, committed] of partitions) {
+      if (group.pendingOffsetCommits.has(topicPartitionKey(topic, partition))) continue
+      const due =
+        committed.expireTimestampMs !== null
+          ? nowMs >= committed.expireTimestampMs
+          : nowMs - base(committed) >= config.offsetsRetentionMs
+      if (due) expired.push({ topic, partition })
+    }
+  }
+  return expired
+}
+
+/**
+ * Topics the members subscribe to, or null when any member's subscription cannot be read
+ * (then nothing is known to be unsubscribed, as Kafka's subscribedTopics = None).
+ */
+function knownSubscribedTopics(group: Group): Set<string> | null {
+  const topics = new Set<string>()
+  for (const member of group.members.values()) {
+    const memberSubscription = memberTopics(group, member)
+    if (memberSubscription === null) return null
+    for (const topic of memberSubscription) topics.add(topic)
+  }
+  return topics
 }
 
 // ---- loading ------------------------------------------------------------------------------
