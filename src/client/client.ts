@@ -18,8 +18,8 @@ import { type BrokerNode, MetadataSnapshot } from './metadata.js'
 import { type BrokerAddress, intOption, parseBootstrapServers } from './options.js'
 import { backoffMs, sleep } from './retry.js'
 
-/** Which socket a request travels on. The groups issue adds 'group' (coordinator traffic). */
-export type ConnectionPurpose = 'normal' | 'produce' | 'fetch'
+/** Which socket a request travels on: 'group' carries JoinGroup/SyncGroup (held by the coordinator) and heartbeats. */
+export type ConnectionPurpose = 'normal' | 'produce' | 'fetch' | 'group'
 
 export interface ClientOptions {
   /** 'host:port,host:port' or a list (bootstrap.servers). */

@@ -5,10 +5,13 @@
  * its fetch connection, one fetch in flight per broker. Iterate with `for await`, per batch
  * with `batches()`, or hand a per-batch handler to `run()`.
  *
- * Groups plug in later: `subscribe()` and `commit()` need the group coordinator APIs
- * (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, OffsetCommit/Fetch). A group member
- * will call the same `assign` with the partitions its group gives it and seed positions
- * from committed offsets before falling back to `autoOffsetReset`.
+ * Subscribe mode (with `groupId`): `subscribe(topics)` makes the consumer a member of a
+ * consumer group on the classic protocol (group/session.ts, group/membership.ts): each
+ * poll first (re)joins when needed, then the partitions the group hands out go through the
+ * same assignment machinery, positioned at the committed offsets before falling back to
+ * `autoOffsetReset`. `commit()` commits the consumed positions (or given offsets);
+ * `enableAutoCommit` does it every `autoCommitIntervalMs` during polls, before a rebalance
+ * and on close, which also leaves the group.
  */
 import { ErrorCode } from '../protocol/error-codes.js'
 import {
@@ -23,18 +26,20 @@ import { type ClientOptions, KafkaClient } from './client.js'
 import {
   asClientError,
   ClientClosedError,
-  GroupsNotSupportedError,
   InvalidArgumentError,
   KafkaClientError,
   KafkaProtocolError,
 } from './errors.js'
 import { type ConsumerRecord, decodeFetchedRecords } from './fetch-records.js'
+import { type AssignorName, type PartitionAssignor, resolveAssignors } from './group/assignors.js'
+import type { OffsetToCommit } from './group/membership.js'
+import { GroupSession, type RebalanceListener, type SessionOptions } from './group/session.js'
 import { type TopicPartition, tpKey } from './leader-requests.js'
 import { type IsolationLevel, listOffsets, type OffsetSpec } from './offsets.js'
 import { intOption, oneOf } from './options.js'
 import { backoffMs, isRetriableError, needsMetadataRefresh, sleep } from './retry.js'
 
-export type { ConsumerRecord, TopicPartition }
+export type { ConsumerRecord, OffsetToCommit, RebalanceListener, TopicPartition }
 
 /** Fetched results per partition that may wait in the buffer while the next fetch runs. */
 const PREFETCH_ENTRIES_MAX = 2
@@ -57,8 +62,28 @@ export interface ConsumerOptions extends Partial<ClientOptions> {
   maxPollRecords?: number
   /** isolation.level (default 'read_uncommitted'). */
   isolationLevel?: IsolationLevel
-  /** group.id: needs the groups issue; set it and the constructor says so. */
+  /** group.id: the consumer group `subscribe()` joins and `commit()` commits for. */
   groupId?: string
+  /** group.instance.id: static membership (no LeaveGroup on close; rejoining keeps the assignment). */
+  groupInstanceId?: string
+  /** session.timeout.ms (default 45000). */
+  sessionTimeoutMs?: number
+  /** heartbeat.interval.ms (default 3000). */
+  heartbeatIntervalMs?: number
+  /** max.poll.interval.ms (default 300000): longer without a poll and the member leaves the group. */
+  maxPollIntervalMs?: number
+  /** The JoinGroup rebalance timeout (default: max.poll.interval.ms, as Java). */
+  rebalanceTimeoutMs?: number
+  /** partition.assignment.strategy (default ['range']): assignors offered, preferred first. */
+  partitionAssignmentStrategy?: readonly (AssignorName | PartitionAssignor)[]
+  /** enable.auto.commit (default true with a groupId). */
+  enableAutoCommit?: boolean
+  /** auto.commit.interval.ms (default 5000). */
+  autoCommitIntervalMs?: number
+  /** Called after the group hands this member partitions (awaited before the poll goes on). */
+  onPartitionsAssigned?: RebalanceListener
+  /** Called before a rebalance or close takes partitions away (after their commit). */
+  onPartitionsRevoked?: RebalanceListener
 }
 
 export interface AssignedPartition extends TopicPartition {
@@ -100,12 +125,37 @@ interface ResolvedConsumerOptions {
   maxPartitionFetchBytes: number
   maxPollRecords: number
   isolationLevel: IsolationLevel
+  group: SessionOptions | null
+}
+
+function resolveGroupOptions(options: ConsumerOptions): SessionOptions | null {
+  const groupId = options.groupId
+  if (groupId === undefined) return null
+  if (typeof groupId !== 'string' || groupId === '')
+    throw new InvalidArgumentError('group.id must be a non-empty string')
+  const sessionTimeoutMs = intOption('session.timeout.ms', options.sessionTimeoutMs, 45000, 1)
+  const heartbeatIntervalMs = intOption('heartbeat.interval.ms', options.heartbeatIntervalMs, 3000, 1)
+  if (heartbeatIntervalMs >= sessionTimeoutMs)
+    throw new InvalidArgumentError('heartbeat.interval.ms must be lower than session.timeout.ms')
+  const maxPollIntervalMs = intOption('max.poll.interval.ms', options.maxPollIntervalMs, 300000, 1)
+  return {
+    groupId,
+    groupInstanceId: options.groupInstanceId ?? null,
+    sessionTimeoutMs,
+    heartbeatIntervalMs,
+    maxPollIntervalMs,
+    rebalanceTimeoutMs: intOption('rebalance.timeout.ms', options.rebalanceTimeoutMs, maxPollIntervalMs, 1),
+    assignors: resolveAssignors(options.partitionAssignmentStrategy),
+    enableAutoCommit: options.enableAutoCommit ?? true,
+    autoCommitIntervalMs: intOption('auto.commit.interval.ms', options.autoCommitIntervalMs, 5000, 0),
+    onPartitionsAssigned: options.onPartitionsAssigned,
+    onPartitionsRevoked: options.onPartitionsRevoked,
+  }
 }
 
 function resolveConsumerOptions(options: ConsumerOptions): ResolvedConsumerOptions {
-  if (options.groupId !== undefined)
-    throw new GroupsNotSupportedError('JoinGroup (group.id needs consumer groups; use assign())')
   return {
+    group: resolveGroupOptions(options),
     autoOffsetReset: oneOf('auto.offset.reset', options.autoOffsetReset, 'latest', [
       'earliest',
       'latest',
@@ -142,6 +192,8 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
   private fetchFailures = 0
   private stopped = false
   private closed = false
+  /** Group membership, with a groupId. */
+  private readonly group: GroupSession | null
 
   constructor(options: ConsumerOptions) {
     this.options = resolveConsumerOptions(options)
@@ -149,12 +201,29 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
     if (!options.client && options.bootstrapServers === undefined)
       throw new InvalidArgumentError('bootstrapServers or client is required')
     this.client = options.client ?? new KafkaClient(options as ClientOptions)
+    const groupOptions = this.options.group
+    this.group = groupOptions
+      ? new GroupSession(this.client, groupOptions, {
+          setAssignment: (partitions) => this.setAssignment(partitions),
+          assignment: () => this.assignment(),
+          positions: () => this.consumedPositions(),
+          wake: () => this.wake(),
+        })
+      : null
   }
 
   // ---- assignment and positions ---------------------------------------------------------
 
-  /** Replaces the assignment (Kafka's assign semantics). */
+  /** Replaces the assignment (Kafka's assign semantics); not while subscribed to a group. */
   assign(partitions: readonly AssignedPartition[]): void {
+    if (this.group?.subscribed)
+      throw new InvalidArgumentError(
+        'assign() and subscribe() are mutually exclusive: this consumer is subscribed',
+      )
+    this.setAssignment(partitions)
+  }
+
+  private setAssignment(partitions: readonly AssignedPartition[]): void {
     this.states.clear()
     this.buffered = []
     for (const p of partitions) {
@@ -190,12 +259,79 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
     return [...this.states.values()].map((s) => s.tp)
   }
 
-  subscribe(_topics: readonly string[]): never {
-    throw new GroupsNotSupportedError('JoinGroup (subscribe needs consumer groups; use assign())')
+  /**
+   * Joins the consumer group (groupId) for these topics; the next poll does the join, and
+   * the group decides the assignment from then on. Calling it again changes the subscription.
+   */
+  subscribe(topics: readonly string[]): void {
+    const group = this.requireGroup('subscribe')
+    if (topics.length === 0 || topics.some((t) => typeof t !== 'string' || t === ''))
+      throw new InvalidArgumentError('subscribe needs at least one topic name')
+    if (!group.subscribed && this.states.size > 0)
+      throw new InvalidArgumentError(
+        'assign() and subscribe() are mutually exclusive: this consumer has an assignment',
+      )
+    group.subscribe(topics)
+    this.wake()
   }
 
-  commit(): never {
-    throw new GroupsNotSupportedError('OffsetCommit (commits need consumer groups)')
+  /** The subscribed topics (empty when not subscribed). */
+  subscription(): string[] {
+    return [...(this.group?.membership.subscription ?? [])]
+  }
+
+  /**
+   * Commits the consumed positions of the assigned partitions (what poll() returned), or the
+   * given offsets (the next offset to read). Rejects with a CommitFailedError (code
+   * ERR_KAFKA_ILLEGAL_GENERATION, ERR_KAFKA_UNKNOWN_MEMBER_ID, ERR_KAFKA_REBALANCE_IN_PROGRESS)
+   * when the group refuses it, or another KafkaClientError.
+   */
+  async commit(offsets?: readonly OffsetToCommit[]): Promise<void> {
+    const group = this.requireGroup('commit')
+    if (this.closed) throw new ClientClosedError('consumer')
+    for (const o of offsets ?? []) {
+      if (!Number.isSafeInteger(o.offset) || o.offset < 0)
+        throw new InvalidArgumentError(`bad offset ${o.offset}`)
+    }
+    await group.commit(offsets)
+  }
+
+  /** The group's committed offsets of the partitions, by `topic/partition` (-1: none). */
+  async committed(tps: readonly TopicPartition[]): Promise<Map<string, number>> {
+    return this.requireGroup('committed').committedOffsets(tps)
+  }
+
+  /** The member's identity in its group (Java's groupMetadata()). */
+  groupMetadata(): {
+    groupId: string
+    memberId: string
+    generationId: number
+    groupInstanceId: string | null
+  } {
+    const group = this.requireGroup('groupMetadata')
+    const m = group.membership
+    return {
+      groupId: m.options.groupId,
+      memberId: m.memberId,
+      generationId: m.generationId,
+      groupInstanceId: m.options.groupInstanceId,
+    }
+  }
+
+  /** The last auto-commit's failure (auto-commits never throw), or null. */
+  get lastAutoCommitError(): KafkaClientError | null {
+    return this.group?.lastAutoCommitError ?? null
+  }
+
+  private requireGroup(what: string): GroupSession {
+    if (!this.group) throw new InvalidArgumentError(`${what} needs a groupId (group.id)`)
+    return this.group
+  }
+
+  private consumedPositions(): OffsetToCommit[] {
+    const out: OffsetToCommit[] = []
+    for (const s of this.states.values()) if (s.position !== null) out.push({ ...s.tp, offset: s.position })
+    return out
   }
 
   /** The next offset poll() returns for the partition, or null until it is looked up. */
@@ -269,6 +405,8 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
     // Bounded by the deadline: each pass waits for a fetch, the deadline, or a wakeup.
     for (;;) {
       this.throwPendingError()
+      // Group step: (re)join if needed, auto-commit; no records while a join is running.
+      if (this.group && !(await this.group.beforePoll(deadline))) return []
       const ready = this.takeBuffered()
       if (ready.length > 0) {
         // Prefetch: the next fetch runs while the caller handles these records.
@@ -314,15 +452,22 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
   /** Ends run() and the iterators after the current batch; poll() still works. */
   stop(): void {
     this.stopped = true
+    this.group?.interrupt()
     this.wake()
   }
 
+  /** With a group: commits (auto-commit), revokes and leaves the group first. */
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
     this.wake()
-    await Promise.allSettled(this.fetchesInFlight.values())
-    if (this.ownsClient) this.client.close()
+    try {
+      await this.group?.close()
+    } finally {
+      await Promise.allSettled(this.fetchesInFlight.values())
+      if (this.ownsClient) this.client.close()
+      await this.group?.settled()
+    }
   }
 
   // ---- internals --------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 /**
- * tidelog's Kafka client: Producer, Consumer (assign mode) and Admin over one shared core
+ * tidelog's Kafka client: Producer, Consumer (assign mode or group member) and Admin over one shared core
  * (KafkaClient: connections per broker and purpose, ApiVersions negotiation, metadata).
  * It imports only the protocol and common layers, so it works against any Kafka-compatible
  * broker, not just tidelog.
@@ -22,9 +22,20 @@ export {
   type ConsumerOptions,
   type ConsumerRecord,
   type OffsetResetPolicy,
+  type OffsetToCommit,
+  type RebalanceListener,
   type TopicPartition,
 } from './consumer.js'
 export * from './errors.js'
+export {
+  type AssignorName,
+  type GroupAssignment,
+  type MemberSubscription,
+  type PartitionAssignor,
+  rangeAssignor,
+  roundRobinAssignor,
+} from './group/assignors.js'
+export { CommitFailedError } from './group/errors.js'
 export type { BrokerNode, PartitionInfo, TopicInfo } from './metadata.js'
 export type { ListedOffset, OffsetSpec } from './offsets.js'
 export { murmur2, partitionForKey, StickyPartitioner, toPositive } from './partitioner.js'

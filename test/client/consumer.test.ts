@@ -215,12 +215,23 @@ test('for await, batches() and run() deliver in order until stop()', async () =>
   })
 })
 
-test('groups are not available yet: group.id, subscribe and commit say so', async () => {
-  assert.throws(() => new Consumer({ bootstrapServers: '127.0.0.1:1', groupId: 'g' }), {
-    code: 'ERR_GROUPS_NOT_SUPPORTED',
-  })
+test('subscribe and commit need a groupId; group options are checked at construction', async () => {
   const consumer = new Consumer({ bootstrapServers: '127.0.0.1:1' })
-  assert.throws(() => consumer.subscribe(['t']), { code: 'ERR_GROUPS_NOT_SUPPORTED' })
-  assert.throws(() => consumer.commit(), { code: 'ERR_GROUPS_NOT_SUPPORTED' })
+  assert.throws(() => consumer.subscribe(['t']), { code: 'ERR_INVALID_ARGUMENT' })
+  await assert.rejects(consumer.commit(), { code: 'ERR_INVALID_ARGUMENT' })
   await consumer.close()
+  for (const bad of [
+    { groupId: '' },
+    { groupId: 'g', heartbeatIntervalMs: 5000, sessionTimeoutMs: 5000 },
+    { groupId: 'g', partitionAssignmentStrategy: ['sticky' as 'range'] },
+  ]) {
+    assert.throws(() => new Consumer({ bootstrapServers: '127.0.0.1:1', ...bad }), {
+      code: 'ERR_INVALID_ARGUMENT',
+    })
+  }
+  const member = new Consumer({ bootstrapServers: '127.0.0.1:1', groupId: 'g' })
+  member.subscribe(['t'])
+  assert.throws(() => member.assign([{ topic: 't', partition: 0 }]), { code: 'ERR_INVALID_ARGUMENT' })
+  assert.deepEqual(member.subscription(), ['t'])
+  await member.close()
 })

@@ -3,13 +3,26 @@
  * end (default), the beginning, an offset or a time, like kafka-console-consumer and
  * `kcat -C`. Stops after --max-messages, at the end with --exit-at-end, after --timeout-ms
  * without a record, or on Ctrl-C, then prints "Processed a total of N messages" to stderr.
+ *
+ * With --group G it is a member of consumer group G instead (as kafka-console-consumer
+ * --group): the group hands out the partitions, reading starts at the group's committed
+ * offsets (else the end, or the beginning with --from-beginning), offsets are auto-committed
+ * and committed once more on exit, up to the last record printed.
  */
 import { parseArgs } from 'node:util'
 import { Admin } from '../../client/admin.js'
 import { Consumer, type ConsumerRecord } from '../../client/consumer.js'
-import { GroupsNotSupportedError, UnsupportedApiError } from '../../client/errors.js'
-import { tpKey } from '../../client/leader-requests.js'
-import { COMMON_OPTIONS, clientOptions, EXIT_OK, guarded, parseInteger, UsageError } from './common.js'
+import { GroupsNotSupportedError } from '../../client/errors.js'
+import { type TopicPartition, tpKey } from '../../client/leader-requests.js'
+import {
+  COMMON_OPTIONS,
+  clientOptions,
+  EXIT_FAILED,
+  EXIT_OK,
+  guarded,
+  parseInteger,
+  UsageError,
+} from './common.js'
 
 export const CONSUME_USAGE = `Usage: tidelog consume --topic T [options]
 
@@ -21,7 +34,9 @@ export const CONSUME_USAGE = `Usage: tidelog consume --topic T [options]
   --max-messages N     Exit after N records
   --exit-at-end, -e    Exit once every partition's end (as of start) is reached
   --timeout-ms N       Exit when no record arrives for N ms
-  --group G            Consumer group (not supported by tidelog brokers yet)
+  --group G            Join consumer group G: the group assigns the partitions, reading starts
+                       at its committed offsets (else the end, or the beginning with
+                       --from-beginning); offsets are committed every 5 s and on exit
   --format FMT         kcat-style: %t topic %p partition %o offset %k key %s value %T timestamp %h headers
   --print-key, --print-offset, --print-partition, --print-timestamp, --print-headers
   --key-separator SEP  Between printed fields (default tab)
@@ -63,9 +78,10 @@ export async function consumeCommand(argv: readonly string[]): Promise<number> {
       return EXIT_OK
     }
     if (!values.topic) throw new UsageError('--topic is required')
-    if (values.group !== undefined) await rejectGroup(values)
     const limit = parseInteger(values['max-messages'], '--max-messages', 1)
     const idleMs = parseInteger(values['timeout-ms'], '--timeout-ms', 1)
+    if (values.group !== undefined)
+      return consumeInGroup(values, values.topic, values.group, { limit, idleMs })
     const consumer = new Consumer({
       ...clientOptions(values['bootstrap-server'], 'tidelog-console-consumer'),
       autoOffsetReset: 'latest',
@@ -84,18 +100,60 @@ export async function consumeCommand(argv: readonly string[]): Promise<number> {
   })
 }
 
-/** Groups: a clear answer instead of silently consuming without one. */
-async function rejectGroup(values: Values): Promise<never> {
+/** --group: a member of the group; commits what it printed on exit. */
+async function consumeInGroup(
+  values: Values,
+  topic: string,
+  groupId: string,
+  limits: { limit: number | undefined; idleMs: number | undefined },
+): Promise<number> {
+  for (const flag of ['partition', 'offset', 'timestamp'] as const)
+    if (values[flag] !== undefined) throw new UsageError(`--${flag} cannot be used with --group`)
+  await requireGroups(values)
+  const consumer = new Consumer({
+    ...clientOptions(values['bootstrap-server'], 'tidelog-console-consumer'),
+    groupId,
+    // As kafka-console-consumer: without committed offsets, the end unless --from-beginning.
+    autoOffsetReset: values['from-beginning'] ? 'earliest' : 'latest',
+    enableAutoCommit: true,
+  })
+  consumer.subscribe([topic])
+  const stop = onInterrupt(() => consumer.stop())
+  let count = 0
+  let code = EXIT_OK
+  try {
+    const ends = values['exit-at-end'] ? new Map<string, number>() : null
+    count = await printLoop(consumer, values, { ...limits, ends, group: true })
+  } finally {
+    stop()
+    code = await commitOnExit(consumer)
+    await consumer.close()
+  }
+  process.stderr.write(`Processed a total of ${count} messages\n`)
+  return code
+}
+
+/** The final commit; a failure is reported (exit 1) since the group would read those records again. */
+async function commitOnExit(consumer: Consumer): Promise<number> {
+  if (consumer.assignment().length === 0) return EXIT_OK
+  try {
+    await consumer.commit()
+    return EXIT_OK
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error)
+    process.stderr.write(`tidelog consume: could not commit offsets on exit: ${message}\n`)
+    return EXIT_FAILED
+  }
+}
+
+/** A clear answer (exit 4) when the broker does not serve the group APIs. */
+async function requireGroups(values: Values): Promise<void> {
   const admin = new Admin(clientOptions(values['bootstrap-server'], 'tidelog-cli'))
   try {
     if (!(await admin.supportsGroups())) throw new GroupsNotSupportedError('FindCoordinator/JoinGroup')
   } finally {
     admin.close()
   }
-  throw new UnsupportedApiError(
-    'JoinGroup',
-    'this client does not join consumer groups yet; consume without --group (it reads the partitions directly)',
-  )
 }
 
 /** Assigns the partitions and moves to the start; returns the end offsets when --exit-at-end. */
@@ -127,7 +185,10 @@ function parseTime(text: string): number {
 interface Limits {
   limit: number | undefined
   idleMs: number | undefined
+  /** --exit-at-end: each partition's end offset when first seen (a group fills it as partitions come). */
   ends: Map<string, number> | null
+  /** A group member: no partitions is normal (between rebalances), not a reason to stop. */
+  group?: boolean
 }
 
 async function printLoop(consumer: Consumer, values: Values, limits: Limits): Promise<number> {
@@ -135,26 +196,48 @@ async function printLoop(consumer: Consumer, values: Values, limits: Limits): Pr
   let count = 0
   let lastRecordAt = Date.now()
   for (;;) {
+    if (limits.ends && limits.group) await learnEnds(consumer, limits.ends)
     if (limits.ends && atEnd(consumer, limits.ends)) return count
     const records = await consumer.poll(500)
     if (records.length === 0) {
-      if (consumer.assignment().length === 0 || interrupted) return count
+      if ((!limits.group && consumer.assignment().length === 0) || interrupted) return count
       if (limits.idleMs !== undefined && Date.now() - lastRecordAt >= limits.idleMs) return count
       continue
     }
     lastRecordAt = Date.now()
     const take = limits.limit === undefined ? records : records.slice(0, limits.limit - count)
+    // Records past the limit are not printed: rewind to them so the exit commit leaves them unread.
+    if (limits.group && take.length < records.length) rewind(consumer, records.slice(take.length))
     if (!(await write(take.map(format).join('')))) return count + take.length
     count += take.length
     if (limits.limit !== undefined && count >= limits.limit) return count
   }
 }
 
+/** Moves each partition back to its first record in `unprinted`. */
+function rewind(consumer: Consumer, unprinted: readonly ConsumerRecord[]): void {
+  const first = new Map<string, TopicPartition & { offset: number }>()
+  for (const r of unprinted) {
+    const key = tpKey(r)
+    if (!first.has(key)) first.set(key, { topic: r.topic, partition: r.partition, offset: r.offset })
+  }
+  for (const tp of first.values()) consumer.seek(tp, tp.offset)
+}
+
+/** --exit-at-end in a group: the end offsets of newly assigned partitions, as of now. */
+async function learnEnds(consumer: Consumer, ends: Map<string, number>): Promise<void> {
+  const unknown = consumer.assignment().filter((tp) => !ends.has(tpKey(tp)))
+  if (unknown.length === 0) return
+  for (const [key, offset] of await consumer.endOffsets(unknown)) ends.set(key, offset)
+}
+
 /** Set by Ctrl-C: the loop ends after the records in hand. */
 let interrupted = false
 
 function atEnd(consumer: Consumer, ends: Map<string, number>): boolean {
-  for (const tp of consumer.assignment()) {
+  const assigned = consumer.assignment()
+  if (assigned.length === 0) return false
+  for (const tp of assigned) {
     const position = consumer.position(tp)
     if (position === null || position < (ends.get(tpKey(tp)) ?? 0)) return false
   }

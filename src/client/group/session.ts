@@ -1,0 +1,231 @@
+/**
+ * What a subscribed consumer does around each poll, as the Java consumer's
+ * ConsumerCoordinator.poll: (re)join the group when needed (eager protocol: commit and
+ * give up every partition first, then join, then seed positions from the committed
+ * offsets), auto-commit every auto.commit.interval.ms, and on close commit, revoke and
+ * leave. The partitions themselves are handed to the consumer's own assign machinery
+ * through `GroupHost`, so fetching is the same as in assign mode.
+ *
+ * A join runs in the background: a poll waits for it only until its own deadline, and the
+ * next poll waits again, as Java's poll(timeout) does.
+ */
+import { asClientError, type KafkaClientError } from '../errors.js'
+import { type TopicPartition, tpKey } from '../leader-requests.js'
+import { GroupMembership, type MembershipOptions, type OffsetToCommit } from './membership.js'
+
+export interface GroupHost {
+  /** Replaces the consumer's partitions; `offset` absent: autoOffsetReset decides. */
+  setAssignment(partitions: readonly (TopicPartition & { offset?: number })[]): void
+  assignment(): TopicPartition[]
+  /** The next offset to consume of each partition that has a position. */
+  positions(): OffsetToCommit[]
+  /** Wakes a poll waiting for records. */
+  wake(): void
+}
+
+export type RebalanceListener = (partitions: TopicPartition[]) => Promise<void> | void
+
+export interface SessionOptions extends MembershipOptions {
+  enableAutoCommit: boolean
+  autoCommitIntervalMs: number
+  onPartitionsAssigned?: RebalanceListener
+  onPartitionsRevoked?: RebalanceListener
+}
+
+export class GroupSession {
+  readonly membership: GroupMembership
+  /** The last auto-commit's failure, if it failed (auto-commits never throw into poll). */
+  lastAutoCommitError: KafkaClientError | null = null
+  private joining: Promise<void> | null = null
+  /** A failure of the background join or of a rebalance listener, thrown by the next poll. */
+  private pendingError: KafkaClientError | null = null
+  private autoCommitTask: Promise<void> | null = null
+  private nextAutoCommitMs = 0
+  /** Offsets this member last committed, by tpKey (auto-commit skips unchanged ones). */
+  private readonly committed = new Map<string, number>()
+  private interruptWait: (() => void) | null = null
+  private closed = false
+
+  constructor(
+    client: ConstructorParameters<typeof GroupMembership>[0],
+    private readonly options: SessionOptions,
+    private readonly host: GroupHost,
+  ) {
+    this.membership = new GroupMembership(client, options, () => {
+      this.host.wake()
+      this.interrupt()
+    })
+  }
+
+  get subscribed(): boolean {
+    return this.membership.subscription.length > 0
+  }
+
+  subscribe(topics: readonly string[]): void {
+    this.membership.subscribe(topics)
+  }
+
+  /**
+   * Called at every pass of a poll. Throws a fatal group error; returns false while a join
+   * is still running at `deadlineMs` (the poll then returns no records).
+   */
+  async beforePoll(deadlineMs: number): Promise<boolean> {
+    this.membership.notePoll()
+    this.throwPending()
+    if (!this.subscribed) return true
+    if (!this.joining && this.membership.rejoinNeeded && !this.closed) this.startRejoin()
+    if (this.joining) {
+      await this.waitFor(this.joining, deadlineMs - Date.now())
+      this.throwPending()
+      if (this.isJoining()) return false
+    }
+    this.maybeAutoCommit()
+    return true
+  }
+
+  /** Ends a wait in beforePoll early (stop(), close(), a rebalance request). */
+  interrupt(): void {
+    const wake = this.interruptWait
+    this.interruptWait = null
+    wake?.()
+  }
+
+  /** Commits the consumed positions, or the given offsets. */
+  async commit(offsets?: readonly OffsetToCommit[]): Promise<void> {
+    const list = offsets ?? this.host.positions()
+    await this.membership.commit(list)
+    for (const o of list) this.committed.set(tpKey(o), o.offset)
+  }
+
+  async committedOffsets(partitions: readonly TopicPartition[]): Promise<Map<string, number>> {
+    return this.membership.fetchOffsets(partitions)
+  }
+
+  /** Commits (auto-commit), revokes, leaves (dynamic members only, as Java), and stops heartbeats. */
+  async close(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    this.interrupt()
+    await this.autoCommitTask
+    const owned = this.host.assignment()
+    if (this.membership.state === 'stable' && owned.length > 0) {
+      if (this.options.enableAutoCommit) await this.commitQuietly()
+      await this.callListener(this.options.onPartitionsRevoked, owned)
+    }
+    this.host.setAssignment([])
+    await this.membership.close({ leave: this.options.groupInstanceId === null })
+  }
+
+  /** Resolves once a join still running at close has ended (after the client closed, at once). */
+  async settled(): Promise<void> {
+    await this.joining
+  }
+
+  private isJoining(): boolean {
+    return this.joining !== null
+  }
+
+  private throwPending(): void {
+    const fatal = this.membership.fatalError
+    if (fatal) throw fatal
+    const error = this.pendingError
+    if (!error) return
+    this.pendingError = null
+    throw error
+  }
+
+  private startRejoin(): void {
+    const joining = this.rebalance().then(
+      () => undefined,
+      (error: unknown) => {
+        if (!this.closed) this.pendingError = asClientError(error)
+      },
+    )
+    const tracked = joining.finally(() => {
+      if (this.joining === tracked) this.joining = null
+      this.host.wake()
+    })
+    this.joining = tracked
+  }
+
+  /** Eager rebalance: commit and revoke everything, join, seed positions, announce. */
+  private async rebalance(): Promise<void> {
+    await this.autoCommitTask
+    const owned = this.host.assignment()
+    if (owned.length > 0) {
+      // Commits only while the generation is still ours (else the partitions are already lost).
+      if (this.options.enableAutoCommit && this.membership.generationId >= 0) await this.commitQuietly()
+      this.host.setAssignment([])
+      await this.callListener(this.options.onPartitionsRevoked, owned)
+    }
+    const assigned = await this.membership.join()
+    const committed = await this.membership.fetchOffsets(assigned)
+    this.committed.clear()
+    for (const [key, offset] of committed) if (offset >= 0) this.committed.set(key, offset)
+    this.host.setAssignment(
+      assigned.map((tp) => {
+        const offset = committed.get(tpKey(tp)) ?? -1
+        return offset >= 0 ? { ...tp, offset } : { ...tp }
+      }),
+    )
+    this.nextAutoCommitMs = Date.now() + this.options.autoCommitIntervalMs
+    await this.callListener(this.options.onPartitionsAssigned, assigned)
+  }
+
+  private maybeAutoCommit(): void {
+    if (!this.options.enableAutoCommit || this.autoCommitTask || this.membership.state !== 'stable') return
+    const now = Date.now()
+    if (now < this.nextAutoCommitMs) return
+    this.nextAutoCommitMs = now + this.options.autoCommitIntervalMs
+    const changed = this.host.positions().filter((p) => this.committed.get(tpKey(p)) !== p.offset)
+    if (changed.length === 0) return
+    const task = this.commit(changed).then(
+      () => {
+        this.lastAutoCommitError = null
+      },
+      (error: unknown) => {
+        // As Java: an async auto-commit failure is remembered, not thrown; a refused
+        // generation has already asked for a rejoin.
+        this.lastAutoCommitError = asClientError(error)
+      },
+    )
+    const tracked = task.finally(() => {
+      if (this.autoCommitTask === tracked) this.autoCommitTask = null
+    })
+    this.autoCommitTask = tracked
+  }
+
+  /** A commit before revoking or closing: a failure is remembered (the partitions go anyway). */
+  private async commitQuietly(): Promise<void> {
+    try {
+      await this.commit()
+    } catch (error) {
+      this.lastAutoCommitError = asClientError(error)
+    }
+  }
+
+  private async callListener(listener: RebalanceListener | undefined, partitions: TopicPartition[]) {
+    if (!listener) return
+    try {
+      await listener(partitions.map((tp) => ({ topic: tp.topic, partition: tp.partition })))
+    } catch (error) {
+      // As Java: a listener's exception surfaces from the poll, after the rebalance step.
+      this.pendingError ??= asClientError(error)
+    }
+  }
+
+  private waitFor(promise: Promise<void>, timeoutMs: number): Promise<void> {
+    if (timeoutMs <= 0) return Promise.resolve()
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, timeoutMs)
+      const self = this
+      function done(): void {
+        clearTimeout(timer)
+        if (self.interruptWait === done) self.interruptWait = null
+        resolve()
+      }
+      this.interruptWait = done
+      promise.then(done, done)
+    })
+  }
+}
