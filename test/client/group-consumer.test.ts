@@ -14,6 +14,7 @@ import { Admin } from '../../src/client/admin.js'
 import { Consumer, type ConsumerOptions, type ConsumerRecord } from '../../src/client/consumer.js'
 import { CommitFailedError } from '../../src/client/group/errors.js'
 import { Producer } from '../../src/client/producer.js'
+import { startCluster } from '../../src/server/cluster.js'
 import { PYTHON } from '../helpers/compat-clients.js'
 import { createTopics, text, withBroker } from './helpers.js'
 
@@ -165,6 +166,16 @@ test('3 members of a group on 6 partitions get 2 each; every record is consumed 
           for (const r of lateRecords)
             assert.ok(mine.has(r.partition), `partition ${r.partition} read by a non-owner`)
         }
+        // Auto-commit (every 200 ms here) commits the positions while the members run.
+        const admin = new Admin({ bootstrapServers: bootstrap })
+        try {
+          await waitFor('auto-committed', 10000, async () => {
+            const offsets = await admin.listGroupOffsets('grp-a')
+            return offsets.length === 6 && offsets.every((o) => o.offset === 30)
+          })
+        } finally {
+          admin.close()
+        }
         const meta = members.map((m) => m.consumer.groupMetadata())
         assert.equal(new Set(meta.map((g) => g.generationId)).size, 1, 'one generation')
         assert.equal(new Set(meta.map((g) => g.memberId)).size, 3)
@@ -279,9 +290,10 @@ test('a commit from a member the group dropped fails with a typed error; its nex
       }).start()
       await waitFor('a has both', 20000, () => a.partitions().length === 2 && a.records.length === 6)
       await a.stop(false)
-      const b = new Member(bootstrap, 'grp-x', ['gx']).start()
+      // The group's rebalance timeout is its members' largest: short for b too.
+      const b = new Member(bootstrap, 'grp-x', ['gx'], { rebalanceTimeoutMs: 1500 }).start()
       try {
-        // A does not rejoin within its rebalance timeout: the coordinator drops it.
+        // A does not rejoin within the rebalance timeout: the coordinator drops it.
         await waitFor('b has both', 20000, () => {
           noErrors([b])
           return b.partitions().length === 2
@@ -337,6 +349,125 @@ test('the leader rebalances when a subscribed topic gains partitions', async () 
     },
     { properties: GROUP_PROPERTIES },
   )
+})
+
+test('static members (group.instance.id) get their partitions back without a rebalance; a duplicate is fenced', async () => {
+  await withBroker(
+    async (cluster) => {
+      const bootstrap = cluster.bootstrapServers
+      await createTopics(bootstrap, [{ topic: 'gs', partitions: 4 }])
+      const a = new Member(bootstrap, 'grp-s', ['gs'], { groupInstanceId: 'i-a' }).start()
+      const b = new Member(bootstrap, 'grp-s', ['gs'], { groupInstanceId: 'i-b' }).start()
+      let a2: Member | null = null
+      let a3: Member | null = null
+      try {
+        await waitFor('2 each', 20000, () => {
+          noErrors([a, b])
+          return a.partitions().length === 2 && b.partitions().length === 2
+        })
+        const before = a.partitions()
+        const generation = b.consumer.groupMetadata().generationId
+        const bRevocations = b.revokedEvents.length
+        await a.stop() // a static member does not send LeaveGroup
+        a2 = new Member(bootstrap, 'grp-s', ['gs'], { groupInstanceId: 'i-a' }).start()
+        await waitFor('a2 has a’s partitions', 20000, () => {
+          noErrors([a2!, b])
+          return a2!.partitions().length === 2
+        })
+        assert.deepEqual(a2.partitions(), before)
+        assert.equal(a2.consumer.groupMetadata().generationId, generation, 'no new generation')
+        assert.equal(b.revokedEvents.length, bRevocations, 'b kept its partitions')
+        // A second live member with the same instance id fences the first.
+        a3 = new Member(bootstrap, 'grp-s', ['gs'], { groupInstanceId: 'i-a' }).start()
+        await waitFor('a2 fenced', 20000, () => a2!.error !== null)
+        assert.equal((a2.error as { code?: string }).code, 'ERR_KAFKA_FENCED_INSTANCE_ID')
+      } finally {
+        await a2?.stop()
+        await a3?.stop()
+        await b.stop()
+      }
+    },
+    { properties: GROUP_PROPERTIES },
+  )
+})
+
+test('a member that stops polling for max.poll.interval.ms leaves; the others take its partitions', async () => {
+  await withBroker(
+    async (cluster) => {
+      const bootstrap = cluster.bootstrapServers
+      await createTopics(bootstrap, [{ topic: 'gm', partitions: 2 }])
+      const slow = new Member(bootstrap, 'grp-m', ['gm'], { maxPollIntervalMs: 1500 }).start()
+      const other = new Member(bootstrap, 'grp-m', ['gm']).start()
+      try {
+        await waitFor('1 each', 20000, () => {
+          noErrors([slow, other])
+          return slow.partitions().length === 1 && other.partitions().length === 1
+        })
+        await slow.stop(false) // alive (heartbeats) but not polling
+        await waitFor('other has both', 20000, () => {
+          noErrors([other])
+          return other.partitions().length === 2
+        })
+        assert.equal(slow.consumer.groupMetadata().memberId, '', 'the slow member left')
+      } finally {
+        await slow.consumer.close()
+        await other.stop()
+      }
+    },
+    { properties: GROUP_PROPERTIES },
+  )
+})
+
+test('the coordinator stops: members find the new one, keep consuming and commit there', {
+  timeout: 120000,
+}, async () => {
+  const cluster = await startCluster({
+    brokers: 3,
+    port: 0,
+    properties: {
+      ...GROUP_PROPERTIES,
+      'broker.session.timeout.ms': 3000,
+      'offsets.topic.replication.factor': 3,
+      'default.replication.factor': 3,
+    },
+  })
+  const members: Member[] = []
+  const admin = new Admin({ bootstrapServers: cluster.bootstrapServers })
+  try {
+    const bootstrap = cluster.bootstrapServers
+    await createTopics(bootstrap, [{ topic: 'gf', partitions: 3, replicationFactor: 3 }])
+    const first = await produce(bootstrap, 'gf', 3, 5, 'a')
+    members.push(...[0, 1].map(() => new Member(bootstrap, 'grp-f', ['gf']).start()))
+    await waitFor('first consumed', 30000, () => {
+      noErrors(members)
+      return members.flatMap((m) => m.records).length >= first.length
+    })
+    const coordinator = await admin.findCoordinator('grp-f')
+    const victim = cluster.brokers.find((b) => b.nodeId === coordinator)!
+    await victim.stop()
+    const survivors = cluster.brokers.filter((b) => b !== victim).map((b) => b.bootstrapServers)
+    const second = await produce(survivors.join(','), 'gf', 3, 5, 'b')
+    const all = [...first, ...second]
+    await waitFor('second consumed', 60000, () => {
+      noErrors(members)
+      return new Set(members.flatMap((m) => m.values())).size === all.length
+    })
+    assert.deepEqual([...new Set(members.flatMap((m) => m.values()))].sort(), sorted(all), 'nothing lost')
+    const survivorAdmin = new Admin({ bootstrapServers: survivors.join(',') })
+    try {
+      assert.notEqual(await survivorAdmin.findCoordinator('grp-f'), coordinator)
+      await waitFor('committed at the new coordinator', 30000, async () => {
+        const offsets = await survivorAdmin.listGroupOffsets('grp-f')
+        return offsets.length === 3 && offsets.every((o) => o.offset === 10)
+      })
+    } finally {
+      survivorAdmin.close()
+    }
+  } finally {
+    admin.close()
+    for (const m of members) await m.stop()
+    await cluster.stop()
+  }
 })
 
 // ---------------------------------------------------------------------------- kafkajs

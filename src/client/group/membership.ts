@@ -315,7 +315,9 @@ export class GroupMembership {
     this.stopHeartbeats()
     const abort = new AbortController()
     const task = this.heartbeatLoop(abort.signal).catch((error: unknown) => {
-      this.fatalError = asClientError(error)
+      // E.g. FENCED_INSTANCE_ID: another member took this static member's place.
+      this.resetGeneration(false)
+      this.fail(error)
       this.onChange()
     })
     this.heartbeat = { abort, task }
@@ -615,6 +617,7 @@ export class GroupMembership {
     const failure = asClientError(error)
     this.fatalError = failure
     this.state = 'unjoined'
+    this.rejoinNeeded = true
     return failure
   }
 }

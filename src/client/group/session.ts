@@ -126,8 +126,12 @@ export class GroupSession {
   }
 
   private throwPending(): void {
+    // Thrown once, as Java's poll does; the next poll tries to join again.
     const fatal = this.membership.fatalError
-    if (fatal) throw fatal
+    if (fatal) {
+      this.membership.fatalError = null
+      throw fatal
+    }
     const error = this.pendingError
     if (!error) return
     this.pendingError = null
