@@ -70,6 +70,18 @@ export const brokerConfigDefs = new ConfigDefs([
   def('log.retention.hours', 'int', 168, 'Time retention in hours (below log.retention.minutes).'),
   def('log.retention.bytes', 'long', -1, 'Size retention per partition; -1 unbounded.', {}, true),
   def('log.retention.check.interval.ms', 'long', 300000, 'How often retention runs.', { min: 1 }),
+  def('log.cleaner.enable', 'boolean', true, 'Run the log cleaner on logs with cleanup.policy compact.'),
+  def('log.cleaner.backoff.ms', 'long', 15000, 'Pause between log cleaner passes.', { min: 0 }),
+  def('log.cleaner.threads', 'int', 1, 'Log cleaner threads (tidelog cleans one log at a time).', {
+    min: 0,
+  }),
+  def(
+    'log.cleaner.dedupe.buffer.size',
+    'long',
+    134217728,
+    'Memory of the cleaner offset map (24 bytes a key, as Kafka counts it).',
+    { min: 0 },
+  ),
   def('log.flush.interval.messages', 'long', LONG_MAX, 'Messages before an fsync.', { min: 1 }, true),
   def(
     'log.flush.interval.ms',

@@ -149,6 +149,14 @@ export class Broker implements BrokerServices {
       clock,
       logger,
       retentionCheckIntervalMs: config.values.get('log.retention.check.interval.ms') as number,
+      cleanerEnable:
+        (config.values.get('log.cleaner.enable') as boolean) &&
+        config.values.get('log.cleaner.threads') !== 0,
+      cleanerBackoffMs: config.values.get('log.cleaner.backoff.ms') as number,
+      cleanerOffsetMapMaxEntries: Math.max(
+        1,
+        Math.floor((config.values.get('log.cleaner.dedupe.buffer.size') as number) / 24),
+      ),
       // Logs found on disk open with their topic's config; a topic no longer in the
       // metadata (deleted while stopped) opens with defaults and is removed when applied.
       topicConfig: (topic) =>

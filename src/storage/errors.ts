@@ -29,6 +29,18 @@ export class StorageError extends TidelogError {
   }
 }
 
+/**
+ * A read reached a segment the cleaner replaced after the read chose it. PartitionLog
+ * retries the read on its current segments; it only escapes when that keeps happening.
+ */
+export class SegmentReplacedError extends StorageError {
+  constructor(readonly baseOffset: number) {
+    super('KAFKA_STORAGE_ERROR', `segment ${baseOffset} was replaced by a cleaned segment`, {
+      retriable: true,
+    })
+  }
+}
+
 export function offsetOutOfRange(offset: number, logStartOffset: number, logEndOffset: number): StorageError {
   return new StorageError(
     'OFFSET_OUT_OF_RANGE',

@@ -23,11 +23,16 @@ export interface LogConfig {
   readonly flushMs: number
   readonly messageTimestampType: TimestampType
   readonly maxMessageBytes: number
-  /**
-   * Parsed but only 'delete' acts: log compaction is not implemented, so a 'compact'-only
-   * log is never cleaned (nothing is lost, the log just grows).
-   */
+  /** 'delete': retention by time and size; 'compact': the log cleaner keeps the last record per key. */
   readonly cleanupPolicy: readonly CleanupPolicy[]
+  /** delete.retention.ms: how long a tombstone stays after the cleaner first saw it. */
+  readonly deleteRetentionMs: number
+  /** min.cleanable.dirty.ratio: dirty bytes / cleanable bytes that make a compacted log worth cleaning. */
+  readonly minCleanableDirtyRatio: number
+  /** min.compaction.lag.ms: a record younger than this is not cleaned. */
+  readonly minCompactionLagMs: number
+  /** max.compaction.lag.ms: a dirty record older than this makes the log cleanable whatever its ratio. Infinity: never. */
+  readonly maxCompactionLagMs: number
 }
 
 const LONG_MAX = '9223372036854775807'
@@ -44,6 +49,10 @@ export const DEFAULT_LOG_CONFIG: LogConfig = Object.freeze({
   messageTimestampType: TimestampType.CreateTime,
   maxMessageBytes: 1048588,
   cleanupPolicy: Object.freeze(['delete'] as CleanupPolicy[]),
+  deleteRetentionMs: 86400000,
+  minCleanableDirtyRatio: 0.5,
+  minCompactionLagMs: 0,
+  maxCompactionLagMs: Infinity,
 })
 
 /** Smallest legal values, as Kafka's ConfigDef validators (segment.bytes >= 14). */
@@ -66,6 +75,10 @@ export const LOG_CONFIG_KEYS = [
   'message.timestamp.type',
   'max.message.bytes',
   'cleanup.policy',
+  'delete.retention.ms',
+  'min.cleanable.dirty.ratio',
+  'min.compaction.lag.ms',
+  'max.compaction.lag.ms',
 ] as const
 
 /**
@@ -110,6 +123,24 @@ export function fromProperties(props: LogConfigProperties, base: LogConfig = DEF
       2 ** 31 - 1,
     ),
     cleanupPolicy: cleanupPolicyProp(get('cleanup.policy'), base.cleanupPolicy),
+    deleteRetentionMs: longProp(get('delete.retention.ms'), 'delete.retention.ms', base.deleteRetentionMs, 0),
+    minCleanableDirtyRatio: ratioProp(
+      get('min.cleanable.dirty.ratio'),
+      'min.cleanable.dirty.ratio',
+      base.minCleanableDirtyRatio,
+    ),
+    minCompactionLagMs: longProp(
+      get('min.compaction.lag.ms'),
+      'min.compaction.lag.ms',
+      base.minCompactionLagMs,
+      0,
+    ),
+    maxCompactionLagMs: longProp(
+      get('max.compaction.lag.ms'),
+      'max.compaction.lag.ms',
+      base.maxCompactionLagMs,
+      1,
+    ),
   })
 }
 
@@ -130,6 +161,10 @@ export function toProperties(config: LogConfig): Record<string, string> {
       config.messageTimestampType === TimestampType.LogAppendTime ? 'LogAppendTime' : 'CreateTime',
     'max.message.bytes': String(config.maxMessageBytes),
     'cleanup.policy': config.cleanupPolicy.join(','),
+    'delete.retention.ms': long(config.deleteRetentionMs),
+    'min.cleanable.dirty.ratio': String(config.minCleanableDirtyRatio),
+    'min.compaction.lag.ms': long(config.minCompactionLagMs),
+    'max.compaction.lag.ms': long(config.maxCompactionLagMs),
   }
 }
 
@@ -171,6 +206,16 @@ function unlimitedProp(raw: string | number | undefined, key: string, fallback: 
   return value === -1 ? Infinity : value
 }
 
+/** A double in [0, 1] (min.cleanable.dirty.ratio). */
+function ratioProp(raw: string | number | undefined, key: string, fallback: number): number {
+  if (raw === undefined) return fallback
+  const text = String(raw).trim()
+  const value = Number(text)
+  if (text === '' || !Number.isFinite(value)) throw new ConfigError(`${key}: '${raw}' is not a number`)
+  if (value < 0 || value > 1) throw new ConfigError(`${key}: ${raw} is not in [0, 1]`)
+  return value
+}
+
 function timestampTypeProp(raw: string | number | undefined, fallback: TimestampType): TimestampType {
   if (raw === undefined) return fallback
   if (raw === 'CreateTime') return TimestampType.CreateTime
@@ -194,4 +239,8 @@ function cleanupPolicyProp(
 
 export function hasDeletePolicy(config: LogConfig): boolean {
   return config.cleanupPolicy.includes('delete')
+}
+
+export function hasCompactPolicy(config: LogConfig): boolean {
+  return config.cleanupPolicy.includes('compact')
 }

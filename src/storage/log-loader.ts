@@ -10,10 +10,14 @@ import type { Logger } from '../common/logger.js'
 import type { FileSystem } from './file-system.js'
 import type { LeaderEpochFileCache } from './leader-epoch-cache.js'
 import { LogSegment, type SegmentOptions } from './log-segment.js'
+import { checkBatch } from './record-batch-check.js'
 
 /** Leftovers of interrupted deletes, compactions or checkpoint writes. */
 const TEMP_FILE_SUFFIXES = ['.deleted', '.cleaned', '.swap', '.tmp']
 const SEGMENT_FILE = /^(\d{20})\.(log|index|timeindex)$/
+const SWAP_LOG_FILE = /^(\d{20})\.log\.swap$/
+/** Bytes read at a time while scanning a swap file for its end. */
+const SWAP_SCAN_BYTES = 1 << 20
 
 export interface LoadParams {
   readonly fs: FileSystem
@@ -25,6 +29,8 @@ export interface LoadParams {
   readonly recoveryPoint: number
   readonly logStartOffset: number
   readonly leaderEpochCache: LeaderEpochFileCache
+  /** The log is compacted: batches may skip offsets. */
+  readonly allowOffsetGaps?: boolean
 }
 
 export interface LoadedLog {
@@ -41,10 +47,17 @@ interface RecoveryOutcome {
   readonly truncated: boolean
 }
 
-export async function loadLog(params: LoadParams): Promise<LoadedLog> {
+export async function loadLog(loadParams: LoadParams): Promise<LoadedLog> {
+  let params = loadParams
   const { fs, dir } = params
   await fs.mkdir(dir)
-  const names = await fs.readdir(dir)
+  let names = await fs.readdir(dir)
+  if (names.some((name) => SWAP_LOG_FILE.test(name))) {
+    await completeSwaps(params, names)
+    names = await fs.readdir(dir)
+    // A swapped-in segment is a cleaned one whatever the topic's policy is now.
+    params = { ...params, allowOffsetGaps: true }
+  }
   await removeTempFiles(params, names)
   const baseOffsets = await findSegmentBaseOffsets(params, names)
   const opened = await openSegments(params, baseOffsets)
@@ -75,6 +88,80 @@ export async function loadLog(params: LoadParams): Promise<LoadedLog> {
   }
   if (recovered || params.hadCleanShutdown) recoveryPoint = logEndOffset
   return { segments, logEndOffset, logStartOffset, recoveryPoint }
+}
+
+/**
+ * Finishes cleaner swaps a crash interrupted (Kafka's LogLoader.completeSwapOperations). A
+ * `<base>.log.swap` exists only once the cleaned segment was complete and fsynced, so it
+ * wins: the segments it replaces (those starting in [base, its next offset)) are deleted
+ * and it takes its final name; its indexes are rebuilt. `.cleaned` files (a swap that had
+ * not begun) are removed with the other temporary files, leaving the old segments.
+ */
+async function completeSwaps(params: LoadParams, names: readonly string[]): Promise<void> {
+  const { fs, dir, logger } = params
+  const swaps = names
+    .map((name) => SWAP_LOG_FILE.exec(name))
+    .filter((match) => match !== null)
+    .map((match) => Number(match[1]))
+    .sort((a, b) => a - b)
+  for (const baseOffset of swaps) {
+    const prefix = baseOffset.toString().padStart(20, '0')
+    const swapPath = join(dir, `${prefix}.log.swap`)
+    const nextOffset = await scanNextOffset(fs, swapPath, baseOffset)
+    for (const name of await fs.readdir(dir)) {
+      const match = SEGMENT_FILE.exec(name)
+      if (match === null) continue
+      const base = Number(match[1])
+      if (base < baseOffset || base >= nextOffset) continue
+      logger.warn({ dir, file: name, swap: swapPath }, 'deleting segment file replaced by a cleaned segment')
+      await fs.unlink(join(dir, name))
+    }
+    for (const index of ['index', 'timeindex']) {
+      const indexSwap = join(dir, `${prefix}.${index}.swap`)
+      if (names.includes(`${prefix}.${index}.swap`)) await fs.unlink(indexSwap)
+    }
+    await fs.rename(swapPath, join(dir, `${prefix}.log`))
+    logger.warn({ dir, baseOffset, nextOffset }, 'completed an interrupted cleaner swap')
+  }
+  await fs.syncDir(dir)
+}
+
+/** Offset after the last valid batch of a segment file (its base offset when it holds none). */
+async function scanNextOffset(fs: FileSystem, path: string, baseOffset: number): Promise<number> {
+  const handle = await fs.open(path, 'r')
+  try {
+    const { size } = await handle.stat()
+    let nextOffset = baseOffset
+    let position = 0
+    let window = Buffer.alloc(0)
+    let windowStart = 0
+    const fill = async (from: number, length: number) => {
+      window = Buffer.alloc(Math.min(length, size - from))
+      let filled = 0
+      while (filled < window.length) {
+        const n = await handle.read(window, filled, window.length - filled, from + filled)
+        if (n === 0) break
+        filled += n
+      }
+      window = window.subarray(0, filled)
+      windowStart = from
+    }
+    while (position < size) {
+      if (position + 12 > windowStart + window.length) await fill(position, SWAP_SCAN_BYTES)
+      if (position + 12 > windowStart + window.length) break
+      const batchBytes = 12 + window.readInt32BE(position - windowStart + 8)
+      if (batchBytes <= 12 || position + batchBytes > size) break
+      if (position + batchBytes > windowStart + window.length)
+        await fill(position, Math.max(SWAP_SCAN_BYTES, batchBytes))
+      const check = checkBatch(window, position - windowStart, window.length, size)
+      if (!check.ok) break
+      nextOffset = check.batch.lastOffset + 1
+      position += check.batch.sizeInBytes
+    }
+    return nextOffset
+  } finally {
+    await handle.close()
+  }
 }
 
 async function removeTempFiles(params: LoadParams, names: readonly string[]): Promise<void> {
@@ -164,12 +251,17 @@ async function recoverSegments(
 async function recoverSegment(params: LoadParams, segment: LogSegment): Promise<RecoveryOutcome> {
   const epochs: { epoch: number; startOffset: number }[] = []
   let latestEpoch = params.leaderEpochCache.latestEpoch ?? -1
-  const result = await segment.recover(segment.baseOffset, false, (batch) => {
-    if (batch.partitionLeaderEpoch > latestEpoch) {
-      latestEpoch = batch.partitionLeaderEpoch
-      epochs.push({ epoch: batch.partitionLeaderEpoch, startOffset: batch.baseOffset })
-    }
-  })
+  const result = await segment.recover(
+    segment.baseOffset,
+    false,
+    (batch) => {
+      if (batch.partitionLeaderEpoch > latestEpoch) {
+        latestEpoch = batch.partitionLeaderEpoch
+        epochs.push({ epoch: batch.partitionLeaderEpoch, startOffset: batch.baseOffset })
+      }
+    },
+    params.allowOffsetGaps === true,
+  )
   for (const { epoch, startOffset } of epochs) await params.leaderEpochCache.assign(epoch, startOffset)
   if (result.truncatedBytes === 0) return { nextOffset: result.nextOffset, truncated: false }
   params.logger.warn(

@@ -20,6 +20,7 @@ import {
 } from './checkpoint-file.js'
 import type { StorageError } from './errors.js'
 import { exists, type FileSystem, nodeFileSystem } from './file-system.js'
+import { LogCleaner } from './log-cleaner.js'
 import { DEFAULT_LOG_CONFIG, type LogConfig } from './log-config.js'
 import {
   PartitionLog,
@@ -32,6 +33,8 @@ export const RECOVERY_POINT_CHECKPOINT_FILE = 'recovery-point-offset-checkpoint'
 export const HIGH_WATERMARK_CHECKPOINT_FILE = 'replication-offset-checkpoint'
 export const LOG_START_OFFSET_CHECKPOINT_FILE = 'log-start-offset-checkpoint'
 export const CLEAN_SHUTDOWN_FILE = '.kafka_cleanshutdown'
+/** Each compacted log's first dirty offset (Kafka's LogCleaner checkpoint). */
+export const CLEANER_OFFSET_CHECKPOINT_FILE = 'cleaner-offset-checkpoint'
 
 export interface LogManagerOptions {
   /** log.dirs */
@@ -52,6 +55,18 @@ export interface LogManagerOptions {
   readonly highWatermarkCheckpointIntervalMs?: number
   /** Called when a log directory goes offline after a disk failure. */
   readonly onLogDirFailure?: (dir: string, err: StorageError) => void
+  /**
+   * log.cleaner.enable: compacts logs whose cleanup.policy has compact. Default false here
+   * (the broker passes Kafka's default, true), so embedders that do not ask (the
+   * simulator) keep their schedule of timers and disk operations.
+   */
+  readonly cleanerEnable?: boolean
+  /** log.cleaner.backoff.ms (default 15000): pause between cleaner passes. */
+  readonly cleanerBackoffMs?: number
+  /** Offset map size of the cleaner in keys (from log.cleaner.dedupe.buffer.size). */
+  readonly cleanerOffsetMapMaxEntries?: number
+  /** The offset below which a log may be cleaned; default its high watermark (set by replication). */
+  readonly cleanableEndOffset?: (log: PartitionLog) => number
 }
 
 interface HostedLog {
@@ -64,6 +79,7 @@ interface DirCheckpoints {
   readonly recoveryPoints: Map<string, number>
   readonly logStartOffsets: Map<string, number>
   readonly highWatermarks: Map<string, number>
+  readonly cleanerOffsets: Map<string, number>
 }
 
 const DELETE_DIR_SUFFIX = '-delete'
@@ -81,13 +97,22 @@ export class LogManager {
   private checkpointChain: Promise<void> = Promise.resolve()
   private started = false
   private shutDown = false
+  private readonly cleaner: LogCleaner
 
   private constructor(
     private readonly options: LogManagerOptions,
     private readonly fs: FileSystem,
     private readonly clock: Clock,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    this.cleaner = new LogCleaner({
+      clock,
+      logger: logger.child({ component: 'log-cleaner' }),
+      cleanableEndOffset: options.cleanableEndOffset,
+      offsetMapMaxEntries: options.cleanerOffsetMapMaxEntries,
+      aborted: () => this.shutDown,
+    })
+  }
 
   /** Loads every partition log found under log.dirs. Call startup() to start the schedulers. */
   static async open(options: LogManagerOptions): Promise<LogManager> {
@@ -143,6 +168,7 @@ export class LogManager {
     const hosted = this.logs.get(key(tp))
     if (hosted === undefined) return
     this.logs.delete(key(tp))
+    this.cleaner.forget(hosted.log.dir)
     await hosted.log.delete()
   }
 
@@ -165,6 +191,26 @@ export class LogManager {
     )
     this.schedule('high-watermark-checkpoint', o.highWatermarkCheckpointIntervalMs ?? 5_000, () =>
       this.checkpointHighWatermarks(),
+    )
+    if (o.cleanerEnable ?? false)
+      this.schedule('log-cleaner', o.cleanerBackoffMs ?? 15_000, () => this.cleanLogs())
+  }
+
+  /**
+   * One log cleaner pass (compacted logs only): cleans those due, then checkpoints their
+   * first dirty offsets. Returns how many logs were cleaned.
+   */
+  async cleanLogs(): Promise<number> {
+    const logs = [...this.logs.values()].filter((h) => !this.offlineDirs.has(h.logDir)).map((h) => h.log)
+    const cleaned = await this.cleaner.cleanLogs(logs)
+    if (cleaned.length > 0 && !this.shutDown) await this.checkpointCleanerOffsets()
+    return cleaned.length
+  }
+
+  checkpointCleanerOffsets(): Promise<void> {
+    if (this.cleaner.checkpoints.size === 0) return Promise.resolve()
+    return this.writeCheckpoints(CLEANER_OFFSET_CHECKPOINT_FILE, (log) =>
+      this.cleaner.checkpoints.get(log.dir),
     )
   }
 
@@ -202,6 +248,7 @@ export class LogManager {
     await this.checkpointRecoveryPoints()
     await this.checkpointHighWatermarks()
     await this.checkpointLogStartOffsets()
+    await this.checkpointCleanerOffsets()
     for (const dir of this.options.logDirs) {
       if (this.offlineDirs.has(dir)) continue
       const marker = await this.fs.open(join(dir, CLEAN_SHUTDOWN_FILE), 'w+')
@@ -230,6 +277,8 @@ export class LogManager {
         highWatermark: checkpoints.highWatermarks.get(k) ?? 0,
       })
       this.logs.set(k, { log, logDir: dir, tp })
+      const firstDirty = checkpoints.cleanerOffsets.get(k)
+      if (firstDirty !== undefined) this.cleaner.setFirstDirtyOffset(log.dir, firstDirty)
     }
     // Kafka removes the marker once loaded: a crash from now on must trigger recovery.
     if (hadCleanShutdown) {
@@ -266,6 +315,10 @@ export class LogManager {
       recoveryPoints: await this.readCheckpoint(dir, RECOVERY_POINT_CHECKPOINT_FILE),
       logStartOffsets: await this.readCheckpoint(dir, LOG_START_OFFSET_CHECKPOINT_FILE),
       highWatermarks: await this.readCheckpoint(dir, HIGH_WATERMARK_CHECKPOINT_FILE),
+      cleanerOffsets:
+        (this.options.cleanerEnable ?? false)
+          ? await this.readCheckpoint(dir, CLEANER_OFFSET_CHECKPOINT_FILE)
+          : new Map(),
     }
   }
 
@@ -331,14 +384,14 @@ export class LogManager {
     this.options.onLogDirFailure?.(dir, err)
   }
 
-  private writeCheckpoints(name: string, offsetOf: (log: PartitionLog) => number): Promise<void> {
+  private writeCheckpoints(name: string, offsetOf: (log: PartitionLog) => number | undefined): Promise<void> {
     const run = async () => {
       for (const dir of this.options.logDirs) {
         if (this.offlineDirs.has(dir)) continue
         const entries: TopicPartitionOffset[] = []
         for (const hosted of this.logs.values()) {
-          if (hosted.logDir === dir && !hosted.log.isOffline)
-            entries.push({ ...hosted.tp, offset: offsetOf(hosted.log) })
+          const offset = hosted.logDir === dir && !hosted.log.isOffline ? offsetOf(hosted.log) : undefined
+          if (offset !== undefined) entries.push({ ...hosted.tp, offset })
         }
         await new CheckpointFile(this.fs, join(dir, name), topicPartitionOffsetFormat).write(entries)
       }

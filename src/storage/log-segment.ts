@@ -8,7 +8,7 @@
  */
 import { join } from 'node:path'
 import { assert } from '../common/assert.js'
-import { StorageError } from './errors.js'
+import { SegmentReplacedError, StorageError } from './errors.js'
 import type { FileHandle, FileSystem } from './file-system.js'
 import { OffsetIndex } from './offset-index.js'
 import {
@@ -35,9 +35,14 @@ export function filenamePrefixFromOffset(offset: number): string {
   return String(offset).padStart(20, '0')
 }
 
-export function logFilePath(dir: string, baseOffset: number): string {
-  return join(dir, filenamePrefixFromOffset(baseOffset) + LOG_FILE_SUFFIX)
+export function logFilePath(dir: string, baseOffset: number, fileSuffix = ''): string {
+  return join(dir, filenamePrefixFromOffset(baseOffset) + LOG_FILE_SUFFIX + fileSuffix)
 }
+
+/** Suffixes of a segment's files while the cleaner builds it, while it is swapped in, and once replaced (Kafka's). */
+export const CLEANED_FILE_SUFFIX = '.cleaned'
+export const SWAP_FILE_SUFFIX = '.swap'
+export const DELETED_FILE_SUFFIX = '.deleted'
 
 export interface SegmentOptions {
   readonly indexIntervalBytes: number
@@ -92,7 +97,11 @@ export class LogSegment {
   private bytesSinceLastIndexEntry = 0
   private pendingReads = 0
   private deleted = false
+  /** Replaced by a cleaned segment: a read that finds it gone retries on the log's new segments. */
+  private replaced = false
   private handleClosed = false
+  /** '' for a live segment; CLEANED/SWAP/DELETED_FILE_SUFFIX while the cleaner swaps segments. */
+  private fileSuffix = ''
 
   private constructor(
     private readonly fs: FileSystem,
@@ -111,14 +120,30 @@ export class LogSegment {
   }
 
   get logPath(): string {
-    return logFilePath(this.dir, this.baseOffset)
+    return logFilePath(this.dir, this.baseOffset, this.fileSuffix)
   }
 
-  private static indexes(fs: FileSystem, dir: string, baseOffset: number, options: SegmentOptions) {
+  private static indexes(
+    fs: FileSystem,
+    dir: string,
+    baseOffset: number,
+    options: SegmentOptions,
+    fileSuffix = '',
+  ) {
     const prefix = join(dir, filenamePrefixFromOffset(baseOffset))
     return {
-      offsetIndex: new OffsetIndex(fs, prefix + INDEX_FILE_SUFFIX, baseOffset, options.maxIndexBytes),
-      timeIndex: new TimeIndex(fs, prefix + TIME_INDEX_FILE_SUFFIX, baseOffset, options.maxIndexBytes),
+      offsetIndex: new OffsetIndex(
+        fs,
+        prefix + INDEX_FILE_SUFFIX + fileSuffix,
+        baseOffset,
+        options.maxIndexBytes,
+      ),
+      timeIndex: new TimeIndex(
+        fs,
+        prefix + TIME_INDEX_FILE_SUFFIX + fileSuffix,
+        baseOffset,
+        options.maxIndexBytes,
+      ),
     }
   }
 
@@ -129,13 +154,29 @@ export class LogSegment {
     baseOffset: number,
     options: SegmentOptions,
     nowMs: number,
+    fileSuffix = '',
   ): Promise<LogSegment> {
     assert(Number.isSafeInteger(baseOffset) && baseOffset >= 0, () => `bad segment base offset ${baseOffset}`)
-    const { offsetIndex, timeIndex } = LogSegment.indexes(fs, dir, baseOffset, options)
-    const log = await fs.open(logFilePath(dir, baseOffset), 'w+')
+    const { offsetIndex, timeIndex } = LogSegment.indexes(fs, dir, baseOffset, options, fileSuffix)
+    const log = await fs.open(logFilePath(dir, baseOffset, fileSuffix), 'w+')
     await offsetIndex.create(true)
     await timeIndex.create(true)
-    return new LogSegment(fs, dir, baseOffset, options, log, 0, offsetIndex, timeIndex, nowMs)
+    const segment = new LogSegment(fs, dir, baseOffset, options, log, 0, offsetIndex, timeIndex, nowMs)
+    segment.fileSuffix = fileSuffix
+    return segment
+  }
+
+  /** Renames the segment's three files from suffix `from` to `to` (the cleaner's swap steps). */
+  async changeFileSuffixes(from: string, to: string): Promise<void> {
+    assert(this.fileSuffix === from, () => `${this.logPath} does not end in '${from}'`)
+    const prefix = join(this.dir, filenamePrefixFromOffset(this.baseOffset))
+    await this.fs.rename(
+      logFilePath(this.dir, this.baseOffset, from),
+      logFilePath(this.dir, this.baseOffset, to),
+    )
+    this.fileSuffix = to
+    await this.offsetIndex.renameTo(prefix + INDEX_FILE_SUFFIX + to)
+    await this.timeIndex.renameTo(prefix + TIME_INDEX_FILE_SUFFIX + to)
   }
 
   /**
@@ -233,6 +274,7 @@ export class LogSegment {
 
   /** One read of up to `length` bytes at `position`; fewer near the end of the data. */
   async readRange(position: number, length: number, limit = this.size): Promise<Buffer> {
+    if (this.replaced) throw new SegmentReplacedError(this.baseOffset)
     if (this.deleted)
       throw new StorageError('OFFSET_OUT_OF_RANGE', `segment ${this.logPath} was deleted`, {
         retriable: true,
@@ -433,12 +475,14 @@ export class LogSegment {
    * Validates every batch from the start (framing, magic, CRC, offsets consecutive from
    * `expectedFirstOffset`), rebuilds both indexes from the valid ones, and truncates the
    * file at the first invalid batch (Kafka's LogSegment.recover). `onBatch` sees each
-   * valid batch (leader-epoch cache rebuild).
+   * valid batch (leader-epoch cache rebuild). `allowOffsetGaps`: a compacted log's batches
+   * may skip offsets (the base offset is outside the CRC, so elsewhere a gap is damage).
    */
   async recover(
     expectedFirstOffset: number,
     preallocate: boolean,
     onBatch: (batch: BatchSummary) => void = () => {},
+    allowOffsetGaps = false,
   ): Promise<RecoveryResult> {
     await this.offsetIndex.reset(preallocate)
     await this.timeIndex.reset(preallocate)
@@ -459,8 +503,12 @@ export class LogSegment {
         break
       }
       const batch = check.batch
-      // Offsets are consecutive in a tidelog log (no compaction), so anything else is damage.
-      if (batch.baseOffset !== (nextOffset ?? expectedFirstOffset)) {
+      // Offsets only increase; only compaction leaves gaps between batches.
+      const expected = nextOffset ?? expectedFirstOffset
+      const offsetsOk = allowOffsetGaps
+        ? batch.baseOffset >= expected && batch.lastOffset - this.baseOffset <= 0x7fffffff
+        : batch.baseOffset === expected
+      if (!offsetsOk) {
         problem = 'bad-offsets'
         break
       }
@@ -555,6 +603,20 @@ export class LogSegment {
     await this.timeIndex.deleteFile()
     await this.fs.unlink(this.logPath)
     if (this.pendingReads === 0) await this.closeLogHandle()
+  }
+
+  /**
+   * A cleaned segment took this one's place: reads in flight finish on the open handle
+   * (the file is only unlinked), later ones throw SegmentReplacedError and retry on the
+   * log's current segments. The files must already carry DELETED_FILE_SUFFIX.
+   */
+  async deleteReplacedFiles(): Promise<void> {
+    this.replaced = true
+    await this.deleteFiles()
+  }
+
+  get isReplaced(): boolean {
+    return this.replaced
   }
 
   /** Largest timestamp for retention; the file's mtime when no batch has one (Kafka). */

@@ -21,12 +21,25 @@ import {
   TimestampType,
 } from '../protocol/batch-header.js'
 import { setLogAppendTime } from '../protocol/record-batch.js'
-import { isStorageError, offsetOutOfRange, StorageError, storageFailure } from './errors.js'
+import {
+  isStorageError,
+  offsetOutOfRange,
+  SegmentReplacedError,
+  StorageError,
+  storageFailure,
+} from './errors.js'
 import { type FileSystem, nodeFileSystem } from './file-system.js'
 import { type EpochEndOffset, LeaderEpochFileCache, UNDEFINED_EPOCH_OFFSET } from './leader-epoch-cache.js'
-import { DEFAULT_LOG_CONFIG, hasDeletePolicy, type LogConfig } from './log-config.js'
+import { DEFAULT_LOG_CONFIG, hasCompactPolicy, hasDeletePolicy, type LogConfig } from './log-config.js'
 import { loadLog } from './log-loader.js'
-import { type AppendedBatch, LogSegment, type SegmentOptions } from './log-segment.js'
+import {
+  type AppendedBatch,
+  CLEANED_FILE_SUFFIX,
+  DELETED_FILE_SUFFIX,
+  LogSegment,
+  type SegmentOptions,
+  SWAP_FILE_SUFFIX,
+} from './log-segment.js'
 import { type BatchSummary, checkBatch, writeInt64 } from './record-batch-check.js'
 import { NO_TIMESTAMP } from './time-index.js'
 
@@ -161,6 +174,8 @@ type Task =
   | { kind: 'op'; run: () => Promise<void>; reject: (err: unknown) => void }
 
 const TOPIC_PARTITION_DIR = /^(.+)-(\d+)$/
+/** Times a read starts over when the cleaner replaced a segment under it (once per clean is the norm). */
+const READ_RETRIES_MAX = 8
 
 /** `<topic>-<partition>` as Kafka names partition directories; undefined for other names. */
 export function parseTopicPartition(dirName: string): TopicPartition | undefined {
@@ -189,6 +204,8 @@ export class PartitionLog {
   private closed = false
   private closing = false
   private producerStateHook: ProducerStateHook | undefined
+  /** Lowest log end a truncation left since the cleaner last asked (its dirty offset must not pass it). */
+  private truncatedToSinceCleaning: Offset | undefined
 
   private constructor(
     readonly dir: string,
@@ -229,6 +246,7 @@ export class PartitionLog {
       recoveryPoint: options.recoveryPoint ?? 0,
       logStartOffset: options.logStartOffset ?? 0,
       leaderEpochCache,
+      allowOffsetGaps: hasCompactPolicy(config),
     })
     return new PartitionLog(
       options.dir,
@@ -517,7 +535,9 @@ export class PartitionLog {
     let maxTimestamp = NO_TIMESTAMP
     let offsetOfMaxTimestamp = nextOffset
     for (const batch of summaries) {
-      if (batch.baseOffset !== expected) {
+      // A compacted leader's batches leave gaps (then going back is the only error).
+      const gapsAllowed = hasCompactPolicy(this.configValue)
+      if (gapsAllowed ? batch.baseOffset < expected : batch.baseOffset !== expected) {
         throw new StorageError(
           'UNEXPECTED_APPEND_OFFSET',
           `batch base offset ${batch.baseOffset}, expected ${expected} (log end offset ${nextOffset})`,
@@ -672,6 +692,24 @@ export class PartitionLog {
    * OFFSET_OUT_OF_RANGE outside [logStartOffset, logEndOffset].
    */
   async read(startOffset: Offset, options: ReadOptions): Promise<FetchDataInfo> {
+    return this.retryingReplacedSegments(() => this.readOnce(startOffset, options))
+  }
+
+  /**
+   * Runs a read again when the cleaner swapped a segment under it: the read chose its
+   * segments before the swap and found one gone, so it starts over on the current ones.
+   */
+  private async retryingReplacedSegments<T>(read: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await read()
+      } catch (err) {
+        if (!(err instanceof SegmentReplacedError) || attempt >= READ_RETRIES_MAX) throw err
+      }
+    }
+  }
+
+  private async readOnce(startOffset: Offset, options: ReadOptions): Promise<FetchDataInfo> {
     const unusable = this.unusableError()
     if (unusable !== undefined) throw unusable
     const logStartOffset = this.logStartOffsetValue
@@ -746,7 +784,11 @@ export class PartitionLog {
    * `timestampMs`, through the time index. Exact per record for uncompressed CreateTime
    * batches; the batch's base offset otherwise. Undefined when no record is that late.
    */
-  async offsetForTimestamp(timestampMs: number): Promise<TimestampAndOffset | undefined> {
+  offsetForTimestamp(timestampMs: number): Promise<TimestampAndOffset | undefined> {
+    return this.retryingReplacedSegments(() => this.offsetForTimestampOnce(timestampMs))
+  }
+
+  private async offsetForTimestampOnce(timestampMs: number): Promise<TimestampAndOffset | undefined> {
     const startingOffset = this.logStartOffsetValue
     for (const segment of this.segments) {
       if (segment.maxTimestampSoFar < timestampMs) continue
@@ -758,7 +800,11 @@ export class PartitionLog {
   }
 
   /** ListOffsets MAX_TIMESTAMP: the largest timestamp and the offset of its record. */
-  async latestTimestamp(): Promise<TimestampAndOffset | undefined> {
+  latestTimestamp(): Promise<TimestampAndOffset | undefined> {
+    return this.retryingReplacedSegments(() => this.latestTimestampOnce())
+  }
+
+  private async latestTimestampOnce(): Promise<TimestampAndOffset | undefined> {
     let best: LogSegment | undefined
     for (const segment of this.segments) {
       if (segment.maxTimestampSoFar > (best?.maxTimestampSoFar ?? NO_TIMESTAMP)) best = segment
@@ -813,6 +859,7 @@ export class PartitionLog {
     await active.onBecomeActiveSegment()
     this.logger.info({ targetOffset, logEndOffset, truncatedBytes: cut.truncatedBytes }, 'truncated log')
     this.logEndOffsetValue = logEndOffset
+    this.noteTruncation(logEndOffset)
     await this.leaderEpochCache.truncateFromEnd(logEndOffset)
     this.logStartOffsetValue = Math.min(this.logStartOffsetValue, logEndOffset)
     this.highWatermarkValue = Math.min(this.highWatermarkValue, logEndOffset)
@@ -841,6 +888,7 @@ export class PartitionLog {
     ]
     await this.leaderEpochCache.clearAndFlush()
     this.logEndOffsetValue = newOffset
+    this.noteTruncation(newOffset)
     this.logStartOffsetValue = newOffset
     this.highWatermarkValue = newOffset
     this.recoveryPointValue = newOffset
@@ -921,6 +969,76 @@ export class PartitionLog {
     this.checkInvariants()
     await this.producerStateHook?.onSegmentsDeleted(this.logStartOffsetValue)
     return deletable.length
+  }
+
+  // ---- log cleaner ----
+
+  private noteTruncation(logEndOffset: Offset): void {
+    this.truncatedToSinceCleaning = Math.min(this.truncatedToSinceCleaning ?? Infinity, logEndOffset)
+  }
+
+  /** The lowest log end a truncation left since the last call, then forgets it (the cleaner's dirty offset follows it). */
+  takeTruncationSinceCleaning(): Offset | undefined {
+    const offset = this.truncatedToSinceCleaning
+    this.truncatedToSinceCleaning = undefined
+    return offset
+  }
+
+  /** The segments, oldest first, for the cleaner to read (it never writes them). */
+  get segmentList(): readonly LogSegment[] {
+    return this.segments
+  }
+
+  /** A new empty segment with `.cleaned` files, for the cleaner to fill; not part of the log yet. */
+  createCleanedSegment(baseOffset: Offset): Promise<LogSegment> {
+    return LogSegment.create(
+      this.fs,
+      this.dir,
+      baseOffset,
+      segmentOptions(this.configValue),
+      this.clock.nowMs(),
+      CLEANED_FILE_SUFFIX,
+    )
+  }
+
+  /**
+   * Swaps `cleaned` (complete, fsynced, `.cleaned` files) in for `oldSegments`, consecutive
+   * inactive segments it was built from, as Kafka's replaceSegments does, crash-safely:
+   * 1. `.cleaned` -> `.swap` (from here recovery completes the swap: see log-loader);
+   * 2. the old segments' files -> `.deleted`; 3. `.swap` -> final names; each step's
+   * renames fsynced with the directory; 4. the old files are unlinked, their open handles
+   * kept until reads in flight finish (later reads retry on the new segment).
+   * False, with nothing changed, when the old segments are no longer what the cleaner
+   * read (truncated, deleted by retention, grown into the active segment).
+   */
+  replaceSegments(
+    oldSegments: readonly LogSegment[],
+    sizes: readonly number[],
+    cleaned: LogSegment,
+  ): Promise<boolean> {
+    assert(
+      oldSegments.length > 0 && oldSegments.length === sizes.length,
+      'replaceSegments needs old segments',
+    )
+    assert(cleaned.baseOffset === oldSegments[0].baseOffset, 'a cleaned segment keeps its first base offset')
+    return this.enqueue(async () => {
+      const first = this.segments.indexOf(oldSegments[0])
+      const unchanged =
+        first >= 0 &&
+        first + oldSegments.length < this.segments.length &&
+        oldSegments.every((segment, i) => this.segments[first + i] === segment && segment.size === sizes[i])
+      if (!unchanged) return false
+      await cleaned.changeFileSuffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+      await this.fs.syncDir(this.dir)
+      for (const segment of oldSegments) await segment.changeFileSuffixes('', DELETED_FILE_SUFFIX)
+      await this.fs.syncDir(this.dir)
+      await cleaned.changeFileSuffixes(SWAP_FILE_SUFFIX, '')
+      await this.fs.syncDir(this.dir)
+      this.segments.splice(first, oldSegments.length, cleaned)
+      for (const segment of oldSegments) await segment.deleteReplacedFiles()
+      this.checkInvariants()
+      return true
+    })
   }
 
   // ---- lifecycle ----

@@ -1,0 +1,696 @@
+/**
+ * Log compaction: what survives a clean (the last record per key below the cleanable end,
+ * at its original offset), tombstone expiry on the injected clock, compressed batches,
+ * producer state, crash safety of the swap at every file-system step, reads during a swap,
+ * the LogManager's scheduled cleaner, and a random model test.
+ */
+import assert from 'node:assert/strict'
+import { cp, readdir } from 'node:fs/promises'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+import fc from 'fast-check'
+import { silentLogger } from '../../src/common/logger.js'
+import { CompressionType } from '../../src/protocol/batch-header.js'
+import { decodeRecordBatch, encodeRecordBatch, readBatchHeader } from '../../src/protocol/record-batch.js'
+import {
+  type FileHandle,
+  type FileSystem,
+  nodeFileSystem,
+  type OpenFlags,
+} from '../../src/storage/file-system.js'
+import { cleanLog, LogCleaner } from '../../src/storage/log-cleaner.js'
+import { fromProperties, type LogConfig } from '../../src/storage/log-config.js'
+import { CLEANER_OFFSET_CHECKPOINT_FILE, LogManager } from '../../src/storage/log-manager.js'
+import { PartitionLog } from '../../src/storage/partition-log.js'
+import { crcIsValid, ManualClock, makeTempDir, readAll, removeDir, withTempDir } from './helpers.js'
+
+const T0 = 1_700_000_000_000
+
+function compactConfig(extra: Record<string, string | number> = {}): LogConfig {
+  return fromProperties({
+    'cleanup.policy': 'compact',
+    'segment.bytes': 2048,
+    'index.interval.bytes': 256,
+    ...extra,
+  })
+}
+
+interface Put {
+  readonly key: string | null
+  /** null: a tombstone. */
+  readonly value: string | null
+}
+
+interface BatchOptions {
+  readonly compression?: CompressionType
+  readonly producerId?: bigint
+  readonly producerEpoch?: number
+  readonly baseSequence?: number
+  readonly timestamp?: number
+}
+
+function batchOf(puts: readonly Put[], options: BatchOptions = {}): Promise<Buffer> {
+  return encodeRecordBatch({
+    records: puts.map((p, i) => ({
+      key: p.key === null ? null : Buffer.from(p.key),
+      value: p.value === null ? null : Buffer.from(p.value),
+      timestamp: (options.timestamp ?? T0) + i,
+    })),
+    compression: options.compression ?? CompressionType.None,
+    producerId: options.producerId,
+    producerEpoch: options.producerEpoch,
+    baseSequence: options.baseSequence,
+  })
+}
+
+interface RecordView {
+  readonly offset: number
+  readonly key: string | null
+  readonly value: string | null
+}
+
+/** Every record of the log in offset order, decoded. */
+async function recordsOf(log: PartitionLog): Promise<RecordView[]> {
+  const out: RecordView[] = []
+  for (const batch of await readAll(log)) {
+    assert.ok(crcIsValid(batch.bytes), `CRC of batch ${batch.baseOffset}`)
+    const decoded = await decodeRecordBatch(batch.bytes)
+    for (const r of decoded.records) {
+      out.push({
+        offset: r.offset,
+        key: r.key === null ? null : r.key.toString(),
+        value: r.value === null ? null : r.value.toString(),
+      })
+    }
+  }
+  for (let i = 1; i < out.length; i++) assert.ok(out[i].offset > out[i - 1].offset, 'offsets increase')
+  return out
+}
+
+/** The key -> value view a consumer rebuilding state from the log gets. */
+function viewOf(records: readonly RecordView[]): Map<string, string> {
+  const view = new Map<string, string>()
+  for (const r of records) {
+    if (r.key === null) continue
+    if (r.value === null) view.delete(r.key)
+    else view.set(r.key, r.value)
+  }
+  return view
+}
+
+async function openCompacted(
+  dir: string,
+  config = compactConfig(),
+  clock = new ManualClock(T0),
+  fs: FileSystem = nodeFileSystem,
+): Promise<PartitionLog> {
+  return PartitionLog.open({ dir, config, clock, fs })
+}
+
+/** Appends `rounds` overwrites of `keys` keys, one batch per `perBatch` records; returns the log end. */
+async function writeOverwrites(
+  log: PartitionLog,
+  keys: number,
+  rounds: number,
+  options: BatchOptions & { perBatch?: number } = {},
+): Promise<void> {
+  const perBatch = options.perBatch ?? 5
+  let pending: Put[] = []
+  for (let round = 0; round < rounds; round++) {
+    for (let k = 0; k < keys; k++) {
+      pending.push({ key: `key-${k}`, value: `value-${k}-${round}-${'x'.repeat(20)}` })
+      if (pending.length === perBatch) {
+        await log.append(await batchOf(pending, options), { assignOffsets: true, leaderEpoch: 0 })
+        pending = []
+      }
+    }
+  }
+  if (pending.length > 0)
+    await log.append(await batchOf(pending, options), { assignOffsets: true, leaderEpoch: 0 })
+  log.updateHighWatermark(log.logEndOffset)
+}
+
+function cleanNow(log: PartitionLog, clock: ManualClock, extra: Parameters<typeof cleanLog>[3] = {}) {
+  return cleanLog(log, clock, silentLogger, { force: true, ...extra })
+}
+
+/** Checks that below `end` each key appears once, at an offset and with a value it had before. */
+function assertCompacted(before: readonly RecordView[], after: readonly RecordView[], end: number): void {
+  const original = new Map(before.map((r) => [r.offset, r]))
+  const seen = new Set<string>()
+  for (const r of after) {
+    assert.deepEqual(r, original.get(r.offset), `record at ${r.offset} kept as written`)
+    if (r.offset >= end || r.key === null) continue
+    assert.ok(!seen.has(r.key), `key ${r.key} appears twice below ${end}`)
+    seen.add(r.key)
+  }
+  assert.deepEqual(viewOf(after), viewOf(before))
+  // Everything at or above the end is untouched.
+  assert.deepEqual(
+    after.filter((r) => r.offset >= end),
+    before.filter((r) => r.offset >= end),
+  )
+}
+
+describe('log cleaner', () => {
+  it('keeps only the last value per key below the cleanable end, at its original offset', async () => {
+    await withTempDir(async (dir) => {
+      const clock = new ManualClock(T0)
+      const log = await openCompacted(dir, compactConfig(), clock)
+      await writeOverwrites(log, 10, 30)
+      const before = await recordsOf(log)
+      const sizeBefore = log.size
+      const segmentsBefore = log.numberOfSegments
+      const stats = await cleanNow(log, clock)
+      assert.ok(stats.cleaned)
+      assert.equal(stats.endOffset, log.activeSegment.baseOffset)
+      const after = await recordsOf(log)
+      assertCompacted(before, after, stats.endOffset)
+      assert.ok(after.length < before.length / 5, `${after.length} of ${before.length} records left`)
+      assert.ok(log.size < sizeBefore / 3, `size ${log.size} of ${sizeBefore}`)
+      // Full segments are cleaned one by one; the next clean groups the small cleaned ones.
+      assert.equal(log.numberOfSegments, segmentsBefore)
+      const second = await cleanNow(log, clock, { firstDirtyOffset: stats.endOffset })
+      assert.ok(second.cleaned)
+      assert.ok(log.numberOfSegments <= 3, `${log.numberOfSegments} segments of ${segmentsBefore}`)
+      assert.deepEqual(await recordsOf(log), after)
+      // The log goes on taking appends after the cleaned segments, and survives a reopen.
+      await writeOverwrites(log, 3, 1)
+      const expected = await recordsOf(log)
+      await log.close()
+      const reopened = await openCompacted(dir, compactConfig(), clock)
+      assert.deepEqual(await recordsOf(reopened), expected)
+      await reopened.close()
+      const reopenedUnclean = await PartitionLog.open({
+        dir,
+        config: compactConfig(),
+        clock,
+        hadCleanShutdown: false,
+      })
+      assert.deepEqual(await recordsOf(reopenedUnclean), expected)
+      await reopenedUnclean.close()
+    })
+  })
+
+  it('never cleans at or above the cleanable end offset (the high watermark)', async () => {
+    await withTempDir(async (dir) => {
+      const clock = new ManualClock(T0)
+      const log = await openCompacted(dir, compactConfig(), clock)
+      await writeOverwrites(log, 10, 30)
+      const middle = log.segmentBaseOffsets[Math.floor(log.numberOfSegments / 2)]
+      const highWatermark = middle + 3 // inside a segment: that segment stays dirty
+      log.updateHighWatermark(highWatermark)
+      const before = await recordsOf(log)
+      const bytesAbove = (await readAll(log, middle)).map((b) => b.bytes.toString('hex'))
+      const stats = await cleanNow(log, clock)
+      assert.ok(stats.cleaned)
+      assert.ok(stats.endOffset <= highWatermark)
+      assert.equal(stats.endOffset, middle)
+      const after = await recordsOf(log)
+      assertCompacted(before, after, stats.endOffset)
+      assert.deepEqual(
+        (await readAll(log, middle)).map((b) => b.bytes.toString('hex')),
+        bytesAbove,
+        'batches from the high watermark segment on are byte for byte the same',
+      )
+      // A second clean from the checkpoint with the high watermark at the end finishes the job.
+      log.updateHighWatermark(log.logEndOffset)
+      const second = await cleanNow(log, clock, { firstDirtyOffset: stats.endOffset })
+      assert.ok(second.cleaned)
+      assertCompacted(before, await recordsOf(log), second.endOffset)
+      await log.close()
+    })
+  })
+
+  it('respects min.cleanable.dirty.ratio and min.compaction.lag.ms unless forced', async () => {
+    await withTempDir(async (dir) => {
+      const clock = new ManualClock(T0 + 1000)
+      const config = compactConfig({ 'min.compaction.lag.ms': 60_000 })
+      const log = await openCompacted(dir, config, clock)
+      await writeOverwrites(log, 10, 20)
+      // Records are stamped T0..: younger than the lag, so nothing is cleanable yet.
+      assert.equal((await cleanNow(log, clock)).cleaned, false)
+      clock.advance(120_000)
+      const first = await cleanLog(log, clock, silentLogger, {})
+      assert.ok(first.cleaned, 'all dirty: ratio 1')
+      // Freshly cleaned: the dirty ratio is 0 until new overwrites come.
+      const again = await cleanLog(log, clock, silentLogger, { firstDirtyOffset: first.endOffset })
+      assert.equal(again.cleaned, false)
+      await log.close()
+    })
+  })
+
+  it('keeps tombstones for delete.retention.ms after the clean that first saw them, then removes them', async () => {
+    await withTempDir(async (dir) => {
+      const clock = new ManualClock(T0)
+      const config = compactConfig({ 'delete.retention.ms': 10_000 })
+      const log = await openCompacted(dir, config, clock)
+      await log.append(
+        await batchOf([
+          { key: 'gone', value: 'v1' },
+          { key: 'kept', value: 'v1' },
+        ]),
+        {
+          assignOffsets: true,
+        },
+      )
+      await log.append(await batchOf([{ key: 'gone', value: null }]), { assignOffsets: true })
+      await writeOverwrites(log, 5, 20)
+      const stats = await cleanNow(log, clock)
+      assert.ok(stats.cleaned)
+      assert.equal(stats.nextDeleteHorizonMs, T0 + 10_000)
+      let records = await recordsOf(log)
+      assert.deepEqual(
+        records.filter((r) => r.key === 'gone'),
+        [{ offset: 2, key: 'gone', value: null }],
+        'the tombstone alone is left for its key',
+      )
+      const tombstoneBatch = (await readAll(log)).find((b) => b.baseOffset === 2)!
+      const header = readBatchHeader(tombstoneBatch.bytes)
+      assert.equal(header.attributes & 0x40, 0x40, 'delete horizon flag')
+      assert.equal(header.baseTimestamp, T0 + 10_000, 'delete horizon in baseTimestamp')
+      clock.advance(9_999)
+      await cleanNow(log, clock, { firstDirtyOffset: stats.endOffset })
+      records = await recordsOf(log)
+      assert.equal(records.filter((r) => r.key === 'gone').length, 1, 'kept until the horizon')
+      clock.advance(1)
+      await cleanNow(log, clock, { firstDirtyOffset: stats.endOffset })
+      records = await recordsOf(log)
+      assert.deepEqual(
+        records.filter((r) => r.key === 'gone'),
+        [],
+      )
+      assert.deepEqual(
+        records.filter((r) => r.key === 'kept'),
+        [{ offset: 1, key: 'kept', value: 'v1' }],
+      )
+      await log.close()
+    })
+  })
+
+  for (const compression of [
+    CompressionType.Gzip,
+    CompressionType.Snappy,
+    CompressionType.Lz4,
+    CompressionType.Zstd,
+  ]) {
+    it(`cleans ${CompressionType[compression]} batches and keeps their codec`, async () => {
+      await withTempDir(async (dir) => {
+        const clock = new ManualClock(T0)
+        const log = await openCompacted(dir, compactConfig({ 'segment.bytes': 1024 }), clock)
+        await writeOverwrites(log, 7, 30, { compression, perBatch: 6 })
+        const before = await recordsOf(log)
+        const stats = await cleanNow(log, clock)
+        assert.ok(stats.cleaned)
+        const after = await recordsOf(log)
+        assertCompacted(before, after, stats.endOffset)
+        for (const batch of await readAll(log)) {
+          const header = readBatchHeader(batch.bytes)
+          if (header.recordsCount > 0) assert.equal(header.compression, compression)
+        }
+        await log.close()
+      })
+    })
+  }
+
+  it("keeps each producer's last batch (as an empty batch) with its producer fields", async () => {
+    await withTempDir(async (dir) => {
+      const clock = new ManualClock(T0)
+      const log = await openCompacted(dir, compactConfig(), clock)
+      const producerBatch = await batchOf(
+        [
+          { key: 'a', value: 'p1' },
+          { key: 'b', value: 'p1' },
+          { key: 'c', value: 'p1' },
+        ],
+        { producerId: 7n, producerEpoch: 3, baseSequence: 40 },
+      )
+      await log.append(producerBatch, { assignOffsets: true })
+      const earlier = await batchOf([{ key: 'a', value: 'p0' }], {
+        producerId: 8n,
+        producerEpoch: 0,
+        baseSequence: 0,
+      })
+      await log.append(earlier, { assignOffsets: true })
+      const later = await batchOf([{ key: 'a', value: 'p2' }], {
+        producerId: 8n,
+        producerEpoch: 0,
+        baseSequence: 1,
+      })
+      await log.append(later, { assignOffsets: true })
+      // Overwrite every key, many times, so all of the producers' records go.
+      await writeOverwrites(log, 3, 1)
+      for (let i = 0; i < 30; i++) {
+        await log.append(
+          await batchOf([
+            { key: 'a', value: `o${i}` },
+            { key: 'b', value: `o${i}` },
+            { key: 'c', value: `o${i}` },
+          ]),
+          { assignOffsets: true },
+        )
+      }
+      log.updateHighWatermark(log.logEndOffset)
+      const stats = await cleanNow(log, clock)
+      assert.ok(stats.cleaned)
+      const batches = (await readAll(log)).map((b) => readBatchHeader(b.bytes))
+      const p7 = batches.filter((b) => b.producerId === 7n)
+      assert.equal(p7.length, 1)
+      assert.deepEqual(
+        {
+          baseOffset: p7[0].baseOffset,
+          lastOffsetDelta: p7[0].lastOffsetDelta,
+          recordsCount: p7[0].recordsCount,
+          producerEpoch: p7[0].producerEpoch,
+          baseSequence: p7[0].baseSequence,
+        },
+        { baseOffset: 0, lastOffsetDelta: 2, recordsCount: 0, producerEpoch: 3, baseSequence: 40 },
+      )
+      const p8 = batches.filter((b) => b.producerId === 8n)
+      assert.deepEqual(
+        p8.map((b) => [b.baseOffset, b.baseSequence, b.recordsCount]),
+        [[4, 1, 0]],
+        "only producer 8's last batch stays",
+      )
+      await log.close()
+    })
+  })
+
+  it('reads running while segments are swapped never fail and always see valid batches', async () => {
+    await withTempDir(async (dir) => {
+      const clock = new ManualClock(T0)
+      const log = await openCompacted(dir, compactConfig({ 'segment.bytes': 4096 }), clock)
+      await writeOverwrites(log, 20, 60)
+      const before = await recordsOf(log)
+      let done = false
+      let reads = 0
+      const reader = (async () => {
+        let offset = 0
+        while (!done) {
+          if (offset >= log.logEndOffset) offset = 0
+          const data = await log.read(offset, { maxBytes: 3000 })
+          for (const chunk of data.records) {
+            for (let at = 0; at < chunk.length; ) {
+              const size = 12 + chunk.readInt32BE(at + 8)
+              assert.ok(crcIsValid(chunk.subarray(at, at + size)))
+              at += size
+            }
+          }
+          reads++
+          offset = data.nextOffset
+          await new Promise((resolve) => setImmediate(resolve))
+        }
+      })()
+      const stats = await cleanNow(log, clock)
+      done = true
+      await reader
+      assert.ok(stats.cleaned)
+      assert.ok(reads > 0)
+      assertCompacted(before, await recordsOf(log), stats.endOffset)
+      await log.close()
+    })
+  })
+
+  it('the LogManager cleans compacted logs on its schedule and checkpoints the first dirty offset', async () => {
+    await withTempDir(async (dir) => {
+      const clock = new ManualClock(T0)
+      const topicConfig = (topic: string) =>
+        topic === 'plain' ? fromProperties({ 'segment.bytes': 2048 }) : undefined
+      const manager = await LogManager.open({
+        logDirs: [dir],
+        clock,
+        defaultConfig: compactConfig(),
+        topicConfig,
+        cleanerEnable: true,
+        cleanerBackoffMs: 1000,
+      })
+      manager.startup()
+      const log = await manager.getOrCreateLog({ topic: 'offsets', partition: 0 })
+      const plain = await manager.getOrCreateLog({ topic: 'plain', partition: 0 })
+      await writeOverwrites(log, 10, 30)
+      await writeOverwrites(plain, 10, 30)
+      const sizeBefore = log.size
+      const plainSize = plain.size
+      clock.advance(1000)
+      await waitUntil(() => log.size < sizeBefore)
+      assert.equal(plain.size, plainSize, 'a delete-policy log is not cleaned')
+      await manager.cleanLogs() // waits for the scheduled pass, then finds nothing left
+      await manager.shutdown()
+      const checkpoint = await readdir(dir)
+      assert.ok(checkpoint.includes(CLEANER_OFFSET_CHECKPOINT_FILE))
+      const reopened = await LogManager.open({
+        logDirs: [dir],
+        clock,
+        defaultConfig: compactConfig(),
+        topicConfig,
+        cleanerEnable: true,
+      })
+      const again = reopened.getLog({ topic: 'offsets', partition: 0 })!
+      again.updateHighWatermark(again.logEndOffset)
+      assert.equal(await reopened.cleanLogs(), 0, 'nothing dirty after the checkpoint')
+      await reopened.shutdown()
+    })
+  })
+})
+
+async function waitUntil(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not reached in time')
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+}
+
+// ---- crash safety ----
+
+/** The real file system until operation number `failAt`; from then on every operation fails (the process died). */
+class CrashingFileSystem implements FileSystem {
+  operations = 0
+  crashed = false
+
+  constructor(public failAt: number) {}
+
+  /** From now on, crash at the `failAt`-th operation. */
+  arm(failAt: number): void {
+    this.operations = 0
+    this.failAt = failAt
+  }
+
+  private step(what: string): void {
+    this.operations++
+    if (this.operations >= this.failAt) this.crashed = true
+    if (this.crashed) throw Object.assign(new Error(`simulated crash at ${what}`), { code: 'EIO' })
+  }
+
+  async open(path: string, flags: OpenFlags): Promise<FileHandle> {
+    this.step(`open ${path}`)
+    const handle = await nodeFileSystem.open(path, flags)
+    const fs = this
+    return {
+      read: (b, o, l, p) => handle.read(b, o, l, p),
+      async write(buffer, position) {
+        fs.step('write')
+        return handle.write(buffer, position)
+      },
+      async writev(buffers, position) {
+        fs.step('writev')
+        return handle.writev(buffers, position)
+      },
+      async sync() {
+        fs.step('sync')
+        return handle.sync()
+      },
+      async truncate(length) {
+        fs.step('truncate')
+        return handle.truncate(length)
+      },
+      stat: () => handle.stat(),
+      close: () => handle.close(),
+    }
+  }
+  async rename(from: string, to: string): Promise<void> {
+    this.step(`rename ${from}`)
+    return nodeFileSystem.rename(from, to)
+  }
+  async unlink(path: string): Promise<void> {
+    this.step(`unlink ${path}`)
+    return nodeFileSystem.unlink(path)
+  }
+  mkdir(path: string): Promise<void> {
+    return nodeFileSystem.mkdir(path)
+  }
+  rmdir(path: string): Promise<void> {
+    return nodeFileSystem.rmdir(path)
+  }
+  readdir(path: string): Promise<string[]> {
+    return nodeFileSystem.readdir(path)
+  }
+  stat(path: string) {
+    return nodeFileSystem.stat(path)
+  }
+  async syncDir(path: string): Promise<void> {
+    this.step(`syncDir ${path}`)
+    return nodeFileSystem.syncDir(path)
+  }
+}
+
+describe('log cleaner crash safety', () => {
+  it('a crash at any file operation of a clean leaves the old or the new log, never a mix or a loss', async () => {
+    const root = await makeTempDir('tidelog-cleaner-crash-')
+    try {
+      const source = join(root, 'source-0')
+      const clock = new ManualClock(T0)
+      const config = compactConfig({ 'segment.bytes': 1500, 'delete.retention.ms': 0 })
+      const log = await openCompacted(source, config, clock)
+      await writeOverwrites(log, 6, 25)
+      await log.append(await batchOf([{ key: 'key-1', value: null }]), { assignOffsets: true })
+      await writeOverwrites(log, 2, 6)
+      await log.close()
+
+      // The reference outcomes: before, and after one complete clean.
+      const reference = join(root, 'reference-0')
+      await cp(source, reference, { recursive: true })
+      const refLog = await openCompacted(reference, config, clock)
+      refLog.updateHighWatermark(refLog.logEndOffset)
+      const before = await recordsOf(refLog)
+      const counting = new CrashingFileSystem(Infinity)
+      await cp(source, join(root, 'counted-0'), { recursive: true })
+      const counted = await openCompacted(join(root, 'counted-0'), config, clock, counting)
+      counted.updateHighWatermark(counted.logEndOffset)
+      counting.arm(Infinity)
+      assert.ok((await cleanNow(counted, clock)).cleaned)
+      const totalOps = counting.operations
+      const after = await recordsOf(counted)
+      await counted.close()
+      await refLog.close()
+      assert.notDeepEqual(after, before)
+      assert.ok(totalOps > 10, `${totalOps} file operations`)
+
+      const outcomes = { old: 0, new: 0, someGroupsSwapped: 0 }
+      for (let failAt = 1; failAt <= totalOps + 1; failAt++) {
+        const dir = join(root, `crash${failAt}-0`)
+        await cp(source, dir, { recursive: true })
+        const fs = new CrashingFileSystem(Infinity)
+        const crashing = await openCompacted(dir, config, clock, fs)
+        crashing.updateHighWatermark(crashing.logEndOffset)
+        fs.arm(failAt)
+        await cleanNow(crashing, clock).catch(() => undefined)
+        // Wait for anything queued, then drop the handles as a dead process would.
+        await crashing.read(0, { maxBytes: 1 }).catch(() => undefined)
+        await crashing.closeHandlers()
+        const reopened = await PartitionLog.open({ dir, config, clock, hadCleanShutdown: false })
+        const records = await recordsOf(reopened)
+        // Each group of segments is swapped atomically: every record is one of the old
+        // log's, at its offset, and every record the complete clean keeps is there.
+        const original = new Set(before.map((r) => JSON.stringify(r)))
+        const present = new Set(records.map((r) => JSON.stringify(r)))
+        for (const r of present) assert.ok(original.has(r), `crash ${failAt}: unknown record ${r}`)
+        for (const r of after)
+          assert.ok(present.has(JSON.stringify(r)), `crash ${failAt}: lost ${JSON.stringify(r)}`)
+        assert.deepEqual(viewOf(records), viewOf(before), `crash ${failAt}: the key -> value view changed`)
+        if (records.length === before.length) outcomes.old++
+        else if (records.length === after.length) outcomes.new++
+        else outcomes.someGroupsSwapped++
+        const files = await readdir(dir)
+        assert.deepEqual(
+          files.filter((f) => /\.(cleaned|swap|deleted)$/.test(f)),
+          [],
+          `leftovers after crash ${failAt}`,
+        )
+        // The recovered log is usable.
+        await reopened.append(await batchOf([{ key: 'z', value: 'z' }]), { assignOffsets: true })
+        await reopened.close()
+        await removeDir(dir)
+      }
+      assert.ok(outcomes.old > 0 && outcomes.new > 0, JSON.stringify(outcomes))
+    } finally {
+      await removeDir(root)
+    }
+  })
+
+  it('recovery completes a leftover .swap and drops leftover .cleaned files', async () => {
+    await withTempDir(async (dir) => {
+      const clock = new ManualClock(T0)
+      const config = compactConfig()
+      const log = await openCompacted(dir, config, clock)
+      await writeOverwrites(log, 5, 30)
+      const before = await recordsOf(log)
+      const groupBase = log.segmentBaseOffsets[0]
+      // Build a cleaned segment by hand: what a crash right after the .swap rename leaves.
+      const stats = await cleanNow(log, clock)
+      const after = await recordsOf(log)
+      await log.close()
+      assert.ok(stats.cleaned)
+      assert.notDeepEqual(after, before)
+      // A stray .cleaned segment (a clean that had not begun its swap) is ignored and removed.
+      const prefix = String(groupBase).padStart(20, '0')
+      await cp(join(dir, `${prefix}.log`), join(dir, `${prefix}.log.cleaned`))
+      const reopened = await PartitionLog.open({ dir, config, clock, hadCleanShutdown: false })
+      assert.deepEqual(await recordsOf(reopened), after)
+      assert.ok(!(await readdir(dir)).some((f) => f.endsWith('.cleaned')))
+      await reopened.close()
+    })
+  })
+})
+
+// ---- model test ----
+
+type Op =
+  | { kind: 'put'; key: number; value: number }
+  | { kind: 'delete'; key: number }
+  | { kind: 'clean'; advanceMs: number }
+  | { kind: 'reopen' }
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  {
+    weight: 8,
+    arbitrary: fc.record({ kind: fc.constant('put' as const), key: fc.nat(15), value: fc.nat(1000) }),
+  },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('delete' as const), key: fc.nat(15) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({ kind: fc.constant('clean' as const), advanceMs: fc.constantFrom(0, 500, 5000) }),
+  },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('reopen' as const) }) },
+)
+
+describe('log cleaner model', () => {
+  it('random puts, deletes, cleans and reopens: the key -> value view equals a Map model', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 120 }), fc.boolean(), async (ops, gzip) => {
+        const dir = await makeTempDir('tidelog-cleaner-model-')
+        const clock = new ManualClock(T0)
+        const config = compactConfig({ 'segment.bytes': 400, 'delete.retention.ms': 1000 })
+        const cleaner = new LogCleaner({ clock, logger: silentLogger })
+        let log = await openCompacted(dir, config, clock)
+        const model = new Map<string, string>()
+        try {
+          for (const op of ops) {
+            if (op.kind === 'put' || op.kind === 'delete') {
+              const key = `k${op.key}`
+              const value = op.kind === 'put' ? `v${op.value}` : null
+              const compression = gzip ? CompressionType.Gzip : CompressionType.None
+              await log.append(await batchOf([{ key, value }], { compression, timestamp: clock.now }), {
+                assignOffsets: true,
+              })
+              if (value === null) model.delete(key)
+              else model.set(key, value)
+            } else if (op.kind === 'clean') {
+              clock.advance(op.advanceMs)
+              log.updateHighWatermark(log.logEndOffset)
+              await cleaner.cleanLogs([log])
+            } else {
+              await log.close()
+              log = await openCompacted(dir, config, clock)
+            }
+            assert.deepEqual(viewOf(await recordsOf(log)), model)
+          }
+        } finally {
+          await log.close().catch(() => undefined)
+          await removeDir(dir)
+        }
+      }),
+      { numRuns: 25 },
+    )
+  })
+})
