@@ -104,6 +104,8 @@ interface PartitionState {
   /** Next offset to return; null while it must be looked up (reset or seek by time). */
   position: number | null
   resetTo: OffsetSpec | 'none' | null
+  /** Assign mode with a groupId: look up the group's committed offset before resetTo. */
+  useCommitted: boolean
   paused: boolean
   highWatermark: number
   logStartOffset: number
@@ -234,6 +236,7 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
         tp: { topic: p.topic, partition: p.partition },
         position: hasOffset ? p.offset! : null,
         resetTo: hasOffset ? null : this.options.autoOffsetReset,
+        useCommitted: !hasOffset && this.group !== null && !this.group.subscribed,
         paused: false,
         highWatermark: -1,
         logStartOffset: -1,
@@ -481,6 +484,7 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
   private moveTo(state: PartitionState, offset: number | null, resetTo: OffsetSpec | null): void {
     state.position = offset
     state.resetTo = resetTo
+    state.useCommitted = false
     this.dropBuffered(tpKey(state.tp))
     this.wake()
   }
@@ -542,6 +546,7 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
 
   /** Looks up positions for partitions without one (reset policy, seek to beginning/end/time). */
   private async resetPositions(): Promise<void> {
+    await this.positionsFromCommitted()
     const needing = [...this.states.values()].filter((s) => s.position === null && !s.paused)
     if (needing.length === 0) return
     const none = needing.find((s) => s.resetTo === 'none')
@@ -569,6 +574,31 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
       }
       state.position = found.offset
       state.resetTo = null
+    }
+  }
+
+  /** Assign mode with a groupId (as Java): a partition starts at the group's committed offset if any. */
+  private async positionsFromCommitted(): Promise<void> {
+    const group = this.group
+    const needing = [...this.states.values()].filter(
+      (s) => s.useCommitted && s.position === null && !s.paused,
+    )
+    if (!group || needing.length === 0) return
+    let committed: Map<string, number>
+    try {
+      committed = await group.committedOffsets(needing.map((s) => s.tp))
+    } catch (error) {
+      if (!isRetriableError(error)) throw asClientError(error)
+      return // tried again on the next pass
+    }
+    for (const state of needing) {
+      if (!state.useCommitted || state.position !== null) continue // moved meanwhile
+      state.useCommitted = false
+      const offset = committed.get(tpKey(state.tp)) ?? -1
+      if (offset >= 0) {
+        state.position = offset
+        state.resetTo = null
+      }
     }
   }
 

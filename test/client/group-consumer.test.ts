@@ -276,6 +276,56 @@ test('committed offsets survive a restart: a new member resumes after the last c
   )
 })
 
+test('assign mode with a groupId: commits outside group management, and a new consumer starts at them', async () => {
+  await withBroker(
+    async (cluster) => {
+      const bootstrap = cluster.bootstrapServers
+      await createTopics(bootstrap, [{ topic: 'ga', partitions: 2 }])
+      const values = await produce(bootstrap, 'ga', 2, 5, 'a')
+      const tps = [0, 1].map((partition) => ({ topic: 'ga', partition }))
+      const first = new Consumer({ bootstrapServers: bootstrap, groupId: 'grp-assign', ...FAST_MEMBER })
+      first.assign(tps)
+      const got: ConsumerRecord[] = []
+      const deadline = Date.now() + 20000
+      while (got.length < values.length && Date.now() < deadline) got.push(...(await first.poll(200)))
+      assert.equal(got.length, values.length)
+      await first.commit([{ topic: 'ga', partition: 0, offset: 3 }])
+      await first.close() // auto-commit on close: partition 1 at 5 (partition 0 is at 5 too)
+      const admin = new Admin({ bootstrapServers: bootstrap })
+      try {
+        assert.deepEqual(
+          (await admin.listGroupOffsets('grp-assign')).map((o) => o.offset),
+          [5, 5],
+        )
+        await admin.alterGroupOffsets('grp-assign', [{ topic: 'ga', partition: 0, offset: 3 }])
+      } finally {
+        admin.close()
+      }
+      const second = new Consumer({
+        bootstrapServers: bootstrap,
+        groupId: 'grp-assign',
+        ...FAST_MEMBER,
+        autoOffsetReset: 'latest',
+      })
+      try {
+        second.assign(tps)
+        const more: ConsumerRecord[] = []
+        const until = Date.now() + 20000
+        while (more.length < 2 && Date.now() < until) more.push(...(await second.poll(200)))
+        await sleep(300)
+        more.push(...(await second.poll(100)))
+        assert.deepEqual(
+          more.map((r) => text(r.value)),
+          ['a-0-3', 'a-0-4'],
+        )
+      } finally {
+        await second.close()
+      }
+    },
+    { properties: GROUP_PROPERTIES },
+  )
+})
+
 test('a commit from a member the group dropped fails with a typed error; its next poll rejoins', async () => {
   await withBroker(
     async (cluster) => {

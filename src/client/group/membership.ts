@@ -292,6 +292,8 @@ export class GroupMembership {
       if (partitions > 0) counts.set(topic, partitions)
     }
     this.assignedCounts = counts
+    // JoinGroup v9: a static leader that rejoined keeps the current assignment (KIP-814).
+    if (joined.skipAssignment) return []
     const result = assignor.assign(counts, members)
     return members.map((m) => ({
       memberId: m.memberId,
@@ -356,7 +358,8 @@ export class GroupMembership {
         if (signal.aborted) return
         if (!this.onHeartbeat(response.errorCode)) return
         lastSuccessMs = Date.now()
-        await this.maybeCheckMetadata()
+        // A failed metadata refresh is tried again at the next heartbeat.
+        await this.maybeCheckMetadata().catch(() => undefined)
       } catch (error) {
         if (signal.aborted) return
         if (!retriable(error)) throw error
@@ -426,9 +429,25 @@ export class GroupMembership {
 
   // ---- offsets ------------------------------------------------------------------------
 
-  /** OffsetCommit with this member's generation; throws CommitFailedError when the group refuses. */
-  async commit(offsets: readonly OffsetToCommit[]): Promise<void> {
+  /**
+   * OffsetCommit with this member's generation; throws CommitFailedError when the group
+   * refuses. `simple`: a consumer that assigns its own partitions commits outside group
+   * management (generation -1, no member id), which the coordinator accepts while the group
+   * has no members.
+   */
+  async commit(offsets: readonly OffsetToCommit[], options: { simple?: boolean } = {}): Promise<void> {
     if (offsets.length === 0) return
+    if (options.simple) {
+      await this.withRetries(async () => {
+        const response = await this.toCoordinator<OffsetCommitResponse>(
+          ApiKey.OffsetCommit,
+          () => ({ ...this.commitRequest(offsets, -1), memberId: '', groupInstanceId: null }),
+          'normal',
+        )
+        this.checkCommit(response, -1)
+      })
+      return
+    }
     if (this.generationId < 0 || this.state !== 'stable') {
       const code = this.memberId === '' ? ErrorCode.UNKNOWN_MEMBER_ID : ErrorCode.REBALANCE_IN_PROGRESS
       throw new CommitFailedError(code, 'the consumer is not in a stable group generation', offsets)
@@ -477,14 +496,15 @@ export class GroupMembership {
     const tps = failed.map((f) => f.tp)
     const where = `${this.options.groupId} generation ${generation} on ${tps.map((tp) => `${tp.topic}-${tp.partition}`).join(', ')}`
     if (errorCode === ErrorCode.UNKNOWN_MEMBER_ID || errorCode === ErrorCode.ILLEGAL_GENERATION) {
-      if (this.generationId === generation) {
+      if (generation >= 0 && this.generationId === generation) {
         this.resetGeneration(errorCode === ErrorCode.UNKNOWN_MEMBER_ID)
         this.requestRejoin(`commit answered ${new KafkaProtocolError(errorCode).errorName}`)
       }
       throw new CommitFailedError(errorCode, where, tps)
     }
     if (errorCode === ErrorCode.REBALANCE_IN_PROGRESS || errorCode === ErrorCode.FENCED_INSTANCE_ID) {
-      if (errorCode === ErrorCode.REBALANCE_IN_PROGRESS) this.requestRejoin('commit: group is rebalancing')
+      if (errorCode === ErrorCode.REBALANCE_IN_PROGRESS && generation >= 0)
+        this.requestRejoin('commit: group is rebalancing')
       throw new CommitFailedError(errorCode, where, tps)
     }
     throw new KafkaProtocolError(errorCode, `commit of ${where}`)

@@ -72,7 +72,10 @@ export class GroupSession {
   async beforePoll(deadlineMs: number): Promise<boolean> {
     this.membership.notePoll()
     this.throwPending()
-    if (!this.subscribed) return true
+    if (!this.subscribed) {
+      this.maybeAutoCommit() // assign mode with a groupId: simple commits
+      return true
+    }
     if (!this.joining && this.membership.rejoinNeeded && !this.closed) this.startRejoin()
     if (this.joining) {
       await this.waitFor(this.joining, deadlineMs - Date.now())
@@ -93,7 +96,7 @@ export class GroupSession {
   /** Commits the consumed positions, or the given offsets. */
   async commit(offsets?: readonly OffsetToCommit[]): Promise<void> {
     const list = offsets ?? this.host.positions()
-    await this.membership.commit(list)
+    await this.membership.commit(list, { simple: !this.subscribed })
     for (const o of list) this.committed.set(tpKey(o), o.offset)
   }
 
@@ -108,6 +111,7 @@ export class GroupSession {
     this.interrupt()
     await this.autoCommitTask
     const owned = this.host.assignment()
+    if (!this.subscribed && owned.length > 0 && this.options.enableAutoCommit) await this.commitQuietly()
     if (this.membership.state === 'stable' && owned.length > 0) {
       if (this.options.enableAutoCommit) await this.commitQuietly()
       await this.callListener(this.options.onPartitionsRevoked, owned)
@@ -177,7 +181,8 @@ export class GroupSession {
   }
 
   private maybeAutoCommit(): void {
-    if (!this.options.enableAutoCommit || this.autoCommitTask || this.membership.state !== 'stable') return
+    if (!this.options.enableAutoCommit || this.autoCommitTask) return
+    if (this.subscribed && this.membership.state !== 'stable') return
     const now = Date.now()
     if (now < this.nextAutoCommitMs) return
     this.nextAutoCommitMs = now + this.options.autoCommitIntervalMs
