@@ -142,6 +142,24 @@ test('consume --group: --max-messages commits what was printed; the next run res
       assert.equal(second.code, 0, second.stderr)
       assert.deepEqual([...lines(first.stdout), ...lines(second.stdout)].sort(), [...all].sort())
       assert.equal(await committedTotal(bootstrap, 'cli-g'), 15)
+
+      // --exit-at-end in a group: the ends of the partitions it was given, as of then.
+      const caughtUp = await tidelog(['consume', '--topic', 'cg', '--group', 'cli-g', '-e', ...b])
+      assert.equal(caughtUp.code, 0, caughtUp.stderr)
+      assert.match(caughtUp.stderr, /Processed a total of 0 messages/)
+      const fresh = await tidelog([
+        'consume',
+        '--topic',
+        'cg',
+        '--group',
+        'cli-e',
+        '--from-beginning',
+        '-e',
+        ...b,
+      ])
+      assert.equal(fresh.code, 0, fresh.stderr)
+      assert.deepEqual(lines(fresh.stdout).sort(), [...all].sort())
+      assert.equal(await committedTotal(bootstrap, 'cli-e'), 15)
     },
     { properties: GROUP_PROPERTIES },
   )

@@ -16,6 +16,7 @@ import { CommitFailedError } from '../../src/client/group/errors.js'
 import { Producer } from '../../src/client/producer.js'
 import { startCluster } from '../../src/server/cluster.js'
 import { PYTHON } from '../helpers/compat-clients.js'
+import { startFakeBroker } from './fake-broker.js'
 import { createTopics, text, withBroker } from './helpers.js'
 
 /** Fast group timing: no initial rebalance delay, short sessions allowed. */
@@ -324,6 +325,18 @@ test('assign mode with a groupId: commits outside group management, and a new co
     },
     { properties: GROUP_PROPERTIES },
   )
+})
+
+test('against a broker without the group APIs, subscribe fails at the first poll with ERR_GROUPS_NOT_SUPPORTED', async () => {
+  const fake = await startFakeBroker()
+  const consumer = new Consumer({ bootstrapServers: fake.bootstrap, groupId: 'g', ...FAST_MEMBER })
+  try {
+    consumer.subscribe(['t'])
+    await assert.rejects(consumer.poll(2000), { code: 'ERR_GROUPS_NOT_SUPPORTED' })
+  } finally {
+    await consumer.close()
+    await fake.close()
+  }
 })
 
 test('a commit from a member the group dropped fails with a typed error; its next poll rejoins', async () => {

@@ -35,9 +35,11 @@ import {
   asClientError,
   ClientClosedError,
   ConnectionError,
+  GroupsNotSupportedError,
   KafkaClientError,
   KafkaProtocolError,
   RequestTimeoutError,
+  UnsupportedApiError,
 } from '../errors.js'
 import { type TopicPartition, tpKey } from '../leader-requests.js'
 import { backoffMs, sleep } from '../retry.js'
@@ -634,7 +636,11 @@ export class GroupMembership {
   }
 
   private fail(error: unknown): KafkaClientError {
-    const failure = asClientError(error)
+    // A broker without the group APIs: say so in the catalogue's words.
+    const failure =
+      error instanceof UnsupportedApiError && !(error instanceof GroupsNotSupportedError)
+        ? new GroupsNotSupportedError(error.apiName)
+        : asClientError(error)
     this.fatalError = failure
     this.state = 'unjoined'
     this.rejoinNeeded = true
