@@ -10,6 +10,9 @@
  *      under the new coordinator with every partition assigned and consumed;
  *  (c) stop and restart the whole cluster: committed offsets survive, and a consumer of
  *      the group resumes from them.
+ * The topic has DESIGN.md's reliability settings (RF=3, min.insync.replicas=2), so every
+ * record a kafkajs producer had acknowledged (acks=all) while the killed brokers led some of
+ * its partitions must be consumed by both groups.
  */
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
@@ -154,7 +157,16 @@ class OffsetSampler {
   }
 }
 
-/** Produces `perPartition` records to every partition, acks=all; returns their values. */
+/**
+ * Produces `perPartition` records to every partition, acks=all; returns their values. One
+ * send per partition: kafkajs 2.2.4 resolves a send spanning several leaders without sending
+ * again the records of a partition whose leader moved, during its retries, to a broker that
+ * had already answered that send (sendMessages.js skips brokers with a response;
+ * tulios/kafkajs#1303), and leaves the partition out of its result. A kill -9 of a leader
+ * mid-send did exactly that here once (a round missing on the 2 partitions the killed broker
+ * led, reported as "acknowledged but not in the log"); test/replication/acks-all-kill.test.ts
+ * shows it and that the broker loses no acknowledged record.
+ */
 async function produce(bootstrap: string, perPartition: number, tag: string): Promise<string[]> {
   const producer = kafka(bootstrap, `producer-${tag}`).producer({
     allowAutoTopicCreation: false,
@@ -162,11 +174,23 @@ async function produce(bootstrap: string, perPartition: number, tag: string): Pr
   })
   await producer.connect()
   try {
-    const messages = []
-    for (let p = 0; p < PARTITIONS; p++)
+    const perSend = []
+    for (let p = 0; p < PARTITIONS; p++) {
+      const messages = []
       for (let i = 0; i < perPartition; i++) messages.push({ partition: p, value: `${tag}-${p}-${i}` })
-    await producer.send({ topic: TOPIC, acks: -1, messages })
-    return messages.map((m) => m.value)
+      perSend.push(messages)
+    }
+    await Promise.all(
+      perSend.map(async (messages) => {
+        const partition = messages[0].partition
+        const result = await producer.send({ topic: TOPIC, acks: -1, messages })
+        assert.ok(
+          result.some((m) => m.partition === partition && m.errorCode === 0),
+          `${tag}: kafkajs resolved a send without an answer for partition ${partition}: ${JSON.stringify(result)}`,
+        )
+      }),
+    )
+    return perSend.flat().map((m) => m.value)
   } finally {
     await producer.disconnect().catch(() => undefined)
   }
@@ -201,16 +225,27 @@ test('kill -9 of the group coordinator while committing and while rebalancing, a
       try {
         const admin = kafka(all, 'setup').admin()
         await admin.connect()
+        // DESIGN.md's reliability settings: RF=3, min.insync.replicas=2, no unclean election.
         await admin.createTopics({
-          topics: [{ topic: TOPIC, numPartitions: PARTITIONS, replicationFactor: 3 }],
+          topics: [
+            {
+              topic: TOPIC,
+              numPartitions: PARTITIONS,
+              replicationFactor: 3,
+              configEntries: [
+                { name: 'min.insync.replicas', value: '2' },
+                { name: 'unclean.leader.election.enable', value: 'false' },
+              ],
+            },
+          ],
           waitForLeaders: true,
         })
         await admin.disconnect()
 
         /**
          * Waits until both groups consumed every offset below the log end of every partition
-         * (what the group protocol owes), then counts `values` acknowledged to the producer
-         * but absent from the log: that is a replication matter, reported, not failed here.
+         * (what the group protocol owes), then checks every value in `values` (acknowledged to
+         * the producer) was among them.
          */
         const waitForAll = async (what: string, values: readonly string[]) => {
           let end = new Map<number, number>()
@@ -236,12 +271,14 @@ test('kill -9 of the group coordinator while committing and while rebalancing, a
               `${(error as Error).message}: kafkajs missed ${m.kafkajs.length} (${m.kafkajs.slice(0, 5)}), confluent-kafka missed ${m.confluentKafka.length} (${m.confluentKafka.slice(0, 5)}) of end offsets ${JSON.stringify([...end])}`,
             )
           }
+          // acks=all with RF=3 and min.insync.replicas=2: a kill -9 of one broker loses nothing acknowledged.
           const inLog = new Set([...consumedValues(consumers), ...py!.values])
           const lost = values.filter((v) => !inLog.has(v))
-          if (lost.length > 0)
-            console.log(
-              `WARNING: ${lost.length} records acknowledged (acks=all) but not in the log after the leader's kill -9: ${lost.slice(0, 8)}`,
-            )
+          assert.deepEqual(
+            lost.slice(0, 8),
+            [],
+            `${lost.length} records acknowledged (acks=all) but not in the log after the leader's kill -9`,
+          )
         }
         const started = Date.now()
         const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)} s`

@@ -88,11 +88,17 @@ export async function produce(
   const producer = kafka(bootstrap).producer({ allowAutoTopicCreation: false })
   await producer.connect()
   try {
-    const messages = []
-    for (let p = 0; p < partitions; p++)
+    // One send per partition: kafkajs 2.2.4 can resolve a send spanning several leaders
+    // without the records of a partition whose leader moved meanwhile (tulios/kafkajs#1303;
+    // see test/replication/acks-all-kill.test.ts).
+    const perSend = []
+    for (let p = 0; p < partitions; p++) {
+      const messages = []
       for (let i = 0; i < perPartition; i++) messages.push({ partition: p, value: `${tag}-${p}-${i}` })
-    await producer.send({ topic, acks: -1, messages })
-    return messages.map((m) => m.value)
+      perSend.push(messages)
+    }
+    await Promise.all(perSend.map((messages) => producer.send({ topic, acks: -1, messages })))
+    return perSend.flat().map((m) => m.value)
   } finally {
     await producer.disconnect()
   }
