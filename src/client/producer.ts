@@ -36,8 +36,12 @@
  * producers: a new producer id (a fresh InitProducerId, the non-transactional "bump"), and
  * the partition's unacknowledged batches re-stamped from sequence 0 once none of them is
  * in flight; other partitions move to the new id when their own in-flight batches are done.
- * A batch that fails for good (gap, delivery timeout, fatal error) resets its partition
- * the same way, so the batches behind it do not wait on a sequence that never comes.
+ * A batch that fails for good (gap, fatal error) resets its partition the same way, so the
+ * batches behind it do not wait on a sequence that never comes. A batch that expires after
+ * it was sent may be in the log, though: re-stamping the batches behind it could write them
+ * twice. Those keep their sequences and go first; new batches wait, and the partition keeps
+ * its producer id if all of them are acknowledged (the expired one was written, or a later
+ * one would have met a gap), or is reset if not (Java's "unresolved sequences").
  */
 import { assert } from '../common/assert.js'
 import { CompressionType } from '../protocol/batch-header.js'
@@ -182,6 +186,13 @@ interface PartitionSequences {
   lastAcked: number
   /** Unacknowledged batches are re-stamped under a new producer id before anything else goes. */
   rewrite: boolean
+  /**
+   * Last sequence of a batch that expired after it was sent (Java's "unresolved sequence"):
+   * it may be in the log. -1: none. New batches wait until the batches already stamped are
+   * through; then the partition keeps its producer id if every sequence was acknowledged
+   * (the expired batch was written), or is reset otherwise.
+   */
+  unresolvedLast: number
 }
 
 function resolveProducerOptions(options: ProducerOptions, requestTimeoutMs: number): ResolvedProducerOptions {
@@ -610,6 +621,7 @@ export class Producer {
     }
     const first = queue[0]
     if (first.hasSequence) return inFlight === 0
+    if (state && state.unresolvedLast >= 0 && !this.resolveSequences(state, first, inFlight)) return false
     if (this.producerId < 0n) return false
     const current = this.sequences.get(key)
     if (!current || current.producerId !== this.producerId || current.producerEpoch !== this.producerEpoch) {
@@ -619,6 +631,23 @@ export class Producer {
     return inFlight < IDEMPOTENT_IN_FLIGHT_MAX
   }
 
+  /**
+   * Java's maybeResolveSequences, once none of the partition's stamped batches is left: if
+   * every stamped sequence was acknowledged, the expired batch was written (a later batch
+   * would have met a gap otherwise) and the producer id stays; if not, the partition is
+   * reset. Returns whether new batches may go on the current producer id.
+   */
+  private resolveSequences(state: PartitionSequences, head: ProducerBatch, inFlight: number): boolean {
+    if (inFlight > 0) return false
+    if ((state.lastAcked + 1) % SEQUENCE_MODULUS === state.next) {
+      state.unresolvedLast = -1
+      return true
+    }
+    state.unresolvedLast = -1
+    this.resetPartitionOf(head.topic, head.partition, state.producerId, state.producerEpoch)
+    return false
+  }
+
   private freshSequences(): PartitionSequences {
     return {
       producerId: this.producerId,
@@ -626,6 +655,7 @@ export class Producer {
       next: 0,
       lastAcked: -1,
       rewrite: false,
+      unresolvedLast: -1,
     }
   }
 
@@ -646,11 +676,22 @@ export class Producer {
    * unless the failing batch is already from an older id (a reset is under way).
    */
   private resetPartition(batch: ProducerBatch): void {
-    const key = `${batch.topic}/${batch.partition}`
+    this.resetPartitionOf(batch.topic, batch.partition, batch.producerId, batch.producerEpoch)
+  }
+
+  private resetPartitionOf(
+    topic: string,
+    partition: number,
+    producerId: bigint,
+    producerEpoch: number,
+  ): void {
+    const key = `${topic}/${partition}`
     const state = this.sequences.get(key)
-    if (state) state.rewrite = true
-    else this.sequences.set(key, { ...this.freshSequences(), rewrite: true })
-    if (batch.producerId === this.producerId && batch.producerEpoch === this.producerEpoch) {
+    if (state) {
+      state.rewrite = true
+      state.unresolvedLast = -1
+    } else this.sequences.set(key, { ...this.freshSequences(), rewrite: true })
+    if (producerId === this.producerId && producerEpoch === this.producerEpoch) {
       this.counters.producerIdResets++
       this.producerId = -1n
       this.producerEpoch = -1
@@ -900,11 +941,16 @@ export class Producer {
         // Transient while an earlier batch is not acknowledged (being retried, or lost by a
         // leader change and resent first); a gap when it is the very next sequence.
         const state = this.sequences.get(`${batch.topic}/${batch.partition}`)
-        const isNext =
+        const sameId =
           state !== undefined &&
           state.producerId === batch.producerId &&
-          state.producerEpoch === batch.producerEpoch &&
-          (state.lastAcked + 1) % SEQUENCE_MODULUS === batch.baseSequence
+          state.producerEpoch === batch.producerEpoch
+        if (sameId && state.unresolvedLast >= 0) {
+          // Right behind the expired batch: it never reached the log, a real gap. The
+          // partition moves to a new producer id and this batch is retried there (Java).
+          return (state.unresolvedLast + 1) % SEQUENCE_MODULUS === batch.baseSequence ? 'reset' : 'retry'
+        }
+        const isNext = sameId && (state.lastAcked + 1) % SEQUENCE_MODULUS === batch.baseSequence
         return batch.sequenceReset || !isNext ? 'retry' : 'fail'
       }
       default:
@@ -1000,9 +1046,26 @@ export class Producer {
 
   private failBatch(batch: ProducerBatch, error: Error): void {
     this.counters.failedBatches++
-    // Its sequences are never acknowledged: the batches behind it are re-stamped.
-    if (this.idempotent && batch.hasSequence) this.resetPartition(batch)
+    if (this.idempotent && batch.hasSequence) {
+      if (error instanceof DeliveryTimeoutError && batch.drainOrder >= 0) this.markUnresolved(batch)
+      // Its sequences are never acknowledged: the batches behind it are re-stamped.
+      else this.resetPartition(batch)
+    }
     this.settle(batch, () => batch.fail(error))
+  }
+
+  /**
+   * A sent batch expired: it may be in the log, so re-stamping the batches behind it could
+   * write them twice. They keep their sequences instead, and the partition is resolved once
+   * they are through (`resolveSequences`), as Java's TransactionManager does.
+   */
+  private markUnresolved(batch: ProducerBatch): void {
+    const state = this.sequences.get(`${batch.topic}/${batch.partition}`)
+    if (!state || state.producerId !== batch.producerId || state.producerEpoch !== batch.producerEpoch) {
+      this.resetPartition(batch)
+      return
+    }
+    state.unresolvedLast = (batch.baseSequence + batch.recordCount - 1) % SEQUENCE_MODULUS
   }
 
   private settle(batch: ProducerBatch, outcome: () => void): void {

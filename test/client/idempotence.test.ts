@@ -223,6 +223,7 @@ interface SeenBatch {
   baseSequence: number
   count: number
   bytes: string
+  values: string[]
 }
 
 interface Script {
@@ -232,8 +233,12 @@ interface Script {
   produce: (batch: SeenBatch, n: number) => number | undefined
   /** Leave InitProducerId out of ApiVersions. */
   noInitProducerId?: boolean
-  /** Answer Produce this much later (in order), so several requests are in flight. */
-  produceDelayMs?: number
+  /**
+   * Answer Produce this much later, so several requests are in flight (equal delays keep
+   * request order; a function may answer out of order, which the client matches by
+   * correlation id).
+   */
+  produceDelayMs?: number | ((batch: SeenBatch, n: number) => number)
 }
 
 /** A one-broker, one-topic ('t', 1 partition) stand-in that answers as `script` says. */
@@ -323,6 +328,7 @@ async function scriptedBroker(script: Script): Promise<{
               baseSequence: decoded.baseSequence,
               count: decoded.records.length,
               bytes: records.toString('hex'),
+              values: decoded.records.map((r) => r.value?.toString() ?? ''),
             }
             state.batches.push(seen)
             const error = script.produce(seen, state.batches.length - 1)
@@ -353,8 +359,14 @@ async function scriptedBroker(script: Script): Promise<{
     chunks[0].writeInt32BE(w.length - 4, 0)
     const bytes = Buffer.concat(chunks)
     // Equal delays fire in creation order: responses stay in request order.
-    if (apiKey === ApiKey.Produce && script.produceDelayMs) {
-      setTimeout(() => socket.write(bytes), script.produceDelayMs)
+    const delay =
+      apiKey !== ApiKey.Produce
+        ? 0
+        : typeof script.produceDelayMs === 'function'
+          ? script.produceDelayMs(state.batches.at(-1)!, state.batches.length - 1)
+          : script.produceDelayMs
+    if (delay) {
+      setTimeout(() => socket.write(bytes), delay)
     } else {
       socket.write(bytes)
     }
@@ -523,6 +535,98 @@ describe('idempotent producer rules against a scripted broker', () => {
       assert.equal(producer.metrics().producerIdResets, 0)
       assert.ok(refused > 0, 'later batches were in flight behind the lost one')
       assert.ok(new Set(broker.batches.map((b) => b.producerId)).size === 1)
+    } finally {
+      await producer.close()
+      await broker.close()
+    }
+  })
+
+  /**
+   * A leader that writes what it is sent and deduplicates retries by sequence (one producer
+   * id at a time is enough here), whose Produce answers `answer` may turn into errors.
+   */
+  function deduplicatingLeader(answer: (batch: SeenBatch, isRetry: boolean) => number | undefined) {
+    const written: string[] = []
+    const acceptedUpTo = new Map<bigint, number>()
+    return {
+      written,
+      produce: (batch: SeenBatch): number | undefined => {
+        const last = acceptedUpTo.get(batch.producerId) ?? -1
+        const isRetry = batch.baseSequence <= last
+        if (!isRetry && batch.baseSequence !== last + 1) return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        if (!isRetry && answer(batch, false) !== ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER) {
+          written.push(...batch.values)
+          acceptedUpTo.set(batch.producerId, batch.baseSequence + batch.count - 1)
+        }
+        return answer(batch, isRetry)
+      },
+    }
+  }
+
+  it('a sent batch that expires but was written: the batches behind it keep their sequences, nothing is written twice', async () => {
+    // 'a' is written but every answer for it is lost until it expires; 'b', sent while 'a'
+    // was in flight, is written and its first answer lost too. Re-stamping 'b' under a new
+    // producer id when 'a' expires would write it twice.
+    const leader = deduplicatingLeader((batch, isRetry) => {
+      if (batch.values[0] === 'a') return ErrorCode.REQUEST_TIMED_OUT
+      if (batch.values[0] === 'b' && !isRetry) return ErrorCode.REQUEST_TIMED_OUT
+      return undefined
+    })
+    const broker = await scriptedBroker({
+      initErrors: [],
+      produce: leader.produce,
+      produceDelayMs: (batch) => (batch.values[0] === 'a' && batch.baseSequence === 1 ? 400 : 0),
+    })
+    const producer = scriptedProducer(broker.bootstrap, { requestTimeoutMs: 300, deliveryTimeoutMs: 1500 })
+    try {
+      await producer.send({ topic: 't', value: 'warm-up' })
+      const a = producer.send({ topic: 't', value: 'a' })
+      const aFailed = assert.rejects(a, { code: 'ERR_DELIVERY_TIMEOUT' })
+      await sleep(250)
+      const b = producer.send({ topic: 't', value: 'b' })
+      await aFailed
+      await b
+      await producer.send({ topic: 't', value: 'c' })
+      assert.deepEqual(leader.written, ['warm-up', 'a', 'b', 'c'], 'each record written once')
+      assert.equal(broker.inits, 1, 'the producer id was kept: every stamped sequence was acknowledged')
+      assert.equal(producer.metrics().producerIdResets, 0)
+      assert.deepEqual(
+        [...new Set(broker.batches.map((batch) => `${batch.producerId}/${batch.baseSequence}`))],
+        ['1000/0', '1000/1', '1000/2', '1000/3'],
+      )
+    } finally {
+      await producer.close()
+      await broker.close()
+    }
+  })
+
+  it('a sent batch that expires and was not written: the batch behind it meets the gap and moves to a new producer id', async () => {
+    const leader = deduplicatingLeader((batch) =>
+      batch.values[0] === 'a' && batch.producerId === 1000n
+        ? ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        : undefined,
+    )
+    const broker = await scriptedBroker({
+      initErrors: [],
+      // 'a' is never written: its answers say REQUEST_TIMED_OUT, slowly the first time.
+      produce: (batch) => (batch.values[0] === 'a' ? ErrorCode.REQUEST_TIMED_OUT : leader.produce(batch)),
+      produceDelayMs: (batch) => (batch.values[0] === 'a' && batch.baseSequence === 1 ? 400 : 0),
+    })
+    const producer = scriptedProducer(broker.bootstrap, { requestTimeoutMs: 300, deliveryTimeoutMs: 1500 })
+    try {
+      await producer.send({ topic: 't', value: 'warm-up' })
+      const a = producer.send({ topic: 't', value: 'a' })
+      const aFailed = assert.rejects(a, { code: 'ERR_DELIVERY_TIMEOUT' })
+      await sleep(250)
+      const b = producer.send({ topic: 't', value: 'b' })
+      await aFailed
+      await b
+      await producer.send({ topic: 't', value: 'c' })
+      assert.deepEqual(leader.written, ['warm-up', 'b', 'c'])
+      assert.equal(broker.inits, 2, 'a new producer id after the gap')
+      const b1001 = broker.batches.find((batch) => batch.values[0] === 'b' && batch.producerId === 1001n)
+      assert.equal(b1001?.baseSequence, 0, "'b' re-stamped from sequence 0 under the new id")
+      assert.equal(producer.metrics().failedBatches, 1, "only 'a' failed")
     } finally {
       await producer.close()
       await broker.close()
