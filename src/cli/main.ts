@@ -16,7 +16,7 @@ Commands:
   broker    Start one broker from a Kafka-style server.properties file
   topics    create|list|describe|alter|delete topics
   produce   Send stdin lines as records (--key-separator, --header k=v)
-  consume   Print records (--from-beginning, --offset, --timestamp, --json, ...)
+  consume   Print records (--from-beginning, --offset, --timestamp, --group, --json, ...)
   cluster   describe: brokers, controller, partition health
   groups    list|describe|reset-offsets consumer groups (members, lag, offsets)
   bench     produce|consume|e2e load test with tidelog's client
