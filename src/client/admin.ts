@@ -17,7 +17,6 @@ import type { DeleteTopicsResponse } from '../protocol/generated/delete-topics-r
 import type { DescribeClusterResponse } from '../protocol/generated/describe-cluster-response.js'
 import type { DescribeConfigsResponse } from '../protocol/generated/describe-configs-response.js'
 import type { DescribeGroupsResponse } from '../protocol/generated/describe-groups-response.js'
-import type { FindCoordinatorResponse } from '../protocol/generated/find-coordinator-response.js'
 import type { IncrementalAlterConfigsResponse } from '../protocol/generated/incremental-alter-configs-response.js'
 import { ApiKey } from '../protocol/generated/index.js'
 import type { ListGroupsResponse } from '../protocol/generated/list-groups-response.js'
@@ -26,6 +25,7 @@ import type { OffsetFetchResponse } from '../protocol/generated/offset-fetch-res
 import { Reader, ZERO_UUID } from '../protocol/primitives.js'
 import { type ClientOptions, KafkaClient } from './client.js'
 import { GroupsNotSupportedError, InvalidArgumentError, KafkaProtocolError } from './errors.js'
+import { findGroupCoordinator } from './find-coordinator.js'
 import { type PartitionOutcome, requestByLeader, type TopicPartition, tpKey } from './leader-requests.js'
 import type { BrokerNode, PartitionInfo } from './metadata.js'
 import { type ListedOffset, listOffsets, type OffsetQuery } from './offsets.js'
@@ -333,20 +333,7 @@ export class Admin {
 
   /** The broker coordinating `groupId` (FindCoordinator), retried while none is available. */
   async findCoordinator(groupId: string): Promise<number> {
-    return this.retrying(async () => {
-      const response = await this.client.request<FindCoordinatorResponse>(
-        'any',
-        ApiKey.FindCoordinator,
-        (version) => ({
-          key: version >= 4 ? '' : groupId,
-          keyType: 0,
-          coordinatorKeys: version >= 4 ? [groupId] : [],
-        }),
-      )
-      const entry = response.coordinators.length > 0 ? response.coordinators[0] : response
-      throwIf(entry.errorCode, `coordinator of group ${groupId}`, entry.errorMessage)
-      return entry.nodeId
-    })
+    return this.retrying(() => findGroupCoordinator(this.client, groupId))
   }
 
   /** State, protocol, members and their assignments of each group (DescribeGroups at its coordinator). */

@@ -21,7 +21,6 @@
  * one, so a LeaveGroup is never stuck behind a JoinGroup the coordinator is holding.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
-import type { FindCoordinatorResponse } from '../../protocol/generated/find-coordinator-response.js'
 import type { HeartbeatResponse } from '../../protocol/generated/heartbeat-response.js'
 import { ApiKey } from '../../protocol/generated/index.js'
 import type { JoinGroupRequest } from '../../protocol/generated/join-group-request.js'
@@ -41,6 +40,7 @@ import {
   RequestTimeoutError,
   UnsupportedApiError,
 } from '../errors.js'
+import { findGroupCoordinator } from '../find-coordinator.js'
 import { type TopicPartition, tpKey } from '../leader-requests.js'
 import { backoffMs, sleep } from '../retry.js'
 import type { MemberSubscription, PartitionAssignor } from './assignors.js'
@@ -589,21 +589,8 @@ export class GroupMembership {
 
   private async findCoordinator(): Promise<number> {
     if (this.coordinatorId !== null) return this.coordinatorId
-    const groupId = this.options.groupId
-    const response = await this.client.request<FindCoordinatorResponse>(
-      'any',
-      ApiKey.FindCoordinator,
-      (version) => ({
-        key: version >= 4 ? '' : groupId,
-        keyType: 0,
-        coordinatorKeys: version >= 4 ? [groupId] : [],
-      }),
-    )
-    const entry = response.coordinators.length > 0 ? response.coordinators[0] : response
-    if (entry.errorCode !== ErrorCode.NONE)
-      throw new KafkaProtocolError(entry.errorCode, `coordinator of group ${groupId}`)
-    this.coordinatorId = entry.nodeId
-    return entry.nodeId
+    this.coordinatorId = await findGroupCoordinator(this.client, this.options.groupId)
+    return this.coordinatorId
   }
 
   /** A request to the coordinator (found first); a whole-response coordinator error is thrown. */
