@@ -391,6 +391,13 @@ test('usage errors, unreachable clusters and help have their exit codes; groups 
     const help = await tidelog(['consume', '--help'])
     assert.equal(help.code, 0)
     assert.match(help.stdout, /--from-beginning/)
+    for (const command of ['topics', 'cluster', 'groups', 'produce']) {
+      for (const flag of ['--help', '-h']) {
+        const asked = await tidelog([command, flag])
+        assert.equal(asked.code, 0, `${command} ${flag}: ${asked.stderr}`)
+        assert.match(asked.stdout, new RegExp(`^Usage: tidelog ${command}`), `${command} ${flag}`)
+      }
+    }
     assert.match(ok(await tidelog(['help']), 'help'), /topics +create\|list\|describe\|alter\|delete/)
   })
   const unreachable = await tidelog(['topics', 'list', '--bootstrap-server', '127.0.0.1:1'])

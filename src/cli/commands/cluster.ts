@@ -11,6 +11,7 @@ import {
   EXIT_OK,
   EXIT_USAGE,
   guarded,
+  isHelp,
   out,
   printJson,
   table,
@@ -24,7 +25,7 @@ export async function clusterCommand(argv: readonly string[]): Promise<number> {
   const [sub, ...rest] = argv
   return guarded('cluster', async () => {
     const { values } = parseArgs({ args: rest, options: COMMON_OPTIONS, strict: true })
-    if (values.help || sub === undefined || sub === 'help') {
+    if (values.help || sub === undefined || isHelp(sub)) {
       process.stdout.write(CLUSTER_USAGE)
       return sub === undefined ? EXIT_USAGE : EXIT_OK
     }

@@ -24,6 +24,11 @@ export const EXIT_UNSUPPORTED = 4
 
 export const DEFAULT_BOOTSTRAP = '127.0.0.1:9092'
 
+/** `help`, `--help` or `-h` in a subcommand's place asks for the usage text. */
+export function isHelp(word: string): boolean {
+  return word === 'help' || word === '--help' || word === '-h'
+}
+
 /** Flags every client command accepts, for node:util parseArgs. */
 export const COMMON_OPTIONS = {
   'bootstrap-server': { type: 'string', short: 'b', default: DEFAULT_BOOTSTRAP },

@@ -23,6 +23,7 @@ import {
   EXIT_OK,
   EXIT_USAGE,
   guarded,
+  isHelp,
   out,
   parseInteger,
   printJson,
@@ -63,7 +64,7 @@ export async function groupsCommand(argv: readonly string[]): Promise<number> {
   const [sub, ...rest] = argv
   return guarded(`groups ${sub ?? ''}`.trim(), async () => {
     const { values } = parse(rest)
-    if (values.help || sub === undefined || sub === 'help') {
+    if (values.help || sub === undefined || isHelp(sub)) {
       process.stdout.write(GROUPS_USAGE)
       return sub === undefined ? EXIT_USAGE : EXIT_OK
     }

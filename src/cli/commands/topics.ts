@@ -15,6 +15,7 @@ import {
   EXIT_OK,
   EXIT_USAGE,
   guarded,
+  isHelp,
   out,
   parseInteger,
   parsePairs,
@@ -58,7 +59,7 @@ export async function topicsCommand(argv: readonly string[]): Promise<number> {
   const [sub, ...rest] = argv
   return guarded(`topics ${sub ?? ''}`.trim(), async () => {
     const { values, positionals } = parse(rest)
-    if (values.help || sub === undefined || sub === 'help') {
+    if (values.help || sub === undefined || isHelp(sub)) {
       process.stdout.write(TOPICS_USAGE)
       return sub === undefined ? EXIT_USAGE : EXIT_OK
     }
