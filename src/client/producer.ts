@@ -417,35 +417,43 @@ export class Producer {
       this.pendingSends.size === 0 &&
       this.memory.tryReserve(size)
     ) {
-      return this.append(record, input, size)
+      return new Promise<RecordMetadata>((resolve, reject) =>
+        this.append(record, input, size, { resolve, reject }),
+      )
     }
-    return this.track(this.appendWhenReady(record, input, size))
+    // Slow path: wait for metadata and memory. Only the wait is tracked (later sends queue
+    // behind it, keeping order); once appended the record is an ordinary batch member.
+    return new Promise<RecordMetadata>((resolve, reject) => {
+      const completion: Completion = { resolve, reject }
+      this.track(
+        this.waitUntilAppendable(record.topic, size).then(
+          () => this.append(record, input, size, completion),
+          (error: unknown) => reject(error),
+        ),
+      )
+    })
   }
 
-  private track<T>(promise: Promise<T>): Promise<T> {
+  private track(promise: Promise<void>): void {
     this.pendingSends.add(promise)
     const untrack = (): void => {
       this.pendingSends.delete(promise)
     }
     promise.then(untrack, untrack)
-    return promise
   }
 
-  private async appendWhenReady(
-    record: ProducerRecord,
-    input: RecordInput,
-    size: number,
-  ): Promise<RecordMetadata> {
-    this.client.addInterest([record.topic])
-    await this.client.waitForTopics([record.topic], {
+  /** Waits for the topic's metadata, then for the record's buffer memory. */
+  private async waitUntilAppendable(topic: string, size: number): Promise<void> {
+    this.client.addInterest([topic])
+    await this.client.waitForTopics([topic], {
       maxWaitMs: this.options.maxBlockMs,
       allowAutoTopicCreation: this.options.allowAutoTopicCreation,
     })
     await this.memory.reserve(size)
-    return this.append(record, input, size)
   }
 
-  private append(record: ProducerRecord, input: RecordInput, size: number): Promise<RecordMetadata> {
+  /** Appends to its partition's open batch; a bad partition releases the memory and rejects. */
+  private append(record: ProducerRecord, input: RecordInput, size: number, completion: Completion): void {
     const info = this.client.metadata.topics.get(record.topic)!
     const numPartitions = info.partitions.length
     let partition: number
@@ -453,14 +461,13 @@ export class Producer {
       partition = this.choosePartition(record, input, numPartitions)
     } catch (error) {
       this.memory.release(size)
-      return Promise.reject(error)
+      completion.reject(error as Error)
+      return
     }
-    return new Promise<RecordMetadata>((resolve, reject) => {
-      const batch = this.batchFor(record, input, partition, size, numPartitions)
-      batch.reservedBytes += size
-      batch.append(input, size, { resolve, reject } satisfies Completion)
-      this.onAppended(batch)
-    })
+    const batch = this.batchFor(record, input, partition, size, numPartitions)
+    batch.reservedBytes += size
+    batch.append(input, size, completion)
+    this.onAppended(batch)
   }
 
   private choosePartition(record: ProducerRecord, input: RecordInput, numPartitions: number): number {
