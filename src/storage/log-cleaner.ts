@@ -788,8 +788,9 @@ function emptyBatchOf(batch: BatchView): Buffer {
   const out = Buffer.allocUnsafe(RECORD_BATCH_OVERHEAD)
   batch.buf.copy(out, 0, batch.at, batch.at + RECORD_BATCH_OVERHEAD)
   out.writeInt32BE(RECORD_BATCH_OVERHEAD - LOG_OVERHEAD, BATCH_LENGTH_OFFSET)
+  // No records section, so no codec either (Kafka's writeEmptyHeader).
   const attributes = out.readInt16BE(ATTRIBUTES_OFFSET)
-  out.writeInt16BE(attributes & ~DELETE_HORIZON_FLAG_MASK, ATTRIBUTES_OFFSET)
+  out.writeInt16BE(attributes & ~DELETE_HORIZON_FLAG_MASK & ~COMPRESSION_CODEC_MASK, ATTRIBUTES_OFFSET)
   out.writeInt32BE(0, RECORDS_COUNT_OFFSET)
   out.writeUInt32BE(crc32c(out.subarray(ATTRIBUTES_OFFSET)), CRC_OFFSET)
   return out

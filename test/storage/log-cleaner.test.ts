@@ -306,7 +306,8 @@ describe('log cleaner', () => {
         assertCompacted(before, after, stats.endOffset)
         for (const batch of await readAll(log)) {
           const header = readBatchHeader(batch.bytes)
-          if (header.recordsCount > 0) assert.equal(header.compression, compression)
+          // An empty batch has no records section, so no codec (librdkafka loops on one that claims gzip).
+          assert.equal(header.compression, header.recordsCount > 0 ? compression : CompressionType.None)
         }
         await log.close()
       })
