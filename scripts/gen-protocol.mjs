@@ -860,7 +860,8 @@ const LICENSE_NOTE = (source) =>
   '// The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the\n' +
   '// Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.\n\n'
 
-function generateMessageFile(msg) {
+/** The generated code of one message: its structs' interfaces, defaults and codecs. */
+function generateMessageBody(msg) {
   const ctx = new Ctx(msg)
   let body = ''
   body += generateStruct(ctx, msg.root, true)
@@ -870,6 +871,48 @@ function generateMessageFile(msg) {
   }
   for (const s of [...msg.structs.values()].filter((x) => ctx.isDefaultNeeded.has(x))) {
     body += generateIsDefault(ctx, s)
+  }
+  return body
+}
+
+/** The names a message's module exports: one interface and default per struct, root codecs. */
+function messageExports(msg) {
+  const structs = [msg.root, ...[...msg.structs.values()].filter((s) => s.reachable.size > 0)]
+  return {
+    types: structs.map((s) => s.tsName),
+    values: [
+      `decode${msg.root.tsName}`,
+      ...structs.map((s) => `default${s.tsName}`),
+      `encode${msg.root.tsName}`,
+    ],
+  }
+}
+
+/**
+ * Where each message's code lives. All codecs in one module per group, instead of one module
+ * per message, so that loading the protocol costs a few module loads, not ~190 (each one a
+ * URL resolution, a stat, a read and a compile): this is most of `tidelog start`'s startup.
+ * Each group stays under biome's 1 MiB file size limit (checked by main).
+ */
+const GROUPS = [
+  { module: 'requests', types: ['request'], about: 'every request message' },
+  { module: 'responses', types: ['response'], about: 'every response message' },
+  { module: 'headers-and-data', types: ['header', 'data'], about: 'headers and data messages' },
+]
+const GROUP_SOURCE_CHARS_MAX = 850 * 1024 // biome formatting adds about 15%
+
+function groupOf(msg) {
+  const group = GROUPS.find((g) => g.types.includes(msg.type))
+  if (group === undefined) fail(msg.file, `no module group for message type ${msg.type}`)
+  return group
+}
+
+/** One module holding the code of several messages, in schema-file order. */
+function generateGroupFile(group, messages) {
+  let body = ''
+  for (const msg of messages) {
+    body += `// ${'-'.repeat(56)} ${msg.name} (protocol-schemas/${msg.file})\n\n`
+    body += generateMessageBody(msg)
   }
   // imports
   const prim = []
@@ -896,7 +939,23 @@ function generateMessageFile(msg) {
     imports += "import { ProtocolDecodeError } from '../../common/errors.js'\n"
   imports += importLine(prim, '../primitives.js')
   imports += importLine(common, './common.js')
-  return `${LICENSE_NOTE(`protocol-schemas/${msg.file}`)}${imports}\n${body}`
+  return `${LICENSE_NOTE(`protocol-schemas/*.json (${group.about})`)}${imports}\n${body}`
+}
+
+/**
+ * A message's own module path, kept so existing imports work: it re-exports the message's
+ * names from its group module and loads nothing else. New code imports from index.js.
+ */
+function generateMessageFile(msg) {
+  const group = groupOf(msg)
+  const { types, values } = messageExports(msg)
+  const from = `./${group.module}.js`
+  return (
+    `${LICENSE_NOTE(`protocol-schemas/${msg.file}`)}` +
+    `// The code is in ${group.module}.ts; this module only re-exports ${msg.name}'s names.\n\n` +
+    `export type { ${types.join(', ')} } from '${from}'\n` +
+    `export { ${values.join(', ')} } from '${from}'\n`
+  )
 }
 
 function importLine(names, from) {
@@ -1006,7 +1065,8 @@ function generateIndex(messages) {
     entry[m.type] = m
   }
   const keys = [...byKey.keys()].sort((a, b) => a - b)
-  let imports = ''
+  const requestNames = []
+  const responseNames = []
   let apiKeyObj = 'export const ApiKey = {\n'
   let reqMap = 'export interface RequestByApiKey {\n'
   let resMap = 'export interface ResponseByApiKey {\n'
@@ -1020,8 +1080,8 @@ function generateIndex(messages) {
     if (res.name !== `${name}Response`) fail(res.file, `response name does not match ${req.name}`)
     if (req.valid.lo !== res.valid.lo || req.valid.hi !== res.valid.hi)
       fail(res.file, 'request and response validVersions differ')
-    imports += `import { decode${req.name}, default${req.name}, encode${req.name}, type ${req.name} } from './${req.module}.js'\n`
-    imports += `import { decode${res.name}, default${res.name}, encode${res.name}, type ${res.name} } from './${res.module}.js'\n`
+    requestNames.push(`decode${req.name}`, `default${req.name}`, `encode${req.name}`, `type ${req.name}`)
+    responseNames.push(`decode${res.name}`, `default${res.name}`, `encode${res.name}`, `type ${res.name}`)
     apiKeyObj += `${name}: ${key},\n`
     reqMap += `${key}: ${req.name}\n`
     resMap += `${key}: ${res.name}\n`
@@ -1058,7 +1118,10 @@ function generateIndex(messages) {
   apiKeyObj += '} as const\n\nexport type ApiKey = (typeof ApiKey)[keyof typeof ApiKey]\n\n'
   reqMap += '}\n\n'
   resMap += '}\n\n'
-  const exportsAll = messages.map((m) => `export * from './${m.module}.js'\n`).join('')
+  const imports =
+    importLine(requestNames, `./${groupOf({ type: 'request' }).module}.js`) +
+    importLine(responseNames, `./${groupOf({ type: 'response' }).module}.js`)
+  const exportsAll = GROUPS.map((g) => `export * from './${g.module}.js'\n`).join('')
   return `${LICENSE_NOTE('protocol-schemas/*.json (API registry)')}import type { Reader, Writer } from '../primitives.js'
 ${imports}
 export * from './common.js'
@@ -1115,6 +1178,17 @@ function main() {
   }
   const outputs = new Map()
   outputs.set('common.ts', COMMON_FILE)
+  for (const group of GROUPS) {
+    if (messages.some((m) => m.module === group.module)) fail(group.module, 'a message module has this name')
+    const text = generateGroupFile(
+      group,
+      messages.filter((m) => groupOf(m) === group),
+    )
+    // biome formats (and lints) no file over 1 MiB.
+    if (text.length > GROUP_SOURCE_CHARS_MAX)
+      fail(`${group.module}.ts`, `${text.length} characters: split the group (biome's limit is 1 MiB)`)
+    outputs.set(`${group.module}.ts`, text)
+  }
   for (const m of messages) outputs.set(`${m.module}.ts`, generateMessageFile(m))
   outputs.set('index.ts', generateIndex(messages))
   fs.mkdirSync(OUT_DIR, { recursive: true })

@@ -7,7 +7,7 @@
  */
 
 import { ErrorCode } from '../protocol/error-codes.js'
-import { decodeConsumerProtocolSubscription } from '../protocol/generated/consumer-protocol-subscription.js'
+import { decodeConsumerProtocolSubscription } from '../protocol/generated/index.js'
 import { Reader } from '../protocol/primitives.js'
 import { type Effects, type PartitionCodesResult, reply, topicPartitionKey } from './effects.js'
 import { type CommittedOffset, type CoordinatorConfig, type Group, type Member, newGroup } from './group.js'

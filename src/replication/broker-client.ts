@@ -9,9 +9,7 @@
 import { connect, type Socket } from 'node:net'
 import { TidelogError } from '../common/errors.js'
 import { FrameDecoder } from '../protocol/frame-decoder.js'
-import { apis } from '../protocol/generated/index.js'
-import { encodeRequestHeader } from '../protocol/generated/request-header.js'
-import { decodeResponseHeader } from '../protocol/generated/response-header.js'
+import { apis, decodeResponseHeader, encodeRequestHeader } from '../protocol/generated/index.js'
 import { Reader, Writer } from '../protocol/primitives.js'
 
 /** The byte stream a BrokerClient speaks over. */

@@ -12,11 +12,14 @@
 import type { Clock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
 import { ErrorCode } from '../protocol/error-codes.js'
-import { defaultFetchRequest, type FetchRequest } from '../protocol/generated/fetch-request.js'
-import type { FetchResponse } from '../protocol/generated/fetch-response.js'
-import { ApiKey } from '../protocol/generated/index.js'
-import type { ListOffsetsResponse } from '../protocol/generated/list-offsets-response.js'
-import type { OffsetForLeaderEpochResponse } from '../protocol/generated/offset-for-leader-epoch-response.js'
+import {
+  ApiKey,
+  defaultFetchRequest,
+  type FetchRequest,
+  type FetchResponse,
+  type ListOffsetsResponse,
+  type OffsetForLeaderEpochResponse,
+} from '../protocol/generated/index.js'
 import { ZERO_UUID } from '../protocol/primitives.js'
 import { splitBatches } from '../protocol/record-batch.js'
 import { BrokerClient, BrokerConnectionError, type Transport } from './broker-client.js'

@@ -13,9 +13,13 @@ import { ProtocolDecodeError } from '../common/errors.js'
 import type { Logger } from '../common/logger.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { FrameDecoder, FrameError } from '../protocol/frame-decoder.js'
-import { ApiKey, apis } from '../protocol/generated/index.js'
-import { decodeRequestHeader, type RequestHeader } from '../protocol/generated/request-header.js'
-import { encodeResponseHeader } from '../protocol/generated/response-header.js'
+import {
+  ApiKey,
+  apis,
+  decodeRequestHeader,
+  encodeResponseHeader,
+  type RequestHeader,
+} from '../protocol/generated/index.js'
 import { Reader, Writer } from '../protocol/primitives.js'
 import type { HandlerRegistry } from './handlers/registry.js'
 import type { RequestContext } from './request-context.js'

@@ -1,4 +1,4 @@
-import type { RequestHeader } from '../protocol/generated/request-header.js'
+import type { RequestHeader } from '../protocol/generated/index.js'
 import type { BrokerServices } from './broker-services.js'
 import type { Connection } from './connection.js'
 

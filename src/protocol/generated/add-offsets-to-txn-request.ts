@@ -3,94 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in requests.ts; this module only re-exports AddOffsetsToTxnRequest's names.
 
-/** AddOffsetsToTxnRequest: versions 0-4, flexible 3+. */
-export interface AddOffsetsToTxnRequest {
-  /** The transactional id corresponding to the transaction. (versions 0+) */
-  transactionalId: string
-  /** Current producer id in use by the transactional id. (versions 0+) */
-  producerId: bigint
-  /** Current epoch associated with the producer id. (versions 0+) */
-  producerEpoch: number
-  /** The unique group identifier. (versions 0+) */
-  groupId: string
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultAddOffsetsToTxnRequest(): AddOffsetsToTxnRequest {
-  return { transactionalId: '', producerId: 0n, producerEpoch: 0, groupId: '' }
-}
-
-export function encodeAddOffsetsToTxnRequest(w: Writer, version: number, m: AddOffsetsToTxnRequest): void {
-  switch (version) {
-    case 0:
-    case 1:
-    case 2: {
-      w.writeString(m.transactionalId)
-      w.writeInt64(m.producerId)
-      w.writeInt16(m.producerEpoch)
-      w.writeString(m.groupId)
-      if (m._unknownTaggedFields !== undefined && m._unknownTaggedFields.length > 0)
-        throw new UnsupportedVersionError(
-          `Tagged fields were set, but version ${version} of this message does not support them`,
-        )
-      return
-    }
-    case 3:
-    case 4: {
-      w.writeCompactString(m.transactionalId)
-      w.writeInt64(m.producerId)
-      w.writeInt16(m.producerEpoch)
-      w.writeCompactString(m.groupId)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of AddOffsetsToTxnRequest`)
-  }
-}
-
-export function decodeAddOffsetsToTxnRequest(r: Reader, version: number): AddOffsetsToTxnRequest {
-  switch (version) {
-    case 0:
-    case 1:
-    case 2: {
-      const fTransactionalId: string = r.readString()
-      const fProducerId: bigint = r.readInt64()
-      const fProducerEpoch: number = r.readInt16()
-      const fGroupId: string = r.readString()
-      return {
-        transactionalId: fTransactionalId,
-        producerId: fProducerId,
-        producerEpoch: fProducerEpoch,
-        groupId: fGroupId,
-      }
-    }
-    case 3:
-    case 4: {
-      const fTransactionalId: string = r.readCompactString()
-      const fProducerId: bigint = r.readInt64()
-      const fProducerEpoch: number = r.readInt16()
-      const fGroupId: string = r.readCompactString()
-      const m: AddOffsetsToTxnRequest = {
-        transactionalId: fTransactionalId,
-        producerId: fProducerId,
-        producerEpoch: fProducerEpoch,
-        groupId: fGroupId,
-      }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of AddOffsetsToTxnRequest`)
-  }
-}
+export type { AddOffsetsToTxnRequest } from './requests.js'
+export {
+  decodeAddOffsetsToTxnRequest,
+  defaultAddOffsetsToTxnRequest,
+  encodeAddOffsetsToTxnRequest,
+} from './requests.js'

@@ -3,72 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in responses.ts; this module only re-exports AddOffsetsToTxnResponse's names.
 
-/** AddOffsetsToTxnResponse: versions 0-4, flexible 3+. */
-export interface AddOffsetsToTxnResponse {
-  /** Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
-  throttleTimeMs: number
-  /** The response error code, or 0 if there was no error. (versions 0+) */
-  errorCode: number
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultAddOffsetsToTxnResponse(): AddOffsetsToTxnResponse {
-  return { throttleTimeMs: 0, errorCode: 0 }
-}
-
-export function encodeAddOffsetsToTxnResponse(w: Writer, version: number, m: AddOffsetsToTxnResponse): void {
-  switch (version) {
-    case 0:
-    case 1:
-    case 2: {
-      w.writeInt32(m.throttleTimeMs)
-      w.writeInt16(m.errorCode)
-      if (m._unknownTaggedFields !== undefined && m._unknownTaggedFields.length > 0)
-        throw new UnsupportedVersionError(
-          `Tagged fields were set, but version ${version} of this message does not support them`,
-        )
-      return
-    }
-    case 3:
-    case 4: {
-      w.writeInt32(m.throttleTimeMs)
-      w.writeInt16(m.errorCode)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of AddOffsetsToTxnResponse`)
-  }
-}
-
-export function decodeAddOffsetsToTxnResponse(r: Reader, version: number): AddOffsetsToTxnResponse {
-  switch (version) {
-    case 0:
-    case 1:
-    case 2: {
-      const fThrottleTimeMs: number = r.readInt32()
-      const fErrorCode: number = r.readInt16()
-      return { throttleTimeMs: fThrottleTimeMs, errorCode: fErrorCode }
-    }
-    case 3:
-    case 4: {
-      const fThrottleTimeMs: number = r.readInt32()
-      const fErrorCode: number = r.readInt16()
-      const m: AddOffsetsToTxnResponse = { throttleTimeMs: fThrottleTimeMs, errorCode: fErrorCode }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of AddOffsetsToTxnResponse`)
-  }
-}
+export type { AddOffsetsToTxnResponse } from './responses.js'
+export {
+  decodeAddOffsetsToTxnResponse,
+  defaultAddOffsetsToTxnResponse,
+  encodeAddOffsetsToTxnResponse,
+} from './responses.js'

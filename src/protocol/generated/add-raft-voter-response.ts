@@ -3,60 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in responses.ts; this module only re-exports AddRaftVoterResponse's names.
 
-/** AddRaftVoterResponse: versions 0, flexible 0+. */
-export interface AddRaftVoterResponse {
-  /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
-  throttleTimeMs: number
-  /** The error code, or 0 if there was no error (versions 0+) */
-  errorCode: number
-  /** The error message, or null if there was no error. (versions 0+, nullable 0+, ignorable) */
-  errorMessage: string | null
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultAddRaftVoterResponse(): AddRaftVoterResponse {
-  return { throttleTimeMs: 0, errorCode: 0, errorMessage: '' }
-}
-
-export function encodeAddRaftVoterResponse(w: Writer, version: number, m: AddRaftVoterResponse): void {
-  switch (version) {
-    case 0: {
-      w.writeInt32(m.throttleTimeMs)
-      w.writeInt16(m.errorCode)
-      w.writeCompactNullableString(m.errorMessage)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of AddRaftVoterResponse`)
-  }
-}
-
-export function decodeAddRaftVoterResponse(r: Reader, version: number): AddRaftVoterResponse {
-  switch (version) {
-    case 0: {
-      const fThrottleTimeMs: number = r.readInt32()
-      const fErrorCode: number = r.readInt16()
-      const fErrorMessage: string | null = r.readCompactNullableString()
-      const m: AddRaftVoterResponse = {
-        throttleTimeMs: fThrottleTimeMs,
-        errorCode: fErrorCode,
-        errorMessage: fErrorMessage,
-      }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of AddRaftVoterResponse`)
-  }
-}
+export type { AddRaftVoterResponse } from './responses.js'
+export {
+  decodeAddRaftVoterResponse,
+  defaultAddRaftVoterResponse,
+  encodeAddRaftVoterResponse,
+} from './responses.js'

@@ -3,56 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in requests.ts; this module only re-exports AllocateProducerIdsRequest's names.
 
-/** AllocateProducerIdsRequest: versions 0, flexible 0+. */
-export interface AllocateProducerIdsRequest {
-  /** The ID of the requesting broker (versions 0+) */
-  brokerId: number
-  /** The epoch of the requesting broker (versions 0+, default -1) */
-  brokerEpoch: bigint
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultAllocateProducerIdsRequest(): AllocateProducerIdsRequest {
-  return { brokerId: 0, brokerEpoch: -1n }
-}
-
-export function encodeAllocateProducerIdsRequest(
-  w: Writer,
-  version: number,
-  m: AllocateProducerIdsRequest,
-): void {
-  switch (version) {
-    case 0: {
-      w.writeInt32(m.brokerId)
-      w.writeInt64(m.brokerEpoch)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of AllocateProducerIdsRequest`)
-  }
-}
-
-export function decodeAllocateProducerIdsRequest(r: Reader, version: number): AllocateProducerIdsRequest {
-  switch (version) {
-    case 0: {
-      const fBrokerId: number = r.readInt32()
-      const fBrokerEpoch: bigint = r.readInt64()
-      const m: AllocateProducerIdsRequest = { brokerId: fBrokerId, brokerEpoch: fBrokerEpoch }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of AllocateProducerIdsRequest`)
-  }
-}
+export type { AllocateProducerIdsRequest } from './requests.js'
+export {
+  decodeAllocateProducerIdsRequest,
+  defaultAllocateProducerIdsRequest,
+  encodeAllocateProducerIdsRequest,
+} from './requests.js'

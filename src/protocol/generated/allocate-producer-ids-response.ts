@@ -3,69 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in responses.ts; this module only re-exports AllocateProducerIdsResponse's names.
 
-/** AllocateProducerIdsResponse: versions 0, flexible 0+. */
-export interface AllocateProducerIdsResponse {
-  /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
-  throttleTimeMs: number
-  /** The top level response error code (versions 0+) */
-  errorCode: number
-  /** The first producer ID in this range, inclusive (versions 0+) */
-  producerIdStart: bigint
-  /** The number of producer IDs in this range (versions 0+) */
-  producerIdLen: number
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultAllocateProducerIdsResponse(): AllocateProducerIdsResponse {
-  return { throttleTimeMs: 0, errorCode: 0, producerIdStart: 0n, producerIdLen: 0 }
-}
-
-export function encodeAllocateProducerIdsResponse(
-  w: Writer,
-  version: number,
-  m: AllocateProducerIdsResponse,
-): void {
-  switch (version) {
-    case 0: {
-      w.writeInt32(m.throttleTimeMs)
-      w.writeInt16(m.errorCode)
-      w.writeInt64(m.producerIdStart)
-      w.writeInt32(m.producerIdLen)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of AllocateProducerIdsResponse`)
-  }
-}
-
-export function decodeAllocateProducerIdsResponse(r: Reader, version: number): AllocateProducerIdsResponse {
-  switch (version) {
-    case 0: {
-      const fThrottleTimeMs: number = r.readInt32()
-      const fErrorCode: number = r.readInt16()
-      const fProducerIdStart: bigint = r.readInt64()
-      const fProducerIdLen: number = r.readInt32()
-      const m: AllocateProducerIdsResponse = {
-        throttleTimeMs: fThrottleTimeMs,
-        errorCode: fErrorCode,
-        producerIdStart: fProducerIdStart,
-        producerIdLen: fProducerIdLen,
-      }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of AllocateProducerIdsResponse`)
-  }
-}
+export type { AllocateProducerIdsResponse } from './responses.js'
+export {
+  decodeAllocateProducerIdsResponse,
+  defaultAllocateProducerIdsResponse,
+  encodeAllocateProducerIdsResponse,
+} from './responses.js'

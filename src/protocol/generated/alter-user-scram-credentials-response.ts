@@ -3,138 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import { ProtocolDecodeError } from '../../common/errors.js'
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in responses.ts; this module only re-exports AlterUserScramCredentialsResponse's names.
 
-/** AlterUserScramCredentialsResponse: versions 0, flexible 0+. */
-export interface AlterUserScramCredentialsResponse {
-  /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
-  throttleTimeMs: number
-  /** The results for deletions and alterations, one per affected user. (versions 0+) */
-  results: AlterUserScramCredentialsResponseAlterUserScramCredentialsResult[]
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultAlterUserScramCredentialsResponse(): AlterUserScramCredentialsResponse {
-  return { throttleTimeMs: 0, results: [] }
-}
-
-export function encodeAlterUserScramCredentialsResponse(
-  w: Writer,
-  version: number,
-  m: AlterUserScramCredentialsResponse,
-): void {
-  switch (version) {
-    case 0: {
-      w.writeInt32(m.throttleTimeMs)
-      {
-        const a = m.results
-        w.writeCompactArrayLength(a.length)
-        for (let i = 0; i < a.length; i++)
-          encodeAlterUserScramCredentialsResponseAlterUserScramCredentialsResult(w, version, a[i])
-      }
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot encode version ${version} of AlterUserScramCredentialsResponse`,
-      )
-  }
-}
-
-export function decodeAlterUserScramCredentialsResponse(
-  r: Reader,
-  version: number,
-): AlterUserScramCredentialsResponse {
-  switch (version) {
-    case 0: {
-      const fThrottleTimeMs: number = r.readInt32()
-      let fResults: AlterUserScramCredentialsResponseAlterUserScramCredentialsResult[]
-      {
-        const n = r.readCompactArrayLength()
-        if (n < 0) throw new ProtocolDecodeError('non-nullable field results was serialized as null')
-        const a: AlterUserScramCredentialsResponseAlterUserScramCredentialsResult[] = []
-        for (let i = 0; i < n; i++)
-          a.push(decodeAlterUserScramCredentialsResponseAlterUserScramCredentialsResult(r, version))
-        fResults = a
-      }
-      const m: AlterUserScramCredentialsResponse = { throttleTimeMs: fThrottleTimeMs, results: fResults }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot decode version ${version} of AlterUserScramCredentialsResponse`,
-      )
-  }
-}
-
-/** AlterUserScramCredentialsResponse struct AlterUserScramCredentialsResult. */
-export interface AlterUserScramCredentialsResponseAlterUserScramCredentialsResult {
-  /** The user name. (versions 0+) */
-  user: string
-  /** The error code. (versions 0+) */
-  errorCode: number
-  /** The error message, if any. (versions 0+, nullable 0+) */
-  errorMessage: string | null
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultAlterUserScramCredentialsResponseAlterUserScramCredentialsResult(): AlterUserScramCredentialsResponseAlterUserScramCredentialsResult {
-  return { user: '', errorCode: 0, errorMessage: '' }
-}
-
-function encodeAlterUserScramCredentialsResponseAlterUserScramCredentialsResult(
-  w: Writer,
-  version: number,
-  m: AlterUserScramCredentialsResponseAlterUserScramCredentialsResult,
-): void {
-  switch (version) {
-    case 0: {
-      w.writeCompactString(m.user)
-      w.writeInt16(m.errorCode)
-      w.writeCompactNullableString(m.errorMessage)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot encode version ${version} of AlterUserScramCredentialsResponseAlterUserScramCredentialsResult`,
-      )
-  }
-}
-
-function decodeAlterUserScramCredentialsResponseAlterUserScramCredentialsResult(
-  r: Reader,
-  version: number,
-): AlterUserScramCredentialsResponseAlterUserScramCredentialsResult {
-  switch (version) {
-    case 0: {
-      const fUser: string = r.readCompactString()
-      const fErrorCode: number = r.readInt16()
-      const fErrorMessage: string | null = r.readCompactNullableString()
-      const m: AlterUserScramCredentialsResponseAlterUserScramCredentialsResult = {
-        user: fUser,
-        errorCode: fErrorCode,
-        errorMessage: fErrorMessage,
-      }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot decode version ${version} of AlterUserScramCredentialsResponseAlterUserScramCredentialsResult`,
-      )
-  }
-}
+export type {
+  AlterUserScramCredentialsResponse,
+  AlterUserScramCredentialsResponseAlterUserScramCredentialsResult,
+} from './responses.js'
+export {
+  decodeAlterUserScramCredentialsResponse,
+  defaultAlterUserScramCredentialsResponse,
+  defaultAlterUserScramCredentialsResponseAlterUserScramCredentialsResult,
+  encodeAlterUserScramCredentialsResponse,
+} from './responses.js'

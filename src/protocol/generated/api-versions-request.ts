@@ -3,73 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in requests.ts; this module only re-exports ApiVersionsRequest's names.
 
-/** ApiVersionsRequest: versions 0-4, flexible 3+. */
-export interface ApiVersionsRequest {
-  /** The name of the client. (versions 3+, ignorable) */
-  clientSoftwareName: string
-  /** The version of the client. (versions 3+, ignorable) */
-  clientSoftwareVersion: string
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultApiVersionsRequest(): ApiVersionsRequest {
-  return { clientSoftwareName: '', clientSoftwareVersion: '' }
-}
-
-export function encodeApiVersionsRequest(w: Writer, version: number, m: ApiVersionsRequest): void {
-  switch (version) {
-    case 0:
-    case 1:
-    case 2: {
-      if (m._unknownTaggedFields !== undefined && m._unknownTaggedFields.length > 0)
-        throw new UnsupportedVersionError(
-          `Tagged fields were set, but version ${version} of this message does not support them`,
-        )
-      return
-    }
-    case 3:
-    case 4: {
-      w.writeCompactString(m.clientSoftwareName)
-      w.writeCompactString(m.clientSoftwareVersion)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of ApiVersionsRequest`)
-  }
-}
-
-export function decodeApiVersionsRequest(r: Reader, version: number): ApiVersionsRequest {
-  switch (version) {
-    case 0:
-    case 1:
-    case 2: {
-      const fClientSoftwareName: string = ''
-      const fClientSoftwareVersion: string = ''
-      return { clientSoftwareName: fClientSoftwareName, clientSoftwareVersion: fClientSoftwareVersion }
-    }
-    case 3:
-    case 4: {
-      const fClientSoftwareName: string = r.readCompactString()
-      const fClientSoftwareVersion: string = r.readCompactString()
-      const m: ApiVersionsRequest = {
-        clientSoftwareName: fClientSoftwareName,
-        clientSoftwareVersion: fClientSoftwareVersion,
-      }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of ApiVersionsRequest`)
-  }
-}
+export type { ApiVersionsRequest } from './requests.js'
+export { decodeApiVersionsRequest, defaultApiVersionsRequest, encodeApiVersionsRequest } from './requests.js'

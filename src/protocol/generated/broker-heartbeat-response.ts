@@ -3,72 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in responses.ts; this module only re-exports BrokerHeartbeatResponse's names.
 
-/** BrokerHeartbeatResponse: versions 0-1, flexible 0+. */
-export interface BrokerHeartbeatResponse {
-  /** Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
-  throttleTimeMs: number
-  /** The error code, or 0 if there was no error. (versions 0+) */
-  errorCode: number
-  /** True if the broker has approximately caught up with the latest metadata. (versions 0+, default false) */
-  isCaughtUp: boolean
-  /** True if the broker is fenced. (versions 0+, default true) */
-  isFenced: boolean
-  /** True if the broker should proceed with its shutdown. (versions 0+) */
-  shouldShutDown: boolean
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultBrokerHeartbeatResponse(): BrokerHeartbeatResponse {
-  return { throttleTimeMs: 0, errorCode: 0, isCaughtUp: false, isFenced: true, shouldShutDown: false }
-}
-
-export function encodeBrokerHeartbeatResponse(w: Writer, version: number, m: BrokerHeartbeatResponse): void {
-  switch (version) {
-    case 0:
-    case 1: {
-      w.writeInt32(m.throttleTimeMs)
-      w.writeInt16(m.errorCode)
-      w.writeBoolean(m.isCaughtUp)
-      w.writeBoolean(m.isFenced)
-      w.writeBoolean(m.shouldShutDown)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of BrokerHeartbeatResponse`)
-  }
-}
-
-export function decodeBrokerHeartbeatResponse(r: Reader, version: number): BrokerHeartbeatResponse {
-  switch (version) {
-    case 0:
-    case 1: {
-      const fThrottleTimeMs: number = r.readInt32()
-      const fErrorCode: number = r.readInt16()
-      const fIsCaughtUp: boolean = r.readBoolean()
-      const fIsFenced: boolean = r.readBoolean()
-      const fShouldShutDown: boolean = r.readBoolean()
-      const m: BrokerHeartbeatResponse = {
-        throttleTimeMs: fThrottleTimeMs,
-        errorCode: fErrorCode,
-        isCaughtUp: fIsCaughtUp,
-        isFenced: fIsFenced,
-        shouldShutDown: fShouldShutDown,
-      }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of BrokerHeartbeatResponse`)
-  }
-}
+export type { BrokerHeartbeatResponse } from './responses.js'
+export {
+  decodeBrokerHeartbeatResponse,
+  defaultBrokerHeartbeatResponse,
+  encodeBrokerHeartbeatResponse,
+} from './responses.js'

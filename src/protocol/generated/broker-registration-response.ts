@@ -3,72 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in responses.ts; this module only re-exports BrokerRegistrationResponse's names.
 
-/** BrokerRegistrationResponse: versions 0-4, flexible 0+. */
-export interface BrokerRegistrationResponse {
-  /** Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
-  throttleTimeMs: number
-  /** The error code, or 0 if there was no error. (versions 0+) */
-  errorCode: number
-  /** The broker's assigned epoch, or -1 if none was assigned. (versions 0+, default -1) */
-  brokerEpoch: bigint
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultBrokerRegistrationResponse(): BrokerRegistrationResponse {
-  return { throttleTimeMs: 0, errorCode: 0, brokerEpoch: -1n }
-}
-
-export function encodeBrokerRegistrationResponse(
-  w: Writer,
-  version: number,
-  m: BrokerRegistrationResponse,
-): void {
-  switch (version) {
-    case 0:
-    case 1:
-    case 2:
-    case 3:
-    case 4: {
-      w.writeInt32(m.throttleTimeMs)
-      w.writeInt16(m.errorCode)
-      w.writeInt64(m.brokerEpoch)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of BrokerRegistrationResponse`)
-  }
-}
-
-export function decodeBrokerRegistrationResponse(r: Reader, version: number): BrokerRegistrationResponse {
-  switch (version) {
-    case 0:
-    case 1:
-    case 2:
-    case 3:
-    case 4: {
-      const fThrottleTimeMs: number = r.readInt32()
-      const fErrorCode: number = r.readInt16()
-      const fBrokerEpoch: bigint = r.readInt64()
-      const m: BrokerRegistrationResponse = {
-        throttleTimeMs: fThrottleTimeMs,
-        errorCode: fErrorCode,
-        brokerEpoch: fBrokerEpoch,
-      }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of BrokerRegistrationResponse`)
-  }
-}
+export type { BrokerRegistrationResponse } from './responses.js'
+export {
+  decodeBrokerRegistrationResponse,
+  defaultBrokerRegistrationResponse,
+  encodeBrokerRegistrationResponse,
+} from './responses.js'

@@ -3,71 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import { ProtocolDecodeError } from '../../common/errors.js'
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in requests.ts; this module only re-exports ConsumerGroupDescribeRequest's names.
 
-/** ConsumerGroupDescribeRequest: versions 0, flexible 0+. */
-export interface ConsumerGroupDescribeRequest {
-  /** The ids of the groups to describe (versions 0+) */
-  groupIds: string[]
-  /** Whether to include authorized operations. (versions 0+) */
-  includeAuthorizedOperations: boolean
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultConsumerGroupDescribeRequest(): ConsumerGroupDescribeRequest {
-  return { groupIds: [], includeAuthorizedOperations: false }
-}
-
-export function encodeConsumerGroupDescribeRequest(
-  w: Writer,
-  version: number,
-  m: ConsumerGroupDescribeRequest,
-): void {
-  switch (version) {
-    case 0: {
-      {
-        const a = m.groupIds
-        w.writeCompactArrayLength(a.length)
-        for (let i = 0; i < a.length; i++) w.writeCompactString(a[i])
-      }
-      w.writeBoolean(m.includeAuthorizedOperations)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of ConsumerGroupDescribeRequest`)
-  }
-}
-
-export function decodeConsumerGroupDescribeRequest(r: Reader, version: number): ConsumerGroupDescribeRequest {
-  switch (version) {
-    case 0: {
-      let fGroupIds: string[]
-      {
-        const n = r.readCompactArrayLength()
-        if (n < 0) throw new ProtocolDecodeError('non-nullable field groupIds was serialized as null')
-        const a: string[] = []
-        for (let i = 0; i < n; i++) a.push(r.readCompactString())
-        fGroupIds = a
-      }
-      const fIncludeAuthorizedOperations: boolean = r.readBoolean()
-      const m: ConsumerGroupDescribeRequest = {
-        groupIds: fGroupIds,
-        includeAuthorizedOperations: fIncludeAuthorizedOperations,
-      }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of ConsumerGroupDescribeRequest`)
-  }
-}
+export type { ConsumerGroupDescribeRequest } from './requests.js'
+export {
+  decodeConsumerGroupDescribeRequest,
+  defaultConsumerGroupDescribeRequest,
+  encodeConsumerGroupDescribeRequest,
+} from './requests.js'

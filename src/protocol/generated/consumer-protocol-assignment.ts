@@ -3,128 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import { ProtocolDecodeError } from '../../common/errors.js'
-import type { Reader, Writer } from '../primitives.js'
-import { UnsupportedVersionError } from './common.js'
+// The code is in headers-and-data.ts; this module only re-exports ConsumerProtocolAssignment's names.
 
-/** ConsumerProtocolAssignment: versions 0-3, flexible none. */
-export interface ConsumerProtocolAssignment {
-  /** (versions 0+) */
-  assignedPartitions: ConsumerProtocolAssignmentTopicPartition[]
-  /** (versions 0+, nullable 0+, default null) */
-  userData: Buffer | null
-}
-
-export function defaultConsumerProtocolAssignment(): ConsumerProtocolAssignment {
-  return { assignedPartitions: [], userData: null }
-}
-
-export function encodeConsumerProtocolAssignment(
-  w: Writer,
-  version: number,
-  m: ConsumerProtocolAssignment,
-): void {
-  switch (version) {
-    case 0:
-    case 1:
-    case 2:
-    case 3: {
-      {
-        const a = m.assignedPartitions
-        w.writeArrayLength(a.length)
-        for (let i = 0; i < a.length; i++) encodeConsumerProtocolAssignmentTopicPartition(w, version, a[i])
-      }
-      w.writeNullableBytes(m.userData)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of ConsumerProtocolAssignment`)
-  }
-}
-
-export function decodeConsumerProtocolAssignment(r: Reader, version: number): ConsumerProtocolAssignment {
-  switch (version) {
-    case 0:
-    case 1:
-    case 2:
-    case 3: {
-      let fAssignedPartitions: ConsumerProtocolAssignmentTopicPartition[]
-      {
-        const n = r.readArrayLength()
-        if (n < 0)
-          throw new ProtocolDecodeError('non-nullable field assignedPartitions was serialized as null')
-        const a: ConsumerProtocolAssignmentTopicPartition[] = []
-        for (let i = 0; i < n; i++) a.push(decodeConsumerProtocolAssignmentTopicPartition(r, version))
-        fAssignedPartitions = a
-      }
-      const fUserData: Buffer | null = r.readNullableBytes()
-      return { assignedPartitions: fAssignedPartitions, userData: fUserData }
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of ConsumerProtocolAssignment`)
-  }
-}
-
-/** ConsumerProtocolAssignment struct TopicPartition. */
-export interface ConsumerProtocolAssignmentTopicPartition {
-  /** (versions 0+) */
-  topic: string
-  /** (versions 0+) */
-  partitions: number[]
-}
-
-export function defaultConsumerProtocolAssignmentTopicPartition(): ConsumerProtocolAssignmentTopicPartition {
-  return { topic: '', partitions: [] }
-}
-
-function encodeConsumerProtocolAssignmentTopicPartition(
-  w: Writer,
-  version: number,
-  m: ConsumerProtocolAssignmentTopicPartition,
-): void {
-  switch (version) {
-    case 0:
-    case 1:
-    case 2:
-    case 3: {
-      w.writeString(m.topic)
-      {
-        const a = m.partitions
-        w.writeArrayLength(a.length)
-        for (let i = 0; i < a.length; i++) w.writeInt32(a[i])
-      }
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot encode version ${version} of ConsumerProtocolAssignmentTopicPartition`,
-      )
-  }
-}
-
-function decodeConsumerProtocolAssignmentTopicPartition(
-  r: Reader,
-  version: number,
-): ConsumerProtocolAssignmentTopicPartition {
-  switch (version) {
-    case 0:
-    case 1:
-    case 2:
-    case 3: {
-      const fTopic: string = r.readString()
-      let fPartitions: number[]
-      {
-        const n = r.readArrayLength()
-        if (n < 0) throw new ProtocolDecodeError('non-nullable field partitions was serialized as null')
-        const a: number[] = []
-        for (let i = 0; i < n; i++) a.push(r.readInt32())
-        fPartitions = a
-      }
-      return { topic: fTopic, partitions: fPartitions }
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot decode version ${version} of ConsumerProtocolAssignmentTopicPartition`,
-      )
-  }
-}
+export type {
+  ConsumerProtocolAssignment,
+  ConsumerProtocolAssignmentTopicPartition,
+} from './headers-and-data.js'
+export {
+  decodeConsumerProtocolAssignment,
+  defaultConsumerProtocolAssignment,
+  defaultConsumerProtocolAssignmentTopicPartition,
+  encodeConsumerProtocolAssignment,
+} from './headers-and-data.js'

@@ -3,85 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in requests.ts; this module only re-exports ControlledShutdownRequest's names.
 
-/** ControlledShutdownRequest: versions 0-3, flexible 3+. */
-export interface ControlledShutdownRequest {
-  /** The id of the broker for which controlled shutdown has been requested. (versions 0+) */
-  brokerId: number
-  /** The broker epoch. (versions 2+, ignorable, default -1) */
-  brokerEpoch: bigint
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultControlledShutdownRequest(): ControlledShutdownRequest {
-  return { brokerId: 0, brokerEpoch: -1n }
-}
-
-export function encodeControlledShutdownRequest(
-  w: Writer,
-  version: number,
-  m: ControlledShutdownRequest,
-): void {
-  switch (version) {
-    case 0:
-    case 1: {
-      w.writeInt32(m.brokerId)
-      if (m._unknownTaggedFields !== undefined && m._unknownTaggedFields.length > 0)
-        throw new UnsupportedVersionError(
-          `Tagged fields were set, but version ${version} of this message does not support them`,
-        )
-      return
-    }
-    case 2: {
-      w.writeInt32(m.brokerId)
-      w.writeInt64(m.brokerEpoch)
-      if (m._unknownTaggedFields !== undefined && m._unknownTaggedFields.length > 0)
-        throw new UnsupportedVersionError(
-          `Tagged fields were set, but version ${version} of this message does not support them`,
-        )
-      return
-    }
-    case 3: {
-      w.writeInt32(m.brokerId)
-      w.writeInt64(m.brokerEpoch)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of ControlledShutdownRequest`)
-  }
-}
-
-export function decodeControlledShutdownRequest(r: Reader, version: number): ControlledShutdownRequest {
-  switch (version) {
-    case 0:
-    case 1: {
-      const fBrokerId: number = r.readInt32()
-      const fBrokerEpoch: bigint = -1n
-      return { brokerId: fBrokerId, brokerEpoch: fBrokerEpoch }
-    }
-    case 2: {
-      const fBrokerId: number = r.readInt32()
-      const fBrokerEpoch: bigint = r.readInt64()
-      return { brokerId: fBrokerId, brokerEpoch: fBrokerEpoch }
-    }
-    case 3: {
-      const fBrokerId: number = r.readInt32()
-      const fBrokerEpoch: bigint = r.readInt64()
-      const m: ControlledShutdownRequest = { brokerId: fBrokerId, brokerEpoch: fBrokerEpoch }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of ControlledShutdownRequest`)
-  }
-}
+export type { ControlledShutdownRequest } from './requests.js'
+export {
+  decodeControlledShutdownRequest,
+  defaultControlledShutdownRequest,
+  encodeControlledShutdownRequest,
+} from './requests.js'

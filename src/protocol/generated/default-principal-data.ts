@@ -3,56 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in headers-and-data.ts; this module only re-exports DefaultPrincipalData's names.
 
-/** DefaultPrincipalData: versions 0, flexible 0+. */
-export interface DefaultPrincipalData {
-  /** The principal type (versions 0+) */
-  type: string
-  /** The principal name (versions 0+) */
-  name: string
-  /** Whether the principal was authenticated by a delegation token on the forwarding broker. (versions 0+) */
-  tokenAuthenticated: boolean
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultDefaultPrincipalData(): DefaultPrincipalData {
-  return { type: '', name: '', tokenAuthenticated: false }
-}
-
-export function encodeDefaultPrincipalData(w: Writer, version: number, m: DefaultPrincipalData): void {
-  switch (version) {
-    case 0: {
-      w.writeCompactString(m.type)
-      w.writeCompactString(m.name)
-      w.writeBoolean(m.tokenAuthenticated)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of DefaultPrincipalData`)
-  }
-}
-
-export function decodeDefaultPrincipalData(r: Reader, version: number): DefaultPrincipalData {
-  switch (version) {
-    case 0: {
-      const fType: string = r.readCompactString()
-      const fName: string = r.readCompactString()
-      const fTokenAuthenticated: boolean = r.readBoolean()
-      const m: DefaultPrincipalData = { type: fType, name: fName, tokenAuthenticated: fTokenAuthenticated }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of DefaultPrincipalData`)
-  }
-}
+export type { DefaultPrincipalData } from './headers-and-data.js'
+export {
+  decodeDefaultPrincipalData,
+  defaultDefaultPrincipalData,
+  encodeDefaultPrincipalData,
+} from './headers-and-data.js'

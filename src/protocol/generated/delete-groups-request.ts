@@ -3,85 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import { ProtocolDecodeError } from '../../common/errors.js'
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in requests.ts; this module only re-exports DeleteGroupsRequest's names.
 
-/** DeleteGroupsRequest: versions 0-2, flexible 2+. */
-export interface DeleteGroupsRequest {
-  /** The group names to delete. (versions 0+) */
-  groupsNames: string[]
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultDeleteGroupsRequest(): DeleteGroupsRequest {
-  return { groupsNames: [] }
-}
-
-export function encodeDeleteGroupsRequest(w: Writer, version: number, m: DeleteGroupsRequest): void {
-  switch (version) {
-    case 0:
-    case 1: {
-      {
-        const a = m.groupsNames
-        w.writeArrayLength(a.length)
-        for (let i = 0; i < a.length; i++) w.writeString(a[i])
-      }
-      if (m._unknownTaggedFields !== undefined && m._unknownTaggedFields.length > 0)
-        throw new UnsupportedVersionError(
-          `Tagged fields were set, but version ${version} of this message does not support them`,
-        )
-      return
-    }
-    case 2: {
-      {
-        const a = m.groupsNames
-        w.writeCompactArrayLength(a.length)
-        for (let i = 0; i < a.length; i++) w.writeCompactString(a[i])
-      }
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of DeleteGroupsRequest`)
-  }
-}
-
-export function decodeDeleteGroupsRequest(r: Reader, version: number): DeleteGroupsRequest {
-  switch (version) {
-    case 0:
-    case 1: {
-      let fGroupsNames: string[]
-      {
-        const n = r.readArrayLength()
-        if (n < 0) throw new ProtocolDecodeError('non-nullable field groupsNames was serialized as null')
-        const a: string[] = []
-        for (let i = 0; i < n; i++) a.push(r.readString())
-        fGroupsNames = a
-      }
-      return { groupsNames: fGroupsNames }
-    }
-    case 2: {
-      let fGroupsNames: string[]
-      {
-        const n = r.readCompactArrayLength()
-        if (n < 0) throw new ProtocolDecodeError('non-nullable field groupsNames was serialized as null')
-        const a: string[] = []
-        for (let i = 0; i < n; i++) a.push(r.readCompactString())
-        fGroupsNames = a
-      }
-      const m: DeleteGroupsRequest = { groupsNames: fGroupsNames }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of DeleteGroupsRequest`)
-  }
-}
+export type { DeleteGroupsRequest } from './requests.js'
+export {
+  decodeDeleteGroupsRequest,
+  defaultDeleteGroupsRequest,
+  encodeDeleteGroupsRequest,
+} from './requests.js'

@@ -3,75 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in requests.ts; this module only re-exports DescribeClusterRequest's names.
 
-/** DescribeClusterRequest: versions 0-1, flexible 0+. */
-export interface DescribeClusterRequest {
-  /** Whether to include cluster authorized operations. (versions 0+) */
-  includeClusterAuthorizedOperations: boolean
-  /** The endpoint type to describe. 1=brokers, 2=controllers. (versions 1+, default 1) */
-  endpointType: number
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultDescribeClusterRequest(): DescribeClusterRequest {
-  return { includeClusterAuthorizedOperations: false, endpointType: 1 }
-}
-
-export function encodeDescribeClusterRequest(w: Writer, version: number, m: DescribeClusterRequest): void {
-  switch (version) {
-    case 0: {
-      w.writeBoolean(m.includeClusterAuthorizedOperations)
-      if (m.endpointType !== 1)
-        throw new UnsupportedVersionError(
-          `Attempted to write a non-default endpointType at version ${version}`,
-        )
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    case 1: {
-      w.writeBoolean(m.includeClusterAuthorizedOperations)
-      w.writeInt8(m.endpointType)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of DescribeClusterRequest`)
-  }
-}
-
-export function decodeDescribeClusterRequest(r: Reader, version: number): DescribeClusterRequest {
-  switch (version) {
-    case 0: {
-      const fIncludeClusterAuthorizedOperations: boolean = r.readBoolean()
-      const fEndpointType: number = 1
-      const m: DescribeClusterRequest = {
-        includeClusterAuthorizedOperations: fIncludeClusterAuthorizedOperations,
-        endpointType: fEndpointType,
-      }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    case 1: {
-      const fIncludeClusterAuthorizedOperations: boolean = r.readBoolean()
-      const fEndpointType: number = r.readInt8()
-      const m: DescribeClusterRequest = {
-        includeClusterAuthorizedOperations: fIncludeClusterAuthorizedOperations,
-        endpointType: fEndpointType,
-      }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of DescribeClusterRequest`)
-  }
-}
+export type { DescribeClusterRequest } from './requests.js'
+export {
+  decodeDescribeClusterRequest,
+  defaultDescribeClusterRequest,
+  encodeDescribeClusterRequest,
+} from './requests.js'

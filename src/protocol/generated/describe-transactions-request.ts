@@ -3,64 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import { ProtocolDecodeError } from '../../common/errors.js'
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in requests.ts; this module only re-exports DescribeTransactionsRequest's names.
 
-/** DescribeTransactionsRequest: versions 0, flexible 0+. */
-export interface DescribeTransactionsRequest {
-  /** Array of transactionalIds to include in describe results. If empty, then no results will be returned. (versions 0+) */
-  transactionalIds: string[]
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultDescribeTransactionsRequest(): DescribeTransactionsRequest {
-  return { transactionalIds: [] }
-}
-
-export function encodeDescribeTransactionsRequest(
-  w: Writer,
-  version: number,
-  m: DescribeTransactionsRequest,
-): void {
-  switch (version) {
-    case 0: {
-      {
-        const a = m.transactionalIds
-        w.writeCompactArrayLength(a.length)
-        for (let i = 0; i < a.length; i++) w.writeCompactString(a[i])
-      }
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of DescribeTransactionsRequest`)
-  }
-}
-
-export function decodeDescribeTransactionsRequest(r: Reader, version: number): DescribeTransactionsRequest {
-  switch (version) {
-    case 0: {
-      let fTransactionalIds: string[]
-      {
-        const n = r.readCompactArrayLength()
-        if (n < 0) throw new ProtocolDecodeError('non-nullable field transactionalIds was serialized as null')
-        const a: string[] = []
-        for (let i = 0; i < n; i++) a.push(r.readCompactString())
-        fTransactionalIds = a
-      }
-      const m: DescribeTransactionsRequest = { transactionalIds: fTransactionalIds }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of DescribeTransactionsRequest`)
-  }
-}
+export type { DescribeTransactionsRequest } from './requests.js'
+export {
+  decodeDescribeTransactionsRequest,
+  defaultDescribeTransactionsRequest,
+  encodeDescribeTransactionsRequest,
+} from './requests.js'

@@ -3,126 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in requests.ts; this module only re-exports DescribeUserScramCredentialsRequest's names.
 
-/** DescribeUserScramCredentialsRequest: versions 0, flexible 0+. */
-export interface DescribeUserScramCredentialsRequest {
-  /** The users to describe, or null/empty to describe all users. (versions 0+, nullable 0+) */
-  users: DescribeUserScramCredentialsRequestUserName[] | null
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultDescribeUserScramCredentialsRequest(): DescribeUserScramCredentialsRequest {
-  return { users: [] }
-}
-
-export function encodeDescribeUserScramCredentialsRequest(
-  w: Writer,
-  version: number,
-  m: DescribeUserScramCredentialsRequest,
-): void {
-  switch (version) {
-    case 0: {
-      {
-        const a = m.users
-        if (a === null) {
-          w.writeCompactArrayLength(-1)
-        } else {
-          w.writeCompactArrayLength(a.length)
-          for (let i = 0; i < a.length; i++)
-            encodeDescribeUserScramCredentialsRequestUserName(w, version, a[i])
-        }
-      }
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot encode version ${version} of DescribeUserScramCredentialsRequest`,
-      )
-  }
-}
-
-export function decodeDescribeUserScramCredentialsRequest(
-  r: Reader,
-  version: number,
-): DescribeUserScramCredentialsRequest {
-  switch (version) {
-    case 0: {
-      let fUsers: DescribeUserScramCredentialsRequestUserName[] | null
-      {
-        const n = r.readCompactArrayLength()
-        if (n < 0) fUsers = null
-        else {
-          const a: DescribeUserScramCredentialsRequestUserName[] = []
-          for (let i = 0; i < n; i++) a.push(decodeDescribeUserScramCredentialsRequestUserName(r, version))
-          fUsers = a
-        }
-      }
-      const m: DescribeUserScramCredentialsRequest = { users: fUsers }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot decode version ${version} of DescribeUserScramCredentialsRequest`,
-      )
-  }
-}
-
-/** DescribeUserScramCredentialsRequest struct UserName. */
-export interface DescribeUserScramCredentialsRequestUserName {
-  /** The user name. (versions 0+) */
-  name: string
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultDescribeUserScramCredentialsRequestUserName(): DescribeUserScramCredentialsRequestUserName {
-  return { name: '' }
-}
-
-function encodeDescribeUserScramCredentialsRequestUserName(
-  w: Writer,
-  version: number,
-  m: DescribeUserScramCredentialsRequestUserName,
-): void {
-  switch (version) {
-    case 0: {
-      w.writeCompactString(m.name)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot encode version ${version} of DescribeUserScramCredentialsRequestUserName`,
-      )
-  }
-}
-
-function decodeDescribeUserScramCredentialsRequestUserName(
-  r: Reader,
-  version: number,
-): DescribeUserScramCredentialsRequestUserName {
-  switch (version) {
-    case 0: {
-      const fName: string = r.readCompactString()
-      const m: DescribeUserScramCredentialsRequestUserName = { name: fName }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot decode version ${version} of DescribeUserScramCredentialsRequestUserName`,
-      )
-  }
-}
+export type {
+  DescribeUserScramCredentialsRequest,
+  DescribeUserScramCredentialsRequestUserName,
+} from './requests.js'
+export {
+  decodeDescribeUserScramCredentialsRequest,
+  defaultDescribeUserScramCredentialsRequest,
+  defaultDescribeUserScramCredentialsRequestUserName,
+  encodeDescribeUserScramCredentialsRequest,
+} from './requests.js'

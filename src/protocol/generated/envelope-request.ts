@@ -3,64 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in requests.ts; this module only re-exports EnvelopeRequest's names.
 
-/** EnvelopeRequest: versions 0, flexible 0+. */
-export interface EnvelopeRequest {
-  /** The embedded request header and data. (versions 0+) */
-  requestData: Buffer
-  /** Value of the initial client principal when the request is redirected by a broker. (versions 0+, nullable 0+) */
-  requestPrincipal: Buffer | null
-  /** The original client's address in bytes. (versions 0+) */
-  clientHostAddress: Buffer
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultEnvelopeRequest(): EnvelopeRequest {
-  return {
-    requestData: Buffer.alloc(0),
-    requestPrincipal: Buffer.alloc(0),
-    clientHostAddress: Buffer.alloc(0),
-  }
-}
-
-export function encodeEnvelopeRequest(w: Writer, version: number, m: EnvelopeRequest): void {
-  switch (version) {
-    case 0: {
-      w.writeCompactBytes(m.requestData)
-      w.writeCompactNullableBytes(m.requestPrincipal)
-      w.writeCompactBytes(m.clientHostAddress)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of EnvelopeRequest`)
-  }
-}
-
-export function decodeEnvelopeRequest(r: Reader, version: number): EnvelopeRequest {
-  switch (version) {
-    case 0: {
-      const fRequestData: Buffer = r.readCompactBytes()
-      const fRequestPrincipal: Buffer | null = r.readCompactNullableBytes()
-      const fClientHostAddress: Buffer = r.readCompactBytes()
-      const m: EnvelopeRequest = {
-        requestData: fRequestData,
-        requestPrincipal: fRequestPrincipal,
-        clientHostAddress: fClientHostAddress,
-      }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of EnvelopeRequest`)
-  }
-}
+export type { EnvelopeRequest } from './requests.js'
+export { decodeEnvelopeRequest, defaultEnvelopeRequest, encodeEnvelopeRequest } from './requests.js'

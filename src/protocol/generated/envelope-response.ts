@@ -3,52 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in responses.ts; this module only re-exports EnvelopeResponse's names.
 
-/** EnvelopeResponse: versions 0, flexible 0+. */
-export interface EnvelopeResponse {
-  /** The embedded response header and data. (versions 0+, nullable 0+, default null) */
-  responseData: Buffer | null
-  /** The error code, or 0 if there was no error. (versions 0+) */
-  errorCode: number
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultEnvelopeResponse(): EnvelopeResponse {
-  return { responseData: null, errorCode: 0 }
-}
-
-export function encodeEnvelopeResponse(w: Writer, version: number, m: EnvelopeResponse): void {
-  switch (version) {
-    case 0: {
-      w.writeCompactNullableBytes(m.responseData)
-      w.writeInt16(m.errorCode)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of EnvelopeResponse`)
-  }
-}
-
-export function decodeEnvelopeResponse(r: Reader, version: number): EnvelopeResponse {
-  switch (version) {
-    case 0: {
-      const fResponseData: Buffer | null = r.readCompactNullableBytes()
-      const fErrorCode: number = r.readInt16()
-      const m: EnvelopeResponse = { responseData: fResponseData, errorCode: fErrorCode }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of EnvelopeResponse`)
-  }
-}
+export type { EnvelopeResponse } from './responses.js'
+export { decodeEnvelopeResponse, defaultEnvelopeResponse, encodeEnvelopeResponse } from './responses.js'

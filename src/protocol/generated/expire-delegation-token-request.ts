@@ -3,72 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in requests.ts; this module only re-exports ExpireDelegationTokenRequest's names.
 
-/** ExpireDelegationTokenRequest: versions 0-2, flexible 2+. */
-export interface ExpireDelegationTokenRequest {
-  /** The HMAC of the delegation token to be expired. (versions 0+) */
-  hmac: Buffer
-  /** The expiry time period in milliseconds. (versions 0+) */
-  expiryTimePeriodMs: bigint
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultExpireDelegationTokenRequest(): ExpireDelegationTokenRequest {
-  return { hmac: Buffer.alloc(0), expiryTimePeriodMs: 0n }
-}
-
-export function encodeExpireDelegationTokenRequest(
-  w: Writer,
-  version: number,
-  m: ExpireDelegationTokenRequest,
-): void {
-  switch (version) {
-    case 0:
-    case 1: {
-      w.writeBytes(m.hmac)
-      w.writeInt64(m.expiryTimePeriodMs)
-      if (m._unknownTaggedFields !== undefined && m._unknownTaggedFields.length > 0)
-        throw new UnsupportedVersionError(
-          `Tagged fields were set, but version ${version} of this message does not support them`,
-        )
-      return
-    }
-    case 2: {
-      w.writeCompactBytes(m.hmac)
-      w.writeInt64(m.expiryTimePeriodMs)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of ExpireDelegationTokenRequest`)
-  }
-}
-
-export function decodeExpireDelegationTokenRequest(r: Reader, version: number): ExpireDelegationTokenRequest {
-  switch (version) {
-    case 0:
-    case 1: {
-      const fHmac: Buffer = r.readBytes()
-      const fExpiryTimePeriodMs: bigint = r.readInt64()
-      return { hmac: fHmac, expiryTimePeriodMs: fExpiryTimePeriodMs }
-    }
-    case 2: {
-      const fHmac: Buffer = r.readCompactBytes()
-      const fExpiryTimePeriodMs: bigint = r.readInt64()
-      const m: ExpireDelegationTokenRequest = { hmac: fHmac, expiryTimePeriodMs: fExpiryTimePeriodMs }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of ExpireDelegationTokenRequest`)
-  }
-}
+export type { ExpireDelegationTokenRequest } from './requests.js'
+export {
+  decodeExpireDelegationTokenRequest,
+  defaultExpireDelegationTokenRequest,
+  encodeExpireDelegationTokenRequest,
+} from './requests.js'

@@ -3,59 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import { type Reader, type Writer, ZERO_UUID } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in requests.ts; this module only re-exports GetTelemetrySubscriptionsRequest's names.
 
-/** GetTelemetrySubscriptionsRequest: versions 0, flexible 0+. */
-export interface GetTelemetrySubscriptionsRequest {
-  /** Unique id for this client instance, must be set to 0 on the first request. (versions 0+) */
-  clientInstanceId: string
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultGetTelemetrySubscriptionsRequest(): GetTelemetrySubscriptionsRequest {
-  return { clientInstanceId: ZERO_UUID }
-}
-
-export function encodeGetTelemetrySubscriptionsRequest(
-  w: Writer,
-  version: number,
-  m: GetTelemetrySubscriptionsRequest,
-): void {
-  switch (version) {
-    case 0: {
-      w.writeUuid(m.clientInstanceId)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot encode version ${version} of GetTelemetrySubscriptionsRequest`,
-      )
-  }
-}
-
-export function decodeGetTelemetrySubscriptionsRequest(
-  r: Reader,
-  version: number,
-): GetTelemetrySubscriptionsRequest {
-  switch (version) {
-    case 0: {
-      const fClientInstanceId: string = r.readUuid()
-      const m: GetTelemetrySubscriptionsRequest = { clientInstanceId: fClientInstanceId }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot decode version ${version} of GetTelemetrySubscriptionsRequest`,
-      )
-  }
-}
+export type { GetTelemetrySubscriptionsRequest } from './requests.js'
+export {
+  decodeGetTelemetrySubscriptionsRequest,
+  defaultGetTelemetrySubscriptionsRequest,
+  encodeGetTelemetrySubscriptionsRequest,
+} from './requests.js'

@@ -9,1240 +9,714 @@ import {
   defaultProduceRequest,
   encodeProduceRequest,
   type ProduceRequest,
-} from './produce-request.js'
+  decodeFetchRequest,
+  defaultFetchRequest,
+  encodeFetchRequest,
+  type FetchRequest,
+  decodeListOffsetsRequest,
+  defaultListOffsetsRequest,
+  encodeListOffsetsRequest,
+  type ListOffsetsRequest,
+  decodeMetadataRequest,
+  defaultMetadataRequest,
+  encodeMetadataRequest,
+  type MetadataRequest,
+  decodeLeaderAndIsrRequest,
+  defaultLeaderAndIsrRequest,
+  encodeLeaderAndIsrRequest,
+  type LeaderAndIsrRequest,
+  decodeStopReplicaRequest,
+  defaultStopReplicaRequest,
+  encodeStopReplicaRequest,
+  type StopReplicaRequest,
+  decodeUpdateMetadataRequest,
+  defaultUpdateMetadataRequest,
+  encodeUpdateMetadataRequest,
+  type UpdateMetadataRequest,
+  decodeControlledShutdownRequest,
+  defaultControlledShutdownRequest,
+  encodeControlledShutdownRequest,
+  type ControlledShutdownRequest,
+  decodeOffsetCommitRequest,
+  defaultOffsetCommitRequest,
+  encodeOffsetCommitRequest,
+  type OffsetCommitRequest,
+  decodeOffsetFetchRequest,
+  defaultOffsetFetchRequest,
+  encodeOffsetFetchRequest,
+  type OffsetFetchRequest,
+  decodeFindCoordinatorRequest,
+  defaultFindCoordinatorRequest,
+  encodeFindCoordinatorRequest,
+  type FindCoordinatorRequest,
+  decodeJoinGroupRequest,
+  defaultJoinGroupRequest,
+  encodeJoinGroupRequest,
+  type JoinGroupRequest,
+  decodeHeartbeatRequest,
+  defaultHeartbeatRequest,
+  encodeHeartbeatRequest,
+  type HeartbeatRequest,
+  decodeLeaveGroupRequest,
+  defaultLeaveGroupRequest,
+  encodeLeaveGroupRequest,
+  type LeaveGroupRequest,
+  decodeSyncGroupRequest,
+  defaultSyncGroupRequest,
+  encodeSyncGroupRequest,
+  type SyncGroupRequest,
+  decodeDescribeGroupsRequest,
+  defaultDescribeGroupsRequest,
+  encodeDescribeGroupsRequest,
+  type DescribeGroupsRequest,
+  decodeListGroupsRequest,
+  defaultListGroupsRequest,
+  encodeListGroupsRequest,
+  type ListGroupsRequest,
+  decodeSaslHandshakeRequest,
+  defaultSaslHandshakeRequest,
+  encodeSaslHandshakeRequest,
+  type SaslHandshakeRequest,
+  decodeApiVersionsRequest,
+  defaultApiVersionsRequest,
+  encodeApiVersionsRequest,
+  type ApiVersionsRequest,
+  decodeCreateTopicsRequest,
+  defaultCreateTopicsRequest,
+  encodeCreateTopicsRequest,
+  type CreateTopicsRequest,
+  decodeDeleteTopicsRequest,
+  defaultDeleteTopicsRequest,
+  encodeDeleteTopicsRequest,
+  type DeleteTopicsRequest,
+  decodeDeleteRecordsRequest,
+  defaultDeleteRecordsRequest,
+  encodeDeleteRecordsRequest,
+  type DeleteRecordsRequest,
+  decodeInitProducerIdRequest,
+  defaultInitProducerIdRequest,
+  encodeInitProducerIdRequest,
+  type InitProducerIdRequest,
+  decodeOffsetForLeaderEpochRequest,
+  defaultOffsetForLeaderEpochRequest,
+  encodeOffsetForLeaderEpochRequest,
+  type OffsetForLeaderEpochRequest,
+  decodeAddPartitionsToTxnRequest,
+  defaultAddPartitionsToTxnRequest,
+  encodeAddPartitionsToTxnRequest,
+  type AddPartitionsToTxnRequest,
+  decodeAddOffsetsToTxnRequest,
+  defaultAddOffsetsToTxnRequest,
+  encodeAddOffsetsToTxnRequest,
+  type AddOffsetsToTxnRequest,
+  decodeEndTxnRequest,
+  defaultEndTxnRequest,
+  encodeEndTxnRequest,
+  type EndTxnRequest,
+  decodeWriteTxnMarkersRequest,
+  defaultWriteTxnMarkersRequest,
+  encodeWriteTxnMarkersRequest,
+  type WriteTxnMarkersRequest,
+  decodeTxnOffsetCommitRequest,
+  defaultTxnOffsetCommitRequest,
+  encodeTxnOffsetCommitRequest,
+  type TxnOffsetCommitRequest,
+  decodeDescribeAclsRequest,
+  defaultDescribeAclsRequest,
+  encodeDescribeAclsRequest,
+  type DescribeAclsRequest,
+  decodeCreateAclsRequest,
+  defaultCreateAclsRequest,
+  encodeCreateAclsRequest,
+  type CreateAclsRequest,
+  decodeDeleteAclsRequest,
+  defaultDeleteAclsRequest,
+  encodeDeleteAclsRequest,
+  type DeleteAclsRequest,
+  decodeDescribeConfigsRequest,
+  defaultDescribeConfigsRequest,
+  encodeDescribeConfigsRequest,
+  type DescribeConfigsRequest,
+  decodeAlterConfigsRequest,
+  defaultAlterConfigsRequest,
+  encodeAlterConfigsRequest,
+  type AlterConfigsRequest,
+  decodeAlterReplicaLogDirsRequest,
+  defaultAlterReplicaLogDirsRequest,
+  encodeAlterReplicaLogDirsRequest,
+  type AlterReplicaLogDirsRequest,
+  decodeDescribeLogDirsRequest,
+  defaultDescribeLogDirsRequest,
+  encodeDescribeLogDirsRequest,
+  type DescribeLogDirsRequest,
+  decodeSaslAuthenticateRequest,
+  defaultSaslAuthenticateRequest,
+  encodeSaslAuthenticateRequest,
+  type SaslAuthenticateRequest,
+  decodeCreatePartitionsRequest,
+  defaultCreatePartitionsRequest,
+  encodeCreatePartitionsRequest,
+  type CreatePartitionsRequest,
+  decodeCreateDelegationTokenRequest,
+  defaultCreateDelegationTokenRequest,
+  encodeCreateDelegationTokenRequest,
+  type CreateDelegationTokenRequest,
+  decodeRenewDelegationTokenRequest,
+  defaultRenewDelegationTokenRequest,
+  encodeRenewDelegationTokenRequest,
+  type RenewDelegationTokenRequest,
+  decodeExpireDelegationTokenRequest,
+  defaultExpireDelegationTokenRequest,
+  encodeExpireDelegationTokenRequest,
+  type ExpireDelegationTokenRequest,
+  decodeDescribeDelegationTokenRequest,
+  defaultDescribeDelegationTokenRequest,
+  encodeDescribeDelegationTokenRequest,
+  type DescribeDelegationTokenRequest,
+  decodeDeleteGroupsRequest,
+  defaultDeleteGroupsRequest,
+  encodeDeleteGroupsRequest,
+  type DeleteGroupsRequest,
+  decodeElectLeadersRequest,
+  defaultElectLeadersRequest,
+  encodeElectLeadersRequest,
+  type ElectLeadersRequest,
+  decodeIncrementalAlterConfigsRequest,
+  defaultIncrementalAlterConfigsRequest,
+  encodeIncrementalAlterConfigsRequest,
+  type IncrementalAlterConfigsRequest,
+  decodeAlterPartitionReassignmentsRequest,
+  defaultAlterPartitionReassignmentsRequest,
+  encodeAlterPartitionReassignmentsRequest,
+  type AlterPartitionReassignmentsRequest,
+  decodeListPartitionReassignmentsRequest,
+  defaultListPartitionReassignmentsRequest,
+  encodeListPartitionReassignmentsRequest,
+  type ListPartitionReassignmentsRequest,
+  decodeOffsetDeleteRequest,
+  defaultOffsetDeleteRequest,
+  encodeOffsetDeleteRequest,
+  type OffsetDeleteRequest,
+  decodeDescribeClientQuotasRequest,
+  defaultDescribeClientQuotasRequest,
+  encodeDescribeClientQuotasRequest,
+  type DescribeClientQuotasRequest,
+  decodeAlterClientQuotasRequest,
+  defaultAlterClientQuotasRequest,
+  encodeAlterClientQuotasRequest,
+  type AlterClientQuotasRequest,
+  decodeDescribeUserScramCredentialsRequest,
+  defaultDescribeUserScramCredentialsRequest,
+  encodeDescribeUserScramCredentialsRequest,
+  type DescribeUserScramCredentialsRequest,
+  decodeAlterUserScramCredentialsRequest,
+  defaultAlterUserScramCredentialsRequest,
+  encodeAlterUserScramCredentialsRequest,
+  type AlterUserScramCredentialsRequest,
+  decodeVoteRequest,
+  defaultVoteRequest,
+  encodeVoteRequest,
+  type VoteRequest,
+  decodeBeginQuorumEpochRequest,
+  defaultBeginQuorumEpochRequest,
+  encodeBeginQuorumEpochRequest,
+  type BeginQuorumEpochRequest,
+  decodeEndQuorumEpochRequest,
+  defaultEndQuorumEpochRequest,
+  encodeEndQuorumEpochRequest,
+  type EndQuorumEpochRequest,
+  decodeDescribeQuorumRequest,
+  defaultDescribeQuorumRequest,
+  encodeDescribeQuorumRequest,
+  type DescribeQuorumRequest,
+  decodeAlterPartitionRequest,
+  defaultAlterPartitionRequest,
+  encodeAlterPartitionRequest,
+  type AlterPartitionRequest,
+  decodeUpdateFeaturesRequest,
+  defaultUpdateFeaturesRequest,
+  encodeUpdateFeaturesRequest,
+  type UpdateFeaturesRequest,
+  decodeEnvelopeRequest,
+  defaultEnvelopeRequest,
+  encodeEnvelopeRequest,
+  type EnvelopeRequest,
+  decodeFetchSnapshotRequest,
+  defaultFetchSnapshotRequest,
+  encodeFetchSnapshotRequest,
+  type FetchSnapshotRequest,
+  decodeDescribeClusterRequest,
+  defaultDescribeClusterRequest,
+  encodeDescribeClusterRequest,
+  type DescribeClusterRequest,
+  decodeDescribeProducersRequest,
+  defaultDescribeProducersRequest,
+  encodeDescribeProducersRequest,
+  type DescribeProducersRequest,
+  decodeBrokerRegistrationRequest,
+  defaultBrokerRegistrationRequest,
+  encodeBrokerRegistrationRequest,
+  type BrokerRegistrationRequest,
+  decodeBrokerHeartbeatRequest,
+  defaultBrokerHeartbeatRequest,
+  encodeBrokerHeartbeatRequest,
+  type BrokerHeartbeatRequest,
+  decodeUnregisterBrokerRequest,
+  defaultUnregisterBrokerRequest,
+  encodeUnregisterBrokerRequest,
+  type UnregisterBrokerRequest,
+  decodeDescribeTransactionsRequest,
+  defaultDescribeTransactionsRequest,
+  encodeDescribeTransactionsRequest,
+  type DescribeTransactionsRequest,
+  decodeListTransactionsRequest,
+  defaultListTransactionsRequest,
+  encodeListTransactionsRequest,
+  type ListTransactionsRequest,
+  decodeAllocateProducerIdsRequest,
+  defaultAllocateProducerIdsRequest,
+  encodeAllocateProducerIdsRequest,
+  type AllocateProducerIdsRequest,
+  decodeConsumerGroupHeartbeatRequest,
+  defaultConsumerGroupHeartbeatRequest,
+  encodeConsumerGroupHeartbeatRequest,
+  type ConsumerGroupHeartbeatRequest,
+  decodeConsumerGroupDescribeRequest,
+  defaultConsumerGroupDescribeRequest,
+  encodeConsumerGroupDescribeRequest,
+  type ConsumerGroupDescribeRequest,
+  decodeControllerRegistrationRequest,
+  defaultControllerRegistrationRequest,
+  encodeControllerRegistrationRequest,
+  type ControllerRegistrationRequest,
+  decodeGetTelemetrySubscriptionsRequest,
+  defaultGetTelemetrySubscriptionsRequest,
+  encodeGetTelemetrySubscriptionsRequest,
+  type GetTelemetrySubscriptionsRequest,
+  decodePushTelemetryRequest,
+  defaultPushTelemetryRequest,
+  encodePushTelemetryRequest,
+  type PushTelemetryRequest,
+  decodeAssignReplicasToDirsRequest,
+  defaultAssignReplicasToDirsRequest,
+  encodeAssignReplicasToDirsRequest,
+  type AssignReplicasToDirsRequest,
+  decodeListClientMetricsResourcesRequest,
+  defaultListClientMetricsResourcesRequest,
+  encodeListClientMetricsResourcesRequest,
+  type ListClientMetricsResourcesRequest,
+  decodeDescribeTopicPartitionsRequest,
+  defaultDescribeTopicPartitionsRequest,
+  encodeDescribeTopicPartitionsRequest,
+  type DescribeTopicPartitionsRequest,
+  decodeShareGroupHeartbeatRequest,
+  defaultShareGroupHeartbeatRequest,
+  encodeShareGroupHeartbeatRequest,
+  type ShareGroupHeartbeatRequest,
+  decodeShareGroupDescribeRequest,
+  defaultShareGroupDescribeRequest,
+  encodeShareGroupDescribeRequest,
+  type ShareGroupDescribeRequest,
+  decodeShareFetchRequest,
+  defaultShareFetchRequest,
+  encodeShareFetchRequest,
+  type ShareFetchRequest,
+  decodeShareAcknowledgeRequest,
+  defaultShareAcknowledgeRequest,
+  encodeShareAcknowledgeRequest,
+  type ShareAcknowledgeRequest,
+  decodeAddRaftVoterRequest,
+  defaultAddRaftVoterRequest,
+  encodeAddRaftVoterRequest,
+  type AddRaftVoterRequest,
+  decodeRemoveRaftVoterRequest,
+  defaultRemoveRaftVoterRequest,
+  encodeRemoveRaftVoterRequest,
+  type RemoveRaftVoterRequest,
+  decodeUpdateRaftVoterRequest,
+  defaultUpdateRaftVoterRequest,
+  encodeUpdateRaftVoterRequest,
+  type UpdateRaftVoterRequest,
+  decodeInitializeShareGroupStateRequest,
+  defaultInitializeShareGroupStateRequest,
+  encodeInitializeShareGroupStateRequest,
+  type InitializeShareGroupStateRequest,
+  decodeReadShareGroupStateRequest,
+  defaultReadShareGroupStateRequest,
+  encodeReadShareGroupStateRequest,
+  type ReadShareGroupStateRequest,
+  decodeWriteShareGroupStateRequest,
+  defaultWriteShareGroupStateRequest,
+  encodeWriteShareGroupStateRequest,
+  type WriteShareGroupStateRequest,
+  decodeDeleteShareGroupStateRequest,
+  defaultDeleteShareGroupStateRequest,
+  encodeDeleteShareGroupStateRequest,
+  type DeleteShareGroupStateRequest,
+  decodeReadShareGroupStateSummaryRequest,
+  defaultReadShareGroupStateSummaryRequest,
+  encodeReadShareGroupStateSummaryRequest,
+  type ReadShareGroupStateSummaryRequest,
+} from './requests.js'
 import {
   decodeProduceResponse,
   defaultProduceResponse,
   encodeProduceResponse,
   type ProduceResponse,
-} from './produce-response.js'
-import {
-  decodeFetchRequest,
-  defaultFetchRequest,
-  encodeFetchRequest,
-  type FetchRequest,
-} from './fetch-request.js'
-import {
   decodeFetchResponse,
   defaultFetchResponse,
   encodeFetchResponse,
   type FetchResponse,
-} from './fetch-response.js'
-import {
-  decodeListOffsetsRequest,
-  defaultListOffsetsRequest,
-  encodeListOffsetsRequest,
-  type ListOffsetsRequest,
-} from './list-offsets-request.js'
-import {
   decodeListOffsetsResponse,
   defaultListOffsetsResponse,
   encodeListOffsetsResponse,
   type ListOffsetsResponse,
-} from './list-offsets-response.js'
-import {
-  decodeMetadataRequest,
-  defaultMetadataRequest,
-  encodeMetadataRequest,
-  type MetadataRequest,
-} from './metadata-request.js'
-import {
   decodeMetadataResponse,
   defaultMetadataResponse,
   encodeMetadataResponse,
   type MetadataResponse,
-} from './metadata-response.js'
-import {
-  decodeLeaderAndIsrRequest,
-  defaultLeaderAndIsrRequest,
-  encodeLeaderAndIsrRequest,
-  type LeaderAndIsrRequest,
-} from './leader-and-isr-request.js'
-import {
   decodeLeaderAndIsrResponse,
   defaultLeaderAndIsrResponse,
   encodeLeaderAndIsrResponse,
   type LeaderAndIsrResponse,
-} from './leader-and-isr-response.js'
-import {
-  decodeStopReplicaRequest,
-  defaultStopReplicaRequest,
-  encodeStopReplicaRequest,
-  type StopReplicaRequest,
-} from './stop-replica-request.js'
-import {
   decodeStopReplicaResponse,
   defaultStopReplicaResponse,
   encodeStopReplicaResponse,
   type StopReplicaResponse,
-} from './stop-replica-response.js'
-import {
-  decodeUpdateMetadataRequest,
-  defaultUpdateMetadataRequest,
-  encodeUpdateMetadataRequest,
-  type UpdateMetadataRequest,
-} from './update-metadata-request.js'
-import {
   decodeUpdateMetadataResponse,
   defaultUpdateMetadataResponse,
   encodeUpdateMetadataResponse,
   type UpdateMetadataResponse,
-} from './update-metadata-response.js'
-import {
-  decodeControlledShutdownRequest,
-  defaultControlledShutdownRequest,
-  encodeControlledShutdownRequest,
-  type ControlledShutdownRequest,
-} from './controlled-shutdown-request.js'
-import {
   decodeControlledShutdownResponse,
   defaultControlledShutdownResponse,
   encodeControlledShutdownResponse,
   type ControlledShutdownResponse,
-} from './controlled-shutdown-response.js'
-import {
-  decodeOffsetCommitRequest,
-  defaultOffsetCommitRequest,
-  encodeOffsetCommitRequest,
-  type OffsetCommitRequest,
-} from './offset-commit-request.js'
-import {
   decodeOffsetCommitResponse,
   defaultOffsetCommitResponse,
   encodeOffsetCommitResponse,
   type OffsetCommitResponse,
-} from './offset-commit-response.js'
-import {
-  decodeOffsetFetchRequest,
-  defaultOffsetFetchRequest,
-  encodeOffsetFetchRequest,
-  type OffsetFetchRequest,
-} from './offset-fetch-request.js'
-import {
   decodeOffsetFetchResponse,
   defaultOffsetFetchResponse,
   encodeOffsetFetchResponse,
   type OffsetFetchResponse,
-} from './offset-fetch-response.js'
-import {
-  decodeFindCoordinatorRequest,
-  defaultFindCoordinatorRequest,
-  encodeFindCoordinatorRequest,
-  type FindCoordinatorRequest,
-} from './find-coordinator-request.js'
-import {
   decodeFindCoordinatorResponse,
   defaultFindCoordinatorResponse,
   encodeFindCoordinatorResponse,
   type FindCoordinatorResponse,
-} from './find-coordinator-response.js'
-import {
-  decodeJoinGroupRequest,
-  defaultJoinGroupRequest,
-  encodeJoinGroupRequest,
-  type JoinGroupRequest,
-} from './join-group-request.js'
-import {
   decodeJoinGroupResponse,
   defaultJoinGroupResponse,
   encodeJoinGroupResponse,
   type JoinGroupResponse,
-} from './join-group-response.js'
-import {
-  decodeHeartbeatRequest,
-  defaultHeartbeatRequest,
-  encodeHeartbeatRequest,
-  type HeartbeatRequest,
-} from './heartbeat-request.js'
-import {
   decodeHeartbeatResponse,
   defaultHeartbeatResponse,
   encodeHeartbeatResponse,
   type HeartbeatResponse,
-} from './heartbeat-response.js'
-import {
-  decodeLeaveGroupRequest,
-  defaultLeaveGroupRequest,
-  encodeLeaveGroupRequest,
-  type LeaveGroupRequest,
-} from './leave-group-request.js'
-import {
   decodeLeaveGroupResponse,
   defaultLeaveGroupResponse,
   encodeLeaveGroupResponse,
   type LeaveGroupResponse,
-} from './leave-group-response.js'
-import {
-  decodeSyncGroupRequest,
-  defaultSyncGroupRequest,
-  encodeSyncGroupRequest,
-  type SyncGroupRequest,
-} from './sync-group-request.js'
-import {
   decodeSyncGroupResponse,
   defaultSyncGroupResponse,
   encodeSyncGroupResponse,
   type SyncGroupResponse,
-} from './sync-group-response.js'
-import {
-  decodeDescribeGroupsRequest,
-  defaultDescribeGroupsRequest,
-  encodeDescribeGroupsRequest,
-  type DescribeGroupsRequest,
-} from './describe-groups-request.js'
-import {
   decodeDescribeGroupsResponse,
   defaultDescribeGroupsResponse,
   encodeDescribeGroupsResponse,
   type DescribeGroupsResponse,
-} from './describe-groups-response.js'
-import {
-  decodeListGroupsRequest,
-  defaultListGroupsRequest,
-  encodeListGroupsRequest,
-  type ListGroupsRequest,
-} from './list-groups-request.js'
-import {
   decodeListGroupsResponse,
   defaultListGroupsResponse,
   encodeListGroupsResponse,
   type ListGroupsResponse,
-} from './list-groups-response.js'
-import {
-  decodeSaslHandshakeRequest,
-  defaultSaslHandshakeRequest,
-  encodeSaslHandshakeRequest,
-  type SaslHandshakeRequest,
-} from './sasl-handshake-request.js'
-import {
   decodeSaslHandshakeResponse,
   defaultSaslHandshakeResponse,
   encodeSaslHandshakeResponse,
   type SaslHandshakeResponse,
-} from './sasl-handshake-response.js'
-import {
-  decodeApiVersionsRequest,
-  defaultApiVersionsRequest,
-  encodeApiVersionsRequest,
-  type ApiVersionsRequest,
-} from './api-versions-request.js'
-import {
   decodeApiVersionsResponse,
   defaultApiVersionsResponse,
   encodeApiVersionsResponse,
   type ApiVersionsResponse,
-} from './api-versions-response.js'
-import {
-  decodeCreateTopicsRequest,
-  defaultCreateTopicsRequest,
-  encodeCreateTopicsRequest,
-  type CreateTopicsRequest,
-} from './create-topics-request.js'
-import {
   decodeCreateTopicsResponse,
   defaultCreateTopicsResponse,
   encodeCreateTopicsResponse,
   type CreateTopicsResponse,
-} from './create-topics-response.js'
-import {
-  decodeDeleteTopicsRequest,
-  defaultDeleteTopicsRequest,
-  encodeDeleteTopicsRequest,
-  type DeleteTopicsRequest,
-} from './delete-topics-request.js'
-import {
   decodeDeleteTopicsResponse,
   defaultDeleteTopicsResponse,
   encodeDeleteTopicsResponse,
   type DeleteTopicsResponse,
-} from './delete-topics-response.js'
-import {
-  decodeDeleteRecordsRequest,
-  defaultDeleteRecordsRequest,
-  encodeDeleteRecordsRequest,
-  type DeleteRecordsRequest,
-} from './delete-records-request.js'
-import {
   decodeDeleteRecordsResponse,
   defaultDeleteRecordsResponse,
   encodeDeleteRecordsResponse,
   type DeleteRecordsResponse,
-} from './delete-records-response.js'
-import {
-  decodeInitProducerIdRequest,
-  defaultInitProducerIdRequest,
-  encodeInitProducerIdRequest,
-  type InitProducerIdRequest,
-} from './init-producer-id-request.js'
-import {
   decodeInitProducerIdResponse,
   defaultInitProducerIdResponse,
   encodeInitProducerIdResponse,
   type InitProducerIdResponse,
-} from './init-producer-id-response.js'
-import {
-  decodeOffsetForLeaderEpochRequest,
-  defaultOffsetForLeaderEpochRequest,
-  encodeOffsetForLeaderEpochRequest,
-  type OffsetForLeaderEpochRequest,
-} from './offset-for-leader-epoch-request.js'
-import {
   decodeOffsetForLeaderEpochResponse,
   defaultOffsetForLeaderEpochResponse,
   encodeOffsetForLeaderEpochResponse,
   type OffsetForLeaderEpochResponse,
-} from './offset-for-leader-epoch-response.js'
-import {
-  decodeAddPartitionsToTxnRequest,
-  defaultAddPartitionsToTxnRequest,
-  encodeAddPartitionsToTxnRequest,
-  type AddPartitionsToTxnRequest,
-} from './add-partitions-to-txn-request.js'
-import {
   decodeAddPartitionsToTxnResponse,
   defaultAddPartitionsToTxnResponse,
   encodeAddPartitionsToTxnResponse,
   type AddPartitionsToTxnResponse,
-} from './add-partitions-to-txn-response.js'
-import {
-  decodeAddOffsetsToTxnRequest,
-  defaultAddOffsetsToTxnRequest,
-  encodeAddOffsetsToTxnRequest,
-  type AddOffsetsToTxnRequest,
-} from './add-offsets-to-txn-request.js'
-import {
   decodeAddOffsetsToTxnResponse,
   defaultAddOffsetsToTxnResponse,
   encodeAddOffsetsToTxnResponse,
   type AddOffsetsToTxnResponse,
-} from './add-offsets-to-txn-response.js'
-import {
-  decodeEndTxnRequest,
-  defaultEndTxnRequest,
-  encodeEndTxnRequest,
-  type EndTxnRequest,
-} from './end-txn-request.js'
-import {
   decodeEndTxnResponse,
   defaultEndTxnResponse,
   encodeEndTxnResponse,
   type EndTxnResponse,
-} from './end-txn-response.js'
-import {
-  decodeWriteTxnMarkersRequest,
-  defaultWriteTxnMarkersRequest,
-  encodeWriteTxnMarkersRequest,
-  type WriteTxnMarkersRequest,
-} from './write-txn-markers-request.js'
-import {
   decodeWriteTxnMarkersResponse,
   defaultWriteTxnMarkersResponse,
   encodeWriteTxnMarkersResponse,
   type WriteTxnMarkersResponse,
-} from './write-txn-markers-response.js'
-import {
-  decodeTxnOffsetCommitRequest,
-  defaultTxnOffsetCommitRequest,
-  encodeTxnOffsetCommitRequest,
-  type TxnOffsetCommitRequest,
-} from './txn-offset-commit-request.js'
-import {
   decodeTxnOffsetCommitResponse,
   defaultTxnOffsetCommitResponse,
   encodeTxnOffsetCommitResponse,
   type TxnOffsetCommitResponse,
-} from './txn-offset-commit-response.js'
-import {
-  decodeDescribeAclsRequest,
-  defaultDescribeAclsRequest,
-  encodeDescribeAclsRequest,
-  type DescribeAclsRequest,
-} from './describe-acls-request.js'
-import {
   decodeDescribeAclsResponse,
   defaultDescribeAclsResponse,
   encodeDescribeAclsResponse,
   type DescribeAclsResponse,
-} from './describe-acls-response.js'
-import {
-  decodeCreateAclsRequest,
-  defaultCreateAclsRequest,
-  encodeCreateAclsRequest,
-  type CreateAclsRequest,
-} from './create-acls-request.js'
-import {
   decodeCreateAclsResponse,
   defaultCreateAclsResponse,
   encodeCreateAclsResponse,
   type CreateAclsResponse,
-} from './create-acls-response.js'
-import {
-  decodeDeleteAclsRequest,
-  defaultDeleteAclsRequest,
-  encodeDeleteAclsRequest,
-  type DeleteAclsRequest,
-} from './delete-acls-request.js'
-import {
   decodeDeleteAclsResponse,
   defaultDeleteAclsResponse,
   encodeDeleteAclsResponse,
   type DeleteAclsResponse,
-} from './delete-acls-response.js'
-import {
-  decodeDescribeConfigsRequest,
-  defaultDescribeConfigsRequest,
-  encodeDescribeConfigsRequest,
-  type DescribeConfigsRequest,
-} from './describe-configs-request.js'
-import {
   decodeDescribeConfigsResponse,
   defaultDescribeConfigsResponse,
   encodeDescribeConfigsResponse,
   type DescribeConfigsResponse,
-} from './describe-configs-response.js'
-import {
-  decodeAlterConfigsRequest,
-  defaultAlterConfigsRequest,
-  encodeAlterConfigsRequest,
-  type AlterConfigsRequest,
-} from './alter-configs-request.js'
-import {
   decodeAlterConfigsResponse,
   defaultAlterConfigsResponse,
   encodeAlterConfigsResponse,
   type AlterConfigsResponse,
-} from './alter-configs-response.js'
-import {
-  decodeAlterReplicaLogDirsRequest,
-  defaultAlterReplicaLogDirsRequest,
-  encodeAlterReplicaLogDirsRequest,
-  type AlterReplicaLogDirsRequest,
-} from './alter-replica-log-dirs-request.js'
-import {
   decodeAlterReplicaLogDirsResponse,
   defaultAlterReplicaLogDirsResponse,
   encodeAlterReplicaLogDirsResponse,
   type AlterReplicaLogDirsResponse,
-} from './alter-replica-log-dirs-response.js'
-import {
-  decodeDescribeLogDirsRequest,
-  defaultDescribeLogDirsRequest,
-  encodeDescribeLogDirsRequest,
-  type DescribeLogDirsRequest,
-} from './describe-log-dirs-request.js'
-import {
   decodeDescribeLogDirsResponse,
   defaultDescribeLogDirsResponse,
   encodeDescribeLogDirsResponse,
   type DescribeLogDirsResponse,
-} from './describe-log-dirs-response.js'
-import {
-  decodeSaslAuthenticateRequest,
-  defaultSaslAuthenticateRequest,
-  encodeSaslAuthenticateRequest,
-  type SaslAuthenticateRequest,
-} from './sasl-authenticate-request.js'
-import {
   decodeSaslAuthenticateResponse,
   defaultSaslAuthenticateResponse,
   encodeSaslAuthenticateResponse,
   type SaslAuthenticateResponse,
-} from './sasl-authenticate-response.js'
-import {
-  decodeCreatePartitionsRequest,
-  defaultCreatePartitionsRequest,
-  encodeCreatePartitionsRequest,
-  type CreatePartitionsRequest,
-} from './create-partitions-request.js'
-import {
   decodeCreatePartitionsResponse,
   defaultCreatePartitionsResponse,
   encodeCreatePartitionsResponse,
   type CreatePartitionsResponse,
-} from './create-partitions-response.js'
-import {
-  decodeCreateDelegationTokenRequest,
-  defaultCreateDelegationTokenRequest,
-  encodeCreateDelegationTokenRequest,
-  type CreateDelegationTokenRequest,
-} from './create-delegation-token-request.js'
-import {
   decodeCreateDelegationTokenResponse,
   defaultCreateDelegationTokenResponse,
   encodeCreateDelegationTokenResponse,
   type CreateDelegationTokenResponse,
-} from './create-delegation-token-response.js'
-import {
-  decodeRenewDelegationTokenRequest,
-  defaultRenewDelegationTokenRequest,
-  encodeRenewDelegationTokenRequest,
-  type RenewDelegationTokenRequest,
-} from './renew-delegation-token-request.js'
-import {
   decodeRenewDelegationTokenResponse,
   defaultRenewDelegationTokenResponse,
   encodeRenewDelegationTokenResponse,
   type RenewDelegationTokenResponse,
-} from './renew-delegation-token-response.js'
-import {
-  decodeExpireDelegationTokenRequest,
-  defaultExpireDelegationTokenRequest,
-  encodeExpireDelegationTokenRequest,
-  type ExpireDelegationTokenRequest,
-} from './expire-delegation-token-request.js'
-import {
   decodeExpireDelegationTokenResponse,
   defaultExpireDelegationTokenResponse,
   encodeExpireDelegationTokenResponse,
   type ExpireDelegationTokenResponse,
-} from './expire-delegation-token-response.js'
-import {
-  decodeDescribeDelegationTokenRequest,
-  defaultDescribeDelegationTokenRequest,
-  encodeDescribeDelegationTokenRequest,
-  type DescribeDelegationTokenRequest,
-} from './describe-delegation-token-request.js'
-import {
   decodeDescribeDelegationTokenResponse,
   defaultDescribeDelegationTokenResponse,
   encodeDescribeDelegationTokenResponse,
   type DescribeDelegationTokenResponse,
-} from './describe-delegation-token-response.js'
-import {
-  decodeDeleteGroupsRequest,
-  defaultDeleteGroupsRequest,
-  encodeDeleteGroupsRequest,
-  type DeleteGroupsRequest,
-} from './delete-groups-request.js'
-import {
   decodeDeleteGroupsResponse,
   defaultDeleteGroupsResponse,
   encodeDeleteGroupsResponse,
   type DeleteGroupsResponse,
-} from './delete-groups-response.js'
-import {
-  decodeElectLeadersRequest,
-  defaultElectLeadersRequest,
-  encodeElectLeadersRequest,
-  type ElectLeadersRequest,
-} from './elect-leaders-request.js'
-import {
   decodeElectLeadersResponse,
   defaultElectLeadersResponse,
   encodeElectLeadersResponse,
   type ElectLeadersResponse,
-} from './elect-leaders-response.js'
-import {
-  decodeIncrementalAlterConfigsRequest,
-  defaultIncrementalAlterConfigsRequest,
-  encodeIncrementalAlterConfigsRequest,
-  type IncrementalAlterConfigsRequest,
-} from './incremental-alter-configs-request.js'
-import {
   decodeIncrementalAlterConfigsResponse,
   defaultIncrementalAlterConfigsResponse,
   encodeIncrementalAlterConfigsResponse,
   type IncrementalAlterConfigsResponse,
-} from './incremental-alter-configs-response.js'
-import {
-  decodeAlterPartitionReassignmentsRequest,
-  defaultAlterPartitionReassignmentsRequest,
-  encodeAlterPartitionReassignmentsRequest,
-  type AlterPartitionReassignmentsRequest,
-} from './alter-partition-reassignments-request.js'
-import {
   decodeAlterPartitionReassignmentsResponse,
   defaultAlterPartitionReassignmentsResponse,
   encodeAlterPartitionReassignmentsResponse,
   type AlterPartitionReassignmentsResponse,
-} from './alter-partition-reassignments-response.js'
-import {
-  decodeListPartitionReassignmentsRequest,
-  defaultListPartitionReassignmentsRequest,
-  encodeListPartitionReassignmentsRequest,
-  type ListPartitionReassignmentsRequest,
-} from './list-partition-reassignments-request.js'
-import {
   decodeListPartitionReassignmentsResponse,
   defaultListPartitionReassignmentsResponse,
   encodeListPartitionReassignmentsResponse,
   type ListPartitionReassignmentsResponse,
-} from './list-partition-reassignments-response.js'
-import {
-  decodeOffsetDeleteRequest,
-  defaultOffsetDeleteRequest,
-  encodeOffsetDeleteRequest,
-  type OffsetDeleteRequest,
-} from './offset-delete-request.js'
-import {
   decodeOffsetDeleteResponse,
   defaultOffsetDeleteResponse,
   encodeOffsetDeleteResponse,
   type OffsetDeleteResponse,
-} from './offset-delete-response.js'
-import {
-  decodeDescribeClientQuotasRequest,
-  defaultDescribeClientQuotasRequest,
-  encodeDescribeClientQuotasRequest,
-  type DescribeClientQuotasRequest,
-} from './describe-client-quotas-request.js'
-import {
   decodeDescribeClientQuotasResponse,
   defaultDescribeClientQuotasResponse,
   encodeDescribeClientQuotasResponse,
   type DescribeClientQuotasResponse,
-} from './describe-client-quotas-response.js'
-import {
-  decodeAlterClientQuotasRequest,
-  defaultAlterClientQuotasRequest,
-  encodeAlterClientQuotasRequest,
-  type AlterClientQuotasRequest,
-} from './alter-client-quotas-request.js'
-import {
   decodeAlterClientQuotasResponse,
   defaultAlterClientQuotasResponse,
   encodeAlterClientQuotasResponse,
   type AlterClientQuotasResponse,
-} from './alter-client-quotas-response.js'
-import {
-  decodeDescribeUserScramCredentialsRequest,
-  defaultDescribeUserScramCredentialsRequest,
-  encodeDescribeUserScramCredentialsRequest,
-  type DescribeUserScramCredentialsRequest,
-} from './describe-user-scram-credentials-request.js'
-import {
   decodeDescribeUserScramCredentialsResponse,
   defaultDescribeUserScramCredentialsResponse,
   encodeDescribeUserScramCredentialsResponse,
   type DescribeUserScramCredentialsResponse,
-} from './describe-user-scram-credentials-response.js'
-import {
-  decodeAlterUserScramCredentialsRequest,
-  defaultAlterUserScramCredentialsRequest,
-  encodeAlterUserScramCredentialsRequest,
-  type AlterUserScramCredentialsRequest,
-} from './alter-user-scram-credentials-request.js'
-import {
   decodeAlterUserScramCredentialsResponse,
   defaultAlterUserScramCredentialsResponse,
   encodeAlterUserScramCredentialsResponse,
   type AlterUserScramCredentialsResponse,
-} from './alter-user-scram-credentials-response.js'
-import { decodeVoteRequest, defaultVoteRequest, encodeVoteRequest, type VoteRequest } from './vote-request.js'
-import {
   decodeVoteResponse,
   defaultVoteResponse,
   encodeVoteResponse,
   type VoteResponse,
-} from './vote-response.js'
-import {
-  decodeBeginQuorumEpochRequest,
-  defaultBeginQuorumEpochRequest,
-  encodeBeginQuorumEpochRequest,
-  type BeginQuorumEpochRequest,
-} from './begin-quorum-epoch-request.js'
-import {
   decodeBeginQuorumEpochResponse,
   defaultBeginQuorumEpochResponse,
   encodeBeginQuorumEpochResponse,
   type BeginQuorumEpochResponse,
-} from './begin-quorum-epoch-response.js'
-import {
-  decodeEndQuorumEpochRequest,
-  defaultEndQuorumEpochRequest,
-  encodeEndQuorumEpochRequest,
-  type EndQuorumEpochRequest,
-} from './end-quorum-epoch-request.js'
-import {
   decodeEndQuorumEpochResponse,
   defaultEndQuorumEpochResponse,
   encodeEndQuorumEpochResponse,
   type EndQuorumEpochResponse,
-} from './end-quorum-epoch-response.js'
-import {
-  decodeDescribeQuorumRequest,
-  defaultDescribeQuorumRequest,
-  encodeDescribeQuorumRequest,
-  type DescribeQuorumRequest,
-} from './describe-quorum-request.js'
-import {
   decodeDescribeQuorumResponse,
   defaultDescribeQuorumResponse,
   encodeDescribeQuorumResponse,
   type DescribeQuorumResponse,
-} from './describe-quorum-response.js'
-import {
-  decodeAlterPartitionRequest,
-  defaultAlterPartitionRequest,
-  encodeAlterPartitionRequest,
-  type AlterPartitionRequest,
-} from './alter-partition-request.js'
-import {
   decodeAlterPartitionResponse,
   defaultAlterPartitionResponse,
   encodeAlterPartitionResponse,
   type AlterPartitionResponse,
-} from './alter-partition-response.js'
-import {
-  decodeUpdateFeaturesRequest,
-  defaultUpdateFeaturesRequest,
-  encodeUpdateFeaturesRequest,
-  type UpdateFeaturesRequest,
-} from './update-features-request.js'
-import {
   decodeUpdateFeaturesResponse,
   defaultUpdateFeaturesResponse,
   encodeUpdateFeaturesResponse,
   type UpdateFeaturesResponse,
-} from './update-features-response.js'
-import {
-  decodeEnvelopeRequest,
-  defaultEnvelopeRequest,
-  encodeEnvelopeRequest,
-  type EnvelopeRequest,
-} from './envelope-request.js'
-import {
   decodeEnvelopeResponse,
   defaultEnvelopeResponse,
   encodeEnvelopeResponse,
   type EnvelopeResponse,
-} from './envelope-response.js'
-import {
-  decodeFetchSnapshotRequest,
-  defaultFetchSnapshotRequest,
-  encodeFetchSnapshotRequest,
-  type FetchSnapshotRequest,
-} from './fetch-snapshot-request.js'
-import {
   decodeFetchSnapshotResponse,
   defaultFetchSnapshotResponse,
   encodeFetchSnapshotResponse,
   type FetchSnapshotResponse,
-} from './fetch-snapshot-response.js'
-import {
-  decodeDescribeClusterRequest,
-  defaultDescribeClusterRequest,
-  encodeDescribeClusterRequest,
-  type DescribeClusterRequest,
-} from './describe-cluster-request.js'
-import {
   decodeDescribeClusterResponse,
   defaultDescribeClusterResponse,
   encodeDescribeClusterResponse,
   type DescribeClusterResponse,
-} from './describe-cluster-response.js'
-import {
-  decodeDescribeProducersRequest,
-  defaultDescribeProducersRequest,
-  encodeDescribeProducersRequest,
-  type DescribeProducersRequest,
-} from './describe-producers-request.js'
-import {
   decodeDescribeProducersResponse,
   defaultDescribeProducersResponse,
   encodeDescribeProducersResponse,
   type DescribeProducersResponse,
-} from './describe-producers-response.js'
-import {
-  decodeBrokerRegistrationRequest,
-  defaultBrokerRegistrationRequest,
-  encodeBrokerRegistrationRequest,
-  type BrokerRegistrationRequest,
-} from './broker-registration-request.js'
-import {
   decodeBrokerRegistrationResponse,
   defaultBrokerRegistrationResponse,
   encodeBrokerRegistrationResponse,
   type BrokerRegistrationResponse,
-} from './broker-registration-response.js'
-import {
-  decodeBrokerHeartbeatRequest,
-  defaultBrokerHeartbeatRequest,
-  encodeBrokerHeartbeatRequest,
-  type BrokerHeartbeatRequest,
-} from './broker-heartbeat-request.js'
-import {
   decodeBrokerHeartbeatResponse,
   defaultBrokerHeartbeatResponse,
   encodeBrokerHeartbeatResponse,
   type BrokerHeartbeatResponse,
-} from './broker-heartbeat-response.js'
-import {
-  decodeUnregisterBrokerRequest,
-  defaultUnregisterBrokerRequest,
-  encodeUnregisterBrokerRequest,
-  type UnregisterBrokerRequest,
-} from './unregister-broker-request.js'
-import {
   decodeUnregisterBrokerResponse,
   defaultUnregisterBrokerResponse,
   encodeUnregisterBrokerResponse,
   type UnregisterBrokerResponse,
-} from './unregister-broker-response.js'
-import {
-  decodeDescribeTransactionsRequest,
-  defaultDescribeTransactionsRequest,
-  encodeDescribeTransactionsRequest,
-  type DescribeTransactionsRequest,
-} from './describe-transactions-request.js'
-import {
   decodeDescribeTransactionsResponse,
   defaultDescribeTransactionsResponse,
   encodeDescribeTransactionsResponse,
   type DescribeTransactionsResponse,
-} from './describe-transactions-response.js'
-import {
-  decodeListTransactionsRequest,
-  defaultListTransactionsRequest,
-  encodeListTransactionsRequest,
-  type ListTransactionsRequest,
-} from './list-transactions-request.js'
-import {
   decodeListTransactionsResponse,
   defaultListTransactionsResponse,
   encodeListTransactionsResponse,
   type ListTransactionsResponse,
-} from './list-transactions-response.js'
-import {
-  decodeAllocateProducerIdsRequest,
-  defaultAllocateProducerIdsRequest,
-  encodeAllocateProducerIdsRequest,
-  type AllocateProducerIdsRequest,
-} from './allocate-producer-ids-request.js'
-import {
   decodeAllocateProducerIdsResponse,
   defaultAllocateProducerIdsResponse,
   encodeAllocateProducerIdsResponse,
   type AllocateProducerIdsResponse,
-} from './allocate-producer-ids-response.js'
-import {
-  decodeConsumerGroupHeartbeatRequest,
-  defaultConsumerGroupHeartbeatRequest,
-  encodeConsumerGroupHeartbeatRequest,
-  type ConsumerGroupHeartbeatRequest,
-} from './consumer-group-heartbeat-request.js'
-import {
   decodeConsumerGroupHeartbeatResponse,
   defaultConsumerGroupHeartbeatResponse,
   encodeConsumerGroupHeartbeatResponse,
   type ConsumerGroupHeartbeatResponse,
-} from './consumer-group-heartbeat-response.js'
-import {
-  decodeConsumerGroupDescribeRequest,
-  defaultConsumerGroupDescribeRequest,
-  encodeConsumerGroupDescribeRequest,
-  type ConsumerGroupDescribeRequest,
-} from './consumer-group-describe-request.js'
-import {
   decodeConsumerGroupDescribeResponse,
   defaultConsumerGroupDescribeResponse,
   encodeConsumerGroupDescribeResponse,
   type ConsumerGroupDescribeResponse,
-} from './consumer-group-describe-response.js'
-import {
-  decodeControllerRegistrationRequest,
-  defaultControllerRegistrationRequest,
-  encodeControllerRegistrationRequest,
-  type ControllerRegistrationRequest,
-} from './controller-registration-request.js'
-import {
   decodeControllerRegistrationResponse,
   defaultControllerRegistrationResponse,
   encodeControllerRegistrationResponse,
   type ControllerRegistrationResponse,
-} from './controller-registration-response.js'
-import {
-  decodeGetTelemetrySubscriptionsRequest,
-  defaultGetTelemetrySubscriptionsRequest,
-  encodeGetTelemetrySubscriptionsRequest,
-  type GetTelemetrySubscriptionsRequest,
-} from './get-telemetry-subscriptions-request.js'
-import {
   decodeGetTelemetrySubscriptionsResponse,
   defaultGetTelemetrySubscriptionsResponse,
   encodeGetTelemetrySubscriptionsResponse,
   type GetTelemetrySubscriptionsResponse,
-} from './get-telemetry-subscriptions-response.js'
-import {
-  decodePushTelemetryRequest,
-  defaultPushTelemetryRequest,
-  encodePushTelemetryRequest,
-  type PushTelemetryRequest,
-} from './push-telemetry-request.js'
-import {
   decodePushTelemetryResponse,
   defaultPushTelemetryResponse,
   encodePushTelemetryResponse,
   type PushTelemetryResponse,
-} from './push-telemetry-response.js'
-import {
-  decodeAssignReplicasToDirsRequest,
-  defaultAssignReplicasToDirsRequest,
-  encodeAssignReplicasToDirsRequest,
-  type AssignReplicasToDirsRequest,
-} from './assign-replicas-to-dirs-request.js'
-import {
   decodeAssignReplicasToDirsResponse,
   defaultAssignReplicasToDirsResponse,
   encodeAssignReplicasToDirsResponse,
   type AssignReplicasToDirsResponse,
-} from './assign-replicas-to-dirs-response.js'
-import {
-  decodeListClientMetricsResourcesRequest,
-  defaultListClientMetricsResourcesRequest,
-  encodeListClientMetricsResourcesRequest,
-  type ListClientMetricsResourcesRequest,
-} from './list-client-metrics-resources-request.js'
-import {
   decodeListClientMetricsResourcesResponse,
   defaultListClientMetricsResourcesResponse,
   encodeListClientMetricsResourcesResponse,
   type ListClientMetricsResourcesResponse,
-} from './list-client-metrics-resources-response.js'
-import {
-  decodeDescribeTopicPartitionsRequest,
-  defaultDescribeTopicPartitionsRequest,
-  encodeDescribeTopicPartitionsRequest,
-  type DescribeTopicPartitionsRequest,
-} from './describe-topic-partitions-request.js'
-import {
   decodeDescribeTopicPartitionsResponse,
   defaultDescribeTopicPartitionsResponse,
   encodeDescribeTopicPartitionsResponse,
   type DescribeTopicPartitionsResponse,
-} from './describe-topic-partitions-response.js'
-import {
-  decodeShareGroupHeartbeatRequest,
-  defaultShareGroupHeartbeatRequest,
-  encodeShareGroupHeartbeatRequest,
-  type ShareGroupHeartbeatRequest,
-} from './share-group-heartbeat-request.js'
-import {
   decodeShareGroupHeartbeatResponse,
   defaultShareGroupHeartbeatResponse,
   encodeShareGroupHeartbeatResponse,
   type ShareGroupHeartbeatResponse,
-} from './share-group-heartbeat-response.js'
-import {
-  decodeShareGroupDescribeRequest,
-  defaultShareGroupDescribeRequest,
-  encodeShareGroupDescribeRequest,
-  type ShareGroupDescribeRequest,
-} from './share-group-describe-request.js'
-import {
   decodeShareGroupDescribeResponse,
   defaultShareGroupDescribeResponse,
   encodeShareGroupDescribeResponse,
   type ShareGroupDescribeResponse,
-} from './share-group-describe-response.js'
-import {
-  decodeShareFetchRequest,
-  defaultShareFetchRequest,
-  encodeShareFetchRequest,
-  type ShareFetchRequest,
-} from './share-fetch-request.js'
-import {
   decodeShareFetchResponse,
   defaultShareFetchResponse,
   encodeShareFetchResponse,
   type ShareFetchResponse,
-} from './share-fetch-response.js'
-import {
-  decodeShareAcknowledgeRequest,
-  defaultShareAcknowledgeRequest,
-  encodeShareAcknowledgeRequest,
-  type ShareAcknowledgeRequest,
-} from './share-acknowledge-request.js'
-import {
   decodeShareAcknowledgeResponse,
   defaultShareAcknowledgeResponse,
   encodeShareAcknowledgeResponse,
   type ShareAcknowledgeResponse,
-} from './share-acknowledge-response.js'
-import {
-  decodeAddRaftVoterRequest,
-  defaultAddRaftVoterRequest,
-  encodeAddRaftVoterRequest,
-  type AddRaftVoterRequest,
-} from './add-raft-voter-request.js'
-import {
   decodeAddRaftVoterResponse,
   defaultAddRaftVoterResponse,
   encodeAddRaftVoterResponse,
   type AddRaftVoterResponse,
-} from './add-raft-voter-response.js'
-import {
-  decodeRemoveRaftVoterRequest,
-  defaultRemoveRaftVoterRequest,
-  encodeRemoveRaftVoterRequest,
-  type RemoveRaftVoterRequest,
-} from './remove-raft-voter-request.js'
-import {
   decodeRemoveRaftVoterResponse,
   defaultRemoveRaftVoterResponse,
   encodeRemoveRaftVoterResponse,
   type RemoveRaftVoterResponse,
-} from './remove-raft-voter-response.js'
-import {
-  decodeUpdateRaftVoterRequest,
-  defaultUpdateRaftVoterRequest,
-  encodeUpdateRaftVoterRequest,
-  type UpdateRaftVoterRequest,
-} from './update-raft-voter-request.js'
-import {
   decodeUpdateRaftVoterResponse,
   defaultUpdateRaftVoterResponse,
   encodeUpdateRaftVoterResponse,
   type UpdateRaftVoterResponse,
-} from './update-raft-voter-response.js'
-import {
-  decodeInitializeShareGroupStateRequest,
-  defaultInitializeShareGroupStateRequest,
-  encodeInitializeShareGroupStateRequest,
-  type InitializeShareGroupStateRequest,
-} from './initialize-share-group-state-request.js'
-import {
   decodeInitializeShareGroupStateResponse,
   defaultInitializeShareGroupStateResponse,
   encodeInitializeShareGroupStateResponse,
   type InitializeShareGroupStateResponse,
-} from './initialize-share-group-state-response.js'
-import {
-  decodeReadShareGroupStateRequest,
-  defaultReadShareGroupStateRequest,
-  encodeReadShareGroupStateRequest,
-  type ReadShareGroupStateRequest,
-} from './read-share-group-state-request.js'
-import {
   decodeReadShareGroupStateResponse,
   defaultReadShareGroupStateResponse,
   encodeReadShareGroupStateResponse,
   type ReadShareGroupStateResponse,
-} from './read-share-group-state-response.js'
-import {
-  decodeWriteShareGroupStateRequest,
-  defaultWriteShareGroupStateRequest,
-  encodeWriteShareGroupStateRequest,
-  type WriteShareGroupStateRequest,
-} from './write-share-group-state-request.js'
-import {
   decodeWriteShareGroupStateResponse,
   defaultWriteShareGroupStateResponse,
   encodeWriteShareGroupStateResponse,
   type WriteShareGroupStateResponse,
-} from './write-share-group-state-response.js'
-import {
-  decodeDeleteShareGroupStateRequest,
-  defaultDeleteShareGroupStateRequest,
-  encodeDeleteShareGroupStateRequest,
-  type DeleteShareGroupStateRequest,
-} from './delete-share-group-state-request.js'
-import {
   decodeDeleteShareGroupStateResponse,
   defaultDeleteShareGroupStateResponse,
   encodeDeleteShareGroupStateResponse,
   type DeleteShareGroupStateResponse,
-} from './delete-share-group-state-response.js'
-import {
-  decodeReadShareGroupStateSummaryRequest,
-  defaultReadShareGroupStateSummaryRequest,
-  encodeReadShareGroupStateSummaryRequest,
-  type ReadShareGroupStateSummaryRequest,
-} from './read-share-group-state-summary-request.js'
-import {
   decodeReadShareGroupStateSummaryResponse,
   defaultReadShareGroupStateSummaryResponse,
   encodeReadShareGroupStateSummaryResponse,
   type ReadShareGroupStateSummaryResponse,
-} from './read-share-group-state-summary-response.js'
+} from './responses.js'
 
 export * from './common.js'
-export * from './add-offsets-to-txn-request.js'
-export * from './add-offsets-to-txn-response.js'
-export * from './add-partitions-to-txn-request.js'
-export * from './add-partitions-to-txn-response.js'
-export * from './add-raft-voter-request.js'
-export * from './add-raft-voter-response.js'
-export * from './allocate-producer-ids-request.js'
-export * from './allocate-producer-ids-response.js'
-export * from './alter-client-quotas-request.js'
-export * from './alter-client-quotas-response.js'
-export * from './alter-configs-request.js'
-export * from './alter-configs-response.js'
-export * from './alter-partition-reassignments-request.js'
-export * from './alter-partition-reassignments-response.js'
-export * from './alter-partition-request.js'
-export * from './alter-partition-response.js'
-export * from './alter-replica-log-dirs-request.js'
-export * from './alter-replica-log-dirs-response.js'
-export * from './alter-user-scram-credentials-request.js'
-export * from './alter-user-scram-credentials-response.js'
-export * from './api-versions-request.js'
-export * from './api-versions-response.js'
-export * from './assign-replicas-to-dirs-request.js'
-export * from './assign-replicas-to-dirs-response.js'
-export * from './begin-quorum-epoch-request.js'
-export * from './begin-quorum-epoch-response.js'
-export * from './broker-heartbeat-request.js'
-export * from './broker-heartbeat-response.js'
-export * from './broker-registration-request.js'
-export * from './broker-registration-response.js'
-export * from './consumer-group-describe-request.js'
-export * from './consumer-group-describe-response.js'
-export * from './consumer-group-heartbeat-request.js'
-export * from './consumer-group-heartbeat-response.js'
-export * from './consumer-protocol-assignment.js'
-export * from './consumer-protocol-subscription.js'
-export * from './controlled-shutdown-request.js'
-export * from './controlled-shutdown-response.js'
-export * from './controller-registration-request.js'
-export * from './controller-registration-response.js'
-export * from './create-acls-request.js'
-export * from './create-acls-response.js'
-export * from './create-delegation-token-request.js'
-export * from './create-delegation-token-response.js'
-export * from './create-partitions-request.js'
-export * from './create-partitions-response.js'
-export * from './create-topics-request.js'
-export * from './create-topics-response.js'
-export * from './default-principal-data.js'
-export * from './delete-acls-request.js'
-export * from './delete-acls-response.js'
-export * from './delete-groups-request.js'
-export * from './delete-groups-response.js'
-export * from './delete-records-request.js'
-export * from './delete-records-response.js'
-export * from './delete-share-group-state-request.js'
-export * from './delete-share-group-state-response.js'
-export * from './delete-topics-request.js'
-export * from './delete-topics-response.js'
-export * from './describe-acls-request.js'
-export * from './describe-acls-response.js'
-export * from './describe-client-quotas-request.js'
-export * from './describe-client-quotas-response.js'
-export * from './describe-cluster-request.js'
-export * from './describe-cluster-response.js'
-export * from './describe-configs-request.js'
-export * from './describe-configs-response.js'
-export * from './describe-delegation-token-request.js'
-export * from './describe-delegation-token-response.js'
-export * from './describe-groups-request.js'
-export * from './describe-groups-response.js'
-export * from './describe-log-dirs-request.js'
-export * from './describe-log-dirs-response.js'
-export * from './describe-producers-request.js'
-export * from './describe-producers-response.js'
-export * from './describe-quorum-request.js'
-export * from './describe-quorum-response.js'
-export * from './describe-topic-partitions-request.js'
-export * from './describe-topic-partitions-response.js'
-export * from './describe-transactions-request.js'
-export * from './describe-transactions-response.js'
-export * from './describe-user-scram-credentials-request.js'
-export * from './describe-user-scram-credentials-response.js'
-export * from './elect-leaders-request.js'
-export * from './elect-leaders-response.js'
-export * from './end-quorum-epoch-request.js'
-export * from './end-quorum-epoch-response.js'
-export * from './end-txn-request.js'
-export * from './end-txn-response.js'
-export * from './envelope-request.js'
-export * from './envelope-response.js'
-export * from './expire-delegation-token-request.js'
-export * from './expire-delegation-token-response.js'
-export * from './fetch-request.js'
-export * from './fetch-response.js'
-export * from './fetch-snapshot-request.js'
-export * from './fetch-snapshot-response.js'
-export * from './find-coordinator-request.js'
-export * from './find-coordinator-response.js'
-export * from './get-telemetry-subscriptions-request.js'
-export * from './get-telemetry-subscriptions-response.js'
-export * from './heartbeat-request.js'
-export * from './heartbeat-response.js'
-export * from './incremental-alter-configs-request.js'
-export * from './incremental-alter-configs-response.js'
-export * from './init-producer-id-request.js'
-export * from './init-producer-id-response.js'
-export * from './initialize-share-group-state-request.js'
-export * from './initialize-share-group-state-response.js'
-export * from './join-group-request.js'
-export * from './join-group-response.js'
-export * from './kraft-version-record.js'
-export * from './leader-and-isr-request.js'
-export * from './leader-and-isr-response.js'
-export * from './leader-change-message.js'
-export * from './leave-group-request.js'
-export * from './leave-group-response.js'
-export * from './list-client-metrics-resources-request.js'
-export * from './list-client-metrics-resources-response.js'
-export * from './list-groups-request.js'
-export * from './list-groups-response.js'
-export * from './list-offsets-request.js'
-export * from './list-offsets-response.js'
-export * from './list-partition-reassignments-request.js'
-export * from './list-partition-reassignments-response.js'
-export * from './list-transactions-request.js'
-export * from './list-transactions-response.js'
-export * from './metadata-request.js'
-export * from './metadata-response.js'
-export * from './offset-commit-request.js'
-export * from './offset-commit-response.js'
-export * from './offset-delete-request.js'
-export * from './offset-delete-response.js'
-export * from './offset-fetch-request.js'
-export * from './offset-fetch-response.js'
-export * from './offset-for-leader-epoch-request.js'
-export * from './offset-for-leader-epoch-response.js'
-export * from './produce-request.js'
-export * from './produce-response.js'
-export * from './push-telemetry-request.js'
-export * from './push-telemetry-response.js'
-export * from './read-share-group-state-request.js'
-export * from './read-share-group-state-response.js'
-export * from './read-share-group-state-summary-request.js'
-export * from './read-share-group-state-summary-response.js'
-export * from './remove-raft-voter-request.js'
-export * from './remove-raft-voter-response.js'
-export * from './renew-delegation-token-request.js'
-export * from './renew-delegation-token-response.js'
-export * from './request-header.js'
-export * from './response-header.js'
-export * from './sasl-authenticate-request.js'
-export * from './sasl-authenticate-response.js'
-export * from './sasl-handshake-request.js'
-export * from './sasl-handshake-response.js'
-export * from './share-acknowledge-request.js'
-export * from './share-acknowledge-response.js'
-export * from './share-fetch-request.js'
-export * from './share-fetch-response.js'
-export * from './share-group-describe-request.js'
-export * from './share-group-describe-response.js'
-export * from './share-group-heartbeat-request.js'
-export * from './share-group-heartbeat-response.js'
-export * from './snapshot-footer-record.js'
-export * from './snapshot-header-record.js'
-export * from './stop-replica-request.js'
-export * from './stop-replica-response.js'
-export * from './sync-group-request.js'
-export * from './sync-group-response.js'
-export * from './txn-offset-commit-request.js'
-export * from './txn-offset-commit-response.js'
-export * from './unregister-broker-request.js'
-export * from './unregister-broker-response.js'
-export * from './update-features-request.js'
-export * from './update-features-response.js'
-export * from './update-metadata-request.js'
-export * from './update-metadata-response.js'
-export * from './update-raft-voter-request.js'
-export * from './update-raft-voter-response.js'
-export * from './vote-request.js'
-export * from './vote-response.js'
-export * from './voters-record.js'
-export * from './write-share-group-state-request.js'
-export * from './write-share-group-state-response.js'
-export * from './write-txn-markers-request.js'
-export * from './write-txn-markers-response.js'
+export * from './requests.js'
+export * from './responses.js'
+export * from './headers-and-data.js'
 
 /** What tidelog knows about one API key: version ranges and untyped codecs for its messages. */
 export interface ApiDescriptor {

@@ -3,96 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in responses.ts; this module only re-exports InitProducerIdResponse's names.
 
-/** InitProducerIdResponse: versions 0-5, flexible 2+. */
-export interface InitProducerIdResponse {
-  /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+, ignorable) */
-  throttleTimeMs: number
-  /** The error code, or 0 if there was no error. (versions 0+) */
-  errorCode: number
-  /** The current producer id. (versions 0+, default -1) */
-  producerId: bigint
-  /** The current epoch associated with the producer id. (versions 0+) */
-  producerEpoch: number
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultInitProducerIdResponse(): InitProducerIdResponse {
-  return { throttleTimeMs: 0, errorCode: 0, producerId: -1n, producerEpoch: 0 }
-}
-
-export function encodeInitProducerIdResponse(w: Writer, version: number, m: InitProducerIdResponse): void {
-  switch (version) {
-    case 0:
-    case 1: {
-      w.writeInt32(m.throttleTimeMs)
-      w.writeInt16(m.errorCode)
-      w.writeInt64(m.producerId)
-      w.writeInt16(m.producerEpoch)
-      if (m._unknownTaggedFields !== undefined && m._unknownTaggedFields.length > 0)
-        throw new UnsupportedVersionError(
-          `Tagged fields were set, but version ${version} of this message does not support them`,
-        )
-      return
-    }
-    case 2:
-    case 3:
-    case 4:
-    case 5: {
-      w.writeInt32(m.throttleTimeMs)
-      w.writeInt16(m.errorCode)
-      w.writeInt64(m.producerId)
-      w.writeInt16(m.producerEpoch)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of InitProducerIdResponse`)
-  }
-}
-
-export function decodeInitProducerIdResponse(r: Reader, version: number): InitProducerIdResponse {
-  switch (version) {
-    case 0:
-    case 1: {
-      const fThrottleTimeMs: number = r.readInt32()
-      const fErrorCode: number = r.readInt16()
-      const fProducerId: bigint = r.readInt64()
-      const fProducerEpoch: number = r.readInt16()
-      return {
-        throttleTimeMs: fThrottleTimeMs,
-        errorCode: fErrorCode,
-        producerId: fProducerId,
-        producerEpoch: fProducerEpoch,
-      }
-    }
-    case 2:
-    case 3:
-    case 4:
-    case 5: {
-      const fThrottleTimeMs: number = r.readInt32()
-      const fErrorCode: number = r.readInt16()
-      const fProducerId: bigint = r.readInt64()
-      const fProducerEpoch: number = r.readInt16()
-      const m: InitProducerIdResponse = {
-        throttleTimeMs: fThrottleTimeMs,
-        errorCode: fErrorCode,
-        producerId: fProducerId,
-        producerEpoch: fProducerEpoch,
-      }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of InitProducerIdResponse`)
-  }
-}
+export type { InitProducerIdResponse } from './responses.js'
+export {
+  decodeInitProducerIdResponse,
+  defaultInitProducerIdResponse,
+  encodeInitProducerIdResponse,
+} from './responses.js'

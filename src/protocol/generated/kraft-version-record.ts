@@ -3,52 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in headers-and-data.ts; this module only re-exports KRaftVersionRecord's names.
 
-/** KRaftVersionRecord: versions 0, flexible 0+. */
-export interface KRaftVersionRecord {
-  /** The version of the kraft version record (versions 0+) */
-  version: number
-  /** The kraft protocol version (versions 0+) */
-  kRaftVersion: number
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultKRaftVersionRecord(): KRaftVersionRecord {
-  return { version: 0, kRaftVersion: 0 }
-}
-
-export function encodeKRaftVersionRecord(w: Writer, version: number, m: KRaftVersionRecord): void {
-  switch (version) {
-    case 0: {
-      w.writeInt16(m.version)
-      w.writeInt16(m.kRaftVersion)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of KRaftVersionRecord`)
-  }
-}
-
-export function decodeKRaftVersionRecord(r: Reader, version: number): KRaftVersionRecord {
-  switch (version) {
-    case 0: {
-      const fVersion: number = r.readInt16()
-      const fKRaftVersion: number = r.readInt16()
-      const m: KRaftVersionRecord = { version: fVersion, kRaftVersion: fKRaftVersion }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of KRaftVersionRecord`)
-  }
-}
+export type { KRaftVersionRecord } from './headers-and-data.js'
+export {
+  decodeKRaftVersionRecord,
+  defaultKRaftVersionRecord,
+  encodeKRaftVersionRecord,
+} from './headers-and-data.js'

@@ -3,55 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in requests.ts; this module only re-exports ListClientMetricsResourcesRequest's names.
 
-/** ListClientMetricsResourcesRequest: versions 0, flexible 0+. */
-export interface ListClientMetricsResourcesRequest {
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultListClientMetricsResourcesRequest(): ListClientMetricsResourcesRequest {
-  return {}
-}
-
-export function encodeListClientMetricsResourcesRequest(
-  w: Writer,
-  version: number,
-  m: ListClientMetricsResourcesRequest,
-): void {
-  switch (version) {
-    case 0: {
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot encode version ${version} of ListClientMetricsResourcesRequest`,
-      )
-  }
-}
-
-export function decodeListClientMetricsResourcesRequest(
-  r: Reader,
-  version: number,
-): ListClientMetricsResourcesRequest {
-  switch (version) {
-    case 0: {
-      const m: ListClientMetricsResourcesRequest = {}
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot decode version ${version} of ListClientMetricsResourcesRequest`,
-      )
-  }
-}
+export type { ListClientMetricsResourcesRequest } from './requests.js'
+export {
+  decodeListClientMetricsResourcesRequest,
+  defaultListClientMetricsResourcesRequest,
+  encodeListClientMetricsResourcesRequest,
+} from './requests.js'

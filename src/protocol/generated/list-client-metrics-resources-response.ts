@@ -3,135 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import { ProtocolDecodeError } from '../../common/errors.js'
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in responses.ts; this module only re-exports ListClientMetricsResourcesResponse's names.
 
-/** ListClientMetricsResourcesResponse: versions 0, flexible 0+. */
-export interface ListClientMetricsResourcesResponse {
-  /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
-  throttleTimeMs: number
-  /** The error code, or 0 if there was no error. (versions 0+) */
-  errorCode: number
-  /** Each client metrics resource in the response. (versions 0+) */
-  clientMetricsResources: ListClientMetricsResourcesResponseClientMetricsResource[]
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultListClientMetricsResourcesResponse(): ListClientMetricsResourcesResponse {
-  return { throttleTimeMs: 0, errorCode: 0, clientMetricsResources: [] }
-}
-
-export function encodeListClientMetricsResourcesResponse(
-  w: Writer,
-  version: number,
-  m: ListClientMetricsResourcesResponse,
-): void {
-  switch (version) {
-    case 0: {
-      w.writeInt32(m.throttleTimeMs)
-      w.writeInt16(m.errorCode)
-      {
-        const a = m.clientMetricsResources
-        w.writeCompactArrayLength(a.length)
-        for (let i = 0; i < a.length; i++)
-          encodeListClientMetricsResourcesResponseClientMetricsResource(w, version, a[i])
-      }
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot encode version ${version} of ListClientMetricsResourcesResponse`,
-      )
-  }
-}
-
-export function decodeListClientMetricsResourcesResponse(
-  r: Reader,
-  version: number,
-): ListClientMetricsResourcesResponse {
-  switch (version) {
-    case 0: {
-      const fThrottleTimeMs: number = r.readInt32()
-      const fErrorCode: number = r.readInt16()
-      let fClientMetricsResources: ListClientMetricsResourcesResponseClientMetricsResource[]
-      {
-        const n = r.readCompactArrayLength()
-        if (n < 0)
-          throw new ProtocolDecodeError('non-nullable field clientMetricsResources was serialized as null')
-        const a: ListClientMetricsResourcesResponseClientMetricsResource[] = []
-        for (let i = 0; i < n; i++)
-          a.push(decodeListClientMetricsResourcesResponseClientMetricsResource(r, version))
-        fClientMetricsResources = a
-      }
-      const m: ListClientMetricsResourcesResponse = {
-        throttleTimeMs: fThrottleTimeMs,
-        errorCode: fErrorCode,
-        clientMetricsResources: fClientMetricsResources,
-      }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot decode version ${version} of ListClientMetricsResourcesResponse`,
-      )
-  }
-}
-
-/** ListClientMetricsResourcesResponse struct ClientMetricsResource. */
-export interface ListClientMetricsResourcesResponseClientMetricsResource {
-  /** The resource name. (versions 0+) */
-  name: string
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultListClientMetricsResourcesResponseClientMetricsResource(): ListClientMetricsResourcesResponseClientMetricsResource {
-  return { name: '' }
-}
-
-function encodeListClientMetricsResourcesResponseClientMetricsResource(
-  w: Writer,
-  version: number,
-  m: ListClientMetricsResourcesResponseClientMetricsResource,
-): void {
-  switch (version) {
-    case 0: {
-      w.writeCompactString(m.name)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot encode version ${version} of ListClientMetricsResourcesResponseClientMetricsResource`,
-      )
-  }
-}
-
-function decodeListClientMetricsResourcesResponseClientMetricsResource(
-  r: Reader,
-  version: number,
-): ListClientMetricsResourcesResponseClientMetricsResource {
-  switch (version) {
-    case 0: {
-      const fName: string = r.readCompactString()
-      const m: ListClientMetricsResourcesResponseClientMetricsResource = { name: fName }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot decode version ${version} of ListClientMetricsResourcesResponseClientMetricsResource`,
-      )
-  }
-}
+export type {
+  ListClientMetricsResourcesResponse,
+  ListClientMetricsResourcesResponseClientMetricsResource,
+} from './responses.js'
+export {
+  decodeListClientMetricsResourcesResponse,
+  defaultListClientMetricsResourcesResponse,
+  defaultListClientMetricsResourcesResponseClientMetricsResource,
+  encodeListClientMetricsResourcesResponse,
+} from './responses.js'

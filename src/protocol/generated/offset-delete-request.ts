@@ -3,155 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import { ProtocolDecodeError } from '../../common/errors.js'
-import type { Reader, Writer } from '../primitives.js'
-import { UnsupportedVersionError } from './common.js'
+// The code is in requests.ts; this module only re-exports OffsetDeleteRequest's names.
 
-/** OffsetDeleteRequest: versions 0, flexible none. */
-export interface OffsetDeleteRequest {
-  /** The unique group identifier. (versions 0+) */
-  groupId: string
-  /** The topics to delete offsets for (versions 0+) */
-  topics: OffsetDeleteRequestOffsetDeleteRequestTopic[]
-}
-
-export function defaultOffsetDeleteRequest(): OffsetDeleteRequest {
-  return { groupId: '', topics: [] }
-}
-
-export function encodeOffsetDeleteRequest(w: Writer, version: number, m: OffsetDeleteRequest): void {
-  switch (version) {
-    case 0: {
-      w.writeString(m.groupId)
-      {
-        const a = m.topics
-        w.writeArrayLength(a.length)
-        for (let i = 0; i < a.length; i++) encodeOffsetDeleteRequestOffsetDeleteRequestTopic(w, version, a[i])
-      }
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of OffsetDeleteRequest`)
-  }
-}
-
-export function decodeOffsetDeleteRequest(r: Reader, version: number): OffsetDeleteRequest {
-  switch (version) {
-    case 0: {
-      const fGroupId: string = r.readString()
-      let fTopics: OffsetDeleteRequestOffsetDeleteRequestTopic[]
-      {
-        const n = r.readArrayLength()
-        if (n < 0) throw new ProtocolDecodeError('non-nullable field topics was serialized as null')
-        const a: OffsetDeleteRequestOffsetDeleteRequestTopic[] = []
-        for (let i = 0; i < n; i++) a.push(decodeOffsetDeleteRequestOffsetDeleteRequestTopic(r, version))
-        fTopics = a
-      }
-      return { groupId: fGroupId, topics: fTopics }
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of OffsetDeleteRequest`)
-  }
-}
-
-/** OffsetDeleteRequest struct OffsetDeleteRequestTopic. */
-export interface OffsetDeleteRequestOffsetDeleteRequestTopic {
-  /** The topic name. (versions 0+) */
-  name: string
-  /** Each partition to delete offsets for. (versions 0+) */
-  partitions: OffsetDeleteRequestOffsetDeleteRequestPartition[]
-}
-
-export function defaultOffsetDeleteRequestOffsetDeleteRequestTopic(): OffsetDeleteRequestOffsetDeleteRequestTopic {
-  return { name: '', partitions: [] }
-}
-
-function encodeOffsetDeleteRequestOffsetDeleteRequestTopic(
-  w: Writer,
-  version: number,
-  m: OffsetDeleteRequestOffsetDeleteRequestTopic,
-): void {
-  switch (version) {
-    case 0: {
-      w.writeString(m.name)
-      {
-        const a = m.partitions
-        w.writeArrayLength(a.length)
-        for (let i = 0; i < a.length; i++)
-          encodeOffsetDeleteRequestOffsetDeleteRequestPartition(w, version, a[i])
-      }
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot encode version ${version} of OffsetDeleteRequestOffsetDeleteRequestTopic`,
-      )
-  }
-}
-
-function decodeOffsetDeleteRequestOffsetDeleteRequestTopic(
-  r: Reader,
-  version: number,
-): OffsetDeleteRequestOffsetDeleteRequestTopic {
-  switch (version) {
-    case 0: {
-      const fName: string = r.readString()
-      let fPartitions: OffsetDeleteRequestOffsetDeleteRequestPartition[]
-      {
-        const n = r.readArrayLength()
-        if (n < 0) throw new ProtocolDecodeError('non-nullable field partitions was serialized as null')
-        const a: OffsetDeleteRequestOffsetDeleteRequestPartition[] = []
-        for (let i = 0; i < n; i++) a.push(decodeOffsetDeleteRequestOffsetDeleteRequestPartition(r, version))
-        fPartitions = a
-      }
-      return { name: fName, partitions: fPartitions }
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot decode version ${version} of OffsetDeleteRequestOffsetDeleteRequestTopic`,
-      )
-  }
-}
-
-/** OffsetDeleteRequest struct OffsetDeleteRequestPartition. */
-export interface OffsetDeleteRequestOffsetDeleteRequestPartition {
-  /** The partition index. (versions 0+) */
-  partitionIndex: number
-}
-
-export function defaultOffsetDeleteRequestOffsetDeleteRequestPartition(): OffsetDeleteRequestOffsetDeleteRequestPartition {
-  return { partitionIndex: 0 }
-}
-
-function encodeOffsetDeleteRequestOffsetDeleteRequestPartition(
-  w: Writer,
-  version: number,
-  m: OffsetDeleteRequestOffsetDeleteRequestPartition,
-): void {
-  switch (version) {
-    case 0: {
-      w.writeInt32(m.partitionIndex)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot encode version ${version} of OffsetDeleteRequestOffsetDeleteRequestPartition`,
-      )
-  }
-}
-
-function decodeOffsetDeleteRequestOffsetDeleteRequestPartition(
-  r: Reader,
-  version: number,
-): OffsetDeleteRequestOffsetDeleteRequestPartition {
-  switch (version) {
-    case 0: {
-      const fPartitionIndex: number = r.readInt32()
-      return { partitionIndex: fPartitionIndex }
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot decode version ${version} of OffsetDeleteRequestOffsetDeleteRequestPartition`,
-      )
-  }
-}
+export type {
+  OffsetDeleteRequest,
+  OffsetDeleteRequestOffsetDeleteRequestTopic,
+  OffsetDeleteRequestOffsetDeleteRequestPartition,
+} from './requests.js'
+export {
+  decodeOffsetDeleteRequest,
+  defaultOffsetDeleteRequest,
+  defaultOffsetDeleteRequestOffsetDeleteRequestTopic,
+  defaultOffsetDeleteRequestOffsetDeleteRequestPartition,
+  encodeOffsetDeleteRequest,
+} from './requests.js'

@@ -3,165 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import { ProtocolDecodeError } from '../../common/errors.js'
-import type { Reader, Writer } from '../primitives.js'
-import { UnsupportedVersionError } from './common.js'
+// The code is in responses.ts; this module only re-exports OffsetDeleteResponse's names.
 
-/** OffsetDeleteResponse: versions 0, flexible none. */
-export interface OffsetDeleteResponse {
-  /** The top-level error code, or 0 if there was no error. (versions 0+) */
-  errorCode: number
-  /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+, ignorable) */
-  throttleTimeMs: number
-  /** The responses for each topic. (versions 0+) */
-  topics: OffsetDeleteResponseOffsetDeleteResponseTopic[]
-}
-
-export function defaultOffsetDeleteResponse(): OffsetDeleteResponse {
-  return { errorCode: 0, throttleTimeMs: 0, topics: [] }
-}
-
-export function encodeOffsetDeleteResponse(w: Writer, version: number, m: OffsetDeleteResponse): void {
-  switch (version) {
-    case 0: {
-      w.writeInt16(m.errorCode)
-      w.writeInt32(m.throttleTimeMs)
-      {
-        const a = m.topics
-        w.writeArrayLength(a.length)
-        for (let i = 0; i < a.length; i++)
-          encodeOffsetDeleteResponseOffsetDeleteResponseTopic(w, version, a[i])
-      }
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of OffsetDeleteResponse`)
-  }
-}
-
-export function decodeOffsetDeleteResponse(r: Reader, version: number): OffsetDeleteResponse {
-  switch (version) {
-    case 0: {
-      const fErrorCode: number = r.readInt16()
-      const fThrottleTimeMs: number = r.readInt32()
-      let fTopics: OffsetDeleteResponseOffsetDeleteResponseTopic[]
-      {
-        const n = r.readArrayLength()
-        if (n < 0) throw new ProtocolDecodeError('non-nullable field topics was serialized as null')
-        const a: OffsetDeleteResponseOffsetDeleteResponseTopic[] = []
-        for (let i = 0; i < n; i++) a.push(decodeOffsetDeleteResponseOffsetDeleteResponseTopic(r, version))
-        fTopics = a
-      }
-      return { errorCode: fErrorCode, throttleTimeMs: fThrottleTimeMs, topics: fTopics }
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of OffsetDeleteResponse`)
-  }
-}
-
-/** OffsetDeleteResponse struct OffsetDeleteResponseTopic. */
-export interface OffsetDeleteResponseOffsetDeleteResponseTopic {
-  /** The topic name. (versions 0+) */
-  name: string
-  /** The responses for each partition in the topic. (versions 0+) */
-  partitions: OffsetDeleteResponseOffsetDeleteResponsePartition[]
-}
-
-export function defaultOffsetDeleteResponseOffsetDeleteResponseTopic(): OffsetDeleteResponseOffsetDeleteResponseTopic {
-  return { name: '', partitions: [] }
-}
-
-function encodeOffsetDeleteResponseOffsetDeleteResponseTopic(
-  w: Writer,
-  version: number,
-  m: OffsetDeleteResponseOffsetDeleteResponseTopic,
-): void {
-  switch (version) {
-    case 0: {
-      w.writeString(m.name)
-      {
-        const a = m.partitions
-        w.writeArrayLength(a.length)
-        for (let i = 0; i < a.length; i++)
-          encodeOffsetDeleteResponseOffsetDeleteResponsePartition(w, version, a[i])
-      }
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot encode version ${version} of OffsetDeleteResponseOffsetDeleteResponseTopic`,
-      )
-  }
-}
-
-function decodeOffsetDeleteResponseOffsetDeleteResponseTopic(
-  r: Reader,
-  version: number,
-): OffsetDeleteResponseOffsetDeleteResponseTopic {
-  switch (version) {
-    case 0: {
-      const fName: string = r.readString()
-      let fPartitions: OffsetDeleteResponseOffsetDeleteResponsePartition[]
-      {
-        const n = r.readArrayLength()
-        if (n < 0) throw new ProtocolDecodeError('non-nullable field partitions was serialized as null')
-        const a: OffsetDeleteResponseOffsetDeleteResponsePartition[] = []
-        for (let i = 0; i < n; i++)
-          a.push(decodeOffsetDeleteResponseOffsetDeleteResponsePartition(r, version))
-        fPartitions = a
-      }
-      return { name: fName, partitions: fPartitions }
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot decode version ${version} of OffsetDeleteResponseOffsetDeleteResponseTopic`,
-      )
-  }
-}
-
-/** OffsetDeleteResponse struct OffsetDeleteResponsePartition. */
-export interface OffsetDeleteResponseOffsetDeleteResponsePartition {
-  /** The partition index. (versions 0+) */
-  partitionIndex: number
-  /** The error code, or 0 if there was no error. (versions 0+) */
-  errorCode: number
-}
-
-export function defaultOffsetDeleteResponseOffsetDeleteResponsePartition(): OffsetDeleteResponseOffsetDeleteResponsePartition {
-  return { partitionIndex: 0, errorCode: 0 }
-}
-
-function encodeOffsetDeleteResponseOffsetDeleteResponsePartition(
-  w: Writer,
-  version: number,
-  m: OffsetDeleteResponseOffsetDeleteResponsePartition,
-): void {
-  switch (version) {
-    case 0: {
-      w.writeInt32(m.partitionIndex)
-      w.writeInt16(m.errorCode)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot encode version ${version} of OffsetDeleteResponseOffsetDeleteResponsePartition`,
-      )
-  }
-}
-
-function decodeOffsetDeleteResponseOffsetDeleteResponsePartition(
-  r: Reader,
-  version: number,
-): OffsetDeleteResponseOffsetDeleteResponsePartition {
-  switch (version) {
-    case 0: {
-      const fPartitionIndex: number = r.readInt32()
-      const fErrorCode: number = r.readInt16()
-      return { partitionIndex: fPartitionIndex, errorCode: fErrorCode }
-    }
-    default:
-      throw new UnsupportedVersionError(
-        `cannot decode version ${version} of OffsetDeleteResponseOffsetDeleteResponsePartition`,
-      )
-  }
-}
+export type {
+  OffsetDeleteResponse,
+  OffsetDeleteResponseOffsetDeleteResponseTopic,
+  OffsetDeleteResponseOffsetDeleteResponsePartition,
+} from './responses.js'
+export {
+  decodeOffsetDeleteResponse,
+  defaultOffsetDeleteResponse,
+  defaultOffsetDeleteResponseOffsetDeleteResponseTopic,
+  defaultOffsetDeleteResponseOffsetDeleteResponsePartition,
+  encodeOffsetDeleteResponse,
+} from './responses.js'

@@ -3,76 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import { type Reader, type Writer, ZERO_UUID } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in requests.ts; this module only re-exports PushTelemetryRequest's names.
 
-/** PushTelemetryRequest: versions 0, flexible 0+. */
-export interface PushTelemetryRequest {
-  /** Unique id for this client instance. (versions 0+) */
-  clientInstanceId: string
-  /** Unique identifier for the current subscription. (versions 0+) */
-  subscriptionId: number
-  /** Client is terminating the connection. (versions 0+) */
-  terminating: boolean
-  /** Compression codec used to compress the metrics. (versions 0+) */
-  compressionType: number
-  /** Metrics encoded in OpenTelemetry MetricsData v1 protobuf format. (versions 0+) */
-  metrics: Buffer
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultPushTelemetryRequest(): PushTelemetryRequest {
-  return {
-    clientInstanceId: ZERO_UUID,
-    subscriptionId: 0,
-    terminating: false,
-    compressionType: 0,
-    metrics: Buffer.alloc(0),
-  }
-}
-
-export function encodePushTelemetryRequest(w: Writer, version: number, m: PushTelemetryRequest): void {
-  switch (version) {
-    case 0: {
-      w.writeUuid(m.clientInstanceId)
-      w.writeInt32(m.subscriptionId)
-      w.writeBoolean(m.terminating)
-      w.writeInt8(m.compressionType)
-      w.writeCompactBytes(m.metrics)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of PushTelemetryRequest`)
-  }
-}
-
-export function decodePushTelemetryRequest(r: Reader, version: number): PushTelemetryRequest {
-  switch (version) {
-    case 0: {
-      const fClientInstanceId: string = r.readUuid()
-      const fSubscriptionId: number = r.readInt32()
-      const fTerminating: boolean = r.readBoolean()
-      const fCompressionType: number = r.readInt8()
-      const fMetrics: Buffer = r.readCompactBytes()
-      const m: PushTelemetryRequest = {
-        clientInstanceId: fClientInstanceId,
-        subscriptionId: fSubscriptionId,
-        terminating: fTerminating,
-        compressionType: fCompressionType,
-        metrics: fMetrics,
-      }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of PushTelemetryRequest`)
-  }
-}
+export type { PushTelemetryRequest } from './requests.js'
+export {
+  decodePushTelemetryRequest,
+  defaultPushTelemetryRequest,
+  encodePushTelemetryRequest,
+} from './requests.js'

@@ -3,60 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import { type Reader, type Writer, ZERO_UUID } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in requests.ts; this module only re-exports RemoveRaftVoterRequest's names.
 
-/** RemoveRaftVoterRequest: versions 0, flexible 0+. */
-export interface RemoveRaftVoterRequest {
-  /** (versions 0+, nullable 0+) */
-  clusterId: string | null
-  /** The replica id of the voter getting removed from the topic partition (versions 0+) */
-  voterId: number
-  /** The directory id of the voter getting removed from the topic partition (versions 0+) */
-  voterDirectoryId: string
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultRemoveRaftVoterRequest(): RemoveRaftVoterRequest {
-  return { clusterId: '', voterId: 0, voterDirectoryId: ZERO_UUID }
-}
-
-export function encodeRemoveRaftVoterRequest(w: Writer, version: number, m: RemoveRaftVoterRequest): void {
-  switch (version) {
-    case 0: {
-      w.writeCompactNullableString(m.clusterId)
-      w.writeInt32(m.voterId)
-      w.writeUuid(m.voterDirectoryId)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of RemoveRaftVoterRequest`)
-  }
-}
-
-export function decodeRemoveRaftVoterRequest(r: Reader, version: number): RemoveRaftVoterRequest {
-  switch (version) {
-    case 0: {
-      const fClusterId: string | null = r.readCompactNullableString()
-      const fVoterId: number = r.readInt32()
-      const fVoterDirectoryId: string = r.readUuid()
-      const m: RemoveRaftVoterRequest = {
-        clusterId: fClusterId,
-        voterId: fVoterId,
-        voterDirectoryId: fVoterDirectoryId,
-      }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of RemoveRaftVoterRequest`)
-  }
-}
+export type { RemoveRaftVoterRequest } from './requests.js'
+export {
+  decodeRemoveRaftVoterRequest,
+  defaultRemoveRaftVoterRequest,
+  encodeRemoveRaftVoterRequest,
+} from './requests.js'

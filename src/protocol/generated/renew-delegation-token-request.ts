@@ -3,72 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in requests.ts; this module only re-exports RenewDelegationTokenRequest's names.
 
-/** RenewDelegationTokenRequest: versions 0-2, flexible 2+. */
-export interface RenewDelegationTokenRequest {
-  /** The HMAC of the delegation token to be renewed. (versions 0+) */
-  hmac: Buffer
-  /** The renewal time period in milliseconds. (versions 0+) */
-  renewPeriodMs: bigint
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultRenewDelegationTokenRequest(): RenewDelegationTokenRequest {
-  return { hmac: Buffer.alloc(0), renewPeriodMs: 0n }
-}
-
-export function encodeRenewDelegationTokenRequest(
-  w: Writer,
-  version: number,
-  m: RenewDelegationTokenRequest,
-): void {
-  switch (version) {
-    case 0:
-    case 1: {
-      w.writeBytes(m.hmac)
-      w.writeInt64(m.renewPeriodMs)
-      if (m._unknownTaggedFields !== undefined && m._unknownTaggedFields.length > 0)
-        throw new UnsupportedVersionError(
-          `Tagged fields were set, but version ${version} of this message does not support them`,
-        )
-      return
-    }
-    case 2: {
-      w.writeCompactBytes(m.hmac)
-      w.writeInt64(m.renewPeriodMs)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of RenewDelegationTokenRequest`)
-  }
-}
-
-export function decodeRenewDelegationTokenRequest(r: Reader, version: number): RenewDelegationTokenRequest {
-  switch (version) {
-    case 0:
-    case 1: {
-      const fHmac: Buffer = r.readBytes()
-      const fRenewPeriodMs: bigint = r.readInt64()
-      return { hmac: fHmac, renewPeriodMs: fRenewPeriodMs }
-    }
-    case 2: {
-      const fHmac: Buffer = r.readCompactBytes()
-      const fRenewPeriodMs: bigint = r.readInt64()
-      const m: RenewDelegationTokenRequest = { hmac: fHmac, renewPeriodMs: fRenewPeriodMs }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of RenewDelegationTokenRequest`)
-  }
-}
+export type { RenewDelegationTokenRequest } from './requests.js'
+export {
+  decodeRenewDelegationTokenRequest,
+  defaultRenewDelegationTokenRequest,
+  encodeRenewDelegationTokenRequest,
+} from './requests.js'

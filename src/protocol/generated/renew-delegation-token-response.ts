@@ -3,82 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in responses.ts; this module only re-exports RenewDelegationTokenResponse's names.
 
-/** RenewDelegationTokenResponse: versions 0-2, flexible 2+. */
-export interface RenewDelegationTokenResponse {
-  /** The error code, or 0 if there was no error. (versions 0+) */
-  errorCode: number
-  /** The timestamp in milliseconds at which this token expires. (versions 0+) */
-  expiryTimestampMs: bigint
-  /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
-  throttleTimeMs: number
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultRenewDelegationTokenResponse(): RenewDelegationTokenResponse {
-  return { errorCode: 0, expiryTimestampMs: 0n, throttleTimeMs: 0 }
-}
-
-export function encodeRenewDelegationTokenResponse(
-  w: Writer,
-  version: number,
-  m: RenewDelegationTokenResponse,
-): void {
-  switch (version) {
-    case 0:
-    case 1: {
-      w.writeInt16(m.errorCode)
-      w.writeInt64(m.expiryTimestampMs)
-      w.writeInt32(m.throttleTimeMs)
-      if (m._unknownTaggedFields !== undefined && m._unknownTaggedFields.length > 0)
-        throw new UnsupportedVersionError(
-          `Tagged fields were set, but version ${version} of this message does not support them`,
-        )
-      return
-    }
-    case 2: {
-      w.writeInt16(m.errorCode)
-      w.writeInt64(m.expiryTimestampMs)
-      w.writeInt32(m.throttleTimeMs)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of RenewDelegationTokenResponse`)
-  }
-}
-
-export function decodeRenewDelegationTokenResponse(r: Reader, version: number): RenewDelegationTokenResponse {
-  switch (version) {
-    case 0:
-    case 1: {
-      const fErrorCode: number = r.readInt16()
-      const fExpiryTimestampMs: bigint = r.readInt64()
-      const fThrottleTimeMs: number = r.readInt32()
-      return { errorCode: fErrorCode, expiryTimestampMs: fExpiryTimestampMs, throttleTimeMs: fThrottleTimeMs }
-    }
-    case 2: {
-      const fErrorCode: number = r.readInt16()
-      const fExpiryTimestampMs: bigint = r.readInt64()
-      const fThrottleTimeMs: number = r.readInt32()
-      const m: RenewDelegationTokenResponse = {
-        errorCode: fErrorCode,
-        expiryTimestampMs: fExpiryTimestampMs,
-        throttleTimeMs: fThrottleTimeMs,
-      }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of RenewDelegationTokenResponse`)
-  }
-}
+export type { RenewDelegationTokenResponse } from './responses.js'
+export {
+  decodeRenewDelegationTokenResponse,
+  defaultRenewDelegationTokenResponse,
+  encodeRenewDelegationTokenResponse,
+} from './responses.js'

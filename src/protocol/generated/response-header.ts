@@ -3,60 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in headers-and-data.ts; this module only re-exports ResponseHeader's names.
 
-/** ResponseHeader: versions 0-1, flexible 1+. */
-export interface ResponseHeader {
-  /** The correlation ID of this response. (versions 0+) */
-  correlationId: number
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultResponseHeader(): ResponseHeader {
-  return { correlationId: 0 }
-}
-
-export function encodeResponseHeader(w: Writer, version: number, m: ResponseHeader): void {
-  switch (version) {
-    case 0: {
-      w.writeInt32(m.correlationId)
-      if (m._unknownTaggedFields !== undefined && m._unknownTaggedFields.length > 0)
-        throw new UnsupportedVersionError(
-          `Tagged fields were set, but version ${version} of this message does not support them`,
-        )
-      return
-    }
-    case 1: {
-      w.writeInt32(m.correlationId)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of ResponseHeader`)
-  }
-}
-
-export function decodeResponseHeader(r: Reader, version: number): ResponseHeader {
-  switch (version) {
-    case 0: {
-      const fCorrelationId: number = r.readInt32()
-      return { correlationId: fCorrelationId }
-    }
-    case 1: {
-      const fCorrelationId: number = r.readInt32()
-      const m: ResponseHeader = { correlationId: fCorrelationId }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of ResponseHeader`)
-  }
-}
+export type { ResponseHeader } from './headers-and-data.js'
+export { decodeResponseHeader, defaultResponseHeader, encodeResponseHeader } from './headers-and-data.js'

@@ -3,62 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in requests.ts; this module only re-exports SaslAuthenticateRequest's names.
 
-/** SaslAuthenticateRequest: versions 0-2, flexible 2+. */
-export interface SaslAuthenticateRequest {
-  /** The SASL authentication bytes from the client, as defined by the SASL mechanism. (versions 0+) */
-  authBytes: Buffer
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultSaslAuthenticateRequest(): SaslAuthenticateRequest {
-  return { authBytes: Buffer.alloc(0) }
-}
-
-export function encodeSaslAuthenticateRequest(w: Writer, version: number, m: SaslAuthenticateRequest): void {
-  switch (version) {
-    case 0:
-    case 1: {
-      w.writeBytes(m.authBytes)
-      if (m._unknownTaggedFields !== undefined && m._unknownTaggedFields.length > 0)
-        throw new UnsupportedVersionError(
-          `Tagged fields were set, but version ${version} of this message does not support them`,
-        )
-      return
-    }
-    case 2: {
-      w.writeCompactBytes(m.authBytes)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of SaslAuthenticateRequest`)
-  }
-}
-
-export function decodeSaslAuthenticateRequest(r: Reader, version: number): SaslAuthenticateRequest {
-  switch (version) {
-    case 0:
-    case 1: {
-      const fAuthBytes: Buffer = r.readBytes()
-      return { authBytes: fAuthBytes }
-    }
-    case 2: {
-      const fAuthBytes: Buffer = r.readCompactBytes()
-      const m: SaslAuthenticateRequest = { authBytes: fAuthBytes }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of SaslAuthenticateRequest`)
-  }
-}
+export type { SaslAuthenticateRequest } from './requests.js'
+export {
+  decodeSaslAuthenticateRequest,
+  defaultSaslAuthenticateRequest,
+  encodeSaslAuthenticateRequest,
+} from './requests.js'

@@ -3,39 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import { UnsupportedVersionError } from './common.js'
+// The code is in requests.ts; this module only re-exports SaslHandshakeRequest's names.
 
-/** SaslHandshakeRequest: versions 0-1, flexible none. */
-export interface SaslHandshakeRequest {
-  /** The SASL mechanism chosen by the client. (versions 0+) */
-  mechanism: string
-}
-
-export function defaultSaslHandshakeRequest(): SaslHandshakeRequest {
-  return { mechanism: '' }
-}
-
-export function encodeSaslHandshakeRequest(w: Writer, version: number, m: SaslHandshakeRequest): void {
-  switch (version) {
-    case 0:
-    case 1: {
-      w.writeString(m.mechanism)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of SaslHandshakeRequest`)
-  }
-}
-
-export function decodeSaslHandshakeRequest(r: Reader, version: number): SaslHandshakeRequest {
-  switch (version) {
-    case 0:
-    case 1: {
-      const fMechanism: string = r.readString()
-      return { mechanism: fMechanism }
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of SaslHandshakeRequest`)
-  }
-}
+export type { SaslHandshakeRequest } from './requests.js'
+export {
+  decodeSaslHandshakeRequest,
+  defaultSaslHandshakeRequest,
+  encodeSaslHandshakeRequest,
+} from './requests.js'

@@ -3,55 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import { ProtocolDecodeError } from '../../common/errors.js'
-import type { Reader, Writer } from '../primitives.js'
-import { UnsupportedVersionError } from './common.js'
+// The code is in responses.ts; this module only re-exports SaslHandshakeResponse's names.
 
-/** SaslHandshakeResponse: versions 0-1, flexible none. */
-export interface SaslHandshakeResponse {
-  /** The error code, or 0 if there was no error. (versions 0+) */
-  errorCode: number
-  /** The mechanisms enabled in the server. (versions 0+) */
-  mechanisms: string[]
-}
-
-export function defaultSaslHandshakeResponse(): SaslHandshakeResponse {
-  return { errorCode: 0, mechanisms: [] }
-}
-
-export function encodeSaslHandshakeResponse(w: Writer, version: number, m: SaslHandshakeResponse): void {
-  switch (version) {
-    case 0:
-    case 1: {
-      w.writeInt16(m.errorCode)
-      {
-        const a = m.mechanisms
-        w.writeArrayLength(a.length)
-        for (let i = 0; i < a.length; i++) w.writeString(a[i])
-      }
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of SaslHandshakeResponse`)
-  }
-}
-
-export function decodeSaslHandshakeResponse(r: Reader, version: number): SaslHandshakeResponse {
-  switch (version) {
-    case 0:
-    case 1: {
-      const fErrorCode: number = r.readInt16()
-      let fMechanisms: string[]
-      {
-        const n = r.readArrayLength()
-        if (n < 0) throw new ProtocolDecodeError('non-nullable field mechanisms was serialized as null')
-        const a: string[] = []
-        for (let i = 0; i < n; i++) a.push(r.readString())
-        fMechanisms = a
-      }
-      return { errorCode: fErrorCode, mechanisms: fMechanisms }
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of SaslHandshakeResponse`)
-  }
-}
+export type { SaslHandshakeResponse } from './responses.js'
+export {
+  decodeSaslHandshakeResponse,
+  defaultSaslHandshakeResponse,
+  encodeSaslHandshakeResponse,
+} from './responses.js'

@@ -3,71 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import { ProtocolDecodeError } from '../../common/errors.js'
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in requests.ts; this module only re-exports ShareGroupDescribeRequest's names.
 
-/** ShareGroupDescribeRequest: versions 0, flexible 0+. */
-export interface ShareGroupDescribeRequest {
-  /** The ids of the groups to describe (versions 0+) */
-  groupIds: string[]
-  /** Whether to include authorized operations. (versions 0+) */
-  includeAuthorizedOperations: boolean
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultShareGroupDescribeRequest(): ShareGroupDescribeRequest {
-  return { groupIds: [], includeAuthorizedOperations: false }
-}
-
-export function encodeShareGroupDescribeRequest(
-  w: Writer,
-  version: number,
-  m: ShareGroupDescribeRequest,
-): void {
-  switch (version) {
-    case 0: {
-      {
-        const a = m.groupIds
-        w.writeCompactArrayLength(a.length)
-        for (let i = 0; i < a.length; i++) w.writeCompactString(a[i])
-      }
-      w.writeBoolean(m.includeAuthorizedOperations)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of ShareGroupDescribeRequest`)
-  }
-}
-
-export function decodeShareGroupDescribeRequest(r: Reader, version: number): ShareGroupDescribeRequest {
-  switch (version) {
-    case 0: {
-      let fGroupIds: string[]
-      {
-        const n = r.readCompactArrayLength()
-        if (n < 0) throw new ProtocolDecodeError('non-nullable field groupIds was serialized as null')
-        const a: string[] = []
-        for (let i = 0; i < n; i++) a.push(r.readCompactString())
-        fGroupIds = a
-      }
-      const fIncludeAuthorizedOperations: boolean = r.readBoolean()
-      const m: ShareGroupDescribeRequest = {
-        groupIds: fGroupIds,
-        includeAuthorizedOperations: fIncludeAuthorizedOperations,
-      }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of ShareGroupDescribeRequest`)
-  }
-}
+export type { ShareGroupDescribeRequest } from './requests.js'
+export {
+  decodeShareGroupDescribeRequest,
+  defaultShareGroupDescribeRequest,
+  encodeShareGroupDescribeRequest,
+} from './requests.js'

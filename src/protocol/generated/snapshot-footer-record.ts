@@ -3,48 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in headers-and-data.ts; this module only re-exports SnapshotFooterRecord's names.
 
-/** SnapshotFooterRecord: versions 0, flexible 0+. */
-export interface SnapshotFooterRecord {
-  /** The version of the snapshot footer record (versions 0+) */
-  version: number
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultSnapshotFooterRecord(): SnapshotFooterRecord {
-  return { version: 0 }
-}
-
-export function encodeSnapshotFooterRecord(w: Writer, version: number, m: SnapshotFooterRecord): void {
-  switch (version) {
-    case 0: {
-      w.writeInt16(m.version)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of SnapshotFooterRecord`)
-  }
-}
-
-export function decodeSnapshotFooterRecord(r: Reader, version: number): SnapshotFooterRecord {
-  switch (version) {
-    case 0: {
-      const fVersion: number = r.readInt16()
-      const m: SnapshotFooterRecord = { version: fVersion }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of SnapshotFooterRecord`)
-  }
-}
+export type { SnapshotFooterRecord } from './headers-and-data.js'
+export {
+  decodeSnapshotFooterRecord,
+  defaultSnapshotFooterRecord,
+  encodeSnapshotFooterRecord,
+} from './headers-and-data.js'

@@ -3,55 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in headers-and-data.ts; this module only re-exports SnapshotHeaderRecord's names.
 
-/** SnapshotHeaderRecord: versions 0, flexible 0+. */
-export interface SnapshotHeaderRecord {
-  /** The version of the snapshot header record (versions 0+) */
-  version: number
-  /** The append time of the last record from the log contained in this snapshot (versions 0+) */
-  lastContainedLogTimestamp: bigint
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultSnapshotHeaderRecord(): SnapshotHeaderRecord {
-  return { version: 0, lastContainedLogTimestamp: 0n }
-}
-
-export function encodeSnapshotHeaderRecord(w: Writer, version: number, m: SnapshotHeaderRecord): void {
-  switch (version) {
-    case 0: {
-      w.writeInt16(m.version)
-      w.writeInt64(m.lastContainedLogTimestamp)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of SnapshotHeaderRecord`)
-  }
-}
-
-export function decodeSnapshotHeaderRecord(r: Reader, version: number): SnapshotHeaderRecord {
-  switch (version) {
-    case 0: {
-      const fVersion: number = r.readInt16()
-      const fLastContainedLogTimestamp: bigint = r.readInt64()
-      const m: SnapshotHeaderRecord = {
-        version: fVersion,
-        lastContainedLogTimestamp: fLastContainedLogTimestamp,
-      }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of SnapshotHeaderRecord`)
-  }
-}
+export type { SnapshotHeaderRecord } from './headers-and-data.js'
+export {
+  decodeSnapshotHeaderRecord,
+  defaultSnapshotHeaderRecord,
+  encodeSnapshotHeaderRecord,
+} from './headers-and-data.js'

@@ -3,48 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in requests.ts; this module only re-exports UnregisterBrokerRequest's names.
 
-/** UnregisterBrokerRequest: versions 0, flexible 0+. */
-export interface UnregisterBrokerRequest {
-  /** The broker ID to unregister. (versions 0+) */
-  brokerId: number
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultUnregisterBrokerRequest(): UnregisterBrokerRequest {
-  return { brokerId: 0 }
-}
-
-export function encodeUnregisterBrokerRequest(w: Writer, version: number, m: UnregisterBrokerRequest): void {
-  switch (version) {
-    case 0: {
-      w.writeInt32(m.brokerId)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of UnregisterBrokerRequest`)
-  }
-}
-
-export function decodeUnregisterBrokerRequest(r: Reader, version: number): UnregisterBrokerRequest {
-  switch (version) {
-    case 0: {
-      const fBrokerId: number = r.readInt32()
-      const m: UnregisterBrokerRequest = { brokerId: fBrokerId }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of UnregisterBrokerRequest`)
-  }
-}
+export type { UnregisterBrokerRequest } from './requests.js'
+export {
+  decodeUnregisterBrokerRequest,
+  defaultUnregisterBrokerRequest,
+  encodeUnregisterBrokerRequest,
+} from './requests.js'

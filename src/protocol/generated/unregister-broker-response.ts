@@ -3,64 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in responses.ts; this module only re-exports UnregisterBrokerResponse's names.
 
-/** UnregisterBrokerResponse: versions 0, flexible 0+. */
-export interface UnregisterBrokerResponse {
-  /** Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
-  throttleTimeMs: number
-  /** The error code, or 0 if there was no error. (versions 0+) */
-  errorCode: number
-  /** The top-level error message, or `null` if there was no top-level error. (versions 0+, nullable 0+) */
-  errorMessage: string | null
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultUnregisterBrokerResponse(): UnregisterBrokerResponse {
-  return { throttleTimeMs: 0, errorCode: 0, errorMessage: '' }
-}
-
-export function encodeUnregisterBrokerResponse(
-  w: Writer,
-  version: number,
-  m: UnregisterBrokerResponse,
-): void {
-  switch (version) {
-    case 0: {
-      w.writeInt32(m.throttleTimeMs)
-      w.writeInt16(m.errorCode)
-      w.writeCompactNullableString(m.errorMessage)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of UnregisterBrokerResponse`)
-  }
-}
-
-export function decodeUnregisterBrokerResponse(r: Reader, version: number): UnregisterBrokerResponse {
-  switch (version) {
-    case 0: {
-      const fThrottleTimeMs: number = r.readInt32()
-      const fErrorCode: number = r.readInt16()
-      const fErrorMessage: string | null = r.readCompactNullableString()
-      const m: UnregisterBrokerResponse = {
-        throttleTimeMs: fThrottleTimeMs,
-        errorCode: fErrorCode,
-        errorMessage: fErrorMessage,
-      }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of UnregisterBrokerResponse`)
-  }
-}
+export type { UnregisterBrokerResponse } from './responses.js'
+export {
+  decodeUnregisterBrokerResponse,
+  defaultUnregisterBrokerResponse,
+  encodeUnregisterBrokerResponse,
+} from './responses.js'

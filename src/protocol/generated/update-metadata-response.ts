@@ -3,74 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import type { Reader, Writer } from '../primitives.js'
-import {
-  readUnknownTaggedFields,
-  UnsupportedVersionError,
-  writeTaggedFields,
-  type TaggedField,
-} from './common.js'
+// The code is in responses.ts; this module only re-exports UpdateMetadataResponse's names.
 
-/** UpdateMetadataResponse: versions 0-8, flexible 6+. */
-export interface UpdateMetadataResponse {
-  /** The error code, or 0 if there was no error. (versions 0+) */
-  errorCode: number
-  /** Tagged fields this code does not know, kept so they are written back unchanged. */
-  _unknownTaggedFields?: TaggedField[]
-}
-
-export function defaultUpdateMetadataResponse(): UpdateMetadataResponse {
-  return { errorCode: 0 }
-}
-
-export function encodeUpdateMetadataResponse(w: Writer, version: number, m: UpdateMetadataResponse): void {
-  switch (version) {
-    case 0:
-    case 1:
-    case 2:
-    case 3:
-    case 4:
-    case 5: {
-      w.writeInt16(m.errorCode)
-      if (m._unknownTaggedFields !== undefined && m._unknownTaggedFields.length > 0)
-        throw new UnsupportedVersionError(
-          `Tagged fields were set, but version ${version} of this message does not support them`,
-        )
-      return
-    }
-    case 6:
-    case 7:
-    case 8: {
-      w.writeInt16(m.errorCode)
-      writeTaggedFields(w, m._unknownTaggedFields)
-      return
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot encode version ${version} of UpdateMetadataResponse`)
-  }
-}
-
-export function decodeUpdateMetadataResponse(r: Reader, version: number): UpdateMetadataResponse {
-  switch (version) {
-    case 0:
-    case 1:
-    case 2:
-    case 3:
-    case 4:
-    case 5: {
-      const fErrorCode: number = r.readInt16()
-      return { errorCode: fErrorCode }
-    }
-    case 6:
-    case 7:
-    case 8: {
-      const fErrorCode: number = r.readInt16()
-      const m: UpdateMetadataResponse = { errorCode: fErrorCode }
-      const u = readUnknownTaggedFields(r)
-      if (u !== undefined) m._unknownTaggedFields = u
-      return m
-    }
-    default:
-      throw new UnsupportedVersionError(`cannot decode version ${version} of UpdateMetadataResponse`)
-  }
-}
+export type { UpdateMetadataResponse } from './responses.js'
+export {
+  decodeUpdateMetadataResponse,
+  defaultUpdateMetadataResponse,
+  encodeUpdateMetadataResponse,
+} from './responses.js'

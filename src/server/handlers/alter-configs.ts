@@ -8,12 +8,12 @@
  * unknown topics UNKNOWN_TOPIC_OR_PARTITION. validateOnly checks and changes nothing.
  * Version notes: v1 is v0; v2 is flexible.
  */
-import type {
-  AlterConfigsRequest,
-  AlterConfigsRequestAlterableConfig,
-} from '../../protocol/generated/alter-configs-request.js'
-import type { AlterConfigsResponse } from '../../protocol/generated/alter-configs-response.js'
-import { ApiKey } from '../../protocol/generated/index.js'
+import {
+  type AlterConfigsRequest,
+  type AlterConfigsRequestAlterableConfig,
+  type AlterConfigsResponse,
+  ApiKey,
+} from '../../protocol/generated/index.js'
 import { alterResources, rejectNullValues } from '../config-resources.js'
 import type { ApiHandler } from './registry.js'
 

@@ -10,12 +10,12 @@
 import type { BrokerId, ClusterImage, PartitionState } from '../../metadata/cluster-image.js'
 import { cancelReassignment, startReassignment } from '../../metadata/reassignment.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
-import type { AlterPartitionReassignmentsRequest } from '../../protocol/generated/alter-partition-reassignments-request.js'
-import type {
-  AlterPartitionReassignmentsResponse,
-  AlterPartitionReassignmentsResponseReassignablePartitionResponse as PartitionResponse,
-} from '../../protocol/generated/alter-partition-reassignments-response.js'
-import { ApiKey } from '../../protocol/generated/index.js'
+import {
+  type AlterPartitionReassignmentsRequest,
+  type AlterPartitionReassignmentsResponse,
+  ApiKey,
+  type AlterPartitionReassignmentsResponseReassignablePartitionResponse as PartitionResponse,
+} from '../../protocol/generated/index.js'
 import type { ApiHandler } from './registry.js'
 
 type Outcome = { errorCode: number; errorMessage: string | null }

@@ -7,12 +7,12 @@
  * and version, and adds feature tags (tidelog advertises no features).
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
-import type { ApiVersionsRequest } from '../../protocol/generated/api-versions-request.js'
 import {
+  ApiKey,
+  type ApiVersionsRequest,
   type ApiVersionsResponse,
   defaultApiVersionsResponse,
-} from '../../protocol/generated/api-versions-response.js'
-import { ApiKey } from '../../protocol/generated/index.js'
+} from '../../protocol/generated/index.js'
 import type { ApiHandler } from './registry.js'
 
 export const apiVersionsHandler: ApiHandler<ApiVersionsRequest, ApiVersionsResponse> = {

@@ -12,15 +12,13 @@
 
 import type { ClusterImage, PartitionState, TopicImage } from '../../metadata/cluster-image.js'
 import { ErrorCode, errorMessage } from '../../protocol/error-codes.js'
-import type {
-  CreatePartitionsRequest,
-  CreatePartitionsRequestCreatePartitionsTopic,
-} from '../../protocol/generated/create-partitions-request.js'
-import type {
-  CreatePartitionsResponse,
-  CreatePartitionsResponseCreatePartitionsTopicResult,
-} from '../../protocol/generated/create-partitions-response.js'
-import { ApiKey } from '../../protocol/generated/index.js'
+import {
+  ApiKey,
+  type CreatePartitionsRequest,
+  type CreatePartitionsRequestCreatePartitionsTopic,
+  type CreatePartitionsResponse,
+  type CreatePartitionsResponseCreatePartitionsTopicResult,
+} from '../../protocol/generated/index.js'
 import type { BrokerServices } from '../broker-services.js'
 import {
   checkManualAssignment,

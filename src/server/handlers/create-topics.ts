@@ -20,16 +20,14 @@ import type { ClusterImage, PartitionState, TopicImage } from '../../metadata/cl
 import { brokerTopicDefaults, resolveTopicConfig, validateTopicConfigs } from '../../metadata/topic-config.js'
 import { topicNameProblem, unifyCollisionChars } from '../../metadata/topic-name.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
-import type {
-  CreateTopicsRequest,
-  CreateTopicsRequestCreatableTopic,
-} from '../../protocol/generated/create-topics-request.js'
 import {
+  ApiKey,
+  type CreateTopicsRequest,
+  type CreateTopicsRequestCreatableTopic,
   type CreateTopicsResponse,
   type CreateTopicsResponseCreatableTopicResult,
   defaultCreateTopicsResponseCreatableTopicResult,
-} from '../../protocol/generated/create-topics-response.js'
-import { ApiKey } from '../../protocol/generated/index.js'
+} from '../../protocol/generated/index.js'
 import { ZERO_UUID } from '../../protocol/primitives.js'
 import type { BrokerServices } from '../broker-services.js'
 import type { ApiHandler } from './registry.js'

@@ -4,9 +4,11 @@
  * unknown) with tombstones for their offsets and metadata, answered once committed.
  * Version notes: v2+ flexible.
  */
-import type { DeleteGroupsRequest } from '../../protocol/generated/delete-groups-request.js'
-import type { DeleteGroupsResponse } from '../../protocol/generated/delete-groups-response.js'
-import { ApiKey } from '../../protocol/generated/index.js'
+import {
+  ApiKey,
+  type DeleteGroupsRequest,
+  type DeleteGroupsResponse,
+} from '../../protocol/generated/index.js'
 import type { ApiHandler } from './registry.js'
 
 export const deleteGroupsHandler: ApiHandler<DeleteGroupsRequest, DeleteGroupsResponse> = {

@@ -6,12 +6,12 @@
  * Version notes: v2+ flexible.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
-import type { DeleteRecordsRequest } from '../../protocol/generated/delete-records-request.js'
-import type {
-  DeleteRecordsResponse,
-  DeleteRecordsResponseDeleteRecordsPartitionResult,
-} from '../../protocol/generated/delete-records-response.js'
-import { ApiKey } from '../../protocol/generated/index.js'
+import {
+  ApiKey,
+  type DeleteRecordsRequest,
+  type DeleteRecordsResponse,
+  type DeleteRecordsResponseDeleteRecordsPartitionResult,
+} from '../../protocol/generated/index.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'

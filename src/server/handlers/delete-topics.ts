@@ -11,12 +11,12 @@
  */
 import { type ClusterImage, topicById } from '../../metadata/cluster-image.js'
 import { ErrorCode, errorMessage } from '../../protocol/error-codes.js'
-import type { DeleteTopicsRequest } from '../../protocol/generated/delete-topics-request.js'
-import type {
-  DeleteTopicsResponse,
-  DeleteTopicsResponseDeletableTopicResult,
-} from '../../protocol/generated/delete-topics-response.js'
-import { ApiKey } from '../../protocol/generated/index.js'
+import {
+  ApiKey,
+  type DeleteTopicsRequest,
+  type DeleteTopicsResponse,
+  type DeleteTopicsResponseDeletableTopicResult,
+} from '../../protocol/generated/index.js'
 import { ZERO_UUID } from '../../protocol/primitives.js'
 import type { ApiHandler } from './registry.js'
 

@@ -8,9 +8,11 @@
  * no authorizer, so when asked it answers "all operations" (bits 2-12 as Kafka's ALL).
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
-import type { DescribeClusterRequest } from '../../protocol/generated/describe-cluster-request.js'
-import type { DescribeClusterResponse } from '../../protocol/generated/describe-cluster-response.js'
-import { ApiKey } from '../../protocol/generated/index.js'
+import {
+  ApiKey,
+  type DescribeClusterRequest,
+  type DescribeClusterResponse,
+} from '../../protocol/generated/index.js'
 import type { ApiHandler } from './registry.js'
 
 const ENDPOINT_BROKERS = 1

@@ -14,13 +14,13 @@
 
 import { ConfigSource } from '../../metadata/topic-config.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
-import type { DescribeConfigsRequest } from '../../protocol/generated/describe-configs-request.js'
-import type {
-  DescribeConfigsResponse,
-  DescribeConfigsResponseDescribeConfigsResourceResult,
-  DescribeConfigsResponseDescribeConfigsResult,
-} from '../../protocol/generated/describe-configs-response.js'
-import { ApiKey } from '../../protocol/generated/index.js'
+import {
+  ApiKey,
+  type DescribeConfigsRequest,
+  type DescribeConfigsResponse,
+  type DescribeConfigsResponseDescribeConfigsResourceResult,
+  type DescribeConfigsResponseDescribeConfigsResult,
+} from '../../protocol/generated/index.js'
 import { ConfigResourceError, type DescribedConfig, describeResource } from '../config-resources.js'
 import type { ApiHandler } from './registry.js'
 

@@ -6,9 +6,11 @@
  * Version notes: v1 throttle time, v3 authorized operations (not computed: Kafka's
  * "omitted" value), v4 group instance ids, v5+ flexible.
  */
-import type { DescribeGroupsRequest } from '../../protocol/generated/describe-groups-request.js'
-import type { DescribeGroupsResponse } from '../../protocol/generated/describe-groups-response.js'
-import { ApiKey } from '../../protocol/generated/index.js'
+import {
+  ApiKey,
+  type DescribeGroupsRequest,
+  type DescribeGroupsResponse,
+} from '../../protocol/generated/index.js'
 import type { ApiHandler } from './registry.js'
 
 const AUTHORIZED_OPERATIONS_OMITTED = -2147483648

@@ -9,13 +9,13 @@
 import { statfs } from 'node:fs/promises'
 import { dirname, resolve } from 'node:path'
 import { ErrorCode } from '../../protocol/error-codes.js'
-import type { DescribeLogDirsRequest } from '../../protocol/generated/describe-log-dirs-request.js'
-import type {
-  DescribeLogDirsResponse,
-  DescribeLogDirsResponseDescribeLogDirsResult,
-  DescribeLogDirsResponseDescribeLogDirsTopic,
-} from '../../protocol/generated/describe-log-dirs-response.js'
-import { ApiKey } from '../../protocol/generated/index.js'
+import {
+  ApiKey,
+  type DescribeLogDirsRequest,
+  type DescribeLogDirsResponse,
+  type DescribeLogDirsResponseDescribeLogDirsResult,
+  type DescribeLogDirsResponseDescribeLogDirsTopic,
+} from '../../protocol/generated/index.js'
 import type { Partition } from '../../replication/partition.js'
 import type { ApiHandler } from './registry.js'
 

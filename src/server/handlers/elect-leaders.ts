@@ -11,12 +11,12 @@
 import { NO_LEADER, type PartitionState } from '../../metadata/cluster-image.js'
 import { electPreferred, onBrokerChange } from '../../metadata/elections.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
-import type { ElectLeadersRequest } from '../../protocol/generated/elect-leaders-request.js'
-import type {
-  ElectLeadersResponse,
-  ElectLeadersResponsePartitionResult,
-} from '../../protocol/generated/elect-leaders-response.js'
-import { ApiKey } from '../../protocol/generated/index.js'
+import {
+  ApiKey,
+  type ElectLeadersRequest,
+  type ElectLeadersResponse,
+  type ElectLeadersResponsePartitionResult,
+} from '../../protocol/generated/index.js'
 import type { ApiHandler } from './registry.js'
 
 const PREFERRED = 0

@@ -14,14 +14,14 @@
 
 import { topicById } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
-import type { FetchRequest } from '../../protocol/generated/fetch-request.js'
 import {
+  ApiKey,
   defaultFetchResponsePartitionData,
+  type FetchRequest,
   type FetchResponse,
   type FetchResponseFetchableTopicResponse,
   type FetchResponsePartitionData,
-} from '../../protocol/generated/fetch-response.js'
-import { ApiKey } from '../../protocol/generated/index.js'
+} from '../../protocol/generated/index.js'
 import { type DelayedFetchWatch, waitForFetchData } from '../../replication/delayed-operations.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
 import type { IsolationLevel, Partition } from '../../replication/partition.js'

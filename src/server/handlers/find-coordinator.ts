@@ -9,12 +9,12 @@
  * keys (coordinatorKeys) with one result each.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
-import type { FindCoordinatorRequest } from '../../protocol/generated/find-coordinator-request.js'
-import type {
-  FindCoordinatorResponse,
-  FindCoordinatorResponseCoordinator,
-} from '../../protocol/generated/find-coordinator-response.js'
-import { ApiKey } from '../../protocol/generated/index.js'
+import {
+  ApiKey,
+  type FindCoordinatorRequest,
+  type FindCoordinatorResponse,
+  type FindCoordinatorResponseCoordinator,
+} from '../../protocol/generated/index.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 

@@ -5,9 +5,7 @@
  * Version notes: v1 throttle time, v3 group instance id, v4+ flexible.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
-import type { HeartbeatRequest } from '../../protocol/generated/heartbeat-request.js'
-import type { HeartbeatResponse } from '../../protocol/generated/heartbeat-response.js'
-import { ApiKey } from '../../protocol/generated/index.js'
+import { ApiKey, type HeartbeatRequest, type HeartbeatResponse } from '../../protocol/generated/index.js'
 import type { ApiHandler } from './registry.js'
 
 export const heartbeatHandler: ApiHandler<HeartbeatRequest, HeartbeatResponse> = {

@@ -13,12 +13,12 @@
 
 import type { ClusterImage } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
-import type {
-  IncrementalAlterConfigsRequest,
-  IncrementalAlterConfigsRequestAlterableConfig,
-} from '../../protocol/generated/incremental-alter-configs-request.js'
-import type { IncrementalAlterConfigsResponse } from '../../protocol/generated/incremental-alter-configs-response.js'
-import { ApiKey } from '../../protocol/generated/index.js'
+import {
+  ApiKey,
+  type IncrementalAlterConfigsRequest,
+  type IncrementalAlterConfigsRequestAlterableConfig,
+  type IncrementalAlterConfigsResponse,
+} from '../../protocol/generated/index.js'
 import type { BrokerConfig } from '../broker-config.js'
 import {
   type AlterTarget,

@@ -13,9 +13,11 @@
  */
 
 import { ErrorCode } from '../../protocol/error-codes.js'
-import { ApiKey } from '../../protocol/generated/index.js'
-import type { InitProducerIdRequest } from '../../protocol/generated/init-producer-id-request.js'
-import type { InitProducerIdResponse } from '../../protocol/generated/init-producer-id-response.js'
+import {
+  ApiKey,
+  type InitProducerIdRequest,
+  type InitProducerIdResponse,
+} from '../../protocol/generated/index.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
 import type { ApiHandler } from './registry.js'
 

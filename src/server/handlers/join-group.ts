@@ -10,9 +10,7 @@
 
 import { clientHostOf } from '../../coordinator/client-host.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
-import { ApiKey } from '../../protocol/generated/index.js'
-import type { JoinGroupRequest } from '../../protocol/generated/join-group-request.js'
-import type { JoinGroupResponse } from '../../protocol/generated/join-group-response.js'
+import { ApiKey, type JoinGroupRequest, type JoinGroupResponse } from '../../protocol/generated/index.js'
 import type { ApiHandler } from './registry.js'
 
 export const joinGroupHandler: ApiHandler<JoinGroupRequest, JoinGroupResponse> = {

@@ -7,9 +7,7 @@
  * v1 throttle time, v4+ flexible, v5 reason.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
-import { ApiKey } from '../../protocol/generated/index.js'
-import type { LeaveGroupRequest } from '../../protocol/generated/leave-group-request.js'
-import type { LeaveGroupResponse } from '../../protocol/generated/leave-group-response.js'
+import { ApiKey, type LeaveGroupRequest, type LeaveGroupResponse } from '../../protocol/generated/index.js'
 import type { ApiHandler } from './registry.js'
 
 export const leaveGroupHandler: ApiHandler<LeaveGroupRequest, LeaveGroupResponse> = {

@@ -4,9 +4,7 @@
  * Version notes: v1 throttle time, v3+ flexible, v4 state filter and group state, v5 type
  * filter and group type (tidelog's groups are all "classic").
  */
-import { ApiKey } from '../../protocol/generated/index.js'
-import type { ListGroupsRequest } from '../../protocol/generated/list-groups-request.js'
-import type { ListGroupsResponse } from '../../protocol/generated/list-groups-response.js'
+import { ApiKey, type ListGroupsRequest, type ListGroupsResponse } from '../../protocol/generated/index.js'
 import type { ApiHandler } from './registry.js'
 
 const GROUP_TYPE = 'classic'

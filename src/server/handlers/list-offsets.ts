@@ -10,12 +10,12 @@
  * answer's leader epoch, v6+ flexible, v7 MAX_TIMESTAMP, v8 EARLIEST_LOCAL, v9 LATEST_TIERED.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
-import { ApiKey } from '../../protocol/generated/index.js'
-import type { ListOffsetsRequest } from '../../protocol/generated/list-offsets-request.js'
-import type {
-  ListOffsetsResponse,
-  ListOffsetsResponseListOffsetsPartitionResponse,
-} from '../../protocol/generated/list-offsets-response.js'
+import {
+  ApiKey,
+  type ListOffsetsRequest,
+  type ListOffsetsResponse,
+  type ListOffsetsResponseListOffsetsPartitionResponse,
+} from '../../protocol/generated/index.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
 import type { Partition } from '../../replication/partition.js'
 import type { RequestContext } from '../request-context.js'

@@ -6,9 +6,11 @@
  */
 import { isReassigning } from '../../metadata/reassignment.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
-import { ApiKey } from '../../protocol/generated/index.js'
-import type { ListPartitionReassignmentsRequest } from '../../protocol/generated/list-partition-reassignments-request.js'
-import type { ListPartitionReassignmentsResponse } from '../../protocol/generated/list-partition-reassignments-response.js'
+import {
+  ApiKey,
+  type ListPartitionReassignmentsRequest,
+  type ListPartitionReassignmentsResponse,
+} from '../../protocol/generated/index.js'
 import type { ApiHandler } from './registry.js'
 
 export const listPartitionReassignmentsHandler: ApiHandler<

@@ -13,13 +13,13 @@
 import { type ClusterImage, NO_LEADER, type TopicImage, topicById } from '../../metadata/cluster-image.js'
 import { isValidTopicName } from '../../metadata/topic-name.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
-import { ApiKey } from '../../protocol/generated/index.js'
-import type { MetadataRequest } from '../../protocol/generated/metadata-request.js'
-import type {
-  MetadataResponse,
-  MetadataResponseMetadataResponsePartition,
-  MetadataResponseMetadataResponseTopic,
-} from '../../protocol/generated/metadata-response.js'
+import {
+  ApiKey,
+  type MetadataRequest,
+  type MetadataResponse,
+  type MetadataResponseMetadataResponsePartition,
+  type MetadataResponseMetadataResponseTopic,
+} from '../../protocol/generated/index.js'
 import { ZERO_UUID } from '../../protocol/primitives.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'

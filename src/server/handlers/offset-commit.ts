@@ -9,9 +9,11 @@
  * v7 group instance id; v8+ flexible.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
-import { ApiKey } from '../../protocol/generated/index.js'
-import type { OffsetCommitRequest } from '../../protocol/generated/offset-commit-request.js'
-import type { OffsetCommitResponse } from '../../protocol/generated/offset-commit-response.js'
+import {
+  ApiKey,
+  type OffsetCommitRequest,
+  type OffsetCommitResponse,
+} from '../../protocol/generated/index.js'
 import type { ApiHandler } from './registry.js'
 
 export const offsetCommitHandler: ApiHandler<OffsetCommitRequest, OffsetCommitResponse> = {

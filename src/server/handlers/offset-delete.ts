@@ -6,9 +6,11 @@
  * Version notes: v0 only.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
-import { ApiKey } from '../../protocol/generated/index.js'
-import type { OffsetDeleteRequest } from '../../protocol/generated/offset-delete-request.js'
-import type { OffsetDeleteResponse } from '../../protocol/generated/offset-delete-response.js'
+import {
+  ApiKey,
+  type OffsetDeleteRequest,
+  type OffsetDeleteResponse,
+} from '../../protocol/generated/index.js'
 import type { ApiHandler } from './registry.js'
 
 export const offsetDeleteHandler: ApiHandler<OffsetDeleteRequest, OffsetDeleteResponse> = {

@@ -8,12 +8,12 @@
  * of groups, each with its own error.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
-import { ApiKey } from '../../protocol/generated/index.js'
-import type { OffsetFetchRequest } from '../../protocol/generated/offset-fetch-request.js'
-import type {
-  OffsetFetchResponse,
-  OffsetFetchResponseOffsetFetchResponseTopic,
-} from '../../protocol/generated/offset-fetch-response.js'
+import {
+  ApiKey,
+  type OffsetFetchRequest,
+  type OffsetFetchResponse,
+  type OffsetFetchResponseOffsetFetchResponseTopic,
+} from '../../protocol/generated/index.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 

@@ -9,12 +9,12 @@
  * v3 the replica id, v4+ flexible.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
-import { ApiKey } from '../../protocol/generated/index.js'
-import type { OffsetForLeaderEpochRequest } from '../../protocol/generated/offset-for-leader-epoch-request.js'
-import type {
-  OffsetForLeaderEpochResponse,
-  OffsetForLeaderEpochResponseEpochEndOffset,
-} from '../../protocol/generated/offset-for-leader-epoch-response.js'
+import {
+  ApiKey,
+  type OffsetForLeaderEpochRequest,
+  type OffsetForLeaderEpochResponse,
+  type OffsetForLeaderEpochResponseEpochEndOffset,
+} from '../../protocol/generated/index.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
 import type { Partition } from '../../replication/partition.js'
 import type { EpochEndOffset } from '../../storage/leader-epoch-cache.js'

@@ -10,13 +10,13 @@
  * leader and node endpoints as tagged fields (left empty: clients then refresh metadata).
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
-import { ApiKey } from '../../protocol/generated/index.js'
-import type { ProduceRequest } from '../../protocol/generated/produce-request.js'
-import type {
-  ProduceResponse,
-  ProduceResponsePartitionProduceResponse,
-  ProduceResponseTopicProduceResponse,
-} from '../../protocol/generated/produce-response.js'
+import {
+  ApiKey,
+  type ProduceRequest,
+  type ProduceResponse,
+  type ProduceResponsePartitionProduceResponse,
+  type ProduceResponseTopicProduceResponse,
+} from '../../protocol/generated/index.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'

@@ -7,9 +7,7 @@
  * name (checked against the group's: INCONSISTENT_GROUP_PROTOCOL).
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
-import { ApiKey } from '../../protocol/generated/index.js'
-import type { SyncGroupRequest } from '../../protocol/generated/sync-group-request.js'
-import type { SyncGroupResponse } from '../../protocol/generated/sync-group-response.js'
+import { ApiKey, type SyncGroupRequest, type SyncGroupResponse } from '../../protocol/generated/index.js'
 import type { ApiHandler } from './registry.js'
 
 export const syncGroupHandler: ApiHandler<SyncGroupRequest, SyncGroupResponse> = {
