@@ -1,6 +1,7 @@
 /**
  * `npm run sim -- --seed N [--ticks T]` replays one run; `--seeds K [--from S]` runs K seeds.
- * `--mutation unclean-election|isr-without-cas` breaks one rule to show the simulator finds it.
+ * `--mutation unclean-election|isr-without-cas|hw-truncation` breaks one rule to show the simulator finds it.
+ * `--store-latency N` puts the metadata store N ms away; `--store-stalls` adds store-link stalls.
  * A failing run prints its seed and trace; the exit code is 1 if any run failed.
  */
 import { type Mutation, runSimulation } from './world.js'
@@ -15,6 +16,7 @@ async function main(): Promise<number> {
   const mutation = (arg('mutation') ?? 'none') as Mutation
   const verbose = process.argv.includes('--verbose')
   const storeLatencyMaxMs = Number(arg('store-latency') ?? 0)
+  const storeStalls = process.argv.includes('--store-stalls')
   const printTrace = process.argv.includes('--trace')
   const seeds: number[] = []
   if (arg('seed') !== undefined) seeds.push(Number(arg('seed')))
@@ -32,6 +34,7 @@ async function main(): Promise<number> {
       mutation,
       verbose,
       storeLatencyMaxMs,
+      storeStalls,
     })
     const wallMs = Math.round(performance.now() - started)
     const s = result.stats
@@ -43,7 +46,7 @@ async function main(): Promise<number> {
       console.log(result.trace.join('\n'))
       if (!result.ok)
         console.log(
-          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}`,
+          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}`,
         )
     }
   }

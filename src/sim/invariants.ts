@@ -2,6 +2,8 @@
  * The safety properties checked after every event, and the liveness and durability checks
  * at the end of a run. Each violation throws `Violation` with what was seen.
  */
+import { assert, InvariantError } from '../common/assert.js'
+import { checkPartitionState } from '../metadata/cluster-image.js'
 import { decodeRecordBatchSync, iterateBatches } from '../protocol/record-batch.js'
 import type { Partition } from '../replication/partition.js'
 import type { SimBroker } from './sim-broker.js'
@@ -50,6 +52,7 @@ export class Invariants {
   }
 
   async check(): Promise<void> {
+    this.checkStoreState()
     const brokers = this.live()
     for (const broker of brokers) {
       for (const partition of broker.replicaManager.hostedPartitions) {
@@ -61,6 +64,27 @@ export class Invariants {
     for (const broker of brokers) {
       for (const partition of broker.replicaManager.hostedPartitions) {
         if (partition.topic === TOPIC) await this.checkAgreement(broker, partition)
+      }
+    }
+  }
+
+  /**
+   * The partition states in the store itself are well formed: a non-empty ISR of replicas
+   * holding the leader (Kafka's controller keeps this; a broker writes only its own ISR
+   * changes, by compare-and-set on its leadership).
+   */
+  private checkStoreState(): void {
+    const topic = this.world.truth?.image().topics.get(TOPIC)
+    if (!topic) return
+    for (const state of topic.partitions) {
+      try {
+        checkPartitionState(TOPIC, state)
+        assert(state.isr.length > 0, `${TOPIC}-${state.partition}: empty ISR`)
+      } catch (error) {
+        if (!(error instanceof InvariantError)) throw error
+        throw new Violation(
+          `partition state in the store is malformed: ${error.message} (leader ${state.leader}, leader epoch ${state.leaderEpoch}, partition epoch ${state.partitionEpoch}, ISR ${state.isr.join(',')})`,
+        )
       }
     }
   }
@@ -106,14 +130,24 @@ export class Invariants {
     if (hw < lastHw)
       throw new Violation(`high watermark of leader ${broker.nodeId} for p${p} went back: ${lastHw} -> ${hw}`)
     this.leaderHighWatermark.set(hwKey, hw)
-    for (const memberId of partition.isr) {
+    // The ISR that counts is the store's: a member the leader still lists but the store took
+    // out (a restarted broker's registration, a fenced one) cannot be elected, and a member
+    // the store added (an expansion the leader has not seen committed yet) can. A leader
+    // that lost its leadership without knowing is held to the members both still list.
+    const truth = this.world.truth?.image().topics.get(TOPIC)?.partitions[p]
+    const current =
+      truth !== undefined && truth.leader === broker.nodeId && truth.leaderEpoch === partition.leaderEpoch
+    const members = truth
+      ? [...new Set([...partition.isr.filter((id) => truth.isr.includes(id)), ...(current ? truth.isr : [])])]
+      : partition.isr
+    for (const memberId of members) {
       if (memberId === broker.nodeId) continue
       const member = brokers.find((b) => b.nodeId === memberId && b.started)
       const replica = member?.replicaManager.getPartition(TOPIC, p)
       if (!replica) continue
       if (replica.log.logEndOffset < hw)
         throw new Violation(
-          `high watermark ${hw} of leader ${broker.nodeId} (epoch ${partition.leaderEpoch}) for p${p} (partition epoch ${partition.partitionEpoch}) exceeds ISR member ${memberId}'s log end ${replica.log.logEndOffset} (ISR ${partition.isr.join(',')})`,
+          `high watermark ${hw} of leader ${broker.nodeId} (epoch ${partition.leaderEpoch}) for p${p} (partition epoch ${partition.partitionEpoch}) exceeds ISR member ${memberId}'s log end ${replica.log.logEndOffset} (ISR ${partition.isr.join(',')}; in the store ${truth ? `${truth.isr.join(',')} at partition epoch ${truth.partitionEpoch}, leader ${truth.leader} epoch ${truth.leaderEpoch}` : 'unknown'})`,
         )
     }
   }

@@ -44,6 +44,8 @@ export interface SimBrokerSettings {
   readonly properties: ReadonlyMap<string, string>
   /** Random one-way latency to the metadata store, 0..this (0: in-process, no latency). */
   readonly storeLatencyMaxMs: number
+  /** With store latency: the process learns its lease ended one trip after the store ended it. */
+  readonly leaseLossLearnedLate?: boolean
   /** Mutation check: the ISR write skips its compare-and-set on leader and epochs. */
   readonly mutateIsrWithoutCas?: boolean
   /** Mutation check: the controller may elect outside the ISR whatever the topic says. */
@@ -60,6 +62,8 @@ class ProcessStore implements MetadataStore {
   /** Last scheduled arrival per direction, so requests and answers stay in order (one connection). */
   private lastRequestAt = 0
   private lastAnswerAt = 0
+  /** A stalled link (store latency mode): until `untilMs` every trip takes minMs..maxMs. */
+  stall: { readonly untilMs: number; readonly minMs: number; readonly maxMs: number } | null = null
 
   constructor(
     private readonly store: EmbeddedStore,
@@ -69,6 +73,8 @@ class ProcessStore implements MetadataStore {
     private readonly latencyOn: boolean,
     /** Simulated one-way latency to the store, drawn per trip. */
     private readonly latencyMs: () => number,
+    private readonly stallRandom: (min: number, max: number) => number,
+    private readonly leaseLossLearnedLate: boolean,
   ) {}
 
   /**
@@ -82,7 +88,8 @@ class ProcessStore implements MetadataStore {
       run()
       return
     }
-    const delay = this.latencyMs()
+    const stall = this.stall !== null && this.scheduler.now < this.stall.untilMs ? this.stall : null
+    const delay = stall ? this.stallRandom(stall.minMs, stall.maxMs) : this.latencyMs()
     const now = this.scheduler.now
     const last = direction === 'request' ? this.lastRequestAt : this.lastAnswerAt
     const at = Math.max(now + delay, last)
@@ -133,7 +140,13 @@ class ProcessStore implements MetadataStore {
     return this.gate(async () => {
       const lease = await this.store.grantLease(ttlMs)
       this.leases.push(lease)
-      return lease
+      if (!this.latencyOn || !this.leaseLossLearnedLate) return lease
+      // The process learns that its lease ended from the store (a keep-alive answer): one
+      // trip behind what the store already sent it, so a stalled link keeps it unaware.
+      const lost = new Promise<void>((resolve) => {
+        lease.lost.then(() => this.travel('answer', resolve))
+      })
+      return { id: lease.id, ttlMs: lease.ttlMs, lost, revoke: () => lease.revoke() }
     })
   }
   campaign(election: string, candidate: string, lease: Lease): Promise<Leadership> {
@@ -180,6 +193,8 @@ export class SimBroker {
       scheduler,
       settings.storeLatencyMaxMs > 0,
       () => random.int(0, settings.storeLatencyMaxMs),
+      (min, max) => random.int(min, max),
+      settings.leaseLossLearnedLate === true,
     )
     this.config = brokerConfigFromProperties(
       new Map([
@@ -336,8 +351,10 @@ export class SimBroker {
 
   private async alterIsr(proposal: IsrProposal): Promise<boolean> {
     let committed = false
+    let stale = false
     await this.metadata.update((image) => {
       committed = false
+      stale = false
       const topic = image.topics.get(proposal.topic)
       const state = topic?.partitions[proposal.partition]
       if (!topic || !state) return image
@@ -346,12 +363,16 @@ export class SimBroker {
         state.leaderEpoch === proposal.leaderEpoch &&
         state.partitionEpoch === proposal.partitionEpoch
       if (!current && this.settings.mutateIsrWithoutCas !== true) return image
+      stale = !current
       committed = true
       const partitions = [...topic.partitions]
       partitions[proposal.partition] = { ...state, isr: [...proposal.isr] }
       return { ...image, topics: new Map(image.topics).set(topic.name, { ...topic, partitions }) }
     })
-    if (committed) this.logger.info({ ...proposal }, 'ISR changed')
+    if (committed && stale)
+      this.logger.warn({ ...proposal }, 'MUTATION: stale ISR proposal written without compare-and-set')
+    else if (committed) this.logger.info({ ...proposal }, 'ISR changed')
+    else this.logger.info({ ...proposal }, 'ISR change refused: the partition state moved on')
     return committed
   }
 

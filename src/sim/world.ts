@@ -6,8 +6,10 @@
  * (invariants.ts); the first violation ends the run with the trace.
  */
 import { pino } from 'pino'
+import { InvariantError } from '../common/assert.js'
 import type { Logger } from '../common/logger.js'
 import type { TopicImage } from '../metadata/cluster-image.js'
+import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import { encodeRecordBatchSync } from '../protocol/record-batch.js'
 import { SimDisk } from './disk.js'
@@ -32,6 +34,13 @@ export interface SimOptions {
    * so a leader can act on a leadership it already lost.
    */
   readonly storeLatencyMaxMs?: number
+  /**
+   * With store latency (20 ms if not given): the fault schedule also stalls a leader's link
+   * to the store and then moves its leadership (preferred election) or ends its session (a
+   * zombie leader), and store faults take some of the idle fault slots. A process learns
+   * its lease ended one trip late. Off by default.
+   */
+  readonly storeStalls?: boolean
   /** Keep the broker logs in the trace (debug aid; the trace gets long). */
   readonly verbose?: boolean
 }
@@ -54,6 +63,9 @@ export interface SimResult {
 }
 
 export const TOPIC = 'sim'
+/** Store stalls (`storeStalls`): how long the link stalls, and the range of one trip then. */
+const STALL_MS = [3000, 5000] as const
+const STALL_TRIP_MS = [2000, 4000] as const
 const LIVENESS_MS_MAX = 60_000
 const SESSION_TIMEOUT_MS = 3000
 const PRODUCE_TIMEOUT_MS = 3000
@@ -72,6 +84,8 @@ export class World {
   readonly brokers = new Map<number, SimBroker>()
   private incarnations = new Map<number, number>()
   store!: EmbeddedStore
+  /** The store's own state, followed without latency: the ground truth invariants read. */
+  truth: ClusterMetadata | null = null
   readonly trace: string[] = []
   private readonly invariants: Invariants
   readonly stats: SimResult['stats'] = {
@@ -91,6 +105,7 @@ export class World {
   private readonly impaired = new Set<number>()
   readonly brokerIds: number[]
   readonly partitionCount: number
+  readonly storeLatencyMaxMs: number
 
   constructor(readonly options: SimOptions) {
     this.random = new SimRandom(options.seed)
@@ -100,6 +115,8 @@ export class World {
     const brokerCount = options.brokers ?? 3
     this.brokerIds = Array.from({ length: brokerCount }, (_, i) => i + 1)
     this.partitionCount = options.partitions ?? 2
+    const latency = options.storeLatencyMaxMs ?? 0
+    this.storeLatencyMaxMs = latency > 0 ? latency : options.storeStalls === true ? 20 : 0
     this.invariants = new Invariants(this)
     const diskRandom = this.random.fork()
     for (const id of this.brokerIds)
@@ -182,13 +199,17 @@ export class World {
       await this.liveness()
       this.log('run passed')
     } catch (error) {
-      if (!(error instanceof Violation)) throw error
-      violation = error.message
+      // The code's own assertion failing in a timer (an ISR check, a fetcher) ends the step.
+      if (error instanceof InvariantError)
+        violation = `a broker hit an internal error in a timer: ${error.message}`
+      else if (error instanceof Violation) violation = error.message
+      else throw error
       this.log(`VIOLATION: ${violation}`)
     }
     this.stats.simulatedMs = this.scheduler.now
     this.stats.events = this.scheduler.eventsRun
     for (const broker of this.brokers.values()) if (broker.isAlive) broker.kill()
+    this.truth?.close()
     return {
       seed: this.options.seed,
       ok: violation === null,
@@ -223,7 +244,7 @@ export class World {
 
   private async setup(): Promise<void> {
     this.log(
-      `seed ${this.options.seed} mutation ${this.options.mutation ?? 'none'} store latency 0-${this.options.storeLatencyMaxMs ?? 0} ms`,
+      `seed ${this.options.seed} mutation ${this.options.mutation ?? 'none'} store latency 0-${this.storeLatencyMaxMs} ms${this.options.storeStalls === true ? ', store stalls' : ''}`,
     )
     this.store = await EmbeddedStore.open({ clock: this.scheduler })
     for (const id of this.brokerIds) await this.until(this.startBroker(id))
@@ -253,6 +274,12 @@ export class World {
       }),
     )
     this.log(`topic ${TOPIC} created: ${this.partitionCount} partitions, RF 3, min.insync.replicas 2`)
+    // Opened once the cluster id exists: it reads and watches, writes nothing, draws nothing.
+    this.truth = await ClusterMetadata.open(this.store, {
+      clusterId: null,
+      random: () => 0,
+      logger: pino({ level: 'silent' }) as unknown as Logger,
+    })
   }
 
   private startBroker(id: number): Promise<void> {
@@ -271,7 +298,8 @@ export class World {
         sessionTimeoutMs: SESSION_TIMEOUT_MS,
         replicaLagTimeMaxMs: 2000,
         properties: new Map([['broker.session.timeout.ms', String(SESSION_TIMEOUT_MS)]]),
-        storeLatencyMaxMs: this.options.storeLatencyMaxMs ?? 0,
+        storeLatencyMaxMs: this.storeLatencyMaxMs,
+        leaseLossLearnedLate: this.options.storeStalls === true,
         mutateUncleanElection: this.options.mutation === 'unclean-election',
         mutateIsrWithoutCas: this.options.mutation === 'isr-without-cas',
         mutateTruncateToHighWatermark: this.options.mutation === 'hw-truncation',
@@ -323,15 +351,103 @@ export class World {
       const slow = r.chance(0.3)
       this.network.faults = { delayMinMs: 1, delayMaxMs: slow ? r.int(50, 1500) : 5, resetProbability: reset }
       this.log(`FAULT network delay 1-${this.network.faults.delayMaxMs} ms, reset probability ${reset}`)
-    } else if (choice === 6 && (this.options.storeLatencyMaxMs ?? 0) > 0) {
-      const controller = [...this.brokers.values()].find((b) => b.isAlive && b.controller?.isActive)
-      if (controller) {
-        this.log(`ADMIN preferred leader election through controller ${controller.nodeId}`)
-        controller.controller?.electPreferredLeaders().catch(() => undefined)
-      }
+    } else if (choice === 6 && this.storeLatencyMaxMs > 0) {
+      this.storeFault()
     } else if (this.impaired.size > 0 && choice >= 7) {
       this.recover([...this.impaired][0])
+    } else if (this.options.storeStalls === true && r.chance(0.5)) {
+      this.storeFault()
     }
+  }
+
+  /**
+   * Store latency mode: a preferred-leader election, or with stalls one of the stall faults.
+   * A stalled broker is the one impaired broker until it recovers (the stall is lifted):
+   * with another broker down meanwhile, a power loss of one ISR member and the session
+   * loss of the other leave the power-lost one as the only registered ISR member, two
+   * failures at once (seeds 140, 174, 197, 198 of the first stall schedule lost acknowledged writes so).
+   */
+  private storeFault(): void {
+    const kind = this.options.storeStalls === true ? this.faultRandom.int(0, 2) : 0
+    if (kind === 0 || this.impaired.size > 0) this.electPreferredLeaders()
+    else if (kind === 1) this.stallLeaderThenMoveIt()
+    else this.stallLeaderThenExpireIt()
+  }
+
+  private electPreferredLeaders(): void {
+    const controller = [...this.brokers.values()].find((b) => b.isAlive && b.controller?.isActive)
+    if (controller) {
+      this.log(`ADMIN preferred leader election through controller ${controller.nodeId}`)
+      controller.controller?.electPreferredLeaders().catch(() => undefined)
+    }
+  }
+
+  private isUp(id: number): boolean {
+    const broker = this.brokers.get(id)
+    return broker?.isAlive === true && broker.started
+  }
+
+  /**
+   * The broker's link to the store stalls (cut off from the store, not from the other
+   * brokers): for 3-5 s every trip, watch events and answers included, takes 2-4 s, in order.
+   * Its leases are kept alive by the store meanwhile; it learns of their end one trip late.
+   */
+  private stallStoreLink(victim: SimBroker, why: string): void {
+    const r = this.faultRandom
+    this.impaired.add(victim.nodeId)
+    const durationMs = r.int(STALL_MS[0], STALL_MS[1])
+    const maxMs = r.int(STALL_TRIP_MS[0], STALL_TRIP_MS[1])
+    victim.store.stall = { untilMs: this.scheduler.now + durationMs, minMs: STALL_TRIP_MS[0], maxMs }
+    this.log(
+      `FAULT store link of broker ${victim.nodeId} stalls for ${durationMs} ms (trips ${STALL_TRIP_MS[0]}-${maxMs} ms), ${why}`,
+    )
+  }
+
+  /**
+   * A stalled leader loses its leadership to an admin action: the store link of a leader
+   * that is not its partition's preferred replica stalls, then leaderships move to preferred
+   * replicas. It acts on a leadership it lost, and its ISR proposals land after the newer
+   * leadership (what the ISR compare-and-set is for).
+   */
+  private stallLeaderThenMoveIt(): void {
+    const r = this.faultRandom
+    const states = this.truth?.image().topics.get(TOPIC)?.partitions ?? []
+    const movable = states.filter(
+      (s) =>
+        s.leader !== -1 &&
+        s.leader !== s.replicas[0] &&
+        this.isUp(s.leader) &&
+        this.isUp(s.replicas[0]) &&
+        s.isr.includes(s.replicas[0]),
+    )
+    if (movable.length === 0) {
+      this.electPreferredLeaders()
+      return
+    }
+    this.stallStoreLink(this.brokers.get(r.pick(movable).leader)!, 'then a preferred leader election')
+    this.scheduler.schedule(r.int(10, 500), () => {
+      if (this.faultsOn) this.electPreferredLeaders()
+    })
+  }
+
+  /**
+   * A zombie leader: the store link of a broker leading some partition stalls, then the store
+   * ends its session (its keep-alives were lost). The controller moves its leaderships; it
+   * learns of the lost session, and of the new leaders, only when its link recovers.
+   */
+  private stallLeaderThenExpireIt(): void {
+    const r = this.faultRandom
+    const states = this.truth?.image().topics.get(TOPIC)?.partitions ?? []
+    const leaders = [...new Set(states.map((s) => s.leader))].filter((id) => this.isUp(id))
+    if (leaders.length === 0) return
+    const victim = this.brokers.get(r.pick(leaders))!
+    this.stallStoreLink(victim, 'then its session expires')
+    this.scheduler.schedule(r.int(10, 300), () => {
+      if (!this.faultsOn || !victim.isAlive) return
+      this.stats.sessionExpiries++
+      this.log(`FAULT expire the store session of broker ${victim.nodeId}`)
+      victim.expireSession().catch(() => undefined)
+    })
   }
 
   /**
@@ -365,12 +481,16 @@ export class World {
    * or for one restarted and not registered yet, may have lost its page cache already).
    */
   private partitionsWithSoleIsrMember(id: number): string[] {
-    const observer = [...this.brokers.values()].find((b) => b.isAlive && b.started)
-    const topic = observer?.metadata.image().topics.get(TOPIC)
-    if (!topic) return []
+    // The store's own state: a broker's image lags it under store latency (seed 102 with
+    // store stalls: a stalled broker's image still listed a second ISR member).
+    const truth = this.truth?.image()
+    const topic = truth?.topics.get(TOPIC)
+    if (!truth || !topic) return []
+    // Registered too: a process whose session ended is out of the controller's live set
+    // (the store ISR loses it) and its registration may lag its return.
     const healthy = (m: number): boolean => {
       const b = this.brokers.get(m)
-      return b?.isAlive === true && b.started
+      return b?.isAlive === true && b.started && b.lease !== null && truth.brokers.has(m)
     }
     return topic.partitions
       .filter((state) => state.isr.includes(id) && !state.isr.some((m) => m !== id && healthy(m)))
@@ -385,6 +505,10 @@ export class World {
       this.network.healLink(other, id)
     }
     if (broker.isAlive) {
+      if (broker.store.stall !== null) {
+        broker.store.stall = null
+        this.log(`HEAL store link of broker ${id}`)
+      }
       this.log(`HEAL network of broker ${id}`)
       return
     }
@@ -402,6 +526,7 @@ export class World {
     this.producing = false
     this.log('HEAL everything: network healed, crashed brokers restart, producers stop')
     this.network.healAll()
+    for (const broker of this.brokers.values()) broker.store.stall = null
     this.network.faults = { delayMinMs: 1, delayMaxMs: 5, resetProbability: 0 }
     for (const id of [...this.impaired]) this.recover(id)
   }

@@ -72,6 +72,24 @@ describe('deterministic simulation', () => {
     assert.ok(result.ok, explain(result, ' --store-latency 20'))
   })
 
+  for (const seed of [1, 2, 3, 4]) {
+    it(`store stalls, seed ${seed}: a leader cut off from the store loses its leadership without harm`, async () => {
+      const result = await runSimulation({ seed, storeStalls: true })
+      assert.ok(result.ok, explain(result, ' --store-stalls'))
+    })
+  }
+
+  it('mutation check: with the ISR written without compare-and-set the simulator finds a violating seed (store stalls)', async () => {
+    // A leader whose store link stalls loses its leadership (session expiry or a preferred
+    // election) without knowing; its ISR proposals land on the newer leadership's state.
+    let found: SimResult | null = null
+    for (let seed = 1; seed <= 30 && found === null; seed++) {
+      const result = await runSimulation({ seed, mutation: 'isr-without-cas', storeStalls: true })
+      if (!result.ok) found = result
+    }
+    assert.ok(found, 'no seed in 1..30 caught the ISR write without compare-and-set')
+  })
+
   it('mutation check: with followers truncating to their high watermark the simulator finds a violating seed', async () => {
     let found: SimResult | null = null
     for (let seed = 1; seed <= 20 && found === null; seed++) {
