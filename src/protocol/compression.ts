@@ -16,15 +16,30 @@
  * - zstd: standard zstd frame(s); @mongodb-js/zstd is async only.
  *
  * Corrupt compressed bytes from the network surface as CorruptRecordError, never a crash.
+ *
+ * The three native codecs load on first use (a synchronous require), not at import: each is a
+ * native addon whose loader probes the platform (@mongodb-js/zstd builds a full process
+ * report), and most brokers never see two of the three.
  */
+import { createRequire } from 'node:module'
 import { promisify } from 'node:util'
 import zlib from 'node:zlib'
-import * as zstd from '@mongodb-js/zstd'
-import * as lz4 from 'lz4-napi'
-import * as snappy from 'snappy'
 import { assert, unreachable } from '../common/assert.js'
 import { TidelogError } from '../common/errors.js'
 import { CompressionType } from './batch-header.js'
+
+type Zstd = typeof import('@mongodb-js/zstd')
+type Lz4 = typeof import('lz4-napi')
+type Snappy = typeof import('snappy')
+
+const requireNative = createRequire(import.meta.url)
+let zstdModule: Zstd | undefined
+let lz4Module: Lz4 | undefined
+let snappyModule: Snappy | undefined
+
+const zstd = (): Zstd => (zstdModule ??= requireNative('@mongodb-js/zstd') as Zstd)
+const lz4 = (): Lz4 => (lz4Module ??= requireNative('lz4-napi') as Lz4)
+const snappy = (): Snappy => (snappyModule ??= requireNative('snappy') as Snappy)
 
 /** Bytes that fail to decompress or do not parse as records; Kafka's CORRUPT_MESSAGE. */
 export class CorruptRecordError extends TidelogError {
@@ -70,11 +85,11 @@ export async function compress(type: CompressionType, data: Buffer, level?: numb
     case CompressionType.Gzip:
       return gzipAsync(data, { level: level ?? GZIP_LEVEL_DEFAULT })
     case CompressionType.Snappy:
-      return xerialCompress(data, (block) => snappy.compress(block))
+      return xerialCompress(data, (block) => snappy().compress(block))
     case CompressionType.Lz4:
-      return lz4.compressFrame(data)
+      return lz4().compressFrame(data)
     case CompressionType.Zstd:
-      return zstd.compress(data, level ?? ZSTD_LEVEL_DEFAULT)
+      return zstd().compress(data, level ?? ZSTD_LEVEL_DEFAULT)
     default:
       return unreachable(type, 'compression type')
   }
@@ -90,7 +105,7 @@ export function compressSync(type: CompressionType, data: Buffer, level?: number
     case CompressionType.Snappy:
       return xerialCompressSync(data)
     case CompressionType.Lz4:
-      return lz4.compressFrameSync(data)
+      return lz4().compressFrameSync(data)
     default:
       return unreachable(type as never, 'compression type')
   }
@@ -136,12 +151,14 @@ async function decompressUnchecked(
     case CompressionType.Gzip:
       return gunzipAsync(data, { maxOutputLength: maxOutputBytes })
     case CompressionType.Snappy:
-      return snappyDecompress(data, maxOutputBytes, async (block) => asBuffer(await snappy.uncompress(block)))
+      return snappyDecompress(data, maxOutputBytes, async (block) =>
+        asBuffer(await snappy().uncompress(block)),
+      )
     case CompressionType.Lz4:
       checkLz4FrameComplete(data)
-      return lz4.decompressFrame(ignoreLz4HeaderChecksum ? withFixedLz4HeaderChecksum(data) : data)
+      return lz4().decompressFrame(ignoreLz4HeaderChecksum ? withFixedLz4HeaderChecksum(data) : data)
     case CompressionType.Zstd:
-      return zstd.decompress(data)
+      return zstd().decompress(data)
     default:
       throw new CorruptRecordError(`unknown compression codec ${type as number}`)
   }
@@ -162,7 +179,7 @@ function decompressUncheckedSync(
       return snappyDecompressSync(data, maxOutputBytes)
     case CompressionType.Lz4:
       checkLz4FrameComplete(data)
-      return lz4.decompressFrameSync(ignoreLz4HeaderChecksum ? withFixedLz4HeaderChecksum(data) : data)
+      return lz4().decompressFrameSync(ignoreLz4HeaderChecksum ? withFixedLz4HeaderChecksum(data) : data)
     default:
       throw new CorruptRecordError(`unknown compression codec ${type as number}`)
   }
@@ -240,7 +257,7 @@ async function xerialCompress(
 }
 
 function xerialCompressSync(data: Buffer): Buffer {
-  return xerialFrame(xerialInputBlocks(data).map((block) => snappy.compressSync(block)))
+  return xerialFrame(xerialInputBlocks(data).map((block) => snappy().compressSync(block)))
 }
 
 /** The compressed blocks of a xerial stream, as views into `data`. */
@@ -299,11 +316,11 @@ async function snappyDecompress(
 function snappyDecompressSync(data: Buffer, maxOutputBytes: number): Buffer {
   if (!isXerialSnappy(data)) {
     checkSnappyBlock(data, maxOutputBytes)
-    return asBuffer(snappy.uncompressSync(data))
+    return asBuffer(snappy().uncompressSync(data))
   }
   const blocks = xerialBlocks(data)
   checkXerialBudget(blocks, maxOutputBytes)
-  return Buffer.concat(blocks.map((block) => asBuffer(snappy.uncompressSync(block))))
+  return Buffer.concat(blocks.map((block) => asBuffer(snappy().uncompressSync(block))))
 }
 
 function checkXerialBudget(blocks: Buffer[], maxOutputBytes: number): void {

@@ -17,7 +17,6 @@
  * Offsets and timestamps are JavaScript numbers (exact below 2^53, which Kafka offsets and
  * millisecond timestamps never reach); producerId is a bigint, as in BatchHeader.
  */
-import { crc32 } from '@node-rs/crc32'
 import { assert } from '../common/assert.js'
 import { TidelogError } from '../common/errors.js'
 import {
@@ -56,7 +55,7 @@ import {
   decompressSync,
   hasSyncCodec,
 } from './compression.js'
-import { crc32c } from './crc32c.js'
+import { crc32, crc32c } from './crc32c.js'
 
 export { CorruptRecordError } from './compression.js'
 
