@@ -47,6 +47,7 @@ import {
 import { compress, decompress } from '../protocol/compression.js'
 import { crc32c } from '../protocol/crc32c.js'
 import { DELETE_HORIZON_FLAG_MASK } from '../protocol/record-batch.js'
+import { isStorageError } from './errors.js'
 import { hasCompactPolicy, type LogConfig } from './log-config.js'
 import type { AppendedBatch, LogSegment } from './log-segment.js'
 import type { Offset, PartitionLog } from './partition-log.js'
@@ -263,7 +264,8 @@ export class LogCleaner {
       else this.deleteHorizons.delete(log.dir)
       return true
     } catch (err) {
-      if (err instanceof CleanAborted) return false
+      // Shutdown, or the log was closed or deleted under the clean: nothing to report.
+      if (err instanceof CleanAborted || isStorageError(err, 'LOG_CLOSED')) return false
       // Kafka marks the partition uncleanable; here it waits and tries again later.
       logger.error({ err, log: log.dir }, 'log cleaning failed')
       this.failedUntilMs.set(log.dir, clock.nowMs() + (this.options.failureBackoffMs ?? 60_000))

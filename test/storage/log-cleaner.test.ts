@@ -12,6 +12,7 @@ import fc from 'fast-check'
 import { silentLogger } from '../../src/common/logger.js'
 import { CompressionType } from '../../src/protocol/batch-header.js'
 import { decodeRecordBatch, encodeRecordBatch, readBatchHeader } from '../../src/protocol/record-batch.js'
+import { ProducerStateManager } from '../../src/replication/producer-state.js'
 import {
   type FileHandle,
   type FileSystem,
@@ -374,6 +375,54 @@ describe('log cleaner', () => {
         "only producer 8's last batch stays",
       )
       await log.close()
+    })
+  })
+
+  it('producer state rebuilt from a cleaned log still answers a retry of the last batch with its offsets', async () => {
+    await withTempDir(async (dir) => {
+      const clock = new ManualClock(T0)
+      const attach = async (log: PartitionLog) =>
+        log.attachProducerState(
+          new ProducerStateManager(log, { clock, logger: silentLogger, producerIdExpirationMs: 86_400_000 }),
+        )
+      const log = await openCompacted(dir, compactConfig(), clock)
+      await attach(log)
+      const idempotent = (sequence: number, value: string) =>
+        batchOf(
+          [
+            { key: 'p', value },
+            { key: 'q', value },
+          ],
+          { producerId: 42n, producerEpoch: 1, baseSequence: sequence },
+        )
+      await log.append(await idempotent(0, 'a'), { assignOffsets: true })
+      const last = await log.append(await idempotent(2, 'b'), { assignOffsets: true })
+      for (let i = 0; i < 40; i++) {
+        await log.append(
+          await batchOf([
+            { key: 'p', value: `o${i}` },
+            { key: 'q', value: `o${i}` },
+          ]),
+          { assignOffsets: true },
+        )
+      }
+      log.updateHighWatermark(log.logEndOffset)
+      assert.ok((await cleanNow(log, clock)).cleaned)
+      await log.close()
+      // Reopen without snapshots: the state comes from replaying the cleaned log.
+      for (const name of await readdir(dir))
+        if (name.endsWith('.snapshot')) await nodeFileSystem.unlink(join(dir, name))
+      const reopened = await openCompacted(dir, compactConfig(), clock)
+      await attach(reopened)
+      const retry = await reopened.append(await idempotent(2, 'b'), { assignOffsets: true })
+      assert.deepEqual([retry.firstOffset, retry.lastOffset], [last.firstOffset, last.lastOffset])
+      const next = await reopened.append(await idempotent(4, 'c'), { assignOffsets: true })
+      assert.equal(next.firstOffset, reopened.logEndOffset - 2, 'the next sequence is taken')
+      await assert.rejects(
+        reopened.append(await idempotent(9, 'd'), { assignOffsets: true }),
+        /OUT_OF_ORDER|sequence/i,
+      )
+      await reopened.close()
     })
   })
 
