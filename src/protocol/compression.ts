@@ -17,26 +17,28 @@
  *
  * Corrupt compressed bytes from the network surface as CorruptRecordError, never a crash.
  *
- * The three native codecs load on first use (a synchronous require), not at import: each is a
- * native addon whose loader probes the platform (@mongodb-js/zstd builds a full process
- * report), and most brokers never see two of the three.
+ * The codecs load on first use (a synchronous require), not at import: the three native ones
+ * are addons whose loaders probe the platform (@mongodb-js/zstd builds a full process
+ * report), and a broker that starts and never sees compressed records needs none of them.
  */
 import { createRequire } from 'node:module'
-import { promisify } from 'node:util'
-import zlib from 'node:zlib'
+import type { ZlibOptions } from 'node:zlib'
 import { assert, unreachable } from '../common/assert.js'
 import { TidelogError } from '../common/errors.js'
 import { CompressionType } from './batch-header.js'
 
+type Zlib = typeof import('node:zlib')
 type Zstd = typeof import('@mongodb-js/zstd')
 type Lz4 = typeof import('lz4-napi')
 type Snappy = typeof import('snappy')
 
 const requireNative = createRequire(import.meta.url)
+let zlibModule: Zlib | undefined
 let zstdModule: Zstd | undefined
 let lz4Module: Lz4 | undefined
 let snappyModule: Snappy | undefined
 
+const zlib = (): Zlib => (zlibModule ??= requireNative('node:zlib') as Zlib)
 const zstd = (): Zstd => (zstdModule ??= requireNative('@mongodb-js/zstd') as Zstd)
 const lz4 = (): Lz4 => (lz4Module ??= requireNative('lz4-napi') as Lz4)
 const snappy = (): Snappy => (snappyModule ??= requireNative('snappy') as Snappy)
@@ -66,8 +68,17 @@ export interface DecompressOptions {
 const GZIP_LEVEL_DEFAULT = 6 // java.util.zip.Deflater.DEFAULT_COMPRESSION, Kafka's default
 const ZSTD_LEVEL_DEFAULT = 3 // Kafka's compression.zstd.level default
 
-const gzipAsync = promisify(zlib.gzip)
-const gunzipAsync = promisify(zlib.gunzip)
+function gzipAsync(data: Buffer, options: ZlibOptions): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    zlib().gzip(data, options, (error, result) => (error ? reject(error) : resolve(result)))
+  })
+}
+
+function gunzipAsync(data: Buffer, options: ZlibOptions): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    zlib().gunzip(data, options, (error, result) => (error ? reject(error) : resolve(result)))
+  })
+}
 
 /** Whether compressSync/decompressSync support this codec (zstd is async only). */
 export function hasSyncCodec(type: CompressionType): boolean {
@@ -101,7 +112,7 @@ export function compressSync(type: CompressionType, data: Buffer, level?: number
     case CompressionType.None:
       return data
     case CompressionType.Gzip:
-      return zlib.gzipSync(data, { level: level ?? GZIP_LEVEL_DEFAULT })
+      return zlib().gzipSync(data, { level: level ?? GZIP_LEVEL_DEFAULT })
     case CompressionType.Snappy:
       return xerialCompressSync(data)
     case CompressionType.Lz4:
@@ -174,7 +185,7 @@ function decompressUncheckedSync(
     case CompressionType.None:
       return data
     case CompressionType.Gzip:
-      return zlib.gunzipSync(data, { maxOutputLength: maxOutputBytes })
+      return zlib().gunzipSync(data, { maxOutputLength: maxOutputBytes })
     case CompressionType.Snappy:
       return snappyDecompressSync(data, maxOutputBytes)
     case CompressionType.Lz4:
