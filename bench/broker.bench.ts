@@ -4,7 +4,7 @@
  * so the client is not the bottleneck, and prints:
  *   - produce throughput (1 KiB records, acks=1, batching) and consume throughput
  *   - produce latency p50/p99/p99.9 at a steady 2,000 records/s (acks=1 and acks=all)
- *   - `tidelog start` spawn-to-accepted-connection time, in-process startBroker() time
+ *   - `tidelog start` spawn-to-accepted-connection time (median of 5), in-process startBroker() time
  *   - clean restart time over a data directory of --restart-mb MiB, idle resident memory
  *
  *   node dist/bench/broker.bench.js [--records N] [--restart-mb M]
@@ -132,8 +132,18 @@ async function main(): Promise<void> {
     await restarted.stop()
     row(`clean restart over ${restartMiB} MiB (ms)`, restartMs.toFixed(1), '< 500')
     row('in-process startBroker() (ms)', inProcessStartMs.toFixed(1), '< 50')
-    const cliMs = await timeCliStart(join(dataDir, 'cli'), 19000 + Math.floor(Math.random() * 1000))
-    row('tidelog start: spawn to accepted connection (ms)', cliMs.toFixed(1), '< 150')
+    // Median of several cold starts: one spawn on a busy machine says little (bench/startup.bench.ts
+    // measures only this, more times).
+    const cliMs: number[] = []
+    for (let i = 0; i < 5; i++) {
+      cliMs.push(await timeCliStart(join(dataDir, `cli-${i}`), 19000 + Math.floor(Math.random() * 1000)))
+    }
+    cliMs.sort((a, b) => a - b)
+    row(
+      'tidelog start: spawn to accepted connection (ms)',
+      `${cliMs[2].toFixed(1)} (min ${cliMs[0].toFixed(1)})`,
+      '< 150',
+    )
   } finally {
     rmSync(dataDir, { recursive: true, force: true })
   }

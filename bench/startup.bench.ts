@@ -1,0 +1,156 @@
+/**
+ * `tidelog start` cold start, the figure bench/broker.bench.ts reports once, measured many
+ * times (the machine is noisy): spawn of `node bin/tidelog.js start` on a free port and a
+ * fresh data directory until a TCP connection to the port is accepted. Prints the median
+ * and the minimum, the broker's CPU time until then (less sensitive to a busy machine than
+ * wall time), and the resident memory of the last broker after it idled --idle-ms
+ * with no client (VmRSS; Linux only).
+ *
+ *   node dist/bench/startup.bench.js [--runs N] [--idle-ms MS] [--modules] [--bin PATH]
+ *
+ * --modules also counts the modules the last broker loaded (bench/module-counter.mjs as an
+ * --import hook) and prints them by directory. --bin measures another copy's bin/tidelog.js
+ * (e.g. a build of the previous commit), to compare both in the same conditions.
+ */
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { connect, createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
+const { values } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '10' },
+    'idle-ms': { type: 'string', default: '2000' },
+    modules: { type: 'boolean', default: false },
+    bin: { type: 'string' },
+  },
+})
+const runs = Number(values.runs)
+const idleMs = Number(values['idle-ms'])
+const bin = values.bin ?? join(root, 'bin', 'tidelog.js')
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      const port = typeof address === 'object' && address !== null ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+/** Poll-connects every 2 ms, as bench/broker.bench.ts does. */
+function waitForPort(port: number, deadlineMs: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const attempt = (): void => {
+      const socket = connect({ host: '127.0.0.1', port }, () => {
+        socket.destroy()
+        resolve()
+      })
+      socket.on('error', () => {
+        socket.destroy()
+        if (Date.now() > deadlineMs) reject(new Error(`port ${port} never accepted`))
+        else setTimeout(attempt, 2)
+      })
+    }
+    attempt()
+  })
+}
+
+function residentMiB(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  const match = /VmRSS:\s+(\d+) kB/.exec(status)
+  return match ? Number(match[1]) / 1024 : Number.NaN
+}
+
+/** User plus system CPU time of a process so far, all threads (Linux; 10 ms resolution). */
+function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100
+}
+
+interface Run {
+  ms: number
+  cpuMs: number
+  rssMiB: number
+  modules: string[]
+}
+
+async function startOnce(measureIdle: boolean, countModules: boolean): Promise<Run> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'tidelog-startup-'))
+  const moduleLog = join(dataDir, 'modules.log')
+  const port = await freePort()
+  const nodeArgs = countModules ? ['--import', join(root, 'bench', 'module-counter.mjs')] : []
+  const start = performance.now()
+  const child = spawn(
+    process.execPath,
+    [...nodeArgs, bin, 'start', '--port', String(port), '--data-dir', join(dataDir, 'data')],
+    { stdio: 'ignore', env: { ...process.env, TIDELOG_LOG_LEVEL: 'warn', TIDELOG_MODULE_LOG: moduleLog } },
+  )
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  try {
+    await waitForPort(port, Date.now() + 10000)
+    const ms = performance.now() - start
+    const cpu = cpuMs(child.pid!)
+    let rssMiB = Number.NaN
+    if (measureIdle) {
+      await new Promise((resolve) => setTimeout(resolve, idleMs))
+      rssMiB = residentMiB(child.pid!)
+    }
+    const modules = countModules
+      ? [...new Set(readFileSync(moduleLog, 'utf8').split('\n').filter(Boolean))]
+      : []
+    return { ms, cpuMs: cpu, rssMiB, modules }
+  } finally {
+    child.kill('SIGTERM')
+    await exited
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+
+function median(xs: readonly number[]): number {
+  const sorted = [...xs].sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
+}
+
+async function main(): Promise<void> {
+  await startOnce(false, false) // warm the page cache
+  const times: number[] = []
+  const cpuTimes: number[] = []
+  for (let i = 0; i < runs; i++) {
+    const run = await startOnce(false, false)
+    times.push(run.ms)
+    cpuTimes.push(run.cpuMs)
+  }
+  const idle = await startOnce(true, false)
+  console.log(`tidelog start: spawn to accepted connection, ${runs} runs`)
+  console.log(`  median ${median(times).toFixed(1)} ms   min ${Math.min(...times).toFixed(1)} ms   (< 150)`)
+  console.log(`  runs: ${times.map((t) => t.toFixed(0)).join(' ')}`)
+  const meanCpuMs = cpuTimes.reduce((a, b) => a + b, 0) / cpuTimes.length
+  console.log(`  CPU time of the broker until then (user+sys, all threads): mean ${meanCpuMs.toFixed(0)} ms`)
+  console.log(`idle resident memory after ${idleMs} ms: ${idle.rssMiB.toFixed(1)} MiB   (< 80)`)
+  if (values.modules) {
+    const { modules } = await startOnce(false, true)
+    const byDir = new Map<string, number>()
+    for (const url of modules) {
+      const where = url.startsWith('node:')
+        ? 'node:'
+        : url.replace(/^file:\/\/.*?\/(dist\/src\/|node_modules\/)/, '$1').replace(/\/[^/]*$/, '')
+      byDir.set(where, (byDir.get(where) ?? 0) + 1)
+    }
+    console.log(`modules loaded by the broker: ${modules.length}`)
+    for (const [dir, count] of [...byDir].sort((a, b) => b[1] - a[1])) {
+      console.log(`  ${String(count).padStart(4)}  ${dir}`)
+    }
+  }
+}
+
+await main()
