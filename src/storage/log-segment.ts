@@ -159,8 +159,13 @@ export class LogSegment {
     assert(Number.isSafeInteger(baseOffset) && baseOffset >= 0, () => `bad segment base offset ${baseOffset}`)
     const { offsetIndex, timeIndex } = LogSegment.indexes(fs, dir, baseOffset, options, fileSuffix)
     const log = await fs.open(logFilePath(dir, baseOffset, fileSuffix), 'w+')
-    await offsetIndex.create(true)
-    await timeIndex.create(true)
+    try {
+      await offsetIndex.create(true)
+      await timeIndex.create(true)
+    } catch (err) {
+      await Promise.allSettled([log.close(), offsetIndex.close()])
+      throw err
+    }
     const segment = new LogSegment(fs, dir, baseOffset, options, log, 0, offsetIndex, timeIndex, nowMs)
     segment.fileSuffix = fileSuffix
     return segment
@@ -599,10 +604,13 @@ export class LogSegment {
   /** Removes the files; reads in flight finish on the open handle, later ones get OFFSET_OUT_OF_RANGE. */
   async deleteFiles(): Promise<void> {
     this.deleted = true
-    await this.offsetIndex.deleteFile()
-    await this.timeIndex.deleteFile()
-    await this.fs.unlink(this.logPath)
-    if (this.pendingReads === 0) await this.closeLogHandle()
+    try {
+      await this.offsetIndex.deleteFile()
+      await this.timeIndex.deleteFile()
+      await this.fs.unlink(this.logPath)
+    } finally {
+      if (this.pendingReads === 0) await this.closeLogHandle()
+    }
   }
 
   /**

@@ -426,6 +426,72 @@ describe('log cleaner', () => {
     })
   })
 
+  it('keeps control batches, drops keyless records, and a follower copies the cleaned log with its gaps', async () => {
+    await withTempDir(async (dir) => {
+      const clock = new ManualClock(T0)
+      const leader = await openCompacted(join(dir, 'leader-0'), compactConfig(), clock)
+      const control = await encodeRecordBatch({
+        records: [{ key: Buffer.from([0, 0, 0, 1]), value: Buffer.from([0, 0, 0, 0, 0, 0]), timestamp: T0 }],
+        baseOffset: 1,
+        isControl: true,
+        isTransactional: true,
+        producerId: 5n,
+        producerEpoch: 0,
+      })
+      // As a follower would store it: keys are only enforced on produce.
+      await leader.append(await batchOf([{ key: null, value: 'keyless' }]), { assignOffsets: false })
+      await leader.append(control, { assignOffsets: false })
+      await writeOverwrites(leader, 8, 25)
+      const stats = await cleanNow(leader, clock)
+      assert.ok(stats.cleaned)
+      const headers = (await readAll(leader)).map((b) => readBatchHeader(b.bytes))
+      assert.equal(headers[0].isControl, true, 'the control batch stays, first')
+      assert.equal(headers[0].baseOffset, 1)
+      const records = await recordsOf(leader)
+      assert.ok(!records.some((r) => r.key === null), 'the keyless record is gone')
+      // A follower starting from scratch appends what the leader serves, gaps and all.
+      const follower = await openCompacted(join(dir, 'follower-0'), compactConfig(), clock)
+      let offset = 0
+      while (offset < leader.logEndOffset) {
+        const data = await leader.read(offset, { maxBytes: 1500 })
+        await follower.append(Buffer.concat(data.records), { assignOffsets: false })
+        offset = data.nextOffset
+      }
+      assert.equal(follower.logEndOffset, leader.logEndOffset)
+      assert.deepEqual(
+        (await readAll(follower)).map((b) => b.bytes.toString('hex')),
+        (await readAll(leader)).map((b) => b.bytes.toString('hex')),
+      )
+      await follower.close()
+      const reopened = await PartitionLog.open({
+        dir: join(dir, 'follower-0'),
+        config: compactConfig(),
+        clock,
+      })
+      assert.equal(reopened.logEndOffset, leader.logEndOffset, 'recovery accepts the gaps')
+      await reopened.close()
+      await leader.close()
+    })
+  })
+
+  it('compact,delete: retention still deletes old segments, and cleaning leaves the rest compacted', async () => {
+    await withTempDir(async (dir) => {
+      const clock = new ManualClock(T0)
+      const config = compactConfig({ 'cleanup.policy': 'compact,delete', 'retention.ms': 60_000 })
+      const log = await openCompacted(dir, config, clock)
+      await writeOverwrites(log, 10, 20, { timestamp: T0 - 120_000 })
+      await writeOverwrites(log, 10, 20, { timestamp: T0 })
+      const before = await recordsOf(log)
+      assert.ok((await cleanNow(log, clock)).cleaned)
+      const deleted = await log.deleteOldSegments()
+      assert.ok(deleted > 0, 'the old segments go by retention.ms')
+      const after = await recordsOf(log)
+      assert.ok(after[0].offset > 0)
+      assert.deepEqual(viewOf(after), viewOf(before))
+      await log.close()
+    })
+  })
+
   it('reads running while segments are swapped never fail and always see valid batches', async () => {
     await withTempDir(async (dir) => {
       const clock = new ManualClock(T0)
