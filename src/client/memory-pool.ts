@@ -29,6 +29,11 @@ export class MemoryPool {
     return this.used
   }
 
+  /** Bytes not reserved by records. */
+  get availableBytes(): number {
+    return Math.max(this.capacityBytes - this.used, 0)
+  }
+
   get waiting(): number {
     return this.waiters.length - this.head
   }
@@ -95,5 +100,59 @@ export class MemoryPool {
       )
     }
     this.armTimer()
+  }
+}
+
+/**
+ * Free batch buffers kept for reuse, as Java's BufferPool keeps batch.size buffers: a
+ * buffer of 4 KiB or more from Buffer.allocUnsafe is an ArrayBuffer of its own, costly to
+ * allocate and to collect, and a producer at full speed goes through thousands a second.
+ * Buffers come back only when no request can still read them (their batch settled). As in
+ * Java, free buffers and the bytes of records waiting share buffer.memory: a buffer is kept
+ * only while both fit in it (`roomBytes` says how much is not taken by records).
+ */
+export class BatchBufferPool {
+  /** Free buffers by exact size. */
+  private readonly free = new Map<number, Buffer[]>()
+  private freeBytes = 0
+
+  constructor(private readonly roomBytes: () => number) {}
+
+  /** Smaller buffers come from Node's shared slab: nothing to gain by keeping them. */
+  static readonly MIN_POOLED_BYTES = 4096
+
+  get idleBytes(): number {
+    return this.freeBytes
+  }
+
+  /** Drops every free buffer (the producer closed). */
+  clear(): void {
+    this.free.clear()
+    this.freeBytes = 0
+  }
+
+  allocate(bytes: number): Buffer {
+    const list = this.free.get(bytes)
+    const reused = list?.pop()
+    if (reused !== undefined) {
+      this.freeBytes -= reused.length
+      return reused
+    }
+    return Buffer.allocUnsafe(bytes)
+  }
+
+  release(buffers: readonly Buffer[]): void {
+    const room = this.roomBytes()
+    for (const buffer of buffers) {
+      if (buffer.length < BatchBufferPool.MIN_POOLED_BYTES) continue
+      if (this.freeBytes + buffer.length > room) return
+      let list = this.free.get(buffer.length)
+      if (!list) {
+        list = []
+        this.free.set(buffer.length, list)
+      }
+      list.push(buffer)
+      this.freeBytes += buffer.length
+    }
   }
 }

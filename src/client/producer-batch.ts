@@ -1,14 +1,16 @@
 /**
- * A batch of records for one partition, as the Java client's ProducerBatch: records are
- * appended while it is open, it is encoded once when first drained, and a retry re-sends
- * the same bytes. Each record's promise settles when the batch does.
+ * A batch of records for one partition, as the Java client's ProducerBatch: each record is
+ * encoded into the batch's bytes as it is appended (RecordBatchBuilder, Kafka's
+ * MemoryRecordsBuilder), the header, compression and CRC are done once when the batch is
+ * first drained, and a retry re-sends the same bytes. Each record's promise settles when
+ * the batch does.
  */
 import { assert } from '../common/assert.js'
 import type { CompressionType } from '../protocol/batch-header.js'
 import { hasSyncCodec } from '../protocol/compression.js'
 import {
-  encodeRecordBatch,
-  encodeRecordBatchSync,
+  decodeRecords,
+  RecordBatchBuilder,
   type RecordHeader,
   type RecordInput,
 } from '../protocol/record-batch.js'
@@ -35,7 +37,10 @@ export interface Completion {
 
 export function recordSizeUpperBound(record: RecordInput): number {
   let size = RECORD_OVERHEAD_MAX + (record.key?.length ?? 0) + (record.value?.length ?? 0)
-  for (const header of record.headers ?? []) {
+  const headers = record.headers
+  if (headers === undefined) return size
+  for (let i = 0; i < headers.length; i++) {
+    const header = headers[i]
     size += HEADER_OVERHEAD_MAX + Buffer.byteLength(header.key) + (header.value?.length ?? 0)
   }
   return size
@@ -44,15 +49,24 @@ export function recordSizeUpperBound(record: RecordInput): number {
 export interface BatchEncoding {
   compression: CompressionType
   compressionLevel?: number
+  /** batch.size: how large the batch's first buffer is (up to 16 KiB; it grows in chunks). */
+  batchSize?: number
+  /** Where the batch's buffers come from (and go back to, via releaseBuffers). */
+  allocate?: (bytes: number) => Buffer
 }
 
 export class ProducerBatch {
-  readonly records: RecordInput[] = []
-  private readonly completions: Completion[] = []
+  /** The records, encoded as they are appended. */
+  private readonly builder: RecordBatchBuilder
+  /** Each record's CreateTime, for its metadata. */
+  private readonly timestamps: number[] = []
+  /** Each record's promise, settled when the batch is (two arrays: no object per record). */
+  private readonly resolves: Completion['resolve'][] = []
+  private readonly rejects: Completion['reject'][] = []
   /** Estimated encoded size, compression ignored (as Kafka estimates for batch.size). */
   sizeBytes = BATCH_OVERHEAD
   /** Set when first drained: nothing more is appended, the bytes are fixed. */
-  encoded: Buffer | null = null
+  encoded: Buffer | Buffer[] | null = null
   attempts = 0
   retryAtMs = 0
   inFlight = false
@@ -78,16 +92,24 @@ export class ProducerBatch {
     readonly partition: number,
     readonly createdMs: number,
     readonly deadlineMs: number,
+    encoding: BatchEncoding,
     /** Buffer memory this batch holds; released when it settles. */
     public reservedBytes = 0,
   ) {
+    this.builder = new RecordBatchBuilder({
+      compression: encoding.compression,
+      compressionLevel: encoding.compressionLevel,
+      expectedBytes: encoding.batchSize,
+      defaultTimestamp: createdMs,
+      ...(encoding.allocate ? { allocate: encoding.allocate } : {}),
+    })
     this.settledPromise = new Promise((resolve) => {
       this.markSettled = resolve
     })
   }
 
   get recordCount(): number {
-    return this.records.length
+    return this.resolves.length
   }
 
   get isSealed(): boolean {
@@ -101,36 +123,45 @@ export class ProducerBatch {
 
   hasRoomFor(bytes: number, batchSize: number): boolean {
     if (this.isSealed || this.drainOrder >= 0) return false
-    return this.records.length === 0 || this.sizeBytes + bytes <= batchSize
+    return this.resolves.length === 0 || this.sizeBytes + bytes <= batchSize
   }
 
   isFull(batchSize: number): boolean {
     return this.sizeBytes >= batchSize
   }
 
-  append(record: RecordInput, sizeBytes: number, completion: Completion): void {
+  /** Encodes the record into the batch now; `record.timestamp` must be set. */
+  append(
+    record: RecordInput,
+    sizeBytes: number,
+    resolve: Completion['resolve'],
+    reject: Completion['reject'],
+  ): void {
     assert(!this.isSealed && !this.settled, 'append to a sealed batch')
-    this.records.push(record)
-    this.completions.push(completion)
+    const timestamp = record.timestamp!
+    this.builder.append(timestamp, record.key ?? null, record.value, record.headers)
+    this.timestamps.push(timestamp)
+    this.resolves.push(resolve)
+    this.rejects.push(reject)
     this.sizeBytes += sizeBytes
   }
 
-  /** Encodes once; a retry re-sends the same bytes. */
-  async encode(encoding: BatchEncoding): Promise<Buffer> {
+  /**
+   * The batch's bytes, built once (header with the stamped producer fields, compression,
+   * CRC); a retry re-sends the same bytes.
+   */
+  async encode(): Promise<Buffer | Buffer[]> {
     if (this.encoded) return this.encoded
-    const options = {
-      records: this.records,
-      compression: encoding.compression,
-      compressionLevel: encoding.compressionLevel,
-      defaultTimestamp: this.createdMs,
+    const stamp = {
       producerId: this.producerId,
       producerEpoch: this.producerEpoch,
       baseSequence: this.baseSequence,
     }
-    // zstd's binding is asynchronous only; the others encode without a round trip to the pool.
-    this.encoded = hasSyncCodec(encoding.compression)
-      ? encodeRecordBatchSync(options)
-      : await encodeRecordBatch(options)
+    // zstd's binding is asynchronous only; the others build without a round trip to the pool.
+    const encoded = hasSyncCodec(this.builder.compression)
+      ? this.builder.build(stamp)
+      : await this.builder.buildAsync(stamp)
+    this.encoded ??= encoded
     return this.encoded
   }
 
@@ -162,9 +193,9 @@ export class ProducerBatch {
   complete(baseOffset: number, logAppendTimeMs: number): void {
     if (this.settled) return
     this.settled = true
-    for (let i = 0; i < this.completions.length; i++) {
-      const timestamp = logAppendTimeMs >= 0 ? logAppendTimeMs : (this.records[i].timestamp ?? this.createdMs)
-      this.completions[i].resolve({
+    for (let i = 0; i < this.resolves.length; i++) {
+      const timestamp = logAppendTimeMs >= 0 ? logAppendTimeMs : this.timestamps[i]
+      this.resolves[i]({
         topic: this.topic,
         partition: this.partition,
         offset: baseOffset < 0 ? -1 : baseOffset + i,
@@ -177,19 +208,43 @@ export class ProducerBatch {
   fail(error: Error): void {
     if (this.settled) return
     this.settled = true
-    for (const completion of this.completions) completion.reject(error)
+    for (const reject of this.rejects) reject(error)
     this.markSettled()
   }
 
+  /** Whether its records' promises settled (or, after split, passed to the halves). */
+  get isSettled(): boolean {
+    return this.settled
+  }
+
+  /**
+   * The batch's buffers, for reuse: only once it settled and no request holds its bytes
+   * (an answer arrived, or the connection closed). A second call returns none.
+   */
+  releaseBuffers(): Buffer[] {
+    assert(this.settled && !this.inFlight, 'buffers of a batch still in use')
+    this.encoded = null
+    return this.builder.takeBuffers()
+  }
+
   /** Two batches holding the two halves of this one (after MESSAGE_TOO_LARGE), same deadline. */
-  split(): [ProducerBatch, ProducerBatch] {
-    assert(this.records.length >= 2, 'split of a batch with fewer than two records')
-    const half = Math.ceil(this.records.length / 2)
-    const first = new ProducerBatch(this.topic, this.partition, this.createdMs, this.deadlineMs)
-    const second = new ProducerBatch(this.topic, this.partition, this.createdMs, this.deadlineMs)
-    for (let i = 0; i < this.records.length; i++) {
+  split(encoding: BatchEncoding): [ProducerBatch, ProducerBatch] {
+    const count = this.resolves.length
+    assert(count >= 2, 'split of a batch with fewer than two records')
+    const half = Math.ceil(count / 2)
+    const first = new ProducerBatch(this.topic, this.partition, this.createdMs, this.deadlineMs, encoding)
+    const second = new ProducerBatch(this.topic, this.partition, this.createdMs, this.deadlineMs, encoding)
+    // The records are read back from this batch's own bytes, as Java's ProducerBatch.split.
+    const records = decodeRecords(this.builder.recordsSection(), count)
+    for (let i = 0; i < count; i++) {
       const target = i < half ? first : second
-      target.append(this.records[i], recordSizeUpperBound(this.records[i]), this.completions[i])
+      const input: RecordInput = {
+        key: records[i].key,
+        value: records[i].value,
+        headers: records[i].headers,
+        timestamp: this.timestamps[i],
+      }
+      target.append(input, recordSizeUpperBound(input), this.resolves[i], this.rejects[i])
     }
     first.reservedBytes = Math.floor(this.reservedBytes / 2)
     second.reservedBytes = this.reservedBytes - first.reservedBytes
@@ -204,8 +259,11 @@ export class ProducerBatch {
   }
 }
 
+/** Headers of a record without any (shared: nothing appends to it). */
+const NO_HEADERS: readonly RecordHeader[] = Object.freeze([])
+
 export function toHeaders(headers: ProducerHeaders | undefined): RecordHeader[] {
-  if (!headers) return []
+  if (!headers) return NO_HEADERS as RecordHeader[]
   const entries = Array.isArray(headers) ? headers : Object.entries(headers)
   return entries.map(([key, value]) => ({ key, value: toBytes(value) }))
 }

@@ -64,10 +64,11 @@ import {
   KafkaProtocolError,
   UnsupportedApiError,
 } from './errors.js'
-import { MemoryPool } from './memory-pool.js'
+import { BatchBufferPool, MemoryPool } from './memory-pool.js'
 import { intOption, oneOf } from './options.js'
 import { partitionForKey, StickyPartitioner, type TopicPartitions } from './partitioner.js'
 import {
+  type BatchEncoding,
   type Bytes,
   type Completion,
   ProducerBatch,
@@ -277,7 +278,15 @@ export class Producer {
   private readonly pendingSends = new Set<Promise<unknown>>()
   private readonly inFlightByNode = new Map<number, number>()
   private readonly mutedPartitions = new Set<string>()
+  /** The queue the last record went to (queueOf's shortcut); null once it is dropped. */
+  private lastQueue: { topic: string; partition: number; queue: ProducerBatch[] } | null = null
+  private readonly partitionsCache = new Map<
+    string,
+    { snapshot: KafkaClient['metadata']; partitions: TopicPartitions }
+  >()
   private readonly memory: MemoryPool
+  private readonly encoding: BatchEncoding
+  private readonly buffers: BatchBufferPool
   private flushing = 0
   private drainScheduled = false
   private wakeTimer: NodeJS.Timeout | null = null
@@ -308,6 +317,13 @@ export class Producer {
     this.options = resolveProducerOptions(options, this.client.options.requestTimeoutMs)
     this.partitioner = options.partitioner
     this.memory = new MemoryPool(this.options.bufferMemory, this.options.maxBlockMs)
+    this.buffers = new BatchBufferPool(() => this.memory.availableBytes)
+    this.encoding = {
+      compression: this.options.compression,
+      compressionLevel: this.options.compressionLevel,
+      batchSize: this.options.batchSize,
+      allocate: (bytes) => this.buffers.allocate(bytes),
+    }
     this.idempotent = this.options.idempotent
   }
 
@@ -365,6 +381,7 @@ export class Producer {
     if (this.closed) return
     await this.flush()
     this.closed = true
+    this.buffers.clear()
     if (this.wakeTimer) clearTimeout(this.wakeTimer)
     if (this.ownsClient) this.client.close()
   }
@@ -418,16 +435,15 @@ export class Producer {
       this.memory.tryReserve(size)
     ) {
       return new Promise<RecordMetadata>((resolve, reject) =>
-        this.append(record, input, size, { resolve, reject }),
+        this.append(record, input, size, resolve, reject),
       )
     }
     // Slow path: wait for metadata and memory. Only the wait is tracked (later sends queue
     // behind it, keeping order); once appended the record is an ordinary batch member.
     return new Promise<RecordMetadata>((resolve, reject) => {
-      const completion: Completion = { resolve, reject }
       this.track(
         this.waitUntilAppendable(record.topic, size).then(
-          () => this.append(record, input, size, completion),
+          () => this.append(record, input, size, resolve, reject),
           (error: unknown) => reject(error),
         ),
       )
@@ -453,7 +469,13 @@ export class Producer {
   }
 
   /** Appends to its partition's open batch; a bad partition releases the memory and rejects. */
-  private append(record: ProducerRecord, input: RecordInput, size: number, completion: Completion): void {
+  private append(
+    record: ProducerRecord,
+    input: RecordInput,
+    size: number,
+    resolve: Completion['resolve'],
+    reject: Completion['reject'],
+  ): void {
     const info = this.client.metadata.topics.get(record.topic)!
     const numPartitions = info.partitions.length
     let partition: number
@@ -461,12 +483,12 @@ export class Producer {
       partition = this.choosePartition(record, input, numPartitions)
     } catch (error) {
       this.memory.release(size)
-      completion.reject(error as Error)
+      reject(error as Error)
       return
     }
     const batch = this.batchFor(record, input, partition, size, numPartitions)
     batch.reservedBytes += size
-    batch.append(input, size, completion)
+    batch.append(input, size, resolve, reject)
     this.onAppended(batch)
   }
 
@@ -513,7 +535,13 @@ export class Producer {
     }
     if (open?.hasRoomFor(size, this.options.batchSize)) return open
     const now = Date.now()
-    const batch = new ProducerBatch(record.topic, target, now, now + this.options.deliveryTimeoutMs)
+    const batch = new ProducerBatch(
+      record.topic,
+      target,
+      now,
+      now + this.options.deliveryTimeoutMs,
+      this.encoding,
+    )
     queue.push(batch)
     this.incomplete.add(batch)
     return batch
@@ -527,17 +555,31 @@ export class Producer {
     }
   }
 
+  /** Partition count and available partitions, computed once per metadata snapshot and topic. */
   private topicPartitions(topic: string, numPartitions: number): TopicPartitions {
-    return { numPartitions, available: this.client.metadata.availablePartitions(topic) }
+    const snapshot = this.client.metadata
+    let cached = this.partitionsCache.get(topic)
+    if (!cached || cached.snapshot !== snapshot || cached.partitions.numPartitions !== numPartitions) {
+      cached = {
+        snapshot,
+        partitions: { numPartitions, available: snapshot.availablePartitions(topic) },
+      }
+      this.partitionsCache.set(topic, cached)
+    }
+    return cached.partitions
   }
 
   private queueOf(topic: string, partition: number): ProducerBatch[] {
+    // Consecutive records mostly go to one partition (sticky, or one key): skip the key string.
+    const last = this.lastQueue
+    if (last !== null && last.partition === partition && last.topic === topic) return last.queue
     const key = `${topic}/${partition}`
     let queue = this.queues.get(key)
     if (!queue) {
       queue = []
       this.queues.set(key, queue)
     }
+    this.lastQueue = { topic, partition, queue }
     return queue
   }
 
@@ -578,6 +620,7 @@ export class Producer {
       const first = queue[0]
       if (!first) {
         this.queues.delete(key)
+        if (this.lastQueue?.queue === queue) this.lastQueue = null
         continue
       }
       if (this.mutedPartitions.has(key)) continue
@@ -846,6 +889,7 @@ export class Producer {
     this.inFlightByNode.set(nodeId, (this.inFlightByNode.get(nodeId) ?? 1) - 1)
     for (const batch of batches) {
       batch.inFlight = false
+      if (batch.isSettled) this.buffers.release(batch.releaseBuffers())
       const key = `${batch.topic}/${batch.partition}`
       this.mutedPartitions.delete(key)
       const left = (this.inFlightByPartition.get(key) ?? 1) - 1
@@ -875,12 +919,9 @@ export class Producer {
   }
 
   private async produceRequest(batches: readonly ProducerBatch[]): Promise<ProduceRequest> {
-    const byTopic = new Map<string, { index: number; records: Buffer }[]>()
+    const byTopic = new Map<string, { index: number; records: Buffer | Buffer[] }[]>()
     for (const batch of batches) {
-      const records = await batch.encode({
-        compression: this.options.compression,
-        compressionLevel: this.options.compressionLevel,
-      })
+      const records = await batch.encode()
       const list = byTopic.get(batch.topic) ?? []
       list.push({ index: batch.partition, records })
       byTopic.set(batch.topic, list)
@@ -1004,7 +1045,7 @@ export class Producer {
     ) {
       // The halves need sequences of their own: the partition is re-stamped.
       if (this.idempotent && batch.hasSequence) this.resetPartition(batch)
-      this.requeue(batch.split())
+      this.requeue(batch.split(this.encoding))
       this.incomplete.delete(batch)
       return
     }
@@ -1080,6 +1121,8 @@ export class Producer {
     this.incomplete.delete(batch)
     this.memory.release(batch.reservedBytes)
     batch.reservedBytes = 0
+    // A batch in a request keeps its bytes until the request is over (afterRequest).
+    if (!batch.inFlight) this.buffers.release(batch.releaseBuffers())
   }
 }
 

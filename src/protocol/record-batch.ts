@@ -661,6 +661,257 @@ export function encodeRecordBatchSync(opts: EncodeRecordBatchOptions): Buffer {
   return buf
 }
 
+// ---- incremental building (Kafka's MemoryRecordsBuilder) -------------------------------------
+
+/** First chunk of a builder at most this size unless a record needs more; later chunks grow to CHUNK_BYTES_MAX. */
+const BUILDER_FIRST_CHUNK_MAX = 16384
+const BUILDER_CHUNK_BYTES_MAX = 65536
+
+export interface RecordBatchBuilderOptions {
+  /** Where chunk buffers come from (a producer's pool of reusable buffers); default allocUnsafe. */
+  allocate?: (bytes: number) => Buffer
+  compression?: CompressionType
+  compressionLevel?: number
+  /** Bytes the batch is expected to reach (batch.size): the first chunk's size, up to 16 KiB. */
+  expectedBytes?: number
+  /** baseTimestamp of a batch built without records. */
+  defaultTimestamp?: number
+}
+
+/** What a producer stamps when the batch is first sent (fixed-offset header fields). */
+export interface RecordBatchStamp {
+  producerId?: bigint
+  producerEpoch?: number
+  baseSequence?: number
+}
+
+/**
+ * Encodes records into batch bytes as they are appended, instead of keeping record objects
+ * to encode when the batch is drained: each record is written once into a chunk (the first
+ * chunk starts with room for the 61-byte header; a record never spans chunks). `build`
+ * fills the header (producer id, epoch and base sequence given then, as an idempotent
+ * producer stamps a batch when it first sends it), compresses the records section once
+ * and computes the CRC over the final bytes. Building again (a re-stamped batch) rewrites
+ * the header and CRC over the same records. The bytes equal `encodeRecordBatch`'s for the
+ * same records, timestamps as given and offset deltas 0..n-1.
+ */
+export class RecordBatchBuilder {
+  readonly compression: CompressionType
+  private readonly compressionLevel: number | undefined
+  private readonly defaultTimestamp: number
+  /** Filled parts of earlier chunks. */
+  private readonly chunks: Buffer[] = []
+  private current: Buffer
+  /** Where the current chunk's records start (RECORD_BATCH_OVERHEAD in the first chunk). */
+  private currentStart = RECORD_BATCH_OVERHEAD
+  private pos = RECORD_BATCH_OVERHEAD
+  private count = 0
+  private baseTimestamp = NO_TIMESTAMP
+  private maxTimestamp = NO_TIMESTAMP
+  private recordsBytes = 0
+  /** The compressed batch with room for its header, once built (compressed codecs only). */
+  private compressed: Buffer | null = null
+  private built = false
+  private readonly allocate: (bytes: number) => Buffer
+  /** Every chunk buffer taken from `allocate`, whole (for `takeBuffers`). */
+  private readonly allocated: Buffer[] = []
+
+  constructor(options: RecordBatchBuilderOptions = {}) {
+    this.compression = options.compression ?? CompressionType.None
+    assert(
+      this.compression >= 0 && this.compression <= MAX_COMPRESSION_CODEC,
+      () => `bad compression ${this.compression}`,
+    )
+    this.compressionLevel = options.compressionLevel
+    this.defaultTimestamp = options.defaultTimestamp ?? NO_TIMESTAMP
+    this.allocate = options.allocate ?? ((bytes) => Buffer.allocUnsafe(bytes))
+    const expected = options.expectedBytes ?? BUILDER_FIRST_CHUNK_MAX
+    this.current = this.newChunk(
+      Math.max(RECORD_BATCH_OVERHEAD + 64, Math.min(expected, BUILDER_FIRST_CHUNK_MAX)),
+    )
+  }
+
+  private newChunk(bytes: number): Buffer {
+    const chunk = this.allocate(bytes)
+    assert(chunk.length >= bytes, 'allocate returned a short buffer')
+    this.allocated.push(chunk)
+    return chunk
+  }
+
+  /**
+   * Hands back the chunk buffers for reuse once the batch's bytes are no longer needed
+   * (acknowledged or failed, no request holding them); the builder is unusable after.
+   */
+  takeBuffers(): Buffer[] {
+    this.built = true
+    this.compressed = null
+    return this.allocated.splice(0)
+  }
+
+  get recordCount(): number {
+    return this.count
+  }
+
+  /** Encoded size so far, header included, before compression. */
+  get sizeInBytes(): number {
+    return RECORD_BATCH_OVERHEAD + this.recordsBytes
+  }
+
+  get isBuilt(): boolean {
+    return this.built
+  }
+
+  /** Appends one record (offset delta: its index); returns the bytes it took. */
+  append(
+    timestamp: number,
+    key: Buffer | null,
+    value: Buffer | null,
+    headers?: readonly RecordHeader[],
+  ): number {
+    assert(!this.built, 'append to a built batch')
+    assert(Number.isSafeInteger(timestamp), () => `record timestamp ${timestamp} is not an integer`)
+    const offsetDelta = this.count
+    assert(offsetDelta < INT32_MAX, 'too many records in one batch')
+    if (this.count === 0) this.baseTimestamp = timestamp
+    const tsDelta = timestamp - this.baseTimestamp
+    assert(Math.abs(tsDelta) < VARLONG_NUMBER_MAX, () => `record timestamp delta ${tsDelta} too large`)
+    let body = 1 + varlongBytes(tsDelta) + varintBytes(offsetDelta)
+    body += key === null ? 1 : varintBytes(key.length) + key.length
+    body += value === null ? 1 : varintBytes(value.length) + value.length
+    const headerCount = headers === undefined ? 0 : headers.length
+    body += varintBytes(headerCount)
+    for (let i = 0; i < headerCount; i++) {
+      const header = headers![i]
+      const keyBytes = Buffer.byteLength(header.key)
+      body += varintBytes(keyBytes) + keyBytes
+      body += header.value === null ? 1 : varintBytes(header.value.length) + header.value.length
+    }
+    const total = varintBytes(body) + body
+    if (this.pos + total > this.current.length) this.nextChunk(total)
+    const buf = this.current
+    let pos = writeVarint(buf, this.pos, body)
+    const start = pos
+    buf[pos++] = 0 // record attributes: unused by Kafka
+    pos = writeVarlong(buf, pos, tsDelta)
+    pos = writeVarint(buf, pos, offsetDelta)
+    if (key === null)
+      buf[pos++] = 1 // zigzag(-1)
+    else {
+      pos = writeVarint(buf, pos, key.length)
+      buf.set(key, pos)
+      pos += key.length
+    }
+    if (value === null) buf[pos++] = 1
+    else {
+      pos = writeVarint(buf, pos, value.length)
+      buf.set(value, pos)
+      pos += value.length
+    }
+    pos = writeVarint(buf, pos, headerCount)
+    for (let i = 0; i < headerCount; i++) {
+      const header = headers![i]
+      pos = writeVarint(buf, pos, Buffer.byteLength(header.key))
+      pos += buf.write(header.key, pos, 'utf8')
+      pos = writeNullableBytes(buf, pos, header.value)
+    }
+    assert(pos - start === body, () => `record body took ${pos - start} bytes, sized ${body}`)
+    this.pos = pos
+    this.count++
+    this.recordsBytes += total
+    if (timestamp > this.maxTimestamp) this.maxTimestamp = timestamp
+    return total
+  }
+
+  private nextChunk(needed: number): void {
+    if (this.pos > this.currentStart || this.chunks.length === 0) {
+      this.chunks.push(this.current.subarray(0, this.pos))
+    }
+    const size = Math.max(needed, Math.min(this.current.length * 2, BUILDER_CHUNK_BYTES_MAX))
+    this.current = this.newChunk(size)
+    this.currentStart = 0
+    this.pos = 0
+  }
+
+  /** The records section, uncompressed, as chunks (the first one starts at the header). */
+  private recordChunks(): Buffer[] {
+    const parts = [...this.chunks, this.current.subarray(0, this.pos)]
+    parts[0] = parts[0].subarray(RECORD_BATCH_OVERHEAD)
+    return parts.filter((part) => part.length > 0)
+  }
+
+  /** The uncompressed records section as one buffer (for splitting or decoding). */
+  recordsSection(): Buffer {
+    const parts = this.recordChunks()
+    return parts.length === 1 ? parts[0] : Buffer.concat(parts, this.recordsBytes)
+  }
+
+  /**
+   * The batch (one buffer, or chunks to write in order) for codecs with a synchronous
+   * implementation; compresses on the first call only.
+   */
+  build(stamp: RecordBatchStamp = {}): Buffer | Buffer[] {
+    if (this.compression !== CompressionType.None && this.count > 0 && this.compressed === null) {
+      assert(
+        hasSyncCodec(this.compression),
+        () => `${CompressionType[this.compression]} has no synchronous codec`,
+      )
+      this.compressed = withHeaderRoom(
+        compressSync(this.compression, this.recordsSection(), this.compressionLevel),
+      )
+    }
+    return this.finish(stamp)
+  }
+
+  /** `build` for every codec (zstd compresses asynchronously). */
+  async buildAsync(stamp: RecordBatchStamp = {}): Promise<Buffer | Buffer[]> {
+    if (this.compression !== CompressionType.None && this.count > 0 && this.compressed === null) {
+      const compressed = withHeaderRoom(
+        await compress(this.compression, this.recordsSection(), this.compressionLevel),
+      )
+      // A concurrent build may have finished first; both compressed the same bytes.
+      this.compressed ??= compressed
+    }
+    return this.finish(stamp)
+  }
+
+  private finish(stamp: RecordBatchStamp): Buffer | Buffer[] {
+    this.built = true
+    let parts: Buffer[]
+    if (this.compressed !== null) {
+      parts = [this.compressed]
+    } else {
+      parts = this.chunks.length === 0 ? [] : [...this.chunks]
+      if (this.chunks.length === 0 || this.pos > this.currentStart)
+        parts.push(this.current.subarray(0, this.pos))
+    }
+    const head = parts[0]
+    let size = 0
+    for (const part of parts) size += part.length
+    const epoch = stamp.producerEpoch ?? -1
+    assert(epoch >= -1 && epoch <= 0x7fff, () => `bad producerEpoch ${epoch}`)
+    writeInt64Number(head, BASE_OFFSET_OFFSET, 0)
+    head.writeInt32BE(size - LOG_OVERHEAD, BATCH_LENGTH_OFFSET)
+    head.writeInt32BE(NO_PARTITION_LEADER_EPOCH, PARTITION_LEADER_EPOCH_OFFSET)
+    head.writeInt8(MAGIC_V2, MAGIC_OFFSET)
+    head.writeInt16BE(this.compression, ATTRIBUTES_OFFSET)
+    head.writeInt32BE(this.count === 0 ? 0 : this.count - 1, LAST_OFFSET_DELTA_OFFSET)
+    writeInt64Number(
+      head,
+      BASE_TIMESTAMP_OFFSET,
+      this.count === 0 ? this.defaultTimestamp : this.baseTimestamp,
+    )
+    writeInt64Number(head, MAX_TIMESTAMP_OFFSET, this.maxTimestamp)
+    head.writeBigInt64BE(stamp.producerId ?? NO_PRODUCER_ID, PRODUCER_ID_OFFSET)
+    head.writeInt16BE(epoch, PRODUCER_EPOCH_OFFSET)
+    head.writeInt32BE(stamp.baseSequence ?? NO_SEQUENCE, BASE_SEQUENCE_OFFSET)
+    head.writeInt32BE(this.count, RECORDS_COUNT_OFFSET)
+    let crc = crc32c(head.subarray(ATTRIBUTES_OFFSET))
+    for (let i = 1; i < parts.length; i++) crc = crc32c(parts[i], crc)
+    head.writeUInt32BE(crc, CRC_OFFSET)
+    return parts.length === 1 ? head : parts
+  }
+}
+
 // ---- decoding ---------------------------------------------------------------------------------
 
 export interface DecodeOptions extends DecompressOptions {

@@ -1,0 +1,169 @@
+/**
+ * The producer's incremental batch encoding (RecordBatchBuilder, records written as they
+ * are appended) gives the same bytes as encodeRecordBatch for the same records, with every
+ * codec, keys, null values, headers, many chunks and producer stamps; a re-stamped build
+ * rewrites only the header and CRC; ProducerBatch's split reads its records back.
+ */
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import fc from 'fast-check'
+import { ProducerBatch, recordSizeUpperBound } from '../../src/client/producer-batch.js'
+import { CompressionType } from '../../src/protocol/batch-header.js'
+import {
+  decodeRecordBatch,
+  encodeRecordBatch,
+  RecordBatchBuilder,
+  type RecordBatchStamp,
+  type RecordInput,
+  validateRecordBatch,
+} from '../../src/protocol/record-batch.js'
+
+const CODECS = [
+  CompressionType.None,
+  CompressionType.Gzip,
+  CompressionType.Snappy,
+  CompressionType.Lz4,
+  CompressionType.Zstd,
+]
+
+const bytes = (maxLength: number) => fc.uint8Array({ maxLength }).map((a) => Buffer.from(a))
+
+const recordArb: fc.Arbitrary<RecordInput> = fc.record({
+  key: fc.option(bytes(40), { nil: null }),
+  value: fc.option(bytes(3000), { nil: null }),
+  headers: fc.array(
+    fc.record({ key: fc.string({ maxLength: 12 }), value: fc.option(bytes(20), { nil: null }) }),
+    {
+      maxLength: 3,
+    },
+  ),
+  timestamp: fc.integer({ min: 1_600_000_000_000, max: 1_800_000_000_000 }),
+})
+
+const stampArb: fc.Arbitrary<RecordBatchStamp> = fc.oneof(
+  fc.constant({}),
+  fc.record({
+    producerId: fc.bigInt({ min: 0n, max: 2n ** 62n }),
+    producerEpoch: fc.integer({ min: 0, max: 0x7fff }),
+    baseSequence: fc.integer({ min: 0, max: 0x7fffffff }),
+  }),
+)
+
+function concat(built: Buffer | Buffer[]): Buffer {
+  return Buffer.isBuffer(built) ? built : Buffer.concat(built)
+}
+
+async function expected(records: RecordInput[], compression: CompressionType, stamp: RecordBatchStamp) {
+  return encodeRecordBatch({ records, compression, defaultTimestamp: 1_700_000_000_000, ...stamp })
+}
+
+function builderWith(records: RecordInput[], compression: CompressionType, expectedBytes: number) {
+  const builder = new RecordBatchBuilder({ compression, expectedBytes, defaultTimestamp: 1_700_000_000_000 })
+  for (const r of records) builder.append(r.timestamp!, r.key ?? null, r.value, r.headers)
+  return builder
+}
+
+describe('RecordBatchBuilder', () => {
+  it('equals encodeRecordBatch for random records, every codec, any chunking and stamp', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(recordArb, { maxLength: 40 }),
+        fc.constantFrom(...CODECS),
+        fc.integer({ min: 0, max: 20000 }),
+        stampArb,
+        async (records, compression, expectedBytes, stamp) => {
+          const builder = builderWith(records, compression, expectedBytes)
+          const built = concat(await builder.buildAsync(stamp))
+          assert.deepEqual(built, await expected(records, compression, stamp))
+          if (compression !== CompressionType.Zstd) {
+            assert.deepEqual(concat(builderWith(records, compression, expectedBytes).build(stamp)), built)
+          }
+        },
+      ),
+      { numRuns: 150 },
+    )
+  })
+
+  it('builds 1 KiB records into several chunks whose bytes validate and decode', async () => {
+    const value = Buffer.alloc(1024, 7)
+    const records: RecordInput[] = Array.from({ length: 300 }, (_, i) => ({
+      key: i % 3 === 0 ? null : Buffer.from(`k${i}`),
+      value: i % 50 === 0 ? null : value,
+      headers: i % 7 === 0 ? [{ key: 'h', value: Buffer.from('v') }] : [],
+      timestamp: 1_700_000_000_000 + i,
+    }))
+    const builder = builderWith(records, CompressionType.None, 16384)
+    const built = builder.build({ producerId: 9n, producerEpoch: 1, baseSequence: 5 })
+    assert.ok(Array.isArray(built) && built.length > 1, 'several chunks')
+    const whole = concat(built)
+    assert.equal(whole.length, builder.sizeInBytes)
+    assert.deepEqual(
+      whole,
+      await expected(records, CompressionType.None, { producerId: 9n, producerEpoch: 1, baseSequence: 5 }),
+    )
+    assert.equal(validateRecordBatch(whole).ok, true)
+    const decoded = await decodeRecordBatch(whole)
+    assert.equal(decoded.records.length, 300)
+    assert.equal(decoded.baseSequence, 5)
+  })
+
+  it('a re-stamped build keeps the records and rewrites the header and CRC', async () => {
+    for (const compression of CODECS) {
+      const records: RecordInput[] = Array.from({ length: 20 }, (_, i) => ({
+        value: Buffer.from(`value-${i}`.repeat(30)),
+        timestamp: 1_700_000_000_000 + (i % 4),
+      }))
+      const builder = builderWith(records, compression, 1024)
+      const first = concat(await builder.buildAsync({ producerId: 1n, producerEpoch: 0, baseSequence: 10 }))
+      assert.deepEqual(
+        first,
+        await expected(records, compression, { producerId: 1n, producerEpoch: 0, baseSequence: 10 }),
+      )
+      const again = concat(await builder.buildAsync({ producerId: 2n, producerEpoch: 0, baseSequence: 0 }))
+      assert.deepEqual(
+        again,
+        await expected(records, compression, { producerId: 2n, producerEpoch: 0, baseSequence: 0 }),
+      )
+    }
+  })
+
+  it('an empty batch is a header only, as encodeRecordBatch writes it', async () => {
+    for (const compression of CODECS) {
+      const built = concat(await builderWith([], compression, 100).buildAsync())
+      assert.deepEqual(built, await expected([], compression, {}))
+    }
+  })
+})
+
+describe('ProducerBatch', () => {
+  it('encodes as records are appended; a second encode returns the same bytes; split keeps records and order', async () => {
+    const encoding = { compression: CompressionType.Lz4, batchSize: 16384 }
+    const batch = new ProducerBatch('t', 0, 1_700_000_000_000, 1_700_000_100_000, encoding)
+    const records: RecordInput[] = Array.from({ length: 5 }, (_, i) => ({
+      key: i === 2 ? null : Buffer.from(`key-${i}`),
+      value: i === 3 ? null : Buffer.from(`value-${i}`),
+      headers: i === 1 ? [{ key: 'trace', value: Buffer.from('x') }] : [],
+      timestamp: 1_700_000_000_000 + i,
+    }))
+    const outcomes: number[] = []
+    for (const [i, r] of records.entries()) {
+      batch.append(
+        r,
+        recordSizeUpperBound(r),
+        (m) => outcomes.push(m.offset * 100 + i),
+        (e) => assert.fail(e),
+      )
+    }
+    const encoded = concat(await batch.encode())
+    assert.deepEqual(encoded, await expected(records, CompressionType.Lz4, {}))
+    assert.equal(await batch.encode(), await batch.encode(), 'cached')
+    const [a, b] = batch.split(encoding)
+    assert.equal(a.recordCount, 3)
+    assert.equal(b.recordCount, 2)
+    assert.deepEqual(concat(await a.encode()), await expected(records.slice(0, 3), CompressionType.Lz4, {}))
+    assert.deepEqual(concat(await b.encode()), await expected(records.slice(3), CompressionType.Lz4, {}))
+    a.complete(10, -1)
+    b.complete(20, -1)
+    assert.deepEqual(outcomes, [1000, 1101, 1202, 2003, 2104])
+  })
+})
