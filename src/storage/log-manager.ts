@@ -275,6 +275,7 @@ export class LogManager {
         recoveryPoint: checkpoints.recoveryPoints.get(k) ?? 0,
         logStartOffset: checkpoints.logStartOffsets.get(k) ?? 0,
         highWatermark: checkpoints.highWatermarks.get(k) ?? 0,
+        wasCompacted: checkpoints.cleanerOffsets.has(k),
       })
       this.logs.set(k, { log, logDir: dir, tp })
       const firstDirty = checkpoints.cleanerOffsets.get(k)
@@ -343,6 +344,7 @@ export class LogManager {
       recoveryPoint: number
       logStartOffset: number
       highWatermark: number
+      wasCompacted?: boolean
     },
   ): Promise<PartitionLog> {
     return PartitionLog.open({

@@ -67,6 +67,11 @@ export interface PartitionLogOptions {
   readonly highWatermark?: Offset
   /** True when the log directory had the clean-shutdown marker: no rescan. Default false. */
   readonly hadCleanShutdown?: boolean
+  /**
+   * The log was compacted once (it has a cleaner checkpoint) though its policy may no
+   * longer say compact: recovery accepts offset gaps between batches. Default false.
+   */
+  readonly wasCompacted?: boolean
   /** Called once when a disk operation fails and the log goes offline (KAFKA_STORAGE_ERROR). */
   readonly onStorageError?: (err: StorageError) => void
 }
@@ -217,6 +222,7 @@ export class PartitionLog {
     loaded: { segments: LogSegment[]; logStartOffset: Offset; logEndOffset: Offset; recoveryPoint: Offset },
     highWatermark: Offset,
     private readonly onStorageError: ((err: StorageError) => void) | undefined,
+    private readonly wasCompacted: boolean,
   ) {
     this.topicPartition = parseTopicPartition(basename(dir))
     this.configValue = config
@@ -246,7 +252,7 @@ export class PartitionLog {
       recoveryPoint: options.recoveryPoint ?? 0,
       logStartOffset: options.logStartOffset ?? 0,
       leaderEpochCache,
-      allowOffsetGaps: hasCompactPolicy(config),
+      allowOffsetGaps: hasCompactPolicy(config) || options.wasCompacted === true,
     })
     return new PartitionLog(
       options.dir,
@@ -258,6 +264,7 @@ export class PartitionLog {
       loaded,
       options.highWatermark ?? 0,
       options.onStorageError,
+      options.wasCompacted === true,
     )
   }
 
@@ -536,7 +543,7 @@ export class PartitionLog {
     let offsetOfMaxTimestamp = nextOffset
     for (const batch of summaries) {
       // A compacted leader's batches leave gaps (then going back is the only error).
-      const gapsAllowed = hasCompactPolicy(this.configValue)
+      const gapsAllowed = this.wasCompacted || hasCompactPolicy(this.configValue)
       if (gapsAllowed ? batch.baseOffset < expected : batch.baseOffset !== expected) {
         throw new StorageError(
           'UNEXPECTED_APPEND_OFFSET',

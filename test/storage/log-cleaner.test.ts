@@ -492,6 +492,28 @@ describe('log cleaner', () => {
     })
   })
 
+  it('a log compacted once and then switched to delete keeps its gaps through recovery (wasCompacted)', async () => {
+    await withTempDir(async (dir) => {
+      const clock = new ManualClock(T0)
+      const log = await openCompacted(dir, compactConfig(), clock)
+      await writeOverwrites(log, 10, 30)
+      assert.ok((await cleanNow(log, clock)).cleaned)
+      const after = await recordsOf(log)
+      await log.close()
+      const deleteConfig = fromProperties({ 'segment.bytes': 2048 })
+      const reopened = await PartitionLog.open({
+        dir,
+        config: deleteConfig,
+        clock,
+        hadCleanShutdown: false,
+        recoveryPoint: 0,
+        wasCompacted: true,
+      })
+      assert.deepEqual(await recordsOf(reopened), after)
+      await reopened.close()
+    })
+  })
+
   it('reads running while segments are swapped never fail and always see valid batches', async () => {
     await withTempDir(async (dir) => {
       const clock = new ManualClock(T0)
