@@ -47,6 +47,13 @@ export interface PartitionContext {
   readonly nowMs: () => number
   /** Writes an ISR change; resolves true when committed. */
   readonly alterIsr: (proposal: IsrProposal) => Promise<boolean>
+  /**
+   * Whether a broker is registered in the metadata (holds a store session). A follower that
+   * is not stays out of the ISR however caught up: the controller takes unregistered
+   * brokers out of ISRs, and adding it back looped (Kafka's KIP-841 ineligible replicas).
+   * Absent: every replica is eligible.
+   */
+  readonly isRegistered?: (brokerId: number) => boolean
 }
 
 interface PendingIsr {
@@ -320,6 +327,7 @@ export class Partition {
   private maybeExpandIsr(replicaId: number, follower: FollowerState): void {
     if (!this.isLeader || this.pendingIsr !== null || this.state.isr.includes(replicaId)) return
     if (follower.logEndOffset < Math.max(this.log.highWatermark, this.leaderEpochStartOffset)) return
+    if (this.context.isRegistered?.(replicaId) === false) return
     this.propose([...this.state.isr, replicaId])
   }
 

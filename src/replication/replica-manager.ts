@@ -191,6 +191,7 @@ export class ReplicaManager {
         isFenced: this.options.isFenced,
         nowMs: () => this.options.clock.monotonicMs(),
         alterIsr: this.options.alterIsr,
+        isRegistered: (brokerId) => this.live.has(brokerId),
       },
     )
     this.partitions.set(key(topic.name, state.partition), partition)

@@ -28,6 +28,8 @@ interface Pending {
 
 class FakeContext {
   fenced = false
+  /** Brokers without a registration (store session); the others are registered. */
+  readonly unregistered = new Set<number>()
   readonly proposals: Pending[] = []
   constructor(
     readonly clock: ManualClock,
@@ -40,6 +42,7 @@ class FakeContext {
       nowMs: () => this.clock.monotonicMs(),
       alterIsr: (proposal: IsrProposal) =>
         new Promise<boolean>((resolve) => this.proposals.push({ proposal, resolve })),
+      isRegistered: (brokerId: number) => !this.unregistered.has(brokerId),
     }
   }
   get isrs(): number[][] {
@@ -260,6 +263,21 @@ describe('Partition ISR', () => {
       const { proposal } = ctx.proposals[0]
       assert.equal(proposal.leaderEpoch, 0)
       assert.equal(proposal.partitionEpoch, 0)
+    })
+  })
+
+  it('a caught-up follower without a registration does not join the ISR until it registers (KIP-841)', async () => {
+    // Before: the controller took the unregistered broker out, the leader put it back on its
+    // next fetch, and so on every few ms while its session was lost (simulator, store stalls).
+    await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
+      await produce(p, 10)
+      p.updateFollowerFetchState(2, 10)
+      ctx.unregistered.add(3)
+      p.updateFollowerFetchState(3, 10)
+      assert.deepEqual(ctx.isrs, [])
+      ctx.unregistered.delete(3)
+      p.updateFollowerFetchState(3, 10)
+      assert.deepEqual(ctx.isrs, [[1, 2, 3]])
     })
   })
 
