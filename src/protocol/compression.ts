@@ -43,6 +43,18 @@ const zstd = (): Zstd => (zstdModule ??= requireNative('@mongodb-js/zstd') as Zs
 const lz4 = (): Lz4 => (lz4Module ??= requireNative('lz4-napi') as Lz4)
 const snappy = (): Snappy => (snappyModule ??= requireNative('snappy') as Snappy)
 
+/**
+ * Loads the module behind a codec before decompressing, outside the try that turns errors
+ * into CorruptRecordError: a native addon that fails to load is an operating error, not a
+ * corrupt batch. Unknown codec numbers are left to the decompressor to reject.
+ */
+function loadCodec(type: CompressionType): void {
+  if (type === CompressionType.Gzip) zlib()
+  else if (type === CompressionType.Snappy) snappy()
+  else if (type === CompressionType.Lz4) lz4()
+  else if (type === CompressionType.Zstd) zstd()
+}
+
 /** Bytes that fail to decompress or do not parse as records; Kafka's CORRUPT_MESSAGE. */
 export class CorruptRecordError extends TidelogError {
   constructor(message: string, options: { cause?: unknown } = {}) {
@@ -129,6 +141,7 @@ export async function decompress(
   options: DecompressOptions = {},
 ): Promise<Buffer> {
   const maxOutputBytes = options.maxOutputBytes ?? DECOMPRESSED_BYTES_MAX
+  loadCodec(type)
   let output: Buffer
   try {
     output = await decompressUnchecked(type, data, maxOutputBytes, options.ignoreLz4HeaderChecksum === true)
@@ -141,6 +154,7 @@ export async function decompress(
 export function decompressSync(type: CompressionType, data: Buffer, options: DecompressOptions = {}): Buffer {
   assert(hasSyncCodec(type), () => `no synchronous decompressor for ${CompressionType[type]}`)
   const maxOutputBytes = options.maxOutputBytes ?? DECOMPRESSED_BYTES_MAX
+  loadCodec(type)
   let output: Buffer
   try {
     output = decompressUncheckedSync(type, data, maxOutputBytes, options.ignoreLz4HeaderChecksum === true)
