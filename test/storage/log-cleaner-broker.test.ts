@@ -10,6 +10,7 @@ import { readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { CompressionTypes, Kafka, logLevel } from 'kafkajs'
+import { startCluster } from '../../src/server/cluster.js'
 import { withBroker } from '../helpers/cluster.js'
 import { kcatConsume } from '../helpers/compat-clients.js'
 import { createTopic } from '../helpers/topics.js'
@@ -125,6 +126,69 @@ test('a compacted topic is cleaned by the broker: kcat reads the latest value pe
       { dataDir, properties: { 'log.cleaner.backoff.ms': 200 } },
     )
   } finally {
+    await removeDir(dataDir)
+  }
+})
+
+test('each replica cleans its own log: two brokers, RF 2, the ISR stays whole and a consumer gets the latest values', async () => {
+  const dataDir = await makeTempDir('tidelog-cleaner-rf2-')
+  const cluster = await startCluster({
+    brokers: 2,
+    port: 0,
+    dataDir,
+    properties: { 'log.cleaner.backoff.ms': 200 },
+  })
+  try {
+    const kafka = new Kafka({
+      clientId: 'tidelog-cleaner',
+      brokers: cluster.bootstrapServers.split(','),
+      logLevel: logLevel.NOTHING,
+    })
+    const admin = kafka.admin()
+    await admin.connect()
+    const topic = 'compacted-rf2'
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: [
+        {
+          topic,
+          replicaAssignment: [{ partition: 0, replicas: [0, 1] }],
+          configEntries: [
+            { name: 'cleanup.policy', value: 'compact' },
+            { name: 'segment.bytes', value: '8192' },
+          ],
+        },
+      ],
+    })
+    const producer = kafka.producer()
+    await producer.connect()
+    const latest = new Map<string, string>()
+    for (let round = 0; round < 60; round++) {
+      const messages = Array.from({ length: 20 }, (_, k) => ({
+        key: `k${k}`,
+        value: `v${round}-${k}-${'x'.repeat(80)}`,
+      }))
+      for (const m of messages) latest.set(m.key, m.value)
+      await producer.send({ topic, acks: -1, messages })
+    }
+    await producer.disconnect()
+    const logs = cluster.brokers.map((b) => b.logManager.getLog({ topic, partition: 0 })!)
+    const produced = 1200 * 100
+    const deadline = Date.now() + 20_000
+    while (logs.some((log) => log.size > produced / 3)) {
+      assert.ok(Date.now() < deadline, `not cleaned in time: ${logs.map((l) => l.size).join(', ')}`)
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    assert.equal(logs[0].logEndOffset, logs[1].logEndOffset)
+    const metadata = await admin.fetchTopicMetadata({ topics: [topic] })
+    assert.deepEqual([...metadata.topics[0].partitions[0].isr].sort(), [0, 1])
+    await admin.disconnect()
+    const consumed = await kcatConsume(cluster.bootstrapServers, topic, { partition: 0 })
+    assert.equal(consumed.code, 0, consumed.stderr)
+    const view = new Map(consumed.records.map((r) => [String(r.key), String(r.value)]))
+    assert.deepEqual(view, latest)
+  } finally {
+    await cluster.stop()
     await removeDir(dataDir)
   }
 })
