@@ -193,7 +193,8 @@ export class LogManager {
       this.checkpointHighWatermarks(),
     )
     if (o.cleanerEnable ?? false)
-      this.schedule('log-cleaner', o.cleanerBackoffMs ?? 15_000, () => this.cleanLogs())
+      // log.cleaner.backoff.ms=0 means no pause: the next pass right after a timer tick.
+      this.schedule('log-cleaner', Math.max(1, o.cleanerBackoffMs ?? 15_000), () => this.cleanLogs())
   }
 
   /**

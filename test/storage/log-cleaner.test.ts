@@ -794,41 +794,52 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 
 describe('log cleaner model', () => {
   it('random puts, deletes, cleans and reopens: the key -> value view equals a Map model', async () => {
+    let cleans = 0
+    let tombstonesRemoved = 0
     await fc.assert(
-      fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 120 }), fc.boolean(), async (ops, gzip) => {
-        const dir = await makeTempDir('tidelog-cleaner-model-')
-        const clock = new ManualClock(T0)
-        const config = compactConfig({ 'segment.bytes': 400, 'delete.retention.ms': 1000 })
-        const cleaner = new LogCleaner({ clock, logger: silentLogger })
-        let log = await openCompacted(dir, config, clock)
-        const model = new Map<string, string>()
-        try {
-          for (const op of ops) {
-            if (op.kind === 'put' || op.kind === 'delete') {
-              const key = `k${op.key}`
-              const value = op.kind === 'put' ? `v${op.value}` : null
-              const compression = gzip ? CompressionType.Gzip : CompressionType.None
-              await log.append(await batchOf([{ key, value }], { compression, timestamp: clock.now }), {
-                assignOffsets: true,
-              })
-              if (value === null) model.delete(key)
-              else model.set(key, value)
-            } else if (op.kind === 'clean') {
-              clock.advance(op.advanceMs)
-              log.updateHighWatermark(log.logEndOffset)
-              await cleaner.cleanLogs([log])
-            } else {
-              await log.close()
-              log = await openCompacted(dir, config, clock)
+      fc.asyncProperty(
+        fc.array(opArb, { minLength: 30, maxLength: 150, size: 'max' }),
+        fc.boolean(),
+        async (ops, gzip) => {
+          const dir = await makeTempDir('tidelog-cleaner-model-')
+          const clock = new ManualClock(T0)
+          const config = compactConfig({ 'segment.bytes': 400, 'delete.retention.ms': 1000 })
+          const cleaner = new LogCleaner({ clock, logger: silentLogger })
+          let log = await openCompacted(dir, config, clock)
+          const model = new Map<string, string>()
+          try {
+            for (const op of ops) {
+              if (op.kind === 'put' || op.kind === 'delete') {
+                const key = `k${op.key}`
+                const value = op.kind === 'put' ? `v${op.value}` : null
+                const compression = gzip ? CompressionType.Gzip : CompressionType.None
+                await log.append(await batchOf([{ key, value }], { compression, timestamp: clock.now }), {
+                  assignOffsets: true,
+                })
+                if (value === null) model.delete(key)
+                else model.set(key, value)
+              } else if (op.kind === 'clean') {
+                clock.advance(op.advanceMs)
+                log.updateHighWatermark(log.logEndOffset)
+                const tombstonesBefore = (await recordsOf(log)).filter((r) => r.value === null).length
+                cleans += (await cleaner.cleanLogs([log])).length
+                const tombstonesAfter = (await recordsOf(log)).filter((r) => r.value === null).length
+                tombstonesRemoved += Math.max(0, tombstonesBefore - tombstonesAfter)
+              } else {
+                await log.close()
+                log = await openCompacted(dir, config, clock)
+              }
+              assert.deepEqual(viewOf(await recordsOf(log)), model)
             }
-            assert.deepEqual(viewOf(await recordsOf(log)), model)
+          } finally {
+            await log.close().catch(() => undefined)
+            await removeDir(dir)
           }
-        } finally {
-          await log.close().catch(() => undefined)
-          await removeDir(dir)
-        }
-      }),
-      { numRuns: 25 },
+        },
+      ),
+      { numRuns: 30 },
     )
+    assert.ok(cleans > 20, `${cleans} cleans`)
+    assert.ok(tombstonesRemoved > 0, 'some tombstones expired and went')
   })
 })
