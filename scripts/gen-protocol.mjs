@@ -3,6 +3,12 @@
 // (which then formats the output with biome). The output is deterministic: no timestamps,
 // files and registry entries sorted, fields kept in schema (wire) order.
 //
+// Layout: the codecs of all request messages are in requests.ts, of all responses in
+// responses.ts, of headers and data messages in headers-and-data.ts (a few modules load far
+// faster than one per message); index.ts is the API registry and re-exports everything;
+// common.ts is the shared runtime. Each message also keeps its own module (e.g.
+// fetch-request.ts), a re-export of its names, so imports of a single message still work.
+//
 // Semantics follow Kafka's MessageDataGenerator: flexible versions use compact strings,
 // bytes and arrays plus a tagged-field section at the end of every struct; tagged fields are
 // written only when they differ from their default, sorted by tag, with a size prefix; a
