@@ -14,6 +14,7 @@ import {
   type RecordHeader,
   type RecordInput,
 } from '../protocol/record-batch.js'
+import { asClientError, type KafkaClientError } from './errors.js'
 
 /** A record's bytes beyond key, value and headers in the worst case (varints, attributes, deltas). */
 const RECORD_OVERHEAD_MAX = 21
@@ -33,6 +34,47 @@ export interface RecordMetadata {
 export interface Completion {
   resolve(metadata: RecordMetadata): void
   reject(error: Error): void
+}
+
+/** Producer.produce()'s callback, and send()'s optional one. */
+export type RecordCallback = (error: KafkaClientError | null, metadata?: RecordMetadata) => void
+
+/**
+ * A record's settlement is a pair: a promise's resolve and reject, or (produce()) its
+ * callback and CALLBACK in reject's place, so no closure is made per record.
+ */
+export type Settle = Completion['resolve'] | RecordCallback
+export type Reject = Completion['reject'] | typeof CALLBACK
+export const CALLBACK: unique symbol = Symbol('callback')
+
+export function resolveSettle(resolve: Settle, reject: Reject, metadata: RecordMetadata): void {
+  if (reject === CALLBACK) invokeCallback(resolve as RecordCallback, null, metadata)
+  else (resolve as Completion['resolve'])(metadata)
+}
+
+/** Fails one record; a callback is called on the next tick (never inside send/produce itself). */
+export function failSettle(resolve: Settle, reject: Reject, error: Error): void {
+  if (reject !== CALLBACK) {
+    reject(error)
+    return
+  }
+  const failure = asClientError(error)
+  process.nextTick(() => invokeCallback(resolve as RecordCallback, failure))
+}
+
+/** A throwing user callback surfaces like an exception in an event handler. */
+export function invokeCallback(
+  callback: RecordCallback,
+  error: KafkaClientError | null,
+  metadata?: RecordMetadata,
+): void {
+  try {
+    callback(error, metadata)
+  } catch (thrown) {
+    process.nextTick(() => {
+      throw thrown
+    })
+  }
 }
 
 export function recordSizeUpperBound(record: RecordInput): number {
@@ -61,8 +103,8 @@ export class ProducerBatch {
   /** Each record's CreateTime, for its metadata. */
   private readonly timestamps: number[] = []
   /** Each record's promise, settled when the batch is (two arrays: no object per record). */
-  private readonly resolves: Completion['resolve'][] = []
-  private readonly rejects: Completion['reject'][] = []
+  private readonly resolves: Settle[] = []
+  private readonly rejects: Reject[] = []
   /** Estimated encoded size, compression ignored (as Kafka estimates for batch.size). */
   sizeBytes = BATCH_OVERHEAD
   /** Set when first drained: nothing more is appended, the bytes are fixed. */
@@ -131,12 +173,7 @@ export class ProducerBatch {
   }
 
   /** Encodes the record into the batch now; `record.timestamp` must be set. */
-  append(
-    record: RecordInput,
-    sizeBytes: number,
-    resolve: Completion['resolve'],
-    reject: Completion['reject'],
-  ): void {
+  append(record: RecordInput, sizeBytes: number, resolve: Settle, reject: Reject): void {
     assert(!this.isSealed && !this.settled, 'append to a sealed batch')
     const timestamp = record.timestamp!
     this.builder.append(timestamp, record.key ?? null, record.value, record.headers)
@@ -195,7 +232,7 @@ export class ProducerBatch {
     this.settled = true
     for (let i = 0; i < this.resolves.length; i++) {
       const timestamp = logAppendTimeMs >= 0 ? logAppendTimeMs : this.timestamps[i]
-      this.resolves[i]({
+      resolveSettle(this.resolves[i], this.rejects[i], {
         topic: this.topic,
         partition: this.partition,
         offset: baseOffset < 0 ? -1 : baseOffset + i,
@@ -208,7 +245,11 @@ export class ProducerBatch {
   fail(error: Error): void {
     if (this.settled) return
     this.settled = true
-    for (const reject of this.rejects) reject(error)
+    for (let i = 0; i < this.rejects.length; i++) {
+      const reject = this.rejects[i]
+      if (reject === CALLBACK) invokeCallback(this.resolves[i] as RecordCallback, asClientError(error))
+      else reject(error)
+    }
     this.markSettled()
   }
 

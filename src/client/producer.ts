@@ -70,17 +70,22 @@ import { partitionForKey, StickyPartitioner, type TopicPartitions } from './part
 import {
   type BatchEncoding,
   type Bytes,
-  type Completion,
+  CALLBACK,
+  failSettle,
+  invokeCallback,
   ProducerBatch,
   type ProducerHeaders,
+  type RecordCallback,
   type RecordMetadata,
+  type Reject,
   recordSizeUpperBound,
+  type Settle,
   toBytes,
   toHeaders,
 } from './producer-batch.js'
 import { backoffMs, isRetriableError, needsMetadataRefresh, sleep } from './retry.js'
 
-export type { RecordMetadata }
+export type { RecordCallback, RecordMetadata }
 
 export interface ProducerRecord {
   topic: string
@@ -362,6 +367,21 @@ export class Producer {
     return promise
   }
 
+  /**
+   * send(record, callback) without a promise: the callback alone reports the outcome (an
+   * error or the record's metadata), called when the batch settles. No promise, resolving
+   * functions or promise jobs per record: for callers sending at high rates (the bench tool),
+   * as librdkafka's produce() with a delivery report callback.
+   */
+  produce(record: ProducerRecord, callback: RecordCallback): void {
+    if (typeof callback !== 'function') throw new InvalidArgumentError('produce() needs a callback')
+    if (this.options.producerType === 'sync') {
+      this.send(record, callback).catch(() => undefined)
+      return
+    }
+    this.enqueue(record, callback, CALLBACK)
+  }
+
   /** Sends everything buffered now (linger ignored) and waits until it is acknowledged or failed. */
   async flush(): Promise<void> {
     this.flushing++
@@ -407,47 +427,58 @@ export class Producer {
   // ---- append path ---------------------------------------------------------------------
 
   private sendNow(record: ProducerRecord): Promise<RecordMetadata> {
-    if (this.closed) return Promise.reject(new ClientClosedError('producer'))
+    return new Promise<RecordMetadata>((resolve, reject) => this.enqueue(record, resolve, reject))
+  }
+
+  /**
+   * Appends the record now if its topic's metadata is known, memory is free and no earlier
+   * send still waits (order); otherwise waits for those first. `reject` is CALLBACK when
+   * `resolve` is a produce() callback.
+   */
+  private enqueue(record: ProducerRecord, resolve: Settle, reject: Reject): void {
+    if (this.closed) {
+      failSettle(resolve, reject, new ClientClosedError('producer'))
+      return
+    }
     // The producer id is fetched while the first batch lingers.
     if (this.idempotent) this.ensureProducerId()
     let input: RecordInput
     try {
       input = toRecordInput(record)
     } catch (error) {
-      return Promise.reject(error)
+      failSettle(resolve, reject, error as Error)
+      return
     }
     const size = recordSizeUpperBound(input)
     if (size + 61 > this.options.maxRequestSize) {
-      return Promise.reject(
+      failSettle(
+        resolve,
+        reject,
         new KafkaClientError(
           'ERR_RECORD_TOO_LARGE',
           `record of ~${size} bytes exceeds max.request.size ${this.options.maxRequestSize}`,
         ),
       )
+      return
     }
     const known = this.client.metadata.topics.get(record.topic)
-    // Fast path: metadata known, memory free and no earlier send still waiting (order), so
-    // the record joins a batch in this tick.
     if (
       known &&
       known.partitions.length > 0 &&
       this.pendingSends.size === 0 &&
       this.memory.tryReserve(size)
     ) {
-      return new Promise<RecordMetadata>((resolve, reject) =>
-        this.append(record, input, size, resolve, reject),
-      )
+      this.append(record, input, size, resolve, reject)
+      return
     }
     // Slow path: wait for metadata and memory. Only the wait is tracked (later sends queue
     // behind it, keeping order); once appended the record is an ordinary batch member.
-    return new Promise<RecordMetadata>((resolve, reject) => {
-      this.track(
-        this.waitUntilAppendable(record.topic, size).then(
-          () => this.append(record, input, size, resolve, reject),
-          (error: unknown) => reject(error),
-        ),
-      )
-    })
+    this.track(
+      this.waitUntilAppendable(record.topic, size).then(
+        () => this.append(record, input, size, resolve, reject),
+        (error: unknown) => failSettle(resolve, reject, error as Error),
+      ),
+    )
   }
 
   private track(promise: Promise<void>): void {
@@ -473,8 +504,8 @@ export class Producer {
     record: ProducerRecord,
     input: RecordInput,
     size: number,
-    resolve: Completion['resolve'],
-    reject: Completion['reject'],
+    resolve: Settle,
+    reject: Reject,
   ): void {
     const info = this.client.metadata.topics.get(record.topic)!
     const numPartitions = info.partitions.length
@@ -483,7 +514,7 @@ export class Producer {
       partition = this.choosePartition(record, input, numPartitions)
     } catch (error) {
       this.memory.release(size)
-      reject(error as Error)
+      failSettle(resolve, reject, error as Error)
       return
     }
     const batch = this.batchFor(record, input, partition, size, numPartitions)
@@ -874,10 +905,10 @@ export class Producer {
     this.inFlightByNode.set(nodeId, inFlight + 1)
     this.counters.requests++
     this.counters.batches += batches.length
-    this.produce(nodeId, batches).then(
+    this.sendRequest(nodeId, batches).then(
       () => this.afterRequest(nodeId, batches),
       (error: unknown) => {
-        // produce() handles its own failures; anything here is a bug in this file.
+        // sendRequest() handles its own failures; anything here is a bug in this file.
         this.afterRequest(nodeId, batches)
         throw error
       },
@@ -899,7 +930,7 @@ export class Producer {
     this.scheduleDrain()
   }
 
-  private async produce(nodeId: number, batches: readonly ProducerBatch[]): Promise<void> {
+  private async sendRequest(nodeId: number, batches: readonly ProducerBatch[]): Promise<void> {
     try {
       const request = await this.produceRequest(batches)
       const connection = await this.client.connectionTo(nodeId, 'produce')
@@ -1143,20 +1174,5 @@ function toRecordInput(record: ProducerRecord): RecordInput {
     value: toBytes(record.value),
     headers: toHeaders(record.headers),
     timestamp,
-  }
-}
-
-/** A throwing user callback surfaces like an exception in an event handler. */
-function invokeCallback(
-  callback: (error: KafkaClientError | null, metadata?: RecordMetadata) => void,
-  error: KafkaClientError | null,
-  metadata?: RecordMetadata,
-): void {
-  try {
-    callback(error, metadata)
-  } catch (thrown) {
-    process.nextTick(() => {
-      throw thrown
-    })
   }
 }

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import fc from 'fast-check'
-import { ProducerBatch, recordSizeUpperBound } from '../../src/client/producer-batch.js'
+import { ProducerBatch, type RecordMetadata, recordSizeUpperBound } from '../../src/client/producer-batch.js'
 import { CompressionType } from '../../src/protocol/batch-header.js'
 import {
   decodeRecordBatch,
@@ -150,7 +150,7 @@ describe('ProducerBatch', () => {
       batch.append(
         r,
         recordSizeUpperBound(r),
-        (m) => outcomes.push(m.offset * 100 + i),
+        (m: RecordMetadata) => outcomes.push(m.offset * 100 + i),
         (e) => assert.fail(e),
       )
     }

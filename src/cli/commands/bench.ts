@@ -368,16 +368,12 @@ async function produceBench(config: BenchConfig, topic: string): Promise<BenchRe
         const value = config.mode === 'e2e' ? stamped(payload) : payload
         const sentAt = performance.now()
         outstanding++
-        producers[sent % producers.length].send({ topic, value }).then(
-          () => {
-            if (!e2e) meter.record(value.length, (performance.now() - sentAt) * 1000)
-            settled()
-          },
-          () => {
-            meter.failed++
-            settled()
-          },
-        )
+        // produce(): a callback, no promise per record (the client's cheapest way in).
+        producers[sent % producers.length].produce({ topic, value }, (error) => {
+          if (error) meter.failed++
+          else if (!e2e) meter.record(value.length, (performance.now() - sentAt) * 1000)
+          settled()
+        })
       }
       if (outstanding >= outstandingMax) await new Promise<void>((resolve) => (resumeSending = resolve))
       else await yieldToIo()
