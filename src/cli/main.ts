@@ -46,9 +46,12 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   try {
     switch (command) {
       case 'start':
-        return await startCommand(rest)
       case 'broker':
-        return await brokerCommand(rest)
+        if (rest.some((arg) => arg === '--help' || arg === '-h')) {
+          process.stdout.write(USAGE)
+          return 0
+        }
+        return command === 'start' ? await startCommand(rest) : await brokerCommand(rest)
       case 'topics':
       case 'produce':
       case 'consume':

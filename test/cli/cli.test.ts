@@ -391,6 +391,11 @@ test('usage errors, unreachable clusters and help have their exit codes; groups 
     const help = await tidelog(['consume', '--help'])
     assert.equal(help.code, 0)
     assert.match(help.stdout, /--from-beginning/)
+    for (const command of ['start', 'broker']) {
+      const asked = await tidelog([command, '--help'])
+      assert.equal(asked.code, 0, `${command} --help: ${asked.stderr}`)
+      assert.match(asked.stdout, new RegExp(`tidelog ${command} options:`))
+    }
     for (const command of ['topics', 'cluster', 'groups', 'produce']) {
       for (const flag of ['--help', '-h']) {
         const asked = await tidelog([command, flag])
