@@ -17,6 +17,7 @@ async function main(): Promise<number> {
   const verbose = process.argv.includes('--verbose')
   const storeLatencyMaxMs = Number(arg('store-latency') ?? 0)
   const storeStalls = process.argv.includes('--store-stalls')
+  const idempotentProducers = process.argv.includes('--idempotent')
   const printTrace = process.argv.includes('--trace')
   const seeds: number[] = []
   if (arg('seed') !== undefined) seeds.push(Number(arg('seed')))
@@ -35,6 +36,7 @@ async function main(): Promise<number> {
       verbose,
       storeLatencyMaxMs,
       storeStalls,
+      idempotentProducers,
     })
     const wallMs = Math.round(performance.now() - started)
     const s = result.stats
@@ -46,7 +48,7 @@ async function main(): Promise<number> {
       console.log(result.trace.join('\n'))
       if (!result.ok)
         console.log(
-          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}`,
+          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${idempotentProducers ? ' --idempotent' : ''}`,
         )
     }
   }

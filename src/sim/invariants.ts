@@ -30,6 +30,8 @@ export class Invariants {
   private readonly leaderHighWatermark = new Map<string, number>()
   /** Per partition: base offset → batch bytes seen below some replica's high watermark. */
   private readonly committed = new Map<number, Map<number, Buffer>>()
+  /** Per partition: an idempotent batch's producer id, epoch and base sequence → its base offset. */
+  private readonly idempotentAt = new Map<number, Map<string, number>>()
   /** Per broker incarnation and partition: offsets below this were compared already. */
   private readonly checkedUpTo = new Map<string, number>()
   private readonly acked: Acked[] = []
@@ -182,6 +184,7 @@ export class Invariants {
               `replicas disagree below the high watermark: p${partition.partition} offset ${base} on broker ${broker.nodeId} (hw ${hw}) differs from the batch seen there before`,
             )
           if (!seen) committed.set(base, Buffer.from(bytes))
+          if (header.producerId !== -1n) this.checkNoDuplicate(partition.partition, header, base, broker)
           next = Math.max(next, last + 1)
         }
       }
@@ -189,6 +192,27 @@ export class Invariants {
       from = next
     }
     this.checkedUpTo.set(key, from)
+  }
+
+  /** An idempotent producer's batch is committed at one offset only (no duplicate from a retry). */
+  private checkNoDuplicate(
+    partition: number,
+    header: { producerId: bigint; producerEpoch: number; baseSequence: number },
+    base: number,
+    broker: SimBroker,
+  ): void {
+    let seen = this.idempotentAt.get(partition)
+    if (!seen) {
+      seen = new Map()
+      this.idempotentAt.set(partition, seen)
+    }
+    const key = `${header.producerId}/${header.producerEpoch}/${header.baseSequence}`
+    const at = seen.get(key)
+    if (at !== undefined && at !== base)
+      throw new Violation(
+        `duplicate below the high watermark: p${partition} producer ${header.producerId} epoch ${header.producerEpoch} sequence ${header.baseSequence} at offsets ${at} and ${base} (broker ${broker.nodeId})`,
+      )
+    seen.set(key, base)
   }
 
   /** null once every partition has a leader, a full ISR, and every replica holds the same log. */

@@ -11,7 +11,9 @@ import type { Logger } from '../common/logger.js'
 import type { TopicImage } from '../metadata/cluster-image.js'
 import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { EmbeddedStore } from '../metadata/store/embedded-store.js'
+import { ErrorCode } from '../protocol/error-codes.js'
 import { encodeRecordBatchSync } from '../protocol/record-batch.js'
+import { toErrorCode } from '../replication/kafka-error.js'
 import { SimDisk } from './disk.js'
 import { Invariants } from './invariants.js'
 import { SimNetwork } from './network.js'
@@ -41,6 +43,12 @@ export interface SimOptions {
    * its lease ended one trip late. Off by default.
    */
   readonly storeStalls?: boolean
+  /**
+   * Adds one idempotent producer per partition (acks=all, one batch in flight, retries of
+   * the same bytes on errors and on answers lost with their leader, a new epoch after
+   * OUT_OF_ORDER_SEQUENCE_NUMBER): no batch of it may be committed twice. Off by default.
+   */
+  readonly idempotentProducers?: boolean
   /** Keep the broker logs in the trace (debug aid; the trace gets long). */
   readonly verbose?: boolean
 }
@@ -79,6 +87,12 @@ export class World {
   readonly random: SimRandom
   private readonly faultRandom: SimRandom
   private readonly workloadRandom: SimRandom
+  private idempotentRandomStream: SimRandom | null = null
+  private get idempotentRandom(): SimRandom {
+    if (this.idempotentRandomStream === null)
+      this.idempotentRandomStream = new SimRandom(this.options.seed ^ 0x1de4)
+    return this.idempotentRandomStream
+  }
   readonly network: SimNetwork
   readonly disks = new Map<number, SimDisk>()
   readonly brokers = new Map<number, SimBroker>()
@@ -540,6 +554,102 @@ export class World {
       this.scheduler.schedule(this.workloadRandom.int(5, 60), next)
     }
     this.scheduler.schedule(10, next)
+    if (this.options.idempotentProducers === true) {
+      for (let partition = 0; partition < this.partitionCount; partition++)
+        this.startIdempotentProducer(partition)
+    }
+  }
+
+  /**
+   * One idempotent producer for `partition` (its own random stream, so the other workload
+   * keeps its choices): a batch at a time, acks=all, sent to the leader a random live
+   * broker names; retried with the same bytes after an error or when no answer came within
+   * the produce timeout (the leader died, or the answer was lost), as the Java producer
+   * with max.in.flight 1 and infinite retries. OUT_OF_ORDER_SEQUENCE_NUMBER: a new epoch
+   * from sequence 0 (KIP-360). Its acknowledged batches join the acks=all survival check.
+   */
+  private startIdempotentProducer(partition: number): void {
+    const r = this.idempotentRandom.fork()
+    const producerId = BigInt(1000 + partition)
+    let epoch = 0
+    let sequence = 0
+    let attempt = 0
+    const nextBatch = (): void => {
+      if (!this.producing) return
+      const value = `i${partition}.${epoch}.${sequence}`
+      const count = r.int(1, 3)
+      const batch = encodeRecordBatchSync({
+        records: Array.from({ length: count }, (_, i) => ({ value: Buffer.from(`${value}.${i}`) })),
+        defaultTimestamp: this.scheduler.nowMs(),
+        producerId,
+        producerEpoch: epoch,
+        baseSequence: sequence,
+      })
+      send(batch, value, count, epoch)
+    }
+    const retry = (batch: Buffer, value: string, count: number, batchEpoch: number): void => {
+      this.scheduler.schedule(r.int(20, 200), () => send(batch, value, count, batchEpoch))
+    }
+    const send = (batch: Buffer, value: string, count: number, batchEpoch: number): void => {
+      if (!this.producing) return
+      const mine = ++attempt
+      const live = this.brokerIds.filter((id) => this.isUp(id))
+      const informant = live.length > 0 ? this.brokers.get(r.pick(live)) : undefined
+      const leaderId = informant?.metadata.image().topics.get(TOPIC)?.partitions[partition]?.leader ?? -1
+      const leader = this.brokers.get(leaderId)
+      if (!leader) {
+        retry(batch, value, count, batchEpoch)
+        return
+      }
+      this.stats.produced++
+      const incarnation = leader.incarnation
+      // No answer in time: the leader died or the answer was lost; send the same bytes again.
+      this.scheduler.schedule(PRODUCE_TIMEOUT_MS + 500, () => {
+        if (attempt !== mine || !this.producing) return
+        this.log(`idempotent ${value} p${partition}: no answer from broker ${leaderId}; retrying`)
+        retry(batch, value, count, batchEpoch)
+      })
+      this.scheduler.schedule(r.int(1, 5), () => {
+        if (!leader.isAlive || leader.incarnation !== incarnation || !leader.replicaManager) return
+        leader.replicaManager.appendToLeader(TOPIC, partition, batch, -1, PRODUCE_TIMEOUT_MS).then(
+          (result) => answer(mine, leader, leaderId, result.errorCode, result.baseOffset),
+          (error: unknown) => answer(mine, leader, leaderId, toErrorCode(error) ?? -1, -1),
+        )
+      })
+      const answer = (
+        which: number,
+        from: SimBroker,
+        fromId: number,
+        errorCode: number,
+        baseOffset: number,
+      ): void => {
+        this.scheduler.schedule(r.int(1, 5), () => {
+          if (!from.isAlive || which !== attempt || !this.producing) return
+          attempt++ // this attempt is answered: its timeout does nothing
+          if (errorCode === 0) {
+            this.stats.ackedAll++
+            this.invariants.onAcked(partition, baseOffset, count, value, -1, fromId)
+            this.log(`ack ${value} p${partition} @${baseOffset} idempotent from broker ${fromId}`)
+            sequence += count
+            this.scheduler.schedule(r.int(5, 40), nextBatch)
+          } else if (errorCode === ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER) {
+            this.log(
+              `idempotent producer of p${partition}: OUT_OF_ORDER_SEQUENCE_NUMBER for ${value}; new epoch`,
+            )
+            epoch++
+            sequence = 0
+            nextBatch()
+          } else {
+            if (errorCode !== ErrorCode.NOT_LEADER_OR_FOLLOWER && errorCode !== ErrorCode.NOT_ENOUGH_REPLICAS)
+              this.log(
+                `idempotent ${value} p${partition}: error ${errorCode} from broker ${fromId}; retrying`,
+              )
+            retry(batch, value, count, batchEpoch)
+          }
+        })
+      }
+    }
+    this.scheduler.schedule(r.int(10, 50), nextBatch)
   }
 
   private produceOne(): void {
