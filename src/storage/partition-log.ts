@@ -862,7 +862,9 @@ export class PartitionLog {
     // the removed batches back under checkpoints that no longer describe them (found by the
     // deterministic simulation, seeds 5 and 91).
     await active.flush()
-    const logEndOffset = cut.cutAtOffset ?? (await active.readNextOffset())
+    // The cut batch may start after the target when compaction left a gap before it: the
+    // log then ends at the target, never above it (the offsets between are not held).
+    const logEndOffset = Math.min(cut.cutAtOffset ?? (await active.readNextOffset()), targetOffset)
     await active.onBecomeActiveSegment()
     this.logger.info({ targetOffset, logEndOffset, truncatedBytes: cut.truncatedBytes }, 'truncated log')
     this.logEndOffsetValue = logEndOffset

@@ -514,6 +514,23 @@ describe('log cleaner', () => {
     })
   })
 
+  it('truncating into a gap left by compaction ends the log at the target, not at the next batch (model seed 1897428293)', async () => {
+    await withTempDir(async (dir) => {
+      const clock = new ManualClock(T0)
+      const log = await openCompacted(dir, compactConfig(), clock)
+      await writeOverwrites(log, 10, 30)
+      assert.ok((await cleanNow(log, clock)).cleaned)
+      const firstBatch = (await readAll(log))[0]
+      assert.ok(firstBatch.baseOffset > 0, 'the cleaned log starts with a gap')
+      await log.truncateTo(0)
+      assert.equal(log.logEndOffset, 0)
+      assert.deepEqual(await readAll(log), [])
+      await log.append(await batchOf([{ key: 'a', value: 'b' }]), { assignOffsets: true })
+      assert.deepEqual(await recordsOf(log), [{ offset: 0, key: 'a', value: 'b' }])
+      await log.close()
+    })
+  })
+
   it('reads running while segments are swapped never fail and always see valid batches', async () => {
     await withTempDir(async (dir) => {
       const clock = new ManualClock(T0)
@@ -778,6 +795,8 @@ type Op =
   | { kind: 'delete'; key: number }
   | { kind: 'clean'; advanceMs: number }
   | { kind: 'reopen' }
+  | { kind: 'cleanWhileAppending'; keys: number[] }
+  | { kind: 'truncate'; fraction: number }
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   {
@@ -790,6 +809,20 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     arbitrary: fc.record({ kind: fc.constant('clean' as const), advanceMs: fc.constantFrom(0, 500, 5000) }),
   },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('reopen' as const) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('cleanWhileAppending' as const),
+      keys: fc.array(fc.nat(15), { minLength: 1, maxLength: 6 }),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('truncate' as const),
+      fraction: fc.double({ min: 0, max: 1, noNaN: true }),
+    }),
+  },
 )
 
 describe('log cleaner model', () => {
@@ -807,8 +840,10 @@ describe('log cleaner model', () => {
           const cleaner = new LogCleaner({ clock, logger: silentLogger })
           let log = await openCompacted(dir, config, clock)
           const model = new Map<string, string>()
+          let lastOp = ''
           try {
-            for (const op of ops) {
+            for (const [opIndex, op] of ops.entries()) {
+              lastOp = `${opIndex} ${JSON.stringify(op)} lso ${log.logStartOffset} leo ${log.logEndOffset} hw ${log.highWatermark} segs ${log.segmentBaseOffsets}`
               if (op.kind === 'put' || op.kind === 'delete') {
                 const key = `k${op.key}`
                 const value = op.kind === 'put' ? `v${op.value}` : null
@@ -825,12 +860,36 @@ describe('log cleaner model', () => {
                 cleans += (await cleaner.cleanLogs([log])).length
                 const tombstonesAfter = (await recordsOf(log)).filter((r) => r.value === null).length
                 tombstonesRemoved += Math.max(0, tombstonesBefore - tombstonesAfter)
+              } else if (op.kind === 'cleanWhileAppending') {
+                // Appends queue behind and around the swap; the clean must not lose or reorder them.
+                log.updateHighWatermark(log.logEndOffset)
+                const cleaning = cleaner.cleanLogs([log])
+                for (const [i, k] of op.keys.entries()) {
+                  const key = `k${k}`
+                  const value = `w${i}`
+                  await log.append(await batchOf([{ key, value }], { timestamp: clock.now }), {
+                    assignOffsets: true,
+                  })
+                  model.set(key, value)
+                }
+                cleans += (await cleaning).length
+              } else if (op.kind === 'truncate') {
+                // A follower cutting what is above its high watermark (never what was cleaned).
+                const before = await recordsOf(log)
+                const hw = log.highWatermark
+                await log.truncateTo(hw + Math.floor((log.logEndOffset - hw) * op.fraction))
+                const kept = viewOf(before.filter((r) => r.offset < log.logEndOffset))
+                model.clear()
+                for (const [k, v] of kept) model.set(k, v)
               } else {
                 await log.close()
                 log = await openCompacted(dir, config, clock)
               }
               assert.deepEqual(viewOf(await recordsOf(log)), model)
             }
+          } catch (err) {
+            console.error('model test failed at', lastOp, err)
+            throw err
           } finally {
             await log.close().catch(() => undefined)
             await removeDir(dir)
