@@ -531,6 +531,34 @@ describe('log cleaner', () => {
     })
   })
 
+  it('the LogCleaner also cleans below the dirty ratio when max.compaction.lag.ms or a tombstone horizon passes', async () => {
+    await withTempDir(async (dir) => {
+      const clock = new ManualClock(T0)
+      const config = compactConfig({
+        'min.cleanable.dirty.ratio': '0.99',
+        'max.compaction.lag.ms': 60_000,
+        'delete.retention.ms': 30_000,
+      })
+      const cleaner = new LogCleaner({ clock, logger: silentLogger })
+      const log = await openCompacted(dir, config, clock)
+      await log.append(await batchOf([{ key: 'gone', value: null }]), { assignOffsets: true })
+      await writeOverwrites(log, 10, 30)
+      assert.equal((await cleaner.cleanLogs([log])).length, 1, 'all dirty: ratio 1')
+      assert.equal((await recordsOf(log)).filter((r) => r.key === 'gone').length, 1)
+      // A little dirty data: far below the ratio.
+      await writeOverwrites(log, 10, 6, { timestamp: clock.now })
+      assert.equal((await cleaner.cleanLogs([log])).length, 0)
+      clock.advance(30_000)
+      assert.equal((await cleaner.cleanLogs([log])).length, 1, 'the tombstone horizon passed')
+      assert.equal((await recordsOf(log)).filter((r) => r.key === 'gone').length, 0)
+      await writeOverwrites(log, 10, 6, { timestamp: clock.now })
+      assert.equal((await cleaner.cleanLogs([log])).length, 0)
+      clock.advance(60_001)
+      assert.equal((await cleaner.cleanLogs([log])).length, 1, 'max.compaction.lag.ms passed')
+      await log.close()
+    })
+  })
+
   it('reads running while segments are swapped never fail and always see valid batches', async () => {
     await withTempDir(async (dir) => {
       const clock = new ManualClock(T0)
