@@ -61,6 +61,9 @@ interface PendingIsr {
   /** The partition state the proposal was made against. */
   readonly leaderEpoch: number
   readonly partitionEpoch: number
+  readonly isr: readonly number[]
+  /** The write failed without an answer (a store timeout): it may have committed. */
+  outcomeUnknown: boolean
 }
 
 interface FollowerState {
@@ -325,7 +328,7 @@ export class Partition {
    * lag what the previous one acknowledged (Kafka's KAFKA-7128 rule).
    */
   private maybeExpandIsr(replicaId: number, follower: FollowerState): void {
-    if (!this.isLeader || this.pendingIsr !== null || this.state.isr.includes(replicaId)) return
+    if (this.maybeResendIsr() || this.state.isr.includes(replicaId)) return
     if (follower.logEndOffset < Math.max(this.log.highWatermark, this.leaderEpochStartOffset)) return
     if (this.context.isRegistered?.(replicaId) === false) return
     this.propose([...this.state.isr, replicaId])
@@ -333,7 +336,7 @@ export class Partition {
 
   /** ISR followers that have not caught up within `lagTimeMaxMs` leave the ISR. */
   maybeShrinkIsr(lagTimeMaxMs: number): void {
-    if (!this.isLeader || this.pendingIsr !== null) return
+    if (this.maybeResendIsr()) return
     const now = this.context.nowMs()
     const lagging = this.state.isr.filter((id) => {
       if (id === this.localBrokerId) return false
@@ -344,14 +347,38 @@ export class Partition {
     this.propose(this.state.isr.filter((id) => !lagging.includes(id)))
   }
 
+  /**
+   * True when no new ISR change may be proposed now: not leader, or one in flight. A write
+   * whose outcome is unknown is sent again as it was (same base epochs, so the
+   * compare-and-set refuses it if the first one committed), as Kafka's AlterPartition
+   * manager retries: dropping it would let the HW pass a member the store may have added.
+   */
+  private maybeResendIsr(): boolean {
+    if (!this.isLeader) return true
+    const pending = this.pendingIsr
+    if (pending === null) return false
+    if (pending.outcomeUnknown) {
+      pending.outcomeUnknown = false
+      this.sendProposal(pending, true)
+    }
+    return true
+  }
+
   private propose(isr: readonly number[]): void {
     assert(isr.includes(this.localBrokerId), 'an ISR proposal must keep the leader')
     const pending: PendingIsr = {
       maximal: [...new Set([...this.state.isr, ...isr])],
       leaderEpoch: this.state.leaderEpoch,
       partitionEpoch: this.state.partitionEpoch,
+      isr,
+      outcomeUnknown: false,
     }
     this.pendingIsr = pending
+    this.sendProposal(pending, false)
+  }
+
+  private sendProposal(pending: PendingIsr, resent: boolean): void {
+    const isr = pending.isr
     const proposal: IsrProposal = {
       topic: this.topic,
       partition: this.partition,
@@ -363,11 +390,14 @@ export class Partition {
       (committed) => {
         // Committed: the new state (a newer partition epoch) is on its way through the
         // metadata, and until it is applied here the maximal ISR keeps bounding the HW.
-        // Refused: the state moved on; the next fetch or lag check proposes afresh.
-        if (!committed && this.pendingIsr === pending) this.pendingIsr = null
+        // Refused: the state moved on; the next fetch or lag check proposes afresh. A resent
+        // write refused may be refused because the first one committed: it waits for the
+        // newer state (the store has it, so the metadata brings it) to end it.
+        if (!committed && !resent && this.pendingIsr === pending) this.pendingIsr = null
       },
       () => {
-        if (this.pendingIsr === pending) this.pendingIsr = null
+        // No answer: the next fetch or lag check sends it again; meanwhile it bounds the HW.
+        if (this.pendingIsr === pending) pending.outcomeUnknown = true
       },
     )
   }

@@ -24,6 +24,7 @@ const LAG_MS = 10_000
 interface Pending {
   readonly proposal: IsrProposal
   resolve(committed: boolean): void
+  reject(error: Error): void
 }
 
 class FakeContext {
@@ -41,7 +42,7 @@ class FakeContext {
       isFenced: () => this.fenced,
       nowMs: () => this.clock.monotonicMs(),
       alterIsr: (proposal: IsrProposal) =>
-        new Promise<boolean>((resolve) => this.proposals.push({ proposal, resolve })),
+        new Promise<boolean>((resolve, reject) => this.proposals.push({ proposal, resolve, reject })),
       isRegistered: (brokerId: number) => !this.unregistered.has(brokerId),
     }
   }
@@ -225,6 +226,32 @@ describe('Partition ISR change in flight (Kafka AlterPartition, KIP-497)', () =>
       await tick()
       p.maybeIncrementHighWatermark()
       assert.equal(p.highWatermark, 20)
+    })
+  })
+
+  it('a write that failed without an answer keeps bounding the HW and is sent again as it was', async () => {
+    await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
+      await produce(p, 10)
+      p.updateFollowerFetchState(2, 10)
+      p.updateFollowerFetchState(3, 10)
+      ctx.proposals[0].reject(new Error('store call timed out')) // it may have committed
+      await tick()
+      await produce(p, 5)
+      p.updateFollowerFetchState(2, 15)
+      assert.equal(p.highWatermark, 10, 'still bounded by 3, which the store may hold')
+      p.updateFollowerFetchState(3, 12) // the next fetch sends the same write again
+      assert.equal(ctx.proposals.length, 2)
+      assert.deepEqual(ctx.proposals[1].proposal, ctx.proposals[0].proposal)
+      assert.equal(p.highWatermark, 12)
+      // Refused: the first one had committed (the epoch moved). Until that state arrives
+      // here, 3 still bounds the HW.
+      ctx.proposals[1].resolve(false)
+      await tick()
+      p.updateFollowerFetchState(2, 15)
+      assert.equal(p.highWatermark, 12)
+      p.updateState(state({ isr: [1, 2, 3], partitionEpoch: 1 }))
+      p.updateFollowerFetchState(3, 15)
+      assert.equal(p.highWatermark, 15)
     })
   })
 
