@@ -264,8 +264,14 @@ export class LogCleaner {
       else this.deleteHorizons.delete(log.dir)
       return true
     } catch (err) {
-      // Shutdown, or the log was closed or deleted under the clean: nothing to report.
-      if (err instanceof CleanAborted || isStorageError(err, 'LOG_CLOSED')) return false
+      // Shutdown, the log closed, or retention deleted a segment under the clean: the
+      // next pass starts over; nothing to report.
+      if (
+        err instanceof CleanAborted ||
+        isStorageError(err, 'LOG_CLOSED') ||
+        isStorageError(err, 'OFFSET_OUT_OF_RANGE')
+      )
+        return false
       // Kafka marks the partition uncleanable; here it waits and tries again later.
       logger.error({ err, log: log.dir }, 'log cleaning failed')
       this.failedUntilMs.set(log.dir, clock.nowMs() + (this.options.failureBackoffMs ?? 60_000))
@@ -458,7 +464,6 @@ class Cleaner {
     const codec = buf.readInt16BE(at + ATTRIBUTES_OFFSET) & COMPRESSION_CODEC_MASK
     const section = buf.subarray(at + RECORD_BATCH_OVERHEAD, at + size)
     const data = codec === CompressionType.None ? section : await decompress(codec, section)
-    this.recordsRead += count
     return { data, spans: walkRecords(data, count) }
   }
 
@@ -544,6 +549,7 @@ class Cleaner {
     const hasHorizon = (attributes & DELETE_HORIZON_FLAG_MASK) !== 0
     const horizonMs = hasHorizon ? readInt64(buf, at + BASE_TIMESTAMP_OFFSET) : undefined
     const { data, spans } = await this.records(batch)
+    this.recordsRead += spans.length
     const retained: RecordSpan[] = []
     let tombstones = 0
     for (const span of spans) {
