@@ -16,10 +16,13 @@ export {
   UNDEFINED_EPOCH,
   UNDEFINED_EPOCH_OFFSET,
 } from './leader-epoch-cache.js'
+export type { CleanableRange, CleanOptions, CleanStats, LogCleanerOptions } from './log-cleaner.js'
+export { cleanableRange, cleanLog, LogCleaner } from './log-cleaner.js'
 export type { CleanupPolicy, LogConfig, LogConfigProperties } from './log-config.js'
 export {
   DEFAULT_LOG_CONFIG,
   fromProperties,
+  hasCompactPolicy,
   hasDeletePolicy,
   LOG_CONFIG_KEYS,
   toProperties,
@@ -27,6 +30,7 @@ export {
 export type { LogManagerOptions } from './log-manager.js'
 export {
   CLEAN_SHUTDOWN_FILE,
+  CLEANER_OFFSET_CHECKPOINT_FILE,
   HIGH_WATERMARK_CHECKPOINT_FILE,
   LOG_START_OFFSET_CHECKPOINT_FILE,
   LogManager,
