@@ -164,7 +164,7 @@ export class ProducerBatch {
   }
 
   hasRoomFor(bytes: number, batchSize: number): boolean {
-    if (this.isSealed || this.drainOrder >= 0) return false
+    if (this.isSealed || this.drainOrder >= 0 || this.settled) return false
     return this.resolves.length === 0 || this.sizeBytes + bytes <= batchSize
   }
 
