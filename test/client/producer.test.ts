@@ -67,7 +67,9 @@ test('acks 0, 1 and all all deliver; acks=0 reports offset -1', async () => {
   await withBroker(async (cluster) => {
     const bootstrap = cluster.bootstrapServers
     await createTopics(bootstrap, [{ topic: 'acks' }])
-    for (const acks of [0, 1, 'all'] as const) {
+    // acks=0 last: a broker that cannot take it yet (the partition's leadership still being
+    // set up just after creation) drops it and closes the connection, as Kafka does.
+    for (const acks of [1, 'all', 0] as const) {
       const producer = new Producer({ bootstrapServers: bootstrap, acks })
       const metas = await Promise.all(
         Array.from({ length: 10 }, (_, i) => producer.send({ topic: 'acks', value: `${acks}-${i}` })),
@@ -79,7 +81,7 @@ test('acks 0, 1 and all all deliver; acks=0 reports offset -1', async () => {
     const values = (await readAll(bootstrap, 'acks')).map((r) => text(r.value))
     assert.equal(values.length, 30)
     assert.deepEqual(
-      values.slice(0, 10),
+      values.slice(20),
       Array.from({ length: 10 }, (_, i) => `0-${i}`),
     )
   })
