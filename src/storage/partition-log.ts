@@ -797,7 +797,8 @@ export class PartitionLog {
 
   private async offsetForTimestampOnce(timestampMs: number): Promise<TimestampAndOffset | undefined> {
     const startingOffset = this.logStartOffsetValue
-    for (const segment of this.segments) {
+    // A copy: the cleaner may splice the list while this awaits (a stale segment throws and the lookup retries).
+    for (const segment of [...this.segments]) {
       if (segment.maxTimestampSoFar < timestampMs) continue
       const found = await segment.findOffsetByTimestamp(timestampMs, startingOffset)
       if (found !== undefined)

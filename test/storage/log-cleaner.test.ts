@@ -581,6 +581,9 @@ describe('log cleaner', () => {
           }
           reads++
           offset = data.nextOffset
+          // ListOffsets by time walks the segments too.
+          assert.ok((await log.offsetForTimestamp(T0)) !== undefined)
+          assert.ok((await log.latestTimestamp()) !== undefined)
           await new Promise((resolve) => setImmediate(resolve))
         }
       })()
