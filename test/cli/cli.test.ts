@@ -396,7 +396,7 @@ test('usage errors, unreachable clusters and help have their exit codes; groups 
       assert.equal(asked.code, 0, `${command} --help: ${asked.stderr}`)
       assert.match(asked.stdout, new RegExp(`tidelog ${command} options:`))
     }
-    for (const command of ['topics', 'cluster', 'groups', 'produce']) {
+    for (const command of ['topics', 'cluster', 'groups', 'produce', 'bench']) {
       for (const flag of ['--help', '-h']) {
         const asked = await tidelog([command, flag])
         assert.equal(asked.code, 0, `${command} ${flag}: ${asked.stderr}`)

@@ -24,6 +24,7 @@ import {
   EXIT_OK,
   EXIT_USAGE,
   guarded,
+  isHelp,
   out,
   parseInteger,
   printJson,
@@ -96,7 +97,7 @@ export async function benchCommand(argv: readonly string[]): Promise<number> {
   const [mode, ...rest] = argv
   return guarded(`bench ${mode ?? ''}`.trim(), async () => {
     const { values } = parseArgs({ args: rest, options: OPTIONS, strict: true })
-    if (values.help || mode === undefined || mode === 'help') {
+    if (values.help || mode === undefined || isHelp(mode)) {
       process.stdout.write(BENCH_USAGE)
       return mode === undefined ? EXIT_USAGE : EXIT_OK
     }
