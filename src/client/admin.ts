@@ -317,18 +317,28 @@ export class Admin {
     return GROUP_API_KEYS.every((key) => connection.advertises(key)) && connection.supports(ApiKey.ListGroups)
   }
 
+  /**
+   * Every group of the cluster: each broker lists only the groups it coordinates, so
+   * ListGroups goes to all of them and the answers are merged (Kafka's AdminClient does the same).
+   */
   async listGroups(): Promise<{ groupId: string; protocolType: string; state: string }[]> {
     if (!(await this.supportsGroups())) throw new GroupsNotSupportedError('ListGroups')
-    const response = await this.client.request<ListGroupsResponse>('any', ApiKey.ListGroups, () => ({
-      statesFilter: [],
-      typesFilter: [],
-    }))
-    throwIf(response.errorCode, 'list groups')
-    return response.groups.map((g) => ({
-      groupId: g.groupId,
-      protocolType: g.protocolType,
-      state: g.groupState,
-    }))
+    const { brokers } = await this.client.refreshMetadata()
+    const answers = await Promise.all(
+      [...brokers.keys()].map((nodeId) =>
+        this.client.request<ListGroupsResponse>(nodeId, ApiKey.ListGroups, () => ({
+          statesFilter: [],
+          typesFilter: [],
+        })),
+      ),
+    )
+    const groups = new Map<string, { groupId: string; protocolType: string; state: string }>()
+    for (const response of answers) {
+      throwIf(response.errorCode, 'list groups')
+      for (const g of response.groups)
+        groups.set(g.groupId, { groupId: g.groupId, protocolType: g.protocolType, state: g.groupState })
+    }
+    return [...groups.values()].sort((a, b) => a.groupId.localeCompare(b.groupId))
   }
 
   /** The broker coordinating `groupId` (FindCoordinator), retried while none is available. */

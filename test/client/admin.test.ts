@@ -6,8 +6,9 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { Admin } from '../../src/client/admin.js'
 import { Producer } from '../../src/client/producer.js'
+import { startCluster } from '../../src/server/cluster.js'
 import { startFakeBroker } from './fake-broker.js'
-import { withBroker } from './helpers.js'
+import { createTopics, withBroker } from './helpers.js'
 
 test('topics: create, list, describe, add partitions, delete; errors carry Kafka codes', async () => {
   await withBroker(async (cluster) => {
@@ -93,14 +94,32 @@ test('cluster, offsets and record deletion', async () => {
   })
 })
 
-test('groups: listGroups works where the broker serves the group APIs and says "not supported" where it does not', async () => {
-  await withBroker(async (cluster) => {
-    const admin = new Admin({ bootstrapServers: cluster.bootstrapServers })
-    // tidelog brokers gain the group coordinator with the groups issue: either answer is right.
-    if (await admin.supportsGroups()) assert.ok(Array.isArray(await admin.listGroups()))
-    else await assert.rejects(admin.listGroups(), { code: 'ERR_GROUPS_NOT_SUPPORTED' })
-    admin.close()
+test('groups: listGroups merges every broker\'s groups (3 brokers), and says "not supported" where the APIs are missing', async () => {
+  const cluster = await startCluster({
+    brokers: 3,
+    port: 0,
+    properties: { 'offsets.topic.num.partitions': 6 },
   })
+  try {
+    const admin = new Admin({ bootstrapServers: cluster.bootstrapServers })
+    await createTopics(cluster.bootstrapServers, [{ topic: 'g' }])
+    assert.deepEqual(await admin.listGroups(), [])
+    const groupIds = Array.from({ length: 8 }, (_, i) => `group-${i}`)
+    const coordinators = new Set<number>()
+    for (const groupId of groupIds) {
+      await admin.alterGroupOffsets(groupId, [{ topic: 'g', partition: 0, offset: 0 }])
+      coordinators.add(await admin.findCoordinator(groupId))
+    }
+    assert.ok(coordinators.size > 1, 'the groups have coordinators on several brokers')
+    assert.deepEqual(
+      (await admin.listGroups()).map((g) => g.groupId),
+      groupIds,
+      'every group, whichever broker coordinates it',
+    )
+    admin.close()
+  } finally {
+    await cluster.stop()
+  }
   const fake = await startFakeBroker()
   try {
     const admin = new Admin({ bootstrapServers: fake.bootstrap })
