@@ -15,7 +15,13 @@ import type { BrokerRegistration, ClusterImage } from '../metadata/cluster-image
 import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { Controller } from '../metadata/controller.js'
 import type { EmbeddedStore } from '../metadata/store/embedded-store.js'
-import type { Leadership, Lease, MetadataStore, Watch } from '../metadata/store/metadata-store.js'
+import {
+  type Leadership,
+  type Lease,
+  type MetadataStore,
+  MetadataStoreError,
+  type Watch,
+} from '../metadata/store/metadata-store.js'
 import { logConfigFor, resolveTopicConfig } from '../metadata/topic-config.js'
 import { FrameDecoder } from '../protocol/frame-decoder.js'
 import { apis } from '../protocol/generated/index.js'
@@ -46,6 +52,8 @@ export interface SimBrokerSettings {
   readonly storeLatencyMaxMs: number
   /** With store latency: the process learns its lease ended one trip after the store ended it. */
   readonly leaseLossLearnedLate?: boolean
+  /** Store calls not answered within this many ms fail, as the etcd store's deadline (0: none). */
+  readonly storeCallTimeoutMs?: number
   /** Mutation check: the ISR write skips its compare-and-set on leader and epochs. */
   readonly mutateIsrWithoutCas?: boolean
   /** Mutation check: the controller may elect outside the ISR whatever the topic says. */
@@ -75,6 +83,8 @@ class ProcessStore implements MetadataStore {
     private readonly latencyMs: () => number,
     private readonly stallRandom: (min: number, max: number) => number,
     private readonly leaseLossLearnedLate: boolean,
+    /** Calls not answered within this fail (0: they wait for ever). */
+    private readonly callTimeoutMs: number,
   ) {}
 
   /**
@@ -98,13 +108,24 @@ class ProcessStore implements MetadataStore {
     this.scheduler.schedule(at - now, run)
   }
 
-  private gate<T>(op: () => Promise<T>): Promise<T> {
+  private gate<T>(op: () => Promise<T>, deadline = true): Promise<T> {
     if (!this.isAlive()) return new Promise<T>(() => undefined)
     return new Promise<T>((resolve, reject) => {
+      let settled = false
+      const settle = (done: () => void): void => {
+        if (settled || !this.isAlive()) return
+        settled = true
+        done()
+      }
+      // A deadline as the etcd store has: the caller gives up, the request may still apply.
+      if (deadline && this.callTimeoutMs > 0)
+        this.scheduler.schedule(this.callTimeoutMs, () =>
+          settle(() => reject(new MetadataStoreError('STORE_UNAVAILABLE', 'store call timed out'))),
+        )
       this.travel('request', () => {
         op().then(
-          (value) => this.travel('answer', () => this.isAlive() && resolve(value)),
-          (error: unknown) => this.travel('answer', () => this.isAlive() && reject(error)),
+          (value) => this.travel('answer', () => settle(() => resolve(value))),
+          (error: unknown) => this.travel('answer', () => settle(() => reject(error))),
         )
       })
     })
@@ -150,7 +171,8 @@ class ProcessStore implements MetadataStore {
     })
   }
   campaign(election: string, candidate: string, lease: Lease): Promise<Leadership> {
-    return this.gate(() => this.store.campaign(election, candidate, lease))
+    // Waits until elected: no deadline.
+    return this.gate(() => this.store.campaign(election, candidate, lease), false)
   }
   leader(election: string) {
     return this.gate(() => this.store.leader(election))
@@ -195,6 +217,7 @@ export class SimBroker {
       () => random.int(0, settings.storeLatencyMaxMs),
       (min, max) => random.int(min, max),
       settings.leaseLossLearnedLate === true,
+      settings.storeCallTimeoutMs ?? 0,
     )
     this.config = brokerConfigFromProperties(
       new Map([
@@ -352,7 +375,7 @@ export class SimBroker {
   private async alterIsr(proposal: IsrProposal): Promise<boolean> {
     let committed = false
     let stale = false
-    await this.metadata.update((image) => {
+    const written = this.metadata.update((image) => {
       committed = false
       stale = false
       const topic = image.topics.get(proposal.topic)
@@ -368,6 +391,10 @@ export class SimBroker {
       const partitions = [...topic.partitions]
       partitions[proposal.partition] = { ...state, isr: [...proposal.isr] }
       return { ...image, topics: new Map(image.topics).set(topic.name, { ...topic, partitions }) }
+    })
+    await written.catch((error: unknown) => {
+      this.logger.info({ ...proposal, err: String(error) }, 'ISR write failed without an answer')
+      throw error
     })
     if (committed && stale)
       this.logger.warn({ ...proposal }, 'MUTATION: stale ISR proposal written without compare-and-set')

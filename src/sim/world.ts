@@ -74,6 +74,8 @@ export const TOPIC = 'sim'
 /** Store stalls (`storeStalls`): how long the link stalls, and the range of one trip then. */
 const STALL_MS = [3000, 5000] as const
 const STALL_TRIP_MS = [2000, 4000] as const
+/** With stalls, store calls time out as the etcd store's do (its default deadline). */
+const STORE_CALL_TIMEOUT_MS = 3000
 const LIVENESS_MS_MAX = 60_000
 const SESSION_TIMEOUT_MS = 3000
 const PRODUCE_TIMEOUT_MS = 3000
@@ -314,6 +316,7 @@ export class World {
         properties: new Map([['broker.session.timeout.ms', String(SESSION_TIMEOUT_MS)]]),
         storeLatencyMaxMs: this.storeLatencyMaxMs,
         leaseLossLearnedLate: this.options.storeStalls === true,
+        storeCallTimeoutMs: this.options.storeStalls === true ? STORE_CALL_TIMEOUT_MS : 0,
         mutateUncleanElection: this.options.mutation === 'unclean-election',
         mutateIsrWithoutCas: this.options.mutation === 'isr-without-cas',
         mutateTruncateToHighWatermark: this.options.mutation === 'hw-truncation',
