@@ -153,6 +153,7 @@ export class Broker implements BrokerServices {
         (config.values.get('log.cleaner.enable') as boolean) &&
         config.values.get('log.cleaner.threads') !== 0,
       cleanerBackoffMs: config.values.get('log.cleaner.backoff.ms') as number,
+      producerIdExpirationMs: config.values.get('producer.id.expiration.ms') as number,
       cleanerOffsetMapMaxEntries: Math.max(
         1,
         Math.floor((config.values.get('log.cleaner.dedupe.buffer.size') as number) / 24),

@@ -62,6 +62,8 @@ const WRITE_CHUNK_BYTES = 1 << 20
  * 24 bytes an entry). A dirty section with more keys is cleaned in several passes.
  */
 export const DEFAULT_OFFSET_MAP_MAX_ENTRIES = 4_000_000
+/** Kafka's producer.id.expiration.ms default. */
+const DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 const INT32_MAX = 0x7fffffff
 
 export interface CleanOptions {
@@ -72,6 +74,11 @@ export interface CleanOptions {
   /** Clean even below min.cleanable.dirty.ratio (tests, max.compaction.lag.ms, tombstone horizons). */
   readonly force?: boolean
   readonly offsetMapMaxEntries?: number
+  /**
+   * producer.id.expiration.ms: a producer's last batch is kept (empty if need be) until the
+   * producer expires, as producer state forgets it then. Default a day.
+   */
+  readonly producerIdExpirationMs?: number
   /** Checked between slices: true stops the clean and discards what it wrote. */
   readonly aborted?: () => boolean
 }
@@ -158,6 +165,8 @@ export interface LogCleanerOptions {
   /** The cleanable end offset of a log; default its high watermark. */
   readonly cleanableEndOffset?: (log: PartitionLog) => Offset
   readonly offsetMapMaxEntries?: number
+  /** producer.id.expiration.ms (see CleanOptions). */
+  readonly producerIdExpirationMs?: number
   /** After a failed clean, a log waits this long before the next try. */
   readonly failureBackoffMs?: number
   /** True once the owner shuts down: a clean in progress stops between slices. */
@@ -255,6 +264,7 @@ export class LogCleaner {
         cleanableEndOffset: this.cleanableEnd(log),
         force: true,
         offsetMapMaxEntries: this.options.offsetMapMaxEntries,
+        producerIdExpirationMs: this.options.producerIdExpirationMs,
         aborted: this.options.aborted,
       })
       if (!stats.cleaned) return false
@@ -289,8 +299,8 @@ export class CleanAborted extends Error {
 /** What the map pass learns: keys' last offsets and each producer's last batch. */
 interface CleanerMaps {
   readonly offsets: Map<string, number>
-  /** producer id (decimal string) -> last offset of its last batch in the cleaned range. */
-  readonly producerLastOffsets: Map<string, number>
+  /** producer id (decimal string) -> its last batch in the cleaned range. */
+  readonly producerLastBatches: Map<string, { lastOffset: number; maxTimestamp: number }>
   /** Offset after the last segment the map covers: the end of this clean. */
   readonly endOffset: Offset
 }
@@ -324,7 +334,12 @@ export async function cleanLog(
   if (range === undefined) return notCleaned
   const dirtyDue = range.dirtyBytes > 0 && range.dirtyRatio >= log.config.minCleanableDirtyRatio
   if (options.force !== true && !range.compactionLagDue && !dirtyDue) return notCleaned
-  const cleaner = new Cleaner(log, nowMs, options.aborted ?? (() => false))
+  const cleaner = new Cleaner(
+    log,
+    nowMs,
+    options.aborted ?? (() => false),
+    options.producerIdExpirationMs ?? DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+  )
   const maps = await cleaner.buildMaps(range, options.offsetMapMaxEntries ?? DEFAULT_OFFSET_MAP_MAX_ENTRIES)
   const segmentsBefore = log.numberOfSegments
   const swapped = await cleaner.rewrite(maps)
@@ -418,6 +433,7 @@ class Cleaner {
     private readonly log: PartitionLog,
     private readonly nowMs: number,
     private readonly aborted: () => boolean,
+    private readonly producerIdExpirationMs: number,
   ) {
     this.config = log.config
   }
@@ -426,7 +442,7 @@ class Cleaner {
 
   async buildMaps(range: CleanableRange, maxEntries: number): Promise<CleanerMaps> {
     const offsets = new Map<string, number>()
-    const producerLastOffsets = new Map<string, number>()
+    const producerLastBatches = new Map<string, { lastOffset: number; maxTimestamp: number }>()
     let endOffset = range.firstDirtyOffset
     const segments = [...this.log.segmentList]
     for (let i = 0; i < segments.length - 1; i++) {
@@ -442,7 +458,10 @@ class Cleaner {
         if ((attributes & CONTROL_FLAG_MASK) !== 0) continue
         const lastOffset = batchBaseOffset(batch) + batch.buf.readInt32BE(batch.at + LAST_OFFSET_DELTA_OFFSET)
         const producerId = batch.buf.readBigInt64BE(batch.at + PRODUCER_ID_OFFSET)
-        if (producerId >= 0n) producerLastOffsets.set(producerId.toString(), lastOffset)
+        if (producerId >= 0n) {
+          const maxTimestamp = readInt64(batch.buf, batch.at + MAX_TIMESTAMP_OFFSET)
+          producerLastBatches.set(producerId.toString(), { lastOffset, maxTimestamp })
+        }
         if (!dirty) continue
         const baseOffset = batchBaseOffset(batch)
         const { data, spans } = await this.records(batch)
@@ -453,7 +472,7 @@ class Cleaner {
       }
       if (dirty) endOffset = next
     }
-    return { offsets, producerLastOffsets, endOffset }
+    return { offsets, producerLastBatches, endOffset }
   }
 
   /** The records of a batch as spans over its uncompressed records section. */
@@ -544,8 +563,11 @@ class Cleaner {
     const baseOffset = batchBaseOffset(batch)
     const lastOffset = baseOffset + buf.readInt32BE(at + LAST_OFFSET_DELTA_OFFSET)
     const producerId = buf.readBigInt64BE(at + PRODUCER_ID_OFFSET)
+    const producersLast = producerId >= 0n ? maps.producerLastBatches.get(producerId.toString()) : undefined
+    // Kept while producer state would still hold the producer (it expires as Kafka's does).
     const isProducersLast =
-      producerId >= 0n && maps.producerLastOffsets.get(producerId.toString()) === lastOffset
+      producersLast?.lastOffset === lastOffset &&
+      this.nowMs - producersLast.maxTimestamp < this.producerIdExpirationMs
     const hasHorizon = (attributes & DELETE_HORIZON_FLAG_MASK) !== 0
     const horizonMs = hasHorizon ? readInt64(buf, at + BASE_TIMESTAMP_OFFSET) : undefined
     const { data, spans } = await this.records(batch)

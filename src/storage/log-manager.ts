@@ -65,6 +65,8 @@ export interface LogManagerOptions {
   readonly cleanerBackoffMs?: number
   /** Offset map size of the cleaner in keys (from log.cleaner.dedupe.buffer.size). */
   readonly cleanerOffsetMapMaxEntries?: number
+  /** producer.id.expiration.ms: the cleaner keeps a producer's last batch until then. */
+  readonly producerIdExpirationMs?: number
   /** The offset below which a log may be cleaned; default its high watermark (set by replication). */
   readonly cleanableEndOffset?: (log: PartitionLog) => number
 }
@@ -110,6 +112,7 @@ export class LogManager {
       logger: logger.child({ component: 'log-cleaner' }),
       cleanableEndOffset: options.cleanableEndOffset,
       offsetMapMaxEntries: options.cleanerOffsetMapMaxEntries,
+      producerIdExpirationMs: options.producerIdExpirationMs,
       aborted: () => this.shutDown,
     })
   }

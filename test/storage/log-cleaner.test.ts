@@ -374,6 +374,14 @@ describe('log cleaner', () => {
         [[4, 1, 0]],
         "only producer 8's last batch stays",
       )
+      // Once the producers expire (producer.id.expiration.ms), their empty batches go too.
+      clock.advance(2 * 86_400_000)
+      assert.ok((await cleanNow(log, clock, { firstDirtyOffset: stats.endOffset })).cleaned)
+      const left = (await readAll(log)).map((b) => readBatchHeader(b.bytes))
+      assert.deepEqual(
+        left.filter((b) => b.producerId >= 0n),
+        [],
+      )
       await log.close()
     })
   })
