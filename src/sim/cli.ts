@@ -18,6 +18,7 @@ async function main(): Promise<number> {
   const storeLatencyMaxMs = Number(arg('store-latency') ?? 0)
   const storeStalls = process.argv.includes('--store-stalls')
   const idempotentProducers = process.argv.includes('--idempotent')
+  const consumers = process.argv.includes('--consumers')
   const printTrace = process.argv.includes('--trace')
   const seeds: number[] = []
   if (arg('seed') !== undefined) seeds.push(Number(arg('seed')))
@@ -37,6 +38,7 @@ async function main(): Promise<number> {
       storeLatencyMaxMs,
       storeStalls,
       idempotentProducers,
+      consumers,
     })
     const wallMs = Math.round(performance.now() - started)
     const s = result.stats
@@ -48,7 +50,7 @@ async function main(): Promise<number> {
       console.log(result.trace.join('\n'))
       if (!result.ok)
         console.log(
-          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${idempotentProducers ? ' --idempotent' : ''}`,
+          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}`,
         )
     }
   }

@@ -6,6 +6,7 @@ import { assert, InvariantError } from '../common/assert.js'
 import { checkPartitionState } from '../metadata/cluster-image.js'
 import { decodeRecordBatchSync, iterateBatches } from '../protocol/record-batch.js'
 import type { Partition } from '../replication/partition.js'
+import { wholeBatches } from './consumer.js'
 import type { SimBroker } from './sim-broker.js'
 import { TOPIC, Violation, type World } from './world.js'
 
@@ -35,6 +36,9 @@ export class Invariants {
   /** Per broker incarnation and partition: offsets below this were compared already. */
   private readonly checkedUpTo = new Map<string, number>()
   private readonly acked: Acked[] = []
+  /** Per partition: batches a consumer received before the agreement check saw them committed. */
+  private readonly consumedPending = new Map<number, Map<number, { bytes: Buffer; from: number }>>()
+  consumedBatches = 0
 
   constructor(private readonly world: World) {}
 
@@ -183,7 +187,10 @@ export class Invariants {
             throw new Violation(
               `replicas disagree below the high watermark: p${partition.partition} offset ${base} on broker ${broker.nodeId} (hw ${hw}) differs from the batch seen there before`,
             )
-          if (!seen) committed.set(base, Buffer.from(bytes))
+          if (!seen) {
+            committed.set(base, Buffer.from(bytes))
+            this.matchConsumed(partition.partition, base, bytes)
+          }
           if (header.producerId !== -1n) this.checkNoDuplicate(partition.partition, header, base, broker)
           next = Math.max(next, last + 1)
         }
@@ -192,6 +199,74 @@ export class Invariants {
       from = next
     }
     this.checkedUpTo.set(key, from)
+  }
+
+  /**
+   * A consumer received `batch` from broker `from`, expecting it at `position`: batches come
+   * whole and contiguous, and each equals (bytes) the batch committed at its offset (if the
+   * agreement check has not seen that offset committed yet, when it does).
+   */
+  onConsumed(
+    partition: number,
+    position: number,
+    batch: { base: number; last: number; bytes: Buffer },
+    from: number,
+  ): void {
+    this.consumedBatches++
+    if (batch.base !== position)
+      throw new Violation(
+        `consumer of p${partition} at offset ${position} received a batch at ${batch.base}..${batch.last} from broker ${from}`,
+      )
+    const committed = this.committed.get(partition)?.get(batch.base)
+    if (committed) {
+      if (!committed.equals(batch.bytes))
+        throw new Violation(
+          `consumer of p${partition} received a batch at offset ${batch.base} from broker ${from} that differs from the one committed there`,
+        )
+      return
+    }
+    let pending = this.consumedPending.get(partition)
+    if (!pending) {
+      pending = new Map()
+      this.consumedPending.set(partition, pending)
+    }
+    pending.set(batch.base, { bytes: Buffer.from(batch.bytes), from })
+  }
+
+  private matchConsumed(partition: number, base: number, bytes: Buffer): void {
+    const pending = this.consumedPending.get(partition)
+    const consumed = pending?.get(base)
+    if (!pending || !consumed) return
+    pending.delete(base)
+    if (!consumed.bytes.equals(bytes))
+      throw new Violation(
+        `consumer of p${partition} received a batch at offset ${base} from broker ${consumed.from} that differs from the one committed there`,
+      )
+  }
+
+  /**
+   * A broker answers a consumer's fetch: no batch in it may reach the broker's high watermark
+   * at the time of the answer (read_uncommitted reads committed data only).
+   */
+  onConsumerAnswer(broker: SimBroker, partition: number, records: Buffer): void {
+    const hosted = broker.replicaManager.getPartition(TOPIC, partition)
+    const hw = hosted?.highWatermark ?? -1
+    for (const batch of wholeBatches(records)) {
+      if (batch.last >= hw)
+        throw new Violation(
+          `broker ${broker.nodeId} answered a consumer of p${partition} with offsets ${batch.base}..${batch.last}, at or above its high watermark ${hw}${hosted?.isLeader === true ? '' : ' (not leading)'}`,
+        )
+    }
+  }
+
+  /** At the end: every batch a consumer received was seen committed at its offset. */
+  checkConsumedCommitted(): void {
+    for (const [partition, pending] of this.consumedPending) {
+      for (const [base, consumed] of pending)
+        throw new Violation(
+          `consumer of p${partition} received a batch at offset ${base} from broker ${consumed.from} that was never seen committed`,
+        )
+    }
   }
 
   /** An idempotent producer's batch is committed at one offset only (no duplicate from a retry). */

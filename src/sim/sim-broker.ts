@@ -60,9 +60,22 @@ export interface SimBrokerSettings {
   readonly mutateUncleanElection?: boolean
   /** Mutation check: followers truncate to their high watermark instead of using leader epochs. */
   readonly mutateTruncateToHighWatermark?: boolean
+  /**
+   * Called with every Fetch answer to a consumer as it leaves the handler: replicaId < 0, or
+   * 99 (the `consumer-reads-log-end` mutation: a consumer posing as a replica reads past the
+   * high watermark).
+   */
+  readonly onConsumerAnswer?: (broker: SimBroker, partition: number, records: unknown) => void
 }
 
 const handlers = new HandlerRegistry(allHandlers)
+
+/** The replica id a consumer sends under the `consumer-reads-log-end` mutation. */
+export const MUTATED_CONSUMER_REPLICA_ID = 99
+
+function isConsumer(replicaId: number): boolean {
+  return replicaId < 0 || replicaId === MUTATED_CONSUMER_REPLICA_ID
+}
 
 /** A store seen from one process: a dead process's calls never settle and its watches go quiet. */
 class ProcessStore implements MetadataStore {
@@ -479,6 +492,20 @@ export class SimBroker {
       const slot: { done: boolean; chunks: Buffer[] | null } = { done: false, chunks: null }
       queue.push(slot)
       const respond = (response: unknown): void => {
+        const onConsumerAnswer = this.settings.onConsumerAnswer
+        if (
+          apiKey === 1 &&
+          response !== null &&
+          onConsumerAnswer &&
+          isConsumer((request as { replicaId: number }).replicaId)
+        ) {
+          const fetched = response as {
+            responses: { partitions: { partitionIndex: number; errorCode: number; records: unknown }[] }[]
+          }
+          for (const topic of fetched.responses)
+            for (const p of topic.partitions)
+              if (p.errorCode === 0) onConsumerAnswer(this, p.partitionIndex, p.records)
+        }
         if (response !== null) {
           const writer = new Writer(512)
           writer.writeInt32(0)

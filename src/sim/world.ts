@@ -14,6 +14,7 @@ import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { encodeRecordBatchSync } from '../protocol/record-batch.js'
 import { toErrorCode } from '../replication/kafka-error.js'
+import { recordsBytes, SimConsumer } from './consumer.js'
 import { SimDisk } from './disk.js'
 import { Invariants } from './invariants.js'
 import { SimNetwork } from './network.js'
@@ -21,7 +22,13 @@ import { SimRandom } from './random.js'
 import { drainMicrotasks, SimScheduler } from './scheduler.js'
 import { SimBroker } from './sim-broker.js'
 
-export type Mutation = 'none' | 'unclean-election' | 'isr-without-cas' | 'hw-truncation'
+export type Mutation =
+  | 'none'
+  | 'unclean-election'
+  | 'isr-without-cas'
+  | 'hw-truncation'
+  /** With `consumers`: they fetch as a replica (id 99), so the handler reads up to the log end. */
+  | 'consumer-reads-log-end'
 
 export interface SimOptions {
   readonly seed: number
@@ -49,6 +56,13 @@ export interface SimOptions {
    * OUT_OF_ORDER_SEQUENCE_NUMBER): no batch of it may be committed twice. Off by default.
    */
   readonly idempotentProducers?: boolean
+  /**
+   * Adds one consumer per partition (consumer.ts): Fetch over the simulated network to the
+   * leader its metadata names, read_uncommitted; it must receive committed batches only, each
+   * equal to the batch committed at its offset, and catch up with the log after healing.
+   * Off by default.
+   */
+  readonly consumers?: boolean
   /** Keep the broker logs in the trace (debug aid; the trace gets long). */
   readonly verbose?: boolean
 }
@@ -115,6 +129,9 @@ export class World {
     partitions: 0,
   }
   private faultsOn = true
+  readonly consumers: SimConsumer[] = []
+  /** A violation seen inside a callback (a consumer's answer): thrown after the event. */
+  private callbackViolation: Violation | null = null
   private producing = true
   private nextValue = 0
   /** Brokers crashed or cut off: at most one at a time (the single failure the design claims to survive). */
@@ -193,7 +210,27 @@ export class World {
     return value as T
   }
 
+  /** Runs an invariant check from inside a callback: its violation ends the run after the event. */
+  private checkInCallback(check: () => void): void {
+    try {
+      check()
+    } catch (error) {
+      if (!(error instanceof Violation)) throw error
+      this.callbackViolation ??= error
+    }
+  }
+
+  onConsumed(
+    partition: number,
+    position: number,
+    batch: { base: number; last: number; bytes: Buffer },
+    from: number,
+  ): void {
+    this.checkInCallback(() => this.invariants.onConsumed(partition, position, batch, from))
+  }
+
   private afterEvent(): void {
+    if (this.callbackViolation) throw this.callbackViolation
     for (const broker of this.brokers.values()) {
       if (broker.fatalErrors.length > 0) {
         const error = broker.fatalErrors[0] as Error
@@ -320,6 +357,14 @@ export class World {
         mutateUncleanElection: this.options.mutation === 'unclean-election',
         mutateIsrWithoutCas: this.options.mutation === 'isr-without-cas',
         mutateTruncateToHighWatermark: this.options.mutation === 'hw-truncation',
+        ...(this.options.consumers === true
+          ? {
+              onConsumerAnswer: (from: SimBroker, partition: number, records: unknown) =>
+                this.checkInCallback(() =>
+                  this.invariants.onConsumerAnswer(from, partition, recordsBytes(records)),
+                ),
+            }
+          : {}),
       },
     )
     this.brokers.set(id, broker)
@@ -557,6 +602,16 @@ export class World {
       this.scheduler.schedule(this.workloadRandom.int(5, 60), next)
     }
     this.scheduler.schedule(10, next)
+    if (this.options.consumers === true) {
+      // Their own random stream: the other choices of a seed stay as they were (the network's
+      // delays are drawn for their traffic too, so the traces differ all the same).
+      const random = new SimRandom(this.options.seed ^ 0xc0de)
+      for (let partition = 0; partition < this.partitionCount; partition++) {
+        const consumer = new SimConsumer(this, partition, random.fork())
+        this.consumers.push(consumer)
+        consumer.start()
+      }
+    }
     if (this.options.idempotentProducers === true) {
       for (let partition = 0; partition < this.partitionCount; partition++)
         this.startIdempotentProducer(partition)
@@ -708,6 +763,30 @@ export class World {
     }
     this.log(`converged after ${this.scheduler.now - start} ms`)
     await this.invariants.checkAckedSurvived()
+    if (this.consumers.length > 0) await this.consumersCatchUp(start)
+  }
+
+  /** After convergence every consumer reaches its partition's log end (all committed by then). */
+  private async consumersCatchUp(start: number): Promise<void> {
+    for (;;) {
+      const behind = this.consumers.filter((c) => {
+        const image = this.truth?.image().topics.get(TOPIC)?.partitions[c.partition]
+        const leader = image ? this.brokers.get(image.leader) : undefined
+        const hw = leader?.replicaManager.getPartition(TOPIC, c.partition)?.highWatermark ?? -1
+        return c.position !== hw
+      })
+      if (behind.length === 0) break
+      if (this.scheduler.now - start > LIVENESS_MS_MAX)
+        throw new Violation(
+          `liveness: consumers behind ${LIVENESS_MS_MAX} ms after healing: ${behind.map((c) => `p${c.partition} at ${c.position}`).join(', ')}`,
+        )
+      await this.runFor(200)
+    }
+    for (const consumer of this.consumers) consumer.stop()
+    this.invariants.checkConsumedCommitted()
+    this.log(
+      `consumers caught up: ${this.consumers.map((c) => `p${c.partition} at ${c.position} (${c.fetches} fetches, ${c.errors} errors)`).join(', ')}; ${this.invariants.consumedBatches} batches checked`,
+    )
   }
 }
 

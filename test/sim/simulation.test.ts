@@ -88,6 +88,23 @@ describe('deterministic simulation', () => {
     })
   }
 
+  for (const seed of [1, 2, 3, 4]) {
+    it(`consumers, seed ${seed}: a consumer receives committed batches only, as committed, across leader changes`, async () => {
+      const result = await runSimulation({ seed, consumers: true })
+      assert.ok(result.ok, explain(result, ' --consumers'))
+    })
+  }
+
+  it('mutation check: with consumers reading up to the log end the simulator finds a violating seed', async () => {
+    let found: SimResult | null = null
+    for (let seed = 1; seed <= 10 && found === null; seed++) {
+      const result = await runSimulation({ seed, consumers: true, mutation: 'consumer-reads-log-end' })
+      if (!result.ok) found = result
+    }
+    assert.ok(found, 'no seed in 1..10 caught a consumer reading past the high watermark')
+    assert.match(found.violation ?? '', /consumer/)
+  })
+
   it('mutation check: with the ISR written without compare-and-set the simulator finds a violating seed (store stalls)', async () => {
     // A leader whose store link stalls loses its leadership (session expiry or a preferred
     // election) without knowing; its ISR proposals land on the newer leadership's state.
