@@ -34,7 +34,9 @@ export function run(
     const child = execFile(
       command,
       [...args],
-      { timeout: options.timeoutMs ?? 30000, maxBuffer: 64 * 1024 * 1024 },
+      // SIGKILL: a client stuck in a busy loop (kcat once spun on a malformed batch) may not
+      // heed SIGTERM, and would outlive the test.
+      { timeout: options.timeoutMs ?? 30000, maxBuffer: 64 * 1024 * 1024, killSignal: 'SIGKILL' },
       (error, stdout, stderr) => {
         const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0
         resolve({ code, stdout: String(stdout), stderr: String(stderr) })
