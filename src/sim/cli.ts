@@ -19,6 +19,8 @@ async function main(): Promise<number> {
   const storeStalls = process.argv.includes('--store-stalls')
   const idempotentProducers = process.argv.includes('--idempotent')
   const consumers = process.argv.includes('--consumers')
+  const brokers = arg('brokers') !== undefined ? Number(arg('brokers')) : undefined
+  if (brokers !== undefined && !(brokers >= 3 && brokers <= 5)) throw new Error('--brokers must be 3..5')
   const printTrace = process.argv.includes('--trace')
   const seeds: number[] = []
   if (arg('seed') !== undefined) seeds.push(Number(arg('seed')))
@@ -39,6 +41,7 @@ async function main(): Promise<number> {
       storeStalls,
       idempotentProducers,
       consumers,
+      ...(brokers !== undefined ? { brokers } : {}),
     })
     const wallMs = Math.round(performance.now() - started)
     const s = result.stats
@@ -50,7 +53,7 @@ async function main(): Promise<number> {
       console.log(result.trace.join('\n'))
       if (!result.ok)
         console.log(
-          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}`,
+          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}${brokers !== undefined ? ` --brokers ${brokers}` : ''}`,
         )
     }
   }

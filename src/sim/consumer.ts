@@ -53,6 +53,8 @@ export class SimConsumer {
   position = 0
   fetches = 0
   errors = 0
+  /** Error code → how many answers carried it (the run's final line). */
+  readonly errorCodes = new Map<number, number>()
   private client: BrokerClient | null = null
   private clientOf = -1
   private stopped = false
@@ -178,6 +180,7 @@ export class SimConsumer {
     const code = data?.errorCode ?? response.errorCode
     if (!data || code !== ErrorCode.NONE) {
       this.errors++
+      this.errorCodes.set(code, (this.errorCodes.get(code) ?? 0) + 1)
       if (code !== ErrorCode.NOT_LEADER_OR_FOLLOWER && code !== ErrorCode.FENCED_LEADER_EPOCH)
         this.world.log(`consumer p${this.partition}: error ${code} from broker ${leaderId} at ${fetchOffset}`)
       this.later(this.random.int(50, 150))

@@ -314,7 +314,8 @@ export class Invariants {
           : 'none'
         return `p${state.partition} ISR ${state.isr.join(',')} (leader ${state.leader} sees ISR ${lp.isr.join(',')} at partition epoch ${lp.partitionEpoch}, store image at ${state.partitionEpoch}, pending ISR ${inFlight})`
       }
-      for (const b of brokers) {
+      // The partition's replicas (with more brokers than the replication factor, not all).
+      for (const b of brokers.filter((broker) => state.replicas.includes(broker.nodeId))) {
         const rp = b.replicaManager.getPartition(TOPIC, state.partition)
         if (!rp) return `broker ${b.nodeId} does not host p${state.partition}`
         if (rp.log.logEndOffset !== lp.log.logEndOffset || rp.highWatermark !== lp.log.logEndOffset)

@@ -147,7 +147,8 @@ export class World {
     this.network = new SimNetwork(this.scheduler, this.random.fork())
     const brokerCount = options.brokers ?? 3
     this.brokerIds = Array.from({ length: brokerCount }, (_, i) => i + 1)
-    this.partitionCount = options.partitions ?? 2
+    // More brokers than the replication factor: 4 partitions spread the replicas and leaders.
+    this.partitionCount = options.partitions ?? (brokerCount > 3 ? 4 : 2)
     const latency = options.storeLatencyMaxMs ?? 0
     this.storeLatencyMaxMs = latency > 0 ? latency : options.storeStalls === true ? 20 : 0
     this.invariants = new Invariants(this)
@@ -297,7 +298,7 @@ export class World {
 
   private async setup(): Promise<void> {
     this.log(
-      `seed ${this.options.seed} mutation ${this.options.mutation ?? 'none'} store latency 0-${this.storeLatencyMaxMs} ms${this.options.storeStalls === true ? ', store stalls' : ''}`,
+      `seed ${this.options.seed}${this.brokerIds.length !== 3 ? ` brokers ${this.brokerIds.length}` : ''} mutation ${this.options.mutation ?? 'none'} store latency 0-${this.storeLatencyMaxMs} ms${this.options.storeStalls === true ? ', store stalls' : ''}`,
     )
     this.store = await EmbeddedStore.open({ clock: this.scheduler })
     for (const id of this.brokerIds) await this.until(this.startBroker(id))
@@ -326,7 +327,10 @@ export class World {
         return { ...image, topics: new Map(image.topics).set(TOPIC, topic) }
       }),
     )
-    this.log(`topic ${TOPIC} created: ${this.partitionCount} partitions, RF 3, min.insync.replicas 2`)
+    const placed = first.metadata.image().topics.get(TOPIC)?.partitions ?? []
+    this.log(
+      `topic ${TOPIC} created: ${this.partitionCount} partitions, RF 3, min.insync.replicas 2; replicas ${placed.map((p) => `p${p.partition} ${p.replicas.join(',')}`).join(' ')}`,
+    )
     // Opened once the cluster id exists: it reads and watches, writes nothing, draws nothing.
     this.truth = await ClusterMetadata.open(this.store, {
       clusterId: null,
@@ -785,7 +789,7 @@ export class World {
     for (const consumer of this.consumers) consumer.stop()
     this.invariants.checkConsumedCommitted()
     this.log(
-      `consumers caught up: ${this.consumers.map((c) => `p${c.partition} at ${c.position} (${c.fetches} fetches, ${c.errors} errors)`).join(', ')}; ${this.invariants.consumedBatches} batches checked`,
+      `consumers caught up: ${this.consumers.map((c) => `p${c.partition} at ${c.position} (${c.fetches} fetches, ${c.errors} errors${[...c.errorCodes].map(([code, n]) => `, code ${code}: ${n}`).join('')})`).join(', ')}; ${this.invariants.consumedBatches} batches checked`,
     )
   }
 }

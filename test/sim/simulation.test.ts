@@ -95,6 +95,13 @@ describe('deterministic simulation', () => {
     })
   }
 
+  for (const seed of [1, 2, 3]) {
+    it(`5 brokers, seed ${seed}: RF 3 placed by the controller, consumers, one impaired broker at a time`, async () => {
+      const result = await runSimulation({ seed, brokers: 5, consumers: true })
+      assert.ok(result.ok, explain(result, ' --brokers 5 --consumers'))
+    })
+  }
+
   it('mutation check: with consumers reading up to the log end the simulator finds a violating seed', async () => {
     let found: SimResult | null = null
     for (let seed = 1; seed <= 10 && found === null; seed++) {
