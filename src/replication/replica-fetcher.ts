@@ -327,12 +327,20 @@ class LeaderFetcher {
       rackId: '',
     }
     const response = await this.request<FetchResponse>(client, ApiKey.Fetch, FETCH_VERSION, request)
+    // Each partition has its own log: append them side by side (the next fetch, which
+    // reports the new log ends to the leader, goes once all of them are done), so one
+    // partition's write does not hold back another's high watermark.
+    const handled: Promise<void>[] = []
     for (const topic of response.responses) {
       for (const data of topic.partitions) {
         const followed = this.partitions.get(`${topic.topic}\u0000${data.partitionIndex}`)
-        if (followed) await this.onPartitionData(client, followed, data)
+        if (followed) handled.push(this.onPartitionData(client, followed, data))
       }
     }
+    // Every partition settles before an error is rethrown: the next fetch must not start
+    // while an append is still running.
+    const settled = await Promise.allSettled(handled)
+    for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason
     return true
   }
 

@@ -79,7 +79,11 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
             isolation: version >= 4 && request.isolationLevel === 1 ? 'read_committed' : 'read_uncommitted',
           }
     const maxBytes = version >= 3 ? request.maxBytes : Number.MAX_SAFE_INTEGER
-    let results = await readAll(context, targets, reader, maxBytes, version >= 3)
+    // A follower's fetch offsets are its log ends: record them all before reading anything,
+    // so one partition's high watermark (and the acks=all produces waiting on it) does not
+    // wait for the reads of the partitions ahead of it in this request.
+    if (reader.kind === 'follower') recordFollowerFetchStates(context, targets, reader.replicaId)
+    let results = await readAll(context, targets, reader, maxBytes, version >= 3, false)
     const gotBytes = results.reduce((sum, r) => sum + r.bytes, 0)
     const anyError = results.some((r) => r.data.errorCode !== ErrorCode.NONE)
     if (gotBytes < request.minBytes && request.maxWaitMs > 0 && !anyError && targets.length > 0) {
@@ -92,7 +96,7 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
         request.maxWaitMs,
         wakeOn,
       )
-      results = await readAll(context, targets, reader, maxBytes, version >= 3)
+      results = await readAll(context, targets, reader, maxBytes, version >= 3, true)
     }
     const shown = incremental ? results.filter((r) => hasNews(r)) : results
     for (const r of results) rememberSeen(r)
@@ -212,12 +216,36 @@ type FetchReader =
   | { readonly kind: 'consumer'; readonly isolation: IsolationLevel }
   | { readonly kind: 'follower'; readonly replicaId: number }
 
+/**
+ * Records a follower's fetch offset (its log end) on each partition it fetches that this
+ * broker leads, as readOne's checks allow: it may move the ISR and the high watermark.
+ * Partitions that fail a check are left to readOne, which answers the error.
+ */
+function recordFollowerFetchStates(
+  context: RequestContext,
+  targets: readonly FetchTarget[],
+  replicaId: number,
+): void {
+  for (const target of targets) {
+    if (target.unknownTopicId) continue
+    const partition = context.broker.replicaManager.getPartition(target.topic, target.partition)
+    if (!partition?.isLeader) continue
+    if (target.currentLeaderEpoch !== -1 && target.currentLeaderEpoch !== partition.leaderEpoch) continue
+    // One past the leader's log end is a diverged log (answered OFFSET_OUT_OF_RANGE by the
+    // read): it must not count as caught up, as Kafka only updates the state after a good read.
+    if (target.fetchOffset <= partition.log.logEndOffset)
+      partition.updateFollowerFetchState(replicaId, target.fetchOffset)
+  }
+}
+
 async function readAll(
   context: RequestContext,
   targets: readonly FetchTarget[],
   reader: FetchReader,
   maxBytes: number,
   firstBatchMayExceed: boolean,
+  /** False when recordFollowerFetchStates already recorded this request's follower offsets. */
+  updateFollowerState: boolean,
 ): Promise<ReadResult[]> {
   const results: ReadResult[] = []
   let budget = maxBytes
@@ -229,6 +257,7 @@ async function readAll(
       reader,
       Math.min(budget, target.partitionMaxBytes),
       minOneMessage,
+      updateFollowerState,
     )
     if (result.bytes > 0) minOneMessage = false
     budget = Math.max(0, budget - result.bytes)
@@ -243,6 +272,7 @@ async function readOne(
   reader: FetchReader,
   maxBytes: number,
   minOneMessage: boolean,
+  updateFollowerState: boolean,
 ): Promise<ReadResult> {
   if (target.unknownTopicId) return errorResult(target, ErrorCode.UNKNOWN_TOPIC_ID)
   try {
@@ -255,7 +285,7 @@ async function readOne(
       // The offset a follower fetches at is its log end: it may move the ISR and the HW. One
       // past the leader's log end is a diverged log (answered OFFSET_OUT_OF_RANGE below): it
       // must not count as caught up, as Kafka only updates the state after a good read.
-      if (target.fetchOffset <= partition.log.logEndOffset)
+      if (updateFollowerState && target.fetchOffset <= partition.log.logEndOffset)
         partition.updateFollowerFetchState(reader.replicaId, target.fetchOffset)
       if (readsAnything) info = await partition.readForFollower(target.fetchOffset, maxBytes)
     } else if (readsAnything) {
