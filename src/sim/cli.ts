@@ -19,6 +19,7 @@ async function main(): Promise<number> {
   const storeStalls = process.argv.includes('--store-stalls')
   const idempotentProducers = process.argv.includes('--idempotent')
   const consumers = process.argv.includes('--consumers')
+  const diskErrors = process.argv.includes('--disk-errors')
   const brokers = arg('brokers') !== undefined ? Number(arg('brokers')) : undefined
   if (brokers !== undefined && !(brokers >= 3 && brokers <= 5)) throw new Error('--brokers must be 3..5')
   const printTrace = process.argv.includes('--trace')
@@ -41,19 +42,20 @@ async function main(): Promise<number> {
       storeStalls,
       idempotentProducers,
       consumers,
+      diskErrors,
       ...(brokers !== undefined ? { brokers } : {}),
     })
     const wallMs = Math.round(performance.now() - started)
     const s = result.stats
     console.log(
-      `seed ${seed}: ${result.ok ? 'ok' : 'FAILED'} (${s.simulatedMs} ms simulated, ${s.events} events, ${wallMs} ms wall; produced ${s.produced}, acked all ${s.ackedAll} / one ${s.ackedOne}; crashes ${s.crashes}, partitions ${s.partitions}, session expiries ${s.sessionExpiries})`,
+      `seed ${seed}: ${result.ok ? 'ok' : 'FAILED'} (${s.simulatedMs} ms simulated, ${s.events} events, ${wallMs} ms wall; produced ${s.produced}, acked all ${s.ackedAll} / one ${s.ackedOne}; crashes ${s.crashes}, partitions ${s.partitions}, session expiries ${s.sessionExpiries}${s.diskErrors > 0 ? `, disk errors ${s.diskErrors}` : ''})`,
     )
     if (!result.ok || printTrace) {
       if (!result.ok) failed++
       console.log(result.trace.join('\n'))
       if (!result.ok)
         console.log(
-          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}${brokers !== undefined ? ` --brokers ${brokers}` : ''}`,
+          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}${diskErrors ? ' --disk-errors' : ''}${brokers !== undefined ? ` --brokers ${brokers}` : ''}`,
         )
     }
   }

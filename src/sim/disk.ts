@@ -34,6 +34,15 @@ export class SimDisk {
   private readonly dirs = new Set<string>(['/'])
   /** Bytes lost and torn tails kept by the last crash, for the trace. */
   lastCrash = { filesReverted: 0, bytesLost: 0, tornTails: 0 }
+  /**
+   * An armed disk error (`diskErrors`): the next write or the next fsync of any file fails
+   * with EIO, once. A failed write may have put a prefix of its bytes in the page cache (a
+   * short write that then failed); a failed fsync makes nothing durable (the page cache keeps
+   * the bytes, as the benign reading of Linux's fsync error: see README).
+   */
+  armedError: 'write' | 'sync' | null = null
+  /** Told when an armed error fires: what failed, on which file. */
+  onErrorFired: ((what: string) => void) | null = null
 
   constructor(
     private readonly random: SimRandom,
@@ -131,7 +140,21 @@ export class SimDisk {
     return this.dirs.has(path)
   }
 
+  private pathOf(file: SimFile): string {
+    for (const [path, f] of this.files) if (f === file) return path
+    return '(unlinked file)'
+  }
+
   write(file: SimFile, buffer: Buffer, position: number): number {
+    if (this.armedError === 'write') {
+      this.armedError = null
+      const written = this.random.int(0, Math.max(0, buffer.length - 1))
+      if (written > 0) this.write(file, buffer.subarray(0, written), position)
+      this.onErrorFired?.(
+        `write of ${buffer.length} bytes at ${position} to ${this.pathOf(file)} (${written} bytes reached the page cache)`,
+      )
+      throw fsError('EIO', 'simulated write error')
+    }
     const end = position + buffer.length
     if (end > file.data.length) {
       const grown = Buffer.alloc(end)
@@ -150,6 +173,11 @@ export class SimDisk {
   }
 
   sync(file: SimFile): void {
+    if (this.armedError === 'sync') {
+      this.armedError = null
+      this.onErrorFired?.(`fsync of ${this.pathOf(file)}`)
+      throw fsError('EIO', 'simulated fsync error')
+    }
     file.durable = Buffer.from(file.data)
   }
 }

@@ -162,6 +162,10 @@ export class Invariants {
   private async checkAgreement(broker: SimBroker, partition: Partition): Promise<void> {
     const key = `${broker.nodeId}.${broker.incarnation}:${partition.partition}`
     const log = partition.log
+    // A log offline after a disk error answers nothing (KAFKA_STORAGE_ERROR); its process
+    // restarts from what is in the page cache and is checked again then.
+    // (The other logs of its dir are closed: one log dir here, so all of them.)
+    if (log.isOffline || broker.logManager.offlineLogDirs.length > 0) return
     const hw = Math.min(partition.highWatermark, log.logEndOffset)
     let from = Math.max(log.logStartOffset, Math.min(this.checkedUpTo.get(key) ?? 0, log.logEndOffset))
     this.checkedUpTo.set(key, from)

@@ -38,6 +38,7 @@ import { FetchSessionCache } from '../server/fetch-session-cache.js'
 import { allHandlers } from '../server/handlers/all.js'
 import { HandlerRegistry } from '../server/handlers/registry.js'
 import type { RequestContext } from '../server/request-context.js'
+import { isStorageError } from '../storage/errors.js'
 import { LogManager } from '../storage/log-manager.js'
 import { ProcessDisk, type SimDisk } from './disk.js'
 import { type ServerEndpoint, SimNetwork } from './network.js'
@@ -307,6 +308,15 @@ export class SimBroker {
   fatalErrors: unknown[] = []
   private onFatal(error: unknown): void {
     if (!this.alive) return
+    // server/broker.ts logs a failure to apply an image and carries on unless it is an
+    // InvariantError; a storage error (a log dir offline after a disk error) is expected then.
+    if (isStorageError(error)) {
+      this.logger.error(
+        { err: String(error) },
+        'applying the metadata image failed (storage error); carrying on',
+      )
+      return
+    }
     this.fatalErrors.push(error)
     this.logger.fatal({ err: error }, 'fatal error in broker')
   }

@@ -63,6 +63,13 @@ export interface SimOptions {
    * Off by default.
    */
   readonly consumers?: boolean
+  /**
+   * Disk errors: some idle fault slots arm an EIO on one broker's next write (a prefix may
+   * reach the page cache) or next fsync. The broker reacts as server/broker.ts does; it is
+   * the one impaired broker until an operator restarts it (a later recovery slot). Off by
+   * default.
+   */
+  readonly diskErrors?: boolean
   /** Keep the broker logs in the trace (debug aid; the trace gets long). */
   readonly verbose?: boolean
 }
@@ -81,6 +88,7 @@ export interface SimResult {
     crashes: number
     sessionExpiries: number
     partitions: number
+    diskErrors: number
   }
 }
 
@@ -127,9 +135,14 @@ export class World {
     crashes: 0,
     sessionExpiries: 0,
     partitions: 0,
+    diskErrors: 0,
   }
   private faultsOn = true
   readonly consumers: SimConsumer[] = []
+  /** Disk errors' own random stream (`diskErrors`): the fault stream keeps its draws. */
+  private readonly diskErrorRandom: SimRandom
+  /** Brokers with a disk error armed or fired: an operator restarts them on recovery. */
+  private readonly diskFailed = new Set<number>()
   /** A violation seen inside a callback (a consumer's answer): thrown after the event. */
   private callbackViolation: Violation | null = null
   private producing = true
@@ -152,6 +165,7 @@ export class World {
     const latency = options.storeLatencyMaxMs ?? 0
     this.storeLatencyMaxMs = latency > 0 ? latency : options.storeStalls === true ? 20 : 0
     this.invariants = new Invariants(this)
+    this.diskErrorRandom = new SimRandom(options.seed ^ 0xd15c)
     const diskRandom = this.random.fork()
     for (const id of this.brokerIds)
       this.disks.set(id, new SimDisk(diskRandom.fork(), () => this.scheduler.nowMs()))
@@ -423,7 +437,27 @@ export class World {
       this.recover([...this.impaired][0])
     } else if (this.options.storeStalls === true && r.chance(0.5)) {
       this.storeFault()
+    } else if (
+      this.options.diskErrors === true &&
+      this.impaired.size === 0 &&
+      this.diskErrorRandom.chance(0.3)
+    ) {
+      this.armDiskError(this.diskErrorRandom.pick(up))
     }
+  }
+
+  /** The next write or fsync on `id`'s disk fails with EIO; it is the impaired broker until restarted. */
+  private armDiskError(id: number): void {
+    const kind = this.diskErrorRandom.chance(0.5) ? 'write' : 'sync'
+    const disk = this.disks.get(id)!
+    disk.armedError = kind
+    disk.onErrorFired = (what) => {
+      this.stats.diskErrors++
+      this.log(`DISK ERROR on broker ${id}: EIO on ${what}`)
+    }
+    this.impaired.add(id)
+    this.diskFailed.add(id)
+    this.log(`FAULT disk of broker ${id}: its next ${kind === 'write' ? 'write' : 'fsync'} fails with EIO`)
   }
 
   /**
@@ -566,6 +600,27 @@ export class World {
   private recover(id: number): void {
     this.impaired.delete(id)
     const broker = this.brokers.get(id)!
+    if (this.diskFailed.delete(id)) {
+      const disk = this.disks.get(id)!
+      const fired = disk.armedError === null
+      disk.armedError = null
+      if (broker.isAlive) {
+        // An operator restarts it (Kafka would have halted it): the OS stays up, page cache kept.
+        // server/broker.ts has no log-dir failure path: the broker stays registered and keeps
+        // its leaderships with its logs offline. Which it still leads, for the trace.
+        const offline = broker.logManager.offlineLogDirs.length > 0
+        const led = (this.truth?.image().topics.get(TOPIC)?.partitions ?? [])
+          .filter((state) => state.leader === id)
+          .map((state) => `p${state.partition}`)
+        this.log(
+          `HEAL disk of broker ${id}: ${fired ? 'the error fired' : 'the error never fired'}${offline ? `, log dir offline, still registered, leader of ${led.length > 0 ? led.join(',') : 'nothing'} in the store` : ''}; an operator restarts the process`,
+        )
+        broker.kill()
+        broker.suspendLeases()
+        this.restart(id)
+        return
+      }
+    }
     for (const other of this.brokerIds) {
       this.network.healLink(id, other)
       this.network.healLink(other, id)
