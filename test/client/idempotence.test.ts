@@ -575,14 +575,16 @@ describe('idempotent producer rules against a scripted broker', () => {
     const broker = await scriptedBroker({
       initErrors: [],
       produce: leader.produce,
-      produceDelayMs: (batch) => (batch.values[0] === 'a' && batch.baseSequence === 1 ? 400 : 0),
+      // The first attempt of 'a' (the second batch the leader sees) is answered late.
+      produceDelayMs: (_, n) => (n === 1 ? 1200 : 0),
     })
     const producer = scriptedProducer(broker.bootstrap, { requestTimeoutMs: 300, deliveryTimeoutMs: 1500 })
     try {
       await producer.send({ topic: 't', value: 'warm-up' })
       const a = producer.send({ topic: 't', value: 'a' })
       const aFailed = assert.rejects(a, { code: 'ERR_DELIVERY_TIMEOUT' })
-      await sleep(250)
+      // 'b' goes while 'a' is in flight, and expires 800 ms after 'a' (room for a slow machine).
+      await sleep(800)
       const b = producer.send({ topic: 't', value: 'b' })
       await aFailed
       await b
@@ -610,14 +612,16 @@ describe('idempotent producer rules against a scripted broker', () => {
       initErrors: [],
       // 'a' is never written: its answers say REQUEST_TIMED_OUT, slowly the first time.
       produce: (batch) => (batch.values[0] === 'a' ? ErrorCode.REQUEST_TIMED_OUT : leader.produce(batch)),
-      produceDelayMs: (batch) => (batch.values[0] === 'a' && batch.baseSequence === 1 ? 400 : 0),
+      // The first attempt of 'a' (the second batch the leader sees) is answered late.
+      produceDelayMs: (_, n) => (n === 1 ? 1200 : 0),
     })
     const producer = scriptedProducer(broker.bootstrap, { requestTimeoutMs: 300, deliveryTimeoutMs: 1500 })
     try {
       await producer.send({ topic: 't', value: 'warm-up' })
       const a = producer.send({ topic: 't', value: 'a' })
       const aFailed = assert.rejects(a, { code: 'ERR_DELIVERY_TIMEOUT' })
-      await sleep(250)
+      // 'b' goes while 'a' is in flight, and expires 800 ms after 'a' (room for a slow machine).
+      await sleep(800)
       const b = producer.send({ topic: 't', value: 'b' })
       await aFailed
       await b
