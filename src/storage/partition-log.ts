@@ -208,6 +208,8 @@ export class PartitionLog {
   private failure: StorageError | undefined
   private closed = false
   private closing = false
+  /** The pending close: a second caller (a delete after a stop) waits for the same one. */
+  private pendingClose: Promise<void> | undefined
   private producerStateHook: ProducerStateHook | undefined
   /** Lowest log end a truncation left since the cleaner last asked (its dirty offset must not pass it). */
   private truncatedToSinceCleaning: Offset | undefined
@@ -1055,7 +1057,8 @@ export class PartitionLog {
 
   /** Clean close: waits for queued work, fsyncs, trims the active segment's indexes. */
   close(): Promise<void> {
-    if (this.closed || this.closing) return Promise.resolve()
+    if (this.pendingClose !== undefined) return this.pendingClose
+    if (this.closed) return Promise.resolve()
     const done = this.enqueue(async () => {
       this.cancelFlushTimer()
       await this.flushUpTo(this.logEndOffsetValue)
@@ -1065,6 +1068,7 @@ export class PartitionLog {
       this.closed = true
     })
     this.closing = true
+    this.pendingClose = done
     return done
   }
 

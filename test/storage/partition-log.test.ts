@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { readdir, readFile, stat } from 'node:fs/promises'
+import { readdir, readFile, rename, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { BatchHeader, TimestampType } from '../../src/protocol/batch-header.js'
@@ -189,6 +189,35 @@ describe('PartitionLog read', () => {
         assert.ok(batch.baseOffset <= offset && offset <= batch.lastOffset, `offset ${offset}`)
       }
       await log.close()
+    })
+  })
+})
+
+describe('PartitionLog close and delete', () => {
+  it('a delete that follows a close in progress waits for it (the close still writes in the directory)', async () => {
+    await withTempDir(async (dir) => {
+      const log = await openLog(dir)
+      const written: string[] = []
+      // As the producer state does: a snapshot written and renamed into the log dir on close.
+      await log.attachProducerState({
+        load: async () => {},
+        onAppend: () => undefined,
+        onRoll: async () => {},
+        onTruncated: async () => {},
+        onSegmentsDeleted: async () => {},
+        onClose: async () => {
+          await new Promise((resolve) => setTimeout(resolve, 20))
+          await writeFile(join(log.dir, 'state.tmp'), 'x')
+          await rename(join(log.dir, 'state.tmp'), join(log.dir, 'state'))
+          written.push('state')
+        },
+      })
+      await log.append(simpleBatch(2), { assignOffsets: true })
+      const stopped = log.close()
+      await log.delete()
+      await stopped
+      assert.deepEqual(written, ['state'], 'the close finished before the directory went')
+      await assert.rejects(stat(log.dir), { code: 'ENOENT' })
     })
   })
 })
