@@ -263,6 +263,17 @@ export class Invariants {
     }
   }
 
+  /** The first record's value of every batch seen committed (for the run's statistics). */
+  committedFirstValues(): Set<string> {
+    const values = new Set<string>()
+    for (const batches of this.committed.values())
+      for (const bytes of batches.values()) {
+        const value = decodeRecordBatchSync(bytes).records[0]?.value?.toString()
+        if (value !== undefined) values.add(value)
+      }
+    return values
+  }
+
   /** At the end: every batch a consumer received was seen committed at its offset. */
   checkConsumedCommitted(): void {
     for (const [partition, pending] of this.consumedPending) {

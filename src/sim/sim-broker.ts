@@ -537,16 +537,41 @@ export class SimBroker {
       }
       try {
         const result = handler.handle(context, request)
-        if (result instanceof Promise) result.then(respond, fail)
-        else respond(result)
+        if (result instanceof Promise) {
+          // As server/connection.ts: an acks=0 produce holds the connection until it settles
+          // (its failure closes the connection; nothing behind it may be appended first).
+          if (handler.holdsConnection?.(request)) holdUntilSettled(result)
+          result.then(respond, fail)
+        } else respond(result)
       } catch (error) {
         fail(error)
       }
     }
+    let heldFrames: Buffer[] | null = null
+    const holdUntilSettled = (result: Promise<unknown>): void => {
+      heldFrames = []
+      const release = (): void => {
+        const frames = heldFrames ?? []
+        heldFrames = null
+        for (let i = 0; i < frames.length; i++) {
+          if (closed || !this.alive) return
+          if (heldFrames !== null) {
+            ;(heldFrames as Buffer[]).push(...frames.slice(i))
+            return
+          }
+          onFrame(frames[i])
+        }
+      }
+      result.then(release, release)
+    }
+    const onFrameOrHold = (frame: Buffer): void => {
+      if (heldFrames !== null) heldFrames.push(frame)
+      else onFrame(frame)
+    }
     return {
       onData: (chunk) => {
         if (closed || !this.alive) return
-        decoder.push(chunk, onFrame)
+        decoder.push(chunk, onFrameOrHold)
       },
       onClose: () => {
         closed = true

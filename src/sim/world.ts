@@ -12,7 +12,9 @@ import type { TopicImage } from '../metadata/cluster-image.js'
 import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import { ErrorCode } from '../protocol/error-codes.js'
+import { ApiKey, defaultProduceRequest } from '../protocol/generated/index.js'
 import { encodeRecordBatchSync } from '../protocol/record-batch.js'
+import { BrokerClient } from '../replication/broker-client.js'
 import { toErrorCode } from '../replication/kafka-error.js'
 import { recordsBytes, SimConsumer } from './consumer.js'
 import { SimDisk } from './disk.js'
@@ -70,6 +72,12 @@ export interface SimOptions {
    * default.
    */
   readonly diskErrors?: boolean
+  /**
+   * Half of the acks=1 writes become acks=0 produces sent over the simulated network to the
+   * real Produce handler (no answer; a failure closes the connection). No survival claim,
+   * only the invariants. Off by default.
+   */
+  readonly acksZero?: boolean
   /** Keep the broker logs in the trace (debug aid; the trace gets long). */
   readonly verbose?: boolean
 }
@@ -99,6 +107,8 @@ const STALL_TRIP_MS = [2000, 4000] as const
 /** With stalls, store calls time out as the etcd store's do (its default deadline). */
 const STORE_CALL_TIMEOUT_MS = 3000
 const LIVENESS_MS_MAX = 60_000
+/** The acks=0 producer's network id (clients are never cut off). */
+const ACKS_ZERO_NODE = 200
 const SESSION_TIMEOUT_MS = 3000
 const PRODUCE_TIMEOUT_MS = 3000
 /** Events at one simulated instant before the run is called a livelock. */
@@ -166,6 +176,7 @@ export class World {
     this.storeLatencyMaxMs = latency > 0 ? latency : options.storeStalls === true ? 20 : 0
     this.invariants = new Invariants(this)
     this.diskErrorRandom = new SimRandom(options.seed ^ 0xd15c)
+    this.acksZeroRandom = new SimRandom(options.seed ^ 0xa0)
     const diskRandom = this.random.fork()
     for (const id of this.brokerIds)
       this.disks.set(id, new SimDisk(diskRandom.fork(), () => this.scheduler.nowMs()))
@@ -787,6 +798,10 @@ export class World {
     const leader = this.brokers.get(leaderId)
     if (!leader) return
     this.stats.produced++
+    if (acks === 1 && this.options.acksZero === true && this.acksZeroRandom.chance(0.5)) {
+      this.produceAcksZero(leaderId, partition, batch, value)
+      return
+    }
     const incarnation = leader.incarnation
     this.scheduler.schedule(r.int(1, 5), () => {
       if (!leader.isAlive || leader.incarnation !== incarnation || !leader.replicaManager) return
@@ -807,6 +822,38 @@ export class World {
     })
   }
 
+  private readonly acksZeroRandom: SimRandom
+  /** acks=0 producer connections, per leader (one client, as a producer keeps per broker). */
+  private readonly acksZeroClients = new Map<number, BrokerClient>()
+  private readonly acksZeroValues: string[] = []
+
+  /** An acks=0 produce over the simulated network: fire and forget, through the real Produce handler. */
+  private produceAcksZero(leaderId: number, partition: number, batch: Buffer, value: string): void {
+    let client = this.acksZeroClients.get(leaderId)
+    if (!client) {
+      client = new BrokerClient(
+        SimNetwork.hostOf(leaderId),
+        9092,
+        'sim-acks0-producer',
+        this.network.transportFor(ACKS_ZERO_NODE, () => this.producing),
+      )
+      this.acksZeroClients.set(leaderId, client)
+    }
+    this.acksZeroValues.push(value)
+    const sent = client.request(ApiKey.Produce, 9, {
+      ...defaultProduceRequest(),
+      acks: 0,
+      timeoutMs: PRODUCE_TIMEOUT_MS,
+      topicData: [{ name: TOPIC, partitionData: [{ index: partition, records: batch }] }],
+    })
+    // No answer ever comes: the promise only settles when the connection closes (a failed
+    // write closes it, as Kafka does); the next request reconnects.
+    sent.catch(() => {
+      if (this.acksZeroClients.get(leaderId) === client) this.acksZeroClients.delete(leaderId)
+      client.close()
+    })
+  }
+
   // ---- liveness -----------------------------------------------------------------------------
 
   private async liveness(): Promise<void> {
@@ -821,6 +868,11 @@ export class World {
       if (this.scheduler.peekTime() === undefined) throw new Violation(`liveness: no events left: ${problem}`)
     }
     this.log(`converged after ${this.scheduler.now - start} ms`)
+    if (this.acksZeroValues.length > 0) {
+      const committed = this.invariants.committedFirstValues()
+      const landed = this.acksZeroValues.filter((v) => committed.has(`${v}.0`)).length
+      this.log(`acks=0: ${landed} of ${this.acksZeroValues.length} writes committed (no survival claim)`)
+    }
     await this.invariants.checkAckedSurvived()
     if (this.consumers.length > 0) await this.consumersCatchUp(start)
   }

@@ -111,6 +111,19 @@ describe('deterministic simulation', () => {
     })
   }
 
+  for (const seed of [1, 2]) {
+    it(`everything new at once, seed ${seed}: 5 brokers, consumers, disk errors, acks=0 over the network`, async () => {
+      const result = await runSimulation({
+        seed,
+        brokers: 5,
+        consumers: true,
+        diskErrors: true,
+        acksZero: true,
+      })
+      assert.ok(result.ok, explain(result, ' --brokers 5 --consumers --disk-errors --acks0'))
+    })
+  }
+
   it('mutation check: with consumers reading up to the log end the simulator finds a violating seed', async () => {
     let found: SimResult | null = null
     for (let seed = 1; seed <= 10 && found === null; seed++) {
