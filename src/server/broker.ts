@@ -27,6 +27,7 @@ import { type Transport, tcpTransport } from '../replication/broker-client.js'
 import type { IsrProposal } from '../replication/partition.js'
 import { ReplicaFetcherManager } from '../replication/replica-fetcher.js'
 import { ReplicaManager, type TopicSettings } from '../replication/replica-manager.js'
+import type { FileSystem } from '../storage/file-system.js'
 import { LogManager } from '../storage/log-manager.js'
 import type { BrokerConfig } from './broker-config.js'
 import type { BrokerServices } from './broker-services.js'
@@ -64,6 +65,8 @@ export interface BrokerDependencies {
   random?: () => number
   /** Broker-to-broker connections of the replica fetchers (TCP unless a test injects one). */
   transport?: Transport
+  /** The log directories' file system (node:fs unless a test injects failures). */
+  fileSystem?: FileSystem
 }
 
 const METADATA_FILE = '__tidelog_metadata.log'
@@ -144,10 +147,14 @@ export class Broker implements BrokerServices {
       random: deps.random ?? Math.random,
       logger,
     })
+    // Bound once the broker exists: a disk failure while loading fails start() instead.
+    let onLogDirFailure: (dir: string) => void = () => {}
     const logManager = await LogManager.open({
       logDirs: config.logDirs,
       clock,
       logger,
+      ...(deps.fileSystem ? { fs: deps.fileSystem } : {}),
+      onLogDirFailure: (dir) => onLogDirFailure(dir),
       retentionCheckIntervalMs: config.values.get('log.retention.check.interval.ms') as number,
       cleanerEnable:
         (config.values.get('log.cleaner.enable') as boolean) &&
@@ -168,6 +175,7 @@ export class Broker implements BrokerServices {
       logger,
       ...(deps.transport ? { transport: deps.transport } : {}),
     })
+    onLogDirFailure = (dir) => broker.onLogDirFailure(dir)
     await broker.replicaManager.applyImage(metadata.image())
     broker.groupCoordinator.onPartitionsChanged()
     metadata.onChange((image) => {
@@ -420,6 +428,23 @@ export class Broker implements BrokerServices {
     this.boundPort = await server.listen(this.config.host, this.config.port)
     this.socketServer = server
     this.logger.info({ port: this.boundPort }, 'broker listening')
+  }
+
+  /**
+   * A log directory went offline after a disk error (its logs refuse every operation). With
+   * no directory left the broker cannot serve what it leads or follows: Kafka halts it; tidelog
+   * stops it, controlled, so its leaderships move at once to other ISR members, which hold
+   * every committed record, instead of after the session timeout. (With several directories
+   * and one failed, its partitions stay unavailable here until a restart: not done yet.)
+   */
+  private onLogDirFailure(dir: string): void {
+    const online = this.config.logDirs.filter((d) => !this.logManager.offlineLogDirs.includes(d))
+    if (online.length > 0) {
+      this.logger.error({ dir, online }, 'log dir offline; its partitions are unavailable until a restart')
+      return
+    }
+    this.logger.fatal({ dir }, 'every log dir is offline: stopping the broker')
+    this.stop().catch((error: unknown) => this.logger.error({ err: error }, 'stop after log dir failure'))
   }
 
   /** A programmer error reached the top: stop serving rather than risk corrupting data. */
