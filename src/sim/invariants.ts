@@ -20,7 +20,20 @@ interface Acked {
   readonly atMs: number
 }
 
+/**
+ * A broker whose every log dir went offline while it was registered stops itself, controlled:
+ * a partition it leads with another ISR member up and registered must have another leader
+ * in the store within this many simulated ms (a few store trips; the session is 3000 ms).
+ * Failed before it registered (a restarted broker waiting for its old registration to end),
+ * it has no lease to revoke: the old registration's expiry governs, so the session timeout
+ * is added.
+ */
+export const FAILED_LOG_DIR_LEADERSHIP_MS = 1000
+const FAILED_UNREGISTERED_EXTRA_MS = 3000
+
 export class Invariants {
+  /** `${partition}:${leader}:${incarnation}` → since when that leader's log dirs are all offline while another ISR member is healthy. */
+  private readonly failedLeaderSince = new Map<string, number>()
   /** `${partition}:${epoch}` → the broker that acted as leader in it. */
   private readonly leaderOfEpoch = new Map<string, number>()
   /** Per broker incarnation and partition: the last leader epoch it applied. */
@@ -59,6 +72,7 @@ export class Invariants {
 
   async check(): Promise<void> {
     this.checkStoreState()
+    this.checkFailedLogDirLeadership()
     const brokers = this.live()
     for (const broker of brokers) {
       for (const partition of broker.replicaManager.hostedPartitions) {
@@ -93,6 +107,42 @@ export class Invariants {
         )
       }
     }
+  }
+
+  /**
+   * Leadership leaves a broker whose every log dir is offline promptly (server/broker.ts stops
+   * it, controlled), whenever another ISR member is up and registered to take it over.
+   */
+  private checkFailedLogDirLeadership(): void {
+    const truth = this.world.truth?.image()
+    const topic = truth?.topics.get(TOPIC)
+    if (!truth || !topic) {
+      this.failedLeaderSince.clear()
+      return
+    }
+    const now = this.world.scheduler.now
+    const seen = new Set<string>()
+    for (const state of topic.partitions) {
+      const leader = this.world.brokers.get(state.leader)
+      const failed = leader?.allLogDirsOfflineAt
+      if (!leader || !failed) continue
+      const healthy = (m: number): boolean => {
+        const b = this.world.brokers.get(m)
+        return b?.isAlive === true && b.started && b.lease !== null && truth.brokers.has(m)
+      }
+      if (!state.isr.some((m) => m !== state.leader && healthy(m))) continue
+      const key = `${state.partition}:${leader.nodeId}:${leader.incarnation}`
+      seen.add(key)
+      const since = this.failedLeaderSince.get(key) ?? now
+      this.failedLeaderSince.set(key, since)
+      const limit = FAILED_LOG_DIR_LEADERSHIP_MS + (failed.registered ? 0 : FAILED_UNREGISTERED_EXTRA_MS)
+      if (now - since > limit)
+        throw new Violation(
+          `broker ${leader.nodeId} (incarnation ${leader.incarnation}) has had every log dir offline since ${failed.atMs} ms and is still leader of p${state.partition} in the store (ISR ${state.isr.join(',')}) ${now - since} ms after another ISR member could take over (limit ${limit} ms)`,
+        )
+    }
+    for (const key of [...this.failedLeaderSince.keys()])
+      if (!seen.has(key)) this.failedLeaderSince.delete(key)
   }
 
   /** Per broker incarnation and partition: the last log end seen (a drop goes in the trace). */

@@ -8,12 +8,17 @@
  *
  * `kill()` is a crash: timers dropped, disk calls and store calls never answered,
  * connections reset. Nothing of the process is reused by the next incarnation.
+ *
+ * As server/broker.ts, a broker whose every log dir went offline (a disk error) stops
+ * itself, controlled (`stop()`: leaderships moved to other ISR members, listener closed,
+ * lease revoked, logs closed), and then its process exits (`kill()`).
  */
 import { InvariantError } from '../common/assert.js'
 import type { Logger } from '../common/logger.js'
 import type { BrokerRegistration, ClusterImage } from '../metadata/cluster-image.js'
 import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { Controller } from '../metadata/controller.js'
+import { onControlledShutdown } from '../metadata/elections.js'
 import type { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import {
   type Leadership,
@@ -67,6 +72,8 @@ export interface SimBrokerSettings {
    * high watermark).
    */
   readonly onConsumerAnswer?: (broker: SimBroker, partition: number, records: unknown) => void
+  /** Called when the process exits after stopping itself (every log dir offline). */
+  readonly onStoppedItself?: (broker: SimBroker) => void
 }
 
 const handlers = new HandlerRegistry(allHandlers)
@@ -209,6 +216,10 @@ export class SimBroker {
   private alive = true
   /** Set once start() finished (the broker serves and is registered). */
   started = false
+  /** When every log dir of this process went offline (it then stops itself), and whether it was registered then. */
+  allLogDirsOfflineAt: { readonly atMs: number; readonly registered: boolean } | null = null
+  private stopping: Promise<void> | null = null
+  private readonly scheduler: SimScheduler
 
   constructor(
     readonly nodeId: number,
@@ -221,6 +232,7 @@ export class SimBroker {
     readonly logger: Logger,
     private readonly settings: SimBrokerSettings,
   ) {
+    this.scheduler = scheduler
     this.clock = new ProcessClock(scheduler)
     this.disk = new ProcessDisk(simDisk)
     this.store = new ProcessStore(
@@ -249,6 +261,8 @@ export class SimBroker {
 
   async start(): Promise<void> {
     const logger = this.logger
+    // As server/broker.ts: bound once the broker exists (a failure while loading fails start()).
+    let onLogDirFailure: (dir: string) => void = () => {}
     this.metadata = await ClusterMetadata.open(this.store, {
       clusterId: 'sim-cluster',
       random: () => this.random.next(),
@@ -259,6 +273,12 @@ export class SimBroker {
       fs: this.disk,
       clock: this.clock,
       logger,
+      onLogDirFailure: (dir) => {
+        // For the invariants, whatever the broker does about it.
+        if (this.logManager && this.config.logDirs.every((d) => this.logManager.offlineLogDirs.includes(d)))
+          this.allLogDirsOfflineAt ??= { atMs: this.scheduler.now, registered: this.lease !== null }
+        onLogDirFailure(dir)
+      },
       topicConfig: (topic) =>
         this.metadata.image().topics.has(topic)
           ? logConfigFor(this.metadata.image(), this.config, topic)
@@ -293,15 +313,17 @@ export class SimBroker {
         unsafeTruncateToHighWatermark: this.settings.mutateTruncateToHighWatermark === true,
       }),
     })
+    onLogDirFailure = (dir) => this.onLogDirFailure(dir)
     await this.replicaManager.applyImage(this.metadata.image())
     this.metadata.onChange((image) => {
       this.replicaManager.applyImage(image).catch((error: unknown) => this.onFatal(error))
     })
     this.logManager.startup()
     this.replicaManager.startup()
+    if (this.stopping) return
     this.network.listen(this.nodeId, (send, close) => this.accept(send, close))
     await this.register()
-    this.started = true
+    if (!this.stopping) this.started = true
   }
 
   /** Fatal errors inside a broker are invariant violations: the world records them. */
@@ -350,6 +372,76 @@ export class SimBroker {
 
   // ---- as server/broker.ts ---------------------------------------------------------------
 
+  /** As server/broker.ts: with no log dir left online the broker stops itself, controlled. */
+  private onLogDirFailure(dir: string): void {
+    if (!this.alive) return
+    const online = this.config.logDirs.filter((d) => !this.logManager.offlineLogDirs.includes(d))
+    if (online.length > 0) {
+      this.logger.error({ dir, online }, 'log dir offline; its partitions are unavailable until a restart')
+      return
+    }
+    this.logger.fatal({ dir }, 'every log dir is offline: stopping the broker')
+    this.stop().catch((error: unknown) =>
+      this.logger.error({ err: String(error) }, 'stop after log dir failure'),
+    )
+  }
+
+  stop(): Promise<void> {
+    this.stopping ??= this.doStop()
+    return this.stopping
+  }
+
+  get isStopping(): boolean {
+    return this.stopping !== null
+  }
+
+  /**
+   * As server/broker.ts's controlled shutdown: leadership moves to other ISR members, the
+   * listener closes, the registration is revoked and the logs are closed; then the process
+   * exits (a killed process to the simulation: its page cache stays).
+   */
+  private async doStop(): Promise<void> {
+    this.replicaManager.stopFollowing()
+    if (this.lease)
+      await this.moveLeadershipAway().catch((error: unknown) =>
+        this.logger.warn({ err: String(error) }, 'controlled shutdown incomplete'),
+      )
+    this.network.unlisten(this.nodeId)
+    const controller = this.controller
+    const lease = this.lease
+    this.controller = null
+    this.lease = null
+    await controller?.stop()
+    await lease
+      ?.revoke()
+      .catch((error: unknown) => this.logger.warn({ err: String(error) }, 'lease revoke failed'))
+    this.replicaManager.shutdown()
+    this.metadata.close()
+    await this.logManager.shutdown()
+    if (!this.alive) return
+    this.logger.info('broker stopped; the process exits')
+    this.kill()
+    this.suspendLeases()
+    this.settings.onStoppedItself?.(this)
+  }
+
+  private async moveLeadershipAway(): Promise<void> {
+    await this.metadata.update((image) => {
+      const live = new Set(image.brokers.keys())
+      const topics = new Map(image.topics)
+      let changed = false
+      for (const topic of image.topics.values()) {
+        const partitions = topic.partitions.map((state) => {
+          const result = onControlledShutdown({ state, live, uncleanLeaderElection: false }, this.nodeId)
+          if (result) changed = true
+          return result?.state ?? state
+        })
+        topics.set(topic.name, { ...topic, partitions })
+      }
+      return changed ? { ...image, topics } : image
+    })
+  }
+
   private async register(): Promise<void> {
     const registration: BrokerRegistration = {
       nodeId: this.nodeId,
@@ -361,6 +453,11 @@ export class SimBroker {
     for (;;) {
       if (await this.metadata.register(registration, lease)) break
       await new Promise<void>((resolve) => this.clock.setTimeout(resolve, 200))
+    }
+    if (this.stopping) {
+      // stop() began while this registration was under way: leave at once (server/broker.ts).
+      await lease.revoke()
+      return
     }
     this.lease = lease
     this.controller = new Controller({
@@ -380,14 +477,14 @@ export class SimBroker {
   }
 
   private onSessionLost(lease: Lease): void {
-    if (this.lease !== lease || !this.alive) return
+    if (this.lease !== lease || !this.alive || this.stopping) return
     this.lease = null
     this.logger.warn('metadata store session lost; registering again')
     const controller = this.controller
     this.controller = null
     controller?.stop().catch(() => undefined)
     const again = (attempt: number): void => {
-      if (!this.alive) return
+      if (!this.alive || this.stopping) return
       this.register().catch(() => {
         this.clock.setTimeout(() => again(attempt + 1), Math.min(2000, 200 * 2 ** (attempt - 1)))
       })

@@ -67,8 +67,9 @@ export interface SimOptions {
   readonly consumers?: boolean
   /**
    * Disk errors: some idle fault slots arm an EIO on one broker's next write (a prefix may
-   * reach the page cache) or next fsync. The broker reacts as server/broker.ts does; it is
-   * the one impaired broker until an operator restarts it (a later recovery slot). Off by
+   * reach the page cache) or next fsync. The broker reacts as server/broker.ts does (its
+   * log dir goes offline and, with none left, it stops itself, controlled); it is the one
+   * impaired broker until a later recovery slot restarts it, as after a crash. Off by
    * default.
    */
   readonly diskErrors?: boolean
@@ -151,7 +152,7 @@ export class World {
   readonly consumers: SimConsumer[] = []
   /** Disk errors' own random stream (`diskErrors`): the fault stream keeps its draws. */
   private readonly diskErrorRandom: SimRandom
-  /** Brokers with a disk error armed or fired: an operator restarts them on recovery. */
+  /** Brokers with a disk error armed or fired: recovery disarms it and restarts a stopped process. */
   private readonly diskFailed = new Set<number>()
   /** A violation seen inside a callback (a consumer's answer): thrown after the event. */
   private callbackViolation: Violation | null = null
@@ -386,6 +387,14 @@ export class World {
         mutateUncleanElection: this.options.mutation === 'unclean-election',
         mutateIsrWithoutCas: this.options.mutation === 'isr-without-cas',
         mutateTruncateToHighWatermark: this.options.mutation === 'hw-truncation',
+        onStoppedItself: (stopped: SimBroker) => {
+          const led = (this.truth?.image().topics.get(TOPIC)?.partitions ?? [])
+            .filter((state) => state.leader === stopped.nodeId)
+            .map((state) => `p${state.partition}`)
+          this.log(
+            `broker ${stopped.nodeId} stopped itself (every log dir offline), controlled; leader in the store of ${led.length > 0 ? led.join(',') : 'nothing'}`,
+          )
+        },
         ...(this.options.consumers === true
           ? {
               onConsumerAnswer: (from: SimBroker, partition: number, records: unknown) =>
@@ -616,21 +625,27 @@ export class World {
       const fired = disk.armedError === null
       disk.armedError = null
       if (broker.isAlive) {
-        // An operator restarts it (Kafka would have halted it): the OS stays up, page cache kept.
-        // server/broker.ts has no log-dir failure path: the broker stays registered and keeps
-        // its leaderships with its logs offline. Which it still leads, for the trace.
+        // Its log dir offline, server/broker.ts stops the broker (the process then exits, and
+        // the restart below follows as after a crash). Still alive here: the error never fired,
+        // or fired on a broker-level checkpoint (only logged, the dir stays online), and the
+        // broker carries on; or its controlled stop has not finished (its store calls hang):
+        // the process is killed, as an operator would.
         const offline = broker.logManager.offlineLogDirs.length > 0
-        const led = (this.truth?.image().topics.get(TOPIC)?.partitions ?? [])
-          .filter((state) => state.leader === id)
-          .map((state) => `p${state.partition}`)
+        if (!offline) {
+          this.log(
+            `HEAL disk of broker ${id}: ${fired ? 'the error fired, log dir online' : 'the error never fired'}; it carries on`,
+          )
+          return
+        }
         this.log(
-          `HEAL disk of broker ${id}: ${fired ? 'the error fired' : 'the error never fired'}${offline ? `, log dir offline, still registered, leader of ${led.length > 0 ? led.join(',') : 'nothing'} in the store` : ''}; an operator restarts the process`,
+          `HEAL disk of broker ${id}: log dir offline, its stop has not finished; the process is killed`,
         )
         broker.kill()
         broker.suspendLeases()
         this.restart(id)
         return
       }
+      this.log(`HEAL disk of broker ${id}: it had stopped itself; restart`)
     }
     for (const other of this.brokerIds) {
       this.network.healLink(id, other)

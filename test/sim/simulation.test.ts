@@ -103,9 +103,9 @@ describe('deterministic simulation', () => {
   }
 
   for (const seed of [3, 4, 27]) {
-    it(`disk errors, seed ${seed}: an EIO on a write or an fsync acknowledges nothing unwritten and loses nothing`, async () => {
-      // In these seeds a leader's log dir goes offline (see the README: the broker keeps its
-      // leaderships until restarted, as server/broker.ts has no log-dir failure path).
+    it(`disk errors, seed ${seed}: an EIO on a write or an fsync acknowledges nothing unwritten, loses nothing, and leadership leaves the failed broker`, async () => {
+      // In these seeds a leader's log dir goes offline: the broker stops itself, controlled,
+      // as server/broker.ts does (3 and 27 fail the leadership check without that stop).
       const result = await runSimulation({ seed, diskErrors: true, consumers: true })
       assert.ok(result.ok, explain(result, ' --disk-errors --consumers'))
     })
