@@ -135,10 +135,17 @@ async function startCommand(args: readonly string[]): Promise<number> {
     `tidelog started: ${cluster.brokers.length} broker(s), data in ${values['data-dir']}\n`,
   )
   process.stdout.write(`bootstrap servers: ${cluster.bootstrapServers}\n`)
-  await waitForSignal()
+  const allStopped = Promise.all(cluster.brokers.map((broker) => broker.whenStopped()))
+  if ((await untilSignalOr(allStopped)) === 'stopped') return brokersStoppedThemselves()
   process.stdout.write('tidelog stopping\n')
   await cluster.stop()
   return 0
+}
+
+/** Every broker stopped on its own (a failed log dir, a violated invariant): exit 1, as Kafka halts. */
+function brokersStoppedThemselves(): number {
+  process.stderr.write('tidelog: the broker stopped itself (see its log); exiting\n')
+  return 1
 }
 
 async function brokerCommand(args: readonly string[]): Promise<number> {
@@ -166,10 +173,10 @@ async function brokerCommand(args: readonly string[]): Promise<number> {
   process.stdout.write(
     `tidelog broker ${cluster.brokers[0].nodeId} listening on ${cluster.bootstrapServers}\n`,
   )
-  await waitForSignal()
+  const stoppedItself = (await untilSignalOr(cluster.brokers[0].whenStopped())) === 'stopped'
   await cluster.stop()
   await metadataStore?.close()
-  return 0
+  return stoppedItself ? brokersStoppedThemselves() : 0
 }
 
 /** etcd://host:port[,host:port...] → a connected etcd-backed metadata store. */
@@ -183,14 +190,17 @@ async function connectMetadataStore(url: string): Promise<MetadataStore> {
   return EtcdStore.connect({ endpoints })
 }
 
-function waitForSignal(): Promise<void> {
+/** SIGINT/SIGTERM, or `stopped` settling first. */
+function untilSignalOr(stopped: Promise<unknown>): Promise<'signal' | 'stopped'> {
   return new Promise((resolve) => {
-    const onSignal = (): void => {
+    const settle = (outcome: 'signal' | 'stopped'): void => {
       process.off('SIGINT', onSignal)
       process.off('SIGTERM', onSignal)
-      resolve()
+      resolve(outcome)
     }
+    const onSignal = (): void => settle('signal')
     process.on('SIGINT', onSignal)
     process.on('SIGTERM', onSignal)
+    stopped.then(() => settle('stopped'))
   })
 }

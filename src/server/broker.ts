@@ -88,6 +88,10 @@ export class Broker implements BrokerServices {
   private socketServer: SocketServer | null = null
   private boundPort = -1
   private stopping: Promise<void> | null = null
+  private markStopped!: () => void
+  private readonly stopped = new Promise<void>((resolve) => {
+    this.markStopped = resolve
+  })
   private lease: Lease | null = null
   private controller: Controller | null = null
   private readonly isrStats = { shrinks: 0, expands: 0 }
@@ -456,8 +460,13 @@ export class Broker implements BrokerServices {
   }
 
   stop(): Promise<void> {
-    this.stopping ??= this.doStop()
+    this.stopping ??= this.doStop().finally(() => this.markStopped())
     return this.stopping
+  }
+
+  /** Settles once the broker has stopped, whoever stopped it (a caller, a fatal error, a failed disk). */
+  whenStopped(): Promise<void> {
+    return this.stopped
   }
 
   /**

@@ -108,6 +108,7 @@ test('a broker whose only log dir fails stops, its leaderships move at once, and
     await send(20, 20)
     await waitUntil('a new leader', 20000, () => leaderOf() >= 0 && leaderOf() !== failed)
     assert.ok(Date.now() - started < 20000, 'leadership moved well within the 30 s session timeout')
+    await brokers[failed].whenStopped()
 
     const records = await readAll(survivor.bootstrapServers, 't')
     assert.deepEqual(
