@@ -3,6 +3,7 @@
  * at the end of a run. Each violation throws `Violation` with what was seen.
  */
 import { assert, InvariantError } from '../common/assert.js'
+import { CONSUMER_OFFSETS_TOPIC } from '../coordinator/group.js'
 import { checkPartitionState } from '../metadata/cluster-image.js'
 import { decodeRecordBatchSync, iterateBatches } from '../protocol/record-batch.js'
 import type { Partition } from '../replication/partition.js'
@@ -52,6 +53,15 @@ export class Invariants {
   /** Per partition: batches a consumer received before the agreement check saw them committed. */
   private readonly consumedPending = new Map<number, Map<number, { bytes: Buffer; from: number }>>()
   consumedBatches = 0
+  /** Groups: per partition of the topic, the highest offset whose commit was acknowledged. */
+  private readonly ackedCommit = new Map<number, number>()
+  /** Groups: per partition, the highest committed offset an OffsetFetch returned. */
+  private readonly fetchedCommit = new Map<number, number>()
+  /** Groups: `${generation}:${partition}` → the member index assigned it. */
+  private readonly assignedIn = new Map<string, { memberId: string; index: number }>()
+  /** Groups: `${offsets partition}:${leader epoch}` → the broker that answered as coordinator. */
+  private readonly coordinatorOfEpoch = new Map<string, number>()
+  groupChecks = { fetches: 0, staleFetches: 0, staleBehind: 0, assignments: 0, coordinatorAnswers: 0 }
 
   constructor(private readonly world: World) {}
 
@@ -64,6 +74,103 @@ export class Invariants {
     leaderId: number,
   ): void {
     this.acked.push({ partition, baseOffset, count, value, acks, leaderId, atMs: this.world.scheduler.now })
+  }
+
+  // ---- groups (`groups`) ---------------------------------------------------------------------
+
+  onCommitAcked(partition: number, offset: number, _member: number): void {
+    this.ackedCommit.set(partition, Math.max(this.ackedCommit.get(partition) ?? -1, offset))
+  }
+
+  ackedCommitsSnapshot(): ReadonlyMap<number, number> {
+    return new Map(this.ackedCommit)
+  }
+
+  /**
+   * (a) An OffsetFetch answer from the current coordinator holds, per partition, at least the
+   * last commit acknowledged before the fetch was sent, and never less than an earlier answer.
+   * Current: as the answer arrives, the store names the answering broker leader of the group's
+   * __consumer_offsets partition, in the leader epoch that broker's process holds. A deposed
+   * coordinator that does not know it yet (a stalled store link) answers from its cache, as
+   * Kafka's would: such stale answers are counted (and how many were behind), not checked.
+   * Returns whether the answer was checked.
+   */
+  onOffsetsFetched(
+    from: number,
+    offsetsPartition: number,
+    fetched: ReadonlyMap<number, number>,
+    ackedBefore: ReadonlyMap<number, number>,
+  ): boolean {
+    const state = this.world.truth?.image().topics.get(CONSUMER_OFFSETS_TOPIC)?.partitions[offsetsPartition]
+    const local = this.world.brokers
+      .get(from)
+      ?.replicaManager?.getPartition(CONSUMER_OFFSETS_TOPIC, offsetsPartition)
+    const current =
+      state !== undefined &&
+      state.leader === from &&
+      local?.isLeader === true &&
+      local.leaderEpoch === state.leaderEpoch
+    if (!current) {
+      this.groupChecks.staleFetches++
+      if ([...ackedBefore].some(([p, acked]) => (fetched.get(p) ?? -1) < acked))
+        this.groupChecks.staleBehind++
+      return false
+    }
+    this.groupChecks.fetches++
+    for (const [partition, acked] of ackedBefore) {
+      const got = fetched.get(partition) ?? -1
+      if (got < acked)
+        throw new Violation(
+          `group offsets: coordinator broker ${from} returned committed offset ${got} for ${TOPIC}-${partition}, below the acknowledged commit ${acked}`,
+        )
+    }
+    for (const [partition, got] of fetched) {
+      const before = this.fetchedCommit.get(partition) ?? -1
+      if (got < before)
+        throw new Violation(
+          `group offsets: coordinator broker ${from} returned committed offset ${got} for ${TOPIC}-${partition}, below ${before} returned earlier (went backwards)`,
+        )
+      this.fetchedCommit.set(partition, got)
+    }
+    return true
+  }
+
+  /** (c) Within a generation no partition is assigned to two members. */
+  onGroupAssignment(
+    generation: number,
+    memberId: string,
+    index: number,
+    partitions: readonly number[],
+  ): void {
+    this.groupChecks.assignments++
+    for (const partition of partitions) {
+      const key = `${generation}:${partition}`
+      const other = this.assignedIn.get(key)
+      if (other && other.memberId !== memberId)
+        throw new Violation(
+          `group generation ${generation}: ${TOPIC}-${partition} assigned to member ${other.index} and to member ${index}`,
+        )
+      this.assignedIn.set(key, { memberId, index })
+    }
+  }
+
+  /**
+   * (b) At most one broker answers as the group's coordinator per __consumer_offsets leader
+   * epoch, and only one that led the partition (in its own view) when the request arrived.
+   */
+  onCoordinatorAnswer(broker: SimBroker, offsetsPartition: number, leaderEpoch: number, api: string): void {
+    this.groupChecks.coordinatorAnswers++
+    if (leaderEpoch < 0)
+      throw new Violation(
+        `broker ${broker.nodeId} answered ${api} for the group without leading __consumer_offsets-${offsetsPartition} when the request arrived`,
+      )
+    const key = `${offsetsPartition}:${leaderEpoch}`
+    const other = this.coordinatorOfEpoch.get(key)
+    if (other !== undefined && other !== broker.nodeId)
+      throw new Violation(
+        `two coordinators for the group in __consumer_offsets-${offsetsPartition} leader epoch ${leaderEpoch}: broker ${other}, then broker ${broker.nodeId} (${api})`,
+      )
+    this.coordinatorOfEpoch.set(key, broker.nodeId)
   }
 
   private live(): SimBroker[] {

@@ -15,6 +15,8 @@
  */
 import { InvariantError } from '../common/assert.js'
 import type { Logger } from '../common/logger.js'
+import { CONSUMER_OFFSETS_TOPIC, partitionForGroup } from '../coordinator/group.js'
+import { GroupCoordinator, type GroupCoordinatorConfig } from '../coordinator/group-coordinator.js'
 import type { BrokerRegistration, ClusterImage } from '../metadata/cluster-image.js'
 import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { Controller } from '../metadata/controller.js'
@@ -72,11 +74,47 @@ export interface SimBrokerSettings {
    * high watermark).
    */
   readonly onConsumerAnswer?: (broker: SimBroker, partition: number, records: unknown) => void
+  /** Hosts __consumer_offsets' group coordinator (the real GroupCoordinator), as server/broker.ts. */
+  readonly groups?: boolean
+  /**
+   * Called with every group API answer without a top-level error (JoinGroup, SyncGroup,
+   * Heartbeat, OffsetCommit, OffsetFetch), with the group's __consumer_offsets partition and
+   * this broker's leader epoch of it when the request arrived (-1: not its leader then): the
+   * coordinator routes by leadership synchronously as the handler starts.
+   */
+  readonly onGroupAnswer?: (
+    broker: SimBroker,
+    apiKey: number,
+    offsetsPartition: number,
+    leaderEpochAtRequest: number,
+  ) => void
   /** Called when the process exits after stopping itself (every log dir offline). */
   readonly onStoppedItself?: (broker: SimBroker) => void
 }
 
 const handlers = new HandlerRegistry(allHandlers)
+
+/** OffsetCommit, OffsetFetch, JoinGroup, Heartbeat, SyncGroup: answered by the group's coordinator. */
+const GROUP_APIS: ReadonlySet<number> = new Set([8, 9, 11, 12, 14])
+
+/** The coordinator's settings from the broker's group.* and offsets.* properties (as server/broker.ts). */
+function groupCoordinatorConfig(config: BrokerConfig): GroupCoordinatorConfig {
+  const value = (name: string): number => config.values.get(name) as number
+  return {
+    groupMinSessionTimeoutMs: value('group.min.session.timeout.ms'),
+    groupMaxSessionTimeoutMs: value('group.max.session.timeout.ms'),
+    groupInitialRebalanceDelayMs: value('group.initial.rebalance.delay.ms'),
+    groupMaxSize: value('group.max.size'),
+    offsetMetadataMaxBytes: value('offset.metadata.max.bytes'),
+    offsetsRetentionMs: value('offsets.retention.minutes') * 60_000,
+    offsetsTopicNumPartitions: value('offsets.topic.num.partitions'),
+    offsetsTopicReplicationFactor: value('offsets.topic.replication.factor'),
+    offsetsTopicSegmentBytes: value('offsets.topic.segment.bytes'),
+    offsetsCommitTimeoutMs: value('offsets.commit.timeout.ms'),
+    offsetsRetentionCheckIntervalMs: value('offsets.retention.check.interval.ms'),
+    offsetsLoadBufferSize: value('offsets.load.buffer.size'),
+  }
+}
 
 /** The replica id a consumer sends under the `consumer-reads-log-end` mutation. */
 export const MUTATED_CONSUMER_REPLICA_ID = 99
@@ -213,6 +251,7 @@ export class SimBroker {
   replicaManager!: ReplicaManager
   lease: Lease | null = null
   controller: Controller | null = null
+  groupCoordinator: GroupCoordinator | null = null
   private alive = true
   /** Set once start() finished (the broker serves and is registered). */
   started = false
@@ -314,9 +353,27 @@ export class SimBroker {
       }),
     })
     onLogDirFailure = (dir) => this.onLogDirFailure(dir)
+    if (this.settings.groups === true)
+      this.groupCoordinator = new GroupCoordinator(
+        {
+          nodeId: this.nodeId,
+          clock: this.clock,
+          logger,
+          replicaManager: this.replicaManager,
+          metadataImage: () => this.metadata.image(),
+          updateMetadata: (change) => this.metadata.update(change),
+          placeNewTopic: (spec) => this.metadata.createTopicImage(spec),
+        },
+        groupCoordinatorConfig(this.config),
+      )
     await this.replicaManager.applyImage(this.metadata.image())
+    this.groupCoordinator?.onPartitionsChanged()
     this.metadata.onChange((image) => {
-      this.replicaManager.applyImage(image).catch((error: unknown) => this.onFatal(error))
+      this.replicaManager
+        .applyImage(image)
+        // Leadership of __consumer_offsets partitions decides which groups this broker coordinates.
+        .then(() => this.groupCoordinator?.onPartitionsChanged())
+        .catch((error: unknown) => this.onFatal(error))
     })
     this.logManager.startup()
     this.replicaManager.startup()
@@ -412,6 +469,7 @@ export class SimBroker {
     this.controller = null
     this.lease = null
     await controller?.stop()
+    this.groupCoordinator?.shutdown()
     await lease
       ?.revoke()
       .catch((error: unknown) => this.logger.warn({ err: String(error) }, 'lease revoke failed'))
@@ -536,13 +594,22 @@ export class SimBroker {
       logManager: this.logManager,
       fetchSessions: this.fetchSessions,
       producerIdManager: undefined as never,
-      groupCoordinator: undefined as never,
+      groupCoordinator: (this.groupCoordinator ?? undefined) as never,
       metadataImage: () => this.metadata.image(),
       autoCreateTopics: async () => undefined,
       updateMetadata: (change: (image: ClusterImage) => ClusterImage) => this.metadata.update(change),
       placeNewTopic: (spec) => this.metadata.createTopicImage(spec),
       placeNewPartition: (p, rf) => this.metadata.newPartition(p, rf),
     }
+  }
+
+  /** The group's __consumer_offsets partition and this broker's leader epoch of it now (-1: not leader). */
+  private groupRoute(groupId: string): { partition: number; leaderEpoch: number } | null {
+    const topic = this.metadata.image().topics.get(CONSUMER_OFFSETS_TOPIC)
+    if (!topic || topic.partitions.length === 0) return null
+    const partition = partitionForGroup(groupId, topic.partitions.length)
+    const local = this.replicaManager.getPartition(CONSUMER_OFFSETS_TOPIC, partition)
+    return { partition, leaderEpoch: local?.isLeader ? local.leaderEpoch : -1 }
   }
 
   private readonly fetchSessions = new FetchSessionCache(10, () => this.random.int(1, 2 ** 31 - 2))
@@ -596,6 +663,10 @@ export class SimBroker {
           'fetch request',
         )
       }
+      const groupRoute =
+        this.settings.onGroupAnswer && GROUP_APIS.has(apiKey)
+          ? this.groupRoute((request as { groupId: string }).groupId)
+          : null
       const slot: { done: boolean; chunks: Buffer[] | null } = { done: false, chunks: null }
       queue.push(slot)
       const respond = (response: unknown): void => {
@@ -612,6 +683,17 @@ export class SimBroker {
           for (const topic of fetched.responses)
             for (const p of topic.partitions)
               if (p.errorCode === 0) onConsumerAnswer(this, p.partitionIndex, p.records)
+        }
+        if (response !== null && groupRoute !== null && this.alive) {
+          const code = (response as { errorCode?: number }).errorCode
+          const answered =
+            apiKey === 8
+              ? (response as { topics: { partitions: { errorCode: number }[] }[] }).topics.some((t) =>
+                  t.partitions.some((p) => p.errorCode === 0),
+                )
+              : code === 0
+          if (answered)
+            this.settings.onGroupAnswer?.(this, apiKey, groupRoute.partition, groupRoute.leaderEpoch)
         }
         if (response !== null) {
           const writer = new Writer(512)

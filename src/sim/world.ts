@@ -8,6 +8,7 @@
 import { pino } from 'pino'
 import { InvariantError } from '../common/assert.js'
 import type { Logger } from '../common/logger.js'
+import { CONSUMER_OFFSETS_TOPIC, partitionForGroup } from '../coordinator/group.js'
 import type { TopicImage } from '../metadata/cluster-image.js'
 import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { EmbeddedStore } from '../metadata/store/embedded-store.js'
@@ -18,6 +19,7 @@ import { BrokerClient } from '../replication/broker-client.js'
 import { toErrorCode } from '../replication/kafka-error.js'
 import { recordsBytes, SimConsumer } from './consumer.js'
 import { SimDisk } from './disk.js'
+import { GROUP_ID, GroupWorkload, OffsetVerifier, SimGroupMember } from './group-member.js'
 import { Invariants } from './invariants.js'
 import { SimNetwork } from './network.js'
 import { SimRandom } from './random.js'
@@ -79,6 +81,12 @@ export interface SimOptions {
    * only the invariants. Off by default.
    */
   readonly acksZero?: boolean
+  /**
+   * The brokers host __consumer_offsets (3 partitions, RF 3) and the real GroupCoordinator;
+   * three group members (group-member.ts) join, sync, heartbeat and commit offsets through
+   * the real handlers, a verifier reads them back. Off by default.
+   */
+  readonly groups?: boolean
   /** Keep the broker logs in the trace (debug aid; the trace gets long). */
   readonly verbose?: boolean
 }
@@ -102,12 +110,29 @@ export interface SimResult {
 }
 
 export const TOPIC = 'sim'
+
+/** `groups`: few __consumer_offsets partitions, a short first-rebalance delay, small segments. */
+const GROUP_PROPERTIES: readonly [string, string][] = [
+  ['offsets.topic.num.partitions', '3'],
+  ['offsets.topic.replication.factor', '3'],
+  ['group.initial.rebalance.delay.ms', '300'],
+  ['group.min.session.timeout.ms', '1000'],
+  ['offsets.topic.segment.bytes', String(1024 * 1024)],
+]
+const GROUP_API_NAMES: Record<number, string> = {
+  8: 'OffsetCommit',
+  9: 'OffsetFetch',
+  11: 'JoinGroup',
+  12: 'Heartbeat',
+  14: 'SyncGroup',
+}
 /** Store stalls (`storeStalls`): how long the link stalls, and the range of one trip then. */
 const STALL_MS = [3000, 5000] as const
 const STALL_TRIP_MS = [2000, 4000] as const
 /** With stalls, store calls time out as the etcd store's do (its default deadline). */
 const STORE_CALL_TIMEOUT_MS = 3000
 const LIVENESS_MS_MAX = 60_000
+const GROUP_MEMBERS = 3
 /** The acks=0 producer's network id (clients are never cut off). */
 const ACKS_ZERO_NODE = 200
 const SESSION_TIMEOUT_MS = 3000
@@ -136,7 +161,7 @@ export class World {
   /** The store's own state, followed without latency: the ground truth invariants read. */
   truth: ClusterMetadata | null = null
   readonly trace: string[] = []
-  private readonly invariants: Invariants
+  readonly invariants: Invariants
   readonly stats: SimResult['stats'] = {
     simulatedMs: 0,
     events: 0,
@@ -156,6 +181,10 @@ export class World {
   private readonly diskFailed = new Set<number>()
   /** A violation seen inside a callback (a consumer's answer): thrown after the event. */
   private callbackViolation: Violation | null = null
+  /** `groups`: what the members share, the members and the offset verifier. */
+  groupWorkload: GroupWorkload | null = null
+  private readonly groupMembers: SimGroupMember[] = []
+  private offsetVerifier: OffsetVerifier | null = null
   private producing = true
   private nextValue = 0
   /** Brokers crashed or cut off: at most one at a time (the single failure the design claims to survive). */
@@ -235,6 +264,29 @@ export class World {
     }
     if (failed) throw failure
     return value as T
+  }
+
+  /** A group client's failure (an invariant it reported, or a bug in the client): ends the run. */
+  groupFailure(error: unknown): void {
+    this.callbackViolation ??=
+      error instanceof Violation ? error : new Violation(`group client failed: ${String(error)}`)
+  }
+
+  /** A coordinator answered a group request without error: (b) one coordinator per leader epoch. */
+  private onGroupAnswer(
+    broker: SimBroker,
+    apiKey: number,
+    offsetsPartition: number,
+    leaderEpoch: number,
+  ): void {
+    this.checkInCallback(() =>
+      this.invariants.onCoordinatorAnswer(
+        broker,
+        offsetsPartition,
+        leaderEpoch,
+        GROUP_API_NAMES[apiKey] ?? String(apiKey),
+      ),
+    )
   }
 
   /** Runs an invariant check from inside a callback: its violation ends the run after the event. */
@@ -353,6 +405,34 @@ export class World {
         return { ...image, topics: new Map(image.topics).set(TOPIC, topic) }
       }),
     )
+    if (this.options.groups === true) {
+      // Its own random stream for the topic id: the other draws of the seed stay as they were.
+      const random = new SimRandom(this.options.seed ^ 0x6a0b)
+      await this.until(
+        first.metadata.update((image) => {
+          const spec = {
+            name: CONSUMER_OFFSETS_TOPIC,
+            partitions: 3,
+            replicationFactor: 3,
+            configs: {
+              'cleanup.policy': 'compact',
+              'min.insync.replicas': '2',
+              'unclean.leader.election.enable': 'false',
+              'segment.bytes': String(1024 * 1024),
+            },
+          }
+          const topic: TopicImage = {
+            ...first.metadata.createTopicImage(spec),
+            topicId: random.bytes(16).toString('base64url'),
+          }
+          return { ...image, topics: new Map(image.topics).set(CONSUMER_OFFSETS_TOPIC, topic) }
+        }),
+      )
+      const offsets = first.metadata.image().topics.get(CONSUMER_OFFSETS_TOPIC)?.partitions ?? []
+      this.log(
+        `topic ${CONSUMER_OFFSETS_TOPIC} created: 3 partitions, RF 3; replicas ${offsets.map((p) => `p${p.partition} ${p.replicas.join(',')}`).join(' ')}; group ${GROUP_ID} in p${partitionForGroup(GROUP_ID, 3)}`,
+      )
+    }
     const placed = first.metadata.image().topics.get(TOPIC)?.partitions ?? []
     this.log(
       `topic ${TOPIC} created: ${this.partitionCount} partitions, RF 3, min.insync.replicas 2; replicas ${placed.map((p) => `p${p.partition} ${p.replicas.join(',')}`).join(' ')}`,
@@ -380,13 +460,23 @@ export class World {
       {
         sessionTimeoutMs: SESSION_TIMEOUT_MS,
         replicaLagTimeMaxMs: 2000,
-        properties: new Map([['broker.session.timeout.ms', String(SESSION_TIMEOUT_MS)]]),
+        properties: new Map([
+          ['broker.session.timeout.ms', String(SESSION_TIMEOUT_MS)],
+          ...(this.options.groups === true ? GROUP_PROPERTIES : []),
+        ]),
         storeLatencyMaxMs: this.storeLatencyMaxMs,
         leaseLossLearnedLate: this.options.storeStalls === true,
         storeCallTimeoutMs: this.options.storeStalls === true ? STORE_CALL_TIMEOUT_MS : 0,
         mutateUncleanElection: this.options.mutation === 'unclean-election',
         mutateIsrWithoutCas: this.options.mutation === 'isr-without-cas',
         mutateTruncateToHighWatermark: this.options.mutation === 'hw-truncation',
+        ...(this.options.groups === true
+          ? {
+              groups: true,
+              onGroupAnswer: (from: SimBroker, apiKey: number, p: number, epoch: number) =>
+                this.onGroupAnswer(from, apiKey, p, epoch),
+            }
+          : {}),
         onStoppedItself: (stopped: SimBroker) => {
           const led = (this.truth?.image().topics.get(TOPIC)?.partitions ?? [])
             .filter((state) => state.leader === stopped.nodeId)
@@ -604,17 +694,19 @@ export class World {
     // The store's own state: a broker's image lags it under store latency (seed 102 with
     // store stalls: a stalled broker's image still listed a second ISR member).
     const truth = this.truth?.image()
-    const topic = truth?.topics.get(TOPIC)
-    if (!truth || !topic) return []
+    if (!truth) return []
     // Registered too: a process whose session ended is out of the controller's live set
     // (the store ISR loses it) and its registration may lag its return.
     const healthy = (m: number): boolean => {
       const b = this.brokers.get(m)
       return b?.isAlive === true && b.started && b.lease !== null && truth.brokers.has(m)
     }
-    return topic.partitions
-      .filter((state) => state.isr.includes(id) && !state.isr.some((m) => m !== id && healthy(m)))
-      .map((state) => `p${state.partition}`)
+    // Every topic (with `groups`, __consumer_offsets too: its acknowledged commits).
+    return [...truth.topics.values()].flatMap((topic) =>
+      topic.partitions
+        .filter((state) => state.isr.includes(id) && !state.isr.some((m) => m !== id && healthy(m)))
+        .map((state) => `${topic.name === TOPIC ? '' : `${topic.name}-`}p${state.partition}`),
+    )
   }
 
   private recover(id: number): void {
@@ -700,6 +792,32 @@ export class World {
     if (this.options.idempotentProducers === true) {
       for (let partition = 0; partition < this.partitionCount; partition++)
         this.startIdempotentProducer(partition)
+    }
+    if (this.options.groups === true) {
+      const random = new SimRandom(this.options.seed ^ 0x6709)
+      const workload = new GroupWorkload()
+      this.groupWorkload = workload
+      const active: SimGroupMember[] = []
+      const startMember = (): void => {
+        const member = new SimGroupMember(this, this.groupMembers.length, random.fork(), workload)
+        this.groupMembers.push(member)
+        active.push(member)
+        member.start()
+      }
+      for (let i = 0; i < GROUP_MEMBERS; i++) startMember()
+      // Churn: every 2-6 s a member dies (it stops, unannounced: its session expires) and a new
+      // one joins, so that generations change while the coordinator fails over.
+      const churn = (): void => {
+        if (!this.producing) return
+        const victim = active.splice(random.int(0, active.length - 1), 1)[0]
+        victim.stop()
+        this.log(`group member ${victim.index} dies; member ${this.groupMembers.length} starts`)
+        startMember()
+        this.scheduler.schedule(random.int(2000, 6000), churn)
+      }
+      this.scheduler.schedule(random.int(2000, 6000), churn)
+      this.offsetVerifier = new OffsetVerifier(this, random.fork(), workload)
+      this.offsetVerifier.start()
     }
   }
 
@@ -890,6 +1008,51 @@ export class World {
     }
     await this.invariants.checkAckedSurvived()
     if (this.consumers.length > 0) await this.consumersCatchUp(start)
+    if (this.groupWorkload) await this.groupOffsetsSurvived(start)
+  }
+
+  /**
+   * (a) at the end: the members stop (their requests in flight answered or timed out), then
+   * the coordinator, once loaded, returns at least every acknowledged commit.
+   */
+  private async groupOffsetsSurvived(start: number): Promise<void> {
+    for (const member of this.groupMembers) member.stop()
+    while (this.groupMembers.some((m) => !m.idle)) await this.runFor(100)
+    this.offsetVerifier?.stop()
+    const verifier = new OffsetVerifier(
+      this,
+      new SimRandom(this.options.seed ^ 0x6710),
+      this.groupWorkload!,
+      998,
+    )
+    let fetched = false
+    verifier.fetchOnce().then(
+      (ok) => {
+        fetched = ok
+      },
+      (error: unknown) => this.groupFailure(error),
+    )
+    for (;;) {
+      await this.runFor(100)
+      if (fetched) break
+      if (this.scheduler.now - start > LIVENESS_MS_MAX)
+        throw new Violation(
+          `liveness: no OffsetFetch answer from the group coordinator ${LIVENESS_MS_MAX} ms after healing`,
+        )
+      if (verifier.idle)
+        verifier.fetchOnce().then(
+          (ok) => {
+            fetched = ok
+          },
+          (error: unknown) => this.groupFailure(error),
+        )
+    }
+    verifier.stop()
+    const w = this.groupWorkload!
+    const g = this.invariants.groupChecks
+    this.log(
+      `group: ${w.rebalances} assignments, ${w.commits} commits (${w.ackedCommits} partition commits acknowledged), ${w.fetches} offset fetches (${g.fetches} checked, ${g.staleFetches} from a deposed coordinator, ${g.staleBehind} of those behind an acknowledged commit), ${g.coordinatorAnswers} coordinator answers; errors ${[...w.errorCodes].map(([code, n]) => `${code}: ${n}`).join(', ') || 'none'}; acknowledged commits found by the final OffsetFetch`,
+    )
   }
 
   /** After convergence every consumer reaches its partition's log end (all committed by then). */

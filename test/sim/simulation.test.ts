@@ -124,6 +124,26 @@ describe('deterministic simulation', () => {
     })
   }
 
+  for (const [seed, extra] of [
+    [1, {}],
+    [2, {}],
+    [87, { storeStalls: true }],
+    [3, { diskErrors: true, consumers: true }],
+  ] as const) {
+    it(`consumer group, seed ${seed}${Object.keys(extra).length > 0 ? ` (${Object.keys(extra).join(', ')})` : ''}: acknowledged offset commits survive coordinator failover, one coordinator per epoch, no partition assigned twice in a generation`, async () => {
+      // Seed 87 with store stalls: a deposed coordinator (stalled store link) answers
+      // OffsetFetch from its cache; only the current coordinator's answers are held to (a).
+      const result = await runSimulation({ seed, groups: true, ...extra })
+      const flags = Object.keys(extra)
+        .map(
+          (k) =>
+            ({ storeStalls: ' --store-stalls', diskErrors: ' --disk-errors', consumers: ' --consumers' })[k],
+        )
+        .join('')
+      assert.ok(result.ok, explain(result, ` --groups${flags}`))
+    })
+  }
+
   it('mutation check: with consumers reading up to the log end the simulator finds a violating seed', async () => {
     let found: SimResult | null = null
     for (let seed = 1; seed <= 10 && found === null; seed++) {
