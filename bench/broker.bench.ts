@@ -11,12 +11,12 @@
  */
 import { execFile, execFileSync, spawn } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
-import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs, promisify } from 'node:util'
 import { startBroker } from '../src/index.js'
+import { waitForPort } from './wait-for-port.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const { values } = parseArgs({
@@ -39,23 +39,6 @@ function perfBinary(): string {
 async function perf(binary: string, args: string[]): Promise<Record<string, number>> {
   const { stdout } = await promisify(execFile)(binary, args, { encoding: 'utf8', maxBuffer: 1 << 20 })
   return JSON.parse(stdout.trim().split('\n').at(-1)!)
-}
-
-function waitForPort(port: number, deadlineMs: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const attempt = (): void => {
-      const socket = connect({ host: '127.0.0.1', port }, () => {
-        socket.destroy()
-        resolve()
-      })
-      socket.on('error', () => {
-        socket.destroy()
-        if (Date.now() > deadlineMs) reject(new Error(`port ${port} never accepted`))
-        else setTimeout(attempt, 2)
-      })
-    }
-    attempt()
-  })
 }
 
 async function timeCliStart(dataDir: string, port: number): Promise<number> {

@@ -14,11 +14,12 @@
  */
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { connect, createServer } from 'node:net'
+import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
+import { waitForPort } from './wait-for-port.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const { values } = parseArgs({
@@ -42,24 +43,6 @@ function freePort(): Promise<number> {
       const port = typeof address === 'object' && address !== null ? address.port : 0
       server.close(() => resolve(port))
     })
-  })
-}
-
-/** Poll-connects every 2 ms, as bench/broker.bench.ts does. */
-function waitForPort(port: number, deadlineMs: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const attempt = (): void => {
-      const socket = connect({ host: '127.0.0.1', port }, () => {
-        socket.destroy()
-        resolve()
-      })
-      socket.on('error', () => {
-        socket.destroy()
-        if (Date.now() > deadlineMs) reject(new Error(`port ${port} never accepted`))
-        else setTimeout(attempt, 2)
-      })
-    }
-    attempt()
   })
 }
 

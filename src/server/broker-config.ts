@@ -5,6 +5,7 @@
  */
 import { type ConfigDef, ConfigDefs, type ConfigValue } from '../common/config-def.js'
 import { ConfigError } from '../common/errors.js'
+import type { GroupCoordinatorConfig } from '../coordinator/group-coordinator.js'
 
 const MIB = 1024 * 1024
 const LONG_MAX = Number.MAX_SAFE_INTEGER
@@ -330,4 +331,23 @@ export function parseProperties(text: string): Map<string, string> {
     result.set(match[1], match[2])
   }
   return result
+}
+
+/** The coordinator's settings from the broker's group.* and offsets.* properties. */
+export function groupCoordinatorConfig(config: BrokerConfig): GroupCoordinatorConfig {
+  const value = (name: string): number => config.values.get(name) as number
+  return {
+    groupMinSessionTimeoutMs: value('group.min.session.timeout.ms'),
+    groupMaxSessionTimeoutMs: value('group.max.session.timeout.ms'),
+    groupInitialRebalanceDelayMs: value('group.initial.rebalance.delay.ms'),
+    groupMaxSize: value('group.max.size'),
+    offsetMetadataMaxBytes: value('offset.metadata.max.bytes'),
+    offsetsRetentionMs: value('offsets.retention.minutes') * 60_000,
+    offsetsTopicNumPartitions: value('offsets.topic.num.partitions'),
+    offsetsTopicReplicationFactor: value('offsets.topic.replication.factor'),
+    offsetsTopicSegmentBytes: value('offsets.topic.segment.bytes'),
+    offsetsCommitTimeoutMs: value('offsets.commit.timeout.ms'),
+    offsetsRetentionCheckIntervalMs: value('offsets.retention.check.interval.ms'),
+    offsetsLoadBufferSize: value('offsets.load.buffer.size'),
+  }
 }

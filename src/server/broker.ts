@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { InvariantError } from '../common/assert.js'
 import { type Clock, systemClock, type TimerHandle } from '../common/clock.js'
 import { createLogger, type Logger } from '../common/logger.js'
-import { GroupCoordinator, type GroupCoordinatorConfig } from '../coordinator/group-coordinator.js'
+import { GroupCoordinator } from '../coordinator/group-coordinator.js'
 import type {
   BrokerRegistration,
   ClusterImage,
@@ -29,7 +29,7 @@ import { ReplicaFetcherManager } from '../replication/replica-fetcher.js'
 import { ReplicaManager, type TopicSettings } from '../replication/replica-manager.js'
 import type { FileSystem } from '../storage/file-system.js'
 import { LogManager } from '../storage/log-manager.js'
-import type { BrokerConfig } from './broker-config.js'
+import { type BrokerConfig, groupCoordinatorConfig } from './broker-config.js'
 import type { BrokerServices } from './broker-services.js'
 import { FetchSessionCache } from './fetch-session-cache.js'
 import { allHandlers } from './handlers/all.js'
@@ -512,24 +512,5 @@ export class Broker implements BrokerServices {
       }
       return changed ? { ...image, topics } : image
     })
-  }
-}
-
-/** The coordinator's settings from the broker's group.* and offsets.* properties. */
-function groupCoordinatorConfig(config: BrokerConfig): GroupCoordinatorConfig {
-  const value = (name: string): number => config.values.get(name) as number
-  return {
-    groupMinSessionTimeoutMs: value('group.min.session.timeout.ms'),
-    groupMaxSessionTimeoutMs: value('group.max.session.timeout.ms'),
-    groupInitialRebalanceDelayMs: value('group.initial.rebalance.delay.ms'),
-    groupMaxSize: value('group.max.size'),
-    offsetMetadataMaxBytes: value('offset.metadata.max.bytes'),
-    offsetsRetentionMs: value('offsets.retention.minutes') * 60_000,
-    offsetsTopicNumPartitions: value('offsets.topic.num.partitions'),
-    offsetsTopicReplicationFactor: value('offsets.topic.replication.factor'),
-    offsetsTopicSegmentBytes: value('offsets.topic.segment.bytes'),
-    offsetsCommitTimeoutMs: value('offsets.commit.timeout.ms'),
-    offsetsRetentionCheckIntervalMs: value('offsets.retention.check.interval.ms'),
-    offsetsLoadBufferSize: value('offsets.load.buffer.size'),
   }
 }

@@ -16,7 +16,7 @@
 import { InvariantError } from '../common/assert.js'
 import type { Logger } from '../common/logger.js'
 import { CONSUMER_OFFSETS_TOPIC, partitionForGroup } from '../coordinator/group.js'
-import { GroupCoordinator, type GroupCoordinatorConfig } from '../coordinator/group-coordinator.js'
+import { GroupCoordinator } from '../coordinator/group-coordinator.js'
 import type { BrokerRegistration, ClusterImage } from '../metadata/cluster-image.js'
 import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { Controller } from '../metadata/controller.js'
@@ -39,7 +39,7 @@ import type { IsrProposal } from '../replication/partition.js'
 import { ReplicaFetcherManager } from '../replication/replica-fetcher.js'
 import { ReplicaManager } from '../replication/replica-manager.js'
 import type { BrokerConfig } from '../server/broker-config.js'
-import { brokerConfigFromProperties } from '../server/broker-config.js'
+import { brokerConfigFromProperties, groupCoordinatorConfig } from '../server/broker-config.js'
 import type { BrokerServices } from '../server/broker-services.js'
 import { FetchSessionCache } from '../server/fetch-session-cache.js'
 import { allHandlers } from '../server/handlers/all.js'
@@ -96,25 +96,6 @@ const handlers = new HandlerRegistry(allHandlers)
 
 /** OffsetCommit, OffsetFetch, JoinGroup, Heartbeat, SyncGroup: answered by the group's coordinator. */
 const GROUP_APIS: ReadonlySet<number> = new Set([8, 9, 11, 12, 14])
-
-/** The coordinator's settings from the broker's group.* and offsets.* properties (as server/broker.ts). */
-function groupCoordinatorConfig(config: BrokerConfig): GroupCoordinatorConfig {
-  const value = (name: string): number => config.values.get(name) as number
-  return {
-    groupMinSessionTimeoutMs: value('group.min.session.timeout.ms'),
-    groupMaxSessionTimeoutMs: value('group.max.session.timeout.ms'),
-    groupInitialRebalanceDelayMs: value('group.initial.rebalance.delay.ms'),
-    groupMaxSize: value('group.max.size'),
-    offsetMetadataMaxBytes: value('offset.metadata.max.bytes'),
-    offsetsRetentionMs: value('offsets.retention.minutes') * 60_000,
-    offsetsTopicNumPartitions: value('offsets.topic.num.partitions'),
-    offsetsTopicReplicationFactor: value('offsets.topic.replication.factor'),
-    offsetsTopicSegmentBytes: value('offsets.topic.segment.bytes'),
-    offsetsCommitTimeoutMs: value('offsets.commit.timeout.ms'),
-    offsetsRetentionCheckIntervalMs: value('offsets.retention.check.interval.ms'),
-    offsetsLoadBufferSize: value('offsets.load.buffer.size'),
-  }
-}
 
 /** The replica id a consumer sends under the `consumer-reads-log-end` mutation. */
 export const MUTATED_CONSUMER_REPLICA_ID = 99
