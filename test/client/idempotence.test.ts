@@ -18,16 +18,10 @@
  * in send order per partition, and each at the offset its send resolved with.
  */
 import assert from 'node:assert/strict'
-import { mkdtemp, rm } from 'node:fs/promises'
 import { createServer, type Server, type Socket } from 'node:net'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Producer, type RecordMetadata } from '../../src/client/producer.js'
-import { systemClock } from '../../src/common/clock.js'
-import { silentLogger } from '../../src/common/logger.js'
-import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { FrameDecoder } from '../../src/protocol/frame-decoder.js'
 import { ApiKey, apis } from '../../src/protocol/generated/index.js'
@@ -36,136 +30,8 @@ import { decodeRequestHeader } from '../../src/protocol/generated/request-header
 import { encodeResponseHeader } from '../../src/protocol/generated/response-header.js'
 import { Reader, Writer, ZERO_UUID } from '../../src/protocol/primitives.js'
 import { decodeRecordBatchSync } from '../../src/protocol/record-batch.js'
-import { Broker } from '../../src/server/broker.js'
-import { brokerConfigFromProperties } from '../../src/server/broker-config.js'
-import { freePort } from '../helpers/broker-process.js'
-import { TcpProxy } from '../helpers/tcp-proxy.js'
-import { waitUntil } from '../replication/in-process-cluster.js'
+import { ProxiedCluster, problems } from '../helpers/proxied-cluster.js'
 import { readAll, text } from './helpers.js'
-
-const PROPERTIES: Record<string, string> = {
-  'broker.session.timeout.ms': '3000',
-  'replica.lag.time.max.ms': '3000',
-  'replica.fetch.backoff.ms': '100',
-  'min.insync.replicas': '2',
-  'default.replication.factor': '3',
-  'auto.create.topics.enable': 'false',
-  'log.segment.bytes': '65536',
-}
-
-/** Three brokers, broker i listening on ports[i] and advertising proxies[i]. */
-class ProxiedCluster {
-  readonly brokers: (Broker | null)[] = [null, null, null]
-  private constructor(
-    readonly store: EmbeddedStore,
-    readonly root: string,
-    readonly ports: number[],
-    readonly proxies: TcpProxy[],
-  ) {}
-
-  static async start(): Promise<ProxiedCluster> {
-    const root = await mkdtemp(join(tmpdir(), 'tidelog-client-idem-'))
-    const store = await EmbeddedStore.open({ clock: systemClock })
-    const ports = [await freePort(), await freePort(), await freePort()]
-    const proxies = ports.map((port) => new TcpProxy(port))
-    for (const proxy of proxies) await proxy.listen()
-    const cluster = new ProxiedCluster(store, root, ports, proxies)
-    for (let i = 0; i < 3; i++) await cluster.startBroker(i)
-    return cluster
-  }
-
-  async startBroker(i: number): Promise<void> {
-    const props = new Map(Object.entries(PROPERTIES))
-    props.set('node.id', String(i))
-    props.set('log.dirs', join(this.root, `broker-${i}`))
-    props.set('listeners', `PLAINTEXT://127.0.0.1:${this.ports[i]}`)
-    props.set('advertised.listeners', `PLAINTEXT://127.0.0.1:${this.proxies[i].port}`)
-    this.brokers[i] = await Broker.start(brokerConfigFromProperties(props), {
-      store: this.store,
-      logger: silentLogger,
-    })
-  }
-
-  async stopBroker(i: number): Promise<void> {
-    const broker = this.brokers[i]
-    this.brokers[i] = null
-    await broker?.stop()
-  }
-
-  get bootstrap(): string {
-    return this.proxies.map((p) => `127.0.0.1:${p.port}`).join(',')
-  }
-
-  get any(): Broker {
-    const broker = this.brokers.find((b) => b !== null)
-    if (!broker) throw new Error('no broker running')
-    return broker
-  }
-
-  leaderOf(topic: string, partition: number): number {
-    return this.any.metadataImage().topics.get(topic)?.partitions[partition]?.leader ?? -1
-  }
-
-  /** Loses the response of every `every`-th client Produce request (replica traffic untouched). */
-  dropEvery(every: number): void {
-    let count = 0
-    for (const proxy of this.proxies) {
-      proxy.dropResponses(({ apiKey, clientId }) => {
-        if (apiKey !== ApiKey.Produce || clientId?.startsWith('tidelog-replica')) return false
-        return ++count % every === 0
-      })
-    }
-  }
-
-  stopDropping(): number {
-    for (const proxy of this.proxies) proxy.dropResponses(null)
-    return this.proxies.reduce((sum, p) => sum + p.droppedResponses, 0)
-  }
-
-  async createTopic(name: string, partitions: number): Promise<void> {
-    const broker = this.any
-    await broker.updateMetadata((image) => {
-      const topic = broker.placeNewTopic({ name, partitions, replicationFactor: 3, configs: {} })
-      return { ...image, topics: new Map(image.topics).set(name, topic) }
-    })
-    await this.waitFullIsr(name, partitions)
-  }
-
-  async waitFullIsr(name: string, partitions: number, timeoutMs = 15000): Promise<void> {
-    await waitUntil(`${name} led and fully replicated`, timeoutMs, () => {
-      for (let p = 0; p < partitions; p++) {
-        const state = this.any.metadataImage().topics.get(name)?.partitions[p]
-        if (!state || state.leader < 0 || state.isr.length < 3) return false
-        for (const id of state.replicas)
-          if (!this.brokers[id]?.replicaManager.getPartition(name, p)) return false
-      }
-      return true
-    })
-  }
-
-  async close(): Promise<void> {
-    for (let i = 0; i < 3; i++) await this.stopBroker(i)
-    for (const proxy of this.proxies) await proxy.close()
-    await this.store.close()
-    await rm(this.root, { recursive: true, force: true })
-  }
-}
-
-/** Every expected value exactly once and in order; returns what is wrong (at most 10 lines). */
-function problems(actual: readonly string[], expected: readonly string[]): string[] {
-  const found: string[] = []
-  const seen = new Set<string>()
-  for (const v of actual) {
-    if (seen.has(v)) found.push(`duplicate ${v}`)
-    seen.add(v)
-  }
-  for (const v of expected) if (!seen.has(v)) found.push(`missing ${v}`)
-  const wanted = new Set(expected)
-  const order = actual.filter((v) => wanted.has(v))
-  const inOrder = expected.filter((v) => seen.has(v))
-  if (order.join() !== inOrder.join()) found.push('out of send order')
-  return found.slice(0, 10)
-}
 
 describe('enableIdempotence options', () => {
   const bootstrapServers = '127.0.0.1:1'
@@ -657,7 +523,7 @@ describe('idempotent producer rules against a scripted broker', () => {
 describe("tidelog's idempotent producer with forced retries (3 brokers behind proxies)", () => {
   let cluster: ProxiedCluster
   before(async () => {
-    cluster = await ProxiedCluster.start()
+    cluster = await ProxiedCluster.start(65536)
   })
   after(async () => {
     await cluster?.close()

@@ -9,8 +9,6 @@
  */
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -22,158 +20,11 @@ import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { ApiKey } from '../../src/protocol/generated/index.js'
 import type { InitProducerIdResponse } from '../../src/protocol/generated/init-producer-id-response.js'
-import { decodeRecordBatch } from '../../src/protocol/record-batch.js'
-import { Broker } from '../../src/server/broker.js'
-import { brokerConfigFromProperties } from '../../src/server/broker-config.js'
-import { freePort } from '../helpers/broker-process.js'
 import { PYTHON, repoRoot } from '../helpers/compat-clients.js'
+import { ProxiedCluster, problems } from '../helpers/proxied-cluster.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
-import { TcpProxy } from '../helpers/tcp-proxy.js'
 import { waitUntil } from '../replication/in-process-cluster.js'
-
-const PROPERTIES: Record<string, string> = {
-  'broker.session.timeout.ms': '3000',
-  'replica.lag.time.max.ms': '3000',
-  'replica.fetch.backoff.ms': '100',
-  'min.insync.replicas': '2',
-  'default.replication.factor': '3',
-  'auto.create.topics.enable': 'false',
-  // Small segments: rolls (and producer snapshots) happen during the run.
-  'log.segment.bytes': '16384',
-}
-
-/** Three brokers, broker i listening on ports[i] and advertising proxies[i]. */
-class ProxiedCluster {
-  readonly brokers: (Broker | null)[] = [null, null, null]
-  private constructor(
-    readonly store: EmbeddedStore,
-    readonly root: string,
-    readonly ports: number[],
-    readonly proxies: TcpProxy[],
-  ) {}
-
-  static async start(): Promise<ProxiedCluster> {
-    const root = await mkdtemp(join(tmpdir(), 'tidelog-idem-'))
-    const store = await EmbeddedStore.open({ clock: systemClock })
-    const ports = [await freePort(), await freePort(), await freePort()]
-    const proxies = ports.map((port) => new TcpProxy(port))
-    for (const proxy of proxies) await proxy.listen()
-    const cluster = new ProxiedCluster(store, root, ports, proxies)
-    for (let i = 0; i < 3; i++) await cluster.startBroker(i)
-    return cluster
-  }
-
-  async startBroker(i: number): Promise<void> {
-    const props = new Map(Object.entries(PROPERTIES))
-    props.set('node.id', String(i))
-    props.set('log.dirs', join(this.root, `broker-${i}`))
-    props.set('listeners', `PLAINTEXT://127.0.0.1:${this.ports[i]}`)
-    props.set('advertised.listeners', `PLAINTEXT://127.0.0.1:${this.proxies[i].port}`)
-    this.brokers[i] = await Broker.start(brokerConfigFromProperties(props), {
-      store: this.store,
-      logger: silentLogger,
-    })
-  }
-
-  async stopBroker(i: number): Promise<void> {
-    const broker = this.brokers[i]
-    this.brokers[i] = null
-    await broker?.stop()
-  }
-
-  get bootstrap(): string {
-    return this.proxies.map((p) => `127.0.0.1:${p.port}`).join(',')
-  }
-
-  get any(): Broker {
-    const broker = this.brokers.find((b) => b !== null)
-    if (!broker) throw new Error('no broker running')
-    return broker
-  }
-
-  leaderOf(topic: string, partition: number): number {
-    return this.any.metadataImage().topics.get(topic)?.partitions[partition]?.leader ?? -1
-  }
-
-  /** Loses the response of every `every`-th client Produce request (replica traffic untouched). */
-  dropEvery(every: number): void {
-    let count = 0
-    for (const proxy of this.proxies) {
-      proxy.dropResponses(({ apiKey, clientId }) => {
-        if (apiKey !== ApiKey.Produce || clientId?.startsWith('tidelog-replica')) return false
-        return ++count % every === 0
-      })
-    }
-  }
-
-  stopDropping(): number {
-    for (const proxy of this.proxies) proxy.dropResponses(null)
-    return this.proxies.reduce((sum, p) => sum + p.droppedResponses, 0)
-  }
-
-  async createTopic(name: string, partitions: number): Promise<void> {
-    const broker = this.any
-    await broker.updateMetadata((image) => {
-      const topic = broker.placeNewTopic({ name, partitions, replicationFactor: 3, configs: {} })
-      return { ...image, topics: new Map(image.topics).set(name, topic) }
-    })
-    await waitUntil(`${name} led and replicated`, 15000, () => {
-      for (let p = 0; p < partitions; p++) {
-        const state = this.any.metadataImage().topics.get(name)?.partitions[p]
-        if (!state || state.leader < 0 || state.isr.length < 3) return false
-        for (const id of state.replicas)
-          if (!this.brokers[id]?.replicaManager.getPartition(name, p)) return false
-      }
-      return true
-    })
-  }
-
-  /** Record values of `topic-partition` as its leader's log holds them up to the high watermark. */
-  async values(topic: string, partition: number): Promise<string[]> {
-    const hosted = this.brokers[this.leaderOf(topic, partition)]?.replicaManager.getPartition(
-      topic,
-      partition,
-    )
-    if (!hosted) throw new Error(`no leader for ${topic}-${partition}`)
-    const out: string[] = []
-    let offset = hosted.log.logStartOffset
-    while (offset < hosted.highWatermark) {
-      const read = await hosted.log.read(offset, { maxBytes: 1 << 20, maxOffset: hosted.highWatermark })
-      for (const chunk of read.records) {
-        for (let at = 0; at < chunk.length; ) {
-          const batch = await decodeRecordBatch(chunk, at)
-          for (const record of batch.records) out.push(record.value?.toString() ?? '')
-          at += 12 + chunk.readInt32BE(at + 8)
-        }
-      }
-      offset = read.nextOffset
-    }
-    return out
-  }
-
-  async close(): Promise<void> {
-    for (let i = 0; i < 3; i++) await this.stopBroker(i)
-    for (const proxy of this.proxies) await proxy.close()
-    await this.store.close()
-    await rm(this.root, { recursive: true, force: true })
-  }
-}
-
-/** Every expected value exactly once and in order; returns a description of what is wrong. */
-function problems(actual: readonly string[], expected: readonly string[]): string[] {
-  const found: string[] = []
-  const seen = new Set<string>()
-  for (const v of actual) {
-    if (seen.has(v)) found.push(`duplicate ${v}`)
-    seen.add(v)
-  }
-  for (const v of expected) if (!seen.has(v)) found.push(`missing ${v}`)
-  const order = actual.filter((v) => expected.includes(v))
-  const inOrder = expected.filter((v) => seen.has(v))
-  if (order.join() !== inOrder.join()) found.push('out of send order')
-  return found.slice(0, 10)
-}
 
 describe('idempotent producers with forced retries (3 brokers behind proxies)', () => {
   let cluster: ProxiedCluster
