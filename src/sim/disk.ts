@@ -11,7 +11,7 @@
  * Each broker incarnation uses the disk through a `ProcessDisk` view; once the process is
  * killed its calls never settle (a dead process gets no answers).
  */
-import type { FileHandle, FileStat, FileSystem, OpenFlags } from '../storage/file-system.js'
+import type { FileHandle, FileStat, FileSystem, FileSystemSpace, OpenFlags } from '../common/file-system.js'
 import type { SimRandom } from './random.js'
 
 interface SimFile {
@@ -231,7 +231,16 @@ export class ProcessDisk implements FileSystem {
       if (!this.disk.hasDir(path)) throw fsError('ENOENT', path)
     })
   }
+  /** A fixed-size simulated disk: DescribeLogDirs answers the same in every run. */
+  statfs(path: string): Promise<FileSystemSpace> {
+    return this.run(() => {
+      if (!this.disk.hasDir(path)) throw fsError('ENOENT', path)
+      return { totalBytes: SIM_DISK_BYTES, usableBytes: SIM_DISK_BYTES }
+    })
+  }
 }
+
+const SIM_DISK_BYTES = 64 * 1024 ** 3
 
 class SimFileHandle implements FileHandle {
   private closed = false

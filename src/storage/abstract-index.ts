@@ -9,7 +9,7 @@
  * because recovery always rescans the segment holding the recovery point.
  */
 import { assert } from '../common/assert.js'
-import type { FileHandle, FileSystem } from './file-system.js'
+import type { FileHandle, FileSystem } from '../common/file-system.js'
 
 export abstract class AbstractIndex {
   protected entryCount = 0

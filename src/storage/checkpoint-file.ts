@@ -3,7 +3,7 @@
  * Written atomically (temp file, fsync, rename, directory fsync) so a crash leaves the old
  * or the new file. Used for leader-epoch-checkpoint and the broker's offset checkpoints.
  */
-import { exists, type FileSystem, readWholeFile, writeFileAtomically } from './file-system.js'
+import { exists, type FileSystem, readWholeFile, writeFileAtomically } from '../common/file-system.js'
 
 export const CHECKPOINT_VERSION = 0
 

@@ -15,7 +15,7 @@ import {
   type EpochEntry,
   epochEntryFormat,
 } from './checkpoint-file.js'
-import type { FileSystem } from './file-system.js'
+import type { FileSystem } from '../common/file-system.js'
 
 export const LEADER_EPOCH_CHECKPOINT_FILENAME = 'leader-epoch-checkpoint'
 /** Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET. */

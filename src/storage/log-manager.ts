@@ -19,7 +19,8 @@ import {
   topicPartitionOffsetFormat,
 } from './checkpoint-file.js'
 import type { StorageError } from './errors.js'
-import { exists, type FileSystem, nodeFileSystem } from './file-system.js'
+import { exists, type FileSystem } from '../common/file-system.js'
+import { nodeFileSystem } from '../runtime/node-file-system.js'
 import { LogCleaner } from './log-cleaner.js'
 import { DEFAULT_LOG_CONFIG, type LogConfig } from './log-config.js'
 import {

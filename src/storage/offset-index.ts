@@ -6,7 +6,7 @@
  */
 import { assert } from '../common/assert.js'
 import { AbstractIndex, grownCapacity } from './abstract-index.js'
-import type { FileSystem } from './file-system.js'
+import type { FileSystem } from '../common/file-system.js'
 
 export const OFFSET_INDEX_ENTRY_BYTES = 8
 

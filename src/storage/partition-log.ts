@@ -28,7 +28,8 @@ import {
   StorageError,
   storageFailure,
 } from './errors.js'
-import { type FileSystem, nodeFileSystem } from './file-system.js'
+import { type FileSystem } from '../common/file-system.js'
+import { nodeFileSystem } from '../runtime/node-file-system.js'
 import { type EpochEndOffset, LeaderEpochFileCache, UNDEFINED_EPOCH_OFFSET } from './leader-epoch-cache.js'
 import { DEFAULT_LOG_CONFIG, hasCompactPolicy, hasDeletePolicy, type LogConfig } from './log-config.js'
 import { loadLog } from './log-loader.js'

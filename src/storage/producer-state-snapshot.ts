@@ -14,7 +14,7 @@
 import { join } from 'node:path'
 import { TidelogError } from '../common/errors.js'
 import { crc32c } from '../protocol/crc32c.js'
-import { type FileSystem, isNotFound, readWholeFile, writeFileAtomically } from './file-system.js'
+import { type FileSystem, isNotFound, readWholeFile, writeFileAtomically } from '../common/file-system.js'
 
 export const SNAPSHOT_SUFFIX = '.snapshot'
 const SNAPSHOT_FILE = /^(\d{20})\.snapshot$/

@@ -6,7 +6,7 @@
  */
 import { assert } from '../common/assert.js'
 import { AbstractIndex, grownCapacity } from './abstract-index.js'
-import type { FileSystem } from './file-system.js'
+import type { FileSystem } from '../common/file-system.js'
 import { readInt64, writeInt64 } from './record-batch-check.js'
 
 export const TIME_INDEX_ENTRY_BYTES = 12

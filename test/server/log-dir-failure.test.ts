@@ -16,7 +16,8 @@ import { silentLogger } from '../../src/common/logger.js'
 import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
 import { Broker } from '../../src/server/broker.js'
 import { brokerConfigFromProperties } from '../../src/server/broker-config.js'
-import { type FileHandle, type FileSystem, nodeFileSystem } from '../../src/storage/file-system.js'
+import { type FileHandle, type FileSystem } from '../../src/common/file-system.js'
+import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { readAll } from '../client/helpers.js'
 import { freePort } from '../helpers/broker-process.js'
 import { waitUntil } from '../replication/in-process-cluster.js'
@@ -51,6 +52,7 @@ class FailingFileSystem implements FileSystem {
   readdir = (path: string) => nodeFileSystem.readdir(path)
   stat = (path: string) => nodeFileSystem.stat(path)
   syncDir = (path: string) => nodeFileSystem.syncDir(path)
+  statfs = (path: string) => nodeFileSystem.statfs(path)
 }
 
 test('a broker whose only log dir fails stops, its leaderships move at once, and no acknowledged record is lost', {

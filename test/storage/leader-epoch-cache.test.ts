@@ -3,7 +3,7 @@ import { readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
-import { nodeFileSystem } from '../../src/storage/file-system.js'
+import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { LeaderEpochFileCache } from '../../src/storage/leader-epoch-cache.js'
 import { withTempDir } from './helpers.js'
 

@@ -13,12 +13,8 @@ import { silentLogger } from '../../src/common/logger.js'
 import { CompressionType } from '../../src/protocol/batch-header.js'
 import { decodeRecordBatch, encodeRecordBatch, readBatchHeader } from '../../src/protocol/record-batch.js'
 import { ProducerStateManager } from '../../src/replication/producer-state.js'
-import {
-  type FileHandle,
-  type FileSystem,
-  nodeFileSystem,
-  type OpenFlags,
-} from '../../src/storage/file-system.js'
+import { type FileHandle, type FileSystem, type OpenFlags } from '../../src/common/file-system.js'
+import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { cleanLog, LogCleaner } from '../../src/storage/log-cleaner.js'
 import { fromProperties, type LogConfig } from '../../src/storage/log-config.js'
 import { CLEANER_OFFSET_CHECKPOINT_FILE, LogManager } from '../../src/storage/log-manager.js'
@@ -725,6 +721,10 @@ class CrashingFileSystem implements FileSystem {
   async syncDir(path: string): Promise<void> {
     this.step(`syncDir ${path}`)
     return nodeFileSystem.syncDir(path)
+  }
+
+  statfs(path: string) {
+    return nodeFileSystem.statfs(path)
   }
 }
 

@@ -1,13 +1,11 @@
 /**
- * The disk as an injected dependency. Storage code never imports node:fs: it receives a
- * FileSystem, so a deterministic simulation can later swap in a fake disk with torn writes,
- * lost fsyncs and failing syscalls. NodeFileSystem is the only implementation on real files.
+ * The disk as an injected dependency. Core code never imports node:fs: it receives a
+ * FileSystem, so the deterministic simulation can swap in a disk with torn writes, lost
+ * fsyncs and failing syscalls. runtime/node-file-system.ts is the implementation on real files.
  *
  * Errors: implementations reject with an Error carrying a Node-style `code`
  * ('ENOENT', 'EEXIST', 'EIO', ...), so callers can tell "missing" from "broken".
  */
-import { constants as fsConstants, type Stats } from 'node:fs'
-import * as fsp from 'node:fs/promises'
 import { dirname } from 'node:path'
 
 /** 'r' read only; 'r+' read/write, must exist; 'w+' read/write, create or truncate; 'wx+' create, must not exist. */
@@ -47,6 +45,13 @@ export interface FileSystem {
   stat(path: string): Promise<FileStat>
   /** fsync of a directory, so a rename or create in it survives a power loss. */
   syncDir(path: string): Promise<void>
+  /** Size and free space of the file system holding `path` (DescribeLogDirs). */
+  statfs(path: string): Promise<FileSystemSpace>
+}
+
+export interface FileSystemSpace {
+  readonly totalBytes: number
+  readonly usableBytes: number
 }
 
 export function isNotFound(err: unknown): boolean {
@@ -98,93 +103,3 @@ export async function writeFileAtomically(fs: FileSystem, path: string, content:
   await fs.rename(tmpPath, path)
   await fs.syncDir(dirname(path))
 }
-
-class NodeFileHandle implements FileHandle {
-  constructor(private readonly handle: fsp.FileHandle) {}
-
-  async read(buffer: Buffer, offset: number, length: number, position: number): Promise<number> {
-    const { bytesRead } = await this.handle.read(buffer, offset, length, position)
-    return bytesRead
-  }
-
-  async write(buffer: Buffer, position: number): Promise<number> {
-    let written = 0
-    // A regular-file pwrite may still be short (quota, signal): loop until all is written.
-    while (written < buffer.length) {
-      const { bytesWritten } = await this.handle.write(
-        buffer,
-        written,
-        buffer.length - written,
-        position + written,
-      )
-      if (bytesWritten === 0) throw Object.assign(new Error('write made no progress'), { code: 'EIO' })
-      written += bytesWritten
-    }
-    return written
-  }
-
-  async writev(buffers: readonly Buffer[], position: number): Promise<number> {
-    // libuv splits at IOV_MAX and retries partial writes itself (uv__fs_write_all).
-    const { bytesWritten } = await this.handle.writev(buffers as Buffer[], position)
-    return bytesWritten
-  }
-
-  sync(): Promise<void> {
-    return this.handle.sync()
-  }
-
-  truncate(length: number): Promise<void> {
-    return this.handle.truncate(length)
-  }
-
-  async stat(): Promise<FileStat> {
-    return toFileStat(await this.handle.stat())
-  }
-
-  close(): Promise<void> {
-    return this.handle.close()
-  }
-}
-
-function toFileStat(stats: Stats): FileStat {
-  return {
-    size: stats.size,
-    mtimeMs: stats.mtimeMs,
-    isDirectory: stats.isDirectory(),
-    isFile: stats.isFile(),
-  }
-}
-
-export class NodeFileSystem implements FileSystem {
-  async open(path: string, flags: OpenFlags): Promise<FileHandle> {
-    return new NodeFileHandle(await fsp.open(path, flags))
-  }
-  rename(from: string, to: string): Promise<void> {
-    return fsp.rename(from, to)
-  }
-  unlink(path: string): Promise<void> {
-    return fsp.unlink(path)
-  }
-  async mkdir(path: string): Promise<void> {
-    await fsp.mkdir(path, { recursive: true })
-  }
-  rmdir(path: string): Promise<void> {
-    return fsp.rm(path, { recursive: true, force: true })
-  }
-  readdir(path: string): Promise<string[]> {
-    return fsp.readdir(path)
-  }
-  async stat(path: string): Promise<FileStat> {
-    return toFileStat(await fsp.stat(path))
-  }
-  async syncDir(path: string): Promise<void> {
-    const handle = await fsp.open(path, fsConstants.O_RDONLY)
-    try {
-      await handle.sync()
-    } finally {
-      await handle.close()
-    }
-  }
-}
-
-export const nodeFileSystem: FileSystem = new NodeFileSystem()
