@@ -4,11 +4,11 @@
  * tools and tests.
  */
 
+export type { FileHandle, FileStat, FileSystem, OpenFlags } from '../common/file-system.js'
+export { NodeFileSystem, nodeFileSystem } from '../runtime/node-file-system.js'
 export type { EpochEntry, TopicPartitionOffset } from './checkpoint-file.js'
 export type { StorageErrorCode } from './errors.js'
 export { isStorageError, StorageError } from './errors.js'
-export type { FileHandle, FileStat, FileSystem, OpenFlags } from '../common/file-system.js'
-export { NodeFileSystem, nodeFileSystem } from '../runtime/node-file-system.js'
 export type { EpochEndOffset } from './leader-epoch-cache.js'
 export {
   LEADER_EPOCH_CHECKPOINT_FILENAME,

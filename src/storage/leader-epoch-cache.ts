@@ -8,6 +8,7 @@
  */
 import { join } from 'node:path'
 import { assert } from '../common/assert.js'
+import type { FileSystem } from '../common/file-system.js'
 import type { Logger } from '../common/logger.js'
 import {
   CheckpointFile,
@@ -15,7 +16,6 @@ import {
   type EpochEntry,
   epochEntryFormat,
 } from './checkpoint-file.js'
-import type { FileSystem } from '../common/file-system.js'
 
 export const LEADER_EPOCH_CHECKPOINT_FILENAME = 'leader-epoch-checkpoint'
 /** Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET. */

@@ -6,8 +6,8 @@
  * rebuilt the same way.
  */
 import { join } from 'node:path'
-import type { Logger } from '../common/logger.js'
 import type { FileSystem } from '../common/file-system.js'
+import type { Logger } from '../common/logger.js'
 import type { LeaderEpochFileCache } from './leader-epoch-cache.js'
 import { LogSegment, type SegmentOptions } from './log-segment.js'
 import { checkBatch } from './record-batch-check.js'

@@ -11,7 +11,9 @@
 import { join } from 'node:path'
 import { assert } from '../common/assert.js'
 import { type Clock, systemClock, type TimerHandle } from '../common/clock.js'
+import { exists, type FileSystem } from '../common/file-system.js'
 import { type Logger, silentLogger } from '../common/logger.js'
+import { nodeFileSystem } from '../runtime/node-file-system.js'
 import {
   CheckpointFile,
   CheckpointFormatError,
@@ -19,8 +21,6 @@ import {
   topicPartitionOffsetFormat,
 } from './checkpoint-file.js'
 import type { StorageError } from './errors.js'
-import { exists, type FileSystem } from '../common/file-system.js'
-import { nodeFileSystem } from '../runtime/node-file-system.js'
 import { LogCleaner } from './log-cleaner.js'
 import { DEFAULT_LOG_CONFIG, type LogConfig } from './log-config.js'
 import {

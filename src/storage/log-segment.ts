@@ -8,8 +8,8 @@
  */
 import { join } from 'node:path'
 import { assert } from '../common/assert.js'
-import { SegmentReplacedError, StorageError } from './errors.js'
 import type { FileHandle, FileSystem } from '../common/file-system.js'
+import { SegmentReplacedError, StorageError } from './errors.js'
 import { OffsetIndex } from './offset-index.js'
 import {
   BATCH_OFFSETS_HEADER_BYTES,

@@ -5,8 +5,8 @@
  * batch at or before the target and a short scan finds the target's batch.
  */
 import { assert } from '../common/assert.js'
-import { AbstractIndex, grownCapacity } from './abstract-index.js'
 import type { FileSystem } from '../common/file-system.js'
+import { AbstractIndex, grownCapacity } from './abstract-index.js'
 
 export const OFFSET_INDEX_ENTRY_BYTES = 8
 

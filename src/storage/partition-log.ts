@@ -12,6 +12,7 @@
 import { basename } from 'node:path'
 import { assert } from '../common/assert.js'
 import { type Clock, systemClock, type TimerHandle } from '../common/clock.js'
+import type { FileSystem } from '../common/file-system.js'
 import { type Logger, silentLogger } from '../common/logger.js'
 import {
   LAST_OFFSET_DELTA_OFFSET,
@@ -21,6 +22,7 @@ import {
   TimestampType,
 } from '../protocol/batch-header.js'
 import { setLogAppendTime } from '../protocol/record-batch.js'
+import { nodeFileSystem } from '../runtime/node-file-system.js'
 import {
   isStorageError,
   offsetOutOfRange,
@@ -28,8 +30,6 @@ import {
   StorageError,
   storageFailure,
 } from './errors.js'
-import { type FileSystem } from '../common/file-system.js'
-import { nodeFileSystem } from '../runtime/node-file-system.js'
 import { type EpochEndOffset, LeaderEpochFileCache, UNDEFINED_EPOCH_OFFSET } from './leader-epoch-cache.js'
 import { DEFAULT_LOG_CONFIG, hasCompactPolicy, hasDeletePolicy, type LogConfig } from './log-config.js'
 import { loadLog } from './log-loader.js'

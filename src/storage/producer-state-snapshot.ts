@@ -13,8 +13,8 @@
  */
 import { join } from 'node:path'
 import { TidelogError } from '../common/errors.js'
-import { crc32c } from '../protocol/crc32c.js'
 import { type FileSystem, isNotFound, readWholeFile, writeFileAtomically } from '../common/file-system.js'
+import { crc32c } from '../protocol/crc32c.js'
 
 export const SNAPSHOT_SUFFIX = '.snapshot'
 const SNAPSHOT_FILE = /^(\d{20})\.snapshot$/

@@ -5,8 +5,8 @@
  * always holds the segment's largest timestamp.
  */
 import { assert } from '../common/assert.js'
-import { AbstractIndex, grownCapacity } from './abstract-index.js'
 import type { FileSystem } from '../common/file-system.js'
+import { AbstractIndex, grownCapacity } from './abstract-index.js'
 import { readInt64, writeInt64 } from './record-batch-check.js'
 
 export const TIME_INDEX_ENTRY_BYTES = 12

@@ -13,7 +13,13 @@
 import { dirname } from 'node:path'
 import { assert } from '../../common/assert.js'
 import { TidelogError } from '../../common/errors.js'
-import { type FileHandle, type FileSystem, isNotFound, readWholeFile, writeFileAtomically } from '../../common/file-system.js'
+import {
+  type FileHandle,
+  type FileSystem,
+  isNotFound,
+  readWholeFile,
+  writeFileAtomically,
+} from '../../common/file-system.js'
 import type { KeyValue } from './metadata-store.js'
 
 /** A persisted key: never bound to a lease, so `lease` is implied null. */

@@ -15,7 +15,7 @@
  */
 import { assert } from '../../common/assert.js'
 import type { Clock, TimerHandle } from '../../common/clock.js'
-import { type FileSystem } from '../../common/file-system.js'
+import type { FileSystem } from '../../common/file-system.js'
 import { nodeFileSystem } from '../../runtime/node-file-system.js'
 import { campaign as campaignOn, leader as leaderOf } from './election.js'
 import {
