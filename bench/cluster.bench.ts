@@ -9,6 +9,7 @@
  *
  *   node dist/bench/cluster.bench.js [--records N] [--catchup-mb M]
  */
+
 import { execFile, execFileSync } from 'node:child_process'
 import { mkdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
@@ -17,6 +18,7 @@ import { parseArgs, promisify } from 'node:util'
 import type { DescribeLogDirsResponse } from '../src/protocol/generated/describe-log-dirs-response.js'
 import { ApiKey } from '../src/protocol/generated/index.js'
 import { BrokerClient } from '../src/replication/broker-client.js'
+import { nodeNetwork } from '../src/runtime/node-network.js'
 import { type EtcdCluster, withEtcdCluster } from '../test/helpers/broker-process.js'
 import { kcatMetadata } from '../test/helpers/metadata-view.js'
 
@@ -66,7 +68,7 @@ const BROKER_PROPERTIES: Record<string, string | number> = {
 /** Total partition bytes per partition of `topic` on one broker, from DescribeLogDirs. */
 async function partitionSizes(address: string, topic: string): Promise<Map<number, bigint>> {
   const [host, port] = address.split(':')
-  const client = new BrokerClient(host, Number(port), 'tidelog-bench')
+  const client = new BrokerClient(host, Number(port), 'tidelog-bench', nodeNetwork)
   try {
     const response = await client.request<DescribeLogDirsResponse>(ApiKey.DescribeLogDirs, 1, {
       topics: [{ topic, partitions: [0, 1, 2, 3] }],

@@ -3,56 +3,17 @@
  * OffsetForLeaderEpoch). Requests are pipelined and matched to responses by correlation
  * id; a connection error fails every request in flight and the next request reconnects.
  *
- * The socket comes from an injected `Transport` so the deterministic simulation can
- * replace TCP with a simulated network.
+ * The byte stream comes from the injected network (TCP, or the simulator's network).
  */
-import { connect, type Socket } from 'node:net'
+
 import { TidelogError } from '../common/errors.js'
+import type { ByteStream, Network } from '../common/network.js'
 import { FrameDecoder } from '../protocol/frame-decoder.js'
 import { apis, decodeResponseHeader, encodeRequestHeader } from '../protocol/generated/index.js'
 import { Reader, Writer } from '../protocol/primitives.js'
 
-/** The byte stream a BrokerClient speaks over. */
-export interface TransportConnection {
-  write(chunks: readonly Buffer[]): void
-  onData(listener: (chunk: Buffer) => void): void
-  onClose(listener: (error: Error | null) => void): void
-  destroy(): void
-}
-
-export interface Transport {
-  connect(host: string, port: number): Promise<TransportConnection>
-}
-
-export const tcpTransport: Transport = {
-  connect(host, port) {
-    return new Promise((resolve, reject) => {
-      const socket: Socket = connect({ host, port, noDelay: true })
-      socket.once('connect', () => {
-        socket.off('error', reject)
-        resolve(socketConnection(socket))
-      })
-      socket.once('error', reject)
-    })
-  },
-}
-
-function socketConnection(socket: Socket): TransportConnection {
-  let closeError: Error | null = null
-  socket.on('error', (error) => {
-    closeError = error
-  })
-  return {
-    write(chunks) {
-      socket.cork()
-      for (const chunk of chunks) socket.write(chunk)
-      socket.uncork()
-    },
-    onData: (listener) => socket.on('data', listener),
-    onClose: (listener) => socket.on('close', () => listener(closeError)),
-    destroy: () => socket.destroy(),
-  }
-}
+/** How a broker dials another: the connect half of the injected Network. */
+export type Transport = Pick<Network, 'connect'>
 
 export class BrokerConnectionError extends TidelogError {
   constructor(message: string, cause?: unknown) {
@@ -71,7 +32,7 @@ interface InFlight {
 const MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 
 export class BrokerClient {
-  private connection: Promise<TransportConnection> | null = null
+  private connection: Promise<ByteStream> | null = null
   private readonly inFlight = new Map<number, InFlight>()
   private nextCorrelationId = 1
   private closed = false
@@ -80,7 +41,7 @@ export class BrokerClient {
     private readonly host: string,
     private readonly port: number,
     private readonly clientId: string,
-    private readonly transport: Transport = tcpTransport,
+    private readonly transport: Transport,
   ) {}
 
   /** Sends a request and resolves with its decoded response body. */
@@ -111,7 +72,7 @@ export class BrokerClient {
     this.failAll(new BrokerConnectionError('client closed'))
   }
 
-  private connect(): Promise<TransportConnection> {
+  private connect(): Promise<ByteStream> {
     if (this.connection) return this.connection
     const pending = this.transport.connect(this.host, this.port).then((connection) => {
       const decoder = new FrameDecoder(MAX_RESPONSE_BYTES)

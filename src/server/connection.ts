@@ -6,11 +6,15 @@
  * Handlers are invoked synchronously in arrival order, so work a handler starts before its
  * first await (queuing an append) keeps request order. Bad input closes this connection
  * only, logged once; it never reaches other connections.
+ *
+ * It runs over any ByteStream (a TCP socket, the simulator's network), so every world runs
+ * this dispatch.
  */
-import type { Socket } from 'node:net'
+
 import { assert, InvariantError } from '../common/assert.js'
 import { ProtocolDecodeError } from '../common/errors.js'
 import type { Logger } from '../common/logger.js'
+import type { ByteStream } from '../common/network.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { FrameDecoder, FrameError } from '../protocol/frame-decoder.js'
 import {
@@ -22,11 +26,21 @@ import {
 } from '../protocol/generated/index.js'
 import { Reader, Writer } from '../protocol/primitives.js'
 import type { HandlerRegistry } from './handlers/registry.js'
-import type { RequestContext } from './request-context.js'
+import type { ClientConnection, RequestContext } from './request-context.js'
+
+/**
+ * Taps on the request path (metrics, the slow-request log, the simulator's invariants):
+ * called as a request is dispatched; the returned function, if any, when it is answered
+ * (null: no response, as acks=0) or failed.
+ */
+export type RequestObserver = (
+  context: RequestContext,
+  request: unknown,
+) => ((outcome: { response: unknown } | { error: unknown }) => void) | undefined
 
 export interface ConnectionOptions {
   id: number
-  socket: Socket
+  stream: ByteStream
   handlers: HandlerRegistry
   /** socket.request.max.bytes */
   socketRequestMaxBytes: number
@@ -38,6 +52,7 @@ export interface ConnectionOptions {
   onClose(connection: Connection): void
   /** Builds the per-request context the handlers receive. */
   makeContext(connection: Connection, header: RequestHeader): RequestContext
+  readonly observer?: RequestObserver
 }
 
 interface ResponseSlot {
@@ -45,7 +60,7 @@ interface ResponseSlot {
   chunks: Buffer[] | null
 }
 
-export class Connection {
+export class Connection implements ClientConnection {
   readonly id: number
   readonly remoteAddress: string
   private readonly decoder: FrameDecoder
@@ -62,14 +77,15 @@ export class Connection {
 
   constructor(private readonly options: ConnectionOptions) {
     this.id = options.id
-    const { socket } = options
-    this.remoteAddress = `${socket.remoteAddress}:${socket.remotePort}`
+    const { stream } = options
+    this.remoteAddress = stream.remoteAddress
     this.decoder = new FrameDecoder(options.socketRequestMaxBytes)
-    socket.setNoDelay(true)
-    socket.on('data', (chunk: Buffer) => this.onData(chunk))
-    socket.on('drain', () => this.maybeResumeReading())
-    socket.on('error', (error) => this.options.logger.debug({ err: error, conn: this.id }, 'socket error'))
-    socket.on('close', () => this.onSocketClose())
+    stream.onData((chunk) => this.onData(chunk))
+    stream.onDrain(() => this.maybeResumeReading())
+    stream.onClose((error) => {
+      if (error) this.options.logger.debug({ err: error, conn: this.id }, 'connection error')
+      this.onStreamClose()
+    })
   }
 
   get isClosed(): boolean {
@@ -84,10 +100,10 @@ export class Connection {
       `closing connection: ${reason}`,
     )
     this.closed = true
-    this.options.socket.destroy()
+    this.options.stream.destroy()
   }
 
-  private onSocketClose(): void {
+  private onStreamClose(): void {
     this.closed = true
     this.queue.length = 0
     this.options.onClose(this)
@@ -149,7 +165,9 @@ export class Connection {
     const slot: ResponseSlot = { done: false, chunks: null }
     this.queue.push(slot)
     this.maybePauseReading()
+    const observed = this.options.observer?.(context, request)
     const respond = (response: unknown): void => {
+      observed?.({ response })
       try {
         slot.chunks =
           response === null ? null : this.encodeResponse(apiKey, apiVersion, header.correlationId, response)
@@ -165,6 +183,7 @@ export class Connection {
     if (result instanceof Promise) {
       if (handler.holdsConnection?.(request)) this.holdUntilSettled(result)
       result.then(respond, (error: unknown) => {
+        observed?.({ error })
         slot.done = true
         this.onDispatchError(error)
       })
@@ -175,11 +194,11 @@ export class Connection {
 
   private holdUntilSettled(request: Promise<unknown>): void {
     this.heldFrames = []
-    this.options.socket.pause()
+    this.options.stream.pause()
     const release = (): void => {
       const frames = this.heldFrames ?? []
       this.heldFrames = null
-      if (!this.readingPaused && !this.closed) this.options.socket.resume()
+      if (!this.readingPaused && !this.closed) this.options.stream.resume()
       this.replayHeldFrames(frames)
     }
     request.then(release, release)
@@ -234,38 +253,36 @@ export class Connection {
 
   private flushResponses(): void {
     if (this.closed) return
-    const { socket } = this.options
-    let wrote = false
+    let ready: Buffer[] | null = null
     while (this.queue.length > 0 && this.queue[0].done) {
       const slot = this.queue.shift()!
       if (slot.chunks === null) continue
-      if (!wrote) socket.cork()
-      wrote = true
-      for (const chunk of slot.chunks) socket.write(chunk)
+      if (ready === null) ready = slot.chunks
+      else for (const chunk of slot.chunks) ready.push(chunk)
     }
-    if (wrote) socket.uncork()
+    if (ready !== null) this.options.stream.write(ready)
     this.maybePauseReading()
     this.maybeResumeReading()
   }
 
   private maybePauseReading(): void {
-    const full = this.queue.length >= this.options.maxQueuedRequests || this.options.socket.writableNeedDrain
+    const full = this.queue.length >= this.options.maxQueuedRequests || this.options.stream.writableNeedDrain
     if (!this.readingPaused && full) {
       this.readingPaused = true
-      this.options.socket.pause()
+      this.options.stream.pause()
     }
   }
 
   private maybeResumeReading(): void {
-    const { socket } = this.options
+    const { stream } = this.options
     if (
       this.readingPaused &&
       this.heldFrames === null &&
       this.queue.length < this.options.maxQueuedRequests &&
-      !socket.writableNeedDrain
+      !stream.writableNeedDrain
     ) {
       this.readingPaused = false
-      socket.resume()
+      stream.resume()
     }
   }
 }

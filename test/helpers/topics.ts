@@ -48,7 +48,7 @@ export async function waitForPartitions(
 
 /** True when the broker advertises (serves) the API key. */
 export function serves(cluster: Cluster, apiKey: number): boolean {
-  return cluster.brokers[0].handlers.get(apiKey) !== undefined
+  return cluster.brokers[0].apiVersionRanges().some((range) => range.apiKey === apiKey)
 }
 
 /** Codec ids (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd) of the batches stored in a partition, in order. */

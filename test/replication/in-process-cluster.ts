@@ -10,20 +10,17 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { systemClock } from '../../src/common/clock.js'
+import type { ByteStream, Network } from '../../src/common/network.js'
 import type { PartitionState } from '../../src/metadata/cluster-image.js'
 import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
-import {
-  type Transport,
-  type TransportConnection,
-  tcpTransport,
-} from '../../src/replication/broker-client.js'
 import type { Partition } from '../../src/replication/partition.js'
+import { nodeNetwork } from '../../src/runtime/node-network.js'
 import { Broker } from '../../src/server/broker.js'
 import { brokerConfigFromProperties } from '../../src/server/broker-config.js'
 import { freePort } from '../helpers/broker-process.js'
 
 /** TCP whose traffic can be held (nothing delivered either way) and released, like a partition. */
-export class FreezableTransport implements Transport {
+export class FreezableTransport implements Network {
   private frozen = false
   private readonly held: (() => void)[] = []
 
@@ -41,9 +38,20 @@ export class FreezableTransport implements Transport {
     else action()
   }
 
-  async connect(host: string, port: number): Promise<TransportConnection> {
-    const inner = await tcpTransport.connect(host, port)
+  listen(host: string, port: number, onConnection: (stream: ByteStream) => void) {
+    return nodeNetwork.listen(host, port, onConnection)
+  }
+
+  async connect(host: string, port: number): Promise<ByteStream> {
+    const inner = await nodeNetwork.connect(host, port)
     return {
+      remoteAddress: inner.remoteAddress,
+      get writableNeedDrain() {
+        return inner.writableNeedDrain
+      },
+      pause: () => inner.pause(),
+      resume: () => inner.resume(),
+      onDrain: (listener) => inner.onDrain(listener),
       write: (chunks) => this.run(() => inner.write(chunks)),
       onData: (listener) => inner.onData((chunk) => this.run(() => listener(chunk))),
       onClose: (listener) => inner.onClose((error) => this.run(() => listener(error))),
@@ -92,7 +100,7 @@ export class ReplicationCluster {
     props.set('listeners', `PLAINTEXT://127.0.0.1:${this.ports[index]}`)
     const broker = await Broker.start(brokerConfigFromProperties(props), {
       store: this.store,
-      transport: this.transports[index],
+      network: this.transports[index],
     })
     this.brokers[index] = broker
     return broker

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
-import type { TransportConnection } from '../../src/replication/broker-client.js'
+import type { ByteStream } from '../../src/common/network.js'
 import { Partition } from '../../src/replication/partition.js'
 import { ReplicaFetcherManager } from '../../src/replication/replica-fetcher.js'
 import { PartitionLog } from '../../src/storage/partition-log.js'
@@ -21,10 +21,15 @@ test('a fetch that is never answered drops the connection and reconnects', async
     const clock = new ManualClock()
     const connections: { written: number; destroyed: boolean }[] = []
     const transport = {
-      async connect(): Promise<TransportConnection> {
+      async connect(): Promise<ByteStream> {
         const state = { written: 0, destroyed: false }
         connections.push(state)
         return {
+          remoteAddress: '127.0.0.1:1',
+          writableNeedDrain: false,
+          pause: () => undefined,
+          resume: () => undefined,
+          onDrain: () => undefined,
           write: () => void state.written++,
           onData: () => undefined,
           onClose: () => undefined,

@@ -23,7 +23,7 @@ export const apiVersionsHandler: ApiHandler<ApiVersionsRequest, ApiVersionsRespo
     return {
       ...defaultApiVersionsResponse(),
       errorCode: ErrorCode.NONE,
-      apiKeys: context.broker.handlers.ranges(),
+      apiKeys: context.broker.apiVersionRanges(),
     }
   },
 }
