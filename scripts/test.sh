@@ -31,6 +31,8 @@ if ! git diff --quiet -- src/protocol/generated; then
   exit 1
 fi
 npx biome check src test scripts bench
+# Layering and import cycles (.dependency-cruiser.cjs): fails on a cycle or a forbidden import.
+node scripts/lint-deps.mjs
 
 export TIDELOG_LOG_LEVEL="${TIDELOG_LOG_LEVEL:-warn}"
 shopt -s globstar nullglob

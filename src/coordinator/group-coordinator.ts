@@ -6,9 +6,9 @@
  * acks=all and whatever depends on them is answered only once they are committed. Time
  * comes from the injected Clock; each group has one timer, armed at its next deadline.
  */
-import { randomUUID } from 'node:crypto'
 import type { Clock, TimerHandle } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
+import { type Random, randomUuid } from '../common/random.js'
 import type { ClusterImage, TopicImage } from '../metadata/cluster-image.js'
 import type { NewTopic } from '../metadata/cluster-metadata.js'
 import { ErrorCode } from '../protocol/error-codes.js'
@@ -59,6 +59,8 @@ import { type CoordinatorRecord, decodeKey } from './records.js'
 export interface CoordinatorHost {
   readonly nodeId: number
   readonly clock: Clock
+  /** Member ids (Kafka: client id + a random UUID). */
+  readonly random: Random
   readonly logger: Logger
   readonly replicaManager: {
     getPartition(topic: string, partition: number): Partition | undefined
@@ -388,7 +390,7 @@ export class GroupCoordinator {
       group = newGroup(req.groupId, this.clock.nowMs())
       shard.groups.set(req.groupId, group)
     }
-    const newMemberId = `${req.clientId}-${randomUUID()}`
+    const newMemberId = `${req.clientId}-${randomUuid(this.host.random)}`
     const target = group
     return this.run(shard, target, joinError(ErrorCode.NOT_COORDINATOR, req.memberId), (waiter, now) =>
       joinGroup(target, { ...req, newMemberId }, waiter, now, this.config),

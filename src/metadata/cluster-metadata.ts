@@ -18,6 +18,7 @@
  */
 import { assert } from '../common/assert.js'
 import type { Logger } from '../common/logger.js'
+import type { Random } from '../common/random.js'
 import {
   type BrokerId,
   type BrokerRegistration,
@@ -28,7 +29,7 @@ import {
 } from './cluster-image.js'
 import { onBrokerRegistered } from './elections.js'
 import { newUuid } from './ids.js'
-import { assignReplicas, type Random } from './placement.js'
+import { assignReplicas } from './placement.js'
 import type {
   KeyValue,
   Lease,
@@ -147,7 +148,7 @@ export class ClusterMetadata {
       }
       return
     }
-    const value = JSON.stringify({ clusterId: wanted ?? newUuid() })
+    const value = JSON.stringify({ clusterId: wanted ?? newUuid(this.random) })
     await this.store.txn([{ key: KEYS.clusterId, version: 0 }], [{ type: 'put', key: KEYS.clusterId, value }])
   }
 
@@ -230,10 +231,10 @@ export class ClusterMetadata {
     const assignment =
       spec.partitions === 0
         ? []
-        : assignReplicas(brokers, spec.partitions, spec.replicationFactor, this.random)
+        : assignReplicas(brokers, spec.partitions, spec.replicationFactor, () => this.random.next())
     return {
       name: spec.name,
-      topicId: newUuid(),
+      topicId: newUuid(this.random),
       partitions: assignment.map((replicas, partition) => initialState(partition, replicas)),
       configs: { ...spec.configs },
     }
@@ -242,7 +243,7 @@ export class ClusterMetadata {
   /** A partition added to an existing topic, placed like a new one. */
   newPartition(partition: number, replicationFactor: number): PartitionState {
     const brokers = [...this.current.brokers.values()]
-    const [replicas] = assignReplicas(brokers, 1, replicationFactor, this.random, partition)
+    const [replicas] = assignReplicas(brokers, 1, replicationFactor, () => this.random.next(), partition)
     return initialState(partition, replicas)
   }
 }

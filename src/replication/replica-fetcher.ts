@@ -46,11 +46,6 @@ export interface FetcherSettings {
   readonly fetchBackoffMs: number
   /** How long past the fetch wait a request may go unanswered before the connection is dropped. */
   readonly requestTimeoutMs?: number
-  /**
-   * Mutation check only (src/sim): truncate to the high watermark on a leader change instead
-   * of asking the leader where our epoch ends, the pre-KIP-101 rule known to lose data.
-   */
-  readonly unsafeTruncateToHighWatermark?: boolean
 }
 
 interface Followed {
@@ -101,7 +96,8 @@ export class ReplicaFetcherManager {
   }
 }
 
-class LeaderFetcher {
+/** Exported for the simulator's mutation checks (src/sim/mutations.ts), which replace its methods. */
+export class LeaderFetcher {
   private readonly partitions = new Map<string, Followed>()
   private client: BrokerClient | null = null
   private clientAddress = ''
@@ -221,13 +217,6 @@ class LeaderFetcher {
   private async truncatePending(client: BrokerClient): Promise<void> {
     const pending = [...this.partitions.values()].filter((f) => !f.truncated)
     if (pending.length === 0) return
-    if (this.settings.unsafeTruncateToHighWatermark === true) {
-      for (const f of pending) {
-        await f.partition.log.truncateTo(f.partition.highWatermark)
-        f.truncated = true
-      }
-      return
-    }
     const withEpoch = pending.filter((f) => f.partition.log.latestEpoch !== undefined)
     for (const f of pending) if (f.partition.log.latestEpoch === undefined) f.truncated = true
     if (withEpoch.length === 0) return

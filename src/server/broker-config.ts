@@ -37,6 +37,13 @@ export const brokerConfigDefs = new ConfigDefs([
   def('replica.fetch.response.max.bytes', 'int', 10485760, 'Bytes a follower asks per fetch.', { min: 0 }),
   def('replica.fetch.wait.max.ms', 'int', 500, 'How long a follower fetch waits for data.', { min: 0 }),
   def('replica.fetch.min.bytes', 'int', 1, 'Bytes a follower fetch waits for.', { min: 1 }),
+  def(
+    'replica.socket.timeout.ms',
+    'int',
+    30000,
+    'How long past its wait a follower fetch may go unanswered before the connection is dropped.',
+    { min: 1 },
+  ),
   def('replica.fetch.backoff.ms', 'int', 1000, 'Pause after a follower fetch error.', { min: 0 }),
   def('num.replica.fetchers', 'int', 1, 'Fetcher connections per source broker (tidelog uses one).', {
     min: 1,

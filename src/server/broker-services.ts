@@ -1,4 +1,5 @@
 import type { Clock } from '../common/clock.js'
+import type { FileSystem } from '../common/file-system.js'
 import type { Logger } from '../common/logger.js'
 import type { GroupCoordinator } from '../coordinator/group-coordinator.js'
 import type { ClusterImage, PartitionState, TopicImage } from '../metadata/cluster-image.js'
@@ -8,14 +9,16 @@ import type { ReplicaManager } from '../replication/replica-manager.js'
 import type { LogManager } from '../storage/log-manager.js'
 import type { BrokerConfig } from './broker-config.js'
 import type { FetchSessionCache } from './fetch-session-cache.js'
-import type { HandlerRegistry } from './handlers/registry.js'
 
 /** The one door from handlers to the broker's services (Redpanda's request_context idea). */
 export interface BrokerServices {
   readonly nodeId: number
   readonly config: BrokerConfig
-  readonly handlers: HandlerRegistry
+  /** The API versions this broker serves, ordered by api key (ApiVersions). */
+  apiVersionRanges(): { apiKey: number; minVersion: number; maxVersion: number }[]
   readonly clock: Clock
+  /** The log directories' disk (DescribeLogDirs' sizes). */
+  readonly fileSystem: FileSystem
   readonly logger: Logger
   readonly replicaManager: ReplicaManager
   readonly logManager: LogManager

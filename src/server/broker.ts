@@ -1,14 +1,17 @@
 /**
- * A broker: the listener, the handlers, and the services they use. Start with
- * `Broker.start(config)`; `stop()` closes connections, then flushes and closes the logs.
+ * A broker: the listener, the handlers, and the services they use, built from injected parts
+ * (broker-parts.ts): the CLI and startBroker() pass Node's, the simulator its own, and both
+ * run this class. Start with `Broker.start(config, parts)`; `stop()` is a controlled
+ * shutdown (leaderships moved away, connections closed, logs flushed and closed).
  */
 
-import { randomInt } from 'node:crypto'
 import { join } from 'node:path'
 import { InvariantError } from '../common/assert.js'
-import { type Clock, systemClock, type TimerHandle } from '../common/clock.js'
+import { ExponentialBackoff } from '../common/backoff.js'
+import type { Clock, TimerHandle } from '../common/clock.js'
 import type { FileSystem } from '../common/file-system.js'
 import { createLogger, type Logger } from '../common/logger.js'
+import type { Random } from '../common/random.js'
 import { GroupCoordinator } from '../coordinator/group-coordinator.js'
 import type {
   BrokerRegistration,
@@ -24,12 +27,14 @@ import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import type { Lease, MetadataStore } from '../metadata/store/metadata-store.js'
 import { logConfigFor, resolveTopicConfig } from '../metadata/topic-config.js'
 import { topicNameProblem } from '../metadata/topic-name.js'
-import { type Transport, tcpTransport } from '../replication/broker-client.js'
-import type { IsrProposal } from '../replication/partition.js'
+import { AlterPartitionManager } from '../replication/alter-partition-manager.js'
 import { ReplicaFetcherManager } from '../replication/replica-fetcher.js'
 import { ReplicaManager, type TopicSettings } from '../replication/replica-manager.js'
+import { nodeBrokerParts } from '../runtime/node-parts.js'
+import { isStorageError } from '../storage/errors.js'
 import { LogManager } from '../storage/log-manager.js'
 import { type BrokerConfig, groupCoordinatorConfig } from './broker-config.js'
+import type { BrokerObserver, BrokerParts } from './broker-parts.js'
 import type { BrokerServices } from './broker-services.js'
 import { FetchSessionCache } from './fetch-session-cache.js'
 import { allHandlers } from './handlers/all.js'
@@ -53,38 +58,31 @@ export interface ReplicationReport {
   }[]
 }
 
-export interface BrokerDependencies {
-  clock?: Clock
-  logger?: Logger
-  /**
-   * The cluster's metadata store, shared by its brokers (embedded for brokers in one
-   * process, etcd across processes). Without one the broker opens an embedded store
-   * persisted in its first log directory and owns it.
-   */
-  store?: MetadataStore
-  random?: () => number
-  /** Broker-to-broker connections of the replica fetchers (TCP unless a test injects one). */
-  transport?: Transport
-  /** The log directories' file system (node:fs unless a test injects failures). */
-  fileSystem?: FileSystem
-}
+/** Parts a caller leaves out are Node's real ones (runtime/node-parts.ts). */
+export type BrokerDependencies = Partial<BrokerParts>
 
 const METADATA_FILE = '__tidelog_metadata.log'
 /** How long a restarted broker waits for its previous registration's lease to expire. */
 const REGISTRATION_GRACE_MS = 2000
+/** Pause between checks that a previous registration of this node id has expired. */
+const REGISTRATION_POLL_MS = 200
 /** Backoff between attempts to register again after a lost session. */
-const REGISTER_RETRY_MIN_MS = 200
-const REGISTER_RETRY_MAX_MS = 2000
+const REREGISTER_BACKOFF = { initialMs: 200, maxMs: 2000 } as const
+
+/** The handlers are stateless: one registry serves every broker of the process. */
+const handlers = new HandlerRegistry(allHandlers)
 
 export class Broker implements BrokerServices {
   readonly nodeId: number
-  readonly handlers: HandlerRegistry
   readonly clock: Clock
+  readonly random: Random
+  readonly fileSystem: FileSystem
   readonly logger: Logger
   readonly replicaManager: ReplicaManager
   readonly fetchSessions: FetchSessionCache
   readonly producerIdManager: ProducerIdManager
   readonly groupCoordinator: GroupCoordinator
+  private readonly alterPartitions: AlterPartitionManager
   private socketServer: SocketServer | null = null
   private boundPort = -1
   private stopping: Promise<void> | null = null
@@ -93,9 +91,9 @@ export class Broker implements BrokerServices {
     this.markStopped = resolve
   })
   private lease: Lease | null = null
-  private controller: Controller | null = null
-  private readonly isrStats = { shrinks: 0, expands: 0 }
+  private activeController: Controller | null = null
   private registerRetry: TimerHandle | null = null
+  private readonly reregisterBackoff = new ExponentialBackoff(REREGISTER_BACKOFF)
 
   private constructor(
     readonly config: BrokerConfig,
@@ -103,97 +101,135 @@ export class Broker implements BrokerServices {
     readonly logManager: LogManager,
     private readonly store: MetadataStore,
     private readonly ownsStore: boolean,
-    deps: { clock: Clock; logger: Logger; transport?: Transport },
+    private readonly parts: BrokerParts,
   ) {
     this.nodeId = config.nodeId
-    this.clock = deps.clock
-    this.logger = deps.logger
-    this.handlers = new HandlerRegistry(allHandlers)
+    this.clock = parts.clock
+    this.random = parts.random
+    this.fileSystem = parts.fileSystem
+    this.logger = parts.logger
+    this.alterPartitions = new AlterPartitionManager({
+      nodeId: config.nodeId,
+      updateMetadata: (change) => this.metadata.update(change),
+      logger: parts.logger,
+    })
+    const values = config.values
     this.replicaManager = new ReplicaManager({
       nodeId: config.nodeId,
       logs: logManager,
-      clock: deps.clock,
-      logger: deps.logger,
+      clock: parts.clock,
+      logger: parts.logger,
       topicSettings: (image, topic) => this.topicSettings(image, topic),
       isFenced: () => this.lease === null,
-      alterIsr: (proposal) => this.alterIsr(proposal),
-      replicaLagTimeMaxMs: config.values.get('replica.lag.time.max.ms') as number,
-      producerIdExpirationMs: config.values.get('producer.id.expiration.ms') as number,
-      producerIdExpirationCheckIntervalMs: config.values.get(
-        'producer.id.expiration.check.interval.ms',
-      ) as number,
+      alterIsr: (proposal) => this.alterPartitions.submit(proposal),
+      replicaLagTimeMaxMs: values.get('replica.lag.time.max.ms') as number,
+      producerIdExpirationMs: values.get('producer.id.expiration.ms') as number,
+      producerIdExpirationCheckIntervalMs: values.get('producer.id.expiration.check.interval.ms') as number,
       fetchers: new ReplicaFetcherManager({
         nodeId: config.nodeId,
-        clock: deps.clock,
-        logger: deps.logger,
-        transport: deps.transport ?? tcpTransport,
+        clock: parts.clock,
+        logger: parts.logger,
+        transport: parts.network,
         brokerAddress: (id) => this.metadata.image().brokers.get(id),
-        fetchMaxBytes: config.values.get('replica.fetch.max.bytes') as number,
-        fetchResponseMaxBytes: config.values.get('replica.fetch.response.max.bytes') as number,
-        fetchWaitMaxMs: config.values.get('replica.fetch.wait.max.ms') as number,
-        fetchMinBytes: config.values.get('replica.fetch.min.bytes') as number,
-        fetchBackoffMs: config.values.get('replica.fetch.backoff.ms') as number,
+        fetchMaxBytes: values.get('replica.fetch.max.bytes') as number,
+        fetchResponseMaxBytes: values.get('replica.fetch.response.max.bytes') as number,
+        fetchWaitMaxMs: values.get('replica.fetch.wait.max.ms') as number,
+        fetchMinBytes: values.get('replica.fetch.min.bytes') as number,
+        fetchBackoffMs: values.get('replica.fetch.backoff.ms') as number,
+        requestTimeoutMs: values.get('replica.socket.timeout.ms') as number,
       }),
     })
-    const sessionSlots = config.values.get('max.incremental.fetch.session.cache.slots') as number | undefined
-    this.fetchSessions = new FetchSessionCache(sessionSlots ?? 1000, () => randomInt(1, 2 ** 31 - 1))
-    this.producerIdManager = new ProducerIdManager({ store, logger: deps.logger })
+    const sessionSlots = values.get('max.incremental.fetch.session.cache.slots') as number | undefined
+    this.fetchSessions = new FetchSessionCache(sessionSlots ?? 1000, () => parts.random.int(1, 2 ** 31 - 2))
+    this.producerIdManager = new ProducerIdManager({ store, logger: parts.logger })
     this.groupCoordinator = new GroupCoordinator(this, groupCoordinatorConfig(config))
   }
 
+  /** Opens the broker (`create`), then starts serving (`startup`). */
   static async start(config: BrokerConfig, deps: BrokerDependencies = {}): Promise<Broker> {
-    const logger = deps.logger ?? createLogger(`broker-${config.nodeId}`)
-    const clock = deps.clock ?? systemClock
+    const broker = await Broker.create(config, deps)
+    await broker.startup()
+    return broker
+  }
+
+  /**
+   * Opens the metadata and the logs, without serving or registering yet: a caller that must
+   * see the broker while it starts (the simulator's invariants) calls `startup()` itself.
+   */
+  static async create(config: BrokerConfig, deps: BrokerDependencies = {}): Promise<Broker> {
+    const parts: BrokerParts = {
+      ...nodeBrokerParts(deps.logger ?? createLogger(`broker-${config.nodeId}`)),
+      ...deps,
+    }
     const store =
-      deps.store ?? (await EmbeddedStore.open({ clock, persistPath: join(config.logDirs[0], METADATA_FILE) }))
+      parts.store ??
+      (await EmbeddedStore.open({
+        clock: parts.clock,
+        persistPath: join(config.logDirs[0], METADATA_FILE),
+        fs: parts.fileSystem,
+      }))
     const metadata = await ClusterMetadata.open(store, {
       clusterId: config.clusterId,
-      random: deps.random ?? Math.random,
-      logger,
+      random: parts.random,
+      logger: parts.logger,
     })
-    // Bound once the broker exists: a disk failure while loading fails start() instead.
+    // Bound once the broker exists: a disk failure while loading fails create() instead.
     let onLogDirFailure: (dir: string) => void = () => {}
+    const values = config.values
     const logManager = await LogManager.open({
       logDirs: config.logDirs,
-      clock,
-      logger,
-      ...(deps.fileSystem ? { fs: deps.fileSystem } : {}),
+      clock: parts.clock,
+      logger: parts.logger,
+      fs: parts.fileSystem,
       onLogDirFailure: (dir) => onLogDirFailure(dir),
-      retentionCheckIntervalMs: config.values.get('log.retention.check.interval.ms') as number,
-      cleanerEnable:
-        (config.values.get('log.cleaner.enable') as boolean) &&
-        config.values.get('log.cleaner.threads') !== 0,
-      cleanerBackoffMs: config.values.get('log.cleaner.backoff.ms') as number,
-      producerIdExpirationMs: config.values.get('producer.id.expiration.ms') as number,
+      retentionCheckIntervalMs: values.get('log.retention.check.interval.ms') as number,
+      cleanerEnable: (values.get('log.cleaner.enable') as boolean) && values.get('log.cleaner.threads') !== 0,
+      cleanerBackoffMs: values.get('log.cleaner.backoff.ms') as number,
+      producerIdExpirationMs: values.get('producer.id.expiration.ms') as number,
       cleanerOffsetMapMaxEntries: Math.max(
         1,
-        Math.floor((config.values.get('log.cleaner.dedupe.buffer.size') as number) / 24),
+        Math.floor((values.get('log.cleaner.dedupe.buffer.size') as number) / 24),
       ),
       // Logs found on disk open with their topic's config; a topic no longer in the
       // metadata (deleted while stopped) opens with defaults and is removed when applied.
       topicConfig: (topic) =>
         metadata.image().topics.has(topic) ? logConfigFor(metadata.image(), config, topic) : undefined,
     })
-    const broker: Broker = new Broker(config, metadata, logManager, store, deps.store === undefined, {
-      clock,
-      logger,
-      ...(deps.transport ? { transport: deps.transport } : {}),
-    })
+    const broker: Broker = new Broker(config, metadata, logManager, store, parts.store === undefined, parts)
     onLogDirFailure = (dir) => broker.onLogDirFailure(dir)
-    await broker.replicaManager.applyImage(metadata.image())
-    broker.groupCoordinator.onPartitionsChanged()
-    metadata.onChange((image) => {
-      broker.replicaManager
-        .applyImage(image)
-        // Leadership of __consumer_offsets partitions decides which groups this broker coordinates.
-        .then(() => broker.groupCoordinator.onPartitionsChanged())
-        .catch((error: unknown) => broker.onFatal(error as Error))
-    })
-    logManager.startup()
-    broker.replicaManager.startup()
-    await broker.listen()
-    await broker.register()
     return broker
+  }
+
+  /**
+   * Applies the metadata, starts the logs' and the replicas' timers, listens and registers.
+   * On failure the broker is stopped (whatever it opened is closed) and the error rethrown.
+   */
+  async startup(): Promise<void> {
+    try {
+      await this.replicaManager.applyImage(this.metadata.image())
+      this.groupCoordinator.onPartitionsChanged()
+      this.metadata.onChange((image) => {
+        this.replicaManager
+          .applyImage(image)
+          // Leadership of __consumer_offsets partitions decides which groups this broker coordinates.
+          .then(() => this.groupCoordinator.onPartitionsChanged())
+          .catch((error: unknown) => this.onApplyFailure(error))
+      })
+      this.logManager.startup()
+      this.replicaManager.startup()
+      if (this.stopping) return
+      await this.listen()
+      await this.register()
+    } catch (error) {
+      await this.stop().catch((stopError: unknown) =>
+        this.logger.error({ err: stopError }, 'stop after a failed start'),
+      )
+      throw error
+    }
+  }
+
+  private get observer(): BrokerObserver | undefined {
+    return this.parts.observer
   }
 
   /**
@@ -216,7 +252,7 @@ export class Broker implements BrokerServices {
         if (await this.metadata.register(registration, lease)) break
         if (this.clock.monotonicMs() > deadline)
           throw new Error(`node.id ${this.nodeId} is registered by another live broker`)
-        await new Promise<void>((resolve) => this.clock.setTimeout(resolve, 200))
+        await new Promise<void>((resolve) => this.clock.setTimeout(resolve, REGISTRATION_POLL_MS))
       }
     } catch (error) {
       // Kept alive by its keep-alives, a lease nobody uses would never end: revoke it.
@@ -231,25 +267,8 @@ export class Broker implements BrokerServices {
       return
     }
     this.lease = lease
-    this.controller = new Controller({
-      nodeId: this.nodeId,
-      store: this.store,
-      metadata: this.metadata,
-      lease,
-      clock: this.clock,
-      logger: this.logger,
-      autoLeaderRebalance:
-        this.config.values.get('auto.leader.rebalance.enable') === true
-          ? {
-              intervalMs:
-                (this.config.values.get('leader.imbalance.check.interval.seconds') as number) * 1000,
-              imbalancePercentage: this.config.values.get('leader.imbalance.per.broker.percentage') as number,
-            }
-          : null,
-      uncleanLeaderElection: (image, topic) =>
-        resolveTopicConfig(image, this.config, topic).get('unclean.leader.election.enable')?.value === 'true',
-    })
-    this.controller.start()
+    this.activeController = this.newController(lease)
+    this.activeController.start()
     lease.lost.then(
       () => this.onSessionLost(lease),
       () => this.onSessionLost(lease),
@@ -257,13 +276,34 @@ export class Broker implements BrokerServices {
     this.logger.info({ nodeId: this.nodeId }, 'broker registered')
   }
 
+  private newController(lease: Lease): Controller {
+    const values = this.config.values
+    return new Controller({
+      nodeId: this.nodeId,
+      store: this.store,
+      metadata: this.metadata,
+      lease,
+      clock: this.clock,
+      logger: this.logger,
+      autoLeaderRebalance:
+        values.get('auto.leader.rebalance.enable') === true
+          ? {
+              intervalMs: (values.get('leader.imbalance.check.interval.seconds') as number) * 1000,
+              imbalancePercentage: values.get('leader.imbalance.per.broker.percentage') as number,
+            }
+          : null,
+      uncleanLeaderElection: (image, topic) =>
+        resolveTopicConfig(image, this.config, topic).get('unclean.leader.election.enable')?.value === 'true',
+    })
+  }
+
   /** Without a session this broker may not act as leader (another may have been elected). */
   private onSessionLost(lease: Lease): void {
     if (this.lease !== lease || this.stopping) return
     this.lease = null
     this.logger.error('metadata store session lost: no longer leading any partition; registering again')
-    const controller = this.controller
-    this.controller = null
+    const controller = this.activeController
+    this.activeController = null
     controller?.stop().catch((error: unknown) => this.logger.warn({ err: error }, 'controller stop failed'))
     this.registerAgain(1)
   }
@@ -278,50 +318,16 @@ export class Broker implements BrokerServices {
     if (this.stopping) return
     this.register().catch((error: unknown) => {
       if (this.stopping) return
-      const delayMs = Math.min(REGISTER_RETRY_MAX_MS, REGISTER_RETRY_MIN_MS * 2 ** (attempt - 1))
+      const delayMs = this.reregisterBackoff.delayMs(attempt)
       this.logger.warn({ err: error, attempt, delayMs }, 'registering again failed; retrying')
       this.registerRetry = this.clock.setTimeout(() => this.registerAgain(attempt + 1), delayMs)
     })
   }
 
   /**
-   * An ISR change proposed by a partition this broker leads, written by compare-and-set: it
-   * applies only if the partition state is still the one the proposal was made from (same
-   * leader, leader epoch and partition epoch), so a deposed leader cannot change the ISR.
-   */
-  private async alterIsr(proposal: IsrProposal): Promise<boolean> {
-    let committed = false
-    let previousIsrSize = 0
-    await this.metadata.update((image) => {
-      committed = false
-      const topic = image.topics.get(proposal.topic)
-      const state = topic?.partitions[proposal.partition]
-      if (!topic || !state) return image
-      const current =
-        state.leader === this.nodeId &&
-        state.leaderEpoch === proposal.leaderEpoch &&
-        state.partitionEpoch === proposal.partitionEpoch
-      if (!current) return image
-      committed = true
-      previousIsrSize = state.isr.length
-      const partitions = [...topic.partitions]
-      partitions[proposal.partition] = { ...state, isr: [...proposal.isr] }
-      return { ...image, topics: new Map(image.topics).set(topic.name, { ...topic, partitions }) }
-    })
-    if (committed) {
-      const grew = proposal.isr.length > previousIsrSize
-      if (grew) this.isrStats.expands++
-      else this.isrStats.shrinks++
-      this.logger.info({ ...proposal, previousIsrSize }, grew ? 'ISR expanded' : 'ISR shrunk')
-    }
-    return committed
-  }
-
-  /**
    * Replication health as this broker sees it: ISR changes it made as leader, the
    * elections it made while controller, partitions it leads that are under-replicated, and
-   * each follower's lag behind it. (No metrics endpoint yet: read it through the embedding
-   * API; DescribeLogDirs reports each replica's offset lag.)
+   * each follower's lag behind it. (DescribeLogDirs reports each replica's offset lag.)
    */
   replicationReport(): ReplicationReport {
     const followers: ReplicationReport['followerLag'][number][] = []
@@ -337,10 +343,10 @@ export class Broker implements BrokerServices {
     for (const topic of image.topics.values())
       for (const p of topic.partitions) if (p.leader === -1) offline++
     return {
-      isrShrinks: this.isrStats.shrinks,
-      isrExpands: this.isrStats.expands,
-      leaderElections: this.controller?.stats.elections ?? 0,
-      uncleanLeaderElections: this.controller?.stats.uncleanElections ?? 0,
+      isrShrinks: this.alterPartitions.stats.shrinks,
+      isrExpands: this.alterPartitions.stats.expands,
+      leaderElections: this.activeController?.stats.elections ?? 0,
+      uncleanLeaderElections: this.activeController?.stats.uncleanElections ?? 0,
       underReplicatedPartitions: underReplicated,
       offlinePartitions: offline,
       followerLag: followers,
@@ -366,12 +372,30 @@ export class Broker implements BrokerServices {
     return `${this.config.host}:${this.boundPort}`
   }
 
+  apiVersionRanges(): { apiKey: number; minVersion: number; maxVersion: number }[] {
+    return handlers.ranges()
+  }
+
   metadataImage(): ClusterImage {
     return this.metadata.image()
   }
 
   get isController(): boolean {
-    return this.controller?.isActive === true
+    return this.activeController?.isActive === true
+  }
+
+  /** The controller candidate of this broker's current registration (null while unregistered). */
+  get controller(): Controller | null {
+    return this.activeController
+  }
+
+  /** The lease this broker is registered under; null while fenced or unregistered. */
+  get registrationLease(): Lease | null {
+    return this.lease
+  }
+
+  get isStopping(): boolean {
+    return this.stopping !== null
   }
 
   /** auto.create.topics.enable: creates missing topics with the broker defaults. */
@@ -414,8 +438,9 @@ export class Broker implements BrokerServices {
 
   private async listen(): Promise<void> {
     const server = new SocketServer(
+      this.parts.network,
       {
-        handlers: this.handlers,
+        handlers,
         socketRequestMaxBytes: this.config.socketRequestMaxBytes,
         maxQueuedRequests: this.config.queuedMaxRequests,
         logger: this.logger,
@@ -426,6 +451,7 @@ export class Broker implements BrokerServices {
           connection,
           broker: this,
         }),
+        ...(this.observer?.onRequest ? { observer: this.observer.onRequest } : {}),
       },
       this.logger,
     )
@@ -443,6 +469,7 @@ export class Broker implements BrokerServices {
    */
   private onLogDirFailure(dir: string): void {
     const online = this.config.logDirs.filter((d) => !this.logManager.offlineLogDirs.includes(d))
+    this.observer?.onLogDirOffline?.(dir, online)
     if (online.length > 0) {
       this.logger.error({ dir, online }, 'log dir offline; its partitions are unavailable until a restart')
       return
@@ -451,10 +478,24 @@ export class Broker implements BrokerServices {
     this.stop().catch((error: unknown) => this.logger.error({ err: error }, 'stop after log dir failure'))
   }
 
+  /**
+   * Applying a metadata image failed. A storage error (a log dir went offline after a disk
+   * error, handled by onLogDirFailure) is expected then; anything else is a bug.
+   */
+  private onApplyFailure(error: unknown): void {
+    if (isStorageError(error)) {
+      this.logger.error({ err: error }, 'applying the metadata image failed (storage error); carrying on')
+      return
+    }
+    this.onFatal(error as Error)
+  }
+
   /** A programmer error reached the top: stop serving rather than risk corrupting data. */
   onFatal(error: Error): void {
-    this.logger.fatal({ err: error }, 'invariant violated; stopping broker')
+    this.logger.fatal({ err: error }, 'internal error in the broker')
+    this.observer?.onFatal?.(error)
     if (error instanceof InvariantError) {
+      this.logger.fatal('invariant violated; stopping broker')
       this.stop().catch((stopError: unknown) => this.logger.error({ err: stopError }, 'stop failed'))
     }
   }
@@ -482,9 +523,9 @@ export class Broker implements BrokerServices {
     await this.socketServer?.close()
     this.registerRetry?.cancel()
     this.registerRetry = null
-    const controller = this.controller
+    const controller = this.activeController
     const lease = this.lease
-    this.controller = null
+    this.activeController = null
     this.lease = null
     await controller?.stop()
     this.groupCoordinator.shutdown()
@@ -503,8 +544,7 @@ export class Broker implements BrokerServices {
       let changed = false
       for (const topic of image.topics.values()) {
         const partitions = topic.partitions.map((state) => {
-          const unclean = false
-          const result = onControlledShutdown({ state, live, uncleanLeaderElection: unclean }, this.nodeId)
+          const result = onControlledShutdown({ state, live, uncleanLeaderElection: false }, this.nodeId)
           if (result) changed = true
           return result?.state ?? state
         })

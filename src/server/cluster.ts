@@ -8,6 +8,7 @@ import { systemClock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
 import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import type { MetadataStore } from '../metadata/store/metadata-store.js'
+import { nodeFileSystem } from '../runtime/node-file-system.js'
 import { Broker } from './broker.js'
 import { brokerConfigFromProperties } from './broker-config.js'
 
@@ -55,7 +56,11 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
   const root = resolve(dataDir ?? (properties.get('log.dirs') ?? properties.get('log.dir'))!.split(',')[0])
   const store =
     options.metadataStore ??
-    (await EmbeddedStore.open({ clock: systemClock, persistPath: join(root, METADATA_FILE) }))
+    (await EmbeddedStore.open({
+      clock: systemClock,
+      persistPath: join(root, METADATA_FILE),
+      fs: nodeFileSystem,
+    }))
   const brokers: Broker[] = []
   try {
     for (let index = 0; index < brokerCount; index++) {

@@ -4,7 +4,8 @@
  * `--store-latency N` puts the metadata store N ms away; `--store-stalls` adds store-link stalls.
  * A failing run prints its seed and trace; the exit code is 1 if any run failed.
  */
-import { type Mutation, runSimulation } from './world.js'
+import { MUTATIONS, type Mutation } from './mutations.js'
+import { runSimulation } from './world.js'
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`)
@@ -14,6 +15,10 @@ function arg(name: string): string | undefined {
 async function main(): Promise<number> {
   const ticks = arg('ticks') !== undefined ? Number(arg('ticks')) : undefined
   const mutation = (arg('mutation') ?? 'none') as Mutation
+  if (!MUTATIONS.includes(mutation)) {
+    console.error(`unknown --mutation ${mutation}; one of ${MUTATIONS.join(', ')}`)
+    process.exit(2)
+  }
   const verbose = process.argv.includes('--verbose')
   const storeLatencyMaxMs = Number(arg('store-latency') ?? 0)
   const storeStalls = process.argv.includes('--store-stalls')

@@ -16,10 +16,10 @@ import { ApiKey, defaultFetchRequest, type FetchResponse } from '../protocol/gen
 import { ZERO_UUID } from '../protocol/primitives.js'
 import { decodeRecordBatchSync, splitBatches } from '../protocol/record-batch.js'
 import { BrokerClient } from '../replication/broker-client.js'
+import { MUTATED_CONSUMER_REPLICA_ID } from './mutations.js'
 import { SimNetwork } from './network.js'
 import type { SimRandom } from './random.js'
-import { MUTATED_CONSUMER_REPLICA_ID } from './sim-broker.js'
-import { TOPIC, type World } from './world.js'
+import { TOPIC, type WorldView } from './world-view.js'
 
 const FETCH_VERSION = 11
 const FETCH_WAIT_MS = 200
@@ -61,7 +61,7 @@ export class SimConsumer {
   private readonly transport
 
   constructor(
-    private readonly world: World,
+    private readonly world: WorldView,
     readonly partition: number,
     private readonly random: SimRandom,
   ) {

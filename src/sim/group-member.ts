@@ -24,7 +24,7 @@ import {
 import { BrokerClient } from '../replication/broker-client.js'
 import { SimNetwork } from './network.js'
 import type { SimRandom } from './random.js'
-import { TOPIC, type World } from './world.js'
+import { TOPIC, type WorldView } from './world-view.js'
 
 export const GROUP_ID = 'sim-group'
 /** Group members' network ids (clients are never cut off). */
@@ -73,7 +73,7 @@ class CoordinatorClient {
   private readonly transport
 
   constructor(
-    private readonly world: World,
+    private readonly world: WorldView,
     private readonly random: SimRandom,
     private readonly name: string,
     networkId: number,
@@ -177,7 +177,7 @@ export class SimGroupMember {
   private lastHeartbeatMs = 0
 
   constructor(
-    private readonly world: World,
+    private readonly world: WorldView,
     readonly index: number,
     private readonly random: SimRandom,
     private readonly workload: GroupWorkload,
@@ -398,7 +398,7 @@ export class OffsetVerifier {
   private stopped = false
 
   constructor(
-    private readonly world: World,
+    private readonly world: WorldView,
     private readonly random: SimRandom,
     private readonly workload: GroupWorkload,
     networkId = VERIFIER_NODE_ID,

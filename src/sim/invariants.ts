@@ -9,7 +9,7 @@ import { decodeRecordBatchSync, iterateBatches } from '../protocol/record-batch.
 import type { Partition } from '../replication/partition.js'
 import { wholeBatches } from './consumer.js'
 import type { SimBroker } from './sim-broker.js'
-import { TOPIC, Violation, type World } from './world.js'
+import { TOPIC, Violation, type WorldView } from './world-view.js'
 
 interface Acked {
   readonly partition: number
@@ -63,7 +63,7 @@ export class Invariants {
   private readonly coordinatorOfEpoch = new Map<string, number>()
   groupChecks = { fetches: 0, staleFetches: 0, staleBehind: 0, assignments: 0, coordinatorAnswers: 0 }
 
-  constructor(private readonly world: World) {}
+  constructor(private readonly world: WorldView) {}
 
   onAcked(
     partition: number,
@@ -174,7 +174,7 @@ export class Invariants {
   }
 
   private live(): SimBroker[] {
-    return [...this.world.brokers.values()].filter((b) => b.isAlive && b.replicaManager !== undefined)
+    return [...this.world.brokers.values()].filter((b) => b.isAlive && b.broker !== null)
   }
 
   async check(): Promise<void> {

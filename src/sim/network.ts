@@ -6,7 +6,7 @@
  * a cut link are dropped silently (a black hole: the sender only learns by a timeout), and
  * connects across a cut link fail after a delay.
  */
-import type { Transport, TransportConnection } from '../replication/broker-client.js'
+import type { ByteStream, Network, NetworkListener } from '../common/network.js'
 import type { SimRandom } from './random.js'
 import type { SimScheduler } from './scheduler.js'
 
@@ -17,22 +17,22 @@ export interface NetworkFaults {
   resetProbability: number
 }
 
-/** The server side of a connection: bytes in, `send` bytes back. */
-export interface ServerEndpoint {
-  onData(chunk: Buffer): void
-  onClose(): void
-}
+type Accept = (stream: ByteStream) => void
 
-export type Accept = (send: (chunks: readonly Buffer[]) => void, close: () => void) => ServerEndpoint
+/** One end of a pipe: what its owner registered, and data held while it reads no more. */
+class End {
+  onData: ((chunk: Buffer) => void) | null = null
+  onClose: ((error: Error | null) => void) | null = null
+  paused = false
+  held: Buffer[] = []
+  /** Last scheduled delivery to this end, to keep FIFO order. */
+  lastDeliveryMs = 0
+}
 
 class Pipe {
   closed = false
-  clientData: ((chunk: Buffer) => void) | null = null
-  clientClose: ((error: Error | null) => void) | null = null
-  server: ServerEndpoint | null = null
-  /** Last scheduled delivery per direction, to keep FIFO order. */
-  lastToServerMs = 0
-  lastToClientMs = 0
+  readonly client = new End()
+  readonly server = new End()
 
   constructor(
     readonly id: number,
@@ -55,10 +55,6 @@ export class SimNetwork {
 
   static hostOf(nodeId: number): string {
     return `broker-${nodeId}`
-  }
-
-  listen(nodeId: number, accept: Accept): void {
-    this.listeners.set(nodeId, accept)
   }
 
   /** A process died: it stops listening and all its connections break. */
@@ -92,61 +88,99 @@ export class SimNetwork {
     return this.random.int(this.faults.delayMinMs, this.faults.delayMaxMs)
   }
 
-  /** The Transport broker `from` dials out with (its fetchers); dead processes get a fresh one per incarnation. */
-  transportFor(from: number, isAlive: () => boolean): Transport {
+  /**
+   * The network as process `nodeId` sees it (the `Network` part of a simulated broker, or a
+   * client's dialer): it listens as host broker-<nodeId>; a dead process neither connects
+   * nor learns of a connection it asked for.
+   */
+  nodeNetwork(nodeId: number, isAlive: () => boolean): Network {
     return {
+      listen: (host, _port, onConnection): Promise<NetworkListener> => {
+        if (host !== SimNetwork.hostOf(nodeId)) throw new Error(`node ${nodeId} cannot listen as ${host}`)
+        this.listeners.set(nodeId, onConnection)
+        return Promise.resolve({
+          port: 9092,
+          close: async () => {
+            if (this.listeners.get(nodeId) === onConnection) this.listeners.delete(nodeId)
+          },
+        })
+      },
       connect: (host, _port) =>
-        new Promise<TransportConnection>((resolve, reject) => {
+        new Promise<ByteStream>((resolve, reject) => {
           const to = Number(host.replace('broker-', ''))
           this.scheduler.schedule(this.delay(), () => {
             if (!isAlive()) return
             const accept = this.listeners.get(to)
-            if (!accept || !this.canSend(from, to) || !this.canSend(to, from)) {
-              reject(Object.assign(new Error(`connect ${from}->${to} refused`), { code: 'ECONNREFUSED' }))
+            if (!accept || !this.canSend(nodeId, to) || !this.canSend(to, nodeId)) {
+              reject(Object.assign(new Error(`connect ${nodeId}->${to} refused`), { code: 'ECONNREFUSED' }))
               return
             }
-            resolve(this.open(from, to, accept))
+            resolve(this.open(nodeId, to, accept))
           })
         }),
     }
   }
 
-  private open(from: number, to: number, accept: Accept): TransportConnection {
+  /** A client's dialer (consumers, group members, the acks=0 producer). */
+  transportFor(from: number, isAlive: () => boolean): Pick<Network, 'connect'> {
+    return this.nodeNetwork(from, isAlive)
+  }
+
+  private open(from: number, to: number, accept: Accept): ByteStream {
     const pipe = new Pipe(this.nextPipeId++, from, to)
     this.pipes.add(pipe)
-    pipe.server = accept(
-      (chunks) => this.deliver(pipe, 'toClient', Buffer.concat(chunks)),
-      () => this.reset(pipe),
-    )
+    accept(this.stream(pipe, 'server'))
+    return this.stream(pipe, 'client')
+  }
+
+  private stream(pipe: Pipe, side: 'client' | 'server'): ByteStream {
+    const own = side === 'client' ? pipe.client : pipe.server
+    const peer = side === 'client' ? 'server' : 'client'
+    const [self, other] = side === 'client' ? [pipe.from, pipe.to] : [pipe.to, pipe.from]
     return {
-      write: (chunks) => this.deliver(pipe, 'toServer', Buffer.concat(chunks)),
-      onData: (listener) => {
-        pipe.clientData = listener
+      remoteAddress: `${SimNetwork.hostOf(other)}:${side === 'client' ? 9092 : 40000 + pipe.id}`,
+      write: (chunks) =>
+        this.deliver(pipe, peer, self, other, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)),
+      writableNeedDrain: false,
+      pause: () => {
+        own.paused = true
       },
+      resume: () => {
+        if (!own.paused) return
+        own.paused = false
+        // As a socket's resume: held data arrives on a later turn, never inside the caller.
+        if (own.held.length > 0) this.scheduler.schedule(0, () => this.release(pipe, own))
+      },
+      onData: (listener) => {
+        own.onData = listener
+      },
+      onDrain: () => undefined,
       onClose: (listener) => {
-        pipe.clientClose = listener
+        own.onClose = listener
       },
       destroy: () => this.reset(pipe),
     }
   }
 
-  private deliver(pipe: Pipe, direction: 'toServer' | 'toClient', bytes: Buffer): void {
+  private release(pipe: Pipe, end: End): void {
+    while (!pipe.closed && !end.paused && end.held.length > 0) end.onData?.(end.held.shift()!)
+  }
+
+  private deliver(pipe: Pipe, to: 'client' | 'server', src: number, dst: number, bytes: Buffer): void {
     if (pipe.closed) return
-    const [src, dst] = direction === 'toServer' ? [pipe.from, pipe.to] : [pipe.to, pipe.from]
     if (!this.canSend(src, dst)) return // black hole
     if (this.faults.resetProbability > 0 && this.random.chance(this.faults.resetProbability)) {
       this.scheduler.schedule(this.delay(), () => this.reset(pipe))
       return
     }
+    const end = to === 'client' ? pipe.client : pipe.server
     const now = this.scheduler.now
-    const last = direction === 'toServer' ? pipe.lastToServerMs : pipe.lastToClientMs
-    const at = Math.max(now + this.delay(), last)
-    if (direction === 'toServer') pipe.lastToServerMs = at
-    else pipe.lastToClientMs = at
+    const at = Math.max(now + this.delay(), end.lastDeliveryMs)
+    end.lastDeliveryMs = at
     this.scheduler.schedule(at - now, () => {
       if (pipe.closed) return
-      if (direction === 'toServer') pipe.server?.onData(bytes)
-      else pipe.clientData?.(bytes)
+      if (end.paused || end.held.length > 0) end.held.push(bytes)
+      else end.onData?.(bytes)
     })
   }
 
@@ -156,8 +190,9 @@ export class SimNetwork {
     this.pipes.delete(pipe)
     // Both ends learn of the reset on a later event, never inside the caller's stack.
     this.scheduler.schedule(0, () => {
-      pipe.server?.onClose()
-      pipe.clientClose?.(Object.assign(new Error('connection reset'), { code: 'ECONNRESET' }))
+      const error = Object.assign(new Error('connection reset'), { code: 'ECONNRESET' })
+      pipe.server.onClose?.(error)
+      pipe.client.onClose?.(error)
     })
   }
 }

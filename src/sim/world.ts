@@ -13,26 +13,29 @@ import type { TopicImage } from '../metadata/cluster-image.js'
 import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import { ErrorCode } from '../protocol/error-codes.js'
-import { ApiKey, defaultProduceRequest } from '../protocol/generated/index.js'
+import {
+  ApiKey,
+  defaultProduceRequest,
+  type FetchRequest,
+  type FetchResponse,
+} from '../protocol/generated/index.js'
 import { encodeRecordBatchSync } from '../protocol/record-batch.js'
 import { BrokerClient } from '../replication/broker-client.js'
 import { toErrorCode } from '../replication/kafka-error.js'
+import type { RequestObserver } from '../server/connection.js'
 import { recordsBytes, SimConsumer } from './consumer.js'
 import { SimDisk } from './disk.js'
 import { GROUP_ID, GroupWorkload, OffsetVerifier, SimGroupMember } from './group-member.js'
 import { Invariants } from './invariants.js'
+import { isConsumerFetch, type Mutation, plant } from './mutations.js'
 import { SimNetwork } from './network.js'
 import { SimRandom } from './random.js'
 import { drainMicrotasks, SimScheduler } from './scheduler.js'
 import { SimBroker } from './sim-broker.js'
+import { TOPIC, Violation, type WorldView } from './world-view.js'
 
-export type Mutation =
-  | 'none'
-  | 'unclean-election'
-  | 'isr-without-cas'
-  | 'hw-truncation'
-  /** With `consumers`: they fetch as a replica (id 99), so the handler reads up to the log end. */
-  | 'consumer-reads-log-end'
+export type { Mutation } from './mutations.js'
+export { TOPIC, Violation }
 
 export interface SimOptions {
   readonly seed: number
@@ -109,8 +112,6 @@ export interface SimResult {
   }
 }
 
-export const TOPIC = 'sim'
-
 /** `groups`: few __consumer_offsets partitions, a short first-rebalance delay, small segments. */
 const GROUP_PROPERTIES: readonly [string, string][] = [
   ['offsets.topic.num.partitions', '3'],
@@ -126,23 +127,37 @@ const GROUP_API_NAMES: Record<number, string> = {
   12: 'Heartbeat',
   14: 'SyncGroup',
 }
+/**
+ * Every broker's properties (the real Broker reads them as `tidelog broker` does): short
+ * timeouts and small fetches so that a 20 s run sees many rounds, and the leader imbalance
+ * check every 5 s so that auto leader rebalance (on by default) runs too.
+ */
+const BROKER_PROPERTIES: readonly [string, string][] = [
+  ['broker.session.timeout.ms', '3000'],
+  ['replica.lag.time.max.ms', '2000'],
+  ['replica.fetch.max.bytes', String(64 * 1024)],
+  ['replica.fetch.response.max.bytes', String(256 * 1024)],
+  ['replica.fetch.wait.max.ms', '200'],
+  ['replica.fetch.backoff.ms', '100'],
+  ['replica.socket.timeout.ms', '1000'],
+  ['leader.imbalance.check.interval.seconds', '5'],
+]
 /** Store stalls (`storeStalls`): how long the link stalls, and the range of one trip then. */
 const STALL_MS = [3000, 5000] as const
 const STALL_TRIP_MS = [2000, 4000] as const
 /** With stalls, store calls time out as the etcd store's do (its default deadline). */
 const STORE_CALL_TIMEOUT_MS = 3000
 const LIVENESS_MS_MAX = 60_000
+/** A broker process that failed to start is started again after this (as a service manager would). */
+const RESTART_DELAY_MS = 1000
 const GROUP_MEMBERS = 3
 /** The acks=0 producer's network id (clients are never cut off). */
 const ACKS_ZERO_NODE = 200
-const SESSION_TIMEOUT_MS = 3000
 const PRODUCE_TIMEOUT_MS = 3000
 /** Events at one simulated instant before the run is called a livelock. */
 const SAME_TIME_EVENTS_MAX = 100_000
 
-export class Violation extends Error {}
-
-export class World {
+export class World implements WorldView {
   readonly scheduler = new SimScheduler()
   readonly random: SimRandom
   private readonly faultRandom: SimRandom
@@ -320,6 +335,7 @@ export class World {
 
   async run(): Promise<SimResult> {
     let violation: string | null = null
+    const unplant = plant(this.options.mutation ?? 'none', (message) => this.log(message))
     try {
       await this.setup()
       const ticks = this.options.ticks ?? 20_000
@@ -337,6 +353,8 @@ export class World {
       else if (error instanceof Violation) violation = error.message
       else throw error
       this.log(`VIOLATION: ${violation}`)
+    } finally {
+      unplant()
     }
     this.stats.simulatedMs = this.scheduler.now
     this.stats.events = this.scheduler.eventsRun
@@ -396,7 +414,10 @@ export class World {
           name: TOPIC,
           partitions: this.partitionCount,
           replicationFactor: 3,
-          configs: { 'min.insync.replicas': '2', 'unclean.leader.election.enable': 'false' },
+          configs: {
+            'min.insync.replicas': '2',
+            'unclean.leader.election.enable': String(this.options.mutation === 'unclean-election'),
+          },
         }
         const topic: TopicImage = {
           ...first.metadata.createTopicImage(spec),
@@ -440,7 +461,7 @@ export class World {
     // Opened once the cluster id exists: it reads and watches, writes nothing, draws nothing.
     this.truth = await ClusterMetadata.open(this.store, {
       clusterId: null,
-      random: () => 0,
+      random: { next: () => 0, int: (min) => min, bytes: (n) => Buffer.alloc(n) },
       logger: pino({ level: 'silent' }) as unknown as Logger,
     })
   }
@@ -458,25 +479,14 @@ export class World {
       this.random.fork(),
       this.loggerFor(id, incarnation),
       {
-        sessionTimeoutMs: SESSION_TIMEOUT_MS,
-        replicaLagTimeMaxMs: 2000,
         properties: new Map([
-          ['broker.session.timeout.ms', String(SESSION_TIMEOUT_MS)],
+          ...BROKER_PROPERTIES,
           ...(this.options.groups === true ? GROUP_PROPERTIES : []),
         ]),
         storeLatencyMaxMs: this.storeLatencyMaxMs,
         leaseLossLearnedLate: this.options.storeStalls === true,
         storeCallTimeoutMs: this.options.storeStalls === true ? STORE_CALL_TIMEOUT_MS : 0,
-        mutateUncleanElection: this.options.mutation === 'unclean-election',
-        mutateIsrWithoutCas: this.options.mutation === 'isr-without-cas',
-        mutateTruncateToHighWatermark: this.options.mutation === 'hw-truncation',
-        ...(this.options.groups === true
-          ? {
-              groups: true,
-              onGroupAnswer: (from: SimBroker, apiKey: number, p: number, epoch: number) =>
-                this.onGroupAnswer(from, apiKey, p, epoch),
-            }
-          : {}),
+        onRequest: (from) => this.requestObserver(from),
         onStoppedItself: (stopped: SimBroker) => {
           const led = (this.truth?.image().topics.get(TOPIC)?.partitions ?? [])
             .filter((state) => state.leader === stopped.nodeId)
@@ -485,19 +495,59 @@ export class World {
             `broker ${stopped.nodeId} stopped itself (every log dir offline), controlled; leader in the store of ${led.length > 0 ? led.join(',') : 'nothing'}`,
           )
         },
-        ...(this.options.consumers === true
-          ? {
-              onConsumerAnswer: (from: SimBroker, partition: number, records: unknown) =>
-                this.checkInCallback(() =>
-                  this.invariants.onConsumerAnswer(from, partition, recordsBytes(records)),
-                ),
-            }
-          : {}),
       },
     )
     this.brokers.set(id, broker)
     this.log(`start broker ${id} (incarnation ${incarnation})`)
     return broker.start()
+  }
+
+  /**
+   * The world's tap on one process's requests: consumers' Fetch answers (no batch at or above
+   * the answering broker's high watermark) and group answers (one coordinator per leader
+   * epoch), both checked as the answer leaves the real handler.
+   */
+  private requestObserver(broker: SimBroker): RequestObserver {
+    return (context, request) => {
+      const apiKey = context.header.requestApiKey
+      if (apiKey === ApiKey.Fetch && this.options.consumers === true) {
+        if (!isConsumerFetch((request as FetchRequest).replicaId)) return undefined
+        return (outcome) => {
+          if (!('response' in outcome) || outcome.response === null) return
+          for (const topic of (outcome.response as FetchResponse).responses)
+            for (const p of topic.partitions)
+              if (p.errorCode === ErrorCode.NONE)
+                this.checkInCallback(() =>
+                  this.invariants.onConsumerAnswer(broker, p.partitionIndex, recordsBytes(p.records)),
+                )
+        }
+      }
+      if (this.options.groups !== true || GROUP_API_NAMES[apiKey] === undefined) return undefined
+      // The coordinator routes by leadership synchronously as the handler starts.
+      const route = this.groupRoute(broker, (request as { groupId: string }).groupId)
+      if (route === null) return undefined
+      return (outcome) => {
+        if (!('response' in outcome) || outcome.response === null || !broker.isAlive) return
+        const response = outcome.response as {
+          errorCode?: number
+          topics?: { partitions: { errorCode: number }[] }[]
+        }
+        const answered =
+          apiKey === ApiKey.OffsetCommit
+            ? (response.topics ?? []).some((t) => t.partitions.some((p) => p.errorCode === ErrorCode.NONE))
+            : response.errorCode === ErrorCode.NONE
+        if (answered) this.onGroupAnswer(broker, apiKey, route.partition, route.leaderEpoch)
+      }
+    }
+  }
+
+  /** The group's __consumer_offsets partition and this broker's leader epoch of it now (-1: not leader). */
+  private groupRoute(broker: SimBroker, groupId: string): { partition: number; leaderEpoch: number } | null {
+    const topic = broker.metadata.image().topics.get(CONSUMER_OFFSETS_TOPIC)
+    if (!topic || topic.partitions.length === 0) return null
+    const partition = partitionForGroup(groupId, topic.partitions.length)
+    const local = broker.replicaManager.getPartition(CONSUMER_OFFSETS_TOPIC, partition)
+    return { partition, leaderEpoch: local?.isLeader ? local.leaderEpoch : -1 }
   }
 
   // ---- faults -------------------------------------------------------------------------------
@@ -722,7 +772,7 @@ export class World {
         // or fired on a broker-level checkpoint (only logged, the dir stays online), and the
         // broker carries on; or its controlled stop has not finished (its store calls hang):
         // the process is killed, as an operator would.
-        const offline = broker.logManager.offlineLogDirs.length > 0
+        const offline = (broker.broker?.logManager.offlineLogDirs.length ?? 0) > 0
         if (!offline) {
           this.log(
             `HEAL disk of broker ${id}: ${fired ? 'the error fired, log dir online' : 'the error never fired'}; it carries on`,
@@ -754,9 +804,24 @@ export class World {
     this.restart(id)
   }
 
+  /**
+   * Starts a new incarnation of broker `id`. One that fails to start (its store calls timed
+   * out, its old registration had not expired) exits, as `tidelog broker` does, and is
+   * started again a second later, as a service manager would.
+   */
   private restart(id: number): void {
     this.startBroker(id).catch((error: unknown) => {
-      this.log(`broker ${id} failed to start: ${String(error)}`)
+      this.log(
+        `broker ${id} failed to start: ${String(error)}; the process exits and restarts in ${RESTART_DELAY_MS} ms`,
+      )
+      const failed = this.brokers.get(id)
+      if (failed?.isAlive) {
+        failed.kill()
+        failed.suspendLeases()
+      }
+      this.scheduler.schedule(RESTART_DELAY_MS, () => {
+        if (this.brokers.get(id) === failed) this.restart(id)
+      })
     })
   }
 
@@ -871,7 +936,7 @@ export class World {
         retry(batch, value, count, batchEpoch)
       })
       this.scheduler.schedule(r.int(1, 5), () => {
-        if (!leader.isAlive || leader.incarnation !== incarnation || !leader.replicaManager) return
+        if (!leader.isAlive || leader.incarnation !== incarnation || !leader.broker) return
         leader.replicaManager.appendToLeader(TOPIC, partition, batch, -1, PRODUCE_TIMEOUT_MS).then(
           (result) => answer(mine, leader, leaderId, result.errorCode, result.baseOffset),
           (error: unknown) => answer(mine, leader, leaderId, toErrorCode(error) ?? -1, -1),
@@ -937,7 +1002,7 @@ export class World {
     }
     const incarnation = leader.incarnation
     this.scheduler.schedule(r.int(1, 5), () => {
-      if (!leader.isAlive || leader.incarnation !== incarnation || !leader.replicaManager) return
+      if (!leader.isAlive || leader.incarnation !== incarnation || !leader.broker) return
       leader.replicaManager.appendToLeader(TOPIC, partition, batch, acks, PRODUCE_TIMEOUT_MS).then(
         (result) => {
           // The answer travels back; a crash meanwhile loses it.
@@ -1061,7 +1126,7 @@ export class World {
       const behind = this.consumers.filter((c) => {
         const image = this.truth?.image().topics.get(TOPIC)?.partitions[c.partition]
         const leader = image ? this.brokers.get(image.leader) : undefined
-        const hw = leader?.replicaManager.getPartition(TOPIC, c.partition)?.highWatermark ?? -1
+        const hw = leader?.broker?.replicaManager.getPartition(TOPIC, c.partition)?.highWatermark ?? -1
         return c.position !== hw
       })
       if (behind.length === 0) break

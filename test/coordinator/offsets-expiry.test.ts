@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
+import { systemRandom } from '../../src/common/random.js'
 import type { Effects, JoinResult } from '../../src/coordinator/effects.js'
 import {
   CONSUMER_OFFSETS_TOPIC,
@@ -106,6 +107,7 @@ function startCoordinator(clock: ManualClock, log: MemoryLog): GroupCoordinator 
     {
       nodeId: 1,
       clock,
+      random: systemRandom,
       logger: silentLogger,
       replicaManager: {
         getPartition: (topic, p) => (topic === CONSUMER_OFFSETS_TOPIC && p === 0 ? partition : undefined),

@@ -16,7 +16,6 @@
 import { assert } from '../../common/assert.js'
 import type { Clock, TimerHandle } from '../../common/clock.js'
 import type { FileSystem } from '../../common/file-system.js'
-import { nodeFileSystem } from '../../runtime/node-file-system.js'
 import { campaign as campaignOn, leader as leaderOf } from './election.js'
 import {
   Journal,
@@ -43,7 +42,7 @@ export interface EmbeddedStoreOptions {
   readonly clock: Clock
   /** File for the keys not bound to a lease; without it nothing outlives the process. */
   readonly persistPath?: string
-  /** Disk access for persistence (a simulation injects a fake one). */
+  /** Disk access for persistence (node:fs, or the simulator's disk); required with persistPath. */
   readonly fs?: FileSystem
   /** Revisions kept for watches that start in the past; older ones are compacted away. */
   readonly historyRevisionsMax?: number
@@ -98,8 +97,9 @@ export class EmbeddedStore implements MetadataStore {
   static async open(options: EmbeddedStoreOptions): Promise<EmbeddedStore> {
     const historyRevisionsMax = options.historyRevisionsMax ?? HISTORY_REVISIONS_MAX_DEFAULT
     if (options.persistPath === undefined) return new EmbeddedStore(options.clock, null, historyRevisionsMax)
+    if (options.fs === undefined) throw new Error('EmbeddedStore: persistPath needs a file system (fs)')
     const { journal, state } = await Journal.open(
-      options.fs ?? nodeFileSystem,
+      options.fs,
       options.persistPath,
       options.journalBytesMax ?? JOURNAL_BYTES_MAX_DEFAULT,
     )

@@ -6,8 +6,8 @@
  * KAFKA_STORAGE_ERROR.
  * Version notes: v2+ flexible, v3 top-level error code, v4 total and usable bytes.
  */
-import { statfs } from 'node:fs/promises'
 import { dirname, resolve } from 'node:path'
+import type { FileSystem } from '../../common/file-system.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -34,7 +34,7 @@ export const describeLogDirsHandler: ApiHandler<DescribeLogDirsRequest, Describe
     }
     const results: DescribeLogDirsResponseDescribeLogDirsResult[] = []
     for (const [logDir, partitions] of byDir) {
-      const space = await diskSpace(logDir)
+      const space = await diskSpace(context.broker.fileSystem, logDir)
       results.push({
         errorCode: offline.has(logDir) ? ErrorCode.KAFKA_STORAGE_ERROR : ErrorCode.NONE,
         logDir,
@@ -69,10 +69,10 @@ function groupTopics(partitions: readonly Partition[]): DescribeLogDirsResponseD
 }
 
 /** -1 when the file system cannot tell, as Kafka reports unknown sizes. */
-async function diskSpace(dir: string): Promise<{ totalBytes: bigint; usableBytes: bigint }> {
+async function diskSpace(fs: FileSystem, dir: string): Promise<{ totalBytes: bigint; usableBytes: bigint }> {
   try {
-    const stats = await statfs(dir)
-    return { totalBytes: BigInt(stats.blocks * stats.bsize), usableBytes: BigInt(stats.bavail * stats.bsize) }
+    const space = await fs.statfs(dir)
+    return { totalBytes: BigInt(space.totalBytes), usableBytes: BigInt(space.usableBytes) }
   } catch {
     return { totalBytes: -1n, usableBytes: -1n }
   }

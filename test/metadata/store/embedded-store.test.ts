@@ -49,7 +49,7 @@ describe('embedded store: persistence', () => {
   test('reopening gives the same keys not bound to a lease and a revision at least as high', async () => {
     await withTempDir(async (dir) => {
       const persistPath = join(dir, 'metadata.jsonl')
-      const first = await EmbeddedStore.open({ clock: systemClock, persistPath })
+      const first = await EmbeddedStore.open({ clock: systemClock, persistPath, fs: nodeFileSystem })
       const lease = await first.grantLease(1000)
       await first.txn([], [{ type: 'put', key: '/a', value: '1' }])
       await first.txn([], [{ type: 'put', key: '/a', value: '2' }])
@@ -61,7 +61,7 @@ describe('embedded store: persistence', () => {
       const before = await first.range('')
       await first.close()
 
-      const second = await EmbeddedStore.open({ clock: systemClock, persistPath })
+      const second = await EmbeddedStore.open({ clock: systemClock, persistPath, fs: nodeFileSystem })
       const after = await second.range('')
       assert.deepEqual(
         after.kvs,
@@ -81,19 +81,19 @@ describe('embedded store: persistence', () => {
   test('a torn last line is ignored and cut off; writes after it survive the next reopen', async () => {
     await withTempDir(async (dir) => {
       const persistPath = join(dir, 'metadata.jsonl')
-      const first = await EmbeddedStore.open({ clock: systemClock, persistPath })
+      const first = await EmbeddedStore.open({ clock: systemClock, persistPath, fs: nodeFileSystem })
       await first.txn([], [{ type: 'put', key: '/a', value: '1' }])
       await first.txn([], [{ type: 'put', key: '/b', value: '2' }])
       await first.close()
       await appendFile(persistPath, '{"revision":99,"puts":[{"key":"/torn","val')
 
-      const second = await EmbeddedStore.open({ clock: systemClock, persistPath })
+      const second = await EmbeddedStore.open({ clock: systemClock, persistPath, fs: nodeFileSystem })
       assert.equal(await second.get('/torn'), null)
       assert.equal((await second.get('/b'))?.value, '2')
       await second.txn([], [{ type: 'put', key: '/c', value: '3' }])
       await second.close()
 
-      const third = await EmbeddedStore.open({ clock: systemClock, persistPath })
+      const third = await EmbeddedStore.open({ clock: systemClock, persistPath, fs: nodeFileSystem })
       assert.deepEqual(
         (await third.range('')).kvs.map((kv) => kv.key),
         ['/a', '/b', '/c'],
@@ -105,7 +105,7 @@ describe('embedded store: persistence', () => {
   test('a damaged line before the end fails the open instead of forgetting metadata', async () => {
     await withTempDir(async (dir) => {
       const persistPath = join(dir, 'metadata.jsonl')
-      const store = await EmbeddedStore.open({ clock: systemClock, persistPath })
+      const store = await EmbeddedStore.open({ clock: systemClock, persistPath, fs: nodeFileSystem })
       await store.txn([], [{ type: 'put', key: '/a', value: '1' }])
       await store.txn([], [{ type: 'put', key: '/b', value: '2' }])
       await store.close()
@@ -113,7 +113,7 @@ describe('embedded store: persistence', () => {
       lines[0] = 'garbage'
       await writeFile(persistPath, lines.join('\n'))
       await assert.rejects(
-        EmbeddedStore.open({ clock: systemClock, persistPath }),
+        EmbeddedStore.open({ clock: systemClock, persistPath, fs: nodeFileSystem }),
         isCode('METADATA_CORRUPT'),
       )
     })

@@ -1,0 +1,70 @@
+/**
+ * The layering of src/ (STYLE.md): imports go one way, common <- protocol <- storage <-
+ * replication <- server, with metadata, coordinator, client and cli beside them; no cycles,
+ * type-only imports included. Run by the test command (`npm run lint:deps`).
+ */
+const core = '^src/(common|protocol|storage|replication|metadata|coordinator|server/handlers)/'
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      severity: 'error',
+      comment: 'An import cycle (type-only imports count: they couple the modules all the same).',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'storage-below-replication',
+      severity: 'error',
+      comment: 'storage knows nothing of replication, metadata, coordinators or the server.',
+      from: { path: '^src/storage/' },
+      to: { path: '^src/(replication|metadata|coordinator|server|client|cli|sim|runtime)/' },
+    },
+    {
+      name: 'client-speaks-protocol-only',
+      severity: 'error',
+      comment: "tidelog's client imports only protocol and common (it must run without a broker).",
+      from: { path: '^src/client/' },
+      to: { path: '^src/(server|storage|replication|metadata|coordinator|sim|cli|runtime)/' },
+    },
+    {
+      name: 'protocol-is-the-bottom',
+      severity: 'error',
+      from: { path: '^src/protocol/' },
+      to: { path: '^src/(storage|replication|metadata|coordinator|server|client|cli|sim|runtime)/' },
+    },
+    {
+      name: 'common-is-the-bottom',
+      severity: 'error',
+      from: { path: '^src/common/' },
+      to: { path: '^src/(?!common/)' },
+    },
+    {
+      name: 'core-has-no-ambient-io',
+      severity: 'error',
+      comment:
+        'Core code gets the network and the disk from injected parts (common/network.ts, common/file-system.ts), never from node:net or node:fs.',
+      from: { path: core },
+      to: { path: '^(node:)?(net|fs|fs/promises|http|https|tls|dgram|child_process)$', dependencyTypes: ['core'] },
+    },
+    {
+      name: 'real-parts-at-the-composition-root',
+      severity: 'error',
+      comment: "Node's real parts (src/runtime) are chosen where a broker is composed, not inside the core.",
+      from: { path: core },
+      to: { path: '^src/runtime/' },
+    },
+    {
+      name: 'nothing-imports-the-simulator',
+      severity: 'error',
+      from: { path: '^src/(?!sim/)' },
+      to: { path: '^src/sim/' },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '^src/protocol/generated/' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+  },
+}

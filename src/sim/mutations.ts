@@ -1,0 +1,89 @@
+/**
+ * Mutation checks: planted bugs the simulator must catch (README, "Mutation check"). They
+ * live here, not behind switches in production code: a mutation replaces one method of a
+ * real class for the length of one run (`plant` returns the undo), so the broker code under
+ * test is the shipped code with exactly one rule broken.
+ */
+import type { PartitionState } from '../metadata/cluster-image.js'
+import { AlterPartitionManager } from '../replication/alter-partition-manager.js'
+import type { BrokerClient } from '../replication/broker-client.js'
+import type { IsrProposal, Partition } from '../replication/partition.js'
+import { LeaderFetcher } from '../replication/replica-fetcher.js'
+
+export type Mutation =
+  | 'none'
+  /** The topic allows unclean leader election (a replica outside the ISR may lead). */
+  | 'unclean-election'
+  /** The ISR write skips its compare-and-set on leader and epochs. */
+  | 'isr-without-cas'
+  /** Followers truncate to their high watermark instead of asking where their epoch ends (pre-KIP-101). */
+  | 'hw-truncation'
+  /** With `consumers`: they fetch as a replica (id 99), so the handler reads up to the log end. */
+  | 'consumer-reads-log-end'
+
+export const MUTATIONS: readonly Mutation[] = [
+  'none',
+  'unclean-election',
+  'isr-without-cas',
+  'hw-truncation',
+  'consumer-reads-log-end',
+]
+
+/** The replica id a consumer sends under the `consumer-reads-log-end` mutation. */
+export const MUTATED_CONSUMER_REPLICA_ID = 99
+
+/** A Fetch from a consumer (or from the mutated consumer posing as a replica). */
+export function isConsumerFetch(replicaId: number): boolean {
+  return replicaId < 0 || replicaId === MUTATED_CONSUMER_REPLICA_ID
+}
+
+/** Plants `mutation` in the real classes; the returned function restores them. */
+export function plant(mutation: Mutation, log: (message: string) => void): () => void {
+  switch (mutation) {
+    case 'isr-without-cas':
+      return replace(
+        AlterPartitionManager.prototype,
+        'proposalApplies',
+        (original) =>
+          function (this: AlterPartitionManager, state: PartitionState, proposal: IsrProposal): boolean {
+            if (!original.call(this, state, proposal))
+              log(`MUTATION: stale ISR proposal for p${proposal.partition} written without compare-and-set`)
+            return true
+          },
+      )
+    case 'hw-truncation':
+      return replace(
+        LeaderFetcher.prototype as unknown as TruncatingFetcher,
+        'truncatePending',
+        () =>
+          async function (this: TruncatingFetcher, _client: BrokerClient): Promise<void> {
+            for (const followed of this.partitions.values()) {
+              if (followed.truncated) continue
+              await followed.partition.log.truncateTo(followed.partition.highWatermark)
+              followed.truncated = true
+            }
+          },
+      )
+    default:
+      // unclean-election is a topic setting (world.ts); consumer-reads-log-end is the consumer's.
+      return () => undefined
+  }
+}
+
+/** What the hw-truncation mutation reaches inside a LeaderFetcher (private there). */
+interface TruncatingFetcher {
+  readonly partitions: Map<string, { readonly partition: Partition; truncated: boolean }>
+  truncatePending(client: BrokerClient): Promise<void>
+}
+
+function replace<T extends object, K extends keyof T>(
+  target: T,
+  method: K,
+  mutate: (original: T[K]) => T[K],
+): () => void {
+  const original = target[method]
+  target[method] = mutate(original)
+  return () => {
+    target[method] = original
+  }
+}

@@ -1,0 +1,50 @@
+/**
+ * What the simulator's clients and checkers (consumer.ts, group-member.ts, invariants.ts) see
+ * of the run: a view that world.ts implements, so those modules need nothing of world.ts
+ * itself and the imports stay one-way.
+ */
+import type { ClusterMetadata } from '../metadata/cluster-metadata.js'
+import type { Mutation } from './mutations.js'
+import type { SimNetwork } from './network.js'
+import type { SimScheduler } from './scheduler.js'
+import type { SimBroker } from './sim-broker.js'
+
+/** The topic every run writes. */
+export const TOPIC = 'sim'
+
+/** An invariant that does not hold: ends the run with the trace. */
+export class Violation extends Error {}
+
+/** The group checks group-member.ts reports to (Invariants implements them). */
+export interface GroupChecks {
+  onCommitAcked(partition: number, offset: number, member: number): void
+  ackedCommitsSnapshot(): ReadonlyMap<number, number>
+  onOffsetsFetched(
+    from: number,
+    offsetsPartition: number,
+    fetched: ReadonlyMap<number, number>,
+    ackedBefore: ReadonlyMap<number, number>,
+  ): boolean
+  onGroupAssignment(generation: number, memberId: string, index: number, partitions: readonly number[]): void
+}
+
+export interface WorldView {
+  readonly scheduler: SimScheduler
+  readonly network: SimNetwork
+  readonly brokers: ReadonlyMap<number, SimBroker>
+  readonly brokerIds: readonly number[]
+  readonly partitionCount: number
+  /** The store's own state, followed without latency: the ground truth invariants read. */
+  readonly truth: ClusterMetadata | null
+  readonly options: { readonly mutation?: Mutation }
+  readonly invariants: GroupChecks
+  log(message: string): void
+  /** A group client's failure (an invariant it reported, or a bug in the client): ends the run. */
+  groupFailure(error: unknown): void
+  onConsumed(
+    partition: number,
+    position: number,
+    batch: { base: number; last: number; bytes: Buffer },
+    from: number,
+  ): void
+}
