@@ -6,6 +6,7 @@
  * a compare-and-set on the partition's state and a stale controller cannot overwrite a
  * newer decision.
  */
+import { ExponentialBackoff } from '../common/backoff.js'
 import type { Clock, TimerHandle } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
 import type { BrokerId, ClusterImage, PartitionState, TopicImage } from './cluster-image.js'
@@ -47,12 +48,9 @@ export interface ControllerStats {
 }
 
 /** Backoff between campaigns (after an error or a lost leadership) and reconcile retries. */
-const RETRY_MIN_MS = 200
-const RETRY_MAX_MS = 2000
-
-function backoffMs(attempt: number): number {
-  return Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** (attempt - 1))
-}
+const RETRY_BACKOFF = new ExponentialBackoff({ initialMs: 200, maxMs: 2000 })
+/** A failed reconcile is retried after this (the next metadata change may never come). */
+const RECONCILE_RETRY_MS = 2000
 
 export class Controller {
   private leadership: Leadership | null = null
@@ -126,7 +124,7 @@ export class Controller {
 
   private scheduleCampaign(attempt: number): void {
     if (!this.mayCampaign) return
-    this.retryTimer = this.options.clock.setTimeout(() => this.campaignAgain(attempt), backoffMs(attempt))
+    this.retryTimer = this.options.clock.setTimeout(() => this.campaignAgain(attempt), RETRY_BACKOFF.delayMs(attempt))
   }
 
   private async campaign(): Promise<void> {
@@ -171,7 +169,7 @@ export class Controller {
       } catch (error) {
         const retriable = error instanceof MetadataStoreError && error.code === 'STORE_UNAVAILABLE'
         if (!retriable || !isLeading() || !this.mayCampaign) throw error
-        await new Promise<void>((resolve) => this.options.clock.setTimeout(resolve, backoffMs(attempt)))
+        await new Promise<void>((resolve) => this.options.clock.setTimeout(resolve, RETRY_BACKOFF.delayMs(attempt)))
       }
     }
   }
@@ -200,7 +198,7 @@ export class Controller {
         // may never come (a dead broker's partitions would stay leaderless).
         this.options.logger.warn({ err: error }, 'controller reconcile failed; retrying')
         this.reconcileRetryTimer?.cancel()
-        this.reconcileRetryTimer = this.options.clock.setTimeout(() => this.scheduleReconcile(), RETRY_MAX_MS)
+        this.reconcileRetryTimer = this.options.clock.setTimeout(() => this.scheduleReconcile(), RECONCILE_RETRY_MS)
       }
     })
   }

@@ -7,8 +7,9 @@
 import type { PartitionState } from '../metadata/cluster-image.js'
 import { AlterPartitionManager } from '../replication/alter-partition-manager.js'
 import type { BrokerClient } from '../replication/broker-client.js'
-import type { IsrProposal, Partition } from '../replication/partition.js'
+import { type IsrProposal, Partition } from '../replication/partition.js'
 import { LeaderFetcher } from '../replication/replica-fetcher.js'
+import { LogSegment } from '../storage/log-segment.js'
 
 export type Mutation =
   | 'none'
@@ -20,6 +21,10 @@ export type Mutation =
   | 'hw-truncation'
   /** With `consumers`: they fetch as a replica (id 99), so the handler reads up to the log end. */
   | 'consumer-reads-log-end'
+  /** A leader adds a caught-up follower to the ISR even when it is not registered (KIP-841 undone). */
+  | 'isr-readds-unregistered'
+  /** A follower's truncation is not fsynced before what it writes next (seeds 5 and 91's bug). */
+  | 'truncation-not-fsynced'
 
 export const MUTATIONS: readonly Mutation[] = [
   'none',
@@ -27,6 +32,8 @@ export const MUTATIONS: readonly Mutation[] = [
   'isr-without-cas',
   'hw-truncation',
   'consumer-reads-log-end',
+  'isr-readds-unregistered',
+  'truncation-not-fsynced',
 ]
 
 /** The replica id a consumer sends under the `consumer-reads-log-end` mutation. */
@@ -64,10 +71,60 @@ export function plant(mutation: Mutation, log: (message: string) => void): () =>
             }
           },
       )
+    case 'isr-readds-unregistered':
+      return replace(Partition.prototype as unknown as ExpandingPartition, 'maybeExpandIsr', () =>
+        function (this: ExpandingPartition, replicaId: number, follower: { logEndOffset: number }): void {
+          if (this.maybeResendIsr() || this.state.isr.includes(replicaId)) return
+          if (follower.logEndOffset < Math.max(this.log.highWatermark, this.leaderEpochStartOffset)) return
+          // The registration check is what this mutation leaves out.
+          this.propose([...this.state.isr, replicaId])
+        },
+      )
+    case 'truncation-not-fsynced': {
+      // The flush that follows a segment's truncation (UnifiedLog's truncateTo) is skipped.
+      const segment = LogSegment.prototype as unknown as FlushingSegment
+      const undoTruncate = replace(segment, 'truncateTo', (original) =>
+        async function (this: FlushingSegment, offset: number) {
+          const result = await original.call(this, offset)
+          this.skipNextFlush = true
+          return result
+        },
+      )
+      const undoFlush = replace(segment, 'flush', (original) =>
+        async function (this: FlushingSegment): Promise<void> {
+          if (this.skipNextFlush === true) {
+            this.skipNextFlush = false
+            return
+          }
+          return original.call(this)
+        },
+      )
+      return () => {
+        undoFlush()
+        undoTruncate()
+      }
+    }
     default:
       // unclean-election is a topic setting (world.ts); consumer-reads-log-end is the consumer's.
       return () => undefined
   }
+}
+
+/** What isr-readds-unregistered reaches inside a Partition (private there). */
+interface ExpandingPartition {
+  readonly state: PartitionState
+  readonly log: { readonly highWatermark: number }
+  readonly leaderEpochStartOffset: number
+  maybeResendIsr(): boolean
+  propose(isr: readonly number[]): void
+  maybeExpandIsr(replicaId: number, follower: { logEndOffset: number }): void
+}
+
+/** What truncation-not-fsynced reaches of a LogSegment. */
+interface FlushingSegment {
+  skipNextFlush?: boolean
+  truncateTo(offset: number): Promise<unknown>
+  flush(): Promise<void>
 }
 
 /** What the hw-truncation mutation reaches inside a LeaderFetcher (private there). */

@@ -122,7 +122,7 @@ describe('embedded store: persistence', () => {
   test('the file is compacted into a snapshot as it grows and still reopens to the same state', async () => {
     await withTempDir(async (dir) => {
       const persistPath = join(dir, 'metadata.jsonl')
-      const options = { clock: systemClock, persistPath, journalBytesMax: 2048 }
+      const options = { clock: systemClock, persistPath, journalBytesMax: 2048, fs: nodeFileSystem }
       const first = await EmbeddedStore.open(options)
       for (let i = 0; i < 300; i++)
         await first.txn([], [{ type: 'put', key: `/k${i % 7}`, value: String(i) }])
