@@ -10,6 +10,8 @@
 export interface ByteStream {
   /** `host:port` of the other side, for logs. */
   readonly remoteAddress: string
+  /** `host:port` of this side, where the network knows it (TCP does). */
+  readonly localAddress?: string
   /** Writes the chunks back to back (one syscall where the OS allows). */
   write(chunks: readonly Buffer[]): void
   /** True while written bytes wait for the peer (back-pressure): stop reading until `onDrain`. */

@@ -124,7 +124,10 @@ export class Controller {
 
   private scheduleCampaign(attempt: number): void {
     if (!this.mayCampaign) return
-    this.retryTimer = this.options.clock.setTimeout(() => this.campaignAgain(attempt), RETRY_BACKOFF.delayMs(attempt))
+    this.retryTimer = this.options.clock.setTimeout(
+      () => this.campaignAgain(attempt),
+      RETRY_BACKOFF.delayMs(attempt),
+    )
   }
 
   private async campaign(): Promise<void> {
@@ -169,7 +172,9 @@ export class Controller {
       } catch (error) {
         const retriable = error instanceof MetadataStoreError && error.code === 'STORE_UNAVAILABLE'
         if (!retriable || !isLeading() || !this.mayCampaign) throw error
-        await new Promise<void>((resolve) => this.options.clock.setTimeout(resolve, RETRY_BACKOFF.delayMs(attempt)))
+        await new Promise<void>((resolve) =>
+          this.options.clock.setTimeout(resolve, RETRY_BACKOFF.delayMs(attempt)),
+        )
       }
     }
   }
@@ -198,7 +203,10 @@ export class Controller {
         // may never come (a dead broker's partitions would stay leaderless).
         this.options.logger.warn({ err: error }, 'controller reconcile failed; retrying')
         this.reconcileRetryTimer?.cancel()
-        this.reconcileRetryTimer = this.options.clock.setTimeout(() => this.scheduleReconcile(), RECONCILE_RETRY_MS)
+        this.reconcileRetryTimer = this.options.clock.setTimeout(
+          () => this.scheduleReconcile(),
+          RECONCILE_RETRY_MS,
+        )
       }
     })
   }

@@ -15,6 +15,7 @@ export function socketStream(socket: Socket): ByteStream {
   })
   return {
     remoteAddress: `${socket.remoteAddress}:${socket.remotePort}`,
+    localAddress: `${socket.localAddress}:${socket.localPort}`,
     write(chunks) {
       if (chunks.length === 1) {
         socket.write(chunks[0])

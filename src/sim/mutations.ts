@@ -72,32 +72,41 @@ export function plant(mutation: Mutation, log: (message: string) => void): () =>
           },
       )
     case 'isr-readds-unregistered':
-      return replace(Partition.prototype as unknown as ExpandingPartition, 'maybeExpandIsr', () =>
-        function (this: ExpandingPartition, replicaId: number, follower: { logEndOffset: number }): void {
-          if (this.maybeResendIsr() || this.state.isr.includes(replicaId)) return
-          if (follower.logEndOffset < Math.max(this.log.highWatermark, this.leaderEpochStartOffset)) return
-          // The registration check is what this mutation leaves out.
-          this.propose([...this.state.isr, replicaId])
-        },
+      return replace(
+        Partition.prototype as unknown as ExpandingPartition,
+        'maybeExpandIsr',
+        () =>
+          function (this: ExpandingPartition, replicaId: number, follower: { logEndOffset: number }): void {
+            if (this.maybeResendIsr() || this.state.isr.includes(replicaId)) return
+            if (follower.logEndOffset < Math.max(this.log.highWatermark, this.leaderEpochStartOffset)) return
+            // The registration check is what this mutation leaves out.
+            this.propose([...this.state.isr, replicaId])
+          },
       )
     case 'truncation-not-fsynced': {
       // The flush that follows a segment's truncation (UnifiedLog's truncateTo) is skipped.
       const segment = LogSegment.prototype as unknown as FlushingSegment
-      const undoTruncate = replace(segment, 'truncateTo', (original) =>
-        async function (this: FlushingSegment, offset: number) {
-          const result = await original.call(this, offset)
-          this.skipNextFlush = true
-          return result
-        },
+      const undoTruncate = replace(
+        segment,
+        'truncateTo',
+        (original) =>
+          async function (this: FlushingSegment, offset: number) {
+            const result = await original.call(this, offset)
+            this.skipNextFlush = true
+            return result
+          },
       )
-      const undoFlush = replace(segment, 'flush', (original) =>
-        async function (this: FlushingSegment): Promise<void> {
-          if (this.skipNextFlush === true) {
-            this.skipNextFlush = false
-            return
-          }
-          return original.call(this)
-        },
+      const undoFlush = replace(
+        segment,
+        'flush',
+        (original) =>
+          async function (this: FlushingSegment): Promise<void> {
+            if (this.skipNextFlush === true) {
+              this.skipNextFlush = false
+              return
+            }
+            return original.call(this)
+          },
       )
       return () => {
         undoFlush()

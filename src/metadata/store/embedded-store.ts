@@ -202,6 +202,17 @@ export class EmbeddedStore implements MetadataStore {
     }, entry.lease.ttlMs)
   }
 
+  /**
+   * Test hook: the holder keeps the lease alive again before it expired (a paused process
+   * resumed within its TTL). No-op for a lease that ended or was never suspended.
+   */
+  resumeKeepAlive(leaseId: string): void {
+    const entry = this.leases.get(leaseId)
+    if (entry === undefined || entry.expiryTimer === null) return
+    entry.expiryTimer.cancel()
+    entry.expiryTimer = null
+  }
+
   /** Waits for queued writes, ends every lease and watch, and closes the journal. */
   async close(): Promise<void> {
     if (this.closed) return
