@@ -1,0 +1,136 @@
+/**
+ * `tidelog verify` as the real binary (`node bin/tidelog.js`) on history files: its text
+ * and JSON reports, and its exit codes (0 clean, 1 anomalies, 2 usage or malformed input).
+ */
+import assert from 'node:assert/strict'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, test } from 'node:test'
+import { tidelogBin } from '../helpers/broker-process.js'
+import { type RunResult, run } from '../helpers/cluster.js'
+
+function tidelog(args: readonly string[], input?: string): Promise<RunResult> {
+  return run(process.execPath, [tidelogBin(), ...args], { ...(input !== undefined ? { input } : {}) })
+}
+
+const CLEAN = [
+  { type: 'header', format: 'tidelog-history', version: 1 },
+  { type: 'producer', producer: 'p1', idempotent: true },
+  { type: 'send', time: 1, producer: 'p1', seq: 0, topic: 'orders', key: 'k', value: 'a' },
+  { type: 'send', time: 2, producer: 'p1', seq: 1, topic: 'orders', key: 'k', value: 'b' },
+  { type: 'ack', time: 3, producer: 'p1', seq: 0, topic: 'orders', partition: 0, offset: 0 },
+  { type: 'ack', time: 4, producer: 'p1', seq: 1, topic: 'orders', partition: 0, offset: 1 },
+  { type: 'read', time: 5, topic: 'orders', partition: 0, offset: 0, key: 'k', value: 'a' },
+  { type: 'read', time: 6, topic: 'orders', partition: 0, offset: 1, key: 'k', value: 'b' },
+  { type: 'covered', time: 7, topic: 'orders', partition: 0, startOffset: 0, endOffset: 2 },
+]
+
+const lines = (events: readonly object[]): string => `${events.map((e) => JSON.stringify(e)).join('\n')}\n`
+
+let dir = ''
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'tidelog-verify-'))
+})
+after(async () => {
+  await rm(dir, { recursive: true, force: true })
+})
+
+async function historyFile(name: string, text: string): Promise<string> {
+  const path = join(dir, name)
+  await writeFile(path, text)
+  return path
+}
+
+test('a clean history: exit 0 and a report that says what was checked', async () => {
+  const result = await tidelog(['verify', await historyFile('clean.jsonl', lines(CLEAN))])
+  assert.equal(result.code, 0, result.stderr)
+  assert.match(result.stdout, /^history: 9 lines; 2 sends from 1 producers, 2 acks, 0 fails/)
+  assert.match(result.stdout, /checked for loss: 2 of 2 acknowledged writes\n/)
+  assert.match(result.stdout, /lost acknowledged writes: 0\n/)
+  assert.match(result.stdout, /not checked: transactions/)
+  assert.match(result.stdout, /OK: no anomalies\n$/)
+  assert.equal(result.stderr, '')
+})
+
+test('a lost write and a reordering: exit 1, each with its lines, in text and in JSON', async () => {
+  // seq 1 acked before seq 0 in the partition, and seq 0's record is missing from the final read.
+  const events = [
+    ...CLEAN.slice(0, 4),
+    { type: 'ack', producer: 'p1', seq: 0, topic: 'orders', partition: 0, offset: 1 },
+    { type: 'ack', producer: 'p1', seq: 1, topic: 'orders', partition: 0, offset: 0 },
+    { type: 'read', topic: 'orders', partition: 0, offset: 0, key: 'k', value: 'b' },
+    CLEAN[8],
+  ]
+  const path = await historyFile('lost.jsonl', lines(events))
+  const text = await tidelog(['verify', path])
+  assert.equal(text.code, 1, text.stderr)
+  assert.match(
+    text.stdout,
+    /lost acknowledged writes: 1\n {4}p1 seq 0 "a" \(sent line 3\): acked at orders-0@1 \(ack line 5\), never read; orders-0 was read from 0 to its end 2 \(covered line 8\)\n/,
+  )
+  assert.match(
+    text.stdout,
+    /reorderings within a producer and partition: 1\n {4}p1 in orders-0 \(acks\): seq 0 "a" at offset 1 \(ack line 5\) was sent before seq 1 "b" at offset 0 \(ack line 6\)\n/,
+  )
+  assert.match(text.stdout, /FAILED: 2 anomalies\n$/)
+
+  const json = await tidelog(['verify', path, '--json'])
+  assert.equal(json.code, 1, json.stderr)
+  const report = JSON.parse(json.stdout)
+  assert.equal(report.ok, false)
+  assert.equal(report.counts.anomalies, 2)
+  assert.deepEqual(
+    report.anomalies.lost.map((l: { send: { line: number }; ack: { line: number } }) => [
+      l.send.line,
+      l.ack.line,
+    ]),
+    [[3, 5]],
+  )
+  assert.equal(report.anomalies.reorderings[0].sentSecond.event.line, 6)
+})
+
+test('a malformed history: exit 2 with every bad line as FILE:LINE', async () => {
+  const text = `${lines(CLEAN.slice(0, 3))}{"type":"ack","producer":"p1","seq":4,"topic":"orders","partition":0,"offset":0}\nnot json\n`
+  const path = await historyFile('bad.jsonl', text)
+  const result = await tidelog(['verify', path])
+  assert.equal(result.code, 2)
+  assert.equal(result.stdout, '')
+  assert.match(
+    result.stderr,
+    new RegExp(`${path}:4: ack for producer 'p1' seq 4, which no earlier line sent\n`),
+  )
+  assert.match(result.stderr, new RegExp(`${path}:5: not JSON`))
+
+  const json = await tidelog(['verify', '--json', path])
+  assert.equal(json.code, 2)
+  assert.deepEqual(
+    JSON.parse(json.stdout).inputErrors.map((e: { line: number }) => e.line),
+    [4, 5],
+  )
+})
+
+test('stdin as -, a missing file, no file and --help', async () => {
+  const piped = await tidelog(['verify', '-'], lines(CLEAN))
+  assert.equal(piped.code, 0, piped.stderr)
+  assert.match(piped.stdout, /OK: no anomalies/)
+  const badPipe = await tidelog(['verify', '-'], '{"type":"send"}\n')
+  assert.equal(badPipe.code, 2)
+  assert.match(badPipe.stderr, /stdin:1: 'producer' must be a non-empty string/)
+
+  const missing = await tidelog(['verify', join(dir, 'nope.jsonl')])
+  assert.equal(missing.code, 2)
+  assert.match(missing.stderr, /cannot read .*nope\.jsonl: ENOENT/)
+
+  const none = await tidelog(['verify'])
+  assert.equal(none.code, 2)
+  assert.match(none.stderr, /verify needs a history FILE \(see --help\)/)
+  const unknown = await tidelog(['verify', '--frobnicate', 'x'])
+  assert.equal(unknown.code, 2)
+
+  const help = await tidelog(['verify', '--help'])
+  assert.equal(help.code, 0)
+  assert.match(help.stdout, /^Usage: tidelog verify FILE \[--json\]/)
+  const top = await tidelog(['help'])
+  assert.match(top.stdout, /\n {2}verify {4}Check a history file/)
+})
