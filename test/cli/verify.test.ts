@@ -1,12 +1,17 @@
 /**
  * `tidelog verify` as the real binary (`node bin/tidelog.js`) on history files: its text
- * and JSON reports, and its exit codes (0 clean, 1 anomalies, 2 usage or malformed input).
+ * and JSON reports, and its exit codes (0 clean, 1 anomalies, 2 usage or malformed input);
+ * and the history `tidelog bench produce --history` writes against a real broker.
  */
 import assert from 'node:assert/strict'
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { appendFile, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, test } from 'node:test'
+import { Consumer } from '../../src/client/consumer.js'
+import { checkHistory } from '../../src/verify/checker.js'
+import { readHistoryFile } from '../../src/verify/history-file.js'
+import { withBroker } from '../client/helpers.js'
 import { tidelogBin } from '../helpers/broker-process.js'
 import { type RunResult, run } from '../helpers/cluster.js'
 
@@ -133,4 +138,84 @@ test('stdin as -, a missing file, no file and --help', async () => {
   assert.match(help.stdout, /^Usage: tidelog verify FILE \[--json\]/)
   const top = await tidelog(['help'])
   assert.match(top.stdout, /\n {2}verify {4}Check a history file/)
+})
+
+test('bench produce --history writes a history the checker reads; with the reads added it covers every ack', {
+  timeout: 120000,
+}, async () => {
+  await withBroker(async (cluster) => {
+    const path = join(dir, 'bench.jsonl')
+    const records = 3000
+    const bench = await run(
+      process.execPath,
+      [
+        tidelogBin(),
+        'bench',
+        'produce',
+        '--topic',
+        'bench-history',
+        '--partitions',
+        '3',
+        '--producers',
+        '2',
+        '--num-records',
+        String(records),
+        '--record-size',
+        '100',
+        '--history',
+        path,
+        '--bootstrap-server',
+        cluster.bootstrapServers,
+      ],
+      { timeoutMs: 60000 },
+    )
+    assert.equal(bench.code, 0, bench.stderr)
+    assert.match(
+      bench.stdout,
+      new RegExp(`history written to ${path}; check it with: tidelog verify ${path}`),
+    )
+    const produced = checkHistory(await readHistoryFile(path))
+    assert.equal(produced.ok, true)
+    assert.equal(produced.counts.producers, 2)
+    assert.equal(produced.counts.sends, records)
+    assert.equal(produced.counts.acks, records)
+    assert.equal(produced.counts.acksNotCheckedForLoss, records, 'no reads yet: nothing judged for loss')
+
+    // A reader appends what it read, as another tool would: the value is the text before the space.
+    const consumer = new Consumer({ bootstrapServers: cluster.bootstrapServers, autoOffsetReset: 'earliest' })
+    const reads: string[] = []
+    const ends = new Map<number, number>()
+    try {
+      await consumer.assignTopics(['bench-history'])
+      for (let polls = 0; reads.length < records && polls < 200; polls++) {
+        for (const r of await consumer.poll(500)) {
+          const value = r.value!.toString('utf8')
+          assert.equal(value.length, 100)
+          reads.push(
+            JSON.stringify({
+              type: 'read',
+              topic: r.topic,
+              partition: r.partition,
+              offset: r.offset,
+              key: null,
+              value: value.slice(0, value.indexOf(' ')),
+            }),
+          )
+          ends.set(r.partition, Math.max(ends.get(r.partition) ?? 0, r.offset + 1))
+        }
+      }
+    } finally {
+      await consumer.close()
+    }
+    assert.equal(reads.length, records)
+    const covered = [...ends].map(([partition, endOffset]) =>
+      JSON.stringify({ type: 'covered', topic: 'bench-history', partition, startOffset: 0, endOffset }),
+    )
+    await appendFile(path, `${[...reads, ...covered].join('\n')}\n`)
+    const result = await tidelog(['verify', path, '--json'])
+    assert.equal(result.code, 0, result.stdout.slice(0, 2000))
+    const report = JSON.parse(result.stdout)
+    assert.equal(report.counts.acksCheckedForLoss, records)
+    assert.equal(report.counts.readPositions, records)
+  })
 })
