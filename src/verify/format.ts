@@ -18,6 +18,7 @@ const TITLES: Record<AnomalyKind, string> = {
 }
 
 const q = (text: string): string => JSON.stringify(text)
+const count = (n: number, noun: string): string => `${n} ${noun}${n === 1 ? '' : 's'}`
 
 function sent(send: SendEvent): string {
   return `${send.producer} seq ${send.seq} ${q(send.value)} (sent line ${send.line})`
@@ -74,7 +75,7 @@ function examples(lines: readonly string[]): string[] {
 export function formatVerifyReport(report: VerifyReport): string {
   const c = report.counts
   const out = [
-    `history: ${c.lines} lines; ${c.sends} sends from ${c.producers} producers, ${c.acks} acks${c.acksWithoutOffset ? ` (${c.acksWithoutOffset} without offset)` : ''}, ${c.fails} fails, ${c.unanswered} unanswered; ${c.reads} reads of ${c.readPositions} offsets; ${c.coveredPartitions} partitions covered to their end`,
+    `history: ${count(c.lines, 'line')}; ${count(c.sends, 'send')} from ${count(c.producers, 'producer')}, ${count(c.acks, 'ack')}${c.acksWithoutOffset ? ` (${c.acksWithoutOffset} without offset)` : ''}, ${count(c.fails, 'fail')}, ${c.unanswered} unanswered; ${count(c.reads, 'read')} of ${count(c.readPositions, 'offset')}; ${count(c.coveredPartitions, 'partition')} covered to their end`,
     `checked for loss: ${c.acksCheckedForLoss} of ${c.acks} acknowledged writes` +
       (c.acksNotCheckedForLoss > 0
         ? ` (${c.acksNotCheckedForLoss} never read and with no 'covered' event after them: not judged)`
@@ -87,9 +88,13 @@ export function formatVerifyReport(report: VerifyReport): string {
   }
   const expected = report.expected.duplicates
   if (expected.length > 0) {
-    out.push(`  expected: ${expected.length} duplicates from producers declared idempotent: false (retries)`)
+    out.push(
+      `  expected: ${count(expected.length, 'duplicate')} from producers declared idempotent: false (retries)`,
+    )
   }
   for (const note of report.notChecked) out.push(`  not checked: ${note}`)
-  out.push(report.ok ? 'OK: no anomalies' : `FAILED: ${c.anomalies} anomalies`)
+  out.push(
+    report.ok ? 'OK: no anomalies' : `FAILED: ${c.anomalies} ${c.anomalies === 1 ? 'anomaly' : 'anomalies'}`,
+  )
   return out.join('\n')
 }

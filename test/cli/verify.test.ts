@@ -4,7 +4,7 @@
  * and the history `tidelog bench produce --history` writes against a real broker.
  */
 import assert from 'node:assert/strict'
-import { appendFile, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { appendFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, test } from 'node:test'
@@ -14,6 +14,7 @@ import { readHistoryFile } from '../../src/verify/history-file.js'
 import { withBroker } from '../client/helpers.js'
 import { tidelogBin } from '../helpers/broker-process.js'
 import { type RunResult, run } from '../helpers/cluster.js'
+import { repoRoot } from '../helpers/compat-clients.js'
 
 function tidelog(args: readonly string[], input?: string): Promise<RunResult> {
   return run(process.execPath, [tidelogBin(), ...args], { ...(input !== undefined ? { input } : {}) })
@@ -50,7 +51,7 @@ async function historyFile(name: string, text: string): Promise<string> {
 test('a clean history: exit 0 and a report that says what was checked', async () => {
   const result = await tidelog(['verify', await historyFile('clean.jsonl', lines(CLEAN))])
   assert.equal(result.code, 0, result.stderr)
-  assert.match(result.stdout, /^history: 9 lines; 2 sends from 1 producers, 2 acks, 0 fails/)
+  assert.match(result.stdout, /^history: 9 lines; 2 sends from 1 producer, 2 acks, 0 fails/)
   assert.match(result.stdout, /checked for loss: 2 of 2 acknowledged writes\n/)
   assert.match(result.stdout, /lost acknowledged writes: 0\n/)
   assert.match(result.stdout, /not checked: transactions/)
@@ -218,4 +219,13 @@ test('bench produce --history writes a history the checker reads; with the reads
     assert.equal(report.counts.acksCheckedForLoss, records)
     assert.equal(report.counts.readPositions, records)
   })
+})
+
+test("docs/history-format.md's worked example gives the report the page shows", async () => {
+  const page = await readFile(join(repoRoot(), 'docs', 'history-format.md'), 'utf8')
+  const example = /```json\n([\s\S]*?)```/.exec(page)![1]
+  const shown = /\$ tidelog verify example\.jsonl\n([\s\S]*?)\$ echo \$\?\n(\d)/.exec(page)!
+  const result = await tidelog(['verify', await historyFile('example.jsonl', example)])
+  assert.equal(result.stdout, shown[1])
+  assert.equal(result.code, Number(shown[2]))
 })

@@ -176,7 +176,7 @@ test('a value read at two offsets is a duplicate; expected for a producer declar
   assert.equal(atLeastOnce.expected.duplicates.length, 1)
   assert.match(
     formatVerifyReport(atLeastOnce),
-    /expected: 1 duplicates from producers declared idempotent: false/,
+    /expected: 1 duplicate from producers declared idempotent: false/,
   )
 })
 
