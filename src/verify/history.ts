@@ -6,6 +6,8 @@
  * malformed history would report anomalies the system never had.
  */
 
+import { TidelogError } from '../common/errors.js'
+
 export const HISTORY_FORMAT = 'tidelog-history'
 export const HISTORY_VERSION = 1
 
@@ -122,14 +124,13 @@ export interface HistoryLineError {
 }
 
 /** A history that does not follow the format; `errors` holds up to HISTORY_ERRORS_MAX problems. */
-export class HistoryFormatError extends Error {
-  readonly code = 'ERR_HISTORY_FORMAT'
-
+export class HistoryFormatError extends TidelogError {
   constructor(
     readonly errors: readonly HistoryLineError[],
     readonly truncated: boolean,
   ) {
     super(
+      'ERR_HISTORY_FORMAT',
       errors.map((e) => `line ${e.line}: ${e.message}`).join('\n') +
         (truncated ? `\n(stopped after ${errors.length} errors)` : ''),
     )
@@ -212,7 +213,7 @@ function present<T extends Record<string, unknown>>(fields: T): Partial<T> {
 }
 
 /** One line's event, checked on its own; null for the header line. */
-export function parseEvent(text: string, line: number): HistoryEvent | null {
+function parseEvent(text: string, line: number): HistoryEvent | null {
   let json: unknown
   try {
     json = JSON.parse(text)

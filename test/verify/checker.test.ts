@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { ANOMALY_KINDS, type AnomalyKind, checkHistory, type VerifyReport } from '../../src/verify/checker.js'
 import { formatVerifyReport } from '../../src/verify/format.js'
-import { HistoryFormatError, parseHistory } from '../../src/verify/history.js'
+import { HISTORY_ERRORS_MAX, HistoryFormatError, parseHistory } from '../../src/verify/history.js'
 
 type Event = Record<string, unknown>
 
@@ -382,5 +382,17 @@ test('an ack whose value differs from the send, or whose topic differs, is malfo
   assert.match(
     formatErrors('{"type":"header","format":"tidelog-history","version":2}')[0],
     /^1: header: this checker reads version 1, got 2/,
+  )
+})
+
+test('parsing stops listing problems after HISTORY_ERRORS_MAX of them', () => {
+  const text = Array.from({ length: HISTORY_ERRORS_MAX + 10 }, () => 'nope').join('\n')
+  assert.throws(
+    () => parseHistory(text),
+    (error: unknown) =>
+      error instanceof HistoryFormatError &&
+      error.errors.length === HISTORY_ERRORS_MAX &&
+      error.truncated &&
+      error.errors[HISTORY_ERRORS_MAX - 1].line === HISTORY_ERRORS_MAX,
   )
 })
