@@ -20,6 +20,7 @@ Commands:
   cluster   describe: brokers, controller, partition health
   groups    list|describe|reset-offsets consumer groups (members, lag, offsets)
   bench     produce|consume|e2e load test with tidelog's client
+  verify    Check a history file for lost, duplicated or reordered records (exit 1 if any)
   help      Show this help
 
 Client commands take --bootstrap-server HOST:PORT (default 127.0.0.1:9092) and --json;
@@ -58,6 +59,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       case 'cluster':
       case 'groups':
       case 'bench':
+      case 'verify':
         return await clientCommand(command, rest)
       case undefined:
       case 'help':
@@ -78,7 +80,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   }
 }
 
-/** Client commands load on demand, so `tidelog start` does not pay for them. */
+/** Client commands (and verify) load on demand, so `tidelog start` does not pay for them. */
 async function clientCommand(command: string, args: readonly string[]): Promise<number> {
   switch (command) {
     case 'topics':
@@ -91,6 +93,8 @@ async function clientCommand(command: string, args: readonly string[]): Promise<
       return (await import('./commands/cluster.js')).clusterCommand(args)
     case 'groups':
       return (await import('./commands/groups.js')).groupsCommand(args)
+    case 'verify':
+      return (await import('./commands/verify.js')).verifyCommand(args)
     default:
       return (await import('./commands/bench.js')).benchCommand(args)
   }

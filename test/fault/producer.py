@@ -4,8 +4,11 @@ Usage: /usr/bin/python3 producer.py, with one JSON spec line on stdin:
   {bootstrap, topic, partitions, producer, rate, config}
 Writes records with value "<producer>-<seq>" to partition seq % partitions, `rate` records a
 second, until stdin closes (or a SIGTERM); then flushes (each record ends delivered or failed
-within message.timeout.ms) and exits. Prints one JSON line per delivery report:
-  {"s": seq, "p": partition, "o": offset, "e": error name or null}
+within message.timeout.ms) and exits. Prints one JSON line per record handed to produce():
+  {"q": seq, "t": ms since the epoch}
+one per delivery report (always after the record's "q" line: reports are served by poll()
+and flush() on this thread):
+  {"s": seq, "p": partition, "o": offset, "e": error name or null, "t": ms}
 and a final {"done": true, "sent": n, "undelivered": left}.
 """
 
@@ -46,9 +49,19 @@ out = sys.stdout
 lock = threading.Lock()
 
 
+def now_ms():
+    return round(time.time() * 1000, 3)
+
+
 def report(seq):
     def callback(err, msg):
-        line = {"s": seq, "p": msg.partition(), "o": msg.offset(), "e": None if err is None else err.name()}
+        line = {
+            "s": seq,
+            "p": msg.partition(),
+            "o": msg.offset(),
+            "e": None if err is None else err.name(),
+            "t": now_ms(),
+        }
         with lock:
             out.write(json.dumps(line) + "\n")
 
@@ -69,6 +82,8 @@ while not stop.is_set():
         except BufferError:
             producer.poll(0.05)
             continue
+        with lock:
+            out.write(json.dumps({"q": seq, "t": now_ms()}) + "\n")
         seq += 1
     producer.poll(0.01)
     out.flush()

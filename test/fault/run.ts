@@ -1,9 +1,11 @@
 /**
- * `npm run test:fault -- --seconds 60 --acks all [--unclean] [--seed N] [--partitions 3]`:
- * the multi-process fault-injection suite (see suite.ts). Exits 1 when acks=all with clean
- * elections loses an acknowledged record, misplaces or reorders one, the replicas differ, or
- * an idempotent producer's record is there twice;
- * acks=1 and unclean runs only report what they lose.
+ * `npm run test:fault -- --seconds 60 --acks all [--unclean] [--seed N] [--partitions 3]
+ * [--history FILE]`: the multi-process fault-injection suite (see suite.ts). Exits 1 when
+ * acks=all with clean elections loses an acknowledged record, misplaces or reorders one, the
+ * replicas differ, an idempotent producer's record is there twice, or the history checker
+ * (`tidelog verify`) finds any anomaly in the run's history or cannot judge every ack;
+ * acks=1 and unclean runs only report what they lose. The history is kept in FILE (default:
+ * a temporary file, kept only when the checker finds something).
  */
 import { parseArgs } from 'node:util'
 import { formatReport, runFaultSuite } from './suite.js'
@@ -16,6 +18,7 @@ const { values } = parseArgs({
     seed: { type: 'string' },
     partitions: { type: 'string', default: '3' },
     rate: { type: 'string', default: '150' },
+    history: { type: 'string' },
   },
   strict: true,
 })
@@ -28,6 +31,7 @@ const report = await runFaultSuite({
   partitions: Number(values.partitions),
   rate: Number(values.rate),
   ...(values.seed !== undefined ? { seed: Number(values.seed) } : {}),
+  ...(values.history !== undefined ? { historyFile: values.history } : {}),
 })
 console.log(formatReport(report))
 const strict = acks === 'all' && !values.unclean
@@ -37,7 +41,17 @@ const broken =
   report.orderViolations > 0 ||
   !report.replicasIdentical ||
   report.idempotentDuplicated > 0
+const checker = report.history.report
+const checkerFailed = !checker.ok || checker.counts.acksNotCheckedForLoss > 0
 if (strict && broken) {
   console.log('FAILED: acks=all with clean elections must lose nothing')
+  process.exitCode = 1
+}
+if (strict && checkerFailed) {
+  console.log(
+    checker.ok
+      ? `FAILED: the history checker could not judge ${checker.counts.acksNotCheckedForLoss} acknowledged writes`
+      : `FAILED: the history checker found ${checker.counts.anomalies} anomalies (${report.history.file})`,
+  )
   process.exitCode = 1
 }

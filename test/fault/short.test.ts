@@ -3,7 +3,9 @@
  * leaders and followers, controlled restarts, isolation, link cuts, connection resets) on
  * three broker processes with acks=all, RF=3, min.insync.replicas=2, clean elections only.
  * No acknowledged record may be lost, misplaced or reordered, and the replicas must be
- * byte-identical up to the high watermark; the idempotent producers write no duplicates. Longer runs: `npm run test:fault -- --seconds 300`.
+ * byte-identical up to the high watermark; the idempotent producers write no duplicates; the
+ * history checker (`tidelog verify`) finds nothing in the run's history. Longer runs:
+ * `npm run test:fault -- --seconds 300`.
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
@@ -19,4 +21,12 @@ test('fault injection, 25 s, acks=all: no acknowledged record lost', { timeout: 
   assert.equal(report.orderViolations, 0)
   assert.equal(report.idempotentDuplicated, 0, 'idempotent producers wrote duplicates')
   assert.deepEqual(report.replicaProblems, [])
+  const checker = report.history.report
+  assert.equal(
+    checker.counts.anomalies,
+    0,
+    `history checker (${report.history.file}): ${JSON.stringify(checker.anomalies).slice(0, 2000)}`,
+  )
+  assert.equal(checker.counts.acksCheckedForLoss, checker.counts.acks, 'the checker judged every ack')
+  assert.equal(checker.counts.acks, report.acknowledged, 'the history holds every acknowledgement')
 })

@@ -12,6 +12,10 @@
  * watermark. Duplicates of the plain producers are counted, not failed. Two idempotent
  * producers (confluent-kafka `enable.idempotence`, 5 in flight, and kafkajs `idempotent`)
  * write alongside ("i…" names); their duplicates are reported apart and must be zero.
+ *
+ * Every send, ack and fail, the final read and its coverage of each partition also go to a
+ * history file (docs/history-format.md) that `tidelog verify`'s checker reads back, as an
+ * independent second check of the same run; the file is kept when the checker finds anything.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
@@ -21,6 +25,9 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Kafka, logLevel } from 'kafkajs'
 import type { MetadataStore } from '../../src/metadata/store/metadata-store.js'
+import { checkHistory, type VerifyReport } from '../../src/verify/checker.js'
+import { formatVerifyReport } from '../../src/verify/format.js'
+import { HistoryWriter, readHistoryFile } from '../../src/verify/history-file.js'
 import { BrokerProcess, freePort } from '../helpers/broker-process.js'
 import { confluent, confluentConsume, PYTHON, repoRoot } from '../helpers/compat-clients.js'
 import { type EtcdProcess, startEtcd } from '../helpers/etcd.js'
@@ -34,11 +41,13 @@ export interface FaultOptions {
   readonly seed?: number
   /** Records per second of each confluent-kafka producer. */
   readonly rate?: number
+  /** Where to write the run's history; default: a temporary file, deleted when the checker passes. */
+  readonly historyFile?: string
   readonly log?: (line: string) => void
 }
 
 export interface FaultReport {
-  readonly options: Required<Omit<FaultOptions, 'log'>>
+  readonly options: Required<Omit<FaultOptions, 'log' | 'historyFile'>>
   readonly durationMs: number
   readonly faults: Record<string, number>
   readonly sent: number
@@ -57,6 +66,8 @@ export interface FaultReport {
   readonly replicasIdentical: boolean
   readonly replicaProblems: string[]
   readonly uncleanElections: number
+  /** The history checker's verdict on the run's history file. */
+  readonly history: { readonly file: string; readonly kept: boolean; readonly report: VerifyReport }
 }
 
 const TOPIC = 'fault'
@@ -130,7 +141,7 @@ class FaultCluster {
   }
 }
 
-async function startFaultCluster(options: Required<Omit<FaultOptions, 'log'>>): Promise<FaultCluster> {
+async function startFaultCluster(options: FaultReport['options']): Promise<FaultCluster> {
   const etcd = await startEtcd()
   const root = await mkdtemp(join(tmpdir(), 'tidelog-fault-'))
   const cluster = new FaultCluster(etcd, root)
@@ -196,11 +207,14 @@ class PythonProducer {
   sent = 0
   private readonly exited: Promise<void>
   private readonly child: ChildProcess
+  private readonly partitions: number
 
   constructor(
     readonly name: string,
-    spec: Record<string, unknown>,
+    spec: { partitions: number } & Record<string, unknown>,
+    private readonly history: HistoryWriter,
   ) {
+    this.partitions = spec.partitions
     this.child = spawn(PYTHON, [join(repoRoot(), 'test', 'fault', 'producer.py')], {
       stdio: ['pipe', 'pipe', 'pipe'],
     })
@@ -219,10 +233,12 @@ class PythonProducer {
     for (const line of lines) {
       if (line.trim() === '') continue
       const json = JSON.parse(line) as {
+        q?: number
         s?: number
         p?: number
         o?: number
         e?: string | null
+        t?: number
         done?: boolean
         sent?: number
       }
@@ -230,14 +246,29 @@ class PythonProducer {
         this.sent = json.sent ?? 0
         continue
       }
+      if (json.q !== undefined) {
+        const seq = json.q
+        this.history.send({
+          producer: this.name,
+          seq,
+          topic: TOPIC,
+          partition: seq % this.partitions,
+          key: null,
+          value: `${this.name}-${seq}`,
+          ...(json.t !== undefined ? { time: json.t } : {}),
+        })
+        continue
+      }
       const seq = json.s!
-      this.acks.set(seq, {
+      const ack: Ack = {
         producer: this.name,
         seq,
         partition: json.p!,
         offset: json.e === null ? json.o! : -1,
         error: json.e ?? null,
-      })
+      }
+      this.acks.set(seq, ack)
+      recordOutcome(this.history, ack, json.t)
     }
   }
 
@@ -263,6 +294,7 @@ class KafkajsProducer {
     bootstrap: string,
     acks: number,
     partitions: number,
+    history: HistoryWriter,
     idempotent = false,
   ) {
     const kafka = new Kafka({
@@ -286,6 +318,7 @@ class KafkajsProducer {
         for (let seq = 0; !this.stopped; seq++) {
           const partition = seq % partitions
           this.sent++
+          history.send({ producer: name, seq, topic: TOPIC, partition, key: null, value: `${name}-${seq}` })
           try {
             const [meta] = await producer.send({
               topic: TOPIC,
@@ -293,16 +326,14 @@ class KafkajsProducer {
               timeout: 5000,
               messages: [{ value: `${name}-${seq}`, partition }],
             })
-            this.acks.set(seq, {
-              producer: name,
-              seq,
-              partition,
-              offset: Number(meta.baseOffset),
-              error: null,
-            })
+            const ack = { producer: name, seq, partition, offset: Number(meta.baseOffset), error: null }
+            this.acks.set(seq, ack)
+            recordOutcome(history, ack)
           } catch (error) {
             const type = (error as { type?: string; name?: string }).type ?? (error as Error).name
-            this.acks.set(seq, { producer: name, seq, partition, offset: -1, error: type })
+            const ack = { producer: name, seq, partition, offset: -1, error: type }
+            this.acks.set(seq, ack)
+            recordOutcome(history, ack)
           }
           await sleep(2)
         }
@@ -316,6 +347,21 @@ class KafkajsProducer {
     this.stopped = true
     await this.loop
   }
+}
+
+/** A producer's answer for one record, as an ack or fail event of the history. */
+function recordOutcome(history: HistoryWriter, ack: Ack, timeMs?: number): void {
+  const time = timeMs === undefined ? {} : { time: timeMs }
+  if (ack.error === null)
+    history.ack({
+      producer: ack.producer,
+      seq: ack.seq,
+      topic: TOPIC,
+      partition: ack.partition,
+      offset: ack.offset,
+      ...time,
+    })
+  else history.fail({ producer: ack.producer, seq: ack.seq, error: ack.error, ...time })
 }
 
 type Fault = 'kill-leader' | 'kill-follower' | 'restart' | 'isolate' | 'cut-link' | 'reset' | 'strand-leader'
@@ -347,7 +393,11 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
   log(`fault suite: ${JSON.stringify(options)}`)
   const cluster = await startFaultCluster(options)
   const faults: Record<string, number> = {}
+  const historyFile =
+    input.historyFile ?? join(tmpdir(), `tidelog-fault-history-${options.seed}-${started}.jsonl`)
+  let history: HistoryWriter | null = null
   try {
+    history = await HistoryWriter.create(historyFile)
     const admin = new Kafka({
       clientId: 'fault-admin',
       brokers: cluster.bootstrap.split(','),
@@ -361,30 +411,48 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
     await waitForHealthy(cluster, options.partitions, 20000)
 
     const acks = options.acks === 'all' ? -1 : 1
+    // Duplicates are expected of the plain producers (retries without idempotence), not of the others.
+    for (const name of ['ck1', 'ck2', 'js1', 'js2']) history.producer(name, false)
+    for (const name of ['ck1', 'js1']) history.producer(`${IDEMPOTENT_PREFIX}${name}`, true)
     const python = ['ck1', 'ck2'].map(
       (name) =>
-        new PythonProducer(name, {
+        new PythonProducer(
+          name,
+          {
+            bootstrap: cluster.bootstrap,
+            topic: TOPIC,
+            partitions: options.partitions,
+            rate: options.rate,
+            config: { acks: options.acks },
+          },
+          history!,
+        ),
+    )
+    python.push(
+      new PythonProducer(
+        `${IDEMPOTENT_PREFIX}ck1`,
+        {
           bootstrap: cluster.bootstrap,
           topic: TOPIC,
           partitions: options.partitions,
           rate: options.rate,
-          config: { acks: options.acks },
-        }),
-    )
-    python.push(
-      new PythonProducer(`${IDEMPOTENT_PREFIX}ck1`, {
-        bootstrap: cluster.bootstrap,
-        topic: TOPIC,
-        partitions: options.partitions,
-        rate: options.rate,
-        config: { acks: 'all', 'enable.idempotence': true, 'max.in.flight.requests.per.connection': 5 },
-      }),
+          config: { acks: 'all', 'enable.idempotence': true, 'max.in.flight.requests.per.connection': 5 },
+        },
+        history,
+      ),
     )
     const kafkajs = ['js1', 'js2'].map(
-      (name) => new KafkajsProducer(name, cluster.bootstrap, acks, options.partitions),
+      (name) => new KafkajsProducer(name, cluster.bootstrap, acks, options.partitions, history!),
     )
     kafkajs.push(
-      new KafkajsProducer(`${IDEMPOTENT_PREFIX}js1`, cluster.bootstrap, -1, options.partitions, true),
+      new KafkajsProducer(
+        `${IDEMPOTENT_PREFIX}js1`,
+        cluster.bootstrap,
+        -1,
+        options.partitions,
+        history,
+        true,
+      ),
     )
     await sleep(1000)
 
@@ -493,6 +561,12 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
       { timeout: 120 },
     )
     if (consumed.errors.length > 0) throw new Error(`consume errors: ${JSON.stringify(consumed.errors)}`)
+    const verdict = await checkRunHistory(history, historyFile, input.historyFile !== undefined, {
+      records: consumed.records,
+      timedOut: consumed.timedOut,
+      watermarks,
+    })
+    history = null
 
     // Stop the brokers cleanly (logs flushed) and compare the replicas' files.
     for (const broker of cluster.brokers.values()) await broker.stop()
@@ -515,11 +589,50 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
       replicasIdentical: replicaProblems.length === 0,
       replicaProblems,
       uncleanElections,
+      history: verdict,
     }
     return report
   } finally {
+    await history?.close().catch(() => undefined)
     await cluster.close()
   }
+}
+
+/**
+ * Ends the history with the final read (the consumer read every partition from its low
+ * watermark to EOF, at or past the high watermark taken before it started) and its coverage,
+ * then checks the file as `tidelog verify` would.
+ */
+async function checkRunHistory(
+  history: HistoryWriter,
+  file: string,
+  keep: boolean,
+  final: {
+    records: readonly { partition: number; offset: number; key: string | null; value: string | null }[]
+    timedOut: boolean
+    watermarks: readonly [number, number][]
+  },
+): Promise<FaultReport['history']> {
+  for (const r of final.records)
+    history.read({
+      consumer: 'final-read',
+      topic: TOPIC,
+      partition: r.partition,
+      offset: r.offset,
+      key: r.key,
+      // No producer sends a null value: read as '' it is a phantom read, as it should be.
+      value: r.value ?? '',
+    })
+  // A read that timed out did not reach every partition's end: it vouches for none.
+  if (!final.timedOut)
+    final.watermarks.forEach(([low, high], partition) => {
+      history.covered({ consumer: 'final-read', topic: TOPIC, partition, startOffset: low, endOffset: high })
+    })
+  await history.close()
+  const report = checkHistory(await readHistoryFile(file))
+  const kept = keep || !report.ok || report.counts.acksNotCheckedForLoss > 0
+  if (!kept) await rm(file, { force: true })
+  return { file, kept, report }
 }
 
 function range(n: number): number[] {
@@ -626,6 +739,7 @@ function analyse(
   | 'replicasIdentical'
   | 'replicaProblems'
   | 'uncleanElections'
+  | 'history'
 > {
   const occurrences = new Map<string, { partition: number; offset: number }[]>()
   const at = new Map<string, string | null>()
@@ -702,5 +816,18 @@ export function formatReport(r: FaultReport): string {
     `  acknowledged-at-wrong-offset ${r.offsetMismatches}, order violations ${r.orderViolations}`,
     `  duplicated ${r.duplicated} (idempotent producers: ${r.idempotentDuplicated}), unacknowledged-but-present ${r.unacknowledgedPresent}, consumed ${r.consumed}, HWs ${r.highWatermarks.join('/')}`,
     `  replicas byte-identical up to the HW: ${r.replicasIdentical ? 'yes' : `NO: ${r.replicaProblems.join('; ')}`}`,
+    historySummary(r.history),
   ].join('\n')
+}
+
+/** The checker's verdict in one line, or its whole report (indented) when it found something. */
+function historySummary(h: FaultReport['history']): string {
+  const c = h.report.counts
+  const where = h.kept ? `, history kept in ${h.file}` : ''
+  const line = `  history checker: ${c.sends} sends, ${c.acks} acks, ${c.reads} reads; ${c.acksCheckedForLoss} of ${c.acks} acks judged for loss, ${h.report.expected.duplicates.length} expected duplicates; ${h.report.ok ? 'no anomalies' : `${c.anomalies} ANOMALIES`}${where}`
+  if (h.report.ok && c.acksNotCheckedForLoss === 0) return line
+  return `${line}\n${formatVerifyReport(h.report)
+    .split('\n')
+    .map((l) => `    ${l}`)
+    .join('\n')}`
 }

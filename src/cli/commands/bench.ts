@@ -14,9 +14,10 @@ import { parseArgs } from 'node:util'
 import hdr from 'hdr-histogram-js'
 import { Admin } from '../../client/admin.js'
 import { Consumer } from '../../client/consumer.js'
-import { KafkaProtocolError } from '../../client/errors.js'
-import { type Acks, type CompressionName, Producer } from '../../client/producer.js'
+import { type KafkaClientError, KafkaProtocolError } from '../../client/errors.js'
+import { type Acks, type CompressionName, Producer, type RecordMetadata } from '../../client/producer.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
+import { HistoryWriter } from '../../verify/history-file.js'
 import {
   COMMON_OPTIONS,
   clientOptions,
@@ -48,6 +49,9 @@ export const BENCH_USAGE = `Usage: tidelog bench <produce|consume|e2e> [options]
   --max-in-flight N         max.in.flight.requests.per.connection (default 5)
   --max-partition-fetch-bytes N  consume: per-partition fetch size (default 10485760, as bench/native/rdkafka-perf.c)
   --interval-ms N           Progress line interval (default 5000)
+  --history FILE            produce: write every send, ack and fail to FILE for 'tidelog verify'
+                            (docs/history-format.md); each value then starts with its unique
+                            "<producer>-<seq>" and a space, which is the history's value
   --bootstrap-server HOST:PORT (default 127.0.0.1:9092), --json (final summary as JSON)
 `
 
@@ -68,6 +72,7 @@ const OPTIONS = {
   'max-in-flight': { type: 'string', default: '5' },
   'interval-ms': { type: 'string', default: '5000' },
   'max-partition-fetch-bytes': { type: 'string', default: '10485760' },
+  history: { type: 'string' },
 } as const
 
 type Mode = 'produce' | 'consume' | 'e2e'
@@ -90,6 +95,7 @@ interface BenchConfig {
   maxInFlight: number
   intervalMs: number
   maxPartitionFetchBytes: number
+  history: string | undefined
   json: boolean
 }
 
@@ -123,6 +129,9 @@ function toConfig(
   if (!Number.isFinite(throughput) || (throughput <= 0 && throughput !== -1))
     throw new UsageError('--throughput expects a positive rate or -1')
   if (mode === 'consume' && !values.topic) throw new UsageError('bench consume needs --topic')
+  // e2e stamps its values with send times; consume sends nothing to record.
+  if (values.history !== undefined && mode !== 'produce')
+    throw new UsageError('--history is for bench produce only')
   return {
     mode,
     bootstrap: values['bootstrap-server'],
@@ -147,6 +156,7 @@ function toConfig(
       '--max-partition-fetch-bytes',
       1,
     )!,
+    history: values.history,
     json: values.json,
   }
 }
@@ -268,6 +278,8 @@ interface BenchResult {
   recordsPerSec: number
   mbPerSec: number
   latencyMs: { p50: number; p95: number; p99: number; p999: number; max: number; mean: number } | null
+  /** The history file written (--history). */
+  history?: string
   cpu: { userMs: number; systemMs: number; percentOfOneCore: number; eventLoopUtilization: number }
   settings: Record<string, unknown>
 }
@@ -279,6 +291,7 @@ function printSummary(r: BenchResult): void {
       (l ? `, latency ms p50 ${l.p50}, p95 ${l.p95}, p99 ${l.p99}, p99.9 ${l.p999}, max ${l.max}` : '') +
       (r.failed > 0 ? `, ${r.failed} FAILED` : ''),
   )
+  if (r.history) out(`history written to ${r.history}; check it with: tidelog verify ${r.history}`)
   out(
     `client CPU: ${r.cpu.userMs} ms user + ${r.cpu.systemMs} ms system = ${r.cpu.percentOfOneCore}% of one core; event loop ${Math.round(r.cpu.eventLoopUtilization * 100)}% busy`,
   )
@@ -335,6 +348,7 @@ async function produceBench(config: BenchConfig, topic: string): Promise<BenchRe
         bufferMemory: BUFFER_MEMORY,
       }),
   )
+  const history = config.history === undefined ? null : await BenchHistory.open(config, producers.length)
   const e2eConsumer = config.mode === 'e2e' ? await startE2eConsumer(config, topic) : null
   const meter = new Meter()
   const e2e = e2eConsumer ? new E2eReceiver(e2eConsumer, meter) : null
@@ -366,17 +380,21 @@ async function produceBench(config: BenchConfig, topic: string): Promise<BenchRe
         config.throughput > 0 ? Math.max(1, Math.ceil(config.throughput / 1000)) : SENDS_PER_TURN,
       )
       for (let i = 0; i < turn; i++, sent++) {
-        const value = config.mode === 'e2e' ? stamped(payload) : payload
+        const index = sent % producers.length
+        const recorded = history?.send(index, topic)
+        const value = recorded ? recorded.value : config.mode === 'e2e' ? stamped(payload) : payload
         const sentAt = performance.now()
         outstanding++
         // produce(): a callback, no promise per record (the client's cheapest way in).
-        producers[sent % producers.length].produce({ topic, value }, (error) => {
+        producers[index].produce({ topic, value }, (error, metadata) => {
           if (error) meter.failed++
           else if (!e2e) meter.record(value.length, (performance.now() - sentAt) * 1000)
+          if (recorded) history!.settle(recorded, topic, error, metadata)
           settled()
         })
       }
       if (outstanding >= outstandingMax) await new Promise<void>((resolve) => (resumeSending = resolve))
+      else if (history?.needsDrain) await history.drain()
       else await yieldToIo()
     }
     await Promise.all(producers.map((p) => p.flush()))
@@ -385,8 +403,76 @@ async function produceBench(config: BenchConfig, topic: string): Promise<BenchRe
     stopProgress()
     await Promise.all(producers.map((p) => p.close()))
     await e2e?.close()
+    await history?.close()
   }
-  return meter.summary(config, topic)
+  const result = meter.summary(config, topic)
+  return config.history === undefined ? result : { ...result, history: config.history }
+}
+
+/**
+ * --history: sends, acks and fails of every bench producer. Values must be unique for the
+ * checker, so each one starts with "<producer>-<seq> " (padded to --record-size with 'x');
+ * the text before the space is the record's value in the history.
+ */
+class BenchHistory {
+  private readonly nextSeq: number[]
+
+  private constructor(
+    private readonly writer: HistoryWriter,
+    private readonly recordSize: number,
+    producers: number,
+  ) {
+    this.nextSeq = Array.from({ length: producers }, () => 0)
+  }
+
+  static async open(config: BenchConfig, producers: number): Promise<BenchHistory> {
+    const writer = await HistoryWriter.create(config.history!)
+    // Kafka's rule, as the client applies it: idempotent by default when acks=all.
+    for (let i = 0; i < producers; i++) writer.producer(producerName(i), config.acks === 'all')
+    return new BenchHistory(writer, config.recordSize, producers)
+  }
+
+  get needsDrain(): boolean {
+    return this.writer.needsDrain
+  }
+
+  send(index: number, topic: string): { producer: string; seq: number; value: Buffer } {
+    const producer = producerName(index)
+    const seq = this.nextSeq[index]++
+    const id = `${producer}-${seq}`
+    this.writer.send({ producer, seq, topic, value: id, key: null })
+    return { producer, seq, value: Buffer.from(`${id} `.padEnd(this.recordSize, 'x')) }
+  }
+
+  settle(
+    sent: { producer: string; seq: number },
+    topic: string,
+    error: KafkaClientError | null,
+    metadata: RecordMetadata | undefined,
+  ): void {
+    const { producer, seq } = sent
+    if (error || !metadata) this.writer.fail({ producer, seq, error: error?.code ?? 'no metadata' })
+    else
+      this.writer.ack({
+        producer,
+        seq,
+        topic,
+        partition: metadata.partition,
+        offset: metadata.offset < 0 ? null : metadata.offset,
+      })
+  }
+
+  drain(): Promise<void> {
+    return this.writer.drain()
+  }
+
+  close(): Promise<void> {
+    return this.writer.close()
+  }
+}
+
+function producerName(index: number): string {
+  return `bench-${index}`
 }
 
 /** Waits until `sent` is within the target rate (no wait for -1). */

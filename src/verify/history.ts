@@ -1,0 +1,460 @@
+/**
+ * A history: JSON lines of what producers and consumers saw (docs/history-format.md).
+ * Parsing checks each line on its own (types, required fields) and the lines against each
+ * other (an ack names an earlier send, a send is answered once, values are unique per
+ * topic), and gives every problem with its line number: a checker that guessed at a
+ * malformed history would report anomalies the system never had.
+ */
+
+import { TidelogError } from '../common/errors.js'
+
+export const HISTORY_FORMAT = 'tidelog-history'
+export const HISTORY_VERSION = 1
+
+/** Problems reported before parsing gives up: enough to see a pattern, not a flood. */
+export const HISTORY_ERRORS_MAX = 50
+
+interface EventBase {
+  /** 1-based line of the event in its file. */
+  readonly line: number
+  /** Milliseconds since the epoch when the writer saw the event; informational. */
+  readonly time?: number
+}
+
+/** Declares a producer. Duplicates of a producer declared `idempotent: false` are expected. */
+export interface ProducerEvent extends EventBase {
+  readonly type: 'producer'
+  readonly producer: string
+  readonly idempotent: boolean
+  readonly transactionalId?: string
+}
+
+export interface SendEvent extends EventBase {
+  readonly type: 'send'
+  readonly producer: string
+  /** The producer's own numbering, increasing in the order it called send. */
+  readonly seq: number
+  readonly topic: string
+  /** The partition the producer asked for, when it chose one. */
+  readonly partition?: number
+  /** Absent: keys are not compared on reads; null: the record has no key. */
+  readonly key?: string | null
+  readonly value: string
+  /** Transaction the send belongs to (reserved: transactions are not checked yet). */
+  readonly txn?: string
+}
+
+export interface AckEvent extends EventBase {
+  readonly type: 'ack'
+  readonly producer: string
+  readonly seq: number
+  readonly topic: string
+  readonly partition: number
+  /** null when the producer learnt no offset (acks=0). */
+  readonly offset: number | null
+  /** Optional copy of the send's value; must match it. */
+  readonly value?: string
+}
+
+/** The producer reported an error: the record may or may not have been written. */
+export interface FailEvent extends EventBase {
+  readonly type: 'fail'
+  readonly producer: string
+  readonly seq: number
+  readonly error?: string
+}
+
+export interface ReadEvent extends EventBase {
+  readonly type: 'read'
+  readonly consumer?: string
+  readonly topic: string
+  readonly partition: number
+  readonly offset: number
+  readonly key?: string | null
+  readonly value: string
+  /** read_committed or read_uncommitted (reserved: transactions are not checked yet). */
+  readonly isolation?: string
+}
+
+/**
+ * A reader read every record of the partition from `startOffset` until the partition's end,
+ * which was `endOffset`; acknowledged writes before this line must be among those reads.
+ */
+export interface CoveredEvent extends EventBase {
+  readonly type: 'covered'
+  readonly consumer?: string
+  readonly topic: string
+  readonly partition: number
+  readonly startOffset: number
+  readonly endOffset: number
+}
+
+/** A transaction's outcome (reserved: parsed and counted, not checked yet). */
+export interface TransactionEvent extends EventBase {
+  readonly type: 'commit' | 'abort'
+  readonly producer: string
+  readonly txn: string
+}
+
+export type HistoryEvent =
+  | ProducerEvent
+  | SendEvent
+  | AckEvent
+  | FailEvent
+  | ReadEvent
+  | CoveredEvent
+  | TransactionEvent
+
+export interface History {
+  readonly lines: number
+  readonly producers: ReadonlyMap<string, ProducerEvent>
+  readonly sends: readonly SendEvent[]
+  readonly acks: readonly AckEvent[]
+  readonly fails: readonly FailEvent[]
+  readonly reads: readonly ReadEvent[]
+  readonly covered: readonly CoveredEvent[]
+  readonly transactions: readonly TransactionEvent[]
+  /** Sends, acks and fails that name a transaction, plus commits and aborts. */
+  readonly transactionalEvents: number
+}
+
+export interface HistoryLineError {
+  readonly line: number
+  readonly message: string
+}
+
+/** A history that does not follow the format; `errors` holds up to HISTORY_ERRORS_MAX problems. */
+export class HistoryFormatError extends TidelogError {
+  constructor(
+    readonly errors: readonly HistoryLineError[],
+    readonly truncated: boolean,
+  ) {
+    super(
+      'ERR_HISTORY_FORMAT',
+      errors.map((e) => `line ${e.line}: ${e.message}`).join('\n') +
+        (truncated ? `\n(stopped after ${errors.length} errors)` : ''),
+    )
+    this.name = 'HistoryFormatError'
+  }
+}
+
+/** One field's problem inside a line; the parser adds the line number. */
+class FieldError extends Error {}
+
+const EVENT_TYPES = new Set([
+  'header',
+  'producer',
+  'send',
+  'ack',
+  'fail',
+  'read',
+  'covered',
+  'commit',
+  'abort',
+])
+
+type Json = Record<string, unknown>
+
+function describe(value: unknown): string {
+  return value === undefined ? 'nothing' : JSON.stringify(value)
+}
+
+function requiredString(json: Json, field: string): string {
+  const value = json[field]
+  if (typeof value !== 'string' || value === '')
+    throw new FieldError(`'${field}' must be a non-empty string, got ${describe(value)}`)
+  return value
+}
+
+function optionalString(json: Json, field: string): string | undefined {
+  return json[field] === undefined ? undefined : requiredString(json, field)
+}
+
+function integer(json: Json, field: string): number {
+  const value = json[field]
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0)
+    throw new FieldError(`'${field}' must be an integer >= 0, got ${describe(value)}`)
+  return value
+}
+
+function optionalInteger(json: Json, field: string): number | undefined {
+  return json[field] === undefined ? undefined : integer(json, field)
+}
+
+/** A key: absent (not compared), null or a string. */
+function key(json: Json): string | null | undefined {
+  const value = json['key']
+  if (value === undefined || value === null || typeof value === 'string') return value
+  throw new FieldError(`'key' must be a string or null, got ${describe(value)}`)
+}
+
+function value(json: Json): string {
+  const v = json['value']
+  if (typeof v !== 'string')
+    throw new FieldError(
+      `'value' must be a string (values identify records; write a unique text for each send), got ${describe(v)}`,
+    )
+  return v
+}
+
+function time(json: Json): { time?: number } {
+  const t = json['time']
+  if (t === undefined) return {}
+  if (typeof t !== 'number' || !Number.isFinite(t))
+    throw new FieldError(`'time' must be a number of milliseconds, got ${describe(t)}`)
+  return { time: t }
+}
+
+/** Spreads only the optional fields that are present, so events carry no `undefined` values. */
+function present<T extends Record<string, unknown>>(fields: T): Partial<T> {
+  const out: Partial<T> = {}
+  for (const [name, v] of Object.entries(fields)) if (v !== undefined) (out as Json)[name] = v
+  return out
+}
+
+/** One line's event, checked on its own; null for the header line. */
+function parseEvent(text: string, line: number): HistoryEvent | null {
+  let json: unknown
+  try {
+    json = JSON.parse(text)
+  } catch (error) {
+    throw new FieldError(`not JSON: ${(error as Error).message}`)
+  }
+  if (typeof json !== 'object' || json === null || Array.isArray(json))
+    throw new FieldError(`expected a JSON object, got ${describe(json)}`)
+  const j = json as Json
+  const type = j['type']
+  if (typeof type !== 'string' || !EVENT_TYPES.has(type))
+    throw new FieldError(`'type' must be one of ${[...EVENT_TYPES].join(', ')}, got ${describe(type)}`)
+  const base = { line, ...time(j) }
+  switch (type) {
+    case 'header':
+      if (j['format'] !== HISTORY_FORMAT)
+        throw new FieldError(`header: 'format' must be "${HISTORY_FORMAT}", got ${describe(j['format'])}`)
+      if (j['version'] !== HISTORY_VERSION)
+        throw new FieldError(
+          `header: this checker reads version ${HISTORY_VERSION}, got ${describe(j['version'])}`,
+        )
+      return null
+    case 'producer': {
+      if (typeof j['idempotent'] !== 'boolean')
+        throw new FieldError(`'idempotent' must be true or false, got ${describe(j['idempotent'])}`)
+      return {
+        type,
+        ...base,
+        producer: requiredString(j, 'producer'),
+        idempotent: j['idempotent'],
+        ...present({ transactionalId: optionalString(j, 'transactionalId') }),
+      }
+    }
+    case 'send':
+      return {
+        type,
+        ...base,
+        producer: requiredString(j, 'producer'),
+        seq: integer(j, 'seq'),
+        topic: requiredString(j, 'topic'),
+        value: value(j),
+        ...present({
+          partition: optionalInteger(j, 'partition'),
+          key: key(j),
+          txn: optionalString(j, 'txn'),
+        }),
+      }
+    case 'ack': {
+      const offset = j['offset']
+      // Kafka's clients say -1 for "no offset known" (acks=0); null says the same in JSON.
+      const known = offset === null || offset === -1 ? null : integer(j, 'offset')
+      return {
+        type,
+        ...base,
+        producer: requiredString(j, 'producer'),
+        seq: integer(j, 'seq'),
+        topic: requiredString(j, 'topic'),
+        partition: integer(j, 'partition'),
+        offset: known,
+        ...present({ value: j['value'] === undefined ? undefined : value(j) }),
+      }
+    }
+    case 'fail':
+      return {
+        type,
+        ...base,
+        producer: requiredString(j, 'producer'),
+        seq: integer(j, 'seq'),
+        ...present({ error: optionalString(j, 'error') }),
+      }
+    case 'read':
+      return {
+        type,
+        ...base,
+        topic: requiredString(j, 'topic'),
+        partition: integer(j, 'partition'),
+        offset: integer(j, 'offset'),
+        value: value(j),
+        ...present({
+          consumer: optionalString(j, 'consumer'),
+          key: key(j),
+          isolation: optionalString(j, 'isolation'),
+        }),
+      }
+    case 'covered': {
+      const startOffset = integer(j, 'startOffset')
+      const endOffset = integer(j, 'endOffset')
+      if (endOffset < startOffset)
+        throw new FieldError(`'endOffset' ${endOffset} is below 'startOffset' ${startOffset}`)
+      return {
+        type,
+        ...base,
+        topic: requiredString(j, 'topic'),
+        partition: integer(j, 'partition'),
+        startOffset,
+        endOffset,
+        ...present({ consumer: optionalString(j, 'consumer') }),
+      }
+    }
+    default:
+      return {
+        type: type as 'commit' | 'abort',
+        ...base,
+        producer: requiredString(j, 'producer'),
+        txn: requiredString(j, 'txn'),
+      }
+  }
+}
+
+/**
+ * Builds a History from lines fed in order, checking each against the ones before it.
+ * `finish()` throws a HistoryFormatError listing every problem found.
+ */
+export class HistoryParser {
+  private line = 0
+  private sawEvent = false
+  private readonly errors: HistoryLineError[] = []
+  private truncated = false
+  private readonly producers = new Map<string, ProducerEvent>()
+  private readonly sends: SendEvent[] = []
+  private readonly acks: AckEvent[] = []
+  private readonly fails: FailEvent[] = []
+  private readonly reads: ReadEvent[] = []
+  private readonly covered: CoveredEvent[] = []
+  private readonly transactions: TransactionEvent[] = []
+  private transactionalEvents = 0
+  /** producer \0 seq → the send, and the line of its outcome once one arrived. */
+  private readonly sent = new Map<string, { send: SendEvent; outcomeLine: number | null }>()
+  /** topic \0 value → line of the send. */
+  private readonly values = new Map<string, number>()
+
+  /** Feeds the next line of the file (without its newline). */
+  add(text: string): void {
+    this.line++
+    if (this.truncated || text.trim() === '') return
+    try {
+      const event = parseEvent(text, this.line)
+      if (event === null) {
+        if (this.sawEvent) throw new FieldError('the header must come before every event')
+        return
+      }
+      this.sawEvent = true
+      this.accept(event)
+    } catch (error) {
+      if (!(error instanceof FieldError)) throw error
+      this.errors.push({ line: this.line, message: error.message })
+      if (this.errors.length >= HISTORY_ERRORS_MAX) this.truncated = true
+    }
+  }
+
+  finish(): History {
+    if (this.errors.length > 0) throw new HistoryFormatError(this.errors, this.truncated)
+    return {
+      lines: this.line,
+      producers: this.producers,
+      sends: this.sends,
+      acks: this.acks,
+      fails: this.fails,
+      reads: this.reads,
+      covered: this.covered,
+      transactions: this.transactions,
+      transactionalEvents: this.transactionalEvents,
+    }
+  }
+
+  private accept(event: HistoryEvent): void {
+    switch (event.type) {
+      case 'producer': {
+        const earlier = this.producers.get(event.producer)
+        if (earlier)
+          throw new FieldError(`producer '${event.producer}' already declared on line ${earlier.line}`)
+        this.producers.set(event.producer, event)
+        return
+      }
+      case 'send': {
+        const id = sendId(event.producer, event.seq)
+        const earlier = this.sent.get(id)
+        if (earlier)
+          throw new FieldError(
+            `producer '${event.producer}' already sent seq ${event.seq} on line ${earlier.send.line}`,
+          )
+        const valueId = `${event.topic}\u0000${event.value}`
+        const sameValue = this.values.get(valueId)
+        if (sameValue !== undefined)
+          throw new FieldError(
+            `value ${JSON.stringify(event.value)} was already sent to '${event.topic}' on line ${sameValue} (values identify records and must be unique per topic)`,
+          )
+        this.sent.set(id, { send: event, outcomeLine: null })
+        this.values.set(valueId, event.line)
+        this.sends.push(event)
+        if (event.txn !== undefined) this.transactionalEvents++
+        return
+      }
+      case 'ack':
+      case 'fail': {
+        const entry = this.sent.get(sendId(event.producer, event.seq))
+        if (!entry)
+          throw new FieldError(
+            `${event.type} for producer '${event.producer}' seq ${event.seq}, which no earlier line sent`,
+          )
+        if (entry.outcomeLine !== null)
+          throw new FieldError(
+            `producer '${event.producer}' seq ${event.seq} was already answered on line ${entry.outcomeLine}`,
+          )
+        if (event.type === 'ack' && event.topic !== entry.send.topic)
+          throw new FieldError(
+            `ack names topic '${event.topic}' but seq ${event.seq} was sent to '${entry.send.topic}' (line ${entry.send.line})`,
+          )
+        if (event.type === 'ack' && event.value !== undefined && event.value !== entry.send.value)
+          throw new FieldError(
+            `ack value ${JSON.stringify(event.value)} differs from the value sent on line ${entry.send.line}`,
+          )
+        entry.outcomeLine = event.line
+        if (entry.send.txn !== undefined) this.transactionalEvents++
+        if (event.type === 'ack') this.acks.push(event)
+        else this.fails.push(event)
+        return
+      }
+      case 'read':
+        this.reads.push(event)
+        return
+      case 'covered':
+        this.covered.push(event)
+        return
+      default:
+        this.transactions.push(event)
+        this.transactionalEvents++
+    }
+  }
+}
+
+function sendId(producer: string, seq: number): string {
+  return `${producer}\u0000${seq}`
+}
+
+/** A whole history held in a string (tests, small files). */
+export function parseHistory(text: string): History {
+  const parser = new HistoryParser()
+  const lines = text.split('\n')
+  // A final newline ends the last line; it does not start another.
+  if (lines.length > 0 && lines[lines.length - 1] === '') lines.pop()
+  for (const line of lines) parser.add(line.endsWith('\r') ? line.slice(0, -1) : line)
+  return parser.finish()
+}
