@@ -23,13 +23,13 @@ import type { ListGroupsResponse } from '../protocol/generated/list-groups-respo
 import type { OffsetCommitResponse } from '../protocol/generated/offset-commit-response.js'
 import type { OffsetFetchResponse } from '../protocol/generated/offset-fetch-response.js'
 import { Reader, ZERO_UUID } from '../protocol/primitives.js'
-import { type ClientOptions, KafkaClient } from './client.js'
-import { GroupsNotSupportedError, InvalidArgumentError, KafkaProtocolError } from './errors.js'
+import { type ClientOptions, type KafkaClient, sharedOrNewClient } from './client.js'
+import { GroupsNotSupportedError, KafkaProtocolError } from './errors.js'
 import { findGroupCoordinator } from './find-coordinator.js'
 import { type PartitionOutcome, requestByLeader, type TopicPartition, tpKey } from './leader-requests.js'
 import type { BrokerNode, PartitionInfo } from './metadata.js'
 import { type ListedOffset, listOffsets, type OffsetQuery } from './offsets.js'
-import { backoffMs, isRetriableError, sleep } from './retry.js'
+import { isRetriableError, sleep } from './retry.js'
 import { GROUP_API_KEYS } from './versions.js'
 
 export interface AdminOptions extends Partial<ClientOptions> {
@@ -131,10 +131,9 @@ export class Admin {
   private readonly operationTimeoutMs: number
 
   constructor(options: AdminOptions) {
-    if (!options.client && options.bootstrapServers === undefined)
-      throw new InvalidArgumentError('bootstrapServers or client is required')
-    this.ownsClient = options.client === undefined
-    this.client = options.client ?? new KafkaClient(options as ClientOptions)
+    const { client, ownsClient } = sharedOrNewClient(options, 'admin')
+    this.client = client
+    this.ownsClient = ownsClient
     this.operationTimeoutMs = options.operationTimeoutMs ?? 30000
   }
 
@@ -496,7 +495,7 @@ export class Admin {
         const notController =
           error instanceof KafkaProtocolError && error.errorCode === ErrorCode.NOT_CONTROLLER
         if ((!isRetriableError(error) && !notController) || attempt >= ATTEMPTS_MAX) throw error
-        await sleep(backoffMs(attempt, this.client.options))
+        await sleep(this.client.clock, this.client.backoff.delayMs(attempt))
         await this.client.refreshMetadata().catch(() => undefined)
       }
     }

@@ -7,16 +7,25 @@
  * A KafkaClient may be shared: pass `{ client }` to Producer, Consumer or Admin and they
  * use its connections and metadata; the one who created it closes it.
  */
+import { ExponentialBackoff } from '../common/backoff.js'
+import type { Clock } from '../common/clock.js'
+import { type Random, systemRandom } from '../common/random.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { ApiKey } from '../protocol/generated/index.js'
 import type { MetadataRequest } from '../protocol/generated/metadata-request.js'
 import type { MetadataResponse } from '../protocol/generated/metadata-response.js'
 import { ZERO_UUID } from '../protocol/primitives.js'
 import { BrokerConnection } from './connection.js'
-import { ClientClosedError, ConnectionError, KafkaClientError, KafkaProtocolError } from './errors.js'
+import {
+  ClientClosedError,
+  ConnectionError,
+  InvalidArgumentError,
+  KafkaClientError,
+  KafkaProtocolError,
+} from './errors.js'
 import { type BrokerNode, MetadataSnapshot } from './metadata.js'
-import { type BrokerAddress, intOption, parseBootstrapServers } from './options.js'
-import { backoffMs, sleep } from './retry.js'
+import { type BrokerAddress, clientSystemClock, intOption, parseBootstrapServers } from './options.js'
+import { sleep } from './retry.js'
 
 /** Which socket a request travels on: 'group' carries JoinGroup/SyncGroup (held by the coordinator) and heartbeats. */
 export type ConnectionPurpose = 'normal' | 'produce' | 'fetch' | 'group'
@@ -36,6 +45,13 @@ export interface ClientOptions {
   retryBackoffMs?: number
   /** retry.backoff.max.ms (default 1000). */
   retryBackoffMaxMs?: number
+  /**
+   * Every timer and time reading of the client (linger, backoff, request timeouts,
+   * heartbeats, ...); default: the system clock. A simulation passes a virtual one.
+   */
+  clock?: Clock
+  /** Randomness (sticky partition choice, backoff jitter, broker choice); default: Node's. */
+  random?: Random
 }
 
 export interface ResolvedClientOptions {
@@ -46,6 +62,8 @@ export interface ResolvedClientOptions {
   readonly metadataMaxAgeMs: number
   readonly retryBackoffMs: number
   readonly retryBackoffMaxMs: number
+  readonly clock: Clock
+  readonly random: Random
 }
 
 export function resolveClientOptions(options: ClientOptions): ResolvedClientOptions {
@@ -57,7 +75,47 @@ export function resolveClientOptions(options: ClientOptions): ResolvedClientOpti
     metadataMaxAgeMs: intOption('metadata.max.age.ms', options.metadataMaxAgeMs, 300000, 0),
     retryBackoffMs: intOption('retry.backoff.ms', options.retryBackoffMs, 100, 0),
     retryBackoffMaxMs: intOption('retry.backoff.max.ms', options.retryBackoffMaxMs, 1000, 0),
+    clock: options.clock ?? clientSystemClock,
+    random: options.random ?? systemRandom,
   }
+}
+
+/**
+ * KIP-580's retry backoff: retry.backoff.ms doubling up to retry.backoff.max.ms, ±20 %
+ * jitter. A retry.backoff.ms above the maximum is a static backoff at the maximum, as Kafka
+ * documents.
+ */
+export function retryBackoff(options: ResolvedClientOptions): ExponentialBackoff {
+  return new ExponentialBackoff(
+    {
+      initialMs: Math.min(options.retryBackoffMs, options.retryBackoffMaxMs),
+      maxMs: options.retryBackoffMaxMs,
+      jitter: 0.2,
+    },
+    options.random,
+  )
+}
+
+/**
+ * The client a producer, consumer or admin runs on: the shared one, or a new one from the
+ * options. A shared client brings its own clock and random source; passing different ones
+ * beside it is refused rather than silently ignored.
+ */
+export function sharedOrNewClient(
+  options: Partial<ClientOptions> & { client?: KafkaClient },
+  owner: string,
+): { client: KafkaClient; ownsClient: boolean } {
+  const shared = options.client
+  if (shared === undefined) {
+    if (options.bootstrapServers === undefined)
+      throw new InvalidArgumentError(`${owner}: bootstrapServers or client is required`)
+    return { client: new KafkaClient(options as ClientOptions), ownsClient: true }
+  }
+  if (options.clock !== undefined && options.clock !== shared.clock)
+    throw new InvalidArgumentError(`${owner}: clock differs from the shared client's; set it on the client`)
+  if (options.random !== undefined && options.random !== shared.random)
+    throw new InvalidArgumentError(`${owner}: random differs from the shared client's; set it on the client`)
+  return { client: shared, ownsClient: false }
 }
 
 /** Who a request is for: a broker id, any broker, or the controller. */
@@ -78,6 +136,11 @@ const METADATA_ATTEMPTS_MAX = 3
 
 export class KafkaClient {
   readonly options: ResolvedClientOptions
+  /** The client's clock: the producer, consumer and admin sharing it use it too. */
+  readonly clock: Clock
+  readonly random: Random
+  /** The one retry backoff of everything on this client (retry.backoff.ms, retry.backoff.max.ms). */
+  readonly backoff: ExponentialBackoff
   private snapshot = MetadataSnapshot.empty()
   /** Topics every refresh includes (those the producer or consumer uses). */
   private readonly interest = new Set<string>()
@@ -87,6 +150,9 @@ export class KafkaClient {
 
   constructor(options: ClientOptions) {
     this.options = resolveClientOptions(options)
+    this.clock = this.options.clock
+    this.random = this.options.random
+    this.backoff = retryBackoff(this.options)
   }
 
   get metadata(): MetadataSnapshot {
@@ -104,7 +170,7 @@ export class KafkaClient {
 
   /** Whether the snapshot is older than metadata.max.age.ms. */
   get metadataStale(): boolean {
-    return Date.now() - this.snapshot.updatedAtMs >= this.options.metadataMaxAgeMs
+    return this.clock.monotonicMs() - this.snapshot.updatedAtMs >= this.options.metadataMaxAgeMs
   }
 
   /**
@@ -143,17 +209,20 @@ export class KafkaClient {
     topics: readonly string[],
     options: { maxWaitMs: number; allowAutoTopicCreation?: boolean },
   ): Promise<MetadataSnapshot> {
-    const deadline = Date.now() + options.maxWaitMs
+    const deadline = this.clock.monotonicMs() + options.maxWaitMs
     let snapshot = this.snapshot
     for (let attempt = 1; ; attempt++) {
       const missing = topics.filter((t) => (snapshot.topics.get(t)?.partitions.length ?? 0) === 0)
       if (missing.length === 0) return snapshot
-      if (attempt > 1 && Date.now() >= deadline) {
+      if (attempt > 1 && this.clock.monotonicMs() >= deadline) {
         const code = snapshot.topicErrors.get(missing[0]) ?? ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         throw new KafkaProtocolError(code, `topic ${missing[0]} not available after ${options.maxWaitMs} ms`)
       }
       if (attempt > 1)
-        await sleep(Math.min(backoffMs(attempt - 1, this.options), Math.max(deadline - Date.now(), 0)))
+        await sleep(
+          this.clock,
+          Math.min(this.backoff.delayMs(attempt - 1), Math.max(deadline - this.clock.monotonicMs(), 0)),
+        )
       snapshot = await this.refreshMetadata(missing, options)
     }
   }
@@ -238,12 +307,12 @@ export class KafkaClient {
           ApiKey.Metadata,
           metadataRequest(wanted, allowAutoTopicCreation),
         )
-        this.snapshot = this.snapshot.merge(response, Date.now(), wanted === 'all')
+        this.snapshot = this.snapshot.merge(response, this.clock.monotonicMs(), wanted === 'all')
         return this.snapshot
       } catch (error) {
         if (!(error instanceof KafkaClientError) || !error.retriable) throw error
         lastError = error
-        await sleep(backoffMs(attempt, this.options))
+        await sleep(this.clock, this.backoff.delayMs(attempt))
       }
     }
     throw lastError
@@ -255,7 +324,7 @@ export class KafkaClient {
       label: `broker ${b.nodeId} `,
     }))
     // Start at a random known broker so metadata load spreads; bootstrap addresses last.
-    const start = known.length > 0 ? Math.floor(Math.random() * known.length) : 0
+    const start = known.length > 0 ? this.random.int(0, known.length - 1) : 0
     const rotated = [...known.slice(start), ...known.slice(0, start)]
     const bootstrap = this.options.bootstrap.map((a) => ({ address: a, label: 'bootstrap ' }))
     return [...rotated, ...bootstrap]
@@ -282,6 +351,7 @@ export class KafkaClient {
       clientId: this.options.clientId,
       connectTimeoutMs: this.options.connectTimeoutMs,
       requestTimeoutMs: this.options.requestTimeoutMs,
+      clock: this.clock,
       label: label.trim().endsWith(purpose) ? label.trim() : `${label.trim()} ${purpose}`.trim(),
     })
     this.connections.set(key, pending)

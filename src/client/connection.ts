@@ -10,6 +10,7 @@
  */
 import { connect, type Socket } from 'node:net'
 import { assert } from '../common/assert.js'
+import type { Clock, TimerHandle } from '../common/clock.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { FrameDecoder } from '../protocol/frame-decoder.js'
 import type { ApiVersionsResponse } from '../protocol/generated/api-versions-response.js'
@@ -33,6 +34,8 @@ export interface ConnectionOptions {
   clientId: string
   connectTimeoutMs: number
   requestTimeoutMs: number
+  /** Connect and request timeouts run on it. */
+  clock: Clock
   /** For messages only: which broker and which role (produce, fetch, normal). */
   label: string
 }
@@ -47,7 +50,7 @@ export interface RequestOptions {
 interface InFlight {
   readonly apiKey: number
   readonly version: number
-  readonly timer: NodeJS.Timeout
+  readonly timer: TimerHandle
   resolve(body: unknown): void
   reject(error: Error): void
 }
@@ -170,7 +173,7 @@ export class BrokerConnection {
     const correlationId = this.nextCorrelationId++
     const frame = this.frame(apiKey, version, correlationId, body)
     return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => this.onTimeout(apiKey, timeoutMs), timeoutMs)
+      const timer = this.options.clock.setTimeout(() => this.onTimeout(apiKey, timeoutMs), timeoutMs)
       this.inFlight.set(correlationId, {
         apiKey,
         version,
@@ -220,7 +223,7 @@ export class BrokerConnection {
     if (!request)
       throw new ConnectionError(`${this.describe()}: response for unknown correlation id ${correlationId}`)
     this.inFlight.delete(correlationId)
-    clearTimeout(request.timer)
+    request.timer.cancel()
     const api = apis.get(request.apiKey)!
     const reader = new Reader(frame)
     let body: unknown
@@ -249,7 +252,7 @@ export class BrokerConnection {
     this.closedWith = error
     this.socket.destroy()
     for (const request of this.inFlight.values()) {
-      clearTimeout(request.timer)
+      request.timer.cancel()
       request.reject(error)
     }
     this.inFlight.clear()
@@ -305,7 +308,7 @@ function decodeBody(apiKey: number, version: number, reader: Reader): unknown {
 function openSocket(options: ConnectionOptions): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const socket = connect({ host: options.host, port: options.port, noDelay: true })
-    const timer = setTimeout(() => {
+    const timer = options.clock.setTimeout(() => {
       socket.destroy()
       reject(
         new ConnectionError(
@@ -314,12 +317,12 @@ function openSocket(options: ConnectionOptions): Promise<Socket> {
       )
     }, options.connectTimeoutMs)
     socket.once('connect', () => {
-      clearTimeout(timer)
+      timer.cancel()
       socket.removeAllListeners('error')
       resolve(socket)
     })
     socket.once('error', (error) => {
-      clearTimeout(timer)
+      timer.cancel()
       reject(
         new ConnectionError(`cannot connect to ${options.host}:${options.port}: ${error.message}`, error),
       )

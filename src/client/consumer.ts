@@ -22,7 +22,7 @@ import {
 import type { FetchResponse, FetchResponsePartitionData } from '../protocol/generated/fetch-response.js'
 import { ApiKey } from '../protocol/generated/index.js'
 import { ZERO_UUID } from '../protocol/primitives.js'
-import { type ClientOptions, KafkaClient } from './client.js'
+import { type ClientOptions, type KafkaClient, sharedOrNewClient } from './client.js'
 import {
   asClientError,
   ClientClosedError,
@@ -37,7 +37,7 @@ import { GroupSession, type RebalanceListener, type SessionOptions } from './gro
 import { type TopicPartition, tpKey } from './leader-requests.js'
 import { type IsolationLevel, listOffsets, type OffsetSpec } from './offsets.js'
 import { intOption, oneOf } from './options.js'
-import { backoffMs, isRetriableError, needsMetadataRefresh, sleep } from './retry.js'
+import { isRetriableError, needsMetadataRefresh, sleep } from './retry.js'
 
 export type { ConsumerRecord, OffsetToCommit, RebalanceListener, TopicPartition }
 
@@ -199,10 +199,9 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
 
   constructor(options: ConsumerOptions) {
     this.options = resolveConsumerOptions(options)
-    this.ownsClient = options.client === undefined
-    if (!options.client && options.bootstrapServers === undefined)
-      throw new InvalidArgumentError('bootstrapServers or client is required')
-    this.client = options.client ?? new KafkaClient(options as ClientOptions)
+    const { client, ownsClient } = sharedOrNewClient(options, 'consumer')
+    this.client = client
+    this.ownsClient = ownsClient
     const groupOptions = this.options.group
     this.group = groupOptions
       ? new GroupSession(this.client, groupOptions, {
@@ -404,7 +403,7 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
   /** Like poll(), grouped per partition. */
   async pollBatches(timeoutMs = 1000): Promise<ConsumerBatch[]> {
     if (this.closed) throw new ClientClosedError('consumer')
-    const deadline = Date.now() + timeoutMs
+    const deadline = this.client.clock.monotonicMs() + timeoutMs
     // Bounded by the deadline: each pass waits for a fetch, the deadline, or a wakeup.
     for (;;) {
       this.throwPendingError()
@@ -417,7 +416,7 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
         return ready
       }
       if (this.stopped || this.closed) return ready
-      const remaining = deadline - Date.now()
+      const remaining = deadline - this.client.clock.monotonicMs()
       if (remaining <= 0) return []
       await this.resetPositions()
       this.startFetches()
@@ -762,11 +761,11 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
       this.refreshMetadataSoon()
     }
     // Keeps a dead broker from being hammered; the fetch slot stays taken meanwhile.
-    await sleep(backoffMs(this.fetchFailures, this.client.options))
+    await sleep(this.client.clock, this.client.backoff.delayMs(this.fetchFailures))
   }
 
   private refreshMetadataSoon(): void {
-    const now = Date.now()
+    const now = this.client.clock.monotonicMs()
     if (now < this.metadataRefreshAtMs) return
     this.metadataRefreshAtMs = now + this.client.options.retryBackoffMs
     this.client.refreshMetadata().then(
@@ -777,10 +776,10 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
 
   private waitForProgress(timeoutMs: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(done, timeoutMs)
+      const timer = this.client.clock.setTimeout(done, timeoutMs)
       const self = this
       function done(): void {
-        clearTimeout(timer)
+        timer.cancel()
         if (self.wakeup === done) self.wakeup = null
         resolve()
       }

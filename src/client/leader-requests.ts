@@ -7,7 +7,7 @@
 import { ErrorCode } from '../protocol/error-codes.js'
 import type { KafkaClient } from './client.js'
 import { InvalidArgumentError, KafkaProtocolError } from './errors.js'
-import { backoffMs, isRetriableError, needsMetadataRefresh, sleep } from './retry.js'
+import { isRetriableError, needsMetadataRefresh, sleep } from './retry.js'
 
 export interface TopicPartition {
   readonly topic: string
@@ -45,7 +45,7 @@ export async function requestByLeader<T extends TopicPartition, R>(
   let pending = [...items]
   let lastError: unknown = null
   for (let attempt = 1; pending.length > 0 && attempt <= ATTEMPTS_MAX; attempt++) {
-    if (attempt > 1) await sleep(backoffMs(attempt - 1, client.options))
+    if (attempt > 1) await sleep(client.clock, client.backoff.delayMs(attempt - 1))
     const topics = [...new Set(pending.map((i) => i.topic))]
     const snapshot =
       attempt > 1 || topics.some((t) => !client.metadata.topics.has(t))

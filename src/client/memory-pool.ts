@@ -5,6 +5,7 @@
  * same bound, so deadlines are in queue order), so a full buffer costs O(1) per send.
  */
 import { assert } from '../common/assert.js'
+import type { Clock, TimerHandle } from '../common/clock.js'
 import { BlockTimeoutError } from './errors.js'
 
 interface Waiter {
@@ -18,11 +19,12 @@ export class MemoryPool {
   private used = 0
   private waiters: Waiter[] = []
   private head = 0
-  private timer: NodeJS.Timeout | null = null
+  private timer: TimerHandle | null = null
 
   constructor(
     readonly capacityBytes: number,
     private readonly maxBlockMs: number,
+    private readonly clock: Clock,
   ) {}
 
   get usedBytes(): number {
@@ -49,7 +51,7 @@ export class MemoryPool {
   reserve(bytes: number): Promise<void> {
     if (this.tryReserve(bytes)) return Promise.resolve()
     return new Promise<void>((resolve, reject) => {
-      this.waiters.push({ bytes, deadlineMs: Date.now() + this.maxBlockMs, resolve, reject })
+      this.waiters.push({ bytes, deadlineMs: this.clock.monotonicMs() + this.maxBlockMs, resolve, reject })
       this.armTimer()
     })
   }
@@ -65,7 +67,7 @@ export class MemoryPool {
       next.resolve()
     }
     if (this.waiting === 0 && this.timer) {
-      clearTimeout(this.timer)
+      this.timer.cancel()
       this.timer = null
     }
   }
@@ -81,15 +83,15 @@ export class MemoryPool {
 
   private armTimer(): void {
     if (this.timer || this.waiting === 0) return
-    const delay = Math.max(this.waiters[this.head].deadlineMs - Date.now(), 0)
-    this.timer = setTimeout(() => {
+    const delay = Math.max(this.waiters[this.head].deadlineMs - this.clock.monotonicMs(), 0)
+    this.timer = this.clock.setTimeout(() => {
       this.timer = null
       this.expire()
     }, delay)
   }
 
   private expire(): void {
-    const now = Date.now()
+    const now = this.clock.monotonicMs()
     while (this.waiting > 0 && this.waiters[this.head].deadlineMs <= now) {
       const waiter = this.waiters[this.head]
       this.shift()

@@ -45,8 +45,9 @@ export class MetadataSnapshot {
     readonly updatedAtMs: number,
   ) {}
 
+  /** Never refreshed: stale at any age (updatedAtMs is on the client clock's monotonic scale). */
   static empty(): MetadataSnapshot {
-    return new MetadataSnapshot(new Map(), -1, null, new Map(), new Map(), 0)
+    return new MetadataSnapshot(new Map(), -1, null, new Map(), new Map(), Number.NEGATIVE_INFINITY)
   }
 
   partition(topic: string, partition: number): PartitionInfo | undefined {

@@ -2,7 +2,23 @@
  * Option validation at construction: a bad value fails fast with InvalidArgumentError
  * naming Kafka's property, instead of misbehaving later.
  */
+import { type Clock, systemClock } from '../common/clock.js'
 import { InvalidArgumentError } from './errors.js'
+
+/**
+ * The client's default clock: the system clock, except that its timers keep the process
+ * alive. The broker's `systemClock` unrefs them (its listening sockets hold the process);
+ * an application awaiting a send or a poll may have nothing else pending while a retry
+ * backoff or a linger runs, and must not exit in the middle of it.
+ */
+export const clientSystemClock: Clock = {
+  nowMs: () => systemClock.nowMs(),
+  monotonicMs: () => systemClock.monotonicMs(),
+  setTimeout(callback, delayMs) {
+    const timer = setTimeout(callback, delayMs)
+    return { cancel: () => clearTimeout(timer) }
+  },
+}
 
 export function intOption(
   name: string,

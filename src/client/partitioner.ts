@@ -5,6 +5,7 @@
  * place); a record without key sticks to one partition until that partition's batch is
  * done, then moves to another available one (KIP-480).
  */
+import { type Random, systemRandom } from '../common/random.js'
 import { InvalidArgumentError } from './errors.js'
 
 const SEED = 0x9747b28c
@@ -68,7 +69,7 @@ export interface TopicPartitions {
 export class StickyPartitioner {
   private readonly current = new Map<string, number>()
 
-  constructor(private readonly random: () => number = Math.random) {}
+  constructor(private readonly random: Random = systemRandom) {}
 
   partition(topic: string, partitions: TopicPartitions): number {
     const sticky = this.current.get(topic)
@@ -103,6 +104,6 @@ export class StickyPartitioner {
   }
 
   private randomInt(): number {
-    return toPositive(Math.floor(this.random() * 0x100000000))
+    return toPositive(Math.floor(this.random.next() * 0x100000000))
   }
 }

@@ -132,6 +132,7 @@ export class ProducerBatch {
   constructor(
     readonly topic: string,
     readonly partition: number,
+    /** On the client clock's monotonic scale, as deadlineMs and retryAtMs (not a record timestamp). */
     readonly createdMs: number,
     readonly deadlineMs: number,
     encoding: BatchEncoding,
@@ -142,7 +143,6 @@ export class ProducerBatch {
       compression: encoding.compression,
       compressionLevel: encoding.compressionLevel,
       expectedBytes: encoding.batchSize,
-      defaultTimestamp: createdMs,
       ...(encoding.allocate ? { allocate: encoding.allocate } : {}),
     })
     this.settledPromise = new Promise((resolve) => {

@@ -1,26 +1,11 @@
 /**
- * Retry policy in one place (as franz-go keeps it): exponential backoff with jitter between
- * retry.backoff.ms and retry.backoff.max.ms (KIP-580), and which failures are worth
- * retrying at all.
+ * Retry policy in one place (as franz-go keeps it): which failures are worth retrying at
+ * all, and a clock-driven sleep. The delays themselves are KIP-580's exponential backoff
+ * between retry.backoff.ms and retry.backoff.max.ms: `KafkaClient.backoff`, one
+ * `ExponentialBackoff` (src/common/backoff.ts) per client.
  */
+import type { Clock } from '../common/clock.js'
 import { ConnectionError, KafkaClientError, KafkaProtocolError, RequestTimeoutError } from './errors.js'
-
-export interface BackoffOptions {
-  retryBackoffMs: number
-  retryBackoffMaxMs: number
-}
-
-/** Backoff before attempt `attempt` (1 = first retry): base * 2^(attempt-1), ±20 % jitter, capped. */
-export function backoffMs(
-  attempt: number,
-  options: BackoffOptions,
-  random: () => number = Math.random,
-): number {
-  const exponent = Math.min(Math.max(attempt - 1, 0), 30)
-  const raw = Math.min(options.retryBackoffMs * 2 ** exponent, options.retryBackoffMaxMs)
-  const jitter = 0.8 + random() * 0.4
-  return Math.max(0, Math.round(Math.min(raw * jitter, options.retryBackoffMaxMs)))
-}
 
 /** Whether trying the same request again may succeed. */
 export function isRetriableError(error: unknown): boolean {
@@ -35,15 +20,16 @@ export function needsMetadataRefresh(error: unknown): boolean {
   return error instanceof KafkaProtocolError && error.staleMetadata
 }
 
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+/** Resolves after `ms` on `clock`, or at once when `signal` aborts. */
+export function sleep(clock: Clock, ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) {
       resolve()
       return
     }
-    const timer = setTimeout(done, ms)
+    const timer = clock.setTimeout(done, ms)
     function done(): void {
-      clearTimeout(timer)
+      timer.cancel()
       signal?.removeEventListener('abort', done)
       resolve()
     }

@@ -22,6 +22,7 @@ import { createServer, type Server, type Socket } from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Producer, type RecordMetadata } from '../../src/client/producer.js'
+import { type Clock, systemClock } from '../../src/common/clock.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { FrameDecoder } from '../../src/protocol/frame-decoder.js'
 import { ApiKey, apis } from '../../src/protocol/generated/index.js'
@@ -30,6 +31,7 @@ import { decodeRequestHeader } from '../../src/protocol/generated/request-header
 import { encodeResponseHeader } from '../../src/protocol/generated/response-header.js'
 import { Reader, Writer, ZERO_UUID } from '../../src/protocol/primitives.js'
 import { decodeRecordBatchSync } from '../../src/protocol/record-batch.js'
+import { ManualClock } from '../helpers/manual-clock.js'
 import { ProxiedCluster, problems } from '../helpers/proxied-cluster.js'
 import { readAll, text } from './helpers.js'
 
@@ -105,6 +107,8 @@ interface Script {
    * correlation id).
    */
   produceDelayMs?: number | ((batch: SeenBatch, n: number) => number)
+  /** The clock the delays run on (the producer's, for a test on a manual clock). */
+  clock?: Clock
 }
 
 /** A one-broker, one-topic ('t', 1 partition) stand-in that answers as `script` says. */
@@ -232,7 +236,7 @@ async function scriptedBroker(script: Script): Promise<{
           ? script.produceDelayMs(state.batches.at(-1)!, state.batches.length - 1)
           : script.produceDelayMs
     if (delay) {
-      setTimeout(() => socket.write(bytes), delay)
+      ;(script.clock ?? systemClock).setTimeout(() => socket.write(bytes), delay)
     } else {
       socket.write(bytes)
     }
@@ -433,6 +437,7 @@ describe('idempotent producer rules against a scripted broker', () => {
     // 'a' is written but every answer for it is lost until it expires; 'b', sent while 'a'
     // was in flight, is written and its first answer lost too. Re-stamping 'b' under a new
     // producer id when 'a' expires would write it twice.
+    const clock = new ManualClock()
     const leader = deduplicatingLeader((batch, isRetry) => {
       if (batch.values[0] === 'a') return ErrorCode.REQUEST_TIMED_OUT
       if (batch.values[0] === 'b' && !isRetry) return ErrorCode.REQUEST_TIMED_OUT
@@ -443,18 +448,23 @@ describe('idempotent producer rules against a scripted broker', () => {
       produce: leader.produce,
       // The first attempt of 'a' (the second batch the leader sees) is answered late.
       produceDelayMs: (_, n) => (n === 1 ? 1200 : 0),
+      clock,
     })
-    const producer = scriptedProducer(broker.bootstrap, { requestTimeoutMs: 300, deliveryTimeoutMs: 1500 })
+    const producer = scriptedProducer(broker.bootstrap, {
+      requestTimeoutMs: 300,
+      deliveryTimeoutMs: 1500,
+      clock,
+    })
     try {
-      await producer.send({ topic: 't', value: 'warm-up' })
+      await clock.runUntil(producer.send({ topic: 't', value: 'warm-up' }))
       const a = producer.send({ topic: 't', value: 'a' })
       const aFailed = assert.rejects(a, { code: 'ERR_DELIVERY_TIMEOUT' })
-      // 'b' goes while 'a' is in flight, and expires 800 ms after 'a' (room for a slow machine).
-      await sleep(800)
+      // 'b' goes while 'a' is in flight, and expires 800 ms after 'a'.
+      await clock.runFor(800)
       const b = producer.send({ topic: 't', value: 'b' })
-      await aFailed
-      await b
-      await producer.send({ topic: 't', value: 'c' })
+      await clock.runUntil(aFailed)
+      await clock.runUntil(b)
+      await clock.runUntil(producer.send({ topic: 't', value: 'c' }))
       assert.deepEqual(leader.written, ['warm-up', 'a', 'b', 'c'], 'each record written once')
       assert.equal(broker.inits, 1, 'the producer id was kept: every stamped sequence was acknowledged')
       assert.equal(producer.metrics().producerIdResets, 0)
@@ -469,6 +479,7 @@ describe('idempotent producer rules against a scripted broker', () => {
   })
 
   it('a sent batch that expires and was not written: the batch behind it meets the gap and moves to a new producer id', async () => {
+    const clock = new ManualClock()
     const leader = deduplicatingLeader((batch) =>
       batch.values[0] === 'a' && batch.producerId === 1000n
         ? ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
@@ -480,18 +491,23 @@ describe('idempotent producer rules against a scripted broker', () => {
       produce: (batch) => (batch.values[0] === 'a' ? ErrorCode.REQUEST_TIMED_OUT : leader.produce(batch)),
       // The first attempt of 'a' (the second batch the leader sees) is answered late.
       produceDelayMs: (_, n) => (n === 1 ? 1200 : 0),
+      clock,
     })
-    const producer = scriptedProducer(broker.bootstrap, { requestTimeoutMs: 300, deliveryTimeoutMs: 1500 })
+    const producer = scriptedProducer(broker.bootstrap, {
+      requestTimeoutMs: 300,
+      deliveryTimeoutMs: 1500,
+      clock,
+    })
     try {
-      await producer.send({ topic: 't', value: 'warm-up' })
+      await clock.runUntil(producer.send({ topic: 't', value: 'warm-up' }))
       const a = producer.send({ topic: 't', value: 'a' })
       const aFailed = assert.rejects(a, { code: 'ERR_DELIVERY_TIMEOUT' })
-      // 'b' goes while 'a' is in flight, and expires 800 ms after 'a' (room for a slow machine).
-      await sleep(800)
+      // 'b' goes while 'a' is in flight, and expires 800 ms after 'a'.
+      await clock.runFor(800)
       const b = producer.send({ topic: 't', value: 'b' })
-      await aFailed
-      await b
-      await producer.send({ topic: 't', value: 'c' })
+      await clock.runUntil(aFailed)
+      await clock.runUntil(b)
+      await clock.runUntil(producer.send({ topic: 't', value: 'c' }))
       assert.deepEqual(leader.written, ['warm-up', 'b', 'c'])
       assert.equal(broker.inits, 2, 'a new producer id after the gap')
       const b1001 = broker.batches.find((batch) => batch.values[0] === 'b' && batch.producerId === 1001n)

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { murmur2, partitionForKey, StickyPartitioner, toPositive } from '../../src/client/partitioner.js'
 import { Producer } from '../../src/client/producer.js'
+import { systemRandom } from '../../src/common/random.js'
 import { confluentProduce } from '../helpers/compat-clients.js'
 import { createTopics, withBroker } from './helpers.js'
 
@@ -92,7 +93,7 @@ test("keyed partitions equal librdkafka's murmur2_random for many keys and parti
 test('sticky partitioner (KIP-480) keeps a partition until a new batch, then moves to another available one', () => {
   let draw = 0
   // Sequential "random" numbers, as BuiltInPartitionerTest mocks them.
-  const sticky = new StickyPartitioner(() => ((draw++ % 4) + 0.5) / 2 ** 32)
+  const sticky = new StickyPartitioner({ ...systemRandom, next: () => ((draw++ % 4) + 0.5) / 2 ** 32 })
   const topic = { numPartitions: 3, available: [0, 1, 2] }
   const first = sticky.partition('t', topic)
   assert.equal(sticky.partition('t', topic), first, 'sticks while the batch is open')

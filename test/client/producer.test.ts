@@ -9,6 +9,7 @@ import { KafkaClient } from '../../src/client/client.js'
 import { Consumer } from '../../src/client/consumer.js'
 import { KafkaClientError } from '../../src/client/errors.js'
 import { Producer, type RecordMetadata } from '../../src/client/producer.js'
+import { ManualClock } from '../helpers/manual-clock.js'
 import { storedCodecs } from '../helpers/topics.js'
 import { createTopics, readAll, text, withBroker } from './helpers.js'
 
@@ -40,7 +41,9 @@ test('async style: callbacks and promises settle, flush() sends lingering batche
   await withBroker(async (cluster) => {
     const bootstrap = cluster.bootstrapServers
     await createTopics(bootstrap, [{ topic: 'async' }])
-    const producer = new Producer({ bootstrapServers: bootstrap, lingerMs: 60000 })
+    // A manual clock that never moves: the batch lingers until flush() sends it.
+    const clock = new ManualClock()
+    const producer = new Producer({ bootstrapServers: bootstrap, lingerMs: 60000, clock })
     const called: RecordMetadata[] = []
     const promises = Array.from({ length: 500 }, (_, i) =>
       producer.send({ topic: 'async', key: `k${i}`, value: `v${i}` }, (error, meta) => {
@@ -49,9 +52,11 @@ test('async style: callbacks and promises settle, flush() sends lingering batche
       }),
     )
     assert.equal(producer.pendingRecordCount, 500, 'lingering (linger.ms 60 s)')
-    const started = Date.now()
-    await producer.flush()
-    assert.ok(Date.now() - started < 5000, 'flush did not wait for linger.ms')
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    assert.equal(producer.pendingRecordCount, 500, 'still lingering: nothing is sent before linger.ms')
+    const started = clock.monotonicMs()
+    await withRealTimeout(producer.flush(), 10000, 'flush() waits for linger.ms')
+    assert.equal(clock.monotonicMs() - started, 0, 'flush did not wait for linger.ms')
     assert.equal(called.length, 500)
     const metas = await Promise.all(promises)
     assert.deepEqual(
@@ -60,6 +65,30 @@ test('async style: callbacks and promises settle, flush() sends lingering batche
     )
     await producer.close()
     assert.ok((await storedCodecs(cluster, 'async', 0)).length <= 2, 'records of one tick share a batch')
+  })
+})
+
+test('a lingering batch goes once linger.ms has passed on the clock, not before', async () => {
+  await withBroker(async (cluster) => {
+    const bootstrap = cluster.bootstrapServers
+    await createTopics(bootstrap, [{ topic: 'linger' }])
+    const clock = new ManualClock()
+    const producer = new Producer({ bootstrapServers: bootstrap, lingerMs: 1000, clock })
+    // Metadata first (real I/O, no clock time), so the record is appended at once, at 0 ms.
+    await producer.client.refreshMetadata(['linger'])
+    let acknowledged: RecordMetadata | null = null
+    const sent = producer.send({ topic: 'linger', value: 'x' }).then((meta) => {
+      acknowledged = meta
+      return meta
+    })
+    await clock.tick(999)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    assert.equal(acknowledged, null, 'not sent 1 ms before linger.ms')
+    assert.equal(producer.pendingRecordCount, 1)
+    const meta = await clock.runUntil(sent, { maxMs: 1000 })
+    assert.equal(meta.offset, 0)
+    assert.ok(clock.monotonicMs() >= 1000, `sent at ${clock.monotonicMs()} ms, linger.ms is 1000`)
+    await producer.close()
   })
 })
 
@@ -127,15 +156,20 @@ test('retriable errors are retried `retries` times, then fail with the broker er
       retriable: true,
     })
     await once.close()
-    const started = Date.now()
+    const clock = new ManualClock()
+    const started = clock.monotonicMs()
     const few = new Producer({
       bootstrapServers: bootstrap,
       retries: 3,
       retryBackoffMs: 50,
       retryBackoffMaxMs: 100,
+      clock,
     })
-    await assert.rejects(few.send({ topic: 'isr', value: 'y' }), { code: 'ERR_KAFKA_NOT_ENOUGH_REPLICAS' })
-    assert.ok(Date.now() - started >= 3 * 40, 'three backoffs passed')
+    await assert.rejects(clock.runUntil(few.send({ topic: 'isr', value: 'y' })), {
+      code: 'ERR_KAFKA_NOT_ENOUGH_REPLICAS',
+    })
+    assert.ok(clock.monotonicMs() - started >= 3 * 40, 'three backoffs passed')
+    assert.equal(few.metrics().retries, 3)
     await few.close()
   })
 })
@@ -143,6 +177,7 @@ test('retriable errors are retried `retries` times, then fail with the broker er
 test('delivery.timeout.ms bounds retries when the broker is gone', async () => {
   let producer: Producer | null = null
   let pending: Promise<RecordMetadata> | null = null
+  const clock = new ManualClock()
   await withBroker(async (cluster) => {
     await createTopics(cluster.bootstrapServers, [{ topic: 'gone' }])
     producer = new Producer({
@@ -151,18 +186,19 @@ test('delivery.timeout.ms bounds retries when the broker is gone', async () => {
       deliveryTimeoutMs: 1500,
       lingerMs: 0,
       connectTimeoutMs: 300,
+      clock,
     })
-    await producer.send({ topic: 'gone', value: 'before' })
+    await clock.runUntil(producer.send({ topic: 'gone', value: 'before' }))
   })
-  const started = Date.now()
+  const started = clock.monotonicMs()
   pending = producer!.send({ topic: 'gone', value: 'after' })
-  await assert.rejects(pending, (error: unknown) => {
+  await assert.rejects(clock.runUntil(pending), (error: unknown) => {
     assert.ok(error instanceof KafkaClientError)
     assert.equal(error.code, 'ERR_DELIVERY_TIMEOUT')
     assert.ok(error.cause, 'keeps the last error as cause')
     return true
   })
-  const elapsed = Date.now() - started
+  const elapsed = clock.monotonicMs() - started
   assert.ok(elapsed >= 1000 && elapsed < 6000, `failed after ${elapsed} ms`)
   await producer!.close()
 })
@@ -225,3 +261,16 @@ test('max.in.flight 1 keeps order; a long-poll fetch does not delay a produce on
     client.close()
   })
 })
+
+/** Rejects if `promise` is not settled within `ms` of real time (a hang guard, not a measurement). */
+async function withRealTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const guard = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: not settled after ${ms} ms`)), ms)
+  })
+  try {
+    return await Promise.race([promise, guard])
+  } finally {
+    clearTimeout(timer)
+  }
+}

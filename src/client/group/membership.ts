@@ -42,7 +42,7 @@ import {
 } from '../errors.js'
 import { findGroupCoordinator } from '../find-coordinator.js'
 import { type TopicPartition, tpKey } from '../leader-requests.js'
-import { backoffMs, sleep } from '../retry.js'
+import { sleep } from '../retry.js'
 import type { MemberSubscription, PartitionAssignor } from './assignors.js'
 import { CommitFailedError } from './errors.js'
 import {
@@ -118,7 +118,7 @@ export class GroupMembership {
   /** Leader only: the partition counts the last assignment was computed from. */
   private assignedCounts: Map<string, number> | null = null
   private heartbeat: { readonly abort: AbortController; readonly task: Promise<void> } | null = null
-  private lastPollMs = Date.now()
+  private lastPollMs: number
   private closed = false
 
   constructor(
@@ -126,7 +126,9 @@ export class GroupMembership {
     readonly options: MembershipOptions,
     /** Called when a rejoin becomes needed or a fatal error happens (wakes a waiting poll). */
     private readonly onChange: () => void,
-  ) {}
+  ) {
+    this.lastPollMs = client.clock.monotonicMs()
+  }
 
   get isLeader(): boolean {
     return this.memberId !== '' && this.memberId === this.leaderId
@@ -146,7 +148,7 @@ export class GroupMembership {
 
   /** The application polled: it is alive (max.poll.interval.ms). */
   notePoll(): void {
-    this.lastPollMs = Date.now()
+    this.lastPollMs = this.client.clock.monotonicMs()
   }
 
   requestRejoin(reason: string): void {
@@ -182,7 +184,7 @@ export class GroupMembership {
         lastError = error
         if (coordinatorLost(error)) this.markCoordinatorUnknown()
       }
-      await sleep(backoffMs(attempt, this.client.options))
+      await sleep(this.client.clock, this.client.backoff.delayMs(attempt))
     }
     throw this.fail(lastError)
   }
@@ -337,12 +339,12 @@ export class GroupMembership {
 
   /** Runs while this generation is stable; ends on abort or when the member must rejoin. */
   private async heartbeatLoop(signal: AbortSignal): Promise<void> {
-    let lastSuccessMs = Date.now()
+    let lastSuccessMs = this.client.clock.monotonicMs()
     const generation = this.generationId
     while (!signal.aborted && this.state === 'stable' && this.generationId === generation) {
-      await sleep(this.options.heartbeatIntervalMs, signal)
+      await sleep(this.client.clock, this.options.heartbeatIntervalMs, signal)
       if (signal.aborted || this.closed) return
-      if (Date.now() - this.lastPollMs > this.options.maxPollIntervalMs) {
+      if (this.client.clock.monotonicMs() - this.lastPollMs > this.options.maxPollIntervalMs) {
         await this.onPollTimeout()
         return
       }
@@ -359,7 +361,7 @@ export class GroupMembership {
         )
         if (signal.aborted) return
         if (!this.onHeartbeat(response.errorCode)) return
-        lastSuccessMs = Date.now()
+        lastSuccessMs = this.client.clock.monotonicMs()
         // A failed metadata refresh is tried again at the next heartbeat.
         await this.maybeCheckMetadata().catch(() => undefined)
       } catch (error) {
@@ -367,7 +369,8 @@ export class GroupMembership {
         if (!retriable(error)) throw error
         if (coordinatorLost(error)) this.markCoordinatorUnknown()
         // No answer for a whole session: the coordinator has surely dropped this member.
-        if (Date.now() - lastSuccessMs > this.options.sessionTimeoutMs) this.markCoordinatorUnknown()
+        if (this.client.clock.monotonicMs() - lastSuccessMs > this.options.sessionTimeoutMs)
+          this.markCoordinatorUnknown()
       }
     }
   }
@@ -617,7 +620,7 @@ export class GroupMembership {
       } catch (error) {
         if (!retriable(error) || attempt >= OFFSET_ATTEMPTS_MAX) throw asClientError(error)
         if (coordinatorLost(error)) this.markCoordinatorUnknown()
-        await sleep(backoffMs(attempt, this.client.options))
+        await sleep(this.client.clock, this.client.backoff.delayMs(attempt))
       }
     }
   }

@@ -9,6 +9,7 @@
  * A join runs in the background: a poll waits for it only until its own deadline, and the
  * next poll waits again, as Java's poll(timeout) does.
  */
+import type { Clock } from '../../common/clock.js'
 import { asClientError, type KafkaClientError } from '../errors.js'
 import { type TopicPartition, tpKey } from '../leader-requests.js'
 import { GroupMembership, type MembershipOptions, type OffsetToCommit } from './membership.js'
@@ -45,12 +46,14 @@ export class GroupSession {
   private readonly committed = new Map<string, number>()
   private interruptWait: (() => void) | null = null
   private closed = false
+  private readonly clock: Clock
 
   constructor(
     client: ConstructorParameters<typeof GroupMembership>[0],
     private readonly options: SessionOptions,
     private readonly host: GroupHost,
   ) {
+    this.clock = client.clock
     this.membership = new GroupMembership(client, options, () => {
       this.host.wake()
       this.interrupt()
@@ -78,7 +81,7 @@ export class GroupSession {
     }
     if (!this.joining && this.membership.rejoinNeeded && !this.closed) this.startRejoin()
     if (this.joining) {
-      await this.waitFor(this.joining, deadlineMs - Date.now())
+      await this.waitFor(this.joining, deadlineMs - this.clock.monotonicMs())
       this.throwPending()
       if (this.isJoining()) return false
     }
@@ -176,14 +179,14 @@ export class GroupSession {
         return offset >= 0 ? { ...tp, offset } : { ...tp }
       }),
     )
-    this.nextAutoCommitMs = Date.now() + this.options.autoCommitIntervalMs
+    this.nextAutoCommitMs = this.clock.monotonicMs() + this.options.autoCommitIntervalMs
     await this.callListener(this.options.onPartitionsAssigned, assigned)
   }
 
   private maybeAutoCommit(): void {
     if (!this.options.enableAutoCommit || this.autoCommitTask) return
     if (this.subscribed && this.membership.state !== 'stable') return
-    const now = Date.now()
+    const now = this.clock.monotonicMs()
     if (now < this.nextAutoCommitMs) return
     this.nextAutoCommitMs = now + this.options.autoCommitIntervalMs
     const changed = this.host.positions().filter((p) => this.committed.get(tpKey(p)) !== p.offset)
@@ -226,10 +229,10 @@ export class GroupSession {
   private waitFor(promise: Promise<void>, timeoutMs: number): Promise<void> {
     if (timeoutMs <= 0) return Promise.resolve()
     return new Promise((resolve) => {
-      const timer = setTimeout(done, timeoutMs)
+      const timer = this.clock.setTimeout(done, timeoutMs)
       const self = this
       function done(): void {
-        clearTimeout(timer)
+        timer.cancel()
         if (self.interruptWait === done) self.interruptWait = null
         resolve()
       }

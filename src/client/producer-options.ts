@@ -1,0 +1,188 @@
+/**
+ * The producer's configuration: Kafka's property names and defaults, resolved and checked
+ * once at construction so a bad value fails with InvalidArgumentError naming the property
+ * (and, for idempotence, what to change), instead of misbehaving at the first send.
+ */
+import { CompressionType } from '../protocol/batch-header.js'
+import type { ClientOptions, KafkaClient } from './client.js'
+import { InvalidArgumentError } from './errors.js'
+import { intOption, oneOf } from './options.js'
+import type { Bytes, ProducerHeaders } from './producer-batch.js'
+
+export interface ProducerRecord {
+  topic: string
+  partition?: number
+  key?: Bytes | null
+  value: Bytes | null
+  /** An object, or a list of pairs when a key repeats. */
+  headers?: ProducerHeaders
+  /** CreateTime in ms since the epoch; default: when send() was called. */
+  timestamp?: number
+}
+
+export type Acks = 0 | 1 | -1 | 'all'
+export type CompressionName = 'none' | 'gzip' | 'snappy' | 'lz4' | 'zstd'
+
+/** A custom partitioner; return undefined to fall back to the default rules. */
+export type PartitionerFn = (record: ProducerRecord, numPartitions: number) => number | undefined
+
+export interface ProducerOptions extends Partial<ClientOptions> {
+  /** Share an existing client's connections and metadata instead of opening new ones. */
+  client?: KafkaClient
+  /** acks (default 'all'): 0 no answer, 1 the leader wrote it, 'all'/-1 every ISR member has it. */
+  acks?: Acks
+  /** producer.type: 'async' (default) or 'sync' (one record at a time, each acknowledged before the next). */
+  producerType?: 'sync' | 'async'
+  /** batch.size in bytes (default 16384). */
+  batchSize?: number
+  /** linger.ms (default 5, Kafka 4's default). */
+  lingerMs?: number
+  /** compression.type (default 'none'). */
+  compression?: CompressionName
+  compressionLevel?: number
+  /** retries (default 2147483647: bounded by deliveryTimeoutMs). */
+  retries?: number
+  /** delivery.timeout.ms (default 120000): send to acknowledgement, retries included. */
+  deliveryTimeoutMs?: number
+  /** max.in.flight.requests.per.connection (default 5). */
+  maxInFlightRequestsPerConnection?: number
+  /** max.request.size (default 1048576). */
+  maxRequestSize?: number
+  /** buffer.memory (default 33554432): bytes of records waiting to be acknowledged. */
+  bufferMemory?: number
+  /** max.block.ms (default 60000): longest send() waits for metadata or buffer space. */
+  maxBlockMs?: number
+  /** allow.auto.create.topics (default true), as the Java producer. */
+  allowAutoTopicCreation?: boolean
+  partitioner?: PartitionerFn
+  /**
+   * enable.idempotence: no duplicates and no reordering across retries (producer id and
+   * sequence numbers). Default: on when acks is 'all' (and retries > 0), as in Kafka 3+;
+   * off otherwise. `true` with acks other than 'all', retries 0 or more than 5 requests in
+   * flight is a configuration error. When on by default, max.in.flight is capped at 5, and
+   * a broker without InitProducerId turns it off (explicit `true` then fails the sends).
+   */
+  enableIdempotence?: boolean
+}
+
+export interface ResolvedProducerOptions {
+  readonly acks: 0 | 1 | -1
+  readonly producerType: 'sync' | 'async'
+  readonly batchSize: number
+  readonly lingerMs: number
+  readonly compression: CompressionType
+  readonly compressionLevel: number | undefined
+  readonly retries: number
+  readonly deliveryTimeoutMs: number
+  readonly maxInFlight: number
+  readonly maxRequestSize: number
+  readonly bufferMemory: number
+  readonly maxBlockMs: number
+  readonly allowAutoTopicCreation: boolean
+  readonly requestTimeoutMs: number
+  readonly idempotent: boolean
+  /** Whether the caller asked for idempotence (else it is the acks=all default). */
+  readonly idempotenceExplicit: boolean
+}
+
+const COMPRESSION: Readonly<Record<CompressionName, CompressionType>> = {
+  none: CompressionType.None,
+  gzip: CompressionType.Gzip,
+  snappy: CompressionType.Snappy,
+  lz4: CompressionType.Lz4,
+  zstd: CompressionType.Zstd,
+}
+
+/** Added to request.timeout.ms on the client side so the broker's own REQUEST_TIMED_OUT arrives first. */
+export const CLIENT_TIMEOUT_MARGIN_MS = 2000
+/** Batches per partition in flight for an idempotent producer (what a broker caches per producer). */
+export const IDEMPOTENT_IN_FLIGHT_MAX = 5
+
+export function resolveProducerOptions(
+  options: ProducerOptions,
+  requestTimeoutMs: number,
+): ResolvedProducerOptions {
+  const acksOption = oneOf<Acks>('acks', options.acks, 'all', [0, 1, -1, 'all'])
+  const acks = acksOption === 'all' ? -1 : acksOption
+  const retries = intOption('retries', options.retries, 2147483647, 0)
+  let maxInFlight = intOption(
+    'max.in.flight.requests.per.connection',
+    options.maxInFlightRequestsPerConnection,
+    5,
+    1,
+    1000,
+  )
+  if (options.enableIdempotence !== undefined && typeof options.enableIdempotence !== 'boolean') {
+    throw new InvalidArgumentError(
+      `enable.idempotence must be a boolean, got ${String(options.enableIdempotence)}`,
+    )
+  }
+  let idempotent: boolean
+  if (options.enableIdempotence === true) {
+    if (acks !== -1) {
+      throw new InvalidArgumentError(
+        `enable.idempotence requires acks='all', got ${String(acksOption)}; set enableIdempotence: false or acks: 'all'`,
+      )
+    }
+    if (retries === 0) throw new InvalidArgumentError('enable.idempotence requires retries > 0')
+    if (maxInFlight > IDEMPOTENT_IN_FLIGHT_MAX) {
+      throw new InvalidArgumentError(
+        `enable.idempotence requires max.in.flight.requests.per.connection <= ${IDEMPOTENT_IN_FLIGHT_MAX}, got ${maxInFlight}`,
+      )
+    }
+    idempotent = true
+  } else {
+    // Kafka 3+: on by default unless acks or retries conflict.
+    idempotent = options.enableIdempotence === undefined && acks === -1 && retries > 0
+    if (idempotent) maxInFlight = Math.min(maxInFlight, IDEMPOTENT_IN_FLIGHT_MAX)
+  }
+  if (options.partitioner !== undefined && typeof options.partitioner !== 'function') {
+    throw new InvalidArgumentError(`partitioner must be a function, got ${typeof options.partitioner}`)
+  }
+  const lingerMs = intOption('linger.ms', options.lingerMs, 5, 0)
+  const deliveryTimeoutMs = intOption('delivery.timeout.ms', options.deliveryTimeoutMs, 120000, 1)
+  if (deliveryTimeoutMs < lingerMs + requestTimeoutMs) {
+    throw new InvalidArgumentError(
+      `delivery.timeout.ms (${deliveryTimeoutMs}) must be at least linger.ms + request.timeout.ms (${lingerMs + requestTimeoutMs})`,
+    )
+  }
+  return {
+    acks,
+    producerType: oneOf('producer.type', options.producerType, 'async', ['sync', 'async']),
+    batchSize: intOption('batch.size', options.batchSize, 16384, 0),
+    lingerMs,
+    compression:
+      COMPRESSION[
+        oneOf<CompressionName>(
+          'compression.type',
+          options.compression,
+          'none',
+          Object.keys(COMPRESSION) as CompressionName[],
+        )
+      ],
+    compressionLevel: compressionLevel(options.compressionLevel),
+    retries,
+    deliveryTimeoutMs,
+    maxInFlight,
+    maxRequestSize: intOption('max.request.size', options.maxRequestSize, 1048576, 1),
+    bufferMemory: intOption('buffer.memory', options.bufferMemory, 33554432, 1),
+    maxBlockMs: intOption('max.block.ms', options.maxBlockMs, 60000, 0),
+    allowAutoTopicCreation: booleanOption('allow.auto.create.topics', options.allowAutoTopicCreation, true),
+    requestTimeoutMs,
+    idempotent,
+    idempotenceExplicit: options.enableIdempotence === true,
+  }
+}
+
+function booleanOption(name: string, value: boolean | undefined, defaultValue: boolean): boolean {
+  if (value !== undefined && typeof value !== 'boolean')
+    throw new InvalidArgumentError(`${name} must be a boolean, got ${String(value)}`)
+  return value ?? defaultValue
+}
+
+/** compression.level: each codec checks its own range; here only that it is an integer. */
+function compressionLevel(value: number | undefined): number | undefined {
+  if (value !== undefined && !Number.isSafeInteger(value))
+    throw new InvalidArgumentError(`compression.level must be an integer, got ${String(value)}`)
+  return value
+}
