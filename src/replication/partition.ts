@@ -19,7 +19,7 @@ import {
 } from '../protocol/batch-header.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { convertLegacyToV2, decodeRecordBatch, isLegacyMagic } from '../protocol/record-batch.js'
-import type { FetchDataInfo, LogAppendInfo, PartitionLog } from '../storage/partition-log.js'
+import type { FetchDataInfo, LogAppendInfo, UnifiedLog } from '../storage/unified-log.js'
 import { KafkaError } from './kafka-error.js'
 import { ProducerStateManager } from './producer-state.js'
 
@@ -102,7 +102,7 @@ export class Partition {
 
   constructor(
     readonly id: PartitionIdentity,
-    readonly log: PartitionLog,
+    readonly log: UnifiedLog,
     state: PartitionState,
     private readonly context: PartitionContext,
   ) {

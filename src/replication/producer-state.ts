@@ -25,7 +25,6 @@ import type { Clock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
 import { BatchHeader, LOG_OVERHEAD, NO_PRODUCER_ID, NO_SEQUENCE } from '../protocol/batch-header.js'
 import { ErrorCode } from '../protocol/error-codes.js'
-import type { DuplicateBatch, PartitionLog, ProducerStateHook } from '../storage/partition-log.js'
 import {
   deleteSnapshots,
   listSnapshotOffsets,
@@ -33,6 +32,7 @@ import {
   readSnapshot,
   writeSnapshot,
 } from '../storage/producer-state-snapshot.js'
+import type { DuplicateBatch, ProducerStateHook, UnifiedLog } from '../storage/unified-log.js'
 import { KafkaError } from './kafka-error.js'
 
 /** Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN: clients keep at most 5 requests in flight. */
@@ -119,7 +119,7 @@ export class ProducerStateManager implements ProducerStateHook {
   private mapEndOffset = 0
 
   constructor(
-    private readonly log: PartitionLog,
+    private readonly log: UnifiedLog,
     private readonly options: ProducerStateOptions,
   ) {}
 

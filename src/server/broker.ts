@@ -28,6 +28,7 @@ import { type Transport, tcpTransport } from '../replication/broker-client.js'
 import type { IsrProposal } from '../replication/partition.js'
 import { ReplicaFetcherManager } from '../replication/replica-fetcher.js'
 import { ReplicaManager, type TopicSettings } from '../replication/replica-manager.js'
+import { nodeFileSystem } from '../runtime/node-file-system.js'
 import { LogManager } from '../storage/log-manager.js'
 import { type BrokerConfig, groupCoordinatorConfig } from './broker-config.js'
 import type { BrokerServices } from './broker-services.js'
@@ -157,7 +158,7 @@ export class Broker implements BrokerServices {
       logDirs: config.logDirs,
       clock,
       logger,
-      ...(deps.fileSystem ? { fs: deps.fileSystem } : {}),
+      fs: deps.fileSystem ?? nodeFileSystem,
       onLogDirFailure: (dir) => onLogDirFailure(dir),
       retentionCheckIntervalMs: config.values.get('log.retention.check.interval.ms') as number,
       cleanerEnable:

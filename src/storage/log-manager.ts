@@ -13,7 +13,6 @@ import { assert } from '../common/assert.js'
 import { type Clock, systemClock, type TimerHandle } from '../common/clock.js'
 import { exists, type FileSystem } from '../common/file-system.js'
 import { type Logger, silentLogger } from '../common/logger.js'
-import { nodeFileSystem } from '../runtime/node-file-system.js'
 import {
   CheckpointFile,
   CheckpointFormatError,
@@ -23,12 +22,7 @@ import {
 import type { StorageError } from './errors.js'
 import { LogCleaner } from './log-cleaner.js'
 import { DEFAULT_LOG_CONFIG, type LogConfig } from './log-config.js'
-import {
-  PartitionLog,
-  parseTopicPartition,
-  type TopicPartition,
-  topicPartitionDirName,
-} from './partition-log.js'
+import { parseTopicPartition, type TopicPartition, topicPartitionDirName, UnifiedLog } from './unified-log.js'
 
 export const RECOVERY_POINT_CHECKPOINT_FILE = 'recovery-point-offset-checkpoint'
 export const HIGH_WATERMARK_CHECKPOINT_FILE = 'replication-offset-checkpoint'
@@ -43,7 +37,8 @@ export interface LogManagerOptions {
   readonly defaultConfig?: LogConfig
   /** The topic's configuration (defaults merged); undefined means defaultConfig. */
   readonly topicConfig?: (topic: string) => LogConfig | undefined
-  readonly fs?: FileSystem
+  /** The disk of every log dir: storage never picks one itself (Node's is runtime/node-file-system.ts). */
+  readonly fs: FileSystem
   readonly clock?: Clock
   readonly logger?: Logger
   /** log.retention.check.interval.ms */
@@ -69,11 +64,11 @@ export interface LogManagerOptions {
   /** producer.id.expiration.ms: the cleaner keeps a producer's last batch until then. */
   readonly producerIdExpirationMs?: number
   /** The offset below which a log may be cleaned; default its high watermark (set by replication). */
-  readonly cleanableEndOffset?: (log: PartitionLog) => number
+  readonly cleanableEndOffset?: (log: UnifiedLog) => number
 }
 
 interface HostedLog {
-  readonly log: PartitionLog
+  readonly log: UnifiedLog
   readonly logDir: string
   readonly tp: TopicPartition
 }
@@ -123,7 +118,7 @@ export class LogManager {
     assert(options.logDirs.length > 0, 'log.dirs is empty')
     const manager = new LogManager(
       options,
-      options.fs ?? nodeFileSystem,
+      options.fs,
       options.clock ?? systemClock,
       options.logger ?? silentLogger,
     )
@@ -138,16 +133,16 @@ export class LogManager {
     return [...this.offlineDirs]
   }
 
-  getLog(tp: TopicPartition): PartitionLog | undefined {
+  getLog(tp: TopicPartition): UnifiedLog | undefined {
     return this.logs.get(key(tp))?.log
   }
 
-  allLogs(): PartitionLog[] {
+  allLogs(): UnifiedLog[] {
     return [...this.logs.values()].map((h) => h.log)
   }
 
   /** The log of `tp`, created empty in the log dir holding the fewest logs when missing. */
-  async getOrCreateLog(tp: TopicPartition, config?: LogConfig): Promise<PartitionLog> {
+  async getOrCreateLog(tp: TopicPartition, config?: LogConfig): Promise<UnifiedLog> {
     const existing = this.logs.get(key(tp))
     if (existing !== undefined) return existing.log
     const logDir = this.pickLogDir()
@@ -351,8 +346,8 @@ export class LogManager {
       highWatermark: number
       wasCompacted?: boolean
     },
-  ): Promise<PartitionLog> {
-    return PartitionLog.open({
+  ): Promise<UnifiedLog> {
+    return UnifiedLog.open({
       dir: join(logDir, topicPartitionDirName(tp)),
       config,
       fs: this.fs,
@@ -391,7 +386,7 @@ export class LogManager {
     this.options.onLogDirFailure?.(dir, err)
   }
 
-  private writeCheckpoints(name: string, offsetOf: (log: PartitionLog) => number | undefined): Promise<void> {
+  private writeCheckpoints(name: string, offsetOf: (log: UnifiedLog) => number | undefined): Promise<void> {
     const run = async () => {
       for (const dir of this.options.logDirs) {
         if (this.offlineDirs.has(dir)) continue

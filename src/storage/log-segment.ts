@@ -3,7 +3,7 @@
  * (base offsets rewritten), its sparse `.index` and its `.timeindex` (Kafka's LogSegment).
  *
  * The segment knows byte positions and batch framing; offsets and their rules belong to
- * PartitionLog. `size` counts bytes whose write completed, so a reader never looks past
+ * UnifiedLog. `size` counts bytes whose write completed, so a reader never looks past
  * data still in flight.
  */
 import { join } from 'node:path'

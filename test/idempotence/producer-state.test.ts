@@ -1,5 +1,5 @@
 /**
- * Producer state (idempotence) over a real PartitionLog: Kafka's sequence rules on leader
+ * Producer state (idempotence) over a real UnifiedLog: Kafka's sequence rules on leader
  * appends (retries answered with their first offsets, gaps, old epochs, new epochs, unknown
  * producers, Int32 wrap), atomicity with pipelined appends, followers applying without
  * checks, truncation, snapshots (Kafka's file format) with rebuild from the log tail, and
@@ -15,13 +15,14 @@ import { crc32c } from '../../src/protocol/crc32c.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { KafkaError } from '../../src/replication/kafka-error.js'
 import { incrementSequence, inSequence, ProducerStateManager } from '../../src/replication/producer-state.js'
+import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { DEFAULT_LOG_CONFIG } from '../../src/storage/log-config.js'
-import { type LogAppendInfo, PartitionLog } from '../../src/storage/partition-log.js'
 import {
   decodeSnapshot,
   encodeSnapshot,
   snapshotFileName,
 } from '../../src/storage/producer-state-snapshot.js'
+import { type LogAppendInfo, UnifiedLog } from '../../src/storage/unified-log.js'
 import { ManualClock, readAll, simpleBatch, withTempDir } from '../storage/helpers.js'
 
 const INT32_MAX = 0x7fffffff
@@ -40,12 +41,13 @@ function batch(pid: bigint, epoch: number, seq: number, count = 1, timestamp = 1
 interface Fixture {
   readonly dir: string
   readonly clock: ManualClock
-  log: PartitionLog
+  log: UnifiedLog
   state: ProducerStateManager
 }
 
 async function open(dir: string, clock: ManualClock, segmentBytes = DEFAULT_LOG_CONFIG.segmentBytes) {
-  const log = await PartitionLog.open({
+  const log = await UnifiedLog.open({
+    fs: nodeFileSystem,
     dir: join(dir, 't-0'),
     clock,
     config: { ...DEFAULT_LOG_CONFIG, segmentBytes },
@@ -68,7 +70,7 @@ async function withLog(body: (f: Fixture) => Promise<void>, segmentBytes?: numbe
   })
 }
 
-function lead(log: PartitionLog, buf: Buffer): Promise<LogAppendInfo> {
+function lead(log: UnifiedLog, buf: Buffer): Promise<LogAppendInfo> {
   return log.append(buf, { assignOffsets: true, leaderEpoch: 0 })
 }
 

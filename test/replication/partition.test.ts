@@ -1,5 +1,5 @@
 /**
- * Partition (leader side of replication) over a real PartitionLog in a temp directory, with
+ * Partition (leader side of replication) over a real UnifiedLog in a temp directory, with
  * a fake context: a manual clock, a fencing switch and an alterIsr that records proposals
  * and lets the test decide when (and whether) they commit.
  */
@@ -15,8 +15,9 @@ import { KafkaError } from '../../src/replication/kafka-error.js'
 import { type IsrProposal, Partition } from '../../src/replication/partition.js'
 import type { ReplicaFetcherManager } from '../../src/replication/replica-fetcher.js'
 import { ReplicaManager } from '../../src/replication/replica-manager.js'
+import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { DEFAULT_LOG_CONFIG } from '../../src/storage/log-config.js'
-import { PartitionLog } from '../../src/storage/partition-log.js'
+import { UnifiedLog } from '../../src/storage/unified-log.js'
 import { ManualClock, simpleBatch, waitFor, withTempDir } from '../storage/helpers.js'
 
 const LAG_MS = 10_000
@@ -65,12 +66,12 @@ function state(overrides: Partial<PartitionState> = {}): PartitionState {
 
 async function withPartition(
   initial: PartitionState,
-  body: (p: Partition, ctx: FakeContext, clock: ManualClock, log: PartitionLog) => Promise<void>,
+  body: (p: Partition, ctx: FakeContext, clock: ManualClock, log: UnifiedLog) => Promise<void>,
 ): Promise<void> {
   await withTempDir(async (dir) => {
     const clock = new ManualClock()
     const ctx = new FakeContext(clock)
-    const log = await PartitionLog.open({ dir: join(dir, 't-0'), clock })
+    const log = await UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, 't-0'), clock })
     try {
       const p = new Partition({ topic: 't', partition: 0, topicId: 'id' }, log, initial, ctx.context)
       await body(p, ctx, clock, log)
@@ -312,7 +313,7 @@ describe('Partition ISR', () => {
     await withTempDir(async (dir) => {
       const clock = new ManualClock()
       const ctx = new FakeContext(clock)
-      const log = await PartitionLog.open({ dir: join(dir, 't-0'), clock })
+      const log = await UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, 't-0'), clock })
       try {
         // This broker followed at epoch 0: 10 records, but the leader's HW reached it only up to 5.
         await log.append(simpleBatch(10, 10, 0, { partitionLeaderEpoch: 0 }), {
@@ -503,7 +504,8 @@ describe('acks=all purgatory', () => {
       const manager = new ReplicaManager({
         nodeId: 1,
         logs: {
-          getOrCreateLog: (tp) => PartitionLog.open({ dir: join(dir, `${tp.topic}-${tp.partition}`), clock }),
+          getOrCreateLog: (tp) =>
+            UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, `${tp.topic}-${tp.partition}`), clock }),
           deleteLog: async () => undefined,
         },
         clock,

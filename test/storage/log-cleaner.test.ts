@@ -18,7 +18,7 @@ import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { cleanLog, LogCleaner } from '../../src/storage/log-cleaner.js'
 import { fromProperties, type LogConfig } from '../../src/storage/log-config.js'
 import { CLEANER_OFFSET_CHECKPOINT_FILE, LogManager } from '../../src/storage/log-manager.js'
-import { PartitionLog } from '../../src/storage/partition-log.js'
+import { UnifiedLog } from '../../src/storage/unified-log.js'
 import { crcIsValid, ManualClock, makeTempDir, readAll, removeDir, withTempDir } from './helpers.js'
 
 const T0 = 1_700_000_000_000
@@ -67,7 +67,7 @@ interface RecordView {
 }
 
 /** Every record of the log in offset order, decoded. */
-async function recordsOf(log: PartitionLog): Promise<RecordView[]> {
+async function recordsOf(log: UnifiedLog): Promise<RecordView[]> {
   const out: RecordView[] = []
   for (const batch of await readAll(log)) {
     assert.ok(crcIsValid(batch.bytes), `CRC of batch ${batch.baseOffset}`)
@@ -100,13 +100,13 @@ async function openCompacted(
   config = compactConfig(),
   clock = new ManualClock(T0),
   fs: FileSystem = nodeFileSystem,
-): Promise<PartitionLog> {
-  return PartitionLog.open({ dir, config, clock, fs })
+): Promise<UnifiedLog> {
+  return UnifiedLog.open({ dir, config, clock, fs })
 }
 
 /** Appends `rounds` overwrites of `keys` keys, one batch per `perBatch` records; returns the log end. */
 async function writeOverwrites(
-  log: PartitionLog,
+  log: UnifiedLog,
   keys: number,
   rounds: number,
   options: BatchOptions & { perBatch?: number } = {},
@@ -127,7 +127,7 @@ async function writeOverwrites(
   log.updateHighWatermark(log.logEndOffset)
 }
 
-function cleanNow(log: PartitionLog, clock: ManualClock, extra: Parameters<typeof cleanLog>[3] = {}) {
+function cleanNow(log: UnifiedLog, clock: ManualClock, extra: Parameters<typeof cleanLog>[3] = {}) {
   return cleanLog(log, clock, silentLogger, { force: true, ...extra })
 }
 
@@ -178,7 +178,8 @@ describe('log cleaner', () => {
       const reopened = await openCompacted(dir, compactConfig(), clock)
       assert.deepEqual(await recordsOf(reopened), expected)
       await reopened.close()
-      const reopenedUnclean = await PartitionLog.open({
+      const reopenedUnclean = await UnifiedLog.open({
+        fs: nodeFileSystem,
         dir,
         config: compactConfig(),
         clock,
@@ -385,7 +386,7 @@ describe('log cleaner', () => {
   it('producer state rebuilt from a cleaned log still answers a retry of the last batch with its offsets', async () => {
     await withTempDir(async (dir) => {
       const clock = new ManualClock(T0)
-      const attach = async (log: PartitionLog) =>
+      const attach = async (log: UnifiedLog) =>
         log.attachProducerState(
           new ProducerStateManager(log, { clock, logger: silentLogger, producerIdExpirationMs: 86_400_000 }),
         )
@@ -467,7 +468,8 @@ describe('log cleaner', () => {
         (await readAll(leader)).map((b) => b.bytes.toString('hex')),
       )
       await follower.close()
-      const reopened = await PartitionLog.open({
+      const reopened = await UnifiedLog.open({
+        fs: nodeFileSystem,
         dir: join(dir, 'follower-0'),
         config: compactConfig(),
         clock,
@@ -505,7 +507,8 @@ describe('log cleaner', () => {
       const after = await recordsOf(log)
       await log.close()
       const deleteConfig = fromProperties({ 'segment.bytes': 2048 })
-      const reopened = await PartitionLog.open({
+      const reopened = await UnifiedLog.open({
+        fs: nodeFileSystem,
         dir,
         config: deleteConfig,
         clock,
@@ -607,6 +610,7 @@ describe('log cleaner', () => {
       const topicConfig = (topic: string) =>
         topic === 'plain' ? fromProperties({ 'segment.bytes': 2048 }) : undefined
       const manager = await LogManager.open({
+        fs: nodeFileSystem,
         logDirs: [dir],
         clock,
         defaultConfig: compactConfig(),
@@ -629,6 +633,7 @@ describe('log cleaner', () => {
       const checkpoint = await readdir(dir)
       assert.ok(checkpoint.includes(CLEANER_OFFSET_CHECKPOINT_FILE))
       const reopened = await LogManager.open({
+        fs: nodeFileSystem,
         logDirs: [dir],
         clock,
         defaultConfig: compactConfig(),
@@ -772,7 +777,13 @@ describe('log cleaner crash safety', () => {
         // Wait for anything queued, then drop the handles as a dead process would.
         await crashing.read(0, { maxBytes: 1 }).catch(() => undefined)
         await crashing.closeHandlers()
-        const reopened = await PartitionLog.open({ dir, config, clock, hadCleanShutdown: false })
+        const reopened = await UnifiedLog.open({
+          fs: nodeFileSystem,
+          dir,
+          config,
+          clock,
+          hadCleanShutdown: false,
+        })
         const records = await recordsOf(reopened)
         // Each group of segments is swapped atomically: every record is one of the old
         // log's, at its offset, and every record the complete clean keeps is there.
@@ -819,7 +830,13 @@ describe('log cleaner crash safety', () => {
       // A stray .cleaned segment (a clean that had not begun its swap) is ignored and removed.
       const prefix = String(groupBase).padStart(20, '0')
       await cp(join(dir, `${prefix}.log`), join(dir, `${prefix}.log.cleaned`))
-      const reopened = await PartitionLog.open({ dir, config, clock, hadCleanShutdown: false })
+      const reopened = await UnifiedLog.open({
+        fs: nodeFileSystem,
+        dir,
+        config,
+        clock,
+        hadCleanShutdown: false,
+      })
       assert.deepEqual(await recordsOf(reopened), after)
       assert.ok(!(await readdir(dir)).some((f) => f.endsWith('.cleaned')))
       await reopened.close()

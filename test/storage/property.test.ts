@@ -8,8 +8,9 @@ import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import fc from 'fast-check'
+import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { fromProperties, type LogConfig } from '../../src/storage/log-config.js'
-import { PartitionLog } from '../../src/storage/partition-log.js'
+import { UnifiedLog } from '../../src/storage/unified-log.js'
 import { makeTempDir, readAll, removeDir, simpleBatch } from './helpers.js'
 
 interface ModelBatch {
@@ -28,7 +29,7 @@ interface Model {
 }
 
 interface Real {
-  log: PartitionLog
+  log: UnifiedLog
   readonly dir: string
   readonly config: LogConfig
 }
@@ -164,7 +165,8 @@ class ReopenCommand implements Command {
     const recoveryPoint = this.fromZero ? 0 : real.log.recoveryPoint
     if (this.clean) await real.log.close()
     else await real.log.closeHandlers()
-    real.log = await PartitionLog.open({
+    real.log = await UnifiedLog.open({
+      fs: nodeFileSystem,
       dir: real.dir,
       config: real.config,
       hadCleanShutdown: this.clean,
@@ -257,7 +259,7 @@ async function runModel(config: LogConfig, baseRuns: number, seed?: number) {
     fc.asyncProperty(fc.commands(commands, { maxCommands: 40 }), async (cmds) => {
       const root = await makeTempDir('tidelog-prop-')
       const dir = join(root, 'prop-0')
-      const real: Real = { log: await PartitionLog.open({ dir, config }), dir, config }
+      const real: Real = { log: await UnifiedLog.open({ fs: nodeFileSystem, dir, config }), dir, config }
       const model: Model = {
         batches: [],
         startOffset: 0,

@@ -3,15 +3,16 @@ import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import type { Clock } from '../../src/common/clock.js'
+import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { isStorageError } from '../../src/storage/errors.js'
 import { fromProperties } from '../../src/storage/log-config.js'
-import { PartitionLog } from '../../src/storage/partition-log.js'
+import { UnifiedLog } from '../../src/storage/unified-log.js'
 import { ManualClock, readAll, simpleBatch, waitFor, withTempDir } from './helpers.js'
 
 const small = fromProperties({ 'segment.bytes': 1024, 'index.interval.bytes': 100 })
 
 async function filled(dir: string, batches: number, config = small, clock?: Clock) {
-  const log = await PartitionLog.open({ dir: join(dir, 't-0'), config, clock })
+  const log = await UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, 't-0'), config, clock })
   for (let i = 0; i < batches; i++) {
     await log.append(simpleBatch(2, 40, i, { baseTimestamp: 1_000_000 + i * 1000 }), {
       assignOffsets: true,
@@ -43,7 +44,7 @@ describe('truncation', () => {
       const next = await log.append(simpleBatch(1), { assignOffsets: true, leaderEpoch: 5 })
       assert.equal(next.firstOffset, 30)
       await log.close()
-      const reopened = await PartitionLog.open({ dir: join(dir, 't-0'), config: small })
+      const reopened = await UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, 't-0'), config: small })
       assert.equal(reopened.logEndOffset, 31)
       assert.equal((await readAll(reopened)).length, 16)
       await reopened.close()

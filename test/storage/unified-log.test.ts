@@ -3,9 +3,10 @@ import { readdir, readFile, rename, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { BatchHeader, TimestampType } from '../../src/protocol/batch-header.js'
+import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { isStorageError } from '../../src/storage/errors.js'
 import { DEFAULT_LOG_CONFIG, fromProperties } from '../../src/storage/log-config.js'
-import { PartitionLog } from '../../src/storage/partition-log.js'
+import { UnifiedLog } from '../../src/storage/unified-log.js'
 import { crcIsValid, readAll, simpleBatch, splitBatches, withTempDir } from './helpers.js'
 
 const small = fromProperties({
@@ -17,12 +18,12 @@ const small = fromProperties({
 async function openLog(
   dir: string,
   config = DEFAULT_LOG_CONFIG,
-  extra: Partial<Parameters<typeof PartitionLog.open>[0]> = {},
+  extra: Partial<Parameters<typeof UnifiedLog.open>[0]> = {},
 ) {
-  return PartitionLog.open({ dir: join(dir, 'topic-0'), config, ...extra })
+  return UnifiedLog.open({ dir: join(dir, 'topic-0'), config, ...extra, fs: extra.fs ?? nodeFileSystem })
 }
 
-describe('PartitionLog append', () => {
+describe('UnifiedLog append', () => {
   it('assigns consecutive offsets across batches of one buffer and across appends', async () => {
     await withTempDir(async (dir) => {
       const log = await openLog(dir)
@@ -147,7 +148,7 @@ describe('PartitionLog append', () => {
   })
 })
 
-describe('PartitionLog read', () => {
+describe('UnifiedLog read', () => {
   it('returns whole batches bounded by maxOffset, maxBytes, and at least one batch', async () => {
     await withTempDir(async (dir) => {
       const log = await openLog(dir)
@@ -193,7 +194,7 @@ describe('PartitionLog read', () => {
   })
 })
 
-describe('PartitionLog close and delete', () => {
+describe('UnifiedLog close and delete', () => {
   it('a delete that follows a close in progress waits for it (the close still writes in the directory)', async () => {
     await withTempDir(async (dir) => {
       const log = await openLog(dir)
@@ -222,7 +223,7 @@ describe('PartitionLog close and delete', () => {
   })
 })
 
-describe('PartitionLog roll, indexes and files', () => {
+describe('UnifiedLog roll, indexes and files', () => {
   it('rolls by segment.bytes with Kafka file names, preallocated then trimmed indexes', async () => {
     await withTempDir(async (dir) => {
       const log = await openLog(dir, small)
