@@ -14,6 +14,7 @@ import { join } from 'node:path'
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks'
 import { systemClock } from '../src/common/clock.js'
 import { silentLogger } from '../src/common/logger.js'
+import type { LeaderEpoch } from '../src/common/types.js'
 import { CompressionType } from '../src/protocol/batch-header.js'
 import { encodeRecordBatch } from '../src/protocol/record-batch.js'
 import { nodeFileSystem } from '../src/runtime/node-file-system.js'
@@ -70,7 +71,7 @@ async function run(name: string, compression: CompressionType, totalBytes: numbe
         })
       }
       const batch = await encodeRecordBatch({ records: batchRecords, compression })
-      await log.append(batch, { assignOffsets: true, leaderEpoch: 0 })
+      await log.append(batch, { assignOffsets: true, leaderEpoch: 0 as LeaderEpoch })
     }
     await log.roll()
     log.updateHighWatermark(log.logEndOffset)

@@ -11,6 +11,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
+import type { LeaderEpoch } from '../src/common/types.js'
 import { nodeFileSystem } from '../src/runtime/node-file-system.js'
 import { fromProperties } from '../src/storage/log-config.js'
 import { UnifiedLog } from '../src/storage/unified-log.js'
@@ -57,7 +58,7 @@ async function appendRun(
   const worker = async () => {
     while (next < appends) {
       const buffer = pool[next++ % IN_FLIGHT_POOL]
-      await log.append(buffer, { assignOffsets: true, leaderEpoch: 0 })
+      await log.append(buffer, { assignOffsets: true, leaderEpoch: 0 as LeaderEpoch })
     }
   }
   await Promise.all(Array.from({ length: inFlight }, worker))

@@ -11,6 +11,7 @@ import { assert } from '../common/assert.js'
 import type { Clock } from '../common/clock.js'
 import type { FileSystem } from '../common/file-system.js'
 import type { Logger } from '../common/logger.js'
+import { maxOffset, minOffset, type Offset } from '../common/types.js'
 import type { LogConfig } from './log-config.js'
 import {
   type AppendedBatch,
@@ -20,9 +21,6 @@ import {
   type SegmentOptions,
   SWAP_FILE_SUFFIX,
 } from './log-segment.js'
-
-/** A JS number here, exact up to 2^53. */
-export type Offset = number
 
 /** What a read across segments found: whole batches, slices of file reads, no copies. */
 export interface LocalReadResult {
@@ -177,7 +175,7 @@ export class LocalLog {
       () => `append of ${batches[0].baseOffset}..${lastOffset} at log end ${this.logEndOffsetValue}`,
     )
     await this.activeSegment.append(buffers, batches, this.clock.nowMs())
-    this.logEndOffsetValue = lastOffset + 1
+    this.logEndOffsetValue = (lastOffset + 1) as Offset
     this.checkInvariants()
   }
 
@@ -196,7 +194,7 @@ export class LocalLog {
     await old.onBecomeInactiveSegment()
     this.segments.push(await this.createSegment(newBaseOffset))
     // The old segment and every one before it are fsynced (each at its own roll).
-    this.recoveryPointValue = Math.max(this.recoveryPointValue, newBaseOffset)
+    this.recoveryPointValue = maxOffset(this.recoveryPointValue, newBaseOffset)
     this.checkInvariants()
     this.logger.debug({ baseOffset: newBaseOffset }, 'rolled new log segment')
     return true
@@ -234,7 +232,7 @@ export class LocalLog {
 
   /** Raises the recovery point to `offset` (the data below it is gone or known durable). */
   raiseRecoveryPoint(offset: Offset): void {
-    this.recoveryPointValue = Math.max(this.recoveryPointValue, offset)
+    this.recoveryPointValue = maxOffset(this.recoveryPointValue, offset)
     this.checkInvariants()
   }
 
@@ -260,11 +258,12 @@ export class LocalLog {
     let offset = startOffset
     for (let i = 0; i < segments.length && result.sizeInBytes < maxBytes; i++) {
       const segment = segments[i]
-      const nextBase = segments[i + 1]?.baseOffset ?? Infinity
+      // Past the last segment: no bound (Infinity is not an offset, so this stays a number).
+      const nextBase: number = segments[i + 1]?.baseOffset ?? Infinity
       const minOne = minOneMessage && result.sizeInBytes === 0
       const read = await segment.read(offset, maxOffset, maxBytes - result.sizeInBytes, minOne)
       if (read === undefined) {
-        offset = Math.max(offset, nextBase)
+        offset = Math.max(offset, nextBase) as Offset
         continue
       }
       if (read.sizeInBytes === 0) break
@@ -302,11 +301,11 @@ export class LocalLog {
     await active.flush()
     // The cut batch may start after the target when compaction left a gap before it: the
     // log then ends at the target, never above it (the offsets between are not held).
-    const logEndOffset = Math.min(cut.cutAtOffset ?? (await active.readNextOffset()), targetOffset)
+    const logEndOffset = minOffset(cut.cutAtOffset ?? (await active.readNextOffset()), targetOffset)
     await active.onBecomeActiveSegment()
     this.logger.info({ targetOffset, logEndOffset, truncatedBytes: cut.truncatedBytes }, 'truncated log')
     this.logEndOffsetValue = logEndOffset
-    this.recoveryPointValue = Math.min(this.recoveryPointValue, logEndOffset)
+    this.recoveryPointValue = minOffset(this.recoveryPointValue, logEndOffset)
     this.checkInvariants()
     return logEndOffset
   }

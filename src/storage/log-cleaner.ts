@@ -28,6 +28,7 @@
 import { assert } from '../common/assert.js'
 import type { Clock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
+import { maxOffset, minOffset, type Offset } from '../common/types.js'
 import {
   ATTRIBUTES_OFFSET,
   BASE_TIMESTAMP_OFFSET,
@@ -51,7 +52,7 @@ import { isStorageError } from './errors.js'
 import { hasCompactPolicy, type LogConfig } from './log-config.js'
 import type { AppendedBatch, LogSegment } from './log-segment.js'
 import { readInt64, writeInt64 } from './record-batch-check.js'
-import type { Offset, UnifiedLog } from './unified-log.js'
+import type { UnifiedLog } from './unified-log.js'
 
 /** Bytes read from a segment per step: bounds both memory and the time between awaits. */
 export const READ_WINDOW_BYTES = 1 << 20
@@ -119,8 +120,8 @@ export function cleanableRange(
 ): CleanableRange | undefined {
   const config = log.config
   const segments = log.segmentList
-  const end = Math.min(cleanableEndOffset, log.activeSegment.baseOffset)
-  const firstDirty = Math.max(firstDirtyOffset, log.logStartOffset)
+  const end = minOffset(cleanableEndOffset, log.activeSegment.baseOffset)
+  const firstDirty = maxOffset(firstDirtyOffset, log.logStartOffset)
   let cleanBytes = 0
   let dirtyBytes = 0
   let endOffset = firstDirty
@@ -193,7 +194,10 @@ export class LogCleaner {
   firstDirtyOffset(log: UnifiedLog): Offset {
     const known = this.firstDirtyOffsets.get(log.dir) ?? log.logStartOffset
     const truncatedTo = log.takeTruncationSinceCleaning()
-    const offset = Math.max(log.logStartOffset, Math.min(known, truncatedTo ?? Infinity, log.logEndOffset))
+    const offset = maxOffset(
+      log.logStartOffset,
+      minOffset(minOffset(known, truncatedTo ?? known), log.logEndOffset),
+    )
     this.firstDirtyOffsets.set(log.dir, offset)
     return offset
   }
@@ -607,7 +611,7 @@ class Cleaner {
 }
 
 function batchBaseOffset(batch: BatchView): Offset {
-  return readInt64(batch.buf, batch.at)
+  return readInt64(batch.buf, batch.at) as Offset
 }
 
 function keyString(data: Buffer, span: RecordSpan): string {
@@ -615,11 +619,11 @@ function keyString(data: Buffer, span: RecordSpan): string {
 }
 
 function appendedBatch(batch: Buffer): AppendedBatch {
-  const baseOffset = readInt64(batch, 0)
+  const baseOffset = readInt64(batch, 0) as Offset
   return {
     sizeInBytes: batch.length,
     baseOffset,
-    lastOffset: baseOffset + batch.readInt32BE(LAST_OFFSET_DELTA_OFFSET),
+    lastOffset: (baseOffset + batch.readInt32BE(LAST_OFFSET_DELTA_OFFSET)) as Offset,
     maxTimestamp: readInt64(batch, MAX_TIMESTAMP_OFFSET),
   }
 }

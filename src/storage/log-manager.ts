@@ -13,6 +13,7 @@ import { assert } from '../common/assert.js'
 import { type Clock, systemClock, type TimerHandle } from '../common/clock.js'
 import { exists, type FileSystem } from '../common/file-system.js'
 import { type Logger, silentLogger } from '../common/logger.js'
+import type { Offset } from '../common/types.js'
 import {
   CheckpointFile,
   CheckpointFormatError,
@@ -64,7 +65,7 @@ export interface LogManagerOptions {
   /** producer.id.expiration.ms: the cleaner keeps a producer's last batch until then. */
   readonly producerIdExpirationMs?: number
   /** The offset below which a log may be cleaned; default its high watermark (set by replication). */
-  readonly cleanableEndOffset?: (log: UnifiedLog) => number
+  readonly cleanableEndOffset?: (log: UnifiedLog) => Offset
 }
 
 interface HostedLog {
@@ -74,10 +75,10 @@ interface HostedLog {
 }
 
 interface DirCheckpoints {
-  readonly recoveryPoints: Map<string, number>
-  readonly logStartOffsets: Map<string, number>
-  readonly highWatermarks: Map<string, number>
-  readonly cleanerOffsets: Map<string, number>
+  readonly recoveryPoints: Map<string, Offset>
+  readonly logStartOffsets: Map<string, Offset>
+  readonly highWatermarks: Map<string, Offset>
+  readonly cleanerOffsets: Map<string, Offset>
 }
 
 const DELETE_DIR_SUFFIX = '-delete'
@@ -148,9 +149,9 @@ export class LogManager {
     const logDir = this.pickLogDir()
     const log = await this.openLog(logDir, tp, config ?? this.configFor(tp.topic), {
       hadCleanShutdown: true,
-      recoveryPoint: 0,
-      logStartOffset: 0,
-      highWatermark: 0,
+      recoveryPoint: 0 as Offset,
+      logStartOffset: 0 as Offset,
+      highWatermark: 0 as Offset,
     })
     // Another caller may have created it while this one awaited.
     const raced = this.logs.get(key(tp))
@@ -272,9 +273,9 @@ export class LogManager {
       assert(!this.logs.has(k), () => `partition ${k} exists in two log dirs`)
       const log = await this.openLog(dir, tp, this.configFor(tp.topic), {
         hadCleanShutdown,
-        recoveryPoint: checkpoints.recoveryPoints.get(k) ?? 0,
-        logStartOffset: checkpoints.logStartOffsets.get(k) ?? 0,
-        highWatermark: checkpoints.highWatermarks.get(k) ?? 0,
+        recoveryPoint: checkpoints.recoveryPoints.get(k) ?? (0 as Offset),
+        logStartOffset: checkpoints.logStartOffsets.get(k) ?? (0 as Offset),
+        highWatermark: checkpoints.highWatermarks.get(k) ?? (0 as Offset),
         wasCompacted: checkpoints.cleanerOffsets.has(k),
       })
       this.logs.set(k, { log, logDir: dir, tp })
@@ -324,7 +325,7 @@ export class LogManager {
   }
 
   /** A malformed checkpoint is read as empty: recovery from 0 is slower but safe (as Kafka). */
-  private async readCheckpoint(dir: string, name: string): Promise<Map<string, number>> {
+  private async readCheckpoint(dir: string, name: string): Promise<Map<string, Offset>> {
     const file = new CheckpointFile(this.fs, join(dir, name), topicPartitionOffsetFormat)
     try {
       return new Map((await file.read()).map((e) => [key(e), e.offset]))
@@ -341,9 +342,9 @@ export class LogManager {
     config: LogConfig,
     start: {
       hadCleanShutdown: boolean
-      recoveryPoint: number
-      logStartOffset: number
-      highWatermark: number
+      recoveryPoint: Offset
+      logStartOffset: Offset
+      highWatermark: Offset
       wasCompacted?: boolean
     },
   ): Promise<UnifiedLog> {
@@ -386,7 +387,7 @@ export class LogManager {
     this.options.onLogDirFailure?.(dir, err)
   }
 
-  private writeCheckpoints(name: string, offsetOf: (log: UnifiedLog) => number | undefined): Promise<void> {
+  private writeCheckpoints(name: string, offsetOf: (log: UnifiedLog) => Offset | undefined): Promise<void> {
     const run = async () => {
       for (const dir of this.options.logDirs) {
         if (this.offlineDirs.has(dir)) continue

@@ -13,6 +13,8 @@
  * configuration and the LogAppendTime to stamp; the validator throws a StorageError with
  * Kafka's code to refuse the whole append.
  */
+
+import { type LeaderEpoch, NO_OFFSET, type Offset } from '../common/types.js'
 import {
   BATCH_LENGTH_OFFSET,
   LAST_OFFSET_DELTA_OFFSET,
@@ -31,19 +33,19 @@ export const NO_LOG_APPEND_TIME = -1
 
 /** A leader epoch starting at an offset, for the leader-epoch cache once the batches are written. */
 export interface EpochStart {
-  readonly epoch: number
-  readonly startOffset: number
+  readonly epoch: LeaderEpoch
+  readonly startOffset: Offset
 }
 
 /** What an append will add to the log, known before the write (the log start comes after). */
 export interface ValidatedAppendInfo {
   /** -1 when the append holds no batch. */
-  readonly firstOffset: number
-  readonly lastOffset: number
+  readonly firstOffset: Offset
+  readonly lastOffset: Offset
   /** The stamped LogAppendTime, or -1 for CreateTime. */
   readonly logAppendTimeMs: number
   readonly maxTimestamp: number
-  readonly offsetOfMaxTimestamp: number
+  readonly offsetOfMaxTimestamp: Offset
   /** Batches in the append. */
   readonly shallowCount: number
   readonly validBytes: number
@@ -57,9 +59,9 @@ export interface ValidatedAppend {
 
 interface CommonRules {
   /** The offset the append must start at: the log end offset plus the appends before it in the group. */
-  readonly nextOffset: number
+  readonly nextOffset: Offset
   /** The log's latest leader epoch, counting the appends before it in the group (-1: none). */
-  readonly latestEpoch: number
+  readonly latestEpoch: LeaderEpoch
   /** segment.bytes: an append must fit in one segment. */
   readonly segmentBytes: number
 }
@@ -70,7 +72,7 @@ export interface LeaderRules extends CommonRules {
   /** max.message.bytes, per batch. */
   readonly maxMessageBytes: number
   /** Stamped into each batch's partitionLeaderEpoch; must not be older than latestEpoch. */
-  readonly leaderEpoch: number | undefined
+  readonly leaderEpoch: LeaderEpoch | undefined
   /** The LogAppendTime to stamp, or -1 to keep CreateTime (see resolveLogAppendTime). */
   readonly logAppendTimeMs: number
 }
@@ -178,7 +180,7 @@ function assignOffsets(
     if (epoch !== undefined) buffer.writeInt32BE(epoch, batch.position + PARTITION_LEADER_EPOCH_OFFSET)
     if (logAppendTimeMs !== NO_LOG_APPEND_TIME) setLogAppendTime(buffer, batch.position, logAppendTimeMs)
     const batchMaxTimestamp = logAppendTimeMs !== NO_LOG_APPEND_TIME ? logAppendTimeMs : batch.maxTimestamp
-    const lastOffset = offset + lastOffsetDelta
+    const lastOffset = (offset + lastOffsetDelta) as Offset
     if (batchMaxTimestamp > maxTimestamp) {
       maxTimestamp = batchMaxTimestamp
       offsetOfMaxTimestamp = lastOffset
@@ -189,7 +191,7 @@ function assignOffsets(
       lastOffset,
       maxTimestamp: batchMaxTimestamp,
     })
-    offset = lastOffset + 1
+    offset = (lastOffset + 1) as Offset
   }
   const epochStarts = epoch !== undefined && epoch >= 0 ? [{ epoch, startOffset: nextOffset }] : []
   return {
@@ -197,7 +199,7 @@ function assignOffsets(
     epochStarts,
     info: {
       firstOffset: nextOffset,
-      lastOffset: offset - 1,
+      lastOffset: (offset - 1) as Offset,
       logAppendTimeMs,
       maxTimestamp,
       offsetOfMaxTimestamp,
@@ -241,14 +243,14 @@ function checkFollowerOffsets(
       offsetOfMaxTimestamp = batch.lastOffset
     }
     batches.push(batch)
-    expected = batch.lastOffset + 1
+    expected = (batch.lastOffset + 1) as Offset
   }
   return {
     batches,
     epochStarts,
     info: {
       firstOffset: nextOffset,
-      lastOffset: expected - 1,
+      lastOffset: (expected - 1) as Offset,
       logAppendTimeMs: NO_LOG_APPEND_TIME,
       maxTimestamp,
       offsetOfMaxTimestamp,
@@ -259,10 +261,10 @@ function checkFollowerOffsets(
 }
 
 /** An append without batches: nothing written, no offsets (Kafka answers -1). */
-export function emptyAppendInfo(nextOffset: number): ValidatedAppendInfo {
+export function emptyAppendInfo(nextOffset: Offset): ValidatedAppendInfo {
   return {
-    firstOffset: -1,
-    lastOffset: -1,
+    firstOffset: NO_OFFSET,
+    lastOffset: NO_OFFSET,
     logAppendTimeMs: NO_LOG_APPEND_TIME,
     maxTimestamp: NO_TIMESTAMP,
     offsetOfMaxTimestamp: nextOffset,

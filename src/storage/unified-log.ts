@@ -16,7 +16,7 @@ import { assert } from '../common/assert.js'
 import { type Clock, systemClock, type TimerHandle } from '../common/clock.js'
 import type { FileSystem } from '../common/file-system.js'
 import { type Logger, silentLogger } from '../common/logger.js'
-import { NO_PARTITION_LEADER_EPOCH } from '../protocol/batch-header.js'
+import { type LeaderEpoch, maxOffset, minOffset, type Offset } from '../common/types.js'
 import {
   isStorageError,
   offsetOutOfRange,
@@ -24,8 +24,13 @@ import {
   StorageError,
   storageFailure,
 } from './errors.js'
-import { type EpochEndOffset, LeaderEpochFileCache, UNDEFINED_EPOCH_OFFSET } from './leader-epoch-cache.js'
-import { LocalLog, type Offset, segmentOptions } from './local-log.js'
+import {
+  type EpochEndOffset,
+  LeaderEpochFileCache,
+  UNDEFINED_EPOCH,
+  UNDEFINED_EPOCH_OFFSET,
+} from './leader-epoch-cache.js'
+import { LocalLog, segmentOptions } from './local-log.js'
 import { DEFAULT_LOG_CONFIG, hasCompactPolicy, hasDeletePolicy, type LogConfig } from './log-config.js'
 import { loadLog } from './log-loader.js'
 import { CLEANED_FILE_SUFFIX, type LogSegment } from './log-segment.js'
@@ -37,8 +42,7 @@ import {
 } from './log-validator.js'
 import { NO_TIMESTAMP } from './time-index.js'
 
-export type { Offset } from './local-log.js'
-export type LeaderEpoch = number
+export type { LeaderEpoch, Offset } from '../common/types.js'
 
 export interface TopicPartition {
   readonly topic: string
@@ -216,7 +220,7 @@ export class UnifiedLog {
     this.topicPartition = parseTopicPartition(basename(dir))
     this.local = new LocalLog(dir, config, fs, clock, logger, loaded)
     this.logStartOffsetValue = loaded.logStartOffset
-    this.highWatermarkValue = Math.min(Math.max(highWatermark, loaded.logStartOffset), loaded.logEndOffset)
+    this.highWatermarkValue = minOffset(maxOffset(highWatermark, loaded.logStartOffset), loaded.logEndOffset)
     this.checkInvariants()
   }
 
@@ -235,8 +239,8 @@ export class UnifiedLog {
       nowMs: clock.nowMs(),
       logger,
       hadCleanShutdown: options.hadCleanShutdown ?? false,
-      recoveryPoint: options.recoveryPoint ?? 0,
-      logStartOffset: options.logStartOffset ?? 0,
+      recoveryPoint: options.recoveryPoint ?? (0 as Offset),
+      logStartOffset: options.logStartOffset ?? (0 as Offset),
       leaderEpochCache,
       allowOffsetGaps: hasCompactPolicy(config) || options.wasCompacted === true,
     })
@@ -248,7 +252,7 @@ export class UnifiedLog {
       logger,
       leaderEpochCache,
       loaded,
-      options.highWatermark ?? 0,
+      options.highWatermark ?? (0 as Offset),
       options.onStorageError,
       options.wasCompacted === true,
     )
@@ -317,7 +321,7 @@ export class UnifiedLog {
    */
   updateHighWatermark(offset: Offset): Offset {
     assert(Number.isSafeInteger(offset), () => `bad high watermark ${offset}`)
-    this.highWatermarkValue = Math.min(Math.max(offset, this.logStartOffsetValue), this.logEndOffset)
+    this.highWatermarkValue = minOffset(maxOffset(offset, this.logStartOffsetValue), this.logEndOffset)
     this.checkInvariants()
     return this.highWatermarkValue
   }
@@ -356,7 +360,7 @@ export class UnifiedLog {
 
   private async runAppends(appends: readonly PendingAppend[]): Promise<void> {
     let nextOffset = this.logEndOffset
-    let latestEpoch = this.leaderEpochCache.latestEpoch ?? NO_PARTITION_LEADER_EPOCH
+    let latestEpoch = this.leaderEpochCache.latestEpoch ?? UNDEFINED_EPOCH
     let group: PreparedAppend[] = []
     let groupBytes = 0
     let groupBatches = 0
@@ -401,8 +405,8 @@ export class UnifiedLog {
       group.push(prepared)
       groupBytes += bytes
       groupBatches += prepared.batches.length
-      nextOffset = prepared.info.lastOffset + 1
-      for (const start of prepared.epochStarts) latestEpoch = Math.max(latestEpoch, start.epoch)
+      nextOffset = (prepared.info.lastOffset + 1) as Offset
+      for (const start of prepared.epochStarts) if (start.epoch > latestEpoch) latestEpoch = start.epoch
     }
     await this.writeGroup(group)
   }
@@ -526,9 +530,9 @@ export class UnifiedLog {
     if (startOffset < logStartOffset || startOffset > logEndOffset) {
       throw offsetOutOfRange(startOffset, logStartOffset, logEndOffset)
     }
-    const maxOffset = Math.min(options.maxOffset ?? logEndOffset, logEndOffset)
+    const readEnd = minOffset(options.maxOffset ?? logEndOffset, logEndOffset)
     const highWatermark = this.highWatermarkValue
-    if (startOffset >= maxOffset) {
+    if (startOffset >= readEnd) {
       return {
         records: [],
         sizeInBytes: 0,
@@ -539,12 +543,7 @@ export class UnifiedLog {
         logEndOffset,
       }
     }
-    const read = await this.local.read(
-      startOffset,
-      maxOffset,
-      options.maxBytes,
-      options.minOneMessage ?? true,
-    )
+    const read = await this.local.read(startOffset, readEnd, options.maxBytes, options.minOneMessage ?? true)
     return { ...read, highWatermark, logStartOffset, logEndOffset }
   }
 
@@ -619,8 +618,8 @@ export class UnifiedLog {
   private async truncateSegmentsTo(targetOffset: Offset): Promise<void> {
     const logEndOffset = await this.local.truncateTo(targetOffset)
     this.noteTruncation(logEndOffset)
-    this.logStartOffsetValue = Math.min(this.logStartOffsetValue, logEndOffset)
-    this.highWatermarkValue = Math.min(this.highWatermarkValue, logEndOffset)
+    this.logStartOffsetValue = minOffset(this.logStartOffsetValue, logEndOffset)
+    this.highWatermarkValue = minOffset(this.highWatermarkValue, logEndOffset)
     this.checkInvariants()
     await this.leaderEpochCache.truncateFromEnd(logEndOffset)
     this.checkInvariants()
@@ -696,7 +695,7 @@ export class UnifiedLog {
     const deletable = this.local.deletableSegments(this.highWatermarkValue, predicate)
     if (deletable.length === 0) return 0
     const removed = this.local.removeOldestSegments(deletable.length)
-    this.logStartOffsetValue = Math.max(this.logStartOffsetValue, this.local.firstSegment.baseOffset)
+    this.logStartOffsetValue = maxOffset(this.logStartOffsetValue, this.local.firstSegment.baseOffset)
     // Nothing below the log start is read again: recovery never needs to scan it.
     this.local.raiseRecoveryPoint(this.logStartOffsetValue)
     this.checkInvariants()
@@ -710,7 +709,7 @@ export class UnifiedLog {
   // ---- log cleaner ----
 
   private noteTruncation(logEndOffset: Offset): void {
-    this.truncatedToSinceCleaning = Math.min(this.truncatedToSinceCleaning ?? Infinity, logEndOffset)
+    this.truncatedToSinceCleaning = minOffset(this.truncatedToSinceCleaning ?? logEndOffset, logEndOffset)
   }
 
   /** The lowest log end a truncation left since the last call, then forgets it (the cleaner's dirty offset follows it). */

@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { InvariantError } from '../../src/common/assert.js'
 import { silentLogger } from '../../src/common/logger.js'
+import type { LeaderEpoch, Offset } from '../../src/common/types.js'
 import type { ClusterImage, PartitionState } from '../../src/metadata/cluster-image.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { waitForHighWatermark } from '../../src/replication/delayed-operations.js'
@@ -318,9 +319,9 @@ describe('Partition ISR', () => {
         // This broker followed at epoch 0: 10 records, but the leader's HW reached it only up to 5.
         await log.append(simpleBatch(10, 10, 0, { partitionLeaderEpoch: 0 }), {
           assignOffsets: true,
-          leaderEpoch: 0,
+          leaderEpoch: 0 as LeaderEpoch,
         })
-        log.updateHighWatermark(5)
+        log.updateHighWatermark(5 as Offset)
         const p = new Partition(
           { topic: 't', partition: 0, topicId: 'id' },
           log,
@@ -449,7 +450,7 @@ describe('Partition leadership', () => {
     await withPartition(state({ leaderEpoch: 7 }), async (p, _ctx, _clock, log) => {
       await produce(p, 2)
       assert.equal(log.latestEpoch, 7)
-      const data = await log.read(0, { maxBytes: 1 << 20 })
+      const data = await log.read(0 as Offset, { maxBytes: 1 << 20 })
       assert.equal(data.records[0].readInt32BE(12), 7)
     })
   })
@@ -531,7 +532,7 @@ describe('acks=all purgatory', () => {
         // follower it truncates and takes broker 2's records and high watermark: the old
         // produce must not be answered as if its records were committed.
         await manager.applyImage(image(state({ leader: 2, leaderEpoch: 1, partitionEpoch: 1 })))
-        await p.log.truncateTo(0)
+        await p.log.truncateTo(0 as Offset)
         await p.appendAsFollower(simpleBatch(12, 10, 9, { partitionLeaderEpoch: 1 }), 12)
         assert.equal(p.highWatermark, 12)
         const result = await Promise.race([pending, new Promise((r) => setTimeout(() => r('pending'), 200))])

@@ -5,6 +5,7 @@
  * that picks this file up by its folder name finishes at once.
  */
 
+import type { LeaderEpoch } from '../../src/common/types.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { fromProperties } from '../../src/storage/log-config.js'
 import { UnifiedLog } from '../../src/storage/unified-log.js'
@@ -22,7 +23,9 @@ async function main(dir: string, flushEveryMessage: boolean): Promise<void> {
   for (let round = 0; ; round++) {
     const appends = Array.from({ length: 1 + (round % 4) }, (_, i) => {
       const buffer = simpleBatch(1 + ((round * 7 + i) % 20), 100, round + i)
-      return log.append(buffer, { assignOffsets: true, leaderEpoch: 0 }).then((info) => ({ info, buffer }))
+      return log
+        .append(buffer, { assignOffsets: true, leaderEpoch: 0 as LeaderEpoch })
+        .then((info) => ({ info, buffer }))
     })
     for (const { info, buffer } of await Promise.all(appends)) {
       process.stdout.write(`ack ${info.firstOffset} ${info.lastOffset} ${buffer.readUInt32BE(17)}\n`)

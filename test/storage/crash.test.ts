@@ -10,6 +10,7 @@ import { readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
+import type { Offset } from '../../src/common/types.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { UnifiedLog } from '../../src/storage/unified-log.js'
 import { readAll, withTempDir } from './helpers.js'
@@ -82,9 +83,9 @@ describe('crash recovery', () => {
           fs: nodeFileSystem,
           dir,
           hadCleanShutdown: false,
-          recoveryPoint: 0,
+          recoveryPoint: 0 as Offset,
         })
-        const batches = await readAll(log, 0, 1 << 20)
+        const batches = await readAll(log, 0 as Offset, 1 << 20)
         const byBase = new Map(batches.map((b) => [b.baseOffset, b]))
         for (const ack of acked.values()) {
           const batch = byBase.get(ack.firstOffset)

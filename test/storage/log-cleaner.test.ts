@@ -11,6 +11,7 @@ import { describe, it } from 'node:test'
 import fc from 'fast-check'
 import type { FileHandle, FileSystem, OpenFlags } from '../../src/common/file-system.js'
 import { silentLogger } from '../../src/common/logger.js'
+import type { LeaderEpoch, Offset } from '../../src/common/types.js'
 import { CompressionType } from '../../src/protocol/batch-header.js'
 import { decodeRecordBatch, encodeRecordBatch, readBatchHeader } from '../../src/protocol/record-batch.js'
 import { ProducerStateManager } from '../../src/replication/producer-state.js'
@@ -117,13 +118,16 @@ async function writeOverwrites(
     for (let k = 0; k < keys; k++) {
       pending.push({ key: `key-${k}`, value: `value-${k}-${round}-${'x'.repeat(20)}` })
       if (pending.length === perBatch) {
-        await log.append(await batchOf(pending, options), { assignOffsets: true, leaderEpoch: 0 })
+        await log.append(await batchOf(pending, options), {
+          assignOffsets: true,
+          leaderEpoch: 0 as LeaderEpoch,
+        })
         pending = []
       }
     }
   }
   if (pending.length > 0)
-    await log.append(await batchOf(pending, options), { assignOffsets: true, leaderEpoch: 0 })
+    await log.append(await batchOf(pending, options), { assignOffsets: true, leaderEpoch: 0 as LeaderEpoch })
   log.updateHighWatermark(log.logEndOffset)
 }
 
@@ -197,7 +201,7 @@ describe('log cleaner', () => {
       await writeOverwrites(log, 10, 30)
       const middle = log.segmentBaseOffsets[Math.floor(log.numberOfSegments / 2)]
       const highWatermark = middle + 3 // inside a segment: that segment stays dirty
-      log.updateHighWatermark(highWatermark)
+      log.updateHighWatermark(highWatermark as Offset)
       const before = await recordsOf(log)
       const bytesAbove = (await readAll(log, middle)).map((b) => b.bytes.toString('hex'))
       const stats = await cleanNow(log, clock)
@@ -458,7 +462,7 @@ describe('log cleaner', () => {
       const follower = await openCompacted(join(dir, 'follower-0'), compactConfig(), clock)
       let offset = 0
       while (offset < leader.logEndOffset) {
-        const data = await leader.read(offset, { maxBytes: 1500 })
+        const data = await leader.read(offset as Offset, { maxBytes: 1500 })
         await follower.append(Buffer.concat(data.records), { assignOffsets: false })
         offset = data.nextOffset
       }
@@ -513,7 +517,7 @@ describe('log cleaner', () => {
         config: deleteConfig,
         clock,
         hadCleanShutdown: false,
-        recoveryPoint: 0,
+        recoveryPoint: 0 as Offset,
         wasCompacted: true,
       })
       assert.deepEqual(await recordsOf(reopened), after)
@@ -529,7 +533,7 @@ describe('log cleaner', () => {
       assert.ok((await cleanNow(log, clock)).cleaned)
       const firstBatch = (await readAll(log))[0]
       assert.ok(firstBatch.baseOffset > 0, 'the cleaned log starts with a gap')
-      await log.truncateTo(0)
+      await log.truncateTo(0 as Offset)
       assert.equal(log.logEndOffset, 0)
       assert.deepEqual(await readAll(log), [])
       await log.append(await batchOf([{ key: 'a', value: 'b' }]), { assignOffsets: true })
@@ -578,7 +582,7 @@ describe('log cleaner', () => {
         let offset = 0
         while (!done) {
           if (offset >= log.logEndOffset) offset = 0
-          const data = await log.read(offset, { maxBytes: 3000 })
+          const data = await log.read(offset as Offset, { maxBytes: 3000 })
           for (const chunk of data.records) {
             for (let at = 0; at < chunk.length; ) {
               const size = 12 + chunk.readInt32BE(at + 8)
@@ -775,7 +779,7 @@ describe('log cleaner crash safety', () => {
         fs.arm(failAt)
         await cleanNow(crashing, clock).catch(() => undefined)
         // Wait for anything queued, then drop the handles as a dead process would.
-        await crashing.read(0, { maxBytes: 1 }).catch(() => undefined)
+        await crashing.read(0 as Offset, { maxBytes: 1 }).catch(() => undefined)
         await crashing.closeHandlers()
         const reopened = await UnifiedLog.open({
           fs: nodeFileSystem,
@@ -933,7 +937,7 @@ describe('log cleaner model', () => {
                 // A follower cutting what is above its high watermark (never what was cleaned).
                 const before = await recordsOf(log)
                 const hw = log.highWatermark
-                await log.truncateTo(hw + Math.floor((log.logEndOffset - hw) * op.fraction))
+                await log.truncateTo((hw + Math.floor((log.logEndOffset - hw) * op.fraction)) as Offset)
                 const kept = viewOf(before.filter((r) => r.offset < log.logEndOffset))
                 model.clear()
                 for (const [k, v] of kept) model.set(k, v)

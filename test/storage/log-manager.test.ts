@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { readFile, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
+import type { LeaderEpoch, Offset } from '../../src/common/types.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { fromProperties } from '../../src/storage/log-config.js'
 import { CLEAN_SHUTDOWN_FILE, LogManager } from '../../src/storage/log-manager.js'
@@ -26,8 +27,8 @@ describe('LogManager', () => {
       assert.equal(await manager.getOrCreateLog({ topic: 'orders', partition: 0 }), a)
       assert.notEqual(a.dir.split('/').at(-2), b.dir.split('/').at(-2), 'one log per dir')
       await a.append(simpleBatch(5), { assignOffsets: true })
-      a.updateHighWatermark(3)
-      await a.deleteRecordsBefore(2)
+      a.updateHighWatermark(3 as Offset)
+      await a.deleteRecordsBefore(2 as Offset)
       await manager.shutdown()
       const d1 = logDirs.find((d) => a.dir.startsWith(d))!
       assert.equal(await readFile(join(d1, 'recovery-point-offset-checkpoint'), 'utf8'), '0\n1\norders 0 5\n')
@@ -42,9 +43,10 @@ describe('LogManager', () => {
       const logDirs = [join(root, 'd1')]
       const first = await LogManager.open({ fs: nodeFileSystem, logDirs })
       const log = await first.getOrCreateLog({ topic: 'my-topic-with-dashes', partition: 7 })
-      for (let i = 0; i < 5; i++) await log.append(simpleBatch(2), { assignOffsets: true, leaderEpoch: 2 })
-      log.updateHighWatermark(8)
-      await log.deleteRecordsBefore(4)
+      for (let i = 0; i < 5; i++)
+        await log.append(simpleBatch(2), { assignOffsets: true, leaderEpoch: 2 as LeaderEpoch })
+      log.updateHighWatermark(8 as Offset)
+      await log.deleteRecordsBefore(4 as Offset)
       await first.shutdown()
       const second = await LogManager.open({ fs: nodeFileSystem, logDirs })
       assert.equal(await exists(join(logDirs[0], CLEAN_SHUTDOWN_FILE)), false)

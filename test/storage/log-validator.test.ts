@@ -3,6 +3,7 @@
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
+import type { LeaderEpoch, Offset } from '../../src/common/types.js'
 import {
   ATTRIBUTES_OFFSET,
   BatchHeader,
@@ -28,8 +29,8 @@ const BASE_TIMESTAMP = 1_700_000_000_000
 function leader(overrides: Partial<LeaderRules> = {}): LeaderRules {
   return {
     origin: 'leader',
-    nextOffset: 0,
-    latestEpoch: -1,
+    nextOffset: 0 as Offset,
+    latestEpoch: -1 as LeaderEpoch,
     segmentBytes: 1024 * 1024,
     maxMessageBytes: 1024 * 1024,
     leaderEpoch: undefined,
@@ -41,8 +42,8 @@ function leader(overrides: Partial<LeaderRules> = {}): LeaderRules {
 function follower(overrides: Partial<FollowerRules> = {}): FollowerRules {
   return {
     origin: 'follower',
-    nextOffset: 0,
-    latestEpoch: -1,
+    nextOffset: 0 as Offset,
+    latestEpoch: -1 as LeaderEpoch,
     segmentBytes: 1024 * 1024,
     offsetGapsAllowed: false,
     ...overrides,
@@ -66,7 +67,10 @@ function patchLastOffsetDelta(batch: Buffer, lastOffsetDelta: number): Buffer {
 describe('LogValidator: leader appends', () => {
   it('assigns consecutive offsets from the log end and stamps the leader epoch', () => {
     const buffer = Buffer.concat([simpleBatch(3, 8, 0, { baseOffset: 77 }), simpleBatch(2)])
-    const validated = validateAppend(buffer, leader({ nextOffset: 10, latestEpoch: 4, leaderEpoch: 5 }))
+    const validated = validateAppend(
+      buffer,
+      leader({ nextOffset: 10 as Offset, latestEpoch: 4 as LeaderEpoch, leaderEpoch: 5 as LeaderEpoch }),
+    )
     assert.deepEqual(
       validated.batches.map((b) => [b.baseOffset, b.lastOffset]),
       [
@@ -137,7 +141,7 @@ describe('LogValidator: leader appends', () => {
   it('refuses a leader epoch older than the log', () => {
     const buffer = simpleBatch(1)
     assert.throws(
-      () => validateAppend(buffer, leader({ latestEpoch: 7, leaderEpoch: 6 })),
+      () => validateAppend(buffer, leader({ latestEpoch: 7 as LeaderEpoch, leaderEpoch: 6 as LeaderEpoch })),
       refusedWith('INVALID_LEADER_EPOCH'),
     )
     assert.equal(Number(buffer.readBigInt64BE(0)), 0, 'a refused buffer is not patched')
@@ -181,7 +185,7 @@ describe('LogValidator: framing, CRC, magic and compression codec', () => {
     const buffer = Buffer.concat([good, corrupt])
     const before = Buffer.from(buffer)
     assert.throws(
-      () => validateAppend(buffer, leader({ nextOffset: 50, leaderEpoch: 1 })),
+      () => validateAppend(buffer, leader({ nextOffset: 50 as Offset, leaderEpoch: 1 as LeaderEpoch })),
       (err) => {
         assert.ok(isStorageError(err, 'CORRUPT_MESSAGE'))
         assert.match(err.message, /bad-crc/)
@@ -217,7 +221,7 @@ describe('LogValidator: framing, CRC, magic and compression codec', () => {
   })
 
   it('answers an empty append with no offsets', () => {
-    const validated = validateAppend(Buffer.alloc(0), leader({ nextOffset: 9 }))
+    const validated = validateAppend(Buffer.alloc(0), leader({ nextOffset: 9 as Offset }))
     assert.deepEqual(validated.batches, [])
     assert.deepEqual(validated.epochStarts, [])
     assert.equal(validated.info.firstOffset, -1)
@@ -235,7 +239,10 @@ describe('LogValidator: follower appends', () => {
       simpleBatch(2, 8, 0, { baseOffset: 8, partitionLeaderEpoch: 4 }),
     ])
     const before = Buffer.from(buffer)
-    const validated = validateAppend(buffer, follower({ nextOffset: 5, latestEpoch: 2 }))
+    const validated = validateAppend(
+      buffer,
+      follower({ nextOffset: 5 as Offset, latestEpoch: 2 as LeaderEpoch }),
+    )
     assert.deepEqual(validated.epochStarts, [
       { epoch: 3, startOffset: 5 },
       { epoch: 4, startOffset: 8 },
@@ -249,12 +256,12 @@ describe('LogValidator: follower appends', () => {
   it('refuses batches that do not continue the log', () => {
     const ahead = simpleBatch(1, 8, 0, { baseOffset: 6 })
     assert.throws(
-      () => validateAppend(ahead, follower({ nextOffset: 5 })),
+      () => validateAppend(ahead, follower({ nextOffset: 5 as Offset })),
       refusedWith('UNEXPECTED_APPEND_OFFSET'),
     )
     const behind = simpleBatch(1, 8, 0, { baseOffset: 4 })
     assert.throws(
-      () => validateAppend(behind, follower({ nextOffset: 5 })),
+      () => validateAppend(behind, follower({ nextOffset: 5 as Offset })),
       refusedWith('UNEXPECTED_APPEND_OFFSET'),
     )
   })
@@ -262,12 +269,12 @@ describe('LogValidator: follower appends', () => {
   it('accepts offset gaps from a compacted leader but never going back', () => {
     const ahead = simpleBatch(1, 8, 0, { baseOffset: 6 })
     assert.equal(
-      validateAppend(ahead, follower({ nextOffset: 5, offsetGapsAllowed: true })).info.lastOffset,
+      validateAppend(ahead, follower({ nextOffset: 5 as Offset, offsetGapsAllowed: true })).info.lastOffset,
       6,
     )
     const behind = simpleBatch(1, 8, 0, { baseOffset: 4 })
     assert.throws(
-      () => validateAppend(behind, follower({ nextOffset: 5, offsetGapsAllowed: true })),
+      () => validateAppend(behind, follower({ nextOffset: 5 as Offset, offsetGapsAllowed: true })),
       refusedWith('UNEXPECTED_APPEND_OFFSET'),
     )
   })
@@ -280,7 +287,7 @@ describe('LogValidator: follower appends', () => {
     assert.throws(() => validateAppend(backwards, follower()), refusedWith('INVALID_LEADER_EPOCH'))
     const older = simpleBatch(1, 8, 0, { baseOffset: 0, partitionLeaderEpoch: 2 })
     assert.throws(
-      () => validateAppend(older, follower({ latestEpoch: 3 })),
+      () => validateAppend(older, follower({ latestEpoch: 3 as LeaderEpoch })),
       refusedWith('INVALID_LEADER_EPOCH'),
     )
   })

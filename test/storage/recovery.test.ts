@@ -12,6 +12,7 @@ import {
 } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
+import type { LeaderEpoch, Offset } from '../../src/common/types.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { fromProperties } from '../../src/storage/log-config.js'
 import { UnifiedLog } from '../../src/storage/unified-log.js'
@@ -31,7 +32,7 @@ async function writeLog(dir: string, count: number, config = fromProperties({ 'i
   for (let i = 0; i < count; i++) {
     await log.append(simpleBatch(3, 20 + (i % 7), i, { partitionLeaderEpoch: 0 }), {
       assignOffsets: true,
-      leaderEpoch: i < 2 ? 1 : 2,
+      leaderEpoch: (i < 2 ? 1 : 2) as LeaderEpoch,
     })
     ends.push(log.activeSegment.size)
   }
@@ -45,7 +46,7 @@ async function reopen(dir: string, options: { clean?: boolean; recoveryPoint?: n
     dir,
     config: fromProperties({ 'index.interval.bytes': 64 }),
     hadCleanShutdown: options.clean ?? false,
-    recoveryPoint: options.recoveryPoint ?? 0,
+    recoveryPoint: (options.recoveryPoint as Offset) ?? 0,
   })
 }
 
@@ -140,7 +141,12 @@ describe('recovery from bad data', () => {
       const second = join(dir, `${String(bases[1]).padStart(20, '0')}.log`)
       const size = (await stat(second)).size
       await truncate(second, size - 7)
-      const reopened = await UnifiedLog.open({ fs: nodeFileSystem, dir, config: small, recoveryPoint: 0 })
+      const reopened = await UnifiedLog.open({
+        fs: nodeFileSystem,
+        dir,
+        config: small,
+        recoveryPoint: 0 as Offset,
+      })
       assert.deepEqual(reopened.segmentBaseOffsets, bases.slice(0, 2))
       const batches = await readAll(reopened)
       assert.equal(reopened.logEndOffset, batches.at(-1)!.lastOffset + 1)
