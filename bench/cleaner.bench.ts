@@ -14,11 +14,13 @@ import { join } from 'node:path'
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks'
 import { systemClock } from '../src/common/clock.js'
 import { silentLogger } from '../src/common/logger.js'
+import type { LeaderEpoch } from '../src/common/types.js'
 import { CompressionType } from '../src/protocol/batch-header.js'
 import { encodeRecordBatch } from '../src/protocol/record-batch.js'
+import { nodeFileSystem } from '../src/runtime/node-file-system.js'
 import { cleanLog } from '../src/storage/log-cleaner.js'
 import { fromProperties } from '../src/storage/log-config.js'
-import { PartitionLog } from '../src/storage/partition-log.js'
+import { UnifiedLog } from '../src/storage/unified-log.js'
 
 const MIB = 1024 * 1024
 const RECORD_VALUE_BYTES = 1024
@@ -48,7 +50,7 @@ async function run(name: string, compression: CompressionType, totalBytes: numbe
       'max.message.bytes': 4 * MIB,
       'retention.ms': -1,
     })
-    const log = await PartitionLog.open({ dir, config })
+    const log = await UnifiedLog.open({ fs: nodeFileSystem, dir, config })
     const records = Math.floor(totalBytes / RECORD_VALUE_BYTES)
     const uniqueKeys = Math.max(1, Math.floor(records * UNIQUE_KEY_FRACTION))
     const next = random(12345)
@@ -69,7 +71,7 @@ async function run(name: string, compression: CompressionType, totalBytes: numbe
         })
       }
       const batch = await encodeRecordBatch({ records: batchRecords, compression })
-      await log.append(batch, { assignOffsets: true, leaderEpoch: 0 })
+      await log.append(batch, { assignOffsets: true, leaderEpoch: 0 as LeaderEpoch })
     }
     await log.roll()
     log.updateHighWatermark(log.logEndOffset)

@@ -11,8 +11,10 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
+import type { LeaderEpoch } from '../src/common/types.js'
+import { nodeFileSystem } from '../src/runtime/node-file-system.js'
 import { fromProperties } from '../src/storage/log-config.js'
-import { PartitionLog } from '../src/storage/partition-log.js'
+import { UnifiedLog } from '../src/storage/unified-log.js'
 import { simpleBatch } from '../test/storage/helpers.js'
 
 const MIB = 1024 * 1024
@@ -41,13 +43,13 @@ async function appendRun(
   fsync: boolean,
   inFlight: number,
   totalBytes: number,
-): Promise<{ result: Result; log: PartitionLog }> {
+): Promise<{ result: Result; log: UnifiedLog }> {
   const config = fromProperties({
     'max.message.bytes': 4 * MIB,
     'retention.ms': -1,
     ...(fsync ? { 'flush.messages': 1 } : {}),
   })
-  const log = await PartitionLog.open({ dir, config })
+  const log = await UnifiedLog.open({ fs: nodeFileSystem, dir, config })
   const pool = batchPool(recordsPerBatch)
   const batchBytes = pool[0].length
   const appends = Math.max(inFlight, Math.floor(totalBytes / batchBytes))
@@ -56,7 +58,7 @@ async function appendRun(
   const worker = async () => {
     while (next < appends) {
       const buffer = pool[next++ % IN_FLIGHT_POOL]
-      await log.append(buffer, { assignOffsets: true, leaderEpoch: 0 })
+      await log.append(buffer, { assignOffsets: true, leaderEpoch: 0 as LeaderEpoch })
     }
   }
   await Promise.all(Array.from({ length: inFlight }, worker))
@@ -65,7 +67,7 @@ async function appendRun(
   return { result, log }
 }
 
-async function readRun(log: PartitionLog): Promise<Result> {
+async function readRun(log: UnifiedLog): Promise<Result> {
   let offset = log.logStartOffset
   let bytes = 0
   let reads = 0

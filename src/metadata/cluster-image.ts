@@ -6,7 +6,6 @@
 import { assert } from '../common/assert.js'
 
 export type BrokerId = number
-export type LeaderEpoch = number
 
 export interface BrokerRegistration {
   readonly nodeId: BrokerId
@@ -22,7 +21,8 @@ export interface PartitionState {
   readonly isr: readonly BrokerId[]
   /** -1 while the partition has no leader (offline). */
   readonly leader: BrokerId
-  readonly leaderEpoch: LeaderEpoch
+  /** A plain number until metadata adopts common/types.ts's LeaderEpoch. */
+  readonly leaderEpoch: number
   /** Bumped on every change; compare-and-set guard for ISR and leader updates. */
   readonly partitionEpoch: number
   /** During a reassignment: replicas being added (in `replicas` already, catching up). */

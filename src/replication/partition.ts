@@ -10,6 +10,7 @@
  * given, and takes the leader's high watermark (capped by its own log end).
  */
 import { assert } from '../common/assert.js'
+import { type LeaderEpoch, minOffset, NO_OFFSET, type Offset } from '../common/types.js'
 import type { PartitionState } from '../metadata/cluster-image.js'
 import {
   BatchHeader,
@@ -19,7 +20,7 @@ import {
 } from '../protocol/batch-header.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { convertLegacyToV2, decodeRecordBatch, isLegacyMagic } from '../protocol/record-batch.js'
-import type { FetchDataInfo, LogAppendInfo, PartitionLog } from '../storage/partition-log.js'
+import type { FetchDataInfo, LogAppendInfo, UnifiedLog } from '../storage/unified-log.js'
 import { KafkaError } from './kafka-error.js'
 import { ProducerStateManager } from './producer-state.js'
 
@@ -68,15 +69,15 @@ interface PendingIsr {
 
 interface FollowerState {
   /** -1 until the follower's first fetch under this leadership. */
-  logEndOffset: number
+  logEndOffset: Offset
   lastCaughtUpTimeMs: number
-  lastFetchLeaderLogEndOffset: number
+  lastFetchLeaderLogEndOffset: Offset
   lastFetchTimeMs: number
 }
 
 export interface FollowerLag {
   readonly brokerId: number
-  readonly logEndOffset: number
+  readonly logEndOffset: Offset
   readonly lagMessages: number
   readonly caughtUpAgoMs: number
 }
@@ -87,7 +88,7 @@ export class Partition {
   private readonly logEndWatchers = new Set<() => void>()
   private readonly followers = new Map<number, FollowerState>()
   /** The high watermark the leader last reported to this follower. */
-  private lastLeaderHighWatermark = 0
+  private lastLeaderHighWatermark = 0 as Offset
   /**
    * The ISR change in flight, if any (Kafka's PendingExpandIsr/PendingShrinkIsr): its maximal
    * ISR (committed ∪ proposed) bounds the high watermark until a newer partition state
@@ -95,14 +96,14 @@ export class Partition {
    */
   private pendingIsr: PendingIsr | null = null
   /** The log end when this leadership began: a follower joins the ISR only past it. */
-  private leaderEpochStartOffset = 0
+  private leaderEpochStartOffset = 0 as Offset
   /** Appends that need async preparation (legacy up-conversion, key checks) queue here. */
   private preparedAppendTail: Promise<unknown> = Promise.resolve()
   private preparingAppends = 0
 
   constructor(
     readonly id: PartitionIdentity,
-    readonly log: PartitionLog,
+    readonly log: UnifiedLog,
     state: PartitionState,
     private readonly context: PartitionContext,
   ) {
@@ -124,8 +125,9 @@ export class Partition {
   get partition(): number {
     return this.id.partition
   }
-  get leaderEpoch(): number {
-    return this.state.leaderEpoch
+  get leaderEpoch(): LeaderEpoch {
+    // The metadata image keeps epochs as plain numbers; they are branded where they meet the log.
+    return this.state.leaderEpoch as LeaderEpoch
   }
   /** Leader by the metadata and still holding a store session (no split brain). */
   get isLeader(): boolean {
@@ -143,7 +145,7 @@ export class Partition {
   get replicas(): readonly number[] {
     return this.state.replicas
   }
-  get highWatermark(): number {
+  get highWatermark(): Offset {
     return this.log.highWatermark
   }
   /** Idempotent producers' state, kept by the log on leaders and followers alike. */
@@ -152,7 +154,7 @@ export class Partition {
     return state instanceof ProducerStateManager ? state : undefined
   }
   /** Without transactions the last stable offset is the high watermark. */
-  get lastStableOffset(): number {
+  get lastStableOffset(): Offset {
     return this.log.highWatermark
   }
 
@@ -188,9 +190,9 @@ export class Partition {
     for (const id of this.state.replicas) {
       if (id === this.localBrokerId || this.followers.has(id)) continue
       this.followers.set(id, {
-        logEndOffset: -1,
+        logEndOffset: NO_OFFSET,
         lastCaughtUpTimeMs: 0,
-        lastFetchLeaderLogEndOffset: 0,
+        lastFetchLeaderLogEndOffset: 0 as Offset,
         lastFetchTimeMs: 0,
       })
     }
@@ -207,9 +209,9 @@ export class Partition {
     for (const id of this.state.replicas) {
       if (id === this.localBrokerId) continue
       this.followers.set(id, {
-        logEndOffset: -1,
+        logEndOffset: NO_OFFSET,
         lastCaughtUpTimeMs: this.state.isr.includes(id) ? now : 0,
-        lastFetchLeaderLogEndOffset: 0,
+        lastFetchLeaderLogEndOffset: 0 as Offset,
         lastFetchTimeMs: 0,
       })
     }
@@ -306,9 +308,10 @@ export class Partition {
    * for the leader's log end, or for what was the log end at its previous fetch (then it was
    * caught up as of that fetch), as Kafka's Replica.updateFetchState.
    */
-  updateFollowerFetchState(replicaId: number, fetchOffset: number): void {
+  updateFollowerFetchState(replicaId: number, requestedOffset: number): void {
     const follower = this.followers.get(replicaId)
     if (!follower) return
+    const fetchOffset = receivedOffset(requestedOffset)
     const now = this.context.nowMs()
     const leaderLogEnd = this.log.logEndOffset
     if (fetchOffset >= leaderLogEnd) follower.lastCaughtUpTimeMs = now
@@ -410,17 +413,17 @@ export class Partition {
   /** The high watermark is the smallest log end among ISR members (a new member's included). */
   maybeIncrementHighWatermark(): void {
     if (!this.isLeader) return
-    let candidate = this.log.logEndOffset
+    let candidate: Offset = this.log.logEndOffset
     for (const id of this.maximalIsr) {
       if (id === this.localBrokerId) continue
       const follower = this.followers.get(id)
       if (!follower || follower.logEndOffset < 0) return // unknown yet: wait for its fetch
-      candidate = Math.min(candidate, follower.logEndOffset)
+      candidate = minOffset(candidate, follower.logEndOffset)
     }
     this.setHighWatermark(candidate)
   }
 
-  private setHighWatermark(offset: number): void {
+  private setHighWatermark(offset: Offset): void {
     const before = this.log.highWatermark
     if (offset <= before) return
     const after = this.log.updateHighWatermark(offset)
@@ -442,7 +445,11 @@ export class Partition {
 
   /** Reads for a follower: everything appended, up to the log end. */
   readForFollower(fetchOffset: number, maxBytes: number): Promise<FetchDataInfo> {
-    return this.log.read(fetchOffset, { maxBytes, maxOffset: this.log.logEndOffset, minOneMessage: true })
+    return this.log.read(receivedOffset(fetchOffset), {
+      maxBytes,
+      maxOffset: this.log.logEndOffset,
+      minOneMessage: true,
+    })
   }
 
   // ---- follower side -----------------------------------------------------------------------
@@ -460,8 +467,9 @@ export class Partition {
   /** A follower's high watermark is the leader's, capped by what it has. */
   updateFollowerHighWatermark(leaderHighWatermark: number): void {
     if (this.isLeaderByMetadata) return
-    this.lastLeaderHighWatermark = leaderHighWatermark
-    this.setHighWatermark(Math.min(leaderHighWatermark, this.log.logEndOffset))
+    const reported = receivedOffset(leaderHighWatermark)
+    this.lastLeaderHighWatermark = reported
+    this.setHighWatermark(minOffset(reported, this.log.logEndOffset))
   }
 
   /**
@@ -489,7 +497,7 @@ export class Partition {
     minOneMessage: boolean,
   ): Promise<FetchDataInfo> {
     const maxOffset = isolation === 'read_committed' ? this.lastStableOffset : this.highWatermark
-    return this.log.read(fetchOffset, { maxBytes, maxOffset, minOneMessage })
+    return this.log.read(receivedOffset(fetchOffset), { maxBytes, maxOffset, minOneMessage })
   }
 
   /** Bytes between `fetchOffset` and the high watermark are available when the log end moved. */
@@ -497,6 +505,15 @@ export class Partition {
     const bound = isolation === 'read_committed' ? this.lastStableOffset : this.highWatermark
     return fetchOffset < bound
   }
+}
+
+/**
+ * An offset as a consumer, a follower or the leader sent it. Not asserted: the log answers
+ * one outside [logStartOffset, logEndOffset] with OFFSET_OUT_OF_RANGE, and clamps a reported
+ * high watermark into its own range.
+ */
+function receivedOffset(value: number): Offset {
+  return value as Offset
 }
 
 /**

@@ -23,9 +23,9 @@
 import { assert } from '../common/assert.js'
 import type { Clock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
+import { maxOffset, NO_OFFSET, type Offset } from '../common/types.js'
 import { BatchHeader, LOG_OVERHEAD, NO_PRODUCER_ID, NO_SEQUENCE } from '../protocol/batch-header.js'
 import { ErrorCode } from '../protocol/error-codes.js'
-import type { DuplicateBatch, PartitionLog, ProducerStateHook } from '../storage/partition-log.js'
 import {
   deleteSnapshots,
   listSnapshotOffsets,
@@ -33,6 +33,7 @@ import {
   readSnapshot,
   writeSnapshot,
 } from '../storage/producer-state-snapshot.js'
+import type { DuplicateBatch, ProducerStateHook, UnifiedLog } from '../storage/unified-log.js'
 import { KafkaError } from './kafka-error.js'
 
 /** Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN: clients keep at most 5 requests in flight. */
@@ -45,8 +46,8 @@ const REPLAY_READ_BYTES = 1 << 20
 export interface BatchMetadata {
   readonly firstSeq: number
   readonly lastSeq: number
-  readonly firstOffset: number
-  readonly lastOffset: number
+  readonly firstOffset: Offset
+  readonly lastOffset: Offset
   readonly maxTimestamp: number
 }
 
@@ -80,8 +81,8 @@ export class ProducerStateEntry {
     return this.batches.at(-1)?.lastSeq ?? NO_SEQUENCE
   }
 
-  get lastOffset(): number {
-    return this.batches.at(-1)?.lastOffset ?? -1
+  get lastOffset(): Offset {
+    return this.batches.at(-1)?.lastOffset ?? NO_OFFSET
   }
 
   clone(): ProducerStateEntry {
@@ -116,10 +117,10 @@ export interface ProducerStateOptions {
 export class ProducerStateManager implements ProducerStateHook {
   private producers = new Map<bigint, ProducerStateEntry>()
   /** Offset after the last batch the state includes: the log end once loaded. */
-  private mapEndOffset = 0
+  private mapEndOffset = 0 as Offset
 
   constructor(
-    private readonly log: PartitionLog,
+    private readonly log: UnifiedLog,
     private readonly options: ProducerStateOptions,
   ) {}
 
@@ -127,7 +128,7 @@ export class ProducerStateManager implements ProducerStateHook {
     return this.producers
   }
 
-  get endOffset(): number {
+  get endOffset(): Offset {
     return this.mapEndOffset
   }
 
@@ -144,7 +145,7 @@ export class ProducerStateManager implements ProducerStateHook {
       const header = new BatchHeader(batches, at)
       at += header.sizeInBytes
       assert(header.baseOffset === end, () => `batch at ${header.baseOffset}, producer state at ${end}`)
-      end = header.nextOffset
+      end = header.nextOffset as Offset
       const producerId = header.producerId
       if (producerId === NO_PRODUCER_ID) continue
       if (fromLeader) {
@@ -226,7 +227,7 @@ export class ProducerStateManager implements ProducerStateHook {
     assert(this.mapEndOffset === logEndOffset, () => `state at ${this.mapEndOffset}, log end ${logEndOffset}`)
   }
 
-  private async readSnapshotOrNull(offset: number): Promise<ProducerSnapshotEntry[] | null> {
+  private async readSnapshotOrNull(offset: Offset): Promise<ProducerSnapshotEntry[] | null> {
     try {
       return await readSnapshot(this.log.fileSystem, this.log.dir, offset)
     } catch (err) {
@@ -245,7 +246,7 @@ export class ProducerStateManager implements ProducerStateHook {
       const batch: BatchMetadata = {
         firstSeq: decrementSequence(e.lastSequence, e.offsetDelta),
         lastSeq: e.lastSequence,
-        firstOffset: e.lastOffset - e.offsetDelta,
+        firstOffset: (e.lastOffset - e.offsetDelta) as Offset,
         lastOffset: e.lastOffset,
         maxTimestamp: e.timestamp,
       }
@@ -257,7 +258,7 @@ export class ProducerStateManager implements ProducerStateHook {
   }
 
   /** Applies the log's batches in [from, to) as a follower would (no checks). */
-  private async replay(from: number, to: number): Promise<void> {
+  private async replay(from: Offset, to: Offset): Promise<void> {
     let offset = from
     while (offset < to) {
       const read = await this.log.read(offset, {
@@ -270,7 +271,7 @@ export class ProducerStateManager implements ProducerStateHook {
       offset = read.nextOffset
     }
     // The log start may fall inside a batch (DeleteRecords): the state then starts there.
-    this.mapEndOffset = Math.max(this.mapEndOffset, to)
+    this.mapEndOffset = maxOffset(this.mapEndOffset, to)
   }
 
   private replayChunk(chunk: Buffer): void {
@@ -279,7 +280,7 @@ export class ProducerStateManager implements ProducerStateHook {
       at += header.sizeInBytes
       // A read starts at the batch holding the offset: skip what the state already has.
       if (header.nextOffset <= this.mapEndOffset) continue
-      this.mapEndOffset = header.nextOffset
+      this.mapEndOffset = header.nextOffset as Offset
       if (header.producerId === NO_PRODUCER_ID || header.isControl) continue
       const entry = this.producers.get(header.producerId) ?? newEntry(header.producerId)
       entry.addBatch(header.producerEpoch, batchMetadata(header))
@@ -287,7 +288,7 @@ export class ProducerStateManager implements ProducerStateHook {
     }
   }
 
-  async onRoll(baseOffset: number): Promise<void> {
+  async onRoll(baseOffset: Offset): Promise<void> {
     assert(
       this.mapEndOffset === baseOffset,
       () => `roll at ${baseOffset}, producer state at ${this.mapEndOffset}`,
@@ -307,7 +308,7 @@ export class ProducerStateManager implements ProducerStateHook {
     await this.load()
   }
 
-  async onSegmentsDeleted(logStartOffset: number): Promise<void> {
+  async onSegmentsDeleted(logStartOffset: Offset): Promise<void> {
     await deleteSnapshots(this.log.fileSystem, this.log.dir, (offset) => offset < logStartOffset)
   }
 
@@ -345,8 +346,9 @@ function batchMetadata(header: BatchHeader): BatchMetadata {
   return {
     firstSeq: header.baseSequence,
     lastSeq: incrementSequence(header.baseSequence, header.lastOffsetDelta),
-    firstOffset: header.baseOffset,
-    lastOffset: header.lastOffset,
+    // Header offsets are the log's: the batch passed validation and carries its offsets.
+    firstOffset: header.baseOffset as Offset,
+    lastOffset: header.lastOffset as Offset,
     maxTimestamp: header.maxTimestamp,
   }
 }

@@ -11,6 +11,7 @@
  */
 import type { Clock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
+import type { LeaderEpoch, Offset } from '../common/types.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import {
   ApiKey,
@@ -262,7 +263,7 @@ export class LeaderFetcher {
       target = Number(result.endOffset)
       if (result.leaderEpoch < (log.latestEpoch ?? -1)) {
         // The leader's answer is for an older epoch; our own end for that epoch may be lower.
-        const own = log.endOffsetForEpoch(result.leaderEpoch)
+        const own = log.endOffsetForEpoch(result.leaderEpoch as LeaderEpoch)
         if (own && own.leaderEpoch !== result.leaderEpoch) {
           // We never had the leader's epoch: what we hold past our end of the epoch before it
           // diverges, but our records of that earlier epoch may still run past where the
@@ -278,7 +279,7 @@ export class LeaderFetcher {
         { topic: partition.topic, partition: partition.partition, from: log.logEndOffset, to: target },
         'truncating follower log to the leader epoch end offset',
       )
-      await log.truncateTo(target)
+      await log.truncateTo(target as Offset)
     }
     followed.truncated = !anotherRound
   }
@@ -363,13 +364,13 @@ export class LeaderFetcher {
     )
     const log = partition.log
     if (latest !== null && log.logEndOffset > latest) {
-      await log.truncateTo(latest)
+      await log.truncateTo(latest as Offset)
     } else if (earliest !== null && log.logEndOffset < earliest) {
       this.settings.logger.warn(
         { topic: partition.topic, partition: partition.partition, from: log.logEndOffset, to: earliest },
         'follower behind the leader log start: starting over there',
       )
-      await log.truncateFullyAndStartAt(earliest)
+      await log.truncateFullyAndStartAt(earliest as Offset)
     }
   }
 

@@ -8,7 +8,7 @@ import type { Logger } from '../common/logger.js'
 import type { ClusterImage, PartitionState, TopicImage } from '../metadata/cluster-image.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import type { LogConfig } from '../storage/log-config.js'
-import type { PartitionLog, TopicPartition } from '../storage/partition-log.js'
+import type { TopicPartition, UnifiedLog } from '../storage/unified-log.js'
 import { waitForHighWatermark } from './delayed-operations.js'
 import { KafkaError } from './kafka-error.js'
 import { type IsrProposal, Partition } from './partition.js'
@@ -17,7 +17,7 @@ import type { ReplicaFetcherManager } from './replica-fetcher.js'
 
 /** Where partition logs come from (the storage LogManager). */
 export interface LogProvider {
-  getOrCreateLog(tp: TopicPartition, config: LogConfig): Promise<PartitionLog>
+  getOrCreateLog(tp: TopicPartition, config: LogConfig): Promise<UnifiedLog>
   deleteLog(tp: TopicPartition): Promise<void>
 }
 
@@ -200,7 +200,7 @@ export class ReplicaManager {
   }
 
   /** Producer state loads (snapshot and log tail) before the partition takes any append. */
-  private async attachProducerState(log: PartitionLog): Promise<void> {
+  private async attachProducerState(log: UnifiedLog): Promise<void> {
     if (log.producerState !== undefined) return
     const state = new ProducerStateManager(log, {
       clock: this.options.clock,

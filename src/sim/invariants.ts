@@ -3,6 +3,7 @@
  * at the end of a run. Each violation throws `Violation` with what was seen.
  */
 import { assert, InvariantError } from '../common/assert.js'
+import type { Offset } from '../common/types.js'
 import { CONSUMER_OFFSETS_TOPIC } from '../coordinator/group.js'
 import { checkPartitionState } from '../metadata/cluster-image.js'
 import { decodeRecordBatchSync, iterateBatches } from '../protocol/record-batch.js'
@@ -333,7 +334,11 @@ export class Invariants {
       this.committed.set(partition.partition, committed)
     }
     while (from < hw) {
-      const read = await log.read(from, { maxBytes: 1 << 20, maxOffset: hw, minOneMessage: true })
+      const read = await log.read(from as Offset, {
+        maxBytes: 1 << 20,
+        maxOffset: hw as Offset,
+        minOneMessage: true,
+      })
       if (read.sizeInBytes === 0) break
       let next = from
       for (const chunk of read.records) {
@@ -512,9 +517,9 @@ export class Invariants {
         )
       if (ack.baseOffset + ack.count > partition.highWatermark)
         throw lost(`high watermark is ${partition.highWatermark}`)
-      const read = await partition.log.read(ack.baseOffset, {
+      const read = await partition.log.read(ack.baseOffset as Offset, {
         maxBytes: 1 << 16,
-        maxOffset: ack.baseOffset + ack.count,
+        maxOffset: (ack.baseOffset + ack.count) as Offset,
         minOneMessage: true,
       })
       const chunk = read.records[0]

@@ -10,6 +10,7 @@
  */
 import { assert } from '../common/assert.js'
 import type { FileHandle, FileSystem } from '../common/file-system.js'
+import type { Offset } from '../common/types.js'
 
 export abstract class AbstractIndex {
   protected entryCount = 0
@@ -20,11 +21,16 @@ export abstract class AbstractIndex {
   constructor(
     protected readonly fs: FileSystem,
     private filePath: string,
-    readonly baseOffset: number,
+    readonly baseOffset: Offset,
     readonly maxIndexBytes: number,
     readonly entryBytes: number,
   ) {
     assert(maxIndexBytes >= entryBytes, () => `index of ${maxIndexBytes} bytes holds no entry`)
+  }
+
+  /** The offset `relative` to this index's segment. */
+  protected absolute(relative: number): Offset {
+    return (this.baseOffset + relative) as Offset
   }
 
   get path(): string {

@@ -4,6 +4,7 @@
  * or the new file. Used for leader-epoch-checkpoint and the broker's offset checkpoints.
  */
 import { exists, type FileSystem, readWholeFile, writeFileAtomically } from '../common/file-system.js'
+import type { LeaderEpoch, Offset } from '../common/types.js'
 
 export const CHECKPOINT_VERSION = 0
 
@@ -63,7 +64,7 @@ function parseNonNegativeInteger(text: string | undefined): number | undefined {
 export interface TopicPartitionOffset {
   readonly topic: string
   readonly partition: number
-  readonly offset: number
+  readonly offset: Offset
 }
 
 /** `topic partition offset` lines: recovery-point, replication-offset and log-start-offset checkpoints. */
@@ -75,13 +76,13 @@ export const topicPartitionOffsetFormat: EntryFormat<TopicPartitionOffset> = {
     const partition = parseNonNegativeInteger(parts[1])
     const offset = parseNonNegativeInteger(parts[2])
     if (parts[0] === '' || partition === undefined || offset === undefined) return undefined
-    return { topic: parts[0], partition, offset }
+    return { topic: parts[0], partition, offset: offset as Offset }
   },
 }
 
 export interface EpochEntry {
-  readonly epoch: number
-  readonly startOffset: number
+  readonly epoch: LeaderEpoch
+  readonly startOffset: Offset
 }
 
 /** `epoch startOffset` lines: leader-epoch-checkpoint. */
@@ -93,6 +94,6 @@ export const epochEntryFormat: EntryFormat<EpochEntry> = {
     const epoch = parseNonNegativeInteger(parts[0])
     const startOffset = parseNonNegativeInteger(parts[1])
     if (epoch === undefined || startOffset === undefined || epoch < 0 || startOffset < 0) return undefined
-    return { epoch, startOffset }
+    return { epoch: epoch as LeaderEpoch, startOffset: startOffset as Offset }
   },
 }

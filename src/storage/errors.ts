@@ -30,7 +30,7 @@ export class StorageError extends TidelogError {
 }
 
 /**
- * A read reached a segment the cleaner replaced after the read chose it. PartitionLog
+ * A read reached a segment the cleaner replaced after the read chose it. UnifiedLog
  * retries the read on its current segments; it only escapes when that keeps happening.
  */
 export class SegmentReplacedError extends StorageError {

@@ -1,11 +1,11 @@
 /**
  * tidelog storage: Kafka-compatible partition logs on disk. The broker uses LogManager
- * (all logs of its log.dirs) and PartitionLog (one replica's log); the rest is exported for
- * tools and tests.
+ * (all logs of its log.dirs) and UnifiedLog (one replica's log); the rest is exported for
+ * tools and tests. Storage takes its FileSystem from the caller: Node's real one is
+ * runtime/node-file-system.ts.
  */
 
 export type { FileHandle, FileStat, FileSystem, OpenFlags } from '../common/file-system.js'
-export { NodeFileSystem, nodeFileSystem } from '../runtime/node-file-system.js'
 export type { EpochEntry, TopicPartitionOffset } from './checkpoint-file.js'
 export type { StorageErrorCode } from './errors.js'
 export { isStorageError, StorageError } from './errors.js'
@@ -16,6 +16,8 @@ export {
   UNDEFINED_EPOCH,
   UNDEFINED_EPOCH_OFFSET,
 } from './leader-epoch-cache.js'
+export type { LocalReadResult } from './local-log.js'
+export { LocalLog } from './local-log.js'
 export type { CleanableRange, CleanOptions, CleanStats, LogCleanerOptions } from './log-cleaner.js'
 export { cleanableRange, cleanLog, LogCleaner } from './log-cleaner.js'
 export type { CleanupPolicy, LogConfig, LogConfigProperties } from './log-config.js'
@@ -37,17 +39,19 @@ export {
   RECOVERY_POINT_CHECKPOINT_FILE,
 } from './log-manager.js'
 export { filenamePrefixFromOffset, LogSegment } from './log-segment.js'
+export type { AppendRules, EpochStart, ValidatedAppend, ValidatedAppendInfo } from './log-validator.js'
+export { resolveLogAppendTime, validateAppend, validateBatches } from './log-validator.js'
 export { OffsetIndex } from './offset-index.js'
+export { TimeIndex } from './time-index.js'
 export type {
   AppendOptions,
   FetchDataInfo,
   LeaderEpoch,
   LogAppendInfo,
   Offset,
-  PartitionLogOptions,
   ReadOptions,
   TimestampAndOffset,
   TopicPartition,
-} from './partition-log.js'
-export { PartitionLog, parseTopicPartition, topicPartitionDirName } from './partition-log.js'
-export { TimeIndex } from './time-index.js'
+  UnifiedLogOptions,
+} from './unified-log.js'
+export { parseTopicPartition, topicPartitionDirName, UnifiedLog } from './unified-log.js'

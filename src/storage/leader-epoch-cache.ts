@@ -10,6 +10,7 @@ import { join } from 'node:path'
 import { assert } from '../common/assert.js'
 import type { FileSystem } from '../common/file-system.js'
 import type { Logger } from '../common/logger.js'
+import type { LeaderEpoch, Offset } from '../common/types.js'
 import {
   CheckpointFile,
   CheckpointFormatError,
@@ -19,12 +20,12 @@ import {
 
 export const LEADER_EPOCH_CHECKPOINT_FILENAME = 'leader-epoch-checkpoint'
 /** Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET. */
-export const UNDEFINED_EPOCH = -1
-export const UNDEFINED_EPOCH_OFFSET = -1
+export const UNDEFINED_EPOCH = -1 as LeaderEpoch
+export const UNDEFINED_EPOCH_OFFSET = -1 as Offset
 
 export interface EpochEndOffset {
-  readonly leaderEpoch: number
-  readonly endOffset: number
+  readonly leaderEpoch: LeaderEpoch
+  readonly endOffset: Offset
 }
 
 export class LeaderEpochFileCache {
@@ -75,7 +76,7 @@ export class LeaderEpochFileCache {
   get latestEntry(): EpochEntry | undefined {
     return this.epochs.at(-1)
   }
-  get latestEpoch(): number | undefined {
+  get latestEpoch(): LeaderEpoch | undefined {
     return this.epochs.at(-1)?.epoch
   }
   get earliestEntry(): EpochEntry | undefined {
@@ -87,7 +88,7 @@ export class LeaderEpochFileCache {
    * epoch; entries that the new one contradicts (same or later epoch, same or later start)
    * are removed, which only happens after a truncation the cache has not seen.
    */
-  async assign(epoch: number, startOffset: number): Promise<void> {
+  async assign(epoch: LeaderEpoch, startOffset: Offset): Promise<void> {
     assert(epoch >= 0 && startOffset >= 0, () => `cannot assign epoch ${epoch} at ${startOffset}`)
     const last = this.latestEntry
     if (last !== undefined && last.epoch === epoch && last.startOffset <= startOffset) return
@@ -103,8 +104,8 @@ export class LeaderEpochFileCache {
   }
 
   /** The epoch of the batch holding `offset`, or undefined when it precedes every entry. */
-  epochForOffset(offset: number): number | undefined {
-    let found: number | undefined
+  epochForOffset(offset: Offset): LeaderEpoch | undefined {
+    let found: LeaderEpoch | undefined
     for (const e of this.epochs) {
       if (e.startOffset > offset) break
       found = e.epoch
@@ -116,7 +117,7 @@ export class LeaderEpochFileCache {
    * OffsetForLeaderEpoch (Kafka's endOffsetFor): the largest epoch <= `requestedEpoch` and
    * the offset where the next epoch starts (logEndOffset for the latest epoch).
    */
-  endOffsetFor(requestedEpoch: number, logEndOffset: number): EpochEndOffset {
+  endOffsetFor(requestedEpoch: LeaderEpoch, logEndOffset: Offset): EpochEndOffset {
     const undefinedResult = { leaderEpoch: UNDEFINED_EPOCH, endOffset: UNDEFINED_EPOCH_OFFSET }
     if (requestedEpoch === UNDEFINED_EPOCH) return undefinedResult
     if (this.latestEpoch === requestedEpoch) return { leaderEpoch: requestedEpoch, endOffset: logEndOffset }
@@ -129,7 +130,7 @@ export class LeaderEpochFileCache {
   }
 
   /** Removes epochs starting at or after `endOffset` (the log was truncated there). */
-  async truncateFromEnd(endOffset: number): Promise<void> {
+  async truncateFromEnd(endOffset: Offset): Promise<void> {
     const last = this.latestEntry
     if (endOffset < 0 || last === undefined || last.startOffset < endOffset) return
     this.removeFromEnd((e) => e.startOffset >= endOffset)
@@ -137,7 +138,7 @@ export class LeaderEpochFileCache {
   }
 
   /** The log now starts at `startOffset`: older epochs go, the one covering it is moved up to it. */
-  async truncateFromStart(startOffset: number): Promise<void> {
+  async truncateFromStart(startOffset: Offset): Promise<void> {
     let covering: EpochEntry | undefined
     while (this.epochs.length > 0 && this.epochs[0].startOffset <= startOffset) covering = this.epochs.shift()
     if (covering === undefined) return

@@ -20,7 +20,7 @@
  * 4. Tombstones (null values) follow KIP-534: the first clean that keeps one stamps its
  *    batch with a delete horizon (now + delete.retention.ms, in baseTimestamp, attribute
  *    bit 6); a clean after the horizon removes it.
- * 5. Each group is swapped in by PartitionLog.replaceSegments (crash-safe renames).
+ * 5. Each group is swapped in by UnifiedLog.replaceSegments (crash-safe renames).
  *
  * The work runs in slices: every read of at most READ_WINDOW_BYTES is an await and
  * compression is asynchronous, so the event loop never waits long for the cleaner.
@@ -28,6 +28,7 @@
 import { assert } from '../common/assert.js'
 import type { Clock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
+import { maxOffset, minOffset, type Offset } from '../common/types.js'
 import {
   ATTRIBUTES_OFFSET,
   BASE_TIMESTAMP_OFFSET,
@@ -50,8 +51,8 @@ import { DELETE_HORIZON_FLAG_MASK } from '../protocol/record-batch.js'
 import { isStorageError } from './errors.js'
 import { hasCompactPolicy, type LogConfig } from './log-config.js'
 import type { AppendedBatch, LogSegment } from './log-segment.js'
-import type { Offset, PartitionLog } from './partition-log.js'
 import { readInt64, writeInt64 } from './record-batch-check.js'
+import type { UnifiedLog } from './unified-log.js'
 
 /** Bytes read from a segment per step: bounds both memory and the time between awaits. */
 export const READ_WINDOW_BYTES = 1 << 20
@@ -112,15 +113,15 @@ export interface CleanStats {
 
 /** The cleanable range of `log` now, or undefined when it has no cleanable dirty segment. */
 export function cleanableRange(
-  log: PartitionLog,
+  log: UnifiedLog,
   firstDirtyOffset: Offset,
   nowMs: number,
   cleanableEndOffset: Offset = log.highWatermark,
 ): CleanableRange | undefined {
   const config = log.config
   const segments = log.segmentList
-  const end = Math.min(cleanableEndOffset, log.activeSegment.baseOffset)
-  const firstDirty = Math.max(firstDirtyOffset, log.logStartOffset)
+  const end = minOffset(cleanableEndOffset, log.activeSegment.baseOffset)
+  const firstDirty = maxOffset(firstDirtyOffset, log.logStartOffset)
   let cleanBytes = 0
   let dirtyBytes = 0
   let endOffset = firstDirty
@@ -163,7 +164,7 @@ export interface LogCleanerOptions {
   readonly clock: Clock
   readonly logger: Logger
   /** The cleanable end offset of a log; default its high watermark. */
-  readonly cleanableEndOffset?: (log: PartitionLog) => Offset
+  readonly cleanableEndOffset?: (log: UnifiedLog) => Offset
   readonly offsetMapMaxEntries?: number
   /** producer.id.expiration.ms (see CleanOptions). */
   readonly producerIdExpirationMs?: number
@@ -190,10 +191,13 @@ export class LogCleaner {
 
   constructor(private readonly options: LogCleanerOptions) {}
 
-  firstDirtyOffset(log: PartitionLog): Offset {
+  firstDirtyOffset(log: UnifiedLog): Offset {
     const known = this.firstDirtyOffsets.get(log.dir) ?? log.logStartOffset
     const truncatedTo = log.takeTruncationSinceCleaning()
-    const offset = Math.max(log.logStartOffset, Math.min(known, truncatedTo ?? Infinity, log.logEndOffset))
+    const offset = maxOffset(
+      log.logStartOffset,
+      minOffset(minOffset(known, truncatedTo ?? known), log.logEndOffset),
+    )
     this.firstDirtyOffsets.set(log.dir, offset)
     return offset
   }
@@ -215,15 +219,15 @@ export class LogCleaner {
   }
 
   /** One pass over `logs` (after any pass in progress); returns the logs cleaned. */
-  cleanLogs(logs: readonly PartitionLog[]): Promise<PartitionLog[]> {
+  cleanLogs(logs: readonly UnifiedLog[]): Promise<UnifiedLog[]> {
     const pass = this.passes.then(() => this.runPass(logs))
     this.passes = pass.catch(() => undefined)
     return pass
   }
 
-  private async runPass(logs: readonly PartitionLog[]): Promise<PartitionLog[]> {
-    const cleaned: PartitionLog[] = []
-    const tried = new Set<PartitionLog>()
+  private async runPass(logs: readonly UnifiedLog[]): Promise<UnifiedLog[]> {
+    const cleaned: UnifiedLog[] = []
+    const tried = new Set<UnifiedLog>()
     for (let round = 0; round < logs.length; round++) {
       const log = this.filthiestLog(logs.filter((l) => !tried.has(l)))
       if (log === undefined) break
@@ -233,9 +237,9 @@ export class LogCleaner {
     return cleaned
   }
 
-  private filthiestLog(logs: readonly PartitionLog[]): PartitionLog | undefined {
+  private filthiestLog(logs: readonly UnifiedLog[]): UnifiedLog | undefined {
     const nowMs = this.options.clock.nowMs()
-    let best: { log: PartitionLog; score: number } | undefined
+    let best: { log: UnifiedLog; score: number } | undefined
     for (const log of logs) {
       if (log.isOffline || !isCleanable(log.config)) continue
       if ((this.failedUntilMs.get(log.dir) ?? -Infinity) > nowMs) continue
@@ -252,11 +256,11 @@ export class LogCleaner {
     return best?.log
   }
 
-  private cleanableEnd(log: PartitionLog): Offset {
+  private cleanableEnd(log: UnifiedLog): Offset {
     return this.options.cleanableEndOffset?.(log) ?? log.highWatermark
   }
 
-  private async cleanOne(log: PartitionLog): Promise<boolean> {
+  private async cleanOne(log: UnifiedLog): Promise<boolean> {
     const { clock, logger } = this.options
     try {
       const stats = await cleanLog(log, clock, logger, {
@@ -310,7 +314,7 @@ interface CleanerMaps {
  * ratio reaches min.cleanable.dirty.ratio). Returns what it did.
  */
 export async function cleanLog(
-  log: PartitionLog,
+  log: UnifiedLog,
   clock: Clock,
   logger: Logger,
   options: CleanOptions = {},
@@ -430,7 +434,7 @@ class Cleaner {
   private readonly config: LogConfig
 
   constructor(
-    private readonly log: PartitionLog,
+    private readonly log: UnifiedLog,
     private readonly nowMs: number,
     private readonly aborted: () => boolean,
     private readonly producerIdExpirationMs: number,
@@ -607,7 +611,7 @@ class Cleaner {
 }
 
 function batchBaseOffset(batch: BatchView): Offset {
-  return readInt64(batch.buf, batch.at)
+  return readInt64(batch.buf, batch.at) as Offset
 }
 
 function keyString(data: Buffer, span: RecordSpan): string {
@@ -615,11 +619,11 @@ function keyString(data: Buffer, span: RecordSpan): string {
 }
 
 function appendedBatch(batch: Buffer): AppendedBatch {
-  const baseOffset = readInt64(batch, 0)
+  const baseOffset = readInt64(batch, 0) as Offset
   return {
     sizeInBytes: batch.length,
     baseOffset,
-    lastOffset: baseOffset + batch.readInt32BE(LAST_OFFSET_DELTA_OFFSET),
+    lastOffset: (baseOffset + batch.readInt32BE(LAST_OFFSET_DELTA_OFFSET)) as Offset,
     maxTimestamp: readInt64(batch, MAX_TIMESTAMP_OFFSET),
   }
 }
@@ -629,7 +633,7 @@ function appendedBatch(batch: Buffer): AppendedBatch {
  * fits one segment (Kafka's groupSegmentsBySize): bytes within segment.bytes, index
  * entries within the index size, offsets within 32 bits of the group's base.
  */
-export function groupSegments(log: PartitionLog, endOffset: Offset, config: LogConfig): LogSegment[][] {
+export function groupSegments(log: UnifiedLog, endOffset: Offset, config: LogConfig): LogSegment[][] {
   const segments = log.segmentList
   const groups: LogSegment[][] = []
   let group: LogSegment[] = []

@@ -8,7 +8,8 @@
 import { join } from 'node:path'
 import type { FileSystem } from '../common/file-system.js'
 import type { Logger } from '../common/logger.js'
-import type { LeaderEpochFileCache } from './leader-epoch-cache.js'
+import { type LeaderEpoch, maxOffset, minOffset, type Offset } from '../common/types.js'
+import { type LeaderEpochFileCache, UNDEFINED_EPOCH } from './leader-epoch-cache.js'
 import { LogSegment, type SegmentOptions } from './log-segment.js'
 import { checkBatch } from './record-batch-check.js'
 
@@ -26,8 +27,8 @@ export interface LoadParams {
   readonly nowMs: number
   readonly logger: Logger
   readonly hadCleanShutdown: boolean
-  readonly recoveryPoint: number
-  readonly logStartOffset: number
+  readonly recoveryPoint: Offset
+  readonly logStartOffset: Offset
   readonly leaderEpochCache: LeaderEpochFileCache
   /** The log is compacted: batches may skip offsets. */
   readonly allowOffsetGaps?: boolean
@@ -35,14 +36,14 @@ export interface LoadParams {
 
 export interface LoadedLog {
   readonly segments: LogSegment[]
-  readonly logEndOffset: number
-  readonly logStartOffset: number
-  readonly recoveryPoint: number
+  readonly logEndOffset: Offset
+  readonly logStartOffset: Offset
+  readonly recoveryPoint: Offset
 }
 
 interface RecoveryOutcome {
   /** Offset after the last valid batch of the recovered segment, undefined if it has none. */
-  readonly nextOffset: number | undefined
+  readonly nextOffset: Offset | undefined
   /** True when the segment was cut, so later segments cannot be trusted. */
   readonly truncated: boolean
 }
@@ -64,13 +65,13 @@ export async function loadLog(loadParams: LoadParams): Promise<LoadedLog> {
   const recoveredSegments = await recoverSegments(params, opened)
   let segments = recoveredSegments.segments
   const recovered = recoveredSegments.recovered.length > 0
-  let logStartOffset = Math.max(params.logStartOffset, segments[0]?.baseOffset ?? params.logStartOffset)
+  let logStartOffset = maxOffset(params.logStartOffset, segments[0]?.baseOffset ?? params.logStartOffset)
   let logEndOffset = await readLogEndOffset(segments)
   if (segments.length === 0 || logEndOffset < logStartOffset) {
     segments = await restartAt(params, segments, logStartOffset, logEndOffset)
     logEndOffset = logStartOffset
   }
-  logStartOffset = Math.max(logStartOffset, segments[0].baseOffset)
+  logStartOffset = maxOffset(logStartOffset, segments[0].baseOffset)
   const active = segments[segments.length - 1]
   for (const segment of recoveredSegments.recovered) {
     // Rebuilt indexes of segments that stay inactive go to disk now, trimmed and fsynced.
@@ -80,7 +81,7 @@ export async function loadLog(loadParams: LoadParams): Promise<LoadedLog> {
   await active.onBecomeActiveSegment()
   await params.leaderEpochCache.truncateFromEnd(logEndOffset)
   await params.leaderEpochCache.truncateFromStart(logStartOffset)
-  let recoveryPoint = Math.min(params.recoveryPoint, logEndOffset)
+  let recoveryPoint = minOffset(params.recoveryPoint, logEndOffset)
   if (recovered) {
     // Recovered bytes came from the page cache of a dead process: make them durable before trusting them.
     for (const segment of segments)
@@ -102,7 +103,7 @@ async function completeSwaps(params: LoadParams, names: readonly string[]): Prom
   const swaps = names
     .map((name) => SWAP_LOG_FILE.exec(name))
     .filter((match) => match !== null)
-    .map((match) => Number(match[1]))
+    .map((match) => Number(match[1]) as Offset)
     .sort((a, b) => a - b)
   for (const baseOffset of swaps) {
     const prefix = baseOffset.toString().padStart(20, '0')
@@ -127,7 +128,7 @@ async function completeSwaps(params: LoadParams, names: readonly string[]): Prom
 }
 
 /** Offset after the last valid batch of a segment file (its base offset when it holds none). */
-async function scanNextOffset(fs: FileSystem, path: string, baseOffset: number): Promise<number> {
+async function scanNextOffset(fs: FileSystem, path: string, baseOffset: Offset): Promise<Offset> {
   const handle = await fs.open(path, 'r')
   try {
     const { size } = await handle.stat()
@@ -155,7 +156,7 @@ async function scanNextOffset(fs: FileSystem, path: string, baseOffset: number):
         await fill(position, Math.max(SWAP_SCAN_BYTES, batchBytes))
       const check = checkBatch(window, position - windowStart, window.length, size)
       if (!check.ok) break
-      nextOffset = check.batch.lastOffset + 1
+      nextOffset = (check.batch.lastOffset + 1) as Offset
       position += check.batch.sizeInBytes
     }
     return nextOffset
@@ -173,22 +174,22 @@ async function removeTempFiles(params: LoadParams, names: readonly string[]): Pr
 }
 
 /** Base offsets of the .log files, ascending; index files without a .log are deleted. */
-async function findSegmentBaseOffsets(params: LoadParams, names: readonly string[]): Promise<number[]> {
-  const logs = new Set<number>()
+async function findSegmentBaseOffsets(params: LoadParams, names: readonly string[]): Promise<Offset[]> {
+  const logs = new Set<Offset>()
   for (const name of names) {
     const match = SEGMENT_FILE.exec(name)
-    if (match?.[2] === 'log') logs.add(Number(match[1]))
+    if (match?.[2] === 'log') logs.add(Number(match[1]) as Offset)
   }
   for (const name of names) {
     const match = SEGMENT_FILE.exec(name)
-    if (match === null || match[2] === 'log' || logs.has(Number(match[1]))) continue
+    if (match === null || match[2] === 'log' || logs.has(Number(match[1]) as Offset)) continue
     params.logger.warn({ dir: params.dir, file: name }, 'deleting index file without a log segment')
     await params.fs.unlink(join(params.dir, name))
   }
   return [...logs].sort((a, b) => a - b)
 }
 
-async function openSegments(params: LoadParams, baseOffsets: readonly number[]): Promise<OpenedSegment[]> {
+async function openSegments(params: LoadParams, baseOffsets: readonly Offset[]): Promise<OpenedSegment[]> {
   const opened: OpenedSegment[] = []
   for (const baseOffset of baseOffsets) {
     const { segment, indexProblem } = await LogSegment.open(
@@ -209,7 +210,7 @@ interface OpenedSegment {
 }
 
 /** Base offset of the segment holding `offset`, or -1 when it precedes them all. */
-function floorBase(segments: readonly LogSegment[], offset: number): number {
+function floorBase(segments: readonly LogSegment[], offset: Offset): number {
   let base = -1
   for (const segment of segments) if (segment.baseOffset <= offset) base = segment.baseOffset
   return base
@@ -249,8 +250,8 @@ async function recoverSegments(
 }
 
 async function recoverSegment(params: LoadParams, segment: LogSegment): Promise<RecoveryOutcome> {
-  const epochs: { epoch: number; startOffset: number }[] = []
-  let latestEpoch = params.leaderEpochCache.latestEpoch ?? -1
+  const epochs: { epoch: LeaderEpoch; startOffset: Offset }[] = []
+  let latestEpoch: number = params.leaderEpochCache.latestEpoch ?? UNDEFINED_EPOCH
   const result = await segment.recover(
     segment.baseOffset,
     false,
@@ -288,9 +289,9 @@ async function deleteSegments(
   }
 }
 
-async function readLogEndOffset(segments: readonly LogSegment[]): Promise<number> {
+async function readLogEndOffset(segments: readonly LogSegment[]): Promise<Offset> {
   const active = segments[segments.length - 1]
-  if (active === undefined) return 0
+  if (active === undefined) return 0 as Offset
   return active.readNextOffset()
 }
 
@@ -298,8 +299,8 @@ async function readLogEndOffset(segments: readonly LogSegment[]): Promise<number
 async function restartAt(
   params: LoadParams,
   segments: readonly LogSegment[],
-  logStartOffset: number,
-  logEndOffset: number,
+  logStartOffset: Offset,
+  logEndOffset: Offset,
 ): Promise<LogSegment[]> {
   if (segments.length > 0) {
     params.logger.warn(

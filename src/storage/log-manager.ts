@@ -13,7 +13,7 @@ import { assert } from '../common/assert.js'
 import { type Clock, systemClock, type TimerHandle } from '../common/clock.js'
 import { exists, type FileSystem } from '../common/file-system.js'
 import { type Logger, silentLogger } from '../common/logger.js'
-import { nodeFileSystem } from '../runtime/node-file-system.js'
+import type { Offset } from '../common/types.js'
 import {
   CheckpointFile,
   CheckpointFormatError,
@@ -23,12 +23,7 @@ import {
 import type { StorageError } from './errors.js'
 import { LogCleaner } from './log-cleaner.js'
 import { DEFAULT_LOG_CONFIG, type LogConfig } from './log-config.js'
-import {
-  PartitionLog,
-  parseTopicPartition,
-  type TopicPartition,
-  topicPartitionDirName,
-} from './partition-log.js'
+import { parseTopicPartition, type TopicPartition, topicPartitionDirName, UnifiedLog } from './unified-log.js'
 
 export const RECOVERY_POINT_CHECKPOINT_FILE = 'recovery-point-offset-checkpoint'
 export const HIGH_WATERMARK_CHECKPOINT_FILE = 'replication-offset-checkpoint'
@@ -43,7 +38,8 @@ export interface LogManagerOptions {
   readonly defaultConfig?: LogConfig
   /** The topic's configuration (defaults merged); undefined means defaultConfig. */
   readonly topicConfig?: (topic: string) => LogConfig | undefined
-  readonly fs?: FileSystem
+  /** The disk of every log dir: storage never picks one itself (Node's is runtime/node-file-system.ts). */
+  readonly fs: FileSystem
   readonly clock?: Clock
   readonly logger?: Logger
   /** log.retention.check.interval.ms */
@@ -69,20 +65,20 @@ export interface LogManagerOptions {
   /** producer.id.expiration.ms: the cleaner keeps a producer's last batch until then. */
   readonly producerIdExpirationMs?: number
   /** The offset below which a log may be cleaned; default its high watermark (set by replication). */
-  readonly cleanableEndOffset?: (log: PartitionLog) => number
+  readonly cleanableEndOffset?: (log: UnifiedLog) => Offset
 }
 
 interface HostedLog {
-  readonly log: PartitionLog
+  readonly log: UnifiedLog
   readonly logDir: string
   readonly tp: TopicPartition
 }
 
 interface DirCheckpoints {
-  readonly recoveryPoints: Map<string, number>
-  readonly logStartOffsets: Map<string, number>
-  readonly highWatermarks: Map<string, number>
-  readonly cleanerOffsets: Map<string, number>
+  readonly recoveryPoints: Map<string, Offset>
+  readonly logStartOffsets: Map<string, Offset>
+  readonly highWatermarks: Map<string, Offset>
+  readonly cleanerOffsets: Map<string, Offset>
 }
 
 const DELETE_DIR_SUFFIX = '-delete'
@@ -123,7 +119,7 @@ export class LogManager {
     assert(options.logDirs.length > 0, 'log.dirs is empty')
     const manager = new LogManager(
       options,
-      options.fs ?? nodeFileSystem,
+      options.fs,
       options.clock ?? systemClock,
       options.logger ?? silentLogger,
     )
@@ -138,24 +134,24 @@ export class LogManager {
     return [...this.offlineDirs]
   }
 
-  getLog(tp: TopicPartition): PartitionLog | undefined {
+  getLog(tp: TopicPartition): UnifiedLog | undefined {
     return this.logs.get(key(tp))?.log
   }
 
-  allLogs(): PartitionLog[] {
+  allLogs(): UnifiedLog[] {
     return [...this.logs.values()].map((h) => h.log)
   }
 
   /** The log of `tp`, created empty in the log dir holding the fewest logs when missing. */
-  async getOrCreateLog(tp: TopicPartition, config?: LogConfig): Promise<PartitionLog> {
+  async getOrCreateLog(tp: TopicPartition, config?: LogConfig): Promise<UnifiedLog> {
     const existing = this.logs.get(key(tp))
     if (existing !== undefined) return existing.log
     const logDir = this.pickLogDir()
     const log = await this.openLog(logDir, tp, config ?? this.configFor(tp.topic), {
       hadCleanShutdown: true,
-      recoveryPoint: 0,
-      logStartOffset: 0,
-      highWatermark: 0,
+      recoveryPoint: 0 as Offset,
+      logStartOffset: 0 as Offset,
+      highWatermark: 0 as Offset,
     })
     // Another caller may have created it while this one awaited.
     const raced = this.logs.get(key(tp))
@@ -277,9 +273,9 @@ export class LogManager {
       assert(!this.logs.has(k), () => `partition ${k} exists in two log dirs`)
       const log = await this.openLog(dir, tp, this.configFor(tp.topic), {
         hadCleanShutdown,
-        recoveryPoint: checkpoints.recoveryPoints.get(k) ?? 0,
-        logStartOffset: checkpoints.logStartOffsets.get(k) ?? 0,
-        highWatermark: checkpoints.highWatermarks.get(k) ?? 0,
+        recoveryPoint: checkpoints.recoveryPoints.get(k) ?? (0 as Offset),
+        logStartOffset: checkpoints.logStartOffsets.get(k) ?? (0 as Offset),
+        highWatermark: checkpoints.highWatermarks.get(k) ?? (0 as Offset),
         wasCompacted: checkpoints.cleanerOffsets.has(k),
       })
       this.logs.set(k, { log, logDir: dir, tp })
@@ -329,7 +325,7 @@ export class LogManager {
   }
 
   /** A malformed checkpoint is read as empty: recovery from 0 is slower but safe (as Kafka). */
-  private async readCheckpoint(dir: string, name: string): Promise<Map<string, number>> {
+  private async readCheckpoint(dir: string, name: string): Promise<Map<string, Offset>> {
     const file = new CheckpointFile(this.fs, join(dir, name), topicPartitionOffsetFormat)
     try {
       return new Map((await file.read()).map((e) => [key(e), e.offset]))
@@ -346,13 +342,13 @@ export class LogManager {
     config: LogConfig,
     start: {
       hadCleanShutdown: boolean
-      recoveryPoint: number
-      logStartOffset: number
-      highWatermark: number
+      recoveryPoint: Offset
+      logStartOffset: Offset
+      highWatermark: Offset
       wasCompacted?: boolean
     },
-  ): Promise<PartitionLog> {
-    return PartitionLog.open({
+  ): Promise<UnifiedLog> {
+    return UnifiedLog.open({
       dir: join(logDir, topicPartitionDirName(tp)),
       config,
       fs: this.fs,
@@ -391,7 +387,7 @@ export class LogManager {
     this.options.onLogDirFailure?.(dir, err)
   }
 
-  private writeCheckpoints(name: string, offsetOf: (log: PartitionLog) => number | undefined): Promise<void> {
+  private writeCheckpoints(name: string, offsetOf: (log: UnifiedLog) => Offset | undefined): Promise<void> {
     const run = async () => {
       for (const dir of this.options.logDirs) {
         if (this.offlineDirs.has(dir)) continue

@@ -3,12 +3,13 @@
  * (base offsets rewritten), its sparse `.index` and its `.timeindex` (Kafka's LogSegment).
  *
  * The segment knows byte positions and batch framing; offsets and their rules belong to
- * PartitionLog. `size` counts bytes whose write completed, so a reader never looks past
+ * UnifiedLog. `size` counts bytes whose write completed, so a reader never looks past
  * data still in flight.
  */
 import { join } from 'node:path'
 import { assert } from '../common/assert.js'
 import type { FileHandle, FileSystem } from '../common/file-system.js'
+import { maxOffset, type Offset } from '../common/types.js'
 import { SegmentReplacedError, StorageError } from './errors.js'
 import { OffsetIndex } from './offset-index.js'
 import {
@@ -31,11 +32,11 @@ const SCAN_WINDOW_BYTES = 8 * 1024 * 1024
 const MAX_BATCH_BYTES_ON_DISK = 0x7fffffff
 
 /** Kafka's file name: the base offset zero-padded to 20 digits. */
-export function filenamePrefixFromOffset(offset: number): string {
+export function filenamePrefixFromOffset(offset: Offset): string {
   return String(offset).padStart(20, '0')
 }
 
-export function logFilePath(dir: string, baseOffset: number, fileSuffix = ''): string {
+export function logFilePath(dir: string, baseOffset: Offset, fileSuffix = ''): string {
   return join(dir, filenamePrefixFromOffset(baseOffset) + LOG_FILE_SUFFIX + fileSuffix)
 }
 
@@ -52,8 +53,8 @@ export interface SegmentOptions {
 /** What one append wrote, batch by batch; batches are already validated and offset-assigned. */
 export interface AppendedBatch {
   readonly sizeInBytes: number
-  readonly baseOffset: number
-  readonly lastOffset: number
+  readonly baseOffset: Offset
+  readonly lastOffset: Offset
   readonly maxTimestamp: number
 }
 
@@ -61,15 +62,15 @@ export interface SegmentRead {
   /** Whole batches, in order; more than one buffer only when the range needed several reads. */
   readonly records: Buffer[]
   readonly sizeInBytes: number
-  readonly firstOffset: number
-  readonly nextOffset: number
+  readonly firstOffset: Offset
+  readonly nextOffset: Offset
 }
 
 export interface RecoveryResult {
   readonly validBytes: number
   readonly truncatedBytes: number
   /** Offset after the last valid batch, undefined when the segment holds none. */
-  readonly nextOffset: number | undefined
+  readonly nextOffset: Offset | undefined
   readonly problem: BatchProblem | 'bad-offsets' | undefined
 }
 
@@ -90,7 +91,7 @@ export class LogSegment {
   /** Bytes of the .log whose write has completed. */
   size: number
   maxTimestampSoFar = NO_TIMESTAMP
-  offsetOfMaxTimestampSoFar: number
+  offsetOfMaxTimestampSoFar: Offset
   /** Max timestamp of the segment's first batch: segment.ms counts from it (Kafka). */
   rollingBasedTimestamp: number | undefined
   lastModifiedMs: number
@@ -106,7 +107,7 @@ export class LogSegment {
   private constructor(
     private readonly fs: FileSystem,
     readonly dir: string,
-    readonly baseOffset: number,
+    readonly baseOffset: Offset,
     private readonly options: SegmentOptions,
     private readonly log: FileHandle,
     size: number,
@@ -126,7 +127,7 @@ export class LogSegment {
   private static indexes(
     fs: FileSystem,
     dir: string,
-    baseOffset: number,
+    baseOffset: Offset,
     options: SegmentOptions,
     fileSuffix = '',
   ) {
@@ -151,7 +152,7 @@ export class LogSegment {
   static async create(
     fs: FileSystem,
     dir: string,
-    baseOffset: number,
+    baseOffset: Offset,
     options: SegmentOptions,
     nowMs: number,
     fileSuffix = '',
@@ -191,7 +192,7 @@ export class LogSegment {
   static async open(
     fs: FileSystem,
     dir: string,
-    baseOffset: number,
+    baseOffset: Offset,
     options: SegmentOptions,
     nowMs: number,
   ): Promise<{ segment: LogSegment; indexProblem: string | undefined }> {
@@ -317,7 +318,7 @@ export class LogSegment {
 
   /** Position and header of the first batch whose last offset is >= `offset` (Kafka's translateOffset). */
   async translateOffset(
-    offset: number,
+    offset: Offset,
     window = new ReadWindow(),
     readAheadBytes = 0,
   ): Promise<BatchSummary | undefined> {
@@ -339,8 +340,8 @@ export class LogSegment {
    * no batch at or after `startOffset` is in this segment; empty when a limit stopped it.
    */
   async read(
-    startOffset: number,
-    maxOffset: number,
+    startOffset: Offset,
+    maxOffset: Offset,
     maxBytes: number,
     minOneBatch: boolean,
   ): Promise<SegmentRead | undefined> {
@@ -378,7 +379,7 @@ export class LogSegment {
       if (taken + batch.sizeInBytes > maxBytes && !(minOneBatch && taken === 0)) break
       taken += batch.sizeInBytes
       position += batch.sizeInBytes
-      nextOffset = batch.lastOffset + 1
+      nextOffset = (batch.lastOffset + 1) as Offset
     }
     if (position > sliceStart)
       records.push(window.buf.subarray(sliceStart - window.start, position - window.start))
@@ -387,14 +388,14 @@ export class LogSegment {
   }
 
   /** Offset after the last batch, scanning from the last index entry (Kafka's readNextOffset). */
-  async readNextOffset(): Promise<number> {
+  async readNextOffset(): Promise<Offset> {
     let position = this.offsetIndex.lookup(this.offsetIndex.lastOffset).position
     let nextOffset = this.baseOffset
     const window = new ReadWindow()
     while (await this.fill(window, position, BATCH_OFFSETS_HEADER_BYTES, this.size - position)) {
       const batch = peekBatch(window.buf, position - window.start, window.buf.length)
       if (batch === undefined || batch.sizeInBytes <= 0) break
-      nextOffset = batch.lastOffset + 1
+      nextOffset = (batch.lastOffset + 1) as Offset
       position += batch.sizeInBytes
     }
     return nextOffset
@@ -403,16 +404,16 @@ export class LogSegment {
   /** The first batch with max timestamp >= `timestampMs` at or after `startingOffset` (Kafka's findOffsetByTimestamp). */
   async findOffsetByTimestamp(
     timestampMs: number,
-    startingOffset: number,
+    startingOffset: Offset,
   ): Promise<TimestampOffset | undefined> {
     const fromTimeIndex = this.timeIndex.lookup(timestampMs)
-    const position = this.offsetIndex.lookup(Math.max(fromTimeIndex.offset, startingOffset)).position
+    const position = this.offsetIndex.lookup(maxOffset(fromTimeIndex.offset, startingOffset)).position
     const found = await this.scanBatches(position, (buf, at, batch) => {
       if (batch.maxTimestamp < timestampMs || batch.lastOffset < startingOffset) return undefined
       return (
         findRecord(buf, at, batch.sizeInBytes, startingOffset, (ts) => ts >= timestampMs) ?? {
           timestamp: batch.maxTimestamp,
-          offset: Math.max(batch.baseOffset, startingOffset),
+          offset: maxOffset(batch.baseOffset, startingOffset),
         }
       )
     })
@@ -484,7 +485,7 @@ export class LogSegment {
    * may skip offsets (the base offset is outside the CRC, so elsewhere a gap is damage).
    */
   async recover(
-    expectedFirstOffset: number,
+    expectedFirstOffset: Offset,
     preallocate: boolean,
     onBatch: (batch: BatchSummary) => void = () => {},
     allowOffsetGaps = false,
@@ -499,7 +500,7 @@ export class LogSegment {
     this.size = 0
     const window = new ReadWindow()
     let position = 0
-    let nextOffset: number | undefined
+    let nextOffset: Offset | undefined
     let problem: RecoveryResult['problem']
     while (position < fileSize) {
       const check = await this.checkBatchAt(window, position, fileSize)
@@ -520,7 +521,7 @@ export class LogSegment {
       if (position === 0) this.rollingBasedTimestamp = batch.maxTimestamp
       this.indexBatch(batch, position)
       onBatch({ ...batch, position })
-      nextOffset = batch.lastOffset + 1
+      nextOffset = (batch.lastOffset + 1) as Offset
       position += batch.sizeInBytes
     }
     const truncatedBytes = fileSize - position
@@ -547,7 +548,7 @@ export class LogSegment {
    * Drops every batch from the one holding `offset` on, and their index entries. Returns
    * the bytes removed and the offset where the segment now ends (the cut batch's base).
    */
-  async truncateTo(offset: number): Promise<{ truncatedBytes: number; cutAtOffset: number | undefined }> {
+  async truncateTo(offset: Offset): Promise<{ truncatedBytes: number; cutAtOffset: Offset | undefined }> {
     const cut = await this.translateOffset(offset)
     if (cut === undefined) return { truncatedBytes: 0, cutAtOffset: undefined }
     await this.offsetIndex.truncateTo(cut.baseOffset, true)

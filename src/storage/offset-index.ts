@@ -6,12 +6,13 @@
  */
 import { assert } from '../common/assert.js'
 import type { FileSystem } from '../common/file-system.js'
+import type { Offset } from '../common/types.js'
 import { AbstractIndex, grownCapacity } from './abstract-index.js'
 
 export const OFFSET_INDEX_ENTRY_BYTES = 8
 
 export interface OffsetPosition {
-  readonly offset: number
+  readonly offset: Offset
   readonly position: number
 }
 
@@ -19,22 +20,20 @@ export class OffsetIndex extends AbstractIndex {
   private relativeOffsets = new Int32Array(0)
   private positions = new Int32Array(0)
 
-  constructor(fs: FileSystem, path: string, baseOffset: number, maxIndexBytes: number) {
+  constructor(fs: FileSystem, path: string, baseOffset: Offset, maxIndexBytes: number) {
     super(fs, path, baseOffset, maxIndexBytes, OFFSET_INDEX_ENTRY_BYTES)
   }
 
-  get lastOffset(): number {
-    return this.entryCount === 0
-      ? this.baseOffset
-      : this.baseOffset + this.relativeOffsets[this.entryCount - 1]
+  get lastOffset(): Offset {
+    return this.entryCount === 0 ? this.baseOffset : this.absolute(this.relativeOffsets[this.entryCount - 1])
   }
 
   entry(n: number): OffsetPosition {
     assert(n >= 0 && n < this.entryCount, () => `offset index entry ${n} of ${this.entryCount}`)
-    return { offset: this.baseOffset + this.relativeOffsets[n], position: this.positions[n] }
+    return { offset: this.absolute(this.relativeOffsets[n]), position: this.positions[n] }
   }
 
-  append(offset: number, position: number): void {
+  append(offset: Offset, position: number): void {
     assert(!this.isFull, () => `offset index ${this.path} is full`)
     const relative = offset - this.baseOffset
     assert(
@@ -55,13 +54,13 @@ export class OffsetIndex extends AbstractIndex {
   }
 
   /** The entry with the largest offset <= target, or (baseOffset, 0). */
-  lookup(targetOffset: number): OffsetPosition {
+  lookup(targetOffset: Offset): OffsetPosition {
     const n = this.largestLowerBound(targetOffset - this.baseOffset, (i) => this.relativeOffsets[i])
     return n < 0 ? { offset: this.baseOffset, position: 0 } : this.entry(n)
   }
 
   /** Removes entries for offsets >= `offset` (Kafka's OffsetIndex.truncateTo). */
-  async truncateTo(offset: number, preallocate: boolean): Promise<void> {
+  async truncateTo(offset: Offset, preallocate: boolean): Promise<void> {
     const keep = this.smallestUpperBound(offset - this.baseOffset, (i) => this.relativeOffsets[i])
     await this.truncateToEntries(keep, preallocate)
   }

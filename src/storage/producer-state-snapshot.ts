@@ -14,6 +14,7 @@
 import { join } from 'node:path'
 import { TidelogError } from '../common/errors.js'
 import { type FileSystem, isNotFound, readWholeFile, writeFileAtomically } from '../common/file-system.js'
+import type { Offset } from '../common/types.js'
 import { crc32c } from '../protocol/crc32c.js'
 
 export const SNAPSHOT_SUFFIX = '.snapshot'
@@ -27,7 +28,7 @@ export interface ProducerSnapshotEntry {
   readonly producerId: bigint
   readonly producerEpoch: number
   readonly lastSequence: number
-  readonly lastOffset: number
+  readonly lastOffset: Offset
   /** lastOffset - firstOffset of the last batch (also lastSequence - firstSequence). */
   readonly offsetDelta: number
   /** The last batch's max timestamp: producer.id.expiration.ms counts from it. */
@@ -37,7 +38,7 @@ export interface ProducerSnapshotEntry {
   readonly currentTxnFirstOffset: number
 }
 
-export function snapshotFileName(offset: number): string {
+export function snapshotFileName(offset: Offset): string {
   return `${String(offset).padStart(20, '0')}${SNAPSHOT_SUFFIX}`
 }
 
@@ -76,7 +77,7 @@ export function decodeSnapshot(buf: Buffer): ProducerSnapshotEntry[] {
       producerId: buf.readBigInt64BE(at),
       producerEpoch: buf.readInt16BE(at + 8),
       lastSequence: buf.readInt32BE(at + 10),
-      lastOffset: Number(buf.readBigInt64BE(at + 14)),
+      lastOffset: Number(buf.readBigInt64BE(at + 14)) as Offset,
       offsetDelta: buf.readInt32BE(at + 22),
       timestamp: Number(buf.readBigInt64BE(at + 26)),
       coordinatorEpoch: buf.readInt32BE(at + 34),
@@ -92,11 +93,11 @@ function corrupt(problem: string): TidelogError {
 }
 
 /** The snapshot files of a partition directory: offsets, ascending. */
-export async function listSnapshotOffsets(fs: FileSystem, dir: string): Promise<number[]> {
-  const offsets: number[] = []
+export async function listSnapshotOffsets(fs: FileSystem, dir: string): Promise<Offset[]> {
+  const offsets: Offset[] = []
   for (const name of await fs.readdir(dir)) {
     const match = SNAPSHOT_FILE.exec(name)
-    if (match !== null) offsets.push(Number(match[1]))
+    if (match !== null) offsets.push(Number(match[1]) as Offset)
   }
   return offsets.sort((a, b) => a - b)
 }
@@ -104,7 +105,7 @@ export async function listSnapshotOffsets(fs: FileSystem, dir: string): Promise<
 export async function writeSnapshot(
   fs: FileSystem,
   dir: string,
-  offset: number,
+  offset: Offset,
   entries: readonly ProducerSnapshotEntry[],
 ): Promise<void> {
   await writeFileAtomically(fs, join(dir, snapshotFileName(offset)), encodeSnapshot(entries))
@@ -113,7 +114,7 @@ export async function writeSnapshot(
 export async function readSnapshot(
   fs: FileSystem,
   dir: string,
-  offset: number,
+  offset: Offset,
 ): Promise<ProducerSnapshotEntry[]> {
   return decodeSnapshot(await readWholeFile(fs, join(dir, snapshotFileName(offset))))
 }
@@ -122,7 +123,7 @@ export async function readSnapshot(
 export async function deleteSnapshots(
   fs: FileSystem,
   dir: string,
-  remove: (offset: number) => boolean,
+  remove: (offset: Offset) => boolean,
 ): Promise<void> {
   for (const offset of await listSnapshotOffsets(fs, dir)) {
     if (!remove(offset)) continue

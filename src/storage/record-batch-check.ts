@@ -3,6 +3,7 @@
  * framing (length fits, magic 2), the CRC-32C, and the offset fields. Used by append (to
  * reject bad input) and by recovery (to find the first torn or corrupt batch).
  */
+import type { LeaderEpoch, Offset } from '../common/types.js'
 import {
   ATTRIBUTES_OFFSET,
   BASE_OFFSET_OFFSET,
@@ -27,10 +28,10 @@ export interface BatchSummary {
   /** Byte position of the batch in the buffer it was found in. */
   readonly position: number
   readonly sizeInBytes: number
-  readonly baseOffset: number
-  readonly lastOffset: number
+  readonly baseOffset: Offset
+  readonly lastOffset: Offset
   readonly maxTimestamp: number
-  readonly partitionLeaderEpoch: number
+  readonly partitionLeaderEpoch: LeaderEpoch
   readonly recordsCount: number
 }
 
@@ -53,14 +54,14 @@ export function writeInt64(buf: Buffer, at: number, value: number): void {
 export function peekBatch(buf: Buffer, at: number, end: number): BatchSummary | undefined {
   if (end - at < BATCH_OFFSETS_HEADER_BYTES) return undefined
   const batchLength = buf.readInt32BE(at + BATCH_LENGTH_OFFSET)
-  const baseOffset = readInt64(buf, at + BASE_OFFSET_OFFSET)
+  const baseOffset = readInt64(buf, at + BASE_OFFSET_OFFSET) as Offset
   return {
     position: at,
     sizeInBytes: LOG_OVERHEAD + batchLength,
     baseOffset,
-    lastOffset: baseOffset + buf.readInt32BE(at + LAST_OFFSET_DELTA_OFFSET),
+    lastOffset: (baseOffset + buf.readInt32BE(at + LAST_OFFSET_DELTA_OFFSET)) as Offset,
     maxTimestamp: end - at >= MAX_TIMESTAMP_OFFSET + 8 ? readInt64(buf, at + MAX_TIMESTAMP_OFFSET) : -1,
-    partitionLeaderEpoch: buf.readInt32BE(at + PARTITION_LEADER_EPOCH_OFFSET),
+    partitionLeaderEpoch: buf.readInt32BE(at + PARTITION_LEADER_EPOCH_OFFSET) as LeaderEpoch,
     recordsCount: end - at >= RECORD_BATCH_OVERHEAD ? buf.readInt32BE(at + RECORDS_COUNT_OFFSET) : -1,
   }
 }
@@ -121,7 +122,7 @@ export function findRecord(
   buf: Buffer,
   at: number,
   sizeInBytes: number,
-  minOffset: number,
+  minOffset: Offset,
   matches: (timestampMs: number) => boolean,
 ): TimestampAndOffsetInBatch | undefined {
   const attributes = buf.readInt16BE(at + ATTRIBUTES_OFFSET)
@@ -138,7 +139,7 @@ export function findRecord(
     if (timestampDelta === undefined) return undefined
     const offsetDelta = readVarlong(buf, timestampDelta[1], end)
     if (offsetDelta === undefined) return undefined
-    const offset = baseOffset + offsetDelta[0]
+    const offset = (baseOffset + offsetDelta[0]) as Offset
     const timestamp = baseTimestamp + timestampDelta[0]
     if (offset >= minOffset && matches(timestamp)) return { timestamp, offset }
     pos = recordEnd
@@ -148,5 +149,5 @@ export function findRecord(
 
 export interface TimestampAndOffsetInBatch {
   readonly timestamp: number
-  readonly offset: number
+  readonly offset: Offset
 }

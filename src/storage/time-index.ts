@@ -6,6 +6,7 @@
  */
 import { assert } from '../common/assert.js'
 import type { FileSystem } from '../common/file-system.js'
+import type { Offset } from '../common/types.js'
 import { AbstractIndex, grownCapacity } from './abstract-index.js'
 import { readInt64, writeInt64 } from './record-batch-check.js'
 
@@ -15,14 +16,14 @@ export const NO_TIMESTAMP = -1
 
 export interface TimestampOffset {
   readonly timestamp: number
-  readonly offset: number
+  readonly offset: Offset
 }
 
 export class TimeIndex extends AbstractIndex {
   private timestamps = new Float64Array(0)
   private relativeOffsets = new Int32Array(0)
 
-  constructor(fs: FileSystem, path: string, baseOffset: number, maxIndexBytes: number) {
+  constructor(fs: FileSystem, path: string, baseOffset: Offset, maxIndexBytes: number) {
     super(fs, path, baseOffset, maxIndexBytes, TIME_INDEX_ENTRY_BYTES)
   }
 
@@ -39,11 +40,11 @@ export class TimeIndex extends AbstractIndex {
 
   entry(n: number): TimestampOffset {
     assert(n >= 0 && n < this.entryCount, () => `time index entry ${n} of ${this.entryCount}`)
-    return { timestamp: this.timestamps[n], offset: this.baseOffset + this.relativeOffsets[n] }
+    return { timestamp: this.timestamps[n], offset: this.absolute(this.relativeOffsets[n]) }
   }
 
   /** Appends when `timestamp` is larger than the last entry's (Kafka's TimeIndex.maybeAppend). */
-  maybeAppend(timestamp: number, offset: number, skipFullCheck = false): void {
+  maybeAppend(timestamp: number, offset: Offset, skipFullCheck = false): void {
     if (!skipFullCheck) assert(!this.isFull, () => `time index ${this.path} is full`)
     const last = this.lastEntry
     if (timestamp <= last.timestamp) return
@@ -70,7 +71,7 @@ export class TimeIndex extends AbstractIndex {
   }
 
   /** Removes entries for offsets >= `offset`. */
-  async truncateTo(offset: number, preallocate: boolean): Promise<void> {
+  async truncateTo(offset: Offset, preallocate: boolean): Promise<void> {
     const keep = this.smallestUpperBound(offset - this.baseOffset, (i) => this.relativeOffsets[i])
     await this.truncateToEntries(keep, preallocate)
   }

@@ -1,5 +1,5 @@
 /**
- * Producer state (idempotence) over a real PartitionLog: Kafka's sequence rules on leader
+ * Producer state (idempotence) over a real UnifiedLog: Kafka's sequence rules on leader
  * appends (retries answered with their first offsets, gaps, old epochs, new epochs, unknown
  * producers, Int32 wrap), atomicity with pipelined appends, followers applying without
  * checks, truncation, snapshots (Kafka's file format) with rebuild from the log tail, and
@@ -10,18 +10,20 @@ import { readdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
+import type { LeaderEpoch, Offset } from '../../src/common/types.js'
 import { ATTRIBUTES_OFFSET, CRC_OFFSET } from '../../src/protocol/batch-header.js'
 import { crc32c } from '../../src/protocol/crc32c.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { KafkaError } from '../../src/replication/kafka-error.js'
 import { incrementSequence, inSequence, ProducerStateManager } from '../../src/replication/producer-state.js'
+import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { DEFAULT_LOG_CONFIG } from '../../src/storage/log-config.js'
-import { type LogAppendInfo, PartitionLog } from '../../src/storage/partition-log.js'
 import {
   decodeSnapshot,
   encodeSnapshot,
   snapshotFileName,
 } from '../../src/storage/producer-state-snapshot.js'
+import { type LogAppendInfo, UnifiedLog } from '../../src/storage/unified-log.js'
 import { ManualClock, readAll, simpleBatch, withTempDir } from '../storage/helpers.js'
 
 const INT32_MAX = 0x7fffffff
@@ -40,12 +42,13 @@ function batch(pid: bigint, epoch: number, seq: number, count = 1, timestamp = 1
 interface Fixture {
   readonly dir: string
   readonly clock: ManualClock
-  log: PartitionLog
+  log: UnifiedLog
   state: ProducerStateManager
 }
 
 async function open(dir: string, clock: ManualClock, segmentBytes = DEFAULT_LOG_CONFIG.segmentBytes) {
-  const log = await PartitionLog.open({
+  const log = await UnifiedLog.open({
+    fs: nodeFileSystem,
     dir: join(dir, 't-0'),
     clock,
     config: { ...DEFAULT_LOG_CONFIG, segmentBytes },
@@ -68,8 +71,8 @@ async function withLog(body: (f: Fixture) => Promise<void>, segmentBytes?: numbe
   })
 }
 
-function lead(log: PartitionLog, buf: Buffer): Promise<LogAppendInfo> {
-  return log.append(buf, { assignOffsets: true, leaderEpoch: 0 })
+function lead(log: UnifiedLog, buf: Buffer): Promise<LogAppendInfo> {
+  return log.append(buf, { assignOffsets: true, leaderEpoch: 0 as LeaderEpoch })
 }
 
 async function rejectsWith(promise: Promise<unknown>, code: number): Promise<void> {
@@ -179,12 +182,12 @@ describe('followers, truncation, snapshots', () => {
         await log.append(b, { assignOffsets: false })
       }
       assert.equal(state.lastEntry(3n)?.lastSeq, 5)
-      await log.truncateTo(4)
+      await log.truncateTo(4 as Offset)
       assert.equal(state.lastEntry(3n)?.lastSeq, 3)
       assert.equal(state.endOffset, 4)
       // The batch cut away is new again (a retry of it writes it once more, as in Kafka).
       assert.equal((await lead(log, batch(3n, 1, 4, 2))).firstOffset, 4)
-      await log.truncateFullyAndStartAt(100)
+      await log.truncateFullyAndStartAt(100 as Offset)
       assert.equal(state.activeProducers.size, 0)
       assert.equal(state.endOffset, 100)
     }))
@@ -199,8 +202,8 @@ describe('followers, truncation, snapshots', () => {
       assert.ok(names.length >= 2, `snapshots ${names}`)
       assert.ok(log.numberOfSegments >= 3)
       const lastRoll = log.segmentBaseOffsets.at(-1) as number
-      assert.ok(names.includes(snapshotFileName(lastRoll)))
-      const entries = decodeSnapshot(await readFile(join(log.dir, snapshotFileName(lastRoll))))
+      assert.ok(names.includes(snapshotFileName(lastRoll as Offset)))
+      const entries = decodeSnapshot(await readFile(join(log.dir, snapshotFileName(lastRoll as Offset))))
       const mine = entries.find((e) => e.producerId === 11n)
       assert.equal(mine?.producerEpoch, 2)
       assert.equal(mine?.lastOffset, lastRoll - 1)
@@ -235,7 +238,7 @@ describe('followers, truncation, snapshots', () => {
       const first = await open(dir, clock)
       for (let seq = 0; seq < 10; seq++) await lead(first.log, batch(4n, 0, seq))
       await first.log.close()
-      const file = join(first.log.dir, snapshotFileName(10))
+      const file = join(first.log.dir, snapshotFileName(10 as Offset))
       const bytes = await readFile(file)
       assert.equal(bytes.readInt16BE(0), 1, 'version 1')
       assert.equal(bytes.readUInt32BE(2), crc32c(bytes.subarray(6)), 'CRC-32C of everything after it')
@@ -257,7 +260,7 @@ describe('followers, truncation, snapshots', () => {
         producerId: 123456789012n,
         producerEpoch: 7,
         lastSequence: INT32_MAX,
-        lastOffset: 2 ** 40,
+        lastOffset: (2 ** 40) as Offset,
         offsetDelta: 4,
         timestamp: 1_700_000_000_123,
         coordinatorEpoch: -1,

@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { systemClock } from '../../src/common/clock.js'
 import type { ByteStream, Network } from '../../src/common/network.js'
+import type { Offset } from '../../src/common/types.js'
 import type { PartitionState } from '../../src/metadata/cluster-image.js'
 import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
 import type { Partition } from '../../src/replication/partition.js'
@@ -198,7 +199,7 @@ export async function logDigest(
   let bytes = 0
   let offset = log.logStartOffset
   while (offset < end) {
-    const info = await log.read(offset, { maxBytes: 4 << 20, maxOffset: end, minOneMessage: true })
+    const info = await log.read(offset, { maxBytes: 4 << 20, maxOffset: end as Offset, minOneMessage: true })
     if (info.sizeInBytes === 0) throw new Error(`no progress reading ${log.dir} at ${offset}`)
     for (const chunk of info.records) {
       hash.update(chunk)

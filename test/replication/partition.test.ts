@@ -1,5 +1,5 @@
 /**
- * Partition (leader side of replication) over a real PartitionLog in a temp directory, with
+ * Partition (leader side of replication) over a real UnifiedLog in a temp directory, with
  * a fake context: a manual clock, a fencing switch and an alterIsr that records proposals
  * and lets the test decide when (and whether) they commit.
  */
@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { InvariantError } from '../../src/common/assert.js'
 import { silentLogger } from '../../src/common/logger.js'
+import type { LeaderEpoch, Offset } from '../../src/common/types.js'
 import type { ClusterImage, PartitionState } from '../../src/metadata/cluster-image.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { waitForHighWatermark } from '../../src/replication/delayed-operations.js'
@@ -15,8 +16,9 @@ import { KafkaError } from '../../src/replication/kafka-error.js'
 import { type IsrProposal, Partition } from '../../src/replication/partition.js'
 import type { ReplicaFetcherManager } from '../../src/replication/replica-fetcher.js'
 import { ReplicaManager } from '../../src/replication/replica-manager.js'
+import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { DEFAULT_LOG_CONFIG } from '../../src/storage/log-config.js'
-import { PartitionLog } from '../../src/storage/partition-log.js'
+import { UnifiedLog } from '../../src/storage/unified-log.js'
 import { ManualClock, simpleBatch, waitFor, withTempDir } from '../storage/helpers.js'
 
 const LAG_MS = 10_000
@@ -65,12 +67,12 @@ function state(overrides: Partial<PartitionState> = {}): PartitionState {
 
 async function withPartition(
   initial: PartitionState,
-  body: (p: Partition, ctx: FakeContext, clock: ManualClock, log: PartitionLog) => Promise<void>,
+  body: (p: Partition, ctx: FakeContext, clock: ManualClock, log: UnifiedLog) => Promise<void>,
 ): Promise<void> {
   await withTempDir(async (dir) => {
     const clock = new ManualClock()
     const ctx = new FakeContext(clock)
-    const log = await PartitionLog.open({ dir: join(dir, 't-0'), clock })
+    const log = await UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, 't-0'), clock })
     try {
       const p = new Partition({ topic: 't', partition: 0, topicId: 'id' }, log, initial, ctx.context)
       await body(p, ctx, clock, log)
@@ -312,14 +314,14 @@ describe('Partition ISR', () => {
     await withTempDir(async (dir) => {
       const clock = new ManualClock()
       const ctx = new FakeContext(clock)
-      const log = await PartitionLog.open({ dir: join(dir, 't-0'), clock })
+      const log = await UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, 't-0'), clock })
       try {
         // This broker followed at epoch 0: 10 records, but the leader's HW reached it only up to 5.
         await log.append(simpleBatch(10, 10, 0, { partitionLeaderEpoch: 0 }), {
           assignOffsets: true,
-          leaderEpoch: 0,
+          leaderEpoch: 0 as LeaderEpoch,
         })
-        log.updateHighWatermark(5)
+        log.updateHighWatermark(5 as Offset)
         const p = new Partition(
           { topic: 't', partition: 0, topicId: 'id' },
           log,
@@ -448,7 +450,7 @@ describe('Partition leadership', () => {
     await withPartition(state({ leaderEpoch: 7 }), async (p, _ctx, _clock, log) => {
       await produce(p, 2)
       assert.equal(log.latestEpoch, 7)
-      const data = await log.read(0, { maxBytes: 1 << 20 })
+      const data = await log.read(0 as Offset, { maxBytes: 1 << 20 })
       assert.equal(data.records[0].readInt32BE(12), 7)
     })
   })
@@ -503,7 +505,8 @@ describe('acks=all purgatory', () => {
       const manager = new ReplicaManager({
         nodeId: 1,
         logs: {
-          getOrCreateLog: (tp) => PartitionLog.open({ dir: join(dir, `${tp.topic}-${tp.partition}`), clock }),
+          getOrCreateLog: (tp) =>
+            UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, `${tp.topic}-${tp.partition}`), clock }),
           deleteLog: async () => undefined,
         },
         clock,
@@ -529,7 +532,7 @@ describe('acks=all purgatory', () => {
         // follower it truncates and takes broker 2's records and high watermark: the old
         // produce must not be answered as if its records were committed.
         await manager.applyImage(image(state({ leader: 2, leaderEpoch: 1, partitionEpoch: 1 })))
-        await p.log.truncateTo(0)
+        await p.log.truncateTo(0 as Offset)
         await p.appendAsFollower(simpleBatch(12, 10, 9, { partitionLeaderEpoch: 1 }), 12)
         assert.equal(p.highWatermark, 12)
         const result = await Promise.race([pending, new Promise((r) => setTimeout(() => r('pending'), 200))])

@@ -11,7 +11,8 @@ import { silentLogger } from '../../src/common/logger.js'
 import type { ByteStream } from '../../src/common/network.js'
 import { Partition } from '../../src/replication/partition.js'
 import { ReplicaFetcherManager } from '../../src/replication/replica-fetcher.js'
-import { PartitionLog } from '../../src/storage/partition-log.js'
+import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
+import { UnifiedLog } from '../../src/storage/unified-log.js'
 import { ManualClock, withTempDir } from '../storage/helpers.js'
 
 const tick = () => new Promise((resolve) => setImmediate(resolve))
@@ -37,7 +38,7 @@ test('a fetch that is never answered drops the connection and reconnects', async
         }
       },
     }
-    const log = await PartitionLog.open({ dir: join(dir, 't-0'), clock })
+    const log = await UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, 't-0'), clock })
     const partition = new Partition(
       { topic: 't', partition: 0, topicId: 'id' },
       log,

@@ -10,7 +10,9 @@ import { readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { PartitionLog } from '../../src/storage/partition-log.js'
+import type { Offset } from '../../src/common/types.js'
+import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
+import { UnifiedLog } from '../../src/storage/unified-log.js'
 import { readAll, withTempDir } from './helpers.js'
 
 const CHILD = fileURLToPath(new URL('./crash-child.js', import.meta.url))
@@ -77,8 +79,13 @@ describe('crash recovery', () => {
         const acks = await runAndKill(dir, round % 2 === 0, 20 + Math.floor(random() * 300))
         assert.ok(acks.length > 0, `round ${round}: the child acknowledged nothing`)
         for (const ack of acks) acked.set(ack.firstOffset, ack)
-        const log = await PartitionLog.open({ dir, hadCleanShutdown: false, recoveryPoint: 0 })
-        const batches = await readAll(log, 0, 1 << 20)
+        const log = await UnifiedLog.open({
+          fs: nodeFileSystem,
+          dir,
+          hadCleanShutdown: false,
+          recoveryPoint: 0 as Offset,
+        })
+        const batches = await readAll(log, 0 as Offset, 1 << 20)
         const byBase = new Map(batches.map((b) => [b.baseOffset, b]))
         for (const ack of acked.values()) {
           const batch = byBase.get(ack.firstOffset)

@@ -9,7 +9,7 @@ import type { Clock } from '../../src/common/clock.js'
 import { ATTRIBUTES_OFFSET, CRC_OFFSET } from '../../src/protocol/batch-header.js'
 import { crc32c } from '../../src/protocol/crc32c.js'
 import { Writer } from '../../src/protocol/primitives.js'
-import type { PartitionLog } from '../../src/storage/partition-log.js'
+import type { UnifiedLog } from '../../src/storage/unified-log.js'
 
 export interface TestRecord {
   readonly key?: Buffer | null
@@ -125,7 +125,7 @@ export function splitBatches(buffers: readonly Buffer[]): ReadBatch[] {
 
 /** Every batch from `from` to the log end, reading in small steps to exercise the read path. */
 export async function readAll(
-  log: PartitionLog,
+  log: UnifiedLog,
   from = log.logStartOffset,
   maxBytes = 64 * 1024,
 ): Promise<ReadBatch[]> {

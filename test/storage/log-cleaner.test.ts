@@ -11,6 +11,7 @@ import { describe, it } from 'node:test'
 import fc from 'fast-check'
 import type { FileHandle, FileSystem, OpenFlags } from '../../src/common/file-system.js'
 import { silentLogger } from '../../src/common/logger.js'
+import type { LeaderEpoch, Offset } from '../../src/common/types.js'
 import { CompressionType } from '../../src/protocol/batch-header.js'
 import { decodeRecordBatch, encodeRecordBatch, readBatchHeader } from '../../src/protocol/record-batch.js'
 import { ProducerStateManager } from '../../src/replication/producer-state.js'
@@ -18,7 +19,7 @@ import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { cleanLog, LogCleaner } from '../../src/storage/log-cleaner.js'
 import { fromProperties, type LogConfig } from '../../src/storage/log-config.js'
 import { CLEANER_OFFSET_CHECKPOINT_FILE, LogManager } from '../../src/storage/log-manager.js'
-import { PartitionLog } from '../../src/storage/partition-log.js'
+import { UnifiedLog } from '../../src/storage/unified-log.js'
 import { crcIsValid, ManualClock, makeTempDir, readAll, removeDir, withTempDir } from './helpers.js'
 
 const T0 = 1_700_000_000_000
@@ -67,7 +68,7 @@ interface RecordView {
 }
 
 /** Every record of the log in offset order, decoded. */
-async function recordsOf(log: PartitionLog): Promise<RecordView[]> {
+async function recordsOf(log: UnifiedLog): Promise<RecordView[]> {
   const out: RecordView[] = []
   for (const batch of await readAll(log)) {
     assert.ok(crcIsValid(batch.bytes), `CRC of batch ${batch.baseOffset}`)
@@ -100,13 +101,13 @@ async function openCompacted(
   config = compactConfig(),
   clock = new ManualClock(T0),
   fs: FileSystem = nodeFileSystem,
-): Promise<PartitionLog> {
-  return PartitionLog.open({ dir, config, clock, fs })
+): Promise<UnifiedLog> {
+  return UnifiedLog.open({ dir, config, clock, fs })
 }
 
 /** Appends `rounds` overwrites of `keys` keys, one batch per `perBatch` records; returns the log end. */
 async function writeOverwrites(
-  log: PartitionLog,
+  log: UnifiedLog,
   keys: number,
   rounds: number,
   options: BatchOptions & { perBatch?: number } = {},
@@ -117,17 +118,20 @@ async function writeOverwrites(
     for (let k = 0; k < keys; k++) {
       pending.push({ key: `key-${k}`, value: `value-${k}-${round}-${'x'.repeat(20)}` })
       if (pending.length === perBatch) {
-        await log.append(await batchOf(pending, options), { assignOffsets: true, leaderEpoch: 0 })
+        await log.append(await batchOf(pending, options), {
+          assignOffsets: true,
+          leaderEpoch: 0 as LeaderEpoch,
+        })
         pending = []
       }
     }
   }
   if (pending.length > 0)
-    await log.append(await batchOf(pending, options), { assignOffsets: true, leaderEpoch: 0 })
+    await log.append(await batchOf(pending, options), { assignOffsets: true, leaderEpoch: 0 as LeaderEpoch })
   log.updateHighWatermark(log.logEndOffset)
 }
 
-function cleanNow(log: PartitionLog, clock: ManualClock, extra: Parameters<typeof cleanLog>[3] = {}) {
+function cleanNow(log: UnifiedLog, clock: ManualClock, extra: Parameters<typeof cleanLog>[3] = {}) {
   return cleanLog(log, clock, silentLogger, { force: true, ...extra })
 }
 
@@ -178,7 +182,8 @@ describe('log cleaner', () => {
       const reopened = await openCompacted(dir, compactConfig(), clock)
       assert.deepEqual(await recordsOf(reopened), expected)
       await reopened.close()
-      const reopenedUnclean = await PartitionLog.open({
+      const reopenedUnclean = await UnifiedLog.open({
+        fs: nodeFileSystem,
         dir,
         config: compactConfig(),
         clock,
@@ -196,7 +201,7 @@ describe('log cleaner', () => {
       await writeOverwrites(log, 10, 30)
       const middle = log.segmentBaseOffsets[Math.floor(log.numberOfSegments / 2)]
       const highWatermark = middle + 3 // inside a segment: that segment stays dirty
-      log.updateHighWatermark(highWatermark)
+      log.updateHighWatermark(highWatermark as Offset)
       const before = await recordsOf(log)
       const bytesAbove = (await readAll(log, middle)).map((b) => b.bytes.toString('hex'))
       const stats = await cleanNow(log, clock)
@@ -385,7 +390,7 @@ describe('log cleaner', () => {
   it('producer state rebuilt from a cleaned log still answers a retry of the last batch with its offsets', async () => {
     await withTempDir(async (dir) => {
       const clock = new ManualClock(T0)
-      const attach = async (log: PartitionLog) =>
+      const attach = async (log: UnifiedLog) =>
         log.attachProducerState(
           new ProducerStateManager(log, { clock, logger: silentLogger, producerIdExpirationMs: 86_400_000 }),
         )
@@ -457,7 +462,7 @@ describe('log cleaner', () => {
       const follower = await openCompacted(join(dir, 'follower-0'), compactConfig(), clock)
       let offset = 0
       while (offset < leader.logEndOffset) {
-        const data = await leader.read(offset, { maxBytes: 1500 })
+        const data = await leader.read(offset as Offset, { maxBytes: 1500 })
         await follower.append(Buffer.concat(data.records), { assignOffsets: false })
         offset = data.nextOffset
       }
@@ -467,7 +472,8 @@ describe('log cleaner', () => {
         (await readAll(leader)).map((b) => b.bytes.toString('hex')),
       )
       await follower.close()
-      const reopened = await PartitionLog.open({
+      const reopened = await UnifiedLog.open({
+        fs: nodeFileSystem,
         dir: join(dir, 'follower-0'),
         config: compactConfig(),
         clock,
@@ -505,12 +511,13 @@ describe('log cleaner', () => {
       const after = await recordsOf(log)
       await log.close()
       const deleteConfig = fromProperties({ 'segment.bytes': 2048 })
-      const reopened = await PartitionLog.open({
+      const reopened = await UnifiedLog.open({
+        fs: nodeFileSystem,
         dir,
         config: deleteConfig,
         clock,
         hadCleanShutdown: false,
-        recoveryPoint: 0,
+        recoveryPoint: 0 as Offset,
         wasCompacted: true,
       })
       assert.deepEqual(await recordsOf(reopened), after)
@@ -526,7 +533,7 @@ describe('log cleaner', () => {
       assert.ok((await cleanNow(log, clock)).cleaned)
       const firstBatch = (await readAll(log))[0]
       assert.ok(firstBatch.baseOffset > 0, 'the cleaned log starts with a gap')
-      await log.truncateTo(0)
+      await log.truncateTo(0 as Offset)
       assert.equal(log.logEndOffset, 0)
       assert.deepEqual(await readAll(log), [])
       await log.append(await batchOf([{ key: 'a', value: 'b' }]), { assignOffsets: true })
@@ -575,7 +582,7 @@ describe('log cleaner', () => {
         let offset = 0
         while (!done) {
           if (offset >= log.logEndOffset) offset = 0
-          const data = await log.read(offset, { maxBytes: 3000 })
+          const data = await log.read(offset as Offset, { maxBytes: 3000 })
           for (const chunk of data.records) {
             for (let at = 0; at < chunk.length; ) {
               const size = 12 + chunk.readInt32BE(at + 8)
@@ -607,6 +614,7 @@ describe('log cleaner', () => {
       const topicConfig = (topic: string) =>
         topic === 'plain' ? fromProperties({ 'segment.bytes': 2048 }) : undefined
       const manager = await LogManager.open({
+        fs: nodeFileSystem,
         logDirs: [dir],
         clock,
         defaultConfig: compactConfig(),
@@ -629,6 +637,7 @@ describe('log cleaner', () => {
       const checkpoint = await readdir(dir)
       assert.ok(checkpoint.includes(CLEANER_OFFSET_CHECKPOINT_FILE))
       const reopened = await LogManager.open({
+        fs: nodeFileSystem,
         logDirs: [dir],
         clock,
         defaultConfig: compactConfig(),
@@ -770,9 +779,15 @@ describe('log cleaner crash safety', () => {
         fs.arm(failAt)
         await cleanNow(crashing, clock).catch(() => undefined)
         // Wait for anything queued, then drop the handles as a dead process would.
-        await crashing.read(0, { maxBytes: 1 }).catch(() => undefined)
+        await crashing.read(0 as Offset, { maxBytes: 1 }).catch(() => undefined)
         await crashing.closeHandlers()
-        const reopened = await PartitionLog.open({ dir, config, clock, hadCleanShutdown: false })
+        const reopened = await UnifiedLog.open({
+          fs: nodeFileSystem,
+          dir,
+          config,
+          clock,
+          hadCleanShutdown: false,
+        })
         const records = await recordsOf(reopened)
         // Each group of segments is swapped atomically: every record is one of the old
         // log's, at its offset, and every record the complete clean keeps is there.
@@ -819,7 +834,13 @@ describe('log cleaner crash safety', () => {
       // A stray .cleaned segment (a clean that had not begun its swap) is ignored and removed.
       const prefix = String(groupBase).padStart(20, '0')
       await cp(join(dir, `${prefix}.log`), join(dir, `${prefix}.log.cleaned`))
-      const reopened = await PartitionLog.open({ dir, config, clock, hadCleanShutdown: false })
+      const reopened = await UnifiedLog.open({
+        fs: nodeFileSystem,
+        dir,
+        config,
+        clock,
+        hadCleanShutdown: false,
+      })
       assert.deepEqual(await recordsOf(reopened), after)
       assert.ok(!(await readdir(dir)).some((f) => f.endsWith('.cleaned')))
       await reopened.close()
@@ -916,7 +937,7 @@ describe('log cleaner model', () => {
                 // A follower cutting what is above its high watermark (never what was cleaned).
                 const before = await recordsOf(log)
                 const hw = log.highWatermark
-                await log.truncateTo(hw + Math.floor((log.logEndOffset - hw) * op.fraction))
+                await log.truncateTo((hw + Math.floor((log.logEndOffset - hw) * op.fraction)) as Offset)
                 const kept = viewOf(before.filter((r) => r.offset < log.logEndOffset))
                 model.clear()
                 for (const [k, v] of kept) model.set(k, v)

@@ -2,6 +2,8 @@ import assert from 'node:assert/strict'
 import { readFile, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
+import type { LeaderEpoch, Offset } from '../../src/common/types.js'
+import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { fromProperties } from '../../src/storage/log-config.js'
 import { CLEAN_SHUTDOWN_FILE, LogManager } from '../../src/storage/log-manager.js'
 import { ManualClock, readAll, simpleBatch, waitFor, withTempDir } from './helpers.js'
@@ -19,14 +21,14 @@ describe('LogManager', () => {
   it('creates logs spread over log.dirs and writes Kafka checkpoint files on shutdown', async () => {
     await withTempDir(async (root) => {
       const logDirs = [join(root, 'd1'), join(root, 'd2')]
-      const manager = await LogManager.open({ logDirs })
+      const manager = await LogManager.open({ fs: nodeFileSystem, logDirs })
       const a = await manager.getOrCreateLog({ topic: 'orders', partition: 0 })
       const b = await manager.getOrCreateLog({ topic: 'orders', partition: 1 })
       assert.equal(await manager.getOrCreateLog({ topic: 'orders', partition: 0 }), a)
       assert.notEqual(a.dir.split('/').at(-2), b.dir.split('/').at(-2), 'one log per dir')
       await a.append(simpleBatch(5), { assignOffsets: true })
-      a.updateHighWatermark(3)
-      await a.deleteRecordsBefore(2)
+      a.updateHighWatermark(3 as Offset)
+      await a.deleteRecordsBefore(2 as Offset)
       await manager.shutdown()
       const d1 = logDirs.find((d) => a.dir.startsWith(d))!
       assert.equal(await readFile(join(d1, 'recovery-point-offset-checkpoint'), 'utf8'), '0\n1\norders 0 5\n')
@@ -39,13 +41,14 @@ describe('LogManager', () => {
   it('reloads logs with their checkpointed offsets and removes the clean-shutdown marker', async () => {
     await withTempDir(async (root) => {
       const logDirs = [join(root, 'd1')]
-      const first = await LogManager.open({ logDirs })
+      const first = await LogManager.open({ fs: nodeFileSystem, logDirs })
       const log = await first.getOrCreateLog({ topic: 'my-topic-with-dashes', partition: 7 })
-      for (let i = 0; i < 5; i++) await log.append(simpleBatch(2), { assignOffsets: true, leaderEpoch: 2 })
-      log.updateHighWatermark(8)
-      await log.deleteRecordsBefore(4)
+      for (let i = 0; i < 5; i++)
+        await log.append(simpleBatch(2), { assignOffsets: true, leaderEpoch: 2 as LeaderEpoch })
+      log.updateHighWatermark(8 as Offset)
+      await log.deleteRecordsBefore(4 as Offset)
       await first.shutdown()
-      const second = await LogManager.open({ logDirs })
+      const second = await LogManager.open({ fs: nodeFileSystem, logDirs })
       assert.equal(await exists(join(logDirs[0], CLEAN_SHUTDOWN_FILE)), false)
       const reloaded = second.getLog({ topic: 'my-topic-with-dashes', partition: 7 })!
       assert.deepEqual(
@@ -61,13 +64,13 @@ describe('LogManager', () => {
   it('recovers after an unclean stop and ignores a malformed checkpoint', async () => {
     await withTempDir(async (root) => {
       const logDirs = [join(root, 'd1')]
-      const first = await LogManager.open({ logDirs })
+      const first = await LogManager.open({ fs: nodeFileSystem, logDirs })
       const log = await first.getOrCreateLog({ topic: 't', partition: 0 })
       await log.append(simpleBatch(3), { assignOffsets: true })
       await first.checkpointRecoveryPoints()
       await log.closeHandlers() // crash: no marker, no final checkpoint
       await writeFile(join(logDirs[0], 'replication-offset-checkpoint'), 'garbage')
-      const second = await LogManager.open({ logDirs })
+      const second = await LogManager.open({ fs: nodeFileSystem, logDirs })
       const reloaded = second.getLog({ topic: 't', partition: 0 })!
       assert.equal(reloaded.logEndOffset, 3)
       assert.equal(reloaded.highWatermark, 0)
@@ -81,6 +84,7 @@ describe('LogManager', () => {
       const logDirs = [join(root, 'd1')]
       const config = fromProperties({ 'segment.bytes': 512, 'retention.bytes': 600 })
       const manager = await LogManager.open({
+        fs: nodeFileSystem,
         logDirs,
         clock,
         defaultConfig: config,

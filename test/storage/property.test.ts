@@ -8,8 +8,10 @@ import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import fc from 'fast-check'
+import type { LeaderEpoch, Offset } from '../../src/common/types.js'
+import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { fromProperties, type LogConfig } from '../../src/storage/log-config.js'
-import { PartitionLog } from '../../src/storage/partition-log.js'
+import { UnifiedLog } from '../../src/storage/unified-log.js'
 import { makeTempDir, readAll, removeDir, simpleBatch } from './helpers.js'
 
 interface ModelBatch {
@@ -28,7 +30,7 @@ interface Model {
 }
 
 interface Real {
-  log: PartitionLog
+  log: UnifiedLog
   readonly dir: string
   readonly config: LogConfig
 }
@@ -48,7 +50,7 @@ async function appendTo(
   seed: number,
 ) {
   const buffer = Buffer.concat(spec.map((b, i) => simpleBatch(b.records, b.valueBytes, seed + i)))
-  const info = await real.log.append(buffer, { assignOffsets: true, leaderEpoch: model.epoch })
+  const info = await real.log.append(buffer, { assignOffsets: true, leaderEpoch: model.epoch as LeaderEpoch })
   assert.equal(info.firstOffset, model.logEndOffset)
   let at = 0
   for (const b of spec) {
@@ -94,7 +96,9 @@ class ConcurrentAppendsCommand implements Command {
       Buffer.concat(spec.map((b, j) => simpleBatch(b.records, b.valueBytes, i * 10 + j))),
     )
     const infos = await Promise.all(
-      buffers.map((buf) => real.log.append(buf, { assignOffsets: true, leaderEpoch: model.epoch })),
+      buffers.map((buf) =>
+        real.log.append(buf, { assignOffsets: true, leaderEpoch: model.epoch as LeaderEpoch }),
+      ),
     )
     for (let i = 0; i < buffers.length; i++) {
       assert.equal(infos[i].firstOffset, model.logEndOffset)
@@ -123,7 +127,7 @@ class TruncateCommand implements Command {
   async run(model: Model, real: Real) {
     const target =
       model.logStartOffset + Math.floor(this.fraction * (model.logEndOffset - model.logStartOffset + 2))
-    const changed = await real.log.truncateTo(target)
+    const changed = await real.log.truncateTo(target as Offset)
     assert.equal(changed, target < model.logEndOffset)
     if (changed) {
       model.batches = model.batches.filter((b) => b.lastOffset < target)
@@ -164,13 +168,14 @@ class ReopenCommand implements Command {
     const recoveryPoint = this.fromZero ? 0 : real.log.recoveryPoint
     if (this.clean) await real.log.close()
     else await real.log.closeHandlers()
-    real.log = await PartitionLog.open({
+    real.log = await UnifiedLog.open({
+      fs: nodeFileSystem,
       dir: real.dir,
       config: real.config,
       hadCleanShutdown: this.clean,
-      recoveryPoint,
-      logStartOffset: model.logStartOffset,
-      highWatermark: model.highWatermark,
+      recoveryPoint: recoveryPoint as Offset,
+      logStartOffset: model.logStartOffset as Offset,
+      highWatermark: model.highWatermark as Offset,
     })
     await verify(model, real)
   }
@@ -185,10 +190,10 @@ class DeleteRecordsCommand implements Command {
     return true
   }
   async run(model: Model, real: Real) {
-    model.highWatermark = real.log.updateHighWatermark(model.logEndOffset)
+    model.highWatermark = real.log.updateHighWatermark(model.logEndOffset as Offset)
     const target =
       model.logStartOffset + Math.floor(this.fraction * (model.highWatermark - model.logStartOffset))
-    const start = await real.log.deleteRecordsBefore(target)
+    const start = await real.log.deleteRecordsBefore(target as Offset)
     model.logStartOffset = Math.max(model.logStartOffset, target)
     assert.equal(start, model.logStartOffset)
     await real.log.deleteOldSegments()
@@ -206,7 +211,7 @@ class RestartAtCommand implements Command {
   }
   async run(model: Model, real: Real) {
     const offset = model.logEndOffset + this.gap
-    await real.log.truncateFullyAndStartAt(offset)
+    await real.log.truncateFullyAndStartAt(offset as Offset)
     Object.assign(model, {
       batches: [],
       startOffset: offset,
@@ -257,7 +262,7 @@ async function runModel(config: LogConfig, baseRuns: number, seed?: number) {
     fc.asyncProperty(fc.commands(commands, { maxCommands: 40 }), async (cmds) => {
       const root = await makeTempDir('tidelog-prop-')
       const dir = join(root, 'prop-0')
-      const real: Real = { log: await PartitionLog.open({ dir, config }), dir, config }
+      const real: Real = { log: await UnifiedLog.open({ fs: nodeFileSystem, dir, config }), dir, config }
       const model: Model = {
         batches: [],
         startOffset: 0,

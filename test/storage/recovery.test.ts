@@ -12,8 +12,10 @@ import {
 } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
+import type { LeaderEpoch, Offset } from '../../src/common/types.js'
+import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { fromProperties } from '../../src/storage/log-config.js'
-import { PartitionLog } from '../../src/storage/partition-log.js'
+import { UnifiedLog } from '../../src/storage/unified-log.js'
 import { readAll, simpleBatch, withTempDir } from './helpers.js'
 
 const SEGMENT = '00000000000000000000'
@@ -25,12 +27,12 @@ const small = fromProperties({
 
 /** Writes `count` batches of 3 records and closes cleanly; returns the batch boundaries of segment 0. */
 async function writeLog(dir: string, count: number, config = fromProperties({ 'index.interval.bytes': 64 })) {
-  const log = await PartitionLog.open({ dir, config })
+  const log = await UnifiedLog.open({ fs: nodeFileSystem, dir, config })
   const ends: number[] = []
   for (let i = 0; i < count; i++) {
     await log.append(simpleBatch(3, 20 + (i % 7), i, { partitionLeaderEpoch: 0 }), {
       assignOffsets: true,
-      leaderEpoch: i < 2 ? 1 : 2,
+      leaderEpoch: (i < 2 ? 1 : 2) as LeaderEpoch,
     })
     ends.push(log.activeSegment.size)
   }
@@ -39,11 +41,12 @@ async function writeLog(dir: string, count: number, config = fromProperties({ 'i
 }
 
 async function reopen(dir: string, options: { clean?: boolean; recoveryPoint?: number } = {}) {
-  return PartitionLog.open({
+  return UnifiedLog.open({
+    fs: nodeFileSystem,
     dir,
     config: fromProperties({ 'index.interval.bytes': 64 }),
     hadCleanShutdown: options.clean ?? false,
-    recoveryPoint: options.recoveryPoint ?? 0,
+    recoveryPoint: (options.recoveryPoint as Offset) ?? 0,
   })
 }
 
@@ -130,7 +133,7 @@ describe('recovery from bad data', () => {
   it('damage in an older segment drops it from there and every later segment', async () => {
     await withTempDir(async (root) => {
       const dir = join(root, 'multi-0')
-      const log = await PartitionLog.open({ dir, config: small })
+      const log = await UnifiedLog.open({ fs: nodeFileSystem, dir, config: small })
       for (let i = 0; i < 40; i++) await log.append(simpleBatch(2, 50, i), { assignOffsets: true })
       const bases = log.segmentBaseOffsets
       assert.ok(bases.length >= 4)
@@ -138,7 +141,12 @@ describe('recovery from bad data', () => {
       const second = join(dir, `${String(bases[1]).padStart(20, '0')}.log`)
       const size = (await stat(second)).size
       await truncate(second, size - 7)
-      const reopened = await PartitionLog.open({ dir, config: small, recoveryPoint: 0 })
+      const reopened = await UnifiedLog.open({
+        fs: nodeFileSystem,
+        dir,
+        config: small,
+        recoveryPoint: 0 as Offset,
+      })
       assert.deepEqual(reopened.segmentBaseOffsets, bases.slice(0, 2))
       const batches = await readAll(reopened)
       assert.equal(reopened.logEndOffset, batches.at(-1)!.lastOffset + 1)
@@ -169,7 +177,7 @@ describe('index rebuilding', () => {
   }
 
   async function prepare(dir: string) {
-    const log = await PartitionLog.open({ dir, config: small })
+    const log = await UnifiedLog.open({ fs: nodeFileSystem, dir, config: small })
     for (let i = 0; i < 40; i++)
       await log.append(simpleBatch(2, 50, i, { baseTimestamp: 5000 + i }), { assignOffsets: true })
     const bases = log.segmentBaseOffsets
@@ -193,7 +201,7 @@ describe('index rebuilding', () => {
           bad.writeInt32BE(1 << 30, bad.length - 4)
           await writeFile(before.files.index, bad)
         }
-        const log = await PartitionLog.open({ dir, config: small, hadCleanShutdown: true })
+        const log = await UnifiedLog.open({ fs: nodeFileSystem, dir, config: small, hadCleanShutdown: true })
         assert.deepEqual(await readFile(before.files.index), before.index)
         assert.deepEqual(await readFile(before.files.timeindex), before.timeindex)
         assert.equal((await readAll(log)).length, 40)
@@ -207,7 +215,7 @@ describe('index rebuilding', () => {
       const dir = join(root, 'tidx-0')
       const before = await prepare(dir)
       await unlink(before.files.timeindex)
-      const log = await PartitionLog.open({ dir, config: small, hadCleanShutdown: true })
+      const log = await UnifiedLog.open({ fs: nodeFileSystem, dir, config: small, hadCleanShutdown: true })
       assert.deepEqual(await readFile(before.files.timeindex), before.timeindex)
       // batch i holds offsets 2i, 2i+1 with timestamps 5000+i, 5001+i
       const found = await log.offsetForTimestamp(5020)

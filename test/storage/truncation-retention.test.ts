@@ -3,19 +3,21 @@ import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import type { Clock } from '../../src/common/clock.js'
+import type { LeaderEpoch, Offset } from '../../src/common/types.js'
+import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { isStorageError } from '../../src/storage/errors.js'
 import { fromProperties } from '../../src/storage/log-config.js'
-import { PartitionLog } from '../../src/storage/partition-log.js'
+import { UnifiedLog } from '../../src/storage/unified-log.js'
 import { ManualClock, readAll, simpleBatch, waitFor, withTempDir } from './helpers.js'
 
 const small = fromProperties({ 'segment.bytes': 1024, 'index.interval.bytes': 100 })
 
 async function filled(dir: string, batches: number, config = small, clock?: Clock) {
-  const log = await PartitionLog.open({ dir: join(dir, 't-0'), config, clock })
+  const log = await UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, 't-0'), config, clock })
   for (let i = 0; i < batches; i++) {
     await log.append(simpleBatch(2, 40, i, { baseTimestamp: 1_000_000 + i * 1000 }), {
       assignOffsets: true,
-      leaderEpoch: Math.floor(i / 10),
+      leaderEpoch: Math.floor(i / 10) as LeaderEpoch,
     })
   }
   return log
@@ -27,7 +29,7 @@ describe('truncation', () => {
       const log = await filled(dir, 40)
       log.updateHighWatermark(log.logEndOffset)
       assert.ok(log.numberOfSegments >= 4)
-      assert.equal(await log.truncateTo(31), true) // offset 31 is the second record of batch [30, 31]
+      assert.equal(await log.truncateTo(31 as Offset), true) // offset 31 is the second record of batch [30, 31]
       assert.equal(log.logEndOffset, 30)
       assert.equal(log.highWatermark, 30)
       assert.ok(log.recoveryPoint <= 30)
@@ -39,11 +41,11 @@ describe('truncation', () => {
       ])
       const files = (await readdir(join(dir, 't-0'))).filter((f) => f.endsWith('.log'))
       assert.equal(files.length, log.numberOfSegments)
-      assert.equal(await log.truncateTo(100), false)
-      const next = await log.append(simpleBatch(1), { assignOffsets: true, leaderEpoch: 5 })
+      assert.equal(await log.truncateTo(100 as Offset), false)
+      const next = await log.append(simpleBatch(1), { assignOffsets: true, leaderEpoch: 5 as LeaderEpoch })
       assert.equal(next.firstOffset, 30)
       await log.close()
-      const reopened = await PartitionLog.open({ dir: join(dir, 't-0'), config: small })
+      const reopened = await UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, 't-0'), config: small })
       assert.equal(reopened.logEndOffset, 31)
       assert.equal((await readAll(reopened)).length, 16)
       await reopened.close()
@@ -53,11 +55,11 @@ describe('truncation', () => {
   it('truncateTo below the first segment restarts the log there', async () => {
     await withTempDir(async (dir) => {
       const log = await filled(dir, 5)
-      await log.truncateFullyAndStartAt(100)
+      await log.truncateFullyAndStartAt(100 as Offset)
       assert.equal(log.logStartOffset, 100)
       assert.equal(log.logEndOffset, 100)
       await log.append(simpleBatch(3, 10, 0, { baseOffset: 100 }), { assignOffsets: false })
-      assert.equal(await log.truncateTo(50), true)
+      assert.equal(await log.truncateTo(50 as Offset), true)
       assert.deepEqual([log.logStartOffset, log.logEndOffset, log.numberOfSegments], [50, 50, 1])
       assert.deepEqual(log.segmentBaseOffsets, [50])
       await log.close()
@@ -67,7 +69,7 @@ describe('truncation', () => {
   it('truncateFullyAndStartAt empties the log and its epoch cache', async () => {
     await withTempDir(async (dir) => {
       const log = await filled(dir, 30)
-      await log.truncateFullyAndStartAt(1000)
+      await log.truncateFullyAndStartAt(1000 as Offset)
       assert.deepEqual([log.logStartOffset, log.logEndOffset, log.highWatermark], [1000, 1000, 1000])
       assert.deepEqual(log.leaderEpochCache.entries(), [])
       const files = (await readdir(join(dir, 't-0'))).filter((f) => f.endsWith('.log'))
@@ -83,14 +85,18 @@ describe('deleteRecordsBefore and retention', () => {
   it('deleteRecordsBefore moves the log start offset, bounded by the high watermark; -1 means the high watermark', async () => {
     await withTempDir(async (dir) => {
       const log = await filled(dir, 30)
-      log.updateHighWatermark(40)
-      assert.equal(await log.deleteRecordsBefore(25), 25)
-      await assert.rejects(log.read(24, { maxBytes: 100 }), (e) => isStorageError(e, 'OFFSET_OUT_OF_RANGE'))
-      const first = await log.read(25, { maxBytes: 1 })
+      log.updateHighWatermark(40 as Offset)
+      assert.equal(await log.deleteRecordsBefore(25 as Offset), 25)
+      await assert.rejects(log.read(24 as Offset, { maxBytes: 100 }), (e) =>
+        isStorageError(e, 'OFFSET_OUT_OF_RANGE'),
+      )
+      const first = await log.read(25 as Offset, { maxBytes: 1 })
       assert.equal(first.firstOffset, 24) // the whole batch holding 25
-      await assert.rejects(log.deleteRecordsBefore(41), (e) => isStorageError(e, 'OFFSET_OUT_OF_RANGE'))
-      assert.equal(await log.deleteRecordsBefore(10), 25) // never moves back
-      assert.equal(await log.deleteRecordsBefore(-1), 40)
+      await assert.rejects(log.deleteRecordsBefore(41 as Offset), (e) =>
+        isStorageError(e, 'OFFSET_OUT_OF_RANGE'),
+      )
+      assert.equal(await log.deleteRecordsBefore(10 as Offset), 25) // never moves back
+      assert.equal(await log.deleteRecordsBefore(-1 as Offset), 40)
       const segmentsBefore = log.numberOfSegments
       const deleted = await log.deleteOldSegments()
       assert.ok(deleted > 0)

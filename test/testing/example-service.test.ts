@@ -26,7 +26,11 @@ class OrderTotals {
     await this.consumer.subscribe({ topic: 'orders', fromBeginning: true })
     await this.consumer.run({
       eachMessage: async ({ message }) => {
-        const order = JSON.parse(message.value!.toString()) as { id: string; customer: string; amount: number }
+        const order = JSON.parse(message.value!.toString()) as {
+          id: string
+          customer: string
+          amount: number
+        }
         if (this.seen.has(order.id)) return
         this.seen.add(order.id)
         this.totals.set(order.customer, (this.totals.get(order.customer) ?? 0) + order.amount)

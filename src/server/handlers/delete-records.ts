@@ -5,6 +5,8 @@
  * high watermark is OFFSET_OUT_OF_RANGE. Answers with the new low watermark.
  * Version notes: v2+ flexible.
  */
+
+import type { Offset } from '../../common/types.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -41,7 +43,7 @@ async function deleteOne(
   try {
     const partition = context.broker.replicaManager.getPartitionOrError(topic, partitionIndex)
     partition.ensureLeader()
-    const lowWatermark = await partition.log.deleteRecordsBefore(offset)
+    const lowWatermark = await partition.log.deleteRecordsBefore(offset as Offset)
     return { partitionIndex, lowWatermark: BigInt(lowWatermark), errorCode: ErrorCode.NONE }
   } catch (error) {
     const code = toErrorCode(error)

@@ -25,7 +25,7 @@ import {
 import { type DelayedFetchWatch, waitForFetchData } from '../../replication/delayed-operations.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
 import type { IsolationLevel, Partition } from '../../replication/partition.js'
-import type { FetchDataInfo } from '../../storage/partition-log.js'
+import type { FetchDataInfo } from '../../storage/unified-log.js'
 import { type FetchSession, type SessionPartition, sessionKey } from '../fetch-session-cache.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'

@@ -8,6 +8,8 @@
  * Version notes: v1 returns the leader epoch, v2 adds the current leader epoch (fencing),
  * v3 the replica id, v4+ flexible.
  */
+
+import type { LeaderEpoch } from '../../common/types.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -75,7 +77,7 @@ function endOffsetOnLeader(partition: Partition, requested: number): EpochEndOff
   const log = partition.log
   const latest = log.latestEpoch
   if (requested >= 0 && requested <= partition.leaderEpoch && (latest === undefined || requested > latest)) {
-    return { leaderEpoch: latest ?? requested, endOffset: log.logEndOffset }
+    return { leaderEpoch: latest ?? (requested as LeaderEpoch), endOffset: log.logEndOffset }
   }
-  return log.endOffsetForEpoch(requested)
+  return log.endOffsetForEpoch(requested as LeaderEpoch)
 }

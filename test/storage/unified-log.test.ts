@@ -2,10 +2,12 @@ import assert from 'node:assert/strict'
 import { readdir, readFile, rename, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
+import type { LeaderEpoch, Offset } from '../../src/common/types.js'
 import { BatchHeader, TimestampType } from '../../src/protocol/batch-header.js'
+import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { isStorageError } from '../../src/storage/errors.js'
 import { DEFAULT_LOG_CONFIG, fromProperties } from '../../src/storage/log-config.js'
-import { PartitionLog } from '../../src/storage/partition-log.js'
+import { UnifiedLog } from '../../src/storage/unified-log.js'
 import { crcIsValid, readAll, simpleBatch, splitBatches, withTempDir } from './helpers.js'
 
 const small = fromProperties({
@@ -17,12 +19,12 @@ const small = fromProperties({
 async function openLog(
   dir: string,
   config = DEFAULT_LOG_CONFIG,
-  extra: Partial<Parameters<typeof PartitionLog.open>[0]> = {},
+  extra: Partial<Parameters<typeof UnifiedLog.open>[0]> = {},
 ) {
-  return PartitionLog.open({ dir: join(dir, 'topic-0'), config, ...extra })
+  return UnifiedLog.open({ dir: join(dir, 'topic-0'), config, ...extra, fs: extra.fs ?? nodeFileSystem })
 }
 
-describe('PartitionLog append', () => {
+describe('UnifiedLog append', () => {
   it('assigns consecutive offsets across batches of one buffer and across appends', async () => {
     await withTempDir(async (dir) => {
       const log = await openLog(dir)
@@ -30,7 +32,7 @@ describe('PartitionLog append', () => {
       assert.equal(first.firstOffset, 0)
       assert.equal(first.lastOffset, 4)
       assert.equal(first.shallowCount, 2)
-      const second = await log.append(simpleBatch(4), { assignOffsets: true, leaderEpoch: 3 })
+      const second = await log.append(simpleBatch(4), { assignOffsets: true, leaderEpoch: 3 as LeaderEpoch })
       assert.deepEqual([second.firstOffset, second.lastOffset], [5, 8])
       assert.equal(log.logEndOffset, 9)
       const batches = await readAll(log)
@@ -136,10 +138,10 @@ describe('PartitionLog append', () => {
         }),
         (e) => isStorageError(e, 'INVALID_LEADER_EPOCH'),
       )
-      assert.deepEqual(log.endOffsetForEpoch(1), { leaderEpoch: 1, endOffset: 2 })
-      assert.deepEqual(log.endOffsetForEpoch(4), { leaderEpoch: 4, endOffset: 4 })
-      assert.deepEqual(log.endOffsetForEpoch(2), { leaderEpoch: 1, endOffset: 2 })
-      assert.equal(log.endOffsetForEpoch(-1), undefined)
+      assert.deepEqual(log.endOffsetForEpoch(1 as LeaderEpoch), { leaderEpoch: 1, endOffset: 2 })
+      assert.deepEqual(log.endOffsetForEpoch(4 as LeaderEpoch), { leaderEpoch: 4, endOffset: 4 })
+      assert.deepEqual(log.endOffsetForEpoch(2 as LeaderEpoch), { leaderEpoch: 1, endOffset: 2 })
+      assert.equal(log.endOffsetForEpoch(-1 as LeaderEpoch), undefined)
       await log.close()
       const text = await readFile(join(dir, 'topic-0', 'leader-epoch-checkpoint'), 'utf8')
       assert.equal(text, '0\n2\n1 0\n4 2\n')
@@ -147,30 +149,32 @@ describe('PartitionLog append', () => {
   })
 })
 
-describe('PartitionLog read', () => {
+describe('UnifiedLog read', () => {
   it('returns whole batches bounded by maxOffset, maxBytes, and at least one batch', async () => {
     await withTempDir(async (dir) => {
       const log = await openLog(dir)
       for (let i = 0; i < 10; i++) await log.append(simpleBatch(5, 100, i), { assignOffsets: true })
       const batchBytes = simpleBatch(5, 100).length
-      log.updateHighWatermark(23)
-      const upToHw = await log.read(0, { maxBytes: 1 << 20, maxOffset: log.highWatermark })
+      log.updateHighWatermark(23 as Offset)
+      const upToHw = await log.read(0 as Offset, { maxBytes: 1 << 20, maxOffset: log.highWatermark })
       // the batch [20, 24] straddles the high watermark: not returned
       assert.deepEqual(
         splitBatches(upToHw.records).map((b) => b.baseOffset),
         [0, 5, 10, 15],
       )
       assert.equal(upToHw.nextOffset, 20)
-      const mid = await log.read(7, { maxBytes: batchBytes * 2 })
+      const mid = await log.read(7 as Offset, { maxBytes: batchBytes * 2 })
       assert.equal(mid.firstOffset, 5)
       assert.equal(splitBatches(mid.records).length, 2)
-      const tiny = await log.read(0, { maxBytes: 1 })
+      const tiny = await log.read(0 as Offset, { maxBytes: 1 })
       assert.equal(splitBatches(tiny.records).length, 1)
-      const none = await log.read(0, { maxBytes: 1, minOneMessage: false })
+      const none = await log.read(0 as Offset, { maxBytes: 1, minOneMessage: false })
       assert.equal(none.records.length, 0)
-      const atEnd = await log.read(50, { maxBytes: 100 })
+      const atEnd = await log.read(50 as Offset, { maxBytes: 100 })
       assert.equal(atEnd.sizeInBytes, 0)
-      await assert.rejects(log.read(51, { maxBytes: 100 }), (e) => isStorageError(e, 'OFFSET_OUT_OF_RANGE'))
+      await assert.rejects(log.read(51 as Offset, { maxBytes: 100 }), (e) =>
+        isStorageError(e, 'OFFSET_OUT_OF_RANGE'),
+      )
       await log.close()
     })
   })
@@ -180,11 +184,11 @@ describe('PartitionLog read', () => {
       const log = await openLog(dir, small)
       for (let i = 0; i < 60; i++) await log.append(simpleBatch(3, 40, i), { assignOffsets: true })
       assert.ok(log.numberOfSegments >= 3, `segments: ${log.numberOfSegments}`)
-      const all = await readAll(log, 0, 1 << 20)
+      const all = await readAll(log, 0 as Offset, 1 << 20)
       assert.equal(all.length, 60)
       for (const [i, b] of all.entries()) assert.equal(b.baseOffset, i * 3)
       for (const offset of [0, 1, 2, 3, 50, 99, 100, 150, 179]) {
-        const data = await log.read(offset, { maxBytes: 1 })
+        const data = await log.read(offset as Offset, { maxBytes: 1 })
         const [batch] = splitBatches(data.records)
         assert.ok(batch.baseOffset <= offset && offset <= batch.lastOffset, `offset ${offset}`)
       }
@@ -193,7 +197,7 @@ describe('PartitionLog read', () => {
   })
 })
 
-describe('PartitionLog close and delete', () => {
+describe('UnifiedLog close and delete', () => {
   it('a delete that follows a close in progress waits for it (the close still writes in the directory)', async () => {
     await withTempDir(async (dir) => {
       const log = await openLog(dir)
@@ -222,7 +226,7 @@ describe('PartitionLog close and delete', () => {
   })
 })
 
-describe('PartitionLog roll, indexes and files', () => {
+describe('UnifiedLog roll, indexes and files', () => {
   it('rolls by segment.bytes with Kafka file names, preallocated then trimmed indexes', async () => {
     await withTempDir(async (dir) => {
       const log = await openLog(dir, small)

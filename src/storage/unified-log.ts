@@ -1,7 +1,9 @@
 /**
- * One partition replica's log (Kafka's UnifiedLog over LocalLog): ordered segments, the
- * log start offset, log end offset, high watermark (set by the replication layer), recovery
- * point, and the leader-epoch cache.
+ * One partition replica's log (Kafka's UnifiedLog) over its segment list (LocalLog): the
+ * log start offset, the high watermark (set by the replication layer), the leader-epoch
+ * cache, producer state, retention, the log cleaner's swap, and the invariants tying them
+ * to the log end offset and recovery point LocalLog keeps. Append-time rules are in
+ * log-validator.ts.
  *
  * Concurrency: every mutation (appends, roll, flush, truncation, retention, close) runs on
  * one per-log queue, strictly in call order. Appends queued in the same tick, or while an
@@ -14,15 +16,7 @@ import { assert } from '../common/assert.js'
 import { type Clock, systemClock, type TimerHandle } from '../common/clock.js'
 import type { FileSystem } from '../common/file-system.js'
 import { type Logger, silentLogger } from '../common/logger.js'
-import {
-  LAST_OFFSET_DELTA_OFFSET,
-  LOG_OVERHEAD,
-  NO_PARTITION_LEADER_EPOCH,
-  PARTITION_LEADER_EPOCH_OFFSET,
-  TimestampType,
-} from '../protocol/batch-header.js'
-import { setLogAppendTime } from '../protocol/record-batch.js'
-import { nodeFileSystem } from '../runtime/node-file-system.js'
+import { type LeaderEpoch, maxOffset, minOffset, type Offset } from '../common/types.js'
 import {
   isStorageError,
   offsetOutOfRange,
@@ -30,34 +24,37 @@ import {
   StorageError,
   storageFailure,
 } from './errors.js'
-import { type EpochEndOffset, LeaderEpochFileCache, UNDEFINED_EPOCH_OFFSET } from './leader-epoch-cache.js'
+import {
+  type EpochEndOffset,
+  LeaderEpochFileCache,
+  UNDEFINED_EPOCH,
+  UNDEFINED_EPOCH_OFFSET,
+} from './leader-epoch-cache.js'
+import { LocalLog, segmentOptions } from './local-log.js'
 import { DEFAULT_LOG_CONFIG, hasCompactPolicy, hasDeletePolicy, type LogConfig } from './log-config.js'
 import { loadLog } from './log-loader.js'
+import { CLEANED_FILE_SUFFIX, type LogSegment } from './log-segment.js'
 import {
-  type AppendedBatch,
-  CLEANED_FILE_SUFFIX,
-  DELETED_FILE_SUFFIX,
-  LogSegment,
-  type SegmentOptions,
-  SWAP_FILE_SUFFIX,
-} from './log-segment.js'
-import { type BatchSummary, checkBatch, writeInt64 } from './record-batch-check.js'
+  NO_LOG_APPEND_TIME,
+  resolveLogAppendTime,
+  type ValidatedAppend,
+  validateAppend,
+} from './log-validator.js'
 import { NO_TIMESTAMP } from './time-index.js'
 
-/** A Kafka offset. int64 on the wire; a JS number here, exact up to 2^53. */
-export type Offset = number
-export type LeaderEpoch = number
+export type { LeaderEpoch, Offset } from '../common/types.js'
 
 export interface TopicPartition {
   readonly topic: string
   readonly partition: number
 }
 
-export interface PartitionLogOptions {
+export interface UnifiedLogOptions {
   /** The `<topic>-<partition>` directory; created if missing. */
   readonly dir: string
   readonly config?: LogConfig
-  readonly fs?: FileSystem
+  /** The disk: storage never picks one itself (Node's in src/runtime, or a simulated one). */
+  readonly fs: FileSystem
   readonly clock?: Clock
   readonly logger?: Logger
   /** From recovery-point-offset-checkpoint; recovery rescans from the segment holding it. Default 0. */
@@ -168,11 +165,8 @@ interface PendingAppend {
 }
 
 /** An append validated and given its offsets, waiting for its group's writev. */
-interface PreparedAppend {
+interface PreparedAppend extends ValidatedAppend {
   readonly pending: PendingAppend
-  readonly batches: AppendedBatch[]
-  readonly epochStarts: { epoch: number; startOffset: number }[]
-  readonly info: Omit<LogAppendInfo, 'logStartOffset'>
 }
 
 type Task =
@@ -194,15 +188,11 @@ export function topicPartitionDirName(tp: TopicPartition): string {
   return `${tp.topic}-${tp.partition}`
 }
 
-export class PartitionLog {
+export class UnifiedLog {
   readonly topicPartition: TopicPartition | undefined
-  private segments: LogSegment[]
+  private readonly local: LocalLog
   private logStartOffsetValue: Offset
-  private logEndOffsetValue: Offset
   private highWatermarkValue: Offset
-  private recoveryPointValue: Offset
-  private lastFlushMs: number
-  private configValue: LogConfig
   private readonly queue: Task[] = []
   private draining = false
   private flushTimer: TimerHandle | undefined
@@ -218,7 +208,7 @@ export class PartitionLog {
   private constructor(
     readonly dir: string,
     config: LogConfig,
-    private readonly fs: FileSystem,
+    fs: FileSystem,
     private readonly clock: Clock,
     private readonly logger: Logger,
     readonly leaderEpochCache: LeaderEpochFileCache,
@@ -228,18 +218,15 @@ export class PartitionLog {
     private readonly wasCompacted: boolean,
   ) {
     this.topicPartition = parseTopicPartition(basename(dir))
-    this.configValue = config
-    this.segments = loaded.segments
+    this.local = new LocalLog(dir, config, fs, clock, logger, loaded)
     this.logStartOffsetValue = loaded.logStartOffset
-    this.logEndOffsetValue = loaded.logEndOffset
-    this.recoveryPointValue = loaded.recoveryPoint
-    this.highWatermarkValue = Math.min(Math.max(highWatermark, loaded.logStartOffset), loaded.logEndOffset)
-    this.lastFlushMs = clock.nowMs()
+    this.highWatermarkValue = minOffset(maxOffset(highWatermark, loaded.logStartOffset), loaded.logEndOffset)
     this.checkInvariants()
   }
 
-  static async open(options: PartitionLogOptions): Promise<PartitionLog> {
-    const fs = options.fs ?? nodeFileSystem
+  static async open(options: UnifiedLogOptions): Promise<UnifiedLog> {
+    const fs = options.fs
+    assert(fs !== undefined, 'UnifiedLog.open needs a file system')
     const clock = options.clock ?? systemClock
     const config = options.config ?? DEFAULT_LOG_CONFIG
     const logger = (options.logger ?? silentLogger).child({ log: basename(options.dir) })
@@ -252,12 +239,12 @@ export class PartitionLog {
       nowMs: clock.nowMs(),
       logger,
       hadCleanShutdown: options.hadCleanShutdown ?? false,
-      recoveryPoint: options.recoveryPoint ?? 0,
-      logStartOffset: options.logStartOffset ?? 0,
+      recoveryPoint: options.recoveryPoint ?? (0 as Offset),
+      logStartOffset: options.logStartOffset ?? (0 as Offset),
       leaderEpochCache,
       allowOffsetGaps: hasCompactPolicy(config) || options.wasCompacted === true,
     })
-    return new PartitionLog(
+    return new UnifiedLog(
       options.dir,
       config,
       fs,
@@ -265,7 +252,7 @@ export class PartitionLog {
       logger,
       leaderEpochCache,
       loaded,
-      options.highWatermark ?? 0,
+      options.highWatermark ?? (0 as Offset),
       options.onStorageError,
       options.wasCompacted === true,
     )
@@ -274,43 +261,41 @@ export class PartitionLog {
   // ---- state ----
 
   get config(): LogConfig {
-    return this.configValue
+    return this.local.config
   }
   get logStartOffset(): Offset {
     return this.logStartOffsetValue
   }
   /** Offset after the last batch whose write completed. */
   get logEndOffset(): Offset {
-    return this.logEndOffsetValue
+    return this.local.logEndOffset
   }
   get highWatermark(): Offset {
     return this.highWatermarkValue
   }
   /** Everything below it is fsynced. */
   get recoveryPoint(): Offset {
-    return this.recoveryPointValue
+    return this.local.recoveryPoint
   }
   get latestEpoch(): LeaderEpoch | undefined {
     return this.leaderEpochCache.latestEpoch
   }
   get numberOfSegments(): number {
-    return this.segments.length
+    return this.local.numberOfSegments
   }
   /** Base offsets of the segments, oldest first. */
   get segmentBaseOffsets(): Offset[] {
-    return this.segments.map((s) => s.baseOffset)
+    return this.local.segmentBaseOffsets
   }
   get activeSegment(): LogSegment {
-    return this.segments[this.segments.length - 1]
+    return this.local.activeSegment
   }
   /** Bytes of all segments. */
   get size(): number {
-    let total = 0
-    for (const segment of this.segments) total += segment.size
-    return total
+    return this.local.size
   }
   get fileSystem(): FileSystem {
-    return this.fs
+    return this.local.fs
   }
   get producerState(): ProducerStateHook | undefined {
     return this.producerStateHook
@@ -319,15 +304,15 @@ export class PartitionLog {
     return this.failure !== undefined
   }
   get unflushedMessages(): number {
-    return this.logEndOffsetValue - this.recoveryPointValue
+    return this.local.unflushedMessages
   }
   get lastFlushTimeMs(): number {
-    return this.lastFlushMs
+    return this.local.lastFlushTimeMs
   }
 
   /** New topic configuration; segment sizes apply from the next roll (as in Kafka). */
   updateConfig(config: LogConfig): void {
-    this.configValue = config
+    this.local.updateConfig(config)
   }
 
   /**
@@ -336,7 +321,7 @@ export class PartitionLog {
    */
   updateHighWatermark(offset: Offset): Offset {
     assert(Number.isSafeInteger(offset), () => `bad high watermark ${offset}`)
-    this.highWatermarkValue = Math.min(Math.max(offset, this.logStartOffsetValue), this.logEndOffsetValue)
+    this.highWatermarkValue = minOffset(maxOffset(offset, this.logStartOffsetValue), this.logEndOffset)
     this.checkInvariants()
     return this.highWatermarkValue
   }
@@ -356,7 +341,7 @@ export class PartitionLog {
    * Appends a produce request's (or a fetch response's) record batches for this partition,
    * concatenated in `batches`. The buffer is taken over and patched in place (base offsets,
    * leader epoch, LogAppendTime); it is written as is, never copied. Validates framing,
-   * magic 2, CRC and offsets; an invalid buffer is refused whole.
+   * magic 2, CRC and offsets (log-validator.ts); an invalid buffer is refused whole.
    */
   append(batches: Buffer, options: AppendOptions): Promise<LogAppendInfo> {
     return new Promise<LogAppendInfo>((resolve, reject) => {
@@ -374,14 +359,15 @@ export class PartitionLog {
   }
 
   private async runAppends(appends: readonly PendingAppend[]): Promise<void> {
-    let nextOffset = this.logEndOffsetValue
-    let latestEpoch = this.leaderEpochCache.latestEpoch ?? NO_PARTITION_LEADER_EPOCH
+    let nextOffset = this.logEndOffset
+    let latestEpoch = this.leaderEpochCache.latestEpoch ?? UNDEFINED_EPOCH
     let group: PreparedAppend[] = []
     let groupBytes = 0
+    let groupBatches = 0
     for (const pending of appends) {
       let prepared: PreparedAppend
       try {
-        prepared = this.prepareAppend(pending, nextOffset, latestEpoch)
+        prepared = { ...this.prepareAppend(pending, nextOffset, latestEpoch), pending }
       } catch (err) {
         pending.reject(err)
         continue
@@ -391,10 +377,17 @@ export class PartitionLog {
         pending.resolve({ ...prepared.info, logStartOffset: this.logStartOffsetValue })
         continue
       }
-      if (this.shouldRoll(group, groupBytes, prepared, bytes)) {
+      const candidate = {
+        sizeInBytes: bytes,
+        batchCount: prepared.batches.length,
+        lastOffset: prepared.info.lastOffset,
+        maxTimestamp: prepared.info.maxTimestamp,
+      }
+      if (this.local.shouldRoll(groupBytes, groupBatches, candidate)) {
         await this.writeGroup(group)
         group = []
         groupBytes = 0
+        groupBatches = 0
         await this.rollAt(nextOffset)
       }
       // After the roll, so that a roll's snapshot holds exactly the batches below it.
@@ -411,8 +404,9 @@ export class PartitionLog {
       }
       group.push(prepared)
       groupBytes += bytes
-      nextOffset = prepared.info.lastOffset + 1
-      for (const start of prepared.epochStarts) latestEpoch = Math.max(latestEpoch, start.epoch)
+      groupBatches += prepared.batches.length
+      nextOffset = (prepared.info.lastOffset + 1) as Offset
+      for (const start of prepared.epochStarts) if (start.epoch > latestEpoch) latestEpoch = start.epoch
     }
     await this.writeGroup(group)
   }
@@ -422,210 +416,42 @@ export class PartitionLog {
     pending: PendingAppend,
     nextOffset: Offset,
     latestEpoch: LeaderEpoch,
-  ): PreparedAppend {
+  ): ValidatedAppend {
     const { buffer, options } = pending
-    const summaries = this.validateBatches(buffer, options.assignOffsets)
-    const noInfo = emptyAppendInfo(nextOffset)
-    if (summaries.length === 0) return { pending, batches: [], epochStarts: [], info: noInfo }
-    if (buffer.length > this.configValue.segmentBytes) {
-      throw new StorageError(
-        'RECORD_BATCH_TOO_LARGE',
-        `append of ${buffer.length} bytes exceeds segment.bytes ${this.configValue.segmentBytes}`,
-      )
-    }
-    if (options.assignOffsets) return this.assignOffsets(pending, summaries, nextOffset, latestEpoch)
-    return this.checkFollowerOffsets(pending, summaries, nextOffset, latestEpoch)
-  }
-
-  /** Framing, magic, CRC and (leader) record counts of every batch in the buffer. */
-  private validateBatches(buffer: Buffer, isLeader: boolean): BatchSummary[] {
-    const summaries: BatchSummary[] = []
-    let at = 0
-    while (at < buffer.length) {
-      if (isLeader && buffer.length - at >= LOG_OVERHEAD) {
-        const size = LOG_OVERHEAD + buffer.readInt32BE(at + 8)
-        if (size > this.configValue.maxMessageBytes) {
-          throw new StorageError(
-            'MESSAGE_TOO_LARGE',
-            `batch of ${size} bytes exceeds max.message.bytes ${this.configValue.maxMessageBytes}`,
-          )
-        }
-      }
-      const check = checkBatch(buffer, at, buffer.length, buffer.length)
-      if (!check.ok)
-        throw new StorageError('CORRUPT_MESSAGE', `batch at byte ${at} is invalid: ${check.problem}`)
-      const batch = check.batch
-      if (
-        isLeader &&
-        (batch.recordsCount <= 0 || batch.recordsCount !== batch.lastOffset - batch.baseOffset + 1)
-      ) {
-        throw new StorageError(
-          'INVALID_RECORD',
-          `batch at byte ${at} has ${batch.recordsCount} records but lastOffsetDelta ${batch.lastOffset - batch.baseOffset}`,
-        )
-      }
-      summaries.push(batch)
-      at += batch.sizeInBytes
-    }
-    return summaries
-  }
-
-  private assignOffsets(
-    pending: PendingAppend,
-    summaries: readonly BatchSummary[],
-    nextOffset: Offset,
-    latestEpoch: LeaderEpoch,
-  ): PreparedAppend {
-    const { buffer, options } = pending
-    const epoch = options.leaderEpoch
-    if (epoch !== undefined && epoch < latestEpoch) {
-      throw new StorageError(
-        'INVALID_LEADER_EPOCH',
-        `leader epoch ${epoch} is older than the log's ${latestEpoch}`,
-      )
-    }
-    const logAppendTimeMs = this.resolveLogAppendTime(options)
-    const batches: AppendedBatch[] = []
-    let offset = nextOffset
-    let maxTimestamp = NO_TIMESTAMP
-    let offsetOfMaxTimestamp = nextOffset
-    for (const batch of summaries) {
-      const lastOffsetDelta = buffer.readInt32BE(batch.position + LAST_OFFSET_DELTA_OFFSET)
-      writeInt64(buffer, batch.position, offset)
-      if (epoch !== undefined) buffer.writeInt32BE(epoch, batch.position + PARTITION_LEADER_EPOCH_OFFSET)
-      if (logAppendTimeMs !== -1) setLogAppendTime(buffer, batch.position, logAppendTimeMs)
-      const batchMaxTimestamp = logAppendTimeMs !== -1 ? logAppendTimeMs : batch.maxTimestamp
-      const lastOffset = offset + lastOffsetDelta
-      if (batchMaxTimestamp > maxTimestamp) {
-        maxTimestamp = batchMaxTimestamp
-        offsetOfMaxTimestamp = lastOffset
-      }
-      batches.push({
-        sizeInBytes: batch.sizeInBytes,
-        baseOffset: offset,
-        lastOffset,
-        maxTimestamp: batchMaxTimestamp,
+    const config = this.config
+    if (options.assignOffsets) {
+      return validateAppend(buffer, {
+        origin: 'leader',
+        nextOffset,
+        latestEpoch,
+        segmentBytes: config.segmentBytes,
+        maxMessageBytes: config.maxMessageBytes,
+        leaderEpoch: options.leaderEpoch,
+        logAppendTimeMs: resolveLogAppendTime(options.logAppendTimeMs, config.messageTimestampType, () =>
+          this.clock.nowMs(),
+        ),
       })
-      offset = lastOffset + 1
     }
-    const epochStarts = epoch !== undefined && epoch >= 0 ? [{ epoch, startOffset: nextOffset }] : []
-    return {
-      pending,
-      batches,
-      epochStarts,
-      info: {
-        firstOffset: nextOffset,
-        lastOffset: offset - 1,
-        logAppendTimeMs,
-        maxTimestamp,
-        offsetOfMaxTimestamp,
-        shallowCount: summaries.length,
-        validBytes: buffer.length,
-      },
-    }
-  }
-
-  /** -1 for CreateTime, else the LogAppendTime to stamp. */
-  private resolveLogAppendTime(options: AppendOptions): number {
-    if (options.logAppendTimeMs === null) return -1
-    if (options.logAppendTimeMs !== undefined) return options.logAppendTimeMs
-    return this.configValue.messageTimestampType === TimestampType.LogAppendTime ? this.clock.nowMs() : -1
-  }
-
-  private checkFollowerOffsets(
-    pending: PendingAppend,
-    summaries: readonly BatchSummary[],
-    nextOffset: Offset,
-    latestEpoch: LeaderEpoch,
-  ): PreparedAppend {
-    const batches: AppendedBatch[] = []
-    const epochStarts: { epoch: number; startOffset: number }[] = []
-    let expected = nextOffset
-    let epoch = latestEpoch
-    let maxTimestamp = NO_TIMESTAMP
-    let offsetOfMaxTimestamp = nextOffset
-    for (const batch of summaries) {
-      // A compacted leader's batches leave gaps (then going back is the only error).
-      const gapsAllowed = this.wasCompacted || hasCompactPolicy(this.configValue)
-      if (gapsAllowed ? batch.baseOffset < expected : batch.baseOffset !== expected) {
-        throw new StorageError(
-          'UNEXPECTED_APPEND_OFFSET',
-          `batch base offset ${batch.baseOffset}, expected ${expected} (log end offset ${nextOffset})`,
-        )
-      }
-      if (batch.partitionLeaderEpoch >= 0 && batch.partitionLeaderEpoch < epoch) {
-        throw new StorageError(
-          'INVALID_LEADER_EPOCH',
-          `batch epoch ${batch.partitionLeaderEpoch} after epoch ${epoch}`,
-        )
-      }
-      if (batch.partitionLeaderEpoch > epoch) {
-        epoch = batch.partitionLeaderEpoch
-        epochStarts.push({ epoch, startOffset: batch.baseOffset })
-      }
-      if (batch.maxTimestamp > maxTimestamp) {
-        maxTimestamp = batch.maxTimestamp
-        offsetOfMaxTimestamp = batch.lastOffset
-      }
-      batches.push(batch)
-      expected = batch.lastOffset + 1
-    }
-    return {
-      pending,
-      batches,
-      epochStarts,
-      info: {
-        firstOffset: nextOffset,
-        lastOffset: expected - 1,
-        logAppendTimeMs: -1,
-        maxTimestamp,
-        offsetOfMaxTimestamp,
-        shallowCount: summaries.length,
-        validBytes: pending.buffer.length,
-      },
-    }
-  }
-
-  /** Kafka's shouldRoll, counting the group not yet written as part of the active segment. */
-  private shouldRoll(
-    group: readonly PreparedAppend[],
-    groupBytes: number,
-    next: PreparedAppend,
-    bytes: number,
-  ): boolean {
-    const segment = this.activeSegment
-    const size = segment.size + groupBytes
-    if (size === 0) return false
-    if (size > this.configValue.segmentBytes - bytes) return true
-    let groupBatches = 0
-    for (const prepared of group) groupBatches += prepared.batches.length
-    const newIndexEntries = groupBatches + next.batches.length
-    if (segment.offsetIndex.entries + newIndexEntries > segment.offsetIndex.maxEntries) return true
-    if (segment.timeIndex.entries + newIndexEntries > segment.timeIndex.maxEntries - 1) return true
-    if (next.info.lastOffset - segment.baseOffset > 0x7fffffff) return true
-    return this.timeWaitedForRoll(segment, next.info.maxTimestamp) > this.configValue.segmentMs
-  }
-
-  /** segment.ms counts from the first batch's timestamp when there is one, else from creation (Kafka). */
-  private timeWaitedForRoll(segment: LogSegment, maxTimestampInMessages: number): number {
-    const first = segment.rollingBasedTimestamp
-    if (first !== undefined && first >= 0) return maxTimestampInMessages - first
-    return this.clock.nowMs() - segment.createdMs
+    return validateAppend(buffer, {
+      origin: 'follower',
+      nextOffset,
+      latestEpoch,
+      segmentBytes: config.segmentBytes,
+      offsetGapsAllowed: this.wasCompacted || hasCompactPolicy(config),
+    })
   }
 
   private async writeGroup(group: readonly PreparedAppend[]): Promise<void> {
     if (group.length === 0) return
-    const segment = this.activeSegment
     const buffers = group.map((p) => p.pending.buffer)
     const batches = group.flatMap((p) => p.batches)
-    await segment.append(buffers, batches, this.clock.nowMs())
-    this.logEndOffsetValue = group[group.length - 1].info.lastOffset + 1
+    await this.local.append(buffers, batches, group[group.length - 1].info.lastOffset)
     for (const prepared of group) {
       for (const { epoch, startOffset } of prepared.epochStarts)
         await this.leaderEpochCache.assign(epoch, startOffset)
     }
     this.checkInvariants()
-    if (this.unflushedMessages >= this.configValue.flushMessages) await this.flushUpTo(this.logEndOffsetValue)
+    if (this.unflushedMessages >= this.config.flushMessages) await this.flushUpTo(this.logEndOffset)
     else this.armFlushTimer()
     for (const prepared of group)
       prepared.pending.resolve({ ...prepared.info, logStartOffset: this.logStartOffsetValue })
@@ -635,54 +461,31 @@ export class PartitionLog {
 
   /** Closes the active segment for writes and starts a new one at the log end offset. */
   roll(): Promise<void> {
-    return this.enqueue(() => this.rollAt(this.logEndOffsetValue))
+    return this.enqueue(() => this.rollAt(this.logEndOffset))
   }
 
   private async rollAt(newBaseOffset: Offset): Promise<void> {
-    const old = this.activeSegment
-    assert(
-      newBaseOffset === this.logEndOffsetValue,
-      () => `roll at ${newBaseOffset}, log end ${this.logEndOffsetValue}`,
-    )
-    if (old.size === 0) return
-    assert(newBaseOffset > old.baseOffset, () => `roll to ${newBaseOffset} after segment ${old.baseOffset}`)
-    await old.onBecomeInactiveSegment()
-    const segment = await LogSegment.create(
-      this.fs,
-      this.dir,
-      newBaseOffset,
-      segmentOptions(this.configValue),
-      this.clock.nowMs(),
-    )
-    this.segments.push(segment)
-    // The old segment and every one before it are fsynced (each at its own roll).
-    this.recoveryPointValue = Math.max(this.recoveryPointValue, newBaseOffset)
+    if (!(await this.local.roll(newBaseOffset))) return
     this.checkInvariants()
     await this.producerStateHook?.onRoll(newBaseOffset)
-    this.logger.debug({ baseOffset: newBaseOffset }, 'rolled new log segment')
   }
 
   /** fsync of everything appended before this call; moves the recovery point to the log end. */
   flush(): Promise<void> {
-    return this.enqueue(() => this.flushUpTo(this.logEndOffsetValue))
+    return this.enqueue(() => this.flushUpTo(this.logEndOffset))
   }
 
   private async flushUpTo(offset: Offset): Promise<void> {
     this.cancelFlushTimer()
-    if (offset <= this.recoveryPointValue) return
-    for (const segment of this.segmentsFrom(this.recoveryPointValue)) {
-      if (segment.baseOffset >= offset) break
-      await segment.flush()
-    }
-    this.recoveryPointValue = offset
-    this.lastFlushMs = this.clock.nowMs()
+    await this.local.flush(offset)
+    this.checkInvariants()
   }
 
   /** flush.ms: one timer per log, armed while there is unflushed data. */
   private armFlushTimer(): void {
-    if (this.flushTimer !== undefined || !Number.isFinite(this.configValue.flushMs)) return
+    if (this.flushTimer !== undefined || !Number.isFinite(this.config.flushMs)) return
     if (this.unflushedMessages === 0) return
-    const dueInMs = Math.max(0, this.lastFlushMs + this.configValue.flushMs - this.clock.nowMs())
+    const dueInMs = Math.max(0, this.lastFlushTimeMs + this.config.flushMs - this.clock.nowMs())
     this.flushTimer = this.clock.setTimeout(() => {
       this.flushTimer = undefined
       this.flush().catch((err: unknown) => this.logger.error({ err }, 'scheduled flush failed'))
@@ -723,68 +526,25 @@ export class PartitionLog {
     const unusable = this.unusableError()
     if (unusable !== undefined) throw unusable
     const logStartOffset = this.logStartOffsetValue
-    const logEndOffset = this.logEndOffsetValue
+    const logEndOffset = this.logEndOffset
     if (startOffset < logStartOffset || startOffset > logEndOffset) {
       throw offsetOutOfRange(startOffset, logStartOffset, logEndOffset)
     }
-    const maxOffset = Math.min(options.maxOffset ?? logEndOffset, logEndOffset)
-    const result = {
-      records: [] as Buffer[],
-      sizeInBytes: 0,
-      firstOffset: startOffset,
-      nextOffset: startOffset,
-      highWatermark: this.highWatermarkValue,
-      logStartOffset,
-      logEndOffset,
-    }
-    if (startOffset >= maxOffset) return result
-    await this.readSegments(startOffset, maxOffset, options, result)
-    return result
-  }
-
-  private async readSegments(
-    startOffset: Offset,
-    maxOffset: Offset,
-    options: ReadOptions,
-    result: { records: Buffer[]; sizeInBytes: number; firstOffset: Offset; nextOffset: Offset },
-  ): Promise<void> {
-    const segments = this.segmentsFrom(startOffset)
-    let offset = startOffset
-    for (let i = 0; i < segments.length && result.sizeInBytes < options.maxBytes; i++) {
-      const segment = segments[i]
-      const nextBase = segments[i + 1]?.baseOffset ?? Infinity
-      const minOne = (options.minOneMessage ?? true) && result.sizeInBytes === 0
-      const read = await segment.read(offset, maxOffset, options.maxBytes - result.sizeInBytes, minOne)
-      if (read === undefined) {
-        offset = Math.max(offset, nextBase)
-        continue
-      }
-      if (read.sizeInBytes === 0) break
-      if (result.sizeInBytes === 0) result.firstOffset = read.firstOffset
-      result.records.push(...read.records)
-      result.sizeInBytes += read.sizeInBytes
-      result.nextOffset = read.nextOffset
-      offset = read.nextOffset
-      // Stopped inside this segment: a limit was reached.
-      if (offset < nextBase) break
-    }
-  }
-
-  /** Segments from the one holding `offset` (or the first, when it precedes them). */
-  private segmentsFrom(offset: Offset): LogSegment[] {
-    let lo = 0
-    let hi = this.segments.length - 1
-    let found = 0
-    while (lo <= hi) {
-      const mid = (lo + hi) >>> 1
-      if (this.segments[mid].baseOffset <= offset) {
-        found = mid
-        lo = mid + 1
-      } else {
-        hi = mid - 1
+    const readEnd = minOffset(options.maxOffset ?? logEndOffset, logEndOffset)
+    const highWatermark = this.highWatermarkValue
+    if (startOffset >= readEnd) {
+      return {
+        records: [],
+        sizeInBytes: 0,
+        firstOffset: startOffset,
+        nextOffset: startOffset,
+        highWatermark,
+        logStartOffset,
+        logEndOffset,
       }
     }
-    return this.segments.slice(found)
+    const read = await this.local.read(startOffset, readEnd, options.maxBytes, options.minOneMessage ?? true)
+    return { ...read, highWatermark, logStartOffset, logEndOffset }
   }
 
   // ---- lookups ----
@@ -801,7 +561,7 @@ export class PartitionLog {
   private async offsetForTimestampOnce(timestampMs: number): Promise<TimestampAndOffset | undefined> {
     const startingOffset = this.logStartOffsetValue
     // A copy: the cleaner may splice the list while this awaits (a stale segment throws and the lookup retries).
-    for (const segment of [...this.segments]) {
+    for (const segment of [...this.local.segmentList]) {
       if (segment.maxTimestampSoFar < timestampMs) continue
       const found = await segment.findOffsetByTimestamp(timestampMs, startingOffset)
       if (found !== undefined)
@@ -817,7 +577,7 @@ export class PartitionLog {
 
   private async latestTimestampOnce(): Promise<TimestampAndOffset | undefined> {
     let best: LogSegment | undefined
-    for (const segment of this.segments) {
+    for (const segment of this.local.segmentList) {
       if (segment.maxTimestampSoFar > (best?.maxTimestampSoFar ?? NO_TIMESTAMP)) best = segment
     }
     if (best === undefined) return undefined
@@ -828,7 +588,7 @@ export class PartitionLog {
 
   /** OffsetForLeaderEpoch: the end offset of `leaderEpoch` in this log, or undefined if unknown. */
   endOffsetForEpoch(leaderEpoch: LeaderEpoch): EpochEndOffset | undefined {
-    const found = this.leaderEpochCache.endOffsetFor(leaderEpoch, this.logEndOffsetValue)
+    const found = this.leaderEpochCache.endOffsetFor(leaderEpoch, this.logEndOffset)
     return found.endOffset === UNDEFINED_EPOCH_OFFSET ? undefined : found
   }
 
@@ -845,8 +605,8 @@ export class PartitionLog {
       () => `cannot truncate to ${targetOffset}`,
     )
     return this.enqueue(async () => {
-      if (targetOffset >= this.logEndOffsetValue) return false
-      if (this.segments[0].baseOffset > targetOffset) {
+      if (targetOffset >= this.logEndOffset) return false
+      if (this.local.firstSegment.baseOffset > targetOffset) {
         await this.truncateFullyAndStartAtNow(targetOffset)
         return true
       }
@@ -856,27 +616,12 @@ export class PartitionLog {
   }
 
   private async truncateSegmentsTo(targetOffset: Offset): Promise<void> {
-    const removed = this.segments.filter((s) => s.baseOffset > targetOffset)
-    this.segments = this.segments.filter((s) => s.baseOffset <= targetOffset)
-    for (const segment of removed) await segment.deleteFiles()
-    const active = this.activeSegment
-    const cut = await active.truncateTo(targetOffset)
-    // The cut must be durable before anything written after it (refetched batches, the
-    // leader-epoch checkpoint, the high-watermark checkpoint): otherwise a power loss brings
-    // the removed batches back under checkpoints that no longer describe them (found by the
-    // deterministic simulation, seeds 5 and 91).
-    await active.flush()
-    // The cut batch may start after the target when compaction left a gap before it: the
-    // log then ends at the target, never above it (the offsets between are not held).
-    const logEndOffset = Math.min(cut.cutAtOffset ?? (await active.readNextOffset()), targetOffset)
-    await active.onBecomeActiveSegment()
-    this.logger.info({ targetOffset, logEndOffset, truncatedBytes: cut.truncatedBytes }, 'truncated log')
-    this.logEndOffsetValue = logEndOffset
+    const logEndOffset = await this.local.truncateTo(targetOffset)
     this.noteTruncation(logEndOffset)
+    this.logStartOffsetValue = minOffset(this.logStartOffsetValue, logEndOffset)
+    this.highWatermarkValue = minOffset(this.highWatermarkValue, logEndOffset)
+    this.checkInvariants()
     await this.leaderEpochCache.truncateFromEnd(logEndOffset)
-    this.logStartOffsetValue = Math.min(this.logStartOffsetValue, logEndOffset)
-    this.highWatermarkValue = Math.min(this.highWatermarkValue, logEndOffset)
-    this.recoveryPointValue = Math.min(this.recoveryPointValue, logEndOffset)
     this.checkInvariants()
     await this.producerStateHook?.onTruncated()
   }
@@ -888,24 +633,13 @@ export class PartitionLog {
   }
 
   private async truncateFullyAndStartAtNow(newOffset: Offset): Promise<void> {
-    const removed = this.segments
-    for (const segment of removed) await segment.deleteFiles()
-    this.segments = [
-      await LogSegment.create(
-        this.fs,
-        this.dir,
-        newOffset,
-        segmentOptions(this.configValue),
-        this.clock.nowMs(),
-      ),
-    ]
-    await this.leaderEpochCache.clearAndFlush()
-    this.logEndOffsetValue = newOffset
+    const deletedSegments = await this.local.truncateFullyAndStartAt(newOffset)
     this.noteTruncation(newOffset)
     this.logStartOffsetValue = newOffset
     this.highWatermarkValue = newOffset
-    this.recoveryPointValue = newOffset
-    this.logger.info({ newOffset, deletedSegments: removed.length }, 'truncated log fully')
+    this.checkInvariants()
+    await this.leaderEpochCache.clearAndFlush()
+    this.logger.info({ newOffset, deletedSegments }, 'truncated log fully')
     this.checkInvariants()
     await this.producerStateHook?.onTruncated()
   }
@@ -938,10 +672,11 @@ export class PartitionLog {
   deleteOldSegments(): Promise<number> {
     return this.enqueue(async () => {
       let deleted = await this.deleteSegmentsWhile(
-        (segment) => this.nextBaseOffset(segment) <= this.logStartOffsetValue,
+        (segment) => this.local.nextBaseOffset(segment) <= this.logStartOffsetValue,
       )
-      if (!hasDeletePolicy(this.configValue)) return deleted
-      let excessBytes = this.size - this.configValue.retentionBytes
+      const config = this.config
+      if (!hasDeletePolicy(config)) return deleted
+      let excessBytes = this.size - config.retentionBytes
       deleted += await this.deleteSegmentsWhile((segment) => {
         if (excessBytes - segment.size < 0) return false
         excessBytes -= segment.size
@@ -949,45 +684,32 @@ export class PartitionLog {
       })
       const nowMs = this.clock.nowMs()
       deleted += await this.deleteSegmentsWhile(
-        (segment) => nowMs - segment.largestTimestamp > this.configValue.retentionMs,
+        (segment) => nowMs - segment.largestTimestamp > config.retentionMs,
       )
       return deleted
     })
   }
 
-  private nextBaseOffset(segment: LogSegment): Offset {
-    const i = this.segments.indexOf(segment)
-    return this.segments[i + 1]?.baseOffset ?? this.logEndOffsetValue
-  }
-
   /** Deletes the oldest segments while `predicate` holds, stopping at the active one or the high watermark. */
   private async deleteSegmentsWhile(predicate: (segment: LogSegment) => boolean): Promise<number> {
-    const deletable: LogSegment[] = []
-    for (const segment of this.segments.slice(0, -1)) {
-      if (this.nextBaseOffset(segment) > this.highWatermarkValue || !predicate(segment)) break
-      deletable.push(segment)
-    }
+    const deletable = this.local.deletableSegments(this.highWatermarkValue, predicate)
     if (deletable.length === 0) return 0
-    this.segments = this.segments.slice(deletable.length)
-    this.logStartOffsetValue = Math.max(this.logStartOffsetValue, this.segments[0].baseOffset)
-    this.recoveryPointValue = Math.max(this.recoveryPointValue, this.logStartOffsetValue)
+    const removed = this.local.removeOldestSegments(deletable.length)
+    this.logStartOffsetValue = maxOffset(this.logStartOffsetValue, this.local.firstSegment.baseOffset)
+    // Nothing below the log start is read again: recovery never needs to scan it.
+    this.local.raiseRecoveryPoint(this.logStartOffsetValue)
+    this.checkInvariants()
     await this.leaderEpochCache.truncateFromStart(this.logStartOffsetValue)
-    for (const segment of deletable) {
-      this.logger.info(
-        { baseOffset: segment.baseOffset, sizeInBytes: segment.size },
-        'deleting log segment (retention)',
-      )
-      await segment.deleteFiles()
-    }
+    await this.local.deleteSegmentFiles(removed)
     this.checkInvariants()
     await this.producerStateHook?.onSegmentsDeleted(this.logStartOffsetValue)
-    return deletable.length
+    return removed.length
   }
 
   // ---- log cleaner ----
 
   private noteTruncation(logEndOffset: Offset): void {
-    this.truncatedToSinceCleaning = Math.min(this.truncatedToSinceCleaning ?? Infinity, logEndOffset)
+    this.truncatedToSinceCleaning = minOffset(this.truncatedToSinceCleaning ?? logEndOffset, logEndOffset)
   }
 
   /** The lowest log end a truncation left since the last call, then forgets it (the cleaner's dirty offset follows it). */
@@ -999,30 +721,20 @@ export class PartitionLog {
 
   /** The segments, oldest first, for the cleaner to read (it never writes them). */
   get segmentList(): readonly LogSegment[] {
-    return this.segments
+    return this.local.segmentList
   }
 
   /** A new empty segment with `.cleaned` files, for the cleaner to fill; not part of the log yet. */
   createCleanedSegment(baseOffset: Offset): Promise<LogSegment> {
-    return LogSegment.create(
-      this.fs,
-      this.dir,
-      baseOffset,
-      segmentOptions(this.configValue),
-      this.clock.nowMs(),
-      CLEANED_FILE_SUFFIX,
-    )
+    return this.local.createSegment(baseOffset, CLEANED_FILE_SUFFIX)
   }
 
   /**
    * Swaps `cleaned` (complete, fsynced, `.cleaned` files) in for `oldSegments`, consecutive
-   * inactive segments it was built from, as Kafka's replaceSegments does, crash-safely:
-   * 1. `.cleaned` -> `.swap` (from here recovery completes the swap: see log-loader);
-   * 2. the old segments' files -> `.deleted`; 3. `.swap` -> final names; each step's
-   * renames fsynced with the directory; 4. the old files are unlinked, their open handles
-   * kept until reads in flight finish (later reads retry on the new segment).
-   * False, with nothing changed, when the old segments are no longer what the cleaner
-   * read (truncated, deleted by retention, grown into the active segment).
+   * inactive segments it was built from, as Kafka's replaceSegments does, crash-safely
+   * (LocalLog.replaceSegments). False, with nothing changed, when the old segments are no
+   * longer what the cleaner read (truncated, deleted by retention, grown into the active
+   * segment).
    */
   replaceSegments(
     oldSegments: readonly LogSegment[],
@@ -1035,20 +747,14 @@ export class PartitionLog {
     )
     assert(cleaned.baseOffset === oldSegments[0].baseOffset, 'a cleaned segment keeps its first base offset')
     return this.enqueue(async () => {
-      const first = this.segments.indexOf(oldSegments[0])
+      const segments = this.local.segmentList
+      const first = segments.indexOf(oldSegments[0])
       const unchanged =
         first >= 0 &&
-        first + oldSegments.length < this.segments.length &&
-        oldSegments.every((segment, i) => this.segments[first + i] === segment && segment.size === sizes[i])
+        first + oldSegments.length < segments.length &&
+        oldSegments.every((segment, i) => segments[first + i] === segment && segment.size === sizes[i])
       if (!unchanged) return false
-      await cleaned.changeFileSuffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
-      await this.fs.syncDir(this.dir)
-      for (const segment of oldSegments) await segment.changeFileSuffixes('', DELETED_FILE_SUFFIX)
-      await this.fs.syncDir(this.dir)
-      await cleaned.changeFileSuffixes(SWAP_FILE_SUFFIX, '')
-      await this.fs.syncDir(this.dir)
-      this.segments.splice(first, oldSegments.length, cleaned)
-      for (const segment of oldSegments) await segment.deleteReplacedFiles()
+      await this.local.replaceSegments(first, oldSegments, cleaned)
       this.checkInvariants()
       return true
     })
@@ -1062,10 +768,9 @@ export class PartitionLog {
     if (this.closed) return Promise.resolve()
     const done = this.enqueue(async () => {
       this.cancelFlushTimer()
-      await this.flushUpTo(this.logEndOffsetValue)
+      await this.flushUpTo(this.logEndOffset)
       await this.producerStateHook?.onClose()
-      for (const segment of this.segments.slice(0, -1)) await segment.closeHandlers()
-      await this.activeSegment.close()
+      await this.local.close()
       this.closed = true
     })
     this.closing = true
@@ -1077,13 +782,13 @@ export class PartitionLog {
   async closeHandlers(): Promise<void> {
     this.cancelFlushTimer()
     this.closed = true
-    for (const segment of this.segments) await segment.closeHandlers()
+    await this.local.closeHandlers()
   }
 
   /** Closes and removes the partition directory (the replica was deleted). */
   async delete(): Promise<void> {
     await this.close()
-    await this.fs.rmdir(this.dir)
+    await this.local.deleteDir()
   }
 
   // ---- the queue ----
@@ -1169,23 +874,11 @@ export class PartitionLog {
   private checkInvariants(): void {
     const lso = this.logStartOffsetValue
     const hw = this.highWatermarkValue
-    const leo = this.logEndOffsetValue
+    const leo = this.logEndOffset
     assert(lso <= hw, () => `logStartOffset ${lso} > highWatermark ${hw}`)
     assert(hw <= leo, () => `highWatermark ${hw} > logEndOffset ${leo}`)
-    assert(
-      this.recoveryPointValue <= leo,
-      () => `recoveryPoint ${this.recoveryPointValue} > logEndOffset ${leo}`,
-    )
-    assert(this.segments.length > 0, 'a log has at least one segment')
-    for (let i = 1; i < this.segments.length; i++) {
-      assert(this.segments[i].baseOffset > this.segments[i - 1].baseOffset, 'segment base offsets increase')
-    }
-    assert(this.activeSegment.baseOffset <= leo, () => `active segment starts after logEndOffset ${leo}`)
+    this.local.checkInvariants()
   }
-}
-
-function segmentOptions(config: LogConfig): SegmentOptions {
-  return { indexIntervalBytes: config.indexIntervalBytes, maxIndexBytes: config.segmentIndexBytes }
 }
 
 /** A retried batch's answer: its first write's offsets; no LogAppendTime, as Kafka. */
@@ -1193,23 +886,11 @@ function duplicateAppendInfo(duplicate: DuplicateBatch, logStartOffset: Offset):
   return {
     firstOffset: duplicate.firstOffset,
     lastOffset: duplicate.lastOffset,
-    logAppendTimeMs: -1,
+    logAppendTimeMs: NO_LOG_APPEND_TIME,
     maxTimestamp: duplicate.maxTimestamp,
     offsetOfMaxTimestamp: duplicate.lastOffset,
     shallowCount: 0,
     validBytes: 0,
     logStartOffset,
-  }
-}
-
-function emptyAppendInfo(nextOffset: Offset): Omit<LogAppendInfo, 'logStartOffset'> {
-  return {
-    firstOffset: -1,
-    lastOffset: -1,
-    logAppendTimeMs: -1,
-    maxTimestamp: NO_TIMESTAMP,
-    offsetOfMaxTimestamp: nextOffset,
-    shallowCount: 0,
-    validBytes: 0,
   }
 }

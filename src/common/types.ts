@@ -1,0 +1,93 @@
+/**
+ * Numbers that mean different things get types of their own (as Redpanda's model::offset
+ * and model::term_id), so that an epoch cannot be passed where an offset goes, nor a
+ * broker id where a partition epoch goes. The brand exists for the compiler only: at run
+ * time each is a plain number or bigint, with no cost on the hot path.
+ *
+ * A value gets its brand from its source (a getter of the log, the epoch cache, a decoded
+ * checkpoint) or through the constructors below, which assert the range (a bug otherwise).
+ * Numbers from the network are checked by the code that receives them and answered with a
+ * Kafka error code; they are cast with `as` only once that check is the receiver's job.
+ *
+ * Kafka's -1 ("none": no offset, no epoch, no leader, no producer) is a valid value of
+ * each type, as it is on the wire.
+ */
+import { assert } from './assert.js'
+
+/**
+ * int64 on the wire; a JS number here. Exact up to 2^53, which one partition's log does
+ * not reach (2^53 records at a million a second is 285 years), and number arithmetic and
+ * comparisons keep the append and fetch paths free of bigint allocation.
+ */
+export type Offset = number & { readonly __brand: 'Offset' }
+
+/** int32 on the wire: a number holds every value exactly. */
+export type LeaderEpoch = number & { readonly __brand: 'LeaderEpoch' }
+
+/** int32 on the wire (Kafka's partitionEpoch, the ISR compare-and-set guard): a number. */
+export type PartitionEpoch = number & { readonly __brand: 'PartitionEpoch' }
+
+/** int32 on the wire (node.id): a number. */
+export type BrokerId = number & { readonly __brand: 'BrokerId' }
+
+/**
+ * int64 on the wire, and a bigint here: unlike an offset, it is not a count bounded by one
+ * log's growth but an identifier from the controller's blocks that clients echo back in
+ * every batch, with no bound below 2^63; batch headers already decode it as a bigint
+ * (protocol/batch-header.ts).
+ */
+export type ProducerId = bigint & { readonly __brand: 'ProducerId' }
+
+/** Kafka's -1 for "no offset" (an empty append's first offset, an unknown epoch's end). */
+export const NO_OFFSET = -1 as Offset
+
+const INT32_MAX = 0x7fffffff
+const INT64_MAX = 2n ** 63n - 1n
+
+/** An offset computed by core code: a safe integer, at least -1. */
+export function toOffset(value: number): Offset {
+  assert(Number.isSafeInteger(value) && value >= -1, () => `not an offset: ${value}`)
+  return value as Offset
+}
+
+export function isOffset(value: number): value is Offset {
+  return Number.isSafeInteger(value) && value >= -1
+}
+
+/** The larger of two offsets (Math.max would drop the brand). */
+export function maxOffset(a: Offset, b: Offset): Offset {
+  return (a > b ? a : b) as Offset
+}
+
+/** The smaller of two offsets (Math.min would drop the brand). */
+export function minOffset(a: Offset, b: Offset): Offset {
+  return (a < b ? a : b) as Offset
+}
+
+/** A leader epoch: an int32, at least -1. */
+export function toLeaderEpoch(value: number): LeaderEpoch {
+  assert(isInt32AtLeastNone(value), () => `not a leader epoch: ${value}`)
+  return value as LeaderEpoch
+}
+
+/** A partition epoch: an int32, at least -1. */
+export function toPartitionEpoch(value: number): PartitionEpoch {
+  assert(isInt32AtLeastNone(value), () => `not a partition epoch: ${value}`)
+  return value as PartitionEpoch
+}
+
+/** A broker id (node.id): an int32, at least -1 (no leader). */
+export function toBrokerId(value: number): BrokerId {
+  assert(isInt32AtLeastNone(value), () => `not a broker id: ${value}`)
+  return value as BrokerId
+}
+
+/** A producer id: a non-negative int64, or -1 for none. */
+export function toProducerId(value: bigint): ProducerId {
+  assert(value >= -1n && value <= INT64_MAX, () => `not an int64 producer id: ${value}`)
+  return value as ProducerId
+}
+
+function isInt32AtLeastNone(value: number): boolean {
+  return Number.isInteger(value) && value >= -1 && value <= INT32_MAX
+}
