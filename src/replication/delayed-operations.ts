@@ -72,7 +72,10 @@ export function waitForFetchData(
       let gained = 0
       for (const watch of watches) {
         const p = watch.partition
-        if (!p.isLeader || p.leaderEpoch !== watch.leaderEpochAtStart) return complete()
+        if (!p.isLeader || p.leaderEpoch !== watch.leaderEpochAtStart) {
+          complete()
+          return
+        }
         const end = visibleEnd(p, wakeOn)
         // Only what became readable counts. The log's growth measures it in bytes; records
         // appended before the baseline and committed since did not grow it, yet they are new
