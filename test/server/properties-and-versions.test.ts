@@ -45,7 +45,18 @@ test('server.properties follows Java escaping: \\= \\: \\uXXXX, continuations, !
 })
 
 test('message.format.version takes Kafka 3.9 legal values, four-part legacy forms included', () => {
-  for (const version of ['0.8.0', '0.9.0.1', '0.10.0', '0.10.0.0', '0.10.0-IV1', '0.11.0.2', '1.0', '2.8.1', '3.0-IV1', '3.9'])
+  for (const version of [
+    '0.8.0',
+    '0.9.0.1',
+    '0.10.0',
+    '0.10.0.0',
+    '0.10.0-IV1',
+    '0.11.0.2',
+    '1.0',
+    '2.8.1',
+    '3.0-IV1',
+    '3.9',
+  ])
     assert.doesNotThrow(() => validateTopicConfigs({ 'message.format.version': version }), version)
   for (const version of ['0.7.0', '0.10.3', '3.0-IV9', '10.0', 'latest', ''])
     assert.throws(
