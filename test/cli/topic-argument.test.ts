@@ -52,6 +52,6 @@ test('produce and consume take the topic as an argument as topics create does; -
     }
     const none = await tidelog(['produce', ...b], '')
     assert.equal(none.code, 2)
-    assert.match(none.stderr, /a topic is required: --topic T, or T as the argument/)
+    assert.match(none.stderr, /name exactly one topic: --topic T, or T as the argument/)
   })
 })

@@ -114,7 +114,7 @@ export function oneTopic(
   positionals: readonly string[],
 ): string {
   const topics = [...new Set(namedTopics(flag, positionals))]
-  if (topics.length === 0) throw new UsageError('a topic is required: --topic T, or T as the argument')
+  if (topics.length === 0) throw new UsageError('name exactly one topic: --topic T, or T as the argument')
   if (topics.length > 1) throw new UsageError(`name exactly one topic, not ${topics.join(', ')}`)
   return topics[0]
 }
