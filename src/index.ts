@@ -12,7 +12,15 @@ export { Broker } from './server/broker.js'
 export type { Cluster, StartClusterOptions }
 export { startCluster }
 
-/** Starts one broker; defaults to a free port and a temporary data directory. */
+/**
+ * Starts one broker; defaults to a free port (unless a `listeners` property names one) and
+ * a temporary data directory.
+ */
 export function startBroker(options: Omit<StartClusterOptions, 'brokers'> = {}): Promise<Cluster> {
-  return startCluster({ port: 0, ...options, brokers: 1 })
+  const properties = options.properties
+  const hasListeners =
+    properties instanceof Map
+      ? properties.has('listeners')
+      : (properties as Record<string, unknown> | undefined)?.['listeners'] !== undefined
+  return startCluster({ ...(hasListeners ? {} : { port: 0 }), ...options, brokers: 1 })
 }

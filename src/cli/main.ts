@@ -28,8 +28,11 @@ run 'tidelog <command> --help' for their options. Exit codes: 0 ok, 1 failed,
 2 usage, 3 cluster unreachable, 4 not supported by the broker.
 
 tidelog start options:
-  --port N            First listener port (default 9092; 0 picks a free port)
+  --port N            First broker's port (default 9092; 0 picks free ports);
+                      broker i listens on N + i
   --host HOST         Listener host (default 127.0.0.1)
+                      (--set listeners=PLAINTEXT://HOST:PORT sets both; a --port or
+                      --host that contradicts it is refused)
   --data-dir DIR      Data directory (default ./.tidelog-data)
   --brokers N         Brokers in this process (default 1)
   --set key=value     Any Kafka broker property, repeatable (e.g. --set num.partitions=3)
@@ -114,8 +117,8 @@ async function startCommand(args: readonly string[]): Promise<number> {
   const { values } = parseArgs({
     args: [...args],
     options: {
-      port: { type: 'string', default: '9092' },
-      host: { type: 'string', default: '127.0.0.1' },
+      port: { type: 'string' },
+      host: { type: 'string' },
       'data-dir': { type: 'string', default: '.tidelog-data' },
       brokers: { type: 'string', default: '1' },
       set: { type: 'string', multiple: true },
@@ -123,17 +126,19 @@ async function startCommand(args: readonly string[]): Promise<number> {
     strict: true,
   })
   const brokerCount = Number(values.brokers)
-  const port = Number(values.port)
   if (!Number.isInteger(brokerCount) || brokerCount < 1)
     throw new TidelogError('ERR_USAGE', '--brokers must be >= 1')
-  if (!Number.isInteger(port) || port < 0 || port > 65535)
-    throw new TidelogError('ERR_USAGE', '--port out of range')
+  const port = values.port === undefined ? undefined : Number(values.port)
+  if (port !== undefined && (!/^\d+$/.test(values.port!) || port > 65535))
+    throw new TidelogError('ERR_USAGE', `--port expects 0..65535, got '${values.port}'`)
+  // A --port or --host that contradicts --set listeners is refused by startCluster.
+  const properties = parseSetFlags(values.set)
   const cluster = await startCluster({
     brokers: brokerCount,
-    host: values.host,
-    port,
+    ...(values.host !== undefined ? { host: values.host } : {}),
+    ...(port !== undefined ? { port } : {}),
     dataDir: values['data-dir'],
-    properties: parseSetFlags(values.set),
+    properties,
   })
   process.stdout.write(
     `tidelog started: ${cluster.brokers.length} broker(s), data in ${values['data-dir']}\n`,

@@ -320,7 +320,14 @@ export class GroupCoordinator {
     const leader = topic.partitions[p].leader
     const broker = image.brokers.get(leader)
     if (!broker) return unavailable(`__consumer_offsets-${p} has no live leader`)
-    if (leader === this.host.nodeId) await this.waitLoaded(p)
+    // A coordinator still loading would answer JoinGroup with COORDINATOR_LOAD_IN_PROGRESS,
+    // which some clients (kafkajs) do not retry at that step; COORDINATOR_NOT_AVAILABLE
+    // sends them back to FindCoordinator, which every client retries.
+    if (leader === this.host.nodeId) {
+      await this.waitLoaded(p)
+      if (this.shards.get(p)?.loading !== false)
+        return unavailable(`__consumer_offsets-${p} is still loading on its leader`)
+    }
     return {
       errorCode: ErrorCode.NONE,
       errorMessage: null,

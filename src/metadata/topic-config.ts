@@ -107,11 +107,62 @@ function throttledReplicas(value: ParsedValue): string | null {
   return "must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."
 }
 
-/** message.format.version: any Kafka version string (deprecated and ignored since 3.0). */
+/**
+ * Kafka 3.9's MetadataVersion releases and how many "-IVn" sub-versions each has (0: none,
+ * the releases before 0.10.0 have no sub-version).
+ */
+const METADATA_RELEASES: readonly (readonly [string, number])[] = [
+  ['0.8.0', 0],
+  ['0.8.1', 0],
+  ['0.8.2', 0],
+  ['0.9.0', 0],
+  ['0.10.0', 2],
+  ['0.10.1', 3],
+  ['0.10.2', 1],
+  ['0.11.0', 3],
+  ['1.0', 1],
+  ['1.1', 1],
+  ['2.0', 2],
+  ['2.1', 3],
+  ['2.2', 2],
+  ['2.3', 2],
+  ['2.4', 2],
+  ['2.5', 1],
+  ['2.6', 1],
+  ['2.7', 3],
+  ['2.8', 2],
+  ['3.0', 2],
+  ['3.1', 1],
+  ['3.2', 1],
+  ['3.3', 4],
+  ['3.4', 1],
+  ['3.5', 3],
+  ['3.6', 3],
+  ['3.7', 5],
+  ['3.8', 1],
+  ['3.9', 1],
+]
+
+/** The strings MetadataVersion.fromVersionString looks up: each release and each "release-IVn". */
+const METADATA_VERSION_KEYS: ReadonlySet<string> = new Set(
+  METADATA_RELEASES.flatMap(([release, subVersions]) => [
+    release,
+    ...Array.from({ length: subVersions }, (_, n) => `${release}-IV${n}`),
+  ]),
+)
+
+/**
+ * message.format.version, validated as Kafka's MetadataVersionValidator does (deprecated and
+ * ignored for v2 logs since 3.0, but still checked): the first three dot-separated parts of a
+ * 0.x version and the first two of any other are looked up, so `0.10.0.0`, `0.10.0-IV1`,
+ * `2.8.1` and `3.0-IV1` are all legal.
+ */
 function metadataVersion(value: ParsedValue): string | null {
-  return /^\d+\.\d+(\.\d+)?(-IV\d+)?$/.test(String(value))
-    ? null
-    : `Version \`${value}\` is not a valid version`
+  const text = String(value)
+  const segments = text.split('.')
+  const kept = text.startsWith('0.') ? 3 : 2
+  const key = kept >= segments.length ? text : segments.slice(0, kept).join('.')
+  return METADATA_VERSION_KEYS.has(key) ? null : `Version ${text} is not a valid version`
 }
 
 function topicDef(

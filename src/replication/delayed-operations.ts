@@ -9,21 +9,53 @@ import type { Partition } from './partition.js'
 
 export interface DelayedFetchWatch {
   readonly partition: Partition
-  /** Bytes of the log when the fetch started waiting; growth beyond it counts as new data. */
+  /** The request's fetch offset on this partition. */
+  readonly fetchOffset: number
+  /**
+   * Taken before the fetch's first read, so that data arriving during that read counts as
+   * new: bytes of the log, the end offset this reader may read up to (the high watermark
+   * for consumers, the log end for followers) and the leader epoch.
+   */
   readonly logSizeAtStart: number
+  readonly visibleEndAtStart: number
+  readonly leaderEpochAtStart: number
+}
+
+/** Followers read up to the log end and wake on appends, consumers on commits. */
+export type FetchWakeOn = 'highWatermark' | 'logEnd'
+
+/** The baseline of a delayed fetch on `partition`; take it before the first read. */
+export function fetchWatch(
+  partition: Partition,
+  fetchOffset: number,
+  wakeOn: FetchWakeOn,
+): DelayedFetchWatch {
+  return {
+    partition,
+    fetchOffset,
+    logSizeAtStart: partition.log.size,
+    visibleEndAtStart: visibleEnd(partition, wakeOn),
+    leaderEpochAtStart: partition.leaderEpoch,
+  }
+}
+
+function visibleEnd(partition: Partition, wakeOn: FetchWakeOn): number {
+  return wakeOn === 'logEnd' ? partition.log.logEndOffset : partition.highWatermark
 }
 
 /**
  * Resolves when the watched partitions have gained at least `bytesNeeded` bytes in total
- * since the wait began (committed: the high watermark moved), or after `maxWaitMs`.
+ * since their baselines, or after `maxWaitMs`; at once when a partition's leadership
+ * changed (the re-read answers the error), as Kafka's DelayedFetch does. Checks once after
+ * registering its watchers, as a purgatory's tryComplete does: an append or commit between
+ * the baseline and the registration fired no watcher.
  */
 export function waitForFetchData(
   clock: Clock,
   watches: readonly DelayedFetchWatch[],
   bytesNeeded: number,
   maxWaitMs: number,
-  /** Followers wake on appends (they read up to the log end), consumers on commits. */
-  wakeOn: 'highWatermark' | 'logEnd' = 'highWatermark',
+  wakeOn: FetchWakeOn = 'highWatermark',
 ): Promise<void> {
   return new Promise((resolve) => {
     let completed = false
@@ -36,15 +68,32 @@ export function waitForFetchData(
       resolve()
     }
     const check = (): void => {
+      if (completed) return
       let gained = 0
-      for (const watch of watches) gained += Math.max(0, watch.partition.log.size - watch.logSizeAtStart)
+      for (const watch of watches) {
+        const p = watch.partition
+        if (!p.isLeader || p.leaderEpoch !== watch.leaderEpochAtStart) {
+          complete()
+          return
+        }
+        const end = visibleEnd(p, wakeOn)
+        // Only what became readable counts. The log's growth measures it in bytes; records
+        // appended before the baseline and committed since did not grow it, yet they are new
+        // to this fetch: they count as at least one byte (minBytes is 1 for most clients).
+        if (end > watch.visibleEndAtStart && end > watch.fetchOffset)
+          gained += Math.max(1, p.log.size - watch.logSizeAtStart)
+      }
       if (gained >= bytesNeeded) complete()
     }
     const timer = clock.setTimeout(complete, maxWaitMs)
     for (const watch of watches) {
       const p = watch.partition
-      removers.push(wakeOn === 'logEnd' ? p.watchLogEnd(check) : p.watchHighWatermark(check))
+      removers.push(p.watchHighWatermark(check))
+      // A follower's fetch wakes on appends too; the high watermark's watchers also hear of
+      // leadership changes.
+      if (wakeOn === 'logEnd') removers.push(p.watchLogEnd(check))
     }
+    check()
   })
 }
 

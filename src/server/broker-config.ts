@@ -3,6 +3,7 @@
  * `server.properties`, `--set key=value` and the embedding API, then read through the
  * typed BrokerConfig object.
  */
+import { parse as parseJavaProperties } from 'dot-properties'
 import { type ConfigDef, ConfigDefs, type ConfigValue } from '../common/config-def.js'
 import { ConfigError } from '../common/errors.js'
 import type { GroupCoordinatorConfig } from '../coordinator/group-coordinator.js'
@@ -326,18 +327,16 @@ export function parseListener(listener: string): { host: string; port: number } 
   return { host: match[2] === '' ? '127.0.0.1' : match[2], port }
 }
 
-/** Parses `server.properties` text: `key=value` lines, `#`/`!` comments, `\` continuations. */
+/**
+ * Parses `server.properties` text as Java's Properties.load does (Kafka reads the file with
+ * it): `=`, `:` or whitespace between key and value, `#`/`!` comments, `\` line
+ * continuations, `\=`, `\:`, `\ ` and `\uXXXX` escapes; a later key wins. Like Java it
+ * never refuses a line (a lone word is a key with an empty value). Values keep their
+ * spaces; parseConfigValue trims them, as Kafka's ConfigDef does.
+ */
 export function parseProperties(text: string): Map<string, string> {
-  const result = new Map<string, string>()
-  const lines = text.replace(/\\\r?\n\s*/g, '').split(/\r?\n/)
-  for (const line of lines) {
-    const trimmed = line.trim()
-    if (trimmed === '' || trimmed.startsWith('#') || trimmed.startsWith('!')) continue
-    const match = /^([^=:\s]+)\s*[=:\s]\s*(.*)$/.exec(trimmed)
-    if (!match) throw new ConfigError(`Cannot parse properties line: ${trimmed}`)
-    result.set(match[1], match[2])
-  }
-  return result
+  // Without a path separator dot-properties gives a flat key → string object.
+  return new Map(Object.entries(parseJavaProperties(text, false) as Record<string, string>))
 }
 
 /** The coordinator's settings from the broker's group.* and offsets.* properties. */

@@ -5,18 +5,23 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { systemClock } from '../common/clock.js'
+import { ConfigError } from '../common/errors.js'
 import type { Logger } from '../common/logger.js'
 import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import type { MetadataStore } from '../metadata/store/metadata-store.js'
 import { nodeFileSystem } from '../runtime/node-file-system.js'
 import { Broker } from './broker.js'
-import { brokerConfigFromProperties } from './broker-config.js'
+import { brokerConfigFromProperties, parseListener } from './broker-config.js'
 
 export interface StartClusterOptions {
   /** Brokers in this process (default 1). */
   brokers?: number
+  /** Listener host (default 127.0.0.1); must agree with a `listeners` property if both are given. */
   host?: string
-  /** First broker's port; broker i listens on port + i. 0 picks free ports. */
+  /**
+   * First broker's port (default 9092, or the port of a `listeners` property); broker i
+   * listens on port + i. 0 picks free ports.
+   */
   port?: number
   /** Data directory; a temporary one (removed on stop) when absent. */
   dataDir?: string
@@ -38,6 +43,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
   const brokerCount = options.brokers ?? 1
   if (!Number.isInteger(brokerCount) || brokerCount < 1) throw new Error('brokers must be a positive integer')
   const properties = toMap(options.properties)
+  checkListenerOptions(properties, options)
   const temporary = options.dataDir === undefined && !properties.has('log.dirs') && !properties.has('log.dir')
   const dataDir = options.dataDir ?? (temporary ? await mkdtemp(join(tmpdir(), 'tidelog-')) : undefined)
   const logger = options.logger
@@ -81,11 +87,35 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
 
 const METADATA_FILE = '__tidelog_metadata.log'
 
+/** Refuses a `host` or `port` option that contradicts a configured `listeners`, before anything starts. */
+function checkListenerOptions(properties: ReadonlyMap<string, string>, options: StartClusterOptions): void {
+  const configured = properties.get('listeners')
+  if (configured === undefined) return
+  const listener = parseListener(configured.split(',')[0])
+  if (options.port !== undefined && options.port !== listener.port)
+    throw new ConfigError(`port ${options.port} contradicts listeners=${configured}: give only one of them`)
+  if (options.host !== undefined && options.host !== listener.host)
+    throw new ConfigError(`host ${options.host} contradicts listeners=${configured}: give only one of them`)
+}
+
+/**
+ * Broker `index` listens on the first broker's port plus its index (0 stays 0: a free port
+ * each). The first broker's address is `listeners` when configured (checkListenerOptions
+ * made sure `host` and `port` agree with it), else `host`/`port`.
+ */
 function setListener(properties: Map<string, string>, options: StartClusterOptions, index: number): void {
-  if (options.port === undefined && options.host === undefined && properties.has('listeners')) return
-  const base = options.port ?? 9092
+  const configured = properties.get('listeners')
+  let host = options.host ?? '127.0.0.1'
+  let base = options.port ?? 9092
+  if (configured !== undefined) {
+    const listener = parseListener(configured.split(',')[0])
+    if (index === 0) return
+    host = listener.host
+    base = listener.port
+  }
   const port = base === 0 ? 0 : base + index
-  properties.set('listeners', `PLAINTEXT://${options.host ?? '127.0.0.1'}:${port}`)
+  if (port > 65535) throw new ConfigError(`broker ${index} would listen on port ${port}, above 65535`)
+  properties.set('listeners', `PLAINTEXT://${host.includes(':') ? `[${host}]` : host}:${port}`)
 }
 
 function clusterOf(

@@ -29,6 +29,7 @@ import { topicNameProblem } from '../metadata/topic-name.js'
 import { ErrorCode, errorMessage } from '../protocol/error-codes.js'
 import { type BrokerConfig, brokerConfigDefs } from './broker-config.js'
 import type { BrokerServices } from './broker-services.js'
+import { isPerBrokerOnly, KAFKA_DYNAMIC_BROKER_CONFIGS } from './kafka-dynamic-configs.js'
 
 /** ConfigResource.Type ids. */
 export const ResourceType = {
@@ -269,8 +270,10 @@ export function isListConfig(target: AlterTarget, name: string): boolean {
 
 /**
  * Validates a resource's complete new overrides. Topics: Kafka's LogConfig rules
- * (INVALID_CONFIG). Brokers: only dynamic names (INVALID_REQUEST "Cannot update these
- * configs dynamically: Set(...)"), then values (INVALID_REQUEST, as Kafka's KAFKA-13609).
+ * (INVALID_CONFIG). Brokers, as Kafka's DynamicBrokerConfig.validateConfigs: no static
+ * broker config (INVALID_REQUEST "Cannot update these configs dynamically: Set(...)"), no
+ * per-broker-only name at the cluster default, then the values of the names tidelog knows
+ * (INVALID_REQUEST, as Kafka's KAFKA-13609).
  */
 export function validateOverrides(
   image: ClusterImage,
@@ -287,22 +290,30 @@ export function validateOverrides(
     }
     return
   }
-  const unknown = Object.keys(overrides).filter((name) => !brokerConfigDefs.has(name))
-  if (unknown.length > 0) {
-    throw new ConfigResourceError(
-      ErrorCode.INVALID_CONFIG,
-      `Unknown broker config name: ${unknown.join(', ')}`,
-    )
-  }
-  const nonDynamic = Object.keys(overrides).filter((name) => brokerConfigDefs.get(name)?.dynamic !== true)
+  // Kafka refuses only its own static broker configs: a dynamic name tidelog does not
+  // implement, or a name that is no broker config at all (a plugin's, a topic config's),
+  // is stored and has no effect (docs/accepted-configs.md).
+  const names = Object.keys(overrides)
+  const nonDynamic = names.filter((name) => {
+    const def = brokerConfigDefs.get(name)
+    return def !== undefined && def.dynamic !== true && !KAFKA_DYNAMIC_BROKER_CONFIGS.has(name)
+  })
   if (nonDynamic.length > 0) {
     throw new ConfigResourceError(
       ErrorCode.INVALID_REQUEST,
       `Cannot update these configs dynamically: Set(${nonDynamic.join(', ')})`,
     )
   }
+  const perBrokerOnly = target.key === CLUSTER_DEFAULT_BROKER_CONFIG ? names.filter(isPerBrokerOnly) : []
+  if (perBrokerOnly.length > 0) {
+    throw new ConfigResourceError(
+      ErrorCode.INVALID_REQUEST,
+      `Cannot update these configs at default cluster level, broker id must be specified: Set(${perBrokerOnly.join(', ')})`,
+    )
+  }
   for (const [name, raw] of Object.entries(overrides)) {
-    const def = brokerConfigDefs.get(name) as ConfigDef
+    const def: ConfigDef | undefined = brokerConfigDefs.get(name)
+    if (def === undefined) continue
     try {
       const value = parseKafkaValue(name, def.type, raw)
       checkKafkaRule(name, value, def.validator)

@@ -127,3 +127,38 @@ test('tidelog broker --node-id N: a broker with that id on its own embedded stor
     await rm(dataDir, { recursive: true, force: true })
   }
 })
+
+test('tidelog start --set listeners=PLAINTEXT://HOST:PORT listens there; a contradicting --port or --host is refused', {
+  timeout: 60000,
+}, async () => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'tidelog-cli-listeners-'))
+  const port = await freePort()
+  const listeners = `listeners=PLAINTEXT://127.0.0.1:${port}`
+  const cli = spawnTidelog(['start', '--data-dir', dataDir, '--set', listeners], {
+    TIDELOG_LOG_LEVEL: 'warn',
+  })
+  try {
+    const { line } = await cli.waitForLine(/^bootstrap servers: /, 20000)
+    assert.equal(line.trim(), `bootstrap servers: 127.0.0.1:${port}`)
+    assert.deepEqual((await kcatMetadata(`127.0.0.1:${port}`)).brokers, [0])
+    await stopCli(cli)
+  } finally {
+    await cli.terminate(2000)
+  }
+  try {
+    for (const flags of [
+      ['--port', String(port + 1)],
+      ['--host', 'localhost'],
+    ]) {
+      const refused = spawnTidelog(['start', '--data-dir', dataDir, ...flags, '--set', listeners])
+      const { code } = await refused.exited
+      assert.equal(code, 2, refused.tail())
+      assert.match(
+        refused.tail(),
+        new RegExp(`${flags[1]} contradicts listeners=PLAINTEXT://127\\.0\\.0\\.1:${port}`),
+      )
+    }
+  } finally {
+    await rm(dataDir, { recursive: true, force: true })
+  }
+})

@@ -15,6 +15,7 @@ export async function rawCall<T>(
   apiKey: number,
   version: number,
   body: unknown,
+  timeoutMs = 5000,
 ): Promise<T> {
   const api = apis.get(apiKey)!
   const correlationId = nextCorrelationId++
@@ -24,7 +25,7 @@ export async function rawCall<T>(
       ...(body as object),
     }),
   )
-  const frame = await client.readFrame()
+  const frame = await client.readFrame(timeoutMs)
   if (frame === null) throw new Error(`connection closed instead of answering ${api.name} v${version}`)
   const r = new Reader(frame)
   const header = decodeResponseHeader(r, api.responseHeaderVersion(version))

@@ -26,6 +26,7 @@ import {
   EXIT_USAGE,
   guarded,
   isHelp,
+  namedTopics,
   out,
   parseInteger,
   printJson,
@@ -34,7 +35,7 @@ import {
 
 export const BENCH_USAGE = `Usage: tidelog bench <produce|consume|e2e> [options]
 
-  --topic T                 Topic (default: a new tidelog-bench-<time> topic; required for consume)
+  [--topic] T               Topic (default: a new tidelog-bench-<time> topic; required for consume)
   --partitions N            Partitions of a created topic (default 6)
   --replication-factor N    Replication factor of a created topic (default: broker default)
   --record-size BYTES       Value size (default 1024)
@@ -102,14 +103,21 @@ interface BenchConfig {
 export async function benchCommand(argv: readonly string[]): Promise<number> {
   const [mode, ...rest] = argv
   return guarded(`bench ${mode ?? ''}`.trim(), async () => {
-    const { values } = parseArgs({ args: rest, options: OPTIONS, strict: true })
+    const { values, positionals } = parseArgs({
+      args: rest,
+      options: OPTIONS,
+      allowPositionals: true,
+      strict: true,
+    })
     if (values.help || mode === undefined || isHelp(mode)) {
       process.stdout.write(BENCH_USAGE)
       return mode === undefined ? EXIT_USAGE : EXIT_OK
     }
     if (mode !== 'produce' && mode !== 'consume' && mode !== 'e2e')
       throw new UsageError(`unknown bench mode '${mode}'`)
-    const config = toConfig(mode, values)
+    const named = namedTopics(values.topic, positionals)
+    if (new Set(named).size > 1) throw new UsageError(`name at most one topic, not ${named.join(', ')}`)
+    const config = toConfig(mode, { ...values, topic: named[0] })
     const result = await runBench(config)
     if (config.json) printJson(result)
     else printSummary(result)

@@ -86,6 +86,39 @@ export function table(headers: readonly string[], rows: readonly (readonly strin
   return [colour.bold(line(headers)), ...rows.map(line)].join('\n')
 }
 
+/**
+ * The topics a command names, by one rule for every command that takes --topic: with
+ * --topic T (repeatable where several are allowed) or as arguments, or both if they name
+ * the same topics.
+ */
+export function namedTopics(
+  flag: string | readonly string[] | undefined,
+  positionals: readonly string[],
+): string[] {
+  const flagged = flag === undefined ? [] : typeof flag === 'string' ? [flag] : [...flag]
+  if (flagged.length === 0) return [...positionals]
+  if (positionals.length === 0) return flagged
+  const same =
+    new Set(flagged).size === new Set(positionals).size &&
+    positionals.every((topic) => flagged.includes(topic))
+  if (!same)
+    throw new UsageError(
+      `--topic ${flagged.join(' --topic ')} and the argument ${positionals.join(' ')} disagree: name the topic once`,
+    )
+  return flagged
+}
+
+/** The one topic a command needs, by namedTopics' rule. */
+export function oneTopic(
+  flag: string | readonly string[] | undefined,
+  positionals: readonly string[],
+): string {
+  const topics = [...new Set(namedTopics(flag, positionals))]
+  if (topics.length === 0) throw new UsageError('name exactly one topic: --topic T, or T as the argument')
+  if (topics.length > 1) throw new UsageError(`name exactly one topic, not ${topics.join(', ')}`)
+  return topics[0]
+}
+
 /** `--header k=v` / `--config k=v` pairs. */
 export function parsePairs(values: readonly string[] | undefined, flag: string): [string, string][] {
   return (values ?? []).map((item) => {

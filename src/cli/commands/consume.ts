@@ -20,13 +20,14 @@ import {
   EXIT_FAILED,
   EXIT_OK,
   guarded,
+  oneTopic,
   parseInteger,
   UsageError,
 } from './common.js'
 
-export const CONSUME_USAGE = `Usage: tidelog consume --topic T [options]
+export const CONSUME_USAGE = `Usage: tidelog consume [--topic] T [options]
 
-  --topic T            Topic to read (required)
+  --topic T            Topic to read (required; or T as the argument)
   --partition N        Only this partition (default: all)
   --from-beginning     Start at the earliest offset (default: the end)
   --offset O           Start at offset O, or 'earliest' / 'latest'
@@ -67,21 +68,20 @@ const OPTIONS = {
 type Values = ReturnType<typeof parse>['values']
 
 function parse(args: readonly string[]) {
-  return parseArgs({ args: [...args], options: OPTIONS, strict: true })
+  return parseArgs({ args: [...args], options: OPTIONS, allowPositionals: true, strict: true })
 }
 
 export async function consumeCommand(argv: readonly string[]): Promise<number> {
   return guarded('consume', async () => {
-    const { values } = parse(argv)
+    const { values, positionals } = parse(argv)
     if (values.help) {
       process.stdout.write(CONSUME_USAGE)
       return EXIT_OK
     }
-    if (!values.topic) throw new UsageError('--topic is required')
+    const topic = oneTopic(values.topic, positionals)
     const limit = parseInteger(values['max-messages'], '--max-messages', 1)
     const idleMs = parseInteger(values['timeout-ms'], '--timeout-ms', 1)
-    if (values.group !== undefined)
-      return consumeInGroup(values, values.topic, values.group, { limit, idleMs })
+    if (values.group !== undefined) return consumeInGroup(values, topic, values.group, { limit, idleMs })
     const consumer = new Consumer({
       ...clientOptions(values['bootstrap-server'], 'tidelog-console-consumer'),
       autoOffsetReset: 'latest',
@@ -89,7 +89,7 @@ export async function consumeCommand(argv: readonly string[]): Promise<number> {
     const stop = onInterrupt(() => consumer.stop())
     let count = 0
     try {
-      const ends = await position(consumer, values.topic, values)
+      const ends = await position(consumer, topic, values)
       count = await printLoop(consumer, values, { limit, idleMs, ends })
     } finally {
       stop()

@@ -24,6 +24,7 @@ import {
   EXIT_USAGE,
   guarded,
   isHelp,
+  oneTopic,
   out,
   parseInteger,
   printJson,
@@ -35,7 +36,7 @@ export const GROUPS_USAGE = `Usage: tidelog groups <list|describe|reset-offsets>
 
   list
   describe       --group G
-  reset-offsets  --group G --topic T (--to-earliest | --to-latest | --to-offset N | --to-datetime ISO)
+  reset-offsets  --group G [--topic] T (--to-earliest | --to-latest | --to-offset N | --to-datetime ISO)
                  [--execute]   (without it: a dry run that only prints the new offsets)
 
 reset-offsets refuses while the group has active members (stop its consumers first).
@@ -57,13 +58,13 @@ const OPTIONS = {
 type Values = ReturnType<typeof parse>['values']
 
 function parse(args: readonly string[]) {
-  return parseArgs({ args: [...args], options: OPTIONS, strict: true })
+  return parseArgs({ args: [...args], options: OPTIONS, allowPositionals: true, strict: true })
 }
 
 export async function groupsCommand(argv: readonly string[]): Promise<number> {
   const [sub, ...rest] = argv
   return guarded(`groups ${sub ?? ''}`.trim(), async () => {
-    const { values } = parse(rest)
+    const { values, positionals } = parse(rest)
     if (values.help || sub === undefined || isHelp(sub)) {
       process.stdout.write(GROUPS_USAGE)
       return sub === undefined ? EXIT_USAGE : EXIT_OK
@@ -71,12 +72,16 @@ export async function groupsCommand(argv: readonly string[]): Promise<number> {
     if (!['list', 'describe', 'reset-offsets'].includes(sub))
       throw new UsageError(`unknown groups subcommand '${sub}'`)
     if (sub !== 'list' && !values.group) throw new UsageError(`groups ${sub} needs --group G`)
+    // Only a topic may be given as an argument, where --topic is taken (reset-offsets).
+    if (sub !== 'reset-offsets' && positionals.length > 0)
+      throw new UsageError(`groups ${sub} takes no argument, got '${positionals.join(' ')}'`)
     const admin = new Admin(clientOptions(values['bootstrap-server'], 'tidelog-cli'))
     try {
       if (!(await admin.supportsGroups()))
         throw new GroupsNotSupportedError('FindCoordinator/JoinGroup/OffsetCommit')
       if (sub === 'describe') return await describe(admin, values.group as string, values.json)
-      if (sub === 'reset-offsets') return await resetOffsets(admin, values)
+      if (sub === 'reset-offsets')
+        return await resetOffsets(admin, values, oneTopic(values.topic, positionals))
       const groups = await admin.listGroups()
       if (values.json) printJson(groups)
       else
@@ -241,10 +246,8 @@ function resetTarget(values: Values): ResetTarget {
   return { kind: 'datetime', timestamp }
 }
 
-async function resetOffsets(admin: Admin, values: Values): Promise<number> {
+async function resetOffsets(admin: Admin, values: Values, topic: string): Promise<number> {
   const groupId = values.group as string
-  const topic = values.topic
-  if (!topic) throw new UsageError('reset-offsets needs --topic T')
   if (values.execute && values['dry-run']) throw new UsageError('--execute and --dry-run exclude each other')
   const target = resetTarget(values)
   const [group] = await admin.describeGroups([groupId])

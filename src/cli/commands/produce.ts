@@ -14,6 +14,7 @@ import {
   EXIT_FAILED,
   EXIT_OK,
   guarded,
+  oneTopic,
   parseInteger,
   parsePairs,
   printJson,
@@ -21,9 +22,9 @@ import {
   UsageError,
 } from './common.js'
 
-export const PRODUCE_USAGE = `Usage: tidelog produce --topic T [options] < lines
+export const PRODUCE_USAGE = `Usage: tidelog produce [--topic] T [options] < lines
 
-  --topic T              Topic to write to (required)
+  --topic T              Topic to write to (required; or T as the argument)
   --key-separator SEP    Split each line into key SEP value (first occurrence)
   --header k=v           Header on every record, repeatable
   --partition N          Send every record to partition N (default: by key, else sticky)
@@ -48,13 +49,17 @@ const OPTIONS = {
 
 export async function produceCommand(argv: readonly string[]): Promise<number> {
   return guarded('produce', async () => {
-    const { values } = parseArgs({ args: [...argv], options: OPTIONS, strict: true })
+    const { values, positionals } = parseArgs({
+      args: [...argv],
+      options: OPTIONS,
+      allowPositionals: true,
+      strict: true,
+    })
     if (values.help) {
       process.stdout.write(PRODUCE_USAGE)
       return EXIT_OK
     }
-    if (!values.topic) throw new UsageError('--topic is required')
-    const topic = values.topic
+    const topic = oneTopic(values.topic, positionals)
     const headers = parsePairs(values.header, '--header')
     const partition = parseInteger(values.partition, '--partition')
     const separator = values['key-separator']

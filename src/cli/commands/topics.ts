@@ -16,6 +16,8 @@ import {
   EXIT_USAGE,
   guarded,
   isHelp,
+  namedTopics,
+  oneTopic,
   out,
   parseInteger,
   parsePairs,
@@ -26,11 +28,11 @@ import {
 
 export const TOPICS_USAGE = `Usage: tidelog topics <create|list|describe|alter|delete> [options]
 
-  create   --topic T [--partitions N] [--replication-factor N] [--config k=v]... [--if-not-exists]
+  create   [--topic] T [--partitions N] [--replication-factor N] [--config k=v]... [--if-not-exists]
   list     [--include-internal]
-  describe [--topic T]... [--under-replicated-partitions] [--unavailable-partitions]
-  alter    --topic T [--partitions N] [--config k=v]... [--delete-config k]...
-  delete   --topic T [--if-exists]
+  describe [[--topic] T]... [--under-replicated-partitions] [--unavailable-partitions]
+  alter    [--topic] T [--partitions N] [--config k=v]... [--delete-config k]...
+  delete   [--topic] T [--if-exists]
 
 Common: --bootstrap-server HOST:PORT (default 127.0.0.1:9092), --json
 `
@@ -63,7 +65,7 @@ export async function topicsCommand(argv: readonly string[]): Promise<number> {
       process.stdout.write(TOPICS_USAGE)
       return sub === undefined ? EXIT_USAGE : EXIT_OK
     }
-    const topics = [...(values.topic ?? []), ...positionals]
+    const topics = namedTopics(values.topic, positionals)
     const admin = new Admin(clientOptions(values['bootstrap-server'], 'tidelog-cli'))
     try {
       switch (sub) {
@@ -87,8 +89,7 @@ export async function topicsCommand(argv: readonly string[]): Promise<number> {
 }
 
 function one(topics: readonly string[]): string {
-  if (topics.length !== 1) throw new UsageError('name exactly one topic (--topic T)')
-  return topics[0]
+  return oneTopic(topics, [])
 }
 
 async function create(admin: Admin, topic: string, values: Values): Promise<number> {

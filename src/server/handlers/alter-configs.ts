@@ -3,8 +3,9 @@
  * Behavior: replaces every override of each resource with the given set: a TOPIC's
  * configs, or the dynamic configs of BROKER '<this id>' or BROKER '' (cluster default).
  * Names left out are removed. Topic values follow Kafka's validation (INVALID_CONFIG);
- * broker names must be dynamically updatable (INVALID_REQUEST "Cannot update these configs
- * dynamically: Set(...)"). Duplicate resources or keys and null values are INVALID_REQUEST;
+ * broker names follow Kafka's DynamicBrokerConfig rules (static ones are INVALID_REQUEST
+ * "Cannot update these configs dynamically: Set(...)"; unimplemented dynamic and unknown
+ * names are stored with no effect, docs/accepted-configs.md). Duplicate resources or keys and null values are INVALID_REQUEST;
  * unknown topics UNKNOWN_TOPIC_OR_PARTITION. validateOnly checks and changes nothing.
  * Version notes: v1 is v0; v2 is flexible.
  */

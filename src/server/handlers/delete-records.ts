@@ -2,7 +2,10 @@
  * DeleteRecords (key 21).
  * Behavior: advances each partition's log start offset on its leader (offset -1 means the
  * high watermark); whole segments below it are removed by retention. An offset above the
- * high watermark is OFFSET_OUT_OF_RANGE. Answers with the new low watermark.
+ * high watermark is OFFSET_OUT_OF_RANGE. Answers with the new low watermark. A partition
+ * the metadata knows but this broker does not lead is NOT_LEADER_OR_FOLLOWER, whether it
+ * follows it or does not host it at all (Kafka's answer, which sends clients to the
+ * leader); only a topic or partition the metadata does not know is UNKNOWN_TOPIC_OR_PARTITION.
  * Version notes: v2+ flexible.
  */
 
@@ -41,7 +44,19 @@ async function deleteOne(
   offset: number,
 ): Promise<DeleteRecordsResponseDeleteRecordsPartitionResult> {
   try {
-    const partition = context.broker.replicaManager.getPartitionOrError(topic, partitionIndex)
+    const partition = context.broker.replicaManager.getPartition(topic, partitionIndex)
+    if (partition === undefined) {
+      const known =
+        (context.broker.metadataImage().topics.get(topic)?.partitions.length ?? 0) > partitionIndex
+      return {
+        partitionIndex,
+        lowWatermark: -1n,
+        errorCode:
+          known && partitionIndex >= 0
+            ? ErrorCode.NOT_LEADER_OR_FOLLOWER
+            : ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+      }
+    }
     partition.ensureLeader()
     const lowWatermark = await partition.log.deleteRecordsBefore(offset as Offset)
     return { partitionIndex, lowWatermark: BigInt(lowWatermark), errorCode: ErrorCode.NONE }

@@ -22,7 +22,12 @@ import {
   type FetchResponseFetchableTopicResponse,
   type FetchResponsePartitionData,
 } from '../../protocol/generated/index.js'
-import { type DelayedFetchWatch, waitForFetchData } from '../../replication/delayed-operations.js'
+import {
+  type DelayedFetchWatch,
+  type FetchWakeOn,
+  fetchWatch,
+  waitForFetchData,
+} from '../../replication/delayed-operations.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
 import type { IsolationLevel, Partition } from '../../replication/partition.js'
 import type { FetchDataInfo } from '../../storage/unified-log.js'
@@ -83,12 +88,14 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
     // so one partition's high watermark (and the acks=all produces waiting on it) does not
     // wait for the reads of the partitions ahead of it in this request.
     if (reader.kind === 'follower') recordFollowerFetchStates(context, targets, reader.replicaId)
+    const wakeOn: FetchWakeOn = reader.kind === 'follower' ? 'logEnd' : 'highWatermark'
+    // The baseline for "new data" is taken before the first read: a record appended while
+    // that read awaits the disk fired no watcher yet, and must still wake this fetch.
+    const watches = watchesFor(context, targets, wakeOn)
     let results = await readAll(context, targets, reader, maxBytes, version >= 3, false)
     const gotBytes = results.reduce((sum, r) => sum + r.bytes, 0)
     const anyError = results.some((r) => r.data.errorCode !== ErrorCode.NONE)
     if (gotBytes < request.minBytes && request.maxWaitMs > 0 && !anyError && targets.length > 0) {
-      const watches = watchesFor(context, targets)
-      const wakeOn = reader.kind === 'follower' ? 'logEnd' : 'highWatermark'
       await waitForFetchData(
         context.broker.clock,
         watches,
@@ -356,14 +363,19 @@ function errorResult(target: FetchTarget, errorCode: number): ReadResult {
   }
 }
 
-function watchesFor(context: RequestContext, targets: readonly FetchTarget[]): DelayedFetchWatch[] {
+function watchesFor(
+  context: RequestContext,
+  targets: readonly FetchTarget[],
+  wakeOn: FetchWakeOn,
+): DelayedFetchWatch[] {
   const watches: DelayedFetchWatch[] = []
   for (const target of targets) {
+    if (target.unknownTopicId) continue
     const partition: Partition | undefined = context.broker.replicaManager.getPartition(
       target.topic,
       target.partition,
     )
-    if (partition) watches.push({ partition, logSizeAtStart: partition.log.size })
+    if (partition) watches.push(fetchWatch(partition, target.fetchOffset, wakeOn))
   }
   return watches
 }

@@ -1,7 +1,11 @@
 /**
  * FindCoordinator (key 10).
  * Behavior: a group's coordinator is the leader of its __consumer_offsets partition
- * (abs(groupId.hashCode) % partitions), the topic being created on first use. Transaction
+ * (abs(groupId.hashCode) % partitions), the topic being created on first use. While this
+ * broker leads that partition but is still loading it the answer is
+ * COORDINATOR_NOT_AVAILABLE (after a short wait), as a client would otherwise reach a
+ * coordinator answering COORDINATOR_LOAD_IN_PROGRESS, which kafkajs does not retry in
+ * JoinGroup. Transaction
  * coordinators (key type 1) do not exist in tidelog: COORDINATOR_NOT_AVAILABLE, which
  * clients treat as "retry later" rather than a protocol error.
  * Version notes: v0 is advertised because librdkafka gates its group coordinator (and lz4)
