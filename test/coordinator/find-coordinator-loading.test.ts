@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
+import { systemRandom } from '../../src/common/random.js'
 import { CONSUMER_OFFSETS_TOPIC, DEFAULT_COORDINATOR_CONFIG } from '../../src/coordinator/group.js'
 import { GroupCoordinator } from '../../src/coordinator/group-coordinator.js'
 import type { ClusterImage } from '../../src/metadata/cluster-image.js'
@@ -42,6 +43,7 @@ function startCoordinator(clock: ManualClock, log: HeldLog): GroupCoordinator {
     {
       nodeId: 1,
       clock,
+      random: systemRandom,
       logger: silentLogger,
       replicaManager: {
         getPartition: (topic, p) => (topic === CONSUMER_OFFSETS_TOPIC && p === 0 ? partition : undefined),
