@@ -10,20 +10,16 @@ import { type Clock, systemClock, type TimerHandle } from '../common/clock.js'
 import type { FileSystem } from '../common/file-system.js'
 import { createLogger, type Logger } from '../common/logger.js'
 import { GroupCoordinator } from '../coordinator/group-coordinator.js'
-import type {
-  BrokerRegistration,
-  ClusterImage,
-  PartitionState,
-  TopicImage,
-} from '../metadata/cluster-image.js'
-import { ClusterMetadata, type NewTopic } from '../metadata/cluster-metadata.js'
+import type { BrokerRegistration, ClusterImage } from '../metadata/cluster-image.js'
+import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { Controller } from '../metadata/controller.js'
 import { onControlledShutdown } from '../metadata/elections.js'
+import { LeadershipRecord } from '../metadata/leadership-record.js'
 import { ProducerIdManager } from '../metadata/producer-id-manager.js'
 import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import type { Lease, MetadataStore } from '../metadata/store/metadata-store.js'
+import { TopicAdmin } from '../metadata/topic-admin.js'
 import { logConfigFor, resolveTopicConfig } from '../metadata/topic-config.js'
-import { topicNameProblem } from '../metadata/topic-name.js'
 import { type Transport, tcpTransport } from '../replication/broker-client.js'
 import type { IsrProposal } from '../replication/partition.js'
 import { ReplicaFetcherManager } from '../replication/replica-fetcher.js'
@@ -85,6 +81,9 @@ export class Broker implements BrokerServices {
   readonly fetchSessions: FetchSessionCache
   readonly producerIdManager: ProducerIdManager
   readonly groupCoordinator: GroupCoordinator
+  readonly topicAdmin: TopicAdmin
+  /** What this broker serves as leader, published for readiness checks (leadership-record.ts). */
+  private readonly leadershipRecord: LeadershipRecord
   private socketServer: SocketServer | null = null
   private boundPort = -1
   private stopping: Promise<void> | null = null
@@ -138,6 +137,13 @@ export class Broker implements BrokerServices {
     const sessionSlots = config.values.get('max.incremental.fetch.session.cache.slots') as number | undefined
     this.fetchSessions = new FetchSessionCache(sessionSlots ?? 1000, () => randomInt(1, 2 ** 31 - 1))
     this.producerIdManager = new ProducerIdManager({ store, logger: deps.logger })
+    this.topicAdmin = new TopicAdmin({ metadata, config, clock: deps.clock, logger: deps.logger })
+    this.leadershipRecord = new LeadershipRecord({
+      nodeId: config.nodeId,
+      metadata,
+      clock: deps.clock,
+      logger: deps.logger,
+    })
     this.groupCoordinator = new GroupCoordinator(this, groupCoordinatorConfig(config))
   }
 
@@ -186,7 +192,10 @@ export class Broker implements BrokerServices {
       broker.replicaManager
         .applyImage(image)
         // Leadership of __consumer_offsets partitions decides which groups this broker coordinates.
-        .then(() => broker.groupCoordinator.onPartitionsChanged())
+        .then(() => {
+          broker.groupCoordinator.onPartitionsChanged()
+          broker.leadershipRecord.onApplied(broker.replicaManager.servedLeaderEpochs())
+        })
         .catch((error: unknown) => broker.onFatal(error as Error))
     })
     logManager.startup()
@@ -374,44 +383,6 @@ export class Broker implements BrokerServices {
     return this.controller?.isActive === true
   }
 
-  /** auto.create.topics.enable: creates missing topics with the broker defaults. */
-  async autoCreateTopics(names: readonly string[]): Promise<void> {
-    if (this.config.values.get('auto.create.topics.enable') !== true) return
-    const valid = names.filter((name) => topicNameProblem(name) === null)
-    if (valid.length === 0) return
-    await this.metadata.update((image) => {
-      const topics = new Map(image.topics)
-      for (const name of valid) {
-        if (topics.has(name)) continue
-        topics.set(
-          name,
-          this.metadata.createTopicImage({
-            name,
-            partitions: this.config.values.get('num.partitions') as number,
-            replicationFactor: Math.min(
-              this.config.values.get('default.replication.factor') as number,
-              image.brokers.size,
-            ),
-            configs: {},
-          }),
-        )
-      }
-      return topics.size === image.topics.size ? image : { ...image, topics }
-    })
-  }
-
-  updateMetadata(change: (image: ClusterImage) => ClusterImage): Promise<ClusterImage> {
-    return this.metadata.update(change)
-  }
-
-  placeNewTopic(spec: NewTopic): TopicImage {
-    return this.metadata.createTopicImage(spec)
-  }
-
-  placeNewPartition(partition: number, replicationFactor: number): PartitionState {
-    return this.metadata.newPartition(partition, replicationFactor)
-  }
-
   private async listen(): Promise<void> {
     const server = new SocketServer(
       {
@@ -490,6 +461,7 @@ export class Broker implements BrokerServices {
     this.groupCoordinator.shutdown()
     await lease?.revoke().catch((error: unknown) => this.logger.warn({ err: error }, 'lease revoke failed'))
     this.replicaManager.shutdown()
+    this.leadershipRecord.close()
     this.metadata.close()
     await this.logManager.shutdown()
     if (this.ownsStore) await this.store.close()

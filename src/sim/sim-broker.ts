@@ -17,7 +17,7 @@ import { InvariantError } from '../common/assert.js'
 import type { Logger } from '../common/logger.js'
 import { CONSUMER_OFFSETS_TOPIC, partitionForGroup } from '../coordinator/group.js'
 import { GroupCoordinator } from '../coordinator/group-coordinator.js'
-import type { BrokerRegistration, ClusterImage } from '../metadata/cluster-image.js'
+import type { BrokerRegistration } from '../metadata/cluster-image.js'
 import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { Controller } from '../metadata/controller.js'
 import { onControlledShutdown } from '../metadata/elections.js'
@@ -29,6 +29,7 @@ import {
   MetadataStoreError,
   type Watch,
 } from '../metadata/store/metadata-store.js'
+import { TopicAdmin } from '../metadata/topic-admin.js'
 import { logConfigFor, resolveTopicConfig } from '../metadata/topic-config.js'
 import { FrameDecoder } from '../protocol/frame-decoder.js'
 import { apis } from '../protocol/generated/index.js'
@@ -233,6 +234,7 @@ export class SimBroker {
   lease: Lease | null = null
   controller: Controller | null = null
   groupCoordinator: GroupCoordinator | null = null
+  topicAdmin!: TopicAdmin
   private alive = true
   /** Set once start() finished (the broker serves and is registered). */
   started = false
@@ -334,6 +336,12 @@ export class SimBroker {
       }),
     })
     onLogDirFailure = (dir) => this.onLogDirFailure(dir)
+    this.topicAdmin = new TopicAdmin({
+      metadata: this.metadata,
+      config: this.config,
+      clock: this.clock,
+      logger,
+    })
     if (this.settings.groups === true)
       this.groupCoordinator = new GroupCoordinator(
         {
@@ -342,8 +350,7 @@ export class SimBroker {
           logger,
           replicaManager: this.replicaManager,
           metadataImage: () => this.metadata.image(),
-          updateMetadata: (change) => this.metadata.update(change),
-          placeNewTopic: (spec) => this.metadata.createTopicImage(spec),
+          topicAdmin: this.topicAdmin,
         },
         groupCoordinatorConfig(this.config),
       )
@@ -577,10 +584,7 @@ export class SimBroker {
       producerIdManager: undefined as never,
       groupCoordinator: (this.groupCoordinator ?? undefined) as never,
       metadataImage: () => this.metadata.image(),
-      autoCreateTopics: async () => undefined,
-      updateMetadata: (change: (image: ClusterImage) => ClusterImage) => this.metadata.update(change),
-      placeNewTopic: (spec) => this.metadata.createTopicImage(spec),
-      placeNewPartition: (p, rf) => this.metadata.newPartition(p, rf),
+      topicAdmin: this.topicAdmin,
     }
   }
 
