@@ -4,16 +4,23 @@
  * partition's leader, leader epoch, replicas, ISR and offline replicas. Unknown topics are
  * created when the broker's auto.create.topics.enable and the request allow it, otherwise
  * answered with UNKNOWN_TOPIC_OR_PARTITION; the answer waits briefly for the new leaders
- * (topic-admin's AUTO_CREATE_READY_WAIT_MS). A partition without a leader, or whose leader
- * does not serve it yet in its current epoch (a new topic's leader still creating the log),
+ * (topic-admin's AUTO_CREATE_READY_WAIT_MS). A partition without a leader, or whose first
+ * leader does not serve it yet (a new topic's leader still creating the log),
  * carries LEADER_NOT_AVAILABLE and no leader so clients retry, as Kafka answers for a new
- * topic, rather than a leader that would answer UNKNOWN_TOPIC_OR_PARTITION.
+ * topic, rather than a leader that would answer UNKNOWN_TOPIC_OR_PARTITION. (Only a new
+ * partition's first leader is held back; later elections are named at once, as in Kafka.)
  * Version notes: v0 treats an empty topic list as "all topics"; v1+ uses null for all and
  * empty for none (librdkafka's brokers-only request). v1 adds racks and controller id, v2
  * the cluster id, v4 allowAutoTopicCreation, v5 offline replicas, v7 leader epochs, v8-v10
  * authorized operations, v10 topic ids (and lookup by id), v9+ flexible.
  */
-import { type ClusterImage, leaderServes, type TopicImage, topicById } from '../../metadata/cluster-image.js'
+import {
+  type ClusterImage,
+  leaderServes,
+  NO_LEADER,
+  type TopicImage,
+  topicById,
+} from '../../metadata/cluster-image.js'
 import { isValidTopicName } from '../../metadata/topic-name.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
@@ -110,7 +117,12 @@ function describeTopic(image: ClusterImage, topic: TopicImage): MetadataResponse
     isInternal: topic.name.startsWith('__'),
     partitions: topic.partitions.map((p): MetadataResponseMetadataResponsePartition => {
       const offlineReplicas = p.replicas.filter((id) => !image.brokers.has(id))
-      const served = leaderServes(image, topic, p)
+      // A new partition's first leader (epoch 0) is named once it serves the partition, as
+      // Kafka answers LEADER_NOT_AVAILABLE for a new topic: named earlier, it would answer
+      // UNKNOWN_TOPIC_OR_PARTITION, and a producer retrying its first batches after later ones
+      // reorders records. Leaders elected later are named at once, as in Kafka: they host
+      // the log already, and a client meeting NOT_LEADER_OR_FOLLOWER refreshes its metadata.
+      const served = p.leader !== NO_LEADER && (p.leaderEpoch > 0 || leaderServes(image, topic, p))
       return {
         errorCode: served ? ErrorCode.NONE : ErrorCode.LEADER_NOT_AVAILABLE,
         partitionIndex: p.partition,
