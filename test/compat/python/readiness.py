@@ -4,8 +4,9 @@ Usage: /usr/bin/python3 readiness.py <command>, with a JSON spec on stdin; print
 document on stdout.
 
 Commands:
-  create-produce  {bootstrap, topic, partitions, replicationFactor, records, config}
-                  Creates the topic with CreateTopics (operation timeout 30 s, so the
+  create-produce  {bootstrap, topic, partitions, replicationFactor, records, config, create?}
+                  Creates the topic (unless create is false: then the producer's Metadata
+                  request auto-creates it) with CreateTopics (operation timeout 30 s, so the
                   broker answers once the topic is ready) and, the moment it answers,
                   produces `records` values "0".."n-1", round robin over the partitions, with
                   a non-idempotent producer and librdkafka's default in-flight limit. Returns
@@ -34,16 +35,17 @@ class Collect(logging.Handler):
 
 
 def create_produce(spec):
-    admin = AdminClient({"bootstrap.servers": spec["bootstrap"]})
     topic = spec["topic"]
-    futures = admin.create_topics(
-        [NewTopic(topic, spec["partitions"], spec["replicationFactor"])], operation_timeout=30, request_timeout=40
-    )
     create_error = None
-    try:
-        futures[topic].result()
-    except Exception as error:  # the test asserts on it
-        create_error = str(error)
+    if spec.get("create", True):
+        admin = AdminClient({"bootstrap.servers": spec["bootstrap"]})
+        futures = admin.create_topics(
+            [NewTopic(topic, spec["partitions"], spec["replicationFactor"])], operation_timeout=30, request_timeout=40
+        )
+        try:
+            futures[topic].result()
+        except Exception as error:  # the test asserts on it
+            create_error = str(error)
     created_at = time.time() * 1000
 
     collect = Collect()
