@@ -9,8 +9,8 @@
 import type { Clock, TimerHandle } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
 import { type Random, randomUuid } from '../common/random.js'
-import type { ClusterImage, TopicImage } from '../metadata/cluster-image.js'
-import type { NewTopic } from '../metadata/cluster-metadata.js'
+import type { ClusterImage } from '../metadata/cluster-image.js'
+import type { TopicAdmin } from '../metadata/topic-admin.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { decodeRecordBatch, encodeRecordBatchSync, iterateBatches } from '../protocol/record-batch.js'
 import { toErrorCode } from '../replication/kafka-error.js'
@@ -73,8 +73,7 @@ export interface CoordinatorHost {
     ): Promise<AppendResult>
   }
   metadataImage(): ClusterImage
-  updateMetadata(change: (image: ClusterImage) => ClusterImage): Promise<ClusterImage>
-  placeNewTopic(spec: NewTopic): TopicImage
+  readonly topicAdmin: Pick<TopicAdmin, 'ensureInternalTopic'>
 }
 
 export interface GroupCoordinatorConfig extends CoordinatorConfig {
@@ -353,28 +352,16 @@ export class GroupCoordinator {
    * capped at the live broker count (a dev cluster smaller than the factor still works).
    */
   private createOffsetsTopic(): Promise<void> {
-    this.creatingTopic ??= this.host
-      .updateMetadata((image) => {
-        if (image.topics.has(CONSUMER_OFFSETS_TOPIC)) return image
-        const replicationFactor = Math.max(
-          1,
-          Math.min(this.config.offsetsTopicReplicationFactor, image.brokers.size),
-        )
-        const topic = this.host.placeNewTopic({
-          name: CONSUMER_OFFSETS_TOPIC,
-          partitions: this.config.offsetsTopicNumPartitions,
-          replicationFactor,
-          configs: {
-            'cleanup.policy': 'compact',
-            'compression.type': 'producer',
-            'segment.bytes': String(this.config.offsetsTopicSegmentBytes),
-          },
-        })
-        this.host.logger.info(
-          { partitions: this.config.offsetsTopicNumPartitions, replicationFactor },
-          'creating __consumer_offsets',
-        )
-        return { ...image, topics: new Map(image.topics).set(CONSUMER_OFFSETS_TOPIC, topic) }
+    this.creatingTopic ??= this.host.topicAdmin
+      .ensureInternalTopic({
+        name: CONSUMER_OFFSETS_TOPIC,
+        partitions: this.config.offsetsTopicNumPartitions,
+        replicationFactor: this.config.offsetsTopicReplicationFactor,
+        configs: {
+          'cleanup.policy': 'compact',
+          'compression.type': 'producer',
+          'segment.bytes': String(this.config.offsetsTopicSegmentBytes),
+        },
       })
       .then(
         () => undefined,

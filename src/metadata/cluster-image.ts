@@ -51,6 +51,32 @@ export interface ClusterImage {
    * Absent in images built before dynamic configs existed: treat as empty.
    */
   readonly brokerConfigs?: ReadonlyMap<string, Readonly<Record<string, string>>>
+  /**
+   * What each broker serves as leader: per broker id, the leader epoch of every partition
+   * it has applied leadership of (log created, role taken), by `servedKey(topicId,
+   * partition)`. Written by the leaders themselves (metadata/leadership-record.ts).
+   * Absent in images built by hand: every named leader then counts as serving.
+   */
+  readonly servedLeaderEpochs?: ReadonlyMap<BrokerId, ReadonlyMap<string, number>>
+}
+
+/** The key of one partition in `ClusterImage.servedLeaderEpochs`. */
+export function servedKey(topicId: string, partition: number): string {
+  return `${topicId}:${partition}`
+}
+
+/**
+ * Whether the partition's leader serves it in its current leader epoch: a partition whose
+ * state names a leader that has not applied it yet would answer UNKNOWN_TOPIC_OR_PARTITION
+ * or NOT_LEADER_OR_FOLLOWER.
+ */
+export function leaderServes(image: ClusterImage, topic: TopicImage, state: PartitionState): boolean {
+  if (state.leader === NO_LEADER) return false
+  if (image.servedLeaderEpochs === undefined) return true
+  return (
+    image.servedLeaderEpochs.get(state.leader)?.get(servedKey(topic.topicId, state.partition)) ===
+    state.leaderEpoch
+  )
 }
 
 /** The key of the cluster-wide default in `ClusterImage.brokerConfigs`. */

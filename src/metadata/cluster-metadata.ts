@@ -15,6 +15,8 @@
  *   topics/<name>                {topicId, configs, replicas: number[][]}
  *   partitions/<name>/<index>    {leader, leaderEpoch, isr}; partitionEpoch = key version
  *   configs/brokers/<id|''>      dynamic broker configs ('' is the cluster-wide default)
+ *   served/<id>                  {"<topicId>:<partition>": leaderEpoch}: what broker <id>
+ *                                serves as leader, written by that broker (leadership-record.ts)
  */
 import { assert } from '../common/assert.js'
 import type { Logger } from '../common/logger.js'
@@ -52,6 +54,8 @@ export const KEYS = {
   partition: (name: string, index: number) => `partitions/${name}/${index}`,
   brokerConfigsPrefix: 'configs/brokers/',
   brokerConfigs: (key: string) => `configs/brokers/${key}`,
+  servedPrefix: 'served/',
+  served: (id: BrokerId) => `served/${id}`,
 } as const
 
 export interface NewTopic {
@@ -130,8 +134,13 @@ export class ClusterMetadata {
     return this.current
   }
 
-  onChange(listener: ImageListener): void {
+  /** Calls `listener` after every new image; the returned function stops it. */
+  onChange(listener: ImageListener): () => void {
     this.listeners.push(listener)
+    return () => {
+      const index = this.listeners.indexOf(listener)
+      if (index >= 0) this.listeners.splice(index, 1)
+    }
   }
 
   close(): void {
@@ -174,7 +183,7 @@ export class ClusterMetadata {
     const previous = this.current
     this.revision = revision
     this.current = buildImage(this.kvs)
-    for (const listener of this.listeners) listener(this.current, previous)
+    for (const listener of [...this.listeners]) listener(this.current, previous)
     const ready = this.revisionWaiters.filter((w) => w.revision <= revision)
     this.revisionWaiters = this.revisionWaiters.filter((w) => w.revision > revision)
     for (const waiter of ready) waiter.resolve()
@@ -225,6 +234,15 @@ export class ClusterMetadata {
     return true
   }
 
+  /**
+   * Records what `nodeId` serves as leader (see ClusterImage.servedLeaderEpochs). Only that
+   * broker writes its key, so a plain put: no compare-and-set needed.
+   */
+  async recordServed(nodeId: BrokerId, leaderEpochs: ReadonlyMap<string, number>): Promise<void> {
+    const value = JSON.stringify(Object.fromEntries(leaderEpochs))
+    await this.store.txn([], [{ type: 'put', key: KEYS.served(nodeId), value }])
+  }
+
   /** A new topic placed over the live brokers (Kafka's assignment rules). */
   createTopicImage(spec: NewTopic): TopicImage {
     const brokers = [...this.current.brokers.values()]
@@ -266,6 +284,7 @@ function buildImage(kvs: ReadonlyMap<string, KeyValue>): ClusterImage {
   const topicValues = new Map<string, TopicValue>()
   const partitionKvs = new Map<string, KeyValue>()
   const brokerConfigs = new Map<string, Readonly<Record<string, string>>>()
+  const servedLeaderEpochs = new Map<BrokerId, ReadonlyMap<string, number>>()
   let clusterId = ''
   let controller: BrokerId = NO_LEADER
   for (const [key, kv] of kvs) {
@@ -279,6 +298,9 @@ function buildImage(kvs: ReadonlyMap<string, KeyValue>): ClusterImage {
     else if (key.startsWith(KEYS.partitionsPrefix)) partitionKvs.set(key, kv)
     else if (key.startsWith(KEYS.brokerConfigsPrefix)) {
       brokerConfigs.set(key.slice(KEYS.brokerConfigsPrefix.length), JSON.parse(kv.value))
+    } else if (key.startsWith(KEYS.servedPrefix)) {
+      const epochs = JSON.parse(kv.value) as Record<string, number>
+      servedLeaderEpochs.set(Number(key.slice(KEYS.servedPrefix.length)), new Map(Object.entries(epochs)))
     }
   }
   const topics = new Map<string, TopicImage>()
@@ -297,7 +319,7 @@ function buildImage(kvs: ReadonlyMap<string, KeyValue>): ClusterImage {
     : brokers.size > 0
       ? Math.min(...brokers.keys())
       : NO_LEADER
-  return { clusterId, controllerId, brokers, topics, brokerConfigs }
+  return { clusterId, controllerId, brokers, topics, brokerConfigs, servedLeaderEpochs }
 }
 
 function topicValue(topic: TopicImage): string {

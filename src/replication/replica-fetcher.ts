@@ -9,6 +9,7 @@
  * records. Then it fetches from its log end, appends what it gets with the leader's
  * offsets and epochs, and takes the leader's high watermark.
  */
+import { ExponentialBackoff } from '../common/backoff.js'
 import type { Clock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
 import type { LeaderEpoch, Offset } from '../common/types.js'
@@ -55,7 +56,26 @@ interface Followed {
   truncated: boolean
   /** Skip fetching until then (after a partition error). */
   backoffUntilMs: number
+  /** Until a fetch of it succeeds in this leader epoch: it is why a long poll is cut short. */
+  started?: boolean
+  /** Partition errors in a row, for the backoff while the leader does not serve it yet. */
+  errors?: number
 }
+
+/**
+ * Errors meaning the leader has not applied the metadata this follower has (a new
+ * partition's log not created yet, the new epoch not taken): gone within a metadata
+ * propagation delay, so retried after a short, growing backoff instead of a full
+ * replica.fetch.backoff.ms, which would leave a just-created partition unreplicated.
+ */
+const LEADER_CATCHING_UP = new Set<number>([
+  ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+  ErrorCode.NOT_LEADER_OR_FOLLOWER,
+  ErrorCode.UNKNOWN_LEADER_EPOCH,
+])
+const CATCHING_UP_BACKOFF = new ExponentialBackoff({ initialMs: 5, maxMs: 1000 })
+/** Past this many (about 1.3 s of retries), a leader that still refuses gets the full backoff. */
+const CATCHING_UP_MAX_ERRORS = 8
 
 function keyOf(partition: Partition): string {
   return `${partition.topic}\u0000${partition.partition}`
@@ -104,6 +124,12 @@ export class LeaderFetcher {
   private clientAddress = ''
   private running = false
   private stopped = false
+  /** The client of the fetch in flight (a long poll of up to fetchWaitMaxMs), if any. */
+  private polling: BrokerClient | null = null
+  /** Set when a long poll was cut short on purpose: the loop goes on without a backoff. */
+  private interrupted = false
+  /** Ends the loop's current sleep early. */
+  private wakeSleep: (() => void) | null = null
 
   constructor(
     private readonly leaderId: number,
@@ -118,6 +144,24 @@ export class LeaderFetcher {
   add(key: string, followed: Followed): void {
     this.partitions.set(key, followed)
     if (!this.running) this.start()
+    else this.wake()
+  }
+
+  /**
+   * A partition became ready to fetch that the fetch in flight does not carry (just added,
+   * or its short backoff ended before it ever fetched): without this it would wait for the
+   * long poll to end (replica.fetch.wait.max.ms) while the leader takes writes for it, and
+   * a burst into a new topic would end with no follower caught up. One connection carries
+   * the fetches and answers in order, so the long poll is cut by closing the connection;
+   * nothing of it was applied, and the next fetch, at once, carries every partition.
+   */
+  private wake(): void {
+    this.wakeSleep?.()
+    if (this.polling === null || this.interrupted) return
+    this.interrupted = true
+    this.polling.close()
+    if (this.client === this.polling) this.client = null
+    this.polling = null
   }
 
   remove(key: string): void {
@@ -158,6 +202,10 @@ export class LeaderFetcher {
         const fetched = await this.fetchOnce(client)
         if (!fetched) await this.sleep(Math.min(this.settings.fetchBackoffMs, 100))
       } catch (error) {
+        if (this.interrupted) {
+          this.interrupted = false
+          continue
+        }
         this.settings.logger.debug({ err: error, leader: this.leaderId }, 'replica fetch failed; backing off')
         this.client?.close()
         this.client = null
@@ -210,7 +258,34 @@ export class LeaderFetcher {
   }
 
   private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => this.settings.clock.setTimeout(resolve, ms))
+    return new Promise((resolve) => {
+      const timer = this.settings.clock.setTimeout(() => {
+        this.wakeSleep = null
+        resolve()
+      }, ms)
+      this.wakeSleep = () => {
+        this.wakeSleep = null
+        timer.cancel()
+        resolve()
+      }
+    })
+  }
+
+  /** A partition error: back off, briefly and growing while the leader catches up with the metadata. */
+  private backOff(followed: Followed, errorCode: number): void {
+    followed.errors = (followed.errors ?? 0) + 1
+    const catchingUp =
+      LEADER_CATCHING_UP.has(errorCode) &&
+      followed.started !== true &&
+      followed.errors <= CATCHING_UP_MAX_ERRORS
+    const delayMs = catchingUp
+      ? Math.min(CATCHING_UP_BACKOFF.delayMs(followed.errors), this.settings.fetchBackoffMs)
+      : this.settings.fetchBackoffMs
+    followed.backoffUntilMs = this.settings.clock.monotonicMs() + delayMs
+    if (catchingUp)
+      this.settings.clock.setTimeout(() => {
+        if (this.partitions.get(keyOf(followed.partition)) === followed) this.wake()
+      }, delayMs)
   }
 
   // ---- truncation (KIP-101/279) --------------------------------------------------------------
@@ -251,7 +326,7 @@ export class LeaderFetcher {
   ): Promise<void> {
     const { partition } = followed
     if (result.errorCode !== ErrorCode.NONE) {
-      followed.backoffUntilMs = this.settings.clock.monotonicMs() + this.settings.fetchBackoffMs
+      this.backOff(followed, result.errorCode)
       return
     }
     const log = partition.log
@@ -316,7 +391,14 @@ export class LeaderFetcher {
       forgottenTopicsData: [],
       rackId: '',
     }
-    const response = await this.request<FetchResponse>(client, ApiKey.Fetch, FETCH_VERSION, request)
+    this.polling = client
+    this.interrupted = false
+    let response: FetchResponse
+    try {
+      response = await this.request<FetchResponse>(client, ApiKey.Fetch, FETCH_VERSION, request)
+    } finally {
+      if (this.polling === client) this.polling = null
+    }
     // Each partition has its own log: append them side by side (the next fetch, which
     // reports the new log ends to the leader, goes once all of them are done), so one
     // partition's write does not hold back another's high watermark.
@@ -346,9 +428,11 @@ export class LeaderFetcher {
       return
     }
     if (data.errorCode !== ErrorCode.NONE) {
-      followed.backoffUntilMs = this.settings.clock.monotonicMs() + this.settings.fetchBackoffMs
+      this.backOff(followed, data.errorCode)
       return
     }
+    followed.started = true
+    followed.errors = 0
     const records = data.records as Buffer | null
     // A fetch response may end with a partial batch: append the whole ones only.
     const whole =

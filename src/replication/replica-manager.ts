@@ -5,7 +5,12 @@
  */
 import type { Clock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
-import type { ClusterImage, PartitionState, TopicImage } from '../metadata/cluster-image.js'
+import {
+  type ClusterImage,
+  type PartitionState,
+  servedKey,
+  type TopicImage,
+} from '../metadata/cluster-image.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import type { LogConfig } from '../storage/log-config.js'
 import type { TopicPartition, UnifiedLog } from '../storage/unified-log.js'
@@ -122,6 +127,18 @@ export class ReplicaManager {
 
   get hostedPartitions(): IterableIterator<Partition> {
     return this.partitions.values()
+  }
+
+  /**
+   * The leader epoch of every partition this broker leads now (log created, role applied,
+   * store session held), by servedKey: what the metadata's leadership record publishes.
+   */
+  servedLeaderEpochs(): Map<string, number> {
+    const served = new Map<string, number>()
+    for (const partition of this.partitions.values())
+      if (partition.isLeader)
+        served.set(servedKey(partition.id.topicId, partition.partition), partition.leaderEpoch)
+    return served
   }
 
   getPartition(topic: string, partition: number): Partition | undefined {

@@ -2,9 +2,9 @@ import type { Clock } from '../common/clock.js'
 import type { FileSystem } from '../common/file-system.js'
 import type { Logger } from '../common/logger.js'
 import type { GroupCoordinator } from '../coordinator/group-coordinator.js'
-import type { ClusterImage, PartitionState, TopicImage } from '../metadata/cluster-image.js'
-import type { NewTopic } from '../metadata/cluster-metadata.js'
+import type { ClusterImage } from '../metadata/cluster-image.js'
 import type { ProducerIdManager } from '../metadata/producer-id-manager.js'
+import type { TopicAdmin } from '../metadata/topic-admin.js'
 import type { ReplicaManager } from '../replication/replica-manager.js'
 import type { LogManager } from '../storage/log-manager.js'
 import type { BrokerConfig } from './broker-config.js'
@@ -27,17 +27,11 @@ export interface BrokerServices {
   readonly producerIdManager: ProducerIdManager
   /** Consumer groups and committed offsets of the __consumer_offsets partitions led here. */
   readonly groupCoordinator: GroupCoordinator
+  /**
+   * Every metadata change an admin request makes (topics, partitions, elections,
+   * reassignments, configs): validated, placed and committed on the controller's side.
+   */
+  readonly topicAdmin: TopicAdmin
   /** The latest metadata snapshot this broker has applied. */
   metadataImage(): ClusterImage
-  /** Creates missing topics with broker defaults when auto.create.topics.enable allows. */
-  autoCreateTopics(names: readonly string[]): Promise<void>
-  /**
-   * Applies a metadata change through the controller (topic admin, dynamic configs): the
-   * new image is persisted, then published. Returning the same image changes nothing.
-   */
-  updateMetadata(change: (image: ClusterImage) => ClusterImage): Promise<ClusterImage>
-  /** A new topic with a fresh topic id, its partitions placed on the registered brokers. */
-  placeNewTopic(spec: NewTopic): TopicImage
-  /** Placement of one new partition (CreatePartitions without manual assignments). */
-  placeNewPartition(partition: number, replicationFactor: number): PartitionState
 }

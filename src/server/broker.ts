@@ -13,20 +13,16 @@ import type { FileSystem } from '../common/file-system.js'
 import { createLogger, type Logger } from '../common/logger.js'
 import type { Random } from '../common/random.js'
 import { GroupCoordinator } from '../coordinator/group-coordinator.js'
-import type {
-  BrokerRegistration,
-  ClusterImage,
-  PartitionState,
-  TopicImage,
-} from '../metadata/cluster-image.js'
-import { ClusterMetadata, type NewTopic } from '../metadata/cluster-metadata.js'
+import type { BrokerRegistration, ClusterImage } from '../metadata/cluster-image.js'
+import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { Controller } from '../metadata/controller.js'
 import { onControlledShutdown } from '../metadata/elections.js'
+import { LeadershipRecord } from '../metadata/leadership-record.js'
 import { ProducerIdManager } from '../metadata/producer-id-manager.js'
 import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import type { Lease, MetadataStore } from '../metadata/store/metadata-store.js'
+import { TopicAdmin } from '../metadata/topic-admin.js'
 import { logConfigFor, resolveTopicConfig } from '../metadata/topic-config.js'
-import { topicNameProblem } from '../metadata/topic-name.js'
 import { AlterPartitionManager } from '../replication/alter-partition-manager.js'
 import { ReplicaFetcherManager } from '../replication/replica-fetcher.js'
 import { ReplicaManager, type TopicSettings } from '../replication/replica-manager.js'
@@ -82,7 +78,10 @@ export class Broker implements BrokerServices {
   readonly fetchSessions: FetchSessionCache
   readonly producerIdManager: ProducerIdManager
   readonly groupCoordinator: GroupCoordinator
+  readonly topicAdmin: TopicAdmin
   private readonly alterPartitions: AlterPartitionManager
+  /** What this broker serves as leader, published for readiness checks (leadership-record.ts). */
+  private readonly leadershipRecord: LeadershipRecord
   private socketServer: SocketServer | null = null
   private boundPort = -1
   private stopping: Promise<void> | null = null
@@ -142,6 +141,13 @@ export class Broker implements BrokerServices {
     const sessionSlots = values.get('max.incremental.fetch.session.cache.slots') as number | undefined
     this.fetchSessions = new FetchSessionCache(sessionSlots ?? 1000, () => parts.random.int(1, 2 ** 31 - 2))
     this.producerIdManager = new ProducerIdManager({ store, logger: parts.logger })
+    this.topicAdmin = new TopicAdmin({ metadata, config, clock: parts.clock, logger: parts.logger })
+    this.leadershipRecord = new LeadershipRecord({
+      nodeId: config.nodeId,
+      metadata,
+      clock: parts.clock,
+      logger: parts.logger,
+    })
     this.groupCoordinator = new GroupCoordinator(this, groupCoordinatorConfig(config))
   }
 
@@ -212,7 +218,10 @@ export class Broker implements BrokerServices {
         this.replicaManager
           .applyImage(image)
           // Leadership of __consumer_offsets partitions decides which groups this broker coordinates.
-          .then(() => this.groupCoordinator.onPartitionsChanged())
+          .then(() => {
+            this.groupCoordinator.onPartitionsChanged()
+            this.leadershipRecord.onApplied(this.replicaManager.servedLeaderEpochs())
+          })
           .catch((error: unknown) => this.onApplyFailure(error))
       })
       this.logManager.startup()
@@ -398,44 +407,6 @@ export class Broker implements BrokerServices {
     return this.stopping !== null
   }
 
-  /** auto.create.topics.enable: creates missing topics with the broker defaults. */
-  async autoCreateTopics(names: readonly string[]): Promise<void> {
-    if (this.config.values.get('auto.create.topics.enable') !== true) return
-    const valid = names.filter((name) => topicNameProblem(name) === null)
-    if (valid.length === 0) return
-    await this.metadata.update((image) => {
-      const topics = new Map(image.topics)
-      for (const name of valid) {
-        if (topics.has(name)) continue
-        topics.set(
-          name,
-          this.metadata.createTopicImage({
-            name,
-            partitions: this.config.values.get('num.partitions') as number,
-            replicationFactor: Math.min(
-              this.config.values.get('default.replication.factor') as number,
-              image.brokers.size,
-            ),
-            configs: {},
-          }),
-        )
-      }
-      return topics.size === image.topics.size ? image : { ...image, topics }
-    })
-  }
-
-  updateMetadata(change: (image: ClusterImage) => ClusterImage): Promise<ClusterImage> {
-    return this.metadata.update(change)
-  }
-
-  placeNewTopic(spec: NewTopic): TopicImage {
-    return this.metadata.createTopicImage(spec)
-  }
-
-  placeNewPartition(partition: number, replicationFactor: number): PartitionState {
-    return this.metadata.newPartition(partition, replicationFactor)
-  }
-
   private async listen(): Promise<void> {
     const server = new SocketServer(
       this.parts.network,
@@ -531,6 +502,7 @@ export class Broker implements BrokerServices {
     this.groupCoordinator.shutdown()
     await lease?.revoke().catch((error: unknown) => this.logger.warn({ err: error }, 'lease revoke failed'))
     this.replicaManager.shutdown()
+    this.leadershipRecord.close()
     this.metadata.close()
     await this.logManager.shutdown()
     if (this.ownsStore) await this.store.close()

@@ -118,11 +118,25 @@ function setListener(properties: Map<string, string>, options: StartClusterOptio
   properties.set('listeners', `PLAINTEXT://${host.includes(':') ? `[${host}]` : host}:${port}`)
 }
 
-function clusterOf(
+/**
+ * How long a start waits for its brokers to serve what they lead: a broker that restarts on
+ * its data serves nothing until it has applied the image (Metadata answers
+ * LEADER_NOT_AVAILABLE for those partitions meanwhile), and a caller of startBroker expects
+ * its topics usable once it resolves.
+ */
+const START_SERVING_WAIT_MS = 10000
+
+async function clusterOf(
   brokers: Broker[],
   ownedStore: MetadataStore | null,
   temporaryDir: string | undefined,
-): Cluster {
+): Promise<Cluster> {
+  const ids = brokers.map((b) => b.nodeId)
+  if (!(await brokers[0].topicAdmin.waitLeadersServing(ids, START_SERVING_WAIT_MS)))
+    brokers[0].logger.warn(
+      { timeoutMs: START_SERVING_WAIT_MS },
+      'started before every led partition was served',
+    )
   return {
     brokers,
     bootstrapServers: brokers.map((b) => b.bootstrapServers).join(','),

@@ -11,6 +11,7 @@ import {
   type ClusterImage,
   dynamicBrokerConfigs,
 } from '../metadata/cluster-image.js'
+import type { ConfigChange, ConfigTarget } from '../metadata/topic-admin.js'
 import {
   brokerConfigSynonyms,
   brokerTopicDefaults,
@@ -203,9 +204,7 @@ export function brokerIdOf(
 }
 
 /** Where a resource's overrides live in the image. */
-export type AlterTarget =
-  | { readonly kind: 'topic'; readonly topic: string }
-  | { readonly kind: 'broker'; readonly key: string }
+export type AlterTarget = ConfigTarget
 
 /** Checks that an alterable resource exists and says where its overrides are kept. */
 export function alterTarget(
@@ -242,13 +241,6 @@ export function alterTarget(
     ErrorCode.INVALID_REQUEST,
     `Unsupported resource type: ${resourceTypeName(resourceType)}`,
   )
-}
-
-/** The overrides a resource holds now (topic configs or dynamic broker configs). */
-export function currentOverrides(image: ClusterImage, target: AlterTarget): Record<string, string> {
-  return target.kind === 'topic'
-    ? { ...image.topics.get(target.topic)!.configs }
-    : { ...dynamicBrokerConfigs(image, target.key) }
 }
 
 /** The value an APPEND/SUBTRACT starts from when there is no override: what the resource uses now. */
@@ -325,26 +317,6 @@ export function validateOverrides(
   }
 }
 
-/** The image with a resource's overrides replaced. */
-export function withOverrides(
-  image: ClusterImage,
-  target: AlterTarget,
-  overrides: Readonly<Record<string, string>>,
-): ClusterImage {
-  if (target.kind === 'topic') {
-    const topic = image.topics.get(target.topic)
-    if (!topic) return image
-    return {
-      ...image,
-      topics: new Map(image.topics).set(target.topic, { ...topic, configs: { ...overrides } }),
-    }
-  }
-  const brokerConfigs = new Map(image.brokerConfigs ?? [])
-  if (Object.keys(overrides).length === 0) brokerConfigs.delete(target.key)
-  else brokerConfigs.set(target.key, { ...overrides })
-  return { ...image, brokerConfigs }
-}
-
 /** One resource of an AlterConfigs or IncrementalAlterConfigs request. */
 export interface AlterRequestResource<C> {
   readonly resourceType: number
@@ -374,10 +346,9 @@ export async function alterResources<C extends { name: string }>(
   const key = (r: AlterRequestResource<C>) => `${r.resourceType}:${r.resourceName}`
   const counts = new Map<string, number>()
   for (const r of resources) counts.set(key(r), (counts.get(key(r)) ?? 0) + 1)
-  let results: AlterResult[] = []
-  await broker.updateMetadata((image) => {
-    let next = image
-    results = resources.map((resource) => {
+  return broker.topicAdmin.alterConfigs((image) => {
+    const changes: ConfigChange[] = []
+    const results = resources.map((resource): AlterResult => {
       const base = { resourceType: resource.resourceType, resourceName: resource.resourceName }
       try {
         if ((counts.get(key(resource)) ?? 0) > 1) {
@@ -391,7 +362,7 @@ export async function alterResources<C extends { name: string }>(
         const overrides = nextOverrides(image, target, resource.configs)
         validateOverrides(image, broker.config, target, overrides)
         if (!validateOnly) {
-          next = withOverrides(next, target, overrides)
+          changes.push({ target, overrides })
           broker.logger.info({ resource: base, overrides }, 'configs altered')
         }
         return { ...base, errorCode: ErrorCode.NONE, errorMessage: null }
@@ -400,9 +371,8 @@ export async function alterResources<C extends { name: string }>(
         return { ...base, errorCode: error.errorCode, errorMessage: error.message }
       }
     })
-    return next
+    return { changes, result: results }
   })
-  return results
 }
 
 /** INVALID_REQUEST "Null value not supported for : a, b" when any of `names` has a null value. */

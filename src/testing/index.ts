@@ -337,16 +337,24 @@ export class TestCluster {
   /** Creates a topic and waits until every partition's leader serves it. */
   async createTopic(topic: TestTopic): Promise<void> {
     const broker = this.anyBroker()
-    const partitions = topic.partitions ?? 1
-    const replicationFactor = topic.replicationFactor ?? Math.min(3, this.running.size)
-    await broker.updateMetadata((image) => {
-      if (image.topics.has(topic.name)) throw new Error(`topic ${topic.name} exists`)
-      const configs = Object.fromEntries(
-        Object.entries(topic.configs ?? {}).map(([key, value]) => [key, String(value)]),
+    const [created] = await broker.topicAdmin.createTopics(
+      [
+        {
+          name: topic.name,
+          numPartitions: topic.partitions ?? 1,
+          replicationFactor: topic.replicationFactor ?? Math.min(3, this.running.size),
+          assignments: [],
+          configs: Object.fromEntries(
+            Object.entries(topic.configs ?? {}).map(([key, value]) => [key, String(value)]),
+          ),
+        },
+      ],
+      { validateOnly: false, timeoutMs: 30_000 },
+    )
+    if (created.errorCode !== 0)
+      throw new Error(
+        `creating topic ${topic.name}: error ${created.errorCode}: ${created.errorMessage ?? ''}`,
       )
-      const created = broker.placeNewTopic({ name: topic.name, partitions, replicationFactor, configs })
-      return { ...image, topics: new Map(image.topics).set(topic.name, created) }
-    })
     await this.waitUntil(
       `every partition of ${topic.name} served by its leader`,
       () => {

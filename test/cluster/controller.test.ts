@@ -296,7 +296,7 @@ test('3 brokers: ElectLeaders PREFERRED moves leadership back to the preferred r
     )
     // Leadership away from the preferred replica with the ISR whole, as after a failover
     // once the broker has caught up again (partitions 0..3; 4 and 5 stay where they are).
-    await cluster.brokers[0].updateMetadata((image) => {
+    await cluster.brokers[0].metadata.update((image) => {
       const current = image.topics.get(topic)!
       const partitions = current.partitions.map((p) =>
         p.partition < 4 ? { ...p, leader: p.replicas[1], leaderEpoch: p.leaderEpoch + 1 } : p,

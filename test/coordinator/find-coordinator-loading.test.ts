@@ -50,10 +50,7 @@ function startCoordinator(clock: ManualClock, log: HeldLog): GroupCoordinator {
         appendToLeader: () => Promise.reject(new Error('not in this test')),
       },
       metadataImage: () => image,
-      updateMetadata: () => Promise.reject(new Error('not in this test')),
-      placeNewTopic: () => {
-        throw new Error('not in this test')
-      },
+      topicAdmin: { ensureInternalTopic: () => Promise.reject(new Error('not in this test')) },
     },
     {
       ...DEFAULT_COORDINATOR_CONFIG,

@@ -122,10 +122,7 @@ function startCoordinator(clock: ManualClock, log: MemoryLog): GroupCoordinator 
         },
       },
       metadataImage: () => image,
-      updateMetadata: () => Promise.reject(new Error('not in this test')),
-      placeNewTopic: () => {
-        throw new Error('not in this test')
-      },
+      topicAdmin: { ensureInternalTopic: () => Promise.reject(new Error('not in this test')) },
     },
     CONFIG,
   )

@@ -100,8 +100,8 @@ export class ProxiedCluster {
 
   async createTopic(name: string, partitions: number): Promise<void> {
     const broker = this.any
-    await broker.updateMetadata((image) => {
-      const topic = broker.placeNewTopic({ name, partitions, replicationFactor: 3, configs: {} })
+    await broker.metadata.update((image) => {
+      const topic = broker.metadata.createTopicImage({ name, partitions, replicationFactor: 3, configs: {} })
       return { ...image, topics: new Map(image.topics).set(name, topic) }
     })
     await this.waitFullIsr(name, partitions)

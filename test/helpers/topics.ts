@@ -14,9 +14,9 @@ export interface TestTopic {
 export async function createTopic(cluster: Cluster, name: string, spec: TestTopic = {}): Promise<void> {
   const broker = cluster.brokers[0]
   const partitions = spec.partitions ?? 1
-  await broker.updateMetadata((image) => {
+  await broker.metadata.update((image) => {
     if (image.topics.has(name)) throw new Error(`topic ${name} exists`)
-    const topic = broker.placeNewTopic({
+    const topic = broker.metadata.createTopicImage({
       name,
       partitions,
       replicationFactor: 1,

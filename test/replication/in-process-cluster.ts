@@ -149,8 +149,8 @@ export class ReplicationCluster {
     configs = {},
   ): Promise<void> {
     const broker = this.running[0]
-    await broker.updateMetadata((image) => {
-      const topic = broker.placeNewTopic({ name, partitions, replicationFactor, configs })
+    await broker.metadata.update((image) => {
+      const topic = broker.metadata.createTopicImage({ name, partitions, replicationFactor, configs })
       return { ...image, topics: new Map(image.topics).set(name, topic) }
     })
     await waitUntil(`${name} hosted everywhere`, 10000, () => {

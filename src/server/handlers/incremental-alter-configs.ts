@@ -12,6 +12,7 @@
  */
 
 import type { ClusterImage } from '../../metadata/cluster-image.js'
+import { currentOverrides } from '../../metadata/topic-admin.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -24,7 +25,6 @@ import {
   type AlterTarget,
   alterResources,
   ConfigResourceError,
-  currentOverrides,
   effectiveValue,
   isListConfig,
   rejectNullValues,

@@ -3,14 +3,24 @@
  * Behavior: lists the live brokers, the controller, and the requested topics with each
  * partition's leader, leader epoch, replicas, ISR and offline replicas. Unknown topics are
  * created when the broker's auto.create.topics.enable and the request allow it, otherwise
- * answered with UNKNOWN_TOPIC_OR_PARTITION. A partition without a leader carries
- * LEADER_NOT_AVAILABLE so clients retry.
+ * answered with UNKNOWN_TOPIC_OR_PARTITION; the answer waits briefly for the new leaders
+ * (topic-admin's AUTO_CREATE_READY_WAIT_MS). A partition without a leader, or whose first
+ * leader does not serve it yet (a new topic's leader still creating the log),
+ * carries LEADER_NOT_AVAILABLE and no leader so clients retry, as Kafka answers for a new
+ * topic, rather than a leader that would answer UNKNOWN_TOPIC_OR_PARTITION. (Only a new
+ * partition's first leader is held back; later elections are named at once, as in Kafka.)
  * Version notes: v0 treats an empty topic list as "all topics"; v1+ uses null for all and
  * empty for none (librdkafka's brokers-only request). v1 adds racks and controller id, v2
  * the cluster id, v4 allowAutoTopicCreation, v5 offline replicas, v7 leader epochs, v8-v10
  * authorized operations, v10 topic ids (and lookup by id), v9+ flexible.
  */
-import { type ClusterImage, NO_LEADER, type TopicImage, topicById } from '../../metadata/cluster-image.js'
+import {
+  type ClusterImage,
+  leaderServes,
+  NO_LEADER,
+  type TopicImage,
+  topicById,
+} from '../../metadata/cluster-image.js'
 import { isValidTopicName } from '../../metadata/topic-name.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
@@ -24,6 +34,8 @@ import { ZERO_UUID } from '../../protocol/primitives.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
+/** Kafka's MetadataResponse.NO_LEADER_ID. */
+const NO_LEADER_ID = -1
 /** Kafka's sentinel for "authorized operations not requested". */
 const AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
@@ -66,7 +78,7 @@ async function maybeAutoCreate(context: RequestContext, request: MetadataRequest
   const missing = wanted
     .map((t) => t.name)
     .filter((name): name is string => name !== null && name !== '' && !image.topics.has(name))
-  if (missing.length > 0) await context.broker.autoCreateTopics(missing)
+  if (missing.length > 0) await context.broker.topicAdmin.autoCreateTopics(missing)
 }
 
 function allTopics(image: ClusterImage): MetadataResponseMetadataResponseTopic[] {
@@ -105,10 +117,16 @@ function describeTopic(image: ClusterImage, topic: TopicImage): MetadataResponse
     isInternal: topic.name.startsWith('__'),
     partitions: topic.partitions.map((p): MetadataResponseMetadataResponsePartition => {
       const offlineReplicas = p.replicas.filter((id) => !image.brokers.has(id))
+      // A new partition's first leader (epoch 0) is named once it serves the partition, as
+      // Kafka answers LEADER_NOT_AVAILABLE for a new topic: named earlier, it would answer
+      // UNKNOWN_TOPIC_OR_PARTITION, and a producer retrying its first batches after later ones
+      // reorders records. Leaders elected later are named at once, as in Kafka: they host
+      // the log already, and a client meeting NOT_LEADER_OR_FOLLOWER refreshes its metadata.
+      const served = p.leader !== NO_LEADER && (p.leaderEpoch > 0 || leaderServes(image, topic, p))
       return {
-        errorCode: p.leader === NO_LEADER ? ErrorCode.LEADER_NOT_AVAILABLE : ErrorCode.NONE,
+        errorCode: served ? ErrorCode.NONE : ErrorCode.LEADER_NOT_AVAILABLE,
         partitionIndex: p.partition,
-        leaderId: p.leader,
+        leaderId: served ? p.leader : NO_LEADER_ID,
         leaderEpoch: p.leaderEpoch,
         replicaNodes: [...p.replicas],
         isrNodes: [...p.isr],

@@ -1,0 +1,874 @@
+/**
+ * The controller's side of the topic admin APIs (Kafka's ReplicationControlManager and
+ * ConfigurationControlManager): CreateTopics, CreatePartitions, DeleteTopics,
+ * ElectLeaders, AlterPartitionReassignments and config alterations are validated, placed
+ * and committed here, each as one compare-and-set on the cluster metadata, and answered
+ * per topic or partition with Kafka's error codes and messages. Handlers translate
+ * requests and answers; none of them can replace the cluster image.
+ *
+ * Every plan runs inside the compare-and-set: after a conflict it runs again on the fresh
+ * image, so a topic created, deleted or grown meanwhile is judged on what the store holds.
+ *
+ * Creations answer once every new partition's leader serves it (ClusterImage
+ * servedLeaderEpochs, see leadership-record.ts), bounded by the request's timeout:
+ * past it the topic gets REQUEST_TIMED_OUT, as Kafka answers. A client that produces at
+ * once must not meet UNKNOWN_TOPIC_OR_PARTITION: a non-idempotent producer retrying its
+ * first batches after later ones were written reorders records.
+ */
+import type { Clock } from '../common/clock.js'
+import { ConfigError } from '../common/errors.js'
+import type { Logger } from '../common/logger.js'
+import { ErrorCode, errorMessage } from '../protocol/error-codes.js'
+import { ZERO_UUID } from '../protocol/primitives.js'
+import {
+  type BrokerId,
+  type ClusterImage,
+  dynamicBrokerConfigs,
+  leaderServes,
+  NO_LEADER,
+  type PartitionState,
+  type TopicImage,
+  topicById,
+} from './cluster-image.js'
+import type { ClusterMetadata } from './cluster-metadata.js'
+import { electPreferred, onBrokerChange } from './elections.js'
+import { cancelReassignment, startReassignment } from './reassignment.js'
+import { brokerTopicDefaults, type StaticBrokerConfig, validateTopicConfigs } from './topic-config.js'
+import { topicNameProblem, unifyCollisionChars } from './topic-name.js'
+
+/** Kafka's controller refuses user operations that would write more records than this. */
+export const MAX_PARTITIONS_PER_REQUEST = 10000
+/**
+ * How long a Metadata request that auto-created topics waits for their leaders (it has no
+ * timeout of its own); partitions not served by then answer LEADER_NOT_AVAILABLE.
+ */
+export const AUTO_CREATE_READY_WAIT_MS = 500
+
+/** A per-topic or per-partition answer. */
+export interface Outcome {
+  readonly errorCode: number
+  readonly errorMessage: string | null
+}
+
+const OK: Outcome = { errorCode: ErrorCode.NONE, errorMessage: null }
+
+/** A topic-level failure: a Kafka error code and Kafka's message. */
+export class TopicAdminError extends Error {
+  constructor(
+    readonly errorCode: number,
+    message: string,
+  ) {
+    super(message)
+    this.name = 'TopicAdminError'
+  }
+}
+
+export interface CreatableTopic {
+  readonly name: string
+  /** -1: num.partitions (and then assignments must be empty). */
+  readonly numPartitions: number
+  /** -1: default.replication.factor. */
+  readonly replicationFactor: number
+  readonly assignments: readonly { readonly partitionIndex: number; readonly brokerIds: readonly number[] }[]
+  readonly configs: Readonly<Record<string, string | null>>
+}
+
+export interface CreatedTopic extends Outcome {
+  readonly name: string
+  /** The topic as created (as it would be, under validateOnly); absent on failure. */
+  readonly topic?: TopicImage
+}
+
+export interface PartitionIncrease {
+  readonly name: string
+  readonly count: number
+  /** One broker list per added partition, or null to place them. */
+  readonly assignments: readonly (readonly number[])[] | null
+}
+
+export interface AdminOptions {
+  readonly validateOnly: boolean
+  /** The request's timeout; 0 or less answers without waiting for the leaders (Kafka's rule). */
+  readonly timeoutMs: number
+}
+
+export interface DeletableTopic {
+  /** Null: by id. */
+  readonly name: string | null
+  readonly topicId: string
+}
+
+export interface DeletedTopic extends Outcome {
+  readonly name: string | null
+  readonly topicId: string
+}
+
+export type ElectionType = 'preferred' | 'unclean'
+
+export interface PartitionOutcome extends Outcome {
+  readonly partition: number
+}
+
+export interface TopicPartitionOutcomes {
+  readonly topic: string
+  readonly partitions: readonly PartitionOutcome[]
+}
+
+export interface ReassignmentRequest {
+  readonly name: string
+  /** Null replicas cancel the reassignment in progress. */
+  readonly partitions: readonly {
+    readonly partitionIndex: number
+    readonly replicas: readonly BrokerId[] | null
+  }[]
+}
+
+/** Where a config resource's overrides live in the image. */
+export type ConfigTarget =
+  | { readonly kind: 'topic'; readonly topic: string }
+  | { readonly kind: 'broker'; readonly key: string }
+
+/** A resource's complete new overrides, validated by the caller's rules. */
+export interface ConfigChange {
+  readonly target: ConfigTarget
+  readonly overrides: Readonly<Record<string, string>>
+}
+
+/** An internal topic created on first use (__consumer_offsets). */
+export interface InternalTopic {
+  readonly name: string
+  readonly partitions: number
+  /** Capped at the registered brokers, so a dev cluster smaller than the factor still works. */
+  readonly replicationFactor: number
+  readonly configs: Readonly<Record<string, string>>
+}
+
+export interface TopicAdminOptions {
+  readonly metadata: ClusterMetadata
+  readonly config: StaticBrokerConfig
+  readonly clock: Clock
+  readonly logger: Logger
+}
+
+export class TopicAdmin {
+  constructor(private readonly options: TopicAdminOptions) {}
+
+  private get metadata(): ClusterMetadata {
+    return this.options.metadata
+  }
+
+  private setting<T>(name: string): T {
+    return this.options.config.values.get(name) as T
+  }
+
+  // ---- CreateTopics -------------------------------------------------------------------------
+
+  /**
+   * Kafka's checks in its order, per topic: duplicate names in the request INVALID_REQUEST
+   * (listed last), internal or illegal names, existing or colliding names, configs,
+   * partitions and replication factor or manual assignments, the request's partition
+   * budget. Valid topics are created in one change; under validateOnly nothing is.
+   */
+  async createTopics(topics: readonly CreatableTopic[], options: AdminOptions): Promise<CreatedTopic[]> {
+    const counts = new Map<string, number>()
+    for (const t of topics) counts.set(t.name, (counts.get(t.name) ?? 0) + 1)
+    const unique = topics.filter((t) => counts.get(t.name) === 1)
+    const duplicates = [...counts].filter(([, n]) => n > 1).map(([name]) => name)
+    const plan = (image: ClusterImage) => {
+      const results: CreatedTopic[] = []
+      const created: TopicImage[] = []
+      let budget = MAX_PARTITIONS_PER_REQUEST
+      for (const topic of unique) {
+        try {
+          const planned = this.planTopic(image, created, topic)
+          budget -= planned.partitions.length
+          if (budget < 0) throw excessiveBatch()
+          created.push(planned)
+          results.push({ ...OK, name: topic.name, topic: planned })
+        } catch (error) {
+          results.push({ ...failure(error), name: topic.name })
+        }
+      }
+      if (created.length === 0) return { image, result: results }
+      const next = new Map(image.topics)
+      for (const topic of created) next.set(topic.name, topic)
+      return { image: { ...image, topics: next }, result: results }
+    }
+    let results = options.validateOnly ? plan(this.metadata.image()).result : await this.change(plan)
+    if (!options.validateOnly) {
+      for (const r of results)
+        if (r.topic)
+          this.options.logger.info({ topic: r.name, partitions: r.topic.partitions.length }, 'created topic')
+      results = await this.awaitServed(results, options.timeoutMs)
+    }
+    for (const name of duplicates)
+      results.push({ name, errorCode: ErrorCode.INVALID_REQUEST, errorMessage: 'Duplicate topic name.' })
+    return results
+  }
+
+  /** Runs Kafka's checks in its order and returns the topic to create, or throws TopicAdminError. */
+  private planTopic(image: ClusterImage, earlier: readonly TopicImage[], topic: CreatableTopic): TopicImage {
+    const name = topic.name
+    if (name === '__cluster_metadata') {
+      throw new TopicAdminError(
+        ErrorCode.INVALID_REQUEST,
+        `Creation of internal topic ${name} is prohibited.`,
+      )
+    }
+    const problem = topicNameProblem(name)
+    if (problem !== null) throw new TopicAdminError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+    if (image.topics.has(name)) {
+      throw new TopicAdminError(ErrorCode.TOPIC_ALREADY_EXISTS, `Topic '${name}' already exists.`)
+    }
+    const colliding = collidingTopic(name, [...image.topics.keys(), ...earlier.map((t) => t.name)])
+    if (colliding !== null) {
+      throw new TopicAdminError(
+        ErrorCode.INVALID_TOPIC_EXCEPTION,
+        `Topic '${name}' collides with existing topic: ${colliding}`,
+      )
+    }
+    try {
+      validateTopicConfigs(topic.configs, brokerTopicDefaults(image, this.options.config))
+    } catch (error) {
+      if (error instanceof ConfigError) throw new TopicAdminError(ErrorCode.INVALID_CONFIG, error.message)
+      throw error
+    }
+    const overrides = topic.configs as Record<string, string>
+    if (topic.assignments.length > 0) return this.manualTopic(image, topic, overrides)
+    if (topic.replicationFactor < -1 || topic.replicationFactor === 0) {
+      throw new TopicAdminError(
+        ErrorCode.INVALID_REPLICATION_FACTOR,
+        'Replication factor must be larger than 0, or -1 to use the default value.',
+      )
+    }
+    if (topic.numPartitions < -1 || topic.numPartitions === 0) {
+      throw new TopicAdminError(
+        ErrorCode.INVALID_PARTITIONS,
+        'Number of partitions was set to an invalid non-positive value.',
+      )
+    }
+    const partitions =
+      topic.numPartitions === -1 ? this.setting<number>('num.partitions') : topic.numPartitions
+    const replicationFactor =
+      topic.replicationFactor === -1
+        ? this.setting<number>('default.replication.factor')
+        : topic.replicationFactor
+    checkReplicationFactor(replicationFactor, image.brokers.size)
+    if (partitions > MAX_PARTITIONS_PER_REQUEST) throw excessiveBatch()
+    return this.metadata.createTopicImage({ name, partitions, replicationFactor, configs: overrides })
+  }
+
+  private manualTopic(
+    image: ClusterImage,
+    topic: CreatableTopic,
+    configs: Record<string, string>,
+  ): TopicImage {
+    if (topic.replicationFactor !== -1) {
+      throw new TopicAdminError(
+        ErrorCode.INVALID_REQUEST,
+        'A manual partition assignment was specified, but replication factor was not set to -1.',
+      )
+    }
+    if (topic.numPartitions !== -1) {
+      throw new TopicAdminError(
+        ErrorCode.INVALID_REQUEST,
+        'A manual partition assignment was specified, but numPartitions was not set to -1.',
+      )
+    }
+    const byIndex = new Map<number, readonly number[]>()
+    let replicationFactor: number | null = null
+    for (const assignment of topic.assignments) {
+      if (byIndex.has(assignment.partitionIndex)) {
+        throw new TopicAdminError(
+          ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+          `Found multiple manual partition assignments for partition ${assignment.partitionIndex}`,
+        )
+      }
+      checkManualAssignment(image, assignment.brokerIds, replicationFactor)
+      replicationFactor = assignment.brokerIds.length
+      byIndex.set(assignment.partitionIndex, assignment.brokerIds)
+    }
+    for (let i = 0; i < byIndex.size; i++) {
+      if (!byIndex.has(i)) {
+        throw new TopicAdminError(
+          ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+          'partitions should be a consecutive 0-based integer sequence',
+        )
+      }
+    }
+    if (byIndex.size > MAX_PARTITIONS_PER_REQUEST) throw excessiveBatch()
+    const placed = this.metadata.createTopicImage({
+      name: topic.name,
+      partitions: 0,
+      replicationFactor: 0,
+      configs,
+    })
+    const partitions = [...byIndex.keys()]
+      .sort((a, b) => a - b)
+      .map((i) => manualPartition(i, byIndex.get(i)!))
+    return { ...placed, partitions }
+  }
+
+  /**
+   * auto.create.topics.enable: creates the missing ones of `names` with the broker defaults
+   * (replication factor capped at the registered brokers) and waits up to
+   * AUTO_CREATE_READY_WAIT_MS for their leaders.
+   */
+  async autoCreateTopics(names: readonly string[]): Promise<void> {
+    if (this.setting<boolean>('auto.create.topics.enable') !== true) return
+    const valid = names.filter((name) => topicNameProblem(name) === null)
+    if (valid.length === 0) return
+    const created = await this.change((image) => {
+      const topics = new Map(image.topics)
+      const added: TopicImage[] = []
+      for (const name of valid) {
+        if (topics.has(name) || collidingTopic(name, topics.keys()) !== null) continue
+        const topic = this.metadata.createTopicImage({
+          name,
+          partitions: this.setting<number>('num.partitions'),
+          replicationFactor: Math.min(this.setting<number>('default.replication.factor'), image.brokers.size),
+          configs: {},
+        })
+        topics.set(name, topic)
+        added.push(topic)
+      }
+      return { image: added.length === 0 ? image : { ...image, topics }, result: added }
+    })
+    for (const topic of created)
+      this.options.logger.info(
+        { topic: topic.name, partitions: topic.partitions.length },
+        'auto-created topic',
+      )
+    await this.waitServed(
+      created.map((t) => ({ topicId: t.topicId, name: t.name, from: 0 })),
+      AUTO_CREATE_READY_WAIT_MS,
+    )
+  }
+
+  /** Creates an internal topic unless it exists; does not wait for its leaders. */
+  async ensureInternalTopic(spec: InternalTopic): Promise<void> {
+    await this.change((image) => {
+      if (image.topics.has(spec.name)) return { image, result: undefined }
+      const replicationFactor = Math.max(1, Math.min(spec.replicationFactor, image.brokers.size))
+      const topic = this.metadata.createTopicImage({ ...spec, replicationFactor })
+      this.options.logger.info(
+        { topic: spec.name, partitions: spec.partitions, replicationFactor },
+        'creating internal topic',
+      )
+      return { image: { ...image, topics: new Map(image.topics).set(spec.name, topic) }, result: undefined }
+    })
+  }
+
+  // ---- CreatePartitions ---------------------------------------------------------------------
+
+  /**
+   * Raises partition counts: unknown topics UNKNOWN_TOPIC_OR_PARTITION, no increase
+   * INVALID_PARTITIONS, manual assignments checked like CreateTopics', names given twice
+   * INVALID_REQUEST. All increases land in one change; answers come once the new partitions
+   * are served.
+   */
+  async createPartitions(
+    increases: readonly PartitionIncrease[],
+    options: AdminOptions,
+  ): Promise<(Outcome & { name: string })[]> {
+    const counts = new Map<string, number>()
+    for (const t of increases) counts.set(t.name, (counts.get(t.name) ?? 0) + 1)
+    const plan = (image: ClusterImage) => {
+      const topics = new Map(image.topics)
+      let budget = MAX_PARTITIONS_PER_REQUEST
+      const results = increases.map((increase) => {
+        if ((counts.get(increase.name) ?? 0) > 1)
+          return {
+            name: increase.name,
+            errorCode: ErrorCode.INVALID_REQUEST,
+            errorMessage: 'Duplicate topic name.',
+          }
+        try {
+          const added = this.planPartitions(image, increase)
+          budget -= added.length
+          if (budget < 0) throw excessiveBatch()
+          const topic = topics.get(increase.name)!
+          topics.set(increase.name, { ...topic, partitions: [...topic.partitions, ...added] })
+          return {
+            name: increase.name,
+            ...OK,
+            grown: { topicId: topic.topicId, from: topic.partitions.length },
+          }
+        } catch (error) {
+          return { name: increase.name, ...failure(error) }
+        }
+      })
+      return { image: results.some((r) => 'grown' in r) ? { ...image, topics } : image, result: results }
+    }
+    const planned = options.validateOnly ? plan(this.metadata.image()).result : await this.change(plan)
+    if (options.validateOnly)
+      return planned.map(({ name, errorCode, errorMessage }) => ({ name, errorCode, errorMessage }))
+    const grown = planned.flatMap((r) => ('grown' in r && r.grown ? [{ name: r.name, ...r.grown }] : []))
+    const late = await this.waitServed(grown, options.timeoutMs)
+    return planned.map(({ name, errorCode, errorMessage }) =>
+      late.has(name) ? { name, ...timedOut() } : { name, errorCode, errorMessage },
+    )
+  }
+
+  private planPartitions(image: ClusterImage, increase: PartitionIncrease): PartitionState[] {
+    const topic = image.topics.get(increase.name)
+    if (!topic)
+      throw new TopicAdminError(
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        errorMessage(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+      )
+    const current = topic.partitions.length
+    if (increase.count === current) {
+      throw new TopicAdminError(ErrorCode.INVALID_PARTITIONS, `Topic already has ${current} partition(s).`)
+    }
+    if (increase.count < current) {
+      throw new TopicAdminError(
+        ErrorCode.INVALID_PARTITIONS,
+        `The topic ${increase.name} currently has ${current} partition(s); ${increase.count} would not be an increase.`,
+      )
+    }
+    const additional = increase.count - current
+    if (additional > MAX_PARTITIONS_PER_REQUEST) throw excessiveBatch()
+    const replicationFactor = topic.partitions[0].replicas.length
+    if (increase.assignments !== null) {
+      if (increase.assignments.length !== additional) {
+        throw new TopicAdminError(
+          ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+          `Attempted to add ${additional} additional partition(s), but only ${increase.assignments.length} assignment(s) were specified.`,
+        )
+      }
+      return increase.assignments.map((brokerIds, i) => {
+        checkManualAssignment(image, brokerIds, replicationFactor)
+        return manualPartition(current + i, brokerIds)
+      })
+    }
+    checkReplicationFactor(replicationFactor, image.brokers.size)
+    const added: PartitionState[] = []
+    for (let i = 0; i < additional; i++)
+      added.push(this.metadata.newPartition(current + i, replicationFactor))
+    return added
+  }
+
+  // ---- DeleteTopics -------------------------------------------------------------------------
+
+  /**
+   * Removes topics by name or id in one change (the replica managers delete their logs).
+   * Names or ids given twice INVALID_REQUEST, unknown names UNKNOWN_TOPIC_OR_PARTITION,
+   * unknown ids UNKNOWN_TOPIC_ID; with delete.topic.enable=false every topic gets
+   * TOPIC_DELETION_DISABLED.
+   */
+  async deleteTopics(wanted: readonly DeletableTopic[]): Promise<DeletedTopic[]> {
+    if (this.setting<boolean>('delete.topic.enable') === false) {
+      return wanted.map((w) => ({
+        ...w,
+        errorCode: ErrorCode.TOPIC_DELETION_DISABLED,
+        errorMessage: 'Topic deletion is disabled.',
+      }))
+    }
+    const results = await this.change((image) => {
+      const results = resolveDeletions(image, wanted)
+      const gone = new Set(results.filter((r) => r.errorCode === ErrorCode.NONE).map((r) => r.topicId))
+      const topics = new Map([...image.topics].filter(([, t]) => !gone.has(t.topicId)))
+      return { image: topics.size === image.topics.size ? image : { ...image, topics }, result: results }
+    })
+    for (const r of results)
+      if (r.errorCode === ErrorCode.NONE)
+        this.options.logger.info({ topic: r.name, topicId: r.topicId }, 'deleted topic')
+    return results
+  }
+
+  // ---- ElectLeaders -------------------------------------------------------------------------
+
+  /**
+   * PREFERRED moves leadership to the first replica when it is live and in the ISR;
+   * UNCLEAN gives an offline partition a leader from its live replicas. Null: every partition.
+   */
+  electLeaders(
+    type: ElectionType,
+    wanted: readonly { topic: string; partitions: readonly number[] }[] | null,
+  ): Promise<TopicPartitionOutcomes[]> {
+    return this.change((image) => {
+      const live = new Set(image.brokers.keys())
+      const targets =
+        wanted ??
+        [...image.topics.values()].map((t) => ({
+          topic: t.name,
+          partitions: t.partitions.map((p) => p.partition),
+        }))
+      const topics = new Map(image.topics)
+      let changed = false
+      const outcomes = targets.map(({ topic, partitions }): TopicPartitionOutcomes => {
+        const current = topics.get(topic)
+        const states = current ? [...current.partitions] : []
+        const results = partitions.map((index): PartitionOutcome => {
+          const state = states[index]
+          if (!state)
+            return {
+              partition: index,
+              errorCode: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+              errorMessage: `${topic}-${index} does not exist`,
+            }
+          const { outcome, next } = decideElection(state, live, type)
+          if (next) {
+            states[index] = next
+            changed = true
+          }
+          return { partition: index, ...outcome }
+        })
+        if (current) topics.set(topic, { ...current, partitions: states })
+        return { topic, partitions: results }
+      })
+      return { image: changed ? { ...image, topics } : image, result: outcomes }
+    })
+  }
+
+  // ---- AlterPartitionReassignments ----------------------------------------------------------
+
+  /**
+   * Starts moving each partition to the given replicas (registered, no duplicates:
+   * INVALID_REPLICA_ASSIGNMENT otherwise) or cancels the move in progress
+   * (NO_REASSIGNMENT_IN_PROGRESS when none); the controller completes moves.
+   */
+  alterPartitionReassignments(requests: readonly ReassignmentRequest[]): Promise<TopicPartitionOutcomes[]> {
+    return this.change((image) => {
+      const topics = new Map(image.topics)
+      let changed = false
+      const outcomes = requests.map((wanted): TopicPartitionOutcomes => {
+        const topic = topics.get(wanted.name)
+        const partitions = topic ? [...topic.partitions] : []
+        const results = wanted.partitions.map((p): PartitionOutcome => {
+          const state = partitions[p.partitionIndex]
+          if (!state)
+            return {
+              partition: p.partitionIndex,
+              errorCode: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+              errorMessage: 'Unknown partition',
+            }
+          const { outcome, next } = decideReassignment(state, p.replicas, image)
+          if (next) {
+            partitions[p.partitionIndex] = next
+            changed = true
+          }
+          return { partition: p.partitionIndex, ...outcome }
+        })
+        if (topic) topics.set(wanted.name, { ...topic, partitions })
+        return { topic: wanted.name, partitions: results }
+      })
+      return { image: changed ? { ...image, topics } : image, result: outcomes }
+    })
+  }
+
+  // ---- AlterConfigs / IncrementalAlterConfigs -----------------------------------------------
+
+  /**
+   * Replaces resources' overrides in one change. `plan` computes, from the image the change
+   * applies to (it may run again after a conflict), each resource's outcome and the
+   * validated new overrides of those that succeed: config rules belong to the config
+   * resources (server/config-resources.ts), where they live on; the write is here.
+   */
+  async alterConfigs<R>(
+    plan: (image: ClusterImage) => { changes: readonly ConfigChange[]; result: R },
+  ): Promise<R> {
+    return this.change((image) => {
+      const { changes, result } = plan(image)
+      let next = image
+      for (const change of changes) next = withOverrides(next, change.target, change.overrides)
+      return { image: next, result }
+    })
+  }
+
+  // ---- commit and readiness -----------------------------------------------------------------
+
+  /** One compare-and-set of `plan` (pure; may run again): resolves with its last run's result. */
+  private async change<R>(plan: (image: ClusterImage) => { image: ClusterImage; result: R }): Promise<R> {
+    let result: R | undefined
+    let ran = false
+    await this.metadata.update((image) => {
+      const planned = plan(image)
+      result = planned.result
+      ran = true
+      return planned.image
+    })
+    if (!ran) throw new Error('metadata update ran no plan')
+    return result as R
+  }
+
+  /** CreateTopics results with REQUEST_TIMED_OUT for topics whose leaders did not serve in time. */
+  private async awaitServed(results: CreatedTopic[], timeoutMs: number): Promise<CreatedTopic[]> {
+    const created = results.flatMap((r) =>
+      r.topic ? [{ name: r.name, topicId: r.topic.topicId, from: 0 }] : [],
+    )
+    const late = await this.waitServed(created, timeoutMs)
+    return results.map((r) => (late.has(r.name) ? { name: r.name, ...timedOut() } : r))
+  }
+
+  /**
+   * Waits until every partition from `from` of each topic is served by its leader, or
+   * `timeoutMs` passed; resolves with the names of the topics still not served. A topic
+   * deleted or replaced meanwhile is not waited for. timeoutMs <= 0: no wait (Kafka answers at
+   * once then).
+   */
+  async waitServed(
+    topics: readonly { name: string; topicId: string; from: number }[],
+    timeoutMs: number,
+  ): Promise<Set<string>> {
+    const pending = (image: ClusterImage) =>
+      new Set(
+        topics
+          .filter(({ name, topicId, from }) => {
+            const topic = image.topics.get(name)
+            if (!topic || topic.topicId !== topicId) return false
+            return topic.partitions.slice(from).some((state) => !leaderServes(image, topic, state))
+          })
+          .map((t) => t.name),
+      )
+    if (timeoutMs <= 0) return new Set()
+    const served = await this.waitFor((image) => pending(image).size === 0, timeoutMs)
+    if (served) return new Set()
+    const late = pending(this.metadata.image())
+    this.options.logger.warn(
+      { topics: [...late], timeoutMs },
+      'new partitions not served by their leaders in time',
+    )
+    return late
+  }
+
+  /**
+   * Waits until every partition led by one of `brokerIds` is served by it (a broker just
+   * started or restarted serves nothing until it has applied the image); false on timeout.
+   */
+  waitLeadersServing(brokerIds: readonly BrokerId[], timeoutMs: number): Promise<boolean> {
+    const ids = new Set(brokerIds)
+    return this.waitFor((image) => {
+      for (const topic of image.topics.values())
+        for (const state of topic.partitions)
+          if (ids.has(state.leader) && !leaderServes(image, topic, state)) return false
+      return true
+    }, timeoutMs)
+  }
+
+  /** Resolves true once `done` holds for the current image, false after `timeoutMs`. */
+  private waitFor(done: (image: ClusterImage) => boolean, timeoutMs: number): Promise<boolean> {
+    if (done(this.metadata.image())) return Promise.resolve(true)
+    return new Promise((resolve) => {
+      const finish = (result: boolean) => {
+        stop()
+        timer.cancel()
+        resolve(result)
+      }
+      const stop = this.metadata.onChange((image) => {
+        if (done(image)) finish(true)
+      })
+      const timer = this.options.clock.setTimeout(() => finish(done(this.metadata.image())), timeoutMs)
+    })
+  }
+}
+
+// ---- checks shared by CreateTopics and CreatePartitions ------------------------------------
+
+/** The first existing topic whose name equals `name` once '.' and '_' are unified. */
+export function collidingTopic(name: string, existing: Iterable<string>): string | null {
+  const unified = unifyCollisionChars(name)
+  const matches = [...existing].filter((other) => other !== name && unifyCollisionChars(other) === unified)
+  return matches.length === 0 ? null : matches.sort()[0]
+}
+
+function checkReplicationFactor(replicationFactor: number, brokerCount: number): void {
+  if (replicationFactor > brokerCount) {
+    throw new TopicAdminError(
+      ErrorCode.INVALID_REPLICATION_FACTOR,
+      `Unable to replicate the partition ${replicationFactor} time(s): The target replication factor of ` +
+        `${replicationFactor} cannot be reached because only ${brokerCount} broker(s) are registered.`,
+    )
+  }
+}
+
+/** Kafka's validateManualPartitionAssignment: non-empty, registered brokers, no repeats, same size. */
+function checkManualAssignment(
+  image: ClusterImage,
+  brokerIds: readonly number[],
+  replicationFactor: number | null,
+): void {
+  if (brokerIds.length === 0) {
+    throw new TopicAdminError(
+      ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+      'The manual partition assignment includes an empty replica list.',
+    )
+  }
+  const sorted = [...brokerIds].sort((a, b) => a - b)
+  for (let i = 0; i < sorted.length; i++) {
+    if (!image.brokers.has(sorted[i])) {
+      throw new TopicAdminError(
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        `The manual partition assignment includes broker ${sorted[i]}, but no such broker is registered.`,
+      )
+    }
+    if (i > 0 && sorted[i] === sorted[i - 1]) {
+      throw new TopicAdminError(
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        `The manual partition assignment includes the broker ${sorted[i]} more than once.`,
+      )
+    }
+  }
+  if (replicationFactor !== null && sorted.length !== replicationFactor) {
+    throw new TopicAdminError(
+      ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+      `The manual partition assignment includes a partition with ${sorted.length} replica(s), but this is ` +
+        `not consistent with previous partitions, which have ${replicationFactor} replica(s).`,
+    )
+  }
+}
+
+/** A partition on the given replicas, led by the first, every replica in the ISR. */
+function manualPartition(partition: number, replicas: readonly number[]): PartitionState {
+  return {
+    partition,
+    replicas: [...replicas],
+    isr: [...replicas],
+    leader: replicas[0],
+    leaderEpoch: 0,
+    partitionEpoch: 0,
+  }
+}
+
+function excessiveBatch(): TopicAdminError {
+  return new TopicAdminError(
+    ErrorCode.POLICY_VIOLATION,
+    'Unable to perform excessively large batch operation.',
+  )
+}
+
+function timedOut(): Outcome {
+  return {
+    errorCode: ErrorCode.REQUEST_TIMED_OUT,
+    errorMessage: 'Timed out waiting for the leaders of the new partitions to serve them.',
+  }
+}
+
+function failure(error: unknown): Outcome {
+  if (!(error instanceof TopicAdminError)) throw error
+  return { errorCode: error.errorCode, errorMessage: error.message }
+}
+
+// ---- DeleteTopics, elections, reassignments, configs --------------------------------------
+
+function resolveDeletions(image: ClusterImage, wanted: readonly DeletableTopic[]): DeletedTopic[] {
+  const keyOf = (w: DeletableTopic) => w.name ?? `id:${w.topicId}`
+  const counts = new Map<string, number>()
+  for (const w of wanted) counts.set(keyOf(w), (counts.get(keyOf(w)) ?? 0) + 1)
+  const result = (
+    name: string | null,
+    topicId: string,
+    errorCode: number,
+    message?: string,
+  ): DeletedTopic => ({
+    name,
+    topicId,
+    errorCode,
+    errorMessage: errorCode === ErrorCode.NONE ? null : (message ?? errorMessage(errorCode)),
+  })
+  return wanted.map((w) => {
+    if (w.name !== null) {
+      if ((counts.get(w.name) ?? 0) > 1)
+        return result(w.name, ZERO_UUID, ErrorCode.INVALID_REQUEST, 'Duplicate topic name.')
+      const topic = image.topics.get(w.name)
+      if (!topic) return result(w.name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+      return result(topic.name, topic.topicId, ErrorCode.NONE)
+    }
+    if ((counts.get(keyOf(w)) ?? 0) > 1)
+      return result(null, w.topicId, ErrorCode.INVALID_REQUEST, 'Duplicate topic id.')
+    if (w.topicId === ZERO_UUID) {
+      return result(
+        null,
+        w.topicId,
+        ErrorCode.INVALID_REQUEST,
+        `Attempt to find topic with invalid topicId ${w.topicId}`,
+      )
+    }
+    const topic = topicById(image, w.topicId)
+    if (!topic) return result(null, w.topicId, ErrorCode.UNKNOWN_TOPIC_ID)
+    return result(topic.name, topic.topicId, ErrorCode.NONE)
+  })
+}
+
+function decideElection(
+  state: PartitionState,
+  live: ReadonlySet<number>,
+  type: ElectionType,
+): { outcome: Outcome; next: PartitionState | null } {
+  const fail = (errorCode: number, message: string) => ({
+    outcome: { errorCode, errorMessage: message },
+    next: null,
+  })
+  if (type === 'preferred') {
+    if (state.leader === state.replicas[0])
+      return fail(ErrorCode.ELECTION_NOT_NEEDED, 'Leader is already the preferred replica')
+    const result = electPreferred({ state, live, uncleanLeaderElection: false })
+    if (!result)
+      return fail(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, 'Preferred replica is not live or not in the ISR')
+    return { outcome: OK, next: result.state }
+  }
+  if (state.leader !== NO_LEADER && live.has(state.leader))
+    return fail(ErrorCode.ELECTION_NOT_NEEDED, 'Partition has a live leader')
+  const result = onBrokerChange({ state, live, uncleanLeaderElection: true })
+  if (!result || result.state.leader === NO_LEADER)
+    return fail(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, 'No live replica to elect')
+  return { outcome: OK, next: result.state }
+}
+
+function decideReassignment(
+  state: PartitionState,
+  replicas: readonly BrokerId[] | null,
+  image: ClusterImage,
+): { outcome: Outcome; next: PartitionState | null } {
+  if (replicas === null) {
+    const cancelled = cancelReassignment(state)
+    if (cancelled) return { outcome: OK, next: cancelled }
+    return {
+      outcome: {
+        errorCode: ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+        errorMessage: 'No reassignment is in progress',
+      },
+      next: null,
+    }
+  }
+  const unregistered = replicas.find((id) => !image.brokers.has(id))
+  const problem =
+    replicas.length === 0
+      ? 'The replica list is empty'
+      : new Set(replicas).size !== replicas.length
+        ? 'The replica list has duplicates'
+        : unregistered !== undefined
+          ? `Broker ${unregistered} is not registered`
+          : null
+  if (problem)
+    return { outcome: { errorCode: ErrorCode.INVALID_REPLICA_ASSIGNMENT, errorMessage: problem }, next: null }
+  return { outcome: OK, next: startReassignment(state, [...replicas]) }
+}
+
+/** The image with a resource's overrides replaced. */
+export function withOverrides(
+  image: ClusterImage,
+  target: ConfigTarget,
+  overrides: Readonly<Record<string, string>>,
+): ClusterImage {
+  if (target.kind === 'topic') {
+    const topic = image.topics.get(target.topic)
+    if (!topic) return image
+    return {
+      ...image,
+      topics: new Map(image.topics).set(target.topic, { ...topic, configs: { ...overrides } }),
+    }
+  }
+  const brokerConfigs = new Map(image.brokerConfigs ?? [])
+  if (Object.keys(overrides).length === 0) brokerConfigs.delete(target.key)
+  else brokerConfigs.set(target.key, { ...overrides })
+  return { ...image, brokerConfigs }
+}
+
+/** The overrides a resource holds now (topic configs or dynamic broker configs). */
+export function currentOverrides(image: ClusterImage, target: ConfigTarget): Record<string, string> {
+  return target.kind === 'topic'
+    ? { ...(image.topics.get(target.topic)?.configs ?? {}) }
+    : { ...dynamicBrokerConfigs(image, target.key) }
+}
