@@ -20,6 +20,7 @@ Commands:
   cluster   describe: brokers, controller, partition health
   groups    list|describe|reset-offsets consumer groups (members, lag, offsets)
   bench     produce|consume|e2e load test with tidelog's client
+  top       Live per-topic rates, under-replicated partitions and group lag
   help      Show this help
 
 Client commands take --bootstrap-server HOST:PORT (default 127.0.0.1:9092) and --json;
@@ -31,6 +32,9 @@ tidelog start options:
   --host HOST         Listener host (default 127.0.0.1)
   --data-dir DIR      Data directory (default ./.tidelog-data)
   --brokers N         Brokers in this process (default 1)
+  --http-port N       HTTP listener for /metrics, /healthz, /readyz and the console
+                      (default 9644, or 0 with --port 0; broker i uses N + i; 0 picks a
+                      free port; -1 turns it off)
   --set key=value     Any Kafka broker property, repeatable (e.g. --set num.partitions=3)
 
 tidelog broker options:
@@ -39,6 +43,17 @@ tidelog broker options:
   --metadata URL      etcd://host:port[,host:port...] for a multi-process cluster
                       (default: an embedded store in the first log directory)
   --set key=value     Property overrides, repeatable
+
+HTTP endpoints (set tidelog.http.listener=HOST:PORT; tidelog start sets it):
+  /metrics            Prometheus text format: Kafka's broker metrics (under-replicated
+                      partitions, ISR changes, bytes in/out, request times...), consumer
+                      group lag, Node process metrics (docs/operations.md lists them)
+  /healthz            200 while the process runs (liveness)
+  /readyz             200 when registered with a live session, not fenced, every log
+                      dir online and recovery done; 503 with the failed checks otherwise
+  /                   The web console (read-only unless
+                      tidelog.console.topic.admin.enable=true); its JSON API is /api/*
+  tidelog.request.log.slow.ms (default 1000, -1 off) logs slower requests at warn.
 `
 
 export async function runCli(argv: readonly string[]): Promise<number> {
@@ -58,6 +73,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       case 'cluster':
       case 'groups':
       case 'bench':
+      case 'top':
         return await clientCommand(command, rest)
       case undefined:
       case 'help':
@@ -91,6 +107,8 @@ async function clientCommand(command: string, args: readonly string[]): Promise<
       return (await import('./commands/cluster.js')).clusterCommand(args)
     case 'groups':
       return (await import('./commands/groups.js')).groupsCommand(args)
+    case 'top':
+      return (await import('./commands/top.js')).topCommand(args)
     default:
       return (await import('./commands/bench.js')).benchCommand(args)
   }
@@ -114,11 +132,19 @@ async function startCommand(args: readonly string[]): Promise<number> {
       host: { type: 'string', default: '127.0.0.1' },
       'data-dir': { type: 'string', default: '.tidelog-data' },
       brokers: { type: 'string', default: '1' },
+      'http-port': { type: 'string' },
       set: { type: 'string', multiple: true },
     },
     strict: true,
   })
   const brokerCount = Number(values.brokers)
+  // With --port 0 (tests, several instances) the HTTP port is picked freely as well.
+  const httpPort = Number(values['http-port'] ?? (values.port === '0' ? '0' : '9644'))
+  if (!Number.isInteger(httpPort) || httpPort < -1 || httpPort > 65535)
+    throw new TidelogError('ERR_USAGE', '--http-port out of range')
+  const properties = parseSetFlags(values.set)
+  if (httpPort >= 0 && !properties.has('tidelog.http.listener'))
+    properties.set('tidelog.http.listener', `${values.host}:${httpPort}`)
   const port = Number(values.port)
   if (!Number.isInteger(brokerCount) || brokerCount < 1)
     throw new TidelogError('ERR_USAGE', '--brokers must be >= 1')
@@ -129,12 +155,15 @@ async function startCommand(args: readonly string[]): Promise<number> {
     host: values.host,
     port,
     dataDir: values['data-dir'],
-    properties: parseSetFlags(values.set),
+    properties,
   })
   process.stdout.write(
     `tidelog started: ${cluster.brokers.length} broker(s), data in ${values['data-dir']}\n`,
   )
   process.stdout.write(`bootstrap servers: ${cluster.bootstrapServers}\n`)
+  for (const broker of cluster.brokers)
+    if (broker.httpUrl)
+      process.stdout.write(`broker ${broker.nodeId} console and metrics: ${broker.httpUrl}\n`)
   const allStopped = Promise.all(cluster.brokers.map((broker) => broker.whenStopped()))
   if ((await untilSignalOr(allStopped)) === 'stopped') return brokersStoppedThemselves()
   process.stdout.write('tidelog stopping\n')
@@ -173,6 +202,7 @@ async function brokerCommand(args: readonly string[]): Promise<number> {
   process.stdout.write(
     `tidelog broker ${cluster.brokers[0].nodeId} listening on ${cluster.bootstrapServers}\n`,
   )
+  if (cluster.brokers[0].httpUrl) process.stdout.write(`console and metrics: ${cluster.brokers[0].httpUrl}\n`)
   const stoppedItself = (await untilSignalOr(cluster.brokers[0].whenStopped())) === 'stopped'
   await cluster.stop()
   await metadataStore?.close()

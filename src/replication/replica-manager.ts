@@ -9,11 +9,11 @@ import type { ClusterImage, PartitionState, TopicImage } from '../metadata/clust
 import { ErrorCode } from '../protocol/error-codes.js'
 import type { LogConfig } from '../storage/log-config.js'
 import type { PartitionLog, TopicPartition } from '../storage/partition-log.js'
-import { waitForHighWatermark } from './delayed-operations.js'
+import { type PurgatoryTimer, waitForHighWatermark } from './delayed-operations.js'
 import { KafkaError } from './kafka-error.js'
 import { type IsrProposal, Partition } from './partition.js'
 import { ProducerStateManager } from './producer-state.js'
-import type { ReplicaFetcherManager } from './replica-fetcher.js'
+import type { FetcherStats, ReplicaFetcherManager } from './replica-fetcher.js'
 
 /** Where partition logs come from (the storage LogManager). */
 export interface LogProvider {
@@ -118,6 +118,11 @@ export class ReplicaManager {
     this.producerExpiryTimer?.cancel()
     this.producerExpiryTimer = null
     this.options.fetchers.shutdown()
+  }
+
+  /** The followers' fetcher counters (committed offsets lost to truncation). */
+  get fetcherStats(): Readonly<FetcherStats> {
+    return this.options.fetchers.stats
   }
 
   get hostedPartitions(): IterableIterator<Partition> {
@@ -248,6 +253,7 @@ export class ReplicaManager {
     records: Buffer,
     requiredAcks: number,
     timeoutMs: number,
+    purgatoryTimer?: PurgatoryTimer,
   ): Promise<AppendResult> {
     const partition = this.getPartitionOrError(topic, partitionIndex)
     const minInsyncReplicas = this.settings.get(topic)?.minInsyncReplicas ?? 1
@@ -267,6 +273,7 @@ export class ReplicaManager {
       info.lastOffset + 1,
       timeoutMs,
       leaderEpoch,
+      purgatoryTimer,
     )
     if (!replicated) {
       const stillLeader = partition.isLeader && partition.leaderEpoch === leaderEpoch

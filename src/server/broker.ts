@@ -24,6 +24,8 @@ import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import type { Lease, MetadataStore } from '../metadata/store/metadata-store.js'
 import { logConfigFor, resolveTopicConfig } from '../metadata/topic-config.js'
 import { topicNameProblem } from '../metadata/topic-name.js'
+import type { BrokerMetricsSource } from '../ops/broker-metrics-source.js'
+import { OpsServer } from '../ops/ops-server.js'
 import { type Transport, tcpTransport } from '../replication/broker-client.js'
 import type { IsrProposal } from '../replication/partition.js'
 import { ReplicaFetcherManager } from '../replication/replica-fetcher.js'
@@ -76,6 +78,20 @@ const REGISTRATION_GRACE_MS = 2000
 const REGISTER_RETRY_MIN_MS = 200
 const REGISTER_RETRY_MAX_MS = 2000
 
+/** ops: the HTTP listener when tidelog.http.listener is set. */
+async function startOps(config: BrokerConfig, logger: Logger): Promise<OpsServer | null> {
+  const listener = config.values.get('tidelog.http.listener') as string | null
+  if (listener === null || listener === '') return null
+  return OpsServer.start(
+    {
+      listener,
+      slowRequestMs: config.values.get('tidelog.request.log.slow.ms') as number,
+      topicAdminEnabled: config.values.get('tidelog.console.topic.admin.enable') === true,
+    },
+    logger,
+  )
+}
+
 export class Broker implements BrokerServices {
   readonly nodeId: number
   readonly handlers: HandlerRegistry
@@ -96,6 +112,8 @@ export class Broker implements BrokerServices {
   private controller: Controller | null = null
   private readonly isrStats = { shrinks: 0, expands: 0 }
   private registerRetry: TimerHandle | null = null
+  /** ops: the HTTP listener and metrics (tidelog.http.listener), null when off. */
+  private ops: OpsServer | null = null
 
   private constructor(
     readonly config: BrokerConfig,
@@ -143,6 +161,22 @@ export class Broker implements BrokerServices {
 
   static async start(config: BrokerConfig, deps: BrokerDependencies = {}): Promise<Broker> {
     const logger = deps.logger ?? createLogger(`broker-${config.nodeId}`)
+    // ops: the HTTP listener starts first, so /healthz answers while logs recover.
+    const ops = await startOps(config, logger)
+    try {
+      return await Broker.startWith(config, { ...deps, logger }, ops)
+    } catch (error) {
+      await ops?.close()
+      throw error
+    }
+  }
+
+  private static async startWith(
+    config: BrokerConfig,
+    deps: BrokerDependencies & { logger: Logger },
+    ops: OpsServer | null,
+  ): Promise<Broker> {
+    const logger = deps.logger
     const clock = deps.clock ?? systemClock
     const store =
       deps.store ?? (await EmbeddedStore.open({ clock, persistPath: join(config.logDirs[0], METADATA_FILE) }))
@@ -180,6 +214,8 @@ export class Broker implements BrokerServices {
       ...(deps.transport ? { transport: deps.transport } : {}),
     })
     onLogDirFailure = (dir) => broker.onLogDirFailure(dir)
+    broker.ops = ops // ops
+    ops?.attach(broker.metricsSource()) // ops
     await broker.replicaManager.applyImage(metadata.image())
     broker.groupCoordinator.onPartitionsChanged()
     metadata.onChange((image) => {
@@ -357,6 +393,32 @@ export class Broker implements BrokerServices {
     }
   }
 
+  /** ops: the HTTP listener's URL (tidelog.http.listener), null when it is off. */
+  get httpUrl(): string | null {
+    return this.ops?.url ?? null
+  }
+
+  /** ops: the read-only view the metrics, health checks and console read. */
+  private metricsSource(): BrokerMetricsSource {
+    return {
+      nodeId: this.nodeId,
+      replicaManager: this.replicaManager,
+      logManager: this.logManager,
+      groupCoordinator: this.groupCoordinator,
+      bootstrapServers: () => this.bootstrapServers,
+      metadataImage: () => this.metadata.image(),
+      isActiveController: () => this.isController,
+      controllerCounters: () => ({
+        leaderElections: this.controller?.stats.elections ?? 0,
+        uncleanLeaderElections: this.controller?.stats.uncleanElections ?? 0,
+      }),
+      isrCounters: () => this.isrStats,
+      connectionCount: () => this.socketServer?.connectionCount ?? 0,
+      isRegistered: () => this.lease !== null,
+      configValue: (name) => this.config.values.get(name),
+    }
+  }
+
   /** The bound port (differs from the configured one when that was 0). */
   get port(): number {
     return this.boundPort
@@ -420,11 +482,13 @@ export class Broker implements BrokerServices {
         maxQueuedRequests: this.config.queuedMaxRequests,
         logger: this.logger,
         onFatal: (error) => this.onFatal(error),
-        makeContext: (connection, header) => ({
+        requestObserver: this.ops?.requestObserver, // ops
+        makeContext: (connection, header, observation) => ({
           header,
           apiVersion: header.requestApiVersion,
           connection,
           broker: this,
+          purgatoryTimer: observation, // ops
         }),
       },
       this.logger,
@@ -474,6 +538,7 @@ export class Broker implements BrokerServices {
    * then the listener closes, the registration is revoked and the logs are closed cleanly.
    */
   private async doStop(): Promise<void> {
+    await this.ops?.close() // ops
     this.replicaManager.stopFollowing()
     if (this.lease)
       await this.moveLeadershipAway().catch((error: unknown) =>

@@ -77,10 +77,19 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
 const METADATA_FILE = '__tidelog_metadata.log'
 
 function setListener(properties: Map<string, string>, options: StartClusterOptions, index: number): void {
+  setHttpListener(properties, index)
   if (options.port === undefined && options.host === undefined && properties.has('listeners')) return
   const base = options.port ?? 9092
   const port = base === 0 ? 0 : base + index
   properties.set('listeners', `PLAINTEXT://${options.host ?? '127.0.0.1'}:${port}`)
+}
+
+/** tidelog.http.listener HOST:PORT: broker i serves HTTP on PORT + i, as its Kafka listener does. */
+function setHttpListener(properties: Map<string, string>, index: number): void {
+  const listener = properties.get('tidelog.http.listener')
+  const match = listener ? /^(.*):(\d+)$/.exec(listener) : null
+  if (!match || Number(match[2]) === 0 || index === 0) return
+  properties.set('tidelog.http.listener', `${match[1]}:${Number(match[2]) + index}`)
 }
 
 function clusterOf(

@@ -11,6 +11,7 @@ import type { Socket } from 'node:net'
 import { assert, InvariantError } from '../common/assert.js'
 import { ProtocolDecodeError } from '../common/errors.js'
 import type { Logger } from '../common/logger.js'
+import type { RequestObservation, RequestObserver } from '../ops/request-observer.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { FrameDecoder, FrameError } from '../protocol/frame-decoder.js'
 import {
@@ -37,12 +38,15 @@ export interface ConnectionOptions {
   onFatal(error: Error): void
   onClose(connection: Connection): void
   /** Builds the per-request context the handlers receive. */
-  makeContext(connection: Connection, header: RequestHeader): RequestContext
+  makeContext(connection: Connection, header: RequestHeader, observation?: RequestObservation): RequestContext
+  /** Request metrics (src/ops), when the broker's HTTP listener is on. */
+  requestObserver?: RequestObserver
 }
 
 interface ResponseSlot {
   done: boolean
   chunks: Buffer[] | null
+  observation?: RequestObservation
 }
 
 export class Connection {
@@ -139,17 +143,19 @@ export class Connection {
   }
 
   private dispatch(frame: Buffer, apiKey: number, apiVersion: number): void {
+    const observation = this.options.requestObserver?.onRequest(apiKey, apiVersion, this.remoteAddress) // ops
     const descriptor = apis.get(apiKey)
     assert(descriptor, `handler registered for api key ${apiKey} without a codec`)
     const reader = new Reader(frame)
     const header = decodeRequestHeader(reader, descriptor.requestHeaderVersion(apiVersion))
     const request = descriptor.decodeRequest(reader, apiVersion)
     const handler = this.options.handlers.get(apiKey)!
-    const context = this.options.makeContext(this, header)
-    const slot: ResponseSlot = { done: false, chunks: null }
+    const context = this.options.makeContext(this, header, observation)
+    const slot: ResponseSlot = { done: false, chunks: null, observation }
     this.queue.push(slot)
     this.maybePauseReading()
     const respond = (response: unknown): void => {
+      observation?.onResponse(response) // ops
       try {
         slot.chunks =
           response === null ? null : this.encodeResponse(apiKey, apiVersion, header.correlationId, response)
@@ -161,10 +167,12 @@ export class Connection {
       slot.done = true
       this.flushResponses()
     }
+    observation?.onHandlerStart(request, header.clientId) // ops
     const result = handler.handle(context, request)
     if (result instanceof Promise) {
       if (handler.holdsConnection?.(request)) this.holdUntilSettled(result)
       result.then(respond, (error: unknown) => {
+        observation?.onFailed() // ops
         slot.done = true
         this.onDispatchError(error)
       })
@@ -238,10 +246,14 @@ export class Connection {
     let wrote = false
     while (this.queue.length > 0 && this.queue[0].done) {
       const slot = this.queue.shift()!
-      if (slot.chunks === null) continue
+      if (slot.chunks === null) {
+        slot.observation?.onSent() // ops
+        continue
+      }
       if (!wrote) socket.cork()
       wrote = true
       for (const chunk of slot.chunks) socket.write(chunk)
+      slot.observation?.onSent() // ops
     }
     if (wrote) socket.uncork()
     this.maybePauseReading()

@@ -1,4 +1,5 @@
 import type { RequestHeader } from '../protocol/generated/index.js'
+import type { PurgatoryTimer } from '../replication/delayed-operations.js'
 import type { BrokerServices } from './broker-services.js'
 import type { Connection } from './connection.js'
 
@@ -8,4 +9,6 @@ export interface RequestContext {
   readonly apiVersion: number
   readonly connection: Connection
   readonly broker: BrokerServices
+  /** Request metrics' purgatory timing, when the broker's metrics are on. */
+  readonly purgatoryTimer?: PurgatoryTimer
 }

@@ -75,6 +75,8 @@ export interface PartitionLogOptions {
   readonly wasCompacted?: boolean
   /** Called once when a disk operation fails and the log goes offline (KAFKA_STORAGE_ERROR). */
   readonly onStorageError?: (err: StorageError) => void
+  /** Called after each fsync of appended data with its duration (the log flush metric). */
+  readonly onFlushed?: (durationMs: number) => void
 }
 
 export interface AppendOptions {
@@ -202,6 +204,7 @@ export class PartitionLog {
   private highWatermarkValue: Offset
   private recoveryPointValue: Offset
   private lastFlushMs: number
+  private onFlushed: ((durationMs: number) => void) | undefined
   private configValue: LogConfig
   private readonly queue: Task[] = []
   private draining = false
@@ -257,7 +260,7 @@ export class PartitionLog {
       leaderEpochCache,
       allowOffsetGaps: hasCompactPolicy(config) || options.wasCompacted === true,
     })
-    return new PartitionLog(
+    const log = new PartitionLog(
       options.dir,
       config,
       fs,
@@ -269,6 +272,8 @@ export class PartitionLog {
       options.onStorageError,
       options.wasCompacted === true,
     )
+    log.onFlushed = options.onFlushed
+    return log
   }
 
   // ---- state ----
@@ -670,12 +675,14 @@ export class PartitionLog {
   private async flushUpTo(offset: Offset): Promise<void> {
     this.cancelFlushTimer()
     if (offset <= this.recoveryPointValue) return
+    const startedMs = this.clock.monotonicMs()
     for (const segment of this.segmentsFrom(this.recoveryPointValue)) {
       if (segment.baseOffset >= offset) break
       await segment.flush()
     }
     this.recoveryPointValue = offset
     this.lastFlushMs = this.clock.nowMs()
+    this.onFlushed?.(this.clock.monotonicMs() - startedMs)
   }
 
   /** flush.ms: one timer per log, armed while there is unflushed data. */
