@@ -7,6 +7,7 @@
  */
 import { Admin } from '../client/admin.js'
 import { Consumer } from '../client/consumer.js'
+import { tpKey } from '../client/leader-requests.js'
 import type { RecordHeader } from '../protocol/record-batch.js'
 import type { BrokerMetricsSource } from './broker-metrics-source.js'
 import type { RequestMetrics } from './request-observer.js'
@@ -212,14 +213,14 @@ export class ConsoleApi {
       let offset: number
       if (params.has('timestamp')) {
         const timestampMs = timestampParam(params.get('timestamp')!)
-        offset = (await consumer.offsetsForTimes([tp], timestampMs)).get(`${topic}-${partition}`) ?? -1
+        offset = (await consumer.offsetsForTimes([tp], timestampMs)).get(tpKey(tp)) ?? -1
         if (offset < 0) return { topic, partition, startOffset: null, records: [] }
       } else if (params.has('offset')) {
         offset = integerParam(params, 'offset', 0)
       } else {
-        offset = (await consumer.beginningOffsets([tp])).get(`${topic}-${partition}`) ?? 0
+        offset = (await consumer.beginningOffsets([tp])).get(tpKey(tp)) ?? 0
       }
-      const end = (await consumer.endOffsets([tp])).get(`${topic}-${partition}`) ?? 0
+      const end = (await consumer.endOffsets([tp])).get(tpKey(tp)) ?? 0
       if (offset >= end) return { topic, partition, startOffset: offset, highWatermark: end, records: [] }
       consumer.assign([{ topic, partition, offset }])
       const records = []
