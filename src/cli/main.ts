@@ -34,7 +34,7 @@ tidelog start options:
   --brokers N         Brokers in this process (default 1)
   --http-port N       HTTP listener for /metrics, /healthz, /readyz and the console
                       (default 9644, or 0 with --port 0; broker i uses N + i; 0 picks a
-                      free port; -1 turns it off)
+                      free port; --http-port=-1 turns it off)
   --set key=value     Any Kafka broker property, repeatable (e.g. --set num.partitions=3)
 
 tidelog broker options:

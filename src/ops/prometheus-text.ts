@@ -135,10 +135,12 @@ function parseSample(line: string, fail: (message: string) => never): Sample {
   return { name, labels, value: value! }
 }
 
+/** Floats as Prometheus reads them (Go's ParseFloat: NaN and Inf in any case; prom-client writes "Nan"). */
 function parseValue(text: string): number | null {
-  if (text === '+Inf' || text === 'Inf') return Number.POSITIVE_INFINITY
-  if (text === '-Inf') return Number.NEGATIVE_INFINITY
-  if (text === 'NaN') return Number.NaN
+  const special = text.toLowerCase()
+  if (special === 'nan') return Number.NaN
+  if (/^\+?inf(inity)?$/.test(special)) return Number.POSITIVE_INFINITY
+  if (/^-inf(inity)?$/.test(special)) return Number.NEGATIVE_INFINITY
   if (!/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(text)) return null
   return Number(text)
 }

@@ -45,11 +45,38 @@ export interface RequestMetricsOptions {
   readonly nowMs?: () => number
 }
 
-interface PartitionAppend {
-  readonly topic: string
-  readonly partition: number
-  readonly bytes: number
-  readonly messages: number
+/** At most one slow-request line per this interval; the others are counted in the next line. */
+const SLOW_LOG_INTERVAL_MS = 1000
+
+interface ProduceShape {
+  readonly topicData: readonly {
+    name: string
+    partitionData: readonly { index: number; records: unknown }[]
+  }[]
+}
+
+interface ProduceResponseShape {
+  readonly responses: readonly {
+    name: string
+    partitionResponses: readonly { index: number; errorCode: number }[]
+  }[]
+}
+
+interface FetchResponseShape {
+  readonly errorCode: number
+  readonly responses: readonly {
+    topic: string
+    topicId?: string
+    partitions: readonly { errorCode: number; records: unknown }[]
+  }[]
+}
+
+function findPartition(
+  responses: ProduceResponseShape['responses'],
+  topic: string,
+  partition: number,
+): { errorCode: number } | undefined {
+  return responses.find((t) => t.name === topic)?.partitionResponses.find((p) => p.index === partition)
 }
 
 /** Kafka's request names (the `request` label of kafka.network:type=RequestMetrics). */
@@ -72,6 +99,8 @@ export class RequestMetrics implements RequestObserver {
   /** Requests waiting in each purgatory now (kafka.server:type=DelayedOperationPurgatory). */
   readonly purgatorySize = { Produce: 0, Fetch: 0 }
   readonly nowMs: () => number
+  private lastSlowLogMs = Number.NEGATIVE_INFINITY
+  private slowSuppressed = 0
 
   constructor(private readonly options: RequestMetricsOptions) {
     const r = options.registry
@@ -120,53 +149,48 @@ export class RequestMetrics implements RequestObserver {
     return new Observation(this, apiKey, apiVersion, remoteAddress)
   }
 
-  /** Produce: per partition record bytes and record counts, read from the batch headers. */
-  appendsOf(request: unknown): PartitionAppend[] {
-    const appends: PartitionAppend[] = []
-    const topics = (
-      request as { topicData?: { name: string; partitionData: { index: number; records: unknown }[] }[] }
-    ).topicData
-    for (const topic of topics ?? []) {
-      for (const data of topic.partitionData) {
+  /**
+   * Produce: adds the record bytes and counts (from the batch headers) of the partitions
+   * whose append succeeded, and counts the failed ones' error codes. The handler answers
+   * topics and partitions in request order, so request and response are walked together.
+   */
+  countProduce(request: ProduceShape, response: ProduceResponseShape | null): void {
+    const topics = request.topicData
+    const answered = response?.responses
+    for (let t = 0; t < topics.length; t++) {
+      const topic = topics[t]
+      const partitions = topic.partitionData
+      const answer = answered?.[t]?.name === topic.name ? answered[t].partitionResponses : undefined
+      for (let p = 0; p < partitions.length; p++) {
+        const data = partitions[p]
+        // acks=0 has no response: what was sent counts (Kafka counts appends, which we cannot see).
+        let errorCode = 0
+        if (answered) {
+          const result =
+            answer?.[p]?.index === data.index ? answer[p] : findPartition(answered, topic.name, data.index)
+          errorCode = result?.errorCode ?? 0
+        }
+        if (errorCode !== 0) {
+          this.errors.inc(`Produce:${errorName(errorCode)}`)
+          continue
+        }
         if (!Buffer.isBuffer(data.records)) continue
-        appends.push({
-          topic: topic.name,
-          partition: data.index,
-          bytes: data.records.length,
-          messages: countRecords(data.records),
-        })
+        this.bytesIn.inc(topic.name, data.records.length)
+        this.messagesIn.inc(topic.name, countRecords(data.records))
       }
     }
-    return appends
   }
 
-  /** Produce response: adds the appends whose partition succeeded. */
-  countAppends(appends: readonly PartitionAppend[], response: unknown): void {
-    if (appends.length === 0) return
-    const failed = new Set<string>()
-    const responses = (
-      response as {
-        responses?: { name: string; partitionResponses: { index: number; errorCode: number }[] }[]
-      } | null
-    )?.responses
-    for (const topic of responses ?? [])
-      for (const p of topic.partitionResponses) if (p.errorCode !== 0) failed.add(`${topic.name}\0${p.index}`)
-    for (const a of appends) {
-      if (failed.has(`${a.topic}\0${a.partition}`)) continue
-      this.bytesIn.inc(a.topic, a.bytes)
-      this.messagesIn.inc(a.topic, a.messages)
-    }
-  }
-
-  /** Fetch response: record bytes per topic, to consumers or to followers. */
-  countFetched(response: unknown, follower: boolean): void {
-    const responses = (
-      response as { responses?: { topic: string; topicId?: string; partitions: { records: unknown }[] }[] }
-    ).responses
+  /** Fetch response: record bytes per topic, to consumers or to followers, and error codes. */
+  countFetched(response: FetchResponseShape, follower: boolean): void {
+    if (response.errorCode !== 0) this.errors.inc(`Fetch:${errorName(response.errorCode)}`)
     const counter = follower ? this.replicationBytesOut : this.bytesOut
-    for (const topic of responses ?? []) {
+    for (const topic of response.responses) {
       let bytes = 0
-      for (const p of topic.partitions) bytes += recordsLength(p.records)
+      for (const p of topic.partitions) {
+        if (p.errorCode !== 0) this.errors.inc(`Fetch:${errorName(p.errorCode)}`)
+        bytes += recordsLength(p.records)
+      }
       if (bytes === 0) continue
       const name =
         topic.topic || (topic.topicId ? this.options.topicName(topic.topicId) : undefined) || 'unknown'
@@ -191,9 +215,20 @@ export class RequestMetrics implements RequestObserver {
   }): void {
     const threshold = this.options.slowRequestMs
     if (threshold < 0 || fields.totalMs - fields.remoteMs <= threshold) return
+    // A saturated broker makes every request slow: one line per interval, with a count of
+    // the rest, keeps the log (and its cost) bounded when it matters most.
+    const now = this.nowMs()
+    if (now - this.lastSlowLogMs < SLOW_LOG_INTERVAL_MS) {
+      this.slowSuppressed++
+      return
+    }
+    const suppressed = this.slowSuppressed
+    this.lastSlowLogMs = now
+    this.slowSuppressed = 0
     this.options.logger.warn(
       {
         ...fields,
+        slowRequestsNotLogged: suppressed,
         totalMs: round(fields.totalMs),
         queueMs: round(fields.queueMs),
         localMs: round(fields.localMs),
@@ -212,7 +247,7 @@ class Observation implements RequestObservation {
   private purgatoryDepth = 0
   private purgatoryStartMs = 0
   private remoteMs = 0
-  private appends: PartitionAppend[] = []
+  private request: unknown = null
   private follower = false
   private clientId: string | null = null
   private readonly api: string
@@ -231,7 +266,7 @@ class Observation implements RequestObservation {
   onHandlerStart(request: unknown, clientId: string | null): void {
     this.handlerStartMs = this.metrics.nowMs()
     this.clientId = clientId
-    if (this.apiKey === ApiKey.Produce) this.appends = this.metrics.appendsOf(request)
+    if (this.apiKey === ApiKey.Produce) this.request = request
     else if (this.apiKey === ApiKey.Fetch) {
       const r = request as { replicaId?: number; replicaState?: { replicaId: number } }
       this.follower = (r.replicaState?.replicaId ?? r.replicaId ?? -1) >= 0
@@ -256,10 +291,11 @@ class Observation implements RequestObservation {
 
   onResponse(response: unknown): void {
     this.responseMs = this.metrics.nowMs()
-    if (this.apiKey === ApiKey.Produce) this.metrics.countAppends(this.appends, response)
-    else if (this.apiKey === ApiKey.Fetch && response !== null)
-      this.metrics.countFetched(response, this.follower)
-    if (response !== null) this.metrics.countErrors(this.api, response)
+    if (this.apiKey === ApiKey.Produce)
+      this.metrics.countProduce(this.request as ProduceShape, response as ProduceResponseShape | null)
+    else if (this.apiKey === ApiKey.Fetch) {
+      if (response !== null) this.metrics.countFetched(response as FetchResponseShape, this.follower)
+    } else if (response !== null) this.metrics.countErrors(this.api, response)
   }
 
   onSent(): void {
