@@ -10,6 +10,7 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, test } from 'node:test'
+import type { Consumer } from 'kafkajs'
 import { type BrowserContext, chromium, type Page } from 'playwright-core'
 import { kafka } from '../helpers/cluster-clients.js'
 import { ReplicationCluster, waitUntil } from '../replication/in-process-cluster.js'
@@ -25,6 +26,8 @@ let context: BrowserContext
 let page: Page
 let userDataDir: string
 const pageErrors: string[] = []
+/** A member of GROUP, kept in the group but paused, so the group has a member and a lag. */
+let member: Consumer | null = null
 /** Lag per partition as kafkajs's admin computes it, once the group has committed. */
 const expectedLag = new Map<number, number>()
 
@@ -64,6 +67,7 @@ before(async () => {
 })
 
 after(async () => {
+  await member?.disconnect()
   await context?.close()
   await cluster?.close()
   if (userDataDir) await rm(userDataDir, { recursive: true, force: true })
@@ -89,6 +93,7 @@ async function seedRecordsAndGroup(): Promise<void> {
       })
     await send(30, 0)
     const consumer = client.consumer({ groupId: GROUP, maxWaitTimeInMs: 200 })
+    member = consumer
     await consumer.connect()
     await consumer.subscribe({ topic: TOPIC, fromBeginning: true })
     let consumed = 0
@@ -99,7 +104,11 @@ async function seedRecordsAndGroup(): Promise<void> {
       },
     })
     await waitUntil('30 records consumed', 30000, () => consumed >= 30)
-    await consumer.disconnect()
+    await waitUntil('30 offsets committed', 30000, async () => {
+      const [offsets] = await admin.fetchOffsets({ groupId: GROUP, topics: [TOPIC] })
+      return offsets.partitions.reduce((sum, p) => sum + Math.max(0, Number(p.offset)), 0) === 30
+    })
+    consumer.pause([{ topic: TOPIC }])
     await send(12, 30)
     const [committed] = await admin.fetchOffsets({ groupId: GROUP, topics: [TOPIC] })
     const ends = await admin.fetchTopicOffsets(TOPIC)
@@ -169,6 +178,10 @@ test("the groups page shows the group's members and the lag kafkajs computes", a
     )
     assert.equal(Number(shown), lag, `partition ${partition}`)
   }
+  const members = await page.$$eval(`[data-group="${GROUP}"] [data-member]`, (rows) =>
+    rows.map((row) => row.getAttribute('data-member')),
+  )
+  assert.equal(members.length, 1, 'the paused member is listed')
   const total = [...expectedLag.values()].reduce((a, b) => a + b, 0)
   assert.ok(total > 0)
   assert.equal(

@@ -295,7 +295,7 @@
           g.members.map((m) =>
             h(
               'tr',
-              {},
+              { 'data-member': m.memberId },
               h('td', {}, m.memberId),
               h('td', {}, m.clientId),
               h('td', {}, m.clientHost),
