@@ -5,12 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Real Kafka clients from Debian for the compatibility tests (librdkafka via kcat and
-# confluent-kafka, kafka-python) and etcd for multi-process clusters.
+# confluent-kafka, kafka-python), etcd for multi-process clusters, chromium for the console.
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 /usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1 || missing+=(python3-confluent-kafka)
 /usr/bin/python3 -c 'import kafka' >/dev/null 2>&1 || missing+=(python3-kafka)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+# Headless Chromium for the web console test (test/ops/console.test.ts, via playwright-core).
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"
   apt-get update -qq

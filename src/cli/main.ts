@@ -21,6 +21,7 @@ Commands:
   groups    list|describe|reset-offsets consumer groups (members, lag, offsets)
   bench     produce|consume|e2e load test with tidelog's client
   verify    Check a history file for lost, duplicated or reordered records (exit 1 if any)
+  top       Live per-topic rates, under-replicated partitions and group lag
   help      Show this help
 
 Client commands take --bootstrap-server HOST:PORT (default 127.0.0.1:9092) and --json;
@@ -35,6 +36,9 @@ tidelog start options:
                       --host that contradicts it is refused)
   --data-dir DIR      Data directory (default ./.tidelog-data)
   --brokers N         Brokers in this process (default 1)
+  --http-port N       HTTP listener for /metrics, /healthz, /readyz and the console
+                      (default 9644, or 0 with --port 0; broker i uses N + i; 0 picks a
+                      free port; --http-port=-1 turns it off)
   --set key=value     Any Kafka broker property, repeatable (e.g. --set num.partitions=3)
 
 tidelog broker options:
@@ -43,6 +47,17 @@ tidelog broker options:
   --metadata URL      etcd://host:port[,host:port...] for a multi-process cluster
                       (default: an embedded store in the first log directory)
   --set key=value     Property overrides, repeatable
+
+HTTP endpoints (set tidelog.http.listener=HOST:PORT; tidelog start sets it):
+  /metrics            Prometheus text format: Kafka's broker metrics (under-replicated
+                      partitions, ISR changes, bytes in/out, request times...), consumer
+                      group lag, Node process metrics (docs/operations.md lists them)
+  /healthz            200 while the process runs (liveness)
+  /readyz             200 when registered with a live session, not fenced, every log
+                      dir online and recovery done; 503 with the failed checks otherwise
+  /                   The web console (read-only unless
+                      tidelog.console.topic.admin.enable=true); its JSON API is /api/*
+  tidelog.request.log.slow.ms (default 1000, -1 off) logs slower requests at warn.
 `
 
 export async function runCli(argv: readonly string[]): Promise<number> {
@@ -63,6 +78,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       case 'groups':
       case 'bench':
       case 'verify':
+      case 'top':
         return await clientCommand(command, rest)
       case undefined:
       case 'help':
@@ -98,6 +114,8 @@ async function clientCommand(command: string, args: readonly string[]): Promise<
       return (await import('./commands/groups.js')).groupsCommand(args)
     case 'verify':
       return (await import('./commands/verify.js')).verifyCommand(args)
+    case 'top':
+      return (await import('./commands/top.js')).topCommand(args)
     default:
       return (await import('./commands/bench.js')).benchCommand(args)
   }
@@ -121,6 +139,7 @@ async function startCommand(args: readonly string[]): Promise<number> {
       host: { type: 'string' },
       'data-dir': { type: 'string', default: '.tidelog-data' },
       brokers: { type: 'string', default: '1' },
+      'http-port': { type: 'string' },
       set: { type: 'string', multiple: true },
     },
     strict: true,
@@ -133,6 +152,12 @@ async function startCommand(args: readonly string[]): Promise<number> {
     throw new TidelogError('ERR_USAGE', `--port expects 0..65535, got '${values.port}'`)
   // A --port or --host that contradicts --set listeners is refused by startCluster.
   const properties = parseSetFlags(values.set)
+  // With --port 0 (tests, several instances) the HTTP port is picked freely as well.
+  const httpPort = Number(values['http-port'] ?? (values.port === '0' ? '0' : '9644'))
+  if (!Number.isInteger(httpPort) || httpPort < -1 || httpPort > 65535)
+    throw new TidelogError('ERR_USAGE', '--http-port out of range')
+  if (httpPort >= 0 && !properties.has('tidelog.http.listener'))
+    properties.set('tidelog.http.listener', `${values.host ?? '127.0.0.1'}:${httpPort}`)
   const cluster = await startCluster({
     brokers: brokerCount,
     ...(values.host !== undefined ? { host: values.host } : {}),
@@ -144,6 +169,9 @@ async function startCommand(args: readonly string[]): Promise<number> {
     `tidelog started: ${cluster.brokers.length} broker(s), data in ${values['data-dir']}\n`,
   )
   process.stdout.write(`bootstrap servers: ${cluster.bootstrapServers}\n`)
+  for (const broker of cluster.brokers)
+    if (broker.httpUrl)
+      process.stdout.write(`broker ${broker.nodeId} console and metrics: ${broker.httpUrl}\n`)
   const allStopped = Promise.all(cluster.brokers.map((broker) => broker.whenStopped()))
   if ((await untilSignalOr(allStopped)) === 'stopped') return brokersStoppedThemselves()
   process.stdout.write('tidelog stopping\n')
@@ -182,6 +210,7 @@ async function brokerCommand(args: readonly string[]): Promise<number> {
   process.stdout.write(
     `tidelog broker ${cluster.brokers[0].nodeId} listening on ${cluster.bootstrapServers}\n`,
   )
+  if (cluster.brokers[0].httpUrl) process.stdout.write(`console and metrics: ${cluster.brokers[0].httpUrl}\n`)
   const stoppedItself = (await untilSignalOr(cluster.brokers[0].whenStopped())) === 'stopped'
   await cluster.stop()
   await metadataStore?.close()

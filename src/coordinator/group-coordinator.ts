@@ -491,6 +491,24 @@ export class GroupCoordinator {
     return { errorCode, groups }
   }
 
+  /**
+   * Every committed offset of the groups this broker coordinates (loaded shards only): the
+   * consumer-lag metric subtracts them from the partitions' high watermarks.
+   */
+  committedOffsets(): { groupId: string; topic: string; partition: number; offset: number }[] {
+    const result: { groupId: string; topic: string; partition: number; offset: number }[] = []
+    for (const shard of this.shards.values()) {
+      if (shard.loading) continue
+      for (const group of shard.groups.values()) {
+        if (group.state === 'Dead') continue
+        for (const [topic, partitions] of group.offsets)
+          for (const [partition, committed] of partitions)
+            result.push({ groupId: group.groupId, topic, partition, offset: Number(committed.offset) })
+      }
+    }
+    return result
+  }
+
   describeGroup(groupId: string): GroupDescription {
     const shard = this.route(groupId)
     const empty = { state: 'Dead' as const, protocolType: '', protocolData: '', members: [] }

@@ -7,6 +7,15 @@
 import type { Clock } from '../common/clock.js'
 import type { Partition } from './partition.js'
 
+/**
+ * Told when a request starts and stops waiting in a purgatory, for the request metrics'
+ * remote time and the purgatory sizes. Optional: the core works without one.
+ */
+export interface PurgatoryTimer {
+  enter(purgatory: 'Produce' | 'Fetch'): void
+  leave(purgatory: 'Produce' | 'Fetch'): void
+}
+
 export interface DelayedFetchWatch {
   readonly partition: Partition
   /** The request's fetch offset on this partition. */
@@ -56,13 +65,16 @@ export function waitForFetchData(
   bytesNeeded: number,
   maxWaitMs: number,
   wakeOn: FetchWakeOn = 'highWatermark',
+  purgatoryTimer?: PurgatoryTimer,
 ): Promise<void> {
+  purgatoryTimer?.enter('Fetch')
   return new Promise((resolve) => {
     let completed = false
     const removers: (() => void)[] = []
     const complete = (): void => {
       if (completed) return
       completed = true
+      purgatoryTimer?.leave('Fetch')
       timer.cancel()
       for (const remove of removers) remove()
       resolve()
@@ -110,15 +122,18 @@ export function waitForHighWatermark(
   targetOffset: number,
   timeoutMs: number,
   leaderEpoch = partition.leaderEpoch,
+  purgatoryTimer?: PurgatoryTimer,
 ): Promise<boolean> {
   const deposed = (): boolean => !partition.isLeader || partition.leaderEpoch !== leaderEpoch
   if (deposed()) return Promise.resolve(false)
   if (partition.highWatermark >= targetOffset) return Promise.resolve(true)
+  purgatoryTimer?.enter('Produce')
   return new Promise((resolve) => {
     let completed = false
     const complete = (reached: boolean): void => {
       if (completed) return
       completed = true
+      purgatoryTimer?.leave('Produce')
       timer.cancel()
       unwatch()
       resolve(reached)

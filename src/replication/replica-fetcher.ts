@@ -81,9 +81,20 @@ function keyOf(partition: Partition): string {
   return `${partition.topic}\u0000${partition.partition}`
 }
 
+/** Counters the metrics layer reads. */
+export interface FetcherStats {
+  /**
+   * Offsets below this replica's high watermark removed by truncation: committed records
+   * lost. Only an unclean election makes a leader diverge below a committed offset, so this
+   * is where the offsets an unclean election lost are counted (see docs/operations.md).
+   */
+  committedOffsetsTruncated: number
+}
+
 export class ReplicaFetcherManager {
   private readonly fetchers = new Map<number, LeaderFetcher>()
   private readonly leaderOf = new Map<string, number>()
+  readonly stats: FetcherStats = { committedOffsetsTruncated: 0 }
 
   constructor(private readonly settings: FetcherSettings) {}
 
@@ -95,7 +106,7 @@ export class ReplicaFetcherManager {
     this.unfollow(partition)
     let fetcher = this.fetchers.get(leaderId)
     if (!fetcher) {
-      fetcher = new LeaderFetcher(leaderId, this.settings, () => this.fetchers.delete(leaderId))
+      fetcher = new LeaderFetcher(leaderId, this.settings, this.stats, () => this.fetchers.delete(leaderId))
       this.fetchers.set(leaderId, fetcher)
     }
     this.leaderOf.set(key, leaderId)
@@ -134,6 +145,7 @@ export class LeaderFetcher {
   constructor(
     private readonly leaderId: number,
     private readonly settings: FetcherSettings,
+    private readonly stats: FetcherStats,
     private readonly onIdle: () => void,
   ) {}
 
@@ -350,10 +362,20 @@ export class LeaderFetcher {
       }
     }
     if (target < log.logEndOffset) {
-      this.settings.logger.info(
-        { topic: partition.topic, partition: partition.partition, from: log.logEndOffset, to: target },
-        'truncating follower log to the leader epoch end offset',
-      )
+      const committedLost = Math.max(0, partition.highWatermark - target)
+      const fields = {
+        topic: partition.topic,
+        partition: partition.partition,
+        from: log.logEndOffset,
+        to: target,
+      }
+      if (committedLost > 0) {
+        this.stats.committedOffsetsTruncated += committedLost
+        this.settings.logger.warn(
+          { ...fields, highWatermark: partition.highWatermark, committedLost },
+          'truncating committed records: the new leader was elected uncleanly and lacks them',
+        )
+      } else this.settings.logger.info(fields, 'truncating follower log to the leader epoch end offset')
       await log.truncateTo(target as Offset)
     }
     followed.truncated = !anotherRound

@@ -14,11 +14,11 @@ import {
 import { ErrorCode } from '../protocol/error-codes.js'
 import type { LogConfig } from '../storage/log-config.js'
 import type { TopicPartition, UnifiedLog } from '../storage/unified-log.js'
-import { waitForHighWatermark } from './delayed-operations.js'
+import { type PurgatoryTimer, waitForHighWatermark } from './delayed-operations.js'
 import { KafkaError } from './kafka-error.js'
 import { type IsrProposal, Partition } from './partition.js'
 import { ProducerStateManager } from './producer-state.js'
-import type { ReplicaFetcherManager } from './replica-fetcher.js'
+import type { FetcherStats, ReplicaFetcherManager } from './replica-fetcher.js'
 
 /** Where partition logs come from (the storage LogManager). */
 export interface LogProvider {
@@ -123,6 +123,11 @@ export class ReplicaManager {
     this.producerExpiryTimer?.cancel()
     this.producerExpiryTimer = null
     this.options.fetchers.shutdown()
+  }
+
+  /** The followers' fetcher counters (committed offsets lost to truncation). */
+  get fetcherStats(): Readonly<FetcherStats> {
+    return this.options.fetchers.stats
   }
 
   get hostedPartitions(): IterableIterator<Partition> {
@@ -265,6 +270,7 @@ export class ReplicaManager {
     records: Buffer,
     requiredAcks: number,
     timeoutMs: number,
+    purgatoryTimer?: PurgatoryTimer,
   ): Promise<AppendResult> {
     const partition = this.getPartitionOrError(topic, partitionIndex)
     const minInsyncReplicas = this.settings.get(topic)?.minInsyncReplicas ?? 1
@@ -284,6 +290,7 @@ export class ReplicaManager {
       info.lastOffset + 1,
       timeoutMs,
       leaderEpoch,
+      purgatoryTimer,
     )
     if (!replicated) {
       const stillLeader = partition.isLeader && partition.leaderEpoch === leaderEpoch

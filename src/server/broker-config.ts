@@ -253,6 +253,26 @@ export const brokerConfigDefs = new ConfigDefs([
   def('producer.id.expiration.check.interval.ms', 'int', 600000, 'How often idle producer ids expire.', {
     min: 1,
   }),
+  // Operations (src/ops, docs/operations.md): tidelog's own names, in Kafka's dotted style.
+  def(
+    'tidelog.http.listener',
+    'string',
+    null,
+    'HOST:PORT of the HTTP listener for /metrics, /healthz, /readyz and the console; off when null.',
+  ),
+  def(
+    'tidelog.request.log.slow.ms',
+    'long',
+    1000,
+    'Requests slower than this (purgatory wait excluded) are logged at warn; -1 turns it off.',
+    { min: -1 },
+  ),
+  def(
+    'tidelog.console.topic.admin.enable',
+    'boolean',
+    false,
+    'Let the web console create and delete topics.',
+  ),
 ])
 
 function def(

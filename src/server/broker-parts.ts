@@ -11,7 +11,7 @@ import type { Logger } from '../common/logger.js'
 import type { Network } from '../common/network.js'
 import type { Random } from '../common/random.js'
 import type { MetadataStore } from '../metadata/store/metadata-store.js'
-import type { RequestObserver } from './connection.js'
+import type { RequestTap } from './connection.js'
 
 export interface BrokerParts {
   readonly clock: Clock
@@ -36,7 +36,7 @@ export interface BrokerParts {
  */
 export interface BrokerObserver {
   /** Every request as it is dispatched, and its outcome. */
-  readonly onRequest?: RequestObserver
+  readonly onRequest?: RequestTap
   /** A programmer error reached the top (the broker logs it; an InvariantError also stops it). */
   onFatal?(error: unknown): void
   /** A log directory went offline after a disk error; `online` are those left. */

@@ -23,6 +23,8 @@ import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import type { Lease, MetadataStore } from '../metadata/store/metadata-store.js'
 import { TopicAdmin } from '../metadata/topic-admin.js'
 import { logConfigFor, resolveTopicConfig } from '../metadata/topic-config.js'
+import type { BrokerMetricsSource } from '../ops/broker-metrics-source.js'
+import { OpsServer } from '../ops/ops-server.js'
 import { AlterPartitionManager } from '../replication/alter-partition-manager.js'
 import { ReplicaFetcherManager } from '../replication/replica-fetcher.js'
 import { ReplicaManager, type TopicSettings } from '../replication/replica-manager.js'
@@ -68,6 +70,20 @@ const REREGISTER_BACKOFF = { initialMs: 200, maxMs: 2000 } as const
 /** The handlers are stateless: one registry serves every broker of the process. */
 const handlers = new HandlerRegistry(allHandlers)
 
+/** ops: the HTTP listener when tidelog.http.listener is set. */
+async function startOps(config: BrokerConfig, logger: Logger): Promise<OpsServer | null> {
+  const listener = config.values.get('tidelog.http.listener') as string | null
+  if (listener === null || listener === '') return null
+  return OpsServer.start(
+    {
+      listener,
+      slowRequestMs: config.values.get('tidelog.request.log.slow.ms') as number,
+      topicAdminEnabled: config.values.get('tidelog.console.topic.admin.enable') === true,
+    },
+    logger,
+  )
+}
+
 export class Broker implements BrokerServices {
   readonly nodeId: number
   readonly clock: Clock
@@ -93,6 +109,8 @@ export class Broker implements BrokerServices {
   private activeController: Controller | null = null
   private registerRetry: TimerHandle | null = null
   private readonly reregisterBackoff = new ExponentialBackoff(REREGISTER_BACKOFF)
+  /** The HTTP listener and metrics (tidelog.http.listener), null when off. */
+  private ops: OpsServer | null = null
 
   private constructor(
     readonly config: BrokerConfig,
@@ -161,12 +179,26 @@ export class Broker implements BrokerServices {
   /**
    * Opens the metadata and the logs, without serving or registering yet: a caller that must
    * see the broker while it starts (the simulator's invariants) calls `startup()` itself.
+   * The HTTP listener (when configured) starts first, so /healthz answers while logs recover.
    */
   static async create(config: BrokerConfig, deps: BrokerDependencies = {}): Promise<Broker> {
     const parts: BrokerParts = {
       ...nodeBrokerParts(deps.logger ?? createLogger(`broker-${config.nodeId}`)),
       ...deps,
     }
+    const ops = await startOps(config, parts.logger)
+    try {
+      const broker = await Broker.open(config, parts)
+      broker.ops = ops
+      ops?.attach(broker.metricsSource())
+      return broker
+    } catch (error) {
+      await ops?.close()
+      throw error
+    }
+  }
+
+  private static async open(config: BrokerConfig, parts: BrokerParts): Promise<Broker> {
     const store =
       parts.store ??
       (await EmbeddedStore.open({
@@ -372,6 +404,32 @@ export class Broker implements BrokerServices {
     }
   }
 
+  /** ops: the HTTP listener's URL (tidelog.http.listener), null when it is off. */
+  get httpUrl(): string | null {
+    return this.ops?.url ?? null
+  }
+
+  /** ops: the read-only view the metrics, health checks and console read. */
+  private metricsSource(): BrokerMetricsSource {
+    return {
+      nodeId: this.nodeId,
+      replicaManager: this.replicaManager,
+      logManager: this.logManager,
+      groupCoordinator: this.groupCoordinator,
+      bootstrapServers: () => this.bootstrapServers,
+      metadataImage: () => this.metadata.image(),
+      isActiveController: () => this.isController,
+      controllerCounters: () => ({
+        leaderElections: this.controller?.stats.elections ?? 0,
+        uncleanLeaderElections: this.controller?.stats.uncleanElections ?? 0,
+      }),
+      isrCounters: () => this.alterPartitions.stats,
+      connectionCount: () => this.socketServer?.connectionCount ?? 0,
+      isRegistered: () => this.lease !== null,
+      configValue: (name) => this.config.values.get(name),
+    }
+  }
+
   /** The bound port (differs from the configured one when that was 0). */
   get port(): number {
     return this.boundPort
@@ -416,13 +474,15 @@ export class Broker implements BrokerServices {
         maxQueuedRequests: this.config.queuedMaxRequests,
         logger: this.logger,
         onFatal: (error) => this.onFatal(error),
-        makeContext: (connection, header) => ({
+        requestObserver: this.ops?.requestObserver,
+        makeContext: (connection, header, observation) => ({
           header,
           apiVersion: header.requestApiVersion,
           connection,
           broker: this,
+          purgatoryTimer: observation,
         }),
-        ...(this.observer?.onRequest ? { observer: this.observer.onRequest } : {}),
+        ...(this.observer?.onRequest ? { tap: this.observer.onRequest } : {}),
       },
       this.logger,
     )
@@ -486,6 +546,7 @@ export class Broker implements BrokerServices {
    * then the listener closes, the registration is revoked and the logs are closed cleanly.
    */
   private async doStop(): Promise<void> {
+    await this.ops?.close()
     this.replicaManager.stopFollowing()
     if (this.lease)
       await this.moveLeadershipAway().catch((error: unknown) =>

@@ -104,6 +104,7 @@ function checkListenerOptions(properties: ReadonlyMap<string, string>, options: 
  * made sure `host` and `port` agree with it), else `host`/`port`.
  */
 function setListener(properties: Map<string, string>, options: StartClusterOptions, index: number): void {
+  setHttpListener(properties, index)
   const configured = properties.get('listeners')
   let host = options.host ?? '127.0.0.1'
   let base = options.port ?? 9092
@@ -116,6 +117,14 @@ function setListener(properties: Map<string, string>, options: StartClusterOptio
   const port = base === 0 ? 0 : base + index
   if (port > 65535) throw new ConfigError(`broker ${index} would listen on port ${port}, above 65535`)
   properties.set('listeners', `PLAINTEXT://${host.includes(':') ? `[${host}]` : host}:${port}`)
+}
+
+/** tidelog.http.listener HOST:PORT: broker i serves HTTP on PORT + i, as its Kafka listener does. */
+function setHttpListener(properties: Map<string, string>, index: number): void {
+  const listener = properties.get('tidelog.http.listener')
+  const match = listener ? /^(.*):(\d+)$/.exec(listener) : null
+  if (!match || Number(match[2]) === 0 || index === 0) return
+  properties.set('tidelog.http.listener', `${match[1]}:${Number(match[2]) + index}`)
 }
 
 /**

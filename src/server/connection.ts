@@ -15,6 +15,7 @@ import { assert, InvariantError } from '../common/assert.js'
 import { ProtocolDecodeError } from '../common/errors.js'
 import type { Logger } from '../common/logger.js'
 import type { ByteStream } from '../common/network.js'
+import type { RequestObservation, RequestObserver } from '../ops/request-observer.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { FrameDecoder, FrameError } from '../protocol/frame-decoder.js'
 import {
@@ -29,11 +30,11 @@ import type { HandlerRegistry } from './handlers/registry.js'
 import type { ClientConnection, RequestContext } from './request-context.js'
 
 /**
- * Taps on the request path (metrics, the slow-request log, the simulator's invariants):
- * called as a request is dispatched; the returned function, if any, when it is answered
- * (null: no response, as acks=0) or failed.
+ * A tap on the request path (the simulator's invariants on answers): called as a request is
+ * dispatched; the returned function, if any, when it is answered (null: no response, as
+ * acks=0) or failed. Metrics use the richer RequestObserver of src/ops.
  */
-export type RequestObserver = (
+export type RequestTap = (
   context: RequestContext,
   request: unknown,
 ) => ((outcome: { response: unknown } | { error: unknown }) => void) | undefined
@@ -51,13 +52,16 @@ export interface ConnectionOptions {
   onFatal(error: Error): void
   onClose(connection: Connection): void
   /** Builds the per-request context the handlers receive. */
-  makeContext(connection: Connection, header: RequestHeader): RequestContext
-  readonly observer?: RequestObserver
+  makeContext(connection: Connection, header: RequestHeader, observation?: RequestObservation): RequestContext
+  readonly tap?: RequestTap
+  /** Request metrics (src/ops), when the broker's HTTP listener is on. */
+  requestObserver?: RequestObserver
 }
 
 interface ResponseSlot {
   done: boolean
   chunks: Buffer[] | null
+  observation?: RequestObservation
 }
 
 export class Connection implements ClientConnection {
@@ -155,19 +159,21 @@ export class Connection implements ClientConnection {
   }
 
   private dispatch(frame: Buffer, apiKey: number, apiVersion: number): void {
+    const observation = this.options.requestObserver?.onRequest(apiKey, apiVersion, this.remoteAddress)
     const descriptor = apis.get(apiKey)
     assert(descriptor, `handler registered for api key ${apiKey} without a codec`)
     const reader = new Reader(frame)
     const header = decodeRequestHeader(reader, descriptor.requestHeaderVersion(apiVersion))
     const request = descriptor.decodeRequest(reader, apiVersion)
     const handler = this.options.handlers.get(apiKey)!
-    const context = this.options.makeContext(this, header)
-    const slot: ResponseSlot = { done: false, chunks: null }
+    const context = this.options.makeContext(this, header, observation)
+    const slot: ResponseSlot = { done: false, chunks: null, observation }
     this.queue.push(slot)
     this.maybePauseReading()
-    const observed = this.options.observer?.(context, request)
+    const observed = this.options.tap?.(context, request)
     const respond = (response: unknown): void => {
       observed?.({ response })
+      observation?.onResponse(response)
       try {
         slot.chunks =
           response === null ? null : this.encodeResponse(apiKey, apiVersion, header.correlationId, response)
@@ -179,11 +185,13 @@ export class Connection implements ClientConnection {
       slot.done = true
       this.flushResponses()
     }
+    observation?.onHandlerStart(request, header.clientId)
     const result = handler.handle(context, request)
     if (result instanceof Promise) {
       if (handler.holdsConnection?.(request)) this.holdUntilSettled(result)
       result.then(respond, (error: unknown) => {
         observed?.({ error })
+        observation?.onFailed()
         slot.done = true
         this.onDispatchError(error)
       })
@@ -256,9 +264,13 @@ export class Connection implements ClientConnection {
     let ready: Buffer[] | null = null
     while (this.queue.length > 0 && this.queue[0].done) {
       const slot = this.queue.shift()!
-      if (slot.chunks === null) continue
+      if (slot.chunks === null) {
+        slot.observation?.onSent()
+        continue
+      }
       if (ready === null) ready = slot.chunks
       else for (const chunk of slot.chunks) ready.push(chunk)
+      slot.observation?.onSent()
     }
     if (ready !== null) this.options.stream.write(ready)
     this.maybePauseReading()

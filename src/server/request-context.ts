@@ -1,4 +1,5 @@
 import type { RequestHeader } from '../protocol/generated/index.js'
+import type { PurgatoryTimer } from '../replication/delayed-operations.js'
 import type { BrokerServices } from './broker-services.js'
 
 /** What a handler may know and do of the connection a request came on. */
@@ -16,4 +17,6 @@ export interface RequestContext {
   readonly apiVersion: number
   readonly connection: ClientConnection
   readonly broker: BrokerServices
+  /** Request metrics' purgatory timing, when the broker's metrics are on. */
+  readonly purgatoryTimer?: PurgatoryTimer
 }

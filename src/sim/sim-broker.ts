@@ -26,7 +26,7 @@ import type { ReplicaManager } from '../replication/replica-manager.js'
 import { Broker } from '../server/broker.js'
 import type { BrokerConfig } from '../server/broker-config.js'
 import { brokerConfigFromProperties } from '../server/broker-config.js'
-import type { RequestObserver } from '../server/connection.js'
+import type { RequestTap } from '../server/connection.js'
 import type { LogManager } from '../storage/log-manager.js'
 import { ProcessDisk, type SimDisk } from './disk.js'
 import { SimNetwork } from './network.js'
@@ -43,7 +43,7 @@ export interface SimBrokerSettings {
   /** Store calls not answered within this many ms fail, as the etcd store's deadline (0: none). */
   readonly storeCallTimeoutMs?: number
   /** The world's tap on this process's requests (its invariants on answers). */
-  readonly onRequest?: (broker: SimBroker) => RequestObserver
+  readonly onRequest?: (broker: SimBroker) => RequestTap
   /** Called when the process exits after its broker stopped itself (every log dir offline). */
   readonly onStoppedItself?: (broker: SimBroker) => void
 }

@@ -22,7 +22,7 @@ import {
 import { encodeRecordBatchSync } from '../protocol/record-batch.js'
 import { BrokerClient } from '../replication/broker-client.js'
 import { toErrorCode } from '../replication/kafka-error.js'
-import type { RequestObserver } from '../server/connection.js'
+import type { RequestTap } from '../server/connection.js'
 import { recordsBytes, SimConsumer } from './consumer.js'
 import { SimDisk } from './disk.js'
 import { GROUP_ID, GroupWorkload, OffsetVerifier, SimGroupMember } from './group-member.js'
@@ -507,7 +507,7 @@ export class World implements WorldView {
    * the answering broker's high watermark) and group answers (one coordinator per leader
    * epoch), both checked as the answer leaves the real handler.
    */
-  private requestObserver(broker: SimBroker): RequestObserver {
+  private requestObserver(broker: SimBroker): RequestTap {
     return (context, request) => {
       const apiKey = context.header.requestApiKey
       if (apiKey === ApiKey.Fetch && this.options.consumers === true) {

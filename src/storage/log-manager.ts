@@ -97,6 +97,8 @@ export class LogManager {
   private started = false
   private shutDown = false
   private readonly cleaner: LogCleaner
+  /** Set by the metrics layer: told the duration of every log flush (fsync). */
+  onLogFlushed: ((durationMs: number) => void) | null = null
 
   private constructor(
     private readonly options: LogManagerOptions,
@@ -356,6 +358,7 @@ export class LogManager {
       logger: this.logger,
       ...start,
       onStorageError: (err) => this.onLogDirFailure(logDir, err),
+      onFlushed: (durationMs) => this.onLogFlushed?.(durationMs),
     })
   }
 

@@ -72,6 +72,8 @@ export interface UnifiedLogOptions {
   readonly wasCompacted?: boolean
   /** Called once when a disk operation fails and the log goes offline (KAFKA_STORAGE_ERROR). */
   readonly onStorageError?: (err: StorageError) => void
+  /** Called after each fsync of appended data with its duration (the log flush metric). */
+  readonly onFlushed?: (durationMs: number) => void
 }
 
 export interface AppendOptions {
@@ -193,6 +195,7 @@ export class UnifiedLog {
   private readonly local: LocalLog
   private logStartOffsetValue: Offset
   private highWatermarkValue: Offset
+  private onFlushed: ((durationMs: number) => void) | undefined
   private readonly queue: Task[] = []
   private draining = false
   private flushTimer: TimerHandle | undefined
@@ -244,7 +247,7 @@ export class UnifiedLog {
       leaderEpochCache,
       allowOffsetGaps: hasCompactPolicy(config) || options.wasCompacted === true,
     })
-    return new UnifiedLog(
+    const log = new UnifiedLog(
       options.dir,
       config,
       fs,
@@ -256,6 +259,8 @@ export class UnifiedLog {
       options.onStorageError,
       options.wasCompacted === true,
     )
+    log.onFlushed = options.onFlushed
+    return log
   }
 
   // ---- state ----
@@ -477,8 +482,11 @@ export class UnifiedLog {
 
   private async flushUpTo(offset: Offset): Promise<void> {
     this.cancelFlushTimer()
+    if (offset <= this.local.recoveryPoint) return
+    const startedMs = this.clock.monotonicMs()
     await this.local.flush(offset)
     this.checkInvariants()
+    this.onFlushed?.(this.clock.monotonicMs() - startedMs)
   }
 
   /** flush.ms: one timer per log, armed while there is unflushed data. */

@@ -102,6 +102,7 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
         request.minBytes - gotBytes,
         request.maxWaitMs,
         wakeOn,
+        context.purgatoryTimer,
       )
       results = await readAll(context, targets, reader, maxBytes, version >= 3, true)
     }

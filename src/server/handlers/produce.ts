@@ -59,7 +59,7 @@ function produceTopic(
       return Promise.resolve(failure(data.index, ErrorCode.INVALID_RECORD, 'no records'))
     // Called synchronously so appends keep the order requests arrived in.
     return context.broker.replicaManager
-      .appendToLeader(topic.name, data.index, data.records as Buffer, acks, timeoutMs)
+      .appendToLeader(topic.name, data.index, data.records as Buffer, acks, timeoutMs, context.purgatoryTimer)
       .then(
         (result): ProduceResponsePartitionProduceResponse => ({
           index: data.index,

@@ -1,0 +1,40 @@
+/**
+ * The read-only view of a broker that the metrics, health checks and console use. The
+ * broker builds one object of this shape (a few lines in server/broker.ts), so the ops
+ * layer depends on the parts it reads and never on the broker class.
+ */
+import type { ConfigValue } from '../common/config-def.js'
+import type { GroupCoordinator } from '../coordinator/group-coordinator.js'
+import type { ClusterImage } from '../metadata/cluster-image.js'
+import type { ReplicaManager } from '../replication/replica-manager.js'
+import type { LogManager } from '../storage/log-manager.js'
+
+export interface ControllerCounters {
+  /** Leader changes this broker made while controller (clean and unclean). */
+  readonly leaderElections: number
+  readonly uncleanLeaderElections: number
+}
+
+export interface BrokerMetricsSource {
+  readonly nodeId: number
+  readonly replicaManager: Pick<
+    ReplicaManager,
+    'hostedPartitions' | 'fetcherStats' | 'topicSettings' | 'getPartition'
+  >
+  readonly logManager: Pick<LogManager, 'offlineLogDirs' | 'onLogFlushed'>
+  readonly groupCoordinator: Pick<GroupCoordinator, 'committedOffsets' | 'listGroups'>
+  /** host:port of this broker's Kafka listener (the console's own admin client connects there). */
+  bootstrapServers(): string
+  metadataImage(): ClusterImage
+  /** Is this broker the active controller? */
+  isActiveController(): boolean
+  controllerCounters(): ControllerCounters
+  /** ISR changes this broker made as leader (Kafka's IsrShrinksPerSec / IsrExpandsPerSec). */
+  isrCounters(): { readonly shrinks: number; readonly expands: number }
+  /** Open connections of the Kafka listener. */
+  connectionCount(): number
+  /** Registered in the metadata store with a live session (not fenced). */
+  isRegistered(): boolean
+  /** A broker property by its Kafka name. */
+  configValue(name: string): ConfigValue | undefined
+}

@@ -1,0 +1,301 @@
+/**
+ * One broker's metrics registry (prom-client), named after Kafka's JMX metrics the way the
+ * Prometheus JMX exporter spells them (`kafka_<domain>_<type>_<name>`, lower case, with
+ * Prometheus units: `_total` for counters, `_seconds` for times). docs/operations.md maps
+ * each one to Kafka's MBean and says where tidelog's meaning differs.
+ *
+ * Event-loop lag comes with prom-client's default Node metrics (nodejs_eventloop_lag_*).
+ * Gauges read the broker's state at scrape time; counters on the request path are plain
+ * numbers bumped by the request observer (request-observer.ts).
+ */
+import { performance } from 'node:perf_hooks'
+import { collectDefaultMetrics, Histogram, Registry } from 'prom-client'
+import type { Logger } from '../common/logger.js'
+import type { BrokerMetricsSource } from './broker-metrics-source.js'
+import { CollectedMetric, LATENCY_BUCKETS_SECONDS, type Samples } from './fast-metrics.js'
+import { RequestMetrics } from './request-observer.js'
+
+export interface BrokerMetricsOptions {
+  readonly logger: Logger
+  readonly slowRequestMs: number
+  /**
+   * High watermarks of partitions this broker does not lead, for the consumer lag (the
+   * console's admin client asks their leaders with ListOffsets).
+   */
+  readonly highWatermarks: (
+    partitions: readonly { topic: string; partition: number }[],
+  ) => Promise<Map<string, number>>
+}
+
+export class BrokerMetrics {
+  readonly registry = new Registry()
+  readonly requests: RequestMetrics
+  private source: BrokerMetricsSource | null = null
+  private lastEventLoopUtilization = performance.eventLoopUtilization()
+  private eventLoopUtilization = 0
+
+  constructor(private readonly options: BrokerMetricsOptions) {
+    collectDefaultMetrics({ register: this.registry })
+    this.requests = new RequestMetrics({
+      registry: this.registry,
+      logger: options.logger,
+      slowRequestMs: options.slowRequestMs,
+      topicName: (topicId) => this.topicName(topicId),
+    })
+    this.defineBrokerGauges()
+  }
+
+  /** The broker's state becomes readable (before that, the gauges report nothing). */
+  attach(source: BrokerMetricsSource): void {
+    this.source = source
+    const flush = new Histogram({
+      name: 'kafka_log_logflushstats_logflush_seconds',
+      help: 'Log flush (fsync) latency (LogFlushRateAndTimeMs)',
+      buckets: [...LATENCY_BUCKETS_SECONDS],
+      registers: [this.registry],
+    })
+    source.logManager.onLogFlushed = (durationMs) => flush.observe(durationMs / 1000)
+  }
+
+  close(): void {
+    if (this.source) this.source.logManager.onLogFlushed = null
+    this.registry.clear()
+  }
+
+  metrics(): Promise<string> {
+    return this.registry.metrics()
+  }
+
+  private topicName(topicId: string): string | undefined {
+    if (!this.source) return undefined
+    for (const topic of this.source.metadataImage().topics.values())
+      if (topic.topicId === topicId) return topic.name
+    return undefined
+  }
+
+  private gauge(
+    name: string,
+    help: string,
+    read: (source: BrokerMetricsSource) => Samples | Promise<Samples>,
+  ): void {
+    new CollectedMetric(name, help, 'gauge', this.registry, () => (this.source ? read(this.source) : []))
+  }
+
+  private counter(name: string, help: string, read: (source: BrokerMetricsSource) => Samples): void {
+    new CollectedMetric(name, help, 'counter', this.registry, () => (this.source ? read(this.source) : []))
+  }
+
+  private defineBrokerGauges(): void {
+    const rm = 'kafka_server_replicamanager'
+    this.gauge(
+      `${rm}_underreplicatedpartitions`,
+      'Partitions led here whose ISR is smaller than their replicas',
+      (s) => one(this.ledPartitions(s).filter((p) => p.isr.length < p.replicas.length).length),
+    )
+    this.gauge(
+      `${rm}_underminisrpartitioncount`,
+      'Partitions led here whose ISR is below min.insync.replicas',
+      (s) =>
+        one(
+          this.ledPartitions(s).filter(
+            (p) => p.isr.length < (s.replicaManager.topicSettings(p.topic)?.minInsyncReplicas ?? 1),
+          ).length,
+        ),
+    )
+    this.gauge(
+      `${rm}_atminisrpartitioncount`,
+      'Partitions led here whose ISR is exactly min.insync.replicas',
+      (s) =>
+        one(
+          this.ledPartitions(s).filter(
+            (p) => p.isr.length === (s.replicaManager.topicSettings(p.topic)?.minInsyncReplicas ?? 1),
+          ).length,
+        ),
+    )
+    this.gauge(`${rm}_leadercount`, 'Partitions this broker leads', (s) => one(this.ledPartitions(s).length))
+    this.gauge(`${rm}_partitioncount`, 'Partitions with a replica on this broker', (s) =>
+      one([...s.replicaManager.hostedPartitions].length),
+    )
+    this.counter(
+      `${rm}_isrshrinks_total`,
+      'ISR shrinks made by this broker as leader (IsrShrinksPerSec)',
+      (s) => one(s.isrCounters().shrinks),
+    )
+    this.counter(
+      `${rm}_isrexpands_total`,
+      'ISR expansions made by this broker as leader (IsrExpandsPerSec)',
+      (s) => one(s.isrCounters().expands),
+    )
+    this.gauge(
+      'kafka_server_replicafetchermanager_maxlag',
+      'Largest lag in records of a follower behind a partition led here (the leader-side MaxLag)',
+      (s) =>
+        one(Math.max(0, ...this.ledPartitions(s).flatMap((p) => p.followerLag().map((f) => f.lagMessages)))),
+    )
+    this.gauge(
+      'kafka_server_delayedoperationpurgatory_purgatorysize',
+      'Requests waiting in a purgatory (acks=all produce, long-poll fetch)',
+      () => [
+        { labels: { delayedOperation: 'Produce' }, value: this.requests.purgatorySize.Produce },
+        { labels: { delayedOperation: 'Fetch' }, value: this.requests.purgatorySize.Fetch },
+      ],
+    )
+    const kc = 'kafka_controller_kafkacontroller'
+    this.gauge(`${kc}_activecontrollercount`, '1 on the active controller, 0 elsewhere', (s) =>
+      one(s.isActiveController() ? 1 : 0),
+    )
+    this.gauge(
+      `${kc}_offlinepartitionscount`,
+      'Partitions without a leader (reported by the active controller)',
+      (s) => {
+        if (!s.isActiveController()) return one(0)
+        let offline = 0
+        for (const topic of s.metadataImage().topics.values())
+          for (const p of topic.partitions) if (p.leader < 0) offline++
+        return one(offline)
+      },
+    )
+    this.gauge(
+      `${kc}_globalpartitioncount`,
+      'Partitions in the cluster (reported by the active controller)',
+      (s) => {
+        if (!s.isActiveController()) return one(0)
+        let count = 0
+        for (const topic of s.metadataImage().topics.values()) count += topic.partitions.length
+        return one(count)
+      },
+    )
+    const cs = 'kafka_controller_controllerstats'
+    this.counter(`${cs}_leaderelections_total`, 'Leader elections made by this broker as controller', (s) =>
+      one(s.controllerCounters().leaderElections),
+    )
+    this.counter(
+      `${cs}_uncleanleaderelections_total`,
+      'Unclean leader elections made by this broker as controller',
+      (s) => one(s.controllerCounters().uncleanLeaderElections),
+    )
+    this.counter(
+      `${cs}_uncleanleaderelection_lostoffsets_total`,
+      'Committed offsets removed from this broker’s replicas by truncation after an unclean election',
+      (s) => one(s.replicaManager.fetcherStats.committedOffsetsTruncated),
+    )
+    const log = (name: string, help: string, value: (p: PartitionView) => number) =>
+      this.gauge(`kafka_log_log_${name}`, help, (s) =>
+        [...s.replicaManager.hostedPartitions].map((p) => ({
+          labels: { topic: p.topic, partition: p.partition },
+          value: value(p as PartitionView),
+        })),
+      )
+    log('size', 'Bytes of the partition log on this broker (Size)', (p) => p.log.size)
+    log('logstartoffset', 'First offset of the partition log (LogStartOffset)', (p) => p.log.logStartOffset)
+    log(
+      'logendoffset',
+      'Offset after the last record of the partition log (LogEndOffset)',
+      (p) => p.log.logEndOffset,
+    )
+    this.gauge(
+      'kafka_log_logmanager_offlinelogdirectorycount',
+      'Log directories offline after a disk error',
+      (s) => one(s.logManager.offlineLogDirs.length),
+    )
+    this.gauge(
+      'kafka_server_socketservermetrics_connection_count',
+      'Open client connections per listener (connection-count)',
+      (s) => [{ labels: { listener: 'PLAINTEXT' }, value: s.connectionCount() }],
+    )
+    this.gauge(
+      'kafka_consumergroup_lag',
+      'Consumer group lag in records: high watermark minus committed offset, for the groups this broker coordinates',
+      (s) => this.consumerLag(s),
+    )
+    this.gauge(
+      'nodejs_eventloop_utilization_ratio',
+      'Event loop utilisation since the previous scrape (0..1)',
+      () => {
+        this.sampleEventLoop()
+        return one(this.eventLoopUtilization)
+      },
+    )
+    // One Node thread reads sockets and runs handlers: Kafka's two idle ratios are one here.
+    this.gauge(
+      'kafka_network_socketserver_networkprocessoravgidlepercent',
+      'Idle share of the event loop since the previous scrape (1 - utilisation)',
+      () => one(1 - this.eventLoopUtilization),
+    )
+    this.gauge(
+      'kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent',
+      'Idle share of the event loop since the previous scrape (1 - utilisation)',
+      () => one(1 - this.eventLoopUtilization),
+    )
+  }
+
+  private sampleEventLoop(): void {
+    const now = performance.eventLoopUtilization()
+    this.eventLoopUtilization = performance.eventLoopUtilization(
+      now,
+      this.lastEventLoopUtilization,
+    ).utilization
+    this.lastEventLoopUtilization = now
+  }
+
+  private ledPartitions(source: BrokerMetricsSource): PartitionView[] {
+    const led: PartitionView[] = []
+    for (const p of source.replicaManager.hostedPartitions) if (p.isLeader) led.push(p as PartitionView)
+    return led
+  }
+
+  /**
+   * Lag of each committed offset of the groups coordinated here: the partition's high
+   * watermark (its own when this broker leads it, else ListOffsets to its leader) minus the
+   * committed offset, never below 0 — kafkajs's admin and `tidelog groups describe` compute
+   * it the same way.
+   */
+  private async consumerLag(source: BrokerMetricsSource): Promise<Samples> {
+    const committed = source.groupCoordinator.committedOffsets()
+    if (committed.length === 0) return []
+    const highWatermarks = new Map<string, number>()
+    const remote: { topic: string; partition: number }[] = []
+    for (const c of committed) {
+      const key = `${c.topic}\0${c.partition}`
+      if (highWatermarks.has(key)) continue
+      const local = source.replicaManager.getPartition(c.topic, c.partition)
+      if (local?.isLeader) highWatermarks.set(key, local.highWatermark)
+      else if (!remote.some((r) => r.topic === c.topic && r.partition === c.partition)) remote.push(c)
+    }
+    if (remote.length > 0) {
+      try {
+        for (const [key, hw] of await this.options.highWatermarks(remote)) highWatermarks.set(key, hw)
+      } catch (error) {
+        this.options.logger.debug(
+          { err: error },
+          'consumer lag: ListOffsets failed; those partitions are left out',
+        )
+      }
+    }
+    const samples: { labels: Record<string, string | number>; value: number }[] = []
+    for (const c of committed) {
+      const hw = highWatermarks.get(`${c.topic}\0${c.partition}`)
+      if (hw === undefined || c.offset < 0) continue
+      samples.push({
+        labels: { group: c.groupId, topic: c.topic, partition: c.partition },
+        value: Math.max(0, hw - c.offset),
+      })
+    }
+    return samples
+  }
+}
+
+interface PartitionView {
+  readonly topic: string
+  readonly partition: number
+  readonly isLeader: boolean
+  readonly isr: readonly number[]
+  readonly replicas: readonly number[]
+  readonly highWatermark: number
+  readonly log: { readonly size: number; readonly logStartOffset: number; readonly logEndOffset: number }
+  followerLag(): { lagMessages: number }[]
+}
+
+function one(value: number): Samples {
+  return [{ value }]
+}
