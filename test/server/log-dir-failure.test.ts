@@ -13,13 +13,13 @@ import { Admin } from '../../src/client/admin.js'
 import { Producer, type RecordMetadata } from '../../src/client/producer.js'
 import { systemClock } from '../../src/common/clock.js'
 import type { FileHandle, FileSystem } from '../../src/common/file-system.js'
-import { silentLogger } from '../../src/common/logger.js'
 import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { Broker } from '../../src/server/broker.js'
 import { brokerConfigFromProperties } from '../../src/server/broker-config.js'
 import { readAll } from '../client/helpers.js'
 import { freePort } from '../helpers/broker-process.js'
+import { guardedLogger } from '../helpers/log-guard.js'
 import { waitUntil } from '../replication/in-process-cluster.js'
 
 /** node:fs, until `failing` is set: then every write and fsync fails with EIO. */
@@ -78,7 +78,7 @@ test('a broker whose only log dir fails stops, its leaderships move at once, and
       brokers.push(
         await Broker.start(brokerConfigFromProperties(props), {
           store,
-          logger: silentLogger,
+          logger: guardedLogger(`broker-${i}`),
           fileSystem: fileSystems[i],
         }),
       )
