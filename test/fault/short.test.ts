@@ -12,7 +12,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { allowErrorLogs } from '../helpers/log-guard.js'
-import { formatReport, runFaultSuite } from './suite.js'
+import { type Fault, formatReport, runFaultSuite } from './suite.js'
 
 function seed(): number {
   const pinned = process.env['TIDELOG_SEEDS']
@@ -23,8 +23,10 @@ function seed(): number {
   return value
 }
 
+/** The scenario the test's name promises, injected first; random faults fill the rest of the 25 s. */
+const FIRST_FAULTS: readonly Fault[] = ['kill-leader', 'strand-leader']
 const SEED = seed()
-const REPLAY = `replay: TIDELOG_SEEDS=${SEED} node --test dist/test/fault/short.test.js (or npm run test:fault -- --seconds 25 --seed ${SEED})`
+const REPLAY = `replay: TIDELOG_SEEDS=${SEED} node --test dist/test/fault/short.test.js (or npm run test:fault -- --seconds 25 --seed ${SEED} --faults ${FIRST_FAULTS.join(',')})`
 console.log(`fault suite: seed ${SEED}; ${REPLAY}`)
 
 test(`fault injection, 25 s, acks=all, seed ${SEED}: a leader killed -9 and a leader stranded, no acknowledged record lost`, {
@@ -38,8 +40,7 @@ test(`fault injection, 25 s, acks=all, seed ${SEED}: a leader killed -9 and a le
     acks: 'all',
     unclean: false,
     seed: SEED,
-    // The scenario the name promises, first; then random faults for the rest of the 25 s.
-    faults: ['kill-leader', 'strand-leader'],
+    faults: FIRST_FAULTS,
     log: () => undefined,
   })
   console.log(formatReport(report))

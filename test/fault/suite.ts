@@ -344,7 +344,7 @@ export interface FaultEvent {
   readonly leadershipsMoved: number
 }
 
-const FAULTS: Fault[] = [
+export const FAULTS: readonly Fault[] = [
   'kill-leader',
   'kill-follower',
   'restart',
