@@ -98,8 +98,8 @@ function failOn(lines: readonly ErrorLine[], when: string): void {
   )
 }
 
-// Only inside the test runner: the fault suite's CLI (test/fault/run.ts) imports the helpers too.
-if (process.env['NODE_TEST_CONTEXT'] !== undefined || /\.test\.[jt]s$/.test(process.argv[1] ?? '')) {
+// Not in the fault suite's CLI (test/fault/run.ts), which imports the helpers outside any test.
+if (!/[\\/]fault[\\/]run\.[jt]s$/.test(process.argv[1] ?? '')) {
   afterEach(() => failOn(takeUnexpected(), 'during this test'))
   after(() => failOn(takeUnexpected(), 'after the last test of this file'))
 }
