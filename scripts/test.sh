@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Real Kafka clients from Debian for the compatibility tests (librdkafka via kcat and
-# confluent-kafka, kafka-python), etcd for multi-process clusters, chromium for the console.
+# confluent-kafka, kafka-python), etcd for multi-process clusters, chromium for the console,
+# and the reference lz4 and zstd tools whose frames the compression tests decode. A test
+# never skips for a missing tool: it fails, so the tools are installed here.
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 /usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1 || missing+=(python3-confluent-kafka)
@@ -13,6 +15,8 @@ command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 # Headless Chromium for the web console test (test/ops/console.test.ts, via playwright-core).
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+[ -x /usr/bin/lz4 ] || missing+=(lz4)
+[ -x /usr/bin/zstd ] || missing+=(zstd)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"
   apt-get update -qq

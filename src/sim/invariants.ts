@@ -180,13 +180,17 @@ export class Invariants {
 
   async check(): Promise<void> {
     this.checkStoreState()
+    const storeChanged = this.traceStoreChanges()
     this.checkFailedLogDirLeadership()
     const brokers = this.live()
     for (const broker of brokers) {
       for (const partition of broker.replicaManager.hostedPartitions) {
         if (partition.topic !== TOPIC) continue
         this.checkEpochs(broker, partition)
-        if (partition.isLeader) this.checkLeader(broker, partition, brokers)
+        if (partition.isLeader) {
+          if (storeChanged) this.traceIsrChangeInFlight(broker, partition)
+          this.checkLeader(broker, partition, brokers)
+        }
       }
     }
     for (const broker of brokers) {
@@ -215,6 +219,51 @@ export class Invariants {
         )
       }
     }
+  }
+
+  /** `${topic}-${partition}` → its leader and ISR as last seen in the store. */
+  private readonly storeStates = new Map<string, string>()
+  private lastTruthImage: unknown = null
+  /** ISR changes in flight already reported (one trace line each). */
+  private readonly reportedInFlight = new WeakSet<object>()
+
+  /**
+   * Trace markers (tests assert that a seed's scenario happened): every leader or ISR change
+   * in the store, as `STORE topic-partition: leader L epoch E ISR a,b -> ...`. Returns whether
+   * the store's image changed since the last check.
+   */
+  private traceStoreChanges(): boolean {
+    const truth = this.world.truth?.image()
+    if (!truth || truth === this.lastTruthImage) return false
+    this.lastTruthImage = truth
+    for (const topic of truth.topics.values()) {
+      for (const state of topic.partitions) {
+        const key = `${topic.name}-${state.partition}`
+        const now = `leader ${state.leader} epoch ${state.leaderEpoch} ISR ${state.isr.join(',')}`
+        const before = this.storeStates.get(key)
+        if (before !== undefined && before !== now) this.world.log(`STORE ${key}: ${before} -> ${now}`)
+        this.storeStates.set(key, now)
+      }
+    }
+    return true
+  }
+
+  /**
+   * Trace marker: the store changed, not this partition's state, while its leader had an ISR
+   * expansion in flight (seed 33 with store latency: Partition.updateState once dropped it).
+   * `pendingIsr` is Partition's private in-flight change, read here only to say it existed.
+   */
+  private traceIsrChangeInFlight(broker: SimBroker, partition: Partition): void {
+    const pending = (partition as unknown as { pendingIsr: { maximal: readonly number[] } | null }).pendingIsr
+    const state = this.world.truth?.image().topics.get(TOPIC)?.partitions[partition.partition]
+    if (!pending || this.reportedInFlight.has(pending) || pending.maximal.length <= partition.isr.length)
+      return
+    if (state?.partitionEpoch !== partition.partitionEpoch || state.leaderEpoch !== partition.leaderEpoch)
+      return
+    this.reportedInFlight.add(pending)
+    this.world.log(
+      `  (leader ${broker.nodeId} of p${partition.partition}: ISR expansion to ${pending.maximal.join(',')} in flight across an unrelated store change)`,
+    )
   }
 
   /**

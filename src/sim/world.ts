@@ -499,6 +499,13 @@ export class World implements WorldView {
     )
     this.brokers.set(id, broker)
     this.log(`start broker ${id} (incarnation ${incarnation})`)
+    const ledInStore = (this.truth?.image().topics.get(TOPIC)?.partitions ?? []).filter(
+      (s) => s.leader === id,
+    )
+    if (incarnation > 1 && this.truth?.image().brokers.has(id) === true)
+      this.log(
+        `  broker ${id} restarts still registered in the store, leader there of ${ledInStore.map((s) => `p${s.partition}`).join(',') || 'nothing'}`,
+      )
     return broker.start()
   }
 
@@ -613,7 +620,10 @@ export class World implements WorldView {
     disk.armedError = kind
     disk.onErrorFired = (what) => {
       this.stats.diskErrors++
-      this.log(`DISK ERROR on broker ${id}: EIO on ${what}`)
+      const led = (this.truth?.image().topics.get(TOPIC)?.partitions ?? []).filter((s) => s.leader === id)
+      this.log(
+        `DISK ERROR on broker ${id}: EIO on ${what}; leader in the store of ${led.map((s) => `p${s.partition}`).join(',') || 'nothing'}`,
+      )
     }
     this.impaired.add(id)
     this.diskFailed.add(id)

@@ -5,11 +5,10 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { startCluster } from '../../src/server/cluster.js'
 import { startFakeBroker } from '../client/fake-broker.js'
 import { withBroker } from '../client/helpers.js'
 import { SESSION_TIMEOUT_MS, tidelogBin } from '../helpers/broker-process.js'
-import { type RunResult, run } from '../helpers/cluster.js'
+import { type RunResult, run, startCluster } from '../helpers/cluster.js'
 
 function tidelog(args: readonly string[], input?: string, timeoutMs = 30000): Promise<RunResult> {
   return run(process.execPath, [tidelogBin(), ...args], {

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { Admin } from '../../src/client/admin.js'
 import { Producer } from '../../src/client/producer.js'
-import { startCluster } from '../../src/server/cluster.js'
+import { startCluster } from '../helpers/cluster.js'
 import { startFakeBroker } from './fake-broker.js'
 import { createTopics, withBroker } from './helpers.js'
 

@@ -4,8 +4,8 @@
  */
 import { Admin } from '../../src/client/admin.js'
 import { Consumer, type ConsumerRecord } from '../../src/client/consumer.js'
-import { startBroker } from '../../src/index.js'
 import type { Cluster, StartClusterOptions } from '../../src/server/cluster.js'
+import { startBroker } from '../helpers/cluster.js'
 
 export async function withBroker<T>(
   fn: (cluster: Cluster) => Promise<T>,

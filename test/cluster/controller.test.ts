@@ -17,8 +17,9 @@ import type { ProduceResponse } from '../../src/protocol/generated/produce-respo
 import { ZERO_UUID } from '../../src/protocol/primitives.js'
 import { encodeRecordBatchSync } from '../../src/protocol/record-batch.js'
 import type { Broker } from '../../src/server/broker.js'
-import { type Cluster, startCluster } from '../../src/server/cluster.js'
+import type { Cluster } from '../../src/server/cluster.js'
 import { SESSION_TIMEOUT_MS, waitFor } from '../helpers/broker-process.js'
+import { startCluster } from '../helpers/cluster.js'
 import {
   countPerBroker,
   kafkajsMetadata,

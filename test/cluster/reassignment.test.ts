@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { Kafka, logLevel } from 'kafkajs'
-import { startCluster } from '../../src/server/cluster.js'
 import { waitFor } from '../helpers/broker-process.js'
+import { startCluster } from '../helpers/cluster.js'
 import { kcatConsume, normalize } from '../helpers/compat-clients.js'
 
 test('AlterPartitionReassignments moves a partition to new replicas without losing records', {

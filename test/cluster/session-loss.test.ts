@@ -18,6 +18,7 @@ import { encodeRecordBatchSync } from '../../src/protocol/record-batch.js'
 import { type EtcdCluster, SESSION_TIMEOUT_MS, waitFor, withEtcdCluster } from '../helpers/broker-process.js'
 import { assertReadBack, kafka, kcatProduceOnePerPartition } from '../helpers/cluster-clients.js'
 import { kcatConsume } from '../helpers/compat-clients.js'
+import { allowErrorLogs } from '../helpers/log-guard.js'
 import { kcatMetadata, type MetadataView } from '../helpers/metadata-view.js'
 import { RawClient } from '../helpers/raw-client.js'
 
@@ -86,6 +87,8 @@ async function collect(client: RawClient, sent: ReadonlyMap<number, string>, tim
 test('a broker frozen past its session stops leading: new leaders and controller meanwhile, NOT_LEADER_OR_FOLLOWER after it resumes, then it registers again', {
   timeout: 90000,
 }, async () => {
+  // Losing the store session is what this test does to the brokers.
+  allowErrorLogs(/"msg":"metadata store session lost/)
   await withEtcdCluster({ brokers: 3 }, async (cluster: EtcdCluster) => {
     const admin = kafka(cluster.liveBootstrap).admin()
     await admin.connect()
@@ -195,6 +198,8 @@ test('a broker frozen past its session stops leading: new leaders and controller
 test('etcd frozen past every session: all brokers are deposed, register again when it returns, elect one controller and leaders, and fail over again afterwards', {
   timeout: 90000,
 }, async () => {
+  // Losing the store session is what this test does to the brokers.
+  allowErrorLogs(/"msg":"metadata store session lost/)
   await withEtcdCluster({ brokers: 3 }, async (cluster: EtcdCluster) => {
     const admin = kafka(cluster.liveBootstrap).admin()
     await admin.connect()

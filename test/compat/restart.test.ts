@@ -9,9 +9,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { Kafka, logLevel } from 'kafkajs'
-import { startBroker } from '../../src/index.js'
 import type { Cluster } from '../../src/server/cluster.js'
-import { run } from '../helpers/cluster.js'
+import { run, startBroker } from '../helpers/cluster.js'
 import {
   confluent,
   confluentConsume,

@@ -1,14 +1,14 @@
 /**
  * `npm run test:fault -- --seconds 60 --acks all [--unclean] [--seed N] [--partitions 3]
- * [--history FILE]`: the multi-process fault-injection suite (see suite.ts). Exits 1 when
- * acks=all with clean elections loses an acknowledged record, misplaces or reorders one, the
- * replicas differ, an idempotent producer's record is there twice, or the history checker
- * (`tidelog verify`) finds any anomaly in the run's history or cannot judge every ack;
- * acks=1 and unclean runs only report what they lose. The history is kept in FILE (default:
- * a temporary file, kept only when the checker finds something).
+ * [--history FILE] [--faults kill-leader,...]`: the multi-process fault-injection suite (see
+ * suite.ts). Exits 1 when acks=all with clean elections loses an acknowledged record,
+ * misplaces or reorders one, the replicas differ, an idempotent producer's record is there
+ * twice, or the history checker (`tidelog verify`) finds any anomaly in the run's history or
+ * cannot judge every ack; acks=1 and unclean runs only report what they lose. The history is
+ * kept in FILE (default: a temporary file, kept only when the checker finds something).
  */
 import { parseArgs } from 'node:util'
-import { formatReport, runFaultSuite } from './suite.js'
+import { FAULTS, type Fault, formatReport, runFaultSuite } from './suite.js'
 
 const { values } = parseArgs({
   options: {
@@ -19,17 +19,24 @@ const { values } = parseArgs({
     partitions: { type: 'string', default: '3' },
     rate: { type: 'string', default: '150' },
     history: { type: 'string' },
+    /** Faults injected first, in this order, before the seeded random ones. */
+    faults: { type: 'string', default: '' },
   },
   strict: true,
 })
 const acks = values.acks === '1' ? '1' : values.acks === 'all' || values.acks === '-1' ? 'all' : null
 if (acks === null) throw new Error('--acks must be all or 1')
+const faults = values.faults === '' ? [] : values.faults.split(',')
+for (const fault of faults)
+  if (!FAULTS.includes(fault as Fault))
+    throw new Error(`--faults: '${fault}' is not one of ${FAULTS.join(', ')}`)
 const report = await runFaultSuite({
   seconds: Number(values.seconds),
   acks,
   unclean: values.unclean === true,
   partitions: Number(values.partitions),
   rate: Number(values.rate),
+  faults: faults as Fault[],
   ...(values.seed !== undefined ? { seed: Number(values.seed) } : {}),
   ...(values.history !== undefined ? { historyFile: values.history } : {}),
 })

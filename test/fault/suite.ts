@@ -39,6 +39,8 @@ export interface FaultOptions {
   readonly unclean: boolean
   readonly partitions?: number
   readonly seed?: number
+  /** Faults injected first, in this order, before the seeded random ones (a named scenario's faults). */
+  readonly faults?: readonly Fault[]
   /** Records per second of each confluent-kafka producer. */
   readonly rate?: number
   /** Where to write the run's history; default: a temporary file, deleted when the checker passes. */
@@ -50,6 +52,8 @@ export interface FaultReport {
   readonly options: Required<Omit<FaultOptions, 'log' | 'historyFile'>>
   readonly durationMs: number
   readonly faults: Record<string, number>
+  /** Every fault as injected, in order (what a test asserts its scenario by). */
+  readonly events: readonly FaultEvent[]
   readonly sent: number
   readonly acknowledged: number
   readonly failed: number
@@ -364,8 +368,29 @@ function recordOutcome(history: HistoryWriter, ack: Ack, timeMs?: number): void 
   else history.fail({ producer: ack.producer, seq: ack.seq, error: ack.error, ...time })
 }
 
-type Fault = 'kill-leader' | 'kill-follower' | 'restart' | 'isolate' | 'cut-link' | 'reset' | 'strand-leader'
-const FAULTS: Fault[] = [
+export type Fault =
+  | 'kill-leader'
+  | 'kill-follower'
+  | 'restart'
+  | 'isolate'
+  | 'cut-link'
+  | 'reset'
+  | 'strand-leader'
+
+export interface FaultEvent {
+  readonly fault: Fault
+  /** The broker it hit (the first of the two for a cut link). */
+  readonly target: number
+  /** Partitions the target led in the store when the fault began. */
+  readonly ledPartitions: number
+  /**
+   * Of those, how many had another leader or a higher leader epoch once the target was back
+   * (the failover the fault is there to cause). -1 for faults that do not wait for that.
+   */
+  readonly leadershipsMoved: number
+}
+
+export const FAULTS: readonly Fault[] = [
   'kill-leader',
   'kill-follower',
   'restart',
@@ -382,6 +407,7 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
     unclean: input.unclean,
     partitions: input.partitions ?? 3,
     seed: input.seed ?? Date.now() % 1_000_000,
+    faults: input.faults ?? [],
     rate: input.rate ?? 150,
   }
   const log = input.log ?? ((line: string) => console.log(line))
@@ -396,6 +422,7 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
   const historyFile =
     input.historyFile ?? join(tmpdir(), `tidelog-fault-history-${options.seed}-${started}.jsonl`)
   let history: HistoryWriter | null = null
+  const events: FaultEvent[] = []
   try {
     history = await HistoryWriter.create(historyFile)
     const admin = new Kafka({
@@ -457,12 +484,24 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
     await sleep(1000)
 
     const deadline = started + options.seconds * 1000
-    while (Date.now() < deadline) {
-      const fault = pick(FAULTS)
+    const firstFaults = [...options.faults]
+    while (Date.now() < deadline || firstFaults.length > 0) {
+      const fault = firstFaults.shift() ?? pick(FAULTS)
       const parts = await cluster.partitions()
       const partition = parts[between(0, parts.length - 1)]
       const holdMs = between(500, 5000)
       faults[fault] = (faults[fault] ?? 0) + 1
+      const record = async (target: number, waitForFailover: boolean): Promise<void> => {
+        const led = parts.map((p, i) => ({ p, i })).filter(({ p }) => p?.leader === target)
+        let moved = -1
+        if (waitForFailover) {
+          const now = await cluster.partitions()
+          moved = led.filter(
+            ({ p, i }) => now[i] && (now[i].leader !== target || now[i].leaderEpoch > p.leaderEpoch),
+          ).length
+        }
+        events.push({ fault, target, ledPartitions: led.length, leadershipsMoved: moved })
+      }
       switch (fault) {
         case 'kill-leader':
         case 'kill-follower': {
@@ -476,6 +515,7 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
           await broker.kill()
           await sleep(holdMs)
           await broker.start(30000)
+          await record(target, true)
           break
         }
         case 'restart': {
@@ -485,6 +525,7 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
           await broker.stop()
           await sleep(holdMs)
           await broker.start(30000)
+          await record(target, true)
           break
         }
         case 'isolate': {
@@ -495,6 +536,7 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
             if (id !== target) proxy.cut((c) => c === `tidelog-replica-${target}`)
           await sleep(holdMs)
           cluster.healAll()
+          await record(target, false)
           break
         }
         case 'cut-link': {
@@ -504,6 +546,7 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
           cluster.proxies.get(b)!.cut((c) => c === `tidelog-replica-${a}`)
           await sleep(holdMs)
           cluster.healAll()
+          await record(a, false)
           break
         }
         case 'strand-leader': {
@@ -524,12 +567,14 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
           cluster.healAll()
           await sleep(holdMs)
           await broker.start(30000)
+          await record(target, true)
           break
         }
         case 'reset': {
           const target = pick(BROKERS)
           const count = cluster.proxies.get(target)!.reset()
           log(`${elapsed()} reset: ${count} connections to broker ${target} dropped`)
+          await record(target, false)
           break
         }
       }
@@ -542,9 +587,9 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
     await Promise.all([...python.map((p) => p.stop()), ...kafkajs.map((p) => p.stop())])
     log(`${elapsed()} producers done; waiting for every partition to have a leader and a full ISR`)
     await waitForHealthy(cluster, options.partitions, 60000)
-    await waitForConverged(cluster, options.partitions, 30000).catch((error: Error) =>
-      log(`warning: ${error.message}`),
-    )
+    // Replicas that do not converge are a failure, not a warning: the byte comparison below
+    // would compare logs still moving.
+    await waitForConverged(cluster, options.partitions, 30000)
 
     const watermarks = (
       await confluent<{ watermarks: [number, number][] }>('watermarks', {
@@ -582,6 +627,7 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
       options,
       durationMs: Date.now() - started,
       faults,
+      events,
       sent,
       ...analysis,
       consumed: consumed.records.length,
@@ -733,6 +779,7 @@ function analyse(
   | 'options'
   | 'durationMs'
   | 'faults'
+  | 'events'
   | 'sent'
   | 'consumed'
   | 'highWatermarks'
@@ -811,6 +858,7 @@ export function formatReport(r: FaultReport): string {
   return [
     `fault suite acks=${r.options.acks} unclean=${r.options.unclean} seed=${r.options.seed} duration=${(r.durationMs / 1000).toFixed(1)}s (faults for ${r.options.seconds}s)`,
     `  faults injected: ${faults || 'none'}${r.uncleanElections ? ` (unclean elections: ${r.uncleanElections})` : ''}`,
+    `  in order: ${r.events.map((e) => `${e.fault}(broker ${e.target}, led ${e.ledPartitions}${e.leadershipsMoved >= 0 ? `, moved ${e.leadershipsMoved}` : ''})`).join(' ')}`,
     `  sent ${r.sent}, acknowledged ${r.acknowledged}, failed/unacknowledged ${r.failed}`,
     `  LOST ${r.lost}${r.lostSample.length ? ` e.g. ${r.lostSample.join(', ')}` : ''}`,
     `  acknowledged-at-wrong-offset ${r.offsetMismatches}, order violations ${r.orderViolations}`,

@@ -10,8 +10,7 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { test } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { startBroker } from '../../src/index.js'
-import { withBroker } from '../helpers/cluster.js'
+import { startBroker, withBroker } from '../helpers/cluster.js'
 import { createTopic } from '../helpers/topics.js'
 import {
   assignedPartitions,

@@ -2,7 +2,8 @@
  * Test helpers for clusters of broker processes: `tidelog broker` processes on a private
  * etcd, each on a free loopback port with a temporary log directory, their output captured
  * (pino JSON lines) so tests can wait for and assert on what they log. Everything a helper
- * starts is stopped and removed by its `stop()`/`close()`, also when a test fails.
+ * starts is stopped and removed by its `stop()`/`close()`, also when a test fails. Their
+ * error-level lines go to the log guard (log-guard.ts): unexpected ones fail the test.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
@@ -12,6 +13,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { repoRoot } from './compat-clients.js'
 import { type EtcdProcess, startEtcd } from './etcd.js'
+import { recordErrorLine } from './log-guard.js'
 import { kcatMetadata } from './metadata-view.js'
 
 /** A port the OS handed out just now (the broker binds it right after). */
@@ -78,7 +80,11 @@ export class ChildOutput {
   private waiters: (() => void)[] = []
   private partial = { stdout: '', stderr: '' }
 
-  constructor(readonly child: ChildProcess) {
+  /** `label` names the process in the log guard's report; unlabelled output is not guarded. */
+  constructor(
+    readonly child: ChildProcess,
+    readonly label: string | null = null,
+  ) {
     for (const stream of ['stdout', 'stderr'] as const) {
       child[stream]?.setEncoding('utf8').on('data', (chunk: string) => this.onData(stream, chunk))
     }
@@ -102,7 +108,11 @@ export class ChildOutput {
     const text = this.partial[stream] + chunk
     const parts = text.split('\n')
     this.partial[stream] = parts.pop() ?? ''
-    for (const line of parts) if (line.trim() !== '') this.lines.push(line)
+    for (const line of parts) {
+      if (line.trim() === '') continue
+      this.lines.push(line)
+      if (this.label !== null) recordErrorLine(`${this.label} (pid ${this.pid})`, line)
+    }
     this.wake()
   }
 
@@ -172,13 +182,20 @@ export function tidelogBin(): string {
   return join(repoRoot(), 'bin', 'tidelog.js')
 }
 
-/** Spawns `node bin/tidelog.js ...args` with info-level logs captured. */
-export function spawnTidelog(args: readonly string[], env: Record<string, string> = {}): ChildOutput {
+/**
+ * Spawns `node bin/tidelog.js ...args` with info-level logs captured; its error-level lines
+ * go to the log guard under `label` (a broker's).
+ */
+export function spawnTidelog(
+  args: readonly string[],
+  env: Record<string, string> = {},
+  label = `tidelog ${args[0] ?? ''}`.trim(),
+): ChildOutput {
   const child = spawn(process.execPath, [tidelogBin(), ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, TIDELOG_LOG_LEVEL: 'info', ...env },
   })
-  return new ChildOutput(child)
+  return new ChildOutput(child, label)
 }
 
 export interface BrokerProcessSpec {
@@ -226,7 +243,7 @@ export class BrokerProcess {
     }
     const args = ['broker', '--metadata', metadata]
     for (const [key, value] of Object.entries(properties)) args.push('--set', `${key}=${value}`)
-    this.output = spawnTidelog(args)
+    this.output = spawnTidelog(args, {}, `broker ${this.nodeId}`)
     this.runs.push(this.output)
     await this.output.waitForLine(/listening on/, timeoutMs)
     await waitFor(

@@ -1,10 +1,26 @@
 /**
  * Test helpers: start an in-process broker on a free loopback port with a temporary data
- * directory, and always clean up.
+ * directory, and always clean up. Tests start in-process brokers through `startBroker` and
+ * `startCluster` here, not src/index.ts's: these give the brokers the log guard's logger, so
+ * an unexpected error-level line fails the test (log-guard.ts).
  */
 import { execFile } from 'node:child_process'
-import { startBroker } from '../../src/index.js'
-import type { Cluster, StartClusterOptions } from '../../src/server/cluster.js'
+import {
+  type Cluster,
+  type StartClusterOptions,
+  startCluster as startClusterUnguarded,
+} from '../../src/server/cluster.js'
+import { guardedLogger } from './log-guard.js'
+
+/** `startCluster` with the log guard's logger unless the test brings its own (then it checks its lines). */
+export function startCluster(options: StartClusterOptions = {}): Promise<Cluster> {
+  return startClusterUnguarded({ logger: guardedLogger('in-process broker'), ...options })
+}
+
+/** One in-process broker (src/index.ts's `startBroker`) with the log guard's logger. */
+export function startBroker(options: Omit<StartClusterOptions, 'brokers'> = {}): Promise<Cluster> {
+  return startCluster({ port: 0, ...options, brokers: 1 })
+}
 
 export async function withBroker<T>(
   fn: (cluster: Cluster) => Promise<T>,

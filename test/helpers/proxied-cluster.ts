@@ -7,7 +7,6 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { systemClock } from '../../src/common/clock.js'
-import { silentLogger } from '../../src/common/logger.js'
 import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
 import { ApiKey } from '../../src/protocol/generated/index.js'
 import { decodeRecordBatch } from '../../src/protocol/record-batch.js'
@@ -15,6 +14,7 @@ import { Broker } from '../../src/server/broker.js'
 import { brokerConfigFromProperties } from '../../src/server/broker-config.js'
 import { waitUntil } from '../replication/in-process-cluster.js'
 import { freePort } from './broker-process.js'
+import { guardedLogger } from './log-guard.js'
 import { TcpProxy } from './tcp-proxy.js'
 
 const PROPERTIES: Record<string, string> = {
@@ -58,7 +58,7 @@ export class ProxiedCluster {
     props.set('advertised.listeners', `PLAINTEXT://127.0.0.1:${this.proxies[i].port}`)
     this.brokers[i] = await Broker.start(brokerConfigFromProperties(props), {
       store: this.store,
-      logger: silentLogger,
+      logger: guardedLogger(`broker-${i}`),
     })
   }
 

@@ -53,8 +53,11 @@ async function assertCorrupt(promise: Promise<unknown>): Promise<void> {
   })
 }
 
-function hasTool(path: string): boolean {
-  return existsSync(path)
+/** The reference tool's path; a missing tool fails the test (scripts/test.sh installs lz4 and zstd). */
+function requireTool(path: string): string {
+  if (!existsSync(path))
+    throw new Error(`${path} is missing: install it (Debian packages lz4 and zstd; scripts/test.sh does)`)
+  return path
 }
 
 describe('compression round trips', () => {
@@ -184,12 +187,13 @@ describe('lz4 frames', () => {
   it('refuses a frame cut at a block boundary or before its EndMark (lz4-napi would return less)', async () => {
     const input = semiCompressible(300_000, 9)
     const frames = [await compress(CompressionType.Lz4, input)]
-    if (hasTool('/usr/bin/lz4')) {
-      // 64 KiB blocks, so the frame has several block boundaries to cut at
-      frames.push(
-        execFileSync('/usr/bin/lz4', ['-c', '-B4', '-BI'], { input, stdio: ['pipe', 'pipe', 'ignore'] }),
-      )
-    }
+    // 64 KiB blocks, so the frame has several block boundaries to cut at
+    frames.push(
+      execFileSync(requireTool('/usr/bin/lz4'), ['-c', '-B4', '-BI'], {
+        input,
+        stdio: ['pipe', 'pipe', 'ignore'],
+      }),
+    )
     for (const frame of frames) {
       const boundaries = [7]
       for (let at = 7; frame.readUInt32LE(at) !== 0; at += 4 + (frame.readUInt32LE(at) & 0x7fffffff)) {
@@ -229,12 +233,10 @@ describe('lz4 frames', () => {
     assert.deepEqual(withFixedLz4HeaderChecksum(Buffer.from('short')), Buffer.from('short'))
   })
 
-  it('reads frames from the reference lz4 tool (content size, content checksum, linked blocks)', {
-    skip: !hasTool('/usr/bin/lz4'),
-  }, async () => {
+  it('reads frames from the reference lz4 tool (content size, content checksum, linked blocks)', async () => {
     const input = semiCompressible(300_000, 3)
     for (const flags of [[], ['--content-size'], ['-BD'], ['--no-frame-crc', '-B4']]) {
-      const frame = execFileSync('/usr/bin/lz4', ['-c', ...flags], {
+      const frame = execFileSync(requireTool('/usr/bin/lz4'), ['-c', ...flags], {
         input,
         stdio: ['pipe', 'pipe', 'ignore'],
       })
@@ -249,11 +251,12 @@ describe('lz4 frames', () => {
 })
 
 describe('zstd frames', () => {
-  it('reads streamed frames without a content size and concatenated frames (zstd tool)', {
-    skip: !hasTool('/usr/bin/zstd'),
-  }, async () => {
+  it('reads streamed frames without a content size and concatenated frames (zstd tool)', async () => {
     const input = semiCompressible(200_000, 5)
-    const frame = execFileSync('/usr/bin/zstd', ['-c', '-q'], { input, stdio: ['pipe', 'pipe', 'ignore'] })
+    const frame = execFileSync(requireTool('/usr/bin/zstd'), ['-c', '-q'], {
+      input,
+      stdio: ['pipe', 'pipe', 'ignore'],
+    })
     assert.deepEqual(await decompress(CompressionType.Zstd, frame), input)
     assert.deepEqual(
       await decompress(CompressionType.Zstd, Buffer.concat([frame, frame])),

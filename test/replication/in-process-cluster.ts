@@ -19,6 +19,7 @@ import { nodeNetwork } from '../../src/runtime/node-network.js'
 import { Broker } from '../../src/server/broker.js'
 import { brokerConfigFromProperties } from '../../src/server/broker-config.js'
 import { freePort } from '../helpers/broker-process.js'
+import { guardedLogger } from '../helpers/log-guard.js'
 
 /** TCP whose traffic can be held (nothing delivered either way) and released, like a partition. */
 export class FreezableTransport implements Network {
@@ -102,6 +103,7 @@ export class ReplicationCluster {
     const broker = await Broker.start(brokerConfigFromProperties(props), {
       store: this.store,
       network: this.transports[index],
+      logger: guardedLogger(`broker-${index}`),
     })
     this.brokers[index] = broker
     return broker

@@ -9,8 +9,7 @@ import { join } from 'node:path'
 import { test } from 'node:test'
 import { Admin } from '@platformatic/kafka'
 import { Kafka, logLevel } from 'kafkajs'
-import { startBroker } from '../../src/index.js'
-import { polyfillPromiseWithResolvers, run, withBroker } from '../helpers/cluster.js'
+import { polyfillPromiseWithResolvers, run, startBroker, withBroker } from '../helpers/cluster.js'
 
 /** kafkajs' ConfigResourceTypes (not a named ESM export of the CommonJS package). */
 const ConfigResourceTypes = { TOPIC: 2, BROKER: 4 } as const

@@ -5,13 +5,13 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import fc from 'fast-check'
-import { startBroker } from '../../src/index.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { decodeApiVersionsResponse } from '../../src/protocol/generated/api-versions-response.js'
 import { ApiKey, apis } from '../../src/protocol/generated/index.js'
 import { decodeMetadataResponse } from '../../src/protocol/generated/metadata-response.js'
 import { Reader } from '../../src/protocol/primitives.js'
 import type { Cluster } from '../../src/server/cluster.js'
+import { startBroker } from '../helpers/cluster.js'
 import { RawClient } from '../helpers/raw-client.js'
 
 const MAX_REQUEST_BYTES = 1024 * 1024

@@ -13,13 +13,13 @@ import { Admin } from '../../src/client/admin.js'
 import { Producer, type RecordMetadata } from '../../src/client/producer.js'
 import { systemClock } from '../../src/common/clock.js'
 import type { FileHandle, FileSystem } from '../../src/common/file-system.js'
-import { silentLogger } from '../../src/common/logger.js'
 import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { Broker } from '../../src/server/broker.js'
 import { brokerConfigFromProperties } from '../../src/server/broker-config.js'
 import { readAll } from '../client/helpers.js'
 import { freePort } from '../helpers/broker-process.js'
+import { allowErrorLogs, guardedLogger } from '../helpers/log-guard.js'
 import { waitUntil } from '../replication/in-process-cluster.js'
 
 /** node:fs, until `failing` is set: then every write and fsync fails with EIO. */
@@ -58,6 +58,13 @@ class FailingFileSystem implements FileSystem {
 test('a broker whose only log dir fails stops, its leaderships move at once, and no acknowledged record is lost', {
   timeout: 90000,
 }, async () => {
+  // The failed broker's disk errors and its stop are the point; only that broker's (the
+  // survivors log none of these), and only these three messages.
+  allowErrorLogs(
+    /"msg":"log went offline after a failed disk operation"/,
+    /"msg":"log dir offline after a disk failure"/,
+    /"msg":"every log dir is offline: stopping the broker"/,
+  )
   const root = await mkdtemp(join(tmpdir(), 'tidelog-logdir-failure-'))
   const store = await EmbeddedStore.open({ clock: systemClock })
   const fileSystems = [new FailingFileSystem(), new FailingFileSystem(), new FailingFileSystem()]
@@ -78,7 +85,7 @@ test('a broker whose only log dir fails stops, its leaderships move at once, and
       brokers.push(
         await Broker.start(brokerConfigFromProperties(props), {
           store,
-          logger: silentLogger,
+          logger: guardedLogger(`broker-${i}`),
           fileSystem: fileSystems[i],
         }),
       )

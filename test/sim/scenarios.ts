@@ -1,0 +1,216 @@
+/**
+ * What a named simulation seed must show in its trace for its test to mean what its name
+ * says: a passing run proves nothing about a scenario that never happened (a seed drifts
+ * off its scenario whenever the fault schedule or the broker's timing changes). Each
+ * scenario is a sequence of trace markers, found in order; a later marker may depend on
+ * what an earlier one matched (the broker id, the partition). The markers are lines that
+ * src/sim/world.ts and invariants.ts write themselves (FAULT, HEAL, DISK ERROR, ADMIN,
+ * STORE, ...), not the brokers' own log lines, which change with the broker's code.
+ */
+import type { SimOptions } from '../../src/sim/world.js'
+
+export interface Step {
+  /** The line to find next; a function builds it from the earlier steps' matches. */
+  readonly marker: RegExp | ((earlier: readonly RegExpExecArray[]) => RegExp)
+  /** No line between the previous step's line and this one may match this. */
+  readonly unless?: (earlier: readonly RegExpExecArray[]) => RegExp
+}
+
+export interface Scenario {
+  /** What the markers show, for the failure message. */
+  readonly what: string
+  readonly steps: readonly Step[]
+}
+
+/** The trace lines that make up `scenario`, or null when it did not happen. */
+export function findScenario(trace: readonly string[], scenario: Scenario): string[] | null {
+  const search = (
+    step: number,
+    from: number,
+    earlier: RegExpExecArray[],
+    lines: string[],
+  ): string[] | null => {
+    if (step === scenario.steps.length) return lines
+    const { marker, unless } = scenario.steps[step]
+    const pattern = typeof marker === 'function' ? marker(earlier) : marker
+    const stop = unless?.(earlier)
+    for (let i = from; i < trace.length; i++) {
+      const match = pattern.exec(trace[i])
+      if (match) {
+        const found = search(step + 1, i + 1, [...earlier, match], [...lines, trace[i]])
+        if (found) return found
+      }
+      if (stop?.test(trace[i])) return null
+    }
+    return null
+  }
+  return search(0, 0, [], [])
+}
+
+/** A STORE line: partition `topic-p` changes leader away from `from` (any broker when omitted). */
+export function leadershipMoves(topic: string, partition = '\\d+', from = '(\\d+)'): RegExp {
+  const away = from === '(\\d+)' ? '(?!\\1 )' : `(?!${from} )`
+  return new RegExp(
+    `STORE ${topic}-${partition}: leader ${from} epoch \\d+ ISR [\\d,]+ -> leader ${away}\\d+ `,
+  )
+}
+
+/** The liveness phase ended with every partition led, its ISR full and its replicas converged. */
+export const CONVERGED: Step = { marker: /converged after \d+ ms/ }
+
+/** Every simulation run: faults were injected during the safety phase, and the cluster converged. */
+export const FAULTS_THEN_CONVERGED: Scenario = {
+  what: 'a fault injected during the safety phase, then convergence after healing',
+  steps: [{ marker: / FAULT / }, CONVERGED],
+}
+
+/** The replay flags of `options` for `npm run sim -- --seed N ...`. */
+export function simFlags(options: SimOptions): string {
+  const flags: string[] = []
+  if (options.ticks !== undefined) flags.push(`--ticks ${options.ticks}`)
+  if (options.mutation !== undefined && options.mutation !== 'none')
+    flags.push(`--mutation ${options.mutation}`)
+  if (options.storeLatencyMaxMs !== undefined && options.storeLatencyMaxMs > 0)
+    flags.push(`--store-latency ${options.storeLatencyMaxMs}`)
+  if (options.storeStalls === true) flags.push('--store-stalls')
+  if (options.idempotentProducers === true) flags.push('--idempotent')
+  if (options.consumers === true) flags.push('--consumers')
+  if (options.brokers !== undefined) flags.push(`--brokers ${options.brokers}`)
+  if (options.diskErrors === true) flags.push('--disk-errors')
+  if (options.acksZero === true) flags.push('--acks0')
+  if (options.groups === true) flags.push('--groups')
+  return flags.map((f) => ` ${f}`).join('')
+}
+
+const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+
+/** Seed 36: a leader back from a power loss, still registered and leader in the store; the leadership leaves it. */
+export const POWER_LOST_LEADER_RETURNS: Scenario = {
+  what: 'a broker crashes with power loss, restarts while the store still names it leader, then the leadership moves away from it',
+  steps: [
+    { marker: /FAULT crash broker (\d+) with power loss/ },
+    {
+      marker: ([crash]) =>
+        new RegExp(`broker ${crash[1]} restarts still registered in the store, leader there of p(\\d+)`),
+      unless: ([crash]) => new RegExp(`FAULT crash broker ${crash[1]}\\b`),
+    },
+    { marker: ([crash, back]) => leadershipMoves('sim', back[1], crash[1]) },
+  ],
+}
+
+/** Seeds 5 and 91: a follower truncates, then loses power before its process restarts. */
+export const TRUNCATED_FOLLOWER_LOSES_POWER: Scenario = {
+  what: "a replica's log end drops (a truncation), the same process then crashes with power loss, restarts, and the cluster converges",
+  steps: [
+    { marker: /\(log end of p(\d+) on broker (\d+) dropped \d+ -> \d+\)/ },
+    {
+      marker: ([cut]) => new RegExp(`FAULT crash broker ${cut[2]} with power loss`),
+      unless: ([cut]) => new RegExp(`start broker ${cut[2]} \\(`),
+    },
+    { marker: ([cut]) => new RegExp(`start broker ${cut[2]} \\(incarnation`) },
+    CONVERGED,
+  ],
+}
+
+/** Seed 33 with store latency: a leader's ISR expansion stays in flight across an unrelated image change, then commits. */
+export const ISR_EXPANSION_ACROSS_IMAGE_CHANGE: Scenario = {
+  what: "the store changes (not the partition) while a leader's ISR expansion is in flight, and that expansion then commits",
+  steps: [
+    {
+      marker:
+        /\(leader (\d+) of p(\d+): ISR expansion to ([\d,]+) in flight across an unrelated store change\)/,
+    },
+    {
+      marker: ([pending]) =>
+        new RegExp(
+          `STORE sim-${pending[2]}: leader ${pending[1]} epoch \\d+ ISR [\\d,]+ -> leader ${pending[1]} epoch \\d+ ISR ${pending[3]}$`,
+        ),
+    },
+  ],
+}
+
+/** Seed 3 with store latency: a leader's own ISR write commits through the latent store, and the cluster converges. */
+export const LEADER_ISR_WRITE_THROUGH_LATENT_STORE: Scenario = {
+  what: "a leader's ISR expansion (its own write: the controller never expands an ISR) commits in the store, then convergence",
+  steps: [
+    { marker: /STORE sim-\d+: leader (\d+) epoch (\d+) ISR ([\d,]+) -> leader \1 epoch \2 ISR \3,\d+$/ },
+    CONVERGED,
+  ],
+}
+
+/** Store stalls: a leader's store link stalls and, while it is stalled, the store moves a leadership away from it. */
+export const STALLED_LEADER_LOSES_LEADERSHIP: Scenario = {
+  what: "a leader's store link stalls, and a leadership moves away from it before the link heals",
+  steps: [
+    { marker: /FAULT store link of broker (\d+) stalls/ },
+    {
+      marker: ([stall]) => leadershipMoves('sim', '\\d+', stall[1]),
+      unless: ([stall]) => new RegExp(`HEAL store link of broker ${stall[1]}\\b|HEAL everything`),
+    },
+    CONVERGED,
+  ],
+}
+
+/** Idempotent producers: a batch whose answer was lost is retried and acknowledged by another broker (a new leader). */
+export const IDEMPOTENT_RETRY_ON_NEW_LEADER: Scenario = {
+  what: 'an idempotent producer gets no answer from a leader, retries the same batch, and another broker acknowledges it',
+  steps: [
+    { marker: /idempotent (\S+) p(\d+): no answer from broker (\d+); retrying/ },
+    {
+      marker: ([lost]) =>
+        new RegExp(
+          `ack ${escapeRegExp(lost[1])} p${lost[2]} @\\d+ idempotent from broker (?!${lost[3]}$)\\d+$`,
+        ),
+    },
+  ],
+}
+
+/** Consumers: a leadership changes while consumers read, and they then catch up with the high watermark. */
+export const CONSUMERS_ACROSS_LEADER_CHANGE: Scenario = {
+  what: 'a leadership moves in the store during the run, and every consumer catches up at the end',
+  steps: [{ marker: leadershipMoves('sim') }, { marker: /consumers caught up: / }],
+}
+
+/** Five brokers: a broker is crashed or cut off, comes back, and the cluster converges; consumers catch up. */
+export const FIVE_BROKERS_ONE_IMPAIRED: Scenario = {
+  what: 'a broker crashed or cut off, then restarted or healed, convergence, and consumers caught up',
+  steps: [
+    { marker: /FAULT (?:crash|partition) broker (\d+)/ },
+    { marker: ([fault]) => new RegExp(`(start broker|HEAL network of broker) ${fault[1]}\\b`) },
+    CONVERGED,
+    { marker: /consumers caught up: / },
+  ],
+}
+
+/** Disk errors: an EIO on a leader takes its log dir offline; it stops itself; the leadership moves. */
+export const LEADER_LOG_DIR_OFFLINE: Scenario = {
+  what: 'an EIO fires on a broker the store names leader, its every log dir goes offline and it stops itself, then the leadership moves away from it',
+  steps: [
+    { marker: /DISK ERROR on broker (\d+): .*; leader in the store of p/ },
+    {
+      marker: ([error]) =>
+        new RegExp(`broker ${error[1]} stopped itself \\(every log dir offline\\), controlled`),
+    },
+    { marker: ([error]) => leadershipMoves('sim', '\\d+', error[1]) },
+  ],
+}
+
+/** Everything at once: a disk error fires, acks=0 writes land, and consumers catch up. */
+export const DISK_ERROR_AND_ACKS_ZERO: Scenario = {
+  what: 'an EIO fires on some broker, some acks=0 writes over the network commit, and consumers catch up',
+  steps: [
+    { marker: /DISK ERROR on broker \d+/ },
+    { marker: /acks=0: [1-9]\d* of \d+ writes committed/ },
+    { marker: /consumers caught up: / },
+  ],
+}
+
+/** Groups: the group's coordinator (the leader of its __consumer_offsets partition) moves to another broker. */
+export const COORDINATOR_FAILOVER: Scenario = {
+  what: "the leadership of the group's __consumer_offsets partition (its coordinator) moves to another broker, then convergence",
+  steps: [
+    { marker: /group \S+ in p(\d+)/ },
+    { marker: ([group]) => leadershipMoves('__consumer_offsets', group[1]) },
+    CONVERGED,
+  ],
+}
