@@ -342,7 +342,7 @@ export class Broker implements BrokerServices {
   private onSessionLost(lease: Lease): void {
     if (this.lease !== lease || this.stopping) return
     this.lease = null
-    this.logger.error('metadata store session lost: no longer leading any partition; registering again')
+    this.logger.warn('metadata store session lost: no longer leading any partition; registering again')
     const controller = this.activeController
     this.activeController = null
     controller?.stop().catch((error: unknown) => this.logger.warn({ err: error }, 'controller stop failed'))
