@@ -5,12 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Real Kafka clients from Debian for the compatibility tests (librdkafka via kcat and
-# confluent-kafka, kafka-python) and etcd for multi-process clusters.
+# confluent-kafka, kafka-python), etcd for multi-process clusters, iproute2 and iptables for
+# the network-namespace fault suite.
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 /usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1 || missing+=(python3-confluent-kafka)
 /usr/bin/python3 -c 'import kafka' >/dev/null 2>&1 || missing+=(python3-kafka)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+# Network namespaces, veths, bridges, qdiscs and DROP rules for test/netfault.
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v iptables >/dev/null 2>&1 || missing+=(iptables)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"
   apt-get update -qq
