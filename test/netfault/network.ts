@@ -328,8 +328,9 @@ export class FaultNetwork {
     await ip('-n', SWITCH_NS, 'link', 'set', `vb${nodeId}`, 'nomaster')
   }
 
-  /** Removes every rule, limit and delay: all links as built. */
-  async heal(): Promise<void> {
+  /** Removes every rule, limit and delay: all links as built. Returns what the relays forwarded. */
+  async heal(): Promise<string[]> {
+    const notes: string[] = []
     await inNs(SWITCH_NS, 'iptables', '-w', '-F', 'FORWARD')
     for (const nodeId of this.shaped) {
       await inNs(brokerNamespace(nodeId), 'tc', 'qdisc', 'del', 'dev', 'eth0', 'root').catch(() => '')
@@ -347,8 +348,11 @@ export class FaultNetwork {
       const relay = this.relays.get(nodeId)!
       await relay.terminate(5000)
       this.relays.delete(nodeId)
+      const forwarded = relay.lines.find((line) => line.startsWith('forwarded '))
+      notes.push(`relay of broker ${nodeId}: ${forwarded ?? `no report (${relay.tail(3)})`}`)
     }
     this.delayed.clear()
+    return notes
   }
 
   /** Counters of the switch's DROP rules (packets dropped by the faults active now). */

@@ -72,6 +72,7 @@ def delay(a, b, delay_ms, jitter_ms, seed):
     by_fd = {s.fileno(): name for name, s in socks.items()}
     print("ready", flush=True)
     forwarded = 0
+    dropped = 0
     while True:
         now = time.monotonic()
         for source, queue in queues.items():
@@ -81,9 +82,9 @@ def delay(a, b, delay_ms, jitter_ms, seed):
                 try:
                     target.send(frame)
                     forwarded += 1
-                except (BlockingIOError, OSError):
+                except OSError:
                     # A full queue or a link going away: the frame is lost, as on a wire.
-                    pass
+                    dropped += 1
         if stopping and not queues[a] and not queues[b]:
             break
         heads = [q[0][0] for q in queues.values() if q]
@@ -110,7 +111,7 @@ def delay(a, b, delay_ms, jitter_ms, seed):
                 due = max(due, last_due[source])
                 last_due[source] = due
                 queues[source].append((due, frame))
-    print(f"forwarded {forwarded}", flush=True)
+    print(f"forwarded {forwarded} frames, dropped {dropped}", flush=True)
 
 
 if __name__ == "__main__":

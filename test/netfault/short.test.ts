@@ -1,5 +1,5 @@
 /**
- * The short run of the network-namespace fault suite inside `npm test`: 45 s of faults on
+ * The short run of the network-namespace fault suite inside `npm test`: 60 s of faults on
  * real packets (iptables partitions and loss, tbf, latency, kill -9, SIGSTOP) between three
  * brokers in their own namespaces, acks=all, RF 3, min.insync.replicas=2, clean elections
  * only. It needs root and network namespaces: where they cannot be made it says so loudly
@@ -10,7 +10,7 @@ import { test } from 'node:test'
 import { namespaceSupport } from './network.js'
 import { formatNetfaultReport, netfaultProblems, runNetfaultSuite } from './suite.js'
 
-const FAULT_SECONDS = 45
+const FAULT_SECONDS = 60
 
 test(`network faults between namespaces, ${FAULT_SECONDS} s, acks=all: no acknowledged record lost`, {
   timeout: 300000,

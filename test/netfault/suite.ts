@@ -374,14 +374,14 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
         case 'kill-9': {
           const broker = cluster.brokers.get(target)!
           await broker.kill()
-          what = `kill -9 ${describeBroker(target, parts)}, restarted after ${holdMs} ms`
+          what = `kill -9 ${describeBroker(target, parts)}, restarted after the hold`
           restart = () => broker.start(BROKER_START_TIMEOUT_MS)
           break
         }
         case 'sigstop': {
           const broker = cluster.brokers.get(target)!
           broker.current.signal('SIGSTOP')
-          what = `SIGSTOP ${describeBroker(target, parts)}, SIGCONT after ${holdMs} ms`
+          what = `SIGSTOP ${describeBroker(target, parts)}, SIGCONT after the hold`
           restart = async () => broker.current.signal('SIGCONT')
           break
         }
@@ -398,9 +398,14 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
       }
       log(`${elapsed()} ${what}, for ${holdMs} ms`)
       await sleep(holdMs)
-      droppedPackets += await net.droppedPackets()
-      await net.heal()
+      const dropped = await net.droppedPackets()
+      droppedPackets += dropped
+      const during = await cluster.partitions().catch(() => [] as PartitionInfo[])
+      const notes = await net.heal()
       if (restart) await restart()
+      log(
+        `${elapsed()}   healed: ${dropped} packets dropped; leaders ${during.map((p) => p?.leader).join('/')}, ISRs ${during.map((p) => `[${p?.isr.join(',')}]`).join(' ')}${notes.length ? `; ${notes.join('; ')}` : ''}`,
+      )
       await sleep(between(500, 2000))
     }
 
