@@ -22,6 +22,8 @@
  * crashed run) and on exit.
  */
 import { execFile, execFileSync, spawn } from 'node:child_process'
+import { readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { ChildOutput } from '../helpers/broker-process.js'
@@ -92,11 +94,49 @@ function ourNamespaces(): string[] {
     .filter((name) => name.startsWith(NS_PREFIX))
 }
 
+/** Holds the pid of the run that owns the tlnf- names (they are fixed: one run at a time). */
+const LOCK_FILE = join(tmpdir(), 'tidelog-netfault.pid')
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    // EPERM: it exists but is not ours to signal; ESRCH: gone.
+    return (error as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+/** The pid of another live run owning the network, or null. */
+function otherOwner(): number | null {
+  let pid: number
+  try {
+    pid = Number(readFileSync(LOCK_FILE, 'utf8').trim())
+  } catch {
+    // No lock file: nobody owns the network.
+    return null
+  }
+  return Number.isInteger(pid) && pid > 0 && pid !== process.pid && isAlive(pid) ? pid : null
+}
+
+/** Takes the network over: refuses while another run lives, removes a dead run's leftovers. */
+function acquireNetwork(): void {
+  const owner = otherOwner()
+  if (owner !== null)
+    throw new Error(
+      `another netfault run (pid ${owner}) owns the ${NS_PREFIX} namespaces: wait for it to end (or, if that pid is not a netfault run, remove ${LOCK_FILE})`,
+    )
+  cleanupSync()
+  writeFileSync(LOCK_FILE, String(process.pid))
+}
+
 /**
  * Removes every tlnf- namespace, what runs inside them (by pid: processes a run of this
- * suite started) and the host's end of the link. Synchronous so an exit handler can run it.
+ * suite started) and the host's end of the link, unless another live run owns them.
+ * Synchronous so an exit handler can run it.
  */
 export function cleanupSync(): void {
+  if (otherOwner() !== null) return
   for (const ns of ourNamespaces()) {
     const pids = trySync('ip', ['netns', 'pids', ns]).split('\n').filter(Boolean)
     for (const pid of pids) {
@@ -111,6 +151,7 @@ export function cleanupSync(): void {
   // The namespaces go away asynchronously and take their veths along; the host's end of the
   // switch link is ours to remove now, so a new run can make it again at once.
   trySync('ip', ['link', 'del', HOST_LINK])
+  rmSync(LOCK_FILE, { force: true })
 }
 
 /**
@@ -183,7 +224,7 @@ export class FaultNetwork {
 
   /** Builds the network (after removing leftovers of an earlier run). */
   static async create(brokers: readonly number[]): Promise<FaultNetwork> {
-    cleanupSync()
+    acquireNetwork()
     const network = new FaultNetwork(brokers, (await hasNetem()) ? 'netem' : 'relay')
     try {
       await network.build()
