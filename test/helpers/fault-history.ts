@@ -27,6 +27,8 @@ export interface Ack {
   /** -1 when the record was not acknowledged (error or no report). */
   readonly offset: number
   readonly error: string | null
+  /** When this process learnt the outcome (Date.now()). */
+  readonly atMs: number
 }
 
 export interface FaultProducer {
@@ -108,6 +110,7 @@ export class PythonProducer implements FaultProducer {
         partition: json.p!,
         offset: json.e === null ? json.o! : -1,
         error: json.e ?? null,
+        atMs: Date.now(),
       })
     }
   }
@@ -185,10 +188,11 @@ export class KafkajsProducer implements FaultProducer {
               partition,
               offset: Number(meta.baseOffset),
               error: null,
+              atMs: Date.now(),
             })
           } catch (error) {
             const type = (error as { type?: string; name?: string }).type ?? (error as Error).name
-            this.acks.set(seq, { producer: name, seq, partition, offset: -1, error: type })
+            this.acks.set(seq, { producer: name, seq, partition, offset: -1, error: type, atMs: Date.now() })
           }
           await sleep(2)
         }
@@ -212,8 +216,10 @@ export interface HistoryAnalysis {
   readonly lostSample: string[]
   /** Acknowledged records found, but not at the offset they were acknowledged with. */
   readonly offsetMismatches: number
+  readonly offsetMismatchSample: string[]
   /** Acknowledged records of one producer and partition out of sequence order. */
   readonly orderViolations: number
+  readonly orderViolationSample: string[]
   /** Extra copies of records of the plain producers (retries: allowed). */
   readonly duplicated: number
   /** Extra copies of records of the idempotent producers (must be 0). */
@@ -240,6 +246,10 @@ export function analyse(
   let lost = 0
   let offsetMismatches = 0
   const lostSample: string[] = []
+  const offsetMismatchSample: string[] = []
+  const orderViolationSample: string[] = []
+  const where = (list: readonly { partition: number; offset: number }[]) =>
+    list.map((o) => `${o.partition}:${o.offset}`).join(',')
   const ackedValues = new Set<string>()
   const byProducerPartition = new Map<string, Ack[]>()
   for (const ack of acks) {
@@ -255,7 +265,14 @@ export function analyse(
       if (lostSample.length < 10) lostSample.push(`${value}@${ack.partition}:${ack.offset}`)
       continue
     }
-    if (at.get(`${ack.partition}:${ack.offset}`) !== value) offsetMismatches++
+    const there = at.get(`${ack.partition}:${ack.offset}`)
+    if (there !== value) {
+      offsetMismatches++
+      if (offsetMismatchSample.length < 20)
+        offsetMismatchSample.push(
+          `${value} acknowledged at ${ack.partition}:${ack.offset} (t=${ack.atMs}), found at ${where(occurrences.get(value)!)}; at ${ack.partition}:${ack.offset}: ${there === undefined ? 'nothing' : there}`,
+        )
+    }
     const key = `${ack.producer}/${ack.partition}`
     const list = byProducerPartition.get(key) ?? []
     list.push(ack)
@@ -267,7 +284,13 @@ export function analyse(
     for (let i = 1; i < list.length; i++) {
       const before = occurrences.get(`${list[i - 1].producer}-${list[i - 1].seq}`)![0].offset
       const now = occurrences.get(`${list[i].producer}-${list[i].seq}`)![0].offset
-      if (now <= before) orderViolations++
+      if (now <= before) {
+        orderViolations++
+        if (orderViolationSample.length < 20)
+          orderViolationSample.push(
+            `${list[i].producer}-${list[i].seq} (acked ${list[i].partition}:${list[i].offset}) at ${now}, not after ${list[i - 1].producer}-${list[i - 1].seq} (acked ${list[i - 1].offset}) at ${before}`,
+          )
+      }
     }
   }
   let duplicated = 0
@@ -284,7 +307,9 @@ export function analyse(
     lost,
     lostSample,
     offsetMismatches,
+    offsetMismatchSample,
     orderViolations,
+    orderViolationSample,
     duplicated,
     idempotentDuplicated,
     unacknowledgedPresent,

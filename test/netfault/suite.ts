@@ -16,7 +16,7 @@
  * the offset it was acknowledged with, in producer order; replicas' .log bytes identical
  * below the high watermark.
  */
-import { mkdtemp, rm } from 'node:fs/promises'
+import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -26,6 +26,7 @@ import { BrokerProcess } from '../helpers/broker-process.js'
 import { confluent, confluentConsume } from '../helpers/compat-clients.js'
 import { type EtcdProcess, startEtcd } from '../helpers/etcd.js'
 import {
+  type Ack,
   analyse,
   committedDigest,
   dirLogBytes,
@@ -75,6 +76,8 @@ export interface NetfaultReport extends HistoryAnalysis {
   readonly replicasIdentical: boolean
   readonly replicaProblems: string[]
   readonly uncleanElections: number
+  /** Where the broker logs, the history, the timeline and the log dirs were kept (a check failed). */
+  readonly artifactsDir: string | null
 }
 
 const TOPIC = 'netfault'
@@ -229,7 +232,12 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
     partitions: input.partitions ?? brokerCount,
     rate: input.rate ?? 150,
   }
-  const log = input.log ?? ((line: string) => console.log(line))
+  const timeline: string[] = []
+  const output = input.log ?? ((line: string) => console.log(line))
+  const log = (line: string) => {
+    timeline.push(`${new Date().toISOString()} ${line}`)
+    output(line)
+  }
   const brokerIds = range(brokerCount).map((i) => i + 1)
   const random = prng(options.seed)
   const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)]
@@ -444,7 +452,7 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
       .flatMap((b) => b.logs())
       .filter((l) => typeof l.msg === 'string' && l.msg.startsWith('UNCLEAN leader election')).length
     const allAcks = producers.flatMap((p) => [...p.acks.values()])
-    return {
+    const report: NetfaultReport = {
       options,
       latencyBy: net.latencyBy,
       durationMs: Date.now() - started,
@@ -458,7 +466,12 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
       replicasIdentical: replicaProblems.length === 0,
       replicaProblems,
       uncleanElections,
+      artifactsDir: null,
     }
+    if (netfaultProblems(report).length === 0) return report
+    const artifactsDir = join(tmpdir(), `tidelog-netfault-seed-${options.seed}-${Date.now()}`)
+    await keepArtifacts(artifactsDir, cluster, timeline, allAcks, consumed.records)
+    return { ...report, artifactsDir }
   } finally {
     for (const p of producers) if (p instanceof PythonProducer) p.kill()
     await cluster?.close()
@@ -467,6 +480,28 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
     process.removeListener('SIGINT', onSignal)
     process.removeListener('SIGTERM', onSignal)
   }
+}
+
+/** Keeps what explains a failed check: broker logs, timeline, history, final read, log dirs. */
+async function keepArtifacts(
+  dir: string,
+  cluster: NetfaultCluster,
+  timeline: readonly string[],
+  acks: readonly Ack[],
+  records: readonly { partition: number; offset: number; value: string | null }[],
+): Promise<void> {
+  await mkdir(dir, { recursive: true })
+  await writeFile(join(dir, 'timeline.log'), `${timeline.join('\n')}\n`)
+  await writeFile(join(dir, 'acks.jsonl'), acks.map((a) => `${JSON.stringify(a)}\n`).join(''))
+  await writeFile(
+    join(dir, 'read.jsonl'),
+    records.map((r) => `${JSON.stringify({ p: r.partition, o: r.offset, v: r.value })}\n`).join(''),
+  )
+  for (const [nodeId, broker] of cluster.brokers) {
+    const runs = broker.runs.map((run, i) => `--- run ${i + 1}\n${run.lines.join('\n')}`)
+    await writeFile(join(dir, `broker-${nodeId}.log`), `${runs.join('\n')}\n`)
+  }
+  await cp(cluster.root, join(dir, 'data'), { recursive: true })
 }
 
 async function waitForHealthy(
@@ -532,8 +567,12 @@ async function compareReplicaFiles(
 export function netfaultProblems(r: NetfaultReport): string[] {
   const problems: string[] = []
   if (r.lost > 0) problems.push(`${r.lost} acknowledged records lost: ${r.lostSample.join(', ')}`)
-  if (r.offsetMismatches > 0) problems.push(`${r.offsetMismatches} acknowledged records at another offset`)
-  if (r.orderViolations > 0) problems.push(`${r.orderViolations} order violations`)
+  if (r.offsetMismatches > 0)
+    problems.push(
+      `${r.offsetMismatches} acknowledged records at another offset:\n    ${r.offsetMismatchSample.join('\n    ')}`,
+    )
+  if (r.orderViolations > 0)
+    problems.push(`${r.orderViolations} order violations:\n    ${r.orderViolationSample.join('\n    ')}`)
   if (r.idempotentDuplicated > 0)
     problems.push(`${r.idempotentDuplicated} duplicates of idempotent producers`)
   if (r.uncleanElections > 0)
@@ -560,5 +599,6 @@ export function formatNetfaultReport(r: NetfaultReport): string {
     `  acknowledged-at-wrong-offset ${r.offsetMismatches}, order violations ${r.orderViolations}, unclean elections ${r.uncleanElections}`,
     `  duplicated ${r.duplicated} (idempotent producers: ${r.idempotentDuplicated}), unacknowledged-but-present ${r.unacknowledgedPresent}, consumed ${r.consumed}, HWs ${r.highWatermarks.join('/')}`,
     `  replicas byte-identical below the HW: ${r.replicasIdentical ? 'yes' : `NO: ${r.replicaProblems.join('; ')}`}`,
+    ...(r.artifactsDir ? [`  broker logs, timeline, history and log dirs kept in ${r.artifactsDir}`] : []),
   ].join('\n')
 }
