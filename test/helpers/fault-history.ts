@@ -37,6 +37,8 @@ export interface FaultProducer {
   readonly sent: number
   /** Stops producing and waits until every record sent has a delivery outcome. */
   stop(): Promise<void>
+  /** Why the producer ended before it was stopped, or null. */
+  readonly failure: string | null
 }
 
 /** A small deterministic PRNG (mulberry32) so a run can be repeated with its seed. */
@@ -115,13 +117,21 @@ export class PythonProducer implements FaultProducer {
     }
   }
 
-  /** Stops producing and waits for every delivery report (bounded by message.timeout.ms). */
+  /**
+   * Stops producing and waits for every delivery report (bounded by message.timeout.ms). A
+   * producer that died first (a fatal client error) is not an exception here: its `failure`
+   * says why, and the records it had reported stay in the history to check.
+   */
   async stop(timeoutMs = 90000): Promise<void> {
     this.child.stdin!.end()
     const timer = setTimeout(() => this.child.kill('SIGKILL'), timeoutMs)
     await this.exited
     clearTimeout(timer)
-    if (this.sent === 0) throw new Error(`producer ${this.name} did not finish: ${this.stderr.slice(-2000)}`)
+  }
+
+  /** Why the process ended without its final report, or null. */
+  get failure(): string | null {
+    return this.sent === 0 ? `producer ${this.name} did not finish: ${this.stderr.slice(-3000)}` : null
   }
 
   /** Kills the process (cleanup after a failure). */
@@ -202,9 +212,13 @@ export class KafkajsProducer implements FaultProducer {
     })()
   }
 
+  failure: string | null = null
+
   async stop(): Promise<void> {
     this.stopped = true
-    await this.loop
+    await this.loop.catch((error: Error) => {
+      this.failure = `producer ${this.name} failed: ${error.message}`
+    })
   }
 }
 

@@ -76,6 +76,8 @@ export interface NetfaultReport extends HistoryAnalysis {
   readonly replicasIdentical: boolean
   readonly replicaProblems: string[]
   readonly uncleanElections: number
+  /** Producers that died before they were stopped (fatal client errors), with the reason. */
+  readonly producerFailures: string[]
   /** Where the broker logs, the history, the timeline and the log dirs were kept (a check failed). */
   readonly artifactsDir: string | null
 }
@@ -468,6 +470,7 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
       replicasIdentical: replicaProblems.length === 0,
       replicaProblems,
       uncleanElections,
+      producerFailures: producers.flatMap((p) => (p.failure === null ? [] : [p.failure])),
       artifactsDir: null,
     }
     if (netfaultProblems(report).length === 0) return report
@@ -580,6 +583,7 @@ export function netfaultProblems(r: NetfaultReport): string[] {
   if (r.uncleanElections > 0)
     problems.push(`${r.uncleanElections} unclean elections with unclean election off`)
   problems.push(...r.replicaProblems)
+  problems.push(...r.producerFailures)
   return problems
 }
 
