@@ -11,11 +11,14 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
+import { createWriteStream } from 'node:fs'
 import { readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Kafka, logLevel } from 'kafkajs'
 import { PYTHON, repoRoot } from './compat-clients.js'
+
+const STDERR_KEPT_CHARS = 20000
 
 /** Names of the idempotent producers start with this. */
 export const IDEMPOTENT_PREFIX = 'i'
@@ -61,6 +64,8 @@ export interface PythonProducerSpec {
   readonly rate: number
   /** librdkafka properties on top of producer.py's defaults. */
   readonly config: Readonly<Record<string, string | number | boolean>>
+  /** Where to append the process's stderr (librdkafka's log, with `debug` set). */
+  readonly stderrPath?: string
 }
 
 /** A confluent-kafka producer process (test/fault/producer.py). */
@@ -81,10 +86,19 @@ export class PythonProducer implements FaultProducer {
     })
     this.child.stdin!.write(`${JSON.stringify({ ...spec, producer: name })}\n`)
     this.child.stdout!.setEncoding('utf8').on('data', (chunk: string) => this.onData(chunk))
+    const stderrFile =
+      spec.stderrPath === undefined ? null : createWriteStream(spec.stderrPath, { flags: 'a' })
     this.child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
-      if (this.stderr.length < 20000) this.stderr += chunk
+      stderrFile?.write(chunk)
+      // The end explains an exit (a fatal error comes last).
+      this.stderr = (this.stderr + chunk).slice(-STDERR_KEPT_CHARS)
     })
-    this.exited = new Promise((resolve) => this.child.once('exit', () => resolve()))
+    this.exited = new Promise((resolve) =>
+      this.child.once('exit', () => {
+        stderrFile?.end()
+        resolve()
+      }),
+    )
   }
 
   private onData(chunk: string): void {

@@ -304,7 +304,15 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
       new PythonProducer(`${IDEMPOTENT_PREFIX}ck1`, {
         ...spec,
         rate: options.rate,
-        config: { acks: 'all', 'enable.idempotence': true, 'max.in.flight.requests.per.connection': 5 },
+        config: {
+          acks: 'all',
+          'enable.idempotence': true,
+          'max.in.flight.requests.per.connection': 5,
+          // Its idempotence log explains a fatal sequence error; kept with the artifacts.
+          log_level: 7,
+          debug: 'eos',
+        },
+        stderrPath: join(cluster.root, `${IDEMPOTENT_PREFIX}ck1.stderr`),
       }),
     )
     for (const name of ['js1', 'js2'])
