@@ -27,8 +27,12 @@ export interface Ack {
   readonly producer: string
   readonly seq: number
   readonly partition: number
-  /** -1 when the record was not acknowledged (error or no report). */
-  readonly offset: number
+  /**
+   * -1 when the record was not acknowledged (error or no report); null when it was, without
+   * an offset: librdkafka's idempotent producer "implicitly acks" a message whose request
+   * failed once a later batch of the partition succeeds (its IMPLICITACK debug line).
+   */
+  readonly offset: number | null
   readonly error: string | null
   /** When this process learnt the outcome (Date.now()). */
   readonly atMs: number
@@ -110,7 +114,7 @@ export class PythonProducer implements FaultProducer {
       const json = JSON.parse(line) as {
         s?: number
         p?: number
-        o?: number
+        o?: number | null
         e?: string | null
         done?: boolean
         sent?: number
@@ -124,7 +128,7 @@ export class PythonProducer implements FaultProducer {
         producer: this.name,
         seq,
         partition: json.p!,
-        offset: json.e === null ? json.o! : -1,
+        offset: json.e === null ? (json.o ?? null) : -1,
         error: json.e ?? null,
         atMs: Date.now(),
       })
@@ -245,6 +249,8 @@ export interface HistoryAnalysis {
   /** Acknowledged records found, but not at the offset they were acknowledged with. */
   readonly offsetMismatches: number
   readonly offsetMismatchSample: string[]
+  /** Acknowledged without an offset (librdkafka's implicit acks): checked for presence only. */
+  readonly acknowledgedWithoutOffset: number
   /** Acknowledged records of one producer and partition out of sequence order. */
   readonly orderViolations: number
   readonly orderViolationSample: string[]
@@ -289,9 +295,10 @@ export function analyse(
     list.map((o) => `${o.partition}:${o.offset}`).join(',')
   const ackedValues = new Set<string>()
   const byProducerPartition = new Map<string, Ack[]>()
+  let acknowledgedWithoutOffset = 0
   for (const ack of acks) {
     const value = `${ack.producer}-${ack.seq}`
-    if (ack.offset < 0) {
+    if (ack.offset !== null && ack.offset < 0) {
       failed++
       continue
     }
@@ -302,8 +309,9 @@ export function analyse(
       if (lostSample.length < 10) lostSample.push(`${value}@${ack.partition}:${ack.offset}`)
       continue
     }
-    const there = at.get(`${ack.partition}:${ack.offset}`)
-    if (there !== value) {
+    const there = ack.offset === null ? value : at.get(`${ack.partition}:${ack.offset}`)
+    if (ack.offset === null) acknowledgedWithoutOffset++
+    else if (there !== value) {
       offsetMismatches++
       if (offsetMismatchSample.length < 20)
         offsetMismatchSample.push(
@@ -349,6 +357,7 @@ export function analyse(
     lostSample,
     offsetMismatches,
     offsetMismatchSample,
+    acknowledgedWithoutOffset,
     orderViolations,
     orderViolationSample,
     clientReorders,
