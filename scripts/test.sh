@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 
 # Real Kafka clients from Debian for the compatibility tests (librdkafka via kcat and
 # confluent-kafka, kafka-python), etcd for multi-process clusters, chromium for the console,
-# and the reference lz4 and zstd tools whose frames the compression tests decode. A test
-# never skips for a missing tool: it fails, so the tools are installed here.
+# iproute2 and iptables for the network-namespace fault suite, and the reference lz4 and
+# zstd tools whose frames the compression tests decode. A test never skips for a missing
+# tool: it fails, so the tools are installed here.
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 /usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1 || missing+=(python3-confluent-kafka)
@@ -17,6 +18,9 @@ command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 [ -x /usr/bin/lz4 ] || missing+=(lz4)
 [ -x /usr/bin/zstd ] || missing+=(zstd)
+# Network namespaces, veths, bridges, qdiscs and DROP rules for test/netfault.
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v iptables >/dev/null 2>&1 || missing+=(iptables)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"
   apt-get update -qq

@@ -51,10 +51,10 @@ export async function waitFor<T>(
   }
 }
 
-/** True when something accepts TCP connections on 127.0.0.1:port. */
-export function accepts(port: number): Promise<boolean> {
+/** True when something accepts TCP connections on host:port. */
+export function accepts(port: number, host = '127.0.0.1'): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = connect({ host: '127.0.0.1', port })
+    const socket = connect({ host, port })
     socket.once('connect', () => {
       socket.destroy()
       resolve(true)
@@ -184,14 +184,17 @@ export function tidelogBin(): string {
 
 /**
  * Spawns `node bin/tidelog.js ...args` with info-level logs captured; its error-level lines
- * go to the log guard under `label` (a broker's).
+ * go to the log guard under `label` (a broker's). `prefix` runs it through another command
+ * that execs it (e.g. `ip netns exec NS`), so the child's pid is still node's.
  */
 export function spawnTidelog(
   args: readonly string[],
   env: Record<string, string> = {},
   label = `tidelog ${args[0] ?? ''}`.trim(),
+  prefix: readonly string[] = [],
 ): ChildOutput {
-  const child = spawn(process.execPath, [tidelogBin(), ...args], {
+  const [command, ...rest] = [...prefix, process.execPath, tidelogBin(), ...args]
+  const child = spawn(command, rest, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, TIDELOG_LOG_LEVEL: 'info', ...env },
   })
@@ -204,6 +207,10 @@ export interface BrokerProcessSpec {
   readonly logDir: string
   readonly etcdEndpoint: string
   readonly properties: Readonly<Record<string, string | number | boolean>>
+  /** Address of the listener (default 127.0.0.1). */
+  readonly host?: string
+  /** Command prefix that execs the broker, e.g. `['ip', 'netns', 'exec', 'ns1']`. */
+  readonly command?: readonly string[]
 }
 
 /** One `tidelog broker --metadata etcd://...` process; restartable on the same port and log dir. */
@@ -219,7 +226,7 @@ export class BrokerProcess {
   }
 
   get address(): string {
-    return `127.0.0.1:${this.spec.port}`
+    return `${this.spec.host ?? '127.0.0.1'}:${this.spec.port}`
   }
 
   get current(): ChildOutput {
@@ -243,12 +250,12 @@ export class BrokerProcess {
     }
     const args = ['broker', '--metadata', metadata]
     for (const [key, value] of Object.entries(properties)) args.push('--set', `${key}=${value}`)
-    this.output = spawnTidelog(args, {}, `broker ${this.nodeId}`)
+    this.output = spawnTidelog(args, {}, `broker ${this.nodeId}`, this.spec.command)
     this.runs.push(this.output)
     await this.output.waitForLine(/listening on/, timeoutMs)
     await waitFor(
       `broker ${this.nodeId} accepting connections`,
-      async () => ((await accepts(this.spec.port)) ? true : undefined),
+      async () => ((await accepts(this.spec.port, this.spec.host)) ? true : undefined),
       timeoutMs,
     )
   }

@@ -20,18 +20,26 @@ export interface EtcdProcess {
   signal(signal: NodeJS.Signals): void
 }
 
+/** Where etcd runs: by default on loopback in this process's network namespace. */
+export interface EtcdOptions {
+  /** Address etcd listens on and advertises (default 127.0.0.1). */
+  readonly host?: string
+  /** Command prefix, e.g. `['ip', 'netns', 'exec', 'ns1']` to start etcd in a network namespace. */
+  readonly command?: readonly string[]
+}
+
 const START_ATTEMPTS_MAX = 3
 const READY_TIMEOUT_MS = 15000
 const READY_POLL_MS = 50
 
 /** Starts etcd; retries on fresh ports when another process grabbed one between probe and bind. */
-export async function startEtcd(): Promise<EtcdProcess> {
+export async function startEtcd(options: EtcdOptions = {}): Promise<EtcdProcess> {
   const binary = process.env['TIDELOG_ETCD_BIN'] ?? 'etcd'
   let lastError: unknown
   for (let attempt = 1; attempt <= START_ATTEMPTS_MAX; attempt++) {
     const dataDir = await mkdtemp(join(tmpdir(), 'tidelog-etcd-'))
     try {
-      return await startOnce(binary, dataDir)
+      return await startOnce(binary, dataDir, options)
     } catch (err) {
       lastError = err
       await rm(dataDir, { recursive: true, force: true })
@@ -40,13 +48,17 @@ export async function startEtcd(): Promise<EtcdProcess> {
   throw new Error(`etcd did not start after ${START_ATTEMPTS_MAX} attempts`, { cause: lastError })
 }
 
-async function startOnce(binary: string, dataDir: string): Promise<EtcdProcess> {
+async function startOnce(binary: string, dataDir: string, options: EtcdOptions): Promise<EtcdProcess> {
+  // Ports free here are free in a fresh namespace too (it has no listeners at all).
   const [clientPort, peerPort] = await freePorts(2)
-  const endpoint = `http://127.0.0.1:${clientPort}`
-  const peerUrl = `http://127.0.0.1:${peerPort}`
+  const host = options.host ?? '127.0.0.1'
+  const endpoint = `http://${host}:${clientPort}`
+  const peerUrl = `http://${host}:${peerPort}`
+  const [command, ...prefix] = [...(options.command ?? []), binary]
   const child = spawn(
-    binary,
+    command,
     [
+      ...prefix,
       '--name=tidelog-test',
       `--data-dir=${dataDir}`,
       `--listen-client-urls=${endpoint}`,
