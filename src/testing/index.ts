@@ -316,10 +316,9 @@ export class TestCluster {
       () => {
         const image = this.image().topics.get(topic)
         return (
-          image !== undefined &&
-          image.partitions.every(
+          image?.partitions.every(
             (p) => p.leader >= 0 && this.running.has(p.leader) && p.isr.length === p.replicas.length,
-          )
+          ) === true
         )
       },
       options.timeoutMs ?? 30_000,
@@ -360,11 +359,10 @@ export class TestCluster {
       () => {
         const image = this.image().topics.get(topic.name)
         return (
-          image !== undefined &&
-          image.partitions.every((p) => {
+          image?.partitions.every((p) => {
             const leader = this.running.get(p.leader)?.broker
             return leader?.replicaManager.getPartition(topic.name, p.partition)?.isLeader === true
-          })
+          }) === true
         )
       },
       30_000,
