@@ -266,7 +266,8 @@ export class ClusterMetadata {
   }
 }
 
-function initialState(partition: number, replicas: readonly BrokerId[]): PartitionState {
+/** A new partition on the given replicas, led by the first, every replica in the ISR. */
+export function initialState(partition: number, replicas: readonly BrokerId[]): PartitionState {
   return {
     partition,
     replicas: [...replicas],

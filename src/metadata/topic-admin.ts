@@ -30,7 +30,7 @@ import {
   type TopicImage,
   topicById,
 } from './cluster-image.js'
-import type { ClusterMetadata } from './cluster-metadata.js'
+import { type ClusterMetadata, initialState } from './cluster-metadata.js'
 import { electPreferred, onBrokerChange } from './elections.js'
 import { cancelReassignment, startReassignment } from './reassignment.js'
 import { brokerTopicDefaults, type StaticBrokerConfig, validateTopicConfigs } from './topic-config.js'
@@ -303,9 +303,7 @@ export class TopicAdmin {
       replicationFactor: 0,
       configs,
     })
-    const partitions = [...byIndex.keys()]
-      .sort((a, b) => a - b)
-      .map((i) => manualPartition(i, byIndex.get(i)!))
+    const partitions = [...byIndex.keys()].sort((a, b) => a - b).map((i) => initialState(i, byIndex.get(i)!))
     return { ...placed, partitions }
   }
 
@@ -439,7 +437,7 @@ export class TopicAdmin {
       }
       return increase.assignments.map((brokerIds, i) => {
         checkManualAssignment(image, brokerIds, replicationFactor)
-        return manualPartition(current + i, brokerIds)
+        return initialState(current + i, brokerIds)
       })
     }
     checkReplicationFactor(replicationFactor, image.brokers.size)
@@ -716,18 +714,6 @@ function checkManualAssignment(
       `The manual partition assignment includes a partition with ${sorted.length} replica(s), but this is ` +
         `not consistent with previous partitions, which have ${replicationFactor} replica(s).`,
     )
-  }
-}
-
-/** A partition on the given replicas, led by the first, every replica in the ISR. */
-function manualPartition(partition: number, replicas: readonly number[]): PartitionState {
-  return {
-    partition,
-    replicas: [...replicas],
-    isr: [...replicas],
-    leader: replicas[0],
-    leaderEpoch: 0,
-    partitionEpoch: 0,
   }
 }
 
