@@ -1,6 +1,7 @@
 import type { Clock } from '../common/clock.js'
 import type { FileSystem } from '../common/file-system.js'
 import type { Logger } from '../common/logger.js'
+import type { TransactionMarkerListener, TransactionVerifier } from '../common/transaction.js'
 import type { GroupCoordinator } from '../coordinator/group-coordinator.js'
 import type { ClusterImage } from '../metadata/cluster-image.js'
 import type { ProducerIdManager } from '../metadata/producer-id-manager.js'
@@ -32,6 +33,13 @@ export interface BrokerServices {
    * reassignments, configs): validated, placed and committed on the controller's side.
    */
   readonly topicAdmin: TopicAdmin
+  /**
+   * KIP-890 verification of transactional produce, by the transaction coordinator. Absent
+   * only in a broker built without a coordinator; then transactional batches are refused.
+   */
+  readonly transactionVerifier?: TransactionVerifier
+  /** Told of every COMMIT/ABORT marker written here (the group coordinator's pending offsets). */
+  readonly onTransactionMarker?: TransactionMarkerListener
   /** The latest metadata snapshot this broker has applied. */
   metadataImage(): ClusterImage
 }

@@ -1,0 +1,36 @@
+/**
+ * What the transaction coordinator, the log and the group coordinator agree on, so each
+ * can be built and tested on its own side of the boundary.
+ */
+
+/** How a transaction ended; a COMMIT or ABORT control batch in each of its partitions. */
+export type TransactionResult = 'commit' | 'abort'
+
+/** A transactional batch's claim, checked before it may open a transaction in a partition. */
+export interface TransactionVerificationRequest {
+  readonly transactionalId: string
+  readonly producerId: bigint
+  readonly producerEpoch: number
+  readonly topic: string
+  readonly partition: number
+}
+
+/**
+ * KIP-890 part 1: before a transactional batch opens a transaction in a partition, the
+ * partition's leader asks the transaction coordinator whether the partition was added to
+ * the producer's ongoing transaction (AddPartitionsToTxn v4+ with verify_only). So a late
+ * write from a transaction that already timed out and aborted is refused instead of
+ * opening a transaction no marker will ever close, which would hang the LSO.
+ */
+export interface TransactionVerifier {
+  /** Kafka's error code: NONE (0) when the partition is in the ongoing transaction. */
+  verify(request: TransactionVerificationRequest): Promise<number>
+}
+
+/** Told after a COMMIT or ABORT marker is written to a partition led here. */
+export type TransactionMarkerListener = (
+  topic: string,
+  partition: number,
+  producerId: bigint,
+  result: TransactionResult,
+) => void
