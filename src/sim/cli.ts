@@ -2,6 +2,7 @@
  * `npm run sim -- --seed N [--ticks T]` replays one run; `--seeds K [--from S]` runs K seeds.
  * `--mutation unclean-election|isr-without-cas|hw-truncation` breaks one rule to show the simulator finds it.
  * `--store-latency N` puts the metadata store N ms away; `--store-stalls` adds store-link stalls.
+ * `--transactions` adds transactional producers and read_committed consumers.
  * A failing run prints its seed and trace; the exit code is 1 if any run failed.
  */
 import { MUTATIONS, type Mutation } from './mutations.js'
@@ -27,6 +28,7 @@ async function main(): Promise<number> {
   const diskErrors = process.argv.includes('--disk-errors')
   const acksZero = process.argv.includes('--acks0')
   const groups = process.argv.includes('--groups')
+  const transactions = process.argv.includes('--transactions')
   const brokers = arg('brokers') !== undefined ? Number(arg('brokers')) : undefined
   if (brokers !== undefined && !(brokers >= 3 && brokers <= 5)) throw new Error('--brokers must be 3..5')
   const printTrace = process.argv.includes('--trace')
@@ -52,6 +54,7 @@ async function main(): Promise<number> {
       diskErrors,
       acksZero,
       groups,
+      transactions,
       ...(brokers !== undefined ? { brokers } : {}),
     })
     const wallMs = Math.round(performance.now() - started)
@@ -64,7 +67,7 @@ async function main(): Promise<number> {
       console.log(result.trace.join('\n'))
       if (!result.ok)
         console.log(
-          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}${diskErrors ? ' --disk-errors' : ''}${acksZero ? ' --acks0' : ''}${groups ? ' --groups' : ''}${brokers !== undefined ? ` --brokers ${brokers}` : ''}`,
+          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}${diskErrors ? ' --disk-errors' : ''}${acksZero ? ' --acks0' : ''}${groups ? ' --groups' : ''}${transactions ? ' --transactions' : ''}${brokers !== undefined ? ` --brokers ${brokers}` : ''}`,
         )
     }
   }

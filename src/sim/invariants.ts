@@ -10,6 +10,7 @@ import { decodeRecordBatchSync, iterateBatches } from '../protocol/record-batch.
 import type { Partition } from '../replication/partition.js'
 import { wholeBatches } from './consumer.js'
 import type { SimBroker } from './sim-broker.js'
+import { TxnInvariants } from './txn-checker.js'
 import { TOPIC, Violation, type WorldView } from './world-view.js'
 
 interface Acked {
@@ -64,7 +65,12 @@ export class Invariants {
   private readonly coordinatorOfEpoch = new Map<string, number>()
   groupChecks = { fetches: 0, staleFetches: 0, staleBehind: 0, assignments: 0, coordinatorAnswers: 0 }
 
-  constructor(private readonly world: WorldView) {}
+  /** `transactions`: the transactions' checks (txn-checker.ts). */
+  readonly txn: TxnInvariants | null
+
+  constructor(private readonly world: WorldView) {
+    this.txn = world.options.transactions === true ? new TxnInvariants(world) : null
+  }
 
   onAcked(
     partition: number,
@@ -198,6 +204,11 @@ export class Invariants {
         if (partition.topic === TOPIC) await this.checkAgreement(broker, partition)
       }
     }
+    // After the agreement check: the committed history then reaches every leader's HW.
+    if (this.txn)
+      for (const broker of brokers)
+        for (const partition of broker.replicaManager.hostedPartitions)
+          if (partition.topic === TOPIC) await this.txn.checkPartition(broker, partition)
   }
 
   /**
@@ -405,6 +416,7 @@ export class Invariants {
           if (!seen) {
             committed.set(base, Buffer.from(bytes))
             this.matchConsumed(partition.partition, base, bytes)
+            this.txn?.onCommitted(partition.partition, base, bytes)
           }
           if (header.producerId !== -1n) this.checkNoDuplicate(partition.partition, header, base, broker)
           next = Math.max(next, last + 1)
@@ -461,15 +473,17 @@ export class Invariants {
 
   /**
    * A broker answers a consumer's fetch: no batch in it may reach the broker's high watermark
-   * at the time of the answer (read_uncommitted reads committed data only).
+   * at the time of the answer (read_uncommitted reads committed data only), nor, for a
+   * read_committed fetch, its last stable offset.
    */
-  onConsumerAnswer(broker: SimBroker, partition: number, records: Buffer): void {
+  onConsumerAnswer(broker: SimBroker, partition: number, records: Buffer, readCommitted = false): void {
     const hosted = broker.replicaManager.getPartition(TOPIC, partition)
-    const hw = hosted?.highWatermark ?? -1
+    const bound = (readCommitted ? hosted?.lastStableOffset : hosted?.highWatermark) ?? -1
+    const name = readCommitted ? 'last stable offset' : 'high watermark'
     for (const batch of wholeBatches(records)) {
-      if (batch.last >= hw)
+      if (batch.last >= bound)
         throw new Violation(
-          `broker ${broker.nodeId} answered a consumer of p${partition} with offsets ${batch.base}..${batch.last}, at or above its high watermark ${hw}${hosted?.isLeader === true ? '' : ' (not leading)'}`,
+          `broker ${broker.nodeId} answered a ${readCommitted ? 'read_committed ' : ''}consumer of p${partition} with offsets ${batch.base}..${batch.last}, at or above its ${name} ${bound}${hosted?.isLeader === true ? '' : ' (not leading)'}`,
         )
     }
   }

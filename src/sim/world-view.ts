@@ -8,6 +8,7 @@ import type { Mutation } from './mutations.js'
 import type { SimNetwork } from './network.js'
 import type { SimScheduler } from './scheduler.js'
 import type { SimBroker } from './sim-broker.js'
+import type { DeliveredRecord } from './txn-checker.js'
 
 /** The topic every run writes. */
 export const TOPIC = 'sim'
@@ -36,11 +37,15 @@ export interface WorldView {
   readonly partitionCount: number
   /** The store's own state, followed without latency: the ground truth invariants read. */
   readonly truth: ClusterMetadata | null
-  readonly options: { readonly mutation?: Mutation }
+  readonly options: { readonly mutation?: Mutation; readonly transactions?: boolean }
   readonly invariants: GroupChecks
   log(message: string): void
   /** A group client's failure (an invariant it reported, or a bug in the client): ends the run. */
   groupFailure(error: unknown): void
+  /** Any other client's failure (a bug in the client, an invariant it reported): ends the run. */
+  clientFailure(error: unknown): void
+  /** A read_committed consumer returned these records of `partition` (transactions' checks). */
+  onTxnDelivered(partition: number, records: readonly DeliveredRecord[], from: number): void
   onConsumed(
     partition: number,
     position: number,

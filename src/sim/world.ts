@@ -22,6 +22,7 @@ import {
 import { encodeRecordBatchSync } from '../protocol/record-batch.js'
 import { BrokerClient } from '../replication/broker-client.js'
 import { toErrorCode } from '../replication/kafka-error.js'
+import type { Partition } from '../replication/partition.js'
 import type { RequestTap } from '../server/connection.js'
 import { recordsBytes, SimConsumer } from './consumer.js'
 import { SimDisk } from './disk.js'
@@ -32,6 +33,20 @@ import { SimNetwork } from './network.js'
 import { SimRandom } from './random.js'
 import { drainMicrotasks, SimScheduler } from './scheduler.js'
 import { SimBroker } from './sim-broker.js'
+import {
+  checkFinalTransactions,
+  type DecidedRecord,
+  type DeliveredRecord,
+  decideLog,
+  decodeBatches,
+} from './txn-checker.js'
+import { SimReadCommittedConsumer } from './txn-consumer.js'
+import {
+  SimTxnProducer,
+  TRANSACTION_TIMEOUT_MS,
+  TxnWorkload,
+  transactionStatePartition,
+} from './txn-producer.js'
 import { TOPIC, Violation, type WorldView } from './world-view.js'
 
 export type { Mutation } from './mutations.js'
@@ -90,6 +105,13 @@ export interface SimOptions {
    * the real handlers, a verifier reads them back. Off by default.
    */
   readonly groups?: boolean
+  /**
+   * Transactions: the brokers host __transaction_state (3 partitions, RF 3) and the real
+   * transaction coordinator; transactional producers (txn-producer.ts) run transactions over
+   * the topic's partitions through the real handlers, and one read_committed consumer per
+   * partition (txn-consumer.ts) reads them; txn-checker.ts holds the checks. Off by default.
+   */
+  readonly transactions?: boolean
   /** Keep the broker logs in the trace (debug aid; the trace gets long). */
   readonly verbose?: boolean
 }
@@ -120,6 +142,21 @@ const GROUP_PROPERTIES: readonly [string, string][] = [
   ['group.min.session.timeout.ms', '1000'],
   ['offsets.topic.segment.bytes', String(1024 * 1024)],
 ]
+/**
+ * `transactions`: few __transaction_state partitions (Kafka's 50 would be most of the
+ * simulated work), small segments, and timed-out transactions aborted within a second
+ * (Kafka's cleanup interval is 10 s; the producers ask for a 5 s transaction timeout).
+ */
+const TXN_PROPERTIES: readonly [string, string][] = [
+  ['transaction.state.log.num.partitions', '3'],
+  ['transaction.state.log.replication.factor', '3'],
+  ['transaction.state.log.min.isr', '2'],
+  ['transaction.state.log.segment.bytes', String(1024 * 1024)],
+  ['transaction.abort.timed.out.transaction.cleanup.interval.ms', '1000'],
+]
+export const TRANSACTION_STATE_TOPIC = '__transaction_state'
+const TXN_STATE_PARTITIONS = 3
+const TXN_PRODUCERS = 2
 const GROUP_API_NAMES: Record<number, string> = {
   8: 'OffsetCommit',
   9: 'OffsetFetch',
@@ -194,6 +231,10 @@ export class World implements WorldView {
   private readonly diskErrorRandom: SimRandom
   /** Brokers with a disk error armed or fired: recovery disarms it and restarts a stopped process. */
   private readonly diskFailed = new Set<number>()
+  /** `transactions`: the producers, their shared counters, the read_committed consumers. */
+  readonly txnProducers: SimTxnProducer[] = []
+  readonly txnWorkload = new TxnWorkload()
+  readonly readCommittedConsumers: SimReadCommittedConsumer[] = []
   /** A violation seen inside a callback (a consumer's answer): thrown after the event. */
   private callbackViolation: Violation | null = null
   /** `groups`: what the members share, the members and the offset verifier. */
@@ -285,6 +326,20 @@ export class World implements WorldView {
   groupFailure(error: unknown): void {
     this.callbackViolation ??=
       error instanceof Violation ? error : new Violation(`group client failed: ${String(error)}`)
+  }
+
+  clientFailure(error: unknown): void {
+    this.callbackViolation ??=
+      error instanceof Violation
+        ? error
+        : new Violation(
+            `client failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+          )
+  }
+
+  onTxnDelivered(partition: number, records: readonly DeliveredRecord[], from: number): void {
+    const txn = this.invariants.txn
+    if (txn) this.checkInCallback(() => txn.onDelivered(partition, records, from))
   }
 
   /** A coordinator answered a group request without error: (b) one coordinator per leader epoch. */
@@ -454,6 +509,7 @@ export class World implements WorldView {
         `topic ${CONSUMER_OFFSETS_TOPIC} created: 3 partitions, RF 3; replicas ${offsets.map((p) => `p${p.partition} ${p.replicas.join(',')}`).join(' ')}; group ${GROUP_ID} in p${partitionForGroup(GROUP_ID, 3)}`,
       )
     }
+    if (this.options.transactions === true) await this.createTransactionStateTopic(first)
     const placed = first.metadata.image().topics.get(TOPIC)?.partitions ?? []
     this.log(
       `topic ${TOPIC} created: ${this.partitionCount} partitions, RF 3, min.insync.replicas 2; replicas ${placed.map((p) => `p${p.partition} ${p.replicas.join(',')}`).join(' ')}`,
@@ -464,6 +520,36 @@ export class World implements WorldView {
       random: { next: () => 0, int: (min) => min, bytes: (n) => Buffer.alloc(n) },
       logger: pino({ level: 'silent' }) as unknown as Logger,
     })
+  }
+
+  /** `transactions`: __transaction_state as the coordinator would create it, its topic id from its own stream. */
+  private async createTransactionStateTopic(first: SimBroker): Promise<void> {
+    const random = new SimRandom(this.options.seed ^ 0x7a57)
+    await this.until(
+      first.metadata.update((image) => {
+        const spec = {
+          name: TRANSACTION_STATE_TOPIC,
+          partitions: TXN_STATE_PARTITIONS,
+          replicationFactor: 3,
+          configs: {
+            'cleanup.policy': 'compact',
+            'min.insync.replicas': '2',
+            'unclean.leader.election.enable': 'false',
+            'segment.bytes': String(1024 * 1024),
+          },
+        }
+        const topic: TopicImage = {
+          ...first.metadata.createTopicImage(spec),
+          topicId: random.bytes(16).toString('base64url'),
+        }
+        return { ...image, topics: new Map(image.topics).set(TRANSACTION_STATE_TOPIC, topic) }
+      }),
+    )
+    const placed = first.metadata.image().topics.get(TRANSACTION_STATE_TOPIC)?.partitions ?? []
+    const ids = Array.from({ length: TXN_PRODUCERS }, (_, i) => `sim-txn-${i}`)
+    this.log(
+      `topic ${TRANSACTION_STATE_TOPIC} created: ${TXN_STATE_PARTITIONS} partitions, RF 3; replicas ${placed.map((p) => `p${p.partition} ${p.replicas.join(',')}`).join(' ')}; ${ids.map((id) => `transactional id ${id} in p${transactionStatePartition(id, TXN_STATE_PARTITIONS)}`).join(', ')}`,
+    )
   }
 
   private startBroker(id: number): Promise<void> {
@@ -482,6 +568,7 @@ export class World implements WorldView {
         properties: new Map([
           ...BROKER_PROPERTIES,
           ...(this.options.groups === true ? GROUP_PROPERTIES : []),
+          ...(this.options.transactions === true ? TXN_PROPERTIES : []),
         ]),
         storeLatencyMaxMs: this.storeLatencyMaxMs,
         leaseLossLearnedLate: this.options.storeStalls === true,
@@ -517,15 +604,25 @@ export class World implements WorldView {
   private requestObserver(broker: SimBroker): RequestTap {
     return (context, request) => {
       const apiKey = context.header.requestApiKey
-      if (apiKey === ApiKey.Fetch && this.options.consumers === true) {
+      if (
+        apiKey === ApiKey.Fetch &&
+        (this.options.consumers === true || this.options.transactions === true)
+      ) {
         if (!isConsumerFetch((request as FetchRequest).replicaId)) return undefined
+        const readCommitted =
+          context.header.requestApiVersion >= 4 && (request as FetchRequest).isolationLevel === 1
         return (outcome) => {
           if (!('response' in outcome) || outcome.response === null) return
           for (const topic of (outcome.response as FetchResponse).responses)
             for (const p of topic.partitions)
               if (p.errorCode === ErrorCode.NONE)
                 this.checkInCallback(() =>
-                  this.invariants.onConsumerAnswer(broker, p.partitionIndex, recordsBytes(p.records)),
+                  this.invariants.onConsumerAnswer(
+                    broker,
+                    p.partitionIndex,
+                    recordsBytes(p.records),
+                    readCommitted,
+                  ),
                 )
         }
       }
@@ -840,6 +937,7 @@ export class World implements WorldView {
     this.producing = false
     this.log('HEAL everything: network healed, crashed brokers restart, producers stop')
     this.network.healAll()
+    for (const producer of this.txnProducers) producer.stopStarting()
     for (const broker of this.brokers.values()) broker.store.stall = null
     this.network.faults = { delayMinMs: 1, delayMaxMs: 5, resetProbability: 0 }
     for (const id of [...this.impaired]) this.recover(id)
@@ -867,6 +965,27 @@ export class World implements WorldView {
     if (this.options.idempotentProducers === true) {
       for (let partition = 0; partition < this.partitionCount; partition++)
         this.startIdempotentProducer(partition)
+    }
+    if (this.options.transactions === true) {
+      // Their own random streams: the other choices of a seed stay as they were.
+      const producerRandom = new SimRandom(this.options.seed ^ 0x7a11)
+      for (let i = 0; i < TXN_PRODUCERS; i++) {
+        const producer = new SimTxnProducer(
+          this,
+          i,
+          producerRandom.fork(),
+          this.invariants.txn!.book,
+          this.txnWorkload,
+        )
+        this.txnProducers.push(producer)
+        producer.start()
+      }
+      const consumerRandom = new SimRandom(this.options.seed ^ 0x7c0)
+      for (let partition = 0; partition < this.partitionCount; partition++) {
+        const consumer = new SimReadCommittedConsumer(this, partition, consumerRandom.fork())
+        this.readCommittedConsumers.push(consumer)
+        consumer.start()
+      }
     }
     if (this.options.groups === true) {
       const random = new SimRandom(this.options.seed ^ 0x6709)
@@ -1084,6 +1203,98 @@ export class World implements WorldView {
     await this.invariants.checkAckedSurvived()
     if (this.consumers.length > 0) await this.consumersCatchUp(start)
     if (this.groupWorkload) await this.groupOffsetsSurvived(start)
+    if (this.options.transactions === true) await this.transactionsSettled(start)
+  }
+
+  /**
+   * `transactions` at the end: the producers finish the transaction under way, every
+   * partition's transactions get decided (the coordinator aborts the expired ones), the
+   * read_committed consumers reach the high watermark, then the whole-run checks on the
+   * final logs (txn-checker.ts checkFinalTransactions).
+   */
+  private async transactionsSettled(start: number): Promise<void> {
+    const budgetMs = LIVENESS_MS_MAX + TRANSACTION_TIMEOUT_MS
+    const waitFor = async (what: string, done: () => Promise<string | null>): Promise<void> => {
+      for (;;) {
+        const problem = await done()
+        if (problem === null) return
+        if (this.scheduler.now - start > budgetMs)
+          throw new Violation(`liveness: ${what} ${budgetMs} ms after healing: ${problem}`)
+        await this.runFor(200)
+      }
+    }
+    await waitFor('transactional producers still busy', async () => {
+      const busy = this.txnProducers.filter((p) => !p.idle)
+      return busy.length === 0 ? null : busy.map((p) => p.transactionalId).join(', ')
+    })
+    let logs = new Map<number, DecidedRecord[]>()
+    await waitFor('transactions still open', async () => {
+      logs = await this.finalTransactionLogs()
+      for (const [partition, records] of logs) {
+        const open = records.find((r) => r.decision === 'open')
+        if (open)
+          return `p${partition}: ${open.value} at offset ${open.offset} (producer ${open.producerId}) in an undecided transaction`
+      }
+      return this.lsoProblem()
+    })
+    await waitFor('read_committed consumers behind', async () => {
+      const behind = this.readCommittedConsumers.filter(
+        (c) => c.position !== this.leaderPartition(c.partition)?.highWatermark,
+      )
+      return behind.length === 0 ? null : behind.map((c) => `p${c.partition} at ${c.position}`).join(', ')
+    })
+    for (const consumer of this.readCommittedConsumers) consumer.stop()
+    logs = await this.finalTransactionLogs()
+    const txn = this.invariants.txn!
+    const problem = checkFinalTransactions(txn.book, logs, txn.delivered)
+    if (problem !== null) throw new Violation(problem)
+    const c = txn.book.counts()
+    const w = this.txnWorkload
+    const inLog = [...logs.values()].reduce(
+      (n, records) => n + records.filter((r) => r.decision === 'commit').length,
+      0,
+    )
+    this.log(
+      `transactions: ${txn.book.txns.size} begun, ${c.committed} committed, ${c.aborted} aborted, ${c.unknown} unknown; ${w.inits} inits, ${w.bumps} epoch bumps, ${w.fenced} fenced, ${w.takeovers} takeovers by a new instance, ${w.slowRequests} held produces, ${w.lateEndTxn} EndTxn given up; errors ${[...w.errorCodes].map(([k, n]) => `${k}: ${n}`).join(', ') || 'none'}; ${inLog} committed records in the logs; read_committed consumers ${this.readCommittedConsumers.map((r) => `p${r.partition} returned ${r.returned} records, dropped ${r.dropped} aborted`).join(', ')}; ${txn.stats.lsoChecks} LSO checks (${txn.stats.lsoBehindHw} behind the HW), ${txn.stats.leaderAppendsChecked} leader appends checked for fenced epochs`,
+    )
+  }
+
+  private leaderPartition(partition: number): Partition | undefined {
+    const state = this.truth?.image().topics.get(TOPIC)?.partitions[partition]
+    const leader = state ? this.brokers.get(state.leader) : undefined
+    if (!leader?.isAlive || !leader.broker) return undefined
+    return leader.replicaManager.getPartition(TOPIC, partition) ?? undefined
+  }
+
+  /** A leader whose last stable offset is behind its high watermark once every transaction is decided. */
+  private lsoProblem(): string | null {
+    for (let partition = 0; partition < this.partitionCount; partition++) {
+      const p = this.leaderPartition(partition)
+      if (!p?.isLeader) return `p${partition} has no acting leader`
+      if (p.lastStableOffset !== p.highWatermark)
+        return `p${partition} last stable offset ${p.lastStableOffset}, high watermark ${p.highWatermark}`
+    }
+    return null
+  }
+
+  /** Every partition's transactional records in its leader's log, each with its transaction's outcome there. */
+  private async finalTransactionLogs(): Promise<Map<number, DecidedRecord[]>> {
+    const logs = new Map<number, DecidedRecord[]>()
+    for (let partition = 0; partition < this.partitionCount; partition++) {
+      const p = this.leaderPartition(partition)
+      if (!p) continue
+      const chunks: Buffer[] = []
+      let from = p.log.logStartOffset
+      const end = p.log.logEndOffset
+      while (from < end) {
+        const read = await p.log.read(from, { maxBytes: 1 << 20, minOneMessage: true })
+        if (read.sizeInBytes === 0) break
+        chunks.push(...read.records)
+        from = read.nextOffset
+      }
+      logs.set(partition, decideLog(decodeBatches(chunks)))
+    }
+    return logs
   }
 
   /**

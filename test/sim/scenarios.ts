@@ -79,6 +79,7 @@ export function simFlags(options: SimOptions): string {
   if (options.diskErrors === true) flags.push('--disk-errors')
   if (options.acksZero === true) flags.push('--acks0')
   if (options.groups === true) flags.push('--groups')
+  if (options.transactions === true) flags.push('--transactions')
   return flags.map((f) => ` ${f}`).join('')
 }
 

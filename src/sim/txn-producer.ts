@@ -1,0 +1,704 @@
+/**
+ * Simulated transactional producers (`transactions`): the Kafka wire protocol over the
+ * simulated network to the real handlers, as the Java producer with a transactional.id
+ * drives them: FindCoordinator (v4, key type TRANSACTION) at a random live broker,
+ * InitProducerId (v4) with the transactional id, then per transaction AddPartitionsToTxn
+ * (v3, the client versions) before the first batch to each partition, transactional Produce
+ * (v9, acks=all, one batch in flight per partition, sequences per partition) to the leader
+ * a random live broker names, and EndTxn (v3): commit (70%) or abort.
+ *
+ * Errors, as the Java producer treats them:
+ * - NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, no answer or a broken connection: find the
+ *   coordinator again; COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS: retry after a
+ *   backoff.
+ * - PRODUCER_FENCED, INVALID_PRODUCER_EPOCH: fenced; the instance is done and a new one
+ *   (InitProducerId without producer id) takes over, as an application would.
+ * - A batch not acknowledged within the delivery timeout, OUT_OF_ORDER_SEQUENCE_NUMBER,
+ *   INVALID_TXN_STATE, TRANSACTION_ABORTABLE, UNKNOWN_PRODUCER_ID: abortable; EndTxn(abort),
+ *   then an epoch bump with the current producer id and epoch (KIP-360), since a batch's
+ *   fate is unknown and the sequences must restart.
+ * - EndTxn(commit) never answered (gave up, or the instance was fenced meanwhile): outcome
+ *   unknown.
+ *
+ * Two client faults the simulated network does not inject by itself, so that late and
+ * zombie writes happen (what KIP-890 and epoch fencing are for): a produce request may be
+ * held 3-6 s in the network (its client times out meanwhile, the request still lands,
+ * like a TCP segment stuck in retransmission), and an instance may pause mid-transaction
+ * (a GC pause) while a new instance with the same transactional id takes over; the paused
+ * one then resumes as a zombie and carries on with its old epoch.
+ *
+ * A request timeout abandons the request, not its bytes: the connection is set aside and
+ * closed a few seconds later, so what was sent still reaches the broker (SimNetwork drops
+ * what a closed connection still had in flight).
+ */
+import { ErrorCode } from '../protocol/error-codes.js'
+import {
+  type AddPartitionsToTxnResponse,
+  ApiKey,
+  type EndTxnResponse,
+  type FindCoordinatorResponse,
+  type InitProducerIdResponse,
+  type ProduceResponse,
+} from '../protocol/generated/index.js'
+import { encodeRecordBatchSync } from '../protocol/record-batch.js'
+import { BrokerClient } from '../replication/broker-client.js'
+import { SimNetwork } from './network.js'
+import type { SimRandom } from './random.js'
+import { type BookedTxn, type TransactionBook, txnIdOf, txnRecordValue } from './txn-checker.js'
+import { TOPIC, type WorldView } from './world-view.js'
+
+/** Transactional producers' network ids: 400 + 10 × producer + instance (mod 10). */
+export const TXN_PRODUCER_NODE_BASE = 400
+export const TRANSACTION_TIMEOUT_MS = 5000
+const REQUEST_TIMEOUT_MS = 2500
+/** The acks=all wait a produce asks of the leader. */
+const PRODUCE_TIMEOUT_MS = 2000
+/** A batch not acknowledged within this makes the transaction abortable (delivery.timeout.ms). */
+const DELIVERY_TIMEOUT_MS = 6000
+/** EndTxn retried for this long; then the outcome stays unknown. */
+const END_TXN_GIVE_UP_MS = 20_000
+/** A timed-out request's connection is closed this long after (its bytes still land meanwhile). */
+const LINGER_MS = 8000
+const COMMIT_PROBABILITY = 0.7
+const SLOW_REQUEST_PROBABILITY = 0.03
+const TAKEOVER_PROBABILITY = 0.04
+
+class NoAnswer extends Error {}
+
+/** Kafka's partition for a transactional id: Java's String.hashCode, made non-negative, mod the partition count. */
+export function transactionStatePartition(transactionalId: string, partitions: number): number {
+  let hash = 0
+  for (let i = 0; i < transactionalId.length; i++)
+    hash = (Math.imul(hash, 31) + transactionalId.charCodeAt(i)) | 0
+  // Kafka's Utils.abs: Integer.MIN_VALUE maps to 0.
+  const abs = hash === -2147483648 ? 0 : Math.abs(hash)
+  return abs % partitions
+}
+
+/** Brokers up and started (clients ask them for metadata and the coordinator). */
+function liveBrokers(world: WorldView): number[] {
+  return world.brokerIds.filter((id) => {
+    const b = world.brokers.get(id)
+    return b?.isAlive === true && b.started
+  })
+}
+
+/** One client instance's connections, one per broker. */
+class Connections {
+  private readonly clients = new Map<number, BrokerClient>()
+  private readonly transport
+  private closed = false
+
+  constructor(
+    private readonly world: WorldView,
+    private readonly name: string,
+    networkId: number,
+  ) {
+    this.transport = world.network.transportFor(networkId, () => !this.closed)
+  }
+
+  close(): void {
+    this.closed = true
+    for (const client of this.clients.values()) client.close()
+    this.clients.clear()
+  }
+
+  /** One request; rejects with NoAnswer after `timeoutMs` or on a connection error. `holdMs` delays its bytes. */
+  request<T>(
+    nodeId: number,
+    apiKey: number,
+    version: number,
+    body: unknown,
+    timeoutMs: number,
+    holdMs = 0,
+  ): Promise<T> {
+    let client = this.clients.get(nodeId)
+    if (!client) {
+      client = new BrokerClient(SimNetwork.hostOf(nodeId), 9092, this.name, this.transport)
+      this.clients.set(nodeId, client)
+    }
+    const used = client
+    return new Promise<T>((resolve, reject) => {
+      let settled = false
+      const timer = this.world.scheduler.schedule(timeoutMs, () => {
+        if (settled) return
+        settled = true
+        // Set aside, not closed: what was sent still lands; closed later.
+        if (this.clients.get(nodeId) === used) this.clients.delete(nodeId)
+        this.world.scheduler.schedule(LINGER_MS, () => used.close())
+        reject(new NoAnswer(`no answer from broker ${nodeId} within ${timeoutMs} ms`))
+      })
+      const send = (): void => {
+        used.request<T>(apiKey, version, body).then(
+          (value) => {
+            if (settled) return
+            settled = true
+            timer.cancelled = true
+            resolve(value)
+          },
+          (error: unknown) => {
+            if (this.clients.get(nodeId) === used) this.clients.delete(nodeId)
+            used.close()
+            if (settled) return
+            settled = true
+            timer.cancelled = true
+            reject(new NoAnswer(String(error)))
+          },
+        )
+      }
+      if (holdMs > 0) this.world.scheduler.schedule(holdMs, send)
+      else send()
+    })
+  }
+}
+
+/** One instance's identity: what a zombie keeps when a new instance takes over. */
+interface Session {
+  readonly instance: number
+  readonly conns: Connections
+  readonly producerId: bigint
+  readonly epoch: number
+  /** Next sequence per partition (this producer id and epoch). */
+  readonly sequences: Map<number, number>
+  coordinator: number | null
+  zombie: boolean
+}
+
+type BatchResult = 'acked' | 'fenced' | 'abortable' | 'stopped'
+
+/** The transactional producers' shared counters (the run's final line). */
+export class TxnWorkload {
+  readonly errorCodes = new Map<string, number>()
+  inits = 0
+  bumps = 0
+  fenced = 0
+  takeovers = 0
+  slowRequests = 0
+  lateEndTxn = 0
+
+  countError(api: string, code: number): void {
+    const key = `${api} ${code}`
+    this.errorCodes.set(key, (this.errorCodes.get(key) ?? 0) + 1)
+  }
+}
+
+export class SimTxnProducer {
+  readonly transactionalId: string
+  private instance = 0
+  private session: Session | null = null
+  /** The next init: a new instance (no producer id), or a KIP-360 bump of the current one. */
+  private nextInit: 'fresh' | 'bump' = 'fresh'
+  private bumpFrom: { producerId: bigint; epoch: number } | null = null
+  private nextTxn = 0
+  private stopping = false
+  private running = false
+  /** Zombies still running. */
+  private zombies = 0
+
+  constructor(
+    private readonly world: WorldView,
+    readonly index: number,
+    private readonly random: SimRandom,
+    private readonly book: TransactionBook,
+    private readonly workload: TxnWorkload,
+  ) {
+    this.transactionalId = `sim-txn-${index}`
+  }
+
+  /** Neither a transaction nor a zombie under way. */
+  get idle(): boolean {
+    return !this.running && this.zombies === 0
+  }
+
+  start(): void {
+    this.running = true
+    this.world.scheduler.schedule(this.random.int(10, 200), () => {
+      this.loop().catch((error: unknown) => this.world.clientFailure(error))
+    })
+  }
+
+  /** No new transaction starts; the one under way ends (commit or abort, retried until given up). */
+  stopStarting(): void {
+    this.stopping = true
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => this.world.scheduler.schedule(ms, resolve))
+  }
+
+  private log(message: string): void {
+    this.world.log(`txn producer ${this.index}: ${message}`)
+  }
+
+  private async loop(): Promise<void> {
+    try {
+      while (!this.stopping) {
+        if (this.session === null) {
+          this.session = await this.init()
+          if (this.session === null) break
+        }
+        await this.transaction(this.session)
+        await this.sleep(this.random.int(20, 200))
+      }
+    } finally {
+      this.running = false
+      if (this.zombies === 0) this.session?.conns.close()
+    }
+  }
+
+  // ---- coordinator --------------------------------------------------------------------------
+
+  /** FindCoordinator v4 (batched keys, key type TRANSACTION) at a random live broker. */
+  private async findCoordinator(session: {
+    conns: Connections
+    coordinator: number | null
+  }): Promise<number | null> {
+    const live = liveBrokers(this.world)
+    if (live.length === 0) return null
+    const via = this.random.pick(live)
+    try {
+      const answer = await session.conns.request<FindCoordinatorResponse>(
+        via,
+        ApiKey.FindCoordinator,
+        4,
+        { key: '', keyType: 1, coordinatorKeys: [this.transactionalId] },
+        REQUEST_TIMEOUT_MS,
+      )
+      const found = answer.coordinators.find((c) => c.key === this.transactionalId)
+      if (!found || found.errorCode !== ErrorCode.NONE || found.nodeId < 0) {
+        if (found) this.workload.countError('FindCoordinator', found.errorCode)
+        return null
+      }
+      session.coordinator = found.nodeId
+      return found.nodeId
+    } catch (error) {
+      if (error instanceof NoAnswer) return null
+      throw error
+    }
+  }
+
+  /**
+   * One request to the transaction coordinator, found again as needed; null when no answer
+   * came (the caller retries). Coordinator errors in the answer forget the coordinator.
+   */
+  private async toCoordinator<T extends { errorCode: number }>(
+    session: { conns: Connections; coordinator: number | null },
+    api: string,
+    apiKey: number,
+    version: number,
+    body: unknown,
+  ): Promise<T | null> {
+    if (session.coordinator === null && (await this.findCoordinator(session)) === null) {
+      await this.sleep(this.random.int(50, 200))
+      return null
+    }
+    const to = session.coordinator!
+    try {
+      const answer = await session.conns.request<T>(to, apiKey, version, body, REQUEST_TIMEOUT_MS)
+      if (
+        answer.errorCode === ErrorCode.NOT_COORDINATOR ||
+        answer.errorCode === ErrorCode.COORDINATOR_NOT_AVAILABLE
+      ) {
+        this.workload.countError(api, answer.errorCode)
+        session.coordinator = null
+        await this.sleep(this.random.int(20, 150))
+        return null
+      }
+      if (
+        answer.errorCode === ErrorCode.COORDINATOR_LOAD_IN_PROGRESS ||
+        answer.errorCode === ErrorCode.CONCURRENT_TRANSACTIONS
+      ) {
+        this.workload.countError(api, answer.errorCode)
+        await this.sleep(this.random.int(20, 100))
+        return null
+      }
+      return answer
+    } catch (error) {
+      if (!(error instanceof NoAnswer)) throw error
+      session.coordinator = null
+      await this.sleep(this.random.int(50, 200))
+      return null
+    }
+  }
+
+  /** InitProducerId until it succeeds (a new instance, or a KIP-360 bump); null once stopping. */
+  private async init(): Promise<Session | null> {
+    const instance = this.instance
+    const conns = new Connections(
+      this.world,
+      `${this.transactionalId}-${instance}`,
+      TXN_PRODUCER_NODE_BASE + 10 * this.index + (instance % 10),
+    )
+    const pending = { conns, coordinator: null as number | null }
+    for (;;) {
+      if (this.stopping) {
+        conns.close()
+        return null
+      }
+      const bump = this.nextInit === 'bump' ? this.bumpFrom : null
+      const answer = await this.toCoordinator<InitProducerIdResponse>(
+        pending,
+        'InitProducerId',
+        ApiKey.InitProducerId,
+        4,
+        {
+          transactionalId: this.transactionalId,
+          transactionTimeoutMs: TRANSACTION_TIMEOUT_MS,
+          producerId: bump?.producerId ?? -1n,
+          producerEpoch: bump?.epoch ?? -1,
+        },
+      )
+      if (answer === null) continue
+      if (answer.errorCode === ErrorCode.NONE) {
+        const now = this.world.scheduler.now
+        this.book.onInitProducerId(this.transactionalId, answer.producerId, answer.producerEpoch, now)
+        if (bump) this.workload.bumps++
+        else this.workload.inits++
+        this.log(
+          `instance ${instance} InitProducerId${bump ? ` (bump of ${bump.producerId} epoch ${bump.epoch})` : ''}: producer ${answer.producerId} epoch ${answer.producerEpoch} from coordinator broker ${pending.coordinator}`,
+        )
+        return {
+          instance,
+          conns,
+          producerId: answer.producerId,
+          epoch: answer.producerEpoch,
+          sequences: new Map(),
+          coordinator: pending.coordinator,
+          zombie: false,
+        }
+      }
+      this.workload.countError('InitProducerId', answer.errorCode)
+      if (
+        bump &&
+        (answer.errorCode === ErrorCode.PRODUCER_FENCED ||
+          answer.errorCode === ErrorCode.INVALID_PRODUCER_EPOCH ||
+          answer.errorCode === ErrorCode.INVALID_TXN_STATE)
+      ) {
+        // Another instance bumped meanwhile (or the id expired): a new instance, as an application would.
+        this.log(
+          `instance ${instance} InitProducerId bump refused (error ${answer.errorCode}); a new instance`,
+        )
+        this.nextInit = 'fresh'
+        this.bumpFrom = null
+        continue
+      }
+      this.log(`instance ${instance} InitProducerId error ${answer.errorCode}; retrying`)
+      await this.sleep(this.random.int(50, 200))
+    }
+  }
+
+  /** The instance is fenced (or paused and replaced): the next init starts a new instance. */
+  private retire(session: Session, why: string): void {
+    if (this.session === session) {
+      this.session = null
+      this.instance++
+      this.nextInit = 'fresh'
+      this.bumpFrom = null
+    }
+    this.log(`instance ${session.instance} (producer ${session.producerId} epoch ${session.epoch}) ${why}`)
+    if (!session.zombie) session.conns.close()
+  }
+
+  // ---- one transaction ----------------------------------------------------------------------
+
+  private async transaction(session: Session): Promise<void> {
+    const r = this.random
+    const n = this.nextTxn++
+    const txnId = txnIdOf(this.index, n)
+    const partitions =
+      this.world.partitionCount > 1 && r.chance(0.75)
+        ? Array.from({ length: this.world.partitionCount }, (_, p) => p)
+        : [r.int(0, this.world.partitionCount - 1)]
+    if (r.chance(0.5)) partitions.reverse()
+    const txn = this.book.begin({
+      txnId,
+      txnNumber: n,
+      transactionalId: this.transactionalId,
+      producerId: session.producerId,
+      producerEpoch: session.epoch,
+      partitions,
+      beganAtMs: this.world.scheduler.now,
+    })
+    this.log(
+      `txn ${txnId} begins: producer ${session.producerId} epoch ${session.epoch}, partitions ${partitions.join(',')}, coordinator broker ${session.coordinator ?? 'unknown'}`,
+    )
+    const takeover = r.chance(TAKEOVER_PROBABILITY) ? r.int(0, partitions.length - 1) : -1
+    const plan = partitions.map((p) => ({ partition: p, batches: r.int(1, 3) }))
+    for (let i = 0; i < plan.length; i++) {
+      if (i === takeover && !session.zombie) {
+        // A GC pause: a new instance takes over; this one carries on later as a zombie.
+        this.workload.takeovers++
+        const pauseMs = r.int(300, 3000)
+        this.retire(session, `pauses for ${pauseMs} ms mid-transaction ${txnId}; a new instance takes over`)
+        session.zombie = true
+        this.zombies++
+        this.sleep(pauseMs)
+          .then(() => this.continueTransaction(session, txn, plan.slice(i)))
+          .then(
+            () => {
+              this.zombies--
+              session.conns.close()
+            },
+            (error: unknown) => this.world.clientFailure(error),
+          )
+        return
+      }
+      const result = await this.writePartition(session, txn, plan[i].partition, plan[i].batches)
+      if (result !== 'acked') return this.endAfterFailure(session, txn, result)
+    }
+    await this.end(session, txn, r.chance(COMMIT_PROBABILITY))
+  }
+
+  /** A zombie resumes: the rest of its transaction with its old epoch, then a commit. */
+  private async continueTransaction(
+    session: Session,
+    txn: BookedTxn,
+    rest: readonly { partition: number; batches: number }[],
+  ): Promise<void> {
+    this.log(
+      `zombie instance ${session.instance} (producer ${session.producerId} epoch ${session.epoch}) resumes txn ${txn.txnId}`,
+    )
+    for (const step of rest) {
+      const result = await this.writePartition(session, txn, step.partition, step.batches)
+      if (result !== 'acked') return this.endAfterFailure(session, txn, result)
+    }
+    await this.end(session, txn, true)
+  }
+
+  /** AddPartitionsToTxn for `partition`, then its batches one at a time. */
+  private async writePartition(
+    session: Session,
+    txn: BookedTxn,
+    partition: number,
+    batches: number,
+  ): Promise<BatchResult> {
+    const added = await this.addPartition(session, txn, partition)
+    if (added !== 'acked') return added
+    for (let b = 0; b < batches; b++) {
+      const result = await this.produce(session, txn, partition)
+      if (result !== 'acked') return result
+    }
+    return 'acked'
+  }
+
+  private async addPartition(session: Session, txn: BookedTxn, partition: number): Promise<BatchResult> {
+    const started = this.world.scheduler.now
+    for (;;) {
+      if (this.world.scheduler.now - started > DELIVERY_TIMEOUT_MS) return 'abortable'
+      const answer = await this.toCoordinator<AddPartitionsToTxnResponse & { errorCode: number }>(
+        session,
+        'AddPartitionsToTxn',
+        ApiKey.AddPartitionsToTxn,
+        3,
+        {
+          transactions: [],
+          v3AndBelowTransactionalId: this.transactionalId,
+          v3AndBelowProducerId: session.producerId,
+          v3AndBelowProducerEpoch: session.epoch,
+          v3AndBelowTopics: [{ name: TOPIC, partitions: [partition] }],
+        },
+      ).then((a) => (a === null ? null : { ...a, errorCode: partitionError(a, partition) }))
+      if (answer === null) continue
+      const code = answer.errorCode
+      if (code === ErrorCode.NONE) return 'acked'
+      this.workload.countError('AddPartitionsToTxn', code)
+      if (code === ErrorCode.PRODUCER_FENCED || code === ErrorCode.INVALID_PRODUCER_EPOCH) return 'fenced'
+      if (code === ErrorCode.NOT_COORDINATOR || code === ErrorCode.COORDINATOR_NOT_AVAILABLE) {
+        session.coordinator = null
+        continue
+      }
+      if (
+        code === ErrorCode.CONCURRENT_TRANSACTIONS ||
+        code === ErrorCode.COORDINATOR_LOAD_IN_PROGRESS ||
+        code === ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+      ) {
+        await this.sleep(this.random.int(20, 100))
+        continue
+      }
+      this.log(`txn ${txn.txnId}: AddPartitionsToTxn p${partition} error ${code}`)
+      return 'abortable'
+    }
+  }
+
+  /** One transactional batch, retried (same bytes) until acknowledged or the delivery timeout. */
+  private async produce(session: Session, txn: BookedTxn, partition: number): Promise<BatchResult> {
+    const r = this.random
+    const sequence = session.sequences.get(partition) ?? 0
+    const done = txn.ackedRecords.get(partition) ?? 0
+    const count = r.int(1, 3)
+    const batch = encodeRecordBatchSync({
+      records: Array.from({ length: count }, (_, i) => ({
+        value: Buffer.from(txnRecordValue(this.index, txn.txnNumber, partition, done + i)),
+      })),
+      defaultTimestamp: this.world.scheduler.nowMs(),
+      producerId: session.producerId,
+      producerEpoch: session.epoch,
+      baseSequence: sequence,
+      isTransactional: true,
+    })
+    const started = this.world.scheduler.now
+    txn.unackedRecords.set(partition, (txn.unackedRecords.get(partition) ?? 0) + count)
+    const settle = (result: BatchResult): BatchResult => {
+      txn.unackedRecords.set(
+        partition,
+        (txn.unackedRecords.get(partition) ?? 0) - (result === 'acked' ? count : 0),
+      )
+      if (result === 'acked') {
+        txn.ackedRecords.set(partition, done + count)
+        session.sequences.set(partition, sequence + count)
+      }
+      return result
+    }
+    for (;;) {
+      if (this.world.scheduler.now - started > DELIVERY_TIMEOUT_MS) {
+        this.log(
+          `txn ${txn.txnId}: batch p${partition} seq ${sequence} not acknowledged within ${DELIVERY_TIMEOUT_MS} ms`,
+        )
+        return settle('abortable')
+      }
+      const live = liveBrokers(this.world)
+      const leaderId =
+        live.length > 0
+          ? (this.world.brokers.get(r.pick(live))?.metadata.image().topics.get(TOPIC)?.partitions[partition]
+              ?.leader ?? -1)
+          : -1
+      if (leaderId < 0) {
+        await this.sleep(r.int(50, 150))
+        continue
+      }
+      const slow = r.chance(SLOW_REQUEST_PROBABILITY)
+      const holdMs = slow ? r.int(3000, 6000) : 0
+      if (slow) {
+        this.workload.slowRequests++
+        this.log(
+          `txn ${txn.txnId}: produce p${partition} seq ${sequence} to broker ${leaderId} held ${holdMs} ms in the network`,
+        )
+      }
+      let code: number
+      let baseOffset = -1n
+      try {
+        const answer = await session.conns.request<ProduceResponse>(
+          leaderId,
+          ApiKey.Produce,
+          9,
+          {
+            transactionalId: this.transactionalId,
+            acks: -1,
+            timeoutMs: PRODUCE_TIMEOUT_MS,
+            topicData: [{ name: TOPIC, partitionData: [{ index: partition, records: batch }] }],
+          },
+          REQUEST_TIMEOUT_MS,
+          holdMs,
+        )
+        const p = answer.responses
+          .find((t) => t.name === TOPIC)
+          ?.partitionResponses.find((x) => x.index === partition)
+        code = p?.errorCode ?? ErrorCode.UNKNOWN_SERVER_ERROR
+        baseOffset = p?.baseOffset ?? -1n
+      } catch (error) {
+        if (!(error instanceof NoAnswer)) throw error
+        await this.sleep(r.int(20, 200))
+        continue
+      }
+      if (code === ErrorCode.NONE || code === ErrorCode.DUPLICATE_SEQUENCE_NUMBER) {
+        this.world.log(
+          `txn ${txn.txnId}: ack p${partition} @${baseOffset} seq ${sequence} (${count} records) from broker ${leaderId}${session.zombie ? ' (zombie)' : ''}`,
+        )
+        return settle('acked')
+      }
+      this.workload.countError('Produce', code)
+      if (code === ErrorCode.PRODUCER_FENCED || code === ErrorCode.INVALID_PRODUCER_EPOCH)
+        return settle('fenced')
+      if (
+        code === ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER ||
+        code === ErrorCode.INVALID_TXN_STATE ||
+        code === ErrorCode.TRANSACTION_ABORTABLE ||
+        code === ErrorCode.UNKNOWN_PRODUCER_ID ||
+        code === ErrorCode.INVALID_RECORD
+      ) {
+        this.log(
+          `txn ${txn.txnId}: produce p${partition} seq ${sequence} error ${code} from broker ${leaderId}; abortable`,
+        )
+        return settle('abortable')
+      }
+      // NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT, the
+      // verification's retriable answers (NOT_COORDINATOR, CONCURRENT_TRANSACTIONS, ...): again.
+      await this.sleep(r.int(20, 200))
+    }
+  }
+
+  /** After a failed step: fenced ends the instance; abortable aborts, then bumps the epoch. */
+  private async endAfterFailure(session: Session, txn: BookedTxn, result: BatchResult): Promise<void> {
+    if (result === 'fenced' || result === 'stopped') {
+      this.workload.fenced++
+      txn.status = 'aborted'
+      this.log(`txn ${txn.txnId} ends without commit: fenced`)
+      this.retire(session, 'fenced')
+      return
+    }
+    await this.end(session, txn, false)
+    if (this.session === session) {
+      // KIP-360: a batch's fate is unknown, its sequences with it: bump the epoch.
+      this.session = null
+      this.nextInit = 'bump'
+      this.bumpFrom = { producerId: session.producerId, epoch: session.epoch }
+      session.conns.close()
+    }
+  }
+
+  /** EndTxn v3, retried until answered or given up; the outcome goes to the book. */
+  private async end(session: Session, txn: BookedTxn, commit: boolean): Promise<void> {
+    txn.status = commit ? 'committing' : 'aborting'
+    if (commit) txn.commitSent = true
+    const started = this.world.scheduler.now
+    for (;;) {
+      if (this.world.scheduler.now - started > END_TXN_GIVE_UP_MS) {
+        this.workload.lateEndTxn++
+        txn.status = commit ? 'unknown' : 'aborted'
+        this.log(
+          `txn ${txn.txnId}: EndTxn(${commit ? 'commit' : 'abort'}) given up after ${END_TXN_GIVE_UP_MS} ms`,
+        )
+        this.retire(session, 'gave up on EndTxn')
+        return
+      }
+      const answer = await this.toCoordinator<EndTxnResponse>(session, 'EndTxn', ApiKey.EndTxn, 3, {
+        transactionalId: this.transactionalId,
+        producerId: session.producerId,
+        producerEpoch: session.epoch,
+        committed: commit,
+      })
+      if (answer === null) continue
+      const code = answer.errorCode
+      if (code === ErrorCode.NONE) {
+        txn.status = commit ? 'committed' : 'aborted'
+        this.log(`txn ${txn.txnId} ${commit ? 'committed' : 'aborted'}${session.zombie ? ' (zombie)' : ''}`)
+        return
+      }
+      this.workload.countError('EndTxn', code)
+      // Fenced, or the transaction is not the one this epoch had (the coordinator aborted it
+      // on timeout and bumped the epoch): a commit's fate is unknown to the client.
+      txn.status = commit ? 'unknown' : 'aborted'
+      this.log(
+        `txn ${txn.txnId}: EndTxn(${commit ? 'commit' : 'abort'}) error ${code}; outcome ${txn.status}`,
+      )
+      if (code === ErrorCode.PRODUCER_FENCED || code === ErrorCode.INVALID_PRODUCER_EPOCH) {
+        this.workload.fenced++
+        this.retire(session, 'fenced at EndTxn')
+      } else if (this.session === session) {
+        this.session = null
+        this.nextInit = 'bump'
+        this.bumpFrom = { producerId: session.producerId, epoch: session.epoch }
+        session.conns.close()
+      }
+      return
+    }
+  }
+}
+
+/** AddPartitionsToTxn v3's error for `partition` (per partition in those versions). */
+function partitionError(answer: AddPartitionsToTxnResponse, partition: number): number {
+  const result = answer.resultsByTopicV3AndBelow
+    .find((t) => t.name === TOPIC)
+    ?.resultsByPartition.find((p) => p.partitionIndex === partition)
+  return result?.partitionErrorCode ?? ErrorCode.UNKNOWN_SERVER_ERROR
+}

@@ -1,0 +1,331 @@
+/**
+ * The transactions' checks of the simulator (src/sim/txn-checker.ts) on synthetic logs: the
+ * read_committed filter, the log scan behind the LSO and epoch checks, the final
+ * all-or-nothing check, and what the producers' book says about fenced epochs. A checker
+ * that cannot fail proves nothing, so each check is shown failing on a log that breaks it.
+ */
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import {
+  type DecodedRecordBatch,
+  decodeRecordBatchSync,
+  encodeRecordBatchSync,
+} from '../../src/protocol/record-batch.js'
+import {
+  checkFinalTransactions,
+  controlRecord,
+  controlTypeOf,
+  decideLog,
+  filterReadCommitted,
+  PartitionTxnScan,
+  parseTxnRecordValue,
+  TransactionBook,
+  txnRecordValue,
+} from '../../src/sim/txn-checker.js'
+import { transactionStatePartition } from '../../src/sim/txn-producer.js'
+
+interface Spec {
+  readonly pid?: bigint
+  readonly epoch?: number
+  readonly values?: readonly string[]
+  readonly marker?: 'commit' | 'abort'
+  readonly plain?: boolean
+}
+
+/** A log of batches at consecutive offsets: transactional data, markers, or plain records. */
+function log(specs: readonly Spec[]): {
+  batches: DecodedRecordBatch[]
+  bytes: { base: number; bytes: Buffer }[]
+} {
+  let offset = 0
+  const batches: DecodedRecordBatch[] = []
+  const bytes: { base: number; bytes: Buffer }[] = []
+  for (const spec of specs) {
+    const records = spec.marker
+      ? [controlRecord(spec.marker, 0)]
+      : (spec.values ?? ['v']).map((v) => ({ value: Buffer.from(v) }))
+    const encoded = encodeRecordBatchSync({
+      records,
+      baseOffset: offset,
+      defaultTimestamp: 1000,
+      ...(spec.plain === true
+        ? {}
+        : {
+            producerId: spec.pid ?? 7n,
+            producerEpoch: spec.epoch ?? 0,
+            baseSequence: 0,
+            isTransactional: true,
+            isControl: spec.marker !== undefined,
+          }),
+    })
+    batches.push(decodeRecordBatchSync(encoded))
+    bytes.push({ base: offset, bytes: encoded })
+    offset += records.length
+  }
+  return { batches, bytes }
+}
+
+const v = (txn: number, partition: number, index: number, producer = 0): string =>
+  txnRecordValue(producer, txn, partition, index)
+
+describe('simulation: transactions checker', () => {
+  it('record values name their transaction, partition and index', () => {
+    assert.deepEqual(parseTxnRecordValue(v(12, 1, 3, 4)), { txnId: 'x4.12', partition: 1, index: 3 })
+    assert.equal(parseTxnRecordValue('v12.0'), null)
+  })
+
+  it("control records carry Kafka's key (version 0, type 0 abort / 1 commit)", () => {
+    const { batches } = log([{ marker: 'commit' }, { marker: 'abort' }, { values: ['a'] }])
+    assert.deepEqual(batches.map(controlTypeOf), ['commit', 'abort', null])
+    assert.equal(controlRecord('commit', 5).key.toString('hex'), '00000001')
+    assert.equal(controlRecord('abort', 5).value.toString('hex'), '000000000005')
+  })
+
+  it('a read_committed client drops markers and the batches of aborted transactions, keeps the rest', () => {
+    const { batches } = log([
+      { pid: 1n, values: ['a0'] }, // 0: aborted txn of producer 1
+      { pid: 2n, values: ['b0'] }, // 1: committed txn of producer 2
+      { plain: true, values: ['p'] }, // 2
+      { pid: 1n, values: ['a1'] }, // 3
+      { pid: 1n, marker: 'abort' }, // 4
+      { pid: 2n, marker: 'commit' }, // 5
+      { pid: 1n, values: ['c0'] }, // 6: producer 1's next txn, not aborted
+    ])
+    const got = filterReadCommitted(batches, [{ producerId: 1n, firstOffset: 0n }])
+    assert.deepEqual(
+      got.map((r) => r.value),
+      ['b0', 'p', 'c0'],
+    )
+    // Without the aborted list (a broker that forgets it) the aborted records come through.
+    assert.deepEqual(
+      filterReadCommitted(batches, []).map((r) => r.value),
+      ['a0', 'b0', 'p', 'a1', 'c0'],
+    )
+  })
+
+  it('an aborted transaction that began before the fetched range is dropped too', () => {
+    const { batches } = log([
+      { pid: 1n, values: ['a0'] },
+      { pid: 1n, values: ['a1'] },
+      { pid: 1n, marker: 'abort' },
+    ])
+    assert.deepEqual(filterReadCommitted(batches.slice(1), [{ producerId: 1n, firstOffset: 0n }]), [])
+  })
+
+  it('the log scan knows the first undecided transaction at a high watermark', () => {
+    const scan = new PartitionTxnScan(0)
+    const { bytes } = log([
+      { plain: true }, // 0
+      { pid: 1n }, // 1: txn of 1 starts
+      { pid: 2n }, // 2: txn of 2 starts
+      { pid: 1n, marker: 'commit' }, // 3
+      { plain: true }, // 4
+      { pid: 2n, marker: 'abort' }, // 5
+      { plain: true }, // 6
+    ])
+    // Out of order: waits for the gap.
+    assert.equal(scan.add(bytes[1].base, bytes[1].bytes), null)
+    assert.equal(scan.scannedTo, 0)
+    for (const b of bytes) assert.equal(scan.add(b.base, b.bytes), null)
+    assert.equal(scan.scannedTo, 7)
+    assert.equal(scan.firstUndecidedBelow(1), null)
+    assert.deepEqual(scan.firstUndecidedBelow(2), { firstOffset: 1, producerId: 1n })
+    // Producer 1's marker at 3 is not below HW 3: still undecided there (Kafka's unreplicated txn).
+    assert.deepEqual(scan.firstUndecidedBelow(3), { firstOffset: 1, producerId: 1n })
+    assert.deepEqual(scan.firstUndecidedBelow(4), { firstOffset: 2, producerId: 2n })
+    assert.deepEqual(scan.firstUndecidedBelow(5), { firstOffset: 2, producerId: 2n })
+    assert.equal(scan.firstUndecidedBelow(6), null)
+    assert.equal(scan.firstUndecidedBelow(7), null)
+  })
+
+  it('a data batch of an epoch below one the log already holds is a fenced epoch writing again', () => {
+    const scan = new PartitionTxnScan(1)
+    const { bytes } = log([
+      { pid: 1n, epoch: 3 },
+      { pid: 1n, epoch: 4, marker: 'abort' },
+      { pid: 1n, epoch: 3 },
+    ])
+    assert.equal(scan.add(bytes[0].base, bytes[0].bytes), null)
+    assert.equal(scan.add(bytes[1].base, bytes[1].bytes), null)
+    assert.match(
+      scan.add(bytes[2].base, bytes[2].bytes) ?? '',
+      /fenced epoch wrote again: p1 offset 2 .* epoch 3, after epoch 4/,
+    )
+  })
+
+  it('the book says when an epoch was superseded by InitProducerId', () => {
+    const book = new TransactionBook()
+    book.onInitProducerId('t', 5n, 0, 100)
+    assert.equal(book.fencedAtMs(5n, 0), null)
+    book.onInitProducerId('t', 5n, 1, 200)
+    assert.equal(book.fencedAtMs(5n, 0), 200)
+    assert.equal(book.fencedAtMs(5n, 1), null)
+    book.onInitProducerId('t', 9n, 0, 300)
+    assert.equal(book.fencedAtMs(5n, 1), 300)
+    assert.equal(book.fencedAtMs(9n, 0), null)
+    assert.equal(book.fencedAtMs(42n, 0), null, 'not a transactional producer')
+  })
+
+  /** A book with one transaction x0.0 over partitions 0 and 1, one record acknowledged in each. */
+  function bookWith(status: 'committed' | 'aborted' | 'unknown'): TransactionBook {
+    const book = new TransactionBook()
+    const txn = book.begin({
+      txnId: 'x0.0',
+      txnNumber: 0,
+      transactionalId: 't',
+      producerId: 1n,
+      producerEpoch: 0,
+      partitions: [0, 1],
+      beganAtMs: 0,
+    })
+    txn.ackedRecords.set(0, 1)
+    txn.ackedRecords.set(1, 1)
+    txn.commitSent = status !== 'aborted'
+    txn.status = status
+    return book
+  }
+
+  const decided = (specs: readonly Spec[]) => decideLog(log(specs).batches)
+
+  it('a transaction committed on every partition, read back once, passes', () => {
+    const logs = new Map([
+      [
+        0,
+        decided([
+          { pid: 1n, values: [v(0, 0, 0)] },
+          { pid: 1n, marker: 'commit' },
+        ]),
+      ],
+      [
+        1,
+        decided([
+          { pid: 1n, values: [v(0, 1, 0)] },
+          { pid: 1n, marker: 'commit' },
+        ]),
+      ],
+    ])
+    const delivered = new Map([
+      [0, [v(0, 0, 0)]],
+      [1, [v(0, 1, 0)]],
+    ])
+    assert.equal(checkFinalTransactions(bookWith('committed'), logs, delivered), null)
+    assert.equal(checkFinalTransactions(bookWith('unknown'), logs, delivered), null)
+  })
+
+  it('a transaction committed on one partition and aborted on the other fails', () => {
+    const logs = new Map([
+      [
+        0,
+        decided([
+          { pid: 1n, values: [v(0, 0, 0)] },
+          { pid: 1n, marker: 'commit' },
+        ]),
+      ],
+      [
+        1,
+        decided([
+          { pid: 1n, values: [v(0, 1, 0)] },
+          { pid: 1n, marker: 'abort' },
+        ]),
+      ],
+    ])
+    assert.match(
+      checkFinalTransactions(bookWith('committed'), logs, new Map()) ?? '',
+      /x0\.0 .*committed in part only/,
+    )
+    assert.match(checkFinalTransactions(bookWith('unknown'), logs, new Map()) ?? '', /committed in part only/)
+  })
+
+  it('a committed transaction missing from a partition fails', () => {
+    const logs = new Map([
+      [
+        0,
+        decided([
+          { pid: 1n, values: [v(0, 0, 0)] },
+          { pid: 1n, marker: 'commit' },
+        ]),
+      ],
+      [1, decided([{ plain: true }])],
+    ])
+    assert.match(
+      checkFinalTransactions(bookWith('committed'), logs, new Map()) ?? '',
+      /x0\.0\.p1\.0 is not committed in p1 \(absent\)/,
+    )
+  })
+
+  it('an aborted transaction committed in the log, or one left open, fails', () => {
+    const committed = new Map([
+      [
+        0,
+        decided([
+          { pid: 1n, values: [v(0, 0, 0)] },
+          { pid: 1n, marker: 'commit' },
+        ]),
+      ],
+    ])
+    assert.match(
+      checkFinalTransactions(bookWith('aborted'), committed, new Map()) ?? '',
+      /never asked to commit/,
+    )
+    const open = new Map([[0, decided([{ pid: 1n, values: [v(0, 0, 0)] }])]])
+    assert.match(
+      checkFinalTransactions(bookWith('unknown'), open, new Map()) ?? '',
+      /still open in p0 .*hanging/,
+    )
+  })
+
+  it('a record committed twice fails', () => {
+    const logs = new Map([
+      [
+        0,
+        decided([
+          { pid: 1n, values: [v(0, 0, 0)] },
+          { pid: 1n, marker: 'commit' },
+          { pid: 1n, values: [v(0, 0, 0)] },
+          { pid: 1n, marker: 'commit' },
+        ]),
+      ],
+      [
+        1,
+        decided([
+          { pid: 1n, values: [v(0, 1, 0)] },
+          { pid: 1n, marker: 'commit' },
+        ]),
+      ],
+    ])
+    assert.match(checkFinalTransactions(bookWith('committed'), logs, new Map()) ?? '', /committed 2 times/)
+  })
+
+  it("a read_committed consumer's records must be the log's committed ones, in order, once each", () => {
+    const logs = new Map([
+      [
+        0,
+        decided([
+          { pid: 1n, values: [v(0, 0, 0)] },
+          { pid: 1n, marker: 'commit' },
+        ]),
+      ],
+      [
+        1,
+        decided([
+          { pid: 1n, values: [v(0, 1, 0)] },
+          { pid: 1n, marker: 'commit' },
+        ]),
+      ],
+    ])
+    assert.match(
+      checkFinalTransactions(bookWith('committed'), logs, new Map([[0, []]])) ?? '',
+      /consumer of p0 returned 0 transactional records, the log commits 1/,
+    )
+    assert.match(
+      checkFinalTransactions(bookWith('committed'), logs, new Map([[0, [v(0, 0, 0), v(0, 0, 0)]]])) ?? '',
+      /first difference at #1/,
+    )
+  })
+
+  it("the transaction coordinator's partition follows Kafka's (Java String.hashCode, Utils.abs)", () => {
+    // "hello".hashCode() is 99162322 in Java; "polygenelubricants".hashCode() is Integer.MIN_VALUE.
+    assert.equal(transactionStatePartition('hello', 50), 99162322 % 50)
+    assert.equal(transactionStatePartition('polygenelubricants', 50), 0)
+  })
+})
