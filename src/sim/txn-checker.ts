@@ -25,7 +25,7 @@ import type { Offset } from '../common/types.js'
 import { type DecodedRecordBatch, decodeRecordBatchSync, iterateBatches } from '../protocol/record-batch.js'
 import type { Partition } from '../replication/partition.js'
 import type { SimBroker } from './sim-broker.js'
-import { TOPIC, Violation, type WorldView } from './world-view.js'
+import { Violation, type WorldView } from './world-view.js'
 
 /** Record values of transactional producers: `x<producer>.<transaction>.p<partition>.<index>`. */
 export function txnRecordValue(producer: number, txn: number, partition: number, index: number): string {
