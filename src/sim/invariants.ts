@@ -418,7 +418,9 @@ export class Invariants {
             this.matchConsumed(partition.partition, base, bytes)
             this.txn?.onCommitted(partition.partition, base, bytes)
           }
-          if (header.producerId !== -1n) this.checkNoDuplicate(partition.partition, header, base, broker)
+          // Control batches (transaction markers) carry no sequence.
+          if (header.producerId !== -1n && !header.isControl)
+            this.checkNoDuplicate(partition.partition, header, base, broker)
           next = Math.max(next, last + 1)
         }
       }

@@ -429,8 +429,9 @@ export class SimTxnProducer {
         // A GC pause: a new instance takes over; this one carries on later as a zombie.
         this.workload.takeovers++
         const pauseMs = r.int(300, 3000)
-        this.retire(session, `pauses for ${pauseMs} ms mid-transaction ${txnId}; a new instance takes over`)
+        // A zombie keeps its connections: what it sends later must reach the brokers.
         session.zombie = true
+        this.retire(session, `pauses for ${pauseMs} ms mid-transaction ${txnId}; a new instance takes over`)
         this.zombies++
         this.sleep(pauseMs)
           .then(() => this.continueTransaction(session, txn, plan.slice(i)))
