@@ -21,9 +21,10 @@
  *   unknown.
  *
  * Two client faults the simulated network does not inject by itself, so that late and
- * zombie writes happen (what KIP-890 and epoch fencing are for): a produce request may be
- * held 3-6 s in the network (its client times out meanwhile, the request still lands,
- * like a TCP segment stuck in retransmission), and an instance may pause mid-transaction
+ * zombie writes happen (what KIP-890 and epoch fencing are for): a produce attempt may be
+ * held in the network until past its batch's delivery timeout (the client expires the batch
+ * in flight and aborts the transaction; the request still lands later, like a TCP segment
+ * stuck in retransmission), and an instance may pause mid-transaction
  * (a GC pause) while a new instance with the same transactional id takes over; the paused
  * one then resumes as a zombie and carries on with its old epoch.
  *
@@ -53,14 +54,19 @@ export const TRANSACTION_TIMEOUT_MS = 5000
 const REQUEST_TIMEOUT_MS = 2500
 /** The acks=all wait a produce asks of the leader. */
 const PRODUCE_TIMEOUT_MS = 2000
-/** A batch not acknowledged within this makes the transaction abortable (delivery.timeout.ms). */
-const DELIVERY_TIMEOUT_MS = 6000
+/**
+ * A batch not acknowledged within this makes the transaction abortable (delivery.timeout.ms).
+ * Shorter than the transaction timeout, so the client aborts before the coordinator does
+ * (which would bump the epoch and fence the late write by epoch alone, not by KIP-890).
+ */
+const DELIVERY_TIMEOUT_MS = 3000
 /** EndTxn retried for this long; then the outcome stays unknown. */
 const END_TXN_GIVE_UP_MS = 20_000
 /** A timed-out request's connection is closed this long after (its bytes still land meanwhile). */
 const LINGER_MS = 8000
 const COMMIT_PROBABILITY = 0.7
-const SLOW_REQUEST_PROBABILITY = 0.03
+/** Produce attempts held in the network past their batch's delivery timeout. */
+const SLOW_REQUEST_PROBABILITY = 0.02
 const TAKEOVER_PROBABILITY = 0.04
 
 class NoAnswer extends Error {}
@@ -103,7 +109,10 @@ class Connections {
     this.clients.clear()
   }
 
-  /** One request; rejects with NoAnswer after `timeoutMs` or on a connection error. `holdMs` delays its bytes. */
+  /**
+   * One request; rejects with NoAnswer after `timeoutMs` or on a connection error. `holdMs`
+   * delays its bytes; `onLate` hears an answer that came after the client stopped waiting.
+   */
   request<T>(
     nodeId: number,
     apiKey: number,
@@ -111,6 +120,7 @@ class Connections {
     body: unknown,
     timeoutMs: number,
     holdMs = 0,
+    onLate?: (answer: T) => void,
   ): Promise<T> {
     let client = this.clients.get(nodeId)
     if (!client) {
@@ -131,7 +141,10 @@ class Connections {
       const send = (): void => {
         used.request<T>(apiKey, version, body).then(
           (value) => {
-            if (settled) return
+            if (settled) {
+              onLate?.(value)
+              return
+            }
             settled = true
             timer.cancelled = true
             resolve(value)
@@ -567,12 +580,18 @@ export class SimTxnProducer {
         await this.sleep(r.int(50, 150))
         continue
       }
+      // Java expires a batch still in flight at its delivery timeout: the attempt's timeout is
+      // what remains of it. A held request outlives it, so it lands after the client gave up
+      // on it (and aborted its transaction): a late write.
+      const remainingMs = started + DELIVERY_TIMEOUT_MS - this.world.scheduler.now
       const slow = r.chance(SLOW_REQUEST_PROBABILITY)
-      const holdMs = slow ? r.int(3000, 6000) : 0
+      // Half land just after the client's abort (before its next epoch writes anywhere: only
+      // KIP-890 refuses them then), half up to 3 s later.
+      const holdMs = slow ? remainingMs + (r.chance(0.5) ? r.int(20, 300) : r.int(300, 3000)) : 0
       if (slow) {
         this.workload.slowRequests++
         this.log(
-          `txn ${txn.txnId}: produce p${partition} seq ${sequence} to broker ${leaderId} held ${holdMs} ms in the network`,
+          `txn ${txn.txnId}: produce p${partition} seq ${sequence} to broker ${leaderId} held ${holdMs} ms in the network, past its delivery timeout`,
         )
       }
       let code: number
@@ -588,8 +607,15 @@ export class SimTxnProducer {
             timeoutMs: PRODUCE_TIMEOUT_MS,
             topicData: [{ name: TOPIC, partitionData: [{ index: partition, records: batch }] }],
           },
-          REQUEST_TIMEOUT_MS,
+          // Java's request.timeout.ms (30 s) is far longer than this one: a held attempt waits out the delivery timeout.
+          slow ? remainingMs : Math.min(REQUEST_TIMEOUT_MS, remainingMs),
           holdMs,
+          (late) => {
+            const p = late.responses.find((t) => t.name === TOPIC)?.partitionResponses[0]
+            this.log(
+              `late answer to txn ${txn.txnId}'s produce p${partition} seq ${sequence} (producer ${session.producerId} epoch ${session.epoch}) from broker ${leaderId}: ${p?.errorCode === ErrorCode.NONE ? `appended @${p.baseOffset}` : `error ${p?.errorCode}`}`,
+            )
+          },
         )
         const p = answer.responses
           .find((t) => t.name === TOPIC)
