@@ -546,10 +546,13 @@ export class World implements WorldView {
       }),
     )
     const placed = first.metadata.image().topics.get(TRANSACTION_STATE_TOPIC)?.partitions ?? []
-    const ids = Array.from({ length: TXN_PRODUCERS }, (_, i) => `sim-txn-${i}`)
     this.log(
-      `topic ${TRANSACTION_STATE_TOPIC} created: ${TXN_STATE_PARTITIONS} partitions, RF 3; replicas ${placed.map((p) => `p${p.partition} ${p.replicas.join(',')}`).join(' ')}; ${ids.map((id) => `transactional id ${id} in p${transactionStatePartition(id, TXN_STATE_PARTITIONS)}`).join(', ')}`,
+      `topic ${TRANSACTION_STATE_TOPIC} created: ${TXN_STATE_PARTITIONS} partitions, RF 3; replicas ${placed.map((p) => `p${p.partition} ${p.replicas.join(',')}`).join(' ')}`,
     )
+    for (let i = 0; i < TXN_PRODUCERS; i++)
+      this.log(
+        `transactional id sim-txn-${i} in ${TRANSACTION_STATE_TOPIC}-${transactionStatePartition(`sim-txn-${i}`, TXN_STATE_PARTITIONS)}`,
+      )
   }
 
   private startBroker(id: number): Promise<void> {

@@ -215,3 +215,74 @@ export const COORDINATOR_FAILOVER: Scenario = {
     CONVERGED,
   ],
 }
+
+/** A transaction's name as a pattern that does not also match a longer one (x0.1, not x0.10). */
+const txnPattern = (txnId: string): string => `${escapeRegExp(txnId)}(?!\\d)`
+
+/** The summary line of a `transactions` run: its end checks passed. */
+export const TRANSACTIONS_CHECKED: Step = { marker: /transactions: \d+ begun, \d+ committed/ }
+
+/**
+ * Transactions: the leadership of a producer's __transaction_state partition (its transaction
+ * coordinator) moves while one of its transactions is open (begun, not ended), and that
+ * transaction then commits through the new coordinator; the end checks pass.
+ */
+export const TXN_COORDINATOR_FAILOVER_MID_TRANSACTION: Scenario = {
+  what: "a producer's transaction coordinator moves to another broker in the middle of a transaction, which then commits",
+  steps: [
+    { marker: /transactional id sim-txn-(\d+) in __transaction_state-(\d+)/ },
+    { marker: ([id]) => new RegExp(`txn producer ${id[1]}: txn (x${id[1]}\\.\\d+) begins`) },
+    {
+      marker: ([id]) => leadershipMoves('__transaction_state', id[2]),
+      unless: ([, begin]) =>
+        new RegExp(`txn ${txnPattern(begin[1])}(?: (?:committed|aborted|ends)|: EndTxn)`),
+    },
+    { marker: ([, begin]) => new RegExp(`txn ${txnPattern(begin[1])} committed`) },
+    TRANSACTIONS_CHECKED,
+  ],
+}
+
+/** Transactions: a paused instance is replaced (epoch bump), resumes as a zombie and is fenced. */
+export const ZOMBIE_FENCED: Scenario = {
+  what: 'a producer instance pauses mid-transaction, a new instance takes over, and the old one resumes and is fenced',
+  steps: [
+    {
+      marker:
+        /txn producer (\d+): instance (\d+) \(producer \d+ epoch \d+\) pauses for \d+ ms mid-transaction (\S+);/,
+    },
+    {
+      marker: ([pause]) =>
+        new RegExp(
+          `txn producer ${pause[1]}: zombie instance ${pause[2]} .* resumes txn ${txnPattern(pause[3])}`,
+        ),
+    },
+    {
+      marker: ([pause]) =>
+        new RegExp(
+          `txn ${txnPattern(pause[3])}(?: ends without commit: fenced|: EndTxn\\(commit\\) error (?:47|90))`,
+        ),
+    },
+    TRANSACTIONS_CHECKED,
+  ],
+}
+
+/**
+ * Transactions: a produce that its client gave up on (its transaction aborted) reaches the
+ * leader late and is refused by KIP-890's verification (INVALID_TXN_STATE), not by an epoch.
+ */
+export const LATE_WRITE_REFUSED_BY_VERIFICATION: Scenario = {
+  what: "a produce held in the network past its batch's delivery timeout lands after the client aborted and is refused with INVALID_TXN_STATE",
+  steps: [
+    {
+      marker:
+        /txn (\S+): produce p(\d+) seq (\d+) to broker \d+ held \d+ ms in the network, past its delivery timeout/,
+    },
+    {
+      marker: ([held]) =>
+        new RegExp(
+          `late answer to txn ${txnPattern(held[1])}'s produce p${held[2]} seq ${held[3]} .*: error 48$`,
+        ),
+    },
+    TRANSACTIONS_CHECKED,
+  ],
+}
