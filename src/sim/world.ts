@@ -1028,7 +1028,9 @@ export class World implements WorldView {
    */
   private startIdempotentProducer(partition: number): void {
     const r = this.idempotentRandom.fork()
-    const producerId = BigInt(1000 + partition)
+    // With transactions, out of the producer id manager's blocks (0, 1000, 2000, ...), which
+    // the transactional producers draw from: two producers must not share an id.
+    const producerId = BigInt((this.options.transactions === true ? 1_000_000_000 : 1000) + partition)
     let epoch = 0
     let sequence = 0
     let attempt = 0
