@@ -142,6 +142,8 @@ export interface BookedTxn {
   readonly unackedRecords: Map<number, number>
   status: TxnStatus
   commitSent: boolean
+  /** The group offset it sent with TxnOffsetCommit (partition 0 of its producer's group), or null. */
+  offsetSent: number | null
   readonly beganAtMs: number
 }
 
@@ -192,13 +194,16 @@ export class TransactionBook {
     return false
   }
 
-  begin(txn: Omit<BookedTxn, 'ackedRecords' | 'unackedRecords' | 'status' | 'commitSent'>): BookedTxn {
+  begin(
+    txn: Omit<BookedTxn, 'ackedRecords' | 'unackedRecords' | 'status' | 'commitSent' | 'offsetSent'>,
+  ): BookedTxn {
     const booked: BookedTxn = {
       ...txn,
       ackedRecords: new Map(),
       unackedRecords: new Map(),
       status: 'open',
       commitSent: false,
+      offsetSent: null,
     }
     this.txns.set(txn.txnId, booked)
     return booked
@@ -421,6 +426,40 @@ export function checkFinalTransactions(
   return null
 }
 
+/**
+ * At the end: the committed group offset of producer `producer`'s group is the one its last
+ * committed transaction with offsets sent (committed as its client saw, or, unknown to it,
+ * committed in the logs); -1 if none.
+ */
+export function checkFinalOffsets(
+  book: TransactionBook,
+  producer: number,
+  fetched: number,
+  logs: ReadonlyMap<number, readonly DecidedRecord[]>,
+): string | null {
+  const committedInLog = new Set<string>()
+  for (const records of logs.values())
+    for (const record of records)
+      if (record.decision === 'commit') {
+        const parsed = parseTxnRecordValue(record.value)
+        if (parsed) committedInLog.add(parsed.txnId)
+      }
+  let expected = -1
+  let from = 'no transaction with offsets committed'
+  for (const txn of book.txns.values()) {
+    if (!txn.txnId.startsWith(`x${producer}.`) || txn.offsetSent === null) continue
+    const committed =
+      txn.status === 'committed' || (txn.status === 'unknown' && committedInLog.has(txn.txnId))
+    if (committed && txn.offsetSent > expected) {
+      expected = txn.offsetSent
+      from = `transaction ${txn.txnId} (client: ${txn.status})`
+    }
+  }
+  if (fetched !== expected)
+    return `group offsets of txn producer ${producer}: the coordinator returns ${fetched}, the last committed transaction with offsets committed ${expected} (${from})`
+  return null
+}
+
 function decisionOf(byPartition: Map<number, Map<number, DecidedRecord[]>>): 'commit' | 'abort' {
   for (const byIndex of byPartition.values())
     for (const copies of byIndex.values()) if (copies.some((c) => c.decision === 'commit')) return 'commit'
@@ -446,7 +485,13 @@ export class TxnInvariants {
   private readonly lastLso = new Map<string, number>()
   /** Per partition: the transactional records the read_committed consumer returned, in order. */
   readonly delivered = new Map<number, string[]>()
-  stats = { lsoChecks: 0, lsoBehindHw: 0, leaderAppendsChecked: 0, deliveredRecords: 0, abortedSkipped: 0 }
+  stats = {
+    lsoChecks: 0,
+    lsoBehindHw: 0,
+    leaderAppendsChecked: 0,
+    deliveredRecords: 0,
+    offsetFetches: 0,
+  }
 
   constructor(private readonly world: WorldView) {}
 
@@ -527,6 +572,26 @@ export class TxnInvariants {
     if (undecided !== null && lso > undecided.firstOffset)
       throw new Violation(
         `leader ${broker.nodeId} of p${p} (epoch ${partition.leaderEpoch}): last stable offset ${lso} passes offset ${undecided.firstOffset}, the first of producer ${undecided.producerId}'s transaction, which has no marker below the high watermark ${hw}`,
+      )
+  }
+
+  /**
+   * An OffsetFetch (require_stable) of producer `producer`'s group returned `offset`: it must
+   * be the offset a transaction sent with TxnOffsetCommit, one whose producer asked to commit
+   * it (offsets committed in an aborted or open transaction never become visible).
+   */
+  onTxnOffsetsFetched(producer: number, offset: number, from: number): void {
+    this.stats.offsetFetches++
+    if (offset < 0) return
+    const txnId = txnIdOf(producer, offset - 1)
+    const txn = this.book.txns.get(txnId)
+    if (!txn || txn.offsetSent !== offset)
+      throw new Violation(
+        `group of txn producer ${producer}: broker ${from} returned committed offset ${offset}, which no transaction sent`,
+      )
+    if (!txn.commitSent || txn.status === 'aborted' || txn.status === 'aborting')
+      throw new Violation(
+        `group of txn producer ${producer}: broker ${from} returned offset ${offset}, committed in transaction ${txnId}, which its producer ${txn.commitSent ? 'knows aborted' : 'never asked to commit'} (status ${txn.status})`,
       )
   }
 

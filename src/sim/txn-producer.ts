@@ -34,12 +34,15 @@
  */
 import { ErrorCode } from '../protocol/error-codes.js'
 import {
+  type AddOffsetsToTxnResponse,
   type AddPartitionsToTxnResponse,
   ApiKey,
   type EndTxnResponse,
   type FindCoordinatorResponse,
   type InitProducerIdResponse,
+  type OffsetFetchResponse,
   type ProduceResponse,
+  type TxnOffsetCommitResponse,
 } from '../protocol/generated/index.js'
 import { encodeRecordBatchSync } from '../protocol/record-batch.js'
 import { BrokerClient } from '../replication/broker-client.js'
@@ -68,8 +71,50 @@ const COMMIT_PROBABILITY = 0.7
 /** Produce attempts held in the network past their batch's delivery timeout. */
 const SLOW_REQUEST_PROBABILITY = 0.02
 const TAKEOVER_PROBABILITY = 0.04
+/** Transactions that also commit a group offset (AddOffsetsToTxn, TxnOffsetCommit). */
+const OFFSETS_PROBABILITY = 0.5
+/** Offset readers' network ids: 450 + producer. */
+const OFFSET_READER_NODE_BASE = 450
+
+/** The consumer group whose offsets producer `index` commits in its transactions. */
+export function txnGroupId(index: number): string {
+  return `sim-txn-group-${index}`
+}
 
 class NoAnswer extends Error {}
+
+/** FindCoordinator v4 (batched keys; key type 0 GROUP, 1 TRANSACTION) at a random live broker; null if none answered. */
+async function findCoordinatorOf(
+  world: WorldView,
+  random: SimRandom,
+  workload: TxnWorkload,
+  session: { conns: Connections; coordinator: number | null },
+  key: string,
+  keyType: number,
+): Promise<number | null> {
+  const live = liveBrokers(world)
+  if (live.length === 0) return null
+  const via = random.pick(live)
+  try {
+    const answer = await session.conns.request<FindCoordinatorResponse>(
+      via,
+      ApiKey.FindCoordinator,
+      4,
+      { key: '', keyType, coordinatorKeys: [key] },
+      REQUEST_TIMEOUT_MS,
+    )
+    const found = answer.coordinators.find((c) => c.key === key)
+    if (!found || found.errorCode !== ErrorCode.NONE || found.nodeId < 0) {
+      if (found) workload.countError('FindCoordinator', found.errorCode)
+      return null
+    }
+    session.coordinator = found.nodeId
+    return found.nodeId
+  } catch (error) {
+    if (error instanceof NoAnswer) return null
+    throw error
+  }
+}
 
 /** Kafka's partition for a transactional id: Java's String.hashCode, made non-negative, mod the partition count. */
 export function transactionStatePartition(transactionalId: string, partitions: number): number {
@@ -262,32 +307,11 @@ export class SimTxnProducer {
   // ---- coordinator --------------------------------------------------------------------------
 
   /** FindCoordinator v4 (batched keys, key type TRANSACTION) at a random live broker. */
-  private async findCoordinator(session: {
+  private findCoordinator(session: {
     conns: Connections
     coordinator: number | null
   }): Promise<number | null> {
-    const live = liveBrokers(this.world)
-    if (live.length === 0) return null
-    const via = this.random.pick(live)
-    try {
-      const answer = await session.conns.request<FindCoordinatorResponse>(
-        via,
-        ApiKey.FindCoordinator,
-        4,
-        { key: '', keyType: 1, coordinatorKeys: [this.transactionalId] },
-        REQUEST_TIMEOUT_MS,
-      )
-      const found = answer.coordinators.find((c) => c.key === this.transactionalId)
-      if (!found || found.errorCode !== ErrorCode.NONE || found.nodeId < 0) {
-        if (found) this.workload.countError('FindCoordinator', found.errorCode)
-        return null
-      }
-      session.coordinator = found.nodeId
-      return found.nodeId
-    } catch (error) {
-      if (error instanceof NoAnswer) return null
-      throw error
-    }
+    return findCoordinatorOf(this.world, this.random, this.workload, session, this.transactionalId, 1)
   }
 
   /**
@@ -460,7 +484,125 @@ export class SimTxnProducer {
       const result = await this.writePartition(session, txn, plan[i].partition, plan[i].batches)
       if (result !== 'acked') return this.endAfterFailure(session, txn, result)
     }
+    if (r.chance(OFFSETS_PROBABILITY)) {
+      const result = await this.commitOffsets(session, txn)
+      if (result !== 'acked') return this.endAfterFailure(session, txn, result)
+    }
     await this.end(session, txn, r.chance(COMMIT_PROBABILITY))
+  }
+
+  /**
+   * The group offset of this transaction (partition 0 of the producer's group: its
+   * transaction number + 1, so that a fetched offset names its transaction):
+   * AddOffsetsToTxn v3 to the transaction coordinator, then TxnOffsetCommit v3 (no group
+   * metadata: generation -1) to the group coordinator, as sendOffsetsToTransaction does.
+   */
+  private async commitOffsets(session: Session, txn: BookedTxn): Promise<BatchResult> {
+    const r = this.random
+    const groupId = txnGroupId(this.index)
+    const started = this.world.scheduler.now
+    const expired = (): boolean => this.world.scheduler.now - started > DELIVERY_TIMEOUT_MS
+    for (;;) {
+      if (expired()) return 'abortable'
+      const answer = await this.toCoordinator<AddOffsetsToTxnResponse>(
+        session,
+        'AddOffsetsToTxn',
+        ApiKey.AddOffsetsToTxn,
+        3,
+        {
+          transactionalId: this.transactionalId,
+          producerId: session.producerId,
+          producerEpoch: session.epoch,
+          groupId,
+        },
+      )
+      if (answer === null) continue
+      if (answer.errorCode === ErrorCode.NONE) break
+      this.workload.countError('AddOffsetsToTxn', answer.errorCode)
+      if (
+        answer.errorCode === ErrorCode.PRODUCER_FENCED ||
+        answer.errorCode === ErrorCode.INVALID_PRODUCER_EPOCH
+      )
+        return 'fenced'
+      this.log(`txn ${txn.txnId}: AddOffsetsToTxn error ${answer.errorCode}`)
+      return 'abortable'
+    }
+    const offset = txn.txnNumber + 1
+    txn.offsetSent = offset
+    const group = { conns: session.conns, coordinator: null as number | null }
+    for (;;) {
+      if (expired()) return 'abortable'
+      if (group.coordinator === null) {
+        await findCoordinatorOf(this.world, r, this.workload, group, groupId, 0)
+        if (group.coordinator === null) {
+          await this.sleep(r.int(50, 200))
+          continue
+        }
+      }
+      let code: number
+      try {
+        const answer = await session.conns.request<TxnOffsetCommitResponse>(
+          group.coordinator,
+          ApiKey.TxnOffsetCommit,
+          3,
+          {
+            transactionalId: this.transactionalId,
+            groupId,
+            producerId: session.producerId,
+            producerEpoch: session.epoch,
+            generationId: -1,
+            memberId: '',
+            groupInstanceId: null,
+            topics: [
+              {
+                name: TOPIC,
+                partitions: [
+                  {
+                    partitionIndex: 0,
+                    committedOffset: BigInt(offset),
+                    committedLeaderEpoch: -1,
+                    committedMetadata: null,
+                  },
+                ],
+              },
+            ],
+          },
+          REQUEST_TIMEOUT_MS,
+        )
+        code = answer.topics[0]?.partitions[0]?.errorCode ?? ErrorCode.UNKNOWN_SERVER_ERROR
+      } catch (error) {
+        if (!(error instanceof NoAnswer)) throw error
+        group.coordinator = null
+        await this.sleep(r.int(50, 200))
+        continue
+      }
+      if (code === ErrorCode.NONE) {
+        this.log(`txn ${txn.txnId}: offset ${offset} of ${groupId} sent (TxnOffsetCommit)`)
+        return 'acked'
+      }
+      this.workload.countError('TxnOffsetCommit', code)
+      if (code === ErrorCode.PRODUCER_FENCED || code === ErrorCode.INVALID_PRODUCER_EPOCH) return 'fenced'
+      if (
+        code === ErrorCode.NOT_COORDINATOR ||
+        code === ErrorCode.COORDINATOR_NOT_AVAILABLE ||
+        code === ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+      ) {
+        group.coordinator = null
+        await this.sleep(r.int(20, 150))
+        continue
+      }
+      if (
+        code === ErrorCode.UNKNOWN_TOPIC_OR_PARTITION ||
+        code === ErrorCode.CONCURRENT_TRANSACTIONS ||
+        code === ErrorCode.REQUEST_TIMED_OUT ||
+        code === ErrorCode.NOT_ENOUGH_REPLICAS
+      ) {
+        await this.sleep(r.int(20, 150))
+        continue
+      }
+      this.log(`txn ${txn.txnId}: TxnOffsetCommit error ${code}; abortable`)
+      return 'abortable'
+    }
   }
 
   /** A zombie resumes: the rest of its transaction with its old epoch, then a commit. */
@@ -728,4 +870,93 @@ function partitionError(answer: AddPartitionsToTxnResponse, partition: number): 
     .find((t) => t.name === TOPIC)
     ?.resultsByPartition.find((p) => p.partitionIndex === partition)
   return result?.partitionErrorCode ?? ErrorCode.UNKNOWN_SERVER_ERROR
+}
+
+/**
+ * Reads a transactional producer's group offset (OffsetFetch v7, require_stable, from the
+ * group coordinator FindCoordinator names) every 300-800 ms; each answer goes to the check
+ * that no offset of an aborted or open transaction becomes visible.
+ */
+export class TxnOffsetReader {
+  private readonly conns: Connections
+  private readonly session = { conns: null as unknown as Connections, coordinator: null as number | null }
+  private stopped = false
+  private busy = false
+
+  constructor(
+    private readonly world: WorldView,
+    readonly producer: number,
+    private readonly random: SimRandom,
+    private readonly workload: TxnWorkload,
+    private readonly onFetched: (offset: number, from: number) => void,
+  ) {
+    this.conns = new Connections(
+      world,
+      `sim-txn-offset-reader-${producer}`,
+      OFFSET_READER_NODE_BASE + producer,
+    )
+    this.session.conns = this.conns
+  }
+
+  get idle(): boolean {
+    return !this.busy
+  }
+
+  start(): void {
+    const next = (): void => {
+      if (this.stopped) return
+      this.fetchOnce().then(
+        () => this.world.scheduler.schedule(this.random.int(300, 800), next),
+        (error: unknown) => this.world.clientFailure(error),
+      )
+    }
+    this.world.scheduler.schedule(this.random.int(100, 500), next)
+  }
+
+  stop(): void {
+    this.stopped = true
+  }
+
+  close(): void {
+    this.stopped = true
+    this.conns.close()
+  }
+
+  /** One OffsetFetch; the committed offset (-1: none), or null if no stable answer came. */
+  async fetchOnce(): Promise<number | null> {
+    this.busy = true
+    try {
+      const groupId = txnGroupId(this.producer)
+      if (this.session.coordinator === null)
+        await findCoordinatorOf(this.world, this.random, this.workload, this.session, groupId, 0)
+      const to = this.session.coordinator
+      if (to === null) return null
+      let answer: OffsetFetchResponse
+      try {
+        answer = await this.conns.request<OffsetFetchResponse>(
+          to,
+          ApiKey.OffsetFetch,
+          7,
+          { groupId, topics: [{ name: TOPIC, partitionIndexes: [0] }], groups: [], requireStable: true },
+          REQUEST_TIMEOUT_MS,
+        )
+      } catch (error) {
+        if (!(error instanceof NoAnswer)) throw error
+        this.session.coordinator = null
+        return null
+      }
+      const p = answer.topics.find((t) => t.name === TOPIC)?.partitions.find((x) => x.partitionIndex === 0)
+      const code = answer.errorCode !== ErrorCode.NONE ? answer.errorCode : (p?.errorCode ?? ErrorCode.NONE)
+      if (code !== ErrorCode.NONE) {
+        this.workload.countError('OffsetFetch', code)
+        if (code !== ErrorCode.UNSTABLE_OFFSET_COMMIT) this.session.coordinator = null
+        return null
+      }
+      const offset = Number(p?.committedOffset ?? -1n)
+      this.onFetched(offset, to)
+      return offset
+    } finally {
+      this.busy = false
+    }
+  }
 }

@@ -34,6 +34,7 @@ import { SimRandom } from './random.js'
 import { drainMicrotasks, SimScheduler } from './scheduler.js'
 import { SimBroker } from './sim-broker.js'
 import {
+  checkFinalOffsets,
   checkFinalTransactions,
   type DecidedRecord,
   type DeliveredRecord,
@@ -44,6 +45,7 @@ import { SimReadCommittedConsumer } from './txn-consumer.js'
 import {
   SimTxnProducer,
   TRANSACTION_TIMEOUT_MS,
+  TxnOffsetReader,
   TxnWorkload,
   transactionStatePartition,
 } from './txn-producer.js'
@@ -235,6 +237,7 @@ export class World implements WorldView {
   readonly txnProducers: SimTxnProducer[] = []
   readonly txnWorkload = new TxnWorkload()
   readonly readCommittedConsumers: SimReadCommittedConsumer[] = []
+  private readonly txnOffsetReaders: TxnOffsetReader[] = []
   /** A violation seen inside a callback (a consumer's answer): thrown after the event. */
   private callbackViolation: Violation | null = null
   /** `groups`: what the members share, the members and the offset verifier. */
@@ -481,7 +484,8 @@ export class World implements WorldView {
         return { ...image, topics: new Map(image.topics).set(TOPIC, topic) }
       }),
     )
-    if (this.options.groups === true) {
+    // Transactions commit group offsets too (TxnOffsetCommit).
+    if (this.options.groups === true || this.options.transactions === true) {
       // Its own random stream for the topic id: the other draws of the seed stay as they were.
       const random = new SimRandom(this.options.seed ^ 0x6a0b)
       await this.until(
@@ -570,7 +574,7 @@ export class World implements WorldView {
       {
         properties: new Map([
           ...BROKER_PROPERTIES,
-          ...(this.options.groups === true ? GROUP_PROPERTIES : []),
+          ...(this.options.groups === true || this.options.transactions === true ? GROUP_PROPERTIES : []),
           ...(this.options.transactions === true ? TXN_PROPERTIES : []),
         ]),
         storeLatencyMaxMs: this.storeLatencyMaxMs,
@@ -983,6 +987,14 @@ export class World implements WorldView {
         this.txnProducers.push(producer)
         producer.start()
       }
+      const readerRandom = new SimRandom(this.options.seed ^ 0x7a0f)
+      for (let i = 0; i < TXN_PRODUCERS; i++) {
+        const reader = new TxnOffsetReader(this, i, readerRandom.fork(), this.txnWorkload, (offset, from) =>
+          this.checkInCallback(() => this.invariants.txn?.onTxnOffsetsFetched(i, offset, from)),
+        )
+        this.txnOffsetReaders.push(reader)
+        reader.start()
+      }
       const consumerRandom = new SimRandom(this.options.seed ^ 0x7c0)
       for (let partition = 0; partition < this.partitionCount; partition++) {
         const consumer = new SimReadCommittedConsumer(this, partition, consumerRandom.fork())
@@ -1253,6 +1265,27 @@ export class World implements WorldView {
     const txn = this.invariants.txn!
     const problem = checkFinalTransactions(txn.book, logs, txn.delivered)
     if (problem !== null) throw new Violation(problem)
+    // The group offsets, from the (loaded) group coordinator once no reader is mid-request.
+    for (const reader of this.txnOffsetReaders) reader.stop()
+    const finalOffsets: number[] = []
+    for (const reader of this.txnOffsetReaders) {
+      let fetched: number | null = null
+      await waitFor(`no stable OffsetFetch answer for txn producer ${reader.producer}'s group`, async () => {
+        if (fetched !== null) return null
+        if (!reader.idle) return 'a fetch in flight'
+        reader.fetchOnce().then(
+          (offset) => {
+            fetched = offset
+          },
+          (error: unknown) => this.clientFailure(error),
+        )
+        return 'no answer yet'
+      })
+      reader.close()
+      const offsetProblem = checkFinalOffsets(txn.book, reader.producer, fetched!, logs)
+      if (offsetProblem !== null) throw new Violation(offsetProblem)
+      finalOffsets.push(fetched!)
+    }
     const c = txn.book.counts()
     const w = this.txnWorkload
     const inLog = [...logs.values()].reduce(
@@ -1260,7 +1293,7 @@ export class World implements WorldView {
       0,
     )
     this.log(
-      `transactions: ${txn.book.txns.size} begun, ${c.committed} committed, ${c.aborted} aborted, ${c.unknown} unknown; ${w.inits} inits, ${w.bumps} epoch bumps, ${w.fenced} fenced, ${w.takeovers} takeovers by a new instance, ${w.slowRequests} held produces, ${w.lateEndTxn} EndTxn given up; errors ${[...w.errorCodes].map(([k, n]) => `${k}: ${n}`).join(', ') || 'none'}; ${inLog} committed records in the logs; read_committed consumers ${this.readCommittedConsumers.map((r) => `p${r.partition} returned ${r.returned} records, dropped ${r.dropped} aborted`).join(', ')}; ${txn.stats.lsoChecks} LSO checks (${txn.stats.lsoBehindHw} behind the HW), ${txn.stats.leaderAppendsChecked} leader appends checked for fenced epochs`,
+      `transactions: ${txn.book.txns.size} begun, ${c.committed} committed, ${c.aborted} aborted, ${c.unknown} unknown; ${w.inits} inits, ${w.bumps} epoch bumps, ${w.fenced} fenced, ${w.takeovers} takeovers by a new instance, ${w.slowRequests} held produces, ${w.lateEndTxn} EndTxn given up; errors ${[...w.errorCodes].map(([k, n]) => `${k}: ${n}`).join(', ') || 'none'}; ${inLog} committed records in the logs; read_committed consumers ${this.readCommittedConsumers.map((r) => `p${r.partition} returned ${r.returned} records, dropped ${r.dropped} aborted`).join(', ')}; ${txn.stats.lsoChecks} LSO checks (${txn.stats.lsoBehindHw} behind the HW), ${txn.stats.leaderAppendsChecked} leader appends checked for fenced epochs; group offsets ${finalOffsets.join(', ')} (${txn.stats.offsetFetches} fetches checked)`,
     )
   }
 
