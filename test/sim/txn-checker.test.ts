@@ -12,6 +12,7 @@ import {
   encodeRecordBatchSync,
 } from '../../src/protocol/record-batch.js'
 import {
+  checkFinalOffsets,
   checkFinalTransactions,
   controlRecord,
   controlTypeOf,
@@ -20,9 +21,11 @@ import {
   PartitionTxnScan,
   parseTxnRecordValue,
   TransactionBook,
+  TxnInvariants,
   txnRecordValue,
 } from '../../src/sim/txn-checker.js'
 import { transactionStatePartition } from '../../src/sim/txn-producer.js'
+import type { WorldView } from '../../src/sim/world-view.js'
 
 interface Spec {
   readonly pid?: bigint
@@ -321,6 +324,58 @@ describe('simulation: transactions checker', () => {
       checkFinalTransactions(bookWith('committed'), logs, new Map([[0, [v(0, 0, 0), v(0, 0, 0)]]])) ?? '',
       /first difference at #1/,
     )
+  })
+
+  it('a group offset is visible only from a transaction asked to commit; at the end the last committed one', () => {
+    const book = new TransactionBook()
+    const begin = (
+      n: number,
+      status: 'committed' | 'aborted' | 'unknown' | 'open',
+      offset: number | null,
+    ) => {
+      const txn = book.begin({
+        txnId: `x0.${n}`,
+        txnNumber: n,
+        transactionalId: 't',
+        producerId: 1n,
+        producerEpoch: 0,
+        partitions: [0],
+        beganAtMs: 0,
+      })
+      txn.status = status
+      txn.commitSent = status === 'committed' || status === 'unknown'
+      txn.offsetSent = offset
+    }
+    begin(0, 'committed', 1)
+    begin(1, 'aborted', 2)
+    begin(2, 'unknown', 3)
+    begin(3, 'open', 4)
+    checks.onTxnOffsetsFetched(0, -1, 1)
+    checks.onTxnOffsetsFetched(0, 1, 1)
+    checks.onTxnOffsetsFetched(0, 3, 1)
+    assert.throws(
+      () => checks.onTxnOffsetsFetched(0, 2, 1),
+      /offset 2, committed in transaction x0\.1, which its producer never asked to commit/,
+    )
+    assert.throws(() => checks.onTxnOffsetsFetched(0, 4, 1), /never asked to commit \(status open\)/)
+    assert.throws(() => checks.onTxnOffsetsFetched(0, 9, 1), /which no transaction sent/)
+    const none = new Map<number, ReturnType<typeof decideLog>>()
+    // x0.2's outcome is unknown to its client: the logs decide.
+    assert.equal(checkFinalOffsets(book, 0, 1, none), null)
+    assert.match(
+      checkFinalOffsets(book, 0, 3, none) ?? '',
+      /returns 3, the last committed transaction with offsets committed 1/,
+    )
+    const committed = new Map([
+      [
+        0,
+        decided([
+          { pid: 1n, values: [v(2, 0, 0)] },
+          { pid: 1n, marker: 'commit' },
+        ]),
+      ],
+    ])
+    assert.equal(checkFinalOffsets(book, 0, 3, committed), null)
   })
 
   it("the transaction coordinator's partition follows Kafka's (Java String.hashCode, Utils.abs)", () => {
