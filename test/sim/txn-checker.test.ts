@@ -327,7 +327,8 @@ describe('simulation: transactions checker', () => {
   })
 
   it('a group offset is visible only from a transaction asked to commit; at the end the last committed one', () => {
-    const book = new TransactionBook()
+    const checks = new TxnInvariants({} as WorldView)
+    const book = checks.book
     const begin = (
       n: number,
       status: 'committed' | 'aborted' | 'unknown' | 'open',
