@@ -20,6 +20,7 @@ import {
 } from '../protocol/batch-header.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { convertLegacyToV2, decodeRecordBatch, isLegacyMagic } from '../protocol/record-batch.js'
+import type { AbortedTxn } from '../storage/transaction-index.js'
 import type { AppendOrigin, FetchDataInfo, LogAppendInfo, UnifiedLog } from '../storage/unified-log.js'
 import { KafkaError } from './kafka-error.js'
 import { ProducerStateManager } from './producer-state.js'
@@ -31,6 +32,12 @@ export interface PartitionIdentity {
 }
 
 export type IsolationLevel = 'read_uncommitted' | 'read_committed'
+
+export interface ConsumerRead {
+  readonly info: FetchDataInfo
+  /** read_committed only: the aborted transactions of the range read. */
+  readonly abortedTransactions: readonly AbortedTxn[] | undefined
+}
 
 /** How a leader append is checked (see AppendOptions). */
 export interface LeaderAppend {
@@ -510,15 +517,24 @@ export class Partition {
     return convertLegacyToV2(records)
   }
 
-  /** Reads committed records for a consumer (up to the high watermark, or the LSO). */
-  read(
+  /**
+   * Reads committed records for a consumer: up to the high watermark, or for
+   * read_committed up to the LSO with the aborted transactions overlapping what was read
+   * (Kafka's addAbortedTransactions: the consumer drops their records).
+   */
+  async read(
     fetchOffset: number,
     maxBytes: number,
     isolation: IsolationLevel,
     minOneMessage: boolean,
-  ): Promise<FetchDataInfo> {
-    const maxOffset = isolation === 'read_committed' ? this.lastStableOffset : this.highWatermark
-    return this.log.read(receivedOffset(fetchOffset), { maxBytes, maxOffset, minOneMessage })
+  ): Promise<ConsumerRead> {
+    const committed = isolation === 'read_committed'
+    const maxOffset = committed ? this.lastStableOffset : this.highWatermark
+    const info = await this.log.read(receivedOffset(fetchOffset), { maxBytes, maxOffset, minOneMessage })
+    if (!committed) return { info, abortedTransactions: undefined }
+    const abortedTransactions =
+      info.sizeInBytes === 0 ? [] : this.log.collectAbortedTransactions(info.firstOffset, info.nextOffset)
+    return { info, abortedTransactions }
   }
 
   /** Bytes between `fetchOffset` and the high watermark are available when the log end moved. */
