@@ -53,7 +53,12 @@ function batchesOf(
 }
 
 test('transactional batches, WriteTxnMarkers and read_committed fetches on a 3-broker cluster', async () => {
-  const cluster = await startCluster({ brokers: 3, port: 0 })
+  // The coordinator is not part of this test: KIP-890 verification is tested below.
+  const cluster = await startCluster({
+    brokers: 3,
+    port: 0,
+    properties: { 'transaction.partition.verification.enable': false },
+  })
   const kafka = new Kafka({ brokers: cluster.bootstrapServers.split(','), logLevel: logLevel.NOTHING })
   const admin = kafka.admin()
   let client: RawClient | undefined

@@ -10,6 +10,7 @@ import { describeClusterHandler } from './describe-cluster.js'
 import { describeConfigsHandler } from './describe-configs.js'
 import { describeGroupsHandler } from './describe-groups.js'
 import { describeLogDirsHandler } from './describe-log-dirs.js'
+import { describeProducersHandler } from './describe-producers.js'
 import { electLeadersHandler } from './elect-leaders.js'
 import { fetchHandler } from './fetch.js'
 import { findCoordinatorHandler } from './find-coordinator.js'
@@ -64,4 +65,5 @@ export const allHandlers: readonly AnyApiHandler[] = [
   deleteGroupsHandler,
   offsetDeleteHandler,
   writeTxnMarkersHandler,
+  describeProducersHandler,
 ]
