@@ -253,6 +253,12 @@ export const brokerConfigDefs = new ConfigDefs([
   def('producer.id.expiration.check.interval.ms', 'int', 600000, 'How often idle producer ids expire.', {
     min: 1,
   }),
+  def(
+    'transaction.partition.verification.enable',
+    'boolean',
+    true,
+    'KIP-890: verify with the transaction coordinator that a partition is in the ongoing transaction before its first transactional write.',
+  ),
   // Operations (src/ops, docs/operations.md): tidelog's own names, in Kafka's dotted style.
   def(
     'tidelog.http.listener',
