@@ -14,7 +14,7 @@ import type { TransactionVerificationRequest, TransactionVerifier } from '../../
 import type { ClusterImage } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import type { AddPartitionsToTxnResponse } from '../../protocol/generated/add-partitions-to-txn-response.js'
-import { ApiKey } from '../../protocol/generated/index.js'
+import { ApiKey, defaultAddPartitionsToTxnRequest } from '../../protocol/generated/index.js'
 import { BrokerClient, type Transport } from '../../replication/broker-client.js'
 import type { TransactionCoordinator } from './transaction-coordinator.js'
 import { TRANSACTION_STATE_TOPIC } from './transaction-log.js'
@@ -61,6 +61,8 @@ export class CoordinatorTransactionVerifier implements TransactionVerifier {
     if (!broker || leader === this.host.nodeId) return ErrorCode.NOT_ENOUGH_REPLICAS
     try {
       const response = await this.request(leader, `${broker.host}:${broker.port}`, broker, {
+        // The v3-and-below fields keep their defaults, or v4 cannot be encoded.
+        ...defaultAddPartitionsToTxnRequest(),
         transactions: [
           {
             transactionalId: request.transactionalId,
