@@ -1,3 +1,5 @@
+import { addOffsetsToTxnHandler } from './add-offsets-to-txn.js'
+import { addPartitionsToTxnHandler } from './add-partitions-to-txn.js'
 import { alterConfigsHandler } from './alter-configs.js'
 import { alterPartitionReassignmentsHandler } from './alter-partition-reassignments.js'
 import { apiVersionsHandler } from './api-versions.js'
@@ -11,7 +13,9 @@ import { describeConfigsHandler } from './describe-configs.js'
 import { describeGroupsHandler } from './describe-groups.js'
 import { describeLogDirsHandler } from './describe-log-dirs.js'
 import { describeProducersHandler } from './describe-producers.js'
+import { describeTransactionsHandler } from './describe-transactions.js'
 import { electLeadersHandler } from './elect-leaders.js'
+import { endTxnHandler } from './end-txn.js'
 import { fetchHandler } from './fetch.js'
 import { findCoordinatorHandler } from './find-coordinator.js'
 import { heartbeatHandler } from './heartbeat.js'
@@ -22,6 +26,7 @@ import { leaveGroupHandler } from './leave-group.js'
 import { listGroupsHandler } from './list-groups.js'
 import { listOffsetsHandler } from './list-offsets.js'
 import { listPartitionReassignmentsHandler } from './list-partition-reassignments.js'
+import { listTransactionsHandler } from './list-transactions.js'
 import { metadataHandler } from './metadata.js'
 import { offsetCommitHandler } from './offset-commit.js'
 import { offsetDeleteHandler } from './offset-delete.js'
@@ -66,4 +71,9 @@ export const allHandlers: readonly AnyApiHandler[] = [
   offsetDeleteHandler,
   writeTxnMarkersHandler,
   describeProducersHandler,
+  addPartitionsToTxnHandler,
+  addOffsetsToTxnHandler,
+  endTxnHandler,
+  describeTransactionsHandler,
+  listTransactionsHandler,
 ]
