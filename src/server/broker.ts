@@ -12,6 +12,7 @@ import type { Clock, TimerHandle } from '../common/clock.js'
 import type { FileSystem } from '../common/file-system.js'
 import { createLogger, type Logger } from '../common/logger.js'
 import type { Random } from '../common/random.js'
+import type { TransactionMarkerListener } from '../common/transaction.js'
 import { GroupCoordinator } from '../coordinator/group-coordinator.js'
 import type { BrokerRegistration, ClusterImage } from '../metadata/cluster-image.js'
 import { ClusterMetadata } from '../metadata/cluster-metadata.js'
@@ -95,6 +96,9 @@ export class Broker implements BrokerServices {
   readonly producerIdManager: ProducerIdManager
   readonly groupCoordinator: GroupCoordinator
   readonly topicAdmin: TopicAdmin
+  /** A marker in a __consumer_offsets partition ends the producer's pending group offsets. */
+  readonly onTransactionMarker: TransactionMarkerListener = (topic, partition, producerId, result) =>
+    this.groupCoordinator.onTransactionMarker(topic, partition, producerId, result)
   private readonly alterPartitions: AlterPartitionManager
   /** What this broker serves as leader, published for readiness checks (leadership-record.ts). */
   private readonly leadershipRecord: LeadershipRecord

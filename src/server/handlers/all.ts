@@ -29,6 +29,7 @@ import { offsetForLeaderEpochHandler } from './offset-for-leader-epoch.js'
 import { produceHandler } from './produce.js'
 import type { AnyApiHandler } from './registry.js'
 import { syncGroupHandler } from './sync-group.js'
+import { txnOffsetCommitHandler } from './txn-offset-commit.js'
 
 /** Every API this broker serves; ApiVersions advertises exactly these ranges. */
 export const allHandlers: readonly AnyApiHandler[] = [
@@ -62,4 +63,5 @@ export const allHandlers: readonly AnyApiHandler[] = [
   describeGroupsHandler,
   deleteGroupsHandler,
   offsetDeleteHandler,
+  txnOffsetCommitHandler,
 ]
