@@ -6,6 +6,7 @@
  */
 import { TidelogError } from '../common/errors.js'
 import { ErrorCode, errorMessage, errorName, isRetriable } from '../protocol/error-codes.js'
+import type { TransactionState } from './transaction-manager.js'
 
 /** Base class of every error the client throws or rejects with. */
 export class KafkaClientError extends TidelogError {
@@ -126,6 +127,46 @@ export class CorruptRecordError extends KafkaClientError {
   constructor(message: string, cause?: unknown) {
     super('ERR_CORRUPT_RECORD', message, { cause })
     this.name = 'CorruptRecordError'
+  }
+}
+
+/**
+ * Another producer with the same transactional id took over (a newer epoch): this one is a
+ * zombie and may write nothing more (Java's ProducerFencedException). Fatal: close the
+ * producer. `errorCode` is what the broker answered (PRODUCER_FENCED or
+ * INVALID_PRODUCER_EPOCH).
+ */
+export class ProducerFencedError extends KafkaClientError {
+  constructor(
+    readonly errorCode: number,
+    message: string,
+  ) {
+    super('ERR_PRODUCER_FENCED', message, { retriable: false })
+    this.name = 'ProducerFencedError'
+  }
+}
+
+/** A transactional call not allowed in the producer's state (Java's IllegalStateException / KafkaException). */
+export class TransactionStateError extends KafkaClientError {
+  constructor(
+    readonly state: TransactionState,
+    message: string,
+    cause?: unknown,
+  ) {
+    super('ERR_TRANSACTION_STATE', message, { cause, retriable: false })
+    this.name = 'TransactionStateError'
+  }
+}
+
+/**
+ * The transaction cannot commit (a batch or a transactional request failed: `cause`);
+ * abortTransaction() and start again (Java's TransactionAbortableException and the
+ * abortable-error state).
+ */
+export class TransactionAbortableError extends KafkaClientError {
+  constructor(message: string, cause: unknown) {
+    super('ERR_TRANSACTION_ABORTABLE', message, { cause, retriable: false })
+    this.name = 'TransactionAbortableError'
   }
 }
 
