@@ -6,7 +6,6 @@
  */
 import { TidelogError } from '../common/errors.js'
 import { ErrorCode, errorMessage, errorName, isRetriable } from '../protocol/error-codes.js'
-import type { TransactionState } from './transaction-manager.js'
 
 /** Base class of every error the client throws or rejects with. */
 export class KafkaClientError extends TidelogError {
@@ -149,7 +148,8 @@ export class ProducerFencedError extends KafkaClientError {
 /** A transactional call not allowed in the producer's state (Java's IllegalStateException / KafkaException). */
 export class TransactionStateError extends KafkaClientError {
   constructor(
-    readonly state: TransactionState,
+    /** The producer's TransactionState when the call was refused. */
+    readonly state: string,
     message: string,
     cause?: unknown,
   ) {

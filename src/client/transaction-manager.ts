@@ -49,15 +49,19 @@ export type TransactionState =
   | 'ABORTABLE_ERROR'
   | 'FATAL_ERROR'
 
-/** Java's State.isTransitionValid: the states each state may be entered from. */
+/**
+ * Java's State.isTransitionValid: the states each state may be entered from. Plus the
+ * self-transitions of INITIALIZING, COMMITTING and ABORTING: the same call made again
+ * after it timed out (max.block.ms), where Java keeps the pending request's result.
+ */
 const VALID_SOURCES: Readonly<Record<TransactionState, readonly TransactionState[]>> = {
-  UNINITIALIZED: ['READY', 'ABORTABLE_ERROR'],
+  UNINITIALIZED: ['READY'],
   INITIALIZING: ['UNINITIALIZED', 'INITIALIZING', 'ABORTING_TRANSACTION'],
   READY: ['INITIALIZING', 'COMMITTING_TRANSACTION', 'ABORTING_TRANSACTION'],
   IN_TRANSACTION: ['READY'],
   COMMITTING_TRANSACTION: ['IN_TRANSACTION', 'COMMITTING_TRANSACTION'],
   ABORTING_TRANSACTION: ['IN_TRANSACTION', 'ABORTABLE_ERROR', 'ABORTING_TRANSACTION'],
-  ABORTABLE_ERROR: ['IN_TRANSACTION', 'COMMITTING_TRANSACTION', 'ABORTABLE_ERROR', 'INITIALIZING'],
+  ABORTABLE_ERROR: ['IN_TRANSACTION', 'COMMITTING_TRANSACTION', 'ABORTABLE_ERROR'],
   FATAL_ERROR: [
     'UNINITIALIZED',
     'INITIALIZING',

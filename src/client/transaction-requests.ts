@@ -129,7 +129,11 @@ export class TransactionRequests {
       )
       answer = { producerId: response.producerId, producerEpoch: response.producerEpoch }
       return response.errorCode
-    }).then((result) => (result.ok ? { ok: true, value: answer } : result))
+    }).then((result) => {
+      if (result.ok) return { ok: true, value: answer }
+      // Java: every InitProducerId error that is not retried is fatal.
+      return result.severity === 'abortable' ? { ...result, severity: 'fatal' } : result
+    })
   }
 
   /** AddPartitionsToTxn for `partitions`; any partition's retriable error retries them all, as Java. */
