@@ -247,10 +247,11 @@ export function commitTxnOffsets(
   for (const p of req.partitions) {
     const key = topicPartitionKey(p.topic, p.partition)
     const metadata = p.metadata ?? ''
-    if (groupCode !== ErrorCode.NONE) codes.set(key, groupCode)
+    // As Kafka's KafkaApis, unknown topics are answered before the group is consulted.
+    if (!topicExists(p.topic)) codes.set(key, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    else if (groupCode !== ErrorCode.NONE) codes.set(key, groupCode)
     else if (Buffer.byteLength(metadata) > config.offsetMetadataMaxBytes)
       codes.set(key, ErrorCode.OFFSET_METADATA_TOO_LARGE)
-    else if (!topicExists(p.topic)) codes.set(key, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     else {
       const value = {
         offset: p.offset,

@@ -222,3 +222,50 @@ test('a zombie producer (same transactional id, older epoch) is fenced and write
     { properties: BROKER_PROPERTIES },
   )
 })
+
+test('kafkajs sendOffsets (TxnOffsetCommit v0-2, no group metadata): aborted offsets stay invisible, committed ones move the group', {
+  timeout: 120000,
+}, async () => {
+  await withBroker(
+    async (cluster) => {
+      const bootstrap = cluster.bootstrapServers
+      await createTopics(bootstrap, [{ topic: 'kjs-in' }, { topic: 'kjs-out' }])
+      const kafka = new Kafka({ clientId: 'kjs-txn', brokers: [bootstrap], logLevel: logLevel.NOTHING })
+      const admin = kafka.admin()
+      const producer = kafka.producer({
+        transactionalId: 'kjs-ctp',
+        idempotent: true,
+        maxInFlightRequests: 1,
+      })
+      await admin.connect()
+      await producer.connect()
+      try {
+        const groupOffset = async (): Promise<string> => {
+          const [entry] = await admin.fetchOffsets({ groupId: 'kjs-group', topics: ['kjs-in'] })
+          return entry.partitions[0].offset
+        }
+        const aborted = await producer.transaction()
+        await aborted.send({ topic: 'kjs-out', messages: [{ value: 'aborted' }] })
+        await aborted.sendOffsets({
+          consumerGroupId: 'kjs-group',
+          topics: [{ topic: 'kjs-in', partitions: [{ partition: 0, offset: '5' }] }],
+        })
+        await aborted.abort()
+        assert.equal(await groupOffset(), '-1')
+        const committed = await producer.transaction()
+        await committed.send({ topic: 'kjs-out', messages: [{ value: 'committed' }] })
+        await committed.sendOffsets({
+          consumerGroupId: 'kjs-group',
+          topics: [{ topic: 'kjs-in', partitions: [{ partition: 0, offset: '7' }] }],
+        })
+        await committed.commit()
+        assert.equal(await groupOffset(), '7')
+      } finally {
+        await producer.disconnect()
+        await admin.disconnect()
+      }
+      assert.deepEqual(await kafkajsValues(bootstrap, 'kjs-out', false, 1), ['committed'])
+    },
+    { properties: BROKER_PROPERTIES },
+  )
+})

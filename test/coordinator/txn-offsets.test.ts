@@ -316,6 +316,19 @@ test('KIP-447: a TxnOffsetCommit with group metadata must come from a current me
   assert.deepEqual(await txnCommit(coordinator, 'nope', [['t1', 0, 1]], { member }), [
     ErrorCode.ILLEGAL_GENERATION,
   ])
+  // An unknown topic keeps its own error when the group fences the request.
+  assert.deepEqual(
+    await txnCommit(
+      coordinator,
+      'g',
+      [
+        ['missing', 0, 1],
+        ['t1', 0, 1],
+      ],
+      { member: { memberId: 'zombie', generationId: member.generationId } },
+    ),
+    [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_MEMBER_ID],
+  )
   // Unknown topics and oversized metadata fail their partitions only.
   const result = await coordinator.commitTransactional('g', {
     ...PRODUCER,
