@@ -720,8 +720,18 @@ export class GroupCoordinator {
   /** The producer fields of a TxnOffsetCommit batch, taking the producer's next sequences. */
   private transactionalHeader(shard: Shard, producer: TransactionalProducer, count: number) {
     const known = shard.producerSequences.get(producer.producerId)
-    const baseSequence =
-      known !== undefined && known.producerEpoch === producer.producerEpoch ? known.nextSequence : 0
+    const local = known !== undefined && known.producerEpoch === producer.producerEpoch ? known.nextSequence : 0
+    // The partition's producer state is the authority (it may have seen what this shard
+    // did not, as a batch written before a failed append was reported); the local count
+    // covers appends still on their way to it.
+    const entry = this.host.replicaManager
+      .getPartition(CONSUMER_OFFSETS_TOPIC, shard.partition)
+      ?.producerState?.lastEntry(producer.producerId)
+    const logged =
+      entry !== undefined && entry.producerEpoch === producer.producerEpoch && entry.lastSeq >= 0
+        ? entry.lastSeq + 1
+        : 0
+    const baseSequence = Math.max(local, logged)
     // An older epoch keeps the entry: the partition refuses it (INVALID_PRODUCER_EPOCH).
     if (known === undefined || known.producerEpoch <= producer.producerEpoch)
       shard.producerSequences.set(producer.producerId, {
