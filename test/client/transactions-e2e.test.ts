@@ -269,3 +269,62 @@ test('kafkajs sendOffsets (TxnOffsetCommit v0-2, no group metadata): aborted off
     { properties: BROKER_PROPERTIES },
   )
 })
+
+test("KIP-447: offsets sent with a group member's metadata commit; once the member left the group the same metadata is refused", {
+  timeout: 120000,
+}, async () => {
+  await withBroker(
+    async (cluster) => {
+      const bootstrap = cluster.bootstrapServers
+      await createTopics(bootstrap, [{ topic: 'k447-in' }, { topic: 'k447-out' }])
+      const plain = new Producer({ bootstrapServers: bootstrap, lingerMs: 0 })
+      for (let i = 0; i < 4; i++) await plain.send({ topic: 'k447-in', value: `in-${i}` })
+      await plain.close()
+      const member = new Consumer({
+        bootstrapServers: bootstrap,
+        groupId: 'k447',
+        enableAutoCommit: false,
+        autoOffsetReset: 'earliest',
+        fetchMaxWaitMs: 100,
+      })
+      const producer = transactional(bootstrap, 'e2e-k447')
+      const kafka = new Kafka({ clientId: 'k447-admin', brokers: [bootstrap], logLevel: logLevel.NOTHING })
+      const admin = kafka.admin()
+      await admin.connect()
+      try {
+        member.subscribe(['k447-in'])
+        const records: ConsumerRecord[] = []
+        const deadline = Date.now() + 30000
+        while (records.length < 4 && Date.now() < deadline) records.push(...(await member.poll(500)))
+        assert.equal(records.length, 4)
+        const metadata = member.groupMetadata()
+        assert.ok(metadata.generationId > 0 && metadata.memberId !== '')
+        await producer.initTransactions()
+        producer.beginTransaction()
+        await producer.send({ topic: 'k447-out', value: 'first' })
+        await producer.sendOffsetsToTransaction([{ topic: 'k447-in', partition: 0, offset: 2 }], metadata)
+        await producer.commitTransaction()
+        const [committed] = await admin.fetchOffsets({ groupId: 'k447', topics: ['k447-in'] })
+        assert.equal(committed.partitions[0].offset, '2')
+
+        await member.close()
+        producer.beginTransaction()
+        await producer.send({ topic: 'k447-out', value: 'zombie' })
+        await assert.rejects(
+          producer.sendOffsetsToTransaction([{ topic: 'k447-in', partition: 0, offset: 4 }], metadata),
+          { code: 'ERR_KAFKA_UNKNOWN_MEMBER_ID' },
+        )
+        await assert.rejects(producer.commitTransaction(), { name: 'TransactionAbortableError' })
+        await producer.abortTransaction()
+        const [after] = await admin.fetchOffsets({ groupId: 'k447', topics: ['k447-in'] })
+        assert.equal(after.partitions[0].offset, '2')
+      } finally {
+        await admin.disconnect()
+        await member.close().catch(() => undefined)
+        await producer.close()
+      }
+      assert.deepEqual(await kafkajsValues(bootstrap, 'k447-out', false, 1), ['first'])
+    },
+    { properties: BROKER_PROPERTIES },
+  )
+})
