@@ -721,6 +721,7 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
       state.tp.partition,
       p.records as Buffer | null,
       fetchOffset,
+      this.options.isolationLevel === 'read_committed' ? (p.abortedTransactions ?? []) : null,
     )
     if (this.nextFetchOffset(state) !== fetchOffset) return
     if (decoded.records.length > 0 || decoded.nextOffset > fetchOffset) {

@@ -48,3 +48,5 @@ export {
   type ProducerRecord,
   type RecordMetadata,
 } from './producer.js'
+export type { TransactionState } from './transaction-manager.js'
+export type { ConsumerGroupMetadata, TransactionOffset } from './transaction-requests.js'

@@ -12,6 +12,7 @@ import type { Clock, TimerHandle } from '../common/clock.js'
 import type { FileSystem } from '../common/file-system.js'
 import { createLogger, type Logger } from '../common/logger.js'
 import type { Random } from '../common/random.js'
+import type { TransactionMarkerListener } from '../common/transaction.js'
 import { GroupCoordinator } from '../coordinator/group-coordinator.js'
 import { TransactionCoordinator } from '../coordinator/transaction/transaction-coordinator.js'
 import { CoordinatorTransactionVerifier } from '../coordinator/transaction/transaction-verifier.js'
@@ -99,6 +100,9 @@ export class Broker implements BrokerServices {
   readonly transactionCoordinator: TransactionCoordinator
   readonly transactionVerifier: CoordinatorTransactionVerifier
   readonly topicAdmin: TopicAdmin
+  /** A marker in a __consumer_offsets partition ends the producer's pending group offsets. */
+  readonly onTransactionMarker: TransactionMarkerListener = (topic, partition, producerId, result) =>
+    this.groupCoordinator.onTransactionMarker(topic, partition, producerId, result)
   private readonly alterPartitions: AlterPartitionManager
   /** What this broker serves as leader, published for readiness checks (leadership-record.ts). */
   private readonly leadershipRecord: LeadershipRecord
