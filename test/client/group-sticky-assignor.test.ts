@@ -1,0 +1,364 @@
+/**
+ * The sticky and cooperative-sticky assignors against the assignments Java's
+ * AbstractStickyAssignorTest, StickyAssignorTest and CooperativeStickyAssignorTest assert
+ * (Kafka 3.5+, no racks), with the member names and insertion order of those tests (Java's
+ * HashMap order decides some outcomes), and java.util.HashMap's iteration order itself.
+ */
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import {
+  type MemberSubscription,
+  rebalanceProtocolOf,
+  resolveAssignors,
+} from '../../src/client/group/assignors.js'
+import { javaHashMapOrder, javaStringHash } from '../../src/client/group/java-hash-order.js'
+import {
+  cooperativeMemberData,
+  cooperativeStickyAssign,
+  decodeStickyUserData,
+  encodeCooperativeUserData,
+  encodeStickyUserData,
+  stickyAssign,
+} from '../../src/client/group/sticky-assignor.js'
+import type { TopicPartition } from '../../src/client/leader-requests.js'
+
+const tp = (topic: string, partition: number): TopicPartition => ({ topic, partition })
+const counts = (entries: Record<string, number>) => new Map(Object.entries(entries))
+const GENERATION = 1
+
+/** A subscription as the Java tests' buildSubscriptionV2Above: owned partitions and generation. */
+const v2 = (memberId: string, topics: string[], owned: TopicPartition[] = [], generationId = GENERATION) => ({
+  memberId,
+  groupInstanceId: null,
+  topics,
+  ownedPartitions: owned,
+  generationId,
+})
+/** A first-time member (the Java tests' subscription(topics, index)). */
+const fresh = (memberId: string, topics: string[]): MemberSubscription => ({
+  memberId,
+  groupInstanceId: null,
+  topics,
+})
+
+const str = (list: readonly TopicPartition[] | undefined) =>
+  (list ?? []).map((p) => `${p.topic}-${p.partition}`)
+
+/** The sticky result before cooperative adjustment (what AbstractStickyAssignorTest asserts). */
+function sticky(partitionsPerTopic: Map<string, number>, members: MemberSubscription[]) {
+  const { assignment, partitionsTransferringOwnership } = stickyAssign(
+    partitionsPerTopic,
+    members,
+    cooperativeMemberData,
+  )
+  const out: Record<string, string[]> = {}
+  for (const [m, list] of assignment) out[m] = str(list)
+  const transferring =
+    partitionsTransferringOwnership === null
+      ? null
+      : Object.fromEntries(
+          [...partitionsTransferringOwnership.values()].map((e) => [str([e.tp])[0], e.consumer]),
+        )
+  return { out, transferring, raw: assignment }
+}
+
+test('java-hash-order: HashMap iteration order of member ids (checked against java.util.HashMap)', () => {
+  assert.deepEqual(javaHashMapOrder(['consumer1', 'consumer2', 'consumer3'], javaStringHash), [
+    'consumer3',
+    'consumer2',
+    'consumer1',
+  ])
+  assert.deepEqual(javaHashMapOrder(['C0', 'C1', 'C2'], javaStringHash), ['C0', 'C1', 'C2'])
+  // 15 keys: the table has grown to 32 buckets.
+  const keys = [
+    'member-1-a0f',
+    'member-2-bb1',
+    'm3',
+    'zz',
+    'consumer-group-1-7d2c9a1e-3f5b-4c1a-9e3d-1a2b3c4d5e6f',
+  ]
+  keys.push('x', 'y', 'z', 'a', 'b', 'c', 'd', 'e', 'f', 'g')
+  assert.deepEqual(
+    javaHashMapOrder(keys, javaStringHash).join(','),
+    'zz,a,b,c,d,e,m3,f,g,member-1-a0f,member-2-bb1,x,y,z,consumer-group-1-7d2c9a1e-3f5b-4c1a-9e3d-1a2b3c4d5e6f',
+  )
+})
+
+test('sticky: one consumer gets every partition; owned partitions of unsubscribed topics are dropped', () => {
+  assert.deepEqual(sticky(counts({ topic: 3 }), [fresh('consumer', ['topic'])]).out, {
+    consumer: ['topic-0', 'topic-1', 'topic-2'],
+  })
+  const owned = [tp('topic', 0), tp('topic', 1), tp('other', 0), tp('other', 1)]
+  const r = sticky(counts({ topic: 2 }), [v2('consumer', ['topic'], owned)])
+  assert.deepEqual(r.out, { consumer: ['topic-0', 'topic-1'] })
+  assert.deepEqual(r.transferring, {})
+  assert.deepEqual(sticky(counts({ topic1: 1, topic2: 2 }), [fresh('consumer', ['topic1', 'topic2'])]).out, {
+    consumer: ['topic1-0', 'topic2-0', 'topic2-1'],
+  })
+})
+
+test('sticky: testTwoConsumersTwoTopicsSixPartitions', () => {
+  const r = sticky(counts({ topic1: 3, topic2: 3 }), [
+    fresh('consumer1', ['topic1', 'topic2']),
+    fresh('consumer2', ['topic1', 'topic2']),
+  ])
+  assert.deepEqual(r.out, {
+    consumer1: ['topic1-0', 'topic1-2', 'topic2-1'],
+    consumer2: ['topic1-1', 'topic2-0', 'topic2-2'],
+  })
+})
+
+test('sticky: testConsumerOwningMinQuotaExpectedMaxQuota', () => {
+  const topics = ['topic1', 'topic2']
+  const r = sticky(counts({ topic1: 2, topic2: 3 }), [
+    v2('consumer1', topics, [tp('topic1', 0), tp('topic2', 1)]),
+    v2('consumer2', topics, [tp('topic1', 1), tp('topic2', 2)]),
+  ])
+  assert.deepEqual(r.out.consumer1, ['topic1-0', 'topic2-1', 'topic2-0'])
+  assert.deepEqual(r.out.consumer2, ['topic1-1', 'topic2-2'])
+  assert.deepEqual(r.transferring, {})
+})
+
+test('sticky: testMaxQuotaConsumerMoreThanNumExpectedMaxCapacityMembers (HashMap order picks consumer2)', () => {
+  const topics = ['topic1', 'topic2']
+  const r = sticky(counts({ topic1: 2, topic2: 2 }), [
+    v2('consumer1', topics, [tp('topic1', 0), tp('topic2', 0)]),
+    v2('consumer2', topics, [tp('topic1', 1), tp('topic2', 1)]),
+    v2('consumer3', topics, []),
+  ])
+  assert.deepEqual(r.transferring, { 'topic2-0': 'consumer3' })
+  assert.deepEqual(r.out, {
+    consumer1: ['topic1-0'],
+    consumer2: ['topic1-1', 'topic2-1'],
+    consumer3: ['topic2-0'],
+  })
+})
+
+test('sticky: testAllConsumersAreUnderMinQuota', () => {
+  const topics = ['topic1', 'topic2']
+  const r = sticky(counts({ topic1: 2, topic2: 3 }), [
+    v2('consumer1', topics, [tp('topic1', 0)]),
+    v2('consumer2', topics, [tp('topic1', 1)]),
+    v2('consumer3', topics, []),
+  ])
+  assert.deepEqual(r.transferring, {})
+  assert.deepEqual(r.out, {
+    consumer1: ['topic1-0', 'topic2-1'],
+    consumer2: ['topic1-1', 'topic2-2'],
+    consumer3: ['topic2-0'],
+  })
+})
+
+test('sticky: testAddRemoveConsumerOneTopic', () => {
+  const first = sticky(counts({ topic: 3 }), [fresh('consumer1', ['topic'])])
+  assert.deepEqual(first.out, { consumer1: ['topic-0', 'topic-1', 'topic-2'] })
+  const second = sticky(counts({ topic: 3 }), [
+    v2('consumer1', ['topic'], first.raw.get('consumer1')),
+    v2('consumer2', ['topic'], []),
+  ])
+  assert.deepEqual(second.transferring, { 'topic-2': 'consumer2' })
+  assert.deepEqual(second.out, { consumer1: ['topic-0', 'topic-1'], consumer2: ['topic-2'] })
+  const third = sticky(counts({ topic: 3 }), [v2('consumer2', ['topic'], second.raw.get('consumer2'))])
+  assert.deepEqual(new Set(third.out.consumer2), new Set(['topic-0', 'topic-1', 'topic-2']))
+  assert.deepEqual(third.transferring, {})
+})
+
+test('sticky: testAddRemoveTwoConsumersTwoTopics', () => {
+  const topics = ['topic1', 'topic2']
+  const partitions = counts({ topic1: 3, topic2: 4 })
+  const first = sticky(partitions, [fresh('consumer1', topics), fresh('consumer2', topics)])
+  assert.deepEqual(first.out, {
+    consumer1: ['topic1-0', 'topic1-2', 'topic2-1', 'topic2-3'],
+    consumer2: ['topic1-1', 'topic2-0', 'topic2-2'],
+  })
+  const second = sticky(partitions, [
+    v2('consumer1', topics, first.raw.get('consumer1')),
+    v2('consumer2', topics, first.raw.get('consumer2')),
+    v2('consumer3', topics, []),
+    v2('consumer4', topics, []),
+  ])
+  assert.deepEqual(second.transferring, {
+    'topic1-2': 'consumer3',
+    'topic2-3': 'consumer3',
+    'topic2-2': 'consumer4',
+  })
+  assert.deepEqual(second.out, {
+    consumer1: ['topic1-0', 'topic2-1'],
+    consumer2: ['topic2-0', 'topic1-1'],
+    consumer3: ['topic1-2', 'topic2-3'],
+    consumer4: ['topic2-2'],
+  })
+  const third = sticky(partitions, [
+    v2('consumer3', topics, second.raw.get('consumer3')),
+    v2('consumer4', topics, second.raw.get('consumer4')),
+  ])
+  assert.deepEqual(third.out, {
+    consumer3: ['topic1-2', 'topic2-3', 'topic1-0', 'topic2-1'],
+    consumer4: ['topic2-2', 'topic1-1', 'topic2-0'],
+  })
+  assert.deepEqual(third.transferring, {})
+})
+
+test('sticky: testMultipleConsumersMixedTopicSubscriptions takes the general algorithm', () => {
+  const r = sticky(counts({ topic1: 3, topic2: 2 }), [
+    fresh('consumer1', ['topic1']),
+    fresh('consumer2', ['topic1', 'topic2']),
+    fresh('consumer3', ['topic1']),
+  ])
+  assert.equal(r.transferring, null)
+  assert.deepEqual(r.out, {
+    consumer1: ['topic1-0', 'topic1-2'],
+    consumer2: ['topic2-0', 'topic2-1'],
+    consumer3: ['topic1-1'],
+  })
+})
+
+test('cooperative-sticky: partitions changing owner are held back for the follow-up rebalance', () => {
+  const topics = ['topic1', 'topic2']
+  const partitions = counts({ topic1: 3, topic2: 4 })
+  const owned1 = [tp('topic1', 0), tp('topic1', 2), tp('topic2', 1), tp('topic2', 3)]
+  const owned2 = [tp('topic1', 1), tp('topic2', 0), tp('topic2', 2)]
+  const members = [
+    v2('consumer1', topics, owned1),
+    v2('consumer2', topics, owned2),
+    v2('consumer3', topics, []),
+    v2('consumer4', topics, []),
+  ]
+  const first = cooperativeStickyAssign(partitions, members)
+  assert.deepEqual(str(first.get('consumer1')), ['topic1-0', 'topic2-1'])
+  assert.deepEqual(str(first.get('consumer2')), ['topic2-0', 'topic1-1'])
+  assert.deepEqual(first.get('consumer3'), [])
+  assert.deepEqual(first.get('consumer4'), [])
+  // The old owners revoked and rejoined: now the partitions move.
+  const second = cooperativeStickyAssign(partitions, [
+    v2('consumer1', topics, first.get('consumer1'), 2),
+    v2('consumer2', topics, first.get('consumer2'), 2),
+    v2('consumer3', topics, [], 2),
+    v2('consumer4', topics, [], 2),
+  ])
+  assert.deepEqual(str(second.get('consumer3')), ['topic1-2', 'topic2-3'])
+  assert.deepEqual(str(second.get('consumer4')), ['topic2-2'])
+  assert.deepEqual(str(second.get('consumer1')), ['topic1-0', 'topic2-1'])
+})
+
+test('cooperative-sticky: general algorithm, partitions moving between members are held back', () => {
+  // consumer1 owns all of topic1 and topic2; consumer2 joins for topic1 only: balance is 2 and 2.
+  const partitions = counts({ topic1: 2, topic2: 2 })
+  const members = [
+    v2(
+      'consumer1',
+      ['topic1', 'topic2'],
+      [tp('topic1', 0), tp('topic1', 1), tp('topic2', 0), tp('topic2', 1)],
+    ),
+    v2('consumer2', ['topic1'], []),
+  ]
+  const plain = stickyAssign(partitions, members, cooperativeMemberData)
+  assert.equal(plain.partitionsTransferringOwnership, null)
+  assert.deepEqual(str(plain.assignment.get('consumer2')).sort(), ['topic1-0', 'topic1-1'])
+  const first = cooperativeStickyAssign(partitions, members)
+  assert.deepEqual(first.get('consumer2'), [])
+  assert.deepEqual(str(first.get('consumer1')), ['topic2-0', 'topic2-1'])
+  const second = cooperativeStickyAssign(partitions, [
+    v2('consumer1', ['topic1', 'topic2'], first.get('consumer1'), 2),
+    v2('consumer2', ['topic1'], [], 2),
+  ])
+  assert.deepEqual(str(second.get('consumer2')).sort(), ['topic1-0', 'topic1-1'])
+  assert.deepEqual(str(second.get('consumer1')), ['topic2-0', 'topic2-1'])
+})
+
+test('sticky: two members of one generation claiming a partition: neither keeps it, higher generation wins', () => {
+  const topics = ['topic']
+  const same = sticky(counts({ topic: 3 }), [
+    v2('consumer1', topics, [tp('topic', 0), tp('topic', 1)]),
+    v2('consumer2', topics, [tp('topic', 1), tp('topic', 2)]),
+  ])
+  assert.equal(Object.values(same.out).flat().length, 3)
+  assert.ok('topic-1' in same.transferring!)
+  const newer = sticky(counts({ topic: 3 }), [
+    v2('consumer1', topics, [tp('topic', 0), tp('topic', 1)], 1),
+    v2('consumer2', topics, [tp('topic', 1), tp('topic', 2)], 2),
+  ])
+  assert.ok(newer.out.consumer2.includes('topic-1'))
+  assert.ok(newer.out.consumer2.includes('topic-2'))
+  assert.deepEqual(newer.out.consumer1, ['topic-0'])
+})
+
+test('sticky (eager): ownership and generation travel in the user data it wrote at its last assignment', () => {
+  const [a1] = resolveAssignors(['sticky'])
+  const [a2] = resolveAssignors(['sticky'])
+  assert.notEqual(a1, a2, 'one instance per consumer: each remembers its own assignment')
+  assert.equal(a1.subscriptionUserData!(['topic']), null)
+  a1.onAssignment!([tp('topic', 0), tp('topic', 1)], 5)
+  const userData = a1.subscriptionUserData!(['topic'])!
+  assert.deepEqual(decodeStickyUserData(userData), {
+    partitions: [tp('topic', 0), tp('topic', 1)],
+    generation: 5,
+  })
+  // Version 0 user data (no generation).
+  const v0 = encodeStickyUserData({ partitions: [tp('t', 3)], generation: null }).subarray(0, -4)
+  assert.deepEqual(decodeStickyUserData(v0), { partitions: [tp('t', 3)], generation: null })
+  const result = a2.assign(counts({ topic: 3 }), [
+    { memberId: 'consumer1', groupInstanceId: null, topics: ['topic'], userData },
+    { memberId: 'consumer2', groupInstanceId: null, topics: ['topic'], userData: null },
+  ])
+  assert.deepEqual(str(result.get('consumer1')), ['topic-0', 'topic-1'])
+  assert.deepEqual(str(result.get('consumer2')), ['topic-2'])
+})
+
+test('cooperative-sticky: generation from the v2 field, else from the user data; protocols', () => {
+  assert.deepEqual(cooperativeMemberData(v2('m', ['t'], [tp('t', 0)], 7)), {
+    partitions: [tp('t', 0)],
+    generation: 7,
+  })
+  assert.deepEqual(
+    cooperativeMemberData({
+      ...fresh('m', ['t']),
+      ownedPartitions: [tp('t', 0)],
+      userData: encodeCooperativeUserData(4),
+    }),
+    { partitions: [tp('t', 0)], generation: 4 },
+  )
+  assert.deepEqual(cooperativeMemberData({ ...fresh('m', ['t']), userData: Buffer.alloc(1) }), {
+    partitions: [],
+    generation: -1,
+  })
+  assert.equal(rebalanceProtocolOf(resolveAssignors(['cooperative-sticky'])), 'cooperative')
+  assert.equal(rebalanceProtocolOf(resolveAssignors(['range', 'cooperative-sticky'])), 'eager')
+  assert.equal(rebalanceProtocolOf(resolveAssignors(['sticky'])), 'eager')
+  assert.throws(() => resolveAssignors(['nope' as 'range']), /unknown assignor 'nope'.*cooperative-sticky/)
+})
+
+test('sticky: balanced and complete over random subscriptions and ownership (general and constrained)', () => {
+  let seed = 42
+  const next = (n: number) => {
+    seed = (Math.imul(seed, 1103515245) + 12345) & 0x7fffffff
+    return seed % n
+  }
+  for (let round = 0; round < 200; round++) {
+    const topics = Array.from({ length: 1 + next(4) }, (_, i) => `t${i}`)
+    const partitions = new Map(topics.map((t) => [t, 1 + next(6)]))
+    const sameTopics = next(2) === 0
+    const members: MemberSubscription[] = Array.from({ length: 1 + next(5) }, (_, i) => {
+      const subscribed = sameTopics ? topics : topics.filter(() => next(2) === 0)
+      return v2(`m${i}`, subscribed.length > 0 ? subscribed : [topics[0]], [], GENERATION)
+    })
+    let previous = new Map<string, TopicPartition[]>()
+    for (let step = 0; step < 3; step++) {
+      const input = members.map((m) => ({ ...m, ownedPartitions: previous.get(m.memberId) ?? [] }))
+      const { assignment } = stickyAssign(partitions, input, cooperativeMemberData)
+      const all = [...assignment.values()].flat().map((p) => `${p.topic}-${p.partition}`)
+      assert.equal(new Set(all).size, all.length, 'no partition twice')
+      const total = [...partitions.values()].reduce((a, b) => a + b, 0)
+      if (sameTopics) {
+        assert.equal(all.length, total)
+        const sizes = [...assignment.values()].map((l) => l.length)
+        assert.ok(Math.max(...sizes) - Math.min(...sizes) <= 1, `balanced: ${sizes}`)
+      }
+      for (const m of input)
+        for (const p of assignment.get(m.memberId)!)
+          assert.ok(m.topics.includes(p.topic), 'only subscribed topics')
+      previous = assignment
+      if (members.length > 1) members.pop()
+    }
+  }
+})
