@@ -206,6 +206,8 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
     this.group = groupOptions
       ? new GroupSession(this.client, groupOptions, {
           setAssignment: (partitions) => this.setAssignment(partitions),
+          addPartitions: (partitions) => this.addPartitions(partitions),
+          removePartitions: (partitions) => this.removePartitions(partitions),
           assignment: () => this.assignment(),
           positions: () => this.consumedPositions(),
           wake: () => this.wake(),
@@ -227,7 +229,13 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
   private setAssignment(partitions: readonly AssignedPartition[]): void {
     this.states.clear()
     this.buffered = []
+    this.addPartitions(partitions)
+  }
+
+  /** Adds to the assignment; partitions already assigned keep their position and buffer. */
+  private addPartitions(partitions: readonly AssignedPartition[]): void {
     for (const p of partitions) {
+      if (this.states.has(tpKey(p))) continue
       if (!Number.isInteger(p.partition) || p.partition < 0)
         throw new InvalidArgumentError(`bad partition ${p.partition}`)
       const hasOffset = p.offset !== undefined
@@ -242,6 +250,15 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
       })
     }
     this.client.addInterest(new Set(partitions.map((p) => p.topic)))
+    this.wake()
+  }
+
+  /** Takes partitions out of the assignment, with their buffered records. */
+  private removePartitions(partitions: readonly TopicPartition[]): void {
+    for (const tp of partitions) {
+      this.states.delete(tpKey(tp))
+      this.dropBuffered(tpKey(tp))
+    }
     this.wake()
   }
 

@@ -16,6 +16,12 @@
  * - FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL, GROUP_AUTHORIZATION_FAILED,
  *   INVALID_SESSION_TIMEOUT, GROUP_MAX_SIZE_REACHED and other errors: fatal; the next poll throws.
  *
+ * Rebalance protocol (Java's RebalanceProtocol): cooperative (KIP-429) when every configured
+ * assignor supports it, else eager. Either way each subscription carries the partitions the
+ * member owns and its generation (consumer protocol v1/v2 fields) and the assignor's user
+ * data; a cooperative leader checks that no partition goes to a new owner in the same
+ * rebalance its old owner still claims it (Java's validateCooperativeAssignment).
+ *
  * Requests that can be held by the coordinator (JoinGroup, SyncGroup) and heartbeats
  * travel on the 'group' connection; commits, offset fetches and LeaveGroup on the normal
  * one, so a LeaveGroup is never stuck behind a JoinGroup the coordinator is holding.
@@ -43,7 +49,12 @@ import {
 import { findGroupCoordinator } from '../find-coordinator.js'
 import { type TopicPartition, tpKey } from '../leader-requests.js'
 import { sleep } from '../retry.js'
-import type { MemberSubscription, PartitionAssignor } from './assignors.js'
+import {
+  type MemberSubscription,
+  type PartitionAssignor,
+  type RebalanceProtocol,
+  rebalanceProtocolOf,
+} from './assignors.js'
 import { CommitFailedError } from './errors.js'
 import {
   CONSUMER_PROTOCOL_TYPE,
@@ -120,14 +131,18 @@ export class GroupMembership {
   private heartbeat: { readonly abort: AbortController; readonly task: Promise<void> } | null = null
   private lastPollMs: number
   private closed = false
+  readonly rebalanceProtocol: RebalanceProtocol
 
   constructor(
     readonly client: KafkaClient,
     readonly options: MembershipOptions,
     /** Called when a rejoin becomes needed or a fatal error happens (wakes a waiting poll). */
     private readonly onChange: () => void,
+    /** The partitions the member owns now, sent in its subscription. */
+    private readonly ownedPartitions: () => readonly TopicPartition[] = () => [],
   ) {
     this.lastPollMs = client.clock.monotonicMs()
+    this.rebalanceProtocol = rebalanceProtocolOf(options.assignors)
   }
 
   get isLeader(): boolean {
@@ -218,11 +233,17 @@ export class GroupMembership {
       this.options.rebalanceTimeoutMs + JOIN_TIMEOUT_SLACK_MS,
     )
     if (!this.onSyncError(synced.errorCode)) return null
-    return decodeAssignment(synced.assignment).partitions
+    const partitions = decodeAssignment(synced.assignment).partitions
+    this.options.assignors
+      .find((a) => a.name === this.protocolName)
+      ?.onAssignment?.(partitions, this.generationId)
+    return partitions
   }
 
   private joinRequest(version: number): JoinGroupRequest {
-    const metadata = encodeSubscription({ topics: [...this.topics] })
+    const topics = [...this.topics]
+    const ownedPartitions = [...this.ownedPartitions()]
+    const generationId = this.generationId
     return {
       groupId: this.options.groupId,
       // JoinGroup v0 has no rebalance timeout: the session timeout bounds the rebalance.
@@ -231,7 +252,15 @@ export class GroupMembership {
       memberId: this.memberId,
       groupInstanceId: this.options.groupInstanceId,
       protocolType: CONSUMER_PROTOCOL_TYPE,
-      protocols: this.options.assignors.map((a) => ({ name: a.name, metadata })),
+      protocols: this.options.assignors.map((a) => ({
+        name: a.name,
+        metadata: encodeSubscription({
+          topics,
+          userData: a.subscriptionUserData?.(topics) ?? null,
+          ownedPartitions,
+          generationId,
+        }),
+      })),
       reason: this.rejoinReason,
     }
   }
@@ -282,11 +311,17 @@ export class GroupMembership {
         ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
         `the coordinator chose assignor ${joined.protocolName}, which this member does not offer`,
       )
-    const members: MemberSubscription[] = joined.members.map((m) => ({
-      memberId: m.memberId,
-      groupInstanceId: m.groupInstanceId,
-      topics: decodeSubscription(m.metadata).topics,
-    }))
+    const members: MemberSubscription[] = joined.members.map((m) => {
+      const subscription = decodeSubscription(m.metadata)
+      return {
+        memberId: m.memberId,
+        groupInstanceId: m.groupInstanceId,
+        topics: subscription.topics,
+        ownedPartitions: subscription.ownedPartitions,
+        generationId: subscription.generationId,
+        userData: subscription.userData,
+      }
+    })
     const allTopics = [...new Set(members.flatMap((m) => m.topics))].sort()
     this.client.addInterest(allTopics)
     const snapshot = await this.client.refreshMetadata(allTopics)
@@ -299,6 +334,7 @@ export class GroupMembership {
     // JoinGroup v9: a static leader that rejoined keeps the current assignment (KIP-814).
     if (joined.skipAssignment) return []
     const result = assignor.assign(counts, members)
+    if (this.rebalanceProtocol === 'cooperative') validateCooperativeAssignment(members, result)
     return members.map((m) => ({
       memberId: m.memberId,
       assignment: encodeAssignment({ partitions: result.get(m.memberId) ?? [] }),
@@ -636,4 +672,26 @@ export class GroupMembership {
     this.rejoinNeeded = true
     return failure
   }
+}
+
+/**
+ * Java's validateCooperativeAssignment: under the cooperative protocol a partition may go to
+ * a new owner only in the rebalance after its old owner gave it up; an assignor that moves
+ * it at once would have two members consume it.
+ */
+function validateCooperativeAssignment(
+  members: readonly MemberSubscription[],
+  assignment: ReadonlyMap<string, readonly TopicPartition[]>,
+): void {
+  const ownerOf = new Map<string, string>()
+  for (const m of members) for (const tp of m.ownedPartitions ?? []) ownerOf.set(tpKey(tp), m.memberId)
+  for (const [memberId, partitions] of assignment)
+    for (const tp of partitions) {
+      const owner = ownerOf.get(tpKey(tp))
+      if (owner !== undefined && owner !== memberId)
+        throw new KafkaClientError(
+          'ERR_ASSIGNOR',
+          `the cooperative assignor gave ${tpKey(tp)} to ${memberId} while ${owner} still owns it`,
+        )
+    }
 }
