@@ -32,9 +32,11 @@ export {
   type GroupAssignment,
   type MemberSubscription,
   type PartitionAssignor,
+  type RebalanceProtocol,
   rangeAssignor,
   roundRobinAssignor,
 } from './group/assignors.js'
+export { createCooperativeStickyAssignor, createStickyAssignor } from './group/sticky-assignor.js'
 export { CommitFailedError } from './group/errors.js'
 export type { BrokerNode, PartitionInfo, TopicInfo } from './metadata.js'
 export type { ListedOffset, OffsetSpec } from './offsets.js'

@@ -362,3 +362,41 @@ test('sticky: balanced and complete over random subscriptions and ownership (gen
     }
   }
 })
+
+test('sticky: the StickyAssignor javadoc, example 1 (same subscriptions; C1 leaves, nothing else moves)', () => {
+  const topics = ['t0', 't1', 't2', 't3']
+  const partitions = counts({ t0: 2, t1: 2, t2: 2, t3: 2 })
+  const first = sticky(
+    partitions,
+    ['C0', 'C1', 'C2'].map((m) => fresh(m, topics)),
+  )
+  assert.deepEqual(first.out, {
+    C0: ['t0-0', 't1-1', 't3-0'],
+    C1: ['t0-1', 't2-0', 't3-1'],
+    C2: ['t1-0', 't2-1'],
+  })
+  const second = sticky(partitions, [
+    v2('C0', topics, first.raw.get('C0')),
+    v2('C2', topics, first.raw.get('C2')),
+  ])
+  // The javadoc's point: every previous assignment is kept, C1's four partitions are shared.
+  for (const m of ['C0', 'C2']) {
+    assert.equal(second.out[m].length, 4)
+    for (const p of first.out[m]) assert.ok(second.out[m].includes(p), `${m} keeps ${p}`)
+  }
+})
+
+test('sticky: the StickyAssignor javadoc, example 2 (different subscriptions; C0 leaves)', () => {
+  const partitions = counts({ t0: 1, t1: 2, t2: 3 })
+  const first = sticky(partitions, [
+    fresh('C0', ['t0']),
+    fresh('C1', ['t0', 't1']),
+    fresh('C2', ['t0', 't1', 't2']),
+  ])
+  assert.deepEqual(first.out, { C0: ['t0-0'], C1: ['t1-0', 't1-1'], C2: ['t2-0', 't2-1', 't2-2'] })
+  const second = sticky(partitions, [
+    v2('C1', ['t0', 't1'], first.raw.get('C1')),
+    v2('C2', ['t0', 't1', 't2'], first.raw.get('C2')),
+  ])
+  assert.deepEqual(second.out, { C1: ['t1-0', 't1-1', 't0-0'], C2: ['t2-0', 't2-1', 't2-2'] })
+})

@@ -126,6 +126,9 @@ export class GroupMembership {
   fatalError: KafkaClientError | null = null
   private coordinatorId: number | null = null
   private topics: string[] = []
+  /** A pattern subscription (Java's subscribe(Pattern)): `topics` are the topics it matches now. */
+  private pattern: RegExp | null = null
+  private patternCheckedAtMs = Number.NEGATIVE_INFINITY
   /** Leader only: the partition counts the last assignment was computed from. */
   private assignedCounts: Map<string, number> | null = null
   private heartbeat: { readonly abort: AbortController; readonly task: Promise<void> } | null = null
@@ -150,15 +153,66 @@ export class GroupMembership {
   }
 
   subscribe(topics: readonly string[]): void {
+    const wasPattern = this.pattern !== null
+    this.pattern = null
     const next = [...new Set(topics)].sort()
-    if (next.join('\u0000') === this.topics.join('\u0000')) return
+    if (!wasPattern && next.join('\u0000') === this.topics.join('\u0000')) return
     this.topics = next
     this.client.addInterest(next)
     this.requestRejoin('subscription changed')
   }
 
+  /**
+   * Subscribes to every topic whose whole name matches `pattern` (Java's Matcher.matches,
+   * not a search), internal topics excluded (exclude.internal.topics); the match is taken
+   * again before each join and every metadata.max.age.ms, and a change rejoins the group.
+   */
+  subscribePattern(pattern: RegExp): void {
+    this.pattern = new RegExp(`^(?:${pattern.source})$`, pattern.flags.replace(/[gy]/g, ''))
+    this.topics = []
+    this.patternCheckedAtMs = Number.NEGATIVE_INFINITY
+    this.requestRejoin('subscription changed')
+  }
+
+  /** Forgets the subscription; the session has already revoked and left. */
+  unsubscribe(): void {
+    this.pattern = null
+    this.topics = []
+  }
+
   get subscription(): readonly string[] {
     return this.topics
+  }
+
+  /** Subscribed to topics or to a pattern (which may match nothing yet). */
+  get isSubscribed(): boolean {
+    return this.pattern !== null || this.topics.length > 0
+  }
+
+  /** Pattern subscription: the topics it matches in fresh metadata of every topic; true if they changed. */
+  async updatePatternSubscription(): Promise<boolean> {
+    const pattern = this.pattern
+    if (!pattern) return false
+    const snapshot = await this.client.refreshMetadata('all')
+    this.patternCheckedAtMs = this.client.clock.monotonicMs()
+    if (this.pattern !== pattern) return false // subscription changed meanwhile
+    const matched = [...snapshot.topics.values()]
+      .filter((t) => !t.isInternal && pattern.test(t.name))
+      .map((t) => t.name)
+      .sort()
+    if (matched.join('\u0000') === this.topics.join('\u0000')) return false
+    this.topics = matched
+    this.client.addInterest(matched)
+    return true
+  }
+
+  /** Every metadata.max.age.ms: a pattern matching other topics now rejoins the group. */
+  private async maybeCheckPattern(): Promise<void> {
+    if (!this.pattern) return
+    if (this.client.clock.monotonicMs() - this.patternCheckedAtMs < this.client.options.metadataMaxAgeMs)
+      return
+    if (await this.updatePatternSubscription())
+      this.requestRejoin('pattern subscription matches other topics')
   }
 
   /** The application polled: it is alive (max.poll.interval.ms). */
@@ -187,6 +241,8 @@ export class GroupMembership {
       if (this.closed) throw new ClientClosedError('consumer')
       this.rejoinNeeded = false
       try {
+        // As Java: a pattern is matched against fresh metadata before every join.
+        await this.updatePatternSubscription()
         const assignment = await this.joinOnce()
         if (assignment) {
           this.state = 'stable'
@@ -400,6 +456,7 @@ export class GroupMembership {
         lastSuccessMs = this.client.clock.monotonicMs()
         // A failed metadata refresh is tried again at the next heartbeat.
         await this.maybeCheckMetadata().catch(() => undefined)
+        await this.maybeCheckPattern().catch(() => undefined)
       } catch (error) {
         if (signal.aborted) return
         if (!retriable(error)) throw error

@@ -82,11 +82,36 @@ export class GroupSession {
   }
 
   get subscribed(): boolean {
-    return this.membership.subscription.length > 0
+    return this.membership.isSubscribed
   }
 
-  subscribe(topics: readonly string[]): void {
-    this.membership.subscribe(topics)
+  subscribe(topics: readonly string[] | RegExp): void {
+    if (topics instanceof RegExp) this.membership.subscribePattern(topics)
+    else this.membership.subscribe(topics)
+  }
+
+  /**
+   * Java's unsubscribe: after a join still running, commits (auto-commit), revokes every
+   * partition, leaves the group (dynamic members) and forgets the member id and generation;
+   * subscribe() or assign() may follow.
+   */
+  async unsubscribe(): Promise<void> {
+    if (!this.subscribed) return
+    await this.joining
+    await this.autoCommitTask
+    const owned = this.host.assignment()
+    if (this.membership.state === 'stable' && owned.length > 0 && this.options.enableAutoCommit)
+      await this.commitQuietly()
+    this.host.setAssignment([])
+    if (owned.length > 0) await this.callListener(this.options.onPartitionsRevoked, owned)
+    this.membership.unsubscribe()
+    await this.membership.stopHeartbeats()
+    if (this.options.groupInstanceId === null)
+      await this.membership.leave('the consumer unsubscribed from all topics')
+    this.membership.resetGeneration(true)
+    this.membership.state = 'unjoined'
+    this.membership.rejoinNeeded = true
+    this.committed.clear()
   }
 
   /**
