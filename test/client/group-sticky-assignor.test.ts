@@ -380,7 +380,7 @@ test('sticky: the StickyAssignor javadoc, example 1 (same subscriptions; C1 leav
     v2('C2', topics, first.raw.get('C2')),
   ])
   // The javadoc's point: every previous assignment is kept, C1's four partitions are shared.
-  for (const m of ['C0', 'C2']) {
+  for (const m of ['C0', 'C2'] as const) {
     assert.equal(second.out[m].length, 4)
     for (const p of first.out[m]) assert.ok(second.out[m].includes(p), `${m} keeps ${p}`)
   }
