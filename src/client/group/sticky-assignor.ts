@@ -26,7 +26,7 @@
 import { assert } from '../../common/assert.js'
 import { Reader, Writer } from '../../protocol/primitives.js'
 import { type TopicPartition, tpKey } from '../leader-requests.js'
-import type { GroupAssignment, MemberSubscription, PartitionAssignor } from './assignors.js'
+import type { GroupAssignment, MemberSubscription, PartitionAssignor } from './assignor.js'
 import { JavaHashSet, javaHashMapOrder, javaStringHash, javaTopicPartitionHash } from './java-hash-order.js'
 
 /** AbstractStickyAssignor.DEFAULT_GENERATION: no generation known. */
