@@ -36,8 +36,8 @@ export {
   rangeAssignor,
   roundRobinAssignor,
 } from './group/assignors.js'
-export { createCooperativeStickyAssignor, createStickyAssignor } from './group/sticky-assignor.js'
 export { CommitFailedError } from './group/errors.js'
+export { createCooperativeStickyAssignor, createStickyAssignor } from './group/sticky-assignor.js'
 export type { BrokerNode, PartitionInfo, TopicInfo } from './metadata.js'
 export type { ListedOffset, OffsetSpec } from './offsets.js'
 export { murmur2, partitionForKey, StickyPartitioner, toPositive } from './partitioner.js'
