@@ -400,3 +400,90 @@ test('sticky: the StickyAssignor javadoc, example 2 (different subscriptions; C0
   ])
   assert.deepEqual(second.out, { C1: ['t1-0', 't1-1', 't0-0'], C2: ['t2-0', 't2-1', 't2-2'] })
 })
+
+/**
+ * AbstractStickyAssignorTest's verifyValidityAndBalance: only subscribed topics, no partition
+ * twice, and no member more than one partition behind another that holds a partition it
+ * could take.
+ */
+function assertValidAndBalanced(
+  members: readonly MemberSubscription[],
+  assignment: ReadonlyMap<string, TopicPartition[]>,
+) {
+  const seen = new Set<string>()
+  for (const m of members) {
+    for (const p of assignment.get(m.memberId) ?? []) {
+      assert.ok(m.topics.includes(p.topic), `${m.memberId} got ${p.topic} without subscribing`)
+      const key = `${p.topic}-${p.partition}`
+      assert.ok(!seen.has(key), `${key} assigned twice`)
+      seen.add(key)
+    }
+  }
+  for (const a of members)
+    for (const b of members) {
+      const small = assignment.get(a.memberId)!
+      const large = assignment.get(b.memberId)!
+      if (large.length - small.length <= 1) continue
+      for (const p of large)
+        assert.ok(
+          !a.topics.includes(p.topic),
+          `${p.topic}-${p.partition} could move from ${b.memberId} to ${a.memberId}`,
+        )
+    }
+}
+
+const pad = (prefix: string, i: number, max: number) =>
+  `${prefix}${String(i).padStart(String(max).length, '0')}`
+
+test('sticky: testReassignmentAfterOneConsumerLeaves (19 members over nested subscriptions), valid and sticky', () => {
+  const partitions = new Map<string, number>()
+  for (let i = 1; i < 20; i++) partitions.set(pad('topic', i, 20), i)
+  const members: MemberSubscription[] = []
+  for (let i = 1; i < 20; i++)
+    members.push(
+      fresh(
+        pad('consumer', i, 20),
+        Array.from({ length: i }, (_, j) => pad('topic', j + 1, 20)),
+      ),
+    )
+  const first = stickyAssign(partitions, members, cooperativeMemberData).assignment
+  assertValidAndBalanced(members, first)
+  const rest = members
+    .filter((m) => m.memberId !== 'consumer10')
+    .map((m) => v2(m.memberId, [...m.topics], first.get(m.memberId)))
+  const second = stickyAssign(partitions, rest, cooperativeMemberData).assignment
+  assertValidAndBalanced(rest, second)
+  // Sticky: a partition that moved came from the member that left, or balances out a move.
+  let kept = 0
+  for (const m of rest)
+    for (const p of first.get(m.memberId)!) if (str(second.get(m.memberId)).includes(str([p])[0])) kept++
+  const owned = rest.reduce((n, m) => n + first.get(m.memberId)!.length, 0)
+  assert.ok(kept >= owned - first.get('consumer10')!.length, `kept ${kept} of ${owned}`)
+})
+
+test('sticky: 200 members, 40 topics, random subscriptions, 50 leave: valid, balanced, in bounded time', () => {
+  let seed = 7
+  const next = (n: number) => {
+    seed = (Math.imul(seed, 1103515245) + 12345) & 0x7fffffff
+    return seed % n
+  }
+  const partitions = new Map<string, number>()
+  for (let i = 0; i < 40; i++) partitions.set(pad('topic', i, 40), next(10) + 1)
+  const members: MemberSubscription[] = []
+  for (let i = 0; i < 200; i++) {
+    const topics = new Set<string>()
+    const count = next(20)
+    for (let j = 0; j < count; j++) topics.add(pad('topic', next(40), 40))
+    members.push(fresh(pad('consumer', i, 200), [...topics]))
+  }
+  const startMs = performance.now()
+  const first = stickyAssign(partitions, members, cooperativeMemberData).assignment
+  assertValidAndBalanced(members, first)
+  const leaving = new Set(Array.from({ length: 50 }, () => pad('consumer', next(200), 200)))
+  const rest = members
+    .filter((m) => !leaving.has(m.memberId))
+    .map((m) => v2(m.memberId, [...m.topics], first.get(m.memberId)))
+  const second = stickyAssign(partitions, rest, cooperativeMemberData).assignment
+  assertValidAndBalanced(rest, second)
+  assert.ok(performance.now() - startMs < 20000, 'Java runs this within its 60 s test timeout; so must we')
+})
