@@ -81,11 +81,12 @@ class Member {
   private stopping = false
   error: unknown = null
 
-  constructor(bootstrap: string, groupId: string, topic: string) {
+  constructor(bootstrap: string, groupId: string, topic: string, options: Partial<ConsumerOptions> = {}) {
     this.consumer = new Consumer({
       bootstrapServers: bootstrap,
       groupId,
       ...COOPERATIVE_MEMBER,
+      ...options,
       onPartitionsAssigned: (tps) => {
         this.assigned.push(tps.map((tp) => tp.partition).sort((a, b) => a - b))
       },
@@ -230,6 +231,52 @@ test('cooperative-sticky: a third member joins; the others keep consuming what t
       } finally {
         await producer.stop()
         for (const m of [a, b, c]) await m?.close()
+      }
+    },
+    { properties: GROUP_PROPERTIES },
+  )
+})
+
+test('cooperative-sticky: a member whose generation is gone (poll timeout) drops its partitions at once, uncommitted', async () => {
+  await withBroker(
+    async (cluster) => {
+      const bootstrap = cluster.bootstrapServers
+      await createTopics(bootstrap, [{ topic: 'coopl', partitions: 4 }])
+      const producer = new SteadyProducer(bootstrap, 'coopl', 4, 50).start()
+      const a = new Member(bootstrap, 'grp-coopl', 'coopl', { maxPollIntervalMs: 2000 }).start()
+      const b = new Member(bootstrap, 'grp-coopl', 'coopl').start()
+      try {
+        await waitFor('2 partitions each', 20000, () => {
+          noErrors([a, b])
+          return a.partitions().length === 2 && b.partitions().length === 2
+        })
+        const aOwned = a.partitions()
+        const revokedBefore = a.revoked.length
+        // a stops polling: after max.poll.interval.ms it leaves, and its generation is over.
+        await a.pause()
+        await waitFor('b takes all four', 20000, () => {
+          noErrors([b])
+          return b.partitions().length === 4
+        })
+        assert.deepEqual(a.partitions(), [], 'a no longer fetches partitions it lost')
+        assert.equal(
+          a.revoked.length,
+          revokedBefore,
+          'the listener runs from the next poll, not the heartbeat',
+        )
+        a.start()
+        await waitFor('a rejoined', 20000, () => {
+          noErrors([a, b])
+          return a.partitions().length === 2 && b.partitions().length === 2
+        })
+        assert.deepEqual(
+          a.revoked[revokedBefore],
+          aOwned,
+          'the lost partitions reach the revocation listener',
+        )
+      } finally {
+        await producer.stop()
+        for (const m of [a, b]) await m.close()
       }
     },
     { properties: GROUP_PROPERTIES },

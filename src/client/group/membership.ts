@@ -143,6 +143,8 @@ export class GroupMembership {
     private readonly onChange: () => void,
     /** The partitions the member owns now, sent in its subscription. */
     private readonly ownedPartitions: () => readonly TopicPartition[] = () => [],
+    /** The generation is gone: what the member owned may belong to another member already. */
+    private readonly onGenerationLost: () => void = () => undefined,
   ) {
     this.lastPollMs = client.clock.monotonicMs()
     this.rebalanceProtocol = rebalanceProtocolOf(options.assignors)
@@ -399,12 +401,14 @@ export class GroupMembership {
 
   /** Forgets the generation (and the member id: a new member next time). */
   resetGeneration(resetMemberId: boolean): void {
+    const hadGeneration = this.generationId >= 0
     this.generationId = -1
     this.protocolName = null
     this.leaderId = ''
     this.assignedCounts = null
     if (resetMemberId) this.memberId = ''
     if (this.state === 'stable') this.state = 'unjoined'
+    if (hadGeneration) this.onGenerationLost()
   }
 
   // ---- heartbeats ---------------------------------------------------------------------

@@ -57,6 +57,8 @@ export class GroupSession {
   /** Offsets this member last committed, by tpKey (auto-commit skips unchanged ones). */
   private readonly committed = new Map<string, number>()
   private interruptWait: (() => void) | null = null
+  /** Cooperative: partitions dropped when the generation was lost, not yet announced. */
+  private lost: TopicPartition[] = []
   private closed = false
   private readonly clock: Clock
 
@@ -74,7 +76,28 @@ export class GroupSession {
         this.interrupt()
       },
       () => this.host.assignment(),
+      () => this.onGenerationLost(),
     )
+  }
+
+  /**
+   * Cooperative: partitions kept through a rebalance are only ours while the generation is;
+   * once it is gone (Java's onPartitionsLost) they stop at once, uncommitted, and the
+   * revocation listener hears of them at the next rebalance step.
+   */
+  private onGenerationLost(): void {
+    if (!this.cooperative || this.closed) return
+    const owned = this.host.assignment()
+    if (owned.length === 0) return
+    this.host.removePartitions(owned)
+    this.lost.push(...owned)
+  }
+
+  private async announceLost(): Promise<void> {
+    const lost = this.lost
+    if (lost.length === 0) return
+    this.lost = []
+    await this.callListener(this.options.onPartitionsRevoked, lost)
   }
 
   private get cooperative(): boolean {
@@ -238,9 +261,10 @@ export class GroupSession {
   /** Cooperative rebalance (Java's onJoinPrepare/onJoinComplete for COOPERATIVE). */
   private async cooperativeRebalance(): Promise<void> {
     await this.autoCommitTask
+    await this.announceLost()
     const owned = this.host.assignment()
     if (owned.length > 0 && this.membership.generationId < 0) {
-      // The generation is gone: another member may own these already; nothing to commit.
+      // Not joined yet, or the generation is gone: nothing of ours to commit.
       this.host.removePartitions(owned)
       await this.callListener(this.options.onPartitionsRevoked, owned)
     } else if (owned.length > 0) {
@@ -253,6 +277,7 @@ export class GroupSession {
       if (dropped.length > 0) await this.callListener(this.options.onPartitionsRevoked, dropped)
     }
     const assigned = await this.membership.join()
+    await this.announceLost()
     const before = this.host.assignment()
     const assignedKeys = new Set(assigned.map(tpKey))
     const beforeKeys = new Set(before.map(tpKey))
