@@ -487,3 +487,83 @@ test('sticky: 200 members, 40 topics, random subscriptions, 50 leave: valid, bal
   assertValidAndBalanced(rest, second)
   assert.ok(performance.now() - startMs < 20000, 'Java runs this within its 60 s test timeout; so must we')
 })
+
+test('CooperativeStickyAssignorTest: a partition claimed by two members of one generation goes to neither this round', () => {
+  const topics = ['topic']
+  const members = (owned1: TopicPartition[], owned2: TopicPartition[]) => [
+    v2('consumer1', topics, owned1),
+    v2('consumer2', topics, owned2),
+    v2('consumer3', topics, []),
+  ]
+  // ...WithEqualPartitionsPerConsumer
+  const equal = cooperativeStickyAssign(
+    counts({ topic: 3 }),
+    members([tp('topic', 0), tp('topic', 1)], [tp('topic', 0), tp('topic', 2)]),
+  )
+  assert.deepEqual(str(equal.get('consumer1')), ['topic-1'])
+  assert.deepEqual(str(equal.get('consumer2')), ['topic-2'])
+  assert.deepEqual(equal.get('consumer3'), [])
+  // StickyAssignorTest, same inputs (ownership in the user data): topic-0 goes to consumer3 at once.
+  const [stickyAssignor] = resolveAssignors(['sticky'])
+  const withUserData = (memberId: string, owned: TopicPartition[]) => ({
+    ...v2(memberId, topics, owned),
+    userData: encodeStickyUserData({ partitions: owned, generation: GENERATION }),
+  })
+  const eager = stickyAssignor.assign(counts({ topic: 3 }), [
+    withUserData('consumer1', [tp('topic', 0), tp('topic', 1)]),
+    withUserData('consumer2', [tp('topic', 0), tp('topic', 2)]),
+    withUserData('consumer3', []),
+  ])
+  assert.deepEqual(
+    ['consumer1', 'consumer2', 'consumer3'].map((m) => str(eager.get(m))),
+    [['topic-1'], ['topic-2'], ['topic-0']],
+  )
+  // ...WithUnequalPartitionsPerConsumer
+  const unequal = cooperativeStickyAssign(
+    counts({ topic: 4 }),
+    members([tp('topic', 0), tp('topic', 1)], [tp('topic', 0), tp('topic', 2)]),
+  )
+  assert.deepEqual(str(unequal.get('consumer1')), ['topic-1', 'topic-3'])
+  assert.deepEqual(str(unequal.get('consumer2')), ['topic-2'])
+  assert.deepEqual(unequal.get('consumer3'), [])
+})
+
+test('CooperativeStickyAssignorTest: old subscriptions (v1, no generation) and the generation in the user data', () => {
+  // testAssignorWithOldVersionSubscriptions
+  const result = cooperativeStickyAssign(counts({ topic1: 3 }), [
+    { ...fresh('consumer1', ['topic1']), ownedPartitions: [tp('topic1', 0)] },
+    { ...fresh('consumer2', ['topic1']), ownedPartitions: [tp('topic1', 1)] },
+    v2('consumer3', ['topic1'], []),
+  ])
+  assert.deepEqual(
+    ['consumer1', 'consumer2', 'consumer3'].map((m) => str(result.get(m))),
+    [['topic1-0'], ['topic1-1'], ['topic1-2']],
+  )
+  // testEncodeAndDecodeGeneration / testDecodeGeneration / testMemberDataWithInconsistentData
+  const [assignor] = resolveAssignors(['cooperative-sticky'])
+  assert.deepEqual(
+    cooperativeMemberData({ ...fresh('m', ['topic']), userData: assignor.subscriptionUserData!(['topic']) }),
+    {
+      partitions: [],
+      generation: -1,
+    },
+  )
+  assert.deepEqual(cooperativeMemberData(fresh('m', ['topic'])), { partitions: [], generation: null })
+  assignor.onAssignment!([tp('topic', 1)], GENERATION)
+  const userData = assignor.subscriptionUserData!(['topic'])
+  assert.deepEqual(
+    cooperativeMemberData({ ...fresh('m', ['topic']), userData, ownedPartitions: [tp('topic', 0)] }),
+    {
+      partitions: [tp('topic', 0)],
+      generation: GENERATION,
+    },
+  )
+  // testMemberDataWithEmptyPartitionsAndHigherGeneration: the v2 field wins over the user data.
+  assert.deepEqual(
+    cooperativeMemberData({ ...v2('m', ['topic'], [], 5), userData: encodeCooperativeUserData(4) }),
+    {
+      partitions: [],
+      generation: 5,
+    },
+  )
+})
