@@ -42,13 +42,67 @@ function compareStrings(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0
 }
 
+/**
+ * A map keyed by topic partition without building a key string per lookup: the assignors
+ * look up every partition of the group several times, a million of them in Java's tests.
+ */
+class TpMap<V> {
+  private readonly byTopic = new Map<string, Map<number, V>>()
+
+  get(tp: TopicPartition): V | undefined {
+    return this.byTopic.get(tp.topic)?.get(tp.partition)
+  }
+
+  has(tp: TopicPartition): boolean {
+    return this.byTopic.get(tp.topic)?.has(tp.partition) ?? false
+  }
+
+  set(tp: TopicPartition, value: V): void {
+    let partitions = this.byTopic.get(tp.topic)
+    if (!partitions) {
+      partitions = new Map()
+      this.byTopic.set(tp.topic, partitions)
+    }
+    partitions.set(tp.partition, value)
+  }
+
+  delete(tp: TopicPartition): void {
+    this.byTopic.get(tp.topic)?.delete(tp.partition)
+  }
+
+  clone(): TpMap<V> {
+    const copy = new TpMap<V>()
+    for (const [topic, partitions] of this.byTopic) copy.byTopic.set(topic, new Map(partitions))
+    return copy
+  }
+
+  /** Becomes a copy of `other`. */
+  assign(other: TpMap<V>): void {
+    this.byTopic.clear()
+    for (const [topic, partitions] of other.byTopic) this.byTopic.set(topic, new Map(partitions))
+  }
+}
+
+/** A set of topic partitions (a TpMap of nothing). */
+class TpSet {
+  private readonly map = new TpMap<true>()
+
+  constructor(partitions: Iterable<TopicPartition> = []) {
+    for (const tp of partitions) this.add(tp)
+  }
+
+  has(tp: TopicPartition): boolean {
+    return this.map.has(tp)
+  }
+
+  add(tp: TopicPartition): void {
+    this.map.set(tp, true)
+  }
+}
+
 function removeFrom(list: TopicPartition[], tp: TopicPartition): void {
   const i = list.findIndex((p) => p.topic === tp.topic && p.partition === tp.partition)
   if (i >= 0) list.splice(i, 1)
-}
-
-function containsTp(list: readonly TopicPartition[], tp: TopicPartition): boolean {
-  return list.some((p) => p.topic === tp.topic && p.partition === tp.partition)
 }
 
 // ---- user data ---------------------------------------------------------------------------
@@ -116,7 +170,7 @@ export function stickyAssign(
   const data = new Map(ordered.map((m) => [m.memberId, memberData(m)]))
   const counts = new Map([...partitionsPerTopic].filter(([, n]) => n > 0))
   const owned = new Map<string, TopicPartition[]>()
-  const multiplyOwned = new Set<string>()
+  const multiplyOwned = new TpSet()
   const allEqual = allSubscriptionsEqual(counts, ordered, data, owned, multiplyOwned)
   if (allEqual) {
     const transferring = new Map<string, { tp: TopicPartition; consumer: string }>()
@@ -139,11 +193,11 @@ function allSubscriptionsEqual(
   ordered: readonly MemberSubscription[],
   data: ReadonlyMap<string, MemberData>,
   owned: Map<string, TopicPartition[]>,
-  multiplyOwned: Set<string>,
+  multiplyOwned: TpSet,
 ): boolean {
   let equal = true
   let subscribed = new Set<string>()
-  const previousOwner = new Map<string, string>()
+  const previousOwner = new TpMap<string>()
   const protocolGeneration = new Map(ordered.map((m) => [m.memberId, m.generationId ?? DEFAULT_GENERATION]))
   for (const member of ordered) {
     const topics = new Set(member.topics)
@@ -157,23 +211,22 @@ function allSubscriptionsEqual(
     owned.set(member.memberId, mine)
     for (const tp of memberData.partitions) {
       if (!counts.has(tp.topic)) continue
-      const key = tpKey(tp)
-      const other = previousOwner.get(key)
+      const other = previousOwner.get(tp)
       if (other === undefined) {
         mine.push(tp)
-        previousOwner.set(key, member.memberId)
+        previousOwner.set(tp, member.memberId)
         continue
       }
       // Java compares with the other member's protocol generationId, not its user data's.
       const otherGeneration = protocolGeneration.get(other)!
       if (generation === otherGeneration) {
-        multiplyOwned.add(key)
+        multiplyOwned.add(tp)
         removeFrom(owned.get(other)!, tp)
-        previousOwner.set(key, member.memberId)
+        previousOwner.set(tp, member.memberId)
       } else if (generation > otherGeneration) {
         mine.push(tp)
         removeFrom(owned.get(other)!, tp)
-        previousOwner.set(key, member.memberId)
+        previousOwner.set(tp, member.memberId)
       }
     }
   }
@@ -193,7 +246,7 @@ function allPartitionsSorted(
 function constrainedAssign(
   counts: ReadonlyMap<string, number>,
   owned: ReadonlyMap<string, TopicPartition[]>,
-  multiplyOwned: ReadonlySet<string>,
+  multiplyOwned: TpSet,
   transferring: Map<string, { tp: TopicPartition; consumer: string }>,
 ): GroupAssignment {
   const total = [...counts.values()].reduce((a, b) => a + b, 0)
@@ -203,8 +256,8 @@ function constrainedAssign(
   const expectedOverMin = total % consumers
   let currentOverMin = 0
   const assignment: GroupAssignment = new Map([...owned.keys()].map((c) => [c, []]))
-  const assigned = new Set<string>()
-  const revoked = new Set<string>()
+  const assigned = new TpSet()
+  const revoked = new TpSet()
   let underMin: string[] = []
   let exactlyMin: string[] = []
 
@@ -212,7 +265,7 @@ function constrainedAssign(
   for (const [consumer, list] of owned) {
     const mine = [...list]
       .sort((a, b) => a.partition - b.partition || compareStrings(a.topic, b.topic))
-      .filter((tp) => !multiplyOwned.has(tpKey(tp)))
+      .filter((tp) => !multiplyOwned.has(tp))
     const target = assignment.get(consumer)!
     let keep: number
     if (mine.length < minQuota) {
@@ -228,13 +281,13 @@ function constrainedAssign(
     }
     for (const tp of mine.slice(0, keep)) {
       target.push(tp)
-      assigned.add(tpKey(tp))
+      assigned.add(tp)
     }
-    for (const tp of mine.slice(keep)) revoked.add(tpKey(tp))
+    for (const tp of mine.slice(keep)) revoked.add(tp)
   }
 
   const topics = [...counts.keys()].sort(compareStrings)
-  const unassigned = allPartitionsSorted(counts, topics).filter((tp) => !assigned.has(tpKey(tp)))
+  const unassigned = allPartitionsSorted(counts, topics).filter((tp) => !assigned.has(tp))
   underMin = underMin.sort(compareStrings)
   exactlyMin = exactlyMin.sort(compareStrings)
 
@@ -259,8 +312,7 @@ function constrainedAssign(
     }
     const target = assignment.get(consumer)!
     target.push(tp)
-    const key = tpKey(tp)
-    if (revoked.has(key) || multiplyOwned.has(key)) transferring.set(key, { tp, consumer })
+    if (revoked.has(tp) || multiplyOwned.has(tp)) transferring.set(tpKey(tp), { tp, consumer })
     if (target.length === minQuota) {
       assert(fromIterator, 'sticky: a member at minQuota came back to minQuota')
       underMin.splice(--cursor, 1)
@@ -360,10 +412,13 @@ class GeneralAssignment {
   private readonly consumerTopics = new Map<string, string[]>()
   /** Java's currentAssignment: the result, updated in place. */
   private readonly current: Map<string, TopicPartition[]>
-  private readonly partitionConsumer = new Map<string, string>()
+  private readonly partitionConsumer = new TpMap<string>()
   private sortedAllPartitions: TopicPartition[]
-  /** Java's TreeSet ordered by (assignment size, member id): membership here, order on demand. */
-  private readonly sortedMembers = new Set<string>()
+  /**
+   * Java's TreeSet of members ordered by (assignment size, member id), kept sorted: a member
+   * leaves it before its size changes and comes back after, as Java's code does.
+   */
+  private sortedMembers: string[] = []
   private revocationRequired = false
   private readonly movements = new PartitionMovements()
   private readonly total: number
@@ -388,7 +443,7 @@ class GeneralAssignment {
       if (!this.current.has(memberId)) this.current.set(memberId, [])
     }
     for (const [memberId, list] of this.current)
-      for (const tp of list) this.partitionConsumer.set(tpKey(tp), memberId)
+      for (const tp of list) this.partitionConsumer.set(tp, memberId)
     const topics = [...this.topicConsumers.keys()].sort(
       (a, b) =>
         this.topicConsumers.get(a)!.length - this.topicConsumers.get(b)!.length || compareStrings(a, b),
@@ -400,7 +455,7 @@ class GeneralAssignment {
     const previous = this.previousAssignment()
     const assigned = this.keepOwnedPartitions()
     const unassigned = this.unassignedPartitions(assigned)
-    for (const consumer of this.current.keys()) this.sortedMembers.add(consumer)
+    for (const consumer of this.current.keys()) this.insertSorted(consumer)
     this.balance(previous, unassigned)
     return this.current
   }
@@ -409,8 +464,34 @@ class GeneralAssignment {
     return this.current.get(consumer)!.length
   }
 
-  private sorted(): string[] {
-    return [...this.sortedMembers].sort((a, b) => this.size(a) - this.size(b) || compareStrings(a, b))
+  private sorted(): readonly string[] {
+    return this.sortedMembers
+  }
+
+  private compareMembers(a: string, b: string): number {
+    return this.size(a) - this.size(b) || compareStrings(a, b)
+  }
+
+  /** Where `consumer` goes (or is) in sortedMembers, by binary search at its current size. */
+  private sortedIndex(consumer: string): number {
+    let low = 0
+    let high = this.sortedMembers.length
+    while (low < high) {
+      const mid = (low + high) >>> 1
+      if (this.compareMembers(this.sortedMembers[mid], consumer) < 0) low = mid + 1
+      else high = mid
+    }
+    return low
+  }
+
+  private insertSorted(consumer: string): void {
+    const i = this.sortedIndex(consumer)
+    if (this.sortedMembers[i] !== consumer) this.sortedMembers.splice(i, 0, consumer)
+  }
+
+  private removeSorted(consumer: string): void {
+    const i = this.sortedIndex(consumer)
+    if (this.sortedMembers[i] === consumer) this.sortedMembers.splice(i, 1)
   }
 
   /** Partitions whose owner in an older generation than the newest is known (Java's prevAssignment). */
@@ -442,7 +523,7 @@ class GeneralAssignment {
       for (const tp of [...list]) {
         if (!this.topicConsumers.has(tp.topic)) {
           removeFrom(list, tp)
-          this.partitionConsumer.delete(tpKey(tp))
+          this.partitionConsumer.delete(tp)
         } else if (!subscription.topics.includes(tp.topic)) {
           removeFrom(list, tp)
           this.revocationRequired = true
@@ -456,8 +537,8 @@ class GeneralAssignment {
 
   private unassignedPartitions(assigned: readonly TopicPartition[]): TopicPartition[] {
     if (assigned.length === 0) return this.sortedAllPartitions
-    const taken = new Set(assigned.map(tpKey))
-    return this.sortedAllPartitions.filter((tp) => !taken.has(tpKey(tp)))
+    const taken = new TpSet(assigned)
+    return this.sortedAllPartitions.filter((tp) => !taken.has(tp))
   }
 
   private maxAssignmentSize(consumer: string): number {
@@ -469,17 +550,17 @@ class GeneralAssignment {
   private isBalanced(): boolean {
     const sorted = this.sorted()
     if (this.size(sorted[0]) >= this.size(sorted[sorted.length - 1]) - 1) return true
-    const owner = new Map<string, string>()
-    for (const [consumer, list] of this.current) for (const tp of list) owner.set(tpKey(tp), consumer)
+    const owner = new TpMap<string>()
+    for (const [consumer, list] of this.current) for (const tp of list) owner.set(tp, consumer)
     for (const consumer of sorted) {
       const count = this.size(consumer)
       if (count === this.maxAssignmentSize(consumer)) continue
-      const mine = new Set(this.current.get(consumer)!.map(tpKey))
+      const mine = new TpSet(this.current.get(consumer)!)
       for (const topic of this.consumerTopics.get(consumer)!) {
         for (let p = 0; p < this.counts.get(topic)!; p++) {
-          const key = tpKey({ topic, partition: p })
-          if (mine.has(key)) continue
-          const other = owner.get(key)
+          const tp = { topic, partition: p }
+          if (mine.has(tp)) continue
+          const other = owner.get(tp)
           if (other !== undefined && count + 1 < this.size(other)) return false
         }
       }
@@ -498,8 +579,10 @@ class GeneralAssignment {
   private assignPartition(tp: TopicPartition): void {
     for (const consumer of this.sorted()) {
       if (!this.consumerTopics.get(consumer)!.includes(tp.topic)) continue
+      this.removeSorted(consumer)
       this.current.get(consumer)!.push(tp)
-      this.partitionConsumer.set(tpKey(tp), consumer)
+      this.partitionConsumer.set(tp, consumer)
+      this.insertSorted(consumer)
       return
     }
   }
@@ -528,23 +611,24 @@ class GeneralAssignment {
     const fixed = new Map<string, TopicPartition[]>()
     for (const consumer of this.consumerTopics.keys()) {
       if (this.consumerCanMove(consumer)) continue
-      this.sortedMembers.delete(consumer)
+      this.removeSorted(consumer)
       fixed.set(consumer, this.current.get(consumer)!)
       this.current.delete(consumer)
     }
     const before = new Map([...this.current].map(([c, l]) => [c, [...l]]))
-    const beforeOwners = new Map(this.partitionConsumer)
+    const beforeOwners = this.partitionConsumer.clone()
     if (!this.revocationRequired) this.performReassignments(unassigned, previous)
     const reassigned = this.performReassignments(this.sortedAllPartitions, previous)
     if (!initializing && reassigned && this.balanceScore(this.current) >= this.balanceScore(before)) {
       this.current.clear()
       for (const [c, l] of before) this.current.set(c, l)
-      this.partitionConsumer.clear()
-      for (const [k, c] of beforeOwners) this.partitionConsumer.set(k, c)
+      this.partitionConsumer.assign(beforeOwners)
+      // Java's TreeSet goes stale here; nothing reads its order from now on.
+      this.sortedMembers = [...this.current.keys()].sort((a, b) => this.compareMembers(a, b))
     }
     for (const [consumer, list] of fixed) {
       this.current.set(consumer, list)
-      this.sortedMembers.add(consumer)
+      this.insertSorted(consumer)
     }
   }
 
@@ -559,7 +643,7 @@ class GeneralAssignment {
       modified = false
       for (const tp of partitions) {
         if (this.isBalanced()) break
-        const consumer = this.partitionConsumer.get(tpKey(tp))
+        const consumer = this.partitionConsumer.get(tp)
         assert(consumer !== undefined, () => `sticky: ${tpKey(tp)} has no owner`)
         const prev = previous.get(tpKey(tp))
         if (
@@ -589,13 +673,17 @@ class GeneralAssignment {
   }
 
   private reassign(tp: TopicPartition, newConsumer: string): void {
-    const consumer = this.partitionConsumer.get(tpKey(tp))!
+    const consumer = this.partitionConsumer.get(tp)!
     const toMove = this.movements.actualPartitionToMove(tp, consumer, newConsumer)
-    const oldConsumer = this.partitionConsumer.get(tpKey(toMove))!
+    const oldConsumer = this.partitionConsumer.get(toMove)!
+    this.removeSorted(oldConsumer)
+    this.removeSorted(newConsumer)
     this.movements.movePartition(toMove, oldConsumer, newConsumer)
     removeFrom(this.current.get(oldConsumer)!, toMove)
     this.current.get(newConsumer)!.push(toMove)
-    this.partitionConsumer.set(tpKey(toMove), newConsumer)
+    this.partitionConsumer.set(toMove, newConsumer)
+    this.insertSorted(newConsumer)
+    this.insertSorted(oldConsumer)
   }
 }
 
@@ -685,9 +773,10 @@ function computeTransferring(
   for (const member of members) {
     const owned = member.ownedPartitions ?? []
     const assigned = assignment.get(member.memberId) ?? []
-    for (const tp of assigned)
-      if (!containsTp(owned, tp)) added.set(tpKey(tp), { tp, consumer: member.memberId })
-    for (const tp of owned) if (!containsTp(assigned, tp)) revoked.add(tpKey(tp))
+    const ownedSet = new TpSet(owned)
+    const assignedSet = new TpSet(assigned)
+    for (const tp of assigned) if (!ownedSet.has(tp)) added.set(tpKey(tp), { tp, consumer: member.memberId })
+    for (const tp of owned) if (!assignedSet.has(tp)) revoked.add(tpKey(tp))
   }
   for (const key of [...added.keys()]) if (!revoked.has(key)) added.delete(key)
   return added
