@@ -3,7 +3,8 @@
  * the cooperative-sticky assignor keep consuming the partitions they keep while the group
  * rebalances, give up only the partitions that move (and only those reach the listeners),
  * and librdkafka (confluent-kafka, partition.assignment.strategy=cooperative-sticky) shares
- * such a group with them.
+ * such a group with them. Also the eager `sticky` assignor, whose stickiness travels through
+ * the broker in the subscriptions' user data.
  */
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
@@ -277,6 +278,44 @@ test('cooperative-sticky: a member whose generation is gone (poll timeout) drops
       } finally {
         await producer.stop()
         for (const m of [a, b]) await m.close()
+      }
+    },
+    { properties: GROUP_PROPERTIES },
+  )
+})
+
+test('sticky (eager): a third member joins; the others keep a subset of what they had (user data through the broker)', async () => {
+  await withBroker(
+    async (cluster) => {
+      const bootstrap = cluster.bootstrapServers
+      await createTopics(bootstrap, [{ topic: 'stk', partitions: 6 }])
+      const eager = { partitionAssignmentStrategy: ['sticky'] as const }
+      const a = new Member(bootstrap, 'grp-stk', 'stk', eager).start()
+      const b = new Member(bootstrap, 'grp-stk', 'stk', eager).start()
+      let c: Member | null = null
+      try {
+        await waitFor('3 partitions each', 20000, () => {
+          noErrors([a, b])
+          return a.partitions().length === 3 && b.partitions().length === 3
+        })
+        const before = [a.partitions(), b.partitions()]
+        c = new Member(bootstrap, 'grp-stk', 'stk', eager).start()
+        await waitFor('2 partitions each', 20000, () => {
+          noErrors([a, b, c!])
+          return [a, b, c!].every((m) => m.partitions().length === 2)
+        })
+        assert.ok(
+          a.partitions().every((p) => before[0].includes(p)),
+          `a: ${before[0]} → ${a.partitions()}`,
+        )
+        assert.ok(
+          b.partitions().every((p) => before[1].includes(p)),
+          `b: ${before[1]} → ${b.partitions()}`,
+        )
+        // Eager: everything was revoked before the rejoin, and handed back.
+        assert.deepEqual(a.revoked.at(-1), before[0])
+      } finally {
+        for (const m of [a, b, c]) await m?.close()
       }
     },
     { properties: GROUP_PROPERTIES },
