@@ -180,6 +180,8 @@ export interface ProducerStateHook {
   onSegmentsDeleted(logStartOffset: Offset): Promise<void>
   /** Clean close: a snapshot at the log end spares the next open a replay. */
   onClose(): Promise<void>
+  /** First offset of the earliest transaction not yet decided and replicated: the cleaner stops there. */
+  firstUnstableOffset?(): Offset | undefined
 }
 
 interface PendingAppend {
