@@ -191,6 +191,8 @@ type TxnEvent =
 interface VerificationState {
   readonly guard: object
   readonly producerEpoch: number
+  /** When it began: one no write used goes after producer.id.expiration.ms, as Kafka's does. */
+  readonly startedMs: number
 }
 
 export class ProducerStateManager implements ProducerStateHook {
@@ -258,7 +260,7 @@ export class ProducerStateManager implements ProducerStateHook {
     const existing = this.verifications.get(producerId)
     if (existing !== undefined && existing.producerEpoch === producerEpoch) return existing.guard
     const guard = {}
-    this.verifications.set(producerId, { guard, producerEpoch })
+    this.verifications.set(producerId, { guard, producerEpoch, startedMs: this.options.clock.nowMs() })
     return guard
   }
 
@@ -430,17 +432,26 @@ export class ProducerStateManager implements ProducerStateHook {
 
   // ---- expiry ----------------------------------------------------------------------------
 
-  /** Forgets producers idle for producer.id.expiration.ms (by the broker's wall clock). */
+  /**
+   * Forgets producers idle for producer.id.expiration.ms (by the broker's wall clock), and
+   * verifications begun that long ago.
+   */
   removeExpiredProducers(nowMs = this.options.clock.nowMs()): number {
     let removed = 0
     for (const [producerId, entry] of this.producers) {
       // An open transaction keeps its producer (Kafka's isProducerExpired).
       if (entry.hasOngoingTransaction || !this.isExpired(entry.lastTimestamp, nowMs)) continue
       this.producers.delete(producerId)
-      this.verifications.delete(producerId)
       removed++
     }
+    this.removeExpiredVerifications(nowMs)
     return removed
+  }
+
+  /** Verifications no write used (the coordinator said no, or the producer went away). */
+  private removeExpiredVerifications(nowMs: number): void {
+    for (const [producerId, state] of this.verifications)
+      if (this.isExpired(state.startedMs, nowMs)) this.verifications.delete(producerId)
   }
 
   private isExpired(lastTimestamp: number, nowMs: number): boolean {

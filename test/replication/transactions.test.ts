@@ -20,6 +20,7 @@ import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { encodeEndTxnMarker, readEndTxnMarker } from '../../src/storage/control-batch.js'
 import { DEFAULT_LOG_CONFIG } from '../../src/storage/log-config.js'
 import { snapshotFileName } from '../../src/storage/producer-state-snapshot.js'
+import { TransactionIndex } from '../../src/storage/transaction-index.js'
 import { type LogAppendInfo, UnifiedLog } from '../../src/storage/unified-log.js'
 import { ManualClock, withTempDir } from '../storage/helpers.js'
 
@@ -203,6 +204,38 @@ describe('transactions in the producer state', () => {
     }))
 })
 
+describe('KIP-890 verification guards', () => {
+  const verified = (log: UnifiedLog, buf: Buffer, guard: object) =>
+    log.append(buf, { assignOffsets: true, leaderEpoch: 0 as LeaderEpoch, verificationGuard: guard })
+
+  it('a batch opening a transaction needs the current guard; any marker voids it; the open transaction needs none', () =>
+    withLog(async ({ log, state }) => {
+      const guard = state.beginVerification(1n, 0)
+      assert.equal(state.beginVerification(1n, 0), guard, 'verifications in flight share a guard')
+      await rejectsWith(verified(log, txnBatch(1n, 0, 0), {}), ErrorCode.INVALID_TXN_STATE)
+      await verified(log, txnBatch(1n, 0, 0), guard)
+      assert.equal(state.needsVerification(1n), false)
+      await verified(log, txnBatch(1n, 0, 1), guard)
+      await coordinator(log, marker(1n, 0, 'abort'))
+      assert.equal(state.needsVerification(1n), true)
+      const late = state.beginVerification(1n, 0)
+      // An abort lands between the verification and the write: the write must not open a transaction.
+      await coordinator(log, marker(1n, 0, 'abort'))
+      await rejectsWith(verified(log, txnBatch(1n, 0, 2), late), ErrorCode.INVALID_TXN_STATE)
+      assert.equal(state.ongoingTransactions.size, 0)
+    }))
+
+  it('a guard from another producer epoch does not count; unused ones expire with producer.id.expiration.ms', () =>
+    withLog(async ({ log, state, clock }) => {
+      const old = state.beginVerification(1n, 0)
+      await rejectsWith(verified(log, txnBatch(1n, 1, 0), old), ErrorCode.INVALID_TXN_STATE)
+      const stale = state.beginVerification(2n, 0)
+      clock.advance(DAY_MS)
+      state.removeExpiredProducers()
+      await rejectsWith(verified(log, txnBatch(2n, 0, 0), stale), ErrorCode.INVALID_TXN_STATE)
+    }))
+})
+
 describe('the aborted transaction index', () => {
   it('is Kafka’s .txnindex: 34-byte entries of version, producer id, first, last and last stable offsets', () =>
     withLog(async ({ log, path }) => {
@@ -242,6 +275,31 @@ describe('the aborted transaction index', () => {
         [0],
       )
       assert.equal(log.collectAbortedTransactions(9 as Offset, 12 as Offset).length, 0)
+    }))
+
+  it('recovery restores a lost entry in marker order, also before the last one', () =>
+    withTempDir(async (dir) => {
+      const index = new TransactionIndex(nodeFileSystem, join(dir, 'x.txnindex'))
+      const entry = (last: number) => ({
+        producerId: BigInt(last),
+        firstOffset: (last - 1) as Offset,
+        lastOffset: last as Offset,
+        lastStableOffset: (last + 1) as Offset,
+      })
+      await index.append(entry(2))
+      await index.append(entry(9))
+      await index.restore(entry(5))
+      await index.restore(entry(9))
+      await index.restore(entry(12))
+      assert.deepEqual(
+        index.allEntries.map((e) => e.lastOffset),
+        [2, 5, 9, 12],
+      )
+      await index.close()
+      const reread = new TransactionIndex(nodeFileSystem, join(dir, 'x.txnindex'))
+      await reread.load()
+      assert.deepEqual(reread.allEntries, index.allEntries)
+      await reread.close()
     }))
 
   it('truncation drops the entries of the markers it removes and reopens their transactions', () =>
