@@ -6,7 +6,7 @@
  * snapshots carrying open transactions, recovery by replay, truncation and followers.
  */
 import assert from 'node:assert/strict'
-import { readFile, rm } from 'node:fs/promises'
+import { readFile, rm, stat, truncate } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
@@ -353,6 +353,27 @@ describe('transactions across restarts and on followers', () => {
       assert.deepEqual(reopened.log.collectAbortedTransactions(0 as Offset, 4 as Offset), [
         { producerId: 1n, firstOffset: 0, lastOffset: 2, lastStableOffset: 3 },
       ])
+      await reopened.log.close()
+    }))
+
+  it('a crash that loses the ABORT marker loses its .txnindex entry too, and the transaction is open again', () =>
+    withTempDir(async (dir) => {
+      const clock = new ManualClock()
+      const path = join(dir, 't-0')
+      const { log } = await open(path, clock)
+      await lead(log, txnBatch(1n, 0, 0, 2)) // 0-1
+      const cut = (await stat(join(path, '00000000000000000000.log'))).size
+      await coordinator(log, marker(1n, 0, 'abort')) // 2
+      await log.flush()
+      assert.equal(log.collectAbortedTransactions(0 as Offset, 3 as Offset).length, 1)
+      // A crash: no clean close, and the marker's bytes never reached the disk.
+      await log.closeHandlers()
+      await truncate(join(path, '00000000000000000000.log'), cut)
+      const reopened = await open(path, clock)
+      assert.equal(reopened.log.logEndOffset, 2)
+      assert.deepEqual(reopened.log.collectAbortedTransactions(0 as Offset, 3 as Offset), [])
+      assert.deepEqual([...reopened.state.ongoingTransactions], [[1n, 0]])
+      assert.equal((await readFile(join(path, '00000000000000000000.txnindex'))).length, 0)
       await reopened.log.close()
     }))
 

@@ -139,8 +139,9 @@ function append(
     )
   const verifiedId = transactionalId ?? ''
   const state = partition?.producerState
+  // Not the leader: the append answers NOT_LEADER_OR_FOLLOWER without asking the coordinator.
   const verifying =
-    partition !== undefined &&
+    partition?.isLeader === true &&
     state !== undefined &&
     producer !== undefined &&
     broker.config.values.get('transaction.partition.verification.enable') === true &&
