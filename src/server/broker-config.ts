@@ -258,6 +258,8 @@ export const brokerConfigDefs = new ConfigDefs([
     'boolean',
     true,
     'KIP-890: verify with the transaction coordinator that a partition is in the ongoing transaction before its first transactional write.',
+    {},
+    true,
   ),
   // Operations (src/ops, docs/operations.md): tidelog's own names, in Kafka's dotted style.
   def(

@@ -19,6 +19,7 @@ import {
   apis,
   type DescribeProducersResponse,
   defaultProduceRequest,
+  type IncrementalAlterConfigsResponse,
   type ProduceResponse,
   type WriteTxnMarkersResponse,
 } from '../../src/protocol/generated/index.js'
@@ -183,6 +184,33 @@ test('transactional produce is verified with the coordinator before it opens a t
       anonymous.responses[0].partitionResponses[0].errorCode,
       ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     )
+
+    // transaction.partition.verification.enable is dynamic, as in Kafka: off at the cluster
+    // default, a batch the coordinator would refuse opens its transaction unverified.
+    const altered = await rawCall<IncrementalAlterConfigsResponse>(raw, ApiKey.IncrementalAlterConfigs, 0, {
+      resources: [
+        {
+          resourceType: 4,
+          resourceName: '',
+          configs: [
+            { name: 'transaction.partition.verification.enable', configOperation: 0, value: 'false' },
+          ],
+        },
+      ],
+      validateOnly: false,
+    })
+    assert.equal(altered.responses[0].errorCode, ErrorCode.NONE)
+    for (let i = 0; i < 200; i++) {
+      if (
+        broker.metadataImage().brokerConfigs?.get('')?.['transaction.partition.verification.enable'] ===
+        'false'
+      )
+        break
+      await new Promise((resolve) => setTimeout(resolve, 10))
+    }
+    const asksBefore = asked.length
+    assert.equal(await produce(1, 0), ErrorCode.NONE)
+    assert.equal(asked.length, asksBefore, 'the coordinator was not asked')
   } finally {
     client?.close()
     coordinatorClient?.close()

@@ -18,6 +18,8 @@
  * logStartOffset, v8 record errors and an error message, v9+ flexible, v10 the current
  * leader and node endpoints as tagged fields (left empty: clients then refresh metadata).
  */
+
+import { effectiveBrokerValue } from '../../metadata/topic-config.js'
 import { BatchHeader, RECORD_BATCH_OVERHEAD } from '../../protocol/batch-header.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
@@ -144,7 +146,7 @@ function append(
     partition?.isLeader === true &&
     state !== undefined &&
     producer !== undefined &&
-    broker.config.values.get('transaction.partition.verification.enable') === true &&
+    verificationEnabled(context) &&
     (state.needsVerification(producer.producerId) ||
       verificationTails.get(partition)?.has(producer.producerId) === true)
   if (!verifying) return direct()
@@ -196,6 +198,17 @@ function append(
     if (producerTails.get(producer.producerId) === tail) producerTails.delete(producer.producerId)
   })
   return started.then(({ appended }) => appended)
+}
+
+/** A dynamic broker config in Kafka: AlterConfigs on the broker or the cluster default applies it. */
+function verificationEnabled(context: RequestContext): boolean {
+  const broker = context.broker
+  const value = effectiveBrokerValue(
+    broker.metadataImage(),
+    broker.config,
+    'transaction.partition.verification.enable',
+  )
+  return value === 'true'
 }
 
 /** The producer of a transactional produce (a request's batches share one producer). */
