@@ -91,6 +91,12 @@ export function inSequence(lastSeq: number, nextSeq: number): boolean {
 /** No coordinator has written a marker for the producer here yet. */
 export const NO_COORDINATOR_EPOCH = -1
 
+/**
+ * Kafka's VerificationGuard.SENTINEL: the guard of a transactional produce that was not
+ * verified (its transaction was open); it never matches, so such a batch cannot open one.
+ */
+export const UNVERIFIED: object = Object.freeze({})
+
 /** How an append reached the producer state: Kafka's AppendOrigin. */
 type Origin = 'client' | 'coordinator' | 'replication'
 
@@ -331,7 +337,8 @@ export class ProducerStateManager implements ProducerStateHook {
 
   /**
    * KIP-890: a client's batch that opens a transaction must hold the guard of a
-   * verification that no marker ended since (undefined guard: verification is disabled).
+   * verification that no marker ended since (undefined guard: verification is disabled;
+   * UNVERIFIED never matches).
    */
   private checkVerification(header: BatchHeader, guard: object | undefined): void {
     if (guard === undefined) return

@@ -15,7 +15,7 @@ import { BatchHeader } from '../../src/protocol/batch-header.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { encodeRecordBatchSync } from '../../src/protocol/record-batch.js'
 import { KafkaError } from '../../src/replication/kafka-error.js'
-import { ProducerStateManager } from '../../src/replication/producer-state.js'
+import { ProducerStateManager, UNVERIFIED } from '../../src/replication/producer-state.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { encodeEndTxnMarker, readEndTxnMarker } from '../../src/storage/control-batch.js'
 import { DEFAULT_LOG_CONFIG } from '../../src/storage/log-config.js'
@@ -222,6 +222,15 @@ describe('KIP-890 verification guards', () => {
       // An abort lands between the verification and the write: the write must not open a transaction.
       await coordinator(log, marker(1n, 0, 'abort'))
       await rejectsWith(verified(log, txnBatch(1n, 0, 2), late), ErrorCode.INVALID_TXN_STATE)
+      assert.equal(state.ongoingTransactions.size, 0)
+    }))
+
+  it('a write sent unverified because its transaction was open cannot reopen it after a marker ended it', () =>
+    withLog(async ({ log, state }) => {
+      await verified(log, txnBatch(1n, 0, 0), state.beginVerification(1n, 0))
+      await verified(log, txnBatch(1n, 0, 1), UNVERIFIED)
+      await coordinator(log, marker(1n, 0, 'abort'))
+      await rejectsWith(verified(log, txnBatch(1n, 0, 2), UNVERIFIED), ErrorCode.INVALID_TXN_STATE)
       assert.equal(state.ongoingTransactions.size, 0)
     }))
 

@@ -31,6 +31,7 @@ import {
 } from '../../protocol/generated/index.js'
 import { KafkaError, toErrorCode } from '../../replication/kafka-error.js'
 import type { Partition } from '../../replication/partition.js'
+import { UNVERIFIED } from '../../replication/producer-state.js'
 import type { AppendResult } from '../../replication/replica-manager.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
@@ -120,6 +121,12 @@ function append(
   transactionalId: string | null,
 ): Promise<AppendResult> {
   const broker = context.broker
+  const partition = broker.replicaManager.getPartition(topic, partitionIndex)
+  const producer = transactionalProducer(records)
+  const enabled = producer !== undefined && verificationEnabled(context)
+  // A transactional batch that needs no verification now (its transaction is open) still
+  // carries Kafka's sentinel guard: should a marker end the transaction before it reaches
+  // the log, it is refused instead of opening a transaction nobody verified.
   const direct = () =>
     broker.replicaManager.appendToLeader(
       topic,
@@ -128,9 +135,8 @@ function append(
       acks,
       timeoutMs,
       context.purgatoryTimer,
+      enabled ? { verificationGuard: UNVERIFIED } : {},
     )
-  const partition = broker.replicaManager.getPartition(topic, partitionIndex)
-  const producer = transactionalProducer(records)
   // Kafka refuses transactional records without a transactional id (its authorization step).
   if (producer !== undefined && transactionalId === null)
     return Promise.reject(
@@ -146,7 +152,7 @@ function append(
     partition?.isLeader === true &&
     state !== undefined &&
     producer !== undefined &&
-    verificationEnabled(context) &&
+    enabled &&
     (state.needsVerification(producer.producerId) ||
       verificationTails.get(partition)?.has(producer.producerId) === true)
   if (!verifying) return direct()
