@@ -286,6 +286,22 @@ describe('the aborted transaction index', () => {
       assert.equal(log.collectAbortedTransactions(9 as Offset, 12 as Offset).length, 0)
     }))
 
+  it('goes with its segment when retention deletes it', () =>
+    withLog(async ({ log, path }) => {
+      await lead(log, txnBatch(1n, 0, 0)) // 0
+      await coordinator(log, marker(1n, 0, 'abort')) // 1
+      await log.roll()
+      await lead(log, txnBatch(2n, 0, 0, 1, false)) // 2
+      await log.roll()
+      log.updateHighWatermark(log.logEndOffset)
+      const txnIndex = join(path, '00000000000000000000.txnindex')
+      assert.equal((await readFile(txnIndex)).length, 34)
+      await log.deleteRecordsBefore(2 as Offset)
+      assert.equal(await log.deleteOldSegments(), 1)
+      await assert.rejects(readFile(txnIndex), { code: 'ENOENT' })
+      assert.deepEqual(log.collectAbortedTransactions(2 as Offset, 3 as Offset), [])
+    }))
+
   it('recovery restores a lost entry in marker order, also before the last one', () =>
     withTempDir(async (dir) => {
       const index = new TransactionIndex(nodeFileSystem, join(dir, 'x.txnindex'))
