@@ -91,6 +91,12 @@ export function inSequence(lastSeq: number, nextSeq: number): boolean {
 /** No coordinator has written a marker for the producer here yet. */
 export const NO_COORDINATOR_EPOCH = -1
 
+/**
+ * Kafka's VerificationGuard.SENTINEL: the guard of a transactional produce that was not
+ * verified (its transaction was open); it never matches, so such a batch cannot open one.
+ */
+export const UNVERIFIED: object = Object.freeze({})
+
 /** How an append reached the producer state: Kafka's AppendOrigin. */
 type Origin = 'client' | 'coordinator' | 'replication'
 
@@ -191,6 +197,8 @@ type TxnEvent =
 interface VerificationState {
   readonly guard: object
   readonly producerEpoch: number
+  /** When it began: one no write used goes after producer.id.expiration.ms, as Kafka's does. */
+  readonly startedMs: number
 }
 
 export class ProducerStateManager implements ProducerStateHook {
@@ -258,7 +266,7 @@ export class ProducerStateManager implements ProducerStateHook {
     const existing = this.verifications.get(producerId)
     if (existing !== undefined && existing.producerEpoch === producerEpoch) return existing.guard
     const guard = {}
-    this.verifications.set(producerId, { guard, producerEpoch })
+    this.verifications.set(producerId, { guard, producerEpoch, startedMs: this.options.clock.nowMs() })
     return guard
   }
 
@@ -329,7 +337,8 @@ export class ProducerStateManager implements ProducerStateHook {
 
   /**
    * KIP-890: a client's batch that opens a transaction must hold the guard of a
-   * verification that no marker ended since (undefined guard: verification is disabled).
+   * verification that no marker ended since (undefined guard: verification is disabled;
+   * UNVERIFIED never matches).
    */
   private checkVerification(header: BatchHeader, guard: object | undefined): void {
     if (guard === undefined) return
@@ -430,17 +439,26 @@ export class ProducerStateManager implements ProducerStateHook {
 
   // ---- expiry ----------------------------------------------------------------------------
 
-  /** Forgets producers idle for producer.id.expiration.ms (by the broker's wall clock). */
+  /**
+   * Forgets producers idle for producer.id.expiration.ms (by the broker's wall clock), and
+   * verifications begun that long ago.
+   */
   removeExpiredProducers(nowMs = this.options.clock.nowMs()): number {
     let removed = 0
     for (const [producerId, entry] of this.producers) {
       // An open transaction keeps its producer (Kafka's isProducerExpired).
       if (entry.hasOngoingTransaction || !this.isExpired(entry.lastTimestamp, nowMs)) continue
       this.producers.delete(producerId)
-      this.verifications.delete(producerId)
       removed++
     }
+    this.removeExpiredVerifications(nowMs)
     return removed
+  }
+
+  /** Verifications no write used (the coordinator said no, or the producer went away). */
+  private removeExpiredVerifications(nowMs: number): void {
+    for (const [producerId, state] of this.verifications)
+      if (this.isExpired(state.startedMs, nowMs)) this.verifications.delete(producerId)
   }
 
   private isExpired(lastTimestamp: number, nowMs: number): boolean {

@@ -259,6 +259,8 @@ export const brokerConfigDefs = new ConfigDefs([
     'boolean',
     true,
     'KIP-890: verify with the transaction coordinator that a partition is in the ongoing transaction before its first transactional write.',
+    {},
+    true,
   ),
   // Transactions (src/coordinator/transaction): Kafka's names and defaults.
   def('transaction.state.log.num.partitions', 'int', 50, 'Partitions of __transaction_state.', { min: 1 }),

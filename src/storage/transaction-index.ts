@@ -96,6 +96,20 @@ export class TransactionIndex {
     await handle.write(encodeEntry(entry), position)
   }
 
+  /**
+   * Restores an entry a crash lost (recovery only): in marker order, even before the last
+   * one, so the file is rewritten when it goes in the middle.
+   */
+  async restore(entry: AbortedTxn): Promise<void> {
+    if (this.has(entry.lastOffset)) return
+    if (entry.lastOffset > this.lastOffset) {
+      await this.append(entry)
+      return
+    }
+    this.entries = [...this.entries, entry].sort((a, b) => a.lastOffset - b.lastOffset)
+    await this.rewrite()
+  }
+
   /** True when an entry for the marker at `lastOffset` is present. */
   has(lastOffset: Offset): boolean {
     return this.entries.some((e) => e.lastOffset === lastOffset)

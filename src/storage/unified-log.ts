@@ -180,6 +180,8 @@ export interface ProducerStateHook {
   onSegmentsDeleted(logStartOffset: Offset): Promise<void>
   /** Clean close: a snapshot at the log end spares the next open a replay. */
   onClose(): Promise<void>
+  /** First offset of the earliest transaction not yet decided and replicated: the cleaner stops there. */
+  firstUnstableOffset?(): Offset | undefined
 }
 
 interface PendingAppend {
@@ -615,12 +617,7 @@ export class UnifiedLog {
       if (entry.lastOffset < this.logStartOffsetValue || entry.lastOffset >= this.logEndOffset) continue
       let segment: LogSegment | undefined
       for (const s of segments) if (s.baseOffset <= entry.lastOffset) segment = s
-      if (segment === undefined || segment.txnIndex.has(entry.lastOffset)) continue
-      // Entries go in marker order: one after the index's last is appended, else the
-      // index is missing one in its middle, which Kafka's format cannot take out of order.
-      if (entry.lastOffset > segment.txnIndex.lastOffset) await segment.txnIndex.append(entry)
-      else
-        this.logger.warn({ entry: String(entry.lastOffset) }, 'aborted transaction missing inside a txnindex')
+      if (segment !== undefined) await segment.txnIndex.restore(entry)
     }
   }
 

@@ -6,7 +6,7 @@
  * snapshots carrying open transactions, recovery by replay, truncation and followers.
  */
 import assert from 'node:assert/strict'
-import { readFile, rm } from 'node:fs/promises'
+import { readFile, rm, stat, truncate } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
@@ -15,11 +15,12 @@ import { BatchHeader } from '../../src/protocol/batch-header.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { encodeRecordBatchSync } from '../../src/protocol/record-batch.js'
 import { KafkaError } from '../../src/replication/kafka-error.js'
-import { ProducerStateManager } from '../../src/replication/producer-state.js'
+import { ProducerStateManager, UNVERIFIED } from '../../src/replication/producer-state.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { encodeEndTxnMarker, readEndTxnMarker } from '../../src/storage/control-batch.js'
 import { DEFAULT_LOG_CONFIG } from '../../src/storage/log-config.js'
 import { snapshotFileName } from '../../src/storage/producer-state-snapshot.js'
+import { TransactionIndex } from '../../src/storage/transaction-index.js'
 import { type LogAppendInfo, UnifiedLog } from '../../src/storage/unified-log.js'
 import { ManualClock, withTempDir } from '../storage/helpers.js'
 
@@ -203,6 +204,47 @@ describe('transactions in the producer state', () => {
     }))
 })
 
+describe('KIP-890 verification guards', () => {
+  const verified = (log: UnifiedLog, buf: Buffer, guard: object) =>
+    log.append(buf, { assignOffsets: true, leaderEpoch: 0 as LeaderEpoch, verificationGuard: guard })
+
+  it('a batch opening a transaction needs the current guard; any marker voids it; the open transaction needs none', () =>
+    withLog(async ({ log, state }) => {
+      const guard = state.beginVerification(1n, 0)
+      assert.equal(state.beginVerification(1n, 0), guard, 'verifications in flight share a guard')
+      await rejectsWith(verified(log, txnBatch(1n, 0, 0), {}), ErrorCode.INVALID_TXN_STATE)
+      await verified(log, txnBatch(1n, 0, 0), guard)
+      assert.equal(state.needsVerification(1n), false)
+      await verified(log, txnBatch(1n, 0, 1), guard)
+      await coordinator(log, marker(1n, 0, 'abort'))
+      assert.equal(state.needsVerification(1n), true)
+      const late = state.beginVerification(1n, 0)
+      // An abort lands between the verification and the write: the write must not open a transaction.
+      await coordinator(log, marker(1n, 0, 'abort'))
+      await rejectsWith(verified(log, txnBatch(1n, 0, 2), late), ErrorCode.INVALID_TXN_STATE)
+      assert.equal(state.ongoingTransactions.size, 0)
+    }))
+
+  it('a write sent unverified because its transaction was open cannot reopen it after a marker ended it', () =>
+    withLog(async ({ log, state }) => {
+      await verified(log, txnBatch(1n, 0, 0), state.beginVerification(1n, 0))
+      await verified(log, txnBatch(1n, 0, 1), UNVERIFIED)
+      await coordinator(log, marker(1n, 0, 'abort'))
+      await rejectsWith(verified(log, txnBatch(1n, 0, 2), UNVERIFIED), ErrorCode.INVALID_TXN_STATE)
+      assert.equal(state.ongoingTransactions.size, 0)
+    }))
+
+  it('a guard from another producer epoch does not count; unused ones expire with producer.id.expiration.ms', () =>
+    withLog(async ({ log, state, clock }) => {
+      const old = state.beginVerification(1n, 0)
+      await rejectsWith(verified(log, txnBatch(1n, 1, 0), old), ErrorCode.INVALID_TXN_STATE)
+      const stale = state.beginVerification(2n, 0)
+      clock.advance(DAY_MS)
+      state.removeExpiredProducers()
+      await rejectsWith(verified(log, txnBatch(2n, 0, 0), stale), ErrorCode.INVALID_TXN_STATE)
+    }))
+})
+
 describe('the aborted transaction index', () => {
   it('is Kafka’s .txnindex: 34-byte entries of version, producer id, first, last and last stable offsets', () =>
     withLog(async ({ log, path }) => {
@@ -242,6 +284,47 @@ describe('the aborted transaction index', () => {
         [0],
       )
       assert.equal(log.collectAbortedTransactions(9 as Offset, 12 as Offset).length, 0)
+    }))
+
+  it('goes with its segment when retention deletes it', () =>
+    withLog(async ({ log, path }) => {
+      await lead(log, txnBatch(1n, 0, 0)) // 0
+      await coordinator(log, marker(1n, 0, 'abort')) // 1
+      await log.roll()
+      await lead(log, txnBatch(2n, 0, 0, 1, false)) // 2
+      await log.roll()
+      log.updateHighWatermark(log.logEndOffset)
+      const txnIndex = join(path, '00000000000000000000.txnindex')
+      assert.equal((await readFile(txnIndex)).length, 34)
+      await log.deleteRecordsBefore(2 as Offset)
+      assert.equal(await log.deleteOldSegments(), 1)
+      await assert.rejects(readFile(txnIndex), { code: 'ENOENT' })
+      assert.deepEqual(log.collectAbortedTransactions(2 as Offset, 3 as Offset), [])
+    }))
+
+  it('recovery restores a lost entry in marker order, also before the last one', () =>
+    withTempDir(async (dir) => {
+      const index = new TransactionIndex(nodeFileSystem, join(dir, 'x.txnindex'))
+      const entry = (last: number) => ({
+        producerId: BigInt(last),
+        firstOffset: (last - 1) as Offset,
+        lastOffset: last as Offset,
+        lastStableOffset: (last + 1) as Offset,
+      })
+      await index.append(entry(2))
+      await index.append(entry(9))
+      await index.restore(entry(5))
+      await index.restore(entry(9))
+      await index.restore(entry(12))
+      assert.deepEqual(
+        index.allEntries.map((e) => e.lastOffset),
+        [2, 5, 9, 12],
+      )
+      await index.close()
+      const reread = new TransactionIndex(nodeFileSystem, join(dir, 'x.txnindex'))
+      await reread.load()
+      assert.deepEqual(reread.allEntries, index.allEntries)
+      await reread.close()
     }))
 
   it('truncation drops the entries of the markers it removes and reopens their transactions', () =>
@@ -295,6 +378,27 @@ describe('transactions across restarts and on followers', () => {
       assert.deepEqual(reopened.log.collectAbortedTransactions(0 as Offset, 4 as Offset), [
         { producerId: 1n, firstOffset: 0, lastOffset: 2, lastStableOffset: 3 },
       ])
+      await reopened.log.close()
+    }))
+
+  it('a crash that loses the ABORT marker loses its .txnindex entry too, and the transaction is open again', () =>
+    withTempDir(async (dir) => {
+      const clock = new ManualClock()
+      const path = join(dir, 't-0')
+      const { log } = await open(path, clock)
+      await lead(log, txnBatch(1n, 0, 0, 2)) // 0-1
+      const cut = (await stat(join(path, '00000000000000000000.log'))).size
+      await coordinator(log, marker(1n, 0, 'abort')) // 2
+      await log.flush()
+      assert.equal(log.collectAbortedTransactions(0 as Offset, 3 as Offset).length, 1)
+      // A crash: no clean close, and the marker's bytes never reached the disk.
+      await log.closeHandlers()
+      await truncate(join(path, '00000000000000000000.log'), cut)
+      const reopened = await open(path, clock)
+      assert.equal(reopened.log.logEndOffset, 2)
+      assert.deepEqual(reopened.log.collectAbortedTransactions(0 as Offset, 3 as Offset), [])
+      assert.deepEqual([...reopened.state.ongoingTransactions], [[1n, 0]])
+      assert.equal((await readFile(join(path, '00000000000000000000.txnindex'))).length, 0)
       await reopened.log.close()
     }))
 

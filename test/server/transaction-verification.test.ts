@@ -16,10 +16,15 @@ import { startCluster } from '../../src/index.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import {
   ApiKey,
+  apis,
   type DescribeProducersResponse,
+  defaultProduceRequest,
+  type IncrementalAlterConfigsResponse,
   type ProduceResponse,
   type WriteTxnMarkersResponse,
 } from '../../src/protocol/generated/index.js'
+import { decodeResponseHeader } from '../../src/protocol/generated/response-header.js'
+import { Reader } from '../../src/protocol/primitives.js'
 import { encodeRecordBatchSync } from '../../src/protocol/record-batch.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
@@ -28,10 +33,10 @@ import { createTopic } from '../helpers/topics.js'
 const TOPIC = 'verified'
 const PID = 77n
 
-function txnBatch(seq: number): Buffer {
+function txnBatch(seq: number, producerId = PID): Buffer {
   return encodeRecordBatchSync({
     records: [{ value: Buffer.from(`r${seq}`), timestamp: Date.now() }],
-    producerId: PID,
+    producerId,
     producerEpoch: 0,
     baseSequence: seq,
     isTransactional: true,
@@ -136,6 +141,76 @@ test('transactional produce is verified with the coordinator before it opens a t
     assert.equal(partition.lastStableOffset, partition.highWatermark)
     gate = undefined
     assert.equal(await produce(0, 2), ErrorCode.NONE, 'verified again, the next transaction opens')
+
+    // Pipelined requests of one producer, both waiting for verification, keep their order.
+    gate = new Promise((resolve) => {
+      open = resolve
+    })
+    const pipelined = [3, 4].map((seq, i) =>
+      RawClient.frame(ApiKey.Produce, 9, 9000 + i, {
+        ...defaultProduceRequest(),
+        transactionalId: 'tx-v',
+        acks: 1,
+        timeoutMs: 5000,
+        topicData: [{ name: TOPIC, partitionData: [{ index: 0, records: txnBatch(seq, 80n) }] }],
+      }),
+    )
+    for (const frame of pipelined) raw.write(frame)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    open()
+    const answers: ProduceResponse[] = []
+    for (let i = 0; i < 2; i++) {
+      const frame = await raw.readFrame()
+      assert.ok(frame !== null)
+      const reader = new Reader(frame)
+      decodeResponseHeader(reader, apis.get(ApiKey.Produce)!.responseHeaderVersion(9))
+      answers.push(apis.get(ApiKey.Produce)!.decodeResponse(reader, 9) as ProduceResponse)
+    }
+    const results = answers.map((a) => a.responses[0].partitionResponses[0])
+    assert.deepEqual(
+      results.map((r) => r.errorCode),
+      [ErrorCode.NONE, ErrorCode.NONE],
+    )
+    assert.equal(results[1].baseOffset, results[0].baseOffset + 1n, 'appended in arrival order')
+
+    // Transactional records need a transactional id (Kafka's authorization step refuses them).
+    const anonymous = await rawCall<ProduceResponse>(raw, ApiKey.Produce, 9, {
+      transactionalId: null,
+      acks: 1,
+      timeoutMs: 5000,
+      topicData: [{ name: TOPIC, partitionData: [{ index: 0, records: txnBatch(0, 81n) }] }],
+    })
+    assert.equal(
+      anonymous.responses[0].partitionResponses[0].errorCode,
+      ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    )
+
+    // transaction.partition.verification.enable is dynamic, as in Kafka: off at the cluster
+    // default, a batch the coordinator would refuse opens its transaction unverified.
+    const altered = await rawCall<IncrementalAlterConfigsResponse>(raw, ApiKey.IncrementalAlterConfigs, 0, {
+      resources: [
+        {
+          resourceType: 4,
+          resourceName: '',
+          configs: [
+            { name: 'transaction.partition.verification.enable', configOperation: 0, value: 'false' },
+          ],
+        },
+      ],
+      validateOnly: false,
+    })
+    assert.equal(altered.responses[0].errorCode, ErrorCode.NONE)
+    for (let i = 0; i < 200; i++) {
+      if (
+        broker.metadataImage().brokerConfigs?.get('')?.['transaction.partition.verification.enable'] ===
+        'false'
+      )
+        break
+      await new Promise((resolve) => setTimeout(resolve, 10))
+    }
+    const asksBefore = asked.length
+    assert.equal(await produce(1, 0), ErrorCode.NONE)
+    assert.equal(asked.length, asksBefore, 'the coordinator was not asked')
   } finally {
     client?.close()
     coordinatorClient?.close()

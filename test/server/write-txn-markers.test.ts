@@ -109,11 +109,11 @@ test('transactional batches, WriteTxnMarkers and read_committed fetches on a 3-b
       assert.equal(response.markers[0].producerId, PID)
       return response.markers[0].topics[0].partitions.map((p) => [p.partitionIndex, p.errorCode])
     }
-    const fetchCommitted = async (fetchOffset: number) => {
-      const response = await rawCall<FetchResponse>(raw, ApiKey.Fetch, 11, {
+    const fetchCommitted = async (fetchOffset: number, maxWaitMs = 0, on = raw) => {
+      const response = await rawCall<FetchResponse>(on, ApiKey.Fetch, 11, {
         replicaId: -1,
-        maxWaitMs: 0,
-        minBytes: 0,
+        maxWaitMs,
+        minBytes: maxWaitMs > 0 ? 1 : 0,
         maxBytes: 1 << 20,
         isolationLevel: 1,
         sessionId: 0,
@@ -189,8 +189,25 @@ test('transactional batches, WriteTxnMarkers and read_committed fetches on a 3-b
     fetched = await fetchCommitted(5)
     assert.equal(fetched.lastStableOffset, 8n)
     assert.deepEqual(fetched.abortedTransactions, [], 'a committed range has no aborted transactions')
+    // A read_committed long poll at the LSO waits for the commit, not for the open records.
+    assert.equal(await produce(batch(5, 1, true)), ErrorCode.NONE) // 8
+    const consumer = await RawClient.connect(Number(address.split(':')[1]))
+    try {
+      const startedMs = Date.now()
+      const polled = fetchCommitted(8, 10_000, consumer)
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      assert.deepEqual(await markers(true, 0, 5), [[0, ErrorCode.NONE]]) // COMMIT at 9
+      const woken = await polled
+      assert.ok(Date.now() - startedMs < 5000, 'woken by the LSO moving')
+      assert.equal(woken.lastStableOffset, 10n)
+      assert.deepEqual(
+        batchesOf(woken.records).map((b) => b.baseOffset),
+        [8, 9],
+      )
+    } finally {
+      consumer.close()
+    }
     // A producer epoch older than the producer's: the marker is refused.
-    assert.equal(await produce(batch(0, 1, false)), ErrorCode.NONE)
     const bumped = await rawCall<WriteTxnMarkersResponse>(raw, ApiKey.WriteTxnMarkers, 0, {
       markers: [
         {

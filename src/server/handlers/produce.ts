@@ -18,6 +18,8 @@
  * logStartOffset, v8 record errors and an error message, v9+ flexible, v10 the current
  * leader and node endpoints as tagged fields (left empty: clients then refresh metadata).
  */
+
+import { effectiveBrokerValue } from '../../metadata/topic-config.js'
 import { BatchHeader, RECORD_BATCH_OVERHEAD } from '../../protocol/batch-header.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
@@ -29,6 +31,7 @@ import {
 } from '../../protocol/generated/index.js'
 import { KafkaError, toErrorCode } from '../../replication/kafka-error.js'
 import type { Partition } from '../../replication/partition.js'
+import { UNVERIFIED } from '../../replication/producer-state.js'
 import type { AppendResult } from '../../replication/replica-manager.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
@@ -102,8 +105,11 @@ function produceTopic(
   return { name: topic.name, partitions }
 }
 
-/** Verified appends waiting their turn, per partition (arrival order, as for the others). */
-const verificationTails = new WeakMap<Partition, Promise<unknown>>()
+/**
+ * Verified appends waiting their turn, per partition and producer: a producer's requests
+ * reach the log in arrival order (its sequences), other producers do not wait for it.
+ */
+const verificationTails = new WeakMap<Partition, Map<bigint, Promise<unknown>>>()
 
 function append(
   context: RequestContext,
@@ -115,6 +121,12 @@ function append(
   transactionalId: string | null,
 ): Promise<AppendResult> {
   const broker = context.broker
+  const partition = broker.replicaManager.getPartition(topic, partitionIndex)
+  const producer = transactionalProducer(records)
+  const enabled = producer !== undefined && verificationEnabled(context)
+  // A transactional batch that needs no verification now (its transaction is open) still
+  // carries Kafka's sentinel guard: should a marker end the transaction before it reaches
+  // the log, it is refused instead of opening a transaction nobody verified.
   const direct = () =>
     broker.replicaManager.appendToLeader(
       topic,
@@ -123,21 +135,39 @@ function append(
       acks,
       timeoutMs,
       context.purgatoryTimer,
+      enabled ? { verificationGuard: UNVERIFIED } : {},
     )
-  const partition = broker.replicaManager.getPartition(topic, partitionIndex)
-  const producer = transactionalProducer(records)
+  // Kafka refuses transactional records without a transactional id (its authorization step).
+  if (producer !== undefined && transactionalId === null)
+    return Promise.reject(
+      new KafkaError(
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        'transactional records need a transactional id',
+      ),
+    )
+  const verifiedId = transactionalId ?? ''
   const state = partition?.producerState
+  // Not the leader: the append answers NOT_LEADER_OR_FOLLOWER without asking the coordinator.
   const verifying =
-    partition !== undefined &&
+    partition?.isLeader === true &&
     state !== undefined &&
     producer !== undefined &&
-    broker.config.values.get('transaction.partition.verification.enable') === true &&
-    (state.needsVerification(producer.producerId) || verificationTails.has(partition))
+    enabled &&
+    (state.needsVerification(producer.producerId) ||
+      verificationTails.get(partition)?.has(producer.producerId) === true)
   if (!verifying) return direct()
-  const previous = verificationTails.get(partition) ?? Promise.resolve()
-  const started = previous.then(async () => {
+  let tails = verificationTails.get(partition)
+  if (tails === undefined) {
+    tails = new Map()
+    verificationTails.set(partition, tails)
+  }
+  const producerTails = tails
+  const previous = producerTails.get(producer.producerId) ?? Promise.resolve()
+  // Resolves once the append is handed to the log (its place in the order taken), with the
+  // append's own promise inside, so the next one waits for that and not for replication.
+  const started = previous.then(async (): Promise<{ appended: Promise<AppendResult> }> => {
     // Its state may have been reloaded (truncation) while it waited: ask it again.
-    if (!state.needsVerification(producer.producerId)) return direct()
+    if (!state.needsVerification(producer.producerId)) return { appended: direct() }
     const guard = state.beginVerification(producer.producerId, producer.producerEpoch)
     const verifier = broker.transactionVerifier
     if (verifier === undefined)
@@ -146,14 +176,14 @@ function append(
         'no transaction coordinator to verify the partition with',
       )
     const code = await verifier.verify({
-      transactionalId: transactionalId ?? '',
+      transactionalId: verifiedId,
       producerId: producer.producerId,
       producerEpoch: producer.producerEpoch,
       topic,
       partition: partitionIndex,
     })
     if (code !== ErrorCode.NONE) throw verificationError(code)
-    return broker.replicaManager.appendToLeader(
+    const appended = broker.replicaManager.appendToLeader(
       topic,
       partitionIndex,
       records,
@@ -162,17 +192,29 @@ function append(
       context.purgatoryTimer,
       { verificationGuard: guard },
     )
+    return { appended }
   })
   // The next verified append waits for this one to reach the log, not for its replication.
   const tail = started.then(
     () => undefined,
     () => undefined,
   )
-  verificationTails.set(partition, tail)
+  producerTails.set(producer.producerId, tail)
   void tail.then(() => {
-    if (verificationTails.get(partition) === tail) verificationTails.delete(partition)
+    if (producerTails.get(producer.producerId) === tail) producerTails.delete(producer.producerId)
   })
-  return started
+  return started.then(({ appended }) => appended)
+}
+
+/** A dynamic broker config in Kafka: AlterConfigs on the broker or the cluster default applies it. */
+function verificationEnabled(context: RequestContext): boolean {
+  const broker = context.broker
+  const value = effectiveBrokerValue(
+    broker.metadataImage(),
+    broker.config,
+    'transaction.partition.verification.enable',
+  )
+  return value === 'true'
 }
 
 /** The producer of a transactional produce (a request's batches share one producer). */
