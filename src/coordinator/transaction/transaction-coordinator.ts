@@ -101,6 +101,14 @@ export interface MarkerChannel {
   shutdown(): void
 }
 
+/**
+ * How long a request waits for the transaction ahead of it to finish completing (markers
+ * and Complete* in flight) before it is answered CONCURRENT_TRANSACTIONS. Completion takes
+ * milliseconds; the client's retry backoff after CONCURRENT_TRANSACTIONS (kafkajs: 300 ms
+ * and up) would otherwise set the pace of back-to-back transactions.
+ */
+const COMPLETION_WAIT_MAX_MS = 2000
+
 /** A step that changes nothing and answers `errorCode`, or the change to write. */
 type Prepared = { errorCode: number } | { transit: TransactionTransit; fence: boolean }
 
@@ -108,6 +116,8 @@ export class TransactionCoordinator {
   readonly stateManager: TransactionStateManager
   private readonly markers: MarkerChannel
   private readonly timers = new Set<TimerHandle>()
+  /** Requests waiting for a transaction's completion, woken when it is written (or abandoned). */
+  private readonly completionWaiters = new Map<TransactionMetadata, (() => void)[]>()
   private stopped = false
 
   constructor(
@@ -128,6 +138,7 @@ export class TransactionCoordinator {
 
   shutdown(): void {
     this.stopped = true
+    for (const metadata of [...this.completionWaiters.keys()]) this.wakeCompletionWaiters(metadata)
     for (const timer of this.timers) timer.cancel()
     this.timers.clear()
     this.markers.shutdown()
@@ -161,6 +172,7 @@ export class TransactionCoordinator {
     })
     if (transactionalId === '') return fail(ErrorCode.INVALID_REQUEST)
     if (!this.isValidTimeout(txnTimeoutMs)) return fail(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+    await this.awaitCompletion(transactionalId)
     const found = this.stateManager.getTransactionState(transactionalId)
     if (typeof found === 'number') return fail(found)
     // Producer ids come from the metadata store (an await): take one first when it may be needed.
@@ -274,6 +286,7 @@ export class TransactionCoordinator {
     partitions: TopicPartitions,
   ): Promise<number> {
     if (transactionalId === '') return ErrorCode.INVALID_REQUEST
+    await this.awaitCompletion(transactionalId)
     const entry = this.stateManager.getTransactionState(transactionalId)
     if (typeof entry === 'number') return entry
     const metadata = entry.metadata
@@ -346,6 +359,8 @@ export class TransactionCoordinator {
     isFromClient = true,
   ): Promise<number> {
     if (transactionalId === '') return ErrorCode.INVALID_REQUEST
+    // The coordinator's own aborts must run in the same turn as the fence they complete.
+    if (isFromClient) await this.awaitCompletion(transactionalId)
     const entry = this.stateManager.getTransactionState(transactionalId)
     if (typeof entry === 'number') return entry
     const metadata = entry.metadata
@@ -448,6 +463,39 @@ export class TransactionCoordinator {
           'completing a transaction failed',
         ),
       )
+      .finally(() => this.wakeCompletionWaiters(metadata))
+  }
+
+  /** Waits (bounded) while the transactional id's last transaction is still being completed. */
+  private async awaitCompletion(transactionalId: string): Promise<void> {
+    const entry = this.stateManager.getTransactionState(transactionalId)
+    if (typeof entry === 'number' || entry.metadata === undefined) return
+    const metadata = entry.metadata
+    const completing =
+      metadata.pendingState === TransactionState.CompleteCommit ||
+      metadata.pendingState === TransactionState.CompleteAbort
+    if (!completing || this.stopped) return
+    await new Promise<void>((resolve) => {
+      const waiters = this.completionWaiters.get(metadata) ?? []
+      const timer = this.host.clock.setTimeout(() => {
+        const left = this.completionWaiters.get(metadata)?.filter((w) => w !== wake)
+        if (left && left.length > 0) this.completionWaiters.set(metadata, left)
+        else this.completionWaiters.delete(metadata)
+        resolve()
+      }, COMPLETION_WAIT_MAX_MS)
+      const wake = () => {
+        timer.cancel()
+        resolve()
+      }
+      waiters.push(wake)
+      this.completionWaiters.set(metadata, waiters)
+    })
+  }
+
+  private wakeCompletionWaiters(metadata: TransactionMetadata): void {
+    const waiters = this.completionWaiters.get(metadata)
+    this.completionWaiters.delete(metadata)
+    for (const wake of waiters ?? []) wake()
   }
 
   /** Writes Complete*, retrying while the log is unavailable (Kafka's tryAppendToLog). */

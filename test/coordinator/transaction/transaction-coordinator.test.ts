@@ -209,15 +209,20 @@ describe('transaction coordinator', () => {
       ErrorCode.NONE,
     )
     assert.equal((await log.latest()).get('tx')?.state, TransactionState.PrepareCommit)
-    // Until the markers are written the transaction is still completing.
-    assert.equal(
-      await coordinator.addPartitions('tx', producer, tp('t', 2)),
-      ErrorCode.CONCURRENT_TRANSACTIONS,
-    )
-    assert.equal(
-      await coordinator.endTransaction('tx', producer.producerId, producer.producerEpoch, 'commit'),
-      ErrorCode.CONCURRENT_TRANSACTIONS,
-    )
+    // Until the markers are written the transaction is still completing: requests wait for
+    // it, and give up with CONCURRENT_TRANSACTIONS if it takes too long.
+    const gaveUp = coordinator.addPartitions('tx', producer, tp('t', 2))
+    await settle()
+    clock.advance(2000)
+    assert.equal(await gaveUp, ErrorCode.CONCURRENT_TRANSACTIONS)
+    let settled = false
+    const retriedCommit = coordinator
+      .endTransaction('tx', producer.producerId, producer.producerEpoch, 'commit')
+      .finally(() => {
+        settled = true
+      })
+    await settle()
+    assert.equal(settled, false, 'parked until the transaction completes')
     const job = markers.writeAll()
     assert.equal(job.result, 'commit')
     assert.equal(job.producerEpoch, producer.producerEpoch)
@@ -226,11 +231,8 @@ describe('transaction coordinator', () => {
     const complete = (await log.latest()).get('tx')
     assert.equal(complete?.state, TransactionState.CompleteCommit)
     assert.equal(complete?.partitions.size, 0)
-    // A retried commit of what was committed is fine; an abort of it is not.
-    assert.equal(
-      await coordinator.endTransaction('tx', producer.producerId, producer.producerEpoch, 'commit'),
-      ErrorCode.NONE,
-    )
+    // The parked retry of the commit is answered once it completed; an abort of it is refused.
+    assert.equal(await retriedCommit, ErrorCode.NONE)
     assert.equal(
       await coordinator.endTransaction('tx', producer.producerId, producer.producerEpoch, 'abort'),
       ErrorCode.INVALID_TXN_STATE,
