@@ -7,8 +7,9 @@
  *
  * Prints per round the records/s and the broker process's CPU time per record (from
  * /proc/PID/stat). On a machine shared with other work, throughput swings by tens of
- * percent between rounds while CPU per record stays steady, so the CPU figure is the one
- * that shows the metrics' cost; both medians are printed.
+ * percent between rounds, so each round runs the two brokers back to back (in alternating
+ * order) and the verdict is the median of the rounds' on/off ratios, which drift between
+ * rounds cancels out of; a first, uncounted round warms both brokers' JIT up.
  *
  *   node dist/bench/metrics.bench.js [--records N] [--rounds R]
  */
@@ -27,8 +28,8 @@ import { waitForPort } from './wait-for-port.js'
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const { values } = parseArgs({
   options: {
-    records: { type: 'string', default: '500000' },
-    rounds: { type: 'string', default: '4' },
+    records: { type: 'string', default: '1000000' },
+    rounds: { type: 'string', default: '6' },
   },
 })
 const records = Number(values.records)
@@ -148,6 +149,46 @@ function observerCostNs(): number {
   return ns
 }
 
+/** Scrapes now and every second until the returned function is called; records each scrape's ms. */
+function scrapeEverySecond(url: string, scrapeMs: number[]): () => void {
+  const scrape = (): void => {
+    const startedMs = performance.now()
+    fetch(url)
+      .then((response) => response.text())
+      .then(() => scrapeMs.push(performance.now() - startedMs))
+      .catch((error: unknown) => console.error('scrape failed', error))
+  }
+  // Once at the start too: a round shorter than the interval is scraped all the same.
+  scrape()
+  const timer = setInterval(scrape, 1000)
+  return () => clearInterval(timer)
+}
+
+function percent(ratio: number): string {
+  const delta = (ratio - 1) * 100
+  return `${delta >= 0 ? '+' : ''}${delta.toFixed(1)}%`
+}
+
+type PerMode = { off: number[]; on: number[] }
+
+function printVerdict(results: PerMode, cpuPerRecordUs: PerMode, scrapeMs: readonly number[]): void {
+  const pairs = results.on.map((_, i) => i)
+  const throughputRatio = median(pairs.map((i) => results.on[i] / results.off[i]))
+  const cpuRatio = median(pairs.map((i) => cpuPerRecordUs.on[i] / cpuPerRecordUs.off[i]))
+  console.log(
+    `\nmedian metrics off ${median(results.off).toFixed(0).padStart(9)} records/s ${median(cpuPerRecordUs.off).toFixed(2).padStart(7)} µs CPU/record`,
+  )
+  console.log(
+    `median metrics on  ${median(results.on).toFixed(0).padStart(9)} records/s ${median(cpuPerRecordUs.on).toFixed(2).padStart(7)} µs CPU/record`,
+  )
+  console.log(
+    `${scrapeMs.length} scrapes of /metrics, median ${median(scrapeMs).toFixed(1)} ms, max ${Math.max(...scrapeMs).toFixed(1)} ms`,
+  )
+  console.log(
+    `median of the rounds' on/off ratios: throughput ${percent(throughputRatio)}, CPU per record ${percent(cpuRatio)}   target: within 3%`,
+  )
+}
+
 async function main(): Promise<void> {
   console.log(
     `request observer: ${(observerCostNs() / 1000).toFixed(2)} µs per produce request (4 partitions)\n`,
@@ -161,55 +202,29 @@ async function main(): Promise<void> {
   )
   const results = { off: [] as number[], on: [] as number[] }
   const cpuPerRecordUs = { off: [] as number[], on: [] as number[] }
-  let scrapes = 0
+  const scrapeMs: number[] = []
   try {
-    for (let round = 0; round < rounds; round++) {
+    // Round 0 warms both brokers up and is not counted.
+    for (let round = 0; round <= rounds; round++) {
       // Alternate which goes first, so drift on a shared machine hits both alike.
       const order: ('off' | 'on')[] = round % 2 === 0 ? ['off', 'on'] : ['on', 'off']
       for (const which of order) {
         const broker = which === 'on' ? on : off
-        const topic = `bench-${round}`
-        let scraping: NodeJS.Timeout | null = null
-        if (broker.metricsUrl) {
-          const url = broker.metricsUrl
-          const scrape = (): void => {
-            fetch(url)
-              .then((response) => response.text())
-              .then(() => scrapes++)
-              .catch((error: unknown) => console.error('scrape failed', error))
-          }
-          // Once at the start too: a round shorter than the interval is scraped all the same.
-          scrape()
-          scraping = setInterval(scrape, 1000)
-        }
+        const stopScraping = broker.metricsUrl ? scrapeEverySecond(broker.metricsUrl, scrapeMs) : () => {}
         const cpuBefore = cpuSeconds(broker.child.pid!)
-        const recordsPerSec = await produce(binary, broker.bootstrap, topic)
+        const recordsPerSec = await produce(binary, broker.bootstrap, `bench-${round}`)
         const cpuUs = ((cpuSeconds(broker.child.pid!) - cpuBefore) / records) * 1e6
-        if (scraping) clearInterval(scraping)
+        stopScraping()
+        const label = round === 0 ? 'warm-up' : `round ${round}`
+        console.log(
+          `${label.padEnd(8)} metrics ${which.padEnd(3)} ${recordsPerSec.toFixed(0).padStart(9)} records/s ${cpuUs.toFixed(2).padStart(7)} µs CPU/record`,
+        )
+        if (round === 0) continue
         results[which].push(recordsPerSec)
         cpuPerRecordUs[which].push(cpuUs)
-        console.log(
-          `round ${round + 1} metrics ${which.padEnd(3)} ${recordsPerSec.toFixed(0).padStart(9)} records/s ${cpuUs.toFixed(2).padStart(7)} µs CPU/record`,
-        )
       }
     }
-    const percent = (on: number, off: number) => {
-      const delta = ((on - off) / off) * 100
-      return `${delta >= 0 ? '+' : ''}${delta.toFixed(1)}%`
-    }
-    const medianOff = median(results.off)
-    const medianOn = median(results.on)
-    const cpuOff = median(cpuPerRecordUs.off)
-    const cpuOn = median(cpuPerRecordUs.on)
-    console.log(
-      `\nmedian metrics off ${medianOff.toFixed(0).padStart(9)} records/s ${cpuOff.toFixed(2).padStart(7)} µs CPU/record`,
-    )
-    console.log(
-      `median metrics on  ${medianOn.toFixed(0).padStart(9)} records/s ${cpuOn.toFixed(2).padStart(7)} µs CPU/record (${scrapes} scrapes)`,
-    )
-    console.log(
-      `throughput ${percent(medianOn, medianOff)}, CPU per record ${percent(cpuOn, cpuOff)}   target: within 3%`,
-    )
+    printVerdict(results, cpuPerRecordUs, scrapeMs)
   } finally {
     await stopTidelog(on)
     await stopTidelog(off)

@@ -254,6 +254,12 @@ export const brokerConfigDefs = new ConfigDefs([
   def('producer.id.expiration.check.interval.ms', 'int', 600000, 'How often idle producer ids expire.', {
     min: 1,
   }),
+  def(
+    'transaction.partition.verification.enable',
+    'boolean',
+    true,
+    'KIP-890: verify with the transaction coordinator that a partition is in the ongoing transaction before its first transactional write.',
+  ),
   // Transactions (src/coordinator/transaction): Kafka's names and defaults.
   def('transaction.state.log.num.partitions', 'int', 50, 'Partitions of __transaction_state.', { min: 1 }),
   def('transaction.state.log.replication.factor', 'short', 3, 'Replication of __transaction_state.', {

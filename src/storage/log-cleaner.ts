@@ -507,6 +507,9 @@ class Cleaner {
     let swapped = false
     try {
       await this.fillCleanedSegment(group, cleaned, maps)
+      // Control batches are kept, so every aborted transaction's marker is still there.
+      for (const segment of group)
+        for (const entry of segment.txnIndex.allEntries) await cleaned.txnIndex.append(entry)
       await cleaned.onBecomeInactiveSegment()
       swapped = await this.log.replaceSegments(group, sizes, cleaned)
       return swapped

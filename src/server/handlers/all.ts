@@ -12,6 +12,7 @@ import { describeClusterHandler } from './describe-cluster.js'
 import { describeConfigsHandler } from './describe-configs.js'
 import { describeGroupsHandler } from './describe-groups.js'
 import { describeLogDirsHandler } from './describe-log-dirs.js'
+import { describeProducersHandler } from './describe-producers.js'
 import { describeTransactionsHandler } from './describe-transactions.js'
 import { electLeadersHandler } from './elect-leaders.js'
 import { endTxnHandler } from './end-txn.js'
@@ -34,6 +35,7 @@ import { offsetForLeaderEpochHandler } from './offset-for-leader-epoch.js'
 import { produceHandler } from './produce.js'
 import type { AnyApiHandler } from './registry.js'
 import { syncGroupHandler } from './sync-group.js'
+import { writeTxnMarkersHandler } from './write-txn-markers.js'
 
 /** Every API this broker serves; ApiVersions advertises exactly these ranges. */
 export const allHandlers: readonly AnyApiHandler[] = [
@@ -67,6 +69,8 @@ export const allHandlers: readonly AnyApiHandler[] = [
   describeGroupsHandler,
   deleteGroupsHandler,
   offsetDeleteHandler,
+  writeTxnMarkersHandler,
+  describeProducersHandler,
   addPartitionsToTxnHandler,
   addOffsetsToTxnHandler,
   endTxnHandler,

@@ -5,10 +5,20 @@
  * leader's append, acks=-1 once the ISR has the records (with min.insync.replicas checked
  * first), acks=0 gets no response at all; if an acks=0 write fails the connection is
  * closed, as Kafka does, so the producer notices and refreshes its metadata.
+ * KIP-890 part 1 (transaction.partition.verification.enable, default true): a
+ * transactional batch from a producer with no transaction open in the partition is first
+ * verified with the transaction coordinator (is the partition in its ongoing
+ * transaction?), then appended holding the producer state's verification guard, which a
+ * marker written meanwhile voids. Kafka's answers: not in the transaction is
+ * INVALID_TXN_STATE; the coordinator unreachable, loading, moved or busy
+ * (CONCURRENT_TRANSACTIONS) is NOT_ENOUGH_REPLICAS, which clients retry without a metadata
+ * refresh. A broker without a coordinator refuses such batches (INVALID_TXN_STATE).
+ * Verified appends of one partition run in arrival order.
  * Version notes: v2 adds logAppendTime, v3 transactionalId (magic v2 only), v5
  * logStartOffset, v8 record errors and an error message, v9+ flexible, v10 the current
  * leader and node endpoints as tagged fields (left empty: clients then refresh metadata).
  */
+import { BatchHeader, RECORD_BATCH_OVERHEAD } from '../../protocol/batch-header.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -17,7 +27,9 @@ import {
   type ProduceResponsePartitionProduceResponse,
   type ProduceResponseTopicProduceResponse,
 } from '../../protocol/generated/index.js'
-import { toErrorCode } from '../../replication/kafka-error.js'
+import { KafkaError, toErrorCode } from '../../replication/kafka-error.js'
+import type { Partition } from '../../replication/partition.js'
+import type { AppendResult } from '../../replication/replica-manager.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
@@ -32,7 +44,9 @@ export const produceHandler: ApiHandler<ProduceRequest, ProduceResponse> = {
   holdsConnection: (request) => request.acks === 0,
   async handle(context, request) {
     const acks = request.acks
-    const topics = request.topicData.map((topic) => produceTopic(context, topic, acks, request.timeoutMs))
+    const topics = request.topicData.map((topic) =>
+      produceTopic(context, topic, acks, request.timeoutMs, request.transactionalId),
+    )
     const responses: ProduceResponseTopicProduceResponse[] = []
     for (const topic of topics)
       responses.push({ name: topic.name, partitionResponses: await Promise.all(topic.partitions) })
@@ -51,6 +65,7 @@ function produceTopic(
   topic: ProduceRequest['topicData'][number],
   acks: number,
   timeoutMs: number,
+  transactionalId: string | null,
 ): { name: string; partitions: Promise<ProduceResponsePartitionProduceResponse>[] } {
   const partitions = topic.partitionData.map((data) => {
     if (!VALID_ACKS.has(acks))
@@ -58,27 +73,138 @@ function produceTopic(
     if (data.records === null)
       return Promise.resolve(failure(data.index, ErrorCode.INVALID_RECORD, 'no records'))
     // Called synchronously so appends keep the order requests arrived in.
-    return context.broker.replicaManager
-      .appendToLeader(topic.name, data.index, data.records as Buffer, acks, timeoutMs, context.purgatoryTimer)
-      .then(
-        (result): ProduceResponsePartitionProduceResponse => ({
-          index: data.index,
-          errorCode: result.errorCode,
-          baseOffset: BigInt(result.baseOffset),
-          logAppendTimeMs: BigInt(result.logAppendTimeMs),
-          logStartOffset: BigInt(result.logStartOffset),
-          recordErrors: [],
-          errorMessage: null,
-          currentLeader: { leaderId: -1, leaderEpoch: -1 },
-        }),
-        (error: unknown) => {
-          const code = toErrorCode(error)
-          if (code === null) throw error
-          return failure(data.index, code, error instanceof Error ? error.message : null)
-        },
-      )
+    return append(
+      context,
+      topic.name,
+      data.index,
+      data.records as Buffer,
+      acks,
+      timeoutMs,
+      transactionalId,
+    ).then(
+      (result): ProduceResponsePartitionProduceResponse => ({
+        index: data.index,
+        errorCode: result.errorCode,
+        baseOffset: BigInt(result.baseOffset),
+        logAppendTimeMs: BigInt(result.logAppendTimeMs),
+        logStartOffset: BigInt(result.logStartOffset),
+        recordErrors: [],
+        errorMessage: null,
+        currentLeader: { leaderId: -1, leaderEpoch: -1 },
+      }),
+      (error: unknown) => {
+        const code = toErrorCode(error)
+        if (code === null) throw error
+        return failure(data.index, code, error instanceof Error ? error.message : null)
+      },
+    )
   })
   return { name: topic.name, partitions }
+}
+
+/** Verified appends waiting their turn, per partition (arrival order, as for the others). */
+const verificationTails = new WeakMap<Partition, Promise<unknown>>()
+
+function append(
+  context: RequestContext,
+  topic: string,
+  partitionIndex: number,
+  records: Buffer,
+  acks: number,
+  timeoutMs: number,
+  transactionalId: string | null,
+): Promise<AppendResult> {
+  const broker = context.broker
+  const direct = () =>
+    broker.replicaManager.appendToLeader(
+      topic,
+      partitionIndex,
+      records,
+      acks,
+      timeoutMs,
+      context.purgatoryTimer,
+    )
+  const partition = broker.replicaManager.getPartition(topic, partitionIndex)
+  const producer = transactionalProducer(records)
+  const state = partition?.producerState
+  const verifying =
+    partition !== undefined &&
+    state !== undefined &&
+    producer !== undefined &&
+    broker.config.values.get('transaction.partition.verification.enable') === true &&
+    (state.needsVerification(producer.producerId) || verificationTails.has(partition))
+  if (!verifying) return direct()
+  const previous = verificationTails.get(partition) ?? Promise.resolve()
+  const started = previous.then(async () => {
+    // Its state may have been reloaded (truncation) while it waited: ask it again.
+    if (!state.needsVerification(producer.producerId)) return direct()
+    const guard = state.beginVerification(producer.producerId, producer.producerEpoch)
+    const verifier = broker.transactionVerifier
+    if (verifier === undefined)
+      throw new KafkaError(
+        ErrorCode.INVALID_TXN_STATE,
+        'no transaction coordinator to verify the partition with',
+      )
+    const code = await verifier.verify({
+      transactionalId: transactionalId ?? '',
+      producerId: producer.producerId,
+      producerEpoch: producer.producerEpoch,
+      topic,
+      partition: partitionIndex,
+    })
+    if (code !== ErrorCode.NONE) throw verificationError(code)
+    return broker.replicaManager.appendToLeader(
+      topic,
+      partitionIndex,
+      records,
+      acks,
+      timeoutMs,
+      context.purgatoryTimer,
+      { verificationGuard: guard },
+    )
+  })
+  // The next verified append waits for this one to reach the log, not for its replication.
+  const tail = started.then(
+    () => undefined,
+    () => undefined,
+  )
+  verificationTails.set(partition, tail)
+  void tail.then(() => {
+    if (verificationTails.get(partition) === tail) verificationTails.delete(partition)
+  })
+  return started
+}
+
+/** The producer of a transactional produce (a request's batches share one producer). */
+function transactionalProducer(records: Buffer): { producerId: bigint; producerEpoch: number } | undefined {
+  if (records.length < RECORD_BATCH_OVERHEAD) return undefined
+  const header = new BatchHeader(records, 0)
+  if (header.magic !== 2 || !header.isTransactional || header.isControl) return undefined
+  return { producerId: header.producerId, producerEpoch: header.producerEpoch }
+}
+
+/** Kafka's translation of the coordinator's answer into a produce error. */
+function verificationError(code: number): KafkaError {
+  switch (code) {
+    case ErrorCode.INVALID_TXN_STATE:
+      return new KafkaError(code, 'Partition was not added to the transaction')
+    case ErrorCode.NETWORK_EXCEPTION:
+    case ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+    case ErrorCode.COORDINATOR_NOT_AVAILABLE:
+    case ErrorCode.NOT_COORDINATOR:
+    case ErrorCode.CONCURRENT_TRANSACTIONS:
+      return new KafkaError(
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        `Unable to verify the partition has been added to the transaction. Underlying error: ${errorName(code)}`,
+      )
+    default:
+      return new KafkaError(code, 'transaction verification failed')
+  }
+}
+
+function errorName(code: number): string {
+  for (const [name, value] of Object.entries(ErrorCode)) if (value === code) return name
+  return String(code)
 }
 
 function failure(
