@@ -4,9 +4,8 @@
  * middle of a transaction, after which the commit completes on the new coordinator (which
  * loaded the replicated state) and the next transaction works; kill -9 of a data
  * partition's leader during EndTxn, whose marker then goes to the new leader; and a
- * transaction abandoned
- * by its producer when its coordinator dies, aborted by the new coordinator once its
- * timeout passes, so no partition keeps it open (LSO back at the high watermark).
+ * transaction abandoned by its producer when its coordinator dies, aborted by the new
+ * coordinator once its timeout passes, so no partition keeps it open (LSO back at the HW).
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
