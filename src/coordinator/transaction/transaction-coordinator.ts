@@ -318,11 +318,10 @@ export class TransactionCoordinator {
     if (!metadata || metadata.producerId !== producer.producerId)
       return every(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
     if (metadata.producerEpoch !== producer.producerEpoch) return every(ErrorCode.PRODUCER_FENCED)
-    if (
-      (metadata.pendingState !== null && metadata.pendingState !== TransactionState.PrepareEpochFence) ||
-      isPreparing(metadata.state)
-    )
-      return every(ErrorCode.CONCURRENT_TRANSACTIONS)
+    // A change in flight is not checked (Kafka's handleVerifyPartitionsInTransaction): the
+    // partitions answered are those already written, and a produce to one of them must not
+    // wait for an AddPartitionsToTxn of others.
+    if (isPreparing(metadata.state)) return every(ErrorCode.CONCURRENT_TRANSACTIONS)
     return listPartitions(partitions).flatMap(({ topic, partitions: ids }) =>
       ids.map((partition) => ({
         topic,

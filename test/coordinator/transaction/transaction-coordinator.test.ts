@@ -204,6 +204,13 @@ describe('transaction coordinator', () => {
       coordinator.verifyPartitions('tx', { ...producer, producerEpoch: 9 }, tp('t', 1))[0].errorCode,
       ErrorCode.PRODUCER_FENCED,
     )
+    // While more partitions are being added, those already in the transaction still verify.
+    const adding = coordinator.addPartitions('tx', producer, tp('t', 2))
+    assert.deepEqual(
+      coordinator.verifyPartitions('tx', producer, tp('t', 1, 2)).map((r) => r.errorCode),
+      [ErrorCode.NONE, ErrorCode.INVALID_TXN_STATE],
+    )
+    assert.equal(await adding, ErrorCode.NONE)
     assert.equal(
       await coordinator.endTransaction('tx', producer.producerId, producer.producerEpoch, 'commit'),
       ErrorCode.NONE,
@@ -211,7 +218,7 @@ describe('transaction coordinator', () => {
     assert.equal((await log.latest()).get('tx')?.state, TransactionState.PrepareCommit)
     // Until the markers are written the transaction is still completing: requests wait for
     // it, and give up with CONCURRENT_TRANSACTIONS if it takes too long.
-    const gaveUp = coordinator.addPartitions('tx', producer, tp('t', 2))
+    const gaveUp = coordinator.addPartitions('tx', producer, tp('t', 0))
     await settle()
     clock.advance(2000)
     assert.equal(await gaveUp, ErrorCode.CONCURRENT_TRANSACTIONS)
