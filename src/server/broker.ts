@@ -12,7 +12,7 @@ import type { Clock, TimerHandle } from '../common/clock.js'
 import type { FileSystem } from '../common/file-system.js'
 import { createLogger, type Logger } from '../common/logger.js'
 import type { Random } from '../common/random.js'
-import type { TransactionVerifier } from '../common/transaction.js'
+import type { TransactionMarkerListener, TransactionVerifier } from '../common/transaction.js'
 import { GroupCoordinator } from '../coordinator/group-coordinator.js'
 import { TransactionCoordinator } from '../coordinator/transaction/transaction-coordinator.js'
 import { CoordinatorTransactionVerifier } from '../coordinator/transaction/transaction-verifier.js'
@@ -102,6 +102,9 @@ export class Broker implements BrokerServices {
   /** The verifier this broker built (closed at stop, whatever transactionVerifier is). */
   private readonly coordinatorVerifier: CoordinatorTransactionVerifier
   readonly topicAdmin: TopicAdmin
+  /** A marker in a __consumer_offsets partition ends the producer's pending group offsets. */
+  readonly onTransactionMarker: TransactionMarkerListener = (topic, partition, producerId, result) =>
+    this.groupCoordinator.onTransactionMarker(topic, partition, producerId, result)
   private readonly alterPartitions: AlterPartitionManager
   /** What this broker serves as leader, published for readiness checks (leadership-record.ts). */
   private readonly leadershipRecord: LeadershipRecord

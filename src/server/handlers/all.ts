@@ -35,6 +35,7 @@ import { offsetForLeaderEpochHandler } from './offset-for-leader-epoch.js'
 import { produceHandler } from './produce.js'
 import type { AnyApiHandler } from './registry.js'
 import { syncGroupHandler } from './sync-group.js'
+import { txnOffsetCommitHandler } from './txn-offset-commit.js'
 import { writeTxnMarkersHandler } from './write-txn-markers.js'
 
 /** Every API this broker serves; ApiVersions advertises exactly these ranges. */
@@ -76,4 +77,5 @@ export const allHandlers: readonly AnyApiHandler[] = [
   endTxnHandler,
   describeTransactionsHandler,
   listTransactionsHandler,
+  txnOffsetCommitHandler,
 ]
