@@ -8,6 +8,7 @@
  * its Prepare* state is written, then the markers go out and Complete* is written.
  */
 import { assert } from '../../common/assert.js'
+import { ExponentialBackoff } from '../../common/backoff.js'
 import type { TimerHandle } from '../../common/clock.js'
 import type { TransactionResult } from '../../common/transaction.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
@@ -115,6 +116,7 @@ type Prepared = { errorCode: number } | { transit: TransactionTransit; fence: bo
 export class TransactionCoordinator {
   readonly stateManager: TransactionStateManager
   private readonly markers: MarkerChannel
+  private readonly completionBackoff: ExponentialBackoff
   private readonly timers = new Set<TimerHandle>()
   /** Requests waiting for a transaction's completion, woken when it is written (or abandoned). */
   private readonly completionWaiters = new Map<TransactionMetadata, (() => void)[]>()
@@ -127,6 +129,10 @@ export class TransactionCoordinator {
   ) {
     this.stateManager = new TransactionStateManager(host, config, (shard) => this.onShardLoaded(shard))
     this.markers = markers ?? new TransactionMarkerSender(host, config)
+    this.completionBackoff = new ExponentialBackoff({
+      initialMs: config.retryBackoffMs,
+      maxMs: config.retryBackoffMaxMs,
+    })
   }
 
   startup(): void {
@@ -497,30 +503,35 @@ export class TransactionCoordinator {
     for (const wake of waiters ?? []) wake()
   }
 
-  /** Writes Complete*, retrying while the log is unavailable (Kafka's tryAppendToLog). */
+  /**
+   * Writes Complete*, retrying while this broker coordinates the transaction (Kafka's
+   * tryAppendToLog retries COORDINATOR_NOT_AVAILABLE; any other failure would leave the
+   * transaction in Prepare* here with nobody to finish it, so it is retried too). Once this
+   * broker is no longer the coordinator, the next one resends the markers and completes it.
+   */
   private async writeCompletion(
     shard: TransactionShard,
     metadata: TransactionMetadata,
     complete: TransactionTransit,
   ): Promise<void> {
+    const retriable = (code: number) =>
+      code !== ErrorCode.NOT_COORDINATOR && code !== ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     for (let attempt = 1; this.isCurrent(shard, metadata) && !this.stopped; attempt++) {
       const errorCode = await this.stateManager.appendTransactionToLog(
         metadata,
         shard.coordinatorEpoch,
         complete,
-        (code) => code === ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        retriable,
       )
-      if (errorCode !== ErrorCode.COORDINATOR_NOT_AVAILABLE) {
-        if (errorCode !== ErrorCode.NONE)
-          this.host.logger.info(
-            { transactionalId: metadata.transactionalId, errorCode },
-            'transaction completion not written; the next coordinator completes it',
-          )
+      if (errorCode === ErrorCode.NONE) return
+      if (!retriable(errorCode)) {
+        this.host.logger.info(
+          { transactionalId: metadata.transactionalId, errorCode },
+          'transaction completion not written; the next coordinator completes it',
+        )
         return
       }
-      await this.sleep(
-        Math.min(this.config.retryBackoffMs * 2 ** (attempt - 1), this.config.retryBackoffMaxMs),
-      )
+      await this.sleep(this.completionBackoff.delayMs(attempt))
     }
   }
 
