@@ -15,7 +15,6 @@ import { ErrorCode } from '../../protocol/error-codes.js'
 import type { Transport } from '../../replication/broker-client.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
 import { CONSUMER_OFFSETS_TOPIC, partitionForGroup } from '../group.js'
-import { TRANSACTION_STATE_TOPIC } from './transaction-log.js'
 import {
   type MarkerJob,
   type MarkerOutcome,
@@ -685,4 +684,3 @@ function isPreparing(state: TransactionState): boolean {
   return state === TransactionState.PrepareCommit || state === TransactionState.PrepareAbort
 }
 
-export { TRANSACTION_STATE_TOPIC }
