@@ -683,4 +683,3 @@ export class TransactionCoordinator {
 function isPreparing(state: TransactionState): boolean {
   return state === TransactionState.PrepareCommit || state === TransactionState.PrepareAbort
 }
-
