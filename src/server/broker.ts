@@ -12,7 +12,7 @@ import type { Clock, TimerHandle } from '../common/clock.js'
 import type { FileSystem } from '../common/file-system.js'
 import { createLogger, type Logger } from '../common/logger.js'
 import type { Random } from '../common/random.js'
-import type { TransactionMarkerListener } from '../common/transaction.js'
+import type { TransactionMarkerListener, TransactionVerifier } from '../common/transaction.js'
 import { GroupCoordinator } from '../coordinator/group-coordinator.js'
 import { TransactionCoordinator } from '../coordinator/transaction/transaction-coordinator.js'
 import { CoordinatorTransactionVerifier } from '../coordinator/transaction/transaction-verifier.js'
@@ -98,7 +98,9 @@ export class Broker implements BrokerServices {
   readonly producerIdManager: ProducerIdManager
   readonly groupCoordinator: GroupCoordinator
   readonly transactionCoordinator: TransactionCoordinator
-  readonly transactionVerifier: CoordinatorTransactionVerifier
+  readonly transactionVerifier: TransactionVerifier
+  /** The verifier this broker built (closed at stop, whatever transactionVerifier is). */
+  private readonly coordinatorVerifier: CoordinatorTransactionVerifier
   readonly topicAdmin: TopicAdmin
   /** A marker in a __consumer_offsets partition ends the producer's pending group offsets. */
   readonly onTransactionMarker: TransactionMarkerListener = (topic, partition, producerId, result) =>
@@ -187,11 +189,12 @@ export class Broker implements BrokerServices {
       transport: parts.network,
     }
     this.transactionCoordinator = new TransactionCoordinator(txnHost, txnConfig)
-    this.transactionVerifier = new CoordinatorTransactionVerifier(
+    this.coordinatorVerifier = new CoordinatorTransactionVerifier(
       txnHost,
       this.transactionCoordinator,
       txnConfig.requestTimeoutMs,
     )
+    this.transactionVerifier = this.coordinatorVerifier
   }
 
   /** Opens the broker (`create`), then starts serving (`startup`). */
@@ -591,7 +594,7 @@ export class Broker implements BrokerServices {
     await controller?.stop()
     this.groupCoordinator.shutdown()
     this.transactionCoordinator.shutdown()
-    this.transactionVerifier.close()
+    this.coordinatorVerifier.close()
     await lease?.revoke().catch((error: unknown) => this.logger.warn({ err: error }, 'lease revoke failed'))
     this.replicaManager.shutdown()
     this.leadershipRecord.close()

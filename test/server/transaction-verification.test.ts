@@ -80,7 +80,12 @@ test('transactional produce is verified with the coordinator before it opens a t
       return response.markers[0].topics[0].partitions[0].errorCode
     }
 
-    // No coordinator on this broker: nothing can verify, so the batch is refused.
+    // The broker's own coordinator, before any transactional id was placed: no
+    // __transaction_state, so no coordinator to ask (Kafka: COORDINATOR_NOT_AVAILABLE,
+    // translated for Produce into the retriable NOT_ENOUGH_REPLICAS).
+    assert.equal(await produce(0, 0), ErrorCode.NOT_ENOUGH_REPLICAS)
+    // A broker built without a coordinator: nothing can verify, so the batch is refused.
+    Object.defineProperty(broker, 'transactionVerifier', { value: undefined, configurable: true })
     assert.equal(await produce(0, 0), ErrorCode.INVALID_TXN_STATE)
 
     const asked: TransactionVerificationRequest[] = []

@@ -2,7 +2,9 @@
  * Issue 15 with librdkafka: confluent-kafka's init_transactions, commit_transaction and
  * abort_transaction against three in-process brokers, read back by confluent-kafka
  * consumers: read_committed sees the committed records once each, in order per partition,
- * and none of the aborted ones; read_uncommitted sees both.
+ * and none of the aborted ones; read_uncommitted sees both. Then consume-transform-produce
+ * with send_offsets_to_transaction: after an abort the group's offset did not move, after a
+ * commit it did.
  */
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
@@ -12,6 +14,7 @@ import { run, startCluster } from '../helpers/cluster.js'
 import { PYTHON, repoRoot } from '../helpers/compat-clients.js'
 
 const TOPIC = 'txn-confluent'
+const INPUT = 'txn-confluent-in'
 const PARTITIONS = 3
 
 interface Seen {
@@ -24,6 +27,7 @@ interface Outcome {
   sent: { commit: string[]; abort: string[] }
   committed: Seen[]
   uncommitted: Seen[]
+  ctp: { inputs: number; after_abort: number; after_commit: number }
 }
 
 describe('confluent-kafka transactions on 3 brokers', () => {
@@ -35,11 +39,17 @@ describe('confluent-kafka transactions on 3 brokers', () => {
       properties: { 'transaction.state.log.num.partitions': 5, 'broker.session.timeout.ms': 3000 },
     })
     const [admin] = cluster.brokers
-    const [created] = await admin.topicAdmin.createTopics(
-      [{ name: TOPIC, numPartitions: PARTITIONS, replicationFactor: 3, assignments: [], configs: {} }],
+    const created = await admin.topicAdmin.createTopics(
+      [
+        { name: TOPIC, numPartitions: PARTITIONS, replicationFactor: 3, assignments: [], configs: {} },
+        { name: INPUT, numPartitions: 1, replicationFactor: 3, assignments: [], configs: {} },
+      ],
       { validateOnly: false, timeoutMs: 10000 },
     )
-    assert.equal(created.errorCode, 0)
+    assert.deepEqual(
+      created.map((t) => t.errorCode),
+      [0, 0],
+    )
   })
   after(async () => {
     await cluster?.stop()
@@ -52,6 +62,7 @@ describe('confluent-kafka transactions on 3 brokers', () => {
       input: JSON.stringify({
         bootstrap: cluster.bootstrapServers,
         topic: TOPIC,
+        inputTopic: INPUT,
         transactionalId: 'ck-tx',
         partitions: PARTITIONS,
       }),
@@ -68,5 +79,7 @@ describe('confluent-kafka transactions on 3 brokers', () => {
         `order in partition ${p}`,
       )
     assert.deepEqual(values(outcome.uncommitted), [...outcome.sent.commit, ...outcome.sent.abort].sort())
+    // librdkafka's "no committed offset" is OFFSET_INVALID (-1001).
+    assert.deepEqual(outcome.ctp, { inputs: 4, after_abort: -1001, after_commit: 4 })
   })
 })

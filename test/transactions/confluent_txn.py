@@ -1,6 +1,8 @@
 """confluent-kafka (librdkafka) transactions against tidelog: commit, abort, commit; then
-what a read_committed and a read_uncommitted consumer see. Spec on stdin as JSON
-{bootstrap, topic, transactionalId, partitions}; prints one JSON line."""
+what a read_committed and a read_uncommitted consumer see; then consume-transform-produce
+from `inputTopic` with send_offsets_to_transaction, aborted once and committed once, and the
+group's committed offsets after each. Spec on stdin as JSON {bootstrap, topic, inputTopic,
+transactionalId, partitions}; prints one JSON line."""
 import json
 import sys
 import time
@@ -61,4 +63,46 @@ def consume(isolation, expected):
 
 committed = consume("read_committed", len(sent["commit"]))
 uncommitted = consume("read_uncommitted", len(sent["commit"]) + len(sent["abort"]))
-print(json.dumps({"sent": sent, "committed": committed, "uncommitted": uncommitted}))
+
+# Consume-transform-produce: records of the input topic, transformed into `topic`, with the
+# group's offsets sent to the transaction.
+source = Producer({"bootstrap.servers": spec["bootstrap"]})
+for i in range(4):
+    source.produce(spec["inputTopic"], value=f"in-{i}".encode(), partition=0)
+source.flush(10)
+group = "ck-ctp"
+consumer = Consumer({
+    "bootstrap.servers": spec["bootstrap"],
+    "group.id": group,
+    "enable.auto.commit": False,
+    "auto.offset.reset": "earliest",
+    "isolation.level": "read_committed",
+})
+consumer.subscribe([spec["inputTopic"]])
+inputs = []
+deadline = time.time() + 30
+while time.time() < deadline and len(inputs) < 4:
+    msg = consumer.poll(0.2)
+    if msg is not None and not msg.error():
+        inputs.append(msg)
+positions = [TopicPartition(spec["inputTopic"], 0, inputs[-1].offset() + 1)] if inputs else []
+
+
+def committed_offset():
+    return consumer.committed([TopicPartition(spec["inputTopic"], 0)], timeout=10)[0].offset
+
+
+ctp = {"inputs": len(inputs)}
+for outcome in ["abort", "commit"]:
+    producer.begin_transaction()
+    for msg in inputs:
+        producer.produce(topic, value=f"{outcome}-{msg.value().decode()}".encode(), partition=0)
+    producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
+    if outcome == "commit":
+        producer.commit_transaction(30)
+    else:
+        producer.flush(30)
+        producer.abort_transaction(30)
+    ctp[f"after_{outcome}"] = committed_offset()
+consumer.close()
+print(json.dumps({"sent": sent, "committed": committed, "uncommitted": uncommitted, "ctp": ctp}))

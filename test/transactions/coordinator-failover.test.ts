@@ -2,9 +2,10 @@
  * Issue 15's failure checks with kafkajs on three brokers (tidelog/testing, RF 3, min ISR
  * 2): kill -9 of the broker leading the transaction's __transaction_state partition in the
  * middle of a transaction, after which the commit completes on the new coordinator (which
- * loaded the replicated state) and the next transaction works; and a transaction abandoned
- * by its producer when its coordinator dies, aborted by the new coordinator once its
- * timeout passes, so no partition keeps it open (LSO back at the high watermark).
+ * loaded the replicated state) and the next transaction works; kill -9 of a data
+ * partition's leader during EndTxn, whose marker then goes to the new leader; and a
+ * transaction abandoned by its producer when its coordinator dies, aborted by the new
+ * coordinator once its timeout passes, so no partition keeps it open (LSO back at the HW).
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
@@ -75,6 +76,54 @@ describe('transaction coordinator failover (kill -9)', () => {
     }
     const consumer = kafka.consumer({
       groupId: 'fo-read-committed',
+      readUncommitted: false,
+      maxWaitTimeInMs: 200,
+    })
+    const seen: string[] = []
+    await consumer.connect()
+    try {
+      await consumer.subscribe({ topic: TOPIC, fromBeginning: true })
+      await consumer.run({
+        eachMessage: async ({ message }) => {
+          seen.push(message.value?.toString() ?? '')
+        },
+      })
+      await waitFor('the committed records', () => values.every((v) => seen.includes(v)))
+    } finally {
+      await consumer.disconnect()
+    }
+    assert.deepEqual(seen.filter((v) => values.includes(v)).sort(), [...values].sort(), 'each once')
+  })
+
+  it('a data partition leader killed during EndTxn: its marker goes to the new leader, the commit completes', async () => {
+    const transactionalId = 'fo-data-leader'
+    const producer = kafka.producer({ transactionalId, idempotent: true, maxInFlightRequests: 1 })
+    await producer.connect()
+    const values: string[] = []
+    let killed = -1
+    try {
+      const txn = await producer.transaction()
+      for (let p = 0; p < PARTITIONS; p++) {
+        await txn.send({ topic: TOPIC, messages: [{ partition: p, value: `${transactionalId}-${p}` }] })
+        values.push(`${transactionalId}-${p}`)
+      }
+      const coordinator = coordinatorOf(transactionalId)
+      const victim = [0, 1, 2].find((p) => cluster.leaderOf(TOPIC, p) !== coordinator)
+      assert.ok(victim !== undefined, 'a partition led away from the coordinator')
+      killed = cluster.leaderOf(TOPIC, victim)
+      const committing = txn.commit()
+      cluster.kill(killed)
+      await committing
+      const next = await producer.transaction()
+      await next.send({ topic: TOPIC, messages: [{ partition: victim, value: `${transactionalId}-next` }] })
+      values.push(`${transactionalId}-next`)
+      await next.commit()
+    } finally {
+      await producer.disconnect()
+      if (killed >= 0) await cluster.restart(killed)
+    }
+    const consumer = kafka.consumer({
+      groupId: 'fo-data-leader-rc',
       readUncommitted: false,
       maxWaitTimeInMs: 200,
     })

@@ -8,13 +8,13 @@
  * its Prepare* state is written, then the markers go out and Complete* is written.
  */
 import { assert } from '../../common/assert.js'
+import { ExponentialBackoff } from '../../common/backoff.js'
 import type { TimerHandle } from '../../common/clock.js'
 import type { TransactionResult } from '../../common/transaction.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import type { Transport } from '../../replication/broker-client.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
 import { CONSUMER_OFFSETS_TOPIC, partitionForGroup } from '../group.js'
-import { TRANSACTION_STATE_TOPIC } from './transaction-log.js'
 import {
   type MarkerJob,
   type MarkerOutcome,
@@ -101,13 +101,24 @@ export interface MarkerChannel {
   shutdown(): void
 }
 
+/**
+ * How long a request waits for the transaction ahead of it to finish completing (markers
+ * and Complete* in flight) before it is answered CONCURRENT_TRANSACTIONS. Completion takes
+ * milliseconds; the client's retry backoff after CONCURRENT_TRANSACTIONS (kafkajs: 300 ms
+ * and up) would otherwise set the pace of back-to-back transactions.
+ */
+const COMPLETION_WAIT_MAX_MS = 2000
+
 /** A step that changes nothing and answers `errorCode`, or the change to write. */
 type Prepared = { errorCode: number } | { transit: TransactionTransit; fence: boolean }
 
 export class TransactionCoordinator {
   readonly stateManager: TransactionStateManager
   private readonly markers: MarkerChannel
+  private readonly completionBackoff: ExponentialBackoff
   private readonly timers = new Set<TimerHandle>()
+  /** Requests waiting for a transaction's completion, woken when it is written (or abandoned). */
+  private readonly completionWaiters = new Map<TransactionMetadata, (() => void)[]>()
   private stopped = false
 
   constructor(
@@ -117,6 +128,10 @@ export class TransactionCoordinator {
   ) {
     this.stateManager = new TransactionStateManager(host, config, (shard) => this.onShardLoaded(shard))
     this.markers = markers ?? new TransactionMarkerSender(host, config)
+    this.completionBackoff = new ExponentialBackoff({
+      initialMs: config.retryBackoffMs,
+      maxMs: config.retryBackoffMaxMs,
+    })
   }
 
   startup(): void {
@@ -128,6 +143,7 @@ export class TransactionCoordinator {
 
   shutdown(): void {
     this.stopped = true
+    for (const metadata of [...this.completionWaiters.keys()]) this.wakeCompletionWaiters(metadata)
     for (const timer of this.timers) timer.cancel()
     this.timers.clear()
     this.markers.shutdown()
@@ -161,6 +177,7 @@ export class TransactionCoordinator {
     })
     if (transactionalId === '') return fail(ErrorCode.INVALID_REQUEST)
     if (!this.isValidTimeout(txnTimeoutMs)) return fail(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+    await this.awaitCompletion(transactionalId)
     const found = this.stateManager.getTransactionState(transactionalId)
     if (typeof found === 'number') return fail(found)
     // Producer ids come from the metadata store (an await): take one first when it may be needed.
@@ -274,6 +291,7 @@ export class TransactionCoordinator {
     partitions: TopicPartitions,
   ): Promise<number> {
     if (transactionalId === '') return ErrorCode.INVALID_REQUEST
+    await this.awaitCompletion(transactionalId)
     const entry = this.stateManager.getTransactionState(transactionalId)
     if (typeof entry === 'number') return entry
     const metadata = entry.metadata
@@ -305,11 +323,10 @@ export class TransactionCoordinator {
     if (!metadata || metadata.producerId !== producer.producerId)
       return every(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
     if (metadata.producerEpoch !== producer.producerEpoch) return every(ErrorCode.PRODUCER_FENCED)
-    if (
-      (metadata.pendingState !== null && metadata.pendingState !== TransactionState.PrepareEpochFence) ||
-      isPreparing(metadata.state)
-    )
-      return every(ErrorCode.CONCURRENT_TRANSACTIONS)
+    // A change in flight is not checked (Kafka's handleVerifyPartitionsInTransaction): the
+    // partitions answered are those already written, and a produce to one of them must not
+    // wait for an AddPartitionsToTxn of others.
+    if (isPreparing(metadata.state)) return every(ErrorCode.CONCURRENT_TRANSACTIONS)
     return listPartitions(partitions).flatMap(({ topic, partitions: ids }) =>
       ids.map((partition) => ({
         topic,
@@ -346,6 +363,8 @@ export class TransactionCoordinator {
     isFromClient = true,
   ): Promise<number> {
     if (transactionalId === '') return ErrorCode.INVALID_REQUEST
+    // The coordinator's own aborts must run in the same turn as the fence they complete.
+    if (isFromClient) await this.awaitCompletion(transactionalId)
     const entry = this.stateManager.getTransactionState(transactionalId)
     if (typeof entry === 'number') return entry
     const metadata = entry.metadata
@@ -448,32 +467,70 @@ export class TransactionCoordinator {
           'completing a transaction failed',
         ),
       )
+      .finally(() => this.wakeCompletionWaiters(metadata))
   }
 
-  /** Writes Complete*, retrying while the log is unavailable (Kafka's tryAppendToLog). */
+  /** Waits (bounded) while the transactional id's last transaction is still being completed. */
+  private async awaitCompletion(transactionalId: string): Promise<void> {
+    const entry = this.stateManager.getTransactionState(transactionalId)
+    if (typeof entry === 'number' || entry.metadata === undefined) return
+    const metadata = entry.metadata
+    const completing =
+      metadata.pendingState === TransactionState.CompleteCommit ||
+      metadata.pendingState === TransactionState.CompleteAbort
+    if (!completing || this.stopped) return
+    await new Promise<void>((resolve) => {
+      const waiters = this.completionWaiters.get(metadata) ?? []
+      const timer = this.host.clock.setTimeout(() => {
+        const left = this.completionWaiters.get(metadata)?.filter((w) => w !== wake)
+        if (left && left.length > 0) this.completionWaiters.set(metadata, left)
+        else this.completionWaiters.delete(metadata)
+        resolve()
+      }, COMPLETION_WAIT_MAX_MS)
+      const wake = () => {
+        timer.cancel()
+        resolve()
+      }
+      waiters.push(wake)
+      this.completionWaiters.set(metadata, waiters)
+    })
+  }
+
+  private wakeCompletionWaiters(metadata: TransactionMetadata): void {
+    const waiters = this.completionWaiters.get(metadata)
+    this.completionWaiters.delete(metadata)
+    for (const wake of waiters ?? []) wake()
+  }
+
+  /**
+   * Writes Complete*, retrying while this broker coordinates the transaction (Kafka's
+   * tryAppendToLog retries COORDINATOR_NOT_AVAILABLE; any other failure would leave the
+   * transaction in Prepare* here with nobody to finish it, so it is retried too). Once this
+   * broker is no longer the coordinator, the next one resends the markers and completes it.
+   */
   private async writeCompletion(
     shard: TransactionShard,
     metadata: TransactionMetadata,
     complete: TransactionTransit,
   ): Promise<void> {
+    const retriable = (code: number) =>
+      code !== ErrorCode.NOT_COORDINATOR && code !== ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     for (let attempt = 1; this.isCurrent(shard, metadata) && !this.stopped; attempt++) {
       const errorCode = await this.stateManager.appendTransactionToLog(
         metadata,
         shard.coordinatorEpoch,
         complete,
-        (code) => code === ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        retriable,
       )
-      if (errorCode !== ErrorCode.COORDINATOR_NOT_AVAILABLE) {
-        if (errorCode !== ErrorCode.NONE)
-          this.host.logger.info(
-            { transactionalId: metadata.transactionalId, errorCode },
-            'transaction completion not written; the next coordinator completes it',
-          )
+      if (errorCode === ErrorCode.NONE) return
+      if (!retriable(errorCode)) {
+        this.host.logger.info(
+          { transactionalId: metadata.transactionalId, errorCode },
+          'transaction completion not written; the next coordinator completes it',
+        )
         return
       }
-      await this.sleep(
-        Math.min(this.config.retryBackoffMs * 2 ** (attempt - 1), this.config.retryBackoffMaxMs),
-      )
+      await this.sleep(this.completionBackoff.delayMs(attempt))
     }
   }
 
@@ -626,5 +683,3 @@ export class TransactionCoordinator {
 function isPreparing(state: TransactionState): boolean {
   return state === TransactionState.PrepareCommit || state === TransactionState.PrepareAbort
 }
-
-export { TRANSACTION_STATE_TOPIC }

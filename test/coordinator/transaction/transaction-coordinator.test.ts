@@ -106,6 +106,8 @@ function start(clock: ManualClock, log: MemoryLog, leaderEpoch = 3) {
   } as unknown as ClusterImage
   let nextProducerId = 1000n
   const markers = new FakeMarkers()
+  /** Error codes the next appends answer with, in turn (the records are not written). */
+  const failures: number[] = []
   const coordinator = new TransactionCoordinator(
     {
       nodeId: 1,
@@ -114,6 +116,9 @@ function start(clock: ManualClock, log: MemoryLog, leaderEpoch = 3) {
       replicaManager: {
         getPartition: (topic, p) => (topic === TRANSACTION_STATE_TOPIC && p === 0 ? partition : undefined),
         appendToLeader: async (_topic, _partition, records) => {
+          const failure = failures.shift()
+          if (failure !== undefined)
+            return { errorCode: failure, baseOffset: -1, logAppendTimeMs: -1, logStartOffset: 0 }
           log.batches.push(Buffer.from(records))
           return {
             errorCode: ErrorCode.NONE,
@@ -133,7 +138,7 @@ function start(clock: ManualClock, log: MemoryLog, leaderEpoch = 3) {
   )
   coordinator.onPartitionsChanged()
   coordinator.startup()
-  return { coordinator, markers }
+  return { coordinator, markers, failures }
 }
 
 async function settle(): Promise<void> {
@@ -204,20 +209,32 @@ describe('transaction coordinator', () => {
       coordinator.verifyPartitions('tx', { ...producer, producerEpoch: 9 }, tp('t', 1))[0].errorCode,
       ErrorCode.PRODUCER_FENCED,
     )
+    // While more partitions are being added, those already in the transaction still verify.
+    const adding = coordinator.addPartitions('tx', producer, tp('t', 2))
+    assert.deepEqual(
+      coordinator.verifyPartitions('tx', producer, tp('t', 1, 2)).map((r) => r.errorCode),
+      [ErrorCode.NONE, ErrorCode.INVALID_TXN_STATE],
+    )
+    assert.equal(await adding, ErrorCode.NONE)
     assert.equal(
       await coordinator.endTransaction('tx', producer.producerId, producer.producerEpoch, 'commit'),
       ErrorCode.NONE,
     )
     assert.equal((await log.latest()).get('tx')?.state, TransactionState.PrepareCommit)
-    // Until the markers are written the transaction is still completing.
-    assert.equal(
-      await coordinator.addPartitions('tx', producer, tp('t', 2)),
-      ErrorCode.CONCURRENT_TRANSACTIONS,
-    )
-    assert.equal(
-      await coordinator.endTransaction('tx', producer.producerId, producer.producerEpoch, 'commit'),
-      ErrorCode.CONCURRENT_TRANSACTIONS,
-    )
+    // Until the markers are written the transaction is still completing: requests wait for
+    // it, and give up with CONCURRENT_TRANSACTIONS if it takes too long.
+    const gaveUp = coordinator.addPartitions('tx', producer, tp('t', 0))
+    await settle()
+    clock.advance(2000)
+    assert.equal(await gaveUp, ErrorCode.CONCURRENT_TRANSACTIONS)
+    let settled = false
+    const retriedCommit = coordinator
+      .endTransaction('tx', producer.producerId, producer.producerEpoch, 'commit')
+      .finally(() => {
+        settled = true
+      })
+    await settle()
+    assert.equal(settled, false, 'parked until the transaction completes')
     const job = markers.writeAll()
     assert.equal(job.result, 'commit')
     assert.equal(job.producerEpoch, producer.producerEpoch)
@@ -226,11 +243,8 @@ describe('transaction coordinator', () => {
     const complete = (await log.latest()).get('tx')
     assert.equal(complete?.state, TransactionState.CompleteCommit)
     assert.equal(complete?.partitions.size, 0)
-    // A retried commit of what was committed is fine; an abort of it is not.
-    assert.equal(
-      await coordinator.endTransaction('tx', producer.producerId, producer.producerEpoch, 'commit'),
-      ErrorCode.NONE,
-    )
+    // The parked retry of the commit is answered once it completed; an abort of it is refused.
+    assert.equal(await retriedCommit, ErrorCode.NONE)
     assert.equal(
       await coordinator.endTransaction('tx', producer.producerId, producer.producerEpoch, 'abort'),
       ErrorCode.INVALID_TXN_STATE,
@@ -296,6 +310,36 @@ describe('transaction coordinator', () => {
       await coordinator.endTransaction('tx', producer.producerId, producer.producerEpoch, 'commit'),
       ErrorCode.PRODUCER_FENCED,
     )
+    coordinator.shutdown()
+  })
+
+  it('a failed append is not applied; the Complete* write is retried until it lands', async () => {
+    const clock = new ManualClock()
+    const log = new MemoryLog()
+    const { coordinator, markers, failures } = start(clock, log)
+    await loaded(coordinator)
+    const producer = await coordinator.initProducerId('tx', TIMEOUT_MS, null)
+    failures.push(ErrorCode.NOT_ENOUGH_REPLICAS)
+    assert.equal(
+      await coordinator.addPartitions('tx', producer, tp('t', 0)),
+      ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    )
+    assert.equal(coordinator.describe(['tx'])[0].transactionState, 'Empty', 'nothing applied')
+    assert.equal(await coordinator.addPartitions('tx', producer, tp('t', 0)), ErrorCode.NONE)
+    assert.equal(
+      await coordinator.endTransaction('tx', producer.producerId, producer.producerEpoch, 'abort'),
+      ErrorCode.NONE,
+    )
+    failures.push(ErrorCode.REQUEST_TIMED_OUT, ErrorCode.UNKNOWN_SERVER_ERROR)
+    markers.writeAll()
+    for (let i = 0; i < 5; i++) {
+      await settle()
+      clock.advance(CONFIG.retryBackoffMaxMs)
+    }
+    await settle()
+    assert.equal(failures.length, 0, 'both failures met')
+    assert.equal((await log.latest()).get('tx')?.state, TransactionState.CompleteAbort)
+    assert.equal(coordinator.describe(['tx'])[0].transactionState, 'CompleteAbort')
     coordinator.shutdown()
   })
 
