@@ -90,6 +90,5 @@ async function verify(context: RequestContext, request: TxnOffsetCommitRequest):
 }
 
 function verificationEnabled(context: RequestContext): boolean {
-  const config = context.broker.config as { transactionPartitionVerificationEnable?: boolean }
-  return config.transactionPartitionVerificationEnable !== false
+  return context.broker.config.values.get('transaction.partition.verification.enable') === true
 }
