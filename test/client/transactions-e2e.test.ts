@@ -11,6 +11,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { Kafka, logLevel } from 'kafkajs'
+import { Admin } from '../../src/client/admin.js'
 import { Consumer, type ConsumerRecord } from '../../src/client/consumer.js'
 import { Producer } from '../../src/client/producer.js'
 import { withBroker } from '../helpers/cluster.js'
@@ -145,6 +146,7 @@ test('consume-transform-produce: offsets sent in an aborted transaction do not m
       }
       const input = new Consumer({ bootstrapServers: bootstrap, fetchMaxWaitMs: 100 })
       const producer = transactional(bootstrap, 'e2e-ctp')
+      const tidelogAdmin = new Admin({ bootstrapServers: bootstrap })
       try {
         input.assign([{ topic: 'ctp-in', partition: 0 }])
         input.seekToBeginning()
@@ -158,9 +160,17 @@ test('consume-transform-produce: offsets sent in an aborted transaction do not m
           producer.beginTransaction()
           for (const r of batch)
             await producer.send({ topic: 'ctp-out', value: `out(${r.value?.toString()})` })
+          const before = await groupOffset()
           await producer.sendOffsetsToTransaction(
             [{ topic: 'ctp-in', partition: 0, offset: batch.at(-1)!.offset + 1 }],
             'ctp',
+          )
+          // Pending in the open transaction: tidelog's admin (requireStable false, as
+          // Java's) still answers the committed offset rather than waiting.
+          const pending = await tidelogAdmin.listGroupOffsets('ctp', ['ctp-in'])
+          assert.deepEqual(
+            pending.map((o) => String(o.offset)),
+            before === '-1' ? [] : [before],
           )
           if (commit) await producer.commitTransaction()
           else await producer.abortTransaction()
@@ -175,6 +185,7 @@ test('consume-transform-produce: offsets sent in an aborted transaction do not m
         assert.equal(await groupOffset(), '6')
       } finally {
         await admin.disconnect()
+        tidelogAdmin.close()
         await input.close()
         await producer.close()
       }
