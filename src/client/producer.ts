@@ -301,23 +301,26 @@ export class Producer {
     if (this.addingPartitions || !this.transactions.hasPartitionsToAdd || this.txnRequests === null) return
     const producer = this.transactions.producerIdAndEpoch
     if (producer === null) return
+    const first = !this.transactions.needsEndTxn
     const partitions = this.transactions.takeNewPartitions()
     this.addingPartitions = true
     const transaction = this.transactions.currentTransaction
-    this.txnRequests.addPartitions(producer, partitions, this.options.deliveryTimeoutMs).then((result) => {
-      this.addingPartitions = false
-      if (transaction === this.transactions.currentTransaction) {
-        if (result.ok) this.transactions.onPartitionsAdded(partitions)
-        else {
-          // A timeout leaves the transaction unable to commit too: its batches cannot go.
-          if (result.severity === 'fatal') this.transactions.fatalError(result.error)
-          else this.transactions.abortableError(result.error)
-          this.sender.abortUndrained(result.error)
+    this.txnRequests
+      .addPartitions(producer, partitions, this.options.deliveryTimeoutMs, first)
+      .then((result) => {
+        this.addingPartitions = false
+        if (transaction === this.transactions.currentTransaction) {
+          if (result.ok) this.transactions.onPartitionsAdded(partitions)
+          else {
+            // A timeout leaves the transaction unable to commit too: its batches cannot go.
+            if (result.severity === 'fatal') this.transactions.fatalError(result.error)
+            else this.transactions.abortableError(result.error)
+            this.sender.abortUndrained(result.error)
+          }
         }
-      }
-      this.sender.scheduleDrain()
-      this.maybeAddPartitions()
-    })
+        this.sender.scheduleDrain()
+        this.maybeAddPartitions()
+      })
   }
 
   /**

@@ -3,7 +3,8 @@
  * in-process broker, with an open transaction of tidelog's producer: `topics describe`
  * shows the LSO behind the HW while it is open, `transactions list|describe` show it
  * Ongoing with its partitions and then CompleteCommit, and `consume --isolation-level
- * read_committed` prints only committed records (read_uncommitted the aborted ones too).
+ * read_committed` prints only committed records (read_uncommitted the aborted ones too);
+ * `bench produce --transaction-size` commits its transactions and reports their latency.
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
@@ -100,6 +101,45 @@ test('topics describe shows the LSO of an open transaction; transactions list/de
           ),
         )
         assert.equal(done.state, 'CompleteCommit')
+        // bench produce --transaction-size: committed transactions and their commit latency.
+        const bench = JSON.parse(
+          ok(
+            await tidelog([
+              'bench',
+              'produce',
+              'tx-bench',
+              '--partitions',
+              '2',
+              '--num-records',
+              '50',
+              '--record-size',
+              '100',
+              '--transaction-size',
+              '10',
+              '--json',
+              ...b,
+            ]),
+            'bench --transaction-size',
+          ),
+        )
+        assert.equal(bench.records, 50)
+        assert.equal(bench.transactions.committed, 5)
+        assert.equal(bench.transactions.failed, 0)
+        assert.ok(bench.transactions.commitLatencyMs.p50 > 0)
+        const benchRead = ok(
+          await tidelog([
+            'consume',
+            'tx-bench',
+            '--from-beginning',
+            '--exit-at-end',
+            '--isolation-level',
+            'read_committed',
+            '--json',
+            ...b,
+          ]),
+          'consume bench',
+        )
+        assert.equal(benchRead.trim().split('\n').length, 50)
         const bad = await tidelog(['consume', 'tx-cli', '--isolation-level', 'serializable', ...b])
         assert.equal(bad.code, 2)
         const missing = await tidelog(['transactions', 'describe', ...b])
