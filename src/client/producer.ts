@@ -95,7 +95,8 @@ export class Producer {
   private readonly transactions: TransactionManager
   /** The coordinator requests of a transactional producer; null without a transactionalId. */
   private readonly txnRequests: TransactionRequests | null
-  private addingPartitions = false
+  /** The AddPartitionsToTxn in flight: EndTxn waits for it, as Java queues EndTxn behind it. */
+  private addInFlight: Promise<void> | null = null
   private addScheduled = false
   private readonly sender: Sender
   /** Sends waiting for metadata or memory, in order: later sends queue behind them. */
@@ -201,7 +202,7 @@ export class Producer {
   async commitTransaction(): Promise<void> {
     const requests = this.requests()
     this.transactions.beginCommit()
-    await this.flush()
+    await this.flushTransaction()
     this.transactions.maybeFailWithError()
     if (this.transactions.needsEndTxn) {
       const producer = this.transactions.producerIdAndEpoch!
@@ -219,7 +220,7 @@ export class Producer {
     const requests = this.requests()
     this.transactions.beginAbort()
     this.sender.abortUndrained(new KafkaClientError('ERR_TRANSACTION_ABORTED', 'the transaction was aborted'))
-    await this.flush()
+    await this.flushTransaction()
     if (this.transactions.needsEndTxn) {
       const producer = this.transactions.producerIdAndEpoch!
       this.check(await requests.endTxn(producer, false, this.options.maxBlockMs))
@@ -233,6 +234,15 @@ export class Producer {
     this.transactions.beginEpochBump()
     const value = this.check(await requests.initProducerId(current, this.options.maxBlockMs))
     this.transactions.completeInitTransactions(value.producerId, value.producerEpoch)
+  }
+
+  /**
+   * Before EndTxn: the batches are settled and no AddPartitionsToTxn is in flight, whose
+   * answer could still start the transaction at the coordinator (then EndTxn is needed).
+   */
+  private async flushTransaction(): Promise<void> {
+    await this.flush()
+    while (this.addInFlight !== null) await this.addInFlight
   }
 
   private requests(): TransactionRequests {
@@ -298,17 +308,17 @@ export class Producer {
 
   /** AddPartitionsToTxn for the partitions sends touched, one request at a time; drains after each. */
   private maybeAddPartitions(): void {
-    if (this.addingPartitions || !this.transactions.hasPartitionsToAdd || this.txnRequests === null) return
+    if (this.addInFlight !== null || !this.transactions.hasPartitionsToAdd || this.txnRequests === null)
+      return
     const producer = this.transactions.producerIdAndEpoch
     if (producer === null) return
     const first = !this.transactions.needsEndTxn
     const partitions = this.transactions.takeNewPartitions()
-    this.addingPartitions = true
     const transaction = this.transactions.currentTransaction
-    this.txnRequests
+    this.addInFlight = this.txnRequests
       .addPartitions(producer, partitions, this.options.deliveryTimeoutMs, first)
       .then((result) => {
-        this.addingPartitions = false
+        this.addInFlight = null
         if (transaction === this.transactions.currentTransaction) {
           if (result.ok) this.transactions.onPartitionsAdded(partitions)
           else {
