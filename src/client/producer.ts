@@ -97,6 +97,8 @@ export class Producer {
   private readonly txnRequests: TransactionRequests | null
   /** The AddPartitionsToTxn in flight: EndTxn waits for it, as Java queues EndTxn behind it. */
   private addInFlight: Promise<void> | null = null
+  /** sendOffsetsToTransaction calls not answered yet (settled either way). */
+  private readonly offsetsInFlight = new Set<Promise<void>>()
   private addScheduled = false
   private readonly sender: Sender
   /** Sends waiting for metadata or memory, in order: later sends queue behind them. */
@@ -183,15 +185,29 @@ export class Producer {
     if (typeof metadata.groupId !== 'string' || metadata.groupId === '')
       throw new InvalidArgumentError('sendOffsetsToTransaction needs a group id')
     for (const o of offsets) {
-      const offset = BigInt(o.offset)
-      if (offset < 0n || !Number.isInteger(o.partition) || o.partition < 0)
-        throw new InvalidArgumentError(`invalid offset ${o.offset} for ${o.topic}-${o.partition}`)
+      const valid =
+        (typeof o.offset === 'bigint' ? o.offset >= 0n : Number.isSafeInteger(o.offset) && o.offset >= 0) &&
+        typeof o.topic === 'string' &&
+        o.topic !== '' &&
+        Number.isInteger(o.partition) &&
+        o.partition >= 0
+      if (!valid) throw new InvalidArgumentError(`invalid offset ${o.offset} for ${o.topic}-${o.partition}`)
     }
     if (offsets.length === 0) return
     const producer = this.transactions.producerIdAndEpoch!
-    this.check(await requests.addOffsets(producer, metadata.groupId, this.options.maxBlockMs))
-    this.transactions.onOffsetsAdded()
-    this.check(await requests.commitOffsets(producer, offsets, metadata, this.options.maxBlockMs))
+    const sending = (async () => {
+      this.check(await requests.addOffsets(producer, metadata.groupId, this.options.maxBlockMs))
+      this.transactions.onOffsetsAdded()
+      this.check(await requests.commitOffsets(producer, offsets, metadata, this.options.maxBlockMs))
+    })()
+    // A commit or abort called without awaiting this one waits for it (Java queues EndTxn last).
+    const settled = sending.then(
+      () => undefined,
+      () => undefined,
+    )
+    this.offsetsInFlight.add(settled)
+    settled.then(() => this.offsetsInFlight.delete(settled))
+    return sending
   }
 
   /**
@@ -237,12 +253,14 @@ export class Producer {
   }
 
   /**
-   * Before EndTxn: the batches are settled and no AddPartitionsToTxn is in flight, whose
-   * answer could still start the transaction at the coordinator (then EndTxn is needed).
+   * Before EndTxn: the batches are settled and no AddPartitionsToTxn or AddOffsetsToTxn is
+   * in flight, whose answer could still start the transaction at the coordinator (then
+   * EndTxn is needed).
    */
   private async flushTransaction(): Promise<void> {
     await this.flush()
     while (this.addInFlight !== null) await this.addInFlight
+    await Promise.all(this.offsetsInFlight)
   }
 
   private requests(): TransactionRequests {

@@ -342,6 +342,35 @@ describe('transactional producer against a scripted coordinator', () => {
     })
   })
 
+  it('a commit called while sendOffsetsToTransaction is unanswered sends EndTxn after the offsets', async () => {
+    await withBroker({ delayMs: { [ApiKey.AddOffsetsToTxn]: 200 } }, async (broker, producer) => {
+      await producer.initTransactions()
+      producer.beginTransaction()
+      const offsets = producer.sendOffsetsToTransaction([{ topic: 't', partition: 0, offset: 9 }], 'g')
+      await producer.commitTransaction()
+      await offsets
+      assert.deepEqual(broker.log.slice(2), [
+        'AddOffsetsToTxn(g)',
+        'FindCoordinator(0:g)',
+        'TxnOffsetCommit(g,-1,,t-0=9)',
+        'EndTxn(commit,0)',
+      ])
+      await assert.rejects(
+        producer.sendOffsetsToTransaction([{ topic: 't', partition: 0, offset: 1.5 }], 'g'),
+        {
+          code: 'ERR_TRANSACTION_STATE',
+        },
+      )
+      producer.beginTransaction()
+      await assert.rejects(
+        producer.sendOffsetsToTransaction([{ topic: 't', partition: 0, offset: 1.5 }], 'g'),
+        {
+          code: 'ERR_INVALID_ARGUMENT',
+        },
+      )
+    })
+  })
+
   it('CONCURRENT_TRANSACTIONS and a coordinator that moved are retried, looking the coordinator up again', async () => {
     await withBroker(
       {
