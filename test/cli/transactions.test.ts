@@ -22,6 +22,18 @@ function ok(result: RunResult, what: string): string {
   return result.stdout
 }
 
+/**
+ * Polls until `check` holds: EndTxn answers once the commit is decided, the markers (and
+ * with them the LSO and the Complete state) follow within milliseconds, as in Kafka.
+ */
+async function eventually(what: string, check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 15000
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within 15 s`)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+}
+
 test('topics describe shows the LSO of an open transaction; transactions list/describe; consume --isolation-level', {
   timeout: 120000,
 }, async () => {
@@ -94,13 +106,15 @@ test('topics describe shows the LSO of an open transaction; transactions list/de
         )
         assert.equal(uncommitted, 'aborted\ncommitted-1\nopen\n')
         await producer.commitTransaction()
-        const done = JSON.parse(
-          ok(
-            await tidelog(['transactions', 'describe', '--transactional-id', 'cli-tx', '--json', ...b]),
-            'describe',
-          ),
-        )
-        assert.equal(done.state, 'CompleteCommit')
+        await eventually('CompleteCommit', async () => {
+          const done = JSON.parse(
+            ok(
+              await tidelog(['transactions', 'describe', '--transactional-id', 'cli-tx', '--json', ...b]),
+              'describe',
+            ),
+          )
+          return done.state === 'CompleteCommit'
+        })
         // bench produce --transaction-size: committed transactions and their commit latency.
         const bench = JSON.parse(
           ok(
@@ -126,6 +140,15 @@ test('topics describe shows the LSO of an open transaction; transactions list/de
         assert.equal(bench.transactions.committed, 5)
         assert.equal(bench.transactions.failed, 0)
         assert.ok(bench.transactions.commitLatencyMs.p50 > 0)
+        await eventually('tx-bench stable', async () => {
+          const topics = JSON.parse(
+            ok(await tidelog(['topics', 'describe', 'tx-bench', '--json', ...b]), 'describe'),
+          )
+          return topics[0].partitions.every(
+            (p: { highWatermark: number; lastStableOffset: number }) =>
+              p.lastStableOffset === p.highWatermark,
+          )
+        })
         const benchRead = ok(
           await tidelog([
             'consume',

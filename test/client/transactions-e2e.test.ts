@@ -25,6 +25,28 @@ const BROKER_PROPERTIES = {
   'group.initial.rebalance.delay.ms': 0,
 }
 
+/**
+ * The group's committed offset of `topic`-0 as kafkajs' admin.fetchOffsets answers it, once
+ * no transaction holds an offset of it pending: EndTxn answers before the markers are
+ * written (as Kafka's coordinator does), so right after a commit the offset may still be
+ * pending; tidelog's admin with requireStable waits that out (UNSTABLE_OFFSET_COMMIT).
+ */
+async function stableOffset(
+  bootstrap: string,
+  kafkaAdmin: ReturnType<Kafka['admin']>,
+  groupId: string,
+  topic: string,
+): Promise<string> {
+  const admin = new Admin({ bootstrapServers: bootstrap })
+  try {
+    await admin.listGroupOffsets(groupId, [topic], { requireStable: true })
+  } finally {
+    admin.close()
+  }
+  const [entry] = await kafkaAdmin.fetchOffsets({ groupId, topics: [topic] })
+  return entry.partitions[0].offset
+}
+
 function transactional(bootstrap: string, transactionalId: string): Producer {
   return new Producer({ bootstrapServers: bootstrap, transactionalId, lingerMs: 0, maxBlockMs: 20000 })
 }
@@ -140,10 +162,7 @@ test('consume-transform-produce: offsets sent in an aborted transaction do not m
       const kafka = new Kafka({ clientId: 'ctp-admin', brokers: [bootstrap], logLevel: logLevel.NOTHING })
       const admin = kafka.admin()
       await admin.connect()
-      const groupOffset = async (): Promise<string> => {
-        const [entry] = await admin.fetchOffsets({ groupId: 'ctp', topics: ['ctp-in'] })
-        return entry.partitions[0].offset
-      }
+      const groupOffset = (): Promise<string> => stableOffset(bootstrap, admin, 'ctp', 'ctp-in')
       const input = new Consumer({ bootstrapServers: bootstrap, fetchMaxWaitMs: 100 })
       const producer = transactional(bootstrap, 'e2e-ctp')
       const tidelogAdmin = new Admin({ bootstrapServers: bootstrap })
@@ -251,10 +270,7 @@ test('kafkajs sendOffsets (TxnOffsetCommit v0-2, no group metadata): aborted off
       await admin.connect()
       await producer.connect()
       try {
-        const groupOffset = async (): Promise<string> => {
-          const [entry] = await admin.fetchOffsets({ groupId: 'kjs-group', topics: ['kjs-in'] })
-          return entry.partitions[0].offset
-        }
+        const groupOffset = (): Promise<string> => stableOffset(bootstrap, admin, 'kjs-group', 'kjs-in')
         const aborted = await producer.transaction()
         await aborted.send({ topic: 'kjs-out', messages: [{ value: 'aborted' }] })
         await aborted.sendOffsets({
@@ -315,8 +331,7 @@ test("KIP-447: offsets sent with a group member's metadata commit; once the memb
         await producer.send({ topic: 'k447-out', value: 'first' })
         await producer.sendOffsetsToTransaction([{ topic: 'k447-in', partition: 0, offset: 2 }], metadata)
         await producer.commitTransaction()
-        const [committed] = await admin.fetchOffsets({ groupId: 'k447', topics: ['k447-in'] })
-        assert.equal(committed.partitions[0].offset, '2')
+        assert.equal(await stableOffset(bootstrap, admin, 'k447', 'k447-in'), '2')
 
         await member.close()
         producer.beginTransaction()
@@ -327,8 +342,7 @@ test("KIP-447: offsets sent with a group member's metadata commit; once the memb
         )
         await assert.rejects(producer.commitTransaction(), { name: 'TransactionAbortableError' })
         await producer.abortTransaction()
-        const [after] = await admin.fetchOffsets({ groupId: 'k447', topics: ['k447-in'] })
-        assert.equal(after.partitions[0].offset, '2')
+        assert.equal(await stableOffset(bootstrap, admin, 'k447', 'k447-in'), '2')
       } finally {
         await admin.disconnect()
         await member.close().catch(() => undefined)
