@@ -446,8 +446,18 @@ export class Admin {
     return results
   }
 
-  /** Committed offsets of a group (OffsetFetch), of `topics` or of every topic it committed for. */
-  async listGroupOffsets(groupId: string, topics?: readonly string[]): Promise<GroupOffset[]> {
+  /**
+   * Committed offsets of a group (OffsetFetch), of `topics` or of every topic it committed
+   * for. `requireStable` (default false, as Java's AdminClient) waits out offsets pending
+   * in an open transaction (UNSTABLE_OFFSET_COMMIT, retried) instead of answering the
+   * committed ones.
+   */
+  async listGroupOffsets(
+    groupId: string,
+    topics?: readonly string[],
+    options: { requireStable?: boolean } = {},
+  ): Promise<GroupOffset[]> {
+    const requireStable = options.requireStable ?? false
     return this.toCoordinator(groupId, async (coordinator) => {
       // All the group's offsets, filtered here: a topic entry would have to list its partitions.
       const response = await this.client.request<OffsetFetchResponse>(
@@ -459,9 +469,9 @@ export class Admin {
                 groupId: '',
                 topics: [],
                 groups: [{ groupId, memberId: null, memberEpoch: -1, topics: null }],
-                requireStable: true,
+                requireStable,
               }
-            : { groupId, topics: null, groups: [], requireStable: version >= 7 },
+            : { groupId, topics: null, groups: [], requireStable: requireStable && version >= 7 },
       )
       const group = response.groups.length > 0 ? response.groups[0] : response
       throwIf(group.errorCode, `offsets of group ${groupId}`)

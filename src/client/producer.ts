@@ -95,7 +95,10 @@ export class Producer {
   private readonly transactions: TransactionManager
   /** The coordinator requests of a transactional producer; null without a transactionalId. */
   private readonly txnRequests: TransactionRequests | null
-  private addingPartitions = false
+  /** The AddPartitionsToTxn in flight: EndTxn waits for it, as Java queues EndTxn behind it. */
+  private addInFlight: Promise<void> | null = null
+  /** sendOffsetsToTransaction calls not answered yet (settled either way). */
+  private readonly offsetsInFlight = new Set<Promise<void>>()
   private addScheduled = false
   private readonly sender: Sender
   /** Sends waiting for metadata or memory, in order: later sends queue behind them. */
@@ -182,15 +185,29 @@ export class Producer {
     if (typeof metadata.groupId !== 'string' || metadata.groupId === '')
       throw new InvalidArgumentError('sendOffsetsToTransaction needs a group id')
     for (const o of offsets) {
-      const offset = BigInt(o.offset)
-      if (offset < 0n || !Number.isInteger(o.partition) || o.partition < 0)
-        throw new InvalidArgumentError(`invalid offset ${o.offset} for ${o.topic}-${o.partition}`)
+      const valid =
+        (typeof o.offset === 'bigint' ? o.offset >= 0n : Number.isSafeInteger(o.offset) && o.offset >= 0) &&
+        typeof o.topic === 'string' &&
+        o.topic !== '' &&
+        Number.isInteger(o.partition) &&
+        o.partition >= 0
+      if (!valid) throw new InvalidArgumentError(`invalid offset ${o.offset} for ${o.topic}-${o.partition}`)
     }
     if (offsets.length === 0) return
     const producer = this.transactions.producerIdAndEpoch!
-    this.check(await requests.addOffsets(producer, metadata.groupId, this.options.maxBlockMs))
-    this.transactions.onOffsetsAdded()
-    this.check(await requests.commitOffsets(producer, offsets, metadata, this.options.maxBlockMs))
+    const sending = (async () => {
+      this.check(await requests.addOffsets(producer, metadata.groupId, this.options.maxBlockMs))
+      this.transactions.onOffsetsAdded()
+      this.check(await requests.commitOffsets(producer, offsets, metadata, this.options.maxBlockMs))
+    })()
+    // A commit or abort called without awaiting this one waits for it (Java queues EndTxn last).
+    const settled = sending.then(
+      () => undefined,
+      () => undefined,
+    )
+    this.offsetsInFlight.add(settled)
+    settled.then(() => this.offsetsInFlight.delete(settled))
+    return sending
   }
 
   /**
@@ -201,7 +218,7 @@ export class Producer {
   async commitTransaction(): Promise<void> {
     const requests = this.requests()
     this.transactions.beginCommit()
-    await this.flush()
+    await this.flushTransaction()
     this.transactions.maybeFailWithError()
     if (this.transactions.needsEndTxn) {
       const producer = this.transactions.producerIdAndEpoch!
@@ -219,7 +236,7 @@ export class Producer {
     const requests = this.requests()
     this.transactions.beginAbort()
     this.sender.abortUndrained(new KafkaClientError('ERR_TRANSACTION_ABORTED', 'the transaction was aborted'))
-    await this.flush()
+    await this.flushTransaction()
     if (this.transactions.needsEndTxn) {
       const producer = this.transactions.producerIdAndEpoch!
       this.check(await requests.endTxn(producer, false, this.options.maxBlockMs))
@@ -233,6 +250,17 @@ export class Producer {
     this.transactions.beginEpochBump()
     const value = this.check(await requests.initProducerId(current, this.options.maxBlockMs))
     this.transactions.completeInitTransactions(value.producerId, value.producerEpoch)
+  }
+
+  /**
+   * Before EndTxn: the batches are settled and no AddPartitionsToTxn or AddOffsetsToTxn is
+   * in flight, whose answer could still start the transaction at the coordinator (then
+   * EndTxn is needed).
+   */
+  private async flushTransaction(): Promise<void> {
+    await this.flush()
+    while (this.addInFlight !== null) await this.addInFlight
+    await Promise.all(this.offsetsInFlight)
   }
 
   private requests(): TransactionRequests {
@@ -298,26 +326,29 @@ export class Producer {
 
   /** AddPartitionsToTxn for the partitions sends touched, one request at a time; drains after each. */
   private maybeAddPartitions(): void {
-    if (this.addingPartitions || !this.transactions.hasPartitionsToAdd || this.txnRequests === null) return
+    if (this.addInFlight !== null || !this.transactions.hasPartitionsToAdd || this.txnRequests === null)
+      return
     const producer = this.transactions.producerIdAndEpoch
     if (producer === null) return
+    const first = !this.transactions.needsEndTxn
     const partitions = this.transactions.takeNewPartitions()
-    this.addingPartitions = true
     const transaction = this.transactions.currentTransaction
-    this.txnRequests.addPartitions(producer, partitions, this.options.deliveryTimeoutMs).then((result) => {
-      this.addingPartitions = false
-      if (transaction === this.transactions.currentTransaction) {
-        if (result.ok) this.transactions.onPartitionsAdded(partitions)
-        else {
-          // A timeout leaves the transaction unable to commit too: its batches cannot go.
-          if (result.severity === 'fatal') this.transactions.fatalError(result.error)
-          else this.transactions.abortableError(result.error)
-          this.sender.abortUndrained(result.error)
+    this.addInFlight = this.txnRequests
+      .addPartitions(producer, partitions, this.options.deliveryTimeoutMs, first)
+      .then((result) => {
+        this.addInFlight = null
+        if (transaction === this.transactions.currentTransaction) {
+          if (result.ok) this.transactions.onPartitionsAdded(partitions)
+          else {
+            // A timeout leaves the transaction unable to commit too: its batches cannot go.
+            if (result.severity === 'fatal') this.transactions.fatalError(result.error)
+            else this.transactions.abortableError(result.error)
+            this.sender.abortUndrained(result.error)
+          }
         }
-      }
-      this.sender.scheduleDrain()
-      this.maybeAddPartitions()
-    })
+        this.sender.scheduleDrain()
+        this.maybeAddPartitions()
+      })
   }
 
   /**

@@ -56,6 +56,16 @@ export interface ConsumerGroupMetadata {
 
 type Verdict = 'done' | 'retry' | 'rediscover' | 'abortable' | 'fatal'
 
+/**
+ * Java's ADD_PARTITIONS_RETRY_BACKOFF_MS idea: the first AddPartitionsToTxn of a
+ * transaction usually meets CONCURRENT_TRANSACTIONS while the previous one's markers are
+ * still being written (EndTxn answers before that), which takes milliseconds, not
+ * retry.backoff.ms. Java waits 20 ms; a tidelog coordinator writes its markers in a few,
+ * and 5 ms roughly halved the commit latency of 100-record transactions on 3 brokers
+ * (bench produce --transaction-size 100).
+ */
+const ADD_PARTITIONS_RETRY_BACKOFF_MS = 5
+
 /** Java's handlers' reading of a transaction coordinator's (and TxnOffsetCommit's) error codes. */
 function verdictOf(code: number): Verdict {
   switch (code) {
@@ -141,29 +151,36 @@ export class TransactionRequests {
     producer: ProducerIdAndEpoch,
     partitions: readonly { topic: string; partition: number }[],
     timeoutMs: number,
+    firstOfTransaction = false,
   ): Promise<TxnResult<void>> {
     const byTopic = new Map<string, number[]>()
     for (const { topic, partition } of partitions)
       byTopic.set(topic, [...(byTopic.get(topic) ?? []), partition])
-    return this.retrying('AddPartitionsToTxn', timeoutMs, 'transaction', async (nodeId) => {
-      const response = await this.client.request<AddPartitionsToTxnResponse>(
-        nodeId,
-        ApiKey.AddPartitionsToTxn,
-        () => ({
-          transactions: [],
-          v3AndBelowTransactionalId: this.options.transactionalId,
-          v3AndBelowProducerId: producer.producerId,
-          v3AndBelowProducerEpoch: producer.producerEpoch,
-          v3AndBelowTopics: [...byTopic].map(([name, indexes]) => ({ name, partitions: indexes })),
-        }),
-        { timeoutMs: this.requestTimeoutMs },
-      )
-      return worstCode(
-        response.resultsByTopicV3AndBelow.flatMap((t) =>
-          t.resultsByPartition.map((p) => p.partitionErrorCode),
-        ),
-      )
-    })
+    return this.retrying(
+      'AddPartitionsToTxn',
+      timeoutMs,
+      'transaction',
+      async (nodeId) => {
+        const response = await this.client.request<AddPartitionsToTxnResponse>(
+          nodeId,
+          ApiKey.AddPartitionsToTxn,
+          () => ({
+            transactions: [],
+            v3AndBelowTransactionalId: this.options.transactionalId,
+            v3AndBelowProducerId: producer.producerId,
+            v3AndBelowProducerEpoch: producer.producerEpoch,
+            v3AndBelowTopics: [...byTopic].map(([name, indexes]) => ({ name, partitions: indexes })),
+          }),
+          { timeoutMs: this.requestTimeoutMs },
+        )
+        return worstCode(
+          response.resultsByTopicV3AndBelow.flatMap((t) =>
+            t.resultsByPartition.map((p) => p.partitionErrorCode),
+          ),
+        )
+      },
+      firstOfTransaction ? ADD_PARTITIONS_RETRY_BACKOFF_MS : undefined,
+    )
   }
 
   /** AddOffsetsToTxn: the group's __consumer_offsets partition joins the transaction. */
@@ -254,15 +271,19 @@ export class TransactionRequests {
     timeoutMs: number,
     target: 'transaction' | { groupId: string },
     once: (nodeId: number) => Promise<number>,
+    concurrentBackoffMs?: number,
   ): Promise<TxnResult<void>> {
     const clock = this.client.clock
     const deadlineMs = clock.monotonicMs() + timeoutMs
     let lastError: KafkaClientError | null = null
     for (let attempt = 1; ; attempt++) {
       let verdict: Verdict
+      let backoffMs = this.client.backoff.delayMs(attempt)
       try {
         const code = await once(await this.coordinatorFor(target))
         verdict = verdictOf(code)
+        if (code === ErrorCode.CONCURRENT_TRANSACTIONS && concurrentBackoffMs !== undefined)
+          backoffMs = concurrentBackoffMs
         if (verdict === 'done') return { ok: true, value: undefined }
         lastError =
           code === ErrorCode.PRODUCER_FENCED || code === ErrorCode.INVALID_PRODUCER_EPOCH
@@ -286,10 +307,7 @@ export class TransactionRequests {
           severity: 'timeout',
           error: new BlockTimeoutError(`${what} did not complete within ${timeoutMs} ms`, lastError),
         }
-      await sleep(
-        clock,
-        Math.min(this.client.backoff.delayMs(attempt), Math.max(deadlineMs - clock.monotonicMs(), 0)),
-      )
+      await sleep(clock, Math.min(backoffMs, Math.max(deadlineMs - clock.monotonicMs(), 0)))
     }
   }
 

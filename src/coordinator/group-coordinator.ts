@@ -15,7 +15,7 @@ import type { TopicAdmin } from '../metadata/topic-admin.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { decodeRecordBatch, encodeRecordBatchSync, iterateBatches } from '../protocol/record-batch.js'
 import { toErrorCode } from '../replication/kafka-error.js'
-import type { Partition } from '../replication/partition.js'
+import type { LeaderAppend, Partition } from '../replication/partition.js'
 import type { AppendResult } from '../replication/replica-manager.js'
 import {
   type CodeResult,
@@ -76,6 +76,8 @@ export interface CoordinatorHost {
       records: Buffer,
       acks: number,
       timeoutMs: number,
+      purgatoryTimer?: undefined,
+      leaderAppend?: LeaderAppend,
     ): Promise<AppendResult>
   }
   metadataImage(): ClusterImage
@@ -692,6 +694,10 @@ export class GroupCoordinator {
         batch,
         -1,
         this.config.offsetsCommitTimeoutMs,
+        undefined,
+        // Kafka's AppendOrigin.COORDINATOR: the producer's epoch is checked (a fenced one is
+        // refused), not its sequences, and KIP-890 verification is the handler's.
+        transactional ? { origin: 'coordinator' } : {},
       )
       // Losing leadership mid-append is routine (failover, shutdown); anything else is worth a warning.
       if (result.errorCode === ErrorCode.NOT_LEADER_OR_FOLLOWER)

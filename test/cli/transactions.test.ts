@@ -3,7 +3,8 @@
  * in-process broker, with an open transaction of tidelog's producer: `topics describe`
  * shows the LSO behind the HW while it is open, `transactions list|describe` show it
  * Ongoing with its partitions and then CompleteCommit, and `consume --isolation-level
- * read_committed` prints only committed records (read_uncommitted the aborted ones too).
+ * read_committed` prints only committed records (read_uncommitted the aborted ones too);
+ * `bench produce --transaction-size` commits its transactions and reports their latency.
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
@@ -19,6 +20,18 @@ function tidelog(args: readonly string[]): Promise<RunResult> {
 function ok(result: RunResult, what: string): string {
   assert.equal(result.code, 0, `${what}: exit ${result.code}\n${result.stderr}`)
   return result.stdout
+}
+
+/**
+ * Polls until `check` holds: EndTxn answers once the commit is decided, the markers (and
+ * with them the LSO and the Complete state) follow within milliseconds, as in Kafka.
+ */
+async function eventually(what: string, check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 15000
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within 15 s`)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
 }
 
 test('topics describe shows the LSO of an open transaction; transactions list/describe; consume --isolation-level', {
@@ -93,13 +106,63 @@ test('topics describe shows the LSO of an open transaction; transactions list/de
         )
         assert.equal(uncommitted, 'aborted\ncommitted-1\nopen\n')
         await producer.commitTransaction()
-        const done = JSON.parse(
+        await eventually('CompleteCommit', async () => {
+          const done = JSON.parse(
+            ok(
+              await tidelog(['transactions', 'describe', '--transactional-id', 'cli-tx', '--json', ...b]),
+              'describe',
+            ),
+          )
+          return done.state === 'CompleteCommit'
+        })
+        // bench produce --transaction-size: committed transactions and their commit latency.
+        const bench = JSON.parse(
           ok(
-            await tidelog(['transactions', 'describe', '--transactional-id', 'cli-tx', '--json', ...b]),
-            'describe',
+            await tidelog([
+              'bench',
+              'produce',
+              'tx-bench',
+              '--partitions',
+              '2',
+              '--num-records',
+              '50',
+              '--record-size',
+              '100',
+              '--transaction-size',
+              '10',
+              '--json',
+              ...b,
+            ]),
+            'bench --transaction-size',
           ),
         )
-        assert.equal(done.state, 'CompleteCommit')
+        assert.equal(bench.records, 50)
+        assert.equal(bench.transactions.committed, 5)
+        assert.equal(bench.transactions.failed, 0)
+        assert.ok(bench.transactions.commitLatencyMs.p50 > 0)
+        await eventually('tx-bench stable', async () => {
+          const topics = JSON.parse(
+            ok(await tidelog(['topics', 'describe', 'tx-bench', '--json', ...b]), 'describe'),
+          )
+          return topics[0].partitions.every(
+            (p: { highWatermark: number; lastStableOffset: number }) =>
+              p.lastStableOffset === p.highWatermark,
+          )
+        })
+        const benchRead = ok(
+          await tidelog([
+            'consume',
+            'tx-bench',
+            '--from-beginning',
+            '--exit-at-end',
+            '--isolation-level',
+            'read_committed',
+            '--json',
+            ...b,
+          ]),
+          'consume bench',
+        )
+        assert.equal(benchRead.trim().split('\n').length, 50)
         const bad = await tidelog(['consume', 'tx-cli', '--isolation-level', 'serializable', ...b])
         assert.equal(bad.code, 2)
         const missing = await tidelog(['transactions', 'describe', ...b])

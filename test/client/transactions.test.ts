@@ -28,6 +28,8 @@ interface Script {
   errors?: Partial<Record<number, number[]>>
   /** The error for the n-th produced batch (0-based), or undefined for success. */
   produce?: (n: number) => number | undefined
+  /** Per API key: how long to wait before answering. */
+  delayMs?: Partial<Record<number, number>>
 }
 
 interface Seen {
@@ -195,7 +197,10 @@ async function scriptedBroker(script: Script = {}): Promise<Seen> {
     api.encodeResponse(w, version, body)
     const chunks = w.toChunks()
     chunks[0].writeInt32BE(w.length - 4, 0)
-    socket.write(Buffer.concat(chunks))
+    const bytes = Buffer.concat(chunks)
+    const delay = script.delayMs?.[apiKey]
+    if (delay) setTimeout(() => socket.write(bytes), delay)
+    else socket.write(bytes)
   }
   const server: Server = createServer((socket) => {
     sockets.add(socket)
@@ -315,6 +320,54 @@ describe('transactional producer against a scripted coordinator', () => {
         'TxnOffsetCommit(g,-1,,t-1=43)',
         'EndTxn(abort,0)',
       ])
+    })
+  })
+
+  it('abort while AddPartitionsToTxn is in flight: the unsent record fails, EndTxn(abort) still ends what the coordinator started', async () => {
+    await withBroker({ delayMs: { [ApiKey.AddPartitionsToTxn]: 300 } }, async (broker, producer) => {
+      await producer.initTransactions()
+      producer.beginTransaction()
+      const sent = producer.send({ topic: 't', partition: 0, value: 'never' })
+      const outcome = sent.then(
+        () => null,
+        (error: unknown) => error,
+      )
+      // The AddPartitionsToTxn goes on the next turn of the event loop; abort once it is out.
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      assert.equal(broker.log.at(-1), 'AddPartitionsToTxn(t-0)')
+      await producer.abortTransaction()
+      assert.equal(((await outcome) as { code?: string } | null)?.code, 'ERR_TRANSACTION_ABORTED')
+      assert.deepEqual(broker.log.slice(2), ['AddPartitionsToTxn(t-0)', 'EndTxn(abort,0)'])
+      assert.equal(producer.transactionState, 'READY')
+    })
+  })
+
+  it('a commit called while sendOffsetsToTransaction is unanswered sends EndTxn after the offsets', async () => {
+    await withBroker({ delayMs: { [ApiKey.AddOffsetsToTxn]: 200 } }, async (broker, producer) => {
+      await producer.initTransactions()
+      producer.beginTransaction()
+      const offsets = producer.sendOffsetsToTransaction([{ topic: 't', partition: 0, offset: 9 }], 'g')
+      await producer.commitTransaction()
+      await offsets
+      assert.deepEqual(broker.log.slice(2), [
+        'AddOffsetsToTxn(g)',
+        'FindCoordinator(0:g)',
+        'TxnOffsetCommit(g,-1,,t-0=9)',
+        'EndTxn(commit,0)',
+      ])
+      await assert.rejects(
+        producer.sendOffsetsToTransaction([{ topic: 't', partition: 0, offset: 1.5 }], 'g'),
+        {
+          code: 'ERR_TRANSACTION_STATE',
+        },
+      )
+      producer.beginTransaction()
+      await assert.rejects(
+        producer.sendOffsetsToTransaction([{ topic: 't', partition: 0, offset: 1.5 }], 'g'),
+        {
+          code: 'ERR_INVALID_ARGUMENT',
+        },
+      )
     })
   })
 

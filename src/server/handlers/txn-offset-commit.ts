@@ -84,12 +84,23 @@ async function verify(context: RequestContext, request: TxnOffsetCommitRequest):
     topic: CONSUMER_OFFSETS_TOPIC,
     partition: partitionForGroup(request.groupId, offsetsTopic.partitions.length),
   })
-  if (code === ErrorCode.NETWORK_EXCEPTION) return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-  if (code === ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) return ErrorCode.COORDINATOR_NOT_AVAILABLE
-  return offsetAppendError(code)
+  switch (code) {
+    case ErrorCode.NETWORK_EXCEPTION:
+      // Kafka: older clients may not retry NETWORK_EXCEPTION here; they all retry this.
+      return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    // The verifier's "coordinator cannot answer now" (NOT_ENOUGH_REPLICAS, as for Produce).
+    case ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+    case ErrorCode.NOT_ENOUGH_REPLICAS:
+    case ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+      return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    case ErrorCode.NOT_LEADER_OR_FOLLOWER:
+    case ErrorCode.KAFKA_STORAGE_ERROR:
+      return ErrorCode.NOT_COORDINATOR
+    default:
+      return offsetAppendError(code)
+  }
 }
 
 function verificationEnabled(context: RequestContext): boolean {
-  const config = context.broker.config as { transactionPartitionVerificationEnable?: boolean }
-  return config.transactionPartitionVerificationEnable !== false
+  return context.broker.config.values.get('transaction.partition.verification.enable') === true
 }

@@ -11,10 +11,6 @@ Commands:
               assigned partition, or after `count` records
   watermarks  {bootstrap, topic, partitions} -> {watermarks: [[low, high], ...]}
   times       {bootstrap, topic, queries: [[partition, timestamp]]} -> {offsets: [...]}
-  transform   {bootstrap, input, output, group, transactionalId, partitions, commit, count}
-              -> {consumed, produced, error}: consume-transform-produce: reads `count`
-              records of `input` in group `group`, writes each upper-cased to `output` and
-              the group's offsets in one transaction, then commits or aborts it
   longpoll    {bootstrap, topic, partition, offset, config}: prints {"ready": true} once
               at the end of the log, then {"record": ..., "at": epoch_ms} per record;
               exits when stdin closes
@@ -26,7 +22,7 @@ import sys
 import threading
 import time
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 
 def text(data):
@@ -167,53 +163,7 @@ def longpoll(spec):
     return None
 
 
-def transactional_producer(spec):
-    config = {
-        "bootstrap.servers": spec["bootstrap"],
-        "transactional.id": spec["transactionalId"],
-        "log_level": 3,
-    }
-    config.update(spec.get("config", {}))
-    producer = Producer(config)
-    producer.init_transactions(20)
-    return producer
-
-
-def transform(spec):
-    producer = transactional_producer(spec)
-    c = Consumer({
-        "bootstrap.servers": spec["bootstrap"],
-        "group.id": spec["group"],
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-        "isolation.level": "read_committed",
-        "log_level": 3,
-    })
-    c.subscribe([spec["input"]])
-    consumed, produced = 0, 0
-    producer.begin_transaction()
-    deadline = time.time() + spec.get("timeout", 30)
-    try:
-        while consumed < spec["count"] and time.time() < deadline:
-            msg = c.poll(0.2)
-            if msg is None or msg.error():
-                continue
-            consumed += 1
-            producer.produce(spec["output"], key=msg.key(), value=text(msg.value()).upper(), partition=msg.partition())
-            produced += 1
-        producer.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 20)
-        if spec["commit"]:
-            producer.commit_transaction(20)
-        else:
-            producer.abort_transaction(20)
-        error = None
-    except KafkaException as e:
-        error = error_of(e.args[0])
-    c.close()
-    return {"consumed": consumed, "produced": produced, "error": error}
-
-
-COMMANDS = {"transform": transform, "produce": produce, "consume": consume, "watermarks": watermarks, "times": times, "longpoll": longpoll}
+COMMANDS = {"produce": produce, "consume": consume, "watermarks": watermarks, "times": times, "longpoll": longpoll}
 
 if __name__ == "__main__":
     command = COMMANDS[sys.argv[1]]
