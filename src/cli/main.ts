@@ -19,6 +19,7 @@ Commands:
   consume   Print records (--from-beginning, --offset, --timestamp, --group, --json, ...)
   cluster   describe: brokers, controller, partition health
   groups    list|describe|reset-offsets consumer groups (members, lag, offsets)
+  transactions  list|describe transactional ids (state, producer, open partitions)
   bench     produce|consume|e2e load test with tidelog's client
   verify    Check a history file for lost, duplicated or reordered records (exit 1 if any)
   top       Live per-topic rates, under-replicated partitions and group lag
@@ -76,6 +77,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       case 'consume':
       case 'cluster':
       case 'groups':
+      case 'transactions':
       case 'bench':
       case 'verify':
       case 'top':
@@ -112,6 +114,8 @@ async function clientCommand(command: string, args: readonly string[]): Promise<
       return (await import('./commands/cluster.js')).clusterCommand(args)
     case 'groups':
       return (await import('./commands/groups.js')).groupsCommand(args)
+    case 'transactions':
+      return (await import('./commands/transactions.js')).transactionsCommand(args)
     case 'verify':
       return (await import('./commands/verify.js')).verifyCommand(args)
     case 'top':

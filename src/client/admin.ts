@@ -17,18 +17,20 @@ import type { DeleteTopicsResponse } from '../protocol/generated/delete-topics-r
 import type { DescribeClusterResponse } from '../protocol/generated/describe-cluster-response.js'
 import type { DescribeConfigsResponse } from '../protocol/generated/describe-configs-response.js'
 import type { DescribeGroupsResponse } from '../protocol/generated/describe-groups-response.js'
+import type { DescribeTransactionsResponse } from '../protocol/generated/describe-transactions-response.js'
 import type { IncrementalAlterConfigsResponse } from '../protocol/generated/incremental-alter-configs-response.js'
 import { ApiKey } from '../protocol/generated/index.js'
 import type { ListGroupsResponse } from '../protocol/generated/list-groups-response.js'
+import type { ListTransactionsResponse } from '../protocol/generated/list-transactions-response.js'
 import type { OffsetCommitResponse } from '../protocol/generated/offset-commit-response.js'
 import type { OffsetFetchResponse } from '../protocol/generated/offset-fetch-response.js'
 import { Reader, ZERO_UUID } from '../protocol/primitives.js'
 import { type ClientOptions, type KafkaClient, sharedOrNewClient } from './client.js'
 import { GroupsNotSupportedError, KafkaProtocolError } from './errors.js'
-import { findGroupCoordinator } from './find-coordinator.js'
+import { CoordinatorKeyType, findCoordinator, findGroupCoordinator } from './find-coordinator.js'
 import { type PartitionOutcome, requestByLeader, type TopicPartition, tpKey } from './leader-requests.js'
 import type { BrokerNode, PartitionInfo } from './metadata.js'
-import { type ListedOffset, listOffsets, type OffsetQuery } from './offsets.js'
+import { type IsolationLevel, type ListedOffset, listOffsets, type OffsetQuery } from './offsets.js'
 import { isRetriableError, sleep } from './retry.js'
 import { GROUP_API_KEYS } from './versions.js'
 
@@ -306,8 +308,11 @@ export class Admin {
     )
   }
 
-  async listOffsets(queries: readonly OffsetQuery[]): Promise<ListedOffset[]> {
-    return [...(await listOffsets(this.client, queries)).values()]
+  async listOffsets(
+    queries: readonly OffsetQuery[],
+    isolationLevel: IsolationLevel = 'read_uncommitted',
+  ): Promise<ListedOffset[]> {
+    return [...(await listOffsets(this.client, queries, isolationLevel)).values()]
   }
 
   /** Whether the broker serves the consumer-group APIs. */
@@ -338,6 +343,69 @@ export class Admin {
         groups.set(g.groupId, { groupId: g.groupId, protocolType: g.protocolType, state: g.groupState })
     }
     return [...groups.values()].sort((a, b) => a.groupId.localeCompare(b.groupId))
+  }
+
+  /**
+   * Every transactional id of the cluster with its state (ListTransactions on each broker,
+   * which lists those it coordinates; merged as Kafka's AdminClient does). `states`
+   * filters by state (Ongoing, PrepareCommit, CompleteAbort, ...); `durationMs`, if
+   * given, keeps transactions open longer than that (ListTransactions v1).
+   */
+  async listTransactions(
+    filter: { states?: readonly string[]; producerIds?: readonly bigint[]; durationMs?: number } = {},
+  ): Promise<TransactionListing[]> {
+    const { brokers } = await this.client.refreshMetadata()
+    const answers = await Promise.all(
+      [...brokers.keys()].map((nodeId) =>
+        this.retrying(() =>
+          this.client.request<ListTransactionsResponse>(nodeId, ApiKey.ListTransactions, () => ({
+            stateFilters: [...(filter.states ?? [])],
+            producerIdFilters: [...(filter.producerIds ?? [])],
+            durationFilter: BigInt(filter.durationMs ?? -1),
+          })),
+        ).then((response) => ({ nodeId, response })),
+      ),
+    )
+    const listed: TransactionListing[] = []
+    for (const { nodeId, response } of answers) {
+      throwIf(response.errorCode, `list transactions on broker ${nodeId}`)
+      for (const t of response.transactionStates)
+        listed.push({
+          transactionalId: t.transactionalId,
+          producerId: t.producerId,
+          state: t.transactionState,
+          coordinator: nodeId,
+        })
+    }
+    return listed.sort((a, b) => a.transactionalId.localeCompare(b.transactionalId))
+  }
+
+  /** One transactional id's state at its coordinator (DescribeTransactions). */
+  async describeTransaction(transactionalId: string): Promise<TransactionDescription> {
+    return this.retrying(async () => {
+      const coordinator = await findCoordinator(this.client, transactionalId, CoordinatorKeyType.TRANSACTION)
+      const response = await this.client.request<DescribeTransactionsResponse>(
+        coordinator,
+        ApiKey.DescribeTransactions,
+        () => ({ transactionalIds: [transactionalId] }),
+      )
+      const t = response.transactionStates[0]
+      if (!t)
+        throw new KafkaProtocolError(ErrorCode.UNKNOWN_SERVER_ERROR, 'empty DescribeTransactions answer')
+      throwIf(t.errorCode, `transactional id ${transactionalId}`)
+      return {
+        transactionalId: t.transactionalId,
+        state: t.transactionState,
+        coordinator,
+        producerId: t.producerId,
+        producerEpoch: t.producerEpoch,
+        transactionTimeoutMs: t.transactionTimeoutMs,
+        transactionStartTimeMs: Number(t.transactionStartTimeMs),
+        partitions: t.topics.flatMap((topic) =>
+          topic.partitions.map((partition) => ({ topic: topic.topic, partition })),
+        ),
+      }
+    })
   }
 
   /** The broker coordinating `groupId` (FindCoordinator), retried while none is available. */
@@ -378,8 +446,18 @@ export class Admin {
     return results
   }
 
-  /** Committed offsets of a group (OffsetFetch), of `topics` or of every topic it committed for. */
-  async listGroupOffsets(groupId: string, topics?: readonly string[]): Promise<GroupOffset[]> {
+  /**
+   * Committed offsets of a group (OffsetFetch), of `topics` or of every topic it committed
+   * for. `requireStable` (default false, as Java's AdminClient) waits out offsets pending
+   * in an open transaction (UNSTABLE_OFFSET_COMMIT, retried) instead of answering the
+   * committed ones.
+   */
+  async listGroupOffsets(
+    groupId: string,
+    topics?: readonly string[],
+    options: { requireStable?: boolean } = {},
+  ): Promise<GroupOffset[]> {
+    const requireStable = options.requireStable ?? false
     return this.toCoordinator(groupId, async (coordinator) => {
       // All the group's offsets, filtered here: a topic entry would have to list its partitions.
       const response = await this.client.request<OffsetFetchResponse>(
@@ -391,9 +469,9 @@ export class Admin {
                 groupId: '',
                 topics: [],
                 groups: [{ groupId, memberId: null, memberEpoch: -1, topics: null }],
-                requireStable: true,
+                requireStable,
               }
-            : { groupId, topics: null, groups: [], requireStable: version >= 7 },
+            : { groupId, topics: null, groups: [], requireStable: requireStable && version >= 7 },
       )
       const group = response.groups.length > 0 ? response.groups[0] : response
       throwIf(group.errorCode, `offsets of group ${groupId}`)
@@ -500,6 +578,26 @@ export class Admin {
       }
     }
   }
+}
+
+export interface TransactionListing {
+  readonly transactionalId: string
+  readonly producerId: bigint
+  /** Kafka's names: Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, ... */
+  readonly state: string
+  readonly coordinator: number
+}
+
+export interface TransactionDescription {
+  readonly transactionalId: string
+  readonly state: string
+  readonly coordinator: number
+  readonly producerId: bigint
+  readonly producerEpoch: number
+  readonly transactionTimeoutMs: number
+  /** -1 when no transaction is open. */
+  readonly transactionStartTimeMs: number
+  readonly partitions: readonly { topic: string; partition: number }[]
 }
 
 function throwIf(errorCode: number, what: string, message?: string | null): void {

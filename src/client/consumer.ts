@@ -206,6 +206,8 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
     this.group = groupOptions
       ? new GroupSession(this.client, groupOptions, {
           setAssignment: (partitions) => this.setAssignment(partitions),
+          addPartitions: (partitions) => this.addPartitions(partitions),
+          removePartitions: (partitions) => this.removePartitions(partitions),
           assignment: () => this.assignment(),
           positions: () => this.consumedPositions(),
           wake: () => this.wake(),
@@ -227,7 +229,13 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
   private setAssignment(partitions: readonly AssignedPartition[]): void {
     this.states.clear()
     this.buffered = []
+    this.addPartitions(partitions)
+  }
+
+  /** Adds to the assignment; partitions already assigned keep their position and buffer. */
+  private addPartitions(partitions: readonly AssignedPartition[]): void {
     for (const p of partitions) {
+      if (this.states.has(tpKey(p))) continue
       if (!Number.isInteger(p.partition) || p.partition < 0)
         throw new InvalidArgumentError(`bad partition ${p.partition}`)
       const hasOffset = p.offset !== undefined
@@ -242,6 +250,15 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
       })
     }
     this.client.addInterest(new Set(partitions.map((p) => p.topic)))
+    this.wake()
+  }
+
+  /** Takes partitions out of the assignment, with their buffered records. */
+  private removePartitions(partitions: readonly TopicPartition[]): void {
+    for (const tp of partitions) {
+      this.states.delete(tpKey(tp))
+      this.dropBuffered(tpKey(tp))
+    }
     this.wake()
   }
 
@@ -262,13 +279,18 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
   }
 
   /**
-   * Joins the consumer group (groupId) for these topics; the next poll does the join, and
-   * the group decides the assignment from then on. Calling it again changes the subscription.
+   * Joins the consumer group (groupId) for these topics, or for every topic whose whole name
+   * matches a RegExp (internal topics excluded; matched again every metadata.max.age.ms);
+   * the next poll does the join, and the group decides the assignment from then on. Calling
+   * it again changes the subscription.
    */
-  subscribe(topics: readonly string[]): void {
+  subscribe(topics: readonly string[] | RegExp): void {
     const group = this.requireGroup('subscribe')
-    if (topics.length === 0 || topics.some((t) => typeof t !== 'string' || t === ''))
-      throw new InvalidArgumentError('subscribe needs at least one topic name')
+    if (
+      !(topics instanceof RegExp) &&
+      (topics.length === 0 || topics.some((t) => typeof t !== 'string' || t === ''))
+    )
+      throw new InvalidArgumentError('subscribe needs at least one topic name or a RegExp')
     if (!group.subscribed && this.states.size > 0)
       throw new InvalidArgumentError(
         'assign() and subscribe() are mutually exclusive: this consumer has an assignment',
@@ -277,7 +299,17 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
     this.wake()
   }
 
-  /** The subscribed topics (empty when not subscribed). */
+  /**
+   * Leaves the subscription (revoking its partitions, committing first with auto-commit, and
+   * leaving the group) or, in assign mode, drops the assignment.
+   */
+  async unsubscribe(): Promise<void> {
+    if (this.closed) throw new ClientClosedError('consumer')
+    if (this.group?.subscribed) await this.group.unsubscribe()
+    this.setAssignment([])
+  }
+
+  /** The subscribed topics, those a pattern matches now (empty when not subscribed). */
   subscription(): string[] {
     return [...(this.group?.membership.subscription ?? [])]
   }
@@ -721,6 +753,7 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
       state.tp.partition,
       p.records as Buffer | null,
       fetchOffset,
+      this.options.isolationLevel === 'read_committed' ? (p.abortedTransactions ?? []) : null,
     )
     if (this.nextFetchOffset(state) !== fetchOffset) return
     if (decoded.records.length > 0 || decoded.nextOffset > fetchOffset) {

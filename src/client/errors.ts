@@ -129,6 +129,47 @@ export class CorruptRecordError extends KafkaClientError {
   }
 }
 
+/**
+ * Another producer with the same transactional id took over (a newer epoch): this one is a
+ * zombie and may write nothing more (Java's ProducerFencedException). Fatal: close the
+ * producer. `errorCode` is what the broker answered (PRODUCER_FENCED or
+ * INVALID_PRODUCER_EPOCH).
+ */
+export class ProducerFencedError extends KafkaClientError {
+  constructor(
+    readonly errorCode: number,
+    message: string,
+  ) {
+    super('ERR_PRODUCER_FENCED', message, { retriable: false })
+    this.name = 'ProducerFencedError'
+  }
+}
+
+/** A transactional call not allowed in the producer's state (Java's IllegalStateException / KafkaException). */
+export class TransactionStateError extends KafkaClientError {
+  constructor(
+    /** The producer's TransactionState when the call was refused. */
+    readonly state: string,
+    message: string,
+    cause?: unknown,
+  ) {
+    super('ERR_TRANSACTION_STATE', message, { cause, retriable: false })
+    this.name = 'TransactionStateError'
+  }
+}
+
+/**
+ * The transaction cannot commit (a batch or a transactional request failed: `cause`);
+ * abortTransaction() and start again (Java's TransactionAbortableException and the
+ * abortable-error state).
+ */
+export class TransactionAbortableError extends KafkaClientError {
+  constructor(message: string, cause: unknown) {
+    super('ERR_TRANSACTION_ABORTABLE', message, { cause, retriable: false })
+    this.name = 'TransactionAbortableError'
+  }
+}
+
 /** Wraps anything into a KafkaClientError so callers can rely on `code` and `retriable`. */
 export function asClientError(error: unknown): KafkaClientError {
   if (error instanceof KafkaClientError) return error

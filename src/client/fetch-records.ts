@@ -4,6 +4,12 @@
  * starts, not where we asked) and control batches (transaction markers), and reports the
  * offset to fetch next. A trailing partial batch is normal (fetch sizes cut batches) and
  * is fetched again next time.
+ *
+ * read_committed (`abortedTransactions` given, the fetch response's list): the broker
+ * answers up to the last stable offset, aborted transactions included, and names the
+ * aborted ones by producer id and first offset. As Java's CompletedFetch, a producer's
+ * transactional batches are dropped from its aborted transaction's first offset until
+ * its ABORT marker.
  */
 import { MAGIC_OFFSET, TimestampType } from '../protocol/batch-header.js'
 import {
@@ -36,16 +42,33 @@ export interface DecodedFetch {
   batchCount: number
 }
 
+export interface AbortedTransaction {
+  readonly producerId: bigint
+  readonly firstOffset: bigint
+}
+
+/** Kafka's control record key: int16 version, int16 type; type 0 is ABORT. */
+function isAbortMarker(batch: DecodedRecordBatch): boolean {
+  const key = batch.records[0]?.key
+  return batch.isControl && key !== null && key !== undefined && key.length >= 4 && key.readInt16BE(2) === 0
+}
+
 export async function decodeFetchedRecords(
   topic: string,
   partition: number,
   blob: Buffer | null,
   fetchOffset: number,
+  abortedTransactions: readonly AbortedTransaction[] | null = null,
 ): Promise<DecodedFetch> {
   const records: ConsumerRecord[] = []
   let nextOffset = fetchOffset
   let batchCount = 0
   if (!blob || blob.length === 0) return { records, nextOffset, batchCount }
+  // Ordered by first offset; those begun at or before a batch's last offset are consumed into abortedProducerIds.
+  const aborted = abortedTransactions
+    ? [...abortedTransactions].sort((a, b) => cmp(a.firstOffset, b.firstOffset))
+    : null
+  const abortedProducerIds = new Set<bigint>()
   const walk = iterateBatches(blob)
   for (let step = walk.next(); step.done !== true; step = walk.next()) {
     const span = step.value
@@ -54,6 +77,13 @@ export async function decodeFetchedRecords(
     const end = batch.baseOffset + batch.lastOffsetDelta + 1
     if (end <= fetchOffset) continue
     nextOffset = Math.max(nextOffset, end)
+    if (aborted !== null && batch.producerId >= 0n) {
+      const lastOffset = BigInt(end - 1)
+      while (aborted.length > 0 && aborted[0].firstOffset <= lastOffset)
+        abortedProducerIds.add(aborted.shift()!.producerId)
+      if (isAbortMarker(batch)) abortedProducerIds.delete(batch.producerId)
+      else if (batch.isTransactional && abortedProducerIds.has(batch.producerId)) continue
+    }
     if (batch.isControl) continue
     const timestampType = batch.timestampType === TimestampType.LogAppendTime ? 'LogAppendTime' : 'CreateTime'
     for (const r of batch.records) {
@@ -83,4 +113,8 @@ async function decodeSpan(bytes: Buffer, topic: string, partition: number): Prom
   } catch (error) {
     throw new CorruptRecordError(`${topic}-${partition}: fetched batch does not decode`, error)
   }
+}
+
+function cmp(a: bigint, b: bigint): number {
+  return a < b ? -1 : a > b ? 1 : 0
 }

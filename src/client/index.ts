@@ -32,10 +32,12 @@ export {
   type GroupAssignment,
   type MemberSubscription,
   type PartitionAssignor,
+  type RebalanceProtocol,
   rangeAssignor,
   roundRobinAssignor,
 } from './group/assignors.js'
 export { CommitFailedError } from './group/errors.js'
+export { createCooperativeStickyAssignor, createStickyAssignor } from './group/sticky-assignor.js'
 export type { BrokerNode, PartitionInfo, TopicInfo } from './metadata.js'
 export type { ListedOffset, OffsetSpec } from './offsets.js'
 export { murmur2, partitionForKey, StickyPartitioner, toPositive } from './partitioner.js'
@@ -48,3 +50,5 @@ export {
   type ProducerRecord,
   type RecordMetadata,
 } from './producer.js'
+export type { TransactionState } from './transaction-manager.js'
+export type { ConsumerGroupMetadata, TransactionOffset } from './transaction-requests.js'

@@ -123,6 +123,8 @@ export class ProducerBatch {
   baseSequence = -1
   /** Set once the sequence was given up and the batch re-stamped (KIP-360 reset). */
   sequenceReset = false
+  /** Stamped by a transactional producer: part of its ongoing transaction. */
+  isTransactional = false
   /** When the batch was first drained (a producer-wide counter; -1: not yet): retries requeue in this order. */
   drainOrder = -1
   private settled = false
@@ -193,6 +195,7 @@ export class ProducerBatch {
       producerId: this.producerId,
       producerEpoch: this.producerEpoch,
       baseSequence: this.baseSequence,
+      isTransactional: this.isTransactional,
     }
     // zstd's binding is asynchronous only; the others build without a round trip to the pool.
     const encoded = hasSyncCodec(this.builder.compression)
@@ -203,11 +206,12 @@ export class ProducerBatch {
   }
 
   /** Stamps the idempotent producer's identity and this batch's first sequence before its first encode. */
-  stamp(producerId: bigint, producerEpoch: number, baseSequence: number): void {
+  stamp(producerId: bigint, producerEpoch: number, baseSequence: number, isTransactional = false): void {
     assert(this.encoded === null, 'stamp of an encoded batch')
     this.producerId = producerId
     this.producerEpoch = producerEpoch
     this.baseSequence = baseSequence
+    this.isTransactional = isTransactional
   }
 
   /**
@@ -219,6 +223,7 @@ export class ProducerBatch {
     this.producerId = -1n
     this.producerEpoch = -1
     this.baseSequence = -1
+    this.isTransactional = false
     this.sequenceReset = true
   }
 

@@ -63,6 +63,15 @@ export interface ProducerOptions extends Partial<ClientOptions> {
    * a broker without InitProducerId turns it off (explicit `true` then fails the sends).
    */
   enableIdempotence?: boolean
+  /**
+   * transactional.id: makes the producer transactional (initTransactions, then
+   * beginTransaction / send / sendOffsetsToTransaction / commitTransaction or
+   * abortTransaction). A new producer with the same id fences the older one. Requires
+   * idempotence (the acks=all default).
+   */
+  transactionalId?: string
+  /** transaction.timeout.ms (default 60000): the coordinator aborts a transaction open longer. */
+  transactionTimeoutMs?: number
 }
 
 export interface ResolvedProducerOptions {
@@ -83,6 +92,8 @@ export interface ResolvedProducerOptions {
   readonly idempotent: boolean
   /** Whether the caller asked for idempotence (else it is the acks=all default). */
   readonly idempotenceExplicit: boolean
+  readonly transactionalId: string | null
+  readonly transactionTimeoutMs: number
 }
 
 const COMPRESSION: Readonly<Record<CompressionName, CompressionType>> = {
@@ -136,6 +147,16 @@ export function resolveProducerOptions(
     idempotent = options.enableIdempotence === undefined && acks === -1 && retries > 0
     if (idempotent) maxInFlight = Math.min(maxInFlight, IDEMPOTENT_IN_FLIGHT_MAX)
   }
+  const transactionalId = options.transactionalId ?? null
+  if (transactionalId !== null) {
+    if (typeof transactionalId !== 'string' || transactionalId === '')
+      throw new InvalidArgumentError('transactional.id must be a non-empty string')
+    // Java: "Cannot set a transactional.id without also enabling idempotence."
+    if (!idempotent)
+      throw new InvalidArgumentError(
+        `transactional.id requires idempotence: acks='all', retries > 0 and enableIdempotence not false`,
+      )
+  }
   if (options.partitioner !== undefined && typeof options.partitioner !== 'function') {
     throw new InvalidArgumentError(`partitioner must be a function, got ${typeof options.partitioner}`)
   }
@@ -170,7 +191,10 @@ export function resolveProducerOptions(
     allowAutoTopicCreation: booleanOption('allow.auto.create.topics', options.allowAutoTopicCreation, true),
     requestTimeoutMs,
     idempotent,
-    idempotenceExplicit: options.enableIdempotence === true,
+    // A transactional producer fails rather than fall back to plain sends.
+    idempotenceExplicit: options.enableIdempotence === true || transactionalId !== null,
+    transactionalId,
+    transactionTimeoutMs: intOption('transaction.timeout.ms', options.transactionTimeoutMs, 60000, 1),
   }
 }
 

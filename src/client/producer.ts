@@ -18,13 +18,32 @@
  * The rules (retries in sequence order, KIP-360 resets, unresolved sequences of expired
  * batches) are in transaction-manager.ts; options and their checks in producer-options.ts.
  *
+ * Transactions (`transactionalId`): `initTransactions()` once, then per transaction
+ * `beginTransaction()`, sends, optionally `sendOffsetsToTransaction()` (consume-transform-
+ * produce), and `commitTransaction()` or `abortTransaction()`. The state machine is Java's
+ * (transaction-manager.ts), the coordinator requests transaction-requests.ts'. A
+ * partition's batches go once AddPartitionsToTxn added it; commit flushes first. Fencing
+ * by a newer producer of the same id rejects with ProducerFencedError (close the
+ * producer); any other failure of the transaction with TransactionAbortableError (abort,
+ * then go on).
+ *
  * Time and randomness are the client's (`clock`, `random` in the options): linger, backoff,
  * delivery.timeout.ms, max.block.ms and the sticky partition choice run on them.
  */
 import type { Clock } from '../common/clock.js'
+import { ErrorCode } from '../protocol/error-codes.js'
 import type { RecordInput } from '../protocol/record-batch.js'
 import { type KafkaClient, sharedOrNewClient } from './client.js'
-import { asClientError, ClientClosedError, InvalidArgumentError, KafkaClientError } from './errors.js'
+import {
+  asClientError,
+  ClientClosedError,
+  InvalidArgumentError,
+  KafkaClientError,
+  KafkaProtocolError,
+  ProducerFencedError,
+  TransactionAbortableError,
+  TransactionStateError,
+} from './errors.js'
 import { partitionForKey } from './partitioner.js'
 import {
   CALLBACK,
@@ -47,7 +66,13 @@ import {
 } from './producer-options.js'
 import { RecordAccumulator } from './record-accumulator.js'
 import { Sender } from './sender.js'
-import { TransactionManager } from './transaction-manager.js'
+import { TransactionManager, type TransactionState } from './transaction-manager.js'
+import {
+  type ConsumerGroupMetadata,
+  type TransactionOffset,
+  TransactionRequests,
+  type TxnResult,
+} from './transaction-requests.js'
 
 export type {
   Acks,
@@ -56,7 +81,7 @@ export type {
   ProducerOptions,
   ProducerRecord,
 } from './producer-options.js'
-export type { RecordCallback, RecordMetadata }
+export type { ConsumerGroupMetadata, RecordCallback, RecordMetadata, TransactionOffset, TransactionState }
 
 /** Passes over pending work in flush() before it settles for what remains. */
 const FLUSH_PASSES_MAX = 1000
@@ -67,7 +92,14 @@ export class Producer {
   private readonly ownsClient: boolean
   private readonly partitioner?: PartitionerFn
   private readonly accumulator: RecordAccumulator
-  private readonly transactions = new TransactionManager()
+  private readonly transactions: TransactionManager
+  /** The coordinator requests of a transactional producer; null without a transactionalId. */
+  private readonly txnRequests: TransactionRequests | null
+  /** The AddPartitionsToTxn in flight: EndTxn waits for it, as Java queues EndTxn behind it. */
+  private addInFlight: Promise<void> | null = null
+  /** sendOffsetsToTransaction calls not answered yet (settled either way). */
+  private readonly offsetsInFlight = new Set<Promise<void>>()
+  private addScheduled = false
   private readonly sender: Sender
   /** Sends waiting for metadata or memory, in order: later sends queue behind them. */
   private readonly pendingSends = new Set<Promise<unknown>>()
@@ -81,6 +113,15 @@ export class Producer {
     this.options = resolveProducerOptions(options, this.client.options.requestTimeoutMs)
     this.partitioner = options.partitioner
     this.accumulator = new RecordAccumulator(this.options, client.clock, client.random, () => client.metadata)
+    this.transactions = new TransactionManager(this.options.transactionalId)
+    this.txnRequests =
+      this.options.transactionalId === null
+        ? null
+        : new TransactionRequests(client, {
+            transactionalId: this.options.transactionalId,
+            transactionTimeoutMs: this.options.transactionTimeoutMs,
+            requestTimeoutMs: this.options.requestTimeoutMs,
+          })
     const producer = this
     this.sender = new Sender(client, this.options, this.accumulator, this.transactions, {
       get isClosed() {
@@ -89,6 +130,7 @@ export class Producer {
       get hasPendingSends() {
         return producer.pendingSends.size > 0
       },
+      onTransactionalBatchFailed: (error) => this.onTransactionalBatchFailed(error),
     })
   }
 
@@ -100,6 +142,213 @@ export class Producer {
   /** The producer id and epoch in use; null before InitProducerId answered (or without idempotence). */
   get producerIdentity(): { producerId: bigint; producerEpoch: number } | null {
     return this.transactions.producerIdAndEpoch
+  }
+
+  /** The transactional state (Java's TransactionManager states); 'UNINITIALIZED' also without a transactionalId. */
+  get transactionState(): TransactionState {
+    return this.transactions.state
+  }
+
+  // ---- transactions ------------------------------------------------------------------------
+
+  /**
+   * InitProducerId for the transactional id: fences older producers of the id and
+   * completes (or aborts) a transaction they left open. Once per producer, before the
+   * first transaction; waits up to max.block.ms (BlockTimeoutError: call it again).
+   */
+  async initTransactions(): Promise<void> {
+    this.transactions.beginInitTransactions()
+    const result = await this.requests().initProducerId(null, this.options.maxBlockMs)
+    const value = this.check(result)
+    this.transactions.completeInitTransactions(value.producerId, value.producerEpoch)
+  }
+
+  /** Starts a transaction (no request: partitions join it as records are sent to them). */
+  beginTransaction(): void {
+    this.requests()
+    this.transactions.beginTransaction()
+  }
+
+  /**
+   * Commits the consumer's offsets as part of the transaction: they become the group's
+   * committed offsets only if the transaction commits. Pass the consumer's
+   * groupMetadata() (its generation fences a zombie, KIP-447) or just the group id.
+   * `offset` is the next one to consume.
+   */
+  async sendOffsetsToTransaction(
+    offsets: readonly TransactionOffset[],
+    group: ConsumerGroupMetadata | string,
+  ): Promise<void> {
+    const requests = this.requests()
+    this.transactions.failIfNotInTransaction('sendOffsetsToTransaction')
+    const metadata = typeof group === 'string' ? { groupId: group } : group
+    if (typeof metadata.groupId !== 'string' || metadata.groupId === '')
+      throw new InvalidArgumentError('sendOffsetsToTransaction needs a group id')
+    for (const o of offsets) {
+      const valid =
+        (typeof o.offset === 'bigint' ? o.offset >= 0n : Number.isSafeInteger(o.offset) && o.offset >= 0) &&
+        typeof o.topic === 'string' &&
+        o.topic !== '' &&
+        Number.isInteger(o.partition) &&
+        o.partition >= 0
+      if (!valid) throw new InvalidArgumentError(`invalid offset ${o.offset} for ${o.topic}-${o.partition}`)
+    }
+    if (offsets.length === 0) return
+    const producer = this.transactions.producerIdAndEpoch!
+    const sending = (async () => {
+      this.check(await requests.addOffsets(producer, metadata.groupId, this.options.maxBlockMs))
+      this.transactions.onOffsetsAdded()
+      this.check(await requests.commitOffsets(producer, offsets, metadata, this.options.maxBlockMs))
+    })()
+    // A commit or abort called without awaiting this one waits for it (Java queues EndTxn last).
+    const settled = sending.then(
+      () => undefined,
+      () => undefined,
+    )
+    this.offsetsInFlight.add(settled)
+    settled.then(() => this.offsetsInFlight.delete(settled))
+    return sending
+  }
+
+  /**
+   * Flushes the transaction's records, then commits it (EndTxn): all its records and
+   * offsets become visible to read_committed consumers, or none do. A failed record fails
+   * the commit with TransactionAbortableError: abortTransaction() then.
+   */
+  async commitTransaction(): Promise<void> {
+    const requests = this.requests()
+    this.transactions.beginCommit()
+    await this.flushTransaction()
+    this.transactions.maybeFailWithError()
+    if (this.transactions.needsEndTxn) {
+      const producer = this.transactions.producerIdAndEpoch!
+      this.check(await requests.endTxn(producer, true, this.options.maxBlockMs))
+    }
+    this.transactions.completeTransaction()
+  }
+
+  /**
+   * Aborts the transaction: records not sent yet fail (ERR_TRANSACTION_ABORTED), sent ones
+   * are awaited, then EndTxn(abort) has every partition's ABORT marker written. Also the
+   * way out of TransactionAbortableError; not of fencing.
+   */
+  async abortTransaction(): Promise<void> {
+    const requests = this.requests()
+    this.transactions.beginAbort()
+    this.sender.abortUndrained(new KafkaClientError('ERR_TRANSACTION_ABORTED', 'the transaction was aborted'))
+    await this.flushTransaction()
+    if (this.transactions.needsEndTxn) {
+      const producer = this.transactions.producerIdAndEpoch!
+      this.check(await requests.endTxn(producer, false, this.options.maxBlockMs))
+    }
+    if (!this.transactions.needsEpochBump) {
+      this.transactions.completeTransaction()
+      return
+    }
+    // A failed batch may or may not be in the log: a new epoch starts every sequence at 0.
+    const current = this.transactions.producerIdAndEpoch
+    this.transactions.beginEpochBump()
+    const value = this.check(await requests.initProducerId(current, this.options.maxBlockMs))
+    this.transactions.completeInitTransactions(value.producerId, value.producerEpoch)
+  }
+
+  /**
+   * Before EndTxn: the batches are settled and no AddPartitionsToTxn or AddOffsetsToTxn is
+   * in flight, whose answer could still start the transaction at the coordinator (then
+   * EndTxn is needed).
+   */
+  private async flushTransaction(): Promise<void> {
+    await this.flush()
+    while (this.addInFlight !== null) await this.addInFlight
+    await Promise.all(this.offsetsInFlight)
+  }
+
+  private requests(): TransactionRequests {
+    if (this.closed) throw new ClientClosedError('producer')
+    if (this.txnRequests === null)
+      throw new TransactionStateError(
+        this.transactions.state,
+        'transactions need a transactional producer (the transactionalId option)',
+      )
+    return this.txnRequests
+  }
+
+  /** A coordinator request's outcome: its value, or the state change and the error thrown. */
+  private check<T>(result: TxnResult<T>): T {
+    if (result.ok) return result.value
+    if (result.severity === 'fatal') {
+      this.transactions.fatalError(result.error)
+      this.sender.abortUndrained(result.error)
+    } else if (result.severity === 'abortable') {
+      this.transactions.abortableError(result.error)
+      this.sender.abortUndrained(result.error)
+    }
+    throw result.error
+  }
+
+  private onTransactionalBatchFailed(error: Error): Error {
+    let failure = error
+    if (
+      error instanceof KafkaProtocolError &&
+      (error.errorCode === ErrorCode.INVALID_PRODUCER_EPOCH || error.errorCode === ErrorCode.PRODUCER_FENCED)
+    ) {
+      failure = new ProducerFencedError(
+        error.errorCode,
+        `${error.message}: a newer producer with transactional id '${this.options.transactionalId}' may have fenced this one`,
+      )
+    }
+    if (
+      error instanceof KafkaProtocolError &&
+      (error.errorCode === ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED ||
+        error.errorCode === ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    ) {
+      this.transactions.fatalError(failure)
+    } else {
+      // Java (KIP-588): even an epoch error on produce is abortable; the abort's EndTxn
+      // answers PRODUCER_FENCED if a newer producer really took over.
+      this.transactions.abortableError(failure)
+    }
+    this.sender.abortUndrained(
+      new TransactionAbortableError(`the transaction cannot commit: ${failure.message}`, failure),
+    )
+    return failure
+  }
+
+  /** On the next turn of the event loop, as the drain: partitions of one tick share a request. */
+  private scheduleAddPartitions(): void {
+    if (this.addScheduled) return
+    this.addScheduled = true
+    setImmediate(() => {
+      this.addScheduled = false
+      this.maybeAddPartitions()
+    })
+  }
+
+  /** AddPartitionsToTxn for the partitions sends touched, one request at a time; drains after each. */
+  private maybeAddPartitions(): void {
+    if (this.addInFlight !== null || !this.transactions.hasPartitionsToAdd || this.txnRequests === null)
+      return
+    const producer = this.transactions.producerIdAndEpoch
+    if (producer === null) return
+    const first = !this.transactions.needsEndTxn
+    const partitions = this.transactions.takeNewPartitions()
+    const transaction = this.transactions.currentTransaction
+    this.addInFlight = this.txnRequests
+      .addPartitions(producer, partitions, this.options.deliveryTimeoutMs, first)
+      .then((result) => {
+        this.addInFlight = null
+        if (transaction === this.transactions.currentTransaction) {
+          if (result.ok) this.transactions.onPartitionsAdded(partitions)
+          else {
+            // A timeout leaves the transaction unable to commit too: its batches cannot go.
+            if (result.severity === 'fatal') this.transactions.fatalError(result.error)
+            else this.transactions.abortableError(result.error)
+            this.sender.abortUndrained(result.error)
+          }
+        }
+        this.sender.scheduleDrain()
+        this.maybeAddPartitions()
+      })
   }
 
   /**
@@ -201,6 +450,15 @@ export class Producer {
       failSettle(resolve, reject, new ClientClosedError('producer'))
       return
     }
+    if (this.transactions.isTransactional) {
+      try {
+        this.transactions.failIfNotReadyForSend()
+      } catch (error) {
+        failSettle(resolve, reject, error as Error)
+        return
+      }
+    }
+    const transaction = this.transactions.currentTransaction
     // The producer id is fetched while the first batch lingers.
     this.sender.maybeInitProducerId()
     let input: RecordInput
@@ -229,14 +487,14 @@ export class Producer {
       this.pendingSends.size === 0 &&
       this.accumulator.memory.tryReserve(size)
     ) {
-      this.append(record, input, size, resolve, reject)
+      this.append(record, input, size, resolve, reject, transaction)
       return
     }
     // Slow path: wait for metadata and memory. Only the wait is tracked (later sends queue
     // behind it, keeping order); once appended the record is an ordinary batch member.
     this.track(
       this.waitUntilAppendable(record.topic, size).then(
-        () => this.append(record, input, size, resolve, reject),
+        () => this.append(record, input, size, resolve, reject, transaction),
         (error: unknown) => failSettle(resolve, reject, error as Error),
       ),
     )
@@ -267,7 +525,20 @@ export class Producer {
     size: number,
     resolve: Settle,
     reject: Reject,
+    transaction: number,
   ): void {
+    if (this.transactions.isTransactional && !this.isStillInTransaction(transaction)) {
+      this.accumulator.memory.release(size)
+      failSettle(
+        resolve,
+        reject,
+        new KafkaClientError(
+          'ERR_TRANSACTION_ABORTED',
+          `the transaction this record was sent in ended (${this.transactions.state}) before it could be appended`,
+        ),
+      )
+      return
+    }
     const info = this.client.metadata.topics.get(record.topic)!
     const numPartitions = info.partitions.length
     let partition: number
@@ -280,7 +551,20 @@ export class Producer {
     }
     const sticky = record.partition === undefined && !input.key && this.partitioner === undefined
     const batch = this.accumulator.append(record.topic, partition, input, size, sticky, resolve, reject)
+    if (this.transactions.isTransactional) {
+      this.transactions.maybeAddPartition(record.topic, partition)
+      this.scheduleAddPartitions()
+    }
     this.sender.onAppended(batch)
+  }
+
+  /** A send that waited (metadata, memory) joins its transaction only if that one is still open. */
+  private isStillInTransaction(transaction: number): boolean {
+    const state = this.transactions.state
+    return (
+      transaction === this.transactions.currentTransaction &&
+      (state === 'IN_TRANSACTION' || state === 'COMMITTING_TRANSACTION')
+    )
   }
 
   private choosePartition(record: ProducerRecord, input: RecordInput, numPartitions: number): number {

@@ -57,6 +57,11 @@ export interface SenderHost {
   readonly isClosed: boolean
   /** Whether sends wait for metadata or memory (someone still needs a producer id). */
   readonly hasPendingSends: boolean
+  /**
+   * A transactional producer's batch failed for good: the transaction can no longer
+   * commit. Returns the error its records get (fencing as a ProducerFencedError).
+   */
+  onTransactionalBatchFailed?(error: Error): Error
 }
 
 export class Sender {
@@ -111,6 +116,8 @@ export class Sender {
 
   /** Starts InitProducerId unless it runs already or an id is in hand; drains when it answers. */
   maybeInitProducerId(): void {
+    // A transactional producer's id comes from initTransactions, for its transactional id.
+    if (this.transactions.isTransactional) return
     if (this.transactions.hasProducerId || this.initProducerIdRunning || !this.idempotentNow) return
     this.initProducerIdRunning = true
     this.initProducerId().then(
@@ -172,6 +179,11 @@ export class Sender {
       const leader = this.client.metadata.leaderOf(first.topic, first.partition)
       if (!leader) {
         needMetadata = true
+        continue
+      }
+      if (!this.transactions.isSendToPartitionAllowed(key)) {
+        // Waits for AddPartitionsToTxn, which drains again when answered.
+        nextWakeMs = Math.min(nextWakeMs, first.deadlineMs)
         continue
       }
       if (
@@ -331,7 +343,7 @@ export class Sender {
       byTopic.set(batch.topic, list)
     }
     return {
-      transactionalId: null,
+      transactionalId: this.transactions.transactionalId,
       acks: this.options.acks,
       timeoutMs: this.options.requestTimeoutMs,
       topicData: [...byTopic].map(([name, partitionData]) => ({ name, partitionData })),
@@ -424,7 +436,19 @@ export class Sender {
     this.wakeAt(Math.min(...batches.map((b) => b.retryAtMs)))
   }
 
-  private failBatch(batch: ProducerBatch, error: Error): void {
+  /**
+   * Fails every batch not sent yet (no sequence): a transaction that is aborting, or can no
+   * longer commit (Java's abortUndrainedBatches). Sent batches still complete.
+   */
+  abortUndrained(error: Error): void {
+    for (const batch of this.accumulator.takeUnsequenced()) this.failBatch(batch, error)
+  }
+
+  private failBatch(batch: ProducerBatch, failure: Error): void {
+    const error =
+      this.transactions.isTransactional && this.host.onTransactionalBatchFailed
+        ? this.host.onTransactionalBatchFailed(failure)
+        : failure
     this.counters.failedBatches++
     if (this.idempotentNow && batch.hasSequence) {
       this.transactions.handleFailedBatch(

@@ -1,7 +1,7 @@
 /**
- * The idempotent producer's sequence bookkeeping, named after Kafka's TransactionManager
- * (which keeps it for the Java producer); idempotence only, no transactions yet. Pure: no
- * sockets, no timers. The sender asks it whether a partition may send, has it stamp each
+ * The idempotent producer's sequence bookkeeping and the transactional producer's state
+ * machine, as Kafka's TransactionManager keeps both for the Java producer. Pure: no
+ * sockets, no timers (the requests to the coordinators are transaction-requests.ts'). The sender asks it whether a partition may send, has it stamp each
  * new batch, and reports every answer; when it gives up the producer id (a reset) the
  * sender fetches a new one with InitProducerId and hands it back.
  *
@@ -25,6 +25,54 @@
  */
 import { assert } from '../common/assert.js'
 import { ErrorCode } from '../protocol/error-codes.js'
+import { ProducerFencedError, TransactionAbortableError, TransactionStateError } from './errors.js'
+
+/**
+ * Transactions (a `transactionalId`), Java's states and transitions:
+ *   UNINITIALIZED → INITIALIZING (initTransactions: InitProducerId with the transactional
+ *   id, which fences older producers of the id and ends their open transaction) → READY
+ *   → IN_TRANSACTION (beginTransaction) → COMMITTING_TRANSACTION / ABORTING_TRANSACTION
+ *   (EndTxn once the batches are flushed) → READY.
+ * A partition's batches go only once AddPartitionsToTxn added it. A failed batch or
+ * request leaves ABORTABLE_ERROR: commit refuses, abortTransaction recovers. Fencing
+ * (PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH from a coordinator) and authorization
+ * failures are FATAL_ERROR: every later call throws, only close() is left. A
+ * transaction that never added a partition or offsets ends without EndTxn.
+ */
+export type TransactionState =
+  | 'UNINITIALIZED'
+  | 'INITIALIZING'
+  | 'READY'
+  | 'IN_TRANSACTION'
+  | 'COMMITTING_TRANSACTION'
+  | 'ABORTING_TRANSACTION'
+  | 'ABORTABLE_ERROR'
+  | 'FATAL_ERROR'
+
+/**
+ * Java's State.isTransitionValid: the states each state may be entered from. Plus the
+ * self-transitions of INITIALIZING, COMMITTING and ABORTING: the same call made again
+ * after it timed out (max.block.ms), where Java keeps the pending request's result.
+ */
+const VALID_SOURCES: Readonly<Record<TransactionState, readonly TransactionState[]>> = {
+  UNINITIALIZED: ['READY'],
+  INITIALIZING: ['UNINITIALIZED', 'INITIALIZING', 'ABORTING_TRANSACTION'],
+  READY: ['INITIALIZING', 'COMMITTING_TRANSACTION', 'ABORTING_TRANSACTION'],
+  IN_TRANSACTION: ['READY'],
+  COMMITTING_TRANSACTION: ['IN_TRANSACTION', 'COMMITTING_TRANSACTION'],
+  ABORTING_TRANSACTION: ['IN_TRANSACTION', 'ABORTABLE_ERROR', 'ABORTING_TRANSACTION'],
+  ABORTABLE_ERROR: ['IN_TRANSACTION', 'COMMITTING_TRANSACTION', 'ABORTABLE_ERROR'],
+  FATAL_ERROR: [
+    'UNINITIALIZED',
+    'INITIALIZING',
+    'READY',
+    'IN_TRANSACTION',
+    'COMMITTING_TRANSACTION',
+    'ABORTING_TRANSACTION',
+    'ABORTABLE_ERROR',
+    'FATAL_ERROR',
+  ],
+}
 
 /** Sequence numbers wrap after Int32 max, as Kafka's DefaultRecordBatch.incrementSequence. */
 export const SEQUENCE_MODULUS = 2 ** 31
@@ -42,7 +90,7 @@ export interface SequencedBatch {
   readonly hasSequence: boolean
   /** Set once the batch's sequence was given up (a reset): a gap on it is not a real one. */
   readonly sequenceReset: boolean
-  stamp(producerId: bigint, producerEpoch: number, baseSequence: number): void
+  stamp(producerId: bigint, producerEpoch: number, baseSequence: number, isTransactional?: boolean): void
   resetProducerState(): void
 }
 
@@ -82,6 +130,256 @@ export class TransactionManager {
   private producerEpoch = -1
   private readonly sequences = new Map<string, PartitionSequences>()
   private resets = 0
+  private stateValue: TransactionState = 'UNINITIALIZED'
+  private lastErrorValue: Error | null = null
+  /** Partitions AddPartitionsToTxn added to the ongoing transaction. */
+  private readonly partitionsInTransaction = new Set<string>()
+  /** Partitions a send touched that are not added yet, nor being added. */
+  private readonly newPartitions = new Map<string, { topic: string; partition: number }>()
+  private readonly partitionsBeingAdded = new Set<string>()
+  /** A partition or the group offsets were added: EndTxn is needed to end the transaction. */
+  private transactionStarted = false
+  /**
+   * A batch of the transaction failed with its sequence possibly written: after the abort,
+   * InitProducerId with the current id and epoch bumps the epoch (KIP-360) so every
+   * partition starts again at sequence 0.
+   */
+  private epochBumpRequired = false
+  /** Counts transactions begun: a send that waited (metadata, memory) checks it is still in its own. */
+  private transactionCount = 0
+
+  constructor(
+    /** transactional.id; null for an idempotent (or plain) producer. */
+    readonly transactionalId: string | null = null,
+  ) {}
+
+  get isTransactional(): boolean {
+    return this.transactionalId !== null
+  }
+
+  get state(): TransactionState {
+    return this.stateValue
+  }
+
+  /** The error that put the producer in ABORTABLE_ERROR or FATAL_ERROR. */
+  get lastError(): Error | null {
+    return this.lastErrorValue
+  }
+
+  get hasFatalError(): boolean {
+    return this.stateValue === 'FATAL_ERROR'
+  }
+
+  get hasAbortableError(): boolean {
+    return this.stateValue === 'ABORTABLE_ERROR'
+  }
+
+  get needsEndTxn(): boolean {
+    return this.transactionStarted
+  }
+
+  get needsEpochBump(): boolean {
+    return this.epochBumpRequired
+  }
+
+  get currentTransaction(): number {
+    return this.transactionCount
+  }
+
+  // ---- transactions: state ---------------------------------------------------------------
+
+  /** initTransactions: also after a timeout of an earlier call (the same InitProducerId again). */
+  beginInitTransactions(): void {
+    this.requireTransactional('initTransactions')
+    this.maybeFailWithError()
+    this.transitionTo('INITIALIZING')
+  }
+
+  /**
+   * InitProducerId answered for the transactional id: a new epoch (or id), so every
+   * partition's sequences start again at 0.
+   */
+  completeInitTransactions(producerId: bigint, producerEpoch: number): void {
+    assert(this.stateValue === 'INITIALIZING', () => `InitProducerId answered in ${this.stateValue}`)
+    assert(producerId >= 0n && producerEpoch >= 0, () => `invalid producer id ${producerId}/${producerEpoch}`)
+    this.producerId = producerId
+    this.producerEpoch = producerEpoch
+    this.sequences.clear()
+    this.epochBumpRequired = false
+    this.transitionTo('READY')
+    this.forgetTransaction()
+  }
+
+  beginTransaction(): void {
+    this.requireTransactional('beginTransaction')
+    this.maybeFailWithError()
+    this.transitionTo('IN_TRANSACTION')
+    this.transactionCount++
+    this.transactionStarted = false
+  }
+
+  beginCommit(): void {
+    this.requireTransactional('commitTransaction')
+    this.maybeFailWithError()
+    this.transitionTo('COMMITTING_TRANSACTION')
+  }
+
+  /** abortTransaction: from an ongoing transaction or an abortable error, not a fatal one. */
+  beginAbort(): void {
+    this.requireTransactional('abortTransaction')
+    if (this.stateValue === 'FATAL_ERROR') this.maybeFailWithError()
+    this.transitionTo('ABORTING_TRANSACTION')
+    this.newPartitions.clear()
+  }
+
+  /** EndTxn answered (or was not needed): ready for the next transaction. */
+  completeTransaction(): void {
+    this.transitionTo('READY')
+    this.forgetTransaction()
+  }
+
+  private forgetTransaction(): void {
+    this.lastErrorValue = null
+    this.transactionStarted = false
+    this.partitionsInTransaction.clear()
+    this.newPartitions.clear()
+    this.partitionsBeingAdded.clear()
+  }
+
+  /** Before the KIP-360 bump after an abort: InitProducerId runs again in INITIALIZING. */
+  beginEpochBump(): void {
+    assert(this.stateValue === 'ABORTING_TRANSACTION', () => `epoch bump in ${this.stateValue}`)
+    this.transitionTo('INITIALIZING')
+  }
+
+  /** A failure the application recovers from with abortTransaction. Fatal errors stay fatal. */
+  abortableError(error: Error): void {
+    if (this.stateValue === 'FATAL_ERROR') return
+    if (this.stateValue === 'ABORTING_TRANSACTION' || this.stateValue === 'READY') {
+      // The abort fails on its own (its EndTxn answers); nothing is left to commit.
+      this.lastErrorValue ??= error
+      return
+    }
+    this.lastErrorValue = error
+    this.transitionTo('ABORTABLE_ERROR')
+  }
+
+  fatalError(error: Error): void {
+    this.lastErrorValue = error
+    this.transitionTo('FATAL_ERROR')
+  }
+
+  /**
+   * Java's maybeFailWithError: an earlier failure fails this call. A fencing is rethrown as
+   * a fresh ProducerFencedError, anything else wrapped.
+   */
+  maybeFailWithError(): void {
+    const error = this.lastErrorValue
+    if (this.stateValue !== 'FATAL_ERROR' && this.stateValue !== 'ABORTABLE_ERROR') return
+    if (error instanceof ProducerFencedError) {
+      throw new ProducerFencedError(
+        error.errorCode,
+        `producer with transactional id '${this.transactionalId}' (producer id ${this.producerId}, epoch ${this.producerEpoch}) was fenced by another producer with the same transactional id`,
+      )
+    }
+    if (this.stateValue === 'ABORTABLE_ERROR')
+      throw new TransactionAbortableError(
+        `the transaction cannot commit: ${error?.message ?? 'an earlier request failed'}; call abortTransaction()`,
+        error,
+      )
+    throw new TransactionStateError(
+      this.stateValue,
+      `cannot run a transactional method: the producer failed (${error?.message ?? 'unknown error'})`,
+      error,
+    )
+  }
+
+  /** send(): a transactional producer sends only inside a transaction. */
+  failIfNotReadyForSend(): void {
+    if (!this.isTransactional) return
+    this.maybeFailWithError()
+    if (this.stateValue !== 'IN_TRANSACTION')
+      throw new TransactionStateError(
+        this.stateValue,
+        `cannot send in state ${this.stateValue}: call beginTransaction() first`,
+      )
+  }
+
+  /** sendOffsetsToTransaction(): inside a transaction. */
+  failIfNotInTransaction(what: string): void {
+    this.requireTransactional(what)
+    this.maybeFailWithError()
+    if (this.stateValue !== 'IN_TRANSACTION')
+      throw new TransactionStateError(this.stateValue, `cannot call ${what} in state ${this.stateValue}`)
+  }
+
+  private requireTransactional(what: string): void {
+    if (!this.isTransactional)
+      throw new TransactionStateError(
+        this.stateValue,
+        `${what} needs a transactional producer (the transactionalId option)`,
+      )
+  }
+
+  private transitionTo(target: TransactionState): void {
+    if (!VALID_SOURCES[target].includes(this.stateValue))
+      throw new TransactionStateError(
+        this.stateValue,
+        `invalid transition attempted from state ${this.stateValue} to state ${target}`,
+      )
+    this.stateValue = target
+  }
+
+  // ---- transactions: partitions --------------------------------------------------------------
+
+  /** A record for the partition was appended: it joins the transaction before its batch goes. */
+  maybeAddPartition(topic: string, partition: number): void {
+    if (!this.isTransactional) return
+    const key = partitionKey(topic, partition)
+    if (this.partitionsInTransaction.has(key) || this.partitionsBeingAdded.has(key)) return
+    this.newPartitions.set(key, { topic, partition })
+  }
+
+  /** Whether the partition's batches may go (it is in the transaction). */
+  isSendToPartitionAllowed(key: string): boolean {
+    if (!this.isTransactional) return true
+    return !this.hasFatalError && this.partitionsInTransaction.has(key)
+  }
+
+  /** The partitions to add now (AddPartitionsToTxn); they count as being added until answered. */
+  takeNewPartitions(): { topic: string; partition: number }[] {
+    const taken = [...this.newPartitions.entries()]
+    this.newPartitions.clear()
+    for (const [key] of taken) this.partitionsBeingAdded.add(key)
+    return taken.map(([, tp]) => tp)
+  }
+
+  /** AddPartitionsToTxn answered: `added` are in the transaction; `retry` go again. */
+  onPartitionsAdded(
+    added: readonly { topic: string; partition: number }[],
+    retry: readonly { topic: string; partition: number }[] = [],
+  ): void {
+    for (const tp of added) {
+      const key = partitionKey(tp.topic, tp.partition)
+      this.partitionsBeingAdded.delete(key)
+      this.partitionsInTransaction.add(key)
+    }
+    for (const tp of retry) {
+      const key = partitionKey(tp.topic, tp.partition)
+      this.partitionsBeingAdded.delete(key)
+      this.newPartitions.set(key, tp)
+    }
+    if (added.length > 0) this.transactionStarted = true
+  }
+
+  get hasPartitionsToAdd(): boolean {
+    return this.newPartitions.size > 0
+  }
+
+  /** AddOffsetsToTxn succeeded: the group's offsets partition is in the transaction. */
+  onOffsetsAdded(): void {
+    this.transactionStarted = true
+  }
 
   /** The producer id and epoch in use; null while the sender must fetch one. */
   get producerIdAndEpoch(): ProducerIdAndEpoch | null {
@@ -155,7 +453,7 @@ export class TransactionManager {
     assert(!batch.hasSequence, 'stamping a batch that has a sequence')
     assert(this.canStamp(key), 'stamping a batch of a partition not on the current producer id')
     const state = this.sequences.get(key)!
-    batch.stamp(state.producerId, state.producerEpoch, state.next)
+    batch.stamp(state.producerId, state.producerEpoch, state.next, this.isTransactional)
     state.next = (state.next + batch.recordCount) % SEQUENCE_MODULUS
   }
 
@@ -174,6 +472,7 @@ export class TransactionManager {
    */
   canRetry(batch: SequencedBatch, errorCode: number, logStartOffset?: bigint): RetryVerdict | undefined {
     assert(batch.hasSequence, 'canRetry on a batch without a sequence')
+    if (this.isTransactional) return this.transactionalVerdict(batch, errorCode)
     const verdict = this.verdictFor(batch, errorCode, logStartOffset)
     if (verdict === 'reset') this.requestEpochBumpForPartition(batch)
     return verdict
@@ -186,6 +485,12 @@ export class TransactionManager {
    */
   handleFailedBatch(batch: SequencedBatch, expiredAfterSend: boolean): void {
     if (!batch.hasSequence) return
+    if (this.isTransactional) {
+      // Its sequence may or may not be in the log: the abort the application must now do
+      // is followed by an epoch bump that starts every partition again at 0.
+      this.epochBumpRequired = true
+      return
+    }
     const state = this.sequences.get(partitionKey(batch.topic, batch.partition))
     const current =
       state !== undefined &&
@@ -202,6 +507,35 @@ export class TransactionManager {
    */
   requestEpochBumpForPartition(batch: SequencedBatch): void {
     this.resetPartition(partitionKey(batch.topic, batch.partition), batch.producerId, batch.producerEpoch)
+  }
+
+  /**
+   * Java's canRetry for a transactional producer: the producer id belongs to the
+   * transactional id, so no KIP-360 reset from here; an epoch or producer-id error fails
+   * the batch (the transaction then aborts), a gap behind unacknowledged batches is
+   * transient.
+   */
+  private transactionalVerdict(batch: SequencedBatch, errorCode: number): RetryVerdict | undefined {
+    switch (errorCode) {
+      case ErrorCode.UNKNOWN_PRODUCER_ID:
+      case ErrorCode.INVALID_PRODUCER_EPOCH:
+      case ErrorCode.PRODUCER_FENCED:
+      case ErrorCode.INVALID_PRODUCER_ID_MAPPING:
+      case ErrorCode.INVALID_TXN_STATE:
+      case ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+        return 'fail'
+      case ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER: {
+        const state = this.sequences.get(partitionKey(batch.topic, batch.partition))
+        const sameId =
+          state !== undefined &&
+          state.producerId === batch.producerId &&
+          state.producerEpoch === batch.producerEpoch
+        const isNext = sameId && (state.lastAcked + 1) % SEQUENCE_MODULUS === batch.baseSequence
+        return isNext ? 'fail' : 'retry'
+      }
+      default:
+        return undefined
+    }
   }
 
   private verdictFor(

@@ -34,6 +34,14 @@ export const CLIENT_VERSIONS: ReadonlyMap<number, VersionRange> = new Map([
   [ApiKey.ListGroups, { min: 0, max: 4 }],
   [ApiKey.DescribeGroups, { min: 0, max: 5 }],
   [ApiKey.FindCoordinator, { min: 0, max: 4 }],
+  // Transactions. AddPartitionsToTxn v4+ is broker-to-broker (batched, verify only); the
+  // versions after these (Kafka 4's transaction protocol v2) bump the epoch on every EndTxn.
+  [ApiKey.AddPartitionsToTxn, { min: 0, max: 3 }],
+  [ApiKey.AddOffsetsToTxn, { min: 0, max: 4 }],
+  [ApiKey.EndTxn, { min: 0, max: 4 }],
+  [ApiKey.TxnOffsetCommit, { min: 0, max: 4 }],
+  [ApiKey.ListTransactions, { min: 0, max: 1 }],
+  [ApiKey.DescribeTransactions, { min: 0, max: 0 }],
 ])
 
 /** The API keys a broker must serve for consumer-group membership (classic protocol). */

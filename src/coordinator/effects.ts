@@ -4,6 +4,7 @@
  * what to do once the records are committed or failed. Replies in `replies` never depend on
  * the records; anything that does is produced by `afterAppend`.
  */
+import { assert } from '../common/assert.js'
 import type { CoordinatorRecord } from './records.js'
 
 export interface JoinResult {
@@ -42,11 +43,25 @@ export interface Reply {
   readonly response: WaiterResponse
 }
 
+/** The producer a transactional offset commit's batch is written as (TxnOffsetCommit). */
+export interface TransactionalProducer {
+  readonly producerId: bigint
+  readonly producerEpoch: number
+}
+
 export interface Effects {
   readonly records: readonly CoordinatorRecord[]
   readonly replies: readonly Reply[]
-  /** Called once with NONE when the records are committed, or the error that failed them. */
-  readonly afterAppend?: (errorCode: number, nowMs: number) => Effects
+  /**
+   * Write `records` as one transactional batch of this producer (its COMMIT or ABORT marker
+   * ends it in the log); absent for the coordinator's own, non-transactional records.
+   */
+  readonly transactional?: TransactionalProducer
+  /**
+   * Called once with NONE when the records are committed, or the error that failed them;
+   * `baseOffset` is where their batch starts in __consumer_offsets (-1 if never appended).
+   */
+  readonly afterAppend?: (errorCode: number, nowMs: number, baseOffset: number) => Effects
 }
 
 export const NO_EFFECTS: Effects = { records: [], replies: [] }
@@ -57,13 +72,16 @@ export function reply(waiter: number, response: WaiterResponse): Effects {
 
 /** Both effects, in order; their afterAppend callbacks (at most one may have one) kept. */
 export function combine(a: Effects, b: Effects): Effects {
+  // A transactional batch holds one producer's records only.
+  assert(a.transactional === undefined && b.transactional === undefined, 'combining transactional effects')
   if (a.afterAppend && b.afterAppend) {
     const first = a.afterAppend
     const second = b.afterAppend
     return {
       records: [...a.records, ...b.records],
       replies: [...a.replies, ...b.replies],
-      afterAppend: (code, now) => combine(first(code, now), second(code, now)),
+      afterAppend: (code, now, baseOffset) =>
+        combine(first(code, now, baseOffset), second(code, now, baseOffset)),
     }
   }
   const afterAppend = a.afterAppend ?? b.afterAppend

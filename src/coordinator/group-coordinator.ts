@@ -9,12 +9,13 @@
 import type { Clock, TimerHandle } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
 import { type Random, randomUuid } from '../common/random.js'
+import type { TransactionResult } from '../common/transaction.js'
 import type { ClusterImage } from '../metadata/cluster-image.js'
 import type { TopicAdmin } from '../metadata/topic-admin.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { decodeRecordBatch, encodeRecordBatchSync, iterateBatches } from '../protocol/record-batch.js'
 import { toErrorCode } from '../replication/kafka-error.js'
-import type { Partition } from '../replication/partition.js'
+import type { LeaderAppend, Partition } from '../replication/partition.js'
 import type { AppendResult } from '../replication/replica-manager.js'
 import {
   type CodeResult,
@@ -24,6 +25,7 @@ import {
   type PartitionCodesResult,
   type SyncResult,
   syncError,
+  type TransactionalProducer,
   type WaiterResponse,
 } from './effects.js'
 import {
@@ -37,10 +39,14 @@ import {
 import {
   type CommitRequest,
   commitOffsets,
+  commitTxnOffsets,
+  completeTransaction,
   deleteGroup,
   deleteOffsets,
   expireOffsets,
-  replayRecord,
+  hasPendingCommit,
+  OffsetsLoader,
+  type TxnCommitRequest,
 } from './offsets.js'
 import {
   heartbeat,
@@ -70,6 +76,8 @@ export interface CoordinatorHost {
       records: Buffer,
       acks: number,
       timeoutMs: number,
+      purgatoryTimer?: undefined,
+      leaderAppend?: LeaderAppend,
     ): Promise<AppendResult>
   }
   metadataImage(): ClusterImage
@@ -93,6 +101,15 @@ interface Shard {
   groups: Map<string, Group>
   readonly timers: Map<string, { atMs: number; handle: TimerHandle }>
   expiryTimer: TimerHandle | null
+  /**
+   * The next sequence of each producer's transactional batches in this partition. The
+   * partition's producer state checks them as a client's (a repeated sequence would be
+   * taken for a retry and silently not written), so TxnOffsetCommit batches carry real
+   * sequences, recovered from the log on load; a new epoch starts again at 0.
+   */
+  readonly producerSequences: Map<bigint, { producerEpoch: number; nextSequence: number }>
+  /** Markers told while loading: applied once the load (which may end before them) is done. */
+  readonly markersWhileLoading: { producerId: bigint; result: TransactionResult }[]
 }
 
 interface Waiter {
@@ -196,6 +213,8 @@ export class GroupCoordinator {
       groups: new Map(),
       timers: new Map(),
       expiryTimer: null,
+      producerSequences: new Map(),
+      markersWhileLoading: [],
     }
     this.shards.set(shard.partition, shard)
     const started = this.clock.monotonicMs()
@@ -203,6 +222,8 @@ export class GroupCoordinator {
       (records) => {
         if (shard.unloaded) return
         shard.loading = false
+        for (const marker of shard.markersWhileLoading.splice(0))
+          this.completeTransaction(shard, marker.producerId, marker.result)
         for (const group of shard.groups.values()) this.schedule(shard, group)
         this.scheduleExpiry(shard)
         const tookMs = Math.round(this.clock.monotonicMs() - started)
@@ -233,8 +254,7 @@ export class GroupCoordinator {
     const log = partition.log
     const end = log.logEndOffset
     let offset = log.logStartOffset
-    let count = 0
-    const now = this.clock.nowMs()
+    const loader = new OffsetsLoader(shard.groups, this.clock.nowMs())
     while (offset < end && !shard.unloaded) {
       const info = await log.read(offset, {
         maxBytes: this.config.offsetsLoadBufferSize,
@@ -245,17 +265,18 @@ export class GroupCoordinator {
       for (const chunk of info.records) {
         for (const span of iterateBatches(chunk)) {
           const batch = await decodeRecordBatch(chunk, span.at)
-          if (batch.isControl) continue
-          for (const record of batch.records) {
-            if (record.key === null) continue
-            replayRecord(shard.groups, { key: record.key, value: record.value }, now)
-            count++
-          }
+          loader.replayBatch(batch)
+          if (!batch.isControl && batch.isTransactional)
+            shard.producerSequences.set(batch.producerId, {
+              producerEpoch: batch.producerEpoch,
+              nextSequence: batch.baseSequence + batch.lastOffsetDelta + 1,
+            })
         }
       }
       offset = info.nextOffset
     }
-    return count
+    loader.finish()
+    return loader.records
   }
 
   private unload(shard: Shard): void {
@@ -444,14 +465,59 @@ export class GroupCoordinator {
     ) as Promise<PartitionCodesResult>
   }
 
-  /** OffsetFetch for one group; `topics` null means every partition with a committed offset. */
+  /** TxnOffsetCommit: offsets pending in the producer's transaction until its marker. */
+  commitTransactional(groupId: string, req: TxnCommitRequest): Promise<PartitionCodesResult> {
+    const everyPartition = (code: number): PartitionCodesResult => ({
+      errorCode: code,
+      partitions: new Map(req.partitions.map((p) => [`${p.topic}\u0000${p.partition}`, code])),
+    })
+    const shard = this.route(groupId)
+    if (typeof shard === 'number') return Promise.resolve(everyPartition(shard))
+    let group = shard.groups.get(groupId)
+    if (!group || group.state === 'Dead') {
+      // As OffsetCommit: only a commit without group metadata may create a group.
+      if (req.generationId >= 0) return Promise.resolve(everyPartition(ErrorCode.ILLEGAL_GENERATION))
+      group = newGroup(groupId, this.clock.nowMs())
+      shard.groups.set(groupId, group)
+    }
+    const target = group
+    const image = this.host.metadataImage()
+    return this.run(shard, target, everyPartition(ErrorCode.NOT_COORDINATOR), (waiter, now) =>
+      commitTxnOffsets(target, req, waiter, now, this.config, (topic) => image.topics.has(topic)),
+    ) as Promise<PartitionCodesResult>
+  }
+
+  /**
+   * A COMMIT or ABORT marker was written to a partition led here (the broker's
+   * onTransactionMarker): the producer's pending offsets in that __consumer_offsets
+   * partition become visible or are dropped (Kafka's onTransactionCompleted).
+   */
+  onTransactionMarker(topic: string, partition: number, producerId: bigint, result: TransactionResult): void {
+    if (topic !== CONSUMER_OFFSETS_TOPIC) return
+    const shard = this.shards.get(partition)
+    if (!shard || shard.unloaded) return
+    if (shard.loading) shard.markersWhileLoading.push({ producerId, result })
+    else this.completeTransaction(shard, producerId, result)
+  }
+
+  private completeTransaction(shard: Shard, producerId: bigint, result: TransactionResult): void {
+    for (const group of shard.groups.values()) completeTransaction(group, producerId, result === 'commit')
+  }
+
+  /**
+   * OffsetFetch for one group; `topics` null means every partition with a committed offset.
+   * With `requireStable` a partition with a commit still pending (a transaction not yet
+   * ended, or an append not yet replicated) answers UNSTABLE_OFFSET_COMMIT.
+   */
   fetchOffsets(
     groupId: string,
     topics: readonly { name: string; partitions: number[] }[] | null,
+    requireStable = false,
   ): OffsetFetchResult {
     const shard = this.route(groupId)
     if (typeof shard === 'number') return { errorCode: shard, topics: [] }
-    const offsets = shard.groups.get(groupId)?.offsets ?? new Map()
+    const group = shard.groups.get(groupId)
+    const offsets = group?.offsets ?? new Map()
     const wanted =
       topics ??
       [...offsets].map(([name, partitions]) => ({
@@ -463,6 +529,14 @@ export class GroupCoordinator {
       topics: wanted.map((t) => ({
         name: t.name,
         partitions: t.partitions.map((partition) => {
+          if (requireStable && group && hasPendingCommit(group, t.name, partition))
+            return {
+              partition,
+              offset: -1n,
+              leaderEpoch: -1,
+              metadata: '',
+              errorCode: ErrorCode.UNSTABLE_OFFSET_COMMIT,
+            }
           const committed = offsets.get(t.name)?.get(partition)
           return {
             partition,
@@ -585,9 +659,9 @@ export class GroupCoordinator {
     }
     if (effects.records.length > 0) {
       const afterAppend = effects.afterAppend
-      this.append(shard, effects.records).then((code) => {
+      this.append(shard, effects.records, effects.transactional).then(({ code, baseOffset }) => {
         if (shard.unloaded || !afterAppend) return
-        this.execute(shard, group, afterAppend(code, this.clock.nowMs()))
+        this.execute(shard, group, afterAppend(code, this.clock.nowMs(), baseOffset))
       })
     }
     if (group.state === 'Dead' && shard.groups.get(group.groupId) === group) {
@@ -599,11 +673,19 @@ export class GroupCoordinator {
     this.schedule(shard, group)
   }
 
-  /** Appends with acks=all; resolves with the error code a group API should answer (never rejects). */
-  private async append(shard: Shard, records: readonly CoordinatorRecord[]): Promise<number> {
+  /**
+   * Appends with acks=all; resolves with the error code a group API should answer and the
+   * batch's base offset (-1 when not appended); never rejects.
+   */
+  private async append(
+    shard: Shard,
+    records: readonly CoordinatorRecord[],
+    transactional: TransactionalProducer | undefined,
+  ): Promise<{ code: number; baseOffset: number }> {
     const batch = encodeRecordBatchSync({
       records: records.map((r) => ({ key: r.key, value: r.value })),
       defaultTimestamp: this.clock.nowMs(),
+      ...(transactional ? this.transactionalHeader(shard, transactional, records.length) : {}),
     })
     try {
       const result = await this.host.replicaManager.appendToLeader(
@@ -612,6 +694,10 @@ export class GroupCoordinator {
         batch,
         -1,
         this.config.offsetsCommitTimeoutMs,
+        undefined,
+        // Kafka's AppendOrigin.COORDINATOR: the producer's epoch is checked (a fenced one is
+        // refused), not its sequences, and KIP-890 verification is the handler's.
+        transactional ? { origin: 'coordinator' } : {},
       )
       // Losing leadership mid-append is routine (failover, shutdown); anything else is worth a warning.
       if (result.errorCode === ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -621,18 +707,62 @@ export class GroupCoordinator {
           { partition: shard.partition, errorCode: result.errorCode },
           'append to __consumer_offsets not committed',
         )
-      return appendError(result.errorCode)
+      return { code: appendError(result.errorCode), baseOffset: result.baseOffset }
     } catch (error) {
+      // Refused before anything was written: the sequence is free again.
+      if (transactional) this.releaseSequence(shard, transactional, records.length)
       const code = toErrorCode(error)
       if (code === null) {
         this.host.logger.error(
           { err: error, partition: shard.partition },
           'append to __consumer_offsets failed',
         )
-        return ErrorCode.UNKNOWN_SERVER_ERROR
+        return { code: ErrorCode.UNKNOWN_SERVER_ERROR, baseOffset: -1 }
       }
-      return appendError(code)
+      return { code: appendError(code), baseOffset: -1 }
     }
+  }
+
+  /** The producer fields of a TxnOffsetCommit batch, taking the producer's next sequences. */
+  private transactionalHeader(shard: Shard, producer: TransactionalProducer, count: number) {
+    const known = shard.producerSequences.get(producer.producerId)
+    const local =
+      known !== undefined && known.producerEpoch === producer.producerEpoch ? known.nextSequence : 0
+    // The partition's producer state is the authority (it may have seen what this shard
+    // did not, as a batch written before a failed append was reported); the local count
+    // covers appends still on their way to it.
+    const entry = this.host.replicaManager
+      .getPartition(CONSUMER_OFFSETS_TOPIC, shard.partition)
+      ?.producerState?.lastEntry(producer.producerId)
+    const logged =
+      entry !== undefined && entry.producerEpoch === producer.producerEpoch && entry.lastSeq >= 0
+        ? entry.lastSeq + 1
+        : 0
+    const baseSequence = Math.max(local, logged)
+    // An older epoch keeps the entry: the partition refuses it (INVALID_PRODUCER_EPOCH).
+    if (known === undefined || known.producerEpoch <= producer.producerEpoch)
+      shard.producerSequences.set(producer.producerId, {
+        producerEpoch: producer.producerEpoch,
+        nextSequence: (baseSequence + count) % 2 ** 31,
+      })
+    return {
+      producerId: producer.producerId,
+      producerEpoch: producer.producerEpoch,
+      baseSequence,
+      isTransactional: true,
+    }
+  }
+
+  private releaseSequence(shard: Shard, producer: TransactionalProducer, count: number): void {
+    const known = shard.producerSequences.get(producer.producerId)
+    if (known?.producerEpoch !== producer.producerEpoch) return
+    const nextSequence = known.nextSequence - count
+    if (nextSequence <= 0) shard.producerSequences.delete(producer.producerId)
+    else
+      shard.producerSequences.set(producer.producerId, {
+        producerEpoch: producer.producerEpoch,
+        nextSequence,
+      })
   }
 
   // ---- timers --------------------------------------------------------------------------------

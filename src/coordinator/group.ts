@@ -35,6 +35,19 @@ export interface CommittedOffset {
   readonly metadata: string
   readonly commitTimestampMs: number
   readonly expireTimestampMs: number | null
+  /**
+   * Where the commit's batch starts in __consumer_offsets (Kafka's appendedBatchOffset): of a
+   * plain and a transactional commit of one partition, the later written wins, whatever
+   * order they complete in. Undefined only before the append.
+   */
+  readonly recordOffset?: number
+}
+
+/** A TxnOffsetCommit's offset, invisible until its transaction's COMMIT marker. */
+export interface PendingTransactionalOffset {
+  readonly topic: string
+  readonly partition: number
+  readonly value: CommittedOffset
 }
 
 /** The initial rebalance delay of a new group (group.initial.rebalance.delay.ms, KIP-134). */
@@ -64,6 +77,12 @@ export interface Group {
    * these partitions and keeps the group, as Kafka's pendingOffsetCommits do.
    */
   readonly pendingOffsetCommits: Map<string, number>
+  /**
+   * Transactional commits waiting for their transaction to end: producer id →
+   * "topic\0partition" → offset (Kafka's pendingTransactionalOffsetCommits). Those whose
+   * batch is not yet appended have no recordOffset; a COMMIT marker skips them.
+   */
+  readonly pendingTransactionalOffsets: Map<bigint, Map<string, PendingTransactionalOffset>>
   /** When PreparingRebalance gives up waiting for members to rejoin. */
   rebalanceDeadlineMs: number | null
   initialDelay: InitialDelay | null
@@ -84,6 +103,7 @@ export function newGroup(groupId: string, nowMs: number): Group {
     staticMembers: new Map(),
     offsets: new Map(),
     pendingOffsetCommits: new Map(),
+    pendingTransactionalOffsets: new Map(),
     rebalanceDeadlineMs: null,
     initialDelay: null,
     currentStateTimestampMs: nowMs,

@@ -10,7 +10,14 @@ import { ErrorCode } from '../protocol/error-codes.js'
 import { decodeConsumerProtocolSubscription } from '../protocol/generated/index.js'
 import { Reader } from '../protocol/primitives.js'
 import { type Effects, type PartitionCodesResult, reply, topicPartitionKey } from './effects.js'
-import { type CommittedOffset, type CoordinatorConfig, type Group, type Member, newGroup } from './group.js'
+import {
+  type CommittedOffset,
+  type CoordinatorConfig,
+  type Group,
+  type Member,
+  newGroup,
+  type PendingTransactionalOffset,
+} from './group.js'
 import {
   type CoordinatorRecord,
   decodeGroupMetadataValue,
@@ -97,13 +104,14 @@ export function commitOffsets(
     value: encodeOffsetCommitValue(a.value),
   }))
   for (const a of accepted) addPending(group, topicPartitionKey(a.topic, a.partition), 1)
-  const afterAppend = (code: number): Effects => {
+  const afterAppend = (code: number, _nowMs: number, baseOffset: number): Effects => {
     const partitions = new Map(codes)
     for (const a of accepted) {
       const key = topicPartitionKey(a.topic, a.partition)
       addPending(group, key, -1)
       partitions.set(key, offsetAppendError(code))
-      if (code === ErrorCode.NONE) setOffset(group, a.topic, a.partition, a.value)
+      if (code === ErrorCode.NONE)
+        setOffsetIfNewer(group, a.topic, a.partition, { ...a.value, recordOffset: baseOffset })
     }
     return reply(waiter, { errorCode: ErrorCode.NONE, partitions } satisfies PartitionCodesResult)
   }
@@ -111,7 +119,7 @@ export function commitOffsets(
 }
 
 /** Kafka's mapping of append errors to OffsetCommit errors (GroupMetadataManager.storeOffsets). */
-function offsetAppendError(code: number): number {
+export function offsetAppendError(code: number): number {
   switch (code) {
     case ErrorCode.MESSAGE_TOO_LARGE:
     case ErrorCode.RECORD_LIST_TOO_LARGE:
@@ -131,6 +139,19 @@ export function setOffset(group: Group, topic: string, partition: number, value:
   partitions.set(partition, value)
 }
 
+/**
+ * Kafka's onOffsetCommitAppend / completePendingTxnOffsetCommit: the commit written later to
+ * the log wins, so a plain commit written after a transactional one (or the other way round)
+ * is not undone by whichever completes last.
+ */
+function setOffsetIfNewer(group: Group, topic: string, partition: number, value: CommittedOffset): void {
+  const current = group.offsets.get(topic)?.get(partition)
+  if (current?.recordOffset !== undefined && value.recordOffset !== undefined) {
+    if (current.recordOffset >= value.recordOffset) return
+  }
+  setOffset(group, topic, partition, value)
+}
+
 function deleteOffset(group: Group, topic: string, partition: number): void {
   const partitions = group.offsets.get(topic)
   if (!partitions) return
@@ -140,13 +161,157 @@ function deleteOffset(group: Group, topic: string, partition: number): void {
 
 /** Committed offsets or commits on their way (Kafka's GroupMetadata.hasOffsets). */
 export function hasOffsets(group: Group): boolean {
-  return group.offsets.size > 0 || group.pendingOffsetCommits.size > 0
+  return (
+    group.offsets.size > 0 ||
+    group.pendingOffsetCommits.size > 0 ||
+    group.pendingTransactionalOffsets.size > 0
+  )
+}
+
+/**
+ * A commit of the partition on its way, plain or transactional (Kafka's
+ * hasPendingOffsetCommitsForTopicPartition): OffsetFetch with require_stable answers
+ * UNSTABLE_OFFSET_COMMIT meanwhile, so a consumer does not start from an offset about to move.
+ */
+export function hasPendingCommit(group: Group, topic: string, partition: number): boolean {
+  const key = topicPartitionKey(topic, partition)
+  if (group.pendingOffsetCommits.has(key)) return true
+  for (const pending of group.pendingTransactionalOffsets.values()) if (pending.has(key)) return true
+  return false
+}
+
+function dropPendingTransactional(group: Group, key: string): void {
+  for (const [producerId, pending] of group.pendingTransactionalOffsets) {
+    pending.delete(key)
+    if (pending.size === 0) group.pendingTransactionalOffsets.delete(producerId)
+  }
 }
 
 function addPending(group: Group, key: string, delta: number): void {
   const count = (group.pendingOffsetCommits.get(key) ?? 0) + delta
   if (count > 0) group.pendingOffsetCommits.set(key, count)
   else group.pendingOffsetCommits.delete(key)
+}
+
+// ---- TxnOffsetCommit ----------------------------------------------------------------------
+
+export interface TxnCommitRequest {
+  readonly producerId: bigint
+  readonly producerEpoch: number
+  /** KIP-447 group metadata (TxnOffsetCommit v3+); '' / -1 / null from older clients. */
+  readonly memberId: string
+  readonly groupInstanceId: string | null
+  readonly generationId: number
+  readonly partitions: CommitRequest['partitions']
+}
+
+/**
+ * Kafka's ClassicGroup.validateOffsetCommit with isTransactional: a request carrying group
+ * metadata (KIP-447) must come from a current member of the current generation, which is
+ * what fences a zombie producer whose consumer was kicked out of the group; one without it
+ * (TxnOffsetCommit v0-2, as kafkajs sends) is accepted whatever the group's state.
+ */
+export function validateTxnCommit(group: Group, req: TxnCommitRequest): number {
+  if (group.state === 'Dead') return ErrorCode.COORDINATOR_NOT_AVAILABLE
+  if (req.generationId < 0 && group.state === 'Empty') return ErrorCode.NONE
+  if (req.generationId < 0 && req.memberId === '' && req.groupInstanceId === null) return ErrorCode.NONE
+  const instance = req.groupInstanceId
+  if (
+    instance !== null &&
+    group.staticMembers.has(instance) &&
+    group.staticMembers.get(instance) !== req.memberId
+  )
+    return ErrorCode.FENCED_INSTANCE_ID
+  if (!group.members.has(req.memberId)) return ErrorCode.UNKNOWN_MEMBER_ID
+  if (req.generationId !== group.generationId) return ErrorCode.ILLEGAL_GENERATION
+  return ErrorCode.NONE
+}
+
+/**
+ * TxnOffsetCommit: the offsets are written as a transactional batch of the request's
+ * producer and held pending per producer id; they become visible only when the COMMIT
+ * marker of that producer's transaction reaches this partition (completeTransaction), and
+ * are dropped on ABORT. The reply waits for the batch to be committed (acks=all).
+ */
+export function commitTxnOffsets(
+  group: Group,
+  req: TxnCommitRequest,
+  waiter: number,
+  nowMs: number,
+  config: CoordinatorConfig,
+  topicExists: (topic: string) => boolean,
+): Effects {
+  const codes = new Map<string, number>()
+  const groupCode = validateTxnCommit(group, req)
+  const accepted: PendingTransactionalOffset[] = []
+  for (const p of req.partitions) {
+    const key = topicPartitionKey(p.topic, p.partition)
+    const metadata = p.metadata ?? ''
+    // As Kafka's KafkaApis, unknown topics are answered before the group is consulted.
+    if (!topicExists(p.topic)) codes.set(key, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    else if (groupCode !== ErrorCode.NONE) codes.set(key, groupCode)
+    else if (Buffer.byteLength(metadata) > config.offsetMetadataMaxBytes)
+      codes.set(key, ErrorCode.OFFSET_METADATA_TOO_LARGE)
+    else {
+      const value = {
+        offset: p.offset,
+        leaderEpoch: p.leaderEpoch,
+        metadata,
+        commitTimestampMs: nowMs,
+        expireTimestampMs: null,
+      }
+      accepted.push({ topic: p.topic, partition: p.partition, value })
+    }
+  }
+  if (accepted.length === 0) return reply(waiter, { errorCode: ErrorCode.NONE, partitions: codes })
+  let pending = group.pendingTransactionalOffsets.get(req.producerId)
+  if (!pending) {
+    pending = new Map()
+    group.pendingTransactionalOffsets.set(req.producerId, pending)
+  }
+  for (const a of accepted) pending.set(topicPartitionKey(a.topic, a.partition), a)
+  const records = accepted.map((a) => ({
+    key: offsetCommitKey(group.groupId, a.topic, a.partition),
+    value: encodeOffsetCommitValue(a.value),
+  }))
+  const afterAppend = (code: number, _nowMs: number, baseOffset: number): Effects => {
+    const partitions = new Map(codes)
+    const current = group.pendingTransactionalOffsets.get(req.producerId)
+    for (const a of accepted) {
+      const key = topicPartitionKey(a.topic, a.partition)
+      partitions.set(key, offsetAppendError(code))
+      // A later TxnOffsetCommit of the same partition replaced this one: it decides.
+      if (current?.get(key) !== a) continue
+      if (code === ErrorCode.NONE) current.set(key, { ...a, value: { ...a.value, recordOffset: baseOffset } })
+      else current.delete(key)
+    }
+    if (current?.size === 0) group.pendingTransactionalOffsets.delete(req.producerId)
+    return reply(waiter, { errorCode: ErrorCode.NONE, partitions } satisfies PartitionCodesResult)
+  }
+  return {
+    records,
+    replies: [],
+    transactional: { producerId: req.producerId, producerEpoch: req.producerEpoch },
+    afterAppend,
+  }
+}
+
+/**
+ * The producer's transaction ended in this group's partition (its marker is written):
+ * COMMIT makes its appended offsets visible, unless a plain commit written later already
+ * replaced one; ABORT drops them. Returns whether the group held any.
+ */
+export function completeTransaction(group: Group, producerId: bigint, isCommit: boolean): boolean {
+  const pending = group.pendingTransactionalOffsets.get(producerId)
+  if (!pending) return false
+  group.pendingTransactionalOffsets.delete(producerId)
+  if (!isCommit) return true
+  for (const p of pending.values()) {
+    // Not appended yet: its TxnOffsetCommit was never acknowledged, so EndTxn cannot follow it.
+    if (p.value.recordOffset === undefined) continue
+    setOffsetIfNewer(group, p.topic, p.partition, p.value)
+  }
+  return true
 }
 
 // ---- DeleteGroups and OffsetDelete --------------------------------------------------------
@@ -162,6 +327,7 @@ export function deleteGroup(group: Group, waiter: number): Effects {
   records.push({ key: groupMetadataKey(group.groupId), value: null })
   group.state = 'Dead'
   group.offsets.clear()
+  group.pendingTransactionalOffsets.clear()
   return { records, replies: [], afterAppend: (code) => reply(waiter, { errorCode: code }) }
 }
 
@@ -186,6 +352,7 @@ export function deleteOffsets(
       continue
     }
     codes.set(key, ErrorCode.NONE)
+    dropPendingTransactional(group, key)
     if (group.offsets.get(topic)?.has(partition) !== true) continue
     deleteOffset(group, topic, partition)
     records.push({ key: offsetCommitKey(group.groupId, topic, partition), value: null })
@@ -305,7 +472,12 @@ function knownSubscribedTopics(group: Group): Set<string> | null {
  * the group Stable with its members (or Empty), their sessions starting now: members
  * alive keep heartbeating to the new coordinator, dead ones expire.
  */
-export function replayRecord(groups: Map<string, Group>, record: CoordinatorRecord, nowMs: number): void {
+export function replayRecord(
+  groups: Map<string, Group>,
+  record: CoordinatorRecord,
+  nowMs: number,
+  batchOffset?: number,
+): void {
   const key = decodeKey(record.key)
   if (!key) return
   let group = groups.get(key.group)
@@ -318,7 +490,10 @@ export function replayRecord(groups: Map<string, Group>, record: CoordinatorReco
       group = newGroup(key.group, nowMs)
       groups.set(key.group, group)
     }
-    setOffset(group, key.topic, key.partition, decodeOffsetCommitValue(record.value))
+    setOffset(group, key.topic, key.partition, {
+      ...decodeOffsetCommitValue(record.value),
+      recordOffset: batchOffset,
+    })
     return
   }
   if (record.value === null) {
@@ -352,4 +527,95 @@ export function replayRecord(groups: Map<string, Group>, record: CoordinatorReco
     if (m.groupInstanceId !== null) group.staticMembers.set(m.groupInstanceId, m.memberId)
   }
   groups.set(key.group, group)
+}
+
+/** Kafka's control record key: int16 version 0, int16 type (0 ABORT, 1 COMMIT). */
+const CONTROL_TYPE_COMMIT = 1
+
+/** What loading needs of a __consumer_offsets batch. */
+export interface LoadedBatch {
+  readonly baseOffset: number
+  readonly isControl: boolean
+  readonly isTransactional: boolean
+  readonly producerId: bigint
+  readonly records: readonly { key: Buffer | null; value: Buffer | null }[]
+}
+
+/**
+ * Replays a __consumer_offsets partition batch by batch, as Kafka's
+ * loadGroupsAndOffsets: plain records apply at once (replayRecord); a transactional
+ * batch's offsets are held per producer until that producer's control batch, COMMIT
+ * applying them and ABORT dropping them; those still open at the end are attached to their
+ * groups as pending, for the marker still to come.
+ */
+export class OffsetsLoader {
+  private readonly open = new Map<bigint, Map<string, { groupId: string } & PendingTransactionalOffset>>()
+  records = 0
+
+  constructor(
+    private readonly groups: Map<string, Group>,
+    private readonly nowMs: number,
+  ) {}
+
+  replayBatch(batch: LoadedBatch): void {
+    if (batch.isControl) {
+      const key = batch.records[0]?.key
+      if (!key || key.length < 4) return
+      const offsets = this.open.get(batch.producerId)
+      this.open.delete(batch.producerId)
+      if (!offsets || key.readInt16BE(2) !== CONTROL_TYPE_COMMIT) return
+      for (const p of offsets.values()) setOffsetIfNewer(this.group(p.groupId), p.topic, p.partition, p.value)
+      return
+    }
+    for (const record of batch.records) {
+      if (record.key === null) continue
+      this.records++
+      if (!batch.isTransactional) {
+        replayRecord(this.groups, { key: record.key, value: record.value }, this.nowMs, batch.baseOffset)
+        continue
+      }
+      const key = decodeKey(record.key)
+      if (key?.kind !== 'offset') continue
+      let offsets = this.open.get(batch.producerId)
+      if (!offsets) {
+        offsets = new Map()
+        this.open.set(batch.producerId, offsets)
+      }
+      const id = `${key.group}\u0000${topicPartitionKey(key.topic, key.partition)}`
+      if (record.value === null) {
+        offsets.delete(id)
+        continue
+      }
+      const value = { ...decodeOffsetCommitValue(record.value), recordOffset: batch.baseOffset }
+      offsets.set(id, { groupId: key.group, topic: key.topic, partition: key.partition, value })
+    }
+  }
+
+  /** Attaches the transactions still open to their groups. */
+  finish(): void {
+    for (const [producerId, offsets] of this.open)
+      for (const p of offsets.values()) {
+        const group = this.group(p.groupId)
+        let pending = group.pendingTransactionalOffsets.get(producerId)
+        if (!pending) {
+          pending = new Map()
+          group.pendingTransactionalOffsets.set(producerId, pending)
+        }
+        pending.set(topicPartitionKey(p.topic, p.partition), {
+          topic: p.topic,
+          partition: p.partition,
+          value: p.value,
+        })
+      }
+    this.open.clear()
+  }
+
+  private group(groupId: string): Group {
+    let group = this.groups.get(groupId)
+    if (!group) {
+      group = newGroup(groupId, this.nowMs)
+      this.groups.set(groupId, group)
+    }
+    return group
+  }
 }

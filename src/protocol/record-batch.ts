@@ -683,6 +683,8 @@ export interface RecordBatchStamp {
   producerId?: bigint
   producerEpoch?: number
   baseSequence?: number
+  /** A transactional producer's batch: the attribute bit its COMMIT or ABORT marker ends. */
+  isTransactional?: boolean
 }
 
 /**
@@ -893,7 +895,10 @@ export class RecordBatchBuilder {
     head.writeInt32BE(size - LOG_OVERHEAD, BATCH_LENGTH_OFFSET)
     head.writeInt32BE(NO_PARTITION_LEADER_EPOCH, PARTITION_LEADER_EPOCH_OFFSET)
     head.writeInt8(MAGIC_V2, MAGIC_OFFSET)
-    head.writeInt16BE(this.compression, ATTRIBUTES_OFFSET)
+    head.writeInt16BE(
+      this.compression | (stamp.isTransactional === true ? TRANSACTIONAL_FLAG_MASK : 0),
+      ATTRIBUTES_OFFSET,
+    )
     head.writeInt32BE(this.count === 0 ? 0 : this.count - 1, LAST_OFFSET_DELTA_OFFSET)
     writeInt64Number(
       head,

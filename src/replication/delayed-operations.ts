@@ -30,8 +30,12 @@ export interface DelayedFetchWatch {
   readonly leaderEpochAtStart: number
 }
 
-/** Followers read up to the log end and wake on appends, consumers on commits. */
-export type FetchWakeOn = 'highWatermark' | 'logEnd'
+/**
+ * Followers read up to the log end and wake on appends, consumers on commits: up to the
+ * high watermark, or for read_committed up to the LSO (which only moves with the high
+ * watermark, so the same watchers wake both).
+ */
+export type FetchWakeOn = 'highWatermark' | 'lastStableOffset' | 'logEnd'
 
 /** The baseline of a delayed fetch on `partition`; take it before the first read. */
 export function fetchWatch(
@@ -49,7 +53,8 @@ export function fetchWatch(
 }
 
 function visibleEnd(partition: Partition, wakeOn: FetchWakeOn): number {
-  return wakeOn === 'logEnd' ? partition.log.logEndOffset : partition.highWatermark
+  if (wakeOn === 'logEnd') return partition.log.logEndOffset
+  return wakeOn === 'lastStableOffset' ? partition.lastStableOffset : partition.highWatermark
 }
 
 /**

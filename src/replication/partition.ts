@@ -20,7 +20,8 @@ import {
 } from '../protocol/batch-header.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { convertLegacyToV2, decodeRecordBatch, isLegacyMagic } from '../protocol/record-batch.js'
-import type { FetchDataInfo, LogAppendInfo, UnifiedLog } from '../storage/unified-log.js'
+import type { AbortedTxn } from '../storage/transaction-index.js'
+import type { AppendOrigin, FetchDataInfo, LogAppendInfo, UnifiedLog } from '../storage/unified-log.js'
 import { KafkaError } from './kafka-error.js'
 import { ProducerStateManager } from './producer-state.js'
 
@@ -31,6 +32,20 @@ export interface PartitionIdentity {
 }
 
 export type IsolationLevel = 'read_uncommitted' | 'read_committed'
+
+export interface ConsumerRead {
+  readonly info: FetchDataInfo
+  /** read_committed only: the aborted transactions of the range read. */
+  readonly abortedTransactions: readonly AbortedTxn[] | undefined
+}
+
+/** How a leader append is checked (see AppendOptions). */
+export interface LeaderAppend {
+  /** 'coordinator' for transaction markers and a coordinator's transactional batches. Default 'client'. */
+  readonly origin?: AppendOrigin
+  /** KIP-890: from ProducerStateManager.beginVerification, once the coordinator verified the produce. */
+  readonly verificationGuard?: object
+}
 
 /** A proposed ISR change, applied by compare-and-set on the partition state's epoch. */
 export interface IsrProposal {
@@ -153,9 +168,15 @@ export class Partition {
     const state = this.log.producerState
     return state instanceof ProducerStateManager ? state : undefined
   }
-  /** Without transactions the last stable offset is the high watermark. */
+  /**
+   * Kafka's lastStableOffset: the first offset of the earliest transaction still open (or
+   * whose marker is not replicated yet), capped by the high watermark; read_committed
+   * consumers read below it.
+   */
   get lastStableOffset(): Offset {
-    return this.log.highWatermark
+    const highWatermark = this.log.highWatermark
+    const firstUnstable = this.producerState?.firstUnstableOffset()
+    return firstUnstable === undefined ? highWatermark : minOffset(firstUnstable, highWatermark)
   }
 
   /** Applies a new partition state from the metadata; epochs never go back. */
@@ -258,6 +279,7 @@ export class Partition {
     records: Buffer,
     requiredAcks: number,
     minInsyncReplicas: number,
+    leaderAppend: LeaderAppend = {},
   ): Promise<LogAppendInfo> {
     this.ensureLeader()
     if (requiredAcks === -1 && this.isr.length < minInsyncReplicas) {
@@ -269,13 +291,13 @@ export class Partition {
     const needsPreparation = isLegacyMagic(records) || this.log.config.cleanupPolicy.includes('compact')
     // The log orders appends by call time; requests pipelined on one connection call this in
     // order, so the common path must reach log.append before its first await.
-    if (!needsPreparation && this.preparingAppends === 0) return this.appendPrepared(records)
+    if (!needsPreparation && this.preparingAppends === 0) return this.appendPrepared(records, leaderAppend)
     this.preparingAppends++
     const appended = this.preparedAppendTail.then(async () => {
       try {
         const batches = isLegacyMagic(records) ? await this.upConvert(records) : records
         if (this.log.config.cleanupPolicy.includes('compact')) await checkKeysPresent(batches)
-        return this.appendPrepared(batches)
+        return this.appendPrepared(batches, leaderAppend)
       } finally {
         this.preparingAppends--
       }
@@ -284,14 +306,20 @@ export class Partition {
     return appended
   }
 
-  private async appendPrepared(batches: Buffer): Promise<LogAppendInfo> {
+  private async appendPrepared(batches: Buffer, leaderAppend: LeaderAppend): Promise<LogAppendInfo> {
     // A queued (prepared) append may run after this broker stopped leading: never write then.
     this.ensureLeader()
-    checkProducerBatches(batches)
+    const origin = leaderAppend.origin ?? 'client'
+    checkProducerBatches(batches, origin)
     // Idempotent producers' sequence checks run inside log.append, on the log's queue
     // (ProducerStateManager as its ProducerStateHook): in call order, with no other append
     // between a batch's check and its offsets. A retry resolves with its first offsets.
-    const info = await this.log.append(batches, { assignOffsets: true, leaderEpoch: this.leaderEpoch })
+    const info = await this.log.append(batches, {
+      assignOffsets: true,
+      leaderEpoch: this.leaderEpoch,
+      origin,
+      verificationGuard: leaderAppend.verificationGuard,
+    })
     this.onAppended()
     this.maybeIncrementHighWatermark()
     return info
@@ -489,15 +517,24 @@ export class Partition {
     return convertLegacyToV2(records)
   }
 
-  /** Reads committed records for a consumer (up to the high watermark, or the LSO). */
-  read(
+  /**
+   * Reads committed records for a consumer: up to the high watermark, or for
+   * read_committed up to the LSO with the aborted transactions overlapping what was read
+   * (Kafka's addAbortedTransactions: the consumer drops their records).
+   */
+  async read(
     fetchOffset: number,
     maxBytes: number,
     isolation: IsolationLevel,
     minOneMessage: boolean,
-  ): Promise<FetchDataInfo> {
-    const maxOffset = isolation === 'read_committed' ? this.lastStableOffset : this.highWatermark
-    return this.log.read(receivedOffset(fetchOffset), { maxBytes, maxOffset, minOneMessage })
+  ): Promise<ConsumerRead> {
+    const committed = isolation === 'read_committed'
+    const maxOffset = committed ? this.lastStableOffset : this.highWatermark
+    const info = await this.log.read(receivedOffset(fetchOffset), { maxBytes, maxOffset, minOneMessage })
+    if (!committed) return { info, abortedTransactions: undefined }
+    const abortedTransactions =
+      info.sizeInBytes === 0 ? [] : this.log.collectAbortedTransactions(info.firstOffset, info.nextOffset)
+    return { info, abortedTransactions }
   }
 
   /** Bytes between `fetchOffset` and the high watermark are available when the log end moved. */
@@ -518,9 +555,10 @@ function receivedOffset(value: number): Offset {
 
 /**
  * Producer-side rules Kafka applies before the log's own checks (which cover size and CRC):
- * records present, consecutive offsets inside each batch, no control batches.
+ * records present, consecutive offsets inside each batch, no control batches from clients
+ * (only a coordinator writes transaction markers).
  */
-function checkProducerBatches(batches: Buffer): void {
+function checkProducerBatches(batches: Buffer, origin: AppendOrigin): void {
   if (batches.length === 0) throw new KafkaError(ErrorCode.INVALID_RECORD, 'produce request with no records')
   let at = 0
   while (at + LOG_OVERHEAD <= batches.length) {
@@ -533,7 +571,7 @@ function checkProducerBatches(batches: Buffer): void {
         `batch of ${count} records with lastOffsetDelta ${header.lastOffsetDelta}`,
       )
     }
-    if (header.attributes & CONTROL_FLAG_MASK) {
+    if (header.attributes & CONTROL_FLAG_MASK && origin === 'client') {
       throw new KafkaError(ErrorCode.INVALID_RECORD, 'producers may not write control batches')
     }
     at += Math.max(header.sizeInBytes, LOG_OVERHEAD)

@@ -15,6 +15,19 @@
  *   truncation) is accepted at any sequence: since KIP-360 (Kafka 2.5) brokers no longer
  *   answer UNKNOWN_PRODUCER_ID.
  *
+ * Transactions (Kafka's ongoing and unreplicated transactions): a transactional batch from
+ * a producer with no transaction open here opens one at its base offset; a COMMIT or ABORT
+ * control batch ends it. A marker whose epoch is older than the producer's is refused with
+ * INVALID_PRODUCER_EPOCH, one from an older coordinator epoch with
+ * TRANSACTION_COORDINATOR_FENCED (leader only: a follower copies). A non-transactional
+ * batch while a transaction is open is INVALID_TXN_STATE. The first unstable offset is the
+ * first offset of the earliest open transaction, or of a transaction whose marker is not
+ * yet below the high watermark (so read_committed sees an outcome only once it is
+ * replicated); the partition caps it by the high watermark into the last stable offset.
+ * An ABORT's transaction goes to the marker segment's `.txnindex`. KIP-890: a transactional
+ * produce that would open a transaction must carry the verification guard handed out when
+ * its verification began, and a marker for the producer invalidates it.
+ *
  * The state follows the log through the log's ProducerStateHook, on the log's queue: so a
  * batch's check and its offsets happen with no other append in between, and truncation
  * rebuilds it before the next append. It survives restarts as `.snapshot` files (see
@@ -26,6 +39,7 @@ import type { Logger } from '../common/logger.js'
 import { maxOffset, NO_OFFSET, type Offset } from '../common/types.js'
 import { BatchHeader, LOG_OVERHEAD, NO_PRODUCER_ID, NO_SEQUENCE } from '../protocol/batch-header.js'
 import { ErrorCode } from '../protocol/error-codes.js'
+import { readEndTxnMarker } from '../storage/control-batch.js'
 import {
   deleteSnapshots,
   listSnapshotOffsets,
@@ -33,7 +47,14 @@ import {
   readSnapshot,
   writeSnapshot,
 } from '../storage/producer-state-snapshot.js'
-import type { DuplicateBatch, ProducerStateHook, UnifiedLog } from '../storage/unified-log.js'
+import type { AbortedTxn } from '../storage/transaction-index.js'
+import type {
+  AppendOptions,
+  DuplicateBatch,
+  ProducerAppendOutcome,
+  ProducerStateHook,
+  UnifiedLog,
+} from '../storage/unified-log.js'
 import { KafkaError } from './kafka-error.js'
 
 /** Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN: clients keep at most 5 requests in flight. */
@@ -67,15 +88,35 @@ export function inSequence(lastSeq: number, nextSeq: number): boolean {
   return nextSeq === lastSeq + 1 || (nextSeq === 0 && lastSeq === INT32_MAX)
 }
 
+/** No coordinator has written a marker for the producer here yet. */
+export const NO_COORDINATOR_EPOCH = -1
+
+/**
+ * Kafka's VerificationGuard.SENTINEL: the guard of a transactional produce that was not
+ * verified (its transaction was open); it never matches, so such a batch cannot open one.
+ */
+export const UNVERIFIED: object = Object.freeze({})
+
+/** How an append reached the producer state: Kafka's AppendOrigin. */
+type Origin = 'client' | 'coordinator' | 'replication'
+
 /** One producer id's state in one partition. */
 export class ProducerStateEntry {
   constructor(
     readonly producerId: bigint,
     public producerEpoch: number,
     readonly batches: BatchMetadata[],
-    /** Max timestamp of the last batch: producer.id.expiration.ms counts from it (Kafka). */
+    /** Max timestamp of the last batch or marker: producer.id.expiration.ms counts from it (Kafka). */
     public lastTimestamp: number,
+    /** The epoch of the coordinator that wrote the producer's last marker here. */
+    public coordinatorEpoch = NO_COORDINATOR_EPOCH,
+    /** First offset of the producer's open transaction here, or -1. */
+    public currentTxnFirstOffset: Offset = NO_OFFSET,
   ) {}
+
+  get hasOngoingTransaction(): boolean {
+    return this.currentTxnFirstOffset !== NO_OFFSET
+  }
 
   get lastSeq(): number {
     return this.batches.at(-1)?.lastSeq ?? NO_SEQUENCE
@@ -86,18 +127,37 @@ export class ProducerStateEntry {
   }
 
   clone(): ProducerStateEntry {
-    return new ProducerStateEntry(this.producerId, this.producerEpoch, [...this.batches], this.lastTimestamp)
+    return new ProducerStateEntry(
+      this.producerId,
+      this.producerEpoch,
+      [...this.batches],
+      this.lastTimestamp,
+      this.coordinatorEpoch,
+      this.currentTxnFirstOffset,
+    )
   }
 
-  /** A new epoch forgets the old one's batches; only the last 5 are kept. */
+  /** A new epoch forgets the old one's batches (Kafka's maybeUpdateProducerEpoch). */
+  private updateEpoch(epoch: number): void {
+    if (epoch === this.producerEpoch) return
+    this.batches.length = 0
+    this.producerEpoch = epoch
+  }
+
+  /** Only the last 5 batches are kept. */
   addBatch(epoch: number, batch: BatchMetadata): void {
-    if (epoch !== this.producerEpoch) {
-      this.batches.length = 0
-      this.producerEpoch = epoch
-    }
+    this.updateEpoch(epoch)
     this.batches.push(batch)
     if (this.batches.length > NUM_BATCHES_TO_RETAIN) this.batches.shift()
     this.lastTimestamp = batch.maxTimestamp
+  }
+
+  /** A COMMIT or ABORT marker ended the producer's transaction (Kafka's ProducerStateEntry.update). */
+  endTransaction(epoch: number, coordinatorEpoch: number, timestamp: number): void {
+    this.updateEpoch(epoch)
+    this.coordinatorEpoch = coordinatorEpoch
+    this.lastTimestamp = timestamp
+    this.currentTxnFirstOffset = NO_OFFSET
   }
 
   /** The batch with exactly this epoch and sequence range, if it is among the last 5. */
@@ -114,8 +174,44 @@ export interface ProducerStateOptions {
   readonly producerIdExpirationMs: number
 }
 
+/** A transaction whose marker is written, until the high watermark passes the marker. */
+interface UnreplicatedTxn {
+  readonly producerId: bigint
+  readonly firstOffset: Offset
+  readonly lastOffset: Offset
+}
+
+/** What one append does to the transactions, applied in order once the whole append is accepted. */
+type TxnEvent =
+  | { readonly kind: 'begin'; readonly producerId: bigint; readonly firstOffset: Offset }
+  | { readonly kind: 'marker'; readonly producerId: bigint }
+  | {
+      readonly kind: 'end'
+      readonly producerId: bigint
+      readonly firstOffset: Offset
+      readonly lastOffset: Offset
+      readonly aborted: boolean
+    }
+
+/** KIP-890's verification of one producer's first write of a transaction here. */
+interface VerificationState {
+  readonly guard: object
+  readonly producerEpoch: number
+  /** When it began: one no write used goes after producer.id.expiration.ms, as Kafka's does. */
+  readonly startedMs: number
+}
+
 export class ProducerStateManager implements ProducerStateHook {
   private producers = new Map<bigint, ProducerStateEntry>()
+  /**
+   * Open transactions by producer id, their first offsets; transactions open in log order,
+   * so the map's insertion order is offset order and its first entry is the earliest.
+   */
+  private ongoing = new Map<bigint, Offset>()
+  /** Ended transactions whose marker is at or above the high watermark, in marker order. */
+  private unreplicated: UnreplicatedTxn[] = []
+  /** KIP-890 verifications in flight, by producer id. */
+  private readonly verifications = new Map<bigint, VerificationState>()
   /** Offset after the last batch the state includes: the log end once loaded. */
   private mapEndOffset = 0 as Offset
 
@@ -136,10 +232,55 @@ export class ProducerStateManager implements ProducerStateHook {
     return this.producers.get(producerId)
   }
 
+  /** Open transactions: producer id to first offset, earliest first. */
+  get ongoingTransactions(): ReadonlyMap<bigint, Offset> {
+    return this.ongoing
+  }
+
+  /**
+   * Kafka's firstUnstableOffset: the first offset of the earliest transaction that is open
+   * or whose marker is not below the high watermark yet; undefined when there is none.
+   */
+  firstUnstableOffset(): Offset | undefined {
+    const highWatermark = this.log.highWatermark
+    while (this.unreplicated.length > 0 && this.unreplicated[0].lastOffset < highWatermark)
+      this.unreplicated.shift()
+    let first: Offset | undefined
+    for (const firstOffset of this.ongoing.values()) {
+      first = firstOffset
+      break
+    }
+    for (const txn of this.unreplicated)
+      if (first === undefined || txn.firstOffset < first) first = txn.firstOffset
+    return first
+  }
+
+  // ---- KIP-890 verification ------------------------------------------------------------
+
+  /**
+   * Before a transactional produce that would open a transaction is verified with the
+   * coordinator: the guard it must append with. Kafka's maybeCreateVerificationStateEntry;
+   * a verification already in flight for the same epoch shares its guard.
+   */
+  beginVerification(producerId: bigint, producerEpoch: number): object {
+    const existing = this.verifications.get(producerId)
+    if (existing !== undefined && existing.producerEpoch === producerEpoch) return existing.guard
+    const guard = {}
+    this.verifications.set(producerId, { guard, producerEpoch, startedMs: this.options.clock.nowMs() })
+    return guard
+  }
+
+  /** True when a produce from this producer would open a transaction here (so it needs verifying). */
+  needsVerification(producerId: bigint): boolean {
+    return this.producers.get(producerId)?.hasOngoingTransaction !== true
+  }
+
   // ---- appends ---------------------------------------------------------------------------
 
-  onAppend(batches: Buffer, fromLeader: boolean): DuplicateBatch | undefined {
+  onAppend(batches: Buffer, options: AppendOptions): ProducerAppendOutcome | undefined {
+    const origin: Origin = options.assignOffsets ? (options.origin ?? 'client') : 'replication'
     const updated = new Map<bigint, ProducerStateEntry>()
+    const events: TxnEvent[] = []
     let end = this.mapEndOffset
     for (let at = 0; at + LOG_OVERHEAD <= batches.length; ) {
       const header = new BatchHeader(batches, at)
@@ -148,22 +289,135 @@ export class ProducerStateManager implements ProducerStateHook {
       end = header.nextOffset as Offset
       const producerId = header.producerId
       if (producerId === NO_PRODUCER_ID) continue
-      if (fromLeader) {
+      if (origin === 'client') {
         // A retry is judged against what was written before this request, as Kafka does.
         const duplicate = this.findDuplicate(header)
-        if (duplicate !== undefined) return duplicate
+        if (duplicate !== undefined) return { duplicate }
       }
       const current = this.producers.get(producerId)
       const entry = updated.get(producerId) ?? current?.clone() ?? newEntry(producerId)
-      if (fromLeader) checkLeaderBatch(entry, current, header, this.log.topicPartition)
-      else if (header.producerEpoch < entry.producerEpoch) this.warnEpochRegression(entry, header)
-      entry.addBatch(header.producerEpoch, batchMetadata(header))
+      if (header.isControl) this.appendMarker(entry, header, origin, events)
+      else this.appendData(entry, current, header, origin, events, options.verificationGuard)
       updated.set(producerId, entry)
     }
     // All or nothing: a refused or duplicate batch leaves the state as it was.
     for (const [producerId, entry] of updated) this.producers.set(producerId, entry)
     this.mapEndOffset = end
-    return undefined
+    const abortedTransactions = this.applyTxnEvents(events)
+    return abortedTransactions.length > 0 ? { abortedTransactions } : undefined
+  }
+
+  /** Kafka's ProducerAppendInfo.appendDataBatch. */
+  private appendData(
+    entry: ProducerStateEntry,
+    current: ProducerStateEntry | undefined,
+    header: BatchHeader,
+    origin: Origin,
+    events: TxnEvent[],
+    verificationGuard: object | undefined,
+  ): void {
+    const tp = this.log.topicPartition
+    if (origin === 'client') checkLeaderBatch(entry, current, header, tp)
+    else if (origin === 'coordinator') checkMarkerOrCoordinatorEpoch(entry, header, tp)
+    else if (header.producerEpoch < entry.producerEpoch) this.warnEpochRegression(entry, header)
+    if (origin !== 'replication' && entry.hasOngoingTransaction && !header.isTransactional) {
+      throw new KafkaError(
+        ErrorCode.INVALID_TXN_STATE,
+        `producer ${header.producerId}${where(tp)}: non-transactional batch inside its open transaction`,
+      )
+    }
+    if (origin === 'client' && header.isTransactional && !entry.hasOngoingTransaction)
+      this.checkVerification(header, verificationGuard)
+    entry.addBatch(header.producerEpoch, batchMetadata(header))
+    if (header.isTransactional && !entry.hasOngoingTransaction) {
+      entry.currentTxnFirstOffset = header.baseOffset as Offset
+      events.push({ kind: 'begin', producerId: entry.producerId, firstOffset: entry.currentTxnFirstOffset })
+    }
+  }
+
+  /**
+   * KIP-890: a client's batch that opens a transaction must hold the guard of a
+   * verification that no marker ended since (undefined guard: verification is disabled;
+   * UNVERIFIED never matches).
+   */
+  private checkVerification(header: BatchHeader, guard: object | undefined): void {
+    if (guard === undefined) return
+    const state = this.verifications.get(header.producerId)
+    if (state?.guard === guard && state.producerEpoch === header.producerEpoch) return
+    throw new KafkaError(
+      ErrorCode.INVALID_TXN_STATE,
+      `producer ${header.producerId}${where(this.log.topicPartition)}: transactional batch not verified as part of an ongoing transaction`,
+    )
+  }
+
+  /** Kafka's ProducerAppendInfo.appendEndTxnMarker. */
+  private appendMarker(
+    entry: ProducerStateEntry,
+    header: BatchHeader,
+    origin: Origin,
+    events: TxnEvent[],
+  ): void {
+    const marker = readEndTxnMarker(header)
+    if (marker === undefined) return
+    events.push({ kind: 'marker', producerId: entry.producerId })
+    const tp = this.log.topicPartition
+    if (origin === 'replication') {
+      if (header.producerEpoch < entry.producerEpoch) this.warnEpochRegression(entry, header)
+    } else {
+      checkMarkerOrCoordinatorEpoch(entry, header, tp)
+      if (entry.coordinatorEpoch > marker.coordinatorEpoch) {
+        throw new KafkaError(
+          ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+          `producer ${header.producerId}${where(tp)}: marker from coordinator epoch ${marker.coordinatorEpoch}, after ${entry.coordinatorEpoch}`,
+        )
+      }
+    }
+    // A marker with no data before it (the transaction never wrote here) changes no LSO.
+    if (entry.hasOngoingTransaction) {
+      events.push({
+        kind: 'end',
+        producerId: entry.producerId,
+        firstOffset: entry.currentTxnFirstOffset,
+        lastOffset: header.baseOffset as Offset,
+        aborted: marker.result === 'abort',
+      })
+    }
+    entry.endTransaction(header.producerEpoch, marker.coordinatorEpoch, header.maxTimestamp)
+  }
+
+  /** Opens and ends transactions in log order; returns the entries for the `.txnindex`. */
+  private applyTxnEvents(events: readonly TxnEvent[]): AbortedTxn[] {
+    const aborted: AbortedTxn[] = []
+    for (const event of events) {
+      // A verification covers one transaction's first write: used up by it, and void once
+      // any marker ended the producer's transaction (a late write must be verified again).
+      if (event.kind !== 'end') this.verifications.delete(event.producerId)
+      if (event.kind === 'marker') continue
+      if (event.kind === 'begin') {
+        assert(
+          !this.ongoing.has(event.producerId),
+          () => `producer ${event.producerId} opened two transactions`,
+        )
+        this.ongoing.set(event.producerId, event.firstOffset)
+        continue
+      }
+      this.ongoing.delete(event.producerId)
+      this.unreplicated.push(event)
+      if (!event.aborted) continue
+      // Kafka's lastStableOffset(completedTxn): the earliest other open transaction, else past the marker.
+      let lastStableOffset = (event.lastOffset + 1) as Offset
+      for (const firstOffset of this.ongoing.values()) {
+        lastStableOffset = firstOffset
+        break
+      }
+      aborted.push({
+        producerId: event.producerId,
+        firstOffset: event.firstOffset,
+        lastOffset: event.lastOffset,
+        lastStableOffset,
+      })
+    }
+    return aborted
   }
 
   private findDuplicate(header: BatchHeader): DuplicateBatch | undefined {
@@ -185,15 +439,26 @@ export class ProducerStateManager implements ProducerStateHook {
 
   // ---- expiry ----------------------------------------------------------------------------
 
-  /** Forgets producers idle for producer.id.expiration.ms (by the broker's wall clock). */
+  /**
+   * Forgets producers idle for producer.id.expiration.ms (by the broker's wall clock), and
+   * verifications begun that long ago.
+   */
   removeExpiredProducers(nowMs = this.options.clock.nowMs()): number {
     let removed = 0
     for (const [producerId, entry] of this.producers) {
-      if (!this.isExpired(entry.lastTimestamp, nowMs)) continue
+      // An open transaction keeps its producer (Kafka's isProducerExpired).
+      if (entry.hasOngoingTransaction || !this.isExpired(entry.lastTimestamp, nowMs)) continue
       this.producers.delete(producerId)
       removed++
     }
+    this.removeExpiredVerifications(nowMs)
     return removed
+  }
+
+  /** Verifications no write used (the coordinator said no, or the producer went away). */
+  private removeExpiredVerifications(nowMs: number): void {
+    for (const [producerId, state] of this.verifications)
+      if (this.isExpired(state.startedMs, nowMs)) this.verifications.delete(producerId)
   }
 
   private isExpired(lastTimestamp: number, nowMs: number): boolean {
@@ -212,6 +477,8 @@ export class ProducerStateManager implements ProducerStateHook {
     const fs = this.log.fileSystem
     await deleteSnapshots(fs, dir, (offset) => offset > logEndOffset)
     this.producers = new Map()
+    this.ongoing = new Map()
+    this.unreplicated = []
     let from = logStartOffset
     const offsets = await listSnapshotOffsets(fs, dir)
     for (const offset of offsets.reverse()) {
@@ -240,26 +507,45 @@ export class ProducerStateManager implements ProducerStateHook {
 
   private loadSnapshotEntries(entries: readonly ProducerSnapshotEntry[]): void {
     const nowMs = this.options.clock.nowMs()
+    const open: { producerId: bigint; firstOffset: Offset }[] = []
     for (const e of entries) {
-      // Kafka drops expired producers as it loads a snapshot.
-      if (this.isExpired(e.timestamp, nowMs)) continue
-      const batch: BatchMetadata = {
-        firstSeq: decrementSequence(e.lastSequence, e.offsetDelta),
-        lastSeq: e.lastSequence,
-        firstOffset: (e.lastOffset - e.offsetDelta) as Offset,
-        lastOffset: e.lastOffset,
-        maxTimestamp: e.timestamp,
-      }
+      const txnFirstOffset = e.currentTxnFirstOffset >= 0 ? (e.currentTxnFirstOffset as Offset) : NO_OFFSET
+      // Kafka drops expired producers as it loads a snapshot (never one with an open transaction).
+      if (txnFirstOffset === NO_OFFSET && this.isExpired(e.timestamp, nowMs)) continue
+      // A producer whose only write here was a marker has no batch (lastOffset -1).
+      const batches: BatchMetadata[] =
+        e.lastOffset < 0
+          ? []
+          : [
+              {
+                firstSeq: decrementSequence(e.lastSequence, e.offsetDelta),
+                lastSeq: e.lastSequence,
+                firstOffset: (e.lastOffset - e.offsetDelta) as Offset,
+                lastOffset: e.lastOffset,
+                maxTimestamp: e.timestamp,
+              },
+            ]
       this.producers.set(
         e.producerId,
-        new ProducerStateEntry(e.producerId, e.producerEpoch, [batch], e.timestamp),
+        new ProducerStateEntry(
+          e.producerId,
+          e.producerEpoch,
+          batches,
+          e.timestamp,
+          e.coordinatorEpoch,
+          txnFirstOffset,
+        ),
       )
+      if (txnFirstOffset !== NO_OFFSET) open.push({ producerId: e.producerId, firstOffset: txnFirstOffset })
     }
+    for (const txn of open.sort((a, b) => a.firstOffset - b.firstOffset))
+      this.ongoing.set(txn.producerId, txn.firstOffset)
   }
 
   /** Applies the log's batches in [from, to) as a follower would (no checks). */
   private async replay(from: Offset, to: Offset): Promise<void> {
     let offset = from
+    const aborted: AbortedTxn[] = []
     while (offset < to) {
       const read = await this.log.read(offset, {
         maxBytes: REPLAY_READ_BYTES,
@@ -267,24 +553,29 @@ export class ProducerStateManager implements ProducerStateHook {
         minOneMessage: true,
       })
       if (read.sizeInBytes === 0) break
-      for (const chunk of read.records) this.replayChunk(chunk)
+      for (const chunk of read.records) this.replayChunk(chunk, aborted)
       offset = read.nextOffset
     }
     // The log start may fall inside a batch (DeleteRecords): the state then starts there.
     this.mapEndOffset = maxOffset(this.mapEndOffset, to)
+    // Kafka rebuilds the `.txnindex` of recovered segments the same way.
+    await this.log.indexAbortedTransactions(aborted)
   }
 
-  private replayChunk(chunk: Buffer): void {
+  private replayChunk(chunk: Buffer, aborted: AbortedTxn[]): void {
     for (let at = 0; at + LOG_OVERHEAD <= chunk.length; ) {
       const header = new BatchHeader(chunk, at)
       at += header.sizeInBytes
       // A read starts at the batch holding the offset: skip what the state already has.
       if (header.nextOffset <= this.mapEndOffset) continue
       this.mapEndOffset = header.nextOffset as Offset
-      if (header.producerId === NO_PRODUCER_ID || header.isControl) continue
+      if (header.producerId === NO_PRODUCER_ID) continue
       const entry = this.producers.get(header.producerId) ?? newEntry(header.producerId)
-      entry.addBatch(header.producerEpoch, batchMetadata(header))
+      const events: TxnEvent[] = []
+      if (header.isControl) this.appendMarker(entry, header, 'replication', events)
+      else this.appendData(entry, undefined, header, 'replication', events, undefined)
       this.producers.set(header.producerId, entry)
+      aborted.push(...this.applyTxnEvents(events))
     }
   }
 
@@ -302,6 +593,8 @@ export class ProducerStateManager implements ProducerStateHook {
       // truncateFullyAndStartAt (or a log cut to nothing): Kafka forgets everything.
       await deleteSnapshots(this.log.fileSystem, this.log.dir, () => true)
       this.producers = new Map()
+      this.ongoing = new Map()
+      this.unreplicated = []
       this.mapEndOffset = logEndOffset
       return
     }
@@ -317,21 +610,23 @@ export class ProducerStateManager implements ProducerStateHook {
     await this.takeSnapshot()
   }
 
-  /** Writes `<mapEndOffset>.snapshot` (Kafka keeps the last batch of each producer only). */
+  /**
+   * Writes `<mapEndOffset>.snapshot` (Kafka keeps the last batch of each producer only, and
+   * each open transaction's first offset).
+   */
   async takeSnapshot(): Promise<void> {
     const entries: ProducerSnapshotEntry[] = []
     for (const entry of this.producers.values()) {
       const last = entry.batches.at(-1)
-      if (last === undefined) continue
       entries.push({
         producerId: entry.producerId,
         producerEpoch: entry.producerEpoch,
-        lastSequence: last.lastSeq,
-        lastOffset: last.lastOffset,
-        offsetDelta: last.lastOffset - last.firstOffset,
+        lastSequence: last?.lastSeq ?? NO_SEQUENCE,
+        lastOffset: last?.lastOffset ?? NO_OFFSET,
+        offsetDelta: last === undefined ? 0 : last.lastOffset - last.firstOffset,
         timestamp: entry.lastTimestamp,
-        coordinatorEpoch: -1,
-        currentTxnFirstOffset: -1,
+        coordinatorEpoch: entry.coordinatorEpoch,
+        currentTxnFirstOffset: entry.currentTxnFirstOffset,
       })
     }
     await writeSnapshot(this.log.fileSystem, this.log.dir, this.mapEndOffset, entries)
@@ -353,6 +648,26 @@ function batchMetadata(header: BatchHeader): BatchMetadata {
   }
 }
 
+function where(tp: { topic: string; partition: number } | undefined): string {
+  return tp === undefined ? '' : ` in ${tp.topic}-${tp.partition}`
+}
+
+/**
+ * Kafka's checkProducerEpoch for batches without sequences (markers, a coordinator's
+ * transactional offset commits): an older epoch than the producer's is refused.
+ */
+function checkMarkerOrCoordinatorEpoch(
+  entry: ProducerStateEntry,
+  header: BatchHeader,
+  tp: { topic: string; partition: number } | undefined,
+): void {
+  if (header.producerEpoch >= entry.producerEpoch) return
+  throw new KafkaError(
+    ErrorCode.INVALID_PRODUCER_EPOCH,
+    `producer ${header.producerId}${where(tp)}: epoch ${header.producerEpoch} is older than ${entry.producerEpoch}`,
+  )
+}
+
 /**
  * Kafka's ProducerAppendInfo.checkProducerEpoch and checkSequence for a client's batch.
  * `entry` holds this request's earlier batches; `current` is the state before the request.
@@ -363,10 +678,9 @@ function checkLeaderBatch(
   header: BatchHeader,
   tp: { topic: string; partition: number } | undefined,
 ): void {
-  const where = tp === undefined ? '' : ` in ${tp.topic}-${tp.partition}`
   const epoch = header.producerEpoch
   const firstSeq = header.baseSequence
-  const producer = `producer ${header.producerId}${where}`
+  const producer = `producer ${header.producerId}${where(tp)}`
   if (firstSeq < 0)
     throw new KafkaError(ErrorCode.INVALID_RECORD, `${producer}: invalid sequence ${firstSeq}`)
   if (epoch < entry.producerEpoch) {

@@ -16,7 +16,7 @@ import type { LogConfig } from '../storage/log-config.js'
 import type { TopicPartition, UnifiedLog } from '../storage/unified-log.js'
 import { type PurgatoryTimer, waitForHighWatermark } from './delayed-operations.js'
 import { KafkaError } from './kafka-error.js'
-import { type IsrProposal, Partition } from './partition.js'
+import { type IsrProposal, type LeaderAppend, Partition } from './partition.js'
 import { ProducerStateManager } from './producer-state.js'
 import type { FetcherStats, ReplicaFetcherManager } from './replica-fetcher.js'
 
@@ -271,12 +271,13 @@ export class ReplicaManager {
     requiredAcks: number,
     timeoutMs: number,
     purgatoryTimer?: PurgatoryTimer,
+    leaderAppend: LeaderAppend = {},
   ): Promise<AppendResult> {
     const partition = this.getPartitionOrError(topic, partitionIndex)
     const minInsyncReplicas = this.settings.get(topic)?.minInsyncReplicas ?? 1
     // The leadership the records are appended under (read before the append's first await).
     const leaderEpoch = partition.leaderEpoch
-    const info = await partition.appendRecordsToLeader(records, requiredAcks, minInsyncReplicas)
+    const info = await partition.appendRecordsToLeader(records, requiredAcks, minInsyncReplicas, leaderAppend)
     const result = {
       errorCode: ErrorCode.NONE,
       baseOffset: info.firstOffset,

@@ -7,6 +7,7 @@ import { parse as parseJavaProperties } from 'dot-properties'
 import { type ConfigDef, ConfigDefs, type ConfigValue } from '../common/config-def.js'
 import { ConfigError } from '../common/errors.js'
 import type { GroupCoordinatorConfig } from '../coordinator/group-coordinator.js'
+import type { TransactionCoordinatorConfig } from '../coordinator/transaction/transaction-coordinator.js'
 
 const MIB = 1024 * 1024
 const LONG_MAX = Number.MAX_SAFE_INTEGER
@@ -253,6 +254,55 @@ export const brokerConfigDefs = new ConfigDefs([
   def('producer.id.expiration.check.interval.ms', 'int', 600000, 'How often idle producer ids expire.', {
     min: 1,
   }),
+  def(
+    'transaction.partition.verification.enable',
+    'boolean',
+    true,
+    'KIP-890: verify with the transaction coordinator that a partition is in the ongoing transaction before its first transactional write.',
+    {},
+    true,
+  ),
+  // Transactions (src/coordinator/transaction): Kafka's names and defaults.
+  def('transaction.state.log.num.partitions', 'int', 50, 'Partitions of __transaction_state.', { min: 1 }),
+  def('transaction.state.log.replication.factor', 'short', 3, 'Replication of __transaction_state.', {
+    min: 1,
+  }),
+  def('transaction.state.log.min.isr', 'int', 2, 'min.insync.replicas of __transaction_state.', { min: 1 }),
+  def('transaction.state.log.segment.bytes', 'int', 104857600, 'Segment size of __transaction_state.', {
+    min: 1,
+  }),
+  def('transaction.state.log.load.buffer.size', 'int', 5242880, 'Bytes read at a time when loading.', {
+    min: 1,
+  }),
+  def('transaction.max.timeout.ms', 'int', 900000, 'Largest transaction.timeout.ms a producer may ask for.', {
+    min: 1,
+  }),
+  def('transactional.id.expiration.ms', 'int', 604800000, 'An idle transactional id is removed after this.', {
+    min: 1,
+  }),
+  def(
+    'transaction.abort.timed.out.transaction.cleanup.interval.ms',
+    'int',
+    10000,
+    'How often transactions past their timeout are aborted.',
+    { min: 1 },
+  ),
+  def(
+    'transaction.remove.expired.transaction.cleanup.interval.ms',
+    'int',
+    3600000,
+    'How often expired transactional ids are removed.',
+    { min: 1 },
+  ),
+  def(
+    'request.timeout.ms',
+    'int',
+    30000,
+    'How long an inter-broker request (transaction markers) may take.',
+    {
+      min: 0,
+    },
+  ),
   // Operations (src/ops, docs/operations.md): tidelog's own names, in Kafka's dotted style.
   def(
     'tidelog.http.listener',
@@ -357,6 +407,31 @@ export function parseListener(listener: string): { host: string; port: number } 
 export function parseProperties(text: string): Map<string, string> {
   // Without a path separator dot-properties gives a flat key → string object.
   return new Map(Object.entries(parseJavaProperties(text, false) as Record<string, string>))
+}
+
+/** The transaction coordinator's settings from the broker's transaction.* properties. */
+export function transactionCoordinatorConfig(config: BrokerConfig): TransactionCoordinatorConfig {
+  const value = (name: string): number => config.values.get(name) as number
+  return {
+    transactionStateLogNumPartitions: value('transaction.state.log.num.partitions'),
+    transactionStateLogReplicationFactor: value('transaction.state.log.replication.factor'),
+    transactionStateLogMinIsr: value('transaction.state.log.min.isr'),
+    transactionStateLogSegmentBytes: value('transaction.state.log.segment.bytes'),
+    transactionStateLogLoadBufferSize: value('transaction.state.log.load.buffer.size'),
+    transactionMaxTimeoutMs: value('transaction.max.timeout.ms'),
+    transactionalIdExpirationMs: value('transactional.id.expiration.ms'),
+    abortTimedOutTransactionCleanupIntervalMs: value(
+      'transaction.abort.timed.out.transaction.cleanup.interval.ms',
+    ),
+    removeExpiredTransactionalIdCleanupIntervalMs: value(
+      'transaction.remove.expired.transaction.cleanup.interval.ms',
+    ),
+    offsetsTopicNumPartitions: value('offsets.topic.num.partitions'),
+    requestTimeoutMs: value('request.timeout.ms'),
+    // Kafka's marker channel retries on its network client's poll; these bound ours.
+    retryBackoffMs: 100,
+    retryBackoffMaxMs: 1000,
+  }
 }
 
 /** The coordinator's settings from the broker's group.* and offsets.* properties. */

@@ -3,6 +3,7 @@ import type { FileSystem } from '../common/file-system.js'
 import type { Logger } from '../common/logger.js'
 import type { TransactionMarkerListener, TransactionVerifier } from '../common/transaction.js'
 import type { GroupCoordinator } from '../coordinator/group-coordinator.js'
+import type { TransactionCoordinator } from '../coordinator/transaction/transaction-coordinator.js'
 import type { ClusterImage } from '../metadata/cluster-image.js'
 import type { ProducerIdManager } from '../metadata/producer-id-manager.js'
 import type { TopicAdmin } from '../metadata/topic-admin.js'
@@ -28,6 +29,8 @@ export interface BrokerServices {
   readonly producerIdManager: ProducerIdManager
   /** Consumer groups and committed offsets of the __consumer_offsets partitions led here. */
   readonly groupCoordinator: GroupCoordinator
+  /** Transactions of the __transaction_state partitions led here. */
+  readonly transactionCoordinator: TransactionCoordinator
   /**
    * Every metadata change an admin request makes (topics, partitions, elections,
    * reassignments, configs): validated, placed and committed on the controller's side.

@@ -12,7 +12,10 @@ import type { Clock, TimerHandle } from '../common/clock.js'
 import type { FileSystem } from '../common/file-system.js'
 import { createLogger, type Logger } from '../common/logger.js'
 import type { Random } from '../common/random.js'
+import type { TransactionMarkerListener, TransactionVerifier } from '../common/transaction.js'
 import { GroupCoordinator } from '../coordinator/group-coordinator.js'
+import { TransactionCoordinator } from '../coordinator/transaction/transaction-coordinator.js'
+import { CoordinatorTransactionVerifier } from '../coordinator/transaction/transaction-verifier.js'
 import type { BrokerRegistration, ClusterImage } from '../metadata/cluster-image.js'
 import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { Controller } from '../metadata/controller.js'
@@ -31,7 +34,7 @@ import { ReplicaManager, type TopicSettings } from '../replication/replica-manag
 import { nodeBrokerParts } from '../runtime/node-parts.js'
 import { isStorageError } from '../storage/errors.js'
 import { LogManager } from '../storage/log-manager.js'
-import { type BrokerConfig, groupCoordinatorConfig } from './broker-config.js'
+import { type BrokerConfig, groupCoordinatorConfig, transactionCoordinatorConfig } from './broker-config.js'
 import type { BrokerObserver, BrokerParts } from './broker-parts.js'
 import type { BrokerServices } from './broker-services.js'
 import { FetchSessionCache } from './fetch-session-cache.js'
@@ -94,7 +97,14 @@ export class Broker implements BrokerServices {
   readonly fetchSessions: FetchSessionCache
   readonly producerIdManager: ProducerIdManager
   readonly groupCoordinator: GroupCoordinator
+  readonly transactionCoordinator: TransactionCoordinator
+  readonly transactionVerifier: TransactionVerifier
+  /** The verifier this broker built (closed at stop, whatever transactionVerifier is). */
+  private readonly coordinatorVerifier: CoordinatorTransactionVerifier
   readonly topicAdmin: TopicAdmin
+  /** A marker in a __consumer_offsets partition ends the producer's pending group offsets. */
+  readonly onTransactionMarker: TransactionMarkerListener = (topic, partition, producerId, result) =>
+    this.groupCoordinator.onTransactionMarker(topic, partition, producerId, result)
   private readonly alterPartitions: AlterPartitionManager
   /** What this broker serves as leader, published for readiness checks (leadership-record.ts). */
   private readonly leadershipRecord: LeadershipRecord
@@ -167,6 +177,24 @@ export class Broker implements BrokerServices {
       logger: parts.logger,
     })
     this.groupCoordinator = new GroupCoordinator(this, groupCoordinatorConfig(config))
+    const txnConfig = transactionCoordinatorConfig(config)
+    const txnHost = {
+      nodeId: config.nodeId,
+      clock: parts.clock,
+      logger: parts.logger,
+      replicaManager: this.replicaManager,
+      metadataImage: () => this.metadata.image(),
+      topicAdmin: this.topicAdmin,
+      producerIdManager: this.producerIdManager,
+      transport: parts.network,
+    }
+    this.transactionCoordinator = new TransactionCoordinator(txnHost, txnConfig)
+    this.coordinatorVerifier = new CoordinatorTransactionVerifier(
+      txnHost,
+      this.transactionCoordinator,
+      txnConfig.requestTimeoutMs,
+    )
+    this.transactionVerifier = this.coordinatorVerifier
   }
 
   /** Opens the broker (`create`), then starts serving (`startup`). */
@@ -246,12 +274,16 @@ export class Broker implements BrokerServices {
     try {
       await this.replicaManager.applyImage(this.metadata.image())
       this.groupCoordinator.onPartitionsChanged()
+      this.transactionCoordinator.onPartitionsChanged()
+      this.transactionCoordinator.startup()
       this.metadata.onChange((image) => {
         this.replicaManager
           .applyImage(image)
-          // Leadership of __consumer_offsets partitions decides which groups this broker coordinates.
+          // Leadership of __consumer_offsets and __transaction_state partitions decides which
+          // groups and transactional ids this broker coordinates.
           .then(() => {
             this.groupCoordinator.onPartitionsChanged()
+            this.transactionCoordinator.onPartitionsChanged()
             this.leadershipRecord.onApplied(this.replicaManager.servedLeaderEpochs())
           })
           .catch((error: unknown) => this.onApplyFailure(error))
@@ -561,6 +593,8 @@ export class Broker implements BrokerServices {
     this.lease = null
     await controller?.stop()
     this.groupCoordinator.shutdown()
+    this.transactionCoordinator.shutdown()
+    this.coordinatorVerifier.close()
     await lease?.revoke().catch((error: unknown) => this.logger.warn({ err: error }, 'lease revoke failed'))
     this.replicaManager.shutdown()
     this.leadershipRecord.close()

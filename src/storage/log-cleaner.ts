@@ -16,7 +16,13 @@
  *    timestamp type and producer fields; the CRC is recomputed. A batch whose records all
  *    go disappears, except as an empty batch when it is its producer's last (producer
  *    state) or its group's last (so the cleaned segment ends where the old ones did).
- *    Control batches are kept. Keyless records (refused at produce) are dropped.
+ *    Keyless records (refused at produce) are dropped.
+ *    Transactions (Kafka's CleanedTransactionMetadata): the records of aborted transactions
+ *    (from the `.txnindex`) are removed and never enter the offset map. A marker stays
+ *    while a batch of its transaction remains; then, like a tombstone, its batch gets a
+ *    delete horizon and goes once the horizon passes. The cleaned segment's `.txnindex`
+ *    keeps the entries of the ABORT markers it keeps whose data it still saw. Nothing at
+ *    or above the first unstable offset is cleaned (an open transaction's outcome is unknown).
  * 4. Tombstones (null values) follow KIP-534: the first clean that keeps one stamps its
  *    batch with a delete horizon (now + delete.retention.ms, in baseTimestamp, attribute
  *    bit 6); a clean after the horizon removes it.
@@ -33,6 +39,7 @@ import {
   ATTRIBUTES_OFFSET,
   BASE_TIMESTAMP_OFFSET,
   BATCH_LENGTH_OFFSET,
+  BatchHeader,
   COMPRESSION_CODEC_MASK,
   CONTROL_FLAG_MASK,
   CompressionType,
@@ -48,10 +55,12 @@ import {
 import { compress, decompress } from '../protocol/compression.js'
 import { crc32c } from '../protocol/crc32c.js'
 import { DELETE_HORIZON_FLAG_MASK } from '../protocol/record-batch.js'
+import { readEndTxnMarker } from './control-batch.js'
 import { isStorageError } from './errors.js'
 import { hasCompactPolicy, type LogConfig } from './log-config.js'
 import type { AppendedBatch, LogSegment } from './log-segment.js'
 import { readInt64, writeInt64 } from './record-batch-check.js'
+import type { AbortedTxn, TransactionIndex } from './transaction-index.js'
 import type { UnifiedLog } from './unified-log.js'
 
 /** Bytes read from a segment per step: bounds both memory and the time between awaits. */
@@ -257,7 +266,7 @@ export class LogCleaner {
   }
 
   private cleanableEnd(log: UnifiedLog): Offset {
-    return this.options.cleanableEndOffset?.(log) ?? log.highWatermark
+    return uncleanableFrom(log, this.options.cleanableEndOffset?.(log) ?? log.highWatermark)
   }
 
   private async cleanOne(log: UnifiedLog): Promise<boolean> {
@@ -294,6 +303,69 @@ export class LogCleaner {
   }
 }
 
+/** Kafka's firstUncleanableDirtyOffset: never at or past an open transaction. */
+function uncleanableFrom(log: UnifiedLog, cleanableEndOffset: Offset): Offset {
+  const firstUnstable = log.producerState?.firstUnstableOffset?.()
+  return firstUnstable === undefined ? cleanableEndOffset : minOffset(firstUnstable, cleanableEndOffset)
+}
+
+/**
+ * What the cleaner knows of transactions as it reads batches in offset order (Kafka's
+ * CleanedTransactionMetadata): the aborted ones from the `.txnindex`, which producers'
+ * aborted or committed transactions it is inside, and for an aborted one whether it saw
+ * one of its batches (then its marker must stay).
+ */
+class CleanedTransactions {
+  private readonly pending: AbortedTxn[]
+  private readonly ongoingAborted = new Map<bigint, { txn: AbortedTxn; lastObservedBatchOffset?: number }>()
+  private readonly ongoingCommitted = new Set<bigint>()
+
+  constructor(
+    aborted: readonly AbortedTxn[],
+    /** The cleaned segment's index, to copy kept ABORT markers' entries into (rewrite pass only). */
+    private readonly cleanedIndex?: TransactionIndex,
+  ) {
+    this.pending = [...aborted].sort((a, b) => a.firstOffset - b.firstOffset)
+  }
+
+  private consumeAbortedUpTo(offset: number): void {
+    while (this.pending.length > 0 && this.pending[0].firstOffset <= offset) {
+      const txn = this.pending.shift()!
+      if (!this.ongoingAborted.has(txn.producerId)) this.ongoingAborted.set(txn.producerId, { txn })
+    }
+  }
+
+  /** A data batch: true when it belongs to an aborted transaction (its records all go). */
+  onDataBatch(header: BatchHeader): boolean {
+    this.consumeAbortedUpTo(header.lastOffset)
+    if (!header.isTransactional) return false
+    const aborted = this.ongoingAborted.get(header.producerId)
+    if (aborted !== undefined) {
+      aborted.lastObservedBatchOffset = header.lastOffset
+      return true
+    }
+    this.ongoingCommitted.add(header.producerId)
+    return false
+  }
+
+  /** A control batch: true when no batch of its transaction is left, so the marker may go. */
+  async onControlBatch(header: BatchHeader): Promise<boolean> {
+    this.consumeAbortedUpTo(header.lastOffset)
+    // An empty control batch was cleaned before: nothing refers to it.
+    if (header.recordsCount === 0) return true
+    const marker = readEndTxnMarker(header)
+    if (marker === undefined) return false
+    const producerId = header.producerId
+    if (marker.result === 'commit') return !this.ongoingCommitted.delete(producerId)
+    const aborted = this.ongoingAborted.get(producerId)
+    this.ongoingAborted.delete(producerId)
+    if (aborted?.lastObservedBatchOffset === undefined) return true
+    if (this.cleanedIndex !== undefined && aborted.txn.lastOffset > this.cleanedIndex.lastOffset)
+      await this.cleanedIndex.append(aborted.txn)
+    return false
+  }
+}
+
 export class CleanAborted extends Error {
   constructor() {
     super('log cleaning aborted')
@@ -322,7 +394,12 @@ export async function cleanLog(
   const startedMs = clock.monotonicMs()
   const nowMs = clock.nowMs()
   const firstDirty = options.firstDirtyOffset ?? log.logStartOffset
-  const range = cleanableRange(log, firstDirty, nowMs, options.cleanableEndOffset ?? log.highWatermark)
+  const range = cleanableRange(
+    log,
+    firstDirty,
+    nowMs,
+    uncleanableFrom(log, options.cleanableEndOffset ?? log.highWatermark),
+  )
   const notCleaned: CleanStats = {
     cleaned: false,
     endOffset: firstDirty,
@@ -449,6 +526,10 @@ class Cleaner {
     const producerLastBatches = new Map<string, { lastOffset: number; maxTimestamp: number }>()
     let endOffset = range.firstDirtyOffset
     const segments = [...this.log.segmentList]
+    // An aborted record never shadows an earlier value of its key.
+    const transactions = new CleanedTransactions(
+      this.log.collectAbortedTransactions(range.firstDirtyOffset, range.endOffset),
+    )
     for (let i = 0; i < segments.length - 1; i++) {
       const segment = segments[i]
       const next = segments[i + 1].baseOffset
@@ -459,7 +540,11 @@ class Cleaner {
       for await (const batch of batchesOf(segment, this.aborted)) {
         this.bytesRead += batch.size
         const attributes = batch.buf.readInt16BE(batch.at + ATTRIBUTES_OFFSET)
-        if ((attributes & CONTROL_FLAG_MASK) !== 0) continue
+        if ((attributes & CONTROL_FLAG_MASK) !== 0) {
+          // A marker ends its producer's transaction: its later batches are not aborted ones.
+          if (dirty) await transactions.onControlBatch(new BatchHeader(batch.buf, batch.at))
+          continue
+        }
         const lastOffset = batchBaseOffset(batch) + batch.buf.readInt32BE(batch.at + LAST_OFFSET_DELTA_OFFSET)
         const producerId = batch.buf.readBigInt64BE(batch.at + PRODUCER_ID_OFFSET)
         if (producerId >= 0n) {
@@ -467,6 +552,7 @@ class Cleaner {
           producerLastBatches.set(producerId.toString(), { lastOffset, maxTimestamp })
         }
         if (!dirty) continue
+        if (transactions.onDataBatch(new BatchHeader(batch.buf, batch.at))) continue
         const baseOffset = batchBaseOffset(batch)
         const { data, spans } = await this.records(batch)
         for (const span of spans) {
@@ -540,11 +626,18 @@ class Cleaner {
       pendingBytes += batch.length
       if (pendingBytes >= WRITE_CHUNK_BYTES) await flush()
     }
+    // The aborted transactions of the group's range, including ones begun before it.
+    const next = this.log.segmentList[this.log.segmentList.indexOf(group.at(-1)!) + 1]
+    assert(next !== undefined, 'a cleaned group is followed by a segment')
+    const transactions = new CleanedTransactions(
+      this.log.collectAbortedTransactions(group[0].baseOffset, next.baseOffset),
+      cleaned.txnIndex,
+    )
     // The last batch of the group, held back when dropped: an empty batch keeps the group's end.
     let lastDropped: Buffer | undefined
     for (const segment of group) {
       for await (const batch of batchesOf(segment, this.aborted)) {
-        const kept = await this.filterBatch(batch, maps)
+        const kept = await this.filterBatch(batch, maps, transactions)
         if (kept === undefined) {
           lastDropped = emptyBatchOf(batch)
           continue
@@ -559,11 +652,33 @@ class Cleaner {
   }
 
   /** The batch to write for `batch` (itself, a rewrite, an empty batch), or undefined to drop it. */
-  private async filterBatch(batch: BatchView, maps: CleanerMaps): Promise<Buffer | undefined> {
+  private async filterBatch(
+    batch: BatchView,
+    maps: CleanerMaps,
+    transactions: CleanedTransactions,
+  ): Promise<Buffer | undefined> {
     const { buf, at, size } = batch
     const original = buf.subarray(at, at + size)
     const attributes = buf.readInt16BE(at + ATTRIBUTES_OFFSET)
-    if ((attributes & CONTROL_FLAG_MASK) !== 0) return original
+    const header = new BatchHeader(buf, at)
+    const hasHorizon = (attributes & DELETE_HORIZON_FLAG_MASK) !== 0
+    const horizonMs = hasHorizon ? readInt64(buf, at + BASE_TIMESTAMP_OFFSET) : undefined
+    if ((attributes & CONTROL_FLAG_MASK) !== 0) {
+      if (!(await transactions.onControlBatch(header))) return original
+      // Emptied by an earlier clean and kept only as its group's last batch.
+      if (header.recordsCount === 0) return undefined
+      // A marker nothing refers to any more goes like a tombstone: after delete.retention.ms.
+      if (horizonMs !== undefined) {
+        if (this.nowMs >= horizonMs) return undefined
+        this.nextDeleteHorizonMs = Math.min(this.nextDeleteHorizonMs, horizonMs)
+        return original
+      }
+      const newHorizonMs = this.nowMs + this.config.deleteRetentionMs
+      this.nextDeleteHorizonMs = Math.min(this.nextDeleteHorizonMs, newHorizonMs)
+      const { data, spans } = await this.records(batch)
+      return rebuildBatch(batch, data, spans, newHorizonMs)
+    }
+    const abortedData = transactions.onDataBatch(header)
     const baseOffset = batchBaseOffset(batch)
     const lastOffset = baseOffset + buf.readInt32BE(at + LAST_OFFSET_DELTA_OFFSET)
     const producerId = buf.readBigInt64BE(at + PRODUCER_ID_OFFSET)
@@ -572,14 +687,12 @@ class Cleaner {
     const isProducersLast =
       producersLast?.lastOffset === lastOffset &&
       this.nowMs - producersLast.maxTimestamp < this.producerIdExpirationMs
-    const hasHorizon = (attributes & DELETE_HORIZON_FLAG_MASK) !== 0
-    const horizonMs = hasHorizon ? readInt64(buf, at + BASE_TIMESTAMP_OFFSET) : undefined
     const { data, spans } = await this.records(batch)
     this.recordsRead += spans.length
     const retained: RecordSpan[] = []
     let tombstones = 0
     for (const span of spans) {
-      if (!this.shouldRetain(data, span, baseOffset, horizonMs, maps)) continue
+      if (abortedData || !this.shouldRetain(data, span, baseOffset, horizonMs, maps)) continue
       retained.push(span)
       if (span.isTombstone) tombstones++
     }

@@ -15,7 +15,7 @@ import { checkBatch } from './record-batch-check.js'
 
 /** Leftovers of interrupted deletes, compactions or checkpoint writes. */
 const TEMP_FILE_SUFFIXES = ['.deleted', '.cleaned', '.swap', '.tmp']
-const SEGMENT_FILE = /^(\d{20})\.(log|index|timeindex)$/
+const SEGMENT_FILE = /^(\d{20})\.(log|index|timeindex|txnindex)$/
 const SWAP_LOG_FILE = /^(\d{20})\.log\.swap$/
 /** Bytes read at a time while scanning a swap file for its end. */
 const SWAP_SCAN_BYTES = 1 << 20
@@ -121,6 +121,9 @@ async function completeSwaps(params: LoadParams, names: readonly string[]): Prom
       const indexSwap = join(dir, `${prefix}.${index}.swap`)
       if (names.includes(`${prefix}.${index}.swap`)) await fs.unlink(indexSwap)
     }
+    // The aborted-transaction index cannot be rebuilt from the segment alone: it is kept.
+    if (names.includes(`${prefix}.txnindex.swap`))
+      await fs.rename(join(dir, `${prefix}.txnindex.swap`), join(dir, `${prefix}.txnindex`))
     await fs.rename(swapPath, join(dir, `${prefix}.log`))
     logger.warn({ dir, baseOffset, nextOffset }, 'completed an interrupted cleaner swap')
   }

@@ -1,6 +1,7 @@
 /**
  * One segment of a partition log: `<baseOffset>.log` with the record batches as received
- * (base offsets rewritten), its sparse `.index` and its `.timeindex` (Kafka's LogSegment).
+ * (base offsets rewritten), its sparse `.index`, its `.timeindex` and, once a transaction
+ * aborts in it, its `.txnindex` (Kafka's LogSegment).
  *
  * The segment knows byte positions and batch framing; offsets and their rules belong to
  * UnifiedLog. `size` counts bytes whose write completed, so a reader never looks past
@@ -21,6 +22,7 @@ import {
   peekBatch,
 } from './record-batch-check.js'
 import { NO_TIMESTAMP, TimeIndex, type TimestampOffset } from './time-index.js'
+import { TransactionIndex, TXN_INDEX_FILE_SUFFIX } from './transaction-index.js'
 
 export const LOG_FILE_SUFFIX = '.log'
 export const INDEX_FILE_SUFFIX = '.index'
@@ -113,6 +115,7 @@ export class LogSegment {
     size: number,
     readonly offsetIndex: OffsetIndex,
     readonly timeIndex: TimeIndex,
+    readonly txnIndex: TransactionIndex,
     readonly createdMs: number,
   ) {
     this.size = size
@@ -145,6 +148,7 @@ export class LogSegment {
         baseOffset,
         options.maxIndexBytes,
       ),
+      txnIndex: new TransactionIndex(fs, prefix + TXN_INDEX_FILE_SUFFIX + fileSuffix),
     }
   }
 
@@ -158,7 +162,7 @@ export class LogSegment {
     fileSuffix = '',
   ): Promise<LogSegment> {
     assert(Number.isSafeInteger(baseOffset) && baseOffset >= 0, () => `bad segment base offset ${baseOffset}`)
-    const { offsetIndex, timeIndex } = LogSegment.indexes(fs, dir, baseOffset, options, fileSuffix)
+    const { offsetIndex, timeIndex, txnIndex } = LogSegment.indexes(fs, dir, baseOffset, options, fileSuffix)
     const log = await fs.open(logFilePath(dir, baseOffset, fileSuffix), 'w+')
     try {
       await offsetIndex.create(true)
@@ -167,12 +171,25 @@ export class LogSegment {
       await Promise.allSettled([log.close(), offsetIndex.close()])
       throw err
     }
-    const segment = new LogSegment(fs, dir, baseOffset, options, log, 0, offsetIndex, timeIndex, nowMs)
+    // A leftover index of an earlier segment at this offset (a log restarted here) is not ours.
+    await txnIndex.deleteFile()
+    const segment = new LogSegment(
+      fs,
+      dir,
+      baseOffset,
+      options,
+      log,
+      0,
+      offsetIndex,
+      timeIndex,
+      new TransactionIndex(fs, txnIndex.path),
+      nowMs,
+    )
     segment.fileSuffix = fileSuffix
     return segment
   }
 
-  /** Renames the segment's three files from suffix `from` to `to` (the cleaner's swap steps). */
+  /** Renames the segment's files from suffix `from` to `to` (the cleaner's swap steps). */
   async changeFileSuffixes(from: string, to: string): Promise<void> {
     assert(this.fileSuffix === from, () => `${this.logPath} does not end in '${from}'`)
     const prefix = join(this.dir, filenamePrefixFromOffset(this.baseOffset))
@@ -183,6 +200,7 @@ export class LogSegment {
     this.fileSuffix = to
     await this.offsetIndex.renameTo(prefix + INDEX_FILE_SUFFIX + to)
     await this.timeIndex.renameTo(prefix + TIME_INDEX_FILE_SUFFIX + to)
+    await this.txnIndex.renameTo(prefix + TXN_INDEX_FILE_SUFFIX + to)
   }
 
   /**
@@ -196,9 +214,10 @@ export class LogSegment {
     options: SegmentOptions,
     nowMs: number,
   ): Promise<{ segment: LogSegment; indexProblem: string | undefined }> {
-    const { offsetIndex, timeIndex } = LogSegment.indexes(fs, dir, baseOffset, options)
+    const { offsetIndex, timeIndex, txnIndex } = LogSegment.indexes(fs, dir, baseOffset, options)
     const log = await fs.open(logFilePath(dir, baseOffset), 'r+')
     const stat = await log.stat()
+    await txnIndex.load()
     const segment = new LogSegment(
       fs,
       dir,
@@ -208,6 +227,7 @@ export class LogSegment {
       stat.size,
       offsetIndex,
       timeIndex,
+      txnIndex,
       nowMs,
     )
     segment.lastModifiedMs = stat.mtimeMs
@@ -527,6 +547,9 @@ export class LogSegment {
     const truncatedBytes = fileSize - position
     if (truncatedBytes > 0) await this.log.truncate(position)
     this.size = position
+    // Entries for markers the scan did not find are gone with them; missing ones are
+    // written again by the producer state as it replays the log.
+    await this.txnIndex.truncateTo(nextOffset ?? this.baseOffset)
     return { validBytes: position, truncatedBytes, nextOffset, problem }
   }
 
@@ -553,6 +576,7 @@ export class LogSegment {
     if (cut === undefined) return { truncatedBytes: 0, cutAtOffset: undefined }
     await this.offsetIndex.truncateTo(cut.baseOffset, true)
     await this.timeIndex.truncateTo(cut.baseOffset, true)
+    await this.txnIndex.truncateTo(cut.baseOffset)
     const truncatedBytes = this.size - cut.position
     await this.log.truncate(cut.position)
     this.size = cut.position
@@ -567,6 +591,7 @@ export class LogSegment {
   /** fsync of the .log. The active segment's indexes are rebuilt after a crash, so they wait for roll/close. */
   async flush(): Promise<void> {
     await this.log.sync()
+    await this.txnIndex.sync()
   }
 
   /** The segment stops being written: final time-index entry, indexes trimmed and fsynced (roll). */
@@ -574,7 +599,7 @@ export class LogSegment {
     this.timeIndex.maybeAppend(this.maxTimestampSoFar, this.offsetOfMaxTimestampSoFar, true)
     await this.offsetIndex.trimToValidSize()
     await this.timeIndex.trimToValidSize()
-    await Promise.all([this.log.sync(), this.offsetIndex.sync(), this.timeIndex.sync()])
+    await Promise.all([this.log.sync(), this.offsetIndex.sync(), this.timeIndex.sync(), this.txnIndex.sync()])
   }
 
   /** Preallocates the indexes again: the segment is the active one (after open or truncation). */
@@ -594,6 +619,7 @@ export class LogSegment {
     await this.closeLogHandle()
     await this.offsetIndex.close()
     await this.timeIndex.close()
+    await this.txnIndex.close()
   }
 
   private async closeLogHandle(): Promise<void> {
@@ -608,6 +634,7 @@ export class LogSegment {
     try {
       await this.offsetIndex.deleteFile()
       await this.timeIndex.deleteFile()
+      await this.txnIndex.deleteFile()
       await this.fs.unlink(this.logPath)
     } finally {
       if (this.pendingReads === 0) await this.closeLogHandle()

@@ -9,7 +9,8 @@
  *             currentTxnFirstOffset int64 }
  *
  * As in Kafka, only the last batch of each producer is kept: the batches before it are
- * found again by replaying the log from the snapshot's offset.
+ * found again by replaying the log from the snapshot's offset. A producer without a batch
+ * (its only write here was a marker) has lastSequence and lastOffset -1.
  */
 import { join } from 'node:path'
 import { TidelogError } from '../common/errors.js'
@@ -33,8 +34,9 @@ export interface ProducerSnapshotEntry {
   readonly offsetDelta: number
   /** The last batch's max timestamp: producer.id.expiration.ms counts from it. */
   readonly timestamp: number
+  /** Epoch of the coordinator that wrote the producer's last marker, -1 for none. */
   readonly coordinatorEpoch: number
-  /** -1: no open transaction (tidelog has none). */
+  /** First offset of the producer's open transaction, -1 for none. */
   readonly currentTxnFirstOffset: number
 }
 

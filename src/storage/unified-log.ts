@@ -41,6 +41,7 @@ import {
   validateAppend,
 } from './log-validator.js'
 import { NO_TIMESTAMP } from './time-index.js'
+import type { AbortedTxn } from './transaction-index.js'
 
 export type { LeaderEpoch, Offset } from '../common/types.js'
 
@@ -76,9 +77,23 @@ export interface UnifiedLogOptions {
   readonly onFlushed?: (durationMs: number) => void
 }
 
+/**
+ * Who wrote a leader append (Kafka's AppendOrigin): a client's produce gets every producer
+ * check; the coordinators (transaction markers, transactional offset commits) write
+ * batches without sequences, checked by epoch only. A follower's append is replication.
+ */
+export type AppendOrigin = 'client' | 'coordinator'
+
 export interface AppendOptions {
   /** Leader: rewrite base offsets to the next offsets. Follower: the batches must carry them. */
   readonly assignOffsets: boolean
+  /** Leader only; default 'client'. */
+  readonly origin?: AppendOrigin
+  /**
+   * Leader only, KIP-890: the token the producer state handed out when the verification
+   * of this transactional produce began; a batch opening a transaction needs it current.
+   */
+  readonly verificationGuard?: object
   /** Leader only: stamped into each batch's partitionLeaderEpoch and recorded in the epoch cache. */
   readonly leaderEpoch?: LeaderEpoch
   /**
@@ -134,8 +149,16 @@ export interface DuplicateBatch {
   readonly maxTimestamp: number
 }
 
+/** What the producer state made of an append it accepted. */
+export interface ProducerAppendOutcome {
+  /** A retry: answered with its first write's offsets, and nothing is written. */
+  readonly duplicate?: DuplicateBatch
+  /** Transactions this append's ABORT markers ended: entries of the active segment's `.txnindex`. */
+  readonly abortedTransactions?: readonly AbortedTxn[]
+}
+
 /**
- * Producer state (idempotence) kept in step with the log, as UnifiedLog drives Kafka's
+ * Producer state (idempotence and transactions) kept in step with the log, as UnifiedLog drives Kafka's
  * ProducerStateManager. Every call runs on the log's queue, so it sees appends, rolls and
  * truncations in log order, and onAppend is synchronous: no other append can come between
  * a batch's sequence check and its offsets.
@@ -145,10 +168,10 @@ export interface ProducerStateHook {
   load(): Promise<void>
   /**
    * One append whose batches passed validation and carry their offsets, before the write.
-   * A leader append (`fromLeader`) may throw a Kafka outcome to refuse it, or return the
-   * batch it duplicates, which is then answered without writing anything.
+   * A leader append (`options.assignOffsets`) may throw a Kafka outcome to refuse it, or
+   * return the batch it duplicates, which is then answered without writing anything.
    */
-  onAppend(batches: Buffer, fromLeader: boolean): DuplicateBatch | undefined
+  onAppend(batches: Buffer, options: AppendOptions): ProducerAppendOutcome | undefined
   /** A new segment starts at `baseOffset` (everything below it is applied): snapshot time. */
   onRoll(baseOffset: Offset): Promise<void>
   /** The log's tail was cut (truncateTo, truncateFullyAndStartAt): the state must follow it. */
@@ -157,6 +180,8 @@ export interface ProducerStateHook {
   onSegmentsDeleted(logStartOffset: Offset): Promise<void>
   /** Clean close: a snapshot at the log end spares the next open a replay. */
   onClose(): Promise<void>
+  /** First offset of the earliest transaction not yet decided and replicated: the cleaner stops there. */
+  firstUnstableOffset?(): Offset | undefined
 }
 
 interface PendingAppend {
@@ -169,6 +194,7 @@ interface PendingAppend {
 /** An append validated and given its offsets, waiting for its group's writev. */
 interface PreparedAppend extends ValidatedAppend {
   readonly pending: PendingAppend
+  abortedTransactions?: readonly AbortedTxn[]
 }
 
 type Task =
@@ -396,17 +422,18 @@ export class UnifiedLog {
         await this.rollAt(nextOffset)
       }
       // After the roll, so that a roll's snapshot holds exactly the batches below it.
-      let duplicate: DuplicateBatch | undefined
+      let outcome: ProducerAppendOutcome | undefined
       try {
-        duplicate = this.producerStateHook?.onAppend(pending.buffer, pending.options.assignOffsets)
+        outcome = this.producerStateHook?.onAppend(pending.buffer, pending.options)
       } catch (err) {
         pending.reject(err)
         continue
       }
-      if (duplicate !== undefined) {
-        pending.resolve(duplicateAppendInfo(duplicate, this.logStartOffsetValue))
+      if (outcome?.duplicate !== undefined) {
+        pending.resolve(duplicateAppendInfo(outcome.duplicate, this.logStartOffsetValue))
         continue
       }
+      prepared.abortedTransactions = outcome?.abortedTransactions
       group.push(prepared)
       groupBytes += bytes
       groupBatches += prepared.batches.length
@@ -451,6 +478,10 @@ export class UnifiedLog {
     const buffers = group.map((p) => p.pending.buffer)
     const batches = group.flatMap((p) => p.batches)
     await this.local.append(buffers, batches, group[group.length - 1].info.lastOffset)
+    // As Kafka's UnifiedLog.append: the markers' segment indexes the transactions they aborted.
+    const txnIndex = this.local.activeSegment.txnIndex
+    for (const prepared of group)
+      for (const aborted of prepared.abortedTransactions ?? []) await txnIndex.append(aborted)
     for (const prepared of group) {
       for (const { epoch, startOffset } of prepared.epochStarts)
         await this.leaderEpochCache.assign(epoch, startOffset)
@@ -553,6 +584,41 @@ export class UnifiedLog {
     }
     const read = await this.local.read(startOffset, readEnd, options.maxBytes, options.minOneMessage ?? true)
     return { ...read, highWatermark, logStartOffset, logEndOffset }
+  }
+
+  // ---- transactions ----
+
+  /**
+   * Kafka's collectAbortedTransactions: the aborted transactions overlapping
+   * [startOffset, upperBoundOffset), from the `.txnindex` of the segment holding
+   * `startOffset` and of later ones until an entry's LSO passes the bound.
+   */
+  collectAbortedTransactions(startOffset: Offset, upperBoundOffset: Offset): AbortedTxn[] {
+    const found: AbortedTxn[] = []
+    const segments = this.local.segmentList
+    let first = 0
+    for (let i = 0; i < segments.length; i++) if (segments[i].baseOffset <= startOffset) first = i
+    for (let i = first; i < segments.length; i++) {
+      const search = segments[i].txnIndex.collect(startOffset, upperBoundOffset)
+      found.push(...search.abortedTransactions)
+      if (search.isComplete) break
+    }
+    return found
+  }
+
+  /**
+   * For the producer state as it loads, on this log's queue: makes sure the segment holding
+   * each marker indexes its aborted transaction (an index write a crash lost). Entries
+   * already there, and markers the log no longer holds, are skipped.
+   */
+  async indexAbortedTransactions(entries: readonly AbortedTxn[]): Promise<void> {
+    const segments = this.local.segmentList
+    for (const entry of entries) {
+      if (entry.lastOffset < this.logStartOffsetValue || entry.lastOffset >= this.logEndOffset) continue
+      let segment: LogSegment | undefined
+      for (const s of segments) if (s.baseOffset <= entry.lastOffset) segment = s
+      if (segment !== undefined) await segment.txnIndex.restore(entry)
+    }
   }
 
   // ---- lookups ----

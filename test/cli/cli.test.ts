@@ -60,17 +60,19 @@ test('topics create, list, describe, alter and delete, with exit codes for failu
       .trimEnd()
       .split('\n')
     assert.match(lines[0], /^Topic: orders {2}TopicId: \S+ {2}PartitionCount: 3 {2}ReplicationFactor: 1$/)
-    assert.equal(lines[1], 'PARTITION  LEADER  EPOCH  REPLICAS  ISR  OFFLINE  STATUS')
+    assert.equal(lines[1], 'PARTITION  LEADER  EPOCH  REPLICAS  ISR  OFFLINE  HW  LSO  STATUS')
     assert.deepEqual(lines.slice(2), [
-      '0          0       0      0         0    -        ok',
-      '1          0       0      0         0    -        ok',
-      '2          0       0      0         0    -        ok',
+      '0          0       0      0         0    -        0   0    ok',
+      '1          0       0      0         0    -        0   0    ok',
+      '2          0       0      0         0    -        0   0    ok',
     ])
     const json = JSON.parse(
       ok(await tidelog(['topics', 'describe', '--topic', 'orders', '--json', ...b]), 'describe --json'),
     )
     assert.equal(json[0].partitions.length, 3)
     assert.equal(json[0].partitions[0].state, 'ok')
+    assert.equal(json[0].partitions[0].highWatermark, 0)
+    assert.equal(json[0].partitions[0].lastStableOffset, 0)
 
     assert.match(
       ok(

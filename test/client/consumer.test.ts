@@ -223,7 +223,7 @@ test('subscribe and commit need a groupId; group options are checked at construc
   for (const bad of [
     { groupId: '' },
     { groupId: 'g', heartbeatIntervalMs: 5000, sessionTimeoutMs: 5000 },
-    { groupId: 'g', partitionAssignmentStrategy: ['sticky' as 'range'] },
+    { groupId: 'g', partitionAssignmentStrategy: ['uniform' as 'range'] },
   ]) {
     assert.throws(() => new Consumer({ bootstrapServers: '127.0.0.1:1', ...bad }), {
       code: 'ERR_INVALID_ARGUMENT',

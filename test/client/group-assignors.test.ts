@@ -108,7 +108,7 @@ test('partition.assignment.strategy: range by default; unknown names and duplica
     resolveAssignors(['roundrobin', 'range']).map((a) => a.name),
     ['roundrobin', 'range'],
   )
-  assert.throws(() => resolveAssignors(['sticky' as 'range']), { code: 'ERR_INVALID_ARGUMENT' })
+  assert.throws(() => resolveAssignors(['uniform' as 'range']), { code: 'ERR_INVALID_ARGUMENT' })
   assert.throws(() => resolveAssignors(['range', 'range']), { code: 'ERR_INVALID_ARGUMENT' })
   assert.throws(() => resolveAssignors([]), { code: 'ERR_INVALID_ARGUMENT' })
 })

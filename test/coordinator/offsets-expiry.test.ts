@@ -380,10 +380,14 @@ function commitRequest(
   }
 }
 
-/** Runs a step as if its records were committed at once. */
+let nextRecordOffset = 0
+
+/** Runs a step as if its records were committed at once (each batch at the next offset). */
 function committed(effects: Effects, now: number): void {
-  if (effects.records.length > 0 && effects.afterAppend)
-    committed(effects.afterAppend(ErrorCode.NONE, now), now)
+  if (effects.records.length === 0 || !effects.afterAppend) return
+  const baseOffset = nextRecordOffset
+  nextRecordOffset += effects.records.length
+  committed(effects.afterAppend(ErrorCode.NONE, now, baseOffset), now)
 }
 
 /** An Empty consumer group (one member joined, synced and left at `emptyAt`) with t1-0 committed. */

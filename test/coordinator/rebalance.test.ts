@@ -37,9 +37,10 @@ class Driver {
 
   apply(effects: Effects): void {
     for (const r of effects.replies) this.replies.set(r.waiter, r.response)
+    const baseOffset = this.records.length
     this.records.push(...effects.records)
     if (effects.records.length > 0 && effects.afterAppend)
-      this.apply(effects.afterAppend(ErrorCode.NONE, this.now))
+      this.apply(effects.afterAppend(ErrorCode.NONE, this.now, baseOffset))
   }
 
   join(req: Partial<JoinRequest> & { memberId: string }, id = `m${this.waiter}`): number {

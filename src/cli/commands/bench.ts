@@ -50,6 +50,9 @@ export const BENCH_USAGE = `Usage: tidelog bench <produce|consume|e2e> [options]
   --max-in-flight N         max.in.flight.requests.per.connection (default 5)
   --max-partition-fetch-bytes N  consume: per-partition fetch size (default 10485760, as bench/native/rdkafka-perf.c)
   --interval-ms N           Progress line interval (default 5000)
+  --transaction-size N      produce: transactional producers (a transactional id each), N
+                            records per transaction, then commitTransaction; prints the
+                            commit latency (commitTransaction() call to its return) too
   --history FILE            produce: write every send, ack and fail to FILE for 'tidelog verify'
                             (docs/history-format.md); each value then starts with its unique
                             "<producer>-<seq>" and a space, which is the history's value
@@ -74,6 +77,7 @@ const OPTIONS = {
   'interval-ms': { type: 'string', default: '5000' },
   'max-partition-fetch-bytes': { type: 'string', default: '10485760' },
   history: { type: 'string' },
+  'transaction-size': { type: 'string' },
 } as const
 
 type Mode = 'produce' | 'consume' | 'e2e'
@@ -97,6 +101,8 @@ interface BenchConfig {
   intervalMs: number
   maxPartitionFetchBytes: number
   history: string | undefined
+  /** Records per transaction (transactional producers); undefined: not transactional. */
+  transactionSize: number | undefined
   json: boolean
 }
 
@@ -121,7 +127,7 @@ export async function benchCommand(argv: readonly string[]): Promise<number> {
     const result = await runBench(config)
     if (config.json) printJson(result)
     else printSummary(result)
-    return result.failed > 0 ? EXIT_FAILED : EXIT_OK
+    return result.failed > 0 || (result.transactions?.failed ?? 0) > 0 ? EXIT_FAILED : EXIT_OK
   })
 }
 
@@ -140,6 +146,13 @@ function toConfig(
   // e2e stamps its values with send times; consume sends nothing to record.
   if (values.history !== undefined && mode !== 'produce')
     throw new UsageError('--history is for bench produce only')
+  const transactionSize = parseInteger(values['transaction-size'], '--transaction-size', 1)
+  if (transactionSize !== undefined && mode !== 'produce')
+    throw new UsageError('--transaction-size is for bench produce only')
+  if (transactionSize !== undefined && values.history !== undefined)
+    throw new UsageError('--transaction-size and --history cannot be combined')
+  if (transactionSize !== undefined && acks !== 'all')
+    throw new UsageError('--transaction-size needs --acks all')
   return {
     mode,
     bootstrap: values['bootstrap-server'],
@@ -165,6 +178,7 @@ function toConfig(
       1,
     )!,
     history: values.history,
+    transactionSize,
     json: values.json,
   }
 }
@@ -230,21 +244,7 @@ class Meter {
     const elapsedMs = performance.now() - this.started
     const cpu = process.cpuUsage(this.cpuStart)
     const elu = performance.eventLoopUtilization(this.eluStart)
-    const h = this.histogram
-    // HDR answers a percentile with its bucket's highest equivalent value, which can exceed
-    // the largest value recorded; no percentile is above the maximum.
-    const at = (percentile: number): number => ms(Math.min(h.getValueAtPercentile(percentile), h.maxValue))
-    const latency =
-      h.totalCount > 0
-        ? {
-            p50: at(50),
-            p95: at(95),
-            p99: at(99),
-            p999: at(99.9),
-            max: ms(h.maxValue),
-            mean: ms(h.mean),
-          }
-        : null
+    const latency = latencySummary(this.histogram)
     return {
       mode: config.mode,
       topic,
@@ -276,6 +276,24 @@ class Meter {
 
 const ms = (us: number): number => Number((us / 1000).toFixed(3))
 
+interface LatencySummary {
+  p50: number
+  p95: number
+  p99: number
+  p999: number
+  max: number
+  mean: number
+}
+
+/** Percentiles of a histogram of microseconds, in ms; null when empty. */
+function latencySummary(h: ReturnType<typeof newHistogram>): LatencySummary | null {
+  if (h.totalCount === 0) return null
+  // HDR answers a percentile with its bucket's highest equivalent value, which can exceed
+  // the largest value recorded; no percentile is above the maximum.
+  const at = (percentile: number): number => ms(Math.min(h.getValueAtPercentile(percentile), h.maxValue))
+  return { p50: at(50), p95: at(95), p99: at(99), p999: at(99.9), max: ms(h.maxValue), mean: ms(h.mean) }
+}
+
 interface BenchResult {
   mode: Mode
   topic: string
@@ -285,9 +303,11 @@ interface BenchResult {
   elapsedMs: number
   recordsPerSec: number
   mbPerSec: number
-  latencyMs: { p50: number; p95: number; p99: number; p999: number; max: number; mean: number } | null
+  latencyMs: LatencySummary | null
   /** The history file written (--history). */
   history?: string
+  /** --transaction-size: transactions committed and commitTransaction() latency. */
+  transactions?: { committed: number; failed: number; size: number; commitLatencyMs: LatencySummary | null }
   cpu: { userMs: number; systemMs: number; percentOfOneCore: number; eventLoopUtilization: number }
   settings: Record<string, unknown>
 }
@@ -300,6 +320,14 @@ function printSummary(r: BenchResult): void {
       (r.failed > 0 ? `, ${r.failed} FAILED` : ''),
   )
   if (r.history) out(`history written to ${r.history}; check it with: tidelog verify ${r.history}`)
+  const t = r.transactions
+  if (t) {
+    const c = t.commitLatencyMs
+    out(
+      `${t.committed} transactions of ${t.size} records committed${t.failed > 0 ? `, ${t.failed} FAILED` : ''}` +
+        (c ? `; commit latency ms p50 ${c.p50}, p95 ${c.p95}, p99 ${c.p99}, max ${c.max}` : ''),
+    )
+  }
   out(
     `client CPU: ${r.cpu.userMs} ms user + ${r.cpu.systemMs} ms system = ${r.cpu.percentOfOneCore}% of one core; event loop ${Math.round(r.cpu.eventLoopUtilization * 100)}% busy`,
   )
@@ -310,6 +338,7 @@ function printSummary(r: BenchResult): void {
 async function runBench(config: BenchConfig): Promise<BenchResult> {
   const topic = await ensureTopic(config)
   if (config.mode === 'consume') return consumeBench(config, topic)
+  if (config.transactionSize !== undefined) return transactionalBench(config, topic, config.transactionSize)
   return produceBench(config, topic)
 }
 
@@ -415,6 +444,73 @@ async function produceBench(config: BenchConfig, topic: string): Promise<BenchRe
   }
   const result = meter.summary(config, topic)
   return config.history === undefined ? result : { ...result, history: config.history }
+}
+
+/**
+ * --transaction-size: each producer runs transactions one after another (begin, `size`
+ * records, commit), the producers side by side. Latency is per record as for produce
+ * (send to acknowledgement); commitTransaction() is timed on its own.
+ */
+async function transactionalBench(config: BenchConfig, topic: string, size: number): Promise<BenchResult> {
+  const base = `tidelog-bench-${Date.now()}`
+  const producers = Array.from(
+    { length: config.producers },
+    (_, i) =>
+      new Producer({
+        ...clientOptions(config.bootstrap, `tidelog-bench-${i}`),
+        transactionalId: `${base}-${i}`,
+        batchSize: config.batchSize,
+        lingerMs: config.lingerMs,
+        compression: config.compression,
+        maxInFlightRequestsPerConnection: config.maxInFlight,
+        bufferMemory: BUFFER_MEMORY,
+      }),
+  )
+  const commits = newHistogram()
+  let committed = 0
+  let failedTransactions = 0
+  const meter = new Meter()
+  const stopProgress = progress(meter, config)
+  const payload = Buffer.alloc(config.recordSize, 'x')
+  const deadline =
+    config.durationMs === undefined ? Number.POSITIVE_INFINITY : meter.started + config.durationMs
+  let sent = 0
+  const run = async (producer: Producer): Promise<void> => {
+    await producer.initTransactions()
+    while (sent < config.numRecords && performance.now() < deadline) {
+      await pace(config, meter.started, sent)
+      const count = Math.min(size, config.numRecords - sent)
+      sent += count
+      producer.beginTransaction()
+      for (let i = 0; i < count; i++) {
+        const sentAt = performance.now()
+        producer.produce({ topic, value: payload }, (error) => {
+          if (error) meter.failed++
+          else meter.record(payload.length, (performance.now() - sentAt) * 1000)
+        })
+      }
+      const startedAt = performance.now()
+      try {
+        await producer.commitTransaction()
+        commits.recordValue(Math.max(1, Math.round((performance.now() - startedAt) * 1000)))
+        committed++
+      } catch (error) {
+        failedTransactions++
+        process.stderr.write(`transaction failed: ${(error as Error).message}\n`)
+        await producer.abortTransaction()
+      }
+    }
+  }
+  try {
+    await Promise.all(producers.map(run))
+  } finally {
+    stopProgress()
+    await Promise.all(producers.map((p) => p.close().catch(() => undefined)))
+  }
+  return {
+    ...meter.summary(config, topic),
+    transactions: { committed, failed: failedTransactions, size, commitLatencyMs: latencySummary(commits) },
+  }
 }
 
 /**

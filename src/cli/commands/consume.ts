@@ -14,6 +14,7 @@ import { Admin } from '../../client/admin.js'
 import { Consumer, type ConsumerRecord } from '../../client/consumer.js'
 import { GroupsNotSupportedError } from '../../client/errors.js'
 import { type TopicPartition, tpKey } from '../../client/leader-requests.js'
+import type { IsolationLevel } from '../../client/offsets.js'
 import {
   COMMON_OPTIONS,
   clientOptions,
@@ -38,6 +39,8 @@ export const CONSUME_USAGE = `Usage: tidelog consume [--topic] T [options]
   --group G            Join consumer group G: the group assigns the partitions, reading starts
                        at its committed offsets (else the end, or the beginning with
                        --from-beginning); offsets are committed every 5 s and on exit
+  --isolation-level L  read_uncommitted (default) or read_committed: only committed
+                       transactions' records, up to the last stable offset
   --format FMT         kcat-style: %t topic %p partition %o offset %k key %s value %T timestamp %h headers
   --print-key, --print-offset, --print-partition, --print-timestamp, --print-headers
   --key-separator SEP  Between printed fields (default tab)
@@ -56,6 +59,7 @@ const OPTIONS = {
   'exit-at-end': { type: 'boolean', short: 'e', default: false },
   'timeout-ms': { type: 'string' },
   group: { type: 'string', short: 'g' },
+  'isolation-level': { type: 'string', default: 'read_uncommitted' },
   format: { type: 'string', short: 'f' },
   'print-key': { type: 'boolean', default: false },
   'print-offset': { type: 'boolean', default: false },
@@ -79,12 +83,14 @@ export async function consumeCommand(argv: readonly string[]): Promise<number> {
       return EXIT_OK
     }
     const topic = oneTopic(values.topic, positionals)
+    isolationLevel(values)
     const limit = parseInteger(values['max-messages'], '--max-messages', 1)
     const idleMs = parseInteger(values['timeout-ms'], '--timeout-ms', 1)
     if (values.group !== undefined) return consumeInGroup(values, topic, values.group, { limit, idleMs })
     const consumer = new Consumer({
       ...clientOptions(values['bootstrap-server'], 'tidelog-console-consumer'),
       autoOffsetReset: 'latest',
+      isolationLevel: isolationLevel(values),
     })
     const stop = onInterrupt(() => consumer.stop())
     let count = 0
@@ -98,6 +104,13 @@ export async function consumeCommand(argv: readonly string[]): Promise<number> {
     process.stderr.write(`Processed a total of ${count} messages\n`)
     return EXIT_OK
   })
+}
+
+function isolationLevel(values: Values): IsolationLevel {
+  const level = values['isolation-level']
+  if (level !== 'read_uncommitted' && level !== 'read_committed')
+    throw new UsageError(`--isolation-level must be read_uncommitted or read_committed, got '${level}'`)
+  return level
 }
 
 /** --group: a member of the group; commits what it printed on exit. */
@@ -115,6 +128,7 @@ async function consumeInGroup(
     groupId,
     // As kafka-console-consumer: without committed offsets, the end unless --from-beginning.
     autoOffsetReset: values['from-beginning'] ? 'earliest' : 'latest',
+    isolationLevel: isolationLevel(values),
     enableAutoCommit: true,
   })
   consumer.subscribe([topic])

@@ -1,7 +1,8 @@
 /**
  * `tidelog topics create|list|describe|alter|delete`, after kafka-topics.sh: the topic is
- * named by --topic (or as the first argument), describe shows leader, replicas, ISR and
- * flags offline and under-replicated partitions.
+ * named by --topic (or as the first argument), describe shows leader, replicas, ISR, the
+ * high watermark and the last stable offset (below the HW while a transaction is open in
+ * the partition) and flags offline and under-replicated partitions.
  */
 import { parseArgs } from 'node:util'
 import { Admin, type TopicDescription } from '../../client/admin.js'
@@ -139,25 +140,73 @@ async function describe(admin: Admin, topics: readonly string[], values: Values)
     .map((d) => ({ ...d, partitions: d.partitions.filter(wanted) }))
     // With a health filter, topics without such partitions are left out (as kafka-topics.sh).
     .filter((d) => !filtering || d.partitions.length > 0)
+  const offsets = await stableOffsets(admin, filtered)
   if (values.json) {
     printJson(
-      filtered.map((d) => ({ ...d, partitions: d.partitions.map((p) => ({ ...p, state: stateOf(p) })) })),
+      filtered.map((d) => ({
+        ...d,
+        partitions: d.partitions.map((p) => ({
+          ...p,
+          state: stateOf(p),
+          highWatermark: offsets.get(`${d.name}/${p.partition}`)?.highWatermark ?? null,
+          lastStableOffset: offsets.get(`${d.name}/${p.partition}`)?.lastStableOffset ?? null,
+        })),
+      })),
     )
     return EXIT_OK
   }
   const all = new Map(descriptions.map((d) => [d.name, d]))
-  for (const d of filtered) printTopic(all.get(d.name)!, d.partitions)
+  for (const d of filtered) printTopic(all.get(d.name)!, d.partitions, offsets)
   return EXIT_OK
 }
 
+type Offsets = Map<string, { highWatermark: number; lastStableOffset: number }>
+
+/**
+ * Each led partition's high watermark (ListOffsets latest) and last stable offset
+ * (latest with read_committed); a partition whose leader does not answer is left out.
+ */
+async function stableOffsets(admin: Admin, topics: readonly TopicDescription[]): Promise<Offsets> {
+  const offsets: Offsets = new Map()
+  const queries = topics.flatMap((d) =>
+    d.partitions
+      .filter((p) => p.leader >= 0)
+      .map((p) => ({ topic: d.name, partition: p.partition, spec: 'latest' as const })),
+  )
+  const both = async (batch: typeof queries): Promise<void> => {
+    const hws = await admin.listOffsets(batch, 'read_uncommitted')
+    const lsos = new Map(
+      (await admin.listOffsets(batch, 'read_committed')).map((o) => [`${o.topic}/${o.partition}`, o.offset]),
+    )
+    for (const hw of hws) {
+      const lso = lsos.get(`${hw.topic}/${hw.partition}`)
+      if (lso !== undefined)
+        offsets.set(`${hw.topic}/${hw.partition}`, { highWatermark: hw.offset, lastStableOffset: lso })
+    }
+  }
+  try {
+    if (queries.length > 0) await both(queries)
+  } catch {
+    // One failing partition fails the batch: ask one by one, leaving out those that fail
+    // (a leader that moved or went away; the row shows '-', its STATUS says why).
+    for (const query of queries) await both([query]).catch(() => undefined)
+  }
+  return offsets
+}
+
 /** The topic line counts all its partitions; the table shows `shown` (all, or those a filter kept). */
-function printTopic(d: TopicDescription, shown: readonly PartitionInfo[]): void {
+function printTopic(d: TopicDescription, shown: readonly PartitionInfo[], offsets: Offsets): void {
   const rf = d.partitions[0]?.replicas.length ?? 0
   const offline = d.partitions.filter((p) => stateOf(p) === 'offline').length
   const under = d.partitions.filter((p) => stateOf(p) === 'under-replicated').length
+  const open = shown.filter((p) => {
+    const o = offsets.get(`${d.name}/${p.partition}`)
+    return o !== undefined && o.lastStableOffset < o.highWatermark
+  }).length
   const health = [
     offline > 0 ? colour.red(`${offline} offline`) : '',
     under > 0 ? colour.yellow(`${under} under-replicated`) : '',
+    open > 0 ? `${open} with open transactions` : '',
   ].filter(Boolean)
   out(
     `${colour.bold(`Topic: ${d.name}`)}  TopicId: ${d.topicId}  PartitionCount: ${d.partitions.length}  ReplicationFactor: ${rf}${health.length ? `  ${health.join(', ')}` : ''}`,
@@ -173,10 +222,12 @@ function printTopic(d: TopicDescription, shown: readonly PartitionInfo[]): void 
       p.replicas.join(','),
       p.isr.join(','),
       p.offlineReplicas.join(',') || '-',
+      String(offsets.get(`${d.name}/${p.partition}`)?.highWatermark ?? '-'),
+      String(offsets.get(`${d.name}/${p.partition}`)?.lastStableOffset ?? '-'),
       painted,
     ]
   })
-  out(table(['PARTITION', 'LEADER', 'EPOCH', 'REPLICAS', 'ISR', 'OFFLINE', 'STATUS'], rows))
+  out(table(['PARTITION', 'LEADER', 'EPOCH', 'REPLICAS', 'ISR', 'OFFLINE', 'HW', 'LSO', 'STATUS'], rows))
   out()
 }
 

@@ -10,32 +10,19 @@
  *   sorted, dealt one at a time around the sorted members, skipping a member not
  *   subscribed to the partition's topic.
  *
+ * - `sticky` and `cooperative-sticky` (Java's StickyAssignor, CooperativeStickyAssignor):
+ *   sticky-assignor.ts.
+ *
  * Members sort as Java's AbstractPartitionAssignor.MemberInfo: static members (with a
  * group.instance.id) first, by instance id; then dynamic members by member id.
  */
 import { InvalidArgumentError } from '../errors.js'
-import type { TopicPartition } from '../leader-requests.js'
+import type { GroupAssignment, MemberSubscription, PartitionAssignor, RebalanceProtocol } from './assignor.js'
+import { createCooperativeStickyAssignor, createStickyAssignor } from './sticky-assignor.js'
 
-export interface MemberSubscription {
-  readonly memberId: string
-  readonly groupInstanceId: string | null
-  readonly topics: readonly string[]
-}
+export type { GroupAssignment, MemberSubscription, PartitionAssignor, RebalanceProtocol } from './assignor.js'
 
-/** memberId → its partitions (every member present, maybe with none). */
-export type GroupAssignment = Map<string, TopicPartition[]>
-
-export interface PartitionAssignor {
-  /** The protocol name offered in JoinGroup ('range', 'roundrobin'). */
-  readonly name: string
-  /** `partitionsPerTopic`: partition count of each topic known to the leader (absent: skipped). */
-  assign(
-    partitionsPerTopic: ReadonlyMap<string, number>,
-    members: readonly MemberSubscription[],
-  ): GroupAssignment
-}
-
-export type AssignorName = 'range' | 'roundrobin'
+export type AssignorName = 'range' | 'roundrobin' | 'sticky' | 'cooperative-sticky'
 
 /** Java's MemberInfo order: instance ids first (sorted), then member ids (sorted). */
 export function compareMembers(a: MemberSubscription, b: MemberSubscription): number {
@@ -101,9 +88,12 @@ export const roundRobinAssignor: PartitionAssignor = {
   },
 }
 
-const BUILT_IN: ReadonlyMap<string, PartitionAssignor> = new Map([
-  ['range', rangeAssignor],
-  ['roundrobin', roundRobinAssignor],
+/** Factories: the sticky assignors remember this member's last assignment, one per consumer. */
+const BUILT_IN: ReadonlyMap<string, () => PartitionAssignor> = new Map([
+  ['range', () => rangeAssignor],
+  ['roundrobin', () => roundRobinAssignor],
+  ['sticky', createStickyAssignor],
+  ['cooperative-sticky', createCooperativeStickyAssignor],
 ])
 
 /** partition.assignment.strategy: names of built-in assignors or custom ones, in preference order. */
@@ -114,12 +104,12 @@ export function resolveAssignors(
   if (list.length === 0) throw new InvalidArgumentError('partition.assignment.strategy is empty')
   const assignors = list.map((entry) => {
     if (typeof entry !== 'string') return entry
-    const found = BUILT_IN.get(entry)
-    if (!found)
+    const create = BUILT_IN.get(entry)
+    if (!create)
       throw new InvalidArgumentError(
-        `partition.assignment.strategy: unknown assignor '${entry}' (range, roundrobin)`,
+        `partition.assignment.strategy: unknown assignor '${entry}' (${[...BUILT_IN.keys()].join(', ')})`,
       )
-    return found
+    return create()
   })
   const names = assignors.map((a) => a.name)
   if (new Set(names).size !== names.length)
@@ -127,4 +117,19 @@ export function resolveAssignors(
       `partition.assignment.strategy names an assignor twice: ${names.join(', ')}`,
     )
   return assignors
+}
+
+/**
+ * Java's ConsumerCoordinator: the highest protocol every configured assignor supports
+ * (cooperative only when all of them are cooperative).
+ */
+export function rebalanceProtocolOf(assignors: readonly PartitionAssignor[]): RebalanceProtocol {
+  const cooperative = assignors.every((a) => (a.rebalanceProtocols ?? ['eager']).includes('cooperative'))
+  if (cooperative) return 'cooperative'
+  const eager = assignors.every((a) => (a.rebalanceProtocols ?? ['eager']).includes('eager'))
+  if (!eager)
+    throw new InvalidArgumentError(
+      `partition.assignment.strategy: ${assignors.map((a) => a.name).join(', ')} share no rebalance protocol`,
+    )
+  return 'eager'
 }

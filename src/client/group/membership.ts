@@ -16,6 +16,12 @@
  * - FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL, GROUP_AUTHORIZATION_FAILED,
  *   INVALID_SESSION_TIMEOUT, GROUP_MAX_SIZE_REACHED and other errors: fatal; the next poll throws.
  *
+ * Rebalance protocol (Java's RebalanceProtocol): cooperative (KIP-429) when every configured
+ * assignor supports it, else eager. Either way each subscription carries the partitions the
+ * member owns and its generation (consumer protocol v1/v2 fields) and the assignor's user
+ * data; a cooperative leader checks that no partition goes to a new owner in the same
+ * rebalance its old owner still claims it (Java's validateCooperativeAssignment).
+ *
  * Requests that can be held by the coordinator (JoinGroup, SyncGroup) and heartbeats
  * travel on the 'group' connection; commits, offset fetches and LeaveGroup on the normal
  * one, so a LeaveGroup is never stuck behind a JoinGroup the coordinator is holding.
@@ -43,7 +49,12 @@ import {
 import { findGroupCoordinator } from '../find-coordinator.js'
 import { type TopicPartition, tpKey } from '../leader-requests.js'
 import { sleep } from '../retry.js'
-import type { MemberSubscription, PartitionAssignor } from './assignors.js'
+import {
+  type MemberSubscription,
+  type PartitionAssignor,
+  type RebalanceProtocol,
+  rebalanceProtocolOf,
+} from './assignors.js'
 import { CommitFailedError } from './errors.js'
 import {
   CONSUMER_PROTOCOL_TYPE,
@@ -115,19 +126,28 @@ export class GroupMembership {
   fatalError: KafkaClientError | null = null
   private coordinatorId: number | null = null
   private topics: string[] = []
+  /** A pattern subscription (Java's subscribe(Pattern)): `topics` are the topics it matches now. */
+  private pattern: RegExp | null = null
+  private patternCheckedAtMs = Number.NEGATIVE_INFINITY
   /** Leader only: the partition counts the last assignment was computed from. */
   private assignedCounts: Map<string, number> | null = null
   private heartbeat: { readonly abort: AbortController; readonly task: Promise<void> } | null = null
   private lastPollMs: number
   private closed = false
+  readonly rebalanceProtocol: RebalanceProtocol
 
   constructor(
     readonly client: KafkaClient,
     readonly options: MembershipOptions,
     /** Called when a rejoin becomes needed or a fatal error happens (wakes a waiting poll). */
     private readonly onChange: () => void,
+    /** The partitions the member owns now, sent in its subscription. */
+    private readonly ownedPartitions: () => readonly TopicPartition[] = () => [],
+    /** The generation is gone: what the member owned may belong to another member already. */
+    private readonly onGenerationLost: () => void = () => undefined,
   ) {
     this.lastPollMs = client.clock.monotonicMs()
+    this.rebalanceProtocol = rebalanceProtocolOf(options.assignors)
   }
 
   get isLeader(): boolean {
@@ -135,15 +155,66 @@ export class GroupMembership {
   }
 
   subscribe(topics: readonly string[]): void {
+    const wasPattern = this.pattern !== null
+    this.pattern = null
     const next = [...new Set(topics)].sort()
-    if (next.join('\u0000') === this.topics.join('\u0000')) return
+    if (!wasPattern && next.join('\u0000') === this.topics.join('\u0000')) return
     this.topics = next
     this.client.addInterest(next)
     this.requestRejoin('subscription changed')
   }
 
+  /**
+   * Subscribes to every topic whose whole name matches `pattern` (Java's Matcher.matches,
+   * not a search), internal topics excluded (exclude.internal.topics); the match is taken
+   * again before each join and every metadata.max.age.ms, and a change rejoins the group.
+   */
+  subscribePattern(pattern: RegExp): void {
+    this.pattern = new RegExp(`^(?:${pattern.source})$`, pattern.flags.replace(/[gy]/g, ''))
+    this.topics = []
+    this.patternCheckedAtMs = Number.NEGATIVE_INFINITY
+    this.requestRejoin('subscription changed')
+  }
+
+  /** Forgets the subscription; the session has already revoked and left. */
+  unsubscribe(): void {
+    this.pattern = null
+    this.topics = []
+  }
+
   get subscription(): readonly string[] {
     return this.topics
+  }
+
+  /** Subscribed to topics or to a pattern (which may match nothing yet). */
+  get isSubscribed(): boolean {
+    return this.pattern !== null || this.topics.length > 0
+  }
+
+  /** Pattern subscription: the topics it matches in fresh metadata of every topic; true if they changed. */
+  async updatePatternSubscription(): Promise<boolean> {
+    const pattern = this.pattern
+    if (!pattern) return false
+    const snapshot = await this.client.refreshMetadata('all')
+    this.patternCheckedAtMs = this.client.clock.monotonicMs()
+    if (this.pattern !== pattern) return false // subscription changed meanwhile
+    const matched = [...snapshot.topics.values()]
+      .filter((t) => !t.isInternal && pattern.test(t.name))
+      .map((t) => t.name)
+      .sort()
+    if (matched.join('\u0000') === this.topics.join('\u0000')) return false
+    this.topics = matched
+    this.client.addInterest(matched)
+    return true
+  }
+
+  /** Every metadata.max.age.ms: a pattern matching other topics now rejoins the group. */
+  private async maybeCheckPattern(): Promise<void> {
+    if (!this.pattern) return
+    if (this.client.clock.monotonicMs() - this.patternCheckedAtMs < this.client.options.metadataMaxAgeMs)
+      return
+    if (await this.updatePatternSubscription())
+      this.requestRejoin('pattern subscription matches other topics')
   }
 
   /** The application polled: it is alive (max.poll.interval.ms). */
@@ -172,6 +243,8 @@ export class GroupMembership {
       if (this.closed) throw new ClientClosedError('consumer')
       this.rejoinNeeded = false
       try {
+        // As Java: a pattern is matched against fresh metadata before every join.
+        await this.updatePatternSubscription()
         const assignment = await this.joinOnce()
         if (assignment) {
           this.state = 'stable'
@@ -218,11 +291,17 @@ export class GroupMembership {
       this.options.rebalanceTimeoutMs + JOIN_TIMEOUT_SLACK_MS,
     )
     if (!this.onSyncError(synced.errorCode)) return null
-    return decodeAssignment(synced.assignment).partitions
+    const partitions = decodeAssignment(synced.assignment).partitions
+    this.options.assignors
+      .find((a) => a.name === this.protocolName)
+      ?.onAssignment?.(partitions, this.generationId)
+    return partitions
   }
 
   private joinRequest(version: number): JoinGroupRequest {
-    const metadata = encodeSubscription({ topics: [...this.topics] })
+    const topics = [...this.topics]
+    const ownedPartitions = [...this.ownedPartitions()]
+    const generationId = this.generationId
     return {
       groupId: this.options.groupId,
       // JoinGroup v0 has no rebalance timeout: the session timeout bounds the rebalance.
@@ -231,7 +310,15 @@ export class GroupMembership {
       memberId: this.memberId,
       groupInstanceId: this.options.groupInstanceId,
       protocolType: CONSUMER_PROTOCOL_TYPE,
-      protocols: this.options.assignors.map((a) => ({ name: a.name, metadata })),
+      protocols: this.options.assignors.map((a) => ({
+        name: a.name,
+        metadata: encodeSubscription({
+          topics,
+          userData: a.subscriptionUserData?.(topics) ?? null,
+          ownedPartitions,
+          generationId,
+        }),
+      })),
       reason: this.rejoinReason,
     }
   }
@@ -282,11 +369,17 @@ export class GroupMembership {
         ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
         `the coordinator chose assignor ${joined.protocolName}, which this member does not offer`,
       )
-    const members: MemberSubscription[] = joined.members.map((m) => ({
-      memberId: m.memberId,
-      groupInstanceId: m.groupInstanceId,
-      topics: decodeSubscription(m.metadata).topics,
-    }))
+    const members: MemberSubscription[] = joined.members.map((m) => {
+      const subscription = decodeSubscription(m.metadata)
+      return {
+        memberId: m.memberId,
+        groupInstanceId: m.groupInstanceId,
+        topics: subscription.topics,
+        ownedPartitions: subscription.ownedPartitions,
+        generationId: subscription.generationId,
+        userData: subscription.userData,
+      }
+    })
     const allTopics = [...new Set(members.flatMap((m) => m.topics))].sort()
     this.client.addInterest(allTopics)
     const snapshot = await this.client.refreshMetadata(allTopics)
@@ -299,6 +392,7 @@ export class GroupMembership {
     // JoinGroup v9: a static leader that rejoined keeps the current assignment (KIP-814).
     if (joined.skipAssignment) return []
     const result = assignor.assign(counts, members)
+    if (this.rebalanceProtocol === 'cooperative') validateCooperativeAssignment(members, result)
     return members.map((m) => ({
       memberId: m.memberId,
       assignment: encodeAssignment({ partitions: result.get(m.memberId) ?? [] }),
@@ -307,12 +401,14 @@ export class GroupMembership {
 
   /** Forgets the generation (and the member id: a new member next time). */
   resetGeneration(resetMemberId: boolean): void {
+    const hadGeneration = this.generationId >= 0
     this.generationId = -1
     this.protocolName = null
     this.leaderId = ''
     this.assignedCounts = null
     if (resetMemberId) this.memberId = ''
     if (this.state === 'stable') this.state = 'unjoined'
+    if (hadGeneration) this.onGenerationLost()
   }
 
   // ---- heartbeats ---------------------------------------------------------------------
@@ -364,6 +460,7 @@ export class GroupMembership {
         lastSuccessMs = this.client.clock.monotonicMs()
         // A failed metadata refresh is tried again at the next heartbeat.
         await this.maybeCheckMetadata().catch(() => undefined)
+        await this.maybeCheckPattern().catch(() => undefined)
       } catch (error) {
         if (signal.aborted) return
         if (!retriable(error)) throw error
@@ -636,4 +733,26 @@ export class GroupMembership {
     this.rejoinNeeded = true
     return failure
   }
+}
+
+/**
+ * Java's validateCooperativeAssignment: under the cooperative protocol a partition may go to
+ * a new owner only in the rebalance after its old owner gave it up; an assignor that moves
+ * it at once would have two members consume it.
+ */
+function validateCooperativeAssignment(
+  members: readonly MemberSubscription[],
+  assignment: ReadonlyMap<string, readonly TopicPartition[]>,
+): void {
+  const ownerOf = new Map<string, string>()
+  for (const m of members) for (const tp of m.ownedPartitions ?? []) ownerOf.set(tpKey(tp), m.memberId)
+  for (const [memberId, partitions] of assignment)
+    for (const tp of partitions) {
+      const owner = ownerOf.get(tpKey(tp))
+      if (owner !== undefined && owner !== memberId)
+        throw new KafkaClientError(
+          'ERR_ASSIGNOR',
+          `the cooperative assignor gave ${tpKey(tp)} to ${memberId} while ${owner} still owns it`,
+        )
+    }
 }

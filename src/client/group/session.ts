@@ -8,6 +8,14 @@
  *
  * A join runs in the background: a poll waits for it only until its own deadline, and the
  * next poll waits again, as Java's poll(timeout) does.
+ *
+ * Cooperative protocol (KIP-429, every assignor cooperative): the member keeps its
+ * partitions and goes on fetching them while it rejoins (polls do not wait for the join);
+ * the new assignment is applied as a delta: partitions no longer assigned are committed and
+ * revoked, then the member rejoins at once so that their new owner gets them in the
+ * follow-up rebalance; partitions added are positioned at their committed offsets. The
+ * listeners see only the delta. A member whose generation is gone (ILLEGAL_GENERATION,
+ * UNKNOWN_MEMBER_ID) has lost its partitions: it drops them all without committing.
  */
 import type { Clock } from '../../common/clock.js'
 import { asClientError, type KafkaClientError } from '../errors.js'
@@ -20,6 +28,10 @@ export interface GroupHost {
   assignment(): TopicPartition[]
   /** The next offset to consume of each partition that has a position. */
   positions(): OffsetToCommit[]
+  /** Adds partitions to the current ones (cooperative), leaving the others untouched. */
+  addPartitions(partitions: readonly (TopicPartition & { offset?: number })[]): void
+  /** Removes partitions (cooperative), leaving the others untouched. */
+  removePartitions(partitions: readonly TopicPartition[]): void
   /** Wakes a poll waiting for records. */
   wake(): void
 }
@@ -45,6 +57,8 @@ export class GroupSession {
   /** Offsets this member last committed, by tpKey (auto-commit skips unchanged ones). */
   private readonly committed = new Map<string, number>()
   private interruptWait: (() => void) | null = null
+  /** Cooperative: partitions dropped when the generation was lost, not yet announced. */
+  private lost: TopicPartition[] = []
   private closed = false
   private readonly clock: Clock
 
@@ -54,18 +68,73 @@ export class GroupSession {
     private readonly host: GroupHost,
   ) {
     this.clock = client.clock
-    this.membership = new GroupMembership(client, options, () => {
-      this.host.wake()
-      this.interrupt()
-    })
+    this.membership = new GroupMembership(
+      client,
+      options,
+      () => {
+        this.host.wake()
+        this.interrupt()
+      },
+      () => this.host.assignment(),
+      () => this.onGenerationLost(),
+    )
+  }
+
+  /**
+   * Cooperative: partitions kept through a rebalance are only ours while the generation is;
+   * once it is gone (Java's onPartitionsLost) they stop at once, uncommitted, and the
+   * revocation listener hears of them at the next rebalance step.
+   */
+  private onGenerationLost(): void {
+    if (!this.cooperative || this.closed) return
+    const owned = this.host.assignment()
+    if (owned.length === 0) return
+    this.host.removePartitions(owned)
+    this.lost.push(...owned)
+  }
+
+  private async announceLost(): Promise<void> {
+    const lost = this.lost
+    if (lost.length === 0) return
+    this.lost = []
+    await this.callListener(this.options.onPartitionsRevoked, lost)
+  }
+
+  private get cooperative(): boolean {
+    return this.membership.rebalanceProtocol === 'cooperative'
   }
 
   get subscribed(): boolean {
-    return this.membership.subscription.length > 0
+    return this.membership.isSubscribed
   }
 
-  subscribe(topics: readonly string[]): void {
-    this.membership.subscribe(topics)
+  subscribe(topics: readonly string[] | RegExp): void {
+    if (topics instanceof RegExp) this.membership.subscribePattern(topics)
+    else this.membership.subscribe(topics)
+  }
+
+  /**
+   * Java's unsubscribe: after a join still running, commits (auto-commit), revokes every
+   * partition, leaves the group (dynamic members) and forgets the member id and generation;
+   * subscribe() or assign() may follow.
+   */
+  async unsubscribe(): Promise<void> {
+    if (!this.subscribed) return
+    await this.joining
+    await this.autoCommitTask
+    const owned = this.host.assignment()
+    if (this.membership.state === 'stable' && owned.length > 0 && this.options.enableAutoCommit)
+      await this.commitQuietly()
+    this.host.setAssignment([])
+    if (owned.length > 0) await this.callListener(this.options.onPartitionsRevoked, owned)
+    this.membership.unsubscribe()
+    await this.membership.stopHeartbeats()
+    if (this.options.groupInstanceId === null)
+      await this.membership.leave('the consumer unsubscribed from all topics')
+    this.membership.resetGeneration(true)
+    this.membership.state = 'unjoined'
+    this.membership.rejoinNeeded = true
+    this.committed.clear()
   }
 
   /**
@@ -80,6 +149,8 @@ export class GroupSession {
       return true
     }
     if (!this.joining && this.membership.rejoinNeeded && !this.closed) this.startRejoin()
+    // Cooperative: the partitions kept through the rebalance go on being fetched meanwhile.
+    if (this.joining && this.cooperative && this.host.assignment().length > 0) return true
     if (this.joining) {
       await this.waitFor(this.joining, deadlineMs - this.clock.monotonicMs())
       this.throwPending()
@@ -159,8 +230,12 @@ export class GroupSession {
     this.joining = tracked
   }
 
+  private rebalance(): Promise<void> {
+    return this.cooperative ? this.cooperativeRebalance() : this.eagerRebalance()
+  }
+
   /** Eager rebalance: commit and revoke everything, join, seed positions, announce. */
-  private async rebalance(): Promise<void> {
+  private async eagerRebalance(): Promise<void> {
     await this.autoCommitTask
     const owned = this.host.assignment()
     if (owned.length > 0) {
@@ -181,6 +256,58 @@ export class GroupSession {
     )
     this.nextAutoCommitMs = this.clock.monotonicMs() + this.options.autoCommitIntervalMs
     await this.callListener(this.options.onPartitionsAssigned, assigned)
+  }
+
+  /** Cooperative rebalance (Java's onJoinPrepare/onJoinComplete for COOPERATIVE). */
+  private async cooperativeRebalance(): Promise<void> {
+    await this.autoCommitTask
+    await this.announceLost()
+    const owned = this.host.assignment()
+    if (owned.length > 0 && this.membership.generationId < 0) {
+      // Not joined yet, or the generation is gone: nothing of ours to commit.
+      this.host.removePartitions(owned)
+      await this.callListener(this.options.onPartitionsRevoked, owned)
+    } else if (owned.length > 0) {
+      // Partitions of topics no longer subscribed go now; the others stay through the join.
+      const subscribed = new Set(this.membership.subscription)
+      const dropped = owned.filter((tp) => !subscribed.has(tp.topic))
+      const positions = this.host.positions()
+      this.host.removePartitions(dropped)
+      if (this.options.enableAutoCommit) await this.commitQuietly(positions)
+      if (dropped.length > 0) await this.callListener(this.options.onPartitionsRevoked, dropped)
+    }
+    const assigned = await this.membership.join()
+    await this.announceLost()
+    const before = this.host.assignment()
+    const assignedKeys = new Set(assigned.map(tpKey))
+    const beforeKeys = new Set(before.map(tpKey))
+    const revoked = before.filter((tp) => !assignedKeys.has(tpKey(tp)))
+    const added = assigned.filter((tp) => !beforeKeys.has(tpKey(tp)))
+    if (revoked.length > 0) {
+      // Positions taken and the partitions removed at once: polls go on while the commit runs.
+      const positions = this.positionsOf(revoked)
+      this.host.removePartitions(revoked)
+      if (this.options.enableAutoCommit) await this.commitQuietly(positions)
+      await this.callListener(this.options.onPartitionsRevoked, revoked)
+      // Their new owner gets them in the next rebalance, which this member starts now.
+      this.membership.requestRejoin('need to revoke partitions and re-join')
+    }
+    const committed = await this.membership.fetchOffsets(added)
+    for (const [key, offset] of committed) if (offset >= 0) this.committed.set(key, offset)
+    this.host.addPartitions(
+      added.map((tp) => {
+        const offset = committed.get(tpKey(tp)) ?? -1
+        return offset >= 0 ? { ...tp, offset } : { ...tp }
+      }),
+    )
+    this.nextAutoCommitMs = this.clock.monotonicMs() + this.options.autoCommitIntervalMs
+    // As Java's cooperative protocol: called after every rebalance, with what was added (maybe nothing).
+    await this.callListener(this.options.onPartitionsAssigned, added)
+  }
+
+  private positionsOf(partitions: readonly TopicPartition[]): OffsetToCommit[] {
+    const keys = new Set(partitions.map(tpKey))
+    return this.host.positions().filter((p) => keys.has(tpKey(p)))
   }
 
   private maybeAutoCommit(): void {
@@ -208,9 +335,9 @@ export class GroupSession {
   }
 
   /** A commit before revoking or closing: a failure is remembered (the partitions go anyway). */
-  private async commitQuietly(): Promise<void> {
+  private async commitQuietly(offsets?: readonly OffsetToCommit[]): Promise<void> {
     try {
-      await this.commit()
+      await this.commit(offsets)
     } catch (error) {
       this.lastAutoCommitError = asClientError(error)
     }

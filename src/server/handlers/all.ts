@@ -1,3 +1,5 @@
+import { addOffsetsToTxnHandler } from './add-offsets-to-txn.js'
+import { addPartitionsToTxnHandler } from './add-partitions-to-txn.js'
 import { alterConfigsHandler } from './alter-configs.js'
 import { alterPartitionReassignmentsHandler } from './alter-partition-reassignments.js'
 import { apiVersionsHandler } from './api-versions.js'
@@ -10,7 +12,10 @@ import { describeClusterHandler } from './describe-cluster.js'
 import { describeConfigsHandler } from './describe-configs.js'
 import { describeGroupsHandler } from './describe-groups.js'
 import { describeLogDirsHandler } from './describe-log-dirs.js'
+import { describeProducersHandler } from './describe-producers.js'
+import { describeTransactionsHandler } from './describe-transactions.js'
 import { electLeadersHandler } from './elect-leaders.js'
+import { endTxnHandler } from './end-txn.js'
 import { fetchHandler } from './fetch.js'
 import { findCoordinatorHandler } from './find-coordinator.js'
 import { heartbeatHandler } from './heartbeat.js'
@@ -21,6 +26,7 @@ import { leaveGroupHandler } from './leave-group.js'
 import { listGroupsHandler } from './list-groups.js'
 import { listOffsetsHandler } from './list-offsets.js'
 import { listPartitionReassignmentsHandler } from './list-partition-reassignments.js'
+import { listTransactionsHandler } from './list-transactions.js'
 import { metadataHandler } from './metadata.js'
 import { offsetCommitHandler } from './offset-commit.js'
 import { offsetDeleteHandler } from './offset-delete.js'
@@ -29,6 +35,8 @@ import { offsetForLeaderEpochHandler } from './offset-for-leader-epoch.js'
 import { produceHandler } from './produce.js'
 import type { AnyApiHandler } from './registry.js'
 import { syncGroupHandler } from './sync-group.js'
+import { txnOffsetCommitHandler } from './txn-offset-commit.js'
+import { writeTxnMarkersHandler } from './write-txn-markers.js'
 
 /** Every API this broker serves; ApiVersions advertises exactly these ranges. */
 export const allHandlers: readonly AnyApiHandler[] = [
@@ -62,4 +70,12 @@ export const allHandlers: readonly AnyApiHandler[] = [
   describeGroupsHandler,
   deleteGroupsHandler,
   offsetDeleteHandler,
+  writeTxnMarkersHandler,
+  describeProducersHandler,
+  addPartitionsToTxnHandler,
+  addOffsetsToTxnHandler,
+  endTxnHandler,
+  describeTransactionsHandler,
+  listTransactionsHandler,
+  txnOffsetCommitHandler,
 ]

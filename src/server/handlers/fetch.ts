@@ -30,6 +30,7 @@ import {
 } from '../../replication/delayed-operations.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
 import type { IsolationLevel, Partition } from '../../replication/partition.js'
+import type { AbortedTxn } from '../../storage/transaction-index.js'
 import type { FetchDataInfo } from '../../storage/unified-log.js'
 import { type FetchSession, type SessionPartition, sessionKey } from '../fetch-session-cache.js'
 import type { RequestContext } from '../request-context.js'
@@ -88,7 +89,12 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
     // so one partition's high watermark (and the acks=all produces waiting on it) does not
     // wait for the reads of the partitions ahead of it in this request.
     if (reader.kind === 'follower') recordFollowerFetchStates(context, targets, reader.replicaId)
-    const wakeOn: FetchWakeOn = reader.kind === 'follower' ? 'logEnd' : 'highWatermark'
+    const wakeOn: FetchWakeOn =
+      reader.kind === 'follower'
+        ? 'logEnd'
+        : reader.isolation === 'read_committed'
+          ? 'lastStableOffset'
+          : 'highWatermark'
     // The baseline for "new data" is taken before the first read: a record appended while
     // that read awaits the disk fired no watcher yet, and must still wake this fetch.
     const watches = watchesFor(context, targets, wakeOn)
@@ -318,6 +324,7 @@ async function readOne(
     partition.checkLeaderEpoch(target.currentLeaderEpoch)
     const readsAnything = maxBytes > 0 || minOneMessage
     let info: FetchDataInfo | null = null
+    let aborted: readonly AbortedTxn[] | undefined
     if (reader.kind === 'follower') {
       // The offset a follower fetches at is its log end: it may move the ISR and the HW. One
       // past the leader's log end is a diverged log (answered OFFSET_OUT_OF_RANGE below): it
@@ -326,7 +333,9 @@ async function readOne(
         partition.updateFollowerFetchState(reader.replicaId, target.fetchOffset)
       if (readsAnything) info = await partition.readForFollower(target.fetchOffset, maxBytes)
     } else if (readsAnything) {
-      info = await partition.read(target.fetchOffset, maxBytes, reader.isolation, minOneMessage)
+      const read = await partition.read(target.fetchOffset, maxBytes, reader.isolation, minOneMessage)
+      info = read.info
+      aborted = read.abortedTransactions
     }
     const data: FetchResponsePartitionData = {
       ...defaultFetchResponsePartitionData(),
@@ -335,7 +344,10 @@ async function readOne(
       highWatermark: BigInt(partition.highWatermark),
       lastStableOffset: BigInt(partition.lastStableOffset),
       logStartOffset: BigInt(partition.log.logStartOffset),
-      abortedTransactions: reader.kind === 'consumer' && reader.isolation === 'read_committed' ? [] : null,
+      abortedTransactions:
+        reader.kind === 'consumer' && reader.isolation === 'read_committed'
+          ? (aborted ?? []).map((t) => ({ producerId: t.producerId, firstOffset: BigInt(t.firstOffset) }))
+          : null,
       preferredReadReplica: -1,
       records: info?.records ?? [],
     }

@@ -5,9 +5,8 @@
  * broker leads that partition but is still loading it the answer is
  * COORDINATOR_NOT_AVAILABLE (after a short wait), as a client would otherwise reach a
  * coordinator answering COORDINATOR_LOAD_IN_PROGRESS, which kafkajs does not retry in
- * JoinGroup. Transaction
- * coordinators (key type 1) do not exist in tidelog: COORDINATOR_NOT_AVAILABLE, which
- * clients treat as "retry later" rather than a protocol error.
+ * JoinGroup. A transactional id's coordinator (key type 1) is found the same way on
+ * __transaction_state (created on first use), as Kafka's TransactionStateManager places it.
  * Version notes: v0 is advertised because librdkafka gates its group coordinator (and lz4)
  * on it; v1 adds key type, throttle time and error message; v3+ flexible; v4+ batches the
  * keys (coordinatorKeys) with one result each.
@@ -73,8 +72,11 @@ async function locate(
     errorCode,
     errorMessage,
   })
-  if (keyType === KEY_TYPE_TRANSACTION)
-    return failure(ErrorCode.COORDINATOR_NOT_AVAILABLE, 'tidelog has no transaction coordinator')
+  if (keyType === KEY_TYPE_TRANSACTION) {
+    if (key === '') return failure(ErrorCode.INVALID_REQUEST, 'empty transactional id')
+    const found = await context.broker.transactionCoordinator.findCoordinator(key)
+    return { key, ...found }
+  }
   if (keyType !== KEY_TYPE_GROUP) return failure(ErrorCode.INVALID_REQUEST, `unknown key type ${keyType}`)
   const found = await context.broker.groupCoordinator.findCoordinator(key)
   return { key, ...found }

@@ -6,10 +6,10 @@
  * Kafka's TransactionCoordinator "blindly accepts" non-transactional requests with a new
  * id, and clients (librdkafka's epoch bump, the Java client) take the new id and restart
  * their sequences at 0. Only one of producerId/producerEpoch given is INVALID_REQUEST.
- * Transactions are not built in tidelog: a transactional id gets COORDINATOR_NOT_AVAILABLE
- * (an empty one INVALID_REQUEST, as Kafka).
- * Version notes: v2+ flexible; v3 adds producerId/producerEpoch; v4 and v5 change only
- * the errors a transactional producer may see.
+ * A transactional id goes to the transaction coordinator (epoch bump, fencing of older
+ * instances, abort of their open transaction; an empty id is INVALID_REQUEST, as Kafka).
+ * Version notes: v2+ flexible; v3 adds producerId/producerEpoch; v4 adds PRODUCER_FENCED
+ * (INVALID_PRODUCER_EPOCH before it); v5 changes nothing on the broker side.
  */
 
 import { ErrorCode } from '../../protocol/error-codes.js'
@@ -31,6 +31,22 @@ export const initProducerIdHandler: ApiHandler<InitProducerIdRequest, InitProduc
   async handle(context, request) {
     const refused = refusal(request)
     if (refused !== null) return failure(refused)
+    if (request.transactionalId !== null) {
+      const expected =
+        request.producerId === NO_PRODUCER_ID
+          ? null
+          : { producerId: request.producerId, producerEpoch: request.producerEpoch }
+      const result = await context.broker.transactionCoordinator.initProducerId(
+        request.transactionalId,
+        request.transactionTimeoutMs,
+        expected,
+      )
+      const errorCode =
+        result.errorCode === ErrorCode.PRODUCER_FENCED && context.apiVersion < 4
+          ? ErrorCode.INVALID_PRODUCER_EPOCH
+          : result.errorCode
+      return { throttleTimeMs: 0, ...result, errorCode }
+    }
     try {
       const producerId = await context.broker.producerIdManager.generateProducerId()
       return { throttleTimeMs: 0, errorCode: ErrorCode.NONE, producerId, producerEpoch: 0 }
@@ -46,9 +62,8 @@ function refusal(request: InitProducerIdRequest): number | null {
   const hasId = request.producerId !== NO_PRODUCER_ID
   const hasEpoch = request.producerEpoch !== NO_PRODUCER_EPOCH
   if (hasId !== hasEpoch) return ErrorCode.INVALID_REQUEST
-  if (request.transactionalId === null) return null
   if (request.transactionalId === '') return ErrorCode.INVALID_REQUEST
-  return ErrorCode.COORDINATOR_NOT_AVAILABLE
+  return null
 }
 
 function failure(errorCode: number): InitProducerIdResponse {

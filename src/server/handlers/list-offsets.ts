@@ -4,7 +4,8 @@
  * stable offset for read_committed (the log end for a replica's own query); EARLIEST (-2)
  * and EARLIEST_LOCAL (-4) the log start offset; MAX_TIMESTAMP (-3) the record with the
  * largest timestamp; LATEST_TIERED (-5) nothing (no tiered storage: offset -1); any other
- * timestamp the first record at or after it, below the high watermark.
+ * timestamp the first record at or after it, below the high watermark (the last stable
+ * offset for read_committed).
  * Version notes: v0 answers with a list of offsets (maxNumOffsets), v1+ with one offset
  * and its timestamp; v2 adds isolation level, v4 current leader epoch (fencing) and the
  * answer's leader epoch, v6+ flexible, v7 MAX_TIMESTAMP, v8 EARLIEST_LOCAL, v9 LATEST_TIERED.
@@ -133,7 +134,9 @@ async function lookup(
       return NOT_FOUND
     default: {
       const found = await log.offsetForTimestamp(timestamp)
-      if (!found || found.offset >= partition.highWatermark) return NOT_FOUND
+      // Kafka's lastFetchableOffset: what this isolation level could fetch.
+      const fetchable = committed ? partition.lastStableOffset : partition.highWatermark
+      if (!found || found.offset >= fetchable) return NOT_FOUND
       return { offset: found.offset, timestamp: found.timestamp, leaderEpoch: found.leaderEpoch ?? -1 }
     }
   }

@@ -2,7 +2,10 @@
  * OffsetFetch (key 9).
  * Behavior: committed offsets of a group (-1 and empty metadata where none), for the listed
  * partitions or, with null topics, every partition the group has an offset for. Only
- * committed (replicated) offsets are ever visible, so requireStable needs no waiting.
+ * committed (replicated) offsets are ever visible, and transactional ones only once their
+ * transaction committed. With requireStable a partition with a commit still pending (an
+ * open transaction's TxnOffsetCommit, or a plain commit being replicated) answers
+ * UNSTABLE_OFFSET_COMMIT, which clients retry.
  * Version notes: v0-1 report errors per partition only; v2 null topics and a top-level
  * error; v3 throttle time; v5 leader epochs; v6+ flexible; v7 requireStable; v8+ a batch
  * of groups, each with its own error.
@@ -26,12 +29,13 @@ export const offsetFetchHandler: ApiHandler<OffsetFetchRequest, OffsetFetchRespo
   handle(context, request) {
     if (context.apiVersion >= 8) {
       const groups = request.groups.map((g) => {
-        const result = fetchGroup(context, g.groupId, toWanted(g.topics))
+        const result = fetchGroup(context, g.groupId, toWanted(g.topics), request.requireStable)
         return { groupId: g.groupId, errorCode: result.errorCode, topics: result.topics }
       })
       return { throttleTimeMs: 0, topics: [], errorCode: 0, groups }
     }
-    const result = fetchGroup(context, request.groupId, toWanted(request.topics))
+    const requireStable = context.apiVersion >= 7 && request.requireStable
+    const result = fetchGroup(context, request.groupId, toWanted(request.topics), requireStable)
     if (context.apiVersion >= 2)
       return { throttleTimeMs: 0, topics: result.topics, errorCode: result.errorCode, groups: [] }
     // v0-1 have no top-level error: a group error goes on every requested partition.
@@ -60,8 +64,9 @@ function fetchGroup(
   context: RequestContext,
   groupId: string,
   wanted: WantedTopics,
+  requireStable: boolean,
 ): { errorCode: number; topics: OffsetFetchResponseOffsetFetchResponseTopic[] } {
-  const result = context.broker.groupCoordinator.fetchOffsets(groupId, wanted)
+  const result = context.broker.groupCoordinator.fetchOffsets(groupId, wanted, requireStable)
   const leaderEpochs = context.apiVersion >= 5
   return {
     errorCode: result.errorCode,

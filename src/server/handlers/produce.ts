@@ -5,10 +5,22 @@
  * leader's append, acks=-1 once the ISR has the records (with min.insync.replicas checked
  * first), acks=0 gets no response at all; if an acks=0 write fails the connection is
  * closed, as Kafka does, so the producer notices and refreshes its metadata.
+ * KIP-890 part 1 (transaction.partition.verification.enable, default true): a
+ * transactional batch from a producer with no transaction open in the partition is first
+ * verified with the transaction coordinator (is the partition in its ongoing
+ * transaction?), then appended holding the producer state's verification guard, which a
+ * marker written meanwhile voids. Kafka's answers: not in the transaction is
+ * INVALID_TXN_STATE; the coordinator unreachable, loading, moved or busy
+ * (CONCURRENT_TRANSACTIONS) is NOT_ENOUGH_REPLICAS, which clients retry without a metadata
+ * refresh. A broker without a coordinator refuses such batches (INVALID_TXN_STATE).
+ * Verified appends of one partition run in arrival order.
  * Version notes: v2 adds logAppendTime, v3 transactionalId (magic v2 only), v5
  * logStartOffset, v8 record errors and an error message, v9+ flexible, v10 the current
  * leader and node endpoints as tagged fields (left empty: clients then refresh metadata).
  */
+
+import { effectiveBrokerValue } from '../../metadata/topic-config.js'
+import { BatchHeader, RECORD_BATCH_OVERHEAD } from '../../protocol/batch-header.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -17,7 +29,10 @@ import {
   type ProduceResponsePartitionProduceResponse,
   type ProduceResponseTopicProduceResponse,
 } from '../../protocol/generated/index.js'
-import { toErrorCode } from '../../replication/kafka-error.js'
+import { KafkaError, toErrorCode } from '../../replication/kafka-error.js'
+import type { Partition } from '../../replication/partition.js'
+import { UNVERIFIED } from '../../replication/producer-state.js'
+import type { AppendResult } from '../../replication/replica-manager.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
@@ -32,7 +47,9 @@ export const produceHandler: ApiHandler<ProduceRequest, ProduceResponse> = {
   holdsConnection: (request) => request.acks === 0,
   async handle(context, request) {
     const acks = request.acks
-    const topics = request.topicData.map((topic) => produceTopic(context, topic, acks, request.timeoutMs))
+    const topics = request.topicData.map((topic) =>
+      produceTopic(context, topic, acks, request.timeoutMs, request.transactionalId),
+    )
     const responses: ProduceResponseTopicProduceResponse[] = []
     for (const topic of topics)
       responses.push({ name: topic.name, partitionResponses: await Promise.all(topic.partitions) })
@@ -51,6 +68,7 @@ function produceTopic(
   topic: ProduceRequest['topicData'][number],
   acks: number,
   timeoutMs: number,
+  transactionalId: string | null,
 ): { name: string; partitions: Promise<ProduceResponsePartitionProduceResponse>[] } {
   const partitions = topic.partitionData.map((data) => {
     if (!VALID_ACKS.has(acks))
@@ -58,27 +76,177 @@ function produceTopic(
     if (data.records === null)
       return Promise.resolve(failure(data.index, ErrorCode.INVALID_RECORD, 'no records'))
     // Called synchronously so appends keep the order requests arrived in.
-    return context.broker.replicaManager
-      .appendToLeader(topic.name, data.index, data.records as Buffer, acks, timeoutMs, context.purgatoryTimer)
-      .then(
-        (result): ProduceResponsePartitionProduceResponse => ({
-          index: data.index,
-          errorCode: result.errorCode,
-          baseOffset: BigInt(result.baseOffset),
-          logAppendTimeMs: BigInt(result.logAppendTimeMs),
-          logStartOffset: BigInt(result.logStartOffset),
-          recordErrors: [],
-          errorMessage: null,
-          currentLeader: { leaderId: -1, leaderEpoch: -1 },
-        }),
-        (error: unknown) => {
-          const code = toErrorCode(error)
-          if (code === null) throw error
-          return failure(data.index, code, error instanceof Error ? error.message : null)
-        },
-      )
+    return append(
+      context,
+      topic.name,
+      data.index,
+      data.records as Buffer,
+      acks,
+      timeoutMs,
+      transactionalId,
+    ).then(
+      (result): ProduceResponsePartitionProduceResponse => ({
+        index: data.index,
+        errorCode: result.errorCode,
+        baseOffset: BigInt(result.baseOffset),
+        logAppendTimeMs: BigInt(result.logAppendTimeMs),
+        logStartOffset: BigInt(result.logStartOffset),
+        recordErrors: [],
+        errorMessage: null,
+        currentLeader: { leaderId: -1, leaderEpoch: -1 },
+      }),
+      (error: unknown) => {
+        const code = toErrorCode(error)
+        if (code === null) throw error
+        return failure(data.index, code, error instanceof Error ? error.message : null)
+      },
+    )
   })
   return { name: topic.name, partitions }
+}
+
+/**
+ * Verified appends waiting their turn, per partition and producer: a producer's requests
+ * reach the log in arrival order (its sequences), other producers do not wait for it.
+ */
+const verificationTails = new WeakMap<Partition, Map<bigint, Promise<unknown>>>()
+
+function append(
+  context: RequestContext,
+  topic: string,
+  partitionIndex: number,
+  records: Buffer,
+  acks: number,
+  timeoutMs: number,
+  transactionalId: string | null,
+): Promise<AppendResult> {
+  const broker = context.broker
+  const partition = broker.replicaManager.getPartition(topic, partitionIndex)
+  const producer = transactionalProducer(records)
+  const enabled = producer !== undefined && verificationEnabled(context)
+  // A transactional batch that needs no verification now (its transaction is open) still
+  // carries Kafka's sentinel guard: should a marker end the transaction before it reaches
+  // the log, it is refused instead of opening a transaction nobody verified.
+  const direct = () =>
+    broker.replicaManager.appendToLeader(
+      topic,
+      partitionIndex,
+      records,
+      acks,
+      timeoutMs,
+      context.purgatoryTimer,
+      enabled ? { verificationGuard: UNVERIFIED } : {},
+    )
+  // Kafka refuses transactional records without a transactional id (its authorization step).
+  if (producer !== undefined && transactionalId === null)
+    return Promise.reject(
+      new KafkaError(
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        'transactional records need a transactional id',
+      ),
+    )
+  const verifiedId = transactionalId ?? ''
+  const state = partition?.producerState
+  // Not the leader: the append answers NOT_LEADER_OR_FOLLOWER without asking the coordinator.
+  const verifying =
+    partition?.isLeader === true &&
+    state !== undefined &&
+    producer !== undefined &&
+    enabled &&
+    (state.needsVerification(producer.producerId) ||
+      verificationTails.get(partition)?.has(producer.producerId) === true)
+  if (!verifying) return direct()
+  let tails = verificationTails.get(partition)
+  if (tails === undefined) {
+    tails = new Map()
+    verificationTails.set(partition, tails)
+  }
+  const producerTails = tails
+  const previous = producerTails.get(producer.producerId) ?? Promise.resolve()
+  // Resolves once the append is handed to the log (its place in the order taken), with the
+  // append's own promise inside, so the next one waits for that and not for replication.
+  const started = previous.then(async (): Promise<{ appended: Promise<AppendResult> }> => {
+    // Its state may have been reloaded (truncation) while it waited: ask it again.
+    if (!state.needsVerification(producer.producerId)) return { appended: direct() }
+    const guard = state.beginVerification(producer.producerId, producer.producerEpoch)
+    const verifier = broker.transactionVerifier
+    if (verifier === undefined)
+      throw new KafkaError(
+        ErrorCode.INVALID_TXN_STATE,
+        'no transaction coordinator to verify the partition with',
+      )
+    const code = await verifier.verify({
+      transactionalId: verifiedId,
+      producerId: producer.producerId,
+      producerEpoch: producer.producerEpoch,
+      topic,
+      partition: partitionIndex,
+    })
+    if (code !== ErrorCode.NONE) throw verificationError(code)
+    const appended = broker.replicaManager.appendToLeader(
+      topic,
+      partitionIndex,
+      records,
+      acks,
+      timeoutMs,
+      context.purgatoryTimer,
+      { verificationGuard: guard },
+    )
+    return { appended }
+  })
+  // The next verified append waits for this one to reach the log, not for its replication.
+  const tail = started.then(
+    () => undefined,
+    () => undefined,
+  )
+  producerTails.set(producer.producerId, tail)
+  void tail.then(() => {
+    if (producerTails.get(producer.producerId) === tail) producerTails.delete(producer.producerId)
+  })
+  return started.then(({ appended }) => appended)
+}
+
+/** A dynamic broker config in Kafka: AlterConfigs on the broker or the cluster default applies it. */
+function verificationEnabled(context: RequestContext): boolean {
+  const broker = context.broker
+  const value = effectiveBrokerValue(
+    broker.metadataImage(),
+    broker.config,
+    'transaction.partition.verification.enable',
+  )
+  return value === 'true'
+}
+
+/** The producer of a transactional produce (a request's batches share one producer). */
+function transactionalProducer(records: Buffer): { producerId: bigint; producerEpoch: number } | undefined {
+  if (records.length < RECORD_BATCH_OVERHEAD) return undefined
+  const header = new BatchHeader(records, 0)
+  if (header.magic !== 2 || !header.isTransactional || header.isControl) return undefined
+  return { producerId: header.producerId, producerEpoch: header.producerEpoch }
+}
+
+/** Kafka's translation of the coordinator's answer into a produce error. */
+function verificationError(code: number): KafkaError {
+  switch (code) {
+    case ErrorCode.INVALID_TXN_STATE:
+      return new KafkaError(code, 'Partition was not added to the transaction')
+    case ErrorCode.NETWORK_EXCEPTION:
+    case ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+    case ErrorCode.COORDINATOR_NOT_AVAILABLE:
+    case ErrorCode.NOT_COORDINATOR:
+    case ErrorCode.CONCURRENT_TRANSACTIONS:
+      return new KafkaError(
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        `Unable to verify the partition has been added to the transaction. Underlying error: ${errorName(code)}`,
+      )
+    default:
+      return new KafkaError(code, 'transaction verification failed')
+  }
+}
+
+function errorName(code: number): string {
+  for (const [name, value] of Object.entries(ErrorCode)) if (value === code) return name
+  return String(code)
 }
 
 function failure(

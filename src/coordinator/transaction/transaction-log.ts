@@ -1,0 +1,147 @@
+/**
+ * The records of `__transaction_state` in Kafka's own formats (transaction-coordinator
+ * message schemas TransactionLogKey and TransactionLogValue), so Kafka's tools could read a
+ * tidelog transaction log and the other way round. The key is version 0 and the
+ * transactional id; a null value is a tombstone (the id expired). We write value version 0
+ * (what Kafka writes for clients before transaction version 2) and read 0 and 1 (flexible,
+ * with tagged previous/next producer ids and client transaction version).
+ */
+import { Reader, Writer } from '../../protocol/primitives.js'
+import {
+  isTransactionState,
+  listPartitions,
+  NO_PRODUCER_ID,
+  type TopicPartitions,
+  TransactionState,
+} from './transaction-metadata.js'
+
+export const TRANSACTION_STATE_TOPIC = '__transaction_state'
+
+const KEY_VERSION = 0
+const VALUE_VERSION = 0
+const FLEXIBLE_VALUE_VERSION = 1
+const TAG_PREVIOUS_PRODUCER_ID = 0
+const TAG_NEXT_PRODUCER_ID = 1
+const TAG_CLIENT_TRANSACTION_VERSION = 2
+
+/** What a `__transaction_state` value holds (the in-memory last epoch is not persisted). */
+export interface TransactionLogValue {
+  readonly producerId: bigint
+  /** Version 1 only (tagged); -1 otherwise. */
+  readonly previousProducerId: bigint
+  readonly nextProducerId: bigint
+  readonly producerEpoch: number
+  readonly txnTimeoutMs: number
+  readonly state: TransactionState
+  readonly partitions: TopicPartitions
+  readonly txnLastUpdateTimestampMs: number
+  readonly txnStartTimestampMs: number
+  readonly clientTransactionVersion: number
+}
+
+export class TransactionLogFormatError extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'TransactionLogFormatError'
+  }
+}
+
+export function encodeTransactionLogKey(transactionalId: string): Buffer {
+  return new Writer(32).writeInt16(KEY_VERSION).writeString(transactionalId).toBuffer()
+}
+
+/** The transactional id of a key; undefined for a key version this broker does not know. */
+export function decodeTransactionLogKey(key: Buffer): string | undefined {
+  const r = new Reader(key)
+  if (r.readInt16() !== KEY_VERSION) return undefined
+  return r.readString()
+}
+
+/**
+ * Value version 0. PrepareEpochFence is never written: it is the in-memory step before a
+ * coordinator's own abort.
+ */
+export function encodeTransactionLogValue(
+  value: Omit<TransactionLogValue, 'previousProducerId' | 'nextProducerId' | 'clientTransactionVersion'>,
+): Buffer {
+  if (value.state === TransactionState.PrepareEpochFence || value.state === TransactionState.Dead)
+    throw new TransactionLogFormatError(`state ${value.state} is never written as a value`)
+  const w = new Writer(64)
+    .writeInt16(VALUE_VERSION)
+    .writeInt64(value.producerId)
+    .writeInt16(value.producerEpoch)
+    .writeInt32(value.txnTimeoutMs)
+    .writeInt8(value.state)
+  const partitions = listPartitions(value.partitions)
+  w.writeArrayLength(partitions.length)
+  for (const entry of partitions) {
+    w.writeString(entry.topic)
+    w.writeArrayLength(entry.partitions.length)
+    for (const partition of entry.partitions) w.writeInt32(partition)
+  }
+  return w
+    .writeInt64(BigInt(value.txnLastUpdateTimestampMs))
+    .writeInt64(BigInt(value.txnStartTimestampMs))
+    .toBuffer()
+}
+
+export function decodeTransactionLogValue(value: Buffer): TransactionLogValue {
+  const r = new Reader(value)
+  const version = r.readInt16()
+  if (version !== VALUE_VERSION && version !== FLEXIBLE_VALUE_VERSION)
+    throw new TransactionLogFormatError(`unknown __transaction_state value version ${version}`)
+  const flexible = version === FLEXIBLE_VALUE_VERSION
+  const producerId = r.readInt64()
+  const producerEpoch = r.readInt16()
+  const txnTimeoutMs = r.readInt32()
+  const state = r.readInt8()
+  if (!isTransactionState(state)) throw new TransactionLogFormatError(`unknown transaction state ${state}`)
+  const arrayLength = (): number => (flexible ? r.readCompactArrayLength() : r.readArrayLength())
+  const partitions = new Map<string, Set<number>>()
+  const topics = arrayLength()
+  for (let i = 0; i < topics; i++) {
+    const topic = flexible ? r.readCompactString() : r.readString()
+    const count = arrayLength()
+    const ids = partitions.get(topic) ?? new Set<number>()
+    for (let j = 0; j < count; j++) ids.add(r.readInt32())
+    partitions.set(topic, ids)
+    if (flexible) skipTaggedFields(r)
+  }
+  const txnLastUpdateTimestampMs = Number(r.readInt64())
+  const txnStartTimestampMs = Number(r.readInt64())
+  let previousProducerId = NO_PRODUCER_ID
+  let nextProducerId = NO_PRODUCER_ID
+  let clientTransactionVersion = 0
+  if (flexible) {
+    const tags = r.readUnsignedVarint()
+    for (let i = 0; i < tags; i++) {
+      const tag = r.readUnsignedVarint()
+      const size = r.readUnsignedVarint()
+      const start = r.offset
+      if (tag === TAG_PREVIOUS_PRODUCER_ID) previousProducerId = r.readInt64()
+      else if (tag === TAG_NEXT_PRODUCER_ID) nextProducerId = r.readInt64()
+      else if (tag === TAG_CLIENT_TRANSACTION_VERSION) clientTransactionVersion = r.readInt16()
+      r.offset = start + size
+    }
+  }
+  return {
+    producerId,
+    previousProducerId,
+    nextProducerId,
+    producerEpoch,
+    txnTimeoutMs,
+    state,
+    partitions,
+    txnLastUpdateTimestampMs,
+    txnStartTimestampMs,
+    clientTransactionVersion,
+  }
+}
+
+function skipTaggedFields(r: Reader): void {
+  const count = r.readUnsignedVarint()
+  for (let i = 0; i < count; i++) {
+    r.readUnsignedVarint()
+    r.skipTaggedField()
+  }
+}

@@ -1,0 +1,143 @@
+/**
+ * KIP-890 part 1, the partition leader's side of the question (Kafka's
+ * AddPartitionsToTxnManager): is this partition in the producer's ongoing transaction?
+ * Asked of the local coordinator when this broker coordinates the transactional id, else
+ * of its coordinator with AddPartitionsToTxn v4 verify_only. The answer is in the terms a
+ * producer expects from Produce, as Kafka's ReplicaManager translates it:
+ * PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH, and a coordinator that cannot answer now
+ * (moved, loading, unreachable, completing a transaction) NOT_ENOUGH_REPLICAS, which every
+ * producer retries without a metadata refresh.
+ */
+import type { Clock } from '../../common/clock.js'
+import type { Logger } from '../../common/logger.js'
+import type { TransactionVerificationRequest, TransactionVerifier } from '../../common/transaction.js'
+import type { ClusterImage } from '../../metadata/cluster-image.js'
+import { ErrorCode } from '../../protocol/error-codes.js'
+import type { AddPartitionsToTxnResponse } from '../../protocol/generated/add-partitions-to-txn-response.js'
+import { ApiKey, defaultAddPartitionsToTxnRequest } from '../../protocol/generated/index.js'
+import { BrokerClient, type Transport } from '../../replication/broker-client.js'
+import type { TransactionCoordinator } from './transaction-coordinator.js'
+import { TRANSACTION_STATE_TOPIC } from './transaction-log.js'
+
+/** The first version with verify_only (and the batched form). */
+const VERIFY_VERSION = 4
+const CLIENT_ID = 'tidelog-txn-verifier'
+
+export interface VerifierHost {
+  readonly nodeId: number
+  readonly clock: Clock
+  readonly logger: Logger
+  readonly transport: Transport
+  metadataImage(): ClusterImage
+}
+
+export class CoordinatorTransactionVerifier implements TransactionVerifier {
+  private readonly clients = new Map<number, { address: string; client: BrokerClient }>()
+
+  constructor(
+    private readonly host: VerifierHost,
+    private readonly coordinator: TransactionCoordinator,
+    private readonly requestTimeoutMs: number,
+  ) {}
+
+  close(): void {
+    for (const { client } of this.clients.values()) client.close()
+    this.clients.clear()
+  }
+
+  async verify(request: TransactionVerificationRequest): Promise<number> {
+    const producer = { producerId: request.producerId, producerEpoch: request.producerEpoch }
+    const partitions = new Map([[request.topic, new Set([request.partition])]])
+    const local = this.coordinator.stateManager.getTransactionState(request.transactionalId)
+    if (local !== ErrorCode.NOT_COORDINATOR) {
+      const [result] = this.coordinator.verifyPartitions(request.transactionalId, producer, partitions)
+      return toProduceError(result.errorCode)
+    }
+    const image = this.host.metadataImage()
+    const topic = image.topics.get(TRANSACTION_STATE_TOPIC)
+    const p = this.coordinator.stateManager.partitionFor(request.transactionalId)
+    const leader = topic?.partitions[p]?.leader ?? -1
+    const broker = image.brokers.get(leader)
+    if (!broker || leader === this.host.nodeId) return ErrorCode.NOT_ENOUGH_REPLICAS
+    try {
+      const response = await this.request(leader, `${broker.host}:${broker.port}`, broker, {
+        // The v3-and-below fields keep their defaults, or v4 cannot be encoded.
+        ...defaultAddPartitionsToTxnRequest(),
+        transactions: [
+          {
+            transactionalId: request.transactionalId,
+            producerId: request.producerId,
+            producerEpoch: request.producerEpoch,
+            verifyOnly: true,
+            topics: [{ name: request.topic, partitions: [request.partition] }],
+          },
+        ],
+      })
+      if (response.errorCode !== ErrorCode.NONE) return toProduceError(response.errorCode)
+      for (const txn of response.resultsByTransaction)
+        for (const t of txn.topicResults)
+          for (const r of t.resultsByPartition)
+            if (t.name === request.topic && r.partitionIndex === request.partition)
+              return toProduceError(r.partitionErrorCode)
+      this.host.logger.warn(
+        { ...request, producerId: String(request.producerId) },
+        'verification answer lacks the partition',
+      )
+      return ErrorCode.NOT_ENOUGH_REPLICAS
+    } catch (error) {
+      this.host.logger.info(
+        { err: error, coordinator: leader },
+        'transaction verification failed; produce retried',
+      )
+      return ErrorCode.NOT_ENOUGH_REPLICAS
+    }
+  }
+
+  private request(
+    nodeId: number,
+    address: string,
+    broker: { host: string; port: number },
+    body: unknown,
+  ): Promise<AddPartitionsToTxnResponse> {
+    let known = this.clients.get(nodeId)
+    if (!known || known.address !== address) {
+      known?.client.close()
+      known = { address, client: new BrokerClient(broker.host, broker.port, CLIENT_ID, this.host.transport) }
+      this.clients.set(nodeId, known)
+    }
+    const { client } = known
+    return new Promise<AddPartitionsToTxnResponse>((resolve, reject) => {
+      const timer = this.host.clock.setTimeout(() => {
+        if (this.clients.get(nodeId)?.client === client) this.clients.delete(nodeId)
+        client.close()
+        reject(new Error(`AddPartitionsToTxn verify_only to broker ${nodeId} timed out`))
+      }, this.requestTimeoutMs)
+      client.request<AddPartitionsToTxnResponse>(ApiKey.AddPartitionsToTxn, VERIFY_VERSION, body).then(
+        (response) => {
+          timer.cancel()
+          resolve(response)
+        },
+        (error: unknown) => {
+          timer.cancel()
+          reject(error)
+        },
+      )
+    })
+  }
+}
+
+/** Kafka's ReplicaManager translation of verification errors for Produce. */
+export function toProduceError(errorCode: number): number {
+  switch (errorCode) {
+    case ErrorCode.PRODUCER_FENCED:
+      return ErrorCode.INVALID_PRODUCER_EPOCH
+    case ErrorCode.CONCURRENT_TRANSACTIONS:
+    case ErrorCode.NETWORK_EXCEPTION:
+    case ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+    case ErrorCode.COORDINATOR_NOT_AVAILABLE:
+    case ErrorCode.NOT_COORDINATOR:
+      return ErrorCode.NOT_ENOUGH_REPLICAS
+    default:
+      return errorCode
+  }
+}

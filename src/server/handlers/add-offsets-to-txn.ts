@@ -1,0 +1,35 @@
+/**
+ * AddOffsetsToTxn (key 25).
+ * Behavior: before TxnOffsetCommit, a transactional producer adds the group's
+ * __consumer_offsets partition to its transaction, so the commit's markers reach the group
+ * coordinator too (Kafka's handler: AddPartitionsToTxn of that one partition).
+ * Version notes: v2 adds PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before it); v3+ flexible;
+ * v4 adds TRANSACTION_ABORTABLE, which tidelog does not return.
+ */
+import { ErrorCode } from '../../protocol/error-codes.js'
+import {
+  type AddOffsetsToTxnRequest,
+  type AddOffsetsToTxnResponse,
+  ApiKey,
+} from '../../protocol/generated/index.js'
+import type { ApiHandler } from './registry.js'
+
+export const addOffsetsToTxnHandler: ApiHandler<AddOffsetsToTxnRequest, AddOffsetsToTxnResponse> = {
+  apiKey: ApiKey.AddOffsetsToTxn,
+  minVersion: 0,
+  maxVersion: 4,
+  async handle(context, request) {
+    const errorCode = await context.broker.transactionCoordinator.addOffsets(
+      request.transactionalId,
+      { producerId: request.producerId, producerEpoch: request.producerEpoch },
+      request.groupId,
+    )
+    return {
+      throttleTimeMs: 0,
+      errorCode:
+        errorCode === ErrorCode.PRODUCER_FENCED && context.apiVersion < 2
+          ? ErrorCode.INVALID_PRODUCER_EPOCH
+          : errorCode,
+    }
+  },
+}

@@ -1,0 +1,124 @@
+/**
+ * AddPartitionsToTxn (key 24).
+ * Behavior: a transactional producer adds the partitions it is about to write to its
+ * transaction (starting it); the coordinator writes them to __transaction_state before
+ * answering. Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and the others
+ * OPERATION_NOT_ATTEMPTED, as Kafka; any other error applies to every partition. With
+ * verify_only (v4+, sent by partition leaders, KIP-890) nothing is added: each partition
+ * answers NONE if it is in the ongoing transaction, else INVALID_TXN_STATE.
+ * Version notes: v2 adds PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before it); v3 flexible;
+ * v4 batches transactions (top-level error code, results by transaction) and adds
+ * verify_only; v5 adds TRANSACTION_ABORTABLE, which tidelog does not return.
+ */
+import type { TopicPartitions } from '../../coordinator/transaction/transaction-metadata.js'
+import { ErrorCode } from '../../protocol/error-codes.js'
+import {
+  type AddPartitionsToTxnRequest,
+  type AddPartitionsToTxnRequestAddPartitionsToTxnTopic,
+  type AddPartitionsToTxnResponse,
+  type AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult,
+  ApiKey,
+} from '../../protocol/generated/index.js'
+import type { RequestContext } from '../request-context.js'
+import type { ApiHandler } from './registry.js'
+
+export const addPartitionsToTxnHandler: ApiHandler<AddPartitionsToTxnRequest, AddPartitionsToTxnResponse> = {
+  apiKey: ApiKey.AddPartitionsToTxn,
+  minVersion: 0,
+  maxVersion: 5,
+  async handle(context, request) {
+    const empty = {
+      throttleTimeMs: 0,
+      errorCode: ErrorCode.NONE,
+      resultsByTransaction: [],
+      resultsByTopicV3AndBelow: [],
+    }
+    if (context.apiVersion <= 3) {
+      const resultsByTopicV3AndBelow = await addOrVerify(
+        context,
+        request.v3AndBelowTransactionalId,
+        request.v3AndBelowProducerId,
+        request.v3AndBelowProducerEpoch,
+        false,
+        request.v3AndBelowTopics,
+      )
+      return { ...empty, resultsByTopicV3AndBelow }
+    }
+    const resultsByTransaction = await Promise.all(
+      request.transactions.map(async (txn) => ({
+        transactionalId: txn.transactionalId,
+        topicResults: await addOrVerify(
+          context,
+          txn.transactionalId,
+          txn.producerId,
+          txn.producerEpoch,
+          txn.verifyOnly,
+          txn.topics,
+        ),
+      })),
+    )
+    return { ...empty, resultsByTransaction }
+  },
+}
+
+async function addOrVerify(
+  context: RequestContext,
+  transactionalId: string,
+  producerId: bigint,
+  producerEpoch: number,
+  verifyOnly: boolean,
+  topics: readonly AddPartitionsToTxnRequestAddPartitionsToTxnTopic[],
+): Promise<AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult[]> {
+  const coordinator = context.broker.transactionCoordinator
+  const producer = { producerId, producerEpoch }
+  const partitions = toPartitions(topics)
+  const codes = new Map<string, number>()
+  if (verifyOnly) {
+    for (const r of coordinator.verifyPartitions(transactionalId, producer, partitions))
+      codes.set(`${r.topic}\u0000${r.partition}`, r.errorCode)
+  } else {
+    const image = context.broker.metadataImage()
+    const unknown = new Set<string>()
+    for (const [topic, ids] of partitions)
+      for (const id of ids) {
+        const partitionCount = image.topics.get(topic)?.partitions.length ?? 0
+        if (id < 0 || id >= partitionCount) unknown.add(`${topic}\u0000${id}`)
+      }
+    const errorCode =
+      unknown.size > 0
+        ? ErrorCode.OPERATION_NOT_ATTEMPTED
+        : await coordinator.addPartitions(transactionalId, producer, partitions)
+    for (const [topic, ids] of partitions)
+      for (const id of ids) {
+        const key = `${topic}\u0000${id}`
+        codes.set(key, unknown.has(key) ? ErrorCode.UNKNOWN_TOPIC_OR_PARTITION : errorCode)
+      }
+  }
+  return [...partitions].map(([name, ids]) => ({
+    name,
+    resultsByPartition: [...ids].map((partitionIndex) => ({
+      partitionIndex,
+      partitionErrorCode: versioned(
+        context,
+        codes.get(`${name}\u0000${partitionIndex}`) ?? ErrorCode.UNKNOWN_SERVER_ERROR,
+      ),
+    })),
+  }))
+}
+
+function toPartitions(topics: readonly AddPartitionsToTxnRequestAddPartitionsToTxnTopic[]): TopicPartitions {
+  const partitions = new Map<string, Set<number>>()
+  for (const topic of topics) {
+    const ids = partitions.get(topic.name) ?? new Set<number>()
+    for (const id of topic.partitions) ids.add(id)
+    partitions.set(topic.name, ids)
+  }
+  return partitions
+}
+
+/** PRODUCER_FENCED exists from v2; older clients know it as INVALID_PRODUCER_EPOCH. */
+function versioned(context: RequestContext, errorCode: number): number {
+  return errorCode === ErrorCode.PRODUCER_FENCED && context.apiVersion < 2
+    ? ErrorCode.INVALID_PRODUCER_EPOCH
+    : errorCode
+}

@@ -1,0 +1,106 @@
+/**
+ * TxnOffsetCommit (key 28).
+ * Behavior: a transactional producer's consumed offsets, committed as part of its
+ * transaction (sendOffsetsToTransaction). With partition verification enabled
+ * (transaction.partition.verification.enable, KIP-890) the group's __consumer_offsets
+ * partition must be in the producer's ongoing transaction (AddOffsetsToTxn added it), so
+ * a late commit of a transaction that already ended is refused. The offsets are written as
+ * a transactional batch of the request's producer id and epoch (an older epoch than the
+ * partition knows is refused: INVALID_PRODUCER_EPOCH) and stay invisible to OffsetFetch
+ * until the transaction's COMMIT marker reaches the partition; ABORT drops them.
+ * Version notes: v0-1 offset and metadata; v2 leader epoch; v3+ flexible, with the
+ * consumer's generation, member id and group instance id (KIP-447), which fence a
+ * producer whose consumer is no longer a member of the current generation.
+ */
+
+import { CONSUMER_OFFSETS_TOPIC, partitionForGroup } from '../../coordinator/group.js'
+import { offsetAppendError } from '../../coordinator/offsets.js'
+import { ErrorCode } from '../../protocol/error-codes.js'
+import {
+  ApiKey,
+  type TxnOffsetCommitRequest,
+  type TxnOffsetCommitResponse,
+} from '../../protocol/generated/index.js'
+import type { RequestContext } from '../request-context.js'
+import type { ApiHandler } from './registry.js'
+
+export const txnOffsetCommitHandler: ApiHandler<TxnOffsetCommitRequest, TxnOffsetCommitResponse> = {
+  apiKey: ApiKey.TxnOffsetCommit,
+  minVersion: 0,
+  maxVersion: 4,
+  async handle(context, request) {
+    const version = context.apiVersion
+    const partitions = request.topics.flatMap((t) =>
+      t.partitions.map((p) => ({
+        topic: t.name,
+        partition: p.partitionIndex,
+        offset: p.committedOffset,
+        leaderEpoch: version >= 2 ? p.committedLeaderEpoch : -1,
+        metadata: p.committedMetadata,
+      })),
+    )
+    const groupCode = request.groupId === '' ? ErrorCode.INVALID_GROUP_ID : await verify(context, request)
+    const codes =
+      groupCode !== ErrorCode.NONE
+        ? new Map(partitions.map((p) => [`${p.topic}\u0000${p.partition}`, groupCode]))
+        : (
+            await context.broker.groupCoordinator.commitTransactional(request.groupId, {
+              producerId: request.producerId,
+              producerEpoch: request.producerEpoch,
+              memberId: version >= 3 ? request.memberId : '',
+              groupInstanceId: version >= 3 ? request.groupInstanceId : null,
+              generationId: version >= 3 ? request.generationId : -1,
+              partitions,
+            })
+          ).partitions
+    return {
+      throttleTimeMs: 0,
+      topics: request.topics.map((t) => ({
+        name: t.name,
+        partitions: t.partitions.map((p) => ({
+          partitionIndex: p.partitionIndex,
+          errorCode: codes.get(`${t.name}\u0000${p.partitionIndex}`) ?? ErrorCode.UNKNOWN_SERVER_ERROR,
+        })),
+      })),
+    }
+  },
+}
+
+/**
+ * KIP-890's check that the group's offsets partition is in the ongoing transaction, with
+ * Kafka's conversion of its errors (GroupMetadataManager.maybeConvertOffsetCommitError).
+ * Without a transaction coordinator on this broker nothing can be verified, and no
+ * transaction can have started through it either; the commit then goes unverified.
+ */
+async function verify(context: RequestContext, request: TxnOffsetCommitRequest): Promise<number> {
+  const verifier = context.broker.transactionVerifier
+  if (!verifier || !verificationEnabled(context)) return ErrorCode.NONE
+  const offsetsTopic = context.broker.metadataImage().topics.get(CONSUMER_OFFSETS_TOPIC)
+  if (!offsetsTopic || offsetsTopic.partitions.length === 0) return ErrorCode.COORDINATOR_NOT_AVAILABLE
+  const code = await verifier.verify({
+    transactionalId: request.transactionalId,
+    producerId: request.producerId,
+    producerEpoch: request.producerEpoch,
+    topic: CONSUMER_OFFSETS_TOPIC,
+    partition: partitionForGroup(request.groupId, offsetsTopic.partitions.length),
+  })
+  switch (code) {
+    case ErrorCode.NETWORK_EXCEPTION:
+      // Kafka: older clients may not retry NETWORK_EXCEPTION here; they all retry this.
+      return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    // The verifier's "coordinator cannot answer now" (NOT_ENOUGH_REPLICAS, as for Produce).
+    case ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+    case ErrorCode.NOT_ENOUGH_REPLICAS:
+    case ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+      return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    case ErrorCode.NOT_LEADER_OR_FOLLOWER:
+    case ErrorCode.KAFKA_STORAGE_ERROR:
+      return ErrorCode.NOT_COORDINATOR
+    default:
+      return offsetAppendError(code)
+  }
+}
+
+function verificationEnabled(context: RequestContext): boolean {
+  return context.broker.config.values.get('transaction.partition.verification.enable') === true
+}
