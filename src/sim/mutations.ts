@@ -4,12 +4,17 @@
  * real class for the length of one run (`plant` returns the undo), so the broker code under
  * test is the shipped code with exactly one rule broken.
  */
+import { GroupCoordinator } from '../coordinator/group-coordinator.js'
+import { TransactionMarkerSender } from '../coordinator/transaction/transaction-marker-sender.js'
+import { CoordinatorTransactionVerifier } from '../coordinator/transaction/transaction-verifier.js'
 import type { PartitionState } from '../metadata/cluster-image.js'
+import { ErrorCode } from '../protocol/error-codes.js'
 import { AlterPartitionManager } from '../replication/alter-partition-manager.js'
 import type { BrokerClient } from '../replication/broker-client.js'
 import { type IsrProposal, Partition } from '../replication/partition.js'
 import { LeaderFetcher } from '../replication/replica-fetcher.js'
 import { LogSegment } from '../storage/log-segment.js'
+import { TOPIC } from './world-view.js'
 
 export type Mutation =
   | 'none'
@@ -25,6 +30,12 @@ export type Mutation =
   | 'isr-readds-unregistered'
   /** A follower's truncation is not fsynced before what it writes next (seeds 5 and 91's bug). */
   | 'truncation-not-fsynced'
+  /** With `transactions`: a leader appends a transactional batch that opens a transaction without asking the coordinator (KIP-890 part 1 undone). */
+  | 'txn-skips-verification'
+  /** With `transactions`: the coordinator's marker sender leaves out the last partition of the topic a transaction spans. */
+  | 'txn-marker-skips-partition'
+  /** With `transactions`: the group coordinator makes a transaction's pending offsets visible on its ABORT marker too. */
+  | 'txn-offsets-on-abort'
 
 export const MUTATIONS: readonly Mutation[] = [
   'none',
@@ -34,6 +45,9 @@ export const MUTATIONS: readonly Mutation[] = [
   'consumer-reads-log-end',
   'isr-readds-unregistered',
   'truncation-not-fsynced',
+  'txn-skips-verification',
+  'txn-marker-skips-partition',
+  'txn-offsets-on-abort',
 ]
 
 /** The replica id a consumer sends under the `consumer-reads-log-end` mutation. */
@@ -113,6 +127,41 @@ export function plant(mutation: Mutation, log: (message: string) => void): () =>
         undoTruncate()
       }
     }
+    case 'txn-skips-verification':
+      return replace(
+        CoordinatorTransactionVerifier.prototype,
+        'verify',
+        () =>
+          async function (this: CoordinatorTransactionVerifier): Promise<number> {
+            return ErrorCode.NONE
+          },
+      )
+    case 'txn-marker-skips-partition':
+      return replace(
+        TransactionMarkerSender.prototype,
+        'send',
+        (original) =>
+          function (this: TransactionMarkerSender, job: Parameters<TransactionMarkerSender['send']>[0]) {
+            const partitions = [...(job.pending.partitions.get(TOPIC) ?? [])]
+            if (partitions.length > 1) {
+              const skipped = Math.max(...partitions)
+              job.pending.removePartition(TOPIC, skipped)
+              log(
+                `MUTATION: ${job.result} marker of producer ${job.producerId} for ${TOPIC}-${skipped} not sent`,
+              )
+            }
+            return original.call(this, job)
+          },
+      )
+    case 'txn-offsets-on-abort':
+      return replace(
+        GroupCoordinator.prototype,
+        'onTransactionMarker',
+        (original) =>
+          function (this: GroupCoordinator, topic: string, partition: number, producerId: bigint) {
+            return original.call(this, topic, partition, producerId, 'commit')
+          },
+      )
     default:
       // unclean-election is a topic setting (world.ts); consumer-reads-log-end is the consumer's.
       return () => undefined

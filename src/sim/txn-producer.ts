@@ -116,16 +116,6 @@ async function findCoordinatorOf(
   }
 }
 
-/** Kafka's partition for a transactional id: Java's String.hashCode, made non-negative, mod the partition count. */
-export function transactionStatePartition(transactionalId: string, partitions: number): number {
-  let hash = 0
-  for (let i = 0; i < transactionalId.length; i++)
-    hash = (Math.imul(hash, 31) + transactionalId.charCodeAt(i)) | 0
-  // Kafka's Utils.abs: Integer.MIN_VALUE maps to 0.
-  const abs = hash === -2147483648 ? 0 : Math.abs(hash)
-  return abs % partitions
-}
-
 /** Brokers up and started (clients ask them for metadata and the coordinator). */
 function liveBrokers(world: WorldView): number[] {
   return world.brokerIds.filter((id) => {

@@ -9,6 +9,8 @@ import { pino } from 'pino'
 import { InvariantError } from '../common/assert.js'
 import type { Logger } from '../common/logger.js'
 import { CONSUMER_OFFSETS_TOPIC, partitionForGroup } from '../coordinator/group.js'
+import { TRANSACTION_STATE_TOPIC } from '../coordinator/transaction/transaction-log.js'
+import { partitionForTransactionalId } from '../coordinator/transaction/transaction-state-manager.js'
 import type { TopicImage } from '../metadata/cluster-image.js'
 import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { EmbeddedStore } from '../metadata/store/embedded-store.js'
@@ -42,13 +44,7 @@ import {
   decodeBatches,
 } from './txn-checker.js'
 import { SimReadCommittedConsumer } from './txn-consumer.js'
-import {
-  SimTxnProducer,
-  TRANSACTION_TIMEOUT_MS,
-  TxnOffsetReader,
-  TxnWorkload,
-  transactionStatePartition,
-} from './txn-producer.js'
+import { SimTxnProducer, TRANSACTION_TIMEOUT_MS, TxnOffsetReader, TxnWorkload } from './txn-producer.js'
 import { TOPIC, Violation, type WorldView } from './world-view.js'
 
 export type { Mutation } from './mutations.js'
@@ -156,7 +152,6 @@ const TXN_PROPERTIES: readonly [string, string][] = [
   ['transaction.state.log.segment.bytes', String(1024 * 1024)],
   ['transaction.abort.timed.out.transaction.cleanup.interval.ms', '1000'],
 ]
-export const TRANSACTION_STATE_TOPIC = '__transaction_state'
 const TXN_STATE_PARTITIONS = 3
 const TXN_PRODUCERS = 2
 const GROUP_API_NAMES: Record<number, string> = {
@@ -555,7 +550,7 @@ export class World implements WorldView {
     )
     for (let i = 0; i < TXN_PRODUCERS; i++)
       this.log(
-        `transactional id sim-txn-${i} in ${TRANSACTION_STATE_TOPIC}-${transactionStatePartition(`sim-txn-${i}`, TXN_STATE_PARTITIONS)}`,
+        `transactional id sim-txn-${i} in ${TRANSACTION_STATE_TOPIC}-${partitionForTransactionalId(`sim-txn-${i}`, TXN_STATE_PARTITIONS)}`,
       )
   }
 

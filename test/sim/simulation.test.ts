@@ -16,6 +16,7 @@ import {
   findScenario,
   IDEMPOTENT_RETRY_ON_NEW_LEADER,
   ISR_EXPANSION_ACROSS_IMAGE_CHANGE,
+  LATE_WRITE_REFUSED_BY_VERIFICATION,
   LEADER_ISR_WRITE_THROUGH_LATENT_STORE,
   LEADER_LOG_DIR_OFFLINE,
   POWER_LOST_LEADER_RETURNS,
@@ -23,6 +24,8 @@ import {
   STALLED_LEADER_LOSES_LEADERSHIP,
   simFlags,
   TRUNCATED_FOLLOWER_LOSES_POWER,
+  TXN_COORDINATOR_FAILOVER_MID_TRANSACTION,
+  ZOMBIE_FENCED,
 } from './scenarios.js'
 
 function replay(options: SimOptions): string {
@@ -33,15 +36,17 @@ function explain(result: SimResult, options: SimOptions): string {
   return `seed ${result.seed}: ${result.violation}\n${result.trace.slice(-80).join('\n')}\n${replay(options)}`
 }
 
-/** Runs `options`; the run must pass and its trace must show `scenario`. */
-async function runScenario(options: SimOptions, scenario: Scenario): Promise<void> {
+/** Runs `options`; the run must pass and its trace must show every one of `scenarios`. */
+async function runScenario(options: SimOptions, ...scenarios: Scenario[]): Promise<void> {
   const result = await runSimulation(options)
   assert.ok(result.ok, explain(result, options))
-  const lines = findScenario(result.trace, scenario)
-  assert.ok(
-    lines,
-    `seed ${options.seed} passed without its scenario: ${scenario.what}. Its markers are not in the trace (the seed drifted off it: sweep for another one with npm run sim -- --seeds K --from S and rename the test)\n${replay(options)}`,
-  )
+  for (const scenario of scenarios) {
+    const lines = findScenario(result.trace, scenario)
+    assert.ok(
+      lines,
+      `seed ${options.seed} passed without its scenario: ${scenario.what}. Its markers are not in the trace (the seed drifted off it: sweep for another one with npm run sim -- --seeds K --from S and rename the test)\n${replay(options)}`,
+    )
+  }
 }
 
 /**
@@ -214,6 +219,54 @@ describe('deterministic simulation', () => {
       await runScenario({ seed, groups: true, ...extra }, COORDINATOR_FAILOVER)
     })
   }
+
+  // Transactions (--transactions): transactional producers and read_committed consumers over
+  // the wire. Seed 4 with store stalls shows the three scenarios at once; seed 3 fails with
+  // either transaction mutation (its unmutated run is the seed-3 test).
+  it('transactions, store stalls, seed 4: a coordinator fails over mid-transaction, a zombie is fenced, a late write is refused by KIP-890', async () => {
+    // Markers: "transactional id sim-txn-K in __transaction_state-P", "txn xK.N begins", a
+    // STORE line moving __transaction_state-P before xK.N ends, "txn xK.N committed"; "instance
+    // I ... pauses", "zombie instance I ... resumes txn T", "txn T ends without commit: fenced";
+    // "... held ... past its delivery timeout", "late answer to ...: error 48"; and the
+    // summary line of the end checks.
+    await runScenario(
+      { seed: 4, transactions: true, storeStalls: true },
+      TXN_COORDINATOR_FAILOVER_MID_TRANSACTION,
+      ZOMBIE_FENCED,
+      LATE_WRITE_REFUSED_BY_VERIFICATION,
+    )
+  })
+
+  for (const seed of [3, 5]) {
+    it(`transactions, seed ${seed}: a transaction commits across the failover of its coordinator; committed on all partitions or none, read_committed reads committed records only`, async () => {
+      await runScenario({ seed, transactions: true }, TXN_COORDINATOR_FAILOVER_MID_TRANSACTION)
+    })
+  }
+
+  it('regression (transactions, seed 3): with KIP-890 verification skipped, a late write opens a transaction no marker closes, and the checks see it', async () => {
+    // The held produce of an aborted transaction lands after the abort, opens a transaction in
+    // its partition with the old epoch, and the producer's next COMMIT closes it: a
+    // read_committed consumer returns a record of an aborted transaction (seed 3: x0.5).
+    const mutated = await runSimulation({ seed: 3, transactions: true, mutation: 'txn-skips-verification' })
+    assert.ok(
+      !mutated.ok,
+      `seed 3 passed with the verification skipped\n${replay({ seed: 3, transactions: true, mutation: 'txn-skips-verification' })}`,
+    )
+    assert.match(mutated.violation ?? '', /aborted|open|fenced epoch|committed in part/)
+  })
+
+  it('mutation check (transactions, seed 3): with a marker left out, the checks see the partition it left open', async () => {
+    const mutated = await runSimulation({
+      seed: 3,
+      transactions: true,
+      mutation: 'txn-marker-skips-partition',
+    })
+    assert.ok(
+      !mutated.ok,
+      `seed 3 passed with a marker left out\n${replay({ seed: 3, transactions: true, mutation: 'txn-marker-skips-partition' })}`,
+    )
+    assert.match(mutated.violation ?? '', /aborted|open|committed in part|last stable offset/)
+  })
 
   it('mutation check: with consumers reading up to the log end the simulator finds a violating seed', async () => {
     let found: SimResult | null = null

@@ -24,7 +24,6 @@ import {
   TxnInvariants,
   txnRecordValue,
 } from '../../src/sim/txn-checker.js'
-import { transactionStatePartition } from '../../src/sim/txn-producer.js'
 import type { WorldView } from '../../src/sim/world-view.js'
 
 interface Spec {
@@ -377,11 +376,5 @@ describe('simulation: transactions checker', () => {
       ],
     ])
     assert.equal(checkFinalOffsets(book, 0, 3, committed), null)
-  })
-
-  it("the transaction coordinator's partition follows Kafka's (Java String.hashCode, Utils.abs)", () => {
-    // "hello".hashCode() is 99162322 in Java; "polygenelubricants".hashCode() is Integer.MIN_VALUE.
-    assert.equal(transactionStatePartition('hello', 50), 99162322 % 50)
-    assert.equal(transactionStatePartition('polygenelubricants', 50), 0)
   })
 })
