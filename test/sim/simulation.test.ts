@@ -220,53 +220,48 @@ describe('deterministic simulation', () => {
     })
   }
 
-  // Transactions (--transactions): transactional producers and read_committed consumers over
-  // the wire. Seed 4 with store stalls shows the three scenarios at once; seed 3 fails with
-  // either transaction mutation (its unmutated run is the seed-3 test).
-  it('transactions, store stalls, seed 4: a coordinator fails over mid-transaction, a zombie is fenced, a late write is refused by KIP-890', async () => {
-    // Markers: "transactional id sim-txn-K in __transaction_state-P", "txn xK.N begins", a
-    // STORE line moving __transaction_state-P before xK.N ends, "txn xK.N committed"; "instance
-    // I ... pauses", "zombie instance I ... resumes txn T", "txn T ends without commit: fenced";
-    // "... held ... past its delivery timeout", "late answer to ...: error 48"; and the
-    // summary line of the end checks.
-    await runScenario(
-      { seed: 4, transactions: true, storeStalls: true },
-      TXN_COORDINATOR_FAILOVER_MID_TRANSACTION,
-      ZOMBIE_FENCED,
-      LATE_WRITE_REFUSED_BY_VERIFICATION,
-    )
-  })
-
-  for (const seed of [3, 5]) {
-    it(`transactions, seed ${seed}: a transaction commits across the failover of its coordinator; committed on all partitions or none, read_committed reads committed records only`, async () => {
-      await runScenario({ seed, transactions: true }, TXN_COORDINATOR_FAILOVER_MID_TRANSACTION)
+  // Transactions (--transactions): transactional producers, read_committed consumers and
+  // group offsets in transactions, over the wire. Seed 1 fails with each transaction
+  // mutation; its unmutated run is the regression test's first half.
+  for (const [seed, extra, scenarios] of [
+    [3, {}, [TXN_COORDINATOR_FAILOVER_MID_TRANSACTION, ZOMBIE_FENCED]],
+    [2, { storeStalls: true }, [ZOMBIE_FENCED, LATE_WRITE_REFUSED_BY_VERIFICATION]],
+  ] as const) {
+    it(`transactions, seed ${seed}${Object.keys(extra).length > 0 ? ` (${Object.keys(extra).join(', ')})` : ''}: ${scenarios.map((s) => s.what).join('; ')}`, async () => {
+      // Markers: "transactional id sim-txn-K in __transaction_state-P", "txn xK.N begins", a
+      // STORE line moving __transaction_state-P before xK.N ends, then "txn xK.N committed";
+      // "instance I ... pauses", "zombie instance I ... resumes txn T", "txn T ends without
+      // commit: fenced"; "... held ... past its delivery timeout", then "late answer to ...:
+      // error 48" (INVALID_TXN_STATE: KIP-890's verification). Each with the end checks' line.
+      await runScenario({ seed, transactions: true, ...extra }, ...scenarios)
     })
   }
 
-  it('regression (transactions, seed 3): with KIP-890 verification skipped, a late write opens a transaction no marker closes, and the checks see it', async () => {
-    // The held produce of an aborted transaction lands after the abort, opens a transaction in
-    // its partition with the old epoch, and the producer's next COMMIT closes it: a
-    // read_committed consumer returns a record of an aborted transaction (seed 3: x0.5).
-    const mutated = await runSimulation({ seed: 3, transactions: true, mutation: 'txn-skips-verification' })
-    assert.ok(
-      !mutated.ok,
-      `seed 3 passed with the verification skipped\n${replay({ seed: 3, transactions: true, mutation: 'txn-skips-verification' })}`,
+  it('regression (transactions, seed 1): with KIP-890 verification skipped, a late write lands after its abort and a read_committed consumer returns an aborted record', async () => {
+    // The held produce of an aborted transaction lands after the ABORT marker and opens a
+    // transaction in its partition with the old epoch; the producer's next COMMIT there closes
+    // it (seed 1: "read_committed consumer of p0 returned x1.28.p0.2 ... which its producer
+    // knows aborted").
+    await runRegression(
+      { seed: 1, transactions: true },
+      'txn-skips-verification',
+      /aborted|open|fenced epoch|committed in part/,
     )
-    assert.match(mutated.violation ?? '', /aborted|open|fenced epoch|committed in part/)
   })
 
-  it('mutation check (transactions, seed 3): with a marker left out, the checks see the partition it left open', async () => {
-    const mutated = await runSimulation({
-      seed: 3,
-      transactions: true,
-      mutation: 'txn-marker-skips-partition',
+  for (const [mutation, failure] of [
+    ['txn-marker-skips-partition', /knows aborted|still open|committed in part/],
+    ['txn-offsets-on-abort', /group of txn producer \d+: .*never asked to commit/],
+  ] as const) {
+    it(`mutation check (transactions, seed 1): with ${mutation} the simulator fails`, async () => {
+      const options: SimOptions = { seed: 1, transactions: true, mutation }
+      const result = await runSimulation(options)
+      assert.ok(
+        !result.ok && failure.test(result.violation ?? ''),
+        `${result.ok ? 'passed' : `failed otherwise: ${result.violation}`}\n${replay(options)}`,
+      )
     })
-    assert.ok(
-      !mutated.ok,
-      `seed 3 passed with a marker left out\n${replay({ seed: 3, transactions: true, mutation: 'txn-marker-skips-partition' })}`,
-    )
-    assert.match(mutated.violation ?? '', /aborted|open|committed in part|last stable offset/)
-  })
+  }
 
   it('mutation check: with consumers reading up to the log end the simulator finds a violating seed', async () => {
     let found: SimResult | null = null
