@@ -13,7 +13,7 @@ import type { FileSystem } from '../common/file-system.js'
 import { createLogger, type Logger } from '../common/logger.js'
 import type { Random } from '../common/random.js'
 import { GroupCoordinator } from '../coordinator/group-coordinator.js'
-import type { BrokerRegistration, ClusterImage } from '../metadata/cluster-image.js'
+import { type BrokerRegistration, type ClusterImage, endpointFor } from '../metadata/cluster-image.js'
 import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { Controller } from '../metadata/controller.js'
 import { onControlledShutdown } from '../metadata/elections.js'
@@ -29,6 +29,13 @@ import { AlterPartitionManager } from '../replication/alter-partition-manager.js
 import { ReplicaFetcherManager } from '../replication/replica-fetcher.js'
 import { ReplicaManager, type TopicSettings } from '../replication/replica-manager.js'
 import { nodeBrokerParts } from '../runtime/node-parts.js'
+import { interBrokerTransport } from '../security/inter-broker.js'
+import { type Endpoint, usesSasl, usesTls } from '../security/listeners.js'
+import { type KafkaPrincipal, NoMatchingRuleError, SslPrincipalMapper } from '../security/principal.js'
+import { saslListenerSettings } from '../security/sasl-server.js'
+import { ScramCredentialStore } from '../security/scram-credentials.js'
+import { listenerValue } from '../security/security-config.js'
+import { type TlsByteStream, tlsSettings } from '../security/tls.js'
 import { isStorageError } from '../storage/errors.js'
 import { LogManager } from '../storage/log-manager.js'
 import { type BrokerConfig, groupCoordinatorConfig } from './broker-config.js'
@@ -98,8 +105,11 @@ export class Broker implements BrokerServices {
   private readonly alterPartitions: AlterPartitionManager
   /** What this broker serves as leader, published for readiness checks (leadership-record.ts). */
   private readonly leadershipRecord: LeadershipRecord
-  private socketServer: SocketServer | null = null
-  private boundPort = -1
+  readonly scramCredentials: ScramCredentialStore
+  /** One per listener, in the order of `listeners`. */
+  private socketServers: SocketServer[] = []
+  /** Bound port of each listener, by name. */
+  private readonly boundPorts = new Map<string, number>()
   private stopping: Promise<void> | null = null
   private markStopped!: () => void
   private readonly stopped = new Promise<void>((resolve) => {
@@ -125,6 +135,10 @@ export class Broker implements BrokerServices {
     this.random = parts.random
     this.fileSystem = parts.fileSystem
     this.logger = parts.logger
+    this.scramCredentials = new ScramCredentialStore(store)
+    const interBroker = config.listeners.advertised.find(
+      (e) => e.listener === config.listeners.interBrokerListener,
+    )!
     this.alterPartitions = new AlterPartitionManager({
       nodeId: config.nodeId,
       updateMetadata: (change) => this.metadata.update(change),
@@ -146,8 +160,16 @@ export class Broker implements BrokerServices {
         nodeId: config.nodeId,
         clock: parts.clock,
         logger: parts.logger,
-        transport: parts.network,
-        brokerAddress: (id) => this.metadata.image().brokers.get(id),
+        transport: interBrokerTransport(config, interBroker, {
+          network: parts.network,
+          tls: parts.tls,
+          random: parts.random,
+          clientId: `broker-${config.nodeId}-fetcher`,
+        }),
+        brokerAddress: (id) => {
+          const registration = this.metadata.image().brokers.get(id)
+          return registration ? (endpointFor(registration, interBroker.listener) ?? undefined) : undefined
+        },
         fetchMaxBytes: values.get('replica.fetch.max.bytes') as number,
         fetchResponseMaxBytes: values.get('replica.fetch.response.max.bytes') as number,
         fetchWaitMaxMs: values.get('replica.fetch.wait.max.ms') as number,
@@ -280,11 +302,18 @@ export class Broker implements BrokerServices {
    */
   private async register(): Promise<void> {
     const sessionTimeoutMs = this.config.values.get('broker.session.timeout.ms') as number
+    const endpoints = this.config.listeners.advertised.map((e) => ({
+      listener: e.listener,
+      securityProtocol: e.securityProtocol,
+      host: e.host,
+      port: e.port === 0 ? this.boundPorts.get(e.listener)! : e.port,
+    }))
     const registration: BrokerRegistration = {
       nodeId: this.nodeId,
-      host: this.config.advertisedHost,
-      port: this.config.advertisedPort === 0 ? this.boundPort : this.config.advertisedPort,
+      host: endpoints[0].host,
+      port: endpoints[0].port,
       rack: this.config.rack,
+      endpoints,
     }
     const deadline = this.clock.monotonicMs() + sessionTimeoutMs + REGISTRATION_GRACE_MS
     const lease = await this.store.grantLease(sessionTimeoutMs)
@@ -424,19 +453,32 @@ export class Broker implements BrokerServices {
         uncleanLeaderElections: this.controller?.stats.uncleanElections ?? 0,
       }),
       isrCounters: () => this.alterPartitions.stats,
-      connectionCount: () => this.socketServer?.connectionCount ?? 0,
+      connectionCount: () => this.socketServers.reduce((n, s) => n + s.connectionCount, 0),
       isRegistered: () => this.lease !== null,
       configValue: (name) => this.config.values.get(name),
     }
   }
 
-  /** The bound port (differs from the configured one when that was 0). */
+  /** The first listener's bound port (differs from the configured one when that was 0). */
   get port(): number {
-    return this.boundPort
+    return this.boundPorts.get(this.config.listeners.listeners[0].listener) ?? -1
   }
 
+  /** The first listener's `host:port`. */
   get bootstrapServers(): string {
-    return `${this.config.host}:${this.boundPort}`
+    return `${this.config.host}:${this.port}`
+  }
+
+  /** `host:port` of the named listener, as bound. */
+  listenerAddress(listener: string): string {
+    const endpoint = this.config.listeners.listeners.find((l) => l.listener === listener.toUpperCase())
+    if (!endpoint) throw new Error(`no listener ${listener}`)
+    return `${endpoint.host}:${this.boundPorts.get(endpoint.listener) ?? -1}`
+  }
+
+  /** The principals of the connections open now (for operators and tests). */
+  connectedPrincipals(): string[] {
+    return this.socketServers.flatMap((s) => s.principals())
   }
 
   apiVersionRanges(): { apiKey: number; minVersion: number; maxVersion: number }[] {
@@ -466,8 +508,39 @@ export class Broker implements BrokerServices {
   }
 
   private async listen(): Promise<void> {
-    const server = new SocketServer(
-      this.parts.network,
+    for (const endpoint of this.config.listeners.listeners) {
+      const server = this.socketServerFor(endpoint)
+      this.socketServers.push(server)
+      const port = await server.listen(endpoint.host, endpoint.port)
+      this.boundPorts.set(endpoint.listener, port)
+      this.logger.info(
+        { listener: endpoint.listener, securityProtocol: endpoint.securityProtocol, port },
+        'broker listening',
+      )
+    }
+  }
+
+  /** A listener: TLS from the runtime for SSL/SASL_SSL, SASL state on each connection for SASL_*. */
+  private socketServerFor(endpoint: Endpoint): SocketServer {
+    const name = endpoint.listener
+    let network = this.parts.network
+    let principalOf: ((stream: TlsByteStream) => KafkaPrincipal | undefined) | undefined
+    if (usesTls(endpoint.securityProtocol)) {
+      if (!this.parts.tls) throw new Error(`listener ${name} needs TLS, which this runtime does not provide`)
+      network = this.parts.tls.network(tlsSettings(this.config, name, `listener ${name}`, 'server'))
+      const mapper = new SslPrincipalMapper(
+        String(listenerValue(this.config, name, 'ssl.principal.mapping.rules')),
+      )
+      principalOf = (stream) =>
+        stream.peerSubjectDn === null
+          ? undefined
+          : { type: 'User', name: mapper.nameOf(stream.peerSubjectDn) }
+    }
+    const sasl = usesSasl(endpoint.securityProtocol)
+      ? saslListenerSettings(this.config, name, this.scramCredentials, this.random)
+      : undefined
+    return new SocketServer(
+      network,
       {
         handlers,
         socketRequestMaxBytes: this.config.socketRequestMaxBytes,
@@ -475,6 +548,9 @@ export class Broker implements BrokerServices {
         logger: this.logger,
         onFatal: (error) => this.onFatal(error),
         requestObserver: this.ops?.requestObserver,
+        listenerName: name,
+        ...(sasl ? { sasl } : {}),
+        clock: this.clock,
         makeContext: (connection, header, observation) => ({
           header,
           apiVersion: header.requestApiVersion,
@@ -485,10 +561,17 @@ export class Broker implements BrokerServices {
         ...(this.observer?.onRequest ? { tap: this.observer.onRequest } : {}),
       },
       this.logger,
+      principalOf
+        ? (stream) => {
+            try {
+              return principalOf(stream as TlsByteStream)
+            } catch (error) {
+              if (error instanceof NoMatchingRuleError) return null
+              throw error
+            }
+          }
+        : undefined,
     )
-    this.boundPort = await server.listen(this.config.host, this.config.port)
-    this.socketServer = server
-    this.logger.info({ port: this.boundPort }, 'broker listening')
   }
 
   /**
@@ -552,7 +635,7 @@ export class Broker implements BrokerServices {
       await this.moveLeadershipAway().catch((error: unknown) =>
         this.logger.warn({ err: error }, 'controlled shutdown incomplete'),
       )
-    await this.socketServer?.close()
+    await Promise.all(this.socketServers.map((server) => server.close()))
     this.registerRetry?.cancel()
     this.registerRetry = null
     const controller = this.activeController

@@ -1,5 +1,6 @@
 import { alterConfigsHandler } from './alter-configs.js'
 import { alterPartitionReassignmentsHandler } from './alter-partition-reassignments.js'
+import { alterUserScramCredentialsHandler } from './alter-user-scram-credentials.js'
 import { apiVersionsHandler } from './api-versions.js'
 import { createPartitionsHandler } from './create-partitions.js'
 import { createTopicsHandler } from './create-topics.js'
@@ -10,6 +11,7 @@ import { describeClusterHandler } from './describe-cluster.js'
 import { describeConfigsHandler } from './describe-configs.js'
 import { describeGroupsHandler } from './describe-groups.js'
 import { describeLogDirsHandler } from './describe-log-dirs.js'
+import { describeUserScramCredentialsHandler } from './describe-user-scram-credentials.js'
 import { electLeadersHandler } from './elect-leaders.js'
 import { fetchHandler } from './fetch.js'
 import { findCoordinatorHandler } from './find-coordinator.js'
@@ -28,6 +30,8 @@ import { offsetFetchHandler } from './offset-fetch.js'
 import { offsetForLeaderEpochHandler } from './offset-for-leader-epoch.js'
 import { produceHandler } from './produce.js'
 import type { AnyApiHandler } from './registry.js'
+import { saslAuthenticateHandler } from './sasl-authenticate.js'
+import { saslHandshakeHandler } from './sasl-handshake.js'
 import { syncGroupHandler } from './sync-group.js'
 
 /** Every API this broker serves; ApiVersions advertises exactly these ranges. */
@@ -37,6 +41,10 @@ export const allHandlers: readonly AnyApiHandler[] = [
   listOffsetsHandler,
   metadataHandler,
   apiVersionsHandler,
+  saslHandshakeHandler,
+  saslAuthenticateHandler,
+  describeUserScramCredentialsHandler,
+  alterUserScramCredentialsHandler,
   deleteRecordsHandler,
   describeLogDirsHandler,
   electLeadersHandler,

@@ -1,0 +1,209 @@
+/**
+ * The server side of SASL on one connection, as Kafka's SaslServerAuthenticator runs it:
+ * ApiVersions and SaslHandshake first; after a handshake only SaslAuthenticate (v1
+ * handshake), or raw length-prefixed tokens (v0 handshake, KIP-43's old clients), until the
+ * mechanism completes. Anything else before then closes the connection; a failed exchange
+ * answers SASL_AUTHENTICATION_FAILED and closes it after
+ * connection.failed.authentication.delay.ms.
+ */
+import { timingSafeEqual } from 'node:crypto'
+import type { ConfigValue } from '../common/config-def.js'
+import { ConfigError } from '../common/errors.js'
+import type { Random } from '../common/random.js'
+import { ErrorCode } from '../protocol/error-codes.js'
+import { ApiKey } from '../protocol/generated/index.js'
+import { parseJaasConfig } from './jaas.js'
+import type { KafkaPrincipal } from './principal.js'
+import { SaslAuthenticationError } from './sasl-errors.js'
+import { SCRAM_MECHANISMS, type ScramMechanism, ScramServer } from './scram.js'
+import type { ScramCredentialStore } from './scram-credentials.js'
+import { listenerValue, type SecurityConfigSource } from './security-config.js'
+
+export const SASL_MECHANISMS = ['PLAIN', ...SCRAM_MECHANISMS] as const
+export type SaslMechanism = (typeof SASL_MECHANISMS)[number]
+
+const PLAIN_LOGIN_MODULE = 'org.apache.kafka.common.security.plain.PlainLoginModule'
+
+/** What a SASL listener authenticates with, built once per listener at startup. */
+export interface SaslListenerSettings {
+  readonly listener: string
+  readonly mechanisms: readonly SaslMechanism[]
+  /** PLAIN's users (JAAS `user_<name>="<password>"`); empty when PLAIN is off. */
+  readonly plainUsers: ReadonlyMap<string, string>
+  readonly scramCredentials: ScramCredentialStore
+  readonly random: Random
+  /** sasl.server.max.receive.size: the largest frame read before authentication. */
+  readonly maxReceiveBytes: number
+  readonly failedAuthenticationDelayMs: number
+}
+
+export function jaasProperty(listener: string, mechanism: string): string {
+  return `listener.name.${listener.toLowerCase()}.${mechanism.toLowerCase()}.sasl.jaas.config`
+}
+
+export function saslListenerSettings(
+  config: SecurityConfigSource,
+  listener: string,
+  scramCredentials: ScramCredentialStore,
+  random: Random,
+): SaslListenerSettings {
+  const value = (name: string): ConfigValue => listenerValue(config, listener, name)
+  const enabled = (value('sasl.enabled.mechanisms') as string[]).map((m) => m.toUpperCase())
+  if (enabled.length === 0) throw new ConfigError(`listener ${listener}: sasl.enabled.mechanisms is empty`)
+  for (const mechanism of enabled)
+    if (!(SASL_MECHANISMS as readonly string[]).includes(mechanism))
+      throw new ConfigError(
+        `listener ${listener}: SASL mechanism ${mechanism} is not supported (sasl.enabled.mechanisms may name ${SASL_MECHANISMS.join(', ')})`,
+      )
+  const plainUsers = new Map<string, string>()
+  if (enabled.includes('PLAIN')) {
+    const property = jaasProperty(listener, 'PLAIN')
+    const text = config.listenerOverrides.get(property) as string | undefined
+    if (text === undefined)
+      throw new ConfigError(
+        `listener ${listener}: PLAIN needs ${property} (${PLAIN_LOGIN_MODULE} required user_<name>="<password>";)`,
+      )
+    const entry = parseJaasConfig(text, property)
+    if (entry.loginModule !== PLAIN_LOGIN_MODULE)
+      throw new ConfigError(`${property}: expected ${PLAIN_LOGIN_MODULE}, got ${entry.loginModule}`)
+    for (const [key, password] of entry.options)
+      if (key.startsWith('user_')) plainUsers.set(key.slice(5), password)
+  }
+  return {
+    listener,
+    mechanisms: enabled as SaslMechanism[],
+    plainUsers,
+    scramCredentials,
+    random,
+    maxReceiveBytes: value('sasl.server.max.receive.size') as number,
+    failedAuthenticationDelayMs: value('connection.failed.authentication.delay.ms') as number,
+  }
+}
+
+export type SaslState = 'handshake' | 'authenticate' | 'raw-authenticate' | 'complete' | 'failed'
+
+interface Mechanism {
+  evaluate(token: Buffer): Promise<{ challenge: Buffer; complete: boolean }>
+  readonly username: string
+}
+
+export interface AuthenticateOutcome {
+  readonly errorCode: number
+  readonly errorMessage: string | null
+  readonly authBytes: Buffer
+}
+
+export class SaslSession {
+  private current: SaslState = 'handshake'
+  private mechanism: Mechanism | null = null
+  private evaluating = false
+  private authenticated: KafkaPrincipal | null = null
+
+  constructor(readonly settings: SaslListenerSettings) {}
+
+  get state(): SaslState {
+    return this.current
+  }
+
+  get principal(): KafkaPrincipal | null {
+    return this.authenticated
+  }
+
+  get isComplete(): boolean {
+    return this.current === 'complete'
+  }
+
+  /** Whether a request of `apiKey` may be read in the current state (otherwise: close). */
+  allows(apiKey: number): boolean {
+    if (this.current === 'complete') return true
+    if (this.current === 'handshake') return apiKey === ApiKey.ApiVersions || apiKey === ApiKey.SaslHandshake
+    if (this.current === 'authenticate') return apiKey === ApiKey.SaslAuthenticate
+    return false
+  }
+
+  /** SaslHandshake: picks the mechanism; an unknown one fails the session (answered, then closed). */
+  handshake(mechanismName: string, version: number): { errorCode: number; mechanisms: string[] } {
+    const mechanisms = [...this.settings.mechanisms]
+    if (this.current !== 'handshake') return { errorCode: ErrorCode.ILLEGAL_SASL_STATE, mechanisms }
+    const name = mechanismName as SaslMechanism
+    if (!this.settings.mechanisms.includes(name)) {
+      this.current = 'failed'
+      return { errorCode: ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms }
+    }
+    this.mechanism = name === 'PLAIN' ? new PlainServer(this.settings.plainUsers) : this.scramServer(name)
+    this.current = version === 0 ? 'raw-authenticate' : 'authenticate'
+    return { errorCode: ErrorCode.NONE, mechanisms }
+  }
+
+  private scramServer(name: ScramMechanism): ScramServer {
+    const store = this.settings.scramCredentials
+    return new ScramServer(name, this.settings.random, (mechanism, user) => store.get(mechanism, user))
+  }
+
+  /** One token of the exchange (a SaslAuthenticate request or a raw v0 token). */
+  async authenticate(token: Buffer): Promise<AuthenticateOutcome> {
+    const mechanism = this.mechanism
+    if (
+      (this.current !== 'authenticate' && this.current !== 'raw-authenticate') ||
+      mechanism === null ||
+      this.evaluating
+    ) {
+      this.current = 'failed'
+      return {
+        errorCode: ErrorCode.ILLEGAL_SASL_STATE,
+        errorMessage: 'Unexpected SASL token',
+        authBytes: Buffer.alloc(0),
+      }
+    }
+    this.evaluating = true
+    try {
+      const { challenge, complete } = await mechanism.evaluate(token)
+      if (complete) {
+        this.current = 'complete'
+        this.authenticated = { type: 'User', name: mechanism.username }
+      }
+      return { errorCode: ErrorCode.NONE, errorMessage: null, authBytes: challenge }
+    } catch (error) {
+      this.current = 'failed'
+      if (!(error instanceof SaslAuthenticationError)) throw error
+      return {
+        errorCode: ErrorCode.SASL_AUTHENTICATION_FAILED,
+        errorMessage: error.message,
+        authBytes: Buffer.alloc(0),
+      }
+    } finally {
+      this.evaluating = false
+    }
+  }
+}
+
+/** PLAIN (RFC 4616): `authzid NUL authcid NUL password`, one message. */
+class PlainServer implements Mechanism {
+  username = ''
+
+  constructor(private readonly users: ReadonlyMap<string, string>) {}
+
+  async evaluate(token: Buffer): Promise<{ challenge: Buffer; complete: boolean }> {
+    const parts = token.toString('utf8').split('\u0000')
+    if (parts.length !== 3)
+      throw new SaslAuthenticationError('Invalid SASL/PLAIN response: expected 3 tokens')
+    const [authzid, user, password] = parts
+    if (user === '') throw new SaslAuthenticationError('Authentication failed: username not specified')
+    if (password === '') throw new SaslAuthenticationError('Authentication failed: password not specified')
+    const expected = this.users.get(user)
+    if (expected === undefined || !sameText(expected, password))
+      throw new SaslAuthenticationError('Authentication failed: Invalid username or password')
+    if (authzid !== '' && authzid !== user)
+      throw new SaslAuthenticationError(
+        'Authentication failed: Client requested an authorization id that is different from username',
+      )
+    this.username = user
+    return { challenge: Buffer.alloc(0), complete: true }
+  }
+}
+
+function sameText(a: string, b: string): boolean {
+  const x = Buffer.from(a, 'utf8')
+  const y = Buffer.from(b, 'utf8')
+  return x.length === y.length && timingSafeEqual(x, y)
+}
