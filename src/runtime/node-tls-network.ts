@@ -23,8 +23,15 @@ const HANDSHAKE_TIMEOUT_MS = 10_000
 
 export const nodeTls: TlsProvider = {
   network(settings) {
-    const context = secureContext(settings)
-    return tlsNetwork(settings, context)
+    const options = secureContextOptions(settings)
+    try {
+      // Built once here so a bad key or certificate fails startup, not each handshake.
+      return tlsNetwork(settings, options, createSecureContext(options))
+    } catch (error) {
+      throw new ConfigError(
+        `${settings.origin}: TLS key or certificates unusable: ${(error as Error).message}`,
+      )
+    }
   },
 }
 
@@ -36,8 +43,10 @@ function read(path: string, settings: TlsSettings, what: string): Buffer {
   }
 }
 
-function secureContext(settings: TlsSettings): SecureContext {
-  const options: Parameters<typeof createSecureContext>[0] = {
+type ContextOptions = NonNullable<Parameters<typeof createSecureContext>[0]>
+
+function secureContextOptions(settings: TlsSettings): ContextOptions {
+  const options: ContextOptions = {
     minVersion: settings.minVersion,
     maxVersion: settings.maxVersion,
     ...(settings.ciphers !== null ? { ciphers: settings.ciphers } : {}),
@@ -71,11 +80,7 @@ function secureContext(settings: TlsSettings): SecureContext {
       throw new ConfigError(`${settings.origin}: the trust store holds no certificate`)
     options.ca = certificates
   }
-  try {
-    return createSecureContext(options)
-  } catch (error) {
-    throw new ConfigError(`${settings.origin}: TLS key or certificates unusable: ${(error as Error).message}`)
-  }
+  return options
 }
 
 function peerSubjectDn(socket: TLSSocket): string | null {
@@ -88,11 +93,12 @@ function tlsStream(socket: TLSSocket): TlsByteStream {
   return Object.assign(stream, { peerSubjectDn: peerSubjectDn(socket) })
 }
 
-function tlsNetwork(settings: TlsSettings, context: SecureContext): Network {
+function tlsNetwork(settings: TlsSettings, options: ContextOptions, context: SecureContext): Network {
   return {
     listen(host, port, onConnection) {
+      // tls.Server builds its context from the key material options (it ignores secureContext).
       const server = createServer({
-        secureContext: context,
+        ...options,
         requestCert: settings.clientAuth !== 'none',
         // 'requested' accepts a client without a certificate; one with a certificate the
         // trust store does not vouch for is refused below, as Java's wantClientAuth does.
