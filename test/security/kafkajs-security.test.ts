@@ -9,7 +9,7 @@ import { after, before, test } from 'node:test'
 import { connect as tlsConnect } from 'node:tls'
 import { Kafka, type KafkaConfig, logLevel } from 'kafkajs'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
-import { ApiKey, type MetadataResponse } from '../../src/protocol/generated/index.js'
+import { ApiKey, apis, type MetadataResponse } from '../../src/protocol/generated/index.js'
 import type { Cluster } from '../../src/server/cluster.js'
 import { makeTestCerts, type TestCerts } from '../helpers/certs.js'
 import { startBroker } from '../helpers/cluster.js'
@@ -80,7 +80,12 @@ test('Metadata answers each client with the endpoints of the listener it connect
     try {
       if (listener === 'SASL_PLAINTEXT') {
         // Before authentication only ApiVersions and SaslHandshake are served: Metadata closes it.
-        client.write(RawClient.frame(ApiKey.Metadata, 1, 1, { topics: null }))
+        client.write(
+          RawClient.frame(ApiKey.Metadata, 1, 1, {
+            ...apis.get(ApiKey.Metadata)!.defaultRequest(),
+            topics: null,
+          }),
+        )
         assert.equal(
           await client.waitClosed(),
           true,
