@@ -82,7 +82,7 @@ test('Metadata answers each client with the endpoints of the listener it connect
         // Before authentication only ApiVersions and SaslHandshake are served: Metadata closes it.
         client.write(
           RawClient.frame(ApiKey.Metadata, 1, 1, {
-            ...apis.get(ApiKey.Metadata)!.defaultRequest(),
+            ...(apis.get(ApiKey.Metadata)!.defaultRequest() as object),
             topics: null,
           }),
         )
