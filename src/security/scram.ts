@@ -131,7 +131,9 @@ export class ScramServer {
     const match = CLIENT_FINAL.exec(message)
     if (!match) throw new SaslAuthenticationError('Invalid SCRAM client final message')
     const [, withoutProof, channelBinding, nonce, proofText] = match
-    if (nonce !== this.nonce)
+    // Kafka checks endsWith, not equality: librdkafka before 2.1 sends the client nonce
+    // again in front of the combined one, and Kafka brokers accept it.
+    if (!nonce.endsWith(this.nonce))
       throw new SaslAuthenticationError(
         'Invalid SCRAM nonce: the client final message does not continue this exchange',
       )
