@@ -4,6 +4,7 @@
  * mechanism `sasl.mechanism.inter.broker.protocol` with the `username`/`password` of that
  * listener's JAAS config, as Kafka's inter-broker client takes them.
  */
+import type { Clock } from '../common/clock.js'
 import { ConfigError } from '../common/errors.js'
 import type { Network } from '../common/network.js'
 import type { Random } from '../common/random.js'
@@ -18,7 +19,7 @@ import { type TlsProvider, tlsSettings } from './tls.js'
 export function interBrokerTransport(
   config: SecurityConfigSource,
   listener: Endpoint,
-  parts: { network: Network; tls?: TlsProvider; random: Random; clientId: string },
+  parts: { network: Network; tls?: TlsProvider; random: Random; clock: Clock; clientId: string },
 ): Transport {
   let transport: Transport = parts.network
   if (usesTls(listener.securityProtocol)) {
@@ -41,6 +42,7 @@ export function interBrokerTransport(
   if (text === undefined)
     throw new ConfigError(`the inter-broker client needs ${property} with username and password`)
   const options = parseJaasConfig(text, property).options
+  if (mechanism === 'OAUTHBEARER') return oauthBearerClient(transport, options, property, parts)
   const username = options.get('username')
   const password = options.get('password')
   if (username === undefined || password === undefined)
@@ -52,4 +54,34 @@ export function interBrokerTransport(
     random: parts.random,
     clientId: parts.clientId,
   })
+}
+
+/**
+ * Kafka's OAuthBearerUnsecuredLoginCallbackHandler: an unsigned token whose subject is
+ * `unsecuredLoginStringClaim_sub`, valid for `unsecuredLoginLifetimeSeconds` (3600).
+ */
+function oauthBearerClient(
+  transport: Transport,
+  options: ReadonlyMap<string, string>,
+  property: string,
+  parts: { random: Random; clientId: string; clock: Clock },
+): Transport {
+  const subject = options.get('unsecuredLoginStringClaim_sub')
+  if (subject === undefined)
+    throw new ConfigError(`${property}: the inter-broker client needs unsecuredLoginStringClaim_sub="..."`)
+  const lifetimeSeconds = Number(options.get('unsecuredLoginLifetimeSeconds') ?? '3600')
+  return saslClientTransport(transport, {
+    mechanism: 'OAUTHBEARER',
+    username: subject,
+    password: '',
+    random: parts.random,
+    clientId: parts.clientId,
+    token: () => unsecuredJwt(subject, parts.clock.nowMs(), lifetimeSeconds),
+  })
+}
+
+export function unsecuredJwt(subject: string, nowMs: number, lifetimeSeconds: number): string {
+  const iat = Math.floor(nowMs / 1000)
+  const encode = (value: object): string => Buffer.from(JSON.stringify(value)).toString('base64url')
+  return `${encode({ alg: 'none' })}.${encode({ sub: subject, iat, exp: iat + lifetimeSeconds })}.`
 }

@@ -23,8 +23,11 @@ import { ScramClient, type ScramMechanism } from './scram.js'
 
 export interface SaslClientSettings {
   readonly mechanism: SaslMechanism
+  /** PLAIN and SCRAM: the user and password. OAUTHBEARER: `token` instead. */
   readonly username: string
   readonly password: string
+  /** OAUTHBEARER: a fresh token for each connection. */
+  readonly token?: () => string
   readonly random: Random
   readonly clientId: string
 }
@@ -122,7 +125,11 @@ async function authenticate(stream: ByteStream, settings: SaslClientSettings): P
       )
     return response.authBytes
   }
-  if (settings.mechanism === 'PLAIN') {
+  if (settings.mechanism === 'OAUTHBEARER') {
+    const token = settings.token?.()
+    if (token === undefined) throw new SaslAuthenticationError('OAUTHBEARER needs a token')
+    await step(Buffer.from(`n,,\u0001auth=Bearer ${token}\u0001\u0001`, 'utf8'))
+  } else if (settings.mechanism === 'PLAIN') {
     await step(Buffer.from(`\u0000${settings.username}\u0000${settings.password}`, 'utf8'))
   } else {
     const scram = new ScramClient(

@@ -7,22 +7,29 @@
  * connection.failed.authentication.delay.ms.
  */
 import { timingSafeEqual } from 'node:crypto'
+import type { Clock } from '../common/clock.js'
 import type { ConfigValue } from '../common/config-def.js'
 import { ConfigError } from '../common/errors.js'
 import type { Random } from '../common/random.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { ApiKey } from '../protocol/generated/index.js'
 import { parseJaasConfig } from './jaas.js'
+import {
+  OAuthBearerServer,
+  type UnsecuredValidatorOptions,
+  unsecuredValidatorOptions,
+} from './oauthbearer.js'
 import type { KafkaPrincipal } from './principal.js'
 import { SaslAuthenticationError } from './sasl-errors.js'
 import { SCRAM_MECHANISMS, type ScramMechanism, ScramServer } from './scram.js'
 import type { ScramCredentialStore } from './scram-credentials.js'
 import { listenerValue, type SecurityConfigSource } from './security-config.js'
 
-export const SASL_MECHANISMS = ['PLAIN', ...SCRAM_MECHANISMS] as const
+export const SASL_MECHANISMS = ['PLAIN', ...SCRAM_MECHANISMS, 'OAUTHBEARER'] as const
 export type SaslMechanism = (typeof SASL_MECHANISMS)[number]
 
 const PLAIN_LOGIN_MODULE = 'org.apache.kafka.common.security.plain.PlainLoginModule'
+const OAUTHBEARER_LOGIN_MODULE = 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule'
 
 /** What a SASL listener authenticates with, built once per listener at startup. */
 export interface SaslListenerSettings {
@@ -32,6 +39,10 @@ export interface SaslListenerSettings {
   readonly plainUsers: ReadonlyMap<string, string>
   readonly scramCredentials: ScramCredentialStore
   readonly random: Random
+  /** OAUTHBEARER's unsecured-token validator options; null when OAUTHBEARER is off. */
+  readonly oauthBearer: UnsecuredValidatorOptions | null
+  /** Token expiry (OAUTHBEARER). */
+  readonly clock: Clock
   /** sasl.server.max.receive.size: the largest frame read before authentication. */
   readonly maxReceiveBytes: number
   readonly failedAuthenticationDelayMs: number
@@ -46,6 +57,7 @@ export function saslListenerSettings(
   listener: string,
   scramCredentials: ScramCredentialStore,
   random: Random,
+  clock: Clock,
 ): SaslListenerSettings {
   const value = (name: string): ConfigValue => listenerValue(config, listener, name)
   const enabled = (value('sasl.enabled.mechanisms') as string[]).map((m) => m.toUpperCase())
@@ -69,12 +81,31 @@ export function saslListenerSettings(
     for (const [key, password] of entry.options)
       if (key.startsWith('user_')) plainUsers.set(key.slice(5), password)
   }
+  let oauthBearer: UnsecuredValidatorOptions | null = null
+  if (enabled.includes('OAUTHBEARER')) {
+    const property = jaasProperty(listener, 'OAUTHBEARER')
+    const text = config.listenerOverrides.get(property) as string | undefined
+    if (text === undefined)
+      throw new ConfigError(
+        `listener ${listener}: OAUTHBEARER needs ${property} (${OAUTHBEARER_LOGIN_MODULE} required;)`,
+      )
+    const entry = parseJaasConfig(text, property)
+    if (entry.loginModule !== OAUTHBEARER_LOGIN_MODULE)
+      throw new ConfigError(`${property}: expected ${OAUTHBEARER_LOGIN_MODULE}, got ${entry.loginModule}`)
+    try {
+      oauthBearer = unsecuredValidatorOptions(entry.options)
+    } catch (error) {
+      throw new ConfigError(`${property}: ${(error as Error).message}`)
+    }
+  }
   return {
     listener,
     mechanisms: enabled as SaslMechanism[],
     plainUsers,
     scramCredentials,
     random,
+    oauthBearer,
+    clock,
     maxReceiveBytes: value('sasl.server.max.receive.size') as number,
     failedAuthenticationDelayMs: value('connection.failed.authentication.delay.ms') as number,
   }
@@ -130,7 +161,12 @@ export class SaslSession {
       this.current = 'failed'
       return { errorCode: ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms }
     }
-    this.mechanism = name === 'PLAIN' ? new PlainServer(this.settings.plainUsers) : this.scramServer(name)
+    this.mechanism =
+      name === 'PLAIN'
+        ? new PlainServer(this.settings.plainUsers)
+        : name === 'OAUTHBEARER'
+          ? new OAuthBearerServer(this.settings.oauthBearer!, this.settings.clock)
+          : this.scramServer(name)
     this.current = version === 0 ? 'raw-authenticate' : 'authenticate'
     return { errorCode: ErrorCode.NONE, mechanisms }
   }

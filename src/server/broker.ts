@@ -164,6 +164,7 @@ export class Broker implements BrokerServices {
           network: parts.network,
           tls: parts.tls,
           random: parts.random,
+          clock: parts.clock,
           clientId: `broker-${config.nodeId}-fetcher`,
         }),
         brokerAddress: (id) => {
@@ -537,7 +538,7 @@ export class Broker implements BrokerServices {
           : { type: 'User', name: mapper.nameOf(stream.peerSubjectDn) }
     }
     const sasl = usesSasl(endpoint.securityProtocol)
-      ? saslListenerSettings(this.config, name, this.scramCredentials, this.random)
+      ? saslListenerSettings(this.config, name, this.scramCredentials, this.random, this.clock)
       : undefined
     return new SocketServer(
       network,
