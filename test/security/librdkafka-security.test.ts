@@ -134,3 +134,73 @@ test('mutual TLS: the certificate DN is the principal; no certificate or an untr
     await refused.disconnect()
   }
 })
+
+test('kcat and confluent_kafka over mutual TLS (client key and certificate) produce and consume', async () => {
+  const topic = 'mtls-librdkafka'
+  await createTopic(cluster, topic, { partitions: 1 })
+  const common = [
+    '-b',
+    cluster.brokers[0].listenerAddress('SSL'),
+    '-X',
+    'security.protocol=SSL',
+    '-X',
+    `ssl.ca.location=${certs.caFile}`,
+    '-X',
+    `ssl.key.location=${certs.clientKeyFile}`,
+    '-X',
+    `ssl.certificate.location=${certs.clientCertFile}`,
+    '-t',
+    topic,
+  ]
+  const producer = execFile('kcat', [...common, '-P'], { timeout: 30_000 })
+  producer.stdin!.end('m1\nm2\n')
+  await new Promise<void>((resolve, reject) =>
+    producer.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`kcat -P exited ${code}`)))),
+  )
+  const script = `
+import json, sys
+from confluent_kafka import Consumer, TopicPartition
+spec = json.loads(sys.argv[1])
+c = Consumer({'bootstrap.servers': spec['bootstrap'], 'security.protocol': 'SSL', 'ssl.ca.location': spec['ca'],
+              'ssl.key.location': spec['key'], 'ssl.certificate.location': spec['cert'], 'group.id': 'mtls'})
+c.assign([TopicPartition(spec['topic'], 0, 0)])
+got = []
+for _ in range(60):
+    m = c.poll(0.5)
+    if m is not None and m.error() is None:
+        got.append(m.value().decode())
+    if len(got) == 2:
+        break
+c.close()
+print(json.dumps(got))
+`
+  const spec = {
+    bootstrap: cluster.brokers[0].listenerAddress('SSL'),
+    ca: certs.caFile,
+    key: certs.clientKeyFile,
+    cert: certs.clientCertFile,
+    topic,
+  }
+  const { stdout } = await run(PYTHON, ['-c', script, JSON.stringify(spec)], { timeout: 60_000 })
+  assert.deepEqual(JSON.parse(stdout), ['m1', 'm2'])
+  // Without its certificate kcat cannot even list metadata on the ssl.client.auth=required listener.
+  await assert.rejects(
+    run(
+      'kcat',
+      [
+        '-b',
+        cluster.brokers[0].listenerAddress('SSL'),
+        '-X',
+        'security.protocol=SSL',
+        '-X',
+        `ssl.ca.location=${certs.caFile}`,
+        '-L',
+        '-m',
+        '3',
+      ],
+      {
+        timeout: 30_000,
+      },
+    ),
+  )
+})
