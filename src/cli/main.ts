@@ -40,6 +40,9 @@ tidelog start options:
                       (default 9644, or 0 with --port 0; broker i uses N + i; 0 picks a
                       free port; --http-port=-1 turns it off)
   --set key=value     Any Kafka broker property, repeatable (e.g. --set num.partitions=3)
+  --secure            SASL_SSL with SCRAM-SHA-512 for development: makes a CA, a broker
+                      certificate and a user 'tidelog' in DATA-DIR/secure (openssl needed)
+                      and prints the client properties (docs/security.md)
 
 tidelog broker options:
   --config FILE       server.properties file
@@ -141,6 +144,7 @@ async function startCommand(args: readonly string[]): Promise<number> {
       brokers: { type: 'string', default: '1' },
       'http-port': { type: 'string' },
       set: { type: 'string', multiple: true },
+      secure: { type: 'boolean', default: false },
     },
     strict: true,
   })
@@ -158,10 +162,11 @@ async function startCommand(args: readonly string[]): Promise<number> {
     throw new TidelogError('ERR_USAGE', '--http-port out of range')
   if (httpPort >= 0 && !properties.has('tidelog.http.listener'))
     properties.set('tidelog.http.listener', `${values.host ?? '127.0.0.1'}:${httpPort}`)
+  const secure = values.secure ? await secureSetup(values['data-dir'], values.host, port, properties) : null
   const cluster = await startCluster({
     brokers: brokerCount,
-    ...(values.host !== undefined ? { host: values.host } : {}),
-    ...(port !== undefined ? { port } : {}),
+    ...(values.host !== undefined && !secure ? { host: values.host } : {}),
+    ...(port !== undefined && !secure ? { port } : {}),
     dataDir: values['data-dir'],
     properties,
   })
@@ -169,6 +174,12 @@ async function startCommand(args: readonly string[]): Promise<number> {
     `tidelog started: ${cluster.brokers.length} broker(s), data in ${values['data-dir']}\n`,
   )
   process.stdout.write(`bootstrap servers: ${cluster.bootstrapServers}\n`)
+  if (secure) {
+    const { addDevUser, writeClientProperties } = await import('./secure-dev.js')
+    await addDevUser(cluster, secure)
+    const { file, text } = await writeClientProperties(secure)
+    process.stdout.write(`SASL_SSL with SCRAM-SHA-512; client properties (also in ${file}):\n${text}`)
+  }
   for (const broker of cluster.brokers)
     if (broker.httpUrl)
       process.stdout.write(`broker ${broker.nodeId} console and metrics: ${broker.httpUrl}\n`)
@@ -177,6 +188,22 @@ async function startCommand(args: readonly string[]): Promise<number> {
   process.stdout.write('tidelog stopping\n')
   await cluster.stop()
   return 0
+}
+
+/** --secure: the development CA, certificate and user, as broker properties over any --set. */
+async function secureSetup(
+  dataDir: string,
+  host: string | undefined,
+  port: number | undefined,
+  properties: Map<string, string>,
+): Promise<import('./secure-dev.js').DevSecurity> {
+  if (properties.has('listeners'))
+    throw new TidelogError('ERR_USAGE', '--secure sets listeners: give --host and --port instead')
+  const { devSecurity } = await import('./secure-dev.js')
+  const security = await devSecurity(dataDir, host ?? '127.0.0.1')
+  for (const [key, value] of security.brokerProperties(host ?? '127.0.0.1', port ?? 9092))
+    if (!properties.has(key)) properties.set(key, value)
+  return security
 }
 
 /** Every broker stopped on its own (a failed log dir, a violated invariant): exit 1, as Kafka halts. */
