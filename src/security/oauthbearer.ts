@@ -42,6 +42,7 @@ export class OAuthBearerServer {
   private step: 'initial' | 'error-sent' | 'done' = 'initial'
   private errorMessage = ''
   username = ''
+  expiresAtMs: number | undefined
 
   constructor(
     private readonly options: UnsecuredValidatorOptions,
@@ -120,6 +121,7 @@ export class OAuthBearerServer {
     if (authzid !== undefined && authzid !== '' && authzid !== principal)
       return invalid('the authorization id differs from the token principal')
     this.username = principal
+    this.expiresAtMs = exp * 1000
     return null
   }
 }

@@ -46,6 +46,8 @@ export interface SaslListenerSettings {
   /** sasl.server.max.receive.size: the largest frame read before authentication. */
   readonly maxReceiveBytes: number
   readonly failedAuthenticationDelayMs: number
+  /** connections.max.reauth.ms: session lifetime (KIP-368); 0 keeps sessions for ever. */
+  readonly reauthMs: number
 }
 
 export function jaasProperty(listener: string, mechanism: string): string {
@@ -108,27 +110,43 @@ export function saslListenerSettings(
     clock,
     maxReceiveBytes: value('sasl.server.max.receive.size') as number,
     failedAuthenticationDelayMs: value('connection.failed.authentication.delay.ms') as number,
+    reauthMs: value('connections.max.reauth.ms') as number,
   }
 }
 
-export type SaslState = 'handshake' | 'authenticate' | 'raw-authenticate' | 'complete' | 'failed'
+export type SaslState =
+  | 'handshake'
+  | 'authenticate'
+  | 'raw-authenticate'
+  | 'complete'
+  | 'reauthenticate'
+  | 'failed'
 
 interface Mechanism {
   evaluate(token: Buffer): Promise<{ challenge: Buffer; complete: boolean }>
   readonly username: string
+  /** When the credential itself expires (an OAUTHBEARER token's exp), if it does. */
+  readonly expiresAtMs?: number
 }
 
 export interface AuthenticateOutcome {
   readonly errorCode: number
   readonly errorMessage: string | null
   readonly authBytes: Buffer
+  /** KIP-368: how long the session lasts (0: for ever); the client re-authenticates before. */
+  readonly sessionLifetimeMs: bigint
 }
 
 export class SaslSession {
   private current: SaslState = 'handshake'
+  private mechanismName: SaslMechanism | null = null
   private mechanism: Mechanism | null = null
   private evaluating = false
   private authenticated: KafkaPrincipal | null = null
+  /** Set when connections.max.reauth.ms (or a token's expiry) bounds the session. */
+  private expiresAtMs: number | null = null
+  /** The SaslAuthenticate version of the last exchange (v0 clients cannot re-authenticate). */
+  private authenticateVersion = -1
 
   constructor(readonly settings: SaslListenerSettings) {}
 
@@ -136,6 +154,7 @@ export class SaslSession {
     return this.current
   }
 
+  /** The authenticated principal (kept while a re-authentication is under way). */
   get principal(): KafkaPrincipal | null {
     return this.authenticated
   }
@@ -144,31 +163,65 @@ export class SaslSession {
     return this.current === 'complete'
   }
 
+  /** KIP-368: the session has outlived its lifetime; only a re-authentication may follow. */
+  isExpired(nowMs: number): boolean {
+    return this.current === 'complete' && this.expiresAtMs !== null && nowMs >= this.expiresAtMs
+  }
+
   /** Whether a request of `apiKey` may be read in the current state (otherwise: close). */
   allows(apiKey: number): boolean {
     if (this.current === 'complete') return true
     if (this.current === 'handshake') return apiKey === ApiKey.ApiVersions || apiKey === ApiKey.SaslHandshake
-    if (this.current === 'authenticate') return apiKey === ApiKey.SaslAuthenticate
+    if (this.current === 'authenticate' || this.current === 'reauthenticate')
+      return apiKey === ApiKey.SaslAuthenticate
     return false
   }
 
-  /** SaslHandshake: picks the mechanism; an unknown one fails the session (answered, then closed). */
+  /**
+   * SaslHandshake: picks the mechanism; an unknown one fails the session (answered, then
+   * closed). On an authenticated connection it starts a KIP-368 re-authentication when
+   * connections.max.reauth.ms is set and the client speaks SaslAuthenticate v1+, with the
+   * same mechanism; otherwise ILLEGAL_SASL_STATE, as KafkaApis answers.
+   */
   handshake(mechanismName: string, version: number): { errorCode: number; mechanisms: string[] } {
     const mechanisms = [...this.settings.mechanisms]
+    if (this.current === 'complete') return this.reauthenticationHandshake(mechanismName, version, mechanisms)
     if (this.current !== 'handshake') return { errorCode: ErrorCode.ILLEGAL_SASL_STATE, mechanisms }
     const name = mechanismName as SaslMechanism
     if (!this.settings.mechanisms.includes(name)) {
       this.current = 'failed'
       return { errorCode: ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms }
     }
+    this.start(name)
+    this.current = version === 0 ? 'raw-authenticate' : 'authenticate'
+    return { errorCode: ErrorCode.NONE, mechanisms }
+  }
+
+  private reauthenticationHandshake(
+    mechanismName: string,
+    version: number,
+    mechanisms: string[],
+  ): { errorCode: number; mechanisms: string[] } {
+    if (this.settings.reauthMs === 0 || version < 1 || this.authenticateVersion < 1)
+      return { errorCode: ErrorCode.ILLEGAL_SASL_STATE, mechanisms }
+    if (mechanismName !== this.mechanismName) {
+      // Kafka: a re-authentication keeps the mechanism of the first authentication.
+      this.current = 'failed'
+      return { errorCode: ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms: [this.mechanismName!] }
+    }
+    this.start(this.mechanismName)
+    this.current = 'reauthenticate'
+    return { errorCode: ErrorCode.NONE, mechanisms }
+  }
+
+  private start(name: SaslMechanism): void {
+    this.mechanismName = name
     this.mechanism =
       name === 'PLAIN'
         ? new PlainServer(this.settings.plainUsers)
         : name === 'OAUTHBEARER'
           ? new OAuthBearerServer(this.settings.oauthBearer!, this.settings.clock)
           : this.scramServer(name)
-    this.current = version === 0 ? 'raw-authenticate' : 'authenticate'
-    return { errorCode: ErrorCode.NONE, mechanisms }
   }
 
   private scramServer(name: ScramMechanism): ScramServer {
@@ -176,41 +229,60 @@ export class SaslSession {
     return new ScramServer(name, this.settings.random, (mechanism, user) => store.get(mechanism, user))
   }
 
-  /** One token of the exchange (a SaslAuthenticate request or a raw v0 token). */
-  async authenticate(token: Buffer): Promise<AuthenticateOutcome> {
+  /** One token of the exchange (a SaslAuthenticate request of `version`, or a raw v0 token: -1). */
+  async authenticate(token: Buffer, version = -1): Promise<AuthenticateOutcome> {
     const mechanism = this.mechanism
-    if (
-      (this.current !== 'authenticate' && this.current !== 'raw-authenticate') ||
-      mechanism === null ||
-      this.evaluating
-    ) {
+    const pending =
+      this.current === 'authenticate' ||
+      this.current === 'raw-authenticate' ||
+      this.current === 'reauthenticate'
+    if (!pending || mechanism === null || this.evaluating) {
       this.current = 'failed'
-      return {
-        errorCode: ErrorCode.ILLEGAL_SASL_STATE,
-        errorMessage: 'Unexpected SASL token',
-        authBytes: Buffer.alloc(0),
-      }
+      return failure(ErrorCode.ILLEGAL_SASL_STATE, 'Unexpected SASL token')
     }
     this.evaluating = true
     try {
       const { challenge, complete } = await mechanism.evaluate(token)
-      if (complete) {
-        this.current = 'complete'
-        this.authenticated = { type: 'User', name: mechanism.username }
+      if (!complete)
+        return { errorCode: ErrorCode.NONE, errorMessage: null, authBytes: challenge, sessionLifetimeMs: 0n }
+      const principal: KafkaPrincipal = { type: 'User', name: mechanism.username }
+      if (this.current === 'reauthenticate' && this.authenticated?.name !== principal.name)
+        throw new SaslAuthenticationError(
+          `Cannot change principals during re-authentication from User:${this.authenticated?.name}: User:${principal.name}`,
+        )
+      this.current = 'complete'
+      this.authenticated = principal
+      this.authenticateVersion = version
+      const lifetimeMs = this.sessionLifetimeMs(mechanism)
+      this.expiresAtMs = lifetimeMs === 0 ? null : this.settings.clock.nowMs() + lifetimeMs
+      return {
+        errorCode: ErrorCode.NONE,
+        errorMessage: null,
+        authBytes: challenge,
+        sessionLifetimeMs: BigInt(lifetimeMs),
       }
-      return { errorCode: ErrorCode.NONE, errorMessage: null, authBytes: challenge }
     } catch (error) {
       this.current = 'failed'
       if (!(error instanceof SaslAuthenticationError)) throw error
-      return {
-        errorCode: ErrorCode.SASL_AUTHENTICATION_FAILED,
-        errorMessage: error.message,
-        authBytes: Buffer.alloc(0),
-      }
+      return failure(ErrorCode.SASL_AUTHENTICATION_FAILED, error.message)
     } finally {
       this.evaluating = false
     }
   }
+
+  /** connections.max.reauth.ms, shortened to the credential's own expiry (Kafka: a token's exp). */
+  private sessionLifetimeMs(mechanism: Mechanism): number {
+    if (this.settings.reauthMs === 0) return 0
+    const untilExpiryMs =
+      mechanism.expiresAtMs === undefined
+        ? Number.POSITIVE_INFINITY
+        : mechanism.expiresAtMs - this.settings.clock.nowMs()
+    return Math.max(1, Math.min(this.settings.reauthMs, untilExpiryMs))
+  }
+}
+
+function failure(errorCode: number, errorMessage: string): AuthenticateOutcome {
+  return { errorCode, errorMessage, authBytes: Buffer.alloc(0), sessionLifetimeMs: 0n }
 }
 
 /** PLAIN (RFC 4616): `authzid NUL authcid NUL password`, one message. */

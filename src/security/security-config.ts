@@ -101,8 +101,8 @@ export const securityConfigDefs: readonly ConfigDef[] = [
     'connections.max.reauth.ms',
     'long',
     0,
-    'Session lifetime of SASL connections (KIP-368); tidelog supports only 0 (no re-authentication).',
-    { min: 0, max: 0 },
+    'Lifetime of a SASL session (KIP-368): clients re-authenticate before it ends, or are disconnected; 0: for ever.',
+    { min: 0 },
   ),
 ]
 

@@ -477,6 +477,11 @@ export class Broker implements BrokerServices {
     return `${endpoint.host}:${this.boundPorts.get(endpoint.listener) ?? -1}`
   }
 
+  /** Connections accepted on every listener since startup. */
+  get acceptedConnections(): number {
+    return this.socketServers.reduce((n, s) => n + s.acceptedCount, 0)
+  }
+
   /** The principals of the connections open now (for operators and tests). */
   connectedPrincipals(): string[] {
     return this.socketServers.flatMap((s) => s.principals())

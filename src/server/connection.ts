@@ -180,6 +180,20 @@ export class Connection implements ClientConnection {
     if (frame.length < 8) throw new ProtocolDecodeError(`request of ${frame.length} bytes has no header`)
     const apiKey = frame.readInt16BE(0)
     const apiVersion = frame.readInt16BE(2)
+    if (
+      sasl?.isComplete &&
+      apiKey !== ApiKey.SaslHandshake &&
+      this.options.clock &&
+      sasl.isExpired(this.options.clock.nowMs())
+    ) {
+      // KIP-368: past its session lifetime only a re-authentication may come; Kafka closes.
+      this.close(
+        'SASL session expired without re-authentication (connections.max.reauth.ms)',
+        undefined,
+        'info',
+      )
+      return
+    }
     if (sasl !== null && !sasl.allows(apiKey)) {
       // Kafka's SaslServerAuthenticator: any other request before authentication ends the connection.
       this.close(

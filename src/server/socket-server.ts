@@ -30,6 +30,11 @@ export class SocketServer {
     return [...this.connections].filter((c) => !c.isClosed).map((c) => principalText(c.principal))
   }
 
+  /** Connections accepted since the listener started (closed ones included). */
+  get acceptedCount(): number {
+    return this.nextConnectionId - 1
+  }
+
   get connectionCount(): number {
     return this.connections.size
   }

@@ -68,7 +68,7 @@ test('bad listener configs fail with Kafka-like messages', () => {
       { listeners: 'PLAINTEXT://:9092', 'listener.security.protocol.map': 'PLAINTEXT:TLS' },
       /unknown security protocol TLS/,
     ],
-    [{ 'connections.max.reauth.ms': '1000' }, /connections.max.reauth.ms/],
+    [{ 'connections.max.reauth.ms': '-1' }, /connections.max.reauth.ms/],
   ]
   for (const [props, message] of cases)
     assert.throws(

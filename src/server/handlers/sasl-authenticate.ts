@@ -4,8 +4,9 @@
  * server's token. A failed exchange answers SASL_AUTHENTICATION_FAILED with Kafka's message
  * and the connection closes after connection.failed.authentication.delay.ms. Outside a
  * pending exchange it answers ILLEGAL_SASL_STATE (KafkaApis).
- * Version notes: v1 adds sessionLifetimeMs (0: tidelog does not expire sessions, KIP-368
- * re-authentication is not supported); v2 is flexible.
+ * Version notes: v1 adds sessionLifetimeMs (KIP-368: connections.max.reauth.ms, or less
+ * for an OAUTHBEARER token that expires sooner; 0 when not set); a v0 client cannot
+ * re-authenticate and is disconnected once its session expires. v2 is flexible.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
@@ -28,7 +29,6 @@ export const saslAuthenticateHandler: ApiHandler<SaslAuthenticateRequest, SaslAu
         authBytes: Buffer.alloc(0),
         sessionLifetimeMs: 0n,
       }
-    const outcome = await sasl.authenticate(request.authBytes)
-    return { ...outcome, sessionLifetimeMs: 0n }
+    return sasl.authenticate(request.authBytes, context.apiVersion)
   },
 }
