@@ -9,7 +9,13 @@
  * SASL_AUTHENTICATION_FAILED.
  */
 import type { Clock } from '../common/clock.js'
+import { type JwtValidatorSettings, validateJwt } from './jwt-validator.js'
 import { SaslAuthenticationError } from './sasl-errors.js'
+
+/** How tokens are checked: Kafka's unsecured validator, or signatures against a key set. */
+export type OAuthBearerValidation =
+  | ({ readonly kind: 'unsecured' } & UnsecuredValidatorOptions)
+  | { readonly kind: 'signed'; readonly settings: JwtValidatorSettings }
 
 export interface UnsecuredValidatorOptions {
   readonly principalClaimName: string
@@ -45,7 +51,7 @@ export class OAuthBearerServer {
   expiresAtMs: number | undefined
 
   constructor(
-    private readonly options: UnsecuredValidatorOptions,
+    private readonly validation: OAuthBearerValidation,
     private readonly clock: Clock,
   ) {}
 
@@ -80,6 +86,26 @@ export class OAuthBearerServer {
   }
 
   private validate(jwt: string, authzid: string | undefined): { status: string; message: string } | null {
+    if (this.validation.kind === 'signed') {
+      try {
+        const claims = validateJwt(jwt, this.validation.settings, this.clock.nowMs())
+        if (authzid !== undefined && authzid !== '' && authzid !== claims.principal)
+          return invalid('the authorization id differs from the token principal')
+        this.username = claims.principal
+        this.expiresAtMs = claims.expiresAtMs
+        return null
+      } catch (error) {
+        return invalid((error as Error).message)
+      }
+    }
+    return this.validateUnsecured(jwt, authzid, this.validation)
+  }
+
+  private validateUnsecured(
+    jwt: string,
+    authzid: string | undefined,
+    options: UnsecuredValidatorOptions,
+  ): { status: string; message: string } | null {
     const parts = jwt.split('.')
     if (parts.length !== 3 || parts[2] !== '')
       return invalid('the token is not an unsecured JWT (header.payload.)')
@@ -93,26 +119,23 @@ export class OAuthBearerServer {
     }
     if (header.alg !== 'none')
       return invalid(`unsecured tokens must have alg "none", not ${JSON.stringify(header.alg)}`)
-    const principal = claims[this.options.principalClaimName]
+    const principal = claims[options.principalClaimName]
     if (typeof principal !== 'string' || principal === '')
-      return invalid(`the token has no string claim ${this.options.principalClaimName}`)
+      return invalid(`the token has no string claim ${options.principalClaimName}`)
     const exp = claims.exp
     if (typeof exp !== 'number') return invalid('the token has no numeric exp claim')
     const nowMs = this.clock.nowMs()
-    if (exp * 1000 + this.options.allowableClockSkewMs <= nowMs) return invalid('the token has expired')
+    if (exp * 1000 + options.allowableClockSkewMs <= nowMs) return invalid('the token has expired')
     const iat = claims.iat
-    if (
-      iat !== undefined &&
-      (typeof iat !== 'number' || iat * 1000 - this.options.allowableClockSkewMs > nowMs)
-    )
+    if (iat !== undefined && (typeof iat !== 'number' || iat * 1000 - options.allowableClockSkewMs > nowMs))
       return invalid('the token was issued in the future')
-    const scopeClaim = claims[this.options.scopeClaimName]
+    const scopeClaim = claims[options.scopeClaimName]
     const scopes = Array.isArray(scopeClaim)
       ? scopeClaim
       : typeof scopeClaim === 'string'
         ? scopeClaim.split(' ')
         : []
-    const missing = this.options.requiredScope.filter((s) => !scopes.includes(s))
+    const missing = options.requiredScope.filter((s) => !scopes.includes(s))
     if (missing.length > 0)
       return {
         status: 'insufficient_scope',

@@ -14,16 +14,13 @@ import type { Random } from '../common/random.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { ApiKey } from '../protocol/generated/index.js'
 import { parseJaasConfig } from './jaas.js'
-import {
-  OAuthBearerServer,
-  type UnsecuredValidatorOptions,
-  unsecuredValidatorOptions,
-} from './oauthbearer.js'
+import type { JwtValidatorSettings } from './jwt-validator.js'
+import { OAuthBearerServer, type OAuthBearerValidation, unsecuredValidatorOptions } from './oauthbearer.js'
 import type { KafkaPrincipal } from './principal.js'
 import { SaslAuthenticationError } from './sasl-errors.js'
 import { SCRAM_MECHANISMS, type ScramMechanism, ScramServer } from './scram.js'
 import type { ScramCredentialStore } from './scram-credentials.js'
-import { listenerValue, type SecurityConfigSource } from './security-config.js'
+import { listenerValue, mechanismValue, type SecurityConfigSource } from './security-config.js'
 
 export const SASL_MECHANISMS = ['PLAIN', ...SCRAM_MECHANISMS, 'OAUTHBEARER'] as const
 export type SaslMechanism = (typeof SASL_MECHANISMS)[number]
@@ -39,8 +36,8 @@ export interface SaslListenerSettings {
   readonly plainUsers: ReadonlyMap<string, string>
   readonly scramCredentials: ScramCredentialStore
   readonly random: Random
-  /** OAUTHBEARER's unsecured-token validator options; null when OAUTHBEARER is off. */
-  readonly oauthBearer: UnsecuredValidatorOptions | null
+  /** How OAUTHBEARER tokens are checked; null when OAUTHBEARER is off. */
+  readonly oauthBearer: OAuthBearerValidation | null
   /** Token expiry (OAUTHBEARER). */
   readonly clock: Clock
   /** sasl.server.max.receive.size: the largest frame read before authentication. */
@@ -60,6 +57,8 @@ export function saslListenerSettings(
   scramCredentials: ScramCredentialStore,
   random: Random,
   clock: Clock,
+  /** The key set of sasl.oauthbearer.jwks.endpoint.url, loaded by the caller, for signed tokens. */
+  jwtKeys: JwtValidatorSettings['keys'] | null = null,
 ): SaslListenerSettings {
   const value = (name: string): ConfigValue => listenerValue(config, listener, name)
   const enabled = (value('sasl.enabled.mechanisms') as string[]).map((m) => m.toUpperCase())
@@ -83,8 +82,25 @@ export function saslListenerSettings(
     for (const [key, password] of entry.options)
       if (key.startsWith('user_')) plainUsers.set(key.slice(5), password)
   }
-  let oauthBearer: UnsecuredValidatorOptions | null = null
-  if (enabled.includes('OAUTHBEARER')) {
+  let oauthBearer: OAuthBearerValidation | null = null
+  if (enabled.includes('OAUTHBEARER') && usesSignedTokens(config, listener)) {
+    if (jwtKeys === null)
+      throw new ConfigError(
+        `listener ${listener}: signed OAUTHBEARER tokens need sasl.oauthbearer.jwks.endpoint.url`,
+      )
+    const v = (name: string): ConfigValue => mechanismValue(config, listener, 'OAUTHBEARER', name)
+    oauthBearer = {
+      kind: 'signed',
+      settings: {
+        keys: jwtKeys,
+        expectedIssuer: (v('sasl.oauthbearer.expected.issuer') as string | null) || null,
+        expectedAudience: (v('sasl.oauthbearer.expected.audience') as string[] | null) ?? [],
+        subClaimName: v('sasl.oauthbearer.sub.claim.name') as string,
+        scopeClaimName: v('sasl.oauthbearer.scope.claim.name') as string,
+        clockSkewMs: (v('sasl.oauthbearer.clock.skew.seconds') as number) * 1000,
+      },
+    }
+  } else if (enabled.includes('OAUTHBEARER')) {
     const property = jaasProperty(listener, 'OAUTHBEARER')
     const text = config.listenerOverrides.get(property) as string | undefined
     if (text === undefined)
@@ -95,7 +111,7 @@ export function saslListenerSettings(
     if (entry.loginModule !== OAUTHBEARER_LOGIN_MODULE)
       throw new ConfigError(`${property}: expected ${OAUTHBEARER_LOGIN_MODULE}, got ${entry.loginModule}`)
     try {
-      oauthBearer = unsecuredValidatorOptions(entry.options)
+      oauthBearer = { kind: 'unsecured', ...unsecuredValidatorOptions(entry.options) }
     } catch (error) {
       throw new ConfigError(`${property}: ${(error as Error).message}`)
     }
@@ -112,6 +128,24 @@ export function saslListenerSettings(
     failedAuthenticationDelayMs: value('connection.failed.authentication.delay.ms') as number,
     reauthMs: value('connections.max.reauth.ms') as number,
   }
+}
+
+const SIGNED_TOKEN_HANDLERS = [
+  'org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler',
+  'org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler',
+]
+
+/** Kafka checks signed OAUTHBEARER tokens when the listener's callback handler says so. */
+export function usesSignedTokens(config: SecurityConfigSource, listener: string): boolean {
+  const handler = mechanismValue(config, listener, 'OAUTHBEARER', 'sasl.server.callback.handler.class') as
+    | string
+    | null
+  if (handler === null || handler === '') return false
+  if (!SIGNED_TOKEN_HANDLERS.includes(handler))
+    throw new ConfigError(
+      `sasl.server.callback.handler.class ${handler} is not supported (${SIGNED_TOKEN_HANDLERS[0]})`,
+    )
+  return true
 }
 
 export type SaslState =

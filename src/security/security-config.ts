@@ -91,6 +91,34 @@ export const securityConfigDefs: readonly ConfigDef[] = [
     min: 1,
   }),
   def(
+    'sasl.server.callback.handler.class',
+    'string',
+    null,
+    'OAUTHBEARER: OAuthBearerValidatorCallbackHandler checks signed tokens; unsecured tokens otherwise.',
+  ),
+  def(
+    'sasl.oauthbearer.jwks.endpoint.url',
+    'string',
+    null,
+    'OAUTHBEARER signed tokens: the key set (a file: URL).',
+  ),
+  def(
+    'sasl.oauthbearer.expected.issuer',
+    'string',
+    null,
+    'OAUTHBEARER signed tokens: the required iss claim.',
+  ),
+  def('sasl.oauthbearer.expected.audience', 'list', null, 'OAUTHBEARER signed tokens: accepted aud claims.'),
+  def('sasl.oauthbearer.sub.claim.name', 'string', 'sub', 'OAUTHBEARER signed tokens: the principal claim.'),
+  def('sasl.oauthbearer.scope.claim.name', 'string', 'scope', 'OAUTHBEARER signed tokens: the scope claim.'),
+  def(
+    'sasl.oauthbearer.clock.skew.seconds',
+    'int',
+    30,
+    'OAUTHBEARER signed tokens: tolerated clock difference.',
+    { min: 0 },
+  ),
+  def(
     'connection.failed.authentication.delay.ms',
     'int',
     100,
@@ -105,6 +133,8 @@ export const securityConfigDefs: readonly ConfigDef[] = [
     { min: 0 },
   ),
 ]
+
+const MECHANISM_PREFIXES = ['plain', 'scram-sha-256', 'scram-sha-512', 'oauthbearer', 'gssapi']
 
 /** Mechanism-specific JAAS property after the listener prefix: `<mechanism>.sasl.jaas.config`. */
 const JAAS_SUFFIX = '.sasl.jaas.config'
@@ -131,10 +161,17 @@ export function checkListenerOverrides(
       parsed.set(name, raw.trim())
       continue
     }
-    const definition = defOf(rest)
+    // `<mechanism>.<sasl property>` (Kafka's listener.name.l.oauthbearer.sasl.server.callback.handler.class).
+    const mechanism = MECHANISM_PREFIXES.find((m) => rest.startsWith(`${m}.sasl.`))
+    const property = mechanism ? rest.slice(mechanism.length + 1) : rest
+    const definition = defOf(property)
     if (
       definition === undefined ||
-      !(rest.startsWith('ssl.') || rest.startsWith('sasl.') || rest.startsWith('connections.max.reauth'))
+      !(
+        property.startsWith('ssl.') ||
+        property.startsWith('sasl.') ||
+        property.startsWith('connections.max.reauth')
+      )
     )
       throw new ConfigError(`${name}: ${rest} cannot be set per listener`)
     parsed.set(name, parseConfigValue(definition, raw))
@@ -152,4 +189,17 @@ export function listenerValue(config: SecurityConfigSource, listener: string, na
   const override = config.listenerOverrides.get(`listener.name.${listener.toLowerCase()}.${name}`)
   if (override !== undefined) return override
   return config.values.get(name) ?? null
+}
+
+/** A SASL property for one mechanism of a listener: `listener.name.<l>.<mechanism>.<name>`, else listenerValue. */
+export function mechanismValue(
+  config: SecurityConfigSource,
+  listener: string,
+  mechanism: string,
+  name: string,
+): ConfigValue {
+  const override = config.listenerOverrides.get(
+    `listener.name.${listener.toLowerCase()}.${mechanism.toLowerCase()}.${name}`,
+  )
+  return override !== undefined ? override : listenerValue(config, listener, name)
 }

@@ -9,6 +9,7 @@ import { join } from 'node:path'
 import { InvariantError } from '../common/assert.js'
 import { ExponentialBackoff } from '../common/backoff.js'
 import type { Clock, TimerHandle } from '../common/clock.js'
+import { ConfigError } from '../common/errors.js'
 import type { FileSystem } from '../common/file-system.js'
 import { createLogger, type Logger } from '../common/logger.js'
 import type { Random } from '../common/random.js'
@@ -30,11 +31,12 @@ import { ReplicaFetcherManager } from '../replication/replica-fetcher.js'
 import { ReplicaManager, type TopicSettings } from '../replication/replica-manager.js'
 import { nodeBrokerParts } from '../runtime/node-parts.js'
 import { interBrokerTransport } from '../security/inter-broker.js'
+import { type JwtValidatorSettings, loadJwks } from '../security/jwt-validator.js'
 import { type Endpoint, usesSasl, usesTls } from '../security/listeners.js'
 import { type KafkaPrincipal, NoMatchingRuleError, SslPrincipalMapper } from '../security/principal.js'
-import { saslListenerSettings } from '../security/sasl-server.js'
+import { saslListenerSettings, usesSignedTokens } from '../security/sasl-server.js'
 import { ScramCredentialStore } from '../security/scram-credentials.js'
-import { listenerValue } from '../security/security-config.js'
+import { listenerValue, mechanismValue } from '../security/security-config.js'
 import { type TlsByteStream, tlsSettings } from '../security/tls.js'
 import { isStorageError } from '../storage/errors.js'
 import { LogManager } from '../storage/log-manager.js'
@@ -515,7 +517,7 @@ export class Broker implements BrokerServices {
 
   private async listen(): Promise<void> {
     for (const endpoint of this.config.listeners.listeners) {
-      const server = this.socketServerFor(endpoint)
+      const server = this.socketServerFor(endpoint, await this.jwtKeysFor(endpoint))
       this.socketServers.push(server)
       const port = await server.listen(endpoint.host, endpoint.port)
       this.boundPorts.set(endpoint.listener, port)
@@ -526,8 +528,22 @@ export class Broker implements BrokerServices {
     }
   }
 
+  /** The key set of a SASL listener that checks signed OAUTHBEARER tokens, read through the injected disk. */
+  private async jwtKeysFor(endpoint: Endpoint): Promise<JwtValidatorSettings['keys'] | null> {
+    const name = endpoint.listener
+    if (!usesSasl(endpoint.securityProtocol) || !usesSignedTokens(this.config, name)) return null
+    const url = mechanismValue(this.config, name, 'OAUTHBEARER', 'sasl.oauthbearer.jwks.endpoint.url') as
+      | string
+      | null
+    if (url === null)
+      throw new ConfigError(
+        `listener ${name}: signed OAUTHBEARER tokens need sasl.oauthbearer.jwks.endpoint.url`,
+      )
+    return loadJwks(url, this.fileSystem)
+  }
+
   /** A listener: TLS from the runtime for SSL/SASL_SSL, SASL state on each connection for SASL_*. */
-  private socketServerFor(endpoint: Endpoint): SocketServer {
+  private socketServerFor(endpoint: Endpoint, jwtKeys: JwtValidatorSettings['keys'] | null): SocketServer {
     const name = endpoint.listener
     let network = this.parts.network
     let principalOf: ((stream: TlsByteStream) => KafkaPrincipal | undefined) | undefined
@@ -543,7 +559,7 @@ export class Broker implements BrokerServices {
           : { type: 'User', name: mapper.nameOf(stream.peerSubjectDn) }
     }
     const sasl = usesSasl(endpoint.securityProtocol)
-      ? saslListenerSettings(this.config, name, this.scramCredentials, this.random, this.clock)
+      ? saslListenerSettings(this.config, name, this.scramCredentials, this.random, this.clock, jwtKeys)
       : undefined
     return new SocketServer(
       network,

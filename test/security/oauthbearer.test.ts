@@ -5,7 +5,12 @@
  * error challenge); brokers replicate over an OAUTHBEARER inter-broker listener.
  */
 import assert from 'node:assert/strict'
+import { generateKeyPairSync, type KeyObject, sign } from 'node:crypto'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { after, before, test } from 'node:test'
+import { pathToFileURL } from 'node:url'
 import { Kafka, logLevel } from 'kafkajs'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { ApiKey } from '../../src/protocol/generated/index.js'
@@ -165,5 +170,93 @@ test('2 brokers replicate over an OAUTHBEARER inter-broker listener', async () =
     await producer.disconnect()
   } finally {
     await pair.stop()
+  }
+})
+
+test('signed OAUTHBEARER tokens (OAuthBearerValidatorCallbackHandler) are checked against a JWKS file', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'tidelog-jwks-'))
+  const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 })
+  const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+  const stranger = generateKeyPairSync('rsa', { modulusLength: 2048 })
+  const jwks = {
+    keys: [
+      { ...rsa.publicKey.export({ format: 'jwk' }), kid: 'rsa-1', alg: 'RS256', use: 'sig' },
+      { ...ec.publicKey.export({ format: 'jwk' }), kid: 'ec-1', alg: 'ES256' },
+    ],
+  }
+  const jwksFile = join(dir, 'jwks.json')
+  await writeFile(jwksFile, JSON.stringify(jwks))
+  const signed = (kid: string, alg: string, key: KeyObject, claims: object): string => {
+    const encode = (value: object): string => Buffer.from(JSON.stringify(value)).toString('base64url')
+    const input = `${encode({ alg, kid, typ: 'JWT' })}.${encode(claims)}`
+    const signature =
+      alg === 'ES256'
+        ? sign('sha256', Buffer.from(input), { key, dsaEncoding: 'ieee-p1363' })
+        : sign('sha256', Buffer.from(input), key)
+    return `${input}.${signature.toString('base64url')}`
+  }
+  const claims = (extra: object = {}) => ({
+    sub: 'dave',
+    iss: 'https://idp.example',
+    aud: ['tidelog'],
+    iat: nowSeconds(),
+    exp: nowSeconds() + 600,
+    ...extra,
+  })
+  const prefix = 'listener.name.sasl_plaintext.oauthbearer.'
+  const secured = await startBroker({
+    properties: {
+      listeners: 'PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0',
+      'sasl.enabled.mechanisms': 'OAUTHBEARER',
+      [`${prefix}sasl.server.callback.handler.class`]:
+        'org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler',
+      [`${prefix}sasl.oauthbearer.jwks.endpoint.url`]: pathToFileURL(jwksFile).href,
+      [`${prefix}sasl.jaas.config`]:
+        'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;',
+      'sasl.oauthbearer.expected.issuer': 'https://idp.example',
+      'sasl.oauthbearer.expected.audience': 'tidelog',
+      'sasl.oauthbearer.clock.skew.seconds': '0',
+    },
+  })
+  try {
+    const login = (token: string) =>
+      new Kafka({
+        brokers: [secured.brokers[0].listenerAddress('SASL_PLAINTEXT')],
+        logLevel: logLevel.NOTHING,
+        retry: { retries: 0 },
+        sasl: { mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: token }) },
+      }).admin()
+    for (const token of [
+      signed('rsa-1', 'RS256', rsa.privateKey, claims()),
+      signed('ec-1', 'ES256', ec.privateKey, claims()),
+    ]) {
+      const admin = login(token)
+      await admin.connect()
+      await admin.listTopics()
+      assert.ok(secured.brokers[0].connectedPrincipals().includes('User:dave'))
+      await admin.disconnect()
+    }
+    const good = signed('rsa-1', 'RS256', rsa.privateKey, claims())
+    const refused = [
+      signed('rsa-1', 'RS256', stranger.privateKey, claims()),
+      signed('rsa-9', 'RS256', rsa.privateKey, claims()),
+      signed('rsa-1', 'RS256', rsa.privateKey, claims({ iss: 'https://evil.example' })),
+      signed('rsa-1', 'RS256', rsa.privateKey, claims({ aud: 'someone-else' })),
+      signed('rsa-1', 'RS256', rsa.privateKey, claims({ exp: nowSeconds() - 5 })),
+      signed('ec-1', 'RS256', rsa.privateKey, claims()),
+      `${good.split('.').slice(0, 2).join('.').replace(/.$/, 'A')}.${good.split('.')[2]}`,
+      jwt({ alg: 'none', kid: 'rsa-1' }, claims()),
+    ]
+    for (const token of refused) {
+      const admin = login(token)
+      await assert.rejects(async () => {
+        await admin.connect()
+        await admin.listTopics()
+      }, `token ${token} was accepted`)
+      await admin.disconnect()
+    }
+  } finally {
+    await secured.stop()
+    await rm(dir, { recursive: true, force: true })
   }
 })
