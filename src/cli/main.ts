@@ -43,6 +43,7 @@ tidelog start options:
   --secure            SASL_SSL with SCRAM-SHA-512 for development: makes a CA, a broker
                       certificate and a user 'tidelog' in DATA-DIR/secure (openssl needed)
                       and prints the client properties (docs/security.md)
+  SIGHUP (start and broker) reloads TLS key stores and trust stores from their files.
 
 tidelog broker options:
   --config FILE       server.properties file
@@ -184,7 +185,10 @@ async function startCommand(args: readonly string[]): Promise<number> {
     if (broker.httpUrl)
       process.stdout.write(`broker ${broker.nodeId} console and metrics: ${broker.httpUrl}\n`)
   const allStopped = Promise.all(cluster.brokers.map((broker) => broker.whenStopped()))
-  if ((await untilSignalOr(allStopped)) === 'stopped') return brokersStoppedThemselves()
+  const stopReloading = reloadTlsOnHangup(cluster.brokers)
+  const outcome = await untilSignalOr(allStopped)
+  stopReloading()
+  if (outcome === 'stopped') return brokersStoppedThemselves()
   process.stdout.write('tidelog stopping\n')
   await cluster.stop()
   return 0
@@ -238,7 +242,9 @@ async function brokerCommand(args: readonly string[]): Promise<number> {
     `tidelog broker ${cluster.brokers[0].nodeId} listening on ${cluster.bootstrapServers}\n`,
   )
   if (cluster.brokers[0].httpUrl) process.stdout.write(`console and metrics: ${cluster.brokers[0].httpUrl}\n`)
+  const stopReloading = reloadTlsOnHangup(cluster.brokers)
   const stoppedItself = (await untilSignalOr(cluster.brokers[0].whenStopped())) === 'stopped'
+  stopReloading()
   await cluster.stop()
   await metadataStore?.close()
   return stoppedItself ? brokersStoppedThemselves() : 0
@@ -253,6 +259,22 @@ async function connectMetadataStore(url: string): Promise<MetadataStore> {
   // Loaded only when asked for: the etcd client (gRPC) is heavy for the embedded default.
   const { EtcdStore } = await import('../metadata/store/etcd-store.js')
   return EtcdStore.connect({ endpoints })
+}
+
+/** SIGHUP reloads every TLS key store and trust store (renewed certificates); returns the unsubscribe. */
+function reloadTlsOnHangup(brokers: readonly { reloadTls(): number }[]): () => void {
+  const onHangup = (): void => {
+    try {
+      const reloaded = brokers.reduce((n, broker) => n + broker.reloadTls(), 0)
+      process.stderr.write(`tidelog: reloaded ${reloaded} TLS key/trust store set(s)\n`)
+    } catch (error) {
+      process.stderr.write(
+        `tidelog: TLS reload failed, keeping the current certificates: ${(error as Error).message}\n`,
+      )
+    }
+  }
+  process.on('SIGHUP', onHangup)
+  return () => process.off('SIGHUP', onHangup)
 }
 
 /** SIGINT/SIGTERM, or `stopped` settling first. */

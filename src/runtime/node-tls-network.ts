@@ -6,13 +6,21 @@
  */
 import { readFileSync } from 'node:fs'
 import type { AddressInfo } from 'node:net'
-import { connect, createSecureContext, createServer, type SecureContext, type TLSSocket } from 'node:tls'
+import {
+  connect,
+  createSecureContext,
+  createServer,
+  type SecureContext,
+  type Server,
+  type TLSSocket,
+} from 'node:tls'
 import { ConfigError } from '../common/errors.js'
-import type { Network, NetworkListener } from '../common/network.js'
+import type { NetworkListener } from '../common/network.js'
 import {
   pemBlocks,
   rfc2253,
   type TlsByteStream,
+  type TlsNetwork,
   type TlsProvider,
   type TlsSettings,
 } from '../security/tls.js'
@@ -23,16 +31,19 @@ const HANDSHAKE_TIMEOUT_MS = 10_000
 
 export const nodeTls: TlsProvider = {
   network(settings) {
-    const options = secureContextOptions(settings)
-    try {
-      // Built once here so a bad key or certificate fails startup, not each handshake.
-      return tlsNetwork(settings, options, createSecureContext(options))
-    } catch (error) {
-      throw new ConfigError(
-        `${settings.origin}: TLS key or certificates unusable: ${(error as Error).message}`,
-      )
-    }
+    const { options, context } = loadContext(settings)
+    return tlsNetwork(settings, options, context)
   },
+}
+
+/** Reads the stores and builds the context once, so a bad key or certificate fails here, not each handshake. */
+function loadContext(settings: TlsSettings): { options: ContextOptions; context: SecureContext } {
+  const options = secureContextOptions(settings)
+  try {
+    return { options, context: createSecureContext(options) }
+  } catch (error) {
+    throw new ConfigError(`${settings.origin}: TLS key or certificates unusable: ${(error as Error).message}`)
+  }
 }
 
 function read(path: string, settings: TlsSettings, what: string): Buffer {
@@ -93,8 +104,21 @@ function tlsStream(socket: TLSSocket): TlsByteStream {
   return Object.assign(stream, { peerSubjectDn: peerSubjectDn(socket) })
 }
 
-function tlsNetwork(settings: TlsSettings, options: ContextOptions, context: SecureContext): Network {
+function tlsNetwork(
+  settings: TlsSettings,
+  initialOptions: ContextOptions,
+  initialContext: SecureContext,
+): TlsNetwork {
+  let options = initialOptions
+  let context = initialContext
+  const servers = new Set<Server>()
   return {
+    reload() {
+      const loaded = loadContext(settings)
+      options = loaded.options
+      context = loaded.context
+      for (const server of servers) server.setSecureContext(options)
+    },
     listen(host, port, onConnection) {
       // tls.Server builds its context from the key material options (it ignores secureContext).
       const server = createServer({
@@ -105,6 +129,8 @@ function tlsNetwork(settings: TlsSettings, options: ContextOptions, context: Sec
         rejectUnauthorized: settings.clientAuth === 'required',
         handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
       })
+      servers.add(server)
+      server.on('close', () => servers.delete(server))
       server.on('secureConnection', (socket) => {
         if (settings.clientAuth === 'requested' && !socket.authorized && socket.getPeerX509Certificate()) {
           socket.destroy()

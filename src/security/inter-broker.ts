@@ -14,12 +14,14 @@ import { type Endpoint, usesSasl, usesTls } from './listeners.js'
 import { saslClientTransport } from './sasl-client.js'
 import { jaasProperty, SASL_MECHANISMS, type SaslMechanism } from './sasl-server.js'
 import { listenerValue, type SecurityConfigSource } from './security-config.js'
-import { type TlsProvider, tlsSettings } from './tls.js'
+import { type TlsNetwork, type TlsProvider, tlsSettings } from './tls.js'
 
 export function interBrokerTransport(
   config: SecurityConfigSource,
   listener: Endpoint,
   parts: { network: Network; tls?: TlsProvider; random: Random; clock: Clock; clientId: string },
+  /** Told of the TLS network made for the inter-broker client, so certificates can be reloaded. */
+  onTlsNetwork: (network: TlsNetwork) => void = () => {},
 ): Transport {
   let transport: Transport = parts.network
   if (usesTls(listener.securityProtocol)) {
@@ -27,7 +29,9 @@ export function interBrokerTransport(
       throw new ConfigError(
         `inter-broker listener ${listener.listener}: TLS is not available in this runtime`,
       )
-    transport = parts.tls.network(tlsSettings(config, listener.listener, 'inter-broker client', 'client'))
+    const tls = parts.tls.network(tlsSettings(config, listener.listener, 'inter-broker client', 'client'))
+    onTlsNetwork(tls)
+    transport = tls
   }
   if (!usesSasl(listener.securityProtocol)) return transport
   const mechanism = String(

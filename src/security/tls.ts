@@ -56,7 +56,16 @@ export interface TlsProvider {
    * as TlsByteStream) and whose connect() dials TLS. Throws ConfigError when the key or
    * certificates cannot be read or used.
    */
-  network(settings: TlsSettings): Network
+  network(settings: TlsSettings): TlsNetwork
+}
+
+export interface TlsNetwork extends Network {
+  /**
+   * Reads the key store and trust store again (a renewed certificate) and uses them for new
+   * handshakes; connections already open keep theirs. Throws ConfigError, keeping the
+   * current ones, when the new files cannot be used.
+   */
+  reload(): void
 }
 
 export function tlsSettings(

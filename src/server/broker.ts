@@ -37,7 +37,7 @@ import { type KafkaPrincipal, NoMatchingRuleError, SslPrincipalMapper } from '..
 import { saslListenerSettings, usesSignedTokens } from '../security/sasl-server.js'
 import { ScramCredentialStore } from '../security/scram-credentials.js'
 import { listenerValue, mechanismValue } from '../security/security-config.js'
-import { type TlsByteStream, tlsSettings } from '../security/tls.js'
+import { type TlsByteStream, type TlsNetwork, tlsSettings } from '../security/tls.js'
 import { isStorageError } from '../storage/errors.js'
 import { LogManager } from '../storage/log-manager.js'
 import { type BrokerConfig, groupCoordinatorConfig } from './broker-config.js'
@@ -110,6 +110,8 @@ export class Broker implements BrokerServices {
   readonly scramCredentials: ScramCredentialStore
   /** One per listener, in the order of `listeners`. */
   private socketServers: SocketServer[] = []
+  /** Every TLS network of this broker (listeners, inter-broker client), for reloadTls(). */
+  private readonly tlsNetworks: TlsNetwork[] = []
   /** Bound port of each listener, by name. */
   private readonly boundPorts = new Map<string, number>()
   private stopping: Promise<void> | null = null
@@ -162,13 +164,18 @@ export class Broker implements BrokerServices {
         nodeId: config.nodeId,
         clock: parts.clock,
         logger: parts.logger,
-        transport: interBrokerTransport(config, interBroker, {
-          network: parts.network,
-          tls: parts.tls,
-          random: parts.random,
-          clock: parts.clock,
-          clientId: `broker-${config.nodeId}-fetcher`,
-        }),
+        transport: interBrokerTransport(
+          config,
+          interBroker,
+          {
+            network: parts.network,
+            tls: parts.tls,
+            random: parts.random,
+            clock: parts.clock,
+            clientId: `broker-${config.nodeId}-fetcher`,
+          },
+          (network) => this.tlsNetworks.push(network),
+        ),
         brokerAddress: (id) => {
           const registration = this.metadata.image().brokers.get(id)
           return registration ? (endpointFor(registration, interBroker.listener) ?? undefined) : undefined
@@ -479,6 +486,17 @@ export class Broker implements BrokerServices {
     return `${endpoint.host}:${this.boundPorts.get(endpoint.listener) ?? -1}`
   }
 
+  /**
+   * Reads every TLS key store and trust store again (renewed certificates) for new
+   * handshakes, without a restart; open connections keep theirs. Rejects with a
+   * ConfigError, keeping the current certificates of that network, when a file is unusable.
+   */
+  reloadTls(): number {
+    for (const network of this.tlsNetworks) network.reload()
+    this.logger.info({ networks: this.tlsNetworks.length }, 'TLS certificates reloaded')
+    return this.tlsNetworks.length
+  }
+
   /** Connections accepted on every listener since startup. */
   get acceptedConnections(): number {
     return this.socketServers.reduce((n, s) => n + s.acceptedCount, 0)
@@ -549,7 +567,9 @@ export class Broker implements BrokerServices {
     let principalOf: ((stream: TlsByteStream) => KafkaPrincipal | undefined) | undefined
     if (usesTls(endpoint.securityProtocol)) {
       if (!this.parts.tls) throw new Error(`listener ${name} needs TLS, which this runtime does not provide`)
-      network = this.parts.tls.network(tlsSettings(this.config, name, `listener ${name}`, 'server'))
+      const tls = this.parts.tls.network(tlsSettings(this.config, name, `listener ${name}`, 'server'))
+      this.tlsNetworks.push(tls)
+      network = tls
       const mapper = new SslPrincipalMapper(
         String(listenerValue(this.config, name, 'ssl.principal.mapping.rules')),
       )
