@@ -1,12 +1,14 @@
 /**
- * Issue 16 (a plus): a renewed certificate is picked up without a restart. After the key
- * store file is replaced, Broker.reloadTls() (SIGHUP in the CLI) makes new handshakes use
- * it; an unusable file is refused with a ConfigError and the current certificate stays.
+ * Issue 16, TLS details: a renewed certificate is picked up without a restart (after the key
+ * store file is replaced, Broker.reloadTls(), SIGHUP in the CLI, makes new handshakes use
+ * it; an unusable file is refused with a ConfigError and the current certificate stays), and
+ * ssl.client.auth=requested takes a client with or without a certificate.
  */
 import assert from 'node:assert/strict'
 import { copyFile, writeFile } from 'node:fs/promises'
 import { test } from 'node:test'
-import { connect } from 'node:tls'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { connect, type TLSSocket } from 'node:tls'
 import { ConfigError } from '../../src/common/errors.js'
 import { makeTestCerts } from '../helpers/certs.js'
 import { startBroker } from '../helpers/cluster.js'
@@ -50,5 +52,47 @@ test('reloadTls() serves a replaced key store to new handshakes; an unusable one
     await cluster.stop()
     await first.cleanup()
     await second.cleanup()
+  }
+})
+
+test('ssl.client.auth=requested: no certificate is ANONYMOUS, a trusted one its DN, an untrusted one is refused', async () => {
+  const certs = await makeTestCerts()
+  const cluster = await startBroker({
+    properties: {
+      listeners: 'PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0',
+      'ssl.keystore.type': 'PEM',
+      'ssl.keystore.location': certs.brokerKeystore,
+      'ssl.truststore.type': 'PEM',
+      'ssl.truststore.certificates': certs.caPem,
+      'ssl.client.auth': 'requested',
+    },
+  })
+  const [host, port] = cluster.brokers[0].listenerAddress('SSL').split(':')
+  const open = (key?: string, cert?: string) =>
+    new Promise<TLSSocket>((resolve, reject) => {
+      const socket = connect({ host, port: Number(port), ca: [certs.caPem], key, cert }, () =>
+        resolve(socket),
+      )
+      socket.once('error', reject)
+    })
+  const principals = async (expected: number): Promise<string[]> => {
+    for (let i = 0; i < 50 && cluster.brokers[0].connectedPrincipals().length < expected; i++) await sleep(20)
+    return cluster.brokers[0].connectedPrincipals().sort()
+  }
+  try {
+    const anonymous = await open()
+    const alice = await open(certs.clientKeyPem, certs.clientCertPem)
+    assert.deepEqual(await principals(2), ['User:ANONYMOUS', 'User:CN=alice,OU=Ops,O=Tide Org,C=NO'])
+    // An untrusted certificate completes the TLS 1.3 handshake on the client side first; the
+    // broker then drops the connection without serving it.
+    const stranger = await open(certs.strangerKeyPem, certs.strangerCertPem).catch((error: Error) => error)
+    if (!(stranger instanceof Error))
+      await new Promise<void>((resolve) => stranger.once('close', () => resolve()))
+    assert.equal((await principals(3)).length, 2)
+    anonymous.destroy()
+    alice.destroy()
+  } finally {
+    await cluster.stop()
+    await certs.cleanup()
   }
 })
