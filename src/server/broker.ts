@@ -488,7 +488,7 @@ export class Broker implements BrokerServices {
 
   /**
    * Reads every TLS key store and trust store again (renewed certificates) for new
-   * handshakes, without a restart; open connections keep theirs. Rejects with a
+   * handshakes, without a restart; open connections keep theirs. Throws a
    * ConfigError, keeping the current certificates of that network, when a file is unusable.
    */
   reloadTls(): number {
