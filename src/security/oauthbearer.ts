@@ -42,7 +42,29 @@ export function unsecuredValidatorOptions(
 }
 
 const SEPARATOR = '\u0001'
-const CLIENT_MESSAGE = /^([ny]),(?:a=([^,]*))?,\u0001((?:[A-Za-z]+=[\x21-\x7E \t\r\n]*\u0001)*)\u0001$/
+/**
+ * The client's first message: a GS2 header (`n,,`, `y,,` or `n,a=<authzid>,`), then
+ * `\x01`-separated `key=value` pairs ending in `\x01\x01` (RFC 7628 §3.1). Parsed by hand:
+ * the separator is a control character.
+ */
+function parseClientMessage(
+  text: string,
+): { authzid: string | undefined; pairs: Map<string, string> } | null {
+  const second = text.indexOf(',', 2)
+  if ((text[0] !== 'n' && text[0] !== 'y') || text[1] !== ',' || second < 0) return null
+  const authz = text.slice(2, second)
+  if (authz !== '' && !authz.startsWith('a=')) return null
+  const rest = text.slice(second + 1)
+  if (rest.length < 2 || !rest.startsWith(SEPARATOR) || !rest.endsWith(SEPARATOR + SEPARATOR)) return null
+  const pairs = new Map<string, string>()
+  for (const pair of rest.slice(1, -2).split(SEPARATOR)) {
+    if (pair === '') continue
+    const eq = pair.indexOf('=')
+    if (eq <= 0 || !/^[A-Za-z]+$/.test(pair.slice(0, eq))) return null
+    pairs.set(pair.slice(0, eq), pair.slice(eq + 1))
+  }
+  return { authzid: authz === '' ? undefined : authz.slice(2), pairs }
+}
 
 export class OAuthBearerServer {
   private step: 'initial' | 'error-sent' | 'done' = 'initial'
@@ -64,18 +86,13 @@ export class OAuthBearerServer {
       throw new SaslAuthenticationError(this.errorMessage)
     }
     if (this.step === 'done') throw new SaslAuthenticationError('OAUTHBEARER exchange already complete')
-    const match = CLIENT_MESSAGE.exec(text)
-    if (!match) throw new SaslAuthenticationError('Invalid OAUTHBEARER client first message')
-    const pairs = new Map<string, string>()
-    for (const pair of match[3].split(SEPARATOR)) {
-      if (pair === '') continue
-      const eq = pair.indexOf('=')
-      pairs.set(pair.slice(0, eq), pair.slice(eq + 1))
-    }
+    const message = parseClientMessage(text)
+    if (!message) throw new SaslAuthenticationError('Invalid OAUTHBEARER client first message')
+    const pairs = message.pairs
     const auth = /^Bearer ([A-Za-z0-9_.~+/=-]+)$/.exec(pairs.get('auth') ?? '')
     if (!auth)
       throw new SaslAuthenticationError('Invalid OAUTHBEARER client first message: no auth=Bearer token')
-    const failure = this.validate(auth[1], match[2])
+    const failure = this.validate(auth[1], message.authzid)
     if (failure !== null) {
       this.step = 'error-sent'
       this.errorMessage = `Authentication failed: ${failure.message}`

@@ -180,7 +180,7 @@ export class ScramClient {
   finalMessage(serverFirst: Buffer): Buffer {
     const text = serverFirst.toString('utf8')
     const match = /^r=([^,]+),s=([^,]+),i=(\d+)/.exec(text)
-    if (!match || !match[1].startsWith(this.clientNonce))
+    if (!match?.[1].startsWith(this.clientNonce))
       throw new SaslAuthenticationError('Invalid SCRAM server first message')
     const salted = saltedPassword(
       this.mechanism,

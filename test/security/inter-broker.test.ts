@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { Kafka, logLevel } from 'kafkajs'
+import { credentialFromSaltedPassword, saltedPassword } from '../../src/security/scram.js'
 import { makeTestCerts } from '../helpers/certs.js'
 import { startCluster } from '../helpers/cluster.js'
 
@@ -70,5 +71,65 @@ test('3 brokers replicate over a SASL_SSL inter-broker listener; acks=all with m
   } finally {
     await cluster.stop()
     await certs.cleanup()
+  }
+})
+
+test('2 brokers replicate over SASL_PLAINTEXT with SCRAM-SHA-512 between them (credentials in the store)', async () => {
+  const cluster = await startCluster({
+    brokers: 2,
+    properties: {
+      listeners: 'PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0',
+      'security.inter.broker.protocol': 'SASL_PLAINTEXT',
+      'sasl.enabled.mechanisms': 'SCRAM-SHA-512',
+      'sasl.mechanism.inter.broker.protocol': 'SCRAM-SHA-512',
+      'listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config':
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="broker-secret";',
+      'replica.fetch.wait.max.ms': 100,
+      'replica.fetch.backoff.ms': 100,
+    },
+  })
+  try {
+    // Kafka's bootstrap: the brokers' own SCRAM user is created before they replicate.
+    const salt = Buffer.from('0123456789abcdef')
+    await cluster.brokers[0].scramCredentials.alter([
+      {
+        type: 'upsert',
+        user: 'broker',
+        mechanism: 'SCRAM-SHA-512',
+        credential: credentialFromSaltedPassword(
+          'SCRAM-SHA-512',
+          saltedPassword('SCRAM-SHA-512', 'broker-secret', salt, 4096),
+          salt,
+          4096,
+        ),
+      },
+    ])
+    const kafka = new Kafka({ brokers: [cluster.bootstrapServers.split(',')[0]], logLevel: logLevel.NOTHING })
+    const admin = kafka.admin()
+    await admin.connect()
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: [
+        {
+          topic: 'scram-replicated',
+          numPartitions: 1,
+          replicationFactor: 2,
+          configEntries: [{ name: 'min.insync.replicas', value: '2' }],
+        },
+      ],
+    })
+    await admin.disconnect()
+    const producer = kafka.producer()
+    await producer.connect()
+    const [result] = await producer.send({
+      topic: 'scram-replicated',
+      acks: -1,
+      timeout: 20_000,
+      messages: [{ value: 'both replicas' }],
+    })
+    assert.equal(result.errorCode, 0)
+    await producer.disconnect()
+  } finally {
+    await cluster.stop()
   }
 })
