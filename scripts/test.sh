@@ -14,6 +14,8 @@ command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 /usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1 || missing+=(python3-confluent-kafka)
 /usr/bin/python3 -c 'import kafka' >/dev/null 2>&1 || missing+=(python3-kafka)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+# openssl makes the throwaway CA and certificates of the TLS tests (test/helpers/certs.ts).
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # Headless Chromium for the web console test (test/ops/console.test.ts, via playwright-core).
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 [ -x /usr/bin/lz4 ] || missing+=(lz4)

@@ -41,6 +41,10 @@ tidelog start options:
                       (default 9644, or 0 with --port 0; broker i uses N + i; 0 picks a
                       free port; --http-port=-1 turns it off)
   --set key=value     Any Kafka broker property, repeatable (e.g. --set num.partitions=3)
+  --secure            SASL_SSL with SCRAM-SHA-512 for development: makes a CA, a broker
+                      certificate and a user 'tidelog' in DATA-DIR/secure (openssl needed)
+                      and prints the client properties (docs/security.md)
+  SIGHUP (start and broker) reloads TLS key stores and trust stores from their files.
 
 tidelog broker options:
   --config FILE       server.properties file
@@ -145,6 +149,7 @@ async function startCommand(args: readonly string[]): Promise<number> {
       brokers: { type: 'string', default: '1' },
       'http-port': { type: 'string' },
       set: { type: 'string', multiple: true },
+      secure: { type: 'boolean', default: false },
     },
     strict: true,
   })
@@ -162,10 +167,11 @@ async function startCommand(args: readonly string[]): Promise<number> {
     throw new TidelogError('ERR_USAGE', '--http-port out of range')
   if (httpPort >= 0 && !properties.has('tidelog.http.listener'))
     properties.set('tidelog.http.listener', `${values.host ?? '127.0.0.1'}:${httpPort}`)
+  const secure = values.secure ? await secureSetup(values['data-dir'], values.host, port, properties) : null
   const cluster = await startCluster({
     brokers: brokerCount,
-    ...(values.host !== undefined ? { host: values.host } : {}),
-    ...(port !== undefined ? { port } : {}),
+    ...(values.host !== undefined && !secure ? { host: values.host } : {}),
+    ...(port !== undefined && !secure ? { port } : {}),
     dataDir: values['data-dir'],
     properties,
   })
@@ -173,14 +179,39 @@ async function startCommand(args: readonly string[]): Promise<number> {
     `tidelog started: ${cluster.brokers.length} broker(s), data in ${values['data-dir']}\n`,
   )
   process.stdout.write(`bootstrap servers: ${cluster.bootstrapServers}\n`)
+  if (secure) {
+    const { addDevUser, writeClientProperties } = await import('./secure-dev.js')
+    await addDevUser(cluster, secure)
+    const { file, text } = await writeClientProperties(secure)
+    process.stdout.write(`SASL_SSL with SCRAM-SHA-512; client properties (also in ${file}):\n${text}`)
+  }
   for (const broker of cluster.brokers)
     if (broker.httpUrl)
       process.stdout.write(`broker ${broker.nodeId} console and metrics: ${broker.httpUrl}\n`)
   const allStopped = Promise.all(cluster.brokers.map((broker) => broker.whenStopped()))
-  if ((await untilSignalOr(allStopped)) === 'stopped') return brokersStoppedThemselves()
+  const stopReloading = reloadTlsOnHangup(cluster.brokers)
+  const outcome = await untilSignalOr(allStopped)
+  stopReloading()
+  if (outcome === 'stopped') return brokersStoppedThemselves()
   process.stdout.write('tidelog stopping\n')
   await cluster.stop()
   return 0
+}
+
+/** --secure: the development CA, certificate and user, as broker properties over any --set. */
+async function secureSetup(
+  dataDir: string,
+  host: string | undefined,
+  port: number | undefined,
+  properties: Map<string, string>,
+): Promise<import('./secure-dev.js').DevSecurity> {
+  if (properties.has('listeners'))
+    throw new TidelogError('ERR_USAGE', '--secure sets listeners: give --host and --port instead')
+  const { devSecurity } = await import('./secure-dev.js')
+  const security = await devSecurity(dataDir, host ?? '127.0.0.1')
+  for (const [key, value] of security.brokerProperties(host ?? '127.0.0.1', port ?? 9092))
+    if (!properties.has(key)) properties.set(key, value)
+  return security
 }
 
 /** Every broker stopped on its own (a failed log dir, a violated invariant): exit 1, as Kafka halts. */
@@ -215,7 +246,9 @@ async function brokerCommand(args: readonly string[]): Promise<number> {
     `tidelog broker ${cluster.brokers[0].nodeId} listening on ${cluster.bootstrapServers}\n`,
   )
   if (cluster.brokers[0].httpUrl) process.stdout.write(`console and metrics: ${cluster.brokers[0].httpUrl}\n`)
+  const stopReloading = reloadTlsOnHangup(cluster.brokers)
   const stoppedItself = (await untilSignalOr(cluster.brokers[0].whenStopped())) === 'stopped'
+  stopReloading()
   await cluster.stop()
   await metadataStore?.close()
   return stoppedItself ? brokersStoppedThemselves() : 0
@@ -230,6 +263,22 @@ async function connectMetadataStore(url: string): Promise<MetadataStore> {
   // Loaded only when asked for: the etcd client (gRPC) is heavy for the embedded default.
   const { EtcdStore } = await import('../metadata/store/etcd-store.js')
   return EtcdStore.connect({ endpoints })
+}
+
+/** SIGHUP reloads every TLS key store and trust store (renewed certificates); returns the unsubscribe. */
+function reloadTlsOnHangup(brokers: readonly { reloadTls(): number }[]): () => void {
+  const onHangup = (): void => {
+    try {
+      const reloaded = brokers.reduce((n, broker) => n + broker.reloadTls(), 0)
+      process.stderr.write(`tidelog: reloaded ${reloaded} TLS key/trust store set(s)\n`)
+    } catch (error) {
+      process.stderr.write(
+        `tidelog: TLS reload failed, keeping the current certificates: ${(error as Error).message}\n`,
+      )
+    }
+  }
+  process.on('SIGHUP', onHangup)
+  return () => process.off('SIGHUP', onHangup)
 }
 
 /** SIGINT/SIGTERM, or `stopped` settling first. */

@@ -9,9 +9,34 @@ export type BrokerId = number
 
 export interface BrokerRegistration {
   readonly nodeId: BrokerId
+  /** The first advertised listener's address (what clients got before named listeners). */
   readonly host: string
   readonly port: number
   readonly rack: string | null
+  /**
+   * Every advertised listener, by name (Kafka's RegisterBrokerRecord endpoints). Absent in
+   * registrations written before named listeners: then host/port is the only listener.
+   */
+  readonly endpoints?: readonly RegisteredEndpoint[]
+}
+
+export interface RegisteredEndpoint {
+  readonly listener: string
+  readonly securityProtocol: string
+  readonly host: string
+  readonly port: number
+}
+
+/**
+ * The address of `broker` on `listener`, as Kafka answers a client on that listener; null
+ * when the broker does not advertise it (Kafka leaves such a broker out of Metadata).
+ */
+export function endpointFor(
+  broker: BrokerRegistration,
+  listener: string,
+): { host: string; port: number } | null {
+  if (broker.endpoints === undefined) return { host: broker.host, port: broker.port }
+  return broker.endpoints.find((e) => e.listener === listener) ?? null
 }
 
 export interface PartitionState {

@@ -8,6 +8,7 @@ import { systemRandom } from '../common/random.js'
 import type { BrokerParts } from '../server/broker-parts.js'
 import { nodeFileSystem } from './node-file-system.js'
 import { nodeNetwork } from './node-network.js'
+import { nodeTls } from './node-tls-network.js'
 
 export function nodeBrokerParts(logger: Logger): Omit<BrokerParts, 'store' | 'observer'> {
   return {
@@ -15,6 +16,7 @@ export function nodeBrokerParts(logger: Logger): Omit<BrokerParts, 'store' | 'ob
     random: systemRandom,
     fileSystem: nodeFileSystem,
     network: nodeNetwork,
+    tls: nodeTls,
     logger,
   }
 }

@@ -8,14 +8,17 @@ import { type ConfigDef, ConfigDefs, type ConfigValue } from '../common/config-d
 import { ConfigError } from '../common/errors.js'
 import type { GroupCoordinatorConfig } from '../coordinator/group-coordinator.js'
 import type { TransactionCoordinatorConfig } from '../coordinator/transaction/transaction-coordinator.js'
+import { type Endpoint, type ListenerSettings, listenerSettings } from '../security/listeners.js'
+import { checkListenerOverrides, securityConfigDefs } from '../security/security-config.js'
 
 const MIB = 1024 * 1024
 const LONG_MAX = Number.MAX_SAFE_INTEGER
 
 export const brokerConfigDefs = new ConfigDefs([
   def('node.id', 'int', 0, 'The broker id (broker.id is accepted as an alias).', { min: 0 }),
-  def('listeners', 'list', ['PLAINTEXT://127.0.0.1:9092'], 'Listener addresses; tidelog serves PLAINTEXT.'),
+  def('listeners', 'list', ['PLAINTEXT://127.0.0.1:9092'], 'Listeners to bind, as NAME://host:port.'),
   def('advertised.listeners', 'list', null, 'Addresses given to clients; defaults to listeners.'),
+  ...securityConfigDefs,
   def('log.dirs', 'list', null, 'Directories holding partition logs.'),
   def('log.dir', 'string', '/tmp/tidelog-logs', 'Log directory used when log.dirs is not set.'),
   def('cluster.id', 'string', null, 'Cluster id; generated and stored in meta.properties when absent.'),
@@ -349,6 +352,10 @@ export interface BrokerConfig {
   readonly queuedMaxRequests: number
   readonly connectionsMaxIdleMs: number
   readonly rack: string | null
+  /** Every listener, what is advertised of each, and the inter-broker one (security/listeners.ts). */
+  readonly listeners: ListenerSettings
+  /** `listener.name.<listener>.<config>` overrides, by full property name, parsed. */
+  readonly listenerOverrides: ReadonlyMap<string, ConfigValue>
   /** Every property as given or defaulted, by Kafka name (DescribeConfigs reads these). */
   readonly values: ReadonlyMap<string, ConfigValue>
   /** Names set explicitly (source STATIC_BROKER_CONFIG) rather than defaulted. */
@@ -360,13 +367,29 @@ export function brokerConfigFromProperties(properties: ReadonlyMap<string, strin
   const props = new Map(properties)
   if (props.has('broker.id') && !props.has('node.id')) props.set('node.id', props.get('broker.id')!)
   props.delete('broker.id')
+  const overrideProps = new Map<string, string>()
+  for (const [name, value] of props)
+    if (name.startsWith('listener.name.')) {
+      overrideProps.set(name, value)
+      props.delete(name)
+    }
   const parsed = brokerConfigDefs.parse(props)
   const values = new Map<string, ConfigValue>()
   for (const d of brokerConfigDefs.defs)
     values.set(d.name, parsed.has(d.name) ? parsed.get(d.name)! : d.defaultValue)
-  const listener = parseListener((values.get('listeners') as string[])[0])
-  const advertisedList = values.get('advertised.listeners') as string[] | null
-  const advertised = advertisedList && advertisedList.length > 0 ? parseListener(advertisedList[0]) : listener
+  const listeners = listenerSettings({
+    listeners: values.get('listeners') as string[],
+    advertisedListeners: values.get('advertised.listeners') as string[] | null,
+    securityProtocolMap: values.get('listener.security.protocol.map') as string[],
+    interBrokerListenerName: values.get('inter.broker.listener.name') as string | null,
+    interBrokerProtocolSet: parsed.has('security.inter.broker.protocol'),
+    interBrokerProtocol: values.get('security.inter.broker.protocol') as string,
+  })
+  const listenerOverrides = checkListenerOverrides(overrideProps, listeners, (name) =>
+    brokerConfigDefs.get(name),
+  )
+  const listener: Endpoint = listeners.listeners[0]
+  const advertised: Endpoint = listeners.advertised[0]
   const logDirs = (values.get('log.dirs') as string[] | null) ?? [values.get('log.dir') as string]
   return {
     nodeId: values.get('node.id') as number,
@@ -380,18 +403,17 @@ export function brokerConfigFromProperties(properties: ReadonlyMap<string, strin
     queuedMaxRequests: values.get('queued.max.requests') as number,
     connectionsMaxIdleMs: values.get('connections.max.idle.ms') as number,
     rack: values.get('broker.rack') as string | null,
+    listeners,
+    listenerOverrides,
     values,
     explicit: new Set(parsed.keys()),
   }
 }
 
-/** `PLAINTEXT://host:port` (or `host:port`) to its parts. */
+/** `NAME://host:port` (or `host:port`) to its host and port (the name is checked by listenerSettings). */
 export function parseListener(listener: string): { host: string; port: number } {
-  const match = /^(?:([A-Z_]+):\/\/)?\[?([^\]]*?)\]?:(\d+)$/.exec(listener.trim())
-  if (!match) throw new ConfigError(`Invalid listener ${listener}: expected PLAINTEXT://host:port`)
-  if (match[1] && match[1] !== 'PLAINTEXT') {
-    throw new ConfigError(`Listener ${listener}: only PLAINTEXT is supported (no TLS or SASL yet)`)
-  }
+  const match = /^(?:([A-Za-z0-9_.-]+):\/\/)?\[?([^\]]*?)\]?:(\d+)$/.exec(listener.trim())
+  if (!match) throw new ConfigError(`Invalid listener ${listener}: expected NAME://host:port`)
   const port = Number(match[3])
   if (port > 65535) throw new ConfigError(`Invalid listener ${listener}: port out of range`)
   return { host: match[2] === '' ? '127.0.0.1' : match[2], port }

@@ -11,6 +11,7 @@ import type { Logger } from '../common/logger.js'
 import type { Network } from '../common/network.js'
 import type { Random } from '../common/random.js'
 import type { MetadataStore } from '../metadata/store/metadata-store.js'
+import type { TlsProvider } from '../security/tls.js'
 import type { RequestTap } from './connection.js'
 
 export interface BrokerParts {
@@ -21,6 +22,8 @@ export interface BrokerParts {
   /** Where the broker listens for clients and dials other brokers (replica fetchers). */
   readonly network: Network
   readonly logger: Logger
+  /** TLS for SSL and SASL_SSL listeners and the inter-broker client; absent where TLS is not available. */
+  readonly tls?: TlsProvider
   /**
    * The cluster's metadata store, shared by its brokers (embedded for brokers in one
    * process, etcd across processes). Without one the broker opens an embedded store

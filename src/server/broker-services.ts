@@ -8,6 +8,7 @@ import type { ClusterImage } from '../metadata/cluster-image.js'
 import type { ProducerIdManager } from '../metadata/producer-id-manager.js'
 import type { TopicAdmin } from '../metadata/topic-admin.js'
 import type { ReplicaManager } from '../replication/replica-manager.js'
+import type { ScramCredentialStore } from '../security/scram-credentials.js'
 import type { LogManager } from '../storage/log-manager.js'
 import type { BrokerConfig } from './broker-config.js'
 import type { FetchSessionCache } from './fetch-session-cache.js'
@@ -43,6 +44,8 @@ export interface BrokerServices {
   readonly transactionVerifier?: TransactionVerifier
   /** Told of every COMMIT/ABORT marker written here (the group coordinator's pending offsets). */
   readonly onTransactionMarker?: TransactionMarkerListener
+  /** SCRAM credentials in the metadata store (AlterUserScramCredentials, SCRAM logins). */
+  readonly scramCredentials?: ScramCredentialStore
   /** The latest metadata snapshot this broker has applied. */
   metadataImage(): ClusterImage
 }

@@ -9,6 +9,7 @@ import { join } from 'node:path'
 import { InvariantError } from '../common/assert.js'
 import { ExponentialBackoff } from '../common/backoff.js'
 import type { Clock, TimerHandle } from '../common/clock.js'
+import { ConfigError } from '../common/errors.js'
 import type { FileSystem } from '../common/file-system.js'
 import { createLogger, type Logger } from '../common/logger.js'
 import type { Random } from '../common/random.js'
@@ -16,7 +17,7 @@ import type { TransactionMarkerListener, TransactionVerifier } from '../common/t
 import { GroupCoordinator } from '../coordinator/group-coordinator.js'
 import { TransactionCoordinator } from '../coordinator/transaction/transaction-coordinator.js'
 import { CoordinatorTransactionVerifier } from '../coordinator/transaction/transaction-verifier.js'
-import type { BrokerRegistration, ClusterImage } from '../metadata/cluster-image.js'
+import { type BrokerRegistration, type ClusterImage, endpointFor } from '../metadata/cluster-image.js'
 import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { Controller } from '../metadata/controller.js'
 import { onControlledShutdown } from '../metadata/elections.js'
@@ -32,6 +33,14 @@ import { AlterPartitionManager } from '../replication/alter-partition-manager.js
 import { ReplicaFetcherManager } from '../replication/replica-fetcher.js'
 import { ReplicaManager, type TopicSettings } from '../replication/replica-manager.js'
 import { nodeBrokerParts } from '../runtime/node-parts.js'
+import { interBrokerTransport } from '../security/inter-broker.js'
+import { type JwtValidatorSettings, loadJwks } from '../security/jwt-validator.js'
+import { type Endpoint, usesSasl, usesTls } from '../security/listeners.js'
+import { type KafkaPrincipal, NoMatchingRuleError, SslPrincipalMapper } from '../security/principal.js'
+import { saslListenerSettings, usesSignedTokens } from '../security/sasl-server.js'
+import { ScramCredentialStore } from '../security/scram-credentials.js'
+import { listenerValue, mechanismValue } from '../security/security-config.js'
+import { type TlsByteStream, type TlsNetwork, tlsSettings } from '../security/tls.js'
 import { isStorageError } from '../storage/errors.js'
 import { LogManager } from '../storage/log-manager.js'
 import { type BrokerConfig, groupCoordinatorConfig, transactionCoordinatorConfig } from './broker-config.js'
@@ -108,8 +117,13 @@ export class Broker implements BrokerServices {
   private readonly alterPartitions: AlterPartitionManager
   /** What this broker serves as leader, published for readiness checks (leadership-record.ts). */
   private readonly leadershipRecord: LeadershipRecord
-  private socketServer: SocketServer | null = null
-  private boundPort = -1
+  readonly scramCredentials: ScramCredentialStore
+  /** One per listener, in the order of `listeners`. */
+  private socketServers: SocketServer[] = []
+  /** Every TLS network of this broker (listeners, inter-broker client), for reloadTls(). */
+  private readonly tlsNetworks: TlsNetwork[] = []
+  /** Bound port of each listener, by name. */
+  private readonly boundPorts = new Map<string, number>()
   private stopping: Promise<void> | null = null
   private markStopped!: () => void
   private readonly stopped = new Promise<void>((resolve) => {
@@ -135,6 +149,10 @@ export class Broker implements BrokerServices {
     this.random = parts.random
     this.fileSystem = parts.fileSystem
     this.logger = parts.logger
+    this.scramCredentials = new ScramCredentialStore(store)
+    const interBroker = config.listeners.advertised.find(
+      (e) => e.listener === config.listeners.interBrokerListener,
+    )!
     this.alterPartitions = new AlterPartitionManager({
       nodeId: config.nodeId,
       updateMetadata: (change) => this.metadata.update(change),
@@ -156,8 +174,19 @@ export class Broker implements BrokerServices {
         nodeId: config.nodeId,
         clock: parts.clock,
         logger: parts.logger,
-        transport: parts.network,
-        brokerAddress: (id) => this.metadata.image().brokers.get(id),
+        transport: interBrokerTransport(
+          config,
+          interBroker,
+          {
+            network: parts.network,
+            tls: parts.tls,
+            random: parts.random,
+            clock: parts.clock,
+            clientId: `broker-${config.nodeId}-fetcher`,
+          },
+          (network) => this.tlsNetworks.push(network),
+        ),
+        brokerAddress: (id) => this.interBrokerAddress(id),
         fetchMaxBytes: values.get('replica.fetch.max.bytes') as number,
         fetchResponseMaxBytes: values.get('replica.fetch.response.max.bytes') as number,
         fetchWaitMaxMs: values.get('replica.fetch.wait.max.ms') as number,
@@ -186,7 +215,20 @@ export class Broker implements BrokerServices {
       metadataImage: () => this.metadata.image(),
       topicAdmin: this.topicAdmin,
       producerIdManager: this.producerIdManager,
-      transport: parts.network,
+      // Markers and verifications travel as replication does: on the inter-broker listener.
+      transport: interBrokerTransport(
+        config,
+        interBroker,
+        {
+          network: parts.network,
+          tls: parts.tls,
+          random: parts.random,
+          clock: parts.clock,
+          clientId: `broker-${config.nodeId}-txn`,
+        },
+        (network) => this.tlsNetworks.push(network),
+      ),
+      brokerAddress: (id: number) => this.interBrokerAddress(id),
     }
     this.transactionCoordinator = new TransactionCoordinator(txnHost, txnConfig)
     this.coordinatorVerifier = new CoordinatorTransactionVerifier(
@@ -195,6 +237,13 @@ export class Broker implements BrokerServices {
       txnConfig.requestTimeoutMs,
     )
     this.transactionVerifier = this.coordinatorVerifier
+  }
+
+  /** A broker's endpoint on the inter-broker listener, as replication and transaction markers dial it. */
+  private interBrokerAddress(nodeId: number): { host: string; port: number } | undefined {
+    const registration = this.metadata.image().brokers.get(nodeId)
+    if (!registration) return undefined
+    return endpointFor(registration, this.config.listeners.interBrokerListener) ?? undefined
   }
 
   /** Opens the broker (`create`), then starts serving (`startup`). */
@@ -312,11 +361,18 @@ export class Broker implements BrokerServices {
    */
   private async register(): Promise<void> {
     const sessionTimeoutMs = this.config.values.get('broker.session.timeout.ms') as number
+    const endpoints = this.config.listeners.advertised.map((e) => ({
+      listener: e.listener,
+      securityProtocol: e.securityProtocol,
+      host: e.host,
+      port: e.port === 0 ? this.boundPorts.get(e.listener)! : e.port,
+    }))
     const registration: BrokerRegistration = {
       nodeId: this.nodeId,
-      host: this.config.advertisedHost,
-      port: this.config.advertisedPort === 0 ? this.boundPort : this.config.advertisedPort,
+      host: endpoints[0].host,
+      port: endpoints[0].port,
       rack: this.config.rack,
+      endpoints,
     }
     const deadline = this.clock.monotonicMs() + sessionTimeoutMs + REGISTRATION_GRACE_MS
     const lease = await this.store.grantLease(sessionTimeoutMs)
@@ -456,19 +512,48 @@ export class Broker implements BrokerServices {
         uncleanLeaderElections: this.controller?.stats.uncleanElections ?? 0,
       }),
       isrCounters: () => this.alterPartitions.stats,
-      connectionCount: () => this.socketServer?.connectionCount ?? 0,
+      connectionCount: () => this.socketServers.reduce((n, s) => n + s.connectionCount, 0),
       isRegistered: () => this.lease !== null,
       configValue: (name) => this.config.values.get(name),
     }
   }
 
-  /** The bound port (differs from the configured one when that was 0). */
+  /** The first listener's bound port (differs from the configured one when that was 0). */
   get port(): number {
-    return this.boundPort
+    return this.boundPorts.get(this.config.listeners.listeners[0].listener) ?? -1
   }
 
+  /** The first listener's `host:port`. */
   get bootstrapServers(): string {
-    return `${this.config.host}:${this.boundPort}`
+    return `${this.config.host}:${this.port}`
+  }
+
+  /** `host:port` of the named listener, as bound. */
+  listenerAddress(listener: string): string {
+    const endpoint = this.config.listeners.listeners.find((l) => l.listener === listener.toUpperCase())
+    if (!endpoint) throw new Error(`no listener ${listener}`)
+    return `${endpoint.host}:${this.boundPorts.get(endpoint.listener) ?? -1}`
+  }
+
+  /**
+   * Reads every TLS key store and trust store again (renewed certificates) for new
+   * handshakes, without a restart; open connections keep theirs. Throws a
+   * ConfigError, keeping the current certificates of that network, when a file is unusable.
+   */
+  reloadTls(): number {
+    for (const network of this.tlsNetworks) network.reload()
+    this.logger.info({ networks: this.tlsNetworks.length }, 'TLS certificates reloaded')
+    return this.tlsNetworks.length
+  }
+
+  /** Connections accepted on every listener since startup. */
+  get acceptedConnections(): number {
+    return this.socketServers.reduce((n, s) => n + s.acceptedCount, 0)
+  }
+
+  /** The principals of the connections open now (for operators and tests). */
+  connectedPrincipals(): string[] {
+    return this.socketServers.flatMap((s) => s.principals())
   }
 
   apiVersionRanges(): { apiKey: number; minVersion: number; maxVersion: number }[] {
@@ -498,8 +583,55 @@ export class Broker implements BrokerServices {
   }
 
   private async listen(): Promise<void> {
-    const server = new SocketServer(
-      this.parts.network,
+    for (const endpoint of this.config.listeners.listeners) {
+      const server = this.socketServerFor(endpoint, await this.jwtKeysFor(endpoint))
+      this.socketServers.push(server)
+      const port = await server.listen(endpoint.host, endpoint.port)
+      this.boundPorts.set(endpoint.listener, port)
+      this.logger.info(
+        { listener: endpoint.listener, securityProtocol: endpoint.securityProtocol, port },
+        'broker listening',
+      )
+    }
+  }
+
+  /** The key set of a SASL listener that checks signed OAUTHBEARER tokens, read through the injected disk. */
+  private async jwtKeysFor(endpoint: Endpoint): Promise<JwtValidatorSettings['keys'] | null> {
+    const name = endpoint.listener
+    if (!usesSasl(endpoint.securityProtocol) || !usesSignedTokens(this.config, name)) return null
+    const url = mechanismValue(this.config, name, 'OAUTHBEARER', 'sasl.oauthbearer.jwks.endpoint.url') as
+      | string
+      | null
+    if (url === null)
+      throw new ConfigError(
+        `listener ${name}: signed OAUTHBEARER tokens need sasl.oauthbearer.jwks.endpoint.url`,
+      )
+    return loadJwks(url, this.fileSystem)
+  }
+
+  /** A listener: TLS from the runtime for SSL/SASL_SSL, SASL state on each connection for SASL_*. */
+  private socketServerFor(endpoint: Endpoint, jwtKeys: JwtValidatorSettings['keys'] | null): SocketServer {
+    const name = endpoint.listener
+    let network = this.parts.network
+    let principalOf: ((stream: TlsByteStream) => KafkaPrincipal | undefined) | undefined
+    if (usesTls(endpoint.securityProtocol)) {
+      if (!this.parts.tls) throw new Error(`listener ${name} needs TLS, which this runtime does not provide`)
+      const tls = this.parts.tls.network(tlsSettings(this.config, name, `listener ${name}`, 'server'))
+      this.tlsNetworks.push(tls)
+      network = tls
+      const mapper = new SslPrincipalMapper(
+        String(listenerValue(this.config, name, 'ssl.principal.mapping.rules')),
+      )
+      principalOf = (stream) =>
+        stream.peerSubjectDn === null
+          ? undefined
+          : { type: 'User', name: mapper.nameOf(stream.peerSubjectDn) }
+    }
+    const sasl = usesSasl(endpoint.securityProtocol)
+      ? saslListenerSettings(this.config, name, this.scramCredentials, this.random, this.clock, jwtKeys)
+      : undefined
+    return new SocketServer(
+      network,
       {
         handlers,
         socketRequestMaxBytes: this.config.socketRequestMaxBytes,
@@ -507,6 +639,9 @@ export class Broker implements BrokerServices {
         logger: this.logger,
         onFatal: (error) => this.onFatal(error),
         requestObserver: this.ops?.requestObserver,
+        listenerName: name,
+        ...(sasl ? { sasl } : {}),
+        clock: this.clock,
         makeContext: (connection, header, observation) => ({
           header,
           apiVersion: header.requestApiVersion,
@@ -517,10 +652,17 @@ export class Broker implements BrokerServices {
         ...(this.observer?.onRequest ? { tap: this.observer.onRequest } : {}),
       },
       this.logger,
+      principalOf
+        ? (stream) => {
+            try {
+              return principalOf(stream as TlsByteStream)
+            } catch (error) {
+              if (error instanceof NoMatchingRuleError) return null
+              throw error
+            }
+          }
+        : undefined,
     )
-    this.boundPort = await server.listen(this.config.host, this.config.port)
-    this.socketServer = server
-    this.logger.info({ port: this.boundPort }, 'broker listening')
   }
 
   /**
@@ -584,7 +726,7 @@ export class Broker implements BrokerServices {
       await this.moveLeadershipAway().catch((error: unknown) =>
         this.logger.warn({ err: error }, 'controlled shutdown incomplete'),
       )
-    await this.socketServer?.close()
+    await Promise.all(this.socketServers.map((server) => server.close()))
     this.registerRetry?.cancel()
     this.registerRetry = null
     const controller = this.activeController

@@ -106,17 +106,33 @@ function checkListenerOptions(properties: ReadonlyMap<string, string>, options: 
 function setListener(properties: Map<string, string>, options: StartClusterOptions, index: number): void {
   setHttpListener(properties, index)
   const configured = properties.get('listeners')
-  let host = options.host ?? '127.0.0.1'
-  let base = options.port ?? 9092
+  const host = options.host ?? '127.0.0.1'
+  const base = options.port ?? 9092
   if (configured !== undefined) {
-    const listener = parseListener(configured.split(',')[0])
     if (index === 0) return
-    host = listener.host
-    base = listener.port
+    // Every named listener (and its advertised address) moves by the broker's index.
+    properties.set('listeners', shiftPorts(configured, index))
+    const advertised = properties.get('advertised.listeners')
+    if (advertised !== undefined) properties.set('advertised.listeners', shiftPorts(advertised, index))
+    return
   }
   const port = base === 0 ? 0 : base + index
   if (port > 65535) throw new ConfigError(`broker ${index} would listen on port ${port}, above 65535`)
   properties.set('listeners', `PLAINTEXT://${host.includes(':') ? `[${host}]` : host}:${port}`)
+}
+
+/** `NAME://host:port,...` with every non-zero port plus `index`. */
+function shiftPorts(listeners: string, index: number): string {
+  return listeners
+    .split(',')
+    .map((entry) => {
+      const { port } = parseListener(entry)
+      if (port === 0) return entry.trim()
+      if (port + index > 65535)
+        throw new ConfigError(`broker ${index} would listen on port ${port + index}, above 65535`)
+      return entry.trim().replace(/:\d+$/, `:${port + index}`)
+    })
+    .join(',')
 }
 
 /** tidelog.http.listener HOST:PORT: broker i serves HTTP on PORT + i, as its Kafka listener does. */

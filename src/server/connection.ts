@@ -12,6 +12,7 @@
  */
 
 import { assert, InvariantError } from '../common/assert.js'
+import type { Clock } from '../common/clock.js'
 import { ProtocolDecodeError } from '../common/errors.js'
 import type { Logger } from '../common/logger.js'
 import type { ByteStream } from '../common/network.js'
@@ -26,6 +27,8 @@ import {
   type RequestHeader,
 } from '../protocol/generated/index.js'
 import { Reader, Writer } from '../protocol/primitives.js'
+import { ANONYMOUS, type KafkaPrincipal } from '../security/principal.js'
+import { type SaslListenerSettings, SaslSession } from '../security/sasl-server.js'
 import type { HandlerRegistry } from './handlers/registry.js'
 import type { ClientConnection, RequestContext } from './request-context.js'
 
@@ -56,6 +59,14 @@ export interface ConnectionOptions {
   readonly tap?: RequestTap
   /** Request metrics (src/ops), when the broker's HTTP listener is on. */
   requestObserver?: RequestObserver
+  /** The listener accepting this connection (default: PLAINTEXT). */
+  listenerName?: string
+  /** A SASL listener's mechanisms and credentials: requests wait for authentication. */
+  sasl?: SaslListenerSettings
+  /** The principal the TLS handshake proved (a client certificate), when there was one. */
+  principal?: KafkaPrincipal
+  /** Times the delayed close after a failed authentication. */
+  clock?: Clock
 }
 
 interface ResponseSlot {
@@ -67,7 +78,7 @@ interface ResponseSlot {
 export class Connection implements ClientConnection {
   readonly id: number
   readonly remoteAddress: string
-  private readonly decoder: FrameDecoder
+  private decoder: FrameDecoder
   private readonly queue: ResponseSlot[] = []
   private closed = false
   private readingPaused = false
@@ -78,12 +89,23 @@ export class Connection implements ClientConnection {
    * be appended and then lose its response when the connection closes.
    */
   private heldFrames: Buffer[] | null = null
+  readonly listenerName: string
+  readonly sasl: SaslSession | null
+  /** True once SASL completed and frames may grow to socket.request.max.bytes. */
+  private widenDecoder = false
 
   constructor(private readonly options: ConnectionOptions) {
     this.id = options.id
     const { stream } = options
     this.remoteAddress = stream.remoteAddress
-    this.decoder = new FrameDecoder(options.socketRequestMaxBytes)
+    this.listenerName = options.listenerName ?? 'PLAINTEXT'
+    this.sasl = options.sasl ? new SaslSession(options.sasl) : null
+    // Before authentication only small SASL requests are read (sasl.server.max.receive.size).
+    this.decoder = new FrameDecoder(
+      options.sasl
+        ? Math.min(options.sasl.maxReceiveBytes, options.socketRequestMaxBytes)
+        : options.socketRequestMaxBytes,
+    )
     stream.onData((chunk) => this.onData(chunk))
     stream.onDrain(() => this.maybeResumeReading())
     stream.onClose((error) => {
@@ -96,8 +118,12 @@ export class Connection implements ClientConnection {
     return this.closed
   }
 
+  get principal(): KafkaPrincipal {
+    return this.sasl?.principal ?? this.options.principal ?? ANONYMOUS
+  }
+
   /** Closes the connection after logging why, once. */
-  close(reason: string, error?: unknown, level: 'warn' | 'debug' = 'warn'): void {
+  close(reason: string, error?: unknown, level: 'warn' | 'info' | 'debug' = 'warn'): void {
     if (this.closed) return
     this.options.logger[level](
       { conn: this.id, remote: this.remoteAddress, err: error },
@@ -115,6 +141,10 @@ export class Connection implements ClientConnection {
 
   private onData(chunk: Buffer): void {
     if (this.closed) return
+    if (this.widenDecoder && this.decoder.bufferedBytes === 0) {
+      this.widenDecoder = false
+      this.decoder = new FrameDecoder(this.options.socketRequestMaxBytes)
+    }
     try {
       this.decoder.push(chunk, (frame) => this.onFrame(frame))
     } catch (error) {
@@ -139,9 +169,40 @@ export class Connection implements ClientConnection {
       this.heldFrames.push(frame)
       return
     }
+    const sasl = this.sasl
+    if (sasl !== null && !sasl.isComplete) {
+      if (sasl.state === 'failed') return
+      if (sasl.state === 'raw-authenticate') {
+        this.onRawSaslToken(sasl, frame)
+        return
+      }
+    }
     if (frame.length < 8) throw new ProtocolDecodeError(`request of ${frame.length} bytes has no header`)
     const apiKey = frame.readInt16BE(0)
     const apiVersion = frame.readInt16BE(2)
+    if (
+      sasl?.isComplete &&
+      apiKey !== ApiKey.SaslHandshake &&
+      this.options.clock &&
+      sasl.isExpired(this.options.clock.nowMs())
+    ) {
+      // KIP-368: past its session lifetime only a re-authentication may come; Kafka closes.
+      this.close(
+        'SASL session expired without re-authentication (connections.max.reauth.ms)',
+        undefined,
+        'info',
+      )
+      return
+    }
+    if (sasl !== null && !sasl.allows(apiKey)) {
+      // Kafka's SaslServerAuthenticator: any other request before authentication ends the connection.
+      this.close(
+        `request of api key ${apiKey} in SASL state ${sasl.state}: not authenticated`,
+        undefined,
+        'info',
+      )
+      return
+    }
     const handler = this.options.handlers.get(apiKey)
     if (!handler) {
       this.close(`unsupported api key ${apiKey}`)
@@ -184,6 +245,8 @@ export class Connection implements ClientConnection {
       }
       slot.done = true
       this.flushResponses()
+      if (this.sasl !== null && (apiKey === ApiKey.SaslHandshake || apiKey === ApiKey.SaslAuthenticate))
+        this.afterSaslStep(this.sasl)
     }
     observation?.onHandlerStart(request, header.clientId)
     const result = handler.handle(context, request)
@@ -198,6 +261,51 @@ export class Connection implements ClientConnection {
     } else {
       respond(result)
     }
+  }
+
+  /**
+   * A v0 handshake's tokens come bare (size, then the token) and are answered the same way
+   * (KIP-43); a failure there can only close the connection.
+   */
+  private onRawSaslToken(sasl: SaslSession, token: Buffer): void {
+    const slot: ResponseSlot = { done: false, chunks: null }
+    this.queue.push(slot)
+    sasl.authenticate(token).then(
+      (outcome) => {
+        slot.done = true
+        if (outcome.errorCode !== ErrorCode.NONE) {
+          this.close(`SASL authentication failed: ${outcome.errorMessage}`, undefined, 'info')
+          return
+        }
+        const size = Buffer.alloc(4)
+        size.writeInt32BE(outcome.authBytes.length, 0)
+        slot.chunks = [size, outcome.authBytes]
+        this.flushResponses()
+        this.afterSaslStep(sasl)
+      },
+      (error: unknown) => {
+        slot.done = true
+        this.onDispatchError(error)
+      },
+    )
+  }
+
+  /** After a SASL answer went out: widen the frame limit once authenticated, or close a failed exchange. */
+  private afterSaslStep(sasl: SaslSession): void {
+    if (sasl.isComplete) {
+      this.widenDecoder = true
+      this.options.logger.debug({ conn: this.id, principal: sasl.principal }, 'authenticated')
+      return
+    }
+    if (sasl.state !== 'failed' || this.closed) return
+    // Kafka delays the close of a failed authentication (connection.failed.authentication.delay.ms)
+    // so a client cannot hammer the broker with guesses; the answer is already written.
+    this.options.stream.pause()
+    const delayMs = this.sasl?.settings.failedAuthenticationDelayMs ?? 0
+    const close = (): void => this.close('SASL authentication failed', undefined, 'info')
+    if (this.options.clock && delayMs > 0) this.options.clock.setTimeout(close, delayMs)
+    else if (this.options.clock) this.options.clock.setTimeout(close, 0)
+    else close()
   }
 
   private holdUntilSettled(request: Promise<unknown>): void {

@@ -1,5 +1,7 @@
 import type { RequestHeader } from '../protocol/generated/index.js'
 import type { PurgatoryTimer } from '../replication/delayed-operations.js'
+import type { KafkaPrincipal } from '../security/principal.js'
+import type { SaslSession } from '../security/sasl-server.js'
 import type { BrokerServices } from './broker-services.js'
 
 /** What a handler may know and do of the connection a request came on. */
@@ -7,6 +9,12 @@ export interface ClientConnection {
   /** `host:port` of the client. */
   readonly remoteAddress: string
   readonly isClosed: boolean
+  /** The listener the connection came on (Metadata answers with that listener's endpoints). */
+  readonly listenerName: string
+  /** Who the client proved to be: its SASL user, its certificate's mapped DN, or ANONYMOUS. */
+  readonly principal: KafkaPrincipal
+  /** The SASL exchange of a SASL listener's connection; null on other listeners. */
+  readonly sasl: SaslSession | null
   /** Closes the connection (a failed acks=0 produce), logging why once. */
   close(reason: string): void
 }

@@ -4,7 +4,8 @@
  * shutdown; everything per connection lives in Connection.
  */
 import type { Logger } from '../common/logger.js'
-import type { Network, NetworkListener } from '../common/network.js'
+import type { ByteStream, Network, NetworkListener } from '../common/network.js'
+import { type KafkaPrincipal, principalText } from '../security/principal.js'
 import { Connection, type ConnectionOptions } from './connection.js'
 
 export type ConnectionFactoryOptions = Omit<ConnectionOptions, 'id' | 'stream' | 'onClose'>
@@ -18,7 +19,21 @@ export class SocketServer {
     private readonly network: Network,
     private readonly connectionOptions: ConnectionFactoryOptions,
     private readonly logger: Logger,
+    /**
+     * The principal a TLS handshake proved (undefined: none), or null when the certificate
+     * maps to no principal (ssl.principal.mapping.rules): that connection is refused.
+     */
+    private readonly principalOf?: (stream: ByteStream) => KafkaPrincipal | null | undefined,
   ) {}
+
+  principals(): string[] {
+    return [...this.connections].filter((c) => !c.isClosed).map((c) => principalText(c.principal))
+  }
+
+  /** Connections accepted since the listener started (closed ones included). */
+  get acceptedCount(): number {
+    return this.nextConnectionId - 1
+  }
 
   get connectionCount(): number {
     return this.connections.size
@@ -27,8 +42,18 @@ export class SocketServer {
   /** Listens on host:port (port 0 picks a free port) and returns the bound port. */
   async listen(host: string, port: number): Promise<number> {
     this.listener = await this.network.listen(host, port, (stream) => {
+      const principal = this.principalOf?.(stream)
+      if (principal === null) {
+        this.logger.info(
+          { remote: stream.remoteAddress },
+          'closing connection: no ssl.principal.mapping.rules rule matches its certificate',
+        )
+        stream.destroy()
+        return
+      }
       const connection = new Connection({
         ...this.connectionOptions,
+        ...(principal ? { principal } : {}),
         id: this.nextConnectionId++,
         stream,
         onClose: (closed) => this.connections.delete(closed),

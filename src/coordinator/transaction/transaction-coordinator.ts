@@ -53,7 +53,10 @@ export interface TransactionCoordinatorConfig extends TransactionStateConfig, Ma
 
 export interface TransactionCoordinatorHost extends TransactionHost {
   readonly producerIdManager: { generateProducerId(): Promise<bigint> }
+  /** The inter-broker listener's transport (TLS and SASL when that listener has them). */
   readonly transport: Transport
+  /** A broker's endpoint on the inter-broker listener; undefined when it is not registered. */
+  brokerAddress(nodeId: number): { host: string; port: number } | undefined
 }
 
 export interface ProducerIdAndEpoch {

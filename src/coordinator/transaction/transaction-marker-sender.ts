@@ -24,8 +24,11 @@ const CLIENT_ID = 'tidelog-txn-marker-sender'
 export interface MarkerSenderHost {
   readonly clock: Clock
   readonly logger: Logger
+  /** The inter-broker listener's transport (TLS and SASL when that listener has them). */
   readonly transport: Transport
   metadataImage(): ClusterImage
+  /** A broker's endpoint on the inter-broker listener; undefined when it is not registered. */
+  brokerAddress(nodeId: number): { host: string; port: number } | undefined
 }
 
 export interface MarkerSenderConfig {
@@ -231,7 +234,7 @@ export class TransactionMarkerSender {
   }
 
   private clientFor(nodeId: number): BrokerClient {
-    const broker = this.host.metadataImage().brokers.get(nodeId)
+    const broker = this.host.brokerAddress(nodeId)
     const address = broker ? `${broker.host}:${broker.port}` : ''
     const known = this.clients.get(nodeId)
     if (known && known.address === address) return known.client

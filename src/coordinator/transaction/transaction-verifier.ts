@@ -29,6 +29,8 @@ export interface VerifierHost {
   readonly logger: Logger
   readonly transport: Transport
   metadataImage(): ClusterImage
+  /** A broker's endpoint on the inter-broker listener; undefined when it is not registered. */
+  brokerAddress(nodeId: number): { host: string; port: number } | undefined
 }
 
 export class CoordinatorTransactionVerifier implements TransactionVerifier {
@@ -57,7 +59,7 @@ export class CoordinatorTransactionVerifier implements TransactionVerifier {
     const topic = image.topics.get(TRANSACTION_STATE_TOPIC)
     const p = this.coordinator.stateManager.partitionFor(request.transactionalId)
     const leader = topic?.partitions[p]?.leader ?? -1
-    const broker = image.brokers.get(leader)
+    const broker = this.host.brokerAddress(leader)
     if (!broker || leader === this.host.nodeId) return ErrorCode.NOT_ENOUGH_REPLICAS
     try {
       const response = await this.request(leader, `${broker.host}:${broker.port}`, broker, {

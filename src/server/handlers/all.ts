@@ -2,6 +2,7 @@ import { addOffsetsToTxnHandler } from './add-offsets-to-txn.js'
 import { addPartitionsToTxnHandler } from './add-partitions-to-txn.js'
 import { alterConfigsHandler } from './alter-configs.js'
 import { alterPartitionReassignmentsHandler } from './alter-partition-reassignments.js'
+import { alterUserScramCredentialsHandler } from './alter-user-scram-credentials.js'
 import { apiVersionsHandler } from './api-versions.js'
 import { createPartitionsHandler } from './create-partitions.js'
 import { createTopicsHandler } from './create-topics.js'
@@ -14,6 +15,7 @@ import { describeGroupsHandler } from './describe-groups.js'
 import { describeLogDirsHandler } from './describe-log-dirs.js'
 import { describeProducersHandler } from './describe-producers.js'
 import { describeTransactionsHandler } from './describe-transactions.js'
+import { describeUserScramCredentialsHandler } from './describe-user-scram-credentials.js'
 import { electLeadersHandler } from './elect-leaders.js'
 import { endTxnHandler } from './end-txn.js'
 import { fetchHandler } from './fetch.js'
@@ -34,6 +36,8 @@ import { offsetFetchHandler } from './offset-fetch.js'
 import { offsetForLeaderEpochHandler } from './offset-for-leader-epoch.js'
 import { produceHandler } from './produce.js'
 import type { AnyApiHandler } from './registry.js'
+import { saslAuthenticateHandler } from './sasl-authenticate.js'
+import { saslHandshakeHandler } from './sasl-handshake.js'
 import { syncGroupHandler } from './sync-group.js'
 import { txnOffsetCommitHandler } from './txn-offset-commit.js'
 import { writeTxnMarkersHandler } from './write-txn-markers.js'
@@ -45,6 +49,10 @@ export const allHandlers: readonly AnyApiHandler[] = [
   listOffsetsHandler,
   metadataHandler,
   apiVersionsHandler,
+  saslHandshakeHandler,
+  saslAuthenticateHandler,
+  describeUserScramCredentialsHandler,
+  alterUserScramCredentialsHandler,
   deleteRecordsHandler,
   describeLogDirsHandler,
   electLeadersHandler,

@@ -7,6 +7,7 @@
  * clusterAuthorizedOperations is Kafka's "omitted" sentinel unless asked for; tidelog has
  * no authorizer, so when asked it answers "all operations" (bits 2-12 as Kafka's ALL).
  */
+import { endpointFor } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -50,12 +51,12 @@ export const describeClusterHandler: ApiHandler<DescribeClusterRequest, Describe
       ...base,
       errorCode: ErrorCode.NONE,
       errorMessage: null,
-      brokers: [...image.brokers.values()].map((b) => ({
-        brokerId: b.nodeId,
-        host: b.host,
-        port: b.port,
-        rack: b.rack,
-      })),
+      brokers: [...image.brokers.values()].flatMap((b) => {
+        const endpoint = endpointFor(b, context.connection.listenerName)
+        return endpoint
+          ? [{ brokerId: b.nodeId, host: endpoint.host, port: endpoint.port, rack: b.rack }]
+          : []
+      }),
       clusterAuthorizedOperations: request.includeClusterAuthorizedOperations
         ? CLUSTER_OPERATIONS
         : AUTHORIZED_OPERATIONS_OMITTED,

@@ -11,6 +11,7 @@
  * on it; v1 adds key type, throttle time and error message; v3+ flexible; v4+ batches the
  * keys (coordinatorKeys) with one result each.
  */
+import { endpointFor } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -79,5 +80,11 @@ async function locate(
   }
   if (keyType !== KEY_TYPE_GROUP) return failure(ErrorCode.INVALID_REQUEST, `unknown key type ${keyType}`)
   const found = await context.broker.groupCoordinator.findCoordinator(key)
-  return { key, ...found }
+  return { key, ...found, ...onListener(context, found.nodeId) }
+}
+
+/** The coordinator's address on the listener the client came on (Kafka answers per listener). */
+function onListener(context: RequestContext, nodeId: number): { host: string; port: number } | object {
+  const registration = context.broker.metadataImage().brokers.get(nodeId)
+  return (registration && endpointFor(registration, context.connection.listenerName)) ?? {}
 }

@@ -16,6 +16,7 @@
  */
 import {
   type ClusterImage,
+  endpointFor,
   leaderServes,
   NO_LEADER,
   type TopicImage,
@@ -49,12 +50,11 @@ export const metadataHandler: ApiHandler<MetadataRequest, MetadataResponse> = {
     const image = context.broker.metadataImage()
     return {
       throttleTimeMs: 0,
-      brokers: [...image.brokers.values()].map((b) => ({
-        nodeId: b.nodeId,
-        host: b.host,
-        port: b.port,
-        rack: b.rack,
-      })),
+      // Each broker's address on the listener this client came on; brokers without it are left out.
+      brokers: [...image.brokers.values()].flatMap((b) => {
+        const endpoint = endpointFor(b, context.connection.listenerName)
+        return endpoint ? [{ nodeId: b.nodeId, host: endpoint.host, port: endpoint.port, rack: b.rack }] : []
+      }),
       clusterId: image.clusterId,
       controllerId: image.controllerId,
       topics: wanted === 'all' ? allTopics(image) : wanted.map((t) => describeRequested(image, t)),

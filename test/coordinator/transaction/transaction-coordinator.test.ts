@@ -132,6 +132,7 @@ function start(clock: ManualClock, log: MemoryLog, leaderEpoch = 3) {
       topicAdmin: { ensureInternalTopic: () => Promise.reject(new Error('not in this test')) },
       producerIdManager: { generateProducerId: async () => nextProducerId++ },
       transport: { connect: () => Promise.reject(new Error('no network in this test')) },
+      brokerAddress: () => undefined,
     },
     CONFIG,
     markers,

@@ -128,7 +128,13 @@ const refClock: Clock = {
 
 function sender(leaders: FakeLeaders, topics: Record<string, number[]>) {
   return new TransactionMarkerSender(
-    { clock: refClock, logger: silentLogger, transport: leaders, metadataImage: () => image(topics) },
+    {
+      clock: refClock,
+      logger: silentLogger,
+      transport: leaders,
+      metadataImage: () => image(topics),
+      brokerAddress: (id) => image(topics).brokers.get(id),
+    },
     { requestTimeoutMs: 2000, retryBackoffMs: 1, retryBackoffMaxMs: 5 },
   )
 }

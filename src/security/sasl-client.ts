@@ -1,0 +1,162 @@
+/**
+ * The client side of SASL for the inter-broker connections (replica fetchers): a Transport
+ * whose connect() runs SaslHandshake v1 and SaslAuthenticate with PLAIN or SCRAM on the new
+ * stream and hands it over once authenticated, so BrokerClient speaks Kafka on it as on any.
+ */
+import type { ByteStream } from '../common/network.js'
+import type { Random } from '../common/random.js'
+import { ErrorCode } from '../protocol/error-codes.js'
+import { FrameDecoder } from '../protocol/frame-decoder.js'
+import {
+  ApiKey,
+  apis,
+  decodeResponseHeader,
+  encodeRequestHeader,
+  type SaslAuthenticateResponse,
+  type SaslHandshakeResponse,
+} from '../protocol/generated/index.js'
+import { Reader, Writer } from '../protocol/primitives.js'
+import type { Transport } from '../replication/broker-client.js'
+import { SaslAuthenticationError } from './sasl-errors.js'
+import type { SaslMechanism } from './sasl-server.js'
+import { ScramClient, type ScramMechanism } from './scram.js'
+
+export interface SaslClientSettings {
+  readonly mechanism: SaslMechanism
+  /** PLAIN and SCRAM: the user and password. OAUTHBEARER: `token` instead. */
+  readonly username: string
+  readonly password: string
+  /** OAUTHBEARER: a fresh token for each connection. */
+  readonly token?: () => string
+  readonly random: Random
+  readonly clientId: string
+}
+
+const HANDSHAKE_VERSION = 1
+const AUTHENTICATE_VERSION = 2
+const MAX_RESPONSE_BYTES = 1024 * 1024
+
+export function saslClientTransport(base: Transport, settings: SaslClientSettings): Transport {
+  return {
+    async connect(host, port) {
+      const stream = await base.connect(host, port)
+      try {
+        return await authenticate(stream, settings)
+      } catch (error) {
+        stream.destroy()
+        throw error
+      }
+    },
+  }
+}
+
+function frame(
+  apiKey: number,
+  version: number,
+  correlationId: number,
+  clientId: string,
+  body: unknown,
+): Buffer[] {
+  const api = apis.get(apiKey)!
+  const writer = new Writer(128)
+  writer.writeInt32(0)
+  encodeRequestHeader(writer, api.requestHeaderVersion(version), {
+    requestApiKey: apiKey,
+    requestApiVersion: version,
+    correlationId,
+    clientId,
+  })
+  api.encodeRequest(writer, version, body)
+  const chunks = writer.toChunks()
+  chunks[0].writeInt32BE(writer.length - 4, 0)
+  return chunks
+}
+
+async function authenticate(stream: ByteStream, settings: SaslClientSettings): Promise<ByteStream> {
+  const decoder = new FrameDecoder(MAX_RESPONSE_BYTES)
+  const userListeners: ((chunk: Buffer) => void)[] = []
+  let authenticating = true
+  let waiting: { resolve(frame: Buffer): void; reject(error: Error): void } | null = null
+  stream.onData((chunk) => {
+    if (!authenticating) {
+      for (const listener of userListeners) listener(chunk)
+      return
+    }
+    try {
+      decoder.push(chunk, (f) => waiting?.resolve(f))
+    } catch (error) {
+      waiting?.reject(error as Error)
+    }
+  })
+  stream.onClose((error) =>
+    waiting?.reject(error ?? new SaslAuthenticationError('connection closed during SASL authentication')),
+  )
+  let correlationId = 1
+  const call = <T>(apiKey: number, version: number, body: unknown): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      const id = correlationId++
+      waiting = {
+        resolve: (f) => {
+          const api = apis.get(apiKey)!
+          const reader = new Reader(f)
+          const header = decodeResponseHeader(reader, api.responseHeaderVersion(version))
+          if (header.correlationId !== id)
+            reject(new SaslAuthenticationError(`unexpected correlation id ${header.correlationId}`))
+          else resolve(api.decodeResponse(reader, version) as T)
+        },
+        reject,
+      }
+      stream.write(frame(apiKey, version, id, settings.clientId, body))
+    })
+  const handshake = await call<SaslHandshakeResponse>(ApiKey.SaslHandshake, HANDSHAKE_VERSION, {
+    mechanism: settings.mechanism,
+  })
+  if (handshake.errorCode !== ErrorCode.NONE)
+    throw new SaslAuthenticationError(
+      `SASL mechanism ${settings.mechanism} refused (error ${handshake.errorCode}); the broker offers ${handshake.mechanisms.join(', ')}`,
+    )
+  const step = async (token: Buffer): Promise<Buffer> => {
+    const response = await call<SaslAuthenticateResponse>(ApiKey.SaslAuthenticate, AUTHENTICATE_VERSION, {
+      authBytes: token,
+    })
+    if (response.errorCode !== ErrorCode.NONE)
+      throw new SaslAuthenticationError(
+        `SASL authentication failed: ${response.errorMessage ?? response.errorCode}`,
+      )
+    return response.authBytes
+  }
+  if (settings.mechanism === 'OAUTHBEARER') {
+    const token = settings.token?.()
+    if (token === undefined) throw new SaslAuthenticationError('OAUTHBEARER needs a token')
+    await step(Buffer.from(`n,,\u0001auth=Bearer ${token}\u0001\u0001`, 'utf8'))
+  } else if (settings.mechanism === 'PLAIN') {
+    await step(Buffer.from(`\u0000${settings.username}\u0000${settings.password}`, 'utf8'))
+  } else {
+    const scram = new ScramClient(
+      settings.mechanism as ScramMechanism,
+      settings.username,
+      settings.password,
+      settings.random,
+    )
+    const serverFirst = await step(scram.firstMessage())
+    scram.checkServerFinal(await step(scram.finalMessage(serverFirst)))
+  }
+  authenticating = false
+  waiting = null
+  return {
+    remoteAddress: stream.remoteAddress,
+    localAddress: stream.localAddress,
+    write: (chunks) => stream.write(chunks),
+    get writableNeedDrain() {
+      return stream.writableNeedDrain
+    },
+    pause: () => stream.pause(),
+    resume: () => stream.resume(),
+    onData: (listener) => {
+      userListeners.push(listener)
+    },
+    onDrain: (listener) => stream.onDrain(listener),
+    onClose: (listener) => stream.onClose(listener),
+    destroy: () => stream.destroy(),
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * DescribeUserScramCredentials (key 50).
+ * Behavior: the SCRAM mechanisms and iterations of each named user (never salts or keys),
+ * or of every user with a credential when `users` is null. A named user without one gets
+ * RESOURCE_NOT_FOUND, a user named twice DUPLICATE_RESOURCE, as Kafka answers.
+ * Version notes: v0 only, flexible.
+ */
+import { ErrorCode } from '../../protocol/error-codes.js'
+import {
+  ApiKey,
+  type DescribeUserScramCredentialsRequest,
+  type DescribeUserScramCredentialsResponse,
+} from '../../protocol/generated/index.js'
+import { SCRAM_MECHANISMS } from '../../security/scram.js'
+import type { ApiHandler } from './registry.js'
+
+export const describeUserScramCredentialsHandler: ApiHandler<
+  DescribeUserScramCredentialsRequest,
+  DescribeUserScramCredentialsResponse
+> = {
+  apiKey: ApiKey.DescribeUserScramCredentials,
+  minVersion: 0,
+  maxVersion: 0,
+  async handle(context, request) {
+    const store = context.broker.scramCredentials
+    const known = store ? await store.describe() : new Map()
+    const names = request.users === null ? [...known.keys()].sort() : request.users.map((u) => u.name)
+    const counts = new Map<string, number>()
+    for (const name of names) counts.set(name, (counts.get(name) ?? 0) + 1)
+    const results = [...new Set(names)].map((user) => {
+      if ((counts.get(user) ?? 0) > 1)
+        return {
+          user,
+          errorCode: ErrorCode.DUPLICATE_RESOURCE,
+          errorMessage: 'Cannot describe SCRAM credentials for the same user twice in a single request',
+          credentialInfos: [],
+        }
+      const infos = known.get(user)
+      if (infos === undefined)
+        return {
+          user,
+          errorCode: ErrorCode.RESOURCE_NOT_FOUND,
+          errorMessage: 'Attempt to describe a user credential that does not exist',
+          credentialInfos: [],
+        }
+      return {
+        user,
+        errorCode: ErrorCode.NONE,
+        errorMessage: null,
+        credentialInfos: infos.map((i: { mechanism: string; iterations: number }) => ({
+          mechanism: SCRAM_MECHANISMS.indexOf(i.mechanism as (typeof SCRAM_MECHANISMS)[number]) + 1,
+          iterations: i.iterations,
+        })),
+      }
+    })
+    return { throttleTimeMs: 0, errorCode: ErrorCode.NONE, errorMessage: null, results }
+  },
+}
