@@ -14,7 +14,7 @@ import type { BrokerClient } from '../replication/broker-client.js'
 import { type IsrProposal, Partition } from '../replication/partition.js'
 import { LeaderFetcher } from '../replication/replica-fetcher.js'
 import { LogSegment } from '../storage/log-segment.js'
-import { TOPIC } from './world-view.js'
+import { TOPIC } from './topic.js'
 
 export type Mutation =
   | 'none'

@@ -25,7 +25,7 @@ import type { Offset } from '../common/types.js'
 import { type DecodedRecordBatch, decodeRecordBatchSync, iterateBatches } from '../protocol/record-batch.js'
 import type { Partition } from '../replication/partition.js'
 import type { SimBroker } from './sim-broker.js'
-import { Violation, type WorldView } from './world-view.js'
+import { type DeliveredRecord, Violation, type WorldView } from './world-view.js'
 
 /** Record values of transactional producers: `x<producer>.<transaction>.p<partition>.<index>`. */
 export function txnRecordValue(producer: number, txn: number, partition: number, index: number): string {
@@ -68,12 +68,7 @@ export function controlRecord(
   return { key, value }
 }
 
-export interface DeliveredRecord {
-  readonly offset: number
-  readonly value: string
-  readonly producerId: bigint
-  readonly transactional: boolean
-}
+export type { DeliveredRecord }
 
 /**
  * The records a read_committed client returns from one Fetch answer: control batches are

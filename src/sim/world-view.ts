@@ -8,10 +8,17 @@ import type { Mutation } from './mutations.js'
 import type { SimNetwork } from './network.js'
 import type { SimScheduler } from './scheduler.js'
 import type { SimBroker } from './sim-broker.js'
-import type { DeliveredRecord } from './txn-checker.js'
 
 /** The topic every run writes. */
-export const TOPIC = 'sim'
+export { TOPIC } from './topic.js'
+
+/** One record a read_committed consumer returned (txn-checker.ts checks them). */
+export interface DeliveredRecord {
+  readonly offset: number
+  readonly value: string
+  readonly producerId: bigint
+  readonly transactional: boolean
+}
 
 /** An invariant that does not hold: ends the run with the trace. */
 export class Violation extends Error {}
