@@ -282,9 +282,11 @@ export class LocalLog {
 
   /**
    * Removes every batch from the one holding `targetOffset` (the first segment must start
-   * at or below it) and fsyncs the cut; returns the new log end offset, at most the target.
+   * at or below it) and fsyncs the cut; returns the new log end offset, at most the target:
+   * the end of the last batch kept, or `logStartOffset` when that is higher and at most the
+   * target.
    */
-  async truncateTo(targetOffset: Offset): Promise<Offset> {
+  async truncateTo(targetOffset: Offset, logStartOffset: Offset): Promise<Offset> {
     assert(
       this.segments[0].baseOffset <= targetOffset && targetOffset < this.logEndOffsetValue,
       () => `truncate to ${targetOffset} outside [${this.segments[0].baseOffset}, ${this.logEndOffsetValue})`,
@@ -299,9 +301,19 @@ export class LocalLog {
     // the removed batches back under checkpoints that no longer describe them (found by the
     // deterministic simulation, seeds 5 and 91).
     await active.flush()
-    // The cut batch may start after the target when compaction left a gap before it: the
-    // log then ends at the target, never above it (the offsets between are not held).
-    const logEndOffset = minOffset(cut.cutAtOffset ?? (await active.readNextOffset()), targetOffset)
+    // The log ends after its last kept batch, not at the target nor at the cut batch's base:
+    // compaction can leave a gap below either, and a log end above its last batch would
+    // leave offsets [end of that batch, log end) that no read can get past (a fetch there
+    // finds nothing, its consumer lags forever) and that a reopen would not find either
+    // (the loader ends the log after its last batch; cleaner model test, seed 376299867). Segments are contiguous (a roll starts at
+    // the log end, the cleaner keeps each group's last offset), so an emptied active
+    // segment's base offset is where the previous one ends.
+    const keptEndOffset = await active.readNextOffset()
+    const logEndOffset = maxOffset(keptEndOffset, minOffset(logStartOffset, targetOffset))
+    assert(
+      logEndOffset <= targetOffset && (cut.cutAtOffset === undefined || keptEndOffset <= cut.cutAtOffset),
+      () => `truncation to ${targetOffset} ends the log at ${logEndOffset} (cut at ${cut.cutAtOffset})`,
+    )
     await active.onBecomeActiveSegment()
     this.logger.info({ targetOffset, logEndOffset, truncatedBytes: cut.truncatedBytes }, 'truncated log')
     this.logEndOffsetValue = logEndOffset

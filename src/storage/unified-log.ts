@@ -670,8 +670,10 @@ export class UnifiedLog {
 
   /**
    * Follower truncation (Kafka's truncateTo): removes every batch from the one holding
-   * `targetOffset`. When that batch starts before the target, the log ends at its base
-   * offset, so the log always ends on a batch boundary. False when nothing was removed.
+   * `targetOffset`. The log then ends after the last batch kept (below the target when that
+   * batch straddles it or compaction emptied the offsets before it), so it always ends on a
+   * batch boundary, yet not below the log start offset unless the target is. False when
+   * nothing was removed.
    */
   truncateTo(targetOffset: Offset): Promise<boolean> {
     assert(
@@ -690,7 +692,7 @@ export class UnifiedLog {
   }
 
   private async truncateSegmentsTo(targetOffset: Offset): Promise<void> {
-    const logEndOffset = await this.local.truncateTo(targetOffset)
+    const logEndOffset = await this.local.truncateTo(targetOffset, this.logStartOffsetValue)
     this.noteTruncation(logEndOffset)
     this.logStartOffsetValue = minOffset(this.logStartOffsetValue, logEndOffset)
     this.highWatermarkValue = minOffset(this.highWatermarkValue, logEndOffset)

@@ -542,6 +542,71 @@ describe('log cleaner', () => {
     })
   })
 
+  /**
+   * The shrunk counterexample of the model test (seed 376299867): one key, so the clean
+   * keeps only offset 4 of segment [0, 5); after a reopen (high watermark 0) the follower
+   * truncates to 1, which cuts that batch and holds nothing below it.
+   */
+  async function compactedToOneBatchThenReopened(dir: string, clock: ManualClock): Promise<UnifiedLog> {
+    const config = compactConfig({ 'segment.bytes': 400, 'delete.retention.ms': 1000 })
+    const put = async (log: UnifiedLog, value: string | null) =>
+      log.append(await batchOf([{ key: 'k0', value }], { timestamp: clock.now }), { assignOffsets: true })
+    let log = await openCompacted(dir, config, clock)
+    await log.truncateTo(0 as Offset)
+    for (const value of [null, 'v0', 'v0']) await put(log, value)
+    await log.close()
+    log = await openCompacted(dir, config, clock)
+    for (const value of ['v0', 'v0', 'v0', null, null, 'v0']) await put(log, value)
+    log.updateHighWatermark(log.logEndOffset)
+    assert.equal((await new LogCleaner({ clock, logger: silentLogger }).cleanLogs([log])).length, 1)
+    await put(log, 'v0')
+    await put(log, 'v0')
+    await log.close()
+    log = await openCompacted(dir, config, clock)
+    assert.deepEqual(log.segmentBaseOffsets, [0, 5, 10])
+    assert.equal(log.logEndOffset, 11)
+    assert.equal(log.highWatermark, 0)
+    assert.equal((await readAll(log))[0].baseOffset, 4, 'compaction left offsets 0-3 empty')
+    return log
+  }
+
+  it('truncating to inside a gap left by compaction ends the log after the last batch kept, where reads can reach (model seed 376299867)', async () => {
+    await withTempDir(async (dir) => {
+      const clock = new ManualClock(T0)
+      let log = await compactedToOneBatchThenReopened(dir, clock)
+      await log.truncateTo(1 as Offset)
+      // Not 1: offset 0 is held by no batch, so a read there could never progress to the log end.
+      assert.equal(log.logEndOffset, 0)
+      assert.equal(log.highWatermark, 0)
+      assert.deepEqual(log.segmentBaseOffsets, [0])
+      assert.deepEqual(await readAll(log), [])
+      await log.append(await batchOf([{ key: 'a', value: 'b' }]), { assignOffsets: true })
+      assert.deepEqual(await recordsOf(log), [{ offset: 0, key: 'a', value: 'b' }])
+      await log.close()
+      log = await openCompacted(dir, compactConfig({ 'segment.bytes': 400 }), clock)
+      assert.equal(log.logEndOffset, 1, 'a reopen agrees')
+      assert.deepEqual(await recordsOf(log), [{ offset: 0, key: 'a', value: 'b' }])
+      await log.close()
+    })
+  })
+
+  it('truncating into a compaction gap never ends the log below its log start offset', async () => {
+    await withTempDir(async (dir) => {
+      const clock = new ManualClock(T0)
+      const log = await compactedToOneBatchThenReopened(dir, clock)
+      log.updateHighWatermark(log.logEndOffset)
+      assert.equal(await log.deleteRecordsBefore(2 as Offset), 2)
+      await log.truncateTo(3 as Offset)
+      // The last batch kept ends at 0, but records below 2 were deleted: the log is empty at 2.
+      assert.equal(log.logStartOffset, 2)
+      assert.equal(log.logEndOffset, 2)
+      assert.deepEqual(await readAll(log), [])
+      await log.append(await batchOf([{ key: 'a', value: 'b' }]), { assignOffsets: true })
+      assert.deepEqual(await recordsOf(log), [{ offset: 2, key: 'a', value: 'b' }])
+      await log.close()
+    })
+  })
+
   it('the LogCleaner also cleans below the dirty ratio when max.compaction.lag.ms or a tombstone horizon passes', async () => {
     await withTempDir(async (dir) => {
       const clock = new ManualClock(T0)
