@@ -12,6 +12,25 @@ export interface BrokerRegistration {
   readonly host: string
   readonly port: number
   readonly rack: string | null
+  /**
+   * The broker process that registered (a random uuid per process start, KRaft's
+   * incarnation id): a new one replaces its predecessor's registration at once.
+   * Absent in registrations built by hand.
+   */
+  readonly incarnationId?: string
+  /**
+   * Grows with every registration of this node id (the store revision that wrote it, as
+   * Kafka's broker epoch is the offset of its registration record): ISR changes, ISR
+   * members and replica fetches carrying an older one come from a fenced incarnation.
+   * Set by the metadata when it reads the registration; absent in images built by hand.
+   */
+  readonly brokerEpoch?: number
+}
+
+/** The broker epoch of a registered broker: undefined when it is not registered, -1 when unknown. */
+export function brokerEpochOf(image: ClusterImage, brokerId: BrokerId): number | undefined {
+  const registration = image.brokers.get(brokerId)
+  return registration === undefined ? undefined : (registration.brokerEpoch ?? -1)
 }
 
 export interface PartitionState {

@@ -10,7 +10,8 @@
  *
  * Key layout (JSON values):
  *   cluster/id                   {clusterId}
- *   brokers/<id>                 {nodeId, host, port, rack}, bound to the broker's lease
+ *   brokers/<id>                 {nodeId, host, port, rack, incarnationId}, bound to the broker's
+ *                                lease; its modRevision is the broker epoch
  *   controller                   {nodeId}, bound to the controller's lease
  *   topics/<name>                {topicId, configs, replicas: number[][]}
  *   partitions/<name>/<index>    {leader, leaderEpoch, isr}; partitionEpoch = key version
@@ -196,15 +197,24 @@ export class ClusterMetadata {
 
   /**
    * Applies `change` (a pure function; it may run more than once) by compare-and-set and
-   * resolves with the image that includes it.
+   * resolves with the image that includes it. The registrations of `guardBrokers` are part
+   * of the compare: the change applies only if each is still the one (same broker epoch)
+   * `change` saw, as the controller checks broker epochs in AlterPartition.
    */
-  async update(change: (image: ClusterImage) => ClusterImage): Promise<ClusterImage> {
+  async update(
+    change: (image: ClusterImage) => ClusterImage,
+    guardBrokers: readonly BrokerId[] = [],
+  ): Promise<ClusterImage> {
     for (let attempt = 1; attempt <= MAX_UPDATE_ATTEMPTS; attempt++) {
       const base = this.current
       const next = change(base)
       if (next === base) return base
       const { compares, ops } = diffImages(base, next, this.kvs)
       if (ops.length === 0) return base
+      for (const id of new Set(guardBrokers)) {
+        const kv = this.kvs.get(KEYS.broker(id))
+        compares.push({ key: KEYS.broker(id), version: kv?.version ?? 0, modRevision: kv?.modRevision ?? 0 })
+      }
       const result = await this.store.txn(compares, ops)
       if (result.succeeded) {
         await this.waitForRevision(result.revision)
@@ -217,21 +227,39 @@ export class ClusterMetadata {
   }
 
   /**
-   * Registers a broker bound to `lease` unless its id is already registered (another live
-   * broker, or this one's previous process whose lease has not expired yet).
+   * Registers a broker bound to `lease` and resolves with its broker epoch (the revision
+   * that wrote the registration), or null when the registration changed between the read
+   * and the write (call again). A registration of the same node id by another incarnation
+   * is replaced at once, as KRaft's registration does, instead of waiting for its lease to
+   * expire: the new broker epoch fences the previous process (its ISR changes, its ISR
+   * membership and its fetches carry the old epoch), which sees the replacement and stops.
    */
-  async register(registration: BrokerRegistration, lease: Lease): Promise<boolean> {
+  async register(registration: BrokerRegistration, lease: Lease): Promise<number | null> {
+    assert(registration.incarnationId !== undefined, 'a registration names its incarnation')
     const key = KEYS.broker(registration.nodeId)
-    const value = JSON.stringify(registration)
-    const result = await this.store.txn([{ key, version: 0 }], [{ type: 'put', key, value, lease: lease.id }])
-    if (!result.succeeded) return false
+    const existing = await this.store.get(key)
+    const { brokerEpoch: _derived, ...stored } = registration
+    const compare = { key, version: existing?.version ?? 0, modRevision: existing?.modRevision ?? 0 }
+    const put = { type: 'put', key, value: JSON.stringify(stored), lease: lease.id } as const
+    const result = await this.store.txn([compare], [put])
+    if (!result.succeeded) return null
     await this.waitForRevision(result.revision)
+    const previous = existing ? (JSON.parse(existing.value) as BrokerRegistration).incarnationId : undefined
+    if (existing && previous !== registration.incarnationId)
+      this.logger.info(
+        {
+          nodeId: registration.nodeId,
+          previousIncarnationId: previous,
+          incarnationId: registration.incarnationId,
+        },
+        'replaced the registration of a previous incarnation of this broker',
+      )
     // A process's first registration is a new incarnation (Kafka: a new broker epoch);
     // registering again after a lost session is the same process with the same log.
     if (!this.registeredOnce)
       await this.update((image) => leaveLeadershipsAndIsrs(image, registration.nodeId))
     this.registeredOnce = true
-    return true
+    return result.revision
   }
 
   /**
@@ -293,7 +321,8 @@ function buildImage(kvs: ReadonlyMap<string, KeyValue>): ClusterImage {
     else if (key === KEYS.controller) controller = (JSON.parse(kv.value) as { nodeId: number }).nodeId
     else if (key.startsWith(KEYS.brokersPrefix)) {
       const registration = JSON.parse(kv.value) as BrokerRegistration
-      brokers.set(registration.nodeId, registration)
+      // The registration's own revision is its broker epoch: every registration writes it anew.
+      brokers.set(registration.nodeId, { ...registration, brokerEpoch: kv.modRevision })
     } else if (key.startsWith(KEYS.topicsPrefix))
       topicValues.set(key.slice(KEYS.topicsPrefix.length), JSON.parse(kv.value))
     else if (key.startsWith(KEYS.partitionsPrefix)) partitionKvs.set(key, kv)

@@ -65,13 +65,18 @@ export function onControlledShutdown(input: ElectionInput, leaving: BrokerId): E
  * registration expired while none was active), so it must not resume leading or count as
  * in sync: leadership moves to another live ISR member and it leaves every ISR that keeps
  * another live member, rejoining once caught up (Kafka fences a new broker epoch the same
- * way). As the last live ISR member it stays: what it holds is all there is.
+ * way). As the last live ISR member it stays: what it holds is all there is; as its
+ * leader it leads in a new leader epoch, so its previous incarnation (which may register
+ * over a live predecessor, and may still be running) is fenced out of the old one.
  */
 export function onBrokerRegistered(input: ElectionInput, registered: BrokerId): ElectionResult | null {
   const { state, live } = input
   if (!state.isr.includes(registered)) return null
   const others = state.isr.filter((id) => id !== registered && live.has(id))
-  if (others.length === 0) return null
+  if (others.length === 0) {
+    if (state.leader !== registered) return null
+    return { state: withLeader(state, registered, state.isr), unclean: false }
+  }
   if (state.leader !== registered) {
     return { state: { ...state, isr: state.isr.filter((id) => id !== registered) }, unclean: false }
   }

@@ -518,7 +518,11 @@ export class World implements WorldView {
     return (context, request) => {
       const apiKey = context.header.requestApiKey
       if (apiKey === ApiKey.Fetch && this.options.consumers === true) {
-        if (!isConsumerFetch((request as FetchRequest).replicaId)) return undefined
+        const fetch = request as FetchRequest
+        // v15+ (replica fetchers, KIP-903) names the replica in the replica state.
+        const replicaId =
+          context.header.requestApiVersion >= 15 ? fetch.replicaState.replicaId : fetch.replicaId
+        if (!isConsumerFetch(replicaId)) return undefined
         return (outcome) => {
           if (!('response' in outcome) || outcome.response === null) return
           for (const topic of (outcome.response as FetchResponse).responses)

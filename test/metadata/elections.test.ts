@@ -2,7 +2,12 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import fc from 'fast-check'
 import type { PartitionState } from '../../src/metadata/cluster-image.js'
-import { electPreferred, onBrokerChange, onControlledShutdown } from '../../src/metadata/elections.js'
+import {
+  electPreferred,
+  onBrokerChange,
+  onBrokerRegistered,
+  onControlledShutdown,
+} from '../../src/metadata/elections.js'
 
 function state(partial: Partial<PartitionState>): PartitionState {
   return {
@@ -126,4 +131,35 @@ test('controlled shutdown hands leadership to another ISR member, or keeps it wh
     1,
   )
   assert.equal(alone, null)
+})
+
+describe('onBrokerRegistered (a new incarnation)', () => {
+  test('leadership moves to another live ISR member and the new incarnation leaves the ISR', () => {
+    const result = onBrokerRegistered(
+      { state: state({}), live: new Set([1, 2, 3]), uncleanLeaderElection: false },
+      1,
+    )
+    assert.equal(result?.state.leader, 2)
+    assert.deepEqual(result?.state.isr, [2, 3])
+    assert.equal(result?.state.leaderEpoch, 6)
+  })
+
+  test('as the last live ISR member and leader it keeps leading, in a new leader epoch', () => {
+    const result = onBrokerRegistered(
+      { state: state({ isr: [1] }), live: new Set([1, 2, 3]), uncleanLeaderElection: false },
+      1,
+    )
+    assert.equal(result?.state.leader, 1)
+    assert.deepEqual(result?.state.isr, [1])
+    assert.equal(result?.state.leaderEpoch, 6, 'its previous incarnation is fenced out of epoch 5')
+  })
+
+  test('as the last live ISR member but not leader nothing changes', () => {
+    const input = { state: state({ isr: [2], leader: 2 }), live: new Set([2]), uncleanLeaderElection: false }
+    assert.equal(onBrokerRegistered(input, 3), null)
+    assert.equal(
+      onBrokerRegistered({ ...input, state: state({ isr: [2, 3], leader: -1 }), live: new Set([3]) }, 3),
+      null,
+    )
+  })
 })
