@@ -44,6 +44,19 @@ export interface PartitionState {
   readonly leaderEpoch: number
   /** Bumped on every change; compare-and-set guard for ISR and leader updates. */
   readonly partitionEpoch: number
+  /**
+   * KIP-966 eligible leader replicas: replicas that left the ISR while it was below
+   * min.insync.replicas. The high watermark does not advance while the ISR is below min ISR,
+   * so each holds every committed record and may be elected cleanly when no ISR member is
+   * live. Cleared once the ISR is back at min ISR. Absent: empty.
+   */
+  readonly elr?: readonly BrokerId[]
+  /**
+   * ELR members removed because they registered again after an unclean shutdown (they may
+   * have lost unflushed records): what an operator recovering the partition looks at.
+   * Cleared with the ELR. Absent: empty.
+   */
+  readonly lastKnownElr?: readonly BrokerId[]
   /** During a reassignment: replicas being added (in `replicas` already, catching up). */
   readonly addingReplicas?: readonly BrokerId[]
   /** During a reassignment: replicas to remove once every added one is in the ISR. */
@@ -121,6 +134,10 @@ export function checkPartitionState(topic: string, state: PartitionState): void 
     `${topic}-${state.partition}: leader ${state.leader} outside ISR ${state.isr.join(',')}`,
   )
   assert(state.leaderEpoch >= 0, `${topic}-${state.partition}: negative leader epoch`)
+  for (const id of state.elr ?? []) {
+    assert(state.replicas.includes(id), `${topic}-${state.partition}: ELR member ${id} not a replica`)
+    assert(!state.isr.includes(id), `${topic}-${state.partition}: ELR member ${id} also in the ISR`)
+  }
 }
 
 export function topicById(image: ClusterImage, topicId: string): TopicImage | undefined {

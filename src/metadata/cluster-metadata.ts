@@ -14,7 +14,7 @@
  *                                lease; its modRevision is the broker epoch
  *   controller                   {nodeId}, bound to the controller's lease
  *   topics/<name>                {topicId, configs, replicas: number[][]}
- *   partitions/<name>/<index>    {leader, leaderEpoch, isr}; partitionEpoch = key version
+ *   partitions/<name>/<index>    {leader, leaderEpoch, isr, elr?, lastKnownElr?}; partitionEpoch = key version
  *   configs/brokers/<id|''>      dynamic broker configs ('' is the cluster-wide default)
  *   served/<id>                  {"<topicId>:<partition>": leaderEpoch}: what broker <id>
  *                                serves as leader, written by that broker (leadership-record.ts)
@@ -66,6 +66,13 @@ export interface NewTopic {
   readonly configs: Readonly<Record<string, string>>
 }
 
+export interface RegisterOptions {
+  /** The process found its logs without a clean-shutdown marker: it leaves the ELRs (KIP-966). */
+  readonly uncleanShutdown?: boolean
+  /** Effective min.insync.replicas of a topic (its ELR); absent: 1. */
+  readonly minInsyncReplicas?: (image: ClusterImage, topic: string) => number
+}
+
 export type ImageListener = (image: ClusterImage, previous: ClusterImage) => void
 
 interface TopicValue {
@@ -78,6 +85,8 @@ interface PartitionValue {
   leader: BrokerId
   leaderEpoch: number
   isr: BrokerId[]
+  elr?: BrokerId[]
+  lastKnownElr?: BrokerId[]
   addingReplicas?: BrokerId[]
   removingReplicas?: BrokerId[]
 }
@@ -234,7 +243,11 @@ export class ClusterMetadata {
    * expire: the new broker epoch fences the previous process (its ISR changes, its ISR
    * membership and its fetches carry the old epoch), which sees the replacement and stops.
    */
-  async register(registration: BrokerRegistration, lease: Lease): Promise<number | null> {
+  async register(
+    registration: BrokerRegistration,
+    lease: Lease,
+    options: RegisterOptions = {},
+  ): Promise<number | null> {
     assert(registration.incarnationId !== undefined, 'a registration names its incarnation')
     const key = KEYS.broker(registration.nodeId)
     const existing = await this.store.get(key)
@@ -257,7 +270,7 @@ export class ClusterMetadata {
     // A process's first registration is a new incarnation (Kafka: a new broker epoch);
     // registering again after a lost session is the same process with the same log.
     if (!this.registeredOnce)
-      await this.update((image) => leaveLeadershipsAndIsrs(image, registration.nodeId))
+      await this.update((image) => leaveLeadershipsAndIsrs(image, registration.nodeId, options))
     this.registeredOnce = true
     return result.revision
   }
@@ -363,6 +376,9 @@ function topicValue(topic: TopicImage): string {
 
 function partitionValue(state: PartitionState): string {
   const value: PartitionValue = { leader: state.leader, leaderEpoch: state.leaderEpoch, isr: [...state.isr] }
+  // Written only when non-empty: partitions without an ELR keep the value they always had.
+  if (state.elr?.length) value.elr = [...state.elr]
+  if (state.lastKnownElr?.length) value.lastKnownElr = [...state.lastKnownElr]
   if (state.addingReplicas?.length) value.addingReplicas = [...state.addingReplicas]
   if (state.removingReplicas?.length) value.removingReplicas = [...state.removingReplicas]
   return JSON.stringify(value)
@@ -437,13 +453,19 @@ function diffBrokerConfigs(
  * led again in the same leader epoch with a shorter log; followers truncated acknowledged
  * records to match it.
  */
-function leaveLeadershipsAndIsrs(image: ClusterImage, nodeId: BrokerId): ClusterImage {
+function leaveLeadershipsAndIsrs(
+  image: ClusterImage,
+  nodeId: BrokerId,
+  options: RegisterOptions,
+): ClusterImage {
   const live = new Set(image.brokers.keys())
   let changed = false
   const topics = new Map(image.topics)
   for (const topic of image.topics.values()) {
+    const minIsr = options.minInsyncReplicas?.(image, topic.name)
     const partitions = topic.partitions.map((state) => {
-      const result = onBrokerRegistered({ state, live, uncleanLeaderElection: false }, nodeId)
+      const input = { state, live, uncleanLeaderElection: false, minIsr }
+      const result = onBrokerRegistered(input, nodeId, options.uncleanShutdown === true)
       if (result) changed = true
       return result?.state ?? state
     })

@@ -16,6 +16,7 @@ import {
   type ClusterImage,
   type PartitionState,
 } from '../metadata/cluster-image.js'
+import { withIsr } from '../metadata/elections.js'
 import type { IsrProposal } from './partition.js'
 
 export interface AlterPartitionManagerOptions {
@@ -27,6 +28,8 @@ export interface AlterPartitionManagerOptions {
     guardBrokers: readonly BrokerId[],
   ) => Promise<ClusterImage>
   readonly logger: Logger
+  /** Effective min.insync.replicas of a topic: a shrink below it moves members to the ELR (KIP-966). Absent: 1. */
+  readonly minInsyncReplicas?: (image: ClusterImage, topic: string) => number
 }
 
 export class AlterPartitionManager {
@@ -54,7 +57,8 @@ export class AlterPartitionManager {
       committed = true
       previousIsrSize = state.isr.length
       const partitions = [...topic.partitions]
-      partitions[proposal.partition] = { ...state, isr: [...proposal.isr] }
+      const minIsr = this.options.minInsyncReplicas?.(image, topic.name) ?? 1
+      partitions[proposal.partition] = withIsr(state, proposal.isr, minIsr)
       return { ...image, topics: new Map(image.topics).set(topic.name, { ...topic, partitions }) }
     }, guarded)
     if (!committed) {

@@ -70,6 +70,8 @@ export interface PartitionContext {
   readonly brokerEpochOf?: (brokerId: number) => number | undefined
   /** This broker's own epoch, from its registration (-1 while unregistered). Absent: -1. */
   readonly localBrokerEpoch?: () => number
+  /** The topic's min.insync.replicas (KIP-966: no HW advance below it). Absent: 1. */
+  readonly minInsyncReplicas?: () => number
 }
 
 interface PendingIsr {
@@ -467,6 +469,10 @@ export class Partition {
   /** The high watermark is the smallest log end among ISR members (a new member's included). */
   maybeIncrementHighWatermark(): void {
     if (!this.isLeader) return
+    // KIP-966: below min ISR (capped at the replication factor) the HW stays, so a replica
+    // that leaves the ISR meanwhile (for the ELR) still holds every committed record.
+    const minIsr = Math.min(this.context.minInsyncReplicas?.() ?? 1, this.state.replicas.length)
+    if (this.state.isr.length < minIsr) return
     let candidate: Offset = this.log.logEndOffset
     for (const id of this.maximalIsr) {
       if (id === this.localBrokerId) continue

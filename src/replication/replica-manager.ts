@@ -219,6 +219,7 @@ export class ReplicaManager {
         isRegistered: (brokerId) => this.live.has(brokerId),
         brokerEpochOf: (brokerId) => this.live.get(brokerId),
         localBrokerEpoch: this.options.localBrokerEpoch,
+        minInsyncReplicas: () => this.settings.get(topic.name)?.minInsyncReplicas ?? 1,
       },
     )
     this.partitions.set(key(topic.name, state.partition), partition)

@@ -137,6 +137,7 @@ export class Broker implements BrokerServices {
     this.alterPartitions = new AlterPartitionManager({
       nodeId: config.nodeId,
       updateMetadata: (change, guardBrokers) => this.metadata.update(change, guardBrokers),
+      minInsyncReplicas: (image, topic) => this.topicSettings(image, topic).minInsyncReplicas,
       logger: parts.logger,
     })
     const values = config.values
@@ -306,7 +307,10 @@ export class Broker implements BrokerServices {
       for (let attempt = 1; brokerEpoch === null; attempt++) {
         if (attempt > MAX_REGISTRATION_ATTEMPTS)
           throw new Error(`node.id ${this.nodeId}: registration kept conflicting with another one`)
-        brokerEpoch = await this.metadata.register(registration, lease)
+        brokerEpoch = await this.metadata.register(registration, lease, {
+          uncleanShutdown: !this.logManager.hadCleanShutdown,
+          minInsyncReplicas: (image, topic) => this.topicSettings(image, topic).minInsyncReplicas,
+        })
       }
     } catch (error) {
       // Kept alive by its keep-alives, a lease nobody uses would never end: revoke it.
@@ -379,6 +383,7 @@ export class Broker implements BrokerServices {
           : null,
       uncleanLeaderElection: (image, topic) =>
         resolveTopicConfig(image, this.config, topic).get('unclean.leader.election.enable')?.value === 'true',
+      minInsyncReplicas: (image, topic) => this.topicSettings(image, topic).minInsyncReplicas,
     })
   }
 
@@ -622,7 +627,11 @@ export class Broker implements BrokerServices {
       let changed = false
       for (const topic of image.topics.values()) {
         const partitions = topic.partitions.map((state) => {
-          const result = onControlledShutdown({ state, live, uncleanLeaderElection: false }, this.nodeId)
+          const minIsr = this.topicSettings(image, topic.name).minInsyncReplicas
+          const result = onControlledShutdown(
+            { state, live, uncleanLeaderElection: false, minIsr },
+            this.nodeId,
+          )
           if (result) changed = true
           return result?.state ?? state
         })

@@ -10,6 +10,7 @@ import { describeClusterHandler } from './describe-cluster.js'
 import { describeConfigsHandler } from './describe-configs.js'
 import { describeGroupsHandler } from './describe-groups.js'
 import { describeLogDirsHandler } from './describe-log-dirs.js'
+import { describeTopicPartitionsHandler } from './describe-topic-partitions.js'
 import { electLeadersHandler } from './elect-leaders.js'
 import { fetchHandler } from './fetch.js'
 import { findCoordinatorHandler } from './find-coordinator.js'
@@ -50,6 +51,7 @@ export const allHandlers: readonly AnyApiHandler[] = [
   alterConfigsHandler,
   incrementalAlterConfigsHandler,
   describeClusterHandler,
+  describeTopicPartitionsHandler,
   initProducerIdHandler,
   findCoordinatorHandler,
   joinGroupHandler,
