@@ -237,8 +237,8 @@ export class ClusterMetadata {
 
   /**
    * Registers a broker bound to `lease` and resolves with its broker epoch (the revision
-   * that wrote the registration), or null when the registration changed between the read
-   * and the write (call again). A registration of the same node id by another incarnation
+   * that wrote the registration), or null when it kept conflicting with concurrent writes.
+   * A registration of the same node id by another incarnation
    * is replaced at once, as KRaft's registration does, instead of waiting for its lease to
    * expire: the new broker epoch fences the previous process (its ISR changes, its ISR
    * membership and its fetches carry the old epoch), which sees the replacement and stops.
@@ -250,29 +250,44 @@ export class ClusterMetadata {
   ): Promise<number | null> {
     assert(registration.incarnationId !== undefined, 'a registration names its incarnation')
     const key = KEYS.broker(registration.nodeId)
-    const existing = await this.store.get(key)
     const { brokerEpoch: _derived, ...stored } = registration
-    const compare = { key, version: existing?.version ?? 0, modRevision: existing?.modRevision ?? 0 }
     const put = { type: 'put', key, value: JSON.stringify(stored), lease: lease.id } as const
-    const result = await this.store.txn([compare], [put])
-    if (!result.succeeded) return null
-    await this.waitForRevision(result.revision)
-    const previous = existing ? (JSON.parse(existing.value) as BrokerRegistration).incarnationId : undefined
-    if (existing && previous !== registration.incarnationId)
-      this.logger.info(
-        {
-          nodeId: registration.nodeId,
-          previousIncarnationId: previous,
-          incarnationId: registration.incarnationId,
-        },
-        'replaced the registration of a previous incarnation of this broker',
-      )
-    // A process's first registration is a new incarnation (Kafka: a new broker epoch);
-    // registering again after a lost session is the same process with the same log.
-    if (!this.registeredOnce)
-      await this.update((image) => leaveLeadershipsAndIsrs(image, registration.nodeId, options))
-    this.registeredOnce = true
-    return result.revision
+    for (let attempt = 1; attempt <= MAX_UPDATE_ATTEMPTS; attempt++) {
+      const base = this.current
+      const existing = this.kvs.get(key)
+      // A process's first registration is a new incarnation (Kafka: a new broker epoch): it
+      // gives up what its predecessor held in the same transaction, so no controller sees it
+      // registered while it still leads, counts in an ISR or (unclean) stands in an ELR.
+      // Registering again after a lost session is the same process with the same log.
+      const registered = { ...base, brokers: new Map(base.brokers).set(registration.nodeId, registration) }
+      const next = this.registeredOnce
+        ? registered
+        : leaveLeadershipsAndIsrs(registered, registration.nodeId, options)
+      const { compares, ops } = diffImages(base, next, this.kvs)
+      compares.push({ key, version: existing?.version ?? 0, modRevision: existing?.modRevision ?? 0 })
+      ops.push(put)
+      const result = await this.store.txn(compares, ops)
+      if (result.succeeded) {
+        await this.waitForRevision(result.revision)
+        const previous = existing
+          ? (JSON.parse(existing.value) as BrokerRegistration).incarnationId
+          : undefined
+        if (existing && previous !== registration.incarnationId)
+          this.logger.info(
+            {
+              nodeId: registration.nodeId,
+              previousIncarnationId: previous,
+              incarnationId: registration.incarnationId,
+            },
+            'replaced the registration of a previous incarnation of this broker',
+          )
+        this.registeredOnce = true
+        return result.revision
+      }
+      this.logger.debug({ attempt }, 'registration conflicted; retrying with fresh state')
+      await this.reload()
+    }
+    return null
   }
 
   /**
