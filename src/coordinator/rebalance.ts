@@ -140,7 +140,12 @@ function joinKnownMember(
   }
 }
 
-/** A static member rejoining with a new member id takes over its instance's membership. */
+/**
+ * A static member rejoining with a new member id takes over its instance's membership
+ * (KIP-345, Kafka's updateStaticMemberAndRebalance): the old member id is fenced
+ * (FENCED_INSTANCE_ID) and, in a stable group whose protocol the rejoin does not change,
+ * the member keeps its assignment without a rebalance: the other members notice nothing.
+ */
 function replaceStaticMember(
   group: Group,
   oldMemberId: string,
@@ -150,17 +155,20 @@ function replaceStaticMember(
 ): Effects {
   const member = group.members.get(oldMemberId)!
   const fenced = fenceWaiters(member, ErrorCode.FENCED_INSTANCE_ID)
-  const protocolsChanged = !sameProtocols(member.protocols, req.protocols)
   group.members.delete(oldMemberId)
   member.memberId = req.newMemberId
   group.members.set(member.memberId, member)
   group.staticMembers.set(req.groupInstanceId!, member.memberId)
-  const wasLeader = group.leaderId === oldMemberId
+  const previousLeader = group.leaderId
+  const wasLeader = previousLeader === oldMemberId
   if (wasLeader) group.leaderId = member.memberId
   updateMember(member, req, nowMs)
-  if (group.state === 'Stable' && !protocolsChanged && (!wasLeader || req.supportsSkipAssignment)) {
-    // Nothing about the group changes but the member id: persist it, then answer with the
-    // current generation (a static leader learns the members but keeps the assignment).
+  // Kafka rebalances only when the protocol the group would select changes.
+  if (group.state === 'Stable' && group.protocolName === selectProtocol(group)) {
+    // Persist the new member id, then answer with the current generation. A returning
+    // leader that can skip assignment (v9+, KIP-814) learns the members; one that cannot
+    // is named a follower (the previous leader id, as Kafka answers) so it only syncs:
+    // an assignment it sent to a stable group would reach no other member.
     const generation = group.generationId
     const records = [groupMetadataRecord(group, nowMs)]
     const afterAppend = (code: number): Effects => {
@@ -168,7 +176,9 @@ function replaceStaticMember(
       if (group.generationId !== generation)
         return reply(waiter, joinError(ErrorCode.REBALANCE_IN_PROGRESS, ''))
       const result = joinResult(group, member)
-      return reply(waiter, wasLeader ? { ...result, skipAssignment: true } : result)
+      if (!wasLeader) return reply(waiter, result)
+      if (req.supportsSkipAssignment) return reply(waiter, { ...result, skipAssignment: true })
+      return reply(waiter, { ...result, leader: previousLeader ?? '', members: [] })
     }
     return combine(fenced, { records, replies: [], afterAppend })
   }

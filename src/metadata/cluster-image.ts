@@ -14,6 +14,19 @@ export interface BrokerRegistration {
   readonly port: number
   readonly rack: string | null
   /**
+   * The broker process that registered (a random uuid per process start, KRaft's
+   * incarnation id): a new one replaces its predecessor's registration at once.
+   * Absent in registrations built by hand.
+   */
+  readonly incarnationId?: string
+  /**
+   * Grows with every registration of this node id (the store revision that wrote it, as
+   * Kafka's broker epoch is the offset of its registration record): ISR changes, ISR
+   * members and replica fetches carrying an older one come from a fenced incarnation.
+   * Set by the metadata when it reads the registration; absent in images built by hand.
+   */
+  readonly brokerEpoch?: number
+  /**
    * Every advertised listener, by name (Kafka's RegisterBrokerRecord endpoints). Absent in
    * registrations written before named listeners: then host/port is the only listener.
    */
@@ -39,6 +52,12 @@ export function endpointFor(
   return broker.endpoints.find((e) => e.listener === listener) ?? null
 }
 
+/** The broker epoch of a registered broker: undefined when it is not registered, -1 when unknown. */
+export function brokerEpochOf(image: ClusterImage, brokerId: BrokerId): number | undefined {
+  const registration = image.brokers.get(brokerId)
+  return registration === undefined ? undefined : (registration.brokerEpoch ?? -1)
+}
+
 export interface PartitionState {
   readonly partition: number
   /** Assignment order; the first replica is the preferred leader. */
@@ -50,6 +69,19 @@ export interface PartitionState {
   readonly leaderEpoch: number
   /** Bumped on every change; compare-and-set guard for ISR and leader updates. */
   readonly partitionEpoch: number
+  /**
+   * KIP-966 eligible leader replicas: replicas that left the ISR while it was below
+   * min.insync.replicas. The high watermark does not advance while the ISR is below min ISR,
+   * so each holds every committed record and may be elected cleanly when no ISR member is
+   * live. Cleared once the ISR is back at min ISR. Absent: empty.
+   */
+  readonly elr?: readonly BrokerId[]
+  /**
+   * ELR members removed because they registered again after an unclean shutdown (they may
+   * have lost unflushed records): what an operator recovering the partition looks at.
+   * Cleared with the ELR. Absent: empty.
+   */
+  readonly lastKnownElr?: readonly BrokerId[]
   /** During a reassignment: replicas being added (in `replicas` already, catching up). */
   readonly addingReplicas?: readonly BrokerId[]
   /** During a reassignment: replicas to remove once every added one is in the ISR. */
@@ -127,6 +159,10 @@ export function checkPartitionState(topic: string, state: PartitionState): void 
     `${topic}-${state.partition}: leader ${state.leader} outside ISR ${state.isr.join(',')}`,
   )
   assert(state.leaderEpoch >= 0, `${topic}-${state.partition}: negative leader epoch`)
+  for (const id of state.elr ?? []) {
+    assert(state.replicas.includes(id), `${topic}-${state.partition}: ELR member ${id} not a replica`)
+    assert(!state.isr.includes(id), `${topic}-${state.partition}: ELR member ${id} also in the ISR`)
+  }
 }
 
 export function topicById(image: ClusterImage, topicId: string): TopicImage | undefined {

@@ -10,10 +10,11 @@
  *
  * Key layout (JSON values):
  *   cluster/id                   {clusterId}
- *   brokers/<id>                 {nodeId, host, port, rack}, bound to the broker's lease
+ *   brokers/<id>                 {nodeId, host, port, rack, incarnationId}, bound to the broker's
+ *                                lease; its modRevision is the broker epoch
  *   controller                   {nodeId}, bound to the controller's lease
  *   topics/<name>                {topicId, configs, replicas: number[][]}
- *   partitions/<name>/<index>    {leader, leaderEpoch, isr}; partitionEpoch = key version
+ *   partitions/<name>/<index>    {leader, leaderEpoch, isr, elr?, lastKnownElr?}; partitionEpoch = key version
  *   configs/brokers/<id|''>      dynamic broker configs ('' is the cluster-wide default)
  *   served/<id>                  {"<topicId>:<partition>": leaderEpoch}: what broker <id>
  *                                serves as leader, written by that broker (leadership-record.ts)
@@ -65,6 +66,13 @@ export interface NewTopic {
   readonly configs: Readonly<Record<string, string>>
 }
 
+export interface RegisterOptions {
+  /** The process found its logs without a clean-shutdown marker: it leaves the ELRs (KIP-966). */
+  readonly uncleanShutdown?: boolean
+  /** Effective min.insync.replicas of a topic (its ELR); absent: 1. */
+  readonly minInsyncReplicas?: (image: ClusterImage, topic: string) => number
+}
+
 export type ImageListener = (image: ClusterImage, previous: ClusterImage) => void
 
 interface TopicValue {
@@ -77,6 +85,8 @@ interface PartitionValue {
   leader: BrokerId
   leaderEpoch: number
   isr: BrokerId[]
+  elr?: BrokerId[]
+  lastKnownElr?: BrokerId[]
   addingReplicas?: BrokerId[]
   removingReplicas?: BrokerId[]
 }
@@ -196,15 +206,24 @@ export class ClusterMetadata {
 
   /**
    * Applies `change` (a pure function; it may run more than once) by compare-and-set and
-   * resolves with the image that includes it.
+   * resolves with the image that includes it. The registrations of `guardBrokers` are part
+   * of the compare: the change applies only if each is still the one (same broker epoch)
+   * `change` saw, as the controller checks broker epochs in AlterPartition.
    */
-  async update(change: (image: ClusterImage) => ClusterImage): Promise<ClusterImage> {
+  async update(
+    change: (image: ClusterImage) => ClusterImage,
+    guardBrokers: readonly BrokerId[] = [],
+  ): Promise<ClusterImage> {
     for (let attempt = 1; attempt <= MAX_UPDATE_ATTEMPTS; attempt++) {
       const base = this.current
       const next = change(base)
       if (next === base) return base
       const { compares, ops } = diffImages(base, next, this.kvs)
       if (ops.length === 0) return base
+      for (const id of new Set(guardBrokers)) {
+        const kv = this.kvs.get(KEYS.broker(id))
+        compares.push({ key: KEYS.broker(id), version: kv?.version ?? 0, modRevision: kv?.modRevision ?? 0 })
+      }
       const result = await this.store.txn(compares, ops)
       if (result.succeeded) {
         await this.waitForRevision(result.revision)
@@ -217,21 +236,58 @@ export class ClusterMetadata {
   }
 
   /**
-   * Registers a broker bound to `lease` unless its id is already registered (another live
-   * broker, or this one's previous process whose lease has not expired yet).
+   * Registers a broker bound to `lease` and resolves with its broker epoch (the revision
+   * that wrote the registration), or null when it kept conflicting with concurrent writes.
+   * A registration of the same node id by another incarnation
+   * is replaced at once, as KRaft's registration does, instead of waiting for its lease to
+   * expire: the new broker epoch fences the previous process (its ISR changes, its ISR
+   * membership and its fetches carry the old epoch), which sees the replacement and stops.
    */
-  async register(registration: BrokerRegistration, lease: Lease): Promise<boolean> {
+  async register(
+    registration: BrokerRegistration,
+    lease: Lease,
+    options: RegisterOptions = {},
+  ): Promise<number | null> {
+    assert(registration.incarnationId !== undefined, 'a registration names its incarnation')
     const key = KEYS.broker(registration.nodeId)
-    const value = JSON.stringify(registration)
-    const result = await this.store.txn([{ key, version: 0 }], [{ type: 'put', key, value, lease: lease.id }])
-    if (!result.succeeded) return false
-    await this.waitForRevision(result.revision)
-    // A process's first registration is a new incarnation (Kafka: a new broker epoch);
-    // registering again after a lost session is the same process with the same log.
-    if (!this.registeredOnce)
-      await this.update((image) => leaveLeadershipsAndIsrs(image, registration.nodeId))
-    this.registeredOnce = true
-    return true
+    const { brokerEpoch: _derived, ...stored } = registration
+    const put = { type: 'put', key, value: JSON.stringify(stored), lease: lease.id } as const
+    for (let attempt = 1; attempt <= MAX_UPDATE_ATTEMPTS; attempt++) {
+      const base = this.current
+      const existing = this.kvs.get(key)
+      // A process's first registration is a new incarnation (Kafka: a new broker epoch): it
+      // gives up what its predecessor held in the same transaction, so no controller sees it
+      // registered while it still leads, counts in an ISR or (unclean) stands in an ELR.
+      // Registering again after a lost session is the same process with the same log.
+      const registered = { ...base, brokers: new Map(base.brokers).set(registration.nodeId, registration) }
+      const next = this.registeredOnce
+        ? registered
+        : leaveLeadershipsAndIsrs(registered, registration.nodeId, options)
+      const { compares, ops } = diffImages(base, next, this.kvs)
+      compares.push({ key, version: existing?.version ?? 0, modRevision: existing?.modRevision ?? 0 })
+      ops.push(put)
+      const result = await this.store.txn(compares, ops)
+      if (result.succeeded) {
+        await this.waitForRevision(result.revision)
+        const previous = existing
+          ? (JSON.parse(existing.value) as BrokerRegistration).incarnationId
+          : undefined
+        if (existing && previous !== registration.incarnationId)
+          this.logger.info(
+            {
+              nodeId: registration.nodeId,
+              previousIncarnationId: previous,
+              incarnationId: registration.incarnationId,
+            },
+            'replaced the registration of a previous incarnation of this broker',
+          )
+        this.registeredOnce = true
+        return result.revision
+      }
+      this.logger.debug({ attempt }, 'registration conflicted; retrying with fresh state')
+      await this.reload()
+    }
+    return null
   }
 
   /**
@@ -293,7 +349,8 @@ function buildImage(kvs: ReadonlyMap<string, KeyValue>): ClusterImage {
     else if (key === KEYS.controller) controller = (JSON.parse(kv.value) as { nodeId: number }).nodeId
     else if (key.startsWith(KEYS.brokersPrefix)) {
       const registration = JSON.parse(kv.value) as BrokerRegistration
-      brokers.set(registration.nodeId, registration)
+      // The registration's own revision is its broker epoch: every registration writes it anew.
+      brokers.set(registration.nodeId, { ...registration, brokerEpoch: kv.modRevision })
     } else if (key.startsWith(KEYS.topicsPrefix))
       topicValues.set(key.slice(KEYS.topicsPrefix.length), JSON.parse(kv.value))
     else if (key.startsWith(KEYS.partitionsPrefix)) partitionKvs.set(key, kv)
@@ -334,6 +391,9 @@ function topicValue(topic: TopicImage): string {
 
 function partitionValue(state: PartitionState): string {
   const value: PartitionValue = { leader: state.leader, leaderEpoch: state.leaderEpoch, isr: [...state.isr] }
+  // Written only when non-empty: partitions without an ELR keep the value they always had.
+  if (state.elr?.length) value.elr = [...state.elr]
+  if (state.lastKnownElr?.length) value.lastKnownElr = [...state.lastKnownElr]
   if (state.addingReplicas?.length) value.addingReplicas = [...state.addingReplicas]
   if (state.removingReplicas?.length) value.removingReplicas = [...state.removingReplicas]
   return JSON.stringify(value)
@@ -408,13 +468,19 @@ function diffBrokerConfigs(
  * led again in the same leader epoch with a shorter log; followers truncated acknowledged
  * records to match it.
  */
-function leaveLeadershipsAndIsrs(image: ClusterImage, nodeId: BrokerId): ClusterImage {
+function leaveLeadershipsAndIsrs(
+  image: ClusterImage,
+  nodeId: BrokerId,
+  options: RegisterOptions,
+): ClusterImage {
   const live = new Set(image.brokers.keys())
   let changed = false
   const topics = new Map(image.topics)
   for (const topic of image.topics.values()) {
+    const minIsr = options.minInsyncReplicas?.(image, topic.name)
     const partitions = topic.partitions.map((state) => {
-      const result = onBrokerRegistered({ state, live, uncleanLeaderElection: false }, nodeId)
+      const input = { state, live, uncleanLeaderElection: false, minIsr }
+      const result = onBrokerRegistered(input, nodeId, options.uncleanShutdown === true)
       if (result) changed = true
       return result?.state ?? state
     })

@@ -33,6 +33,8 @@ export interface ControllerOptions {
   readonly logger: Logger
   /** Effective unclean.leader.election.enable of a topic (topic override or broker default). */
   readonly uncleanLeaderElection: (image: ClusterImage, topic: string) => boolean
+  /** Effective min.insync.replicas of a topic (KIP-966's ELR); absent: 1. */
+  readonly minInsyncReplicas?: (image: ClusterImage, topic: string) => number
   /**
    * auto.leader.rebalance.enable: every `intervalMs` (leader.imbalance.check.interval.seconds)
    * the controller gives leaderships back to preferred replicas of any broker whose share of
@@ -220,6 +222,7 @@ export class Controller {
           state,
           live,
           uncleanLeaderElection: this.options.uncleanLeaderElection(image, topic.name),
+          minIsr: this.options.minInsyncReplicas?.(image, topic.name),
         })
         if (result) decisions.push({ topic: topic.name, before: state, result })
         const afterElection = result?.state ?? state

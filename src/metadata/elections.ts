@@ -10,6 +10,10 @@
  * - otherwise the partition stays offline (leader -1) and keeps its last ISR member, so the
  *   broker holding the committed data is the one elected when it returns;
  * - dead brokers leave the ISR, never below one member;
+ * - KIP-966: a replica leaving an ISR below min.insync.replicas joins the eligible leader
+ *   replicas (ELR; the high watermark does not advance below min ISR, so it holds every
+ *   committed record); with no live ISR member the first live ELR member is elected
+ *   cleanly; the ELR is cleared once the ISR is back at min ISR;
  * - every leader change bumps the leader epoch; a state that does not change is null.
  */
 import { type BrokerId, NO_LEADER, type PartitionState } from './cluster-image.js'
@@ -18,6 +22,23 @@ export interface ElectionInput {
   readonly state: PartitionState
   readonly live: ReadonlySet<BrokerId>
   readonly uncleanLeaderElection: boolean
+  /** The topic's min.insync.replicas; absent: 1 (no ISR is ever below it, so no ELR). */
+  readonly minIsr?: number
+}
+
+/**
+ * `state` with `isr` as its ISR and KIP-966's ELR kept: below `minIsr` the members that
+ * left join the ELR; at or above it the ELR (and the last known ELR) is cleared.
+ */
+export function withIsr(state: PartitionState, isr: readonly BrokerId[], minIsr = 1): PartitionState {
+  // A min ISR above the replication factor counts as the replication factor (as the HW rule).
+  if (isr.length >= Math.min(minIsr, state.replicas.length)) {
+    const { elr: _elr, lastKnownElr: _lastKnown, ...rest } = state
+    return { ...rest, isr: [...isr] }
+  }
+  const left = state.isr.filter((id) => !isr.includes(id))
+  const elr = [...new Set([...(state.elr ?? []), ...left])].filter((id) => !isr.includes(id))
+  return { ...state, isr: [...isr], elr }
 }
 
 export interface ElectionResult {
@@ -33,7 +54,7 @@ export function onBrokerChange(input: ElectionInput): ElectionResult | null {
   const leaderAlive = state.leader !== NO_LEADER && live.has(state.leader)
   if (leaderAlive) {
     if (liveIsr.length === state.isr.length) return null
-    return { state: { ...state, isr: liveIsr }, unclean: false }
+    return { state: withIsr(state, liveIsr, input.minIsr), unclean: false }
   }
   return elect(input)
 }
@@ -53,7 +74,14 @@ export function onControlledShutdown(input: ElectionInput, leaving: BrokerId): E
   const others = state.isr.filter((id) => id !== leaving && live.has(id))
   if (state.leader !== leaving) {
     if (!state.isr.includes(leaving) || others.length === 0) return null
-    return { state: { ...state, isr: state.isr.filter((id) => id !== leaving) }, unclean: false }
+    return {
+      state: withIsr(
+        state,
+        state.isr.filter((id) => id !== leaving),
+        input.minIsr,
+      ),
+      unclean: false,
+    }
   }
   if (others.length === 0) return null // the only ISR member: stay, a clean stop loses nothing
   return elect({ ...input, live })
@@ -65,18 +93,61 @@ export function onControlledShutdown(input: ElectionInput, leaving: BrokerId): E
  * registration expired while none was active), so it must not resume leading or count as
  * in sync: leadership moves to another live ISR member and it leaves every ISR that keeps
  * another live member, rejoining once caught up (Kafka fences a new broker epoch the same
- * way). As the last live ISR member it stays: what it holds is all there is.
+ * way). As the last live ISR member it stays: what it holds is all there is; as its
+ * leader it leads in a new leader epoch, so its previous incarnation (which may register
+ * over a live predecessor, and may still be running) is fenced out of the old one.
+ *
+ * After an `unclean` shutdown (it may have lost unflushed records) it also leaves the ELR
+ * (for the last known ELR), and as the last ISR member it gives way to a live ELR member
+ * when there is one (KIP-966): the ELR holds every committed record, it may not.
  */
-export function onBrokerRegistered(input: ElectionInput, registered: BrokerId): ElectionResult | null {
-  const { state, live } = input
-  if (!state.isr.includes(registered)) return null
+export function onBrokerRegistered(
+  input: ElectionInput,
+  registered: BrokerId,
+  unclean = false,
+): ElectionResult | null {
+  const { live } = input
+  const state = unclean ? leaveElr(input.state, registered) : input.state
+  const changed = state !== input.state
+  if (!state.isr.includes(registered)) return changed ? { state, unclean: false } : null
   const others = state.isr.filter((id) => id !== registered && live.has(id))
-  if (others.length === 0) return null
-  if (state.leader !== registered) {
-    return { state: { ...state, isr: state.isr.filter((id) => id !== registered) }, unclean: false }
+  if (others.length === 0) {
+    const elrLeader = unclean
+      ? state.replicas.find((id) => live.has(id) && state.elr?.includes(id))
+      : undefined
+    if (elrLeader !== undefined) {
+      const elected = electFromElr({ ...input, state }, elrLeader)
+      return { state: leaveElr(elected.state, registered), unclean: false }
+    }
+    if (state.leader !== registered) return changed ? { state, unclean: false } : null
+    return { state: withLeader(state, registered, state.isr), unclean: false }
   }
+  const isr = state.isr.filter((id) => id !== registered)
+  // An unclean member lost what it did not flush: it may not join the ELR either.
+  const after = unclean
+    ? leaveElr(withIsr(state, isr, input.minIsr), registered)
+    : withIsr(state, isr, input.minIsr)
+  if (state.leader !== registered) return { state: after, unclean: false }
   const leader = state.replicas.find((id) => others.includes(id)) ?? others[0]
-  return { state: withLeader(state, leader, others), unclean: false }
+  return { state: withLeader(after, leader, others), unclean: false }
+}
+
+/** `id` leaves the ELR for the last known ELR (an unclean shutdown); `state` when not a member. */
+function leaveElr(state: PartitionState, id: BrokerId): PartitionState {
+  if (!state.elr?.includes(id)) return state
+  return {
+    ...state,
+    elr: state.elr.filter((member) => member !== id),
+    lastKnownElr: [...new Set([...(state.lastKnownElr ?? []), id])],
+  }
+}
+
+/** A clean election from the ELR: `leader` leads alone; the ISR members it replaces join the ELR. */
+function electFromElr(input: ElectionInput, leader: BrokerId): ElectionResult {
+  const { state } = input
+  const others = state.isr.filter((id) => id !== leader)
+  const elr = [...new Set([...(state.elr ?? []), ...others])].filter((id) => id !== leader)
+  return { state: withLeader({ ...state, isr: [leader], elr }, leader, [leader]), unclean: false }
 }
 
 function elect(input: ElectionInput): ElectionResult | null {
@@ -84,17 +155,26 @@ function elect(input: ElectionInput): ElectionResult | null {
   const clean = state.replicas.find((id) => live.has(id) && state.isr.includes(id))
   if (clean !== undefined) {
     const isr = state.isr.filter((id) => live.has(id))
-    return { state: withLeader(state, clean, isr), unclean: false }
+    return { state: withLeader(withIsr(state, isr, input.minIsr), clean, isr), unclean: false }
   }
+  const elrLeader = state.replicas.find((id) => live.has(id) && state.elr?.includes(id))
+  if (elrLeader !== undefined) return electFromElr(input, elrLeader)
   if (input.uncleanLeaderElection) {
     const any = state.replicas.find((id) => live.has(id))
-    if (any !== undefined) return { state: withLeader(state, any, [any]), unclean: true }
+    if (any !== undefined) {
+      const { elr: _elr, lastKnownElr: _lastKnown, ...rest } = state
+      return { state: withLeader(rest, any, [any]), unclean: true }
+    }
   }
   if (state.leader === NO_LEADER) return null
   // Offline: keep the last ISR member (the one with every committed record) for its return.
   const lastIsr = state.isr.includes(state.leader) ? [state.leader] : state.isr.slice(0, 1)
   return {
-    state: { ...state, leader: NO_LEADER, isr: lastIsr, leaderEpoch: state.leaderEpoch + 1 },
+    state: {
+      ...withIsr(state, lastIsr, input.minIsr),
+      leader: NO_LEADER,
+      leaderEpoch: state.leaderEpoch + 1,
+    },
     unclean: false,
   }
 }

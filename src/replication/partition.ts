@@ -54,6 +54,13 @@ export interface IsrProposal {
   readonly leaderEpoch: number
   readonly partitionEpoch: number
   readonly isr: readonly number[]
+  /** The proposing leader's broker epoch (-1: unknown): an older incarnation's proposal is refused. */
+  readonly brokerEpoch: number
+  /**
+   * The broker epochs of the members the proposal adds, as their fetches carried them
+   * (KIP-903; -1: a fetch without one): refused unless still their registrations' epochs.
+   */
+  readonly addedMembers: readonly { readonly brokerId: number; readonly brokerEpoch: number }[]
 }
 
 export interface PartitionContext {
@@ -70,6 +77,16 @@ export interface PartitionContext {
    * Absent: every replica is eligible.
    */
   readonly isRegistered?: (brokerId: number) => boolean
+  /**
+   * A registered broker's epoch in the metadata (undefined: not registered, -1: unknown).
+   * A follower's fetch with an older epoch comes from a fenced incarnation. Absent: no
+   * broker-epoch checks.
+   */
+  readonly brokerEpochOf?: (brokerId: number) => number | undefined
+  /** This broker's own epoch, from its registration (-1 while unregistered). Absent: -1. */
+  readonly localBrokerEpoch?: () => number
+  /** The topic's min.insync.replicas (KIP-966: no HW advance below it). Absent: 1. */
+  readonly minInsyncReplicas?: () => number
 }
 
 interface PendingIsr {
@@ -78,6 +95,8 @@ interface PendingIsr {
   readonly leaderEpoch: number
   readonly partitionEpoch: number
   readonly isr: readonly number[]
+  readonly brokerEpoch: number
+  readonly addedMembers: IsrProposal['addedMembers']
   /** The write failed without an answer (a store timeout): it may have committed. */
   outcomeUnknown: boolean
 }
@@ -88,6 +107,8 @@ interface FollowerState {
   lastCaughtUpTimeMs: number
   lastFetchLeaderLogEndOffset: Offset
   lastFetchTimeMs: number
+  /** The broker epoch its fetches carry (-1: none yet, or fetches without one). */
+  brokerEpoch: number
 }
 
 export interface FollowerLag {
@@ -215,6 +236,7 @@ export class Partition {
         lastCaughtUpTimeMs: 0,
         lastFetchLeaderLogEndOffset: 0 as Offset,
         lastFetchTimeMs: 0,
+        brokerEpoch: -1,
       })
     }
   }
@@ -234,6 +256,7 @@ export class Partition {
         lastCaughtUpTimeMs: this.state.isr.includes(id) ? now : 0,
         lastFetchLeaderLogEndOffset: 0 as Offset,
         lastFetchTimeMs: 0,
+        brokerEpoch: -1,
       })
     }
   }
@@ -336,9 +359,20 @@ export class Partition {
    * for the leader's log end, or for what was the log end at its previous fetch (then it was
    * caught up as of that fetch), as Kafka's Replica.updateFetchState.
    */
-  updateFollowerFetchState(replicaId: number, requestedOffset: number): void {
+  updateFollowerFetchState(replicaId: number, requestedOffset: number, brokerEpoch = -1): void {
     const follower = this.followers.get(replicaId)
-    if (!follower) return
+    if (!follower || this.isStaleFetch(replicaId, brokerEpoch)) return
+    if (brokerEpoch > follower.brokerEpoch) {
+      // A new incarnation of the follower: what the previous one fetched says nothing of the
+      // log this one has (it may have lost unflushed records), as Kafka's Replica resets.
+      if (follower.brokerEpoch >= 0) {
+        follower.logEndOffset = NO_OFFSET
+        follower.lastCaughtUpTimeMs = 0
+        follower.lastFetchLeaderLogEndOffset = 0 as Offset
+        follower.lastFetchTimeMs = 0
+      }
+      follower.brokerEpoch = brokerEpoch
+    }
     const fetchOffset = receivedOffset(requestedOffset)
     const now = this.context.nowMs()
     const leaderLogEnd = this.log.logEndOffset
@@ -354,6 +388,18 @@ export class Partition {
   }
 
   /**
+   * Whether a follower's fetch comes from a fenced incarnation: its broker epoch is older
+   * than one this leader saw it fetch with, or than its registration's (Kafka answers
+   * NOT_LEADER_OR_FOLLOWER to such a fetch). A fetch without an epoch (-1) is never stale.
+   */
+  isStaleFetch(replicaId: number, brokerEpoch: number): boolean {
+    if (brokerEpoch < 0) return false
+    const seen = this.followers.get(replicaId)?.brokerEpoch ?? -1
+    const registered = this.context.brokerEpochOf?.(replicaId) ?? -1
+    return brokerEpoch < seen || brokerEpoch < registered
+  }
+
+  /**
    * A follower outside the ISR that reached the high watermark joins it, and only once it
    * also reached the log end this leadership started at: a new leader's high watermark may
    * lag what the previous one acknowledged (Kafka's KAFKA-7128 rule).
@@ -362,6 +408,10 @@ export class Partition {
     if (this.maybeResendIsr() || this.state.isr.includes(replicaId)) return
     if (follower.logEndOffset < Math.max(this.log.highWatermark, this.leaderEpochStartOffset)) return
     if (this.context.isRegistered?.(replicaId) === false) return
+    // KIP-903: only the incarnation the metadata registered may join, not one whose fetches
+    // this leader has not seen yet (its predecessor's caught-up state proves nothing).
+    const registered = this.context.brokerEpochOf?.(replicaId) ?? -1
+    if (registered >= 0 && follower.brokerEpoch >= 0 && follower.brokerEpoch !== registered) return
     this.propose([...this.state.isr, replicaId])
   }
 
@@ -402,6 +452,10 @@ export class Partition {
       leaderEpoch: this.state.leaderEpoch,
       partitionEpoch: this.state.partitionEpoch,
       isr,
+      brokerEpoch: this.context.localBrokerEpoch?.() ?? -1,
+      addedMembers: isr
+        .filter((id) => !this.state.isr.includes(id))
+        .map((brokerId) => ({ brokerId, brokerEpoch: this.followers.get(brokerId)?.brokerEpoch ?? -1 })),
       outcomeUnknown: false,
     }
     this.pendingIsr = pending
@@ -416,6 +470,8 @@ export class Partition {
       leaderEpoch: pending.leaderEpoch,
       partitionEpoch: pending.partitionEpoch,
       isr,
+      brokerEpoch: pending.brokerEpoch,
+      addedMembers: pending.addedMembers,
     }
     this.context.alterIsr(proposal).then(
       (committed) => {
@@ -441,6 +497,10 @@ export class Partition {
   /** The high watermark is the smallest log end among ISR members (a new member's included). */
   maybeIncrementHighWatermark(): void {
     if (!this.isLeader) return
+    // KIP-966: below min ISR (capped at the replication factor) the HW stays, so a replica
+    // that leaves the ISR meanwhile (for the ELR) still holds every committed record.
+    const minIsr = Math.min(this.context.minInsyncReplicas?.() ?? 1, this.state.replicas.length)
+    if (this.state.isr.length < minIsr) return
     let candidate: Offset = this.log.logEndOffset
     for (const id of this.maximalIsr) {
       if (id === this.localBrokerId) continue

@@ -27,7 +27,8 @@ import { splitBatches } from '../protocol/record-batch.js'
 import { BrokerClient, BrokerConnectionError, type Transport } from './broker-client.js'
 import type { Partition } from './partition.js'
 
-const FETCH_VERSION = 11
+/** 15+: the fetch carries this broker's epoch (KIP-903), and topics go by id (13+). */
+const FETCH_VERSION = 15
 const OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 const LIST_OFFSETS_VERSION = 4
 const UNDEFINED_EPOCH_OFFSET = -1n
@@ -36,6 +37,8 @@ const REQUEST_TIMEOUT_MS_DEFAULT = 30000
 
 export interface FetcherSettings {
   readonly nodeId: number
+  /** This broker's epoch, sent with every fetch so a leader can fence an old incarnation (-1: none). */
+  readonly brokerEpoch?: () => number
   readonly clock: Clock
   readonly logger: Logger
   readonly transport: Transport
@@ -390,7 +393,10 @@ export class LeaderFetcher {
     if (ready.length === 0) return false
     const request: FetchRequest = {
       ...defaultFetchRequest(),
-      replicaId: this.settings.nodeId,
+      replicaState: {
+        replicaId: this.settings.nodeId,
+        replicaEpoch: BigInt(this.settings.brokerEpoch?.() ?? -1),
+      },
       maxWaitMs: this.settings.fetchWaitMaxMs,
       minBytes: this.settings.fetchMinBytes,
       maxBytes: this.settings.fetchResponseMaxBytes,
@@ -399,7 +405,7 @@ export class LeaderFetcher {
       sessionEpoch: -1,
       topics: groupByTopic(ready).map(([topic, list]) => ({
         topic,
-        topicId: ZERO_UUID,
+        topicId: list[0].partition.id.topicId,
         partitions: list.map((f) => ({
           partition: f.partition.partition,
           currentLeaderEpoch: f.leaderEpoch,
@@ -425,9 +431,12 @@ export class LeaderFetcher {
     // reports the new log ends to the leader, goes once all of them are done), so one
     // partition's write does not hold back another's high watermark.
     const handled: Promise<void>[] = []
+    const nameById = new Map(ready.map((f) => [f.partition.id.topicId, f.partition.topic]))
     for (const topic of response.responses) {
+      const name = nameById.get(topic.topicId)
       for (const data of topic.partitions) {
-        const followed = this.partitions.get(`${topic.topic}\u0000${data.partitionIndex}`)
+        const followed =
+          name === undefined ? undefined : this.partitions.get(`${name}\u0000${data.partitionIndex}`)
         if (followed) handled.push(this.onPartitionData(client, followed, data))
       }
     }

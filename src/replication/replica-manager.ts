@@ -40,6 +40,8 @@ export interface ReplicaManagerOptions {
   readonly topicSettings: (image: ClusterImage, topic: string) => TopicSettings
   /** True while this broker has no metadata-store session: it must not act as leader. */
   readonly isFenced: () => boolean
+  /** This broker's epoch from its current registration (-1 while unregistered). */
+  readonly localBrokerEpoch?: () => number
   /** Writes an ISR change by compare-and-set; true when committed. */
   readonly alterIsr: (proposal: IsrProposal) => Promise<boolean>
   /** Followers' fetchers (broker-to-broker fetches). */
@@ -75,7 +77,8 @@ export class ReplicaManager {
   private isrTimer: { cancel(): void } | null = null
   private following = true
   private producerExpiryTimer: { cancel(): void } | null = null
-  private live = new Set<number>()
+  /** Registered brokers and their broker epochs (-1: unknown), from the last applied image. */
+  private live = new Map<number, number>()
 
   constructor(private readonly options: ReplicaManagerOptions) {}
 
@@ -168,7 +171,7 @@ export class ReplicaManager {
   }
 
   private async doApplyImage(image: ClusterImage): Promise<void> {
-    this.live = new Set(image.brokers.keys())
+    this.live = new Map([...image.brokers.values()].map((b) => [b.nodeId, b.brokerEpoch ?? -1]))
     for (const topic of image.topics.values()) {
       const settings = this.options.topicSettings(image, topic.name)
       this.settings.set(topic.name, settings)
@@ -214,6 +217,9 @@ export class ReplicaManager {
         nowMs: () => this.options.clock.monotonicMs(),
         alterIsr: this.options.alterIsr,
         isRegistered: (brokerId) => this.live.has(brokerId),
+        brokerEpochOf: (brokerId) => this.live.get(brokerId),
+        localBrokerEpoch: this.options.localBrokerEpoch,
+        minInsyncReplicas: () => this.settings.get(topic.name)?.minInsyncReplicas ?? 1,
       },
     )
     this.partitions.set(key(topic.name, state.partition), partition)

@@ -234,6 +234,13 @@ export const brokerConfigDefs = new ConfigDefs([
   ),
   def('remote.log.storage.system.enable', 'boolean', false, 'Tiered storage (not supported by tidelog).'),
   def('broker.session.timeout.ms', 'int', 9000, 'Metadata store session timeout.', { min: 1 }),
+  def(
+    'max.request.partition.size.limit',
+    'int',
+    2000,
+    'The maximum number of partitions served in one DescribeTopicPartitions response.',
+    { min: 1 },
+  ),
   def('offsets.topic.num.partitions', 'int', 50, 'Partitions of __consumer_offsets.', { min: 1 }),
   def('offsets.topic.replication.factor', 'short', 3, 'Replication of __consumer_offsets.', { min: 1 }),
   def('group.initial.rebalance.delay.ms', 'int', 3000, 'Delay of the first rebalance of a new group.'),

@@ -21,6 +21,7 @@ import { type BrokerRegistration, type ClusterImage, endpointFor } from '../meta
 import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { Controller } from '../metadata/controller.js'
 import { onControlledShutdown } from '../metadata/elections.js'
+import { newUuid } from '../metadata/ids.js'
 import { LeadershipRecord } from '../metadata/leadership-record.js'
 import { ProducerIdManager } from '../metadata/producer-id-manager.js'
 import { EmbeddedStore } from '../metadata/store/embedded-store.js'
@@ -72,10 +73,11 @@ export interface ReplicationReport {
 export type BrokerDependencies = Partial<BrokerParts>
 
 const METADATA_FILE = '__tidelog_metadata.log'
-/** How long a restarted broker waits for its previous registration's lease to expire. */
-const REGISTRATION_GRACE_MS = 2000
-/** Pause between checks that a previous registration of this node id has expired. */
-const REGISTRATION_POLL_MS = 200
+/**
+ * Registration is a compare-and-set on the broker key; it loses only to a concurrent
+ * registration of the same node id, so a few attempts settle it.
+ */
+const MAX_REGISTRATION_ATTEMPTS = 5
 /** Backoff between attempts to register again after a lost session. */
 const REREGISTER_BACKOFF = { initialMs: 200, maxMs: 2000 } as const
 
@@ -130,6 +132,12 @@ export class Broker implements BrokerServices {
     this.markStopped = resolve
   })
   private lease: Lease | null = null
+  /** This process's incarnation (KRaft's incarnation id): a restart is a new one. */
+  readonly incarnationId: string
+  /** The epoch of this broker's current registration, -1 while unregistered. */
+  private brokerEpoch = -1
+  /** A newer incarnation of this node id registered: this process stays out for good. */
+  private fencedByIncarnation = false
   private activeController: Controller | null = null
   private registerRetry: TimerHandle | null = null
   private readonly reregisterBackoff = new ExponentialBackoff(REREGISTER_BACKOFF)
@@ -153,9 +161,11 @@ export class Broker implements BrokerServices {
     const interBroker = config.listeners.advertised.find(
       (e) => e.listener === config.listeners.interBrokerListener,
     )!
+    this.incarnationId = newUuid(parts.random)
     this.alterPartitions = new AlterPartitionManager({
       nodeId: config.nodeId,
-      updateMetadata: (change) => this.metadata.update(change),
+      updateMetadata: (change, guardBrokers) => this.metadata.update(change, guardBrokers),
+      minInsyncReplicas: (image, topic) => this.topicSettings(image, topic).minInsyncReplicas,
       logger: parts.logger,
     })
     const values = config.values
@@ -166,12 +176,14 @@ export class Broker implements BrokerServices {
       logger: parts.logger,
       topicSettings: (image, topic) => this.topicSettings(image, topic),
       isFenced: () => this.lease === null,
+      localBrokerEpoch: () => this.brokerEpoch,
       alterIsr: (proposal) => this.alterPartitions.submit(proposal),
       replicaLagTimeMaxMs: values.get('replica.lag.time.max.ms') as number,
       producerIdExpirationMs: values.get('producer.id.expiration.ms') as number,
       producerIdExpirationCheckIntervalMs: values.get('producer.id.expiration.check.interval.ms') as number,
       fetchers: new ReplicaFetcherManager({
         nodeId: config.nodeId,
+        brokerEpoch: () => this.brokerEpoch,
         clock: parts.clock,
         logger: parts.logger,
         transport: interBrokerTransport(
@@ -326,6 +338,7 @@ export class Broker implements BrokerServices {
       this.transactionCoordinator.onPartitionsChanged()
       this.transactionCoordinator.startup()
       this.metadata.onChange((image) => {
+        this.maybeFencedByIncarnation(image)
         this.replicaManager
           .applyImage(image)
           // Leadership of __consumer_offsets and __transaction_state partitions decides which
@@ -357,7 +370,8 @@ export class Broker implements BrokerServices {
   /**
    * Registers this broker in the store, bound to a lease of broker.session.timeout.ms: if
    * the process dies the registration disappears and the controller moves its leaderships.
-   * A restarted broker waits for its previous registration to expire.
+   * A restarted broker registers at once, replacing its previous process's registration
+   * with a new incarnation and broker epoch that fence that process (cluster-metadata.ts).
    */
   private async register(): Promise<void> {
     const sessionTimeoutMs = this.config.values.get('broker.session.timeout.ms') as number
@@ -373,15 +387,18 @@ export class Broker implements BrokerServices {
       port: endpoints[0].port,
       rack: this.config.rack,
       endpoints,
+      incarnationId: this.incarnationId,
     }
-    const deadline = this.clock.monotonicMs() + sessionTimeoutMs + REGISTRATION_GRACE_MS
     const lease = await this.store.grantLease(sessionTimeoutMs)
+    let brokerEpoch: number | null = null
     try {
-      for (;;) {
-        if (await this.metadata.register(registration, lease)) break
-        if (this.clock.monotonicMs() > deadline)
-          throw new Error(`node.id ${this.nodeId} is registered by another live broker`)
-        await new Promise<void>((resolve) => this.clock.setTimeout(resolve, REGISTRATION_POLL_MS))
+      for (let attempt = 1; brokerEpoch === null; attempt++) {
+        if (attempt > MAX_REGISTRATION_ATTEMPTS)
+          throw new Error(`node.id ${this.nodeId}: registration kept conflicting with another one`)
+        brokerEpoch = await this.metadata.register(registration, lease, {
+          uncleanShutdown: !this.logManager.hadCleanShutdown,
+          minInsyncReplicas: (image, topic) => this.topicSettings(image, topic).minInsyncReplicas,
+        })
       }
     } catch (error) {
       // Kept alive by its keep-alives, a lease nobody uses would never end: revoke it.
@@ -390,19 +407,50 @@ export class Broker implements BrokerServices {
       })
       throw error
     }
-    if (this.stopping) {
+    if (this.stopping || this.fencedByIncarnation) {
       // stop() began while this re-registration was under way: leave at once.
       await lease.revoke()
       return
     }
     this.lease = lease
+    this.brokerEpoch = brokerEpoch
     this.activeController = this.newController(lease)
     this.activeController.start()
     lease.lost.then(
       () => this.onSessionLost(lease),
       () => this.onSessionLost(lease),
     )
-    this.logger.info({ nodeId: this.nodeId }, 'broker registered')
+    this.logger.info(
+      { nodeId: this.nodeId, incarnationId: this.incarnationId, brokerEpoch },
+      'broker registered',
+    )
+  }
+
+  /**
+   * A newer incarnation of this node id replaced this broker's registration (this process
+   * was taken for dead: paused, cut off, or a second process started with the same
+   * node.id). Its broker epoch fences this one's ISR changes and fetches; this process
+   * also stops leading and campaigning and, unlike after a lost session, never registers
+   * again, which would fence the newer process in turn.
+   */
+  private maybeFencedByIncarnation(image: ClusterImage): void {
+    const lease = this.lease
+    if (lease === null || this.stopping) return
+    const current = image.brokers.get(this.nodeId)
+    if (current === undefined || current.incarnationId === this.incarnationId) return
+    if ((current.brokerEpoch ?? -1) <= this.brokerEpoch) return
+    this.fencedByIncarnation = true
+    this.lease = null
+    this.brokerEpoch = -1
+    this.logger.error(
+      { nodeId: this.nodeId, incarnationId: this.incarnationId, newerIncarnationId: current.incarnationId },
+      'a newer incarnation of this broker registered: this process is fenced and serves nothing more',
+    )
+    const controller = this.activeController
+    this.activeController = null
+    controller?.stop().catch((error: unknown) => this.logger.warn({ err: error }, 'controller stop failed'))
+    // Only keys still bound to this lease go (its controller candidacy), not the registration.
+    lease.revoke().catch((error: unknown) => this.logger.warn({ err: error }, 'lease revoke failed'))
   }
 
   private newController(lease: Lease): Controller {
@@ -423,6 +471,7 @@ export class Broker implements BrokerServices {
           : null,
       uncleanLeaderElection: (image, topic) =>
         resolveTopicConfig(image, this.config, topic).get('unclean.leader.election.enable')?.value === 'true',
+      minInsyncReplicas: (image, topic) => this.topicSettings(image, topic).minInsyncReplicas,
     })
   }
 
@@ -430,6 +479,7 @@ export class Broker implements BrokerServices {
   private onSessionLost(lease: Lease): void {
     if (this.lease !== lease || this.stopping) return
     this.lease = null
+    this.brokerEpoch = -1
     this.logger.warn('metadata store session lost: no longer leading any partition; registering again')
     const controller = this.activeController
     this.activeController = null
@@ -444,7 +494,7 @@ export class Broker implements BrokerServices {
    */
   private registerAgain(attempt: number): void {
     this.registerRetry = null
-    if (this.stopping) return
+    if (this.stopping || this.fencedByIncarnation) return
     this.register().catch((error: unknown) => {
       if (this.stopping) return
       const delayMs = this.reregisterBackoff.delayMs(attempt)
@@ -753,7 +803,11 @@ export class Broker implements BrokerServices {
       let changed = false
       for (const topic of image.topics.values()) {
         const partitions = topic.partitions.map((state) => {
-          const result = onControlledShutdown({ state, live, uncleanLeaderElection: false }, this.nodeId)
+          const minIsr = this.topicSettings(image, topic.name).minInsyncReplicas
+          const result = onControlledShutdown(
+            { state, live, uncleanLeaderElection: false, minIsr },
+            this.nodeId,
+          )
           if (result) changed = true
           return result?.state ?? state
         })

@@ -23,6 +23,7 @@ async function main(): Promise<number> {
   const verbose = process.argv.includes('--verbose')
   const storeLatencyMaxMs = Number(arg('store-latency') ?? 0)
   const storeStalls = process.argv.includes('--store-stalls')
+  const twoImpairments = process.argv.includes('--two-impairments')
   const idempotentProducers = process.argv.includes('--idempotent')
   const consumers = process.argv.includes('--consumers')
   const diskErrors = process.argv.includes('--disk-errors')
@@ -49,6 +50,7 @@ async function main(): Promise<number> {
       verbose,
       storeLatencyMaxMs,
       storeStalls,
+      twoImpairments,
       idempotentProducers,
       consumers,
       diskErrors,
@@ -67,7 +69,7 @@ async function main(): Promise<number> {
       console.log(result.trace.join('\n'))
       if (!result.ok)
         console.log(
-          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}${diskErrors ? ' --disk-errors' : ''}${acksZero ? ' --acks0' : ''}${groups ? ' --groups' : ''}${transactions ? ' --transactions' : ''}${brokers !== undefined ? ` --brokers ${brokers}` : ''}`,
+          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${twoImpairments ? ' --two-impairments' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}${diskErrors ? ' --disk-errors' : ''}${acksZero ? ' --acks0' : ''}${groups ? ' --groups' : ''}${transactions ? ' --transactions' : ''}${brokers !== undefined ? ` --brokers ${brokers}` : ''}`,
         )
     }
   }

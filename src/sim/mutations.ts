@@ -7,7 +7,7 @@
 import { GroupCoordinator } from '../coordinator/group-coordinator.js'
 import { TransactionMarkerSender } from '../coordinator/transaction/transaction-marker-sender.js'
 import { CoordinatorTransactionVerifier } from '../coordinator/transaction/transaction-verifier.js'
-import type { PartitionState } from '../metadata/cluster-image.js'
+import type { ClusterImage, PartitionState } from '../metadata/cluster-image.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { AlterPartitionManager } from '../replication/alter-partition-manager.js'
 import type { BrokerClient } from '../replication/broker-client.js'
@@ -61,8 +61,8 @@ export function isConsumerFetch(replicaId: number): boolean {
 /** Plants `mutation` in the real classes; the returned function restores them. */
 export function plant(mutation: Mutation, log: (message: string) => void): () => void {
   switch (mutation) {
-    case 'isr-without-cas':
-      return replace(
+    case 'isr-without-cas': {
+      const undoEpochs = replace(
         AlterPartitionManager.prototype,
         'proposalApplies',
         (original) =>
@@ -72,6 +72,23 @@ export function plant(mutation: Mutation, log: (message: string) => void): () =>
             return true
           },
       )
+      // The broker epochs are part of the same compare (a fenced incarnation's proposal).
+      const undoBrokerEpochs = replace(
+        AlterPartitionManager.prototype,
+        'brokerEpochsRefusal',
+        (original) =>
+          function (this: AlterPartitionManager, image: ClusterImage, proposal: IsrProposal): string | null {
+            const refusal = original.call(this, image, proposal)
+            if (refusal !== null)
+              log(`MUTATION: ISR proposal for p${proposal.partition} written despite ${refusal}`)
+            return null
+          },
+      )
+      return () => {
+        undoBrokerEpochs()
+        undoEpochs()
+      }
+    }
     case 'hw-truncation':
       return replace(
         LeaderFetcher.prototype as unknown as TruncatingFetcher,
@@ -85,8 +102,18 @@ export function plant(mutation: Mutation, log: (message: string) => void): () =>
             }
           },
       )
-    case 'isr-readds-unregistered':
-      return replace(
+    case 'isr-readds-unregistered': {
+      // The store-side half of the rule (INELIGIBLE_REPLICA for an unregistered member) goes too.
+      const undoStoreCheck = replace(
+        AlterPartitionManager.prototype,
+        'brokerEpochsRefusal',
+        (original) =>
+          function (this: AlterPartitionManager, image: ClusterImage, proposal: IsrProposal): string | null {
+            const addedMembers = proposal.addedMembers.filter((m) => image.brokers.has(m.brokerId))
+            return original.call(this, image, { ...proposal, addedMembers })
+          },
+      )
+      const undoLeaderCheck = replace(
         Partition.prototype as unknown as ExpandingPartition,
         'maybeExpandIsr',
         () =>
@@ -97,6 +124,11 @@ export function plant(mutation: Mutation, log: (message: string) => void): () =>
             this.propose([...this.state.isr, replicaId])
           },
       )
+      return () => {
+        undoLeaderCheck()
+        undoStoreCheck()
+      }
+    }
     case 'truncation-not-fsynced': {
       // The flush that follows a segment's truncation (UnifiedLog's truncateTo) is skipped.
       const segment = LogSegment.prototype as unknown as FlushingSegment

@@ -71,6 +71,14 @@ export interface SimOptions {
    */
   readonly storeStalls?: boolean
   /**
+   * Two impairments at once: a broker may crash (power loss included, under the same rule)
+   * while another is impaired (stalled store link, cut off, crashed). With store stalls this
+   * is the schedule where a power-lost broker could be left the last registered ISR member
+   * (seeds 140, 174, 197, 198 of the first stall schedule lost acknowledged writes so before
+   * KIP-966's ELR). Off by default.
+   */
+  readonly twoImpairments?: boolean
+  /**
    * Adds one idempotent producer per partition (acks=all, one batch in flight, retries of
    * the same bytes on errors and on answers lost with their leader, a new epoch after
    * OUT_OF_ORDER_SEQUENCE_NUMBER): no batch of it may be committed twice. Off by default.
@@ -610,9 +618,12 @@ export class World implements WorldView {
         apiKey === ApiKey.Fetch &&
         (this.options.consumers === true || this.options.transactions === true)
       ) {
-        if (!isConsumerFetch((request as FetchRequest).replicaId)) return undefined
-        const readCommitted =
-          context.header.requestApiVersion >= 4 && (request as FetchRequest).isolationLevel === 1
+        const fetch = request as FetchRequest
+        // v15+ (replica fetchers, KIP-903) names the replica in the replica state.
+        const replicaId =
+          context.header.requestApiVersion >= 15 ? fetch.replicaState.replicaId : fetch.replicaId
+        if (!isConsumerFetch(replicaId)) return undefined
+        const readCommitted = context.header.requestApiVersion >= 4 && fetch.isolationLevel === 1
         return (outcome) => {
           if (!('response' in outcome) || outcome.response === null) return
           for (const topic of (outcome.response as FetchResponse).responses)
@@ -671,7 +682,8 @@ export class World implements WorldView {
     const r = this.faultRandom
     const choice = r.int(0, 9)
     const up = this.brokerIds.filter((id) => this.brokers.get(id)?.isAlive && !this.impaired.has(id))
-    if (choice <= 2 && this.impaired.size === 0) {
+    const maxImpaired = this.options.twoImpairments === true ? 2 : 1
+    if (choice <= 2 && this.impaired.size < maxImpaired && up.length > 0) {
       this.crash(r.pick(up))
     } else if (choice === 3 && this.impaired.size === 0) {
       const victim = r.pick(up)

@@ -263,10 +263,22 @@ export class LogManager {
 
   // ---- loading ----
 
+  /**
+   * Whether every log dir was shut down cleanly (its marker found at load): after an
+   * unclean shutdown unflushed records may be gone, so this broker may not be elected from
+   * the ELR (KIP-966) before it has caught up.
+   */
+  get hadCleanShutdown(): boolean {
+    return this.uncleanLogDirs.size === 0
+  }
+
+  private readonly uncleanLogDirs = new Set<string>()
+
   private async loadLogDir(dir: string): Promise<void> {
     await this.fs.mkdir(dir)
     const markerPath = join(dir, CLEAN_SHUTDOWN_FILE)
     const hadCleanShutdown = await exists(this.fs, markerPath)
+    if (!hadCleanShutdown) this.uncleanLogDirs.add(dir)
     const checkpoints = await this.readCheckpoints(dir)
     for (const name of await this.fs.readdir(dir)) {
       const tp = await this.partitionDir(dir, name)

@@ -219,6 +219,49 @@ test('static members: a rejoin with a new member id takes over; the old id is fe
   assert.deepEqual(left.codes, [ErrorCode.FENCED_INSTANCE_ID])
 })
 
+test('static members: a returning leader keeps every assignment without a rebalance (KIP-345)', () => {
+  const d = new Driver(newGroup('g', 0))
+  d.join({ memberId: '', groupInstanceId: 'i1' }, 'a')
+  d.join({ memberId: '', groupInstanceId: 'i2' }, 'b')
+  d.join({ memberId: 'a', groupInstanceId: 'i1' })
+  d.sync('a', d.group.generationId, [
+    { memberId: 'a', assignment: Buffer.from('for a') },
+    { memberId: 'b', assignment: Buffer.from('for b') },
+  ])
+  d.sync('b', d.group.generationId)
+  assert.equal(d.group.state, 'Stable')
+  const generation = d.group.generationId
+  // The leader i1 restarts (librdkafka's close sends no LeaveGroup) with other metadata
+  // bytes (owned partitions, user data) but the same protocol, and cannot skip assignment.
+  const w = d.join(
+    {
+      memberId: '',
+      groupInstanceId: 'i1',
+      protocols: [{ name: 'range', metadata: Buffer.from('new meta') }],
+    },
+    'a2',
+  )
+  const joined = d.joinResult(w)!
+  assert.equal(joined.errorCode, ErrorCode.NONE)
+  assert.equal(joined.memberId, 'a2')
+  assert.equal(joined.generationId, generation, 'no new generation')
+  assert.equal(joined.leader, 'a', 'named a follower (the old leader id), so it only syncs')
+  assert.deepEqual(joined.members, [], 'and gets no members to assign')
+  assert.equal(d.group.state, 'Stable')
+  assert.equal(d.group.leaderId, 'a2')
+  const synced = d.sync('a2', generation)
+  assert.equal(d.syncResult(synced)?.assignment.toString(), 'for a', 'its old assignment')
+  assert.equal(heartbeat(d.group, 'b', 'i2', generation, d.now).errorCode, ErrorCode.NONE, 'b sees nothing')
+  assert.equal(heartbeat(d.group, 'a', 'i1', generation, d.now).errorCode, ErrorCode.FENCED_INSTANCE_ID)
+  // A returning leader that can skip assignment (v9+) learns the members instead.
+  const w9 = d.join({ memberId: '', groupInstanceId: 'i1', supportsSkipAssignment: true }, 'a3')
+  assert.equal(d.joinResult(w9)?.skipAssignment, true)
+  assert.equal(d.joinResult(w9)?.leader, 'a3')
+  assert.equal(d.joinResult(w9)?.members.length, 2)
+  assert.equal(d.group.generationId, generation)
+  assert.equal(d.group.state, 'Stable')
+})
+
 test('protocol selection: the common protocol most members prefer', () => {
   const d = new Driver(newGroup('g', 0))
   const rr = { name: 'roundrobin', metadata: Buffer.alloc(0) }

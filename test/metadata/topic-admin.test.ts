@@ -42,7 +42,18 @@ async function open(properties: Record<string, string> = {}): Promise<Setup> {
   const metadata = await ClusterMetadata.open(store, { clusterId: null, random, logger: silentLogger })
   for (const nodeId of BROKERS) {
     const lease = await store.grantLease(600_000)
-    assert.ok(await metadata.register({ nodeId, host: 'localhost', port: 9092 + nodeId, rack: null }, lease))
+    assert.ok(
+      await metadata.register(
+        {
+          nodeId,
+          host: 'localhost',
+          port: 9092 + nodeId,
+          rack: null,
+          incarnationId: `incarnation-${nodeId}`,
+        },
+        lease,
+      ),
+    )
   }
   const config = brokerConfigFromProperties(new Map(Object.entries({ 'node.id': '0', ...properties })))
   return { clock, store, metadata, admin: new TopicAdmin({ metadata, config, clock, logger: silentLogger }) }

@@ -33,6 +33,9 @@ class FakeContext {
   fenced = false
   /** Brokers without a registration (store session); the others are registered. */
   readonly unregistered = new Set<number>()
+  /** Registered brokers' epochs; a broker not listed has an unknown epoch (-1). */
+  readonly brokerEpochs = new Map<number, number>()
+  localBrokerEpoch = -1
   readonly proposals: Pending[] = []
   constructor(
     readonly clock: ManualClock,
@@ -46,6 +49,9 @@ class FakeContext {
       alterIsr: (proposal: IsrProposal) =>
         new Promise<boolean>((resolve, reject) => this.proposals.push({ proposal, resolve, reject })),
       isRegistered: (brokerId: number) => !this.unregistered.has(brokerId),
+      brokerEpochOf: (brokerId: number) =>
+        this.unregistered.has(brokerId) ? undefined : (this.brokerEpochs.get(brokerId) ?? -1),
+      localBrokerEpoch: () => this.localBrokerEpoch,
     }
   }
   get isrs(): number[][] {
@@ -548,3 +554,37 @@ describe('acks=all purgatory', () => {
 function watcherCount(p: Partition): number {
   return (p as unknown as { highWatermarkWatchers: Set<unknown> }).highWatermarkWatchers.size
 }
+
+describe('Partition broker epochs (KIP-903)', () => {
+  it("refuses a previous incarnation's fetches and does not let its caught-up state add the new one", async () => {
+    await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
+      ctx.localBrokerEpoch = 5
+      ctx.brokerEpochs.set(2, 10).set(3, 20)
+      assert.equal(await produce(p, 10), 10)
+      p.updateFollowerFetchState(2, 10, 10)
+      assert.equal(p.highWatermark, 10)
+      assert.equal(p.isStaleFetch(3, 15), true, 'epoch 15 < registered 20: an old incarnation')
+      assert.equal(p.isStaleFetch(3, -1), false, 'a fetch without an epoch is never stale')
+      p.updateFollowerFetchState(3, 10, 15)
+      assert.deepEqual(ctx.isrs, [], 'the fenced incarnation cannot join the ISR')
+      p.updateFollowerFetchState(3, 10, 20)
+      assert.deepEqual(ctx.isrs, [[1, 2, 3]])
+      assert.equal(ctx.proposals[0].proposal.brokerEpoch, 5, "the leader's own epoch")
+      assert.deepEqual(ctx.proposals[0].proposal.addedMembers, [{ brokerId: 3, brokerEpoch: 20 }])
+      ctx.proposals[0].resolve(false)
+      await tick()
+      // Broker 2 restarts (epoch 11) with a shorter log: its predecessor's state is discarded.
+      ctx.brokerEpochs.set(2, 11)
+      assert.equal(await produce(p, 5), 15)
+      p.updateFollowerFetchState(2, 4, 11)
+      assert.deepEqual(
+        p.followerLag().find((f) => f.brokerId === 2)?.logEndOffset,
+        4,
+        'the new incarnation counts from its own log end',
+      )
+      assert.equal(p.isStaleFetch(2, 10), true)
+      p.updateFollowerFetchState(2, 15, 10)
+      assert.equal(p.followerLag().find((f) => f.brokerId === 2)?.logEndOffset, 4, 'stale fetch ignored')
+    })
+  })
+})

@@ -40,7 +40,8 @@ test('a fetch that is never answered drops the connection and reconnects', async
     }
     const log = await UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, 't-0'), clock })
     const partition = new Partition(
-      { topic: 't', partition: 0, topicId: 'id' },
+      // Fetch v13+ names topics by id: a real (base64url) Kafka uuid.
+      { topic: 't', partition: 0, topicId: 'AAAAAAAAAAAAAAAAAAAAAg' },
       log,
       { partition: 0, replicas: [1, 2], isr: [1, 2], leader: 2, leaderEpoch: 0, partitionEpoch: 0 },
       { localBrokerId: 1, isFenced: () => false, nowMs: () => clock.now, alterIsr: async () => false },

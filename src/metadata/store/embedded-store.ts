@@ -247,7 +247,7 @@ export class EmbeddedStore implements MetadataStore {
 
   private async applyTxn(compares: readonly VersionCompare[], ops: readonly StoreOp[]): Promise<TxnResult> {
     if (this.failure !== null) this.assertUsable()
-    if (!compares.every((compare) => this.versionOf(compare.key) === compare.version)) {
+    if (!compares.every((compare) => this.holds(compare))) {
       return { succeeded: false, revision: this.revision }
     }
     const changes = this.plan(ops)
@@ -259,8 +259,10 @@ export class EmbeddedStore implements MetadataStore {
     return { succeeded: true, revision: this.revision }
   }
 
-  private versionOf(key: string): number {
-    return this.kvs.get(key)?.version ?? 0
+  private holds(compare: VersionCompare): boolean {
+    const kv = this.kvs.get(compare.key)
+    if ((kv?.version ?? 0) !== compare.version) return false
+    return compare.modRevision === undefined || (kv?.modRevision ?? 0) === compare.modRevision
   }
 
   /** The changes `ops` make at the next revision; deletes of absent keys change nothing. */

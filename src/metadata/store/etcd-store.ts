@@ -234,7 +234,11 @@ export class EtcdStore implements MetadataStore {
     const [first, ...rest] = compares
     if (first === undefined) return this.ns.if(ALWAYS_TRUE_COMPARE_KEY, 'Version', '>', -1)
     const builder = this.ns.if(first.key, 'Version', '==', first.version)
-    for (const compare of rest) builder.and(compare.key, 'Version', '==', compare.version)
+    if (first.modRevision !== undefined) builder.and(first.key, 'Mod', '==', first.modRevision)
+    for (const compare of rest) {
+      builder.and(compare.key, 'Version', '==', compare.version)
+      if (compare.modRevision !== undefined) builder.and(compare.key, 'Mod', '==', compare.modRevision)
+    }
     return builder
   }
 

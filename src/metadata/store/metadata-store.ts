@@ -27,10 +27,15 @@ export interface KeyValue {
   readonly lease: string | null
 }
 
-/** Holds when the key's current version equals `version` (0: the key must be absent). */
+/**
+ * Holds when the key's current version equals `version` (0: the key must be absent) and,
+ * when `modRevision` is set, its last change was at that store revision: a version alone
+ * cannot tell a key from one deleted and created again since (both at version 1).
+ */
 export interface VersionCompare {
   readonly key: string
   readonly version: number
+  readonly modRevision?: number
 }
 
 export type StoreOp =

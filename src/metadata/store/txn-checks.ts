@@ -11,6 +11,11 @@ export function assertValidTxn(compares: readonly VersionCompare[], ops: readonl
   for (const compare of compares) {
     assert(Number.isInteger(compare.version), () => `compare on ${compare.key}: version must be an integer`)
     assert(compare.version >= 0, () => `compare on ${compare.key}: version ${compare.version} < 0`)
+    if (compare.modRevision !== undefined)
+      assert(
+        Number.isInteger(compare.modRevision) && compare.modRevision >= 0,
+        () => `compare on ${compare.key}: modRevision ${compare.modRevision} is not a revision`,
+      )
   }
   const puts = new Set<string>()
   for (const op of ops) {

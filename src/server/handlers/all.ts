@@ -14,6 +14,7 @@ import { describeConfigsHandler } from './describe-configs.js'
 import { describeGroupsHandler } from './describe-groups.js'
 import { describeLogDirsHandler } from './describe-log-dirs.js'
 import { describeProducersHandler } from './describe-producers.js'
+import { describeTopicPartitionsHandler } from './describe-topic-partitions.js'
 import { describeTransactionsHandler } from './describe-transactions.js'
 import { describeUserScramCredentialsHandler } from './describe-user-scram-credentials.js'
 import { electLeadersHandler } from './elect-leaders.js'
@@ -66,6 +67,7 @@ export const allHandlers: readonly AnyApiHandler[] = [
   alterConfigsHandler,
   incrementalAlterConfigsHandler,
   describeClusterHandler,
+  describeTopicPartitionsHandler,
   initProducerIdHandler,
   findCoordinatorHandler,
   joinGroupHandler,

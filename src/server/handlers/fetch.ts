@@ -9,7 +9,8 @@
  * Version notes: v3 adds maxBytes, v4 isolation level, last stable offset and aborted
  * transactions, v5 log start offset, v7 fetch sessions, v9 current leader epoch, v11
  * rack and preferred read replica, v12+ flexible with diverging epoch tags, v13 topic ids
- * instead of names, v15 replica state instead of replicaId.
+ * instead of names, v15 replica state instead of replicaId: a follower fetch with a broker
+ * epoch older than its registration's comes from a fenced incarnation (NOT_LEADER_OR_FOLLOWER).
  */
 
 import { topicById } from '../../metadata/cluster-image.js'
@@ -79,7 +80,11 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
     const replicaId = version >= 15 ? request.replicaState.replicaId : request.replicaId
     const reader: FetchReader =
       replicaId >= 0
-        ? { kind: 'follower', replicaId }
+        ? {
+            kind: 'follower',
+            replicaId,
+            brokerEpoch: version >= 15 ? Number(request.replicaState.replicaEpoch) : -1,
+          }
         : {
             kind: 'consumer',
             isolation: version >= 4 && request.isolationLevel === 1 ? 'read_committed' : 'read_uncommitted',
@@ -88,7 +93,7 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
     // A follower's fetch offsets are its log ends: record them all before reading anything,
     // so one partition's high watermark (and the acks=all produces waiting on it) does not
     // wait for the reads of the partitions ahead of it in this request.
-    if (reader.kind === 'follower') recordFollowerFetchStates(context, targets, reader.replicaId)
+    if (reader.kind === 'follower') recordFollowerFetchStates(context, targets, reader)
     const wakeOn: FetchWakeOn =
       reader.kind === 'follower'
         ? 'logEnd'
@@ -228,7 +233,8 @@ interface ReadResult {
 /** Consumers read committed records; followers read everything and report their log end. */
 type FetchReader =
   | { readonly kind: 'consumer'; readonly isolation: IsolationLevel }
-  | { readonly kind: 'follower'; readonly replicaId: number }
+  /** `brokerEpoch`: the follower incarnation's broker epoch (v15+, KIP-903), -1 before. */
+  | { readonly kind: 'follower'; readonly replicaId: number; readonly brokerEpoch: number }
 
 /**
  * Records a follower's fetch offset (its log end) on each partition it fetches that this
@@ -238,7 +244,7 @@ type FetchReader =
 function recordFollowerFetchStates(
   context: RequestContext,
   targets: readonly FetchTarget[],
-  replicaId: number,
+  reader: FetchReader & { kind: 'follower' },
 ): void {
   for (const target of targets) {
     if (target.unknownTopicId) continue
@@ -248,7 +254,7 @@ function recordFollowerFetchStates(
     // One past the leader's log end is a diverged log (answered OFFSET_OUT_OF_RANGE by the
     // read): it must not count as caught up, as Kafka only updates the state after a good read.
     if (target.fetchOffset <= partition.log.logEndOffset)
-      partition.updateFollowerFetchState(replicaId, target.fetchOffset)
+      partition.updateFollowerFetchState(reader.replicaId, target.fetchOffset, reader.brokerEpoch)
   }
 }
 
@@ -326,11 +332,13 @@ async function readOne(
     let info: FetchDataInfo | null = null
     let aborted: readonly AbortedTxn[] | undefined
     if (reader.kind === 'follower') {
+      if (partition.isStaleFetch(reader.replicaId, reader.brokerEpoch))
+        return errorResult(target, ErrorCode.NOT_LEADER_OR_FOLLOWER)
       // The offset a follower fetches at is its log end: it may move the ISR and the HW. One
       // past the leader's log end is a diverged log (answered OFFSET_OUT_OF_RANGE below): it
       // must not count as caught up, as Kafka only updates the state after a good read.
       if (updateFollowerState && target.fetchOffset <= partition.log.logEndOffset)
-        partition.updateFollowerFetchState(reader.replicaId, target.fetchOffset)
+        partition.updateFollowerFetchState(reader.replicaId, target.fetchOffset, reader.brokerEpoch)
       if (readsAnything) info = await partition.readForFollower(target.fetchOffset, maxBytes)
     } else if (readsAnything) {
       const read = await partition.read(target.fetchOffset, maxBytes, reader.isolation, minOneMessage)

@@ -158,6 +158,26 @@ export function metadataStoreContract(
       assert.equal((await store.get('/b'))?.version, 1)
     })
 
+    it('a modRevision compare tells a re-created key from the one it replaced', async ({ store }) => {
+      const first = await put(store, '/r', 'one')
+      await store.txn([], [{ type: 'delete', key: '/r' }])
+      await put(store, '/r', 'two')
+      const stale = await store.txn(
+        [{ key: '/r', version: 1, modRevision: first.revision }],
+        [{ type: 'put', key: '/r', value: 'stale' }],
+      )
+      assert.equal(stale.succeeded, false, 'same version 1, but not the same key any more')
+      const current = await store.get('/r')
+      assert.equal(current?.version, 1)
+      const fresh = await store.txn(
+        [{ key: '/r', version: 1, modRevision: current!.modRevision }],
+        [{ type: 'put', key: '/r', value: 'three' }],
+      )
+      assert.equal(fresh.succeeded, true)
+      const absent = await store.txn([{ key: '/none', version: 0, modRevision: 0 }], [])
+      assert.equal(absent.succeeded, true, 'an absent key has modRevision 0')
+    })
+
     it('of concurrent compare-and-sets on the same version exactly one wins', async ({ store }) => {
       await put(store, '/counter', '0')
       for (let round = 1; round <= 5; round++) {
