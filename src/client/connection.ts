@@ -395,6 +395,7 @@ function openSocket(options: ConnectionOptions): Promise<Socket> {
           key: ssl.key,
           passphrase: ssl.keyPassword,
           rejectUnauthorized: ssl.rejectUnauthorized ?? true,
+          ...(ssl.verifyHostname === false ? { checkServerIdentity: () => undefined } : {}),
           // SNI carries names only; an IP address is still checked against the certificate's IP SANs.
           servername: ssl.servername ?? (isIP(options.host) ? undefined : options.host),
         })

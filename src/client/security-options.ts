@@ -15,6 +15,8 @@ export interface SslOptions {
   keyPassword?: string
   /** Verify the broker's certificate chain and host name (default true). */
   rejectUnauthorized?: boolean
+  /** Check the certificate names the broker's host (ssl.endpoint.identification.algorithm=https, the default). */
+  verifyHostname?: boolean
   /** SNI and the name checked against the certificate; default: the broker's host when it is a name. */
   servername?: string
 }
