@@ -123,23 +123,30 @@ test('a wrong password exits 1 with SASL_AUTHENTICATION_FAILED; bad properties e
   assert.match(missing.stderr, /--command-config .*nope/)
 })
 
-test('command config: PEM key store split into key and chain, GSSAPI and JKS refused', () => {
-  const pem = `${certs.clientKeyPem}\n${certs.clientCertPem}`
+test('command config: a PEM key store file split into key and chain; GSSAPI, JKS and bad protocols refused', async () => {
+  const keystore = await propertiesFile('client-keystore.pem', [
+    certs.clientKeyPem.trim(),
+    certs.clientCertPem.trim(),
+  ])
   const options = commandConfigOptions(
     {
       'security.protocol': 'SSL',
       'ssl.keystore.type': 'PEM',
-      'ssl.keystore.key': certs.clientKeyPem,
-      'ssl.keystore.certificate.chain': certs.clientCertPem,
+      'ssl.keystore.location': keystore,
       'ssl.truststore.certificates': certs.caPem,
       'ssl.endpoint.identification.algorithm': '',
     },
     'inline',
   )
-  assert.deepEqual(options, {
-    ssl: { ca: certs.caPem, key: certs.clientKeyPem, cert: certs.clientCertPem, verifyHostname: false },
-  })
-  assert.ok(pem.includes('PRIVATE KEY'))
+  assert.equal(options.sasl, undefined)
+  const ssl = options.ssl as { ca: string; key: string; cert: string; verifyHostname: boolean }
+  assert.equal(ssl.ca, certs.caPem)
+  assert.equal(ssl.verifyHostname, false)
+  assert.match(ssl.key, /^-----BEGIN [A-Z ]*PRIVATE KEY-----/)
+  assert.doesNotMatch(ssl.key, /CERTIFICATE/)
+  assert.match(ssl.cert, /^-----BEGIN CERTIFICATE-----/)
+  assert.doesNotMatch(ssl.cert, /PRIVATE KEY/)
+  assert.equal(ssl.cert.trim(), certs.clientCertPem.trim())
   assert.throws(
     () => commandConfigOptions({ 'security.protocol': 'SASL_PLAINTEXT' }, 'f'),
     /sasl.mechanism GSSAPI is not supported/,
