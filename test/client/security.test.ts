@@ -20,7 +20,10 @@ let cluster: Cluster
 
 before(async () => {
   certs = await makeTestCerts()
-  cluster = await startBroker({ properties: securedBrokerProperties(certs) })
+  cluster = await startBroker({
+    // The SSL listener asks for a client certificate (mTLS); SASL_SSL does not.
+    properties: securedBrokerProperties(certs, { 'listener.name.ssl.ssl.client.auth': 'required' }),
+  })
   await createScramUser(cluster, 'scram-user', 'scram-secret', ['SCRAM-SHA-256', 'SCRAM-SHA-512'])
 })
 
@@ -76,9 +79,23 @@ test('Producer and Consumer over SASL_SSL with SCRAM-SHA-512', async () => {
   assert.deepEqual(values, ['one', 'two', 'three'])
 })
 
-test('Producer and Consumer over SSL', async () => {
-  const values = await roundTrip('SSL', { ssl: { ca: certs.caPem } }, 'over-ssl')
+test('Producer and Consumer over SSL with a client certificate (ssl.client.auth=required)', async () => {
+  const values = await roundTrip(
+    'SSL',
+    { ssl: { ca: certs.caPem, cert: certs.clientCertPem, key: certs.clientKeyPem } },
+    'over-ssl',
+  )
   assert.deepEqual(values, ['one', 'two', 'three'])
+  const withoutCertificate = new Admin({
+    bootstrapServers: cluster.brokers[0].listenerAddress('SSL'),
+    ssl: { ca: certs.caPem },
+    retryBackoffMaxMs: 50,
+  })
+  try {
+    await assert.rejects(withoutCertificate.listTopics(), /certificate|closed|reset|alert/i)
+  } finally {
+    await withoutCertificate.close()
+  }
 })
 
 test('Producer and Consumer over SASL_PLAINTEXT with PLAIN and SCRAM-SHA-256', async () => {
