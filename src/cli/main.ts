@@ -25,7 +25,8 @@ Commands:
   top       Live per-topic rates, under-replicated partitions and group lag
   help      Show this help
 
-Client commands take --bootstrap-server HOST:PORT (default 127.0.0.1:9092) and --json;
+Client commands take --bootstrap-server HOST:PORT (default 127.0.0.1:9092),
+--command-config FILE (Kafka client properties: security.protocol, sasl.*, ssl.*) and --json;
 run 'tidelog <command> --help' for their options. Exit codes: 0 ok, 1 failed,
 2 usage, 3 cluster unreachable, 4 not supported by the broker.
 

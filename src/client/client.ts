@@ -26,6 +26,7 @@ import {
 import { type BrokerNode, MetadataSnapshot } from './metadata.js'
 import { type BrokerAddress, clientSystemClock, intOption, parseBootstrapServers } from './options.js'
 import { sleep } from './retry.js'
+import { checkSaslOptions, checkSslOptions, type SaslOptions, type SslOptions } from './security-options.js'
 
 /** Which socket a request travels on: 'group' carries JoinGroup/SyncGroup (held by the coordinator) and heartbeats. */
 export type ConnectionPurpose = 'normal' | 'produce' | 'fetch' | 'group'
@@ -52,6 +53,10 @@ export interface ClientOptions {
   clock?: Clock
   /** Randomness (sticky partition choice, backoff jitter, broker choice); default: Node's. */
   random?: Random
+  /** TLS to every broker (security.protocol SSL or SASL_SSL); `true`: Node's trusted roots. */
+  ssl?: SslOptions | boolean
+  /** SASL authentication on every connection (SASL_PLAINTEXT, or SASL_SSL with `ssl`). */
+  sasl?: SaslOptions
 }
 
 export interface ResolvedClientOptions {
@@ -64,6 +69,8 @@ export interface ResolvedClientOptions {
   readonly retryBackoffMaxMs: number
   readonly clock: Clock
   readonly random: Random
+  readonly ssl: SslOptions | undefined
+  readonly sasl: SaslOptions | undefined
 }
 
 export function resolveClientOptions(options: ClientOptions): ResolvedClientOptions {
@@ -77,6 +84,8 @@ export function resolveClientOptions(options: ClientOptions): ResolvedClientOpti
     retryBackoffMaxMs: intOption('retry.backoff.max.ms', options.retryBackoffMaxMs, 1000, 0),
     clock: options.clock ?? clientSystemClock,
     random: options.random ?? systemRandom,
+    ssl: checkSslOptions(options.ssl),
+    sasl: checkSaslOptions(options.sasl),
   }
 }
 
@@ -113,6 +122,8 @@ export function sharedOrNewClient(
   }
   if (options.clock !== undefined && options.clock !== shared.clock)
     throw new InvalidArgumentError(`${owner}: clock differs from the shared client's; set it on the client`)
+  if (options.ssl !== undefined || options.sasl !== undefined)
+    throw new InvalidArgumentError(`${owner}: ssl and sasl belong to the shared client; set them there`)
   if (options.random !== undefined && options.random !== shared.random)
     throw new InvalidArgumentError(`${owner}: random differs from the shared client's; set it on the client`)
   return { client: shared, ownsClient: false }
@@ -352,6 +363,9 @@ export class KafkaClient {
       connectTimeoutMs: this.options.connectTimeoutMs,
       requestTimeoutMs: this.options.requestTimeoutMs,
       clock: this.clock,
+      ssl: this.options.ssl,
+      sasl: this.options.sasl,
+      random: this.random,
       label: label.trim().endsWith(purpose) ? label.trim() : `${label.trim()} ${purpose}`.trim(),
     })
     this.connections.set(key, pending)

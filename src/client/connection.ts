@@ -7,18 +7,37 @@
  * A request that gets no answer within its timeout closes the connection and fails every
  * request on it, as Kafka's NetworkClient does: a late answer could otherwise be matched
  * to nothing, and the socket's state is unknown.
+ *
+ * With `ssl` the socket is TLS (node:tls); with `sasl` the connection authenticates right
+ * after ApiVersions (SaslHandshake v1, then SaslAuthenticate v2 tokens, as Kafka's
+ * SaslClientAuthenticator) and is handed out only once the broker accepted it.
  */
-import { connect, type Socket } from 'node:net'
+import { connect, isIP, type Socket } from 'node:net'
+import { connect as tlsConnect } from 'node:tls'
 import { assert } from '../common/assert.js'
 import type { Clock, TimerHandle } from '../common/clock.js'
+import { TidelogError } from '../common/errors.js'
+import { type Random, systemRandom } from '../common/random.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { FrameDecoder } from '../protocol/frame-decoder.js'
 import type { ApiVersionsResponse } from '../protocol/generated/api-versions-response.js'
 import { ApiKey, apis } from '../protocol/generated/index.js'
 import { encodeRequestHeader } from '../protocol/generated/request-header.js'
 import { decodeResponseHeader } from '../protocol/generated/response-header.js'
+import type { SaslAuthenticateResponse } from '../protocol/generated/sasl-authenticate-response.js'
+import type { SaslHandshakeResponse } from '../protocol/generated/sasl-handshake-response.js'
 import { Reader, Writer } from '../protocol/primitives.js'
-import { ConnectionError, RequestTimeoutError, UnsupportedApiError } from './errors.js'
+import { saslClientExchange } from '../protocol/sasl-client.js'
+import {
+  ConnectionError,
+  KafkaClientError,
+  KafkaProtocolError,
+  RequestTimeoutError,
+  SaslAuthenticationFailedError,
+  SslAuthenticationError,
+  UnsupportedApiError,
+} from './errors.js'
+import type { SaslOptions, SslOptions } from './security-options.js'
 import { CLIENT_VERSIONS, pickVersion, type VersionRange } from './versions.js'
 
 /** Responses above this size are a broken peer, not data (fetch.max.bytes is far below). */
@@ -27,6 +46,8 @@ const MAX_RESPONSE_BYTES = 512 * 1024 * 1024
 const MAX_IN_FLIGHT = 1024
 const CLIENT_SOFTWARE_NAME = 'tidelog-client'
 const CLIENT_SOFTWARE_VERSION = '0.1.0'
+const SASL_HANDSHAKE_VERSION = 1
+const SASL_AUTHENTICATE_VERSION = 2
 
 export interface ConnectionOptions {
   host: string
@@ -38,6 +59,12 @@ export interface ConnectionOptions {
   clock: Clock
   /** For messages only: which broker and which role (produce, fetch, normal). */
   label: string
+  /** TLS (security.protocol SSL or SASL_SSL); absent: plain TCP. */
+  ssl?: SslOptions
+  /** SASL (security.protocol SASL_PLAINTEXT or SASL_SSL); absent: no authentication. */
+  sasl?: SaslOptions
+  /** SCRAM client nonces. */
+  random?: Random
 }
 
 export interface RequestOptions {
@@ -80,6 +107,7 @@ export class BrokerConnection {
     const connection = new BrokerConnection(socket, options)
     try {
       await connection.negotiateVersions()
+      if (options.sasl) await connection.authenticate(options.sasl)
     } catch (error) {
       connection.close()
       throw error
@@ -286,6 +314,56 @@ export class BrokerConnection {
       response.apiKeys.map((k) => [k.apiKey, { min: k.minVersion, max: k.maxVersion }]),
     )
   }
+
+  /**
+   * SaslHandshake v1 then the mechanism's SaslAuthenticate v2 round trips. A refusal is not
+   * retriable: the same credentials fail the same way (Kafka's AuthenticationException).
+   */
+  private async authenticate(sasl: SaslOptions): Promise<void> {
+    const mechanism = sasl.mechanism.toUpperCase() as Uppercase<SaslOptions['mechanism']>
+    const handshake = await this.send<SaslHandshakeResponse>(
+      ApiKey.SaslHandshake,
+      SASL_HANDSHAKE_VERSION,
+      { mechanism },
+      this.options.connectTimeoutMs,
+    )
+    if (handshake.errorCode !== ErrorCode.NONE) {
+      throw new KafkaProtocolError(
+        handshake.errorCode,
+        `${this.describe()}: SASL mechanism ${mechanism} refused; the broker offers ${handshake.mechanisms.join(', ') || 'none'}`,
+      )
+    }
+    const step = async (token: Buffer): Promise<Buffer> => {
+      const response = await this.send<SaslAuthenticateResponse>(
+        ApiKey.SaslAuthenticate,
+        SASL_AUTHENTICATE_VERSION,
+        { authBytes: token },
+        this.options.connectTimeoutMs,
+      )
+      if (response.errorCode === ErrorCode.SASL_AUTHENTICATION_FAILED)
+        throw new SaslAuthenticationFailedError(
+          `${this.describe()}: ${response.errorMessage ?? 'SASL authentication failed'}`,
+        )
+      if (response.errorCode !== ErrorCode.NONE)
+        throw new KafkaProtocolError(
+          response.errorCode,
+          `${this.describe()}: ${response.errorMessage ?? 'SaslAuthenticate failed'}`,
+        )
+      return response.authBytes
+    }
+    try {
+      await saslClientExchange(
+        { mechanism, username: sasl.username, password: sasl.password },
+        this.options.random ?? systemRandom,
+        step,
+      )
+    } catch (error) {
+      // The broker's SCRAM answers did not check out (a server that does not know the password).
+      if (error instanceof TidelogError && !(error instanceof KafkaClientError))
+        throw new SaslAuthenticationFailedError(`${this.describe()}: ${error.message}`, error)
+      throw error
+    }
+  }
 }
 
 /**
@@ -307,7 +385,22 @@ function decodeBody(apiKey: number, version: number, reader: Reader): unknown {
 
 function openSocket(options: ConnectionOptions): Promise<Socket> {
   return new Promise((resolve, reject) => {
-    const socket = connect({ host: options.host, port: options.port, noDelay: true })
+    const ssl = options.ssl
+    const socket: Socket = ssl
+      ? tlsConnect({
+          host: options.host,
+          port: options.port,
+          ca: ssl.ca,
+          cert: ssl.cert,
+          key: ssl.key,
+          passphrase: ssl.keyPassword,
+          rejectUnauthorized: ssl.rejectUnauthorized ?? true,
+          ...(ssl.verifyHostname === false ? { checkServerIdentity: () => undefined } : {}),
+          // SNI carries names only; an IP address is still checked against the certificate's IP SANs.
+          servername: ssl.servername ?? (isIP(options.host) ? undefined : options.host),
+        })
+      : connect({ host: options.host, port: options.port, noDelay: true })
+    if (ssl) socket.setNoDelay(true)
     const timer = options.clock.setTimeout(() => {
       socket.destroy()
       reject(
@@ -316,16 +409,25 @@ function openSocket(options: ConnectionOptions): Promise<Socket> {
         ),
       )
     }, options.connectTimeoutMs)
-    socket.once('connect', () => {
+    socket.once(ssl ? 'secureConnect' : 'connect', () => {
       timer.cancel()
       socket.removeAllListeners('error')
       resolve(socket)
     })
     socket.once('error', (error) => {
       timer.cancel()
+      const where = `${options.host}:${options.port}`
       reject(
-        new ConnectionError(`cannot connect to ${options.host}:${options.port}: ${error.message}`, error),
+        ssl && isCertificateError(error)
+          ? new SslAuthenticationError(`TLS handshake with ${where} failed: ${error.message}`, error)
+          : new ConnectionError(`cannot connect to ${where}: ${error.message}`, error),
       )
     })
   })
+}
+
+/** OpenSSL's verification failures (UNABLE_TO_VERIFY_LEAF_SIGNATURE, CERT_HAS_EXPIRED, ...) and Node's host check. */
+function isCertificateError(error: Error): boolean {
+  const code = (error as NodeJS.ErrnoException).code ?? ''
+  return code === 'ERR_TLS_CERT_ALTNAME_INVALID' || /CERT|SIGNATURE|ISSUER/.test(code)
 }

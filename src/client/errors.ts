@@ -49,6 +49,25 @@ export class KafkaProtocolError extends KafkaClientError {
   }
 }
 
+/**
+ * The broker refused the SASL credentials (SASL_AUTHENTICATION_FAILED), or its SCRAM answer
+ * did not prove it knows them. Never retried: the same credentials fail the same way.
+ */
+export class SaslAuthenticationFailedError extends KafkaProtocolError {
+  constructor(detail: string, cause?: unknown) {
+    super(ErrorCode.SASL_AUTHENTICATION_FAILED, detail, cause)
+    this.name = 'SaslAuthenticationFailedError'
+  }
+}
+
+/** The TLS handshake failed on the certificates (untrusted, expired, wrong host): not retried. */
+export class SslAuthenticationError extends KafkaClientError {
+  constructor(message: string, cause?: unknown) {
+    super('ERR_SSL_AUTHENTICATION', message, { cause, retriable: false })
+    this.name = 'SslAuthenticationError'
+  }
+}
+
 /** A socket could not be opened, closed under a request, or spoke garbage. */
 export class ConnectionError extends KafkaClientError {
   constructor(message: string, cause?: unknown) {

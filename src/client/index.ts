@@ -50,5 +50,6 @@ export {
   type ProducerRecord,
   type RecordMetadata,
 } from './producer.js'
+export type { SaslOptions, SslOptions } from './security-options.js'
 export type { TransactionState } from './transaction-manager.js'
 export type { ConsumerGroupMetadata, TransactionOffset } from './transaction-requests.js'

@@ -16,10 +16,10 @@ import {
   type SaslHandshakeResponse,
 } from '../protocol/generated/index.js'
 import { Reader, Writer } from '../protocol/primitives.js'
+import { saslClientExchange } from '../protocol/sasl-client.js'
 import type { Transport } from '../replication/broker-client.js'
 import { SaslAuthenticationError } from './sasl-errors.js'
 import type { SaslMechanism } from './sasl-server.js'
-import { ScramClient, type ScramMechanism } from './scram.js'
 
 export interface SaslClientSettings {
   readonly mechanism: SaslMechanism
@@ -125,22 +125,7 @@ async function authenticate(stream: ByteStream, settings: SaslClientSettings): P
       )
     return response.authBytes
   }
-  if (settings.mechanism === 'OAUTHBEARER') {
-    const token = settings.token?.()
-    if (token === undefined) throw new SaslAuthenticationError('OAUTHBEARER needs a token')
-    await step(Buffer.from(`n,,\u0001auth=Bearer ${token}\u0001\u0001`, 'utf8'))
-  } else if (settings.mechanism === 'PLAIN') {
-    await step(Buffer.from(`\u0000${settings.username}\u0000${settings.password}`, 'utf8'))
-  } else {
-    const scram = new ScramClient(
-      settings.mechanism as ScramMechanism,
-      settings.username,
-      settings.password,
-      settings.random,
-    )
-    const serverFirst = await step(scram.firstMessage())
-    scram.checkServerFinal(await step(scram.finalMessage(serverFirst)))
-  }
+  await saslClientExchange(settings, settings.random, step)
   authenticating = false
   waiting = null
   return {

@@ -1,9 +1,2 @@
-import { TidelogError } from '../common/errors.js'
-
-/** A SASL exchange failed: answered SASL_AUTHENTICATION_FAILED with this message, then the connection closes. */
-export class SaslAuthenticationError extends TidelogError {
-  constructor(message: string) {
-    super('ERR_SASL_AUTHENTICATION', message)
-    this.name = 'SaslAuthenticationError'
-  }
-}
+// Kept in common/ so the SCRAM client (protocol/sasl-client.ts) can throw it.
+export { SaslAuthenticationError } from '../common/errors.js'

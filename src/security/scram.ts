@@ -4,12 +4,22 @@
  * the nonce ignored except `tokenauth` (delegation tokens, which tidelog has not), and
  * credentials kept salted (stored key, server key) so the password never is.
  */
-import { createHash, createHmac, pbkdf2Sync, timingSafeEqual } from 'node:crypto'
+import { createHash, timingSafeEqual } from 'node:crypto'
+import { SaslAuthenticationError } from '../common/errors.js'
 import type { Random } from '../common/random.js'
-import { SaslAuthenticationError } from './sasl-errors.js'
+import {
+  scramAlgorithm as algorithm,
+  scramHmac as hmac,
+  type ScramMechanism,
+} from '../protocol/sasl-client.js'
 
-export const SCRAM_MECHANISMS = ['SCRAM-SHA-256', 'SCRAM-SHA-512'] as const
-export type ScramMechanism = (typeof SCRAM_MECHANISMS)[number]
+// The client side and the hashing both sides share live in protocol/ (tidelog's client uses them).
+export {
+  SCRAM_MECHANISMS,
+  ScramClient,
+  type ScramMechanism,
+  saltedPassword,
+} from '../protocol/sasl-client.js'
 
 /** Kafka's bounds on iterations (ScramMechanism.minIterations, AlterUserScramCredentials' maximum). */
 export const SCRAM_MIN_ITERATIONS = 4096
@@ -20,24 +30,6 @@ export interface ScramCredential {
   readonly storedKey: Buffer
   readonly serverKey: Buffer
   readonly iterations: number
-}
-
-function algorithm(mechanism: ScramMechanism): 'sha256' | 'sha512' {
-  return mechanism === 'SCRAM-SHA-256' ? 'sha256' : 'sha512'
-}
-
-function hmac(mechanism: ScramMechanism, key: Buffer, text: string | Buffer): Buffer {
-  return createHmac(algorithm(mechanism), key).update(text).digest()
-}
-
-export function saltedPassword(
-  mechanism: ScramMechanism,
-  password: string,
-  salt: Buffer,
-  iterations: number,
-): Buffer {
-  const length = mechanism === 'SCRAM-SHA-256' ? 32 : 64
-  return pbkdf2Sync(Buffer.from(password, 'utf8'), salt, iterations, length, algorithm(mechanism))
 }
 
 /** The stored form of a salted password (what AlterUserScramCredentials sends). */
@@ -60,10 +52,6 @@ export function credentialFromSaltedPassword(
 function decodeSaslName(name: string): string {
   if (/=(?!2C|3D)/.test(name)) throw new SaslAuthenticationError('Invalid SCRAM username encoding')
   return name.replace(/=2C/g, ',').replace(/=3D/g, '=')
-}
-
-function encodeSaslName(name: string): string {
-  return name.replace(/=/g, '=3D').replace(/,/g, '=2C')
 }
 
 const CLIENT_FIRST = /^([ny]),(?:a=([^,]*))?,(n=([^,]*),r=([\x21-\x2B\x2D-\x7E]+)((?:,[A-Za-z]+=[^,]*)*))$/
@@ -155,58 +143,5 @@ export class ScramServer {
     return new SaslAuthenticationError(
       `Authentication failed during authentication due to invalid credentials with SASL mechanism ${this.mechanism}`,
     )
-  }
-}
-
-/** The client side (the inter-broker client, and tests): one exchange with a password. */
-export class ScramClient {
-  private clientNonce = ''
-  private clientFirstBare = ''
-  private expectedServerSignature: Buffer | null = null
-
-  constructor(
-    readonly mechanism: ScramMechanism,
-    private readonly user: string,
-    private readonly password: string,
-    private readonly random: Random,
-  ) {}
-
-  firstMessage(): Buffer {
-    this.clientNonce = this.random.bytes(24).toString('base64')
-    this.clientFirstBare = `n=${encodeSaslName(this.user)},r=${this.clientNonce}`
-    return Buffer.from(`n,,${this.clientFirstBare}`, 'utf8')
-  }
-
-  finalMessage(serverFirst: Buffer): Buffer {
-    const text = serverFirst.toString('utf8')
-    const match = /^r=([^,]+),s=([^,]+),i=(\d+)/.exec(text)
-    if (!match?.[1].startsWith(this.clientNonce))
-      throw new SaslAuthenticationError('Invalid SCRAM server first message')
-    const salted = saltedPassword(
-      this.mechanism,
-      this.password,
-      Buffer.from(match[2], 'base64'),
-      Number(match[3]),
-    )
-    const clientKey = hmac(this.mechanism, salted, 'Client Key')
-    const storedKey = createHash(algorithm(this.mechanism)).update(clientKey).digest()
-    const withoutProof = `c=${Buffer.from('n,,').toString('base64')},r=${match[1]}`
-    const authMessage = `${this.clientFirstBare},${text},${withoutProof}`
-    const signature = hmac(this.mechanism, storedKey, authMessage)
-    const proof = Buffer.alloc(clientKey.length)
-    for (let i = 0; i < proof.length; i++) proof[i] = clientKey[i] ^ signature[i]
-    this.expectedServerSignature = hmac(
-      this.mechanism,
-      hmac(this.mechanism, salted, 'Server Key'),
-      authMessage,
-    )
-    return Buffer.from(`${withoutProof},p=${proof.toString('base64')}`, 'utf8')
-  }
-
-  /** Checks the server's signature: a server that does not know the password cannot forge it. */
-  checkServerFinal(serverFinal: Buffer): void {
-    const expected = `v=${this.expectedServerSignature?.toString('base64')}`
-    if (serverFinal.toString('utf8') !== expected)
-      throw new SaslAuthenticationError('SCRAM server signature does not match')
   }
 }

@@ -56,7 +56,7 @@ export const BENCH_USAGE = `Usage: tidelog bench <produce|consume|e2e> [options]
   --history FILE            produce: write every send, ack and fail to FILE for 'tidelog verify'
                             (docs/history-format.md); each value then starts with its unique
                             "<producer>-<seq>" and a space, which is the history's value
-  --bootstrap-server HOST:PORT (default 127.0.0.1:9092), --json (final summary as JSON)
+  --bootstrap-server HOST:PORT (default 127.0.0.1:9092), --command-config FILE, --json (final summary as JSON)
 `
 
 const OPTIONS = {
@@ -85,6 +85,8 @@ type Mode = 'produce' | 'consume' | 'e2e'
 interface BenchConfig {
   mode: Mode
   bootstrap: string
+  /** --command-config: TLS and SASL client properties. */
+  commandConfig: string | undefined
   topic: string | undefined
   partitions: number
   replicationFactor: number
@@ -156,6 +158,7 @@ function toConfig(
   return {
     mode,
     bootstrap: values['bootstrap-server'],
+    commandConfig: values['command-config'],
     topic: values.topic,
     partitions: parseInteger(values.partitions, '--partitions', 1)!,
     replicationFactor: parseInteger(values['replication-factor'], '--replication-factor', 1) ?? -1,
@@ -345,7 +348,7 @@ async function runBench(config: BenchConfig): Promise<BenchResult> {
 async function ensureTopic(config: BenchConfig): Promise<string> {
   const topic = config.topic ?? `tidelog-bench-${Date.now()}`
   if (config.mode === 'consume') return topic
-  const admin = new Admin(clientOptions(config.bootstrap, 'tidelog-bench'))
+  const admin = new Admin(clientOptions(config.bootstrap, 'tidelog-bench', config.commandConfig))
   try {
     await admin.createTopics([
       { topic, numPartitions: config.partitions, replicationFactor: config.replicationFactor },
@@ -376,7 +379,7 @@ async function produceBench(config: BenchConfig, topic: string): Promise<BenchRe
     { length: config.producers },
     (_, i) =>
       new Producer({
-        ...clientOptions(config.bootstrap, `tidelog-bench-${i}`),
+        ...clientOptions(config.bootstrap, `tidelog-bench-${i}`, config.commandConfig),
         acks: config.acks,
         batchSize: config.batchSize,
         lingerMs: config.lingerMs,
@@ -457,7 +460,7 @@ async function transactionalBench(config: BenchConfig, topic: string, size: numb
     { length: config.producers },
     (_, i) =>
       new Producer({
-        ...clientOptions(config.bootstrap, `tidelog-bench-${i}`),
+        ...clientOptions(config.bootstrap, `tidelog-bench-${i}`, config.commandConfig),
         transactionalId: `${base}-${i}`,
         batchSize: config.batchSize,
         lingerMs: config.lingerMs,
@@ -601,7 +604,7 @@ function stamped(payload: Buffer): Buffer {
 /** The e2e consumer: positioned at the end before the first send, records latency as records arrive. */
 async function startE2eConsumer(config: BenchConfig, topic: string): Promise<Consumer> {
   const consumer = new Consumer({
-    ...clientOptions(config.bootstrap, 'tidelog-bench-e2e'),
+    ...clientOptions(config.bootstrap, 'tidelog-bench-e2e', config.commandConfig),
     fetchMaxWaitMs: 100,
     maxPollRecords: 10000,
   })
@@ -655,7 +658,7 @@ class E2eReceiver {
 
 async function consumeBench(config: BenchConfig, topic: string): Promise<BenchResult> {
   const consumer = new Consumer({
-    ...clientOptions(config.bootstrap, 'tidelog-bench-consumer'),
+    ...clientOptions(config.bootstrap, 'tidelog-bench-consumer', config.commandConfig),
     autoOffsetReset: 'earliest',
     maxPollRecords: 10000,
   })

@@ -18,7 +18,7 @@ import {
   UsageError,
 } from './common.js'
 
-export const CLUSTER_USAGE = `Usage: tidelog cluster describe [--bootstrap-server HOST:PORT] [--json]
+export const CLUSTER_USAGE = `Usage: tidelog cluster describe [--bootstrap-server HOST:PORT] [--command-config FILE] [--json]
 `
 
 export async function clusterCommand(argv: readonly string[]): Promise<number> {
@@ -30,7 +30,9 @@ export async function clusterCommand(argv: readonly string[]): Promise<number> {
       return sub === undefined ? EXIT_USAGE : EXIT_OK
     }
     if (sub !== 'describe') throw new UsageError(`unknown cluster subcommand '${sub}'`)
-    const admin = new Admin(clientOptions(values['bootstrap-server'], 'tidelog-cli'))
+    const admin = new Admin(
+      clientOptions(values['bootstrap-server'], 'tidelog-cli', values['command-config']),
+    )
     try {
       const cluster = await admin.describeCluster()
       const topics = await admin.describeTopics()

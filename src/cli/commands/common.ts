@@ -15,6 +15,7 @@ import {
   UnsupportedApiError,
 } from '../../client/errors.js'
 import { TidelogError } from '../../common/errors.js'
+import { loadCommandConfig } from '../command-config.js'
 
 export const EXIT_OK = 0
 export const EXIT_FAILED = 1
@@ -32,6 +33,7 @@ export function isHelp(word: string): boolean {
 /** Flags every client command accepts, for node:util parseArgs. */
 export const COMMON_OPTIONS = {
   'bootstrap-server': { type: 'string', short: 'b', default: DEFAULT_BOOTSTRAP },
+  'command-config': { type: 'string' },
   json: { type: 'boolean', default: false },
   help: { type: 'boolean', short: 'h', default: false },
 } as const
@@ -43,9 +45,18 @@ export class UsageError extends TidelogError {
   }
 }
 
-/** Client settings for a command-line tool: fail fast when nothing listens. */
-export function clientOptions(bootstrap: string, clientId: string) {
-  return { bootstrapServers: bootstrap, clientId, connectTimeoutMs: 5000, requestTimeoutMs: 30000 }
+/**
+ * Client settings for a command-line tool: fail fast when nothing listens; TLS and SASL from
+ * the --command-config properties file when given.
+ */
+export function clientOptions(bootstrap: string, clientId: string, commandConfig?: string) {
+  return {
+    bootstrapServers: bootstrap,
+    clientId,
+    connectTimeoutMs: 5000,
+    requestTimeoutMs: 30000,
+    ...(commandConfig === undefined ? {} : loadCommandConfig(commandConfig)),
+  }
 }
 
 const useColour = (): boolean => process.stdout.isTTY === true && !process.env['NO_COLOR']

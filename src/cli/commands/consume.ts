@@ -45,7 +45,7 @@ export const CONSUME_USAGE = `Usage: tidelog consume [--topic] T [options]
   --print-key, --print-offset, --print-partition, --print-timestamp, --print-headers
   --key-separator SEP  Between printed fields (default tab)
   --json               One JSON object per record (JSON Lines)
-  --bootstrap-server HOST:PORT (default 127.0.0.1:9092)
+  --bootstrap-server HOST:PORT (default 127.0.0.1:9092), --command-config FILE
 `
 
 const OPTIONS = {
@@ -88,7 +88,7 @@ export async function consumeCommand(argv: readonly string[]): Promise<number> {
     const idleMs = parseInteger(values['timeout-ms'], '--timeout-ms', 1)
     if (values.group !== undefined) return consumeInGroup(values, topic, values.group, { limit, idleMs })
     const consumer = new Consumer({
-      ...clientOptions(values['bootstrap-server'], 'tidelog-console-consumer'),
+      ...clientOptions(values['bootstrap-server'], 'tidelog-console-consumer', values['command-config']),
       autoOffsetReset: 'latest',
       isolationLevel: isolationLevel(values),
     })
@@ -124,7 +124,7 @@ async function consumeInGroup(
     if (values[flag] !== undefined) throw new UsageError(`--${flag} cannot be used with --group`)
   await requireGroups(values)
   const consumer = new Consumer({
-    ...clientOptions(values['bootstrap-server'], 'tidelog-console-consumer'),
+    ...clientOptions(values['bootstrap-server'], 'tidelog-console-consumer', values['command-config']),
     groupId,
     // As kafka-console-consumer: without committed offsets, the end unless --from-beginning.
     autoOffsetReset: values['from-beginning'] ? 'earliest' : 'latest',
@@ -162,7 +162,7 @@ async function commitOnExit(consumer: Consumer): Promise<number> {
 
 /** A clear answer (exit 4) when the broker does not serve the group APIs. */
 async function requireGroups(values: Values): Promise<void> {
-  const admin = new Admin(clientOptions(values['bootstrap-server'], 'tidelog-cli'))
+  const admin = new Admin(clientOptions(values['bootstrap-server'], 'tidelog-cli', values['command-config']))
   try {
     if (!(await admin.supportsGroups())) throw new GroupsNotSupportedError('FindCoordinator/JoinGroup')
   } finally {

@@ -40,7 +40,7 @@ export const GROUPS_USAGE = `Usage: tidelog groups <list|describe|reset-offsets>
                  [--execute]   (without it: a dry run that only prints the new offsets)
 
 reset-offsets refuses while the group has active members (stop its consumers first).
-Common: --bootstrap-server HOST:PORT (default 127.0.0.1:9092), --json
+Common: --bootstrap-server HOST:PORT (default 127.0.0.1:9092), --command-config FILE, --json
 `
 
 const OPTIONS = {
@@ -75,7 +75,9 @@ export async function groupsCommand(argv: readonly string[]): Promise<number> {
     // Only a topic may be given as an argument, where --topic is taken (reset-offsets).
     if (sub !== 'reset-offsets' && positionals.length > 0)
       throw new UsageError(`groups ${sub} takes no argument, got '${positionals.join(' ')}'`)
-    const admin = new Admin(clientOptions(values['bootstrap-server'], 'tidelog-cli'))
+    const admin = new Admin(
+      clientOptions(values['bootstrap-server'], 'tidelog-cli', values['command-config']),
+    )
     try {
       if (!(await admin.supportsGroups()))
         throw new GroupsNotSupportedError('FindCoordinator/JoinGroup/OffsetCommit')

@@ -32,7 +32,7 @@ export const PRODUCE_USAGE = `Usage: tidelog produce [--topic] T [options] < lin
   --compression C        none|gzip|snappy|lz4|zstd (default none)
   --linger-ms N          Batching delay (default 5)
   --sync                 producer.type=sync: each record acknowledged before the next
-  --bootstrap-server HOST:PORT (default 127.0.0.1:9092), --json (summary as JSON)
+  --bootstrap-server HOST:PORT (default 127.0.0.1:9092), --command-config FILE, --json (summary as JSON)
 `
 
 const OPTIONS = {
@@ -65,7 +65,7 @@ export async function produceCommand(argv: readonly string[]): Promise<number> {
     const separator = values['key-separator']
     if (separator === '') throw new UsageError('--key-separator must not be empty')
     const producer = new Producer({
-      ...clientOptions(values['bootstrap-server'], 'tidelog-console-producer'),
+      ...clientOptions(values['bootstrap-server'], 'tidelog-console-producer', values['command-config']),
       acks: parseAcks(values.acks),
       compression: values.compression as CompressionName,
       lingerMs: parseInteger(values['linger-ms'], '--linger-ms'),

@@ -35,7 +35,7 @@ export const TOPICS_USAGE = `Usage: tidelog topics <create|list|describe|alter|d
   alter    [--topic] T [--partitions N] [--config k=v]... [--delete-config k]...
   delete   [--topic] T [--if-exists]
 
-Common: --bootstrap-server HOST:PORT (default 127.0.0.1:9092), --json
+Common: --bootstrap-server HOST:PORT (default 127.0.0.1:9092), --command-config FILE, --json
 `
 
 const OPTIONS = {
@@ -67,7 +67,9 @@ export async function topicsCommand(argv: readonly string[]): Promise<number> {
       return sub === undefined ? EXIT_USAGE : EXIT_OK
     }
     const topics = namedTopics(values.topic, positionals)
-    const admin = new Admin(clientOptions(values['bootstrap-server'], 'tidelog-cli'))
+    const admin = new Admin(
+      clientOptions(values['bootstrap-server'], 'tidelog-cli', values['command-config']),
+    )
     try {
       switch (sub) {
         case 'create':

@@ -30,7 +30,7 @@ export const TRANSACTIONS_USAGE = `Usage: tidelog transactions <list|describe> [
 
 States: Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort,
 PrepareEpochFence, Dead.
-Common: --bootstrap-server HOST:PORT (default 127.0.0.1:9092), --json
+Common: --bootstrap-server HOST:PORT (default 127.0.0.1:9092), --command-config FILE, --json
 `
 
 const OPTIONS = {
@@ -60,7 +60,9 @@ export async function transactionsCommand(argv: readonly string[]): Promise<numb
     if (sub === 'describe' && !transactionalId)
       throw new UsageError('transactions describe needs --transactional-id ID')
     const durationMs = parseInteger(values['duration-ms'], '--duration-ms', 0)
-    const admin = new Admin(clientOptions(values['bootstrap-server'], 'tidelog-cli'))
+    const admin = new Admin(
+      clientOptions(values['bootstrap-server'], 'tidelog-cli', values['command-config']),
+    )
     try {
       if (sub === 'describe') {
         const d = await admin.describeTransaction(transactionalId as string)
