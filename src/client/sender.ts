@@ -70,6 +70,8 @@ export class Sender {
   private idempotentNow: boolean
   private drainScheduled = false
   private wakeTimer: TimerHandle | null = null
+  /** After close nothing runs again: a metadata refresh still failing would re-arm the wake timer forever. */
+  private closed = false
   private wakeAtMs = Number.POSITIVE_INFINITY
   private metadataRefreshAtMs = 0
   private readonly inFlightByNode = new Map<number, number>()
@@ -100,7 +102,7 @@ export class Sender {
   }
 
   scheduleDrain(): void {
-    if (this.drainScheduled) return
+    if (this.drainScheduled || this.closed) return
     this.drainScheduled = true
     // The next turn of the event loop, not a timer: appends of this tick join the request.
     setImmediate(() => {
@@ -110,6 +112,7 @@ export class Sender {
   }
 
   close(): void {
+    this.closed = true
     this.wakeTimer?.cancel()
     this.wakeTimer = null
   }
@@ -143,7 +146,7 @@ export class Sender {
   }
 
   private wakeAt(atMs: number): void {
-    if (atMs >= this.wakeAtMs) return
+    if (atMs >= this.wakeAtMs || this.closed) return
     this.wakeTimer?.cancel()
     this.wakeAtMs = atMs
     const clock = this.client.clock
@@ -159,6 +162,7 @@ export class Sender {
 
   /** Sends every ready batch its broker has room for; arranges to run again when more become ready. */
   private drain(): void {
+    if (this.closed) return
     const now = this.client.clock.monotonicMs()
     const byNode = new Map<number, ProducerBatch[]>()
     let nextWakeMs = Number.POSITIVE_INFINITY

@@ -135,3 +135,16 @@ describe('a shared client brings its clock', () => {
     client.close()
   })
 })
+
+describe('a closed producer', () => {
+  it('leaves no timer behind while metadata cannot be fetched (the sender stops with it)', async () => {
+    const clock = new ManualClock()
+    const producer = new Producer({ bootstrapServers, clock, deliveryTimeoutMs: 1000, requestTimeoutMs: 500 })
+    await assert.rejects(clock.runUntil(producer.send({ topic: 't', value: 'v' })))
+    await producer.close()
+    // Before the fix the sender's failed metadata refresh re-armed its wake-up every
+    // retry.backoff.ms forever, keeping the process alive.
+    await clock.runFor(2000)
+    assert.equal(clock.pendingTimers, 0)
+  })
+})
