@@ -6,6 +6,7 @@
  * acks=all and whatever depends on them is answered only once they are committed. Time
  * comes from the injected Clock; each group has one timer, armed at its next deadline.
  */
+
 import type { Clock, TimerHandle } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
 import { type Random, randomUuid } from '../common/random.js'
@@ -17,6 +18,7 @@ import { decodeRecordBatch, encodeRecordBatchSync, iterateBatches } from '../pro
 import { toErrorCode } from '../replication/kafka-error.js'
 import type { LeaderAppend, Partition } from '../replication/partition.js'
 import type { AppendResult } from '../replication/replica-manager.js'
+import { type CoordinatorLocation, locateCoordinator } from './coordinator-locator.js'
 import {
   type CodeResult,
   type Effects,
@@ -119,14 +121,6 @@ interface Waiter {
   readonly notCoordinator: WaiterResponse
 }
 
-export interface CoordinatorLocation {
-  readonly errorCode: number
-  readonly errorMessage: string | null
-  readonly nodeId: number
-  readonly host: string
-  readonly port: number
-}
-
 export interface GroupSummary {
   readonly groupId: string
   readonly protocolType: string
@@ -161,10 +155,6 @@ export interface OffsetFetchResult {
     }[]
   }[]
 }
-
-/** How long FindCoordinator waits for a shard this broker is loading, to spare a client retry. */
-const FIND_WAIT_MS = 3000
-const FIND_POLL_MS = 25
 
 export class GroupCoordinator {
   private readonly shards = new Map<number, Shard>()
@@ -317,54 +307,21 @@ export class GroupCoordinator {
 
   // ---- FindCoordinator ---------------------------------------------------------------------
 
-  async findCoordinator(key: string): Promise<CoordinatorLocation> {
-    const unavailable = (message: string): CoordinatorLocation => ({
-      errorCode: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-      errorMessage: message,
-      nodeId: -1,
-      host: '',
-      port: -1,
-    })
-    if (!this.host.metadataImage().topics.has(CONSUMER_OFFSETS_TOPIC)) {
-      try {
-        await this.createOffsetsTopic()
-      } catch (error) {
-        this.host.logger.warn({ err: error }, 'creating __consumer_offsets failed')
-        return unavailable('__consumer_offsets could not be created')
-      }
-    }
-    const image = this.host.metadataImage()
-    const topic = image.topics.get(CONSUMER_OFFSETS_TOPIC)
-    if (!topic) return unavailable('__consumer_offsets does not exist yet')
-    const p = partitionForGroup(key, topic.partitions.length)
-    const leader = topic.partitions[p].leader
-    const broker = image.brokers.get(leader)
-    if (!broker) return unavailable(`__consumer_offsets-${p} has no live leader`)
-    // A coordinator still loading would answer JoinGroup with COORDINATOR_LOAD_IN_PROGRESS,
-    // which some clients (kafkajs) do not retry at that step; COORDINATOR_NOT_AVAILABLE
-    // sends them back to FindCoordinator, which every client retries.
-    if (leader === this.host.nodeId) {
-      await this.waitLoaded(p)
-      if (this.shards.get(p)?.loading !== false)
-        return unavailable(`__consumer_offsets-${p} is still loading on its leader`)
-    }
-    return {
-      errorCode: ErrorCode.NONE,
-      errorMessage: null,
-      nodeId: broker.nodeId,
-      host: broker.host,
-      port: broker.port,
-    }
-  }
-
-  private async waitLoaded(partition: number): Promise<void> {
-    const deadline = this.clock.monotonicMs() + FIND_WAIT_MS
-    while (
-      this.shards.get(partition)?.loading !== false &&
-      this.clock.monotonicMs() < deadline &&
-      !this.stopped
+  findCoordinator(key: string): Promise<CoordinatorLocation> {
+    return locateCoordinator(
+      {
+        topic: CONSUMER_OFFSETS_TOPIC,
+        nodeId: this.host.nodeId,
+        clock: this.clock,
+        logger: this.host.logger,
+        metadataImage: () => this.host.metadataImage(),
+        createTopic: () => this.createOffsetsTopic(),
+        partitionFor: partitionForGroup,
+        isLoaded: (p) => this.shards.get(p)?.loading === false,
+        isStopped: () => this.stopped,
+      },
+      key,
     )
-      await new Promise<void>((resolve) => this.clock.setTimeout(resolve, FIND_POLL_MS))
   }
 
   /**

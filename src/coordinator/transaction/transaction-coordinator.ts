@@ -7,6 +7,7 @@
  * `__transaction_state` and applied once committed; a commit or abort is acknowledged once
  * its Prepare* state is written, then the markers go out and Complete* is written.
  */
+
 import { assert } from '../../common/assert.js'
 import { ExponentialBackoff } from '../../common/backoff.js'
 import type { TimerHandle } from '../../common/clock.js'
@@ -14,6 +15,7 @@ import type { TransactionResult } from '../../common/transaction.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import type { Transport } from '../../replication/broker-client.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
+import type { CoordinatorLocation } from '../coordinator-locator.js'
 import { CONSUMER_OFFSETS_TOPIC, partitionForGroup } from '../group.js'
 import {
   type MarkerJob,
@@ -34,7 +36,6 @@ import {
   type TransactionTransit,
 } from './transaction-metadata.js'
 import {
-  type CoordinatorAddress,
   type TransactionHost,
   type TransactionShard,
   type TransactionStateConfig,
@@ -157,7 +158,7 @@ export class TransactionCoordinator {
     this.stateManager.onPartitionsChanged()
   }
 
-  findCoordinator(transactionalId: string): Promise<CoordinatorAddress> {
+  findCoordinator(transactionalId: string): Promise<CoordinatorLocation> {
     return this.stateManager.findCoordinator(transactionalId)
   }
 

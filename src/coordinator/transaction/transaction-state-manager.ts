@@ -6,6 +6,7 @@
  * coordinator that lost the partition are fenced by the leaders. Changes are appended
  * with acks=all and applied only once committed.
  */
+
 import type { Clock } from '../../common/clock.js'
 import type { Logger } from '../../common/logger.js'
 import type { ClusterImage } from '../../metadata/cluster-image.js'
@@ -15,6 +16,7 @@ import { decodeRecordBatch, encodeRecordBatchSync, iterateBatches } from '../../
 import { toErrorCode } from '../../replication/kafka-error.js'
 import type { Partition } from '../../replication/partition.js'
 import type { AppendResult } from '../../replication/replica-manager.js'
+import { type CoordinatorLocation, locateCoordinator } from '../coordinator-locator.js'
 import { javaStringHashCode } from '../group.js'
 import {
   decodeTransactionLogKey,
@@ -71,18 +73,6 @@ export interface TransactionStateEntry {
   readonly shard: TransactionShard
   readonly metadata: TransactionMetadata | undefined
 }
-
-export interface CoordinatorAddress {
-  readonly errorCode: number
-  readonly errorMessage: string | null
-  readonly nodeId: number
-  readonly host: string
-  readonly port: number
-}
-
-/** How long FindCoordinator waits for a shard this broker is loading, to spare a client retry. */
-const FIND_WAIT_MS = 3000
-const FIND_POLL_MS = 25
 
 /** The `__transaction_state` partition of a transactional id: Kafka's Utils.abs(hashCode) % partitions. */
 export function partitionForTransactionalId(transactionalId: string, partitionCount: number): number {
@@ -332,53 +322,21 @@ export class TransactionStateManager {
 
   // ---- FindCoordinator ---------------------------------------------------------------------
 
-  async findCoordinator(transactionalId: string): Promise<CoordinatorAddress> {
-    const unavailable = (message: string): CoordinatorAddress => ({
-      errorCode: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-      errorMessage: message,
-      nodeId: -1,
-      host: '',
-      port: -1,
-    })
-    if (!this.host.metadataImage().topics.has(TRANSACTION_STATE_TOPIC)) {
-      try {
-        await this.createTopic()
-      } catch (error) {
-        this.host.logger.warn({ err: error }, 'creating __transaction_state failed')
-        return unavailable('__transaction_state could not be created')
-      }
-    }
-    const image = this.host.metadataImage()
-    const topic = image.topics.get(TRANSACTION_STATE_TOPIC)
-    if (!topic) return unavailable('__transaction_state does not exist yet')
-    const p = partitionForTransactionalId(transactionalId, topic.partitions.length)
-    const leader = topic.partitions[p].leader
-    const broker = image.brokers.get(leader)
-    if (!broker) return unavailable(`__transaction_state-${p} has no live leader`)
-    // As for groups: a coordinator still loading would answer COORDINATOR_LOAD_IN_PROGRESS,
-    // which not every client retries at every step; this sends them back here instead.
-    if (leader === this.host.nodeId) {
-      await this.waitLoaded(p)
-      if (this.shards.get(p)?.loading !== false)
-        return unavailable(`__transaction_state-${p} is still loading on its leader`)
-    }
-    return {
-      errorCode: ErrorCode.NONE,
-      errorMessage: null,
-      nodeId: broker.nodeId,
-      host: broker.host,
-      port: broker.port,
-    }
-  }
-
-  private async waitLoaded(partition: number): Promise<void> {
-    const deadline = this.host.clock.monotonicMs() + FIND_WAIT_MS
-    while (
-      this.shards.get(partition)?.loading !== false &&
-      this.host.clock.monotonicMs() < deadline &&
-      !this.stopped
+  findCoordinator(transactionalId: string): Promise<CoordinatorLocation> {
+    return locateCoordinator(
+      {
+        topic: TRANSACTION_STATE_TOPIC,
+        nodeId: this.host.nodeId,
+        clock: this.host.clock,
+        logger: this.host.logger,
+        metadataImage: () => this.host.metadataImage(),
+        createTopic: () => this.createTopic(),
+        partitionFor: partitionForTransactionalId,
+        isLoaded: (p) => this.shards.get(p)?.loading === false,
+        isStopped: () => this.stopped,
+      },
+      transactionalId,
     )
-      await new Promise<void>((resolve) => this.host.clock.setTimeout(resolve, FIND_POLL_MS))
   }
 
   /**
