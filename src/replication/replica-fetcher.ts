@@ -63,6 +63,8 @@ interface Followed {
   started?: boolean
   /** Partition errors in a row, for the backoff while the leader does not serve it yet. */
   errors?: number
+  /** The backoff is the short one of a leader catching up: its end cuts a long poll short. */
+  shortBackoff?: boolean
 }
 
 /**
@@ -215,7 +217,12 @@ export class LeaderFetcher {
         }
         await this.truncatePending(client)
         const fetched = await this.fetchOnce(client)
-        if (!fetched) await this.sleep(Math.min(this.settings.fetchBackoffMs, 100))
+        if (!fetched) {
+          const backoffRemainingMs = this.shortBackoffRemainingMs(this.settings.clock.monotonicMs())
+          await this.sleep(
+            Math.min(this.settings.fetchBackoffMs, 100, backoffRemainingMs ?? Number.POSITIVE_INFINITY),
+          )
+        }
       } catch (error) {
         if (this.interrupted) {
           this.interrupted = false
@@ -297,10 +304,21 @@ export class LeaderFetcher {
       ? Math.min(CATCHING_UP_BACKOFF.delayMs(followed.errors), this.settings.fetchBackoffMs)
       : this.settings.fetchBackoffMs
     followed.backoffUntilMs = this.settings.clock.monotonicMs() + delayMs
-    if (catchingUp)
-      this.settings.clock.setTimeout(() => {
-        if (this.partitions.get(keyOf(followed.partition)) === followed) this.wake()
-      }, delayMs)
+    followed.shortBackoff = catchingUp
+  }
+
+  /**
+   * How long until the first short backoff ends, or undefined when none is pending. One
+   * millisecond is added because a timer may fire a fraction of a millisecond before the
+   * monotonic clock reaches its deadline: a wake-up that found the partition still backing
+   * off would start a long poll without it, and the partition would wait that poll out
+   * (replica.fetch.wait.max.ms) while the leader takes writes for it.
+   */
+  private shortBackoffRemainingMs(now: number): number | undefined {
+    let earliest = Number.POSITIVE_INFINITY
+    for (const f of this.partitions.values())
+      if (f.shortBackoff === true && f.backoffUntilMs > now) earliest = Math.min(earliest, f.backoffUntilMs)
+    return earliest === Number.POSITIVE_INFINITY ? undefined : Math.ceil(earliest - now) + 1
   }
 
   // ---- truncation (KIP-101/279) --------------------------------------------------------------
@@ -421,10 +439,19 @@ export class LeaderFetcher {
     }
     this.polling = client
     this.interrupted = false
+    // A partition whose short backoff ends during this long poll joins the next fetch at once.
+    const backoffRemainingMs = this.shortBackoffRemainingMs(now)
+    const backoffEnd =
+      backoffRemainingMs === undefined
+        ? undefined
+        : this.settings.clock.setTimeout(() => {
+            if (this.polling === client) this.wake()
+          }, backoffRemainingMs)
     let response: FetchResponse
     try {
       response = await this.request<FetchResponse>(client, ApiKey.Fetch, FETCH_VERSION, request)
     } finally {
+      backoffEnd?.cancel()
       if (this.polling === client) this.polling = null
     }
     // Each partition has its own log: append them side by side (the next fetch, which
