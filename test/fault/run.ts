@@ -1,6 +1,6 @@
 /**
  * `npm run test:fault -- --seconds 60 --acks all [--unclean] [--seed N] [--partitions 3]
- * [--history FILE] [--faults kill-leader,...]`: the multi-process fault-injection suite (see
+ * [--history FILE] [--faults kill-leader,...] [--security SASL_SSL]`: the multi-process fault-injection suite (see
  * suite.ts). Exits 1 when acks=all with clean elections loses an acknowledged record,
  * misplaces or reorders one, the replicas differ, an idempotent producer's record is there
  * twice, or the history checker (`tidelog verify`) finds any anomaly in the run's history or
@@ -8,7 +8,7 @@
  * kept in FILE (default: a temporary file, kept only when the checker finds something).
  */
 import { parseArgs } from 'node:util'
-import { FAULTS, type Fault, formatReport, runFaultSuite } from './suite.js'
+import { FAULTS, type Fault, type FaultSecurity, formatReport, runFaultSuite } from './suite.js'
 
 const { values } = parseArgs({
   options: {
@@ -21,11 +21,16 @@ const { values } = parseArgs({
     history: { type: 'string' },
     /** Faults injected first, in this order, before the seeded random ones. */
     faults: { type: 'string', default: '' },
+    /** PLAINTEXT or SASL_SSL: how clients connect and brokers replicate. */
+    security: { type: 'string', default: 'PLAINTEXT' },
   },
   strict: true,
 })
 const acks = values.acks === '1' ? '1' : values.acks === 'all' || values.acks === '-1' ? 'all' : null
 if (acks === null) throw new Error('--acks must be all or 1')
+if (values.security !== 'PLAINTEXT' && values.security !== 'SASL_SSL')
+  throw new Error(`--security: '${values.security}' is not PLAINTEXT or SASL_SSL`)
+const security: FaultSecurity = values.security
 const faults = values.faults === '' ? [] : values.faults.split(',')
 for (const fault of faults)
   if (!FAULTS.includes(fault as Fault))
@@ -37,6 +42,7 @@ const report = await runFaultSuite({
   partitions: Number(values.partitions),
   rate: Number(values.rate),
   faults: faults as Fault[],
+  security,
   ...(values.seed !== undefined ? { seed: Number(values.seed) } : {}),
   ...(values.history !== undefined ? { historyFile: values.history } : {}),
 })

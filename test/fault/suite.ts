@@ -17,18 +17,20 @@
  * history file (docs/history-format.md) that `tidelog verify`'s checker reads back, as an
  * independent second check of the same run; the file is kept when the checker finds anything.
  */
+import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { Kafka, logLevel } from 'kafkajs'
+import { Kafka, type KafkaConfig, logLevel } from 'kafkajs'
 import type { MetadataStore } from '../../src/metadata/store/metadata-store.js'
 import { checkHistory, type VerifyReport } from '../../src/verify/checker.js'
 import { formatVerifyReport } from '../../src/verify/format.js'
 import { HistoryWriter, readHistoryFile } from '../../src/verify/history-file.js'
 import { BrokerProcess, freePort } from '../helpers/broker-process.js'
+import { makeTestCerts, type TestCerts } from '../helpers/certs.js'
 import { confluent, confluentConsume, PYTHON, repoRoot } from '../helpers/compat-clients.js'
 import { type EtcdProcess, startEtcd } from '../helpers/etcd.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
@@ -45,6 +47,13 @@ export interface FaultOptions {
   readonly rate?: number
   /** Where to write the run's history; default: a temporary file, deleted when the checker passes. */
   readonly historyFile?: string
+  /**
+   * How every connection is made, the brokers' replication included (default PLAINTEXT).
+   * SASL_SSL: one SASL_SSL listener per broker with PLAIN users from its JAAS property and a
+   * throwaway CA; clients and followers reach it through its proxy, so the faults cut TLS
+   * sessions mid-record and reconnections repeat the handshake and the authentication.
+   */
+  readonly security?: FaultSecurity
   readonly log?: (line: string) => void
 }
 
@@ -72,6 +81,63 @@ export interface FaultReport {
   readonly uncleanElections: number
   /** The history checker's verdict on the run's history file. */
   readonly history: { readonly file: string; readonly kept: boolean; readonly report: VerifyReport }
+}
+
+export type FaultSecurity = 'PLAINTEXT' | 'SASL_SSL'
+
+/** The credentials of the SASL_SSL runs: a broker user for replication, a client user for the rest. */
+const SASL_JAAS =
+  'org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret" user_client="client-secret";'
+
+/** What brokers and clients are configured with for one run's security protocol. */
+interface SecuritySetup {
+  readonly protocol: FaultSecurity
+  brokerProperties(port: number, proxyPort: number): Record<string, string>
+  /** librdkafka properties (confluent-kafka). */
+  readonly librdkafka: Record<string, string>
+  readonly kafkajs: Pick<KafkaConfig, 'ssl' | 'sasl'>
+  cleanup(): Promise<void>
+}
+
+async function securitySetup(protocol: FaultSecurity): Promise<SecuritySetup> {
+  if (protocol === 'PLAINTEXT')
+    return {
+      protocol,
+      brokerProperties: (_port, proxyPort) => ({
+        'advertised.listeners': `PLAINTEXT://127.0.0.1:${proxyPort}`,
+      }),
+      librdkafka: {},
+      kafkajs: {},
+      cleanup: async () => undefined,
+    }
+  const certs: TestCerts = await makeTestCerts()
+  return {
+    protocol,
+    brokerProperties: (port, proxyPort) => ({
+      listeners: `SASL_SSL://127.0.0.1:${port}`,
+      'advertised.listeners': `SASL_SSL://127.0.0.1:${proxyPort}`,
+      'security.inter.broker.protocol': 'SASL_SSL',
+      'sasl.enabled.mechanisms': 'PLAIN',
+      'sasl.mechanism.inter.broker.protocol': 'PLAIN',
+      'listener.name.sasl_ssl.plain.sasl.jaas.config': SASL_JAAS,
+      'ssl.keystore.type': 'PEM',
+      'ssl.keystore.location': certs.brokerKeystore,
+      'ssl.truststore.type': 'PEM',
+      'ssl.truststore.location': certs.caFile,
+    }),
+    librdkafka: {
+      'security.protocol': 'SASL_SSL',
+      'sasl.mechanism': 'PLAIN',
+      'sasl.username': 'client',
+      'sasl.password': 'client-secret',
+      'ssl.ca.location': certs.caFile,
+    },
+    kafkajs: {
+      ssl: { ca: [certs.caPem] },
+      sasl: { mechanism: 'plain', username: 'client', password: 'client-secret' },
+    },
+    cleanup: () => certs.cleanup(),
+  }
 }
 
 const TOPIC = 'fault'
@@ -114,6 +180,7 @@ class FaultCluster {
   constructor(
     readonly etcd: EtcdProcess,
     readonly root: string,
+    readonly security: SecuritySetup,
   ) {}
 
   get bootstrap(): string {
@@ -142,13 +209,15 @@ class FaultCluster {
     await this.store?.close()
     await this.etcd.stop()
     await rm(this.root, { recursive: true, force: true })
+    await this.security.cleanup()
   }
 }
 
 async function startFaultCluster(options: FaultReport['options']): Promise<FaultCluster> {
+  const security = await securitySetup(options.security)
   const etcd = await startEtcd()
   const root = await mkdtemp(join(tmpdir(), 'tidelog-fault-'))
-  const cluster = new FaultCluster(etcd, root)
+  const cluster = new FaultCluster(etcd, root, security)
   try {
     const { EtcdStore } = await import('../../src/metadata/store/etcd-store.js')
     cluster.store = await EtcdStore.connect({ endpoints: [etcd.endpoint] })
@@ -165,7 +234,7 @@ async function startFaultCluster(options: FaultReport['options']): Promise<Fault
           logDir: join(root, `broker-${nodeId}`),
           etcdEndpoint: etcd.endpoint,
           properties: {
-            'advertised.listeners': `PLAINTEXT://127.0.0.1:${proxy.port}`,
+            ...security.brokerProperties(port, proxy.port),
             'broker.session.timeout.ms': 3000,
             'replica.lag.time.max.ms': 3000,
             'replica.fetch.backoff.ms': 200,
@@ -299,9 +368,11 @@ class KafkajsProducer {
     acks: number,
     partitions: number,
     history: HistoryWriter,
+    security: SecuritySetup,
     idempotent = false,
   ) {
     const kafka = new Kafka({
+      ...security.kafkajs,
       clientId: `fault-${name}`,
       brokers: bootstrap.split(','),
       logLevel: logLevel.NOTHING,
@@ -409,6 +480,7 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
     seed: input.seed ?? Date.now() % 1_000_000,
     faults: input.faults ?? [],
     rate: input.rate ?? 150,
+    security: input.security ?? 'PLAINTEXT',
   }
   const log = input.log ?? ((line: string) => console.log(line))
   const random = prng(options.seed)
@@ -426,6 +498,7 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
   try {
     history = await HistoryWriter.create(historyFile)
     const admin = new Kafka({
+      ...cluster.security.kafkajs,
       clientId: 'fault-admin',
       brokers: cluster.bootstrap.split(','),
       logLevel: logLevel.NOTHING,
@@ -450,7 +523,7 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
             topic: TOPIC,
             partitions: options.partitions,
             rate: options.rate,
-            config: { acks: options.acks },
+            config: { ...cluster.security.librdkafka, acks: options.acks },
           },
           history!,
         ),
@@ -463,13 +536,19 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
           topic: TOPIC,
           partitions: options.partitions,
           rate: options.rate,
-          config: { acks: 'all', 'enable.idempotence': true, 'max.in.flight.requests.per.connection': 5 },
+          config: {
+            ...cluster.security.librdkafka,
+            acks: 'all',
+            'enable.idempotence': true,
+            'max.in.flight.requests.per.connection': 5,
+          },
         },
         history,
       ),
     )
     const kafkajs = ['js1', 'js2'].map(
-      (name) => new KafkajsProducer(name, cluster.bootstrap, acks, options.partitions, history!),
+      (name) =>
+        new KafkajsProducer(name, cluster.bootstrap, acks, options.partitions, history!, cluster.security),
     )
     kafkajs.push(
       new KafkajsProducer(
@@ -478,6 +557,7 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
         -1,
         options.partitions,
         history,
+        cluster.security,
         true,
       ),
     )
@@ -596,6 +676,7 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
         bootstrap: cluster.bootstrap,
         topic: TOPIC,
         partitions: range(options.partitions),
+        config: cluster.security.librdkafka,
       })
     ).watermarks
     const highWatermarks = watermarks.map(([, high]) => high)
@@ -603,7 +684,7 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
       cluster.bootstrap,
       TOPIC,
       range(options.partitions).map((p) => [p, 0]),
-      { timeout: 120 },
+      { timeout: 120, config: cluster.security.librdkafka },
     )
     if (consumed.errors.length > 0) throw new Error(`consume errors: ${JSON.stringify(consumed.errors)}`)
     const verdict = await checkRunHistory(history, historyFile, input.historyFile !== undefined, {
@@ -878,4 +959,22 @@ function historySummary(h: FaultReport['history']): string {
     .split('\n')
     .map((l) => `    ${l}`)
     .join('\n')}`
+}
+
+/** What a strict run (acks=all, clean elections) must show: nothing acknowledged lost, misplaced or reordered, no idempotent duplicate, identical replicas, a clean history. */
+export function assertNothingLost(report: FaultReport, replay: string): void {
+  assert.ok(report.acknowledged > 1000, `only ${report.acknowledged} records acknowledged\n${replay}`)
+  assert.equal(report.lost, 0, `lost: ${report.lostSample.join(', ')}\n${replay}`)
+  assert.equal(report.offsetMismatches, 0, replay)
+  assert.equal(report.orderViolations, 0, replay)
+  assert.equal(report.idempotentDuplicated, 0, `idempotent producers wrote duplicates\n${replay}`)
+  assert.deepEqual(report.replicaProblems, [], replay)
+  const checker = report.history.report
+  assert.equal(
+    checker.counts.anomalies,
+    0,
+    `history checker (${report.history.file}): ${JSON.stringify(checker.anomalies).slice(0, 2000)}\n${replay}`,
+  )
+  assert.equal(checker.counts.acksCheckedForLoss, checker.counts.acks, 'the checker judged every ack')
+  assert.equal(checker.counts.acks, report.acknowledged, 'the history holds every acknowledgement')
 }

@@ -63,7 +63,7 @@ export async function startConsumer(
         console.log(
           name,
           tracked.name,
-          JSON.stringify(e.payload, (_k, v) => (v instanceof Error ? String(v) : v)).slice(0, 300),
+          String(JSON.stringify(e.payload, (_k, v) => (v instanceof Error ? String(v) : v))).slice(0, 300),
         ),
       )
   await consumer.connect()
