@@ -268,7 +268,7 @@ test('kill -9 of the group coordinator while committing and while rebalancing, a
           } catch (error) {
             const m = missing()
             throw new Error(
-              `${(error as Error).message}: kafkajs missed ${m.kafkajs.length} (${m.kafkajs.slice(0, 5)}), confluent-kafka missed ${m.confluentKafka.length} (${m.confluentKafka.slice(0, 5)}) of end offsets ${JSON.stringify([...end])}; kafkajs assignments ${consumers.map((c) => `${c.name}:[${c.assignment}]`).join(' ')}`,
+              `${(error as Error).message}: kafkajs missed ${m.kafkajs.length} (${m.kafkajs.slice(0, 5)}), confluent-kafka missed ${m.confluentKafka.length} (${m.confluentKafka.slice(0, 5)}) of end offsets ${JSON.stringify([...end])}; kafkajs assignments ${consumers.map((c) => `${c.name}:[${c.assignment}]`).join(' ')}; their latest events:\n${consumers.map((c) => c.events.map((e) => `  ${c.name} ${e}`).join('\n')).join('\n')}`,
             )
           }
           // acks=all with RF=3 and min.insync.replicas=2: a kill -9 of one broker loses nothing acknowledged.

@@ -29,7 +29,11 @@ export interface TrackedConsumer {
   /** "partition:offset" of every message consumed. */
   readonly consumed: string[]
   readonly values: string[]
+  /** The member's latest group events (crash, rebalance, join, stop), for a failure message. */
+  readonly events: string[]
 }
+
+const EVENTS_KEPT = 20
 
 /** A kafkajs consumer subscribed to `topic`, running eachMessage, its progress recorded. */
 export async function startConsumer(
@@ -53,19 +57,18 @@ export async function startConsumer(
     maxWaitTimeInMs: 500,
     retry: { retries: options.retries ?? 30, initialRetryTime: 100, maxRetryTime: 1000 },
   })
-  const tracked: TrackedConsumer = { name, consumer, assignment: [], consumed: [], values: [] }
+  const tracked: TrackedConsumer = { name, consumer, assignment: [], consumed: [], values: [], events: [] }
   consumer.on(consumer.events.GROUP_JOIN, (event) => {
     tracked.assignment = [...(event.payload.memberAssignment[topic] ?? [])].sort((a, b) => a - b)
   })
-  if (process.env.GROUPS_DEBUG)
-    for (const name of ['CRASH', 'REBALANCING', 'GROUP_JOIN', 'STOP', 'DISCONNECT'] as const)
-      consumer.on(consumer.events[name], (e) =>
-        console.log(
-          name,
-          tracked.name,
-          String(JSON.stringify(e.payload, (_k, v) => (v instanceof Error ? String(v) : v))).slice(0, 300),
-        ),
-      )
+  for (const event of ['CRASH', 'REBALANCING', 'GROUP_JOIN', 'STOP', 'DISCONNECT'] as const)
+    consumer.on(consumer.events[event], (e) => {
+      const payload = String(JSON.stringify(e.payload, (_k, v) => (v instanceof Error ? String(v) : v)))
+      const line = `${new Date().toISOString().slice(11, 23)} ${event} ${payload.slice(0, 300)}`
+      tracked.events.push(line)
+      if (tracked.events.length > EVENTS_KEPT) tracked.events.shift()
+      if (process.env.GROUPS_DEBUG) console.log(tracked.name, line)
+    })
   await consumer.connect()
   await consumer.subscribe({ topic, fromBeginning: true })
   await consumer.run({
