@@ -58,6 +58,12 @@ export function brokerEpochOf(image: ClusterImage, brokerId: BrokerId): number |
   return registration === undefined ? undefined : (registration.brokerEpoch ?? -1)
 }
 
+/** A replica's latest leader epoch and log end offset, as unclean recovery compares them. */
+export interface LogEnd {
+  readonly leaderEpoch: number
+  readonly endOffset: number
+}
+
 export interface PartitionState {
   readonly partition: number
   /** Assignment order; the first replica is the preferred leader. */
@@ -82,6 +88,13 @@ export interface PartitionState {
    * Cleared with the ELR. Absent: empty.
    */
   readonly lastKnownElr?: readonly BrokerId[]
+  /**
+   * What each ISR or ELR member that registered after an unclean shutdown still had: its
+   * latest leader epoch and log end offset, keyed by broker id. When the last ISR member
+   * also comes back uncleanly, the member with the longest log leads instead of it (KIP-966's
+   * unclean recovery): it has the records the others lost. Cleared with the ELR.
+   */
+  readonly recoveryLogEnds?: Readonly<Record<string, LogEnd>>
   /** During a reassignment: replicas being added (in `replicas` already, catching up). */
   readonly addingReplicas?: readonly BrokerId[]
   /** During a reassignment: replicas to remove once every added one is in the ISR. */

@@ -26,6 +26,7 @@ import {
   type BrokerId,
   type BrokerRegistration,
   type ClusterImage,
+  type LogEnd,
   NO_LEADER,
   type PartitionState,
   type TopicImage,
@@ -71,6 +72,8 @@ export interface RegisterOptions {
   readonly uncleanShutdown?: boolean
   /** Effective min.insync.replicas of a topic (its ELR); absent: 1. */
   readonly minInsyncReplicas?: (image: ClusterImage, topic: string) => number
+  /** After an unclean shutdown: what the registering broker's log of a partition still holds. */
+  readonly logEnd?: (topic: string, partition: number) => LogEnd | undefined
 }
 
 export type ImageListener = (image: ClusterImage, previous: ClusterImage) => void
@@ -87,6 +90,7 @@ interface PartitionValue {
   isr: BrokerId[]
   elr?: BrokerId[]
   lastKnownElr?: BrokerId[]
+  recoveryLogEnds?: Record<string, LogEnd>
   addingReplicas?: BrokerId[]
   removingReplicas?: BrokerId[]
 }
@@ -394,6 +398,8 @@ function partitionValue(state: PartitionState): string {
   // Written only when non-empty: partitions without an ELR keep the value they always had.
   if (state.elr?.length) value.elr = [...state.elr]
   if (state.lastKnownElr?.length) value.lastKnownElr = [...state.lastKnownElr]
+  if (state.recoveryLogEnds && Object.keys(state.recoveryLogEnds).length > 0)
+    value.recoveryLogEnds = { ...state.recoveryLogEnds }
   if (state.addingReplicas?.length) value.addingReplicas = [...state.addingReplicas]
   if (state.removingReplicas?.length) value.removingReplicas = [...state.removingReplicas]
   return JSON.stringify(value)
@@ -480,7 +486,9 @@ function leaveLeadershipsAndIsrs(
     const minIsr = options.minInsyncReplicas?.(image, topic.name)
     const partitions = topic.partitions.map((state) => {
       const input = { state, live, uncleanLeaderElection: false, minIsr }
-      const result = onBrokerRegistered(input, nodeId, options.uncleanShutdown === true)
+      const unclean = options.uncleanShutdown === true
+      const logEnd = unclean ? options.logEnd?.(topic.name, state.partition) : undefined
+      const result = onBrokerRegistered(input, nodeId, unclean, logEnd)
       if (result) changed = true
       return result?.state ?? state
     })

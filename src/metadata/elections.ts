@@ -14,9 +14,12 @@
  *   replicas (ELR; the high watermark does not advance below min ISR, so it holds every
  *   committed record); with no live ISR member the first live ELR member is elected
  *   cleanly; the ELR is cleared once the ISR is back at min ISR;
+ * - KIP-966's unclean recovery: when the last ISR member comes back from an unclean
+ *   shutdown and a last-known-ELR member (back uncleanly too) has a longer log, that one
+ *   leads: the last ISR member may have lost unflushed committed records the other kept;
  * - every leader change bumps the leader epoch; a state that does not change is null.
  */
-import { type BrokerId, NO_LEADER, type PartitionState } from './cluster-image.js'
+import { type BrokerId, type LogEnd, NO_LEADER, type PartitionState } from './cluster-image.js'
 
 export interface ElectionInput {
   readonly state: PartitionState
@@ -33,7 +36,7 @@ export interface ElectionInput {
 export function withIsr(state: PartitionState, isr: readonly BrokerId[], minIsr = 1): PartitionState {
   // A min ISR above the replication factor counts as the replication factor (as the HW rule).
   if (isr.length >= Math.min(minIsr, state.replicas.length)) {
-    const { elr: _elr, lastKnownElr: _lastKnown, ...rest } = state
+    const { elr: _elr, lastKnownElr: _lastKnown, recoveryLogEnds: _ends, ...rest } = state
     return { ...rest, isr: [...isr] }
   }
   const left = state.isr.filter((id) => !isr.includes(id))
@@ -99,15 +102,19 @@ export function onControlledShutdown(input: ElectionInput, leaving: BrokerId): E
  *
  * After an `unclean` shutdown (it may have lost unflushed records) it also leaves the ELR
  * (for the last known ELR), and as the last ISR member it gives way to a live ELR member
- * when there is one (KIP-966): the ELR holds every committed record, it may not.
+ * when there is one (KIP-966): the ELR holds every committed record, it may not. With ELR
+ * members none of which is live, the partition waits offline for the first of them (it
+ * takes the ISR place). Failing those, it gives way to a live last-known-ELR member whose
+ * reported log (`logEnd`, latest leader epoch then end offset) is longer than its own.
  */
 export function onBrokerRegistered(
   input: ElectionInput,
   registered: BrokerId,
   unclean = false,
+  logEnd?: LogEnd,
 ): ElectionResult | null {
   const { live } = input
-  const state = unclean ? leaveElr(input.state, registered) : input.state
+  const state = unclean ? recordLogEnd(leaveElr(input.state, registered), registered, logEnd) : input.state
   const changed = state !== input.state
   if (!state.isr.includes(registered)) return changed ? { state, unclean: false } : null
   const others = state.isr.filter((id) => id !== registered && live.has(id))
@@ -119,6 +126,9 @@ export function onBrokerRegistered(
       const elected = electFromElr({ ...input, state }, elrLeader)
       return { state: leaveElr(elected.state, registered), unclean: false }
     }
+    if (unclean && (state.elr?.length ?? 0) > 0) return { state: awaitElr(state, registered), unclean: false }
+    const longer = unclean ? longerLastKnownElr(state, registered, live) : undefined
+    if (longer !== undefined) return { state: recoverFrom(state, longer, registered), unclean: false }
     if (state.leader !== registered) return changed ? { state, unclean: false } : null
     return { state: withLeader(state, registered, state.isr), unclean: false }
   }
@@ -142,6 +152,66 @@ function leaveElr(state: PartitionState, id: BrokerId): PartitionState {
   }
 }
 
+/**
+ * After an unclean shutdown `id` reports what its log holds, if it is a member whose log may
+ * be compared later: in the ISR, the ELR or the last known ELR.
+ */
+function recordLogEnd(state: PartitionState, id: BrokerId, logEnd: LogEnd | undefined): PartitionState {
+  const member = state.isr.includes(id) || state.elr?.includes(id) || state.lastKnownElr?.includes(id)
+  if (!member || (logEnd === undefined && state.recoveryLogEnds?.[String(id)] === undefined)) return state
+  const { [String(id)]: _previous, ...others } = state.recoveryLogEnds ?? {}
+  const recoveryLogEnds = logEnd === undefined ? others : { ...others, [String(id)]: logEnd }
+  return { ...state, recoveryLogEnds }
+}
+
+/** Latest leader epoch first, then end offset (as KIP-966's unclean recovery ranks replicas). */
+function compareLogEnds(a: LogEnd | undefined, b: LogEnd | undefined): number {
+  if (a === undefined || b === undefined) return a === b ? 0 : a === undefined ? -1 : 1
+  return a.leaderEpoch !== b.leaderEpoch ? a.leaderEpoch - b.leaderEpoch : a.endOffset - b.endOffset
+}
+
+/** The live last-known-ELR member with the longest reported log, if longer than `than`'s. */
+function longerLastKnownElr(
+  state: PartitionState,
+  than: BrokerId,
+  live: ReadonlySet<BrokerId>,
+): BrokerId | undefined {
+  const ends = state.recoveryLogEnds ?? {}
+  let best: BrokerId | undefined
+  for (const id of state.lastKnownElr ?? []) {
+    if (id === than || !live.has(id) || ends[String(id)] === undefined) continue
+    if (best === undefined || compareLogEnds(ends[String(id)], ends[String(best)]) > 0) best = id
+  }
+  if (best === undefined || compareLogEnds(ends[String(best)], ends[String(than)]) <= 0) return undefined
+  return best
+}
+
+/**
+ * `registered`, the last ISR member, is back uncleanly while no ELR member is live: the first
+ * ELR member (which holds every committed record) takes the ISR place and the partition
+ * waits offline for it, as Kafka 4 elects only an unfenced ELR member. Electing the
+ * returning broker would make followers truncate the committed records it lost.
+ */
+function awaitElr(state: PartitionState, registered: BrokerId): PartitionState {
+  const elr = state.elr ?? []
+  const holder = state.replicas.find((id) => elr.includes(id)) ?? elr[0]
+  return {
+    ...state,
+    isr: [holder],
+    elr: elr.filter((id) => id !== holder),
+    lastKnownElr: [...new Set([...(state.lastKnownElr ?? []), registered])],
+    leader: NO_LEADER,
+    // Its previous incarnation may still lead in this epoch: a new one fences it out.
+    leaderEpoch: state.leader === NO_LEADER ? state.leaderEpoch : state.leaderEpoch + 1,
+  }
+}
+
+/** `leader` (a last-known-ELR member) leads alone; `replaced`, the last ISR member, takes its place there. */
+function recoverFrom(state: PartitionState, leader: BrokerId, replaced: BrokerId): PartitionState {
+  const lastKnownElr = [...(state.lastKnownElr ?? []).filter((id) => id !== leader), replaced]
+  return withLeader({ ...state, isr: [leader], lastKnownElr }, leader, [leader])
+}
+
 /** A clean election from the ELR: `leader` leads alone; the ISR members it replaces join the ELR. */
 function electFromElr(input: ElectionInput, leader: BrokerId): ElectionResult {
   const { state } = input
@@ -162,7 +232,7 @@ function elect(input: ElectionInput): ElectionResult | null {
   if (input.uncleanLeaderElection) {
     const any = state.replicas.find((id) => live.has(id))
     if (any !== undefined) {
-      const { elr: _elr, lastKnownElr: _lastKnown, ...rest } = state
+      const { elr: _elr, lastKnownElr: _lastKnown, recoveryLogEnds: _ends, ...rest } = state
       return { state: withLeader(rest, any, [any]), unclean: true }
     }
   }
@@ -179,9 +249,14 @@ function elect(input: ElectionInput): ElectionResult | null {
   }
 }
 
+/**
+ * A new leader in a new epoch. Reported log ends go: once a leader serves, followers truncate
+ * and append, and what an offline replica had no longer says what it has.
+ */
 function withLeader(state: PartitionState, leader: BrokerId, isr: readonly BrokerId[]): PartitionState {
+  const { recoveryLogEnds: _ends, ...rest } = state
   return {
-    ...state,
+    ...rest,
     leader,
     isr: isr.includes(leader) ? isr : [leader, ...isr],
     leaderEpoch: state.leaderEpoch + 1,

@@ -397,6 +397,11 @@ export class Broker implements BrokerServices {
           throw new Error(`node.id ${this.nodeId}: registration kept conflicting with another one`)
         brokerEpoch = await this.metadata.register(registration, lease, {
           uncleanShutdown: !this.logManager.hadCleanShutdown,
+          logEnd: (topic, partition) => {
+            const log = this.logManager.getLog({ topic, partition })
+            if (log === undefined) return undefined
+            return { leaderEpoch: log.latestEpoch ?? -1, endOffset: log.logEndOffset }
+          },
           minInsyncReplicas: (image, topic) => this.topicSettings(image, topic).minInsyncReplicas,
         })
       }

@@ -227,4 +227,103 @@ describe('eligible leader replicas (KIP-966)', () => {
     assert.deepEqual(elrMember?.state.elr, [])
     assert.deepEqual(elrMember?.state.lastKnownElr, [1, 3])
   })
+
+  test('unclean recovery: the last ISR member back uncleanly gives way to a live last-known-ELR member with a longer log', () => {
+    // The simulator's seed 6 with --store-stalls --two-impairments: broker 2, the last ISR
+    // member, lost unflushed records to a power loss; broker 3 crashed with its page cache
+    // kept and came back first, leaving the ELR for the last known ELR with its log reported.
+    const offline = state({ isr: [2], leader: -1, elr: [3] })
+    const third = onBrokerRegistered(
+      { state: offline, live: new Set([1, 3]), uncleanLeaderElection: false, minIsr },
+      3,
+      true,
+      { leaderEpoch: 4, endOffset: 242 },
+    )
+    assert.deepEqual(third?.state.lastKnownElr, [3])
+    assert.deepEqual(third?.state.recoveryLogEnds, { 3: { leaderEpoch: 4, endOffset: 242 } })
+    assert.equal(third?.state.leader, -1, 'nobody leads yet: broker 2 holds the ISR')
+    const second = onBrokerRegistered(
+      { state: third!.state, live: new Set([1, 2, 3]), uncleanLeaderElection: false, minIsr },
+      2,
+      true,
+      { leaderEpoch: 4, endOffset: 13 },
+    )
+    assert.equal(second?.state.leader, 3, 'broker 3 kept the records broker 2 lost')
+    assert.deepEqual(second?.state.isr, [3])
+    assert.deepEqual(second?.state.lastKnownElr, [2])
+    assert.equal(second?.state.recoveryLogEnds, undefined, 'a new leader makes reported log ends stale')
+    assert.equal(second?.state.leaderEpoch, offline.leaderEpoch + 1)
+    assert.equal(second?.unclean, false)
+  })
+
+  test('unclean recovery ranks by leader epoch first, and skips a shorter, dead or unreported member', () => {
+    const offline = state({
+      isr: [2],
+      leader: -1,
+      lastKnownElr: [1, 3],
+      recoveryLogEnds: { 1: { leaderEpoch: 3, endOffset: 900 }, 3: { leaderEpoch: 4, endOffset: 10 } },
+    })
+    const register = (live: number[], end: { leaderEpoch: number; endOffset: number } | undefined) =>
+      onBrokerRegistered(
+        { state: offline, live: new Set(live), uncleanLeaderElection: false, minIsr },
+        2,
+        true,
+        end,
+      )
+    assert.equal(
+      register([1, 2, 3], { leaderEpoch: 4, endOffset: 5 })?.state.leader,
+      3,
+      'epoch 4 beats epoch 3',
+    )
+    const own = register([1, 2, 3], { leaderEpoch: 4, endOffset: 50 })
+    assert.equal(own?.state.leader, -1, 'broker 2 has the longest log: it stays the last ISR member')
+    assert.deepEqual(own?.state.isr, [2])
+    assert.equal(register([1, 2], { leaderEpoch: 3, endOffset: 5 })?.state.leader, 1, 'broker 3 is not live')
+    assert.equal(register([2], { leaderEpoch: 0, endOffset: 0 })?.state.leader, -1, 'no live candidate')
+    const clean = onBrokerRegistered(
+      { state: offline, live: new Set([1, 2, 3]), uncleanLeaderElection: false, minIsr },
+      2,
+    )
+    assert.equal(clean, null, 'a clean return keeps broker 2: it lost nothing')
+  })
+
+  test('the last ISR member back uncleanly while no ELR member is live: the partition waits offline for the ELR', () => {
+    // The simulator's seed 101: broker 2 lost 255 committed records to a power loss; broker
+    // 1, which held them, had left the ISR below min ISR (so it is in the ELR) and was down.
+    const offline = state({ isr: [2], leader: -1, elr: [1] })
+    const back = onBrokerRegistered(
+      { state: offline, live: new Set([2, 3]), uncleanLeaderElection: false, minIsr },
+      2,
+      true,
+      { leaderEpoch: 0, endOffset: 0 },
+    )
+    assert.equal(back?.state.leader, -1)
+    assert.deepEqual(back?.state.isr, [1], 'the ELR member holds every committed record')
+    assert.deepEqual(back?.state.elr, [])
+    assert.deepEqual(back?.state.lastKnownElr, [2])
+    assert.equal(
+      onBrokerChange({ state: back!.state, live: new Set([2, 3]), uncleanLeaderElection: false, minIsr }),
+      null,
+      'nobody is elected while broker 1 is down',
+    )
+    const holderBack = onBrokerChange({
+      state: back!.state,
+      live: new Set([1, 2, 3]),
+      uncleanLeaderElection: false,
+      minIsr,
+    })
+    assert.equal(holderBack?.state.leader, 1)
+    const leading = onBrokerRegistered(
+      {
+        state: state({ isr: [2], leader: 2, elr: [1] }),
+        live: new Set([2]),
+        uncleanLeaderElection: false,
+        minIsr,
+      },
+      2,
+      true,
+    )
+    assert.equal(leading?.state.leader, -1, 'its previous incarnation stops leading')
+    assert.equal(leading?.state.leaderEpoch, 6, 'in a new leader epoch')
+  })
 })
