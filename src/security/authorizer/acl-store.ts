@@ -88,7 +88,7 @@ export class AclStore {
     if (bindings.length === 0) return
     await this.store.txn(
       [],
-      bindings.map((b) => ({ type: 'put', key: aclKey(b), value: '{}' }) satisfies StoreOp),
+      [...new Set(bindings.map(aclKey))].map((key) => ({ type: 'put', key, value: '{}' }) satisfies StoreOp),
     )
     await this.reload()
   }
@@ -104,7 +104,7 @@ export class AclStore {
     if (bindings.length === 0) return
     await this.store.txn(
       [],
-      bindings.map((b) => ({ type: 'delete', key: aclKey(b) }) satisfies StoreOp),
+      [...new Set(bindings.map(aclKey))].map((key) => ({ type: 'delete', key }) satisfies StoreOp),
     )
     await this.reload()
   }
