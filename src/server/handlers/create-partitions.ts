@@ -27,16 +27,22 @@ export const createPartitionsHandler: ApiHandler<CreatePartitionsRequest, Create
   async handle(context, request) {
     const allowed = (name: string) => context.authorize(AclOperation.ALTER, ResourceType.TOPIC, name)
     const results = await context.broker.topicAdmin.createPartitions(
-      request.topics.filter((topic) => allowed(topic.name)).map((topic) => ({
-        name: topic.name,
-        count: topic.count,
-        assignments: topic.assignments?.map((a) => a.brokerIds) ?? null,
-      })),
+      request.topics
+        .filter((topic) => allowed(topic.name))
+        .map((topic) => ({
+          name: topic.name,
+          count: topic.count,
+          assignments: topic.assignments?.map((a) => a.brokerIds) ?? null,
+        })),
       { validateOnly: request.validateOnly, timeoutMs: request.timeoutMs },
     )
     for (const topic of request.topics)
       if (!allowed(topic.name))
-        results.push({ name: topic.name, errorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED, errorMessage: 'Authorization failed.' })
+        results.push({
+          name: topic.name,
+          errorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+          errorMessage: 'Authorization failed.',
+        })
     return { throttleTimeMs: 0, results }
   },
 }

@@ -42,13 +42,15 @@ export const createTopicsHandler: ApiHandler<CreateTopicsRequest, CreateTopicsRe
       mayCreateAll || context.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)
     const denied = request.topics.filter((topic) => !allowed(topic.name))
     const outcomes = await broker.topicAdmin.createTopics(
-      request.topics.filter((topic) => allowed(topic.name)).map((topic) => ({
-        name: topic.name,
-        numPartitions: topic.numPartitions,
-        replicationFactor: topic.replicationFactor,
-        assignments: topic.assignments,
-        configs: Object.fromEntries(topic.configs.map((c) => [c.name, c.value])),
-      })),
+      request.topics
+        .filter((topic) => allowed(topic.name))
+        .map((topic) => ({
+          name: topic.name,
+          numPartitions: topic.numPartitions,
+          replicationFactor: topic.replicationFactor,
+          assignments: topic.assignments,
+          configs: Object.fromEntries(topic.configs.map((c) => [c.name, c.value])),
+        })),
       { validateOnly, timeoutMs: request.timeoutMs },
     )
     const after = broker.metadataImage()
@@ -63,7 +65,10 @@ export const createTopicsHandler: ApiHandler<CreateTopicsRequest, CreateTopicsRe
         const image = validateOnly ? withTopic(after, outcome.topic) : after
         describeCreated(result, image, broker, outcome.topic, validateOnly)
       }
-      if (result.errorCode === ErrorCode.NONE && !context.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, result.name)) {
+      if (
+        result.errorCode === ErrorCode.NONE &&
+        !context.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, result.name)
+      ) {
         result.configs = []
         result.topicConfigErrorCode = ErrorCode.TOPIC_AUTHORIZATION_FAILED
       }

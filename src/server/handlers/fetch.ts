@@ -32,8 +32,8 @@ import {
   waitForFetchData,
 } from '../../replication/delayed-operations.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
-import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import type { IsolationLevel, Partition } from '../../replication/partition.js'
+import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import type { AbortedTxn } from '../../storage/transaction-index.js'
 import type { FetchDataInfo } from '../../storage/unified-log.js'
 import { type FetchSession, type SessionPartition, sessionKey } from '../fetch-session-cache.js'

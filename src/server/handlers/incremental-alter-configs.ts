@@ -22,17 +22,17 @@ import {
   type IncrementalAlterConfigsRequestAlterableConfig,
   type IncrementalAlterConfigsResponse,
 } from '../../protocol/generated/index.js'
+import { AclOperation } from '../../security/authorizer/acl.js'
 import type { BrokerConfig } from '../broker-config.js'
 import {
   type AlterTarget,
   alterResources,
   ConfigResourceError,
+  configAuthorizationError,
   effectiveValue,
   isListConfig,
-  configAuthorizationError,
   rejectNullValues,
 } from '../config-resources.js'
-import { AclOperation } from '../../security/authorizer/acl.js'
 import type { ApiHandler } from './registry.js'
 
 const OP_SET = 0

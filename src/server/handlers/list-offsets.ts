@@ -19,8 +19,8 @@ import {
   type ListOffsetsResponseListOffsetsPartitionResponse,
 } from '../../protocol/generated/index.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
-import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { Partition } from '../../replication/partition.js'
+import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
@@ -50,7 +50,9 @@ export const listOffsetsHandler: ApiHandler<ListOffsetsRequest, ListOffsetsRespo
       const describable = context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
       for (const p of topic.partitions) {
         if (!describable) {
-          partitions.push(answer(p.partitionIndex, ErrorCode.TOPIC_AUTHORIZATION_FAILED, NOT_FOUND, context.apiVersion))
+          partitions.push(
+            answer(p.partitionIndex, ErrorCode.TOPIC_AUTHORIZATION_FAILED, NOT_FOUND, context.apiVersion),
+          )
           continue
         }
         const duplicate = duplicates.has(partitionKey(topic.name, p.partitionIndex))

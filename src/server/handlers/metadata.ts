@@ -69,7 +69,9 @@ export const metadataHandler: ApiHandler<MetadataRequest, MetadataResponse> = {
         : AUTHORIZED_OPERATIONS_OMITTED
     const topics =
       wanted === 'all'
-        ? allTopics(image).filter((t) => context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name!))
+        ? allTopics(image).filter((t) =>
+            context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name!),
+          )
         : wanted.map((t) => {
             const code = denied.get(t)
             return code === undefined ? describeRequested(image, t) : refused(t, code)
@@ -142,12 +144,14 @@ async function maybeAutoCreate(
   if (!allowed || context.broker.config.values.get('auto.create.topics.enable') !== true) return
   const image = context.broker.metadataImage()
   const missing = wanted.filter(
-    (t): t is RequestedTopic & { name: string } => t.name !== null && t.name !== '' && !image.topics.has(t.name),
+    (t): t is RequestedTopic & { name: string } =>
+      t.name !== null && t.name !== '' && !image.topics.has(t.name),
   )
   const mayCreateAll = context.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
   const creatable: string[] = []
   for (const t of missing) {
-    if (mayCreateAll || context.authorize(AclOperation.CREATE, ResourceType.TOPIC, t.name)) creatable.push(t.name)
+    if (mayCreateAll || context.authorize(AclOperation.CREATE, ResourceType.TOPIC, t.name))
+      creatable.push(t.name)
     else denied.set(t, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
   }
   if (creatable.length > 0) await context.broker.topicAdmin.autoCreateTopics(creatable)

@@ -32,11 +32,11 @@ import {
   type ProduceResponsePartitionProduceResponse,
   type ProduceResponseTopicProduceResponse,
 } from '../../protocol/generated/index.js'
-import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import { KafkaError, toErrorCode } from '../../replication/kafka-error.js'
 import type { Partition } from '../../replication/partition.js'
 import { UNVERIFIED } from '../../replication/producer-state.js'
 import type { AppendResult } from '../../replication/replica-manager.js'
+import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
