@@ -28,15 +28,15 @@ import {
 } from '../metadata/topic-config.js'
 import { topicNameProblem } from '../metadata/topic-name.js'
 import { ErrorCode, errorMessage } from '../protocol/error-codes.js'
-import { type BrokerConfig, brokerConfigDefs } from './broker-config.js'
-import type { BrokerServices } from './broker-services.js'
 import {
   type AclOperation,
   ResourceType as AclResourceType,
   CLUSTER_NAME,
 } from '../security/authorizer/acl.js'
-import type { RequestContext } from './request-context.js'
+import { type BrokerConfig, brokerConfigDefs } from './broker-config.js'
+import type { BrokerServices } from './broker-services.js'
 import { isPerBrokerOnly, KAFKA_DYNAMIC_BROKER_CONFIGS } from './kafka-dynamic-configs.js'
+import type { RequestContext } from './request-context.js'
 
 /** ConfigResource.Type ids. */
 export const ResourceType = {
