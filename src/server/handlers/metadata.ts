@@ -90,10 +90,17 @@ export const metadataHandler: ApiHandler<MetadataRequest, MetadataResponse> = {
       topics,
       clusterAuthorizedOperations:
         context.apiVersion >= 8 && context.apiVersion <= 10 && request.includeClusterAuthorizedOperations
-          ? context.authorizedOperations(ResourceType.CLUSTER, CLUSTER_NAME)
+          ? clusterOperations(context)
           : AUTHORIZED_OPERATIONS_OMITTED,
     }
   },
+}
+
+/** Kafka answers 0, not an error, to a principal that may not describe the cluster. */
+function clusterOperations(context: RequestContext): number {
+  return context.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
+    ? context.authorizedOperations(ResourceType.CLUSTER, CLUSTER_NAME)
+    : 0
 }
 
 type RequestedTopic = { name: string | null; topicId: string }
