@@ -112,8 +112,10 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
     const watches = watchesFor(context, targets, wakeOn)
     let results = await readAll(context, targets, reader, maxBytes, version >= 3, false)
     const gotBytes = results.reduce((sum, r) => sum + r.bytes, 0)
-    const anyError = results.some((r) => r.data.errorCode !== ErrorCode.NONE)
-    if (gotBytes < request.minBytes && request.maxWaitMs > 0 && !anyError && targets.length > 0) {
+    // A refused partition stays refused: as in Kafka it does not cut the others' long poll short.
+    const anyError = results.some((r) => r.data.errorCode !== ErrorCode.NONE && !r.target.denied)
+    const waitable = targets.some((t) => !t.denied)
+    if (gotBytes < request.minBytes && request.maxWaitMs > 0 && !anyError && waitable) {
       await waitForFetchData(
         context.broker.clock,
         watches,
