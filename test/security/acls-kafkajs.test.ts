@@ -201,3 +201,36 @@ test('kafkajs describeAcls and deleteAcls; a non-super user may not create ACLs'
     await alice.disconnect()
   }
 })
+
+test('a transactional producer needs WRITE on its transactional id', async () => {
+  const send = async (transactionalId: string) => {
+    const producer = kafka('alice').producer({ transactionalId, idempotent: true, maxInFlightRequests: 1 })
+    await producer.connect()
+    try {
+      const txn = await producer.transaction()
+      await txn.send({ topic: 'orders', messages: [{ value: `in ${transactionalId}` }] })
+      await txn.commit()
+    } finally {
+      await producer.disconnect()
+    }
+  }
+  const grant = async (operation: number) => {
+    const admin = kafka('admin').admin()
+    await admin.connect()
+    try {
+      await admin.createAcls({
+        acl: [allow('User:alice', ResourceType.TRANSACTIONAL_ID, 'alice-tx', operation)] as never,
+      })
+    } finally {
+      await admin.disconnect()
+    }
+  }
+  // Without DESCRIBE FindCoordinator is refused, which kafkajs reports as "not found".
+  assert.match(await errorType(send('alice-tx')), /KafkaJSGroupCoordinatorNotFound/)
+  await grant(AclOperation.DESCRIBE)
+  assert.equal(await errorType(send('alice-tx')), 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED')
+  await grant(AclOperation.WRITE)
+  // FindCoordinator, InitProducerId, AddPartitionsToTxn, EndTxn; the markers go out as the
+  // inter-broker user (admin, a super user).
+  await send('alice-tx')
+})

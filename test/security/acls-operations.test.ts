@@ -184,3 +184,42 @@ test('InitProducerId: idempotent needs IDEMPOTENT_WRITE or WRITE on a topic; tra
   assert.ok(idempotent.producerId >= 0n)
   assert.equal((await init('tx-1')).errorCode, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 })
+
+test('inter-broker requests from a principal without CLUSTER_ACTION are refused', async () => {
+  const partition = {
+    partition: 0,
+    currentLeaderEpoch: -1,
+    fetchOffset: 0n,
+    lastFetchedEpoch: -1,
+    logStartOffset: -1n,
+    partitionMaxBytes: 1024,
+  }
+  const fetch = (replicaId: number) =>
+    rawCall<{ responses: { partitions: { errorCode: number }[] }[] }>(client, ApiKey.Fetch, 12, {
+      replicaId,
+      maxWaitMs: 0,
+      minBytes: 1,
+      maxBytes: 1024,
+      topics: [{ topic: 'seen', partitions: [partition] }],
+    })
+  assert.equal((await fetch(1)).responses[0].partitions[0].errorCode, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+  // A consumer may not read it either: DESCRIBE does not imply READ.
+  assert.equal((await fetch(-1)).responses[0].partitions[0].errorCode, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+  const markers = await rawCall<{ markers: { topics: { partitions: { errorCode: number }[] }[] }[] }>(
+    client,
+    ApiKey.WriteTxnMarkers,
+    1,
+    {
+      markers: [
+        {
+          producerId: 1n,
+          producerEpoch: 0,
+          transactionResult: true,
+          coordinatorEpoch: 0,
+          topics: [{ name: 'seen', partitionIndexes: [0] }],
+        },
+      ],
+    },
+  )
+  assert.equal(markers.markers[0].topics[0].partitions[0].errorCode, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+})
