@@ -34,6 +34,7 @@ import { AlterPartitionManager } from '../replication/alter-partition-manager.js
 import { ReplicaFetcherManager } from '../replication/replica-fetcher.js'
 import { ReplicaManager, type TopicSettings } from '../replication/replica-manager.js'
 import { nodeBrokerParts } from '../runtime/node-parts.js'
+import { operationName, resourceTypeName } from '../security/authorizer/acl.js'
 import {
   type Authorization,
   checkAuthorizerConfig,
@@ -731,8 +732,21 @@ export class Broker implements BrokerServices {
             connection,
             broker: this,
             purgatoryTimer: observation,
-            authorize: (operation, resourceType, resourceName) =>
-              this.authorizer.authorize(who(), operation, resourceType, resourceName),
+            authorize: (operation, resourceType, resourceName) => {
+              const request = who()
+              const allowed = this.authorizer.authorize(request, operation, resourceType, resourceName)
+              // Kafka's authorizer logger: denials at debug (Metadata's filtering asks often).
+              if (!allowed)
+                this.logger.debug(
+                  {
+                    ...request,
+                    operation: operationName(operation),
+                    resource: `${resourceTypeName(resourceType)}:${resourceName}`,
+                  },
+                  'authorization denied',
+                )
+              return allowed
+            },
             authorizeByResourceType: (operation, resourceType) =>
               this.authorizer.authorizeByResourceType(who(), operation, resourceType),
             authorizedOperations: (resourceType, resourceName) =>

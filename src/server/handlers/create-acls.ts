@@ -6,8 +6,10 @@
  * a binding Kafka refuses (unknown or filter-only codes, an empty name, a CLUSTER name other
  * than kafka-cluster, a principal that is not `type:name`). Creating an existing ACL again
  * succeeds and leaves one.
+ * A metadata store failure answers UNKNOWN_SERVER_ERROR for every creation.
  * Version notes: v1 pattern types (v0 is LITERAL only), v2+ flexible, v3 the same as v2.
  */
+import { MetadataStoreError } from '../../metadata/store/metadata-store.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { ApiKey, type CreateAclsRequest, type CreateAclsResponse } from '../../protocol/generated/index.js'
 import {
@@ -57,7 +59,12 @@ export const createAclsHandler: ApiHandler<CreateAclsRequest, CreateAclsResponse
       valid.push(binding)
       results.push({ errorCode: ErrorCode.NONE, errorMessage: null })
     }
-    await acls.create(valid)
+    try {
+      await acls.create(valid)
+    } catch (error) {
+      if (!(error instanceof MetadataStoreError)) throw error
+      return failAll(ErrorCode.UNKNOWN_SERVER_ERROR, `The metadata store failed: ${error.message}`)
+    }
     return { throttleTimeMs: 0, results }
   },
 }

@@ -7,6 +7,7 @@
  * answers INVALID_REQUEST and nothing is deleted.
  * Version notes: v1 pattern types (v0 filters LITERAL only), v2+ flexible, v3 the same as v2.
  */
+import { MetadataStoreError } from '../../metadata/store/metadata-store.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { ApiKey, type DeleteAclsRequest, type DeleteAclsResponse } from '../../protocol/generated/index.js'
 import {
@@ -52,10 +53,16 @@ export const deleteAclsHandler: ApiHandler<DeleteAclsRequest, DeleteAclsResponse
       if (!(error instanceof InvalidAclError)) throw error
       return failAll(ErrorCode.INVALID_REQUEST, error.message)
     }
-    const matched = await acls.matching(filters)
-    const doomed = new Map<string, AclBinding>()
-    for (const list of matched) for (const b of list) doomed.set(aclKey(b), b)
-    await acls.delete([...doomed.values()])
+    let matched: AclBinding[][]
+    try {
+      matched = await acls.matching(filters)
+      const doomed = new Map<string, AclBinding>()
+      for (const list of matched) for (const b of list) doomed.set(aclKey(b), b)
+      await acls.delete([...doomed.values()])
+    } catch (error) {
+      if (!(error instanceof MetadataStoreError)) throw error
+      return failAll(ErrorCode.UNKNOWN_SERVER_ERROR, `The metadata store failed: ${error.message}`)
+    }
     return {
       throttleTimeMs: 0,
       filterResults: matched.map((list) => ({

@@ -6,6 +6,7 @@
  * the cluster, INVALID_REQUEST for a filter with unknown codes or a malformed principal.
  * Version notes: v1 pattern types (v0 filters LITERAL only), v2+ flexible, v3 the same as v2.
  */
+import { MetadataStoreError } from '../../metadata/store/metadata-store.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -13,6 +14,7 @@ import {
   type DescribeAclsResponse,
 } from '../../protocol/generated/index.js'
 import {
+  type AclBinding,
   type AclBindingFilter,
   AclOperation,
   CLUSTER_NAME,
@@ -54,7 +56,13 @@ export const describeAclsHandler: ApiHandler<DescribeAclsRequest, DescribeAclsRe
       if (!(error instanceof InvalidAclError)) throw error
       return fail(ErrorCode.INVALID_REQUEST, error.message)
     }
-    const [matching] = await acls.matching([filter])
+    let matching: AclBinding[]
+    try {
+      ;[matching] = await acls.matching([filter])
+    } catch (error) {
+      if (!(error instanceof MetadataStoreError)) throw error
+      return fail(ErrorCode.UNKNOWN_SERVER_ERROR, `The metadata store failed: ${error.message}`)
+    }
     const resources = new Map<string, Resource>()
     for (const b of matching) {
       const key = JSON.stringify([b.resourceType, b.patternType, b.resourceName])
