@@ -85,7 +85,16 @@ const HARDCODED_NAME = 'hardcode'
 
 interface TypeIndex {
   readonly literal: Map<string, AclBinding[]>
-  readonly prefixed: AclBinding[]
+  /** PREFIXED ACLs by their name, and the distinct lengths of those names, shortest first. */
+  readonly prefixed: Map<string, AclBinding[]>
+  prefixLengths: number[]
+}
+
+/** How the ACLs that apply to one resource decide: DENY wins, then any ALLOW, else none matched. */
+enum Verdict {
+  NoMatch,
+  Allow,
+  Deny,
 }
 
 export class StandardAuthorizer implements Authorizer {
@@ -102,16 +111,18 @@ export class StandardAuthorizer implements Authorizer {
       all.push(binding)
       let index = byType.get(binding.resourceType)
       if (index === undefined) {
-        index = { literal: new Map(), prefixed: [] }
+        index = { literal: new Map(), prefixed: new Map(), prefixLengths: [] }
         byType.set(binding.resourceType, index)
       }
-      if (binding.patternType === PatternType.PREFIXED) index.prefixed.push(binding)
-      else {
-        const list = index.literal.get(binding.resourceName) ?? []
-        list.push(binding)
-        index.literal.set(binding.resourceName, list)
-      }
+      const byName = binding.patternType === PatternType.PREFIXED ? index.prefixed : index.literal
+      const list = byName.get(binding.resourceName) ?? []
+      list.push(binding)
+      byName.set(binding.resourceName, list)
     }
+    for (const index of byType.values())
+      index.prefixLengths = [...new Set([...index.prefixed.keys()].map((name) => name.length))].sort(
+        (a, b) => a - b,
+      )
     this.byType = byType
     this.all = all
   }
@@ -127,16 +138,25 @@ export class StandardAuthorizer implements Authorizer {
     resourceName: string,
   ): boolean {
     if (this.isSuperUser(request.principal)) return true
-    const acls = this.aclsOf(resourceType, resourceName)
-    if (acls.length === 0) return this.settings.allowEveryoneIfNoAclFound
+    const index = this.byType.get(resourceType)
+    if (index === undefined) return this.settings.allowEveryoneIfNoAclFound
+    // Walks the resource's LITERAL, LITERAL * and PREFIXED ACLs without collecting them.
+    let found = false
     let allowed = false
-    for (const acl of acls) {
-      if (!entryApplies(acl, request)) continue
-      if (acl.permissionType === AclPermissionType.DENY) {
-        if (acl.operation === AclOperation.ALL || acl.operation === operation) return false
-      } else if (allowGrants(acl.operation, operation)) allowed = true
+    const decide = (acls: readonly AclBinding[] | undefined): boolean => {
+      if (acls === undefined) return false
+      found = true
+      const verdict = verdictOf(acls, request, operation)
+      if (verdict === Verdict.Allow) allowed = true
+      return verdict === Verdict.Deny
     }
-    return allowed
+    if (decide(index.literal.get(resourceName))) return false
+    if (resourceName !== WILDCARD && decide(index.literal.get(WILDCARD))) return false
+    for (const length of index.prefixLengths) {
+      if (length > resourceName.length) break
+      if (decide(index.prefixed.get(resourceName.slice(0, length)))) return false
+    }
+    return found ? allowed : this.settings.allowEveryoneIfNoAclFound
   }
 
   authorizeByResourceType(
@@ -182,15 +202,21 @@ export class StandardAuthorizer implements Authorizer {
     const operations = OPERATIONS_OF[resourceType] ?? []
     return operationBits(operations.filter((op) => this.authorize(request, op, resourceType, resourceName)))
   }
+}
 
-  private aclsOf(resourceType: ResourceType, resourceName: string): AclBinding[] {
-    const index = this.byType.get(resourceType)
-    if (index === undefined) return []
-    const acls = [...(index.literal.get(resourceName) ?? [])]
-    if (resourceName !== WILDCARD) acls.push(...(index.literal.get(WILDCARD) ?? []))
-    for (const acl of index.prefixed) if (resourceName.startsWith(acl.resourceName)) acls.push(acl)
-    return acls
+function verdictOf(
+  acls: readonly AclBinding[],
+  request: AuthorizableRequest,
+  operation: AclOperation,
+): Verdict {
+  let verdict = Verdict.NoMatch
+  for (const acl of acls) {
+    if (!entryApplies(acl, request)) continue
+    if (acl.permissionType === AclPermissionType.DENY) {
+      if (acl.operation === AclOperation.ALL || acl.operation === operation) return Verdict.Deny
+    } else if (allowGrants(acl.operation, operation)) verdict = Verdict.Allow
   }
+  return verdict
 }
 
 function entryApplies(acl: AclBinding, request: AuthorizableRequest): boolean {
