@@ -223,3 +223,37 @@ test('inter-broker requests from a principal without CLUSTER_ACTION are refused'
   )
   assert.equal(markers.markers[0].topics[0].partitions[0].errorCode, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 })
+
+test('OffsetFetch: the group needs DESCRIBE, and topics the principal may not describe are refused', async () => {
+  const response = await rawCall<{
+    groups: {
+      groupId: string
+      errorCode: number
+      topics: { name: string; partitions: { errorCode: number }[] }[]
+    }[]
+  }>(client, ApiKey.OffsetFetch, 8, {
+    groups: [
+      {
+        groupId: 'g',
+        memberId: null,
+        memberEpoch: -1,
+        topics: [
+          { name: 'seen', partitionIndexes: [0] },
+          { name: 'hidden', partitionIndexes: [0] },
+        ],
+      },
+      { groupId: 'h', memberId: null, memberEpoch: -1, topics: null },
+    ],
+    requireStable: false,
+  })
+  const [g, h] = response.groups
+  assert.equal(g.errorCode, ErrorCode.NONE)
+  assert.deepEqual(
+    g.topics.map((t) => [t.name, t.partitions[0].errorCode]),
+    [
+      ['seen', ErrorCode.NONE],
+      ['hidden', ErrorCode.TOPIC_AUTHORIZATION_FAILED],
+    ],
+  )
+  assert.equal(h.errorCode, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+})
