@@ -130,6 +130,9 @@ export async function devSecurity(dataDir: string, host: string): Promise<DevSec
         ['sasl.enabled.mechanisms', 'SCRAM-SHA-512,SCRAM-SHA-256,PLAIN'],
         ['sasl.mechanism.inter.broker.protocol', 'PLAIN'],
         ['listener.name.sasl_ssl.plain.sasl.jaas.config', jaas],
+        // The brokers dial each other as this user: with authorizer.class.name set it must be
+        // allowed the inter-broker requests (CLUSTER_ACTION), and it administers the ACLs.
+        ['super.users', `User:${SECURE_USER}`],
         ['ssl.keystore.type', 'PEM'],
         ['ssl.keystore.location', keystore],
         ['ssl.truststore.type', 'PEM'],

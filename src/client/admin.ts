@@ -4,16 +4,22 @@
  * Topic creation and deletion go to the controller, retried on NOT_CONTROLLER and
  * connection errors; a per-item error rejects the call with that item's KafkaProtocolError.
  *
+ * ACLs (create, describe, delete) use Kafka's enum names (TOPIC, PREFIXED, READ, ALLOW).
+ *
  * Group administration (list/describe groups, reset offsets) needs the group APIs; until the
  * broker serves them, listGroups() rejects with GroupsNotSupportedError.
  */
+import { AclOperation, AclPermissionType, PatternType, ResourceType } from '../protocol/acl-codes.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { decodeConsumerProtocolAssignment } from '../protocol/generated/consumer-protocol-assignment.js'
+import type { CreateAclsResponse } from '../protocol/generated/create-acls-response.js'
 import type { CreatePartitionsResponse } from '../protocol/generated/create-partitions-response.js'
 import type { CreateTopicsRequest } from '../protocol/generated/create-topics-request.js'
 import type { CreateTopicsResponse } from '../protocol/generated/create-topics-response.js'
+import type { DeleteAclsResponse } from '../protocol/generated/delete-acls-response.js'
 import type { DeleteRecordsResponse } from '../protocol/generated/delete-records-response.js'
 import type { DeleteTopicsResponse } from '../protocol/generated/delete-topics-response.js'
+import type { DescribeAclsResponse } from '../protocol/generated/describe-acls-response.js'
 import type { DescribeClusterResponse } from '../protocol/generated/describe-cluster-response.js'
 import type { DescribeConfigsResponse } from '../protocol/generated/describe-configs-response.js'
 import type { DescribeGroupsResponse } from '../protocol/generated/describe-groups-response.js'
@@ -126,6 +132,31 @@ const CONFIG_SOURCE = [
   'CLIENT_METRICS_CONFIG',
 ]
 const ATTEMPTS_MAX = 5
+
+export type AclResourceTypeName = Exclude<keyof typeof ResourceType, 'UNKNOWN' | 'ANY'>
+export type AclOperationName = Exclude<keyof typeof AclOperation, 'UNKNOWN' | 'ANY'>
+
+/** One ACL: `principal` (User:name or User:*) from `host` (an IP or *) may or may not do `operation`. */
+export interface Acl {
+  readonly resourceType: AclResourceTypeName
+  readonly resourceName: string
+  readonly patternType: 'LITERAL' | 'PREFIXED'
+  readonly principal: string
+  readonly host: string
+  readonly operation: AclOperationName
+  readonly permissionType: 'ALLOW' | 'DENY'
+}
+
+/** Selects ACLs: ANY and null match everything; MATCH selects the ACLs that apply to a name. */
+export interface AclFilter {
+  readonly resourceType: AclResourceTypeName | 'ANY'
+  readonly resourceName: string | null
+  readonly patternType: 'LITERAL' | 'PREFIXED' | 'ANY' | 'MATCH'
+  readonly principal: string | null
+  readonly host: string | null
+  readonly operation: AclOperationName | 'ANY'
+  readonly permissionType: 'ALLOW' | 'DENY' | 'ANY'
+}
 
 export class Admin {
   readonly client: KafkaClient
@@ -245,6 +276,77 @@ export class Admin {
       for (const r of response.responses)
         throwIf(r.errorCode, `${change.type} ${change.name}`, r.errorMessage)
     }
+  }
+
+  /** Creates the ACLs (CreateAcls); the first refused one rejects the call with its error. */
+  async createAcls(acls: readonly Acl[]): Promise<void> {
+    const response = await this.retrying(() =>
+      this.client.request<CreateAclsResponse>('any', ApiKey.CreateAcls, () => ({
+        creations: acls.map((acl) => ({
+          resourceType: ResourceType[acl.resourceType],
+          resourceName: acl.resourceName,
+          resourcePatternType: PatternType[acl.patternType],
+          principal: acl.principal,
+          host: acl.host,
+          operation: AclOperation[acl.operation],
+          permissionType: AclPermissionType[acl.permissionType],
+        })),
+      })),
+    )
+    for (const [i, r] of response.results.entries())
+      throwIf(r.errorCode, `ACL ${aclText(acls[i])}`, r.errorMessage)
+  }
+
+  /** The ACLs the filter selects (DescribeAcls). */
+  async describeAcls(filter: AclFilter): Promise<Acl[]> {
+    const response = await this.retrying(() =>
+      this.client.request<DescribeAclsResponse>('any', ApiKey.DescribeAcls, () => ({
+        resourceTypeFilter: ResourceType[filter.resourceType],
+        resourceNameFilter: filter.resourceName,
+        patternTypeFilter: PatternType[filter.patternType],
+        principalFilter: filter.principal,
+        hostFilter: filter.host,
+        operation: AclOperation[filter.operation],
+        permissionType: AclPermissionType[filter.permissionType],
+      })),
+    )
+    throwIf(response.errorCode, 'DescribeAcls', response.errorMessage)
+    return response.resources.flatMap((r) =>
+      r.acls.map((a) =>
+        toAcl({
+          ...a,
+          resourceType: r.resourceType,
+          resourceName: r.resourceName,
+          patternType: r.patternType,
+        }),
+      ),
+    )
+  }
+
+  /** Deletes every ACL any filter selects (DeleteAcls) and returns them. */
+  async deleteAcls(filters: readonly AclFilter[]): Promise<Acl[]> {
+    const response = await this.retrying(() =>
+      this.client.request<DeleteAclsResponse>('any', ApiKey.DeleteAcls, () => ({
+        filters: filters.map((filter) => ({
+          resourceTypeFilter: ResourceType[filter.resourceType],
+          resourceNameFilter: filter.resourceName,
+          patternTypeFilter: PatternType[filter.patternType],
+          principalFilter: filter.principal,
+          hostFilter: filter.host,
+          operation: AclOperation[filter.operation],
+          permissionType: AclPermissionType[filter.permissionType],
+        })),
+      })),
+    )
+    const deleted: Acl[] = []
+    for (const result of response.filterResults) {
+      throwIf(result.errorCode, 'DeleteAcls', result.errorMessage)
+      for (const matching of result.matchingAcls) {
+        throwIf(matching.errorCode, 'DeleteAcls', matching.errorMessage)
+        deleted.push(toAcl(matching))
+      }
+    }
+    return deleted
   }
 
   /** DescribeCluster when the broker serves it, else Metadata. */
@@ -598,6 +700,38 @@ export interface TransactionDescription {
   /** -1 when no transaction is open. */
   readonly transactionStartTimeMs: number
   readonly partitions: readonly { topic: string; partition: number }[]
+}
+
+function nameOf<T extends Record<string, number>>(table: T, code: number): keyof T {
+  const name = (Object.keys(table) as (keyof T)[]).find((key) => table[key] === code)
+  if (name === undefined)
+    throw new KafkaProtocolError(ErrorCode.UNKNOWN_SERVER_ERROR, `unknown ACL code ${code}`)
+  return name
+}
+
+function toAcl(wire: {
+  resourceType: number
+  resourceName: string
+  patternType: number
+  principal: string
+  host: string
+  operation: number
+  permissionType: number
+}): Acl {
+  return {
+    resourceType: nameOf(ResourceType, wire.resourceType) as AclResourceTypeName,
+    resourceName: wire.resourceName,
+    patternType: nameOf(PatternType, wire.patternType) as Acl['patternType'],
+    principal: wire.principal,
+    host: wire.host,
+    operation: nameOf(AclOperation, wire.operation) as AclOperationName,
+    permissionType: nameOf(AclPermissionType, wire.permissionType) as Acl['permissionType'],
+  }
+}
+
+/** kafka-acls.sh's rendering of an ACL. */
+export function aclText(acl: Acl): string {
+  return `(principal=${acl.principal}, host=${acl.host}, operation=${acl.operation}, permissionType=${acl.permissionType}) on ${acl.resourceType}:${acl.patternType}:${acl.resourceName}`
 }
 
 function throwIf(errorCode: number, what: string, message?: string | null): void {

@@ -42,6 +42,10 @@ export const CLIENT_VERSIONS: ReadonlyMap<number, VersionRange> = new Map([
   [ApiKey.TxnOffsetCommit, { min: 0, max: 4 }],
   [ApiKey.ListTransactions, { min: 0, max: 1 }],
   [ApiKey.DescribeTransactions, { min: 0, max: 0 }],
+  // ACLs: v1 is the first with pattern types (PREFIXED).
+  [ApiKey.CreateAcls, { min: 1, max: 3 }],
+  [ApiKey.DescribeAcls, { min: 1, max: 3 }],
+  [ApiKey.DeleteAcls, { min: 1, max: 3 }],
 ])
 
 /** The API keys a broker must serve for consumer-group membership (classic protocol). */

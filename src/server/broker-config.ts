@@ -8,6 +8,7 @@ import { type ConfigDef, ConfigDefs, type ConfigValue } from '../common/config-d
 import { ConfigError } from '../common/errors.js'
 import type { GroupCoordinatorConfig } from '../coordinator/group-coordinator.js'
 import type { TransactionCoordinatorConfig } from '../coordinator/transaction/transaction-coordinator.js'
+import { authorizerConfigDefs } from '../security/authorizer/authorizer-config.js'
 import { type Endpoint, type ListenerSettings, listenerSettings } from '../security/listeners.js'
 import { checkListenerOverrides, securityConfigDefs } from '../security/security-config.js'
 
@@ -19,6 +20,7 @@ export const brokerConfigDefs = new ConfigDefs([
   def('listeners', 'list', ['PLAINTEXT://127.0.0.1:9092'], 'Listeners to bind, as NAME://host:port.'),
   def('advertised.listeners', 'list', null, 'Addresses given to clients; defaults to listeners.'),
   ...securityConfigDefs,
+  ...authorizerConfigDefs,
   def('log.dirs', 'list', null, 'Directories holding partition logs.'),
   def('log.dir', 'string', '/tmp/tidelog-logs', 'Log directory used when log.dirs is not set.'),
   def('cluster.id', 'string', null, 'Cluster id; generated and stored in meta.properties when absent.'),

@@ -8,6 +8,8 @@ import type { ClusterImage } from '../metadata/cluster-image.js'
 import type { ProducerIdManager } from '../metadata/producer-id-manager.js'
 import type { TopicAdmin } from '../metadata/topic-admin.js'
 import type { ReplicaManager } from '../replication/replica-manager.js'
+import type { AclStore } from '../security/authorizer/acl-store.js'
+import type { Authorizer } from '../security/authorizer/standard-authorizer.js'
 import type { ScramCredentialStore } from '../security/scram-credentials.js'
 import type { LogManager } from '../storage/log-manager.js'
 import type { BrokerConfig } from './broker-config.js'
@@ -46,6 +48,10 @@ export interface BrokerServices {
   readonly onTransactionMarker?: TransactionMarkerListener
   /** SCRAM credentials in the metadata store (AlterUserScramCredentials, SCRAM logins). */
   readonly scramCredentials?: ScramCredentialStore
+  /** Decides what each principal may do (allows everything when authorizer.class.name is empty). */
+  readonly authorizer: Authorizer
+  /** The ACLs in the metadata store (CreateAcls, DescribeAcls, DeleteAcls); null without an authorizer. */
+  readonly acls: AclStore | null
   /** The latest metadata snapshot this broker has applied. */
   metadataImage(): ClusterImage
 }

@@ -34,10 +34,22 @@ import { AlterPartitionManager } from '../replication/alter-partition-manager.js
 import { ReplicaFetcherManager } from '../replication/replica-fetcher.js'
 import { ReplicaManager, type TopicSettings } from '../replication/replica-manager.js'
 import { nodeBrokerParts } from '../runtime/node-parts.js'
+import { operationName, resourceTypeName } from '../security/authorizer/acl.js'
+import {
+  type Authorization,
+  checkAuthorizerConfig,
+  openAuthorization,
+} from '../security/authorizer/authorization.js'
+import { type Authorizer, hostOf } from '../security/authorizer/standard-authorizer.js'
 import { interBrokerTransport } from '../security/inter-broker.js'
 import { type JwtValidatorSettings, loadJwks } from '../security/jwt-validator.js'
 import { type Endpoint, usesSasl, usesTls } from '../security/listeners.js'
-import { type KafkaPrincipal, NoMatchingRuleError, SslPrincipalMapper } from '../security/principal.js'
+import {
+  type KafkaPrincipal,
+  NoMatchingRuleError,
+  principalText,
+  SslPrincipalMapper,
+} from '../security/principal.js'
 import { saslListenerSettings, usesSignedTokens } from '../security/sasl-server.js'
 import { ScramCredentialStore } from '../security/scram-credentials.js'
 import { listenerValue, mechanismValue } from '../security/security-config.js'
@@ -120,6 +132,10 @@ export class Broker implements BrokerServices {
   /** What this broker serves as leader, published for readiness checks (leadership-record.ts). */
   private readonly leadershipRecord: LeadershipRecord
   readonly scramCredentials: ScramCredentialStore
+  /** What every handler asks before acting (allows everything without authorizer.class.name). */
+  readonly authorizer: Authorizer
+  /** The ACLs of the metadata store; null without an authorizer. */
+  readonly acls: Authorization['acls']
   /** One per listener, in the order of `listeners`. */
   private socketServers: SocketServer[] = []
   /** Every TLS network of this broker (listeners, inter-broker client), for reloadTls(). */
@@ -151,7 +167,10 @@ export class Broker implements BrokerServices {
     private readonly store: MetadataStore,
     private readonly ownsStore: boolean,
     private readonly parts: BrokerParts,
+    private readonly authorization: Authorization,
   ) {
+    this.authorizer = authorization.authorizer
+    this.acls = authorization.acls
     this.nodeId = config.nodeId
     this.clock = parts.clock
     this.random = parts.random
@@ -288,6 +307,7 @@ export class Broker implements BrokerServices {
   }
 
   private static async open(config: BrokerConfig, parts: BrokerParts): Promise<Broker> {
+    const authorizerSettings = checkAuthorizerConfig(config.values)
     const store =
       parts.store ??
       (await EmbeddedStore.open({
@@ -322,7 +342,16 @@ export class Broker implements BrokerServices {
       topicConfig: (topic) =>
         metadata.image().topics.has(topic) ? logConfigFor(metadata.image(), config, topic) : undefined,
     })
-    const broker: Broker = new Broker(config, metadata, logManager, store, parts.store === undefined, parts)
+    const authorization = await openAuthorization(authorizerSettings, store, parts.logger)
+    const broker: Broker = new Broker(
+      config,
+      metadata,
+      logManager,
+      store,
+      parts.store === undefined,
+      parts,
+      authorization,
+    )
     onLogDirFailure = (dir) => broker.onLogDirFailure(dir)
     return broker
   }
@@ -697,13 +726,38 @@ export class Broker implements BrokerServices {
         listenerName: name,
         ...(sasl ? { sasl } : {}),
         clock: this.clock,
-        makeContext: (connection, header, observation) => ({
-          header,
-          apiVersion: header.requestApiVersion,
-          connection,
-          broker: this,
-          purgatoryTimer: observation,
-        }),
+        makeContext: (connection, header, observation) => {
+          const who = () => ({
+            principal: principalText(connection.principal),
+            host: hostOf(connection.remoteAddress),
+          })
+          return {
+            header,
+            apiVersion: header.requestApiVersion,
+            connection,
+            broker: this,
+            purgatoryTimer: observation,
+            authorize: (operation, resourceType, resourceName) => {
+              const request = who()
+              const allowed = this.authorizer.authorize(request, operation, resourceType, resourceName)
+              // Kafka's authorizer logger: denials at debug (Metadata's filtering asks often).
+              if (!allowed)
+                this.logger.debug(
+                  {
+                    ...request,
+                    operation: operationName(operation),
+                    resource: `${resourceTypeName(resourceType)}:${resourceName}`,
+                  },
+                  'authorization denied',
+                )
+              return allowed
+            },
+            authorizeByResourceType: (operation, resourceType) =>
+              this.authorizer.authorizeByResourceType(who(), operation, resourceType),
+            authorizedOperations: (resourceType, resourceName) =>
+              this.authorizer.authorizedOperations(who(), resourceType, resourceName),
+          }
+        },
         ...(this.observer?.onRequest ? { tap: this.observer.onRequest } : {}),
       },
       this.logger,
@@ -796,6 +850,7 @@ export class Broker implements BrokerServices {
     this.replicaManager.shutdown()
     this.leadershipRecord.close()
     this.metadata.close()
+    this.authorization.close()
     await this.logManager.shutdown()
     if (this.ownsStore) await this.store.close()
     this.logger.info('broker stopped')

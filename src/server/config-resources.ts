@@ -28,9 +28,15 @@ import {
 } from '../metadata/topic-config.js'
 import { topicNameProblem } from '../metadata/topic-name.js'
 import { ErrorCode, errorMessage } from '../protocol/error-codes.js'
+import {
+  type AclOperation,
+  ResourceType as AclResourceType,
+  CLUSTER_NAME,
+} from '../security/authorizer/acl.js'
 import { type BrokerConfig, brokerConfigDefs } from './broker-config.js'
 import type { BrokerServices } from './broker-services.js'
 import { isPerBrokerOnly, KAFKA_DYNAMIC_BROKER_CONFIGS } from './kafka-dynamic-configs.js'
+import type { RequestContext } from './request-context.js'
 
 /** ConfigResource.Type ids. */
 export const ResourceType = {
@@ -342,6 +348,8 @@ export async function alterResources<C extends { name: string }>(
   resources: readonly AlterRequestResource<C>[],
   validateOnly: boolean,
   nextOverrides: (image: ClusterImage, target: AlterTarget, configs: readonly C[]) => Record<string, string>,
+  /** The authorization error of a resource the caller may not alter (configAuthorizationError). */
+  denied: (resourceType: number, resourceName: string) => ConfigResourceError | null = () => null,
 ): Promise<AlterResult[]> {
   const key = (r: AlterRequestResource<C>) => `${r.resourceType}:${r.resourceName}`
   const counts = new Map<string, number>()
@@ -351,6 +359,8 @@ export async function alterResources<C extends { name: string }>(
     const results = resources.map((resource): AlterResult => {
       const base = { resourceType: resource.resourceType, resourceName: resource.resourceName }
       try {
+        const authorizationError = denied(resource.resourceType, resource.resourceName)
+        if (authorizationError !== null) throw authorizationError
         if ((counts.get(key(resource)) ?? 0) > 1) {
           throw new ConfigResourceError(ErrorCode.INVALID_REQUEST, 'Duplicate resource.')
         }
@@ -383,4 +393,33 @@ export function rejectNullValues(names: readonly string[]): void {
       `Null value not supported for : ${names.join(', ')}`,
     )
   }
+}
+
+/**
+ * Kafka's authorization of config resources: a TOPIC needs `operation` (DESCRIBE_CONFIGS or
+ * ALTER_CONFIGS) on the topic, else TOPIC_AUTHORIZATION_FAILED; a BROKER or BROKER_LOGGER
+ * needs it on the cluster, else CLUSTER_AUTHORIZATION_FAILED. Other types are left to the
+ * resource's own checks.
+ */
+export function configAuthorizationError(
+  context: RequestContext,
+  operation: AclOperation,
+  resourceType: number,
+  resourceName: string,
+): ConfigResourceError | null {
+  if (resourceType === ResourceType.TOPIC) {
+    if (context.authorize(operation, AclResourceType.TOPIC, resourceName)) return null
+    return new ConfigResourceError(
+      ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+      errorMessage(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    )
+  }
+  if (resourceType === ResourceType.BROKER || resourceType === ResourceType.BROKER_LOGGER) {
+    if (context.authorize(operation, AclResourceType.CLUSTER, CLUSTER_NAME)) return null
+    return new ConfigResourceError(
+      ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+      errorMessage(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    )
+  }
+  return null
 }

@@ -1,5 +1,7 @@
 import type { RequestHeader } from '../protocol/generated/index.js'
 import type { PurgatoryTimer } from '../replication/delayed-operations.js'
+import type { AclOperation, ResourceType } from '../security/authorizer/acl.js'
+import type { AuthorizedOperations } from '../security/authorizer/standard-authorizer.js'
 import type { KafkaPrincipal } from '../security/principal.js'
 import type { SaslSession } from '../security/sasl-server.js'
 import type { BrokerServices } from './broker-services.js'
@@ -27,4 +29,10 @@ export interface RequestContext {
   readonly broker: BrokerServices
   /** Request metrics' purgatory timing, when the broker's metrics are on. */
   readonly purgatoryTimer?: PurgatoryTimer
+  /** The connection's principal, from its address, may do `operation` on the resource. */
+  authorize(operation: AclOperation, resourceType: ResourceType, resourceName: string): boolean
+  /** Allowed `operation` on at least one resource of the type (Kafka's authorizeByResourceType). */
+  authorizeByResourceType(operation: AclOperation, resourceType: ResourceType): boolean
+  /** The include_*_authorized_operations bitfield of one resource. */
+  authorizedOperations(resourceType: ResourceType, resourceName: string): AuthorizedOperations
 }

@@ -6,6 +6,8 @@
  * OPERATION_NOT_ATTEMPTED, as Kafka; any other error applies to every partition. With
  * verify_only (v4+, sent by partition leaders, KIP-890) nothing is added: each partition
  * answers NONE if it is in the ongoing transaction, else INVALID_TXN_STATE.
+ * Authorization: WRITE on the transactional id and on each topic; v4+ (brokers' verification)
+ * needs CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED).
  * Version notes: v2 adds PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before it); v3 flexible;
  * v4 batches transactions (top-level error code, results by transaction) and adds
  * verify_only; v5 adds TRANSACTION_ABORTABLE, which tidelog does not return.
@@ -19,6 +21,7 @@ import {
   type AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult,
   ApiKey,
 } from '../../protocol/generated/index.js'
+import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
@@ -33,6 +36,12 @@ export const addPartitionsToTxnHandler: ApiHandler<AddPartitionsToTxnRequest, Ad
       resultsByTransaction: [],
       resultsByTopicV3AndBelow: [],
     }
+    // v4+ is the brokers' verification batch (KIP-890): an inter-broker request.
+    if (
+      context.apiVersion >= 4 &&
+      !context.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+    )
+      return { ...empty, errorCode: ErrorCode.CLUSTER_AUTHORIZATION_FAILED }
     if (context.apiVersion <= 3) {
       const resultsByTopicV3AndBelow = await addOrVerify(
         context,
@@ -73,7 +82,12 @@ async function addOrVerify(
   const producer = { producerId, producerEpoch }
   const partitions = toPartitions(topics)
   const codes = new Map<string, number>()
-  if (verifyOnly) {
+  const denied = verifyOnly ? null : authorizationCodes(context, transactionalId, partitions)
+  if (denied !== null) {
+    for (const [topic, ids] of partitions)
+      for (const id of ids)
+        codes.set(`${topic}\u0000${id}`, denied.get(topic) ?? ErrorCode.OPERATION_NOT_ATTEMPTED)
+  } else if (verifyOnly) {
     for (const r of coordinator.verifyPartitions(transactionalId, producer, partitions))
       codes.set(`${r.topic}\u0000${r.partition}`, r.errorCode)
   } else {
@@ -104,6 +118,23 @@ async function addOrVerify(
       ),
     })),
   }))
+}
+
+/**
+ * Kafka's checks before adding: WRITE on the transactional id, else every partition
+ * TRANSACTIONAL_ID_AUTHORIZATION_FAILED; WRITE on each topic, else its partitions
+ * TOPIC_AUTHORIZATION_FAILED and the others OPERATION_NOT_ATTEMPTED. Null: all allowed.
+ */
+function authorizationCodes(
+  context: RequestContext,
+  transactionalId: string,
+  partitions: TopicPartitions,
+): Map<string, number> | null {
+  const topics = [...partitions.keys()]
+  if (!context.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactionalId))
+    return new Map(topics.map((t) => [t, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED]))
+  const refused = topics.filter((t) => !context.authorize(AclOperation.WRITE, ResourceType.TOPIC, t))
+  return refused.length === 0 ? null : new Map(refused.map((t) => [t, ErrorCode.TOPIC_AUTHORIZATION_FAILED]))
 }
 
 function toPartitions(topics: readonly AddPartitionsToTxnRequestAddPartitionsToTxnTopic[]): TopicPartitions {

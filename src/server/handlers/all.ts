@@ -4,11 +4,14 @@ import { alterConfigsHandler } from './alter-configs.js'
 import { alterPartitionReassignmentsHandler } from './alter-partition-reassignments.js'
 import { alterUserScramCredentialsHandler } from './alter-user-scram-credentials.js'
 import { apiVersionsHandler } from './api-versions.js'
+import { createAclsHandler } from './create-acls.js'
 import { createPartitionsHandler } from './create-partitions.js'
 import { createTopicsHandler } from './create-topics.js'
+import { deleteAclsHandler } from './delete-acls.js'
 import { deleteGroupsHandler } from './delete-groups.js'
 import { deleteRecordsHandler } from './delete-records.js'
 import { deleteTopicsHandler } from './delete-topics.js'
+import { describeAclsHandler } from './describe-acls.js'
 import { describeClusterHandler } from './describe-cluster.js'
 import { describeConfigsHandler } from './describe-configs.js'
 import { describeGroupsHandler } from './describe-groups.js'
@@ -88,4 +91,7 @@ export const allHandlers: readonly AnyApiHandler[] = [
   describeTransactionsHandler,
   listTransactionsHandler,
   txnOffsetCommitHandler,
+  describeAclsHandler,
+  createAclsHandler,
+  deleteAclsHandler,
 ]

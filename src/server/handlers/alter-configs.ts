@@ -7,6 +7,8 @@
  * "Cannot update these configs dynamically: Set(...)"; unimplemented dynamic and unknown
  * names are stored with no effect, docs/accepted-configs.md). Duplicate resources or keys and null values are INVALID_REQUEST;
  * unknown topics UNKNOWN_TOPIC_OR_PARTITION. validateOnly checks and changes nothing.
+ * Authorization: ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker
+ * resource, on the cluster (CLUSTER_AUTHORIZATION_FAILED).
  * Version notes: v1 is v0; v2 is flexible.
  */
 import {
@@ -15,7 +17,8 @@ import {
   type AlterConfigsResponse,
   ApiKey,
 } from '../../protocol/generated/index.js'
-import { alterResources, rejectNullValues } from '../config-resources.js'
+import { AclOperation } from '../../security/authorizer/acl.js'
+import { alterResources, configAuthorizationError, rejectNullValues } from '../config-resources.js'
 import type { ApiHandler } from './registry.js'
 
 export const alterConfigsHandler: ApiHandler<AlterConfigsRequest, AlterConfigsResponse> = {
@@ -31,6 +34,7 @@ export const alterConfigsHandler: ApiHandler<AlterConfigsRequest, AlterConfigsRe
         rejectNullValues(configs.filter((c) => c.value === null).map((c) => c.name))
         return Object.fromEntries(configs.map((c) => [c.name, c.value as string]))
       },
+      (type, name) => configAuthorizationError(context, AclOperation.ALTER_CONFIGS, type, name),
     )
     return { throttleTimeMs: 0, responses }
   },

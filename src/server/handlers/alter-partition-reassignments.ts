@@ -6,6 +6,7 @@
  * catch up as followers; the controller completes the move once all of them are in the
  * ISR (see metadata/reassignment.ts). The controller's side (metadata/topic-admin.ts)
  * checks and commits the whole request in one compare-and-set.
+ * Authorization: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
  * Version notes: v0 only, flexible.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
@@ -14,6 +15,7 @@ import {
   type AlterPartitionReassignmentsResponse,
   ApiKey,
 } from '../../protocol/generated/index.js'
+import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import type { ApiHandler } from './registry.js'
 
 export const alterPartitionReassignmentsHandler: ApiHandler<
@@ -24,6 +26,20 @@ export const alterPartitionReassignmentsHandler: ApiHandler<
   minVersion: 0,
   maxVersion: 0,
   async handle(context, request) {
+    if (!context.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME))
+      return {
+        throttleTimeMs: 0,
+        errorCode: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        errorMessage: 'Cluster authorization failed.',
+        responses: request.topics.map((t) => ({
+          name: t.name,
+          partitions: t.partitions.map((p) => ({
+            partitionIndex: p.partitionIndex,
+            errorCode: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            errorMessage: 'Cluster authorization failed.',
+          })),
+        })),
+      }
     const outcomes = await context.broker.topicAdmin.alterPartitionReassignments(request.topics)
     return {
       throttleTimeMs: 0,

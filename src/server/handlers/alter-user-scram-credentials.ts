@@ -7,6 +7,7 @@
  * empty salt UNACCEPTABLE_CREDENTIAL; a user altered twice for one mechanism
  * DUPLICATE_RESOURCE; deleting a credential that does not exist RESOURCE_NOT_FOUND. A user
  * with any error has none of its alterations applied.
+ * Authorization: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED for every user.
  * Version notes: v0 only, flexible.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
@@ -15,6 +16,7 @@ import {
   type AlterUserScramCredentialsResponse,
   ApiKey,
 } from '../../protocol/generated/index.js'
+import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import {
   credentialFromSaltedPassword,
   SCRAM_MAX_ITERATIONS,
@@ -47,9 +49,14 @@ export const alterUserScramCredentialsHandler: ApiHandler<
       ...request.deletions.map((d) => ({ ...d, type: 'delete' as const })),
       ...request.upsertions.map((u) => ({ ...u, type: 'upsert' as const })),
     ]
+    const allowed = context.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME)
     for (const alteration of all) {
       const user = alteration.name
       if (!users.includes(user)) users.push(user)
+      if (!allowed) {
+        fail(user, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, 'Cluster authorization failed.')
+        continue
+      }
       const mechanism = SCRAM_MECHANISMS[alteration.mechanism - 1] as ScramMechanism | undefined
       if (store === undefined) {
         fail(user, ErrorCode.UNSUPPORTED_VERSION, 'This broker keeps no SCRAM credentials')

@@ -9,6 +9,8 @@
  * does. The answer comes once every new partition's leader serves it, within the request's
  * timeoutMs (REQUEST_TIMED_OUT for a topic past it; 0 does not wait). validateOnly runs
  * every check and creates nothing. Success carries errorMessage null, as Kafka's does.
+ * Authorization: CREATE on the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED; the
+ * configs of a created topic need DESCRIBE_CONFIGS on it (else topicConfigErrorCode).
  * Version notes: v1 adds validateOnly and error messages; v2-v4 change nothing on the wire
  * (v4 allows -1 defaults, which every version here accepts); v5 is flexible and returns
  * numPartitions, replicationFactor and the topic's configs; v7 returns the topic id.
@@ -24,6 +26,7 @@ import {
   defaultCreateTopicsResponseCreatableTopicResult,
 } from '../../protocol/generated/index.js'
 import { ZERO_UUID } from '../../protocol/primitives.js'
+import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import type { BrokerServices } from '../broker-services.js'
 import type { ApiHandler } from './registry.js'
 
@@ -34,14 +37,20 @@ export const createTopicsHandler: ApiHandler<CreateTopicsRequest, CreateTopicsRe
   async handle(context, request) {
     const broker = context.broker
     const validateOnly = context.apiVersion >= 1 && request.validateOnly
+    const mayCreateAll = context.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+    const allowed = (name: string): boolean =>
+      mayCreateAll || context.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)
+    const denied = request.topics.filter((topic) => !allowed(topic.name))
     const outcomes = await broker.topicAdmin.createTopics(
-      request.topics.map((topic) => ({
-        name: topic.name,
-        numPartitions: topic.numPartitions,
-        replicationFactor: topic.replicationFactor,
-        assignments: topic.assignments,
-        configs: Object.fromEntries(topic.configs.map((c) => [c.name, c.value])),
-      })),
+      request.topics
+        .filter((topic) => allowed(topic.name))
+        .map((topic) => ({
+          name: topic.name,
+          numPartitions: topic.numPartitions,
+          replicationFactor: topic.replicationFactor,
+          assignments: topic.assignments,
+          configs: Object.fromEntries(topic.configs.map((c) => [c.name, c.value])),
+        })),
       { validateOnly, timeoutMs: request.timeoutMs },
     )
     const after = broker.metadataImage()
@@ -56,8 +65,22 @@ export const createTopicsHandler: ApiHandler<CreateTopicsRequest, CreateTopicsRe
         const image = validateOnly ? withTopic(after, outcome.topic) : after
         describeCreated(result, image, broker, outcome.topic, validateOnly)
       }
+      if (
+        result.errorCode === ErrorCode.NONE &&
+        !context.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, result.name)
+      ) {
+        result.configs = []
+        result.topicConfigErrorCode = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+      }
       return result
     })
+    for (const topic of denied)
+      topics.push({
+        ...defaultCreateTopicsResponseCreatableTopicResult(),
+        name: topic.name,
+        errorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        errorMessage: 'Authorization failed.',
+      })
     return { throttleTimeMs: 0, topics }
   },
 }

@@ -2,13 +2,16 @@
  * DeleteGroups (key 42).
  * Behavior: deletes empty groups (NON_EMPTY_GROUP otherwise, GROUP_ID_NOT_FOUND when
  * unknown) with tombstones for their offsets and metadata, answered once committed.
+ * Authorization: DELETE on the group, else GROUP_AUTHORIZATION_FAILED.
  * Version notes: v2+ flexible.
  */
+import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
   type DeleteGroupsRequest,
   type DeleteGroupsResponse,
 } from '../../protocol/generated/index.js'
+import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { ApiHandler } from './registry.js'
 
 export const deleteGroupsHandler: ApiHandler<DeleteGroupsRequest, DeleteGroupsResponse> = {
@@ -19,7 +22,9 @@ export const deleteGroupsHandler: ApiHandler<DeleteGroupsRequest, DeleteGroupsRe
     const results = await Promise.all(
       request.groupsNames.map(async (groupId) => ({
         groupId,
-        errorCode: await context.broker.groupCoordinator.deleteGroup(groupId),
+        errorCode: context.authorize(AclOperation.DELETE, ResourceType.GROUP, groupId)
+          ? await context.broker.groupCoordinator.deleteGroup(groupId)
+          : ErrorCode.GROUP_AUTHORIZATION_FAILED,
       })),
     )
     return { throttleTimeMs: 0, results }

@@ -6,6 +6,7 @@
  * the metadata knows but this broker does not lead is NOT_LEADER_OR_FOLLOWER, whether it
  * follows it or does not host it at all (Kafka's answer, which sends clients to the
  * leader); only a topic or partition the metadata does not know is UNKNOWN_TOPIC_OR_PARTITION.
+ * Authorization: DELETE on the topic, else TOPIC_AUTHORIZATION_FAILED.
  * Version notes: v2+ flexible.
  */
 
@@ -18,6 +19,7 @@ import {
   type DeleteRecordsResponseDeleteRecordsPartitionResult,
 } from '../../protocol/generated/index.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
+import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
@@ -29,8 +31,17 @@ export const deleteRecordsHandler: ApiHandler<DeleteRecordsRequest, DeleteRecord
     const topics = []
     for (const topic of request.topics) {
       const partitions = []
+      const deletable = context.authorize(AclOperation.DELETE, ResourceType.TOPIC, topic.name)
       for (const p of topic.partitions)
-        partitions.push(await deleteOne(context, topic.name, p.partitionIndex, Number(p.offset)))
+        partitions.push(
+          deletable
+            ? await deleteOne(context, topic.name, p.partitionIndex, Number(p.offset))
+            : {
+                partitionIndex: p.partitionIndex,
+                lowWatermark: -1n,
+                errorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+              },
+        )
       topics.push({ name: topic.name, partitions })
     }
     return { throttleTimeMs: 0, topics }

@@ -4,8 +4,9 @@
  * metadata image. tidelog's brokers are BROKERS endpoints: a request for CONTROLLERS gets
  * MISMATCHED_ENDPOINT_TYPE, any other type UNSUPPORTED_ENDPOINT_TYPE.
  * Version notes: v0 flexible; v1 adds endpointType (request and response).
- * clusterAuthorizedOperations is Kafka's "omitted" sentinel unless asked for; tidelog has
- * no authorizer, so when asked it answers "all operations" (bits 2-12 as Kafka's ALL).
+ * clusterAuthorizedOperations is Kafka's "omitted" sentinel unless asked for; when asked,
+ * the cluster operations the principal may do (every one without an authorizer), or 0 for
+ * a principal without DESCRIBE on the cluster, as Kafka answers (no error).
  */
 import { endpointFor } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
@@ -14,13 +15,12 @@ import {
   type DescribeClusterRequest,
   type DescribeClusterResponse,
 } from '../../protocol/generated/index.js'
+import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import type { ApiHandler } from './registry.js'
 
 const ENDPOINT_BROKERS = 1
 const ENDPOINT_CONTROLLERS = 2
 const AUTHORIZED_OPERATIONS_OMITTED = -2147483648
-/** READ..IDEMPOTENT_WRITE, ALTER_CONFIGS, DESCRIBE_CONFIGS (acl operation bits 3-12). */
-const CLUSTER_OPERATIONS = 0b1111111111000
 
 export const describeClusterHandler: ApiHandler<DescribeClusterRequest, DescribeClusterResponse> = {
   apiKey: ApiKey.DescribeCluster,
@@ -57,9 +57,12 @@ export const describeClusterHandler: ApiHandler<DescribeClusterRequest, Describe
           ? [{ brokerId: b.nodeId, host: endpoint.host, port: endpoint.port, rack: b.rack }]
           : []
       }),
-      clusterAuthorizedOperations: request.includeClusterAuthorizedOperations
-        ? CLUSTER_OPERATIONS
-        : AUTHORIZED_OPERATIONS_OMITTED,
+      // Kafka: 0 for a principal that may not describe the cluster, not an error.
+      clusterAuthorizedOperations: !request.includeClusterAuthorizedOperations
+        ? AUTHORIZED_OPERATIONS_OMITTED
+        : context.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
+          ? context.authorizedOperations(ResourceType.CLUSTER, CLUSTER_NAME)
+          : 0,
     }
   },
 }

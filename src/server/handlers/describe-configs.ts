@@ -7,6 +7,8 @@
  * not null, filters the names. Unknown topics get UNKNOWN_TOPIC_OR_PARTITION, another
  * broker's id INVALID_REQUEST, other resource types INVALID_REQUEST, each per resource.
  * Sensitive values are null.
+ * Authorization: DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a
+ * broker resource, on the cluster (CLUSTER_AUTHORIZATION_FAILED).
  * Version notes: v0 reports isDefault instead of configSource; v1 adds includeSynonyms,
  * configSource and synonyms; v2 is v1; v3 adds includeDocumentation, configType and
  * documentation; v4 is flexible.
@@ -21,7 +23,13 @@ import {
   type DescribeConfigsResponseDescribeConfigsResourceResult,
   type DescribeConfigsResponseDescribeConfigsResult,
 } from '../../protocol/generated/index.js'
-import { ConfigResourceError, type DescribedConfig, describeResource } from '../config-resources.js'
+import { AclOperation } from '../../security/authorizer/acl.js'
+import {
+  ConfigResourceError,
+  configAuthorizationError,
+  type DescribedConfig,
+  describeResource,
+} from '../config-resources.js'
 import type { ApiHandler } from './registry.js'
 
 export const describeConfigsHandler: ApiHandler<DescribeConfigsRequest, DescribeConfigsResponse> = {
@@ -36,6 +44,13 @@ export const describeConfigsHandler: ApiHandler<DescribeConfigsRequest, Describe
     const results = request.resources.map((resource): DescribeConfigsResponseDescribeConfigsResult => {
       const base = { resourceType: resource.resourceType, resourceName: resource.resourceName }
       try {
+        const denied = configAuthorizationError(
+          context,
+          AclOperation.DESCRIBE_CONFIGS,
+          resource.resourceType,
+          resource.resourceName,
+        )
+        if (denied !== null) throw denied
         const keys = resource.configurationKeys === null ? null : new Set(resource.configurationKeys)
         const configs = describeResource(
           image,

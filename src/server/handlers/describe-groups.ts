@@ -3,14 +3,17 @@
  * Behavior: state, protocol and members of each group this broker coordinates
  * (NOT_COORDINATOR for others); member metadata and assignments only while Stable, as
  * Kafka. An unknown group is described as Dead with no error.
- * Version notes: v1 throttle time, v3 authorized operations (not computed: Kafka's
- * "omitted" value), v4 group instance ids, v5+ flexible.
+ * Authorization: DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED.
+ * Version notes: v1 throttle time, v3 authorized operations (when asked), v4 group instance
+ * ids, v5+ flexible.
  */
+import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
   type DescribeGroupsRequest,
   type DescribeGroupsResponse,
 } from '../../protocol/generated/index.js'
+import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { ApiHandler } from './registry.js'
 
 const AUTHORIZED_OPERATIONS_OMITTED = -2147483648
@@ -22,6 +25,16 @@ export const describeGroupsHandler: ApiHandler<DescribeGroupsRequest, DescribeGr
   handle(context, request) {
     const version = context.apiVersion
     const groups = request.groups.map((groupId) => {
+      if (!context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, groupId))
+        return {
+          errorCode: ErrorCode.GROUP_AUTHORIZATION_FAILED,
+          groupId,
+          groupState: '',
+          protocolType: '',
+          protocolData: '',
+          members: [],
+          authorizedOperations: AUTHORIZED_OPERATIONS_OMITTED,
+        }
       const d = context.broker.groupCoordinator.describeGroup(groupId)
       return {
         errorCode: d.errorCode,
@@ -37,7 +50,10 @@ export const describeGroupsHandler: ApiHandler<DescribeGroupsRequest, DescribeGr
           memberMetadata: m.metadata,
           memberAssignment: m.assignment,
         })),
-        authorizedOperations: AUTHORIZED_OPERATIONS_OMITTED,
+        authorizedOperations:
+          version >= 3 && request.includeAuthorizedOperations
+            ? context.authorizedOperations(ResourceType.GROUP, groupId)
+            : AUTHORIZED_OPERATIONS_OMITTED,
       }
     })
     return { throttleTimeMs: 0, groups }

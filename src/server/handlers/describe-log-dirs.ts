@@ -4,6 +4,7 @@
  * log and its offset lag (a follower: the leader's committed end minus its own log end; a
  * leader: 0), optionally filtered by topic and partition. Offline directories carry
  * KAFKA_STORAGE_ERROR.
+ * Authorization: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED (v3+; v0-v2 get no dirs).
  * Version notes: v2+ flexible, v3 top-level error code, v4 total and usable bytes.
  */
 import { dirname, resolve } from 'node:path'
@@ -17,6 +18,7 @@ import {
   type DescribeLogDirsResponseDescribeLogDirsTopic,
 } from '../../protocol/generated/index.js'
 import type { Partition } from '../../replication/partition.js'
+import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import type { ApiHandler } from './registry.js'
 
 export const describeLogDirsHandler: ApiHandler<DescribeLogDirsRequest, DescribeLogDirsResponse> = {
@@ -24,6 +26,8 @@ export const describeLogDirsHandler: ApiHandler<DescribeLogDirsRequest, Describe
   minVersion: 0,
   maxVersion: 4,
   async handle(context, request) {
+    if (!context.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME))
+      return { throttleTimeMs: 0, errorCode: ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results: [] }
     const wanted = wantedFilter(request)
     const offline = new Set(context.broker.logManager.offlineLogDirs.map((d) => resolve(d)))
     const byDir = new Map<string, Partition[]>()

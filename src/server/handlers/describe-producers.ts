@@ -6,6 +6,7 @@
  * timestamp, the coordinator epoch of its last marker (-1 for none) and the first offset
  * of its open transaction (-1 for none). A partition the metadata knows but this broker
  * does not lead is NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION.
+ * Authorization: READ on the topic, else TOPIC_AUTHORIZATION_FAILED.
  * Version notes: v0 only, flexible.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
@@ -16,6 +17,7 @@ import {
   type DescribeProducersResponsePartitionResponse,
 } from '../../protocol/generated/index.js'
 import { KafkaError, toErrorCode } from '../../replication/kafka-error.js'
+import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
@@ -26,10 +28,22 @@ export const describeProducersHandler: ApiHandler<DescribeProducersRequest, Desc
   handle(context, request) {
     return {
       throttleTimeMs: 0,
-      topics: request.topics.map((topic) => ({
-        name: topic.name,
-        partitions: topic.partitionIndexes.map((index) => describeOne(context, topic.name, index)),
-      })),
+      topics: request.topics.map((topic) => {
+        const readable = context.authorize(AclOperation.READ, ResourceType.TOPIC, topic.name)
+        return {
+          name: topic.name,
+          partitions: topic.partitionIndexes.map((index) =>
+            readable
+              ? describeOne(context, topic.name, index)
+              : {
+                  partitionIndex: index,
+                  errorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                  errorMessage: null,
+                  activeProducers: [],
+                },
+          ),
+        }
+      }),
     }
   },
 }

@@ -7,6 +7,8 @@
  * responsePartitionLimit partitions (capped by max.request.partition.size.limit) from the
  * cursor on, and a nextCursor naming the first partition left out. A cursor naming a topic
  * that is not requested is INVALID_REQUEST on every requested topic (Kafka's error response).
+ * Authorization: DESCRIBE on each topic (TOPIC_AUTHORIZATION_FAILED; left out of a listing of
+ * all); each topic carries its authorized operations, as Kafka's does.
  * Version notes: v0 only (flexible).
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
@@ -16,6 +18,7 @@ import {
   type DescribeTopicPartitionsResponse,
 } from '../../protocol/generated/index.js'
 import { ZERO_UUID } from '../../protocol/primitives.js'
+import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { ApiHandler } from './registry.js'
 
 type ResponseTopic = DescribeTopicPartitionsResponse['topics'][number]
@@ -33,8 +36,12 @@ export const describeTopicPartitionsHandler: ApiHandler<
     const image = context.broker.metadataImage()
     const configured = context.broker.config.values.get('max.request.partition.size.limit') as number
     const limit = Math.max(1, Math.min(request.responsePartitionLimit, configured))
+    const describable = (name: string) => context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+    // Every topic asked for: the ones the principal may not describe are left out, as in Metadata.
     const names =
-      request.topics.length === 0 ? [...image.topics.keys()] : [...new Set(request.topics.map((t) => t.name))]
+      request.topics.length === 0
+        ? [...image.topics.keys()].filter(describable)
+        : [...new Set(request.topics.map((t) => t.name))]
     names.sort()
     const cursor = request.cursor
     if (cursor !== null && request.topics.length > 0 && !names.includes(cursor.topicName))
@@ -48,6 +55,10 @@ export const describeTopicPartitionsHandler: ApiHandler<
     let nextCursor: DescribeTopicPartitionsResponse['nextCursor'] = null
     for (const name of names) {
       if (cursor !== null && name < cursor.topicName) continue
+      if (!describable(name)) {
+        topics.push({ ...unknownTopic(name), errorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED })
+        continue
+      }
       const topic = image.topics.get(name)
       if (!topic) {
         topics.push(unknownTopic(name))
@@ -65,7 +76,7 @@ export const describeTopicPartitionsHandler: ApiHandler<
         name,
         topicId: topic.topicId,
         isInternal: name.startsWith('__'),
-        topicAuthorizedOperations: AUTHORIZED_OPERATIONS_OMITTED,
+        topicAuthorizedOperations: context.authorizedOperations(ResourceType.TOPIC, name),
         partitions: shown.map((state) => ({
           errorCode: ErrorCode.NONE,
           partitionIndex: state.partition,

@@ -3,13 +3,16 @@
  * Behavior: the state of each transactional id this broker coordinates: producer id and
  * epoch, timeout, start time and the partitions still without their marker.
  * NOT_COORDINATOR for ids coordinated elsewhere, TRANSACTIONAL_ID_NOT_FOUND for unknown ones.
+ * Authorization: DESCRIBE on each transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
  * Version notes: v0 only (flexible).
  */
+import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
   type DescribeTransactionsRequest,
   type DescribeTransactionsResponse,
 } from '../../protocol/generated/index.js'
+import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { ApiHandler } from './registry.js'
 
 export const describeTransactionsHandler: ApiHandler<
@@ -20,7 +23,22 @@ export const describeTransactionsHandler: ApiHandler<
   minVersion: 0,
   maxVersion: 0,
   handle(context, request) {
-    const described = context.broker.transactionCoordinator.describe(request.transactionalIds)
+    const allowed = (id: string) =>
+      context.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, id)
+    const described = context.broker.transactionCoordinator.describe(request.transactionalIds).map((d) =>
+      allowed(d.transactionalId)
+        ? d
+        : {
+            transactionalId: d.transactionalId,
+            errorCode: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            transactionState: '',
+            transactionTimeoutMs: 0,
+            transactionStartTimeMs: -1,
+            producerId: -1n,
+            producerEpoch: -1,
+            topics: [],
+          },
+    )
     return {
       throttleTimeMs: 0,
       transactionStates: described.map((d) => ({

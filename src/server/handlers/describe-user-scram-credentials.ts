@@ -3,6 +3,7 @@
  * Behavior: the SCRAM mechanisms and iterations of each named user (never salts or keys),
  * or of every user with a credential when `users` is null. A named user without one gets
  * RESOURCE_NOT_FOUND, a user named twice DUPLICATE_RESOURCE, as Kafka answers.
+ * Authorization: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
  * Version notes: v0 only, flexible.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
@@ -11,6 +12,7 @@ import {
   type DescribeUserScramCredentialsRequest,
   type DescribeUserScramCredentialsResponse,
 } from '../../protocol/generated/index.js'
+import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import { SCRAM_MECHANISMS } from '../../security/scram.js'
 import type { ApiHandler } from './registry.js'
 
@@ -22,6 +24,13 @@ export const describeUserScramCredentialsHandler: ApiHandler<
   minVersion: 0,
   maxVersion: 0,
   async handle(context, request) {
+    if (!context.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME))
+      return {
+        throttleTimeMs: 0,
+        errorCode: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        errorMessage: 'Cluster authorization failed.',
+        results: [],
+      }
     const store = context.broker.scramCredentials
     const known = store ? await store.describe() : new Map()
     const names = request.users === null ? [...known.keys()].sort() : request.users.map((u) => u.name)

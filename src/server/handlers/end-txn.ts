@@ -5,11 +5,13 @@
  * the final state follow, and until then the next transactional request of that id gets
  * CONCURRENT_TRANSACTIONS. Ending a transaction that already ended the same way is NONE
  * (a retry); the other way, or with none ongoing, INVALID_TXN_STATE.
+ * Authorization: WRITE on the transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
  * Version notes: v2 adds PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before it); v3+ flexible;
  * v4 adds TRANSACTION_ABORTABLE, which tidelog does not return.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { ApiKey, type EndTxnRequest, type EndTxnResponse } from '../../protocol/generated/index.js'
+import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { ApiHandler } from './registry.js'
 
 export const endTxnHandler: ApiHandler<EndTxnRequest, EndTxnResponse> = {
@@ -17,6 +19,8 @@ export const endTxnHandler: ApiHandler<EndTxnRequest, EndTxnResponse> = {
   minVersion: 0,
   maxVersion: 4,
   async handle(context, request) {
+    if (!context.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactionalId))
+      return { throttleTimeMs: 0, errorCode: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED }
     const errorCode = await context.broker.transactionCoordinator.endTransaction(
       request.transactionalId,
       request.producerId,

@@ -6,6 +6,8 @@
  * is returned even when larger (v3+), so a consumer can always make progress. When fewer
  * than minBytes are available the fetch waits in the purgatory until data is committed or
  * maxWaitMs passes. Incremental fetch sessions (KIP-227) are kept in the broker's cache.
+ * Authorization: a follower's fetch needs CLUSTER_ACTION on the cluster, a consumer's READ
+ * on each topic; a partition it may not read answers TOPIC_AUTHORIZATION_FAILED.
  * Version notes: v3 adds maxBytes, v4 isolation level, last stable offset and aborted
  * transactions, v5 log start offset, v7 fetch sessions, v9 current leader epoch, v11
  * rack and preferred read replica, v12+ flexible with diverging epoch tags, v13 topic ids
@@ -31,6 +33,7 @@ import {
 } from '../../replication/delayed-operations.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
 import type { IsolationLevel, Partition } from '../../replication/partition.js'
+import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import type { AbortedTxn } from '../../storage/transaction-index.js'
 import type { FetchDataInfo } from '../../storage/unified-log.js'
 import { type FetchSession, type SessionPartition, sessionKey } from '../fetch-session-cache.js'
@@ -48,6 +51,8 @@ interface FetchTarget {
   readonly currentLeaderEpoch: number
   /** Set when the topic id of a v13+ request is unknown. */
   readonly unknownTopicId?: boolean
+  /** The principal may not read it (a consumer without READ, a follower without CLUSTER_ACTION). */
+  readonly denied?: boolean
   readonly sessionPartition?: SessionPartition
 }
 
@@ -74,10 +79,12 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
         return { throttleTimeMs: 0, errorCode: code, sessionId: 0, responses: [], nodeEndpoints: [] }
       }
     }
-    const targets = incremental
-      ? updateSession(context, request, session!)
-      : fullTargets(context, request, session)
     const replicaId = version >= 15 ? request.replicaState.replicaId : request.replicaId
+    const targets = authorizeTargets(
+      context,
+      incremental ? updateSession(context, request, session!) : fullTargets(context, request, session),
+      replicaId >= 0,
+    )
     const reader: FetchReader =
       replicaId >= 0
         ? {
@@ -105,8 +112,10 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
     const watches = watchesFor(context, targets, wakeOn)
     let results = await readAll(context, targets, reader, maxBytes, version >= 3, false)
     const gotBytes = results.reduce((sum, r) => sum + r.bytes, 0)
-    const anyError = results.some((r) => r.data.errorCode !== ErrorCode.NONE)
-    if (gotBytes < request.minBytes && request.maxWaitMs > 0 && !anyError && targets.length > 0) {
+    // A refused partition stays refused: as in Kafka it does not cut the others' long poll short.
+    const anyError = results.some((r) => r.data.errorCode !== ErrorCode.NONE && !r.target.denied)
+    const waitable = targets.some((t) => !t.denied)
+    if (gotBytes < request.minBytes && request.maxWaitMs > 0 && !anyError && waitable) {
       await waitForFetchData(
         context.broker.clock,
         watches,
@@ -127,6 +136,24 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
       nodeEndpoints: [],
     }
   },
+}
+
+/** Kafka's handleFetchRequest: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic. */
+function authorizeTargets(context: RequestContext, targets: FetchTarget[], follower: boolean): FetchTarget[] {
+  if (follower) {
+    if (context.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)) return targets
+    return targets.map((t) => ({ ...t, denied: true }))
+  }
+  const readable = new Map<string, boolean>()
+  return targets.map((t) => {
+    if (t.unknownTopicId) return t
+    let allowed = readable.get(t.topic)
+    if (allowed === undefined) {
+      allowed = context.authorize(AclOperation.READ, ResourceType.TOPIC, t.topic)
+      readable.set(t.topic, allowed)
+    }
+    return allowed ? t : { ...t, denied: true }
+  })
 }
 
 function resolveTopic(context: RequestContext, version: number, name: string, topicId: string) {
@@ -247,7 +274,7 @@ function recordFollowerFetchStates(
   reader: FetchReader & { kind: 'follower' },
 ): void {
   for (const target of targets) {
-    if (target.unknownTopicId) continue
+    if (target.unknownTopicId || target.denied) continue
     const partition = context.broker.replicaManager.getPartition(target.topic, target.partition)
     if (!partition?.isLeader) continue
     if (target.currentLeaderEpoch !== -1 && target.currentLeaderEpoch !== partition.leaderEpoch) continue
@@ -324,6 +351,7 @@ async function readOne(
   updateFollowerState: boolean,
 ): Promise<ReadResult> {
   if (target.unknownTopicId) return errorResult(target, ErrorCode.UNKNOWN_TOPIC_ID)
+  if (target.denied) return errorResult(target, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
   try {
     const partition = context.broker.replicaManager.getPartitionOrError(target.topic, target.partition)
     partition.ensureLeader()
@@ -391,7 +419,7 @@ function watchesFor(
 ): DelayedFetchWatch[] {
   const watches: DelayedFetchWatch[] = []
   for (const target of targets) {
-    if (target.unknownTopicId) continue
+    if (target.unknownTopicId || target.denied) continue
     const partition: Partition | undefined = context.broker.replicaManager.getPartition(
       target.topic,
       target.partition,

@@ -7,6 +7,8 @@
  * coordinator answering COORDINATOR_LOAD_IN_PROGRESS, which kafkajs does not retry in
  * JoinGroup. A transactional id's coordinator (key type 1) is found the same way on
  * __transaction_state (created on first use), as Kafka's TransactionStateManager places it.
+ * Authorization: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) or the transactional id
+ * (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
  * Version notes: v0 is advertised because librdkafka gates its group coordinator (and lz4)
  * on it; v1 adds key type, throttle time and error message; v3+ flexible; v4+ batches the
  * keys (coordinatorKeys) with one result each.
@@ -19,6 +21,7 @@ import {
   type FindCoordinatorResponse,
   type FindCoordinatorResponseCoordinator,
 } from '../../protocol/generated/index.js'
+import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
@@ -74,11 +77,18 @@ async function locate(
     errorMessage,
   })
   if (keyType === KEY_TYPE_TRANSACTION) {
+    if (!context.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key))
+      return failure(
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        'Transactional Id authorization failed.',
+      )
     if (key === '') return failure(ErrorCode.INVALID_REQUEST, 'empty transactional id')
     const found = await context.broker.transactionCoordinator.findCoordinator(key)
     return { key, ...found }
   }
   if (keyType !== KEY_TYPE_GROUP) return failure(ErrorCode.INVALID_REQUEST, `unknown key type ${keyType}`)
+  if (!context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key))
+    return failure(ErrorCode.GROUP_AUTHORIZATION_FAILED, 'Group authorization failed.')
   const found = await context.broker.groupCoordinator.findCoordinator(key)
   return { key, ...found, ...onListener(context, found.nodeId) }
 }

@@ -8,6 +8,8 @@
  * whole, as Kafka does: topic values INVALID_CONFIG; broker names must be dynamic
  * (INVALID_REQUEST). Duplicate resources or keys, null values for non-DELETE operations and
  * unknown operations are INVALID_REQUEST. validateOnly checks and changes nothing.
+ * Authorization: ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker
+ * resource, on the cluster (CLUSTER_AUTHORIZATION_FAILED).
  * Version notes: v1 is flexible.
  */
 
@@ -20,11 +22,13 @@ import {
   type IncrementalAlterConfigsRequestAlterableConfig,
   type IncrementalAlterConfigsResponse,
 } from '../../protocol/generated/index.js'
+import { AclOperation } from '../../security/authorizer/acl.js'
 import type { BrokerConfig } from '../broker-config.js'
 import {
   type AlterTarget,
   alterResources,
   ConfigResourceError,
+  configAuthorizationError,
   effectiveValue,
   isListConfig,
   rejectNullValues,
@@ -51,6 +55,7 @@ export const incrementalAlterConfigsHandler: ApiHandler<
       request.resources,
       request.validateOnly,
       (image, target, ops) => apply(image, config, target, ops),
+      (type, name) => configAuthorizationError(context, AclOperation.ALTER_CONFIGS, type, name),
     )
     return { throttleTimeMs: 0, responses }
   },

@@ -8,6 +8,8 @@
  * their sequences at 0. Only one of producerId/producerEpoch given is INVALID_REQUEST.
  * A transactional id goes to the transaction coordinator (epoch bump, fencing of older
  * instances, abort of their open transaction; an empty id is INVALID_REQUEST, as Kafka).
+ * Authorization: WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without
+ * one, IDEMPOTENT_WRITE on the cluster or WRITE on any topic (CLUSTER_AUTHORIZATION_FAILED).
  * Version notes: v2+ flexible; v3 adds producerId/producerEpoch; v4 adds PRODUCER_FENCED
  * (INVALID_PRODUCER_EPOCH before it); v5 changes nothing on the broker side.
  */
@@ -19,6 +21,8 @@ import {
   type InitProducerIdResponse,
 } from '../../protocol/generated/index.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
+import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
+import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
 const NO_PRODUCER_ID = -1n
@@ -31,6 +35,8 @@ export const initProducerIdHandler: ApiHandler<InitProducerIdRequest, InitProduc
   async handle(context, request) {
     const refused = refusal(request)
     if (refused !== null) return failure(refused)
+    const denied = authorizationError(context, request.transactionalId)
+    if (denied !== null) return failure(denied)
     if (request.transactionalId !== null) {
       const expected =
         request.producerId === NO_PRODUCER_ID
@@ -56,6 +62,21 @@ export const initProducerIdHandler: ApiHandler<InitProducerIdRequest, InitProduc
       return failure(toErrorCode(error) ?? ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     }
   },
+}
+
+/**
+ * A transactional producer needs WRITE on its transactional id; an idempotent one
+ * IDEMPOTENT_WRITE on the cluster or WRITE on some topic (Kafka 3's rule, KIP-679).
+ */
+function authorizationError(context: RequestContext, transactionalId: string | null): number | null {
+  if (transactionalId !== null)
+    return context.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactionalId)
+      ? null
+      : ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+  return context.authorize(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME) ||
+    context.authorizeByResourceType(AclOperation.WRITE, ResourceType.TOPIC)
+    ? null
+    : ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 }
 
 function refusal(request: InitProducerIdRequest): number | null {

@@ -3,6 +3,7 @@
  * Behavior: the classic rebalance's first phase (coordinator/rebalance.ts): the response is
  * held until every member has rejoined or the rebalance timeout passes; the leader gets
  * the members' protocol metadata, relayed untouched so client-side assignors work.
+ * Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED.
  * Version notes: v1 adds rebalance timeout (v0 uses the session timeout), v2 throttle time,
  * v4 MEMBER_ID_REQUIRED for new members, v5 group instance id (static membership), v6+
  * flexible, v7 protocol type/name in the response, v8 reason, v9 skipAssignment.
@@ -11,6 +12,7 @@
 import { clientHostOf } from '../../coordinator/client-host.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { ApiKey, type JoinGroupRequest, type JoinGroupResponse } from '../../protocol/generated/index.js'
+import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { ApiHandler } from './registry.js'
 
 export const joinGroupHandler: ApiHandler<JoinGroupRequest, JoinGroupResponse> = {
@@ -19,6 +21,8 @@ export const joinGroupHandler: ApiHandler<JoinGroupRequest, JoinGroupResponse> =
   maxVersion: 9,
   async handle(context, request) {
     const version = context.apiVersion
+    if (!context.authorize(AclOperation.READ, ResourceType.GROUP, request.groupId))
+      return response(version, ErrorCode.GROUP_AUTHORIZATION_FAILED, request.memberId)
     if (request.groupId === '') return response(version, ErrorCode.INVALID_GROUP_ID, request.memberId)
     const result = await context.broker.groupCoordinator.join({
       groupId: request.groupId,

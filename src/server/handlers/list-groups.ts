@@ -1,10 +1,12 @@
 /**
  * ListGroups (key 16).
  * Behavior: the groups this broker coordinates (clients ask every broker and merge).
+ * Authorization: every group with DESCRIBE on the cluster, else those the principal may describe.
  * Version notes: v1 throttle time, v3+ flexible, v4 state filter and group state, v5 type
  * filter and group type (tidelog's groups are all "classic").
  */
 import { ApiKey, type ListGroupsRequest, type ListGroupsResponse } from '../../protocol/generated/index.js'
+import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import type { ApiHandler } from './registry.js'
 
 const GROUP_TYPE = 'classic'
@@ -18,12 +20,15 @@ export const listGroupsHandler: ApiHandler<ListGroupsRequest, ListGroupsResponse
     const states = new Set((version >= 4 ? request.statesFilter : []).map((s) => s.toLowerCase()))
     const types = new Set((version >= 5 ? request.typesFilter : []).map((t) => t.toLowerCase()))
     const { errorCode, groups } = context.broker.groupCoordinator.listGroups()
+    // Kafka: DESCRIBE on the cluster lists every group, else the groups the principal may describe.
+    const everyGroup = context.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
     return {
       throttleTimeMs: 0,
       errorCode,
       groups: groups
         .filter((g) => states.size === 0 || states.has(g.state.toLowerCase()))
         .filter(() => types.size === 0 || types.has(GROUP_TYPE))
+        .filter((g) => everyGroup || context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g.groupId))
         .map((g) => ({
           groupId: g.groupId,
           protocolType: g.protocolType,

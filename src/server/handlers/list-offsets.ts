@@ -6,6 +6,7 @@
  * largest timestamp; LATEST_TIERED (-5) nothing (no tiered storage: offset -1); any other
  * timestamp the first record at or after it, below the high watermark (the last stable
  * offset for read_committed).
+ * Authorization: DESCRIBE on the topic, else TOPIC_AUTHORIZATION_FAILED for its partitions.
  * Version notes: v0 answers with a list of offsets (maxNumOffsets), v1+ with one offset
  * and its timestamp; v2 adds isolation level, v4 current leader epoch (fencing) and the
  * answer's leader epoch, v6+ flexible, v7 MAX_TIMESTAMP, v8 EARLIEST_LOCAL, v9 LATEST_TIERED.
@@ -19,6 +20,7 @@ import {
 } from '../../protocol/generated/index.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
 import type { Partition } from '../../replication/partition.js'
+import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
@@ -45,7 +47,14 @@ export const listOffsetsHandler: ApiHandler<ListOffsetsRequest, ListOffsetsRespo
     const topics = []
     for (const topic of request.topics) {
       const partitions = []
+      const describable = context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
       for (const p of topic.partitions) {
+        if (!describable) {
+          partitions.push(
+            answer(p.partitionIndex, ErrorCode.TOPIC_AUTHORIZATION_FAILED, NOT_FOUND, context.apiVersion),
+          )
+          continue
+        }
         const duplicate = duplicates.has(partitionKey(topic.name, p.partitionIndex))
         partitions.push(
           duplicate && context.apiVersion > 0

@@ -9,6 +9,11 @@
  * carries LEADER_NOT_AVAILABLE and no leader so clients retry, as Kafka answers for a new
  * topic, rather than a leader that would answer UNKNOWN_TOPIC_OR_PARTITION. (Only a new
  * partition's first leader is held back; later elections are named at once, as in Kafka.)
+ * Authorization (Kafka's handleTopicMetadataRequest): an all-topics request lists only the
+ * topics the principal may DESCRIBE; a named topic it may not describe answers
+ * TOPIC_AUTHORIZATION_FAILED (a topic id UNKNOWN_TOPIC_ID), existing or not; auto-creation
+ * needs CREATE on the cluster or the topic, else TOPIC_AUTHORIZATION_FAILED. Authorized
+ * operations are filled in when asked (topics v8+, the cluster v8-v10).
  * Version notes: v0 treats an empty topic list as "all topics"; v1+ uses null for all and
  * empty for none (librdkafka's brokers-only request). v1 adds racks and controller id, v2
  * the cluster id, v4 allowAutoTopicCreation, v5 offline replicas, v7 leader epochs, v8-v10
@@ -32,6 +37,7 @@ import {
   type MetadataResponseMetadataResponseTopic,
 } from '../../protocol/generated/index.js'
 import { ZERO_UUID } from '../../protocol/primitives.js'
+import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
@@ -46,8 +52,32 @@ export const metadataHandler: ApiHandler<MetadataRequest, MetadataResponse> = {
   maxVersion: 12,
   async handle(context, request) {
     const wanted = requestedTopics(context.apiVersion, request)
-    if (wanted !== 'all') await maybeAutoCreate(context, request, wanted)
+    const denied = new Map<RequestedTopic, number>()
+    if (wanted !== 'all') {
+      for (const t of wanted) if (!mayDescribe(context, t)) denied.set(t, deniedCode(t))
+      await maybeAutoCreate(
+        context,
+        request,
+        wanted.filter((t) => !denied.has(t)),
+        denied,
+      )
+    }
     const image = context.broker.metadataImage()
+    const operations = (name: string): number =>
+      context.apiVersion >= 8 && request.includeTopicAuthorizedOperations
+        ? context.authorizedOperations(ResourceType.TOPIC, name)
+        : AUTHORIZED_OPERATIONS_OMITTED
+    const topics =
+      wanted === 'all'
+        ? allTopics(image).filter((t) =>
+            context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name!),
+          )
+        : wanted.map((t) => {
+            const code = denied.get(t)
+            return code === undefined ? describeRequested(image, t) : refused(t, code)
+          })
+    for (const topic of topics)
+      if (topic.errorCode === ErrorCode.NONE) topic.topicAuthorizedOperations = operations(topic.name!)
     return {
       throttleTimeMs: 0,
       // Each broker's address on the listener this client came on; brokers without it are left out.
@@ -57,10 +87,20 @@ export const metadataHandler: ApiHandler<MetadataRequest, MetadataResponse> = {
       }),
       clusterId: image.clusterId,
       controllerId: image.controllerId,
-      topics: wanted === 'all' ? allTopics(image) : wanted.map((t) => describeRequested(image, t)),
-      clusterAuthorizedOperations: AUTHORIZED_OPERATIONS_OMITTED,
+      topics,
+      clusterAuthorizedOperations:
+        context.apiVersion >= 8 && context.apiVersion <= 10 && request.includeClusterAuthorizedOperations
+          ? clusterOperations(context)
+          : AUTHORIZED_OPERATIONS_OMITTED,
     }
   },
+}
+
+/** Kafka answers 0, not an error, to a principal that may not describe the cluster. */
+function clusterOperations(context: RequestContext): number {
+  return context.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
+    ? context.authorizedOperations(ResourceType.CLUSTER, CLUSTER_NAME)
+    : 0
 }
 
 type RequestedTopic = { name: string | null; topicId: string }
@@ -71,14 +111,57 @@ function requestedTopics(version: number, request: MetadataRequest): RequestedTo
   return request.topics.map((t) => ({ name: t.name, topicId: t.topicId }))
 }
 
-async function maybeAutoCreate(context: RequestContext, request: MetadataRequest, wanted: RequestedTopic[]) {
+/** A topic asked by id is looked up first: DESCRIBE is on its name. */
+function mayDescribe(context: RequestContext, wanted: RequestedTopic): boolean {
+  const name =
+    wanted.name !== null && wanted.name !== ''
+      ? wanted.name
+      : wanted.topicId !== ZERO_UUID
+        ? topicById(context.broker.metadataImage(), wanted.topicId)?.name
+        : undefined
+  return name === undefined || context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+}
+
+/** Kafka hides a topic id the caller may not describe behind UNKNOWN_TOPIC_ID. */
+function deniedCode(wanted: RequestedTopic): number {
+  return wanted.name !== null && wanted.name !== ''
+    ? ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    : ErrorCode.UNKNOWN_TOPIC_ID
+}
+
+function refused(wanted: RequestedTopic, errorCode: number): MetadataResponseMetadataResponseTopic {
+  return {
+    errorCode,
+    name: errorCode === ErrorCode.UNKNOWN_TOPIC_ID ? null : wanted.name,
+    topicId: wanted.topicId,
+    isInternal: false,
+    partitions: [],
+    topicAuthorizedOperations: AUTHORIZED_OPERATIONS_OMITTED,
+  }
+}
+
+/** Auto-creation needs CREATE on the cluster or on the topic; without it the topic is refused. */
+async function maybeAutoCreate(
+  context: RequestContext,
+  request: MetadataRequest,
+  wanted: RequestedTopic[],
+  denied: Map<RequestedTopic, number>,
+) {
   const allowed = context.apiVersion < 4 || request.allowAutoTopicCreation
-  if (!allowed) return
+  if (!allowed || context.broker.config.values.get('auto.create.topics.enable') !== true) return
   const image = context.broker.metadataImage()
-  const missing = wanted
-    .map((t) => t.name)
-    .filter((name): name is string => name !== null && name !== '' && !image.topics.has(name))
-  if (missing.length > 0) await context.broker.topicAdmin.autoCreateTopics(missing)
+  const missing = wanted.filter(
+    (t): t is RequestedTopic & { name: string } =>
+      t.name !== null && t.name !== '' && !image.topics.has(t.name),
+  )
+  const mayCreateAll = context.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+  const creatable: string[] = []
+  for (const t of missing) {
+    if (mayCreateAll || context.authorize(AclOperation.CREATE, ResourceType.TOPIC, t.name))
+      creatable.push(t.name)
+    else denied.set(t, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+  }
+  if (creatable.length > 0) await context.broker.topicAdmin.autoCreateTopics(creatable)
 }
 
 function allTopics(image: ClusterImage): MetadataResponseMetadataResponseTopic[] {

@@ -4,6 +4,8 @@
  * generation -1 on an empty group), writes OffsetCommit records to __consumer_offsets with
  * acks=all and answers once they are committed, so an acknowledged offset survives a
  * coordinator failover. Per-partition errors; a group-level error fills every partition.
+ * Authorization: READ on the group (else GROUP_AUTHORIZATION_FAILED on every partition) and
+ * READ on each topic (else TOPIC_AUTHORIZATION_FAILED on its partitions, which are not committed).
  * Version notes: v0 has no generation or member; v1 a per-partition commit timestamp
  * (ignored); v2-4 retention time (an explicit expiry); v3 throttle time; v6 leader epoch;
  * v7 group instance id; v8+ flexible.
@@ -14,6 +16,7 @@ import {
   type OffsetCommitRequest,
   type OffsetCommitResponse,
 } from '../../protocol/generated/index.js'
+import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { ApiHandler } from './registry.js'
 
 export const offsetCommitHandler: ApiHandler<OffsetCommitRequest, OffsetCommitResponse> = {
@@ -31,20 +34,33 @@ export const offsetCommitHandler: ApiHandler<OffsetCommitRequest, OffsetCommitRe
         metadata: p.committedMetadata,
       })),
     )
-    const codes =
-      request.groupId === ''
-        ? new Map(
-            partitions.map((p) => [`${p.topic}\u0000${p.partition}`, ErrorCode.INVALID_GROUP_ID as number]),
-          )
-        : (
-            await context.broker.groupCoordinator.commit(request.groupId, {
-              memberId: version >= 1 ? request.memberId : '',
-              groupInstanceId: version >= 7 ? request.groupInstanceId : null,
-              generationId: version >= 1 ? request.generationIdOrMemberEpoch : -1,
-              retentionTimeMs: version >= 2 && version <= 4 ? Number(request.retentionTimeMs) : -1,
-              partitions,
-            })
-          ).partitions
+    const key = (topic: string, partition: number) => `${topic}\u0000${partition}`
+    const everyPartition = (code: number) => new Map(partitions.map((p) => [key(p.topic, p.partition), code]))
+    const readable = new Map<string, boolean>()
+    const mayRead = (topic: string): boolean => {
+      let allowed = readable.get(topic)
+      if (allowed === undefined) {
+        allowed = context.authorize(AclOperation.READ, ResourceType.TOPIC, topic)
+        readable.set(topic, allowed)
+      }
+      return allowed
+    }
+    let codes: Map<string, number>
+    if (!context.authorize(AclOperation.READ, ResourceType.GROUP, request.groupId))
+      codes = everyPartition(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    else if (request.groupId === '') codes = everyPartition(ErrorCode.INVALID_GROUP_ID)
+    else {
+      const committed = await context.broker.groupCoordinator.commit(request.groupId, {
+        memberId: version >= 1 ? request.memberId : '',
+        groupInstanceId: version >= 7 ? request.groupInstanceId : null,
+        generationId: version >= 1 ? request.generationIdOrMemberEpoch : -1,
+        retentionTimeMs: version >= 2 && version <= 4 ? Number(request.retentionTimeMs) : -1,
+        partitions: partitions.filter((p) => mayRead(p.topic)),
+      })
+      codes = new Map(committed.partitions)
+      for (const p of partitions)
+        if (!mayRead(p.topic)) codes.set(key(p.topic, p.partition), ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    }
     return {
       throttleTimeMs: 0,
       topics: request.topics.map((t) => ({

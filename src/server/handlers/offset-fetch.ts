@@ -6,6 +6,8 @@
  * transaction committed. With requireStable a partition with a commit still pending (an
  * open transaction's TxnOffsetCommit, or a plain commit being replicated) answers
  * UNSTABLE_OFFSET_COMMIT, which clients retry.
+ * Authorization: DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED; topics the principal
+ * may not describe answer TOPIC_AUTHORIZATION_FAILED, or are left out when all are asked.
  * Version notes: v0-1 report errors per partition only; v2 null topics and a top-level
  * error; v3 throttle time; v5 leader epochs; v6+ flexible; v7 requireStable; v8+ a batch
  * of groups, each with its own error.
@@ -17,6 +19,7 @@ import {
   type OffsetFetchResponse,
   type OffsetFetchResponseOffsetFetchResponseTopic,
 } from '../../protocol/generated/index.js'
+import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
@@ -66,19 +69,40 @@ function fetchGroup(
   wanted: WantedTopics,
   requireStable: boolean,
 ): { errorCode: number; topics: OffsetFetchResponseOffsetFetchResponseTopic[] } {
-  const result = context.broker.groupCoordinator.fetchOffsets(groupId, wanted, requireStable)
+  if (!context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, groupId))
+    return { errorCode: ErrorCode.GROUP_AUTHORIZATION_FAILED, topics: [] }
+  const describable = (topic: string) => context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
+  const allowedWanted = wanted === null ? null : wanted.filter((t) => describable(t.name))
+  const result = context.broker.groupCoordinator.fetchOffsets(groupId, allowedWanted, requireStable)
   const leaderEpochs = context.apiVersion >= 5
+  // All partitions asked for: the topics the principal may not describe are left out, as Kafka does.
+  const shown = wanted === null ? result.topics.filter((t) => describable(t.name)) : result.topics
+  const refused = (wanted ?? [])
+    .filter((t) => !describable(t.name))
+    .map((t) => ({
+      name: t.name,
+      partitions: t.partitions.map((partitionIndex) => ({
+        partitionIndex,
+        committedOffset: -1n,
+        committedLeaderEpoch: -1,
+        metadata: '',
+        errorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+      })),
+    }))
   return {
     errorCode: result.errorCode,
-    topics: result.topics.map((t) => ({
-      name: t.name,
-      partitions: t.partitions.map((p) => ({
-        partitionIndex: p.partition,
-        committedOffset: p.offset,
-        committedLeaderEpoch: leaderEpochs ? p.leaderEpoch : -1,
-        metadata: p.metadata,
-        errorCode: p.errorCode,
+    topics: [
+      ...shown.map((t) => ({
+        name: t.name,
+        partitions: t.partitions.map((p) => ({
+          partitionIndex: p.partition,
+          committedOffset: p.offset,
+          committedLeaderEpoch: leaderEpochs ? p.leaderEpoch : -1,
+          metadata: p.metadata,
+          errorCode: p.errorCode,
+        })),
       })),
-    })),
+      ...refused,
+    ],
   }
 }

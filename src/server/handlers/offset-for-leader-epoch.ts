@@ -5,6 +5,8 @@
  * current one, with the largest epoch at or below the requested one (KIP-101/279). A
  * follower truncates to it after a leader change instead of to its high watermark, so no
  * committed record is lost and no diverging one kept. Unknown epochs answer -1/-1.
+ * Authorization: a follower (replicaId >= 0) needs CLUSTER_ACTION on the cluster
+ * (CLUSTER_AUTHORIZATION_FAILED), a consumer DESCRIBE on the topic (TOPIC_AUTHORIZATION_FAILED).
  * Version notes: v1 returns the leader epoch, v2 adds the current leader epoch (fencing),
  * v3 the replica id, v4+ flexible.
  */
@@ -19,6 +21,7 @@ import {
 } from '../../protocol/generated/index.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
 import type { Partition } from '../../replication/partition.js'
+import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import type { EpochEndOffset } from '../../storage/leader-epoch-cache.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
@@ -31,12 +34,29 @@ export const offsetForLeaderEpochHandler: ApiHandler<
   minVersion: 0,
   maxVersion: 4,
   handle(context, request) {
+    const follower = context.apiVersion >= 3 && request.replicaId >= 0
+    const deniedCode = (topic: string): number | null => {
+      if (follower)
+        return context.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+          ? null
+          : ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+      return context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
+        ? null
+        : ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    }
     return {
       throttleTimeMs: 0,
-      topics: request.topics.map((topic) => ({
-        topic: topic.topic,
-        partitions: topic.partitions.map((p) => endOffsetFor(context, topic.topic, p)),
-      })),
+      topics: request.topics.map((topic) => {
+        const denied = deniedCode(topic.topic)
+        return {
+          topic: topic.topic,
+          partitions: topic.partitions.map((p) =>
+            denied === null
+              ? endOffsetFor(context, topic.topic, p)
+              : { errorCode: denied, partition: p.partition, leaderEpoch: -1, endOffset: -1n },
+          ),
+        }
+      }),
     }
   },
 }

@@ -14,6 +14,9 @@
  * (CONCURRENT_TRANSACTIONS) is NOT_ENOUGH_REPLICAS, which clients retry without a metadata
  * refresh. A broker without a coordinator refuses such batches (INVALID_TXN_STATE).
  * Verified appends of one partition run in arrival order.
+ * Authorization (Kafka's handleProduceRequest): WRITE on the transactional id when there is
+ * one, else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED; WRITE on each topic, else
+ * its partitions TOPIC_AUTHORIZATION_FAILED.
  * Version notes: v2 adds logAppendTime, v3 transactionalId (magic v2 only), v5
  * logStartOffset, v8 record errors and an error message, v9+ flexible, v10 the current
  * leader and node endpoints as tagged fields (left empty: clients then refresh metadata).
@@ -33,6 +36,7 @@ import { KafkaError, toErrorCode } from '../../replication/kafka-error.js'
 import type { Partition } from '../../replication/partition.js'
 import { UNVERIFIED } from '../../replication/producer-state.js'
 import type { AppendResult } from '../../replication/replica-manager.js'
+import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
@@ -47,9 +51,23 @@ export const produceHandler: ApiHandler<ProduceRequest, ProduceResponse> = {
   holdsConnection: (request) => request.acks === 0,
   async handle(context, request) {
     const acks = request.acks
-    const topics = request.topicData.map((topic) =>
-      produceTopic(context, topic, acks, request.timeoutMs, request.transactionalId),
-    )
+    const transactionalId = request.transactionalId
+    const transactionDenied =
+      transactionalId !== null &&
+      !context.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactionalId)
+    const topics = request.topicData.map((topic) => {
+      const denied = transactionDenied
+        ? ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        : context.authorize(AclOperation.WRITE, ResourceType.TOPIC, topic.name)
+          ? null
+          : ErrorCode.TOPIC_AUTHORIZATION_FAILED
+      if (denied !== null)
+        return {
+          name: topic.name,
+          partitions: topic.partitionData.map((data) => Promise.resolve(failure(data.index, denied, null))),
+        }
+      return produceTopic(context, topic, acks, request.timeoutMs, transactionalId)
+    })
     const responses: ProduceResponseTopicProduceResponse[] = []
     for (const topic of topics)
       responses.push({ name: topic.name, partitionResponses: await Promise.all(topic.partitions) })

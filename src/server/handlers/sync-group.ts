@@ -3,11 +3,13 @@
  * Behavior: the rebalance's second phase: the leader sends every member's assignment, which
  * is stored in __consumer_offsets; each member's response (the leader's included) waits
  * until that record is committed, then carries the member's assignment bytes untouched.
+ * Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED.
  * Version notes: v1 throttle time, v3 group instance id, v4+ flexible, v5 protocol type and
  * name (checked against the group's: INCONSISTENT_GROUP_PROTOCOL).
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { ApiKey, type SyncGroupRequest, type SyncGroupResponse } from '../../protocol/generated/index.js'
+import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { ApiHandler } from './registry.js'
 
 export const syncGroupHandler: ApiHandler<SyncGroupRequest, SyncGroupResponse> = {
@@ -16,6 +18,8 @@ export const syncGroupHandler: ApiHandler<SyncGroupRequest, SyncGroupResponse> =
   maxVersion: 5,
   async handle(context, request) {
     const version = context.apiVersion
+    if (!context.authorize(AclOperation.READ, ResourceType.GROUP, request.groupId))
+      return respond(version, ErrorCode.GROUP_AUTHORIZATION_FAILED, null, null, Buffer.alloc(0))
     if (request.groupId === '')
       return respond(version, ErrorCode.INVALID_GROUP_ID, null, null, Buffer.alloc(0))
     const result = await context.broker.groupCoordinator.sync(request.groupId, {

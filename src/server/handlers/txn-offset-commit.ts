@@ -8,6 +8,8 @@
  * a transactional batch of the request's producer id and epoch (an older epoch than the
  * partition knows is refused: INVALID_PRODUCER_EPOCH) and stay invisible to OffsetFetch
  * until the transaction's COMMIT marker reaches the partition; ABORT drops them.
+ * Authorization: WRITE on the transactional id, READ on the group and on each topic, each
+ * failure answered with its *_AUTHORIZATION_FAILED code on the partitions concerned.
  * Version notes: v0-1 offset and metadata; v2 leader epoch; v3+ flexible, with the
  * consumer's generation, member id and group instance id (KIP-447), which fence a
  * producer whose consumer is no longer a member of the current generation.
@@ -21,6 +23,7 @@ import {
   type TxnOffsetCommitRequest,
   type TxnOffsetCommitResponse,
 } from '../../protocol/generated/index.js'
+import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
@@ -39,20 +42,41 @@ export const txnOffsetCommitHandler: ApiHandler<TxnOffsetCommitRequest, TxnOffse
         metadata: p.committedMetadata,
       })),
     )
-    const groupCode = request.groupId === '' ? ErrorCode.INVALID_GROUP_ID : await verify(context, request)
-    const codes =
+    const readable = new Set(
+      request.topics
+        .map((t) => t.name)
+        .filter((name) => context.authorize(AclOperation.READ, ResourceType.TOPIC, name)),
+    )
+    const groupCode = !context.authorize(
+      AclOperation.WRITE,
+      ResourceType.TRANSACTIONAL_ID,
+      request.transactionalId,
+    )
+      ? ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+      : !context.authorize(AclOperation.READ, ResourceType.GROUP, request.groupId)
+        ? ErrorCode.GROUP_AUTHORIZATION_FAILED
+        : request.groupId === ''
+          ? ErrorCode.INVALID_GROUP_ID
+          : await verify(context, request)
+    const codes: Map<string, number> =
       groupCode !== ErrorCode.NONE
         ? new Map(partitions.map((p) => [`${p.topic}\u0000${p.partition}`, groupCode]))
-        : (
-            await context.broker.groupCoordinator.commitTransactional(request.groupId, {
-              producerId: request.producerId,
-              producerEpoch: request.producerEpoch,
-              memberId: version >= 3 ? request.memberId : '',
-              groupInstanceId: version >= 3 ? request.groupInstanceId : null,
-              generationId: version >= 3 ? request.generationId : -1,
-              partitions,
-            })
-          ).partitions
+        : new Map(
+            (
+              await context.broker.groupCoordinator.commitTransactional(request.groupId, {
+                producerId: request.producerId,
+                producerEpoch: request.producerEpoch,
+                memberId: version >= 3 ? request.memberId : '',
+                groupInstanceId: version >= 3 ? request.groupInstanceId : null,
+                generationId: version >= 3 ? request.generationId : -1,
+                partitions: partitions.filter((p) => readable.has(p.topic)),
+              })
+            ).partitions,
+          )
+    if (groupCode === ErrorCode.NONE)
+      for (const p of partitions)
+        if (!readable.has(p.topic))
+          codes.set(`${p.topic}\u0000${p.partition}`, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     return {
       throttleTimeMs: 0,
       topics: request.topics.map((t) => ({

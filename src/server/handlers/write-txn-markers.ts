@@ -8,6 +8,8 @@
  * are per partition: a partition the metadata does not know is UNKNOWN_TOPIC_OR_PARTITION,
  * one led elsewhere NOT_LEADER_OR_FOLLOWER. After each marker is written the broker's
  * marker listener hears of it (the group coordinator's pending transactional offsets).
+ * Authorization: CLUSTER_ACTION on the cluster (the inter-broker principal), else
+ * CLUSTER_AUTHORIZATION_FAILED on every partition.
  * Version notes: v1+ flexible.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
@@ -20,6 +22,7 @@ import {
   type WriteTxnMarkersResponseWritableTxnMarkerResult,
 } from '../../protocol/generated/index.js'
 import { KafkaError, toErrorCode } from '../../replication/kafka-error.js'
+import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import { encodeEndTxnMarker } from '../../storage/control-batch.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
@@ -32,6 +35,19 @@ export const writeTxnMarkersHandler: ApiHandler<WriteTxnMarkersRequest, WriteTxn
   minVersion: 0,
   maxVersion: 1,
   async handle(context, request) {
+    if (!context.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME))
+      return {
+        markers: request.markers.map((marker) => ({
+          producerId: marker.producerId,
+          topics: marker.topics.map((topic) => ({
+            name: topic.name,
+            partitions: topic.partitionIndexes.map((partitionIndex) => ({
+              partitionIndex,
+              errorCode: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            })),
+          })),
+        })),
+      }
     // Every partition's append starts now, in request order; the answers are awaited after.
     const markers = request.markers.map((marker) => writeMarker(context, marker))
     return { markers: await Promise.all(markers) }
