@@ -2,12 +2,10 @@
  * ListGroups (key 16).
  * Behavior: the groups this broker coordinates (clients ask every broker and merge).
  * Version notes: v1 throttle time, v3+ flexible, v4 state filter and group state, v5 type
- * filter and group type (tidelog's groups are all "classic").
+ * filter and group type ("classic" or "consumer", KIP-848).
  */
 import { ApiKey, type ListGroupsRequest, type ListGroupsResponse } from '../../protocol/generated/index.js'
 import type { ApiHandler } from './registry.js'
-
-const GROUP_TYPE = 'classic'
 
 export const listGroupsHandler: ApiHandler<ListGroupsRequest, ListGroupsResponse> = {
   apiKey: ApiKey.ListGroups,
@@ -23,12 +21,12 @@ export const listGroupsHandler: ApiHandler<ListGroupsRequest, ListGroupsResponse
       errorCode,
       groups: groups
         .filter((g) => states.size === 0 || states.has(g.state.toLowerCase()))
-        .filter(() => types.size === 0 || types.has(GROUP_TYPE))
+        .filter((g) => types.size === 0 || types.has(g.type))
         .map((g) => ({
           groupId: g.groupId,
           protocolType: g.protocolType,
           groupState: version >= 4 ? g.state : '',
-          groupType: version >= 5 ? GROUP_TYPE : '',
+          groupType: version >= 5 ? g.type : '',
         })),
     }
   },

@@ -8,7 +8,7 @@
  * UNSTABLE_OFFSET_COMMIT, which clients retry.
  * Version notes: v0-1 report errors per partition only; v2 null topics and a top-level
  * error; v3 throttle time; v5 leader epochs; v6+ flexible; v7 requireStable; v8+ a batch
- * of groups, each with its own error.
+ * of groups, each with its own error; v9 member id and epoch (KIP-848: STALE_MEMBER_EPOCH).
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
@@ -29,7 +29,12 @@ export const offsetFetchHandler: ApiHandler<OffsetFetchRequest, OffsetFetchRespo
   handle(context, request) {
     if (context.apiVersion >= 8) {
       const groups = request.groups.map((g) => {
-        const result = fetchGroup(context, g.groupId, toWanted(g.topics), request.requireStable)
+        // v9: a KIP-848 member's id and epoch, checked against the consumer group.
+        const member =
+          context.apiVersion >= 9 && (g.memberId ?? '') !== ''
+            ? { memberId: g.memberId ?? '', memberEpoch: g.memberEpoch }
+            : null
+        const result = fetchGroup(context, g.groupId, toWanted(g.topics), request.requireStable, member)
         return { groupId: g.groupId, errorCode: result.errorCode, topics: result.topics }
       })
       return { throttleTimeMs: 0, topics: [], errorCode: 0, groups }
@@ -65,8 +70,9 @@ function fetchGroup(
   groupId: string,
   wanted: WantedTopics,
   requireStable: boolean,
+  member: { memberId: string; memberEpoch: number } | null = null,
 ): { errorCode: number; topics: OffsetFetchResponseOffsetFetchResponseTopic[] } {
-  const result = context.broker.groupCoordinator.fetchOffsets(groupId, wanted, requireStable)
+  const result = context.broker.groupCoordinator.fetchOffsets(groupId, wanted, requireStable, member)
   const leaderEpochs = context.apiVersion >= 5
   return {
     errorCode: result.errorCode,
