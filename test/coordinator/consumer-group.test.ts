@@ -377,3 +377,22 @@ test('replay rebuilds members, epochs and assignments after a coordinator failov
   assert.equal(groups.get('g')?.consumer?.assignmentEpoch, group.consumer!.assignmentEpoch)
   assert.equal(groups.get('g')?.consumer?.staticMembers.get('i-a'), 'A')
 })
+
+test('a member that does not revoke within its rebalance timeout is fenced and its partitions freed', () => {
+  const group = consumerGroup()
+  const log: CoordinatorRecord[] = []
+  const a = beat(group, log, { memberId: 'A', memberEpoch: 0, rebalanceTimeoutMs: 5000 })
+  beat(group, log, { memberId: 'B', memberEpoch: 0 }, 1000)
+  // A hears about the revocation at t=2000 and never acknowledges it.
+  beat(group, log, { memberId: 'A', memberEpoch: a.memberEpoch, topicPartitions: a.assignment ?? [] }, 2000)
+  assert.equal(group.consumer?.members.get('A')?.state, MemberState.UNREVOKED_PARTITIONS)
+  assert.equal(consumerGroupTick(group, 6999).records.length, 0, 'still inside the timeout')
+  const fenced = consumerGroupTick(group, 7000)
+  assert.ok(fenced.records.length > 0)
+  assert.equal(group.consumer?.members.has('A'), false)
+  // B now gets everything: nobody else holds a partition.
+  const epoch = group.consumer?.members.get('B')?.memberEpoch ?? -1
+  const b = beat(group, log, { memberId: 'B', memberEpoch: epoch, topicPartitions: [] }, 7100)
+  assert.deepEqual(owned(b), [0, 1, 2, 3, 4, 5])
+  assert.equal(b.memberEpoch, group.consumer?.groupEpoch)
+})

@@ -51,9 +51,10 @@ function member(
   topic: string,
   dir: string,
   name: string,
+  protocol: 'consumer' | 'classic' = 'consumer',
 ): Member {
   const stopFile = join(dir, `${name}.stop`)
-  const child = spawn(PYTHON, [SCRIPT, bootstrap, group, topic, stopFile], {
+  const child = spawn(PYTHON, [SCRIPT, bootstrap, group, topic, stopFile, protocol], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: { ...process.env, LD_LIBRARY_PATH: libDir },
   })
@@ -164,6 +165,58 @@ test('librdkafka 2.15 group.protocol=consumer: 3 members share 6 partitions, one
           'group.consumer.session.timeout.ms': 10000,
         },
       },
+    )
+  } finally {
+    for (const m of members) writeFileSync(m.stopFile, '')
+    await Promise.all(members.map((m) => m.exited))
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test('librdkafka 2.15: a classic group whose members all left continues under group.protocol=consumer from its committed offsets', async () => {
+  const libDir = modernLibrdkafka()
+  const dir = mkdtempSync(join(tmpdir(), 'tidelog-kip848-'))
+  const members: Member[] = []
+  try {
+    await withBroker(
+      async (cluster) => {
+        const bootstrap = cluster.bootstrapServers
+        const topic = 'kip848-migrate'
+        await createTopic(cluster, topic, { partitions: 4 })
+        const first = await produce(bootstrap, topic, 4, 3, 'first')
+        const classic = ['c1', 'c2'].map((name) =>
+          member(libDir, bootstrap, 'migrating', topic, dir, name, 'classic'),
+        )
+        members.push(...classic)
+        await waitFor('classic members consumed the first records', 60000, () => {
+          const seen = new Set(classic.flatMap((m) => m.values))
+          return first.every((v) => seen.has(v))
+        })
+        // close() commits the final offsets and leaves (LeaveGroup): the classic group is empty.
+        for (const m of classic) writeFileSync(m.stopFile, '')
+        for (const m of classic) assert.equal(await m.exited, 0)
+        const upgraded = ['k1', 'k2'].map((name) => member(libDir, bootstrap, 'migrating', topic, dir, name))
+        members.push(...upgraded)
+        await waitFor('2 partitions each under the consumer protocol', 60000, () =>
+          upgraded.every((m) => m.assignment.length === 2),
+        )
+        const second = await produce(bootstrap, topic, 4, 3, 'second')
+        await waitFor('second records consumed', 30000, () => {
+          const seen = new Set(upgraded.flatMap((m) => m.values))
+          return second.every((v) => seen.has(v))
+        })
+        assert.deepEqual(
+          upgraded.flatMap((m) => m.values).sort(),
+          [...second].sort(),
+          "the consumer-protocol members resumed from the classic members' committed offsets",
+        )
+        for (const m of members) assert.deepEqual(m.errors, [], 'no client errors')
+        const listed = cluster.brokers[0].groupCoordinator
+          .listGroups()
+          .groups.find((g) => g.groupId === 'migrating')
+        assert.equal(listed?.type, 'consumer')
+      },
+      { port: 0, properties: { ...FAST_GROUP_PROPERTIES, 'group.consumer.heartbeat.interval.ms': 500 } },
     )
   } finally {
     for (const m of members) writeFileSync(m.stopFile, '')

@@ -1,7 +1,7 @@
 """A KIP-848 consumer (group.protocol=consumer) on the modern librdkafka given by
 LD_LIBRARY_PATH. Prints JSON lines: {"libversion": ...} first, {"assignment": [...]} after each
 incremental assign/revoke (the whole set held), {"value": ...} per message, {"error": ...}.
-Args: bootstrap group topic stopfile. Consumes until stopfile exists, then closes (leaves the
+Args: bootstrap group topic stopfile [protocol] (consumer by default, or classic). Consumes until stopfile exists, then closes (leaves the
 group with member epoch -1); offsets are auto-committed (OffsetCommit v9 with the epoch)."""
 import json
 import os
@@ -11,11 +11,12 @@ import confluent_kafka
 from confluent_kafka import Consumer
 
 bootstrap, group, topic, stopfile = sys.argv[1:5]
+protocol = sys.argv[5] if len(sys.argv) > 5 else 'consumer'
 print(json.dumps({'libversion': confluent_kafka.libversion()[0]}), flush=True)
 consumer = Consumer({
     'bootstrap.servers': bootstrap,
     'group.id': group,
-    'group.protocol': 'consumer',
+    'group.protocol': protocol,
     'auto.offset.reset': 'earliest',
     'auto.commit.interval.ms': 200,
     'error_cb': lambda error: print(json.dumps({'error': str(error)}), flush=True),
