@@ -422,6 +422,7 @@ export function consumerGroupHeartbeat(
   reconcile(state, member, req.topicPartitions, nowMs)
   if (assignmentSnapshot(member) !== before || metadataChanged)
     records.push(currentAssignmentRecord(group.groupId, member))
+  checkSingleOwners(state)
   group.state = 'Stable'
   const assignedChanged = assignedKey(member) !== assignedBefore
   const full = req.memberEpoch === 0 || req.topicPartitions !== null
@@ -584,6 +585,26 @@ function ownsAny(owned: readonly WireTopicPartitions[], partitions: TopicAssignm
 
 function isSubset(owned: readonly WireTopicPartitions[], assigned: TopicAssignment): boolean {
   return owned.every((t) => t.partitions.every((p) => assigned.get(t.topicId)?.includes(p) === true))
+}
+
+/**
+ * The invariant that revocation before reassignment buys: no partition is held (assigned or
+ * pending revocation) by two members at once.
+ */
+export function checkSingleOwners(state: ConsumerGroupState): void {
+  const owners = new Map<string, string>()
+  for (const m of state.members.values())
+    for (const assignment of [m.assignedPartitions, m.partitionsPendingRevocation])
+      for (const [topicId, partitions] of assignment)
+        for (const p of partitions) {
+          const key = `${topicId}:${p}`
+          const other = owners.get(key)
+          assert(
+            other === undefined || other === m.memberId,
+            `partition ${key} held by ${other} and ${m.memberId}`,
+          )
+          owners.set(key, m.memberId)
+        }
 }
 
 // ---- members leaving and timing out ----------------------------------------------------------
