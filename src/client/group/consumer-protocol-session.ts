@@ -571,7 +571,7 @@ function commitRequest(
 }
 
 function deferred(): { promise: Promise<void>; resolve: () => void } {
-  let resolve = () => undefined as void
+  let resolve: () => void = () => undefined
   const promise = new Promise<void>((r) => {
     resolve = r
   })
