@@ -869,3 +869,43 @@ export function consumerGroupSubscribes(state: ConsumerGroupState, topic: string
   }
   return false
 }
+
+/**
+ * A copy of the group's consumer state (and the group fields it moves) to put back when a
+ * step's records could not be written at all: the in-memory state must never hold a
+ * change the log does not, or the next coordinator's replay would differ from what members
+ * were told (seed 109 of `--consumer-protocol`: a refused append left a revocation in memory
+ * only, the partition went to a second member, and the replayed log held it twice).
+ */
+export function snapshotConsumerGroup(group: Group): () => void {
+  const state = group.consumer
+  const groupState = group.state
+  const since = group.currentStateTimestampMs
+  if (state === null) return () => undefined
+  const copy = (a: TopicAssignment): TopicAssignment => new Map([...a].map(([t, p]) => [t, [...p]]))
+  const members = [...state.members.values()].map((m) => ({
+    ...m,
+    subscribedTopicNames: [...m.subscribedTopicNames],
+    assignedPartitions: copy(m.assignedPartitions),
+    partitionsPendingRevocation: copy(m.partitionsPendingRevocation),
+  }))
+  const targets = [...state.targetAssignment].map(([id, a]) => [id, copy(a)] as const)
+  const statics = [...state.staticMembers]
+  const { groupEpoch, assignmentEpoch, subscriptionSignature, assignorName } = state
+  return () => {
+    state.groupEpoch = groupEpoch
+    state.assignmentEpoch = assignmentEpoch
+    state.subscriptionSignature = subscriptionSignature
+    state.assignorName = assignorName
+    state.members.clear()
+    for (const m of members) state.members.set(m.memberId, { ...m })
+    state.targetAssignment.clear()
+    for (const [id, a] of targets) state.targetAssignment.set(id, copy(a))
+    state.staticMembers.clear()
+    for (const [instance, id] of statics) state.staticMembers.set(instance, id)
+    group.consumer = state
+    group.type = 'consumer'
+    group.state = groupState
+    group.currentStateTimestampMs = since
+  }
+}

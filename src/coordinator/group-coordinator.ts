@@ -23,6 +23,7 @@ import {
   type ConsumerGroupStateName,
   type ConsumerHeartbeatRequest,
   type ConsumerHeartbeatResult,
+  checkSingleOwners,
   consumerGroupHeartbeat,
   consumerGroupStateName,
   consumerGroupTick,
@@ -31,6 +32,7 @@ import {
   heartbeatError,
   makeConsumerGroup,
   nextConsumerDeadline,
+  snapshotConsumerGroup,
   type TopicsView,
   toWire,
   validateConsumerOffsetRequest,
@@ -204,6 +206,14 @@ export interface OffsetFetchResult {
 export class GroupCoordinator {
   private readonly shards = new Map<number, Shard>()
   private readonly waiters = new Map<number, Waiter>()
+  /**
+   * Consumer groups with a write in flight, and the steps waiting for it: one write at a time
+   * per group, so that a write refused before reaching the log can be undone in memory
+   * without a later step having built on it.
+   */
+  private readonly consumerWrites = new WeakMap<Group, (() => boolean)[]>()
+  /** A consumer group whose timeout write was refused tries again only from here (Kafka: 500 ms later). */
+  private readonly consumerTimerRetryAtMs = new WeakMap<Group, number>()
   private nextWaiter = 1
   private creatingTopic: Promise<void> | null = null
   private stopped = false
@@ -268,7 +278,10 @@ export class GroupCoordinator {
         shard.loading = false
         for (const marker of shard.markersWhileLoading.splice(0))
           this.completeTransaction(shard, marker.producerId, marker.result)
-        for (const group of shard.groups.values()) this.schedule(shard, group)
+        for (const group of shard.groups.values()) {
+          if (group.consumer !== null) checkSingleOwners(group.consumer)
+          this.schedule(shard, group)
+        }
         this.scheduleExpiry(shard)
         const tookMs = Math.round(this.clock.monotonicMs() - started)
         this.host.logger.info(
@@ -495,11 +508,71 @@ export class GroupCoordinator {
       makeConsumerGroup(group)
     }
     const target = group
-    const topics = this.topicsView()
     const newMemberId = randomUuid(this.host.random)
-    return this.run(shard, target, heartbeatError(ErrorCode.NOT_COORDINATOR), (waiter, now) =>
-      consumerGroupHeartbeat(target, req, waiter, now, config, topics, newMemberId),
-    ) as Promise<ConsumerHeartbeatResult>
+    const notCoordinator = heartbeatError(ErrorCode.NOT_COORDINATOR)
+    return new Promise<ConsumerHeartbeatResult>((resolve) =>
+      this.consumerWrite(target, () => {
+        if (shard.unloaded || shard.groups.get(target.groupId) !== target) {
+          resolve(notCoordinator)
+          return false
+        }
+        const topics = this.topicsView()
+        let writing = false
+        this.run(shard, target, notCoordinator, (waiter, now) => {
+          const undo = snapshotConsumerGroup(target)
+          const effects = consumerGroupHeartbeat(target, req, waiter, now, config, topics, newMemberId)
+          writing = effects.records.length > 0
+          return writing ? this.undoIfRefused(shard, target, effects, undo) : effects
+        }).then((response) => resolve(response as ConsumerHeartbeatResult))
+        return writing
+      }),
+    )
+  }
+
+  /**
+   * Runs `step` once no other write of the group is in flight; `step` returns whether it
+   * started a write (whose end, through undoIfRefused, lets the next step go).
+   */
+  private consumerWrite(group: Group, step: () => boolean): void {
+    const queue = this.consumerWrites.get(group)
+    if (queue) {
+      queue.push(step)
+      return
+    }
+    this.consumerWrites.set(group, [])
+    if (!step()) this.nextConsumerWrite(group)
+  }
+
+  private nextConsumerWrite(group: Group): void {
+    const queue = this.consumerWrites.get(group)
+    if (!queue) return
+    for (let next = queue.shift(); next !== undefined; next = queue.shift()) if (next()) return
+    this.consumerWrites.delete(group)
+  }
+
+  /**
+   * Wraps a consumer-group step's effects: a write refused before reaching the log (no base
+   * offset) puts the group's state back as it was before the step, and once the write has
+   * ended the group's next queued step may run. A shard dropped meanwhile never calls back;
+   * its groups are discarded with it.
+   */
+  private undoIfRefused(shard: Shard, group: Group, effects: Effects, undo: () => void): Effects {
+    const after = effects.afterAppend
+    return {
+      ...effects,
+      afterAppend: (code, nowMs, baseOffset) => {
+        if (code !== ErrorCode.NONE && baseOffset < 0) {
+          undo()
+          this.host.logger.info(
+            { partition: shard.partition, group: group.groupId, errorCode: code },
+            'consumer group write refused; its change undone',
+          )
+        }
+        const result = after ? after(code, nowMs, baseOffset) : { records: [], replies: [] }
+        queueMicrotask(() => this.nextConsumerWrite(group))
+        return result
+      },
+    }
   }
 
   consumerGroupDescribe(groupId: string): ConsumerGroupDescription {
@@ -909,7 +982,9 @@ export class GroupCoordinator {
 
   private schedule(shard: Shard, group: Group): void {
     if (shard.unloaded || shard.loading) return
-    const deadline = group.consumer !== null ? nextConsumerDeadline(group) : nextDeadline(group)
+    let deadline = group.consumer !== null ? nextConsumerDeadline(group) : nextDeadline(group)
+    const retryAtMs = this.consumerTimerRetryAtMs.get(group)
+    if (deadline !== null && retryAtMs !== undefined) deadline = Math.max(deadline, retryAtMs)
     const armed = shard.timers.get(group.groupId)
     if (armed && armed.atMs === deadline) return
     armed?.handle.cancel()
@@ -924,8 +999,31 @@ export class GroupCoordinator {
     shard.timers.delete(groupId)
     const group = shard.groups.get(groupId)
     if (shard.unloaded || !group) return
-    const now = this.clock.nowMs()
-    this.execute(shard, group, group.consumer !== null ? consumerGroupTick(group, now) : tick(group, now))
+    if (group.consumer === null) {
+      this.execute(shard, group, tick(group, this.clock.nowMs()))
+      return
+    }
+    // Session and revocation timeouts write records: one write at a time, as heartbeats.
+    this.consumerWrite(group, () => {
+      if (shard.unloaded || shard.groups.get(groupId) !== group) return false
+      const undo = snapshotConsumerGroup(group)
+      const effects = consumerGroupTick(group, this.clock.nowMs())
+      if (effects.records.length === 0) {
+        this.schedule(shard, group)
+        return false
+      }
+      const retried = this.undoIfRefused(shard, group, effects, undo)
+      const after = retried.afterAppend
+      this.execute(shard, group, {
+        ...retried,
+        afterAppend: (code, nowMs, baseOffset) => {
+          if (code !== ErrorCode.NONE && baseOffset < 0)
+            this.consumerTimerRetryAtMs.set(group, nowMs + CONSUMER_TIMER_RETRY_BACKOFF_MS)
+          return after ? after(code, nowMs, baseOffset) : { records: [], replies: [] }
+        },
+      })
+      return true
+    })
   }
 
   /**
@@ -953,6 +1051,9 @@ export class GroupCoordinator {
     }, this.config.offsetsRetentionCheckIntervalMs)
   }
 }
+
+/** How long a consumer group's refused timeout write waits before it is tried again (Kafka's timer retry). */
+const CONSUMER_TIMER_RETRY_BACKOFF_MS = 500
 
 /** Kafka's mapping of __consumer_offsets append errors to what group clients should see. */
 function appendError(code: number): number {
