@@ -32,6 +32,7 @@ import {
 } from './errors.js'
 import { type ConsumerRecord, decodeFetchedRecords } from './fetch-records.js'
 import { type AssignorName, type PartitionAssignor, resolveAssignors } from './group/assignors.js'
+import { type ConsumerProtocolOptions, ConsumerProtocolSession } from './group/consumer-protocol-session.js'
 import type { OffsetToCommit } from './group/membership.js'
 import { GroupSession, type RebalanceListener, type SessionOptions } from './group/session.js'
 import { type TopicPartition, tpKey } from './leader-requests.js'
@@ -64,6 +65,14 @@ export interface ConsumerOptions extends Partial<ClientOptions> {
   isolationLevel?: IsolationLevel
   /** group.id: the consumer group `subscribe()` joins and `commit()` commits for. */
   groupId?: string
+  /**
+   * group.protocol (default 'classic'): 'consumer' is KIP-848's protocol (ConsumerGroupHeartbeat,
+   * server-side assignors); session.timeout.ms, heartbeat.interval.ms and
+   * partition.assignment.strategy are then the broker's business and may not be set.
+   */
+  groupProtocol?: 'classic' | 'consumer'
+  /** group.remote.assignor (consumer protocol): the server-side assignor to ask for. */
+  groupRemoteAssignor?: string
   /** group.instance.id: static membership (no LeaveGroup on close; rejoining keeps the assignment). */
   groupInstanceId?: string
   /** session.timeout.ms (default 45000). */
@@ -128,11 +137,43 @@ interface ResolvedConsumerOptions {
   maxPollRecords: number
   isolationLevel: IsolationLevel
   group: SessionOptions | null
+  /** Set instead of `group` with groupProtocol 'consumer'. */
+  consumerGroup: ConsumerProtocolOptions | null
+}
+
+function resolveConsumerProtocolOptions(options: ConsumerOptions): ConsumerProtocolOptions | null {
+  if (options.groupProtocol !== 'consumer' || options.groupId === undefined) return null
+  if (typeof options.groupId !== 'string' || options.groupId === '')
+    throw new InvalidArgumentError('group.id must be a non-empty string')
+  for (const [name, value] of [
+    ['session.timeout.ms', options.sessionTimeoutMs],
+    ['heartbeat.interval.ms', options.heartbeatIntervalMs],
+    ['partition.assignment.strategy', options.partitionAssignmentStrategy],
+  ] as const)
+    if (value !== undefined)
+      throw new InvalidArgumentError(
+        `${name} is not supported with groupProtocol 'consumer' (the broker sets it)`,
+      )
+  const maxPollIntervalMs = intOption('max.poll.interval.ms', options.maxPollIntervalMs, 300000, 1)
+  return {
+    groupId: options.groupId,
+    groupInstanceId: options.groupInstanceId ?? null,
+    remoteAssignor: options.groupRemoteAssignor ?? null,
+    rebalanceTimeoutMs: intOption('rebalance.timeout.ms', options.rebalanceTimeoutMs, maxPollIntervalMs, 1),
+    enableAutoCommit: options.enableAutoCommit ?? true,
+    autoCommitIntervalMs: intOption('auto.commit.interval.ms', options.autoCommitIntervalMs, 5000, 0),
+    onPartitionsAssigned: options.onPartitionsAssigned,
+    onPartitionsRevoked: options.onPartitionsRevoked,
+  }
 }
 
 function resolveGroupOptions(options: ConsumerOptions): SessionOptions | null {
   const groupId = options.groupId
   if (groupId === undefined) return null
+  const protocol = options.groupProtocol ?? 'classic'
+  if (protocol !== 'classic' && protocol !== 'consumer')
+    throw new InvalidArgumentError(`group.protocol must be 'classic' or 'consumer', not ${String(protocol)}`)
+  if (protocol === 'consumer') return null
   if (typeof groupId !== 'string' || groupId === '')
     throw new InvalidArgumentError('group.id must be a non-empty string')
   const sessionTimeoutMs = intOption('session.timeout.ms', options.sessionTimeoutMs, 45000, 1)
@@ -158,6 +199,7 @@ function resolveGroupOptions(options: ConsumerOptions): SessionOptions | null {
 function resolveConsumerOptions(options: ConsumerOptions): ResolvedConsumerOptions {
   return {
     group: resolveGroupOptions(options),
+    consumerGroup: resolveConsumerProtocolOptions(options),
     autoOffsetReset: oneOf('auto.offset.reset', options.autoOffsetReset, 'latest', [
       'earliest',
       'latest',
@@ -195,7 +237,7 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
   private stopped = false
   private closed = false
   /** Group membership, with a groupId. */
-  private readonly group: GroupSession | null
+  private readonly group: GroupSession | ConsumerProtocolSession | null
 
   constructor(options: ConsumerOptions) {
     this.options = resolveConsumerOptions(options)
@@ -203,16 +245,20 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
     this.client = client
     this.ownsClient = ownsClient
     const groupOptions = this.options.group
+    const consumerGroupOptions = this.options.consumerGroup
+    const host = {
+      setAssignment: (partitions: readonly AssignedPartition[]) => this.setAssignment(partitions),
+      addPartitions: (partitions: readonly AssignedPartition[]) => this.addPartitions(partitions),
+      removePartitions: (partitions: readonly TopicPartition[]) => this.removePartitions(partitions),
+      assignment: () => this.assignment(),
+      positions: () => this.consumedPositions(),
+      wake: () => this.wake(),
+    }
     this.group = groupOptions
-      ? new GroupSession(this.client, groupOptions, {
-          setAssignment: (partitions) => this.setAssignment(partitions),
-          addPartitions: (partitions) => this.addPartitions(partitions),
-          removePartitions: (partitions) => this.removePartitions(partitions),
-          assignment: () => this.assignment(),
-          positions: () => this.consumedPositions(),
-          wake: () => this.wake(),
-        })
-      : null
+      ? new GroupSession(this.client, groupOptions, host)
+      : consumerGroupOptions
+        ? new ConsumerProtocolSession(this.client, consumerGroupOptions, host)
+        : null
   }
 
   // ---- assignment and positions ---------------------------------------------------------
@@ -357,7 +403,7 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
     return this.group?.lastAutoCommitError ?? null
   }
 
-  private requireGroup(what: string): GroupSession {
+  private requireGroup(what: string): GroupSession | ConsumerProtocolSession {
     if (!this.group) throw new InvalidArgumentError(`${what} needs a groupId (group.id)`)
     return this.group
   }

@@ -36,7 +36,22 @@ export interface PartitionCodesResult {
   readonly partitions: ReadonlyMap<string, number>
 }
 
-export type WaiterResponse = JoinResult | SyncResult | CodeResult | PartitionCodesResult
+/** ConsumerGroupHeartbeat (consumer-group.ts's ConsumerHeartbeatResult, kept structural here). */
+export interface ConsumerHeartbeatReply {
+  readonly errorCode: number
+  readonly errorMessage: string | null
+  readonly memberId: string | null
+  readonly memberEpoch: number
+  readonly heartbeatIntervalMs: number
+  readonly assignment: { topicId: string; partitions: readonly number[] }[] | null
+}
+
+export type WaiterResponse =
+  | JoinResult
+  | SyncResult
+  | CodeResult
+  | PartitionCodesResult
+  | ConsumerHeartbeatReply
 
 export interface Reply {
   readonly waiter: number

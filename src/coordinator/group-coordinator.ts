@@ -18,6 +18,26 @@ import { decodeRecordBatch, encodeRecordBatchSync, iterateBatches } from '../pro
 import { toErrorCode } from '../replication/kafka-error.js'
 import type { LeaderAppend, Partition } from '../replication/partition.js'
 import type { AppendResult } from '../replication/replica-manager.js'
+import {
+  type ConsumerGroupConfig,
+  type ConsumerGroupStateName,
+  type ConsumerHeartbeatRequest,
+  type ConsumerHeartbeatResult,
+  checkSingleOwners,
+  consumerGroupHeartbeat,
+  consumerGroupStateName,
+  consumerGroupTick,
+  consumerGroupTombstones,
+  DEFAULT_CONSUMER_GROUP_CONFIG,
+  heartbeatError,
+  makeConsumerGroup,
+  nextConsumerDeadline,
+  snapshotConsumerGroup,
+  type TopicsView,
+  toWire,
+  validateConsumerOffsetRequest,
+  validateHeartbeat,
+} from './consumer-group.js'
 import { type CoordinatorLocation, locateCoordinator } from './coordinator-locator.js'
 import {
   type CodeResult,
@@ -93,6 +113,10 @@ export interface GroupCoordinatorConfig extends CoordinatorConfig {
   readonly offsetsCommitTimeoutMs: number
   readonly offsetsRetentionCheckIntervalMs: number
   readonly offsetsLoadBufferSize: number
+  /** group.consumer.* (KIP-848); Kafka's defaults when absent. */
+  readonly consumerGroup?: ConsumerGroupConfig
+  /** group.coordinator.rebalance.protocols: 'consumer' enables ConsumerGroupHeartbeat. */
+  readonly rebalanceProtocols?: readonly string[]
 }
 
 interface Shard {
@@ -124,7 +148,30 @@ interface Waiter {
 export interface GroupSummary {
   readonly groupId: string
   readonly protocolType: string
-  readonly state: GroupStateName
+  readonly state: GroupStateName | ConsumerGroupStateName
+  readonly type: 'classic' | 'consumer'
+}
+
+export interface ConsumerGroupDescription {
+  readonly groupId: string
+  readonly errorCode: number
+  readonly errorMessage: string | null
+  readonly state: string
+  readonly groupEpoch: number
+  readonly assignmentEpoch: number
+  readonly assignorName: string
+  readonly members: readonly {
+    memberId: string
+    instanceId: string | null
+    rackId: string | null
+    memberEpoch: number
+    clientId: string
+    clientHost: string
+    subscribedTopicNames: string[]
+    subscribedTopicRegex: string | null
+    assignment: { topicId: string; topicName: string; partitions: number[] }[]
+    targetAssignment: { topicId: string; topicName: string; partitions: number[] }[]
+  }[]
 }
 
 export interface GroupDescription {
@@ -159,6 +206,14 @@ export interface OffsetFetchResult {
 export class GroupCoordinator {
   private readonly shards = new Map<number, Shard>()
   private readonly waiters = new Map<number, Waiter>()
+  /**
+   * Consumer groups with a write in flight, and the steps waiting for it: one write at a time
+   * per group, so that a write refused before reaching the log can be undone in memory
+   * without a later step having built on it.
+   */
+  private readonly consumerWrites = new WeakMap<Group, (() => boolean)[]>()
+  /** A consumer group whose timeout write was refused tries again only from here (Kafka: 500 ms later). */
+  private readonly consumerTimerRetryAtMs = new WeakMap<Group, number>()
   private nextWaiter = 1
   private creatingTopic: Promise<void> | null = null
   private stopped = false
@@ -170,6 +225,15 @@ export class GroupCoordinator {
 
   private get clock(): Clock {
     return this.host.clock
+  }
+
+  get consumerConfig(): ConsumerGroupConfig {
+    return this.config.consumerGroup ?? DEFAULT_CONSUMER_GROUP_CONFIG
+  }
+
+  /** Whether group.coordinator.rebalance.protocols has 'consumer' (ConsumerGroupHeartbeat). */
+  get consumerProtocolEnabled(): boolean {
+    return (this.config.rebalanceProtocols ?? ['classic', 'consumer']).includes('consumer')
   }
 
   shutdown(): void {
@@ -214,7 +278,10 @@ export class GroupCoordinator {
         shard.loading = false
         for (const marker of shard.markersWhileLoading.splice(0))
           this.completeTransaction(shard, marker.producerId, marker.result)
-        for (const group of shard.groups.values()) this.schedule(shard, group)
+        for (const group of shard.groups.values()) {
+          if (group.consumer !== null) checkSingleOwners(group.consumer)
+          this.schedule(shard, group)
+        }
         this.scheduleExpiry(shard)
         const tookMs = Math.round(this.clock.monotonicMs() - started)
         this.host.logger.info(
@@ -244,7 +311,7 @@ export class GroupCoordinator {
     const log = partition.log
     const end = log.logEndOffset
     let offset = log.logStartOffset
-    const loader = new OffsetsLoader(shard.groups, this.clock.nowMs())
+    const loader = new OffsetsLoader(shard.groups, this.clock.nowMs(), this.consumerConfig.sessionTimeoutMs)
     while (offset < end && !shard.unloaded) {
       const info = await log.read(offset, {
         maxBytes: this.config.offsetsLoadBufferSize,
@@ -362,6 +429,13 @@ export class GroupCoordinator {
       group = newGroup(req.groupId, this.clock.nowMs())
       shard.groups.set(req.groupId, group)
     }
+    if (group.consumer !== null) {
+      // Kafka 4's downgrade of an empty consumer group to classic; a classic member joining
+      // a non-empty consumer group (online migration) is not built here.
+      if (group.consumer.members.size > 0)
+        return Promise.resolve(joinError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.memberId))
+      this.convertToClassic(shard, group)
+    }
     const newMemberId = `${req.clientId}-${randomUuid(this.host.random)}`
     const target = group
     return this.run(shard, target, joinError(ErrorCode.NOT_COORDINATOR, req.memberId), (waiter, now) =>
@@ -373,7 +447,7 @@ export class GroupCoordinator {
     const shard = this.route(groupId)
     if (typeof shard === 'number') return Promise.resolve(syncError(shard))
     const group = shard.groups.get(groupId)
-    if (!group) return Promise.resolve(syncError(ErrorCode.UNKNOWN_MEMBER_ID))
+    if (!group || group.consumer !== null) return Promise.resolve(syncError(ErrorCode.UNKNOWN_MEMBER_ID))
     return this.run(shard, group, syncError(ErrorCode.NOT_COORDINATOR), (waiter, now) =>
       syncGroup(group, req, waiter, now),
     ) as Promise<SyncResult>
@@ -383,7 +457,7 @@ export class GroupCoordinator {
     const shard = this.route(groupId)
     if (typeof shard === 'number') return shard
     const group = shard.groups.get(groupId)
-    if (!group) return ErrorCode.UNKNOWN_MEMBER_ID
+    if (!group || group.consumer !== null) return ErrorCode.UNKNOWN_MEMBER_ID
     const result = heartbeat(group, memberId, groupInstanceId, generationId, this.clock.nowMs())
     this.schedule(shard, group)
     return result.errorCode
@@ -393,10 +467,180 @@ export class GroupCoordinator {
     const shard = this.route(groupId)
     if (typeof shard === 'number') return { errorCode: shard, codes: members.map(() => shard) }
     const group = shard.groups.get(groupId)
-    if (!group) return { errorCode: ErrorCode.NONE, codes: members.map(() => ErrorCode.UNKNOWN_MEMBER_ID) }
+    if (!group || group.consumer !== null)
+      return { errorCode: ErrorCode.NONE, codes: members.map(() => ErrorCode.UNKNOWN_MEMBER_ID) }
     const { codes, effects } = leaveGroup(group, members, this.clock.nowMs())
     this.execute(shard, group, effects)
     return { errorCode: ErrorCode.NONE, codes }
+  }
+
+  // ---- KIP-848 consumer groups ------------------------------------------------------------
+
+  /**
+   * ConsumerGroupHeartbeat: joins, reconciles, leaves. Creates the group on a first join
+   * (epoch 0); an empty classic group is upgraded, a non-empty one is refused with
+   * GROUP_ID_NOT_FOUND (Kafka 4 with migration off; online migration is not built).
+   */
+  consumerGroupHeartbeat(
+    req: ConsumerHeartbeatRequest,
+    apiVersion: number,
+  ): Promise<ConsumerHeartbeatResult> {
+    const config = this.consumerConfig
+    const invalid = validateHeartbeat(req, apiVersion, config)
+    if (invalid) return Promise.resolve(invalid)
+    const shard = this.route(req.groupId)
+    if (typeof shard === 'number') return Promise.resolve(heartbeatError(shard))
+    let group = shard.groups.get(req.groupId)
+    if (group?.state === 'Dead') group = undefined
+    if (!group) {
+      if (req.memberEpoch !== 0)
+        return Promise.resolve(
+          heartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, `Group ${req.groupId} not found.`),
+        )
+      group = newGroup(req.groupId, this.clock.nowMs())
+      shard.groups.set(req.groupId, group)
+    }
+    if (group.consumer === null) {
+      if (group.members.size > 0 || group.state !== 'Empty')
+        return Promise.resolve(
+          heartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, `Group ${req.groupId} is not a consumer group.`),
+        )
+      makeConsumerGroup(group)
+    }
+    const target = group
+    const newMemberId = randomUuid(this.host.random)
+    const notCoordinator = heartbeatError(ErrorCode.NOT_COORDINATOR)
+    return new Promise<ConsumerHeartbeatResult>((resolve) =>
+      this.consumerWrite(target, () => {
+        if (shard.unloaded || shard.groups.get(target.groupId) !== target) {
+          resolve(notCoordinator)
+          return false
+        }
+        const topics = this.topicsView()
+        let writing = false
+        this.run(shard, target, notCoordinator, (waiter, now) => {
+          const undo = snapshotConsumerGroup(target)
+          const effects = consumerGroupHeartbeat(target, req, waiter, now, config, topics, newMemberId)
+          writing = effects.records.length > 0
+          return writing ? this.undoIfRefused(shard, target, effects, undo) : effects
+        }).then((response) => resolve(response as ConsumerHeartbeatResult))
+        return writing
+      }),
+    )
+  }
+
+  /**
+   * Runs `step` once no other write of the group is in flight; `step` returns whether it
+   * started a write (whose end, through undoIfRefused, lets the next step go).
+   */
+  private consumerWrite(group: Group, step: () => boolean): void {
+    const queue = this.consumerWrites.get(group)
+    if (queue) {
+      queue.push(step)
+      return
+    }
+    this.consumerWrites.set(group, [])
+    if (!step()) this.nextConsumerWrite(group)
+  }
+
+  private nextConsumerWrite(group: Group): void {
+    const queue = this.consumerWrites.get(group)
+    if (!queue) return
+    for (let next = queue.shift(); next !== undefined; next = queue.shift()) if (next()) return
+    this.consumerWrites.delete(group)
+  }
+
+  /**
+   * Wraps a consumer-group step's effects: a write refused before reaching the log (no base
+   * offset) puts the group's state back as it was before the step, and once the write has
+   * ended the group's next queued step may run. A shard dropped meanwhile never calls back;
+   * its groups are discarded with it.
+   */
+  private undoIfRefused(shard: Shard, group: Group, effects: Effects, undo: () => void): Effects {
+    const after = effects.afterAppend
+    return {
+      ...effects,
+      afterAppend: (code, nowMs, baseOffset) => {
+        if (code !== ErrorCode.NONE && baseOffset < 0) {
+          undo()
+          this.host.logger.info(
+            { partition: shard.partition, group: group.groupId, errorCode: code },
+            'consumer group write refused; its change undone',
+          )
+        }
+        const result = after ? after(code, nowMs, baseOffset) : { records: [], replies: [] }
+        queueMicrotask(() => this.nextConsumerWrite(group))
+        return result
+      },
+    }
+  }
+
+  consumerGroupDescribe(groupId: string): ConsumerGroupDescription {
+    const fail = (errorCode: number, errorMessage: string | null): ConsumerGroupDescription => ({
+      groupId,
+      errorCode,
+      errorMessage,
+      state: 'Dead',
+      groupEpoch: -1,
+      assignmentEpoch: -1,
+      assignorName: '',
+      members: [],
+    })
+    const shard = this.route(groupId)
+    if (typeof shard === 'number') return fail(shard, null)
+    const group = shard.groups.get(groupId)
+    if (!group || group.state === 'Dead')
+      return fail(ErrorCode.GROUP_ID_NOT_FOUND, `Group ${groupId} not found.`)
+    if (group.consumer === null)
+      return fail(ErrorCode.GROUP_ID_NOT_FOUND, `Group ${groupId} is not a consumer group.`)
+    const state = group.consumer
+    const names = new Map<string, string>()
+    for (const [name, topic] of this.host.metadataImage().topics) names.set(topic.topicId, name)
+    const described = (assignment: Map<string, number[]>) =>
+      toWire(assignment).map((t) => ({
+        topicId: t.topicId,
+        topicName: names.get(t.topicId) ?? '',
+        partitions: [...t.partitions],
+      }))
+    return {
+      groupId,
+      errorCode: ErrorCode.NONE,
+      errorMessage: null,
+      state: consumerGroupStateName(state),
+      groupEpoch: state.groupEpoch,
+      assignmentEpoch: state.assignmentEpoch,
+      assignorName: state.assignorName === '' ? (this.consumerConfig.assignors[0] ?? '') : state.assignorName,
+      members: [...state.members.values()].map((m) => ({
+        memberId: m.memberId,
+        instanceId: m.instanceId,
+        rackId: m.rackId,
+        memberEpoch: m.memberEpoch,
+        clientId: m.clientId,
+        clientHost: m.clientHost,
+        subscribedTopicNames: [...m.subscribedTopicNames],
+        subscribedTopicRegex: m.subscribedTopicRegex,
+        assignment: described(m.assignedPartitions),
+        targetAssignment: described(state.targetAssignment.get(m.memberId) ?? new Map()),
+      })),
+    }
+  }
+
+  /** The non-internal topics with their ids and partition counts, for the assignors. */
+  private topicsView(): TopicsView {
+    const byName = new Map<string, { topicId: string; partitions: number }>()
+    for (const [name, topic] of this.host.metadataImage().topics) {
+      if (name === CONSUMER_OFFSETS_TOPIC || name === '__transaction_state') continue
+      byName.set(name, { topicId: topic.topicId, partitions: topic.partitions.length })
+    }
+    return { byName }
+  }
+
+  /** An empty consumer group becomes classic: its consumer records get tombstones. */
+  private convertToClassic(shard: Shard, group: Group): void {
+    group.type = 'classic'
+    group.consumer = null
+    group.protocolType = null
+    this.execute(shard, group, { records: consumerGroupTombstones(group.groupId), replies: [] })
   }
 
   // ---- offsets -----------------------------------------------------------------------------
@@ -470,10 +714,16 @@ export class GroupCoordinator {
     groupId: string,
     topics: readonly { name: string; partitions: number[] }[] | null,
     requireStable = false,
+    member: { memberId: string; memberEpoch: number } | null = null,
   ): OffsetFetchResult {
     const shard = this.route(groupId)
     if (typeof shard === 'number') return { errorCode: shard, topics: [] }
     const group = shard.groups.get(groupId)
+    // OffsetFetch v9+: a consumer group's member must send its current epoch.
+    if (group?.consumer && member) {
+      const code = validateConsumerOffsetRequest(group.consumer, member.memberId, member.memberEpoch, 'fetch')
+      if (code !== ErrorCode.NONE) return { errorCode: code, topics: [] }
+    }
     const offsets = group?.offsets ?? new Map()
     const wanted =
       topics ??
@@ -516,7 +766,12 @@ export class GroupCoordinator {
       if (shard.loading) errorCode = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
       for (const group of shard.groups.values()) {
         if (group.state === 'Dead') continue
-        groups.push({ groupId: group.groupId, protocolType: group.protocolType ?? '', state: group.state })
+        groups.push({
+          groupId: group.groupId,
+          protocolType: group.protocolType ?? '',
+          state: group.consumer !== null ? consumerGroupStateName(group.consumer) : group.state,
+          type: group.type,
+        })
       }
     }
     return { errorCode, groups }
@@ -545,7 +800,8 @@ export class GroupCoordinator {
     const empty = { state: 'Dead' as const, protocolType: '', protocolData: '', members: [] }
     if (typeof shard === 'number') return { errorCode: shard, ...empty }
     const group = shard.groups.get(groupId)
-    if (!group) return { errorCode: ErrorCode.NONE, ...empty }
+    // A consumer group is not described by DescribeGroups (Kafka's answer below v6: Dead).
+    if (!group || group.consumer !== null) return { errorCode: ErrorCode.NONE, ...empty }
     // Member metadata and assignments are only meaningful once a generation is stable (as Kafka).
     const stable = group.state === 'Stable'
     return {
@@ -726,7 +982,9 @@ export class GroupCoordinator {
 
   private schedule(shard: Shard, group: Group): void {
     if (shard.unloaded || shard.loading) return
-    const deadline = nextDeadline(group)
+    let deadline = group.consumer !== null ? nextConsumerDeadline(group) : nextDeadline(group)
+    const retryAtMs = this.consumerTimerRetryAtMs.get(group)
+    if (deadline !== null && retryAtMs !== undefined) deadline = Math.max(deadline, retryAtMs)
     const armed = shard.timers.get(group.groupId)
     if (armed && armed.atMs === deadline) return
     armed?.handle.cancel()
@@ -741,7 +999,31 @@ export class GroupCoordinator {
     shard.timers.delete(groupId)
     const group = shard.groups.get(groupId)
     if (shard.unloaded || !group) return
-    this.execute(shard, group, tick(group, this.clock.nowMs()))
+    if (group.consumer === null) {
+      this.execute(shard, group, tick(group, this.clock.nowMs()))
+      return
+    }
+    // Session and revocation timeouts write records: one write at a time, as heartbeats.
+    this.consumerWrite(group, () => {
+      if (shard.unloaded || shard.groups.get(groupId) !== group) return false
+      const undo = snapshotConsumerGroup(group)
+      const effects = consumerGroupTick(group, this.clock.nowMs())
+      if (effects.records.length === 0) {
+        this.schedule(shard, group)
+        return false
+      }
+      const retried = this.undoIfRefused(shard, group, effects, undo)
+      const after = retried.afterAppend
+      this.execute(shard, group, {
+        ...retried,
+        afterAppend: (code, nowMs, baseOffset) => {
+          if (code !== ErrorCode.NONE && baseOffset < 0)
+            this.consumerTimerRetryAtMs.set(group, nowMs + CONSUMER_TIMER_RETRY_BACKOFF_MS)
+          return after ? after(code, nowMs, baseOffset) : { records: [], replies: [] }
+        },
+      })
+      return true
+    })
   }
 
   /**
@@ -769,6 +1051,9 @@ export class GroupCoordinator {
     }, this.config.offsetsRetentionCheckIntervalMs)
   }
 }
+
+/** How long a consumer group's refused timeout write waits before it is tried again (Kafka's timer retry). */
+const CONSUMER_TIMER_RETRY_BACKOFF_MS = 500
 
 /** Kafka's mapping of __consumer_offsets append errors to what group clients should see. */
 function appendError(code: number): number {

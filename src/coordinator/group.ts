@@ -58,8 +58,76 @@ export interface InitialDelay {
   newMemberAdded: boolean
 }
 
+/** Kafka's MemberState of a KIP-848 member (its int8 in ConsumerGroupCurrentMemberAssignment). */
+export const MemberState = { UNREVOKED_PARTITIONS: 0, UNRELEASED_PARTITIONS: 1, STABLE: 2 } as const
+export type MemberStateCode = (typeof MemberState)[keyof typeof MemberState]
+
+/** topic id → sorted partitions. */
+export type TopicAssignment = Map<string, number[]>
+
+/** A member of a KIP-848 consumer group (ConsumerGroupHeartbeat). */
+export interface ConsumerMember {
+  readonly memberId: string
+  instanceId: string | null
+  rackId: string | null
+  clientId: string
+  clientHost: string
+  subscribedTopicNames: string[]
+  subscribedTopicRegex: string | null
+  serverAssignor: string | null
+  rebalanceTimeoutMs: number
+  /** -2 after a static member's temporary leave (it keeps its assignment until its session ends). */
+  memberEpoch: number
+  previousMemberEpoch: number
+  state: MemberStateCode
+  assignedPartitions: TopicAssignment
+  partitionsPendingRevocation: TopicAssignment
+  /** The session ends here unless a heartbeat comes first (group.consumer.session.timeout.ms). */
+  sessionDeadlineMs: number
+  /** While revoking: fenced if the revocation is not acknowledged by then (its rebalance timeout). */
+  revocationDeadlineMs: number | null
+}
+
+/** The KIP-848 part of a group whose type is 'consumer'. */
+export interface ConsumerGroupState {
+  groupEpoch: number
+  assignmentEpoch: number
+  readonly members: Map<string, ConsumerMember>
+  /** member id → target assignment (ConsumerGroupTargetAssignmentMember). */
+  readonly targetAssignment: Map<string, TopicAssignment>
+  /** group.instance.id → member id. */
+  readonly staticMembers: Map<string, string>
+  /**
+   * The subscribed topics' ids and partition counts when the group epoch last moved; a
+   * change (topic created, partitions added, regex matching more) bumps the epoch. Null after
+   * a load: the first heartbeat adopts the current metadata without a bump.
+   */
+  subscriptionSignature: string | null
+  /** The assignor that computed the current target assignment. */
+  assignorName: string
+}
+
+export function newConsumerGroupState(): ConsumerGroupState {
+  return {
+    groupEpoch: 0,
+    assignmentEpoch: 0,
+    members: new Map(),
+    targetAssignment: new Map(),
+    staticMembers: new Map(),
+    subscriptionSignature: null,
+    assignorName: '',
+  }
+}
+
 export interface Group {
   readonly groupId: string
+  /**
+   * 'classic' (JoinGroup/SyncGroup) or 'consumer' (KIP-848 ConsumerGroupHeartbeat). For a
+   * consumer group the classic fields stay unused; `state` is Empty without members and
+   * Stable with some, which is what the offset rules (expiry, deletion) ask of it.
+   */
+  type: 'classic' | 'consumer'
+  consumer: ConsumerGroupState | null
   state: GroupStateName
   generationId: number
   protocolType: string | null
@@ -93,6 +161,8 @@ export interface Group {
 export function newGroup(groupId: string, nowMs: number): Group {
   return {
     groupId,
+    type: 'classic',
+    consumer: null,
     state: 'Empty',
     generationId: 0,
     protocolType: null,

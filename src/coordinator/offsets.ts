@@ -9,6 +9,13 @@
 import { ErrorCode } from '../protocol/error-codes.js'
 import { decodeConsumerProtocolSubscription } from '../protocol/generated/index.js'
 import { Reader } from '../protocol/primitives.js'
+import {
+  consumerGroupSubscribes,
+  consumerGroupTombstones,
+  DEFAULT_CONSUMER_GROUP_CONFIG,
+  replayConsumerRecord,
+  validateConsumerOffsetRequest,
+} from './consumer-group.js'
 import { type Effects, type PartitionCodesResult, reply, topicPartitionKey } from './effects.js'
 import {
   type CommittedOffset,
@@ -20,6 +27,7 @@ import {
 } from './group.js'
 import {
   type CoordinatorRecord,
+  decodeConsumerKey,
   decodeGroupMetadataValue,
   decodeKey,
   decodeOffsetCommitValue,
@@ -31,7 +39,10 @@ import {
 export interface CommitRequest {
   readonly memberId: string
   readonly groupInstanceId: string | null
+  /** The generation, or the member epoch for a consumer group (OffsetCommit v9+). */
   readonly generationId: number
+  /** The OffsetCommit version (a consumer group's members must use v9+). */
+  readonly apiVersion?: number
   /** OffsetCommit v2-4 retention_time_ms; -1 for the broker default. */
   readonly retentionTimeMs: number
   readonly partitions: readonly {
@@ -46,6 +57,12 @@ export interface CommitRequest {
 /** The group-level check of an OffsetCommit; NONE lets the commit through. */
 export function validateCommit(group: Group, req: CommitRequest, nowMs: number): number {
   if (group.state === 'Dead') return ErrorCode.COORDINATOR_NOT_AVAILABLE
+  if (group.consumer !== null) {
+    // A KIP-848 member commits with OffsetCommit v9+ (member id and epoch); older versions
+    // come from classic members, which a consumer group does not have here.
+    if ((req.apiVersion ?? 9) < 9 && req.generationId >= 0) return ErrorCode.UNSUPPORTED_VERSION
+    return validateConsumerOffsetRequest(group.consumer, req.memberId, req.generationId, 'commit')
+  }
   // Commits outside group management (assign-mode consumers, admin tools).
   if (req.generationId < 0 && group.state === 'Empty') return ErrorCode.NONE
   const instance = req.groupInstanceId
@@ -213,6 +230,10 @@ export interface TxnCommitRequest {
  */
 export function validateTxnCommit(group: Group, req: TxnCommitRequest): number {
   if (group.state === 'Dead') return ErrorCode.COORDINATOR_NOT_AVAILABLE
+  if (group.consumer !== null) {
+    if (req.generationId < 0 && req.memberId === '') return ErrorCode.NONE
+    return validateConsumerOffsetRequest(group.consumer, req.memberId, req.generationId, 'commit')
+  }
   if (req.generationId < 0 && group.state === 'Empty') return ErrorCode.NONE
   if (req.generationId < 0 && req.memberId === '' && req.groupInstanceId === null) return ErrorCode.NONE
   const instance = req.groupInstanceId
@@ -324,7 +345,8 @@ export function deleteGroup(group: Group, waiter: number): Effects {
   for (const [topic, partitions] of group.offsets)
     for (const partition of partitions.keys())
       records.push({ key: offsetCommitKey(group.groupId, topic, partition), value: null })
-  records.push({ key: groupMetadataKey(group.groupId), value: null })
+  if (group.consumer !== null) records.push(...consumerGroupTombstones(group.groupId))
+  else records.push({ key: groupMetadataKey(group.groupId), value: null })
   group.state = 'Dead'
   group.offsets.clear()
   group.pendingTransactionalOffsets.clear()
@@ -342,7 +364,12 @@ export function deleteOffsets(
   const nonEmpty = group.state !== 'Empty'
   if (nonEmpty && group.protocolType !== 'consumer')
     return reply(waiter, { errorCode: ErrorCode.NON_EMPTY_GROUP, partitions: new Map() })
-  const subscribed = nonEmpty ? subscribedTopics(group) : new Set<string>()
+  const consumer = group.consumer
+  const classicSubscribed = nonEmpty && consumer === null ? subscribedTopics(group) : new Set<string>()
+  const subscribed = {
+    has: (topic: string) =>
+      consumer !== null ? consumerGroupSubscribes(consumer, topic) : classicSubscribed.has(topic),
+  }
   const codes = new Map<string, number>()
   const records: CoordinatorRecord[] = []
   for (const { topic, partition } of partitions) {
@@ -411,7 +438,8 @@ export function expireOffsets(group: Group, nowMs: number, config: CoordinatorCo
   }
   if (group.state === 'Empty' && !hasOffsets(group)) {
     group.state = 'Dead'
-    if (group.generationId > 0) records.push({ key: groupMetadataKey(group.groupId), value: null })
+    if (group.consumer !== null) records.push(...consumerGroupTombstones(group.groupId))
+    else if (group.generationId > 0) records.push({ key: groupMetadataKey(group.groupId), value: null })
   }
   return records
 }
@@ -424,8 +452,13 @@ export function expiredOffsets(
 ): { topic: string; partition: number }[] {
   let base: (committed: CommittedOffset) => number
   let keep = new Set<string>()
+  const consumer = group.consumer
   if (group.protocolType !== null && group.state === 'Empty') {
     base = () => group.currentStateTimestampMs
+  } else if (consumer !== null) {
+    // A KIP-848 group with members: offsets of topics nobody subscribes to expire.
+    for (const topic of group.offsets.keys()) if (consumerGroupSubscribes(consumer, topic)) keep.add(topic)
+    base = (committed) => committed.commitTimestampMs
   } else if (group.protocolType === 'consumer' && group.state === 'Stable') {
     const subscribed = knownSubscribedTopics(group)
     if (subscribed === null) return []
@@ -477,9 +510,14 @@ export function replayRecord(
   record: CoordinatorRecord,
   nowMs: number,
   batchOffset?: number,
+  consumerSessionTimeoutMs = DEFAULT_CONSUMER_GROUP_CONFIG.sessionTimeoutMs,
 ): void {
   const key = decodeKey(record.key)
-  if (!key) return
+  if (!key) {
+    const consumerKey = decodeConsumerKey(record.key)
+    if (consumerKey) replayConsumerRecord(groups, consumerKey, record.value, nowMs, consumerSessionTimeoutMs)
+    return
+  }
   let group = groups.get(key.group)
   if (key.kind === 'offset') {
     if (record.value === null) {
@@ -555,6 +593,7 @@ export class OffsetsLoader {
   constructor(
     private readonly groups: Map<string, Group>,
     private readonly nowMs: number,
+    private readonly consumerSessionTimeoutMs = DEFAULT_CONSUMER_GROUP_CONFIG.sessionTimeoutMs,
   ) {}
 
   replayBatch(batch: LoadedBatch): void {
@@ -571,7 +610,13 @@ export class OffsetsLoader {
       if (record.key === null) continue
       this.records++
       if (!batch.isTransactional) {
-        replayRecord(this.groups, { key: record.key, value: record.value }, this.nowMs, batch.baseOffset)
+        replayRecord(
+          this.groups,
+          { key: record.key, value: record.value },
+          this.nowMs,
+          batch.baseOffset,
+          this.consumerSessionTimeoutMs,
+        )
         continue
       }
       const key = decodeKey(record.key)

@@ -180,3 +180,208 @@ function skipTags(r: Reader): void {
     r.skipTaggedField()
   }
 }
+
+// ---- KIP-848 consumer groups ------------------------------------------------------------------
+//
+// Kafka 3.9's group-coordinator record schemas: keys are non-flexible (int16 version, group
+// id, member id), values flexible (compact strings and arrays, a tagged-field section, which
+// we write empty and skip when reading). Key versions: 3 ConsumerGroupMetadata, 4
+// ConsumerGroupPartitionMetadata (read and ignored: the subscribed topics' metadata is
+// recomputed from the cluster image, as Kafka 4.1 does), 5 ConsumerGroupMemberMetadata, 6
+// ConsumerGroupTargetAssignmentMetadata, 7 ConsumerGroupTargetAssignmentMember, 8
+// ConsumerGroupCurrentMemberAssignment. Every value is version 0.
+
+export type ConsumerRecordKind =
+  | 'consumer-group'
+  | 'consumer-partition-metadata'
+  | 'consumer-member'
+  | 'consumer-target-metadata'
+  | 'consumer-target-member'
+  | 'consumer-current-assignment'
+
+export interface ConsumerRecordKey {
+  readonly kind: ConsumerRecordKind
+  readonly group: string
+  /** Empty for the group-level kinds. */
+  readonly memberId: string
+}
+
+const CONSUMER_KEY_VERSIONS: Readonly<Record<ConsumerRecordKind, number>> = {
+  'consumer-group': 3,
+  'consumer-partition-metadata': 4,
+  'consumer-member': 5,
+  'consumer-target-metadata': 6,
+  'consumer-target-member': 7,
+  'consumer-current-assignment': 8,
+}
+const CONSUMER_KIND_BY_VERSION = new Map(
+  Object.entries(CONSUMER_KEY_VERSIONS).map(([kind, version]) => [version, kind as ConsumerRecordKind]),
+)
+const MEMBER_KEYED = new Set<ConsumerRecordKind>([
+  'consumer-member',
+  'consumer-target-member',
+  'consumer-current-assignment',
+])
+
+export function consumerRecordKey(kind: ConsumerRecordKind, group: string, memberId = ''): Buffer {
+  const w = new Writer(64).writeInt16(CONSUMER_KEY_VERSIONS[kind]).writeString(group)
+  if (MEMBER_KEYED.has(kind)) w.writeString(memberId)
+  return w.toBuffer()
+}
+
+/** The consumer-group record key, or undefined when the key is of another kind. */
+export function decodeConsumerKey(key: Buffer): ConsumerRecordKey | undefined {
+  const r = new Reader(key)
+  const kind = CONSUMER_KIND_BY_VERSION.get(r.readInt16())
+  if (kind === undefined) return undefined
+  const group = r.readString()
+  return { kind, group, memberId: MEMBER_KEYED.has(kind) ? r.readString() : '' }
+}
+
+/** topic id → partitions, as the values' TopicPartitions arrays. */
+export type TopicPartitionsValue = ReadonlyMap<string, readonly number[]>
+
+export interface ConsumerMemberMetadataValue {
+  readonly instanceId: string | null
+  readonly rackId: string | null
+  readonly clientId: string
+  readonly clientHost: string
+  readonly subscribedTopicNames: readonly string[]
+  readonly subscribedTopicRegex: string | null
+  readonly rebalanceTimeoutMs: number
+  readonly serverAssignor: string | null
+}
+
+export interface ConsumerCurrentAssignmentValue {
+  readonly memberEpoch: number
+  readonly previousMemberEpoch: number
+  /** Kafka's MemberState: 0 UNREVOKED_PARTITIONS, 1 UNRELEASED_PARTITIONS, 2 STABLE. */
+  readonly state: number
+  readonly assignedPartitions: TopicPartitionsValue
+  readonly partitionsPendingRevocation: TopicPartitionsValue
+}
+
+const CONSUMER_VALUE_VERSION = 0
+
+function flexibleValue(): Writer {
+  return new Writer(128).writeInt16(CONSUMER_VALUE_VERSION)
+}
+
+function endValue(w: Writer): Buffer {
+  return w.writeUnsignedVarint(0).toBuffer()
+}
+
+function writeTopicPartitions(w: Writer, value: TopicPartitionsValue): void {
+  const topics = [...value].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+  w.writeCompactArrayLength(topics.length)
+  for (const [topicId, partitions] of topics) {
+    w.writeUuid(topicId)
+    w.writeCompactArrayLength(partitions.length)
+    for (const p of partitions) w.writeInt32(p)
+    w.writeUnsignedVarint(0)
+  }
+}
+
+function readTopicPartitions(r: Reader): Map<string, number[]> {
+  const result = new Map<string, number[]>()
+  const count = r.readCompactArrayLength()
+  for (let i = 0; i < count; i++) {
+    const topicId = r.readUuid()
+    const n = r.readCompactArrayLength()
+    const partitions: number[] = []
+    for (let j = 0; j < n; j++) partitions.push(r.readInt32())
+    skipTags(r)
+    result.set(topicId, partitions)
+  }
+  return result
+}
+
+function openValue(value: Buffer): Reader {
+  const r = new Reader(value)
+  r.readInt16() // every version so far shares version 0's fields
+  return r
+}
+
+export function encodeConsumerGroupMetadataValue(groupEpoch: number): Buffer {
+  return endValue(flexibleValue().writeInt32(groupEpoch))
+}
+
+export function decodeConsumerGroupMetadataValue(value: Buffer): number {
+  return openValue(value).readInt32()
+}
+
+export function encodeConsumerTargetMetadataValue(assignmentEpoch: number): Buffer {
+  return endValue(flexibleValue().writeInt32(assignmentEpoch))
+}
+
+export function decodeConsumerTargetMetadataValue(value: Buffer): number {
+  return openValue(value).readInt32()
+}
+
+export function encodeConsumerTargetMemberValue(partitions: TopicPartitionsValue): Buffer {
+  const w = flexibleValue()
+  writeTopicPartitions(w, partitions)
+  return endValue(w)
+}
+
+export function decodeConsumerTargetMemberValue(value: Buffer): Map<string, number[]> {
+  return readTopicPartitions(openValue(value))
+}
+
+export function encodeConsumerMemberMetadataValue(value: ConsumerMemberMetadataValue): Buffer {
+  const w = flexibleValue()
+  w.writeCompactNullableString(value.instanceId)
+  w.writeCompactNullableString(value.rackId)
+  w.writeCompactString(value.clientId)
+  w.writeCompactString(value.clientHost)
+  w.writeCompactArrayLength(value.subscribedTopicNames.length)
+  for (const name of value.subscribedTopicNames) w.writeCompactString(name)
+  w.writeCompactNullableString(value.subscribedTopicRegex)
+  w.writeInt32(value.rebalanceTimeoutMs)
+  w.writeCompactNullableString(value.serverAssignor)
+  return endValue(w)
+}
+
+export function decodeConsumerMemberMetadataValue(value: Buffer): ConsumerMemberMetadataValue {
+  const r = openValue(value)
+  const instanceId = r.readCompactNullableString()
+  const rackId = r.readCompactNullableString()
+  const clientId = r.readCompactString()
+  const clientHost = r.readCompactString()
+  const count = r.readCompactArrayLength()
+  const subscribedTopicNames: string[] = []
+  for (let i = 0; i < count; i++) subscribedTopicNames.push(r.readCompactString())
+  const subscribedTopicRegex = r.readCompactNullableString()
+  const rebalanceTimeoutMs = r.readInt32()
+  const serverAssignor = r.readCompactNullableString()
+  return {
+    instanceId,
+    rackId,
+    clientId,
+    clientHost,
+    subscribedTopicNames,
+    subscribedTopicRegex,
+    rebalanceTimeoutMs,
+    serverAssignor,
+  }
+}
+
+export function encodeConsumerCurrentAssignmentValue(value: ConsumerCurrentAssignmentValue): Buffer {
+  const w = flexibleValue()
+  w.writeInt32(value.memberEpoch)
+  w.writeInt32(value.previousMemberEpoch)
+  w.writeInt8(value.state)
+  writeTopicPartitions(w, value.assignedPartitions)
+  writeTopicPartitions(w, value.partitionsPendingRevocation)
+  return endValue(w)
+}
+
+export function decodeConsumerCurrentAssignmentValue(value: Buffer): ConsumerCurrentAssignmentValue {
+  const r = openValue(value)
+  const memberEpoch = r.readInt32()
+  const previousMemberEpoch = r.readInt32()
+  const state = r.readInt8()
+  const assignedPartitions = readTopicPartitions(r)
+  const partitionsPendingRevocation = readTopicPartitions(r)
+  return { memberEpoch, previousMemberEpoch, state, assignedPartitions, partitionsPendingRevocation }
+}

@@ -135,6 +135,8 @@ export const ErrorCode = {
   INVALID_VOTER_KEY: 125,
   DUPLICATE_VOTER: 126,
   VOTER_NOT_FOUND: 127,
+  /** Kafka 4.0 (KIP-848's server-side regular expressions). */
+  INVALID_REGULAR_EXPRESSION: 128,
 } as const
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode]
@@ -441,6 +443,7 @@ const table: readonly (readonly [ErrorName, boolean, string])[] = [
   ['INVALID_VOTER_KEY', false, "The voter key doesn't match the receiving replica's key."],
   ['DUPLICATE_VOTER', false, 'The voter is already part of the set of voters.'],
   ['VOTER_NOT_FOUND', false, 'The voter is not part of the set of voters.'],
+  ['INVALID_REGULAR_EXPRESSION', false, 'The regular expression is not valid.'],
 ]
 
 /** Every known error code with its name, retriable flag and Kafka's default message. */

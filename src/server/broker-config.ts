@@ -249,6 +249,37 @@ export const brokerConfigDefs = new ConfigDefs([
   def('group.min.session.timeout.ms', 'int', 6000, 'Smallest session.timeout.ms a member may ask for.'),
   def('group.max.session.timeout.ms', 'int', 1800000, 'Largest session.timeout.ms a member may ask for.'),
   def('group.max.size', 'int', 2147483647, 'Members a consumer group may have.', { min: 1 }),
+  def(
+    'group.coordinator.rebalance.protocols',
+    'list',
+    ['classic', 'consumer'],
+    'Rebalance protocols the group coordinator serves; consumer is KIP-848 (ConsumerGroupHeartbeat).',
+    { oneOf: ['classic', 'consumer'] },
+  ),
+  def(
+    'group.consumer.heartbeat.interval.ms',
+    'int',
+    5000,
+    'Heartbeat interval given to members of consumer-protocol groups.',
+    { min: 1 },
+  ),
+  def(
+    'group.consumer.session.timeout.ms',
+    'int',
+    45000,
+    'Session timeout of members of consumer-protocol groups.',
+    { min: 1 },
+  ),
+  def(
+    'group.consumer.assignors',
+    'list',
+    ['uniform', 'range'],
+    'Server-side assignors of consumer-protocol groups; the first is the default.',
+    { oneOf: ['uniform', 'range'] },
+  ),
+  def('group.consumer.max.size', 'int', 2147483647, 'Members a consumer-protocol group may have.', {
+    min: 1,
+  }),
   def('offsets.retention.minutes', 'int', 10080, 'How long offsets of an empty group are kept.', { min: 1 }),
   def('offsets.retention.check.interval.ms', 'long', 600000, 'How often expired offsets are removed.', {
     min: 1,
@@ -481,5 +512,12 @@ export function groupCoordinatorConfig(config: BrokerConfig): GroupCoordinatorCo
     offsetsCommitTimeoutMs: value('offsets.commit.timeout.ms'),
     offsetsRetentionCheckIntervalMs: value('offsets.retention.check.interval.ms'),
     offsetsLoadBufferSize: value('offsets.load.buffer.size'),
+    rebalanceProtocols: config.values.get('group.coordinator.rebalance.protocols') as string[],
+    consumerGroup: {
+      heartbeatIntervalMs: value('group.consumer.heartbeat.interval.ms'),
+      sessionTimeoutMs: value('group.consumer.session.timeout.ms'),
+      assignors: config.values.get('group.consumer.assignors') as string[],
+      maxSize: value('group.consumer.max.size'),
+    },
   }
 }

@@ -28,7 +28,8 @@ async function main(): Promise<number> {
   const consumers = process.argv.includes('--consumers')
   const diskErrors = process.argv.includes('--disk-errors')
   const acksZero = process.argv.includes('--acks0')
-  const groups = process.argv.includes('--groups')
+  const consumerProtocol = process.argv.includes('--consumer-protocol')
+  const groups = process.argv.includes('--groups') || consumerProtocol
   const transactions = process.argv.includes('--transactions')
   const brokers = arg('brokers') !== undefined ? Number(arg('brokers')) : undefined
   if (brokers !== undefined && !(brokers >= 3 && brokers <= 5)) throw new Error('--brokers must be 3..5')
@@ -56,6 +57,7 @@ async function main(): Promise<number> {
       diskErrors,
       acksZero,
       groups,
+      consumerProtocol,
       transactions,
       ...(brokers !== undefined ? { brokers } : {}),
     })
@@ -69,7 +71,7 @@ async function main(): Promise<number> {
       console.log(result.trace.join('\n'))
       if (!result.ok)
         console.log(
-          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${twoImpairments ? ' --two-impairments' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}${diskErrors ? ' --disk-errors' : ''}${acksZero ? ' --acks0' : ''}${groups ? ' --groups' : ''}${transactions ? ' --transactions' : ''}${brokers !== undefined ? ` --brokers ${brokers}` : ''}`,
+          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${twoImpairments ? ' --two-impairments' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}${diskErrors ? ' --disk-errors' : ''}${acksZero ? ' --acks0' : ''}${groups && !consumerProtocol ? ' --groups' : ''}${consumerProtocol ? ' --consumer-protocol' : ''}${transactions ? ' --transactions' : ''}${brokers !== undefined ? ` --brokers ${brokers}` : ''}`,
         )
     }
   }

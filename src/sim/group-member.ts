@@ -37,13 +37,13 @@ const HEARTBEAT_INTERVAL_MS = 300
 const REQUEST_TIMEOUT_MS = 2000
 
 /** Error codes after which the member looks for the coordinator again. */
-const COORDINATOR_ERRORS: ReadonlySet<number> = new Set([
+export const COORDINATOR_ERRORS: ReadonlySet<number> = new Set([
   ErrorCode.NOT_COORDINATOR,
   ErrorCode.COORDINATOR_NOT_AVAILABLE,
   ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
 ])
 
-class NoAnswer extends Error {}
+export class NoAnswer extends Error {}
 
 /** What the members share: the offsets they commit grow per partition across members. */
 export class GroupWorkload {
@@ -67,7 +67,7 @@ export class GroupWorkload {
 }
 
 /** A client of the group's coordinator: finds it, talks to it, forgets it on coordinator errors. */
-class CoordinatorClient {
+export class CoordinatorClient {
   coordinator: number | null = null
   private client: BrokerClient | null = null
   private readonly transport

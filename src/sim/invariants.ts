@@ -63,7 +63,14 @@ export class Invariants {
   private readonly assignedIn = new Map<string, { memberId: string; index: number }>()
   /** Groups: `${offsets partition}:${leader epoch}` → the broker that answered as coordinator. */
   private readonly coordinatorOfEpoch = new Map<string, number>()
-  groupChecks = { fetches: 0, staleFetches: 0, staleBehind: 0, assignments: 0, coordinatorAnswers: 0 }
+  groupChecks = {
+    fetches: 0,
+    staleFetches: 0,
+    staleBehind: 0,
+    assignments: 0,
+    coordinatorAnswers: 0,
+    memberEpochs: 0,
+  }
 
   /** `transactions`: the transactions' checks (txn-checker.ts). */
   readonly txn: TxnInvariants | null
@@ -140,6 +147,24 @@ export class Invariants {
       this.fetchedCommit.set(partition, got)
     }
     return true
+  }
+
+  /** Per KIP-848 member: the highest member epoch a heartbeat answered with. */
+  private readonly memberEpochs = new Map<string, number>()
+
+  /**
+   * (d) KIP-848: a member's epoch never goes backwards. Epochs only grow while the group's
+   * records are kept (a rejoin gets the current, higher epoch); a lower one means a
+   * coordinator answered from state that lost committed consumer-group records.
+   */
+  onMemberEpoch(memberId: string, index: number, epoch: number): void {
+    this.groupChecks.memberEpochs++
+    const before = this.memberEpochs.get(memberId) ?? 0
+    if (epoch < before)
+      throw new Violation(
+        `consumer group member ${index} (${memberId}): member epoch ${epoch} after ${before} (went backwards)`,
+      )
+    this.memberEpochs.set(memberId, epoch)
   }
 
   /** (c) Within a generation no partition is assigned to two members. */

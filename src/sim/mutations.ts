@@ -36,6 +36,8 @@ export type Mutation =
   | 'txn-marker-skips-partition'
   /** With `transactions`: the group coordinator makes a transaction's pending offsets visible on its ABORT marker too. */
   | 'txn-offsets-on-abort'
+  /** With `consumerProtocol`: a consumer-group write refused before reaching the log is kept in memory (seed 109's bug). */
+  | 'consumer-write-not-undone'
 
 export const MUTATIONS: readonly Mutation[] = [
   'none',
@@ -48,6 +50,7 @@ export const MUTATIONS: readonly Mutation[] = [
   'txn-skips-verification',
   'txn-marker-skips-partition',
   'txn-offsets-on-abort',
+  'consumer-write-not-undone',
 ]
 
 /** The replica id a consumer sends under the `consumer-reads-log-end` mutation. */
@@ -194,6 +197,22 @@ export function plant(mutation: Mutation, log: (message: string) => void): () =>
             return original.call(this, topic, partition, producerId, 'commit')
           },
       )
+    case 'consumer-write-not-undone': {
+      // undoIfRefused is private: reached through the prototype, as the shipped code calls it.
+      type Undoing = {
+        undoIfRefused: (shard: unknown, group: unknown, effects: unknown, undo: () => void) => unknown
+      }
+      return replace(
+        GroupCoordinator.prototype as unknown as Undoing,
+        'undoIfRefused',
+        (original) =>
+          function (this: Undoing, shard: unknown, group: unknown, effects: unknown) {
+            return original.call(this, shard, group, effects, () =>
+              log('MUTATION: a refused consumer-group write stays in memory'),
+            )
+          },
+      )
+    }
     default:
       // unclean-election is a topic setting (world.ts); consumer-reads-log-end is the consumer's.
       return () => undefined

@@ -34,6 +34,8 @@ export interface GroupChecks {
     ackedBefore: ReadonlyMap<number, number>,
   ): boolean
   onGroupAssignment(generation: number, memberId: string, index: number, partitions: readonly number[]): void
+  /** A KIP-848 heartbeat answered NONE with this member epoch. */
+  onMemberEpoch(memberId: string, index: number, epoch: number): void
 }
 
 export interface WorldView {

@@ -27,6 +27,7 @@ import { toErrorCode } from '../replication/kafka-error.js'
 import type { Partition } from '../replication/partition.js'
 import type { RequestTap } from '../server/connection.js'
 import { recordsBytes, SimConsumer } from './consumer.js'
+import { SimConsumerProtocolMember } from './consumer-protocol-member.js'
 import { SimDisk } from './disk.js'
 import { GROUP_ID, GroupWorkload, OffsetVerifier, SimGroupMember } from './group-member.js'
 import { Invariants } from './invariants.js'
@@ -112,6 +113,11 @@ export interface SimOptions {
    */
   readonly groups?: boolean
   /**
+   * With `groups`: the members speak KIP-848's consumer protocol (consumer-protocol-member.ts:
+   * ConsumerGroupHeartbeat, OffsetCommit v9 with member epochs) instead of the classic one.
+   */
+  readonly consumerProtocol?: boolean
+  /**
    * Transactions: the brokers host __transaction_state (3 partitions, RF 3) and the real
    * transaction coordinator; transactional producers (txn-producer.ts) run transactions over
    * the topic's partitions through the real handlers, and one read_committed consumer per
@@ -147,6 +153,9 @@ const GROUP_PROPERTIES: readonly [string, string][] = [
   ['group.initial.rebalance.delay.ms', '300'],
   ['group.min.session.timeout.ms', '1000'],
   ['offsets.topic.segment.bytes', String(1024 * 1024)],
+  // KIP-848 members (`consumerProtocol`): sessions as short as the classic members' (3 s).
+  ['group.consumer.session.timeout.ms', '3000'],
+  ['group.consumer.heartbeat.interval.ms', '300'],
 ]
 /**
  * `transactions`: few __transaction_state partitions (Kafka's 50 would be most of the
@@ -168,6 +177,7 @@ const GROUP_API_NAMES: Record<number, string> = {
   11: 'JoinGroup',
   12: 'Heartbeat',
   14: 'SyncGroup',
+  68: 'ConsumerGroupHeartbeat',
 }
 /**
  * Every broker's properties (the real Broker reads them as `tidelog broker` does): short
@@ -245,7 +255,7 @@ export class World implements WorldView {
   private callbackViolation: Violation | null = null
   /** `groups`: what the members share, the members and the offset verifier. */
   groupWorkload: GroupWorkload | null = null
-  private readonly groupMembers: SimGroupMember[] = []
+  private readonly groupMembers: (SimGroupMember | SimConsumerProtocolMember)[] = []
   private offsetVerifier: OffsetVerifier | null = null
   private producing = true
   private nextValue = 0
@@ -1013,9 +1023,12 @@ export class World implements WorldView {
       const random = new SimRandom(this.options.seed ^ 0x6709)
       const workload = new GroupWorkload()
       this.groupWorkload = workload
-      const active: SimGroupMember[] = []
+      const active: (SimGroupMember | SimConsumerProtocolMember)[] = []
       const startMember = (): void => {
-        const member = new SimGroupMember(this, this.groupMembers.length, random.fork(), workload)
+        const member =
+          this.options.consumerProtocol === true
+            ? new SimConsumerProtocolMember(this, this.groupMembers.length, random.fork(), workload)
+            : new SimGroupMember(this, this.groupMembers.length, random.fork(), workload)
         this.groupMembers.push(member)
         active.push(member)
         member.start()
@@ -1382,7 +1395,7 @@ export class World implements WorldView {
     const w = this.groupWorkload!
     const g = this.invariants.groupChecks
     this.log(
-      `group: ${w.rebalances} assignments, ${w.commits} commits (${w.ackedCommits} partition commits acknowledged), ${w.fetches} offset fetches (${g.fetches} checked, ${g.staleFetches} from a deposed coordinator, ${g.staleBehind} of those behind an acknowledged commit), ${g.coordinatorAnswers} coordinator answers; errors ${[...w.errorCodes].map(([code, n]) => `${code}: ${n}`).join(', ') || 'none'}; acknowledged commits found by the final OffsetFetch`,
+      `group: ${w.rebalances} assignments, ${w.commits} commits (${w.ackedCommits} partition commits acknowledged), ${w.fetches} offset fetches (${g.fetches} checked, ${g.staleFetches} from a deposed coordinator, ${g.staleBehind} of those behind an acknowledged commit), ${g.coordinatorAnswers} coordinator answers, ${g.memberEpochs} member epochs checked; errors ${[...w.errorCodes].map(([code, n]) => `${code}: ${n}`).join(', ') || 'none'}; acknowledged commits found by the final OffsetFetch`,
     )
   }
 

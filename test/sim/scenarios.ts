@@ -78,7 +78,8 @@ export function simFlags(options: SimOptions): string {
   if (options.brokers !== undefined) flags.push(`--brokers ${options.brokers}`)
   if (options.diskErrors === true) flags.push('--disk-errors')
   if (options.acksZero === true) flags.push('--acks0')
-  if (options.groups === true) flags.push('--groups')
+  if (options.consumerProtocol === true) flags.push('--consumer-protocol')
+  else if (options.groups === true) flags.push('--groups')
   if (options.transactions === true) flags.push('--transactions')
   return flags.map((f) => ` ${f}`).join('')
 }

@@ -230,6 +230,11 @@ describe('deterministic simulation', () => {
     })
   }
 
+  // KIP-848 members (--consumer-protocol). Seed 2's coordinator moves (its markers).
+  it('consumer protocol, seed 2: member epochs never go backwards across coordinator failover, acknowledged commits survive, no partition held by two members', async () => {
+    await runScenario({ seed: 2, groups: true, consumerProtocol: true }, COORDINATOR_FAILOVER)
+  })
+
   // Transactions (--transactions): transactional producers, read_committed consumers and
   // group offsets in transactions, over the wire. Seed 1 fails with the marker and offsets
   // mutations, seed 4 with skipped KIP-890 verification (a regression test: it passes unmutated).

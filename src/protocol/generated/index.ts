@@ -2475,7 +2475,7 @@ export const apis: ReadonlyMap<number, ApiDescriptor> = new Map<number, ApiDescr
       apiKey: 68,
       name: 'ConsumerGroupHeartbeat',
       minVersion: 0,
-      maxVersion: 0,
+      maxVersion: 1,
       latestVersionUnstable: false,
       flexibleMinVersion: 0,
       deprecatedVersions: null,

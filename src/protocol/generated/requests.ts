@@ -3633,7 +3633,7 @@ export function decodeConsumerGroupDescribeRequest(r: Reader, version: number): 
 
 // -------------------------------------------------------- ConsumerGroupHeartbeatRequest (protocol-schemas/ConsumerGroupHeartbeatRequest.json)
 
-/** ConsumerGroupHeartbeatRequest: versions 0, flexible 0+. */
+/** ConsumerGroupHeartbeatRequest: versions 0-1, flexible 0+. */
 export interface ConsumerGroupHeartbeatRequest {
   /** The group identifier. (versions 0+) */
   groupId: string
@@ -3649,6 +3649,8 @@ export interface ConsumerGroupHeartbeatRequest {
   rebalanceTimeoutMs: number
   /** null if it didn't change since the last heartbeat; the subscribed topic names otherwise. (versions 0+, nullable 0+, default null) */
   subscribedTopicNames: string[] | null
+  /** null if it didn't change since the last heartbeat; the subscribed topic regex otherwise. (versions 1+, nullable 1+, default null) */
+  subscribedTopicRegex: string | null
   /** null if not used or if it didn't change since the last heartbeat; the server side assignor to use otherwise. (versions 0+, nullable 0+, default null) */
   serverAssignor: string | null
   /** null if it didn't change since the last heartbeat; the partitions owned by the member. (versions 0+, nullable 0+, default null) */
@@ -3666,6 +3668,7 @@ export function defaultConsumerGroupHeartbeatRequest(): ConsumerGroupHeartbeatRe
     rackId: null,
     rebalanceTimeoutMs: -1,
     subscribedTopicNames: null,
+    subscribedTopicRegex: null,
     serverAssignor: null,
     topicPartitions: null,
   }
@@ -3693,6 +3696,41 @@ export function encodeConsumerGroupHeartbeatRequest(
           for (let i = 0; i < a.length; i++) w.writeCompactString(a[i])
         }
       }
+      if (m.subscribedTopicRegex !== null)
+        throw new UnsupportedVersionError(
+          `Attempted to write a non-default subscribedTopicRegex at version ${version}`,
+        )
+      w.writeCompactNullableString(m.serverAssignor)
+      {
+        const a = m.topicPartitions
+        if (a === null) {
+          w.writeCompactArrayLength(-1)
+        } else {
+          w.writeCompactArrayLength(a.length)
+          for (let i = 0; i < a.length; i++)
+            encodeConsumerGroupHeartbeatRequestTopicPartitions(w, version, a[i])
+        }
+      }
+      writeTaggedFields(w, m._unknownTaggedFields)
+      return
+    }
+    case 1: {
+      w.writeCompactString(m.groupId)
+      w.writeCompactString(m.memberId)
+      w.writeInt32(m.memberEpoch)
+      w.writeCompactNullableString(m.instanceId)
+      w.writeCompactNullableString(m.rackId)
+      w.writeInt32(m.rebalanceTimeoutMs)
+      {
+        const a = m.subscribedTopicNames
+        if (a === null) {
+          w.writeCompactArrayLength(-1)
+        } else {
+          w.writeCompactArrayLength(a.length)
+          for (let i = 0; i < a.length; i++) w.writeCompactString(a[i])
+        }
+      }
+      w.writeCompactNullableString(m.subscribedTopicRegex)
       w.writeCompactNullableString(m.serverAssignor)
       {
         const a = m.topicPartitions
@@ -3734,6 +3772,7 @@ export function decodeConsumerGroupHeartbeatRequest(
           fSubscribedTopicNames = a
         }
       }
+      const fSubscribedTopicRegex: string | null = null
       const fServerAssignor: string | null = r.readCompactNullableString()
       let fTopicPartitions: ConsumerGroupHeartbeatRequestTopicPartitions[] | null
       {
@@ -3753,6 +3792,52 @@ export function decodeConsumerGroupHeartbeatRequest(
         rackId: fRackId,
         rebalanceTimeoutMs: fRebalanceTimeoutMs,
         subscribedTopicNames: fSubscribedTopicNames,
+        subscribedTopicRegex: fSubscribedTopicRegex,
+        serverAssignor: fServerAssignor,
+        topicPartitions: fTopicPartitions,
+      }
+      const u = readUnknownTaggedFields(r)
+      if (u !== undefined) m._unknownTaggedFields = u
+      return m
+    }
+    case 1: {
+      const fGroupId: string = r.readCompactString()
+      const fMemberId: string = r.readCompactString()
+      const fMemberEpoch: number = r.readInt32()
+      const fInstanceId: string | null = r.readCompactNullableString()
+      const fRackId: string | null = r.readCompactNullableString()
+      const fRebalanceTimeoutMs: number = r.readInt32()
+      let fSubscribedTopicNames: string[] | null
+      {
+        const n = r.readCompactArrayLength()
+        if (n < 0) fSubscribedTopicNames = null
+        else {
+          const a: string[] = []
+          for (let i = 0; i < n; i++) a.push(r.readCompactString())
+          fSubscribedTopicNames = a
+        }
+      }
+      const fSubscribedTopicRegex: string | null = r.readCompactNullableString()
+      const fServerAssignor: string | null = r.readCompactNullableString()
+      let fTopicPartitions: ConsumerGroupHeartbeatRequestTopicPartitions[] | null
+      {
+        const n = r.readCompactArrayLength()
+        if (n < 0) fTopicPartitions = null
+        else {
+          const a: ConsumerGroupHeartbeatRequestTopicPartitions[] = []
+          for (let i = 0; i < n; i++) a.push(decodeConsumerGroupHeartbeatRequestTopicPartitions(r, version))
+          fTopicPartitions = a
+        }
+      }
+      const m: ConsumerGroupHeartbeatRequest = {
+        groupId: fGroupId,
+        memberId: fMemberId,
+        memberEpoch: fMemberEpoch,
+        instanceId: fInstanceId,
+        rackId: fRackId,
+        rebalanceTimeoutMs: fRebalanceTimeoutMs,
+        subscribedTopicNames: fSubscribedTopicNames,
+        subscribedTopicRegex: fSubscribedTopicRegex,
         serverAssignor: fServerAssignor,
         topicPartitions: fTopicPartitions,
       }
@@ -3785,7 +3870,8 @@ function encodeConsumerGroupHeartbeatRequestTopicPartitions(
   m: ConsumerGroupHeartbeatRequestTopicPartitions,
 ): void {
   switch (version) {
-    case 0: {
+    case 0:
+    case 1: {
       w.writeUuid(m.topicId)
       {
         const a = m.partitions
@@ -3807,7 +3893,8 @@ function decodeConsumerGroupHeartbeatRequestTopicPartitions(
   version: number,
 ): ConsumerGroupHeartbeatRequestTopicPartitions {
   switch (version) {
-    case 0: {
+    case 0:
+    case 1: {
       const fTopicId: string = r.readUuid()
       let fPartitions: number[]
       {

@@ -3584,7 +3584,7 @@ function decodeConsumerGroupDescribeResponseTopicPartitions(
 
 // -------------------------------------------------------- ConsumerGroupHeartbeatResponse (protocol-schemas/ConsumerGroupHeartbeatResponse.json)
 
-/** ConsumerGroupHeartbeatResponse: versions 0, flexible 0+. */
+/** ConsumerGroupHeartbeatResponse: versions 0-1, flexible 0+. */
 export interface ConsumerGroupHeartbeatResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number
@@ -3622,7 +3622,8 @@ export function encodeConsumerGroupHeartbeatResponse(
   m: ConsumerGroupHeartbeatResponse,
 ): void {
   switch (version) {
-    case 0: {
+    case 0:
+    case 1: {
       w.writeInt32(m.throttleTimeMs)
       w.writeInt16(m.errorCode)
       w.writeCompactNullableString(m.errorMessage)
@@ -3648,7 +3649,8 @@ export function decodeConsumerGroupHeartbeatResponse(
   version: number,
 ): ConsumerGroupHeartbeatResponse {
   switch (version) {
-    case 0: {
+    case 0:
+    case 1: {
       const fThrottleTimeMs: number = r.readInt32()
       const fErrorCode: number = r.readInt16()
       const fErrorMessage: string | null = r.readCompactNullableString()
@@ -3693,7 +3695,8 @@ function encodeConsumerGroupHeartbeatResponseAssignment(
   m: ConsumerGroupHeartbeatResponseAssignment,
 ): void {
   switch (version) {
-    case 0: {
+    case 0:
+    case 1: {
       {
         const a = m.topicPartitions
         w.writeCompactArrayLength(a.length)
@@ -3715,7 +3718,8 @@ function decodeConsumerGroupHeartbeatResponseAssignment(
   version: number,
 ): ConsumerGroupHeartbeatResponseAssignment {
   switch (version) {
-    case 0: {
+    case 0:
+    case 1: {
       let fTopicPartitions: ConsumerGroupHeartbeatResponseTopicPartitions[]
       {
         const n = r.readCompactArrayLength()
@@ -3756,7 +3760,8 @@ function encodeConsumerGroupHeartbeatResponseTopicPartitions(
   m: ConsumerGroupHeartbeatResponseTopicPartitions,
 ): void {
   switch (version) {
-    case 0: {
+    case 0:
+    case 1: {
       w.writeUuid(m.topicId)
       {
         const a = m.partitions
@@ -3778,7 +3783,8 @@ function decodeConsumerGroupHeartbeatResponseTopicPartitions(
   version: number,
 ): ConsumerGroupHeartbeatResponseTopicPartitions {
   switch (version) {
-    case 0: {
+    case 0:
+    case 1: {
       const fTopicId: string = r.readUuid()
       let fPartitions: number[]
       {

@@ -4,6 +4,8 @@ import { alterConfigsHandler } from './alter-configs.js'
 import { alterPartitionReassignmentsHandler } from './alter-partition-reassignments.js'
 import { alterUserScramCredentialsHandler } from './alter-user-scram-credentials.js'
 import { apiVersionsHandler } from './api-versions.js'
+import { consumerGroupDescribeHandler } from './consumer-group-describe.js'
+import { consumerGroupHeartbeatHandler } from './consumer-group-heartbeat.js'
 import { createAclsHandler } from './create-acls.js'
 import { createPartitionsHandler } from './create-partitions.js'
 import { createTopicsHandler } from './create-topics.js'
@@ -82,6 +84,8 @@ export const allHandlers: readonly AnyApiHandler[] = [
   listGroupsHandler,
   describeGroupsHandler,
   deleteGroupsHandler,
+  consumerGroupHeartbeatHandler,
+  consumerGroupDescribeHandler,
   offsetDeleteHandler,
   writeTxnMarkersHandler,
   describeProducersHandler,

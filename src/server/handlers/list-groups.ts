@@ -3,13 +3,11 @@
  * Behavior: the groups this broker coordinates (clients ask every broker and merge).
  * Authorization: every group with DESCRIBE on the cluster, else those the principal may describe.
  * Version notes: v1 throttle time, v3+ flexible, v4 state filter and group state, v5 type
- * filter and group type (tidelog's groups are all "classic").
+ * filter and group type ("classic" or "consumer", KIP-848).
  */
 import { ApiKey, type ListGroupsRequest, type ListGroupsResponse } from '../../protocol/generated/index.js'
 import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import type { ApiHandler } from './registry.js'
-
-const GROUP_TYPE = 'classic'
 
 export const listGroupsHandler: ApiHandler<ListGroupsRequest, ListGroupsResponse> = {
   apiKey: ApiKey.ListGroups,
@@ -27,13 +25,13 @@ export const listGroupsHandler: ApiHandler<ListGroupsRequest, ListGroupsResponse
       errorCode,
       groups: groups
         .filter((g) => states.size === 0 || states.has(g.state.toLowerCase()))
-        .filter(() => types.size === 0 || types.has(GROUP_TYPE))
+        .filter((g) => types.size === 0 || types.has(g.type))
         .filter((g) => everyGroup || context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g.groupId))
         .map((g) => ({
           groupId: g.groupId,
           protocolType: g.protocolType,
           groupState: version >= 4 ? g.state : '',
-          groupType: version >= 5 ? GROUP_TYPE : '',
+          groupType: version >= 5 ? g.type : '',
         })),
     }
   },

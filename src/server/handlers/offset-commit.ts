@@ -8,7 +8,8 @@
  * READ on each topic (else TOPIC_AUTHORIZATION_FAILED on its partitions, which are not committed).
  * Version notes: v0 has no generation or member; v1 a per-partition commit timestamp
  * (ignored); v2-4 retention time (an explicit expiry); v3 throttle time; v6 leader epoch;
- * v7 group instance id; v8+ flexible.
+ * v7 group instance id; v8+ flexible; v9 the member epoch of a KIP-848 consumer group in
+ * generationIdOrMemberEpoch (STALE_MEMBER_EPOCH / FENCED_MEMBER_EPOCH when not current).
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
@@ -54,6 +55,7 @@ export const offsetCommitHandler: ApiHandler<OffsetCommitRequest, OffsetCommitRe
         memberId: version >= 1 ? request.memberId : '',
         groupInstanceId: version >= 7 ? request.groupInstanceId : null,
         generationId: version >= 1 ? request.generationIdOrMemberEpoch : -1,
+        apiVersion: version,
         retentionTimeMs: version >= 2 && version <= 4 ? Number(request.retentionTimeMs) : -1,
         partitions: partitions.filter((p) => mayRead(p.topic)),
       })

@@ -10,7 +10,7 @@
  * may not describe answer TOPIC_AUTHORIZATION_FAILED, or are left out when all are asked.
  * Version notes: v0-1 report errors per partition only; v2 null topics and a top-level
  * error; v3 throttle time; v5 leader epochs; v6+ flexible; v7 requireStable; v8+ a batch
- * of groups, each with its own error.
+ * of groups, each with its own error; v9 member id and epoch (KIP-848: STALE_MEMBER_EPOCH).
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
@@ -32,7 +32,12 @@ export const offsetFetchHandler: ApiHandler<OffsetFetchRequest, OffsetFetchRespo
   handle(context, request) {
     if (context.apiVersion >= 8) {
       const groups = request.groups.map((g) => {
-        const result = fetchGroup(context, g.groupId, toWanted(g.topics), request.requireStable)
+        // v9: a KIP-848 member's id and epoch, checked against the consumer group.
+        const member =
+          context.apiVersion >= 9 && (g.memberId ?? '') !== ''
+            ? { memberId: g.memberId ?? '', memberEpoch: g.memberEpoch }
+            : null
+        const result = fetchGroup(context, g.groupId, toWanted(g.topics), request.requireStable, member)
         return { groupId: g.groupId, errorCode: result.errorCode, topics: result.topics }
       })
       return { throttleTimeMs: 0, topics: [], errorCode: 0, groups }
@@ -68,12 +73,13 @@ function fetchGroup(
   groupId: string,
   wanted: WantedTopics,
   requireStable: boolean,
+  member: { memberId: string; memberEpoch: number } | null = null,
 ): { errorCode: number; topics: OffsetFetchResponseOffsetFetchResponseTopic[] } {
   if (!context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, groupId))
     return { errorCode: ErrorCode.GROUP_AUTHORIZATION_FAILED, topics: [] }
   const describable = (topic: string) => context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
   const allowedWanted = wanted === null ? null : wanted.filter((t) => describable(t.name))
-  const result = context.broker.groupCoordinator.fetchOffsets(groupId, allowedWanted, requireStable)
+  const result = context.broker.groupCoordinator.fetchOffsets(groupId, allowedWanted, requireStable, member)
   const leaderEpochs = context.apiVersion >= 5
   // All partitions asked for: the topics the principal may not describe are left out, as Kafka does.
   const shown = wanted === null ? result.topics.filter((t) => describable(t.name)) : result.topics

@@ -1,0 +1,911 @@
+/**
+ * KIP-848 consumer groups as deterministic steps, like rebalance.ts for classic groups: no
+ * I/O, no clock. A ConsumerGroupHeartbeat updates the member (subscription, assignor),
+ * bumps the group epoch when the group's subscriptions or their topics changed, recomputes
+ * the target assignment with a server-side assignor when the group epoch is ahead of the
+ * assignment epoch, and then reconciles the member towards its target (Kafka's
+ * CurrentAssignmentBuilder):
+ *
+ * - a member that owns partitions its target no longer has must revoke them first: it keeps
+ *   its epoch (UNREVOKED_PARTITIONS) until a heartbeat's owned partitions no longer hold any
+ *   of them, or it is fenced when its rebalance timeout passes;
+ * - a partition moves to a new owner only once no other member holds it (assigned or still
+ *   pending revocation); until then the new owner waits at the new epoch
+ *   (UNRELEASED_PARTITIONS), so two members never consume one partition at once;
+ * - otherwise the member moves to the target epoch with its whole target (STABLE).
+ *
+ * State changes are written as Kafka's consumer-group records (records.ts), and the reply
+ * waits for them to be committed, so a coordinator failover keeps epochs and assignments.
+ */
+
+import { assert } from '../common/assert.js'
+import { ErrorCode } from '../protocol/error-codes.js'
+import { SERVER_ASSIGNORS } from './consumer-assignors.js'
+import { type Effects, reply } from './effects.js'
+import {
+  type ConsumerGroupState,
+  type ConsumerMember,
+  type Group,
+  MemberState,
+  newConsumerGroupState,
+  newGroup,
+  type TopicAssignment,
+} from './group.js'
+import {
+  type ConsumerRecordKey,
+  type CoordinatorRecord,
+  consumerRecordKey,
+  decodeConsumerCurrentAssignmentValue,
+  decodeConsumerGroupMetadataValue,
+  decodeConsumerMemberMetadataValue,
+  decodeConsumerTargetMemberValue,
+  decodeConsumerTargetMetadataValue,
+  encodeConsumerCurrentAssignmentValue,
+  encodeConsumerGroupMetadataValue,
+  encodeConsumerMemberMetadataValue,
+  encodeConsumerTargetMemberValue,
+  encodeConsumerTargetMetadataValue,
+} from './records.js'
+
+/** A member's epoch after a leave: -1 for good, -2 for a static member coming back. */
+export const LEAVE_GROUP_MEMBER_EPOCH = -1
+export const LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+export interface ConsumerGroupConfig {
+  /** group.consumer.heartbeat.interval.ms */
+  readonly heartbeatIntervalMs: number
+  /** group.consumer.session.timeout.ms */
+  readonly sessionTimeoutMs: number
+  /** group.consumer.assignors: the first is the default. */
+  readonly assignors: readonly string[]
+  /** group.consumer.max.size */
+  readonly maxSize: number
+}
+
+export const DEFAULT_CONSUMER_GROUP_CONFIG: ConsumerGroupConfig = {
+  heartbeatIntervalMs: 5000,
+  sessionTimeoutMs: 45000,
+  assignors: ['uniform', 'range'],
+  maxSize: 2147483647,
+}
+
+/** The cluster's topics as the assignment needs them. */
+export interface TopicsView {
+  /** name → id and partition count; internal topics are left out (no regex matches them). */
+  readonly byName: ReadonlyMap<string, { readonly topicId: string; readonly partitions: number }>
+}
+
+export interface WireTopicPartitions {
+  readonly topicId: string
+  readonly partitions: readonly number[]
+}
+
+export interface ConsumerHeartbeatRequest {
+  readonly groupId: string
+  readonly memberId: string
+  readonly memberEpoch: number
+  readonly instanceId: string | null
+  readonly rackId: string | null
+  readonly rebalanceTimeoutMs: number
+  readonly subscribedTopicNames: readonly string[] | null
+  readonly subscribedTopicRegex: string | null
+  readonly serverAssignor: string | null
+  readonly topicPartitions: readonly WireTopicPartitions[] | null
+  readonly clientId: string
+  readonly clientHost: string
+}
+
+export interface ConsumerHeartbeatResult {
+  readonly errorCode: number
+  readonly errorMessage: string | null
+  readonly memberId: string | null
+  readonly memberEpoch: number
+  readonly heartbeatIntervalMs: number
+  /** null when unchanged since the member's last heartbeat. */
+  readonly assignment: WireTopicPartitions[] | null
+}
+
+export function heartbeatError(
+  errorCode: number,
+  errorMessage: string | null = null,
+): ConsumerHeartbeatResult {
+  return {
+    errorCode,
+    errorMessage,
+    memberId: null,
+    memberEpoch: -1,
+    heartbeatIntervalMs: 0,
+    assignment: null,
+  }
+}
+
+/** Kafka's consumer group states, as ConsumerGroupDescribe and ListGroups name them. */
+export type ConsumerGroupStateName = 'Empty' | 'Assigning' | 'Reconciling' | 'Stable'
+
+export function consumerGroupStateName(state: ConsumerGroupState): ConsumerGroupStateName {
+  if (state.members.size === 0) return 'Empty'
+  if (state.assignmentEpoch < state.groupEpoch) return 'Assigning'
+  for (const m of state.members.values())
+    if (m.state !== MemberState.STABLE || (m.memberEpoch !== state.assignmentEpoch && m.memberEpoch >= 0))
+      return 'Reconciling'
+  return 'Stable'
+}
+
+/**
+ * Checks that need no group (Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid);
+ * returns the error or null.
+ */
+export function validateHeartbeat(
+  req: ConsumerHeartbeatRequest,
+  apiVersion: number,
+  config: ConsumerGroupConfig,
+): ConsumerHeartbeatResult | null {
+  const invalid = (message: string) => heartbeatError(ErrorCode.INVALID_REQUEST, message)
+  if (req.groupId === '') return heartbeatError(ErrorCode.INVALID_GROUP_ID, 'GroupId can not be empty.')
+  if (apiVersion >= 1 && req.memberId === '') return invalid('MemberId can not be empty.')
+  if (req.memberEpoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+    return invalid(`MemberEpoch ${req.memberEpoch} is invalid.`)
+  if (req.memberEpoch === 0) {
+    if (req.rebalanceTimeoutMs <= 0) return invalid('RebalanceTimeoutMs must be provided in first request.')
+    if (req.topicPartitions === null || req.topicPartitions.length > 0)
+      return invalid('TopicPartitions must be empty when (re-)joining.')
+    if (req.subscribedTopicNames === null && req.subscribedTopicRegex === null)
+      return invalid('SubscribedTopicNames or SubscribedTopicRegex must be set in first request.')
+  } else if (req.memberId === '')
+    return heartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, 'MemberId can not be empty.')
+  if (req.memberEpoch === LEAVE_GROUP_STATIC_MEMBER_EPOCH && req.instanceId === null)
+    return invalid('InstanceId can not be null when MemberEpoch is -2.')
+  if (req.serverAssignor !== null && !config.assignors.includes(req.serverAssignor))
+    return heartbeatError(
+      ErrorCode.UNSUPPORTED_ASSIGNOR,
+      `ServerAssignor ${req.serverAssignor} is not supported.`,
+    )
+  if (req.subscribedTopicRegex !== null && compileRegex(req.subscribedTopicRegex) === null)
+    return heartbeatError(
+      ErrorCode.INVALID_REGULAR_EXPRESSION,
+      `SubscribedTopicRegex ${req.subscribedTopicRegex} is invalid.`,
+    )
+  return null
+}
+
+const regexCache = new Map<string, RegExp | null>()
+const REGEX_CACHE_MAX = 1024
+
+/**
+ * The subscription's regular expression, matched against whole topic names as Kafka's
+ * Pattern.matches (RE2J there). JavaScript's RegExp is a superset of RE2's syntax for what
+ * clients send (classes, alternation, quantifiers); RE2-only constructs (\C, \pN without
+ * braces) are refused as invalid, and backreferences that RE2 refuses are accepted here.
+ */
+export function compileRegex(source: string): RegExp | null {
+  if (regexCache.has(source)) return regexCache.get(source) ?? null
+  let compiled: RegExp | null
+  try {
+    compiled = new RegExp(`^(?:${source})$`, 'u')
+  } catch {
+    compiled = null
+  }
+  if (regexCache.size >= REGEX_CACHE_MAX) regexCache.clear()
+  regexCache.set(source, compiled)
+  return compiled
+}
+
+/** The topic ids a member subscribes to, by name and by regex, among existing topics. */
+export function subscribedTopicIds(member: ConsumerMember, topics: TopicsView): Set<string> {
+  const ids = new Set<string>()
+  for (const name of member.subscribedTopicNames) {
+    const topic = topics.byName.get(name)
+    if (topic) ids.add(topic.topicId)
+  }
+  const regex = member.subscribedTopicRegex === null ? null : compileRegex(member.subscribedTopicRegex)
+  if (regex) for (const [name, topic] of topics.byName) if (regex.test(name)) ids.add(topic.topicId)
+  return ids
+}
+
+/** The subscribed topic names (for DescribeGroups, offset expiry and OffsetDelete). */
+export function subscribedTopicNames(state: ConsumerGroupState, topics: TopicsView): Set<string> {
+  const names = new Set<string>()
+  for (const member of state.members.values()) {
+    for (const name of member.subscribedTopicNames) names.add(name)
+    const regex = member.subscribedTopicRegex === null ? null : compileRegex(member.subscribedTopicRegex)
+    if (regex) for (const name of topics.byName.keys()) if (regex.test(name)) names.add(name)
+  }
+  return names
+}
+
+function subscriptionSignature(state: ConsumerGroupState, topics: TopicsView): string {
+  const byId = new Map<string, number>()
+  for (const [, topic] of topics.byName) byId.set(topic.topicId, topic.partitions)
+  const ids = new Set<string>()
+  for (const member of state.members.values())
+    for (const id of subscribedTopicIds(member, topics)) ids.add(id)
+  return [...ids]
+    .sort()
+    .map((id) => `${id}:${byId.get(id)}`)
+    .join(',')
+}
+
+/** Turns a group (new, or an empty classic one) into a consumer group; Kafka's upgrade. */
+export function makeConsumerGroup(group: Group): ConsumerGroupState {
+  assert(group.type === 'consumer' || group.members.size === 0, 'only an empty classic group converts')
+  group.type = 'consumer'
+  group.protocolType = 'consumer'
+  group.protocolName = null
+  group.leaderId = null
+  group.consumer ??= newConsumerGroupState()
+  return group.consumer
+}
+
+// ---- the heartbeat ---------------------------------------------------------------------------
+
+export function consumerGroupHeartbeat(
+  group: Group,
+  req: ConsumerHeartbeatRequest,
+  waiter: number,
+  nowMs: number,
+  config: ConsumerGroupConfig,
+  topics: TopicsView,
+  newMemberId: string,
+): Effects {
+  const state = group.consumer
+  assert(state !== null && group.type === 'consumer', 'heartbeat on a consumer group')
+  const fail = (code: number, message: string | null = null) => reply(waiter, heartbeatError(code, message))
+  const records: CoordinatorRecord[] = []
+  const respond = (
+    member: ConsumerMember,
+    epoch: number,
+    assignment: WireTopicPartitions[] | null,
+  ): Effects => {
+    const result: ConsumerHeartbeatResult = {
+      errorCode: ErrorCode.NONE,
+      errorMessage: null,
+      memberId: member.memberId,
+      memberEpoch: epoch,
+      heartbeatIntervalMs: config.heartbeatIntervalMs,
+      assignment,
+    }
+    return afterRecords(waiter, records, result)
+  }
+
+  if (req.memberEpoch === LEAVE_GROUP_MEMBER_EPOCH || req.memberEpoch === LEAVE_GROUP_STATIC_MEMBER_EPOCH) {
+    const member = state.members.get(req.memberId)
+    if (!member)
+      return fail(ErrorCode.UNKNOWN_MEMBER_ID, `Member ${req.memberId} is not a member of the group.`)
+    if (req.memberEpoch === LEAVE_GROUP_STATIC_MEMBER_EPOCH && member.instanceId !== null) {
+      // The static member keeps its assignment (and its partitions stay unassigned to others)
+      // until it rejoins with the same instance id or its session times out.
+      member.memberEpoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
+      member.partitionsPendingRevocation = new Map()
+      member.state = MemberState.STABLE
+      member.sessionDeadlineMs = nowMs + config.sessionTimeoutMs
+      member.revocationDeadlineMs = null
+      records.push(currentAssignmentRecord(group.groupId, member))
+      return respond(member, LEAVE_GROUP_STATIC_MEMBER_EPOCH, null)
+    }
+    records.push(...removeMember(group, member, nowMs))
+    return respond(member, LEAVE_GROUP_MEMBER_EPOCH, null)
+  }
+
+  let member: ConsumerMember | undefined
+  let metadataChanged = false
+  let membershipChanged = false
+  if (req.memberEpoch === 0) {
+    const memberId = req.memberId === '' ? newMemberId : req.memberId
+    const staticId = req.instanceId === null ? undefined : state.staticMembers.get(req.instanceId)
+    if (staticId !== undefined && staticId !== memberId) {
+      const previous = state.members.get(staticId)
+      if (previous && previous.memberEpoch !== LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+        return fail(
+          ErrorCode.UNRELEASED_INSTANCE_ID,
+          `Static member ${staticId} with instance id ${req.instanceId} is not released yet.`,
+        )
+      if (previous) {
+        // The returning static member takes over the old one's assignment and epoch: no
+        // rebalance, the group's other members see nothing (KIP-345 on KIP-848).
+        // It reconciles from epoch 0 to the target epoch at once: its target is unchanged.
+        member = { ...previous, memberId, memberEpoch: 0, previousMemberEpoch: 0, state: MemberState.STABLE }
+        records.push(...tombstones(group.groupId, previous.memberId))
+        state.members.delete(previous.memberId)
+        const target = state.targetAssignment.get(previous.memberId)
+        state.targetAssignment.delete(previous.memberId)
+        state.targetAssignment.set(memberId, target ?? new Map())
+        records.push(targetMemberRecord(group.groupId, memberId, target ?? new Map()))
+        state.members.set(memberId, member)
+        metadataChanged = true
+      }
+    }
+    if (!member) {
+      member = state.members.get(memberId)
+      if (member) {
+        // A known member rejoining owns nothing any more (it said so: TopicPartitions is empty).
+        member.assignedPartitions = new Map()
+        member.partitionsPendingRevocation = new Map()
+        member.state = MemberState.STABLE
+        member.memberEpoch = 0
+        member.revocationDeadlineMs = null
+      } else {
+        if (state.members.size >= config.maxSize)
+          return fail(
+            ErrorCode.GROUP_MAX_SIZE_REACHED,
+            `The group has reached its maximum size ${config.maxSize}.`,
+          )
+        member = {
+          memberId,
+          instanceId: req.instanceId,
+          rackId: req.rackId,
+          clientId: req.clientId,
+          clientHost: req.clientHost,
+          subscribedTopicNames: [],
+          subscribedTopicRegex: null,
+          serverAssignor: null,
+          rebalanceTimeoutMs: req.rebalanceTimeoutMs,
+          memberEpoch: 0,
+          previousMemberEpoch: 0,
+          state: MemberState.STABLE,
+          assignedPartitions: new Map(),
+          partitionsPendingRevocation: new Map(),
+          sessionDeadlineMs: nowMs,
+          revocationDeadlineMs: null,
+        }
+        state.members.set(memberId, member)
+        metadataChanged = true
+        membershipChanged = true
+      }
+    }
+    if (req.instanceId !== null) state.staticMembers.set(req.instanceId, memberId)
+  } else {
+    member = state.members.get(req.memberId)
+    if (!member)
+      return fail(ErrorCode.UNKNOWN_MEMBER_ID, `Member ${req.memberId} is not a member of the group.`)
+    if (req.memberEpoch !== member.memberEpoch) {
+      // A lost response: the member may still use its previous epoch if it owns nothing
+      // beyond what it has now (Kafka's throwIfMemberEpochIsInvalid).
+      const retried =
+        req.memberEpoch < member.memberEpoch &&
+        req.memberEpoch === member.previousMemberEpoch &&
+        req.topicPartitions !== null &&
+        isSubset(req.topicPartitions, member.assignedPartitions)
+      if (!retried)
+        return fail(
+          ErrorCode.FENCED_MEMBER_EPOCH,
+          `The consumer group member has a smaller member epoch (${req.memberEpoch}) than the one known by the group coordinator (${member.memberEpoch}).`,
+        )
+    }
+  }
+  member.sessionDeadlineMs = nowMs + config.sessionTimeoutMs
+
+  // Subscription and client details that came with this heartbeat (null means unchanged).
+  if (req.rackId !== null && req.rackId !== member.rackId) {
+    member.rackId = req.rackId
+    metadataChanged = true
+  }
+  if (req.rebalanceTimeoutMs > 0 && req.rebalanceTimeoutMs !== member.rebalanceTimeoutMs) {
+    member.rebalanceTimeoutMs = req.rebalanceTimeoutMs
+    metadataChanged = true
+  }
+  if (req.subscribedTopicNames !== null) {
+    const names = [...new Set(req.subscribedTopicNames)].sort()
+    if (names.join('\u0000') !== member.subscribedTopicNames.join('\u0000')) {
+      member.subscribedTopicNames = names
+      metadataChanged = true
+      membershipChanged = true
+    }
+  }
+  if (req.subscribedTopicRegex !== null && req.subscribedTopicRegex !== member.subscribedTopicRegex) {
+    // An empty regex clears it (Kafka's "no regex" in a later heartbeat).
+    member.subscribedTopicRegex = req.subscribedTopicRegex === '' ? null : req.subscribedTopicRegex
+    metadataChanged = true
+    membershipChanged = true
+  }
+  if (req.serverAssignor !== null && req.serverAssignor !== member.serverAssignor) {
+    member.serverAssignor = req.serverAssignor
+    metadataChanged = true
+    membershipChanged = true
+  }
+  if (metadataChanged) records.push(memberMetadataRecord(group.groupId, member))
+
+  const signature = subscriptionSignature(state, topics)
+  if (state.subscriptionSignature === null && !membershipChanged) state.subscriptionSignature = signature
+  if (signature !== state.subscriptionSignature) {
+    state.subscriptionSignature = signature
+    membershipChanged = true
+  }
+  if (membershipChanged) {
+    state.groupEpoch++
+    records.push(groupEpochRecord(group.groupId, state.groupEpoch))
+  }
+  if (state.groupEpoch > state.assignmentEpoch)
+    records.push(...computeTargetAssignment(group, config, topics))
+
+  const before = assignmentSnapshot(member)
+  const assignedBefore = assignedKey(member)
+  reconcile(state, member, req.topicPartitions, nowMs)
+  if (assignmentSnapshot(member) !== before || metadataChanged)
+    records.push(currentAssignmentRecord(group.groupId, member))
+  checkSingleOwners(state)
+  group.state = 'Stable'
+  const assignedChanged = assignedKey(member) !== assignedBefore
+  const full = req.memberEpoch === 0 || req.topicPartitions !== null
+  return respond(
+    member,
+    member.memberEpoch,
+    assignedChanged || full ? toWire(member.assignedPartitions) : null,
+  )
+}
+
+function afterRecords(
+  waiter: number,
+  records: readonly CoordinatorRecord[],
+  result: ConsumerHeartbeatResult,
+): Effects {
+  if (records.length === 0) return reply(waiter, result)
+  return {
+    records,
+    replies: [],
+    afterAppend: (code) => reply(waiter, code === ErrorCode.NONE ? result : heartbeatError(code)),
+  }
+}
+
+// ---- target assignment -----------------------------------------------------------------------
+
+/** The group's assignor: the one most members ask for, else the configured default. */
+export function chooseAssignor(state: ConsumerGroupState, config: ConsumerGroupConfig): string {
+  const votes = new Map<string, number>()
+  for (const m of state.members.values())
+    if (m.serverAssignor !== null) votes.set(m.serverAssignor, (votes.get(m.serverAssignor) ?? 0) + 1)
+  let best = config.assignors[0]
+  let bestVotes = 0
+  for (const [name, count] of votes)
+    if (count > bestVotes || (count === bestVotes && name < best)) {
+      best = name
+      bestVotes = count
+    }
+  assert(best !== undefined && SERVER_ASSIGNORS[best] !== undefined, `unknown assignor ${best}`)
+  return best
+}
+
+function computeTargetAssignment(
+  group: Group,
+  config: ConsumerGroupConfig,
+  topics: TopicsView,
+): CoordinatorRecord[] {
+  const state = group.consumer
+  assert(state !== null, 'consumer group state')
+  const name = chooseAssignor(state, config)
+  const assignor = SERVER_ASSIGNORS[name]
+  assert(assignor !== undefined, 'assignor exists')
+  const partitionCounts = new Map<string, number>()
+  const members = [...state.members.values()].map((m) => {
+    const ids = subscribedTopicIds(m, topics)
+    for (const [, topic] of topics.byName)
+      if (ids.has(topic.topicId)) partitionCounts.set(topic.topicId, topic.partitions)
+    return { memberId: m.memberId, subscribedTopicIds: ids }
+  })
+  const target = assignor({ members, partitionCounts, previous: state.targetAssignment })
+  const records: CoordinatorRecord[] = []
+  for (const [memberId, assignment] of target) {
+    const previous = state.targetAssignment.get(memberId)
+    if (previous === undefined || assignmentKey(previous) !== assignmentKey(assignment))
+      records.push(targetMemberRecord(group.groupId, memberId, assignment))
+  }
+  state.targetAssignment.clear()
+  for (const [memberId, assignment] of target) state.targetAssignment.set(memberId, assignment)
+  state.assignmentEpoch = state.groupEpoch
+  state.assignorName = name
+  records.push({
+    key: consumerRecordKey('consumer-target-metadata', group.groupId),
+    value: encodeConsumerTargetMetadataValue(state.assignmentEpoch),
+  })
+  return records
+}
+
+// ---- reconciliation --------------------------------------------------------------------------
+
+/** Moves the member towards its target assignment (Kafka's CurrentAssignmentBuilder). */
+export function reconcile(
+  state: ConsumerGroupState,
+  member: ConsumerMember,
+  owned: readonly WireTopicPartitions[] | null,
+  nowMs: number,
+): void {
+  if (member.memberEpoch === LEAVE_GROUP_STATIC_MEMBER_EPOCH) return
+  switch (member.state) {
+    case MemberState.STABLE:
+      if (member.memberEpoch !== state.assignmentEpoch) computeNextAssignment(state, member, nowMs)
+      return
+    case MemberState.UNREVOKED_PARTITIONS:
+      // Revocation is acknowledged by a heartbeat whose owned partitions hold none of them.
+      if (owned !== null && !ownsAny(owned, member.partitionsPendingRevocation))
+        computeNextAssignment(state, member, nowMs)
+      return
+    case MemberState.UNRELEASED_PARTITIONS:
+      computeNextAssignment(state, member, nowMs)
+      return
+  }
+}
+
+function computeNextAssignment(state: ConsumerGroupState, member: ConsumerMember, nowMs: number): void {
+  const target = state.targetAssignment.get(member.memberId) ?? new Map<string, number[]>()
+  const current = member.assignedPartitions
+  const kept: TopicAssignment = new Map()
+  const revoke: TopicAssignment = new Map()
+  const withFree: TopicAssignment = new Map()
+  let hasUnreleased = false
+  for (const topicId of new Set([...current.keys(), ...target.keys()])) {
+    const have = new Set(current.get(topicId) ?? [])
+    const want = new Set(target.get(topicId) ?? [])
+    const keep = [...have].filter((p) => want.has(p))
+    const drop = [...have].filter((p) => !want.has(p))
+    const free = [...want].filter((p) => !have.has(p) && !ownedByOther(state, member, topicId, p))
+    if ([...want].some((p) => !have.has(p) && ownedByOther(state, member, topicId, p))) hasUnreleased = true
+    if (keep.length > 0) kept.set(topicId, sorted(keep))
+    if (drop.length > 0) revoke.set(topicId, sorted(drop))
+    if (keep.length + free.length > 0) withFree.set(topicId, sorted([...keep, ...free]))
+  }
+  if (revoke.size > 0) {
+    // The member must give these up before anything else: same epoch, the rest kept.
+    member.state = MemberState.UNREVOKED_PARTITIONS
+    member.assignedPartitions = kept
+    member.partitionsPendingRevocation = revoke
+    member.revocationDeadlineMs ??= nowMs + member.rebalanceTimeoutMs
+    return
+  }
+  if (member.memberEpoch !== state.assignmentEpoch) {
+    member.previousMemberEpoch = member.memberEpoch
+    member.memberEpoch = state.assignmentEpoch
+  }
+  member.assignedPartitions = withFree
+  member.partitionsPendingRevocation = new Map()
+  member.state = hasUnreleased ? MemberState.UNRELEASED_PARTITIONS : MemberState.STABLE
+  member.revocationDeadlineMs = null
+}
+
+/** Whether another member still holds the partition (assigned, or not yet revoked). */
+function ownedByOther(
+  state: ConsumerGroupState,
+  self: ConsumerMember,
+  topicId: string,
+  partition: number,
+): boolean {
+  for (const m of state.members.values()) {
+    if (m === self) continue
+    if (m.assignedPartitions.get(topicId)?.includes(partition)) return true
+    if (m.partitionsPendingRevocation.get(topicId)?.includes(partition)) return true
+  }
+  return false
+}
+
+function ownsAny(owned: readonly WireTopicPartitions[], partitions: TopicAssignment): boolean {
+  for (const t of owned) {
+    const pending = partitions.get(t.topicId)
+    if (pending && t.partitions.some((p) => pending.includes(p))) return true
+  }
+  return false
+}
+
+function isSubset(owned: readonly WireTopicPartitions[], assigned: TopicAssignment): boolean {
+  return owned.every((t) => t.partitions.every((p) => assigned.get(t.topicId)?.includes(p) === true))
+}
+
+/**
+ * The invariant that revocation before reassignment buys: no partition is held (assigned or
+ * pending revocation) by two members at once.
+ */
+export function checkSingleOwners(state: ConsumerGroupState): void {
+  const owners = new Map<string, string>()
+  for (const m of state.members.values())
+    for (const assignment of [m.assignedPartitions, m.partitionsPendingRevocation])
+      for (const [topicId, partitions] of assignment)
+        for (const p of partitions) {
+          const key = `${topicId}:${p}`
+          const other = owners.get(key)
+          assert(
+            other === undefined || other === m.memberId,
+            `partition ${key} held by ${other} and ${m.memberId}`,
+          )
+          owners.set(key, m.memberId)
+        }
+}
+
+// ---- members leaving and timing out ----------------------------------------------------------
+
+/** Removes the member, frees its partitions and bumps the group epoch; returns the records. */
+export function removeMember(group: Group, member: ConsumerMember, nowMs: number): CoordinatorRecord[] {
+  const state = group.consumer
+  assert(state !== null, 'consumer group state')
+  state.members.delete(member.memberId)
+  state.targetAssignment.delete(member.memberId)
+  if (member.instanceId !== null && state.staticMembers.get(member.instanceId) === member.memberId)
+    state.staticMembers.delete(member.instanceId)
+  state.groupEpoch++
+  if (state.members.size === 0) {
+    group.state = 'Empty'
+    group.currentStateTimestampMs = nowMs
+  }
+  return [...tombstones(group.groupId, member.memberId), groupEpochRecord(group.groupId, state.groupEpoch)]
+}
+
+/** Session and revocation timeouts due at `nowMs`: those members are removed (fenced). */
+export function consumerGroupTick(group: Group, nowMs: number): Effects {
+  const state = group.consumer
+  if (state === null) return { records: [], replies: [] }
+  const records: CoordinatorRecord[] = []
+  for (const member of [...state.members.values()]) {
+    const sessionOver = member.sessionDeadlineMs <= nowMs
+    const revocationOver = member.revocationDeadlineMs !== null && member.revocationDeadlineMs <= nowMs
+    if (sessionOver || revocationOver) records.push(...removeMember(group, member, nowMs))
+  }
+  return { records, replies: [] }
+}
+
+export function nextConsumerDeadline(group: Group): number | null {
+  const state = group.consumer
+  if (state === null) return null
+  let next: number | null = null
+  for (const m of state.members.values()) {
+    for (const at of [m.sessionDeadlineMs, m.revocationDeadlineMs])
+      if (at !== null && (next === null || at < next)) next = at
+  }
+  return next
+}
+
+// ---- offsets ---------------------------------------------------------------------------------
+
+/**
+ * Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch: a request without a
+ * member (epoch < 0, as the admin client sends) may commit only to an empty group and may
+ * always fetch; a member must be known and send its current epoch: a newer one is
+ * FENCED_MEMBER_EPOCH, an older one STALE_MEMBER_EPOCH (retriable by the client).
+ */
+export function validateConsumerOffsetRequest(
+  state: ConsumerGroupState,
+  memberId: string,
+  memberEpoch: number,
+  kind: 'commit' | 'fetch',
+): number {
+  if (kind === 'fetch' && memberEpoch < 0 && memberId === '') return ErrorCode.NONE
+  if (kind === 'commit' && memberEpoch < 0 && state.members.size === 0) return ErrorCode.NONE
+  const member = state.members.get(memberId)
+  if (!member) return ErrorCode.UNKNOWN_MEMBER_ID
+  if (memberEpoch > member.memberEpoch) return ErrorCode.FENCED_MEMBER_EPOCH
+  if (memberEpoch < member.memberEpoch) return ErrorCode.STALE_MEMBER_EPOCH
+  return ErrorCode.NONE
+}
+
+// ---- records ---------------------------------------------------------------------------------
+
+function groupEpochRecord(groupId: string, epoch: number): CoordinatorRecord {
+  return { key: consumerRecordKey('consumer-group', groupId), value: encodeConsumerGroupMetadataValue(epoch) }
+}
+
+function memberMetadataRecord(groupId: string, member: ConsumerMember): CoordinatorRecord {
+  return {
+    key: consumerRecordKey('consumer-member', groupId, member.memberId),
+    value: encodeConsumerMemberMetadataValue(member),
+  }
+}
+
+function targetMemberRecord(
+  groupId: string,
+  memberId: string,
+  assignment: TopicAssignment,
+): CoordinatorRecord {
+  return {
+    key: consumerRecordKey('consumer-target-member', groupId, memberId),
+    value: encodeConsumerTargetMemberValue(assignment),
+  }
+}
+
+function currentAssignmentRecord(groupId: string, member: ConsumerMember): CoordinatorRecord {
+  return {
+    key: consumerRecordKey('consumer-current-assignment', groupId, member.memberId),
+    value: encodeConsumerCurrentAssignmentValue(member),
+  }
+}
+
+/** A member's records removed, in Kafka's order (assignment, target, subscription). */
+function tombstones(groupId: string, memberId: string): CoordinatorRecord[] {
+  return [
+    { key: consumerRecordKey('consumer-current-assignment', groupId, memberId), value: null },
+    { key: consumerRecordKey('consumer-target-member', groupId, memberId), value: null },
+    { key: consumerRecordKey('consumer-member', groupId, memberId), value: null },
+  ]
+}
+
+/** Every record of an empty consumer group, as tombstones (deletion, or a move to classic). */
+export function consumerGroupTombstones(groupId: string): CoordinatorRecord[] {
+  return [
+    { key: consumerRecordKey('consumer-target-metadata', groupId), value: null },
+    { key: consumerRecordKey('consumer-group', groupId), value: null },
+  ]
+}
+
+/**
+ * Applies one consumer-group record while loading. Sessions start at `nowMs`: live members
+ * keep heartbeating to the new coordinator, dead ones expire.
+ */
+export function replayConsumerRecord(
+  groups: Map<string, Group>,
+  key: ConsumerRecordKey,
+  value: Buffer | null,
+  nowMs: number,
+  sessionTimeoutMs: number,
+): void {
+  if (key.kind === 'consumer-partition-metadata') return
+  let group = groups.get(key.group)
+  if (value === null && (group === undefined || group.consumer === null)) return
+  if (!group) {
+    group = newGroup(key.group, nowMs)
+    groups.set(key.group, group)
+  }
+  if (group.type !== 'consumer') {
+    group.members.clear()
+    group.staticMembers.clear()
+    group.generationId = 0
+    makeConsumerGroup(group)
+  }
+  const state = group.consumer
+  assert(state !== null, 'consumer group state')
+  switch (key.kind) {
+    case 'consumer-group':
+      if (value === null) {
+        // The consumer group is gone; its offsets (tombstoned separately) stay as a plain group.
+        group.type = 'classic'
+        group.consumer = null
+        group.protocolType = null
+        group.state = 'Empty'
+        if (group.offsets.size === 0) groups.delete(key.group)
+        return
+      }
+      state.groupEpoch = decodeConsumerGroupMetadataValue(value)
+      break
+    case 'consumer-target-metadata':
+      state.assignmentEpoch = value === null ? 0 : decodeConsumerTargetMetadataValue(value)
+      break
+    case 'consumer-target-member':
+      if (value === null) state.targetAssignment.delete(key.memberId)
+      else state.targetAssignment.set(key.memberId, decodeConsumerTargetMemberValue(value))
+      break
+    case 'consumer-member': {
+      const existing = state.members.get(key.memberId)
+      if (value === null) {
+        state.members.delete(key.memberId)
+        if (existing?.instanceId != null && state.staticMembers.get(existing.instanceId) === key.memberId)
+          state.staticMembers.delete(existing.instanceId)
+        break
+      }
+      const m = decodeConsumerMemberMetadataValue(value)
+      const member: ConsumerMember = existing ?? {
+        memberId: key.memberId,
+        instanceId: null,
+        rackId: null,
+        clientId: '',
+        clientHost: '',
+        subscribedTopicNames: [],
+        subscribedTopicRegex: null,
+        serverAssignor: null,
+        rebalanceTimeoutMs: m.rebalanceTimeoutMs,
+        memberEpoch: 0,
+        previousMemberEpoch: 0,
+        state: MemberState.STABLE,
+        assignedPartitions: new Map(),
+        partitionsPendingRevocation: new Map(),
+        sessionDeadlineMs: nowMs + sessionTimeoutMs,
+        revocationDeadlineMs: null,
+      }
+      member.instanceId = m.instanceId
+      member.rackId = m.rackId
+      member.clientId = m.clientId
+      member.clientHost = m.clientHost
+      member.subscribedTopicNames = [...m.subscribedTopicNames]
+      member.subscribedTopicRegex = m.subscribedTopicRegex
+      member.rebalanceTimeoutMs = m.rebalanceTimeoutMs
+      member.serverAssignor = m.serverAssignor
+      state.members.set(key.memberId, member)
+      if (m.instanceId !== null) state.staticMembers.set(m.instanceId, key.memberId)
+      break
+    }
+    case 'consumer-current-assignment': {
+      const member = state.members.get(key.memberId)
+      if (!member || value === null) break
+      const v = decodeConsumerCurrentAssignmentValue(value)
+      member.memberEpoch = v.memberEpoch
+      member.previousMemberEpoch = v.previousMemberEpoch
+      member.state =
+        v.state === MemberState.UNREVOKED_PARTITIONS || v.state === MemberState.UNRELEASED_PARTITIONS
+          ? v.state
+          : MemberState.STABLE
+      member.assignedPartitions = new Map([...v.assignedPartitions].map(([t, p]) => [t, [...p]]))
+      member.partitionsPendingRevocation = new Map(
+        [...v.partitionsPendingRevocation].map(([t, p]) => [t, [...p]]),
+      )
+      // A revocation in progress gets a whole rebalance timeout again under the new coordinator.
+      member.revocationDeadlineMs =
+        member.state === MemberState.UNREVOKED_PARTITIONS ? nowMs + member.rebalanceTimeoutMs : null
+      break
+    }
+  }
+  group.state = state.members.size > 0 ? 'Stable' : 'Empty'
+}
+
+// ---- helpers ---------------------------------------------------------------------------------
+
+export function toWire(assignment: TopicAssignment): WireTopicPartitions[] {
+  return [...assignment]
+    .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+    .map(([topicId, partitions]) => ({ topicId, partitions: [...partitions] }))
+}
+
+function sorted(values: number[]): number[] {
+  return values.sort((a, b) => a - b)
+}
+
+function assignmentKey(assignment: TopicAssignment): string {
+  return toWire(assignment)
+    .map((t) => `${t.topicId}:${t.partitions.join(',')}`)
+    .join(';')
+}
+
+function assignedKey(member: ConsumerMember): string {
+  return assignmentKey(member.assignedPartitions)
+}
+
+function assignmentSnapshot(member: ConsumerMember): string {
+  return [
+    member.memberEpoch,
+    member.previousMemberEpoch,
+    member.state,
+    assignedKey(member),
+    assignmentKey(member.partitionsPendingRevocation),
+  ].join('|')
+}
+
+/** Whether some member subscribes to the topic, by name or regex (offset expiry, OffsetDelete). */
+export function consumerGroupSubscribes(state: ConsumerGroupState, topic: string): boolean {
+  for (const m of state.members.values()) {
+    if (m.subscribedTopicNames.includes(topic)) return true
+    const regex = m.subscribedTopicRegex === null ? null : compileRegex(m.subscribedTopicRegex)
+    if (regex?.test(topic)) return true
+  }
+  return false
+}
+
+/**
+ * A copy of the group's consumer state (and the group fields it moves) to put back when a
+ * step's records could not be written at all: the in-memory state must never hold a
+ * change the log does not, or the next coordinator's replay would differ from what members
+ * were told (seed 109 of `--consumer-protocol`: a refused append left a revocation in memory
+ * only, the partition went to a second member, and the replayed log held it twice).
+ */
+export function snapshotConsumerGroup(group: Group): () => void {
+  const state = group.consumer
+  const groupState = group.state
+  const since = group.currentStateTimestampMs
+  if (state === null) return () => undefined
+  const copy = (a: TopicAssignment): TopicAssignment => new Map([...a].map(([t, p]) => [t, [...p]]))
+  const members = [...state.members.values()].map((m) => ({
+    ...m,
+    subscribedTopicNames: [...m.subscribedTopicNames],
+    assignedPartitions: copy(m.assignedPartitions),
+    partitionsPendingRevocation: copy(m.partitionsPendingRevocation),
+  }))
+  const targets = [...state.targetAssignment].map(([id, a]) => [id, copy(a)] as const)
+  const statics = [...state.staticMembers]
+  const { groupEpoch, assignmentEpoch, subscriptionSignature, assignorName } = state
+  return () => {
+    state.groupEpoch = groupEpoch
+    state.assignmentEpoch = assignmentEpoch
+    state.subscriptionSignature = subscriptionSignature
+    state.assignorName = assignorName
+    state.members.clear()
+    for (const m of members) state.members.set(m.memberId, { ...m })
+    state.targetAssignment.clear()
+    for (const [id, a] of targets) state.targetAssignment.set(id, copy(a))
+    state.staticMembers.clear()
+    for (const [instance, id] of statics) state.staticMembers.set(instance, id)
+    group.consumer = state
+    group.type = 'consumer'
+    group.state = groupState
+    group.currentStateTimestampMs = since
+  }
+}

@@ -1,0 +1,236 @@
+/**
+ * tidelog's consumer with `groupProtocol: 'consumer'` (KIP-848) against a real broker: three
+ * members share six partitions through ConsumerGroupHeartbeat, one closes and the other two
+ * take its partitions over (each handed over only after its revocation), every record is
+ * consumed, committed offsets carry the member epoch, and a regex subscription is resolved
+ * by the broker. Classic-only options are refused with the consumer protocol.
+ */
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Consumer, type ConsumerOptions } from '../../src/client/consumer.js'
+import { InvalidArgumentError } from '../../src/client/errors.js'
+import { Producer } from '../../src/client/producer.js'
+import { createTopics, text, withBroker } from './helpers.js'
+
+const PROPERTIES = {
+  'group.initial.rebalance.delay.ms': 0,
+  'offsets.topic.num.partitions': 3,
+  'group.consumer.heartbeat.interval.ms': 200,
+  'group.consumer.session.timeout.ms': 10000,
+}
+
+class Member {
+  readonly consumer: Consumer
+  readonly values: string[] = []
+  readonly assigned: number[][] = []
+  readonly revoked: number[][] = []
+  error: unknown = null
+  private running: Promise<void> | null = null
+  private stopping = false
+
+  constructor(
+    bootstrap: string,
+    groupId: string,
+    topics: string[] | RegExp,
+    options: Partial<ConsumerOptions> = {},
+  ) {
+    this.consumer = new Consumer({
+      bootstrapServers: bootstrap,
+      groupId,
+      groupProtocol: 'consumer',
+      autoOffsetReset: 'earliest',
+      fetchMaxWaitMs: 100,
+      autoCommitIntervalMs: 200,
+      ...options,
+      onPartitionsAssigned: (tps) => {
+        this.assigned.push(tps.map((tp) => tp.partition).sort((a, b) => a - b))
+      },
+      onPartitionsRevoked: (tps) => {
+        this.revoked.push(tps.map((tp) => tp.partition).sort((a, b) => a - b))
+      },
+    })
+    this.consumer.subscribe(topics)
+    const consumer = this.consumer
+    this.running = (async () => {
+      while (!this.stopping) {
+        try {
+          for (const r of await consumer.poll(100)) this.values.push(text(r.value) ?? '')
+        } catch (error) {
+          this.error = error
+          return
+        }
+      }
+    })()
+  }
+
+  partitions(): number[] {
+    return this.consumer
+      .assignment()
+      .map((tp) => tp.partition)
+      .sort((a, b) => a - b)
+  }
+
+  async close(): Promise<void> {
+    this.stopping = true
+    await this.running
+    await this.consumer.close()
+  }
+}
+
+async function waitFor(
+  what: string,
+  timeoutMs: number,
+  condition: () => boolean,
+  members: readonly Member[],
+) {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    for (const m of members) if (m.error) throw m.error
+    if (condition()) return
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    await sleep(50)
+  }
+}
+
+async function produce(
+  bootstrap: string,
+  topic: string,
+  partitions: number,
+  perPartition: number,
+  tag: string,
+) {
+  const producer = new Producer({ bootstrapServers: bootstrap, lingerMs: 0 })
+  const values: string[] = []
+  try {
+    const sends: Promise<unknown>[] = []
+    for (let p = 0; p < partitions; p++)
+      for (let i = 0; i < perPartition; i++) {
+        const value = `${tag}-${p}-${i}`
+        values.push(value)
+        sends.push(producer.send({ topic, partition: p, value }))
+      }
+    await Promise.all(sends)
+  } finally {
+    await producer.close()
+  }
+  return values
+}
+
+test("groupProtocol 'consumer': 3 members share 6 partitions, one closes, the others take over, nothing lost", async () => {
+  await withBroker(
+    async (cluster) => {
+      const bootstrap = cluster.bootstrapServers
+      await createTopics(bootstrap, [{ topic: 'kip848-client', partitions: 6 }])
+      const first = await produce(bootstrap, 'kip848-client', 6, 5, 'first')
+      const members = [0, 1, 2].map(() => new Member(bootstrap, 'kip848-client-group', ['kip848-client']))
+      try {
+        await waitFor(
+          '2 partitions each',
+          30000,
+          () => members.every((m) => m.partitions().length === 2),
+          members,
+        )
+        assert.deepEqual(members.flatMap((m) => m.partitions()).sort(), [0, 1, 2, 3, 4, 5])
+        await waitFor(
+          'first consumed',
+          30000,
+          () => {
+            const seen = new Set(members.flatMap((m) => m.values))
+            return first.every((v) => seen.has(v))
+          },
+          members,
+        )
+        const epoch = members[0].consumer.groupMetadata().generationId
+        assert.ok(epoch >= 1, `member epoch ${epoch}`)
+        const [leaver, ...stayers] = members
+        await leaver.close()
+        await waitFor(
+          '3 partitions each for the stayers',
+          30000,
+          () => stayers.every((m) => m.partitions().length === 3),
+          stayers,
+        )
+        assert.deepEqual(stayers.flatMap((m) => m.partitions()).sort(), [0, 1, 2, 3, 4, 5])
+        const second = await produce(bootstrap, 'kip848-client', 6, 5, 'second')
+        await waitFor(
+          'second consumed',
+          30000,
+          () => {
+            const seen = new Set(stayers.flatMap((m) => m.values))
+            return second.every((v) => seen.has(v))
+          },
+          stayers,
+        )
+        const consumed = new Set(members.flatMap((m) => m.values))
+        assert.deepEqual([...consumed].sort(), [...first, ...second].sort())
+        // The listeners heard the deltas: the leaver's partitions were added to the stayers.
+        const leaverHad = leaver.assigned.flat().sort()
+        assert.deepEqual(leaver.revoked.flat().sort(), leaverHad, 'the leaver revoked what it had on close')
+        for (const p of leaverHad)
+          assert.ok(
+            stayers.some((m) => m.assigned.flat().includes(p)),
+            `partition ${p} reassigned`,
+          )
+        for (const m of stayers) await m.consumer.commit()
+        if (process.env.GROUPS_DEBUG)
+          for (const m of stayers)
+            console.log(m.partitions(), m.consumer.lastAutoCommitError, m.assigned, m.revoked)
+        const committed = await stayers[0].consumer.committed(
+          [0, 1, 2, 3, 4, 5].map((partition) => ({ topic: 'kip848-client', partition })),
+        )
+        assert.deepEqual(
+          [...committed].sort(),
+          [0, 1, 2, 3, 4, 5].map((p) => [`kip848-client/${p}`, 10]).sort(),
+        )
+        for (const m of members) assert.equal(m.error, null)
+      } finally {
+        for (const m of members) await m.close().catch(() => undefined)
+      }
+    },
+    { port: 0, properties: PROPERTIES },
+  )
+})
+
+test("groupProtocol 'consumer': a RegExp subscription is resolved by the broker", async () => {
+  await withBroker(
+    async (cluster) => {
+      const bootstrap = cluster.bootstrapServers
+      await createTopics(bootstrap, [
+        { topic: 'metrics-a', partitions: 1 },
+        { topic: 'metrics-b', partitions: 1 },
+        { topic: 'other', partitions: 1 },
+      ])
+      const a = await produce(bootstrap, 'metrics-a', 1, 2, 'a')
+      const b = await produce(bootstrap, 'metrics-b', 1, 2, 'b')
+      await produce(bootstrap, 'other', 1, 2, 'o')
+      const member = new Member(bootstrap, 'kip848-regex', /metrics-.*/)
+      try {
+        await waitFor('both metrics topics consumed', 30000, () => member.values.length === 4, [member])
+        assert.deepEqual(member.values.sort(), [...a, ...b].sort())
+        assert.deepEqual(member.consumer.subscription(), ['metrics-a', 'metrics-b'])
+      } finally {
+        await member.close()
+      }
+    },
+    { port: 0, properties: PROPERTIES },
+  )
+})
+
+test("groupProtocol 'consumer' refuses the classic protocol's own options", () => {
+  for (const extra of [
+    { sessionTimeoutMs: 10000 },
+    { heartbeatIntervalMs: 100 },
+    { partitionAssignmentStrategy: ['range' as const] },
+  ])
+    assert.throws(
+      () =>
+        new Consumer({ bootstrapServers: '127.0.0.1:1', groupId: 'g', groupProtocol: 'consumer', ...extra }),
+      InvalidArgumentError,
+    )
+  assert.throws(
+    () =>
+      new Consumer({ bootstrapServers: '127.0.0.1:1', groupId: 'g', groupProtocol: 'other' as 'consumer' }),
+    InvalidArgumentError,
+  )
+})
