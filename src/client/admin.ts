@@ -209,6 +209,15 @@ export class Admin {
     })
   }
 
+  /** The partition indexes of each of `topics` that exists. */
+  private async partitionsOf(topics: readonly string[]): Promise<{ name: string; partitions: number[] }[]> {
+    const snapshot = await this.client.refreshMetadata(topics)
+    return topics.flatMap((name) => {
+      const info = snapshot.topics.get(name)
+      return info ? [{ name, partitions: info.partitions.map((p) => p.partition) }] : []
+    })
+  }
+
   /** Raises the partition count of topics (never lowers it: Kafka cannot). */
   async createPartitions(
     requests: readonly { topic: string; count: number }[],
@@ -560,8 +569,11 @@ export class Admin {
     options: { requireStable?: boolean } = {},
   ): Promise<GroupOffset[]> {
     const requireStable = options.requireStable ?? false
+    // Named topics are asked for partition by partition: a request for all of a group's
+    // offsets lists only committed ones, so a partition whose first commit is still pending
+    // in a transaction would not answer UNSTABLE_OFFSET_COMMIT (Kafka's fetchAllOffsets).
+    const asked = topics ? await this.partitionsOf(topics) : null
     return this.toCoordinator(groupId, async (coordinator) => {
-      // All the group's offsets, filtered here: a topic entry would have to list its partitions.
       const response = await this.client.request<OffsetFetchResponse>(
         coordinator,
         ApiKey.OffsetFetch,
@@ -570,10 +582,22 @@ export class Admin {
             ? {
                 groupId: '',
                 topics: [],
-                groups: [{ groupId, memberId: null, memberEpoch: -1, topics: null }],
+                groups: [
+                  {
+                    groupId,
+                    memberId: null,
+                    memberEpoch: -1,
+                    topics: asked?.map((t) => ({ name: t.name, partitionIndexes: t.partitions })) ?? null,
+                  },
+                ],
                 requireStable,
               }
-            : { groupId, topics: null, groups: [], requireStable: requireStable && version >= 7 },
+            : {
+                groupId,
+                topics: asked?.map((t) => ({ name: t.name, partitionIndexes: t.partitions })) ?? null,
+                groups: [],
+                requireStable: requireStable && version >= 7,
+              },
       )
       const group = response.groups.length > 0 ? response.groups[0] : response
       throwIf(group.errorCode, `offsets of group ${groupId}`)
@@ -582,6 +606,8 @@ export class Admin {
         for (const p of t.partitions) {
           if (topics && !topics.includes(t.name)) continue
           throwIf(p.errorCode, `offsets of group ${groupId} on ${t.name}-${p.partitionIndex}`)
+          // A partition asked for by name without a committed offset answers -1.
+          if (p.committedOffset < 0n) continue
           offsets.push({
             topic: t.name,
             partition: p.partitionIndex,
