@@ -106,10 +106,10 @@ export function checkQuotaValue(key: string, value: number): Checked<QuotaKey> {
     return { ok: false, message: `Invalid configuration key ${key}${hint}` }
   }
   if (!Number.isFinite(value)) return { ok: false, message: `Configuration ${key} must be a finite number` }
-  if (WHOLE_NUMBER_KEYS.has(key) && Math.abs(Math.trunc(value + 1e-6) - value) > 1e-6)
-    return { ok: false, message: `Configuration ${key} must be a Long value` }
   // A zero or negative bound would make every request throttled without end (the throttle
   // time divides by the bound): refuse it rather than store it.
   if (value <= 0) return { ok: false, message: `Configuration ${key} must be positive` }
+  if (WHOLE_NUMBER_KEYS.has(key) && Math.abs(Math.trunc(value + 1e-6) - value) > 1e-6)
+    return { ok: false, message: `Configuration ${key} must be a Long value` }
   return { ok: true, value: key as QuotaKey }
 }

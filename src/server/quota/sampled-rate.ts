@@ -25,7 +25,7 @@ export class SampledRate {
   private current = 0
 
   constructor(private readonly config: RateConfig) {
-    assert(config.samples >= 2, `quota.window.num ${config.samples} must be at least 2`)
+    assert(config.samples >= 1, `quota.window.num ${config.samples} must be at least 1`)
     assert(config.windowMs > 0, `quota window of ${config.windowMs} ms must be positive`)
   }
 
