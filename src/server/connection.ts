@@ -105,6 +105,8 @@ export class Connection implements ClientConnection {
   private throttledUnsent = 0
   private unmuteTimer: TimerHandle | null = null
   private unmuteAtMs = 0
+  /** Frames read (the rest of a chunk, frames held behind an acks=0 produce) while muted. */
+  private mutedFrames: Buffer[] = []
 
   constructor(private readonly options: ConnectionOptions) {
     this.id = options.id
@@ -149,6 +151,7 @@ export class Connection implements ClientConnection {
     this.closed = true
     this.unmuteTimer?.cancel()
     this.unmuteTimer = null
+    this.mutedFrames = []
     this.queue.length = 0
     this.options.onClose(this)
   }
@@ -181,6 +184,10 @@ export class Connection implements ClientConnection {
     if (this.closed) return
     if (this.heldFrames !== null) {
       this.heldFrames.push(frame)
+      return
+    }
+    if (this.isMuted) {
+      this.mutedFrames.push(frame)
       return
     }
     const sasl = this.sasl
@@ -293,13 +300,14 @@ export class Connection implements ClientConnection {
     const result = handler.handle(context, request)
     if (quotas?.timesRequests) handlerMs = this.options.clock!.monotonicMs() - startedMs
     if (result instanceof Promise) {
-      if (handler.holdsConnection?.(request)) this.holdUntilSettled(result)
       result.then(respond, (error: unknown) => {
         observed?.({ error })
         observation?.onFailed()
         slot.done = true
         this.onDispatchError(error)
       })
+      // After respond: a held request's throttle (acks=0) mutes before held frames replay.
+      if (handler.holdsConnection?.(request)) this.holdUntilSettled(result)
     } else {
       respond(result)
     }
@@ -480,6 +488,10 @@ export class Connection implements ClientConnection {
 
   private maybeUnmute(): void {
     if (this.closed || this.isMuted || this.heldFrames !== null) return
+    const frames = this.mutedFrames
+    this.mutedFrames = []
+    this.replayHeldFrames(frames)
+    if (this.isMuted || this.heldFrames !== null || this.closed) return
     if (this.readingPaused) this.maybeResumeReading()
     else this.options.stream.resume()
   }
