@@ -20,6 +20,7 @@ Commands:
   cluster   describe: brokers, controller, partition health
   groups    list|describe|reset-offsets consumer groups (members, lag, offsets)
   transactions  list|describe transactional ids (state, producer, open partitions)
+  quotas    describe|alter client quotas of users and client ids (byte rates, request %)
   bench     produce|consume|e2e load test with tidelog's client
   verify    Check a history file for lost, duplicated or reordered records (exit 1 if any)
   top       Live per-topic rates, under-replicated partitions and group lag
@@ -83,6 +84,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       case 'cluster':
       case 'groups':
       case 'transactions':
+      case 'quotas':
       case 'bench':
       case 'verify':
       case 'top':
@@ -121,6 +123,8 @@ async function clientCommand(command: string, args: readonly string[]): Promise<
       return (await import('./commands/groups.js')).groupsCommand(args)
     case 'transactions':
       return (await import('./commands/transactions.js')).transactionsCommand(args)
+    case 'quotas':
+      return (await import('./commands/quotas.js')).quotasCommand(args)
     case 'verify':
       return (await import('./commands/verify.js')).verifyCommand(args)
     case 'top':

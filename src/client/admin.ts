@@ -8,12 +8,14 @@
  * broker serves them, listGroups() rejects with GroupsNotSupportedError.
  */
 import { ErrorCode } from '../protocol/error-codes.js'
+import type { AlterClientQuotasResponse } from '../protocol/generated/alter-client-quotas-response.js'
 import { decodeConsumerProtocolAssignment } from '../protocol/generated/consumer-protocol-assignment.js'
 import type { CreatePartitionsResponse } from '../protocol/generated/create-partitions-response.js'
 import type { CreateTopicsRequest } from '../protocol/generated/create-topics-request.js'
 import type { CreateTopicsResponse } from '../protocol/generated/create-topics-response.js'
 import type { DeleteRecordsResponse } from '../protocol/generated/delete-records-response.js'
 import type { DeleteTopicsResponse } from '../protocol/generated/delete-topics-response.js'
+import type { DescribeClientQuotasResponse } from '../protocol/generated/describe-client-quotas-response.js'
 import type { DescribeClusterResponse } from '../protocol/generated/describe-cluster-response.js'
 import type { DescribeConfigsResponse } from '../protocol/generated/describe-configs-response.js'
 import type { DescribeGroupsResponse } from '../protocol/generated/describe-groups-response.js'
@@ -126,6 +128,28 @@ const CONFIG_SOURCE = [
   'CLIENT_METRICS_CONFIG',
 ]
 const ATTEMPTS_MAX = 5
+/** DescribeClientQuotas match types. */
+const MATCH_EXACT = 0
+const MATCH_DEFAULT = 1
+const MATCH_SPECIFIED = 2
+
+/** A client quota entity (KIP-546): a null name is that type's default; absent, not part of it. */
+export interface ClientQuotaEntity {
+  readonly user?: string | null
+  readonly clientId?: string | null
+}
+
+/** One filter component: a name, null for the default, undefined for any name of the type. */
+export interface ClientQuotaFilterComponent {
+  readonly entityType: 'user' | 'client-id'
+  readonly match?: string | null
+}
+
+export interface ClientQuotaAlteration {
+  readonly entity: ClientQuotaEntity
+  /** A number sets the quota key (producer_byte_rate, consumer_byte_rate, request_percentage); null removes it. */
+  readonly ops: readonly { readonly key: string; readonly value: number | null }[]
+}
 
 export class Admin {
   readonly client: KafkaClient
@@ -528,6 +552,55 @@ export class Admin {
         for (const p of t.partitions)
           throwIf(p.errorCode, `group ${groupId} on ${t.name}-${p.partitionIndex}`)
     })
+  }
+
+  /** The quotas of every entity the filter matches (strict: entities with no other type). */
+  async describeClientQuotas(
+    components: readonly ClientQuotaFilterComponent[] = [],
+    options: { strict?: boolean } = {},
+  ): Promise<{ entity: ClientQuotaEntity; values: Record<string, number> }[]> {
+    const response = await this.retrying(() =>
+      this.client.request<DescribeClientQuotasResponse>('any', ApiKey.DescribeClientQuotas, () => ({
+        components: components.map((c) => ({
+          entityType: c.entityType,
+          matchType: c.match === undefined ? MATCH_SPECIFIED : c.match === null ? MATCH_DEFAULT : MATCH_EXACT,
+          match: c.match ?? null,
+        })),
+        strict: options.strict ?? false,
+      })),
+    )
+    throwIf(response.errorCode, 'describe client quotas', response.errorMessage)
+    return (response.entries ?? []).map((e) => ({
+      entity: Object.fromEntries(
+        e.entity.map((p) => [p.entityType === 'user' ? 'user' : 'clientId', p.entityName]),
+      ) as ClientQuotaEntity,
+      values: Object.fromEntries(e.values.map((v) => [v.key, v.value])),
+    }))
+  }
+
+  /** Sets and removes quota keys; throws the first entity's error (the others are applied). */
+  async alterClientQuotas(
+    alterations: readonly ClientQuotaAlteration[],
+    options: { validateOnly?: boolean } = {},
+  ): Promise<void> {
+    const response = await this.retrying(() =>
+      this.client.request<AlterClientQuotasResponse>('any', ApiKey.AlterClientQuotas, () => ({
+        entries: alterations.map((a) => ({
+          entity: [
+            ...(a.entity.user !== undefined ? [{ entityType: 'user', entityName: a.entity.user }] : []),
+            ...(a.entity.clientId !== undefined
+              ? [{ entityType: 'client-id', entityName: a.entity.clientId }]
+              : []),
+          ],
+          ops: a.ops.map((op) => ({ key: op.key, value: op.value ?? 0, remove: op.value === null })),
+        })),
+        validateOnly: options.validateOnly ?? false,
+      })),
+    )
+    for (const entry of response.entries) {
+      const what = entry.entity.map((p) => `${p.entityType}=${p.entityName ?? '<default>'}`).join(',')
+      throwIf(entry.errorCode, `client quotas of ${what}`, entry.errorMessage)
+    }
   }
 
   close(): void {

@@ -42,6 +42,8 @@ export const CLIENT_VERSIONS: ReadonlyMap<number, VersionRange> = new Map([
   [ApiKey.TxnOffsetCommit, { min: 0, max: 4 }],
   [ApiKey.ListTransactions, { min: 0, max: 1 }],
   [ApiKey.DescribeTransactions, { min: 0, max: 0 }],
+  [ApiKey.DescribeClientQuotas, { min: 0, max: 1 }],
+  [ApiKey.AlterClientQuotas, { min: 0, max: 1 }],
 ])
 
 /** The API keys a broker must serve for consumer-group membership (classic protocol). */
