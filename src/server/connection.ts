@@ -244,6 +244,9 @@ export class Connection implements ClientConnection {
     const observation = this.options.requestObserver?.onRequest(apiKey, apiVersion, this.remoteAddress)
     const descriptor = apis.get(apiKey)
     assert(descriptor, `handler registered for api key ${apiKey} without a codec`)
+    const quotas = this.options.clock && this.options.quotas?.enabled ? this.options.quotas : null
+    // Timed only while a request_percentage quota exists: otherwise no clock read per request.
+    const startedMs = quotas?.timesRequests ? this.options.clock!.monotonicMs() : 0
     const reader = new Reader(frame)
     const header = decodeRequestHeader(reader, descriptor.requestHeaderVersion(apiVersion))
     const request = descriptor.decodeRequest(reader, apiVersion)
@@ -253,9 +256,6 @@ export class Connection implements ClientConnection {
     this.queue.push(slot)
     this.maybePauseReading()
     const observed = this.options.tap?.(context, request)
-    const quotas = this.options.clock && this.options.quotas?.enabled ? this.options.quotas : null
-    // Timed only while a request_percentage quota exists: otherwise no clock read per request.
-    const startedMs = quotas?.timesRequests ? this.options.clock!.monotonicMs() : 0
     let handlerMs = 0
     const respond = (answer: unknown): void => {
       let response = answer

@@ -2,7 +2,8 @@
  * KIP-219 on the wire: a throttled Produce answers at once with throttle_time_ms and then
  * the broker stops reading that connection for that long (acks=0 too, with no answer);
  * other connections, even of the same client id, are read meanwhile; pipelined answers keep
- * their order; a follower-free consumer fetch carries its throttle time in the body.
+ * their order; a consumer fetch carries its throttle time in the body; request_percentage
+ * throttles by request time.
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
@@ -12,6 +13,7 @@ import {
   apis,
   defaultProduceRequest,
   type FetchResponse,
+  type MetadataResponse,
   type ProduceResponse,
 } from '../../src/protocol/generated/index.js'
 import { decodeResponseHeader } from '../../src/protocol/generated/response-header.js'
@@ -159,6 +161,26 @@ test('a consumer fetch carries its byte-rate throttle time in the response body'
       // The quota bounds one fetch to 10 s of it (200 KB): the first batch is still returned whole.
       assert.ok(response.throttleTimeMs > 0, `v${version} throttle ${response.throttleTimeMs}`)
     }
+  } finally {
+    client.close()
+    await cluster.stop()
+  }
+})
+
+test('request_percentage throttles by request time, capped at one window', async () => {
+  const cluster = await startBroker({ port: 0 })
+  const client = await RawClient.connect(Number(cluster.bootstrapServers.split(':')[1]))
+  try {
+    await cluster.brokers[0].clientQuotaStore.alter([
+      // Any request's time is far over a millionth of a percent of a thread.
+      { entity: { clientId: CLIENT_ID }, ops: new Map([['request_percentage', 1e-6]]) },
+    ])
+    const first = await rawCall<MetadataResponse>(client, ApiKey.Metadata, 12, { topics: [] })
+    assert.equal(first.throttleTimeMs, 1000)
+    const startMs = Date.now()
+    const second = await rawCall<MetadataResponse>(client, ApiKey.Metadata, 12, { topics: [] }, 10_000)
+    assert.ok(Date.now() - startMs >= 900, 'the connection was muted for the throttle time')
+    assert.equal(second.throttleTimeMs, 1000)
   } finally {
     client.close()
     await cluster.stop()

@@ -24,7 +24,7 @@ export interface QuotaRequest {
   readonly user: string
   readonly clientId: string
   readonly requestBytes: number
-  /** Time the broker spent on the request (decoding, the handler's own work, encoding). */
+  /** Time the broker spent on the request: decoding it and the handler's synchronous part. */
   readonly requestTimeMs: number
   readonly nowMs: number
 }
