@@ -8,7 +8,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { startBroker } from '../../src/index.js'
+import { startBroker, startCluster } from '../../src/index.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import {
   type AlterClientQuotasResponse,
@@ -56,6 +56,26 @@ async function describe(
 
 const user = (name: string | null) => ({ entityType: 'user', entityName: name })
 const client = (name: string | null) => ({ entityType: 'client-id', entityName: name })
+
+test('a quota set through one broker holds on every broker of the cluster', async () => {
+  const cluster = await startCluster({ brokers: 2, port: 0 })
+  const raw = await RawClient.connect(Number(cluster.bootstrapServers.split(',')[0].split(':')[1]))
+  try {
+    assert.deepEqual(
+      await alter(raw, [{ entity: [client('shared')], ops: [{ key: 'consumer_byte_rate', value: 4096 }] }]),
+      [[ErrorCode.NONE, null]],
+    )
+    const other = cluster.brokers[1]
+    const deadline = Date.now() + 5000
+    while (other.clientQuotas.fetch.quotaLimit('ANONYMOUS', 'shared') === null && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    assert.equal(other.clientQuotas.fetch.quotaLimit('ANONYMOUS', 'shared'), 4096)
+    assert.equal(other.clientQuotas.produce.quotaLimit('ANONYMOUS', 'shared'), null)
+  } finally {
+    raw.close()
+    await cluster.stop()
+  }
+})
 
 test('client quotas are validated as Kafka validates them, described by filter, and survive a restart', async () => {
   const dataDir = await mkdtemp(join(tmpdir(), 'tidelog-quotas-'))

@@ -186,3 +186,33 @@ test('request_percentage throttles by request time, capped at one window', async
     await cluster.stop()
   }
 })
+
+test('muting and queued.max.requests back-pressure together keep every answer, in order', async () => {
+  const cluster = await startBroker({ port: 0, properties: { 'queued.max.requests': 2 } })
+  const client = await RawClient.connect(Number(cluster.bootstrapServers.split(':')[1]))
+  try {
+    await createTopic(cluster, TOPIC, { partitions: 1 })
+    await cluster.brokers[0].clientQuotaStore.alter([
+      // 10 records of 30 KB over the 10 s minimum window: the 9th and 10th go past 25 KB/s.
+      { entity: { clientId: CLIENT_ID }, ops: new Map([['producer_byte_rate', 25_000]]) },
+    ])
+    const count = 10
+    client.write(Buffer.concat(Array.from({ length: count }, (_, i) => produceFrame(100 + i, 30_000, 1))))
+    const answers = []
+    for (let i = 0; i < count; i++)
+      answers.push(decode<ProduceResponse>(ApiKey.Produce, 9, await client.readFrame(15_000)))
+    assert.deepEqual(
+      answers.map((a) => a.correlationId),
+      Array.from({ length: count }, (_, i) => 100 + i),
+    )
+    assert.deepEqual(
+      answers.map((a) => a.body.responses[0].partitionResponses[0].baseOffset),
+      Array.from({ length: count }, (_, i) => BigInt(i)),
+    )
+    assert.equal(answers[0].body.throttleTimeMs, 0)
+    assert.ok(answers.at(-1)!.body.throttleTimeMs > 0, 'the last ones were throttled')
+  } finally {
+    client.close()
+    await cluster.stop()
+  }
+})
