@@ -7,7 +7,7 @@
  * What counts, as in KafkaApis: a Produce's request size in bytes (acks=0 too); a Fetch's
  * response size, except a follower's (replication is not a client); the time a request
  * kept the broker busy, as a percentage of one thread (request_percentage=100: one thread),
- * for every request but the cluster actions between brokers.
+ * for every request but those between brokers and the SASL exchange.
  */
 import { ApiKey } from '../../protocol/generated/index.js'
 import { ClientQuotaManager } from './client-quota-manager.js'
@@ -73,7 +73,7 @@ export class ClientQuotas {
     let throttleMs = 0
     if (r.apiKey === ApiKey.Produce && this.produce.enabled)
       throttleMs = this.produce.recordAndGetThrottleTimeMs(r.user, r.clientId, r.requestBytes, r.nowMs)
-    if (this.request.enabled && !isClusterAction(r.apiKey, r.request)) {
+    if (this.request.enabled && !isExempt(r.apiKey, r.request)) {
       const percentageSeconds = r.requestTimeMs * MS_TO_PERCENTAGE_SECONDS
       throttleMs = Math.max(
         throttleMs,
@@ -95,9 +95,17 @@ export class ClientQuotas {
   }
 }
 
-/** Requests between brokers, exempt from client quotas as Kafka's cluster actions are. */
-function isClusterAction(apiKey: number, request: unknown): boolean {
-  return apiKey === ApiKey.WriteTxnMarkers || (apiKey === ApiKey.Fetch && isFollowerFetch(request))
+/**
+ * Requests exempt from the request quota: those between brokers (Kafka's cluster actions)
+ * and the SASL exchange, which runs before the principal the quota is looked up by exists.
+ */
+function isExempt(apiKey: number, request: unknown): boolean {
+  return (
+    apiKey === ApiKey.WriteTxnMarkers ||
+    apiKey === ApiKey.SaslHandshake ||
+    apiKey === ApiKey.SaslAuthenticate ||
+    (apiKey === ApiKey.Fetch && isFollowerFetch(request))
+  )
 }
 
 function isFollowerFetch(request: unknown): boolean {
