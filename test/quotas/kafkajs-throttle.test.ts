@@ -64,7 +64,11 @@ async function createTopic(topic: string): Promise<void> {
   await admin.disconnect()
 }
 
-/** Sends 256 KiB batches back to back for `durationMs`; returns when each batch was acknowledged. */
+/**
+ * Sends 64 KiB batches back to back for `durationMs`; returns when each was acknowledged.
+ * Small requests keep each throttle under a window: Kafka's Rate pads windows without a
+ * sample, so a client recording less than once a window is measured up to 10% short.
+ */
 async function produceFlat(k: Kafka, topic: string, durationMs: number): Promise<Delivery[]> {
   const producer = k.producer({ allowAutoTopicCreation: false })
   await producer.connect()
@@ -72,7 +76,7 @@ async function produceFlat(k: Kafka, topic: string, durationMs: number): Promise
   const startMs = Date.now()
   try {
     while (Date.now() - startMs < durationMs) {
-      const messages = Array.from({ length: 16 }, () => ({ value: VALUE }))
+      const messages = Array.from({ length: 4 }, () => ({ value: VALUE }))
       await producer.send({ topic, acks: 1, messages })
       acks.push({ atMs: Date.now() - startMs, bytes: messages.length * VALUE.length })
     }
@@ -132,12 +136,18 @@ test('a consumer_byte_rate of 1 MiB/s holds a kafkajs consumer within 10%', asyn
   // Enough for the first 10 s burst and the measured periods, from an unlimited client.
   const seeder = kafka('seeder', []).producer()
   await seeder.connect()
+  // Batches of 64 KiB: a fetch returns at least one whole batch, and small fetches keep each
+  // throttle under a window (see produceFlat).
   for (let i = 0; i < 110; i++)
-    await seeder.send({
-      topic: 'quota-fetch',
-      acks: 1,
-      messages: Array.from({ length: 32 }, () => ({ value: VALUE })),
-    })
+    await Promise.all(
+      Array.from({ length: 8 }, () =>
+        seeder.send({
+          topic: 'quota-fetch',
+          acks: 1,
+          messages: Array.from({ length: 4 }, () => ({ value: VALUE })),
+        }),
+      ),
+    )
   await seeder.disconnect()
   await setQuota('throttled-consumer', 'consumer_byte_rate', QUOTA_BYTES_PER_SECOND)
 
@@ -145,9 +155,8 @@ test('a consumer_byte_rate of 1 MiB/s holds a kafkajs consumer within 10%', asyn
   const consumer = kafka('throttled-consumer', throttled).consumer({
     groupId: 'quota-group',
     maxWaitTimeInMs: 100,
-    // Fetches of 256 KiB rather than 1 MiB: Kafka's Rate pads a window without samples, so
-    // a client recording less than once a window is under-measured (by up to a window in 10).
-    maxBytesPerPartition: 262_144,
+    // Fetches of 64 KiB rather than 1 MiB, for the reason given at produceFlat.
+    maxBytesPerPartition: 65_536,
   })
   await consumer.connect()
   await consumer.subscribe({ topic: 'quota-fetch', fromBeginning: true })
