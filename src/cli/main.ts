@@ -21,6 +21,7 @@ Commands:
   groups    list|describe|reset-offsets consumer groups (members, lag, offsets)
   transactions  list|describe transactional ids (state, producer, open partitions)
   acls      add|list|remove ACLs (kafka-acls.sh's options)
+  quotas    describe|alter client quotas of users and client ids (byte rates, request %)
   bench     produce|consume|e2e load test with tidelog's client
   verify    Check a history file for lost, duplicated or reordered records (exit 1 if any)
   top       Live per-topic rates, under-replicated partitions and group lag
@@ -85,6 +86,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       case 'groups':
       case 'transactions':
       case 'acls':
+      case 'quotas':
       case 'bench':
       case 'verify':
       case 'top':
@@ -125,6 +127,8 @@ async function clientCommand(command: string, args: readonly string[]): Promise<
       return (await import('./commands/transactions.js')).transactionsCommand(args)
     case 'acls':
       return (await import('./commands/acls.js')).aclsCommand(args)
+    case 'quotas':
+      return (await import('./commands/quotas.js')).quotasCommand(args)
     case 'verify':
       return (await import('./commands/verify.js')).verifyCommand(args)
     case 'top':

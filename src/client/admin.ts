@@ -11,6 +11,7 @@
  */
 import { AclOperation, AclPermissionType, PatternType, ResourceType } from '../protocol/acl-codes.js'
 import { ErrorCode } from '../protocol/error-codes.js'
+import type { AlterClientQuotasResponse } from '../protocol/generated/alter-client-quotas-response.js'
 import { decodeConsumerProtocolAssignment } from '../protocol/generated/consumer-protocol-assignment.js'
 import type { CreateAclsResponse } from '../protocol/generated/create-acls-response.js'
 import type { CreatePartitionsResponse } from '../protocol/generated/create-partitions-response.js'
@@ -20,6 +21,7 @@ import type { DeleteAclsResponse } from '../protocol/generated/delete-acls-respo
 import type { DeleteRecordsResponse } from '../protocol/generated/delete-records-response.js'
 import type { DeleteTopicsResponse } from '../protocol/generated/delete-topics-response.js'
 import type { DescribeAclsResponse } from '../protocol/generated/describe-acls-response.js'
+import type { DescribeClientQuotasResponse } from '../protocol/generated/describe-client-quotas-response.js'
 import type { DescribeClusterResponse } from '../protocol/generated/describe-cluster-response.js'
 import type { DescribeConfigsResponse } from '../protocol/generated/describe-configs-response.js'
 import type { DescribeGroupsResponse } from '../protocol/generated/describe-groups-response.js'
@@ -132,6 +134,28 @@ const CONFIG_SOURCE = [
   'CLIENT_METRICS_CONFIG',
 ]
 const ATTEMPTS_MAX = 5
+/** DescribeClientQuotas match types. */
+const MATCH_EXACT = 0
+const MATCH_DEFAULT = 1
+const MATCH_SPECIFIED = 2
+
+/** A client quota entity (KIP-546): a null name is that type's default; absent, not part of it. */
+export interface ClientQuotaEntity {
+  readonly user?: string | null
+  readonly clientId?: string | null
+}
+
+/** One filter component: a name, null for the default, undefined for any name of the type. */
+export interface ClientQuotaFilterComponent {
+  readonly entityType: 'user' | 'client-id'
+  readonly match?: string | null
+}
+
+export interface ClientQuotaAlteration {
+  readonly entity: ClientQuotaEntity
+  /** A number sets the quota key (producer_byte_rate, consumer_byte_rate, request_percentage); null removes it. */
+  readonly ops: readonly { readonly key: string; readonly value: number | null }[]
+}
 
 export type AclResourceTypeName = Exclude<keyof typeof ResourceType, 'UNKNOWN' | 'ANY'>
 export type AclOperationName = Exclude<keyof typeof AclOperation, 'UNKNOWN' | 'ANY'>
@@ -656,6 +680,55 @@ export class Admin {
         for (const p of t.partitions)
           throwIf(p.errorCode, `group ${groupId} on ${t.name}-${p.partitionIndex}`)
     })
+  }
+
+  /** The quotas of every entity the filter matches (strict: entities with no other type). */
+  async describeClientQuotas(
+    components: readonly ClientQuotaFilterComponent[] = [],
+    options: { strict?: boolean } = {},
+  ): Promise<{ entity: ClientQuotaEntity; values: Record<string, number> }[]> {
+    const response = await this.retrying(() =>
+      this.client.request<DescribeClientQuotasResponse>('any', ApiKey.DescribeClientQuotas, () => ({
+        components: components.map((c) => ({
+          entityType: c.entityType,
+          matchType: c.match === undefined ? MATCH_SPECIFIED : c.match === null ? MATCH_DEFAULT : MATCH_EXACT,
+          match: c.match ?? null,
+        })),
+        strict: options.strict ?? false,
+      })),
+    )
+    throwIf(response.errorCode, 'describe client quotas', response.errorMessage)
+    return (response.entries ?? []).map((e) => ({
+      entity: Object.fromEntries(
+        e.entity.map((p) => [p.entityType === 'user' ? 'user' : 'clientId', p.entityName]),
+      ) as ClientQuotaEntity,
+      values: Object.fromEntries(e.values.map((v) => [v.key, v.value])),
+    }))
+  }
+
+  /** Sets and removes quota keys; throws the first entity's error (the others are applied). */
+  async alterClientQuotas(
+    alterations: readonly ClientQuotaAlteration[],
+    options: { validateOnly?: boolean } = {},
+  ): Promise<void> {
+    const response = await this.retrying(() =>
+      this.client.request<AlterClientQuotasResponse>('any', ApiKey.AlterClientQuotas, () => ({
+        entries: alterations.map((a) => ({
+          entity: [
+            ...(a.entity.user !== undefined ? [{ entityType: 'user', entityName: a.entity.user }] : []),
+            ...(a.entity.clientId !== undefined
+              ? [{ entityType: 'client-id', entityName: a.entity.clientId }]
+              : []),
+          ],
+          ops: a.ops.map((op) => ({ key: op.key, value: op.value ?? 0, remove: op.value === null })),
+        })),
+        validateOnly: options.validateOnly ?? false,
+      })),
+    )
+    for (const entry of response.entries) {
+      const what = entry.entity.map((p) => `${p.entityType}=${p.entityName ?? '<default>'}`).join(',')
+      throwIf(entry.errorCode, `client quotas of ${what}`, entry.errorMessage)
+    }
   }
 
   close(): void {

@@ -145,6 +145,21 @@ interface Refresh {
 /** Attempts at a metadata refresh across the known brokers before giving up. */
 const METADATA_ATTEMPTS_MAX = 3
 
+/** Quota throttling seen by a client (Kafka's produce-throttle-time / fetch-throttle-time). */
+export interface ThrottleStats {
+  /** Responses that carried a throttle time. */
+  responses: number
+  totalMs: number
+  maxMs: number
+}
+
+export interface ThrottleEvent {
+  /** `host:port` of the broker that throttled. */
+  readonly broker: string
+  readonly apiKey: number
+  readonly throttleTimeMs: number
+}
+
 export class KafkaClient {
   readonly options: ResolvedClientOptions
   /** The client's clock: the producer, consumer and admin sharing it use it too. */
@@ -158,6 +173,9 @@ export class KafkaClient {
   private readonly connections = new Map<string, Promise<BrokerConnection>>()
   private refreshing: Refresh | null = null
   private closed = false
+  /** Quota throttle times brokers reported (KIP-219), over every connection of this client. */
+  readonly throttle: ThrottleStats = { responses: 0, totalMs: 0, maxMs: 0 }
+  private readonly throttleListeners: ((event: ThrottleEvent) => void)[] = []
 
   constructor(options: ClientOptions) {
     this.options = resolveClientOptions(options)
@@ -168,6 +186,11 @@ export class KafkaClient {
 
   get metadata(): MetadataSnapshot {
     return this.snapshot
+  }
+
+  /** Calls `listener` for every response a broker throttled (librdkafka's throttle_cb). */
+  onThrottle(listener: (event: ThrottleEvent) => void): void {
+    this.throttleListeners.push(listener)
   }
 
   get isClosed(): boolean {
@@ -341,6 +364,13 @@ export class KafkaClient {
     return [...rotated, ...bootstrap]
   }
 
+  private onThrottleTime(broker: string, apiKey: number, throttleTimeMs: number): void {
+    this.throttle.responses++
+    this.throttle.totalMs += throttleTimeMs
+    this.throttle.maxMs = Math.max(this.throttle.maxMs, throttleTimeMs)
+    for (const listener of this.throttleListeners) listener({ broker, apiKey, throttleTimeMs })
+  }
+
   private describeCandidates(): string {
     return this.candidates()
       .map((c) => `${c.address.host}:${c.address.port}`)
@@ -366,6 +396,8 @@ export class KafkaClient {
       ssl: this.options.ssl,
       sasl: this.options.sasl,
       random: this.random,
+      onThrottle: (apiKey, throttleTimeMs) =>
+        this.onThrottleTime(`${address.host}:${address.port}`, apiKey, throttleTimeMs),
       label: label.trim().endsWith(purpose) ? label.trim() : `${label.trim()} ${purpose}`.trim(),
     })
     this.connections.set(key, pending)

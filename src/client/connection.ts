@@ -65,7 +65,28 @@ export interface ConnectionOptions {
   sasl?: SaslOptions
   /** SCRAM client nonces. */
   random?: Random
+  /** Told of every response that carried a quota throttle time (KIP-219). */
+  onThrottle?(apiKey: number, throttleTimeMs: number): void
 }
+
+/**
+ * The first versions whose throttle the client must honour itself (KIP-219): the broker
+ * answered at once and muted the connection; requests written meanwhile wait in its socket.
+ * Before them the broker delayed the answer instead.
+ */
+const CLIENT_THROTTLES_FROM: ReadonlyMap<number, number> = new Map([
+  [ApiKey.Produce, 6],
+  [ApiKey.Fetch, 8],
+  [ApiKey.ListOffsets, 3],
+  [ApiKey.Metadata, 6],
+  [ApiKey.FindCoordinator, 2],
+  [ApiKey.CreateTopics, 3],
+  [ApiKey.DeleteTopics, 2],
+  [ApiKey.DescribeConfigs, 2],
+  [ApiKey.AlterConfigs, 1],
+  [ApiKey.CreatePartitions, 1],
+  [ApiKey.InitProducerId, 1],
+])
 
 export interface RequestOptions {
   /** Overrides request.timeout.ms (a long-poll fetch adds its max wait). */
@@ -89,6 +110,11 @@ export class BrokerConnection {
   private brokerVersions = new Map<number, VersionRange>()
   private nextCorrelationId = 1
   private closedWith: Error | null = null
+  /** KIP-219: nothing is written before this (monotonic ms) after a throttled response. */
+  private throttledUntilMs = 0
+  /** Frames waiting for the throttle to end, in order, and the timer that writes them. */
+  private throttledWrites: { chunks: readonly Buffer[]; done?: (error?: Error | null) => void }[] = []
+  private throttleTimer: TimerHandle | null = null
 
   private constructor(
     private readonly socket: Socket,
@@ -230,6 +256,37 @@ export class BrokerConnection {
   }
 
   private write(chunks: readonly Buffer[], done?: (error?: Error | null) => void): void {
+    const waitMs = this.throttledUntilMs - this.options.clock.monotonicMs()
+    if (this.throttledWrites.length > 0 || waitMs > 0) {
+      this.throttledWrites.push({ chunks, done })
+      this.throttleTimer ??= this.options.clock.setTimeout(() => this.writeThrottled(), Math.max(0, waitMs))
+      return
+    }
+    this.writeNow(chunks, done)
+  }
+
+  private writeThrottled(): void {
+    this.throttleTimer = null
+    if (this.closedWith) return
+    const waitMs = this.throttledUntilMs - this.options.clock.monotonicMs()
+    if (waitMs > 0) {
+      this.throttleTimer = this.options.clock.setTimeout(() => this.writeThrottled(), waitMs)
+      return
+    }
+    for (const { chunks, done } of this.throttledWrites.splice(0)) this.writeNow(chunks, done)
+  }
+
+  /** A response's throttle time: reported, and honoured when the version says the client must. */
+  private onThrottleTime(apiKey: number, version: number, body: unknown): void {
+    const throttleTimeMs = (body as { throttleTimeMs?: unknown } | null)?.throttleTimeMs
+    if (typeof throttleTimeMs !== 'number' || throttleTimeMs <= 0) return
+    this.options.onThrottle?.(apiKey, throttleTimeMs)
+    const from = CLIENT_THROTTLES_FROM.get(apiKey)
+    if (from === undefined || version < from) return
+    this.throttledUntilMs = Math.max(this.throttledUntilMs, this.options.clock.monotonicMs() + throttleTimeMs)
+  }
+
+  private writeNow(chunks: readonly Buffer[], done?: (error?: Error | null) => void): void {
     this.socket.cork()
     for (let i = 0; i < chunks.length; i++) {
       this.socket.write(chunks[i], i === chunks.length - 1 ? done : undefined)
@@ -267,6 +324,7 @@ export class BrokerConnection {
       )
       return
     }
+    this.onThrottleTime(request.apiKey, request.version, body)
     request.resolve(body)
   }
 
@@ -279,6 +337,9 @@ export class BrokerConnection {
     if (this.closedWith) return
     this.closedWith = error
     this.socket.destroy()
+    this.throttleTimer?.cancel()
+    this.throttleTimer = null
+    for (const { done } of this.throttledWrites.splice(0)) done?.(error)
     for (const request of this.inFlight.values()) {
       request.timer.cancel()
       request.reject(error)

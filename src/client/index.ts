@@ -14,7 +14,13 @@ export {
   type NewTopic,
   type TopicDescription,
 } from './admin.js'
-export { type ClientOptions, type ConnectionPurpose, KafkaClient } from './client.js'
+export {
+  type ClientOptions,
+  type ConnectionPurpose,
+  KafkaClient,
+  type ThrottleEvent,
+  type ThrottleStats,
+} from './client.js'
 export {
   type AssignedPartition,
   Consumer,

@@ -416,15 +416,28 @@ export class Producer {
     if (this.ownsClient) this.client.close()
   }
 
-  /** Produce requests sent, batches in them, batch retries, failed batches and producer id resets so far. */
+  /**
+   * Produce requests sent, batches in them, batch retries, failed batches, producer id
+   * resets so far, and the quota throttling the brokers reported to this producer's client.
+   */
   metrics(): {
     requests: number
     batches: number
     retries: number
     failedBatches: number
     producerIdResets: number
+    throttledResponses: number
+    throttleTimeMsTotal: number
+    throttleTimeMsMax: number
   } {
-    return { ...this.sender.counters, producerIdResets: this.transactions.producerIdResets }
+    const { responses, totalMs, maxMs } = this.client.throttle
+    return {
+      ...this.sender.counters,
+      producerIdResets: this.transactions.producerIdResets,
+      throttledResponses: responses,
+      throttleTimeMsTotal: totalMs,
+      throttleTimeMsMax: maxMs,
+    }
   }
 
   /** Records buffered or in flight (for progress reports and tests). */

@@ -46,6 +46,8 @@ export const CLIENT_VERSIONS: ReadonlyMap<number, VersionRange> = new Map([
   [ApiKey.CreateAcls, { min: 1, max: 3 }],
   [ApiKey.DescribeAcls, { min: 1, max: 3 }],
   [ApiKey.DeleteAcls, { min: 1, max: 3 }],
+  [ApiKey.DescribeClientQuotas, { min: 0, max: 1 }],
+  [ApiKey.AlterClientQuotas, { min: 0, max: 1 }],
 ])
 
 /** The API keys a broker must serve for consumer-group membership (classic protocol). */

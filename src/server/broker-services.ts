@@ -14,6 +14,8 @@ import type { ScramCredentialStore } from '../security/scram-credentials.js'
 import type { LogManager } from '../storage/log-manager.js'
 import type { BrokerConfig } from './broker-config.js'
 import type { FetchSessionCache } from './fetch-session-cache.js'
+import type { ClientQuotaStore } from './quota/client-quota-store.js'
+import type { ClientQuotas } from './quota/client-quotas.js'
 
 /** The one door from handlers to the broker's services (Redpanda's request_context idea). */
 export interface BrokerServices {
@@ -52,6 +54,10 @@ export interface BrokerServices {
   readonly authorizer: Authorizer
   /** The ACLs in the metadata store (CreateAcls, DescribeAcls, DeleteAcls); null without an authorizer. */
   readonly acls: AclStore | null
+  /** Client quotas in the metadata store (AlterClientQuotas, DescribeClientQuotas). */
+  readonly clientQuotaStore?: ClientQuotaStore
+  /** Client quota enforcement (a consumer's fetch size is bounded by its quota). */
+  readonly clientQuotas?: ClientQuotas
   /** The latest metadata snapshot this broker has applied. */
   metadataImage(): ClusterImage
 }

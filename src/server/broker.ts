@@ -62,6 +62,8 @@ import type { BrokerServices } from './broker-services.js'
 import { FetchSessionCache } from './fetch-session-cache.js'
 import { allHandlers } from './handlers/all.js'
 import { HandlerRegistry } from './handlers/registry.js'
+import { ClientQuotaStore } from './quota/client-quota-store.js'
+import { ClientQuotas } from './quota/client-quotas.js'
 import { SocketServer } from './socket-server.js'
 
 export interface ReplicationReport {
@@ -136,6 +138,9 @@ export class Broker implements BrokerServices {
   readonly authorizer: Authorizer
   /** The ACLs of the metadata store; null without an authorizer. */
   readonly acls: Authorization['acls']
+  /** Client quotas as the metadata store holds them, and their enforcement on connections. */
+  readonly clientQuotaStore: ClientQuotaStore
+  readonly clientQuotas: ClientQuotas
   /** One per listener, in the order of `listeners`. */
   private socketServers: SocketServer[] = []
   /** Every TLS network of this broker (listeners, inter-broker client), for reloadTls(). */
@@ -177,6 +182,11 @@ export class Broker implements BrokerServices {
     this.fileSystem = parts.fileSystem
     this.logger = parts.logger
     this.scramCredentials = new ScramCredentialStore(store)
+    this.clientQuotaStore = new ClientQuotaStore(store, parts.logger)
+    this.clientQuotas = new ClientQuotas({
+      samples: config.values.get('quota.window.num') as number,
+      windowMs: (config.values.get('quota.window.size.seconds') as number) * 1000,
+    })
     const interBroker = config.listeners.advertised.find(
       (e) => e.listener === config.listeners.interBrokerListener,
     )!
@@ -381,6 +391,8 @@ export class Broker implements BrokerServices {
       })
       this.logManager.startup()
       this.replicaManager.startup()
+      await this.clientQuotaStore.start()
+      this.clientQuotaStore.onChange((entries) => this.clientQuotas.apply(entries))
       if (this.stopping) return
       await this.listen()
       await this.register()
@@ -726,6 +738,7 @@ export class Broker implements BrokerServices {
         listenerName: name,
         ...(sasl ? { sasl } : {}),
         clock: this.clock,
+        quotas: this.clientQuotas,
         makeContext: (connection, header, observation) => {
           const who = () => ({
             principal: principalText(connection.principal),
@@ -849,6 +862,7 @@ export class Broker implements BrokerServices {
     await lease?.revoke().catch((error: unknown) => this.logger.warn({ err: error }, 'lease revoke failed'))
     this.replicaManager.shutdown()
     this.leadershipRecord.close()
+    this.clientQuotaStore.close()
     this.metadata.close()
     this.authorization.close()
     await this.logManager.shutdown()

@@ -12,7 +12,7 @@
  */
 
 import { assert, InvariantError } from '../common/assert.js'
-import type { Clock } from '../common/clock.js'
+import type { Clock, TimerHandle } from '../common/clock.js'
 import { ProtocolDecodeError } from '../common/errors.js'
 import type { Logger } from '../common/logger.js'
 import type { ByteStream } from '../common/network.js'
@@ -30,6 +30,7 @@ import { Reader, Writer } from '../protocol/primitives.js'
 import { ANONYMOUS, type KafkaPrincipal } from '../security/principal.js'
 import { type SaslListenerSettings, SaslSession } from '../security/sasl-server.js'
 import type { HandlerRegistry } from './handlers/registry.js'
+import type { ClientQuotas } from './quota/client-quotas.js'
 import type { ClientConnection, RequestContext } from './request-context.js'
 
 /**
@@ -65,14 +66,18 @@ export interface ConnectionOptions {
   sasl?: SaslListenerSettings
   /** The principal the TLS handshake proved (a client certificate), when there was one. */
   principal?: KafkaPrincipal
-  /** Times the delayed close after a failed authentication. */
+  /** Times the delayed close after a failed authentication, and quota throttling. */
   clock?: Clock
+  /** Client quotas (KIP-219): a throttled response mutes the connection after it is sent. */
+  quotas?: ClientQuotas
 }
 
 interface ResponseSlot {
   done: boolean
   chunks: Buffer[] | null
   observation?: RequestObservation
+  /** Set when a quota throttles this request: reading stops this long once it is sent. */
+  throttleTimeMs?: number
 }
 
 export class Connection implements ClientConnection {
@@ -93,6 +98,15 @@ export class Connection implements ClientConnection {
   readonly sasl: SaslSession | null
   /** True once SASL completed and frames may grow to socket.request.max.bytes. */
   private widenDecoder = false
+  /**
+   * KIP-219 muting: throttled responses not yet sent, and the timer that unmutes once the
+   * last sent one's throttle time has passed. Reading stays paused while either is set.
+   */
+  private throttledUnsent = 0
+  private unmuteTimer: TimerHandle | null = null
+  private unmuteAtMs = 0
+  /** Frames read (the rest of a chunk, frames held behind an acks=0 produce) while muted. */
+  private mutedFrames: Buffer[] = []
 
   constructor(private readonly options: ConnectionOptions) {
     this.id = options.id
@@ -135,6 +149,9 @@ export class Connection implements ClientConnection {
 
   private onStreamClose(): void {
     this.closed = true
+    this.unmuteTimer?.cancel()
+    this.unmuteTimer = null
+    this.mutedFrames = []
     this.queue.length = 0
     this.options.onClose(this)
   }
@@ -167,6 +184,10 @@ export class Connection implements ClientConnection {
     if (this.closed) return
     if (this.heldFrames !== null) {
       this.heldFrames.push(frame)
+      return
+    }
+    if (this.isMuted) {
+      this.mutedFrames.push(frame)
       return
     }
     const sasl = this.sasl
@@ -223,6 +244,9 @@ export class Connection implements ClientConnection {
     const observation = this.options.requestObserver?.onRequest(apiKey, apiVersion, this.remoteAddress)
     const descriptor = apis.get(apiKey)
     assert(descriptor, `handler registered for api key ${apiKey} without a codec`)
+    const quotas = this.options.clock && this.options.quotas?.enabled ? this.options.quotas : null
+    // Timed only while a request_percentage quota exists: otherwise no clock read per request.
+    const startedMs = quotas?.timesRequests ? this.options.clock!.monotonicMs() : 0
     const reader = new Reader(frame)
     const header = decodeRequestHeader(reader, descriptor.requestHeaderVersion(apiVersion))
     const request = descriptor.decodeRequest(reader, apiVersion)
@@ -232,12 +256,36 @@ export class Connection implements ClientConnection {
     this.queue.push(slot)
     this.maybePauseReading()
     const observed = this.options.tap?.(context, request)
-    const respond = (response: unknown): void => {
+    let handlerMs = 0
+    const respond = (answer: unknown): void => {
+      let response = answer
       observed?.({ response })
       observation?.onResponse(response)
       try {
+        const quota =
+          quotas === null
+            ? null
+            : {
+                apiKey,
+                request,
+                user: this.principal.name,
+                clientId: header.clientId ?? '',
+                requestBytes: frame.length,
+                requestTimeMs: handlerMs,
+                nowMs: this.options.clock!.monotonicMs(),
+              }
+        let throttleTimeMs = quota === null ? 0 : quotas!.throttleBeforeEncode(quota)
+        if (throttleTimeMs > 0) response = withThrottleTime(response, throttleTimeMs)
         slot.chunks =
           response === null ? null : this.encodeResponse(apiKey, apiVersion, header.correlationId, response)
+        if (quota !== null && slot.chunks !== null && apiKey === ApiKey.Fetch && apiVersion >= 1) {
+          const fetchThrottleMs = quotas!.throttleFetchResponse(quota, totalLength(slot.chunks) - 4)
+          if (fetchThrottleMs > throttleTimeMs) {
+            throttleTimeMs = fetchThrottleMs
+            patchFetchThrottleTime(slot.chunks, descriptor.responseHeaderVersion(apiVersion), throttleTimeMs)
+          }
+        }
+        if (throttleTimeMs > 0) this.muteUntilSent(slot, throttleTimeMs)
       } catch (error) {
         slot.done = true
         this.onDispatchError(error)
@@ -250,14 +298,16 @@ export class Connection implements ClientConnection {
     }
     observation?.onHandlerStart(request, header.clientId)
     const result = handler.handle(context, request)
+    if (quotas?.timesRequests) handlerMs = this.options.clock!.monotonicMs() - startedMs
     if (result instanceof Promise) {
-      if (handler.holdsConnection?.(request)) this.holdUntilSettled(result)
       result.then(respond, (error: unknown) => {
         observed?.({ error })
         observation?.onFailed()
         slot.done = true
         this.onDispatchError(error)
       })
+      // After respond: a held request's throttle (acks=0) mutes before held frames replay.
+      if (handler.holdsConnection?.(request)) this.holdUntilSettled(result)
     } else {
       respond(result)
     }
@@ -314,7 +364,7 @@ export class Connection implements ClientConnection {
     const release = (): void => {
       const frames = this.heldFrames ?? []
       this.heldFrames = null
-      if (!this.readingPaused && !this.closed) this.options.stream.resume()
+      if (!this.readingPaused && !this.isMuted && !this.closed) this.options.stream.resume()
       this.replayHeldFrames(frames)
     }
     request.then(release, release)
@@ -370,8 +420,13 @@ export class Connection implements ClientConnection {
   private flushResponses(): void {
     if (this.closed) return
     let ready: Buffer[] | null = null
+    let throttledMs = 0
     while (this.queue.length > 0 && this.queue[0].done) {
       const slot = this.queue.shift()!
+      if (slot.throttleTimeMs !== undefined) {
+        this.throttledUnsent--
+        throttledMs = Math.max(throttledMs, slot.throttleTimeMs)
+      }
       if (slot.chunks === null) {
         slot.observation?.onSent()
         continue
@@ -381,6 +436,7 @@ export class Connection implements ClientConnection {
       slot.observation?.onSent()
     }
     if (ready !== null) this.options.stream.write(ready)
+    if (throttledMs > 0) this.startThrottle(throttledMs)
     this.maybePauseReading()
     this.maybeResumeReading()
   }
@@ -397,6 +453,7 @@ export class Connection implements ClientConnection {
     const { stream } = this.options
     if (
       this.readingPaused &&
+      !this.isMuted &&
       this.heldFrames === null &&
       this.queue.length < this.options.maxQueuedRequests &&
       !stream.writableNeedDrain
@@ -405,4 +462,61 @@ export class Connection implements ClientConnection {
       stream.resume()
     }
   }
+
+  private get isMuted(): boolean {
+    return this.throttledUnsent > 0 || this.unmuteTimer !== null
+  }
+
+  /** Reading stops now; the throttle time counts from when the response has gone (KIP-219). */
+  private muteUntilSent(slot: ResponseSlot, throttleTimeMs: number): void {
+    if (slot.throttleTimeMs === undefined) this.throttledUnsent++
+    slot.throttleTimeMs = throttleTimeMs
+    this.options.stream.pause()
+  }
+
+  private startThrottle(throttleTimeMs: number): void {
+    const clock = this.options.clock!
+    const untilMs = clock.monotonicMs() + throttleTimeMs
+    if (this.unmuteTimer !== null && untilMs <= this.unmuteAtMs) return
+    this.unmuteTimer?.cancel()
+    this.unmuteAtMs = untilMs
+    this.unmuteTimer = clock.setTimeout(() => {
+      this.unmuteTimer = null
+      this.maybeUnmute()
+    }, throttleTimeMs)
+  }
+
+  private maybeUnmute(): void {
+    if (this.closed || this.isMuted || this.heldFrames !== null) return
+    const frames = this.mutedFrames
+    this.mutedFrames = []
+    this.replayHeldFrames(frames)
+    if (this.isMuted || this.heldFrames !== null || this.closed) return
+    if (this.readingPaused) this.maybeResumeReading()
+    else this.options.stream.resume()
+  }
+}
+
+/** The response with `throttleTimeMs` raised to the quota's (every API but a few has the field). */
+function withThrottleTime(response: unknown, throttleTimeMs: number): unknown {
+  if (response === null || typeof response !== 'object' || !('throttleTimeMs' in response)) return response
+  const current = (response as { throttleTimeMs: number }).throttleTimeMs
+  return current >= throttleTimeMs ? response : { ...response, throttleTimeMs }
+}
+
+function totalLength(chunks: readonly Buffer[]): number {
+  let length = 0
+  for (const chunk of chunks) length += chunk.length
+  return length
+}
+
+/**
+ * A fetch's size is known only once encoded; its throttle_time_ms (the body's first field
+ * from v1) is written into the bytes rather than encoding it again: after the size, the
+ * correlation id and, for a flexible header, its empty tagged fields.
+ */
+function patchFetchThrottleTime(chunks: Buffer[], headerVersion: number, throttleTimeMs: number): void {
+  const offset = 4 + 4 + (headerVersion >= 1 ? 1 : 0)
+  assert(chunks[0].length >= offset + 4, 'fetch response shorter than its header')
+  chunks[0].writeInt32BE(throttleTimeMs, offset)
 }

@@ -1,5 +1,6 @@
 import { addOffsetsToTxnHandler } from './add-offsets-to-txn.js'
 import { addPartitionsToTxnHandler } from './add-partitions-to-txn.js'
+import { alterClientQuotasHandler } from './alter-client-quotas.js'
 import { alterConfigsHandler } from './alter-configs.js'
 import { alterPartitionReassignmentsHandler } from './alter-partition-reassignments.js'
 import { alterUserScramCredentialsHandler } from './alter-user-scram-credentials.js'
@@ -14,6 +15,7 @@ import { deleteGroupsHandler } from './delete-groups.js'
 import { deleteRecordsHandler } from './delete-records.js'
 import { deleteTopicsHandler } from './delete-topics.js'
 import { describeAclsHandler } from './describe-acls.js'
+import { describeClientQuotasHandler } from './describe-client-quotas.js'
 import { describeClusterHandler } from './describe-cluster.js'
 import { describeConfigsHandler } from './describe-configs.js'
 import { describeGroupsHandler } from './describe-groups.js'
@@ -59,6 +61,8 @@ export const allHandlers: readonly AnyApiHandler[] = [
   saslAuthenticateHandler,
   describeUserScramCredentialsHandler,
   alterUserScramCredentialsHandler,
+  describeClientQuotasHandler,
+  alterClientQuotasHandler,
   deleteRecordsHandler,
   describeLogDirsHandler,
   electLeadersHandler,

@@ -96,7 +96,16 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
             kind: 'consumer',
             isolation: version >= 4 && request.isolationLevel === 1 ? 'read_committed' : 'read_uncommitted',
           }
-    const maxBytes = version >= 3 ? request.maxBytes : Number.MAX_SAFE_INTEGER
+    const requestedMaxBytes = version >= 3 ? request.maxBytes : Number.MAX_SAFE_INTEGER
+    // Kafka asks no more than a consumer's byte-rate quota allows in (samples - 1) windows.
+    const quotaMaxBytes =
+      reader.kind === 'consumer' && context.broker.clientQuotas?.fetch.enabled
+        ? context.broker.clientQuotas.fetchMaxBytes(
+            context.connection.principal.name,
+            context.header.clientId ?? '',
+          )
+        : Number.MAX_SAFE_INTEGER
+    const maxBytes = Math.min(requestedMaxBytes, quotaMaxBytes)
     // A follower's fetch offsets are its log ends: record them all before reading anything,
     // so one partition's high watermark (and the acks=all produces waiting on it) does not
     // wait for the reads of the partitions ahead of it in this request.
