@@ -309,6 +309,7 @@ export class Broker implements BrokerServices {
       logger: parts.logger,
       fs: parts.fileSystem,
       onLogDirFailure: (dir) => onLogDirFailure(dir),
+      maxOpenFiles: values.get('log.segment.open.files.max') as number,
       retentionCheckIntervalMs: values.get('log.retention.check.interval.ms') as number,
       cleanerEnable: (values.get('log.cleaner.enable') as boolean) && values.get('log.cleaner.threads') !== 0,
       cleanerBackoffMs: values.get('log.cleaner.backoff.ms') as number,
