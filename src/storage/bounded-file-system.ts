@@ -6,12 +6,14 @@
  * indexes and Redpanda's open-file limits solve the same problem).
  *
  * The handles it gives out are virtual: the real descriptor opens on the first operation,
- * stays open while an operation uses it, and the least recently used idle one closes when
- * the bound is passed; the next operation reopens it ('w+' and 'wx+' reopen as 'r+', never
- * truncating again). Busy handles are never closed, so a read racing an eviction always
- * runs on an open descriptor; if every handle is busy the bound is passed until one is
- * released. The indexes keep their entries in memory, so a closed index costs nothing
- * until its segment rolls, is truncated or closes.
+ * stays open while an operation uses it, and when the bound is reached the least recently
+ * used idle one closes to make room; the next operation on it reopens it ('w+' and 'wx+'
+ * reopen as 'r+', never truncating again). Busy handles are never closed, so a read racing
+ * an eviction always runs on an open descriptor; when every descriptor is busy, an open
+ * waits until one is released (an operation holds one descriptor for one syscall and never
+ * waits for another while holding it, so the wait cannot deadlock). The bound is hard: the
+ * descriptors open, opening or closing never exceed it. The indexes keep their entries in
+ * memory, so a closed index costs nothing until its segment rolls, is truncated or closes.
  *
  * POSIX keeps an unlinked file readable through a descriptor still open; here a virtual
  * handle whose descriptor was evicted cannot reopen an unlinked file (ENOENT). Storage
@@ -27,14 +29,19 @@ import type { FileHandle, FileStat, FileSystem, FileSystemSpace, OpenFlags } fro
 export const DEFAULT_MAX_OPEN_FILES = 4096
 
 export class BoundedFileSystem implements FileSystem {
-  /** Handles holding a descriptor (or opening one), least recently used first. */
+  /** Handles holding a descriptor, least recently used first. */
   private readonly lru = new Map<LazyFileHandle, true>()
   /** Live virtual handles by path, so a rename moves them. */
   private readonly byPath = new Map<string, Set<LazyFileHandle>>()
   /** Paths in byPath per parent directory, so a file rename need not scan for a directory rename. */
   private readonly pathsPerDir = new Map<string, number>()
+  /** Descriptors open, opening or closing: never above maxOpenFiles. */
   private openCount = 0
+  /** Of openCount, the descriptors being closed to make room. */
+  private closingCount = 0
   private peakOpenCount = 0
+  /** Opens waiting for a descriptor to be released. */
+  private waiters: (() => void)[] = []
 
   constructor(
     private readonly inner: FileSystem,
@@ -50,15 +57,10 @@ export class BoundedFileSystem implements FileSystem {
   get peakOpenDescriptors(): number {
     return this.peakOpenCount
   }
-  get virtualHandles(): number {
-    let n = 0
-    for (const set of this.byPath.values()) n += set.size
-    return n
-  }
 
   async open(path: string, flags: OpenFlags): Promise<FileHandle> {
-    // The first open runs now, with the caller's flags, so 'wx+' fails and 'w+' truncates here.
     const handle = new LazyFileHandle(this, path, flags === 'r' ? 'r' : 'r+')
+    // The first open runs now, with the caller's flags, so 'wx+' fails and 'w+' truncates here.
     await handle.openFirst(flags)
     this.track(handle)
     return handle
@@ -112,43 +114,64 @@ export class BoundedFileSystem implements FileSystem {
 
   // ---- for LazyFileHandle ----
 
-  /** @internal */
-  openInner(path: string, flags: OpenFlags): Promise<FileHandle> {
-    return this.inner.open(path, flags)
-  }
-
-  /** @internal A descriptor is being opened (counted from now, so the bound holds while it opens). */
-  onOpening(handle: LazyFileHandle): void {
-    assert(!this.lru.has(handle), 'a handle opens one descriptor at a time')
+  /** @internal Opens the descriptor of `handle` once the bound allows one more. */
+  async openFor(handle: LazyFileHandle, flags: OpenFlags): Promise<FileHandle> {
+    await this.reserve()
     this.lru.set(handle, true)
-    this.openCount++
-    this.peakOpenCount = Math.max(this.peakOpenCount, this.openCount)
+    try {
+      return await this.inner.open(handle.path, flags)
+    } catch (err) {
+      this.lru.delete(handle)
+      this.release()
+      throw err
+    }
   }
 
-  /** @internal The descriptor is closed (or failed to open). */
-  onClosed(handle: LazyFileHandle): void {
-    if (this.lru.delete(handle)) this.openCount--
+  /** Resolves once a descriptor may be opened, counted from then. */
+  private async reserve(): Promise<void> {
+    for (;;) {
+      if (this.openCount < this.maxOpenFiles) {
+        this.openCount++
+        this.peakOpenCount = Math.max(this.peakOpenCount, this.openCount)
+        return
+      }
+      // One close in progress per waiting open; a busy bound waits for onIdle instead.
+      if (this.closingCount <= this.waiters.length) this.firstIdle()?.evict()
+      await new Promise<void>((resolve) => this.waiters.push(resolve))
+    }
+  }
+
+  private firstIdle(): LazyFileHandle | undefined {
+    for (const handle of this.lru.keys()) if (handle.isIdle) return handle
+    return undefined
+  }
+
+  /** @internal `handle`'s descriptor is being closed. */
+  onClosing(handle: LazyFileHandle): void {
+    this.lru.delete(handle)
+    this.closingCount++
+  }
+
+  /** @internal A descriptor is closed (or its open failed): its place goes to a waiting open. */
+  onClosed(): void {
+    this.closingCount--
+    this.release()
+  }
+
+  private release(): void {
+    this.openCount--
+    this.waiters.shift()?.()
+  }
+
+  /** @internal No operation uses `handle` now: closed at once if an open waits for room. */
+  onIdle(handle: LazyFileHandle): void {
+    if (this.waiters.length > this.closingCount) handle.evict()
   }
 
   /** @internal The handle was used: it becomes the most recently used. */
   touch(handle: LazyFileHandle): void {
-    if (!this.lru.has(handle)) return
-    this.lru.delete(handle)
+    if (!this.lru.delete(handle)) return
     this.lru.set(handle, true)
-  }
-
-  /**
-   * @internal Closes idle descriptors, least recently used first, until the bound holds;
-   * resolves when they are closed, so an open that waits for it never passes the bound.
-   */
-  evictIdle(): Promise<void> {
-    if (this.openCount <= this.maxOpenFiles) return Promise.resolve()
-    const closes: Promise<void>[] = []
-    for (const handle of this.lru.keys()) {
-      if (this.openCount <= this.maxOpenFiles) break
-      if (handle.isIdle) closes.push(handle.evict())
-    }
-    return Promise.all(closes).then(() => {})
   }
 
   /** @internal The virtual handle was closed by its owner. */
@@ -198,22 +221,14 @@ class LazyFileHandle implements FileHandle {
     private readonly reopenFlags: OpenFlags,
   ) {}
 
+  /** Holds a descriptor no operation uses (so its open has completed). */
   get isIdle(): boolean {
-    return this.users === 0 && this.real !== undefined && this.closed === undefined
+    return this.users === 0 && this.real !== undefined
   }
 
   /** @internal */
-  async openFirst(flags: OpenFlags): Promise<void> {
-    this.owner.onOpening(this)
-    try {
-      await this.owner.evictIdle()
-      this.real = this.owner.openInner(this.path, flags)
-      await this.real
-    } catch (err) {
-      this.real = undefined
-      this.owner.onClosed(this)
-      throw err
-    }
+  openFirst(flags: OpenFlags): Promise<void> {
+    return this.use(() => Promise.resolve(), flags)
   }
 
   read(buffer: Buffer, offset: number, length: number, position: number): Promise<number> {
@@ -247,25 +262,32 @@ class LazyFileHandle implements FileHandle {
   private async closeWhenIdle(): Promise<void> {
     while (this.users > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve))
     await this.closing
-    await this.closeReal()
+    if (this.real !== undefined) this.evict()
+    await this.closing
   }
 
-  /** @internal Closes the idle descriptor now; the next operation reopens it. */
-  evict(): Promise<void> {
-    assert(this.users === 0, 'a busy descriptor is never evicted')
-    // Out of the count at once, so one pass of evictIdle closes only as many as it must.
-    this.owner.onClosed(this)
-    this.closing = this.closeReal().catch(() => {
-      // The descriptor is released by a failed close too (close(2) frees it even on EIO).
-    })
-    return this.closing
+  /** @internal Closes the idle descriptor; the next operation reopens it. */
+  evict(): void {
+    assert(this.isIdle, 'only an idle descriptor is closed')
+    const real = this.real!
+    this.real = undefined
+    this.owner.onClosing(this)
+    this.closing = (async () => {
+      try {
+        await (await real).close()
+      } catch {
+        // close(2) releases the descriptor even when it reports an error: nothing to retry.
+      } finally {
+        this.owner.onClosed()
+      }
+    })()
   }
 
-  private async use<T>(op: (handle: FileHandle) => Promise<T>): Promise<T> {
+  private async use<T>(op: (handle: FileHandle) => Promise<T>, firstOpenFlags?: OpenFlags): Promise<T> {
     if (this.closed !== undefined) throw closedError(this.path)
     this.users++
     try {
-      const handle = await this.acquire()
+      const handle = await this.acquire(firstOpenFlags ?? this.reopenFlags)
       this.owner.touch(this)
       return await op(handle)
     } finally {
@@ -274,39 +296,22 @@ class LazyFileHandle implements FileHandle {
         const waiters = this.idleWaiters
         this.idleWaiters = []
         for (const wake of waiters) wake()
-        // Its caller waits for nothing: the closes are awaited by the next open.
-        if (this.closed === undefined) void this.owner.evictIdle()
+        if (this.closed === undefined && this.real !== undefined) this.owner.onIdle(this)
       }
     }
   }
 
-  private async acquire(): Promise<FileHandle> {
+  private async acquire(flags: OpenFlags): Promise<FileHandle> {
     while (this.real === undefined) {
       const closing = this.closing
       await closing
       if (this.real !== undefined || closing !== this.closing) continue
-      this.owner.onOpening(this)
-      const opening = this.owner.evictIdle().then(() => this.owner.openInner(this.path, this.reopenFlags))
+      const opening = this.owner.openFor(this, flags)
       this.real = opening
       opening.catch(() => {
-        if (this.real !== opening) return
-        this.real = undefined
-        this.owner.onClosed(this)
+        if (this.real === opening) this.real = undefined
       })
     }
     return this.real
-  }
-
-  private async closeReal(): Promise<void> {
-    const real = this.real
-    if (real === undefined) return
-    this.real = undefined
-    try {
-      // An open that failed has nothing to close; its error went to its operation.
-      const handle = await real.catch(() => undefined)
-      await handle?.close()
-    } finally {
-      this.owner.onClosed(this)
-    }
   }
 }
