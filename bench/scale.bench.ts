@@ -98,6 +98,14 @@ async function metadataLatency(admin: Admin, samples: number): Promise<string> {
   return `p50 ${percentile(ms, 50).toFixed(1)} / p99 ${percentile(ms, 99).toFixed(1)} ms`
 }
 
+async function waitAllServed(admin: Admin): Promise<void> {
+  for (;;) {
+    const [topic] = await admin.describeTopics([TOPIC])
+    if (topic.partitions.length === partitions && topic.partitions.every((p) => p.errorCode === 0)) return
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+}
+
 function perfBinary(): string {
   const out = join(root, '.build', 'rdkafka-perf')
   mkdirSync(dirname(out), { recursive: true })
@@ -222,7 +230,13 @@ async function main(): Promise<void> {
     const admin = new Admin({ bootstrapServers: cluster.bootstrapServers, requestTimeoutMs: 120000 })
     if (sections.has('create')) {
       const started = performance.now()
-      await admin.createTopics([{ topic: TOPIC, numPartitions: partitions, replicationFactor }])
+      await admin
+        .createTopics([{ topic: TOPIC, numPartitions: partitions, replicationFactor }])
+        .catch((error) => {
+          // Past the request's 30 s the answer is REQUEST_TIMED_OUT: then wait for the leaders here.
+          if ((error as { errorCode?: number }).errorCode !== 7) throw error
+        })
+      await waitAllServed(admin)
       const createMs = performance.now() - started
       const loaded = memory()
       const replicas = partitions * replicationFactor

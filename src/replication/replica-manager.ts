@@ -4,6 +4,7 @@
  * the logs of deleted topics. Produce and fetch go through it.
  */
 import type { Clock } from '../common/clock.js'
+import { forEachConcurrently } from '../common/concurrency.js'
 import type { Logger } from '../common/logger.js'
 import {
   type ClusterImage,
@@ -55,6 +56,9 @@ export interface ReplicaManagerOptions {
   /** producer.id.expiration.check.interval.ms (Kafka's default: 10 minutes). */
   readonly producerIdExpirationCheckIntervalMs?: number
 }
+
+/** Partitions of one topic applied at once: log creation is bound by disk round trips, not CPU. */
+const APPLY_CONCURRENCY = 16
 
 const DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 const DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS = 600_000
@@ -188,7 +192,11 @@ export class ReplicaManager {
       const settings = this.options.topicSettings(image, topic.name)
       this.settings.set(topic.name, settings)
       this.topicIds.set(topic.name, topic.topicId)
-      for (const state of topic.partitions) await this.applyPartition(topic, state, settings)
+      // Partitions are independent; creating their logs one at a time waited on ~15 file
+      // operations in a row per partition (10,000 partitions took 15-28 s).
+      await forEachConcurrently(topic.partitions, APPLY_CONCURRENCY, (state) =>
+        this.applyPartition(topic, state, settings),
+      )
     }
     for (const [name] of this.topicIds) {
       const current = image.topics.get(name)

@@ -323,6 +323,13 @@ export const brokerConfigDefs = new ConfigDefs([
   ),
   // Operations (src/ops, docs/operations.md): tidelog's own names, in Kafka's dotted style.
   def(
+    'tidelog.shutdown.timeout.ms',
+    'long',
+    30000,
+    'After SIGTERM or SIGINT, `tidelog start` and `tidelog broker` exit with status 1 if the clean shutdown takes longer (the logs then recover at the next start).',
+    { min: 1 },
+  ),
+  def(
     'tidelog.http.listener',
     'string',
     null,

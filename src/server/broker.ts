@@ -533,15 +533,31 @@ export class Broker implements BrokerServices {
     }
   }
 
-  /** Effective settings of a topic: its overrides over the broker's defaults. */
+  /**
+   * Effective settings of a topic: its overrides over the broker's defaults. Kept per image
+   * (images are immutable), since the controller and shutdown ask once per partition: with
+   * 10,000 partitions, resolving them each time was a third of CreateTopics' CPU.
+   */
   private topicSettings(image: ClusterImage, topic: string): TopicSettings {
-    return {
-      logConfig: logConfigFor(image, this.config, topic),
-      minInsyncReplicas: Number(
-        resolveTopicConfig(image, this.config, topic).get('min.insync.replicas')?.value ?? 1,
-      ),
+    let byTopic = this.topicSettingsCache.get(image)
+    if (byTopic === undefined) {
+      byTopic = new Map()
+      this.topicSettingsCache.set(image, byTopic)
     }
+    let settings = byTopic.get(topic)
+    if (settings === undefined) {
+      settings = {
+        logConfig: logConfigFor(image, this.config, topic),
+        minInsyncReplicas: Number(
+          resolveTopicConfig(image, this.config, topic).get('min.insync.replicas')?.value ?? 1,
+        ),
+      }
+      byTopic.set(topic, settings)
+    }
+    return settings
   }
+
+  private readonly topicSettingsCache = new WeakMap<ClusterImage, Map<string, TopicSettings>>()
 
   /** ops: the HTTP listener's URL (tidelog.http.listener), null when it is off. */
   get httpUrl(): string | null {

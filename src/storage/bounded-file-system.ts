@@ -29,7 +29,7 @@ import type { FileHandle, FileStat, FileSystem, FileSystemSpace, OpenFlags } fro
 export const DEFAULT_MAX_OPEN_FILES = 4096
 
 export class BoundedFileSystem implements FileSystem {
-  /** Handles holding a descriptor, least recently used first. */
+  /** Idle handles holding a descriptor, least recently used first (busy ones are not candidates). */
   private readonly lru = new Map<LazyFileHandle, true>()
   /** Live virtual handles by path, so a rename moves them. */
   private readonly byPath = new Map<string, Set<LazyFileHandle>>()
@@ -117,11 +117,9 @@ export class BoundedFileSystem implements FileSystem {
   /** @internal Opens the descriptor of `handle` once the bound allows one more. */
   async openFor(handle: LazyFileHandle, flags: OpenFlags): Promise<FileHandle> {
     await this.reserve()
-    this.lru.set(handle, true)
     try {
       return await this.inner.open(handle.path, flags)
     } catch (err) {
-      this.lru.delete(handle)
       this.release()
       throw err
     }
@@ -142,7 +140,7 @@ export class BoundedFileSystem implements FileSystem {
   }
 
   private firstIdle(): LazyFileHandle | undefined {
-    for (const handle of this.lru.keys()) if (handle.isIdle) return handle
+    for (const handle of this.lru.keys()) return handle
     return undefined
   }
 
@@ -163,15 +161,18 @@ export class BoundedFileSystem implements FileSystem {
     this.waiters.shift()?.()
   }
 
-  /** @internal No operation uses `handle` now: closed at once if an open waits for room. */
+  /**
+   * @internal No operation uses `handle` now: closed at once if an open waits for room,
+   * else the most recently used idle handle.
+   */
   onIdle(handle: LazyFileHandle): void {
     if (this.waiters.length > this.closingCount) handle.evict()
+    else this.lru.set(handle, true)
   }
 
-  /** @internal The handle was used: it becomes the most recently used. */
-  touch(handle: LazyFileHandle): void {
-    if (!this.lru.delete(handle)) return
-    this.lru.set(handle, true)
+  /** @internal An operation uses the handle: not a candidate for eviction until idle again. */
+  onBusy(handle: LazyFileHandle): void {
+    this.lru.delete(handle)
   }
 
   /** @internal The virtual handle was closed by its owner. */
@@ -285,10 +286,9 @@ class LazyFileHandle implements FileHandle {
 
   private async use<T>(op: (handle: FileHandle) => Promise<T>, firstOpenFlags?: OpenFlags): Promise<T> {
     if (this.closed !== undefined) throw closedError(this.path)
-    this.users++
+    if (this.users++ === 0) this.owner.onBusy(this)
     try {
       const handle = await this.acquire(firstOpenFlags ?? this.reopenFlags)
-      this.owner.touch(this)
       return await op(handle)
     } finally {
       this.users--
