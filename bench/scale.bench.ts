@@ -98,10 +98,20 @@ async function metadataLatency(admin: Admin, samples: number): Promise<string> {
   return `p50 ${percentile(ms, 50).toFixed(1)} / p99 ${percentile(ms, 99).toFixed(1)} ms`
 }
 
-async function waitAllServed(admin: Admin): Promise<void> {
+/** Waits until every partition has a serving leader; throws with the count served after `timeoutMs`. */
+async function waitAllServed(admin: Admin, timeoutMs = 50000): Promise<void> {
+  const deadline = performance.now() + timeoutMs
   for (;;) {
     const [topic] = await admin.describeTopics([TOPIC])
-    if (topic.partitions.length === partitions && topic.partitions.every((p) => p.errorCode === 0)) return
+    const served = topic.partitions.filter((p) => p.errorCode === 0).length
+    if (topic.partitions.length === partitions && served === partitions) return
+    if (performance.now() > deadline) {
+      const errors = new Map<number, number>()
+      for (const p of topic.partitions) errors.set(p.errorCode, (errors.get(p.errorCode) ?? 0) + 1)
+      throw new Error(
+        `after ${timeoutMs} ms ${served} of ${partitions} partitions are served (error codes: ${JSON.stringify([...errors])})`,
+      )
+    }
     await new Promise((resolve) => setTimeout(resolve, 200))
   }
 }
@@ -279,7 +289,7 @@ async function main(): Promise<void> {
       row(
         'restart until every partition is served',
         `${startMs.toFixed(0)} ms`,
-        `RSS ${mib(restarted.rssBytes)}, ${restarted.descriptors} fds`,
+        `RSS ${mib(restarted.rssBytes)}, heap ${mib(restarted.heapBytes)}, ${restarted.descriptors} fds`,
       )
     }
     if (sections.has('connections')) {
