@@ -452,6 +452,9 @@ export function diffImages(
   }
   for (const [name, after] of next.topics) {
     const before = base.topics.get(name)
+    // Images are immutable: an object an update kept is unchanged, with no need to encode it
+    // (an update of one partition's ISR encoded all 10,000 partitions twice).
+    if (before === after) continue
     const value = topicValue(after)
     if (!before || topicValue(before) !== value) {
       guard(KEYS.topic(name))
@@ -459,6 +462,7 @@ export function diffImages(
     }
     for (const state of after.partitions) {
       const previous = before?.topicId === after.topicId ? before.partitions[state.partition] : undefined
+      if (previous === state) continue
       const encoded = partitionValue(state)
       if (previous && partitionValue(previous) === encoded) continue
       const key = KEYS.partition(name, state.partition)
