@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util'
 import { TidelogError } from '../common/errors.js'
 import type { MetadataStore } from '../metadata/store/metadata-store.js'
 import { parseProperties } from '../server/broker-config.js'
-import { startCluster } from '../server/cluster.js'
+import { type Cluster, startCluster } from '../server/cluster.js'
 
 const USAGE = `Usage: tidelog <command> [options]
 
@@ -184,6 +184,9 @@ async function startCommand(args: readonly string[]): Promise<number> {
     dataDir: values['data-dir'],
     properties,
   })
+  // Listening for signals before the banner: a SIGTERM right after it is a clean stop too.
+  const allStopped = Promise.all(cluster.brokers.map((broker) => broker.whenStopped()))
+  const untilStop = untilSignalOr(allStopped)
   process.stdout.write(
     `tidelog started: ${cluster.brokers.length} broker(s), data in ${values['data-dir']}\n`,
   )
@@ -197,14 +200,12 @@ async function startCommand(args: readonly string[]): Promise<number> {
   for (const broker of cluster.brokers)
     if (broker.httpUrl)
       process.stdout.write(`broker ${broker.nodeId} console and metrics: ${broker.httpUrl}\n`)
-  const allStopped = Promise.all(cluster.brokers.map((broker) => broker.whenStopped()))
   const stopReloading = reloadTlsOnHangup(cluster.brokers)
-  const outcome = await untilSignalOr(allStopped)
+  const outcome = await untilStop
   stopReloading()
   if (outcome === 'stopped') return brokersStoppedThemselves()
   process.stdout.write('tidelog stopping\n')
-  await cluster.stop()
-  return 0
+  return stopWithinTimeout(cluster)
 }
 
 /** --secure: the development CA, certificate and user, as broker properties over any --set. */
@@ -251,16 +252,50 @@ async function brokerCommand(args: readonly string[]): Promise<number> {
   for (const [key, value] of parseSetFlags(values.set)) properties.set(key, value)
   const metadataStore = values.metadata ? await connectMetadataStore(values.metadata) : undefined
   const cluster = await startCluster({ brokers: 1, properties, ...(metadataStore ? { metadataStore } : {}) })
+  const untilStop = untilSignalOr(cluster.brokers[0].whenStopped())
   process.stdout.write(
     `tidelog broker ${cluster.brokers[0].nodeId} listening on ${cluster.bootstrapServers}\n`,
   )
   if (cluster.brokers[0].httpUrl) process.stdout.write(`console and metrics: ${cluster.brokers[0].httpUrl}\n`)
   const stopReloading = reloadTlsOnHangup(cluster.brokers)
-  const stoppedItself = (await untilSignalOr(cluster.brokers[0].whenStopped())) === 'stopped'
+  const stoppedItself = (await untilStop) === 'stopped'
   stopReloading()
-  await cluster.stop()
+  const code = await stopWithinTimeout(cluster)
   await metadataStore?.close()
-  return stoppedItself ? brokersStoppedThemselves() : 0
+  return stoppedItself ? brokersStoppedThemselves() : code
+}
+
+/**
+ * The clean shutdown after a signal, bounded by tidelog.shutdown.timeout.ms: past it, or on
+ * a second signal, or if it fails, the process exits at once with status 1, saying why. A
+ * supervisor's SIGKILL would come anyway; the logs recover at the next start as after a
+ * crash (no clean-shutdown marker was written).
+ */
+async function stopWithinTimeout(cluster: Cluster): Promise<number> {
+  const timeoutMs = cluster.brokers[0].config.values.get('tidelog.shutdown.timeout.ms') as number
+  let timer: NodeJS.Timeout | undefined
+  let onSignal: () => void = () => {}
+  const forced = new Promise<string>((resolve) => {
+    timer = setTimeout(
+      () => resolve(`did not finish within tidelog.shutdown.timeout.ms=${timeoutMs}`),
+      timeoutMs,
+    )
+    onSignal = () => resolve('was interrupted by a second signal')
+    process.on('SIGINT', onSignal)
+    process.on('SIGTERM', onSignal)
+  })
+  const stopped = cluster.stop().then(
+    () => null,
+    (error: unknown) => `failed: ${(error as Error)?.message ?? String(error)}`,
+  )
+  const problem = await Promise.race([stopped, forced])
+  clearTimeout(timer)
+  process.off('SIGINT', onSignal)
+  process.off('SIGTERM', onSignal)
+  if (problem === null) return 0
+  process.stderr.write(`tidelog: the shutdown ${problem}; exiting now\n`)
+  // Whatever the shutdown left running (sockets, timers, pending I/O) must not keep the process.
+  process.exit(1)
 }
 
 /** etcd://host:port[,host:port...] → a connected etcd-backed metadata store. */

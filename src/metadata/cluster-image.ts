@@ -130,6 +130,26 @@ export interface ClusterImage {
   readonly servedLeaderEpochs?: ReadonlyMap<BrokerId, ReadonlyMap<string, number>>
 }
 
+/**
+ * The leader epoch a broker records in `servedLeaderEpochs` for a partition it was assigned
+ * but could not create, its log dir having failed (EMFILE, ENOSPC, EIO): the partition
+ * answers KAFKA_STORAGE_ERROR rather than waiting for a leader that will never serve it.
+ */
+export const STORAGE_ERROR_LEADER_EPOCH = -1
+
+/** Whether the partition's leader recorded that it cannot host the partition (STORAGE_ERROR_LEADER_EPOCH). */
+export function leaderHasStorageError(
+  image: ClusterImage,
+  topic: TopicImage,
+  state: PartitionState,
+): boolean {
+  if (state.leader === NO_LEADER || image.servedLeaderEpochs === undefined) return false
+  return (
+    image.servedLeaderEpochs.get(state.leader)?.get(servedKey(topic.topicId, state.partition)) ===
+    STORAGE_ERROR_LEADER_EPOCH
+  )
+}
+
 /** The key of one partition in `ClusterImage.servedLeaderEpochs`. */
 export function servedKey(topicId: string, partition: number): string {
   return `${topicId}:${partition}`

@@ -184,6 +184,9 @@ export class ClusterMetadata {
     this.publish(revision)
   }
 
+  /** Parsed values by key, reused while a key's modRevision is unchanged (see parseValue). */
+  private readonly parsed = new Map<string, ParsedValue>()
+
   private onEvents(events: readonly WatchEvent[], revision: number): void {
     if (revision <= this.revision) return // already seen through a reload
     for (const { type, kv } of events) {
@@ -196,7 +199,7 @@ export class ClusterMetadata {
   private publish(revision: number): void {
     const previous = this.current
     this.revision = revision
-    this.current = buildImage(this.kvs)
+    this.current = buildImage(this.kvs, this.parsed)
     for (const listener of [...this.listeners]) listener(this.current, previous)
     const ready = this.revisionWaiters.filter((w) => w.revision <= revision)
     this.revisionWaiters = this.revisionWaiters.filter((w) => w.revision > revision)
@@ -340,7 +343,30 @@ export function initialState(partition: number, replicas: readonly BrokerId[]): 
 
 // ---- image <-> keys ---------------------------------------------------------------------
 
-function buildImage(kvs: ReadonlyMap<string, KeyValue>): ClusterImage {
+interface ParsedValue {
+  readonly modRevision: number
+  readonly value: unknown
+  /** For a served record: the Map built from it. */
+  derived?: unknown
+}
+
+/**
+ * JSON.parse of `kv`'s value, or the result of an earlier parse of the same revision: every
+ * change rebuilt the image from every key, and with 10,000 partitions (and each broker's
+ * record of what it serves, one big value) parsing them all was the metadata's main cost,
+ * once per ISR change of each partition, in each broker.
+ */
+function parseValue(cache: Map<string, ParsedValue>, kv: KeyValue): ParsedValue {
+  const cached = cache.get(kv.key)
+  if (cached !== undefined && cached.modRevision === kv.modRevision) return cached
+  const parsed: ParsedValue = { modRevision: kv.modRevision, value: JSON.parse(kv.value) }
+  cache.set(kv.key, parsed)
+  return parsed
+}
+
+function buildImage(kvs: ReadonlyMap<string, KeyValue>, cache: Map<string, ParsedValue>): ClusterImage {
+  // Keys deleted since the last build leave the cache.
+  for (const key of cache.keys()) if (!kvs.has(key)) cache.delete(key)
   const brokers = new Map<BrokerId, BrokerRegistration>()
   const topicValues = new Map<string, TopicValue>()
   const partitionKvs = new Map<string, KeyValue>()
@@ -356,13 +382,17 @@ function buildImage(kvs: ReadonlyMap<string, KeyValue>): ClusterImage {
       // The registration's own revision is its broker epoch: every registration writes it anew.
       brokers.set(registration.nodeId, { ...registration, brokerEpoch: kv.modRevision })
     } else if (key.startsWith(KEYS.topicsPrefix))
-      topicValues.set(key.slice(KEYS.topicsPrefix.length), JSON.parse(kv.value))
+      topicValues.set(key.slice(KEYS.topicsPrefix.length), parseValue(cache, kv).value as TopicValue)
     else if (key.startsWith(KEYS.partitionsPrefix)) partitionKvs.set(key, kv)
     else if (key.startsWith(KEYS.brokerConfigsPrefix)) {
       brokerConfigs.set(key.slice(KEYS.brokerConfigsPrefix.length), JSON.parse(kv.value))
     } else if (key.startsWith(KEYS.servedPrefix)) {
-      const epochs = JSON.parse(kv.value) as Record<string, number>
-      servedLeaderEpochs.set(Number(key.slice(KEYS.servedPrefix.length)), new Map(Object.entries(epochs)))
+      const parsed = parseValue(cache, kv)
+      parsed.derived ??= new Map(Object.entries(parsed.value as Record<string, number>))
+      servedLeaderEpochs.set(
+        Number(key.slice(KEYS.servedPrefix.length)),
+        parsed.derived as ReadonlyMap<string, number>,
+      )
     }
   }
   const topics = new Map<string, TopicImage>()
@@ -371,7 +401,7 @@ function buildImage(kvs: ReadonlyMap<string, KeyValue>): ClusterImage {
       const kv = partitionKvs.get(KEYS.partition(name, index))
       if (!kv)
         return { partition: index, replicas, isr: [], leader: NO_LEADER, leaderEpoch: 0, partitionEpoch: 0 }
-      const state = JSON.parse(kv.value) as PartitionValue
+      const state = parseValue(cache, kv).value as PartitionValue
       return { partition: index, replicas, ...state, partitionEpoch: kv.version }
     })
     topics.set(name, { name, topicId: value.topicId, partitions, configs: value.configs })
@@ -428,6 +458,9 @@ export function diffImages(
   }
   for (const [name, after] of next.topics) {
     const before = base.topics.get(name)
+    // Images are immutable: an object an update kept is unchanged, with no need to encode it
+    // (an update of one partition's ISR encoded all 10,000 partitions twice).
+    if (before === after) continue
     const value = topicValue(after)
     if (!before || topicValue(before) !== value) {
       guard(KEYS.topic(name))
@@ -435,6 +468,7 @@ export function diffImages(
     }
     for (const state of after.partitions) {
       const previous = before?.topicId === after.topicId ? before.partitions[state.partition] : undefined
+      if (previous === state) continue
       const encoded = partitionValue(state)
       if (previous && partitionValue(previous) === encoded) continue
       const key = KEYS.partition(name, state.partition)

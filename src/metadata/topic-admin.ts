@@ -24,6 +24,7 @@ import {
   type BrokerId,
   type ClusterImage,
   dynamicBrokerConfigs,
+  leaderHasStorageError,
   leaderServes,
   NO_LEADER,
   type PartitionState,
@@ -403,8 +404,13 @@ export class TopicAdmin {
       return planned.map(({ name, errorCode, errorMessage }) => ({ name, errorCode, errorMessage }))
     const grown = planned.flatMap((r) => ('grown' in r && r.grown ? [{ name: r.name, ...r.grown }] : []))
     const late = await this.waitServed(grown, options.timeoutMs)
+    const failed = this.storageFailed(grown)
     return planned.map(({ name, errorCode, errorMessage }) =>
-      late.has(name) ? { name, ...timedOut() } : { name, errorCode, errorMessage },
+      failed.has(name)
+        ? { name, ...storageError() }
+        : late.has(name)
+          ? { name, ...timedOut() }
+          : { name, errorCode, errorMessage },
     )
   }
 
@@ -591,18 +597,42 @@ export class TopicAdmin {
     return result as R
   }
 
-  /** CreateTopics results with REQUEST_TIMED_OUT for topics whose leaders did not serve in time. */
+  /**
+   * CreateTopics results with REQUEST_TIMED_OUT for topics whose leaders did not serve in
+   * time, and KAFKA_STORAGE_ERROR for topics a leader could not create a partition of.
+   */
   private async awaitServed(results: CreatedTopic[], timeoutMs: number): Promise<CreatedTopic[]> {
     const created = results.flatMap((r) =>
       r.topic ? [{ name: r.name, topicId: r.topic.topicId, from: 0 }] : [],
     )
     const late = await this.waitServed(created, timeoutMs)
-    return results.map((r) => (late.has(r.name) ? { name: r.name, ...timedOut() } : r))
+    const failed = this.storageFailed(created)
+    return results.map((r) =>
+      failed.has(r.name)
+        ? { name: r.name, ...storageError() }
+        : late.has(r.name)
+          ? { name: r.name, ...timedOut() }
+          : r,
+    )
+  }
+
+  /** The topics with a partition (from `from`) whose leader could not create it. */
+  private storageFailed(topics: readonly { name: string; topicId: string; from: number }[]): Set<string> {
+    const image = this.metadata.image()
+    const failed = new Set<string>()
+    for (const { name, topicId, from } of topics) {
+      const topic = image.topics.get(name)
+      if (!topic || topic.topicId !== topicId) continue
+      if (topic.partitions.slice(from).some((state) => leaderHasStorageError(image, topic, state)))
+        failed.add(name)
+    }
+    return failed
   }
 
   /**
-   * Waits until every partition from `from` of each topic is served by its leader, or
-   * `timeoutMs` passed; resolves with the names of the topics still not served. A topic
+   * Waits until every partition from `from` of each topic is served by its leader (or its
+   * leader recorded a storage error for it), or `timeoutMs` passed; resolves with the names
+   * of the topics still not served. A topic
    * deleted or replaced meanwhile is not waited for. timeoutMs <= 0: no wait (Kafka answers at
    * once then).
    */
@@ -616,7 +646,11 @@ export class TopicAdmin {
           .filter(({ name, topicId, from }) => {
             const topic = image.topics.get(name)
             if (!topic || topic.topicId !== topicId) return false
-            return topic.partitions.slice(from).some((state) => !leaderServes(image, topic, state))
+            return topic.partitions
+              .slice(from)
+              .some(
+                (state) => !leaderServes(image, topic, state) && !leaderHasStorageError(image, topic, state),
+              )
           })
           .map((t) => t.name),
       )
@@ -728,6 +762,13 @@ function timedOut(): Outcome {
   return {
     errorCode: ErrorCode.REQUEST_TIMED_OUT,
     errorMessage: 'Timed out waiting for the leaders of the new partitions to serve them.',
+  }
+}
+
+function storageError(): Outcome {
+  return {
+    errorCode: ErrorCode.KAFKA_STORAGE_ERROR,
+    errorMessage: 'A leader could not create a partition of the topic: its log directory failed.',
   }
 }
 

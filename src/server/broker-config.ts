@@ -11,6 +11,7 @@ import type { TransactionCoordinatorConfig } from '../coordinator/transaction/tr
 import { authorizerConfigDefs } from '../security/authorizer/authorizer-config.js'
 import { type Endpoint, type ListenerSettings, listenerSettings } from '../security/listeners.js'
 import { checkListenerOverrides, securityConfigDefs } from '../security/security-config.js'
+import { DEFAULT_MAX_OPEN_FILES } from '../storage/bounded-file-system.js'
 
 const MIB = 1024 * 1024
 const LONG_MAX = Number.MAX_SAFE_INTEGER
@@ -110,6 +111,13 @@ export const brokerConfigDefs = new ConfigDefs([
   ),
   def('log.flush.scheduler.interval.ms', 'long', LONG_MAX, 'How often the flusher checks for logs to fsync.'),
   def('log.index.interval.bytes', 'int', 4096, 'Bytes between offset index entries.', { min: 0 }, true),
+  def(
+    'log.segment.open.files.max',
+    'int',
+    DEFAULT_MAX_OPEN_FILES,
+    'Segment and index files the logs keep open at once; idle ones close and reopen on use.',
+    { min: 1 },
+  ),
   def('log.index.size.max.bytes', 'int', 10 * MIB, 'Largest offset index file.', { min: 4 }, true),
   def(
     'log.message.timestamp.type',
@@ -349,6 +357,13 @@ export const brokerConfigDefs = new ConfigDefs([
     },
   ),
   // Operations (src/ops, docs/operations.md): tidelog's own names, in Kafka's dotted style.
+  def(
+    'tidelog.shutdown.timeout.ms',
+    'long',
+    30000,
+    'After SIGTERM or SIGINT, `tidelog start` and `tidelog broker` exit with status 1 if the clean shutdown takes longer (the logs then recover at the next start).',
+    { min: 1 },
+  ),
   def(
     'tidelog.http.listener',
     'string',

@@ -6,6 +6,7 @@
  */
 
 export type { FileHandle, FileStat, FileSystem, OpenFlags } from '../common/file-system.js'
+export { BoundedFileSystem, DEFAULT_MAX_OPEN_FILES } from './bounded-file-system.js'
 export type { EpochEntry, TopicPartitionOffset } from './checkpoint-file.js'
 export type { StorageErrorCode } from './errors.js'
 export { isStorageError, StorageError } from './errors.js'

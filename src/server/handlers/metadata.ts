@@ -22,6 +22,7 @@
 import {
   type ClusterImage,
   endpointFor,
+  leaderHasStorageError,
   leaderServes,
   NO_LEADER,
   type TopicImage,
@@ -206,8 +207,12 @@ function describeTopic(image: ClusterImage, topic: TopicImage): MetadataResponse
       // reorders records. Leaders elected later are named at once, as in Kafka: they host
       // the log already, and a client meeting NOT_LEADER_OR_FOLLOWER refreshes its metadata.
       const served = p.leader !== NO_LEADER && (p.leaderEpoch > 0 || leaderServes(image, topic, p))
+      // Its leader's log dir failed while creating it: a client retries, and sees why.
+      const unavailable = leaderHasStorageError(image, topic, p)
+        ? ErrorCode.KAFKA_STORAGE_ERROR
+        : ErrorCode.LEADER_NOT_AVAILABLE
       return {
-        errorCode: served ? ErrorCode.NONE : ErrorCode.LEADER_NOT_AVAILABLE,
+        errorCode: served ? ErrorCode.NONE : unavailable,
         partitionIndex: p.partition,
         leaderId: served ? p.leader : NO_LEADER_ID,
         leaderEpoch: p.leaderEpoch,
