@@ -1,0 +1,260 @@
+/**
+ * Profile of the replicated write path (RF 3, acks=all, min.insync.replicas=2) with
+ * librdkafka as the load generator (bench/native/rdkafka-perf.c) against an in-process
+ * 3-broker cluster, so each stage of a produce can be timed where it happens:
+ *
+ *   produce received -> leader appended -> 1st/last follower appended -> the follower's
+ *   next fetch reporting it -> high watermark -> response
+ *
+ * Runs `--runs` steady runs one after another on a topic created `--created-ms` earlier
+ * (the slow start of issue 19), then one unlimited run, each with the event loop's delay
+ * histogram (perf_hooks.monitorEventLoopDelay). Run under `node --cpu-prof` for the costs.
+ * In-process brokers share one event loop: absolute figures include its contention.
+ *
+ *   node [--cpu-prof] dist/bench/replication-profile.bench.js [--rate 2000] [--seconds 2] [--runs 4]
+ */
+import { execFile, execFileSync } from 'node:child_process'
+import { mkdirSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks'
+import { fileURLToPath } from 'node:url'
+import { parseArgs, promisify } from 'node:util'
+import { Admin } from '../src/client/index.js'
+import { Partition } from '../src/replication/partition.js'
+import { startCluster } from '../src/server/cluster.js'
+import { produceHandler } from '../src/server/handlers/produce.js'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
+const { values } = parseArgs({
+  options: {
+    rate: { type: 'string', default: '2000' },
+    seconds: { type: 'string', default: '2' },
+    runs: { type: 'string', default: '4' },
+    'created-ms': { type: 'string', default: '5000' },
+    'unlimited-records': { type: 'string', default: '100000' },
+    partitions: { type: 'string', default: '1' },
+    set: { type: 'string', multiple: true, default: [] },
+  },
+})
+const rate = Number(values.rate)
+const seconds = Number(values.seconds)
+const runs = Number(values.runs)
+const partitions = Number(values.partitions)
+
+export function perfBinary(): string {
+  const out = join(root, '.build', 'rdkafka-perf')
+  mkdirSync(dirname(out), { recursive: true })
+  execFileSync('cc', ['-O2', '-o', out, join(root, 'bench', 'native', 'rdkafka-perf.c'), '-lrdkafka'])
+  return out
+}
+
+async function perf(binary: string, args: string[]): Promise<Record<string, number>> {
+  const { stdout } = await promisify(execFile)(binary, args, { encoding: 'utf8', maxBuffer: 1 << 20 })
+  return JSON.parse(stdout.trim().split('\n').at(-1)!)
+}
+
+// ---- stage tracing, keyed by partition and target offset (last offset + 1) ---------------
+interface Trace {
+  received: number
+  appended: number
+  followerAppended: number[]
+  followerFetched: number[]
+  hw?: number
+  responded?: number
+}
+const now = (): number => performance.now()
+let tracing = false
+const open = new Map<string, Trace>()
+const done: Trace[] = []
+/** Produce requests received and not yet appended, in order, per partition. */
+const receivedAt = new Map<number, number[]>()
+
+type AnyFn = (...args: never[]) => unknown
+const proto = Partition.prototype as unknown as Record<string, AnyFn>
+function wrap(
+  name: string,
+  before: (self: Partition, args: unknown[]) => void,
+  after: (self: Partition, args: unknown[], result: unknown) => void,
+): void {
+  const original = proto[name] as (...args: unknown[]) => unknown
+  proto[name] = function (this: Partition, ...args: unknown[]) {
+    if (tracing) before(this, args)
+    const result = original.apply(this, args)
+    if (tracing) {
+      if (result instanceof Promise)
+        result.then(
+          (r) => after(this, args, r),
+          () => undefined,
+        )
+      else after(this, args, result)
+    }
+    return result
+  } as AnyFn
+}
+const forEachCovered = (partition: Partition, offset: number, f: (t: Trace) => void): void => {
+  for (const [key, trace] of open) {
+    const colon = key.indexOf(':')
+    if (Number(key.slice(0, colon)) === partition.partition && Number(key.slice(colon + 1)) <= offset) f(trace)
+  }
+}
+wrap(
+  'appendRecordsToLeader',
+  (self) => {
+    const list = receivedAt.get(self.partition) ?? []
+    list.push(now())
+    receivedAt.set(self.partition, list)
+  },
+  (self, _args, info) => {
+    const target = (info as { lastOffset: number }).lastOffset + 1
+    const received = receivedAt.get(self.partition)?.shift() ?? now()
+    open.set(`${self.partition}:${target}`, {
+      received,
+      appended: now(),
+      followerAppended: [],
+      followerFetched: [],
+    })
+  },
+)
+wrap(
+  'appendAsFollower',
+  () => undefined,
+  (self) => {
+    const t = now()
+    forEachCovered(self, self.log.logEndOffset, (trace) => {
+      if (trace.followerAppended.length < 2) trace.followerAppended.push(t)
+    })
+  },
+)
+wrap(
+  'updateFollowerFetchState',
+  () => undefined,
+  (self, args) => {
+    const t = now()
+    forEachCovered(self, args[1] as number, (trace) => {
+      if (trace.followerFetched.length < 2) trace.followerFetched.push(t)
+    })
+  },
+)
+wrap(
+  'maybeIncrementHighWatermark',
+  () => undefined,
+  (self) => {
+    if (!self.isLeader) return
+    const t = now()
+    forEachCovered(self, self.highWatermark, (trace) => {
+      trace.hw ??= t
+    })
+  },
+)
+// The response: the produce handler's promise settles once every partition is acknowledged.
+const originalHandle = produceHandler.handle
+produceHandler.handle = async (context, request) => {
+  const response = await originalHandle(context, request)
+  if (tracing && response) {
+    const t = now()
+    for (const topic of response.responses)
+      for (const p of topic.partitionResponses) {
+        for (const [key, trace] of open) {
+          const colon = key.indexOf(':')
+          if (Number(key.slice(0, colon)) !== p.index || Number(key.slice(colon + 1)) <= Number(p.baseOffset))
+            continue
+          if (trace.hw === undefined) continue
+          trace.responded = t
+          open.delete(key)
+          done.push(trace)
+        }
+      }
+  }
+  return response
+}
+
+function pct(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]
+}
+function stats(xs: (number | undefined)[]): string {
+  const s = xs.filter((x): x is number => x !== undefined && Number.isFinite(x)).sort((a, b) => a - b)
+  const f = (x: number): string => x.toFixed(2).padStart(8)
+  return `${f(pct(s, 50))} ${f(pct(s, 99))} ${f(s.at(-1) ?? Number.NaN)}`
+}
+
+function report(label: string, eld: ReturnType<typeof monitorEventLoopDelay>, gcMs: number): void {
+  console.log(`\n${label}: ${done.length} produce requests traced (ms: p50 p99 max)`)
+  const rows: [string, (t: Trace) => number | undefined][] = [
+    ['received -> leader appended', (t) => t.appended - t.received],
+    ['appended -> 1st follower appended', (t) => (t.followerAppended[0] ?? Number.NaN) - t.appended],
+    ['appended -> 2nd follower appended', (t) => (t.followerAppended[1] ?? Number.NaN) - t.appended],
+    ['1st follower appended -> its next fetch', (t) => (t.followerFetched[0] ?? Number.NaN) - (t.followerAppended[0] ?? Number.NaN)],
+    ['appended -> high watermark', (t) => (t.hw ?? Number.NaN) - t.appended],
+    ['high watermark -> response', (t) => (t.responded ?? Number.NaN) - (t.hw ?? Number.NaN)],
+    ['received -> response (total)', (t) => (t.responded ?? Number.NaN) - t.received],
+  ]
+  for (const [name, f] of rows) console.log(`  ${name.padEnd(42)} ${stats(done.map(f))}`)
+  const ms = (ns: number): string => (ns / 1e6).toFixed(2)
+  console.log(
+    `  event-loop delay (ms): p50 ${ms(eld.percentile(50))} p99 ${ms(eld.percentile(99))} max ${ms(eld.max)}; GC ${gcMs.toFixed(0)} ms`,
+  )
+}
+
+let gcMs = 0
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) gcMs += entry.duration
+}).observe({ entryTypes: ['gc'] })
+
+async function main(): Promise<void> {
+  const binary = perfBinary()
+  const properties: Record<string, string | number> = {
+    'default.replication.factor': 3,
+    'min.insync.replicas': 2,
+    'num.partitions': partitions,
+    ...Object.fromEntries(values.set.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])),
+  }
+  const cluster = await startCluster({ brokers: 3, port: 0, properties })
+  try {
+    const admin = new Admin({ bootstrapServers: cluster.bootstrapServers })
+    await admin.createTopics([{ topic: 'profile', numPartitions: partitions, replicationFactor: 3 }])
+    await admin.close()
+    await new Promise((resolve) => setTimeout(resolve, Number(values['created-ms'])))
+    const run = async (label: string, args: string[]): Promise<void> => {
+      open.clear()
+      done.length = 0
+      receivedAt.clear()
+      gcMs = 0
+      const eld = monitorEventLoopDelay({ resolution: 1 })
+      eld.enable()
+      tracing = true
+      const result = await perf(binary, args)
+      tracing = false
+      eld.disable()
+      console.log(
+        `\n${label}: librdkafka ${result.mbPerSec} MB/s, ${result.recordsPerSec} records/s, latency p50 ${result.p50Ms} p99 ${result.p99Ms} max ${result.maxMs} ms`,
+      )
+      report(label, eld, gcMs)
+    }
+    for (let i = 1; i <= runs; i++)
+      await run(`steady run ${i} at ${rate}/s`, [
+        'produce',
+        cluster.bootstrapServers,
+        'profile',
+        String(rate * seconds),
+        '1024',
+        '-1',
+        String(rate),
+        '0',
+      ])
+    await run('unlimited', [
+      'produce',
+      cluster.bootstrapServers,
+      'profile',
+      values['unlimited-records'],
+      '1024',
+      '-1',
+      '0',
+      '5',
+    ])
+  } finally {
+    await cluster.stop()
+  }
+}
+
+await main()
