@@ -53,8 +53,9 @@ async function perf(binary: string, args: string[]): Promise<Record<string, numb
   return JSON.parse(stdout.trim().split('\n').at(-1)!)
 }
 
-// ---- stage tracing, keyed by partition and target offset (last offset + 1) ---------------
+// ---- stage tracing: per partition, traces in offset order with a cursor per stage --------
 interface Trace {
+  target: number
   received: number
   appended: number
   followerAppended: number[]
@@ -64,10 +65,30 @@ interface Trace {
 }
 const now = (): number => performance.now()
 let tracing = false
-const open = new Map<string, Trace>()
+interface PartitionTraces {
+  list: Trace[]
+  byFirstOffset: Map<number, Trace>
+  /** Produce requests received and not yet appended, in order. */
+  received: number[]
+  cursors: Map<string, number>
+}
+const traced = new Map<number, PartitionTraces>()
 const done: Trace[] = []
-/** Produce requests received and not yet appended, in order, per partition. */
-const receivedAt = new Map<number, number[]>()
+function tracesOf(partition: number): PartitionTraces {
+  let t = traced.get(partition)
+  if (!t) {
+    t = { list: [], byFirstOffset: new Map(), received: [], cursors: new Map() }
+    traced.set(partition, t)
+  }
+  return t
+}
+/** Applies `f` once to each trace of `partition` with a target <= offset, per stage `stage`. */
+function advance(partition: number, stage: string, offset: number, f: (t: Trace) => void): void {
+  const t = tracesOf(partition)
+  let cursor = t.cursors.get(stage) ?? 0
+  while (cursor < t.list.length && t.list[cursor].target <= offset) f(t.list[cursor++])
+  t.cursors.set(stage, cursor)
+}
 
 type AnyFn = (...args: never[]) => unknown
 const proto = Partition.prototype as unknown as Record<string, AnyFn>
@@ -91,28 +112,22 @@ function wrap(
     return result
   } as AnyFn
 }
-const forEachCovered = (partition: Partition, offset: number, f: (t: Trace) => void): void => {
-  for (const [key, trace] of open) {
-    const colon = key.indexOf(':')
-    if (Number(key.slice(0, colon)) === partition.partition && Number(key.slice(colon + 1)) <= offset) f(trace)
-  }
-}
+const nodeOf = new WeakMap<Partition, number>()
 wrap(
   'appendRecordsToLeader',
-  (self) => {
-    const list = receivedAt.get(self.partition) ?? []
-    list.push(now())
-    receivedAt.set(self.partition, list)
-  },
+  (self) => tracesOf(self.partition).received.push(now()),
   (self, _args, info) => {
-    const target = (info as { lastOffset: number }).lastOffset + 1
-    const received = receivedAt.get(self.partition)?.shift() ?? now()
-    open.set(`${self.partition}:${target}`, {
-      received,
+    const { firstOffset, lastOffset } = info as { firstOffset: number; lastOffset: number }
+    const t = tracesOf(self.partition)
+    const trace: Trace = {
+      target: lastOffset + 1,
+      received: t.received.shift() ?? now(),
       appended: now(),
       followerAppended: [],
       followerFetched: [],
-    })
+    }
+    t.list.push(trace)
+    t.byFirstOffset.set(firstOffset, trace)
   },
 )
 wrap(
@@ -120,9 +135,9 @@ wrap(
   () => undefined,
   (self) => {
     const t = now()
-    forEachCovered(self, self.log.logEndOffset, (trace) => {
-      if (trace.followerAppended.length < 2) trace.followerAppended.push(t)
-    })
+    advance(self.partition, `append${nodeOf.get(self)}`, self.log.logEndOffset, (trace) =>
+      trace.followerAppended.push(t),
+    )
   },
 )
 wrap(
@@ -130,9 +145,7 @@ wrap(
   () => undefined,
   (self, args) => {
     const t = now()
-    forEachCovered(self, args[1] as number, (trace) => {
-      if (trace.followerFetched.length < 2) trace.followerFetched.push(t)
-    })
+    advance(self.partition, `fetch${args[0]}`, args[1] as number, (trace) => trace.followerFetched.push(t))
   },
 )
 wrap(
@@ -141,8 +154,8 @@ wrap(
   (self) => {
     if (!self.isLeader) return
     const t = now()
-    forEachCovered(self, self.highWatermark, (trace) => {
-      trace.hw ??= t
+    advance(self.partition, 'hw', self.highWatermark, (trace) => {
+      trace.hw = t
     })
   },
 )
@@ -154,15 +167,12 @@ produceHandler.handle = async (context, request) => {
     const t = now()
     for (const topic of response.responses)
       for (const p of topic.partitionResponses) {
-        for (const [key, trace] of open) {
-          const colon = key.indexOf(':')
-          if (Number(key.slice(0, colon)) !== p.index || Number(key.slice(colon + 1)) <= Number(p.baseOffset))
-            continue
-          if (trace.hw === undefined) continue
-          trace.responded = t
-          open.delete(key)
-          done.push(trace)
-        }
+        const traces = tracesOf(p.index)
+        const trace = traces.byFirstOffset.get(Number(p.baseOffset))
+        if (trace === undefined) continue
+        traces.byFirstOffset.delete(Number(p.baseOffset))
+        trace.responded = t
+        done.push(trace)
       }
   }
   return response
@@ -184,7 +194,11 @@ function report(label: string, eld: ReturnType<typeof monitorEventLoopDelay>, gc
     ['received -> leader appended', (t) => t.appended - t.received],
     ['appended -> 1st follower appended', (t) => (t.followerAppended[0] ?? Number.NaN) - t.appended],
     ['appended -> 2nd follower appended', (t) => (t.followerAppended[1] ?? Number.NaN) - t.appended],
-    ['1st follower appended -> its next fetch', (t) => (t.followerFetched[0] ?? Number.NaN) - (t.followerAppended[0] ?? Number.NaN)],
+    [
+      '1st follower appended -> its next fetch',
+      (t) => (t.followerFetched[0] ?? Number.NaN) - (t.followerAppended[0] ?? Number.NaN),
+    ],
+    ['appended -> 2nd follower fetch reports it', (t) => (t.followerFetched[1] ?? Number.NaN) - t.appended],
     ['appended -> high watermark', (t) => (t.hw ?? Number.NaN) - t.appended],
     ['high watermark -> response', (t) => (t.responded ?? Number.NaN) - (t.hw ?? Number.NaN)],
     ['received -> response (total)', (t) => (t.responded ?? Number.NaN) - t.received],
@@ -207,7 +221,9 @@ async function main(): Promise<void> {
     'default.replication.factor': 3,
     'min.insync.replicas': 2,
     'num.partitions': partitions,
-    ...Object.fromEntries(values.set.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])),
+    ...Object.fromEntries(
+      values.set.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+    ),
   }
   const cluster = await startCluster({ brokers: 3, port: 0, properties })
   try {
@@ -215,10 +231,15 @@ async function main(): Promise<void> {
     await admin.createTopics([{ topic: 'profile', numPartitions: partitions, replicationFactor: 3 }])
     await admin.close()
     await new Promise((resolve) => setTimeout(resolve, Number(values['created-ms'])))
+    cluster.brokers.forEach((broker, node) => {
+      for (let i = 0; i < partitions; i++) {
+        const p = broker.replicaManager.getPartition('profile', i)
+        if (p) nodeOf.set(p, node)
+      }
+    })
     const run = async (label: string, args: string[]): Promise<void> => {
-      open.clear()
+      traced.clear()
       done.length = 0
-      receivedAt.clear()
       gcMs = 0
       const eld = monitorEventLoopDelay({ resolution: 1 })
       eld.enable()
