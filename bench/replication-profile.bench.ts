@@ -13,7 +13,7 @@
  *
  *   node [--cpu-prof] dist/bench/replication-profile.bench.js [--rate 2000] [--seconds 2] [--runs 4]
  */
-import { execFile, execFileSync } from 'node:child_process'
+import { execFile, execFileSync, spawn } from 'node:child_process'
 import { mkdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks'
@@ -34,8 +34,12 @@ const { values } = parseArgs({
     'unlimited-records': { type: 'string', default: '100000' },
     partitions: { type: 'string', default: '1' },
     set: { type: 'string', multiple: true, default: [] },
+    /** One broker, RF 1, acks=1: the same breakdown without replication, for comparison. */
+    rf1: { type: 'boolean', default: false },
   },
 })
+const brokers = values.rf1 ? 1 : 3
+const acks = values.rf1 ? '1' : '-1'
 const rate = Number(values.rate)
 const seconds = Number(values.seconds)
 const runs = Number(values.runs)
@@ -188,7 +192,7 @@ function stats(xs: (number | undefined)[]): string {
   return `${f(pct(s, 50))} ${f(pct(s, 99))} ${f(s.at(-1) ?? Number.NaN)}`
 }
 
-function report(label: string, eld: ReturnType<typeof monitorEventLoopDelay>, gcMs: number): void {
+function report(label: string, eld: ReturnType<typeof monitorEventLoopDelay>, probe: string): void {
   console.log(`\n${label}: ${done.length} produce requests traced (ms: p50 p99 max)`)
   const rows: [string, (t: Trace) => number | undefined][] = [
     ['received -> leader appended', (t) => t.appended - t.received],
@@ -206,29 +210,67 @@ function report(label: string, eld: ReturnType<typeof monitorEventLoopDelay>, gc
   for (const [name, f] of rows) console.log(`  ${name.padEnd(42)} ${stats(done.map(f))}`)
   const ms = (ns: number): string => (ns / 1e6).toFixed(2)
   console.log(
-    `  event-loop delay (ms): p50 ${ms(eld.percentile(50))} p99 ${ms(eld.percentile(99))} max ${ms(eld.max)}; GC ${gcMs.toFixed(0)} ms`,
+    `  event-loop delay (ms): p50 ${ms(eld.percentile(50))} p99 ${ms(eld.percentile(99))} max ${ms(eld.max)}`,
   )
+  const kinds = [...gc].map(
+    ([kind, g]) => `${kind} ${g.count}x ${g.totalMs.toFixed(0)} ms (max ${g.maxMs.toFixed(1)})`,
+  )
+  console.log(`  GC: ${kinds.join(', ') || 'none'}`)
+  console.log(`  a bare node process beside it (the machine's noise floor): ${probe}`)
 }
 
-let gcMs = 0
+const GC_KINDS: Record<number, string> = { 1: 'minor', 2: 'major', 4: 'incremental', 8: 'weak callbacks' }
+const gc = new Map<string, { count: number; totalMs: number; maxMs: number }>()
 new PerformanceObserver((list) => {
-  for (const entry of list.getEntries()) gcMs += entry.duration
+  for (const entry of list.getEntries()) {
+    const kind = GC_KINDS[(entry as unknown as { detail?: { kind?: number } }).detail?.kind ?? 0] ?? 'other'
+    const g = gc.get(kind) ?? { count: 0, totalMs: 0, maxMs: 0 }
+    g.count++
+    g.totalMs += entry.duration
+    g.maxMs = Math.max(g.maxMs, entry.duration)
+    gc.set(kind, g)
+  }
 }).observe({ entryTypes: ['gc'] })
+
+/**
+ * A bare node process measuring its own event-loop delay while a run lasts: what the
+ * machine (other processes on 2 shared cores) does to any event loop, tidelog or not.
+ */
+async function startProbe(): Promise<{ stop: () => Promise<string> }> {
+  const code = `const { monitorEventLoopDelay } = require('node:perf_hooks')
+const h = monitorEventLoopDelay({ resolution: 1 }); setInterval(() => {}, 1000)
+process.on('message', (m) => { if (m === 'start') { h.enable(); return }
+  const ms = (ns) => (ns / 1e6).toFixed(2)
+  process.send('event-loop delay p50 ' + ms(h.percentile(50)) + ' p99 ' + ms(h.percentile(99)) + ' max ' + ms(h.max) + ' ms', () => process.exit(0)) })
+process.send('ready')`
+  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  // Started, and its start-up's CPU spent, before the run it watches.
+  await new Promise((resolve) => child.once('message', resolve))
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  child.send('start')
+  return {
+    stop: () =>
+      new Promise((resolve) => {
+        child.once('message', (m) => resolve(String(m)))
+        child.send('stop')
+      }),
+  }
+}
 
 async function main(): Promise<void> {
   const binary = perfBinary()
   const properties: Record<string, string | number> = {
-    'default.replication.factor': 3,
-    'min.insync.replicas': 2,
+    'default.replication.factor': brokers,
+    'min.insync.replicas': Math.min(2, brokers),
     'num.partitions': partitions,
     ...Object.fromEntries(
       values.set.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
     ),
   }
-  const cluster = await startCluster({ brokers: 3, port: 0, properties })
+  const cluster = await startCluster({ brokers, port: 0, properties })
   try {
     const admin = new Admin({ bootstrapServers: cluster.bootstrapServers })
-    await admin.createTopics([{ topic: 'profile', numPartitions: partitions, replicationFactor: 3 }])
+    await admin.createTopics([{ topic: 'profile', numPartitions: partitions, replicationFactor: brokers }])
     await admin.close()
     await new Promise((resolve) => setTimeout(resolve, Number(values['created-ms'])))
     cluster.brokers.forEach((broker, node) => {
@@ -240,7 +282,8 @@ async function main(): Promise<void> {
     const run = async (label: string, args: string[]): Promise<void> => {
       traced.clear()
       done.length = 0
-      gcMs = 0
+      const probe = await startProbe()
+      gc.clear()
       const eld = monitorEventLoopDelay({ resolution: 1 })
       eld.enable()
       tracing = true
@@ -250,7 +293,7 @@ async function main(): Promise<void> {
       console.log(
         `\n${label}: librdkafka ${result.mbPerSec} MB/s, ${result.recordsPerSec} records/s, latency p50 ${result.p50Ms} p99 ${result.p99Ms} max ${result.maxMs} ms`,
       )
-      report(label, eld, gcMs)
+      report(label, eld, await probe.stop())
     }
     for (let i = 1; i <= runs; i++)
       await run(`steady run ${i} at ${rate}/s`, [
@@ -259,7 +302,7 @@ async function main(): Promise<void> {
         'profile',
         String(rate * seconds),
         '1024',
-        '-1',
+        acks,
         String(rate),
         '0',
       ])
@@ -269,7 +312,7 @@ async function main(): Promise<void> {
       'profile',
       values['unlimited-records'],
       '1024',
-      '-1',
+      acks,
       '0',
       '5',
     ])
