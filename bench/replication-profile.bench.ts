@@ -287,13 +287,20 @@ async function main(): Promise<void> {
       const eld = monitorEventLoopDelay({ resolution: 1 })
       eld.enable()
       tracing = true
+      const cpuBefore = process.cpuUsage()
       const result = await perf(binary, args)
+      const cpu = process.cpuUsage(cpuBefore)
       tracing = false
       eld.disable()
       console.log(
         `\n${label}: librdkafka ${result.mbPerSec} MB/s, ${result.recordsPerSec} records/s, latency p50 ${result.p50Ms} p99 ${result.p99Ms} max ${result.maxMs} ms`,
       )
       report(label, eld, await probe.stop())
+      // Less at the mercy of the machine's other load than latency: what the brokers spent.
+      const perRecord = (us: number): string => (us / result.records).toFixed(1)
+      console.log(
+        `  brokers' CPU per record: ${perRecord(cpu.user + cpu.system)} us (user ${perRecord(cpu.user)}, system ${perRecord(cpu.system)})`,
+      )
     }
     for (let i = 1; i <= runs; i++)
       await run(`steady run ${i} at ${rate}/s`, [
