@@ -19,7 +19,7 @@
 import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process'
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { availableParallelism, loadavg, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs, promisify } from 'node:util'
@@ -119,6 +119,7 @@ function record(measure: string, unit: string, target: string, peerName = 'JetSt
   return row
 }
 const notes: string[] = []
+const loadAtStart = loadavg()[0]
 
 // ---- tidelog ---------------------------------------------------------------------------
 
@@ -337,6 +338,9 @@ function markdown(started: Date, seconds: number, peerNote: string): string {
       "the load generators share the machine, as in issue 19. Each row's peer was measured in the same run.",
     '',
     peerNote,
+    '',
+    `Load average (1 min) at the start ${loadAtStart.toFixed(1)}, at the end ${loadavg()[0].toFixed(1)}, on ` +
+      `${availableParallelism()} cores: above the core count, every figure includes other processes' load.`,
     '',
     '| measure | unit | tidelog | peer | peer value | target |',
     '| --- | --- | --- | --- | --- | --- |',

@@ -107,7 +107,8 @@ func main() {
 			}
 		}
 		sent := time.Now()
-		future, err := js.PublishAsync(subject, payload)
+		// A stall (MAXPENDING acks outstanding) waits for acks instead of failing the run.
+		future, err := js.PublishAsync(subject, payload, nats.StallWait(60*time.Second))
 		if err != nil {
 			fail("publish: %v", err)
 		}

@@ -26,12 +26,6 @@ export interface FileHandle {
   write(buffer: Buffer, position: number): Promise<number>
   /** Writes the buffers back to back at `position` in as few syscalls as the OS allows. */
   writev(buffers: readonly Buffer[], position: number): Promise<number>
-  /**
-   * The same write done synchronously, where the file system has one: a small append to
-   * the page cache takes microseconds, while the asynchronous call costs a thread-pool
-   * round trip (measured ~10x the CPU and wall time of the syscall on 2 busy cores).
-   */
-  writevSync?(buffers: readonly Buffer[], position: number): number
   /** fsync: data and metadata reach stable storage. */
   sync(): Promise<void>
   truncate(length: number): Promise<void>

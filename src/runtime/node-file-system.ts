@@ -1,7 +1,7 @@
 /**
  * The FileSystem on real files (node:fs): what the CLI and startBroker() hand the broker.
  */
-import { constants as fsConstants, type Stats, writevSync } from 'node:fs'
+import { constants as fsConstants, type Stats } from 'node:fs'
 import * as fsp from 'node:fs/promises'
 import type { FileHandle, FileStat, FileSystem, FileSystemSpace, OpenFlags } from '../common/file-system.js'
 
@@ -33,11 +33,6 @@ class NodeFileHandle implements FileHandle {
     // libuv splits at IOV_MAX and retries partial writes itself (uv__fs_write_all).
     const { bytesWritten } = await this.handle.writev(buffers as Buffer[], position)
     return bytesWritten
-  }
-
-  writevSync(buffers: readonly Buffer[], position: number): number {
-    // As the asynchronous writev, libuv writes all of the buffers or fails.
-    return writevSync(this.handle.fd, buffers as Buffer[], position)
   }
 
   sync(): Promise<void> {

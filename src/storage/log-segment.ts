@@ -32,12 +32,6 @@ export const TIME_INDEX_FILE_SUFFIX = '.timeindex'
 const SCAN_WINDOW_BYTES = 8 * 1024 * 1024
 /** Largest batch framing recovery believes; a length field beyond it marks corruption. */
 const MAX_BATCH_BYTES_ON_DISK = 0x7fffffff
-/**
- * Appends up to this size are written synchronously when the file system can: a write to
- * the page cache of this size takes well under a millisecond, so the event loop barely
- * waits; larger ones (a follower catching up) go to the thread pool.
- */
-const SYNC_APPEND_MAX_BYTES = 256 * 1024
 
 /** Kafka's file name: the base offset zero-padded to 20 digits. */
 export function filenamePrefixFromOffset(offset: Offset): string {
@@ -264,12 +258,7 @@ export class LogSegment {
     assert(batches.length > 0, 'append of no batches')
     let totalBytes = 0
     for (const buf of buffers) totalBytes += buf.length
-    // Small appends (the steady state) go to the page cache synchronously, as Kafka's do:
-    // the thread-pool round trip of an asynchronous write costs more than the write.
-    const written =
-      totalBytes <= SYNC_APPEND_MAX_BYTES && this.log.writevSync !== undefined
-        ? this.log.writevSync(buffers, this.size)
-        : await this.log.writev(buffers, this.size)
+    const written = await this.log.writev(buffers, this.size)
     if (written !== totalBytes) {
       throw new StorageError(
         'KAFKA_STORAGE_ERROR',
