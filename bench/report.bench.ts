@@ -10,7 +10,7 @@
  *   - RF 1, one broker process: librdkafka produce and consume MB/s, p50/p99 at 2,000/s.
  *     Peer: JetStream R1 (publish only: nats-perf has no consumer).
  *
- * Each measurement is repeated (--repeat, default 3; 1 with --quick) and its median kept.
+ * Each measurement is repeated (--repeat, default 2; 1 with --quick) and its median kept.
  * The peer is skipped, and the report says so, when `nats-server` or `go` (with Debian's
  * golang-github-nats-io-go-nats-dev) is missing.
  *
@@ -39,7 +39,7 @@ const { values } = parseArgs({
   },
 })
 const quick = values.quick
-const repeat = Number(values.repeat ?? (quick ? 1 : 3))
+const repeat = Number(values.repeat ?? (quick ? 1 : 2))
 const SIZE = {
   throughputRecords: quick ? 30_000 : 150_000,
   steadyRate: 2000,
