@@ -117,6 +117,8 @@ function wrap(
   } as AnyFn
 }
 const nodeOf = new WeakMap<Partition, number>()
+/** Follower fetch offsets recorded (one per partition per follower fetch) while tracing. */
+let followerFetches = 0
 wrap(
   'appendRecordsToLeader',
   (self) => tracesOf(self.partition).received.push(now()),
@@ -149,6 +151,7 @@ wrap(
   () => undefined,
   (self, args) => {
     const t = now()
+    followerFetches++
     advance(self.partition, `fetch${args[0]}`, args[1] as number, (trace) => trace.followerFetched.push(t))
   },
 )
@@ -287,6 +290,7 @@ async function main(): Promise<void> {
       const eld = monitorEventLoopDelay({ resolution: 1 })
       eld.enable()
       tracing = true
+      followerFetches = 0
       const cpuBefore = process.cpuUsage()
       const result = await perf(binary, args)
       const cpu = process.cpuUsage(cpuBefore)
@@ -301,6 +305,9 @@ async function main(): Promise<void> {
       console.log(
         `  brokers' CPU per record: ${perRecord(cpu.user + cpu.system)} us (user ${perRecord(cpu.user)}, system ${perRecord(cpu.system)})`,
       )
+      // How much each follower fetch round trip carries: fewer, larger ones cost less per byte.
+      const mb = (result.records * 1024) / 1e6
+      console.log(`  follower fetches (per partition) per MB produced: ${(followerFetches / mb).toFixed(1)}`)
     }
     for (let i = 1; i <= runs; i++)
       await run(`steady run ${i} at ${rate}/s`, [

@@ -55,7 +55,9 @@ type PerfResult = Record<string, number>
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 const median = (xs: number[]): number => {
   const s = [...xs].sort((a, b) => a - b)
-  return s.length === 0 ? Number.NaN : s[Math.floor((s.length - 1) / 2)]
+  if (s.length === 0) return Number.NaN
+  const middle = Math.floor(s.length / 2)
+  return s.length % 2 === 1 ? s[middle] : (s[middle - 1] + s[middle]) / 2
 }
 
 function rdkafkaPerf(): string {
