@@ -40,6 +40,7 @@ import {
   type ValidatedAppend,
   validateAppend,
 } from './log-validator.js'
+import { RECENT_BATCHES_MAX_BYTES_DEFAULT, RecentBatches } from './recent-batches.js'
 import { NO_TIMESTAMP } from './time-index.js'
 import type { AbortedTxn } from './transaction-index.js'
 
@@ -75,6 +76,8 @@ export interface UnifiedLogOptions {
   readonly onStorageError?: (err: StorageError) => void
   /** Called after each fsync of appended data with its duration (the log flush metric). */
   readonly onFlushed?: (durationMs: number) => void
+  /** Bytes of the last written batches kept in memory for reads at the log end (0: none). */
+  readonly recentBatchesMaxBytes?: number
 }
 
 /**
@@ -233,6 +236,7 @@ export class UnifiedLog {
   private producerStateHook: ProducerStateHook | undefined
   /** Lowest log end a truncation left since the cleaner last asked (its dirty offset must not pass it). */
   private truncatedToSinceCleaning: Offset | undefined
+  private readonly recent: RecentBatches
 
   private constructor(
     readonly dir: string,
@@ -245,7 +249,9 @@ export class UnifiedLog {
     highWatermark: Offset,
     private readonly onStorageError: ((err: StorageError) => void) | undefined,
     private readonly wasCompacted: boolean,
+    recentBatchesMaxBytes: number,
   ) {
+    this.recent = new RecentBatches(recentBatchesMaxBytes)
     this.topicPartition = parseTopicPartition(basename(dir))
     this.local = new LocalLog(dir, config, fs, clock, logger, loaded)
     this.logStartOffsetValue = loaded.logStartOffset
@@ -284,6 +290,7 @@ export class UnifiedLog {
       options.highWatermark ?? (0 as Offset),
       options.onStorageError,
       options.wasCompacted === true,
+      options.recentBatchesMaxBytes ?? RECENT_BATCHES_MAX_BYTES_DEFAULT,
     )
     log.onFlushed = options.onFlushed
     return log
@@ -478,6 +485,7 @@ export class UnifiedLog {
     const buffers = group.map((p) => p.pending.buffer)
     const batches = group.flatMap((p) => p.batches)
     await this.local.append(buffers, batches, group[group.length - 1].info.lastOffset)
+    this.recent.add(buffers, batches)
     // As Kafka's UnifiedLog.append: the markers' segment indexes the transactions they aborted.
     const txnIndex = this.local.activeSegment.txnIndex
     for (const prepared of group)
@@ -582,7 +590,10 @@ export class UnifiedLog {
         logEndOffset,
       }
     }
-    const read = await this.local.read(startOffset, readEnd, options.maxBytes, options.minOneMessage ?? true)
+    const minOneMessage = options.minOneMessage ?? true
+    const recent = this.recent.read(startOffset, readEnd, options.maxBytes, minOneMessage)
+    if (recent !== undefined) return { ...recent, highWatermark, logStartOffset, logEndOffset }
+    const read = await this.local.read(startOffset, readEnd, options.maxBytes, minOneMessage)
     return { ...read, highWatermark, logStartOffset, logEndOffset }
   }
 
@@ -692,6 +703,7 @@ export class UnifiedLog {
   }
 
   private async truncateSegmentsTo(targetOffset: Offset): Promise<void> {
+    this.recent.clear()
     const logEndOffset = await this.local.truncateTo(targetOffset, this.logStartOffsetValue)
     this.noteTruncation(logEndOffset)
     this.logStartOffsetValue = minOffset(this.logStartOffsetValue, logEndOffset)
@@ -709,6 +721,7 @@ export class UnifiedLog {
   }
 
   private async truncateFullyAndStartAtNow(newOffset: Offset): Promise<void> {
+    this.recent.clear()
     const deletedSegments = await this.local.truncateFullyAndStartAt(newOffset)
     this.noteTruncation(newOffset)
     this.logStartOffsetValue = newOffset
@@ -830,6 +843,7 @@ export class UnifiedLog {
         first + oldSegments.length < segments.length &&
         oldSegments.every((segment, i) => segments[first + i] === segment && segment.size === sizes[i])
       if (!unchanged) return false
+      this.recent.clear()
       await this.local.replaceSegments(first, oldSegments, cleaned)
       this.checkInvariants()
       return true
@@ -857,6 +871,7 @@ export class UnifiedLog {
   /** Closes file handles without flushing or trimming: the directory failed, or a test simulates a crash. */
   async closeHandlers(): Promise<void> {
     this.cancelFlushTimer()
+    this.recent.clear()
     this.closed = true
     await this.local.closeHandlers()
   }
@@ -935,6 +950,7 @@ export class UnifiedLog {
       ? err
       : storageFailure(`log ${this.dir} failed`, err)
     this.logger.error({ err }, 'log went offline after a failed disk operation')
+    this.recent.clear()
     this.cancelFlushTimer()
     this.onStorageError?.(this.failure)
     for (const task of this.queue.splice(0)) this.rejectTask(task, this.failure)

@@ -185,7 +185,8 @@ export function tidelogBin(): string {
 /**
  * Spawns `node bin/tidelog.js ...args` with info-level logs captured; its error-level lines
  * go to the log guard under `label` (a broker's). `prefix` runs it through another command
- * that execs it (e.g. `ip netns exec NS`), so the child's pid is still node's.
+ * that execs it (e.g. `ip netns exec NS`), so the child's pid is still node's. Node flags
+ * for the child (e.g. `--cpu-prof --cpu-prof-dir=DIR`) come from TIDELOG_BROKER_NODE_FLAGS.
  */
 export function spawnTidelog(
   args: readonly string[],
@@ -193,7 +194,9 @@ export function spawnTidelog(
   label = `tidelog ${args[0] ?? ''}`.trim(),
   prefix: readonly string[] = [],
 ): ChildOutput {
-  const [command, ...rest] = [...prefix, process.execPath, tidelogBin(), ...args]
+  // Benchmarks profile the brokers with node flags (--cpu-prof is refused in NODE_OPTIONS).
+  const nodeFlags = (process.env.TIDELOG_BROKER_NODE_FLAGS ?? '').split(' ').filter(Boolean)
+  const [command, ...rest] = [...prefix, process.execPath, ...nodeFlags, tidelogBin(), ...args]
   const child = spawn(command, rest, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, TIDELOG_LOG_LEVEL: 'info', ...env },
