@@ -124,7 +124,9 @@ export function onBrokerRegistered(
       : undefined
     if (elrLeader !== undefined) {
       const elected = electFromElr({ ...input, state }, elrLeader)
-      return { state: leaveElr(elected.state, registered), unclean: false }
+      // Reported again: the election cleared the log ends, but `registered` has followed
+      // nobody since it reported, and the ELR member may yet come back uncleanly too.
+      return { state: recordLogEnd(leaveElr(elected.state, registered), registered, logEnd), unclean: false }
     }
     if (unclean && (state.elr?.length ?? 0) > 0) return { state: awaitElr(state, registered), unclean: false }
     const longer = unclean ? longerLastKnownElr(state, registered, live) : undefined

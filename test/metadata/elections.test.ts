@@ -326,4 +326,28 @@ describe('eligible leader replicas (KIP-966)', () => {
     assert.equal(leading?.state.leader, -1, 'its previous incarnation stops leading')
     assert.equal(leading?.state.leaderEpoch, 6, 'in a new leader epoch')
   })
+
+  test('an ELR member elected before it re-registers uncleanly gives way back to the longer log', () => {
+    // The simulator's seed 545: broker 3, the last ISR member, came back from a process crash
+    // with everything; broker 1, in the ELR, still had its previous registration while it
+    // restarted after a power loss, so it was elected, then registered without 325 records.
+    const s0 = state({ isr: [3], leader: 3, elr: [1], leaderEpoch: 4 })
+    const third = onBrokerRegistered(
+      { state: s0, live: new Set([1, 2, 3]), uncleanLeaderElection: false, minIsr },
+      3,
+      true,
+      { leaderEpoch: 4, endOffset: 396 },
+    )
+    assert.equal(third?.state.leader, 1)
+    assert.deepEqual(third?.state.lastKnownElr, [3])
+    assert.deepEqual(third?.state.recoveryLogEnds, { 3: { leaderEpoch: 4, endOffset: 396 } })
+    const first = onBrokerRegistered(
+      { state: third!.state, live: new Set([1, 2, 3]), uncleanLeaderElection: false, minIsr },
+      1,
+      true,
+      { leaderEpoch: 4, endOffset: 20 },
+    )
+    assert.equal(first?.state.leader, 3, 'broker 3 still has the records broker 1 lost')
+    assert.deepEqual(first?.state.isr, [3])
+  })
 })
