@@ -42,6 +42,20 @@ interface Member {
   readonly errors: string[]
   readonly stopFile: string
   readonly exited: Promise<number | null>
+  readonly kill: () => void
+}
+
+/**
+ * Asks every member to close, then kills those still running after `graceMs`: a member
+ * whose broker is already gone (a failed test) would block in close() and hide the failure.
+ */
+async function stopMembers(members: readonly Member[], graceMs = 10000): Promise<void> {
+  for (const m of members) writeFileSync(m.stopFile, '')
+  const timer = setTimeout(() => {
+    for (const m of members) m.kill()
+  }, graceMs)
+  await Promise.all(members.map((m) => m.exited))
+  clearTimeout(timer)
 }
 
 function member(
@@ -65,6 +79,7 @@ function member(
     errors: [],
     stopFile,
     exited: new Promise((resolve) => child.on('exit', (code) => resolve(code))),
+    kill: () => child.kill('SIGKILL'),
   }
   createInterface({ input: child.stdout! }).on('line', (line) => {
     const event = JSON.parse(line) as {
@@ -167,8 +182,7 @@ test('librdkafka 2.15 group.protocol=consumer: 3 members share 6 partitions, one
       },
     )
   } finally {
-    for (const m of members) writeFileSync(m.stopFile, '')
-    await Promise.all(members.map((m) => m.exited))
+    await stopMembers(members)
     rmSync(dir, { recursive: true, force: true })
   }
 })
@@ -219,8 +233,7 @@ test('librdkafka 2.15: a classic group whose members all left continues under gr
       { port: 0, properties: { ...FAST_GROUP_PROPERTIES, 'group.consumer.heartbeat.interval.ms': 500 } },
     )
   } finally {
-    for (const m of members) writeFileSync(m.stopFile, '')
-    await Promise.all(members.map((m) => m.exited))
+    await stopMembers(members)
     rmSync(dir, { recursive: true, force: true })
   }
 })
