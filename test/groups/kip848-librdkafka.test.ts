@@ -229,6 +229,8 @@ test('librdkafka 2.15: a classic group whose members all left continues under gr
           .listGroups()
           .groups.find((g) => g.groupId === 'migrating')
         assert.equal(listed?.type, 'consumer')
+        // Closed while the broker still runs: close() leaves the group (heartbeat with epoch -1).
+        await stopMembers(upgraded)
       },
       { port: 0, properties: { ...FAST_GROUP_PROPERTIES, 'group.consumer.heartbeat.interval.ms': 500 } },
     )
