@@ -68,8 +68,7 @@ interface Run {
 }
 
 /** What a process that does nothing but listen costs on this machine right now. */
-const bareNodeScript =
-  "require('node:net').createServer().listen(Number(process.argv[1]), '127.0.0.1')"
+const bareNodeScript = "require('node:net').createServer().listen(Number(process.argv[1]), '127.0.0.1')"
 
 async function startOnce(measureIdle: boolean, countModules: boolean, bare = false): Promise<Run> {
   const dataDir = mkdtempSync(join(tmpdir(), 'tidelog-startup-'))
@@ -130,7 +129,9 @@ async function main(): Promise<void> {
   const bareIdle = await startOnce(true, false, true)
   console.log(`tidelog start: spawn to accepted connection, ${runs} runs alternated with a bare node`)
   console.log(`  tidelog   median ${median(times).toFixed(1)} ms   min ${Math.min(...times).toFixed(1)} ms`)
-  console.log(`  bare node median ${median(bareTimes).toFixed(1)} ms   min ${Math.min(...bareTimes).toFixed(1)} ms`)
+  console.log(
+    `  bare node median ${median(bareTimes).toFixed(1)} ms   min ${Math.min(...bareTimes).toFixed(1)} ms`,
+  )
   console.log(
     `  ratio of medians ${(median(times) / median(bareTimes)).toFixed(2)}x   median of pair ratios ${median(ratios).toFixed(2)}x   (<= 1.5)`,
   )
