@@ -7,11 +7,13 @@
  * wall time), and the resident memory of the last broker after it idled --idle-ms
  * with no client (VmRSS; Linux only).
  *
- *   node dist/bench/startup.bench.js [--runs N] [--idle-ms MS] [--modules] [--bin PATH]
+ *   node dist/bench/startup.bench.js [--runs N] [--idle-ms MS] [--modules] [--bin PATH] [--compare PATH]
  *
  * --modules also counts the modules the last broker loaded (bench/module-counter.mjs as an
  * --import hook) and prints them by directory. --bin measures another copy's bin/tidelog.js
- * (e.g. a build of the previous commit), to compare both in the same conditions.
+ * (e.g. a build of the previous commit), to compare both in the same conditions; --compare
+ * PATH adds that other copy as a third process in every round, so both copies and the bare
+ * node see the same load.
  */
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -29,6 +31,7 @@ const { values } = parseArgs({
     'idle-ms': { type: 'string', default: '2000' },
     modules: { type: 'boolean', default: false },
     bin: { type: 'string' },
+    compare: { type: 'string' },
   },
 })
 const runs = Number(values.runs)
@@ -70,14 +73,20 @@ interface Run {
 /** What a process that does nothing but listen costs on this machine right now. */
 const bareNodeScript = "require('node:net').createServer().listen(Number(process.argv[1]), '127.0.0.1')"
 
-async function startOnce(measureIdle: boolean, countModules: boolean, bare = false): Promise<Run> {
+/** `which`: the tidelog copy to start, or null for the bare node. */
+async function startOnce(
+  measureIdle: boolean,
+  countModules: boolean,
+  which: string | null = bin,
+): Promise<Run> {
   const dataDir = mkdtempSync(join(tmpdir(), 'tidelog-startup-'))
   const moduleLog = join(dataDir, 'modules.log')
   const port = await freePort()
   const nodeArgs = countModules ? ['--import', join(root, 'bench', 'module-counter.mjs')] : []
-  const args = bare
-    ? ['-e', bareNodeScript, String(port)]
-    : [...nodeArgs, bin, 'start', '--port', String(port), '--data-dir', join(dataDir, 'data')]
+  const args =
+    which === null
+      ? ['-e', bareNodeScript, String(port)]
+      : [...nodeArgs, which, 'start', '--port', String(port), '--data-dir', join(dataDir, 'data')]
   const start = performance.now()
   const child = spawn(process.execPath, args, {
     stdio: 'ignore',
@@ -112,21 +121,24 @@ function median(xs: readonly number[]): number {
 
 async function main(): Promise<void> {
   await startOnce(false, false) // warm the page cache
-  await startOnce(false, false, true)
+  await startOnce(false, false, null)
+  if (values.compare) await startOnce(false, false, values.compare)
+  const compareTimes: number[] = []
   const times: number[] = []
   const cpuTimes: number[] = []
   const bareTimes: number[] = []
   const ratios: number[] = []
   for (let i = 0; i < runs; i++) {
     const run = await startOnce(false, false)
-    const bareRun = await startOnce(false, false, true)
+    const bareRun = await startOnce(false, false, null)
+    if (values.compare) compareTimes.push((await startOnce(false, false, values.compare)).ms)
     times.push(run.ms)
     cpuTimes.push(run.cpuMs)
     bareTimes.push(bareRun.ms)
     ratios.push(run.ms / bareRun.ms)
   }
   const idle = await startOnce(true, false)
-  const bareIdle = await startOnce(true, false, true)
+  const bareIdle = await startOnce(true, false, null)
   console.log(`tidelog start: spawn to accepted connection, ${runs} runs alternated with a bare node`)
   console.log(`  tidelog   median ${median(times).toFixed(1)} ms   min ${Math.min(...times).toFixed(1)} ms`)
   console.log(
@@ -135,6 +147,12 @@ async function main(): Promise<void> {
   console.log(
     `  ratio of medians ${(median(times) / median(bareTimes)).toFixed(2)}x   median of pair ratios ${median(ratios).toFixed(2)}x   (<= 1.5)`,
   )
+  if (values.compare) {
+    const compareIdle = await startOnce(true, false, values.compare)
+    console.log(
+      `  compared copy (${values.compare}) median ${median(compareTimes).toFixed(1)} ms, ${(median(compareTimes) / median(bareTimes)).toFixed(2)}x; idle RSS ${compareIdle.rssMiB.toFixed(1)} MiB`,
+    )
+  }
   console.log(`  tidelog runs:   ${times.map((t) => t.toFixed(0)).join(' ')}`)
   console.log(`  bare node runs: ${bareTimes.map((t) => t.toFixed(0)).join(' ')}`)
   const meanCpuMs = cpuTimes.reduce((a, b) => a + b, 0) / cpuTimes.length
