@@ -124,6 +124,8 @@ async function main(): Promise<void> {
   await startOnce(false, false, null)
   if (values.compare) await startOnce(false, false, values.compare)
   const compareTimes: number[] = []
+  const compareCpuTimes: number[] = []
+  const bareCpuTimes: number[] = []
   const times: number[] = []
   const cpuTimes: number[] = []
   const bareTimes: number[] = []
@@ -131,7 +133,12 @@ async function main(): Promise<void> {
   for (let i = 0; i < runs; i++) {
     const run = await startOnce(false, false)
     const bareRun = await startOnce(false, false, null)
-    if (values.compare) compareTimes.push((await startOnce(false, false, values.compare)).ms)
+    bareCpuTimes.push(bareRun.cpuMs)
+    if (values.compare) {
+      const compareRun = await startOnce(false, false, values.compare)
+      compareTimes.push(compareRun.ms)
+      compareCpuTimes.push(compareRun.cpuMs)
+    }
     times.push(run.ms)
     cpuTimes.push(run.cpuMs)
     bareTimes.push(bareRun.ms)
@@ -150,13 +157,15 @@ async function main(): Promise<void> {
   if (values.compare) {
     const compareIdle = await startOnce(true, false, values.compare)
     console.log(
-      `  compared copy (${values.compare}) median ${median(compareTimes).toFixed(1)} ms, ${(median(compareTimes) / median(bareTimes)).toFixed(2)}x; idle RSS ${compareIdle.rssMiB.toFixed(1)} MiB`,
+      `  compared copy (${values.compare}) median ${median(compareTimes).toFixed(1)} ms, ${(median(compareTimes) / median(bareTimes)).toFixed(2)}x; CPU median ${median(compareCpuTimes).toFixed(0)} ms; idle RSS ${compareIdle.rssMiB.toFixed(1)} MiB`,
     )
   }
   console.log(`  tidelog runs:   ${times.map((t) => t.toFixed(0)).join(' ')}`)
   console.log(`  bare node runs: ${bareTimes.map((t) => t.toFixed(0)).join(' ')}`)
   const meanCpuMs = cpuTimes.reduce((a, b) => a + b, 0) / cpuTimes.length
-  console.log(`  CPU time of the broker until then (user+sys, all threads): mean ${meanCpuMs.toFixed(0)} ms`)
+  console.log(
+    `  CPU time until then (user+sys, all threads): tidelog mean ${meanCpuMs.toFixed(0)} ms, median ${median(cpuTimes).toFixed(0)} ms; bare node median ${median(bareCpuTimes).toFixed(0)} ms`,
+  )
   console.log(
     `idle resident memory after ${idleMs} ms: ${idle.rssMiB.toFixed(1)} MiB (< 60)   bare node ${bareIdle.rssMiB.toFixed(1)} MiB`,
   )
