@@ -100,9 +100,9 @@ class LazyConsoleApi {
   get(): Promise<ConsoleApi> {
     if (this.closed) return Promise.reject(new HttpError(503, 'the broker is stopping'))
     this.api ??= import('./console-api.js').then(({ ConsoleApi }) => {
+      // Closed while importing: no API, or its admin client would outlive the ops server.
+      if (this.closed) throw new HttpError(503, 'the broker is stopping')
       this.loaded = new ConsoleApi(this.source, this.requests, this.topicAdminEnabled)
-      // Closed while importing: the caller still gets an API, whose admin client close() ends.
-      if (this.closed) this.loaded.close()
       return this.loaded
     })
     return this.api
