@@ -1,16 +1,19 @@
 /**
  * `tidelog start` cold start, the figure bench/broker.bench.ts reports once, measured many
  * times (the machine is noisy): spawn of `node bin/tidelog.js start` on a free port and a
- * fresh data directory until a TCP connection to the port is accepted. Prints the median
- * and the minimum, the broker's CPU time until then (less sensitive to a busy machine than
+ * fresh data directory until a TCP connection to the port is accepted, alternated run by
+ * run with a bare `node` that only listens (the peer: the same machine load hits both, so
+ * their ratio is what the target bounds, <= 1.5x). Prints the medians and the minimum, the broker's CPU time until then (less sensitive to a busy machine than
  * wall time), and the resident memory of the last broker after it idled --idle-ms
  * with no client (VmRSS; Linux only).
  *
- *   node dist/bench/startup.bench.js [--runs N] [--idle-ms MS] [--modules] [--bin PATH]
+ *   node dist/bench/startup.bench.js [--runs N] [--idle-ms MS] [--modules] [--bin PATH] [--compare PATH]
  *
  * --modules also counts the modules the last broker loaded (bench/module-counter.mjs as an
  * --import hook) and prints them by directory. --bin measures another copy's bin/tidelog.js
- * (e.g. a build of the previous commit), to compare both in the same conditions.
+ * (e.g. a build of the previous commit), to compare both in the same conditions; --compare
+ * PATH adds that other copy as a third process in every round, so both copies and the bare
+ * node see the same load.
  */
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -28,6 +31,7 @@ const { values } = parseArgs({
     'idle-ms': { type: 'string', default: '2000' },
     modules: { type: 'boolean', default: false },
     bin: { type: 'string' },
+    compare: { type: 'string' },
   },
 })
 const runs = Number(values.runs)
@@ -66,17 +70,28 @@ interface Run {
   modules: string[]
 }
 
-async function startOnce(measureIdle: boolean, countModules: boolean): Promise<Run> {
+/** What a process that does nothing but listen costs on this machine right now. */
+const bareNodeScript = "require('node:net').createServer().listen(Number(process.argv[1]), '127.0.0.1')"
+
+/** `which`: the tidelog copy to start, or null for the bare node. */
+async function startOnce(
+  measureIdle: boolean,
+  countModules: boolean,
+  which: string | null = bin,
+): Promise<Run> {
   const dataDir = mkdtempSync(join(tmpdir(), 'tidelog-startup-'))
   const moduleLog = join(dataDir, 'modules.log')
   const port = await freePort()
   const nodeArgs = countModules ? ['--import', join(root, 'bench', 'module-counter.mjs')] : []
+  const args =
+    which === null
+      ? ['-e', bareNodeScript, String(port)]
+      : [...nodeArgs, which, 'start', '--port', String(port), '--data-dir', join(dataDir, 'data')]
   const start = performance.now()
-  const child = spawn(
-    process.execPath,
-    [...nodeArgs, bin, 'start', '--port', String(port), '--data-dir', join(dataDir, 'data')],
-    { stdio: 'ignore', env: { ...process.env, TIDELOG_LOG_LEVEL: 'warn', TIDELOG_MODULE_LOG: moduleLog } },
-  )
+  const child = spawn(process.execPath, args, {
+    stdio: 'ignore',
+    env: { ...process.env, TIDELOG_LOG_LEVEL: 'warn', TIDELOG_MODULE_LOG: moduleLog },
+  })
   const exited = new Promise((resolve) => child.once('exit', resolve))
   try {
     await waitForPort(port, Date.now() + 10000)
@@ -106,20 +121,54 @@ function median(xs: readonly number[]): number {
 
 async function main(): Promise<void> {
   await startOnce(false, false) // warm the page cache
+  await startOnce(false, false, null)
+  if (values.compare) await startOnce(false, false, values.compare)
+  const compareTimes: number[] = []
+  const compareCpuTimes: number[] = []
+  const bareCpuTimes: number[] = []
   const times: number[] = []
   const cpuTimes: number[] = []
+  const bareTimes: number[] = []
+  const ratios: number[] = []
   for (let i = 0; i < runs; i++) {
     const run = await startOnce(false, false)
+    const bareRun = await startOnce(false, false, null)
+    bareCpuTimes.push(bareRun.cpuMs)
+    if (values.compare) {
+      const compareRun = await startOnce(false, false, values.compare)
+      compareTimes.push(compareRun.ms)
+      compareCpuTimes.push(compareRun.cpuMs)
+    }
     times.push(run.ms)
     cpuTimes.push(run.cpuMs)
+    bareTimes.push(bareRun.ms)
+    ratios.push(run.ms / bareRun.ms)
   }
   const idle = await startOnce(true, false)
-  console.log(`tidelog start: spawn to accepted connection, ${runs} runs`)
-  console.log(`  median ${median(times).toFixed(1)} ms   min ${Math.min(...times).toFixed(1)} ms   (< 150)`)
-  console.log(`  runs: ${times.map((t) => t.toFixed(0)).join(' ')}`)
+  const bareIdle = await startOnce(true, false, null)
+  console.log(`tidelog start: spawn to accepted connection, ${runs} runs alternated with a bare node`)
+  console.log(`  tidelog   median ${median(times).toFixed(1)} ms   min ${Math.min(...times).toFixed(1)} ms`)
+  console.log(
+    `  bare node median ${median(bareTimes).toFixed(1)} ms   min ${Math.min(...bareTimes).toFixed(1)} ms`,
+  )
+  console.log(
+    `  ratio of medians ${(median(times) / median(bareTimes)).toFixed(2)}x   median of pair ratios ${median(ratios).toFixed(2)}x   (<= 1.5)`,
+  )
+  if (values.compare) {
+    const compareIdle = await startOnce(true, false, values.compare)
+    console.log(
+      `  compared copy (${values.compare}) median ${median(compareTimes).toFixed(1)} ms, ${(median(compareTimes) / median(bareTimes)).toFixed(2)}x; CPU median ${median(compareCpuTimes).toFixed(0)} ms; idle RSS ${compareIdle.rssMiB.toFixed(1)} MiB`,
+    )
+  }
+  console.log(`  tidelog runs:   ${times.map((t) => t.toFixed(0)).join(' ')}`)
+  console.log(`  bare node runs: ${bareTimes.map((t) => t.toFixed(0)).join(' ')}`)
   const meanCpuMs = cpuTimes.reduce((a, b) => a + b, 0) / cpuTimes.length
-  console.log(`  CPU time of the broker until then (user+sys, all threads): mean ${meanCpuMs.toFixed(0)} ms`)
-  console.log(`idle resident memory after ${idleMs} ms: ${idle.rssMiB.toFixed(1)} MiB   (< 80)`)
+  console.log(
+    `  CPU time until then (user+sys, all threads): tidelog mean ${meanCpuMs.toFixed(0)} ms, median ${median(cpuTimes).toFixed(0)} ms; bare node median ${median(bareCpuTimes).toFixed(0)} ms`,
+  )
+  console.log(
+    `idle resident memory after ${idleMs} ms: ${idle.rssMiB.toFixed(1)} MiB (< 60)   bare node ${bareIdle.rssMiB.toFixed(1)} MiB`,
+  )
   if (values.modules) {
     const { modules } = await startOnce(false, true)
     const byDir = new Map<string, number>()

@@ -4,7 +4,13 @@
  * call; these key on one precomputed label value and only build label objects at scrape
  * time, so a produce pays a few array writes for its metrics.
  */
-import type { Registry } from 'prom-client'
+/**
+ * Where a metric registers: a prom-client Registry, or BrokerMetrics' stand-in that keeps
+ * them until prom-client has loaded (after the broker listens, see metrics.ts).
+ */
+export interface MetricSink {
+  registerMetric(metric: never): void
+}
 
 type Labels = Record<string, string | number>
 
@@ -40,7 +46,7 @@ export class LabeledCounter implements CustomMetric {
     readonly name: string,
     readonly help: string,
     private readonly labelName: string,
-    registry: Registry,
+    registry: MetricSink,
     private readonly extraLabels: Labels = {},
   ) {
     registry.registerMetric(this as never)
@@ -83,7 +89,7 @@ export class LabeledHistogram implements CustomMetric {
     readonly name: string,
     readonly help: string,
     private readonly labelName: string,
-    registry: Registry,
+    registry: MetricSink,
     private readonly bucketsSeconds: readonly number[] = LATENCY_BUCKETS_SECONDS,
   ) {
     registry.registerMetric(this as never)
@@ -157,7 +163,7 @@ export class CollectedMetric implements CustomMetric {
     readonly name: string,
     readonly help: string,
     readonly type: 'counter' | 'gauge',
-    registry: Registry,
+    registry: MetricSink,
     private readonly read: () => Samples | Promise<Samples>,
   ) {
     registry.registerMetric(this as never)

@@ -7,12 +7,18 @@
  * Event-loop lag comes with prom-client's default Node metrics (nodejs_eventloop_lag_*).
  * Gauges read the broker's state at scrape time; counters on the request path are plain
  * numbers bumped by the request observer (request-observer.ts).
+ *
+ * prom-client (and the @opentelemetry/api it requires) is a sixth of the CPU `tidelog start`
+ * spends before it listens (docs/startup.md), and nothing needs it until a scrape: the
+ * metrics register into a stand-in, and `load()` (the broker calls it once it has started,
+ * /metrics awaits it) imports prom-client and replays them, in the same order, into the
+ * Registry.
  */
 import { performance } from 'node:perf_hooks'
-import { collectDefaultMetrics, Histogram, Registry } from 'prom-client'
+import type { Histogram, Registry } from 'prom-client'
 import type { Logger } from '../common/logger.js'
 import type { BrokerMetricsSource } from './broker-metrics-source.js'
-import { CollectedMetric, LATENCY_BUCKETS_SECONDS, type Samples } from './fast-metrics.js'
+import { CollectedMetric, LATENCY_BUCKETS_SECONDS, type MetricSink, type Samples } from './fast-metrics.js'
 import { RequestMetrics } from './request-observer.js'
 
 export interface BrokerMetricsOptions {
@@ -28,16 +34,27 @@ export interface BrokerMetricsOptions {
 }
 
 export class BrokerMetrics {
-  readonly registry = new Registry()
   readonly requests: RequestMetrics
   private source: BrokerMetricsSource | null = null
   private lastEventLoopUtilization = performance.eventLoopUtilization()
   private eventLoopUtilization = 0
+  /** Null until load() has imported prom-client; metrics registered before wait in `pending`. */
+  private registry: Registry | null = null
+  private readonly pending: never[] = []
+  private readonly sink: MetricSink = {
+    registerMetric: (metric) =>
+      this.registry ? this.registry.registerMetric(metric) : this.pending.push(metric),
+  }
+  private loading: Promise<Registry> | null = null
+  private closed = false
+  private histogram: typeof Histogram | null = null
+  private flush: Histogram | null = null
+  /** Log flush times (seconds) observed before the flush histogram exists. */
+  private readonly earlyFlushesSeconds: number[] = []
 
   constructor(private readonly options: BrokerMetricsOptions) {
-    collectDefaultMetrics({ register: this.registry })
     this.requests = new RequestMetrics({
-      registry: this.registry,
+      registry: this.sink,
       logger: options.logger,
       slowRequestMs: options.slowRequestMs,
       topicName: (topicId) => this.topicName(topicId),
@@ -48,22 +65,52 @@ export class BrokerMetrics {
   /** The broker's state becomes readable (before that, the gauges report nothing). */
   attach(source: BrokerMetricsSource): void {
     this.source = source
-    const flush = new Histogram({
-      name: 'kafka_log_logflushstats_logflush_seconds',
-      help: 'Log flush (fsync) latency (LogFlushRateAndTimeMs)',
-      buckets: [...LATENCY_BUCKETS_SECONDS],
-      registers: [this.registry],
+    source.logManager.onLogFlushed = (durationMs) => {
+      if (this.flush) this.flush.observe(durationMs / 1000)
+      else this.earlyFlushesSeconds.push(durationMs / 1000)
+    }
+    if (this.registry) this.defineFlushHistogram(this.registry)
+  }
+
+  /**
+   * Imports prom-client and builds the registry: the default Node metrics first, then every
+   * metric registered so far, in order, so /metrics reads as it did when all were built at once.
+   */
+  load(): Promise<Registry> {
+    this.loading ??= import('prom-client').then(({ Registry, Histogram, collectDefaultMetrics }) => {
+      const registry = new Registry()
+      if (this.closed) return registry
+      this.histogram = Histogram
+      collectDefaultMetrics({ register: registry })
+      for (const metric of this.pending.splice(0)) registry.registerMetric(metric)
+      this.registry = registry
+      if (this.source) this.defineFlushHistogram(registry)
+      return registry
     })
-    source.logManager.onLogFlushed = (durationMs) => flush.observe(durationMs / 1000)
+    return this.loading
   }
 
   close(): void {
+    this.closed = true
     if (this.source) this.source.logManager.onLogFlushed = null
-    this.registry.clear()
+    this.registry?.clear()
   }
 
-  metrics(): Promise<string> {
-    return this.registry.metrics()
+  /** The exposition text and its content type. */
+  async metrics(): Promise<{ contentType: string; body: string }> {
+    const registry = await this.load()
+    return { contentType: registry.contentType, body: await registry.metrics() }
+  }
+
+  private defineFlushHistogram(registry: Registry): void {
+    const flush = new this.histogram!({
+      name: 'kafka_log_logflushstats_logflush_seconds',
+      help: 'Log flush (fsync) latency (LogFlushRateAndTimeMs)',
+      buckets: [...LATENCY_BUCKETS_SECONDS],
+      registers: [registry],
+    })
+    for (const seconds of this.earlyFlushesSeconds.splice(0)) flush.observe(seconds)
+    this.flush = flush
   }
 
   private topicName(topicId: string): string | undefined {
@@ -78,11 +125,11 @@ export class BrokerMetrics {
     help: string,
     read: (source: BrokerMetricsSource) => Samples | Promise<Samples>,
   ): void {
-    new CollectedMetric(name, help, 'gauge', this.registry, () => (this.source ? read(this.source) : []))
+    new CollectedMetric(name, help, 'gauge', this.sink, () => (this.source ? read(this.source) : []))
   }
 
   private counter(name: string, help: string, read: (source: BrokerMetricsSource) => Samples): void {
-    new CollectedMetric(name, help, 'counter', this.registry, () => (this.source ? read(this.source) : []))
+    new CollectedMetric(name, help, 'counter', this.sink, () => (this.source ? read(this.source) : []))
   }
 
   private defineBrokerGauges(): void {

@@ -3,11 +3,15 @@
  * listener serving `/metrics`, `/healthz`, `/readyz` and the console. Started by the broker
  * when `tidelog.http.listener` is set, before its logs load, so `/healthz` answers and
  * `/readyz` says "recovering" during a long recovery; `attach` hands it the broker's state.
+ *
+ * What only a scrape or the console uses loads later, off the path to the Kafka listener
+ * (docs/startup.md): prom-client when the broker has started (`loadMetrics`), the console
+ * API and the admin client it drives on the first console request.
  */
 import type { Logger } from '../common/logger.js'
 import { parseListener } from '../server/broker-config.js'
 import type { BrokerMetricsSource } from './broker-metrics-source.js'
-import { ConsoleApi, ConsoleApiError } from './console-api.js'
+import type { ConsoleApi } from './console-api.js'
 import { readiness } from './health.js'
 import { HttpError, HttpListener, type HttpReply, type RouteTable, staticFile } from './http-listener.js'
 import { BrokerMetrics } from './metrics.js'
@@ -30,7 +34,7 @@ export class OpsServer {
 
   private constructor(
     readonly metrics: BrokerMetrics,
-    private readonly api: ConsoleApi,
+    private readonly api: LazyConsoleApi,
     private readonly http: HttpListener,
   ) {}
 
@@ -41,9 +45,9 @@ export class OpsServer {
     const metrics: BrokerMetrics = new BrokerMetrics({
       logger,
       slowRequestMs: settings.slowRequestMs,
-      highWatermarks: (partitions) => highWatermarks(api, partitions),
+      highWatermarks: async (partitions) => highWatermarks(await api.get(), partitions),
     })
-    const api: ConsoleApi = new ConsoleApi(source, metrics.requests, settings.topicAdminEnabled)
+    const api = new LazyConsoleApi(source, metrics.requests, settings.topicAdminEnabled)
     const http = await HttpListener.start(host, port, routes(metrics, api, source), logger)
     self = new OpsServer(metrics, api, http)
     logger.info({ url: self.url }, 'http listener: /metrics, /healthz, /readyz and the console')
@@ -69,10 +73,44 @@ export class OpsServer {
     this.metrics.attach(source)
   }
 
+  /** Loads prom-client now rather than at the first scrape (the broker calls it once started). */
+  loadMetrics(): Promise<unknown> {
+    return this.metrics.load()
+  }
+
   async close(): Promise<void> {
     this.api.close()
     await this.http.close()
     this.metrics.close()
+  }
+}
+
+/** The console API, imported with the admin client and consumer on its first use. */
+class LazyConsoleApi {
+  private api: Promise<ConsoleApi> | null = null
+  private loaded: ConsoleApi | null = null
+  private closed = false
+
+  constructor(
+    private readonly source: () => BrokerMetricsSource | null,
+    private readonly requests: BrokerMetrics['requests'],
+    private readonly topicAdminEnabled: boolean,
+  ) {}
+
+  get(): Promise<ConsoleApi> {
+    if (this.closed) return Promise.reject(new HttpError(503, 'the broker is stopping'))
+    this.api ??= import('./console-api.js').then(({ ConsoleApi }) => {
+      // Closed while importing: no API, or its admin client would outlive the ops server.
+      if (this.closed) throw new HttpError(503, 'the broker is stopping')
+      this.loaded = new ConsoleApi(this.source, this.requests, this.topicAdminEnabled)
+      return this.loaded
+    })
+    return this.api
+  }
+
+  close(): void {
+    this.closed = true
+    this.loaded?.close()
   }
 }
 
@@ -89,9 +127,14 @@ function json(value: unknown, status = 200): HttpReply {
 }
 
 /** Console API errors as HTTP errors; Kafka errors (a missing topic...) as 400/503 with their message. */
-async function apiCall(call: () => Promise<unknown> | unknown): Promise<HttpReply> {
+async function apiCall(
+  lazyApi: LazyConsoleApi,
+  call: (api: ConsoleApi) => Promise<unknown> | unknown,
+): Promise<HttpReply> {
+  const api = await lazyApi.get()
+  const { ConsoleApiError } = await import('./console-api.js')
   try {
-    return json(await call())
+    return json(await call(api))
   } catch (error) {
     if (error instanceof ConsoleApiError) throw new HttpError(error.status, error.message)
     if (error instanceof Error && 'code' in error) {
@@ -104,16 +147,13 @@ async function apiCall(call: () => Promise<unknown> | unknown): Promise<HttpRepl
 
 function routes(
   metrics: BrokerMetrics,
-  api: ConsoleApi,
+  api: LazyConsoleApi,
   source: () => BrokerMetricsSource | null,
 ): RouteTable {
   const file = (name: string, type: string) => staticFile(new URL(name, CONSOLE_DIR), type)
   return {
     '/metrics': {
-      GET: async () => ({
-        contentType: metrics.registry.contentType,
-        body: await metrics.metrics(),
-      }),
+      GET: () => metrics.metrics(),
     },
     '/healthz': { GET: () => ({ contentType: 'text/plain; charset=utf-8', body: 'ok\n' }) },
     '/readyz': {
@@ -125,14 +165,16 @@ function routes(
     '/': { GET: file('index.html', 'text/html; charset=utf-8') },
     '/console.js': { GET: file('console.js', 'text/javascript; charset=utf-8') },
     '/console.css': { GET: file('console.css', 'text/css; charset=utf-8') },
-    '/api/cluster': { GET: () => apiCall(() => api.cluster()) },
+    '/api/cluster': { GET: () => apiCall(api, (a) => a.cluster()) },
     '/api/topics': {
-      GET: (r) => apiCall(() => api.topics(r.query.get('internal') === 'true')),
-      POST: (r) => apiCall(() => api.createTopic(r.body)),
+      GET: (r) => apiCall(api, (a) => a.topics(r.query.get('internal') === 'true')),
+      POST: (r) => apiCall(api, (a) => a.createTopic(r.body)),
     },
-    '/api/topics/*': { DELETE: (r) => apiCall(() => api.deleteTopic(r.path.slice('/api/topics/'.length))) },
-    '/api/groups': { GET: () => apiCall(() => api.groups()) },
-    '/api/rates': { GET: () => apiCall(() => api.rates()) },
-    '/api/messages': { GET: (r) => apiCall(() => api.messages(r.query)) },
+    '/api/topics/*': {
+      DELETE: (r) => apiCall(api, (a) => a.deleteTopic(r.path.slice('/api/topics/'.length))),
+    },
+    '/api/groups': { GET: () => apiCall(api, (a) => a.groups()) },
+    '/api/rates': { GET: () => apiCall(api, (a) => a.rates()) },
+    '/api/messages': { GET: (r) => apiCall(api, (a) => a.messages(r.query)) },
   }
 }

@@ -11,12 +11,11 @@
  * request log (Kafka's kafka.request.logger, with a threshold).
  */
 
-import type { Registry } from 'prom-client'
 import type { Logger } from '../common/logger.js'
 import { errorName } from '../protocol/error-codes.js'
 import { ApiKey, apis } from '../protocol/generated/index.js'
 import type { PurgatoryTimer } from '../replication/delayed-operations.js'
-import { LabeledCounter, LabeledHistogram } from './fast-metrics.js'
+import { LabeledCounter, LabeledHistogram, type MetricSink } from './fast-metrics.js'
 
 /** What the connection reports for one request (all marks are optional to act on). */
 export interface RequestObservation extends PurgatoryTimer {
@@ -36,7 +35,7 @@ export interface RequestObserver {
 }
 
 export interface RequestMetricsOptions {
-  readonly registry: Registry
+  readonly registry: MetricSink
   readonly logger: Logger
   /** tidelog.request.log.slow.ms: requests slower than this, purgatory wait excluded, are logged; -1 off. */
   readonly slowRequestMs: number
