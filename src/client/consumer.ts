@@ -13,7 +13,6 @@
  * `enableAutoCommit` does it every `autoCommitIntervalMs` during polls, before a rebalance
  * and on close, which also leaves the group.
  */
-import { assert } from '../common/assert.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import {
   defaultFetchRequest,
@@ -27,6 +26,7 @@ import { type ClientOptions, type KafkaClient, sharedOrNewClient } from './clien
 import {
   asClientError,
   ClientClosedError,
+  CorruptRecordError,
   InvalidArgumentError,
   KafkaClientError,
   KafkaProtocolError,
@@ -142,8 +142,10 @@ interface PendingDecode {
   readonly blob: Buffer | null
   readonly fetchOffset: number
   readonly aborted: readonly AbortedTransaction[] | null
-  /** The buffered entry to fill; null: decode first, then buffer (nextOffset was not known up front). */
+  /** The buffered entry to fill; null: decode first, then buffer (none to fill, or nextOffset unknown). */
   readonly entry: Buffered | null
+  /** Whether the batch headers told the next offset (false: legacy messages, or bad framing). */
+  readonly nextOffsetKnown: boolean
 }
 
 interface ResolvedConsumerOptions {
@@ -757,7 +759,7 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
         // these records are decoded, so the broker reads while we decode (as librdkafka's
         // fetcher thread does). Otherwise the slot stays taken until they are buffered.
         const pipelined =
-          this.wakeup !== null && !this.stopped && !this.closed && decodes.every((d) => d.entry !== null)
+          this.wakeup !== null && !this.stopped && !this.closed && decodes.every((d) => d.nextOffsetKnown)
         if (!pipelined) return this.decodeFetched(decodes)
         if (this.fetchesInFlight.get(nodeId) === settled) this.fetchesInFlight.delete(nodeId)
         this.startFetches()
@@ -870,7 +872,7 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
       entry = { state, fetchOffset, records: [], nextOffset, decoded: false }
       this.buffered.push(entry)
     }
-    return { state, blob, fetchOffset, aborted, entry }
+    return { state, blob, fetchOffset, aborted, entry, nextOffsetKnown: nextOffset !== null }
   }
 
   /** Decodes fetched records into their entries, in order; a failure drops the entry and surfaces at the next poll. */
@@ -886,14 +888,19 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
           fetchOffset,
           d.aborted,
         )
+        // The headers and the decoded batches agree unless the bytes are inconsistent; a
+        // mismatch would lose or repeat records, so it fails like a batch that does not decode.
+        const expected = entry ? entry.nextOffset : d.nextOffsetKnown ? fetchOffset : decoded.nextOffset
+        if (decoded.nextOffset !== expected)
+          throw new CorruptRecordError(
+            `${state.tp.topic}-${state.tp.partition}: batch headers end at ${expected}, the records at ${decoded.nextOffset}`,
+          )
       } catch (error) {
         if (entry) this.buffered = this.buffered.filter((b) => b !== entry)
         await this.onFetchError(asClientError(error))
         continue
       }
       if (entry) {
-        // Headers and decoding agree by construction; a mismatch would lose or repeat records.
-        assert(decoded.nextOffset === entry.nextOffset, 'fetched batch headers disagree with their records')
         entry.records = decoded.records
         entry.decoded = true
         continue
