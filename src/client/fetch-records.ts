@@ -11,7 +11,12 @@
  * transactional batches are dropped from its aborted transaction's first offset until
  * its ABORT marker.
  */
-import { MAGIC_OFFSET, TimestampType } from '../protocol/batch-header.js'
+import {
+  BASE_OFFSET_OFFSET,
+  LAST_OFFSET_DELTA_OFFSET,
+  MAGIC_OFFSET,
+  TimestampType,
+} from '../protocol/batch-header.js'
 import {
   convertLegacyToV2,
   type DecodedRecordBatch,
@@ -102,6 +107,31 @@ export async function decodeFetchedRecords(
     }
   }
   return { records, nextOffset, batchCount }
+}
+
+/** A v2 batch header's size: the fields nextOffsetOf reads lie inside it. */
+const V2_HEADER_BYTES = 61
+
+/**
+ * What decodeFetchedRecords will answer as nextOffset, read from the batch headers alone
+ * (no CRC, no records), so the consumer can send its next fetch before decoding this one.
+ * Null when a whole entry is not a plain v2 batch (legacy messages are converted first):
+ * the caller then decodes before fetching again, as without the shortcut.
+ */
+export function nextOffsetOf(blob: Buffer | null, fetchOffset: number): number | null {
+  let nextOffset = fetchOffset
+  if (!blob || blob.length === 0) return nextOffset
+  const walk = iterateBatches(blob)
+  for (let step = walk.next(); step.done !== true; step = walk.next()) {
+    const { at, sizeInBytes, magic } = step.value
+    if (magic !== MAGIC_V2 || sizeInBytes < V2_HEADER_BYTES) return null
+    const end =
+      Number(blob.readBigInt64BE(at + BASE_OFFSET_OFFSET)) +
+      blob.readInt32BE(at + LAST_OFFSET_DELTA_OFFSET) +
+      1
+    if (end > nextOffset) nextOffset = end
+  }
+  return nextOffset
 }
 
 async function decodeSpan(bytes: Buffer, topic: string, partition: number): Promise<DecodedRecordBatch> {

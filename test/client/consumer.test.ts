@@ -104,6 +104,55 @@ test('seek to an offset, the beginning, the end and a time (ListOffsets)', async
   })
 })
 
+test('many small fetches, each sent before the last is decoded, keep every partition in order; a seek drops what was fetched ahead', async () => {
+  await withBroker(async (cluster) => {
+    const bootstrap = cluster.bootstrapServers
+    await createTopics(bootstrap, [{ topic: 'ahead', partitions: 2 }])
+    const perPartition = 3000
+    // Small batches (about 100 records each) and a 4 KiB fetch size: dozens of fetches per partition.
+    const producer = new Producer({ bootstrapServers: bootstrap, lingerMs: 5, batchSize: 2048 })
+    const sends: Promise<unknown>[] = []
+    for (let i = 0; i < perPartition; i++) {
+      for (const partition of [0, 1])
+        sends.push(producer.send({ topic: 'ahead', partition, value: `p${partition}-${i}` }))
+    }
+    await Promise.all(sends)
+    await producer.close()
+    const consumer = new Consumer({
+      bootstrapServers: bootstrap,
+      autoOffsetReset: 'earliest',
+      maxPartitionFetchBytes: 4096,
+      maxPollRecords: 150,
+      fetchMaxWaitMs: 100,
+    })
+    consumer.assign([
+      { topic: 'ahead', partition: 0 },
+      { topic: 'ahead', partition: 1 },
+    ])
+    const seen: [number[], number[]] = [[], []]
+    let seeked = false
+    const deadline = Date.now() + 20000
+    const done = () => seeked && seen[0].at(-1) === perPartition - 1 && seen[1].length >= perPartition
+    while (!done() && Date.now() < deadline) {
+      for (const r of await consumer.poll(200)) {
+        assert.equal(text(r.value), `p${r.partition}-${r.offset}`)
+        seen[r.partition].push(r.offset)
+      }
+      if (!seeked && seen[0].length >= 1000) {
+        seeked = true
+        consumer.seek({ topic: 'ahead', partition: 0 }, 10)
+      }
+    }
+    await consumer.close()
+    const upTo = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i)
+    const seekAt = seen[0].indexOf(10, 11)
+    assert.ok(seekAt >= 1000, 'partition 0 starts again at 10 after the seek')
+    assert.deepEqual(seen[0].slice(0, seekAt), upTo(0, seekAt))
+    assert.deepEqual(seen[0].slice(seekAt), upTo(10, perPartition))
+    assert.deepEqual(seen[1], upTo(0, perPartition))
+  })
+})
+
 test('paused partitions return nothing until resumed', async () => {
   await withBroker(async (cluster) => {
     const bootstrap = cluster.bootstrapServers
