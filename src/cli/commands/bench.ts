@@ -661,6 +661,7 @@ async function consumeBench(config: BenchConfig, topic: string): Promise<BenchRe
     ...clientOptions(config.bootstrap, 'tidelog-bench-consumer', config.commandConfig),
     autoOffsetReset: 'earliest',
     maxPollRecords: 10000,
+    maxPartitionFetchBytes: config.maxPartitionFetchBytes,
   })
   await consumer.assignTopics([topic])
   const meter = new Meter()
