@@ -239,8 +239,8 @@ describe('deterministic simulation', () => {
   // group offsets in transactions, over the wire. Seed 1 fails with the marker and offsets
   // mutations, seed 4 with skipped KIP-890 verification (a regression test: it passes unmutated).
   for (const [seed, extra, scenarios] of [
-    [4, {}, [TXN_COORDINATOR_FAILOVER_MID_TRANSACTION, ZOMBIE_FENCED]],
-    [2, { storeStalls: true }, [ZOMBIE_FENCED, LATE_WRITE_REFUSED_BY_VERIFICATION]],
+    [3, {}, [TXN_COORDINATOR_FAILOVER_MID_TRANSACTION, ZOMBIE_FENCED]],
+    [7, { storeStalls: true }, [ZOMBIE_FENCED, LATE_WRITE_REFUSED_BY_VERIFICATION]],
   ] as const) {
     it(`transactions, seed ${seed}${Object.keys(extra).length > 0 ? ` (${Object.keys(extra).join(', ')})` : ''}: ${scenarios.map((s) => s.what).join('; ')}`, async () => {
       // Markers: "transactional id sim-txn-K in __transaction_state-P", "txn xK.N begins", a

@@ -121,11 +121,13 @@ describe('BoundedFileSystem', () => {
       const manager = await LogManager.open({
         fs,
         logDirs: [join(root, 'd')],
-        defaultConfig: SMALL_SEGMENTS,
+        defaultConfig: fromProperties({ 'segment.bytes': 16384, 'index.interval.bytes': 128 }),
         maxOpenFiles: 2,
       })
       const log = await manager.getOrCreateLog({ topic: 'race', partition: 0 })
-      for (let i = 0; i < 60; i++) await log.append(simpleBatch(2, 50, i), { assignOffsets: true })
+      // 150 batches of 5 KB: the reads below (batches 0-59) lie beyond the log's in-memory
+      // tail of recent batches (256 KiB), so they go to the segments and reopen them.
+      for (let i = 0; i < 150; i++) await log.append(simpleBatch(2, 2500, i), { assignOffsets: true })
       const opensBefore = counter.opens
       const reads = []
       for (let i = 0; i < 200; i++) {
