@@ -1,4 +1,4 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --initial-heap-size=64
 // Entry point of the `tidelog` command; the CLI itself is compiled TypeScript in dist/.
 import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
