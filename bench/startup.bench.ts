@@ -175,7 +175,9 @@ async function main(): Promise<void> {
     for (const url of modules) {
       const where = url.startsWith('node:')
         ? 'node:'
-        : url.replace(/^file:\/\/.*?\/(dist\/src\/|node_modules\/)/, '$1').replace(/\/[^/]*$/, '')
+        : url
+            .replace(/^file:\/\/.*?\/(dist\/src\/|dist\/bundle\/|node_modules\/)/, '$1')
+            .replace(/\/[^/]*$/, '')
       byDir.set(where, (byDir.get(where) ?? 0) + 1)
     }
     console.log(`modules loaded by the broker: ${modules.length}`)
