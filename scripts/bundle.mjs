@@ -13,7 +13,7 @@
  *   the chunk's: the console's static files and createRequire() then resolve from where they
  *   always did, for the bundle and the unbundled dist/ alike.
  */
-import { readFile, rm } from 'node:fs/promises'
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { dirname, join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { build } from 'esbuild'
@@ -43,6 +43,26 @@ const ownImportMetaUrl = {
   },
 }
 
+/**
+ * V8 keeps every module's source text in the heap, as one-byte Latin-1 when it can and as
+ * UTF-16 otherwise: a single em dash in an 870 KB chunk doubles it. esbuild escapes non-ASCII
+ * characters in code (charset 'ascii') but copies the comments it keeps verbatim, so those
+ * are escaped here; a non-ASCII character anywhere else stops the build.
+ */
+function asciiOnly(text, path) {
+  if (/^[\x00-\x7f]*$/.test(text)) return text
+  return text
+    .split('\n')
+    .map((line, i) => {
+      if (/^[\x00-\x7f]*$/.test(line)) return line
+      if (!/^\s*(\/\/|\/?\*)/.test(line)) {
+        throw new Error(`${relative(root, path)}:${i + 1}: non-ASCII character outside a comment`)
+      }
+      return line.replace(/[^\x00-\x7f]/gu, (c) => `\\u{${c.codePointAt(0).toString(16)}}`)
+    })
+    .join('\n')
+}
+
 await rm(outdir, { recursive: true, force: true })
 const result = await build({
   entryPoints: { main: entry },
@@ -56,10 +76,16 @@ const result = await build({
   sourcemap: 'linked',
   legalComments: 'none',
   metafile: true,
+  write: false,
   logLevel: 'warning',
   plugins: [ownImportMetaUrl],
 })
 if (result.errors.length > 0) process.exit(1)
+
+await mkdir(outdir, { recursive: true })
+for (const file of result.outputFiles) {
+  await writeFile(file.path, file.path.endsWith('.js') ? asciiOnly(file.text, file.path) : file.contents)
+}
 
 const outputs = Object.entries(result.metafile.outputs).filter(([path]) => path.endsWith('.js'))
 const bytes = outputs.reduce((sum, [, o]) => sum + o.bytes, 0)
