@@ -49,16 +49,18 @@ const ownImportMetaUrl = {
  * characters in code (charset 'ascii') but copies the comments it keeps verbatim, so those
  * are escaped here; a non-ASCII character anywhere else stops the build.
  */
+const NON_ASCII = /[\u0080-\u{10ffff}]/gu
+
 function asciiOnly(text, path) {
-  if (/^[\x00-\x7f]*$/.test(text)) return text
+  if (text.search(NON_ASCII) === -1) return text
   return text
     .split('\n')
     .map((line, i) => {
-      if (/^[\x00-\x7f]*$/.test(line)) return line
+      if (line.search(NON_ASCII) === -1) return line
       if (!/^\s*(\/\/|\/?\*)/.test(line)) {
         throw new Error(`${relative(root, path)}:${i + 1}: non-ASCII character outside a comment`)
       }
-      return line.replace(/[^\x00-\x7f]/gu, (c) => `\\u{${c.codePointAt(0).toString(16)}}`)
+      return line.replace(NON_ASCII, (c) => `\\u{${c.codePointAt(0).toString(16)}}`)
     })
     .join('\n')
 }
