@@ -6,7 +6,8 @@
 // of ~190 modules to resolve and link. The bundle is used unless it is missing or older than
 // tsc's output (a bare `tsc` or `tsc --watch` since the last build): running stale code would
 // be worse than starting slower, so then the modules are loaded instead, as they are when
-// TIDELOG_BUNDLE=0 asks for them (profiling or debugging one module).
+// TIDELOG_BUNDLE=0 asks for them (profiling or debugging one module). Equal times count as
+// fresh: npm gives every file of an installed package the same timestamp.
 import { existsSync, statSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
