@@ -77,6 +77,7 @@ const result = await build({
   packages: 'external',
   sourcemap: 'linked',
   legalComments: 'none',
+  absWorkingDir: root,
   metafile: true,
   write: false,
   logLevel: 'warning',
@@ -84,8 +85,13 @@ const result = await build({
 })
 if (result.errors.length > 0) process.exit(1)
 
+// bin/tidelog.js loads the bundle when its main.js exists (and is not older than tsc's), so
+// main.js is written last: a build cut short leaves no main.js, not one whose chunks are
+// missing.
 await mkdir(outdir, { recursive: true })
-for (const file of result.outputFiles) {
+const entryOut = join(outdir, 'main.js')
+const lastTheEntry = (a, b) => Number(a.path === entryOut) - Number(b.path === entryOut)
+for (const file of [...result.outputFiles].sort(lastTheEntry)) {
   await writeFile(file.path, file.path.endsWith('.js') ? asciiOnly(file.text, file.path) : file.contents)
 }
 
