@@ -5,9 +5,11 @@
  * run with a bare `node` that only listens (the peer: the same machine load hits both, so
  * their ratio is what the target bounds, <= 1.5x). Prints the medians and the minimum, the broker's CPU time until then (less sensitive to a busy machine than
  * wall time), and the resident memory of the last broker after it idled --idle-ms
- * with no client (VmRSS; Linux only).
+ * with no client (VmRSS; Linux only). --settled-ms MS reads it once more MS after the
+ * connection: V8's memory reducer runs about 8 s after start-up and gives back the young
+ * generation the start-up grew, so a reading past it (10000) is the broker's settled size.
  *
- *   node dist/bench/startup.bench.js [--runs N] [--idle-ms MS] [--modules] [--bin PATH] [--compare PATH]
+ *   node dist/bench/startup.bench.js [--runs N] [--idle-ms MS] [--settled-ms MS] [--modules] [--bin PATH] [--compare PATH]
  *
  * --modules also counts the modules the last broker loaded (bench/module-counter.mjs as an
  * --import hook) and prints them by directory. --bin measures another copy's bin/tidelog.js
@@ -29,6 +31,7 @@ const { values } = parseArgs({
   options: {
     runs: { type: 'string', default: '10' },
     'idle-ms': { type: 'string', default: '2000' },
+    'settled-ms': { type: 'string', default: '0' },
     modules: { type: 'boolean', default: false },
     bin: { type: 'string' },
     compare: { type: 'string' },
@@ -36,6 +39,9 @@ const { values } = parseArgs({
 })
 const runs = Number(values.runs)
 const idleMs = Number(values['idle-ms'])
+const settledMs = Number(values['settled-ms'])
+if (settledMs !== 0 && !(settledMs > idleMs))
+  throw new Error('--settled-ms must be 0 (off) or above --idle-ms')
 const bin = values.bin ?? join(root, 'bin', 'tidelog.js')
 
 function freePort(): Promise<number> {
@@ -67,6 +73,7 @@ interface Run {
   ms: number
   cpuMs: number
   rssMiB: number
+  settledRssMiB: number
   modules: string[]
 }
 
@@ -98,19 +105,28 @@ async function startOnce(
     const ms = performance.now() - start
     const cpu = cpuMs(child.pid!)
     let rssMiB = Number.NaN
+    let settledRssMiB = Number.NaN
     if (measureIdle) {
       await new Promise((resolve) => setTimeout(resolve, idleMs))
       rssMiB = residentMiB(child.pid!)
+      if (settledMs > 0) {
+        await new Promise((resolve) => setTimeout(resolve, settledMs - idleMs))
+        settledRssMiB = residentMiB(child.pid!)
+      }
     }
     const modules = countModules
       ? [...new Set(readFileSync(moduleLog, 'utf8').split('\n').filter(Boolean))]
       : []
-    return { ms, cpuMs: cpu, rssMiB, modules }
+    return { ms, cpuMs: cpu, rssMiB, settledRssMiB, modules }
   } finally {
     child.kill('SIGTERM')
     await exited
     rmSync(dataDir, { recursive: true, force: true })
   }
+}
+
+function settled(run: Run): string {
+  return settledMs > 0 ? `, ${run.settledRssMiB.toFixed(1)} MiB after ${settledMs} ms` : ''
 }
 
 function median(xs: readonly number[]): number {
@@ -157,7 +173,7 @@ async function main(): Promise<void> {
   if (values.compare) {
     const compareIdle = await startOnce(true, false, values.compare)
     console.log(
-      `  compared copy (${values.compare}) median ${median(compareTimes).toFixed(1)} ms, ${(median(compareTimes) / median(bareTimes)).toFixed(2)}x; CPU median ${median(compareCpuTimes).toFixed(0)} ms; idle RSS ${compareIdle.rssMiB.toFixed(1)} MiB`,
+      `  compared copy (${values.compare}) median ${median(compareTimes).toFixed(1)} ms, ${(median(compareTimes) / median(bareTimes)).toFixed(2)}x; CPU median ${median(compareCpuTimes).toFixed(0)} ms; idle RSS ${compareIdle.rssMiB.toFixed(1)} MiB${settled(compareIdle)}`,
     )
   }
   console.log(`  tidelog runs:   ${times.map((t) => t.toFixed(0)).join(' ')}`)
@@ -169,13 +185,20 @@ async function main(): Promise<void> {
   console.log(
     `idle resident memory after ${idleMs} ms: ${idle.rssMiB.toFixed(1)} MiB (< 60)   bare node ${bareIdle.rssMiB.toFixed(1)} MiB`,
   )
+  if (settledMs > 0) {
+    console.log(
+      `resident memory ${settledMs} ms after the connection: ${idle.settledRssMiB.toFixed(1)} MiB   bare node ${bareIdle.settledRssMiB.toFixed(1)} MiB`,
+    )
+  }
   if (values.modules) {
     const { modules } = await startOnce(false, true)
     const byDir = new Map<string, number>()
     for (const url of modules) {
       const where = url.startsWith('node:')
         ? 'node:'
-        : url.replace(/^file:\/\/.*?\/(dist\/src\/|node_modules\/)/, '$1').replace(/\/[^/]*$/, '')
+        : url
+            .replace(/^file:\/\/.*?\/(dist\/src\/|dist\/bundle\/|node_modules\/)/, '$1')
+            .replace(/\/[^/]*$/, '')
       byDir.set(where, (byDir.get(where) ?? 0) + 1)
     }
     console.log(`modules loaded by the broker: ${modules.length}`)

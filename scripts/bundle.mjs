@@ -1,0 +1,102 @@
+/**
+ * Bundles the `tidelog` command's code (tsc's output, dist/src/cli/main.js and everything it
+ * imports) into dist/bundle/ with esbuild, so that `tidelog start` loads a handful of files
+ * instead of ~190 modules: per-module resolution and linking were most of the start-up time
+ * (docs/startup.md). Runs after tsc as part of `npm run build`; bin/tidelog.js prefers the
+ * bundle.
+ *
+ * - npm packages stay imports (`packages: 'external'`): pino starts its transports' worker
+ *   threads from real file paths, and the native codecs load .node files.
+ * - Dynamic imports become chunks (`splitting`), so what loads on first use (prom-client's
+ *   registry, the console API, the client subcommands) still loads on first use.
+ * - A module that uses `import.meta.url` gets the URL of its own tsc output file instead of
+ *   the chunk's: the console's static files and createRequire() then resolve from where they
+ *   always did, for the bundle and the unbundled dist/ alike.
+ */
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { dirname, join, relative, sep } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { build } from 'esbuild'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+const entry = join(root, 'dist', 'src', 'cli', 'main.js')
+const outdir = join(root, 'dist', 'bundle')
+const distSrc = join(root, 'dist', 'src') + sep
+
+/** Replaces `import.meta.url` in dist/src modules with the URL of that module's own file. */
+const ownImportMetaUrl = {
+  name: 'own-import-meta-url',
+  setup(b) {
+    b.onLoad({ filter: /\.js$/ }, async (args) => {
+      if (!args.path.startsWith(distSrc)) return undefined
+      const text = await readFile(args.path, 'utf8')
+      if (!text.includes('import.meta.url')) return undefined
+      // Every output file (entry and chunks) is written to outdir itself, so one path
+      // relative to outdir is right for whichever chunk the module ends up in.
+      const own = relative(outdir, args.path).split(sep).join('/')
+      const contents = text.replaceAll(
+        'import.meta.url',
+        `new URL(${JSON.stringify(own)}, import.meta.url).href`,
+      )
+      return { contents, loader: 'js', resolveDir: dirname(args.path) }
+    })
+  },
+}
+
+/**
+ * V8 keeps every module's source text in the heap, as one-byte Latin-1 when it can and as
+ * UTF-16 otherwise: a single em dash in an 870 KB chunk doubles it. esbuild escapes non-ASCII
+ * characters in code (charset 'ascii') but copies the comments it keeps verbatim, so those
+ * are escaped here; a non-ASCII character anywhere else stops the build.
+ */
+const NON_ASCII = /[\u0080-\u{10ffff}]/gu
+
+function asciiOnly(text, path) {
+  if (text.search(NON_ASCII) === -1) return text
+  return text
+    .split('\n')
+    .map((line, i) => {
+      if (line.search(NON_ASCII) === -1) return line
+      if (!/^\s*(\/\/|\/?\*)/.test(line)) {
+        throw new Error(`${relative(root, path)}:${i + 1}: non-ASCII character outside a comment`)
+      }
+      return line.replace(NON_ASCII, (c) => `\\u{${c.codePointAt(0).toString(16)}}`)
+    })
+    .join('\n')
+}
+
+await rm(outdir, { recursive: true, force: true })
+const result = await build({
+  entryPoints: { main: entry },
+  outdir,
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  packages: 'external',
+  sourcemap: 'linked',
+  legalComments: 'none',
+  absWorkingDir: root,
+  metafile: true,
+  write: false,
+  logLevel: 'warning',
+  plugins: [ownImportMetaUrl],
+})
+if (result.errors.length > 0) process.exit(1)
+
+// bin/tidelog.js loads the bundle when its main.js exists (and is not older than tsc's), so
+// main.js is written last: a build cut short leaves no main.js, not one whose chunks are
+// missing.
+await mkdir(outdir, { recursive: true })
+const entryOut = join(outdir, 'main.js')
+const lastTheEntry = (a, b) => Number(a.path === entryOut) - Number(b.path === entryOut)
+for (const file of [...result.outputFiles].sort(lastTheEntry)) {
+  await writeFile(file.path, file.path.endsWith('.js') ? asciiOnly(file.text, file.path) : file.contents)
+}
+
+const outputs = Object.entries(result.metafile.outputs).filter(([path]) => path.endsWith('.js'))
+const bytes = outputs.reduce((sum, [, o]) => sum + o.bytes, 0)
+process.stdout.write(
+  `bundle: ${outputs.length} files, ${(bytes / 1024 / 1024).toFixed(1)} MiB in ${relative(root, outdir)}\n`,
+)

@@ -1,0 +1,141 @@
+/**
+ * Issue 19: bin/tidelog.js runs the esbuild bundle of the CLI (dist/bundle, scripts/bundle.mjs)
+ * when it is at least as new as tsc's output, and tsc's modules otherwise. From the bundle,
+ * `tidelog start` must still find the files it locates relative to its own modules (the web
+ * console's static files), keep what loads on first use out of the start path (the console
+ * API chunk), and load no module of dist/src. Which files a process loaded is read from
+ * bench/module-counter.mjs's log.
+ */
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { mkdtemp, readFile, rm, stat, utimes } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { test } from 'node:test'
+import { ChildOutput } from '../helpers/broker-process.js'
+import { repoRoot } from '../helpers/compat-clients.js'
+
+const root = repoRoot()
+
+/** Runs bin/tidelog.js with the module counter; `modules()` reads what it has loaded so far. */
+function tidelog(args: readonly string[], moduleLog: string, env: Record<string, string> = {}) {
+  const child = spawn(
+    process.execPath,
+    ['--import', join(root, 'bench', 'module-counter.mjs'), join(root, 'bin', 'tidelog.js'), ...args],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, TIDELOG_LOG_LEVEL: 'warn', TIDELOG_MODULE_LOG: moduleLog, ...env },
+    },
+  )
+  const output = new ChildOutput(child, `tidelog ${args[0]}`)
+  const modules = async (): Promise<string[]> => {
+    const text = await readFile(moduleLog, 'utf8').catch(() => '')
+    return text.split('\n').filter((url) => url.startsWith(`file://${root}/dist/`))
+  }
+  return { output, modules }
+}
+
+const fromBundle = (url: string) => url.startsWith(`file://${root}/dist/bundle/`)
+const fromModules = (url: string) => url.startsWith(`file://${root}/dist/src/`)
+
+async function withTempDir<T>(body: (dir: string) => Promise<T>): Promise<T> {
+  const dir = await mkdtemp(join(tmpdir(), 'tidelog-bundle-'))
+  try {
+    return await body(dir)
+  } finally {
+    await rm(dir, { recursive: true, force: true })
+  }
+}
+
+test('tidelog start from the bundle: console files, /metrics and the console API answer; the API chunk loads on first use', {
+  timeout: 60000,
+}, async () => {
+  await withTempDir(async (dir) => {
+    const { output, modules } = tidelog(
+      ['start', '--port', '0', '--http-port', '0', '--data-dir', join(dir, 'data')],
+      join(dir, 'modules.log'),
+    )
+    try {
+      const { line } = await output.waitForLine(/^broker 0 console and metrics: /, 20000)
+      const base = line.replace(/^broker 0 console and metrics: /, '').trim()
+
+      const started = await modules()
+      assert.ok(started.includes(`file://${root}/dist/bundle/main.js`), started.join('\n'))
+      assert.deepEqual(started.filter(fromModules), [], 'no tsc module loaded beside the bundle')
+      assert.deepEqual(
+        started.filter((url) => /\/console-api-[^/]*\.js$/.test(url)),
+        [],
+        'the console API is not loaded before its first request',
+      )
+
+      for (const [name, type] of [
+        ['index.html', 'text/html'],
+        ['console.js', 'text/javascript'],
+        ['console.css', 'text/css'],
+      ]) {
+        const response = await fetch(new URL(name === 'index.html' ? '/' : `/${name}`, base))
+        assert.equal(response.status, 200, name)
+        assert.match(response.headers.get('content-type') ?? '', new RegExp(`^${type}`), name)
+        assert.equal(
+          await response.text(),
+          await readFile(join(root, 'src', 'ops', 'console', name), 'utf8'),
+          name,
+        )
+      }
+
+      const metrics = await fetch(new URL('/metrics', base))
+      assert.equal(metrics.status, 200)
+      assert.match(await metrics.text(), /^process_cpu_user_seconds_total /m)
+
+      const cluster = await fetch(new URL('/api/cluster', base))
+      assert.equal(cluster.status, 200)
+      const body = (await cluster.json()) as { brokers: unknown[] }
+      assert.equal(body.brokers.length, 1)
+      const after = await modules()
+      assert.equal(after.filter((url) => /\/dist\/bundle\/console-api-[^/]*\.js$/.test(url)).length, 1)
+      assert.deepEqual(after.filter(fromModules), [])
+    } finally {
+      output.signal('SIGTERM')
+      const { code } = await output.exited
+      assert.equal(code, 0, output.tail())
+    }
+  })
+})
+
+test('TIDELOG_BUNDLE=0, or a bundle older than tsc output, runs the tsc modules instead', {
+  timeout: 60000,
+}, async () => {
+  await withTempDir(async (dir) => {
+    const run = async (label: string, env: Record<string, string> = {}) => {
+      const { output, modules } = tidelog(['help'], join(dir, `${label}.log`), env)
+      const { code } = await output.exited
+      assert.equal(code, 0, output.tail())
+      assert.ok(
+        output.lines.some((l) => l.startsWith('Usage: tidelog')),
+        output.tail(),
+      )
+      return modules()
+    }
+
+    const fresh = await run('fresh')
+    assert.ok(fresh.some(fromBundle) && !fresh.some(fromModules), fresh.join('\n'))
+
+    const forced = await run('forced', { TIDELOG_BUNDLE: '0' })
+    assert.ok(forced.includes(`file://${root}/dist/src/cli/main.js`), forced.join('\n'))
+    assert.ok(!forced.some(fromBundle), forced.join('\n'))
+
+    // A tsc run after the bundle was built: tsc's entry is newer. Restored afterwards, so
+    // the files after this one still run the bundle.
+    const entry = join(root, 'dist', 'src', 'cli', 'main.js')
+    const before = await stat(entry)
+    const bundleBuilt = (await stat(join(root, 'dist', 'bundle', 'main.js'))).mtime
+    try {
+      await utimes(entry, before.atime, new Date(bundleBuilt.getTime() + 1000))
+      const stale = await run('stale')
+      assert.ok(stale.includes(`file://${root}/dist/src/cli/main.js`), stale.join('\n'))
+      assert.ok(!stale.some(fromBundle), stale.join('\n'))
+    } finally {
+      await utimes(entry, before.atime, before.mtime)
+    }
+  })
+})
