@@ -20,8 +20,13 @@ function binPath(): string {
  * heap flag is there). Kept free of node:test imports so benchmarks can use it.
  */
 export function tidelogNodeFlags(): string[] {
-  const firstLine = readFileSync(binPath(), 'utf8').split('\n', 1)[0]
-  const match = /^#!\/usr\/bin\/env -S node(?<flags>( [^ ]+)*)$/.exec(firstLine)
-  if (!match?.groups) throw new Error(`bin/tidelog.js starts with an unexpected line: ${firstLine}`)
+  return nodeFlagsOf(binPath())
+}
+
+/** The node flags of a script's `#!/usr/bin/env node` or `#!/usr/bin/env -S node ...` line. */
+export function nodeFlagsOf(script: string): string[] {
+  const firstLine = readFileSync(script, 'utf8').split('\n', 1)[0]
+  const match = /^#!\/usr\/bin\/env (-S )?node(?<flags>( [^ ]+)*)$/.exec(firstLine)
+  if (!match?.groups) throw new Error(`${script} starts with an unexpected line: ${firstLine}`)
   return match.groups.flags.split(' ').filter(Boolean)
 }
