@@ -5,8 +5,8 @@
  * `/readyz` says "recovering" during a long recovery; `attach` hands it the broker's state.
  *
  * What only a scrape or the console uses loads later, off the path to the Kafka listener
- * (docs/startup.md): prom-client when the broker has started (`loadMetrics`), the console
- * API and the admin client it drives on the first console request.
+ * (docs/startup.md): prom-client on the first scrape, the console API and the admin client
+ * it drives on the first console request.
  */
 import type { Logger } from '../common/logger.js'
 import { parseListener } from '../server/broker-config.js'
@@ -71,11 +71,6 @@ export class OpsServer {
   attach(source: BrokerMetricsSource): void {
     this.source = source
     this.metrics.attach(source)
-  }
-
-  /** Loads prom-client now rather than at the first scrape (the broker calls it once started). */
-  loadMetrics(): Promise<unknown> {
-    return this.metrics.load()
   }
 
   async close(): Promise<void> {

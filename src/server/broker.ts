@@ -402,11 +402,8 @@ export class Broker implements BrokerServices {
       if (this.stopping) return
       await this.listen()
       await this.register()
-      // prom-client is not needed to answer Kafka requests: it loads once the broker serves
-      // them, so it costs nothing on the way to the listener (docs/startup.md).
-      this.ops
-        ?.loadMetrics()
-        .catch((error: unknown) => this.logger.error({ err: error }, 'metrics registry failed to load'))
+      // prom-client is not needed to answer Kafka requests: the first /metrics scrape loads
+      // it, so a broker nobody scrapes neither waits for it nor holds its 3-4 MB (docs/startup.md).
     } catch (error) {
       await this.stop().catch((stopError: unknown) =>
         this.logger.error({ err: stopError }, 'stop after a failed start'),
