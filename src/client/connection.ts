@@ -122,7 +122,11 @@ export class BrokerConnection {
     frames: SocketFrames | null,
     readonly options: ConnectionOptions,
   ) {
-    if (frames) frames.attach((frame) => this.onResponse(frame), (error) => this.onBadResponse(error))
+    if (frames)
+      frames.attach(
+        (frame) => this.onResponse(frame),
+        (error) => this.onBadResponse(error),
+      )
     else socket.on('data', (chunk: Buffer) => this.onData(chunk))
     socket.on('error', (error) =>
       this.fail(new ConnectionError(`${this.describe()}: ${error.message}`, error)),
@@ -467,7 +471,10 @@ class SocketFrames {
   attach(onFrame: (frame: Buffer) => void, onError: (error: unknown) => void): void {
     this.onFrame = onFrame
     this.onError = onError
-    if (this.failed !== null) return onError(this.failed)
+    if (this.failed !== null) {
+      onError(this.failed)
+      return
+    }
     try {
       for (const frame of this.early.splice(0)) onFrame(frame)
     } catch (error) {

@@ -119,7 +119,13 @@ function recordsOf(
   partition: number,
   fetchOffset: number,
   out: ConsumerRecord[],
-): (offsetDelta: number, timestampDelta: number, key: Buffer | null, value: Buffer | null, headers: RecordHeader[]) => void {
+): (
+  offsetDelta: number,
+  timestampDelta: number,
+  key: Buffer | null,
+  value: Buffer | null,
+  headers: RecordHeader[],
+) => void {
   const timestampType = header.timestampType === TimestampType.LogAppendTime ? 'LogAppendTime' : 'CreateTime'
   const { baseOffset, baseTimestamp, maxTimestamp, partitionLeaderEpoch } = header
   const logAppendTime = timestampType === 'LogAppendTime'
