@@ -243,8 +243,9 @@ class Meter {
     return line
   }
 
-  summary(config: BenchConfig, topic: string): BenchResult {
-    const elapsedMs = performance.now() - this.started
+  /** `windowStartMs`: when the throughput window opened (consume: at its first record). */
+  summary(config: BenchConfig, topic: string, windowStartMs = this.started): BenchResult {
+    const elapsedMs = performance.now() - windowStartMs
     const cpu = process.cpuUsage(this.cpuStart)
     const elu = performance.eventLoopUtilization(this.eluStart)
     const latency = latencySummary(this.histogram)
@@ -261,7 +262,10 @@ class Meter {
       cpu: {
         userMs: Math.round(cpu.user / 1000),
         systemMs: Math.round(cpu.system / 1000),
-        percentOfOneCore: Math.round(((cpu.user + cpu.system) / 1000 / elapsedMs) * 100),
+        // Over the time the CPU was counted, which may start before the throughput window.
+        percentOfOneCore: Math.round(
+          ((cpu.user + cpu.system) / 1000 / (performance.now() - this.started)) * 100,
+        ),
         eventLoopUtilization: Number(elu.utilization.toFixed(2)),
       },
       settings: {
@@ -669,17 +673,24 @@ async function consumeBench(config: BenchConfig, topic: string): Promise<BenchRe
   const deadline =
     config.durationMs === undefined ? Number.POSITIVE_INFINITY : meter.started + config.durationMs
   let idlePolls = 0
+  // As rdkafka-perf.c's consumer: records/s and MB/s from the first record to the last, so
+  // neither the first fetch's round trip nor close() (which waits out a long-poll fetch, up
+  // to fetch.max.wait.ms) counts. CPU still counts from here, that first fetch's decode included.
+  let firstRecordAtMs: number | null = null
+  let result: BenchResult
   try {
     // Ends at the count, the deadline, or after 10 s without a record.
     while (meter.count < config.numRecords && performance.now() < deadline && idlePolls < 10) {
       const records = await consumer.poll(1000)
       idlePolls = records.length === 0 ? idlePolls + 1 : 0
+      if (records.length > 0) firstRecordAtMs ??= performance.now()
       for (const r of records.slice(0, config.numRecords - meter.count))
         meter.record((r.value?.length ?? 0) + (r.key?.length ?? 0))
     }
+    result = meter.summary(config, topic, firstRecordAtMs ?? meter.started)
   } finally {
     stopProgress()
     await consumer.close()
   }
-  return meter.summary(config, topic)
+  return result
 }
