@@ -400,6 +400,10 @@ async function produceBench(config: BenchConfig, topic: string): Promise<BenchRe
       }),
   )
   const history = config.history === undefined ? null : await BenchHistory.open(config, producers.length)
+  // Set up before timing, as rdkafka-perf.c's warm-up does (without writing records): the
+  // topic's metadata, else the first thousands of sends wait for it on the slow path.
+  for (const p of producers) p.client.addInterest([topic])
+  await Promise.all(producers.map((p) => p.client.waitForTopics([topic], { maxWaitMs: 30000 })))
   const e2eConsumer = config.mode === 'e2e' ? await startE2eConsumer(config, topic) : null
   const meter = new Meter()
   const e2e = e2eConsumer ? new E2eReceiver(e2eConsumer, meter) : null
