@@ -159,6 +159,9 @@ export class FrameReader {
       }
       if (SIZE_BYTES + size <= scratch.length) break
       // Too large for the scratch buffer: what has arrived moves into the frame's own buffer.
+      // Allocated whole from the size prefix, as Kafka's NetworkReceive does; uninitialised
+      // memory is not touched until bytes arrive, so a peer announcing a large frame and
+      // sending little costs address space, not memory (and the frame goes out only full).
       this.frame = Buffer.allocUnsafe(size)
       this.filled = scratch.copy(this.frame, 0, start, end)
       this.held = 0
