@@ -290,11 +290,11 @@ test('a fetch response many times the socket read buffer arrives whole: every va
     const bootstrap = cluster.bootstrapServers
     await createTopics(bootstrap, [{ topic: 'large-fetch', partitions: 2 }])
     // ~3 MiB over two partitions: one fetch response is read in place, far past FrameReader's 64 KiB scratch buffer.
-    const valueOf = (i: number): Buffer => Buffer.alloc(10_000 + (i % 7), i % 251)
+    const payloadOf = (i: number): Buffer => Buffer.alloc(10_000 + (i % 7), i % 251)
     const producer = new Producer({ bootstrapServers: bootstrap, batchSize: 1 << 20, lingerMs: 20 })
     await Promise.all(
       Array.from({ length: 300 }, (_, i) =>
-        producer.send({ topic: 'large-fetch', partition: i % 2, value: valueOf(i) }),
+        producer.send({ topic: 'large-fetch', partition: i % 2, value: payloadOf(i) }),
       ),
     )
     await producer.close()
@@ -317,7 +317,8 @@ test('a fetch response many times the socket read buffer arrives whole: every va
         mine.map((r) => r.offset),
         Array.from({ length: 150 }, (_, i) => i),
       )
-      mine.forEach((r, i) => assert.ok(r.value!.equals(valueOf(2 * i + partition)), `value at offset ${i}`))
+      for (const [i, r] of mine.entries())
+        assert.ok(r.value!.equals(payloadOf(2 * i + partition)), `value at offset ${i}`)
     }
   })
 })
