@@ -19,7 +19,7 @@ import type { Clock, TimerHandle } from '../common/clock.js'
 import { TidelogError } from '../common/errors.js'
 import { type Random, systemRandom } from '../common/random.js'
 import { ErrorCode } from '../protocol/error-codes.js'
-import { FrameDecoder } from '../protocol/frame-decoder.js'
+import { FrameDecoder, FrameReader } from '../protocol/frame-decoder.js'
 import type { ApiVersionsResponse } from '../protocol/generated/api-versions-response.js'
 import { ApiKey, apis } from '../protocol/generated/index.js'
 import { encodeRequestHeader } from '../protocol/generated/request-header.js'
@@ -105,6 +105,7 @@ interface InFlight {
 
 export class BrokerConnection {
   private readonly inFlight = new Map<number, InFlight>()
+  /** TLS sockets only: a plain socket reads into its SocketFrames' buffers instead ('data' events never fire). */
   private readonly decoder = new FrameDecoder(MAX_RESPONSE_BYTES)
   private readonly closeListeners: ((error: Error) => void)[] = []
   private brokerVersions = new Map<number, VersionRange>()
@@ -118,9 +119,15 @@ export class BrokerConnection {
 
   private constructor(
     private readonly socket: Socket,
+    frames: SocketFrames | null,
     readonly options: ConnectionOptions,
   ) {
-    socket.on('data', (chunk: Buffer) => this.onData(chunk))
+    if (frames)
+      frames.attach(
+        (frame) => this.onResponse(frame),
+        (error) => this.onBadResponse(error),
+      )
+    else socket.on('data', (chunk: Buffer) => this.onData(chunk))
     socket.on('error', (error) =>
       this.fail(new ConnectionError(`${this.describe()}: ${error.message}`, error)),
     )
@@ -129,8 +136,8 @@ export class BrokerConnection {
 
   /** Opens the socket and negotiates versions; rejects with ConnectionError. */
   static async open(options: ConnectionOptions): Promise<BrokerConnection> {
-    const socket = await openSocket(options)
-    const connection = new BrokerConnection(socket, options)
+    const { socket, frames } = await openSocket(options)
+    const connection = new BrokerConnection(socket, frames, options)
     try {
       await connection.negotiateVersions()
       if (options.sasl) await connection.authenticate(options.sasl)
@@ -298,8 +305,12 @@ export class BrokerConnection {
     try {
       this.decoder.push(chunk, (frame) => this.onResponse(frame))
     } catch (error) {
-      this.fail(new ConnectionError(`${this.describe()}: bad response`, error))
+      this.onBadResponse(error)
     }
+  }
+
+  private onBadResponse(error: unknown): void {
+    this.fail(new ConnectionError(`${this.describe()}: bad response`, error))
   }
 
   private onResponse(frame: Buffer): void {
@@ -444,9 +455,49 @@ function decodeBody(apiKey: number, version: number, reader: Reader): unknown {
   }
 }
 
-function openSocket(options: ConnectionOptions): Promise<Socket> {
+/**
+ * A plain socket's responses: the socket reads (net's `onread`) into FrameReader's buffers,
+ * so a large fetch response is read straight into a buffer of its own size. Frames that
+ * arrive before the connection attaches (none should: the client speaks first) wait, in
+ * order, as with a paused socket.
+ */
+class SocketFrames {
+  readonly reader = new FrameReader(MAX_RESPONSE_BYTES)
+  private early: Buffer[] = []
+  private onFrame: ((frame: Buffer) => void) | null = null
+  private onError: ((error: unknown) => void) | null = null
+  private failed: unknown = null
+
+  attach(onFrame: (frame: Buffer) => void, onError: (error: unknown) => void): void {
+    this.onFrame = onFrame
+    this.onError = onError
+    if (this.failed !== null) {
+      onError(this.failed)
+      return
+    }
+    try {
+      for (const frame of this.early.splice(0)) onFrame(frame)
+    } catch (error) {
+      onError(error)
+    }
+  }
+
+  /** The onread callback: never throws (it runs inside the socket's read). */
+  onRead(bytes: number): void {
+    if (this.failed !== null) return
+    try {
+      this.reader.onRead(bytes, this.onFrame ?? ((frame) => this.early.push(frame)))
+    } catch (error) {
+      this.failed = error
+      this.onError?.(error)
+    }
+  }
+}
+
+function openSocket(options: ConnectionOptions): Promise<{ socket: Socket; frames: SocketFrames | null }> {
   return new Promise((resolve, reject) => {
     const ssl = options.ssl
+    const frames = ssl ? null : new SocketFrames()
     const socket: Socket = ssl
       ? tlsConnect({
           host: options.host,
@@ -460,7 +511,19 @@ function openSocket(options: ConnectionOptions): Promise<Socket> {
           // SNI carries names only; an IP address is still checked against the certificate's IP SANs.
           servername: ssl.servername ?? (isIP(options.host) ? undefined : options.host),
         })
-      : connect({ host: options.host, port: options.port, noDelay: true })
+      : connect({
+          host: options.host,
+          port: options.port,
+          noDelay: true,
+          onread: {
+            buffer: () => frames!.reader.nextBuffer(),
+            // true: keep reading (false would stop the socket's reads).
+            callback: (bytes: number) => {
+              frames!.onRead(bytes)
+              return true
+            },
+          },
+        })
     if (ssl) socket.setNoDelay(true)
     const timer = options.clock.setTimeout(() => {
       socket.destroy()
@@ -473,7 +536,7 @@ function openSocket(options: ConnectionOptions): Promise<Socket> {
     socket.once(ssl ? 'secureConnect' : 'connect', () => {
       timer.cancel()
       socket.removeAllListeners('error')
-      resolve(socket)
+      resolve({ socket, frames })
     })
     socket.once('error', (error) => {
       timer.cancel()

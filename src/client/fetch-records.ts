@@ -19,11 +19,13 @@ import {
 } from '../protocol/batch-header.js'
 import {
   convertLegacyToV2,
-  type DecodedRecordBatch,
-  decodeRecordBatch,
+  decodeRecords,
   iterateBatches,
   MAGIC_V2,
+  openRecordBatch,
+  type RecordBatchHeaderFields,
   type RecordHeader,
+  visitRecords,
 } from '../protocol/record-batch.js'
 import { CorruptRecordError } from './errors.js'
 
@@ -53,10 +55,14 @@ export interface AbortedTransaction {
 }
 
 /** Kafka's control record key: int16 version, int16 type; type 0 is ABORT. */
-function isAbortMarker(batch: DecodedRecordBatch): boolean {
-  const key = batch.records[0]?.key
-  return batch.isControl && key !== null && key !== undefined && key.length >= 4 && key.readInt16BE(2) === 0
+function isAbortMarker(header: RecordBatchHeaderFields, records: Buffer): boolean {
+  if (!header.isControl || header.recordsCount === 0) return false
+  const key = decodeRecords(records, header.recordsCount)[0].key
+  return key !== null && key.length >= 4 && key.readInt16BE(2) === 0
 }
+
+/** Parses records it keeps nothing of: a skipped batch's bytes are still checked, as before they were skipped. */
+function ignoreRecord(): void {}
 
 export async function decodeFetchedRecords(
   topic: string,
@@ -78,35 +84,67 @@ export async function decodeFetchedRecords(
   for (let step = walk.next(); step.done !== true; step = walk.next()) {
     const span = step.value
     batchCount++
-    const batch = await decodeSpan(blob.subarray(span.at, span.at + span.sizeInBytes), topic, partition)
-    const end = batch.baseOffset + batch.lastOffsetDelta + 1
-    if (end <= fetchOffset) continue
-    nextOffset = Math.max(nextOffset, end)
-    if (aborted !== null && batch.producerId >= 0n) {
-      const lastOffset = BigInt(end - 1)
-      while (aborted.length > 0 && aborted[0].firstOffset <= lastOffset)
-        abortedProducerIds.add(aborted.shift()!.producerId)
-      if (isAbortMarker(batch)) abortedProducerIds.delete(batch.producerId)
-      else if (batch.isTransactional && abortedProducerIds.has(batch.producerId)) continue
-    }
-    if (batch.isControl) continue
-    const timestampType = batch.timestampType === TimestampType.LogAppendTime ? 'LogAppendTime' : 'CreateTime'
-    for (const r of batch.records) {
-      if (r.offset < fetchOffset) continue
-      records.push({
-        topic,
-        partition,
-        offset: r.offset,
-        timestamp: r.timestamp,
-        timestampType,
-        key: r.key,
-        value: r.value,
-        headers: r.headers,
-        leaderEpoch: batch.partitionLeaderEpoch,
-      })
+    const bytes = blob.subarray(span.at, span.at + span.sizeInBytes)
+    try {
+      const { header, records: section } = await openSpan(bytes)
+      const end = header.baseOffset + header.lastOffsetDelta + 1
+      let keep = end > fetchOffset
+      if (keep) nextOffset = Math.max(nextOffset, end)
+      if (keep && aborted !== null && header.producerId >= 0n) {
+        const lastOffset = BigInt(end - 1)
+        while (aborted.length > 0 && aborted[0].firstOffset <= lastOffset)
+          abortedProducerIds.add(aborted.shift()!.producerId)
+        if (isAbortMarker(header, section)) abortedProducerIds.delete(header.producerId)
+        else if (header.isTransactional && abortedProducerIds.has(header.producerId)) keep = false
+      }
+      if (header.isControl) keep = false
+      // Straight into the consumer's records (keys and values stay views into the fetch
+      // response): no intermediate Record or DecodedRecord per record.
+      visitRecords(
+        section,
+        header.recordsCount,
+        keep ? recordsOf(header, topic, partition, fetchOffset, records) : ignoreRecord,
+      )
+    } catch (error) {
+      throw new CorruptRecordError(`${topic}-${partition}: fetched batch does not decode`, error)
     }
   }
   return { records, nextOffset, batchCount }
+}
+
+/** The visitor that appends a batch's records at or past fetchOffset to `out`. */
+function recordsOf(
+  header: RecordBatchHeaderFields,
+  topic: string,
+  partition: number,
+  fetchOffset: number,
+  out: ConsumerRecord[],
+): (
+  offsetDelta: number,
+  timestampDelta: number,
+  key: Buffer | null,
+  value: Buffer | null,
+  headers: RecordHeader[],
+) => void {
+  const timestampType = header.timestampType === TimestampType.LogAppendTime ? 'LogAppendTime' : 'CreateTime'
+  const { baseOffset, baseTimestamp, maxTimestamp, partitionLeaderEpoch } = header
+  const logAppendTime = timestampType === 'LogAppendTime'
+  return (offsetDelta, timestampDelta, key, value, headers) => {
+    const offset = baseOffset + offsetDelta
+    if (offset < fetchOffset) return
+    out.push({
+      topic,
+      partition,
+      offset,
+      // LogAppendTime batches: every record takes the batch's maxTimestamp (as DecodedRecord).
+      timestamp: logAppendTime ? maxTimestamp : baseTimestamp + timestampDelta,
+      timestampType,
+      key,
+      value,
+      headers,
+      leaderEpoch: partitionLeaderEpoch,
+    })
+  }
 }
 
 /** A v2 batch header's size: the fields nextOffsetOf reads lie inside it. */
@@ -134,15 +172,11 @@ export function nextOffsetOf(blob: Buffer | null, fetchOffset: number): number |
   return nextOffset
 }
 
-async function decodeSpan(bytes: Buffer, topic: string, partition: number): Promise<DecodedRecordBatch> {
-  try {
-    if (bytes[MAGIC_OFFSET] === MAGIC_V2) return await decodeRecordBatch(bytes)
-    // A message set from an old producer, served as stored: convert, keeping its offsets.
-    const base = Number(bytes.readBigInt64BE(0))
-    return await decodeRecordBatch(await convertLegacyToV2(bytes, { baseOffset: base }))
-  } catch (error) {
-    throw new CorruptRecordError(`${topic}-${partition}: fetched batch does not decode`, error)
-  }
+async function openSpan(bytes: Buffer): Promise<Awaited<ReturnType<typeof openRecordBatch>>> {
+  if (bytes[MAGIC_OFFSET] === MAGIC_V2) return await openRecordBatch(bytes)
+  // A message set from an old producer, served as stored: convert, keeping its offsets.
+  const base = Number(bytes.readBigInt64BE(0))
+  return await openRecordBatch(await convertLegacyToV2(bytes, { baseOffset: base }))
 }
 
 function cmp(a: bigint, b: bigint): number {

@@ -951,7 +951,20 @@ export function readBatchHeader(buf: Buffer, at = 0): RecordBatchHeaderFields {
   }
 }
 
-function readRecord(cursor: RecordCursor): Record {
+/**
+ * Receives each record of a records section, its fields as on the wire (deltas relative
+ * to the batch). Keys, values and header values are views into the section.
+ */
+export type RecordVisitor = (
+  offsetDelta: number,
+  timestampDelta: number,
+  key: Buffer | null,
+  value: Buffer | null,
+  headers: RecordHeader[],
+  attributes: number,
+) => void
+
+function visitRecord(cursor: RecordCursor, visit: RecordVisitor): void {
   const length = cursor.varint()
   if (length < RECORD_BYTES_MIN - 1 || length > cursor.end - cursor.pos) {
     throw new CorruptRecordError(`record length ${length} at byte ${cursor.pos} is impossible`)
@@ -966,7 +979,7 @@ function readRecord(cursor: RecordCursor): Record {
   if (cursor.pos - start !== length) {
     throw new CorruptRecordError(`record declared ${length} bytes but holds ${cursor.pos - start}`)
   }
-  return { attributes, offsetDelta, timestampDelta, key, value, headers }
+  visit(offsetDelta, timestampDelta, key, value, headers, attributes)
 }
 
 function readHeaders(cursor: RecordCursor): RecordHeader[] {
@@ -984,18 +997,30 @@ function readHeaders(cursor: RecordCursor): RecordHeader[] {
   return headers
 }
 
-/** Parses an uncompressed records section holding exactly `count` records. */
-export function decodeRecords(data: Buffer, count: number): Record[] {
+/**
+ * Walks an uncompressed records section holding exactly `count` records, handing each to
+ * `visit` before reading the next. For readers that build their own record objects (the
+ * consumer): decodeRecords' Record per record is then not made. A record that does not
+ * parse throws CorruptRecordError after the records before it were visited.
+ */
+export function visitRecords(data: Buffer, count: number, visit: RecordVisitor): void {
   assert(Number.isInteger(count) && count >= 0, () => `bad record count ${count}`)
   if (count * RECORD_BYTES_MIN > data.length) {
     throw new CorruptRecordError(`${count} records cannot fit in ${data.length} bytes`)
   }
   const cursor = new RecordCursor(data, 0, data.length)
-  const records: Record[] = new Array(count)
-  for (let i = 0; i < count; i++) records[i] = readRecord(cursor)
+  for (let i = 0; i < count; i++) visitRecord(cursor, visit)
   if (cursor.pos !== data.length) {
     throw new CorruptRecordError(`${data.length - cursor.pos} bytes left after ${count} records`)
   }
+}
+
+/** Parses an uncompressed records section holding exactly `count` records. */
+export function decodeRecords(data: Buffer, count: number): Record[] {
+  const records: Record[] = []
+  visitRecords(data, count, (offsetDelta, timestampDelta, key, value, headers, attributes) => {
+    records.push({ attributes, offsetDelta, timestampDelta, key, value, headers })
+  })
   return records
 }
 
@@ -1020,21 +1045,37 @@ function checkedHeader(buf: Buffer, at: number, options: DecodeOptions): RecordB
   return readBatchHeader(buf, at)
 }
 
+/**
+ * The header of the v2 batch at `at`, its CRC and fields checked (unless verifyCrc is
+ * false), and its records section decompressed: what decodeRecordBatch decodes, for
+ * readers that walk the records with visitRecords. Bad bytes throw as decodeRecordBatch.
+ */
+export async function openRecordBatch(
+  buf: Buffer,
+  at = 0,
+  options: DecodeOptions = {},
+): Promise<{ header: RecordBatchHeaderFields; records: Buffer }> {
+  const header = checkedHeader(buf, at, options)
+  // Kafka reads nothing, not even a compression stream, when a batch counts no records.
+  if (header.recordsCount === 0) return { header, records: EMPTY_SECTION }
+  const section = buf.subarray(at + RECORD_BATCH_OVERHEAD, at + header.sizeInBytes)
+  const records =
+    header.compression === CompressionType.None
+      ? section
+      : await decompress(header.compression, section, options)
+  return { header, records }
+}
+
+const EMPTY_SECTION = Buffer.alloc(0)
+
 /** Decodes the v2 batch at `at`, decompressing its records. Bad bytes throw CorruptRecordError/InvalidRecordError. */
 export async function decodeRecordBatch(
   buf: Buffer,
   at = 0,
   options: DecodeOptions = {},
 ): Promise<DecodedRecordBatch> {
-  const header = checkedHeader(buf, at, options)
-  // Kafka reads nothing, not even a compression stream, when a batch counts no records.
-  if (header.recordsCount === 0) return toDecoded(header, [])
-  const section = buf.subarray(at + RECORD_BATCH_OVERHEAD, at + header.sizeInBytes)
-  const data =
-    header.compression === CompressionType.None
-      ? section
-      : await decompress(header.compression, section, options)
-  return toDecoded(header, decodeRecords(data, header.recordsCount))
+  const { header, records } = await openRecordBatch(buf, at, options)
+  return toDecoded(header, header.recordsCount === 0 ? [] : decodeRecords(records, header.recordsCount))
 }
 
 /** decodeRecordBatch for batches whose codec has a synchronous implementation (all but zstd). */

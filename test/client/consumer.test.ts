@@ -284,3 +284,41 @@ test('subscribe and commit need a groupId; group options are checked at construc
   assert.deepEqual(member.subscription(), ['t'])
   await member.close()
 })
+
+test('a fetch response many times the socket read buffer arrives whole: every value byte for byte, in order', async () => {
+  await withBroker(async (cluster) => {
+    const bootstrap = cluster.bootstrapServers
+    await createTopics(bootstrap, [{ topic: 'large-fetch', partitions: 2 }])
+    // ~3 MiB over two partitions: one fetch response is read in place, far past FrameReader's 64 KiB scratch buffer.
+    const payloadOf = (i: number): Buffer => Buffer.alloc(10_000 + (i % 7), i % 251)
+    const producer = new Producer({ bootstrapServers: bootstrap, batchSize: 1 << 20, lingerMs: 20 })
+    await Promise.all(
+      Array.from({ length: 300 }, (_, i) =>
+        producer.send({ topic: 'large-fetch', partition: i % 2, value: payloadOf(i) }),
+      ),
+    )
+    await producer.close()
+    const consumer = new Consumer({
+      bootstrapServers: bootstrap,
+      autoOffsetReset: 'earliest',
+      maxPartitionFetchBytes: 10 << 20,
+      maxPollRecords: 1000,
+    })
+    consumer.assign([
+      { topic: 'large-fetch', partition: 0 },
+      { topic: 'large-fetch', partition: 1 },
+    ])
+    const records = await pollUntil(consumer, 300)
+    await consumer.close()
+    assert.equal(records.length, 300)
+    for (const partition of [0, 1]) {
+      const mine = records.filter((r) => r.partition === partition)
+      assert.deepEqual(
+        mine.map((r) => r.offset),
+        Array.from({ length: 150 }, (_, i) => i),
+      )
+      for (const [i, r] of mine.entries())
+        assert.ok(r.value!.equals(payloadOf(2 * i + partition)), `value at offset ${i}`)
+    }
+  })
+})

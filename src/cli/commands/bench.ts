@@ -208,7 +208,10 @@ class Meter {
   failed = 0
   private windowCount = 0
   private windowBytes = 0
-  private readonly windowLatency = newHistogram()
+  /** The progress line's mean and max: sums, not a second histogram (recordValue per record costs). */
+  private windowLatencyCount = 0
+  private windowLatencySumUs = 0
+  private windowLatencyMaxUs = 0
   private windowStarted = performance.now()
   private windowCpu = process.cpuUsage()
 
@@ -220,7 +223,9 @@ class Meter {
     if (latencyUs !== undefined) {
       const value = Math.max(1, Math.round(latencyUs))
       this.histogram.recordValue(value)
-      this.windowLatency.recordValue(value)
+      this.windowLatencyCount++
+      this.windowLatencySumUs += value
+      if (value > this.windowLatencyMaxUs) this.windowLatencyMaxUs = value
     }
   }
 
@@ -231,20 +236,23 @@ class Meter {
     const cpu = process.cpuUsage(this.windowCpu)
     const cpuPct = ((cpu.user + cpu.system) / 1000 / (now - this.windowStarted)) * 100
     const latency =
-      this.windowLatency.totalCount > 0
-        ? `, ${ms(this.windowLatency.mean)} ms avg latency, ${ms(this.windowLatency.maxValue)} ms max latency`
+      this.windowLatencyCount > 0
+        ? `, ${ms(this.windowLatencySumUs / this.windowLatencyCount)} ms avg latency, ${ms(this.windowLatencyMaxUs)} ms max latency`
         : ''
     const line = `${this.windowCount} records, ${(this.windowCount / seconds).toFixed(1)} records/sec (${(this.windowBytes / seconds / 1048576).toFixed(2)} MB/sec)${latency}, client CPU ${cpuPct.toFixed(0)}%`
     this.windowCount = 0
     this.windowBytes = 0
-    this.windowLatency.reset()
+    this.windowLatencyCount = 0
+    this.windowLatencySumUs = 0
+    this.windowLatencyMaxUs = 0
     this.windowStarted = now
     this.windowCpu = process.cpuUsage()
     return line
   }
 
-  summary(config: BenchConfig, topic: string): BenchResult {
-    const elapsedMs = performance.now() - this.started
+  /** `windowStartMs`: when the throughput window opened (consume: at its first record). */
+  summary(config: BenchConfig, topic: string, windowStartMs = this.started): BenchResult {
+    const elapsedMs = performance.now() - windowStartMs
     const cpu = process.cpuUsage(this.cpuStart)
     const elu = performance.eventLoopUtilization(this.eluStart)
     const latency = latencySummary(this.histogram)
@@ -261,7 +269,10 @@ class Meter {
       cpu: {
         userMs: Math.round(cpu.user / 1000),
         systemMs: Math.round(cpu.system / 1000),
-        percentOfOneCore: Math.round(((cpu.user + cpu.system) / 1000 / elapsedMs) * 100),
+        // Over the time the CPU was counted, which may start before the throughput window.
+        percentOfOneCore: Math.round(
+          ((cpu.user + cpu.system) / 1000 / (performance.now() - this.started)) * 100,
+        ),
         eventLoopUtilization: Number(elu.utilization.toFixed(2)),
       },
       settings: {
@@ -389,6 +400,10 @@ async function produceBench(config: BenchConfig, topic: string): Promise<BenchRe
       }),
   )
   const history = config.history === undefined ? null : await BenchHistory.open(config, producers.length)
+  // Set up before timing, as rdkafka-perf.c's warm-up does (without writing records): the
+  // topic's metadata, else the first thousands of sends wait for it on the slow path.
+  for (const p of producers) p.client.addInterest([topic])
+  await Promise.all(producers.map((p) => p.client.waitForTopics([topic], { maxWaitMs: 30000 })))
   const e2eConsumer = config.mode === 'e2e' ? await startE2eConsumer(config, topic) : null
   const meter = new Meter()
   const e2e = e2eConsumer ? new E2eReceiver(e2eConsumer, meter) : null
@@ -669,17 +684,24 @@ async function consumeBench(config: BenchConfig, topic: string): Promise<BenchRe
   const deadline =
     config.durationMs === undefined ? Number.POSITIVE_INFINITY : meter.started + config.durationMs
   let idlePolls = 0
+  // As rdkafka-perf.c's consumer: records/s and MB/s from the first record to the last, so
+  // neither the first fetch's round trip nor close() (which waits out a long-poll fetch, up
+  // to fetch.max.wait.ms) counts. CPU still counts from here, that first fetch's decode included.
+  let firstRecordAtMs: number | null = null
+  let result: BenchResult
   try {
     // Ends at the count, the deadline, or after 10 s without a record.
     while (meter.count < config.numRecords && performance.now() < deadline && idlePolls < 10) {
       const records = await consumer.poll(1000)
       idlePolls = records.length === 0 ? idlePolls + 1 : 0
+      if (records.length > 0) firstRecordAtMs ??= performance.now()
       for (const r of records.slice(0, config.numRecords - meter.count))
         meter.record((r.value?.length ?? 0) + (r.key?.length ?? 0))
     }
+    result = meter.summary(config, topic, firstRecordAtMs ?? meter.started)
   } finally {
     stopProgress()
     await consumer.close()
   }
-  return meter.summary(config, topic)
+  return result
 }
