@@ -19,6 +19,7 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs, promisify } from 'node:util'
 import { type Cluster, startCluster } from '../src/server/cluster.js'
+import { tidelogNodeFlags } from '../test/helpers/node-flags.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const { values } = parseArgs({
@@ -81,7 +82,15 @@ async function rdkafka(binary: string, args: string[]): Promise<Figures> {
 async function tidelog(args: string[]): Promise<Figures> {
   const { stdout } = await run(
     process.execPath,
-    [join(root, 'bin', 'tidelog.js'), 'bench', ...args, '--json', '--interval-ms', '60000'],
+    [
+      ...tidelogNodeFlags(),
+      join(root, 'bin', 'tidelog.js'),
+      'bench',
+      ...args,
+      '--json',
+      '--interval-ms',
+      '60000',
+    ],
     {
       encoding: 'utf8',
       maxBuffer: 1 << 20,
