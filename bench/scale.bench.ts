@@ -5,6 +5,7 @@
  * /proc/self/fd. Sections, each printed as a table row:
  *   - create:      CreateTopics of --partitions partitions (RF --rf) until every leader serves them
  *   - metadata:    Metadata latency (p50/p99) of the topic, from tidelog's Admin
+ *   - idle:        CPU the brokers use over 10 s with nothing produced (replica fetch rounds)
  *   - produce:     --records records of --record-bytes spread over every partition, by
  *                  librdkafka's load generator (bench/native/rdkafka-perf.c, acks=1)
  *   - restart:     stop (clean shutdown) and start again on the same data: stop time,
@@ -15,8 +16,11 @@
  *                  time until every group is stable
  *
  *   node --expose-gc dist/bench/scale.bench.js [--partitions 10000] [--brokers 1] [--rf 1]
- *     [--sections create,metadata,produce,restart,connections,groups] [--records 200000]
- *     [--connections 1000] [--groups 200] [--set key=value ...]
+ *     [--sections create,metadata,idle,produce,restart,connections,groups] [--records 200000]
+ *     [--connections 1000] [--groups 200] [--served-timeout-ms 50000] [--set key=value ...]
+ *
+ * --served-timeout-ms: how long past CreateTopics' answer to wait for every partition to be
+ * served before giving up.
  */
 import { execFile, execFileSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
@@ -36,11 +40,12 @@ const { values } = parseArgs({
     partitions: { type: 'string', default: '10000' },
     brokers: { type: 'string', default: '1' },
     rf: { type: 'string', default: '1' },
-    sections: { type: 'string', default: 'create,metadata,produce,restart,connections,groups' },
+    sections: { type: 'string', default: 'create,metadata,idle,produce,restart,connections,groups' },
     records: { type: 'string', default: '200000' },
     'record-bytes': { type: 'string', default: '1024' },
     connections: { type: 'string', default: '1000' },
     groups: { type: 'string', default: '200' },
+    'served-timeout-ms': { type: 'string', default: '50000' },
     set: { type: 'string', multiple: true, default: [] },
   },
 })
@@ -51,6 +56,7 @@ const records = positive('records')
 const recordBytes = positive('record-bytes')
 const connectionCount = positive('connections')
 const groupCount = positive('groups')
+const servedTimeoutMs = positive('served-timeout-ms')
 const sections = new Set(values.sections.split(',').filter(Boolean))
 const TOPIC = 'scale'
 
@@ -99,7 +105,7 @@ async function metadataLatency(admin: Admin, samples: number): Promise<string> {
 }
 
 /** Waits until every partition has a serving leader; throws with the count served after `timeoutMs`. */
-async function waitAllServed(admin: Admin, timeoutMs = 50000): Promise<void> {
+async function waitAllServed(admin: Admin, timeoutMs = servedTimeoutMs): Promise<void> {
   const deadline = performance.now() + timeoutMs
   for (;;) {
     const [topic] = await admin.describeTopics([TOPIC])
@@ -264,6 +270,20 @@ async function main(): Promise<void> {
     }
     if (sections.has('metadata'))
       row(`Metadata of ${partitions} partitions`, await metadataLatency(admin, 30))
+    if (sections.has('idle')) {
+      // Nothing produced or consumed: what the brokers spend keeping replicas in step (the
+      // followers' fetch rounds, at least one per replica.fetch.wait.max.ms per fetcher).
+      const before = process.cpuUsage()
+      const started = performance.now()
+      await new Promise((resolve) => setTimeout(resolve, 10000))
+      const used = process.cpuUsage(before)
+      const seconds = (performance.now() - started) / 1000
+      row(
+        `idle CPU with ${partitions} partitions`,
+        `${((used.user + used.system) / 1e6 / seconds).toFixed(2)} core-s/s`,
+        'over 10 s, this process (every broker)',
+      )
+    }
     if (sections.has('produce')) {
       const binary = perfBinary()
       const { stdout } = await promisify(execFile)(
@@ -284,11 +304,22 @@ async function main(): Promise<void> {
       const stopStarted = performance.now()
       await cluster.stop()
       row('clean shutdown', `${(performance.now() - stopStarted).toFixed(0)} ms`)
+      const restartStarted = performance.now()
       ;({ cluster, ms: startMs } = await start(dataDir))
+      // startCluster resolves once the brokers listen; leaders may still be applying the
+      // metadata (opening logs), so serving is waited for as after CreateTopics.
+      if (sections.has('create')) {
+        const restartAdmin = new Admin({
+          bootstrapServers: cluster.bootstrapServers,
+          requestTimeoutMs: 120000,
+        })
+        await waitAllServed(restartAdmin).finally(() => restartAdmin.close())
+      }
       const restarted = memory()
+      row('restart: brokers listening', `${startMs.toFixed(0)} ms`)
       row(
         'restart until every partition is served',
-        `${startMs.toFixed(0)} ms`,
+        `${(performance.now() - restartStarted).toFixed(0)} ms`,
         `RSS ${mib(restarted.rssBytes)}, heap ${mib(restarted.heapBytes)}, ${restarted.descriptors} fds`,
       )
     }

@@ -368,7 +368,7 @@ function buildImage(kvs: ReadonlyMap<string, KeyValue>, cache: Map<string, Parse
   // Keys deleted since the last build leave the cache.
   for (const key of cache.keys()) if (!kvs.has(key)) cache.delete(key)
   const brokers = new Map<BrokerId, BrokerRegistration>()
-  const topicValues = new Map<string, TopicValue>()
+  const topicValues = new Map<string, ParsedValue>()
   const partitionKvs = new Map<string, KeyValue>()
   const brokerConfigs = new Map<string, Readonly<Record<string, string>>>()
   const servedLeaderEpochs = new Map<BrokerId, ReadonlyMap<string, number>>()
@@ -382,7 +382,7 @@ function buildImage(kvs: ReadonlyMap<string, KeyValue>, cache: Map<string, Parse
       // The registration's own revision is its broker epoch: every registration writes it anew.
       brokers.set(registration.nodeId, { ...registration, brokerEpoch: kv.modRevision })
     } else if (key.startsWith(KEYS.topicsPrefix))
-      topicValues.set(key.slice(KEYS.topicsPrefix.length), parseValue(cache, kv).value as TopicValue)
+      topicValues.set(key.slice(KEYS.topicsPrefix.length), parseValue(cache, kv))
     else if (key.startsWith(KEYS.partitionsPrefix)) partitionKvs.set(key, kv)
     else if (key.startsWith(KEYS.brokerConfigsPrefix)) {
       brokerConfigs.set(key.slice(KEYS.brokerConfigsPrefix.length), JSON.parse(kv.value))
@@ -396,15 +396,23 @@ function buildImage(kvs: ReadonlyMap<string, KeyValue>, cache: Map<string, Parse
     }
   }
   const topics = new Map<string, TopicImage>()
-  for (const [name, value] of [...topicValues].sort(([a], [b]) => (a < b ? -1 : 1))) {
+  for (const [name, parsedTopic] of [...topicValues].sort(([a], [b]) => (a < b ? -1 : 1))) {
+    const value = parsedTopic.value as TopicValue
+    // Unchanged partitions and topics keep their objects from the previous image: a change
+    // of one partition allocated (and the brokers re-applied) every partition of the cluster.
+    const previous = parsedTopic.derived as TopicImage | undefined
+    let same = previous !== undefined
     const partitions = value.replicas.map((replicas, index): PartitionState => {
-      const kv = partitionKvs.get(KEYS.partition(name, index))
-      if (!kv)
-        return { partition: index, replicas, isr: [], leader: NO_LEADER, leaderEpoch: 0, partitionEpoch: 0 }
-      const state = parseValue(cache, kv).value as PartitionValue
-      return { partition: index, replicas, ...state, partitionEpoch: kv.version }
+      const state = partitionState(cache, partitionKvs.get(KEYS.partition(name, index)), replicas, index)
+      if (same && previous?.partitions[index] !== state) same = false
+      return state
     })
-    topics.set(name, { name, topicId: value.topicId, partitions, configs: value.configs })
+    const topic =
+      same && previous !== undefined && previous.partitions.length === partitions.length
+        ? previous
+        : { name, topicId: value.topicId, partitions, configs: value.configs }
+    parsedTopic.derived = topic
+    topics.set(name, topic)
   }
   const controllerId = brokers.has(controller)
     ? controller
@@ -412,6 +420,31 @@ function buildImage(kvs: ReadonlyMap<string, KeyValue>, cache: Map<string, Parse
       ? Math.min(...brokers.keys())
       : NO_LEADER
   return { clusterId, controllerId, brokers, topics, brokerConfigs, servedLeaderEpochs }
+}
+
+/**
+ * A partition's state from its key (absent: not written yet, offline), the object of the
+ * previous build while the key's revision and the topic's replica list are the same.
+ */
+function partitionState(
+  cache: Map<string, ParsedValue>,
+  kv: KeyValue | undefined,
+  replicas: readonly BrokerId[],
+  index: number,
+): PartitionState {
+  if (!kv)
+    return { partition: index, replicas, isr: [], leader: NO_LEADER, leaderEpoch: 0, partitionEpoch: 0 }
+  const parsed = parseValue(cache, kv)
+  const previous = parsed.derived as PartitionState | undefined
+  if (previous !== undefined && previous.replicas === replicas) return previous
+  const state: PartitionState = {
+    partition: index,
+    replicas,
+    ...(parsed.value as PartitionValue),
+    partitionEpoch: kv.version,
+  }
+  parsed.derived = state
+  return state
 }
 
 function topicValue(topic: TopicImage): string {
@@ -433,6 +466,17 @@ function partitionValue(state: PartitionState): string {
   if (state.addingReplicas?.length) value.addingReplicas = [...state.addingReplicas]
   if (state.removingReplicas?.length) value.removingReplicas = [...state.removingReplicas]
   return JSON.stringify(value)
+}
+
+/**
+ * False when `after` provably encodes to the same topic value as `before` (same id, configs
+ * and replica lists by identity), which spares encoding every partition's replicas twice
+ * per update of one partition's ISR.
+ */
+function mayChangeTopicValue(before: TopicImage, after: TopicImage): boolean {
+  if (before.topicId !== after.topicId || before.configs !== after.configs) return true
+  if (before.partitions.length !== after.partitions.length) return true
+  return after.partitions.some((state, index) => state.replicas !== before.partitions[index].replicas)
 }
 
 function versionOf(kvs: ReadonlyMap<string, KeyValue>, key: string): number {
@@ -461,10 +505,9 @@ export function diffImages(
     // Images are immutable: an object an update kept is unchanged, with no need to encode it
     // (an update of one partition's ISR encoded all 10,000 partitions twice).
     if (before === after) continue
-    const value = topicValue(after)
-    if (!before || topicValue(before) !== value) {
+    if (!before || (mayChangeTopicValue(before, after) && topicValue(before) !== topicValue(after))) {
       guard(KEYS.topic(name))
-      ops.push({ type: 'put', key: KEYS.topic(name), value })
+      ops.push({ type: 'put', key: KEYS.topic(name), value: topicValue(after) })
     }
     for (const state of after.partitions) {
       const previous = before?.topicId === after.topicId ? before.partitions[state.partition] : undefined

@@ -10,7 +10,7 @@
  * offsets and epochs, and takes the leader's high watermark.
  */
 import { ExponentialBackoff } from '../common/backoff.js'
-import type { Clock } from '../common/clock.js'
+import type { Clock, TimerHandle } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
 import type { LeaderEpoch, Offset } from '../common/types.js'
 import { ErrorCode } from '../protocol/error-codes.js'
@@ -81,6 +81,11 @@ const LEADER_CATCHING_UP = new Set<number>([
 const CATCHING_UP_BACKOFF = new ExponentialBackoff({ initialMs: 5, maxMs: 1000 })
 /** Past this many (about 1.3 s of retries), a leader that still refuses gets the full backoff. */
 const CATCHING_UP_MAX_ERRORS = 8
+/**
+ * How long a poll runs at least, per partition it carries, before a partition that became
+ * ready cuts it short (see LeaderFetcher.wake): 3,333 partitions, 167 ms; 10, 1 ms.
+ */
+const WAKE_INTERVAL_PER_PARTITION_MS = 0.2
 
 function keyOf(partition: Partition): string {
   return `${partition.topic}\u0000${partition.partition}`
@@ -146,6 +151,10 @@ export class LeaderFetcher {
   private interrupted = false
   /** Ends the loop's current sleep early. */
   private wakeSleep: (() => void) | null = null
+  /** When the poll in flight was sent (monotonic ms). */
+  private pollSentMs = 0
+  /** A wake-up waiting for the poll in flight to have run its minimum time (see wake). */
+  private wakeTimer: TimerHandle | null = null
 
   constructor(
     private readonly leaderId: number,
@@ -174,6 +183,28 @@ export class LeaderFetcher {
    */
   private wake(): void {
     this.wakeSleep?.()
+    if (this.polling === null || this.interrupted || this.wakeTimer !== null) return
+    // The fetch that replaces the poll carries every partition, O(partitions) for both
+    // brokers: cut polls at most once per interval growing with the partitions carried, or
+    // the N partitions a new topic adds one by one (as their logs are created) cost N full
+    // fetches each (3,955 fetches of up to 1,000 partitions for a topic of 3,000 at RF 3).
+    const sinceSentMs = this.settings.clock.monotonicMs() - this.pollSentMs
+    const waitMs = Math.min(
+      this.settings.fetchWaitMaxMs,
+      Math.ceil(this.partitions.size * WAKE_INTERVAL_PER_PARTITION_MS) - sinceSentMs,
+    )
+    if (waitMs <= 0) {
+      this.interrupt()
+      return
+    }
+    const polling = this.polling
+    this.wakeTimer = this.settings.clock.setTimeout(() => {
+      this.wakeTimer = null
+      if (this.polling === polling) this.interrupt()
+    }, waitMs)
+  }
+
+  private interrupt(): void {
     if (this.polling === null || this.interrupted) return
     this.interrupted = true
     this.polling.close()
@@ -187,6 +218,8 @@ export class LeaderFetcher {
 
   stop(): void {
     this.stopped = true
+    this.wakeTimer?.cancel()
+    this.wakeTimer = null
     this.client?.close()
     this.client = null
   }
@@ -438,6 +471,7 @@ export class LeaderFetcher {
       rackId: '',
     }
     this.polling = client
+    this.pollSentMs = now
     this.interrupted = false
     // A partition whose short backoff ends during this long poll joins the next fetch at once.
     const backoffRemainingMs = this.shortBackoffRemainingMs(now)
@@ -453,6 +487,9 @@ export class LeaderFetcher {
     } finally {
       backoffEnd?.cancel()
       if (this.polling === client) this.polling = null
+      // The next fetch carries whatever the pending wake-up was for.
+      this.wakeTimer?.cancel()
+      this.wakeTimer = null
     }
     // Each partition has its own log: append them side by side (the next fetch, which
     // reports the new log ends to the leader, goes once all of them are done), so one
@@ -551,6 +588,10 @@ export class LeaderFetcher {
 
 function groupByTopic(list: readonly Followed[]): [string, Followed[]][] {
   const byTopic = new Map<string, Followed[]>()
-  for (const f of list) byTopic.set(f.partition.topic, [...(byTopic.get(f.partition.topic) ?? []), f])
+  for (const f of list) {
+    const group = byTopic.get(f.partition.topic)
+    if (group === undefined) byTopic.set(f.partition.topic, [f])
+    else group.push(f)
+  }
   return [...byTopic]
 }
