@@ -16,7 +16,6 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs, promisify } from 'node:util'
 import { startBroker } from '../src/index.js'
-import { tidelogNodeFlags } from '../test/helpers/node-flags.js'
 import { waitForPort } from './wait-for-port.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
@@ -46,15 +45,7 @@ async function timeCliStart(dataDir: string, port: number): Promise<number> {
   const start = performance.now()
   const child = spawn(
     process.execPath,
-    [
-      ...tidelogNodeFlags(),
-      join(root, 'bin', 'tidelog.js'),
-      'start',
-      '--port',
-      String(port),
-      '--data-dir',
-      dataDir,
-    ],
+    [join(root, 'bin', 'tidelog.js'), 'start', '--port', String(port), '--data-dir', dataDir],
     {
       stdio: 'ignore',
       env: { ...process.env, TIDELOG_LOG_LEVEL: 'warn' },

@@ -19,7 +19,6 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs, promisify } from 'node:util'
 import { type Cluster, startCluster } from '../src/server/cluster.js'
-import { tidelogNodeFlags } from '../test/helpers/node-flags.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const { values } = parseArgs({
@@ -82,15 +81,7 @@ async function rdkafka(binary: string, args: string[]): Promise<Figures> {
 async function tidelog(args: string[]): Promise<Figures> {
   const { stdout } = await run(
     process.execPath,
-    [
-      ...tidelogNodeFlags(),
-      join(root, 'bin', 'tidelog.js'),
-      'bench',
-      ...args,
-      '--json',
-      '--interval-ms',
-      '60000',
-    ],
+    [join(root, 'bin', 'tidelog.js'), 'bench', ...args, '--json', '--interval-ms', '60000'],
     {
       encoding: 'utf8',
       maxBuffer: 1 << 20,

@@ -28,7 +28,6 @@ import { parseArgs, promisify } from 'node:util'
 import { Registry } from 'prom-client'
 import { silentLogger } from '../src/common/logger.js'
 import { RequestMetrics } from '../src/ops/request-observer.js'
-import { tidelogNodeFlags } from '../test/helpers/node-flags.js'
 import { waitForPort } from './wait-for-port.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
@@ -95,7 +94,6 @@ async function startTidelog(dataDir: string, metrics: boolean, profileDir?: stri
   const child = spawn(
     process.execPath,
     [
-      ...tidelogNodeFlags(),
       ...(profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []),
       join(root, 'bin', 'tidelog.js'),
       'start',

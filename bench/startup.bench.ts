@@ -24,7 +24,6 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { nodeFlagsOf } from '../test/helpers/node-flags.js'
 import { waitForPort } from './wait-for-port.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
@@ -94,16 +93,7 @@ async function startOnce(
   const args =
     which === null
       ? ['-e', bareNodeScript, String(port)]
-      : [
-          ...nodeFlagsOf(which),
-          ...nodeArgs,
-          which,
-          'start',
-          '--port',
-          String(port),
-          '--data-dir',
-          join(dataDir, 'data'),
-        ]
+      : [...nodeArgs, which, 'start', '--port', String(port), '--data-dir', join(dataDir, 'data')]
   const start = performance.now()
   const child = spawn(process.execPath, args, {
     stdio: 'ignore',

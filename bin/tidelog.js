@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --initial-heap-size=64
+#!/usr/bin/env node
 // Entry point of the `tidelog` command; the CLI itself is compiled TypeScript in dist/.
 //
 // `npm run build` writes both tsc's modules (dist/src) and a bundle of them (dist/bundle,

@@ -8,6 +8,7 @@ import { TidelogError } from '../common/errors.js'
 import type { MetadataStore } from '../metadata/store/metadata-store.js'
 import { parseProperties } from '../server/broker-config.js'
 import { type Cluster, startCluster } from '../server/cluster.js'
+import { startHeapPolicy } from './heap-policy.js'
 
 const USAGE = `Usage: tidelog <command> [options]
 
@@ -78,6 +79,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
           process.stdout.write(USAGE)
           return 0
         }
+        startHeapPolicy()
         return command === 'start' ? await startCommand(rest) : await brokerCommand(rest)
       case 'topics':
       case 'produce':

@@ -15,7 +15,6 @@ import { repoRoot } from './compat-clients.js'
 import { type EtcdProcess, startEtcd } from './etcd.js'
 import { recordErrorLine } from './log-guard.js'
 import { kcatMetadata } from './metadata-view.js'
-import { tidelogNodeFlags } from './node-flags.js'
 
 /** A port the OS handed out just now (the broker binds it right after). */
 export async function freePort(): Promise<number> {
@@ -197,14 +196,7 @@ export function spawnTidelog(
 ): ChildOutput {
   // Benchmarks profile the brokers with node flags (--cpu-prof is refused in NODE_OPTIONS).
   const nodeFlags = (process.env.TIDELOG_BROKER_NODE_FLAGS ?? '').split(' ').filter(Boolean)
-  const [command, ...rest] = [
-    ...prefix,
-    process.execPath,
-    ...tidelogNodeFlags(),
-    ...nodeFlags,
-    tidelogBin(),
-    ...args,
-  ]
+  const [command, ...rest] = [...prefix, process.execPath, ...nodeFlags, tidelogBin(), ...args]
   const child = spawn(command, rest, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, TIDELOG_LOG_LEVEL: 'info', ...env },
