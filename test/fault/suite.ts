@@ -523,7 +523,14 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
             topic: TOPIC,
             partitions: options.partitions,
             rate: options.rate,
-            config: { ...cluster.security.librdkafka, acks: options.acks },
+            // One request in flight: librdkafka without idempotence may otherwise retry a
+            // batch after newer ones reached a new leader ("retrying may cause reordering",
+            // CONFIGURATION.md), which Kafka allows; with one, a reordering is the broker's.
+            config: {
+              ...cluster.security.librdkafka,
+              acks: options.acks,
+              'max.in.flight.requests.per.connection': 1,
+            },
           },
           history!,
         ),
