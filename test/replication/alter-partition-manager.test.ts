@@ -60,46 +60,53 @@ function expand(image: ClusterImage, index: number, isr: number[]): IsrProposal 
   }
 }
 
-test('proposals made together commit in one metadata write and one image', async () => {
+interface Fixture {
+  metadata: ClusterMetadata
+  manager: AlterPartitionManager
+  /** Metadata writes the manager has made so far. */
+  writes(): number
+}
+
+/** Runs `body` against a fresh cluster and manager, and closes both whatever happens. */
+async function withManager(body: (fixture: Fixture) => Promise<void>): Promise<void> {
   const { store, metadata } = await cluster()
+  let writes = 0
+  const manager = new AlterPartitionManager({
+    nodeId: 0,
+    updateMetadata: (change, guard) => {
+      writes++
+      return metadata.update(change, guard)
+    },
+    logger: silentLogger,
+  })
   try {
+    await body({ metadata, manager, writes: () => writes })
+  } finally {
+    metadata.close()
+    await store.close()
+  }
+}
+
+test('proposals made together commit in one metadata write and one image', () =>
+  withManager(async ({ metadata, manager, writes }) => {
     let images = 0
     metadata.onChange(() => images++)
-    let writes = 0
-    const manager = new AlterPartitionManager({
-      nodeId: 0,
-      updateMetadata: (change, guard) => {
-        writes++
-        return metadata.update(change, guard)
-      },
-      logger: silentLogger,
-    })
     const before = metadata.image()
     const results = await Promise.all(
       Array.from({ length: PARTITIONS }, (_, i) => manager.submit(expand(before, i, [0, 1, 2]))),
     )
     assert.deepEqual(results, Array(PARTITIONS).fill(true))
-    assert.equal(writes, 1, 'one compare-and-set for the whole batch')
+    assert.equal(writes(), 1, 'one compare-and-set for the whole batch')
     assert.equal(images, 1, 'one image for the whole batch')
     assert.equal(manager.stats.expands, PARTITIONS)
     for (let i = 0; i < PARTITIONS; i++) {
       assert.deepEqual(state(metadata.image(), i).isr, [0, 1, 2])
       assert.equal(state(metadata.image(), i).partitionEpoch, state(before, i).partitionEpoch + 1)
     }
-  } finally {
-    metadata.close()
-    await store.close()
-  }
-})
+  }))
 
-test('a refused proposal does not hold back the others of its batch, and a stale one is refused', async () => {
-  const { store, metadata } = await cluster()
-  try {
-    const manager = new AlterPartitionManager({
-      nodeId: 0,
-      updateMetadata: (change, guard) => metadata.update(change, guard),
-      logger: silentLogger,
-    })
+test('a refused proposal does not hold back the others of its batch, and a stale one is refused', () =>
+  withManager(async ({ metadata, manager }) => {
     const before = metadata.image()
     const stale = { ...expand(before, 1, [0, 1]), partitionEpoch: state(before, 1).partitionEpoch - 1 }
     const fenced = { ...expand(before, 2, [0, 2]), brokerEpoch: before.brokers.get(0)!.brokerEpoch! - 1 }
@@ -116,24 +123,10 @@ test('a refused proposal does not hold back the others of its batch, and a stale
     assert.deepEqual(state(metadata.image(), 3).isr, [0, 2])
     // Made from the state the first write replaced: the epoch moved on.
     assert.equal(await manager.submit(expand(before, 0, [0, 1, 2])), false)
-  } finally {
-    metadata.close()
-    await store.close()
-  }
-})
+  }))
 
-test('two proposals for one partition go in separate writes: the second sees the first committed', async () => {
-  const { store, metadata } = await cluster()
-  try {
-    let writes = 0
-    const manager = new AlterPartitionManager({
-      nodeId: 0,
-      updateMetadata: (change, guard) => {
-        writes++
-        return metadata.update(change, guard)
-      },
-      logger: silentLogger,
-    })
+test('two proposals for one partition go in separate writes: the second sees the first committed', () =>
+  withManager(async ({ metadata, manager, writes }) => {
     const before = metadata.image()
     const results = await Promise.all([
       manager.submit(expand(before, 5, [0, 1])),
@@ -141,22 +134,12 @@ test('two proposals for one partition go in separate writes: the second sees the
     ])
     // Both made from the same state: only the first can commit, and the second must not count.
     assert.deepEqual(results, [true, false])
-    assert.equal(writes, 2)
+    assert.equal(writes(), 2)
     assert.deepEqual(state(metadata.image(), 5).isr, [0, 1])
-  } finally {
-    metadata.close()
-    await store.close()
-  }
-})
+  }))
 
-test('the image keeps the objects of partitions and topics a write did not change', async () => {
-  const { store, metadata } = await cluster()
-  try {
-    const manager = new AlterPartitionManager({
-      nodeId: 0,
-      updateMetadata: (change, guard) => metadata.update(change, guard),
-      logger: silentLogger,
-    })
+test('the image keeps the objects of partitions and topics a write did not change', () =>
+  withManager(async ({ metadata, manager }) => {
     await metadata.update((image) => {
       const other = {
         name: 'u',
@@ -174,8 +157,4 @@ test('the image keeps the objects of partitions and topics a write did not chang
     assert.notEqual(state(after, 7), state(before, 7))
     for (let i = 0; i < PARTITIONS; i++)
       if (i !== 7) assert.equal(state(after, i), state(before, i), `partition ${i}: same object`)
-  } finally {
-    metadata.close()
-    await store.close()
-  }
-})
+  }))
