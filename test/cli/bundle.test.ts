@@ -7,27 +7,24 @@
  * bench/module-counter.mjs's log.
  */
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import { mkdtemp, readFile, rm, stat, utimes } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { ChildOutput } from '../helpers/broker-process.js'
+import { spawnTidelog } from '../helpers/broker-process.js'
 import { repoRoot } from '../helpers/compat-clients.js'
 
 const root = repoRoot()
 
 /** Runs bin/tidelog.js with the module counter; `modules()` reads what it has loaded so far. */
 function tidelog(args: readonly string[], moduleLog: string, env: Record<string, string> = {}) {
-  const child = spawn(
-    process.execPath,
-    ['--import', join(root, 'bench', 'module-counter.mjs'), join(root, 'bin', 'tidelog.js'), ...args],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, TIDELOG_LOG_LEVEL: 'warn', TIDELOG_MODULE_LOG: moduleLog, ...env },
-    },
+  const output = spawnTidelog(
+    args,
+    { TIDELOG_LOG_LEVEL: 'warn', TIDELOG_MODULE_LOG: moduleLog, ...env },
+    `tidelog ${args[0]}`,
+    [],
+    ['--import', join(root, 'bench', 'module-counter.mjs')],
   )
-  const output = new ChildOutput(child, `tidelog ${args[0]}`)
   const modules = async (): Promise<string[]> => {
     const text = await readFile(moduleLog, 'utf8').catch(() => '')
     return text.split('\n').filter((url) => url.startsWith(`file://${root}/dist/`))

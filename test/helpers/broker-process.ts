@@ -193,10 +193,11 @@ export function spawnTidelog(
   env: Record<string, string> = {},
   label = `tidelog ${args[0] ?? ''}`.trim(),
   prefix: readonly string[] = [],
+  nodeArgs: readonly string[] = [],
 ): ChildOutput {
   // Benchmarks profile the brokers with node flags (--cpu-prof is refused in NODE_OPTIONS).
   const nodeFlags = (process.env.TIDELOG_BROKER_NODE_FLAGS ?? '').split(' ').filter(Boolean)
-  const [command, ...rest] = [...prefix, process.execPath, ...nodeFlags, tidelogBin(), ...args]
+  const [command, ...rest] = [...prefix, process.execPath, ...nodeFlags, ...nodeArgs, tidelogBin(), ...args]
   const child = spawn(command, rest, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, TIDELOG_LOG_LEVEL: 'info', ...env },
