@@ -257,8 +257,16 @@ export class Invariants {
     }
   }
 
-  /** `${topic}-${partition}` → its leader and ISR as last seen in the store. */
-  private readonly storeStates = new Map<string, string>()
+  /** `${topic}-${partition}` → its leader and ISR as last seen in the store, and their epochs. */
+  private readonly storeStates = new Map<
+    string,
+    {
+      readonly text: string
+      readonly topicId: string
+      readonly leaderEpoch: number
+      readonly partitionEpoch: number
+    }
+  >()
   private lastTruthImage: unknown = null
   /** ISR changes in flight already reported (one trace line each). */
   private readonly reportedInFlight = new WeakSet<object>()
@@ -267,6 +275,12 @@ export class Invariants {
    * Trace markers (tests assert that a seed's scenario happened): every leader or ISR change
    * in the store, as `STORE topic-partition: leader L epoch E ISR a,b -> ...`. Returns whether
    * the store's image changed since the last check.
+   *
+   * Checked on the way: a partition's epochs in the store never go back, and every change of
+   * its leader or ISR comes with a higher partition epoch. Brokers fence each other's ISR
+   * changes by that epoch (compare-and-set on it, KIP-497); the AlterPartitionManager builds
+   * many partitions' new states in one write, and a state changed there without its epoch
+   * moving would let a stale proposal commit.
    */
   private traceStoreChanges(): boolean {
     const truth = this.world.truth?.image()
@@ -275,13 +289,35 @@ export class Invariants {
     for (const topic of truth.topics.values()) {
       for (const state of topic.partitions) {
         const key = `${topic.name}-${state.partition}`
-        const now = `leader ${state.leader} epoch ${state.leaderEpoch} ISR ${state.isr.join(',')}`
+        const text = `leader ${state.leader} epoch ${state.leaderEpoch} ISR ${state.isr.join(',')}`
         const before = this.storeStates.get(key)
-        if (before !== undefined && before !== now) this.world.log(`STORE ${key}: ${before} -> ${now}`)
-        this.storeStates.set(key, now)
+        if (before !== undefined && before.topicId === topic.topicId)
+          this.checkStoreEpochs(key, before, state, text)
+        if (before !== undefined && before.text !== text)
+          this.world.log(`STORE ${key}: ${before.text} -> ${text}`)
+        this.storeStates.set(key, {
+          text,
+          topicId: topic.topicId,
+          leaderEpoch: state.leaderEpoch,
+          partitionEpoch: state.partitionEpoch,
+        })
       }
     }
     return true
+  }
+
+  private checkStoreEpochs(
+    key: string,
+    before: { readonly text: string; readonly leaderEpoch: number; readonly partitionEpoch: number },
+    state: { readonly leaderEpoch: number; readonly partitionEpoch: number },
+    text: string,
+  ): void {
+    const where = `${key} in the store: ${before.text} (partition epoch ${before.partitionEpoch}) -> ${text} (partition epoch ${state.partitionEpoch})`
+    if (state.leaderEpoch < before.leaderEpoch) throw new Violation(`leader epoch went back: ${where}`)
+    if (state.partitionEpoch < before.partitionEpoch)
+      throw new Violation(`partition epoch went back: ${where}`)
+    if (text !== before.text && state.partitionEpoch === before.partitionEpoch)
+      throw new Violation(`leader or ISR changed without a new partition epoch: ${where}`)
   }
 
   /**
