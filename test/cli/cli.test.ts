@@ -411,7 +411,7 @@ test('usage errors, unreachable clusters and help have their exit codes; groups 
   assert.match(unreachable.stderr, /cannot reach the cluster/)
 })
 
-test('bench produce, consume and e2e report throughput, HDR latency percentiles and their own CPU', {
+test('bench produce, consume and e2e report throughput, latency percentiles and their own CPU', {
   timeout: 120000,
 }, async () => {
   await withBroker(async (cluster) => {

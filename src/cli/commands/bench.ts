@@ -6,12 +6,11 @@
  *   consume  reads --num-records (or for --duration) from the beginning of --topic.
  *   e2e      one producer and one consumer; latency is send() to the consumer's poll().
  * Prints a progress line every --interval-ms and a final summary (records/s, MB/s,
- * latency p50/p95/p99/p99.9/max from an HDR histogram) with its own CPU use, so a
+ * latency p50/p95/p99/p99.9/max from a bounded sample, latency-sample.ts) with its own CPU use, so a
  * saturated client (event loop ~100 % busy) is visible instead of passing for the broker.
  */
 import { performance } from 'node:perf_hooks'
 import { parseArgs } from 'node:util'
-import hdr from 'hdr-histogram-js'
 import { Admin } from '../../client/admin.js'
 import { Consumer } from '../../client/consumer.js'
 import { type KafkaClientError, KafkaProtocolError } from '../../client/errors.js'
@@ -32,6 +31,7 @@ import {
   printJson,
   UsageError,
 } from './common.js'
+import { LatencySample } from './latency-sample.js'
 
 export const BENCH_USAGE = `Usage: tidelog bench <produce|consume|e2e> [options]
 
@@ -188,18 +188,8 @@ function toConfig(
 
 // ---- measurement ----------------------------------------------------------------------------
 
-/** Latencies in microseconds, up to 10 minutes, 3 significant digits. */
-function newHistogram() {
-  return hdr.build({
-    lowestDiscernibleValue: 1,
-    highestTrackableValue: 600_000_000,
-    numberOfSignificantValueDigits: 3,
-    useWebAssembly: false,
-  })
-}
-
 class Meter {
-  readonly histogram = newHistogram()
+  readonly latencies = new LatencySample()
   readonly started = performance.now()
   private readonly cpuStart = process.cpuUsage()
   private readonly eluStart = performance.eventLoopUtilization()
@@ -222,7 +212,7 @@ class Meter {
     this.windowBytes += bytes
     if (latencyUs !== undefined) {
       const value = Math.max(1, Math.round(latencyUs))
-      this.histogram.recordValue(value)
+      this.latencies.record(value)
       this.windowLatencyCount++
       this.windowLatencySumUs += value
       if (value > this.windowLatencyMaxUs) this.windowLatencyMaxUs = value
@@ -255,7 +245,7 @@ class Meter {
     const elapsedMs = performance.now() - windowStartMs
     const cpu = process.cpuUsage(this.cpuStart)
     const elu = performance.eventLoopUtilization(this.eluStart)
-    const latency = latencySummary(this.histogram)
+    const latency = latencySummary(this.latencies)
     return {
       mode: config.mode,
       topic,
@@ -299,13 +289,11 @@ interface LatencySummary {
   mean: number
 }
 
-/** Percentiles of a histogram of microseconds, in ms; null when empty. */
-function latencySummary(h: ReturnType<typeof newHistogram>): LatencySummary | null {
-  if (h.totalCount === 0) return null
-  // HDR answers a percentile with its bucket's highest equivalent value, which can exceed
-  // the largest value recorded; no percentile is above the maximum.
-  const at = (percentile: number): number => ms(Math.min(h.getValueAtPercentile(percentile), h.maxValue))
-  return { p50: at(50), p95: at(95), p99: at(99), p999: at(99.9), max: ms(h.maxValue), mean: ms(h.mean) }
+/** Percentiles of latencies in microseconds, in ms; null when none were recorded. */
+function latencySummary(sample: LatencySample): LatencySummary | null {
+  if (sample.count === 0) return null
+  const at = (percentile: number): number => ms(sample.percentile(percentile))
+  return { p50: at(50), p95: at(95), p99: at(99), p999: at(99.9), max: ms(sample.max), mean: ms(sample.mean) }
 }
 
 interface BenchResult {
@@ -484,7 +472,7 @@ async function transactionalBench(config: BenchConfig, topic: string, size: numb
         bufferMemory: BUFFER_MEMORY,
       }),
   )
-  const commits = newHistogram()
+  const commits = new LatencySample()
   let committed = 0
   let failedTransactions = 0
   const meter = new Meter()
@@ -510,7 +498,7 @@ async function transactionalBench(config: BenchConfig, topic: string, size: numb
       const startedAt = performance.now()
       try {
         await producer.commitTransaction()
-        commits.recordValue(Math.max(1, Math.round((performance.now() - startedAt) * 1000)))
+        commits.record(Math.max(1, Math.round((performance.now() - startedAt) * 1000)))
         committed++
       } catch (error) {
         failedTransactions++
