@@ -1,16 +1,34 @@
 /**
  * The FileSystem on real files (node:fs): what the CLI and startBroker() hand the broker.
  */
-import { constants as fsConstants, type Stats } from 'node:fs'
+import { constants as fsConstants, read as fsRead, writev as fsWritev, type Stats } from 'node:fs'
 import * as fsp from 'node:fs/promises'
 import type { FileHandle, FileStat, FileSystem, FileSystemSpace, OpenFlags } from '../common/file-system.js'
 
+/**
+ * Reads and writevs (once per produce, follower append and consumer read) go to the
+ * descriptor with node:fs's callback calls: the same libuv request as FileHandle's, without
+ * the promise request, the result object and the handle's own reference counting, which cost
+ * 2-4 µs of the event loop's CPU per call (a 1 KiB writev: 13-15 µs against 11). Those calls
+ * hold no reference on the handle, so close() waits for the ones in flight itself.
+ */
 class NodeFileHandle implements FileHandle {
+  private inFlight = 0
+  private idleWaiters: (() => void)[] = []
+  private closing: Promise<void> | undefined
+
   constructor(private readonly handle: fsp.FileHandle) {}
 
-  async read(buffer: Buffer, offset: number, length: number, position: number): Promise<number> {
-    const { bytesRead } = await this.handle.read(buffer, offset, length, position)
-    return bytesRead
+  read(buffer: Buffer, offset: number, length: number, position: number): Promise<number> {
+    return new Promise<number>((resolve, reject) => {
+      const fd = this.begin()
+      if (fd < 0) return reject(closedHandleError())
+      fsRead(fd, buffer, offset, length, position, (err, bytesRead) => {
+        this.end()
+        if (err) reject(err)
+        else resolve(bytesRead)
+      })
+    })
   }
 
   async write(buffer: Buffer, position: number): Promise<number> {
@@ -29,10 +47,17 @@ class NodeFileHandle implements FileHandle {
     return written
   }
 
-  async writev(buffers: readonly Buffer[], position: number): Promise<number> {
-    // libuv splits at IOV_MAX and retries partial writes itself (uv__fs_write_all).
-    const { bytesWritten } = await this.handle.writev(buffers as Buffer[], position)
-    return bytesWritten
+  writev(buffers: readonly Buffer[], position: number): Promise<number> {
+    return new Promise<number>((resolve, reject) => {
+      const fd = this.begin()
+      if (fd < 0) return reject(closedHandleError())
+      // libuv splits at IOV_MAX and retries partial writes itself (uv__fs_write_all).
+      fsWritev(fd, buffers as Buffer[], position, (err, bytesWritten) => {
+        this.end()
+        if (err) reject(err)
+        else resolve(bytesWritten)
+      })
+    })
   }
 
   sync(): Promise<void> {
@@ -48,8 +73,34 @@ class NodeFileHandle implements FileHandle {
   }
 
   close(): Promise<void> {
-    return this.handle.close()
+    this.closing ??= this.closeWhenIdle()
+    return this.closing
   }
+
+  private async closeWhenIdle(): Promise<void> {
+    while (this.inFlight > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve))
+    await this.handle.close()
+  }
+
+  /** The descriptor for one callback call, counted in flight; -1 once close() was called. */
+  private begin(): number {
+    if (this.closing !== undefined || this.handle.fd < 0) return -1
+    this.inFlight++
+    return this.handle.fd
+  }
+
+  private end(): void {
+    this.inFlight--
+    if (this.inFlight > 0 || this.idleWaiters.length === 0) return
+    const waiters = this.idleWaiters
+    this.idleWaiters = []
+    for (const wake of waiters) wake()
+  }
+}
+
+/** What FileHandle's own calls answer on a closed handle. */
+function closedHandleError(): Error {
+  return Object.assign(new Error('file closed'), { code: 'EBADF' })
 }
 
 function toFileStat(stats: Stats): FileStat {

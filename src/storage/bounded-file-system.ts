@@ -210,6 +210,8 @@ function closedError(path: string): Error {
 class LazyFileHandle implements FileHandle {
   /** The open descriptor, or the open in progress. */
   private real: Promise<FileHandle> | undefined
+  /** `real` once its open completed: an operation then starts without awaiting it. */
+  private opened: FileHandle | undefined
   private users = 0
   private closed: Promise<void> | undefined
   /** The evicted descriptor's close in progress: a reopen waits for it, so at most one is open. */
@@ -272,6 +274,7 @@ class LazyFileHandle implements FileHandle {
     assert(this.isIdle, 'only an idle descriptor is closed')
     const real = this.real!
     this.real = undefined
+    this.opened = undefined
     this.owner.onClosing(this)
     this.closing = (async () => {
       try {
@@ -288,7 +291,8 @@ class LazyFileHandle implements FileHandle {
     if (this.closed !== undefined) throw closedError(this.path)
     if (this.users++ === 0) this.owner.onBusy(this)
     try {
-      const handle = await this.acquire(firstOpenFlags ?? this.reopenFlags)
+      // The descriptor open (the case of every append and read): no await before the operation.
+      const handle = this.opened ?? (await this.acquire(firstOpenFlags ?? this.reopenFlags))
       return await op(handle)
     } finally {
       this.users--
@@ -308,9 +312,14 @@ class LazyFileHandle implements FileHandle {
       if (this.real !== undefined || closing !== this.closing) continue
       const opening = this.owner.openFor(this, flags)
       this.real = opening
-      opening.catch(() => {
-        if (this.real === opening) this.real = undefined
-      })
+      opening.then(
+        (handle) => {
+          if (this.real === opening) this.opened = handle
+        },
+        () => {
+          if (this.real === opening) this.real = undefined
+        },
+      )
     }
     return this.real
   }

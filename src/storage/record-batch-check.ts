@@ -3,6 +3,7 @@
  * framing (length fits, magic 2), the CRC-32C, and the offset fields. Used by append (to
  * reject bad input) and by recovery (to find the first torn or corrupt batch).
  */
+import { assert } from '../common/assert.js'
 import type { LeaderEpoch, Offset } from '../common/types.js'
 import {
   ATTRIBUTES_OFFSET,
@@ -46,8 +47,12 @@ export function readInt64(buf: Buffer, at: number): number {
   return buf.readInt32BE(at) * 4294967296 + buf.readUInt32BE(at + 4)
 }
 
+/** The inverse of readInt64, without a BigInt per call (it patches every appended batch's base offset). */
 export function writeInt64(buf: Buffer, at: number, value: number): void {
-  buf.writeBigInt64BE(BigInt(value), at)
+  assert(Number.isSafeInteger(value), () => `int64 value ${value} is not a safe integer`)
+  const high = Math.floor(value / 4294967296)
+  buf.writeInt32BE(high, at)
+  buf.writeUInt32BE(value - high * 4294967296, at + 4)
 }
 
 /** Offsets and size of the batch at `at`, from the first 27 bytes; no CRC. Undefined if not all there. */

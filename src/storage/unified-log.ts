@@ -405,7 +405,9 @@ export class UnifiedLog {
     for (const pending of appends) {
       let prepared: PreparedAppend
       try {
-        prepared = { ...this.prepareAppend(pending, nextOffset, latestEpoch), pending }
+        const { batches, epochStarts, info } = this.prepareAppend(pending, nextOffset, latestEpoch)
+        // One object shape from the start: a property added later migrates its map on every append.
+        prepared = { batches, epochStarts, info, pending, abortedTransactions: undefined }
       } catch (err) {
         pending.reject(err)
         continue

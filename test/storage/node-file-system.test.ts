@@ -1,0 +1,38 @@
+import assert from 'node:assert/strict'
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
+import { withTempDir } from './helpers.js'
+
+describe('node file system handle', () => {
+  it('writes and reads at positions with writev and read', async () => {
+    await withTempDir(async (dir) => {
+      const path = join(dir, 'f')
+      const handle = await nodeFileSystem.open(path, 'w+')
+      assert.equal(await handle.writev([Buffer.from('hello '), Buffer.from('world')], 0), 11)
+      assert.equal(await handle.writev([Buffer.from('W')], 6), 1)
+      const out = Buffer.alloc(20)
+      assert.equal(await handle.read(out, 2, 11, 0), 11)
+      assert.equal(out.subarray(2, 13).toString(), 'hello World')
+      assert.equal(await handle.read(out, 0, 5, 100), 0, 'a read past the end reads nothing')
+      await handle.close()
+      assert.equal(await readFile(path, 'utf8'), 'hello World')
+    })
+  })
+
+  it('closes after the writes in flight, and refuses calls once closing', async () => {
+    await withTempDir(async (dir) => {
+      const path = join(dir, 'f')
+      const handle = await nodeFileSystem.open(path, 'w+')
+      const chunk = Buffer.alloc(64 * 1024, 1)
+      const writes = Array.from({ length: 16 }, (_, i) => handle.writev([chunk], i * chunk.length))
+      const closed = handle.close()
+      await assert.rejects(handle.writev([chunk], 0), { code: 'EBADF' })
+      await assert.rejects(handle.read(Buffer.alloc(1), 0, 1, 0), { code: 'EBADF' })
+      assert.deepEqual(await Promise.all(writes), Array(16).fill(chunk.length))
+      await closed
+      assert.equal((await readFile(path)).length, 16 * chunk.length)
+    })
+  })
+})
