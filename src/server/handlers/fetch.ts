@@ -5,7 +5,10 @@
  * partitionMaxBytes per partition and maxBytes in all, except that the first batch found
  * is returned even when larger (v3+), so a consumer can always make progress. When fewer
  * than minBytes are available the fetch waits in the purgatory until data is committed or
- * maxWaitMs passes. Incremental fetch sessions (KIP-227) are kept in the broker's cache.
+ * maxWaitMs passes. Incremental fetch sessions (KIP-227) are kept in the broker's cache:
+ * an incremental fetch reads only the session partitions that may have news (see
+ * unchangedSince) and answers only those that do, while a follower's fetch still counts for
+ * every partition of its session (the session's fetch offsets are its position).
  * Authorization: a follower's fetch needs CLUSTER_ACTION on the cluster, a consumer's READ
  * on each topic; a partition it may not read answers TOPIC_AUTHORIZATION_FAILED.
  * Version notes: v3 adds maxBytes, v4 isolation level, last stable offset and aborted
@@ -62,6 +65,7 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
   maxVersion: 17,
   async handle(context, request) {
     const version = context.apiVersion
+    const replicaId = version >= 15 ? request.replicaState.replicaId : request.replicaId
     let session: FetchSession | null = null
     let incremental = false
     if (version >= 7) {
@@ -70,6 +74,10 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
           request.sessionId,
           request.sessionEpoch,
           context.broker.clock.nowMs(),
+          {
+            privileged: replicaId >= 0,
+            partitionCount: request.topics.reduce((sum, t) => sum + t.partitions.length, 0),
+          },
         )
         session = decision.session
         incremental = decision.kind === 'incremental'
@@ -79,7 +87,6 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
         return { throttleTimeMs: 0, errorCode: code, sessionId: 0, responses: [], nodeEndpoints: [] }
       }
     }
-    const replicaId = version >= 15 ? request.replicaState.replicaId : request.replicaId
     const targets = authorizeTargets(
       context,
       incremental ? updateSession(context, request, session!) : fullTargets(context, request, session),
@@ -119,7 +126,14 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
     // The baseline for "new data" is taken before the first read: a record appended while
     // that read awaits the disk fired no watcher yet, and must still wake this fetch.
     const watches = watchesFor(context, targets, wakeOn)
-    let results = await readAll(context, targets, reader, maxBytes, version >= 3, false)
+    let results = await readAll(
+      context,
+      toRead(context, targets, reader, incremental),
+      reader,
+      maxBytes,
+      version >= 3,
+      false,
+    )
     const gotBytes = results.reduce((sum, r) => sum + r.bytes, 0)
     // A refused partition stays refused: as in Kafka it does not cut the others' long poll short.
     const anyError = results.some((r) => r.data.errorCode !== ErrorCode.NONE && !r.target.denied)
@@ -133,7 +147,14 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
         wakeOn,
         context.purgatoryTimer,
       )
-      results = await readAll(context, targets, reader, maxBytes, version >= 3, true)
+      results = await readAll(
+        context,
+        toRead(context, targets, reader, incremental),
+        reader,
+        maxBytes,
+        version >= 3,
+        true,
+      )
     }
     const shown = incremental ? results.filter((r) => hasNews(r)) : results
     for (const r of results) rememberSeen(r)
@@ -194,8 +215,18 @@ function fullTargets(
   return targets
 }
 
+/**
+ * A session's targets as of its last change: an incremental fetch that changes nothing (an
+ * idle follower's) reuses them instead of building one per session partition.
+ */
+const sessionTargets = new WeakMap<FetchSession, FetchTarget[]>()
+
 /** Applies an incremental request to its session; the session's partitions are fetched. */
 function updateSession(context: RequestContext, request: FetchRequest, session: FetchSession): FetchTarget[] {
+  if (request.topics.length === 0 && request.forgottenTopicsData.length === 0) {
+    const cached = sessionTargets.get(session)
+    if (cached !== undefined) return cached
+  }
   for (const forgotten of request.forgottenTopicsData) {
     const resolved = resolveTopic(context, context.apiVersion, forgotten.topic, forgotten.topicId)
     for (const partition of forgotten.partitions)
@@ -229,7 +260,9 @@ function updateSession(context: RequestContext, request: FetchRequest, session: 
     currentLeaderEpoch: sp.currentLeaderEpoch,
     sessionPartition: sp,
   }))
-  return [...targets, ...unknown]
+  if (unknown.length > 0) return [...targets, ...unknown]
+  sessionTargets.set(session, targets)
+  return targets
 }
 
 function toTarget(
@@ -257,6 +290,7 @@ function toSessionPartition(target: FetchTarget): SessionPartition {
     currentLeaderEpoch: target.currentLeaderEpoch,
     lastHighWatermark: -1,
     lastLogStartOffset: -1,
+    lastLastStableOffset: -1,
   }
 }
 
@@ -292,6 +326,50 @@ function recordFollowerFetchStates(
     if (target.fetchOffset <= partition.log.logEndOffset)
       partition.updateFollowerFetchState(reader.replicaId, target.fetchOffset, reader.brokerEpoch)
   }
+}
+
+/**
+ * The targets to read: all of them, except in an incremental fetch the session partitions
+ * that cannot have news (Kafka's IncrementalFetchContext leaves those out of the answer).
+ */
+function toRead(
+  context: RequestContext,
+  targets: readonly FetchTarget[],
+  reader: FetchReader,
+  incremental: boolean,
+): readonly FetchTarget[] {
+  if (!incremental) return targets
+  const changed: FetchTarget[] = []
+  for (const target of targets) if (!unchangedSince(context, target, reader)) changed.push(target)
+  return changed
+}
+
+/**
+ * Whether reading a session partition would answer nothing its client has not seen: it
+ * would read no error, no records (the fetch offset is where this reader's data ends) and
+ * the same high watermark, last stable offset and log start as the session's last answer.
+ * Checked without a read or an allocation; anything it does not rule out goes to readOne,
+ * which answers it (errors included).
+ */
+function unchangedSince(context: RequestContext, target: FetchTarget, reader: FetchReader): boolean {
+  const sp = target.sessionPartition
+  if (sp === undefined || target.denied === true) return false
+  const partition = context.broker.replicaManager.getPartition(target.topic, target.partition)
+  if (partition === undefined || !partition.isLeader) return false
+  if (target.currentLeaderEpoch !== -1 && target.currentLeaderEpoch !== partition.leaderEpoch) return false
+  const highWatermark = partition.highWatermark
+  const lastStableOffset = partition.lastStableOffset
+  if (
+    highWatermark !== sp.lastHighWatermark ||
+    lastStableOffset !== sp.lastLastStableOffset ||
+    partition.log.logStartOffset !== sp.lastLogStartOffset
+  )
+    return false
+  if (reader.kind === 'follower') {
+    if (partition.isStaleFetch(reader.replicaId, reader.brokerEpoch)) return false
+    return target.fetchOffset === partition.log.logEndOffset
+  }
+  return target.fetchOffset === (reader.isolation === 'read_committed' ? lastStableOffset : highWatermark)
 }
 
 async function readAll(
@@ -446,6 +524,7 @@ function hasNews(result: ReadResult): boolean {
     result.bytes > 0 ||
     result.data.errorCode !== ErrorCode.NONE ||
     Number(result.data.highWatermark) !== sp.lastHighWatermark ||
+    Number(result.data.lastStableOffset) !== sp.lastLastStableOffset ||
     Number(result.data.logStartOffset) !== sp.lastLogStartOffset
   )
 }
@@ -455,6 +534,7 @@ function rememberSeen(result: ReadResult): void {
   if (!sp) return
   sp.lastHighWatermark = Number(result.data.highWatermark)
   sp.lastLogStartOffset = Number(result.data.logStartOffset)
+  sp.lastLastStableOffset = Number(result.data.lastStableOffset)
 }
 
 function groupByTopic(
