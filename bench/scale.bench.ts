@@ -37,14 +37,16 @@ import { silentLogger } from '../src/common/logger.js'
 import { type Cluster, startCluster } from '../src/server/cluster.js'
 
 /** The followers' fetch requests and the partition entries they carried, summed over the brokers. */
-function fetchCounters(cluster: Cluster): { requests: number; partitions: number } {
+function fetchCounters(cluster: Cluster): { requests: number; full: number; partitions: number } {
   let requests = 0
+  let full = 0
   let partitionsSent = 0
   for (const broker of cluster.brokers) {
     requests += broker.replicaManager.fetcherStats.fetchRequests
+    full += broker.replicaManager.fetcherStats.fullFetches
     partitionsSent += broker.replicaManager.fetcherStats.fetchPartitionsSent
   }
-  return { requests, partitions: partitionsSent }
+  return { requests, full, partitions: partitionsSent }
 }
 
 /** --idle-cpu-prof FILE: a CPU profile (.cpuprofile, for Chrome DevTools) of the idle section only. */
@@ -279,6 +281,7 @@ async function main(): Promise<void> {
     row('start-up (empty)', `${startMs.toFixed(0)} ms`, `RSS ${mib(idle.rssBytes)}, ${idle.descriptors} fds`)
     const admin = new Admin({ bootstrapServers: cluster.bootstrapServers, requestTimeoutMs: 120000 })
     if (sections.has('create')) {
+      const fetchesAtStart = fetchCounters(cluster)
       const started = performance.now()
       await admin
         .createTopics([{ topic: TOPIC, numPartitions: partitions, replicationFactor }])
@@ -290,7 +293,12 @@ async function main(): Promise<void> {
       const createMs = performance.now() - started
       const loaded = memory()
       const replicas = partitions * replicationFactor
-      row(`CreateTopics ${partitions} partitions, all served`, `${createMs.toFixed(0)} ms`)
+      const fetches = fetchCounters(cluster)
+      row(
+        `CreateTopics ${partitions} partitions, all served`,
+        `${createMs.toFixed(0)} ms`,
+        `${fetches.requests - fetchesAtStart.requests} replica fetches (${fetches.full - fetchesAtStart.full} full) carrying ${fetches.partitions - fetchesAtStart.partitions} partitions`,
+      )
       row(
         '  memory per partition replica (RSS / heap)',
         `${((loaded.rssBytes - idle.rssBytes) / replicas / 1024).toFixed(1)} / ${((loaded.heapBytes - idle.heapBytes) / replicas / 1024).toFixed(1)} KiB`,

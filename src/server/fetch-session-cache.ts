@@ -97,6 +97,11 @@ export class FetchSessionCache {
     return { kind: 'incremental', session }
   }
 
+  /** Drops a session whose client cannot know of it (the answer that named it was lost). */
+  remove(sessionId: number): void {
+    this.sessions.delete(sessionId)
+  }
+
   private create(nowMs: number, requester: SessionRequester): FetchSession | null {
     if (this.maxSessions <= 0) return null
     if (this.sessions.size >= this.maxSessions && !this.evictFor(nowMs, requester)) return null

@@ -156,6 +156,11 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
         true,
       )
     }
+    // The answer that opens a session cannot reach a client that closed the connection (a
+    // replica fetcher cuts its long poll short that way): the session would hold a slot,
+    // and a follower's outranks consumers', until it went stale.
+    if (session !== null && !incremental && context.connection.isClosed)
+      context.broker.fetchSessions.remove(session.id)
     const shown = incremental ? results.filter((r) => hasNews(r)) : results
     for (const r of results) rememberSeen(r)
     return {
