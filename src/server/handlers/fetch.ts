@@ -116,7 +116,10 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
     // A follower's fetch offsets are its log ends: record them all before reading anything,
     // so one partition's high watermark (and the acks=all produces waiting on it) does not
     // wait for the reads of the partitions ahead of it in this request.
-    if (reader.kind === 'follower') recordFollowerFetchStates(context, targets, reader)
+    // Looked up once for the steps before the first read: a fetch of a session carries
+    // thousands of partitions, and most of an idle follower's fetch is these lookups.
+    const hosted = hostedPartitions(context, targets)
+    if (reader.kind === 'follower') recordFollowerFetchStates(targets, hosted, reader)
     const wakeOn: FetchWakeOn =
       reader.kind === 'follower'
         ? 'logEnd'
@@ -125,10 +128,10 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
           : 'highWatermark'
     // The baseline for "new data" is taken before the first read: a record appended while
     // that read awaits the disk fired no watcher yet, and must still wake this fetch.
-    const watches = watchesFor(context, targets, wakeOn)
+    const watches = watchesFor(targets, hosted, wakeOn)
     let results = await readAll(
       context,
-      toRead(context, targets, reader, incremental),
+      toRead(targets, hosted, reader, incremental),
       reader,
       maxBytes,
       version >= 3,
@@ -149,7 +152,8 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
       )
       results = await readAll(
         context,
-        toRead(context, targets, reader, incremental),
+        // Looked up again: a partition deleted during the wait must answer its error.
+        toRead(targets, incremental ? hostedPartitions(context, targets) : hosted, reader, incremental),
         reader,
         maxBytes,
         version >= 3,
@@ -317,13 +321,12 @@ type FetchReader =
  * Partitions that fail a check are left to readOne, which answers the error.
  */
 function recordFollowerFetchStates(
-  context: RequestContext,
   targets: readonly FetchTarget[],
+  hosted: readonly (Partition | undefined)[],
   reader: FetchReader & { kind: 'follower' },
 ): void {
-  for (const target of targets) {
-    if (target.unknownTopicId || target.denied) continue
-    const partition = context.broker.replicaManager.getPartition(target.topic, target.partition)
+  for (const [index, target] of targets.entries()) {
+    const partition = hosted[index]
     if (!partition?.isLeader) continue
     if (target.currentLeaderEpoch !== -1 && target.currentLeaderEpoch !== partition.leaderEpoch) continue
     // One past the leader's log end is a diverged log (answered OFFSET_OUT_OF_RANGE by the
@@ -338,15 +341,33 @@ function recordFollowerFetchStates(
  * that cannot have news (Kafka's IncrementalFetchContext leaves those out of the answer).
  */
 function toRead(
-  context: RequestContext,
   targets: readonly FetchTarget[],
+  hosted: readonly (Partition | undefined)[],
   reader: FetchReader,
   incremental: boolean,
 ): readonly FetchTarget[] {
   if (!incremental) return targets
   const changed: FetchTarget[] = []
-  for (const target of targets) if (!unchangedSince(context, target, reader)) changed.push(target)
+  for (let index = 0; index < targets.length; index++)
+    if (!unchangedSince(targets[index], hosted[index], reader)) changed.push(targets[index])
   return changed
+}
+
+/** Each target's partition, undefined for one not hosted here or not to be read (unknown, denied). */
+function hostedPartitions(
+  context: RequestContext,
+  targets: readonly FetchTarget[],
+): (Partition | undefined)[] {
+  const replicaManager = context.broker.replicaManager
+  const hosted = new Array<Partition | undefined>(targets.length)
+  for (let index = 0; index < targets.length; index++) {
+    const target = targets[index]
+    hosted[index] =
+      target.unknownTopicId || target.denied
+        ? undefined
+        : replicaManager.getPartition(target.topic, target.partition)
+  }
+  return hosted
 }
 
 /**
@@ -356,25 +377,22 @@ function toRead(
  * Checked without a read or an allocation; anything it does not rule out goes to readOne,
  * which answers it (errors included).
  */
-function unchangedSince(context: RequestContext, target: FetchTarget, reader: FetchReader): boolean {
+function unchangedSince(target: FetchTarget, partition: Partition | undefined, reader: FetchReader): boolean {
   const sp = target.sessionPartition
-  if (sp === undefined || target.denied === true) return false
-  const partition = context.broker.replicaManager.getPartition(target.topic, target.partition)
-  if (partition === undefined || !partition.isLeader) return false
+  if (sp === undefined || partition === undefined || !partition.isLeader) return false
   if (target.currentLeaderEpoch !== -1 && target.currentLeaderEpoch !== partition.leaderEpoch) return false
-  const highWatermark = partition.highWatermark
-  const lastStableOffset = partition.lastStableOffset
-  if (
-    highWatermark !== sp.lastHighWatermark ||
-    lastStableOffset !== sp.lastLastStableOffset ||
-    partition.log.logStartOffset !== sp.lastLogStartOffset
+  const log = partition.log
+  const highWatermark = log.highWatermark
+  if (highWatermark !== sp.lastHighWatermark || log.logStartOffset !== sp.lastLogStartOffset) return false
+  if (reader.kind === 'follower') {
+    if (target.fetchOffset !== log.logEndOffset) return false
+  } else if (
+    target.fetchOffset !==
+    (reader.isolation === 'read_committed' ? partition.lastStableOffset : highWatermark)
   )
     return false
-  if (reader.kind === 'follower') {
-    if (partition.isStaleFetch(reader.replicaId, reader.brokerEpoch)) return false
-    return target.fetchOffset === partition.log.logEndOffset
-  }
-  return target.fetchOffset === (reader.isolation === 'read_committed' ? lastStableOffset : highWatermark)
+  if (partition.lastStableOffset !== sp.lastLastStableOffset) return false
+  return reader.kind !== 'follower' || !partition.isStaleFetch(reader.replicaId, reader.brokerEpoch)
 }
 
 async function readAll(
@@ -505,18 +523,14 @@ function errorResult(target: FetchTarget, errorCode: number): ReadResult {
 }
 
 function watchesFor(
-  context: RequestContext,
   targets: readonly FetchTarget[],
+  hosted: readonly (Partition | undefined)[],
   wakeOn: FetchWakeOn,
 ): DelayedFetchWatch[] {
   const watches: DelayedFetchWatch[] = []
-  for (const target of targets) {
-    if (target.unknownTopicId || target.denied) continue
-    const partition: Partition | undefined = context.broker.replicaManager.getPartition(
-      target.topic,
-      target.partition,
-    )
-    if (partition) watches.push(fetchWatch(partition, target.fetchOffset, wakeOn))
+  for (let index = 0; index < targets.length; index++) {
+    const partition = hosted[index]
+    if (partition) watches.push(fetchWatch(partition, targets[index].fetchOffset, wakeOn))
   }
   return watches
 }
