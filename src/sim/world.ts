@@ -20,6 +20,7 @@ import {
   defaultProduceRequest,
   type FetchRequest,
   type FetchResponse,
+  loadAllApiCodecs,
 } from '../protocol/generated/index.js'
 import { encodeRecordBatchSync } from '../protocol/record-batch.js'
 import { BrokerClient } from '../replication/broker-client.js'
@@ -408,6 +409,9 @@ export class World implements WorldView {
     let violation: string | null = null
     const unplant = plant(this.options.mutation ?? 'none', (message) => this.log(message))
     try {
+      // Codecs load through real module I/O, which the simulated clock cannot order: all of
+      // them before the first simulated request, so a run depends on its seed alone.
+      await loadAllApiCodecs()
       await this.setup()
       const ticks = this.options.ticks ?? 20_000
       this.log(`safety phase: ${ticks} ms of faults`)

@@ -13,6 +13,9 @@ import { ProtocolDecodeError } from '../../src/common/errors.js'
 import * as gen from '../../src/protocol/generated/index.js'
 import { Reader, Writer, ZERO_UUID } from '../../src/protocol/primitives.js'
 
+// The tests below call the registry's codecs directly, which need them loaded.
+await gen.loadAllApiCodecs()
+
 // ---------------------------------------------------------------- schema reading (test side)
 
 interface Versions {

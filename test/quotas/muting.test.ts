@@ -13,6 +13,7 @@ import {
   apis,
   defaultProduceRequest,
   type FetchResponse,
+  loadAllApiCodecs,
   type MetadataResponse,
   type ProduceResponse,
 } from '../../src/protocol/generated/index.js'
@@ -22,6 +23,9 @@ import { encodeRecordBatchSync } from '../../src/protocol/record-batch.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
 import { createTopic } from '../helpers/topics.js'
+
+// The tests below call the registry's codecs directly, which need them loaded.
+await loadAllApiCodecs()
 
 const TOPIC = 'muted'
 /** The raw client's client id (RawClient.frame). */

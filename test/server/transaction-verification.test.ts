@@ -20,6 +20,7 @@ import {
   type DescribeProducersResponse,
   defaultProduceRequest,
   type IncrementalAlterConfigsResponse,
+  loadAllApiCodecs,
   type ProduceResponse,
   type WriteTxnMarkersResponse,
 } from '../../src/protocol/generated/index.js'
@@ -29,6 +30,9 @@ import { encodeRecordBatchSync } from '../../src/protocol/record-batch.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
 import { createTopic } from '../helpers/topics.js'
+
+// The tests below call the registry's codecs directly, which need them loaded.
+await loadAllApiCodecs()
 
 const TOPIC = 'verified'
 const PID = 77n
