@@ -42,6 +42,24 @@ const bundlePinoOnly = {
   },
 }
 
+/**
+ * The generated protocol modules only declare functions and constants. Saying so lets
+ * esbuild leave out the API modules nothing uses statically (the registry's re-exports
+ * and `export *` alone would pull every one into the start-up), so each is compiled only
+ * when its chunk is imported, on the API's first use.
+ */
+const generatedDir = join(distSrc, 'protocol', 'generated') + sep
+const generatedWithoutSideEffects = {
+  name: 'generated-without-side-effects',
+  setup(b) {
+    b.onResolve({ filter: /^\.\.?\// }, (args) => {
+      const path = join(args.resolveDir, args.path)
+      if (!path.startsWith(generatedDir)) return undefined
+      return { path, sideEffects: false }
+    })
+  },
+}
+
 /** Replaces `import.meta.url` in dist/src modules with the URL of that module's own file. */
 const ownImportMetaUrl = {
   name: 'own-import-meta-url',
@@ -103,7 +121,7 @@ const result = await build({
   metafile: true,
   write: false,
   logLevel: 'warning',
-  plugins: [bundlePinoOnly, ownImportMetaUrl],
+  plugins: [bundlePinoOnly, generatedWithoutSideEffects, ownImportMetaUrl],
 })
 if (result.errors.length > 0) process.exit(1)
 

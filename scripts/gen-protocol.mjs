@@ -1123,7 +1123,11 @@ function generateIndex(messages) {
     )
     if (EAGER_APIS.has(key)) eagerCodecs += `[${key}, ${codecNameOf(req)}],\n`
     else loaders += `[${key}, () => import('./${apiModuleOf(req)}.js').then((m) => m.${codecNameOf(req)})],\n`
-    exportsAll += `export * from './${apiModuleOf(req)}.js'\n`
+    // Types only: a re-exported value makes esbuild put the API's module in the chunks
+    // `tidelog start` loads, whether or not anything imports that value. Code that needs
+    // an API's functions imports them from the message's own module (fetch-request.js).
+    const named = [req, res].map(messageExports)
+    exportsAll += `export type { ${named.flatMap((n) => n.types).join(', ')} } from './${apiModuleOf(req)}.js'\n`
     apiKeyObj += `${name}: ${key},\n`
     reqMap += `${key}: ${req.name}\n`
     resMap += `${key}: ${res.name}\n`
@@ -1303,6 +1307,15 @@ function main() {
   outputs.set(`${HEADERS_AND_DATA.module}.ts`, headersAndData)
   for (const m of messages) outputs.set(`${m.module}.ts`, generateMessageFile(m))
   outputs.set('index.ts', generateIndex(messages))
+  outputs.set(
+    'all.ts',
+    `${LICENSE_NOTE('protocol-schemas/*.json (every name)')}` +
+      '// Every generated name in one module, for tests and tools. tidelog itself imports the\n' +
+      "// registry from index.js and an API's functions from the message's module, so that the\n" +
+      '// bundle loads each API on first use.\n\n' +
+      "export * from './index.js'\n" +
+      [...new Set(messages.filter(isApiMessage).map(apiModuleOf))].map((m) => `export * from './${m}.js'\n`).join(''),
+  )
   fs.mkdirSync(path.join(OUT_DIR, 'apis'), { recursive: true })
   for (const existing of fs.readdirSync(OUT_DIR, { recursive: true })) {
     const name = existing.split(path.sep).join('/')

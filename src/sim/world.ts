@@ -17,11 +17,11 @@ import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import {
   ApiKey,
-  defaultProduceRequest,
   type FetchRequest,
   type FetchResponse,
   loadAllApiCodecs,
 } from '../protocol/generated/index.js'
+import { defaultProduceRequest } from '../protocol/generated/produce-request.js'
 import { encodeRecordBatchSync } from '../protocol/record-batch.js'
 import { BrokerClient } from '../replication/broker-client.js'
 import { toErrorCode } from '../replication/kafka-error.js'

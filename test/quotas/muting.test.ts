@@ -11,12 +11,12 @@ import { startBroker } from '../../src/index.js'
 import {
   ApiKey,
   apis,
-  defaultProduceRequest,
   type FetchResponse,
   loadAllApiCodecs,
   type MetadataResponse,
   type ProduceResponse,
 } from '../../src/protocol/generated/index.js'
+import { defaultProduceRequest } from '../../src/protocol/generated/produce-request.js'
 import { decodeResponseHeader } from '../../src/protocol/generated/response-header.js'
 import { Reader } from '../../src/protocol/primitives.js'
 import { encodeRecordBatchSync } from '../../src/protocol/record-batch.js'

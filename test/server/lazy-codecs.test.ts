@@ -8,13 +8,8 @@ import { connect } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import { InvariantError } from '../../src/common/assert.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
-import {
-  ApiKey,
-  apiCodec,
-  apis,
-  decodeApiVersionsResponse,
-  loadApiCodec,
-} from '../../src/protocol/generated/index.js'
+import { decodeApiVersionsResponse } from '../../src/protocol/generated/api-versions-response.js'
+import { ApiKey, apiCodec, apis, loadApiCodec } from '../../src/protocol/generated/index.js'
 import { Reader } from '../../src/protocol/primitives.js'
 import type { Cluster } from '../../src/server/cluster.js'
 import { startBroker } from '../helpers/cluster.js'

@@ -18,12 +18,12 @@ import {
   ApiKey,
   apis,
   type DescribeProducersResponse,
-  defaultProduceRequest,
   type IncrementalAlterConfigsResponse,
   loadAllApiCodecs,
   type ProduceResponse,
   type WriteTxnMarkersResponse,
 } from '../../src/protocol/generated/index.js'
+import { defaultProduceRequest } from '../../src/protocol/generated/produce-request.js'
 import { decodeResponseHeader } from '../../src/protocol/generated/response-header.js'
 import { Reader } from '../../src/protocol/primitives.js'
 import { encodeRecordBatchSync } from '../../src/protocol/record-batch.js'

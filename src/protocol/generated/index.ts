@@ -171,94 +171,597 @@ import type {
 } from './apis/read-share-group-state-summary.js'
 
 export * from './common.js'
-export * from './apis/produce.js'
-export * from './apis/fetch.js'
-export * from './apis/list-offsets.js'
-export * from './apis/metadata.js'
-export * from './apis/leader-and-isr.js'
-export * from './apis/stop-replica.js'
-export * from './apis/update-metadata.js'
-export * from './apis/controlled-shutdown.js'
-export * from './apis/offset-commit.js'
-export * from './apis/offset-fetch.js'
-export * from './apis/find-coordinator.js'
-export * from './apis/join-group.js'
-export * from './apis/heartbeat.js'
-export * from './apis/leave-group.js'
-export * from './apis/sync-group.js'
-export * from './apis/describe-groups.js'
-export * from './apis/list-groups.js'
-export * from './apis/sasl-handshake.js'
-export * from './apis/api-versions.js'
-export * from './apis/create-topics.js'
-export * from './apis/delete-topics.js'
-export * from './apis/delete-records.js'
-export * from './apis/init-producer-id.js'
-export * from './apis/offset-for-leader-epoch.js'
-export * from './apis/add-partitions-to-txn.js'
-export * from './apis/add-offsets-to-txn.js'
-export * from './apis/end-txn.js'
-export * from './apis/write-txn-markers.js'
-export * from './apis/txn-offset-commit.js'
-export * from './apis/describe-acls.js'
-export * from './apis/create-acls.js'
-export * from './apis/delete-acls.js'
-export * from './apis/describe-configs.js'
-export * from './apis/alter-configs.js'
-export * from './apis/alter-replica-log-dirs.js'
-export * from './apis/describe-log-dirs.js'
-export * from './apis/sasl-authenticate.js'
-export * from './apis/create-partitions.js'
-export * from './apis/create-delegation-token.js'
-export * from './apis/renew-delegation-token.js'
-export * from './apis/expire-delegation-token.js'
-export * from './apis/describe-delegation-token.js'
-export * from './apis/delete-groups.js'
-export * from './apis/elect-leaders.js'
-export * from './apis/incremental-alter-configs.js'
-export * from './apis/alter-partition-reassignments.js'
-export * from './apis/list-partition-reassignments.js'
-export * from './apis/offset-delete.js'
-export * from './apis/describe-client-quotas.js'
-export * from './apis/alter-client-quotas.js'
-export * from './apis/describe-user-scram-credentials.js'
-export * from './apis/alter-user-scram-credentials.js'
-export * from './apis/vote.js'
-export * from './apis/begin-quorum-epoch.js'
-export * from './apis/end-quorum-epoch.js'
-export * from './apis/describe-quorum.js'
-export * from './apis/alter-partition.js'
-export * from './apis/update-features.js'
-export * from './apis/envelope.js'
-export * from './apis/fetch-snapshot.js'
-export * from './apis/describe-cluster.js'
-export * from './apis/describe-producers.js'
-export * from './apis/broker-registration.js'
-export * from './apis/broker-heartbeat.js'
-export * from './apis/unregister-broker.js'
-export * from './apis/describe-transactions.js'
-export * from './apis/list-transactions.js'
-export * from './apis/allocate-producer-ids.js'
-export * from './apis/consumer-group-heartbeat.js'
-export * from './apis/consumer-group-describe.js'
-export * from './apis/controller-registration.js'
-export * from './apis/get-telemetry-subscriptions.js'
-export * from './apis/push-telemetry.js'
-export * from './apis/assign-replicas-to-dirs.js'
-export * from './apis/list-client-metrics-resources.js'
-export * from './apis/describe-topic-partitions.js'
-export * from './apis/share-group-heartbeat.js'
-export * from './apis/share-group-describe.js'
-export * from './apis/share-fetch.js'
-export * from './apis/share-acknowledge.js'
-export * from './apis/add-raft-voter.js'
-export * from './apis/remove-raft-voter.js'
-export * from './apis/update-raft-voter.js'
-export * from './apis/initialize-share-group-state.js'
-export * from './apis/read-share-group-state.js'
-export * from './apis/write-share-group-state.js'
-export * from './apis/delete-share-group-state.js'
-export * from './apis/read-share-group-state-summary.js'
+export type {
+  ProduceRequest,
+  ProduceRequestTopicProduceData,
+  ProduceRequestPartitionProduceData,
+  ProduceResponse,
+  ProduceResponseTopicProduceResponse,
+  ProduceResponsePartitionProduceResponse,
+  ProduceResponseBatchIndexAndErrorMessage,
+  ProduceResponseLeaderIdAndEpoch,
+  ProduceResponseNodeEndpoint,
+} from './apis/produce.js'
+export type {
+  FetchRequest,
+  FetchRequestReplicaState,
+  FetchRequestFetchTopic,
+  FetchRequestFetchPartition,
+  FetchRequestForgottenTopic,
+  FetchResponse,
+  FetchResponseFetchableTopicResponse,
+  FetchResponsePartitionData,
+  FetchResponseEpochEndOffset,
+  FetchResponseLeaderIdAndEpoch,
+  FetchResponseSnapshotId,
+  FetchResponseAbortedTransaction,
+  FetchResponseNodeEndpoint,
+} from './apis/fetch.js'
+export type {
+  ListOffsetsRequest,
+  ListOffsetsRequestListOffsetsTopic,
+  ListOffsetsRequestListOffsetsPartition,
+  ListOffsetsResponse,
+  ListOffsetsResponseListOffsetsTopicResponse,
+  ListOffsetsResponseListOffsetsPartitionResponse,
+} from './apis/list-offsets.js'
+export type {
+  MetadataRequest,
+  MetadataRequestMetadataRequestTopic,
+  MetadataResponse,
+  MetadataResponseMetadataResponseBroker,
+  MetadataResponseMetadataResponseTopic,
+  MetadataResponseMetadataResponsePartition,
+} from './apis/metadata.js'
+export type {
+  LeaderAndIsrRequest,
+  LeaderAndIsrRequestLeaderAndIsrPartitionState,
+  LeaderAndIsrRequestLeaderAndIsrTopicState,
+  LeaderAndIsrRequestLeaderAndIsrLiveLeader,
+  LeaderAndIsrResponse,
+  LeaderAndIsrResponseLeaderAndIsrPartitionError,
+  LeaderAndIsrResponseLeaderAndIsrTopicError,
+} from './apis/leader-and-isr.js'
+export type {
+  StopReplicaRequest,
+  StopReplicaRequestStopReplicaPartitionV0,
+  StopReplicaRequestStopReplicaTopicV1,
+  StopReplicaRequestStopReplicaTopicState,
+  StopReplicaRequestStopReplicaPartitionState,
+  StopReplicaResponse,
+  StopReplicaResponseStopReplicaPartitionError,
+} from './apis/stop-replica.js'
+export type {
+  UpdateMetadataRequest,
+  UpdateMetadataRequestUpdateMetadataPartitionState,
+  UpdateMetadataRequestUpdateMetadataTopicState,
+  UpdateMetadataRequestUpdateMetadataBroker,
+  UpdateMetadataRequestUpdateMetadataEndpoint,
+  UpdateMetadataResponse,
+} from './apis/update-metadata.js'
+export type {
+  ControlledShutdownRequest,
+  ControlledShutdownResponse,
+  ControlledShutdownResponseRemainingPartition,
+} from './apis/controlled-shutdown.js'
+export type {
+  OffsetCommitRequest,
+  OffsetCommitRequestOffsetCommitRequestTopic,
+  OffsetCommitRequestOffsetCommitRequestPartition,
+  OffsetCommitResponse,
+  OffsetCommitResponseOffsetCommitResponseTopic,
+  OffsetCommitResponseOffsetCommitResponsePartition,
+} from './apis/offset-commit.js'
+export type {
+  OffsetFetchRequest,
+  OffsetFetchRequestOffsetFetchRequestTopic,
+  OffsetFetchRequestOffsetFetchRequestGroup,
+  OffsetFetchRequestOffsetFetchRequestTopics,
+  OffsetFetchResponse,
+  OffsetFetchResponseOffsetFetchResponseTopic,
+  OffsetFetchResponseOffsetFetchResponsePartition,
+  OffsetFetchResponseOffsetFetchResponseGroup,
+  OffsetFetchResponseOffsetFetchResponseTopics,
+  OffsetFetchResponseOffsetFetchResponsePartitions,
+} from './apis/offset-fetch.js'
+export type {
+  FindCoordinatorRequest,
+  FindCoordinatorResponse,
+  FindCoordinatorResponseCoordinator,
+} from './apis/find-coordinator.js'
+export type {
+  JoinGroupRequest,
+  JoinGroupRequestJoinGroupRequestProtocol,
+  JoinGroupResponse,
+  JoinGroupResponseJoinGroupResponseMember,
+} from './apis/join-group.js'
+export type { HeartbeatRequest, HeartbeatResponse } from './apis/heartbeat.js'
+export type {
+  LeaveGroupRequest,
+  LeaveGroupRequestMemberIdentity,
+  LeaveGroupResponse,
+  LeaveGroupResponseMemberResponse,
+} from './apis/leave-group.js'
+export type {
+  SyncGroupRequest,
+  SyncGroupRequestSyncGroupRequestAssignment,
+  SyncGroupResponse,
+} from './apis/sync-group.js'
+export type {
+  DescribeGroupsRequest,
+  DescribeGroupsResponse,
+  DescribeGroupsResponseDescribedGroup,
+  DescribeGroupsResponseDescribedGroupMember,
+} from './apis/describe-groups.js'
+export type {
+  ListGroupsRequest,
+  ListGroupsResponse,
+  ListGroupsResponseListedGroup,
+} from './apis/list-groups.js'
+export type { SaslHandshakeRequest, SaslHandshakeResponse } from './apis/sasl-handshake.js'
+export type {
+  ApiVersionsRequest,
+  ApiVersionsResponse,
+  ApiVersionsResponseApiVersion,
+  ApiVersionsResponseSupportedFeatureKey,
+  ApiVersionsResponseFinalizedFeatureKey,
+} from './apis/api-versions.js'
+export type {
+  CreateTopicsRequest,
+  CreateTopicsRequestCreatableTopic,
+  CreateTopicsRequestCreatableReplicaAssignment,
+  CreateTopicsRequestCreatableTopicConfig,
+  CreateTopicsResponse,
+  CreateTopicsResponseCreatableTopicResult,
+  CreateTopicsResponseCreatableTopicConfigs,
+} from './apis/create-topics.js'
+export type {
+  DeleteTopicsRequest,
+  DeleteTopicsRequestDeleteTopicState,
+  DeleteTopicsResponse,
+  DeleteTopicsResponseDeletableTopicResult,
+} from './apis/delete-topics.js'
+export type {
+  DeleteRecordsRequest,
+  DeleteRecordsRequestDeleteRecordsTopic,
+  DeleteRecordsRequestDeleteRecordsPartition,
+  DeleteRecordsResponse,
+  DeleteRecordsResponseDeleteRecordsTopicResult,
+  DeleteRecordsResponseDeleteRecordsPartitionResult,
+} from './apis/delete-records.js'
+export type { InitProducerIdRequest, InitProducerIdResponse } from './apis/init-producer-id.js'
+export type {
+  OffsetForLeaderEpochRequest,
+  OffsetForLeaderEpochRequestOffsetForLeaderTopic,
+  OffsetForLeaderEpochRequestOffsetForLeaderPartition,
+  OffsetForLeaderEpochResponse,
+  OffsetForLeaderEpochResponseOffsetForLeaderTopicResult,
+  OffsetForLeaderEpochResponseEpochEndOffset,
+} from './apis/offset-for-leader-epoch.js'
+export type {
+  AddPartitionsToTxnRequest,
+  AddPartitionsToTxnRequestAddPartitionsToTxnTransaction,
+  AddPartitionsToTxnRequestAddPartitionsToTxnTopic,
+  AddPartitionsToTxnResponse,
+  AddPartitionsToTxnResponseAddPartitionsToTxnResult,
+  AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult,
+  AddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult,
+} from './apis/add-partitions-to-txn.js'
+export type { AddOffsetsToTxnRequest, AddOffsetsToTxnResponse } from './apis/add-offsets-to-txn.js'
+export type { EndTxnRequest, EndTxnResponse } from './apis/end-txn.js'
+export type {
+  WriteTxnMarkersRequest,
+  WriteTxnMarkersRequestWritableTxnMarker,
+  WriteTxnMarkersRequestWritableTxnMarkerTopic,
+  WriteTxnMarkersResponse,
+  WriteTxnMarkersResponseWritableTxnMarkerResult,
+  WriteTxnMarkersResponseWritableTxnMarkerTopicResult,
+  WriteTxnMarkersResponseWritableTxnMarkerPartitionResult,
+} from './apis/write-txn-markers.js'
+export type {
+  TxnOffsetCommitRequest,
+  TxnOffsetCommitRequestTxnOffsetCommitRequestTopic,
+  TxnOffsetCommitRequestTxnOffsetCommitRequestPartition,
+  TxnOffsetCommitResponse,
+  TxnOffsetCommitResponseTxnOffsetCommitResponseTopic,
+  TxnOffsetCommitResponseTxnOffsetCommitResponsePartition,
+} from './apis/txn-offset-commit.js'
+export type {
+  DescribeAclsRequest,
+  DescribeAclsResponse,
+  DescribeAclsResponseDescribeAclsResource,
+  DescribeAclsResponseAclDescription,
+} from './apis/describe-acls.js'
+export type {
+  CreateAclsRequest,
+  CreateAclsRequestAclCreation,
+  CreateAclsResponse,
+  CreateAclsResponseAclCreationResult,
+} from './apis/create-acls.js'
+export type {
+  DeleteAclsRequest,
+  DeleteAclsRequestDeleteAclsFilter,
+  DeleteAclsResponse,
+  DeleteAclsResponseDeleteAclsFilterResult,
+  DeleteAclsResponseDeleteAclsMatchingAcl,
+} from './apis/delete-acls.js'
+export type {
+  DescribeConfigsRequest,
+  DescribeConfigsRequestDescribeConfigsResource,
+  DescribeConfigsResponse,
+  DescribeConfigsResponseDescribeConfigsResult,
+  DescribeConfigsResponseDescribeConfigsResourceResult,
+  DescribeConfigsResponseDescribeConfigsSynonym,
+} from './apis/describe-configs.js'
+export type {
+  AlterConfigsRequest,
+  AlterConfigsRequestAlterConfigsResource,
+  AlterConfigsRequestAlterableConfig,
+  AlterConfigsResponse,
+  AlterConfigsResponseAlterConfigsResourceResponse,
+} from './apis/alter-configs.js'
+export type {
+  AlterReplicaLogDirsRequest,
+  AlterReplicaLogDirsRequestAlterReplicaLogDir,
+  AlterReplicaLogDirsRequestAlterReplicaLogDirTopic,
+  AlterReplicaLogDirsResponse,
+  AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult,
+  AlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult,
+} from './apis/alter-replica-log-dirs.js'
+export type {
+  DescribeLogDirsRequest,
+  DescribeLogDirsRequestDescribableLogDirTopic,
+  DescribeLogDirsResponse,
+  DescribeLogDirsResponseDescribeLogDirsResult,
+  DescribeLogDirsResponseDescribeLogDirsTopic,
+  DescribeLogDirsResponseDescribeLogDirsPartition,
+} from './apis/describe-log-dirs.js'
+export type { SaslAuthenticateRequest, SaslAuthenticateResponse } from './apis/sasl-authenticate.js'
+export type {
+  CreatePartitionsRequest,
+  CreatePartitionsRequestCreatePartitionsTopic,
+  CreatePartitionsRequestCreatePartitionsAssignment,
+  CreatePartitionsResponse,
+  CreatePartitionsResponseCreatePartitionsTopicResult,
+} from './apis/create-partitions.js'
+export type {
+  CreateDelegationTokenRequest,
+  CreateDelegationTokenRequestCreatableRenewers,
+  CreateDelegationTokenResponse,
+} from './apis/create-delegation-token.js'
+export type {
+  RenewDelegationTokenRequest,
+  RenewDelegationTokenResponse,
+} from './apis/renew-delegation-token.js'
+export type {
+  ExpireDelegationTokenRequest,
+  ExpireDelegationTokenResponse,
+} from './apis/expire-delegation-token.js'
+export type {
+  DescribeDelegationTokenRequest,
+  DescribeDelegationTokenRequestDescribeDelegationTokenOwner,
+  DescribeDelegationTokenResponse,
+  DescribeDelegationTokenResponseDescribedDelegationToken,
+  DescribeDelegationTokenResponseDescribedDelegationTokenRenewer,
+} from './apis/describe-delegation-token.js'
+export type {
+  DeleteGroupsRequest,
+  DeleteGroupsResponse,
+  DeleteGroupsResponseDeletableGroupResult,
+} from './apis/delete-groups.js'
+export type {
+  ElectLeadersRequest,
+  ElectLeadersRequestTopicPartitions,
+  ElectLeadersResponse,
+  ElectLeadersResponseReplicaElectionResult,
+  ElectLeadersResponsePartitionResult,
+} from './apis/elect-leaders.js'
+export type {
+  IncrementalAlterConfigsRequest,
+  IncrementalAlterConfigsRequestAlterConfigsResource,
+  IncrementalAlterConfigsRequestAlterableConfig,
+  IncrementalAlterConfigsResponse,
+  IncrementalAlterConfigsResponseAlterConfigsResourceResponse,
+} from './apis/incremental-alter-configs.js'
+export type {
+  AlterPartitionReassignmentsRequest,
+  AlterPartitionReassignmentsRequestReassignableTopic,
+  AlterPartitionReassignmentsRequestReassignablePartition,
+  AlterPartitionReassignmentsResponse,
+  AlterPartitionReassignmentsResponseReassignableTopicResponse,
+  AlterPartitionReassignmentsResponseReassignablePartitionResponse,
+} from './apis/alter-partition-reassignments.js'
+export type {
+  ListPartitionReassignmentsRequest,
+  ListPartitionReassignmentsRequestListPartitionReassignmentsTopics,
+  ListPartitionReassignmentsResponse,
+  ListPartitionReassignmentsResponseOngoingTopicReassignment,
+  ListPartitionReassignmentsResponseOngoingPartitionReassignment,
+} from './apis/list-partition-reassignments.js'
+export type {
+  OffsetDeleteRequest,
+  OffsetDeleteRequestOffsetDeleteRequestTopic,
+  OffsetDeleteRequestOffsetDeleteRequestPartition,
+  OffsetDeleteResponse,
+  OffsetDeleteResponseOffsetDeleteResponseTopic,
+  OffsetDeleteResponseOffsetDeleteResponsePartition,
+} from './apis/offset-delete.js'
+export type {
+  DescribeClientQuotasRequest,
+  DescribeClientQuotasRequestComponentData,
+  DescribeClientQuotasResponse,
+  DescribeClientQuotasResponseEntryData,
+  DescribeClientQuotasResponseEntityData,
+  DescribeClientQuotasResponseValueData,
+} from './apis/describe-client-quotas.js'
+export type {
+  AlterClientQuotasRequest,
+  AlterClientQuotasRequestEntryData,
+  AlterClientQuotasRequestEntityData,
+  AlterClientQuotasRequestOpData,
+  AlterClientQuotasResponse,
+  AlterClientQuotasResponseEntryData,
+  AlterClientQuotasResponseEntityData,
+} from './apis/alter-client-quotas.js'
+export type {
+  DescribeUserScramCredentialsRequest,
+  DescribeUserScramCredentialsRequestUserName,
+  DescribeUserScramCredentialsResponse,
+  DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult,
+  DescribeUserScramCredentialsResponseCredentialInfo,
+} from './apis/describe-user-scram-credentials.js'
+export type {
+  AlterUserScramCredentialsRequest,
+  AlterUserScramCredentialsRequestScramCredentialDeletion,
+  AlterUserScramCredentialsRequestScramCredentialUpsertion,
+  AlterUserScramCredentialsResponse,
+  AlterUserScramCredentialsResponseAlterUserScramCredentialsResult,
+} from './apis/alter-user-scram-credentials.js'
+export type {
+  VoteRequest,
+  VoteRequestTopicData,
+  VoteRequestPartitionData,
+  VoteResponse,
+  VoteResponseTopicData,
+  VoteResponsePartitionData,
+  VoteResponseNodeEndpoint,
+} from './apis/vote.js'
+export type {
+  BeginQuorumEpochRequest,
+  BeginQuorumEpochRequestTopicData,
+  BeginQuorumEpochRequestPartitionData,
+  BeginQuorumEpochRequestLeaderEndpoint,
+  BeginQuorumEpochResponse,
+  BeginQuorumEpochResponseTopicData,
+  BeginQuorumEpochResponsePartitionData,
+  BeginQuorumEpochResponseNodeEndpoint,
+} from './apis/begin-quorum-epoch.js'
+export type {
+  EndQuorumEpochRequest,
+  EndQuorumEpochRequestTopicData,
+  EndQuorumEpochRequestPartitionData,
+  EndQuorumEpochRequestReplicaInfo,
+  EndQuorumEpochRequestLeaderEndpoint,
+  EndQuorumEpochResponse,
+  EndQuorumEpochResponseTopicData,
+  EndQuorumEpochResponsePartitionData,
+  EndQuorumEpochResponseNodeEndpoint,
+} from './apis/end-quorum-epoch.js'
+export type {
+  DescribeQuorumRequest,
+  DescribeQuorumRequestTopicData,
+  DescribeQuorumRequestPartitionData,
+  DescribeQuorumResponse,
+  DescribeQuorumResponseTopicData,
+  DescribeQuorumResponsePartitionData,
+  DescribeQuorumResponseReplicaState,
+  DescribeQuorumResponseNode,
+  DescribeQuorumResponseListener,
+} from './apis/describe-quorum.js'
+export type {
+  AlterPartitionRequest,
+  AlterPartitionRequestTopicData,
+  AlterPartitionRequestPartitionData,
+  AlterPartitionRequestBrokerState,
+  AlterPartitionResponse,
+  AlterPartitionResponseTopicData,
+  AlterPartitionResponsePartitionData,
+} from './apis/alter-partition.js'
+export type {
+  UpdateFeaturesRequest,
+  UpdateFeaturesRequestFeatureUpdateKey,
+  UpdateFeaturesResponse,
+  UpdateFeaturesResponseUpdatableFeatureResult,
+} from './apis/update-features.js'
+export type { EnvelopeRequest, EnvelopeResponse } from './apis/envelope.js'
+export type {
+  FetchSnapshotRequest,
+  FetchSnapshotRequestTopicSnapshot,
+  FetchSnapshotRequestPartitionSnapshot,
+  FetchSnapshotRequestSnapshotId,
+  FetchSnapshotResponse,
+  FetchSnapshotResponseTopicSnapshot,
+  FetchSnapshotResponsePartitionSnapshot,
+  FetchSnapshotResponseSnapshotId,
+  FetchSnapshotResponseLeaderIdAndEpoch,
+  FetchSnapshotResponseNodeEndpoint,
+} from './apis/fetch-snapshot.js'
+export type {
+  DescribeClusterRequest,
+  DescribeClusterResponse,
+  DescribeClusterResponseDescribeClusterBroker,
+} from './apis/describe-cluster.js'
+export type {
+  DescribeProducersRequest,
+  DescribeProducersRequestTopicRequest,
+  DescribeProducersResponse,
+  DescribeProducersResponseTopicResponse,
+  DescribeProducersResponsePartitionResponse,
+  DescribeProducersResponseProducerState,
+} from './apis/describe-producers.js'
+export type {
+  BrokerRegistrationRequest,
+  BrokerRegistrationRequestListener,
+  BrokerRegistrationRequestFeature,
+  BrokerRegistrationResponse,
+} from './apis/broker-registration.js'
+export type { BrokerHeartbeatRequest, BrokerHeartbeatResponse } from './apis/broker-heartbeat.js'
+export type { UnregisterBrokerRequest, UnregisterBrokerResponse } from './apis/unregister-broker.js'
+export type {
+  DescribeTransactionsRequest,
+  DescribeTransactionsResponse,
+  DescribeTransactionsResponseTransactionState,
+  DescribeTransactionsResponseTopicData,
+} from './apis/describe-transactions.js'
+export type {
+  ListTransactionsRequest,
+  ListTransactionsResponse,
+  ListTransactionsResponseTransactionState,
+} from './apis/list-transactions.js'
+export type { AllocateProducerIdsRequest, AllocateProducerIdsResponse } from './apis/allocate-producer-ids.js'
+export type {
+  ConsumerGroupHeartbeatRequest,
+  ConsumerGroupHeartbeatRequestTopicPartitions,
+  ConsumerGroupHeartbeatResponse,
+  ConsumerGroupHeartbeatResponseAssignment,
+  ConsumerGroupHeartbeatResponseTopicPartitions,
+} from './apis/consumer-group-heartbeat.js'
+export type {
+  ConsumerGroupDescribeRequest,
+  ConsumerGroupDescribeResponse,
+  ConsumerGroupDescribeResponseDescribedGroup,
+  ConsumerGroupDescribeResponseMember,
+  ConsumerGroupDescribeResponseAssignment,
+  ConsumerGroupDescribeResponseTopicPartitions,
+} from './apis/consumer-group-describe.js'
+export type {
+  ControllerRegistrationRequest,
+  ControllerRegistrationRequestListener,
+  ControllerRegistrationRequestFeature,
+  ControllerRegistrationResponse,
+} from './apis/controller-registration.js'
+export type {
+  GetTelemetrySubscriptionsRequest,
+  GetTelemetrySubscriptionsResponse,
+} from './apis/get-telemetry-subscriptions.js'
+export type { PushTelemetryRequest, PushTelemetryResponse } from './apis/push-telemetry.js'
+export type {
+  AssignReplicasToDirsRequest,
+  AssignReplicasToDirsRequestDirectoryData,
+  AssignReplicasToDirsRequestTopicData,
+  AssignReplicasToDirsRequestPartitionData,
+  AssignReplicasToDirsResponse,
+  AssignReplicasToDirsResponseDirectoryData,
+  AssignReplicasToDirsResponseTopicData,
+  AssignReplicasToDirsResponsePartitionData,
+} from './apis/assign-replicas-to-dirs.js'
+export type {
+  ListClientMetricsResourcesRequest,
+  ListClientMetricsResourcesResponse,
+  ListClientMetricsResourcesResponseClientMetricsResource,
+} from './apis/list-client-metrics-resources.js'
+export type {
+  DescribeTopicPartitionsRequest,
+  DescribeTopicPartitionsRequestTopicRequest,
+  DescribeTopicPartitionsRequestCursor,
+  DescribeTopicPartitionsResponse,
+  DescribeTopicPartitionsResponseDescribeTopicPartitionsResponseTopic,
+  DescribeTopicPartitionsResponseDescribeTopicPartitionsResponsePartition,
+  DescribeTopicPartitionsResponseCursor,
+} from './apis/describe-topic-partitions.js'
+export type {
+  ShareGroupHeartbeatRequest,
+  ShareGroupHeartbeatResponse,
+  ShareGroupHeartbeatResponseAssignment,
+  ShareGroupHeartbeatResponseTopicPartitions,
+} from './apis/share-group-heartbeat.js'
+export type {
+  ShareGroupDescribeRequest,
+  ShareGroupDescribeResponse,
+  ShareGroupDescribeResponseDescribedGroup,
+  ShareGroupDescribeResponseMember,
+  ShareGroupDescribeResponseAssignment,
+  ShareGroupDescribeResponseTopicPartitions,
+} from './apis/share-group-describe.js'
+export type {
+  ShareFetchRequest,
+  ShareFetchRequestFetchTopic,
+  ShareFetchRequestFetchPartition,
+  ShareFetchRequestAcknowledgementBatch,
+  ShareFetchRequestForgottenTopic,
+  ShareFetchResponse,
+  ShareFetchResponseShareFetchableTopicResponse,
+  ShareFetchResponsePartitionData,
+  ShareFetchResponseLeaderIdAndEpoch,
+  ShareFetchResponseAcquiredRecords,
+  ShareFetchResponseNodeEndpoint,
+} from './apis/share-fetch.js'
+export type {
+  ShareAcknowledgeRequest,
+  ShareAcknowledgeRequestAcknowledgeTopic,
+  ShareAcknowledgeRequestAcknowledgePartition,
+  ShareAcknowledgeRequestAcknowledgementBatch,
+  ShareAcknowledgeResponse,
+  ShareAcknowledgeResponseShareAcknowledgeTopicResponse,
+  ShareAcknowledgeResponsePartitionData,
+  ShareAcknowledgeResponseLeaderIdAndEpoch,
+  ShareAcknowledgeResponseNodeEndpoint,
+} from './apis/share-acknowledge.js'
+export type {
+  AddRaftVoterRequest,
+  AddRaftVoterRequestListener,
+  AddRaftVoterResponse,
+} from './apis/add-raft-voter.js'
+export type { RemoveRaftVoterRequest, RemoveRaftVoterResponse } from './apis/remove-raft-voter.js'
+export type {
+  UpdateRaftVoterRequest,
+  UpdateRaftVoterRequestListener,
+  UpdateRaftVoterRequestKRaftVersionFeature,
+  UpdateRaftVoterResponse,
+  UpdateRaftVoterResponseCurrentLeader,
+} from './apis/update-raft-voter.js'
+export type {
+  InitializeShareGroupStateRequest,
+  InitializeShareGroupStateRequestInitializeStateData,
+  InitializeShareGroupStateRequestPartitionData,
+  InitializeShareGroupStateResponse,
+  InitializeShareGroupStateResponseInitializeStateResult,
+  InitializeShareGroupStateResponsePartitionResult,
+} from './apis/initialize-share-group-state.js'
+export type {
+  ReadShareGroupStateRequest,
+  ReadShareGroupStateRequestReadStateData,
+  ReadShareGroupStateRequestPartitionData,
+  ReadShareGroupStateResponse,
+  ReadShareGroupStateResponseReadStateResult,
+  ReadShareGroupStateResponsePartitionResult,
+  ReadShareGroupStateResponseStateBatch,
+} from './apis/read-share-group-state.js'
+export type {
+  WriteShareGroupStateRequest,
+  WriteShareGroupStateRequestWriteStateData,
+  WriteShareGroupStateRequestPartitionData,
+  WriteShareGroupStateRequestStateBatch,
+  WriteShareGroupStateResponse,
+  WriteShareGroupStateResponseWriteStateResult,
+  WriteShareGroupStateResponsePartitionResult,
+} from './apis/write-share-group-state.js'
+export type {
+  DeleteShareGroupStateRequest,
+  DeleteShareGroupStateRequestDeleteStateData,
+  DeleteShareGroupStateRequestPartitionData,
+  DeleteShareGroupStateResponse,
+  DeleteShareGroupStateResponseDeleteStateResult,
+  DeleteShareGroupStateResponsePartitionResult,
+} from './apis/delete-share-group-state.js'
+export type {
+  ReadShareGroupStateSummaryRequest,
+  ReadShareGroupStateSummaryRequestReadStateSummaryData,
+  ReadShareGroupStateSummaryRequestPartitionData,
+  ReadShareGroupStateSummaryResponse,
+  ReadShareGroupStateSummaryResponseReadStateSummaryResult,
+  ReadShareGroupStateSummaryResponsePartitionResult,
+} from './apis/read-share-group-state-summary.js'
 export * from './headers-and-data.js'
 
 /** What tidelog knows about one API key: version ranges and untyped codecs for its messages. */
