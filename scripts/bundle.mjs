@@ -12,7 +12,8 @@
  *   tidelog uses no pino transport (those start worker threads from pino's own files,
  *   which a bundled copy does not have).
  * - Dynamic imports become chunks (`splitting`), so what loads on first use (prom-client's
- *   registry, the console API, the client subcommands) still loads on first use.
+ *   registry, the console API, the client subcommands, each API's codecs but the hot ones,
+ *   see loadApiCodec in src/protocol/generated/index.ts) still loads on first use.
  * - A module that uses `import.meta.url` gets the URL of its own tsc output file instead of
  *   the chunk's: the console's static files and createRequire() then resolve from where they
  *   always did, for the bundle and the unbundled dist/ alike.
@@ -38,24 +39,6 @@ const bundlePinoOnly = {
       const fromBundledPackage = args.importer.includes(`${sep}node_modules${sep}`)
       if (BUNDLED_PACKAGES.has(args.path) || fromBundledPackage) return undefined
       return { path: args.path, external: true }
-    })
-  },
-}
-
-/**
- * The generated protocol modules only declare functions and constants. Saying so lets
- * esbuild leave out the API modules nothing uses statically (the registry's re-exports
- * and `export *` alone would pull every one into the start-up), so each is compiled only
- * when its chunk is imported, on the API's first use.
- */
-const generatedDir = join(distSrc, 'protocol', 'generated') + sep
-const generatedWithoutSideEffects = {
-  name: 'generated-without-side-effects',
-  setup(b) {
-    b.onResolve({ filter: /^\.\.?\// }, (args) => {
-      const path = join(args.resolveDir, args.path)
-      if (!path.startsWith(generatedDir)) return undefined
-      return { path, sideEffects: false }
     })
   },
 }
@@ -121,7 +104,7 @@ const result = await build({
   metafile: true,
   write: false,
   logLevel: 'warning',
-  plugins: [bundlePinoOnly, generatedWithoutSideEffects, ownImportMetaUrl],
+  plugins: [bundlePinoOnly, ownImportMetaUrl],
 })
 if (result.errors.length > 0) process.exit(1)
 
