@@ -6,11 +6,8 @@
  */
 import { randomBytes } from 'node:crypto'
 import { crc32c } from '../src/protocol/crc32c.js'
-import {
-  decodeProduceRequest,
-  encodeProduceRequest,
-  type ProduceRequest,
-} from '../src/protocol/generated/index.js'
+import type { ProduceRequest } from '../src/protocol/generated/index.js'
+import { decodeProduceRequest, encodeProduceRequest } from '../src/protocol/generated/produce-request.js'
 import { Reader, Writer } from '../src/protocol/primitives.js'
 
 const RUN_MS = 2000

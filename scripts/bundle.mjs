@@ -5,10 +5,15 @@
  * (docs/startup.md). Runs after tsc as part of `npm run build`; bin/tidelog.js prefers the
  * bundle.
  *
- * - npm packages stay imports (`packages: 'external'`): pino starts its transports' worker
- *   threads from real file paths, and the native codecs load .node files.
+ * - npm packages stay imports of node_modules (the native codecs load .node files; prom-client
+ *   and etcd3 load on first use), except pino and its dependencies: resolving and compiling
+ *   its ~29 CommonJS files cost ~20 ms of `tidelog start` (docs/startup.md). They are
+ *   wrapped as CommonJS in the ESM chunks, with a `require` for the builtins they load.
+ *   tidelog uses no pino transport (those start worker threads from pino's own files,
+ *   which a bundled copy does not have).
  * - Dynamic imports become chunks (`splitting`), so what loads on first use (prom-client's
- *   registry, the console API, the client subcommands) still loads on first use.
+ *   registry, the console API, the client subcommands, each API's codecs but the hot ones,
+ *   see loadApiCodec in src/protocol/generated/index.ts) still loads on first use.
  * - A module that uses `import.meta.url` gets the URL of its own tsc output file instead of
  *   the chunk's: the console's static files and createRequire() then resolve from where they
  *   always did, for the bundle and the unbundled dist/ alike.
@@ -22,6 +27,21 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const entry = join(root, 'dist', 'src', 'cli', 'main.js')
 const outdir = join(root, 'dist', 'bundle')
 const distSrc = join(root, 'dist', 'src') + sep
+
+/** Packages bundled (with all they require); every other bare import stays external. */
+const BUNDLED_PACKAGES = new Set(['pino'])
+
+const bundlePinoOnly = {
+  name: 'bundle-pino-only',
+  setup(b) {
+    b.onResolve({ filter: /^[^./]/ }, (args) => {
+      if (args.path.startsWith('node:')) return undefined
+      const fromBundledPackage = args.importer.includes(`${sep}node_modules${sep}`)
+      if (BUNDLED_PACKAGES.has(args.path) || fromBundledPackage) return undefined
+      return { path: args.path, external: true }
+    })
+  },
+}
 
 /** Replaces `import.meta.url` in dist/src modules with the URL of that module's own file. */
 const ownImportMetaUrl = {
@@ -74,14 +94,17 @@ const result = await build({
   format: 'esm',
   platform: 'node',
   target: 'node20',
-  packages: 'external',
+  // The bundled CommonJS packages require builtins; ESM has no `require` of its own.
+  banner: {
+    js: "import { createRequire as __tidelogCreateRequire } from 'node:module'\nconst require = __tidelogCreateRequire(import.meta.url)",
+  },
   sourcemap: 'linked',
   legalComments: 'none',
   absWorkingDir: root,
   metafile: true,
   write: false,
   logLevel: 'warning',
-  plugins: [ownImportMetaUrl],
+  plugins: [bundlePinoOnly, ownImportMetaUrl],
 })
 if (result.errors.length > 0) process.exit(1)
 

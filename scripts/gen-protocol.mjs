@@ -3,10 +3,10 @@
 // (which then formats the output with biome). The output is deterministic: no timestamps,
 // files and registry entries sorted, fields kept in schema (wire) order.
 //
-// Layout: the codecs of all request messages are in requests.ts, of all responses in
-// responses.ts, of headers and data messages in headers-and-data.ts (a few modules load far
-// faster than one per message); index.ts is the API registry and re-exports everything;
-// common.ts is the shared runtime. Each message also keeps its own module (e.g.
+// Layout: each API's request and response codecs are one module, apis/<api>.ts, which the
+// bundle turns into a chunk loaded on the API's first use (loadApiCodec in index.ts); headers
+// and data messages are in headers-and-data.ts; index.ts is the API registry and re-exports
+// everything; common.ts is the shared runtime. Each message also keeps its own module (e.g.
 // fetch-request.ts), a re-export of its names, so imports of a single message still work.
 //
 // Semantics follow Kafka's MessageDataGenerator: flexible versions use compact strings,
@@ -895,31 +895,38 @@ function messageExports(msg) {
 }
 
 /**
- * Where each message's code lives. All codecs in one module per group, instead of one module
- * per message, so that loading the protocol costs a few module loads, not ~190 (each one a
- * URL resolution, a stat, a read and a compile): this is most of `tidelog start`'s startup.
- * Each group stays under biome's 1 MiB file size limit (checked by main).
+ * Where each message's code lives. One module per API (its request and its response): the
+ * bundle (scripts/bundle.mjs) makes each one a chunk, so `tidelog start` compiles only the
+ * codecs it loads eagerly (EAGER_APIS) instead of all ~1.3 MB, and the others load on their
+ * API's first request (docs/startup.md). Headers and data messages, which any request or
+ * the storage and group code needs, are one module.
  */
-const GROUPS = [
-  { module: 'requests', types: ['request'], about: 'every request message' },
-  { module: 'responses', types: ['response'], about: 'every response message' },
-  { module: 'headers-and-data', types: ['header', 'data'], about: 'headers and data messages' },
-]
-const GROUP_SOURCE_CHARS_MAX = 850 * 1024 // biome formatting adds about 15%
+const HEADERS_AND_DATA = { module: 'headers-and-data', about: 'headers and data messages' }
+const GROUP_SOURCE_CHARS_MAX = 850 * 1024 // biome formatting adds about 15%; its limit is 1 MiB
 
-function groupOf(msg) {
-  const group = GROUPS.find((g) => g.types.includes(msg.type))
-  if (group === undefined) fail(msg.file, `no module group for message type ${msg.type}`)
-  return group
-}
+/**
+ * APIs whose codecs load with index.ts: ApiVersions and Metadata start every client session,
+ * Produce and Fetch are the data path, so none of them waits for a chunk on a fresh broker.
+ */
+const EAGER_APIS = new Set([0, 1, 3, 18])
 
-/** One module holding the code of several messages, in schema-file order. */
-function generateGroupFile(group, messages) {
+const isApiMessage = (msg) => msg.type === 'request' || msg.type === 'response'
+const apiModuleOf = (msg) => `apis/${msg.module.replace(/-(request|response)$/, '')}`
+const moduleOf = (msg) => (isApiMessage(msg) ? apiModuleOf(msg) : HEADERS_AND_DATA.module)
+const apiNameOf = (req) => req.name.slice(0, -'Request'.length)
+const codecNameOf = (req) => `${apiNameOf(req)[0].toLowerCase()}${apiNameOf(req).slice(1)}Codec`
+
+/**
+ * One module holding the code of several messages, in the given order; `up` leads from its
+ * folder to src/protocol/generated. `trailer` is appended after the messages' code.
+ */
+function generateCodeFile(about, messages, up, trailer = '') {
   let body = ''
   for (const msg of messages) {
     body += `// ${'-'.repeat(56)} ${msg.name} (protocol-schemas/${msg.file})\n\n`
     body += generateMessageBody(msg)
   }
+  body += trailer
   // imports
   const prim = []
   if (/\bnew Reader\(/.test(body)) prim.push('Reader')
@@ -938,27 +945,38 @@ function generateGroupFile(group, messages) {
   ]) {
     if (new RegExp(`\\b${name}\\(`).test(body)) common.push(name)
   }
+  if (/\bApiCodec\b/.test(body)) common.push('type ApiCodec')
   if (/\bRecordsData\b/.test(body)) common.push('type RecordsData')
   if (/\bTaggedField\b/.test(body)) common.push('type TaggedField')
   let imports = ''
   if (/\bProtocolDecodeError\(/.test(body))
-    imports += "import { ProtocolDecodeError } from '../../common/errors.js'\n"
-  imports += importLine(prim, '../primitives.js')
-  imports += importLine(common, './common.js')
-  return `${LICENSE_NOTE(`protocol-schemas/*.json (${group.about})`)}${imports}\n${body}`
+    imports += `import { ProtocolDecodeError } from '${up}../../common/errors.js'\n`
+  imports += importLine(prim, `${up}../primitives.js`)
+  imports += importLine(common, `${up}common.js`)
+  return `${LICENSE_NOTE(about)}${imports}\n${body}`
+}
+
+/** An API's module: its request's and response's code and the untyped codec the registry loads. */
+function generateApiFile(req, res) {
+  const trailer =
+    `/** ${apiNameOf(req)}'s codecs, untyped, for the API registry (loadApiCodec in index.ts). */\n` +
+    `export const ${codecNameOf(req)}: ApiCodec = {\n` +
+    `decodeRequest: decode${req.name},\nencodeRequest: (w, v, m) => encode${req.name}(w, v, m as ${req.name}),\n` +
+    `decodeResponse: decode${res.name},\nencodeResponse: (w, v, m) => encode${res.name}(w, v, m as ${res.name}),\n` +
+    `defaultRequest: default${req.name},\ndefaultResponse: default${res.name},\n}\n`
+  return generateCodeFile(`protocol-schemas/${req.file} and ${res.file}`, [req, res], '../', trailer)
 }
 
 /**
  * A message's own module path, kept so existing imports work: it re-exports the message's
- * names from its group module and loads nothing else. New code imports from index.js.
+ * names from the module holding its code and loads nothing else. New code imports from index.js.
  */
 function generateMessageFile(msg) {
-  const group = groupOf(msg)
   const { types, values } = messageExports(msg)
-  const from = `./${group.module}.js`
+  const from = `./${moduleOf(msg)}.js`
   return (
     `${LICENSE_NOTE(`protocol-schemas/${msg.file}`)}` +
-    `// The code is in ${group.module}.ts; this module only re-exports ${msg.name}'s names.\n\n` +
+    `// The code is in ${moduleOf(msg)}.ts; this module only re-exports ${msg.name}'s names.\n\n` +
     `export type { ${types.join(', ')} } from '${from}'\n` +
     `export { ${values.join(', ')} } from '${from}'\n`
   )
@@ -980,6 +998,16 @@ import type { Reader, Writer } from '../primitives.js'
  * a list of buffers written back to back, so fetched record batches are never copied.
  */
 export type RecordsData = Buffer | readonly Buffer[] | null
+
+/** One API's codecs, untyped: what the registry (index.ts) loads for an API key. */
+export interface ApiCodec {
+  decodeRequest(r: Reader, version: number): unknown
+  encodeRequest(w: Writer, version: number, m: unknown): void
+  decodeResponse(r: Reader, version: number): unknown
+  encodeResponse(w: Writer, version: number, m: unknown): void
+  defaultRequest(): unknown
+  defaultResponse(): unknown
+}
 
 /** A tagged field the generated code does not know: its tag and its raw value bytes. */
 export interface TaggedField {
@@ -1071,8 +1099,10 @@ function generateIndex(messages) {
     entry[m.type] = m
   }
   const keys = [...byKey.keys()].sort((a, b) => a - b)
-  const requestNames = []
-  const responseNames = []
+  let eagerImports = ''
+  let eagerCodecs = ''
+  let loaders = ''
+  let exportsAll = "export * from './common.js'\n"
   let apiKeyObj = 'export const ApiKey = {\n'
   let reqMap = 'export interface RequestByApiKey {\n'
   let resMap = 'export interface ResponseByApiKey {\n'
@@ -1086,8 +1116,18 @@ function generateIndex(messages) {
     if (res.name !== `${name}Response`) fail(res.file, `response name does not match ${req.name}`)
     if (req.valid.lo !== res.valid.lo || req.valid.hi !== res.valid.hi)
       fail(res.file, 'request and response validVersions differ')
-    requestNames.push(`decode${req.name}`, `default${req.name}`, `encode${req.name}`, `type ${req.name}`)
-    responseNames.push(`decode${res.name}`, `default${res.name}`, `encode${res.name}`, `type ${res.name}`)
+    const codecImport = EAGER_APIS.has(key) ? [codecNameOf(req)] : []
+    eagerImports += importLine(
+      [...codecImport, `type ${req.name}`, `type ${res.name}`],
+      `./${apiModuleOf(req)}.js`,
+    )
+    if (EAGER_APIS.has(key)) eagerCodecs += `[${key}, ${codecNameOf(req)}],\n`
+    else loaders += `[${key}, () => import('./${apiModuleOf(req)}.js').then((m) => m.${codecNameOf(req)})],\n`
+    // Types only: a re-exported value makes esbuild put the API's module in the chunks
+    // `tidelog start` loads, whether or not anything imports that value. Code that needs
+    // an API's functions imports them from the message's own module (fetch-request.js).
+    const named = [req, res].map(messageExports)
+    exportsAll += `export type { ${named.flatMap((n) => n.types).join(', ')} } from './${apiModuleOf(req)}.js'\n`
     apiKeyObj += `${name}: ${key},\n`
     reqMap += `${key}: ${req.name}\n`
     resMap += `${key}: ${res.name}\n`
@@ -1112,9 +1152,12 @@ function generateIndex(messages) {
       `[${key}, {\napiKey: ${key},\nname: '${name}',\nminVersion: ${req.valid.lo},\nmaxVersion: ${req.valid.hi},\n` +
       `latestVersionUnstable: ${req.latestVersionUnstable},\nflexibleMinVersion: ${flexMin},\n` +
       `deprecatedVersions: ${dep},\nlisteners: [${listeners.map(quote).join(', ')}],\n` +
-      `decodeRequest: decode${req.name},\nencodeRequest: (w, v, m) => encode${req.name}(w, v, m as ${req.name}),\n` +
-      `decodeResponse: decode${res.name},\nencodeResponse: (w, v, m) => encode${res.name}(w, v, m as ${res.name}),\n` +
-      `defaultRequest: default${req.name},\ndefaultResponse: default${res.name},\n` +
+      `decodeRequest: (r, v) => requireApiCodec(${key}).decodeRequest(r, v),\n` +
+      `encodeRequest: (w, v, m) => requireApiCodec(${key}).encodeRequest(w, v, m),\n` +
+      `decodeResponse: (r, v) => requireApiCodec(${key}).decodeResponse(r, v),\n` +
+      `encodeResponse: (w, v, m) => requireApiCodec(${key}).encodeResponse(w, v, m),\n` +
+      `defaultRequest: () => requireApiCodec(${key}).defaultRequest(),\n` +
+      `defaultResponse: () => requireApiCodec(${key}).defaultResponse(),\n` +
       `requestHeaderVersion: ${reqHeader},\nresponseHeaderVersion: ${resHeader},\n}],\n`
     if (resFlexMin !== flexMin) {
       // Header versions follow each side's own flexible versions; they agree for every 3.9 API.
@@ -1124,13 +1167,11 @@ function generateIndex(messages) {
   apiKeyObj += '} as const\n\nexport type ApiKey = (typeof ApiKey)[keyof typeof ApiKey]\n\n'
   reqMap += '}\n\n'
   resMap += '}\n\n'
-  const imports =
-    importLine(requestNames, `./${groupOf({ type: 'request' }).module}.js`) +
-    importLine(responseNames, `./${groupOf({ type: 'response' }).module}.js`)
-  const exportsAll = GROUPS.map((g) => `export * from './${g.module}.js'\n`).join('')
-  return `${LICENSE_NOTE('protocol-schemas/*.json (API registry)')}import type { Reader, Writer } from '../primitives.js'
-${imports}
-export * from './common.js'
+  exportsAll += `export * from './${HEADERS_AND_DATA.module}.js'\n`
+  return `${LICENSE_NOTE('protocol-schemas/*.json (API registry)')}import { assert } from '../../common/assert.js'
+import type { Reader, Writer } from '../primitives.js'
+import type { ApiCodec } from './common.js'
+${eagerImports}
 ${exportsAll}
 /** What tidelog knows about one API key: version ranges and untyped codecs for its messages. */
 export interface ApiDescriptor {
@@ -1147,6 +1188,10 @@ export interface ApiDescriptor {
   readonly deprecatedVersions: { readonly min: number; readonly max: number } | null
   /** Kafka's listener types that serve the API: zkBroker, broker, controller. */
   readonly listeners: readonly string[]
+  /**
+   * The API's codecs, which need it loaded first (loadApiCodec; the EAGER_APIS of
+   * scripts/gen-protocol.mjs always are): on an API not loaded yet they throw InvariantError.
+   */
   decodeRequest(r: Reader, version: number): unknown
   encodeRequest(w: Writer, version: number, m: unknown): void
   decodeResponse(r: Reader, version: number): unknown
@@ -1163,6 +1208,57 @@ ${apiKeyObj}/** The request message type for each API key. */
 ${reqMap}/** The response message type for each API key. */
 ${resMap}export const apis: ReadonlyMap<number, ApiDescriptor> = new Map<number, ApiDescriptor>([
 ${entries}])
+
+/** Codecs loaded so far, by API key; the hot APIs' load with this module. */
+const loadedCodecs = new Map<number, ApiCodec>([
+${eagerCodecs}])
+
+/** The other APIs' codecs: each is a chunk of the bundle, compiled on its first use. */
+const codecLoaders: ReadonlyMap<number, () => Promise<ApiCodec>> = new Map<number, () => Promise<ApiCodec>>([
+${loaders}])
+
+const loadingCodecs = new Map<number, Promise<ApiCodec>>()
+
+/** The API's codec if it is loaded, else undefined (then loadApiCodec). */
+export function apiCodec(apiKey: number): ApiCodec | undefined {
+  return loadedCodecs.get(apiKey)
+}
+
+/** The API's codec, which the caller loaded before: a missing one is a bug. */
+export function requireApiCodec(apiKey: number): ApiCodec {
+  const codec = loadedCodecs.get(apiKey)
+  assert(codec, () => \`codec of api key \${apiKey} used before loadApiCodec(\${apiKey})\`)
+  return codec
+}
+
+/** Loads the API's codec (once; later calls get the same promise or the loaded codec). */
+export function loadApiCodec(apiKey: number): Promise<ApiCodec> {
+  const loaded = loadedCodecs.get(apiKey)
+  if (loaded !== undefined) return Promise.resolve(loaded)
+  let loading = loadingCodecs.get(apiKey)
+  if (loading === undefined) {
+    const loader = codecLoaders.get(apiKey)
+    assert(loader, () => \`no codec for api key \${apiKey}\`)
+    loading = loader().then((codec) => {
+      loadedCodecs.set(apiKey, codec)
+      return codec
+    })
+    // A failed load (a missing chunk) is tried again by the next caller, not cached.
+    loading.catch(() => loadingCodecs.delete(apiKey))
+    loadingCodecs.set(apiKey, loading)
+  }
+  return loading
+}
+
+/** Loads the codecs of the given APIs. */
+export async function loadApiCodecs(apiKeys: Iterable<number>): Promise<void> {
+  await Promise.all([...apiKeys].map(loadApiCodec))
+}
+
+/** Loads every API's codec: for clients, tools and tests that use many APIs. */
+export function loadAllApiCodecs(): Promise<void> {
+  return loadApiCodecs(apis.keys())
+}
 `
 }
 
@@ -1184,22 +1280,46 @@ function main() {
   }
   const outputs = new Map()
   outputs.set('common.ts', COMMON_FILE)
-  for (const group of GROUPS) {
-    if (messages.some((m) => m.module === group.module)) fail(group.module, 'a message module has this name')
-    const text = generateGroupFile(
-      group,
-      messages.filter((m) => groupOf(m) === group),
-    )
-    // biome formats (and lints) no file over 1 MiB.
-    if (text.length > GROUP_SOURCE_CHARS_MAX)
-      fail(`${group.module}.ts`, `${text.length} characters: split the group (biome's limit is 1 MiB)`)
-    outputs.set(`${group.module}.ts`, text)
+  const byApi = new Map()
+  for (const m of messages.filter(isApiMessage)) {
+    if (!byApi.has(m.apiKey)) byApi.set(m.apiKey, {})
+    byApi.get(m.apiKey)[m.type] = m
   }
+  for (const { request, response } of byApi.values()) {
+    if (!request || !response)
+      fail(`api key ${(request ?? response).apiKey}`, 'needs a request and a response')
+    if (apiModuleOf(request) !== apiModuleOf(response)) fail(response.file, 'names its API differently')
+    outputs.set(`${apiModuleOf(request)}.ts`, generateApiFile(request, response))
+  }
+  if (messages.some((m) => m.module === HEADERS_AND_DATA.module))
+    fail(HEADERS_AND_DATA.module, 'a message module has this name')
+  const headersAndData = generateCodeFile(
+    `protocol-schemas/*.json (${HEADERS_AND_DATA.about})`,
+    messages.filter((m) => !isApiMessage(m)),
+    './',
+  )
+  // biome formats (and lints) no file over 1 MiB.
+  if (headersAndData.length > GROUP_SOURCE_CHARS_MAX)
+    fail(
+      `${HEADERS_AND_DATA.module}.ts`,
+      `${headersAndData.length} characters: split it (biome's limit is 1 MiB)`,
+    )
+  outputs.set(`${HEADERS_AND_DATA.module}.ts`, headersAndData)
   for (const m of messages) outputs.set(`${m.module}.ts`, generateMessageFile(m))
   outputs.set('index.ts', generateIndex(messages))
-  fs.mkdirSync(OUT_DIR, { recursive: true })
-  for (const existing of fs.readdirSync(OUT_DIR)) {
-    if (existing.endsWith('.ts') && !outputs.has(existing)) fs.rmSync(path.join(OUT_DIR, existing))
+  outputs.set(
+    'all.ts',
+    `${LICENSE_NOTE('protocol-schemas/*.json (every name)')}` +
+      '// Every generated name in one module, for tests and tools. tidelog itself imports the\n' +
+      "// registry from index.js and an API's functions from the message's module, so that the\n" +
+      '// bundle loads each API on first use.\n\n' +
+      "export * from './index.js'\n" +
+      [...new Set(messages.filter(isApiMessage).map(apiModuleOf))].map((m) => `export * from './${m}.js'\n`).join(''),
+  )
+  fs.mkdirSync(path.join(OUT_DIR, 'apis'), { recursive: true })
+  for (const existing of fs.readdirSync(OUT_DIR, { recursive: true })) {
+    const name = existing.split(path.sep).join('/')
+    if (name.endsWith('.ts') && !outputs.has(name)) fs.rmSync(path.join(OUT_DIR, existing))
   }
   for (const [name, text] of outputs) fs.writeFileSync(path.join(OUT_DIR, name), text)
   console.log(

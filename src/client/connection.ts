@@ -21,7 +21,7 @@ import { type Random, systemRandom } from '../common/random.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { FrameDecoder, FrameReader } from '../protocol/frame-decoder.js'
 import type { ApiVersionsResponse } from '../protocol/generated/api-versions-response.js'
-import { ApiKey, apis } from '../protocol/generated/index.js'
+import { ApiKey, apis, loadAllApiCodecs } from '../protocol/generated/index.js'
 import { encodeRequestHeader } from '../protocol/generated/request-header.js'
 import { decodeResponseHeader } from '../protocol/generated/response-header.js'
 import type { SaslAuthenticateResponse } from '../protocol/generated/sasl-authenticate-response.js'
@@ -136,7 +136,8 @@ export class BrokerConnection {
 
   /** Opens the socket and negotiates versions; rejects with ConnectionError. */
   static async open(options: ConnectionOptions): Promise<BrokerConnection> {
-    const { socket, frames } = await openSocket(options)
+    // A client uses many APIs: their codecs load while the socket connects.
+    const [{ socket, frames }] = await Promise.all([openSocket(options), loadAllApiCodecs()])
     const connection = new BrokerConnection(socket, frames, options)
     try {
       await connection.negotiateVersions()

@@ -9,7 +9,13 @@
 import { TidelogError } from '../common/errors.js'
 import type { ByteStream, Network } from '../common/network.js'
 import { FrameDecoder } from '../protocol/frame-decoder.js'
-import { apis, decodeResponseHeader, encodeRequestHeader } from '../protocol/generated/index.js'
+import {
+  apiCodec,
+  apis,
+  decodeResponseHeader,
+  encodeRequestHeader,
+  loadApiCodec,
+} from '../protocol/generated/index.js'
 import { Reader, Writer } from '../protocol/primitives.js'
 
 /** How a broker dials another: the connect half of the injected Network. */
@@ -47,6 +53,7 @@ export class BrokerClient {
   /** Sends a request and resolves with its decoded response body. */
   async request<T>(apiKey: number, version: number, body: unknown): Promise<T> {
     if (this.closed) throw new BrokerConnectionError('client closed')
+    if (apiCodec(apiKey) === undefined) await loadApiCodec(apiKey)
     const connection = await this.connect()
     const correlationId = this.nextCorrelationId++
     const frame = encodeFrame(apiKey, version, correlationId, this.clientId, body)

@@ -18,9 +18,9 @@ import type { Clock, TimerHandle } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
 import type { LeaderEpoch, Offset } from '../common/types.js'
 import { ErrorCode } from '../protocol/error-codes.js'
+import { defaultFetchRequest } from '../protocol/generated/fetch-request.js'
 import {
   ApiKey,
-  defaultFetchRequest,
   type FetchRequest,
   type FetchResponse,
   type ListOffsetsResponse,

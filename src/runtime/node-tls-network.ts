@@ -5,15 +5,9 @@
  * certificate is a ConfigError at startup, not a failed handshake later).
  */
 import { readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import type { AddressInfo } from 'node:net'
-import {
-  connect,
-  createSecureContext,
-  createServer,
-  type SecureContext,
-  type Server,
-  type TLSSocket,
-} from 'node:tls'
+import type { SecureContext, Server, TLSSocket } from 'node:tls'
 import { ConfigError } from '../common/errors.js'
 import type { NetworkListener } from '../common/network.js'
 import {
@@ -25,6 +19,17 @@ import {
   type TlsSettings,
 } from '../security/tls.js'
 import { socketStream } from './node-network.js'
+
+/**
+ * node:tls, loaded by the first TLS listener or connection: a broker with plaintext
+ * listeners only never compiles it (about 2 ms of start-up, docs/startup.md).
+ */
+const loadBuiltin = createRequire(import.meta.url)
+let tlsModule: typeof import('node:tls') | null = null
+function tls(): typeof import('node:tls') {
+  tlsModule ??= loadBuiltin('node:tls') as typeof import('node:tls')
+  return tlsModule
+}
 
 /** A handshake that has not finished after this long is dropped (a client that speaks plaintext and waits). */
 const HANDSHAKE_TIMEOUT_MS = 10_000
@@ -40,7 +45,7 @@ export const nodeTls: TlsProvider = {
 function loadContext(settings: TlsSettings): { options: ContextOptions; context: SecureContext } {
   const options = secureContextOptions(settings)
   try {
-    return { options, context: createSecureContext(options) }
+    return { options, context: tls().createSecureContext(options) }
   } catch (error) {
     throw new ConfigError(`${settings.origin}: TLS key or certificates unusable: ${(error as Error).message}`)
   }
@@ -54,7 +59,7 @@ function read(path: string, settings: TlsSettings, what: string): Buffer {
   }
 }
 
-type ContextOptions = NonNullable<Parameters<typeof createSecureContext>[0]>
+type ContextOptions = NonNullable<Parameters<typeof import('node:tls').createSecureContext>[0]>
 
 function secureContextOptions(settings: TlsSettings): ContextOptions {
   const options: ContextOptions = {
@@ -121,7 +126,7 @@ function tlsNetwork(
     },
     listen(host, port, onConnection) {
       // tls.Server builds its context from the key material options (it ignores secureContext).
-      const server = createServer({
+      const server = tls().createServer({
         ...options,
         requestCert: settings.clientAuth !== 'none',
         // 'requested' accepts a client without a certificate; one with a certificate the
@@ -154,7 +159,7 @@ function tlsNetwork(
     },
     connect(host, port) {
       return new Promise((resolve, reject) => {
-        const socket = connect({
+        const socket = tls().connect({
           host,
           port,
           secureContext: context,

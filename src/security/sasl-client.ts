@@ -12,6 +12,7 @@ import {
   apis,
   decodeResponseHeader,
   encodeRequestHeader,
+  loadApiCodecs,
   type SaslAuthenticateResponse,
   type SaslHandshakeResponse,
 } from '../protocol/generated/index.js'
@@ -73,6 +74,8 @@ function frame(
 }
 
 async function authenticate(stream: ByteStream, settings: SaslClientSettings): Promise<ByteStream> {
+  // Before any listener: the broker sends nothing until the handshake below is written.
+  await loadApiCodecs([ApiKey.SaslHandshake, ApiKey.SaslAuthenticate])
   const decoder = new FrameDecoder(MAX_RESPONSE_BYTES)
   const userListeners: ((chunk: Buffer) => void)[] = []
   let authenticating = true

@@ -21,9 +21,11 @@ import { ErrorCode } from '../protocol/error-codes.js'
 import { FrameDecoder, FrameError } from '../protocol/frame-decoder.js'
 import {
   ApiKey,
+  apiCodec,
   apis,
   decodeRequestHeader,
   encodeResponseHeader,
+  loadApiCodec,
   type RequestHeader,
 } from '../protocol/generated/index.js'
 import { Reader, Writer } from '../protocol/primitives.js'
@@ -237,7 +239,25 @@ export class Connection implements ClientConnection {
       }
       return
     }
+    if (apiCodec(apiKey) === undefined) {
+      this.holdUntilCodecLoaded(apiKey, frame)
+      return
+    }
     this.dispatch(frame, apiKey, apiVersion)
+  }
+
+  /**
+   * An API's first request on this process: its codec is a chunk of the bundle, loaded now
+   * rather than at start-up (docs/startup.md). This frame and the ones after it wait, so
+   * requests are still handled in order.
+   */
+  private holdUntilCodecLoaded(apiKey: number, frame: Buffer): void {
+    this.heldFrames = [frame]
+    this.options.stream.pause()
+    loadApiCodec(apiKey).then(
+      () => this.releaseHeldFrames(),
+      (error: unknown) => this.onDispatchError(error),
+    )
   }
 
   private dispatch(frame: Buffer, apiKey: number, apiVersion: number): void {
@@ -361,13 +381,15 @@ export class Connection implements ClientConnection {
   private holdUntilSettled(request: Promise<unknown>): void {
     this.heldFrames = []
     this.options.stream.pause()
-    const release = (): void => {
-      const frames = this.heldFrames ?? []
-      this.heldFrames = null
-      if (!this.readingPaused && !this.isMuted && !this.closed) this.options.stream.resume()
-      this.replayHeldFrames(frames)
-    }
+    const release = (): void => this.releaseHeldFrames()
     request.then(release, release)
+  }
+
+  private releaseHeldFrames(): void {
+    const frames = this.heldFrames ?? []
+    this.heldFrames = null
+    if (!this.readingPaused && !this.isMuted && !this.closed) this.options.stream.resume()
+    this.replayHeldFrames(frames)
   }
 
   private replayHeldFrames(frames: readonly Buffer[]): void {

@@ -12,7 +12,8 @@
  * from its position, each equal (bytes) to the batch committed at that offset.
  */
 import { ErrorCode } from '../protocol/error-codes.js'
-import { ApiKey, defaultFetchRequest, type FetchResponse } from '../protocol/generated/index.js'
+import { defaultFetchRequest } from '../protocol/generated/fetch-request.js'
+import { ApiKey, type FetchResponse } from '../protocol/generated/index.js'
 import { ZERO_UUID } from '../protocol/primitives.js'
 import { decodeRecordBatchSync, splitBatches } from '../protocol/record-batch.js'
 import { BrokerClient } from '../replication/broker-client.js'

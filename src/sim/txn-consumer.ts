@@ -11,7 +11,8 @@
  * it returns go to `TxnInvariants.onDelivered`.
  */
 import { ErrorCode } from '../protocol/error-codes.js'
-import { ApiKey, defaultFetchRequest, type FetchResponse } from '../protocol/generated/index.js'
+import { defaultFetchRequest } from '../protocol/generated/fetch-request.js'
+import { ApiKey, type FetchResponse } from '../protocol/generated/index.js'
 import { ZERO_UUID } from '../protocol/primitives.js'
 import { decodeRecordBatchSync } from '../protocol/record-batch.js'
 import { BrokerClient } from '../replication/broker-client.js'

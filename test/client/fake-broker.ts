@@ -5,10 +5,13 @@
  */
 import { createServer, type Server, type Socket } from 'node:net'
 import { FrameDecoder } from '../../src/protocol/frame-decoder.js'
-import { ApiKey, apis } from '../../src/protocol/generated/index.js'
+import { ApiKey, apis, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
 import { decodeRequestHeader } from '../../src/protocol/generated/request-header.js'
 import { encodeResponseHeader } from '../../src/protocol/generated/response-header.js'
 import { Reader, Writer } from '../../src/protocol/primitives.js'
+
+// The tests below call the registry's codecs directly, which need them loaded.
+await loadAllApiCodecs()
 
 export interface FakeBroker {
   readonly bootstrap: string

@@ -25,7 +25,7 @@ import { Producer, type RecordMetadata } from '../../src/client/producer.js'
 import { type Clock, systemClock } from '../../src/common/clock.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { FrameDecoder } from '../../src/protocol/frame-decoder.js'
-import { ApiKey, apis } from '../../src/protocol/generated/index.js'
+import { ApiKey, apis, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
 import type { ProduceRequest } from '../../src/protocol/generated/produce-request.js'
 import { decodeRequestHeader } from '../../src/protocol/generated/request-header.js'
 import { encodeResponseHeader } from '../../src/protocol/generated/response-header.js'
@@ -34,6 +34,9 @@ import { decodeRecordBatchSync } from '../../src/protocol/record-batch.js'
 import { ManualClock } from '../helpers/manual-clock.js'
 import { ProxiedCluster, problems } from '../helpers/proxied-cluster.js'
 import { readAll, text } from './helpers.js'
+
+// The tests below call the registry's codecs directly, which need them loaded.
+await loadAllApiCodecs()
 
 describe('enableIdempotence options', () => {
   const bootstrapServers = '127.0.0.1:1'

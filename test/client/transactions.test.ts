@@ -16,12 +16,15 @@ import { decodeFetchedRecords } from '../../src/client/fetch-records.js'
 import { Producer } from '../../src/client/producer.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { FrameDecoder } from '../../src/protocol/frame-decoder.js'
-import { ApiKey, apis } from '../../src/protocol/generated/index.js'
+import { ApiKey, apis, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
 import type { ProduceRequest } from '../../src/protocol/generated/produce-request.js'
 import { decodeRequestHeader } from '../../src/protocol/generated/request-header.js'
 import { encodeResponseHeader } from '../../src/protocol/generated/response-header.js'
 import { Reader, Writer, ZERO_UUID } from '../../src/protocol/primitives.js'
 import { decodeRecordBatchSync, encodeRecordBatchSync } from '../../src/protocol/record-batch.js'
+
+// The tests below call the registry's codecs directly, which need them loaded.
+await loadAllApiCodecs()
 
 interface Script {
   /** Per API key: error codes answered first, in turn (then NONE). */

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
-import { ApiKey, apis } from '../../src/protocol/generated/index.js'
+import { ApiKey, apis, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
 import type { ProduceResponse } from '../../src/protocol/generated/produce-response.js'
 import { decodeResponseHeader } from '../../src/protocol/generated/response-header.js'
 import { Reader } from '../../src/protocol/primitives.js'
@@ -21,6 +21,9 @@ import { kcatConsume } from '../helpers/compat-clients.js'
 import { allowErrorLogs } from '../helpers/log-guard.js'
 import { kcatMetadata, type MetadataView } from '../helpers/metadata-view.js'
 import { RawClient } from '../helpers/raw-client.js'
+
+// The tests below call the registry's codecs directly, which need them loaded.
+await loadAllApiCodecs()
 
 const RF3 = 'session-rf3'
 const RF1 = 'session-rf1'

@@ -2,10 +2,13 @@
  * One request/response round trip on a RawClient, decoded with the generated codecs: for
  * tests that send what no real client would (bad CRCs, partitions that do not exist).
  */
-import { apis } from '../../src/protocol/generated/index.js'
+import { apis, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
 import { decodeResponseHeader } from '../../src/protocol/generated/response-header.js'
 import { Reader } from '../../src/protocol/primitives.js'
 import { RawClient } from './raw-client.js'
+
+// The tests below call the registry's codecs directly, which need them loaded.
+await loadAllApiCodecs()
 
 let nextCorrelationId = 1000
 

@@ -3,9 +3,12 @@
  * framed responses, to exercise the server with input no real client would send.
  */
 import { connect, type Socket } from 'node:net'
-import { apis } from '../../src/protocol/generated/index.js'
+import { apis, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
 import { encodeRequestHeader } from '../../src/protocol/generated/request-header.js'
 import { Writer } from '../../src/protocol/primitives.js'
+
+// The tests below call the registry's codecs directly, which need them loaded.
+await loadAllApiCodecs()
 
 export class RawClient {
   private buffered = Buffer.alloc(0)

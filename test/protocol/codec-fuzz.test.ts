@@ -11,8 +11,12 @@ import { describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import fc from 'fast-check'
 import { ProtocolDecodeError } from '../../src/common/errors.js'
-import * as gen from '../../src/protocol/generated/index.js'
+import * as gen from '../../src/protocol/generated/all.js'
+import { loadAllApiCodecs } from '../../src/protocol/generated/index.js'
 import { Reader, Writer } from '../../src/protocol/primitives.js'
+
+// The tests below call the registry's codecs directly, which need them loaded.
+await loadAllApiCodecs()
 
 interface FieldJson {
   name: string

@@ -10,8 +10,11 @@ import path from 'node:path'
 import { describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { ProtocolDecodeError } from '../../src/common/errors.js'
-import * as gen from '../../src/protocol/generated/index.js'
+import * as gen from '../../src/protocol/generated/all.js'
 import { Reader, Writer, ZERO_UUID } from '../../src/protocol/primitives.js'
+
+// The tests below call the registry's codecs directly, which need them loaded.
+await gen.loadAllApiCodecs()
 
 // ---------------------------------------------------------------- schema reading (test side)
 

@@ -15,8 +15,12 @@ import {
   apis,
   decodeRequestHeader,
   encodeResponseHeader,
+  loadAllApiCodecs,
 } from '../../src/protocol/generated/index.js'
 import { Reader, Writer } from '../../src/protocol/primitives.js'
+
+// The tests below call the registry's codecs directly, which need them loaded.
+await loadAllApiCodecs()
 
 const THROTTLE_MS = 400
 

@@ -11,17 +11,21 @@ import { startBroker } from '../../src/index.js'
 import {
   ApiKey,
   apis,
-  defaultProduceRequest,
   type FetchResponse,
+  loadAllApiCodecs,
   type MetadataResponse,
   type ProduceResponse,
 } from '../../src/protocol/generated/index.js'
+import { defaultProduceRequest } from '../../src/protocol/generated/produce-request.js'
 import { decodeResponseHeader } from '../../src/protocol/generated/response-header.js'
 import { Reader } from '../../src/protocol/primitives.js'
 import { encodeRecordBatchSync } from '../../src/protocol/record-batch.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
 import { createTopic } from '../helpers/topics.js'
+
+// The tests below call the registry's codecs directly, which need them loaded.
+await loadAllApiCodecs()
 
 const TOPIC = 'muted'
 /** The raw client's client id (RawClient.frame). */

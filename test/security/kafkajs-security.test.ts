@@ -9,13 +9,16 @@ import { after, before, test } from 'node:test'
 import { connect as tlsConnect } from 'node:tls'
 import { Kafka, type KafkaConfig, logLevel } from 'kafkajs'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
-import { ApiKey, apis, type MetadataResponse } from '../../src/protocol/generated/index.js'
+import { ApiKey, apis, loadAllApiCodecs, type MetadataResponse } from '../../src/protocol/generated/index.js'
 import type { Cluster } from '../../src/server/cluster.js'
 import { makeTestCerts, type TestCerts } from '../helpers/certs.js'
 import { startBroker } from '../helpers/cluster.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
 import { createScramUser, securedBrokerProperties } from './helpers.js'
+
+// The tests below call the registry's codecs directly, which need them loaded.
+await loadAllApiCodecs()
 
 let certs: TestCerts
 let cluster: Cluster

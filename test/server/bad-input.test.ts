@@ -7,12 +7,15 @@ import { after, before, describe, test } from 'node:test'
 import fc from 'fast-check'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { decodeApiVersionsResponse } from '../../src/protocol/generated/api-versions-response.js'
-import { ApiKey, apis } from '../../src/protocol/generated/index.js'
+import { ApiKey, apis, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
 import { decodeMetadataResponse } from '../../src/protocol/generated/metadata-response.js'
 import { Reader } from '../../src/protocol/primitives.js'
 import type { Cluster } from '../../src/server/cluster.js'
 import { startBroker } from '../helpers/cluster.js'
 import { RawClient } from '../helpers/raw-client.js'
+
+// The tests below call the registry's codecs directly, which need them loaded.
+await loadAllApiCodecs()
 
 const MAX_REQUEST_BYTES = 1024 * 1024
 

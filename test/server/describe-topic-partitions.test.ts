@@ -5,12 +5,15 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { ApiKey, apis } from '../../src/protocol/generated/index.js'
+import type { DescribeTopicPartitionsResponse } from '../../src/protocol/generated/index.js'
+import { ApiKey, apis, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
 import { decodeResponseHeader } from '../../src/protocol/generated/response-header.js'
-import type { DescribeTopicPartitionsResponse } from '../../src/protocol/generated/responses.js'
 import { Reader } from '../../src/protocol/primitives.js'
 import { startCluster } from '../../src/testing/index.js'
 import { RawClient } from '../helpers/raw-client.js'
+
+// The tests below call the registry's codecs directly, which need them loaded.
+await loadAllApiCodecs()
 
 async function describe(port: number, body: object): Promise<DescribeTopicPartitionsResponse> {
   const client = await RawClient.connect(port)

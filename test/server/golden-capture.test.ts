@@ -7,10 +7,13 @@ import assert from 'node:assert/strict'
 import { type AddressInfo, connect, createServer, type Server, type Socket } from 'node:net'
 import { test } from 'node:test'
 import { Kafka, logLevel } from 'kafkajs'
-import { apis } from '../../src/protocol/generated/index.js'
+import { apis, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
 import { decodeRequestHeader, encodeRequestHeader } from '../../src/protocol/generated/request-header.js'
 import { Reader, Writer } from '../../src/protocol/primitives.js'
 import { run, withBroker } from '../helpers/cluster.js'
+
+// The tests below call the registry's codecs directly, which need them loaded.
+await loadAllApiCodecs()
 
 interface Recorder {
   port: number

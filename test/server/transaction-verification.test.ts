@@ -18,17 +18,21 @@ import {
   ApiKey,
   apis,
   type DescribeProducersResponse,
-  defaultProduceRequest,
   type IncrementalAlterConfigsResponse,
+  loadAllApiCodecs,
   type ProduceResponse,
   type WriteTxnMarkersResponse,
 } from '../../src/protocol/generated/index.js'
+import { defaultProduceRequest } from '../../src/protocol/generated/produce-request.js'
 import { decodeResponseHeader } from '../../src/protocol/generated/response-header.js'
 import { Reader } from '../../src/protocol/primitives.js'
 import { encodeRecordBatchSync } from '../../src/protocol/record-batch.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
 import { createTopic } from '../helpers/topics.js'
+
+// The tests below call the registry's codecs directly, which need them loaded.
+await loadAllApiCodecs()
 
 const TOPIC = 'verified'
 const PID = 77n

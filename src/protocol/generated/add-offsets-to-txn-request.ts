@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports AddOffsetsToTxnRequest's names.
+// The code is in apis/add-offsets-to-txn.ts; this module only re-exports AddOffsetsToTxnRequest's names.
 
-export type { AddOffsetsToTxnRequest } from './requests.js'
+export type { AddOffsetsToTxnRequest } from './apis/add-offsets-to-txn.js'
 export {
   decodeAddOffsetsToTxnRequest,
   defaultAddOffsetsToTxnRequest,
   encodeAddOffsetsToTxnRequest,
-} from './requests.js'
+} from './apis/add-offsets-to-txn.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports AddOffsetsToTxnResponse's names.
+// The code is in apis/add-offsets-to-txn.ts; this module only re-exports AddOffsetsToTxnResponse's names.
 
-export type { AddOffsetsToTxnResponse } from './responses.js'
+export type { AddOffsetsToTxnResponse } from './apis/add-offsets-to-txn.js'
 export {
   decodeAddOffsetsToTxnResponse,
   defaultAddOffsetsToTxnResponse,
   encodeAddOffsetsToTxnResponse,
-} from './responses.js'
+} from './apis/add-offsets-to-txn.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports AddPartitionsToTxnRequest's names.
+// The code is in apis/add-partitions-to-txn.ts; this module only re-exports AddPartitionsToTxnRequest's names.
 
 export type {
   AddPartitionsToTxnRequest,
   AddPartitionsToTxnRequestAddPartitionsToTxnTransaction,
   AddPartitionsToTxnRequestAddPartitionsToTxnTopic,
-} from './requests.js'
+} from './apis/add-partitions-to-txn.js'
 export {
   decodeAddPartitionsToTxnRequest,
   defaultAddPartitionsToTxnRequest,
   defaultAddPartitionsToTxnRequestAddPartitionsToTxnTransaction,
   defaultAddPartitionsToTxnRequestAddPartitionsToTxnTopic,
   encodeAddPartitionsToTxnRequest,
-} from './requests.js'
+} from './apis/add-partitions-to-txn.js'

@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports AddPartitionsToTxnResponse's names.
+// The code is in apis/add-partitions-to-txn.ts; this module only re-exports AddPartitionsToTxnResponse's names.
 
 export type {
   AddPartitionsToTxnResponse,
   AddPartitionsToTxnResponseAddPartitionsToTxnResult,
   AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult,
   AddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult,
-} from './responses.js'
+} from './apis/add-partitions-to-txn.js'
 export {
   decodeAddPartitionsToTxnResponse,
   defaultAddPartitionsToTxnResponse,
@@ -18,4 +18,4 @@ export {
   defaultAddPartitionsToTxnResponseAddPartitionsToTxnTopicResult,
   defaultAddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult,
   encodeAddPartitionsToTxnResponse,
-} from './responses.js'
+} from './apis/add-partitions-to-txn.js'

@@ -3,12 +3,12 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports AddRaftVoterRequest's names.
+// The code is in apis/add-raft-voter.ts; this module only re-exports AddRaftVoterRequest's names.
 
-export type { AddRaftVoterRequest, AddRaftVoterRequestListener } from './requests.js'
+export type { AddRaftVoterRequest, AddRaftVoterRequestListener } from './apis/add-raft-voter.js'
 export {
   decodeAddRaftVoterRequest,
   defaultAddRaftVoterRequest,
   defaultAddRaftVoterRequestListener,
   encodeAddRaftVoterRequest,
-} from './requests.js'
+} from './apis/add-raft-voter.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports AddRaftVoterResponse's names.
+// The code is in apis/add-raft-voter.ts; this module only re-exports AddRaftVoterResponse's names.
 
-export type { AddRaftVoterResponse } from './responses.js'
+export type { AddRaftVoterResponse } from './apis/add-raft-voter.js'
 export {
   decodeAddRaftVoterResponse,
   defaultAddRaftVoterResponse,
   encodeAddRaftVoterResponse,
-} from './responses.js'
+} from './apis/add-raft-voter.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports AllocateProducerIdsRequest's names.
+// The code is in apis/allocate-producer-ids.ts; this module only re-exports AllocateProducerIdsRequest's names.
 
-export type { AllocateProducerIdsRequest } from './requests.js'
+export type { AllocateProducerIdsRequest } from './apis/allocate-producer-ids.js'
 export {
   decodeAllocateProducerIdsRequest,
   defaultAllocateProducerIdsRequest,
   encodeAllocateProducerIdsRequest,
-} from './requests.js'
+} from './apis/allocate-producer-ids.js'

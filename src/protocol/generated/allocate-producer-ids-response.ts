@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports AllocateProducerIdsResponse's names.
+// The code is in apis/allocate-producer-ids.ts; this module only re-exports AllocateProducerIdsResponse's names.
 
-export type { AllocateProducerIdsResponse } from './responses.js'
+export type { AllocateProducerIdsResponse } from './apis/allocate-producer-ids.js'
 export {
   decodeAllocateProducerIdsResponse,
   defaultAllocateProducerIdsResponse,
   encodeAllocateProducerIdsResponse,
-} from './responses.js'
+} from './apis/allocate-producer-ids.js'

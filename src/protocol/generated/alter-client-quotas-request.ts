@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports AlterClientQuotasRequest's names.
+// The code is in apis/alter-client-quotas.ts; this module only re-exports AlterClientQuotasRequest's names.
 
 export type {
   AlterClientQuotasRequest,
   AlterClientQuotasRequestEntryData,
   AlterClientQuotasRequestEntityData,
   AlterClientQuotasRequestOpData,
-} from './requests.js'
+} from './apis/alter-client-quotas.js'
 export {
   decodeAlterClientQuotasRequest,
   defaultAlterClientQuotasRequest,
@@ -18,4 +18,4 @@ export {
   defaultAlterClientQuotasRequestEntityData,
   defaultAlterClientQuotasRequestOpData,
   encodeAlterClientQuotasRequest,
-} from './requests.js'
+} from './apis/alter-client-quotas.js'

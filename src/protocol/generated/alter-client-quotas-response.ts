@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports AlterClientQuotasResponse's names.
+// The code is in apis/alter-client-quotas.ts; this module only re-exports AlterClientQuotasResponse's names.
 
 export type {
   AlterClientQuotasResponse,
   AlterClientQuotasResponseEntryData,
   AlterClientQuotasResponseEntityData,
-} from './responses.js'
+} from './apis/alter-client-quotas.js'
 export {
   decodeAlterClientQuotasResponse,
   defaultAlterClientQuotasResponse,
   defaultAlterClientQuotasResponseEntryData,
   defaultAlterClientQuotasResponseEntityData,
   encodeAlterClientQuotasResponse,
-} from './responses.js'
+} from './apis/alter-client-quotas.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports AlterConfigsRequest's names.
+// The code is in apis/alter-configs.ts; this module only re-exports AlterConfigsRequest's names.
 
 export type {
   AlterConfigsRequest,
   AlterConfigsRequestAlterConfigsResource,
   AlterConfigsRequestAlterableConfig,
-} from './requests.js'
+} from './apis/alter-configs.js'
 export {
   decodeAlterConfigsRequest,
   defaultAlterConfigsRequest,
   defaultAlterConfigsRequestAlterConfigsResource,
   defaultAlterConfigsRequestAlterableConfig,
   encodeAlterConfigsRequest,
-} from './requests.js'
+} from './apis/alter-configs.js'

@@ -3,12 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports AlterConfigsResponse's names.
+// The code is in apis/alter-configs.ts; this module only re-exports AlterConfigsResponse's names.
 
-export type { AlterConfigsResponse, AlterConfigsResponseAlterConfigsResourceResponse } from './responses.js'
+export type {
+  AlterConfigsResponse,
+  AlterConfigsResponseAlterConfigsResourceResponse,
+} from './apis/alter-configs.js'
 export {
   decodeAlterConfigsResponse,
   defaultAlterConfigsResponse,
   defaultAlterConfigsResponseAlterConfigsResourceResponse,
   encodeAlterConfigsResponse,
-} from './responses.js'
+} from './apis/alter-configs.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports AlterPartitionReassignmentsRequest's names.
+// The code is in apis/alter-partition-reassignments.ts; this module only re-exports AlterPartitionReassignmentsRequest's names.
 
 export type {
   AlterPartitionReassignmentsRequest,
   AlterPartitionReassignmentsRequestReassignableTopic,
   AlterPartitionReassignmentsRequestReassignablePartition,
-} from './requests.js'
+} from './apis/alter-partition-reassignments.js'
 export {
   decodeAlterPartitionReassignmentsRequest,
   defaultAlterPartitionReassignmentsRequest,
   defaultAlterPartitionReassignmentsRequestReassignableTopic,
   defaultAlterPartitionReassignmentsRequestReassignablePartition,
   encodeAlterPartitionReassignmentsRequest,
-} from './requests.js'
+} from './apis/alter-partition-reassignments.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports AlterPartitionReassignmentsResponse's names.
+// The code is in apis/alter-partition-reassignments.ts; this module only re-exports AlterPartitionReassignmentsResponse's names.
 
 export type {
   AlterPartitionReassignmentsResponse,
   AlterPartitionReassignmentsResponseReassignableTopicResponse,
   AlterPartitionReassignmentsResponseReassignablePartitionResponse,
-} from './responses.js'
+} from './apis/alter-partition-reassignments.js'
 export {
   decodeAlterPartitionReassignmentsResponse,
   defaultAlterPartitionReassignmentsResponse,
   defaultAlterPartitionReassignmentsResponseReassignableTopicResponse,
   defaultAlterPartitionReassignmentsResponseReassignablePartitionResponse,
   encodeAlterPartitionReassignmentsResponse,
-} from './responses.js'
+} from './apis/alter-partition-reassignments.js'

@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports AlterPartitionRequest's names.
+// The code is in apis/alter-partition.ts; this module only re-exports AlterPartitionRequest's names.
 
 export type {
   AlterPartitionRequest,
   AlterPartitionRequestTopicData,
   AlterPartitionRequestPartitionData,
   AlterPartitionRequestBrokerState,
-} from './requests.js'
+} from './apis/alter-partition.js'
 export {
   decodeAlterPartitionRequest,
   defaultAlterPartitionRequest,
@@ -18,4 +18,4 @@ export {
   defaultAlterPartitionRequestPartitionData,
   defaultAlterPartitionRequestBrokerState,
   encodeAlterPartitionRequest,
-} from './requests.js'
+} from './apis/alter-partition.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports AlterPartitionResponse's names.
+// The code is in apis/alter-partition.ts; this module only re-exports AlterPartitionResponse's names.
 
 export type {
   AlterPartitionResponse,
   AlterPartitionResponseTopicData,
   AlterPartitionResponsePartitionData,
-} from './responses.js'
+} from './apis/alter-partition.js'
 export {
   decodeAlterPartitionResponse,
   defaultAlterPartitionResponse,
   defaultAlterPartitionResponseTopicData,
   defaultAlterPartitionResponsePartitionData,
   encodeAlterPartitionResponse,
-} from './responses.js'
+} from './apis/alter-partition.js'

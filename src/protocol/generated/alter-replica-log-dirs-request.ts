@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports AlterReplicaLogDirsRequest's names.
+// The code is in apis/alter-replica-log-dirs.ts; this module only re-exports AlterReplicaLogDirsRequest's names.
 
 export type {
   AlterReplicaLogDirsRequest,
   AlterReplicaLogDirsRequestAlterReplicaLogDir,
   AlterReplicaLogDirsRequestAlterReplicaLogDirTopic,
-} from './requests.js'
+} from './apis/alter-replica-log-dirs.js'
 export {
   decodeAlterReplicaLogDirsRequest,
   defaultAlterReplicaLogDirsRequest,
   defaultAlterReplicaLogDirsRequestAlterReplicaLogDir,
   defaultAlterReplicaLogDirsRequestAlterReplicaLogDirTopic,
   encodeAlterReplicaLogDirsRequest,
-} from './requests.js'
+} from './apis/alter-replica-log-dirs.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports AlterReplicaLogDirsResponse's names.
+// The code is in apis/alter-replica-log-dirs.ts; this module only re-exports AlterReplicaLogDirsResponse's names.
 
 export type {
   AlterReplicaLogDirsResponse,
   AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult,
   AlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult,
-} from './responses.js'
+} from './apis/alter-replica-log-dirs.js'
 export {
   decodeAlterReplicaLogDirsResponse,
   defaultAlterReplicaLogDirsResponse,
   defaultAlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult,
   defaultAlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult,
   encodeAlterReplicaLogDirsResponse,
-} from './responses.js'
+} from './apis/alter-replica-log-dirs.js'

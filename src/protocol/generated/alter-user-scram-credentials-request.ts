@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports AlterUserScramCredentialsRequest's names.
+// The code is in apis/alter-user-scram-credentials.ts; this module only re-exports AlterUserScramCredentialsRequest's names.
 
 export type {
   AlterUserScramCredentialsRequest,
   AlterUserScramCredentialsRequestScramCredentialDeletion,
   AlterUserScramCredentialsRequestScramCredentialUpsertion,
-} from './requests.js'
+} from './apis/alter-user-scram-credentials.js'
 export {
   decodeAlterUserScramCredentialsRequest,
   defaultAlterUserScramCredentialsRequest,
   defaultAlterUserScramCredentialsRequestScramCredentialDeletion,
   defaultAlterUserScramCredentialsRequestScramCredentialUpsertion,
   encodeAlterUserScramCredentialsRequest,
-} from './requests.js'
+} from './apis/alter-user-scram-credentials.js'

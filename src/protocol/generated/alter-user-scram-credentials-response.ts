@@ -3,15 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports AlterUserScramCredentialsResponse's names.
+// The code is in apis/alter-user-scram-credentials.ts; this module only re-exports AlterUserScramCredentialsResponse's names.
 
 export type {
   AlterUserScramCredentialsResponse,
   AlterUserScramCredentialsResponseAlterUserScramCredentialsResult,
-} from './responses.js'
+} from './apis/alter-user-scram-credentials.js'
 export {
   decodeAlterUserScramCredentialsResponse,
   defaultAlterUserScramCredentialsResponse,
   defaultAlterUserScramCredentialsResponseAlterUserScramCredentialsResult,
   encodeAlterUserScramCredentialsResponse,
-} from './responses.js'
+} from './apis/alter-user-scram-credentials.js'

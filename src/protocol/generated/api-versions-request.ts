@@ -3,7 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports ApiVersionsRequest's names.
+// The code is in apis/api-versions.ts; this module only re-exports ApiVersionsRequest's names.
 
-export type { ApiVersionsRequest } from './requests.js'
-export { decodeApiVersionsRequest, defaultApiVersionsRequest, encodeApiVersionsRequest } from './requests.js'
+export type { ApiVersionsRequest } from './apis/api-versions.js'
+export {
+  decodeApiVersionsRequest,
+  defaultApiVersionsRequest,
+  encodeApiVersionsRequest,
+} from './apis/api-versions.js'

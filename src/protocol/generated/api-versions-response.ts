@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports ApiVersionsResponse's names.
+// The code is in apis/api-versions.ts; this module only re-exports ApiVersionsResponse's names.
 
 export type {
   ApiVersionsResponse,
   ApiVersionsResponseApiVersion,
   ApiVersionsResponseSupportedFeatureKey,
   ApiVersionsResponseFinalizedFeatureKey,
-} from './responses.js'
+} from './apis/api-versions.js'
 export {
   decodeApiVersionsResponse,
   defaultApiVersionsResponse,
@@ -18,4 +18,4 @@ export {
   defaultApiVersionsResponseSupportedFeatureKey,
   defaultApiVersionsResponseFinalizedFeatureKey,
   encodeApiVersionsResponse,
-} from './responses.js'
+} from './apis/api-versions.js'

@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports AssignReplicasToDirsRequest's names.
+// The code is in apis/assign-replicas-to-dirs.ts; this module only re-exports AssignReplicasToDirsRequest's names.
 
 export type {
   AssignReplicasToDirsRequest,
   AssignReplicasToDirsRequestDirectoryData,
   AssignReplicasToDirsRequestTopicData,
   AssignReplicasToDirsRequestPartitionData,
-} from './requests.js'
+} from './apis/assign-replicas-to-dirs.js'
 export {
   decodeAssignReplicasToDirsRequest,
   defaultAssignReplicasToDirsRequest,
@@ -18,4 +18,4 @@ export {
   defaultAssignReplicasToDirsRequestTopicData,
   defaultAssignReplicasToDirsRequestPartitionData,
   encodeAssignReplicasToDirsRequest,
-} from './requests.js'
+} from './apis/assign-replicas-to-dirs.js'

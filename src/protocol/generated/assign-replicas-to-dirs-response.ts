@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports AssignReplicasToDirsResponse's names.
+// The code is in apis/assign-replicas-to-dirs.ts; this module only re-exports AssignReplicasToDirsResponse's names.
 
 export type {
   AssignReplicasToDirsResponse,
   AssignReplicasToDirsResponseDirectoryData,
   AssignReplicasToDirsResponseTopicData,
   AssignReplicasToDirsResponsePartitionData,
-} from './responses.js'
+} from './apis/assign-replicas-to-dirs.js'
 export {
   decodeAssignReplicasToDirsResponse,
   defaultAssignReplicasToDirsResponse,
@@ -18,4 +18,4 @@ export {
   defaultAssignReplicasToDirsResponseTopicData,
   defaultAssignReplicasToDirsResponsePartitionData,
   encodeAssignReplicasToDirsResponse,
-} from './responses.js'
+} from './apis/assign-replicas-to-dirs.js'

@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports BeginQuorumEpochRequest's names.
+// The code is in apis/begin-quorum-epoch.ts; this module only re-exports BeginQuorumEpochRequest's names.
 
 export type {
   BeginQuorumEpochRequest,
   BeginQuorumEpochRequestTopicData,
   BeginQuorumEpochRequestPartitionData,
   BeginQuorumEpochRequestLeaderEndpoint,
-} from './requests.js'
+} from './apis/begin-quorum-epoch.js'
 export {
   decodeBeginQuorumEpochRequest,
   defaultBeginQuorumEpochRequest,
@@ -18,4 +18,4 @@ export {
   defaultBeginQuorumEpochRequestPartitionData,
   defaultBeginQuorumEpochRequestLeaderEndpoint,
   encodeBeginQuorumEpochRequest,
-} from './requests.js'
+} from './apis/begin-quorum-epoch.js'

@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports BeginQuorumEpochResponse's names.
+// The code is in apis/begin-quorum-epoch.ts; this module only re-exports BeginQuorumEpochResponse's names.
 
 export type {
   BeginQuorumEpochResponse,
   BeginQuorumEpochResponseTopicData,
   BeginQuorumEpochResponsePartitionData,
   BeginQuorumEpochResponseNodeEndpoint,
-} from './responses.js'
+} from './apis/begin-quorum-epoch.js'
 export {
   decodeBeginQuorumEpochResponse,
   defaultBeginQuorumEpochResponse,
@@ -18,4 +18,4 @@ export {
   defaultBeginQuorumEpochResponsePartitionData,
   defaultBeginQuorumEpochResponseNodeEndpoint,
   encodeBeginQuorumEpochResponse,
-} from './responses.js'
+} from './apis/begin-quorum-epoch.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports BrokerHeartbeatRequest's names.
+// The code is in apis/broker-heartbeat.ts; this module only re-exports BrokerHeartbeatRequest's names.
 
-export type { BrokerHeartbeatRequest } from './requests.js'
+export type { BrokerHeartbeatRequest } from './apis/broker-heartbeat.js'
 export {
   decodeBrokerHeartbeatRequest,
   defaultBrokerHeartbeatRequest,
   encodeBrokerHeartbeatRequest,
-} from './requests.js'
+} from './apis/broker-heartbeat.js'

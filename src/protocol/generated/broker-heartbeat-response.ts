@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports BrokerHeartbeatResponse's names.
+// The code is in apis/broker-heartbeat.ts; this module only re-exports BrokerHeartbeatResponse's names.
 
-export type { BrokerHeartbeatResponse } from './responses.js'
+export type { BrokerHeartbeatResponse } from './apis/broker-heartbeat.js'
 export {
   decodeBrokerHeartbeatResponse,
   defaultBrokerHeartbeatResponse,
   encodeBrokerHeartbeatResponse,
-} from './responses.js'
+} from './apis/broker-heartbeat.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports BrokerRegistrationRequest's names.
+// The code is in apis/broker-registration.ts; this module only re-exports BrokerRegistrationRequest's names.
 
 export type {
   BrokerRegistrationRequest,
   BrokerRegistrationRequestListener,
   BrokerRegistrationRequestFeature,
-} from './requests.js'
+} from './apis/broker-registration.js'
 export {
   decodeBrokerRegistrationRequest,
   defaultBrokerRegistrationRequest,
   defaultBrokerRegistrationRequestListener,
   defaultBrokerRegistrationRequestFeature,
   encodeBrokerRegistrationRequest,
-} from './requests.js'
+} from './apis/broker-registration.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports BrokerRegistrationResponse's names.
+// The code is in apis/broker-registration.ts; this module only re-exports BrokerRegistrationResponse's names.
 
-export type { BrokerRegistrationResponse } from './responses.js'
+export type { BrokerRegistrationResponse } from './apis/broker-registration.js'
 export {
   decodeBrokerRegistrationResponse,
   defaultBrokerRegistrationResponse,
   encodeBrokerRegistrationResponse,
-} from './responses.js'
+} from './apis/broker-registration.js'

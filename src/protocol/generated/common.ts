@@ -12,6 +12,16 @@ import type { Reader, Writer } from '../primitives.js'
  */
 export type RecordsData = Buffer | readonly Buffer[] | null
 
+/** One API's codecs, untyped: what the registry (index.ts) loads for an API key. */
+export interface ApiCodec {
+  decodeRequest(r: Reader, version: number): unknown
+  encodeRequest(w: Writer, version: number, m: unknown): void
+  decodeResponse(r: Reader, version: number): unknown
+  encodeResponse(w: Writer, version: number, m: unknown): void
+  defaultRequest(): unknown
+  defaultResponse(): unknown
+}
+
 /** A tagged field the generated code does not know: its tag and its raw value bytes. */
 export interface TaggedField {
   tag: number

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports ConsumerGroupDescribeRequest's names.
+// The code is in apis/consumer-group-describe.ts; this module only re-exports ConsumerGroupDescribeRequest's names.
 
-export type { ConsumerGroupDescribeRequest } from './requests.js'
+export type { ConsumerGroupDescribeRequest } from './apis/consumer-group-describe.js'
 export {
   decodeConsumerGroupDescribeRequest,
   defaultConsumerGroupDescribeRequest,
   encodeConsumerGroupDescribeRequest,
-} from './requests.js'
+} from './apis/consumer-group-describe.js'

@@ -3,7 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports ConsumerGroupDescribeResponse's names.
+// The code is in apis/consumer-group-describe.ts; this module only re-exports ConsumerGroupDescribeResponse's names.
 
 export type {
   ConsumerGroupDescribeResponse,
@@ -11,7 +11,7 @@ export type {
   ConsumerGroupDescribeResponseMember,
   ConsumerGroupDescribeResponseAssignment,
   ConsumerGroupDescribeResponseTopicPartitions,
-} from './responses.js'
+} from './apis/consumer-group-describe.js'
 export {
   decodeConsumerGroupDescribeResponse,
   defaultConsumerGroupDescribeResponse,
@@ -20,4 +20,4 @@ export {
   defaultConsumerGroupDescribeResponseAssignment,
   defaultConsumerGroupDescribeResponseTopicPartitions,
   encodeConsumerGroupDescribeResponse,
-} from './responses.js'
+} from './apis/consumer-group-describe.js'

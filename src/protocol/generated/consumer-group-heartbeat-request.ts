@@ -3,15 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports ConsumerGroupHeartbeatRequest's names.
+// The code is in apis/consumer-group-heartbeat.ts; this module only re-exports ConsumerGroupHeartbeatRequest's names.
 
 export type {
   ConsumerGroupHeartbeatRequest,
   ConsumerGroupHeartbeatRequestTopicPartitions,
-} from './requests.js'
+} from './apis/consumer-group-heartbeat.js'
 export {
   decodeConsumerGroupHeartbeatRequest,
   defaultConsumerGroupHeartbeatRequest,
   defaultConsumerGroupHeartbeatRequestTopicPartitions,
   encodeConsumerGroupHeartbeatRequest,
-} from './requests.js'
+} from './apis/consumer-group-heartbeat.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports ConsumerGroupHeartbeatResponse's names.
+// The code is in apis/consumer-group-heartbeat.ts; this module only re-exports ConsumerGroupHeartbeatResponse's names.
 
 export type {
   ConsumerGroupHeartbeatResponse,
   ConsumerGroupHeartbeatResponseAssignment,
   ConsumerGroupHeartbeatResponseTopicPartitions,
-} from './responses.js'
+} from './apis/consumer-group-heartbeat.js'
 export {
   decodeConsumerGroupHeartbeatResponse,
   defaultConsumerGroupHeartbeatResponse,
   defaultConsumerGroupHeartbeatResponseAssignment,
   defaultConsumerGroupHeartbeatResponseTopicPartitions,
   encodeConsumerGroupHeartbeatResponse,
-} from './responses.js'
+} from './apis/consumer-group-heartbeat.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports ControlledShutdownRequest's names.
+// The code is in apis/controlled-shutdown.ts; this module only re-exports ControlledShutdownRequest's names.
 
-export type { ControlledShutdownRequest } from './requests.js'
+export type { ControlledShutdownRequest } from './apis/controlled-shutdown.js'
 export {
   decodeControlledShutdownRequest,
   defaultControlledShutdownRequest,
   encodeControlledShutdownRequest,
-} from './requests.js'
+} from './apis/controlled-shutdown.js'

@@ -3,12 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports ControlledShutdownResponse's names.
+// The code is in apis/controlled-shutdown.ts; this module only re-exports ControlledShutdownResponse's names.
 
-export type { ControlledShutdownResponse, ControlledShutdownResponseRemainingPartition } from './responses.js'
+export type {
+  ControlledShutdownResponse,
+  ControlledShutdownResponseRemainingPartition,
+} from './apis/controlled-shutdown.js'
 export {
   decodeControlledShutdownResponse,
   defaultControlledShutdownResponse,
   defaultControlledShutdownResponseRemainingPartition,
   encodeControlledShutdownResponse,
-} from './responses.js'
+} from './apis/controlled-shutdown.js'

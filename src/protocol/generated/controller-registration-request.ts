@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports ControllerRegistrationRequest's names.
+// The code is in apis/controller-registration.ts; this module only re-exports ControllerRegistrationRequest's names.
 
 export type {
   ControllerRegistrationRequest,
   ControllerRegistrationRequestListener,
   ControllerRegistrationRequestFeature,
-} from './requests.js'
+} from './apis/controller-registration.js'
 export {
   decodeControllerRegistrationRequest,
   defaultControllerRegistrationRequest,
   defaultControllerRegistrationRequestListener,
   defaultControllerRegistrationRequestFeature,
   encodeControllerRegistrationRequest,
-} from './requests.js'
+} from './apis/controller-registration.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports ControllerRegistrationResponse's names.
+// The code is in apis/controller-registration.ts; this module only re-exports ControllerRegistrationResponse's names.
 
-export type { ControllerRegistrationResponse } from './responses.js'
+export type { ControllerRegistrationResponse } from './apis/controller-registration.js'
 export {
   decodeControllerRegistrationResponse,
   defaultControllerRegistrationResponse,
   encodeControllerRegistrationResponse,
-} from './responses.js'
+} from './apis/controller-registration.js'

@@ -3,12 +3,12 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports CreateAclsRequest's names.
+// The code is in apis/create-acls.ts; this module only re-exports CreateAclsRequest's names.
 
-export type { CreateAclsRequest, CreateAclsRequestAclCreation } from './requests.js'
+export type { CreateAclsRequest, CreateAclsRequestAclCreation } from './apis/create-acls.js'
 export {
   decodeCreateAclsRequest,
   defaultCreateAclsRequest,
   defaultCreateAclsRequestAclCreation,
   encodeCreateAclsRequest,
-} from './requests.js'
+} from './apis/create-acls.js'

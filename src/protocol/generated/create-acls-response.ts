@@ -3,12 +3,12 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports CreateAclsResponse's names.
+// The code is in apis/create-acls.ts; this module only re-exports CreateAclsResponse's names.
 
-export type { CreateAclsResponse, CreateAclsResponseAclCreationResult } from './responses.js'
+export type { CreateAclsResponse, CreateAclsResponseAclCreationResult } from './apis/create-acls.js'
 export {
   decodeCreateAclsResponse,
   defaultCreateAclsResponse,
   defaultCreateAclsResponseAclCreationResult,
   encodeCreateAclsResponse,
-} from './responses.js'
+} from './apis/create-acls.js'

@@ -3,15 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports CreateDelegationTokenRequest's names.
+// The code is in apis/create-delegation-token.ts; this module only re-exports CreateDelegationTokenRequest's names.
 
 export type {
   CreateDelegationTokenRequest,
   CreateDelegationTokenRequestCreatableRenewers,
-} from './requests.js'
+} from './apis/create-delegation-token.js'
 export {
   decodeCreateDelegationTokenRequest,
   defaultCreateDelegationTokenRequest,
   defaultCreateDelegationTokenRequestCreatableRenewers,
   encodeCreateDelegationTokenRequest,
-} from './requests.js'
+} from './apis/create-delegation-token.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports CreateDelegationTokenResponse's names.
+// The code is in apis/create-delegation-token.ts; this module only re-exports CreateDelegationTokenResponse's names.
 
-export type { CreateDelegationTokenResponse } from './responses.js'
+export type { CreateDelegationTokenResponse } from './apis/create-delegation-token.js'
 export {
   decodeCreateDelegationTokenResponse,
   defaultCreateDelegationTokenResponse,
   encodeCreateDelegationTokenResponse,
-} from './responses.js'
+} from './apis/create-delegation-token.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports CreatePartitionsRequest's names.
+// The code is in apis/create-partitions.ts; this module only re-exports CreatePartitionsRequest's names.
 
 export type {
   CreatePartitionsRequest,
   CreatePartitionsRequestCreatePartitionsTopic,
   CreatePartitionsRequestCreatePartitionsAssignment,
-} from './requests.js'
+} from './apis/create-partitions.js'
 export {
   decodeCreatePartitionsRequest,
   defaultCreatePartitionsRequest,
   defaultCreatePartitionsRequestCreatePartitionsTopic,
   defaultCreatePartitionsRequestCreatePartitionsAssignment,
   encodeCreatePartitionsRequest,
-} from './requests.js'
+} from './apis/create-partitions.js'

@@ -3,15 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports CreatePartitionsResponse's names.
+// The code is in apis/create-partitions.ts; this module only re-exports CreatePartitionsResponse's names.
 
 export type {
   CreatePartitionsResponse,
   CreatePartitionsResponseCreatePartitionsTopicResult,
-} from './responses.js'
+} from './apis/create-partitions.js'
 export {
   decodeCreatePartitionsResponse,
   defaultCreatePartitionsResponse,
   defaultCreatePartitionsResponseCreatePartitionsTopicResult,
   encodeCreatePartitionsResponse,
-} from './responses.js'
+} from './apis/create-partitions.js'

@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports CreateTopicsRequest's names.
+// The code is in apis/create-topics.ts; this module only re-exports CreateTopicsRequest's names.
 
 export type {
   CreateTopicsRequest,
   CreateTopicsRequestCreatableTopic,
   CreateTopicsRequestCreatableReplicaAssignment,
   CreateTopicsRequestCreatableTopicConfig,
-} from './requests.js'
+} from './apis/create-topics.js'
 export {
   decodeCreateTopicsRequest,
   defaultCreateTopicsRequest,
@@ -18,4 +18,4 @@ export {
   defaultCreateTopicsRequestCreatableReplicaAssignment,
   defaultCreateTopicsRequestCreatableTopicConfig,
   encodeCreateTopicsRequest,
-} from './requests.js'
+} from './apis/create-topics.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports CreateTopicsResponse's names.
+// The code is in apis/create-topics.ts; this module only re-exports CreateTopicsResponse's names.
 
 export type {
   CreateTopicsResponse,
   CreateTopicsResponseCreatableTopicResult,
   CreateTopicsResponseCreatableTopicConfigs,
-} from './responses.js'
+} from './apis/create-topics.js'
 export {
   decodeCreateTopicsResponse,
   defaultCreateTopicsResponse,
   defaultCreateTopicsResponseCreatableTopicResult,
   defaultCreateTopicsResponseCreatableTopicConfigs,
   encodeCreateTopicsResponse,
-} from './responses.js'
+} from './apis/create-topics.js'

@@ -3,12 +3,12 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports DeleteAclsRequest's names.
+// The code is in apis/delete-acls.ts; this module only re-exports DeleteAclsRequest's names.
 
-export type { DeleteAclsRequest, DeleteAclsRequestDeleteAclsFilter } from './requests.js'
+export type { DeleteAclsRequest, DeleteAclsRequestDeleteAclsFilter } from './apis/delete-acls.js'
 export {
   decodeDeleteAclsRequest,
   defaultDeleteAclsRequest,
   defaultDeleteAclsRequestDeleteAclsFilter,
   encodeDeleteAclsRequest,
-} from './requests.js'
+} from './apis/delete-acls.js'

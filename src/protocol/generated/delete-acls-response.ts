@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports DeleteAclsResponse's names.
+// The code is in apis/delete-acls.ts; this module only re-exports DeleteAclsResponse's names.
 
 export type {
   DeleteAclsResponse,
   DeleteAclsResponseDeleteAclsFilterResult,
   DeleteAclsResponseDeleteAclsMatchingAcl,
-} from './responses.js'
+} from './apis/delete-acls.js'
 export {
   decodeDeleteAclsResponse,
   defaultDeleteAclsResponse,
   defaultDeleteAclsResponseDeleteAclsFilterResult,
   defaultDeleteAclsResponseDeleteAclsMatchingAcl,
   encodeDeleteAclsResponse,
-} from './responses.js'
+} from './apis/delete-acls.js'

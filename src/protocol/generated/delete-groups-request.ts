@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports DeleteGroupsRequest's names.
+// The code is in apis/delete-groups.ts; this module only re-exports DeleteGroupsRequest's names.
 
-export type { DeleteGroupsRequest } from './requests.js'
+export type { DeleteGroupsRequest } from './apis/delete-groups.js'
 export {
   decodeDeleteGroupsRequest,
   defaultDeleteGroupsRequest,
   encodeDeleteGroupsRequest,
-} from './requests.js'
+} from './apis/delete-groups.js'

@@ -3,12 +3,12 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports DeleteGroupsResponse's names.
+// The code is in apis/delete-groups.ts; this module only re-exports DeleteGroupsResponse's names.
 
-export type { DeleteGroupsResponse, DeleteGroupsResponseDeletableGroupResult } from './responses.js'
+export type { DeleteGroupsResponse, DeleteGroupsResponseDeletableGroupResult } from './apis/delete-groups.js'
 export {
   decodeDeleteGroupsResponse,
   defaultDeleteGroupsResponse,
   defaultDeleteGroupsResponseDeletableGroupResult,
   encodeDeleteGroupsResponse,
-} from './responses.js'
+} from './apis/delete-groups.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports DeleteRecordsRequest's names.
+// The code is in apis/delete-records.ts; this module only re-exports DeleteRecordsRequest's names.
 
 export type {
   DeleteRecordsRequest,
   DeleteRecordsRequestDeleteRecordsTopic,
   DeleteRecordsRequestDeleteRecordsPartition,
-} from './requests.js'
+} from './apis/delete-records.js'
 export {
   decodeDeleteRecordsRequest,
   defaultDeleteRecordsRequest,
   defaultDeleteRecordsRequestDeleteRecordsTopic,
   defaultDeleteRecordsRequestDeleteRecordsPartition,
   encodeDeleteRecordsRequest,
-} from './requests.js'
+} from './apis/delete-records.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports DeleteRecordsResponse's names.
+// The code is in apis/delete-records.ts; this module only re-exports DeleteRecordsResponse's names.
 
 export type {
   DeleteRecordsResponse,
   DeleteRecordsResponseDeleteRecordsTopicResult,
   DeleteRecordsResponseDeleteRecordsPartitionResult,
-} from './responses.js'
+} from './apis/delete-records.js'
 export {
   decodeDeleteRecordsResponse,
   defaultDeleteRecordsResponse,
   defaultDeleteRecordsResponseDeleteRecordsTopicResult,
   defaultDeleteRecordsResponseDeleteRecordsPartitionResult,
   encodeDeleteRecordsResponse,
-} from './responses.js'
+} from './apis/delete-records.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports DeleteShareGroupStateRequest's names.
+// The code is in apis/delete-share-group-state.ts; this module only re-exports DeleteShareGroupStateRequest's names.
 
 export type {
   DeleteShareGroupStateRequest,
   DeleteShareGroupStateRequestDeleteStateData,
   DeleteShareGroupStateRequestPartitionData,
-} from './requests.js'
+} from './apis/delete-share-group-state.js'
 export {
   decodeDeleteShareGroupStateRequest,
   defaultDeleteShareGroupStateRequest,
   defaultDeleteShareGroupStateRequestDeleteStateData,
   defaultDeleteShareGroupStateRequestPartitionData,
   encodeDeleteShareGroupStateRequest,
-} from './requests.js'
+} from './apis/delete-share-group-state.js'

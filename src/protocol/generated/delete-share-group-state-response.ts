@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports DeleteShareGroupStateResponse's names.
+// The code is in apis/delete-share-group-state.ts; this module only re-exports DeleteShareGroupStateResponse's names.
 
 export type {
   DeleteShareGroupStateResponse,
   DeleteShareGroupStateResponseDeleteStateResult,
   DeleteShareGroupStateResponsePartitionResult,
-} from './responses.js'
+} from './apis/delete-share-group-state.js'
 export {
   decodeDeleteShareGroupStateResponse,
   defaultDeleteShareGroupStateResponse,
   defaultDeleteShareGroupStateResponseDeleteStateResult,
   defaultDeleteShareGroupStateResponsePartitionResult,
   encodeDeleteShareGroupStateResponse,
-} from './responses.js'
+} from './apis/delete-share-group-state.js'

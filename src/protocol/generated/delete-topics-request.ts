@@ -3,12 +3,12 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports DeleteTopicsRequest's names.
+// The code is in apis/delete-topics.ts; this module only re-exports DeleteTopicsRequest's names.
 
-export type { DeleteTopicsRequest, DeleteTopicsRequestDeleteTopicState } from './requests.js'
+export type { DeleteTopicsRequest, DeleteTopicsRequestDeleteTopicState } from './apis/delete-topics.js'
 export {
   decodeDeleteTopicsRequest,
   defaultDeleteTopicsRequest,
   defaultDeleteTopicsRequestDeleteTopicState,
   encodeDeleteTopicsRequest,
-} from './requests.js'
+} from './apis/delete-topics.js'

@@ -3,12 +3,12 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports DeleteTopicsResponse's names.
+// The code is in apis/delete-topics.ts; this module only re-exports DeleteTopicsResponse's names.
 
-export type { DeleteTopicsResponse, DeleteTopicsResponseDeletableTopicResult } from './responses.js'
+export type { DeleteTopicsResponse, DeleteTopicsResponseDeletableTopicResult } from './apis/delete-topics.js'
 export {
   decodeDeleteTopicsResponse,
   defaultDeleteTopicsResponse,
   defaultDeleteTopicsResponseDeletableTopicResult,
   encodeDeleteTopicsResponse,
-} from './responses.js'
+} from './apis/delete-topics.js'

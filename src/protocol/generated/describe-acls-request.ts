@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports DescribeAclsRequest's names.
+// The code is in apis/describe-acls.ts; this module only re-exports DescribeAclsRequest's names.
 
-export type { DescribeAclsRequest } from './requests.js'
+export type { DescribeAclsRequest } from './apis/describe-acls.js'
 export {
   decodeDescribeAclsRequest,
   defaultDescribeAclsRequest,
   encodeDescribeAclsRequest,
-} from './requests.js'
+} from './apis/describe-acls.js'

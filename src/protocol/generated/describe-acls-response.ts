@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports DescribeAclsResponse's names.
+// The code is in apis/describe-acls.ts; this module only re-exports DescribeAclsResponse's names.
 
 export type {
   DescribeAclsResponse,
   DescribeAclsResponseDescribeAclsResource,
   DescribeAclsResponseAclDescription,
-} from './responses.js'
+} from './apis/describe-acls.js'
 export {
   decodeDescribeAclsResponse,
   defaultDescribeAclsResponse,
   defaultDescribeAclsResponseDescribeAclsResource,
   defaultDescribeAclsResponseAclDescription,
   encodeDescribeAclsResponse,
-} from './responses.js'
+} from './apis/describe-acls.js'

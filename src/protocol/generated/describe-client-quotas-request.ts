@@ -3,12 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports DescribeClientQuotasRequest's names.
+// The code is in apis/describe-client-quotas.ts; this module only re-exports DescribeClientQuotasRequest's names.
 
-export type { DescribeClientQuotasRequest, DescribeClientQuotasRequestComponentData } from './requests.js'
+export type {
+  DescribeClientQuotasRequest,
+  DescribeClientQuotasRequestComponentData,
+} from './apis/describe-client-quotas.js'
 export {
   decodeDescribeClientQuotasRequest,
   defaultDescribeClientQuotasRequest,
   defaultDescribeClientQuotasRequestComponentData,
   encodeDescribeClientQuotasRequest,
-} from './requests.js'
+} from './apis/describe-client-quotas.js'

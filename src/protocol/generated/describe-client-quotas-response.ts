@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports DescribeClientQuotasResponse's names.
+// The code is in apis/describe-client-quotas.ts; this module only re-exports DescribeClientQuotasResponse's names.
 
 export type {
   DescribeClientQuotasResponse,
   DescribeClientQuotasResponseEntryData,
   DescribeClientQuotasResponseEntityData,
   DescribeClientQuotasResponseValueData,
-} from './responses.js'
+} from './apis/describe-client-quotas.js'
 export {
   decodeDescribeClientQuotasResponse,
   defaultDescribeClientQuotasResponse,
@@ -18,4 +18,4 @@ export {
   defaultDescribeClientQuotasResponseEntityData,
   defaultDescribeClientQuotasResponseValueData,
   encodeDescribeClientQuotasResponse,
-} from './responses.js'
+} from './apis/describe-client-quotas.js'

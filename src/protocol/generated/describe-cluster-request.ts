@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports DescribeClusterRequest's names.
+// The code is in apis/describe-cluster.ts; this module only re-exports DescribeClusterRequest's names.
 
-export type { DescribeClusterRequest } from './requests.js'
+export type { DescribeClusterRequest } from './apis/describe-cluster.js'
 export {
   decodeDescribeClusterRequest,
   defaultDescribeClusterRequest,
   encodeDescribeClusterRequest,
-} from './requests.js'
+} from './apis/describe-cluster.js'

@@ -3,12 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports DescribeClusterResponse's names.
+// The code is in apis/describe-cluster.ts; this module only re-exports DescribeClusterResponse's names.
 
-export type { DescribeClusterResponse, DescribeClusterResponseDescribeClusterBroker } from './responses.js'
+export type {
+  DescribeClusterResponse,
+  DescribeClusterResponseDescribeClusterBroker,
+} from './apis/describe-cluster.js'
 export {
   decodeDescribeClusterResponse,
   defaultDescribeClusterResponse,
   defaultDescribeClusterResponseDescribeClusterBroker,
   encodeDescribeClusterResponse,
-} from './responses.js'
+} from './apis/describe-cluster.js'

@@ -3,12 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports DescribeConfigsRequest's names.
+// The code is in apis/describe-configs.ts; this module only re-exports DescribeConfigsRequest's names.
 
-export type { DescribeConfigsRequest, DescribeConfigsRequestDescribeConfigsResource } from './requests.js'
+export type {
+  DescribeConfigsRequest,
+  DescribeConfigsRequestDescribeConfigsResource,
+} from './apis/describe-configs.js'
 export {
   decodeDescribeConfigsRequest,
   defaultDescribeConfigsRequest,
   defaultDescribeConfigsRequestDescribeConfigsResource,
   encodeDescribeConfigsRequest,
-} from './requests.js'
+} from './apis/describe-configs.js'

@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports DescribeConfigsResponse's names.
+// The code is in apis/describe-configs.ts; this module only re-exports DescribeConfigsResponse's names.
 
 export type {
   DescribeConfigsResponse,
   DescribeConfigsResponseDescribeConfigsResult,
   DescribeConfigsResponseDescribeConfigsResourceResult,
   DescribeConfigsResponseDescribeConfigsSynonym,
-} from './responses.js'
+} from './apis/describe-configs.js'
 export {
   decodeDescribeConfigsResponse,
   defaultDescribeConfigsResponse,
@@ -18,4 +18,4 @@ export {
   defaultDescribeConfigsResponseDescribeConfigsResourceResult,
   defaultDescribeConfigsResponseDescribeConfigsSynonym,
   encodeDescribeConfigsResponse,
-} from './responses.js'
+} from './apis/describe-configs.js'

@@ -3,15 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports DescribeDelegationTokenRequest's names.
+// The code is in apis/describe-delegation-token.ts; this module only re-exports DescribeDelegationTokenRequest's names.
 
 export type {
   DescribeDelegationTokenRequest,
   DescribeDelegationTokenRequestDescribeDelegationTokenOwner,
-} from './requests.js'
+} from './apis/describe-delegation-token.js'
 export {
   decodeDescribeDelegationTokenRequest,
   defaultDescribeDelegationTokenRequest,
   defaultDescribeDelegationTokenRequestDescribeDelegationTokenOwner,
   encodeDescribeDelegationTokenRequest,
-} from './requests.js'
+} from './apis/describe-delegation-token.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports DescribeDelegationTokenResponse's names.
+// The code is in apis/describe-delegation-token.ts; this module only re-exports DescribeDelegationTokenResponse's names.
 
 export type {
   DescribeDelegationTokenResponse,
   DescribeDelegationTokenResponseDescribedDelegationToken,
   DescribeDelegationTokenResponseDescribedDelegationTokenRenewer,
-} from './responses.js'
+} from './apis/describe-delegation-token.js'
 export {
   decodeDescribeDelegationTokenResponse,
   defaultDescribeDelegationTokenResponse,
   defaultDescribeDelegationTokenResponseDescribedDelegationToken,
   defaultDescribeDelegationTokenResponseDescribedDelegationTokenRenewer,
   encodeDescribeDelegationTokenResponse,
-} from './responses.js'
+} from './apis/describe-delegation-token.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports DescribeGroupsRequest's names.
+// The code is in apis/describe-groups.ts; this module only re-exports DescribeGroupsRequest's names.
 
-export type { DescribeGroupsRequest } from './requests.js'
+export type { DescribeGroupsRequest } from './apis/describe-groups.js'
 export {
   decodeDescribeGroupsRequest,
   defaultDescribeGroupsRequest,
   encodeDescribeGroupsRequest,
-} from './requests.js'
+} from './apis/describe-groups.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports DescribeGroupsResponse's names.
+// The code is in apis/describe-groups.ts; this module only re-exports DescribeGroupsResponse's names.
 
 export type {
   DescribeGroupsResponse,
   DescribeGroupsResponseDescribedGroup,
   DescribeGroupsResponseDescribedGroupMember,
-} from './responses.js'
+} from './apis/describe-groups.js'
 export {
   decodeDescribeGroupsResponse,
   defaultDescribeGroupsResponse,
   defaultDescribeGroupsResponseDescribedGroup,
   defaultDescribeGroupsResponseDescribedGroupMember,
   encodeDescribeGroupsResponse,
-} from './responses.js'
+} from './apis/describe-groups.js'

@@ -3,12 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports DescribeLogDirsRequest's names.
+// The code is in apis/describe-log-dirs.ts; this module only re-exports DescribeLogDirsRequest's names.
 
-export type { DescribeLogDirsRequest, DescribeLogDirsRequestDescribableLogDirTopic } from './requests.js'
+export type {
+  DescribeLogDirsRequest,
+  DescribeLogDirsRequestDescribableLogDirTopic,
+} from './apis/describe-log-dirs.js'
 export {
   decodeDescribeLogDirsRequest,
   defaultDescribeLogDirsRequest,
   defaultDescribeLogDirsRequestDescribableLogDirTopic,
   encodeDescribeLogDirsRequest,
-} from './requests.js'
+} from './apis/describe-log-dirs.js'

@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports DescribeLogDirsResponse's names.
+// The code is in apis/describe-log-dirs.ts; this module only re-exports DescribeLogDirsResponse's names.
 
 export type {
   DescribeLogDirsResponse,
   DescribeLogDirsResponseDescribeLogDirsResult,
   DescribeLogDirsResponseDescribeLogDirsTopic,
   DescribeLogDirsResponseDescribeLogDirsPartition,
-} from './responses.js'
+} from './apis/describe-log-dirs.js'
 export {
   decodeDescribeLogDirsResponse,
   defaultDescribeLogDirsResponse,
@@ -18,4 +18,4 @@ export {
   defaultDescribeLogDirsResponseDescribeLogDirsTopic,
   defaultDescribeLogDirsResponseDescribeLogDirsPartition,
   encodeDescribeLogDirsResponse,
-} from './responses.js'
+} from './apis/describe-log-dirs.js'

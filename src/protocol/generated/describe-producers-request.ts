@@ -3,12 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports DescribeProducersRequest's names.
+// The code is in apis/describe-producers.ts; this module only re-exports DescribeProducersRequest's names.
 
-export type { DescribeProducersRequest, DescribeProducersRequestTopicRequest } from './requests.js'
+export type {
+  DescribeProducersRequest,
+  DescribeProducersRequestTopicRequest,
+} from './apis/describe-producers.js'
 export {
   decodeDescribeProducersRequest,
   defaultDescribeProducersRequest,
   defaultDescribeProducersRequestTopicRequest,
   encodeDescribeProducersRequest,
-} from './requests.js'
+} from './apis/describe-producers.js'

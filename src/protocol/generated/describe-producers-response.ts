@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports DescribeProducersResponse's names.
+// The code is in apis/describe-producers.ts; this module only re-exports DescribeProducersResponse's names.
 
 export type {
   DescribeProducersResponse,
   DescribeProducersResponseTopicResponse,
   DescribeProducersResponsePartitionResponse,
   DescribeProducersResponseProducerState,
-} from './responses.js'
+} from './apis/describe-producers.js'
 export {
   decodeDescribeProducersResponse,
   defaultDescribeProducersResponse,
@@ -18,4 +18,4 @@ export {
   defaultDescribeProducersResponsePartitionResponse,
   defaultDescribeProducersResponseProducerState,
   encodeDescribeProducersResponse,
-} from './responses.js'
+} from './apis/describe-producers.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports DescribeQuorumRequest's names.
+// The code is in apis/describe-quorum.ts; this module only re-exports DescribeQuorumRequest's names.
 
 export type {
   DescribeQuorumRequest,
   DescribeQuorumRequestTopicData,
   DescribeQuorumRequestPartitionData,
-} from './requests.js'
+} from './apis/describe-quorum.js'
 export {
   decodeDescribeQuorumRequest,
   defaultDescribeQuorumRequest,
   defaultDescribeQuorumRequestTopicData,
   defaultDescribeQuorumRequestPartitionData,
   encodeDescribeQuorumRequest,
-} from './requests.js'
+} from './apis/describe-quorum.js'

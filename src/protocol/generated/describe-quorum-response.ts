@@ -3,7 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports DescribeQuorumResponse's names.
+// The code is in apis/describe-quorum.ts; this module only re-exports DescribeQuorumResponse's names.
 
 export type {
   DescribeQuorumResponse,
@@ -12,7 +12,7 @@ export type {
   DescribeQuorumResponseReplicaState,
   DescribeQuorumResponseNode,
   DescribeQuorumResponseListener,
-} from './responses.js'
+} from './apis/describe-quorum.js'
 export {
   decodeDescribeQuorumResponse,
   defaultDescribeQuorumResponse,
@@ -22,4 +22,4 @@ export {
   defaultDescribeQuorumResponseNode,
   defaultDescribeQuorumResponseListener,
   encodeDescribeQuorumResponse,
-} from './responses.js'
+} from './apis/describe-quorum.js'

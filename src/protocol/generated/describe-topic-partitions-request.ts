@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports DescribeTopicPartitionsRequest's names.
+// The code is in apis/describe-topic-partitions.ts; this module only re-exports DescribeTopicPartitionsRequest's names.
 
 export type {
   DescribeTopicPartitionsRequest,
   DescribeTopicPartitionsRequestTopicRequest,
   DescribeTopicPartitionsRequestCursor,
-} from './requests.js'
+} from './apis/describe-topic-partitions.js'
 export {
   decodeDescribeTopicPartitionsRequest,
   defaultDescribeTopicPartitionsRequest,
   defaultDescribeTopicPartitionsRequestTopicRequest,
   defaultDescribeTopicPartitionsRequestCursor,
   encodeDescribeTopicPartitionsRequest,
-} from './requests.js'
+} from './apis/describe-topic-partitions.js'

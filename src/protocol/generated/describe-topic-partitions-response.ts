@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports DescribeTopicPartitionsResponse's names.
+// The code is in apis/describe-topic-partitions.ts; this module only re-exports DescribeTopicPartitionsResponse's names.
 
 export type {
   DescribeTopicPartitionsResponse,
   DescribeTopicPartitionsResponseDescribeTopicPartitionsResponseTopic,
   DescribeTopicPartitionsResponseDescribeTopicPartitionsResponsePartition,
   DescribeTopicPartitionsResponseCursor,
-} from './responses.js'
+} from './apis/describe-topic-partitions.js'
 export {
   decodeDescribeTopicPartitionsResponse,
   defaultDescribeTopicPartitionsResponse,
@@ -18,4 +18,4 @@ export {
   defaultDescribeTopicPartitionsResponseDescribeTopicPartitionsResponsePartition,
   defaultDescribeTopicPartitionsResponseCursor,
   encodeDescribeTopicPartitionsResponse,
-} from './responses.js'
+} from './apis/describe-topic-partitions.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports DescribeTransactionsRequest's names.
+// The code is in apis/describe-transactions.ts; this module only re-exports DescribeTransactionsRequest's names.
 
-export type { DescribeTransactionsRequest } from './requests.js'
+export type { DescribeTransactionsRequest } from './apis/describe-transactions.js'
 export {
   decodeDescribeTransactionsRequest,
   defaultDescribeTransactionsRequest,
   encodeDescribeTransactionsRequest,
-} from './requests.js'
+} from './apis/describe-transactions.js'

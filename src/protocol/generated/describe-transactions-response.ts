@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports DescribeTransactionsResponse's names.
+// The code is in apis/describe-transactions.ts; this module only re-exports DescribeTransactionsResponse's names.
 
 export type {
   DescribeTransactionsResponse,
   DescribeTransactionsResponseTransactionState,
   DescribeTransactionsResponseTopicData,
-} from './responses.js'
+} from './apis/describe-transactions.js'
 export {
   decodeDescribeTransactionsResponse,
   defaultDescribeTransactionsResponse,
   defaultDescribeTransactionsResponseTransactionState,
   defaultDescribeTransactionsResponseTopicData,
   encodeDescribeTransactionsResponse,
-} from './responses.js'
+} from './apis/describe-transactions.js'

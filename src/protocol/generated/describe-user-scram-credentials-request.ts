@@ -3,15 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports DescribeUserScramCredentialsRequest's names.
+// The code is in apis/describe-user-scram-credentials.ts; this module only re-exports DescribeUserScramCredentialsRequest's names.
 
 export type {
   DescribeUserScramCredentialsRequest,
   DescribeUserScramCredentialsRequestUserName,
-} from './requests.js'
+} from './apis/describe-user-scram-credentials.js'
 export {
   decodeDescribeUserScramCredentialsRequest,
   defaultDescribeUserScramCredentialsRequest,
   defaultDescribeUserScramCredentialsRequestUserName,
   encodeDescribeUserScramCredentialsRequest,
-} from './requests.js'
+} from './apis/describe-user-scram-credentials.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports DescribeUserScramCredentialsResponse's names.
+// The code is in apis/describe-user-scram-credentials.ts; this module only re-exports DescribeUserScramCredentialsResponse's names.
 
 export type {
   DescribeUserScramCredentialsResponse,
   DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult,
   DescribeUserScramCredentialsResponseCredentialInfo,
-} from './responses.js'
+} from './apis/describe-user-scram-credentials.js'
 export {
   decodeDescribeUserScramCredentialsResponse,
   defaultDescribeUserScramCredentialsResponse,
   defaultDescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult,
   defaultDescribeUserScramCredentialsResponseCredentialInfo,
   encodeDescribeUserScramCredentialsResponse,
-} from './responses.js'
+} from './apis/describe-user-scram-credentials.js'

@@ -3,12 +3,12 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports ElectLeadersRequest's names.
+// The code is in apis/elect-leaders.ts; this module only re-exports ElectLeadersRequest's names.
 
-export type { ElectLeadersRequest, ElectLeadersRequestTopicPartitions } from './requests.js'
+export type { ElectLeadersRequest, ElectLeadersRequestTopicPartitions } from './apis/elect-leaders.js'
 export {
   decodeElectLeadersRequest,
   defaultElectLeadersRequest,
   defaultElectLeadersRequestTopicPartitions,
   encodeElectLeadersRequest,
-} from './requests.js'
+} from './apis/elect-leaders.js'

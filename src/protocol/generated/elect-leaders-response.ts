@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports ElectLeadersResponse's names.
+// The code is in apis/elect-leaders.ts; this module only re-exports ElectLeadersResponse's names.
 
 export type {
   ElectLeadersResponse,
   ElectLeadersResponseReplicaElectionResult,
   ElectLeadersResponsePartitionResult,
-} from './responses.js'
+} from './apis/elect-leaders.js'
 export {
   decodeElectLeadersResponse,
   defaultElectLeadersResponse,
   defaultElectLeadersResponseReplicaElectionResult,
   defaultElectLeadersResponsePartitionResult,
   encodeElectLeadersResponse,
-} from './responses.js'
+} from './apis/elect-leaders.js'

@@ -3,7 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports EndQuorumEpochRequest's names.
+// The code is in apis/end-quorum-epoch.ts; this module only re-exports EndQuorumEpochRequest's names.
 
 export type {
   EndQuorumEpochRequest,
@@ -11,7 +11,7 @@ export type {
   EndQuorumEpochRequestPartitionData,
   EndQuorumEpochRequestReplicaInfo,
   EndQuorumEpochRequestLeaderEndpoint,
-} from './requests.js'
+} from './apis/end-quorum-epoch.js'
 export {
   decodeEndQuorumEpochRequest,
   defaultEndQuorumEpochRequest,
@@ -20,4 +20,4 @@ export {
   defaultEndQuorumEpochRequestReplicaInfo,
   defaultEndQuorumEpochRequestLeaderEndpoint,
   encodeEndQuorumEpochRequest,
-} from './requests.js'
+} from './apis/end-quorum-epoch.js'

@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports EndQuorumEpochResponse's names.
+// The code is in apis/end-quorum-epoch.ts; this module only re-exports EndQuorumEpochResponse's names.
 
 export type {
   EndQuorumEpochResponse,
   EndQuorumEpochResponseTopicData,
   EndQuorumEpochResponsePartitionData,
   EndQuorumEpochResponseNodeEndpoint,
-} from './responses.js'
+} from './apis/end-quorum-epoch.js'
 export {
   decodeEndQuorumEpochResponse,
   defaultEndQuorumEpochResponse,
@@ -18,4 +18,4 @@ export {
   defaultEndQuorumEpochResponsePartitionData,
   defaultEndQuorumEpochResponseNodeEndpoint,
   encodeEndQuorumEpochResponse,
-} from './responses.js'
+} from './apis/end-quorum-epoch.js'

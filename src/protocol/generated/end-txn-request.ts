@@ -3,7 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports EndTxnRequest's names.
+// The code is in apis/end-txn.ts; this module only re-exports EndTxnRequest's names.
 
-export type { EndTxnRequest } from './requests.js'
-export { decodeEndTxnRequest, defaultEndTxnRequest, encodeEndTxnRequest } from './requests.js'
+export type { EndTxnRequest } from './apis/end-txn.js'
+export { decodeEndTxnRequest, defaultEndTxnRequest, encodeEndTxnRequest } from './apis/end-txn.js'

@@ -3,7 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports EndTxnResponse's names.
+// The code is in apis/end-txn.ts; this module only re-exports EndTxnResponse's names.
 
-export type { EndTxnResponse } from './responses.js'
-export { decodeEndTxnResponse, defaultEndTxnResponse, encodeEndTxnResponse } from './responses.js'
+export type { EndTxnResponse } from './apis/end-txn.js'
+export { decodeEndTxnResponse, defaultEndTxnResponse, encodeEndTxnResponse } from './apis/end-txn.js'

@@ -3,7 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports EnvelopeRequest's names.
+// The code is in apis/envelope.ts; this module only re-exports EnvelopeRequest's names.
 
-export type { EnvelopeRequest } from './requests.js'
-export { decodeEnvelopeRequest, defaultEnvelopeRequest, encodeEnvelopeRequest } from './requests.js'
+export type { EnvelopeRequest } from './apis/envelope.js'
+export { decodeEnvelopeRequest, defaultEnvelopeRequest, encodeEnvelopeRequest } from './apis/envelope.js'

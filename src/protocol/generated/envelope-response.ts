@@ -3,7 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports EnvelopeResponse's names.
+// The code is in apis/envelope.ts; this module only re-exports EnvelopeResponse's names.
 
-export type { EnvelopeResponse } from './responses.js'
-export { decodeEnvelopeResponse, defaultEnvelopeResponse, encodeEnvelopeResponse } from './responses.js'
+export type { EnvelopeResponse } from './apis/envelope.js'
+export { decodeEnvelopeResponse, defaultEnvelopeResponse, encodeEnvelopeResponse } from './apis/envelope.js'

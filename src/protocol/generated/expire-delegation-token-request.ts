@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports ExpireDelegationTokenRequest's names.
+// The code is in apis/expire-delegation-token.ts; this module only re-exports ExpireDelegationTokenRequest's names.
 
-export type { ExpireDelegationTokenRequest } from './requests.js'
+export type { ExpireDelegationTokenRequest } from './apis/expire-delegation-token.js'
 export {
   decodeExpireDelegationTokenRequest,
   defaultExpireDelegationTokenRequest,
   encodeExpireDelegationTokenRequest,
-} from './requests.js'
+} from './apis/expire-delegation-token.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports ExpireDelegationTokenResponse's names.
+// The code is in apis/expire-delegation-token.ts; this module only re-exports ExpireDelegationTokenResponse's names.
 
-export type { ExpireDelegationTokenResponse } from './responses.js'
+export type { ExpireDelegationTokenResponse } from './apis/expire-delegation-token.js'
 export {
   decodeExpireDelegationTokenResponse,
   defaultExpireDelegationTokenResponse,
   encodeExpireDelegationTokenResponse,
-} from './responses.js'
+} from './apis/expire-delegation-token.js'

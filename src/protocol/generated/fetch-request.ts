@@ -3,7 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports FetchRequest's names.
+// The code is in apis/fetch.ts; this module only re-exports FetchRequest's names.
 
 export type {
   FetchRequest,
@@ -11,7 +11,7 @@ export type {
   FetchRequestFetchTopic,
   FetchRequestFetchPartition,
   FetchRequestForgottenTopic,
-} from './requests.js'
+} from './apis/fetch.js'
 export {
   decodeFetchRequest,
   defaultFetchRequest,
@@ -20,4 +20,4 @@ export {
   defaultFetchRequestFetchPartition,
   defaultFetchRequestForgottenTopic,
   encodeFetchRequest,
-} from './requests.js'
+} from './apis/fetch.js'

@@ -3,7 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports FetchResponse's names.
+// The code is in apis/fetch.ts; this module only re-exports FetchResponse's names.
 
 export type {
   FetchResponse,
@@ -14,7 +14,7 @@ export type {
   FetchResponseSnapshotId,
   FetchResponseAbortedTransaction,
   FetchResponseNodeEndpoint,
-} from './responses.js'
+} from './apis/fetch.js'
 export {
   decodeFetchResponse,
   defaultFetchResponse,
@@ -26,4 +26,4 @@ export {
   defaultFetchResponseAbortedTransaction,
   defaultFetchResponseNodeEndpoint,
   encodeFetchResponse,
-} from './responses.js'
+} from './apis/fetch.js'

@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports FetchSnapshotRequest's names.
+// The code is in apis/fetch-snapshot.ts; this module only re-exports FetchSnapshotRequest's names.
 
 export type {
   FetchSnapshotRequest,
   FetchSnapshotRequestTopicSnapshot,
   FetchSnapshotRequestPartitionSnapshot,
   FetchSnapshotRequestSnapshotId,
-} from './requests.js'
+} from './apis/fetch-snapshot.js'
 export {
   decodeFetchSnapshotRequest,
   defaultFetchSnapshotRequest,
@@ -18,4 +18,4 @@ export {
   defaultFetchSnapshotRequestPartitionSnapshot,
   defaultFetchSnapshotRequestSnapshotId,
   encodeFetchSnapshotRequest,
-} from './requests.js'
+} from './apis/fetch-snapshot.js'

@@ -3,7 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports FetchSnapshotResponse's names.
+// The code is in apis/fetch-snapshot.ts; this module only re-exports FetchSnapshotResponse's names.
 
 export type {
   FetchSnapshotResponse,
@@ -12,7 +12,7 @@ export type {
   FetchSnapshotResponseSnapshotId,
   FetchSnapshotResponseLeaderIdAndEpoch,
   FetchSnapshotResponseNodeEndpoint,
-} from './responses.js'
+} from './apis/fetch-snapshot.js'
 export {
   decodeFetchSnapshotResponse,
   defaultFetchSnapshotResponse,
@@ -22,4 +22,4 @@ export {
   defaultFetchSnapshotResponseLeaderIdAndEpoch,
   defaultFetchSnapshotResponseNodeEndpoint,
   encodeFetchSnapshotResponse,
-} from './responses.js'
+} from './apis/fetch-snapshot.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports FindCoordinatorRequest's names.
+// The code is in apis/find-coordinator.ts; this module only re-exports FindCoordinatorRequest's names.
 
-export type { FindCoordinatorRequest } from './requests.js'
+export type { FindCoordinatorRequest } from './apis/find-coordinator.js'
 export {
   decodeFindCoordinatorRequest,
   defaultFindCoordinatorRequest,
   encodeFindCoordinatorRequest,
-} from './requests.js'
+} from './apis/find-coordinator.js'

@@ -3,12 +3,12 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports FindCoordinatorResponse's names.
+// The code is in apis/find-coordinator.ts; this module only re-exports FindCoordinatorResponse's names.
 
-export type { FindCoordinatorResponse, FindCoordinatorResponseCoordinator } from './responses.js'
+export type { FindCoordinatorResponse, FindCoordinatorResponseCoordinator } from './apis/find-coordinator.js'
 export {
   decodeFindCoordinatorResponse,
   defaultFindCoordinatorResponse,
   defaultFindCoordinatorResponseCoordinator,
   encodeFindCoordinatorResponse,
-} from './responses.js'
+} from './apis/find-coordinator.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports GetTelemetrySubscriptionsRequest's names.
+// The code is in apis/get-telemetry-subscriptions.ts; this module only re-exports GetTelemetrySubscriptionsRequest's names.
 
-export type { GetTelemetrySubscriptionsRequest } from './requests.js'
+export type { GetTelemetrySubscriptionsRequest } from './apis/get-telemetry-subscriptions.js'
 export {
   decodeGetTelemetrySubscriptionsRequest,
   defaultGetTelemetrySubscriptionsRequest,
   encodeGetTelemetrySubscriptionsRequest,
-} from './requests.js'
+} from './apis/get-telemetry-subscriptions.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports GetTelemetrySubscriptionsResponse's names.
+// The code is in apis/get-telemetry-subscriptions.ts; this module only re-exports GetTelemetrySubscriptionsResponse's names.
 
-export type { GetTelemetrySubscriptionsResponse } from './responses.js'
+export type { GetTelemetrySubscriptionsResponse } from './apis/get-telemetry-subscriptions.js'
 export {
   decodeGetTelemetrySubscriptionsResponse,
   defaultGetTelemetrySubscriptionsResponse,
   encodeGetTelemetrySubscriptionsResponse,
-} from './responses.js'
+} from './apis/get-telemetry-subscriptions.js'

@@ -3,8 +3,8 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-import { ProtocolDecodeError } from '../../common/errors.js'
-import { type Reader, type Writer, ZERO_UUID } from '../primitives.js'
+import { ProtocolDecodeError } from './../../common/errors.js'
+import { type Reader, type Writer, ZERO_UUID } from './../primitives.js'
 import {
   readUnknownTaggedFields,
   UnsupportedVersionError,

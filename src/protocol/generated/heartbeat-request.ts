@@ -3,7 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports HeartbeatRequest's names.
+// The code is in apis/heartbeat.ts; this module only re-exports HeartbeatRequest's names.
 
-export type { HeartbeatRequest } from './requests.js'
-export { decodeHeartbeatRequest, defaultHeartbeatRequest, encodeHeartbeatRequest } from './requests.js'
+export type { HeartbeatRequest } from './apis/heartbeat.js'
+export { decodeHeartbeatRequest, defaultHeartbeatRequest, encodeHeartbeatRequest } from './apis/heartbeat.js'

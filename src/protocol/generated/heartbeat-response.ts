@@ -3,7 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports HeartbeatResponse's names.
+// The code is in apis/heartbeat.ts; this module only re-exports HeartbeatResponse's names.
 
-export type { HeartbeatResponse } from './responses.js'
-export { decodeHeartbeatResponse, defaultHeartbeatResponse, encodeHeartbeatResponse } from './responses.js'
+export type { HeartbeatResponse } from './apis/heartbeat.js'
+export {
+  decodeHeartbeatResponse,
+  defaultHeartbeatResponse,
+  encodeHeartbeatResponse,
+} from './apis/heartbeat.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports IncrementalAlterConfigsRequest's names.
+// The code is in apis/incremental-alter-configs.ts; this module only re-exports IncrementalAlterConfigsRequest's names.
 
 export type {
   IncrementalAlterConfigsRequest,
   IncrementalAlterConfigsRequestAlterConfigsResource,
   IncrementalAlterConfigsRequestAlterableConfig,
-} from './requests.js'
+} from './apis/incremental-alter-configs.js'
 export {
   decodeIncrementalAlterConfigsRequest,
   defaultIncrementalAlterConfigsRequest,
   defaultIncrementalAlterConfigsRequestAlterConfigsResource,
   defaultIncrementalAlterConfigsRequestAlterableConfig,
   encodeIncrementalAlterConfigsRequest,
-} from './requests.js'
+} from './apis/incremental-alter-configs.js'

@@ -3,15 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports IncrementalAlterConfigsResponse's names.
+// The code is in apis/incremental-alter-configs.ts; this module only re-exports IncrementalAlterConfigsResponse's names.
 
 export type {
   IncrementalAlterConfigsResponse,
   IncrementalAlterConfigsResponseAlterConfigsResourceResponse,
-} from './responses.js'
+} from './apis/incremental-alter-configs.js'
 export {
   decodeIncrementalAlterConfigsResponse,
   defaultIncrementalAlterConfigsResponse,
   defaultIncrementalAlterConfigsResponseAlterConfigsResourceResponse,
   encodeIncrementalAlterConfigsResponse,
-} from './responses.js'
+} from './apis/incremental-alter-configs.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports InitProducerIdRequest's names.
+// The code is in apis/init-producer-id.ts; this module only re-exports InitProducerIdRequest's names.
 
-export type { InitProducerIdRequest } from './requests.js'
+export type { InitProducerIdRequest } from './apis/init-producer-id.js'
 export {
   decodeInitProducerIdRequest,
   defaultInitProducerIdRequest,
   encodeInitProducerIdRequest,
-} from './requests.js'
+} from './apis/init-producer-id.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports InitProducerIdResponse's names.
+// The code is in apis/init-producer-id.ts; this module only re-exports InitProducerIdResponse's names.
 
-export type { InitProducerIdResponse } from './responses.js'
+export type { InitProducerIdResponse } from './apis/init-producer-id.js'
 export {
   decodeInitProducerIdResponse,
   defaultInitProducerIdResponse,
   encodeInitProducerIdResponse,
-} from './responses.js'
+} from './apis/init-producer-id.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports InitializeShareGroupStateRequest's names.
+// The code is in apis/initialize-share-group-state.ts; this module only re-exports InitializeShareGroupStateRequest's names.
 
 export type {
   InitializeShareGroupStateRequest,
   InitializeShareGroupStateRequestInitializeStateData,
   InitializeShareGroupStateRequestPartitionData,
-} from './requests.js'
+} from './apis/initialize-share-group-state.js'
 export {
   decodeInitializeShareGroupStateRequest,
   defaultInitializeShareGroupStateRequest,
   defaultInitializeShareGroupStateRequestInitializeStateData,
   defaultInitializeShareGroupStateRequestPartitionData,
   encodeInitializeShareGroupStateRequest,
-} from './requests.js'
+} from './apis/initialize-share-group-state.js'

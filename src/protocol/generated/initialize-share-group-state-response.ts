@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports InitializeShareGroupStateResponse's names.
+// The code is in apis/initialize-share-group-state.ts; this module only re-exports InitializeShareGroupStateResponse's names.
 
 export type {
   InitializeShareGroupStateResponse,
   InitializeShareGroupStateResponseInitializeStateResult,
   InitializeShareGroupStateResponsePartitionResult,
-} from './responses.js'
+} from './apis/initialize-share-group-state.js'
 export {
   decodeInitializeShareGroupStateResponse,
   defaultInitializeShareGroupStateResponse,
   defaultInitializeShareGroupStateResponseInitializeStateResult,
   defaultInitializeShareGroupStateResponsePartitionResult,
   encodeInitializeShareGroupStateResponse,
-} from './responses.js'
+} from './apis/initialize-share-group-state.js'

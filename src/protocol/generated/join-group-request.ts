@@ -3,12 +3,12 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports JoinGroupRequest's names.
+// The code is in apis/join-group.ts; this module only re-exports JoinGroupRequest's names.
 
-export type { JoinGroupRequest, JoinGroupRequestJoinGroupRequestProtocol } from './requests.js'
+export type { JoinGroupRequest, JoinGroupRequestJoinGroupRequestProtocol } from './apis/join-group.js'
 export {
   decodeJoinGroupRequest,
   defaultJoinGroupRequest,
   defaultJoinGroupRequestJoinGroupRequestProtocol,
   encodeJoinGroupRequest,
-} from './requests.js'
+} from './apis/join-group.js'

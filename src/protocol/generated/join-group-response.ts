@@ -3,12 +3,12 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports JoinGroupResponse's names.
+// The code is in apis/join-group.ts; this module only re-exports JoinGroupResponse's names.
 
-export type { JoinGroupResponse, JoinGroupResponseJoinGroupResponseMember } from './responses.js'
+export type { JoinGroupResponse, JoinGroupResponseJoinGroupResponseMember } from './apis/join-group.js'
 export {
   decodeJoinGroupResponse,
   defaultJoinGroupResponse,
   defaultJoinGroupResponseJoinGroupResponseMember,
   encodeJoinGroupResponse,
-} from './responses.js'
+} from './apis/join-group.js'

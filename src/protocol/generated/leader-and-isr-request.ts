@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports LeaderAndIsrRequest's names.
+// The code is in apis/leader-and-isr.ts; this module only re-exports LeaderAndIsrRequest's names.
 
 export type {
   LeaderAndIsrRequest,
   LeaderAndIsrRequestLeaderAndIsrPartitionState,
   LeaderAndIsrRequestLeaderAndIsrTopicState,
   LeaderAndIsrRequestLeaderAndIsrLiveLeader,
-} from './requests.js'
+} from './apis/leader-and-isr.js'
 export {
   decodeLeaderAndIsrRequest,
   defaultLeaderAndIsrRequest,
@@ -18,4 +18,4 @@ export {
   defaultLeaderAndIsrRequestLeaderAndIsrTopicState,
   defaultLeaderAndIsrRequestLeaderAndIsrLiveLeader,
   encodeLeaderAndIsrRequest,
-} from './requests.js'
+} from './apis/leader-and-isr.js'

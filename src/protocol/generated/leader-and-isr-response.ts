@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports LeaderAndIsrResponse's names.
+// The code is in apis/leader-and-isr.ts; this module only re-exports LeaderAndIsrResponse's names.
 
 export type {
   LeaderAndIsrResponse,
   LeaderAndIsrResponseLeaderAndIsrPartitionError,
   LeaderAndIsrResponseLeaderAndIsrTopicError,
-} from './responses.js'
+} from './apis/leader-and-isr.js'
 export {
   decodeLeaderAndIsrResponse,
   defaultLeaderAndIsrResponse,
   defaultLeaderAndIsrResponseLeaderAndIsrPartitionError,
   defaultLeaderAndIsrResponseLeaderAndIsrTopicError,
   encodeLeaderAndIsrResponse,
-} from './responses.js'
+} from './apis/leader-and-isr.js'

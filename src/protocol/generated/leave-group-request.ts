@@ -3,12 +3,12 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports LeaveGroupRequest's names.
+// The code is in apis/leave-group.ts; this module only re-exports LeaveGroupRequest's names.
 
-export type { LeaveGroupRequest, LeaveGroupRequestMemberIdentity } from './requests.js'
+export type { LeaveGroupRequest, LeaveGroupRequestMemberIdentity } from './apis/leave-group.js'
 export {
   decodeLeaveGroupRequest,
   defaultLeaveGroupRequest,
   defaultLeaveGroupRequestMemberIdentity,
   encodeLeaveGroupRequest,
-} from './requests.js'
+} from './apis/leave-group.js'

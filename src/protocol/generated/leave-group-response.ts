@@ -3,12 +3,12 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports LeaveGroupResponse's names.
+// The code is in apis/leave-group.ts; this module only re-exports LeaveGroupResponse's names.
 
-export type { LeaveGroupResponse, LeaveGroupResponseMemberResponse } from './responses.js'
+export type { LeaveGroupResponse, LeaveGroupResponseMemberResponse } from './apis/leave-group.js'
 export {
   decodeLeaveGroupResponse,
   defaultLeaveGroupResponse,
   defaultLeaveGroupResponseMemberResponse,
   encodeLeaveGroupResponse,
-} from './responses.js'
+} from './apis/leave-group.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports ListClientMetricsResourcesRequest's names.
+// The code is in apis/list-client-metrics-resources.ts; this module only re-exports ListClientMetricsResourcesRequest's names.
 
-export type { ListClientMetricsResourcesRequest } from './requests.js'
+export type { ListClientMetricsResourcesRequest } from './apis/list-client-metrics-resources.js'
 export {
   decodeListClientMetricsResourcesRequest,
   defaultListClientMetricsResourcesRequest,
   encodeListClientMetricsResourcesRequest,
-} from './requests.js'
+} from './apis/list-client-metrics-resources.js'

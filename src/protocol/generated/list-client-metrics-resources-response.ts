@@ -3,15 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports ListClientMetricsResourcesResponse's names.
+// The code is in apis/list-client-metrics-resources.ts; this module only re-exports ListClientMetricsResourcesResponse's names.
 
 export type {
   ListClientMetricsResourcesResponse,
   ListClientMetricsResourcesResponseClientMetricsResource,
-} from './responses.js'
+} from './apis/list-client-metrics-resources.js'
 export {
   decodeListClientMetricsResourcesResponse,
   defaultListClientMetricsResourcesResponse,
   defaultListClientMetricsResourcesResponseClientMetricsResource,
   encodeListClientMetricsResourcesResponse,
-} from './responses.js'
+} from './apis/list-client-metrics-resources.js'

@@ -3,7 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports ListGroupsRequest's names.
+// The code is in apis/list-groups.ts; this module only re-exports ListGroupsRequest's names.
 
-export type { ListGroupsRequest } from './requests.js'
-export { decodeListGroupsRequest, defaultListGroupsRequest, encodeListGroupsRequest } from './requests.js'
+export type { ListGroupsRequest } from './apis/list-groups.js'
+export {
+  decodeListGroupsRequest,
+  defaultListGroupsRequest,
+  encodeListGroupsRequest,
+} from './apis/list-groups.js'

@@ -3,12 +3,12 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports ListGroupsResponse's names.
+// The code is in apis/list-groups.ts; this module only re-exports ListGroupsResponse's names.
 
-export type { ListGroupsResponse, ListGroupsResponseListedGroup } from './responses.js'
+export type { ListGroupsResponse, ListGroupsResponseListedGroup } from './apis/list-groups.js'
 export {
   decodeListGroupsResponse,
   defaultListGroupsResponse,
   defaultListGroupsResponseListedGroup,
   encodeListGroupsResponse,
-} from './responses.js'
+} from './apis/list-groups.js'

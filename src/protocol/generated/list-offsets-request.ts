@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports ListOffsetsRequest's names.
+// The code is in apis/list-offsets.ts; this module only re-exports ListOffsetsRequest's names.
 
 export type {
   ListOffsetsRequest,
   ListOffsetsRequestListOffsetsTopic,
   ListOffsetsRequestListOffsetsPartition,
-} from './requests.js'
+} from './apis/list-offsets.js'
 export {
   decodeListOffsetsRequest,
   defaultListOffsetsRequest,
   defaultListOffsetsRequestListOffsetsTopic,
   defaultListOffsetsRequestListOffsetsPartition,
   encodeListOffsetsRequest,
-} from './requests.js'
+} from './apis/list-offsets.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports ListOffsetsResponse's names.
+// The code is in apis/list-offsets.ts; this module only re-exports ListOffsetsResponse's names.
 
 export type {
   ListOffsetsResponse,
   ListOffsetsResponseListOffsetsTopicResponse,
   ListOffsetsResponseListOffsetsPartitionResponse,
-} from './responses.js'
+} from './apis/list-offsets.js'
 export {
   decodeListOffsetsResponse,
   defaultListOffsetsResponse,
   defaultListOffsetsResponseListOffsetsTopicResponse,
   defaultListOffsetsResponseListOffsetsPartitionResponse,
   encodeListOffsetsResponse,
-} from './responses.js'
+} from './apis/list-offsets.js'

@@ -3,15 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports ListPartitionReassignmentsRequest's names.
+// The code is in apis/list-partition-reassignments.ts; this module only re-exports ListPartitionReassignmentsRequest's names.
 
 export type {
   ListPartitionReassignmentsRequest,
   ListPartitionReassignmentsRequestListPartitionReassignmentsTopics,
-} from './requests.js'
+} from './apis/list-partition-reassignments.js'
 export {
   decodeListPartitionReassignmentsRequest,
   defaultListPartitionReassignmentsRequest,
   defaultListPartitionReassignmentsRequestListPartitionReassignmentsTopics,
   encodeListPartitionReassignmentsRequest,
-} from './requests.js'
+} from './apis/list-partition-reassignments.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports ListPartitionReassignmentsResponse's names.
+// The code is in apis/list-partition-reassignments.ts; this module only re-exports ListPartitionReassignmentsResponse's names.
 
 export type {
   ListPartitionReassignmentsResponse,
   ListPartitionReassignmentsResponseOngoingTopicReassignment,
   ListPartitionReassignmentsResponseOngoingPartitionReassignment,
-} from './responses.js'
+} from './apis/list-partition-reassignments.js'
 export {
   decodeListPartitionReassignmentsResponse,
   defaultListPartitionReassignmentsResponse,
   defaultListPartitionReassignmentsResponseOngoingTopicReassignment,
   defaultListPartitionReassignmentsResponseOngoingPartitionReassignment,
   encodeListPartitionReassignmentsResponse,
-} from './responses.js'
+} from './apis/list-partition-reassignments.js'

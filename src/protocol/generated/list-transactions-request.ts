@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports ListTransactionsRequest's names.
+// The code is in apis/list-transactions.ts; this module only re-exports ListTransactionsRequest's names.
 
-export type { ListTransactionsRequest } from './requests.js'
+export type { ListTransactionsRequest } from './apis/list-transactions.js'
 export {
   decodeListTransactionsRequest,
   defaultListTransactionsRequest,
   encodeListTransactionsRequest,
-} from './requests.js'
+} from './apis/list-transactions.js'

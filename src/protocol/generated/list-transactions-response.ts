@@ -3,12 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports ListTransactionsResponse's names.
+// The code is in apis/list-transactions.ts; this module only re-exports ListTransactionsResponse's names.
 
-export type { ListTransactionsResponse, ListTransactionsResponseTransactionState } from './responses.js'
+export type {
+  ListTransactionsResponse,
+  ListTransactionsResponseTransactionState,
+} from './apis/list-transactions.js'
 export {
   decodeListTransactionsResponse,
   defaultListTransactionsResponse,
   defaultListTransactionsResponseTransactionState,
   encodeListTransactionsResponse,
-} from './responses.js'
+} from './apis/list-transactions.js'

@@ -3,12 +3,12 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports MetadataRequest's names.
+// The code is in apis/metadata.ts; this module only re-exports MetadataRequest's names.
 
-export type { MetadataRequest, MetadataRequestMetadataRequestTopic } from './requests.js'
+export type { MetadataRequest, MetadataRequestMetadataRequestTopic } from './apis/metadata.js'
 export {
   decodeMetadataRequest,
   defaultMetadataRequest,
   defaultMetadataRequestMetadataRequestTopic,
   encodeMetadataRequest,
-} from './requests.js'
+} from './apis/metadata.js'

@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports MetadataResponse's names.
+// The code is in apis/metadata.ts; this module only re-exports MetadataResponse's names.
 
 export type {
   MetadataResponse,
   MetadataResponseMetadataResponseBroker,
   MetadataResponseMetadataResponseTopic,
   MetadataResponseMetadataResponsePartition,
-} from './responses.js'
+} from './apis/metadata.js'
 export {
   decodeMetadataResponse,
   defaultMetadataResponse,
@@ -18,4 +18,4 @@ export {
   defaultMetadataResponseMetadataResponseTopic,
   defaultMetadataResponseMetadataResponsePartition,
   encodeMetadataResponse,
-} from './responses.js'
+} from './apis/metadata.js'

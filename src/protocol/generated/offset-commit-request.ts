@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports OffsetCommitRequest's names.
+// The code is in apis/offset-commit.ts; this module only re-exports OffsetCommitRequest's names.
 
 export type {
   OffsetCommitRequest,
   OffsetCommitRequestOffsetCommitRequestTopic,
   OffsetCommitRequestOffsetCommitRequestPartition,
-} from './requests.js'
+} from './apis/offset-commit.js'
 export {
   decodeOffsetCommitRequest,
   defaultOffsetCommitRequest,
   defaultOffsetCommitRequestOffsetCommitRequestTopic,
   defaultOffsetCommitRequestOffsetCommitRequestPartition,
   encodeOffsetCommitRequest,
-} from './requests.js'
+} from './apis/offset-commit.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports OffsetCommitResponse's names.
+// The code is in apis/offset-commit.ts; this module only re-exports OffsetCommitResponse's names.
 
 export type {
   OffsetCommitResponse,
   OffsetCommitResponseOffsetCommitResponseTopic,
   OffsetCommitResponseOffsetCommitResponsePartition,
-} from './responses.js'
+} from './apis/offset-commit.js'
 export {
   decodeOffsetCommitResponse,
   defaultOffsetCommitResponse,
   defaultOffsetCommitResponseOffsetCommitResponseTopic,
   defaultOffsetCommitResponseOffsetCommitResponsePartition,
   encodeOffsetCommitResponse,
-} from './responses.js'
+} from './apis/offset-commit.js'

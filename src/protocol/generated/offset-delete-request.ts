@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports OffsetDeleteRequest's names.
+// The code is in apis/offset-delete.ts; this module only re-exports OffsetDeleteRequest's names.
 
 export type {
   OffsetDeleteRequest,
   OffsetDeleteRequestOffsetDeleteRequestTopic,
   OffsetDeleteRequestOffsetDeleteRequestPartition,
-} from './requests.js'
+} from './apis/offset-delete.js'
 export {
   decodeOffsetDeleteRequest,
   defaultOffsetDeleteRequest,
   defaultOffsetDeleteRequestOffsetDeleteRequestTopic,
   defaultOffsetDeleteRequestOffsetDeleteRequestPartition,
   encodeOffsetDeleteRequest,
-} from './requests.js'
+} from './apis/offset-delete.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports OffsetDeleteResponse's names.
+// The code is in apis/offset-delete.ts; this module only re-exports OffsetDeleteResponse's names.
 
 export type {
   OffsetDeleteResponse,
   OffsetDeleteResponseOffsetDeleteResponseTopic,
   OffsetDeleteResponseOffsetDeleteResponsePartition,
-} from './responses.js'
+} from './apis/offset-delete.js'
 export {
   decodeOffsetDeleteResponse,
   defaultOffsetDeleteResponse,
   defaultOffsetDeleteResponseOffsetDeleteResponseTopic,
   defaultOffsetDeleteResponseOffsetDeleteResponsePartition,
   encodeOffsetDeleteResponse,
-} from './responses.js'
+} from './apis/offset-delete.js'

@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports OffsetFetchRequest's names.
+// The code is in apis/offset-fetch.ts; this module only re-exports OffsetFetchRequest's names.
 
 export type {
   OffsetFetchRequest,
   OffsetFetchRequestOffsetFetchRequestTopic,
   OffsetFetchRequestOffsetFetchRequestGroup,
   OffsetFetchRequestOffsetFetchRequestTopics,
-} from './requests.js'
+} from './apis/offset-fetch.js'
 export {
   decodeOffsetFetchRequest,
   defaultOffsetFetchRequest,
@@ -18,4 +18,4 @@ export {
   defaultOffsetFetchRequestOffsetFetchRequestGroup,
   defaultOffsetFetchRequestOffsetFetchRequestTopics,
   encodeOffsetFetchRequest,
-} from './requests.js'
+} from './apis/offset-fetch.js'

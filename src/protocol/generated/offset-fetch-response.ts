@@ -3,7 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports OffsetFetchResponse's names.
+// The code is in apis/offset-fetch.ts; this module only re-exports OffsetFetchResponse's names.
 
 export type {
   OffsetFetchResponse,
@@ -12,7 +12,7 @@ export type {
   OffsetFetchResponseOffsetFetchResponseGroup,
   OffsetFetchResponseOffsetFetchResponseTopics,
   OffsetFetchResponseOffsetFetchResponsePartitions,
-} from './responses.js'
+} from './apis/offset-fetch.js'
 export {
   decodeOffsetFetchResponse,
   defaultOffsetFetchResponse,
@@ -22,4 +22,4 @@ export {
   defaultOffsetFetchResponseOffsetFetchResponseTopics,
   defaultOffsetFetchResponseOffsetFetchResponsePartitions,
   encodeOffsetFetchResponse,
-} from './responses.js'
+} from './apis/offset-fetch.js'

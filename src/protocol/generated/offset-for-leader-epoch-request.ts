@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports OffsetForLeaderEpochRequest's names.
+// The code is in apis/offset-for-leader-epoch.ts; this module only re-exports OffsetForLeaderEpochRequest's names.
 
 export type {
   OffsetForLeaderEpochRequest,
   OffsetForLeaderEpochRequestOffsetForLeaderTopic,
   OffsetForLeaderEpochRequestOffsetForLeaderPartition,
-} from './requests.js'
+} from './apis/offset-for-leader-epoch.js'
 export {
   decodeOffsetForLeaderEpochRequest,
   defaultOffsetForLeaderEpochRequest,
   defaultOffsetForLeaderEpochRequestOffsetForLeaderTopic,
   defaultOffsetForLeaderEpochRequestOffsetForLeaderPartition,
   encodeOffsetForLeaderEpochRequest,
-} from './requests.js'
+} from './apis/offset-for-leader-epoch.js'

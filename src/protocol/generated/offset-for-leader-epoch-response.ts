@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports OffsetForLeaderEpochResponse's names.
+// The code is in apis/offset-for-leader-epoch.ts; this module only re-exports OffsetForLeaderEpochResponse's names.
 
 export type {
   OffsetForLeaderEpochResponse,
   OffsetForLeaderEpochResponseOffsetForLeaderTopicResult,
   OffsetForLeaderEpochResponseEpochEndOffset,
-} from './responses.js'
+} from './apis/offset-for-leader-epoch.js'
 export {
   decodeOffsetForLeaderEpochResponse,
   defaultOffsetForLeaderEpochResponse,
   defaultOffsetForLeaderEpochResponseOffsetForLeaderTopicResult,
   defaultOffsetForLeaderEpochResponseEpochEndOffset,
   encodeOffsetForLeaderEpochResponse,
-} from './responses.js'
+} from './apis/offset-for-leader-epoch.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports ProduceRequest's names.
+// The code is in apis/produce.ts; this module only re-exports ProduceRequest's names.
 
 export type {
   ProduceRequest,
   ProduceRequestTopicProduceData,
   ProduceRequestPartitionProduceData,
-} from './requests.js'
+} from './apis/produce.js'
 export {
   decodeProduceRequest,
   defaultProduceRequest,
   defaultProduceRequestTopicProduceData,
   defaultProduceRequestPartitionProduceData,
   encodeProduceRequest,
-} from './requests.js'
+} from './apis/produce.js'

@@ -3,7 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports ProduceResponse's names.
+// The code is in apis/produce.ts; this module only re-exports ProduceResponse's names.
 
 export type {
   ProduceResponse,
@@ -12,7 +12,7 @@ export type {
   ProduceResponseBatchIndexAndErrorMessage,
   ProduceResponseLeaderIdAndEpoch,
   ProduceResponseNodeEndpoint,
-} from './responses.js'
+} from './apis/produce.js'
 export {
   decodeProduceResponse,
   defaultProduceResponse,
@@ -22,4 +22,4 @@ export {
   defaultProduceResponseLeaderIdAndEpoch,
   defaultProduceResponseNodeEndpoint,
   encodeProduceResponse,
-} from './responses.js'
+} from './apis/produce.js'

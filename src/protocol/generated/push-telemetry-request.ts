@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports PushTelemetryRequest's names.
+// The code is in apis/push-telemetry.ts; this module only re-exports PushTelemetryRequest's names.
 
-export type { PushTelemetryRequest } from './requests.js'
+export type { PushTelemetryRequest } from './apis/push-telemetry.js'
 export {
   decodePushTelemetryRequest,
   defaultPushTelemetryRequest,
   encodePushTelemetryRequest,
-} from './requests.js'
+} from './apis/push-telemetry.js'

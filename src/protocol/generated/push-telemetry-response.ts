@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports PushTelemetryResponse's names.
+// The code is in apis/push-telemetry.ts; this module only re-exports PushTelemetryResponse's names.
 
-export type { PushTelemetryResponse } from './responses.js'
+export type { PushTelemetryResponse } from './apis/push-telemetry.js'
 export {
   decodePushTelemetryResponse,
   defaultPushTelemetryResponse,
   encodePushTelemetryResponse,
-} from './responses.js'
+} from './apis/push-telemetry.js'

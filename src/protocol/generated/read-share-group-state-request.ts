@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports ReadShareGroupStateRequest's names.
+// The code is in apis/read-share-group-state.ts; this module only re-exports ReadShareGroupStateRequest's names.
 
 export type {
   ReadShareGroupStateRequest,
   ReadShareGroupStateRequestReadStateData,
   ReadShareGroupStateRequestPartitionData,
-} from './requests.js'
+} from './apis/read-share-group-state.js'
 export {
   decodeReadShareGroupStateRequest,
   defaultReadShareGroupStateRequest,
   defaultReadShareGroupStateRequestReadStateData,
   defaultReadShareGroupStateRequestPartitionData,
   encodeReadShareGroupStateRequest,
-} from './requests.js'
+} from './apis/read-share-group-state.js'

@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports ReadShareGroupStateResponse's names.
+// The code is in apis/read-share-group-state.ts; this module only re-exports ReadShareGroupStateResponse's names.
 
 export type {
   ReadShareGroupStateResponse,
   ReadShareGroupStateResponseReadStateResult,
   ReadShareGroupStateResponsePartitionResult,
   ReadShareGroupStateResponseStateBatch,
-} from './responses.js'
+} from './apis/read-share-group-state.js'
 export {
   decodeReadShareGroupStateResponse,
   defaultReadShareGroupStateResponse,
@@ -18,4 +18,4 @@ export {
   defaultReadShareGroupStateResponsePartitionResult,
   defaultReadShareGroupStateResponseStateBatch,
   encodeReadShareGroupStateResponse,
-} from './responses.js'
+} from './apis/read-share-group-state.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports ReadShareGroupStateSummaryRequest's names.
+// The code is in apis/read-share-group-state-summary.ts; this module only re-exports ReadShareGroupStateSummaryRequest's names.
 
 export type {
   ReadShareGroupStateSummaryRequest,
   ReadShareGroupStateSummaryRequestReadStateSummaryData,
   ReadShareGroupStateSummaryRequestPartitionData,
-} from './requests.js'
+} from './apis/read-share-group-state-summary.js'
 export {
   decodeReadShareGroupStateSummaryRequest,
   defaultReadShareGroupStateSummaryRequest,
   defaultReadShareGroupStateSummaryRequestReadStateSummaryData,
   defaultReadShareGroupStateSummaryRequestPartitionData,
   encodeReadShareGroupStateSummaryRequest,
-} from './requests.js'
+} from './apis/read-share-group-state-summary.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports ReadShareGroupStateSummaryResponse's names.
+// The code is in apis/read-share-group-state-summary.ts; this module only re-exports ReadShareGroupStateSummaryResponse's names.
 
 export type {
   ReadShareGroupStateSummaryResponse,
   ReadShareGroupStateSummaryResponseReadStateSummaryResult,
   ReadShareGroupStateSummaryResponsePartitionResult,
-} from './responses.js'
+} from './apis/read-share-group-state-summary.js'
 export {
   decodeReadShareGroupStateSummaryResponse,
   defaultReadShareGroupStateSummaryResponse,
   defaultReadShareGroupStateSummaryResponseReadStateSummaryResult,
   defaultReadShareGroupStateSummaryResponsePartitionResult,
   encodeReadShareGroupStateSummaryResponse,
-} from './responses.js'
+} from './apis/read-share-group-state-summary.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports RemoveRaftVoterRequest's names.
+// The code is in apis/remove-raft-voter.ts; this module only re-exports RemoveRaftVoterRequest's names.
 
-export type { RemoveRaftVoterRequest } from './requests.js'
+export type { RemoveRaftVoterRequest } from './apis/remove-raft-voter.js'
 export {
   decodeRemoveRaftVoterRequest,
   defaultRemoveRaftVoterRequest,
   encodeRemoveRaftVoterRequest,
-} from './requests.js'
+} from './apis/remove-raft-voter.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports RemoveRaftVoterResponse's names.
+// The code is in apis/remove-raft-voter.ts; this module only re-exports RemoveRaftVoterResponse's names.
 
-export type { RemoveRaftVoterResponse } from './responses.js'
+export type { RemoveRaftVoterResponse } from './apis/remove-raft-voter.js'
 export {
   decodeRemoveRaftVoterResponse,
   defaultRemoveRaftVoterResponse,
   encodeRemoveRaftVoterResponse,
-} from './responses.js'
+} from './apis/remove-raft-voter.js'

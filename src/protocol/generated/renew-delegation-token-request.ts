@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports RenewDelegationTokenRequest's names.
+// The code is in apis/renew-delegation-token.ts; this module only re-exports RenewDelegationTokenRequest's names.
 
-export type { RenewDelegationTokenRequest } from './requests.js'
+export type { RenewDelegationTokenRequest } from './apis/renew-delegation-token.js'
 export {
   decodeRenewDelegationTokenRequest,
   defaultRenewDelegationTokenRequest,
   encodeRenewDelegationTokenRequest,
-} from './requests.js'
+} from './apis/renew-delegation-token.js'

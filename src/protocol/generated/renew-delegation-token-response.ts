@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports RenewDelegationTokenResponse's names.
+// The code is in apis/renew-delegation-token.ts; this module only re-exports RenewDelegationTokenResponse's names.
 
-export type { RenewDelegationTokenResponse } from './responses.js'
+export type { RenewDelegationTokenResponse } from './apis/renew-delegation-token.js'
 export {
   decodeRenewDelegationTokenResponse,
   defaultRenewDelegationTokenResponse,
   encodeRenewDelegationTokenResponse,
-} from './responses.js'
+} from './apis/renew-delegation-token.js'

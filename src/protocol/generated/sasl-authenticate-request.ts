@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports SaslAuthenticateRequest's names.
+// The code is in apis/sasl-authenticate.ts; this module only re-exports SaslAuthenticateRequest's names.
 
-export type { SaslAuthenticateRequest } from './requests.js'
+export type { SaslAuthenticateRequest } from './apis/sasl-authenticate.js'
 export {
   decodeSaslAuthenticateRequest,
   defaultSaslAuthenticateRequest,
   encodeSaslAuthenticateRequest,
-} from './requests.js'
+} from './apis/sasl-authenticate.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports SaslAuthenticateResponse's names.
+// The code is in apis/sasl-authenticate.ts; this module only re-exports SaslAuthenticateResponse's names.
 
-export type { SaslAuthenticateResponse } from './responses.js'
+export type { SaslAuthenticateResponse } from './apis/sasl-authenticate.js'
 export {
   decodeSaslAuthenticateResponse,
   defaultSaslAuthenticateResponse,
   encodeSaslAuthenticateResponse,
-} from './responses.js'
+} from './apis/sasl-authenticate.js'

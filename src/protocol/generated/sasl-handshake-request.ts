@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports SaslHandshakeRequest's names.
+// The code is in apis/sasl-handshake.ts; this module only re-exports SaslHandshakeRequest's names.
 
-export type { SaslHandshakeRequest } from './requests.js'
+export type { SaslHandshakeRequest } from './apis/sasl-handshake.js'
 export {
   decodeSaslHandshakeRequest,
   defaultSaslHandshakeRequest,
   encodeSaslHandshakeRequest,
-} from './requests.js'
+} from './apis/sasl-handshake.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports SaslHandshakeResponse's names.
+// The code is in apis/sasl-handshake.ts; this module only re-exports SaslHandshakeResponse's names.
 
-export type { SaslHandshakeResponse } from './responses.js'
+export type { SaslHandshakeResponse } from './apis/sasl-handshake.js'
 export {
   decodeSaslHandshakeResponse,
   defaultSaslHandshakeResponse,
   encodeSaslHandshakeResponse,
-} from './responses.js'
+} from './apis/sasl-handshake.js'

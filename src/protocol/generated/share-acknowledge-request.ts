@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports ShareAcknowledgeRequest's names.
+// The code is in apis/share-acknowledge.ts; this module only re-exports ShareAcknowledgeRequest's names.
 
 export type {
   ShareAcknowledgeRequest,
   ShareAcknowledgeRequestAcknowledgeTopic,
   ShareAcknowledgeRequestAcknowledgePartition,
   ShareAcknowledgeRequestAcknowledgementBatch,
-} from './requests.js'
+} from './apis/share-acknowledge.js'
 export {
   decodeShareAcknowledgeRequest,
   defaultShareAcknowledgeRequest,
@@ -18,4 +18,4 @@ export {
   defaultShareAcknowledgeRequestAcknowledgePartition,
   defaultShareAcknowledgeRequestAcknowledgementBatch,
   encodeShareAcknowledgeRequest,
-} from './requests.js'
+} from './apis/share-acknowledge.js'

@@ -3,7 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports ShareAcknowledgeResponse's names.
+// The code is in apis/share-acknowledge.ts; this module only re-exports ShareAcknowledgeResponse's names.
 
 export type {
   ShareAcknowledgeResponse,
@@ -11,7 +11,7 @@ export type {
   ShareAcknowledgeResponsePartitionData,
   ShareAcknowledgeResponseLeaderIdAndEpoch,
   ShareAcknowledgeResponseNodeEndpoint,
-} from './responses.js'
+} from './apis/share-acknowledge.js'
 export {
   decodeShareAcknowledgeResponse,
   defaultShareAcknowledgeResponse,
@@ -20,4 +20,4 @@ export {
   defaultShareAcknowledgeResponseLeaderIdAndEpoch,
   defaultShareAcknowledgeResponseNodeEndpoint,
   encodeShareAcknowledgeResponse,
-} from './responses.js'
+} from './apis/share-acknowledge.js'

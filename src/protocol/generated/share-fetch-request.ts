@@ -3,7 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports ShareFetchRequest's names.
+// The code is in apis/share-fetch.ts; this module only re-exports ShareFetchRequest's names.
 
 export type {
   ShareFetchRequest,
@@ -11,7 +11,7 @@ export type {
   ShareFetchRequestFetchPartition,
   ShareFetchRequestAcknowledgementBatch,
   ShareFetchRequestForgottenTopic,
-} from './requests.js'
+} from './apis/share-fetch.js'
 export {
   decodeShareFetchRequest,
   defaultShareFetchRequest,
@@ -20,4 +20,4 @@ export {
   defaultShareFetchRequestAcknowledgementBatch,
   defaultShareFetchRequestForgottenTopic,
   encodeShareFetchRequest,
-} from './requests.js'
+} from './apis/share-fetch.js'

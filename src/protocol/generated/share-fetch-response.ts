@@ -3,7 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports ShareFetchResponse's names.
+// The code is in apis/share-fetch.ts; this module only re-exports ShareFetchResponse's names.
 
 export type {
   ShareFetchResponse,
@@ -12,7 +12,7 @@ export type {
   ShareFetchResponseLeaderIdAndEpoch,
   ShareFetchResponseAcquiredRecords,
   ShareFetchResponseNodeEndpoint,
-} from './responses.js'
+} from './apis/share-fetch.js'
 export {
   decodeShareFetchResponse,
   defaultShareFetchResponse,
@@ -22,4 +22,4 @@ export {
   defaultShareFetchResponseAcquiredRecords,
   defaultShareFetchResponseNodeEndpoint,
   encodeShareFetchResponse,
-} from './responses.js'
+} from './apis/share-fetch.js'

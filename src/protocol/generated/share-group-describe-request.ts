@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports ShareGroupDescribeRequest's names.
+// The code is in apis/share-group-describe.ts; this module only re-exports ShareGroupDescribeRequest's names.
 
-export type { ShareGroupDescribeRequest } from './requests.js'
+export type { ShareGroupDescribeRequest } from './apis/share-group-describe.js'
 export {
   decodeShareGroupDescribeRequest,
   defaultShareGroupDescribeRequest,
   encodeShareGroupDescribeRequest,
-} from './requests.js'
+} from './apis/share-group-describe.js'

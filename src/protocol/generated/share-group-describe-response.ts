@@ -3,7 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports ShareGroupDescribeResponse's names.
+// The code is in apis/share-group-describe.ts; this module only re-exports ShareGroupDescribeResponse's names.
 
 export type {
   ShareGroupDescribeResponse,
@@ -11,7 +11,7 @@ export type {
   ShareGroupDescribeResponseMember,
   ShareGroupDescribeResponseAssignment,
   ShareGroupDescribeResponseTopicPartitions,
-} from './responses.js'
+} from './apis/share-group-describe.js'
 export {
   decodeShareGroupDescribeResponse,
   defaultShareGroupDescribeResponse,
@@ -20,4 +20,4 @@ export {
   defaultShareGroupDescribeResponseAssignment,
   defaultShareGroupDescribeResponseTopicPartitions,
   encodeShareGroupDescribeResponse,
-} from './responses.js'
+} from './apis/share-group-describe.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports ShareGroupHeartbeatRequest's names.
+// The code is in apis/share-group-heartbeat.ts; this module only re-exports ShareGroupHeartbeatRequest's names.
 
-export type { ShareGroupHeartbeatRequest } from './requests.js'
+export type { ShareGroupHeartbeatRequest } from './apis/share-group-heartbeat.js'
 export {
   decodeShareGroupHeartbeatRequest,
   defaultShareGroupHeartbeatRequest,
   encodeShareGroupHeartbeatRequest,
-} from './requests.js'
+} from './apis/share-group-heartbeat.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports ShareGroupHeartbeatResponse's names.
+// The code is in apis/share-group-heartbeat.ts; this module only re-exports ShareGroupHeartbeatResponse's names.
 
 export type {
   ShareGroupHeartbeatResponse,
   ShareGroupHeartbeatResponseAssignment,
   ShareGroupHeartbeatResponseTopicPartitions,
-} from './responses.js'
+} from './apis/share-group-heartbeat.js'
 export {
   decodeShareGroupHeartbeatResponse,
   defaultShareGroupHeartbeatResponse,
   defaultShareGroupHeartbeatResponseAssignment,
   defaultShareGroupHeartbeatResponseTopicPartitions,
   encodeShareGroupHeartbeatResponse,
-} from './responses.js'
+} from './apis/share-group-heartbeat.js'

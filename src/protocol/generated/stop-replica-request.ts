@@ -3,7 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports StopReplicaRequest's names.
+// The code is in apis/stop-replica.ts; this module only re-exports StopReplicaRequest's names.
 
 export type {
   StopReplicaRequest,
@@ -11,7 +11,7 @@ export type {
   StopReplicaRequestStopReplicaTopicV1,
   StopReplicaRequestStopReplicaTopicState,
   StopReplicaRequestStopReplicaPartitionState,
-} from './requests.js'
+} from './apis/stop-replica.js'
 export {
   decodeStopReplicaRequest,
   defaultStopReplicaRequest,
@@ -20,4 +20,4 @@ export {
   defaultStopReplicaRequestStopReplicaTopicState,
   defaultStopReplicaRequestStopReplicaPartitionState,
   encodeStopReplicaRequest,
-} from './requests.js'
+} from './apis/stop-replica.js'

@@ -3,12 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports StopReplicaResponse's names.
+// The code is in apis/stop-replica.ts; this module only re-exports StopReplicaResponse's names.
 
-export type { StopReplicaResponse, StopReplicaResponseStopReplicaPartitionError } from './responses.js'
+export type {
+  StopReplicaResponse,
+  StopReplicaResponseStopReplicaPartitionError,
+} from './apis/stop-replica.js'
 export {
   decodeStopReplicaResponse,
   defaultStopReplicaResponse,
   defaultStopReplicaResponseStopReplicaPartitionError,
   encodeStopReplicaResponse,
-} from './responses.js'
+} from './apis/stop-replica.js'

@@ -3,12 +3,12 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports SyncGroupRequest's names.
+// The code is in apis/sync-group.ts; this module only re-exports SyncGroupRequest's names.
 
-export type { SyncGroupRequest, SyncGroupRequestSyncGroupRequestAssignment } from './requests.js'
+export type { SyncGroupRequest, SyncGroupRequestSyncGroupRequestAssignment } from './apis/sync-group.js'
 export {
   decodeSyncGroupRequest,
   defaultSyncGroupRequest,
   defaultSyncGroupRequestSyncGroupRequestAssignment,
   encodeSyncGroupRequest,
-} from './requests.js'
+} from './apis/sync-group.js'

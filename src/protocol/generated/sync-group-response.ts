@@ -3,7 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports SyncGroupResponse's names.
+// The code is in apis/sync-group.ts; this module only re-exports SyncGroupResponse's names.
 
-export type { SyncGroupResponse } from './responses.js'
-export { decodeSyncGroupResponse, defaultSyncGroupResponse, encodeSyncGroupResponse } from './responses.js'
+export type { SyncGroupResponse } from './apis/sync-group.js'
+export {
+  decodeSyncGroupResponse,
+  defaultSyncGroupResponse,
+  encodeSyncGroupResponse,
+} from './apis/sync-group.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports TxnOffsetCommitRequest's names.
+// The code is in apis/txn-offset-commit.ts; this module only re-exports TxnOffsetCommitRequest's names.
 
 export type {
   TxnOffsetCommitRequest,
   TxnOffsetCommitRequestTxnOffsetCommitRequestTopic,
   TxnOffsetCommitRequestTxnOffsetCommitRequestPartition,
-} from './requests.js'
+} from './apis/txn-offset-commit.js'
 export {
   decodeTxnOffsetCommitRequest,
   defaultTxnOffsetCommitRequest,
   defaultTxnOffsetCommitRequestTxnOffsetCommitRequestTopic,
   defaultTxnOffsetCommitRequestTxnOffsetCommitRequestPartition,
   encodeTxnOffsetCommitRequest,
-} from './requests.js'
+} from './apis/txn-offset-commit.js'

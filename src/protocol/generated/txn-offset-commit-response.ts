@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports TxnOffsetCommitResponse's names.
+// The code is in apis/txn-offset-commit.ts; this module only re-exports TxnOffsetCommitResponse's names.
 
 export type {
   TxnOffsetCommitResponse,
   TxnOffsetCommitResponseTxnOffsetCommitResponseTopic,
   TxnOffsetCommitResponseTxnOffsetCommitResponsePartition,
-} from './responses.js'
+} from './apis/txn-offset-commit.js'
 export {
   decodeTxnOffsetCommitResponse,
   defaultTxnOffsetCommitResponse,
   defaultTxnOffsetCommitResponseTxnOffsetCommitResponseTopic,
   defaultTxnOffsetCommitResponseTxnOffsetCommitResponsePartition,
   encodeTxnOffsetCommitResponse,
-} from './responses.js'
+} from './apis/txn-offset-commit.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports UnregisterBrokerRequest's names.
+// The code is in apis/unregister-broker.ts; this module only re-exports UnregisterBrokerRequest's names.
 
-export type { UnregisterBrokerRequest } from './requests.js'
+export type { UnregisterBrokerRequest } from './apis/unregister-broker.js'
 export {
   decodeUnregisterBrokerRequest,
   defaultUnregisterBrokerRequest,
   encodeUnregisterBrokerRequest,
-} from './requests.js'
+} from './apis/unregister-broker.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports UnregisterBrokerResponse's names.
+// The code is in apis/unregister-broker.ts; this module only re-exports UnregisterBrokerResponse's names.
 
-export type { UnregisterBrokerResponse } from './responses.js'
+export type { UnregisterBrokerResponse } from './apis/unregister-broker.js'
 export {
   decodeUnregisterBrokerResponse,
   defaultUnregisterBrokerResponse,
   encodeUnregisterBrokerResponse,
-} from './responses.js'
+} from './apis/unregister-broker.js'

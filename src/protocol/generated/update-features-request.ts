@@ -3,12 +3,12 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports UpdateFeaturesRequest's names.
+// The code is in apis/update-features.ts; this module only re-exports UpdateFeaturesRequest's names.
 
-export type { UpdateFeaturesRequest, UpdateFeaturesRequestFeatureUpdateKey } from './requests.js'
+export type { UpdateFeaturesRequest, UpdateFeaturesRequestFeatureUpdateKey } from './apis/update-features.js'
 export {
   decodeUpdateFeaturesRequest,
   defaultUpdateFeaturesRequest,
   defaultUpdateFeaturesRequestFeatureUpdateKey,
   encodeUpdateFeaturesRequest,
-} from './requests.js'
+} from './apis/update-features.js'

@@ -3,12 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports UpdateFeaturesResponse's names.
+// The code is in apis/update-features.ts; this module only re-exports UpdateFeaturesResponse's names.
 
-export type { UpdateFeaturesResponse, UpdateFeaturesResponseUpdatableFeatureResult } from './responses.js'
+export type {
+  UpdateFeaturesResponse,
+  UpdateFeaturesResponseUpdatableFeatureResult,
+} from './apis/update-features.js'
 export {
   decodeUpdateFeaturesResponse,
   defaultUpdateFeaturesResponse,
   defaultUpdateFeaturesResponseUpdatableFeatureResult,
   encodeUpdateFeaturesResponse,
-} from './responses.js'
+} from './apis/update-features.js'

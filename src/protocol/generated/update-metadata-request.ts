@@ -3,7 +3,7 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports UpdateMetadataRequest's names.
+// The code is in apis/update-metadata.ts; this module only re-exports UpdateMetadataRequest's names.
 
 export type {
   UpdateMetadataRequest,
@@ -11,7 +11,7 @@ export type {
   UpdateMetadataRequestUpdateMetadataTopicState,
   UpdateMetadataRequestUpdateMetadataBroker,
   UpdateMetadataRequestUpdateMetadataEndpoint,
-} from './requests.js'
+} from './apis/update-metadata.js'
 export {
   decodeUpdateMetadataRequest,
   defaultUpdateMetadataRequest,
@@ -20,4 +20,4 @@ export {
   defaultUpdateMetadataRequestUpdateMetadataBroker,
   defaultUpdateMetadataRequestUpdateMetadataEndpoint,
   encodeUpdateMetadataRequest,
-} from './requests.js'
+} from './apis/update-metadata.js'

@@ -3,11 +3,11 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports UpdateMetadataResponse's names.
+// The code is in apis/update-metadata.ts; this module only re-exports UpdateMetadataResponse's names.
 
-export type { UpdateMetadataResponse } from './responses.js'
+export type { UpdateMetadataResponse } from './apis/update-metadata.js'
 export {
   decodeUpdateMetadataResponse,
   defaultUpdateMetadataResponse,
   encodeUpdateMetadataResponse,
-} from './responses.js'
+} from './apis/update-metadata.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports UpdateRaftVoterRequest's names.
+// The code is in apis/update-raft-voter.ts; this module only re-exports UpdateRaftVoterRequest's names.
 
 export type {
   UpdateRaftVoterRequest,
   UpdateRaftVoterRequestListener,
   UpdateRaftVoterRequestKRaftVersionFeature,
-} from './requests.js'
+} from './apis/update-raft-voter.js'
 export {
   decodeUpdateRaftVoterRequest,
   defaultUpdateRaftVoterRequest,
   defaultUpdateRaftVoterRequestListener,
   defaultUpdateRaftVoterRequestKRaftVersionFeature,
   encodeUpdateRaftVoterRequest,
-} from './requests.js'
+} from './apis/update-raft-voter.js'

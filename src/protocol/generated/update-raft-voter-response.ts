@@ -3,12 +3,15 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports UpdateRaftVoterResponse's names.
+// The code is in apis/update-raft-voter.ts; this module only re-exports UpdateRaftVoterResponse's names.
 
-export type { UpdateRaftVoterResponse, UpdateRaftVoterResponseCurrentLeader } from './responses.js'
+export type {
+  UpdateRaftVoterResponse,
+  UpdateRaftVoterResponseCurrentLeader,
+} from './apis/update-raft-voter.js'
 export {
   decodeUpdateRaftVoterResponse,
   defaultUpdateRaftVoterResponse,
   defaultUpdateRaftVoterResponseCurrentLeader,
   encodeUpdateRaftVoterResponse,
-} from './responses.js'
+} from './apis/update-raft-voter.js'

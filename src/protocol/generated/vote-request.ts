@@ -3,13 +3,13 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports VoteRequest's names.
+// The code is in apis/vote.ts; this module only re-exports VoteRequest's names.
 
-export type { VoteRequest, VoteRequestTopicData, VoteRequestPartitionData } from './requests.js'
+export type { VoteRequest, VoteRequestTopicData, VoteRequestPartitionData } from './apis/vote.js'
 export {
   decodeVoteRequest,
   defaultVoteRequest,
   defaultVoteRequestTopicData,
   defaultVoteRequestPartitionData,
   encodeVoteRequest,
-} from './requests.js'
+} from './apis/vote.js'

@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports VoteResponse's names.
+// The code is in apis/vote.ts; this module only re-exports VoteResponse's names.
 
 export type {
   VoteResponse,
   VoteResponseTopicData,
   VoteResponsePartitionData,
   VoteResponseNodeEndpoint,
-} from './responses.js'
+} from './apis/vote.js'
 export {
   decodeVoteResponse,
   defaultVoteResponse,
@@ -18,4 +18,4 @@ export {
   defaultVoteResponsePartitionData,
   defaultVoteResponseNodeEndpoint,
   encodeVoteResponse,
-} from './responses.js'
+} from './apis/vote.js'

@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports WriteShareGroupStateRequest's names.
+// The code is in apis/write-share-group-state.ts; this module only re-exports WriteShareGroupStateRequest's names.
 
 export type {
   WriteShareGroupStateRequest,
   WriteShareGroupStateRequestWriteStateData,
   WriteShareGroupStateRequestPartitionData,
   WriteShareGroupStateRequestStateBatch,
-} from './requests.js'
+} from './apis/write-share-group-state.js'
 export {
   decodeWriteShareGroupStateRequest,
   defaultWriteShareGroupStateRequest,
@@ -18,4 +18,4 @@ export {
   defaultWriteShareGroupStateRequestPartitionData,
   defaultWriteShareGroupStateRequestStateBatch,
   encodeWriteShareGroupStateRequest,
-} from './requests.js'
+} from './apis/write-share-group-state.js'

@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports WriteShareGroupStateResponse's names.
+// The code is in apis/write-share-group-state.ts; this module only re-exports WriteShareGroupStateResponse's names.
 
 export type {
   WriteShareGroupStateResponse,
   WriteShareGroupStateResponseWriteStateResult,
   WriteShareGroupStateResponsePartitionResult,
-} from './responses.js'
+} from './apis/write-share-group-state.js'
 export {
   decodeWriteShareGroupStateResponse,
   defaultWriteShareGroupStateResponse,
   defaultWriteShareGroupStateResponseWriteStateResult,
   defaultWriteShareGroupStateResponsePartitionResult,
   encodeWriteShareGroupStateResponse,
-} from './responses.js'
+} from './apis/write-share-group-state.js'

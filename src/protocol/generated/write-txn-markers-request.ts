@@ -3,17 +3,17 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in requests.ts; this module only re-exports WriteTxnMarkersRequest's names.
+// The code is in apis/write-txn-markers.ts; this module only re-exports WriteTxnMarkersRequest's names.
 
 export type {
   WriteTxnMarkersRequest,
   WriteTxnMarkersRequestWritableTxnMarker,
   WriteTxnMarkersRequestWritableTxnMarkerTopic,
-} from './requests.js'
+} from './apis/write-txn-markers.js'
 export {
   decodeWriteTxnMarkersRequest,
   defaultWriteTxnMarkersRequest,
   defaultWriteTxnMarkersRequestWritableTxnMarker,
   defaultWriteTxnMarkersRequestWritableTxnMarkerTopic,
   encodeWriteTxnMarkersRequest,
-} from './requests.js'
+} from './apis/write-txn-markers.js'

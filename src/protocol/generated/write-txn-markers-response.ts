@@ -3,14 +3,14 @@
 // The message definitions come from Apache Kafka (https://kafka.apache.org), licensed under the
 // Apache License, Version 2.0; see protocol-schemas/LICENSE and protocol-schemas/NOTICE.
 
-// The code is in responses.ts; this module only re-exports WriteTxnMarkersResponse's names.
+// The code is in apis/write-txn-markers.ts; this module only re-exports WriteTxnMarkersResponse's names.
 
 export type {
   WriteTxnMarkersResponse,
   WriteTxnMarkersResponseWritableTxnMarkerResult,
   WriteTxnMarkersResponseWritableTxnMarkerTopicResult,
   WriteTxnMarkersResponseWritableTxnMarkerPartitionResult,
-} from './responses.js'
+} from './apis/write-txn-markers.js'
 export {
   decodeWriteTxnMarkersResponse,
   defaultWriteTxnMarkersResponse,
@@ -18,4 +18,4 @@ export {
   defaultWriteTxnMarkersResponseWritableTxnMarkerTopicResult,
   defaultWriteTxnMarkersResponseWritableTxnMarkerPartitionResult,
   encodeWriteTxnMarkersResponse,
-} from './responses.js'
+} from './apis/write-txn-markers.js'

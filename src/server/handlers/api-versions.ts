@@ -7,12 +7,8 @@
  * and version, and adds feature tags (tidelog advertises no features).
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
-import {
-  ApiKey,
-  type ApiVersionsRequest,
-  type ApiVersionsResponse,
-  defaultApiVersionsResponse,
-} from '../../protocol/generated/index.js'
+import { defaultApiVersionsResponse } from '../../protocol/generated/api-versions-response.js'
+import { ApiKey, type ApiVersionsRequest, type ApiVersionsResponse } from '../../protocol/generated/index.js'
 import type { ApiHandler } from './registry.js'
 
 export const apiVersionsHandler: ApiHandler<ApiVersionsRequest, ApiVersionsResponse> = {

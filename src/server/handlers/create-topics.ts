@@ -18,12 +18,12 @@
 import type { ClusterImage, TopicImage } from '../../metadata/cluster-image.js'
 import { resolveTopicConfig } from '../../metadata/topic-config.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
+import { defaultCreateTopicsResponseCreatableTopicResult } from '../../protocol/generated/create-topics-response.js'
 import {
   ApiKey,
   type CreateTopicsRequest,
   type CreateTopicsResponse,
   type CreateTopicsResponseCreatableTopicResult,
-  defaultCreateTopicsResponseCreatableTopicResult,
 } from '../../protocol/generated/index.js'
 import { ZERO_UUID } from '../../protocol/primitives.js'
 import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'

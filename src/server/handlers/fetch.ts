@@ -20,9 +20,9 @@
 
 import { topicById } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
+import { defaultFetchResponsePartitionData } from '../../protocol/generated/fetch-response.js'
 import {
   ApiKey,
-  defaultFetchResponsePartitionData,
   type FetchRequest,
   type FetchResponse,
   type FetchResponseFetchableTopicResponse,

@@ -21,9 +21,12 @@ import {
   decodeRequestHeader,
   encodeResponseHeader,
 } from '../../../src/protocol/generated/headers-and-data.js'
-import { ApiKey, apis } from '../../../src/protocol/generated/index.js'
+import { ApiKey, apis, loadAllApiCodecs } from '../../../src/protocol/generated/index.js'
 import type { WriteTxnMarkersRequest } from '../../../src/protocol/generated/write-txn-markers-request.js'
 import { Reader, Writer } from '../../../src/protocol/primitives.js'
+
+// The tests below call the registry's codecs directly, which need them loaded.
+await loadAllApiCodecs()
 
 type Answer = ((topic: string, partition: number) => number) | 'drop'
 
