@@ -1314,7 +1314,9 @@ function main() {
       "// registry from index.js and an API's functions from the message's module, so that the\n" +
       '// bundle loads each API on first use.\n\n' +
       "export * from './index.js'\n" +
-      [...new Set(messages.filter(isApiMessage).map(apiModuleOf))].map((m) => `export * from './${m}.js'\n`).join(''),
+      [...new Set(messages.filter(isApiMessage).map(apiModuleOf))]
+        .map((m) => `export * from './${m}.js'\n`)
+        .join(''),
   )
   fs.mkdirSync(path.join(OUT_DIR, 'apis'), { recursive: true })
   for (const existing of fs.readdirSync(OUT_DIR, { recursive: true })) {
