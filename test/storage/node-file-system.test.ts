@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
-import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
+import { NodeFileSystem, nodeFileSystem } from '../../src/runtime/node-file-system.js'
+import { DEFAULT_SYNC_APPEND_OPTIONS, SyncAppendPolicy } from '../../src/runtime/sync-append-policy.js'
 import { withTempDir } from './helpers.js'
 
 describe('node file system handle', () => {
@@ -24,7 +26,8 @@ describe('node file system handle', () => {
   it('closes after the writes in flight, and refuses calls once closing', async () => {
     await withTempDir(async (dir) => {
       const path = join(dir, 'f')
-      const handle = await nodeFileSystem.open(path, 'w+')
+      const throughThePool = new SyncAppendPolicy({ ...DEFAULT_SYNC_APPEND_OPTIONS, maxBytes: 0 }, () => 0)
+      const handle = await new NodeFileSystem(throughThePool).open(path, 'w+')
       const chunk = Buffer.alloc(64 * 1024, 1)
       const writes = Array.from({ length: 16 }, (_, i) => handle.writev([chunk], i * chunk.length))
       const closed = handle.close()
@@ -33,6 +36,31 @@ describe('node file system handle', () => {
       assert.deepEqual(await Promise.all(writes), Array(16).fill(chunk.length))
       await closed
       assert.equal((await readFile(path)).length, 16 * chunk.length)
+    })
+  })
+
+  it('writes a small append before writev returns, and a stall sends the next ones to the pool', async () => {
+    await withTempDir(async (dir) => {
+      const path = join(dir, 'f')
+      let nowMs = 0
+      let writeTakesMs = 0
+      const policy = new SyncAppendPolicy(DEFAULT_SYNC_APPEND_OPTIONS, () => {
+        const t = nowMs
+        nowMs += writeTakesMs // every other reading is a write's end
+        return t
+      })
+      const handle = await new NodeFileSystem(policy).open(path, 'w+')
+      const written = handle.writev([Buffer.from('abc')], 0)
+      assert.equal(readFileSync(path, 'utf8'), 'abc', 'on disk before the promise settles')
+      assert.equal(await written, 3)
+      writeTakesMs = 5
+      assert.equal(await handle.writev([Buffer.from('d')], 3), 1)
+      assert.equal(policy.stalls, 1)
+      writeTakesMs = 0
+      assert.equal(policy.startSync(1), undefined, 'paused after the stall')
+      assert.equal(await handle.writev([Buffer.from('e')], 4), 1)
+      await handle.close()
+      assert.equal(await readFile(path, 'utf8'), 'abcde')
     })
   })
 })
