@@ -46,7 +46,9 @@ const SIZE = {
   steadySeconds: quick ? 2 : 4,
   steadyRuns: quick ? 2 : 4,
   catchUpMiB: quick ? 24 : 96,
-  rf1Records: quick ? 50_000 : 250_000,
+  // 500,000 records (about 0.5-1 s to consume): over 250,000 the consume figure was mostly how
+  // the machine scheduled two processes in a third of a second (docs/performance.md).
+  rf1Records: quick ? 50_000 : 500_000,
   topicAgeMs: 5000,
 }
 const RECORD_BYTES = 1024
