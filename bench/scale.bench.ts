@@ -18,12 +18,14 @@
  *   node --expose-gc dist/bench/scale.bench.js [--partitions 10000] [--brokers 1] [--rf 1]
  *     [--sections create,metadata,idle,produce,restart,connections,groups] [--records 200000]
  *     [--connections 1000] [--groups 200] [--served-timeout-ms 50000] [--set key=value ...]
+ *     [--idle-cpu-prof FILE]
  *
  * --served-timeout-ms: how long past CreateTopics' answer to wait for every partition to be
  * served before giving up.
  */
 import { execFile, execFileSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { Session } from 'node:inspector'
 import { connect, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -33,6 +35,39 @@ import { Kafka, logLevel } from 'kafkajs'
 import { Admin } from '../src/client/admin.js'
 import { silentLogger } from '../src/common/logger.js'
 import { type Cluster, startCluster } from '../src/server/cluster.js'
+
+/** The followers' fetch requests and the partition entries they carried, summed over the brokers. */
+function fetchCounters(cluster: Cluster): { requests: number; full: number; partitions: number } {
+  let requests = 0
+  let full = 0
+  let partitionsSent = 0
+  for (const broker of cluster.brokers) {
+    requests += broker.replicaManager.fetcherStats.fetchRequests
+    full += broker.replicaManager.fetcherStats.fullFetches
+    partitionsSent += broker.replicaManager.fetcherStats.fetchPartitionsSent
+  }
+  return { requests, full, partitions: partitionsSent }
+}
+
+/** --idle-cpu-prof FILE: a CPU profile (.cpuprofile, for Chrome DevTools) of the idle section only. */
+async function startProfile(): Promise<{ stop(path: string): Promise<void> }> {
+  const session = new Session()
+  session.connect()
+  const post = (method: string, params?: object) =>
+    new Promise<unknown>((resolve, reject) =>
+      session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result))),
+    )
+  await post('Profiler.enable')
+  await post('Profiler.setSamplingInterval', { interval: 1000 })
+  await post('Profiler.start')
+  return {
+    async stop(path) {
+      const { profile } = (await post('Profiler.stop')) as { profile: unknown }
+      writeFileSync(path, JSON.stringify(profile))
+      session.disconnect()
+    },
+  }
+}
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const { values } = parseArgs({
@@ -47,6 +82,7 @@ const { values } = parseArgs({
     groups: { type: 'string', default: '200' },
     'served-timeout-ms': { type: 'string', default: '50000' },
     set: { type: 'string', multiple: true, default: [] },
+    'idle-cpu-prof': { type: 'string' },
   },
 })
 const partitions = positive('partitions')
@@ -245,6 +281,7 @@ async function main(): Promise<void> {
     row('start-up (empty)', `${startMs.toFixed(0)} ms`, `RSS ${mib(idle.rssBytes)}, ${idle.descriptors} fds`)
     const admin = new Admin({ bootstrapServers: cluster.bootstrapServers, requestTimeoutMs: 120000 })
     if (sections.has('create')) {
+      const fetchesAtStart = fetchCounters(cluster)
       const started = performance.now()
       await admin
         .createTopics([{ topic: TOPIC, numPartitions: partitions, replicationFactor }])
@@ -256,7 +293,12 @@ async function main(): Promise<void> {
       const createMs = performance.now() - started
       const loaded = memory()
       const replicas = partitions * replicationFactor
-      row(`CreateTopics ${partitions} partitions, all served`, `${createMs.toFixed(0)} ms`)
+      const fetches = fetchCounters(cluster)
+      row(
+        `CreateTopics ${partitions} partitions, all served`,
+        `${createMs.toFixed(0)} ms`,
+        `${fetches.requests - fetchesAtStart.requests} replica fetches (${fetches.full - fetchesAtStart.full} full) carrying ${fetches.partitions - fetchesAtStart.partitions} partitions`,
+      )
       row(
         '  memory per partition replica (RSS / heap)',
         `${((loaded.rssBytes - idle.rssBytes) / replicas / 1024).toFixed(1)} / ${((loaded.heapBytes - idle.heapBytes) / replicas / 1024).toFixed(1)} KiB`,
@@ -273,15 +315,19 @@ async function main(): Promise<void> {
     if (sections.has('idle')) {
       // Nothing produced or consumed: what the brokers spend keeping replicas in step (the
       // followers' fetch rounds, at least one per replica.fetch.wait.max.ms per fetcher).
+      const profiler = values['idle-cpu-prof'] === undefined ? null : await startProfile()
+      const fetchesBefore = fetchCounters(cluster)
       const before = process.cpuUsage()
       const started = performance.now()
       await new Promise((resolve) => setTimeout(resolve, 10000))
       const used = process.cpuUsage(before)
       const seconds = (performance.now() - started) / 1000
+      const fetchesAfter = fetchCounters(cluster)
+      if (profiler) await profiler.stop(values['idle-cpu-prof']!)
       row(
         `idle CPU with ${partitions} partitions`,
         `${((used.user + used.system) / 1e6 / seconds).toFixed(2)} core-s/s`,
-        'over 10 s, this process (every broker)',
+        `over 10 s, this process (every broker): ${((fetchesAfter.requests - fetchesBefore.requests) / seconds).toFixed(1)} replica fetches/s carrying ${((fetchesAfter.partitions - fetchesBefore.partitions) / seconds).toFixed(0)} partitions/s`,
       )
     }
     if (sections.has('produce')) {
