@@ -37,16 +37,45 @@ import { silentLogger } from '../src/common/logger.js'
 import { type Cluster, startCluster } from '../src/server/cluster.js'
 
 /** The followers' fetch requests and the partition entries they carried, summed over the brokers. */
-function fetchCounters(cluster: Cluster): { requests: number; full: number; partitions: number } {
+function fetchCounters(cluster: Cluster): {
+  requests: number
+  full: number
+  partitions: number
+  cut: number
+  refused: number
+  firstFetches: number
+  firstFetchWaitMsTotal: number
+  firstFetchWaitMsMax: number
+} {
   let requests = 0
   let full = 0
   let partitionsSent = 0
+  let cut = 0
+  let refused = 0
+  let firstFetches = 0
+  let firstFetchWaitMsTotal = 0
+  let firstFetchWaitMsMax = 0
   for (const broker of cluster.brokers) {
-    requests += broker.replicaManager.fetcherStats.fetchRequests
-    full += broker.replicaManager.fetcherStats.fullFetches
-    partitionsSent += broker.replicaManager.fetcherStats.fetchPartitionsSent
+    const stats = broker.replicaManager.fetcherStats
+    requests += stats.fetchRequests
+    full += stats.fullFetches
+    partitionsSent += stats.fetchPartitionsSent
+    cut += stats.pollsCut
+    refused += stats.sessionsRefused
+    firstFetches += stats.firstFetches
+    firstFetchWaitMsTotal += stats.firstFetchWaitMsTotal
+    firstFetchWaitMsMax = Math.max(firstFetchWaitMsMax, stats.firstFetchWaitMsMax)
   }
-  return { requests, full, partitions: partitionsSent }
+  return {
+    requests,
+    full,
+    partitions: partitionsSent,
+    cut,
+    refused,
+    firstFetches,
+    firstFetchWaitMsTotal,
+    firstFetchWaitMsMax,
+  }
 }
 
 /** --idle-cpu-prof FILE: a CPU profile (.cpuprofile, for Chrome DevTools) of the idle section only. */
@@ -83,6 +112,7 @@ const { values } = parseArgs({
     'served-timeout-ms': { type: 'string', default: '50000' },
     set: { type: 'string', multiple: true, default: [] },
     'idle-cpu-prof': { type: 'string' },
+    trace: { type: 'boolean', default: false },
   },
 })
 const partitions = positive('partitions')
@@ -141,12 +171,17 @@ async function metadataLatency(admin: Admin, samples: number): Promise<string> {
 }
 
 /** Waits until every partition has a serving leader; throws with the count served after `timeoutMs`. */
-async function waitAllServed(admin: Admin, timeoutMs = servedTimeoutMs): Promise<void> {
+async function waitAllServed(
+  admin: Admin,
+  timeoutMs = servedTimeoutMs,
+  progress?: (served: number) => void,
+): Promise<void> {
   const deadline = performance.now() + timeoutMs
   for (;;) {
     const [topic] = await admin.describeTopics([TOPIC])
     const served = topic.partitions.filter((p) => p.errorCode === 0).length
     if (topic.partitions.length === partitions && served === partitions) return
+    if (progress !== undefined) progress(served)
     if (performance.now() > deadline) {
       const errors = new Map<number, number>()
       for (const p of topic.partitions) errors.set(p.errorCode, (errors.get(p.errorCode) ?? 0) + 1)
@@ -283,13 +318,33 @@ async function main(): Promise<void> {
     if (sections.has('create')) {
       const fetchesAtStart = fetchCounters(cluster)
       const started = performance.now()
+      // --trace: every 2 s, the partitions served so far, the CPU and the replica fetches.
+      let served = 0
+      let lastTrace = { ms: started, cpu: process.cpuUsage(), fetches: fetchesAtStart }
+      const tracer = !values.trace
+        ? undefined
+        : setInterval(() => {
+            const ms = performance.now()
+            const cpu = process.cpuUsage(lastTrace.cpu)
+            const f = fetchCounters(cluster)
+            const was = lastTrace.fetches
+            console.log(
+              `  trace ${((ms - started) / 1000).toFixed(1)} s: ${served} served, ` +
+                `${((cpu.user + cpu.system) / 1000 / (ms - lastTrace.ms)).toFixed(2)} core, ` +
+                `${f.requests - was.requests} fetches (${f.full - was.full} full, ${f.cut - was.cut} polls cut, ` +
+                `${f.refused - was.refused} without session) carrying ${f.partitions - was.partitions}`,
+            )
+            lastTrace = { ms, cpu: process.cpuUsage(), fetches: f }
+          }, 2000)
       await admin
         .createTopics([{ topic: TOPIC, numPartitions: partitions, replicationFactor }])
         .catch((error) => {
           // Past the request's 30 s the answer is REQUEST_TIMED_OUT: then wait for the leaders here.
           if ((error as { errorCode?: number }).errorCode !== 7) throw error
         })
-      await waitAllServed(admin)
+      await waitAllServed(admin, servedTimeoutMs, (count) => {
+        served = count
+      }).finally(() => clearInterval(tracer))
       const createMs = performance.now() - started
       const loaded = memory()
       const replicas = partitions * replicationFactor
@@ -297,7 +352,14 @@ async function main(): Promise<void> {
       row(
         `CreateTopics ${partitions} partitions, all served`,
         `${createMs.toFixed(0)} ms`,
-        `${fetches.requests - fetchesAtStart.requests} replica fetches (${fetches.full - fetchesAtStart.full} full) carrying ${fetches.partitions - fetchesAtStart.partitions} partitions`,
+        `${fetches.requests - fetchesAtStart.requests} replica fetches (${fetches.full - fetchesAtStart.full} full, ` +
+          `${fetches.cut - fetchesAtStart.cut} long polls cut) carrying ${fetches.partitions - fetchesAtStart.partitions} partitions`,
+      )
+      const firstFetches = fetches.firstFetches - fetchesAtStart.firstFetches
+      row(
+        '  partition followed until a fetch carries it',
+        `${((fetches.firstFetchWaitMsTotal - fetchesAtStart.firstFetchWaitMsTotal) / Math.max(1, firstFetches)).toFixed(0)} ms mean`,
+        `max ${fetches.firstFetchWaitMsMax.toFixed(0)} ms over ${firstFetches} follower replicas`,
       )
       row(
         '  memory per partition replica (RSS / heap)',

@@ -73,6 +73,10 @@ interface Followed {
   errors?: number
   /** The backoff is the short one of a leader catching up: its end cuts a long poll short. */
   shortBackoff?: boolean
+  /** When follow() added it (monotonic ms), for FetcherStats' time until its first fetch. */
+  addedMs?: number
+  /** Whether a fetch has carried it yet. */
+  sent?: boolean
 }
 
 /**
@@ -117,6 +121,14 @@ export interface FetcherStats {
   fetchPartitionsSent: number
   /** Of those requests, the full ones (opening a fetch session). */
   fullFetches: number
+  /** Long polls cut short for a partition that became ready (see LeaderFetcher.wake). */
+  pollsCut: number
+  /** Fetches the leader refused for their session (evicted, out of step) or answered without one. */
+  sessionsRefused: number
+  /** Partitions followed that a fetch has carried since, and their total and longest wait for it. */
+  firstFetches: number
+  firstFetchWaitMsTotal: number
+  firstFetchWaitMsMax: number
 }
 
 export class ReplicaFetcherManager {
@@ -127,6 +139,11 @@ export class ReplicaFetcherManager {
     fetchRequests: 0,
     fetchPartitionsSent: 0,
     fullFetches: 0,
+    pollsCut: 0,
+    sessionsRefused: 0,
+    firstFetches: 0,
+    firstFetchWaitMsTotal: 0,
+    firstFetchWaitMsMax: 0,
   }
 
   constructor(private readonly settings: FetcherSettings) {}
@@ -143,7 +160,13 @@ export class ReplicaFetcherManager {
       this.fetchers.set(leaderId, fetcher)
     }
     this.leaderOf.set(key, leaderId)
-    fetcher.add(key, { partition, leaderEpoch, truncated: false, backoffUntilMs: 0 })
+    fetcher.add(key, {
+      partition,
+      leaderEpoch,
+      truncated: false,
+      backoffUntilMs: 0,
+      addedMs: this.settings.clock.monotonicMs(),
+    })
   }
 
   unfollow(partition: Partition): void {
@@ -231,6 +254,7 @@ export class LeaderFetcher {
   private interrupt(): void {
     if (this.polling === null || this.interrupted) return
     this.interrupted = true
+    this.stats.pollsCut++
     this.polling.close()
     if (this.client === this.polling) this.client = null
     this.polling = null
@@ -471,6 +495,13 @@ export class LeaderFetcher {
     const ready = new Map<string, SessionEntry<Followed>>()
     for (const [key, f] of this.partitions) {
       if (!f.truncated || f.backoffUntilMs > now) continue
+      if (f.sent !== true) {
+        f.sent = true
+        const waitedMs = now - (f.addedMs ?? now)
+        this.stats.firstFetches++
+        this.stats.firstFetchWaitMsTotal += waitedMs
+        this.stats.firstFetchWaitMsMax = Math.max(this.stats.firstFetchWaitMsMax, waitedMs)
+      }
       ready.set(key, {
         topic: f.partition.topic,
         topicId: f.partition.id.topicId,
@@ -545,6 +576,7 @@ export class LeaderFetcher {
       this.wakeTimer?.cancel()
       this.wakeTimer = null
     }
+    if (response.errorCode !== ErrorCode.NONE || response.sessionId === 0) this.stats.sessionsRefused++
     if (!this.session.handleResponse(response.errorCode, response.sessionId)) {
       // A session error (evicted, or out of step) costs one round trip: the next fetch is
       // full at once. Any other top-level error backs off as when nothing is ready.
