@@ -99,9 +99,13 @@ const CATCHING_UP_BACKOFF = new ExponentialBackoff({ initialMs: 5, maxMs: 1000 }
 const CATCHING_UP_MAX_ERRORS = 8
 /**
  * How long a poll runs at least, per partition it carries, before a partition that became
- * ready cuts it short (see LeaderFetcher.wake): 3,333 partitions, 167 ms; 10, 1 ms.
+ * ready cuts it short (see LeaderFetcher.wake): 3,333 partitions, 667 ms (so never: the
+ * poll ends first); 1,000, 200 ms; 10, 5 ms (WAKE_INTERVAL_MIN_MS). It is also the wait of
+ * the polls sent while partitions keep becoming ready (see LeaderFetcher.pollWaitMs).
  */
 const WAKE_INTERVAL_PER_PARTITION_MS = 0.2
+/** The least of that interval: a fetcher of a few partitions does not spin on empty answers. */
+const WAKE_INTERVAL_MIN_MS = 5
 
 function keyOf(partition: Partition): string {
   return `${partition.topic}\u0000${partition.partition}`
@@ -201,6 +205,10 @@ export class LeaderFetcher {
   private pollSentMs = 0
   /** A wake-up waiting for the poll in flight to have run its minimum time (see wake). */
   private wakeTimer: TimerHandle | null = null
+  /** The maxWaitMs of the poll in flight. */
+  private pollMaxWaitMs = 0
+  /** When a partition last became ready to fetch (added, or its short backoff ended; monotonic ms). */
+  private lastReadyMs = Number.NEGATIVE_INFINITY
   private readonly session = new FetchSessionHandler<Followed>()
 
   constructor(
@@ -216,8 +224,30 @@ export class LeaderFetcher {
 
   add(key: string, followed: Followed): void {
     this.partitions.set(key, followed)
+    this.lastReadyMs = this.settings.clock.monotonicMs()
     if (!this.running) this.start()
     else this.wake()
+  }
+
+  /** The poll interval of a burst, and the least time a long poll runs before it is cut. */
+  private cutIntervalMs(): number {
+    return Math.max(WAKE_INTERVAL_MIN_MS, Math.ceil(this.partitions.size * WAKE_INTERVAL_PER_PARTITION_MS))
+  }
+
+  /**
+   * The next fetch's maxWaitMs: replica.fetch.wait.max.ms, except while partitions keep
+   * becoming ready (within the last replica.fetch.wait.max.ms), as when a topic of
+   * thousands of partitions is created and its logs are added one by one for seconds. Then
+   * the polls are short (cutIntervalMs) and end by themselves: a partition that becomes
+   * ready waits at most that long, as with a cut, and joins the next incremental fetch,
+   * while a cut closes the connection, which ends the fetch session: the fetch after it is
+   * full. Cutting the long polls of such a burst cost a full fetch per cut, 1,000 partitions
+   * each way (2,000-5,000 of them for a topic of 3,000 at RF 3, on main and with sessions).
+   */
+  private pollWaitMs(now: number): number {
+    const max = this.settings.fetchWaitMaxMs
+    if (now - this.lastReadyMs >= max) return max
+    return Math.min(max, this.cutIntervalMs())
   }
 
   /**
@@ -226,20 +256,23 @@ export class LeaderFetcher {
    * long poll to end (replica.fetch.wait.max.ms) while the leader takes writes for it, and
    * a burst into a new topic would end with no follower caught up. One connection carries
    * the fetches and answers in order, so the long poll is cut by closing the connection;
-   * nothing of it was applied, and the next fetch, at once, carries every partition.
+   * nothing of it was applied, and the next fetch, at once, carries every partition (the
+   * session is gone with the connection).
    */
   private wake(): void {
     this.wakeSleep?.()
+    this.lastReadyMs = this.settings.clock.monotonicMs()
     if (this.polling === null || this.interrupted || this.wakeTimer !== null) return
     // The fetch that replaces the poll carries every partition, O(partitions) for both
     // brokers: cut polls at most once per interval growing with the partitions carried, or
     // the N partitions a new topic adds one by one (as their logs are created) cost N full
     // fetches each (3,955 fetches of up to 1,000 partitions for a topic of 3,000 at RF 3).
+    // A poll that ends by itself by then (a short one of a burst, see pollWaitMs) is left to
+    // end: the next fetch, incremental, carries the partition.
+    const intervalMs = this.cutIntervalMs()
+    if (this.pollMaxWaitMs <= intervalMs) return
     const sinceSentMs = this.settings.clock.monotonicMs() - this.pollSentMs
-    const waitMs = Math.min(
-      this.settings.fetchWaitMaxMs,
-      Math.ceil(this.partitions.size * WAKE_INTERVAL_PER_PARTITION_MS) - sinceSentMs,
-    )
+    const waitMs = Math.min(this.settings.fetchWaitMaxMs, intervalMs - sinceSentMs)
     if (waitMs <= 0) {
       this.interrupt()
       return
@@ -517,13 +550,14 @@ export class LeaderFetcher {
     }
     if (ready.size === 0) return false
     const fetch = this.session.build(ready)
+    const maxWaitMs = this.pollWaitMs(now)
     const request: FetchRequest = {
       ...defaultFetchRequest(),
       replicaState: {
         replicaId: this.settings.nodeId,
         replicaEpoch: BigInt(this.settings.brokerEpoch?.() ?? -1),
       },
-      maxWaitMs: this.settings.fetchWaitMaxMs,
+      maxWaitMs,
       minBytes: this.settings.fetchMinBytes,
       maxBytes: this.settings.fetchResponseMaxBytes,
       isolationLevel: 0,
@@ -551,6 +585,7 @@ export class LeaderFetcher {
     }
     this.polling = client
     this.pollSentMs = now
+    this.pollMaxWaitMs = maxWaitMs
     this.interrupted = false
     // A partition whose short backoff ends during this long poll joins the next fetch at once.
     const backoffRemainingMs = this.shortBackoffRemainingMs(now)
