@@ -18,12 +18,14 @@
  *   node --expose-gc dist/bench/scale.bench.js [--partitions 10000] [--brokers 1] [--rf 1]
  *     [--sections create,metadata,idle,produce,restart,connections,groups] [--records 200000]
  *     [--connections 1000] [--groups 200] [--served-timeout-ms 50000] [--set key=value ...]
+ *     [--idle-cpu-prof FILE]
  *
  * --served-timeout-ms: how long past CreateTopics' answer to wait for every partition to be
  * served before giving up.
  */
 import { execFile, execFileSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { Session } from 'node:inspector'
 import { connect, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -33,6 +35,68 @@ import { Kafka, logLevel } from 'kafkajs'
 import { Admin } from '../src/client/admin.js'
 import { silentLogger } from '../src/common/logger.js'
 import { type Cluster, startCluster } from '../src/server/cluster.js'
+
+/** The followers' fetch requests and the partition entries they carried, summed over the brokers. */
+function fetchCounters(cluster: Cluster): {
+  requests: number
+  full: number
+  partitions: number
+  cut: number
+  refused: number
+  firstFetches: number
+  firstFetchWaitMsTotal: number
+  firstFetchWaitMsMax: number
+} {
+  let requests = 0
+  let full = 0
+  let partitionsSent = 0
+  let cut = 0
+  let refused = 0
+  let firstFetches = 0
+  let firstFetchWaitMsTotal = 0
+  let firstFetchWaitMsMax = 0
+  for (const broker of cluster.brokers) {
+    const stats = broker.replicaManager.fetcherStats
+    requests += stats.fetchRequests
+    full += stats.fullFetches
+    partitionsSent += stats.fetchPartitionsSent
+    cut += stats.pollsCut
+    refused += stats.sessionsRefused
+    firstFetches += stats.firstFetches
+    firstFetchWaitMsTotal += stats.firstFetchWaitMsTotal
+    firstFetchWaitMsMax = Math.max(firstFetchWaitMsMax, stats.firstFetchWaitMsMax)
+  }
+  return {
+    requests,
+    full,
+    partitions: partitionsSent,
+    cut,
+    refused,
+    firstFetches,
+    firstFetchWaitMsTotal,
+    firstFetchWaitMsMax,
+  }
+}
+
+/** --idle-cpu-prof FILE: a CPU profile (.cpuprofile, for Chrome DevTools) of the idle section only. */
+async function startProfile(): Promise<{ stop(path: string): Promise<void> }> {
+  const session = new Session()
+  session.connect()
+  const post = (method: string, params?: object) =>
+    new Promise<unknown>((resolve, reject) =>
+      session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result))),
+    )
+  await post('Profiler.enable')
+  await post('Profiler.setSamplingInterval', { interval: 1000 })
+  await post('Profiler.start')
+  return {
+    async stop(path) {
+      const { profile } = (await post('Profiler.stop')) as { profile: unknown }
+      writeFileSync(path, JSON.stringify(profile))
+      session.disconnect()
+    },
+  }
+}
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const { values } = parseArgs({
@@ -47,6 +111,8 @@ const { values } = parseArgs({
     groups: { type: 'string', default: '200' },
     'served-timeout-ms': { type: 'string', default: '50000' },
     set: { type: 'string', multiple: true, default: [] },
+    'idle-cpu-prof': { type: 'string' },
+    trace: { type: 'boolean', default: false },
   },
 })
 const partitions = positive('partitions')
@@ -105,12 +171,17 @@ async function metadataLatency(admin: Admin, samples: number): Promise<string> {
 }
 
 /** Waits until every partition has a serving leader; throws with the count served after `timeoutMs`. */
-async function waitAllServed(admin: Admin, timeoutMs = servedTimeoutMs): Promise<void> {
+async function waitAllServed(
+  admin: Admin,
+  timeoutMs = servedTimeoutMs,
+  progress?: (served: number) => void,
+): Promise<void> {
   const deadline = performance.now() + timeoutMs
   for (;;) {
     const [topic] = await admin.describeTopics([TOPIC])
     const served = topic.partitions.filter((p) => p.errorCode === 0).length
     if (topic.partitions.length === partitions && served === partitions) return
+    if (progress !== undefined) progress(served)
     if (performance.now() > deadline) {
       const errors = new Map<number, number>()
       for (const p of topic.partitions) errors.set(p.errorCode, (errors.get(p.errorCode) ?? 0) + 1)
@@ -245,18 +316,51 @@ async function main(): Promise<void> {
     row('start-up (empty)', `${startMs.toFixed(0)} ms`, `RSS ${mib(idle.rssBytes)}, ${idle.descriptors} fds`)
     const admin = new Admin({ bootstrapServers: cluster.bootstrapServers, requestTimeoutMs: 120000 })
     if (sections.has('create')) {
+      const fetchesAtStart = fetchCounters(cluster)
       const started = performance.now()
+      // --trace: every 2 s, the partitions served so far, the CPU and the replica fetches.
+      let served = 0
+      let lastTrace = { ms: started, cpu: process.cpuUsage(), fetches: fetchesAtStart }
+      const tracer = !values.trace
+        ? undefined
+        : setInterval(() => {
+            const ms = performance.now()
+            const cpu = process.cpuUsage(lastTrace.cpu)
+            const f = fetchCounters(cluster)
+            const was = lastTrace.fetches
+            console.log(
+              `  trace ${((ms - started) / 1000).toFixed(1)} s: ${served} served, ` +
+                `${((cpu.user + cpu.system) / 1000 / (ms - lastTrace.ms)).toFixed(2)} core, ` +
+                `${f.requests - was.requests} fetches (${f.full - was.full} full, ${f.cut - was.cut} polls cut, ` +
+                `${f.refused - was.refused} without session) carrying ${f.partitions - was.partitions}`,
+            )
+            lastTrace = { ms, cpu: process.cpuUsage(), fetches: f }
+          }, 2000)
       await admin
         .createTopics([{ topic: TOPIC, numPartitions: partitions, replicationFactor }])
         .catch((error) => {
           // Past the request's 30 s the answer is REQUEST_TIMED_OUT: then wait for the leaders here.
           if ((error as { errorCode?: number }).errorCode !== 7) throw error
         })
-      await waitAllServed(admin)
+      await waitAllServed(admin, servedTimeoutMs, (count) => {
+        served = count
+      }).finally(() => clearInterval(tracer))
       const createMs = performance.now() - started
       const loaded = memory()
       const replicas = partitions * replicationFactor
-      row(`CreateTopics ${partitions} partitions, all served`, `${createMs.toFixed(0)} ms`)
+      const fetches = fetchCounters(cluster)
+      row(
+        `CreateTopics ${partitions} partitions, all served`,
+        `${createMs.toFixed(0)} ms`,
+        `${fetches.requests - fetchesAtStart.requests} replica fetches (${fetches.full - fetchesAtStart.full} full, ` +
+          `${fetches.cut - fetchesAtStart.cut} long polls cut) carrying ${fetches.partitions - fetchesAtStart.partitions} partitions`,
+      )
+      const firstFetches = fetches.firstFetches - fetchesAtStart.firstFetches
+      row(
+        '  partition followed until a fetch carries it',
+        `${((fetches.firstFetchWaitMsTotal - fetchesAtStart.firstFetchWaitMsTotal) / Math.max(1, firstFetches)).toFixed(0)} ms mean`,
+        `max ${fetches.firstFetchWaitMsMax.toFixed(0)} ms over ${firstFetches} follower replicas`,
+      )
       row(
         '  memory per partition replica (RSS / heap)',
         `${((loaded.rssBytes - idle.rssBytes) / replicas / 1024).toFixed(1)} / ${((loaded.heapBytes - idle.heapBytes) / replicas / 1024).toFixed(1)} KiB`,
@@ -273,15 +377,19 @@ async function main(): Promise<void> {
     if (sections.has('idle')) {
       // Nothing produced or consumed: what the brokers spend keeping replicas in step (the
       // followers' fetch rounds, at least one per replica.fetch.wait.max.ms per fetcher).
+      const profiler = values['idle-cpu-prof'] === undefined ? null : await startProfile()
+      const fetchesBefore = fetchCounters(cluster)
       const before = process.cpuUsage()
       const started = performance.now()
       await new Promise((resolve) => setTimeout(resolve, 10000))
       const used = process.cpuUsage(before)
       const seconds = (performance.now() - started) / 1000
+      const fetchesAfter = fetchCounters(cluster)
+      if (profiler) await profiler.stop(values['idle-cpu-prof']!)
       row(
         `idle CPU with ${partitions} partitions`,
         `${((used.user + used.system) / 1e6 / seconds).toFixed(2)} core-s/s`,
-        'over 10 s, this process (every broker)',
+        `over 10 s, this process (every broker): ${((fetchesAfter.requests - fetchesBefore.requests) / seconds).toFixed(1)} replica fetches/s carrying ${((fetchesAfter.partitions - fetchesBefore.partitions) / seconds).toFixed(0)} partitions/s`,
       )
     }
     if (sections.has('produce')) {

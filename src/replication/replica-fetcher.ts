@@ -8,6 +8,10 @@
  * leader or a follower that took writes the new leader never had does not keep diverging
  * records. Then it fetches from its log end, appends what it gets with the leader's
  * offsets and epochs, and takes the leader's high watermark.
+ *
+ * Fetches go in an incremental fetch session (KIP-227, see fetch-session-handler.ts): once
+ * the leader holds the partition list, an idle round trip carries no partition either way,
+ * instead of every partition the fetcher follows from that leader.
  */
 import { ExponentialBackoff } from '../common/backoff.js'
 import type { Clock, TimerHandle } from '../common/clock.js'
@@ -25,9 +29,13 @@ import {
 import { ZERO_UUID } from '../protocol/primitives.js'
 import { splitBatches } from '../protocol/record-batch.js'
 import { BrokerClient, BrokerConnectionError, type Transport } from './broker-client.js'
+import { FetchSessionHandler, type SessionEntry } from './fetch-session-handler.js'
 import type { Partition } from './partition.js'
 
-/** 15+: the fetch carries this broker's epoch (KIP-903), and topics go by id (13+). */
+/**
+ * 15+: the fetch carries this broker's epoch (KIP-903), and topics go by id (13+); sessions
+ * (KIP-227) need 7+.
+ */
 const FETCH_VERSION = 15
 const OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 const LIST_OFFSETS_VERSION = 4
@@ -65,6 +73,10 @@ interface Followed {
   errors?: number
   /** The backoff is the short one of a leader catching up: its end cuts a long poll short. */
   shortBackoff?: boolean
+  /** When follow() added it (monotonic ms), for FetcherStats' time until its first fetch. */
+  addedMs?: number
+  /** Whether a fetch has carried it yet. */
+  sent?: boolean
 }
 
 /**
@@ -78,14 +90,22 @@ const LEADER_CATCHING_UP = new Set<number>([
   ErrorCode.NOT_LEADER_OR_FOLLOWER,
   ErrorCode.UNKNOWN_LEADER_EPOCH,
 ])
+const SESSION_ERRORS = new Set<number>([
+  ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+  ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+])
 const CATCHING_UP_BACKOFF = new ExponentialBackoff({ initialMs: 5, maxMs: 1000 })
 /** Past this many (about 1.3 s of retries), a leader that still refuses gets the full backoff. */
 const CATCHING_UP_MAX_ERRORS = 8
 /**
  * How long a poll runs at least, per partition it carries, before a partition that became
- * ready cuts it short (see LeaderFetcher.wake): 3,333 partitions, 167 ms; 10, 1 ms.
+ * ready cuts it short (see LeaderFetcher.wake): 3,333 partitions, 667 ms (so never: the
+ * poll ends first); 1,000, 200 ms; 10, 5 ms (WAKE_INTERVAL_MIN_MS). It is also the wait of
+ * the polls sent while partitions keep becoming ready (see LeaderFetcher.pollWaitMs).
  */
 const WAKE_INTERVAL_PER_PARTITION_MS = 0.2
+/** The least of that interval: a fetcher of a few partitions does not spin on empty answers. */
+const WAKE_INTERVAL_MIN_MS = 5
 
 function keyOf(partition: Partition): string {
   return `${partition.topic}\u0000${partition.partition}`
@@ -99,12 +119,36 @@ export interface FetcherStats {
    * is where the offsets an unclean election lost are counted (see docs/operations.md).
    */
   committedOffsetsTruncated: number
+  /** Fetch requests sent to leaders. */
+  fetchRequests: number
+  /** Partition entries those requests carried (an incremental fetch carries only changed ones). */
+  fetchPartitionsSent: number
+  /** Of those requests, the full ones (opening a fetch session). */
+  fullFetches: number
+  /** Long polls cut short for a partition that became ready (see LeaderFetcher.wake). */
+  pollsCut: number
+  /** Fetches the leader refused for their session (evicted, out of step) or answered without one. */
+  sessionsRefused: number
+  /** Partitions followed that a fetch has carried since, and their total and longest wait for it. */
+  firstFetches: number
+  firstFetchWaitMsTotal: number
+  firstFetchWaitMsMax: number
 }
 
 export class ReplicaFetcherManager {
   private readonly fetchers = new Map<number, LeaderFetcher>()
   private readonly leaderOf = new Map<string, number>()
-  readonly stats: FetcherStats = { committedOffsetsTruncated: 0 }
+  readonly stats: FetcherStats = {
+    committedOffsetsTruncated: 0,
+    fetchRequests: 0,
+    fetchPartitionsSent: 0,
+    fullFetches: 0,
+    pollsCut: 0,
+    sessionsRefused: 0,
+    firstFetches: 0,
+    firstFetchWaitMsTotal: 0,
+    firstFetchWaitMsMax: 0,
+  }
 
   constructor(private readonly settings: FetcherSettings) {}
 
@@ -120,7 +164,13 @@ export class ReplicaFetcherManager {
       this.fetchers.set(leaderId, fetcher)
     }
     this.leaderOf.set(key, leaderId)
-    fetcher.add(key, { partition, leaderEpoch, truncated: false, backoffUntilMs: 0 })
+    fetcher.add(key, {
+      partition,
+      leaderEpoch,
+      truncated: false,
+      backoffUntilMs: 0,
+      addedMs: this.settings.clock.monotonicMs(),
+    })
   }
 
   unfollow(partition: Partition): void {
@@ -155,6 +205,11 @@ export class LeaderFetcher {
   private pollSentMs = 0
   /** A wake-up waiting for the poll in flight to have run its minimum time (see wake). */
   private wakeTimer: TimerHandle | null = null
+  /** The maxWaitMs of the poll in flight. */
+  private pollMaxWaitMs = 0
+  /** When a partition last became ready to fetch (added, or its short backoff ended; monotonic ms). */
+  private lastReadyMs = Number.NEGATIVE_INFINITY
+  private readonly session = new FetchSessionHandler<Followed>()
 
   constructor(
     private readonly leaderId: number,
@@ -169,8 +224,30 @@ export class LeaderFetcher {
 
   add(key: string, followed: Followed): void {
     this.partitions.set(key, followed)
+    this.lastReadyMs = this.settings.clock.monotonicMs()
     if (!this.running) this.start()
     else this.wake()
+  }
+
+  /** The poll interval of a burst, and the least time a long poll runs before it is cut. */
+  private cutIntervalMs(): number {
+    return Math.max(WAKE_INTERVAL_MIN_MS, Math.ceil(this.partitions.size * WAKE_INTERVAL_PER_PARTITION_MS))
+  }
+
+  /**
+   * The next fetch's maxWaitMs: replica.fetch.wait.max.ms, except while partitions keep
+   * becoming ready (within the last replica.fetch.wait.max.ms), as when a topic of
+   * thousands of partitions is created and its logs are added one by one for seconds. Then
+   * the polls are short (cutIntervalMs) and end by themselves: a partition that becomes
+   * ready waits at most that long, as with a cut, and joins the next incremental fetch,
+   * while a cut closes the connection, which ends the fetch session: the fetch after it is
+   * full. Cutting the long polls of such a burst cost a full fetch per cut, 1,000 partitions
+   * each way (2,000-5,000 of them for a topic of 3,000 at RF 3, on main and with sessions).
+   */
+  private pollWaitMs(now: number): number {
+    const max = this.settings.fetchWaitMaxMs
+    if (now - this.lastReadyMs >= max) return max
+    return Math.min(max, this.cutIntervalMs())
   }
 
   /**
@@ -179,20 +256,23 @@ export class LeaderFetcher {
    * long poll to end (replica.fetch.wait.max.ms) while the leader takes writes for it, and
    * a burst into a new topic would end with no follower caught up. One connection carries
    * the fetches and answers in order, so the long poll is cut by closing the connection;
-   * nothing of it was applied, and the next fetch, at once, carries every partition.
+   * nothing of it was applied, and the next fetch, at once, carries every partition (the
+   * session is gone with the connection).
    */
   private wake(): void {
     this.wakeSleep?.()
+    this.lastReadyMs = this.settings.clock.monotonicMs()
     if (this.polling === null || this.interrupted || this.wakeTimer !== null) return
     // The fetch that replaces the poll carries every partition, O(partitions) for both
     // brokers: cut polls at most once per interval growing with the partitions carried, or
     // the N partitions a new topic adds one by one (as their logs are created) cost N full
     // fetches each (3,955 fetches of up to 1,000 partitions for a topic of 3,000 at RF 3).
+    // A poll that ends by itself by then (a short one of a burst, see pollWaitMs) is left to
+    // end: the next fetch, incremental, carries the partition.
+    const intervalMs = this.cutIntervalMs()
+    if (this.pollMaxWaitMs <= intervalMs) return
     const sinceSentMs = this.settings.clock.monotonicMs() - this.pollSentMs
-    const waitMs = Math.min(
-      this.settings.fetchWaitMaxMs,
-      Math.ceil(this.partitions.size * WAKE_INTERVAL_PER_PARTITION_MS) - sinceSentMs,
-    )
+    const waitMs = Math.min(this.settings.fetchWaitMaxMs, intervalMs - sinceSentMs)
     if (waitMs <= 0) {
       this.interrupt()
       return
@@ -207,6 +287,7 @@ export class LeaderFetcher {
   private interrupt(): void {
     if (this.polling === null || this.interrupted) return
     this.interrupted = true
+    this.stats.pollsCut++
     this.polling.close()
     if (this.client === this.polling) this.client = null
     this.polling = null
@@ -275,6 +356,8 @@ export class LeaderFetcher {
     const label = `${address.host}:${address.port}`
     if (this.client && this.clientAddress === label) return this.client
     this.client?.close()
+    // What the previous connection's last fetch did on the leader is unknown.
+    this.session.handleError()
     this.client = new BrokerClient(
       address.host,
       address.port,
@@ -440,38 +523,69 @@ export class LeaderFetcher {
   /** One fetch for every ready partition; false when nothing was ready to fetch. */
   private async fetchOnce(client: BrokerClient): Promise<boolean> {
     const now = this.settings.clock.monotonicMs()
-    const ready = [...this.partitions.values()].filter((f) => f.truncated && f.backoffUntilMs <= now)
-    if (ready.length === 0) return false
+    // As Kafka's fetchers: the session holds the partitions fetched this round; one left out
+    // (backing off, truncating) is forgotten, and sent again when it is ready.
+    const ready = new Map<string, SessionEntry<Followed>>()
+    for (const [key, f] of this.partitions) {
+      if (!f.truncated || f.backoffUntilMs > now) continue
+      if (f.sent !== true) {
+        f.sent = true
+        const waitedMs = now - (f.addedMs ?? now)
+        this.stats.firstFetches++
+        this.stats.firstFetchWaitMsTotal += waitedMs
+        this.stats.firstFetchWaitMsMax = Math.max(this.stats.firstFetchWaitMsMax, waitedMs)
+      }
+      ready.set(key, {
+        topic: f.partition.topic,
+        topicId: f.partition.id.topicId,
+        partition: f.partition.partition,
+        data: {
+          fetchOffset: f.partition.log.logEndOffset,
+          logStartOffset: f.partition.log.logStartOffset,
+          currentLeaderEpoch: f.leaderEpoch,
+          partitionMaxBytes: this.settings.fetchMaxBytes,
+        },
+        handle: f,
+      })
+    }
+    if (ready.size === 0) return false
+    const fetch = this.session.build(ready)
+    const maxWaitMs = this.pollWaitMs(now)
     const request: FetchRequest = {
       ...defaultFetchRequest(),
       replicaState: {
         replicaId: this.settings.nodeId,
         replicaEpoch: BigInt(this.settings.brokerEpoch?.() ?? -1),
       },
-      maxWaitMs: this.settings.fetchWaitMaxMs,
+      maxWaitMs,
       minBytes: this.settings.fetchMinBytes,
       maxBytes: this.settings.fetchResponseMaxBytes,
       isolationLevel: 0,
-      sessionId: 0,
-      sessionEpoch: -1,
-      topics: groupByTopic(ready).map(([topic, list]) => ({
-        topic,
-        topicId: list[0].partition.id.topicId,
-        partitions: list.map((f) => ({
-          partition: f.partition.partition,
-          currentLeaderEpoch: f.leaderEpoch,
-          fetchOffset: BigInt(f.partition.log.logEndOffset),
+      sessionId: fetch.sessionId,
+      sessionEpoch: fetch.sessionEpoch,
+      topics: groupEntries(fetch.toSend).map((list) => ({
+        topic: list[0].topic,
+        topicId: list[0].topicId,
+        partitions: list.map((e) => ({
+          partition: e.partition,
+          currentLeaderEpoch: e.data.currentLeaderEpoch,
+          fetchOffset: BigInt(e.data.fetchOffset),
           lastFetchedEpoch: -1,
-          logStartOffset: BigInt(f.partition.log.logStartOffset),
-          partitionMaxBytes: this.settings.fetchMaxBytes,
+          logStartOffset: BigInt(e.data.logStartOffset),
+          partitionMaxBytes: e.data.partitionMaxBytes,
           replicaDirectoryId: ZERO_UUID,
         })),
       })),
-      forgottenTopicsData: [],
+      forgottenTopicsData: groupEntries(fetch.toForget).map((list) => ({
+        topic: list[0].topic,
+        topicId: list[0].topicId,
+        partitions: list.map((e) => e.partition),
+      })),
       rackId: '',
     }
     this.polling = client
     this.pollSentMs = now
+    this.pollMaxWaitMs = maxWaitMs
     this.interrupted = false
     // A partition whose short backoff ends during this long poll joins the next fetch at once.
     const backoffRemainingMs = this.shortBackoffRemainingMs(now)
@@ -481,9 +595,15 @@ export class LeaderFetcher {
         : this.settings.clock.setTimeout(() => {
             if (this.polling === client) this.wake()
           }, backoffRemainingMs)
+    this.stats.fetchRequests++
+    this.stats.fetchPartitionsSent += fetch.toSend.length
+    if (fetch.full) this.stats.fullFetches++
     let response: FetchResponse
     try {
       response = await this.request<FetchResponse>(client, ApiKey.Fetch, FETCH_VERSION, request)
+    } catch (error) {
+      this.session.handleError()
+      throw error
     } finally {
       backoffEnd?.cancel()
       if (this.polling === client) this.polling = null
@@ -491,17 +611,30 @@ export class LeaderFetcher {
       this.wakeTimer?.cancel()
       this.wakeTimer = null
     }
+    if (response.errorCode !== ErrorCode.NONE || response.sessionId === 0) this.stats.sessionsRefused++
+    if (!this.session.handleResponse(response.errorCode, response.sessionId)) {
+      // A session error (evicted, or out of step) costs one round trip: the next fetch is
+      // full at once. Any other top-level error backs off as when nothing is ready.
+      this.settings.logger.debug(
+        { leader: this.leaderId, errorCode: response.errorCode },
+        'fetch session refused; the next fetch is full',
+      )
+      return SESSION_ERRORS.has(response.errorCode)
+    }
     // Each partition has its own log: append them side by side (the next fetch, which
     // reports the new log ends to the leader, goes once all of them are done), so one
-    // partition's write does not hold back another's high watermark.
+    // partition's write does not hold back another's high watermark. In a session the
+    // answer lists only partitions with news: one not listed has nothing new.
     const handled: Promise<void>[] = []
-    const nameById = new Map(ready.map((f) => [f.partition.id.topicId, f.partition.topic]))
+    const nameById = new Map<string, string>()
+    for (const entry of ready.values()) nameById.set(entry.topicId, entry.topic)
     for (const topic of response.responses) {
       const name = nameById.get(topic.topicId)
       for (const data of topic.partitions) {
-        const followed =
-          name === undefined ? undefined : this.partitions.get(`${name}\u0000${data.partitionIndex}`)
-        if (followed) handled.push(this.onPartitionData(client, followed, data))
+        // The Followed this fetch was sent for: a partition re-followed meanwhile (a new
+        // leader epoch) is a new one, which must not take the old epoch's answer.
+        const sent = name === undefined ? undefined : ready.get(`${name}\u0000${data.partitionIndex}`)
+        if (sent) handled.push(this.onPartitionData(client, sent.handle, data))
       }
     }
     // Every partition settles before an error is rethrown: the next fetch must not start
@@ -584,6 +717,17 @@ export class LeaderFetcher {
     const result = response.topics[0]?.partitions[0]
     return result && result.errorCode === ErrorCode.NONE ? Number(result.offset) : null
   }
+}
+
+/** Entries grouped by topic, in first-seen order. */
+function groupEntries<P>(list: readonly SessionEntry<P>[]): SessionEntry<P>[][] {
+  const byTopic = new Map<string, SessionEntry<P>[]>()
+  for (const e of list) {
+    const group = byTopic.get(e.topicId)
+    if (group === undefined) byTopic.set(e.topicId, [e])
+    else group.push(e)
+  }
+  return [...byTopic.values()]
 }
 
 function groupByTopic(list: readonly Followed[]): [string, Followed[]][] {

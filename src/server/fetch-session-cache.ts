@@ -2,9 +2,13 @@
  * Incremental fetch sessions (KIP-227). A client that opens a session sends its partition
  * list once; later fetches carry only partitions whose position changed and the broker
  * answers only partitions with news (records, a moved high watermark / log start, or an
- * error). Sessions are bounded by max.incremental.fetch.session.cache.slots; the least
- * recently used one is evicted to make room, and its client falls back to a full fetch on
- * FETCH_SESSION_ID_NOT_FOUND.
+ * error). Sessions are bounded by max.incremental.fetch.session.cache.slots. As Kafka's
+ * FetchSessionCache, a new session takes the slot of one unused for
+ * MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS, else of the least valuable one if it is worth
+ * less than the newcomer: a follower's session outranks any consumer's, then more partitions
+ * outrank fewer. Consumers thus never evict a live follower's session, which replication
+ * depends on. Otherwise the fetch goes without a session (answered with session id 0). An
+ * evicted session's client falls back to a full fetch on FETCH_SESSION_ID_NOT_FOUND.
  */
 import { ErrorCode } from '../protocol/error-codes.js'
 import { KafkaError } from '../replication/kafka-error.js'
@@ -12,6 +16,8 @@ import { KafkaError } from '../replication/kafka-error.js'
 export const INITIAL_EPOCH = 0
 export const FINAL_EPOCH = -1
 export const INVALID_SESSION_ID = 0
+/** Kafka's KafkaServer.MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS (a constant there too). */
+export const MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS = 120000
 
 export interface SessionPartition {
   readonly topic: string
@@ -23,6 +29,7 @@ export interface SessionPartition {
   /** What the client last saw, to tell whether anything changed since. */
   lastHighWatermark: number
   lastLogStartOffset: number
+  lastLastStableOffset: number
 }
 
 export interface FetchSession {
@@ -31,6 +38,15 @@ export interface FetchSession {
   epoch: number
   readonly partitions: Map<string, SessionPartition>
   lastUsedMs: number
+  /** A follower's (replicaId >= 0): outranks consumers' sessions for a slot. */
+  readonly privileged: boolean
+}
+
+/** Who opens a session, for the eviction policy. */
+export interface SessionRequester {
+  readonly privileged: boolean
+  /** Partitions the opening (full) fetch carries. */
+  readonly partitionCount: number
 }
 
 export function sessionKey(topic: string, partition: number): string {
@@ -57,12 +73,12 @@ export class FetchSessionCache {
    * Interprets a request's session id and epoch; throws KafkaError with
    * FETCH_SESSION_ID_NOT_FOUND or INVALID_FETCH_SESSION_EPOCH when the client is out of step.
    */
-  begin(sessionId: number, epoch: number, nowMs: number): SessionDecision {
+  begin(sessionId: number, epoch: number, nowMs: number, requester: SessionRequester): SessionDecision {
     if (sessionId !== INVALID_SESSION_ID && (epoch === INITIAL_EPOCH || epoch === FINAL_EPOCH)) {
       this.sessions.delete(sessionId)
     }
     if (epoch === FINAL_EPOCH) return { kind: 'full', session: null }
-    if (epoch === INITIAL_EPOCH) return { kind: 'full', session: this.create(nowMs) }
+    if (epoch === INITIAL_EPOCH) return { kind: 'full', session: this.create(nowMs, requester) }
     const session = this.sessions.get(sessionId)
     if (!session)
       throw new KafkaError(ErrorCode.FETCH_SESSION_ID_NOT_FOUND, `fetch session ${sessionId} not found`)
@@ -81,16 +97,51 @@ export class FetchSessionCache {
     return { kind: 'incremental', session }
   }
 
-  private create(nowMs: number): FetchSession | null {
+  /** Drops a session whose client cannot know of it (the answer that named it was lost). */
+  remove(sessionId: number): void {
+    this.sessions.delete(sessionId)
+  }
+
+  private create(nowMs: number, requester: SessionRequester): FetchSession | null {
     if (this.maxSessions <= 0) return null
-    if (this.sessions.size >= this.maxSessions) {
-      const oldest = this.sessions.keys().next().value
-      if (oldest !== undefined) this.sessions.delete(oldest)
-    }
+    if (this.sessions.size >= this.maxSessions && !this.evictFor(nowMs, requester)) return null
     let id = this.randomId()
     while (id === INVALID_SESSION_ID || this.sessions.has(id)) id = this.randomId()
-    const session: FetchSession = { id, epoch: 1, partitions: new Map(), lastUsedMs: nowMs }
+    const session: FetchSession = {
+      id,
+      epoch: 1,
+      partitions: new Map(),
+      lastUsedMs: nowMs,
+      privileged: requester.privileged,
+    }
     this.sessions.set(id, session)
     return session
   }
+
+  /**
+   * Frees a slot for `requester` (Kafka's FetchSessionCache.tryEvict): the least recently
+   * used session if it is stale, else the least valuable one (unprivileged before
+   * privileged, then fewer partitions) if the newcomer is worth at least as much. A scan of
+   * the sessions, only when the cache is full and a session opens.
+   */
+  private evictFor(nowMs: number, requester: SessionRequester): boolean {
+    const oldest = this.sessions.values().next().value
+    if (oldest === undefined) return false
+    if (nowMs - oldest.lastUsedMs > MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS) {
+      this.sessions.delete(oldest.id)
+      return true
+    }
+    let least: FetchSession | null = null
+    for (const session of this.sessions.values())
+      if (least === null || worth(session.privileged, session.partitions.size, least) < 0) least = session
+    if (least === null || worth(requester.privileged, requester.partitionCount, least) < 0) return false
+    this.sessions.delete(least.id)
+    return true
+  }
+}
+
+/** Negative when (privileged, size) is worth less than `session`, 0 when equal. */
+function worth(privileged: boolean, size: number, session: FetchSession): number {
+  if (privileged !== session.privileged) return privileged ? 1 : -1
+  return size - session.partitions.size
 }

@@ -2,13 +2,25 @@
  * The replica fetcher over an injected transport and a manual clock: a leader connection
  * that never answers (half-open: no FIN, no RST) is dropped after the fetch wait plus the
  * request timeout and the fetcher reconnects, instead of stalling every partition it
- * carries forever.
+ * carries forever; partitions added one after another (a new topic's) go in incremental
+ * fetches of short polls, and only a long poll is cut (closing the connection) for one.
  */
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
 import type { ByteStream } from '../../src/common/network.js'
+import { ErrorCode } from '../../src/protocol/error-codes.js'
+import { defaultFetchResponsePartitionData } from '../../src/protocol/generated/fetch-response.js'
+import { decodeRequestHeader, encodeResponseHeader } from '../../src/protocol/generated/headers-and-data.js'
+import {
+  ApiKey,
+  apis,
+  type FetchRequest,
+  type FetchResponse,
+  loadAllApiCodecs,
+} from '../../src/protocol/generated/index.js'
+import { Reader, Writer } from '../../src/protocol/primitives.js'
 import { Partition } from '../../src/replication/partition.js'
 import { ReplicaFetcherManager } from '../../src/replication/replica-fetcher.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
@@ -77,6 +89,152 @@ test('a fetch that is never answered drops the connection and reconnects', async
     } finally {
       fetchers.shutdown()
       await log.close()
+    }
+  })
+})
+
+/** A leader that decodes each Fetch and holds it until the test answers it. */
+class HeldFetches {
+  readonly fetches: { connection: number; request: FetchRequest; answer: (body: FetchResponse) => void }[] =
+    []
+  readonly destroyed: boolean[] = []
+
+  readonly transport = {
+    connect: (): Promise<ByteStream> => {
+      const connection = this.destroyed.length
+      this.destroyed.push(false)
+      let onData: (chunk: Buffer) => void = () => {}
+      const stream: ByteStream = {
+        remoteAddress: '127.0.0.1:1',
+        writableNeedDrain: false,
+        write: (chunks) => {
+          const api = apis.get(ApiKey.Fetch)!
+          const r = new Reader(Buffer.concat(chunks), 4)
+          const header = decodeRequestHeader(r, api.requestHeaderVersion(15))
+          const request = api.decodeRequest(r, header.requestApiVersion) as FetchRequest
+          this.fetches.push({
+            connection,
+            request,
+            answer: (body) => {
+              const w = new Writer(256)
+              w.writeInt32(0)
+              encodeResponseHeader(w, api.responseHeaderVersion(15), { correlationId: header.correlationId })
+              api.encodeResponse(w, 15, body)
+              const out = w.toBuffer()
+              out.writeInt32BE(out.length - 4, 0)
+              onData(out)
+            },
+          })
+        },
+        pause: () => {},
+        resume: () => {},
+        onData: (listener) => {
+          onData = listener
+        },
+        onDrain: () => {},
+        onClose: () => {},
+        destroy: () => void (this.destroyed[connection] = true),
+      }
+      return Promise.resolve(stream)
+    },
+  }
+}
+
+/** Partition indexes a fetch carries. */
+const carried = (request: FetchRequest) => request.topics.flatMap((t) => t.partitions.map((p) => p.partition))
+
+test('partitions added during a burst join the next incremental fetch; only a long poll is cut', async () => {
+  await loadAllApiCodecs()
+  await withTempDir(async (dir) => {
+    const clock = new ManualClock()
+    const leader = new HeldFetches()
+    const topicId = 'AAAAAAAAAAAAAAAAAAAAAg'
+    const partitions: Partition[] = []
+    for (let index = 0; index < 3; index++) {
+      const log = await UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, `t-${index}`), clock })
+      partitions.push(
+        new Partition(
+          { topic: 't', partition: index, topicId },
+          log,
+          { partition: index, replicas: [1, 2], isr: [1, 2], leader: 2, leaderEpoch: 0, partitionEpoch: 0 },
+          { localBrokerId: 1, isFenced: () => false, nowMs: () => clock.now, alterIsr: async () => false },
+        ),
+      )
+    }
+    const fetchers = new ReplicaFetcherManager({
+      nodeId: 1,
+      clock,
+      logger: silentLogger,
+      transport: leader.transport,
+      brokerAddress: () => ({ host: '127.0.0.1', port: 1 }),
+      fetchMaxBytes: 1 << 20,
+      fetchResponseMaxBytes: 10 << 20,
+      fetchWaitMaxMs: 500,
+      fetchMinBytes: 1,
+      fetchBackoffMs: 100,
+    })
+    const settle = async () => {
+      for (let i = 0; i < 20; i++) await tick()
+    }
+    const empty = (sessionId: number): FetchResponse => ({
+      throttleTimeMs: 0,
+      errorCode: ErrorCode.NONE,
+      sessionId,
+      responses: [],
+      nodeEndpoints: [],
+    })
+    try {
+      fetchers.follow(partitions[0], 2, 0)
+      await settle()
+      // The opening fetch: full, and short (a partition was just added).
+      let fetch = leader.fetches.at(-1)!
+      assert.equal(fetch.request.sessionEpoch, 0)
+      assert.deepEqual(carried(fetch.request), [0])
+      assert.ok(fetch.request.maxWaitMs < 500, `a burst polls briefly, not ${fetch.request.maxWaitMs} ms`)
+      fetch.answer({
+        ...empty(77),
+        responses: [
+          { topic: '', topicId, partitions: [{ ...defaultFetchResponsePartitionData(), partitionIndex: 0 }] },
+        ],
+      })
+      await settle()
+      fetch = leader.fetches.at(-1)!
+      assert.equal(fetch.request.sessionId, 77)
+      assert.equal(fetch.request.sessionEpoch, 1)
+      assert.deepEqual(carried(fetch.request), [])
+      // Added while that short poll is out: it is not cut (the connection and the session
+      // stay), and the partition goes in the next, incremental, fetch.
+      fetchers.follow(partitions[1], 2, 0)
+      clock.advance(fetch.request.maxWaitMs)
+      await settle()
+      assert.equal(leader.destroyed[0], false, 'a short poll is not cut')
+      fetch.answer(empty(77))
+      await settle()
+      fetch = leader.fetches.at(-1)!
+      assert.equal(fetch.connection, 0)
+      assert.equal(fetch.request.sessionEpoch, 2)
+      assert.deepEqual(carried(fetch.request), [1])
+      // Nothing added for replica.fetch.wait.max.ms: back to long polls.
+      clock.advance(500)
+      fetch.answer(empty(77))
+      await settle()
+      fetch = leader.fetches.at(-1)!
+      assert.equal(fetch.request.maxWaitMs, 500)
+      assert.deepEqual(carried(fetch.request), [])
+      // A partition added during a long poll cuts it short (closing the connection): the
+      // next fetch, on a new one, is full and replaces the session.
+      fetchers.follow(partitions[2], 2, 0)
+      clock.advance(10)
+      await settle()
+      assert.equal(leader.destroyed[0], true, 'the long poll is cut')
+      fetch = leader.fetches.at(-1)!
+      assert.equal(fetch.connection, 1)
+      assert.equal(fetch.request.sessionId, 77)
+      assert.equal(fetch.request.sessionEpoch, 0)
+      assert.deepEqual(carried(fetch.request).sort(), [0, 1, 2])
+    } finally {
+      fetchers.shutdown()
+      for (const partition of partitions) await partition.log.close()
     }
   })
 })

@@ -5,7 +5,10 @@
  * partitionMaxBytes per partition and maxBytes in all, except that the first batch found
  * is returned even when larger (v3+), so a consumer can always make progress. When fewer
  * than minBytes are available the fetch waits in the purgatory until data is committed or
- * maxWaitMs passes. Incremental fetch sessions (KIP-227) are kept in the broker's cache.
+ * maxWaitMs passes. Incremental fetch sessions (KIP-227) are kept in the broker's cache:
+ * an incremental fetch reads only the session partitions that may have news (see
+ * unchangedSince) and answers only those that do, while a follower's fetch still counts for
+ * every partition of its session (the session's fetch offsets are its position).
  * Authorization: a follower's fetch needs CLUSTER_ACTION on the cluster, a consumer's READ
  * on each topic; a partition it may not read answers TOPIC_AUTHORIZATION_FAILED.
  * Version notes: v3 adds maxBytes, v4 isolation level, last stable offset and aborted
@@ -62,6 +65,7 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
   maxVersion: 17,
   async handle(context, request) {
     const version = context.apiVersion
+    const replicaId = version >= 15 ? request.replicaState.replicaId : request.replicaId
     let session: FetchSession | null = null
     let incremental = false
     if (version >= 7) {
@@ -70,6 +74,10 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
           request.sessionId,
           request.sessionEpoch,
           context.broker.clock.nowMs(),
+          {
+            privileged: replicaId >= 0,
+            partitionCount: request.topics.reduce((sum, t) => sum + t.partitions.length, 0),
+          },
         )
         session = decision.session
         incremental = decision.kind === 'incremental'
@@ -79,7 +87,6 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
         return { throttleTimeMs: 0, errorCode: code, sessionId: 0, responses: [], nodeEndpoints: [] }
       }
     }
-    const replicaId = version >= 15 ? request.replicaState.replicaId : request.replicaId
     const targets = authorizeTargets(
       context,
       incremental ? updateSession(context, request, session!) : fullTargets(context, request, session),
@@ -109,7 +116,10 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
     // A follower's fetch offsets are its log ends: record them all before reading anything,
     // so one partition's high watermark (and the acks=all produces waiting on it) does not
     // wait for the reads of the partitions ahead of it in this request.
-    if (reader.kind === 'follower') recordFollowerFetchStates(context, targets, reader)
+    // Looked up once for the steps before the first read: a fetch of a session carries
+    // thousands of partitions, and most of an idle follower's fetch is these lookups.
+    const hosted = hostedPartitions(context, targets)
+    if (reader.kind === 'follower') recordFollowerFetchStates(targets, hosted, reader)
     const wakeOn: FetchWakeOn =
       reader.kind === 'follower'
         ? 'logEnd'
@@ -118,8 +128,15 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
           : 'highWatermark'
     // The baseline for "new data" is taken before the first read: a record appended while
     // that read awaits the disk fired no watcher yet, and must still wake this fetch.
-    const watches = watchesFor(context, targets, wakeOn)
-    let results = await readAll(context, targets, reader, maxBytes, version >= 3, false)
+    const watches = watchesFor(targets, hosted, wakeOn)
+    let results = await readAll(
+      context,
+      toRead(targets, hosted, reader, incremental),
+      reader,
+      maxBytes,
+      version >= 3,
+      false,
+    )
     const gotBytes = results.reduce((sum, r) => sum + r.bytes, 0)
     // A refused partition stays refused: as in Kafka it does not cut the others' long poll short.
     const anyError = results.some((r) => r.data.errorCode !== ErrorCode.NONE && !r.target.denied)
@@ -133,8 +150,21 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
         wakeOn,
         context.purgatoryTimer,
       )
-      results = await readAll(context, targets, reader, maxBytes, version >= 3, true)
+      results = await readAll(
+        context,
+        // Looked up again: a partition deleted during the wait must answer its error.
+        toRead(targets, incremental ? hostedPartitions(context, targets) : hosted, reader, incremental),
+        reader,
+        maxBytes,
+        version >= 3,
+        true,
+      )
     }
+    // The answer that opens a session cannot reach a client that closed the connection (a
+    // replica fetcher cuts its long poll short that way): the session would hold a slot,
+    // and a follower's outranks consumers', until it went stale.
+    if (session !== null && !incremental && context.connection.isClosed)
+      context.broker.fetchSessions.remove(session.id)
     const shown = incremental ? results.filter((r) => hasNews(r)) : results
     for (const r of results) rememberSeen(r)
     return {
@@ -194,8 +224,18 @@ function fullTargets(
   return targets
 }
 
+/**
+ * A session's targets as of its last change: an incremental fetch that changes nothing (an
+ * idle follower's) reuses them instead of building one per session partition.
+ */
+const sessionTargets = new WeakMap<FetchSession, FetchTarget[]>()
+
 /** Applies an incremental request to its session; the session's partitions are fetched. */
 function updateSession(context: RequestContext, request: FetchRequest, session: FetchSession): FetchTarget[] {
+  if (request.topics.length === 0 && request.forgottenTopicsData.length === 0) {
+    const cached = sessionTargets.get(session)
+    if (cached !== undefined) return cached
+  }
   for (const forgotten of request.forgottenTopicsData) {
     const resolved = resolveTopic(context, context.apiVersion, forgotten.topic, forgotten.topicId)
     for (const partition of forgotten.partitions)
@@ -229,7 +269,9 @@ function updateSession(context: RequestContext, request: FetchRequest, session: 
     currentLeaderEpoch: sp.currentLeaderEpoch,
     sessionPartition: sp,
   }))
-  return [...targets, ...unknown]
+  if (unknown.length > 0) return [...targets, ...unknown]
+  sessionTargets.set(session, targets)
+  return targets
 }
 
 function toTarget(
@@ -257,6 +299,7 @@ function toSessionPartition(target: FetchTarget): SessionPartition {
     currentLeaderEpoch: target.currentLeaderEpoch,
     lastHighWatermark: -1,
     lastLogStartOffset: -1,
+    lastLastStableOffset: -1,
   }
 }
 
@@ -278,13 +321,12 @@ type FetchReader =
  * Partitions that fail a check are left to readOne, which answers the error.
  */
 function recordFollowerFetchStates(
-  context: RequestContext,
   targets: readonly FetchTarget[],
+  hosted: readonly (Partition | undefined)[],
   reader: FetchReader & { kind: 'follower' },
 ): void {
-  for (const target of targets) {
-    if (target.unknownTopicId || target.denied) continue
-    const partition = context.broker.replicaManager.getPartition(target.topic, target.partition)
+  for (const [index, target] of targets.entries()) {
+    const partition = hosted[index]
     if (!partition?.isLeader) continue
     if (target.currentLeaderEpoch !== -1 && target.currentLeaderEpoch !== partition.leaderEpoch) continue
     // One past the leader's log end is a diverged log (answered OFFSET_OUT_OF_RANGE by the
@@ -292,6 +334,65 @@ function recordFollowerFetchStates(
     if (target.fetchOffset <= partition.log.logEndOffset)
       partition.updateFollowerFetchState(reader.replicaId, target.fetchOffset, reader.brokerEpoch)
   }
+}
+
+/**
+ * The targets to read: all of them, except in an incremental fetch the session partitions
+ * that cannot have news (Kafka's IncrementalFetchContext leaves those out of the answer).
+ */
+function toRead(
+  targets: readonly FetchTarget[],
+  hosted: readonly (Partition | undefined)[],
+  reader: FetchReader,
+  incremental: boolean,
+): readonly FetchTarget[] {
+  if (!incremental) return targets
+  const changed: FetchTarget[] = []
+  for (let index = 0; index < targets.length; index++)
+    if (!unchangedSince(targets[index], hosted[index], reader)) changed.push(targets[index])
+  return changed
+}
+
+/** Each target's partition, undefined for one not hosted here or not to be read (unknown, denied). */
+function hostedPartitions(
+  context: RequestContext,
+  targets: readonly FetchTarget[],
+): (Partition | undefined)[] {
+  const replicaManager = context.broker.replicaManager
+  const hosted = new Array<Partition | undefined>(targets.length)
+  for (let index = 0; index < targets.length; index++) {
+    const target = targets[index]
+    hosted[index] =
+      target.unknownTopicId || target.denied
+        ? undefined
+        : replicaManager.getPartition(target.topic, target.partition)
+  }
+  return hosted
+}
+
+/**
+ * Whether reading a session partition would answer nothing its client has not seen: it
+ * would read no error, no records (the fetch offset is where this reader's data ends) and
+ * the same high watermark, last stable offset and log start as the session's last answer.
+ * Checked without a read or an allocation; anything it does not rule out goes to readOne,
+ * which answers it (errors included).
+ */
+function unchangedSince(target: FetchTarget, partition: Partition | undefined, reader: FetchReader): boolean {
+  const sp = target.sessionPartition
+  if (sp === undefined || partition === undefined || !partition.isLeader) return false
+  if (target.currentLeaderEpoch !== -1 && target.currentLeaderEpoch !== partition.leaderEpoch) return false
+  const log = partition.log
+  const highWatermark = log.highWatermark
+  if (highWatermark !== sp.lastHighWatermark || log.logStartOffset !== sp.lastLogStartOffset) return false
+  if (reader.kind === 'follower') {
+    if (target.fetchOffset !== log.logEndOffset) return false
+  } else if (
+    target.fetchOffset !==
+    (reader.isolation === 'read_committed' ? partition.lastStableOffset : highWatermark)
+  )
+    return false
+  if (partition.lastStableOffset !== sp.lastLastStableOffset) return false
+  return reader.kind !== 'follower' || !partition.isStaleFetch(reader.replicaId, reader.brokerEpoch)
 }
 
 async function readAll(
@@ -422,18 +523,14 @@ function errorResult(target: FetchTarget, errorCode: number): ReadResult {
 }
 
 function watchesFor(
-  context: RequestContext,
   targets: readonly FetchTarget[],
+  hosted: readonly (Partition | undefined)[],
   wakeOn: FetchWakeOn,
 ): DelayedFetchWatch[] {
   const watches: DelayedFetchWatch[] = []
-  for (const target of targets) {
-    if (target.unknownTopicId || target.denied) continue
-    const partition: Partition | undefined = context.broker.replicaManager.getPartition(
-      target.topic,
-      target.partition,
-    )
-    if (partition) watches.push(fetchWatch(partition, target.fetchOffset, wakeOn))
+  for (let index = 0; index < targets.length; index++) {
+    const partition = hosted[index]
+    if (partition) watches.push(fetchWatch(partition, targets[index].fetchOffset, wakeOn))
   }
   return watches
 }
@@ -446,6 +543,7 @@ function hasNews(result: ReadResult): boolean {
     result.bytes > 0 ||
     result.data.errorCode !== ErrorCode.NONE ||
     Number(result.data.highWatermark) !== sp.lastHighWatermark ||
+    Number(result.data.lastStableOffset) !== sp.lastLastStableOffset ||
     Number(result.data.logStartOffset) !== sp.lastLogStartOffset
   )
 }
@@ -455,6 +553,7 @@ function rememberSeen(result: ReadResult): void {
   if (!sp) return
   sp.lastHighWatermark = Number(result.data.highWatermark)
   sp.lastLogStartOffset = Number(result.data.logStartOffset)
+  sp.lastLastStableOffset = Number(result.data.lastStableOffset)
 }
 
 function groupByTopic(
