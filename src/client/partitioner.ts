@@ -68,13 +68,24 @@ export interface TopicPartitions {
  */
 export class StickyPartitioner {
   private readonly current = new Map<string, number>()
+  /** The last topic looked up or set and its partition: most records name the topic the last one did. */
+  private lastTopic: string | null = null
+  private lastPartition: number | undefined = undefined
 
   constructor(private readonly random: Random = systemRandom) {}
 
   partition(topic: string, partitions: TopicPartitions): number {
-    const sticky = this.current.get(topic)
+    const sticky = this.currentOf(topic)
     if (sticky !== undefined && sticky < partitions.numPartitions) return sticky
     return this.next(topic, partitions, -1)
+  }
+
+  private currentOf(topic: string): number | undefined {
+    if (topic === this.lastTopic) return this.lastPartition
+    const partition = this.current.get(topic)
+    this.lastTopic = topic
+    this.lastPartition = partition
+    return partition
   }
 
   /** Called when a record for `previous` needs a new batch: switch away from it. */
@@ -83,11 +94,13 @@ export class StickyPartitioner {
   }
 
   private next(topic: string, partitions: TopicPartitions, previous: number): number {
-    const old = this.current.get(topic)
+    const old = this.currentOf(topic)
     // Another record already moved the sticky partition on: keep its choice.
     if (old !== undefined && old !== previous && old < partitions.numPartitions) return old
     const chosen = this.choose(partitions, old)
     this.current.set(topic, chosen)
+    this.lastTopic = topic
+    this.lastPartition = chosen
     return chosen
   }
 

@@ -17,7 +17,7 @@ import {
 import { asClientError, type KafkaClientError } from './errors.js'
 
 /** A record's bytes beyond key, value and headers in the worst case (varints, attributes, deltas). */
-const RECORD_OVERHEAD_MAX = 21
+export const RECORD_OVERHEAD_MAX = 21
 const HEADER_OVERHEAD_MAX = 10
 /** The v2 batch header. */
 export const BATCH_OVERHEAD = 61
@@ -46,11 +46,6 @@ export type RecordCallback = (error: KafkaClientError | null, metadata?: RecordM
 export type Settle = Completion['resolve'] | RecordCallback
 export type Reject = Completion['reject'] | typeof CALLBACK
 export const CALLBACK: unique symbol = Symbol('callback')
-
-export function resolveSettle(resolve: Settle, reject: Reject, metadata: RecordMetadata): void {
-  if (reject === CALLBACK) invokeCallback(resolve as RecordCallback, null, metadata)
-  else (resolve as Completion['resolve'])(metadata)
-}
 
 /** Fails one record; a callback is called on the next tick (never inside send/produce itself). */
 export function failSettle(resolve: Settle, reject: Reject, error: Error): void {
@@ -176,9 +171,29 @@ export class ProducerBatch {
 
   /** Encodes the record into the batch now; `record.timestamp` must be set. */
   append(record: RecordInput, sizeBytes: number, resolve: Settle, reject: Reject): void {
-    assert(!this.isSealed && !this.settled, 'append to a sealed batch')
-    const timestamp = record.timestamp!
-    this.builder.append(timestamp, record.key ?? null, record.value, record.headers)
+    this.appendFields(
+      record.timestamp!,
+      record.key ?? null,
+      record.value,
+      record.headers,
+      sizeBytes,
+      resolve,
+      reject,
+    )
+  }
+
+  /** `append` with the record's fields as arguments: the producer's path, no RecordInput per record. */
+  appendFields(
+    timestamp: number,
+    key: Buffer | null,
+    value: Buffer | null,
+    headers: readonly RecordHeader[] | undefined,
+    sizeBytes: number,
+    resolve: Settle,
+    reject: Reject,
+  ): void {
+    if (this.encoded !== null || this.settled) assert(false, 'append to a sealed batch')
+    this.builder.append(timestamp, key, value, headers)
     this.timestamps.push(timestamp)
     this.resolves.push(resolve)
     this.rejects.push(reject)
@@ -235,14 +250,17 @@ export class ProducerBatch {
   complete(baseOffset: number, logAppendTimeMs: number): void {
     if (this.settled) return
     this.settled = true
-    for (let i = 0; i < this.resolves.length; i++) {
-      const timestamp = logAppendTimeMs >= 0 ? logAppendTimeMs : this.timestamps[i]
-      resolveSettle(this.resolves[i], this.rejects[i], {
-        topic: this.topic,
-        partition: this.partition,
+    const { topic, partition, resolves, rejects, timestamps } = this
+    for (let i = 0; i < resolves.length; i++) {
+      const metadata: RecordMetadata = {
+        topic,
+        partition,
         offset: baseOffset < 0 ? -1 : baseOffset + i,
-        timestamp,
-      })
+        timestamp: logAppendTimeMs >= 0 ? logAppendTimeMs : timestamps[i],
+      }
+      const reject = rejects[i]
+      if (reject === CALLBACK) invokeCallback(resolves[i] as RecordCallback, null, metadata)
+      else (resolves[i] as Completion['resolve'])(metadata)
     }
     this.markSettled()
   }

@@ -30,9 +30,8 @@
  * Time and randomness are the client's (`clock`, `random` in the options): linger, backoff,
  * delivery.timeout.ms, max.block.ms and the sticky partition choice run on them.
  */
-import type { Clock } from '../common/clock.js'
 import { ErrorCode } from '../protocol/error-codes.js'
-import type { RecordInput } from '../protocol/record-batch.js'
+import type { RecordHeader } from '../protocol/record-batch.js'
 import { type KafkaClient, sharedOrNewClient } from './client.js'
 import {
   asClientError,
@@ -44,11 +43,13 @@ import {
   TransactionAbortableError,
   TransactionStateError,
 } from './errors.js'
+import type { MetadataSnapshot, TopicInfo } from './metadata.js'
 import { partitionForKey } from './partitioner.js'
 import {
   CALLBACK,
   failSettle,
   invokeCallback,
+  RECORD_OVERHEAD_MAX,
   type RecordCallback,
   type RecordMetadata,
   type Reject,
@@ -105,6 +106,10 @@ export class Producer {
   private readonly pendingSends = new Set<Promise<unknown>>()
   private syncTail: Promise<unknown> = Promise.resolve()
   private closed = false
+  /** topicInfo's last answer, for the topic and metadata snapshot it was read from. */
+  private cachedTopic: string | null = null
+  private cachedSnapshot: MetadataSnapshot | null = null
+  private cachedTopicInfo: TopicInfo | undefined = undefined
 
   constructor(options: ProducerOptions) {
     const { client, ownsClient } = sharedOrNewClient(options, 'producer')
@@ -474,14 +479,30 @@ export class Producer {
     const transaction = this.transactions.currentTransaction
     // The producer id is fetched while the first batch lingers.
     this.sender.maybeInitProducerId()
-    let input: RecordInput
+    // The record's fields as the batch takes them, as locals: no RecordInput per record on
+    // the fast path (one is made only for a send that has to wait).
+    const topic = record.topic
+    let timestamp: number
+    let key: Buffer | null
+    let value: Buffer | null
+    let headers: RecordHeader[]
     try {
-      input = toRecordInput(record, this.client.clock)
+      if (typeof topic !== 'string' || topic === '')
+        throw new InvalidArgumentError('record.topic must be a non-empty string')
+      timestamp = record.timestamp ?? this.client.clock.nowMs()
+      if (!Number.isSafeInteger(timestamp) || timestamp < 0)
+        throw new InvalidArgumentError(`invalid record.timestamp ${record.timestamp}`)
+      key = toBytes(record.key)
+      value = toBytes(record.value)
+      headers = toHeaders(record.headers)
     } catch (error) {
       failSettle(resolve, reject, error as Error)
       return
     }
-    const size = recordSizeUpperBound(input)
+    const size =
+      headers.length === 0
+        ? RECORD_OVERHEAD_MAX + (key === null ? 0 : key.length) + (value === null ? 0 : value.length)
+        : recordSizeUpperBound({ key, value, headers, timestamp })
     if (size + 61 > this.options.maxRequestSize) {
       failSettle(
         resolve,
@@ -493,24 +514,35 @@ export class Producer {
       )
       return
     }
-    const known = this.client.metadata.topics.get(record.topic)
+    const known = this.topicInfo(topic)
     if (
-      known &&
+      known !== undefined &&
       known.partitions.length > 0 &&
       this.pendingSends.size === 0 &&
       this.accumulator.memory.tryReserve(size)
     ) {
-      this.append(record, input, size, resolve, reject, transaction)
+      this.append(record, topic, timestamp, key, value, headers, size, resolve, reject, transaction)
       return
     }
     // Slow path: wait for metadata and memory. Only the wait is tracked (later sends queue
     // behind it, keeping order); once appended the record is an ordinary batch member.
     this.track(
-      this.waitUntilAppendable(record.topic, size).then(
-        () => this.append(record, input, size, resolve, reject, transaction),
+      this.waitUntilAppendable(topic, size).then(
+        () => this.append(record, topic, timestamp, key, value, headers, size, resolve, reject, transaction),
         (error: unknown) => failSettle(resolve, reject, error as Error),
       ),
     )
+  }
+
+  /** The topic's metadata in the client's current snapshot; the last answer is kept while neither changes. */
+  private topicInfo(topic: string): TopicInfo | undefined {
+    const snapshot = this.client.metadata
+    if (topic !== this.cachedTopic || snapshot !== this.cachedSnapshot) {
+      this.cachedTopic = topic
+      this.cachedSnapshot = snapshot
+      this.cachedTopicInfo = snapshot.topics.get(topic)
+    }
+    return this.cachedTopicInfo
   }
 
   private track(promise: Promise<void>): void {
@@ -534,7 +566,11 @@ export class Producer {
   /** Appends to its partition's open batch; a bad partition releases the memory and rejects. */
   private append(
     record: ProducerRecord,
-    input: RecordInput,
+    topic: string,
+    timestamp: number,
+    key: Buffer | null,
+    value: Buffer | null,
+    headers: RecordHeader[],
     size: number,
     resolve: Settle,
     reject: Reject,
@@ -552,20 +588,30 @@ export class Producer {
       )
       return
     }
-    const info = this.client.metadata.topics.get(record.topic)!
-    const numPartitions = info.partitions.length
+    const numPartitions = this.topicInfo(topic)!.partitions.length
     let partition: number
     try {
-      partition = this.choosePartition(record, input, numPartitions)
+      partition = this.choosePartition(record, key, numPartitions)
     } catch (error) {
       this.accumulator.memory.release(size)
       failSettle(resolve, reject, error as Error)
       return
     }
-    const sticky = record.partition === undefined && !input.key && this.partitioner === undefined
-    const batch = this.accumulator.append(record.topic, partition, input, size, sticky, resolve, reject)
+    const sticky = record.partition === undefined && !key && this.partitioner === undefined
+    const batch = this.accumulator.append(
+      topic,
+      partition,
+      timestamp,
+      key,
+      value,
+      headers,
+      size,
+      sticky,
+      resolve,
+      reject,
+    )
     if (this.transactions.isTransactional) {
-      this.transactions.maybeAddPartition(record.topic, partition)
+      this.transactions.maybeAddPartition(topic, partition)
       this.scheduleAddPartitions()
     }
     this.sender.onAppended(batch)
@@ -580,7 +626,7 @@ export class Producer {
     )
   }
 
-  private choosePartition(record: ProducerRecord, input: RecordInput, numPartitions: number): number {
+  private choosePartition(record: ProducerRecord, key: Buffer | null, numPartitions: number): number {
     if (record.partition !== undefined) {
       if (!Number.isInteger(record.partition) || record.partition < 0 || record.partition >= numPartitions) {
         throw new InvalidArgumentError(
@@ -596,22 +642,7 @@ export class Producer {
       }
       return custom
     }
-    if (input.key) return partitionForKey(input.key, numPartitions)
+    if (key) return partitionForKey(key, numPartitions)
     return this.accumulator.stickyPartition(record.topic, numPartitions)
-  }
-}
-
-/** The record as the batch builder takes it; CreateTime defaults to the client clock's wall time. */
-function toRecordInput(record: ProducerRecord, clock: Clock): RecordInput {
-  if (typeof record.topic !== 'string' || record.topic === '')
-    throw new InvalidArgumentError('record.topic must be a non-empty string')
-  const timestamp = record.timestamp ?? clock.nowMs()
-  if (!Number.isSafeInteger(timestamp) || timestamp < 0)
-    throw new InvalidArgumentError(`invalid record.timestamp ${record.timestamp}`)
-  return {
-    key: toBytes(record.key),
-    value: toBytes(record.value),
-    headers: toHeaders(record.headers),
-    timestamp,
   }
 }

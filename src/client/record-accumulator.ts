@@ -12,13 +12,19 @@
 import { assert } from '../common/assert.js'
 import type { Clock } from '../common/clock.js'
 import type { Random } from '../common/random.js'
-import type { RecordInput } from '../protocol/record-batch.js'
+import type { RecordHeader } from '../protocol/record-batch.js'
 import { BatchBufferPool, MemoryPool } from './memory-pool.js'
 import type { MetadataSnapshot } from './metadata.js'
 import { StickyPartitioner, type TopicPartitions } from './partitioner.js'
 import { type BatchEncoding, ProducerBatch, type Reject, type Settle } from './producer-batch.js'
 import type { ResolvedProducerOptions } from './producer-options.js'
 import { partitionKey } from './transaction-manager.js'
+
+interface CachedPartitions {
+  readonly topic: string
+  readonly snapshot: MetadataSnapshot
+  readonly partitions: TopicPartitions
+}
 
 export class RecordAccumulator {
   readonly memory: MemoryPool
@@ -31,10 +37,9 @@ export class RecordAccumulator {
   private readonly incomplete = new Set<ProducerBatch>()
   /** The queue the last record went to (queueOf's shortcut); null once it is dropped. */
   private lastQueue: { topic: string; partition: number; queue: ProducerBatch[] } | null = null
-  private readonly partitionsCache = new Map<
-    string,
-    { snapshot: MetadataSnapshot; partitions: TopicPartitions }
-  >()
+  private readonly partitionsCache = new Map<string, CachedPartitions>()
+  /** The entry the last lookup found (topicPartitions' shortcut). */
+  private lastPartitions: CachedPartitions | null = null
   private flushesInProgress = 0
 
   constructor(
@@ -92,7 +97,10 @@ export class RecordAccumulator {
   append(
     topic: string,
     partition: number,
-    input: RecordInput,
+    timestamp: number,
+    key: Buffer | null,
+    value: Buffer | null,
+    headers: readonly RecordHeader[] | undefined,
     sizeBytes: number,
     sticky: boolean,
     resolve: Settle,
@@ -100,7 +108,7 @@ export class RecordAccumulator {
   ): ProducerBatch {
     const batch = this.batchFor(topic, partition, sizeBytes, sticky)
     batch.reservedBytes += sizeBytes
-    batch.append(input, sizeBytes, resolve, reject)
+    batch.appendFields(timestamp, key, value, headers, sizeBytes, resolve, reject)
     return batch
   }
 
@@ -232,14 +240,22 @@ export class RecordAccumulator {
   /** Partition count and available partitions, computed once per metadata snapshot and topic. */
   private topicPartitions(topic: string, numPartitions: number): TopicPartitions {
     const snapshot = this.metadata()
-    let cached = this.partitionsCache.get(topic)
-    if (!cached || cached.snapshot !== snapshot || cached.partitions.numPartitions !== numPartitions) {
+    // Consecutive records mostly name one topic: skip the map lookup for it.
+    let cached = this.lastPartitions
+    if (cached === null || cached.topic !== topic) cached = this.partitionsCache.get(topic) ?? null
+    if (
+      cached === null ||
+      cached.snapshot !== snapshot ||
+      cached.partitions.numPartitions !== numPartitions
+    ) {
       cached = {
+        topic,
         snapshot,
         partitions: { numPartitions, available: snapshot.availablePartitions(topic) },
       }
       this.partitionsCache.set(topic, cached)
     }
+    this.lastPartitions = cached
     return cached.partitions
   }
 

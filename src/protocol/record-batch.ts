@@ -390,16 +390,26 @@ function zigzag32(value: number): number {
   return ((value << 1) ^ (value >> 31)) >>> 0
 }
 
+// The producer's append path inlines these into large optimized functions. A branch that
+// TurboFan never saw taken (a comparison chain's later arms, a loop's body, Math in a path
+// not run yet) is compiled as a deoptimization, and the first record to reach it throws
+// away every function that inlined it: the append path, and the caller's send loop with
+// it. The record timestamp's delta grows as a batch fills (its varlong reaches 2 bytes at
+// 64 ms), so its encoding shares writeUnsignedVarint with the lengths, whose loop runs
+// from the first record on, and the sizes are computed without branches.
+
+/** Bytes of a uint32 as an unsigned varint: ceil(significant bits / 7), at least 1. */
 function unsignedVarintBytes(value: number): number {
-  return value < 0x80 ? 1 : value < 0x4000 ? 2 : value < 0x200000 ? 3 : value < 0x10000000 ? 4 : 5
+  return Math.max(1, ((38 - Math.clz32(value)) / 7) | 0)
 }
 
 function varintBytes(value: number): number {
   return unsignedVarintBytes(zigzag32(value))
 }
 
-function writeVarint(buf: Buffer, at: number, value: number): number {
-  let v = zigzag32(value)
+/** A uint32 as an unsigned varint. */
+function writeUnsignedVarint(buf: Buffer, at: number, value: number): number {
+  let v = value
   while (v >= 0x80) {
     buf[at++] = (v & 0x7f) | 0x80
     v >>>= 7
@@ -408,12 +418,17 @@ function writeVarint(buf: Buffer, at: number, value: number): number {
   return at
 }
 
+function writeVarint(buf: Buffer, at: number, value: number): number {
+  return writeUnsignedVarint(buf, at, zigzag32(value))
+}
+
 function zigzag64(value: number): number {
   return value >= 0 ? value * 2 : -value * 2 - 1
 }
 
 function varlongBytes(value: number): number {
   let v = zigzag64(value)
+  if (v <= 0xffffffff) return unsignedVarintBytes(v)
   let bytes = 1
   while (v >= 0x80) {
     v = Math.floor(v / 0x80)
@@ -424,6 +439,7 @@ function varlongBytes(value: number): number {
 
 function writeVarlong(buf: Buffer, at: number, value: number): number {
   let v = zigzag64(value)
+  if (v <= 0xffffffff) return writeUnsignedVarint(buf, at, v)
   while (v >= 0x80) {
     buf[at++] = (v % 0x80) | 0x80
     v = Math.floor(v / 0x80)
@@ -770,18 +786,31 @@ export class RecordBatchBuilder {
     value: Buffer | null,
     headers?: readonly RecordHeader[],
   ): number {
-    assert(!this.built, 'append to a built batch')
-    assert(Number.isSafeInteger(timestamp), () => `record timestamp ${timestamp} is not an integer`)
+    // The checks are plain ifs: assert's message closures were allocated per record by the
+    // interpreter and baseline code that run the first thousands of records.
+    if (this.built) assert(false, 'append to a built batch')
+    if (!Number.isSafeInteger(timestamp)) assert(false, `record timestamp ${timestamp} is not an integer`)
     const offsetDelta = this.count
-    assert(offsetDelta < INT32_MAX, 'too many records in one batch')
-    if (this.count === 0) this.baseTimestamp = timestamp
+    if (offsetDelta >= INT32_MAX) assert(false, 'too many records in one batch')
+    if (offsetDelta === 0) this.baseTimestamp = timestamp
     const tsDelta = timestamp - this.baseTimestamp
-    assert(Math.abs(tsDelta) < VARLONG_NUMBER_MAX, () => `record timestamp delta ${tsDelta} too large`)
-    let body = 1 + varlongBytes(tsDelta) + varintBytes(offsetDelta)
-    body += key === null ? 1 : varintBytes(key.length) + key.length
-    body += value === null ? 1 : varintBytes(value.length) + value.length
+    if (!(Math.abs(tsDelta) < VARLONG_NUMBER_MAX))
+      assert(false, `record timestamp delta ${tsDelta} too large`)
+    // Each length's varint size is computed once, for the body's size and for the write.
+    const keyLength = key === null ? -1 : key.length
+    const valueLength = value === null ? -1 : value.length
+    const keyLengthBytes = varintBytes(keyLength)
+    const valueLengthBytes = varintBytes(valueLength)
     const headerCount = headers === undefined ? 0 : headers.length
-    body += varintBytes(headerCount)
+    let body =
+      1 +
+      varlongBytes(tsDelta) +
+      varintBytes(offsetDelta) +
+      keyLengthBytes +
+      Math.max(keyLength, 0) +
+      valueLengthBytes +
+      Math.max(valueLength, 0) +
+      varintBytes(headerCount)
     for (let i = 0; i < headerCount; i++) {
       const header = headers![i]
       const keyBytes = Buffer.byteLength(header.key)
@@ -796,18 +825,15 @@ export class RecordBatchBuilder {
     buf[pos++] = 0 // record attributes: unused by Kafka
     pos = writeVarlong(buf, pos, tsDelta)
     pos = writeVarint(buf, pos, offsetDelta)
-    if (key === null)
-      buf[pos++] = 1 // zigzag(-1)
-    else {
-      pos = writeVarint(buf, pos, key.length)
-      buf.set(key, pos)
-      pos += key.length
+    pos = writeVarint(buf, pos, keyLength) // -1 (zigzag 1) for a null key
+    if (keyLength > 0) {
+      buf.set(key!, pos)
+      pos += keyLength
     }
-    if (value === null) buf[pos++] = 1
-    else {
-      pos = writeVarint(buf, pos, value.length)
-      buf.set(value, pos)
-      pos += value.length
+    pos = writeVarint(buf, pos, valueLength)
+    if (valueLength > 0) {
+      buf.set(value!, pos)
+      pos += valueLength
     }
     pos = writeVarint(buf, pos, headerCount)
     for (let i = 0; i < headerCount; i++) {
@@ -816,7 +842,7 @@ export class RecordBatchBuilder {
       pos += buf.write(header.key, pos, 'utf8')
       pos = writeNullableBytes(buf, pos, header.value)
     }
-    assert(pos - start === body, () => `record body took ${pos - start} bytes, sized ${body}`)
+    if (pos - start !== body) assert(false, `record body took ${pos - start} bytes, sized ${body}`)
     this.pos = pos
     this.count++
     this.recordsBytes += total

@@ -127,6 +127,51 @@ describe('RecordBatchBuilder', () => {
     }
   })
 
+  it('varint and varlong sizes at every length boundary decode back (checked by the decoder, not the encoder)', async () => {
+    // encodeRecordBatch shares the builder's varint helpers, so the comparison above would
+    // not catch a sizing error in both; the decoder reads varints with code of its own.
+    const base = 1_700_000_000_000
+    const deltas = [
+      0,
+      1,
+      63,
+      64,
+      65,
+      8191,
+      8192,
+      2 ** 20,
+      2 ** 30 - 1,
+      2 ** 30,
+      2 ** 31 - 1,
+      2 ** 31,
+      2 ** 32,
+      2 ** 40,
+    ]
+    const timestamps = [base, ...deltas.map((d) => base + d), ...deltas.map((d) => base - d)]
+    const lengths = [0, 1, 63, 64, 127, 128, 8191, 8192, 16383, 16384]
+    const records: RecordInput[] = []
+    for (let i = 0; i < timestamps.length; i++) {
+      const keyLength = lengths[i % lengths.length]
+      const valueLength = lengths[(i * 7 + 3) % lengths.length]
+      records.push({
+        key: i % 5 === 0 ? null : Buffer.alloc(keyLength, i),
+        value: i % 6 === 1 ? null : Buffer.alloc(valueLength, i + 1),
+        timestamp: timestamps[i],
+      })
+    }
+    const builder = builderWith(records, CompressionType.None, 1024)
+    const whole = concat(builder.build())
+    assert.equal(whole.length, builder.sizeInBytes)
+    assert.equal(validateRecordBatch(whole).ok, true)
+    const decoded = await decodeRecordBatch(whole)
+    assert.equal(decoded.records.length, records.length)
+    for (let i = 0; i < records.length; i++) {
+      assert.equal(decoded.records[i].offset, i)
+      assert.equal(decoded.records[i].timestamp, records[i].timestamp)
+      assert.deepEqual(decoded.records[i].key, records[i].key)
+      assert.deepEqual(decoded.records[i].value, records[i].value)
+    }
+  })
   it('an empty batch is a header only, as encodeRecordBatch writes it', async () => {
     for (const compression of CODECS) {
       const built = concat(await builderWith([], compression, 100).buildAsync())
