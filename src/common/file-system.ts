@@ -47,6 +47,11 @@ export interface FileSystem {
   syncDir(path: string): Promise<void>
   /** Size and free space of the file system holding `path` (DescribeLogDirs). */
   statfs(path: string): Promise<FileSystemSpace>
+  /**
+   * Synchronous appends that took long enough to send appends back to the thread pool for a
+   * while (runtime/sync-append-policy.ts); absent where appends are never synchronous.
+   */
+  syncAppendStalls?(): number
 }
 
 export interface FileSystemSpace {

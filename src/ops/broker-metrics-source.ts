@@ -31,6 +31,8 @@ export interface BrokerMetricsSource {
   controllerCounters(): ControllerCounters
   /** ISR changes this broker made as leader (Kafka's IsrShrinksPerSec / IsrExpandsPerSec). */
   isrCounters(): { readonly shrinks: number; readonly expands: number }
+  /** Slow synchronous appends of this process's file system (0 where it has none). */
+  syncAppendStalls(): number
   /** Open connections of the Kafka listener. */
   connectionCount(): number
   /** Registered in the metadata store with a live session (not fenced). */

@@ -245,6 +245,11 @@ export class BrokerMetrics {
       'Log directories offline after a disk error',
       (s) => one(s.logManager.offlineLogDirs.length),
     )
+    this.counter(
+      'tidelog_log_sync_append_stalls_total',
+      'Appends written on the event loop that took over 2 ms, each sending appends to the thread pool for 1-60 s (a slow disk)',
+      (s) => one(s.syncAppendStalls()),
+    )
     this.gauge(
       'kafka_server_socketservermetrics_connection_count',
       'Open client connections per listener (connection-count)',

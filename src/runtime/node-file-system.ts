@@ -147,6 +147,9 @@ export class NodeFileSystem implements FileSystem {
   async open(path: string, flags: OpenFlags): Promise<FileHandle> {
     return new NodeFileHandle(await fsp.open(path, flags), this.syncAppends)
   }
+  syncAppendStalls(): number {
+    return this.syncAppends.stalls
+  }
   rename(from: string, to: string): Promise<void> {
     return fsp.rename(from, to)
   }

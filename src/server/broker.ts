@@ -639,6 +639,7 @@ export class Broker implements BrokerServices {
       }),
       isrCounters: () => this.alterPartitions.stats,
       connectionCount: () => this.socketServers.reduce((n, s) => n + s.connectionCount, 0),
+      syncAppendStalls: () => this.fileSystem.syncAppendStalls?.() ?? 0,
       isRegistered: () => this.lease !== null,
       configValue: (name) => this.config.values.get(name),
     }

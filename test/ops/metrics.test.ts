@@ -75,6 +75,7 @@ test('every broker serves /metrics in strict Prometheus text format with Kafka-n
       'kafka_network_requestmetrics_totaltime_seconds',
       'kafka_server_delayedoperationpurgatory_purgatorysize',
       'kafka_server_socketservermetrics_connection_count',
+      'tidelog_log_sync_append_stalls_total',
       'nodejs_eventloop_utilization_ratio',
       'nodejs_eventloop_lag_p99_seconds',
       'process_resident_memory_bytes',
