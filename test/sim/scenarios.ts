@@ -100,7 +100,7 @@ export const POWER_LOST_LEADER_RETURNS: Scenario = {
   ],
 }
 
-/** Seeds 5 and 91 (since broker incarnations: 308): a follower truncates, then loses power before its process restarts. */
+/** Seeds 5 and 91 (since broker incarnations 308, since follower fetch sessions 61): a follower truncates, then loses power before its process restarts. */
 export const TRUNCATED_FOLLOWER_LOSES_POWER: Scenario = {
   what: "a replica's log end drops (a truncation), the same process then crashes with power loss, restarts, and the cluster converges",
   steps: [
