@@ -158,6 +158,20 @@ static int produce(int argc, char **argv) {
   rd_kafka_flush(rk, 60000);
   if (paced) wait_for_reports(count);
   double secs = (double)(now_us() - start) / 1e6;
+  /* RDKAFKA_PERF_TIMELINE=N: p50/p99/max of each N deliveries in delivery order, on stderr,
+     to see when a run is slow (a cold broker) rather than only that it was. */
+  const char *timeline = getenv("RDKAFKA_PERF_TIMELINE");
+  long window = timeline ? atol(timeline) : 0;
+  if (window > 0) {
+    int64_t *part = malloc((size_t)window * sizeof(int64_t));
+    for (long from = 0; from + window <= delivered; from += window) {
+      memcpy(part, latencies_us + from, (size_t)window * sizeof(int64_t));
+      qsort(part, (size_t)window, sizeof(int64_t), cmp64);
+      fprintf(stderr, "timeline %ld-%ld p50 %.3f p99 %.3f max %.3f ms\n", from, from + window, pct(part, window, 50),
+              pct(part, window, 99), pct(part, window, 100));
+    }
+    free(part);
+  }
   qsort(latencies_us, (size_t)delivered, sizeof(int64_t), cmp64);
   printf("{\"mode\":\"produce\",\"records\":%ld,\"failed\":%ld,\"seconds\":%.3f,\"recordsPerSec\":%.0f,"
          "\"mbPerSec\":%.1f,\"p50Ms\":%.3f,\"p99Ms\":%.3f,\"p999Ms\":%.3f,\"maxMs\":%.3f}\n",

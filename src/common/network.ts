@@ -20,6 +20,18 @@ export interface ByteStream {
   pause(): void
   resume(): void
   onData(listener: (chunk: Buffer) => void): void
+  /**
+   * Where the stream can read into buffers it is handed (TCP's `onread`): delivers whole
+   * Kafka frames instead of chunks, a large one read straight into a buffer of its own size
+   * (FrameReader), where onData's chunks would be copied again to join them. Once called,
+   * onData listeners get nothing more. `onError` is told of a framing error (a bad size)
+   * or a throw of `onFrame`; the stream is then the caller's to destroy.
+   */
+  readFrames?(
+    maxFrameBytes: number,
+    onFrame: (frame: Buffer) => void,
+    onError: (error: unknown) => void,
+  ): void
   onDrain(listener: () => void): void
   /** Called once when the stream ends, with the error that ended it if any. */
   onClose(listener: (error: Error | null) => void): void

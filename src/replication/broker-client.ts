@@ -82,15 +82,22 @@ export class BrokerClient {
   private connect(): Promise<ByteStream> {
     if (this.connection) return this.connection
     const pending = this.transport.connect(this.host, this.port).then((connection) => {
-      const decoder = new FrameDecoder(MAX_RESPONSE_BYTES)
-      connection.onData((chunk) => {
-        try {
-          decoder.push(chunk, (frame) => this.onResponse(frame))
-        } catch (error) {
-          connection.destroy()
-          this.failAll(new BrokerConnectionError('bad response frame', error))
-        }
-      })
+      const onBadFrame = (error: unknown): void => {
+        connection.destroy()
+        this.failAll(new BrokerConnectionError('bad response frame', error))
+      }
+      if (connection.readFrames) {
+        connection.readFrames(MAX_RESPONSE_BYTES, (frame) => this.onResponse(frame), onBadFrame)
+      } else {
+        const decoder = new FrameDecoder(MAX_RESPONSE_BYTES)
+        connection.onData((chunk) => {
+          try {
+            decoder.push(chunk, (frame) => this.onResponse(frame))
+          } catch (error) {
+            onBadFrame(error)
+          }
+        })
+      }
       connection.onClose((error) => {
         if (this.connection === pending) this.connection = null
         this.failAll(new BrokerConnectionError(`connection to ${this.host}:${this.port} closed`, error))
