@@ -12,8 +12,12 @@ export interface ByteStream {
   readonly remoteAddress: string
   /** `host:port` of this side, where the network knows it (TCP does). */
   readonly localAddress?: string
-  /** Writes the chunks back to back (one syscall where the OS allows). */
-  write(chunks: readonly Buffer[]): void
+  /**
+   * Writes the chunks back to back (one syscall where the OS allows). `onWritten`, where the
+   * stream supports it, is called once the OS has all the bytes and the stream holds no
+   * reference to the chunks any more; never after a failed write. A stream may ignore it.
+   */
+  write(chunks: readonly Buffer[], onWritten?: () => void): void
   /** True while written bytes wait for the peer (back-pressure): stop reading until `onDrain`. */
   readonly writableNeedDrain: boolean
   /** Stops delivering data until `resume()`. */

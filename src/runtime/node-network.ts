@@ -23,13 +23,22 @@ export function socketStream(socket: Socket): ByteStream {
   return {
     remoteAddress: `${socket.remoteAddress}:${socket.remotePort}`,
     localAddress: `${socket.localAddress}:${socket.localPort}`,
-    write(chunks) {
+    write(chunks, onWritten) {
+      // The last chunk's callback runs once libuv has written every chunk before it too.
+      const done =
+        onWritten === undefined
+          ? undefined
+          : (error?: Error | null) => {
+              if (!error) onWritten()
+            }
       if (chunks.length === 1) {
-        socket.write(chunks[0])
+        socket.write(chunks[0], done)
         return
       }
       socket.cork()
-      for (const chunk of chunks) socket.write(chunk)
+      const last = chunks.length - 1
+      for (let i = 0; i < last; i++) socket.write(chunks[i])
+      socket.write(chunks[last], done)
       socket.uncork()
     },
     get writableNeedDrain() {

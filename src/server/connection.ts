@@ -16,6 +16,7 @@ import type { Clock, TimerHandle } from '../common/clock.js'
 import { ProtocolDecodeError } from '../common/errors.js'
 import type { Logger } from '../common/logger.js'
 import type { ByteStream } from '../common/network.js'
+import { readBufferPool } from '../common/read-buffer-pool.js'
 import type { RequestObservation, RequestObserver } from '../ops/request-observer.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { FrameDecoder, FrameError } from '../protocol/frame-decoder.js'
@@ -457,7 +458,14 @@ export class Connection implements ClientConnection {
       else for (const chunk of slot.chunks) ready.push(chunk)
       slot.observation?.onSent()
     }
-    if (ready !== null) this.options.stream.write(ready)
+    if (ready !== null) {
+      // Pooled read buffers (fetched records) go back to the pool once the socket wrote them.
+      // Not with a tap, which may keep the responses it observes.
+      const written = ready
+      if (this.options.tap === undefined && readBufferPool.holdsAny(written))
+        this.options.stream.write(written, () => readBufferPool.release(written))
+      else this.options.stream.write(written)
+    }
     if (throttledMs > 0) this.startThrottle(throttledMs)
     this.maybePauseReading()
     this.maybeResumeReading()

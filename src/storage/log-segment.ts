@@ -10,6 +10,7 @@
 import { join } from 'node:path'
 import { assert } from '../common/assert.js'
 import type { FileHandle, FileSystem } from '../common/file-system.js'
+import { readBufferPool } from '../common/read-buffer-pool.js'
 import { maxOffset, type Offset } from '../common/types.js'
 import { SegmentReplacedError, StorageError } from './errors.js'
 import { OffsetIndex } from './offset-index.js'
@@ -306,7 +307,9 @@ export class LogSegment {
         retriable: true,
       })
     const available = Math.max(0, Math.min(length, limit - position))
-    const buf = Buffer.allocUnsafe(available)
+    // A large read reuses a buffer a fetch response already wrote to its socket (see
+    // read-buffer-pool.ts); one never given back is garbage collected as any other.
+    const buf = readBufferPool.acquire(available)
     this.pendingReads++
     try {
       let filled = 0

@@ -404,10 +404,10 @@ async function readAll(
   /** False when recordFollowerFetchStates already recorded this request's follower offsets. */
   updateFollowerState: boolean,
 ): Promise<ReadResult[]> {
-  // A follower's partitions are read side by side when their limits fit the request's
-  // (the common case): one partition's disk read then does not wait for another's.
+  // Partitions are read side by side when their limits fit the request's (the common case
+  // for a follower, and for a consumer whose fetch.max.bytes covers its partitions'
+  // max.partition.fetch.bytes): one partition's disk read then does not wait for another's.
   const speculative =
-    reader.kind === 'follower' &&
     targets.length > 1 &&
     targets.reduce((sum, t) => sum + Math.min(maxBytes, t.partitionMaxBytes), 0) <= maxBytes
       ? await Promise.all(
