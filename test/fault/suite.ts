@@ -18,9 +18,7 @@
  * independent second check of the same run; the file is kept when the checker finds anything.
  */
 import assert from 'node:assert/strict'
-import { type ChildProcess, spawn } from 'node:child_process'
-import { createHash } from 'node:crypto'
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
+import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -31,9 +29,20 @@ import { formatVerifyReport } from '../../src/verify/format.js'
 import { HistoryWriter, readHistoryFile } from '../../src/verify/history-file.js'
 import { BrokerProcess, freePort } from '../helpers/broker-process.js'
 import { makeTestCerts, type TestCerts } from '../helpers/certs.js'
-import { confluent, confluentConsume, PYTHON, repoRoot } from '../helpers/compat-clients.js'
+import { confluent, confluentConsume } from '../helpers/compat-clients.js'
 import { type EtcdProcess, startEtcd } from '../helpers/etcd.js'
-import { type Ack, analyse, type HistoryAnalysis } from '../helpers/fault-history.js'
+import {
+  type Ack,
+  analyse,
+  committedDigest,
+  dirLogBytes,
+  type HistoryAnalysis,
+  IDEMPOTENT_PREFIX,
+  KafkajsProducer,
+  type ProducerObserver,
+  PythonProducer,
+  prng,
+} from '../helpers/fault-history.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 
 export interface FaultOptions {
@@ -137,21 +146,7 @@ function clientMayReorder(producer: string): boolean {
   return producer.startsWith('ck')
 }
 
-/** Names of the idempotent producers start with this. */
-const IDEMPOTENT_PREFIX = 'i'
 const BROKERS = [1, 2, 3]
-
-/** A small deterministic PRNG (mulberry32) so a run can be repeated with its seed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 interface PartitionInfo {
   leader: number
@@ -259,164 +254,20 @@ async function waitFor(
   }
 }
 
-/** A confluent-kafka producer process (test/fault/producer.py). */
-class PythonProducer {
-  readonly acks = new Map<number, Ack>()
-  private buffered = ''
-  private stderr = ''
-  sent = 0
-  private readonly exited: Promise<void>
-  private readonly child: ChildProcess
-  private readonly partitions: number
-
-  constructor(
-    readonly name: string,
-    spec: { partitions: number } & Record<string, unknown>,
-    private readonly history: HistoryWriter,
-  ) {
-    this.partitions = spec.partitions
-    this.child = spawn(PYTHON, [join(repoRoot(), 'test', 'fault', 'producer.py')], {
-      stdio: ['pipe', 'pipe', 'pipe'],
-    })
-    this.child.stdin!.write(`${JSON.stringify({ ...spec, producer: name })}\n`)
-    this.child.stdout!.setEncoding('utf8').on('data', (chunk: string) => this.onData(chunk))
-    this.child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
-      if (this.stderr.length < 20000) this.stderr += chunk
-    })
-    this.exited = new Promise((resolve) => this.child.once('exit', () => resolve()))
-  }
-
-  private onData(chunk: string): void {
-    this.buffered += chunk
-    const lines = this.buffered.split('\n')
-    this.buffered = lines.pop() ?? ''
-    for (const line of lines) {
-      if (line.trim() === '') continue
-      const json = JSON.parse(line) as {
-        q?: number
-        s?: number
-        p?: number
-        o?: number | null
-        e?: string | null
-        t?: number
-        done?: boolean
-        sent?: number
-      }
-      if (json.done) {
-        this.sent = json.sent ?? 0
-        continue
-      }
-      if (json.q !== undefined) {
-        const seq = json.q
-        this.history.send({
-          producer: this.name,
-          seq,
-          topic: TOPIC,
-          partition: seq % this.partitions,
-          key: null,
-          value: `${this.name}-${seq}`,
-          ...(json.t !== undefined ? { time: json.t } : {}),
-        })
-        continue
-      }
-      const seq = json.s!
-      const ack: Ack = {
-        producer: this.name,
+/** A producer's sends and outcomes as send, ack and fail events of the history. */
+function historyObserver(history: HistoryWriter, producer: string): ProducerObserver {
+  return {
+    onSend: (seq, partition, timeMs) =>
+      history.send({
+        producer,
         seq,
-        partition: json.p!,
-        // null: librdkafka acknowledged it without an offset (an implicit ack, see Ack).
-        offset: json.e === null ? (json.o ?? null) : -1,
-        error: json.e ?? null,
-        atMs: Date.now(),
-      }
-      this.acks.set(seq, ack)
-      recordOutcome(this.history, ack, json.t)
-    }
-  }
-
-  /** Stops producing and waits for every delivery report (bounded by message.timeout.ms). */
-  async stop(timeoutMs = 90000): Promise<void> {
-    this.child.stdin!.end()
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), timeoutMs)
-    await this.exited
-    clearTimeout(timer)
-    if (this.sent === 0) throw new Error(`producer ${this.name} did not finish: ${this.stderr.slice(-2000)}`)
-  }
-}
-
-/** A kafkajs producer sending one record per request, sequentially, with retries. */
-class KafkajsProducer {
-  readonly acks = new Map<number, Ack>()
-  sent = 0
-  private stopped = false
-  private readonly loop: Promise<void>
-
-  constructor(
-    readonly name: string,
-    bootstrap: string,
-    acks: number,
-    partitions: number,
-    history: HistoryWriter,
-    security: SecuritySetup,
-    idempotent = false,
-  ) {
-    const kafka = new Kafka({
-      ...security.kafkajs,
-      clientId: `fault-${name}`,
-      brokers: bootstrap.split(','),
-      logLevel: logLevel.NOTHING,
-      requestTimeout: 5000,
-      connectionTimeout: 3000,
-      // An idempotent producer retries until it succeeds, as kafkajs advises: a send that gave
-      // up leaves its sequence ambiguous, and the next record would reuse it.
-      retry: { retries: idempotent ? Number.MAX_SAFE_INTEGER : 8, initialRetryTime: 100, maxRetryTime: 2000 },
-    })
-    const producer = kafka.producer({
-      maxInFlightRequests: idempotent ? 5 : 1,
-      idempotent,
-      allowAutoTopicCreation: false,
-    })
-    this.loop = (async () => {
-      await producer.connect()
-      try {
-        for (let seq = 0; !this.stopped; seq++) {
-          const partition = seq % partitions
-          this.sent++
-          history.send({ producer: name, seq, topic: TOPIC, partition, key: null, value: `${name}-${seq}` })
-          try {
-            const [meta] = await producer.send({
-              topic: TOPIC,
-              acks,
-              timeout: 5000,
-              messages: [{ value: `${name}-${seq}`, partition }],
-            })
-            const ack = {
-              producer: name,
-              seq,
-              partition,
-              offset: Number(meta.baseOffset),
-              error: null,
-              atMs: Date.now(),
-            }
-            this.acks.set(seq, ack)
-            recordOutcome(history, ack)
-          } catch (error) {
-            const type = (error as { type?: string; name?: string }).type ?? (error as Error).name
-            const ack = { producer: name, seq, partition, offset: -1, error: type, atMs: Date.now() }
-            this.acks.set(seq, ack)
-            recordOutcome(history, ack)
-          }
-          await sleep(2)
-        }
-      } finally {
-        await producer.disconnect().catch(() => undefined)
-      }
-    })()
-  }
-
-  async stop(): Promise<void> {
-    this.stopped = true
-    await this.loop
+        topic: TOPIC,
+        partition,
+        key: null,
+        value: `${producer}-${seq}`,
+        ...(timeMs !== undefined ? { time: timeMs } : {}),
+      }),
+    onOutcome: (ack, timeMs) => recordOutcome(history, ack, timeMs),
   }
 }
 
@@ -528,7 +379,7 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
               'max.in.flight.requests.per.connection': 1,
             },
           },
-          history!,
+          historyObserver(history!, name),
         ),
     )
     python.push(
@@ -546,22 +397,29 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
             'max.in.flight.requests.per.connection': 5,
           },
         },
-        history,
+        historyObserver(history, `${IDEMPOTENT_PREFIX}ck1`),
       ),
     )
+    const kafkajsSpec = {
+      bootstrap: cluster.bootstrap,
+      topic: TOPIC,
+      partitions: options.partitions,
+      security: cluster.security.kafkajs,
+    }
     const kafkajs = ['js1', 'js2'].map(
       (name) =>
-        new KafkajsProducer(name, cluster.bootstrap, acks, options.partitions, history!, cluster.security),
+        new KafkajsProducer(
+          name,
+          { ...kafkajsSpec, acks, idempotent: false },
+          historyObserver(history!, name),
+        ),
     )
+    const idempotentJs = `${IDEMPOTENT_PREFIX}js1`
     kafkajs.push(
       new KafkajsProducer(
-        `${IDEMPOTENT_PREFIX}js1`,
-        cluster.bootstrap,
-        -1,
-        options.partitions,
-        history,
-        cluster.security,
-        true,
+        idempotentJs,
+        { ...kafkajsSpec, acks: -1, idempotent: true },
+        historyObserver(history, idempotentJs),
       ),
     )
     await sleep(1000)
@@ -668,6 +526,8 @@ export async function runFaultSuite(input: FaultOptions): Promise<FaultReport> {
     cluster.healAll()
     for (const broker of cluster.brokers.values()) if (!broker.isRunning) await broker.start(30000)
     await Promise.all([...python.map((p) => p.stop()), ...kafkajs.map((p) => p.stop())])
+    const producerFailures = [...python, ...kafkajs].flatMap((p) => (p.failure === null ? [] : [p.failure]))
+    if (producerFailures.length > 0) throw new Error(producerFailures.join('\n'))
     log(`${elapsed()} producers done; waiting for every partition to have a leader and a full ISR`)
     await waitForHealthy(cluster, options.partitions, 60000)
     // Replicas that do not converge are a failure, not a warning: the byte comparison below
@@ -808,13 +668,6 @@ async function waitForConverged(cluster: FaultCluster, partitions: number, timeo
   })
 }
 
-async function dirLogBytes(dir: string): Promise<number> {
-  let total = 0
-  for (const name of await readdir(dir))
-    if (name.endsWith('.log')) total += (await readFile(join(dir, name))).length
-  return total
-}
-
 /** Each replica's .log bytes of batches below the high watermark, compared by SHA-256. */
 async function compareReplicaFiles(
   cluster: FaultCluster,
@@ -835,28 +688,6 @@ async function compareReplicaFiles(
       )
   }
   return problems
-}
-
-async function committedDigest(dir: string, highWatermark: number): Promise<string> {
-  const segments = (await readdir(dir)).filter((n) => n.endsWith('.log')).sort()
-  const hash = createHash('sha256')
-  let next = -1
-  let bytes = 0
-  for (const name of segments) {
-    const data = await readFile(join(dir, name))
-    for (let at = 0; at + 12 <= data.length; ) {
-      const size = 12 + data.readInt32BE(at + 8)
-      const base = Number(data.readBigInt64BE(at))
-      const last = base + data.readInt32BE(at + 23)
-      if (last >= highWatermark) return `${hash.digest('hex')} (${bytes} bytes to offset ${next})`
-      if (next !== -1 && base !== next) return `gap at ${next}: next batch at ${base}`
-      hash.update(data.subarray(at, at + size))
-      bytes += size
-      next = last + 1
-      at += size
-    }
-  }
-  return `${hash.digest('hex')} (${bytes} bytes to offset ${next})`
 }
 
 export function formatReport(r: FaultReport): string {

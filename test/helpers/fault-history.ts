@@ -15,7 +15,7 @@ import { createWriteStream } from 'node:fs'
 import { readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { Kafka, logLevel } from 'kafkajs'
+import { Kafka, type KafkaConfig, logLevel } from 'kafkajs'
 import { PYTHON, repoRoot } from './compat-clients.js'
 
 const STDERR_KEPT_CHARS = 20000
@@ -46,6 +46,16 @@ export interface FaultProducer {
   stop(): Promise<void>
   /** Why the producer ended before it was stopped, or null. */
   readonly failure: string | null
+}
+
+/**
+ * Told of each record a producer sends and of each outcome it learns, as they happen: the
+ * fault suite writes them to its history file (docs/history-format.md). `timeMs` is the
+ * producer process's own clock where it reports one (producer.py's "t").
+ */
+export interface ProducerObserver {
+  onSend(seq: number, partition: number, timeMs?: number): void
+  onOutcome(ack: Ack, timeMs?: number): void
 }
 
 /** A small deterministic PRNG (mulberry32) so a run can be repeated with its seed. */
@@ -83,7 +93,8 @@ export class PythonProducer implements FaultProducer {
 
   constructor(
     readonly name: string,
-    spec: PythonProducerSpec,
+    private readonly spec: PythonProducerSpec,
+    private readonly observer?: ProducerObserver,
   ) {
     this.child = spawn(PYTHON, [join(repoRoot(), 'test', 'fault', 'producer.py')], {
       stdio: ['pipe', 'pipe', 'pipe'],
@@ -112,10 +123,12 @@ export class PythonProducer implements FaultProducer {
     for (const line of lines) {
       if (line.trim() === '') continue
       const json = JSON.parse(line) as {
+        q?: number
         s?: number
         p?: number
         o?: number | null
         e?: string | null
+        t?: number
         done?: boolean
         sent?: number
       }
@@ -123,15 +136,22 @@ export class PythonProducer implements FaultProducer {
         this.sent = json.sent ?? 0
         continue
       }
+      if (json.q !== undefined) {
+        this.observer?.onSend(json.q, json.q % this.spec.partitions, json.t)
+        continue
+      }
       const seq = json.s!
-      this.acks.set(seq, {
+      const ack: Ack = {
         producer: this.name,
         seq,
         partition: json.p!,
+        // null: librdkafka acknowledged it without an offset (an implicit ack, see Ack).
         offset: json.e === null ? (json.o ?? null) : -1,
         error: json.e ?? null,
         atMs: Date.now(),
-      })
+      }
+      this.acks.set(seq, ack)
+      this.observer?.onOutcome(ack, json.t)
     }
   }
 
@@ -165,6 +185,8 @@ export interface KafkajsProducerSpec {
   /** -1 (all) or 1. */
   readonly acks: number
   readonly idempotent: boolean
+  /** TLS and SASL settings for the client (the fault suite's SASL_SSL runs). */
+  readonly security?: Pick<KafkaConfig, 'ssl' | 'sasl'>
 }
 
 /** A kafkajs producer sending one record per request, sequentially, with retries. */
@@ -177,8 +199,10 @@ export class KafkajsProducer implements FaultProducer {
   constructor(
     readonly name: string,
     spec: KafkajsProducerSpec,
+    observer?: ProducerObserver,
   ) {
     const kafka = new Kafka({
+      ...spec.security,
       clientId: `fault-${name}`,
       brokers: spec.bootstrap.split(','),
       logLevel: logLevel.NOTHING,
@@ -203,6 +227,8 @@ export class KafkajsProducer implements FaultProducer {
         for (let seq = 0; !this.stopped; seq++) {
           const partition = seq % spec.partitions
           this.sent++
+          observer?.onSend(seq, partition)
+          let ack: Ack
           try {
             const [meta] = await producer.send({
               topic: spec.topic,
@@ -210,18 +236,20 @@ export class KafkajsProducer implements FaultProducer {
               timeout: 5000,
               messages: [{ value: `${name}-${seq}`, partition }],
             })
-            this.acks.set(seq, {
+            ack = {
               producer: name,
               seq,
               partition,
               offset: Number(meta.baseOffset),
               error: null,
               atMs: Date.now(),
-            })
+            }
           } catch (error) {
             const type = (error as { type?: string; name?: string }).type ?? (error as Error).name
-            this.acks.set(seq, { producer: name, seq, partition, offset: -1, error: type, atMs: Date.now() })
+            ack = { producer: name, seq, partition, offset: -1, error: type, atMs: Date.now() }
           }
+          this.acks.set(seq, ack)
+          observer?.onOutcome(ack)
           await sleep(2)
         }
       } finally {
