@@ -57,6 +57,36 @@ export function failSettle(resolve: Settle, reject: Reject, error: Error): void 
   process.nextTick(() => invokeCallback(resolve as RecordCallback, failure))
 }
 
+/**
+ * Settles a completed batch's records, each with its metadata. Its own function, the loop
+ * alone: a batch's loop runs hundreds of times, so V8 compiles it on the stack (OSR) during
+ * the first batches, while nothing after the loop has run yet. With the code after the
+ * loop in the same function, that first compilation deoptimized as soon as a loop ended
+ * ("insufficient type feedback for call") and the whole loop, with the user's callback
+ * inlined into it, was compiled again.
+ */
+function settleRecords(
+  topic: string,
+  partition: number,
+  resolves: readonly Settle[],
+  rejects: readonly Reject[],
+  timestamps: readonly number[],
+  baseOffset: number,
+  logAppendTimeMs: number,
+): void {
+  for (let i = 0; i < resolves.length; i++) {
+    const metadata: RecordMetadata = {
+      topic,
+      partition,
+      offset: baseOffset < 0 ? -1 : baseOffset + i,
+      timestamp: logAppendTimeMs >= 0 ? logAppendTimeMs : timestamps[i],
+    }
+    const reject = rejects[i]
+    if (reject === CALLBACK) invokeCallback(resolves[i] as RecordCallback, null, metadata)
+    else (resolves[i] as Completion['resolve'])(metadata)
+  }
+}
+
 /** A throwing user callback surfaces like an exception in an event handler. */
 export function invokeCallback(
   callback: RecordCallback,
@@ -92,14 +122,33 @@ export interface BatchEncoding {
   allocate?: (bytes: number) => Buffer
 }
 
+/*
+ * The per-record arrays start in the elements kind they end in. A `[]` starts as small
+ * integers and changes kind at its first push of a double or a function; optimized code
+ * compiled while a batch's arrays were of the first kind deoptimized ("not a Smi") at the
+ * first push into a new batch's arrays, and `appendFields`, with the builder's append
+ * inlined, was compiled again, twice a run.
+ */
+function emptyDoubles(): number[] {
+  const array = [0.5]
+  array.pop()
+  return array
+}
+
+function emptyObjects<T>(): T[] {
+  const array: unknown[] = [null]
+  array.pop()
+  return array as T[]
+}
+
 export class ProducerBatch {
   /** The records, encoded as they are appended. */
   private readonly builder: RecordBatchBuilder
   /** Each record's CreateTime, for its metadata. */
-  private readonly timestamps: number[] = []
+  private readonly timestamps: number[] = emptyDoubles()
   /** Each record's promise, settled when the batch is (two arrays: no object per record). */
-  private readonly resolves: Settle[] = []
-  private readonly rejects: Reject[] = []
+  private readonly resolves: Settle[] = emptyObjects()
+  private readonly rejects: Reject[] = emptyObjects()
   /** Estimated encoded size, compression ignored (as Kafka estimates for batch.size). */
   sizeBytes = BATCH_OVERHEAD
   /** Set when first drained: nothing more is appended, the bytes are fixed. */
@@ -250,18 +299,15 @@ export class ProducerBatch {
   complete(baseOffset: number, logAppendTimeMs: number): void {
     if (this.settled) return
     this.settled = true
-    const { topic, partition, resolves, rejects, timestamps } = this
-    for (let i = 0; i < resolves.length; i++) {
-      const metadata: RecordMetadata = {
-        topic,
-        partition,
-        offset: baseOffset < 0 ? -1 : baseOffset + i,
-        timestamp: logAppendTimeMs >= 0 ? logAppendTimeMs : timestamps[i],
-      }
-      const reject = rejects[i]
-      if (reject === CALLBACK) invokeCallback(resolves[i] as RecordCallback, null, metadata)
-      else (resolves[i] as Completion['resolve'])(metadata)
-    }
+    settleRecords(
+      this.topic,
+      this.partition,
+      this.resolves,
+      this.rejects,
+      this.timestamps,
+      baseOffset,
+      logAppendTimeMs,
+    )
     this.markSettled()
   }
 
@@ -324,7 +370,7 @@ export class ProducerBatch {
 }
 
 /** Headers of a record without any (shared: nothing appends to it). */
-const NO_HEADERS: readonly RecordHeader[] = Object.freeze([])
+export const NO_HEADERS: readonly RecordHeader[] = Object.freeze([])
 
 export function toHeaders(headers: ProducerHeaders | undefined): RecordHeader[] {
   if (!headers) return NO_HEADERS as RecordHeader[]
