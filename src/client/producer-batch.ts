@@ -69,19 +69,27 @@ function settleRecords(
   topic: string,
   partition: number,
   resolves: readonly Settle[],
-  rejects: readonly Reject[],
-  timestamps: readonly number[],
+  rejects: readonly Reject[] | null,
+  runTimestamps: readonly number[],
+  runStarts: readonly number[],
   baseOffset: number,
   logAppendTimeMs: number,
 ): void {
-  for (let i = 0; i < resolves.length; i++) {
+  const count = resolves.length
+  let run = 0
+  let nextRunAt = runStarts.length > 1 ? runStarts[1] : count
+  for (let i = 0; i < count; i++) {
+    if (i === nextRunAt) {
+      run++
+      nextRunAt = run + 1 < runStarts.length ? runStarts[run + 1] : count
+    }
     const metadata: RecordMetadata = {
       topic,
       partition,
       offset: baseOffset < 0 ? -1 : baseOffset + i,
-      timestamp: logAppendTimeMs >= 0 ? logAppendTimeMs : timestamps[i],
+      timestamp: logAppendTimeMs >= 0 ? logAppendTimeMs : runTimestamps[run],
     }
-    const reject = rejects[i]
+    const reject = rejects === null ? CALLBACK : rejects[i]
     if (reject === CALLBACK) invokeCallback(resolves[i] as RecordCallback, null, metadata)
     else (resolves[i] as Completion['resolve'])(metadata)
   }
@@ -144,11 +152,23 @@ function emptyObjects<T>(): T[] {
 export class ProducerBatch {
   /** The records, encoded as they are appended. */
   private readonly builder: RecordBatchBuilder
-  /** Each record's CreateTime, for its metadata. */
-  private readonly timestamps: number[] = emptyDoubles()
+  /**
+   * The records' CreateTimes, for their metadata, as runs: records runStarts[r] up to
+   * runStarts[r + 1] have runTimestamps[r]. A batch's records mostly share a few
+   * milliseconds, so this is a push per millisecond instead of one per record (and the
+   * array's growth, ~24 bytes of garbage per record).
+   */
+  private readonly runTimestamps: number[] = emptyDoubles()
+  private readonly runStarts: number[] = []
+  /** The last record's timestamp; NaN (a double field from the start) before the first. */
+  private lastTimestamp = Number.NaN
   /** Each record's promise, settled when the batch is (two arrays: no object per record). */
   private readonly resolves: Settle[] = emptyObjects()
-  private readonly rejects: Reject[] = emptyObjects()
+  /**
+   * null while every record so far is a produce() callback (CALLBACK in reject's place):
+   * then there is nothing to keep per record, which is the high-rate path.
+   */
+  private rejects: Reject[] | null = null
   /** Estimated encoded size, compression ignored (as Kafka estimates for batch.size). */
   sizeBytes = BATCH_OVERHEAD
   /** Set when first drained: nothing more is appended, the bytes are fixed. */
@@ -243,10 +263,24 @@ export class ProducerBatch {
   ): void {
     if (this.encoded !== null || this.settled) assert(false, 'append to a sealed batch')
     this.builder.append(timestamp, key, value, headers)
-    this.timestamps.push(timestamp)
+    if (timestamp !== this.lastTimestamp) {
+      this.lastTimestamp = timestamp
+      this.runTimestamps.push(timestamp)
+      this.runStarts.push(this.resolves.length)
+    }
+    if (reject !== CALLBACK || this.rejects !== null) this.pushReject(reject)
     this.resolves.push(resolve)
-    this.rejects.push(reject)
     this.sizeBytes += sizeBytes
+  }
+
+  /** Keeps the record's reject; the first that is not CALLBACK makes the array. */
+  private pushReject(reject: Reject): void {
+    if (this.rejects === null) this.rejects = Array.from(this.resolves, (): Reject => CALLBACK)
+    this.rejects.push(reject)
+  }
+
+  private rejectOf(i: number): Reject {
+    return this.rejects === null ? CALLBACK : this.rejects[i]
   }
 
   /**
@@ -304,7 +338,8 @@ export class ProducerBatch {
       this.partition,
       this.resolves,
       this.rejects,
-      this.timestamps,
+      this.runTimestamps,
+      this.runStarts,
       baseOffset,
       logAppendTimeMs,
     )
@@ -314,8 +349,8 @@ export class ProducerBatch {
   fail(error: Error): void {
     if (this.settled) return
     this.settled = true
-    for (let i = 0; i < this.rejects.length; i++) {
-      const reject = this.rejects[i]
+    for (let i = 0; i < this.resolves.length; i++) {
+      const reject = this.rejectOf(i)
       if (reject === CALLBACK) invokeCallback(this.resolves[i] as RecordCallback, asClientError(error))
       else reject(error)
     }
@@ -346,15 +381,17 @@ export class ProducerBatch {
     const second = new ProducerBatch(this.topic, this.partition, this.createdMs, this.deadlineMs, encoding)
     // The records are read back from this batch's own bytes, as Java's ProducerBatch.split.
     const records = decodeRecords(this.builder.recordsSection(), count)
+    let run = -1
     for (let i = 0; i < count; i++) {
       const target = i < half ? first : second
+      if (run + 1 < this.runStarts.length && this.runStarts[run + 1] === i) run++
       const input: RecordInput = {
         key: records[i].key,
         value: records[i].value,
         headers: records[i].headers,
-        timestamp: this.timestamps[i],
+        timestamp: this.runTimestamps[run],
       }
-      target.append(input, recordSizeUpperBound(input), this.resolves[i], this.rejects[i])
+      target.append(input, recordSizeUpperBound(input), this.resolves[i], this.rejectOf(i))
     }
     first.reservedBytes = Math.floor(this.reservedBytes / 2)
     second.reservedBytes = this.reservedBytes - first.reservedBytes
