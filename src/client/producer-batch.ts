@@ -58,12 +58,14 @@ export function failSettle(resolve: Settle, reject: Reject, error: Error): void 
 }
 
 /**
- * Settles a completed batch's records, each with its metadata. Its own function, the loop
+ * Settles a completed batch's records, each with its metadata. Its own function, the loops
  * alone: a batch's loop runs hundreds of times, so V8 compiles it on the stack (OSR) during
  * the first batches, while nothing after the loop has run yet. With the code after the
  * loop in the same function, that first compilation deoptimized as soon as a loop ended
  * ("insufficient type feedback for call") and the whole loop, with the user's callback
- * inlined into it, was compiled again.
+ * inlined into it, was compiled again. For the same reason every load here runs for every
+ * batch: `runStarts` ends with the record count (the sentinel `complete` pushes), so the
+ * run's end is read without a branch taken only by batches of several milliseconds.
  */
 function settleRecords(
   topic: string,
@@ -75,23 +77,21 @@ function settleRecords(
   baseOffset: number,
   logAppendTimeMs: number,
 ): void {
-  const count = resolves.length
-  let run = 0
-  let nextRunAt = runStarts.length > 1 ? runStarts[1] : count
-  for (let i = 0; i < count; i++) {
-    if (i === nextRunAt) {
-      run++
-      nextRunAt = run + 1 < runStarts.length ? runStarts[run + 1] : count
+  let i = 0
+  for (let run = 0; run < runTimestamps.length; run++) {
+    const end = runStarts[run + 1]
+    const timestamp = logAppendTimeMs >= 0 ? logAppendTimeMs : runTimestamps[run]
+    for (; i < end; i++) {
+      const metadata: RecordMetadata = {
+        topic,
+        partition,
+        offset: baseOffset < 0 ? -1 : baseOffset + i,
+        timestamp,
+      }
+      const reject = rejects === null ? CALLBACK : rejects[i]
+      if (reject === CALLBACK) invokeCallback(resolves[i] as RecordCallback, null, metadata)
+      else (resolves[i] as Completion['resolve'])(metadata)
     }
-    const metadata: RecordMetadata = {
-      topic,
-      partition,
-      offset: baseOffset < 0 ? -1 : baseOffset + i,
-      timestamp: logAppendTimeMs >= 0 ? logAppendTimeMs : runTimestamps[run],
-    }
-    const reject = rejects === null ? CALLBACK : rejects[i]
-    if (reject === CALLBACK) invokeCallback(resolves[i] as RecordCallback, null, metadata)
-    else (resolves[i] as Completion['resolve'])(metadata)
   }
 }
 
@@ -333,6 +333,8 @@ export class ProducerBatch {
   complete(baseOffset: number, logAppendTimeMs: number): void {
     if (this.settled) return
     this.settled = true
+    // The sentinel: the last run ends at the record count (nothing is appended once settled).
+    this.runStarts.push(this.resolves.length)
     settleRecords(
       this.topic,
       this.partition,
