@@ -57,6 +57,44 @@ export function failSettle(resolve: Settle, reject: Reject, error: Error): void 
   process.nextTick(() => invokeCallback(resolve as RecordCallback, failure))
 }
 
+/**
+ * Settles a completed batch's records, each with its metadata. Its own function, the loops
+ * alone: a batch's loop runs hundreds of times, so V8 compiles it on the stack (OSR) during
+ * the first batches, while nothing after the loop has run yet. With the code after the
+ * loop in the same function, that first compilation deoptimized as soon as a loop ended
+ * ("insufficient type feedback for call") and the whole loop, with the user's callback
+ * inlined into it, was compiled again. For the same reason every load here runs for every
+ * batch: `runStarts` ends with the record count (the sentinel `complete` pushes), so the
+ * run's end is read without a branch taken only by batches of several milliseconds.
+ */
+function settleRecords(
+  topic: string,
+  partition: number,
+  resolves: readonly Settle[],
+  rejects: readonly Reject[] | null,
+  runTimestamps: readonly number[],
+  runStarts: readonly number[],
+  baseOffset: number,
+  logAppendTimeMs: number,
+): void {
+  let i = 0
+  for (let run = 0; run < runTimestamps.length; run++) {
+    const end = runStarts[run + 1]
+    const timestamp = logAppendTimeMs >= 0 ? logAppendTimeMs : runTimestamps[run]
+    for (; i < end; i++) {
+      const metadata: RecordMetadata = {
+        topic,
+        partition,
+        offset: baseOffset < 0 ? -1 : baseOffset + i,
+        timestamp,
+      }
+      const reject = rejects === null ? CALLBACK : rejects[i]
+      if (reject === CALLBACK) invokeCallback(resolves[i] as RecordCallback, null, metadata)
+      else (resolves[i] as Completion['resolve'])(metadata)
+    }
+  }
+}
+
 /** A throwing user callback surfaces like an exception in an event handler. */
 export function invokeCallback(
   callback: RecordCallback,
@@ -92,14 +130,45 @@ export interface BatchEncoding {
   allocate?: (bytes: number) => Buffer
 }
 
+/*
+ * The per-record arrays start in the elements kind they end in. A `[]` starts as small
+ * integers and changes kind at its first push of a double or a function; optimized code
+ * compiled while a batch's arrays were of the first kind deoptimized ("not a Smi") at the
+ * first push into a new batch's arrays, and `appendFields`, with the builder's append
+ * inlined, was compiled again, twice a run.
+ */
+function emptyDoubles(): number[] {
+  const array = [0.5]
+  array.pop()
+  return array
+}
+
+function emptyObjects<T>(): T[] {
+  const array: unknown[] = [null]
+  array.pop()
+  return array as T[]
+}
+
 export class ProducerBatch {
   /** The records, encoded as they are appended. */
   private readonly builder: RecordBatchBuilder
-  /** Each record's CreateTime, for its metadata. */
-  private readonly timestamps: number[] = []
+  /**
+   * The records' CreateTimes, for their metadata, as runs: records runStarts[r] up to
+   * runStarts[r + 1] have runTimestamps[r]. A batch's records mostly share a few
+   * milliseconds, so this is a push per millisecond instead of one per record (and the
+   * array's growth, ~24 bytes of garbage per record).
+   */
+  private readonly runTimestamps: number[] = emptyDoubles()
+  private readonly runStarts: number[] = []
+  /** The last record's timestamp; NaN (a double field from the start) before the first. */
+  private lastTimestamp = Number.NaN
   /** Each record's promise, settled when the batch is (two arrays: no object per record). */
-  private readonly resolves: Settle[] = []
-  private readonly rejects: Reject[] = []
+  private readonly resolves: Settle[] = emptyObjects()
+  /**
+   * null while every record so far is a produce() callback (CALLBACK in reject's place):
+   * then there is nothing to keep per record, which is the high-rate path.
+   */
+  private rejects: Reject[] | null = null
   /** Estimated encoded size, compression ignored (as Kafka estimates for batch.size). */
   sizeBytes = BATCH_OVERHEAD
   /** Set when first drained: nothing more is appended, the bytes are fixed. */
@@ -194,10 +263,24 @@ export class ProducerBatch {
   ): void {
     if (this.encoded !== null || this.settled) assert(false, 'append to a sealed batch')
     this.builder.append(timestamp, key, value, headers)
-    this.timestamps.push(timestamp)
+    if (timestamp !== this.lastTimestamp) {
+      this.lastTimestamp = timestamp
+      this.runTimestamps.push(timestamp)
+      this.runStarts.push(this.resolves.length)
+    }
+    if (reject !== CALLBACK || this.rejects !== null) this.pushReject(reject)
     this.resolves.push(resolve)
-    this.rejects.push(reject)
     this.sizeBytes += sizeBytes
+  }
+
+  /** Keeps the record's reject; the first that is not CALLBACK makes the array. */
+  private pushReject(reject: Reject): void {
+    if (this.rejects === null) this.rejects = Array.from(this.resolves, (): Reject => CALLBACK)
+    this.rejects.push(reject)
+  }
+
+  private rejectOf(i: number): Reject {
+    return this.rejects === null ? CALLBACK : this.rejects[i]
   }
 
   /**
@@ -250,26 +333,26 @@ export class ProducerBatch {
   complete(baseOffset: number, logAppendTimeMs: number): void {
     if (this.settled) return
     this.settled = true
-    const { topic, partition, resolves, rejects, timestamps } = this
-    for (let i = 0; i < resolves.length; i++) {
-      const metadata: RecordMetadata = {
-        topic,
-        partition,
-        offset: baseOffset < 0 ? -1 : baseOffset + i,
-        timestamp: logAppendTimeMs >= 0 ? logAppendTimeMs : timestamps[i],
-      }
-      const reject = rejects[i]
-      if (reject === CALLBACK) invokeCallback(resolves[i] as RecordCallback, null, metadata)
-      else (resolves[i] as Completion['resolve'])(metadata)
-    }
+    // The sentinel: the last run ends at the record count (nothing is appended once settled).
+    this.runStarts.push(this.resolves.length)
+    settleRecords(
+      this.topic,
+      this.partition,
+      this.resolves,
+      this.rejects,
+      this.runTimestamps,
+      this.runStarts,
+      baseOffset,
+      logAppendTimeMs,
+    )
     this.markSettled()
   }
 
   fail(error: Error): void {
     if (this.settled) return
     this.settled = true
-    for (let i = 0; i < this.rejects.length; i++) {
-      const reject = this.rejects[i]
+    for (let i = 0; i < this.resolves.length; i++) {
+      const reject = this.rejectOf(i)
       if (reject === CALLBACK) invokeCallback(this.resolves[i] as RecordCallback, asClientError(error))
       else reject(error)
     }
@@ -300,15 +383,17 @@ export class ProducerBatch {
     const second = new ProducerBatch(this.topic, this.partition, this.createdMs, this.deadlineMs, encoding)
     // The records are read back from this batch's own bytes, as Java's ProducerBatch.split.
     const records = decodeRecords(this.builder.recordsSection(), count)
+    let run = -1
     for (let i = 0; i < count; i++) {
       const target = i < half ? first : second
+      if (run + 1 < this.runStarts.length && this.runStarts[run + 1] === i) run++
       const input: RecordInput = {
         key: records[i].key,
         value: records[i].value,
         headers: records[i].headers,
-        timestamp: this.timestamps[i],
+        timestamp: this.runTimestamps[run],
       }
-      target.append(input, recordSizeUpperBound(input), this.resolves[i], this.rejects[i])
+      target.append(input, recordSizeUpperBound(input), this.resolves[i], this.rejectOf(i))
     }
     first.reservedBytes = Math.floor(this.reservedBytes / 2)
     second.reservedBytes = this.reservedBytes - first.reservedBytes
@@ -324,7 +409,7 @@ export class ProducerBatch {
 }
 
 /** Headers of a record without any (shared: nothing appends to it). */
-const NO_HEADERS: readonly RecordHeader[] = Object.freeze([])
+export const NO_HEADERS: readonly RecordHeader[] = Object.freeze([])
 
 export function toHeaders(headers: ProducerHeaders | undefined): RecordHeader[] {
   if (!headers) return NO_HEADERS as RecordHeader[]

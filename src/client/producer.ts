@@ -49,6 +49,7 @@ import {
   CALLBACK,
   failSettle,
   invokeCallback,
+  NO_HEADERS,
   RECORD_OVERHEAD_MAX,
   type RecordCallback,
   type RecordMetadata,
@@ -462,56 +463,49 @@ export class Producer {
    * Appends the record now if its topic's metadata is known, memory is free and no earlier
    * send still waits (order); otherwise waits for those first. `reject` is CALLBACK when
    * `resolve` is a produce() callback.
+   *
+   * This runs once per record and is inlined into its callers' optimized code, so it holds
+   * the common path only. No closure is made here: a local that a closure captures lives in
+   * a context object allocated on every call, the closure made or not (11 slots and a boxed
+   * timestamp per record, when the waiting path's closures were here). Rejections and the
+   * wait are methods of their own (`rejectSend`, `enqueueWaiting`).
    */
   private enqueue(record: ProducerRecord, resolve: Settle, reject: Reject): void {
     if (this.closed) {
       failSettle(resolve, reject, new ClientClosedError('producer'))
       return
     }
-    if (this.transactions.isTransactional) {
-      try {
-        this.transactions.failIfNotReadyForSend()
-      } catch (error) {
-        failSettle(resolve, reject, error as Error)
-        return
-      }
-    }
+    if (this.transactions.isTransactional && !this.readyForTransactionalSend(resolve, reject)) return
     const transaction = this.transactions.currentTransaction
     // The producer id is fetched while the first batch lingers.
     this.sender.maybeInitProducerId()
     // The record's fields as the batch takes them, as locals: no RecordInput per record on
     // the fast path (one is made only for a send that has to wait).
     const topic = record.topic
-    let timestamp: number
-    let key: Buffer | null
-    let value: Buffer | null
-    let headers: RecordHeader[]
-    try {
-      if (typeof topic !== 'string' || topic === '')
-        throw new InvalidArgumentError('record.topic must be a non-empty string')
-      timestamp = record.timestamp ?? this.client.clock.nowMs()
-      if (!Number.isSafeInteger(timestamp) || timestamp < 0)
-        throw new InvalidArgumentError(`invalid record.timestamp ${record.timestamp}`)
-      key = toBytes(record.key)
-      value = toBytes(record.value)
-      headers = toHeaders(record.headers)
-    } catch (error) {
-      failSettle(resolve, reject, error as Error)
+    if (typeof topic !== 'string' || topic === '') {
+      this.rejectSend(resolve, reject, new InvalidArgumentError('record.topic must be a non-empty string'))
       return
     }
+    const timestamp = record.timestamp ?? this.client.clock.nowMs()
+    if (!Number.isSafeInteger(timestamp) || timestamp < 0) {
+      this.rejectSend(
+        resolve,
+        reject,
+        new InvalidArgumentError(`invalid record.timestamp ${record.timestamp}`),
+      )
+      return
+    }
+    const fields = this.recordFields(record, resolve, reject)
+    if (fields === false) return
+    const key = fields === true ? null : this.convertedKey
+    const value = fields === true ? (record.value as Buffer) : this.convertedValue
+    const headers = fields === true ? (NO_HEADERS as RecordHeader[]) : this.convertedHeaders
     const size =
       headers.length === 0
         ? RECORD_OVERHEAD_MAX + (key === null ? 0 : key.length) + (value === null ? 0 : value.length)
         : recordSizeUpperBound({ key, value, headers, timestamp })
     if (size + 61 > this.options.maxRequestSize) {
-      failSettle(
-        resolve,
-        reject,
-        new KafkaClientError(
-          'ERR_RECORD_TOO_LARGE',
-          `record of ~${size} bytes exceeds max.request.size ${this.options.maxRequestSize}`,
-        ),
-      )
+      this.rejectTooLarge(resolve, reject, size)
       return
     }
     const known = this.topicInfo(topic)
@@ -524,8 +518,78 @@ export class Producer {
       this.append(record, topic, timestamp, key, value, headers, size, resolve, reject, transaction)
       return
     }
-    // Slow path: wait for metadata and memory. Only the wait is tracked (later sends queue
-    // behind it, keeping order); once appended the record is an ordinary batch member.
+    this.enqueueWaiting(record, topic, timestamp, key, value, headers, size, resolve, reject, transaction)
+  }
+
+  /** Key, value and headers converted by `recordFields` (kept here: no object per record). */
+  private convertedKey: Buffer | null = null
+  private convertedValue: Buffer | null = null
+  private convertedHeaders: RecordHeader[] = NO_HEADERS as RecordHeader[]
+
+  /**
+   * true: the record has a Buffer value and no key or headers (the bench's and a plain
+   * producer's case), nothing to convert. Otherwise converts them into the converted*
+   * fields and returns 'converted', or rejects the send and returns false.
+   */
+  private recordFields(record: ProducerRecord, resolve: Settle, reject: Reject): boolean | 'converted' {
+    if (
+      (record.key === undefined || record.key === null) &&
+      record.headers === undefined &&
+      Buffer.isBuffer(record.value)
+    )
+      return true
+    try {
+      this.convertedKey = toBytes(record.key)
+      this.convertedValue = toBytes(record.value)
+      this.convertedHeaders = toHeaders(record.headers)
+    } catch (error) {
+      this.rejectSend(resolve, reject, error as Error)
+      return false
+    }
+    return 'converted'
+  }
+
+  private readyForTransactionalSend(resolve: Settle, reject: Reject): boolean {
+    try {
+      this.transactions.failIfNotReadyForSend()
+      return true
+    } catch (error) {
+      this.rejectSend(resolve, reject, error as Error)
+      return false
+    }
+  }
+
+  private rejectSend(resolve: Settle, reject: Reject, error: Error): void {
+    failSettle(resolve, reject, error)
+  }
+
+  private rejectTooLarge(resolve: Settle, reject: Reject, size: number): void {
+    failSettle(
+      resolve,
+      reject,
+      new KafkaClientError(
+        'ERR_RECORD_TOO_LARGE',
+        `record of ~${size} bytes exceeds max.request.size ${this.options.maxRequestSize}`,
+      ),
+    )
+  }
+
+  /**
+   * Slow path: wait for metadata and memory. Only the wait is tracked (later sends queue
+   * behind it, keeping order); once appended the record is an ordinary batch member.
+   */
+  private enqueueWaiting(
+    record: ProducerRecord,
+    topic: string,
+    timestamp: number,
+    key: Buffer | null,
+    value: Buffer | null,
+    headers: RecordHeader[],
+    size: number,
+    resolve: Settle,
+    reject: Reject,
+    transaction: number,
+  ): void {
     this.track(
       this.waitUntilAppendable(topic, size).then(
         () => this.append(record, topic, timestamp, key, value, headers, size, resolve, reject, transaction),

@@ -7,7 +7,12 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import fc from 'fast-check'
-import { ProducerBatch, type RecordMetadata, recordSizeUpperBound } from '../../src/client/producer-batch.js'
+import {
+  CALLBACK,
+  ProducerBatch,
+  type RecordMetadata,
+  recordSizeUpperBound,
+} from '../../src/client/producer-batch.js'
 import { CompressionType } from '../../src/protocol/batch-header.js'
 import {
   decodeRecordBatch,
@@ -210,5 +215,55 @@ describe('ProducerBatch', () => {
     a.complete(10, -1)
     b.complete(20, -1)
     assert.deepEqual(outcomes, [1000, 1101, 1202, 2003, 2104])
+  })
+
+  it("each record's metadata has its own CreateTime, through runs of equal timestamps, a split and LogAppendTime", async () => {
+    const encoding = { compression: CompressionType.None, batchSize: 16384 }
+    const t = 1_700_000_000_000
+    // Runs of equal timestamps, a step back and single records, at both ends too.
+    const timestamps = [t, t, t + 1, t + 1, t + 1, t - 3, t, t, t + 9, t + 2]
+    const append = (batch: ProducerBatch, settled: (RecordMetadata | undefined)[]) => {
+      for (const [i, timestamp] of timestamps.entries()) {
+        const record = { key: null, value: Buffer.from(`v${i}`), timestamp }
+        // Callbacks and promise resolutions mixed, as produce() and send() on one producer.
+        if (i % 3 === 0) {
+          const callback = (error: unknown, m?: RecordMetadata) => {
+            assert.equal(error, null)
+            settled[i] = m
+          }
+          batch.append(record, recordSizeUpperBound(record), callback, CALLBACK)
+        } else {
+          batch.append(
+            record,
+            recordSizeUpperBound(record),
+            (m: RecordMetadata) => (settled[i] = m),
+            assert.fail,
+          )
+        }
+      }
+    }
+    const whole = new ProducerBatch('t', 3, 0, 1000, encoding)
+    const settled: (RecordMetadata | undefined)[] = []
+    append(whole, settled)
+    whole.complete(100, -1)
+    assert.deepEqual(
+      settled.map((m) => [m?.offset, m?.timestamp]),
+      timestamps.map((ts, i) => [100 + i, ts]),
+    )
+    const logAppend = new ProducerBatch('t', 3, 0, 1000, encoding)
+    const stamped: (RecordMetadata | undefined)[] = []
+    append(logAppend, stamped)
+    logAppend.complete(0, t + 500)
+    assert.ok(stamped.every((m) => m?.timestamp === t + 500))
+    const before = new ProducerBatch('t', 3, 0, 1000, encoding)
+    const halves: (RecordMetadata | undefined)[] = []
+    append(before, halves)
+    const [a, b] = before.split(encoding)
+    a.complete(10, -1)
+    b.complete(20, -1)
+    assert.deepEqual(
+      halves.map((m) => [m?.offset, m?.timestamp]),
+      timestamps.map((ts, i) => [i < 5 ? 10 + i : 20 + i - 5, ts]),
+    )
   })
 })

@@ -406,44 +406,48 @@ async function produceBench(config: BenchConfig, topic: string): Promise<BenchRe
     Math.max(1000, Math.floor((BUFFER_MEMORY * 0.9) / (config.recordSize + 64))),
   )
   let outstanding = 0
-  let resumeSending: (() => void) | null = null
+  // The callback only counts: the send loop polls the count while it waits (every
+  // millisecond, resuming below half). A wake-up called from the callback was a call that
+  // ran only once the loop had waited, each time to a new promise's resolve function; the
+  // client's settle loop, which inlines this callback, was deoptimized for it twice a run.
   const settled = (): void => {
     outstanding--
-    // The comparison first: it then runs for every record, so the optimized completion path
-    // that inlines this callback has seen it before the send loop first waits.
-    if (outstanding < outstandingMax / 2 && resumeSending) {
-      const resume = resumeSending
-      resumeSending = null
-      resume()
-    }
   }
   const deadline =
     config.durationMs === undefined ? Number.POSITIVE_INFINITY : meter.started + config.durationMs
   let sent = 0
+  // One turn's sends, a function of their own: V8 compiles the loop on the stack (OSR)
+  // while the code after it has not run yet; in the async loop below, that code (the
+  // waits) deoptimized the compiled send loop, which was then compiled again whole.
+  const sendTurn = (turn: number): void => {
+    for (let i = 0; i < turn; i++, sent++) {
+      const index = sent % producers.length
+      const recorded = history?.send(index, topic)
+      const value = recorded ? recorded.value : config.mode === 'e2e' ? stamped(payload) : payload
+      const sentAt = performance.now()
+      outstanding++
+      // produce(): a callback, no promise per record (the client's cheapest way in).
+      producers[index].produce({ topic, value }, (error, metadata) => {
+        if (error) meter.failed++
+        else if (!e2e) meter.record(value.length, (performance.now() - sentAt) * 1000)
+        if (recorded) history!.settle(recorded, topic, error, metadata)
+        settled()
+      })
+    }
+  }
   try {
     while (sent < config.numRecords && performance.now() < deadline) {
       await pace(config, meter.started, sent)
-      const turn = Math.min(
-        SENDS_PER_TURN,
-        config.numRecords - sent,
-        config.throughput > 0 ? Math.max(1, Math.ceil(config.throughput / 1000)) : SENDS_PER_TURN,
+      sendTurn(
+        Math.min(
+          SENDS_PER_TURN,
+          config.numRecords - sent,
+          config.throughput > 0 ? Math.max(1, Math.ceil(config.throughput / 1000)) : SENDS_PER_TURN,
+        ),
       )
-      for (let i = 0; i < turn; i++, sent++) {
-        const index = sent % producers.length
-        const recorded = history?.send(index, topic)
-        const value = recorded ? recorded.value : config.mode === 'e2e' ? stamped(payload) : payload
-        const sentAt = performance.now()
-        outstanding++
-        // produce(): a callback, no promise per record (the client's cheapest way in).
-        producers[index].produce({ topic, value }, (error, metadata) => {
-          if (error) meter.failed++
-          else if (!e2e) meter.record(value.length, (performance.now() - sentAt) * 1000)
-          if (recorded) history!.settle(recorded, topic, error, metadata)
-          settled()
-        })
-      }
-      if (outstanding >= outstandingMax) await new Promise<void>((resolve) => (resumeSending = resolve))
-      else if (history?.needsDrain) await history.drain()
+      if (outstanding >= outstandingMax) {
+        while (outstanding >= outstandingMax / 2) await sleep(1)
+      } else if (history?.needsDrain) await history.drain()
       else await yieldToIo()
     }
     await Promise.all(producers.map((p) => p.flush()))
@@ -597,6 +601,10 @@ async function pace(config: BenchConfig, startedMs: number, sent: number): Promi
   const dueMs = startedMs + (sent / config.throughput) * 1000
   const waitMs = dueMs - performance.now()
   if (waitMs > 1) await new Promise((resolve) => setTimeout(resolve, waitMs))
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms))
 }
 
 function yieldToIo(): Promise<void> {
