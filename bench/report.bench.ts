@@ -98,9 +98,32 @@ function natsPerf(): { binary: string } | { missing: string } {
   return { binary: out }
 }
 
+/** The longest a load generator may take: every run here takes seconds, so longer is a hang. */
+const RUN_TIMEOUT_MS = 120_000
+
 async function run(binary: string, args: string[]): Promise<PerfResult> {
-  const { stdout } = await promisify(execFile)(binary, args, { encoding: 'utf8', maxBuffer: 1 << 20 })
+  const { stdout } = await promisify(execFile)(binary, args, {
+    encoding: 'utf8',
+    maxBuffer: 1 << 20,
+    timeout: RUN_TIMEOUT_MS,
+    killSignal: 'SIGKILL',
+  })
   return JSON.parse(stdout.trim().split('\n').at(-1)!)
+}
+
+/**
+ * Runs one round of the peer. A failed or hung peer round (nats-perf once waited 8 minutes
+ * for an acknowledgement that never came) is noted in the report and its rows keep the
+ * other rounds, rather than losing tidelog's figures of the whole run.
+ */
+async function peerRound(name: string, round: number, body: () => Promise<void>): Promise<void> {
+  try {
+    await body()
+  } catch (error) {
+    const why = error instanceof Error ? error.message.split('\n')[0] : String(error)
+    console.log(`${name} round ${round} failed: ${why}`)
+    notes.push(`${name} round ${round} failed (${why}); its rows are the other rounds' figures.`)
+  }
 }
 
 // ---- results ---------------------------------------------------------------------------
@@ -351,7 +374,12 @@ function markdown(started: Date, seconds: number, peerNote: string): string {
   ]
   for (const row of rows) {
     const peer = row.peerName === 'none' ? '-' : row.peerName
-    const peerValue = row.peerName === 'none' ? '-' : `${fmt(median(row.peer))}${runsOf(row.peer)}`
+    const peerValue =
+      row.peerName === 'none'
+        ? '-'
+        : row.peer.length === 0
+          ? 'failed (see below)'
+          : `${fmt(median(row.peer))}${runsOf(row.peer)}`
     lines.push(
       `| ${row.measure} | ${row.unit} | ${fmt(median(row.tidelog))}${runsOf(row.tidelog)} | ${peer} | ${peerValue} | ${row.target} |`,
     )
@@ -376,7 +404,8 @@ function svg(): string {
     y += 14
     for (const row of list) {
       const bars: [string, number, string][] = [['tidelog', median(row.tidelog), '#1f77b4']]
-      if (row.peerName !== 'none') bars.push([row.peerName, median(row.peer), '#ff7f0e'])
+      if (row.peerName !== 'none' && row.peer.length > 0)
+        bars.push([row.peerName, median(row.peer), '#ff7f0e'])
       parts.push(`<text x="10" y="${y + barHeight}" font-size="12">${esc(row.measure)}</text>`)
       for (const [name, value, color] of bars) {
         const w = Number.isNaN(value) ? 0 : Math.max(1, scale(value) * plotWidth)
@@ -432,13 +461,13 @@ async function main(): Promise<void> {
     await tidelogRf3(perf, round)
     if ('binary' in nats) {
       console.log(`round ${round}/${repeat}: JetStream R3`)
-      await natsR3(nats.binary, round)
+      await peerRound('JetStream R3', round, () => natsR3(nats.binary, round))
     }
     console.log(`round ${round}/${repeat}: tidelog RF 1`)
     await tidelogRf1(perf, round)
     if ('binary' in nats) {
       console.log(`round ${round}/${repeat}: JetStream R1`)
-      await natsR1(nats.binary, round)
+      await peerRound('JetStream R1', round, () => natsR1(nats.binary, round))
     }
   }
   if (!('binary' in nats))
