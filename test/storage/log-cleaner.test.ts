@@ -950,8 +950,18 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   },
 )
 
+/**
+ * The model test explores new cases on every run (a found bug is then kept as a regression
+ * test above, with its seed). TIDELOG_CLEANER_MODEL_SEED replays one. The seed is printed
+ * first and shrinking is capped, so a failure in CI can be replayed even when shrinking a
+ * 150-operation case would outlast the test's timeout (it once did).
+ */
+const MODEL_SEED = Number(process.env.TIDELOG_CLEANER_MODEL_SEED ?? Math.floor(Math.random() * 2 ** 31))
+const MODEL_TIME_LIMIT_MS = 120_000
+
 describe('log cleaner model', () => {
   it('random puts, deletes, cleans and reopens: the key -> value view equals a Map model', async () => {
+    console.log(`log cleaner model seed ${MODEL_SEED} (replay: TIDELOG_CLEANER_MODEL_SEED=${MODEL_SEED})`)
     let cleans = 0
     let tombstonesRemoved = 0
     await fc.assert(
@@ -1021,7 +1031,7 @@ describe('log cleaner model', () => {
           }
         },
       ),
-      { numRuns: 30 },
+      { numRuns: 30, seed: MODEL_SEED, interruptAfterTimeLimit: MODEL_TIME_LIMIT_MS },
     )
     assert.ok(cleans > 20, `${cleans} cleans`)
     assert.ok(tombstonesRemoved > 0, 'some tombstones expired and went')
