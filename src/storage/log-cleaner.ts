@@ -211,6 +211,18 @@ export class LogCleaner {
     return offset
   }
 
+  /**
+   * A truncation of the log to `logEndOffset`: its checkpoint, if above, comes down now (the
+   * caller persists it), not only at the log's next clean, which a restart would forget.
+   * Returns whether it changed.
+   */
+  noteTruncation(logDir: string, logEndOffset: Offset): boolean {
+    const known = this.firstDirtyOffsets.get(logDir)
+    if (known === undefined || known <= logEndOffset) return false
+    this.firstDirtyOffsets.set(logDir, logEndOffset)
+    return true
+  }
+
   /** Seeds the checkpoint read at startup. */
   setFirstDirtyOffset(logDir: string, offset: Offset): void {
     this.firstDirtyOffsets.set(logDir, offset)

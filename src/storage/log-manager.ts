@@ -434,8 +434,9 @@ export class LogManager {
       wasCompacted?: boolean
     },
   ): Promise<UnifiedLog> {
+    const dir = join(logDir, topicPartitionDirName(tp))
     return UnifiedLog.open({
-      dir: join(logDir, topicPartitionDirName(tp)),
+      dir,
       config,
       fs: this.fs,
       clock: this.clock,
@@ -443,6 +444,10 @@ export class LogManager {
       ...start,
       onStorageError: (err) => this.onLogDirFailure(logDir, err),
       onFlushed: (durationMs) => this.onLogFlushed?.(durationMs),
+      onTruncated: async (logEndOffset) => {
+        if (this.cleaner.noteTruncation(dir, logEndOffset) && !this.shutDown)
+          await this.checkpointCleanerOffsets()
+      },
     })
   }
 

@@ -76,6 +76,13 @@ export interface UnifiedLogOptions {
   readonly onStorageError?: (err: StorageError) => void
   /** Called after each fsync of appended data with its duration (the log flush metric). */
   readonly onFlushed?: (durationMs: number) => void
+  /**
+   * Awaited inside every truncation with the new log end, before it completes: the owner
+   * lowers the log cleaner's checkpoint durably (Kafka's maybeTruncateCheckpoint). Batches
+   * appended later at offsets below a checkpoint left above the truncation would count as
+   * already cleaned, and a key's older value there would outlive its tombstone.
+   */
+  readonly onTruncated?: (logEndOffset: Offset) => Promise<void>
   /** Bytes of the last written batches kept in memory for reads at the log end (0: none). */
   readonly recentBatchesMaxBytes?: number
 }
@@ -225,6 +232,7 @@ export class UnifiedLog {
   private logStartOffsetValue: Offset
   private highWatermarkValue: Offset
   private onFlushed: ((durationMs: number) => void) | undefined
+  private onTruncated: ((logEndOffset: Offset) => Promise<void>) | undefined
   private readonly queue: Task[] = []
   private draining = false
   private flushTimer: TimerHandle | undefined
@@ -293,6 +301,7 @@ export class UnifiedLog {
       options.recentBatchesMaxBytes ?? RECENT_BATCHES_MAX_BYTES_DEFAULT,
     )
     log.onFlushed = options.onFlushed
+    log.onTruncated = options.onTruncated
     return log
   }
 
@@ -708,6 +717,7 @@ export class UnifiedLog {
     this.recent.clear()
     const logEndOffset = await this.local.truncateTo(targetOffset, this.logStartOffsetValue)
     this.noteTruncation(logEndOffset)
+    await this.onTruncated?.(logEndOffset)
     this.logStartOffsetValue = minOffset(this.logStartOffsetValue, logEndOffset)
     this.highWatermarkValue = minOffset(this.highWatermarkValue, logEndOffset)
     this.checkInvariants()
@@ -726,6 +736,7 @@ export class UnifiedLog {
     this.recent.clear()
     const deletedSegments = await this.local.truncateFullyAndStartAt(newOffset)
     this.noteTruncation(newOffset)
+    await this.onTruncated?.(newOffset)
     this.logStartOffsetValue = newOffset
     this.highWatermarkValue = newOffset
     this.checkInvariants()

@@ -5,7 +5,11 @@ import { describe, it } from 'node:test'
 import type { LeaderEpoch, Offset } from '../../src/common/types.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { fromProperties } from '../../src/storage/log-config.js'
-import { CLEAN_SHUTDOWN_FILE, LogManager } from '../../src/storage/log-manager.js'
+import {
+  CLEAN_SHUTDOWN_FILE,
+  CLEANER_OFFSET_CHECKPOINT_FILE,
+  LogManager,
+} from '../../src/storage/log-manager.js'
 import { ManualClock, readAll, simpleBatch, waitFor, withTempDir } from './helpers.js'
 
 async function exists(path: string): Promise<boolean> {
@@ -57,6 +61,27 @@ describe('LogManager', () => {
       )
       assert.equal(reloaded.latestEpoch, 2)
       assert.equal((await readAll(reloaded)).length, 3)
+      await second.shutdown()
+    })
+  })
+
+  it("lowers a log's cleaner checkpoint on disk when the log is truncated below it", async () => {
+    await withTempDir(async (root) => {
+      const logDirs = [join(root, 'd1')]
+      const first = await LogManager.open({ fs: nodeFileSystem, logDirs, cleanerEnable: true })
+      const log = await first.getOrCreateLog({ topic: 't', partition: 0 })
+      for (let i = 0; i < 5; i++) await log.append(simpleBatch(2), { assignOffsets: true })
+      await first.shutdown()
+      // A clean had checked the first dirty offset in at 8.
+      await writeFile(join(logDirs[0], CLEANER_OFFSET_CHECKPOINT_FILE), '0\n1\nt 0 8\n')
+      const second = await LogManager.open({ fs: nodeFileSystem, logDirs, cleanerEnable: true })
+      const reloaded = second.getLog({ topic: 't', partition: 0 })!
+      await reloaded.truncateTo(4 as Offset)
+      // Before the truncation returns, not at the next clean or shutdown: a crash now must
+      // not bring back a checkpoint above batches that will be appended again.
+      assert.equal(await readFile(join(logDirs[0], CLEANER_OFFSET_CHECKPOINT_FILE), 'utf8'), '0\n1\nt 0 4\n')
+      await reloaded.truncateTo(6 as Offset) // above the log end: nothing changes
+      assert.equal(await readFile(join(logDirs[0], CLEANER_OFFSET_CHECKPOINT_FILE), 'utf8'), '0\n1\nt 0 4\n')
       await second.shutdown()
     })
   })
