@@ -98,9 +98,10 @@ export const nodeNetwork: Network = {
 
 /**
  * The reads of a socket dialled with net's `onread`, which reads into buffers handed out
- * here. Until `readFrames`, every read gets a fresh buffer and goes to the onData listeners
- * as a chunk (what Node does without `onread`; reads before the first listener wait, in
- * order). After it, reads go into FrameReader's buffers: a fetch response of megabytes is
+ * here. Until `readFrames`, each read goes to the onData listeners as a chunk they may keep
+ * (what Node does without `onread`; reads before the first listener wait, in order): a read
+ * of up to RAW_COPY_BYTES is copied out and the read buffer is used again, a larger one is
+ * handed on as that buffer itself and the next read gets a new one. After it, reads go into FrameReader's buffers: a fetch response of megabytes is
  * read in place instead of arriving in 64 KiB chunks that FrameDecoder then copies into
  * one buffer.
  */

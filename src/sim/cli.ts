@@ -3,6 +3,7 @@
  * `--mutation unclean-election|isr-without-cas|hw-truncation` breaks one rule to show the simulator finds it.
  * `--store-latency N` puts the metadata store N ms away; `--store-stalls` adds store-link stalls.
  * `--transactions` adds transactional producers and read_committed consumers.
+ * `--compaction` (with `--groups` or `--transactions`) compacts their internal topics during the run.
  * A failing run prints its seed and trace; the exit code is 1 if any run failed.
  */
 import { MUTATIONS, type Mutation } from './mutations.js'
@@ -31,6 +32,8 @@ async function main(): Promise<number> {
   const consumerProtocol = process.argv.includes('--consumer-protocol')
   const groups = process.argv.includes('--groups') || consumerProtocol
   const transactions = process.argv.includes('--transactions')
+  const compaction = process.argv.includes('--compaction')
+  if (compaction && !groups && !transactions) throw new Error('--compaction needs --groups or --transactions')
   const brokers = arg('brokers') !== undefined ? Number(arg('brokers')) : undefined
   if (brokers !== undefined && !(brokers >= 3 && brokers <= 5)) throw new Error('--brokers must be 3..5')
   const printTrace = process.argv.includes('--trace')
@@ -59,19 +62,20 @@ async function main(): Promise<number> {
       groups,
       consumerProtocol,
       transactions,
+      compaction,
       ...(brokers !== undefined ? { brokers } : {}),
     })
     const wallMs = Math.round(performance.now() - started)
     const s = result.stats
     console.log(
-      `seed ${seed}: ${result.ok ? 'ok' : 'FAILED'} (${s.simulatedMs} ms simulated, ${s.events} events, ${wallMs} ms wall; produced ${s.produced}, acked all ${s.ackedAll} / one ${s.ackedOne}; crashes ${s.crashes}, partitions ${s.partitions}, session expiries ${s.sessionExpiries}${s.diskErrors > 0 ? `, disk errors ${s.diskErrors}` : ''})`,
+      `seed ${seed}: ${result.ok ? 'ok' : 'FAILED'} (${s.simulatedMs} ms simulated, ${s.events} events, ${wallMs} ms wall; produced ${s.produced}, acked all ${s.ackedAll} / one ${s.ackedOne}; crashes ${s.crashes}, partitions ${s.partitions}, session expiries ${s.sessionExpiries}${s.diskErrors > 0 ? `, disk errors ${s.diskErrors}` : ''}${compaction ? `, cleaner checkpoints ${s.cleanerCheckpoints}` : ''})`,
     )
     if (!result.ok || printTrace) {
       if (!result.ok) failed++
       console.log(result.trace.join('\n'))
       if (!result.ok)
         console.log(
-          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${twoImpairments ? ' --two-impairments' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}${diskErrors ? ' --disk-errors' : ''}${acksZero ? ' --acks0' : ''}${groups && !consumerProtocol ? ' --groups' : ''}${consumerProtocol ? ' --consumer-protocol' : ''}${transactions ? ' --transactions' : ''}${brokers !== undefined ? ` --brokers ${brokers}` : ''}`,
+          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${twoImpairments ? ' --two-impairments' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}${diskErrors ? ' --disk-errors' : ''}${acksZero ? ' --acks0' : ''}${groups && !consumerProtocol ? ' --groups' : ''}${consumerProtocol ? ' --consumer-protocol' : ''}${transactions ? ' --transactions' : ''}${compaction ? ' --compaction' : ''}${brokers !== undefined ? ` --brokers ${brokers}` : ''}`,
         )
     }
   }

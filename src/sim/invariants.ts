@@ -55,6 +55,8 @@ export class Invariants {
   /** Per partition: batches a consumer received before the agreement check saw them committed. */
   private readonly consumedPending = new Map<number, Map<number, { bytes: Buffer; from: number }>>()
   consumedBatches = 0
+  /** The most logs of one broker process that held a cleaner checkpoint at a check. */
+  cleanerCheckpoints = 0
   /** Groups: per partition of the topic, the highest offset whose commit was acknowledged. */
   private readonly ackedCommit = new Map<number, number>()
   /** Groups: per partition, the highest committed offset an OffsetFetch returned. */
@@ -214,6 +216,7 @@ export class Invariants {
     const storeChanged = this.traceStoreChanges()
     this.checkFailedLogDirLeadership()
     const brokers = this.live()
+    for (const broker of brokers) this.checkCleanerCheckpoints(broker)
     for (const broker of brokers) {
       for (const partition of broker.replicaManager.hostedPartitions) {
         if (partition.topic !== TOPIC) continue
@@ -234,6 +237,27 @@ export class Invariants {
       for (const broker of brokers)
         for (const partition of broker.replicaManager.hostedPartitions)
           if (partition.topic === TOPIC) await this.txn.checkPartition(broker, partition)
+  }
+
+  /**
+   * No log's cleaner checkpoint (its first dirty offset, persisted as
+   * cleaner-offset-checkpoint) is above its log end while nothing runs in the log's queue:
+   * a truncation lowers it before it returns (LogManager's onTruncated hook), and a
+   * checkpoint read back at start-up above the recovered log end is dropped. Otherwise
+   * batches appended after the truncation would count as cleaned and keep a key's older
+   * values past its tombstone (the cleaner model test found that with reopens).
+   */
+  private checkCleanerCheckpoints(broker: SimBroker): void {
+    const checkpoints = broker.logManager.cleanerCheckpoints
+    this.cleanerCheckpoints = Math.max(this.cleanerCheckpoints, checkpoints.size)
+    if (checkpoints.size === 0) return
+    for (const log of broker.logManager.allLogs()) {
+      const checkpoint = checkpoints.get(log.dir)
+      if (checkpoint === undefined || log.hasQueuedWork || checkpoint <= log.logEndOffset) continue
+      throw new Violation(
+        `broker ${broker.nodeId}.${broker.incarnation} ${log.dir}: cleaner checkpoint ${checkpoint} above the log end ${log.logEndOffset}`,
+      )
+    }
   }
 
   /**

@@ -125,6 +125,13 @@ export interface SimOptions {
    * partition (txn-consumer.ts) reads them; txn-checker.ts holds the checks. Off by default.
    */
   readonly transactions?: boolean
+  /**
+   * With `groups` or `transactions`: __consumer_offsets and __transaction_state get 4 KiB
+   * segments and the log cleaner a 500 ms backoff, so their logs are compacted while faults
+   * truncate and restart replicas; the invariants then check every log's cleaner checkpoint
+   * against its log end. Off by default (it changes the seeds' event order).
+   */
+  readonly compaction?: boolean
   /** Keep the broker logs in the trace (debug aid; the trace gets long). */
   readonly verbose?: boolean
 }
@@ -144,6 +151,8 @@ export interface SimResult {
     sessionExpiries: number
     partitions: number
     diskErrors: number
+    /** The most logs of one broker process that held a cleaner checkpoint at a check. */
+    cleanerCheckpoints: number
   }
 }
 
@@ -169,6 +178,12 @@ const TXN_PROPERTIES: readonly [string, string][] = [
   ['transaction.state.log.min.isr', '2'],
   ['transaction.state.log.segment.bytes', String(1024 * 1024)],
   ['transaction.abort.timed.out.transaction.cleanup.interval.ms', '1000'],
+]
+/** `compaction`: segments small enough for the cleaner to have work in a 20 s run. */
+const COMPACTION_PROPERTIES: readonly [string, string][] = [
+  ['offsets.topic.segment.bytes', '4096'],
+  ['transaction.state.log.segment.bytes', '4096'],
+  ['log.cleaner.backoff.ms', '500'],
 ]
 const TXN_STATE_PARTITIONS = 3
 const TXN_PRODUCERS = 2
@@ -240,6 +255,7 @@ export class World implements WorldView {
     sessionExpiries: 0,
     partitions: 0,
     diskErrors: 0,
+    cleanerCheckpoints: 0,
   }
   private faultsOn = true
   readonly consumers: SimConsumer[] = []
@@ -433,6 +449,7 @@ export class World implements WorldView {
     }
     this.stats.simulatedMs = this.scheduler.now
     this.stats.events = this.scheduler.eventsRun
+    this.stats.cleanerCheckpoints = this.invariants.cleanerCheckpoints
     for (const broker of this.brokers.values()) if (broker.isAlive) broker.kill()
     this.truth?.close()
     return {
@@ -515,7 +532,7 @@ export class World implements WorldView {
               'cleanup.policy': 'compact',
               'min.insync.replicas': '2',
               'unclean.leader.election.enable': 'false',
-              'segment.bytes': String(1024 * 1024),
+              'segment.bytes': this.internalSegmentBytes(),
             },
           }
           const topic: TopicImage = {
@@ -543,6 +560,11 @@ export class World implements WorldView {
     })
   }
 
+  /** segment.bytes of __consumer_offsets and __transaction_state as created here. */
+  private internalSegmentBytes(): string {
+    return String(this.options.compaction === true ? 4096 : 1024 * 1024)
+  }
+
   /** `transactions`: __transaction_state as the coordinator would create it, its topic id from its own stream. */
   private async createTransactionStateTopic(first: SimBroker): Promise<void> {
     const random = new SimRandom(this.options.seed ^ 0x7a57)
@@ -556,7 +578,7 @@ export class World implements WorldView {
             'cleanup.policy': 'compact',
             'min.insync.replicas': '2',
             'unclean.leader.election.enable': 'false',
-            'segment.bytes': String(1024 * 1024),
+            'segment.bytes': this.internalSegmentBytes(),
           },
         }
         const topic: TopicImage = {
@@ -593,6 +615,7 @@ export class World implements WorldView {
           ...BROKER_PROPERTIES,
           ...(this.options.groups === true || this.options.transactions === true ? GROUP_PROPERTIES : []),
           ...(this.options.transactions === true ? TXN_PROPERTIES : []),
+          ...(this.options.compaction === true ? COMPACTION_PROPERTIES : []),
         ]),
         storeLatencyMaxMs: this.storeLatencyMaxMs,
         leaseLossLearnedLate: this.options.storeStalls === true,

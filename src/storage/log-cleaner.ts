@@ -201,12 +201,28 @@ export class LogCleaner {
   constructor(private readonly options: LogCleanerOptions) {}
 
   firstDirtyOffset(log: UnifiedLog): Offset {
-    const known = this.firstDirtyOffsets.get(log.dir) ?? log.logStartOffset
     const truncatedTo = log.takeTruncationSinceCleaning()
-    const offset = maxOffset(
-      log.logStartOffset,
-      minOffset(minOffset(known, truncatedTo ?? known), log.logEndOffset),
-    )
+    const checkpointed = this.firstDirtyOffsets.get(log.dir)
+    const recorded = checkpointed ?? log.logStartOffset
+    const known = truncatedTo === undefined ? recorded : minOffset(recorded, truncatedTo)
+    let offset = maxOffset(log.logStartOffset, known)
+    if (offset > log.logEndOffset) {
+      // Every truncation lowers the checkpoint (noteTruncation), so one above the log end
+      // means batches below it were appended after a truncation nobody was told of (or
+      // lost with a disk): they were never cleaned, and taking them as clean would keep
+      // a key's older values past its tombstone. Kafka's LogCleanerManager cleans such a
+      // log again from its start; so does this.
+      this.options.logger.warn(
+        {
+          dir: log.dir,
+          checkpoint: offset,
+          logEndOffset: log.logEndOffset,
+          logStartOffset: log.logStartOffset,
+        },
+        'cleaner checkpoint above the log end: cleaning the log again from its start',
+      )
+      offset = log.logStartOffset
+    }
     this.firstDirtyOffsets.set(log.dir, offset)
     return offset
   }
@@ -223,9 +239,21 @@ export class LogCleaner {
     return true
   }
 
-  /** Seeds the checkpoint read at startup. */
-  setFirstDirtyOffset(logDir: string, offset: Offset): void {
-    this.firstDirtyOffsets.set(logDir, offset)
+  /**
+   * Seeds the checkpoint read at startup, once `log` is loaded. One above the recovered log
+   * end (a crash took batches the checkpoint covered, or the files were altered) is dropped
+   * with a warning: the log's first clean then starts from its start, as firstDirtyOffset's
+   * rule does.
+   */
+  restoreFirstDirtyOffset(log: UnifiedLog, offset: Offset): void {
+    if (offset > log.logEndOffset) {
+      this.options.logger.warn(
+        { dir: log.dir, checkpoint: offset, logEndOffset: log.logEndOffset },
+        'cleaner checkpoint above the recovered log end: the log will be cleaned again from its start',
+      )
+      return
+    }
+    this.firstDirtyOffsets.set(log.dir, offset)
   }
 
   /** The checkpointed offsets, by log dir path. */

@@ -186,6 +186,11 @@ export class LogManager {
     return [...this.logs.values()].map((h) => h.log)
   }
 
+  /** The log cleaner's first dirty offsets (what cleaner-offset-checkpoint holds), by log dir path. */
+  get cleanerCheckpoints(): ReadonlyMap<string, Offset> {
+    return this.cleaner.checkpoints
+  }
+
   /** The log of `tp`, created empty in the log dir holding the fewest logs when missing. */
   async getOrCreateLog(tp: TopicPartition, config?: LogConfig): Promise<UnifiedLog> {
     const existing = this.logs.get(key(tp))
@@ -366,7 +371,7 @@ export class LogManager {
       assert(!this.logs.has(k), () => `partition ${k} exists in two log dirs`)
       this.logs.set(k, { log, logDir: dir, tp })
       const firstDirty = checkpoints.cleanerOffsets.get(k)
-      if (firstDirty !== undefined) this.cleaner.setFirstDirtyOffset(log.dir, firstDirty)
+      if (firstDirty !== undefined) this.cleaner.restoreFirstDirtyOffset(log, firstDirty)
     })
     // Kafka removes the marker once loaded: a crash from now on must trigger recovery.
     if (hadCleanShutdown) {

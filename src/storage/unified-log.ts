@@ -897,6 +897,11 @@ export class UnifiedLog {
 
   // ---- the queue ----
 
+  /** An append, truncation or other queued operation is under way or waiting. */
+  get hasQueuedWork(): boolean {
+    return this.draining || this.queue.length > 0
+  }
+
   private enqueue<T>(run: () => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const unusable = this.unusableError()

@@ -9,6 +9,7 @@ import { cp, readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import fc from 'fast-check'
+import { pino } from 'pino'
 import type { FileHandle, FileSystem, OpenFlags } from '../../src/common/file-system.js'
 import { silentLogger } from '../../src/common/logger.js'
 import type { LeaderEpoch, Offset } from '../../src/common/types.js'
@@ -634,6 +635,42 @@ describe('log cleaner', () => {
       assert.equal((await cleaner.cleanLogs([log])).length, 0)
       clock.advance(60_001)
       assert.equal((await cleaner.cleanLogs([log])).length, 1, 'max.compaction.lag.ms passed')
+      await log.close()
+    })
+  })
+
+  it('a checkpoint above the log end is not trusted: the log is cleaned again from its start, with a warning (Kafka LogCleanerManager)', async () => {
+    await withTempDir(async (dir) => {
+      const clock = new ManualClock(T0)
+      const warnings: { msg: string }[] = []
+      const logger = pino(
+        { level: 'warn' },
+        { write: (line: string) => void warnings.push(JSON.parse(line)) },
+      )
+      const cleaner = new LogCleaner({ clock, logger })
+      // Opened without the truncation hook: the cleaner is not told of the truncation below.
+      let log = await openCompacted(dir, compactConfig(), clock)
+      await writeOverwrites(log, 10, 30)
+      assert.equal((await cleaner.cleanLogs([log])).length, 1)
+      const checkpoint = cleaner.checkpoints.get(dir)
+      assert.ok(checkpoint !== undefined && checkpoint > 40, `checkpoint ${checkpoint}`)
+      assert.equal(await log.truncateTo((checkpoint - 1) as Offset), true)
+      // A reopen forgets the truncation the log itself noted for the cleaner.
+      await log.close()
+      log = await openCompacted(dir, compactConfig(), clock)
+      assert.ok(log.logEndOffset < checkpoint, `log end ${log.logEndOffset}, checkpoint ${checkpoint}`)
+      assert.equal(cleaner.firstDirtyOffset(log), log.logStartOffset)
+      assert.deepEqual(
+        warnings.map((w) => w.msg),
+        ['cleaner checkpoint above the log end: cleaning the log again from its start'],
+      )
+      // The same rule for a checkpoint read back at start-up.
+      const restarted = new LogCleaner({ clock, logger })
+      restarted.restoreFirstDirtyOffset(log, checkpoint)
+      assert.equal(restarted.checkpoints.has(dir), false)
+      restarted.restoreFirstDirtyOffset(log, log.logEndOffset)
+      assert.equal(restarted.checkpoints.get(dir), log.logEndOffset)
+      assert.equal(warnings.length, 2)
       await log.close()
     })
   })
