@@ -33,6 +33,8 @@ export const TIME_INDEX_FILE_SUFFIX = '.timeindex'
 const SCAN_WINDOW_BYTES = 8 * 1024 * 1024
 /** Largest batch framing recovery believes; a length field beyond it marks corruption. */
 const MAX_BATCH_BYTES_ON_DISK = 0x7fffffff
+/** From this read-ahead on, translateOffset's first read covers only the index interval (see there). */
+export const PROBE_READ_AHEAD_MIN_BYTES = 64 * 1024
 
 /** Kafka's file name: the base offset zero-padded to 20 digits. */
 export function filenamePrefixFromOffset(offset: Offset): string {
@@ -339,7 +341,19 @@ export class LogSegment {
     return window.covers(position, length)
   }
 
-  /** Position and header of the first batch whose last offset is >= `offset` (Kafka's translateOffset). */
+  /**
+   * Position and header of the first batch whose last offset is >= `offset` (Kafka's
+   * translateOffset). The window then holds that batch's header and, from the second read
+   * on, `readAheadBytes` past it.
+   *
+   * A large read-ahead (a fetch's, PROBE_READ_AHEAD_MIN_BYTES or more) first reads only what
+   * lies before the next index entry: the index is keyed by a batch's last offset, so the
+   * lookup for the first offset of batch B lands on the batch before it, and with large
+   * batches (librdkafka's are up to 1 MB) reading ahead from there read that whole batch for
+   * nothing and then needed a second read for B (a replica fetch of 1 MiB per partition read
+   * about 2 MB to send 1). Batches smaller than the index interval are all in the probe, so
+   * the target is found in it; a larger one is skipped by its header.
+   */
   async translateOffset(
     offset: Offset,
     window = new ReadWindow(),
@@ -347,8 +361,13 @@ export class LogSegment {
   ): Promise<BatchSummary | undefined> {
     let position = this.offsetIndex.lookup(offset).position
     const preferred = this.options.indexIntervalBytes + readAheadBytes + BATCH_OFFSETS_HEADER_BYTES
+    let next =
+      readAheadBytes >= PROBE_READ_AHEAD_MIN_BYTES
+        ? this.options.indexIntervalBytes + BATCH_OFFSETS_HEADER_BYTES
+        : preferred
     for (;;) {
-      if (!(await this.fill(window, position, BATCH_OFFSETS_HEADER_BYTES, preferred))) return undefined
+      if (!(await this.fill(window, position, BATCH_OFFSETS_HEADER_BYTES, next))) return undefined
+      next = preferred
       const batch = peekBatch(window.buf, position - window.start, window.buf.length)
       if (batch === undefined || batch.sizeInBytes <= 0) return undefined
       if (batch.lastOffset >= offset) return { ...batch, position }

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { readdir, readFile, rename, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
+import type { FileSystem } from '../../src/common/file-system.js'
 import type { LeaderEpoch, Offset } from '../../src/common/types.js'
 import { BatchHeader, TimestampType } from '../../src/protocol/batch-header.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
@@ -191,6 +192,78 @@ describe('UnifiedLog read', () => {
         const data = await log.read(offset as Offset, { maxBytes: 1 })
         const [batch] = splitBatches(data.records)
         assert.ok(batch.baseOffset <= offset && offset <= batch.lastOffset, `offset ${offset}`)
+      }
+      await log.close()
+    })
+  })
+})
+
+/** nodeFileSystem, counting the bytes read from .log files (the reads a fetch costs the disk). */
+function countingLogReads(): { fs: FileSystem; bytesRead: () => number; reads: () => number } {
+  let bytes = 0
+  let count = 0
+  // nodeFileSystem's methods are on its prototype: delegate to it, replacing open only.
+  const fs: FileSystem = Object.create(nodeFileSystem) as FileSystem
+  fs.open = async (path, flags) => {
+    const handle = await nodeFileSystem.open(path, flags)
+    if (!path.endsWith('.log')) return handle
+    return {
+      read: async (buffer, offset, length, position) => {
+        count++
+        const n = await handle.read(buffer, offset, length, position)
+        bytes += n
+        return n
+      },
+      write: (buffer, position) => handle.write(buffer, position),
+      writev: (buffers, position) => handle.writev(buffers, position),
+      sync: () => handle.sync(),
+      truncate: (length) => handle.truncate(length),
+      stat: () => handle.stat(),
+      close: () => handle.close(),
+    }
+  }
+  return { fs, bytesRead: () => bytes, reads: () => count }
+}
+
+describe('UnifiedLog reads from disk', () => {
+  it('a fetch of the first offset of a large batch does not read the batch before it', async () => {
+    await withTempDir(async (dir) => {
+      // 100 records of 2 KB: batches of about 200 KB, each above the 4 KiB index interval,
+      // so every batch gets an index entry keyed by its last offset.
+      const writer = await openLog(dir)
+      for (let i = 0; i < 6; i++) await writer.append(simpleBatch(100, 2000, i), { assignOffsets: true })
+      const batchBytes = simpleBatch(100, 2000).length
+      await writer.close()
+      const counting = countingLogReads()
+      const log = await openLog(dir, DEFAULT_LOG_CONFIG, { fs: counting.fs, hadCleanShutdown: true })
+      const before = counting.bytesRead()
+      // A replica fetch's partitionMaxBytes (1 MiB) from batch 3's first offset.
+      const data = await log.read(300 as Offset, { maxBytes: 1 << 20 })
+      const batches = splitBatches(data.records)
+      assert.deepEqual(
+        batches.map((b) => b.baseOffset),
+        [300, 400, 500],
+      )
+      const read = counting.bytesRead() - before
+      // Batches 3-5 and at most the index interval more; batch 2 (the lookup's) costs only its header.
+      assert.ok(read <= 3 * batchBytes + 4096 + 100, `read ${read} bytes for ${3 * batchBytes}`)
+      await log.close()
+    })
+  })
+
+  it('small batches are still found through the probe, from any offset', async () => {
+    await withTempDir(async (dir) => {
+      const writer = await openLog(dir)
+      for (let i = 0; i < 400; i++) await writer.append(simpleBatch(3, 100, i), { assignOffsets: true })
+      await writer.close()
+      const log = await openLog(dir, DEFAULT_LOG_CONFIG, { hadCleanShutdown: true })
+      for (const offset of [0, 1, 2, 3, 299, 300, 301, 700, 1198, 1199]) {
+        const data = await log.read(offset as Offset, { maxBytes: 1 << 20 })
+        const batches = splitBatches(data.records)
+        assert.ok(batches[0].baseOffset <= offset && offset <= batches[0].lastOffset, `offset ${offset}`)
+        assert.equal(batches.at(-1)?.lastOffset, 1199, `offset ${offset}`)
+        for (let i = 1; i < batches.length; i++)
+          assert.equal(batches[i].baseOffset, batches[i - 1].lastOffset + 1)
       }
       await log.close()
     })
