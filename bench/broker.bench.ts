@@ -9,13 +9,14 @@
  *
  *   node dist/bench/broker.bench.js [--records N] [--restart-mb M]
  */
-import { execFile, execFileSync, spawn } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { parseArgs, promisify } from 'node:util'
+import { parseArgs } from 'node:util'
 import { startBroker } from '../src/index.js'
+import { perf, perfBinary } from './load-generator.js'
 import { waitForPort } from './wait-for-port.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
@@ -27,19 +28,6 @@ const { values } = parseArgs({
 })
 const records = Number(values.records)
 const restartMiB = Number(values['restart-mb'])
-
-function perfBinary(): string {
-  const out = join(root, '.build', 'rdkafka-perf')
-  mkdirSync(dirname(out), { recursive: true })
-  execFileSync('cc', ['-O2', '-o', out, join(root, 'bench', 'native', 'rdkafka-perf.c'), '-lrdkafka'])
-  return out
-}
-
-/** Runs the load generator without blocking this process's event loop (the broker lives here). */
-async function perf(binary: string, args: string[]): Promise<Record<string, number>> {
-  const { stdout } = await promisify(execFile)(binary, args, { encoding: 'utf8', maxBuffer: 1 << 20 })
-  return JSON.parse(stdout.trim().split('\n').at(-1)!)
-}
 
 async function timeCliStart(dataDir: string, port: number): Promise<number> {
   const start = performance.now()

@@ -1,26 +1,9 @@
-/**
- * Timeline of a follower restart (issue 19's catch-up target): three `tidelog broker`
- * processes on a private etcd (RF 3, as bench/cluster.bench.ts), one follower stopped,
- * --mb MiB written past it, then restarted. Prints, in ms from its spawn: the lines it logs
- * (pino's `time`, and `MARK name epoch-ms` lines if a build prints them), when it listens,
- * and the bytes the bench's DescribeLogDirs polls (every 20 ms, as bench:report) see.
- *
- *   node dist/bench/catchup-timeline.bench.js [--mb 96] [--rounds 1]
- */
-import { execFile, execFileSync } from 'node:child_process'
-import { mkdirSync } from 'node:fs'
 import { loadavg } from 'node:os'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { parseArgs, promisify } from 'node:util'
-import type { DescribeLogDirsResponse } from '../src/protocol/generated/describe-log-dirs-response.js'
-import { ApiKey } from '../src/protocol/generated/index.js'
-import { BrokerClient } from '../src/replication/broker-client.js'
-import { nodeNetwork } from '../src/runtime/node-network.js'
+import { parseArgs } from 'node:util'
 import { type EtcdCluster, withEtcdCluster } from '../test/helpers/broker-process.js'
-import { kcatMetadata } from '../test/helpers/metadata-view.js'
+import { partitionSizes, waitForIsr } from './cluster-probes.js'
+import { perf, perfBinary } from './load-generator.js'
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const { values } = parseArgs({
   options: {
     mb: { type: 'string', default: '96' },
@@ -30,44 +13,6 @@ const { values } = parseArgs({
   },
 })
 const catchupMiB = Number(values.mb)
-
-function perfBinary(): string {
-  const out = join(root, '.build', 'rdkafka-perf')
-  mkdirSync(dirname(out), { recursive: true })
-  execFileSync('cc', ['-O2', '-o', out, join(root, 'bench', 'native', 'rdkafka-perf.c'), '-lrdkafka'])
-  return out
-}
-
-async function perf(binary: string, args: string[]): Promise<Record<string, number>> {
-  const { stdout } = await promisify(execFile)(binary, args, { encoding: 'utf8', maxBuffer: 1 << 20 })
-  return JSON.parse(stdout.trim().split('\n').at(-1)!)
-}
-
-async function partitionSizes(address: string, topic: string): Promise<Map<number, bigint>> {
-  const [host, port] = address.split(':')
-  const client = new BrokerClient(host, Number(port), 'tidelog-bench', nodeNetwork)
-  try {
-    const response = await client.request<DescribeLogDirsResponse>(ApiKey.DescribeLogDirs, 1, {
-      topics: [{ topic, partitions: [0, 1, 2, 3] }],
-    })
-    const sizes = new Map<number, bigint>()
-    for (const dir of response.results)
-      for (const t of dir.topics) for (const p of t.partitions) sizes.set(p.partitionIndex, p.partitionSize)
-    return sizes
-  } finally {
-    client.close()
-  }
-}
-
-async function waitForIsr(cluster: EtcdCluster, topic: string, size: number): Promise<void> {
-  for (let i = 0; i < 600; i++) {
-    const view = await kcatMetadata(cluster.liveBootstrap, topic)
-    const partitions = view.topics.get(topic)
-    if (partitions && partitions.length > 0 && partitions.every((p) => p.isr.length >= size)) return
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
-  throw new Error(`ISR of ${topic} never reached ${size}`)
-}
 
 const sum = (sizes: Map<number, bigint>): number => Number([...sizes.values()].reduce((a, b) => a + b, 0n))
 

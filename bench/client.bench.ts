@@ -13,12 +13,13 @@
  *   npm run build && node dist/bench/client.bench.js [--records N] [--steady-records N]
  *     [--repeat N] [--brokers 1|3|both] [--max-rate-only]
  */
-import { execFile, execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync } from 'node:fs'
+import { execFile } from 'node:child_process'
+import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs, promisify } from 'node:util'
 import { type Cluster, startCluster } from '../src/server/cluster.js'
+import { perfBinary } from './load-generator.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const { values } = parseArgs({
@@ -38,13 +39,6 @@ if (!['1', '3', 'both'].includes(values.brokers))
 const records = Number(values.records)
 const steadyRecords = Number(values['steady-records'])
 const run = promisify(execFile)
-
-function perfBinary(): string {
-  const out = join(root, '.build', 'rdkafka-perf')
-  mkdirSync(dirname(out), { recursive: true })
-  execFileSync('cc', ['-O2', '-o', out, join(root, 'bench', 'native', 'rdkafka-perf.c'), '-lrdkafka'])
-  return out
-}
 
 interface Figures {
   recordsPerSec: number

@@ -1,28 +1,8 @@
-/**
- * Three-broker benchmark (issue 6's targets): RF=3, min.insync.replicas=2, 1 KiB records,
- * driven by the native librdkafka load generator, against three `tidelog broker` processes
- * on a private etcd (needs Debian's etcd-server, librdkafka-dev and cc). Brokers and client
- * share this machine's cores, as in the targets. Prints:
- *   - produce throughput for acks=1 and acks=all
- *   - produce latency p50/p99/p99.9 at a steady 2,000 records/s for acks=1 and acks=all
- *   - follower catch-up speed: a stopped follower restarts behind by --catchup-mb MiB
- *
- *   node dist/bench/cluster.bench.js [--records N] [--catchup-mb M]
- */
-
-import { execFile, execFileSync } from 'node:child_process'
-import { mkdirSync } from 'node:fs'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { parseArgs, promisify } from 'node:util'
-import type { DescribeLogDirsResponse } from '../src/protocol/generated/describe-log-dirs-response.js'
-import { ApiKey } from '../src/protocol/generated/index.js'
-import { BrokerClient } from '../src/replication/broker-client.js'
-import { nodeNetwork } from '../src/runtime/node-network.js'
+import { parseArgs } from 'node:util'
 import { type EtcdCluster, withEtcdCluster } from '../test/helpers/broker-process.js'
-import { kcatMetadata } from '../test/helpers/metadata-view.js'
+import { partitionSizes, waitForIsr } from './cluster-probes.js'
+import { perf, perfBinary } from './load-generator.js'
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const { values } = parseArgs({
   options: {
     records: { type: 'string', default: '500000' },
@@ -39,18 +19,6 @@ const records = Number(values.records)
 const catchupMiB = Number(values['catchup-mb'])
 const steadyRates = values.rates.split(',').filter(Boolean).map(Number)
 
-function perfBinary(): string {
-  const out = join(root, '.build', 'rdkafka-perf')
-  mkdirSync(dirname(out), { recursive: true })
-  execFileSync('cc', ['-O2', '-o', out, join(root, 'bench', 'native', 'rdkafka-perf.c'), '-lrdkafka'])
-  return out
-}
-
-async function perf(binary: string, args: string[]): Promise<Record<string, number>> {
-  const { stdout } = await promisify(execFile)(binary, args, { encoding: 'utf8', maxBuffer: 1 << 20 })
-  return JSON.parse(stdout.trim().split('\n').at(-1)!)
-}
-
 function row(name: string, value: string, target: string): void {
   console.log(`${name.padEnd(50)} ${value.padStart(22)}   ${target}`)
 }
@@ -63,33 +31,6 @@ const BROKER_PROPERTIES: Record<string, string | number> = {
   ...Object.fromEntries(
     values.set.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
   ),
-}
-
-/** Total partition bytes per partition of `topic` on one broker, from DescribeLogDirs. */
-async function partitionSizes(address: string, topic: string): Promise<Map<number, bigint>> {
-  const [host, port] = address.split(':')
-  const client = new BrokerClient(host, Number(port), 'tidelog-bench', nodeNetwork)
-  try {
-    const response = await client.request<DescribeLogDirsResponse>(ApiKey.DescribeLogDirs, 1, {
-      topics: [{ topic, partitions: [0, 1, 2, 3] }],
-    })
-    const sizes = new Map<number, bigint>()
-    for (const dir of response.results)
-      for (const t of dir.topics) for (const p of t.partitions) sizes.set(p.partitionIndex, p.partitionSize)
-    return sizes
-  } finally {
-    client.close()
-  }
-}
-
-async function waitForIsr(cluster: EtcdCluster, topic: string, size: number): Promise<void> {
-  for (let i = 0; i < 600; i++) {
-    const view = await kcatMetadata(cluster.liveBootstrap, topic)
-    const partitions = view.topics.get(topic)
-    if (partitions && partitions.length > 0 && partitions.every((p) => p.isr.length >= size)) return
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
-  throw new Error(`ISR of ${topic} never reached ${size}`)
 }
 
 async function main(): Promise<void> {

@@ -19,8 +19,8 @@
  *
  *   node dist/bench/metrics.bench.js [--records N] [--warmup-records N] [--rounds R] [--no-profile]
  */
-import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { type ChildProcess, execFile, spawn } from 'node:child_process'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -29,6 +29,7 @@ import { parseArgs, promisify } from 'node:util'
 import { Registry } from 'prom-client'
 import { silentLogger } from '../src/common/logger.js'
 import { RequestMetrics } from '../src/ops/request-observer.js'
+import { perfBinary } from './load-generator.js'
 import { waitForPort } from './wait-for-port.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
@@ -43,13 +44,6 @@ const { values } = parseArgs({
 const records = Number(values.records)
 const warmupRecords = Number(values['warmup-records'])
 const rounds = Number(values.rounds)
-
-function perfBinary(): string {
-  const out = join(root, '.build', 'rdkafka-perf')
-  mkdirSync(dirname(out), { recursive: true })
-  execFileSync('cc', ['-O2', '-o', out, join(root, 'bench', 'native', 'rdkafka-perf.c'), '-lrdkafka'])
-  return out
-}
 
 async function produce(binary: string, bootstrap: string, topic: string, count: number): Promise<number> {
   const { stdout } = await promisify(execFile)(

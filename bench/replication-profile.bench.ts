@@ -13,18 +13,15 @@
  *
  *   node [--cpu-prof] dist/bench/replication-profile.bench.js [--rate 2000] [--seconds 2] [--runs 4]
  */
-import { execFile, execFileSync, spawn } from 'node:child_process'
-import { mkdirSync } from 'node:fs'
-import { dirname, join } from 'node:path'
+import { spawn } from 'node:child_process'
 import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks'
-import { fileURLToPath } from 'node:url'
-import { parseArgs, promisify } from 'node:util'
+import { parseArgs } from 'node:util'
 import { Admin } from '../src/client/index.js'
 import { Partition } from '../src/replication/partition.js'
 import { startCluster } from '../src/server/cluster.js'
 import { produceHandler } from '../src/server/handlers/produce.js'
+import { perf, perfBinary } from './load-generator.js'
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const { values } = parseArgs({
   options: {
     rate: { type: 'string', default: '2000' },
@@ -44,18 +41,6 @@ const rate = Number(values.rate)
 const seconds = Number(values.seconds)
 const runs = Number(values.runs)
 const partitions = Number(values.partitions)
-
-export function perfBinary(): string {
-  const out = join(root, '.build', 'rdkafka-perf')
-  mkdirSync(dirname(out), { recursive: true })
-  execFileSync('cc', ['-O2', '-o', out, join(root, 'bench', 'native', 'rdkafka-perf.c'), '-lrdkafka'])
-  return out
-}
-
-async function perf(binary: string, args: string[]): Promise<Record<string, number>> {
-  const { stdout } = await promisify(execFile)(binary, args, { encoding: 'utf8', maxBuffer: 1 << 20 })
-  return JSON.parse(stdout.trim().split('\n').at(-1)!)
-}
 
 // ---- stage tracing: per partition, traces in offset order with a cursor per stage --------
 interface Trace {

@@ -23,12 +23,8 @@ import { availableParallelism, loadavg, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs, promisify } from 'node:util'
-import type { DescribeLogDirsResponse } from '../src/protocol/generated/describe-log-dirs-response.js'
-import { ApiKey } from '../src/protocol/generated/index.js'
-import { BrokerClient } from '../src/replication/broker-client.js'
-import { nodeNetwork } from '../src/runtime/node-network.js'
 import { accepts, type EtcdCluster, freePort, withEtcdCluster } from '../test/helpers/broker-process.js'
-import { kcatMetadata } from '../test/helpers/metadata-view.js'
+import { partitionSizes, waitForIsr } from './cluster-probes.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const { values } = parseArgs({
@@ -149,32 +145,6 @@ const notes: string[] = []
 const loadAtStart = loadavg()[0]
 
 // ---- tidelog ---------------------------------------------------------------------------
-
-async function partitionSizes(address: string, topic: string): Promise<Map<number, bigint>> {
-  const [host, port] = address.split(':')
-  const client = new BrokerClient(host, Number(port), 'tidelog-bench', nodeNetwork)
-  try {
-    const response = await client.request<DescribeLogDirsResponse>(ApiKey.DescribeLogDirs, 1, {
-      topics: [{ topic, partitions: [0, 1, 2, 3] }],
-    })
-    const sizes = new Map<number, bigint>()
-    for (const dir of response.results)
-      for (const t of dir.topics) for (const p of t.partitions) sizes.set(p.partitionIndex, p.partitionSize)
-    return sizes
-  } finally {
-    client.close()
-  }
-}
-
-async function waitForIsr(cluster: EtcdCluster, topic: string, size: number): Promise<void> {
-  for (let i = 0; i < 600; i++) {
-    const view = await kcatMetadata(cluster.liveBootstrap, topic)
-    const partitions = view.topics.get(topic)
-    if (partitions && partitions.length > 0 && partitions.every((p) => p.isr.length >= size)) return
-    await sleep(100)
-  }
-  throw new Error(`ISR of ${topic} never reached ${size}`)
-}
 
 const produceArgs = (
   bootstrap: string,
