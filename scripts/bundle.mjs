@@ -6,11 +6,17 @@
  * bundle.
  *
  * - npm packages stay imports of node_modules (the native codecs load .node files; prom-client
- *   and etcd3 load on first use), except pino and its dependencies: resolving and compiling
- *   its ~29 CommonJS files cost ~20 ms of `tidelog start` (docs/startup.md). They are
- *   wrapped as CommonJS in the ESM chunks, with a `require` for the builtins they load.
- *   tidelog uses no pino transport (those start worker threads from pino's own files,
- *   which a bundled copy does not have).
+ *   loads on first use), except pino, dot-properties and etcd3 with their dependencies:
+ *   resolving pino's ~29 CommonJS files cost ~20 ms of `tidelog start`, and etcd3's ~200
+ *   (grpc-js, proto-loader, protobufjs) about half of its 160-230 ms import, which every
+ *   `tidelog broker` on an etcd store pays before it can fetch (docs/startup.md,
+ *   docs/performance.md). They are wrapped as CommonJS in the ESM chunks, with a `require`
+ *   for the builtins they load; etcd3 stays in the etcd store's own chunk, loaded only for an
+ *   `etcd://` store. tidelog uses no pino transport (those start worker threads from pino's
+ *   own files, which a bundled copy does not have).
+ * - A bundled package's `__dirname` (etcd3 reads its rpc.proto from it at import; grpc-js
+ *   names its own proto directory on two server-only paths) is the package's directory
+ *   in node_modules, found at run time: see packageDirOf.
  * - Dynamic imports become chunks (`splitting`), so what loads on first use (prom-client's
  *   registry, the console API, the client subcommands, each API's codecs but the hot ones,
  *   see loadApiCodec in src/protocol/generated/index.ts) still loads on first use.
@@ -29,10 +35,10 @@ const outdir = join(root, 'dist', 'bundle')
 const distSrc = join(root, 'dist', 'src') + sep
 
 /** Packages bundled (with all they require); every other bare import stays external. */
-const BUNDLED_PACKAGES = new Set(['pino'])
+const BUNDLED_PACKAGES = new Set(['pino', 'dot-properties', 'etcd3'])
 
-const bundlePinoOnly = {
-  name: 'bundle-pino-only',
+const bundleChosenPackages = {
+  name: 'bundle-chosen-packages',
   setup(b) {
     b.onResolve({ filter: /^[^./]/ }, (args) => {
       if (args.path.startsWith('node:')) return undefined
@@ -62,6 +68,61 @@ const ownImportMetaUrl = {
     })
   },
 }
+
+const nodeModules = `${sep}node_modules${sep}`
+
+/**
+ * The packages, outermost first, that hold a file in node_modules, and the file's directory
+ * inside the innermost: `node_modules/@grpc/proto-loader/node_modules/protobufjs/src/x.js`
+ * gives [['@grpc/proto-loader', 'protobufjs'], 'src'].
+ */
+function packageDirOf(path) {
+  const parts = relative(root, dirname(path)).split(nodeModules.slice(1, -1)).slice(1)
+  const names = []
+  let inner = ''
+  for (const part of parts) {
+    const segments = part.split(sep).filter(Boolean)
+    const length = segments[0].startsWith('@') ? 2 : 1
+    names.push(segments.slice(0, length).join('/'))
+    inner = segments.slice(length).join('/')
+  }
+  return [names, inner]
+}
+
+/**
+ * Replaces `__dirname` in bundled packages' files with that file's directory in node_modules,
+ * resolved when the chunk runs (from the chunk's own place, as the package's import was
+ * before), so files they read beside their code are found wherever npm put the package.
+ */
+const packageDirname = {
+  name: 'package-dirname',
+  setup(b) {
+    b.onLoad({ filter: /\.js$/ }, async (args) => {
+      if (!args.path.includes(nodeModules)) return undefined
+      const text = await readFile(args.path, 'utf8')
+      if (!text.includes('__dirname')) return undefined
+      if (text.includes('__filename'))
+        throw new Error(`${relative(root, args.path)}: __filename is not handled`)
+      const [names, inner] = packageDirOf(args.path)
+      const contents = text.replaceAll(
+        '__dirname',
+        `__tidelogPackageDir(${JSON.stringify(names)}, ${JSON.stringify(inner)})`,
+      )
+      return { contents, loader: 'js', resolveDir: dirname(args.path) }
+    })
+  },
+}
+
+/** The banner's helper for packageDirname: resolves each package from the one before it. */
+const PACKAGE_DIR_HELPER = `function __tidelogPackageDir(names, inner) {
+  let resolve = require.resolve
+  let dir = ''
+  for (const name of names) {
+    dir = __tidelogDirname(resolve(name + '/package.json'))
+    resolve = __tidelogCreateRequire(dir + '/package.json').resolve
+  }
+  return inner === '' ? dir : dir + '/' + inner
+}`
 
 /**
  * V8 keeps every module's source text in the heap, as one-byte Latin-1 when it can and as
@@ -96,7 +157,7 @@ const result = await build({
   target: 'node20',
   // The bundled CommonJS packages require builtins; ESM has no `require` of its own.
   banner: {
-    js: "import { createRequire as __tidelogCreateRequire } from 'node:module'\nconst require = __tidelogCreateRequire(import.meta.url)",
+    js: `import { createRequire as __tidelogCreateRequire } from 'node:module'\nimport { dirname as __tidelogDirname } from 'node:path'\nconst require = __tidelogCreateRequire(import.meta.url)\n${PACKAGE_DIR_HELPER}`,
   },
   sourcemap: 'linked',
   legalComments: 'none',
@@ -104,7 +165,7 @@ const result = await build({
   metafile: true,
   write: false,
   logLevel: 'warning',
-  plugins: [bundlePinoOnly, ownImportMetaUrl],
+  plugins: [bundleChosenPackages, ownImportMetaUrl, packageDirname],
 })
 if (result.errors.length > 0) process.exit(1)
 

@@ -11,8 +11,9 @@ import { mkdtemp, readFile, rm, stat, utimes } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { spawnTidelog } from '../helpers/broker-process.js'
+import { freePort, spawnTidelog } from '../helpers/broker-process.js'
 import { repoRoot } from '../helpers/compat-clients.js'
+import { startEtcd } from '../helpers/etcd.js'
 
 const root = repoRoot()
 
@@ -25,11 +26,13 @@ function tidelog(args: readonly string[], moduleLog: string, env: Record<string,
     [],
     ['--import', join(root, 'bench', 'module-counter.mjs')],
   )
-  const modules = async (): Promise<string[]> => {
+  const loaded = async (): Promise<string[]> => {
     const text = await readFile(moduleLog, 'utf8').catch(() => '')
-    return text.split('\n').filter((url) => url.startsWith(`file://${root}/dist/`))
+    return text.split('\n').filter((url) => url !== '')
   }
-  return { output, modules }
+  const modules = async (): Promise<string[]> =>
+    (await loaded()).filter((url) => url.startsWith(`file://${root}/dist/`))
+  return { output, modules, loaded }
 }
 
 const fromBundle = (url: string) => url.startsWith(`file://${root}/dist/bundle/`)
@@ -97,6 +100,36 @@ test('tidelog start from the bundle: console files, /metrics and the console API
       assert.equal(code, 0, output.tail())
     }
   })
+})
+
+test('tidelog broker on etcd from the bundle: etcd3, grpc-js and protobufjs come from the store chunk, and etcd3 finds its rpc.proto', {
+  timeout: 60000,
+}, async () => {
+  const etcd = await startEtcd()
+  try {
+    await withTempDir(async (dir) => {
+      const port = await freePort()
+      const args = ['broker', '--metadata', etcd.endpoint.replace(/^http:\/\//, 'etcd://')]
+      args.push('--set', 'node.id=0', '--set', `listeners=PLAINTEXT://127.0.0.1:${port}`)
+      args.push('--set', `log.dirs=${join(dir, 'data')}`)
+      const { output, loaded } = tidelog(args, join(dir, 'modules.log'))
+      try {
+        // Listening means the store connected, read the image and registered through etcd3.
+        await output.waitForLine(/listening on/, 20000)
+        const urls = await loaded()
+        assert.ok(
+          urls.some((url) => /\/dist\/bundle\/etcd-store-[^/]*\.js$/.test(url)),
+          urls.join('\n'),
+        )
+        const fromNodeModules = urls.filter((url) => /\/node_modules\/(etcd3|@grpc|protobufjs)\//.test(url))
+        assert.deepEqual(fromNodeModules, [])
+      } finally {
+        await output.terminate()
+      }
+    })
+  } finally {
+    await etcd.stop()
+  }
 })
 
 test('TIDELOG_BUNDLE=0, or a bundle older than tsc output, runs the tsc modules instead', {
