@@ -25,6 +25,8 @@ import { fileURLToPath } from 'node:url'
 import { parseArgs, promisify } from 'node:util'
 import { accepts, type EtcdCluster, freePort, withEtcdCluster } from '../test/helpers/broker-process.js'
 import { partitionSizes, waitForIsr } from './cluster-probes.js'
+import { perfBinary } from './load-generator.js'
+import { describePageCost, freshPageSystemSecondsPerGiB } from './page-cost.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const { values } = parseArgs({
@@ -61,13 +63,6 @@ const median = (xs: number[]): number => {
   if (s.length === 0) return Number.NaN
   const middle = Math.floor(s.length / 2)
   return s.length % 2 === 1 ? s[middle] : (s[middle - 1] + s[middle]) / 2
-}
-
-function rdkafkaPerf(): string {
-  const out = join(root, '.build', 'rdkafka-perf')
-  mkdirSync(dirname(out), { recursive: true })
-  execFileSync('cc', ['-O2', '-o', out, join(root, 'bench', 'native', 'rdkafka-perf.c'), '-lrdkafka'])
-  return out
 }
 
 /** The JetStream publisher, or why there is none. */
@@ -422,8 +417,9 @@ function svg(): string {
 async function main(): Promise<void> {
   const started = new Date()
   const t0 = performance.now()
-  const perf = rdkafkaPerf()
+  const perf = perfBinary()
   const nats = natsPerf()
+  notes.push(describePageCost(freshPageSystemSecondsPerGiB()))
   const peerNote =
     'binary' in nats
       ? 'Peer: NATS JetStream (`nats-server` from Debian, file storage; R3 is a 3-server cluster), published to by ' +
