@@ -49,25 +49,34 @@ const bundleChosenPackages = {
   },
 }
 
-/** Replaces `import.meta.url` in dist/src modules with the URL of that module's own file. */
-const ownImportMetaUrl = {
-  name: 'own-import-meta-url',
-  setup(b) {
-    b.onLoad({ filter: /\.js$/ }, async (args) => {
-      if (!args.path.startsWith(distSrc)) return undefined
-      const text = await readFile(args.path, 'utf8')
-      if (!text.includes('import.meta.url')) return undefined
-      // Every output file (entry and chunks) is written to outdir itself, so one path
-      // relative to outdir is right for whichever chunk the module ends up in.
-      const own = relative(outdir, args.path).split(sep).join('/')
-      const contents = text.replaceAll(
-        'import.meta.url',
-        `new URL(${JSON.stringify(own)}, import.meta.url).href`,
-      )
-      return { contents, loader: 'js', resolveDir: dirname(args.path) }
-    })
-  },
+/**
+ * An esbuild plugin that replaces every `token` in the .js files `inPath` accepts by
+ * `replacement(path, text)`; every other file loads as it is.
+ */
+function replaceToken(name, { inPath, token, replacement }) {
+  return {
+    name,
+    setup(b) {
+      b.onLoad({ filter: /\.js$/ }, async (args) => {
+        if (!inPath(args.path)) return undefined
+        const text = await readFile(args.path, 'utf8')
+        if (!text.includes(token)) return undefined
+        const contents = text.replaceAll(token, replacement(args.path, text))
+        return { contents, loader: 'js', resolveDir: dirname(args.path) }
+      })
+    },
+  }
 }
+
+/** Replaces `import.meta.url` in dist/src modules with the URL of that module's own file. */
+const ownImportMetaUrl = replaceToken('own-import-meta-url', {
+  inPath: (path) => path.startsWith(distSrc),
+  token: 'import.meta.url',
+  // Every output file (entry and chunks) is written to outdir itself, so one path
+  // relative to outdir is right for whichever chunk the module ends up in.
+  replacement: (path) =>
+    `new URL(${JSON.stringify(relative(outdir, path).split(sep).join('/'))}, import.meta.url).href`,
+})
 
 const nodeModules = `${sep}node_modules${sep}`
 
@@ -94,24 +103,15 @@ function packageDirOf(path) {
  * resolved when the chunk runs (from the chunk's own place, as the package's import was
  * before), so files they read beside their code are found wherever npm put the package.
  */
-const packageDirname = {
-  name: 'package-dirname',
-  setup(b) {
-    b.onLoad({ filter: /\.js$/ }, async (args) => {
-      if (!args.path.includes(nodeModules)) return undefined
-      const text = await readFile(args.path, 'utf8')
-      if (!text.includes('__dirname')) return undefined
-      if (text.includes('__filename'))
-        throw new Error(`${relative(root, args.path)}: __filename is not handled`)
-      const [names, inner] = packageDirOf(args.path)
-      const contents = text.replaceAll(
-        '__dirname',
-        `__tidelogPackageDir(${JSON.stringify(names)}, ${JSON.stringify(inner)})`,
-      )
-      return { contents, loader: 'js', resolveDir: dirname(args.path) }
-    })
+const packageDirname = replaceToken('package-dirname', {
+  inPath: (path) => path.includes(nodeModules),
+  token: '__dirname',
+  replacement: (path, text) => {
+    if (text.includes('__filename')) throw new Error(`${relative(root, path)}: __filename is not handled`)
+    const [names, inner] = packageDirOf(path)
+    return `__tidelogPackageDir(${JSON.stringify(names)}, ${JSON.stringify(inner)})`
   },
-}
+})
 
 /** The banner's helper for packageDirname: resolves each package from the one before it. */
 const PACKAGE_DIR_HELPER = `function __tidelogPackageDir(names, inner) {
