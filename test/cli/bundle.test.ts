@@ -1,13 +1,16 @@
 /**
  * Issue 19: bin/tidelog.js runs the esbuild bundle of the CLI (dist/bundle, scripts/bundle.mjs)
- * when it is at least as new as tsc's output, and tsc's modules otherwise. From the bundle,
- * `tidelog start` must still find the files it locates relative to its own modules (the web
- * console's static files), keep what loads on first use out of the start path (the console
- * API chunk), and load no module of dist/src. Which files a process loaded is read from
- * bench/module-counter.mjs's log.
+ * when it is at least as new as tsc's output, and tsc's modules otherwise. The bundle's
+ * main.js is compiled from the V8 code cache the build made (bin/load-bundle.js), and the
+ * API codecs that load on first use are scripts of their own. From the bundle, `tidelog
+ * start` must use that cache, still find the files it locates relative to its own modules
+ * (the web console's static files), load those codecs only when first needed, and load no
+ * module of dist/src. Which files a process loaded (and what became of a script's code
+ * cache) is read from bench/module-counter.mjs's log.
  */
 import assert from 'node:assert/strict'
-import { mkdtemp, readFile, rm, stat, utimes } from 'node:fs/promises'
+import { spawnSync } from 'node:child_process'
+import { cp, mkdtemp, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
@@ -36,6 +39,7 @@ function tidelog(args: readonly string[], moduleLog: string, env: Record<string,
 }
 
 const fromBundle = (url: string) => url.startsWith(`file://${root}/dist/bundle/`)
+const codecFile = (url: string) => url.startsWith(`file://${root}/dist/bundle/codecs/`)
 const fromModules = (url: string) => url.startsWith(`file://${root}/dist/src/`)
 
 async function withTempDir<T>(body: (dir: string) => Promise<T>): Promise<T> {
@@ -47,7 +51,7 @@ async function withTempDir<T>(body: (dir: string) => Promise<T>): Promise<T> {
   }
 }
 
-test('tidelog start from the bundle: console files, /metrics and the console API answer; the API chunk loads on first use', {
+test('tidelog start from the bundle and its code cache: console files, /metrics and the console API answer; lazy API codecs load on first use', {
   timeout: 60000,
 }, async () => {
   await withTempDir(async (dir) => {
@@ -60,13 +64,12 @@ test('tidelog start from the bundle: console files, /metrics and the console API
       const base = line.replace(/^broker 0 console and metrics: /, '').trim()
 
       const started = await modules()
-      assert.ok(started.includes(`file://${root}/dist/bundle/main.js`), started.join('\n'))
-      assert.deepEqual(started.filter(fromModules), [], 'no tsc module loaded beside the bundle')
-      assert.deepEqual(
-        started.filter((url) => /\/console-api-[^/]*\.js$/.test(url)),
-        [],
-        'the console API is not loaded before its first request',
+      assert.ok(
+        started.includes(`file://${root}/dist/bundle/main.js code-cache=accepted`),
+        started.join('\n'),
       )
+      assert.deepEqual(started.filter(fromModules), [], 'no tsc module loaded beside the bundle')
+      assert.deepEqual(started.filter(codecFile), [], 'no lazy API codec is loaded before it is needed')
 
       for (const [name, type] of [
         ['index.html', 'text/html'],
@@ -91,8 +94,16 @@ test('tidelog start from the bundle: console files, /metrics and the console API
       assert.equal(cluster.status, 200)
       const body = (await cluster.json()) as { brokers: unknown[] }
       assert.equal(body.brokers.length, 1)
+      // The console API's admin client loads every API's codecs as it connects; /api/groups
+      // then needs ListGroups answered by the broker, through codec files on both sides.
+      const groups = await fetch(new URL('/api/groups', base))
+      assert.equal(groups.status, 200)
+      assert.deepEqual(await groups.json(), [])
       const after = await modules()
-      assert.equal(after.filter((url) => /\/dist\/bundle\/console-api-[^/]*\.js$/.test(url)).length, 1)
+      assert.ok(
+        after.includes(`file://${root}/dist/bundle/codecs/list-groups.js code-cache=none`),
+        after.join('\n'),
+      )
       assert.deepEqual(after.filter(fromModules), [])
     } finally {
       output.signal('SIGTERM')
@@ -102,7 +113,7 @@ test('tidelog start from the bundle: console files, /metrics and the console API
   })
 })
 
-test('tidelog broker on etcd from the bundle: etcd3, grpc-js and protobufjs come from the store chunk, and etcd3 finds its rpc.proto', {
+test('tidelog broker on etcd from the bundle: etcd3, grpc-js and protobufjs come from their own bundle file, and etcd3 finds its rpc.proto', {
   timeout: 60000,
 }, async () => {
   const etcd = await startEtcd()
@@ -117,10 +128,7 @@ test('tidelog broker on etcd from the bundle: etcd3, grpc-js and protobufjs come
         // Listening means the store connected, read the image and registered through etcd3.
         await output.waitForLine(/listening on/, 20000)
         const urls = await loaded()
-        assert.ok(
-          urls.some((url) => /\/dist\/bundle\/etcd-store-[^/]*\.js$/.test(url)),
-          urls.join('\n'),
-        )
+        assert.ok(urls.includes(`file://${root}/dist/bundle/etcd3.cjs`), urls.join('\n'))
         const fromNodeModules = urls.filter((url) => /\/node_modules\/(etcd3|@grpc|protobufjs)\//.test(url))
         assert.deepEqual(fromNodeModules, [])
       } finally {
@@ -167,5 +175,55 @@ test('TIDELOG_BUNDLE=0, or a bundle older than tsc output, runs the tsc modules 
     } finally {
       await utimes(entry, before.atime, before.mtime)
     }
+  })
+})
+
+test('the code cache is used only with the build it was made for and only when undamaged', {
+  timeout: 60000,
+}, async () => {
+  await withTempDir(async (dir) => {
+    const bundleDir = join(dir, 'bundle')
+    await cp(join(root, 'dist', 'bundle'), bundleDir, { recursive: true })
+    const cacheFile = join(bundleDir, 'main.cache')
+    const made = await readFile(cacheFile)
+    // Loads the copy in a child (loading runs the bundle's top level) and says what became of the cache.
+    const load = (): string => {
+      const loader = JSON.stringify(join(root, 'bin', 'load-bundle.js'))
+      const { status, stdout, stderr } = spawnSync(
+        process.execPath,
+        [
+          '-e',
+          `const r = require(${loader}).loadBundle(${JSON.stringify(bundleDir)}); process.stdout.write(r.cache + ' ' + typeof r.exports.runCli)`,
+        ],
+        { encoding: 'utf8' },
+      )
+      assert.equal(status, 0, stderr)
+      return stdout
+    }
+    assert.equal(load(), 'accepted function')
+
+    // Another build's cache: V8 would take data of the right source length as it is.
+    const otherBuild = Buffer.from(made)
+    otherBuild.write('f'.repeat(16), 0, 'latin1')
+    await writeFile(cacheFile, otherBuild)
+    assert.equal(load(), 'none function')
+
+    // Damaged past V8's header: release V8 does not checksum it and would abort (V8_Fatal).
+    const damaged = Buffer.from(made)
+    for (let i = 200; i < damaged.length; i += 97) damaged[i] ^= 0xff
+    await writeFile(cacheFile, damaged)
+    assert.equal(load(), 'none function')
+
+    // V8's own header refuses the data (as another Node version's would be): compiled from source.
+    const header = made.indexOf(0x0a) + 1
+    const refused = Buffer.from(made)
+    for (let i = header; i < header + 8; i++) refused[i] ^= 0xff
+    const { crc32 } = await import('node:zlib')
+    refused.write(crc32(refused.subarray(header)).toString(16).padStart(8, '0'), header - 9, 'latin1')
+    await writeFile(cacheFile, refused)
+    assert.equal(load(), 'rejected function')
+
+    await rm(cacheFile)
+    assert.equal(load(), 'none function')
   })
 })
