@@ -3,9 +3,11 @@
  * client, is what the benchmark measures (a Node client tops out far below the broker).
  *
  *   rdkafka-perf produce BOOTSTRAP TOPIC COUNT SIZE ACKS RATE(0=max) [LINGER_MS] [COMPRESSION]
- *   rdkafka-perf consume BOOTSTRAP TOPIC PARTITIONS COUNT
+ *   rdkafka-perf consume BOOTSTRAP TOPIC PARTITIONS COUNT [KEY=VALUE ...]
  *
  * Prints one JSON line with records/s, MB/s and (produce) delivery latency percentiles.
+ * A consume's KEY=VALUE arguments are librdkafka properties set over its own ones (its fetch
+ * sizes are larger than librdkafka's defaults: 10 MiB a partition, 1 GiB queued).
  *
  * At a fixed RATE the send loop sleeps until each record is due and the delivery reports run
  * on librdkafka's background thread: polling in a loop until then took a whole core (88 % of
@@ -195,6 +197,17 @@ static int consume(int argc, char **argv) {
   set(conf, "fetch.max.bytes", "52428800");
   set(conf, "max.partition.fetch.bytes", "10485760");
   set(conf, "queued.max.messages.kbytes", "1048576");
+  for (int i = 6; i < argc; i++) {
+    char key[128];
+    const char *eq = strchr(argv[i], '=');
+    if (!eq || (size_t)(eq - argv[i]) >= sizeof key) {
+      fprintf(stderr, "rdkafka-perf consume: '%s' is not KEY=VALUE\n", argv[i]);
+      return 2;
+    }
+    memcpy(key, argv[i], (size_t)(eq - argv[i]));
+    key[eq - argv[i]] = '\0';
+    set(conf, key, eq + 1);
+  }
   rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
   if (!rk) {
     fprintf(stderr, "%s\n", err);
