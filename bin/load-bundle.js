@@ -34,9 +34,9 @@ function readCodeCache(file, buildId) {
   let bytes
   try {
     bytes = readFileSync(file)
-  } catch (error) {
-    if (error.code === 'ENOENT') return undefined
-    throw error
+  } catch {
+    // Missing or unreadable: the cache only saves time, so the CLI starts without it.
+    return undefined
   }
   // zlib.crc32 is Node 20.15's; an older Node starts without the cache.
   const { crc32 } = require('node:zlib')

@@ -10,7 +10,7 @@
  */
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { cp, mkdtemp, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises'
+import { cp, mkdir, mkdtemp, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
@@ -223,7 +223,11 @@ test('the code cache is used only with the build it was made for and only when u
     await writeFile(cacheFile, refused)
     assert.equal(load(), 'rejected function')
 
+    // Unreadable (a directory in its place), then missing: started without it.
     await rm(cacheFile)
+    await mkdir(cacheFile)
+    assert.equal(load(), 'none function')
+    await rm(cacheFile, { recursive: true })
     assert.equal(load(), 'none function')
   })
 })
