@@ -4,7 +4,7 @@
 // files and registry entries sorted, fields kept in schema (wire) order.
 //
 // Layout: each API's request and response codecs are one module, apis/<api>.ts, which the
-// bundle turns into a chunk loaded on the API's first use (loadApiCodec in index.ts); headers
+// bundle makes a file of its own, loaded on the API's first use (loadApiCodec in index.ts); headers
 // and data messages are in headers-and-data.ts; index.ts is the API registry and re-exports
 // everything; common.ts is the shared runtime. Each message also keeps its own module (e.g.
 // fetch-request.ts), a re-export of its names, so imports of a single message still work.
@@ -896,7 +896,7 @@ function messageExports(msg) {
 
 /**
  * Where each message's code lives. One module per API (its request and its response): the
- * bundle (scripts/bundle.mjs) makes each one a chunk, so `tidelog start` compiles only the
+ * bundle (scripts/bundle.mjs) makes each one a file of its own, so `tidelog start` compiles only the
  * codecs it loads eagerly (EAGER_APIS) instead of all ~1.3 MB, and the others load on their
  * API's first request (docs/startup.md). Headers and data messages, which any request or
  * the storage and group code needs, are one module.
@@ -906,7 +906,7 @@ const GROUP_SOURCE_CHARS_MAX = 850 * 1024 // biome formatting adds about 15%; it
 
 /**
  * APIs whose codecs load with index.ts: ApiVersions and Metadata start every client session,
- * Produce and Fetch are the data path, so none of them waits for a chunk on a fresh broker.
+ * Produce and Fetch are the data path, so none of them waits for a load on a fresh broker.
  */
 const EAGER_APIS = new Set([0, 1, 3, 18])
 
@@ -1213,7 +1213,7 @@ ${entries}])
 const loadedCodecs = new Map<number, ApiCodec>([
 ${eagerCodecs}])
 
-/** The other APIs' codecs: each is a chunk of the bundle, compiled on its first use. */
+/** The other APIs' codecs: each is a file of the bundle of its own, compiled on its first use. */
 const codecLoaders: ReadonlyMap<number, () => Promise<ApiCodec>> = new Map<number, () => Promise<ApiCodec>>([
 ${loaders}])
 
@@ -1243,7 +1243,7 @@ export function loadApiCodec(apiKey: number): Promise<ApiCodec> {
       loadedCodecs.set(apiKey, codec)
       return codec
     })
-    // A failed load (a missing chunk) is tried again by the next caller, not cached.
+    // A failed load (a missing file) is tried again by the next caller, not cached.
     loading.catch(() => loadingCodecs.delete(apiKey))
     loadingCodecs.set(apiKey, loading)
   }

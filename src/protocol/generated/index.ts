@@ -2931,7 +2931,7 @@ const loadedCodecs = new Map<number, ApiCodec>([
   [18, apiVersionsCodec],
 ])
 
-/** The other APIs' codecs: each is a chunk of the bundle, compiled on its first use. */
+/** The other APIs' codecs: each is a file of the bundle of its own, compiled on its first use. */
 const codecLoaders: ReadonlyMap<number, () => Promise<ApiCodec>> = new Map<number, () => Promise<ApiCodec>>([
   [2, () => import('./apis/list-offsets.js').then((m) => m.listOffsetsCodec)],
   [4, () => import('./apis/leader-and-isr.js').then((m) => m.leaderAndIsrCodec)],
@@ -3058,7 +3058,7 @@ export function loadApiCodec(apiKey: number): Promise<ApiCodec> {
       loadedCodecs.set(apiKey, codec)
       return codec
     })
-    // A failed load (a missing chunk) is tried again by the next caller, not cached.
+    // A failed load (a missing file) is tried again by the next caller, not cached.
     loading.catch(() => loadingCodecs.delete(apiKey))
     loadingCodecs.set(apiKey, loading)
   }
