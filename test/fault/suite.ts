@@ -700,7 +700,7 @@ export function formatReport(r: FaultReport): string {
     `  in order: ${r.events.map((e) => `${e.fault}(broker ${e.target}, led ${e.ledPartitions}${e.leadershipsMoved >= 0 ? `, moved ${e.leadershipsMoved}` : ''})`).join(' ')}`,
     `  sent ${r.sent}, acknowledged ${r.acknowledged}, failed/unacknowledged ${r.failed}`,
     `  LOST ${r.lost}${r.lostSample.length ? ` e.g. ${r.lostSample.join(', ')}` : ''}`,
-    `  acknowledged-at-wrong-offset ${r.offsetMismatches}${r.offsetMismatchSample.length ? ` e.g. ${r.offsetMismatchSample.slice(0, 3).join('; ')}` : ''}, without an offset ${r.acknowledgedWithoutOffset}`,
+    `  acknowledged-at-wrong-offset ${r.offsetMismatches}${r.offsetMismatchSample.length ? ` e.g. ${r.offsetMismatchSample.slice(0, 3).join('; ')}` : ''}, without an offset ${r.acknowledgedWithoutOffset} (absent before the producer's first record in the partition, librdkafka's implicit-ack loss: ${r.implicitAckLosses})`,
     `  order violations ${r.orderViolations}${r.orderViolationSample.length ? ` e.g. ${r.orderViolationSample.slice(0, 3).join('; ')}` : ''}, reordered by a plain librdkafka producer's retries ${r.clientReorders}${r.clientReorderSample.length ? ` e.g. ${r.clientReorderSample[0]}` : ''}`,
     `  duplicated ${r.duplicated} (idempotent producers: ${r.idempotentDuplicated}), unacknowledged-but-present ${r.unacknowledgedPresent}, consumed ${r.consumed}, HWs ${r.highWatermarks.join('/')}`,
     `  replicas byte-identical up to the HW: ${r.replicasIdentical ? 'yes' : `NO: ${r.replicaProblems.join('; ')}`}`,

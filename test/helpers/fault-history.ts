@@ -279,6 +279,20 @@ export interface HistoryAnalysis {
   readonly offsetMismatchSample: string[]
   /** Acknowledged without an offset (librdkafka's implicit acks): checked for presence only. */
   readonly acknowledgedWithoutOffset: number
+  /**
+   * Implicit acks (offset null) of records that are absent and precede every record of the
+   * same producer in that partition's log: librdkafka's own loss, not the broker's. A new
+   * idempotent producer's first batch reaches a leader that loses leadership before it is
+   * replicated; the new leader has no state for the producer and, as Kafka does since KIP-360,
+   * accepts its next batch at any sequence; librdkafka takes that success as proof that the
+   * earlier batch was persisted and reports it delivered without an offset
+   * (confluent-kafka-go#921, "an explicitly failed message set can be implicitly acked by
+   * subsequent batch success"). An absent implicit ack after a record of its producer that
+   * the partition does have is counted as lost: the leader knew the producer then, so it
+   * must have refused the gap.
+   */
+  readonly implicitAckLosses: number
+  readonly implicitAckLossSample: string[]
   /** Acknowledged records of one producer and partition out of sequence order. */
   readonly orderViolations: number
   readonly orderViolationSample: string[]
@@ -312,9 +326,20 @@ export function analyse(
     list.push({ partition: r.partition, offset: r.offset })
     occurrences.set(r.value, list)
   }
+  // The lowest sequence of each producer present in each partition ("ick1-419" at 2:844).
+  const firstPresentSeq = new Map<string, number>()
+  for (const r of records) {
+    if (r.value === null) continue
+    const dash = r.value.lastIndexOf('-')
+    const key = `${r.value.slice(0, dash)}/${r.partition}`
+    const seq = Number(r.value.slice(dash + 1))
+    if (seq < (firstPresentSeq.get(key) ?? Number.POSITIVE_INFINITY)) firstPresentSeq.set(key, seq)
+  }
   let acknowledged = 0
   let failed = 0
   let lost = 0
+  let implicitAckLosses = 0
+  const implicitAckLossSample: string[] = []
   let offsetMismatches = 0
   const lostSample: string[] = []
   const offsetMismatchSample: string[] = []
@@ -333,6 +358,12 @@ export function analyse(
     acknowledged++
     ackedValues.add(value)
     if (!occurrences.has(value)) {
+      const first = firstPresentSeq.get(`${ack.producer}/${ack.partition}`)
+      if (ack.offset === null && first !== undefined && ack.seq < first) {
+        implicitAckLosses++
+        if (implicitAckLossSample.length < 10) implicitAckLossSample.push(`${value}@${ack.partition}`)
+        continue
+      }
       lost++
       if (lostSample.length < 10) lostSample.push(`${value}@${ack.partition}:${ack.offset}`)
       continue
@@ -386,6 +417,8 @@ export function analyse(
     offsetMismatches,
     offsetMismatchSample,
     acknowledgedWithoutOffset,
+    implicitAckLosses,
+    implicitAckLossSample,
     orderViolations,
     orderViolationSample,
     clientReorders,

@@ -610,7 +610,7 @@ export function formatNetfaultReport(r: NetfaultReport): string {
     ...(variants.length > 0 ? ['  partitions (direction, etcd side, clients side):', ...variants] : []),
     `  sent ${r.sent}, acknowledged ${r.acknowledged}, failed/unacknowledged ${r.failed}`,
     `  LOST ${r.lost}${r.lostSample.length ? ` e.g. ${r.lostSample.join(', ')}` : ''}`,
-    `  acknowledged-at-wrong-offset ${r.offsetMismatches} (acknowledged without an offset, present: ${r.acknowledgedWithoutOffset}), order violations ${r.orderViolations} (and ${r.clientReorders} by plain librdkafka retries${r.clientReorderSample.length ? `, e.g. ${r.clientReorderSample[0]}` : ''}), unclean elections ${r.uncleanElections}`,
+    `  acknowledged-at-wrong-offset ${r.offsetMismatches} (acknowledged without an offset, present: ${r.acknowledgedWithoutOffset}; absent before the producer's first record in the partition, librdkafka's implicit-ack loss: ${r.implicitAckLosses}${r.implicitAckLossSample.length ? ` e.g. ${r.implicitAckLossSample.slice(0, 3).join(', ')}` : ''}), order violations ${r.orderViolations} (and ${r.clientReorders} by plain librdkafka retries${r.clientReorderSample.length ? `, e.g. ${r.clientReorderSample[0]}` : ''}), unclean elections ${r.uncleanElections}`,
     `  duplicated ${r.duplicated} (idempotent producers: ${r.idempotentDuplicated}), unacknowledged-but-present ${r.unacknowledgedPresent}, consumed ${r.consumed}, HWs ${r.highWatermarks.join('/')}`,
     `  replicas byte-identical below the HW: ${r.replicasIdentical ? 'yes' : `NO: ${r.replicaProblems.join('; ')}`}`,
     ...(r.artifactsDir ? [`  broker logs, timeline, history and log dirs kept in ${r.artifactsDir}`] : []),
