@@ -19,16 +19,33 @@
 //
 // scripts/bundle-code-cache.mjs makes the cache through this same function, so the script
 // it caches is compiled exactly as it is here.
-const { readFileSync } = require('node:fs')
+const { readFileSync, renameSync, writeFileSync } = require('node:fs')
 const { createRequire } = require('node:module')
 const { join } = require('node:path')
 const { Script } = require('node:vm')
 
 const BUILD_ID = /^\(function \(exports, require, module, __filename, __dirname\) \{ 'use strict'; \/\* build ([0-9a-f]{16}) \*\//
 
+const CODE_CACHE = 'main.cache'
+
+/** The cache file's first line, `BUILD_ID CRC32\n` (hex), before the V8 data. */
+function codeCacheHeader(buildId, data) {
+  return `${buildId} ${require('node:zlib').crc32(data).toString(16).padStart(8, '0')}\n`
+}
+
+/**
+ * Writes the cache for `buildId` beside the bundle, aside and then renamed, so a reader sees
+ * a whole file or none (scripts/bundle-code-cache.mjs).
+ */
+function writeCodeCache(bundleDir, buildId, data) {
+  const file = join(bundleDir, CODE_CACHE)
+  writeFileSync(`${file}.tmp`, Buffer.concat([Buffer.from(codeCacheHeader(buildId, data), 'latin1'), data]))
+  renameSync(`${file}.tmp`, file)
+}
+
 /**
  * The cache's V8 data, or undefined when the file is missing, was made for another build or
- * is damaged. The file is `BUILD_ID CRC32\n` (hex) and then the data.
+ * is damaged.
  */
 function readCodeCache(file, buildId) {
   let bytes
@@ -39,14 +56,11 @@ function readCodeCache(file, buildId) {
     return undefined
   }
   // zlib.crc32 is Node 20.15's; an older Node starts without the cache.
-  const { crc32 } = require('node:zlib')
-  if (typeof crc32 !== 'function') return undefined
-  const header = `${buildId} `
-  const headerBytes = header.length + 9
-  if (bytes.length <= headerBytes || bytes.toString('latin1', 0, header.length) !== header) return undefined
+  if (typeof require('node:zlib').crc32 !== 'function') return undefined
+  const headerBytes = bytes.indexOf(0x0a) + 1
+  if (headerBytes === 0 || !bytes.toString('latin1', 0, headerBytes).startsWith(`${buildId} `)) return undefined
   const data = bytes.subarray(headerBytes)
-  const crc = crc32(data).toString(16).padStart(8, '0')
-  return bytes.toString('latin1', header.length, headerBytes) === `${crc}\n` ? data : undefined
+  return bytes.toString('latin1', 0, headerBytes) === codeCacheHeader(buildId, data) ? data : undefined
 }
 
 /**
@@ -60,7 +74,7 @@ function loadBundle(bundleDir, { codeCache = true } = {}) {
   const source = readFileSync(file, 'latin1')
   const buildId = BUILD_ID.exec(source.slice(0, 200))
   if (buildId === null) throw new Error(`${file} is not a tidelog bundle: rebuild with 'npm run build'`)
-  const cachedData = codeCache ? readCodeCache(join(bundleDir, 'main.cache'), buildId[1]) : undefined
+  const cachedData = codeCache ? readCodeCache(join(bundleDir, CODE_CACHE), buildId[1]) : undefined
   const script = new Script(source, { filename: file, cachedData })
   const cache = cachedData === undefined ? 'none' : script.cachedDataRejected ? 'rejected' : 'accepted'
   const module = { exports: {} }
@@ -108,3 +122,4 @@ function bundleRequire(bundleDir, main) {
 }
 
 exports.loadBundle = loadBundle
+exports.writeCodeCache = writeCodeCache

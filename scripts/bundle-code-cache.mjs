@@ -11,13 +11,12 @@
  * fails if the cache is not used.
  */
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { setFlagsFromString } from 'node:v8'
-import { crc32 } from 'node:zlib'
 
 const requireCjs = createRequire(import.meta.url)
 const LOADER = fileURLToPath(new URL('../bin/load-bundle.js', import.meta.url))
@@ -63,7 +62,7 @@ export function makeCodeCache(bundleDir) {
 
 /** The child: loads the bundle without a cache, starts a broker, caches once it listens. */
 async function train(bundleDir) {
-  const { loadBundle } = requireCjs(LOADER)
+  const { loadBundle, writeCodeCache } = requireCjs(LOADER)
   const { exports, script, buildId } = loadBundle(bundleDir, { codeCache: false })
   const dataDir = mkdtempSync(join(tmpdir(), 'tidelog-code-cache-'))
   let cachedData = null
@@ -92,12 +91,7 @@ async function train(bundleDir) {
     ])
     if (code !== 0) throw new Error(`tidelog start exited with ${code}`)
     if (cachedData === null) throw new Error('tidelog start stopped without printing its bootstrap servers')
-    // The header bin/load-bundle.js checks; written aside and renamed, so a reader sees a
-    // whole file or none.
-    const crc = crc32(cachedData).toString(16).padStart(8, '0')
-    const file = join(bundleDir, 'main.cache')
-    writeFileSync(`${file}.tmp`, Buffer.concat([Buffer.from(`${buildId} ${crc}\n`), cachedData]))
-    renameSync(`${file}.tmp`, file)
+    writeCodeCache(bundleDir, buildId, cachedData)
     write(`code cache: ${(cachedData.length / 1024).toFixed(0)} KiB of V8 data for build ${buildId}\n`)
   } finally {
     rmSync(dataDir, { recursive: true, force: true })
