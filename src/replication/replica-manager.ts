@@ -176,6 +176,16 @@ export class ReplicaManager {
     return served
   }
 
+  /**
+   * The broker holds a store session again (its first registration, or one after a lost
+   * session): each partition it leads by the metadata becomes leader now, with the high
+   * watermark its ISR allows (Kafka's makeLeader), which an image applied while fenced left
+   * where the checkpoint had it.
+   */
+  onLeadershipRegained(): void {
+    for (const partition of this.partitions.values()) partition.maybeIncrementHighWatermark()
+  }
+
   getPartition(topic: string, partition: number): Partition | undefined {
     return this.partitions.get(key(topic, partition))
   }

@@ -88,6 +88,27 @@ export const brokerConfigDefs = new ConfigDefs([
   def('log.retention.hours', 'int', 168, 'Time retention in hours (below log.retention.minutes).'),
   def('log.retention.bytes', 'long', -1, 'Size retention per partition; -1 unbounded.', {}, true),
   def('log.retention.check.interval.ms', 'long', 300000, 'How often retention runs.', { min: 1 }),
+  def(
+    'replica.high.watermark.checkpoint.interval.ms',
+    'long',
+    5000,
+    'How often high watermarks are written to replication-offset-checkpoint.',
+    { min: 1 },
+  ),
+  def(
+    'log.flush.offset.checkpoint.interval.ms',
+    'int',
+    60000,
+    'How often recovery points are written to recovery-point-offset-checkpoint.',
+    { min: 0 },
+  ),
+  def(
+    'log.flush.start.offset.checkpoint.interval.ms',
+    'int',
+    60000,
+    'How often log start offsets are written to log-start-offset-checkpoint.',
+    { min: 0 },
+  ),
   def('log.cleaner.enable', 'boolean', true, 'Run the log cleaner on logs with cleanup.policy compact.'),
   def('log.cleaner.backoff.ms', 'long', 15000, 'Pause between log cleaner passes.', { min: 0 }),
   def('log.cleaner.threads', 'int', 1, 'Log cleaner threads (tidelog cleans one log at a time).', {

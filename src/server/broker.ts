@@ -346,6 +346,13 @@ export class Broker implements BrokerServices {
       onLogDirFailure: (dir) => onLogDirFailure(dir),
       maxOpenFiles: values.get('log.segment.open.files.max') as number,
       retentionCheckIntervalMs: values.get('log.retention.check.interval.ms') as number,
+      highWatermarkCheckpointIntervalMs: values.get(
+        'replica.high.watermark.checkpoint.interval.ms',
+      ) as number,
+      recoveryPointCheckpointIntervalMs: values.get('log.flush.offset.checkpoint.interval.ms') as number,
+      logStartOffsetCheckpointIntervalMs: values.get(
+        'log.flush.start.offset.checkpoint.interval.ms',
+      ) as number,
       cleanerEnable: (values.get('log.cleaner.enable') as boolean) && values.get('log.cleaner.threads') !== 0,
       cleanerBackoffMs: values.get('log.cleaner.backoff.ms') as number,
       producerIdExpirationMs: values.get('producer.id.expiration.ms') as number,
@@ -468,6 +475,7 @@ export class Broker implements BrokerServices {
     }
     this.lease = lease
     this.brokerEpoch = brokerEpoch
+    this.onLeadershipRegained()
     this.activeController = this.newController(lease)
     this.activeController.start()
     lease.lost.then(
@@ -478,6 +486,18 @@ export class Broker implements BrokerServices {
       { nodeId: this.nodeId, incarnationId: this.incarnationId, brokerEpoch },
       'broker registered',
     )
+  }
+
+  /**
+   * Leading needs a store session (Partition.isLeader), and the images applied while this
+   * broker had none could not act as leader: a restarted broker's own registration arrives
+   * before its lease is set, and for a partition whose ISR is this broker alone no fetch or
+   * produce would come to raise the high watermark checkpointed before the crash to the log
+   * end. Done before the first Fetch or ListOffsets can see this broker as leader.
+   */
+  private onLeadershipRegained(): void {
+    this.replicaManager.onLeadershipRegained()
+    this.leadershipRecord.onApplied(this.replicaManager.servedLeaderEpochs())
   }
 
   /**
