@@ -84,7 +84,7 @@ async function locate(
       )
     if (key === '') return failure(ErrorCode.INVALID_REQUEST, 'empty transactional id')
     const found = await context.broker.transactionCoordinator.findCoordinator(key)
-    return { key, ...found }
+    return { key, ...found, ...onListener(context, found.nodeId) }
   }
   if (keyType !== KEY_TYPE_GROUP) return failure(ErrorCode.INVALID_REQUEST, `unknown key type ${keyType}`)
   if (!context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key))
