@@ -8,6 +8,7 @@ import { TidelogError } from '../common/errors.js'
 import type { MetadataStore } from '../metadata/store/metadata-store.js'
 import { parseProperties } from '../server/broker-config.js'
 import { type Cluster, startCluster } from '../server/cluster.js'
+import { addressInUse, defaultPortOrFree, joinNegativeValues } from './default-ports.js'
 import { startHeapPolicy } from './heap-policy.js'
 
 const USAGE = `Usage: tidelog <command> [options]
@@ -34,16 +35,16 @@ run 'tidelog <command> --help' for their options. Exit codes: 0 ok, 1 failed,
 2 usage, 3 cluster unreachable, 4 not supported by the broker.
 
 tidelog start options:
-  --port N            First broker's port (default 9092; 0 picks free ports);
-                      broker i listens on N + i
+  --port N            First broker's port (default 9092, or free ports when 9092 is
+                      taken; 0 picks free ports); broker i listens on N + i
   --host HOST         Listener host (default 127.0.0.1)
                       (--set listeners=PLAINTEXT://HOST:PORT sets both; a --port or
                       --host that contradicts it is refused)
   --data-dir DIR      Data directory (default ./.tidelog-data)
   --brokers N         Brokers in this process (default 1)
   --http-port N       HTTP listener for /metrics, /healthz, /readyz and the console
-                      (default 9644, or 0 with --port 0; broker i uses N + i; 0 picks a
-                      free port; --http-port=-1 turns it off)
+                      (default 9644, or a free port when 9644 is taken or with --port 0;
+                      broker i uses N + i; 0 picks a free port; -1 turns it off)
   --set key=value     Any Kafka broker property, repeatable (e.g. --set num.partitions=3)
   --secure            SASL_SSL with SCRAM-SHA-512 for development: makes a CA, a broker
                       certificate and a user 'tidelog' in DATA-DIR/secure (openssl needed)
@@ -104,6 +105,13 @@ export async function runCli(argv: readonly string[]): Promise<number> {
         return 2
     }
   } catch (error) {
+    const taken = addressInUse(error)
+    if (taken !== null) {
+      process.stderr.write(
+        `tidelog: ${taken.address}:${taken.port} is already in use (another broker?): choose another port\n`,
+      )
+      return 1
+    }
     if (error instanceof TidelogError || (error instanceof TypeError && 'code' in error)) {
       process.stderr.write(`tidelog: ${error.message}\n`)
       return 2
@@ -140,6 +148,10 @@ async function clientCommand(command: string, args: readonly string[]): Promise<
   }
 }
 
+/** What `tidelog start` listens on unless told otherwise, when free (default-ports.ts). */
+const DEFAULT_KAFKA_PORT = 9092
+const DEFAULT_HTTP_PORT = 9644
+
 function parseSetFlags(values: readonly string[] | undefined): Map<string, string> {
   const properties = new Map<string, string>()
   for (const item of values ?? []) {
@@ -152,7 +164,7 @@ function parseSetFlags(values: readonly string[] | undefined): Map<string, strin
 
 async function startCommand(args: readonly string[]): Promise<number> {
   const { values } = parseArgs({
-    args: [...args],
+    args: joinNegativeValues(args, ['--http-port']),
     options: {
       port: { type: 'string' },
       host: { type: 'string' },
@@ -167,17 +179,26 @@ async function startCommand(args: readonly string[]): Promise<number> {
   const brokerCount = Number(values.brokers)
   if (!Number.isInteger(brokerCount) || brokerCount < 1)
     throw new TidelogError('ERR_USAGE', '--brokers must be >= 1')
-  const port = values.port === undefined ? undefined : Number(values.port)
+  let port = values.port === undefined ? undefined : Number(values.port)
   if (port !== undefined && (!/^\d+$/.test(values.port!) || port > 65535))
     throw new TidelogError('ERR_USAGE', `--port expects 0..65535, got '${values.port}'`)
   // A --port or --host that contradicts --set listeners is refused by startCluster.
   const properties = parseSetFlags(values.set)
+  const host = values.host ?? '127.0.0.1'
+  // Kafka's port, when neither --port nor listeners chose it, is taken only if it is free.
+  if (port === undefined && !properties.has('listeners') && !values.secure)
+    port = await defaultPortOrFree(host, DEFAULT_KAFKA_PORT, brokerCount)
   // With --port 0 (tests, several instances) the HTTP port is picked freely as well.
-  const httpPort = Number(values['http-port'] ?? (values.port === '0' ? '0' : '9644'))
+  const httpPort =
+    values['http-port'] !== undefined
+      ? Number(values['http-port'])
+      : port === 0
+        ? 0
+        : await defaultPortOrFree(host, DEFAULT_HTTP_PORT, brokerCount)
   if (!Number.isInteger(httpPort) || httpPort < -1 || httpPort > 65535)
     throw new TidelogError('ERR_USAGE', '--http-port out of range')
   if (httpPort >= 0 && !properties.has('tidelog.http.listener'))
-    properties.set('tidelog.http.listener', `${values.host ?? '127.0.0.1'}:${httpPort}`)
+    properties.set('tidelog.http.listener', `${host}:${httpPort}`)
   const secure = values.secure ? await secureSetup(values['data-dir'], values.host, port, properties) : null
   const cluster = await startCluster({
     brokers: brokerCount,
