@@ -5,7 +5,7 @@
  */
 import type { Clock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
-import type { ClusterImage } from '../metadata/cluster-image.js'
+import { type ClusterImage, leaderServes } from '../metadata/cluster-image.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 
 export interface CoordinatorLocation {
@@ -64,6 +64,10 @@ export async function locateCoordinator(c: CoordinatorTopic, key: string): Promi
   if (leader === c.nodeId) {
     await waitLoaded(c, p)
     if (!c.isLoaded(p)) return unavailable(`${c.topic}-${p} is still loading on its leader`)
+  } else if (!leaderServes(image, topic, topic.partitions[p])) {
+    // Another broker leads it but has not taken the role yet (a new topic, a failover): it
+    // would answer COORDINATOR_LOAD_IN_PROGRESS (or NOT_COORDINATOR) to the client sent there.
+    return unavailable(`${c.topic}-${p} is not served by its leader ${leader} yet`)
   }
   return {
     errorCode: ErrorCode.NONE,
