@@ -165,10 +165,28 @@ async function maybeAutoCreate(
   if (creatable.length > 0) await context.broker.topicAdmin.autoCreateTopics(creatable)
 }
 
-function allTopics(image: ClusterImage): MetadataResponseMetadataResponseTopic[] {
+/**
+ * Every topic, less those still being created: a topic none of whose partitions is served
+ * yet, all at their first leader epoch. Listed, their LEADER_NOT_AVAILABLE partitions made
+ * kafkajs reject the whole answer and fail unrelated admin calls; Kafka's brokers list a
+ * topic once its leaders have it. Asked for by name, such a topic still answers
+ * LEADER_NOT_AVAILABLE (describeTopic), as Kafka does for a topic in creation.
+ */
+export function allTopics(image: ClusterImage): MetadataResponseMetadataResponseTopic[] {
   return [...image.topics.values()]
+    .filter((t) => !inCreation(image, t))
     .sort((a, b) => a.name.localeCompare(b.name))
     .map((t) => describeTopic(image, t))
+}
+
+function inCreation(image: ClusterImage, topic: TopicImage): boolean {
+  return topic.partitions.every(
+    (p) =>
+      p.leaderEpoch === 0 &&
+      p.leader !== NO_LEADER &&
+      !leaderServes(image, topic, p) &&
+      !leaderHasStorageError(image, topic, p),
+  )
 }
 
 function describeRequested(
