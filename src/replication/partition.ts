@@ -24,6 +24,7 @@ import type { AbortedTxn } from '../storage/transaction-index.js'
 import type { AppendOrigin, FetchDataInfo, LogAppendInfo, UnifiedLog } from '../storage/unified-log.js'
 import { KafkaError } from './kafka-error.js'
 import { ProducerStateManager } from './producer-state.js'
+import { type ReplicaView, selectRackAware } from './replica-selector.js'
 
 export interface PartitionIdentity {
   readonly topic: string
@@ -284,6 +285,49 @@ export class Partition {
       currentLeaderEpoch < this.leaderEpoch ? ErrorCode.FENCED_LEADER_EPOCH : ErrorCode.UNKNOWN_LEADER_EPOCH,
       `leader epoch ${currentLeaderEpoch} vs ${this.leaderEpoch}`,
     )
+  }
+
+  /**
+   * A consumer reads from the leader or, when it may read from any replica (KIP-392: Fetch
+   * v11+ carries its client metadata), from a follower of a partition that has a leader.
+   */
+  ensureConsumerReadable(followerReadAllowed: boolean): void {
+    if (this.isLeader) return
+    if (followerReadAllowed && !this.isLeaderByMetadata && this.state.leader !== -1) return
+    this.ensureLeader()
+  }
+
+  /**
+   * KIP-392: the follower a consumer in `clientRack` should fetch from instead of this
+   * leader, or -1 to fetch here. Only ISR members whose log holds `fetchOffset` are named,
+   * so a follower that falls out of the ISR is not named again, and a consumer sent to one
+   * comes back here when its answer fails or the choice expires.
+   */
+  preferredReadReplica(
+    fetchOffset: number,
+    clientRack: string,
+    rackOf: (brokerId: number) => string | null,
+  ): number {
+    const leader: ReplicaView = {
+      brokerId: this.localBrokerId,
+      rack: rackOf(this.localBrokerId),
+      logEndOffset: this.log.logEndOffset,
+      timeSinceLastCaughtUpMs: 0,
+    }
+    const now = this.context.nowMs()
+    const candidates = [leader]
+    for (const [brokerId, follower] of this.followers) {
+      if (!this.state.isr.includes(brokerId) || follower.logEndOffset < fetchOffset) continue
+      if (fetchOffset < this.log.logStartOffset) continue
+      candidates.push({
+        brokerId,
+        rack: rackOf(brokerId),
+        logEndOffset: follower.logEndOffset,
+        timeSinceLastCaughtUpMs: now - follower.lastCaughtUpTimeMs,
+      })
+    }
+    const selected = selectRackAware(clientRack, leader, candidates)
+    return selected.brokerId === this.localBrokerId ? -1 : selected.brokerId
   }
 
   ensureLeader(): void {

@@ -8,6 +8,7 @@ import { type ConfigDef, ConfigDefs, type ConfigValue } from '../common/config-d
 import { ConfigError } from '../common/errors.js'
 import type { GroupCoordinatorConfig } from '../coordinator/group-coordinator.js'
 import type { TransactionCoordinatorConfig } from '../coordinator/transaction/transaction-coordinator.js'
+import { RACK_AWARE_REPLICA_SELECTOR } from '../replication/replica-selector.js'
 import { authorizerConfigDefs } from '../security/authorizer/authorizer-config.js'
 import { type Endpoint, type ListenerSettings, listenerSettings } from '../security/listeners.js'
 import { checkListenerOverrides, securityConfigDefs } from '../security/security-config.js'
@@ -322,6 +323,13 @@ export const brokerConfigDefs = new ConfigDefs([
   def('offsets.load.buffer.size', 'int', 5242880, 'Bytes read at a time when loading groups.', { min: 1 }),
   def('offset.metadata.max.bytes', 'int', 4096, 'Largest metadata string of a committed offset.'),
   def('broker.rack', 'string', null, 'Rack of this broker.'),
+  def(
+    'replica.selector.class',
+    'string',
+    null,
+    "KIP-392: which replica a consumer should fetch from; RackAwareReplicaSelector names one in the consumer's client.rack. Unset: the leader.",
+    { oneOf: [RACK_AWARE_REPLICA_SELECTOR] },
+  ),
   def('producer.id.expiration.ms', 'int', 86400000, 'An idle producer id is forgotten after this long.', {
     min: 1,
   }),

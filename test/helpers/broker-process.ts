@@ -288,6 +288,8 @@ export interface EtcdClusterOptions {
   readonly brokers: number
   /** Broker properties every process gets (node.id, listeners and log.dirs are set per broker). */
   readonly properties?: Readonly<Record<string, string | number | boolean>>
+  /** Properties of one broker over the shared ones (a rack each, say). */
+  readonly brokerProperties?: (nodeId: number) => Readonly<Record<string, string | number | boolean>>
 }
 
 /** Kept short so failovers are quick; every test cluster uses it. */
@@ -318,6 +320,7 @@ export class EtcdCluster {
               'broker.session.timeout.ms': SESSION_TIMEOUT_MS,
               'default.replication.factor': Math.min(3, options.brokers),
               ...options.properties,
+              ...options.brokerProperties?.(nodeId),
             },
           }),
         )

@@ -13,7 +13,9 @@
  * on each topic; a partition it may not read answers TOPIC_AUTHORIZATION_FAILED.
  * Version notes: v3 adds maxBytes, v4 isolation level, last stable offset and aborted
  * transactions, v5 log start offset, v7 fetch sessions, v9 current leader epoch, v11
- * rack and preferred read replica, v12+ flexible with diverging epoch tags, v13 topic ids
+ * rack and preferred read replica (KIP-392: with replica.selector.class set, the leader names
+ * a replica in the consumer's rack and reads nothing for it; any v11+ consumer fetch may be
+ * served by a follower, up to its high watermark), v12+ flexible with diverging epoch tags, v13 topic ids
  * instead of names, v15 replica state instead of replicaId: a follower fetch with a broker
  * epoch older than its registration's comes from a fenced incarnation (NOT_LEADER_OR_FOLLOWER).
  */
@@ -102,6 +104,12 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
         : {
             kind: 'consumer',
             isolation: version >= 4 && request.isolationLevel === 1 ? 'read_committed' : 'read_uncommitted',
+            // KIP-392: a v11+ fetch carries client metadata, so it may read from a follower.
+            followerReadAllowed: version >= 11,
+            clientRack:
+              version >= 11 && context.broker.config.values.get('replica.selector.class') !== null
+                ? request.rackId
+                : '',
           }
     const requestedMaxBytes = version >= 3 ? request.maxBytes : Number.MAX_SAFE_INTEGER
     // Kafka asks no more than a consumer's byte-rate quota allows in (samples - 1) windows.
@@ -139,7 +147,10 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
     )
     const gotBytes = results.reduce((sum, r) => sum + r.bytes, 0)
     // A refused partition stays refused: as in Kafka it does not cut the others' long poll short.
-    const anyError = results.some((r) => r.data.errorCode !== ErrorCode.NONE && !r.target.denied)
+    // A consumer sent to another replica is answered at once, as Kafka does.
+    const anyError = results.some(
+      (r) => (r.data.errorCode !== ErrorCode.NONE && !r.target.denied) || r.data.preferredReadReplica >= 0,
+    )
     const waitable = targets.some((t) => !t.denied)
     if (gotBytes < request.minBytes && request.maxWaitMs > 0 && !anyError && waitable) {
       await waitForFetchData(
@@ -311,7 +322,14 @@ interface ReadResult {
 
 /** Consumers read committed records; followers read everything and report their log end. */
 type FetchReader =
-  | { readonly kind: 'consumer'; readonly isolation: IsolationLevel }
+  | {
+      readonly kind: 'consumer'
+      readonly isolation: IsolationLevel
+      /** KIP-392: Fetch v11+ may be served by a follower. */
+      readonly followerReadAllowed: boolean
+      /** The consumer's client.rack when replica.selector.class is set, else ''. */
+      readonly clientRack: string
+    }
   /** `brokerEpoch`: the follower incarnation's broker epoch (v15+, KIP-903), -1 before. */
   | { readonly kind: 'follower'; readonly replicaId: number; readonly brokerEpoch: number }
 
@@ -464,8 +482,12 @@ async function readOne(
   if (target.denied) return errorResult(target, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
   try {
     const partition = context.broker.replicaManager.getPartitionOrError(target.topic, target.partition)
-    partition.ensureLeader()
+    if (reader.kind === 'follower') partition.ensureLeader()
+    else partition.ensureConsumerReadable(reader.followerReadAllowed)
     partition.checkLeaderEpoch(target.currentLeaderEpoch)
+    const preferred = preferredReplicaFor(context, partition, target, reader)
+    if (preferred >= 0)
+      return { target, data: { ...emptyData(partition, target), preferredReadReplica: preferred }, bytes: 0 }
     const readsAnything = maxBytes > 0 || minOneMessage
     let info: FetchDataInfo | null = null
     let aborted: readonly AbortedTxn[] | undefined
@@ -484,17 +506,11 @@ async function readOne(
       aborted = read.abortedTransactions
     }
     const data: FetchResponsePartitionData = {
-      ...defaultFetchResponsePartitionData(),
-      partitionIndex: target.partition,
-      errorCode: ErrorCode.NONE,
-      highWatermark: BigInt(partition.highWatermark),
-      lastStableOffset: BigInt(partition.lastStableOffset),
-      logStartOffset: BigInt(partition.log.logStartOffset),
+      ...emptyData(partition, target),
       abortedTransactions:
         reader.kind === 'consumer' && reader.isolation === 'read_committed'
           ? (aborted ?? []).map((t) => ({ producerId: t.producerId, firstOffset: BigInt(t.firstOffset) }))
           : null,
-      preferredReadReplica: -1,
       records: info?.records ?? [],
     }
     return { target, data, bytes: info?.sizeInBytes ?? 0 }
@@ -503,6 +519,39 @@ async function readOne(
     if (code === null) throw error
     return errorResult(target, code)
   }
+}
+
+/** A partition's answer with its offsets and no records. */
+function emptyData(partition: Partition, target: FetchTarget): FetchResponsePartitionData {
+  return {
+    ...defaultFetchResponsePartitionData(),
+    partitionIndex: target.partition,
+    errorCode: ErrorCode.NONE,
+    highWatermark: BigInt(partition.highWatermark),
+    lastStableOffset: BigInt(partition.lastStableOffset),
+    logStartOffset: BigInt(partition.log.logStartOffset),
+    preferredReadReplica: -1,
+    records: [],
+  }
+}
+
+/**
+ * KIP-392: the leader names the replica a consumer in a rack should read from (and reads
+ * nothing for it), when replica.selector.class is set and the consumer gave its rack.
+ */
+function preferredReplicaFor(
+  context: RequestContext,
+  partition: Partition,
+  target: FetchTarget,
+  reader: FetchReader,
+): number {
+  if (reader.kind !== 'consumer' || reader.clientRack === '' || !partition.isLeader) return -1
+  const brokers = context.broker.metadataImage().brokers
+  return partition.preferredReadReplica(
+    target.fetchOffset,
+    reader.clientRack,
+    (brokerId) => brokers.get(brokerId)?.rack ?? null,
+  )
 }
 
 function errorResult(target: FetchTarget, errorCode: number): ReadResult {
@@ -542,6 +591,7 @@ function hasNews(result: ReadResult): boolean {
   return (
     result.bytes > 0 ||
     result.data.errorCode !== ErrorCode.NONE ||
+    result.data.preferredReadReplica >= 0 ||
     Number(result.data.highWatermark) !== sp.lastHighWatermark ||
     Number(result.data.lastStableOffset) !== sp.lastLastStableOffset ||
     Number(result.data.logStartOffset) !== sp.lastLogStartOffset
