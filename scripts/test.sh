@@ -38,6 +38,9 @@ fi
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund
 fi
+# From a clean dist/: a test file deleted or renamed in src would otherwise still run from
+# its stale compiled copy.
+rm -rf dist
 npm run --silent build
 # librdkafka 2.15.1 from @confluentinc/kafka-javascript's vendored source, built once
 # (about 1.5 minutes on 2 cores) into .build/librdkafka.
