@@ -12,6 +12,7 @@ import { Producer } from '../../src/client/producer.js'
 import { createTopics } from '../client/helpers.js'
 import { tidelogBin } from '../helpers/broker-process.js'
 import { type RunResult, run, withBroker } from '../helpers/cluster.js'
+import { waitUntil } from '../helpers/wait.js'
 
 function tidelog(args: readonly string[]): Promise<RunResult> {
   return run(process.execPath, [tidelogBin(), ...args], { timeoutMs: 30000 })
@@ -26,12 +27,8 @@ function ok(result: RunResult, what: string): string {
  * Polls until `check` holds: EndTxn answers once the commit is decided, the markers (and
  * with them the LSO and the Complete state) follow within milliseconds, as in Kafka.
  */
-async function eventually(what: string, check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 15000
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within 15 s`)
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
+function eventually(what: string, check: () => Promise<boolean>): Promise<void> {
+  return waitUntil(what, 15_000, check, 100)
 }
 
 test('topics describe shows the LSO of an open transaction; transactions list/describe; consume --isolation-level', {

@@ -7,10 +7,10 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { Consumer, type ConsumerOptions } from '../../src/client/consumer.js'
 import { InvalidArgumentError } from '../../src/client/errors.js'
 import { Producer } from '../../src/client/producer.js'
+import { waitUntil } from '../helpers/wait.js'
 import { createTopics, text, withBroker } from './helpers.js'
 
 const PROPERTIES = {
@@ -84,13 +84,13 @@ async function waitFor(
   condition: () => boolean,
   members: readonly Member[],
 ) {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    for (const m of members) if (m.error) throw m.error
-    if (condition()) return
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
-    await sleep(50)
-  }
+  // A member's error ends the wait at once: it will not clear.
+  let failed: unknown = null
+  await waitUntil(what, timeoutMs, () => {
+    failed = members.find((m) => m.error)?.error ?? null
+    return failed !== null || condition()
+  })
+  if (failed !== null) throw failed
 }
 
 async function produce(

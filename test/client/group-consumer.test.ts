@@ -16,6 +16,7 @@ import { CommitFailedError } from '../../src/client/group/errors.js'
 import { Producer } from '../../src/client/producer.js'
 import { startCluster } from '../helpers/cluster.js'
 import { PYTHON } from '../helpers/compat-clients.js'
+import { waitUntil } from '../helpers/wait.js'
 import { startFakeBroker } from './fake-broker.js'
 import { createTopics, text, withBroker } from './helpers.js'
 
@@ -119,14 +120,7 @@ class Member {
   }
 }
 
-async function waitFor(what: string, timeoutMs: number, condition: () => boolean | Promise<boolean>) {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    if (await condition()) return
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
-    await sleep(50)
-  }
-}
+const waitFor = waitUntil
 
 function noErrors(members: readonly Member[]): void {
   for (const m of members) if (m.error) throw m.error

@@ -14,6 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { Consumer, type ConsumerOptions, type ConsumerRecord } from '../../src/client/consumer.js'
 import { Producer } from '../../src/client/producer.js'
 import { PYTHON } from '../helpers/compat-clients.js'
+import { waitUntil } from '../helpers/wait.js'
 import { createTopics, text, withBroker } from './helpers.js'
 
 const GROUP_PROPERTIES = {
@@ -135,14 +136,7 @@ class Member {
   }
 }
 
-async function waitFor(what: string, timeoutMs: number, condition: () => boolean) {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    if (condition()) return
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
-    await sleep(50)
-  }
-}
+const waitFor = waitUntil
 
 function noErrors(members: readonly Member[]): void {
   for (const m of members) if (m.error) throw m.error

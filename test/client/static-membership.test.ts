@@ -7,9 +7,9 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { Consumer, type ConsumerRecord } from '../../src/client/consumer.js'
 import { Producer } from '../../src/client/producer.js'
+import { waitUntil } from '../helpers/wait.js'
 import { createTopics, text, withBroker } from './helpers.js'
 
 const GROUP_PROPERTIES = { 'group.initial.rebalance.delay.ms': 0, 'offsets.topic.num.partitions': 3 }
@@ -69,13 +69,7 @@ class StaticMember {
   }
 }
 
-async function waitFor(what: string, timeoutMs: number, condition: () => boolean): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
-    await sleep(50)
-  }
-}
+const waitFor = waitUntil
 
 async function produce(bootstrap: string, tag: string): Promise<string[]> {
   const producer = new Producer({ bootstrapServers: bootstrap, lingerMs: 0 })

@@ -15,6 +15,7 @@ import { decodeResponseHeader } from '../../src/protocol/generated/response-head
 import { Reader } from '../../src/protocol/primitives.js'
 import { startCluster } from '../../src/testing/index.js'
 import { RawClient } from '../helpers/raw-client.js'
+import { waitUntil } from '../helpers/wait.js'
 
 // The tests below call the registry's codecs directly, which need them loaded.
 await loadAllApiCodecs()
@@ -46,13 +47,7 @@ async function describePartition(
   }
 }
 
-async function until(what: string, timeoutMs: number, condition: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-}
+const until = waitUntil
 
 test('an ELR member is elected cleanly when the last ISR member dies; an unclean restart leaves the ELR', async () => {
   const cluster = await startCluster({

@@ -44,6 +44,7 @@ import {
   prng,
 } from '../helpers/fault-history.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
+import { waitUntil } from '../helpers/wait.js'
 
 export interface FaultOptions {
   readonly seconds: number
@@ -242,16 +243,8 @@ async function waitFor(
   timeoutMs: number,
   probe: () => Promise<boolean> | boolean,
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    try {
-      if (await probe()) return
-    } catch {
-      // Not ready yet (a broker restarting): keep polling.
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
-    await sleep(100)
-  }
+  // A probe that throws while a broker restarts is polled again; its last error is the failure.
+  return waitUntil(what, timeoutMs, probe, 100)
 }
 
 /** A producer's sends and outcomes as send, ack and fail events of the history. */

@@ -2,8 +2,8 @@
  * Helpers of the consumer group tests: kafkajs consumers that record what they were
  * assigned and what they consumed, and polling until a condition holds.
  */
-import { setTimeout as sleep } from 'node:timers/promises'
 import { type Consumer, Kafka, logLevel } from 'kafkajs'
+import { waitUntil } from '../helpers/wait.js'
 
 /** Broker properties that keep group tests fast: no initial delay, short sessions allowed. */
 export const FAST_GROUP_PROPERTIES = {
@@ -110,18 +110,10 @@ export async function produce(
 export async function waitFor(
   what: string,
   timeoutMs: number,
-  condition: () => boolean | Promise<boolean>,
+  probe: () => Promise<boolean> | boolean,
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    try {
-      if (await condition()) return
-    } catch {
-      // not yet
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
-    await sleep(50)
-  }
+  // A probe that throws while a broker restarts is polled again; its last error is the failure.
+  return waitUntil(what, timeoutMs, probe, 50)
 }
 
 /** Partitions held by the consumers, sorted; each partition at most once when balanced. */

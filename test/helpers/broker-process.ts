@@ -5,6 +5,7 @@
  * starts is stopped and removed by its `stop()`/`close()`, also when a test fails. Their
  * error-level lines go to the log guard (log-guard.ts): unexpected ones fail the test.
  */
+import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { connect, createServer } from 'node:net'
@@ -45,8 +46,11 @@ export async function waitFor<T>(
     } catch (error) {
       lastError = error
     }
-    if (Date.now() > deadline)
+    if (Date.now() > deadline) {
+      // The probe's own assertion says what was wrong: it is the failure.
+      if (lastError instanceof assert.AssertionError) throw lastError
       throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`, { cause: lastError })
+    }
     await sleep(intervalMs)
   }
 }

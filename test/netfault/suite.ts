@@ -37,6 +37,7 @@ import {
   PythonProducer,
   prng,
 } from '../helpers/fault-history.js'
+import { waitUntil } from '../helpers/wait.js'
 import {
   brokerAddress,
   brokerNamespace,
@@ -207,16 +208,8 @@ async function waitFor(
   timeoutMs: number,
   probe: () => Promise<boolean> | boolean,
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    try {
-      if (await probe()) return
-    } catch {
-      // Not ready yet (a broker restarting, etcd busy): keep polling.
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
-    await sleep(100)
-  }
+  // A probe that throws while a broker restarts is polled again; its last error is the failure.
+  return waitUntil(what, timeoutMs, probe, 100)
 }
 
 function range(n: number): number[] {

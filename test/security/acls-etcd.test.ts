@@ -18,6 +18,7 @@ import {
 import { AclStore } from '../../src/security/authorizer/acl-store.js'
 import { StandardAuthorizer } from '../../src/security/authorizer/standard-authorizer.js'
 import { type EtcdProcess, startEtcd } from '../helpers/etcd.js'
+import { waitUntil } from '../helpers/wait.js'
 
 let etcd: EtcdProcess
 
@@ -58,12 +59,8 @@ async function broker(prefix: string) {
   }
 }
 
-async function eventually(what: string, check: () => boolean): Promise<void> {
-  const deadline = Date.now() + 5000
-  while (!check()) {
-    assert.ok(Date.now() < deadline, `${what} within 5 s`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
+function eventually(what: string, check: () => boolean): Promise<void> {
+  return waitUntil(what, 5000, check, 20)
 }
 
 test('an ACL written through one etcd connection holds on another, and after a reconnect', async () => {

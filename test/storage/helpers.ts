@@ -10,6 +10,7 @@ import { ATTRIBUTES_OFFSET, CRC_OFFSET } from '../../src/protocol/batch-header.j
 import { crc32c } from '../../src/protocol/crc32c.js'
 import { Writer } from '../../src/protocol/primitives.js'
 import type { UnifiedLog } from '../../src/storage/unified-log.js'
+import { waitUntil } from '../helpers/wait.js'
 
 export interface TestRecord {
   readonly key?: Buffer | null
@@ -169,10 +170,6 @@ export class ManualClock implements Clock {
 }
 
 /** Polls `condition` on real time until it holds or `timeoutMs` passes. */
-export async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error('condition not reached in time')
-    await new Promise((resolve) => setTimeout(resolve, 2))
-  }
+export function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
+  return waitUntil('the condition', timeoutMs, condition, 2)
 }

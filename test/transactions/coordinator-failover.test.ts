@@ -13,17 +13,14 @@ import { Kafka, logLevel } from 'kafkajs'
 import { TRANSACTION_STATE_TOPIC } from '../../src/coordinator/transaction/transaction-log.js'
 import { partitionForTransactionalId } from '../../src/coordinator/transaction/transaction-state-manager.js'
 import { startCluster, type TestCluster } from '../../src/testing/index.js'
+import { waitUntil } from '../helpers/wait.js'
 
 const TOPIC = 'txn-failover'
 const PARTITIONS = 3
 const TXN_PARTITIONS = 5
 
-async function waitFor(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
+function waitFor(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 30_000) {
+  return waitUntil(what, timeoutMs, condition, 100)
 }
 
 describe('transaction coordinator failover (kill -9)', () => {
