@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { Kafka, logLevel } from 'kafkajs'
-import { startCluster } from '../../src/testing/index.js'
+import { startCluster } from '../helpers/testing.js'
 
 const TOPIC = 'incarnations'
 const FULL_ISR_BOUND_MS = 2000

@@ -12,8 +12,8 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { startBroker, startCluster } from '../../src/index.js'
 import { withEtcdCluster } from '../helpers/broker-process.js'
+import { startBroker, startCluster } from '../helpers/cluster.js'
 import { pythonJson } from '../helpers/compat-clients.js'
 
 const RUNS = Number(process.env.TIDELOG_READINESS_RUNS ?? 3)

@@ -12,6 +12,8 @@ import {
 } from '../../src/server/cluster.js'
 import { guardedLogger } from './log-guard.js'
 
+export type { Cluster }
+
 /** `startCluster` with the log guard's logger unless the test brings its own (then it checks its lines). */
 export function startCluster(options: StartClusterOptions = {}): Promise<Cluster> {
   return startClusterUnguarded({ logger: guardedLogger('in-process broker'), ...options })

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { Writable } from 'node:stream'
 import { after, before, test } from 'node:test'
 import { pino } from 'pino'
-import { type Cluster, startCluster } from '../../src/index.js'
+import { type Cluster, startCluster } from '../helpers/cluster.js'
 import { waitUntil } from '../replication/in-process-cluster.js'
 
 const logLines: Record<string, unknown>[] = []

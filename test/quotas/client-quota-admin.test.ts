@@ -8,7 +8,6 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { startBroker, startCluster } from '../../src/index.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import {
   type AlterClientQuotasResponse,
@@ -16,6 +15,7 @@ import {
   type ApiVersionsResponse,
   type DescribeClientQuotasResponse,
 } from '../../src/protocol/generated/index.js'
+import { startBroker, startCluster } from '../helpers/cluster.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
 

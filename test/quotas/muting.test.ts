@@ -7,7 +7,6 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { startBroker } from '../../src/index.js'
 import {
   ApiKey,
   apis,
@@ -20,6 +19,7 @@ import { defaultProduceRequest } from '../../src/protocol/generated/produce-requ
 import { decodeResponseHeader } from '../../src/protocol/generated/response-header.js'
 import { Reader } from '../../src/protocol/primitives.js'
 import { encodeRecordBatchSync } from '../../src/protocol/record-batch.js'
+import { startBroker } from '../helpers/cluster.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
 import { createTopic } from '../helpers/topics.js'

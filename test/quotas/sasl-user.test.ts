@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { Kafka, type KafkaConfig, logLevel } from 'kafkajs'
-import { startBroker } from '../../src/index.js'
+import { startBroker } from '../helpers/cluster.js'
 import { PLAIN_JAAS } from '../security/helpers.js'
 
 const QUOTA = 20_000

@@ -7,9 +7,9 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { Kafka, logLevel } from 'kafkajs'
-import { startCluster } from '../../src/index.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { ApiKey, type DeleteRecordsResponse } from '../../src/protocol/generated/index.js'
+import { startCluster } from '../helpers/cluster.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
 

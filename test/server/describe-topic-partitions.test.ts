@@ -9,8 +9,8 @@ import type { DescribeTopicPartitionsResponse } from '../../src/protocol/generat
 import { ApiKey, apis, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
 import { decodeResponseHeader } from '../../src/protocol/generated/response-header.js'
 import { Reader } from '../../src/protocol/primitives.js'
-import { startCluster } from '../../src/testing/index.js'
 import { RawClient } from '../helpers/raw-client.js'
+import { startCluster } from '../helpers/testing.js'
 
 // The tests below call the registry's codecs directly, which need them loaded.
 await loadAllApiCodecs()

@@ -12,7 +12,6 @@ import type {
   TransactionVerificationRequest,
   TransactionVerifier,
 } from '../../src/common/transaction.js'
-import { startCluster } from '../../src/index.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import {
   ApiKey,
@@ -27,6 +26,7 @@ import { defaultProduceRequest } from '../../src/protocol/generated/produce-requ
 import { decodeResponseHeader } from '../../src/protocol/generated/response-header.js'
 import { Reader } from '../../src/protocol/primitives.js'
 import { encodeRecordBatchSync } from '../../src/protocol/record-batch.js'
+import { startCluster } from '../helpers/cluster.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
 import { createTopic } from '../helpers/topics.js'

@@ -9,7 +9,6 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { Kafka, logLevel } from 'kafkajs'
 import type { Offset } from '../../src/common/types.js'
-import { startCluster } from '../../src/index.js'
 import { BatchHeader } from '../../src/protocol/batch-header.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import {
@@ -20,6 +19,7 @@ import {
   type WriteTxnMarkersResponse,
 } from '../../src/protocol/generated/index.js'
 import { encodeRecordBatchSync } from '../../src/protocol/record-batch.js'
+import { startCluster } from '../helpers/cluster.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
 

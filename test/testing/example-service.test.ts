@@ -10,6 +10,7 @@ import { after, before, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Kafka, logLevel } from 'kafkajs'
 import { startCluster, type TestCluster } from '../../src/testing/index.js'
+import { guardedLogger } from '../helpers/log-guard.js'
 
 /** The service under test: totals per customer, idempotent per order id. */
 class OrderTotals {
@@ -51,6 +52,8 @@ let cluster: TestCluster
 
 before(async () => {
   cluster = await startCluster({
+    // The log guard's logger: an unexpected error line of a broker fails the test.
+    logger: guardedLogger('tidelog/testing broker'),
     brokers: 3,
     topics: [{ name: 'orders', partitions: 1, replicationFactor: 3, configs: { 'min.insync.replicas': 2 } }],
   })

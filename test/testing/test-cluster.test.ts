@@ -9,6 +9,7 @@ import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Kafka, logLevel } from 'kafkajs'
 import { startCluster, type TestCluster } from '../../src/testing/index.js'
+import { allowErrorLogs, guardedLogger } from '../helpers/log-guard.js'
 
 function kafka(cluster: TestCluster): Kafka {
   return new Kafka({
@@ -56,6 +57,8 @@ describe('tidelog/testing', () => {
   test('startCluster: 3 brokers with an RF 3 topic whose leaders serve at once; acks=all writes land', async () => {
     const started = performance.now()
     const cluster = await startCluster({
+      // The log guard's logger: an unexpected error line of a broker fails the test.
+      logger: guardedLogger('tidelog/testing broker'),
       brokers: 3,
       topics: [{ name: 'ready', partitions: 3, replicationFactor: 3, configs: { 'min.insync.replicas': 2 } }],
     })
@@ -78,6 +81,8 @@ describe('tidelog/testing', () => {
     let cluster: TestCluster
     before(async () => {
       cluster = await startCluster({
+        // The log guard's logger: an unexpected error line of a broker fails the test.
+        logger: guardedLogger('tidelog/testing broker'),
         brokers: 3,
         topics: [
           { name: 'loop', partitions: 1, replicationFactor: 3, configs: { 'min.insync.replicas': 2 } },
@@ -182,6 +187,8 @@ describe('tidelog/testing', () => {
     })
 
     test('diskFull: the broker takes its log dir offline and stops; its leaderships move; it restarts', async () => {
+      // The full disk is the point: the broker logs its log dir offline and stops.
+      allowErrorLogs(/ENOSPC: no space left on device/, /every log dir is offline/)
       const victim = cluster.leaderOf('loop', 0)
       cluster.diskFull(victim)
       const producer = kafka(cluster).producer({ idempotent: true, maxInFlightRequests: 1 })

@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test'
 import { Kafka, logLevel } from 'kafkajs'
 import { TRANSACTION_STATE_TOPIC } from '../../src/coordinator/transaction/transaction-log.js'
 import { partitionForTransactionalId } from '../../src/coordinator/transaction/transaction-state-manager.js'
-import { startCluster, type TestCluster } from '../../src/testing/index.js'
+import { startCluster, type TestCluster } from '../helpers/testing.js'
 import { waitUntil } from '../helpers/wait.js'
 
 const TOPIC = 'txn-failover'
