@@ -10,7 +10,7 @@ import { InvariantError } from '../common/assert.js'
 import { ExponentialBackoff } from '../common/backoff.js'
 import type { Clock, TimerHandle } from '../common/clock.js'
 import { ConfigError } from '../common/errors.js'
-import type { FileSystem } from '../common/file-system.js'
+import type { FileLock, FileSystem } from '../common/file-system.js'
 import { createLogger, type Logger } from '../common/logger.js'
 import type { Random } from '../common/random.js'
 import type { TransactionMarkerListener, TransactionVerifier } from '../common/transaction.js'
@@ -40,7 +40,11 @@ import {
   checkAuthorizerConfig,
   openAuthorization,
 } from '../security/authorizer/authorization.js'
-import { type Authorizer, hostOf } from '../security/authorizer/standard-authorizer.js'
+import {
+  type Authorizer,
+  type AuthorizerSettings,
+  hostOf,
+} from '../security/authorizer/standard-authorizer.js'
 import { interBrokerTransport } from '../security/inter-broker.js'
 import { type JwtValidatorSettings, loadJwks } from '../security/jwt-validator.js'
 import { type Endpoint, usesSasl, usesTls } from '../security/listeners.js'
@@ -55,7 +59,7 @@ import { ScramCredentialStore } from '../security/scram-credentials.js'
 import { listenerValue, mechanismValue } from '../security/security-config.js'
 import { type TlsByteStream, type TlsNetwork, tlsSettings } from '../security/tls.js'
 import { isStorageError } from '../storage/errors.js'
-import { LogManager } from '../storage/log-manager.js'
+import { LogManager, lockLogDirs } from '../storage/log-manager.js'
 import { type BrokerConfig, groupCoordinatorConfig, transactionCoordinatorConfig } from './broker-config.js'
 import type { BrokerObserver, BrokerParts } from './broker-parts.js'
 import type { BrokerServices } from './broker-services.js'
@@ -309,27 +313,54 @@ export class Broker implements BrokerServices {
       ...nodeBrokerParts(deps.logger ?? createLogger(`broker-${config.nodeId}`)),
       ...deps,
     }
-    const ops = await startOps(config, parts.logger)
+    // First of all, the log dirs' locks (Kafka's "Failed to acquire lock on file .lock"): a
+    // second broker on them, in this process or another, fails here having done nothing.
+    const dirLocks = await lockLogDirs(parts.fileSystem, config.logDirs)
+    let ops: OpsServer | null = null
     try {
-      const broker = await Broker.open(config, parts)
+      ops = await startOps(config, parts.logger)
+      const broker = await Broker.open(config, parts, dirLocks)
       broker.ops = ops
       ops?.attach(broker.metricsSource())
       return broker
     } catch (error) {
       await ops?.close()
+      // Released already when the log manager had them (release is idempotent).
+      await Promise.allSettled(dirLocks.map((lock) => lock.release()))
       throw error
     }
   }
 
-  private static async open(config: BrokerConfig, parts: BrokerParts): Promise<Broker> {
+  /** The embedded store (when the broker owns one) locks its journal itself before reading it. */
+  private static async open(
+    config: BrokerConfig,
+    parts: BrokerParts,
+    dirLocks: readonly FileLock[],
+  ): Promise<Broker> {
     const authorizerSettings = checkAuthorizerConfig(config.values)
-    const store =
-      parts.store ??
-      (await EmbeddedStore.open({
-        clock: parts.clock,
-        persistPath: join(config.logDirs[0], METADATA_FILE),
-        fs: parts.fileSystem,
-      }))
+    if (parts.store !== undefined)
+      return Broker.openWith(config, parts, dirLocks, parts.store, authorizerSettings)
+    const store = await EmbeddedStore.open({
+      clock: parts.clock,
+      persistPath: join(config.logDirs[0], METADATA_FILE),
+      fs: parts.fileSystem,
+    })
+    try {
+      return await Broker.openWith(config, parts, dirLocks, store, authorizerSettings)
+    } catch (error) {
+      // Its lock too: a start that failed leaves the directory free for the next one.
+      await store.close()
+      throw error
+    }
+  }
+
+  private static async openWith(
+    config: BrokerConfig,
+    parts: BrokerParts,
+    dirLocks: readonly FileLock[],
+    store: MetadataStore,
+    authorizerSettings: AuthorizerSettings | null,
+  ): Promise<Broker> {
     const metadata = await ClusterMetadata.open(store, {
       clusterId: config.clusterId,
       random: parts.random,
@@ -338,38 +369,48 @@ export class Broker implements BrokerServices {
     // Bound once the broker exists: a disk failure while loading fails create() instead.
     let onLogDirFailure: (dir: string) => void = () => {}
     const values = config.values
-    const logManager = await LogManager.open({
-      logDirs: config.logDirs,
-      clock: parts.clock,
-      logger: parts.logger,
-      fs: parts.fileSystem,
-      onLogDirFailure: (dir) => onLogDirFailure(dir),
-      maxOpenFiles: values.get('log.segment.open.files.max') as number,
-      retentionCheckIntervalMs: values.get('log.retention.check.interval.ms') as number,
-      cleanerEnable: (values.get('log.cleaner.enable') as boolean) && values.get('log.cleaner.threads') !== 0,
-      cleanerBackoffMs: values.get('log.cleaner.backoff.ms') as number,
-      producerIdExpirationMs: values.get('producer.id.expiration.ms') as number,
-      cleanerOffsetMapMaxEntries: Math.max(
-        1,
-        Math.floor((values.get('log.cleaner.dedupe.buffer.size') as number) / 24),
-      ),
-      // Logs found on disk open with their topic's config; a topic no longer in the
-      // metadata (deleted while stopped) opens with defaults and is removed when applied.
-      topicConfig: (topic) =>
-        metadata.image().topics.has(topic) ? logConfigFor(metadata.image(), config, topic) : undefined,
-    })
-    const authorization = await openAuthorization(authorizerSettings, store, parts.logger)
-    const broker: Broker = new Broker(
-      config,
-      metadata,
-      logManager,
-      store,
-      parts.store === undefined,
-      parts,
-      authorization,
-    )
-    onLogDirFailure = (dir) => broker.onLogDirFailure(dir)
-    return broker
+    let logManager: LogManager | undefined
+    try {
+      logManager = await LogManager.open({
+        logDirs: config.logDirs,
+        dirLocks,
+        clock: parts.clock,
+        logger: parts.logger,
+        fs: parts.fileSystem,
+        onLogDirFailure: (dir) => onLogDirFailure(dir),
+        maxOpenFiles: values.get('log.segment.open.files.max') as number,
+        retentionCheckIntervalMs: values.get('log.retention.check.interval.ms') as number,
+        cleanerEnable:
+          (values.get('log.cleaner.enable') as boolean) && values.get('log.cleaner.threads') !== 0,
+        cleanerBackoffMs: values.get('log.cleaner.backoff.ms') as number,
+        producerIdExpirationMs: values.get('producer.id.expiration.ms') as number,
+        cleanerOffsetMapMaxEntries: Math.max(
+          1,
+          Math.floor((values.get('log.cleaner.dedupe.buffer.size') as number) / 24),
+        ),
+        // Logs found on disk open with their topic's config; a topic no longer in the
+        // metadata (deleted while stopped) opens with defaults and is removed when applied.
+        topicConfig: (topic) =>
+          metadata.image().topics.has(topic) ? logConfigFor(metadata.image(), config, topic) : undefined,
+      })
+      const authorization = await openAuthorization(authorizerSettings, store, parts.logger)
+      const broker: Broker = new Broker(
+        config,
+        metadata,
+        logManager,
+        store,
+        parts.store === undefined,
+        parts,
+        authorization,
+      )
+      onLogDirFailure = (dir) => broker.onLogDirFailure(dir)
+      return broker
+    } catch (error) {
+      // Refused (another broker holds a dir) or failed: what was opened closes, locks included.
+      await logManager?.shutdown()
+      metadata.close()
+      throw error
+    }
   }
 
   /**
