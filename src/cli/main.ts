@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { TidelogError } from '../common/errors.js'
+import { DirectoryLockedError } from '../common/file-system.js'
 import type { MetadataStore } from '../metadata/store/metadata-store.js'
 import { parseProperties } from '../server/broker-config.js'
 import { type Cluster, startCluster } from '../server/cluster.js'
@@ -104,6 +105,11 @@ export async function runCli(argv: readonly string[]): Promise<number> {
         return 2
     }
   } catch (error) {
+    if (error instanceof DirectoryLockedError) {
+      // Another broker has the data directory: Kafka's one line, and the status of a failed start.
+      process.stderr.write(`tidelog: ${error.message}\n`)
+      return 1
+    }
     if (error instanceof TidelogError || (error instanceof TypeError && 'code' in error)) {
       process.stderr.write(`tidelog: ${error.message}\n`)
       return 2
