@@ -40,7 +40,8 @@ tidelog start options:
   --host HOST         Listener host (default 127.0.0.1)
                       (--set listeners=PLAINTEXT://HOST:PORT sets both; a --port or
                       --host that contradicts it is refused)
-  --data-dir DIR      Data directory (default ./.tidelog-data)
+  --data-dir DIR      Data directory (default ./.tidelog-data), locked while in use:
+                      a second start on it exits with status 1
   --brokers N         Brokers in this process (default 1)
   --http-port N       HTTP listener for /metrics, /healthz, /readyz and the console
                       (default 9644, or 0 with --port 0; broker i uses N + i; 0 picks a
