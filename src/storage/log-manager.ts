@@ -87,14 +87,13 @@ export interface LogManagerOptions {
  * dirs is read, so a refused start has read nothing.
  */
 export async function lockLogDirs(fs: FileSystem, logDirs: readonly string[]): Promise<FileLock[]> {
-  const locks: FileLock[] = []
-  try {
-    for (const dir of logDirs) locks.push(await lockDirectory(fs, dir))
-  } catch (err) {
-    await Promise.allSettled(locks.map((lock) => lock.release()))
-    throw err
-  }
-  return locks
+  // At once: on real files each lock is a process spawn.
+  const results = await Promise.allSettled(logDirs.map((dir) => lockDirectory(fs, dir)))
+  const locks = results.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []))
+  const refused = results.find((result) => result.status === 'rejected')
+  if (refused === undefined) return locks
+  await Promise.allSettled(locks.map((lock) => lock.release()))
+  throw refused.reason
 }
 
 /**
