@@ -27,7 +27,7 @@ const LOCKERS: readonly (readonly [string, readonly string[]])[] = [
     'perl',
     [
       '-e',
-      'use Fcntl ":flock"; open(my $f, "<&=3") or die "fd 3: $!"; flock($f, LOCK_EX | LOCK_NB) or exit 1',
+      'use Fcntl ":flock"; open(my $f, ">>&=3") or die "fd 3: $!"; flock($f, LOCK_EX | LOCK_NB) or exit 1',
     ],
   ],
 ]
