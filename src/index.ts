@@ -8,6 +8,7 @@
  */
 import { type Cluster, type StartClusterOptions, startCluster } from './server/cluster.js'
 
+export { DirectoryLockedError } from './common/file-system.js'
 export { Broker } from './server/broker.js'
 export type { Cluster, StartClusterOptions }
 export { startCluster }

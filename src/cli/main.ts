@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { TidelogError } from '../common/errors.js'
+import { DirectoryLockedError } from '../common/file-system.js'
 import type { MetadataStore } from '../metadata/store/metadata-store.js'
 import { parseProperties } from '../server/broker-config.js'
 import { type Cluster, startCluster } from '../server/cluster.js'
@@ -40,7 +41,8 @@ tidelog start options:
   --host HOST         Listener host (default 127.0.0.1)
                       (--set listeners=PLAINTEXT://HOST:PORT sets both; a --port or
                       --host that contradicts it is refused)
-  --data-dir DIR      Data directory (default ./.tidelog-data)
+  --data-dir DIR      Data directory (default ./.tidelog-data), locked while in use:
+                      a second start on it exits with status 1
   --brokers N         Brokers in this process (default 1)
   --http-port N       HTTP listener for /metrics, /healthz, /readyz and the console
                       (default 9644, or a free port when 9644 is taken or with --port 0;
@@ -110,6 +112,11 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       process.stderr.write(
         `tidelog: ${taken.address}:${taken.port} is already in use (another broker?): choose another port\n`,
       )
+      return 1
+    }
+    if (error instanceof DirectoryLockedError) {
+      // Another broker has the data directory: Kafka's one line, and the status of a failed start.
+      process.stderr.write(`tidelog: ${error.message}\n`)
       return 1
     }
     if (error instanceof TidelogError || (error instanceof TypeError && 'code' in error)) {

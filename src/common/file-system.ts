@@ -6,7 +6,8 @@
  * Errors: implementations reject with an Error carrying a Node-style `code`
  * ('ENOENT', 'EEXIST', 'EIO', ...), so callers can tell "missing" from "broken".
  */
-import { dirname } from 'node:path'
+import { dirname, join } from 'node:path'
+import { TidelogError } from './errors.js'
 
 /** 'r' read only; 'r+' read/write, must exist; 'w+' read/write, create or truncate; 'wx+' create, must not exist. */
 export type OpenFlags = 'r' | 'r+' | 'w+' | 'wx+'
@@ -48,6 +49,13 @@ export interface FileSystem {
   /** Size and free space of the file system holding `path` (DescribeLogDirs). */
   statfs(path: string): Promise<FileSystemSpace>
   /**
+   * Takes an exclusive lock on `path` (created empty if missing) without waiting, held until
+   * released or until the process ends, however it ends: the OS releases it after a kill -9.
+   * Two holders are refused whether they are two processes or two owners in one process.
+   * Rejects with code 'EWOULDBLOCK' while another holds it.
+   */
+  lockExclusive(path: string): Promise<FileLock>
+  /**
    * Synchronous appends that took long enough to send appends back to the thread pool for a
    * while (runtime/sync-append-policy.ts); absent where appends are never synchronous.
    */
@@ -57,6 +65,13 @@ export interface FileSystem {
 export interface FileSystemSpace {
   readonly totalBytes: number
   readonly usableBytes: number
+}
+
+/** A lock from FileSystem.lockExclusive. */
+export interface FileLock {
+  readonly path: string
+  /** Releases the lock (the file stays); a second call does nothing. */
+  release(): Promise<void>
 }
 
 export function isNotFound(err: unknown): boolean {
@@ -107,4 +122,48 @@ export async function writeFileAtomically(fs: FileSystem, path: string, content:
   }
   await fs.rename(tmpPath, path)
   await fs.syncDir(dirname(path))
+}
+
+/** The lock file of a log directory, as Kafka names it. */
+export const DIRECTORY_LOCK_FILE = '.lock'
+
+/** A directory another owner (process, or broker in this process) holds the lock of. */
+export class DirectoryLockedError extends TidelogError {
+  constructor(
+    readonly dir: string,
+    readonly lockFile: string,
+    cause?: unknown,
+  ) {
+    super(
+      'ERR_DIRECTORY_LOCKED',
+      `Failed to acquire lock on file ${lockFile} in ${dir}. ` +
+        'A tidelog broker in another process or in this one is using this directory.',
+      { cause },
+    )
+    this.name = 'DirectoryLockedError'
+  }
+}
+
+/**
+ * Creates `dir` if missing and takes the exclusive lock of `lockFile` in it (Kafka's
+ * LogManager.lockLogDirs): called before anything in the directory is read. Rejects with a
+ * DirectoryLockedError while another owner holds it.
+ */
+export async function lockDirectory(
+  fs: FileSystem,
+  dir: string,
+  lockFile: string = DIRECTORY_LOCK_FILE,
+): Promise<FileLock> {
+  await fs.mkdir(dir)
+  try {
+    return await fs.lockExclusive(join(dir, lockFile))
+  } catch (err) {
+    if (isLockHeld(err)) throw new DirectoryLockedError(dir, lockFile, err)
+    throw err
+  }
+}
+
+/** The lock exists and another owner holds it (FileSystem.lockExclusive). */
+export function isLockHeld(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === 'EWOULDBLOCK'
 }

@@ -3,7 +3,15 @@
  */
 import { constants as fsConstants, read as fsRead, writev as fsWritev, type Stats, writevSync } from 'node:fs'
 import * as fsp from 'node:fs/promises'
-import type { FileHandle, FileStat, FileSystem, FileSystemSpace, OpenFlags } from '../common/file-system.js'
+import type {
+  FileHandle,
+  FileLock,
+  FileStat,
+  FileSystem,
+  FileSystemSpace,
+  OpenFlags,
+} from '../common/file-system.js'
+import { lockFile } from './file-lock.js'
 import { DEFAULT_SYNC_APPEND_OPTIONS, SyncAppendPolicy } from './sync-append-policy.js'
 
 /**
@@ -179,6 +187,10 @@ export class NodeFileSystem implements FileSystem {
   async statfs(path: string): Promise<FileSystemSpace> {
     const stats = await fsp.statfs(path)
     return { totalBytes: stats.blocks * stats.bsize, usableBytes: stats.bavail * stats.bsize }
+  }
+  /** flock(2) on the file, through util-linux's flock (runtime/file-lock.ts). */
+  lockExclusive(path: string): Promise<FileLock> {
+    return lockFile(path)
   }
 }
 

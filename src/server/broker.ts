@@ -10,7 +10,7 @@ import { InvariantError } from '../common/assert.js'
 import { ExponentialBackoff } from '../common/backoff.js'
 import type { Clock, TimerHandle } from '../common/clock.js'
 import { ConfigError } from '../common/errors.js'
-import type { FileSystem } from '../common/file-system.js'
+import type { FileLock, FileSystem } from '../common/file-system.js'
 import { createLogger, type Logger } from '../common/logger.js'
 import type { Random } from '../common/random.js'
 import type { TransactionMarkerListener, TransactionVerifier } from '../common/transaction.js'
@@ -40,7 +40,11 @@ import {
   checkAuthorizerConfig,
   openAuthorization,
 } from '../security/authorizer/authorization.js'
-import { type Authorizer, hostOf } from '../security/authorizer/standard-authorizer.js'
+import {
+  type Authorizer,
+  type AuthorizerSettings,
+  hostOf,
+} from '../security/authorizer/standard-authorizer.js'
 import { interBrokerTransport } from '../security/inter-broker.js'
 import { type JwtValidatorSettings, loadJwks } from '../security/jwt-validator.js'
 import { type Endpoint, usesSasl, usesTls } from '../security/listeners.js'
@@ -55,7 +59,7 @@ import { ScramCredentialStore } from '../security/scram-credentials.js'
 import { listenerValue, mechanismValue } from '../security/security-config.js'
 import { type TlsByteStream, type TlsNetwork, tlsSettings } from '../security/tls.js'
 import { isStorageError } from '../storage/errors.js'
-import { LogManager } from '../storage/log-manager.js'
+import { LogManager, lockLogDirs } from '../storage/log-manager.js'
 import { type BrokerConfig, groupCoordinatorConfig, transactionCoordinatorConfig } from './broker-config.js'
 import type { BrokerObserver, BrokerParts } from './broker-parts.js'
 import type { BrokerServices } from './broker-services.js'
@@ -302,34 +306,56 @@ export class Broker implements BrokerServices {
   /**
    * Opens the metadata and the logs, without serving or registering yet: a caller that must
    * see the broker while it starts (the simulator's invariants) calls `startup()` itself.
-   * The HTTP listener (when configured) starts first, so /healthz answers while logs recover.
+   * The HTTP listener (when configured) starts once the directories are locked and before
+   * the logs load, so /healthz answers while logs recover.
    */
   static async create(config: BrokerConfig, deps: BrokerDependencies = {}): Promise<Broker> {
     const parts: BrokerParts = {
       ...nodeBrokerParts(deps.logger ?? createLogger(`broker-${config.nodeId}`)),
       ...deps,
     }
-    const ops = await startOps(config, parts.logger)
+    const authorizerSettings = checkAuthorizerConfig(config.values)
+    // First of all, the locks (Kafka's "Failed to acquire lock on file .lock"): the log dirs',
+    // and the journal's of an embedded store the broker owns, which locks it before reading
+    // it. Taken at once: on real files each lock costs a process spawn (~5 ms of the start).
+    // A second broker on them, in this process or another, fails here having loaded nothing.
+    const [locked, opened] = await Promise.allSettled([
+      lockLogDirs(parts.fileSystem, config.logDirs),
+      parts.store ??
+        EmbeddedStore.open({
+          clock: parts.clock,
+          persistPath: join(config.logDirs[0], METADATA_FILE),
+          fs: parts.fileSystem,
+        }),
+    ])
+    let ops: OpsServer | null = null
     try {
-      const broker = await Broker.open(config, parts)
+      if (locked.status === 'rejected') throw locked.reason
+      if (opened.status === 'rejected') throw opened.reason
+      ops = await startOps(config, parts.logger)
+      const broker = await Broker.open(config, parts, locked.value, opened.value, authorizerSettings)
       broker.ops = ops
       ops?.attach(broker.metricsSource())
       return broker
     } catch (error) {
       await ops?.close()
+      // A failed start leaves the directories free for the next one (a lock the log manager
+      // released already is not released twice: release is idempotent).
+      const ownedStore = parts.store === undefined && opened.status === 'fulfilled' ? opened.value : null
+      const locks = locked.status === 'fulfilled' ? locked.value : []
+      await Promise.allSettled([ownedStore?.close(), ...locks.map((lock) => lock.release())])
       throw error
     }
   }
 
-  private static async open(config: BrokerConfig, parts: BrokerParts): Promise<Broker> {
-    const authorizerSettings = checkAuthorizerConfig(config.values)
-    const store =
-      parts.store ??
-      (await EmbeddedStore.open({
-        clock: parts.clock,
-        persistPath: join(config.logDirs[0], METADATA_FILE),
-        fs: parts.fileSystem,
-      }))
+  /** On failure it closes what it opened; the caller closes the store and releases the locks. */
+  private static async open(
+    config: BrokerConfig,
+    parts: BrokerParts,
+    dirLocks: readonly FileLock[],
+    store: MetadataStore,
+    authorizerSettings: AuthorizerSettings | null,
+  ): Promise<Broker> {
     const metadata = await ClusterMetadata.open(store, {
       clusterId: config.clusterId,
       random: parts.random,
@@ -338,45 +364,55 @@ export class Broker implements BrokerServices {
     // Bound once the broker exists: a disk failure while loading fails create() instead.
     let onLogDirFailure: (dir: string) => void = () => {}
     const values = config.values
-    const logManager = await LogManager.open({
-      logDirs: config.logDirs,
-      clock: parts.clock,
-      logger: parts.logger,
-      fs: parts.fileSystem,
-      onLogDirFailure: (dir) => onLogDirFailure(dir),
-      maxOpenFiles: values.get('log.segment.open.files.max') as number,
-      retentionCheckIntervalMs: values.get('log.retention.check.interval.ms') as number,
-      highWatermarkCheckpointIntervalMs: values.get(
-        'replica.high.watermark.checkpoint.interval.ms',
-      ) as number,
-      recoveryPointCheckpointIntervalMs: values.get('log.flush.offset.checkpoint.interval.ms') as number,
-      logStartOffsetCheckpointIntervalMs: values.get(
-        'log.flush.start.offset.checkpoint.interval.ms',
-      ) as number,
-      cleanerEnable: (values.get('log.cleaner.enable') as boolean) && values.get('log.cleaner.threads') !== 0,
-      cleanerBackoffMs: values.get('log.cleaner.backoff.ms') as number,
-      producerIdExpirationMs: values.get('producer.id.expiration.ms') as number,
-      cleanerOffsetMapMaxEntries: Math.max(
-        1,
-        Math.floor((values.get('log.cleaner.dedupe.buffer.size') as number) / 24),
-      ),
-      // Logs found on disk open with their topic's config; a topic no longer in the
-      // metadata (deleted while stopped) opens with defaults and is removed when applied.
-      topicConfig: (topic) =>
-        metadata.image().topics.has(topic) ? logConfigFor(metadata.image(), config, topic) : undefined,
-    })
-    const authorization = await openAuthorization(authorizerSettings, store, parts.logger)
-    const broker: Broker = new Broker(
-      config,
-      metadata,
-      logManager,
-      store,
-      parts.store === undefined,
-      parts,
-      authorization,
-    )
-    onLogDirFailure = (dir) => broker.onLogDirFailure(dir)
-    return broker
+    let logManager: LogManager | undefined
+    try {
+      logManager = await LogManager.open({
+        logDirs: config.logDirs,
+        dirLocks,
+        clock: parts.clock,
+        logger: parts.logger,
+        fs: parts.fileSystem,
+        onLogDirFailure: (dir) => onLogDirFailure(dir),
+        maxOpenFiles: values.get('log.segment.open.files.max') as number,
+        retentionCheckIntervalMs: values.get('log.retention.check.interval.ms') as number,
+        highWatermarkCheckpointIntervalMs: values.get(
+          'replica.high.watermark.checkpoint.interval.ms',
+        ) as number,
+        recoveryPointCheckpointIntervalMs: values.get('log.flush.offset.checkpoint.interval.ms') as number,
+        logStartOffsetCheckpointIntervalMs: values.get(
+          'log.flush.start.offset.checkpoint.interval.ms',
+        ) as number,
+        cleanerEnable:
+          (values.get('log.cleaner.enable') as boolean) && values.get('log.cleaner.threads') !== 0,
+        cleanerBackoffMs: values.get('log.cleaner.backoff.ms') as number,
+        producerIdExpirationMs: values.get('producer.id.expiration.ms') as number,
+        cleanerOffsetMapMaxEntries: Math.max(
+          1,
+          Math.floor((values.get('log.cleaner.dedupe.buffer.size') as number) / 24),
+        ),
+        // Logs found on disk open with their topic's config; a topic no longer in the
+        // metadata (deleted while stopped) opens with defaults and is removed when applied.
+        topicConfig: (topic) =>
+          metadata.image().topics.has(topic) ? logConfigFor(metadata.image(), config, topic) : undefined,
+      })
+      const authorization = await openAuthorization(authorizerSettings, store, parts.logger)
+      const broker: Broker = new Broker(
+        config,
+        metadata,
+        logManager,
+        store,
+        parts.store === undefined,
+        parts,
+        authorization,
+      )
+      onLogDirFailure = (dir) => broker.onLogDirFailure(dir)
+      return broker
+    } catch (error) {
+      // What was opened closes; the log manager's shutdown releases the dirs' locks.
+      await logManager?.shutdown()
+      metadata.close()
+      throw error
+    }
   }
 
   /**

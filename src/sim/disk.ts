@@ -11,7 +11,14 @@
  * Each broker incarnation uses the disk through a `ProcessDisk` view; once the process is
  * killed its calls never settle (a dead process gets no answers).
  */
-import type { FileHandle, FileStat, FileSystem, FileSystemSpace, OpenFlags } from '../common/file-system.js'
+import type {
+  FileHandle,
+  FileLock,
+  FileStat,
+  FileSystem,
+  FileSystemSpace,
+  OpenFlags,
+} from '../common/file-system.js'
 import type { SimRandom } from './random.js'
 
 interface SimFile {
@@ -32,6 +39,8 @@ function parentOf(path: string): string {
 export class SimDisk {
   private readonly files = new Map<string, SimFile>()
   private readonly dirs = new Set<string>(['/'])
+  /** flock(2)'s locks: per path, the lock taken and the process holding it (released when it dies). */
+  private readonly locks = new Map<string, { readonly owner: ProcessDisk }>()
   /** Bytes lost and torn tails kept by the last crash, for the trace. */
   lastCrash = { filesReverted: 0, bytesLost: 0, tornTails: 0 }
   /**
@@ -84,6 +93,28 @@ export class SimDisk {
       file.mtimeMs = this.nowMs()
     }
     return file
+  }
+
+  /**
+   * An exclusive lock on `path` (created if missing); EWOULDBLOCK while any process holds it,
+   * this one included. Returns the token that unlock() takes.
+   */
+  lock(path: string, owner: ProcessDisk): object {
+    if (!this.files.has(path)) this.open(path, 'w+')
+    if (this.locks.has(path)) throw fsError('EWOULDBLOCK', `${path} is locked`)
+    const token = { owner }
+    this.locks.set(path, token)
+    return token
+  }
+
+  /** Releases the lock `token` took, if it still holds it (a second release does nothing). */
+  unlock(path: string, token: object): void {
+    if (this.locks.get(path) === token) this.locks.delete(path)
+  }
+
+  /** A process died: the kernel releases its locks. */
+  unlockAll(owner: ProcessDisk): void {
+    for (const [path, token] of [...this.locks]) if (token.owner === owner) this.locks.delete(path)
   }
 
   isLive(file: SimFile, path: string): boolean {
@@ -190,6 +221,7 @@ export class ProcessDisk implements FileSystem {
 
   kill(): void {
     this.alive = false
+    this.disk.unlockAll(this)
   }
 
   /** Runs `op` for a live process; a dead one's promise never settles. */
@@ -229,6 +261,12 @@ export class ProcessDisk implements FileSystem {
   syncDir(path: string): Promise<void> {
     return this.run(() => {
       if (!this.disk.hasDir(path)) throw fsError('ENOENT', path)
+    })
+  }
+  lockExclusive(path: string): Promise<FileLock> {
+    return this.run(() => {
+      const token = this.disk.lock(path, this)
+      return { path, release: () => this.run(() => this.disk.unlock(path, token)) }
     })
   }
   /** A fixed-size simulated disk: DescribeLogDirs answers the same in every run. */

@@ -23,7 +23,14 @@
  */
 import { dirname } from 'node:path'
 import { assert } from '../common/assert.js'
-import type { FileHandle, FileStat, FileSystem, FileSystemSpace, OpenFlags } from '../common/file-system.js'
+import type {
+  FileHandle,
+  FileLock,
+  FileStat,
+  FileSystem,
+  FileSystemSpace,
+  OpenFlags,
+} from '../common/file-system.js'
 
 /** Default of log.segment.open.files.max: three brokers in one process stay under a 20,000 ulimit -n. */
 export const DEFAULT_MAX_OPEN_FILES = 4096
@@ -110,6 +117,10 @@ export class BoundedFileSystem implements FileSystem {
   }
   statfs(path: string): Promise<FileSystemSpace> {
     return this.inner.statfs(path)
+  }
+  /** A lock's descriptor is held for the broker's life: not one of the bounded ones. */
+  lockExclusive(path: string): Promise<FileLock> {
+    return this.inner.lockExclusive(path)
   }
 
   // ---- for LazyFileHandle ----

@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { assert } from '../common/assert.js'
 import { type Clock, systemClock, type TimerHandle } from '../common/clock.js'
 import { forEachConcurrently } from '../common/concurrency.js'
-import { exists, type FileSystem } from '../common/file-system.js'
+import { exists, type FileLock, type FileSystem, lockDirectory } from '../common/file-system.js'
 import { type Logger, silentLogger } from '../common/logger.js'
 import type { Offset } from '../common/types.js'
 import { BoundedFileSystem } from './bounded-file-system.js'
@@ -57,6 +57,12 @@ export interface LogManagerOptions {
   readonly logStartOffsetCheckpointIntervalMs?: number
   /** replica.high.watermark.checkpoint.interval.ms */
   readonly highWatermarkCheckpointIntervalMs?: number
+  /**
+   * The log dirs' locks when the caller took them already (lockLogDirs), as the broker does
+   * before anything else; without them open() takes them. The manager releases them at
+   * shutdown, or when open() fails.
+   */
+  readonly dirLocks?: readonly FileLock[]
   /** Called when a log directory goes offline after a disk failure. */
   readonly onLogDirFailure?: (dir: string, err: StorageError) => void
   /**
@@ -73,6 +79,21 @@ export interface LogManagerOptions {
   readonly producerIdExpirationMs?: number
   /** The offset below which a log may be cleaned; default its high watermark (set by replication). */
   readonly cleanableEndOffset?: (log: UnifiedLog) => Offset
+}
+
+/**
+ * Locks every log dir (Kafka's LogManager.lockLogDirs), all or none: a DirectoryLockedError
+ * when another broker, in this process or another, holds one. Taken before anything in the
+ * dirs is read, so a refused start has read nothing.
+ */
+export async function lockLogDirs(fs: FileSystem, logDirs: readonly string[]): Promise<FileLock[]> {
+  // At once: on real files each lock is a process spawn.
+  const results = await Promise.allSettled(logDirs.map((dir) => lockDirectory(fs, dir)))
+  const locks = results.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []))
+  const refused = results.find((result) => result.status === 'rejected')
+  if (refused === undefined) return locks
+  await Promise.allSettled(locks.map((lock) => lock.release()))
+  throw refused.reason
 }
 
 /**
@@ -137,6 +158,8 @@ export class LogManager {
   private started = false
   private shutDown = false
   private readonly cleaner: LogCleaner
+  /** Each log dir's `.lock`, held from before it is read until shutdown. */
+  private dirLocks: FileLock[] = []
   /** Set by the metrics layer: told the duration of every log flush (fsync). */
   onLogFlushed: ((durationMs: number) => void) | null = null
 
@@ -156,7 +179,10 @@ export class LogManager {
     })
   }
 
-  /** Loads every partition log found under log.dirs. Call startup() to start the schedulers. */
+  /**
+   * Locks every log dir unless given their locks (lockLogDirs), then loads every partition
+   * log found under them. Call startup() to start the schedulers.
+   */
   static async open(options: LogManagerOptions): Promise<LogManager> {
     assert(options.logDirs.length > 0, 'log.dirs is empty')
     const manager = new LogManager(
@@ -167,7 +193,13 @@ export class LogManager {
       options.clock ?? systemClock,
       options.logger ?? silentLogger,
     )
-    for (const dir of options.logDirs) await manager.loadLogDir(dir)
+    try {
+      manager.dirLocks = [...(options.dirLocks ?? (await lockLogDirs(options.fs, options.logDirs)))]
+      for (const dir of options.logDirs) await manager.loadLogDir(dir)
+    } catch (err) {
+      await manager.releaseDirLocks()
+      throw err
+    }
     return manager
   }
 
@@ -306,21 +338,37 @@ export class LogManager {
     this.shutDown = true
     for (const timer of this.timers.values()) timer.cancel()
     this.timers.clear()
-    await Promise.allSettled([...this.running])
-    await forEachConcurrently(this.allLogs(), LOG_IO_CONCURRENCY, (log) =>
-      log.isOffline ? Promise.resolve() : log.close(),
-    )
-    await this.checkpointRecoveryPoints()
-    await this.checkpointHighWatermarks()
-    await this.checkpointLogStartOffsets()
-    await this.checkpointCleanerOffsets()
-    for (const dir of this.options.logDirs) {
-      if (this.offlineDirs.has(dir)) continue
-      const marker = await this.fs.open(join(dir, CLEAN_SHUTDOWN_FILE), 'w+')
-      await marker.sync()
-      await marker.close()
-      await this.fs.syncDir(dir)
+    try {
+      await Promise.allSettled([...this.running])
+      await forEachConcurrently(this.allLogs(), LOG_IO_CONCURRENCY, (log) =>
+        log.isOffline ? Promise.resolve() : log.close(),
+      )
+      await this.checkpointRecoveryPoints()
+      await this.checkpointHighWatermarks()
+      await this.checkpointLogStartOffsets()
+      await this.checkpointCleanerOffsets()
+      for (const dir of this.options.logDirs) {
+        if (this.offlineDirs.has(dir)) continue
+        const marker = await this.fs.open(join(dir, CLEAN_SHUTDOWN_FILE), 'w+')
+        await marker.sync()
+        await marker.close()
+        await this.fs.syncDir(dir)
+      }
+    } finally {
+      // Last: the next owner of a dir must find it as this one left it.
+      await this.releaseDirLocks()
     }
+  }
+
+  /** Releases every log dir's lock; one that fails to release is logged (the process's exit frees it). */
+  private async releaseDirLocks(): Promise<void> {
+    const locks = this.dirLocks
+    this.dirLocks = []
+    const results = await Promise.allSettled(locks.map((lock) => lock.release()))
+    results.forEach((result, i) => {
+      if (result.status === 'rejected')
+        this.logger.warn({ lock: locks[i].path, err: result.reason }, 'releasing a log dir lock failed')
+    })
   }
 
   // ---- loading ----

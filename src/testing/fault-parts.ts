@@ -6,7 +6,14 @@
  * disk, and cut links. One `BrokerFaults` per broker incarnation: a restart gets new parts.
  */
 import type { Clock, TimerHandle } from '../common/clock.js'
-import type { FileHandle, FileStat, FileSystem, FileSystemSpace, OpenFlags } from '../common/file-system.js'
+import type {
+  FileHandle,
+  FileLock,
+  FileStat,
+  FileSystem,
+  FileSystemSpace,
+  OpenFlags,
+} from '../common/file-system.js'
 import type { ByteStream, Network, NetworkListener } from '../common/network.js'
 import type { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import type { Leadership, Lease, MetadataStore, Watch } from '../metadata/store/metadata-store.js'
@@ -120,6 +127,8 @@ export class FaultyFileSystem implements FileSystem {
   full = false
   /** Per path: its size at its last fsync (undefined: never written through this disk). */
   private readonly durableSize = new Map<string, number>()
+  /** Locks this process holds: the OS releases them when it dies (kill). */
+  private readonly locks = new Set<FileLock>()
 
   constructor(
     private readonly inner: FileSystem,
@@ -218,6 +227,37 @@ export class FaultyFileSystem implements FileSystem {
       const space = await this.inner.statfs(path)
       return this.full ? { totalBytes: space.totalBytes, usableBytes: 0 } : space
     })
+  }
+
+  lockExclusive(path: string): Promise<FileLock> {
+    return this.run(async () => {
+      const inner = await this.inner.lockExclusive(path)
+      // Killed while it was being taken: the OS would release it with the process.
+      if (this.process.isDead) {
+        await inner.release()
+        return inner
+      }
+      this.locks.add(inner)
+      return {
+        path,
+        release: () =>
+          this.run(async () => {
+            this.locks.delete(inner)
+            await inner.release()
+          }),
+      }
+    })
+  }
+
+  /**
+   * Process death (after ProcessState.kill): the OS closes its descriptors, so its locks are
+   * free for the next process once this resolves.
+   */
+  async kill(): Promise<void> {
+    const locks = [...this.locks]
+    this.locks.clear()
+    // Never rejects: a close that failed leaves nothing the next process could do about it.
+    await Promise.allSettled(locks.map((lock) => lock.release()))
   }
 
   /** Used by FaultyFileHandle. */

@@ -126,6 +126,8 @@ class LinkTable implements Links {
 
 export class TestCluster {
   private readonly running = new Map<number, Incarnation>()
+  /** Per killed broker: its locks released, as the OS releases a dead process's (awaited by a restart). */
+  private readonly exits = new Map<number, Promise<void>>()
   private readonly links = new LinkTable()
   private stopped = false
   /** The store's own state, followed without faults: what leaderOf and waitForIsr read. */
@@ -197,6 +199,8 @@ export class TestCluster {
 
   private async startBroker(id: number): Promise<void> {
     if (this.running.has(id)) throw new Error(`broker ${id} is running`)
+    await this.exits.get(id)
+    this.exits.delete(id)
     const properties = new Map(this.properties)
     properties.set('node.id', String(id))
     properties.set('log.dirs', join(this.root, `broker-${id}`))
@@ -230,9 +234,10 @@ export class TestCluster {
    * cache of a machine that is still up (see powerLoss).
    */
   kill(id: number): void {
-    const { process, network, store } = this.incarnation(id)
+    const { process, fileSystem, network, store } = this.incarnation(id)
     this.running.delete(id)
     process.kill()
+    this.exits.set(id, fileSystem.kill())
     network.kill()
     store.suspendLeases()
   }
@@ -379,6 +384,7 @@ export class TestCluster {
       this.running.delete(id)
       await incarnation.broker.stop()
     }
+    await Promise.all(this.exits.values())
     this.truth?.close()
     await this.store.close()
     await rm(this.root, { recursive: true, force: true })

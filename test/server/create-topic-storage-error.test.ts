@@ -43,6 +43,7 @@ class FailingOpenFileSystem implements FileSystem {
   stat = (path: string) => nodeFileSystem.stat(path)
   syncDir = (path: string) => nodeFileSystem.syncDir(path)
   statfs = (path: string) => nodeFileSystem.statfs(path)
+  lockExclusive = (path: string) => nodeFileSystem.lockExclusive(path)
 }
 
 async function startBroker(root: string, logDirs: string[], fileSystem: FileSystem): Promise<Broker> {

@@ -53,6 +53,7 @@ class FailingFileSystem implements FileSystem {
   stat = (path: string) => nodeFileSystem.stat(path)
   syncDir = (path: string) => nodeFileSystem.syncDir(path)
   statfs = (path: string) => nodeFileSystem.statfs(path)
+  lockExclusive = (path: string) => nodeFileSystem.lockExclusive(path)
 }
 
 test('a broker whose only log dir fails stops, its leaderships move at once, and no acknowledged record is lost', {

@@ -60,6 +60,7 @@ function counting(): { counter: CountingFileSystem; fs: FileSystem } {
     stat: (p) => nodeFileSystem.stat(p),
     syncDir: (p) => nodeFileSystem.syncDir(p),
     statfs: (p) => nodeFileSystem.statfs(p),
+    lockExclusive: (p) => nodeFileSystem.lockExclusive(p),
   }
   return { counter, fs }
 }

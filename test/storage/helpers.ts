@@ -6,11 +6,33 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Clock } from '../../src/common/clock.js'
+import type { FileLock, FileSystem } from '../../src/common/file-system.js'
 import { ATTRIBUTES_OFFSET, CRC_OFFSET } from '../../src/protocol/batch-header.js'
 import { crc32c } from '../../src/protocol/crc32c.js'
 import { Writer } from '../../src/protocol/primitives.js'
+import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import type { UnifiedLog } from '../../src/storage/unified-log.js'
 import { waitUntil } from '../helpers/wait.js'
+
+/**
+ * node:fs for a process the test crashes in-process: `crash()` releases the locks it took,
+ * as the kernel releases a dead process's, so the next open of the same dirs succeeds.
+ */
+export function crashableFileSystem(): { fs: FileSystem; crash(): Promise<void> } {
+  const locks: FileLock[] = []
+  const fs: FileSystem = Object.create(nodeFileSystem)
+  fs.lockExclusive = async (path) => {
+    const lock = await nodeFileSystem.lockExclusive(path)
+    locks.push(lock)
+    return lock
+  }
+  return {
+    fs,
+    crash: async () => {
+      for (const lock of locks.splice(0)) await lock.release()
+    },
+  }
+}
 
 export interface TestRecord {
   readonly key?: Buffer | null

@@ -840,6 +840,9 @@ class CrashingFileSystem implements FileSystem {
   statfs(path: string) {
     return nodeFileSystem.statfs(path)
   }
+  lockExclusive(path: string) {
+    return nodeFileSystem.lockExclusive(path)
+  }
 }
 
 describe('log cleaner crash safety', () => {

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { readFile, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
+import { DirectoryLockedError } from '../../src/common/file-system.js'
 import type { LeaderEpoch, Offset } from '../../src/common/types.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { fromProperties } from '../../src/storage/log-config.js'
@@ -10,7 +11,7 @@ import {
   CLEANER_OFFSET_CHECKPOINT_FILE,
   LogManager,
 } from '../../src/storage/log-manager.js'
-import { ManualClock, readAll, simpleBatch, waitFor, withTempDir } from './helpers.js'
+import { crashableFileSystem, ManualClock, readAll, simpleBatch, waitFor, withTempDir } from './helpers.js'
 
 async function exists(path: string): Promise<boolean> {
   try {
@@ -86,14 +87,38 @@ describe('LogManager', () => {
     })
   })
 
+  it('locks every log dir before reading it: a second manager on one is refused, holding none of the others', async () => {
+    await withTempDir(async (root) => {
+      const [d1, d2] = [join(root, 'd1'), join(root, 'd2')]
+      const first = await LogManager.open({ fs: nodeFileSystem, logDirs: [d2] })
+      await first.getOrCreateLog({ topic: 't', partition: 0 })
+      await assert.rejects(LogManager.open({ fs: nodeFileSystem, logDirs: [d1, d2] }), (error: unknown) => {
+        assert.ok(error instanceof DirectoryLockedError)
+        assert.equal(error.dir, d2)
+        assert.equal(error.lockFile, '.lock')
+        return true
+      })
+      assert.ok(await exists(join(d2, '.lock')))
+      // d1 was locked before d2 was refused, and released with the refusal.
+      const onD1 = await LogManager.open({ fs: nodeFileSystem, logDirs: [d1] })
+      await onD1.shutdown()
+      await first.shutdown()
+      const second = await LogManager.open({ fs: nodeFileSystem, logDirs: [d1, d2] })
+      assert.equal(second.getLog({ topic: 't', partition: 0 })?.logEndOffset, 0)
+      await second.shutdown()
+    })
+  })
+
   it('recovers after an unclean stop and ignores a malformed checkpoint', async () => {
     await withTempDir(async (root) => {
       const logDirs = [join(root, 'd1')]
-      const first = await LogManager.open({ fs: nodeFileSystem, logDirs })
+      const process = crashableFileSystem()
+      const first = await LogManager.open({ fs: process.fs, logDirs })
       const log = await first.getOrCreateLog({ topic: 't', partition: 0 })
       await log.append(simpleBatch(3), { assignOffsets: true })
       await first.checkpointRecoveryPoints()
       await log.closeHandlers() // crash: no marker, no final checkpoint
+      await process.crash()
       await writeFile(join(logDirs[0], 'replication-offset-checkpoint'), 'garbage')
       const second = await LogManager.open({ fs: nodeFileSystem, logDirs })
       const reloaded = second.getLog({ topic: 't', partition: 0 })!

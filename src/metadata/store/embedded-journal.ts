@@ -10,13 +10,15 @@
  * torn by a crash; it is dropped and cut off. A bad line anywhere else means the file is
  * damaged, and opening fails rather than silently forgetting metadata.
  */
-import { dirname } from 'node:path'
+import { basename, dirname } from 'node:path'
 import { assert } from '../../common/assert.js'
 import { TidelogError } from '../../common/errors.js'
 import {
   type FileHandle,
+  type FileLock,
   type FileSystem,
   isNotFound,
+  lockDirectory,
   readWholeFile,
   writeFileAtomically,
 } from '../../common/file-system.js'
@@ -46,6 +48,9 @@ type Line = { readonly snapshot: JournalSnapshot } | JournalRecord
 
 const NEWLINE = 0x0a
 
+/** The journal's lock file is its own name with this suffix (`__tidelog_metadata.log.lock`). */
+const LOCK_SUFFIX = '.lock'
+
 export class Journal {
   private constructor(
     private readonly fs: FileSystem,
@@ -55,26 +60,38 @@ export class Journal {
     private snapshotBytes: number,
     private lastRevision: number,
     private readonly bytesMax: number,
+    private readonly lock: FileLock,
   ) {}
 
+  /**
+   * Locks the journal (`<file>.lock` beside it: a DirectoryLockedError while another store,
+   * in this process or another, has it open), then reads it.
+   */
   static async open(
     fs: FileSystem,
     path: string,
     bytesMax: number,
   ): Promise<{ journal: Journal; state: RecoveredState }> {
     assert(bytesMax > 0, 'journal bytesMax must be positive')
-    await fs.mkdir(dirname(path))
-    const content = await readIfExists(fs, path)
-    const { state, goodBytes, snapshotBytes } = recover(content ?? Buffer.alloc(0), path)
-    const handle = await fs.open(path, content === null ? 'w+' : 'r+')
-    // A new file must survive a crash as an entry in its directory, not only as data.
-    if (content === null) await fs.syncDir(dirname(path))
-    if (content !== null && goodBytes < content.length) {
-      await handle.truncate(goodBytes)
-      await handle.sync()
+    const lock = await lockDirectory(fs, dirname(path), `${basename(path)}${LOCK_SUFFIX}`)
+    let handle: FileHandle | undefined
+    try {
+      const content = await readIfExists(fs, path)
+      const { state, goodBytes, snapshotBytes } = recover(content ?? Buffer.alloc(0), path)
+      handle = await fs.open(path, content === null ? 'w+' : 'r+')
+      // A new file must survive a crash as an entry in its directory, not only as data.
+      if (content === null) await fs.syncDir(dirname(path))
+      if (content !== null && goodBytes < content.length) {
+        await handle.truncate(goodBytes)
+        await handle.sync()
+      }
+      const journal = new Journal(fs, path, handle, goodBytes, snapshotBytes, state.revision, bytesMax, lock)
+      return { journal, state }
+    } catch (err) {
+      await handle?.close()
+      await lock.release()
+      throw err
     }
-    const journal = new Journal(fs, path, handle, goodBytes, snapshotBytes, state.revision, bytesMax)
-    return { journal, state }
   }
 
   /** Appends one revision's changes and fsyncs: the revision is durable when this resolves. */
@@ -115,7 +132,11 @@ export class Journal {
   }
 
   async close(): Promise<void> {
-    await this.handle.close()
+    try {
+      await this.handle.close()
+    } finally {
+      await this.lock.release()
+    }
   }
 }
 

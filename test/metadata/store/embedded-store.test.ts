@@ -8,7 +8,7 @@ import { appendFile, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
 import { type Clock, systemClock } from '../../../src/common/clock.js'
-import type { FileSystem } from '../../../src/common/file-system.js'
+import { DirectoryLockedError, type FileSystem } from '../../../src/common/file-system.js'
 import { EmbeddedStore } from '../../../src/metadata/store/embedded-store.js'
 import { MetadataStoreError } from '../../../src/metadata/store/metadata-store.js'
 import { nodeFileSystem } from '../../../src/runtime/node-file-system.js'
@@ -74,6 +74,32 @@ describe('embedded store: persistence', () => {
       assert.ok(after.revision >= before.revision)
       const next = await second.txn([{ key: '/a', version: 2 }], [{ type: 'put', key: '/a', value: '3' }])
       assert.deepEqual(next, { succeeded: true, revision: after.revision + 1 })
+      await second.close()
+    })
+  })
+
+  test('a second store on an open journal is refused, in this process too; once closed it opens', async () => {
+    await withTempDir(async (dir) => {
+      const persistPath = join(dir, 'meta', 'm.jsonl')
+      const first = await EmbeddedStore.open({ clock: systemClock, persistPath, fs: nodeFileSystem })
+      await first.txn([], [{ type: 'put', key: '/a', value: '1' }])
+      await assert.rejects(
+        EmbeddedStore.open({ clock: systemClock, persistPath, fs: nodeFileSystem }),
+        (error: unknown) => {
+          assert.ok(error instanceof DirectoryLockedError)
+          assert.equal(error.dir, join(dir, 'meta'))
+          assert.equal(error.lockFile, 'm.jsonl.lock')
+          return true
+        },
+      )
+      // The refused one wrote nothing: the first goes on appending to an intact journal.
+      await first.txn([], [{ type: 'put', key: '/b', value: '2' }])
+      await first.close()
+      const second = await EmbeddedStore.open({ clock: systemClock, persistPath, fs: nodeFileSystem })
+      assert.deepEqual(
+        (await second.range('/')).kvs.map((kv) => kv.value),
+        ['1', '2'],
+      )
       await second.close()
     })
   })
