@@ -74,6 +74,7 @@ export const KEYS = {
   brokerConfigs: (key: string) => `configs/brokers/${key}`,
   servedPrefix: 'served/',
   served: (id: BrokerId) => `served/${id}`,
+  stagingPrefix: 'staging/',
   staging: (name: string) => `staging/${name}`,
 } as const
 
@@ -140,6 +141,10 @@ export class ClusterMetadata {
   private current: ClusterImage
   private readonly listeners: ImageListener[] = []
   private revisionWaiters: { revision: number; resolve: () => void }[] = []
+  /** The revision `kvs` is at; `revision` is the image's, behind it while publishing is held. */
+  private appliedRevision = 0
+  private publishHolds = 0
+  private heldChanged = false
   private watch: Watch | null = null
   /** Set after this process first registered its broker. */
   private registeredOnce = false
@@ -230,9 +235,10 @@ export class ClusterMetadata {
   /** Replaces the mirror with a fresh read (after a conflict, the watch may lag the store). */
   private async reload(): Promise<void> {
     const { kvs, revision } = await this.store.range('')
-    if (revision < this.revision) return
+    if (revision < this.appliedRevision) return
     this.kvs.clear()
     for (const kv of kvs) this.kvs.set(kv.key, kv)
+    this.appliedRevision = revision
     this.publish(revision)
   }
 
@@ -240,19 +246,59 @@ export class ClusterMetadata {
   private readonly parsed = new Map<string, ParsedValue>()
 
   private onEvents(events: readonly WatchEvent[], revision: number): void {
-    if (revision <= this.revision) return // already seen through a reload
+    if (revision <= this.appliedRevision) return // already seen through a reload
     for (const { type, kv } of events) {
       if (type === 'put') this.kvs.set(kv.key, kv)
       else this.kvs.delete(kv.key)
     }
-    this.publish(revision)
+    this.appliedRevision = revision
+    // A revision of staged partitions and claims only (a big topic being created) leaves
+    // the image as it was: every broker rebuilt and applied it once per staging transaction.
+    const changed = events.some(({ kv }) => this.isRead(kv.key))
+    if (this.publishHolds > 0) this.heldChanged ||= changed
+    else this.publish(revision, changed)
   }
 
-  private publish(revision: number): void {
+  /**
+   * While this view writes a change in several transactions, its own image follows the
+   * store once they are all written instead of once per transaction: rebuilding and
+   * applying the whole image per transaction was most of the controller's time in the
+   * failover of thousands of partitions (the other brokers still see every revision).
+   */
+  private async holdingPublish<T>(work: () => Promise<T>): Promise<T> {
+    this.publishHolds++
+    try {
+      return await work()
+    } finally {
+      this.publishHolds--
+      if (this.publishHolds === 0 && this.appliedRevision > this.revision) {
+        const changed = this.heldChanged
+        this.heldChanged = false
+        this.publish(this.appliedRevision, changed)
+      }
+    }
+  }
+
+  /**
+   * Whether the image reads `key`, as the store is now: not a staging claim, nor a
+   * partition its topic's record does not name (yet).
+   */
+  private isRead(key: string): boolean {
+    if (key.startsWith(KEYS.stagingPrefix)) return false
+    if (!key.startsWith(KEYS.partitionsPrefix)) return true
+    const slash = key.lastIndexOf('/')
+    const topic = this.kvs.get(KEYS.topic(key.slice(KEYS.partitionsPrefix.length, slash)))
+    if (topic === undefined) return false
+    return Number(key.slice(slash + 1)) < (parseValue(this.parsed, topic).value as TopicValue).replicas.length
+  }
+
+  private publish(revision: number, changed = true): void {
     const previous = this.current
     this.revision = revision
-    this.current = buildImage(this.kvs, this.parsed)
-    for (const listener of [...this.listeners]) listener(this.current, previous)
+    if (changed) {
+      this.current = buildImage(this.kvs, this.parsed)
+      for (const listener of [...this.listeners]) listener(this.current, previous)
+    }
     const ready = this.revisionWaiters.filter((w) => w.revision <= revision)
     this.revisionWaiters = this.revisionWaiters.filter((w) => w.revision > revision)
     for (const waiter of ready) waiter.resolve()
@@ -335,71 +381,73 @@ export class ClusterMetadata {
       const result = await this.store.txn(compares, ops)
       return { revision: result.succeeded ? result.revision : null, committed: result.succeeded ? 1 : 0 }
     }
-    let committed = 0
-    // The transactions of one step are independent (each part stands alone), so they go to
-    // the store together, up to TXNS_IN_FLIGHT_MAX at a time: etcd commits concurrent
-    // requests in one raft round, where one after another paid a round and an fsync each.
-    const run = async (txns: readonly TxnPart[]): Promise<number | null> => {
-      let revision = 0
-      let failed = false
-      for (let from = 0; from < txns.length && !failed; from += TXNS_IN_FLIGHT_MAX) {
-        const results = await Promise.all(
-          txns.slice(from, from + TXNS_IN_FLIGHT_MAX).map((txn) => this.store.txn(txn.compares, txn.ops)),
-        )
-        for (const result of results) {
-          if (!result.succeeded) failed = true
-          else {
-            committed++
-            revision = Math.max(revision, result.revision)
+    return this.holdingPublish(async () => {
+      let committed = 0
+      // The transactions of one step are independent (each part stands alone), so they go to
+      // the store together, up to TXNS_IN_FLIGHT_MAX at a time: their round trips overlap
+      // (etcd may also batch them into fewer raft rounds and fsyncs).
+      const run = async (txns: readonly TxnPart[]): Promise<number | null> => {
+        let revision = 0
+        let failed = false
+        for (let from = 0; from < txns.length && !failed; from += TXNS_IN_FLIGHT_MAX) {
+          const results = await Promise.all(
+            txns.slice(from, from + TXNS_IN_FLIGHT_MAX).map((txn) => this.store.txn(txn.compares, txn.ops)),
+          )
+          for (const result of results) {
+            if (!result.succeeded) failed = true
+            else {
+              committed++
+              revision = Math.max(revision, result.revision)
+            }
           }
         }
+        return failed ? null : revision
       }
-      return failed ? null : revision
-    }
-    // Checked before anything is written: a part too large alone fails the whole change.
-    const visible = [...diff.parts, ...(last.length > 0 ? [{ compares: [], ops: last }] : [])]
-    packTxns(limits, visible, shared)
-    const claims = [...diff.staged.keys()].map((name) =>
-      this.stagingClaim(name, diff.topicIds.get(name) ?? ''),
-    )
-    const claimTxns = packTxns(
-      limits,
-      claims.map((claim) => claim.part),
-      shared,
-    )
-    const claimed = new Map<string, VersionCompare>()
-    let claimIndex = 0
-    for (const txn of claimTxns) {
-      const revision = await run([txn])
-      if (revision === null) return { revision: null, committed }
-      for (const op of txn.ops) {
-        const claim = claims[claimIndex++]
-        assert(op.type === 'put' && op.key === KEYS.staging(claim.name), 'staging claims out of order')
-        claimed.set(claim.name, { key: op.key, version: claim.version + 1, modRevision: revision })
+      // Checked before anything is written: a part too large alone fails the whole change.
+      const visible = [...diff.parts, ...(last.length > 0 ? [{ compares: [], ops: last }] : [])]
+      packTxns(limits, visible, shared)
+      const claims = [...diff.staged.keys()].map((name) =>
+        this.stagingClaim(name, diff.topicIds.get(name) ?? ''),
+      )
+      const claimTxns = packTxns(
+        limits,
+        claims.map((claim) => claim.part),
+        shared,
+      )
+      const claimed = new Map<string, VersionCompare>()
+      let claimIndex = 0
+      for (const txn of claimTxns) {
+        const revision = await run([txn])
+        if (revision === null) return { revision: null, committed }
+        for (const op of txn.ops) {
+          const claim = claims[claimIndex++]
+          assert(op.type === 'put' && op.key === KEYS.staging(claim.name), 'staging claims out of order')
+          claimed.set(claim.name, { key: op.key, version: claim.version + 1, modRevision: revision })
+        }
       }
-    }
-    const stagedTxns = [...diff.staged].flatMap(([name, parts]) => {
-      const claim = claimed.get(name)
-      assert(claim !== undefined, () => `topic ${name} staged without a claim`)
-      return packTxns(limits, parts, [...shared, claim])
+      const stagedTxns = [...diff.staged].flatMap(([name, parts]) => {
+        const claim = claimed.get(name)
+        assert(claim !== undefined, () => `topic ${name} staged without a claim`)
+        return packTxns(limits, parts, [...shared, claim])
+      })
+      if ((await run(stagedTxns)) === null) return { revision: null, committed }
+      // Each staged topic's record is published with its claim compared and released.
+      const published = visible.map((part) => {
+        const name = publishedTopic(part)
+        const claim = name === null ? undefined : claimed.get(name)
+        if (claim === undefined) return part
+        return {
+          compares: [...part.compares, claim],
+          ops: [...part.ops, { type: 'delete', key: claim.key } as const],
+        }
+      })
+      const txns = packTxns(limits, published, shared)
+      // `last` (a registration) commits after everything else.
+      const final = last.length > 0 ? txns.pop() : undefined
+      let revision = await run(txns)
+      if (revision !== null && final !== undefined) revision = await run([final])
+      return { revision, committed }
     })
-    if ((await run(stagedTxns)) === null) return { revision: null, committed }
-    // Each staged topic's record is published with its claim compared and released.
-    const published = visible.map((part) => {
-      const name = publishedTopic(part)
-      const claim = name === null ? undefined : claimed.get(name)
-      if (claim === undefined) return part
-      return {
-        compares: [...part.compares, claim],
-        ops: [...part.ops, { type: 'delete', key: claim.key } as const],
-      }
-    })
-    const txns = packTxns(limits, published, shared)
-    // `last` (a registration) commits after everything else.
-    const final = last.length > 0 ? txns.pop() : undefined
-    let revision = await run(txns)
-    if (revision !== null && final !== undefined) revision = await run([final])
-    return { revision, committed }
   }
 
   /**
