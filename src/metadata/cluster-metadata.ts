@@ -52,6 +52,7 @@ import type {
   KeyValue,
   Lease,
   MetadataStore,
+  StoreLimits,
   StoreOp,
   VersionCompare,
   Watch,
@@ -203,6 +204,11 @@ export class ClusterMetadata {
 
   image(): ClusterImage {
     return this.current
+  }
+
+  /** What one transaction of the store holds (a change larger than that is split). */
+  get storeLimits(): StoreLimits {
+    return this.store.limits
   }
 
   /** Calls `listener` after every new image; the returned function stops it. */

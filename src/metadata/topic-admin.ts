@@ -630,7 +630,28 @@ export class TopicAdmin {
    * INVALID_REPLICA_ASSIGNMENT otherwise) or cancels the move in progress
    * (NO_REASSIGNMENT_IN_PROGRESS when none); the controller completes moves.
    */
-  alterPartitionReassignments(requests: readonly ReassignmentRequest[]): Promise<TopicPartitionOutcomes[]> {
+  async alterPartitionReassignments(
+    requests: readonly ReassignmentRequest[],
+  ): Promise<TopicPartitionOutcomes[]> {
+    // A reassignment changes its topic's record with the partition, so one topic's moves
+    // commit in one transaction: at most a transaction's worth per change, as Kafka's
+    // partitions move independently.
+    const perChange = this.metadata.storeLimits.txnOpsMax - 2
+    const outcomes: TopicPartitionOutcomes[] = requests.map((r) => ({ topic: r.name, partitions: [] }))
+    for (let from = 0; outcomes.length > 0; from += perChange) {
+      const batch = requests.map((r) => ({ ...r, partitions: r.partitions.slice(from, from + perChange) }))
+      if (batch.every((r) => r.partitions.length === 0) && from > 0) break
+      const answered = await this.alterReassignmentsOnce(batch)
+      answered.forEach((t, i) => {
+        outcomes[i] = { topic: t.topic, partitions: [...outcomes[i].partitions, ...t.partitions] }
+      })
+    }
+    return outcomes
+  }
+
+  private alterReassignmentsOnce(
+    requests: readonly ReassignmentRequest[],
+  ): Promise<TopicPartitionOutcomes[]> {
     return this.changeByPartition('AlterPartitionReassignments', (image) => {
       const topics = new Map(image.topics)
       let changed = false

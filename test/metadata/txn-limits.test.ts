@@ -361,3 +361,34 @@ test('a registration that leaves many partitions is written last, after them', a
     await c.close()
   }
 })
+
+test('reassigning 300 partitions of one topic at once starts every move, a transaction at a time', async () => {
+  const c = await cluster()
+  try {
+    await admin(c.metadata).createTopics(
+      [{ name: 'moved', numPartitions: 300, replicationFactor: 2, assignments: [], configs: {} }],
+      { validateOnly: false, timeoutMs: 0 },
+    )
+    const before = c.metadata.image().topics.get('moved')!
+    const targets = before.partitions.map((p) =>
+      BROKERS.filter((id) => !p.replicas.includes(id)).concat(p.replicas[0]),
+    )
+    const outcomes = await admin(c.metadata).alterPartitionReassignments([
+      {
+        name: 'moved',
+        partitions: targets.map((replicas, partitionIndex) => ({ partitionIndex, replicas })),
+      },
+    ])
+    assert.equal(outcomes.length, 1)
+    assert.equal(outcomes[0].partitions.length, 300)
+    assert.deepEqual(
+      outcomes[0].partitions.filter((p) => p.errorCode !== ErrorCode.NONE),
+      [],
+    )
+    for (const state of c.metadata.image().topics.get('moved')!.partitions)
+      assert.deepEqual(state.addingReplicas, targets[state.partition].slice(0, 1))
+    for (const seen of c.images) assertWhole(seen)
+  } finally {
+    await c.close()
+  }
+})
