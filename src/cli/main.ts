@@ -6,8 +6,8 @@ import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { TidelogError } from '../common/errors.js'
 import { DirectoryLockedError } from '../common/file-system.js'
-import type { MetadataStore } from '../metadata/store/metadata-store.js'
-import { parseProperties } from '../server/broker-config.js'
+import type { MetadataStore, StoreLimits } from '../metadata/store/metadata-store.js'
+import { parseProperties, storeLimitsFromProperties } from '../server/broker-config.js'
 import { type Cluster, startCluster } from '../server/cluster.js'
 import { addressInUse, defaultPortOrFree, joinNegativeValues } from './default-ports.js'
 import { startHeapPolicy } from './heap-policy.js'
@@ -280,7 +280,9 @@ async function brokerCommand(args: readonly string[]): Promise<number> {
     properties.set('node.id', String(nodeId))
   }
   for (const [key, value] of parseSetFlags(values.set)) properties.set(key, value)
-  const metadataStore = values.metadata ? await connectMetadataStore(values.metadata) : undefined
+  const metadataStore = values.metadata
+    ? await connectMetadataStore(values.metadata, storeLimitsFromProperties(properties))
+    : undefined
   const cluster = await startCluster({ brokers: 1, properties, ...(metadataStore ? { metadataStore } : {}) })
   const untilStop = untilSignalOr(cluster.brokers[0].whenStopped())
   process.stdout.write(
@@ -329,14 +331,14 @@ async function stopWithinTimeout(cluster: Cluster): Promise<number> {
 }
 
 /** etcd://host:port[,host:port...] → a connected etcd-backed metadata store. */
-async function connectMetadataStore(url: string): Promise<MetadataStore> {
+async function connectMetadataStore(url: string, limits: StoreLimits): Promise<MetadataStore> {
   const match = /^etcd:\/\/(.+)$/.exec(url)
   if (!match)
     throw new TidelogError('ERR_USAGE', `--metadata expects etcd://host:port[,host:port], got '${url}'`)
   const endpoints = match[1].split(',').map((endpoint) => `http://${endpoint.trim()}`)
   // Loaded only when asked for: the etcd client (gRPC) is heavy for the embedded default.
   const { EtcdStore } = await import('../metadata/store/etcd-store.js')
-  return EtcdStore.connect({ endpoints })
+  return EtcdStore.connect({ endpoints, limits })
 }
 
 /** SIGHUP reloads every TLS key store and trust store (renewed certificates); returns the unsubscribe. */

@@ -18,8 +18,22 @@
  *   configs/brokers/<id|''>      dynamic broker configs ('' is the cluster-wide default)
  *   served/<id>                  {"<topicId>:<partition>": leaderEpoch}: what broker <id>
  *                                serves as leader, written by that broker (leadership-record.ts)
+ *   staging/<name>               {topicId, writer}: a writer is staging partitions of topic <name>
+ *                                that its record does not name yet (see below)
+ *
+ * A write too large for one store transaction (etcd: 128 ops by default) is cut into parts
+ * each consistent on its own (txn-batches.ts): one partition's state, a topic's record with
+ * the partitions whose replicas it changes, a topic's deletion. A new topic's (or added
+ * partitions') keys are written first, where no reader looks (the image reads only the
+ * partitions a topic's record names), under a claim on staging/<name> that every staging
+ * transaction and the final one compare, so two writers staging one topic cannot mix their
+ * partitions; the topic's record, written last with the claim's release, publishes them at
+ * once. A part way failure leaves earlier parts applied: the change is computed again
+ * from the image that includes them, as after any conflict.
  */
 import { assert } from '../common/assert.js'
+import type { Clock } from '../common/clock.js'
+import { TidelogError } from '../common/errors.js'
 import type { Logger } from '../common/logger.js'
 import type { Random } from '../common/random.js'
 import {
@@ -38,11 +52,14 @@ import type {
   KeyValue,
   Lease,
   MetadataStore,
+  StoreLimits,
   StoreOp,
   VersionCompare,
   Watch,
   WatchEvent,
 } from './store/metadata-store.js'
+import { packTxns, type TxnPart } from './store/txn-batches.js'
+import { txnOpCount, txnRequestBytes } from './store/txn-checks.js'
 
 export const KEYS = {
   clusterId: 'cluster/id',
@@ -58,6 +75,8 @@ export const KEYS = {
   brokerConfigs: (key: string) => `configs/brokers/${key}`,
   servedPrefix: 'served/',
   served: (id: BrokerId) => `served/${id}`,
+  stagingPrefix: 'staging/',
+  staging: (name: string) => `staging/${name}`,
 } as const
 
 export interface NewTopic {
@@ -95,7 +114,27 @@ interface PartitionValue {
   removingReplicas?: BrokerId[]
 }
 
+/** An update that kept conflicting with concurrent writers: retriable later. */
+export class MetadataUpdateConflict extends TidelogError {
+  constructor(attempts: number) {
+    super('METADATA_UPDATE_CONFLICT', `metadata update still conflicting after ${attempts} attempts`, {
+      retriable: true,
+    })
+    this.name = 'MetadataUpdateConflict'
+  }
+}
+
 const MAX_UPDATE_ATTEMPTS = 20
+/** Attempts of one update in all, progress or not: a change committed in parts may conflict once per part. */
+const MAX_UPDATE_ATTEMPTS_TOTAL = 200
+/**
+ * How long a writer waits for the store to move on when another writer's staging claim is
+ * on a topic it stages: a claimant still writing moves it on (and its topic then exists);
+ * one that did not in this time is taken over (it died or gave up).
+ */
+const STAGING_CLAIM_WAIT_MS = 5000
+/** Independent transactions of one update sent to the store at once. */
+const TXNS_IN_FLIGHT_MAX = 32
 
 export class ClusterMetadata {
   private readonly kvs = new Map<string, KeyValue>()
@@ -103,24 +142,43 @@ export class ClusterMetadata {
   private current: ClusterImage
   private readonly listeners: ImageListener[] = []
   private revisionWaiters: { revision: number; resolve: () => void }[] = []
+  /** The revision `kvs` is at; `revision` is the image's, behind it while publishing is held. */
+  private appliedRevision = 0
+  private publishHolds = 0
+  private heldChanged = false
   private watch: Watch | null = null
   /** Set after this process first registered its broker. */
   private registeredOnce = false
+  /**
+   * Names this view's staging claims (staging/<name>), to tell them from another writer's;
+   * drawn on first use, so a view that never stages draws nothing (simulation seeds).
+   */
+  private writerIdValue: string | null = null
 
   private constructor(
     private readonly store: MetadataStore,
     private readonly random: Random,
     private readonly logger: Logger,
+    private readonly clock: Clock | null,
   ) {
     this.current = { clusterId: '', controllerId: NO_LEADER, brokers: new Map(), topics: new Map() }
   }
 
-  /** Reads the store, starts following it, and makes sure a cluster id exists. */
+  private get writerId(): string {
+    this.writerIdValue ??= newUuid(this.random)
+    return this.writerIdValue
+  }
+
+  /**
+   * Reads the store, starts following it, and makes sure a cluster id exists. With a clock,
+   * a writer that meets another's staging claim waits while that one makes progress
+   * (STAGING_CLAIM_WAIT_MS) instead of taking it over at once.
+   */
   static async open(
     store: MetadataStore,
-    options: { clusterId: string | null; random: Random; logger: Logger },
+    options: { clusterId: string | null; random: Random; logger: Logger; clock?: Clock },
   ) {
-    const metadata = new ClusterMetadata(store, options.random, options.logger)
+    const metadata = new ClusterMetadata(store, options.random, options.logger, options.clock ?? null)
     await metadata.ensureClusterId(options.clusterId)
     await metadata.reload()
     metadata.follow()
@@ -146,6 +204,11 @@ export class ClusterMetadata {
 
   image(): ClusterImage {
     return this.current
+  }
+
+  /** What one transaction of the store holds (a change larger than that is split). */
+  get storeLimits(): StoreLimits {
+    return this.store.limits
   }
 
   /** Calls `listener` after every new image; the returned function stops it. */
@@ -178,9 +241,10 @@ export class ClusterMetadata {
   /** Replaces the mirror with a fresh read (after a conflict, the watch may lag the store). */
   private async reload(): Promise<void> {
     const { kvs, revision } = await this.store.range('')
-    if (revision < this.revision) return
+    if (revision < this.appliedRevision) return
     this.kvs.clear()
     for (const kv of kvs) this.kvs.set(kv.key, kv)
+    this.appliedRevision = revision
     this.publish(revision)
   }
 
@@ -188,19 +252,59 @@ export class ClusterMetadata {
   private readonly parsed = new Map<string, ParsedValue>()
 
   private onEvents(events: readonly WatchEvent[], revision: number): void {
-    if (revision <= this.revision) return // already seen through a reload
+    if (revision <= this.appliedRevision) return // already seen through a reload
     for (const { type, kv } of events) {
       if (type === 'put') this.kvs.set(kv.key, kv)
       else this.kvs.delete(kv.key)
     }
-    this.publish(revision)
+    this.appliedRevision = revision
+    // A revision of staged partitions and claims only (a big topic being created) leaves
+    // the image as it was: every broker rebuilt and applied it once per staging transaction.
+    const changed = events.some(({ kv }) => this.isRead(kv.key))
+    if (this.publishHolds > 0) this.heldChanged ||= changed
+    else this.publish(revision, changed)
   }
 
-  private publish(revision: number): void {
+  /**
+   * While this view writes a change in several transactions, its own image follows the
+   * store once they are all written instead of once per transaction: rebuilding and
+   * applying the whole image per transaction was most of the controller's time in the
+   * failover of thousands of partitions (the other brokers still see every revision).
+   */
+  private async holdingPublish<T>(work: () => Promise<T>): Promise<T> {
+    this.publishHolds++
+    try {
+      return await work()
+    } finally {
+      this.publishHolds--
+      if (this.publishHolds === 0 && this.appliedRevision > this.revision) {
+        const changed = this.heldChanged
+        this.heldChanged = false
+        this.publish(this.appliedRevision, changed)
+      }
+    }
+  }
+
+  /**
+   * Whether the image reads `key`, as the store is now: not a staging claim, nor a
+   * partition its topic's record does not name (yet).
+   */
+  private isRead(key: string): boolean {
+    if (key.startsWith(KEYS.stagingPrefix)) return false
+    if (!key.startsWith(KEYS.partitionsPrefix)) return true
+    const slash = key.lastIndexOf('/')
+    const topic = this.kvs.get(KEYS.topic(key.slice(KEYS.partitionsPrefix.length, slash)))
+    if (topic === undefined) return false
+    return Number(key.slice(slash + 1)) < (parseValue(this.parsed, topic).value as TopicValue).replicas.length
+  }
+
+  private publish(revision: number, changed = true): void {
     const previous = this.current
     this.revision = revision
-    this.current = buildImage(this.kvs, this.parsed)
-    for (const listener of [...this.listeners]) listener(this.current, previous)
+    if (changed) {
+      this.current = buildImage(this.kvs, this.parsed)
+      for (const listener of [...this.listeners]) listener(this.current, previous)
+    }
     const ready = this.revisionWaiters.filter((w) => w.revision <= revision)
     this.revisionWaiters = this.revisionWaiters.filter((w) => w.revision > revision)
     for (const waiter of ready) waiter.resolve()
@@ -221,25 +325,185 @@ export class ClusterMetadata {
     change: (image: ClusterImage) => ClusterImage,
     guardBrokers: readonly BrokerId[] = [],
   ): Promise<ClusterImage> {
-    for (let attempt = 1; attempt <= MAX_UPDATE_ATTEMPTS; attempt++) {
+    let fruitless = 0
+    const claimsSeenAtMs = new Map<string, number>()
+    for (let attempt = 1; attempt <= MAX_UPDATE_ATTEMPTS_TOTAL; attempt++) {
       const base = this.current
       const next = change(base)
       if (next === base) return base
-      const { compares, ops } = diffImages(base, next, this.kvs)
-      if (ops.length === 0) return base
+      const diff = diffParts(base, next, this.kvs)
+      if (diff.parts.length === 0 && diff.staged.size === 0) return base
+      const shared: VersionCompare[] = []
       for (const id of new Set(guardBrokers)) {
         const kv = this.kvs.get(KEYS.broker(id))
-        compares.push({ key: KEYS.broker(id), version: kv?.version ?? 0, modRevision: kv?.modRevision ?? 0 })
+        shared.push({ key: KEYS.broker(id), version: kv?.version ?? 0, modRevision: kv?.modRevision ?? 0 })
       }
-      const result = await this.store.txn(compares, ops)
-      if (result.succeeded) {
-        await this.waitForRevision(result.revision)
+      const claimWaitMs = this.claimWaitMs(diff, claimsSeenAtMs)
+      if (claimWaitMs > 0) {
+        // Another writer stages one of these topics: let it finish, or take over a claim
+        // left unchanged for STAGING_CLAIM_WAIT_MS (its writer died or gave up).
+        await this.storeMovesOn(claimWaitMs)
+        attempt--
+        continue
+      }
+      const startedMs = this.clock?.monotonicMs() ?? 0
+      const outcome = await this.commit(diff, shared)
+      if (outcome.committed > 1)
+        this.logger.debug(
+          { transactions: outcome.committed, ms: (this.clock?.monotonicMs() ?? 0) - startedMs, attempt },
+          'metadata update written in several transactions',
+        )
+      if (outcome.revision !== null) {
+        await this.waitForRevision(outcome.revision)
         return this.current
       }
+      fruitless = outcome.committed > 0 ? 0 : fruitless + 1
+      if (fruitless >= MAX_UPDATE_ATTEMPTS) break
       this.logger.debug({ attempt }, 'metadata update conflicted; retrying with fresh state')
       await this.reload()
     }
-    throw new Error(`metadata update still conflicting after ${MAX_UPDATE_ATTEMPTS} attempts`)
+    throw new MetadataUpdateConflict(MAX_UPDATE_ATTEMPTS)
+  }
+
+  /**
+   * Writes `diff` (guarded by `shared` in every transaction) and then `last`: in one
+   * transaction when it fits the store's limits, else staged partitions first and the rest
+   * in batches, `last` in the final one. Resolves with the revision of the final
+   * transaction, or null once a compare failed, with how many transactions had committed.
+   */
+  private async commit(
+    diff: ImageDiff,
+    shared: readonly VersionCompare[],
+    last: readonly StoreOp[] = [],
+  ): Promise<{ revision: number | null; committed: number }> {
+    const whole = flatten(diff)
+    const compares = [...whole.compares, ...shared]
+    const ops = [...whole.ops, ...last]
+    const limits = this.store.limits
+    if (
+      txnOpCount(compares, ops) <= limits.txnOpsMax &&
+      txnRequestBytes(compares, ops) <= limits.requestBytesMax
+    ) {
+      const result = await this.store.txn(compares, ops)
+      return { revision: result.succeeded ? result.revision : null, committed: result.succeeded ? 1 : 0 }
+    }
+    return this.holdingPublish(async () => {
+      let committed = 0
+      // The transactions of one step are independent (each part stands alone), so they go to
+      // the store together, up to TXNS_IN_FLIGHT_MAX at a time: their round trips overlap
+      // (etcd may also batch them into fewer raft rounds and fsyncs).
+      const run = async (txns: readonly TxnPart[]): Promise<number | null> => {
+        let revision = 0
+        let failed = false
+        for (let from = 0; from < txns.length && !failed; from += TXNS_IN_FLIGHT_MAX) {
+          const results = await Promise.all(
+            txns.slice(from, from + TXNS_IN_FLIGHT_MAX).map((txn) => this.store.txn(txn.compares, txn.ops)),
+          )
+          for (const result of results) {
+            if (!result.succeeded) failed = true
+            else {
+              committed++
+              revision = Math.max(revision, result.revision)
+            }
+          }
+        }
+        return failed ? null : revision
+      }
+      // Checked before anything is written: a part too large alone fails the whole change.
+      const visible = [...diff.parts, ...(last.length > 0 ? [{ compares: [], ops: last }] : [])]
+      packTxns(limits, visible, shared)
+      const claims = [...diff.staged.keys()].map((name) =>
+        this.stagingClaim(name, diff.topicIds.get(name) ?? ''),
+      )
+      const claimTxns = packTxns(
+        limits,
+        claims.map((claim) => claim.part),
+        shared,
+      )
+      const claimed = new Map<string, VersionCompare>()
+      let claimIndex = 0
+      for (const txn of claimTxns) {
+        const revision = await run([txn])
+        if (revision === null) return { revision: null, committed }
+        for (const op of txn.ops) {
+          const claim = claims[claimIndex++]
+          assert(op.type === 'put' && op.key === KEYS.staging(claim.name), 'staging claims out of order')
+          claimed.set(claim.name, { key: op.key, version: claim.version + 1, modRevision: revision })
+        }
+      }
+      const stagedTxns = [...diff.staged].flatMap(([name, parts]) => {
+        const claim = claimed.get(name)
+        assert(claim !== undefined, () => `topic ${name} staged without a claim`)
+        return packTxns(limits, parts, [...shared, claim])
+      })
+      if ((await run(stagedTxns)) === null) return { revision: null, committed }
+      // Each staged topic's record is published with its claim compared and released.
+      const published = visible.map((part) => {
+        const name = publishedTopic(part)
+        const claim = name === null ? undefined : claimed.get(name)
+        if (claim === undefined) return part
+        return {
+          compares: [...part.compares, claim],
+          ops: [...part.ops, { type: 'delete', key: claim.key } as const],
+        }
+      })
+      const txns = packTxns(limits, published, shared)
+      // `last` (a registration) commits after everything else.
+      const final = last.length > 0 ? txns.pop() : undefined
+      let revision = await run(txns)
+      if (revision !== null && final !== undefined) revision = await run([final])
+      return { revision, committed }
+    })
+  }
+
+  /**
+   * How long to wait before staging `diff`: 0 unless a staged topic carries another
+   * writer's claim seen (at that revision) less than STAGING_CLAIM_WAIT_MS ago. Without a
+   * clock claims are taken over at once.
+   */
+  private claimWaitMs(diff: ImageDiff, seenAtMs: Map<string, number>): number {
+    if (this.clock === null) return 0
+    const nowMs = this.clock.monotonicMs()
+    let waitMs = 0
+    for (const name of diff.staged.keys()) {
+      const kv = this.kvs.get(KEYS.staging(name))
+      if (kv === undefined || (JSON.parse(kv.value) as { writer?: string }).writer === this.writerIdValue)
+        continue
+      const seen = `${kv.key}@${kv.modRevision}`
+      const firstMs = seenAtMs.get(seen) ?? nowMs
+      seenAtMs.set(seen, firstMs)
+      waitMs = Math.max(waitMs, firstMs + STAGING_CLAIM_WAIT_MS - nowMs)
+    }
+    return waitMs
+  }
+
+  /** True once this view applies a newer revision of the store, false after `timeoutMs` without. */
+  private storeMovesOn(timeoutMs: number): Promise<boolean> {
+    const clock = this.clock
+    assert(clock !== null, 'waiting on the store needs a clock')
+    return new Promise((resolve) => {
+      const timer = clock.setTimeout(() => resolve(false), timeoutMs)
+      void this.waitForRevision(this.revision + 1).then(() => {
+        timer.cancel()
+        resolve(true)
+      })
+    })
+  }
+
+  /** A claim on staging/<name>, taking over whatever claim is there (one a crashed writer left). */
+  private stagingClaim(name: string, topicId: string): { name: string; version: number; part: TxnPart } {
+    const key = KEYS.staging(name)
+    const kv = this.kvs.get(key)
+    const version = kv?.version ?? 0
+    const compare: VersionCompare = kv ? { key, version, modRevision: kv.modRevision } : { key, version: 0 }
+    return {
+      name,
+      version,
+      part: {
+        compares: [compare],
+        ops: [{ type: 'put', key, value: JSON.stringify({ topicId, writer: this.writerId }) }],
+      },
+    }
   }
 
   /**
@@ -259,7 +523,12 @@ export class ClusterMetadata {
     const key = KEYS.broker(registration.nodeId)
     const { brokerEpoch: _derived, ...stored } = registration
     const put = { type: 'put', key, value: JSON.stringify(stored), lease: lease.id } as const
-    for (let attempt = 1; attempt <= MAX_UPDATE_ATTEMPTS; attempt++) {
+    let fruitless = 0
+    for (
+      let attempt = 1;
+      attempt <= MAX_UPDATE_ATTEMPTS_TOTAL && fruitless < MAX_UPDATE_ATTEMPTS;
+      attempt++
+    ) {
       const base = this.current
       const existing = this.kvs.get(key)
       // A process's first registration is a new incarnation (Kafka: a new broker epoch): it
@@ -270,11 +539,10 @@ export class ClusterMetadata {
       const next = this.registeredOnce
         ? registered
         : leaveLeadershipsAndIsrs(registered, registration.nodeId, options)
-      const { compares, ops } = diffImages(base, next, this.kvs)
-      compares.push({ key, version: existing?.version ?? 0, modRevision: existing?.modRevision ?? 0 })
-      ops.push(put)
-      const result = await this.store.txn(compares, ops)
-      if (result.succeeded) {
+      // The registration comes last, with the partitions it leaves written before it.
+      const guard = { key, version: existing?.version ?? 0, modRevision: existing?.modRevision ?? 0 }
+      const result = await this.commit(diffParts(base, next, this.kvs), [guard], [put])
+      if (result.revision !== null) {
         await this.waitForRevision(result.revision)
         const previous = existing
           ? (JSON.parse(existing.value) as BrokerRegistration).incarnationId
@@ -291,6 +559,7 @@ export class ClusterMetadata {
         this.registeredOnce = true
         return result.revision
       }
+      fruitless = result.committed > 0 ? 0 : fruitless + 1
       this.logger.debug({ attempt }, 'registration conflicted; retrying with fresh state')
       await this.reload()
     }
@@ -483,52 +752,119 @@ function versionOf(kvs: ReadonlyMap<string, KeyValue>, key: string): number {
   return kvs.get(key)?.version ?? 0
 }
 
-/** Store operations turning `base` into `next`, guarded by the versions `base` was built from. */
-export function diffImages(
+/**
+ * The store operations turning `base` into `next`, guarded by the versions `base` was built
+ * from, cut into parts that each keep the metadata consistent when committed alone.
+ */
+export interface ImageDiff {
+  /**
+   * By topic: puts of the partition keys its record does not name yet (a new topic's, or
+   * partitions added to a topic), which no reader looks at before the record is written.
+   */
+  readonly staged: Map<string, TxnPart[]>
+  /** The topic ids of the staged topics (the staging claim names it). */
+  readonly topicIds: Map<string, string>
+  /**
+   * Changes readers see, each consistent alone: a topic's record with the partitions whose
+   * replicas it changes (the topic's record is the first op), one partition's state, a
+   * topic's deletion, one broker config.
+   */
+  readonly parts: TxnPart[]
+}
+
+export function diffParts(
   base: ClusterImage,
   next: ClusterImage,
   kvs: ReadonlyMap<string, KeyValue>,
-): { compares: VersionCompare[]; ops: StoreOp[] } {
-  const compares: VersionCompare[] = []
-  const ops: StoreOp[] = []
-  const guard = (key: string) => compares.push({ key, version: versionOf(kvs, key) })
+): ImageDiff {
+  const staged = new Map<string, TxnPart[]>()
+  const topicIds = new Map<string, string>()
+  const parts: TxnPart[] = []
+  const guard = (key: string): VersionCompare => ({ key, version: versionOf(kvs, key) })
   for (const name of base.topics.keys()) {
     if (next.topics.has(name)) continue
-    guard(KEYS.topic(name))
-    ops.push(
-      { type: 'delete', key: KEYS.topic(name) },
-      { type: 'deletePrefix', prefix: KEYS.partitionsOf(name) },
-    )
+    parts.push({
+      compares: [guard(KEYS.topic(name))],
+      ops: [
+        { type: 'delete', key: KEYS.topic(name) },
+        { type: 'deletePrefix', prefix: KEYS.partitionsOf(name) },
+      ],
+    })
   }
   for (const [name, after] of next.topics) {
     const before = base.topics.get(name)
     // Images are immutable: an object an update kept is unchanged, with no need to encode it
     // (an update of one partition's ISR encoded all 10,000 partitions twice).
     if (before === after) continue
-    if (!before || (mayChangeTopicValue(before, after) && topicValue(before) !== topicValue(after))) {
-      guard(KEYS.topic(name))
-      ops.push({ type: 'put', key: KEYS.topic(name), value: topicValue(after) })
-    }
+    const sameTopic = before?.topicId === after.topicId
+    const record: TxnPart | null =
+      !before || (mayChangeTopicValue(before, after) && topicValue(before) !== topicValue(after))
+        ? {
+            compares: [guard(KEYS.topic(name))],
+            ops: [{ type: 'put', key: KEYS.topic(name), value: topicValue(after) }],
+          }
+        : null
+    const withRecord = { compares: [...(record?.compares ?? [])], ops: [...(record?.ops ?? [])] }
     for (const state of after.partitions) {
-      const previous = before?.topicId === after.topicId ? before.partitions[state.partition] : undefined
+      const previous = sameTopic ? before?.partitions[state.partition] : undefined
       if (previous === state) continue
       const encoded = partitionValue(state)
       if (previous && partitionValue(previous) === encoded) continue
       const key = KEYS.partition(name, state.partition)
-      guard(key)
-      ops.push({ type: 'put', key, value: encoded })
+      const part: TxnPart = { compares: [guard(key)], ops: [{ type: 'put', key, value: encoded }] }
+      const unnamed = !before || (sameTopic && state.partition >= before.partitions.length)
+      if (unnamed) {
+        staged.set(name, [...(staged.get(name) ?? []), part])
+        topicIds.set(name, after.topicId)
+      } else if (record !== null && (!previous || !sameReplicas(previous.replicas, state.replicas))) {
+        withRecord.compares.push(...part.compares)
+        withRecord.ops.push(...part.ops)
+      } else parts.push(part)
     }
+    if (record !== null) parts.push(withRecord)
   }
-  diffBrokerConfigs(base, next, guard, ops)
-  assert(new Set(compares.map((c) => c.key)).size === compares.length, 'a key guarded twice in one update')
+  diffBrokerConfigs(base, next, guard, parts)
+  const keys = [...staged.values(), parts].flat().flatMap((part) => part.compares.map((c) => c.key))
+  assert(new Set(keys).size === keys.length, 'a key guarded twice in one update')
+  return { staged, topicIds, parts }
+}
+
+/** The whole diff as one transaction: staged partitions with everything else. */
+function flatten(diff: ImageDiff): { compares: VersionCompare[]; ops: StoreOp[] } {
+  const compares: VersionCompare[] = []
+  const ops: StoreOp[] = []
+  for (const part of [...[...diff.staged.values()].flat(), ...diff.parts]) {
+    compares.push(...part.compares)
+    ops.push(...part.ops)
+  }
   return { compares, ops }
+}
+
+/** Store operations turning `base` into `next` in one transaction, guarded by the versions `base` was built from. */
+export function diffImages(
+  base: ClusterImage,
+  next: ClusterImage,
+  kvs: ReadonlyMap<string, KeyValue>,
+): { compares: VersionCompare[]; ops: StoreOp[] } {
+  return flatten(diffParts(base, next, kvs))
+}
+
+/** The topic whose record `part` puts (its first op), or null. */
+function publishedTopic(part: TxnPart): string | null {
+  const first = part.ops[0]
+  if (first?.type !== 'put' || !first.key.startsWith(KEYS.topicsPrefix)) return null
+  return first.key.slice(KEYS.topicsPrefix.length)
+}
+
+function sameReplicas(a: readonly BrokerId[], b: readonly BrokerId[]): boolean {
+  return a === b || (a.length === b.length && a.every((id, index) => id === b[index]))
 }
 
 function diffBrokerConfigs(
   base: ClusterImage,
   next: ClusterImage,
-  guard: (key: string) => void,
-  ops: StoreOp[],
+  guard: (key: string) => VersionCompare,
+  parts: TxnPart[],
 ): void {
   const before = base.brokerConfigs ?? new Map()
   const after = next.brokerConfigs ?? new Map()
@@ -539,8 +875,10 @@ function diffBrokerConfigs(
     const oldValue = old && Object.keys(old).length > 0 ? JSON.stringify(old) : null
     if (value === oldValue) continue
     const key = KEYS.brokerConfigs(name)
-    guard(key)
-    ops.push(value === null ? { type: 'delete', key } : { type: 'put', key, value })
+    parts.push({
+      compares: [guard(key)],
+      ops: [value === null ? { type: 'delete', key } : { type: 'put', key, value }],
+    })
   }
 }
 

@@ -215,8 +215,13 @@ export class Controller {
 
   private async reconcile(): Promise<void> {
     const decisions: { topic: string; before: PartitionState; result: ElectionResult }[] = []
+    // A completed reassignment changes the topic's record with the partition: all of a
+    // topic's completions commit in one transaction, so at most this many per round (the
+    // next round, after this change, completes the others).
+    const completionsMax = this.options.store.limits.txnOpsMax - 2
     await this.options.metadata.update((image) => {
       decisions.length = 0
+      const completions = new Map<string, number>()
       return this.applyToAll(image, (topic, state, live) => {
         const result = onBrokerChange({
           state,
@@ -226,8 +231,10 @@ export class Controller {
         })
         if (result) decisions.push({ topic: topic.name, before: state, result })
         const afterElection = result?.state ?? state
-        const reassigned = maybeCompleteReassignment(afterElection, live)
+        const completed = completions.get(topic.name) ?? 0
+        const reassigned = completed < completionsMax ? maybeCompleteReassignment(afterElection, live) : null
         if (reassigned) {
+          completions.set(topic.name, completed + 1)
           decisions.push({
             topic: topic.name,
             before: afterElection,

@@ -9,6 +9,13 @@
  * Every plan runs inside the compare-and-set: after a conflict it runs again on the fresh
  * image, so a topic created, deleted or grown meanwhile is judged on what the store holds.
  *
+ * A change the metadata store does not commit (unreachable past its deadline, refused as too
+ * large, or still conflicting after the retries) fails with CommitFailedError, logged once;
+ * each API answers its entries that would have succeeded with its outcome: REQUEST_TIMED_OUT,
+ * as Kafka's brokers answer when the controller does not commit in time, or POLICY_VIOLATION
+ * for a change too large for any transaction (Kafka's "excessively large batch"). Never an
+ * exception to the connection, which would close it.
+ *
  * Creations answer once every new partition's leader serves it (ClusterImage
  * servedLeaderEpochs, see leadership-record.ts), bounded by the request's timeout:
  * past it the topic gets REQUEST_TIMED_OUT, as Kafka answers. A client that produces at
@@ -31,9 +38,10 @@ import {
   type TopicImage,
   topicById,
 } from './cluster-image.js'
-import { type ClusterMetadata, initialState } from './cluster-metadata.js'
+import { type ClusterMetadata, initialState, MetadataUpdateConflict } from './cluster-metadata.js'
 import { electPreferred, onBrokerChange } from './elections.js'
 import { cancelReassignment, startReassignment } from './reassignment.js'
+import { MetadataStoreError } from './store/metadata-store.js'
 import { brokerTopicDefaults, type StaticBrokerConfig, validateTopicConfigs } from './topic-config.js'
 import { topicNameProblem, unifyCollisionChars } from './topic-name.js'
 
@@ -62,6 +70,37 @@ export class TopicAdminError extends Error {
     super(message)
     this.name = 'TopicAdminError'
   }
+}
+
+/** The store did not commit a change: `outcome` answers whatever would have succeeded. */
+export class CommitFailedError extends Error {
+  constructor(
+    readonly outcome: Outcome,
+    cause: unknown,
+  ) {
+    super(outcome.errorMessage ?? 'metadata change not committed', { cause })
+    this.name = 'CommitFailedError'
+  }
+}
+
+/** The outcome of a change the store did not commit, or null for an error that is a bug. */
+export function commitFailure(error: unknown): Outcome | null {
+  if (error instanceof MetadataStoreError && error.code === 'TXN_TOO_LARGE')
+    return {
+      errorCode: ErrorCode.POLICY_VIOLATION,
+      errorMessage: `Unable to perform excessively large batch operation: ${error.message}`,
+    }
+  if (error instanceof MetadataStoreError || error instanceof MetadataUpdateConflict)
+    return {
+      errorCode: ErrorCode.REQUEST_TIMED_OUT,
+      errorMessage: `The metadata store did not commit the change: ${error.message}`,
+    }
+  return null
+}
+
+/** `outcomes` with every success replaced by `failed`. */
+function failSuccesses<T extends Outcome>(outcomes: readonly T[], failed: Outcome): T[] {
+  return outcomes.map((o) => (o.errorCode === ErrorCode.NONE ? { ...o, ...failed } : o))
 }
 
 export interface CreatableTopic {
@@ -175,30 +214,58 @@ export class TopicAdmin {
     for (const t of topics) counts.set(t.name, (counts.get(t.name) ?? 0) + 1)
     const unique = topics.filter((t) => counts.get(t.name) === 1)
     const duplicates = [...counts].filter(([, n]) => n > 1).map(([name]) => name)
+    // Topics an earlier run of the plan created: a change committed in parts that conflicted
+    // after publishing some (see ClusterMetadata) runs the plan again on an image with them.
+    const planned = new Map<string, TopicImage>()
+    let lastResults: CreatedTopic[] = []
     const plan = (image: ClusterImage) => {
       const results: CreatedTopic[] = []
       const created: TopicImage[] = []
       let budget = MAX_PARTITIONS_PER_REQUEST
       for (const topic of unique) {
+        const existing = image.topics.get(topic.name)
+        if (existing !== undefined && existing.topicId === planned.get(topic.name)?.topicId) {
+          budget -= existing.partitions.length
+          results.push({ ...OK, name: topic.name, topic: existing })
+          continue
+        }
         try {
-          const planned = this.planTopic(image, created, topic)
-          budget -= planned.partitions.length
+          const topicPlan = this.planTopic(image, created, topic)
+          budget -= topicPlan.partitions.length
           if (budget < 0) throw excessiveBatch()
-          created.push(planned)
-          results.push({ ...OK, name: topic.name, topic: planned })
+          created.push(topicPlan)
+          planned.set(topic.name, topicPlan)
+          results.push({ ...OK, name: topic.name, topic: topicPlan })
         } catch (error) {
           results.push({ ...failure(error), name: topic.name })
         }
       }
+      lastResults = results
       if (created.length === 0) return { image, result: results }
       const next = new Map(image.topics)
       for (const topic of created) next.set(topic.name, topic)
       return { image: { ...image, topics: next }, result: results }
     }
-    let results = options.validateOnly ? plan(this.metadata.image()).result : await this.change(plan)
+    let results: CreatedTopic[]
+    try {
+      results = options.validateOnly
+        ? plan(this.metadata.image()).result
+        : await this.change(plan, 'CreateTopics')
+    } catch (error) {
+      if (!(error instanceof CommitFailedError)) throw error
+      // Topics published before the failure exist: they succeeded.
+      const image = this.metadata.image()
+      results = lastResults.map((r) =>
+        r.topic !== undefined && image.topics.get(r.name)?.topicId === r.topic.topicId
+          ? r
+          : r.errorCode === ErrorCode.NONE
+            ? { name: r.name, ...error.outcome }
+            : r,
+      )
+    }
     if (!options.validateOnly) {
       for (const r of results)
-        if (r.topic)
+        if (r.topic && r.errorCode === ErrorCode.NONE)
           this.options.logger.info({ topic: r.name, partitions: r.topic.partitions.length }, 'created topic')
       results = await this.awaitServed(results, options.timeoutMs)
     }
@@ -317,22 +384,32 @@ export class TopicAdmin {
     if (this.setting<boolean>('auto.create.topics.enable') !== true) return
     const valid = names.filter((name) => topicNameProblem(name) === null)
     if (valid.length === 0) return
-    const created = await this.change((image) => {
-      const topics = new Map(image.topics)
-      const added: TopicImage[] = []
-      for (const name of valid) {
-        if (topics.has(name) || collidingTopic(name, topics.keys()) !== null) continue
-        const topic = this.metadata.createTopicImage({
-          name,
-          partitions: this.setting<number>('num.partitions'),
-          replicationFactor: Math.min(this.setting<number>('default.replication.factor'), image.brokers.size),
-          configs: {},
-        })
-        topics.set(name, topic)
-        added.push(topic)
-      }
-      return { image: added.length === 0 ? image : { ...image, topics }, result: added }
-    })
+    let created: TopicImage[]
+    try {
+      created = await this.change((image) => {
+        const topics = new Map(image.topics)
+        const added: TopicImage[] = []
+        for (const name of valid) {
+          if (topics.has(name) || collidingTopic(name, topics.keys()) !== null) continue
+          const topic = this.metadata.createTopicImage({
+            name,
+            partitions: this.setting<number>('num.partitions'),
+            replicationFactor: Math.min(
+              this.setting<number>('default.replication.factor'),
+              image.brokers.size,
+            ),
+            configs: {},
+          })
+          topics.set(name, topic)
+          added.push(topic)
+        }
+        return { image: added.length === 0 ? image : { ...image, topics }, result: added }
+      }, 'auto topic creation')
+    } catch (error) {
+      // Logged by change(); the Metadata answer lists the topics as unknown, so clients retry.
+      if (error instanceof CommitFailedError) return
+      throw error
+    }
     for (const topic of created)
       this.options.logger.info(
         { topic: topic.name, partitions: topic.partitions.length },
@@ -399,7 +476,21 @@ export class TopicAdmin {
       })
       return { image: results.some((r) => 'grown' in r) ? { ...image, topics } : image, result: results }
     }
-    const planned = options.validateOnly ? plan(this.metadata.image()).result : await this.change(plan)
+    let planned: ReturnType<typeof plan>['result']
+    try {
+      planned = options.validateOnly
+        ? plan(this.metadata.image()).result
+        : await this.change(plan, 'CreatePartitions')
+    } catch (error) {
+      if (!(error instanceof CommitFailedError)) throw error
+      return failSuccesses(plan(this.metadata.image()).result, error.outcome).map(
+        ({ name, errorCode, errorMessage }) => ({
+          name,
+          errorCode,
+          errorMessage,
+        }),
+      )
+    }
     if (options.validateOnly)
       return planned.map(({ name, errorCode, errorMessage }) => ({ name, errorCode, errorMessage }))
     const grown = planned.flatMap((r) => ('grown' in r && r.grown ? [{ name: r.name, ...r.grown }] : []))
@@ -469,12 +560,18 @@ export class TopicAdmin {
         errorMessage: 'Topic deletion is disabled.',
       }))
     }
-    const results = await this.change((image) => {
-      const results = resolveDeletions(image, wanted)
-      const gone = new Set(results.filter((r) => r.errorCode === ErrorCode.NONE).map((r) => r.topicId))
-      const topics = new Map([...image.topics].filter(([, t]) => !gone.has(t.topicId)))
-      return { image: topics.size === image.topics.size ? image : { ...image, topics }, result: results }
-    })
+    let results: DeletedTopic[]
+    try {
+      results = await this.change((image) => {
+        const results = resolveDeletions(image, wanted)
+        const gone = new Set(results.filter((r) => r.errorCode === ErrorCode.NONE).map((r) => r.topicId))
+        const topics = new Map([...image.topics].filter(([, t]) => !gone.has(t.topicId)))
+        return { image: topics.size === image.topics.size ? image : { ...image, topics }, result: results }
+      }, 'DeleteTopics')
+    } catch (error) {
+      if (!(error instanceof CommitFailedError)) throw error
+      return failSuccesses(resolveDeletions(this.metadata.image(), wanted), error.outcome)
+    }
     for (const r of results)
       if (r.errorCode === ErrorCode.NONE)
         this.options.logger.info({ topic: r.name, topicId: r.topicId }, 'deleted topic')
@@ -491,7 +588,7 @@ export class TopicAdmin {
     type: ElectionType,
     wanted: readonly { topic: string; partitions: readonly number[] }[] | null,
   ): Promise<TopicPartitionOutcomes[]> {
-    return this.change((image) => {
+    return this.changeByPartition('ElectLeaders', (image) => {
       const live = new Set(image.brokers.keys())
       const targets =
         wanted ??
@@ -533,8 +630,29 @@ export class TopicAdmin {
    * INVALID_REPLICA_ASSIGNMENT otherwise) or cancels the move in progress
    * (NO_REASSIGNMENT_IN_PROGRESS when none); the controller completes moves.
    */
-  alterPartitionReassignments(requests: readonly ReassignmentRequest[]): Promise<TopicPartitionOutcomes[]> {
-    return this.change((image) => {
+  async alterPartitionReassignments(
+    requests: readonly ReassignmentRequest[],
+  ): Promise<TopicPartitionOutcomes[]> {
+    // A reassignment changes its topic's record with the partition, so one topic's moves
+    // commit in one transaction: at most a transaction's worth per change, as Kafka's
+    // partitions move independently.
+    const perChange = this.metadata.storeLimits.txnOpsMax - 2
+    const outcomes: TopicPartitionOutcomes[] = requests.map((r) => ({ topic: r.name, partitions: [] }))
+    for (let from = 0; outcomes.length > 0; from += perChange) {
+      const batch = requests.map((r) => ({ ...r, partitions: r.partitions.slice(from, from + perChange) }))
+      if (batch.every((r) => r.partitions.length === 0) && from > 0) break
+      const answered = await this.alterReassignmentsOnce(batch)
+      answered.forEach((t, i) => {
+        outcomes[i] = { topic: t.topic, partitions: [...outcomes[i].partitions, ...t.partitions] }
+      })
+    }
+    return outcomes
+  }
+
+  private alterReassignmentsOnce(
+    requests: readonly ReassignmentRequest[],
+  ): Promise<TopicPartitionOutcomes[]> {
+    return this.changeByPartition('AlterPartitionReassignments', (image) => {
       const topics = new Map(image.topics)
       let changed = false
       const outcomes = requests.map((wanted): TopicPartitionOutcomes => {
@@ -578,23 +696,52 @@ export class TopicAdmin {
       let next = image
       for (const change of changes) next = withOverrides(next, change.target, change.overrides)
       return { image: next, result }
-    })
+    }, 'AlterConfigs')
   }
 
   // ---- commit and readiness -----------------------------------------------------------------
 
-  /** One compare-and-set of `plan` (pure; may run again): resolves with its last run's result. */
-  private async change<R>(plan: (image: ClusterImage) => { image: ClusterImage; result: R }): Promise<R> {
+  /**
+   * One compare-and-set of `plan` (pure; may run again): resolves with its last run's result.
+   * A change the store did not commit throws CommitFailedError, logged here once.
+   */
+  private async change<R>(
+    plan: (image: ClusterImage) => { image: ClusterImage; result: R },
+    operation = 'metadata change',
+  ): Promise<R> {
     let result: R | undefined
     let ran = false
-    await this.metadata.update((image) => {
-      const planned = plan(image)
-      result = planned.result
-      ran = true
-      return planned.image
-    })
+    try {
+      await this.metadata.update((image) => {
+        const planned = plan(image)
+        result = planned.result
+        ran = true
+        return planned.image
+      })
+    } catch (error) {
+      const outcome = commitFailure(error)
+      if (outcome === null) throw error
+      this.options.logger.warn({ err: error, operation }, 'metadata store did not commit the change')
+      throw new CommitFailedError(outcome, error)
+    }
     if (!ran) throw new Error('metadata update ran no plan')
     return result as R
+  }
+
+  /** change() for per-partition answers: on a failed commit every would-be success gets its outcome. */
+  private async changeByPartition(
+    operation: string,
+    plan: (image: ClusterImage) => { image: ClusterImage; result: TopicPartitionOutcomes[] },
+  ): Promise<TopicPartitionOutcomes[]> {
+    try {
+      return await this.change(plan, operation)
+    } catch (error) {
+      if (!(error instanceof CommitFailedError)) throw error
+      return plan(this.metadata.image()).result.map((t) => ({
+        topic: t.topic,
+        partitions: failSuccesses(t.partitions, error.outcome),
+      }))
+    }
   }
 
   /**

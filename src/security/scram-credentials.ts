@@ -4,6 +4,7 @@
  * broker's SCRAM authentication reads, so a user added on one broker can log in on any.
  */
 import type { MetadataStore, StoreOp } from '../metadata/store/metadata-store.js'
+import { applyInBatches } from '../metadata/store/txn-batches.js'
 import { SCRAM_MECHANISMS, type ScramCredential, type ScramMechanism } from './scram.js'
 
 const PREFIX = 'scram/'
@@ -60,7 +61,7 @@ export class ScramCredentialStore {
     return (await this.store.get(key(mechanism, user))) !== null
   }
 
-  /** Applies the alterations in one store transaction. */
+  /** Applies the alterations, each user's credential a key of its own, in as few transactions as fit. */
   async alter(alterations: readonly ScramAlteration[]): Promise<void> {
     if (alterations.length === 0) return
     const ops: StoreOp[] = alterations.map((a) =>
@@ -77,7 +78,7 @@ export class ScramCredentialStore {
             } satisfies StoredCredential),
           },
     )
-    await this.store.txn([], ops)
+    await applyInBatches(this.store, ops)
   }
 }
 

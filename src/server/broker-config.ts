@@ -8,6 +8,7 @@ import { type ConfigDef, ConfigDefs, type ConfigValue } from '../common/config-d
 import { ConfigError } from '../common/errors.js'
 import type { GroupCoordinatorConfig } from '../coordinator/group-coordinator.js'
 import type { TransactionCoordinatorConfig } from '../coordinator/transaction/transaction-coordinator.js'
+import { STORE_LIMITS_DEFAULT, type StoreLimits } from '../metadata/store/metadata-store.js'
 import { RACK_AWARE_REPLICA_SELECTOR } from '../replication/replica-selector.js'
 import { authorizerConfigDefs } from '../security/authorizer/authorizer-config.js'
 import { type Endpoint, type ListenerSettings, listenerSettings } from '../security/listeners.js'
@@ -407,6 +408,20 @@ export const brokerConfigDefs = new ConfigDefs([
     { min: -1 },
   ),
   def(
+    'tidelog.metadata.store.max.txn.ops',
+    'int',
+    STORE_LIMITS_DEFAULT.txnOpsMax,
+    "Compares, and ops, per metadata store transaction: etcd's --max-txn-ops (its default 128); larger writes are split. The embedded store keeps the same limit.",
+    { min: 8 },
+  ),
+  def(
+    'tidelog.metadata.store.max.request.bytes',
+    'int',
+    STORE_LIMITS_DEFAULT.requestBytesMax,
+    "Bytes per metadata store transaction: etcd's --max-request-bytes (its default 1.5 MiB); larger writes are split. The embedded store keeps the same limit.",
+    { min: 65536 },
+  ),
+  def(
     'tidelog.console.topic.admin.enable',
     'boolean',
     false,
@@ -446,6 +461,19 @@ export interface BrokerConfig {
   readonly values: ReadonlyMap<string, ConfigValue>
   /** Names set explicitly (source STATIC_BROKER_CONFIG) rather than defaulted. */
   readonly explicit: ReadonlySet<string>
+}
+
+/** The metadata store's transaction limits from the properties (those of a store made before the broker's config). */
+export function storeLimitsFromProperties(properties: ReadonlyMap<string, string>): StoreLimits {
+  const names = ['tidelog.metadata.store.max.txn.ops', 'tidelog.metadata.store.max.request.bytes']
+  const parsed = brokerConfigDefs.parse(
+    new Map([...properties].filter(([name]) => names.includes(name))),
+    true,
+  )
+  return {
+    txnOpsMax: (parsed.get(names[0]) as number | undefined) ?? STORE_LIMITS_DEFAULT.txnOpsMax,
+    requestBytesMax: (parsed.get(names[1]) as number | undefined) ?? STORE_LIMITS_DEFAULT.requestBytesMax,
+  }
 }
 
 /** Builds the broker config from Kafka properties (all values as strings). */

@@ -326,6 +326,10 @@ export class Broker implements BrokerServices {
           clock: parts.clock,
           persistPath: join(config.logDirs[0], METADATA_FILE),
           fs: parts.fileSystem,
+          limits: {
+            txnOpsMax: config.values.get('tidelog.metadata.store.max.txn.ops') as number,
+            requestBytesMax: config.values.get('tidelog.metadata.store.max.request.bytes') as number,
+          },
         }),
     ])
     let ops: OpsServer | null = null
@@ -360,6 +364,7 @@ export class Broker implements BrokerServices {
       clusterId: config.clusterId,
       random: parts.random,
       logger: parts.logger,
+      clock: parts.clock,
     })
     // Bound once the broker exists: a disk failure while loading fails create() instead.
     let onLogDirFailure: (dir: string) => void = () => {}

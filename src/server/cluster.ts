@@ -11,7 +11,7 @@ import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import type { MetadataStore } from '../metadata/store/metadata-store.js'
 import { nodeFileSystem } from '../runtime/node-file-system.js'
 import { Broker } from './broker.js'
-import { brokerConfigFromProperties, parseListener } from './broker-config.js'
+import { brokerConfigFromProperties, parseListener, storeLimitsFromProperties } from './broker-config.js'
 
 export interface StartClusterOptions {
   /** Brokers in this process (default 1). */
@@ -66,6 +66,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
       clock: systemClock,
       persistPath: join(root, METADATA_FILE),
       fs: nodeFileSystem,
+      limits: storeLimitsFromProperties(properties),
     }))
   const brokers: Broker[] = []
   try {

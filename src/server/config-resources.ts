@@ -11,7 +11,7 @@ import {
   type ClusterImage,
   dynamicBrokerConfigs,
 } from '../metadata/cluster-image.js'
-import type { ConfigChange, ConfigTarget } from '../metadata/topic-admin.js'
+import { CommitFailedError, type ConfigChange, type ConfigTarget } from '../metadata/topic-admin.js'
 import {
   brokerConfigSynonyms,
   brokerTopicDefaults,
@@ -354,35 +354,43 @@ export async function alterResources<C extends { name: string }>(
   const key = (r: AlterRequestResource<C>) => `${r.resourceType}:${r.resourceName}`
   const counts = new Map<string, number>()
   for (const r of resources) counts.set(key(r), (counts.get(key(r)) ?? 0) + 1)
-  return broker.topicAdmin.alterConfigs((image) => {
-    const changes: ConfigChange[] = []
-    const results = resources.map((resource): AlterResult => {
-      const base = { resourceType: resource.resourceType, resourceName: resource.resourceName }
-      try {
-        const authorizationError = denied(resource.resourceType, resource.resourceName)
-        if (authorizationError !== null) throw authorizationError
-        if ((counts.get(key(resource)) ?? 0) > 1) {
-          throw new ConfigResourceError(ErrorCode.INVALID_REQUEST, 'Duplicate resource.')
+  let planned: AlterResult[] = []
+  try {
+    return await broker.topicAdmin.alterConfigs((image) => {
+      const changes: ConfigChange[] = []
+      const results = resources.map((resource): AlterResult => {
+        const base = { resourceType: resource.resourceType, resourceName: resource.resourceName }
+        try {
+          const authorizationError = denied(resource.resourceType, resource.resourceName)
+          if (authorizationError !== null) throw authorizationError
+          if ((counts.get(key(resource)) ?? 0) > 1) {
+            throw new ConfigResourceError(ErrorCode.INVALID_REQUEST, 'Duplicate resource.')
+          }
+          const names = resource.configs.map((c) => c.name)
+          if (new Set(names).size !== names.length) {
+            throw new ConfigResourceError(ErrorCode.INVALID_REQUEST, 'Error due to duplicate config keys')
+          }
+          const target = alterTarget(image, broker.config, resource.resourceType, resource.resourceName)
+          const overrides = nextOverrides(image, target, resource.configs)
+          validateOverrides(image, broker.config, target, overrides)
+          if (!validateOnly) {
+            changes.push({ target, overrides })
+            broker.logger.info({ resource: base, overrides }, 'configs altered')
+          }
+          return { ...base, errorCode: ErrorCode.NONE, errorMessage: null }
+        } catch (error) {
+          if (!(error instanceof ConfigResourceError)) throw error
+          return { ...base, errorCode: error.errorCode, errorMessage: error.message }
         }
-        const names = resource.configs.map((c) => c.name)
-        if (new Set(names).size !== names.length) {
-          throw new ConfigResourceError(ErrorCode.INVALID_REQUEST, 'Error due to duplicate config keys')
-        }
-        const target = alterTarget(image, broker.config, resource.resourceType, resource.resourceName)
-        const overrides = nextOverrides(image, target, resource.configs)
-        validateOverrides(image, broker.config, target, overrides)
-        if (!validateOnly) {
-          changes.push({ target, overrides })
-          broker.logger.info({ resource: base, overrides }, 'configs altered')
-        }
-        return { ...base, errorCode: ErrorCode.NONE, errorMessage: null }
-      } catch (error) {
-        if (!(error instanceof ConfigResourceError)) throw error
-        return { ...base, errorCode: error.errorCode, errorMessage: error.message }
-      }
+      })
+      planned = results
+      return { changes, result: results }
     })
-    return { changes, result: results }
-  })
+  } catch (error) {
+    // The store did not commit: every resource that would have changed gets its outcome.
+    if (!(error instanceof CommitFailedError)) throw error
+    return planned.map((r) => (r.errorCode === ErrorCode.NONE ? { ...r, ...error.outcome } : r))
+  }
 }
 
 /** INVALID_REQUEST "Null value not supported for : a, b" when any of `names` has a null value. */

@@ -36,6 +36,9 @@ async function main(): Promise<number> {
   if (compaction && !groups && !transactions) throw new Error('--compaction needs --groups or --transactions')
   const brokers = arg('brokers') !== undefined ? Number(arg('brokers')) : undefined
   if (brokers !== undefined && !(brokers >= 3 && brokers <= 5)) throw new Error('--brokers must be 3..5')
+  const partitions = arg('partitions') !== undefined ? Number(arg('partitions')) : undefined
+  if (partitions !== undefined && !(Number.isInteger(partitions) && partitions >= 1))
+    throw new Error('--partitions must be a positive integer')
   const printTrace = process.argv.includes('--trace')
   const seeds: number[] = []
   if (arg('seed') !== undefined) seeds.push(Number(arg('seed')))
@@ -64,6 +67,7 @@ async function main(): Promise<number> {
       transactions,
       compaction,
       ...(brokers !== undefined ? { brokers } : {}),
+      ...(partitions !== undefined ? { partitions } : {}),
     })
     const wallMs = Math.round(performance.now() - started)
     const s = result.stats

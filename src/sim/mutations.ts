@@ -8,6 +8,8 @@ import { GroupCoordinator } from '../coordinator/group-coordinator.js'
 import { TransactionMarkerSender } from '../coordinator/transaction/transaction-marker-sender.js'
 import { CoordinatorTransactionVerifier } from '../coordinator/transaction/transaction-verifier.js'
 import type { ClusterImage, PartitionState } from '../metadata/cluster-image.js'
+import { ClusterMetadata, type ImageDiff } from '../metadata/cluster-metadata.js'
+import type { MetadataStore, StoreOp, VersionCompare } from '../metadata/store/metadata-store.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { AlterPartitionManager } from '../replication/alter-partition-manager.js'
 import type { BrokerClient } from '../replication/broker-client.js'
@@ -38,6 +40,8 @@ export type Mutation =
   | 'txn-offsets-on-abort'
   /** With `consumerProtocol`: a consumer-group write refused before reaching the log is kept in memory (seed 109's bug). */
   | 'consumer-write-not-undone'
+  /** A metadata change goes to the store as one transaction, whatever the store's limits (issue 39's bug). */
+  | 'metadata-writes-unsplit'
 
 export const MUTATIONS: readonly Mutation[] = [
   'none',
@@ -51,6 +55,7 @@ export const MUTATIONS: readonly Mutation[] = [
   'txn-marker-skips-partition',
   'txn-offsets-on-abort',
   'consumer-write-not-undone',
+  'metadata-writes-unsplit',
 ]
 
 /** The replica id a consumer sends under the `consumer-reads-log-end` mutation. */
@@ -213,10 +218,54 @@ export function plant(mutation: Mutation, log: (message: string) => void): () =>
           },
       )
     }
+    case 'metadata-writes-unsplit': {
+      // Topic creation (setup) stays staged; elections, ISR changes and registrations go
+      // out as one transaction each, as before issue 39.
+      const target = ClusterMetadata.prototype as unknown as UnsplitCommit
+      return replace(
+        target,
+        'commit',
+        (original) =>
+          async function (
+            this: UnsplitCommit,
+            diff: ImageDiff,
+            shared: readonly VersionCompare[],
+            last = [],
+          ) {
+            if (diff.staged.size > 0) return original.call(this, diff, shared, last)
+            const whole = diffImagesOf(diff)
+            const compares = [...whole.compares, ...shared]
+            const ops = [...whole.ops, ...last]
+            if (ops.length > this.store.limits.txnOpsMax)
+              log(`MUTATION: one metadata transaction of ${ops.length} ops`)
+            const result = await this.store.txn(compares, ops)
+            return {
+              revision: result.succeeded ? result.revision : null,
+              committed: result.succeeded ? 1 : 0,
+            }
+          },
+      )
+    }
     default:
       // unclean-election is a topic setting (world.ts); consumer-reads-log-end is the consumer's.
       return () => undefined
   }
+}
+
+/** What metadata-writes-unsplit replaces inside ClusterMetadata (private there). */
+interface UnsplitCommit {
+  readonly store: MetadataStore
+  commit(
+    diff: ImageDiff,
+    shared: readonly VersionCompare[],
+    last?: readonly StoreOp[],
+  ): Promise<{ revision: number | null; committed: number }>
+}
+
+/** The whole diff as the one transaction it was before issue 39. */
+function diffImagesOf(diff: ImageDiff): { compares: VersionCompare[]; ops: StoreOp[] } {
+  const parts = [...[...diff.staged.values()].flat(), ...diff.parts]
+  return { compares: parts.flatMap((p) => p.compares), ops: parts.flatMap((p) => p.ops) }
 }
 
 /** What isr-readds-unregistered reaches inside a Partition (private there). */

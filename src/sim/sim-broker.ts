@@ -20,6 +20,7 @@ import {
   type Lease,
   type MetadataStore,
   MetadataStoreError,
+  type StoreLimits,
   type Watch,
 } from '../metadata/store/metadata-store.js'
 import type { ReplicaManager } from '../replication/replica-manager.js'
@@ -50,6 +51,11 @@ export interface SimBrokerSettings {
 
 /** A store seen from one process: a dead process's calls never settle and its watches go quiet. */
 class ProcessStore implements MetadataStore {
+  /** The shared store's: a process meets the same limits. */
+  get limits(): StoreLimits {
+    return this.store.limits
+  }
+
   readonly leases: Lease[] = []
   /** Last scheduled arrival per direction, so requests and answers stay in order (one connection). */
   private lastRequestAt = 0

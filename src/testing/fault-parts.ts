@@ -16,7 +16,13 @@ import type {
 } from '../common/file-system.js'
 import type { ByteStream, Network, NetworkListener } from '../common/network.js'
 import type { EmbeddedStore } from '../metadata/store/embedded-store.js'
-import type { Leadership, Lease, MetadataStore, Watch } from '../metadata/store/metadata-store.js'
+import type {
+  Leadership,
+  Lease,
+  MetadataStore,
+  StoreLimits,
+  Watch,
+} from '../metadata/store/metadata-store.js'
 
 /** Whether bytes may go from one end of a link to the other; ids are broker ids or 'client'. */
 export type LinkEnd = number | 'client'
@@ -408,6 +414,11 @@ export class FaultyNetwork implements Network {
  * and its leases are not kept alive meanwhile.
  */
 export class ProcessStore implements MetadataStore {
+  /** The shared store's: a process meets the same limits. */
+  get limits(): StoreLimits {
+    return this.store.limits
+  }
+
   private readonly leases: Lease[] = []
   /** Cut off from the store (isolate): calls wait for the link, as a partitioned host's do. */
   private readonly link = new ProcessState()

@@ -30,13 +30,15 @@ import {
   type MetadataStore,
   MetadataStoreError,
   type RangeResult,
+  STORE_LIMITS_DEFAULT,
+  type StoreLimits,
   type StoreOp,
   type TxnResult,
   type VersionCompare,
   type Watch,
   type WatchEvent,
 } from './metadata-store.js'
-import { assertValidTxn } from './txn-checks.js'
+import { assertValidTxn, checkedLimits, checkTxnFits } from './txn-checks.js'
 
 export interface EmbeddedStoreOptions {
   readonly clock: Clock
@@ -48,6 +50,8 @@ export interface EmbeddedStoreOptions {
   readonly historyRevisionsMax?: number
   /** The persistence file is rewritten as one snapshot once it grows past this. */
   readonly journalBytesMax?: number
+  /** Largest transaction accepted; etcd's defaults unless set, so tests meet etcd's limits. */
+  readonly limits?: StoreLimits
 }
 
 const HISTORY_REVISIONS_MAX_DEFAULT = 10_000
@@ -86,24 +90,30 @@ export class EmbeddedStore implements MetadataStore {
   /** Set when the journal failed: memory and disk may disagree, so the store stops. */
   private failure: unknown = null
 
+  readonly limits: StoreLimits
+
   private constructor(
     private readonly clock: Clock,
     private readonly journal: Journal | null,
     private readonly historyRevisionsMax: number,
+    limits: StoreLimits,
   ) {
     assert(historyRevisionsMax >= 1, 'historyRevisionsMax must be at least 1')
+    this.limits = checkedLimits(limits)
   }
 
   static async open(options: EmbeddedStoreOptions): Promise<EmbeddedStore> {
     const historyRevisionsMax = options.historyRevisionsMax ?? HISTORY_REVISIONS_MAX_DEFAULT
-    if (options.persistPath === undefined) return new EmbeddedStore(options.clock, null, historyRevisionsMax)
+    const limits = options.limits ?? STORE_LIMITS_DEFAULT
+    if (options.persistPath === undefined)
+      return new EmbeddedStore(options.clock, null, historyRevisionsMax, limits)
     if (options.fs === undefined) throw new Error('EmbeddedStore: persistPath needs a file system (fs)')
     const { journal, state } = await Journal.open(
       options.fs,
       options.persistPath,
       options.journalBytesMax ?? JOURNAL_BYTES_MAX_DEFAULT,
     )
-    const store = new EmbeddedStore(options.clock, journal, historyRevisionsMax)
+    const store = new EmbeddedStore(options.clock, journal, historyRevisionsMax, limits)
     store.restore(state.revision, state.kvs)
     return store
   }
@@ -128,6 +138,7 @@ export class EmbeddedStore implements MetadataStore {
   async txn(compares: readonly VersionCompare[], ops: readonly StoreOp[]): Promise<TxnResult> {
     this.assertUsable()
     assertValidTxn(compares, ops)
+    checkTxnFits(this.limits, compares, ops)
     return this.writes.run(() => this.applyTxn(compares, ops))
   }
 

@@ -37,13 +37,15 @@ import {
   type MetadataStore,
   MetadataStoreError,
   type RangeResult,
+  STORE_LIMITS_DEFAULT,
+  type StoreLimits,
   type StoreOp,
   type TxnResult,
   type VersionCompare,
   type Watch,
   type WatchEvent,
 } from './metadata-store.js'
-import { assertValidTxn } from './txn-checks.js'
+import { assertValidTxn, checkedLimits, checkTxnFits } from './txn-checks.js'
 
 export interface EtcdStoreOptions {
   /** Client URLs, e.g. `http://127.0.0.1:2379`. */
@@ -54,6 +56,8 @@ export interface EtcdStoreOptions {
   readonly clock?: Clock
   /** Deadline of each request, so calls to an unreachable etcd fail instead of hanging. */
   readonly callTimeoutMs?: number
+  /** etcd's `--max-txn-ops` and `--max-request-bytes` as the server runs with; its defaults unless set. */
+  readonly limits?: StoreLimits
 }
 
 const PREFIX_DEFAULT = '/tidelog'
@@ -71,12 +75,17 @@ export class EtcdStore implements MetadataStore {
   private readonly leases = new Map<string, EtcdSessionLease>()
   private readonly watches = new Set<EtcdWatch>()
 
+  readonly limits: StoreLimits
+
   private constructor(
     private readonly client: Etcd3,
     private readonly ns: Namespace,
     private readonly clock: Clock,
     private readonly logger: Logger,
-  ) {}
+    limits: StoreLimits,
+  ) {
+    this.limits = checkedLimits(limits)
+  }
 
   /** Connects and makes one read, so an unreachable etcd fails here with STORE_UNAVAILABLE. */
   static async connect(options: EtcdStoreOptions): Promise<EtcdStore> {
@@ -95,6 +104,7 @@ export class EtcdStore implements MetadataStore {
       client.namespace(options.prefix ?? PREFIX_DEFAULT),
       clock,
       options.logger ?? silentLogger,
+      options.limits ?? STORE_LIMITS_DEFAULT,
     )
     try {
       await store.range('')
@@ -121,6 +131,7 @@ export class EtcdStore implements MetadataStore {
 
   async txn(compares: readonly VersionCompare[], ops: readonly StoreOp[]): Promise<TxnResult> {
     assertValidTxn(compares, ops)
+    checkTxnFits(this.limits, compares, ops)
     const response = await this.call('txn', () => {
       const builder = this.comparator(compares).then(...ops.map((op) => this.operation(op)))
       return builder.commit()
@@ -275,6 +286,17 @@ export class EtcdStore implements MetadataStore {
       return new MetadataStoreError(
         'LEASE_NOT_FOUND',
         `etcd ${what}: lease not found (expired or revoked)`,
+        err,
+      )
+    }
+    // etcd runs with lower limits than the store was told (tidelog.metadata.store.max.*).
+    if (
+      err instanceof GRPCInvalidArgumentError &&
+      /too many operations|request is too large/.test(err.message)
+    ) {
+      return new MetadataStoreError(
+        'TXN_TOO_LARGE',
+        `etcd ${what} refused: ${err.message} (etcd's limits are below tidelog.metadata.store.max.txn.ops or max.request.bytes)`,
         err,
       )
     }

@@ -10,7 +10,10 @@
  * - atomic transactions guarded by compares on key versions (compare-and-set);
  * - prefix watches that deliver every change after a given revision, in revision order;
  * - leases: keys bound to a lease are deleted when it expires or is revoked (sessions);
- * - elections: one leader per election name, bound to the leader's lease.
+ * - elections: one leader per election name, bound to the leader's lease;
+ * - limits on one transaction (etcd's `--max-txn-ops` and `--max-request-bytes`): a writer
+ *   splits what does not fit (txn-batches.ts), and a store refuses a transaction over them
+ *   with TXN_TOO_LARGE, which retrying unchanged cannot cure.
  */
 import { TidelogError } from '../../common/errors.js'
 
@@ -82,7 +85,25 @@ export interface Leadership {
   resign(): Promise<void>
 }
 
+/**
+ * What one transaction may hold. etcd refuses a transaction with more compares, or more
+ * ops, than `--max-txn-ops` (each side counts on its own; a compare with a modRevision is
+ * two of etcd's compares), or a request larger than `--max-request-bytes`. Sizes are the
+ * estimate of txnRequestBytes (txn-checks.ts), an upper bound of etcd's count.
+ */
+export interface StoreLimits {
+  /** Compares, and ops, per transaction (etcd `--max-txn-ops`, 128 by default). */
+  readonly txnOpsMax: number
+  /** Estimated bytes per transaction (etcd `--max-request-bytes`, 1.5 MiB by default). */
+  readonly requestBytesMax: number
+}
+
+/** etcd's defaults; the embedded store keeps them too, so code that fits it fits etcd. */
+export const STORE_LIMITS_DEFAULT: StoreLimits = { txnOpsMax: 128, requestBytesMax: 1536 * 1024 }
+
 export interface MetadataStore {
+  /** The largest transaction this store accepts; larger ones fail with TXN_TOO_LARGE. */
+  readonly limits: StoreLimits
   get(key: string): Promise<KeyValue | null>
   /** Keys with `prefix`, sorted by key, and the revision of the read. */
   range(prefix: string): Promise<RangeResult>
@@ -114,10 +135,13 @@ export interface MetadataStore {
   close(): Promise<void>
 }
 
-/** Thrown by a store whose backend failed or was closed; retriable unless closed. */
+/**
+ * Thrown by a store whose backend failed or was closed; retriable unless closed.
+ * TXN_TOO_LARGE: the transaction is over the store's limits (never retriable as it is).
+ */
 export class MetadataStoreError extends TidelogError {
   constructor(
-    code: 'STORE_UNAVAILABLE' | 'STORE_CLOSED' | 'LEASE_NOT_FOUND' | 'REVISION_COMPACTED',
+    code: 'STORE_UNAVAILABLE' | 'STORE_CLOSED' | 'LEASE_NOT_FOUND' | 'REVISION_COMPACTED' | 'TXN_TOO_LARGE',
     message: string,
     cause?: unknown,
   ) {

@@ -6,6 +6,7 @@
  */
 import type { Logger } from '../../common/logger.js'
 import type { MetadataStore, StoreOp, Watch, WatchEvent } from '../../metadata/store/metadata-store.js'
+import { applyInBatches } from '../../metadata/store/txn-batches.js'
 import { type AclBinding, type AclBindingFilter, filterMatches } from './acl.js'
 
 const PREFIX = 'acl/'
@@ -83,11 +84,14 @@ export class AclStore {
     this.watch = null
   }
 
-  /** Stores the bindings (one transaction) and waits until this broker's mirror has them. */
+  /**
+   * Stores the bindings (as few transactions as the store's limits allow: each binding is a
+   * key of its own) and waits until this broker's mirror has them.
+   */
   async create(bindings: readonly AclBinding[]): Promise<void> {
     if (bindings.length === 0) return
-    await this.store.txn(
-      [],
+    await applyInBatches(
+      this.store,
       [...new Set(bindings.map(aclKey))].map((key) => ({ type: 'put', key, value: '{}' }) satisfies StoreOp),
     )
     await this.reload()
@@ -99,11 +103,11 @@ export class AclStore {
     return filters.map((filter) => stored.filter((b) => filterMatches(filter, b)))
   }
 
-  /** Deletes the bindings (one transaction) and waits until this broker's mirror lost them. */
+  /** Deletes the bindings (in batches, as create) and waits until this broker's mirror lost them. */
   async delete(bindings: readonly AclBinding[]): Promise<void> {
     if (bindings.length === 0) return
-    await this.store.txn(
-      [],
+    await applyInBatches(
+      this.store,
       [...new Set(bindings.map(aclKey))].map((key) => ({ type: 'delete', key }) satisfies StoreOp),
     )
     await this.reload()

@@ -6,6 +6,7 @@
  */
 import type { Logger } from '../../common/logger.js'
 import type { MetadataStore, StoreOp, VersionCompare, Watch } from '../../metadata/store/metadata-store.js'
+import { packTxns, type TxnPart } from '../../metadata/store/txn-batches.js'
 import { type ClientQuotaEntity, entityKey, parseEntityKey } from './client-quota-entity.js'
 
 const PREFIX = 'client-quotas/'
@@ -62,7 +63,8 @@ export class ClientQuotaStore {
   }
 
   /**
-   * Applies the alterations in one store transaction guarded by the versions read, retried
+   * Applies the alterations guarded by the versions read (each entity's compare-and-set
+   * stands alone: as many per transaction as the store's limits take), retried
    * when another broker changed the same entities meanwhile; resolves once this broker's
    * own view includes the change, so a describe or a request right after sees it.
    */
@@ -70,7 +72,6 @@ export class ClientQuotaStore {
     if (alterations.length === 0) return
     for (let attempt = 1; ; attempt++) {
       const compares: VersionCompare[] = []
-      const ops: StoreOp[] = []
       const merged = new Map<string, Record<string, number>>()
       for (const { entity, ops: changes } of alterations) {
         const key = PREFIX + entityKey(entity)
@@ -86,15 +87,27 @@ export class ClientQuotaStore {
           else values[quotaKey] = value
         }
       }
+      const parts: TxnPart[] = []
       for (const [key, values] of merged) {
-        const exists = compares.find((c) => c.key === key)!.version > 0
-        if (Object.keys(values).length > 0) ops.push({ type: 'put', key, value: JSON.stringify(values) })
-        else if (exists) ops.push({ type: 'delete', key })
+        const compare = compares.find((c) => c.key === key)!
+        const exists = compare.version > 0
+        const op: StoreOp | null =
+          Object.keys(values).length > 0
+            ? { type: 'put', key, value: JSON.stringify(values) }
+            : exists
+              ? { type: 'delete', key }
+              : null
+        if (op !== null) parts.push({ compares: [compare], ops: [op] })
       }
-      if (ops.length === 0) return
-      const result = await this.store.txn(compares, ops)
-      if (result.succeeded) {
-        await this.waitForRevision(result.revision)
+      if (parts.length === 0) return
+      let revision: number | null = null
+      for (const txn of packTxns(this.store.limits, parts)) {
+        const result = await this.store.txn(txn.compares, txn.ops)
+        revision = result.succeeded ? result.revision : null
+        if (revision === null) break
+      }
+      if (revision !== null) {
+        await this.waitForRevision(revision)
         return
       }
       if (attempt >= MAX_ALTER_ATTEMPTS)
