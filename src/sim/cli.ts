@@ -3,6 +3,7 @@
  * `--mutation unclean-election|isr-without-cas|hw-truncation` breaks one rule to show the simulator finds it.
  * `--store-latency N` puts the metadata store N ms away; `--store-stalls` adds store-link stalls.
  * `--transactions` adds transactional producers and read_committed consumers.
+ * `--replication-factor N` (1..3) and `--min-isr N` set the topic's RF and min.insync.replicas.
  * `--compaction` (with `--groups` or `--transactions`) compacts their internal topics during the run.
  * A failing run prints its seed and trace; the exit code is 1 if any run failed.
  */
@@ -36,6 +37,16 @@ async function main(): Promise<number> {
   if (compaction && !groups && !transactions) throw new Error('--compaction needs --groups or --transactions')
   const brokers = arg('brokers') !== undefined ? Number(arg('brokers')) : undefined
   if (brokers !== undefined && !(brokers >= 3 && brokers <= 5)) throw new Error('--brokers must be 3..5')
+  const replicationFactor =
+    arg('replication-factor') !== undefined ? Number(arg('replication-factor')) : undefined
+  if (replicationFactor !== undefined && !(replicationFactor >= 1 && replicationFactor <= 3))
+    throw new Error('--replication-factor must be 1..3')
+  const minInsyncReplicas = arg('min-isr') !== undefined ? Number(arg('min-isr')) : undefined
+  if (
+    minInsyncReplicas !== undefined &&
+    !(minInsyncReplicas >= 1 && minInsyncReplicas <= (replicationFactor ?? 3))
+  )
+    throw new Error('--min-isr must be 1..the replication factor')
   const printTrace = process.argv.includes('--trace')
   const seeds: number[] = []
   if (arg('seed') !== undefined) seeds.push(Number(arg('seed')))
@@ -64,6 +75,8 @@ async function main(): Promise<number> {
       transactions,
       compaction,
       ...(brokers !== undefined ? { brokers } : {}),
+      ...(replicationFactor !== undefined ? { replicationFactor } : {}),
+      ...(minInsyncReplicas !== undefined ? { minInsyncReplicas } : {}),
     })
     const wallMs = Math.round(performance.now() - started)
     const s = result.stats
@@ -75,7 +88,7 @@ async function main(): Promise<number> {
       console.log(result.trace.join('\n'))
       if (!result.ok)
         console.log(
-          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${twoImpairments ? ' --two-impairments' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}${diskErrors ? ' --disk-errors' : ''}${acksZero ? ' --acks0' : ''}${groups && !consumerProtocol ? ' --groups' : ''}${consumerProtocol ? ' --consumer-protocol' : ''}${transactions ? ' --transactions' : ''}${compaction ? ' --compaction' : ''}${brokers !== undefined ? ` --brokers ${brokers}` : ''}`,
+          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${twoImpairments ? ' --two-impairments' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}${diskErrors ? ' --disk-errors' : ''}${acksZero ? ' --acks0' : ''}${groups && !consumerProtocol ? ' --groups' : ''}${consumerProtocol ? ' --consumer-protocol' : ''}${transactions ? ' --transactions' : ''}${compaction ? ' --compaction' : ''}${brokers !== undefined ? ` --brokers ${brokers}` : ''}${replicationFactor !== undefined ? ` --replication-factor ${replicationFactor}` : ''}${minInsyncReplicas !== undefined ? ` --min-isr ${minInsyncReplicas}` : ''}`,
         )
     }
   }
