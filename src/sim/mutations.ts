@@ -13,6 +13,7 @@ import { AlterPartitionManager } from '../replication/alter-partition-manager.js
 import type { BrokerClient } from '../replication/broker-client.js'
 import { type IsrProposal, Partition } from '../replication/partition.js'
 import { LeaderFetcher } from '../replication/replica-fetcher.js'
+import { ReplicaManager } from '../replication/replica-manager.js'
 import { LogSegment } from '../storage/log-segment.js'
 import { TOPIC } from './topic.js'
 
@@ -38,6 +39,8 @@ export type Mutation =
   | 'txn-offsets-on-abort'
   /** With `consumerProtocol`: a consumer-group write refused before reaching the log is kept in memory (seed 109's bug). */
   | 'consumer-write-not-undone'
+  /** A broker whose store session starts does not raise the HWs of the partitions it leads (issue 41's bug). */
+  | 'hw-not-raised-on-session'
 
 export const MUTATIONS: readonly Mutation[] = [
   'none',
@@ -51,6 +54,7 @@ export const MUTATIONS: readonly Mutation[] = [
   'txn-marker-skips-partition',
   'txn-offsets-on-abort',
   'consumer-write-not-undone',
+  'hw-not-raised-on-session',
 ]
 
 /** The replica id a consumer sends under the `consumer-reads-log-end` mutation. */
@@ -213,6 +217,17 @@ export function plant(mutation: Mutation, log: (message: string) => void): () =>
           },
       )
     }
+    case 'hw-not-raised-on-session':
+      // The broker calls it as soon as its lease is set (d7a6978); before that, its own
+      // registration image, applied while fenced, left the HW at the checkpoint.
+      return replace(
+        ReplicaManager.prototype,
+        'onLeadershipRegained',
+        () =>
+          function (this: ReplicaManager): void {
+            log('MUTATION: high watermarks not raised as the store session starts')
+          },
+      )
     default:
       // unclean-election is a topic setting (world.ts); consumer-reads-log-end is the consumer's.
       return () => undefined
