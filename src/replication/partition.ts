@@ -185,6 +185,10 @@ export class Partition {
   get highWatermark(): Offset {
     return this.log.highWatermark
   }
+  /** The log end this leadership began at (Kafka's leaderEpochStartOffsetOpt); null when not leader. */
+  get leaderEpochStart(): Offset | null {
+    return this.isLeaderByMetadata ? this.leaderEpochStartOffset : null
+  }
   /** Idempotent producers' state, kept by the log on leaders and followers alike. */
   get producerState(): ProducerStateManager | undefined {
     const state = this.log.producerState

@@ -3,6 +3,7 @@
  * `--mutation unclean-election|isr-without-cas|hw-truncation` breaks one rule to show the simulator finds it.
  * `--store-latency N` puts the metadata store N ms away; `--store-stalls` adds store-link stalls.
  * `--transactions` adds transactional producers and read_committed consumers.
+ * `--replication-factor N` (1..3) and `--min-isr N` set the topic's RF and min.insync.replicas.
  * `--compaction` (with `--groups` or `--transactions`) compacts their internal topics during the run.
  * A failing run prints its seed and trace; the exit code is 1 if any run failed.
  */
@@ -39,6 +40,16 @@ async function main(): Promise<number> {
   const partitions = arg('partitions') !== undefined ? Number(arg('partitions')) : undefined
   if (partitions !== undefined && !(Number.isInteger(partitions) && partitions >= 1))
     throw new Error('--partitions must be a positive integer')
+  const replicationFactor =
+    arg('replication-factor') !== undefined ? Number(arg('replication-factor')) : undefined
+  if (replicationFactor !== undefined && !(replicationFactor >= 1 && replicationFactor <= 3))
+    throw new Error('--replication-factor must be 1..3')
+  const minInsyncReplicas = arg('min-isr') !== undefined ? Number(arg('min-isr')) : undefined
+  if (
+    minInsyncReplicas !== undefined &&
+    !(minInsyncReplicas >= 1 && minInsyncReplicas <= (replicationFactor ?? 3))
+  )
+    throw new Error('--min-isr must be 1..the replication factor')
   const printTrace = process.argv.includes('--trace')
   const seeds: number[] = []
   if (arg('seed') !== undefined) seeds.push(Number(arg('seed')))
@@ -68,6 +79,8 @@ async function main(): Promise<number> {
       compaction,
       ...(brokers !== undefined ? { brokers } : {}),
       ...(partitions !== undefined ? { partitions } : {}),
+      ...(replicationFactor !== undefined ? { replicationFactor } : {}),
+      ...(minInsyncReplicas !== undefined ? { minInsyncReplicas } : {}),
     })
     const wallMs = Math.round(performance.now() - started)
     const s = result.stats
@@ -79,7 +92,7 @@ async function main(): Promise<number> {
       console.log(result.trace.join('\n'))
       if (!result.ok)
         console.log(
-          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${twoImpairments ? ' --two-impairments' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}${diskErrors ? ' --disk-errors' : ''}${acksZero ? ' --acks0' : ''}${groups && !consumerProtocol ? ' --groups' : ''}${consumerProtocol ? ' --consumer-protocol' : ''}${transactions ? ' --transactions' : ''}${compaction ? ' --compaction' : ''}${brokers !== undefined ? ` --brokers ${brokers}` : ''}`,
+          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${twoImpairments ? ' --two-impairments' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}${diskErrors ? ' --disk-errors' : ''}${acksZero ? ' --acks0' : ''}${groups && !consumerProtocol ? ' --groups' : ''}${consumerProtocol ? ' --consumer-protocol' : ''}${transactions ? ' --transactions' : ''}${compaction ? ' --compaction' : ''}${brokers !== undefined ? ` --brokers ${brokers}` : ''}${replicationFactor !== undefined ? ` --replication-factor ${replicationFactor}` : ''}${minInsyncReplicas !== undefined ? ` --min-isr ${minInsyncReplicas}` : ''}`,
         )
     }
   }

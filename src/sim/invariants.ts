@@ -20,6 +20,8 @@ interface Acked {
   readonly value: string
   readonly acks: number
   readonly leaderId: number
+  /** The leader epoch the leader answered in (-1: it no longer led as the append returned). */
+  readonly leaderEpoch: number
   readonly atMs: number
 }
 
@@ -52,6 +54,8 @@ export class Invariants {
   /** Per broker incarnation and partition: offsets below this were compared already. */
   private readonly checkedUpTo = new Map<string, number>()
   private readonly acked: Acked[] = []
+  /** `${partition}:${leader}:${leader epoch}` → the end of the last acks=all write acknowledged in that leadership. */
+  private readonly ackedInLeadership = new Map<string, number>()
   /** Per partition: batches a consumer received before the agreement check saw them committed. */
   private readonly consumedPending = new Map<number, Map<number, { bytes: Buffer; from: number }>>()
   consumedBatches = 0
@@ -88,8 +92,21 @@ export class Invariants {
     value: string,
     acks: number,
     leaderId: number,
+    leaderEpoch: number,
   ): void {
-    this.acked.push({ partition, baseOffset, count, value, acks, leaderId, atMs: this.world.scheduler.now })
+    this.acked.push({
+      partition,
+      baseOffset,
+      count,
+      value,
+      acks,
+      leaderId,
+      leaderEpoch,
+      atMs: this.world.scheduler.now,
+    })
+    if (acks !== -1 || leaderEpoch < 0) return
+    const key = `${partition}:${leaderId}:${leaderEpoch}`
+    this.ackedInLeadership.set(key, Math.max(this.ackedInLeadership.get(key) ?? 0, baseOffset + count))
   }
 
   // ---- groups (`groups`) ---------------------------------------------------------------------
@@ -224,6 +241,7 @@ export class Invariants {
         if (partition.isLeader) {
           if (storeChanged) this.traceIsrChangeInFlight(broker, partition)
           this.checkLeader(broker, partition, brokers)
+          this.checkHighWatermarkRaised(broker, partition)
         }
       }
     }
@@ -292,6 +310,8 @@ export class Invariants {
     }
   >()
   private lastTruthImage: unknown = null
+  /** `${partition}:${leader epoch}` → its leader in the store (-1: none), for the topic. */
+  private readonly storeLeaderOfEpoch = new Map<string, number>()
   /** ISR changes in flight already reported (one trace line each). */
   private readonly reportedInFlight = new WeakSet<object>()
 
@@ -319,6 +339,8 @@ export class Invariants {
           this.checkStoreEpochs(key, before, state, text)
         if (before !== undefined && before.text !== text)
           this.world.log(`STORE ${key}: ${before.text} -> ${text}`)
+        if (topic.name === TOPIC)
+          this.storeLeaderOfEpoch.set(`${state.partition}:${state.leaderEpoch}`, state.leader)
         this.storeStates.set(key, {
           text,
           topicId: topic.topicId,
@@ -459,6 +481,81 @@ export class Invariants {
           `high watermark ${hw} of leader ${broker.nodeId} (epoch ${partition.leaderEpoch}) for p${p} (partition epoch ${partition.partitionEpoch}) exceeds ISR member ${memberId}'s log end ${replica.log.logEndOffset} (ISR ${partition.isr.join(',')}; in the store ${truth ? `${truth.isr.join(',')} at partition epoch ${truth.partitionEpoch}, leader ${truth.leader} epoch ${truth.leaderEpoch}` : 'unknown'})`,
         )
     }
+  }
+
+  /**
+   * A leader's high watermark is never below what its ISR allows (issue 41: a broker
+   * restarted after kill -9 led again in the same epoch with the high watermark of its last
+   * checkpoint, and with an ISR of itself alone nothing raised it until the next produce, so
+   * acknowledged records stayed invisible). Checked for a broker that acts as leader (it
+   * holds a store session) with an ISR of at least min.insync.replicas (below it the HW
+   * stays, KIP-966):
+   * (b) every acks=all write it acknowledged in leader epochs no other broker has led since
+   * (any incarnation of it) and that its log still holds is below its HW while its ISR is
+   * itself alone;
+   * (a) with no ISR change in flight (its maximal ISR would bound the HW) and every other ISR
+   * member's log end known to it (a new leadership or a new incarnation of a follower waits
+   * for its first fetch), the HW is the least of its own log end and theirs.
+   * `pendingIsr` is Partition's private in-flight change, read here only to skip the check.
+   */
+  private checkHighWatermarkRaised(broker: SimBroker, partition: Partition): void {
+    const log = partition.log
+    if (log.isOffline || broker.logManager.offlineLogDirs.length > 0) return
+    const minIsr = Math.min(this.world.minInsyncReplicas, partition.replicas.length)
+    if (partition.isr.length < minIsr) return
+    const p = partition.partition
+    const hw = partition.highWatermark
+    const where = `leader ${broker.nodeId} (incarnation ${broker.incarnation}, epoch ${partition.leaderEpoch}) of p${p}, ISR ${partition.isr.join(',')}`
+    const acked = this.ackedInUnbrokenLeadership(p, broker.nodeId, partition.leaderEpoch)
+    const ackedText =
+      acked !== null
+        ? `; it acknowledged acks=all writes up to offset ${acked.end} in epoch ${acked.epoch}, no other broker leading since`
+        : ''
+    // A log that lost them (a power-lost broker left the last ISR member by a second
+    // impairment, see the README's Open) is the survival and agreement checks' matter.
+    const alone = partition.isr.length === 1 && partition.isr[0] === broker.nodeId
+    if (acked !== null && alone && hw < acked.end && log.logEndOffset >= acked.end)
+      throw new Violation(
+        `high watermark ${hw} of ${where}, below offset ${acked.end} that it acknowledged (acks=all) in epoch ${acked.epoch}, no other broker leading since, for an ISR it still leads alone: acknowledged records invisible (log end ${log.logEndOffset})`,
+      )
+    const pending = (partition as unknown as { pendingIsr: object | null }).pendingIsr
+    if (pending !== null) return
+    let allowed = log.logEndOffset as number
+    const ends = [`${broker.nodeId} at ${allowed}`]
+    const lag = partition.followerLag()
+    for (const id of partition.isr) {
+      if (id === broker.nodeId) continue
+      const follower = lag.find((f) => f.brokerId === id)
+      if (follower === undefined || follower.logEndOffset < 0) return
+      allowed = Math.min(allowed, follower.logEndOffset)
+      ends.push(`${id} at ${follower.logEndOffset}`)
+    }
+    if (hw < allowed)
+      throw new Violation(
+        `high watermark ${hw} of ${where}, below ${allowed}, what its ISR allows (log ends ${ends.join(', ')})${ackedText}: records every ISR member holds stay invisible to consumers and ListOffsets`,
+      )
+  }
+
+  /**
+   * The end of the acks=all writes `leaderId` acknowledged for `partition` in leader epochs
+   * from which up to `leaderEpoch` no other broker led it (each epoch's leader known, from the
+   * store or from the broker acting in it, and `leaderId` or none): any of its incarnations
+   * still holds them in its log and an ISR of it alone must show them. Null: none.
+   */
+  private ackedInUnbrokenLeadership(
+    partition: number,
+    leaderId: number,
+    leaderEpoch: number,
+  ): { end: number; epoch: number } | null {
+    let found: { end: number; epoch: number } | null = null
+    for (let epoch = leaderEpoch; epoch >= 0; epoch--) {
+      const key = `${partition}:${epoch}`
+      const leader = this.storeLeaderOfEpoch.get(key) ?? this.leaderOfEpoch.get(key)
+      if (leader === undefined || (leader !== leaderId && leader !== -1)) break
+      const end = this.ackedInLeadership.get(`${partition}:${leaderId}:${epoch}`)
+      if (end !== undefined && end > (found?.end ?? 0)) found = { end, epoch }
+    }
+    return found
   }
 
   /** Batches below this replica's high watermark must equal what any replica ever had there. */

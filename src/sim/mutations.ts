@@ -15,6 +15,7 @@ import { AlterPartitionManager } from '../replication/alter-partition-manager.js
 import type { BrokerClient } from '../replication/broker-client.js'
 import { type IsrProposal, Partition } from '../replication/partition.js'
 import { LeaderFetcher } from '../replication/replica-fetcher.js'
+import { ReplicaManager } from '../replication/replica-manager.js'
 import { LogSegment } from '../storage/log-segment.js'
 import { TOPIC } from './topic.js'
 
@@ -42,6 +43,8 @@ export type Mutation =
   | 'consumer-write-not-undone'
   /** A metadata change goes to the store as one transaction, whatever the store's limits (issue 39's bug). */
   | 'metadata-writes-unsplit'
+  /** A broker whose store session starts does not raise the HWs of the partitions it leads (issue 41's bug). */
+  | 'hw-not-raised-on-session'
 
 export const MUTATIONS: readonly Mutation[] = [
   'none',
@@ -56,6 +59,7 @@ export const MUTATIONS: readonly Mutation[] = [
   'txn-offsets-on-abort',
   'consumer-write-not-undone',
   'metadata-writes-unsplit',
+  'hw-not-raised-on-session',
 ]
 
 /** The replica id a consumer sends under the `consumer-reads-log-end` mutation. */
@@ -246,6 +250,17 @@ export function plant(mutation: Mutation, log: (message: string) => void): () =>
           },
       )
     }
+    case 'hw-not-raised-on-session':
+      // The broker calls it as soon as its lease is set (d7a6978); before that, its own
+      // registration image, applied while fenced, left the HW at the checkpoint.
+      return replace(
+        ReplicaManager.prototype,
+        'onLeadershipRegained',
+        () =>
+          function (this: ReplicaManager): void {
+            log('MUTATION: high watermarks not raised as the store session starts')
+          },
+      )
     default:
       // unclean-election is a topic setting (world.ts); consumer-reads-log-end is the consumer's.
       return () => undefined

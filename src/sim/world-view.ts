@@ -44,6 +44,8 @@ export interface WorldView {
   readonly brokers: ReadonlyMap<number, SimBroker>
   readonly brokerIds: readonly number[]
   readonly partitionCount: number
+  /** The topic's min.insync.replicas (the run's option, 2 by default). */
+  readonly minInsyncReplicas: number
   /** The store's own state, followed without latency: the ground truth invariants read. */
   readonly truth: ClusterMetadata | null
   readonly options: { readonly mutation?: Mutation; readonly transactions?: boolean }

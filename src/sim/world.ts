@@ -1,6 +1,6 @@
 /**
- * One simulation run: 3 brokers, one topic (RF 3, min.insync.replicas 2, unclean election
- * off), producers with acks=all and acks=1, and a seeded schedule of faults for the safety
+ * One simulation run: 3 brokers, one topic (RF 3, min.insync.replicas 2 unless the options
+ * say otherwise, unclean election off), producers with acks=all and acks=1, and a seeded schedule of faults for the safety
  * phase; then every fault heals and the liveness phase waits for every partition to have a
  * leader and every replica to converge. Invariants are checked after every event
  * (invariants.ts); the first violation ends the run with the trace.
@@ -58,6 +58,17 @@ export interface SimOptions {
   readonly ticks?: number
   readonly brokers?: number
   readonly partitions?: number
+  /**
+   * The topic's replication factor, 1..3 (default 3). RF 1 makes every partition an ISR of
+   * its leader alone: a leader restarted within its session leads again in the same epoch
+   * with nothing but a produce to raise its high watermark (issue 41).
+   */
+  readonly replicationFactor?: number
+  /**
+   * The topic's min.insync.replicas, 1..RF (default 2, capped at the RF). With 1 an ISR of
+   * the leader alone raises the high watermark (below min ISR it stays, KIP-966).
+   */
+  readonly minInsyncReplicas?: number
   readonly mutation?: Mutation
   /**
    * Random one-way latency to the metadata store, 0..this ms (default 0: in-process). With
@@ -280,6 +291,9 @@ export class World implements WorldView {
   private readonly impaired = new Set<number>()
   readonly brokerIds: number[]
   readonly partitionCount: number
+  /** The topic's replication factor and min.insync.replicas (options, or 3 and 2). */
+  readonly replicationFactor: number
+  readonly minInsyncReplicas: number
   readonly storeLatencyMaxMs: number
 
   constructor(readonly options: SimOptions) {
@@ -291,6 +305,12 @@ export class World implements WorldView {
     this.brokerIds = Array.from({ length: brokerCount }, (_, i) => i + 1)
     // More brokers than the replication factor: 4 partitions spread the replicas and leaders.
     this.partitionCount = options.partitions ?? (brokerCount > 3 ? 4 : 2)
+    this.replicationFactor = options.replicationFactor ?? 3
+    this.minInsyncReplicas = options.minInsyncReplicas ?? Math.min(2, this.replicationFactor)
+    if (!(this.replicationFactor >= 1 && this.replicationFactor <= 3))
+      throw new Error(`replication factor ${this.replicationFactor}: must be 1..3`)
+    if (!(this.minInsyncReplicas >= 1 && this.minInsyncReplicas <= this.replicationFactor))
+      throw new Error(`min.insync.replicas ${this.minInsyncReplicas}: must be 1..${this.replicationFactor}`)
     const latency = options.storeLatencyMaxMs ?? 0
     this.storeLatencyMaxMs = latency > 0 ? latency : options.storeStalls === true ? 20 : 0
     this.invariants = new Invariants(this)
@@ -505,9 +525,9 @@ export class World implements WorldView {
         const spec = {
           name: TOPIC,
           partitions: this.partitionCount,
-          replicationFactor: 3,
+          replicationFactor: this.replicationFactor,
           configs: {
-            'min.insync.replicas': '2',
+            'min.insync.replicas': String(this.minInsyncReplicas),
             'unclean.leader.election.enable': String(this.options.mutation === 'unclean-election'),
           },
         }
@@ -550,7 +570,7 @@ export class World implements WorldView {
     if (this.options.transactions === true) await this.createTransactionStateTopic(first)
     const placed = first.metadata.image().topics.get(TOPIC)?.partitions ?? []
     this.log(
-      `topic ${TOPIC} created: ${this.partitionCount} partitions, RF 3, min.insync.replicas 2; replicas ${placed.map((p) => `p${p.partition} ${p.replicas.join(',')}`).join(' ')}`,
+      `topic ${TOPIC} created: ${this.partitionCount} partitions, RF ${this.replicationFactor}, min.insync.replicas ${this.minInsyncReplicas}; replicas ${placed.map((p) => `p${p.partition} ${p.replicas.join(',')}`).join(' ')}`,
     )
     // Opened once the cluster id exists: it reads and watches, writes nothing, draws nothing.
     this.truth = await ClusterMetadata.open(this.store, {
@@ -1131,8 +1151,16 @@ export class World implements WorldView {
       this.scheduler.schedule(r.int(1, 5), () => {
         if (!leader.isAlive || leader.incarnation !== incarnation || !leader.broker) return
         leader.replicaManager.appendToLeader(TOPIC, partition, batch, -1, PRODUCE_TIMEOUT_MS).then(
-          (result) => answer(mine, leader, leaderId, result.errorCode, result.baseOffset),
-          (error: unknown) => answer(mine, leader, leaderId, toErrorCode(error) ?? -1, -1),
+          (result) =>
+            answer(
+              mine,
+              leader,
+              leaderId,
+              result.errorCode,
+              result.baseOffset,
+              this.epochLed(leader, partition),
+            ),
+          (error: unknown) => answer(mine, leader, leaderId, toErrorCode(error) ?? -1, -1, -1),
         )
       })
       const answer = (
@@ -1141,13 +1169,14 @@ export class World implements WorldView {
         fromId: number,
         errorCode: number,
         baseOffset: number,
+        leaderEpoch: number,
       ): void => {
         this.scheduler.schedule(r.int(1, 5), () => {
           if (!from.isAlive || which !== attempt || !this.producing) return
           attempt++ // this attempt is answered: its timeout does nothing
           if (errorCode === 0) {
             this.stats.ackedAll++
-            this.invariants.onAcked(partition, baseOffset, count, value, -1, fromId)
+            this.invariants.onAcked(partition, baseOffset, count, value, -1, fromId, leaderEpoch)
             this.log(`ack ${value} p${partition} @${baseOffset} idempotent from broker ${fromId}`)
             sequence += count
             this.scheduler.schedule(r.int(5, 40), nextBatch)
@@ -1198,19 +1227,26 @@ export class World implements WorldView {
       if (!leader.isAlive || leader.incarnation !== incarnation || !leader.broker) return
       leader.replicaManager.appendToLeader(TOPIC, partition, batch, acks, PRODUCE_TIMEOUT_MS).then(
         (result) => {
+          const leaderEpoch = this.epochLed(leader, partition)
           // The answer travels back; a crash meanwhile loses it.
           this.scheduler.schedule(r.int(1, 5), () => {
             if (!leader.isAlive) return
             if (result.errorCode !== 0) return
             if (acks === -1) this.stats.ackedAll++
             else this.stats.ackedOne++
-            this.invariants.onAcked(partition, result.baseOffset, count, value, acks, leaderId)
+            this.invariants.onAcked(partition, result.baseOffset, count, value, acks, leaderId, leaderEpoch)
             this.log(`ack ${value} p${partition} @${result.baseOffset} acks=${acks} from broker ${leaderId}`)
           })
         },
         () => undefined,
       )
     })
+  }
+
+  /** The leader epoch in which `leader` leads `partition` as its append is answered (-1: not leading). */
+  private epochLed(leader: SimBroker, partition: number): number {
+    const local = leader.broker ? leader.replicaManager.getPartition(TOPIC, partition) : undefined
+    return local?.isLeader === true ? local.leaderEpoch : -1
   }
 
   private readonly acksZeroRandom: SimRandom

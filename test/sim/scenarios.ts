@@ -76,6 +76,8 @@ export function simFlags(options: SimOptions): string {
   if (options.idempotentProducers === true) flags.push('--idempotent')
   if (options.consumers === true) flags.push('--consumers')
   if (options.brokers !== undefined) flags.push(`--brokers ${options.brokers}`)
+  if (options.replicationFactor !== undefined) flags.push(`--replication-factor ${options.replicationFactor}`)
+  if (options.minInsyncReplicas !== undefined) flags.push(`--min-isr ${options.minInsyncReplicas}`)
   if (options.diskErrors === true) flags.push('--disk-errors')
   if (options.acksZero === true) flags.push('--acks0')
   if (options.consumerProtocol === true) flags.push('--consumer-protocol')
@@ -98,6 +100,25 @@ export const POWER_LOST_LEADER_RETURNS: Scenario = {
       unless: ([crash]) => new RegExp(`FAULT crash broker ${crash[1]}\\b`),
     },
     { marker: ([crash, back]) => leadershipMoves('sim', back[1], crash[1]) },
+  ],
+}
+
+/** Issue 41 (seed 3 with min.insync.replicas 1): the sole ISR member of a partition, its leader, is killed and restarts still leading it. */
+export const SOLE_ISR_LEADER_RESTARTS: Scenario = {
+  what: 'the leader and sole ISR member of a partition crashes (page cache kept), restarts still registered and leader of it in the store, and the cluster converges',
+  steps: [
+    {
+      marker:
+        /FAULT crash broker (\d+): process crash, page cache kept \(sole ISR member of [p\d,]*\bp(\d+)\b/,
+    },
+    {
+      marker: ([crash]) =>
+        new RegExp(
+          `broker ${crash[1]} restarts still registered in the store, leader there of [p\\d,]*\\bp${crash[2]}\\b`,
+        ),
+      unless: ([crash]) => new RegExp(`FAULT crash broker ${crash[1]}\\b`),
+    },
+    CONVERGED,
   ],
 }
 

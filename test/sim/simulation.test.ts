@@ -21,6 +21,7 @@ import {
   LEADER_LOG_DIR_OFFLINE,
   POWER_LOST_LEADER_RETURNS,
   type Scenario,
+  SOLE_ISR_LEADER_RESTARTS,
   STALLED_LEADER_LOSES_LEADERSHIP,
   simFlags,
   TRUNCATED_FOLLOWER_LOSES_POWER,
@@ -133,6 +134,34 @@ describe('deterministic simulation', () => {
       'truncation-not-fsynced',
       /not converged|disagree below the high watermark/,
     )
+  })
+
+  it('regression (seed 3, min.insync.replicas 1): a leader restarted alone in its ISR raises its high watermark as its session starts', async () => {
+    // Issue 41: broker 1, the sole ISR member of p0 (RF 3, the ISR shrank to it), is killed
+    // and restarts still registered and leader; its own registration image arrives before
+    // its lease, so until d7a6978 its HW stayed at the last checkpoint (316 of 398) with
+    // records acknowledged up to 395. Markers: the crash of the sole ISR member, its restart
+    // still leading, convergence. With the fix undone (hw-not-raised-on-session) the
+    // invariant catches it at the restart.
+    const options: SimOptions = { seed: 3, minInsyncReplicas: 1 }
+    await runScenario(options, SOLE_ISR_LEADER_RESTARTS)
+    const mutated = await runSimulation({ ...options, mutation: 'hw-not-raised-on-session' })
+    assert.ok(
+      !mutated.ok && /high watermark \d+ of leader 1 .* below/.test(mutated.violation ?? ''),
+      `seed 3 with the bug planted back should fail on the high watermark; it ${mutated.ok ? 'passed' : `failed otherwise: ${mutated.violation}`} (the seed drifted off its scenario: sweep for another one)\n${replay({ ...options, mutation: 'hw-not-raised-on-session' })}`,
+    )
+  })
+
+  it('mutation check (RF 1): with high watermarks not raised as the store session starts the simulator finds a violating seed', async () => {
+    // An ISR of one by construction: every leader killed and restarted within its session
+    // leads again, and only a produce would raise its high watermark.
+    let found: SimResult | null = null
+    for (let seed = 1; seed <= 5 && found === null; seed++) {
+      const result = await runSimulation({ seed, replicationFactor: 1, mutation: 'hw-not-raised-on-session' })
+      if (!result.ok) found = result
+    }
+    assert.ok(found, 'no seed in 1..5 caught the high watermark left at the checkpoint')
+    assert.match(found.violation ?? '', /high watermark \d+ of leader \d+ .* below/)
   })
 
   it('regression (seed 33, store latency 20): an unrelated image change keeps the ISR expansion in flight', async () => {

@@ -5,7 +5,10 @@
  * and EARLIEST_LOCAL (-4) the log start offset; MAX_TIMESTAMP (-3) the record with the
  * largest timestamp; LATEST_TIERED (-5) nothing (no tiered storage: offset -1); any other
  * timestamp the first record at or after it, below the high watermark (the last stable
- * offset for read_committed).
+ * offset for read_committed). A client's LATEST, or a timestamp found at or past what it
+ * could fetch, is OFFSET_NOT_AVAILABLE (retriable) while the leader's high watermark is
+ * below the log end its leadership began at (KIP-207: until its followers' first fetches
+ * a new leader's HW lags, and the offset would go back from the previous leader's answer).
  * Authorization: DESCRIBE on the topic, else TOPIC_AUTHORIZATION_FAILED for its partitions.
  * Version notes: v0 answers with a list of offsets (maxNumOffsets), v1+ with one offset
  * and its timestamp; v2 adds isolation level, v4 current leader epoch (fencing) and the
@@ -18,7 +21,7 @@ import {
   type ListOffsetsResponse,
   type ListOffsetsResponseListOffsetsPartitionResponse,
 } from '../../protocol/generated/index.js'
-import { toErrorCode } from '../../replication/kafka-error.js'
+import { KafkaError, toErrorCode } from '../../replication/kafka-error.js'
 import type { Partition } from '../../replication/partition.js'
 import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
@@ -121,8 +124,10 @@ async function lookup(
   committed: boolean,
 ): Promise<Found> {
   const log = partition.log
+  const lagging = fromReplica ? null : highWatermarkLagging(partition)
   switch (timestamp) {
     case LATEST: {
+      if (lagging) throw lagging
       const offset = fromReplica
         ? log.logEndOffset
         : committed
@@ -145,10 +150,23 @@ async function lookup(
       const found = await log.offsetForTimestamp(timestamp)
       // Kafka's lastFetchableOffset: what this isolation level could fetch.
       const fetchable = committed ? partition.lastStableOffset : partition.highWatermark
-      if (!found || found.offset >= fetchable) return NOT_FOUND
+      if (!found || found.offset >= fetchable) {
+        if (lagging) throw lagging
+        return NOT_FOUND
+      }
       return { offset: found.offset, timestamp: found.timestamp, leaderEpoch: found.leaderEpoch ?? -1 }
     }
   }
+}
+
+/** Kafka's KIP-207 check: the leader's high watermark below the log end its leadership began at. */
+function highWatermarkLagging(partition: Partition): KafkaError | null {
+  const epochStart = partition.leaderEpochStart
+  if (epochStart === null || epochStart <= partition.highWatermark) return null
+  return new KafkaError(
+    ErrorCode.OFFSET_NOT_AVAILABLE,
+    `${partition.topic}-${partition.partition}: high watermark ${partition.highWatermark} is behind ${epochStart}, where leader epoch ${partition.leaderEpoch} began`,
+  )
 }
 
 /** Fields a version does not have must keep their defaults (they are not ignorable). */
