@@ -111,6 +111,17 @@ describe('deterministic simulation', () => {
     await runScenario({ seed: 36 }, POWER_LOST_LEADER_RETURNS)
   })
 
+  it('regression (seed 11, RF 2, min ISR 1, store stalls): a follower whose first fetch met an unknown topic id replicates once the leader knows it', async () => {
+    // Before the fix the leader left a partition of an unknown topic id out of the fetch
+    // session the follower's first (full) fetch opened; the follower kept it in its own
+    // session and sent only empty incremental fetches: its log stayed empty and it never
+    // rejoined the ISR (liveness: "not converged 60000 ms after healing").
+    await runScenario(
+      { seed: 11, storeStalls: true, replicationFactor: 2, minInsyncReplicas: 1 },
+      FAULTS_THEN_CONVERGED,
+    )
+  })
+
   it('regression (seed 61): a follower back from a power loss does not hold batches it had truncated', async () => {
     // Before the fix the truncation was not fsynced: after a power loss the removed batches
     // came back under a leader-epoch checkpoint that no longer described them, the log ended

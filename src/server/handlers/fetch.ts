@@ -223,9 +223,13 @@ function fullTargets(
     const resolved = resolveTopic(context, context.apiVersion, topic.topic, topic.topicId)
     for (const p of topic.partitions) {
       const target = toTarget(resolved, p)
-      if (session && !resolved.unknown) {
+      if (session) {
+        // A partition of a topic id not known yet stays in the session, as in Kafka's
+        // FetchSession, and is resolved by a later fetch: left out, the client (which
+        // keeps it in its session) would never send it again, and a follower whose first
+        // fetch came before the leader knew the topic never replicated it.
         const sp = toSessionPartition(target)
-        session.partitions.set(sessionKey(target.topic, target.partition), sp)
+        session.partitions.set(keyOf(target), sp)
         targets.push({ ...target, sessionPartition: sp })
       } else {
         targets.push(target)
@@ -250,27 +254,30 @@ function updateSession(context: RequestContext, request: FetchRequest, session: 
   for (const forgotten of request.forgottenTopicsData) {
     const resolved = resolveTopic(context, context.apiVersion, forgotten.topic, forgotten.topicId)
     for (const partition of forgotten.partitions)
-      session.partitions.delete(sessionKey(resolved.name, partition))
+      session.partitions.delete(
+        keyOf({
+          topic: resolved.name,
+          topicId: resolved.topicId,
+          partition,
+          unknownTopicId: resolved.unknown === true,
+        }),
+      )
   }
-  const unknown: FetchTarget[] = []
   for (const topic of request.topics) {
     const resolved = resolveTopic(context, context.apiVersion, topic.topic, topic.topicId)
     for (const p of topic.partitions) {
       const target = toTarget(resolved, p)
-      if (resolved.unknown) {
-        unknown.push(target)
-        continue
-      }
-      const existing = session.partitions.get(sessionKey(target.topic, target.partition))
+      const existing = session.partitions.get(keyOf(target))
       if (existing) {
         existing.fetchOffset = target.fetchOffset
         existing.partitionMaxBytes = target.partitionMaxBytes
         existing.currentLeaderEpoch = target.currentLeaderEpoch
       } else {
-        session.partitions.set(sessionKey(target.topic, target.partition), toSessionPartition(target))
+        session.partitions.set(keyOf(target), toSessionPartition(target))
       }
     }
   }
+  const unresolved = resolveSessionTopics(context, session)
   const targets: FetchTarget[] = [...session.partitions.values()].map((sp) => ({
     topic: sp.topic,
     topicId: sp.topicId,
@@ -278,11 +285,47 @@ function updateSession(context: RequestContext, request: FetchRequest, session: 
     fetchOffset: sp.fetchOffset,
     partitionMaxBytes: sp.partitionMaxBytes,
     currentLeaderEpoch: sp.currentLeaderEpoch,
+    unknownTopicId: sp.topic === UNRESOLVED,
     sessionPartition: sp,
   }))
-  if (unknown.length > 0) return [...targets, ...unknown]
-  sessionTargets.set(session, targets)
+  // A session with topic ids still unknown is resolved again on every fetch, not cached.
+  if (unresolved === 0) sessionTargets.set(session, targets)
+  else sessionTargets.delete(session)
   return targets
+}
+
+/** The topic name of a session partition whose topic id the broker does not know yet. */
+const UNRESOLVED = ''
+
+/** A session partition's key: by name, or by topic id while the id is unknown. */
+function keyOf(target: {
+  topic: string
+  topicId: string
+  partition: number
+  unknownTopicId?: boolean
+}): string {
+  return target.unknownTopicId === true
+    ? sessionKey(`\u0001${target.topicId}`, target.partition)
+    : sessionKey(target.topic, target.partition)
+}
+
+/**
+ * Names the session's partitions whose topic id is known now (Kafka's
+ * maybeResolveUnknownName); returns how many stay unknown.
+ */
+function resolveSessionTopics(context: RequestContext, session: FetchSession): number {
+  let unresolved = 0
+  for (const [k, sp] of session.partitions) {
+    if (sp.topic !== UNRESOLVED) continue
+    const topic = topicById(context.broker.metadataImage(), sp.topicId)
+    if (topic === undefined) {
+      unresolved++
+      continue
+    }
+    session.partitions.delete(k)
+    session.partitions.set(sessionKey(topic.name, sp.partition), { ...sp, topic: topic.name })
+  }
+  return unresolved
 }
 
 function toTarget(
