@@ -7,10 +7,21 @@
  * written to the file in one pwrite when they must be on disk (roll, close). The active
  * segment's indexes need not be durable before that: an unclean shutdown rebuilds them,
  * because recovery always rescans the segment holding the recovery point.
+ *
+ * Loading reads the file in chunks of LOAD_CHUNK_BYTES and stops at the first empty
+ * (all-zero) slot: a preallocated file (an active segment's, found so after a kill -9)
+ * holds its entries and then zeros, and those zeros, up to segment.index.bytes (10 MiB by
+ * default) per file, are never read into memory. No real entry is all zeros: an offset
+ * entry never points at position 0 (the first batch of a segment is never indexed), and a
+ * time entry after the first has a larger timestamp.
  */
 import { assert } from '../common/assert.js'
 import type { FileHandle, FileSystem } from '../common/file-system.js'
 import type { Offset } from '../common/types.js'
+
+/** Bytes of an index file read at a time while loading it. */
+export const LOAD_CHUNK_BYTES = 64 * 1024
+const ZEROS = Buffer.alloc(LOAD_CHUNK_BYTES)
 
 export abstract class AbstractIndex {
   protected entryCount = 0
@@ -52,6 +63,8 @@ export abstract class AbstractIndex {
   protected abstract encode(entry: number, buf: Buffer, at: number): void
   protected abstract decode(buf: Buffer, at: number, entry: number): void
   protected abstract ensureCapacity(entries: number): void
+  /** Drops the entry arrays, whatever their capacity (entryCount is 0). */
+  protected abstract releaseEntries(): void
   /** Why the loaded entries cannot be trusted, or undefined if they look sound. */
   protected abstract findProblem(logSizeBytes: number): string | undefined
 
@@ -67,39 +80,59 @@ export abstract class AbstractIndex {
   /**
    * Opens and loads an existing file. Returns a reason when it is missing or fails the
    * sanity checks (length not a multiple of the entry size, entries out of order, pointing
-   * past the log); the caller then rebuilds it from the log.
+   * past the log, entries after an empty slot); the caller then rebuilds it from the log.
+   * Reads the entries and at most one chunk past them (see the file's head), except for a
+   * file longer than its entries that is not preallocated (segment.index.bytes changed):
+   * the rest of that one is read, a chunk at a time, to check it holds only zeros.
    */
   async load(logSizeBytes: number): Promise<string | undefined> {
-    let bytes: Buffer
+    assert(this.entryCount === 0, () => `index ${this.filePath} loaded twice`)
+    let sizeBytes: number
     try {
       this.handle = await this.fs.open(this.filePath, 'r+')
-      bytes = await this.readAll(this.handle)
+      sizeBytes = (await this.handle.stat()).size
     } catch (err) {
       if ((err as { code?: string }).code === 'ENOENT') return 'missing'
       throw err
     }
-    this.fileLengthBytes = bytes.length
-    if (bytes.length % this.entryBytes !== 0)
-      return `length ${bytes.length} is not a multiple of ${this.entryBytes}`
-    const entries = bytes.length / this.entryBytes
-    if (entries > this.maxEntries) return `${entries} entries exceed the maximum ${this.maxEntries}`
-    this.ensureCapacity(entries)
-    for (let i = 0; i < entries; i++) this.decode(bytes, i * this.entryBytes, i)
-    this.entryCount = entries
-    this.persistedEntries = entries
-    return this.findProblem(logSizeBytes)
+    this.fileLengthBytes = sizeBytes
+    if (sizeBytes % this.entryBytes !== 0)
+      return `length ${sizeBytes} is not a multiple of ${this.entryBytes}`
+    const slots = sizeBytes / this.entryBytes
+    if (slots > this.maxEntries) return `${slots} entries exceed the maximum ${this.maxEntries}`
+    const problem = await this.readEntries(this.handle, slots)
+    this.persistedEntries = this.entryCount
+    return problem ?? this.findProblem(logSizeBytes)
   }
 
-  private async readAll(handle: FileHandle): Promise<Buffer> {
-    const { size } = await handle.stat()
-    const buffer = Buffer.alloc(size)
-    let filled = 0
-    while (filled < size) {
-      const n = await handle.read(buffer, filled, size - filled, filled)
-      if (n === 0) break
-      filled += n
+  /** Decodes the entries before the first empty slot of the file's `slots`; a reason if any follow it. */
+  private async readEntries(handle: FileHandle, slots: number): Promise<string | undefined> {
+    const preallocated = slots === this.maxEntries
+    const chunkSlots = Math.floor(LOAD_CHUNK_BYTES / this.entryBytes)
+    assert(chunkSlots > 0, () => `index entries of ${this.entryBytes} bytes exceed a load chunk`)
+    const chunk = Buffer.allocUnsafe(Math.min(slots, chunkSlots) * this.entryBytes)
+    let emptyAt: number | undefined
+    for (let first = 0; first < slots; first += chunkSlots) {
+      const count = Math.min(chunkSlots, slots - first)
+      const bytes = count * this.entryBytes
+      const read = await readFully(handle, chunk, bytes, first * this.entryBytes)
+      if (read < bytes)
+        return `file ended at byte ${first * this.entryBytes + read} of ${slots * this.entryBytes}`
+      let from = 0
+      if (emptyAt === undefined) {
+        let used = 0
+        while (used < count && !isZero(chunk, used * this.entryBytes, (used + 1) * this.entryBytes)) used++
+        this.ensureCapacity(this.entryCount + used)
+        for (let i = 0; i < used; i++) this.decode(chunk, i * this.entryBytes, this.entryCount + i)
+        this.entryCount += used
+        if (used === count) continue
+        emptyAt = first + used
+        from = (used + 1) * this.entryBytes
+      }
+      if (!isZero(chunk, from, bytes)) return `entry ${emptyAt} is empty but entries follow it`
+      if (preallocated) return undefined
     }
-    return buffer.subarray(0, filled)
+    return undefined
   }
 
   /** Forgets all entries and empties the file (before a rebuild). */
@@ -110,6 +143,8 @@ export abstract class AbstractIndex {
     }
     this.entryCount = 0
     this.persistedEntries = 0
+    // The arrays of a large index would otherwise stay allocated through the rebuild and after it.
+    this.releaseEntries()
     await this.resizeFile(0)
     if (preallocate) await this.resizeFile(this.maxEntries * this.entryBytes)
   }
@@ -137,6 +172,17 @@ export abstract class AbstractIndex {
     await handle.write(buf, from * this.entryBytes)
     this.persistedEntries = this.entryCount
     this.fileLengthBytes = Math.max(this.fileLengthBytes, this.entryCount * this.entryBytes)
+  }
+
+  /** Whether the file is longer than its entries (preallocated, or left so by a crash). */
+  get hasUnusedFileSpace(): boolean {
+    return this.fileLengthBytes > this.entryCount * this.entryBytes
+  }
+
+  /** Asserts the sanity checks load() makes: for entries this process built itself (a rebuild). */
+  checkInvariants(logSizeBytes: number): void {
+    const problem = this.findProblem(logSizeBytes)
+    assert(problem === undefined, () => `index ${this.filePath}: ${problem}`)
   }
 
   /** Persists and cuts the preallocated tail: the segment is no longer written (roll, close). */
@@ -219,4 +265,25 @@ export abstract class AbstractIndex {
 export function grownCapacity(current: number, needed: number, maxEntries: number): number {
   if (needed <= current) return current
   return Math.min(Math.max(needed, current * 2, 64), Math.max(maxEntries, needed))
+}
+
+/** Reads up to `length` bytes at `position` into `buffer`; fewer only at the end of the file. */
+async function readFully(
+  handle: FileHandle,
+  buffer: Buffer,
+  length: number,
+  position: number,
+): Promise<number> {
+  let filled = 0
+  while (filled < length) {
+    const n = await handle.read(buffer, filled, length - filled, position + filled)
+    if (n === 0) break
+    filled += n
+  }
+  return filled
+}
+
+/** Whether buf[from, to) holds only zero bytes (to - from <= LOAD_CHUNK_BYTES). */
+function isZero(buf: Buffer, from: number, to: number): boolean {
+  return buf.compare(ZEROS, 0, to - from, from, to) === 0
 }
