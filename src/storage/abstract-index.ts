@@ -27,6 +27,11 @@ export abstract class AbstractIndex {
   protected entryCount = 0
   private persistedEntries = 0
   private fileLengthBytes = 0
+  /**
+   * The file holds only zeros past its persisted entries (as created, trimmed or loaded
+   * sound): a rebuild of an index with no entry on disk then need not rewrite the file.
+   */
+  private zeroPastPersisted = false
   private handle: FileHandle | undefined
 
   constructor(
@@ -74,6 +79,7 @@ export abstract class AbstractIndex {
     this.fileLengthBytes = 0
     this.entryCount = 0
     this.persistedEntries = 0
+    this.zeroPastPersisted = true
     if (preallocate) await this.resizeFile(this.maxEntries * this.entryBytes)
   }
 
@@ -102,6 +108,7 @@ export abstract class AbstractIndex {
     if (slots > this.maxEntries) return `${slots} entries exceed the maximum ${this.maxEntries}`
     const problem = await this.readEntries(this.handle, slots)
     this.persistedEntries = this.entryCount
+    this.zeroPastPersisted = problem === undefined
     return problem ?? this.findProblem(logSizeBytes)
   }
 
@@ -141,11 +148,14 @@ export abstract class AbstractIndex {
       await this.create(preallocate)
       return
     }
+    // An active segment's index found after kill -9 holds no entry, only zeros: left as it is.
+    const fileEmpty = this.persistedEntries === 0 && this.zeroPastPersisted
     this.entryCount = 0
     this.persistedEntries = 0
     // The arrays of a large index would otherwise stay allocated through the rebuild and after it.
     this.releaseEntries()
-    await this.resizeFile(0)
+    if (!fileEmpty) await this.resizeFile(0)
+    this.zeroPastPersisted = true
     if (preallocate) await this.resizeFile(this.maxEntries * this.entryBytes)
   }
 
@@ -159,6 +169,7 @@ export abstract class AbstractIndex {
     this.entryCount = entries
     this.persistedEntries = Math.min(this.persistedEntries, entries)
     await this.resizeFile(this.persistedEntries * this.entryBytes)
+    this.zeroPastPersisted = true
     if (preallocate) await this.resizeFile(this.maxEntries * this.entryBytes)
   }
 

@@ -89,8 +89,10 @@ export async function loadLog(loadParams: LoadParams): Promise<LoadedLog> {
   await params.leaderEpochCache.truncateFromEnd(logEndOffset)
   await params.leaderEpochCache.truncateFromStart(logStartOffset)
   let recoveryPoint = minOffset(params.recoveryPoint, logEndOffset)
-  if (recovered) {
-    // Recovered bytes came from the page cache of a dead process: make them durable before trusting them.
+  if (recovered && logEndOffset > params.recoveryPoint) {
+    // Recovered bytes past the recovery point came from the page cache of a dead process:
+    // make them durable before trusting them. Below it they already are, so a log not
+    // written since its last flush (most of them, after a crash) costs no fsync.
     for (const segment of segments)
       if (segment.baseOffset >= floorBase(segments, recoveryPoint)) await segment.flush()
   }

@@ -32,6 +32,7 @@ const config = fromProperties({
 /** The real disk, counting the bytes read from each file (by file name). */
 class CountingFileSystem implements FileSystem {
   readonly bytesRead = new Map<string, number>()
+  readonly truncates = new Map<string, number>()
   constructor(private readonly inner: FileSystem = nodeFileSystem) {}
 
   async open(path: string, flags: Parameters<FileSystem['open']>[1]): Promise<FileHandle> {
@@ -47,7 +48,10 @@ class CountingFileSystem implements FileSystem {
       write: (buffer, position) => handle.write(buffer, position),
       writev: (buffers, position) => handle.writev(buffers, position),
       sync: () => handle.sync(),
-      truncate: (length) => handle.truncate(length),
+      truncate: (length) => {
+        this.truncates.set(name, (this.truncates.get(name) ?? 0) + 1)
+        return handle.truncate(length)
+      },
       stat: () => handle.stat(),
       close: () => handle.close(),
     }
@@ -262,6 +266,36 @@ describe('index loading', () => {
       assert.deepEqual(index.lastEntry, { timestamp: 5002, offset: 108 })
       assert.ok(fs.read(basename(path)) <= READ_SLACK_BYTES, `${fs.read(basename(path))} bytes read`)
       await index.close()
+    })
+  })
+
+  it('a rebuild of an index holding only zeros leaves its file alone; one with entries empties it', async () => {
+    await withTempDir(async (dir) => {
+      const fs = new CountingFileSystem()
+      const empty = join(dir, `${prefix(0)}.index`)
+      await writeFile(empty, Buffer.alloc(INDEX_BYTES))
+      const index = new OffsetIndex(fs, empty, 0 as Offset, INDEX_BYTES)
+      assert.equal(await index.load(0), undefined)
+      await index.reset(false)
+      await index.reset(true)
+      assert.equal(fs.truncates.get(basename(empty)) ?? 0, 0, 'no rewrite of a zero file')
+      await index.close()
+
+      const used = join(dir, `${prefix(1)}.index`)
+      const entries = Buffer.alloc(INDEX_BYTES)
+      entries.writeInt32BE(3, 0)
+      entries.writeInt32BE(200, 4)
+      await writeFile(used, entries)
+      const loaded = new OffsetIndex(fs, used, 1 as Offset, INDEX_BYTES)
+      assert.equal(await loaded.load(1000), undefined)
+      assert.equal(loaded.entries, 1)
+      await loaded.reset(true)
+      assert.equal((await stat(used)).size, INDEX_BYTES)
+      assert.ok(
+        (await readFile(used)).every((b) => b === 0),
+        'its entry is gone from the file',
+      )
+      await loaded.close()
     })
   })
 })
