@@ -5,13 +5,17 @@
  *   1. starts the broker, creates the topic, produces to a few partitions, stops it (SIGTERM);
  *   2. restarts it: the clean restart, measured; produces a little more to a few
  *      partitions (unflushed: past their recovery point) and kills it (SIGKILL);
- *   3. restarts it: the restart after kill -9, measured.
+ *   3. restarts it: the restart after kill -9, measured; produces a little more and
+ *      stops it (SIGTERM), and so on from 2.
  * Measured per restart: spawn to the port accepting a connection (listening), to a
  * ListOffsets of every partition answered without error (serving), the peak resident
  * memory until then (VmHWM), the resident memory --settle-ms after serving (VmRSS), and
  * the "rebuilding index" warnings the broker logged. Goal: kill -9 within 1.5x of clean.
  *
- *   npm run bench:recovery -- [--partitions 50,500,5000] [--settle-ms MS] [--keep]
+ *   npm run bench:recovery -- [--partitions 50,500,5000] [--runs N] [--settle-ms MS] [--keep]
+ *
+ * Restarts alternate (clean, kill -9, clean, ...) --runs times each (default 3), and the
+ * table shows medians: the machine is noisy.
  *
  * Linux only (/proc). --keep leaves the data directories for a look.
  */
@@ -30,12 +34,15 @@ const { values } = parseArgs({
   options: {
     partitions: { type: 'string', default: '50,500,5000' },
     'settle-ms': { type: 'string', default: '3000' },
+    runs: { type: 'string', default: '3' },
     keep: { type: 'boolean', default: false },
   },
 })
 const sizes = values.partitions.split(',').map((s) => Number(s.trim()))
 for (const n of sizes) if (!Number.isInteger(n) || n < 1) throw new Error(`bad --partitions entry ${n}`)
 const settleMs = Number(values['settle-ms'])
+const runs = Number(values.runs)
+if (!Number.isInteger(runs) || runs < 1) throw new Error(`bad --runs ${values.runs}`)
 const TOPIC = 'recovery'
 /** Partitions written before each restart: "few were written since the last flush". */
 const WRITTEN_PARTITIONS = 3
@@ -165,8 +172,14 @@ async function stop(broker: Broker, signal: 'SIGTERM' | 'SIGKILL'): Promise<void
   await broker.exited
 }
 
-async function benchSize(partitions: number): Promise<{ clean: Restart; killed: Restart }> {
+/**
+ * Restarts alternate, `runs` of each: clean restart, produce, SIGKILL; restart after
+ * kill -9, produce, SIGTERM; so the same machine load hits both kinds.
+ */
+async function benchSize(partitions: number): Promise<{ clean: Restart[]; killed: Restart[] }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'tidelog-recovery-'))
+  const clean: Restart[] = []
+  const killed: Restart[] = []
   try {
     const first = startBroker(dataDir, await freePort())
     try {
@@ -182,18 +195,42 @@ async function benchSize(partitions: number): Promise<{ clean: Restart; killed: 
     } finally {
       await stop(first, 'SIGTERM')
     }
-    const clean = await measureRestart(dataDir, partitions)
-    try {
-      await produce(clean.broker.port, partitions, 1)
-    } finally {
-      await stop(clean.broker, 'SIGKILL')
+    for (let run = 0; run < runs; run++) {
+      for (const [signal, into] of [
+        ['SIGKILL', clean],
+        ['SIGTERM', killed],
+      ] as const) {
+        const { broker, restart } = await measureRestart(dataDir, partitions)
+        into.push(restart)
+        try {
+          await produce(broker.port, partitions, clean.length + killed.length)
+        } finally {
+          await stop(broker, signal)
+        }
+      }
     }
-    const killed = await measureRestart(dataDir, partitions)
-    await stop(killed.broker, 'SIGTERM')
-    return { clean: clean.restart, killed: killed.restart }
+    return { clean, killed }
   } finally {
     if (values.keep) console.log(`data dir kept: ${dataDir}`)
     else rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+
+function median(xs: readonly number[]): number {
+  const sorted = [...xs].sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
+}
+
+/** The median of each figure over the runs. */
+function medianRestart(restarts: readonly Restart[]): Restart {
+  const of = (pick: (r: Restart) => number) => median(restarts.map(pick))
+  return {
+    listeningMs: of((r) => r.listeningMs),
+    servingMs: of((r) => r.servingMs),
+    peakRssMiB: of((r) => r.peakRssMiB),
+    settledRssMiB: of((r) => r.settledRssMiB),
+    rebuiltIndexes: Math.max(...restarts.map((r) => r.rebuiltIndexes)),
   }
 }
 
@@ -215,11 +252,18 @@ function printRow(columns: readonly string[]): void {
 const results: { partitions: number; clean: Restart; killed: Restart }[] = []
 for (const partitions of sizes) {
   const { clean, killed } = await benchSize(partitions)
-  results.push({ partitions, clean, killed })
+  for (const [kind, restarts] of [
+    ['clean', clean],
+    ['kill -9', killed],
+  ] as const) {
+    const each = restarts.map((r) => `${r.listeningMs.toFixed(0)}/${r.servingMs.toFixed(0)}`).join(' ')
+    console.log(`${partitions} partitions, ${kind}: listening/serving ms per run ${each}`)
+  }
+  results.push({ partitions, clean: medianRestart(clean), killed: medianRestart(killed) })
 }
 console.log(
   `restart of one broker, one topic, ${WRITTEN_PARTITIONS} partitions written before each restart; ` +
-    `RSS after: ${settleMs} ms after serving`,
+    `medians of ${runs} runs; RSS after: ${settleMs} ms after serving; rebuilt: most index rebuilds logged`,
 )
 printRow(['partitions', 'restart', 'listening ms', 'serving ms', 'peak RSS MiB', 'RSS after MiB', 'rebuilt'])
 for (const { partitions, clean, killed } of results) {
