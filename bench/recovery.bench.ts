@@ -20,13 +20,14 @@
  * Linux only (/proc). --keep leaves the data directories for a look.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { Kafka, logLevel } from 'kafkajs'
 import { Admin } from '../src/client/admin.js'
+import { CLEAN_SHUTDOWN_FILE } from '../src/storage/log-manager.js'
 import { freePort, waitForPort } from './wait-for-port.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
@@ -83,6 +84,9 @@ function startBroker(dataDir: string, port: number): Broker {
       '--data-dir',
       dataDir,
       '--http-port=-1',
+      // A SIGTERM must end in a clean shutdown, however slow the machine.
+      '--set',
+      `tidelog.shutdown.timeout.ms=${STARTUP_TIMEOUT_MS}`,
     ],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TIDELOG_LOG_LEVEL: 'warn' } },
   )
@@ -105,7 +109,12 @@ function startBroker(dataDir: string, port: number): Broker {
 }
 
 function admin(port: number): Admin {
-  return new Admin({ bootstrapServers: `127.0.0.1:${port}` })
+  // 5,000 partitions on a loaded machine take longer than the default 30 s to create.
+  return new Admin({
+    bootstrapServers: `127.0.0.1:${port}`,
+    requestTimeoutMs: STARTUP_TIMEOUT_MS,
+    operationTimeoutMs: STARTUP_TIMEOUT_MS,
+  })
 }
 
 /** Resolves once a ListOffsets of every partition is answered, all without error. */
@@ -167,9 +176,13 @@ async function produce(port: number, partitions: number, round: number): Promise
   }
 }
 
-async function stop(broker: Broker, signal: 'SIGTERM' | 'SIGKILL'): Promise<void> {
+async function stop(broker: Broker, signal: 'SIGTERM' | 'SIGKILL', dataDir: string): Promise<void> {
   broker.child.kill(signal)
   await broker.exited
+  // What the next restart measures depends on it: a "clean" one after a failed shutdown is not.
+  const marker = existsSync(join(dataDir, CLEAN_SHUTDOWN_FILE))
+  if (marker !== (signal === 'SIGTERM'))
+    throw new Error(`after ${signal} the clean-shutdown marker is ${marker ? 'there' : 'missing'}`)
 }
 
 /**
@@ -187,13 +200,16 @@ async function benchSize(partitions: number): Promise<{ clean: Restart[]; killed
       const client = admin(first.port)
       try {
         await client.createTopics([{ topic: TOPIC, numPartitions: partitions, replicationFactor: 1 }])
+      } catch (err) {
+        // A retry of a create that had succeeded but answered late.
+        if ((err as { errorName?: string }).errorName !== 'TOPIC_ALREADY_EXISTS') throw err
       } finally {
         client.close()
       }
       await waitServing(first.port, partitions)
       await produce(first.port, partitions, 0)
     } finally {
-      await stop(first, 'SIGTERM')
+      await stop(first, 'SIGTERM', dataDir)
     }
     for (let run = 0; run < runs; run++) {
       for (const [signal, into] of [
@@ -205,7 +221,7 @@ async function benchSize(partitions: number): Promise<{ clean: Restart[]; killed
         try {
           await produce(broker.port, partitions, clean.length + killed.length)
         } finally {
-          await stop(broker, signal)
+          await stop(broker, signal, dataDir)
         }
       }
     }

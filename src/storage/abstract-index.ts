@@ -8,12 +8,15 @@
  * segment's indexes need not be durable before that: an unclean shutdown rebuilds them,
  * because recovery always rescans the segment holding the recovery point.
  *
- * Loading reads the file in chunks of LOAD_CHUNK_BYTES and stops at the first empty
- * (all-zero) slot: a preallocated file (an active segment's, found so after a kill -9)
- * holds its entries and then zeros, and those zeros, up to segment.index.bytes (10 MiB by
- * default) per file, are never read into memory. No real entry is all zeros: an offset
- * entry never points at position 0 (the first batch of a segment is never indexed), and a
- * time entry after the first has a larger timestamp.
+ * Loading reads the file in chunks of LOAD_CHUNK_BYTES. A file of the preallocated size
+ * (an active segment's, found so after a kill -9) holds its entries and then zeros: its
+ * entries end at the first empty (all-zero) slot, and the zeros after it, up to
+ * segment.index.bytes (10 MiB by default) per file, are never read into memory; nonzero
+ * bytes in the chunk after that slot make the index corrupt. No real entry is all zeros
+ * save a first time entry of timestamp 0 at the base offset, which such a file then reads
+ * as corrupt when entries follow, or loses when it is the only one (the segment's max
+ * timestamp then comes from the file's mtime, as for a segment without timestamps). A
+ * trimmed file's length says how many entries it holds, as in Kafka.
  */
 import { assert } from '../common/assert.js'
 import type { FileHandle, FileSystem } from '../common/file-system.js'
@@ -87,9 +90,7 @@ export abstract class AbstractIndex {
    * Opens and loads an existing file. Returns a reason when it is missing or fails the
    * sanity checks (length not a multiple of the entry size, entries out of order, pointing
    * past the log, entries after an empty slot); the caller then rebuilds it from the log.
-   * Reads the entries and at most one chunk past them (see the file's head), except for a
-   * file longer than its entries that is not preallocated (segment.index.bytes changed):
-   * the rest of that one is read, a chunk at a time, to check it holds only zeros.
+   * Reads the entries and at most one chunk past them (see the file's head).
    */
   async load(logSizeBytes: number): Promise<string | undefined> {
     assert(this.entryCount === 0, () => `index ${this.filePath} loaded twice`)
@@ -112,32 +113,35 @@ export abstract class AbstractIndex {
     return problem ?? this.findProblem(logSizeBytes)
   }
 
-  /** Decodes the entries before the first empty slot of the file's `slots`; a reason if any follow it. */
+  /**
+   * Decodes the file's entries: all `slots` of a file trimmed to its entries (its length
+   * says how many, as in Kafka), and of a preallocated one those before its first empty
+   * slot; a reason when entries follow that slot.
+   */
   private async readEntries(handle: FileHandle, slots: number): Promise<string | undefined> {
     const preallocated = slots === this.maxEntries
+    if (!preallocated) this.ensureCapacity(slots)
     const chunkSlots = Math.floor(LOAD_CHUNK_BYTES / this.entryBytes)
     assert(chunkSlots > 0, () => `index entries of ${this.entryBytes} bytes exceed a load chunk`)
     const chunk = Buffer.allocUnsafe(Math.min(slots, chunkSlots) * this.entryBytes)
-    let emptyAt: number | undefined
     for (let first = 0; first < slots; first += chunkSlots) {
       const count = Math.min(chunkSlots, slots - first)
       const bytes = count * this.entryBytes
       const read = await readFully(handle, chunk, bytes, first * this.entryBytes)
       if (read < bytes)
         return `file ended at byte ${first * this.entryBytes + read} of ${slots * this.entryBytes}`
-      let from = 0
-      if (emptyAt === undefined) {
-        let used = 0
+      let used = count
+      if (preallocated) {
+        used = 0
         while (used < count && !isZero(chunk, used * this.entryBytes, (used + 1) * this.entryBytes)) used++
-        this.ensureCapacity(this.entryCount + used)
-        for (let i = 0; i < used; i++) this.decode(chunk, i * this.entryBytes, this.entryCount + i)
-        this.entryCount += used
-        if (used === count) continue
-        emptyAt = first + used
-        from = (used + 1) * this.entryBytes
       }
-      if (!isZero(chunk, from, bytes)) return `entry ${emptyAt} is empty but entries follow it`
-      if (preallocated) return undefined
+      this.ensureCapacity(this.entryCount + used)
+      for (let i = 0; i < used; i++) this.decode(chunk, i * this.entryBytes, this.entryCount + i)
+      this.entryCount += used
+      if (used === count) continue
+      if (!isZero(chunk, (used + 1) * this.entryBytes, bytes))
+        return `entry ${first + used} is empty but entries follow it`
+      return undefined
     }
     return undefined
   }

@@ -269,6 +269,23 @@ describe('index loading', () => {
     })
   })
 
+  it('a trimmed index holds as many entries as its length says, an all-zero first one included', async () => {
+    await withTempDir(async (dir) => {
+      const path = join(dir, `${prefix(100)}.timeindex`)
+      const entries = Buffer.alloc(3 * 12)
+      for (let i = 1; i < 3; i++) {
+        entries.writeBigInt64BE(BigInt(i * 10), i * 12)
+        entries.writeInt32BE(i * 4, i * 12 + 8)
+      } // entry 0: timestamp 0 at the base offset, all zeros
+      await writeFile(path, entries)
+      const index = new TimeIndex(new CountingFileSystem(), path, 100 as Offset, INDEX_BYTES)
+      assert.equal(await index.load(1 << 20), undefined)
+      assert.equal(index.entries, 3)
+      assert.deepEqual(index.entry(0), { timestamp: 0, offset: 100 })
+      await index.close()
+    })
+  })
+
   it('a rebuild of an index holding only zeros leaves its file alone; one with entries empties it', async () => {
     await withTempDir(async (dir) => {
       const fs = new CountingFileSystem()
