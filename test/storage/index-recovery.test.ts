@@ -269,6 +269,23 @@ describe('index loading', () => {
     })
   })
 
+  it('entries out of order are a reason to rebuild when loaded, and a failed invariant once built', async () => {
+    await withTempDir(async (dir) => {
+      const path = join(dir, `${prefix(0)}.index`)
+      const entries = Buffer.alloc(2 * 8)
+      entries.writeInt32BE(5, 0)
+      entries.writeInt32BE(100, 4)
+      entries.writeInt32BE(4, 8) // offset goes back
+      entries.writeInt32BE(200, 12)
+      await writeFile(path, entries)
+      const index = new OffsetIndex(new CountingFileSystem(), path, 0 as Offset, INDEX_BYTES)
+      assert.match((await index.load(1000)) ?? '', /entry 1 does not increase/)
+      assert.throws(() => index.checkInvariants(1000), { name: 'InvariantError' })
+      assert.throws(() => index.append(3 as Offset, 300), { name: 'InvariantError' })
+      await index.close()
+    })
+  })
+
   it('a trimmed index holds as many entries as its length says, an all-zero first one included', async () => {
     await withTempDir(async (dir) => {
       const path = join(dir, `${prefix(100)}.timeindex`)
