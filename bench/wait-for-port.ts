@@ -1,4 +1,4 @@
-import { connect } from 'node:net'
+import { connect, createServer } from 'node:net'
 
 /** Resolves once 127.0.0.1:`port` accepts a connection, polling every 2 ms until `deadlineMs`. */
 export function waitForPort(port: number, deadlineMs: number): Promise<void> {
@@ -15,5 +15,18 @@ export function waitForPort(port: number, deadlineMs: number): Promise<void> {
       })
     }
     attempt()
+  })
+}
+
+/** A port the OS handed out just now (the process spawned next binds it). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      const port = typeof address === 'object' && address !== null ? address.port : 0
+      server.close(() => resolve(port))
+    })
   })
 }

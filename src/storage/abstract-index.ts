@@ -7,15 +7,34 @@
  * written to the file in one pwrite when they must be on disk (roll, close). The active
  * segment's indexes need not be durable before that: an unclean shutdown rebuilds them,
  * because recovery always rescans the segment holding the recovery point.
+ *
+ * Loading reads the file in chunks of LOAD_CHUNK_BYTES. A file of the preallocated size
+ * (an active segment's, found so after a kill -9) holds its entries and then zeros: its
+ * entries end at the first empty (all-zero) slot, and the zeros after it, up to
+ * segment.index.bytes (10 MiB by default) per file, are never read into memory; nonzero
+ * bytes in the chunk after that slot make the index corrupt. No real entry is all zeros
+ * save a first time entry of timestamp 0 at the base offset, which such a file then reads
+ * as corrupt when entries follow, or loses when it is the only one (the segment's max
+ * timestamp then comes from the file's mtime, as for a segment without timestamps). A
+ * trimmed file's length says how many entries it holds, as in Kafka.
  */
 import { assert } from '../common/assert.js'
 import type { FileHandle, FileSystem } from '../common/file-system.js'
 import type { Offset } from '../common/types.js'
 
+/** Bytes of an index file read at a time while loading it. */
+export const LOAD_CHUNK_BYTES = 64 * 1024
+const ZEROS = Buffer.alloc(LOAD_CHUNK_BYTES)
+
 export abstract class AbstractIndex {
   protected entryCount = 0
   private persistedEntries = 0
   private fileLengthBytes = 0
+  /**
+   * The file holds only zeros past its persisted entries (as created, trimmed or loaded
+   * sound): a rebuild of an index with no entry on disk then need not rewrite the file.
+   */
+  private zeroPastPersisted = false
   private handle: FileHandle | undefined
 
   constructor(
@@ -52,6 +71,8 @@ export abstract class AbstractIndex {
   protected abstract encode(entry: number, buf: Buffer, at: number): void
   protected abstract decode(buf: Buffer, at: number, entry: number): void
   protected abstract ensureCapacity(entries: number): void
+  /** Drops the entry arrays, whatever their capacity (entryCount is 0). */
+  protected abstract releaseEntries(): void
   /** Why the loaded entries cannot be trusted, or undefined if they look sound. */
   protected abstract findProblem(logSizeBytes: number): string | undefined
 
@@ -61,45 +82,68 @@ export abstract class AbstractIndex {
     this.fileLengthBytes = 0
     this.entryCount = 0
     this.persistedEntries = 0
+    this.zeroPastPersisted = true
     if (preallocate) await this.resizeFile(this.maxEntries * this.entryBytes)
   }
 
   /**
    * Opens and loads an existing file. Returns a reason when it is missing or fails the
    * sanity checks (length not a multiple of the entry size, entries out of order, pointing
-   * past the log); the caller then rebuilds it from the log.
+   * past the log, entries after an empty slot); the caller then rebuilds it from the log.
+   * Reads the entries and at most one chunk past them (see the file's head).
    */
   async load(logSizeBytes: number): Promise<string | undefined> {
-    let bytes: Buffer
+    assert(this.entryCount === 0, () => `index ${this.filePath} loaded twice`)
+    let sizeBytes: number
     try {
       this.handle = await this.fs.open(this.filePath, 'r+')
-      bytes = await this.readAll(this.handle)
+      sizeBytes = (await this.handle.stat()).size
     } catch (err) {
       if ((err as { code?: string }).code === 'ENOENT') return 'missing'
       throw err
     }
-    this.fileLengthBytes = bytes.length
-    if (bytes.length % this.entryBytes !== 0)
-      return `length ${bytes.length} is not a multiple of ${this.entryBytes}`
-    const entries = bytes.length / this.entryBytes
-    if (entries > this.maxEntries) return `${entries} entries exceed the maximum ${this.maxEntries}`
-    this.ensureCapacity(entries)
-    for (let i = 0; i < entries; i++) this.decode(bytes, i * this.entryBytes, i)
-    this.entryCount = entries
-    this.persistedEntries = entries
-    return this.findProblem(logSizeBytes)
+    this.fileLengthBytes = sizeBytes
+    if (sizeBytes % this.entryBytes !== 0)
+      return `length ${sizeBytes} is not a multiple of ${this.entryBytes}`
+    const slots = sizeBytes / this.entryBytes
+    if (slots > this.maxEntries) return `${slots} entries exceed the maximum ${this.maxEntries}`
+    const problem = await this.readEntries(this.handle, slots)
+    this.persistedEntries = this.entryCount
+    this.zeroPastPersisted = problem === undefined
+    return problem ?? this.findProblem(logSizeBytes)
   }
 
-  private async readAll(handle: FileHandle): Promise<Buffer> {
-    const { size } = await handle.stat()
-    const buffer = Buffer.alloc(size)
-    let filled = 0
-    while (filled < size) {
-      const n = await handle.read(buffer, filled, size - filled, filled)
-      if (n === 0) break
-      filled += n
+  /**
+   * Decodes the file's entries: all `slots` of a file trimmed to its entries (its length
+   * says how many, as in Kafka), and of a preallocated one those before its first empty
+   * slot; a reason when entries follow that slot.
+   */
+  private async readEntries(handle: FileHandle, slots: number): Promise<string | undefined> {
+    const preallocated = slots === this.maxEntries
+    if (!preallocated) this.ensureCapacity(slots)
+    const chunkSlots = Math.floor(LOAD_CHUNK_BYTES / this.entryBytes)
+    assert(chunkSlots > 0, () => `index entries of ${this.entryBytes} bytes exceed a load chunk`)
+    const chunk = Buffer.allocUnsafe(Math.min(slots, chunkSlots) * this.entryBytes)
+    for (let first = 0; first < slots; first += chunkSlots) {
+      const count = Math.min(chunkSlots, slots - first)
+      const bytes = count * this.entryBytes
+      const read = await readFully(handle, chunk, bytes, first * this.entryBytes)
+      if (read < bytes)
+        return `file ended at byte ${first * this.entryBytes + read} of ${slots * this.entryBytes}`
+      let used = count
+      if (preallocated) {
+        used = 0
+        while (used < count && !isZero(chunk, used * this.entryBytes, (used + 1) * this.entryBytes)) used++
+      }
+      this.ensureCapacity(this.entryCount + used)
+      for (let i = 0; i < used; i++) this.decode(chunk, i * this.entryBytes, this.entryCount + i)
+      this.entryCount += used
+      if (used === count) continue
+      if (!isZero(chunk, (used + 1) * this.entryBytes, bytes))
+        return `entry ${first + used} is empty but entries follow it`
+      return undefined
     }
-    return buffer.subarray(0, filled)
+    return undefined
   }
 
   /** Forgets all entries and empties the file (before a rebuild). */
@@ -108,9 +152,14 @@ export abstract class AbstractIndex {
       await this.create(preallocate)
       return
     }
+    // An active segment's index found after kill -9 holds no entry, only zeros: left as it is.
+    const fileEmpty = this.persistedEntries === 0 && this.zeroPastPersisted
     this.entryCount = 0
     this.persistedEntries = 0
-    await this.resizeFile(0)
+    // The arrays of a large index would otherwise stay allocated through the rebuild and after it.
+    this.releaseEntries()
+    if (!fileEmpty) await this.resizeFile(0)
+    this.zeroPastPersisted = true
     if (preallocate) await this.resizeFile(this.maxEntries * this.entryBytes)
   }
 
@@ -124,6 +173,7 @@ export abstract class AbstractIndex {
     this.entryCount = entries
     this.persistedEntries = Math.min(this.persistedEntries, entries)
     await this.resizeFile(this.persistedEntries * this.entryBytes)
+    this.zeroPastPersisted = true
     if (preallocate) await this.resizeFile(this.maxEntries * this.entryBytes)
   }
 
@@ -137,6 +187,17 @@ export abstract class AbstractIndex {
     await handle.write(buf, from * this.entryBytes)
     this.persistedEntries = this.entryCount
     this.fileLengthBytes = Math.max(this.fileLengthBytes, this.entryCount * this.entryBytes)
+  }
+
+  /** Whether the file is longer than its entries (preallocated, or left so by a crash). */
+  get hasUnusedFileSpace(): boolean {
+    return this.fileLengthBytes > this.entryCount * this.entryBytes
+  }
+
+  /** Asserts the sanity checks load() makes: for entries this process built itself (a rebuild). */
+  checkInvariants(logSizeBytes: number): void {
+    const problem = this.findProblem(logSizeBytes)
+    assert(problem === undefined, () => `index ${this.filePath}: ${problem}`)
   }
 
   /** Persists and cuts the preallocated tail: the segment is no longer written (roll, close). */
@@ -219,4 +280,25 @@ export abstract class AbstractIndex {
 export function grownCapacity(current: number, needed: number, maxEntries: number): number {
   if (needed <= current) return current
   return Math.min(Math.max(needed, current * 2, 64), Math.max(maxEntries, needed))
+}
+
+/** Reads up to `length` bytes at `position` into `buffer`; fewer only at the end of the file. */
+async function readFully(
+  handle: FileHandle,
+  buffer: Buffer,
+  length: number,
+  position: number,
+): Promise<number> {
+  let filled = 0
+  while (filled < length) {
+    const n = await handle.read(buffer, filled, length - filled, position + filled)
+    if (n === 0) break
+    filled += n
+  }
+  return filled
+}
+
+/** Whether buf[from, to) holds only zero bytes (to - from <= LOAD_CHUNK_BYTES). */
+function isZero(buf: Buffer, from: number, to: number): boolean {
+  return buf.compare(ZEROS, 0, to - from, from, to) === 0
 }

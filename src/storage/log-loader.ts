@@ -3,7 +3,10 @@
  * and unless the previous shutdown was clean, recover from the segment holding the
  * recovery point: validate every batch, truncate at the first invalid one, drop the
  * segments after it, rebuild indexes. Indexes found missing or corrupt anywhere are
- * rebuilt the same way.
+ * rebuilt the same way; a sound one below the recovery point is kept, and its segment's
+ * .log is not read. So a restart after kill -9 costs the data written since the last
+ * flush, not the size of the log (an index is checked from its used entries only: see
+ * abstract-index.ts).
  */
 import { join } from 'node:path'
 import type { FileSystem } from '../common/file-system.js'
@@ -73,17 +76,23 @@ export async function loadLog(loadParams: LoadParams): Promise<LoadedLog> {
   }
   logStartOffset = maxOffset(logStartOffset, segments[0].baseOffset)
   const active = segments[segments.length - 1]
-  for (const segment of recoveredSegments.recovered) {
-    // Rebuilt indexes of segments that stay inactive go to disk now, trimmed and fsynced.
-    if (segment !== active && segments.includes(segment)) await segment.onBecomeInactiveSegment()
+  const rebuilt = new Set(recoveredSegments.recovered)
+  for (const segment of segments) {
+    if (segment === active) continue
+    // Rebuilt indexes of segments that stay inactive go to disk now, trimmed and fsynced;
+    // sound ones left preallocated by a crash are trimmed.
+    if (rebuilt.has(segment)) await segment.onBecomeInactiveSegment()
+    else await segment.trimIndexes()
   }
   await active.loadLargestTimestamp()
   await active.onBecomeActiveSegment()
   await params.leaderEpochCache.truncateFromEnd(logEndOffset)
   await params.leaderEpochCache.truncateFromStart(logStartOffset)
   let recoveryPoint = minOffset(params.recoveryPoint, logEndOffset)
-  if (recovered) {
-    // Recovered bytes came from the page cache of a dead process: make them durable before trusting them.
+  if (recovered && logEndOffset > params.recoveryPoint) {
+    // Recovered bytes past the recovery point came from the page cache of a dead process:
+    // make them durable before trusting them. Below it they already are, so a log not
+    // written since its last flush (most of them, after a crash) costs no fsync.
     for (const segment of segments)
       if (segment.baseOffset >= floorBase(segments, recoveryPoint)) await segment.flush()
   }

@@ -569,6 +569,8 @@ export class LogSegment {
     const truncatedBytes = fileSize - position
     if (truncatedBytes > 0) await this.log.truncate(position)
     this.size = position
+    this.offsetIndex.checkInvariants(this.size)
+    this.timeIndex.checkInvariants(this.size)
     // Entries for markers the scan did not find are gone with them; missing ones are
     // written again by the producer state as it replays the log.
     await this.txnIndex.truncateTo(nextOffset ?? this.baseOffset)
@@ -622,6 +624,17 @@ export class LogSegment {
     await this.offsetIndex.trimToValidSize()
     await this.timeIndex.trimToValidSize()
     await Promise.all([this.log.sync(), this.offsetIndex.sync(), this.timeIndex.sync(), this.txnIndex.sync()])
+  }
+
+  /**
+   * Cuts index files longer than their entries, as a roll would have: an inactive segment
+   * found so at load (a crash between a roll's index write and its trim).
+   */
+  async trimIndexes(): Promise<void> {
+    if (!this.offsetIndex.hasUnusedFileSpace && !this.timeIndex.hasUnusedFileSpace) return
+    await this.offsetIndex.trimToValidSize()
+    await this.timeIndex.trimToValidSize()
+    await Promise.all([this.offsetIndex.sync(), this.timeIndex.sync()])
   }
 
   /** Preallocates the indexes again: the segment is the active one (after open or truncation). */

@@ -75,6 +75,11 @@ export class OffsetIndex extends AbstractIndex {
     this.positions[entry] = buf.readInt32BE(at + 4)
   }
 
+  protected releaseEntries(): void {
+    this.relativeOffsets = new Int32Array(0)
+    this.positions = new Int32Array(0)
+  }
+
   protected ensureCapacity(entries: number): void {
     const capacity = grownCapacity(this.relativeOffsets.length, entries, this.maxEntries)
     if (capacity === this.relativeOffsets.length) return

@@ -86,6 +86,11 @@ export class TimeIndex extends AbstractIndex {
     this.relativeOffsets[entry] = buf.readInt32BE(at + 8)
   }
 
+  protected releaseEntries(): void {
+    this.timestamps = new Float64Array(0)
+    this.relativeOffsets = new Int32Array(0)
+  }
+
   protected ensureCapacity(entries: number): void {
     const capacity = grownCapacity(this.timestamps.length, entries, this.maxEntries)
     if (capacity === this.timestamps.length) return
