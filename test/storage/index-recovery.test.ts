@@ -59,6 +59,9 @@ class CountingFileSystem implements FileSystem {
   rename(from: string, to: string) {
     return this.inner.rename(from, to)
   }
+  lockExclusive(path: string) {
+    return this.inner.lockExclusive(path)
+  }
   unlink(path: string) {
     return this.inner.unlink(path)
   }
