@@ -10,7 +10,7 @@
  * they were freed, 1.5 s after 20 s). Every byte a broker writes into the page cache, and
  * every fresh buffer a client maps, can pay it: a 3-broker RF 3 run went from about 200 to
  * 110 MB/s with its system time 2-4x once its writes passed the memory earlier runs had
- * just freed (docs/performance.md). The figure tells a reader which case a report ran in.
+ * just freed (docs/notes/performance.md). The figure tells a reader which case a report ran in.
  */
 import { closeSync, existsSync, openSync, unlinkSync, writeSync } from 'node:fs'
 import { tmpdir } from 'node:os'

@@ -50,7 +50,7 @@ const SIZE = {
   // time for 200 MB/s whatever the transfer rate (96 MiB at 200 MB/s is 503 ms in all).
   catchUpMiB: Number(values['catchup-mib'] ?? (quick ? 24 : 256)),
   // 500,000 records (about 0.5-1 s to consume): over 250,000 the consume figure was mostly how
-  // the machine scheduled two processes in a third of a second (docs/performance.md).
+  // the machine scheduled two processes in a third of a second (docs/notes/performance.md).
   rf1Records: quick ? 50_000 : 500_000,
   topicAgeMs: 5000,
 }
@@ -235,7 +235,7 @@ async function tidelogRf1(perf: string, round: number): Promise<void> {
     // Twice over the same records, in turns from round to round: with librdkafka's own fetch
     // sizes, and with rdkafka-perf's larger ones, at which the consumer's 40 MB answers are
     // allocated from fresh mmap'd pages each time and its page faults, not the broker, set
-    // the figure (docs/performance.md).
+    // the figure (docs/notes/performance.md).
     const consumes: [string, string[]][] = [
       ['RF 1 consume (librdkafka default fetch sizes)', LIBRDKAFKA_DEFAULT_FETCH],
       ['RF 1 consume (10 MiB partition fetches)', []],

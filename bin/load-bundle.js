@@ -3,7 +3,7 @@
 //
 // Node 20 has no compile cache for modules (module.enableCompileCache is Node 22's), and
 // compiling the CLI's code was most of what `tidelog start` spent before its first
-// connection beyond a bare node (docs/startup.md). So the bundle is one CommonJS-style
+// connection beyond a bare node (docs/notes/startup.md). So the bundle is one CommonJS-style
 // script, `(function (exports, require, module, __filename, __dirname) { ... })`, compiled
 // with vm.Script and the cachedData the build made by running `tidelog start` until it
 // listened: V8 then deserializes every function the start path runs instead of parsing and

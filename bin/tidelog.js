@@ -5,7 +5,7 @@
 // `npm run build` writes both tsc's modules (dist/src) and a bundle of them (dist/bundle,
 // scripts/bundle.mjs) that starts in about half the time: one script compiled from V8's code
 // cache instead of ~190 modules to resolve, link and compile (load-bundle.js,
-// docs/startup.md). This file is CommonJS (bin/package.json) for the same reason: running
+// docs/notes/startup.md). This file is CommonJS (bin/package.json) for the same reason: running
 // an ES module entry would start Node's ESM loader, which the bundle does not need.
 //
 // The bundle is used unless it is missing or older than tsc's output (a bare `tsc` since the

@@ -1,6 +1,6 @@
 /**
  * Makes dist/bundle/main.cache, the V8 code cache bin/load-bundle.js compiles the bundle
- * with (docs/startup.md): a child process loads main.js through that same loader, runs
+ * with (docs/notes/startup.md): a child process loads main.js through that same loader, runs
  * `tidelog start` on a free port and a temporary data directory, and takes the cache the
  * moment the broker is listening, so it holds exactly the functions a start runs before
  * it serves (a function compiled later costs nothing on the start path, and one never run

@@ -2,7 +2,7 @@
  * Bundles the `tidelog` command's code (tsc's output, dist/src/cli/main.js and everything it
  * imports) into dist/bundle/ with esbuild, so that `tidelog start` compiles one script from
  * V8's code cache instead of resolving, linking and compiling ~190 modules: loading code was
- * most of its start-up (docs/startup.md). Runs after tsc as part of `npm run build`;
+ * most of its start-up (docs/notes/startup.md). Runs after tsc as part of `npm run build`;
  * bin/tidelog.js prefers the bundle, and bin/load-bundle.js loads it.
  *
  * - main.js is a script, `(function (exports, require, module, __filename, __dirname) {...})`
@@ -13,7 +13,7 @@
  *   prom-client loads on first use), except pino and dot-properties, bundled into main.js
  *   (resolving pino's ~29 files cost ~20 ms of `tidelog start`), and etcd3 with grpc-js and
  *   protobufjs, bundled into etcd3.cjs beside it, which only a broker on an `etcd://` store
- *   requires (resolving its ~200 files was half of its 160-230 ms import, docs/performance.md).
+ *   requires (resolving its ~200 files was half of its 160-230 ms import, docs/notes/performance.md).
  *   pino's transports (worker threads started from pino's own files, which a bundled copy does
  *   not have; tidelog uses none) are left out, and node:assert is loaded only by a failing
  *   assertion in a bundled package: scripts/bundle-shims.
@@ -186,7 +186,7 @@ const SCRIPT_HEAD = `(function (exports, require, module, __filename, __dirname)
  * The codecs of the APIs that load on first use (loadApiCodec in src/protocol/generated/
  * index.ts) are 1.3 MB of the 3.1 MB the CLI is, and a script costs its whole size at every
  * start even where it runs nothing: reading and decoding it, and V8 keeping a slot for every
- * function in it in the code cache it deserializes (docs/startup.md). So each such API's
+ * function in it in the code cache it deserializes (docs/notes/startup.md). So each such API's
  * module is a script of its own in dist/bundle/codecs, which main.js asks for with
  * `require('./codecs/NAME.js')`: bin/load-bundle.js compiles it then, and answers its imports
  * of the few modules it shares with main.js (errors, the protocol's primitives, the codecs'

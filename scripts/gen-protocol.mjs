@@ -898,7 +898,7 @@ function messageExports(msg) {
  * Where each message's code lives. One module per API (its request and its response): the
  * bundle (scripts/bundle.mjs) makes each one a file of its own, so `tidelog start` compiles only the
  * codecs it loads eagerly (EAGER_APIS) instead of all ~1.3 MB, and the others load on their
- * API's first request (docs/startup.md). Headers and data messages, which any request or
+ * API's first request (docs/notes/startup.md). Headers and data messages, which any request or
  * the storage and group code needs, are one module.
  */
 const HEADERS_AND_DATA = { module: 'headers-and-data', about: 'headers and data messages' }

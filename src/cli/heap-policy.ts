@@ -6,7 +6,7 @@
  * between 1.1 and 4. A broker's live heap is small (its data is in Buffers: about 12 MB
  * idle), and under produce load that made a full GC follow every 14 MB or so produced:
  * 56-83 Mark-Compacts per million 1 KiB records, each freeing under 1 MB, 15% of the busy
- * time (docs/performance.md). A fixed factor of 5 while the heap is small leaves 0-1, and
+ * time (docs/notes/performance.md). A fixed factor of 5 while the heap is small leaves 0-1, and
  * about 1.7x less CPU per record. `--initial-heap-size=64` does the same from the command
  * line, but a shebang cannot pass it everywhere (BusyBox's env has no -S) and V8 reads the
  * heap's size flags only at start; it reads the growing factor at every limit it computes.

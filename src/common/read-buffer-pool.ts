@@ -6,7 +6,7 @@
  * one is new external memory for V8 (a mark-compact about every 64 MB of it, a third of the
  * broker's main-thread time in a profile) and new pages for the kernel to fault in and zero
  * before pread copies into them. Reading into buffers that a previous fetch response already
- * used halves the broker's CPU per consumed byte (docs/performance.md, "RF 1 consume").
+ * used halves the broker's CPU per consumed byte (docs/notes/performance.md, "RF 1 consume").
  *
  * Safety rests on one rule: a buffer comes back only through `release`, which only a stream
  * that knows the bytes left the process calls (the TCP ByteStream, after the socket's write

@@ -9,7 +9,7 @@
  * numbers bumped by the request observer (request-observer.ts).
  *
  * prom-client (and the @opentelemetry/api it requires) is a sixth of the CPU `tidelog start`
- * spends before it listens (docs/startup.md), and nothing needs it until a scrape: the
+ * spends before it listens (docs/notes/startup.md), and nothing needs it until a scrape: the
  * metrics register into a stand-in, and `load()` (the broker calls it once it has started,
  * /metrics awaits it) imports prom-client and replays them, in the same order, into the
  * Registry.

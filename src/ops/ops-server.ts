@@ -5,7 +5,7 @@
  * `/readyz` says "recovering" during a long recovery; `attach` hands it the broker's state.
  *
  * What only a scrape or the console uses loads later, off the path to the Kafka listener
- * (docs/startup.md): prom-client on the first scrape, the console API and the admin client
+ * (docs/notes/startup.md): prom-client on the first scrape, the console API and the admin client
  * it drives on the first console request.
  */
 import type { Logger } from '../common/logger.js'

@@ -22,7 +22,7 @@ import { socketStream } from './node-network.js'
 
 /**
  * node:tls, loaded by the first TLS listener or connection: a broker with plaintext
- * listeners only never compiles it (about 2 ms of start-up, docs/startup.md).
+ * listeners only never compiles it (about 2 ms of start-up, docs/notes/startup.md).
  */
 const loadBuiltin = createRequire(import.meta.url)
 let tlsModule: typeof import('node:tls') | null = null

@@ -5,7 +5,7 @@
  * Why: at a few thousand single-record requests a second the thread-pool round trip of an
  * asynchronous writev is most of a request's cost. It wakes a pool thread and then the event
  * loop once more, each into cold caches on a busy 2-core machine, about 10x the CPU and wall
- * time of the syscall itself (docs/performance.md). Kafka writes to the page cache in its
+ * time of the syscall itself (docs/notes/performance.md). Kafka writes to the page cache in its
  * request threads for the same reason.
  *
  * Why not always: a write to the page cache sometimes blocks for tens of milliseconds (dirty

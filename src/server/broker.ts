@@ -451,7 +451,7 @@ export class Broker implements BrokerServices {
       await this.listen()
       await this.register()
       // prom-client is not needed to answer Kafka requests: the first /metrics scrape loads
-      // it, so a broker nobody scrapes neither waits for it nor holds its 3-4 MB (docs/startup.md).
+      // it, so a broker nobody scrapes neither waits for it nor holds its 3-4 MB (docs/notes/startup.md).
     } catch (error) {
       await this.stop().catch((stopError: unknown) =>
         this.logger.error({ err: stopError }, 'stop after a failed start'),

@@ -249,7 +249,7 @@ export class Connection implements ClientConnection {
 
   /**
    * An API's first request on this process: its codec is a file of the bundle, loaded now
-   * rather than at start-up (docs/startup.md). This frame and the ones after it wait, so
+   * rather than at start-up (docs/notes/startup.md). This frame and the ones after it wait, so
    * requests are still handled in order.
    */
   private holdUntilCodecLoaded(apiKey: number, frame: Buffer): void {

@@ -1,5 +1,5 @@
 /**
- * BrokerMetrics imports prom-client only in load() (docs/startup.md): what registered before
+ * BrokerMetrics imports prom-client only in load() (docs/notes/startup.md): what registered before
  * must reach the Registry in the order it was built, and log flushes seen before the flush
  * histogram existed must be counted in it.
  */

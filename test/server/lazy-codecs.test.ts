@@ -1,6 +1,6 @@
 /**
  * Only the hot APIs' codecs load with the registry; the others load on first use (the
- * broker's start-up compiles less, docs/startup.md). This file must not load them all, so
+ * broker's start-up compiles less, docs/notes/startup.md). This file must not load them all, so
  * it builds its frames by hand instead of using test/helpers/raw-client.ts.
  */
 import assert from 'node:assert/strict'
