@@ -1,0 +1,185 @@
+/**
+ * Issue 32, the Java client: org.apache.kafka:kafka-clients 4.4.0 (the reference client of
+ * every KIP) runs the same checks (test/compat/java/Conformance.java) against tidelog on 3
+ * in-process brokers and against Apache Kafka 4.4.0 on 3 KRaft nodes (the reference broker,
+ * scripts/kafka-reference.sh). Every check must pass on Kafka: one that fails there is a bad
+ * check. On tidelog every check must pass except those in KNOWN_TIDELOG_DIFFERENCES, each a
+ * difference found and not yet fixed; a listed check that starts passing fails the test too,
+ * so that the list is emptied as tidelog is fixed.
+ */
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { existsSync, mkdirSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import type { Cluster } from '../../src/server/cluster.js'
+import { startCluster } from '../helpers/cluster.js'
+import { repoRoot } from '../helpers/compat-clients.js'
+import {
+  installKafkaReference,
+  type KafkaReference,
+  startKafkaReference,
+} from '../helpers/kafka-reference.js'
+
+/** Every check of Conformance.java, in its order. */
+const CHECKS = [
+  'producer-acks-0',
+  'producer-acks-1',
+  'producer-acks-all',
+  'producer-idempotent',
+  'producer-transactions-commit-abort',
+  'producer-transactions-send-offsets',
+  'headers',
+  'compression-gzip',
+  'compression-snappy',
+  'compression-lz4',
+  'compression-zstd',
+  'record-near-message-max-bytes',
+  'record-too-large',
+  'consumer-classic-range',
+  'consumer-classic-roundrobin',
+  'consumer-classic-sticky',
+  'consumer-classic-cooperative-sticky',
+  'consumer-group-protocol-consumer',
+  'admin-describe-cluster',
+  'admin-topics',
+  'admin-create-partitions',
+  'admin-configs',
+  'admin-consumer-groups',
+  'admin-list-offsets',
+  'admin-delete-records',
+] as const
+
+type CheckName = (typeof CHECKS)[number]
+
+/**
+ * Checks that fail on tidelog and pass on Kafka 4.4, with what differs. Each is a finding to
+ * fix in the broker; remove its entry with the fix (the test fails while a listed check passes).
+ */
+const KNOWN_TIDELOG_DIFFERENCES: ReadonlyMap<CheckName, string> = new Map<CheckName, string>([])
+
+interface Outcome {
+  readonly pass: boolean
+  readonly ms: number
+  readonly reason: string
+}
+
+const root = repoRoot()
+const classes = join(root, '.build', 'java-conformance')
+const source = join(root, 'test', 'compat', 'java', 'Conformance.java')
+let classpath = ''
+
+function exec(
+  command: string,
+  args: string[],
+  timeoutMs: number,
+): Promise<{ stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      command,
+      args,
+      { timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 64 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        if (error) reject(new Error(`${command} failed: ${error.message}\n${String(stderr).slice(-4000)}`))
+        else resolve({ stdout: String(stdout), stderr: String(stderr) })
+      },
+    )
+  })
+}
+
+/** Compiles Conformance.java against the cached kafka-clients jars unless its class is newer. */
+async function compile(): Promise<void> {
+  const cache = await installKafkaReference()
+  classpath = `${classes}:${join(cache, 'clients', '*')}`
+  const compiled = join(classes, 'Conformance.class')
+  if (existsSync(compiled) && statSync(compiled).mtimeMs > statSync(source).mtimeMs) return
+  mkdirSync(classes, { recursive: true })
+  await exec('javac', ['--release', '17', '-d', classes, '-cp', classpath, source], 120_000)
+}
+
+/** Runs every check against `bootstrap`; returns each check's outcome and the client's stderr. */
+async function runChecks(bootstrap: string): Promise<{ outcomes: Map<string, Outcome>; stderr: string }> {
+  const { stdout, stderr } = await exec(
+    'java',
+    [
+      '-Xmx256m',
+      '-XX:TieredStopAtLevel=1',
+      '-XX:+UseSerialGC',
+      '-Dorg.slf4j.simpleLogger.defaultLogLevel=warn',
+      '-cp',
+      classpath,
+      'Conformance',
+      bootstrap,
+    ],
+    // Each check bounds itself to 90 s; all of them take about a minute.
+    15 * 60_000,
+  )
+  const outcomes = new Map<string, Outcome>()
+  for (const line of stdout.split('\n')) {
+    const m = /^CHECK (\S+) (PASS|FAIL) (\d+) ?(.*)$/.exec(line)
+    if (m) outcomes.set(m[1], { pass: m[2] === 'PASS', ms: Number(m[3]), reason: m[4] })
+  }
+  assert.match(stdout, /^DONE \d+ \d+$/m, `the checks did not finish:\n${stdout}\n${stderr.slice(-4000)}`)
+  return { outcomes, stderr }
+}
+
+function report(label: string, outcomes: Map<string, Outcome>): void {
+  for (const [name, o] of outcomes) {
+    console.log(`${label} ${name}: ${o.pass ? 'pass' : `FAIL ${o.reason}`} (${o.ms} ms)`)
+  }
+}
+
+describe('Java kafka-clients 4.4 conformance', () => {
+  before(compile)
+
+  describe('tidelog on 3 brokers', () => {
+    let cluster: Cluster | undefined
+    before(async () => {
+      cluster = await startCluster({
+        brokers: 3,
+        port: 0,
+        properties: { 'transaction.state.log.num.partitions': 5, 'offsets.topic.num.partitions': 5 },
+      })
+    })
+    after(async () => {
+      await cluster?.stop()
+    })
+
+    it('passes every check but the known differences, which still fail', async () => {
+      assert.ok(cluster)
+      const { outcomes, stderr } = await runChecks(cluster.bootstrapServers)
+      report('tidelog', outcomes)
+      assert.deepEqual([...outcomes.keys()], [...CHECKS], 'every check ran')
+      const unexpected: string[] = []
+      for (const name of CHECKS) {
+        const o = outcomes.get(name)
+        assert.ok(o)
+        const known = KNOWN_TIDELOG_DIFFERENCES.get(name)
+        if (!o.pass && known === undefined) unexpected.push(`${name} fails: ${o.reason}`)
+        if (o.pass && known !== undefined) {
+          unexpected.push(`${name} passes: remove it from KNOWN_TIDELOG_DIFFERENCES (${known})`)
+        }
+      }
+      assert.deepEqual(unexpected, [], `client log:\n${stderr.slice(-4000)}`)
+    })
+  })
+
+  describe('Apache Kafka 4.4 on 3 nodes (the reference)', () => {
+    let kafka: KafkaReference | undefined
+    before(async () => {
+      kafka = await startKafkaReference({ nodes: 3 })
+    })
+    after(async () => {
+      await kafka?.stop()
+    })
+
+    it('passes every check (a check failing here is a bad check)', async () => {
+      assert.ok(kafka)
+      const { outcomes, stderr } = await runChecks(kafka.bootstrap)
+      report('kafka', outcomes)
+      assert.deepEqual([...outcomes.keys()], [...CHECKS], 'every check ran')
+      const failed = [...outcomes].filter(([, o]) => !o.pass).map(([name, o]) => `${name}: ${o.reason}`)
+      assert.deepEqual(failed, [], `client log:\n${stderr.slice(-4000)}`)
+    })
+  })
+})

@@ -1,0 +1,848 @@
+/*
+ * Issue 32: the Java client (org.apache.kafka:kafka-clients 4.4.0) against a broker.
+ *
+ *   java -cp 'CLASSES:.build/kafka-4.4.0/clients/*' Conformance BOOTSTRAP [CHECK...]
+ *
+ * Runs each check (all of them when none is named) against the brokers at BOOTSTRAP, one
+ * after the other, each on topics and groups of its own, and prints one line per check:
+ *
+ *   CHECK <name> PASS <ms>
+ *   CHECK <name> FAIL <ms> <reason on one line>
+ *
+ * then `DONE <passed> <failed>`. The same checks run against tidelog and against Apache
+ * Kafka 4.4 (test/compat/java-clients.test.ts): one that fails on Kafka is a bad check.
+ * Every check bounds its own time (CHECK_TIMEOUT_MS) and cleans up its clients.
+ */
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.stream.Collectors;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.GroupListing;
+import org.apache.kafka.clients.admin.ListGroupsOptions;
+import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.NewPartitions;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.GroupState;
+import org.apache.kafka.common.GroupType;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.RecordTooLargeException;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public final class Conformance {
+  static final long CHECK_TIMEOUT_MS = 90_000;
+  static final Duration POLL = Duration.ofMillis(100);
+
+  interface Check {
+    void run() throws Exception;
+  }
+
+  final String bootstrap;
+  /** Unique per run so that checks never see another run's topics or groups. */
+  final String prefix = "jc-" + Long.toString(System.currentTimeMillis() % 100_000_000L, 36);
+
+  final Admin admin;
+  int replicationFactor;
+
+  Conformance(String bootstrap) {
+    this.bootstrap = bootstrap;
+    Properties p = new Properties();
+    p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, 15_000);
+    p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 30_000);
+    this.admin = Admin.create(p);
+  }
+
+  Map<String, Check> checks() {
+    Map<String, Check> c = new LinkedHashMap<>();
+    c.put("producer-acks-0", () -> producerAcks("0"));
+    c.put("producer-acks-1", () -> producerAcks("1"));
+    c.put("producer-acks-all", () -> producerAcks("all"));
+    c.put("producer-idempotent", this::idempotentProducer);
+    c.put("producer-transactions-commit-abort", this::transactions);
+    c.put("producer-transactions-send-offsets", this::transactionalOffsets);
+    c.put("headers", this::headers);
+    for (String codec : List.of("gzip", "snappy", "lz4", "zstd")) {
+      c.put("compression-" + codec, () -> compression(codec));
+    }
+    c.put("record-near-message-max-bytes", this::recordNearMax);
+    c.put("record-too-large", this::recordTooLarge);
+    c.put("consumer-classic-range", () -> classicGroup("RangeAssignor", "range"));
+    c.put("consumer-classic-roundrobin", () -> classicGroup("RoundRobinAssignor", "roundrobin"));
+    c.put("consumer-classic-sticky", () -> classicGroup("StickyAssignor", "sticky"));
+    c.put(
+        "consumer-classic-cooperative-sticky",
+        () -> classicGroup("CooperativeStickyAssignor", "cooperative-sticky"));
+    c.put("consumer-group-protocol-consumer", this::consumerProtocolGroup);
+    c.put("admin-describe-cluster", this::describeCluster);
+    c.put("admin-topics", this::adminTopics);
+    c.put("admin-create-partitions", this::createPartitions);
+    c.put("admin-configs", this::configs);
+    c.put("admin-consumer-groups", this::adminGroups);
+    c.put("admin-list-offsets", this::listOffsets);
+    c.put("admin-delete-records", this::deleteRecords);
+    return c;
+  }
+
+  public static void main(String[] args) throws Exception {
+    if (args.length < 1) {
+      System.err.println("usage: Conformance BOOTSTRAP [CHECK...]");
+      System.exit(2);
+    }
+    Conformance run = new Conformance(args[0]);
+    Map<String, Check> all = run.checks();
+    List<String> names =
+        args.length > 1 ? Arrays.asList(args).subList(1, args.length) : new ArrayList<>(all.keySet());
+    int passed = 0;
+    int failed = 0;
+    ExecutorService executor = Executors.newCachedThreadPool(r -> {
+      Thread t = new Thread(r);
+      t.setDaemon(true);
+      return t;
+    });
+    try {
+      run.replicationFactor = Math.min(3, run.admin.describeCluster().nodes().get().size());
+      for (String name : names) {
+        Check check = all.get(name);
+        long start = System.nanoTime();
+        String failure = null;
+        if (check == null) {
+          failure = "no such check";
+        } else {
+          Future<?> future = executor.submit(() -> {
+            check.run();
+            return null;
+          });
+          try {
+            future.get(CHECK_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+          } catch (TimeoutException e) {
+            future.cancel(true);
+            failure = "timed out after " + CHECK_TIMEOUT_MS + " ms";
+          } catch (ExecutionException e) {
+            failure = describe(e.getCause());
+          }
+        }
+        long ms = (System.nanoTime() - start) / 1_000_000;
+        if (failure == null) {
+          passed++;
+          System.out.println("CHECK " + name + " PASS " + ms);
+        } else {
+          failed++;
+          System.out.println("CHECK " + name + " FAIL " + ms + " " + failure.replaceAll("\\s+", " "));
+        }
+        System.out.flush();
+      }
+    } finally {
+      run.admin.close(Duration.ofSeconds(5));
+    }
+    System.out.println("DONE " + passed + " " + failed);
+    System.out.flush();
+    // Clients cancelled by a timeout may leave threads behind: exit regardless.
+    System.exit(0);
+  }
+
+  static String describe(Throwable t) {
+    StringBuilder s = new StringBuilder();
+    for (Throwable c = t; c != null; c = c.getCause() == c ? null : c.getCause()) {
+      if (s.length() > 0) s.append(" <- ");
+      s.append(c.getClass().getSimpleName()).append(": ").append(c.getMessage());
+    }
+    return s.toString();
+  }
+
+  // ---------------------------------------------------------------- helpers
+
+  static void expect(boolean condition, String message) {
+    if (!condition) throw new AssertionError(message);
+  }
+
+  static void expectEqual(Object expected, Object actual, String what) {
+    if (!java.util.Objects.equals(expected, actual)) {
+      throw new AssertionError(what + ": expected " + expected + ", got " + actual);
+    }
+  }
+
+  static byte[] bytes(String s) {
+    return s == null ? null : s.getBytes(StandardCharsets.UTF_8);
+  }
+
+  static String str(byte[] b) {
+    return b == null ? null : new String(b, StandardCharsets.UTF_8);
+  }
+
+  String topic(String name) {
+    return prefix + "-" + name;
+  }
+
+  String createTopic(String name, int partitions, Map<String, String> configs) throws Exception {
+    String topic = topic(name);
+    NewTopic t = new NewTopic(topic, partitions, (short) replicationFactor).configs(configs);
+    admin.createTopics(List.of(t)).all().get();
+    awaitListed(topic);
+    return topic;
+  }
+
+  /**
+   * Waits until listTopics names the topic. Kafka's brokers learn of a new topic from the
+   * controller a moment after CreateTopics answers, so a request right after it may be told
+   * UNKNOWN_TOPIC_OR_PARTITION by another broker.
+   */
+  void awaitListed(String topic) throws Exception {
+    long deadline = System.currentTimeMillis() + 15_000;
+    while (!admin.listTopics().names().get().contains(topic)) {
+      expect(System.currentTimeMillis() < deadline, "listTopics lacks " + topic);
+      Thread.sleep(50);
+    }
+  }
+
+  String createTopic(String name, int partitions) throws Exception {
+    return createTopic(name, partitions, Map.of());
+  }
+
+  Properties producerProps(Map<String, Object> extra) {
+    Properties p = new Properties();
+    p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+    p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+    p.put(ProducerConfig.LINGER_MS_CONFIG, 5);
+    p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, 15_000);
+    p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 30_000);
+    p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, 30_000);
+    p.putAll(extra);
+    return p;
+  }
+
+  KafkaProducer<byte[], byte[]> producer(Map<String, Object> extra) {
+    return new KafkaProducer<>(producerProps(extra));
+  }
+
+  KafkaConsumer<byte[], byte[]> consumer(Map<String, Object> extra) {
+    Properties p = new Properties();
+    p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+    p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+    p.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, 15_000);
+    p.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 30_000);
+    p.putAll(extra);
+    return new KafkaConsumer<>(p);
+  }
+
+  /** A record as read back: what the checks compare. */
+  record Rec(int partition, long offset, String key, String value, List<String> headers) {
+    static Rec of(ConsumerRecord<byte[], byte[]> r) {
+      List<String> h = new ArrayList<>();
+      for (Header header : r.headers()) h.add(header.key() + "=" + str(header.value()));
+      return new Rec(r.partition(), r.offset(), str(r.key()), str(r.value()), h);
+    }
+
+    String kv() {
+      return key + "=" + value;
+    }
+  }
+
+  /**
+   * Reads every partition of `topic` from its log start to its end (the high watermark, or the
+   * last stable offset under read_committed) with an assigned consumer, and returns the records
+   * in partition then offset order.
+   */
+  List<Rec> readAll(String topic, String isolation) throws Exception {
+    return readAll(topic, isolation, 0);
+  }
+
+  /**
+   * As readAll, after waiting until the partitions' ends lie `atLeast` offsets past their log
+   * starts in all: with acks=0 or 1 a producer hears back before the high watermark moves.
+   */
+  List<Rec> readAll(String topic, String isolation, long atLeast) throws Exception {
+    try (KafkaConsumer<byte[], byte[]> c =
+        consumer(Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation))) {
+      List<TopicPartition> tps = c.partitionsFor(topic).stream()
+          .map(i -> new TopicPartition(topic, i.partition()))
+          .collect(Collectors.toList());
+      c.assign(tps);
+      c.seekToBeginning(tps);
+      long deadline = System.currentTimeMillis() + 30_000;
+      Map<TopicPartition, Long> begin = c.beginningOffsets(tps);
+      Map<TopicPartition, Long> end = c.endOffsets(tps);
+      while (tps.stream().mapToLong(tp -> end.get(tp) - begin.get(tp)).sum() < atLeast) {
+        expect(System.currentTimeMillis() < deadline, "ends " + end + " short of " + atLeast + " records");
+        Thread.sleep(50);
+        end.putAll(c.endOffsets(tps));
+      }
+      List<Rec> out = new ArrayList<>();
+      while (true) {
+        boolean done = true;
+        for (TopicPartition tp : tps) if (c.position(tp) < end.get(tp)) done = false;
+        if (done) break;
+        expect(System.currentTimeMillis() < deadline, "reading " + topic + " to " + end + " timed out");
+        for (ConsumerRecord<byte[], byte[]> r : c.poll(POLL)) out.add(Rec.of(r));
+      }
+      out.sort((a, b) -> a.partition != b.partition
+          ? Integer.compare(a.partition, b.partition)
+          : Long.compare(a.offset, b.offset));
+      return out;
+    }
+  }
+
+  static List<String> values(List<Rec> recs) {
+    return recs.stream().map(Rec::value).collect(Collectors.toList());
+  }
+
+  // ---------------------------------------------------------------- producer checks
+
+  void producerAcks(String acks) throws Exception {
+    String topic = createTopic("acks-" + acks, 2);
+    List<String> sent = new ArrayList<>();
+    try (KafkaProducer<byte[], byte[]> p = producer(Map.of(
+        ProducerConfig.ACKS_CONFIG, acks, ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, false))) {
+      List<Future<RecordMetadata>> futures = new ArrayList<>();
+      for (int i = 0; i < 40; i++) {
+        String v = "acks" + acks + "-" + i;
+        sent.add(v);
+        futures.add(p.send(new ProducerRecord<>(topic, i % 2, bytes("k" + i), bytes(v))));
+      }
+      p.flush();
+      long[] next = {0, 0};
+      for (int i = 0; i < futures.size(); i++) {
+        RecordMetadata m = futures.get(i).get();
+        expectEqual(i % 2, m.partition(), "partition of record " + i);
+        if (acks.equals("0")) {
+          expectEqual(-1L, m.offset(), "acks=0 offset (unknown)");
+        } else {
+          expectEqual(next[i % 2]++, m.offset(), "offset of record " + i);
+        }
+      }
+    }
+    List<Rec> got = readAll(topic, "read_uncommitted", 40);
+    expectEqual(40, got.size(), "records read back");
+    List<String> want = new ArrayList<>();
+    for (int part = 0; part < 2; part++) {
+      for (int i = part; i < 40; i += 2) want.add(sent.get(i));
+    }
+    expectEqual(want, values(got), "values in partition and offset order");
+  }
+
+  void idempotentProducer() throws Exception {
+    String topic = createTopic("idempotent", 3);
+    try (KafkaProducer<byte[], byte[]> p = producer(Map.of(
+        ProducerConfig.ACKS_CONFIG, "all",
+        ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true,
+        ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, 5,
+        ProducerConfig.BATCH_SIZE_CONFIG, 512))) {
+      for (int i = 0; i < 300; i++) {
+        p.send(new ProducerRecord<>(topic, i % 3, null, bytes(String.format("%04d", i))));
+      }
+      p.flush();
+    }
+    List<Rec> got = readAll(topic, "read_uncommitted");
+    expectEqual(300, got.size(), "records read back");
+    for (int part = 0; part < 3; part++) {
+      int partition = part;
+      List<String> values = got.stream().filter(r -> r.partition == partition)
+          .map(Rec::value).collect(Collectors.toList());
+      List<String> want = new ArrayList<>();
+      for (int i = part; i < 300; i += 3) want.add(String.format("%04d", i));
+      expectEqual(want, values, "partition " + part + " exactly once, in order");
+    }
+  }
+
+  void transactions() throws Exception {
+    String topic = createTopic("txn", 2);
+    try (KafkaProducer<byte[], byte[]> p = producer(Map.of(
+        ProducerConfig.TRANSACTIONAL_ID_CONFIG, prefix + "-txn",
+        ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, 30_000))) {
+      p.initTransactions();
+      String[][] rounds = {{"c1", "commit"}, {"a1", "abort"}, {"c2", "commit"}, {"a2", "abort"}};
+      for (String[] round : rounds) {
+        p.beginTransaction();
+        for (int i = 0; i < 6; i++) {
+          p.send(new ProducerRecord<>(topic, i % 2, null, bytes(round[0] + "-" + i)));
+        }
+        if (round[1].equals("commit")) {
+          p.commitTransaction();
+        } else {
+          // Sent first: an abort drops the batches still waiting in the producer.
+          p.flush();
+          p.abortTransaction();
+        }
+      }
+      // A last transaction left open: read_committed must stop before it.
+      p.beginTransaction();
+      p.send(new ProducerRecord<>(topic, 0, null, bytes("open-0"))).get();
+      List<Rec> committed = readAll(topic, "read_committed");
+      Set<String> want = new HashSet<>();
+      for (String prefix : List.of("c1", "c2")) for (int i = 0; i < 6; i++) want.add(prefix + "-" + i);
+      expectEqual(new java.util.TreeSet<>(want), new java.util.TreeSet<>(values(committed)),
+          "read_committed sees exactly the committed records");
+      expectEqual(12, committed.size(), "read_committed record count");
+      List<Rec> uncommitted = readAll(topic, "read_uncommitted");
+      expectEqual(25, uncommitted.size(), "read_uncommitted sees committed, aborted and open records");
+      p.abortTransaction();
+    }
+  }
+
+  void transactionalOffsets() throws Exception {
+    String input = createTopic("ctp-in", 1);
+    String output = createTopic("ctp-out", 1);
+    String group = prefix + "-ctp";
+    try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+      for (int i = 0; i < 10; i++) p.send(new ProducerRecord<>(input, 0, null, bytes("in-" + i)));
+      p.flush();
+    }
+    TopicPartition in = new TopicPartition(input, 0);
+    try (KafkaProducer<byte[], byte[]> p = producer(Map.of(
+            ProducerConfig.TRANSACTIONAL_ID_CONFIG, prefix + "-ctp"));
+        KafkaConsumer<byte[], byte[]> c = consumer(Map.of(
+            ConsumerConfig.GROUP_ID_CONFIG, group,
+            ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed"))) {
+      p.initTransactions();
+      c.subscribe(List.of(input));
+      List<ConsumerRecord<byte[], byte[]>> batch = new ArrayList<>();
+      long deadline = System.currentTimeMillis() + 30_000;
+      while (batch.size() < 10) {
+        expect(System.currentTimeMillis() < deadline, "consumed " + batch.size() + " of 10");
+        c.poll(POLL).forEach(batch::add);
+      }
+      // Abort: the group's offset must not move.
+      p.beginTransaction();
+      p.send(new ProducerRecord<>(output, 0, null, bytes("aborted")));
+      p.sendOffsetsToTransaction(Map.of(in, new OffsetAndMetadata(5)), c.groupMetadata());
+      p.abortTransaction();
+      Map<TopicPartition, OffsetAndMetadata> afterAbort =
+          admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+      expect(afterAbort.get(in) == null, "offset after abort: " + afterAbort.get(in));
+      p.beginTransaction();
+      p.send(new ProducerRecord<>(output, 0, null, bytes("committed")));
+      p.sendOffsetsToTransaction(Map.of(in, new OffsetAndMetadata(10)), c.groupMetadata());
+      p.commitTransaction();
+      // The consumer asks for stable offsets (it waits out a commit whose markers are still
+      // being written); the admin's plain OffsetFetch sees it once the markers are written.
+      expectEqual(10L, c.committed(Set.of(in)).get(in).offset(), "consumer's committed offset");
+      long deadline2 = System.currentTimeMillis() + 15_000;
+      while (true) {
+        OffsetAndMetadata o = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get().get(in);
+        if (o != null && o.offset() == 10L) break;
+        expect(System.currentTimeMillis() < deadline2, "offset after commit: " + o);
+        Thread.sleep(100);
+      }
+    }
+    expectEqual(List.of("committed"), values(readAll(output, "read_committed")), "output");
+  }
+
+  void headers() throws Exception {
+    String topic = createTopic("headers", 1);
+    try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+      List<Header> h = List.of(
+          new RecordHeader("a", bytes("1")),
+          new RecordHeader("a", bytes("2")),
+          new RecordHeader("empty", new byte[0]),
+          new RecordHeader("null", null),
+          new RecordHeader("ünï", bytes("ç")));
+      p.send(new ProducerRecord<>(topic, 0, null, bytes("k"), bytes("v"), h)).get();
+      p.send(new ProducerRecord<>(topic, 0, null, bytes("k2"), null, List.of())).get();
+    }
+    List<Rec> got = readAll(topic, "read_uncommitted");
+    expectEqual(2, got.size(), "records");
+    expectEqual(List.of("a=1", "a=2", "empty=", "null=null", "ünï=ç"), got.get(0).headers(), "headers");
+    expectEqual("v", got.get(0).value(), "value");
+    expectEqual(List.of(), got.get(1).headers(), "no headers");
+    expectEqual(null, got.get(1).value(), "null value");
+  }
+
+  void compression(String codec) throws Exception {
+    String topic = createTopic("codec-" + codec, 2);
+    List<String> want = new ArrayList<>();
+    try (KafkaProducer<byte[], byte[]> p = producer(Map.of(
+        ProducerConfig.COMPRESSION_TYPE_CONFIG, codec, ProducerConfig.LINGER_MS_CONFIG, 20))) {
+      for (int i = 0; i < 200; i++) {
+        String v = i % 50 == 0 ? (codec + " compressible ").repeat(500) : codec + "-" + i;
+        p.send(new ProducerRecord<>(topic, 0, bytes("k" + (i % 7)), bytes(v)));
+        want.add(v);
+      }
+      p.flush();
+    }
+    List<Rec> got = readAll(topic, "read_uncommitted");
+    expectEqual(want.size(), got.size(), "records read back");
+    expectEqual(want, values(got), "values");
+  }
+
+  void recordNearMax() throws Exception {
+    String topic = createTopic("near-max", 1);
+    // message.max.bytes is 1048588 by default: a batch of one 1,000,000-byte record fits.
+    byte[] value = new byte[1_000_000];
+    Arrays.fill(value, (byte) 'x');
+    try (KafkaProducer<byte[], byte[]> p = producer(Map.of(
+        ProducerConfig.MAX_REQUEST_SIZE_CONFIG, 2_000_000))) {
+      RecordMetadata m = p.send(new ProducerRecord<>(topic, 0, null, value)).get();
+      expectEqual(0L, m.offset(), "offset");
+    }
+    List<Rec> got = readAll(topic, "read_uncommitted");
+    expectEqual(1, got.size(), "records");
+    expectEqual(1_000_000, got.get(0).value().length(), "value length");
+  }
+
+  void recordTooLarge() throws Exception {
+    String topic = createTopic("too-large", 1);
+    byte[] value = new byte[1_100_000];
+    // The producer's own limit is raised so that the broker is the one to refuse.
+    try (KafkaProducer<byte[], byte[]> p = producer(Map.of(
+        ProducerConfig.MAX_REQUEST_SIZE_CONFIG, 3_000_000, ProducerConfig.RETRIES_CONFIG, 0,
+        ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, false))) {
+      try {
+        p.send(new ProducerRecord<>(topic, 0, null, value)).get();
+        throw new AssertionError("a record over message.max.bytes was accepted");
+      } catch (ExecutionException e) {
+        expect(e.getCause() instanceof RecordTooLargeException,
+            "expected RecordTooLargeException, got " + describe(e.getCause()));
+      }
+      // The producer goes on working after the refusal.
+      RecordMetadata m = p.send(new ProducerRecord<>(topic, 0, null, bytes("small"))).get();
+      expectEqual(0L, m.offset(), "offset of the next record");
+    }
+  }
+
+  // ---------------------------------------------------------------- consumer groups
+
+  /** Produces `per` records to each partition of `topic`, values "p<partition>-<i>". */
+  void fill(String topic, int partitions, int per) throws Exception {
+    try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+      for (int part = 0; part < partitions; part++) {
+        for (int i = 0; i < per; i++) {
+          p.send(new ProducerRecord<>(topic, part, null, bytes("p" + part + "-" + i)));
+        }
+      }
+      p.flush();
+    }
+  }
+
+  /**
+   * Two consumers of one group share a 4-partition topic: each ends with a non-empty,
+   * disjoint share covering every partition, reads its partitions to the end and commits;
+   * then the committed offsets are the partitions' ends. Returns the group for more checks.
+   */
+  void twoConsumers(String name, Map<String, Object> extra, GroupType type, String assignor)
+      throws Exception {
+    int partitions = 4;
+    int per = 10;
+    String topic = createTopic(name, partitions);
+    String group = prefix + "-" + name;
+    fill(topic, partitions, per);
+    Map<String, Object> props = new HashMap<>(extra);
+    props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+    props.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, 3);
+    try (KafkaConsumer<byte[], byte[]> c1 = consumer(props);
+        KafkaConsumer<byte[], byte[]> c2 = consumer(props)) {
+      c1.subscribe(List.of(topic));
+      c2.subscribe(List.of(topic));
+      Set<String> seen = new HashSet<>();
+      long deadline = System.currentTimeMillis() + 60_000;
+      while (true) {
+        expect(System.currentTimeMillis() < deadline,
+            "no stable split: c1 " + c1.assignment() + ", c2 " + c2.assignment() + ", read " + seen.size());
+        for (KafkaConsumer<byte[], byte[]> c : List.of(c1, c2)) {
+          for (ConsumerRecord<byte[], byte[]> r : c.poll(POLL)) seen.add(r.partition() + "@" + r.offset());
+        }
+        Set<TopicPartition> a1 = c1.assignment();
+        Set<TopicPartition> a2 = c2.assignment();
+        if (a1.isEmpty() || a2.isEmpty() || a1.size() + a2.size() != partitions) continue;
+        Set<TopicPartition> union = new HashSet<>(a1);
+        union.addAll(a2);
+        if (union.size() != partitions) continue;
+        boolean atEnd = true;
+        for (TopicPartition tp : a1) if (c1.position(tp) < per) atEnd = false;
+        for (TopicPartition tp : a2) if (c2.position(tp) < per) atEnd = false;
+        if (atEnd) break;
+      }
+      expectEqual(partitions * per, seen.size(), "distinct records read by the group");
+      c1.commitSync();
+      c2.commitSync();
+      ConsumerGroupDescription d =
+          admin.describeConsumerGroups(List.of(group)).describedGroups().get(group).get();
+      expectEqual(GroupState.STABLE, d.groupState(), "group state");
+      expectEqual(2, d.members().size(), "members");
+      expectEqual(type, d.type(), "group type");
+      if (assignor != null) expectEqual(assignor, d.partitionAssignor(), "assignor");
+      Set<TopicPartition> described = new HashSet<>();
+      d.members().forEach(m -> described.addAll(m.assignment().topicPartitions()));
+      expectEqual(partitions, described.size(), "partitions assigned in the description");
+    }
+    Map<TopicPartition, OffsetAndMetadata> committed =
+        admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+    Map<Integer, Long> byPartition = new TreeMap<>();
+    committed.forEach((tp, o) -> byPartition.put(tp.partition(), o.offset()));
+    expectEqual(Map.of(0, 10L, 1, 10L, 2, 10L, 3, 10L), byPartition, "committed offsets");
+  }
+
+  void classicGroup(String assignorClass, String protocolName) throws Exception {
+    twoConsumers("classic-" + protocolName,
+        Map.of(
+            ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic",
+            ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
+            "org.apache.kafka.clients.consumer." + assignorClass),
+        GroupType.CLASSIC, protocolName);
+  }
+
+  void consumerProtocolGroup() throws Exception {
+    twoConsumers("kip848", Map.of(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer"),
+        GroupType.CONSUMER, null);
+  }
+
+  // ---------------------------------------------------------------- admin
+
+  void describeCluster() throws Exception {
+    DescribeClusterResult r = admin.describeCluster();
+    Collection<org.apache.kafka.common.Node> nodes = r.nodes().get();
+    expect(!nodes.isEmpty(), "no nodes");
+    String clusterId = r.clusterId().get();
+    expect(clusterId != null && !clusterId.isEmpty(), "no cluster id");
+    org.apache.kafka.common.Node controller = r.controller().get();
+    expect(controller != null && !controller.isEmpty(), "no controller");
+    Set<String> addresses = new HashSet<>();
+    for (org.apache.kafka.common.Node n : nodes) addresses.add(n.host() + ":" + n.port());
+    Set<String> given = new HashSet<>(Arrays.asList(bootstrap.split(",")));
+    expectEqual(given, addresses, "nodes' addresses");
+  }
+
+  void adminTopics() throws Exception {
+    String a = topic("admin-a");
+    String b = topic("admin-b");
+    admin.createTopics(List.of(
+        new NewTopic(a, 3, (short) replicationFactor).configs(Map.of("retention.ms", "3600000")),
+        new NewTopic(b, 1, (short) replicationFactor))).all().get();
+    // Creating it again fails with TopicExistsException.
+    try {
+      admin.createTopics(List.of(new NewTopic(a, 1, (short) replicationFactor))).all().get();
+      throw new AssertionError("second create succeeded");
+    } catch (ExecutionException e) {
+      expect(e.getCause() instanceof org.apache.kafka.common.errors.TopicExistsException,
+          "expected TopicExistsException, got " + describe(e.getCause()));
+    }
+    awaitListed(a);
+    awaitListed(b);
+    Map<String, TopicDescription> d = admin.describeTopics(List.of(a, b)).allTopicNames().get();
+    expectEqual(3, d.get(a).partitions().size(), "partitions of " + a);
+    for (TopicPartitionInfo p : d.get(a).partitions()) {
+      expectEqual(replicationFactor, p.replicas().size(), "replicas of partition " + p.partition());
+      expectEqual(replicationFactor, p.isr().size(), "isr of partition " + p.partition());
+      expect(p.leader() != null && !p.leader().isEmpty(), "no leader for partition " + p.partition());
+    }
+    expect(d.get(a).topicId() != null && !d.get(a).topicId().equals(org.apache.kafka.common.Uuid.ZERO_UUID),
+        "no topic id");
+    admin.deleteTopics(List.of(a, b)).all().get();
+    long deadline = System.currentTimeMillis() + 30_000;
+    while (true) {
+      Set<String> now = admin.listTopics().names().get();
+      if (!now.contains(a) && !now.contains(b)) break;
+      expect(System.currentTimeMillis() < deadline, "deleted topics still listed");
+      Thread.sleep(200);
+    }
+    try {
+      admin.describeTopics(List.of(a)).allTopicNames().get();
+      throw new AssertionError("describing a deleted topic succeeded");
+    } catch (ExecutionException e) {
+      expect(e.getCause() instanceof UnknownTopicOrPartitionException,
+          "expected UnknownTopicOrPartitionException, got " + describe(e.getCause()));
+    }
+  }
+
+  void createPartitions() throws Exception {
+    String topic = createTopic("grow", 1);
+    admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(3))).all().get();
+    long deadline = System.currentTimeMillis() + 30_000;
+    while (admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions().size() != 3) {
+      expect(System.currentTimeMillis() < deadline, "topic did not grow to 3 partitions");
+      Thread.sleep(200);
+    }
+    try {
+      admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(2))).all().get();
+      throw new AssertionError("shrinking to 2 partitions succeeded");
+    } catch (ExecutionException e) {
+      expect(e.getCause() instanceof org.apache.kafka.common.errors.InvalidPartitionsException,
+          "expected InvalidPartitionsException, got " + describe(e.getCause()));
+    }
+    // The new partition takes records.
+    try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+      expectEqual(0L, p.send(new ProducerRecord<>(topic, 2, null, bytes("x"))).get().offset(), "offset");
+    }
+  }
+
+  ConfigEntry topicConfig(String topic, String name) throws Exception {
+    ConfigResource r = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+    long deadline = System.currentTimeMillis() + 15_000;
+    while (true) {
+      try {
+        Config c = admin.describeConfigs(List.of(r)).all().get().get(r);
+        return c.get(name);
+      } catch (ExecutionException e) {
+        // A broker that has not yet learnt of a new topic (see awaitListed).
+        if (!(e.getCause() instanceof UnknownTopicOrPartitionException)
+            || System.currentTimeMillis() > deadline) throw e;
+        Thread.sleep(50);
+      }
+    }
+  }
+
+  void configs() throws Exception {
+    String topic = createTopic("configs", 1, Map.of("cleanup.policy", "compact"));
+    ConfigResource r = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+    ConfigEntry policy = topicConfig(topic, "cleanup.policy");
+    expectEqual("compact", policy.value(), "cleanup.policy");
+    expectEqual(ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG, policy.source(), "cleanup.policy source");
+    ConfigEntry retention = topicConfig(topic, "retention.ms");
+    expectEqual("604800000", retention.value(), "default retention.ms");
+    expectEqual(ConfigEntry.ConfigSource.DEFAULT_CONFIG, retention.source(), "default retention.ms source");
+    admin.incrementalAlterConfigs(Map.of(r, List.of(
+        new AlterConfigOp(new ConfigEntry("retention.ms", "123456"), AlterConfigOp.OpType.SET),
+        new AlterConfigOp(new ConfigEntry("cleanup.policy", "delete"), AlterConfigOp.OpType.APPEND)))).all().get();
+    retention = topicConfig(topic, "retention.ms");
+    expectEqual("123456", retention.value(), "retention.ms after SET");
+    expectEqual(ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG, retention.source(), "retention.ms source after SET");
+    expectEqual("compact,delete", topicConfig(topic, "cleanup.policy").value(), "cleanup.policy after APPEND");
+    admin.incrementalAlterConfigs(Map.of(r, List.of(
+        new AlterConfigOp(new ConfigEntry("retention.ms", ""), AlterConfigOp.OpType.DELETE)))).all().get();
+    retention = topicConfig(topic, "retention.ms");
+    expectEqual("604800000", retention.value(), "retention.ms after DELETE");
+    expectEqual(ConfigEntry.ConfigSource.DEFAULT_CONFIG, retention.source(), "retention.ms source after DELETE");
+    // An invalid value is refused.
+    try {
+      admin.incrementalAlterConfigs(Map.of(r, List.of(
+          new AlterConfigOp(new ConfigEntry("retention.ms", "soon"), AlterConfigOp.OpType.SET)))).all().get();
+      throw new AssertionError("retention.ms=soon accepted");
+    } catch (ExecutionException e) {
+      expect(e.getCause() instanceof org.apache.kafka.common.errors.InvalidConfigurationException
+              || e.getCause() instanceof org.apache.kafka.common.errors.InvalidRequestException,
+          "expected InvalidConfigurationException, got " + describe(e.getCause()));
+    }
+    // A broker's configs: message.max.bytes at its default.
+    org.apache.kafka.common.Node node = admin.describeCluster().nodes().get().iterator().next();
+    ConfigResource broker = new ConfigResource(ConfigResource.Type.BROKER, node.idString());
+    ConfigEntry max = admin.describeConfigs(List.of(broker)).all().get().get(broker).get("message.max.bytes");
+    expect(max != null, "broker lacks message.max.bytes");
+    expectEqual("1048588", max.value(), "message.max.bytes");
+  }
+
+  void adminGroups() throws Exception {
+    String topic = createTopic("groups", 2);
+    String group = prefix + "-groups";
+    fill(topic, 2, 5);
+    try (KafkaConsumer<byte[], byte[]> c = consumer(Map.of(ConsumerConfig.GROUP_ID_CONFIG, group))) {
+      c.subscribe(List.of(topic));
+      int read = 0;
+      long deadline = System.currentTimeMillis() + 30_000;
+      while (read < 10) {
+        expect(System.currentTimeMillis() < deadline, "read " + read + " of 10");
+        read += c.poll(POLL).count();
+      }
+      c.commitSync();
+      Collection<GroupListing> listed = admin.listGroups(ListGroupsOptions.forConsumerGroups()).all().get();
+      Optional<GroupListing> mine = listed.stream().filter(g -> g.groupId().equals(group)).findFirst();
+      expect(mine.isPresent(), "listGroups lacks " + group + ": " + listed);
+      expectEqual(Optional.of(GroupState.STABLE), mine.get().groupState(), "listed state");
+      ConsumerGroupDescription d =
+          admin.describeConsumerGroups(List.of(group)).describedGroups().get(group).get();
+      expectEqual(GroupState.STABLE, d.groupState(), "described state");
+      expectEqual(1, d.members().size(), "members");
+      expectEqual(2, d.members().iterator().next().assignment().topicPartitions().size(), "assigned");
+      expect(d.coordinator() != null && !d.coordinator().isEmpty(), "no coordinator");
+    }
+    ConsumerGroupDescription d =
+        admin.describeConsumerGroups(List.of(group)).describedGroups().get(group).get();
+    expectEqual(GroupState.EMPTY, d.groupState(), "state after the consumer left");
+    Map<TopicPartition, OffsetAndMetadata> offsets =
+        admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+    expectEqual(2, offsets.size(), "committed partitions");
+    for (OffsetAndMetadata o : offsets.values()) expectEqual(5L, o.offset(), "committed offset");
+    admin.deleteConsumerGroups(List.of(group)).all().get();
+    Collection<GroupListing> after = admin.listGroups(ListGroupsOptions.forConsumerGroups()).all().get();
+    expect(after.stream().noneMatch(g -> g.groupId().equals(group)), "deleted group still listed");
+  }
+
+  void listOffsets() throws Exception {
+    String topic = createTopic("list-offsets", 1);
+    TopicPartition tp = new TopicPartition(topic, 0);
+    long base = System.currentTimeMillis() - 60_000;
+    try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+      // Timestamps 0s, 10s, 20s, 30s, 40s past base; the largest is in the middle.
+      long[] ts = {0, 10_000, 40_000, 20_000, 30_000};
+      for (long t : ts) p.send(new ProducerRecord<>(topic, 0, base + t, null, bytes("t" + t))).get();
+    }
+    expectEqual(0L, offset(tp, OffsetSpec.earliest()), "earliest");
+    expectEqual(5L, offset(tp, OffsetSpec.latest()), "latest");
+    expectEqual(2L, offset(tp, OffsetSpec.forTimestamp(base + 15_000)), "first offset with a timestamp at or after base+15s");
+    expectEqual(1L, offset(tp, OffsetSpec.forTimestamp(base + 10_000)), "exact timestamp");
+    expectEqual(-1L, offset(tp, OffsetSpec.forTimestamp(base + 50_000)), "past the last timestamp");
+    ListOffsetsResult.ListOffsetsResultInfo max =
+        admin.listOffsets(Map.of(tp, OffsetSpec.maxTimestamp())).partitionResult(tp).get();
+    expectEqual(2L, max.offset(), "max timestamp offset");
+    expectEqual(base + 40_000, max.timestamp(), "max timestamp");
+  }
+
+  long offset(TopicPartition tp, OffsetSpec spec) throws Exception {
+    return admin.listOffsets(Map.of(tp, spec)).partitionResult(tp).get().offset();
+  }
+
+  void deleteRecords() throws Exception {
+    String topic = createTopic("delete-records", 1);
+    TopicPartition tp = new TopicPartition(topic, 0);
+    fill(topic, 1, 10);
+    long low = admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(4))).lowWatermarks().get(tp).get().lowWatermark();
+    expectEqual(4L, low, "low watermark");
+    expectEqual(4L, offset(tp, OffsetSpec.earliest()), "earliest after delete");
+    List<Rec> got = readAll(topic, "read_uncommitted");
+    expectEqual(6, got.size(), "records left");
+    expectEqual(4L, got.get(0).offset(), "first offset left");
+    // Past the high watermark: OffsetOutOfRangeException.
+    try {
+      admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(11))).all().get();
+      throw new AssertionError("deleting past the high watermark succeeded");
+    } catch (ExecutionException e) {
+      expect(e.getCause() instanceof org.apache.kafka.common.errors.OffsetOutOfRangeException,
+          "expected OffsetOutOfRangeException, got " + describe(e.getCause()));
+    }
+    // -1 (RecordsToDelete.beforeOffset(-1)) deletes up to the high watermark.
+    long all = admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(-1))).lowWatermarks().get(tp).get().lowWatermark();
+    expectEqual(10L, all, "low watermark after deleting all");
+  }
+}
