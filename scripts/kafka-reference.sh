@@ -4,8 +4,12 @@
 # JVM) on free loopback ports with temporary data.
 #
 #   scripts/kafka-reference.sh install            fetch once into .build/kafka-4.4.0, print it
-#   scripts/kafka-reference.sh start [--nodes N]  start N nodes (default 1; 3 gives RF 3),
-#                                                 print the bootstrap servers, then the state dir
+#   scripts/kafka-reference.sh start [--nodes N] [--property KEY=VALUE]... [--feature NAME=LEVEL]...
+#                                                 start N nodes (default 1; 3 gives RF 3) with
+#                                                 extra server properties and features set at
+#                                                 format time (e.g. transaction.version=1; the
+#                                                 default is 4.4's latest of each), print the
+#                                                 bootstrap servers, then the state dir
 #   scripts/kafka-reference.sh stop DIR           stop the nodes started in DIR and remove it
 #
 # The cache holds one folder of jars per use, each with its runtime dependencies:
@@ -129,9 +133,12 @@ stop_dir() {
 
 start() {
   local nodes=1
+  local -a extra=() features=()
   while [ $# -gt 0 ]; do
     case "$1" in
       --nodes) nodes="$2"; shift 2 ;;
+      --property) extra+=("$2"); shift 2 ;;
+      --feature) features+=(--feature "$2"); shift 2 ;;
       *) echo "unknown option $1" >&2; exit 2 ;;
     esac
   done
@@ -170,8 +177,18 @@ logger.state.level = WARN
 EOF
 
   local classpath="$cache/server/*"
+  # JIT tiers past C1 and a parallel GC only cost CPU on this shared 2-core machine.
+  local -a jvm_flags=(-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true
+    -Dlog4j2.configurationFile="$dir/log4j2.properties")
+  # A Kafka Uuid as `kafka-storage random-uuid` prints it (16 random bytes in URL-safe
+  # base64, never starting with '-'), without a JVM start for it.
   local cluster_id
-  cluster_id="$("$java" -cp "$classpath" kafka.tools.StorageTool random-uuid)"
+  cluster_id="$(node -e '
+    const { randomBytes } = require("node:crypto")
+    let id
+    do id = randomBytes(16).toString("base64url"); while (id.startsWith("-"))
+    console.log(id)')"
+  local -a formats=()
   for ((i = 0; i < nodes; i++)); do
     local node_dir="$dir/node-$((i + 1))"
     mkdir -p "$node_dir/data"
@@ -197,11 +214,19 @@ share.coordinator.state.topic.min.isr=$min_isr
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=true
 EOF
-    "$java" -cp "$classpath" -Dlog4j2.configurationFile="$dir/log4j2.properties" \
+    local property
+    for property in "${extra[@]}"; do echo "$property" >>"$node_dir/server.properties"; done
+    "$java" "${jvm_flags[@]}" -cp "$classpath" \
       kafka.tools.StorageTool format --cluster-id "$cluster_id" \
-      --config "$node_dir/server.properties" --ignore-formatted >"$node_dir/format.txt" 2>&1 || {
+      --config "$node_dir/server.properties" --ignore-formatted "${features[@]}" \
+      >"$node_dir/format.txt" 2>&1 &
+    formats+=($!)
+  done
+  # The nodes are formatted side by side: each is a JVM start of a few seconds.
+  for ((i = 0; i < nodes; i++)); do
+    wait "${formats[$i]}" || {
       echo "formatting node $((i + 1)) failed:" >&2
-      cat "$node_dir/format.txt" >&2
+      cat "$dir/node-$((i + 1))/format.txt" >&2
       false
     }
   done
@@ -210,8 +235,7 @@ EOF
   for ((i = 0; i < nodes; i++)); do
     local node_dir="$dir/node-$((i + 1))"
     # shellcheck disable=SC2086 # the heap options are words
-    nohup "$java" $heap -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
-      -Dlog4j2.configurationFile="$dir/log4j2.properties" -cp "$classpath" \
+    nohup "$java" $heap "${jvm_flags[@]}" -cp "$classpath" \
       kafka.Kafka "$node_dir/server.properties" >"$node_dir/server.log" 2>&1 </dev/null &
     echo $! >"$node_dir/pid"
   done

@@ -6,6 +6,19 @@
  * check. On tidelog every check must pass except those in KNOWN_TIDELOG_DIFFERENCES, each a
  * difference found and not yet fixed; a listed check that starts passing fails the test too,
  * so that the list is emptied as tidelog is fixed.
+ *
+ * Kafka 4.4 finalizes transaction.version 2 (KIP-890: no AddPartitionsToTxn from the
+ * producer, epoch bumped at every commit) and the Java client follows what a broker
+ * finalizes; tidelog finalizes no features, so its transactions run version 1. The
+ * transaction checks run a third time against a Kafka node formatted with
+ * transaction.version=1, the generation tidelog speaks.
+ *
+ * Both brokers run the StandardAuthorizer with the PLAINTEXT principal User:ANONYMOUS as
+ * super user: every request is allowed, and the ACL check has an authorizer to talk to.
+ *
+ * Each planted bug tried (read_committed serving aborted records, MAX_TIMESTAMP off by one,
+ * describeConfigs sources, DeleteRecords' low watermark, no message.max.bytes check, the
+ * classic group's protocol name in DescribeGroups) failed its check.
  */
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
@@ -48,6 +61,15 @@ const CHECKS = [
   'admin-consumer-groups',
   'admin-list-offsets',
   'admin-delete-records',
+  'admin-group-offsets',
+  'admin-acls',
+  'admin-client-quotas',
+  'admin-scram-credentials',
+  'admin-features',
+  'admin-log-dirs',
+  'admin-reassign-and-elect-leaders',
+  'admin-describe-producers',
+  'admin-transactions',
 ] as const
 
 type CheckName = (typeof CHECKS)[number]
@@ -56,6 +78,19 @@ type CheckName = (typeof CHECKS)[number]
  * Checks that fail on tidelog and pass on Kafka 4.4, with what differs. Each is a finding to
  * fix in the broker; remove its entry with the fix (the test fails while a listed check passes).
  */
+/** The checks that depend on the transaction protocol's generation. */
+const TRANSACTION_CHECKS: readonly CheckName[] = [
+  'producer-transactions-commit-abort',
+  'producer-transactions-send-offsets',
+  'admin-transactions',
+  'admin-describe-producers',
+]
+
+const AUTHORIZER: Readonly<Record<string, string>> = {
+  'authorizer.class.name': 'org.apache.kafka.metadata.authorizer.StandardAuthorizer',
+  'super.users': 'User:ANONYMOUS',
+}
+
 const KNOWN_TIDELOG_DIFFERENCES: ReadonlyMap<CheckName, string> = new Map<CheckName, string>([])
 
 interface Outcome {
@@ -97,8 +132,15 @@ async function compile(): Promise<void> {
   await exec('javac', ['--release', '17', '-d', classes, '-cp', classpath, source], 120_000)
 }
 
-/** Runs every check against `bootstrap`; returns each check's outcome and the client's stderr. */
-async function runChecks(bootstrap: string): Promise<{ outcomes: Map<string, Outcome>; stderr: string }> {
+interface Run {
+  readonly outcomes: Map<string, Outcome>
+  /** The features the brokers finalize, as the client saw them: `name=level,...`. */
+  readonly features: string
+  readonly stderr: string
+}
+
+/** Runs `checks` against `bootstrap`; returns each check's outcome and the client's stderr. */
+async function runChecks(bootstrap: string, checks: readonly CheckName[] = CHECKS): Promise<Run> {
   const { stdout, stderr } = await exec(
     'java',
     [
@@ -110,6 +152,7 @@ async function runChecks(bootstrap: string): Promise<{ outcomes: Map<string, Out
       classpath,
       'Conformance',
       bootstrap,
+      ...checks,
     ],
     // Each check bounds itself to 90 s; all of them take about a minute.
     15 * 60_000,
@@ -120,13 +163,21 @@ async function runChecks(bootstrap: string): Promise<{ outcomes: Map<string, Out
     if (m) outcomes.set(m[1], { pass: m[2] === 'PASS', ms: Number(m[3]), reason: m[4] })
   }
   assert.match(stdout, /^DONE \d+ \d+$/m, `the checks did not finish:\n${stdout}\n${stderr.slice(-4000)}`)
-  return { outcomes, stderr }
+  const features = /^FEATURES (.*)$/m.exec(stdout)?.[1] ?? ''
+  return { outcomes, features, stderr }
 }
 
-function report(label: string, outcomes: Map<string, Outcome>): void {
+function report(label: string, { outcomes, features }: Run): void {
+  console.log(`${label} finalized features: ${features || 'none'}`)
   for (const [name, o] of outcomes) {
     console.log(`${label} ${name}: ${o.pass ? 'pass' : `FAIL ${o.reason}`} (${o.ms} ms)`)
   }
+}
+
+function assertAllPassed(run: Run, checks: readonly CheckName[]): void {
+  assert.deepEqual([...run.outcomes.keys()], [...checks], 'every check ran')
+  const failed = [...run.outcomes].filter(([, o]) => !o.pass).map(([name, o]) => `${name}: ${o.reason}`)
+  assert.deepEqual(failed, [], `client log:\n${run.stderr.slice(-4000)}`)
 }
 
 describe('Java kafka-clients 4.4 conformance', () => {
@@ -138,7 +189,13 @@ describe('Java kafka-clients 4.4 conformance', () => {
       cluster = await startCluster({
         brokers: 3,
         port: 0,
-        properties: { 'transaction.state.log.num.partitions': 5, 'offsets.topic.num.partitions': 5 },
+        properties: {
+          'transaction.state.log.num.partitions': 5,
+          'offsets.topic.num.partitions': 5,
+          // As the reference broker has it (scripts/kafka-reference.sh).
+          'group.initial.rebalance.delay.ms': 0,
+          ...AUTHORIZER,
+        },
       })
     })
     after(async () => {
@@ -147,8 +204,9 @@ describe('Java kafka-clients 4.4 conformance', () => {
 
     it('passes every check but the known differences, which still fail', async () => {
       assert.ok(cluster)
-      const { outcomes, stderr } = await runChecks(cluster.bootstrapServers)
-      report('tidelog', outcomes)
+      const run = await runChecks(cluster.bootstrapServers)
+      const { outcomes, stderr } = run
+      report('tidelog', run)
       assert.deepEqual([...outcomes.keys()], [...CHECKS], 'every check ran')
       const unexpected: string[] = []
       for (const name of CHECKS) {
@@ -167,7 +225,7 @@ describe('Java kafka-clients 4.4 conformance', () => {
   describe('Apache Kafka 4.4 on 3 nodes (the reference)', () => {
     let kafka: KafkaReference | undefined
     before(async () => {
-      kafka = await startKafkaReference({ nodes: 3 })
+      kafka = await startKafkaReference({ nodes: 3, properties: AUTHORIZER })
     })
     after(async () => {
       await kafka?.stop()
@@ -175,11 +233,28 @@ describe('Java kafka-clients 4.4 conformance', () => {
 
     it('passes every check (a check failing here is a bad check)', async () => {
       assert.ok(kafka)
-      const { outcomes, stderr } = await runChecks(kafka.bootstrap)
-      report('kafka', outcomes)
-      assert.deepEqual([...outcomes.keys()], [...CHECKS], 'every check ran')
-      const failed = [...outcomes].filter(([, o]) => !o.pass).map(([name, o]) => `${name}: ${o.reason}`)
-      assert.deepEqual(failed, [], `client log:\n${stderr.slice(-4000)}`)
+      const run = await runChecks(kafka.bootstrap)
+      report('kafka', run)
+      assertAllPassed(run, CHECKS)
+      assert.match(run.features, /transaction\.version=2/)
+    })
+  })
+
+  describe('Apache Kafka 4.4 on 1 node with transaction.version=1 (what tidelog speaks)', () => {
+    let kafka: KafkaReference | undefined
+    before(async () => {
+      kafka = await startKafkaReference({ nodes: 1, features: { 'transaction.version': 1 } })
+    })
+    after(async () => {
+      await kafka?.stop()
+    })
+
+    it('passes the transaction checks', async () => {
+      assert.ok(kafka)
+      const run = await runChecks(kafka.bootstrap, TRANSACTION_CHECKS)
+      report('kafka-tv1', run)
+      assertAllPassed(run, TRANSACTION_CHECKS)
+      assert.match(run.features, /transaction\.version=1/)
     })
   })
 })

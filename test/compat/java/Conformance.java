@@ -121,6 +121,15 @@ public final class Conformance {
     c.put("admin-consumer-groups", this::adminGroups);
     c.put("admin-list-offsets", this::listOffsets);
     c.put("admin-delete-records", this::deleteRecords);
+    c.put("admin-group-offsets", this::groupOffsets);
+    c.put("admin-acls", this::acls);
+    c.put("admin-client-quotas", this::quotas);
+    c.put("admin-scram-credentials", this::scram);
+    c.put("admin-features", this::features);
+    c.put("admin-log-dirs", this::logDirs);
+    c.put("admin-reassign-and-elect-leaders", this::reassignAndElect);
+    c.put("admin-describe-producers", this::describeProducers);
+    c.put("admin-transactions", this::adminTransactions);
     return c;
   }
 
@@ -142,6 +151,10 @@ public final class Conformance {
     });
     try {
       run.replicationFactor = Math.min(3, run.admin.describeCluster().nodes().get().size());
+      // Which protocol generation the client will use, e.g. transaction.version 2 (KIP-890).
+      var finalized = run.admin.describeFeatures().featureMetadata().get().finalizedFeatures();
+      System.out.println("FEATURES " + new TreeMap<>(finalized).entrySet().stream()
+          .map(e -> e.getKey() + "=" + e.getValue().maxVersionLevel()).collect(Collectors.joining(",")));
       for (String name : names) {
         Check check = all.get(name);
         long start = System.nanoTime();
@@ -724,6 +737,18 @@ public final class Conformance {
     }
   }
 
+  /**
+   * Waits until describeConfigs shows `name` at `value` from `source`: Kafka's brokers apply a
+   * config change from the metadata log a moment after the controller accepted it.
+   */
+  void awaitConfig(String topic, String name, String value, ConfigEntry.ConfigSource source) throws Exception {
+    ConfigEntry[] last = {null};
+    await(() -> name + " never became " + value + " (" + source + "); last " + last[0], () -> {
+      last[0] = topicConfig(topic, name);
+      return last[0] != null && value.equals(last[0].value()) && last[0].source() == source;
+    });
+  }
+
   void configs() throws Exception {
     String topic = createTopic("configs", 1, Map.of("cleanup.policy", "compact"));
     ConfigResource r = new ConfigResource(ConfigResource.Type.TOPIC, topic);
@@ -736,15 +761,11 @@ public final class Conformance {
     admin.incrementalAlterConfigs(Map.of(r, List.of(
         new AlterConfigOp(new ConfigEntry("retention.ms", "123456"), AlterConfigOp.OpType.SET),
         new AlterConfigOp(new ConfigEntry("cleanup.policy", "delete"), AlterConfigOp.OpType.APPEND)))).all().get();
-    retention = topicConfig(topic, "retention.ms");
-    expectEqual("123456", retention.value(), "retention.ms after SET");
-    expectEqual(ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG, retention.source(), "retention.ms source after SET");
-    expectEqual("compact,delete", topicConfig(topic, "cleanup.policy").value(), "cleanup.policy after APPEND");
+    awaitConfig(topic, "retention.ms", "123456", ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG);
+    awaitConfig(topic, "cleanup.policy", "compact,delete", ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG);
     admin.incrementalAlterConfigs(Map.of(r, List.of(
         new AlterConfigOp(new ConfigEntry("retention.ms", ""), AlterConfigOp.OpType.DELETE)))).all().get();
-    retention = topicConfig(topic, "retention.ms");
-    expectEqual("604800000", retention.value(), "retention.ms after DELETE");
-    expectEqual(ConfigEntry.ConfigSource.DEFAULT_CONFIG, retention.source(), "retention.ms source after DELETE");
+    awaitConfig(topic, "retention.ms", "604800000", ConfigEntry.ConfigSource.DEFAULT_CONFIG);
     // An invalid value is refused.
     try {
       admin.incrementalAlterConfigs(Map.of(r, List.of(
@@ -844,5 +865,321 @@ public final class Conformance {
     // -1 (RecordsToDelete.beforeOffset(-1)) deletes up to the high watermark.
     long all = admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(-1))).lowWatermarks().get(tp).get().lowWatermark();
     expectEqual(10L, all, "low watermark after deleting all");
+  }
+
+  // ---------------------------------------------------------------- admin, second part
+
+  /** Waits until `probe` returns true, or fails with `what` and the last probe's reason. */
+  interface Probe {
+    boolean ok() throws Exception;
+  }
+
+  static void await(String what, Probe probe) throws Exception {
+    await(() -> what, probe);
+  }
+
+  static void await(java.util.function.Supplier<String> what, Probe probe) throws Exception {
+    long deadline = System.currentTimeMillis() + 20_000;
+    while (!probe.ok()) {
+      expect(System.currentTimeMillis() < deadline, what.get());
+      Thread.sleep(100);
+    }
+  }
+
+  void groupOffsets() throws Exception {
+    String topic = createTopic("group-offsets", 2);
+    String group = prefix + "-group-offsets";
+    fill(topic, 2, 5);
+    TopicPartition p0 = new TopicPartition(topic, 0);
+    TopicPartition p1 = new TopicPartition(topic, 1);
+    admin.alterConsumerGroupOffsets(group, Map.of(
+        p0, new OffsetAndMetadata(3, "meta"), p1, new OffsetAndMetadata(4))).all().get();
+    Map<TopicPartition, OffsetAndMetadata> got =
+        admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+    expectEqual(3L, got.get(p0).offset(), "p0 offset");
+    expectEqual("meta", got.get(p0).metadata(), "p0 metadata");
+    expectEqual(4L, got.get(p1).offset(), "p1 offset");
+    expectEqual(GroupState.EMPTY,
+        admin.describeConsumerGroups(List.of(group)).describedGroups().get(group).get().groupState(),
+        "state of a group with offsets and no members");
+    admin.deleteConsumerGroupOffsets(group, Set.of(p1)).all().get();
+    got = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+    expectEqual(Set.of(p0), got.keySet(), "partitions with offsets after deleting p1's");
+    // A consumer of the group starts where the offsets say: p0 at 3, p1 (none) at the earliest.
+    try (KafkaConsumer<byte[], byte[]> c = consumer(Map.of(ConsumerConfig.GROUP_ID_CONFIG, group))) {
+      c.assign(List.of(p0, p1));
+      List<Rec> read = new ArrayList<>();
+      long deadline = System.currentTimeMillis() + 20_000;
+      while (read.size() < 7) {
+        expect(System.currentTimeMillis() < deadline, "read " + read.size() + " of 7");
+        for (ConsumerRecord<byte[], byte[]> r : c.poll(POLL)) read.add(Rec.of(r));
+      }
+      expectEqual(3L, read.stream().filter(x -> x.partition() == 0).mapToLong(Rec::offset).min().getAsLong(),
+          "first p0 offset read");
+    }
+  }
+
+  void acls() throws Exception {
+    var topicPattern = new org.apache.kafka.common.resource.ResourcePattern(
+        org.apache.kafka.common.resource.ResourceType.TOPIC, prefix + "-acl",
+        org.apache.kafka.common.resource.PatternType.LITERAL);
+    var prefixed = new org.apache.kafka.common.resource.ResourcePattern(
+        org.apache.kafka.common.resource.ResourceType.TOPIC, prefix + "-acl-",
+        org.apache.kafka.common.resource.PatternType.PREFIXED);
+    var alice = new org.apache.kafka.common.acl.AclBinding(topicPattern,
+        new org.apache.kafka.common.acl.AccessControlEntry("User:alice",
+            "*", org.apache.kafka.common.acl.AclOperation.READ, org.apache.kafka.common.acl.AclPermissionType.ALLOW));
+    var bob = new org.apache.kafka.common.acl.AclBinding(prefixed,
+        new org.apache.kafka.common.acl.AccessControlEntry("User:bob", "127.0.0.1",
+            org.apache.kafka.common.acl.AclOperation.WRITE, org.apache.kafka.common.acl.AclPermissionType.DENY));
+    admin.createAcls(List.of(alice, bob)).all().get();
+    var any = new org.apache.kafka.common.resource.ResourcePatternFilter(
+        org.apache.kafka.common.resource.ResourceType.ANY, null, org.apache.kafka.common.resource.PatternType.ANY);
+    var bobs = new org.apache.kafka.common.acl.AclBindingFilter(any,
+        new org.apache.kafka.common.acl.AccessControlEntryFilter("User:bob", null,
+            org.apache.kafka.common.acl.AclOperation.ANY, org.apache.kafka.common.acl.AclPermissionType.ANY));
+    await("describeAcls never showed bob's ACL", () -> admin.describeAcls(bobs).values().get().contains(bob));
+    // MATCH: the ACLs that apply to one topic name, here through bob's prefix.
+    var match = new org.apache.kafka.common.acl.AclBindingFilter(
+        new org.apache.kafka.common.resource.ResourcePatternFilter(org.apache.kafka.common.resource.ResourceType.TOPIC,
+            prefix + "-acl-x", org.apache.kafka.common.resource.PatternType.MATCH),
+        org.apache.kafka.common.acl.AccessControlEntryFilter.ANY);
+    expectEqual(Set.of(bob), new HashSet<>(admin.describeAcls(match).values().get()), "ACLs matching " + prefix + "-acl-x");
+    var literal = new org.apache.kafka.common.acl.AclBindingFilter(topicPattern.toFilter(),
+        org.apache.kafka.common.acl.AccessControlEntryFilter.ANY);
+    await("describeAcls never showed alice's ACL",
+        () -> new HashSet<>(admin.describeAcls(literal).values().get()).equals(Set.of(alice)));
+    var deleted = admin.deleteAcls(List.of(bobs)).all().get();
+    expectEqual(Set.of(bob), new HashSet<>(deleted), "deleted ACLs");
+    await("bob's ACL still described", () -> admin.describeAcls(bobs).values().get().isEmpty());
+    admin.deleteAcls(List.of(literal)).all().get();
+  }
+
+  void quotas() throws Exception {
+    String user = prefix + "-quota-user";
+    var entity = new org.apache.kafka.common.quota.ClientQuotaEntity(Map.of(
+        org.apache.kafka.common.quota.ClientQuotaEntity.USER, user,
+        org.apache.kafka.common.quota.ClientQuotaEntity.CLIENT_ID, "quota-client"));
+    admin.alterClientQuotas(List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration(entity, List.of(
+        new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("producer_byte_rate", 1024000.0),
+        new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("consumer_byte_rate", 2048000.0))))).all().get();
+    var filter = org.apache.kafka.common.quota.ClientQuotaFilter.contains(List.of(
+        org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofEntity(
+            org.apache.kafka.common.quota.ClientQuotaEntity.USER, user)));
+    Map<String, Double> both = Map.of("producer_byte_rate", 1024000.0, "consumer_byte_rate", 2048000.0);
+    await("quotas never described as set", () -> both.equals(admin.describeClientQuotas(filter).entities().get().get(entity)));
+    admin.alterClientQuotas(List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration(entity, List.of(
+        new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("producer_byte_rate", null))))).all().get();
+    await("quota removal never described",
+        () -> Map.of("consumer_byte_rate", 2048000.0).equals(admin.describeClientQuotas(filter).entities().get().get(entity)));
+    // validateOnly with an unknown quota name fails.
+    try {
+      admin.alterClientQuotas(List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration(entity, List.of(
+          new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("no_such_quota", 1.0)))),
+          new org.apache.kafka.clients.admin.AlterClientQuotasOptions().validateOnly(true)).all().get();
+      throw new AssertionError("an unknown quota name was accepted");
+    } catch (ExecutionException e) {
+      expect(e.getCause() instanceof org.apache.kafka.common.errors.InvalidRequestException,
+          "expected InvalidRequestException, got " + describe(e.getCause()));
+    }
+  }
+
+  void scram() throws Exception {
+    String user = prefix + "-scram-user";
+    var sha256 = new org.apache.kafka.clients.admin.ScramCredentialInfo(
+        org.apache.kafka.clients.admin.ScramMechanism.SCRAM_SHA_256, 4096);
+    var sha512 = new org.apache.kafka.clients.admin.ScramCredentialInfo(
+        org.apache.kafka.clients.admin.ScramMechanism.SCRAM_SHA_512, 8192);
+    // One alteration per user and request (Kafka refuses two: DuplicateResourceException).
+    admin.alterUserScramCredentials(List.of(
+        new org.apache.kafka.clients.admin.UserScramCredentialUpsertion(user, sha256, "secret-256"))).all().get();
+    admin.alterUserScramCredentials(List.of(
+        new org.apache.kafka.clients.admin.UserScramCredentialUpsertion(user, sha512, "secret-512"))).all().get();
+    await("credentials never described", () -> {
+      try {
+        var d = admin.describeUserScramCredentials(List.of(user)).description(user).get();
+        return new HashSet<>(d.credentialInfos()).equals(Set.of(sha256, sha512));
+      } catch (ExecutionException e) {
+        if (e.getCause() instanceof org.apache.kafka.common.errors.ResourceNotFoundException) return false;
+        throw e;
+      }
+    });
+    admin.alterUserScramCredentials(List.of(new org.apache.kafka.clients.admin.UserScramCredentialDeletion(
+        user, org.apache.kafka.clients.admin.ScramMechanism.SCRAM_SHA_512))).all().get();
+    await("deleted credential still described", () -> admin.describeUserScramCredentials(List.of(user))
+        .description(user).get().credentialInfos().equals(List.of(sha256)));
+    try {
+      admin.describeUserScramCredentials(List.of(prefix + "-nobody")).description(prefix + "-nobody").get();
+      throw new AssertionError("an unknown user was described");
+    } catch (ExecutionException e) {
+      expect(e.getCause() instanceof org.apache.kafka.common.errors.ResourceNotFoundException,
+          "expected ResourceNotFoundException, got " + describe(e.getCause()));
+    }
+    // Too few iterations: refused.
+    try {
+      admin.alterUserScramCredentials(List.of(new org.apache.kafka.clients.admin.UserScramCredentialUpsertion(
+          user, new org.apache.kafka.clients.admin.ScramCredentialInfo(
+              org.apache.kafka.clients.admin.ScramMechanism.SCRAM_SHA_256, 100), "x"))).all().get();
+      throw new AssertionError("100 iterations accepted");
+    } catch (ExecutionException e) {
+      expect(e.getCause() instanceof org.apache.kafka.common.errors.UnacceptableCredentialException,
+          "expected UnacceptableCredentialException, got " + describe(e.getCause()));
+    }
+  }
+
+  void features() throws Exception {
+    var f = admin.describeFeatures().featureMetadata().get();
+    // What is finalized is within what the broker supports.
+    f.finalizedFeatures().forEach((name, range) -> {
+      var supported = f.supportedFeatures().get(name);
+      expect(supported != null, "finalized feature " + name + " is not supported");
+      expect(range.maxVersionLevel() <= supported.maxVersion(), name + " finalized above its supported range");
+    });
+  }
+
+  void logDirs() throws Exception {
+    String topic = createTopic("log-dirs", 1);
+    fill(topic, 1, 10);
+    TopicPartition tp = new TopicPartition(topic, 0);
+    List<Integer> ids = admin.describeCluster().nodes().get().stream().map(org.apache.kafka.common.Node::id)
+        .sorted().collect(Collectors.toList());
+    await("every replica of " + tp + " never reported with data", () -> {
+      var all = admin.describeLogDirs(ids).allDescriptions().get();
+      int withData = 0;
+      for (int id : ids) {
+        var dirs = all.get(id);
+        if (dirs == null || dirs.isEmpty()) return false;
+        for (var d : dirs.values()) {
+          if (d.error() != null) return false;
+          var info = d.replicaInfos().get(tp);
+          if (info != null && info.size() > 0 && !info.isFuture()) withData++;
+        }
+      }
+      return withData == replicationFactor;
+    });
+    var all = admin.describeLogDirs(ids).allDescriptions().get();
+    for (int id : ids) {
+      for (var d : all.get(id).values()) {
+        expect(d.totalBytes().isPresent() && d.usableBytes().isPresent(),
+            "broker " + id + " reports no totalBytes/usableBytes (KIP-827)");
+        expect(d.usableBytes().getAsLong() <= d.totalBytes().getAsLong(), "usable > total on broker " + id);
+      }
+    }
+  }
+
+  void reassignAndElect() throws Exception {
+    List<Integer> ids = admin.describeCluster().nodes().get().stream().map(org.apache.kafka.common.Node::id)
+        .sorted().collect(Collectors.toList());
+    expect(ids.size() >= 3, "needs 3 brokers, has " + ids);
+    int a = ids.get(0), b = ids.get(1), cc = ids.get(2);
+    String topic = topic("reassign");
+    TopicPartition tp = new TopicPartition(topic, 0);
+    admin.createTopics(List.of(new NewTopic(topic, Map.of(0, List.of(a, b))))).all().get();
+    awaitListed(topic);
+    await("leader of " + tp + " never " + a, () -> leaderOf(tp) == a);
+    // Move the replicas from {a, b} to {b, c}, b first: the reassignment completes.
+    admin.alterPartitionReassignments(Map.of(tp, Optional.of(
+        new org.apache.kafka.clients.admin.NewPartitionReassignment(List.of(b, cc))))).all().get();
+    await("reassignment never completed", () ->
+        !admin.listPartitionReassignments().reassignments().get().containsKey(tp)
+            && replicasOf(tp).equals(List.of(b, cc)));
+    await("leader never moved off the removed replica", () -> leaderOf(tp) == b || leaderOf(tp) == cc);
+    // Reorder to {c, b}: c is the preferred leader; a preferred election makes it the leader.
+    admin.alterPartitionReassignments(Map.of(tp, Optional.of(
+        new org.apache.kafka.clients.admin.NewPartitionReassignment(List.of(cc, b))))).all().get();
+    await("reorder never completed", () -> replicasOf(tp).equals(List.of(cc, b)));
+    await("ISR never full", () -> isrOf(tp).size() == 2);
+    if (leaderOf(tp) != cc) {
+      var r = admin.electLeaders(org.apache.kafka.common.ElectionType.PREFERRED, Set.of(tp)).partitions().get();
+      expect(r.get(tp).isEmpty(), "preferred election failed: " + r.get(tp));
+    }
+    await("leader never became the preferred replica " + cc, () -> leaderOf(tp) == cc);
+    var again = admin.electLeaders(org.apache.kafka.common.ElectionType.PREFERRED, Set.of(tp)).partitions().get();
+    expect(again.get(tp).isPresent()
+            && again.get(tp).get() instanceof org.apache.kafka.common.errors.ElectionNotNeededException,
+        "expected ElectionNotNeededException, got " + again.get(tp));
+    // Cancelling when nothing is in progress: NoReassignmentInProgressException.
+    try {
+      admin.alterPartitionReassignments(Map.of(tp, Optional.empty())).all().get();
+      throw new AssertionError("cancelling no reassignment succeeded");
+    } catch (ExecutionException e) {
+      expect(e.getCause() instanceof org.apache.kafka.common.errors.NoReassignmentInProgressException,
+          "expected NoReassignmentInProgressException, got " + describe(e.getCause()));
+    }
+  }
+
+  TopicPartitionInfo partitionInfo(TopicPartition tp) throws Exception {
+    return admin.describeTopics(List.of(tp.topic())).allTopicNames().get().get(tp.topic())
+        .partitions().get(tp.partition());
+  }
+
+  int leaderOf(TopicPartition tp) throws Exception {
+    var leader = partitionInfo(tp).leader();
+    return leader == null || leader.isEmpty() ? -1 : leader.id();
+  }
+
+  List<Integer> replicasOf(TopicPartition tp) throws Exception {
+    return partitionInfo(tp).replicas().stream().map(org.apache.kafka.common.Node::id).collect(Collectors.toList());
+  }
+
+  List<Integer> isrOf(TopicPartition tp) throws Exception {
+    return partitionInfo(tp).isr().stream().map(org.apache.kafka.common.Node::id).collect(Collectors.toList());
+  }
+
+  void describeProducers() throws Exception {
+    String topic = createTopic("producers", 1);
+    TopicPartition tp = new TopicPartition(topic, 0);
+    try (KafkaProducer<byte[], byte[]> p = producer(Map.of(
+        ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true, ProducerConfig.LINGER_MS_CONFIG, 50))) {
+      for (int i = 0; i < 5; i++) p.send(new ProducerRecord<>(topic, 0, null, bytes("v" + i)));
+      p.flush();
+      var producers = admin.describeProducers(List.of(tp)).partitionResult(tp).get().activeProducers();
+      expectEqual(1, producers.size(), "active producers");
+      var state = producers.get(0);
+      expectEqual(4, state.lastSequence(), "last sequence");
+      expect(state.producerId() >= 0, "producer id " + state.producerId());
+      expect(state.currentTransactionStartOffset().isEmpty(), "an idempotent producer has no transaction");
+    }
+  }
+
+  void adminTransactions() throws Exception {
+    String topic = createTopic("admin-txn", 1);
+    TopicPartition tp = new TopicPartition(topic, 0);
+    String tid = prefix + "-admin-txn";
+    try (KafkaProducer<byte[], byte[]> p = producer(Map.of(
+        ProducerConfig.TRANSACTIONAL_ID_CONFIG, tid, ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, 45_000))) {
+      p.initTransactions();
+      p.beginTransaction();
+      p.send(new ProducerRecord<>(topic, 0, null, bytes("in-txn"))).get();
+      var listed = admin.listTransactions().all().get();
+      var mine = listed.stream().filter(t -> t.transactionalId().equals(tid)).findFirst();
+      expect(mine.isPresent(), "listTransactions lacks " + tid);
+      expectEqual(org.apache.kafka.clients.admin.TransactionState.ONGOING, mine.get().state(), "listed state");
+      var d = admin.describeTransactions(List.of(tid)).description(tid).get();
+      expectEqual(org.apache.kafka.clients.admin.TransactionState.ONGOING, d.state(), "described state");
+      expectEqual(Set.of(tp), d.topicPartitions(), "partitions in the transaction");
+      expectEqual(45_000L, d.transactionTimeoutMs(), "transaction timeout");
+      expectEqual(mine.get().producerId(), d.producerId(), "producer id");
+      expect(d.transactionStartTimeMs().isPresent(), "no transaction start time");
+      var producers = admin.describeProducers(List.of(tp)).partitionResult(tp).get().activeProducers();
+      expectEqual(1, producers.size(), "active producers");
+      expectEqual(OptionalLongOf(0), producers.get(0).currentTransactionStartOffset(), "transaction start offset");
+      p.commitTransaction();
+      await("transaction never described as committed", () -> admin.describeTransactions(List.of(tid))
+          .description(tid).get().state() == org.apache.kafka.clients.admin.TransactionState.COMPLETE_COMMIT);
+      expectEqual(Set.of(), admin.describeTransactions(List.of(tid)).description(tid).get().topicPartitions(),
+          "partitions after the commit");
+    }
+    try {
+      admin.describeTransactions(List.of(prefix + "-no-txn")).description(prefix + "-no-txn").get();
+      throw new AssertionError("an unknown transactional id was described");
+    } catch (ExecutionException e) {
+      expect(e.getCause() instanceof org.apache.kafka.common.errors.TransactionalIdNotFoundException,
+          "expected TransactionalIdNotFoundException, got " + describe(e.getCause()));
+    }
+  }
+
+  static java.util.OptionalLong OptionalLongOf(long v) {
+    return java.util.OptionalLong.of(v);
   }
 }
