@@ -54,6 +54,10 @@ const CHECKS = [
   'consumer-classic-sticky',
   'consumer-classic-cooperative-sticky',
   'consumer-group-protocol-consumer',
+  'consumer-group-protocol-consumer-range',
+  'consumer-static-membership',
+  'consumer-offset-out-of-range',
+  'producer-auto-create-topic',
   'admin-describe-cluster',
   'admin-topics',
   'admin-create-partitions',
@@ -70,6 +74,10 @@ const CHECKS = [
   'admin-reassign-and-elect-leaders',
   'admin-describe-producers',
   'admin-transactions',
+  'admin-fence-producers',
+  'admin-create-topics-errors',
+  'admin-topic-ids',
+  'admin-authorized-operations',
 ] as const
 
 type CheckName = (typeof CHECKS)[number]
@@ -84,6 +92,7 @@ const TRANSACTION_CHECKS: readonly CheckName[] = [
   'producer-transactions-send-offsets',
   'admin-transactions',
   'admin-describe-producers',
+  'admin-fence-producers',
 ]
 
 const AUTHORIZER: Readonly<Record<string, string>> = {
@@ -192,8 +201,10 @@ describe('Java kafka-clients 4.4 conformance', () => {
         properties: {
           'transaction.state.log.num.partitions': 5,
           'offsets.topic.num.partitions': 5,
-          // As the reference broker has it (scripts/kafka-reference.sh).
+          // As the reference broker has them (scripts/kafka-reference.sh).
           'group.initial.rebalance.delay.ms': 0,
+          'default.replication.factor': 3,
+          'num.partitions': 1,
           ...AUTHORIZER,
         },
       })

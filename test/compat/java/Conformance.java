@@ -114,6 +114,10 @@ public final class Conformance {
         "consumer-classic-cooperative-sticky",
         () -> classicGroup("CooperativeStickyAssignor", "cooperative-sticky"));
     c.put("consumer-group-protocol-consumer", this::consumerProtocolGroup);
+    c.put("consumer-group-protocol-consumer-range", this::consumerProtocolRange);
+    c.put("consumer-static-membership", this::staticMembership);
+    c.put("consumer-offset-out-of-range", this::offsetOutOfRange);
+    c.put("producer-auto-create-topic", this::autoCreateTopic);
     c.put("admin-describe-cluster", this::describeCluster);
     c.put("admin-topics", this::adminTopics);
     c.put("admin-create-partitions", this::createPartitions);
@@ -130,6 +134,10 @@ public final class Conformance {
     c.put("admin-reassign-and-elect-leaders", this::reassignAndElect);
     c.put("admin-describe-producers", this::describeProducers);
     c.put("admin-transactions", this::adminTransactions);
+    c.put("admin-fence-producers", this::fenceProducers);
+    c.put("admin-create-topics-errors", this::createTopicsErrors);
+    c.put("admin-topic-ids", this::topicIds);
+    c.put("admin-authorized-operations", this::authorizedOperations);
     return c;
   }
 
@@ -639,7 +647,113 @@ public final class Conformance {
 
   void consumerProtocolGroup() throws Exception {
     twoConsumers("kip848", Map.of(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer"),
-        GroupType.CONSUMER, null);
+        GroupType.CONSUMER, "uniform");
+  }
+
+  @SuppressWarnings("deprecation")
+  void consumerProtocolRange() throws Exception {
+    twoConsumers("kip848-range", Map.of(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer",
+        ConsumerConfig.GROUP_REMOTE_ASSIGNOR_CONFIG, "range"), GroupType.CONSUMER, "range");
+  }
+
+  /**
+   * A static member (group.instance.id) that closes stays in the group (no LeaveGroup); the
+   * same instance coming back takes its place without a second member; the Admin removes it
+   * by instance id (LeaveGroup v3+), leaving the group empty.
+   */
+  void staticMembership() throws Exception {
+    String topic = createTopic("static", 2);
+    String group = prefix + "-static";
+    fill(topic, 2, 3);
+    Map<String, Object> props = Map.of(ConsumerConfig.GROUP_ID_CONFIG, group,
+        ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, "instance-1",
+        ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic",
+        ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, 30_000);
+    for (int round = 0; round < 2; round++) {
+      try (KafkaConsumer<byte[], byte[]> c = consumer(props)) {
+        c.subscribe(List.of(topic));
+        long deadline = System.currentTimeMillis() + 30_000;
+        while (c.assignment().size() != 2) {
+          expect(System.currentTimeMillis() < deadline, "round " + round + ": assigned " + c.assignment());
+          c.poll(POLL);
+        }
+        c.commitSync();
+      }
+      ConsumerGroupDescription d =
+          admin.describeConsumerGroups(List.of(group)).describedGroups().get(group).get();
+      expectEqual(1, d.members().size(), "round " + round + ": members after close");
+      expectEqual(Optional.of("instance-1"), d.members().iterator().next().groupInstanceId(), "instance id");
+      expectEqual(GroupState.STABLE, d.groupState(), "round " + round + ": state after close");
+    }
+    admin.removeMembersFromConsumerGroup(group, new org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupOptions(
+        List.of(new org.apache.kafka.clients.admin.MemberToRemove("instance-1")))).all().get();
+    ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group)).describedGroups().get(group).get();
+    expectEqual(0, d.members().size(), "members after removal");
+    expectEqual(GroupState.EMPTY, d.groupState(), "state after removal");
+    // Removing an unknown instance fails for that member.
+    try {
+      admin.removeMembersFromConsumerGroup(group, new org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupOptions(
+          List.of(new org.apache.kafka.clients.admin.MemberToRemove("instance-9")))).all().get();
+      throw new AssertionError("removing an unknown instance succeeded");
+    } catch (ExecutionException e) {
+      expect(e.getCause() instanceof org.apache.kafka.common.errors.UnknownMemberIdException,
+          "expected UnknownMemberIdException, got " + describe(e.getCause()));
+    }
+  }
+
+  /** A fetch below the log start offset: with auto.offset.reset=none the consumer throws. */
+  void offsetOutOfRange() throws Exception {
+    String topic = createTopic("out-of-range", 1);
+    TopicPartition tp = new TopicPartition(topic, 0);
+    fill(topic, 1, 10);
+    admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(5))).all().get();
+    try (KafkaConsumer<byte[], byte[]> c = consumer(Map.of(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "none"))) {
+      c.assign(List.of(tp));
+      c.seek(tp, 2);
+      long deadline = System.currentTimeMillis() + 20_000;
+      try {
+        while (true) {
+          expect(System.currentTimeMillis() < deadline, "no OffsetOutOfRangeException");
+          expect(c.poll(POLL).isEmpty(), "records returned below the log start offset");
+        }
+      } catch (org.apache.kafka.clients.consumer.OffsetOutOfRangeException e) {
+        expectEqual(Map.of(tp, 2L), e.offsetOutOfRangePartitions(), "out-of-range partitions");
+      }
+      // Past the end too.
+      c.seek(tp, 50);
+      deadline = System.currentTimeMillis() + 20_000;
+      try {
+        while (true) {
+          expect(System.currentTimeMillis() < deadline, "no OffsetOutOfRangeException past the end");
+          expect(c.poll(POLL).isEmpty(), "records returned past the end");
+        }
+      } catch (org.apache.kafka.clients.consumer.OffsetOutOfRangeException e) {
+        expectEqual(Map.of(tp, 50L), e.offsetOutOfRangePartitions(), "out-of-range partitions past the end");
+      }
+    }
+  }
+
+  /**
+   * auto.create.topics.enable (true on both brokers here): producing creates the topic with
+   * num.partitions (1) and default.replication.factor (3 on both clusters here) replicas.
+   */
+  void autoCreateTopic() throws Exception {
+    String topic = topic("auto-created");
+    try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+      RecordMetadata m = p.send(new ProducerRecord<>(topic, bytes("k"), bytes("v"))).get();
+      expectEqual(0L, m.offset(), "offset");
+    }
+    TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+    expectEqual(1, d.partitions().size(), "partitions (num.partitions)");
+    expectEqual(replicationFactor, d.partitions().get(0).replicas().size(), "replicas (default.replication.factor)");
+    // CreateTopics leaving both to the broker (-1, KIP-464) gets the same defaults.
+    String defaults = topic("broker-defaults");
+    admin.createTopics(List.of(new NewTopic(defaults, Optional.empty(), Optional.empty()))).all().get();
+    awaitListed(defaults);
+    d = admin.describeTopics(List.of(defaults)).allTopicNames().get().get(defaults);
+    expectEqual(1, d.partitions().size(), "CreateTopics partitions (num.partitions)");
+    expectEqual(replicationFactor, d.partitions().get(0).replicas().size(),
+        "CreateTopics replicas (default.replication.factor)");
   }
 
   // ---------------------------------------------------------------- admin
@@ -1181,5 +1295,106 @@ public final class Conformance {
 
   static java.util.OptionalLong OptionalLongOf(long v) {
     return java.util.OptionalLong.of(v);
+  }
+
+  void fenceProducers() throws Exception {
+    String topic = createTopic("fenced", 1);
+    String tid = prefix + "-fenced";
+    try (KafkaProducer<byte[], byte[]> p = producer(Map.of(ProducerConfig.TRANSACTIONAL_ID_CONFIG, tid))) {
+      p.initTransactions();
+      p.beginTransaction();
+      p.send(new ProducerRecord<>(topic, 0, null, bytes("doomed"))).get();
+      admin.fenceProducers(List.of(tid)).all().get();
+      try {
+        p.commitTransaction();
+        throw new AssertionError("a fenced producer committed");
+      } catch (org.apache.kafka.common.errors.ProducerFencedException
+          | org.apache.kafka.common.errors.InvalidProducerEpochException e) {
+        // Fenced, as the admin asked.
+      }
+    }
+    // Fencing aborted the open transaction: nothing for read_committed, the LSO moved on.
+    expectEqual(List.of(), values(readAll(topic, "read_committed")), "records after fencing");
+    // The fence is an InitProducerId: the open transaction is aborted, then the id is Empty
+    // at a bumped epoch.
+    org.apache.kafka.clients.admin.TransactionState[] last = {null};
+    await(() -> "transactional id never Empty after the fence: " + last[0], () -> {
+      last[0] = admin.describeTransactions(List.of(tid)).description(tid).get().state();
+      return last[0] == org.apache.kafka.clients.admin.TransactionState.EMPTY;
+    });
+  }
+
+  void createTopicsErrors() throws Exception {
+    String name = topic("bad");
+    Map<String, Class<? extends Throwable>> cases = new LinkedHashMap<>();
+    List<NewTopic> topics = new ArrayList<>();
+    topics.add(new NewTopic(name + "-rf", 1, (short) 7));
+    cases.put(name + "-rf", org.apache.kafka.common.errors.InvalidReplicationFactorException.class);
+    topics.add(new NewTopic(name + "-partitions", 0, (short) 1));
+    cases.put(name + "-partitions", org.apache.kafka.common.errors.InvalidPartitionsException.class);
+    topics.add(new NewTopic(name + "-config", 1, (short) 1).configs(Map.of("cleanup.policy", "sometimes")));
+    cases.put(name + "-config", org.apache.kafka.common.errors.InvalidConfigurationException.class);
+    topics.add(new NewTopic(name + "-unknown-config", 1, (short) 1).configs(Map.of("no.such.config", "1")));
+    cases.put(name + "-unknown-config", org.apache.kafka.common.errors.InvalidConfigurationException.class);
+    topics.add(new NewTopic(name + "/slash", 1, (short) 1));
+    cases.put(name + "/slash", org.apache.kafka.common.errors.InvalidTopicException.class);
+    var result = admin.createTopics(topics).values();
+    List<String> wrong = new ArrayList<>();
+    for (var e : cases.entrySet()) {
+      try {
+        result.get(e.getKey()).get();
+        wrong.add(e.getKey() + " created");
+      } catch (ExecutionException x) {
+        if (!e.getValue().isInstance(x.getCause())) {
+          wrong.add(e.getKey() + ": expected " + e.getValue().getSimpleName() + ", got " + describe(x.getCause()));
+        }
+      }
+    }
+    expectEqual(List.of(), wrong, "CreateTopics errors");
+    // validateOnly checks and creates nothing.
+    admin.createTopics(List.of(new NewTopic(name + "-validate", 2, (short) replicationFactor)),
+        new org.apache.kafka.clients.admin.CreateTopicsOptions().validateOnly(true)).all().get();
+    Thread.sleep(500);
+    expect(!admin.listTopics().names().get().contains(name + "-validate"), "validateOnly created the topic");
+  }
+
+  void topicIds() throws Exception {
+    String topic = createTopic("by-id", 2);
+    TopicDescription byName = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+    org.apache.kafka.common.Uuid id = byName.topicId();
+    var byId = admin.describeTopics(org.apache.kafka.common.TopicCollection.ofTopicIds(List.of(id)))
+        .allTopicIds().get().get(id);
+    expectEqual(topic, byId.name(), "name described by id");
+    expectEqual(2, byId.partitions().size(), "partitions described by id");
+    admin.deleteTopics(org.apache.kafka.common.TopicCollection.ofTopicIds(List.of(id))).all().get();
+    await("topic deleted by id still listed", () -> !admin.listTopics().names().get().contains(topic));
+    try {
+      admin.describeTopics(org.apache.kafka.common.TopicCollection.ofTopicIds(List.of(id))).allTopicIds().get();
+      throw new AssertionError("a deleted topic id was described");
+    } catch (ExecutionException e) {
+      expect(e.getCause() instanceof org.apache.kafka.common.errors.UnknownTopicIdException
+              || e.getCause() instanceof UnknownTopicOrPartitionException,
+          "expected UnknownTopicIdException, got " + describe(e.getCause()));
+    }
+  }
+
+  /** What a super user may do, as Metadata and DescribeCluster report it (KIP-430). */
+  void authorizedOperations() throws Exception {
+    String topic = createTopic("authorized-ops", 1);
+    var ops = admin.describeTopics(List.of(topic),
+            new org.apache.kafka.clients.admin.DescribeTopicsOptions().includeAuthorizedOperations(true))
+        .allTopicNames().get().get(topic).authorizedOperations();
+    expectEqual(new java.util.TreeSet<>(Set.of("READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE",
+            "DESCRIBE_CONFIGS", "ALTER_CONFIGS")),
+        ops == null ? null : ops.stream().map(Enum::name).collect(Collectors.toCollection(java.util.TreeSet::new)),
+        "topic operations");
+    var cluster = admin.describeCluster(
+        new org.apache.kafka.clients.admin.DescribeClusterOptions().includeAuthorizedOperations(true))
+        .authorizedOperations().get();
+    System.err.println("cluster authorized operations: " + cluster);
+    expect(cluster != null && cluster.containsAll(Set.of(org.apache.kafka.common.acl.AclOperation.ALTER,
+            org.apache.kafka.common.acl.AclOperation.DESCRIBE, org.apache.kafka.common.acl.AclOperation.CLUSTER_ACTION,
+            org.apache.kafka.common.acl.AclOperation.IDEMPOTENT_WRITE, org.apache.kafka.common.acl.AclOperation.CREATE)),
+        "cluster operations: " + cluster);
   }
 }
