@@ -47,8 +47,8 @@ npm run --silent build
 # (about 1.5 minutes on 2 cores) into .build/librdkafka.
 scripts/build-librdkafka.sh >/dev/null
 # Apache Kafka 4.4.0 (the reference broker) with its Java clients, Streams and Connect from
-# Maven Central, fetched once into .build/kafka-4.4.0 (about 40 s): test/compat/
-# java-clients.test.ts runs the same Java client checks against tidelog and against it.
+# Maven Central, fetched once into .build/kafka-4.4.0 (about 40 s): test/compat/java-*.test.ts
+# run the same Java client, Streams and Connect checks against tidelog and against it.
 scripts/kafka-reference.sh install >/dev/null
 
 # Generated protocol code must match its generator and the vendored schemas.

@@ -21,18 +21,11 @@
  * classic group's protocol name in DescribeGroups) failed its check.
  */
 import assert from 'node:assert/strict'
-import { execFile } from 'node:child_process'
-import { existsSync, mkdirSync, statSync } from 'node:fs'
-import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import type { Cluster } from '../../src/server/cluster.js'
 import { startCluster } from '../helpers/cluster.js'
-import { repoRoot } from '../helpers/compat-clients.js'
-import {
-  installKafkaReference,
-  type KafkaReference,
-  startKafkaReference,
-} from '../helpers/kafka-reference.js'
+import { type CheckOutcome, compileJava, exec, JVM_FLAGS, parseChecks } from '../helpers/java.js'
+import { type KafkaReference, startKafkaReference } from '../helpers/kafka-reference.js'
 
 /** Every check of Conformance.java, in its order. */
 const CHECKS = [
@@ -82,10 +75,6 @@ const CHECKS = [
 
 type CheckName = (typeof CHECKS)[number]
 
-/**
- * Checks that fail on tidelog and pass on Kafka 4.4, with what differs. Each is a finding to
- * fix in the broker; remove its entry with the fix (the test fails while a listed check passes).
- */
 /** The checks that depend on the transaction protocol's generation. */
 const TRANSACTION_CHECKS: readonly CheckName[] = [
   'producer-transactions-commit-abort',
@@ -100,49 +89,16 @@ const AUTHORIZER: Readonly<Record<string, string>> = {
   'super.users': 'User:ANONYMOUS',
 }
 
+/**
+ * Checks that fail on tidelog and pass on Kafka 4.4, with what differs. Each is a finding to
+ * fix in the broker; remove its entry with the fix (the test fails while a listed check passes).
+ */
 const KNOWN_TIDELOG_DIFFERENCES: ReadonlyMap<CheckName, string> = new Map<CheckName, string>([])
 
-interface Outcome {
-  readonly pass: boolean
-  readonly ms: number
-  readonly reason: string
-}
-
-const root = repoRoot()
-const classes = join(root, '.build', 'java-conformance')
-const source = join(root, 'test', 'compat', 'java', 'Conformance.java')
 let classpath = ''
 
-function exec(
-  command: string,
-  args: string[],
-  timeoutMs: number,
-): Promise<{ stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    execFile(
-      command,
-      args,
-      { timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 64 * 1024 * 1024 },
-      (error, stdout, stderr) => {
-        if (error) reject(new Error(`${command} failed: ${error.message}\n${String(stderr).slice(-4000)}`))
-        else resolve({ stdout: String(stdout), stderr: String(stderr) })
-      },
-    )
-  })
-}
-
-/** Compiles Conformance.java against the cached kafka-clients jars unless its class is newer. */
-async function compile(): Promise<void> {
-  const cache = await installKafkaReference()
-  classpath = `${classes}:${join(cache, 'clients', '*')}`
-  const compiled = join(classes, 'Conformance.class')
-  if (existsSync(compiled) && statSync(compiled).mtimeMs > statSync(source).mtimeMs) return
-  mkdirSync(classes, { recursive: true })
-  await exec('javac', ['--release', '17', '-d', classes, '-cp', classpath, source], 120_000)
-}
-
 interface Run {
-  readonly outcomes: Map<string, Outcome>
+  readonly outcomes: Map<string, CheckOutcome>
   /** The features the brokers finalize, as the client saw them: `name=level,...`. */
   readonly features: string
   readonly stderr: string
@@ -152,26 +108,11 @@ interface Run {
 async function runChecks(bootstrap: string, checks: readonly CheckName[] = CHECKS): Promise<Run> {
   const { stdout, stderr } = await exec(
     'java',
-    [
-      '-Xmx256m',
-      '-XX:TieredStopAtLevel=1',
-      '-XX:+UseSerialGC',
-      '-Dorg.slf4j.simpleLogger.defaultLogLevel=warn',
-      '-cp',
-      classpath,
-      'Conformance',
-      bootstrap,
-      ...checks,
-    ],
-    // Each check bounds itself to 90 s; all of them take about a minute.
+    [...JVM_FLAGS, '-cp', classpath, 'Conformance', bootstrap, ...checks],
+    // Each check bounds itself to 90 s; all of them take a few minutes.
     15 * 60_000,
   )
-  const outcomes = new Map<string, Outcome>()
-  for (const line of stdout.split('\n')) {
-    const m = /^CHECK (\S+) (PASS|FAIL) (\d+) ?(.*)$/.exec(line)
-    if (m) outcomes.set(m[1], { pass: m[2] === 'PASS', ms: Number(m[3]), reason: m[4] })
-  }
-  assert.match(stdout, /^DONE \d+ \d+$/m, `the checks did not finish:\n${stdout}\n${stderr.slice(-4000)}`)
+  const outcomes = parseChecks(stdout, stderr)
   const features = /^FEATURES (.*)$/m.exec(stdout)?.[1] ?? ''
   return { outcomes, features, stderr }
 }
@@ -190,7 +131,9 @@ function assertAllPassed(run: Run, checks: readonly CheckName[]): void {
 }
 
 describe('Java kafka-clients 4.4 conformance', () => {
-  before(compile)
+  before(async () => {
+    classpath = await compileJava('Conformance', 'clients')
+  })
 
   describe('tidelog on 3 brokers', () => {
     let cluster: Cluster | undefined

@@ -7,68 +7,24 @@
  * Kafka 4.4 on 3 nodes (a failure there is a bad test).
  */
 import assert from 'node:assert/strict'
-import { type ChildProcess, execFile, spawn } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs'
+import { type ChildProcess, spawn } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Cluster } from '../../src/server/cluster.js'
 import { startCluster } from '../helpers/cluster.js'
-import { repoRoot } from '../helpers/compat-clients.js'
-import {
-  installKafkaReference,
-  type KafkaReference,
-  startKafkaReference,
-} from '../helpers/kafka-reference.js'
+import { compileJava, exec, JVM_FLAGS } from '../helpers/java.js'
+import { type KafkaReference, startKafkaReference } from '../helpers/kafka-reference.js'
 
 /** Lines of 3 words: at about 1 ms a line the application runs some seconds, long enough to be killed. */
 const LINES = 6000
 
-const root = repoRoot()
-const classes = join(root, '.build', 'java-streams')
-const source = join(root, 'test', 'compat', 'java', 'StreamsWordCount.java')
 let classpath = ''
 
-function java(args: string[], timeoutMs: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    execFile(
-      'java',
-      [
-        '-Xmx256m',
-        '-XX:TieredStopAtLevel=1',
-        '-XX:+UseSerialGC',
-        '-cp',
-        classpath,
-        'StreamsWordCount',
-        ...args,
-      ],
-      { timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 16 * 1024 * 1024 },
-      (error, stdout, stderr) => {
-        if (error)
-          reject(
-            new Error(`StreamsWordCount ${args[0]} failed: ${error.message}\n${String(stderr).slice(-4000)}`),
-          )
-        else resolve(String(stdout))
-      },
-    )
-  })
-}
-
-async function compile(): Promise<void> {
-  const cache = await installKafkaReference()
-  classpath = `${classes}:${join(cache, 'streams', '*')}`
-  const compiled = join(classes, 'StreamsWordCount.class')
-  if (existsSync(compiled) && statSync(compiled).mtimeMs > statSync(source).mtimeMs) return
-  mkdirSync(classes, { recursive: true })
-  await new Promise<void>((resolve, reject) => {
-    execFile(
-      'javac',
-      ['--release', '17', '-d', classes, '-cp', classpath, source],
-      { timeout: 120_000 },
-      (error, _o, stderr) => (error ? reject(new Error(`javac failed: ${stderr}`)) : resolve()),
-    )
-  })
+async function java(args: string[], timeoutMs: number): Promise<string> {
+  return (await exec('java', [...JVM_FLAGS, '-cp', classpath, 'StreamsWordCount', ...args], timeoutMs)).stdout
 }
 
 /** One run of the application; its output kept for the failure message. */
@@ -80,19 +36,7 @@ class App {
   constructor(bootstrap: string, prefix: string, stateDir: string) {
     this.child = spawn(
       'java',
-      [
-        '-Xmx256m',
-        '-XX:TieredStopAtLevel=1',
-        '-XX:+UseSerialGC',
-        '-Dorg.slf4j.simpleLogger.defaultLogLevel=warn',
-        '-cp',
-        classpath,
-        'StreamsWordCount',
-        'run',
-        bootstrap,
-        prefix,
-        stateDir,
-      ],
+      [...JVM_FLAGS, '-cp', classpath, 'StreamsWordCount', 'run', bootstrap, prefix, stateDir],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     )
     const keep = (chunk: Buffer): void => {
@@ -152,7 +96,9 @@ async function wordCountKilledMidStream(bootstrap: string, label: string): Promi
 }
 
 describe('Kafka Streams 4.4 word count, exactly_once_v2, killed mid-stream', () => {
-  before(compile)
+  before(async () => {
+    classpath = await compileJava('StreamsWordCount', 'streams')
+  })
 
   describe('tidelog on 3 brokers', () => {
     let cluster: Cluster | undefined
