@@ -138,6 +138,7 @@ public final class Conformance {
     c.put("admin-create-topics-errors", this::createTopicsErrors);
     c.put("admin-topic-ids", this::topicIds);
     c.put("admin-authorized-operations", this::authorizedOperations);
+    c.put("admin-topic-config-listing", this::topicConfigListing);
     return c;
   }
 
@@ -1396,5 +1397,36 @@ public final class Conformance {
             org.apache.kafka.common.acl.AclOperation.DESCRIBE, org.apache.kafka.common.acl.AclOperation.CLUSTER_ACTION,
             org.apache.kafka.common.acl.AclOperation.IDEMPOTENT_WRITE, org.apache.kafka.common.acl.AclOperation.CREATE)),
         "cluster operations: " + cluster);
+  }
+
+  /**
+   * Prints every config DescribeConfigs lists for a new topic, one `TOPICCONFIG` line each
+   * (name, value, source, read-only, sensitive, type, tab-separated): the node side compares
+   * tidelog's listing with Kafka's. Passes if the listing is not empty.
+   */
+  void topicConfigListing() throws Exception {
+    String topic = createTopic("config-listing", 1);
+    ConfigResource r = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+    Config[] config = {null};
+    await("describeConfigs never answered for " + topic, () -> {
+      try {
+        config[0] = admin.describeConfigs(List.of(r),
+            new org.apache.kafka.clients.admin.DescribeConfigsOptions().includeSynonyms(false)).all().get().get(r);
+        return true;
+      } catch (ExecutionException e) {
+        if (e.getCause() instanceof UnknownTopicOrPartitionException) return false;
+        throw e;
+      }
+    });
+    List<ConfigEntry> entries = new ArrayList<>(config[0].entries());
+    expect(!entries.isEmpty(), "no configs listed");
+    entries.sort((a, b) -> a.name().compareTo(b.name()));
+    StringBuilder out = new StringBuilder();
+    for (ConfigEntry e : entries) {
+      out.append("TOPICCONFIG ").append(e.name()).append('\t').append(e.value()).append('\t').append(e.source())
+          .append('\t').append(e.isReadOnly()).append('\t').append(e.isSensitive()).append('\t').append(e.type())
+          .append('\n');
+    }
+    System.out.print(out);
   }
 }
