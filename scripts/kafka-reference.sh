@@ -242,7 +242,7 @@ EOF
 
   # Ready when every node says it started (after KRaft elected a leader and the broker was
   # unfenced); a node that exits first fails the start.
-  local deadline=$((SECONDS + ${KAFKA_REFERENCE_START_TIMEOUT:-120}))
+  local deadline=$((SECONDS + ${KAFKA_REFERENCE_START_TIMEOUT:-240}))
   for ((i = 0; i < nodes; i++)); do
     local node_dir="$dir/node-$((i + 1))"
     until grep -q 'Kafka Server started' "$node_dir/server.log"; do
