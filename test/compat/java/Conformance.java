@@ -107,6 +107,7 @@ public final class Conformance {
     }
     c.put("record-near-message-max-bytes", this::recordNearMax);
     c.put("record-too-large", this::recordTooLarge);
+    c.put("record-timestamp-far-ahead", this::timestampFarAhead);
     c.put("consumer-classic-range", () -> classicGroup("RangeAssignor", "range"));
     c.put("consumer-classic-roundrobin", () -> classicGroup("RoundRobinAssignor", "roundrobin"));
     c.put("consumer-classic-sticky", () -> classicGroup("StickyAssignor", "sticky"));
@@ -562,6 +563,27 @@ public final class Conformance {
       // The producer goes on working after the refusal.
       RecordMetadata m = p.send(new ProducerRecord<>(topic, 0, null, bytes("small"))).get();
       expectEqual(0L, m.offset(), "offset of the next record");
+    }
+  }
+
+  /**
+   * message.timestamp.after.max.ms is one hour by default since Kafka 4.0: a record stamped
+   * two hours ahead is refused (InvalidTimestampException), one stamped a day back accepted.
+   */
+  void timestampFarAhead() throws Exception {
+    String topic = createTopic("future-timestamp", 1);
+    long now = System.currentTimeMillis();
+    try (KafkaProducer<byte[], byte[]> p = producer(Map.of(ProducerConfig.RETRIES_CONFIG, 0,
+        ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, false))) {
+      try {
+        p.send(new ProducerRecord<>(topic, 0, now + 2 * 3_600_000L, null, bytes("ahead"))).get();
+        throw new AssertionError("a record two hours ahead was accepted");
+      } catch (ExecutionException e) {
+        expect(e.getCause() instanceof org.apache.kafka.common.errors.InvalidTimestampException,
+            "expected InvalidTimestampException, got " + describe(e.getCause()));
+      }
+      RecordMetadata m = p.send(new ProducerRecord<>(topic, 0, now - 86_400_000L, null, bytes("behind"))).get();
+      expectEqual(0L, m.offset(), "offset of a record a day back");
     }
   }
 
