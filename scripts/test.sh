@@ -20,6 +20,10 @@ command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 [ -x /usr/bin/lz4 ] || missing+=(lz4)
 [ -x /usr/bin/zstd ] || missing+=(zstd)
+# Java 17 and Maven for Apache Kafka 4.4, the reference broker, and its Java clients
+# (scripts/kafka-reference.sh, test/compat/java-clients.test.ts).
+command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
 # Network namespaces, veths, bridges, qdiscs and DROP rules for test/netfault.
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v iptables >/dev/null 2>&1 || missing+=(iptables)
@@ -45,6 +49,10 @@ npm run --silent build
 # librdkafka 2.15.1 from @confluentinc/kafka-javascript's vendored source, built once
 # (about 1.5 minutes on 2 cores) into .build/librdkafka.
 scripts/build-librdkafka.sh >/dev/null
+# Apache Kafka 4.4.0 (the reference broker) with its Java clients, Streams and Connect from
+# Maven Central, fetched once into .build/kafka-4.4.0 (about 40 s): test/compat/java-*.test.ts
+# run the same Java client, Streams and Connect checks against tidelog and against it.
+scripts/kafka-reference.sh install >/dev/null
 
 # Generated protocol code must match its generator and the vendored schemas.
 npm run --silent gen:protocol >/dev/null

@@ -1,0 +1,279 @@
+#!/usr/bin/env bash
+# Apache Kafka 4.4.0, the reference broker of the conformance suite (issue 32): the jars come
+# from Maven Central, the broker runs in KRaft combined mode (broker and controller in one
+# JVM) on free loopback ports with temporary data.
+#
+#   scripts/kafka-reference.sh install            fetch once into .build/kafka-4.4.0, print it
+#   scripts/kafka-reference.sh start [--nodes N] [--property KEY=VALUE]... [--feature NAME=LEVEL]...
+#                                                 start N nodes (default 1; 3 gives RF 3) with
+#                                                 extra server properties and features set at
+#                                                 format time (e.g. transaction.version=1; the
+#                                                 default is 4.4's latest of each), print the
+#                                                 bootstrap servers, then the state dir
+#   scripts/kafka-reference.sh stop DIR           stop the nodes started in DIR and remove it
+#
+# The cache holds one folder of jars per use, each with its runtime dependencies:
+#   server/   org.apache.kafka:kafka_2.13 (the broker; kafka.Kafka, kafka.tools.StorageTool)
+#   clients/  org.apache.kafka:kafka-clients (the conformance checks' producer/consumer/admin)
+#   streams/  org.apache.kafka:kafka-streams
+#   connect/  org.apache.kafka:connect-runtime (connect-file 4.4.0 is not served here)
+# A folder is complete once its `.complete` marker exists; nothing is fetched twice (Maven
+# keeps its own copy in ~/.m2 as well). The broker needs Java 17 or newer.
+#
+# Each node's heap is small (KAFKA_HEAP_OPTS, default -Xmx512m) because the machine is shared.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+
+version="4.4.0"
+log4j_version="2.25.5"
+slf4j_version="1.7.36"
+cache="$root/.build/kafka-$version"
+
+# fetch NAME COORDINATE...: copies the runtime dependencies of the coordinates into $cache/NAME.
+fetch() {
+  local name="$1"
+  shift
+  local dir="$cache/$name"
+  [ -f "$dir/.complete" ] && return 0
+  local work="$cache/pom-$name"
+  rm -rf "$dir" "$work"
+  mkdir -p "$work"
+  {
+    echo '<project xmlns="http://maven.apache.org/POM/4.0.0">'
+    echo '  <modelVersion>4.0.0</modelVersion>'
+    echo "  <groupId>tidelog.reference</groupId><artifactId>$name</artifactId><version>1</version>"
+    echo '  <packaging>pom</packaging>'
+    echo '  <dependencies>'
+    local coordinate group artifact ver
+    for coordinate in "$@"; do
+      IFS=: read -r group artifact ver <<<"$coordinate"
+      echo "    <dependency><groupId>$group</groupId><artifactId>$artifact</artifactId><version>$ver</version></dependency>"
+    done
+    echo '  </dependencies>'
+    echo '</project>'
+  } >"$work/pom.xml"
+  if ! (cd "$work" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime \
+    -DoutputDirectory="$dir.tmp" >"$work/mvn.txt" 2>&1); then
+    echo "fetching $name ($*) with Maven failed; see $work/mvn.txt" >&2
+    tail -20 "$work/mvn.txt" >&2
+    exit 1
+  fi
+  rm -rf "$dir"
+  mv "$dir.tmp" "$dir"
+  touch "$dir/.complete"
+}
+
+install() {
+  command -v mvn >/dev/null 2>&1 || { echo "mvn (Maven) is needed to fetch Kafka $version" >&2; exit 1; }
+  mkdir -p "$cache"
+  fetch server "org.apache.kafka:kafka_2.13:$version" \
+    "org.apache.logging.log4j:log4j-slf4j-impl:$log4j_version"
+  fetch clients "org.apache.kafka:kafka-clients:$version" "org.slf4j:slf4j-simple:$slf4j_version"
+  fetch streams "org.apache.kafka:kafka-streams:$version" "org.slf4j:slf4j-simple:$slf4j_version"
+  # connect-file (the FileStream connectors) 4.4.0 is not served by the registry here.
+  fetch connect "org.apache.kafka:connect-runtime:$version" \
+    "org.apache.logging.log4j:log4j-slf4j-impl:$log4j_version"
+}
+
+# java_bin: a java of version 17 or newer (JAVA_HOME first).
+java_bin() {
+  local candidate
+  for candidate in "${JAVA_HOME:-}/bin/java" "$(command -v java || true)" /usr/lib/jvm/*/bin/java; do
+    [ -x "$candidate" ] || continue
+    local major
+    major="$("$candidate" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')"
+    if [ -n "$major" ] && [ "${major%%.*}" -ge 17 ] 2>/dev/null; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  echo "Kafka $version needs Java 17 or newer" >&2
+  exit 1
+}
+
+# free_ports N: N distinct free loopback ports, all held open together while chosen.
+free_ports() {
+  node -e '
+    const net = require("node:net")
+    const n = Number(process.argv[1])
+    const servers = []
+    let left = n
+    for (let i = 0; i < n; i++) {
+      const s = net.createServer()
+      servers.push(s)
+      s.listen(0, "127.0.0.1", () => {
+        if (--left === 0) {
+          console.log(servers.map((x) => x.address().port).join(" "))
+          for (const x of servers) x.close()
+        }
+      })
+    }' "$1"
+}
+
+stop_dir() {
+  local dir="$1"
+  [ -d "$dir" ] || return 0
+  local pidfile pid
+  for pidfile in "$dir"/node-*/pid; do
+    [ -f "$pidfile" ] || continue
+    pid="$(cat "$pidfile")"
+    kill "$pid" 2>/dev/null || true
+  done
+  # A controlled shutdown takes a few seconds; then SIGKILL what is left.
+  local deadline=$((SECONDS + 20))
+  for pidfile in "$dir"/node-*/pid; do
+    [ -f "$pidfile" ] || continue
+    pid="$(cat "$pidfile")"
+    while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
+    kill -9 "$pid" 2>/dev/null || true
+  done
+  # Only a directory this script made (it holds the marker) is removed.
+  if [ -f "$dir/kafka-reference" ]; then rm -rf "$dir"; fi
+}
+
+start() {
+  local nodes=1
+  local -a extra=() features=()
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --nodes) nodes="$2"; shift 2 ;;
+      --property) extra+=("$2"); shift 2 ;;
+      --feature) features+=(--feature "$2"); shift 2 ;;
+      *) echo "unknown option $1" >&2; exit 2 ;;
+    esac
+  done
+  [[ "$nodes" =~ ^[1-9][0-9]*$ ]] || { echo "--nodes must be a positive integer" >&2; exit 2; }
+  install
+  local java
+  java="$(java_bin)"
+  local dir
+  dir="$(mktemp -d "${TMPDIR:-/tmp}/kafka-reference-XXXXXX")"
+  touch "$dir/kafka-reference"
+  # From here on a failure stops whatever was started and removes the directory.
+  trap 'stop_dir "$dir"' ERR INT TERM
+
+  local -a ports
+  read -r -a ports <<<"$(free_ports $((2 * nodes)))"
+  local voters="" bootstrap="" i
+  for ((i = 0; i < nodes; i++)); do
+    voters+="${voters:+,}$((i + 1))@127.0.0.1:${ports[$((2 * i + 1))]}"
+    bootstrap+="${bootstrap:+,}127.0.0.1:${ports[$((2 * i))]}"
+  done
+  local rf=$((nodes < 3 ? nodes : 3))
+  local min_isr=$((rf < 2 ? 1 : 2))
+
+  cat >"$dir/log4j2.properties" <<'EOF'
+status = warn
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.state.name = state.change.logger
+logger.state.level = WARN
+EOF
+
+  local classpath="$cache/server/*"
+  # JIT tiers past C1 and a parallel GC only cost CPU on this shared 2-core machine.
+  local -a jvm_flags=(-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true
+    -Dlog4j2.configurationFile="$dir/log4j2.properties")
+  # A Kafka Uuid as `kafka-storage random-uuid` prints it (16 random bytes in URL-safe
+  # base64, never starting with '-'), without a JVM start for it.
+  local cluster_id
+  cluster_id="$(node -e '
+    const { randomBytes } = require("node:crypto")
+    let id
+    do id = randomBytes(16).toString("base64url"); while (id.startsWith("-"))
+    console.log(id)')"
+  local -a formats=()
+  for ((i = 0; i < nodes; i++)); do
+    local node_dir="$dir/node-$((i + 1))"
+    mkdir -p "$node_dir/data"
+    cat >"$node_dir/server.properties" <<EOF
+process.roles=broker,controller
+node.id=$((i + 1))
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:${ports[$((2 * i))]},CONTROLLER://127.0.0.1:${ports[$((2 * i + 1))]}
+advertised.listeners=PLAINTEXT://127.0.0.1:${ports[$((2 * i))]}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$node_dir/data
+num.partitions=1
+default.replication.factor=$rf
+offsets.topic.replication.factor=$rf
+offsets.topic.num.partitions=5
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$min_isr
+transaction.state.log.num.partitions=5
+share.coordinator.state.topic.replication.factor=$rf
+share.coordinator.state.topic.min.isr=$min_isr
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=true
+EOF
+    local property
+    for property in "${extra[@]}"; do echo "$property" >>"$node_dir/server.properties"; done
+    "$java" "${jvm_flags[@]}" -cp "$classpath" \
+      kafka.tools.StorageTool format --cluster-id "$cluster_id" \
+      --config "$node_dir/server.properties" --ignore-formatted "${features[@]}" \
+      >"$node_dir/format.txt" 2>&1 &
+    formats+=($!)
+  done
+  # The nodes are formatted side by side: each is a JVM start of a few seconds.
+  for ((i = 0; i < nodes; i++)); do
+    wait "${formats[$i]}" || {
+      echo "formatting node $((i + 1)) failed:" >&2
+      cat "$dir/node-$((i + 1))/format.txt" >&2
+      false
+    }
+  done
+
+  local heap="${KAFKA_HEAP_OPTS:--Xmx512m -Xms64m}"
+  for ((i = 0; i < nodes; i++)); do
+    local node_dir="$dir/node-$((i + 1))"
+    # shellcheck disable=SC2086 # the heap options are words
+    nohup "$java" $heap "${jvm_flags[@]}" -cp "$classpath" \
+      kafka.Kafka "$node_dir/server.properties" >"$node_dir/server.log" 2>&1 </dev/null &
+    echo $! >"$node_dir/pid"
+  done
+
+  # Ready when every node says it started (after KRaft elected a leader and the broker was
+  # unfenced); a node that exits first fails the start.
+  local deadline=$((SECONDS + ${KAFKA_REFERENCE_START_TIMEOUT:-240}))
+  for ((i = 0; i < nodes; i++)); do
+    local node_dir="$dir/node-$((i + 1))"
+    until grep -q 'Kafka Server started' "$node_dir/server.log"; do
+      if ! kill -0 "$(cat "$node_dir/pid")" 2>/dev/null; then
+        echo "Kafka node $((i + 1)) exited while starting:" >&2
+        tail -40 "$node_dir/server.log" >&2
+        false
+      fi
+      if [ "$SECONDS" -ge "$deadline" ]; then
+        echo "Kafka node $((i + 1)) did not start in time:" >&2
+        tail -40 "$node_dir/server.log" >&2
+        false
+      fi
+      sleep 0.2
+    done
+  done
+  trap - ERR INT TERM
+  echo "$bootstrap" >"$dir/bootstrap"
+  echo "$bootstrap"
+  echo "$dir"
+}
+
+case "${1:-}" in
+  install) install; echo "$cache" ;;
+  start) shift; start "$@" ;;
+  stop)
+    [ $# -eq 2 ] || { echo "usage: $0 stop DIR" >&2; exit 2; }
+    stop_dir "$2"
+    ;;
+  *)
+    echo "usage: $0 install | start [--nodes N] | stop DIR" >&2
+    exit 2
+    ;;
+esac

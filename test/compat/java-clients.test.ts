@@ -1,0 +1,273 @@
+/**
+ * Issue 32, the Java client: org.apache.kafka:kafka-clients 4.4.0 (the reference client of
+ * every KIP) runs the same checks (test/compat/java/Conformance.java) against tidelog on 3
+ * in-process brokers and against Apache Kafka 4.4.0 on 3 KRaft nodes (the reference broker,
+ * scripts/kafka-reference.sh). Every check must pass on Kafka: one that fails there is a bad
+ * check. On tidelog every check must pass except those in KNOWN_TIDELOG_DIFFERENCES, each a
+ * difference found and not yet fixed; a listed check that starts passing fails the test too,
+ * so that the list is emptied as tidelog is fixed.
+ *
+ * Kafka 4.4 finalizes transaction.version 2 (KIP-890: no AddPartitionsToTxn from the
+ * producer, epoch bumped at every commit) and the Java client follows what a broker
+ * finalizes; tidelog finalizes no features, so its transactions run version 1. The
+ * transaction checks run a third time against a Kafka node formatted with
+ * transaction.version=1, the generation tidelog speaks.
+ *
+ * Both brokers run the StandardAuthorizer with the PLAINTEXT principal User:ANONYMOUS as
+ * super user: every request is allowed, and the ACL check has an authorizer to talk to.
+ *
+ * Each planted bug tried (read_committed serving aborted records, MAX_TIMESTAMP off by one,
+ * describeConfigs sources, DeleteRecords' low watermark, no message.max.bytes check, the
+ * classic group's protocol name in DescribeGroups) failed its check.
+ */
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import type { Cluster } from '../../src/server/cluster.js'
+import { startCluster } from '../helpers/cluster.js'
+import { type CheckOutcome, compileJava, exec, JVM_FLAGS, parseChecks } from '../helpers/java.js'
+import { type KafkaReference, startKafkaReference } from '../helpers/kafka-reference.js'
+
+/** Every check of Conformance.java, in its order. */
+const CHECKS = [
+  'producer-acks-0',
+  'producer-acks-1',
+  'producer-acks-all',
+  'producer-idempotent',
+  'producer-transactions-commit-abort',
+  'producer-transactions-send-offsets',
+  'headers',
+  'compression-gzip',
+  'compression-snappy',
+  'compression-lz4',
+  'compression-zstd',
+  'record-near-message-max-bytes',
+  'record-too-large',
+  'record-timestamp-far-ahead',
+  'consumer-classic-range',
+  'consumer-classic-roundrobin',
+  'consumer-classic-sticky',
+  'consumer-classic-cooperative-sticky',
+  'consumer-group-protocol-consumer',
+  'consumer-group-protocol-consumer-range',
+  'consumer-static-membership',
+  'consumer-offset-out-of-range',
+  'producer-auto-create-topic',
+  'admin-describe-cluster',
+  'admin-topics',
+  'admin-create-partitions',
+  'admin-configs',
+  'admin-consumer-groups',
+  'admin-list-offsets',
+  'admin-delete-records',
+  'admin-group-offsets',
+  'admin-acls',
+  'admin-client-quotas',
+  'admin-scram-credentials',
+  'admin-features',
+  'admin-log-dirs',
+  'admin-reassign-and-elect-leaders',
+  'admin-describe-producers',
+  'admin-transactions',
+  'admin-fence-producers',
+  'admin-create-topics-errors',
+  'admin-topic-ids',
+  'admin-authorized-operations',
+  'admin-topic-config-listing',
+] as const
+
+type CheckName = (typeof CHECKS)[number]
+
+/** The checks that depend on the transaction protocol's generation. */
+const TRANSACTION_CHECKS: readonly CheckName[] = [
+  'producer-transactions-commit-abort',
+  'producer-transactions-send-offsets',
+  'admin-transactions',
+  'admin-describe-producers',
+  'admin-fence-producers',
+]
+
+const AUTHORIZER: Readonly<Record<string, string>> = {
+  'authorizer.class.name': 'org.apache.kafka.metadata.authorizer.StandardAuthorizer',
+  'super.users': 'User:ANONYMOUS',
+}
+
+/**
+ * Checks that fail on tidelog and pass on Kafka 4.4, with what differs. Each is a finding to
+ * fix in the broker; remove its entry with the fix (the test fails while a listed check passes).
+ */
+const KNOWN_TIDELOG_DIFFERENCES: ReadonlyMap<CheckName, string> = new Map<CheckName, string>([
+  [
+    'record-timestamp-far-ahead',
+    "tidelog keeps Kafka 3.9's message.timestamp.after.max.ms default (Long.MAX_VALUE) and accepts a record two hours ahead; Kafka 4.0 made it one hour (see KNOWN_TOPIC_CONFIG_DIFFERENCES)",
+  ],
+])
+
+/**
+ * Where tidelog's DescribeConfigs listing of a new topic differs from Kafka 4.4's, by config
+ * name (value, source, read-only, sensitive and type compared). tidelog's topic configs are
+ * Kafka 3.9's; the test fails on a difference not listed here and on a listed one that is gone.
+ */
+const KNOWN_TOPIC_CONFIG_DIFFERENCES: ReadonlyMap<string, string> = new Map([
+  [
+    'errors.deadletterqueue.group.enable',
+    'new in Kafka 4.x (dead-letter queues of share and streams groups); tidelog lacks it',
+  ],
+  ['max.decompressed.message.bytes', 'new in Kafka 4.x (bound on a decompressed batch); tidelog lacks it'],
+  ['remote.copy.lag.bytes', 'new in Kafka 4.x (tiered storage, which tidelog does not have)'],
+  ['remote.copy.lag.ms', 'new in Kafka 4.x (tiered storage, which tidelog does not have)'],
+  [
+    'message.downconversion.enable',
+    'removed in Kafka 4.0 (KIP-724: no down-conversion); tidelog still lists it',
+  ],
+  ['message.format.version', 'removed in Kafka 4.0 (KIP-724); tidelog still lists it'],
+  ['message.timestamp.difference.max.ms', 'removed in Kafka 4.0 (KIP-937); tidelog still lists it'],
+  [
+    'message.timestamp.after.max.ms',
+    "Kafka 4.0 made the default 3600000 (1 hour: records more than an hour ahead refused); tidelog keeps 3.9's Long.MAX_VALUE",
+  ],
+  [
+    'min.insync.replicas',
+    'Kafka 4.x KRaft stores a cluster-wide min.insync.replicas (source DYNAMIC_DEFAULT_BROKER_CONFIG) with eligible leader replicas (KIP-966); tidelog answers DEFAULT_CONFIG',
+  ],
+])
+
+let classpath = ''
+let tidelogTopicConfigs: Map<string, string> | undefined
+let kafkaTopicConfigs: Map<string, string> | undefined
+
+interface Run {
+  readonly outcomes: Map<string, CheckOutcome>
+  /** The features the brokers finalize, as the client saw them: `name=level,...`. */
+  readonly features: string
+  /** A new topic's configs as DescribeConfigs lists them: name -> value, source, flags, type. */
+  readonly topicConfigs: Map<string, string>
+  readonly stderr: string
+}
+
+/** Runs `checks` against `bootstrap`; returns each check's outcome and the client's stderr. */
+async function runChecks(bootstrap: string, checks: readonly CheckName[] = CHECKS): Promise<Run> {
+  const { stdout, stderr } = await exec(
+    'java',
+    [...JVM_FLAGS, '-cp', classpath, 'Conformance', bootstrap, ...checks],
+    // Each check bounds itself to 90 s; all of them take a few minutes.
+    15 * 60_000,
+  )
+  const outcomes = parseChecks(stdout, stderr)
+  const features = /^FEATURES (.*)$/m.exec(stdout)?.[1] ?? ''
+  const topicConfigs = new Map<string, string>()
+  for (const m of stdout.matchAll(/^TOPICCONFIG ([^\t]+)\t(.*)$/gm)) topicConfigs.set(m[1], m[2])
+  return { outcomes, features, topicConfigs, stderr }
+}
+
+function report(label: string, { outcomes, features }: Run): void {
+  console.log(`${label} finalized features: ${features || 'none'}`)
+  for (const [name, o] of outcomes) {
+    console.log(`${label} ${name}: ${o.pass ? 'pass' : `FAIL ${o.reason}`} (${o.ms} ms)`)
+  }
+}
+
+function assertAllPassed(run: Run, checks: readonly CheckName[]): void {
+  assert.deepEqual([...run.outcomes.keys()], [...checks], 'every check ran')
+  const failed = [...run.outcomes].filter(([, o]) => !o.pass).map(([name, o]) => `${name}: ${o.reason}`)
+  assert.deepEqual(failed, [], `client log:\n${run.stderr.slice(-4000)}`)
+}
+
+describe('Java kafka-clients 4.4 conformance', () => {
+  before(async () => {
+    classpath = await compileJava('Conformance', 'clients')
+  })
+
+  describe('tidelog on 3 brokers', () => {
+    let cluster: Cluster | undefined
+    before(async () => {
+      cluster = await startCluster({
+        brokers: 3,
+        port: 0,
+        properties: {
+          'transaction.state.log.num.partitions': 5,
+          'offsets.topic.num.partitions': 5,
+          // As the reference broker has them (scripts/kafka-reference.sh).
+          'group.initial.rebalance.delay.ms': 0,
+          'default.replication.factor': 3,
+          'num.partitions': 1,
+          ...AUTHORIZER,
+        },
+      })
+    })
+    after(async () => {
+      await cluster?.stop()
+    })
+
+    it('passes every check but the known differences, which still fail', async () => {
+      assert.ok(cluster)
+      const run = await runChecks(cluster.bootstrapServers)
+      const { outcomes, stderr } = run
+      report('tidelog', run)
+      tidelogTopicConfigs = run.topicConfigs
+      assert.deepEqual([...outcomes.keys()], [...CHECKS], 'every check ran')
+      const unexpected: string[] = []
+      for (const name of CHECKS) {
+        const o = outcomes.get(name)
+        assert.ok(o)
+        const known = KNOWN_TIDELOG_DIFFERENCES.get(name)
+        if (!o.pass && known === undefined) unexpected.push(`${name} fails: ${o.reason}`)
+        if (o.pass && known !== undefined) {
+          unexpected.push(`${name} passes: remove it from KNOWN_TIDELOG_DIFFERENCES (${known})`)
+        }
+      }
+      assert.deepEqual(unexpected, [], `client log:\n${stderr.slice(-4000)}`)
+    })
+  })
+
+  describe('Apache Kafka 4.4 on 3 nodes (the reference)', () => {
+    let kafka: KafkaReference | undefined
+    before(async () => {
+      kafka = await startKafkaReference({ nodes: 3, properties: AUTHORIZER })
+    })
+    after(async () => {
+      await kafka?.stop()
+    })
+
+    it('passes every check (a check failing here is a bad check)', async () => {
+      assert.ok(kafka)
+      const run = await runChecks(kafka.bootstrap)
+      report('kafka', run)
+      kafkaTopicConfigs = run.topicConfigs
+      assertAllPassed(run, CHECKS)
+      assert.match(run.features, /transaction\.version=2/)
+    })
+  })
+
+  describe('Apache Kafka 4.4 on 1 node with transaction.version=1 (what tidelog speaks)', () => {
+    let kafka: KafkaReference | undefined
+    before(async () => {
+      kafka = await startKafkaReference({ nodes: 1, features: { 'transaction.version': 1 } })
+    })
+    after(async () => {
+      await kafka?.stop()
+    })
+
+    it('passes the transaction checks', async () => {
+      assert.ok(kafka)
+      const run = await runChecks(kafka.bootstrap, TRANSACTION_CHECKS)
+      report('kafka-tv1', run)
+      assertAllPassed(run, TRANSACTION_CHECKS)
+      assert.match(run.features, /transaction\.version=1/)
+    })
+  })
+
+  it("lists a new topic's configs as Kafka 4.4 does, but for the known differences", () => {
+    assert.ok(tidelogTopicConfigs && kafkaTopicConfigs, 'both listings were taken')
+    const differing: string[] = []
+    for (const name of new Set([...tidelogTopicConfigs.keys(), ...kafkaTopicConfigs.keys()])) {
+      const ours = tidelogTopicConfigs.get(name)
+      const theirs = kafkaTopicConfigs.get(name)
+      if (ours === theirs) continue
+      differing.push(name)
+      if (!KNOWN_TOPIC_CONFIG_DIFFERENCES.has(name)) {
+        console.log(`topic config ${name}: tidelog ${ours ?? '(absent)'} / Kafka ${theirs ?? '(absent)'}`)
+      }
+    }
+    assert.deepEqual(differing.sort(), [...KNOWN_TOPIC_CONFIG_DIFFERENCES.keys()].sort())
+  })
+})

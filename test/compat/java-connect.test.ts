@@ -1,0 +1,90 @@
+/**
+ * Issue 32, Kafka Connect 4.4 (org.apache.kafka:connect-runtime 4.4.0): one distributed
+ * worker (test/compat/java/ConnectCheck.java) makes its compacted internal topics, runs a
+ * source connector into a topic and a sink connector out of it to a file, reports the
+ * source offset (KIP-875) and the sink group's committed offset, restarts the source
+ * without writing a record twice, and deletes both. The connectors are the program's own:
+ * Connect's FileStream connectors (connect-file 4.4.0) are not served by the registry here.
+ * Run against tidelog on 3 brokers and against Apache Kafka 4.4 on 3 nodes (a failure there
+ * is a bad check).
+ */
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import type { Cluster } from '../../src/server/cluster.js'
+import { startCluster } from '../helpers/cluster.js'
+import { compileJava, exec, JVM_FLAGS, parseChecks } from '../helpers/java.js'
+import { type KafkaReference, startKafkaReference } from '../helpers/kafka-reference.js'
+
+const CHECKS = [
+  'connect-worker-starts',
+  'connect-internal-topics-compacted',
+  'connect-source-connector',
+  'connect-sink-connector',
+  'connect-restart-and-delete',
+]
+const RECORDS = 500
+
+let classpath = ''
+
+async function runConnect(bootstrap: string, label: string): Promise<void> {
+  const work = mkdtempSync(join(tmpdir(), 'connect-'))
+  try {
+    const prefix = `connect-${label}-${Date.now().toString(36)}`
+    const { stdout, stderr } = await exec(
+      'java',
+      [...JVM_FLAGS, '-cp', classpath, 'ConnectCheck', bootstrap, prefix, work, String(RECORDS)],
+      10 * 60_000,
+    )
+    const outcomes = parseChecks(stdout, stderr)
+    for (const [name, o] of outcomes)
+      console.log(`${label} ${name}: ${o.pass ? 'pass' : `FAIL ${o.reason}`} (${o.ms} ms)`)
+    assert.deepEqual([...outcomes.keys()], CHECKS, `every check ran:\n${stderr.slice(-4000)}`)
+    const failed = [...outcomes].filter(([, o]) => !o.pass).map(([name, o]) => `${name}: ${o.reason}`)
+    assert.deepEqual(failed, [], `worker log:\n${stderr.slice(-4000)}`)
+  } finally {
+    rmSync(work, { recursive: true, force: true })
+  }
+}
+
+describe('Kafka Connect 4.4 distributed worker', () => {
+  before(async () => {
+    classpath = await compileJava('ConnectCheck', 'connect')
+  })
+
+  describe('tidelog on 3 brokers', () => {
+    let cluster: Cluster | undefined
+    before(async () => {
+      cluster = await startCluster({
+        brokers: 3,
+        port: 0,
+        properties: { 'offsets.topic.num.partitions': 5, 'group.initial.rebalance.delay.ms': 0 },
+      })
+    })
+    after(async () => {
+      await cluster?.stop()
+    })
+
+    it('runs a source and a sink connector', async () => {
+      assert.ok(cluster)
+      await runConnect(cluster.bootstrapServers, 'tidelog')
+    })
+  })
+
+  describe('Apache Kafka 4.4 on 3 nodes (the reference)', () => {
+    let kafka: KafkaReference | undefined
+    before(async () => {
+      kafka = await startKafkaReference({ nodes: 3 })
+    })
+    after(async () => {
+      await kafka?.stop()
+    })
+
+    it('runs a source and a sink connector', async () => {
+      assert.ok(kafka)
+      await runConnect(kafka.bootstrap, 'kafka')
+    })
+  })
+})
