@@ -331,7 +331,7 @@ export const TOPIC_CONFIG_DEFS: readonly TopicConfigDef[] = [
   topicDef(
     'message.timestamp.after.max.ms',
     'long',
-    LONG_MAX,
+    '3600000',
     'Largest allowed distance of a record timestamp ahead of the broker clock (CreateTime).',
     atLeast(0),
     'log.message.timestamp.after.max.ms',

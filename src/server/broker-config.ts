@@ -245,7 +245,7 @@ export const brokerConfigDefs = new ConfigDefs([
   def(
     'log.message.timestamp.after.max.ms',
     'long',
-    LONG_MAX,
+    3600000,
     'Largest accepted future record timestamp.',
     { min: 0 },
     true,

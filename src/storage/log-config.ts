@@ -22,6 +22,10 @@ export interface LogConfig {
   /** Infinity: never fsync because of elapsed time. */
   readonly flushMs: number
   readonly messageTimestampType: TimestampType
+  /** message.timestamp.before.max.ms: how far behind the broker clock a CreateTime may be (Infinity: any). */
+  readonly messageTimestampBeforeMaxMs: number
+  /** message.timestamp.after.max.ms: how far ahead of the broker clock a CreateTime may be. */
+  readonly messageTimestampAfterMaxMs: number
   readonly maxMessageBytes: number
   /** 'delete': retention by time and size; 'compact': the log cleaner keeps the last record per key. */
   readonly cleanupPolicy: readonly CleanupPolicy[]
@@ -47,6 +51,10 @@ export const DEFAULT_LOG_CONFIG: LogConfig = Object.freeze({
   flushMessages: Infinity,
   flushMs: Infinity,
   messageTimestampType: TimestampType.CreateTime,
+  // No bounds for a log configured without them; a broker's topics get Kafka 4.0's
+  // message.timestamp.after.max.ms of an hour through their topic config (topic-config.ts).
+  messageTimestampBeforeMaxMs: Infinity,
+  messageTimestampAfterMaxMs: Infinity,
   maxMessageBytes: 1048588,
   cleanupPolicy: Object.freeze(['delete'] as CleanupPolicy[]),
   deleteRetentionMs: 86400000,
@@ -115,6 +123,18 @@ export function fromProperties(props: LogConfigProperties, base: LogConfig = DEF
     flushMessages: longProp(get('flush.messages'), 'flush.messages', base.flushMessages, 1),
     flushMs: longProp(get('flush.ms'), 'flush.ms', base.flushMs, 0),
     messageTimestampType: timestampTypeProp(get('message.timestamp.type'), base.messageTimestampType),
+    messageTimestampBeforeMaxMs: longProp(
+      get('message.timestamp.before.max.ms'),
+      'message.timestamp.before.max.ms',
+      base.messageTimestampBeforeMaxMs,
+      0,
+    ),
+    messageTimestampAfterMaxMs: longProp(
+      get('message.timestamp.after.max.ms'),
+      'message.timestamp.after.max.ms',
+      base.messageTimestampAfterMaxMs,
+      0,
+    ),
     maxMessageBytes: intProp(
       get('max.message.bytes'),
       'max.message.bytes',

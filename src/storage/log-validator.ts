@@ -16,6 +16,7 @@
 
 import { type LeaderEpoch, NO_OFFSET, type Offset } from '../common/types.js'
 import {
+  BASE_TIMESTAMP_OFFSET,
   BATCH_LENGTH_OFFSET,
   LAST_OFFSET_DELTA_OFFSET,
   LOG_OVERHEAD,
@@ -75,6 +76,15 @@ export interface LeaderRules extends CommonRules {
   readonly leaderEpoch: LeaderEpoch | undefined
   /** The LogAppendTime to stamp, or -1 to keep CreateTime (see resolveLogAppendTime). */
   readonly logAppendTimeMs: number
+  /**
+   * CreateTime bounds (message.timestamp.before/after.max.ms) around the broker clock's
+   * `nowMs`; absent: none.
+   */
+  readonly timestampBounds?: {
+    readonly nowMs: number
+    readonly beforeMaxMs: number
+    readonly afterMaxMs: number
+  }
 }
 
 /** Batches a follower fetched from its leader (Kafka's AppendOrigin.Replication). */
@@ -158,6 +168,31 @@ export function validateBatches(buffer: Buffer, maxMessageBytes: number | undefi
   return summaries
 }
 
+/**
+ * Kafka's LogValidator refuses a CreateTime outside [now - before.max, now + after.max]
+ * (INVALID_TIMESTAMP). Checked on the header without decoding a record: the batch's max
+ * timestamp bounds every record from above exactly; from below, its first timestamp stands
+ * for the earliest (Kafka reads each record; a producer stamps them in order).
+ */
+function checkTimestamps(
+  buffer: Buffer,
+  batch: BatchSummary,
+  bounds: NonNullable<LeaderRules['timestampBounds']>,
+): void {
+  const first = Number(buffer.readBigInt64BE(batch.position + BASE_TIMESTAMP_OFFSET))
+  const max = batch.maxTimestamp
+  if (max !== NO_TIMESTAMP && max - bounds.nowMs > bounds.afterMaxMs)
+    throw new StorageError(
+      'INVALID_TIMESTAMP',
+      `timestamp ${max} of the batch at offset ${batch.baseOffset} is more than ${bounds.afterMaxMs} ms ahead of the broker's ${bounds.nowMs} (message.timestamp.after.max.ms)`,
+    )
+  if (first !== NO_TIMESTAMP && bounds.nowMs - first > bounds.beforeMaxMs)
+    throw new StorageError(
+      'INVALID_TIMESTAMP',
+      `timestamp ${first} of the batch at offset ${batch.baseOffset} is more than ${bounds.beforeMaxMs} ms behind the broker's ${bounds.nowMs} (message.timestamp.before.max.ms)`,
+    )
+}
+
 function assignOffsets(
   buffer: Buffer,
   summaries: readonly BatchSummary[],
@@ -170,6 +205,8 @@ function assignOffsets(
       `leader epoch ${epoch} is older than the log's ${latestEpoch}`,
     )
   }
+  if (logAppendTimeMs === NO_LOG_APPEND_TIME && rules.timestampBounds !== undefined)
+    for (const batch of summaries) checkTimestamps(buffer, batch, rules.timestampBounds)
   const batches: AppendedBatch[] = []
   let offset = nextOffset
   let maxTimestamp = NO_TIMESTAMP

@@ -480,6 +480,11 @@ export class UnifiedLog {
         logAppendTimeMs: resolveLogAppendTime(options.logAppendTimeMs, config.messageTimestampType, () =>
           this.clock.nowMs(),
         ),
+        timestampBounds: {
+          nowMs: this.clock.nowMs(),
+          beforeMaxMs: config.messageTimestampBeforeMaxMs,
+          afterMaxMs: config.messageTimestampAfterMaxMs,
+        },
       })
     }
     return validateAppend(buffer, {

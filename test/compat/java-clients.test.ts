@@ -95,12 +95,7 @@ const AUTHORIZER: Readonly<Record<string, string>> = {
  * Checks that fail on tidelog and pass on Kafka 4.4, with what differs. Each is a finding to
  * fix in the broker; remove its entry with the fix (the test fails while a listed check passes).
  */
-const KNOWN_TIDELOG_DIFFERENCES: ReadonlyMap<CheckName, string> = new Map<CheckName, string>([
-  [
-    'record-timestamp-far-ahead',
-    "tidelog keeps Kafka 3.9's message.timestamp.after.max.ms default (Long.MAX_VALUE) and accepts a record two hours ahead; Kafka 4.0 made it one hour (see KNOWN_TOPIC_CONFIG_DIFFERENCES)",
-  ],
-])
+const KNOWN_TIDELOG_DIFFERENCES: ReadonlyMap<CheckName, string> = new Map<CheckName, string>([])
 
 /**
  * Where tidelog's DescribeConfigs listing of a new topic differs from Kafka 4.4's, by config
@@ -121,10 +116,6 @@ const KNOWN_TOPIC_CONFIG_DIFFERENCES: ReadonlyMap<string, string> = new Map([
   ],
   ['message.format.version', 'removed in Kafka 4.0 (KIP-724); tidelog still lists it'],
   ['message.timestamp.difference.max.ms', 'removed in Kafka 4.0 (KIP-937); tidelog still lists it'],
-  [
-    'message.timestamp.after.max.ms',
-    "Kafka 4.0 made the default 3600000 (1 hour: records more than an hour ahead refused); tidelog keeps 3.9's Long.MAX_VALUE",
-  ],
   [
     'min.insync.replicas',
     'Kafka 4.x KRaft stores a cluster-wide min.insync.replicas (source DYNAMIC_DEFAULT_BROKER_CONFIG) with eligible leader replicas (KIP-966); tidelog answers DEFAULT_CONFIG',

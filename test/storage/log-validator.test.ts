@@ -109,6 +109,37 @@ describe('LogValidator: leader appends', () => {
     )
   })
 
+  it('refuses a CreateTime beyond message.timestamp.after/before.max.ms (INVALID_TIMESTAMP), untouched', () => {
+    const bounds = { nowMs: BASE_TIMESTAMP, beforeMaxMs: 60_000, afterMaxMs: 3_600_000 }
+    const inRange = buildBatch({
+      baseTimestamp: BASE_TIMESTAMP - 59_000,
+      records: [{ value: null }, { value: null, timestampDelta: 59_000 + 3_500_000 }],
+    })
+    assert.equal(validateAppend(inRange, leader({ timestampBounds: bounds })).info.firstOffset, 0)
+    // The second record is two hours ahead: the batch's max timestamp says so.
+    const ahead = buildBatch({
+      baseTimestamp: BASE_TIMESTAMP,
+      records: [{ value: null }, { value: null, timestampDelta: 7_200_000 }],
+    })
+    const before = Buffer.from(ahead)
+    assert.throws(
+      () => validateAppend(ahead, leader({ timestampBounds: bounds })),
+      refusedWith('INVALID_TIMESTAMP'),
+    )
+    assert.ok(ahead.equals(before), 'a refused append is left as received')
+    const behind = buildBatch({ baseTimestamp: BASE_TIMESTAMP - 61_000, records: [{ value: null }] })
+    assert.throws(
+      () => validateAppend(behind, leader({ timestampBounds: bounds })),
+      refusedWith('INVALID_TIMESTAMP'),
+    )
+    // LogAppendTime replaces the producer's timestamps: nothing to refuse.
+    assert.equal(
+      validateAppend(behind, leader({ timestampBounds: bounds, logAppendTimeMs: BASE_TIMESTAMP })).info
+        .firstOffset,
+      0,
+    )
+  })
+
   it('stamps LogAppendTime into every batch header with a valid CRC', () => {
     const appendTimeMs = BASE_TIMESTAMP + 60_000
     const buffer = Buffer.concat([simpleBatch(2), simpleBatch(3)])
