@@ -30,10 +30,12 @@ import { TopicAdmin } from '../metadata/topic-admin.js'
 import { logConfigFor, resolveTopicConfig } from '../metadata/topic-config.js'
 import type { BrokerMetricsSource } from '../ops/broker-metrics-source.js'
 import { OpsServer } from '../ops/ops-server.js'
+import { SchemaRegistryService } from '../ops/schema-registry-service.js'
 import { AlterPartitionManager } from '../replication/alter-partition-manager.js'
 import { ReplicaFetcherManager } from '../replication/replica-fetcher.js'
 import { ReplicaManager, type TopicSettings } from '../replication/replica-manager.js'
 import { nodeBrokerParts } from '../runtime/node-parts.js'
+import type { RegistryHost } from '../schema-registry/registry.js'
 import { operationName, resourceTypeName } from '../security/authorizer/acl.js'
 import {
   type Authorization,
@@ -92,6 +94,10 @@ const METADATA_FILE = '__tidelog_metadata.log'
  * registration of the same node id, so a few attempts settle it.
  */
 const MAX_REGISTRATION_ATTEMPTS = 5
+/** The schema registry's topic (Confluent's kafkastore.topic) and its replicas (capped at the brokers). */
+const SCHEMAS_TOPIC = '_schemas'
+const SCHEMAS_REPLICATION_FACTOR = 3
+
 /** Backoff between attempts to register again after a lost session. */
 const REREGISTER_BACKOFF = { initialMs: 200, maxMs: 2000 } as const
 
@@ -99,7 +105,11 @@ const REREGISTER_BACKOFF = { initialMs: 200, maxMs: 2000 } as const
 const handlers = new HandlerRegistry(allHandlers)
 
 /** ops: the HTTP listener when tidelog.http.listener is set. */
-async function startOps(config: BrokerConfig, logger: Logger): Promise<OpsServer | null> {
+async function startOps(
+  config: BrokerConfig,
+  logger: Logger,
+  registry: SchemaRegistryService | null,
+): Promise<OpsServer | null> {
   const listener = config.values.get('tidelog.http.listener') as string | null
   if (listener === null || listener === '') return null
   return OpsServer.start(
@@ -108,6 +118,19 @@ async function startOps(config: BrokerConfig, logger: Logger): Promise<OpsServer
       slowRequestMs: config.values.get('tidelog.request.log.slow.ms') as number,
       topicAdminEnabled: config.values.get('tidelog.console.topic.admin.enable') === true,
     },
+    logger,
+    registry,
+  )
+}
+
+/** ops: the schema registry (loaded on its first request) unless tidelog.schema.registry.enable is false. */
+async function startSchemaRegistry(
+  config: BrokerConfig,
+  logger: Logger,
+): Promise<SchemaRegistryService | null> {
+  if (config.values.get('tidelog.schema.registry.enable') === false) return null
+  return SchemaRegistryService.start(
+    config.values.get('tidelog.schema.registry.listener') as string | null,
     logger,
   )
 }
@@ -169,6 +192,8 @@ export class Broker implements BrokerServices {
   private readonly reregisterBackoff = new ExponentialBackoff(REREGISTER_BACKOFF)
   /** The HTTP listener and metrics (tidelog.http.listener), null when off. */
   private ops: OpsServer | null = null
+  /** The schema registry (tidelog.schema.registry.enable), null when off. */
+  private schemaRegistry: SchemaRegistryService | null = null
 
   private constructor(
     readonly config: BrokerConfig,
@@ -309,14 +334,19 @@ export class Broker implements BrokerServices {
       ...nodeBrokerParts(deps.logger ?? createLogger(`broker-${config.nodeId}`)),
       ...deps,
     }
-    const ops = await startOps(config, parts.logger)
+    const registry = await startSchemaRegistry(config, parts.logger)
+    let ops: OpsServer | null = null
     try {
+      ops = await startOps(config, parts.logger, registry)
       const broker = await Broker.open(config, parts)
       broker.ops = ops
+      broker.schemaRegistry = registry
       ops?.attach(broker.metricsSource())
+      registry?.attach(broker.registryHost())
       return broker
     } catch (error) {
       await ops?.close()
+      await registry?.close()
       throw error
     }
   }
@@ -643,6 +673,36 @@ export class Broker implements BrokerServices {
     return this.ops?.url ?? null
   }
 
+  /** The schema registry's own listener's URL (tidelog.schema.registry.listener), null when off. */
+  get schemaRegistryUrl(): string | null {
+    return this.schemaRegistry?.url ?? null
+  }
+
+  /** The schema registry stops serving at once (a killed test broker's, whose HTTP is not faulty). */
+  async killSchemaRegistry(): Promise<void> {
+    const registry = this.schemaRegistry
+    this.schemaRegistry = null
+    await registry?.close()
+  }
+
+  /** What the schema registry needs of this broker; `_schemas` partition 0's leader is its writer. */
+  private registryHost(): RegistryHost {
+    const leaderOfSchemas = () => this.metadata.image().topics.get(SCHEMAS_TOPIC)?.partitions[0]?.leader ?? -1
+    return {
+      nodeId: this.nodeId,
+      bootstrapServers: () => this.bootstrapServers,
+      clusterId: () => this.metadata.image().clusterId,
+      schemasLeader: leaderOfSchemas,
+      ensureSchemasTopic: () =>
+        this.topicAdmin.ensureInternalTopic({
+          name: SCHEMAS_TOPIC,
+          partitions: 1,
+          replicationFactor: SCHEMAS_REPLICATION_FACTOR,
+          configs: { 'cleanup.policy': 'compact' },
+        }),
+    }
+  }
+
   /** ops: the read-only view the metrics, health checks and console read. */
   private metricsSource(): BrokerMetricsSource {
     return {
@@ -893,6 +953,7 @@ export class Broker implements BrokerServices {
    * then the listener closes, the registration is revoked and the logs are closed cleanly.
    */
   private async doStop(): Promise<void> {
+    await this.schemaRegistry?.close()
     await this.ops?.close()
     this.replicaManager.stopFollowing()
     if (this.lease)
