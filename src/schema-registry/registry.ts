@@ -423,7 +423,8 @@ export class SchemaRegistry {
 
   private async doDeleteVersion(subject: string, spec: VersionSpec, permanent: boolean): Promise<number> {
     this.checkWritable(subject)
-    const record = this.findVersion(subject, spec, permanent)
+    // A soft-deleted version named by number is found, to answer 40406 ('latest' is live).
+    const record = this.findVersion(subject, spec, permanent || spec !== 'latest')
     if (!permanent) {
       if (record.deleted) throw Errors.versionSoftDeleted(subject, record.version)
       this.checkNotReferenced(record)

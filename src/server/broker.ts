@@ -678,11 +678,17 @@ export class Broker implements BrokerServices {
     return this.schemaRegistry?.url ?? null
   }
 
-  /** The schema registry stops serving at once (a killed test broker's, whose HTTP is not faulty). */
-  async killSchemaRegistry(): Promise<void> {
+  /**
+   * The HTTP listeners (ops, schema registry) close at once: a killed test broker's, whose
+   * node:http servers are outside its faulty parts and would otherwise outlive it.
+   */
+  async closeHttpListeners(): Promise<void> {
     const registry = this.schemaRegistry
+    const ops = this.ops
     this.schemaRegistry = null
+    this.ops = null
     await registry?.close()
+    await ops?.close()
   }
 
   /** What the schema registry needs of this broker; `_schemas` partition 0's leader is its writer. */

@@ -147,8 +147,8 @@ export class TestCluster {
     private readonly registryPorts: readonly number[] = [],
   ) {}
 
-  /** Registry listeners of killed brokers, closing: a restart waits for its port. */
-  private readonly closingRegistries = new Map<number, Promise<void>>()
+  /** HTTP listeners of killed brokers, closing: a restart waits for their ports. */
+  private readonly closingHttp = new Map<number, Promise<void>>()
 
   /**
    * URL of the schema registry (`startCluster({ schemaRegistry: true })`) on the first
@@ -234,8 +234,8 @@ export class TestCluster {
     properties.set('log.dirs', join(this.root, `broker-${id}`))
     properties.set('listeners', `PLAINTEXT://127.0.0.1:${this.ports[id]}`)
     if (this.registryPorts[id] !== undefined) {
-      await this.closingRegistries.get(id)
-      this.closingRegistries.delete(id)
+      await this.closingHttp.get(id)
+      this.closingHttp.delete(id)
       properties.set('tidelog.schema.registry.listener', `127.0.0.1:${this.registryPorts[id]}`)
     }
     this.links.listeners.set(`127.0.0.1:${this.ports[id]}`, id)
@@ -272,11 +272,11 @@ export class TestCluster {
     process.kill()
     network.kill()
     store.suspendLeases()
-    // The registry's HTTP listener is node:http, outside the faulty parts: it dies with the broker.
-    this.closingRegistries.set(
+    // The HTTP listeners are node:http, outside the faulty parts: they die with the broker.
+    this.closingHttp.set(
       id,
       broker
-        .killSchemaRegistry()
+        .closeHttpListeners()
         .catch((error: unknown) => this.logger.warn({ err: error }, 'registry close failed')),
     )
   }
@@ -423,7 +423,7 @@ export class TestCluster {
       this.running.delete(id)
       await incarnation.broker.stop()
     }
-    await Promise.all(this.closingRegistries.values())
+    await Promise.all(this.closingHttp.values())
     this.truth?.close()
     await this.store.close()
     await rm(this.root, { recursive: true, force: true })
