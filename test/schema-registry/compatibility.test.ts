@@ -11,7 +11,12 @@ import { jsonSchemaFormat } from '../../src/schema-registry/formats/json-schema.
 import { protobufFormat } from '../../src/schema-registry/formats/protobuf.js'
 import type { CompatibilityLevel, SchemaFormat } from '../../src/schema-registry/types.js'
 
-function compatible(format: SchemaFormat, level: CompatibilityLevel, previous: unknown[], candidate: unknown): boolean {
+function compatible(
+  format: SchemaFormat,
+  level: CompatibilityLevel,
+  previous: unknown[],
+  candidate: unknown,
+): boolean {
   const text = (s: unknown) => (typeof s === 'string' ? s : JSON.stringify(s))
   const parsed = previous.map((s, i) => ({ version: i + 1, schema: format.parse(text(s), [], false) }))
   return checkCompatibility(format, level, format.parse(text(candidate), [], false), parsed).length === 0
@@ -86,16 +91,45 @@ describe('Avro', () => {
 
 describe('JSON Schema', () => {
   const obj = (properties: object, extra: object = {}) => ({ type: 'object', properties, ...extra })
-  const closed = (properties: object, extra: object = {}) => obj(properties, { additionalProperties: false, ...extra })
+  const closed = (properties: object, extra: object = {}) =>
+    obj(properties, { additionalProperties: false, ...extra })
 
   test('BACKWARD: a property added to a closed model passes, to an open model fails', () => {
-    assert.ok(compatible(jsonSchemaFormat, 'BACKWARD', [closed({ a: { type: 'string' } })], closed({ a: { type: 'string' }, b: { type: 'number' } })))
-    assert.ok(!compatible(jsonSchemaFormat, 'BACKWARD', [obj({ a: { type: 'string' } })], obj({ a: { type: 'string' }, b: { type: 'number' } })))
+    assert.ok(
+      compatible(
+        jsonSchemaFormat,
+        'BACKWARD',
+        [closed({ a: { type: 'string' } })],
+        closed({ a: { type: 'string' }, b: { type: 'number' } }),
+      ),
+    )
+    assert.ok(
+      !compatible(
+        jsonSchemaFormat,
+        'BACKWARD',
+        [obj({ a: { type: 'string' } })],
+        obj({ a: { type: 'string' }, b: { type: 'number' } }),
+      ),
+    )
   })
 
   test('BACKWARD: a property removed from an open model passes, from a closed model fails', () => {
-    assert.ok(compatible(jsonSchemaFormat, 'BACKWARD', [obj({ a: { type: 'string' }, b: {} })], obj({ a: { type: 'string' } })))
-    assert.ok(!compatible(jsonSchemaFormat, 'BACKWARD', [closed({ a: { type: 'string' }, b: {} })], closed({ a: { type: 'string' } })))
+    assert.ok(
+      compatible(
+        jsonSchemaFormat,
+        'BACKWARD',
+        [obj({ a: { type: 'string' }, b: {} })],
+        obj({ a: { type: 'string' } }),
+      ),
+    )
+    assert.ok(
+      !compatible(
+        jsonSchemaFormat,
+        'BACKWARD',
+        [closed({ a: { type: 'string' }, b: {} })],
+        closed({ a: { type: 'string' } }),
+      ),
+    )
   })
 
   test('types: integer → number widens (BACKWARD), number → integer narrows', () => {
@@ -108,7 +142,10 @@ describe('JSON Schema', () => {
   test('required: added without a default fails BACKWARD, with a default passes', () => {
     const before = closed({ a: { type: 'string' }, b: { type: 'string' } })
     assert.ok(!compatible(jsonSchemaFormat, 'BACKWARD', [before], { ...before, required: ['b'] }))
-    const withDefault = closed({ a: { type: 'string' }, b: { type: 'string', default: 'x' } }, { required: ['b'] })
+    const withDefault = closed(
+      { a: { type: 'string' }, b: { type: 'string', default: 'x' } },
+      { required: ['b'] },
+    )
     assert.ok(compatible(jsonSchemaFormat, 'BACKWARD', [before], withDefault))
   })
 
@@ -158,16 +195,39 @@ describe('Protobuf', () => {
   })
 
   test('a field type changed across scalar groups fails; within a group passes', () => {
-    assert.ok(!compatible(protobufFormat, 'BACKWARD', [v1], proto('message User { string name = 1; string age = 2; }')))
-    assert.ok(compatible(protobufFormat, 'BACKWARD', [v1], proto('message User { string name = 1; int64 age = 2; }')))
-    assert.ok(!compatible(protobufFormat, 'FORWARD', [v1], proto('message User { bytes name = 1; Other age = 2; } message Other {}')))
+    assert.ok(
+      !compatible(
+        protobufFormat,
+        'BACKWARD',
+        [v1],
+        proto('message User { string name = 1; string age = 2; }'),
+      ),
+    )
+    assert.ok(
+      compatible(protobufFormat, 'BACKWARD', [v1], proto('message User { string name = 1; int64 age = 2; }')),
+    )
+    assert.ok(
+      !compatible(
+        protobufFormat,
+        'FORWARD',
+        [v1],
+        proto('message User { bytes name = 1; Other age = 2; } message Other {}'),
+      ),
+    )
   })
 
   test('removing a message or changing the package fails BACKWARD', () => {
     const two = proto('message User { string name = 1; } message Order { int64 id = 1; }')
     assert.ok(!compatible(protobufFormat, 'BACKWARD', [two], proto('message User { string name = 1; }')))
     assert.ok(compatible(protobufFormat, 'BACKWARD', [proto('message User { string name = 1; }')], two))
-    assert.ok(!compatible(protobufFormat, 'BACKWARD', [v1], proto('message User { string name = 1; int32 age = 2; }', 'other')))
+    assert.ok(
+      !compatible(
+        protobufFormat,
+        'BACKWARD',
+        [v1],
+        proto('message User { string name = 1; int32 age = 2; }', 'other'),
+      ),
+    )
   })
 
   test('moving several existing fields into a oneof fails; NONE accepts it', () => {
@@ -178,13 +238,19 @@ describe('Protobuf', () => {
 
   test('an unresolvable type or a missing import is refused; well-known imports resolve', () => {
     assert.throws(() => protobufFormat.parse(proto('message A { Missing m = 1; }'), [], false))
-    assert.throws(() => protobufFormat.parse(`syntax = "proto3"; import "other.proto"; message A {}`, [], false), /other\.proto/)
+    assert.throws(
+      () => protobufFormat.parse(`syntax = "proto3"; import "other.proto"; message A {}`, [], false),
+      /other\.proto/,
+    )
     const ts = `syntax = "proto3"; import "google/protobuf/timestamp.proto"; message A { google.protobuf.Timestamp at = 1; }`
     assert.doesNotThrow(() => protobufFormat.parse(ts, [], false))
   })
 
   test('references provide imported files', () => {
-    const other = { name: 'other.proto', schema: 'syntax = "proto3"; package o; message Other { int32 x = 1; }' }
+    const other = {
+      name: 'other.proto',
+      schema: 'syntax = "proto3"; package o; message Other { int32 x = 1; }',
+    }
     const main = 'syntax = "proto3"; package m; import "other.proto"; message A { o.Other other = 1; }'
     assert.doesNotThrow(() => protobufFormat.parse(main, [other], false))
   })

@@ -60,7 +60,10 @@ test('Avro: register, encode, produce, consume, decode through kafkajs', async (
       { name: 'age', type: 'int' },
     ],
   }
-  const { id } = await registry.register({ type: SchemaType.AVRO, schema: JSON.stringify(schema) }, { subject: 'users-value' })
+  const { id } = await registry.register(
+    { type: SchemaType.AVRO, schema: JSON.stringify(schema) },
+    { subject: 'users-value' },
+  )
   assert.equal(await registry.getLatestSchemaId('users-value'), id)
   const records = [
     { name: 'ada', age: 36 },
@@ -79,7 +82,10 @@ test('Avro: register, encode, produce, consume, decode through kafkajs', async (
   )
   // An evolution with a default is BACKWARD compatible; one without is refused (409).
   const evolved = { ...schema, fields: [...schema.fields, { name: 'email', type: 'string', default: '' }] }
-  const second = await registry.register({ type: SchemaType.AVRO, schema: JSON.stringify(evolved) }, { subject: 'users-value' })
+  const second = await registry.register(
+    { type: SchemaType.AVRO, schema: JSON.stringify(evolved) },
+    { subject: 'users-value' },
+  )
   assert.notEqual(second.id, id)
   const broken = { ...schema, fields: [...schema.fields, { name: 'phone', type: 'string' }] }
   await assert.rejects(
@@ -106,7 +112,10 @@ test('JSON Schema and Protobuf: register, encode and decode', async () => {
   await assert.rejects(registry.encode(json.id, { qty: 'two' })) // the client validates against it
 
   const proto = 'syntax = "proto3";\npackage acme;\nmessage Order {\n  string sku = 1;\n  int32 qty = 2;\n}\n'
-  const pb = await registry.register({ type: SchemaType.PROTOBUF, schema: proto }, { subject: 'orders-pb-value' })
+  const pb = await registry.register(
+    { type: SchemaType.PROTOBUF, schema: proto },
+    { subject: 'orders-pb-value' },
+  )
   const [pbConsumed] = await roundTrip('orders-pb', [await registry.encode(pb.id, order)])
   assert.deepEqual({ ...(await registry.decode(pbConsumed)) }, order)
 })

@@ -19,6 +19,7 @@ async function call(
   path: string,
   body?: unknown,
   options: { contentType?: string; base?: string } = {},
+  // biome-ignore lint/suspicious/noExplicitAny: replies are JSON checked field by field
 ): Promise<{ status: number; body: any }> {
   const response = await fetch((options.base ?? url) + path, {
     method,
@@ -65,7 +66,9 @@ test('register, look up, list and fetch by id and version, in Confluent shapes',
   assert.equal(typeof latest.schema, 'string')
   assert.deepEqual((await call('GET', `/schemas/ids/${id}`)).body, { schema: user() })
   assert.deepEqual((await call('GET', `/schemas/ids/${id}/subjects`)).body, ['api-value'])
-  assert.deepEqual((await call('GET', `/schemas/ids/${id}/versions`)).body, [{ subject: 'api-value', version: 1 }])
+  assert.deepEqual((await call('GET', `/schemas/ids/${id}/versions`)).body, [
+    { subject: 'api-value', version: 1 },
+  ])
   const looked = (await call('POST', '/subjects/api-value', { schema: user() })).body
   assert.equal(looked.version, 1)
   assert.equal(looked.id, id)
@@ -86,9 +89,21 @@ test('errors: 40401, 40402, 40403, 42201, 42202, 42203, 409 and unknown paths', 
   await call('POST', '/subjects/err-value/versions', { schema: user() })
   await expect('GET', '/subjects/err-value/versions/9', undefined, 404, 40402)
   await expect('GET', '/schemas/ids/99999', undefined, 404, 40403)
-  await expect('POST', '/subjects/err-value', { schema: user({ name: 'x', type: 'int', default: 1 }) }, 404, 40403)
+  await expect(
+    'POST',
+    '/subjects/err-value',
+    { schema: user({ name: 'x', type: 'int', default: 1 }) },
+    404,
+    40403,
+  )
   await expect('POST', '/subjects/err-value/versions', { schema: '{"type": "record"' }, 422, 42201)
-  await expect('POST', '/subjects/err-value/versions', { schema: '{"type": "record", "name": "X"}' }, 422, 42201)
+  await expect(
+    'POST',
+    '/subjects/err-value/versions',
+    { schema: '{"type": "record", "name": "X"}' },
+    422,
+    42201,
+  )
   await expect('POST', '/subjects/err-value/versions', { schema: 'x', schemaType: 'XML' }, 422, 42201)
   await expect('POST', '/subjects/err-value/versions', {}, 422, 42201)
   await expect('GET', '/subjects/err-value/versions/0', undefined, 422, 42202)
@@ -109,13 +124,20 @@ test('errors: 40401, 40402, 40403, 42201, 42202, 42203, 409 and unknown paths', 
 })
 
 test('bad input: wrong content type, malformed JSON, a body over the limit; the broker keeps serving', async () => {
-  const wrongType = await call('POST', '/subjects/bad-value/versions', { schema: user() }, { contentType: 'text/plain' })
+  const wrongType = await call(
+    'POST',
+    '/subjects/bad-value/versions',
+    { schema: user() },
+    { contentType: 'text/plain' },
+  )
   assert.equal(wrongType.status, 415)
   assert.equal(wrongType.body.error_code, 415)
   const malformed = await call('POST', '/subjects/bad-value/versions', '{"schema": ')
   assert.equal(malformed.status, 400)
   assert.equal(malformed.body.error_code, 400)
-  const huge = JSON.stringify({ schema: JSON.stringify({ type: 'string', doc: 'x'.repeat(2 * 1024 * 1024) }) })
+  const huge = JSON.stringify({
+    schema: JSON.stringify({ type: 'string', doc: 'x'.repeat(2 * 1024 * 1024) }),
+  })
   const tooLarge = await call('POST', '/subjects/bad-value/versions', huge)
   assert.equal(tooLarge.status, 413)
   assert.equal(tooLarge.body.error_code, 413)
@@ -125,7 +147,9 @@ test('bad input: wrong content type, malformed JSON, a body over the limit; the 
 
 test('config and mode, global and per subject', async () => {
   assert.deepEqual((await call('GET', '/config')).body, { compatibilityLevel: 'BACKWARD' })
-  assert.deepEqual((await call('PUT', '/config/cfg-value', { compatibility: 'NONE' })).body, { compatibility: 'NONE' })
+  assert.deepEqual((await call('PUT', '/config/cfg-value', { compatibility: 'NONE' })).body, {
+    compatibility: 'NONE',
+  })
   assert.deepEqual((await call('GET', '/config/cfg-value')).body, { compatibilityLevel: 'NONE' })
   assert.equal((await call('GET', '/config/unset-value')).body.error_code, 40408)
   assert.deepEqual((await call('GET', '/config/unset-value?defaultToGlobal=true')).body, {
@@ -148,7 +172,9 @@ test('config and mode, global and per subject', async () => {
 })
 
 test('IMPORT mode registers under the given id and version', async () => {
-  assert.deepEqual((await call('PUT', '/mode/imported?force=true', { mode: 'IMPORT' })).body, { mode: 'IMPORT' })
+  assert.deepEqual((await call('PUT', '/mode/imported?force=true', { mode: 'IMPORT' })).body, {
+    mode: 'IMPORT',
+  })
   const reply = await call('POST', '/subjects/imported/versions', { schema: '"bytes"', id: 5000, version: 7 })
   assert.deepEqual(reply.body, { id: 5000 })
   assert.deepEqual((await call('GET', '/subjects/imported/versions')).body, [7])
@@ -169,7 +195,8 @@ test('compatibility checks, with verbose messages', async () => {
   assert.equal(bad.body.is_compatible, false)
   assert.ok(bad.body.messages.length > 0)
   assert.equal(
-    (await call('POST', '/compatibility/subjects/compat-value/versions/4', { schema: user() })).body.error_code,
+    (await call('POST', '/compatibility/subjects/compat-value/versions/4', { schema: user() })).body
+      .error_code,
     40402,
   )
 })
@@ -187,12 +214,24 @@ test('references: JSON Schema and Avro schemas that use another subject, deletio
   const byId = (await call('GET', `/schemas/ids/${registered.body.id}`)).body
   assert.equal(byId.schemaType, 'JSON')
   assert.deepEqual(byId.references, [{ name: 'address.json', subject: 'address', version: 1 }])
-  assert.deepEqual((await call('GET', '/subjects/address/versions/1/referencedby')).body, [registered.body.id])
+  assert.deepEqual((await call('GET', '/subjects/address/versions/1/referencedby')).body, [
+    registered.body.id,
+  ])
   assert.equal((await call('DELETE', '/subjects/address/versions/1')).body.error_code, 42206)
 
-  const avroAddress = JSON.stringify({ type: 'record', name: 'Address', namespace: 'acme', fields: [{ name: 'c', type: 'string' }] })
+  const avroAddress = JSON.stringify({
+    type: 'record',
+    name: 'Address',
+    namespace: 'acme',
+    fields: [{ name: 'c', type: 'string' }],
+  })
   await call('POST', '/subjects/avro-address/versions', { schema: avroAddress })
-  const avroPerson = JSON.stringify({ type: 'record', name: 'P', namespace: 'acme', fields: [{ name: 'a', type: 'acme.Address' }] })
+  const avroPerson = JSON.stringify({
+    type: 'record',
+    name: 'P',
+    namespace: 'acme',
+    fields: [{ name: 'a', type: 'acme.Address' }],
+  })
   const withRef = await call('POST', '/subjects/avro-person/versions', {
     schema: avroPerson,
     references: [{ name: 'acme.Address', subject: 'avro-address', version: 1 }],
@@ -228,13 +267,15 @@ test('the same API under /schema-registry/ of the HTTP listener', async () => {
 
 test('a broker killed and restarted keeps every schema and never reuses an id', async () => {
   await call('PUT', '/config/durable-value', { compatibility: 'NONE' })
-  const before = (await call('POST', '/subjects/durable-value/versions', { schema: '"boolean"' })).body.id as number
+  const before = (await call('POST', '/subjects/durable-value/versions', { schema: '"boolean"' })).body
+    .id as number
   const subjects = (await call('GET', '/subjects')).body as string[]
   cluster.kill(0)
   await cluster.restart(0)
   assert.deepEqual((await call('GET', '/subjects')).body, subjects)
   assert.deepEqual((await call('GET', `/schemas/ids/${before}`)).body, { schema: '"boolean"' })
-  const next = (await call('POST', '/subjects/durable-value/versions', { schema: '"null"' })).body.id as number
+  const next = (await call('POST', '/subjects/durable-value/versions', { schema: '"null"' })).body
+    .id as number
   assert.ok(next > before, `${next} > ${before}`)
   assert.deepEqual((await call('GET', '/subjects/durable-value/versions')).body, [1, 2])
 })
