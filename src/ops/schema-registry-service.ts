@@ -10,6 +10,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Logger } from '../common/logger.js'
 import type { RegistryHost, SchemaRegistry } from '../schema-registry/index.js'
+import { addRegistryPeer } from '../schema-registry/peers.js'
 import { parseListener } from '../server/broker-config.js'
 import { HttpListener, type RawPrefixRoute } from './http-listener.js'
 
@@ -23,6 +24,7 @@ export class SchemaRegistryService {
   private registry: Promise<SchemaRegistry> | null = null
   private listener: HttpListener | null = null
   private closed = false
+  private removePeer: (() => void) | null = null
 
   private constructor(private readonly logger: Logger) {}
 
@@ -47,6 +49,11 @@ export class SchemaRegistryService {
   /** The broker is open: requests may now open the registry. */
   attach(host: RegistryHost): void {
     this.host = host
+    // Writes sent to another broker of this process reach this registry when this one leads.
+    this.removePeer = addRegistryPeer({
+      host,
+      open: async () => this.open(await import('../schema-registry/index.js')),
+    })
   }
 
   /** Requests under `prefix` of an HTTP listener go to the registry. */
@@ -56,6 +63,7 @@ export class SchemaRegistryService {
 
   async close(): Promise<void> {
     this.closed = true
+    this.removePeer?.()
     await this.listener?.close()
     const registry = await this.registry?.catch(() => null)
     await registry?.close()

@@ -6,5 +6,6 @@
  */
 export { Errors, RegistryError } from './errors.js'
 export { BODY_MAX_BYTES, handleRegistryRequest } from './http.js'
+export { addRegistryPeer, findRegistryPeer, type RegistryPeer } from './peers.js'
 export { type RegistryHost, SchemaRegistry } from './registry.js'
 export { SCHEMAS_TOPIC } from './schemas-log.js'

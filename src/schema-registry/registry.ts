@@ -17,6 +17,7 @@ import type { Logger } from '../common/logger.js'
 import { checkCompatibility } from './compatibility.js'
 import { Errors, RegistryError } from './errors.js'
 import { loadFormat } from './formats/index.js'
+import { findRegistryPeer } from './peers.js'
 import { SCHEMAS_TOPIC, SchemasLog } from './schemas-log.js'
 import {
   configKey,
@@ -81,9 +82,6 @@ const REFERENCE_DEPTH_MAX = 32
 const LEADER_WAIT_MS = 15_000
 const VERSION_MAX = 2 ** 31 - 1
 
-/** Registries of this process by cluster and broker: writes reach the writer in-process. */
-const inProcess = new Map<string, SchemaRegistry>()
-
 export type VersionSpec = number | 'latest'
 
 /** "latest", -1 or 1..2^31-1; anything else is Confluent's 42202. */
@@ -122,7 +120,6 @@ export class SchemaRegistry {
       await registry.log.close()
       throw error
     }
-    inProcess.set(registry.key(host.nodeId), registry)
     logger.info(
       { subjects: registry.store.subjects.size, maxId: registry.store.maxId },
       `schema registry: ${SCHEMAS_TOPIC} loaded`,
@@ -133,12 +130,7 @@ export class SchemaRegistry {
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
-    if (inProcess.get(this.key(this.host.nodeId)) === this) inProcess.delete(this.key(this.host.nodeId))
     await this.log.close()
-  }
-
-  private key(nodeId: number): string {
-    return `${this.host.clusterId()}/${nodeId}`
   }
 
   // ---- reads ----------------------------------------------------------------------------
@@ -324,13 +316,17 @@ export class SchemaRegistry {
   private async write<T>(operation: (writer: SchemaRegistry) => Promise<T>): Promise<T> {
     const leader = this.host.schemasLeader()
     if (leader !== this.host.nodeId) {
-      const writer = leader < 0 ? undefined : inProcess.get(this.key(leader))
-      if (!writer)
+      const peer = leader < 0 ? undefined : findRegistryPeer(this.host.clusterId(), leader)
+      if (!peer)
         throw Errors.unknownLeader(
           leader < 0
             ? `${SCHEMAS_TOPIC} has no leader: no schema registry can write now`
             : `Writes go to the schema registry of broker ${leader} (leader of ${SCHEMAS_TOPIC} partition 0), which is not in this process`,
         )
+      const writer = await peer.open()
+      // Leadership may have moved while the writer's registry opened.
+      if (writer.host.schemasLeader() !== writer.host.nodeId)
+        throw Errors.unknownLeader(`The leader of ${SCHEMAS_TOPIC} partition 0 moved; retry`)
       return writer.writeHere(operation)
     }
     return this.writeHere(operation)
