@@ -3,11 +3,12 @@
  * writer reaches the writer's registry here, opening it if no request has yet. Kept apart
  * from registry.ts so that a broker names itself here without loading the registry.
  */
-import type { RegistryHost, SchemaRegistry } from './registry.js'
+import type { RegistryHost } from './types.js'
 
-export interface RegistryPeer {
+/** A broker's registry; `R` is registry.ts's SchemaRegistry (named there, not here). */
+export interface RegistryPeer<R = unknown> {
   readonly host: RegistryHost
-  open(): Promise<SchemaRegistry>
+  open(): Promise<R>
 }
 
 const peers = new Set<RegistryPeer>()
@@ -19,8 +20,8 @@ export function addRegistryPeer(peer: RegistryPeer): () => void {
 }
 
 /** The registry of broker `nodeId` of the cluster `clusterId` in this process, if any. */
-export function findRegistryPeer(clusterId: string, nodeId: number): RegistryPeer | undefined {
+export function findRegistryPeer<R>(clusterId: string, nodeId: number): RegistryPeer<R> | undefined {
   for (const peer of peers)
-    if (peer.host.nodeId === nodeId && peer.host.clusterId() === clusterId) return peer
+    if (peer.host.nodeId === nodeId && peer.host.clusterId() === clusterId) return peer as RegistryPeer<R>
   return undefined
 }

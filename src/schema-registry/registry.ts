@@ -39,6 +39,7 @@ import {
   isMode,
   type Mode,
   type ParsedSchema,
+  type RegistryHost,
   type ResolvedReference,
   SCHEMA_TYPES,
   type SchemaRecord,
@@ -46,17 +47,7 @@ import {
   type SchemaType,
 } from './types.js'
 
-/** What the registry needs of its broker. */
-export interface RegistryHost {
-  readonly nodeId: number
-  /** host:port of the broker's Kafka listener. */
-  bootstrapServers(): string
-  clusterId(): string
-  /** The broker leading `_schemas` partition 0; -1 when it has none or the topic is missing. */
-  schemasLeader(): number
-  /** Creates `_schemas` (one partition, compacted, replicated) unless it exists. */
-  ensureSchemasTopic(): Promise<void>
-}
+export type { RegistryHost }
 
 /** The body of a register, lookup or compatibility request (Confluent's RegisterSchemaRequest). */
 export interface SchemaRequest {
@@ -316,7 +307,7 @@ export class SchemaRegistry {
   private async write<T>(operation: (writer: SchemaRegistry) => Promise<T>): Promise<T> {
     const leader = this.host.schemasLeader()
     if (leader !== this.host.nodeId) {
-      const peer = leader < 0 ? undefined : findRegistryPeer(this.host.clusterId(), leader)
+      const peer = leader < 0 ? undefined : findRegistryPeer<SchemaRegistry>(this.host.clusterId(), leader)
       if (!peer)
         throw Errors.unknownLeader(
           leader < 0

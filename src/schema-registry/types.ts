@@ -72,3 +72,15 @@ export interface SchemaFormat {
    */
   readerCanRead(reader: ParsedSchema, writer: ParsedSchema): string[]
 }
+
+/** What the registry needs of its broker. */
+export interface RegistryHost {
+  readonly nodeId: number
+  /** host:port of the broker's Kafka listener. */
+  bootstrapServers(): string
+  clusterId(): string
+  /** The broker leading `_schemas` partition 0; -1 when it has none or the topic is missing. */
+  schemasLeader(): number
+  /** Creates `_schemas` (one partition, compacted, replicated) unless it exists. */
+  ensureSchemasTopic(): Promise<void>
+}
