@@ -47,8 +47,14 @@ export class SchemasLog {
 
   /** Every record written before this call is applied when it resolves. */
   async sync(): Promise<void> {
-    const ends = await this.consumer.endOffsets([TP])
-    const end = [...ends.values()][0] ?? 0
+    let end: number
+    try {
+      const ends = await this.consumer.endOffsets([TP])
+      end = [...ends.values()][0] ?? 0
+    } catch (error) {
+      // No leader for _schemas now (a failover), or the broker is stopping: Confluent's 50001.
+      throw Errors.storeError(`Error while reading ${SCHEMAS_TOPIC}: ${(error as Error).message}`, error)
+    }
     await this.appliedUpTo(end)
   }
 

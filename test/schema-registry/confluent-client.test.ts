@@ -138,3 +138,33 @@ test('registrations through every broker get unique ids from the one writer', as
   assert.equal(unique.size, ids.length)
   for (const client of clients) assert.equal(await client.getLatestSchemaId('many-5'), ids[5].id)
 })
+
+test('the writer killed: another broker takes over writes, nothing is lost and no id repeats', async () => {
+  const writer = cluster.leaderOf('_schemas', 0)
+  const survivor = (writer + 1) % 3
+  const client = new SchemaRegistry({ host: cluster.schemaRegistryUrlOf(survivor) })
+  const before = await Promise.all(
+    ['users-value', 'orders-json-value', 'orders-pb-value'].map((s) => client.getLatestSchemaId(s)),
+  )
+  cluster.kill(writer)
+  // Until the controller moves _schemas' leadership (the session expires in 3 s), writes fail.
+  const schema = {
+    type: SchemaType.AVRO as const,
+    schema: JSON.stringify({ type: 'enum', name: 'E', symbols: ['A'] }),
+  }
+  const deadline = Date.now() + 30_000
+  let registered: { id: number } | null = null
+  while (!registered) {
+    registered = await client.register(schema, { subject: 'after-failover' }).catch((error: Error) => {
+      if (Date.now() > deadline) throw error
+      return null
+    })
+    if (!registered) await new Promise((resolve) => setTimeout(resolve, 250))
+  }
+  assert.notEqual(cluster.leaderOf('_schemas', 0), writer)
+  const all = await client.getLatestSchemaId('many-11')
+  assert.ok(registered.id > Math.max(...before, all), `${registered.id} above every earlier id`)
+  for (const [i, subject] of ['users-value', 'orders-json-value', 'orders-pb-value'].entries())
+    assert.equal(await client.getLatestSchemaId(subject), before[i])
+  await cluster.restart(writer)
+})
