@@ -27,6 +27,7 @@ Commands:
   bench     produce|consume|e2e load test with tidelog's client
   verify    Check a history file for lost, duplicated or reordered records (exit 1 if any)
   top       Live per-topic rates, under-replicated partitions and group lag
+  schemas   list|get|register|check|config on a schema registry (default :8081)
   help      Show this help
 
 Client commands take --bootstrap-server HOST:PORT (default 127.0.0.1:9092),
@@ -99,6 +100,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       case 'bench':
       case 'verify':
       case 'top':
+      case 'schemas':
         return await clientCommand(command, rest)
       case undefined:
       case 'help':
@@ -149,6 +151,8 @@ async function clientCommand(command: string, args: readonly string[]): Promise<
       return (await import('./commands/verify.js')).verifyCommand(args)
     case 'top':
       return (await import('./commands/top.js')).topCommand(args)
+    case 'schemas':
+      return (await import('./commands/schemas.js')).schemasCommand(args)
     default:
       return (await import('./commands/bench.js')).benchCommand(args)
   }
