@@ -19,6 +19,20 @@ export class RegistryError extends Error {
   }
 }
 
+/**
+ * This broker is not the registry's writer, which runs in another process and answers at
+ * `writerUrl`: the HTTP layer forwards the request there (as Confluent's followers forward
+ * to their leader). Unforwarded, it is Confluent's 50004.
+ */
+export class NotWriterError extends RegistryError {
+  constructor(
+    readonly writerUrl: string,
+    writer: number,
+  ) {
+    super(500, 50004, `Writes go to the schema registry of broker ${writer} at ${writerUrl}`)
+  }
+}
+
 export const Errors = {
   subjectNotFound: (subject: string) => new RegistryError(404, 40401, `Subject '${subject}' not found.`),
   versionNotFound: (version: number | string) =>

@@ -7,7 +7,7 @@
  * a request sends reaches the registry's state unless it is a valid request.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { Errors, RegistryError } from './errors.js'
+import { Errors, NotWriterError, RegistryError } from './errors.js'
 import { parseVersion, type SchemaRegistry, type SchemaRequest, type VersionSpec } from './registry.js'
 import { SCHEMA_TYPES, type SchemaReference, type SchemaType } from './types.js'
 
@@ -257,6 +257,40 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
   }
 }
 
+/** Marks a request one registry forwarded to the writer's. */
+const FORWARDED_HEADER = 'x-tidelog-forwarded'
+const FORWARD_TIMEOUT_MS = 30_000
+
+/** Sends a write to the writer's registry and relays its answer; 50003 when that fails. */
+async function forward(
+  res: ServerResponse,
+  writerUrl: string,
+  method: string,
+  path: string,
+  query: URLSearchParams,
+  body: unknown,
+): Promise<void> {
+  const search = query.size > 0 ? `?${query}` : ''
+  let status: number
+  let text: string
+  try {
+    const response = await fetch(`${writerUrl.replace(/\/$/, '')}${path}${search}`, {
+      method,
+      headers: { 'Content-Type': CONTENT_TYPE, Accept: CONTENT_TYPE, [FORWARDED_HEADER]: '1' },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      signal: AbortSignal.timeout(FORWARD_TIMEOUT_MS),
+    })
+    status = response.status
+    text = await response.text()
+  } catch (error) {
+    throw Errors.forwardingFailed(
+      `Error while forwarding the request to the leader at ${writerUrl}: ${(error as Error).message}`,
+      error,
+    )
+  }
+  send(res, status, text)
+}
+
 /**
  * Serves one request. `path` is the raw (percent-encoded) path below the registry's root;
  * `registry` opens the registry on first use. Never throws: every failure is an answer.
@@ -284,7 +318,14 @@ export async function handleRegistryRequest(
     if (found === null) throw Errors.notFound()
     if (found === 'method') throw Errors.methodNotAllowed()
     const body = method === 'POST' || method === 'PUT' ? await readBody(req) : undefined
-    const result = await found.route.handler(await registry(), found.params, query, body)
+    let result: unknown
+    try {
+      result = await found.route.handler(await registry(), found.params, query, body)
+    } catch (error) {
+      // One hop only: a forwarded request that meets a non-writer again is answered 50004.
+      if (!(error instanceof NotWriterError) || req.headers[FORWARDED_HEADER] !== undefined) throw error
+      return await forward(res, error.writerUrl, method, path, query, body)
+    }
     send(res, 200, result)
   } catch (error) {
     const known = error instanceof RegistryError

@@ -8,14 +8,13 @@
  * instances; tidelog uses the partition's leadership, which the controller already keeps
  * unique): it serialises writes, reads to the end before each, so a new id is above every
  * id in the topic and a new version above every version of the subject. A write sent to
- * another broker goes to the writer's registry when it is in the same process
- * (`tidelog start --brokers N`, `tidelog/testing`); a writer in another process answers
- * Confluent's 50004 naming the broker to send writes to (forwarding over HTTP needs the
- * brokers' HTTP addresses, which cluster metadata does not carry yet).
+ * another broker goes to the writer's registry directly when it is in the same process
+ * (`tidelog start --brokers N`, `tidelog/testing`; peers.ts), else NotWriterError names the
+ * URL in the writer's broker registration and http.ts forwards the request there.
  */
 import type { Logger } from '../common/logger.js'
 import { checkCompatibility } from './compatibility.js'
-import { Errors, RegistryError } from './errors.js'
+import { Errors, NotWriterError, RegistryError } from './errors.js'
 import { loadFormat } from './formats/index.js'
 import { findRegistryPeer } from './peers.js'
 import { SCHEMAS_TOPIC, SchemasLog } from './schemas-log.js'
@@ -308,11 +307,13 @@ export class SchemaRegistry {
     const leader = this.host.schemasLeader()
     if (leader !== this.host.nodeId) {
       const peer = leader < 0 ? undefined : findRegistryPeer<SchemaRegistry>(this.host.clusterId(), leader)
+      const writerUrl = leader < 0 ? null : this.host.registryUrlOf(leader)
+      if (!peer && writerUrl !== null) throw new NotWriterError(writerUrl, leader)
       if (!peer)
         throw Errors.unknownLeader(
           leader < 0
             ? `${SCHEMAS_TOPIC} has no leader: no schema registry can write now`
-            : `Writes go to the schema registry of broker ${leader} (leader of ${SCHEMAS_TOPIC} partition 0), which is not in this process`,
+            : `Writes go to the schema registry of broker ${leader} (leader of ${SCHEMAS_TOPIC} partition 0), which serves none`,
         )
       const writer = await peer.open()
       // Leadership may have moved while the writer's registry opened.

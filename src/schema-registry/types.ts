@@ -83,4 +83,6 @@ export interface RegistryHost {
   schemasLeader(): number
   /** Creates `_schemas` (one partition, compacted, replicated) unless it exists. */
   ensureSchemasTopic(): Promise<void>
+  /** Where broker `nodeId`'s registry answers, as it registered it; null if unknown. */
+  registryUrlOf(nodeId: number): string | null
 }

@@ -474,6 +474,7 @@ export class Broker implements BrokerServices {
       rack: this.config.rack,
       endpoints,
       incarnationId: this.incarnationId,
+      ...this.advertisedRegistryUrl(endpoints[0].host),
     }
     const lease = await this.store.grantLease(sessionTimeoutMs)
     let brokerEpoch: number | null = null
@@ -691,6 +692,17 @@ export class Broker implements BrokerServices {
     await ops?.close()
   }
 
+  /** The registry's URL for other brokers: its own listener's, else the HTTP listener's path. */
+  private advertisedRegistryUrl(advertisedHost: string): { schemaRegistryUrl?: string } {
+    if (!this.schemaRegistry) return {}
+    const url = this.schemaRegistry.url ?? (this.ops ? `${this.ops.url}schema-registry` : null)
+    if (url === null) return {}
+    // A wildcard bind is reached at the broker's advertised host.
+    return {
+      schemaRegistryUrl: url.replace(/^http:\/\/(0\.0\.0\.0|\[::\])(?=:)/, `http://${advertisedHost}`),
+    }
+  }
+
   /** What the schema registry needs of this broker; `_schemas` partition 0's leader is its writer. */
   private registryHost(): RegistryHost {
     const leaderOfSchemas = () => this.metadata.image().topics.get(SCHEMAS_TOPIC)?.partitions[0]?.leader ?? -1
@@ -699,6 +711,7 @@ export class Broker implements BrokerServices {
       bootstrapServers: () => this.bootstrapServers,
       clusterId: () => this.metadata.image().clusterId,
       schemasLeader: leaderOfSchemas,
+      registryUrlOf: (nodeId) => this.metadata.image().brokers.get(nodeId)?.schemaRegistryUrl ?? null,
       ensureSchemasTopic: () =>
         this.topicAdmin.ensureInternalTopic({
           name: SCHEMAS_TOPIC,
