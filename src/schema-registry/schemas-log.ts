@@ -18,6 +18,7 @@ const CLIENT_ID = 'tidelog-schema-registry'
 /** Longest wait for the topic's end, or for a write to come back. */
 const SYNC_TIMEOUT_MS = 15_000
 const POLL_MS = 200
+const FAILURE_LOG_MS = 10_000
 
 export interface SchemasLogOptions {
   readonly bootstrapServers: string
@@ -32,6 +33,7 @@ export class SchemasLog {
   private applied = 0
   private readonly waiters = new Set<{ offset: number; resolve: () => void }>()
   private closed = false
+  private lastFailureLogMs = 0
   private readonly loop: Promise<void>
 
   constructor(private readonly options: SchemasLogOptions) {
@@ -118,7 +120,12 @@ export class SchemasLog {
         if (position !== null && position > this.applied) this.applied = position
       } catch (error) {
         if (this.closed) break
-        this.options.logger.warn({ err: error }, `schema registry: reading ${SCHEMAS_TOPIC} failed, retrying`)
+        // A failover fails every poll until a new leader serves: one line per FAILURE_LOG_MS.
+        const now = Date.now()
+        if (now - this.lastFailureLogMs >= FAILURE_LOG_MS) {
+          this.lastFailureLogMs = now
+          this.options.logger.warn({ err: error }, `schema registry: reading ${SCHEMAS_TOPIC} failed, retrying`)
+        }
         await new Promise((resolve) => setTimeout(resolve, POLL_MS))
       }
       for (const waiter of this.waiters)
