@@ -124,7 +124,10 @@ export class SchemasLog {
         const now = Date.now()
         if (now - this.lastFailureLogMs >= FAILURE_LOG_MS) {
           this.lastFailureLogMs = now
-          this.options.logger.warn({ err: error }, `schema registry: reading ${SCHEMAS_TOPIC} failed, retrying`)
+          this.options.logger.warn(
+            { err: error },
+            `schema registry: reading ${SCHEMAS_TOPIC} failed, retrying`,
+          )
         }
         await new Promise((resolve) => setTimeout(resolve, POLL_MS))
       }
