@@ -58,7 +58,7 @@ export class OpsServer {
     const http = await HttpListener.start(
       host,
       port,
-      routes(metrics, api, source),
+      routes(metrics, api, source, registry),
       logger,
       registry?.route(REGISTRY_PREFIX) ?? null,
     )
@@ -157,6 +157,7 @@ function routes(
   metrics: BrokerMetrics,
   api: LazyConsoleApi,
   source: () => BrokerMetricsSource | null,
+  registry: SchemaRegistryService | null,
 ): RouteTable {
   const file = (name: string, type: string) => staticFile(new URL(name, CONSOLE_DIR), type)
   return {
@@ -183,6 +184,15 @@ function routes(
     },
     '/api/groups': { GET: () => apiCall(api, (a) => a.groups()) },
     '/api/rates': { GET: () => apiCall(api, (a) => a.rates()) },
-    '/api/messages': { GET: (r) => apiCall(api, (a) => a.messages(r.query)) },
+    '/api/messages': {
+      GET: (r) =>
+        apiCall(api, async (a) => {
+          const page = (await a.messages(r.query)) as { records?: { value: string | null }[] }
+          // ?decode=registry: values in Confluent's wire format decoded by their schemas.
+          if (r.query.get('decode') !== 'registry' || !registry || !page.records) return page
+          const decoded = await registry.decode(page.records.map((record) => record.value))
+          return { ...page, records: page.records.map((record, i) => ({ ...record, decoded: decoded[i] })) }
+        }),
+    },
   }
 }

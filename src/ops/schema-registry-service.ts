@@ -9,7 +9,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Logger } from '../common/logger.js'
-import type { RegistryHost, SchemaRegistry } from '../schema-registry/index.js'
+import type { DecodedRecord, RegistryHost, SchemaRegistry } from '../schema-registry/index.js'
 import { addRegistryPeer } from '../schema-registry/peers.js'
 import { parseListener } from '../server/broker-config.js'
 import { HttpListener, type RawPrefixRoute } from './http-listener.js'
@@ -59,6 +59,19 @@ export class SchemaRegistryService {
   /** Requests under `prefix` of an HTTP listener go to the registry. */
   route(prefix: string): RawPrefixRoute {
     return { prefix, handle: (req, res, path, query) => this.handle(req, res, path, query) }
+  }
+
+  /** Records in Confluent's wire format (base64, as the console API has them), decoded. */
+  async decode(values: readonly (string | null)[]): Promise<(DecodedRecord | null)[]> {
+    let registry: SchemaRegistry
+    try {
+      registry = await this.open(await import('../schema-registry/index.js'))
+    } catch (error) {
+      return values.map((v) => (v === null ? null : { error: (error as Error).message }))
+    }
+    return Promise.all(
+      values.map((v) => (v === null ? null : registry.decodeRecord(Buffer.from(v, 'base64')))),
+    )
   }
 
   async close(): Promise<void> {

@@ -7,5 +7,5 @@
 export { Errors, RegistryError } from './errors.js'
 export { BODY_MAX_BYTES, handleRegistryRequest } from './http.js'
 export { addRegistryPeer, findRegistryPeer, type RegistryPeer } from './peers.js'
-export { type RegistryHost, SchemaRegistry } from './registry.js'
+export { type DecodedRecord, type RegistryHost, SchemaRegistry } from './registry.js'
 export { SCHEMAS_TOPIC } from './schemas-log.js'

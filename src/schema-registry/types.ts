@@ -71,6 +71,11 @@ export interface SchemaFormat {
    * Confluent's BACKWARD is `readerCanRead(new, old)`, FORWARD `readerCanRead(old, new)`.
    */
   readerCanRead(reader: ParsedSchema, writer: ParsedSchema): string[]
+  /**
+   * A record's payload (after Confluent's magic byte and schema id) as JSON-able data;
+   * throws when it does not decode.
+   */
+  decode(schema: ParsedSchema, payload: Buffer): unknown
 }
 
 /** What the registry needs of its broker. */

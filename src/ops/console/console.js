@@ -371,6 +371,15 @@
     return text
   }
 
+  /** A value decoded by the broker with its schema (Confluent's wire format), or why not. */
+  function showDecoded(rec) {
+    if (rec.value === null) return 'null'
+    const d = rec.decoded
+    if (!d) return '(fetch again to decode)'
+    if (d.error) return `(${d.error}) ${show(rec.value, 'hex')}`
+    return `schema ${d.schemaId} (${d.schemaType})\n${JSON.stringify(d.value, null, 2)}`
+  }
+
   let lastBrowse = null
   function renderRecords() {
     if (!lastBrowse) return
@@ -388,7 +397,7 @@
           h('td', {}, rec.offset),
           h('td', {}, new Date(rec.timestamp).toISOString()),
           h('td', { class: 'mono' }, show(rec.key, format)),
-          h('td', { class: 'mono' }, show(rec.value, format)),
+          h('td', { class: 'mono' }, format === 'registry' ? showDecoded(rec) : show(rec.value, format)),
           h(
             'td',
             { class: 'mono' },
@@ -399,7 +408,10 @@
     )
   }
 
-  $('browse-format').addEventListener('change', renderRecords)
+  $('browse-format').addEventListener('change', () => {
+    if ($('browse-format').value === 'registry' && lastBrowse) $('browse').requestSubmit()
+    else renderRecords()
+  })
   $('browse').addEventListener('submit', async (event) => {
     event.preventDefault()
     const form = new FormData(event.target)
@@ -409,6 +421,7 @@
     })
     const from = String(form.get('from') || '').trim()
     if (from !== '') params.set(form.get('mode') === 'timestamp' ? 'timestamp' : 'offset', from)
+    if (form.get('format') === 'registry') params.set('decode', 'registry')
     try {
       lastBrowse = await api(`/api/messages?${params}`)
       renderRecords()

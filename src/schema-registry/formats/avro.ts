@@ -41,6 +41,10 @@ export const avroFormat: SchemaFormat = {
     return { type: 'AVRO', canonical, parsed: type }
   },
 
+  decode(schema: ParsedSchema, payload: Buffer): unknown {
+    return (schema.parsed as avro.Type).fromBuffer(payload)
+  },
+
   readerCanRead(reader: ParsedSchema, writer: ParsedSchema): string[] {
     try {
       ;(reader.parsed as avro.Type).createResolver(writer.parsed as avro.Type)

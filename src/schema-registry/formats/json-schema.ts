@@ -95,6 +95,10 @@ export const jsonSchemaFormat: SchemaFormat = {
     return { type: 'JSON', canonical: JSON.stringify(normalize ? sortKeys(json) : json), parsed: json }
   },
 
+  decode(_schema: ParsedSchema, payload: Buffer): unknown {
+    return JSON.parse(payload.toString('utf8'))
+  },
+
   readerCanRead(reader: ParsedSchema, writer: ParsedSchema): string[] {
     const out: string[] = []
     compare(writer.parsed as Json, reader.parsed as Json, '#', out)

@@ -75,6 +75,35 @@ export const protobufFormat: SchemaFormat = {
   readerCanRead(reader: ParsedSchema, writer: ParsedSchema): string[] {
     return diff(writer.parsed as ParsedProto, reader.parsed as ParsedProto)
   },
+
+  /**
+   * Confluent's Protobuf framing: before the message, the path of its type in the schema
+   * file as zigzag varints (a count, then that many indexes; a lone 0 is the first message).
+   */
+  decode(schema: ParsedSchema, payload: Buffer): unknown {
+    const proto = schema.parsed as ParsedProto
+    const reader = protobuf.Reader.create(payload)
+    const count = reader.sint32()
+    if (count < 0 || count > MESSAGE_DEPTH_MAX) throw new Error(`bad message index count ${count}`)
+    const indexes = count === 0 ? [0] : Array.from({ length: count }, () => reader.sint32())
+    let candidates = topLevelMessages(proto)
+    let type: protobuf.Type | undefined
+    for (const index of indexes) {
+      type = candidates[index]
+      if (!type) throw new Error(`no message at index ${index}`)
+      candidates = type.nestedArray.filter((n): n is protobuf.Type => n instanceof protobuf.Type)
+    }
+    return (type as protobuf.Type).toObject((type as protobuf.Type).decode(reader), PROTO_JSON)
+  },
+}
+
+const MESSAGE_DEPTH_MAX = 100
+const PROTO_JSON = { longs: String, enums: String, bytes: String, defaults: false } as const
+
+/** The schema file's own top-level messages, in declaration order. */
+function topLevelMessages(proto: ParsedProto): protobuf.Type[] {
+  const parentName = proto.packageName === '' ? '' : `.${proto.packageName}`
+  return [...proto.messages.values()].filter((t) => (t.parent?.fullName ?? '') === parentName)
 }
 
 const SCALAR_GROUPS: readonly (readonly string[])[] = [
