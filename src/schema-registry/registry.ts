@@ -111,6 +111,11 @@ export class SchemaRegistry {
 
   /** Creates `_schemas` if needed, waits for its leader and reads it to the end. */
   static async open(host: RegistryHost, logger: Logger): Promise<SchemaRegistry> {
+    try {
+      host.bootstrapServers()
+    } catch (error) {
+      throw Errors.storeError((error as Error).message, error)
+    }
     await host.ensureSchemasTopic()
     const deadline = Date.now() + LEADER_WAIT_MS
     while (host.schemasLeader() < 0) {

@@ -708,7 +708,13 @@ export class Broker implements BrokerServices {
     const leaderOfSchemas = () => this.metadata.image().topics.get(SCHEMAS_TOPIC)?.partitions[0]?.leader ?? -1
     return {
       nodeId: this.nodeId,
-      bootstrapServers: () => this.bootstrapServers,
+      bootstrapServers: () => {
+        // Its client has no credentials yet: a PLAINTEXT listener of this broker, if any.
+        const plain = this.config.listeners.listeners.find((l) => l.securityProtocol === 'PLAINTEXT')
+        if (!plain)
+          throw new Error('the schema registry needs a PLAINTEXT listener (it has no credentials for SASL or SSL yet)')
+        return this.listenerAddress(plain.listener)
+      },
       clusterId: () => this.metadata.image().clusterId,
       schemasLeader: leaderOfSchemas,
       registryUrlOf: (nodeId) => this.metadata.image().brokers.get(nodeId)?.schemaRegistryUrl ?? null,
