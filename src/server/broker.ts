@@ -712,7 +712,9 @@ export class Broker implements BrokerServices {
         // Its client has no credentials yet: a PLAINTEXT listener of this broker, if any.
         const plain = this.config.listeners.listeners.find((l) => l.securityProtocol === 'PLAINTEXT')
         if (!plain)
-          throw new Error('the schema registry needs a PLAINTEXT listener (it has no credentials for SASL or SSL yet)')
+          throw new Error(
+            'the schema registry needs a PLAINTEXT listener (it has no credentials for SASL or SSL yet)',
+          )
         return this.listenerAddress(plain.listener)
       },
       clusterId: () => this.metadata.image().clusterId,
