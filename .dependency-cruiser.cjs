@@ -28,6 +28,21 @@ module.exports = {
       to: { path: '^src/(server|storage|replication|metadata|coordinator|sim|cli|runtime)/' },
     },
     {
+      name: 'schema-registry-is-a-client',
+      severity: 'error',
+      comment:
+        "The schema registry reads and writes _schemas through tidelog's client, as any client would; the broker reaches it through src/ops only.",
+      from: { path: '^src/schema-registry/' },
+      to: { path: '^src/(server|storage|replication|metadata|coordinator|ops|cli|sim|runtime|testing)/' },
+    },
+    {
+      name: 'registry-loaded-by-ops',
+      severity: 'error',
+      comment: 'Only ops loads the registry (lazily); the broker may name its types.',
+      from: { path: '^src/(?!ops/|schema-registry/|server/broker\\.ts)' },
+      to: { path: '^src/schema-registry/', dependencyTypes: ['local', 'import'] },
+    },
+    {
       name: 'protocol-is-the-bottom',
       severity: 'error',
       from: { path: '^src/protocol/' },

@@ -28,6 +28,7 @@ Commands:
   bench     produce|consume|e2e load test with tidelog's client
   verify    Check a history file for lost, duplicated or reordered records (exit 1 if any)
   top       Live per-topic rates, under-replicated partitions and group lag
+  schemas   list|get|register|check|config on a schema registry (default :8081)
   help      Show this help
 
 Client commands take --bootstrap-server HOST:PORT (default 127.0.0.1:9092),
@@ -47,6 +48,11 @@ tidelog start options:
   --http-port N       HTTP listener for /metrics, /healthz, /readyz and the console
                       (default 9644, or a free port when 9644 is taken or with --port 0;
                       broker i uses N + i; 0 picks a free port; -1 turns it off)
+  --schema-registry-port N
+                      The schema registry (Confluent's API) at the root of its own
+                      listener (default 8081, or a free port when 8081 is taken or with
+                      --port 0; broker i uses N + i; -1 turns it off). It is also under
+                      /schema-registry/ on the HTTP listener
   --set key=value     Any Kafka broker property, repeatable (e.g. --set num.partitions=3)
   --secure            SASL_SSL with SCRAM-SHA-512 for development: makes a CA, a broker
                       certificate and a user 'tidelog' in DATA-DIR/secure (openssl needed)
@@ -69,6 +75,7 @@ HTTP endpoints (set tidelog.http.listener=HOST:PORT; tidelog start sets it):
                       dir online and recovery done; 503 with the failed checks otherwise
   /                   The web console (read-only unless
                       tidelog.console.topic.admin.enable=true); its JSON API is /api/*
+  /schema-registry/   Confluent Schema Registry's REST API (tidelog.schema.registry.enable)
   tidelog.request.log.slow.ms (default 1000, -1 off) logs slower requests at warn.
 `
 
@@ -95,6 +102,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       case 'bench':
       case 'verify':
       case 'top':
+      case 'schemas':
         return await clientCommand(command, rest)
       case undefined:
       case 'help':
@@ -150,6 +158,8 @@ async function clientCommand(command: string, args: readonly string[]): Promise<
       return (await import('./commands/verify.js')).verifyCommand(args)
     case 'top':
       return (await import('./commands/top.js')).topCommand(args)
+    case 'schemas':
+      return (await import('./commands/schemas.js')).schemasCommand(args)
     default:
       return (await import('./commands/bench.js')).benchCommand(args)
   }
@@ -158,6 +168,8 @@ async function clientCommand(command: string, args: readonly string[]): Promise<
 /** What `tidelog start` listens on unless told otherwise, when free (default-ports.ts). */
 const DEFAULT_KAFKA_PORT = 9092
 const DEFAULT_HTTP_PORT = 9644
+/** Confluent Schema Registry's port, which its clients default to. */
+const DEFAULT_SCHEMA_REGISTRY_PORT = 8081
 
 function parseSetFlags(values: readonly string[] | undefined): Map<string, string> {
   const properties = new Map<string, string>()
@@ -171,13 +183,14 @@ function parseSetFlags(values: readonly string[] | undefined): Map<string, strin
 
 async function startCommand(args: readonly string[]): Promise<number> {
   const { values } = parseArgs({
-    args: joinNegativeValues(args, ['--http-port']),
+    args: joinNegativeValues(args, ['--http-port', '--schema-registry-port']),
     options: {
       port: { type: 'string' },
       host: { type: 'string' },
       'data-dir': { type: 'string', default: '.tidelog-data' },
       brokers: { type: 'string', default: '1' },
       'http-port': { type: 'string' },
+      'schema-registry-port': { type: 'string' },
       set: { type: 'string', multiple: true },
       secure: { type: 'boolean', default: false },
     },
@@ -206,6 +219,16 @@ async function startCommand(args: readonly string[]): Promise<number> {
     throw new TidelogError('ERR_USAGE', '--http-port out of range')
   if (httpPort >= 0 && !properties.has('tidelog.http.listener'))
     properties.set('tidelog.http.listener', `${host}:${httpPort}`)
+  const registryPort =
+    values['schema-registry-port'] !== undefined
+      ? Number(values['schema-registry-port'])
+      : port === 0
+        ? 0
+        : await defaultPortOrFree(host, DEFAULT_SCHEMA_REGISTRY_PORT, brokerCount)
+  if (!Number.isInteger(registryPort) || registryPort < -1 || registryPort > 65535)
+    throw new TidelogError('ERR_USAGE', '--schema-registry-port out of range')
+  if (registryPort >= 0 && !properties.has('tidelog.schema.registry.listener'))
+    properties.set('tidelog.schema.registry.listener', `${host}:${registryPort}`)
   const secure = values.secure ? await secureSetup(values['data-dir'], values.host, port, properties) : null
   const cluster = await startCluster({
     brokers: brokerCount,
@@ -230,6 +253,9 @@ async function startCommand(args: readonly string[]): Promise<number> {
   for (const broker of cluster.brokers)
     if (broker.httpUrl)
       process.stdout.write(`broker ${broker.nodeId} console and metrics: ${broker.httpUrl}\n`)
+  for (const broker of cluster.brokers)
+    if (broker.schemaRegistryUrl)
+      process.stdout.write(`broker ${broker.nodeId} schema registry: ${broker.schemaRegistryUrl}\n`)
   const stopReloading = reloadTlsOnHangup(cluster.brokers)
   const outcome = await untilStop
   stopReloading()

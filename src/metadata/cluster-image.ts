@@ -31,6 +31,12 @@ export interface BrokerRegistration {
    * registrations written before named listeners: then host/port is the only listener.
    */
   readonly endpoints?: readonly RegisteredEndpoint[]
+  /**
+   * Where this broker's schema registry answers (its own listener, or /schema-registry/ of
+   * its HTTP listener): other brokers forward registry writes there when it is the writer.
+   * Absent: it serves none.
+   */
+  readonly schemaRegistryUrl?: string
 }
 
 export interface RegisteredEndpoint {

@@ -47,6 +47,16 @@ export interface RouteTable {
   readonly [path: string]: Readonly<Record<string, HttpRoute>>
 }
 
+/**
+ * Requests under `prefix` (ending in `/`; the prefix without its slash too) go to `handle`
+ * unparsed: it reads the body and answers itself (the schema registry's own formats and
+ * errors). `path` is the raw, still percent-encoded path below the prefix, from `/`.
+ */
+export interface RawPrefixRoute {
+  readonly prefix: string
+  handle(req: IncomingMessage, res: ServerResponse, path: string, query: URLSearchParams): Promise<void>
+}
+
 export class HttpListener {
   private readonly server: Server
   private readonly sockets = new Set<Socket>()
@@ -54,6 +64,7 @@ export class HttpListener {
   private constructor(
     private readonly routes: RouteTable,
     private readonly logger: Logger,
+    private readonly raw: RawPrefixRoute | null,
   ) {
     this.server = createServer(
       {
@@ -93,8 +104,14 @@ export class HttpListener {
   }
 
   /** Listens on `host:port` (port 0 picks one). */
-  static async start(host: string, port: number, routes: RouteTable, logger: Logger): Promise<HttpListener> {
-    const listener = new HttpListener(routes, logger)
+  static async start(
+    host: string,
+    port: number,
+    routes: RouteTable,
+    logger: Logger,
+    raw: RawPrefixRoute | null = null,
+  ): Promise<HttpListener> {
+    const listener = new HttpListener(routes, logger, raw)
     await new Promise<void>((resolve, reject) => {
       listener.server.once('error', reject)
       listener.server.listen({ host, port }, () => {
@@ -129,6 +146,11 @@ export class HttpListener {
       decodeURIComponent(url.pathname)
     } catch {
       return send(res, 400, 'text/plain; charset=utf-8', 'malformed URL\n')
+    }
+    if (this.raw) {
+      const { prefix } = this.raw
+      if (url.pathname === prefix.slice(0, -1) || url.pathname.startsWith(prefix))
+        return this.raw.handle(req, res, url.pathname.slice(prefix.length - 1) || '/', url.searchParams)
     }
     const path = decodeURIComponent(url.pathname)
     const methods = this.routes[path] ?? this.prefixRoute(path)

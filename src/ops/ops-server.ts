@@ -1,6 +1,7 @@
 /**
  * Operations for one broker: its metrics registry, the request observer, and the HTTP
- * listener serving `/metrics`, `/healthz`, `/readyz` and the console. Started by the broker
+ * listener serving `/metrics`, `/healthz`, `/readyz`, the console and the schema registry
+ * (under `/schema-registry/`, schema-registry-service.ts). Started by the broker
  * when `tidelog.http.listener` is set, before its logs load, so `/healthz` answers and
  * `/readyz` says "recovering" during a long recovery; `attach` hands it the broker's state.
  *
@@ -16,6 +17,7 @@ import { readiness } from './health.js'
 import { HttpError, HttpListener, type HttpReply, type RouteTable, staticFile } from './http-listener.js'
 import { BrokerMetrics } from './metrics.js'
 import type { RequestObserver } from './request-observer.js'
+import { REGISTRY_PREFIX, type SchemaRegistryService } from './schema-registry-service.js'
 
 export interface OpsSettings {
   /** tidelog.http.listener: HOST:PORT (port 0 picks a free one). */
@@ -38,7 +40,12 @@ export class OpsServer {
     private readonly http: HttpListener,
   ) {}
 
-  static async start(settings: OpsSettings, logger: Logger): Promise<OpsServer> {
+  /** `registry`: served under /schema-registry/ when given. */
+  static async start(
+    settings: OpsSettings,
+    logger: Logger,
+    registry: SchemaRegistryService | null = null,
+  ): Promise<OpsServer> {
     const { host, port } = parseListener(settings.listener)
     let self: OpsServer | null = null
     const source = () => self?.source ?? null
@@ -48,7 +55,13 @@ export class OpsServer {
       highWatermarks: async (partitions) => highWatermarks(await api.get(), partitions),
     })
     const api = new LazyConsoleApi(source, metrics.requests, settings.topicAdminEnabled)
-    const http = await HttpListener.start(host, port, routes(metrics, api, source), logger)
+    const http = await HttpListener.start(
+      host,
+      port,
+      routes(metrics, api, source, registry),
+      logger,
+      registry?.route(REGISTRY_PREFIX) ?? null,
+    )
     self = new OpsServer(metrics, api, http)
     logger.info({ url: self.url }, 'http listener: /metrics, /healthz, /readyz and the console')
     return self
@@ -144,6 +157,7 @@ function routes(
   metrics: BrokerMetrics,
   api: LazyConsoleApi,
   source: () => BrokerMetricsSource | null,
+  registry: SchemaRegistryService | null,
 ): RouteTable {
   const file = (name: string, type: string) => staticFile(new URL(name, CONSOLE_DIR), type)
   return {
@@ -170,6 +184,15 @@ function routes(
     },
     '/api/groups': { GET: () => apiCall(api, (a) => a.groups()) },
     '/api/rates': { GET: () => apiCall(api, (a) => a.rates()) },
-    '/api/messages': { GET: (r) => apiCall(api, (a) => a.messages(r.query)) },
+    '/api/messages': {
+      GET: (r) =>
+        apiCall(api, async (a) => {
+          const page = (await a.messages(r.query)) as { records?: { value: string | null }[] }
+          // ?decode=registry: values in Confluent's wire format decoded by their schemas.
+          if (r.query.get('decode') !== 'registry' || !registry || !page.records) return page
+          const decoded = await registry.decode(page.records.map((record) => record.value))
+          return { ...page, records: page.records.map((record, i) => ({ ...record, decoded: decoded[i] })) }
+        }),
+    },
   }
 }

@@ -427,6 +427,18 @@ export const brokerConfigDefs = new ConfigDefs([
     false,
     'Let the web console create and delete topics.',
   ),
+  def(
+    'tidelog.schema.registry.enable',
+    'boolean',
+    true,
+    'Serve the schema registry (Confluent API) under /schema-registry/ on the HTTP listener and on tidelog.schema.registry.listener.',
+  ),
+  def(
+    'tidelog.schema.registry.listener',
+    'string',
+    null,
+    "HOST:PORT of the schema registry's own HTTP listener (the API at its root, as Confluent's on 8081); off when null.",
+  ),
 ])
 
 function def(

@@ -30,10 +30,12 @@ import { TopicAdmin } from '../metadata/topic-admin.js'
 import { logConfigFor, resolveTopicConfig } from '../metadata/topic-config.js'
 import type { BrokerMetricsSource } from '../ops/broker-metrics-source.js'
 import { OpsServer } from '../ops/ops-server.js'
+import { SchemaRegistryService } from '../ops/schema-registry-service.js'
 import { AlterPartitionManager } from '../replication/alter-partition-manager.js'
 import { ReplicaFetcherManager } from '../replication/replica-fetcher.js'
 import { ReplicaManager, type TopicSettings } from '../replication/replica-manager.js'
 import { nodeBrokerParts } from '../runtime/node-parts.js'
+import type { RegistryHost } from '../schema-registry/registry.js'
 import { operationName, resourceTypeName } from '../security/authorizer/acl.js'
 import {
   type Authorization,
@@ -96,6 +98,10 @@ const METADATA_FILE = '__tidelog_metadata.log'
  * registration of the same node id, so a few attempts settle it.
  */
 const MAX_REGISTRATION_ATTEMPTS = 5
+/** The schema registry's topic (Confluent's kafkastore.topic) and its replicas (capped at the brokers). */
+const SCHEMAS_TOPIC = '_schemas'
+const SCHEMAS_REPLICATION_FACTOR = 3
+
 /** Backoff between attempts to register again after a lost session. */
 const REREGISTER_BACKOFF = { initialMs: 200, maxMs: 2000 } as const
 
@@ -103,7 +109,11 @@ const REREGISTER_BACKOFF = { initialMs: 200, maxMs: 2000 } as const
 const handlers = new HandlerRegistry(allHandlers)
 
 /** ops: the HTTP listener when tidelog.http.listener is set. */
-async function startOps(config: BrokerConfig, logger: Logger): Promise<OpsServer | null> {
+async function startOps(
+  config: BrokerConfig,
+  logger: Logger,
+  registry: SchemaRegistryService | null,
+): Promise<OpsServer | null> {
   const listener = config.values.get('tidelog.http.listener') as string | null
   if (listener === null || listener === '') return null
   return OpsServer.start(
@@ -112,6 +122,19 @@ async function startOps(config: BrokerConfig, logger: Logger): Promise<OpsServer
       slowRequestMs: config.values.get('tidelog.request.log.slow.ms') as number,
       topicAdminEnabled: config.values.get('tidelog.console.topic.admin.enable') === true,
     },
+    logger,
+    registry,
+  )
+}
+
+/** ops: the schema registry (loaded on its first request) unless tidelog.schema.registry.enable is false. */
+async function startSchemaRegistry(
+  config: BrokerConfig,
+  logger: Logger,
+): Promise<SchemaRegistryService | null> {
+  if (config.values.get('tidelog.schema.registry.enable') === false) return null
+  return SchemaRegistryService.start(
+    config.values.get('tidelog.schema.registry.listener') as string | null,
     logger,
   )
 }
@@ -173,6 +196,8 @@ export class Broker implements BrokerServices {
   private readonly reregisterBackoff = new ExponentialBackoff(REREGISTER_BACKOFF)
   /** The HTTP listener and metrics (tidelog.http.listener), null when off. */
   private ops: OpsServer | null = null
+  /** The schema registry (tidelog.schema.registry.enable), null when off. */
+  private schemaRegistry: SchemaRegistryService | null = null
 
   private constructor(
     readonly config: BrokerConfig,
@@ -332,17 +357,22 @@ export class Broker implements BrokerServices {
           },
         }),
     ])
+    let registry: Awaited<ReturnType<typeof startSchemaRegistry>> = null
     let ops: OpsServer | null = null
     try {
       if (locked.status === 'rejected') throw locked.reason
       if (opened.status === 'rejected') throw opened.reason
-      ops = await startOps(config, parts.logger)
+      registry = await startSchemaRegistry(config, parts.logger)
+      ops = await startOps(config, parts.logger, registry)
       const broker = await Broker.open(config, parts, locked.value, opened.value, authorizerSettings)
       broker.ops = ops
+      broker.schemaRegistry = registry
       ops?.attach(broker.metricsSource())
+      registry?.attach(broker.registryHost())
       return broker
     } catch (error) {
       await ops?.close()
+      await registry?.close()
       // A failed start leaves the directories free for the next one (a lock the log manager
       // released already is not released twice: release is idempotent).
       const ownedStore = parts.store === undefined && opened.status === 'fulfilled' ? opened.value : null
@@ -485,6 +515,7 @@ export class Broker implements BrokerServices {
       rack: this.config.rack,
       endpoints,
       incarnationId: this.incarnationId,
+      ...this.advertisedRegistryUrl(endpoints[0].host),
     }
     const lease = await this.store.grantLease(sessionTimeoutMs)
     let brokerEpoch: number | null = null
@@ -682,6 +713,62 @@ export class Broker implements BrokerServices {
   /** ops: the HTTP listener's URL (tidelog.http.listener), null when it is off. */
   get httpUrl(): string | null {
     return this.ops?.url ?? null
+  }
+
+  /** The schema registry's own listener's URL (tidelog.schema.registry.listener), null when off. */
+  get schemaRegistryUrl(): string | null {
+    return this.schemaRegistry?.url ?? null
+  }
+
+  /**
+   * The HTTP listeners (ops, schema registry) close at once: a killed test broker's, whose
+   * node:http servers are outside its faulty parts and would otherwise outlive it.
+   */
+  async closeHttpListeners(): Promise<void> {
+    const registry = this.schemaRegistry
+    const ops = this.ops
+    this.schemaRegistry = null
+    this.ops = null
+    await registry?.close()
+    await ops?.close()
+  }
+
+  /** The registry's URL for other brokers: its own listener's, else the HTTP listener's path. */
+  private advertisedRegistryUrl(advertisedHost: string): { schemaRegistryUrl?: string } {
+    if (!this.schemaRegistry) return {}
+    const url = this.schemaRegistry.url ?? (this.ops ? `${this.ops.url}schema-registry` : null)
+    if (url === null) return {}
+    // A wildcard bind is reached at the broker's advertised host.
+    return {
+      schemaRegistryUrl: url.replace(/^http:\/\/(0\.0\.0\.0|\[::\])(?=:)/, `http://${advertisedHost}`),
+    }
+  }
+
+  /** What the schema registry needs of this broker; `_schemas` partition 0's leader is its writer. */
+  private registryHost(): RegistryHost {
+    const leaderOfSchemas = () => this.metadata.image().topics.get(SCHEMAS_TOPIC)?.partitions[0]?.leader ?? -1
+    return {
+      nodeId: this.nodeId,
+      bootstrapServers: () => {
+        // Its client has no credentials yet: a PLAINTEXT listener of this broker, if any.
+        const plain = this.config.listeners.listeners.find((l) => l.securityProtocol === 'PLAINTEXT')
+        if (!plain)
+          throw new Error(
+            'the schema registry needs a PLAINTEXT listener (it has no credentials for SASL or SSL yet)',
+          )
+        return this.listenerAddress(plain.listener)
+      },
+      clusterId: () => this.metadata.image().clusterId,
+      schemasLeader: leaderOfSchemas,
+      registryUrlOf: (nodeId) => this.metadata.image().brokers.get(nodeId)?.schemaRegistryUrl ?? null,
+      ensureSchemasTopic: () =>
+        this.topicAdmin.ensureInternalTopic({
+          name: SCHEMAS_TOPIC,
+          partitions: 1,
+          replicationFactor: SCHEMAS_REPLICATION_FACTOR,
+          configs: { 'cleanup.policy': 'compact' },
+        }),
+    }
   }
 
   /** ops: the read-only view the metrics, health checks and console read. */
@@ -934,6 +1021,7 @@ export class Broker implements BrokerServices {
    * then the listener closes, the registration is revoked and the logs are closed cleanly.
    */
   private async doStop(): Promise<void> {
+    await this.schemaRegistry?.close()
     await this.ops?.close()
     this.replicaManager.stopFollowing()
     if (this.lease)

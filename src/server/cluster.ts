@@ -136,12 +136,17 @@ function shiftPorts(listeners: string, index: number): string {
     .join(',')
 }
 
-/** tidelog.http.listener HOST:PORT: broker i serves HTTP on PORT + i, as its Kafka listener does. */
+/**
+ * tidelog.http.listener and tidelog.schema.registry.listener HOST:PORT: broker i serves
+ * HTTP on PORT + i, as its Kafka listener does.
+ */
 function setHttpListener(properties: Map<string, string>, index: number): void {
-  const listener = properties.get('tidelog.http.listener')
-  const match = listener ? /^(.*):(\d+)$/.exec(listener) : null
-  if (!match || Number(match[2]) === 0 || index === 0) return
-  properties.set('tidelog.http.listener', `${match[1]}:${Number(match[2]) + index}`)
+  for (const name of ['tidelog.http.listener', 'tidelog.schema.registry.listener']) {
+    const listener = properties.get(name)
+    const match = listener ? /^(.*):(\d+)$/.exec(listener) : null
+    if (!match || Number(match[2]) === 0 || index === 0) continue
+    properties.set(name, `${match[1]}:${Number(match[2]) + index}`)
+  }
 }
 
 /**

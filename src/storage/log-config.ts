@@ -81,6 +81,8 @@ export const LOG_CONFIG_KEYS = [
   'flush.messages',
   'flush.ms',
   'message.timestamp.type',
+  'message.timestamp.before.max.ms',
+  'message.timestamp.after.max.ms',
   'max.message.bytes',
   'cleanup.policy',
   'delete.retention.ms',

@@ -58,6 +58,12 @@ export interface TestClusterOptions {
   readonly topics?: readonly TestTopic[]
   /** Default: silent. */
   readonly logger?: Logger
+  /**
+   * Each broker serves the schema registry (Confluent's API) on a listener of its own, a
+   * free loopback port kept across restarts: `schemaRegistryUrl`. Default false (it is
+   * still under /schema-registry/ of an HTTP listener set in `properties`).
+   */
+  readonly schemaRegistry?: boolean
 }
 
 /** Properties that make a test cluster fail over in seconds, not Kafka's production minutes. */
@@ -140,7 +146,29 @@ export class TestCluster {
     private readonly properties: ReadonlyMap<string, string>,
     private readonly logger: Logger,
     private readonly clock: Clock,
+    private readonly registryPorts: readonly number[] = [],
   ) {}
+
+  /** HTTP listeners of killed brokers, closing: a restart waits for their ports. */
+  private readonly closingHttp = new Map<number, Promise<void>>()
+
+  /**
+   * URL of the schema registry (`startCluster({ schemaRegistry: true })`) on the first
+   * running broker; every broker serves reads, and writes reach the leader of `_schemas`
+   * partition 0 in this process. Throws without `schemaRegistry`.
+   */
+  get schemaRegistryUrl(): string {
+    if (this.registryPorts.length === 0)
+      throw new Error('startCluster({ schemaRegistry: true }) serves a registry')
+    const id = [...this.running.keys()].sort((a, b) => a - b)[0] ?? 0
+    return this.schemaRegistryUrlOf(id)
+  }
+
+  /** URL of broker `id`'s schema registry listener. */
+  schemaRegistryUrlOf(id: number): string {
+    if (this.registryPorts[id] === undefined) throw new Error(`broker ${id} serves no schema registry`)
+    return `http://127.0.0.1:${this.registryPorts[id]}`
+  }
 
   /** Starts the brokers, then creates `options.topics` and waits until each partition is served. */
   static async start(options: TestClusterOptions = {}): Promise<TestCluster> {
@@ -153,6 +181,9 @@ export class TestCluster {
     properties.set('offsets.topic.replication.factor', String(Math.min(3, count)))
     for (const [key, value] of Object.entries(options.properties ?? {})) properties.set(key, String(value))
     const ports = await Promise.all(Array.from({ length: count }, () => freePort()))
+    const registryPorts = options.schemaRegistry
+      ? await Promise.all(Array.from({ length: count }, () => freePort()))
+      : []
     const cluster = new TestCluster(
       store,
       root,
@@ -160,6 +191,7 @@ export class TestCluster {
       properties,
       options.logger ?? silentLogger,
       systemClock,
+      registryPorts,
     )
     try {
       await Promise.all(ports.map((_, id) => cluster.startBroker(id)))
@@ -205,6 +237,11 @@ export class TestCluster {
     properties.set('node.id', String(id))
     properties.set('log.dirs', join(this.root, `broker-${id}`))
     properties.set('listeners', `PLAINTEXT://127.0.0.1:${this.ports[id]}`)
+    if (this.registryPorts[id] !== undefined) {
+      await this.closingHttp.get(id)
+      this.closingHttp.delete(id)
+      properties.set('tidelog.schema.registry.listener', `127.0.0.1:${this.registryPorts[id]}`)
+    }
     this.links.listeners.set(`127.0.0.1:${this.ports[id]}`, id)
     const process = new ProcessState()
     const fileSystem = new FaultyFileSystem(nodeFileSystem, process, (ms) => sleep(ms))
@@ -234,12 +271,19 @@ export class TestCluster {
    * cache of a machine that is still up (see powerLoss).
    */
   kill(id: number): void {
-    const { process, fileSystem, network, store } = this.incarnation(id)
+    const { broker, process, fileSystem, network, store } = this.incarnation(id)
     this.running.delete(id)
     process.kill()
     this.exits.set(id, fileSystem.kill())
     network.kill()
     store.suspendLeases()
+    // The HTTP listeners are node:http, outside the faulty parts: they die with the broker.
+    this.closingHttp.set(
+      id,
+      broker
+        .closeHttpListeners()
+        .catch((error: unknown) => this.logger.warn({ err: error }, 'registry close failed')),
+    )
   }
 
   /** kill, and every byte the broker wrote but did not fsync is lost (a machine losing power). */
@@ -385,6 +429,7 @@ export class TestCluster {
       await incarnation.broker.stop()
     }
     await Promise.all(this.exits.values())
+    await Promise.all(this.closingHttp.values())
     this.truth?.close()
     await this.store.close()
     await rm(this.root, { recursive: true, force: true })

@@ -371,6 +371,15 @@
     return text
   }
 
+  /** A value decoded by the broker with its schema (Confluent's wire format), or why not. */
+  function showDecoded(rec) {
+    if (rec.value === null) return 'null'
+    const d = rec.decoded
+    if (!d) return '(fetch again to decode)'
+    if (d.error) return `(${d.error}) ${show(rec.value, 'hex')}`
+    return `schema ${d.schemaId} (${d.schemaType})\n${JSON.stringify(d.value, null, 2)}`
+  }
+
   let lastBrowse = null
   function renderRecords() {
     if (!lastBrowse) return
@@ -388,7 +397,7 @@
           h('td', {}, rec.offset),
           h('td', {}, new Date(rec.timestamp).toISOString()),
           h('td', { class: 'mono' }, show(rec.key, format)),
-          h('td', { class: 'mono' }, show(rec.value, format)),
+          h('td', { class: 'mono' }, format === 'registry' ? showDecoded(rec) : show(rec.value, format)),
           h(
             'td',
             { class: 'mono' },
@@ -399,7 +408,10 @@
     )
   }
 
-  $('browse-format').addEventListener('change', renderRecords)
+  $('browse-format').addEventListener('change', () => {
+    if ($('browse-format').value === 'registry' && lastBrowse) $('browse').requestSubmit()
+    else renderRecords()
+  })
   $('browse').addEventListener('submit', async (event) => {
     event.preventDefault()
     const form = new FormData(event.target)
@@ -409,6 +421,7 @@
     })
     const from = String(form.get('from') || '').trim()
     if (from !== '') params.set(form.get('mode') === 'timestamp' ? 'timestamp' : 'offset', from)
+    if (form.get('format') === 'registry') params.set('decode', 'registry')
     try {
       lastBrowse = await api(`/api/messages?${params}`)
       renderRecords()
@@ -417,7 +430,76 @@
     }
   })
 
+  // ---- schemas -------------------------------------------------------------------------
+  // Read only while the tab is shown: the first registry request creates `_schemas`.
+  const REGISTRY = '/schema-registry'
+  async function registry(path) {
+    const response = await fetch(`${REGISTRY}${path}`)
+    const body = await response.json().catch(() => ({ message: `HTTP ${response.status}` }))
+    if (!response.ok) throw new Error(`${body.message} (error code ${body.error_code ?? response.status})`)
+    return body
+  }
+
+  let shownSubject = null
+  async function showSchema(subject, version) {
+    shownSubject = subject
+    const found = await registry(`/subjects/${encodeURIComponent(subject)}/versions/${version}`)
+    $('schema-title').textContent =
+      `${found.subject} v${found.version}, id ${found.id} (${found.schemaType ?? 'AVRO'})`
+    $('schema-text').textContent = found.schemaType === 'PROTOBUF' ? found.schema : prettyJson(found.schema)
+  }
+
+  function prettyJson(text) {
+    try {
+      return JSON.stringify(JSON.parse(text), null, 2)
+    } catch {
+      return text
+    }
+  }
+
+  async function refreshSchemas() {
+    if ($('schemas').hidden) return
+    const subjects = await registry('/subjects')
+    const rows = await Promise.all(
+      subjects.map(async (subject) => {
+        const versions = await registry(`/subjects/${encodeURIComponent(subject)}/versions`)
+        const latest = await registry(`/subjects/${encodeURIComponent(subject)}/versions/latest`)
+        const select = h(
+          'select',
+          { 'aria-label': `versions of ${subject}` },
+          versions.map((v) => h('option', { value: v, selected: v === latest.version }, `v${v}`)),
+        )
+        select.addEventListener('change', () => showSchema(subject, select.value).catch(report))
+        const link = h('a', { href: '#schemas', 'data-subject': subject }, subject)
+        link.addEventListener('click', (event) => {
+          event.preventDefault()
+          showSchema(subject, select.value).catch(report)
+        })
+        return h(
+          'tr',
+          { 'data-subject-row': subject },
+          h('td', {}, link),
+          h('td', {}, select),
+          h('td', {}, latest.id),
+          h('td', {}, latest.schemaType ?? 'AVRO'),
+        )
+      }),
+    )
+    fill($('subjects'), ['Subject', 'Versions', 'Latest id', 'Type'], rows)
+    if (subjects.length === 0) $('schema-info').textContent = 'No subjects registered.'
+    if (shownSubject === null && subjects.length > 0) await showSchema(subjects[0], 'latest')
+  }
+
+  function report(error) {
+    setStatus(`error: ${error.message}`, true)
+  }
+
+  window.addEventListener('hashchange', () => {
+    if (location.hash === '#schemas') refreshSchemas().catch(report)
+  })
+
   every(CLUSTER_POLL_MS, refreshCluster)
+  every(DETAIL_POLL_MS, refreshSchemas)
   every(DETAIL_POLL_MS, refreshTopics)
   every(DETAIL_POLL_MS, refreshGroups)
   every(RATE_POLL_MS, refreshRates)
