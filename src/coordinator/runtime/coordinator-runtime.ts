@@ -89,7 +89,7 @@ export type ShardState = 'loading' | 'active' | 'closed'
 
 /** One shard and what the runtime keeps for it (Kafka's CoordinatorContext). */
 export class ShardContext<S> {
-  state: ShardState = 'loading'
+  private currentState: ShardState = 'loading'
   readonly timer: CoordinatorTimer
   /**
    * The next sequence of each producer's transactional batches in this partition. The
@@ -122,8 +122,28 @@ export class ShardContext<S> {
     this.current = shard
   }
 
+  get state(): ShardState {
+    return this.currentState
+  }
+
   get isActive(): boolean {
-    return this.state === 'active'
+    return this.currentState === 'active'
+  }
+
+  /** LOADING → ACTIVE once the partition is replayed. */
+  activate(): void {
+    assert(
+      this.currentState === 'loading',
+      () => `shard ${this.partition} activated while ${this.currentState}`,
+    )
+    this.currentState = 'active'
+  }
+
+  /** LOADING or ACTIVE → CLOSED, once: a closed shard never serves again. */
+  close(): void {
+    assert(this.currentState !== 'closed', () => `shard ${this.partition} closed twice`)
+    this.currentState = 'closed'
+    this.timer.close()
   }
 }
 
@@ -181,6 +201,10 @@ export class CoordinatorRuntime<S extends CoordinatorShard<R>, R> {
   }
 
   private load(partition: Partition): void {
+    assert(
+      !this.contexts.has(partition.partition),
+      () => `${this.options.topic}-${partition.partition} loaded twice`,
+    )
     const context = new ShardContext<S>(partition.partition, partition.leaderEpoch, this.host.clock)
     context.attach(this.options.newShard(context))
     this.contexts.set(context.partition, context)
@@ -188,7 +212,7 @@ export class CoordinatorRuntime<S extends CoordinatorShard<R>, R> {
     this.replay(context, partition).then(
       (records) => {
         if (context.state !== 'loading') return
-        context.state = 'active'
+        context.activate()
         context.shard.onLoaded()
         for (const marker of context.markersWhileLoading.splice(0))
           context.shard.replayEndTransactionMarker(marker.producerId, marker.result)
@@ -266,9 +290,8 @@ export class CoordinatorRuntime<S extends CoordinatorShard<R>, R> {
 
   private unload(context: ShardContext<S>): void {
     const wasActive = context.state === 'active'
-    context.state = 'closed'
+    context.close()
     if (this.contexts.get(context.partition) === context) this.contexts.delete(context.partition)
-    context.timer.close()
     context.shard.onUnloaded()
     if (wasActive)
       this.host.logger.info(
