@@ -6,6 +6,7 @@
  */
 import { assert } from '../common/assert.js'
 import type { CoordinatorRecord } from './records.js'
+import type { TransactionalProducer } from './runtime/coordinator-runtime.js'
 
 export interface JoinResult {
   readonly errorCode: number
@@ -59,10 +60,7 @@ export interface Reply {
 }
 
 /** The producer a transactional offset commit's batch is written as (TxnOffsetCommit). */
-export interface TransactionalProducer {
-  readonly producerId: bigint
-  readonly producerEpoch: number
-}
+export type { TransactionalProducer }
 
 export interface Effects {
   readonly records: readonly CoordinatorRecord[]

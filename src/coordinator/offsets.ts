@@ -567,13 +567,9 @@ export function replayRecord(
   groups.set(key.group, group)
 }
 
-/** Kafka's control record key: int16 version 0, int16 type (0 ABORT, 1 COMMIT). */
-const CONTROL_TYPE_COMMIT = 1
-
 /** What loading needs of a __consumer_offsets batch. */
 export interface LoadedBatch {
   readonly baseOffset: number
-  readonly isControl: boolean
   readonly isTransactional: boolean
   readonly producerId: bigint
   readonly records: readonly { key: Buffer | null; value: Buffer | null }[]
@@ -582,13 +578,12 @@ export interface LoadedBatch {
 /**
  * Replays a __consumer_offsets partition batch by batch, as Kafka's
  * loadGroupsAndOffsets: plain records apply at once (replayRecord); a transactional
- * batch's offsets are held per producer until that producer's control batch, COMMIT
- * applying them and ABORT dropping them; those still open at the end are attached to their
- * groups as pending, for the marker still to come.
+ * batch's offsets are held per producer until that producer's marker, COMMIT applying
+ * them and ABORT dropping them; those still open at the end are attached to their groups
+ * as pending, for the marker still to come.
  */
 export class OffsetsLoader {
   private readonly open = new Map<bigint, Map<string, { groupId: string } & PendingTransactionalOffset>>()
-  records = 0
 
   constructor(
     private readonly groups: Map<string, Group>,
@@ -596,19 +591,10 @@ export class OffsetsLoader {
     private readonly consumerSessionTimeoutMs = DEFAULT_CONSUMER_GROUP_CONFIG.sessionTimeoutMs,
   ) {}
 
+  /** A data batch (the runtime hands control batches to endTransaction). */
   replayBatch(batch: LoadedBatch): void {
-    if (batch.isControl) {
-      const key = batch.records[0]?.key
-      if (!key || key.length < 4) return
-      const offsets = this.open.get(batch.producerId)
-      this.open.delete(batch.producerId)
-      if (!offsets || key.readInt16BE(2) !== CONTROL_TYPE_COMMIT) return
-      for (const p of offsets.values()) setOffsetIfNewer(this.group(p.groupId), p.topic, p.partition, p.value)
-      return
-    }
     for (const record of batch.records) {
       if (record.key === null) continue
-      this.records++
       if (!batch.isTransactional) {
         replayRecord(
           this.groups,
@@ -634,6 +620,14 @@ export class OffsetsLoader {
       const value = { ...decodeOffsetCommitValue(record.value), recordOffset: batch.baseOffset }
       offsets.set(id, { groupId: key.group, topic: key.topic, partition: key.partition, value })
     }
+  }
+
+  /** The producer's COMMIT or ABORT marker, read from the log. */
+  endTransaction(producerId: bigint, isCommit: boolean): void {
+    const offsets = this.open.get(producerId)
+    this.open.delete(producerId)
+    if (!offsets || !isCommit) return
+    for (const p of offsets.values()) setOffsetIfNewer(this.group(p.groupId), p.topic, p.partition, p.value)
   }
 
   /** Attaches the transactions still open to their groups. */

@@ -3,10 +3,11 @@
  * session/rebalance deadlines) as deterministic steps: each takes the group, the request,
  * a waiter id for the request's reply and the time, changes only that group, and returns
  * Effects (records, replies, what to do after the append). No I/O, no clock, no timers:
- * the runtime (group-coordinator.ts) supplies time and member ids and calls `tick` at
- * `nextDeadline`. States and error codes follow Kafka's GroupCoordinator:
- * Empty → PreparingRebalance → CompletingRebalance → Stable, back to PreparingRebalance on
- * any membership or protocol change.
+ * group-coordinator.ts supplies member ids, and the group's shard
+ * (group-coordinator-shard.ts) the time, calling `tick` at `nextDeadline`. States and
+ * error codes follow Kafka's GroupCoordinator: Empty → PreparingRebalance →
+ * CompletingRebalance → Stable, back to PreparingRebalance on any membership or protocol
+ * change.
  */
 import { ErrorCode } from '../protocol/error-codes.js'
 import {

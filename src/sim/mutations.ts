@@ -4,7 +4,10 @@
  * real class for the length of one run (`plant` returns the undo), so the broker code under
  * test is the shipped code with exactly one rule broken.
  */
+import type { Effects } from '../coordinator/effects.js'
+import type { Group } from '../coordinator/group.js'
 import { GroupCoordinator } from '../coordinator/group-coordinator.js'
+import { GroupCoordinatorShard } from '../coordinator/group-coordinator-shard.js'
 import { TransactionMarkerSender } from '../coordinator/transaction/transaction-marker-sender.js'
 import { CoordinatorTransactionVerifier } from '../coordinator/transaction/transaction-verifier.js'
 import type { ClusterImage, PartitionState } from '../metadata/cluster-image.js'
@@ -207,16 +210,12 @@ export function plant(mutation: Mutation, log: (message: string) => void): () =>
           },
       )
     case 'consumer-write-not-undone': {
-      // undoIfRefused is private: reached through the prototype, as the shipped code calls it.
-      type Undoing = {
-        undoIfRefused: (shard: unknown, group: unknown, effects: unknown, undo: () => void) => unknown
-      }
       return replace(
-        GroupCoordinator.prototype as unknown as Undoing,
+        GroupCoordinatorShard.prototype,
         'undoIfRefused',
         (original) =>
-          function (this: Undoing, shard: unknown, group: unknown, effects: unknown) {
-            return original.call(this, shard, group, effects, () =>
+          function (this: GroupCoordinatorShard, group: Group, effects: Effects) {
+            return original.call(this, group, effects, () =>
               log('MUTATION: a refused consumer-group write stays in memory'),
             )
           },
