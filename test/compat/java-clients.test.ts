@@ -25,7 +25,7 @@ import { after, before, describe, it } from 'node:test'
 import type { Cluster } from '../../src/server/cluster.js'
 import { startCluster } from '../helpers/cluster.js'
 import { type CheckOutcome, compileJava, exec, JVM_FLAGS, parseChecks } from '../helpers/java.js'
-import { type KafkaReference, startKafkaReference } from '../helpers/kafka-reference.js'
+import { type KafkaReference, startKafkaReference, TIDELOG_AS_REFERENCE } from '../helpers/kafka-reference.js'
 
 /** Every check of Conformance.java, in its order. */
 const CHECKS = [
@@ -174,15 +174,7 @@ describe('Java kafka-clients 4.4 conformance', () => {
       cluster = await startCluster({
         brokers: 3,
         port: 0,
-        properties: {
-          'transaction.state.log.num.partitions': 5,
-          'offsets.topic.num.partitions': 5,
-          // As the reference broker has them (scripts/kafka-reference.sh).
-          'group.initial.rebalance.delay.ms': 0,
-          'default.replication.factor': 3,
-          'num.partitions': 1,
-          ...AUTHORIZER,
-        },
+        properties: { ...TIDELOG_AS_REFERENCE, ...AUTHORIZER },
       })
     })
     after(async () => {

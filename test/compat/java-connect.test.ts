@@ -16,7 +16,7 @@ import { after, before, describe, it } from 'node:test'
 import type { Cluster } from '../../src/server/cluster.js'
 import { startCluster } from '../helpers/cluster.js'
 import { compileJava, exec, JVM_FLAGS, parseChecks } from '../helpers/java.js'
-import { type KafkaReference, startKafkaReference } from '../helpers/kafka-reference.js'
+import { type KafkaReference, startKafkaReference, TIDELOG_AS_REFERENCE } from '../helpers/kafka-reference.js'
 
 const CHECKS = [
   'connect-worker-starts',
@@ -60,7 +60,7 @@ describe('Kafka Connect 4.4 distributed worker', () => {
       cluster = await startCluster({
         brokers: 3,
         port: 0,
-        properties: { 'offsets.topic.num.partitions': 5, 'group.initial.rebalance.delay.ms': 0 },
+        properties: TIDELOG_AS_REFERENCE,
       })
     })
     after(async () => {

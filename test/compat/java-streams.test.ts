@@ -18,7 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { Cluster } from '../../src/server/cluster.js'
 import { startCluster } from '../helpers/cluster.js'
 import { compileJava, exec, JVM_FLAGS } from '../helpers/java.js'
-import { type KafkaReference, startKafkaReference } from '../helpers/kafka-reference.js'
+import { type KafkaReference, startKafkaReference, TIDELOG_AS_REFERENCE } from '../helpers/kafka-reference.js'
 
 /** Lines of 3 words: at about 1 ms a line the application runs some seconds, long enough to be killed. */
 const LINES = 6000
@@ -108,12 +108,7 @@ describe('Kafka Streams 4.4 word count, exactly_once_v2, killed mid-stream', () 
       cluster = await startCluster({
         brokers: 3,
         port: 0,
-        properties: {
-          'transaction.state.log.num.partitions': 5,
-          'offsets.topic.num.partitions': 5,
-          'group.initial.rebalance.delay.ms': 0,
-          'default.replication.factor': 3,
-        },
+        properties: TIDELOG_AS_REFERENCE,
       })
     })
     after(async () => {

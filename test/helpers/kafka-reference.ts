@@ -15,6 +15,19 @@ import { RawClient } from './raw-client.js'
 
 export const KAFKA_REFERENCE_VERSION = '4.4.0'
 
+/**
+ * The settings a 3-broker tidelog test cluster takes to behave as the reference nodes do
+ * (scripts/kafka-reference.sh): RF 3 by default, no initial rebalance delay, small
+ * internal topics.
+ */
+export const TIDELOG_AS_REFERENCE = {
+  'transaction.state.log.num.partitions': 5,
+  'offsets.topic.num.partitions': 5,
+  'group.initial.rebalance.delay.ms': 0,
+  'default.replication.factor': 3,
+  'num.partitions': 1,
+} as const
+
 export interface KafkaReference {
   /** `127.0.0.1:port,...`, one per node. */
   readonly bootstrap: string
