@@ -1,8 +1,9 @@
 /**
  * ISR changes a leader proposes, written to the metadata store (Kafka's AlterPartitionManager
  * on the broker and the controller's check in one): a compare-and-set that applies only if
- * the partition state is still the one the proposal was made from (same leader, leader epoch
- * and partition epoch), so a deposed or fenced leader cannot change the ISR. The store's
+ * the partition state is still the one the proposal was made from (same topic id, leader,
+ * leader epoch and partition epoch), so a deposed or fenced leader, or a replica of a deleted
+ * topic, cannot change the ISR. The store's
  * version check under `ClusterMetadata.update` makes the read-compare-write atomic.
  *
  * Broker epochs fence incarnations (Kafka's AlterPartition broker epoch and KIP-903): the
@@ -133,7 +134,8 @@ export class AlterPartitionManager {
       outcomes.set(queued, outcome)
       const topic = image.topics.get(proposal.topic)
       const state = topic?.partitions[proposal.partition]
-      if (!topic || !state || !this.proposalApplies(state, proposal)) continue
+      if (!topic || topic.topicId !== proposal.topicId || !state || !this.proposalApplies(state, proposal))
+        continue
       const fenced = this.brokerEpochsRefusal(image, proposal)
       if (fenced !== null) {
         outcome.refusal = fenced

@@ -51,6 +51,12 @@ export interface LeaderAppend {
 /** A proposed ISR change, applied by compare-and-set on the partition state's epoch. */
 export interface IsrProposal {
   readonly topic: string
+  /**
+   * The topic the proposing replica belongs to: a replica of a deleted topic, not yet
+   * retired, must not change the ISR of a new topic of the same name, whose partition and
+   * leader epochs start where the old one's may still be.
+   */
+  readonly topicId: string
   readonly partition: number
   readonly leaderEpoch: number
   readonly partitionEpoch: number
@@ -137,6 +143,8 @@ export class Partition {
   /** Appends that need async preparation (legacy up-conversion, key checks) queue here. */
   private preparedAppendTail: Promise<unknown> = Promise.resolve()
   private preparingAppends = 0
+  /** Set by retire(): the topic this replica belongs to is gone from the metadata. */
+  private retiredValue = false
 
   constructor(
     readonly id: PartitionIdentity,
@@ -166,9 +174,31 @@ export class Partition {
     // The metadata image keeps epochs as plain numbers; they are branded where they meet the log.
     return this.state.leaderEpoch as LeaderEpoch
   }
-  /** Leader by the metadata and still holding a store session (no split brain). */
+  /** Leader by the metadata, still holding a store session (no split brain), and not retired. */
   get isLeader(): boolean {
-    return this.isLeaderByMetadata && !this.context.isFenced()
+    return this.isLeaderByMetadata && !this.context.isFenced() && !this.retiredValue
+  }
+  /** Whether retire() was called: this replica's topic was deleted or replaced. */
+  get retired(): boolean {
+    return this.retiredValue
+  }
+
+  /**
+   * The metadata no longer has this replica's topic (deleted, or a new topic of the same
+   * name with a new topic id): called as soon as the image says so, before the replica
+   * manager gets round to deleting the log, which waits behind earlier images' work. From
+   * now on it leads nothing: no ISR proposals (whose partition and leader epochs could match
+   * the new topic's partition of the same index), no high watermark moves, no appends. The
+   * acks=all produces and delayed fetches parked on it are woken now, so they answer at once
+   * rather than at their timeout (the followers stopped fetching it: its high watermark
+   * would never reach them), as Kafka completes a stopped partition's delayed operations.
+   */
+  retire(): void {
+    if (this.retiredValue) return
+    this.retiredValue = true
+    this.pendingIsr = null
+    for (const watcher of [...this.highWatermarkWatchers]) watcher()
+    for (const watcher of [...this.logEndWatchers]) watcher()
   }
   get leaderId(): number {
     return this.state.leader
@@ -514,6 +544,7 @@ export class Partition {
     const isr = pending.isr
     const proposal: IsrProposal = {
       topic: this.topic,
+      topicId: this.id.topicId,
       partition: this.partition,
       leaderEpoch: pending.leaderEpoch,
       partitionEpoch: pending.partitionEpoch,

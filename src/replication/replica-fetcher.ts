@@ -89,6 +89,10 @@ const LEADER_CATCHING_UP = new Set<number>([
   ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
   ErrorCode.NOT_LEADER_OR_FOLLOWER,
   ErrorCode.UNKNOWN_LEADER_EPOCH,
+  // A topic re-created under the same name: the leader does not know the new topic id yet,
+  // or still hosts the old one's replica.
+  ErrorCode.UNKNOWN_TOPIC_ID,
+  ErrorCode.INCONSISTENT_TOPIC_ID,
 ])
 const SESSION_ERRORS = new Set<number>([
   ErrorCode.FETCH_SESSION_ID_NOT_FOUND,

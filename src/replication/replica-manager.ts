@@ -97,10 +97,17 @@ export class ReplicaManager {
   /** The partition state last applied, by key: an image that kept it needs nothing done. */
   private readonly applied = new Map<string, PartitionState>()
   private readonly topicIds = new Map<string, string>()
-  /** Image changes are applied one at a time, in order. */
+  /** Image changes are applied one at a time, in order; a failed one does not stop the next. */
   private applying: Promise<void> = Promise.resolve()
+  /**
+   * The newest image handed to applyImage, ahead of the one being applied: a hosted replica
+   * whose topic it no longer has (same name, other topic id, or none) is retired at once.
+   */
+  private latest: ClusterImage | null = null
   private isrTimer: { cancel(): void } | null = null
   private following = true
+  /** Set by shutdown(): queued images are not applied, and one being applied stops early. */
+  private stopped = false
   private producerExpiryTimer: { cancel(): void } | null = null
   /** Registered brokers and their broker epochs (-1: unknown), from the last applied image. */
   private live = new Map<number, number>()
@@ -146,6 +153,7 @@ export class ReplicaManager {
   }
 
   shutdown(): void {
+    this.stopped = true
     this.isrTimer?.cancel()
     this.isrTimer = null
     this.producerExpiryTimer?.cancel()
@@ -186,13 +194,25 @@ export class ReplicaManager {
     for (const partition of this.partitions.values()) partition.maybeIncrementHighWatermark()
   }
 
+  /**
+   * The replica of `topic`-`partition` hosted here, if it belongs to the topic the metadata
+   * has under that name now: a retired replica (of a deleted topic, or of the previous topic
+   * of a re-created name, waiting for its log to be deleted) is not served. Produce into it
+   * would be acknowledged and then deleted with it; a follower of the new topic fetching
+   * from it would copy the old topic's records.
+   */
   getPartition(topic: string, partition: number): Partition | undefined {
-    return this.partitions.get(key(topic, partition))
+    const hosted = this.partitions.get(key(topic, partition))
+    return hosted === undefined || hosted.retired ? undefined : hosted
   }
 
-  /** The partition, or the Kafka error a client should see for it. */
+  /**
+   * The partition, or the Kafka error a client should see for it: a retired replica answers
+   * UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers once the deletion is in its metadata, and
+   * retriable, so a producer retries into the re-created topic once its leader serves it.
+   */
   getPartitionOrError(topic: string, partition: number): Partition {
-    const hosted = this.partitions.get(key(topic, partition))
+    const hosted = this.getPartition(topic, partition)
     if (hosted) return hosted
     if (this.offline.has(key(topic, partition)))
       throw new KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, `${topic}-${partition} is on an offline log dir`)
@@ -203,18 +223,72 @@ export class ReplicaManager {
     return this.settings.get(topic)
   }
 
-  /** Queues the change to `image`; resolves when it has been applied. */
+  /**
+   * Queues the change to `image`; resolves when it has been applied, or rejects with why it
+   * failed. Replicas whose topic `image` no longer has are retired now, not in turn: the
+   * queue may be busy for seconds under load (creating a big topic's logs), and meanwhile
+   * they must neither take records nor hold requests.
+   */
   applyImage(image: ClusterImage): Promise<void> {
-    this.applying = this.applying.then(() => this.doApplyImage(image))
+    this.latest = image
+    this.retireReplaced(image)
+    const applied = this.applying.then(() => this.doApplyImage(image))
+    // The next image is applied whatever became of this one (its failed partitions are
+    // retried then): chaining on a rejected promise would skip every later image.
+    this.applying = applied.catch(() => undefined)
+    return applied
+  }
+
+  /**
+   * Resolves once no image is being applied (after shutdown(): at most the partitions in
+   * flight finish). The logs close after this: an apply still creating or deleting a log
+   * meanwhile failed on a closed log or a removed directory, and logged errors at shutdown.
+   */
+  idle(): Promise<void> {
     return this.applying
   }
 
+  /** Whether `image` has the topic `partition` belongs to (same name and topic id). */
+  private static hasTopicOf(image: ClusterImage, partition: Partition): boolean {
+    return image.topics.get(partition.topic)?.topicId === partition.id.topicId
+  }
+
+  /**
+   * Retires the hosted replicas whose topic `image` no longer has. Only topics whose applied
+   * id `image` contradicts are looked for, so an ordinary image costs O(topics).
+   */
+  private retireReplaced(image: ClusterImage): void {
+    const gone = new Set<string>()
+    for (const [name, topicId] of this.topicIds)
+      if (image.topics.get(name)?.topicId !== topicId) gone.add(name)
+    if (gone.size === 0) return
+    for (const partition of this.partitions.values())
+      if (gone.has(partition.topic) && !ReplicaManager.hasTopicOf(image, partition)) this.retire(partition)
+  }
+
+  private retire(partition: Partition): void {
+    if (partition.retired) return
+    this.options.fetchers.unfollow(partition)
+    partition.retire()
+    this.options.logger.info(
+      { topic: partition.topic, partition: partition.partition, topicId: partition.id.topicId },
+      'replica retired: its topic was deleted or re-created',
+    )
+  }
+
   private async doApplyImage(image: ClusterImage): Promise<void> {
+    if (this.stopped) return
     const live = new Map([...image.brokers.values()].map((b) => [b.nodeId, b.brokerEpoch ?? -1]))
     // Roles depend on which brokers are registered: a change re-applies every partition.
     const liveChanged = !sameEntries(live, this.live)
     this.live = live
     for (const topic of image.topics.values()) {
+      // A new topic under a name this broker hosts (deleted and created again, and this
+      // broker saw no image without it): the old topic goes first, every partition of it, as
+      // Kafka treats a changed topic id as a deletion and a creation. Matching partitions by
+      // index alone kept the old topic's partitions past the new one's count.
+      const appliedTopicId = this.topicIds.get(topic.name)
+      if (appliedTopicId !== undefined && appliedTopicId !== topic.topicId) await this.removeTopic(topic.name)
       const settings = this.options.topicSettings(image, topic.name)
       const previous = this.settings.get(topic.name)
       const settingsChanged = previous === undefined || !sameSettings(previous, settings)
@@ -230,6 +304,7 @@ export class ReplicaManager {
       // Partitions are independent; creating their logs one at a time waited on ~15 file
       // operations in a row per partition (10,000 partitions took 15-28 s).
       await forEachConcurrently(changed, APPLY_CONCURRENCY, async (state) => {
+        if (this.stopped) return
         const k = key(topic.name, state.partition)
         // Forgotten first: a failed apply must be retried by the next image.
         this.applied.delete(k)
@@ -238,6 +313,7 @@ export class ReplicaManager {
       })
     }
     for (const [name] of this.topicIds) {
+      if (this.stopped) return
       const current = image.topics.get(name)
       if (!current) await this.removeTopic(name)
     }
@@ -303,6 +379,12 @@ export class ReplicaManager {
       },
     )
     this.partitions.set(key(topic.name, state.partition), partition)
+    // An image newer than this one (applied later) may have deleted or replaced the topic
+    // already: retireReplaced ran before this replica existed.
+    if (this.latest !== null && !ReplicaManager.hasTopicOf(this.latest, partition)) {
+      this.retire(partition)
+      return
+    }
     partition.maybeIncrementHighWatermark()
     this.applyRole(partition, state)
   }
@@ -321,6 +403,7 @@ export class ReplicaManager {
   /** Followers of a live leader fetch from it; leaders and orphans fetch from no one. */
   private applyRole(partition: Partition, state: PartitionState): void {
     const follows =
+      !partition.retired &&
       this.following &&
       state.leader !== this.options.nodeId &&
       state.leader !== -1 &&

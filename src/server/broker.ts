@@ -1045,6 +1045,9 @@ export class Broker implements BrokerServices {
     this.clientQuotaStore.close()
     this.metadata.close()
     this.authorization.close()
+    // An image still being applied (a deleted topic's logs going) finishes before the logs
+    // close, not on closed logs or a data directory removed after stop.
+    await this.replicaManager.idle()
     await this.logManager.shutdown()
     if (this.ownsStore) await this.store.close()
     this.logger.info('broker stopped')

@@ -79,6 +79,7 @@ test('a new incarnation replaces a live registration at once and fences the prev
     const led = partition(old, 1)
     const proposal = {
       topic: 't',
+      topicId: fresh.image().topics.get('t')!.topicId,
       partition: 1,
       leaderEpoch: led.leaderEpoch,
       partitionEpoch: led.partitionEpoch,
@@ -103,6 +104,7 @@ test('a new incarnation replaces a live registration at once and fences the prev
     const s2 = partition(fresh, 2)
     const add1 = {
       topic: 't',
+      topicId: fresh.image().topics.get('t')!.topicId,
       partition: 2,
       leaderEpoch: s2.leaderEpoch,
       partitionEpoch: s2.partitionEpoch,

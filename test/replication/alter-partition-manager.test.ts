@@ -51,6 +51,7 @@ function expand(image: ClusterImage, index: number, isr: number[]): IsrProposal 
   const s = state(image, index)
   return {
     topic: 't',
+    topicId: image.topics.get('t')!.topicId,
     partition: index,
     leaderEpoch: s.leaderEpoch,
     partitionEpoch: s.partitionEpoch,
@@ -123,6 +124,17 @@ test('a refused proposal does not hold back the others of its batch, and a stale
     assert.deepEqual(state(metadata.image(), 3).isr, [0, 2])
     // Made from the state the first write replaced: the epoch moved on.
     assert.equal(await manager.submit(expand(before, 0, [0, 1, 2])), false)
+  }))
+
+test('a proposal from a replica of a deleted topic does not change the new topic of the same name', () =>
+  withManager(async ({ metadata, manager }) => {
+    const before = metadata.image()
+    // Same name, same partition and leader epochs (both new), another topic id: a replica of
+    // the deleted topic not retired yet proposes from its state.
+    const oldTopic = { ...expand(before, 0, [0, 1, 2]), topicId: 'AAAAAAAAAAAAAAAAAAAAAw' }
+    assert.equal(await manager.submit(oldTopic), false)
+    assert.deepEqual(state(metadata.image(), 0).isr, [0], 'unchanged')
+    assert.equal(await manager.submit(expand(before, 0, [0, 1, 2])), true)
   }))
 
 test('two proposals for one partition go in separate writes: the second sees the first committed', () =>
