@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util'
 import { TidelogError } from '../common/errors.js'
 import { DirectoryLockedError } from '../common/file-system.js'
 import type { MetadataStore, StoreLimits } from '../metadata/store/metadata-store.js'
+import { nodeNetwork } from '../runtime/node-network.js'
 import { parseProperties, storeLimitsFromProperties } from '../server/broker-config.js'
 import { type Cluster, startCluster } from '../server/cluster.js'
 import { addressInUse, defaultPortOrFree, joinNegativeValues } from './default-ports.js'
@@ -364,7 +365,7 @@ async function connectMetadataStore(url: string, limits: StoreLimits): Promise<M
   const endpoints = match[1].split(',').map((endpoint) => `http://${endpoint.trim()}`)
   // Loaded only when asked for: the etcd client (gRPC) is heavy for the embedded default.
   const { EtcdStore } = await import('../metadata/store/etcd-store.js')
-  return EtcdStore.connect({ endpoints, limits })
+  return EtcdStore.connect({ endpoints, limits, network: nodeNetwork })
 }
 
 /** SIGHUP reloads every TLS key store and trust store (renewed certificates); returns the unsubscribe. */

@@ -16,6 +16,8 @@ export interface EtcdProcess {
   stop(): Promise<void>
   /** SIGKILL without cleanup of the data directory: for "store went away" tests. */
   kill(): void
+  /** SIGKILL, then etcd again on the same ports and data directory (its leases renewed). */
+  restart(): Promise<void>
   /** Sends a signal (SIGSTOP/SIGCONT freeze and thaw etcd: "store unreachable" tests). */
   signal(signal: NodeJS.Signals): void
 }
@@ -55,22 +57,43 @@ async function startOnce(binary: string, dataDir: string, options: EtcdOptions):
   const endpoint = `http://${host}:${clientPort}`
   const peerUrl = `http://${host}:${peerPort}`
   const [command, ...prefix] = [...(options.command ?? []), binary]
-  const child = spawn(
-    command,
-    [
-      ...prefix,
-      '--name=tidelog-test',
-      `--data-dir=${dataDir}`,
-      `--listen-client-urls=${endpoint}`,
-      `--advertise-client-urls=${endpoint}`,
-      `--listen-peer-urls=${peerUrl}`,
-      `--initial-advertise-peer-urls=${peerUrl}`,
-      `--initial-cluster=tidelog-test=${peerUrl}`,
-      '--logger=zap',
-      '--log-level=error',
-    ],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
-  )
+  const args = [
+    ...prefix,
+    '--name=tidelog-test',
+    `--data-dir=${dataDir}`,
+    `--listen-client-urls=${endpoint}`,
+    `--advertise-client-urls=${endpoint}`,
+    `--listen-peer-urls=${peerUrl}`,
+    `--initial-advertise-peer-urls=${peerUrl}`,
+    `--initial-cluster=tidelog-test=${peerUrl}`,
+    '--logger=zap',
+    '--log-level=error',
+  ]
+  let current = await spawnHealthy(command, args, endpoint)
+  return {
+    endpoint,
+    stop: () => stopEtcd(current.child, current.exited, dataDir),
+    kill: () => {
+      current.child.kill('SIGKILL')
+    },
+    async restart() {
+      current.child.kill('SIGKILL')
+      await current.exited
+      current = await spawnHealthy(command, args, endpoint)
+    },
+    signal: (signal) => {
+      if (current.child.exitCode === null && current.child.signalCode === null) current.child.kill(signal)
+    },
+  }
+}
+
+interface Spawned {
+  readonly child: ChildProcess
+  readonly exited: Promise<number | null>
+}
+
+async function spawnHealthy(command: string, args: readonly string[], endpoint: string): Promise<Spawned> {
+  const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'] })
   const stderr: string[] = []
   child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
     if (stderr.length < 100) stderr.push(chunk)
@@ -83,16 +106,7 @@ async function startOnce(binary: string, dataDir: string, options: EtcdOptions):
     await exited
     throw new Error(`etcd failed to start: ${stderr.join('').slice(-2000)}`, { cause: err })
   }
-  return {
-    endpoint,
-    stop: () => stopEtcd(child, exited, dataDir),
-    kill: () => {
-      child.kill('SIGKILL')
-    },
-    signal: (signal) => {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal)
-    },
-  }
+  return { child, exited }
 }
 
 async function stopEtcd(child: ChildProcess, exited: Promise<number | null>, dataDir: string): Promise<void> {

@@ -5,23 +5,28 @@
  * - revisions are etcd's header revisions; versions compare with `Version ==`;
  * - watches are etcd watches from a start revision, one `onEvents` call per revision, and
  *   resume after a reconnect from the revision after the last one delivered;
- * - leases are etcd leases (TTL rounded up to whole seconds) kept alive by etcd3; `lost`
- *   resolves when etcd says the lease is gone, and also once a TTL has passed since the last
- *   keep-alive etcd confirmed, so a holder cut off from etcd stops acting on its session no
- *   later than etcd expires it (no split brain);
+ * - leases are etcd leases (TTL rounded up to whole seconds) with keep-alives of our own
+ *   (EtcdSessionLease); `lost` resolves when etcd says the lease is gone, and also once a TTL
+ *   has passed since the last keep-alive etcd confirmed (or since every etcd endpoint last
+ *   refused connections: a stopped etcd expires nothing), so a holder cut off from etcd
+ *   stops acting on its session no later than etcd expires it (no split brain);
  * - elections use the shared recipe in election.ts.
  * Connection failures reject with MetadataStoreError('STORE_UNAVAILABLE').
  */
+
+import { ConsecutiveBreaker, circuitBreaker, ExponentialBackoff, handleWhen } from 'cockatiel'
 import {
   type ComparatorBuilder,
   type DeleteBuilder,
   Etcd3,
   type Lease as EtcdLease,
   EtcdLeaseInvalidError,
+  GRPCDeadlineExceededError,
   GRPCInvalidArgumentError,
   type IEvent,
   type IKeyValue,
   type IWatchResponse,
+  isRecoverableError,
   type Namespace,
   type PutBuilder,
   type Watcher,
@@ -29,6 +34,7 @@ import {
 import { assert } from '../../common/assert.js'
 import { type Clock, systemClock, type TimerHandle } from '../../common/clock.js'
 import { type Logger, silentLogger } from '../../common/logger.js'
+import type { Network } from '../../common/network.js'
 import { campaign as campaignOn, leader as leaderOf } from './election.js'
 import {
   type KeyValue,
@@ -58,6 +64,12 @@ export interface EtcdStoreOptions {
   readonly callTimeoutMs?: number
   /** etcd's `--max-txn-ops` and `--max-request-bytes` as the server runs with; its defaults unless set. */
   readonly limits?: StoreLimits
+  /**
+   * Asks whether etcd refuses connections when keep-alives fail, so a session goes on while
+   * etcd is down (EtcdSessionLease). Without it a session ends one TTL after its last
+   * confirmed keep-alive, whatever the reason.
+   */
+  readonly network?: Network
 }
 
 const PREFIX_DEFAULT = '/tidelog'
@@ -65,10 +77,14 @@ const PREFIX_DEFAULT = '/tidelog'
 const ALWAYS_TRUE_COMPARE_KEY = '\u0000'
 const CALL_TIMEOUT_MS_DEFAULT = 5000
 const LEASE_TTL_MIN_MS = 1000
+/** How soon a host whose calls kept failing gets a call again. */
+const HOST_HALF_OPEN_AFTER_MS = 500
+/** The longest wait before a broken watch reconnects. */
+const WATCH_BACKOFF_MAX_MS = 1000
+/** How long past its gRPC deadline a keep-alive may take before it counts as unanswered. */
+const KEEPALIVE_GRACE_MS = 500
 /** How long close() waits for its leases' revokes before it drops the connection anyway. */
 const CLOSE_REVOKE_WAIT_MS = 2000
-/** Keep-alives in flight are few (one per TTL/3); more means responses stopped coming. */
-const KEEPALIVES_IN_FLIGHT_MAX = 16
 
 export class EtcdStore implements MetadataStore {
   private closed = false
@@ -83,6 +99,8 @@ export class EtcdStore implements MetadataStore {
     private readonly clock: Clock,
     private readonly logger: Logger,
     limits: StoreLimits,
+    private readonly endpoints: readonly string[],
+    private readonly network: Network | null,
   ) {
     this.limits = checkedLimits(limits)
   }
@@ -98,6 +116,18 @@ export class EtcdStore implements MetadataStore {
       // Streams (watch, keep-alive) live on; single requests get a deadline.
       defaultCallOptions: (context) =>
         context.isStream ? {} : { deadline: new Date(clock.nowMs() + callTimeoutMs) },
+      // etcd3's defaults keep a host that failed 3 calls closed for 5 s, and back a broken
+      // watch off up to 30 s: after an outage the brokers would wait that long for etcd,
+      // which is back, to confirm their sessions and send them the metadata changed meanwhile.
+      faultHandling: {
+        host: () =>
+          circuitBreaker(handleWhen(isRecoverableError), {
+            halfOpenAfter: HOST_HALF_OPEN_AFTER_MS,
+            breaker: new ConsecutiveBreaker(3),
+          }),
+        // etcd3 types this as a backoff and calls next() on it to start: its first step does.
+        watchBackoff: new ExponentialBackoff({ initialDelay: 100, maxDelay: WATCH_BACKOFF_MAX_MS }).next(),
+      },
     })
     const store = new EtcdStore(
       client,
@@ -105,6 +135,8 @@ export class EtcdStore implements MetadataStore {
       clock,
       options.logger ?? silentLogger,
       options.limits ?? STORE_LIMITS_DEFAULT,
+      options.endpoints,
+      options.network ?? null,
     )
     try {
       await store.range('')
@@ -166,7 +198,7 @@ export class EtcdStore implements MetadataStore {
     const ttlSeconds = Math.max(1, Math.ceil(ttlMs / 1000))
     // etcd starts the TTL when it receives the grant, so counting from before the request is safe.
     const requestedAtMs = this.clock.monotonicMs()
-    const inner = this.ns.lease(ttlSeconds)
+    const inner = this.ns.lease(ttlSeconds, { autoKeepAlive: false })
     const id = await this.call('lease grant', () => inner.grant())
     const lease = new EtcdSessionLease(id, ttlSeconds * 1000, inner, {
       clock: this.clock,
@@ -174,6 +206,10 @@ export class EtcdStore implements MetadataStore {
       aliveFromMs: requestedAtMs,
       onEnd: (ended) => this.leases.delete(ended.id),
       toStoreError: (err, what) => this.toStoreError(err, what),
+      everyEndpointRefuses: (withinMs) =>
+        this.network === null
+          ? Promise.resolve(false)
+          : everyEndpointRefuses(this.network, this.clock, this.endpoints, withinMs),
     })
     this.leases.set(id, lease)
     return lease
@@ -435,12 +471,23 @@ interface SessionLeaseContext {
   readonly aliveFromMs: number
   readonly onEnd: (lease: EtcdSessionLease) => void
   readonly toStoreError: (err: unknown, what: string) => Error
+  /** True when no etcd endpoint accepts a TCP connection (each refuses within `withinMs`). */
+  readonly everyEndpointRefuses: (withinMs: number) => Promise<boolean>
 }
 
 /**
- * A lease kept alive by etcd3, with a deadline of our own: each keep-alive etcd confirms
- * proves the lease lives until at least (when that keep-alive was sent) + TTL. Once that
- * moment passes unconfirmed, `lost` resolves, whatever etcd3 still hopes for.
+ * A lease kept alive here, one keep-alive at a time every TTL/3, with a deadline of our
+ * own. Two things prove the lease lives until at least a moment T + TTL:
+ * - a keep-alive sent at T that etcd confirmed;
+ * - every etcd endpoint refusing a connection at T: no member was running then, a stopped
+ *   etcd expires nothing, and a member that starts after T renews every lease for a full
+ *   TTL as it takes the lead. So while etcd is down the session goes on, as a Kafka broker
+ *   goes on serving while its controller quorum is unreachable: nothing can change the
+ *   metadata it serves from meanwhile. (The endpoints must name every member.)
+ * Once the latest such moment + TTL passes, `lost` resolves: a holder cut off from etcd, a
+ * frozen etcd, or a pause of this process, ends the session no later than etcd may expire
+ * it (no split brain). etcd3's own keep-alive loop is not used: it gives a lease up after
+ * two TTLs without a confirmation whatever the reason, and cannot take it up again.
  */
 class EtcdSessionLease implements Lease {
   readonly lost: Promise<void>
@@ -450,7 +497,9 @@ class EtcdSessionLease implements Lease {
   private suspended = false
   private aliveUntilMs: number
   private deadline: TimerHandle | null = null
-  private readonly keepalivesSentAtMs: number[] = []
+  private nextKeepalive: TimerHandle | null = null
+  /** Going on because etcd refuses connections (logged once per outage). */
+  private onRefusals = false
   private revoking: Promise<void> | null = null
 
   constructor(
@@ -463,11 +512,10 @@ class EtcdSessionLease implements Lease {
       this.resolveLost = resolve
     })
     this.aliveUntilMs = context.aliveFromMs + ttlMs
-    inner.on('keepaliveEstablished', () => this.keepalivesSentAtMs.splice(0))
-    inner.on('keepaliveFired', () => this.onKeepaliveSent())
-    inner.on('keepaliveSucceeded', () => this.onKeepaliveConfirmed())
+    // keepaliveOnce() and puts under the lease emit 'lost' when etcd says the lease is gone.
     inner.on('lost', (err) => this.end(`etcd reports it lost: ${err.message}`))
     this.armDeadline()
+    this.scheduleKeepalive(0)
   }
 
   async revoke(): Promise<void> {
@@ -477,25 +525,77 @@ class EtcdSessionLease implements Lease {
 
   suspendKeepAlive(): void {
     this.suspended = true
-    this.inner.release()
+    this.nextKeepalive?.cancel()
+    this.nextKeepalive = null
   }
 
-  private onKeepaliveSent(): void {
-    if (this.keepalivesSentAtMs.length >= KEEPALIVES_IN_FLIGHT_MAX) this.keepalivesSentAtMs.shift()
-    this.keepalivesSentAtMs.push(this.context.clock.monotonicMs())
+  private scheduleKeepalive(delayMs: number): void {
+    if (this.ended || this.suspended) return
+    this.nextKeepalive = this.context.clock.setTimeout(() => {
+      this.nextKeepalive = null
+      this.sendKeepalive().then(
+        () => this.scheduleKeepalive(this.ttlMs / 3),
+        // sendKeepalive() handles its failures; this is a bug.
+        (bug: unknown) =>
+          queueMicrotask(() => {
+            throw bug
+          }),
+      )
+    }, delayMs)
   }
 
-  /** Responses come in order; pairing with the oldest send errs towards an earlier deadline. */
-  private onKeepaliveConfirmed(): void {
-    const sentAtMs = this.keepalivesSentAtMs.shift()
-    if (sentAtMs === undefined) return
-    this.aliveUntilMs = Math.max(this.aliveUntilMs, sentAtMs + this.ttlMs)
+  private async sendKeepalive(): Promise<void> {
+    const clock = this.context.clock
+    const sentAtMs = clock.monotonicMs()
+    const answerWithinMs = this.ttlMs / 3
+    try {
+      await this.answeredWithin(
+        this.inner.keepaliveOnce({ deadline: new Date(clock.nowMs() + answerWithinMs) }),
+        answerWithinMs + KEEPALIVE_GRACE_MS,
+      )
+    } catch (err) {
+      if (this.ended || err instanceof EtcdLeaseInvalidError) return // 'lost' ended it
+      this.context.logger.debug({ err, lease: this.id }, 'etcd keep-alive failed')
+      await this.probeRefusal()
+      return
+    }
+    if (this.ended) return
+    this.extendTo(sentAtMs + this.ttlMs)
+    if (this.onRefusals) {
+      this.onRefusals = false
+      this.context.logger.warn({ lease: this.id }, 'etcd answers again: store session confirmed')
+    }
+  }
+
+  /**
+   * etcd3's circuit breaker answers for the connection most of the time an outage lasts, and
+   * a call under way when etcd went away fails with a dropped connection: neither says
+   * whether etcd is there, so a TCP connect of our own asks.
+   */
+  private async probeRefusal(): Promise<void> {
+    const probedAtMs = this.context.clock.monotonicMs()
+    if (!(await this.context.everyEndpointRefuses(this.ttlMs / 3)) || this.ended) return
+    if (!this.onRefusals && probedAtMs + this.ttlMs > this.aliveUntilMs) {
+      this.onRefusals = true
+      this.context.logger.warn(
+        { lease: this.id },
+        'etcd refuses connections: the store session goes on, serving on the last metadata until etcd returns',
+      )
+    }
+    this.extendTo(probedAtMs + this.ttlMs)
+  }
+
+  private extendTo(aliveUntilMs: number): void {
+    if (aliveUntilMs <= this.aliveUntilMs) return
+    this.aliveUntilMs = aliveUntilMs
+    if (this.deadline === null) this.armDeadline()
   }
 
   private armDeadline(): void {
+    this.deadline = null
+    if (this.ended) return
     const remainingMs = this.aliveUntilMs - this.context.clock.monotonicMs()
     if (remainingMs <= 0) {
-      this.deadline = null
       this.end('no keep-alive confirmed within its TTL')
       return
     }
@@ -507,6 +607,7 @@ class EtcdSessionLease implements Lease {
     if (this.ended) return
     this.ended = true
     this.deadline?.cancel()
+    this.nextKeepalive?.cancel()
     this.context.logger.debug({ lease: this.id, reason }, 'etcd lease ended')
     this.resolveLost()
     this.context.onEnd(this)
@@ -517,10 +618,72 @@ class EtcdSessionLease implements Lease {
     }
   }
 
+  /** etcd3 passes the deadline to gRPC; this bounds the wait should a stream ignore it. */
+  private answeredWithin<T>(request: Promise<T>, waitMs: number): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = this.context.clock.setTimeout(
+        () => reject(new GRPCDeadlineExceededError('keep-alive unanswered')),
+        waitMs,
+      )
+      request.then(
+        (value) => {
+          timer.cancel()
+          resolve(value)
+        },
+        (err: unknown) => {
+          timer.cancel()
+          reject(err)
+        },
+      )
+    })
+  }
+
   private revokeInner(): Promise<void> {
     this.revoking ??= this.inner.revoke().catch((err: unknown) => {
       throw this.context.toStoreError(err, 'lease revoke')
     })
     return this.revoking
   }
+}
+
+/**
+ * Whether every endpoint refuses a TCP connection: no etcd member is running there, so none
+ * can expire a lease. A connection accepted, or a connect that hangs (a cut), is not that.
+ */
+async function everyEndpointRefuses(
+  network: Network,
+  clock: Clock,
+  endpoints: readonly string[],
+  withinMs: number,
+): Promise<boolean> {
+  const refusals = await Promise.all(endpoints.map((endpoint) => refuses(network, clock, endpoint, withinMs)))
+  return refusals.every(Boolean)
+}
+
+function refuses(network: Network, clock: Clock, endpoint: string, withinMs: number): Promise<boolean> {
+  let url: URL
+  try {
+    url = new URL(endpoint.includes('://') ? endpoint : `http://${endpoint}`)
+  } catch {
+    return Promise.resolve(false) // not a URL: nothing proves etcd is down
+  }
+  const port = Number(url.port || (url.protocol === 'https:' ? 443 : 2379))
+  return new Promise<boolean>((resolve) => {
+    let settled = false
+    const timer = clock.setTimeout(() => {
+      settled = true
+      resolve(false)
+    }, withinMs)
+    network.connect(url.hostname, port).then(
+      (stream) => {
+        stream.destroy()
+        timer.cancel()
+        if (!settled) resolve(false)
+      },
+      (err: NodeJS.ErrnoException) => {
+        timer.cancel()
+        if (!settled) resolve(err.code === 'ECONNREFUSED')
+      },
+    )
+  })
 }

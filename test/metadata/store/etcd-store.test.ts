@@ -7,6 +7,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { EtcdStore } from '../../../src/metadata/store/etcd-store.js'
 import { MetadataStoreError } from '../../../src/metadata/store/metadata-store.js'
+import { nodeNetwork } from '../../../src/runtime/node-network.js'
 import { type EtcdProcess, startEtcd } from '../../helpers/etcd.js'
 import { metadataStoreContract } from './contract.js'
 
@@ -73,19 +74,55 @@ describe('etcd store: etcd specifics', () => {
     )
   })
 
-  test('when etcd dies, calls fail with STORE_UNAVAILABLE and leases are lost within their TTL', async () => {
+  test('when etcd dies, calls fail with STORE_UNAVAILABLE; leases go on unconfirmed and are confirmed when it returns', async () => {
+    // A stopped etcd expires nothing, and renews every lease for a full TTL when it starts.
+    // The TTL covers etcd's start: it accepts connections a second or two before it answers,
+    // and the session cannot tell that from a cut.
     const doomed = await startEtcd()
     try {
-      const store = await EtcdStore.connect({ endpoints: [doomed.endpoint], callTimeoutMs: 500 })
-      const lease = await store.grantLease(1000)
+      const store = await EtcdStore.connect({
+        endpoints: [doomed.endpoint],
+        callTimeoutMs: 500,
+        network: nodeNetwork,
+      })
+      const lease = await store.grantLease(3000)
+      await store.txn([], [{ type: 'put', key: '/held', value: 'x', lease: lease.id }])
+      let lost = false
+      void lease.lost.then(() => {
+        lost = true
+      })
       doomed.kill()
-      const started = Date.now()
-      await lease.lost
-      assert.ok(Date.now() - started < 2000, `lease lost only after ${Date.now() - started} ms`)
+      await new Promise((resolve) => setTimeout(resolve, 7000))
+      assert.equal(lost, false, 'lease lost while etcd refused connections')
       await assert.rejects(store.get('/a'), isStoreError('STORE_UNAVAILABLE'))
+      await doomed.restart()
+      // Over a TTL after it returned: kept alive again, its key still there.
+      await new Promise((resolve) => setTimeout(resolve, 4000))
+      assert.equal(lost, false, 'lease lost after etcd returned')
+      assert.equal((await store.get('/held'))?.value, 'x')
       await store.close()
     } finally {
       await doomed.stop()
+    }
+  })
+
+  test('when etcd freezes (keep-alives unanswered, not refused), leases are lost within their TTL', async () => {
+    const frozen = await startEtcd()
+    try {
+      const store = await EtcdStore.connect({
+        endpoints: [frozen.endpoint],
+        callTimeoutMs: 500,
+        network: nodeNetwork,
+      })
+      const lease = await store.grantLease(1000)
+      frozen.signal('SIGSTOP')
+      const started = Date.now()
+      await lease.lost
+      assert.ok(Date.now() - started < 2000, `lease lost only after ${Date.now() - started} ms`)
+      frozen.signal('SIGCONT')
+      await store.close()
+    } finally {
+      await frozen.stop()
     }
   })
 
