@@ -15,9 +15,11 @@
  * checks have an authorizer to talk to. The two programs run side by side (separate topic
  * and group prefixes), and Kafka starts while tidelog's checks run: about 1.5 minutes in all.
  *
- * Planted bugs tried, each failing its check: DescribeUserScramCredentials answering an empty
- * user list with nobody (the difference these clients found: admin-scram-credentials), and
- * ListOffsets MAX_TIMESTAMP naming the next offset (admin-list-offsets).
+ * Planted bugs tried, each failing its checks: DescribeUserScramCredentials answering an
+ * empty user list with nobody (the difference these clients found; confluent-kafka's
+ * admin-scram-credentials), ListOffsets MAX_TIMESTAMP naming the next offset (its
+ * admin-list-offsets), and DeleteRecords' low watermark one too high (admin-delete-records
+ * of both clients).
  */
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
