@@ -164,18 +164,22 @@ class Checks:
 
     async def producer_acks(self, acks):
         topic = await self.create_topic(f"acks-{acks}", 2)
+        # One record per partition with acks=all first: a leader that has not yet taken up a
+        # new partition refuses a produce, which with acks=0 loses the records unseen.
+        await self.produce(topic, [(p, None, b"first", None) for p in range(2)])
         messages = [(i % 2, f"k{i}".encode(), f"acks {acks} {i}".encode(), None) for i in range(20)]
         metas = await self.produce(topic, messages, acks=int(acks) if acks != "all" else "all")
         for i, m in enumerate(metas):
             # With acks=0 nothing is answered, so aiokafka returns no metadata.
             got = None if m is None else (m.partition, m.offset)
-            expect_equal(None if acks == "0" else (i % 2, i // 2), got, f"record {i} partition and offset")
-        got = await self.read_all(topic, 2, at_least=20)
-        want = sorted(
-            ({"partition": i % 2, "offset": i // 2, "key": f"k{i}", "value": f"acks {acks} {i}", "headers": []} for i in range(20)),
-            key=lambda r: (r["partition"], r["offset"]),
-        )
-        expect_equal(want, got, "records read back")
+            expect_equal(None if acks == "0" else (i % 2, 1 + i // 2), got, f"record {i} partition and offset")
+        got = await self.read_all(topic, 2, at_least=22)
+        want = [{"partition": p, "offset": 0, "key": None, "value": "first", "headers": []} for p in range(2)]
+        want += [
+            {"partition": i % 2, "offset": 1 + i // 2, "key": f"k{i}", "value": f"acks {acks} {i}", "headers": []}
+            for i in range(20)
+        ]
+        expect_equal(sorted(want, key=lambda r: (r["partition"], r["offset"])), got, "records read back")
 
     async def idempotent(self):
         topic = await self.create_topic("idempotent", 3)
@@ -415,12 +419,22 @@ class Checks:
 
     async def admin_topics(self):
         topic = await self.create_topic("topics", 3, {"retention.ms": "3600000"})
-        [described] = await self.admin.describe_topics([topic])
-        expect_equal(3, len(described["partitions"]), "partitions")
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            # Whichever broker answers may learn of the topic a moment after CreateTopics.
+            [described] = await self.admin.describe_topics([topic])
+            if described["error_code"] == 0 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
+        expect_equal((0, 3), (described["error_code"], len(described["partitions"])), "error and partitions")
         for p in described["partitions"]:
             expect_equal(self.replication, len(p["replicas"]), "replicas")
             expect_equal(self.replication, len(p["isr"]), "ISR")
-        expect(topic in await self.admin.list_topics(), "list_topics lacks it")
+        deadline = time.monotonic() + WAIT_S
+        # The broker answering may learn of the topic a moment after CreateTopics.
+        while topic not in await self.admin.list_topics():
+            expect(time.monotonic() < deadline, "list_topics lacks it")
+            await asyncio.sleep(0.1)
         again = await self.admin.create_topics([NewTopic(topic, 1, self.replication)])
         expect_equal([36], [t[1] for t in again.topic_errors], "creating it again (TOPIC_ALREADY_EXISTS)")
         await self.admin.create_partitions({topic: NewPartitions(5)})
@@ -441,8 +455,15 @@ class Checks:
         resource = ConfigResource(ConfigResourceType.TOPIC, topic)
 
         async def entries():
-            [response] = await self.admin.describe_configs([resource])
-            [result] = response.to_object()["resources"]
+            deadline = time.monotonic() + WAIT_S
+            while True:
+                [response] = await self.admin.describe_configs([resource])
+                [result] = response.to_object()["resources"]
+                # 3, UNKNOWN_TOPIC_OR_PARTITION: the broker answering may learn of the new
+                # topic a moment after CreateTopics.
+                if result["error_code"] != 3 or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.1)
             expect_equal(0, result["error_code"], "describe_configs error")
             return {e["config_names"]: e for e in result["config_entries"]}
 

@@ -93,6 +93,28 @@ def expect_error(code, call, what):
     raise CheckFailed(f"{what}: succeeded, expected {KafkaError(code).name()}")
 
 
+def eventually(call):
+    """`call()`, again while it fails with UNKNOWN_TOPIC_OR_PART: Kafka's brokers learn of a
+    new topic from the controller a moment after CreateTopics answers (seconds on a loaded
+    machine), and a request another broker answers meanwhile does not know it."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        try:
+            return call()
+        except KafkaException as e:
+            if error_code(e) != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
+
+
+def await_true(probe, what):
+    """Waits until `probe()` is true, or fails naming `what`."""
+    deadline = time.monotonic() + WAIT_S
+    while not probe():
+        expect(time.monotonic() < deadline, f"never true: {what}")
+        time.sleep(0.1)
+
+
 def record(msg):
     return {
         "partition": msg.partition(),
@@ -227,7 +249,7 @@ class Checks:
         return self.admin.list_offsets({tp: spec}, **options)[tp].result(WAIT_S)
 
     def describe_configs(self, resource):
-        return self.admin.describe_configs([resource])[resource].result(WAIT_S)
+        return eventually(lambda: self.admin.describe_configs([resource])[resource].result(WAIT_S))
 
     def await_config(self, topic, name, value, source):
         resource = ConfigResource(ResourceType.TOPIC, topic)
@@ -244,6 +266,9 @@ class Checks:
 
     def producer_acks(self, acks):
         topic = self.create_topic(f"acks-{acks}", 2)
+        # One record per partition with acks=all first: a leader that has not yet taken up a
+        # new partition refuses a produce, which with acks=0 loses the records unseen.
+        self.produce_all(self.producer({"acks": "all"}), topic, [(p, None, b"first", None) for p in range(2)])
         messages = [(i % 2, f"k{i}".encode(), f"acks {acks} {i}".encode(), None) for i in range(20)]
         p = self.producer({"acks": acks})
         reports = self.produce_all(p, topic, messages)
@@ -251,13 +276,14 @@ class Checks:
             expect(err is None, f"record {i}: {err}")
             expect_equal(i % 2, partition, f"record {i} partition")
             # With acks=0 nothing is answered, so librdkafka reports no offset.
-            expect_equal(None if acks == "0" else i // 2, offset, f"record {i} offset")
-        got = self.read_all(topic, 2, at_least=20)
-        want = sorted(
-            ({"partition": i % 2, "offset": i // 2, "key": f"k{i}", "value": f"acks {acks} {i}", "headers": []} for i in range(20)),
-            key=lambda r: (r["partition"], r["offset"]),
-        )
-        expect_equal(want, got, "records read back")
+            expect_equal(None if acks == "0" else 1 + i // 2, offset, f"record {i} offset")
+        got = self.read_all(topic, 2, at_least=22)
+        want = [{"partition": p, "offset": 0, "key": None, "value": "first", "headers": []} for p in range(2)]
+        want += [
+            {"partition": i % 2, "offset": 1 + i // 2, "key": f"k{i}", "value": f"acks {acks} {i}", "headers": []}
+            for i in range(20)
+        ]
+        expect_equal(sorted(want, key=lambda r: (r["partition"], r["offset"])), got, "records read back")
 
     def idempotent(self):
         topic = self.create_topic("idempotent", 3)
@@ -369,15 +395,18 @@ class Checks:
 
     def record_too_large(self):
         topic = self.create_topic("too-large", 1)
-        # The producer's own limit is raised so that the broker is the one to refuse.
+        # The producer's own limit is raised so that the broker is the one to refuse; it does
+        # not retry, so a first record makes sure the leader has taken up the partition.
         p = self.producer({"message.max.bytes": 3_000_000, "retries": 0, "enable.idempotence": False})
+        [(err, _, offset)] = self.produce_all(self.producer(), topic, [(0, None, b"first", None)])
+        expect_equal((None, 0), (err, offset), "the first record")
         [(err, _, _)] = self.produce_all(p, topic, [(0, None, b"y" * 1_100_000, None)])
         expect(err is not None, "a record over message.max.bytes was accepted")
         expect_equal("MSG_SIZE_TOO_LARGE", err.name(), "error")
         # The producer goes on working after the refusal.
         [(err, _, offset)] = self.produce_all(p, topic, [(0, None, b"small", None)])
         expect(err is None, f"next record: {err}")
-        expect_equal(0, offset, "offset of the next record")
+        expect_equal(1, offset, "offset of the next record")
 
     # ------------------------------------------------------------------ consumer groups
 
@@ -500,14 +529,14 @@ class Checks:
 
     def admin_topics(self):
         topic = self.create_topic("topics", 3, {"retention.ms": "3600000"})
-        described = self.admin.describe_topics(TopicCollection([topic]))[topic].result(WAIT_S)
+        described = eventually(lambda: self.admin.describe_topics(TopicCollection([topic]))[topic].result(WAIT_S))
         expect_equal(3, len(described.partitions), "partitions")
         expect(str(described.topic_id) not in ("", "AAAAAAAAAAAAAAAAAAAAAA"), f"topic id {described.topic_id}")
         for p in described.partitions:
             expect_equal(self.replication, len(p.replicas), f"partition {p.id} replicas")
             expect_equal(self.replication, len(p.isr), f"partition {p.id} ISR")
             expect(p.leader is not None and p.leader.id in {r.id for r in p.replicas}, f"partition {p.id} leader")
-        expect(topic in self.admin.list_topics(timeout=10).topics, "list_topics lacks the topic")
+        await_true(lambda: topic in self.admin.list_topics(timeout=10).topics, "list_topics names the topic")
         expect_error(
             KafkaError.TOPIC_ALREADY_EXISTS,
             lambda: self.admin.create_topics([NewTopic(topic, 1, self.replication)])[topic].result(WAIT_S),
@@ -538,8 +567,12 @@ class Checks:
         topic = self.create_topic("partitions", 1)
         self.admin.create_partitions([NewPartitions(topic, 3)])[topic].result(WAIT_S)
         self.await_leaders(topic, 3)
-        described = self.admin.describe_topics(TopicCollection([topic]))[topic].result(WAIT_S)
-        expect_equal([0, 1, 2], [p.id for p in described.partitions], "partitions")
+        def ids():
+            described = eventually(lambda: self.admin.describe_topics(TopicCollection([topic]))[topic].result(WAIT_S))
+            return [p.id for p in described.partitions]
+
+        # The broker answering may learn of the new partitions a moment later.
+        await_true(lambda: ids() == [0, 1, 2], "described partitions 0, 1, 2")
         # The new partitions take records.
         reports = self.produce_all(self.producer(), topic, [(2, None, b"in 2", None)])
         expect_equal((None, 2, 0), reports[0], "record in a new partition")
