@@ -24,6 +24,9 @@ command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # (scripts/kafka-reference.sh, test/compat/java-clients.test.ts).
 command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
+# Debian's venv module, for the virtualenv of the PyPI Python clients
+# (scripts/install-python-clients.sh, test/compat/python-pypi-clients.test.ts).
+dpkg -s python3-venv >/dev/null 2>&1 || missing+=(python3-venv)
 # Network namespaces, veths, bridges, qdiscs and DROP rules for test/netfault.
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v iptables >/dev/null 2>&1 || missing+=(iptables)
@@ -53,6 +56,10 @@ scripts/build-librdkafka.sh >/dev/null
 # Maven Central, fetched once into .build/kafka-4.4.0 (about 40 s): test/compat/java-*.test.ts
 # run the same Java client, Streams and Connect checks against tidelog and against it.
 scripts/kafka-reference.sh install >/dev/null
+# confluent-kafka 2.16.1 (bundling librdkafka 2.16) and aiokafka 0.14.0 from PyPI, pinned with
+# hashes in test/compat/python/requirements.txt, into the virtualenv .build/pyenv once (about
+# 25 s; the wheels are kept in .build/python-wheels): test/compat/python-pypi-clients.test.ts.
+scripts/install-python-clients.sh >/dev/null
 
 # Generated protocol code must match its generator and the vendored schemas.
 npm run --silent gen:protocol >/dev/null

@@ -305,10 +305,25 @@ test('DescribeUserScramCredentials lists mechanisms and iterations; Alter valida
       {
         user: 'ghost',
         errorCode: ErrorCode.RESOURCE_NOT_FOUND,
-        errorMessage: 'Attempt to describe a user credential that does not exist',
+        errorMessage: 'Attempt to describe a user credential that does not exist: ghost',
         credentialInfos: [],
       },
     ])
+    // No users and an empty list both ask for every user with a credential, as Kafka's
+    // ScramImage reads them; librdkafka (confluent-kafka 2.16) sends the empty list.
+    const describeAll = (users: { name: string }[] | null) =>
+      rawCall<{ results: { user: string; errorCode: number }[] }>(
+        client,
+        ApiKey.DescribeUserScramCredentials,
+        0,
+        { users },
+      )
+    const everyone = await describeAll(null)
+    assert.ok(
+      everyone.results.some((r) => r.user === 'scram-user' && r.errorCode === 0),
+      JSON.stringify(everyone.results),
+    )
+    assert.deepEqual(await describeAll([]), everyone, 'an empty list asks for every user')
     const altered = await rawCall<{ results: { user: string; errorCode: number }[] }>(
       client,
       ApiKey.AlterUserScramCredentials,

@@ -1,8 +1,9 @@
 /**
  * DescribeUserScramCredentials (key 50).
  * Behavior: the SCRAM mechanisms and iterations of each named user (never salts or keys),
- * or of every user with a credential when `users` is null. A named user without one gets
- * RESOURCE_NOT_FOUND, a user named twice DUPLICATE_RESOURCE, as Kafka answers.
+ * or of every user with a credential when `users` is null or empty (Kafka's ScramImage reads
+ * both as "all": librdkafka asks for every user with an empty array). A named user without
+ * one gets RESOURCE_NOT_FOUND, a user named twice DUPLICATE_RESOURCE, with Kafka's messages.
  * Authorization: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
  * Version notes: v0 only, flexible.
  */
@@ -33,7 +34,8 @@ export const describeUserScramCredentialsHandler: ApiHandler<
       }
     const store = context.broker.scramCredentials
     const known = store ? await store.describe() : new Map()
-    const names = request.users === null ? [...known.keys()].sort() : request.users.map((u) => u.name)
+    const named = request.users ?? []
+    const names = named.length === 0 ? [...known.keys()].sort() : named.map((u) => u.name)
     const counts = new Map<string, number>()
     for (const name of names) counts.set(name, (counts.get(name) ?? 0) + 1)
     const results = [...new Set(names)].map((user) => {
@@ -41,7 +43,7 @@ export const describeUserScramCredentialsHandler: ApiHandler<
         return {
           user,
           errorCode: ErrorCode.DUPLICATE_RESOURCE,
-          errorMessage: 'Cannot describe SCRAM credentials for the same user twice in a single request',
+          errorMessage: `Cannot describe SCRAM credentials for the same user twice in a single request: ${user}`,
           credentialInfos: [],
         }
       const infos = known.get(user)
@@ -49,7 +51,7 @@ export const describeUserScramCredentialsHandler: ApiHandler<
         return {
           user,
           errorCode: ErrorCode.RESOURCE_NOT_FOUND,
-          errorMessage: 'Attempt to describe a user credential that does not exist',
+          errorMessage: `Attempt to describe a user credential that does not exist: ${user}`,
           credentialInfos: [],
         }
       return {
