@@ -25,8 +25,13 @@ export async function partitionSizes(address: string, topic: string): Promise<Ma
 
 /** Waits (up to 60 s, polling kcat's metadata every 100 ms) until every partition of `topic` has `size` ISR members. */
 export async function waitForIsr(cluster: EtcdCluster, topic: string, size: number): Promise<void> {
+  await waitForIsrAt(cluster.liveBootstrap, topic, size)
+}
+
+/** waitForIsr for any cluster by its bootstrap servers (Apache Kafka's too). */
+export async function waitForIsrAt(bootstrap: string, topic: string, size: number): Promise<void> {
   for (let i = 0; i < 600; i++) {
-    const view = await kcatMetadata(cluster.liveBootstrap, topic)
+    const view = await kcatMetadata(bootstrap, topic)
     const partitions = view.topics.get(topic)
     if (partitions && partitions.length > 0 && partitions.every((p) => p.isr.length >= size)) return
     await new Promise((resolve) => setTimeout(resolve, 100))

@@ -1,32 +1,56 @@
 /**
- * `npm run bench:report`: issue 19's replicated-path and RF 1 suite, tidelog beside its
- * peer measured in the same run, written to docs/bench/report.md and docs/bench/report.svg.
+ * `npm run bench:report`: issue 19's replicated-path and RF 1 suite, tidelog beside Apache
+ * Kafka 4.4 and NATS JetStream measured in the same run (issue 34), written to
+ * docs/bench/report.md and docs/bench/report.svg, each figure also as a ratio to Kafka's.
  *
- *   - RF 3, acks=all, min.insync.replicas=2, 3 `tidelog broker` processes on a private etcd,
- *     1 KiB records, librdkafka's load generator (bench/native/rdkafka-perf.c): throughput,
- *     then p50/p99 at a steady 2,000 records/s in runs one after another on a topic created
- *     5 s earlier (the slow start), then a restarted follower's catch-up. Peer: NATS
- *     JetStream R3 (3 `nats-server` processes, file storage) driven by bench/native/nats-perf.go.
- *   - RF 1, one broker process: librdkafka produce and consume MB/s, p50/p99 at 2,000/s.
- *     Peer: JetStream R1 (publish only: nats-perf has no consumer).
+ *   - RF 3, acks=all, min.insync.replicas=2, 1 KiB records, librdkafka's load generator
+ *     (bench/native/rdkafka-perf.c): p50/p99 at a steady 2,000 records/s in runs one after
+ *     another on a topic created 5 s earlier (the slow start), throughput, then a restarted
+ *     follower's catch-up. tidelog: 3 `tidelog broker` processes on a private etcd. Kafka:
+ *     3 KRaft combined nodes (scripts/kafka-reference.sh) with Kafka's own JVM settings
+ *     (-Xmx1G -Xms1G, G1), defaults apart from ports and data dirs. JetStream R3: 3
+ *     `nats-server` processes, file storage, driven by bench/native/nats-perf.go.
+ *   - RF 1, one broker process: librdkafka produce and consume MB/s, p50/p99 at 2,000/s;
+ *     JetStream R1 publishes only (nats-perf has no consumer).
+ *   - Each system's memory (the largest broker process's RSS idle, after the throughput run
+ *     and 10 s after it) and CPU (seconds per MB in the throughput run, microseconds per
+ *     record at 2,000/s with linger.ms 0, each record about one produce request), counted
+ *     over every process of the system (tidelog's etcd too; Kafka's controllers are in its
+ *     nodes).
+ *   - Start to the first acks=all write answered: `tidelog start` (embedded store) and one
+ *     Kafka node (its storage format included: Kafka needs it before a first start).
  *
  * Each measurement is repeated (--repeat, default 2; 1 with --quick) and its median kept.
- * The peer is skipped, and the report says so, when `nats-server` or `go` (with Debian's
- * golang-github-nats-io-go-nats-dev) is missing.
+ * A peer is skipped, and the report says so, when it cannot run here: JetStream without
+ * `nats-server` or `go` (with Debian's golang-github-nats-io-go-nats-dev), Kafka without
+ * Java 17 and Maven (scripts/kafka-reference.sh install).
  *
- *   node dist/bench/report.bench.js [--quick] [--repeat N] [--out DIR]
+ *   node dist/bench/report.bench.js [--quick] [--repeat N] [--out DIR] [--no-kafka]
  */
 import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process'
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { availableParallelism, loadavg, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs, promisify } from 'node:util'
-import { accepts, type EtcdCluster, freePort, withEtcdCluster } from '../test/helpers/broker-process.js'
-import { partitionSizes, waitForIsr } from './cluster-probes.js'
+import {
+  accepts,
+  type EtcdCluster,
+  freePort,
+  spawnTidelog,
+  withEtcdCluster,
+} from '../test/helpers/broker-process.js'
+import {
+  installKafkaReference,
+  KAFKA_REFERENCE_VERSION,
+  type KafkaReference,
+  startKafkaReference,
+} from '../test/helpers/kafka-reference.js'
+import { partitionSizes, waitForIsrAt } from './cluster-probes.js'
 import { perfBinary } from './load-generator.js'
 import { describePageCost, freshPageSystemSecondsPerGiB } from './page-cost.js'
+import { processStats } from './process-stats.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const { values } = parseArgs({
@@ -36,6 +60,8 @@ const { values } = parseArgs({
     out: { type: 'string', default: join(root, 'docs', 'bench') },
     /** MiB written past the stopped follower (default 256, 24 with --quick). */
     'catchup-mib': { type: 'string' },
+    /** Leave Apache Kafka out (a machine without Java 17 and Maven). */
+    'no-kafka': { type: 'boolean', default: false },
   },
 })
 const quick = values.quick
@@ -53,6 +79,8 @@ const SIZE = {
   // the machine scheduled two processes in a third of a second (docs/notes/performance.md).
   rf1Records: quick ? 50_000 : 500_000,
   topicAgeMs: 5000,
+  /** How long after the throughput run memory is read again (does it return?). */
+  settleMs: quick ? 3000 : 10_000,
 }
 const RECORD_BYTES = 1024
 /**
@@ -61,6 +89,13 @@ const RECORD_BYTES = 1024
  * rdkafka-perf's larger ones.
  */
 const LIBRDKAFKA_DEFAULT_FETCH = ['max.partition.fetch.bytes=1048576', 'queued.max.messages.kbytes=65536']
+/** Kafka's own JVM settings (bin/kafka-server-start.sh and kafka-run-class.sh), not the tests' small ones. */
+const KAFKA_JVM = {
+  KAFKA_HEAP_OPTS: '-Xmx1G -Xms1G',
+  KAFKA_JVM_PERFORMANCE_OPTS:
+    '-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 ' +
+    '-XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true',
+}
 
 type PerfResult = Record<string, number>
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
@@ -70,17 +105,17 @@ const median = (xs: number[]): number => {
   const middle = Math.floor(s.length / 2)
   return s.length % 2 === 1 ? s[middle] : (s[middle - 1] + s[middle]) / 2
 }
+const have = (command: string): boolean => {
+  try {
+    execFileSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
+}
 
 /** The JetStream publisher, or why there is none. */
 function natsPerf(): { binary: string } | { missing: string } {
-  const have = (command: string): boolean => {
-    try {
-      execFileSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' })
-      return true
-    } catch {
-      return false
-    }
-  }
   if (!have('nats-server')) return { missing: 'nats-server is not installed (Debian: nats-server)' }
   if (!have('go')) return { missing: 'go is not installed (Debian: golang-go)' }
   const gopath = '/usr/share/gocode'
@@ -100,6 +135,19 @@ function natsPerf(): { binary: string } | { missing: string } {
   return { binary: out }
 }
 
+/** Apache Kafka 4.4 installed (jars fetched once), or why it is left out. */
+async function kafkaAvailable(): Promise<{ ok: true } | { missing: string }> {
+  if (values['no-kafka']) return { missing: '--no-kafka was given' }
+  if (!have('java') || !have('mvn'))
+    return { missing: 'Java 17 and Maven are needed (Debian: openjdk-17-jdk-headless, maven)' }
+  try {
+    await installKafkaReference()
+    return { ok: true }
+  } catch (error) {
+    return { missing: `scripts/kafka-reference.sh install failed: ${String(error).split('\n')[0]}` }
+  }
+}
+
 /** The longest a load generator may take: every run here takes seconds, so longer is a hang. */
 const RUN_TIMEOUT_MS = 120_000
 
@@ -114,9 +162,9 @@ async function run(binary: string, args: string[]): Promise<PerfResult> {
 }
 
 /**
- * Runs one round of the peer. A failed or hung peer round (nats-perf once waited 8 minutes
+ * Runs one round of a peer. A failed or hung peer round (nats-perf once waited 8 minutes
  * for an acknowledgement that never came) is noted in the report and its rows keep the
- * other rounds, rather than losing tidelog's figures of the whole run.
+ * other rounds, rather than losing the other systems' figures of the whole run.
  */
 async function peerRound(name: string, round: number, body: () => Promise<void>): Promise<void> {
   try {
@@ -130,19 +178,35 @@ async function peerRound(name: string, round: number, body: () => Promise<void>)
 
 // ---- results ---------------------------------------------------------------------------
 
+const SYSTEMS = ['tidelog', 'Kafka', 'JetStream'] as const
+type System = (typeof SYSTEMS)[number]
+
 interface Row {
   readonly measure: string
   readonly unit: string
-  readonly tidelog: number[]
-  readonly peer: number[]
-  readonly peerName: string
+  /** Whether a larger figure is the better one (throughput) or a smaller (latency, memory). */
+  readonly higherIsBetter: boolean
+  readonly figures: Record<System, number[]>
+  /** Systems this row does not apply to (JetStream has no consumer row). */
+  readonly without: ReadonlySet<System>
   readonly target: string
 }
 const rows: Row[] = []
-function record(measure: string, unit: string, target: string, peerName = 'JetStream'): Row {
+function record(
+  measure: string,
+  unit: string,
+  options: { target?: string; without?: readonly System[] } = {},
+): Row {
   let row = rows.find((r) => r.measure === measure)
   if (!row) {
-    row = { measure, unit, tidelog: [], peer: [], peerName, target }
+    row = {
+      measure,
+      unit,
+      higherIsBetter: unit === 'MB/s',
+      figures: { tidelog: [], Kafka: [], JetStream: [] },
+      without: new Set(options.without ?? []),
+      target: options.target ?? '',
+    }
     rows.push(row)
   }
   return row
@@ -150,7 +214,20 @@ function record(measure: string, unit: string, target: string, peerName = 'JetSt
 const notes: string[] = []
 const loadAtStart = loadavg()[0]
 
-// ---- tidelog ---------------------------------------------------------------------------
+/** CPU and memory of one system's processes over one stretch of load. */
+class Usage {
+  private readonly cpuAtStart: number
+  constructor(private readonly pids: () => number[]) {
+    this.cpuAtStart = processStats(pids()).cpuSeconds
+  }
+  cpuSeconds(): number {
+    return processStats(this.pids()).cpuSeconds - this.cpuAtStart
+  }
+}
+const rssMiB = (pids: readonly number[]): number =>
+  Number((processStats(pids).maxRssBytes / (1024 * 1024)).toFixed(1))
+
+// ---- the replicated path, any Kafka-protocol system ----------------------------------------
 
 const produceArgs = (
   bootstrap: string,
@@ -161,61 +238,95 @@ const produceArgs = (
   lingerMs: number,
 ) => ['produce', bootstrap, topic, String(count), String(RECORD_BYTES), acks, String(rate), String(lingerMs)]
 
-async function tidelogRf3(perf: string, round: number): Promise<void> {
-  const properties = { 'default.replication.factor': 3, 'min.insync.replicas': 2, 'num.partitions': 4 }
-  await withEtcdCluster({ brokers: 3, properties }, async (cluster) => {
-    const bootstrap = cluster.liveBootstrap
-    // Slow start: a topic created 5 s before the first steady run, as in the issue.
-    const steadyTopic = `steady-${round}`
-    const created = performance.now()
-    await run(perf, produceArgs(bootstrap, steadyTopic, 1, '-1', 0, 0))
-    await sleep(Math.max(0, SIZE.topicAgeMs - (performance.now() - created)))
-    for (let i = 1; i <= SIZE.steadyRuns; i++) {
-      const result = await run(
-        perf,
-        produceArgs(bootstrap, steadyTopic, SIZE.steadyRate * SIZE.steadySeconds, '-1', SIZE.steadyRate, 0),
-      )
-      record(`RF 3 acks=all 2,000/s run ${i}: p50`, 'ms', '').tidelog.push(result.p50Ms)
-      const target = i === SIZE.steadyRuns ? 'p99 < 5 ms' : ''
-      record(`RF 3 acks=all 2,000/s run ${i}: p99`, 'ms', target).tidelog.push(result.p99Ms)
-    }
-    const topic = `throughput-${round}`
-    await run(perf, produceArgs(bootstrap, topic, 1000, '-1', 0, 5))
-    await waitForIsr(cluster, topic, 3)
-    const throughput = await run(perf, produceArgs(bootstrap, topic, SIZE.throughputRecords, '-1', 0, 5))
-    record('RF 3 acks=all throughput', 'MB/s', '>= 150').tidelog.push(throughput.mbPerSec)
-    const caughtUp = await catchUp(perf, cluster, `catchup-${round}`)
-    record(
-      'catch-up of a restarted follower (process start included)',
-      'MB/s',
-      '>= 200',
-      'none',
-    ).tidelog.push(caughtUp.withStart)
-    record('catch-up from the follower listening', 'MB/s', '', 'none').tidelog.push(caughtUp.fromListening)
-  })
+/** A running Kafka-protocol cluster of 3 as the RF 3 rows need it. */
+interface Rf3Cluster {
+  readonly system: 'tidelog' | 'Kafka'
+  readonly bootstrap: string
+  /** Every process of the system (brokers, and tidelog's etcd). */
+  pids(): number[]
+  /** One broker process's pids (the largest RSS is read over these). */
+  brokerPids(): number[]
+  /** The address of the follower that catch-up stops and restarts. */
+  readonly followerAddress: string
+  stopFollower(): Promise<void>
+  startFollower(): Promise<void>
+}
+
+async function rf3Rows(perf: string, cluster: Rf3Cluster, round: number): Promise<void> {
+  const { system, bootstrap } = cluster
+  // Slow start: a topic created 5 s before the first steady run, as in the issue.
+  const steadyTopic = `steady-${round}`
+  const created = performance.now()
+  await run(perf, produceArgs(bootstrap, steadyTopic, 1, '-1', 0, 0))
+  await sleep(Math.max(0, SIZE.topicAgeMs - (performance.now() - created)))
+  record('RSS of a broker, idle', 'MiB', { target: '<= 1/5 of Kafka' }).figures[system].push(
+    rssMiB(cluster.brokerPids()),
+  )
+  const steadyUsage = new Usage(() => cluster.pids())
+  for (let i = 1; i <= SIZE.steadyRuns; i++) {
+    const result = await run(
+      perf,
+      produceArgs(bootstrap, steadyTopic, SIZE.steadyRate * SIZE.steadySeconds, '-1', SIZE.steadyRate, 0),
+    )
+    const target = i === 1 || i === SIZE.steadyRuns ? '<= Kafka, <= JetStream' : ''
+    record(`RF 3 acks=all 2,000/s run ${i}: p50`, 'ms', { target }).figures[system].push(result.p50Ms)
+    record(`RF 3 acks=all 2,000/s run ${i}: p99`, 'ms', { target }).figures[system].push(result.p99Ms)
+  }
+  const steadyRecords = SIZE.steadyRuns * SIZE.steadyRate * SIZE.steadySeconds
+  record('CPU per acks=all record at 2,000/s (all processes)', 'µs', {
+    target: '<= Kafka',
+    without: ['JetStream'],
+  }).figures[system].push(Math.round((steadyUsage.cpuSeconds() / steadyRecords) * 1e6))
+  const topic = `throughput-${round}`
+  await run(perf, produceArgs(bootstrap, topic, 1000, '-1', 0, 5))
+  await waitForIsrAt(bootstrap, topic, 3)
+  const throughputUsage = new Usage(() => cluster.pids())
+  const throughput = await run(perf, produceArgs(bootstrap, topic, SIZE.throughputRecords, '-1', 0, 5))
+  record('RF 3 acks=all throughput', 'MB/s', { target: '>= 1.5x Kafka, >= 5x JetStream' }).figures[
+    system
+  ].push(throughput.mbPerSec)
+  const mb = (SIZE.throughputRecords * RECORD_BYTES) / 1e6
+  record('CPU per MB, RF 3 acks=all throughput (all processes)', 'ms', { without: ['JetStream'] }).figures[
+    system
+  ].push(Math.round((throughputUsage.cpuSeconds() / mb) * 1000))
+  record('RSS of a broker after the throughput run', 'MiB', { target: '<= 1/5 of Kafka' }).figures[
+    system
+  ].push(rssMiB(cluster.brokerPids()))
+  await sleep(SIZE.settleMs)
+  record(`RSS of a broker ${SIZE.settleMs / 1000} s later`, 'MiB', {
+    target: 'near idle',
+  }).figures[system].push(rssMiB(cluster.brokerPids()))
+  const caughtUp = await catchUp(perf, cluster, `catchup-${round}`)
+  record('catch-up of a restarted follower (process start included)', 'MB/s', {
+    target: '>= 2x Kafka',
+    without: ['JetStream'],
+  }).figures[system].push(caughtUp.withStart)
+  record('catch-up from the follower listening', 'MB/s', { without: ['JetStream'] }).figures[system].push(
+    caughtUp.fromListening,
+  )
 }
 
 /** Stops one broker, writes SIZE.catchUpMiB past it, restarts it and times its catch-up (process start included). */
 async function catchUp(
   perf: string,
-  cluster: EtcdCluster,
+  cluster: Rf3Cluster,
   topic: string,
 ): Promise<{ withStart: number; fromListening: number }> {
-  await run(perf, produceArgs(cluster.liveBootstrap, topic, 100, '-1', 0, 5))
-  await waitForIsr(cluster, topic, 3)
-  const follower = cluster.brokers[2]
-  await follower.stop()
+  await run(perf, produceArgs(cluster.bootstrap, topic, 100, '-1', 0, 5))
+  await waitForIsrAt(cluster.bootstrap, topic, 3)
+  await cluster.stopFollower()
   const count = Math.ceil((SIZE.catchUpMiB * 1024 * 1024) / RECORD_BYTES)
-  await run(perf, produceArgs(cluster.liveBootstrap, topic, count, '1', 0, 5))
+  const others = cluster.bootstrap.split(',').filter((address) => address !== cluster.followerAddress)
+  await run(perf, produceArgs(others.join(','), topic, count, '1', 0, 5))
   const leaderSizes = new Map<number, bigint>()
-  for (const broker of cluster.brokers.slice(0, 2))
-    for (const [p, size] of await partitionSizes(broker.address, topic))
+  for (const address of others)
+    for (const [p, size] of await partitionSizes(address, topic))
       if (size > (leaderSizes.get(p) ?? 0n)) leaderSizes.set(p, size)
   const start = performance.now()
-  await follower.start()
+  await cluster.startFollower()
   const listening = performance.now()
   for (;;) {
-    const sizes = await partitionSizes(follower.address, topic)
+    const sizes = await partitionSizes(cluster.followerAddress, topic).catch(() => new Map<number, bigint>())
     if ([...leaderSizes].every(([p, size]) => (sizes.get(p) ?? 0n) >= size)) break
     await sleep(20)
   }
@@ -224,42 +335,172 @@ async function catchUp(
   return { withStart: mbPerSec(end - start), fromListening: mbPerSec(end - listening) }
 }
 
+async function rf1Rows(
+  perf: string,
+  system: 'tidelog' | 'Kafka',
+  bootstrap: string,
+  round: number,
+): Promise<void> {
+  const topic = `rf1-${round}`
+  await run(perf, produceArgs(bootstrap, topic, 1000, '1', 0, 5))
+  const produced = await run(perf, produceArgs(bootstrap, topic, SIZE.rf1Records, '1', 0, 5))
+  record('RF 1 produce (acks=1)', 'MB/s', { target: '>= 1.5x Kafka' }).figures[system].push(produced.mbPerSec)
+  // Twice over the same records, in turns from round to round: with librdkafka's own fetch
+  // sizes, and with rdkafka-perf's larger ones, at which the consumer's 40 MB answers are
+  // allocated from fresh mmap'd pages each time and its page faults, not the broker, set
+  // the figure (docs/notes/performance.md).
+  const consumes: [string, string[]][] = [
+    ['RF 1 consume (librdkafka default fetch sizes)', LIBRDKAFKA_DEFAULT_FETCH],
+    ['RF 1 consume (10 MiB partition fetches)', []],
+  ]
+  for (const [name, conf] of round % 2 === 0 ? consumes : consumes.toReversed()) {
+    const consumed = await run(perf, ['consume', bootstrap, topic, '4', String(SIZE.rf1Records), ...conf])
+    record(name, 'MB/s', { target: '>= Kafka', without: ['JetStream'] }).figures[system].push(
+      consumed.mbPerSec,
+    )
+  }
+  const steady = await run(
+    perf,
+    produceArgs(bootstrap, topic, SIZE.steadyRate * SIZE.steadySeconds, '1', SIZE.steadyRate, 0),
+  )
+  record('RF 1 acks=1 2,000/s (settled): p50', 'ms', { target: '<= Kafka' }).figures[system].push(
+    steady.p50Ms,
+  )
+  record('RF 1 acks=1 2,000/s (settled): p99', 'ms', { target: '<= Kafka' }).figures[system].push(
+    steady.p99Ms,
+  )
+}
+
+/** Waits until `port` accepts, then writes one acks=all record; returns when it is answered. */
+async function firstWrite(perf: string, port: number, topic: string): Promise<void> {
+  while (!(await accepts(port))) await sleep(5)
+  await run(perf, produceArgs(`127.0.0.1:${port}`, topic, 1, '-1', 0, 0))
+}
+
+// ---- tidelog ---------------------------------------------------------------------------
+
+function etcdRf3(cluster: EtcdCluster): Rf3Cluster {
+  const follower = cluster.brokers[2]
+  return {
+    system: 'tidelog',
+    bootstrap: cluster.liveBootstrap,
+    pids: () => [cluster.etcd.pid, ...cluster.brokers.filter((b) => b.isRunning).map((b) => b.current.pid)],
+    brokerPids: () => cluster.brokers.filter((b) => b.isRunning).map((b) => b.current.pid),
+    followerAddress: follower.address,
+    stopFollower: async () => {
+      await follower.stop()
+    },
+    startFollower: () => follower.start(),
+  }
+}
+
+async function tidelogRf3(perf: string, round: number): Promise<void> {
+  const properties = { 'default.replication.factor': 3, 'min.insync.replicas': 2, 'num.partitions': 4 }
+  await withEtcdCluster({ brokers: 3, properties }, (cluster) => rf3Rows(perf, etcdRf3(cluster), round))
+}
+
 async function tidelogRf1(perf: string, round: number): Promise<void> {
   const properties = { 'default.replication.factor': 1, 'num.partitions': 4 }
-  await withEtcdCluster({ brokers: 1, properties }, async (cluster) => {
-    const bootstrap = cluster.liveBootstrap
-    const topic = `rf1-${round}`
-    await run(perf, produceArgs(bootstrap, topic, 1000, '1', 0, 5))
-    const produced = await run(perf, produceArgs(bootstrap, topic, SIZE.rf1Records, '1', 0, 5))
-    record('RF 1 produce (acks=1)', 'MB/s', '>= 500').tidelog.push(produced.mbPerSec)
-    // Twice over the same records, in turns from round to round: with librdkafka's own fetch
-    // sizes, and with rdkafka-perf's larger ones, at which the consumer's 40 MB answers are
-    // allocated from fresh mmap'd pages each time and its page faults, not the broker, set
-    // the figure (docs/notes/performance.md).
-    const consumes: [string, string[]][] = [
-      ['RF 1 consume (librdkafka default fetch sizes)', LIBRDKAFKA_DEFAULT_FETCH],
-      ['RF 1 consume (10 MiB partition fetches)', []],
-    ]
-    for (const [name, conf] of round % 2 === 0 ? consumes : consumes.toReversed()) {
-      const consumed = await run(perf, ['consume', bootstrap, topic, '4', String(SIZE.rf1Records), ...conf])
-      record(name, 'MB/s', conf.length > 0 ? '>= 800' : '', 'none').tidelog.push(consumed.mbPerSec)
+  await withEtcdCluster({ brokers: 1, properties }, (cluster) =>
+    rf1Rows(perf, 'tidelog', cluster.liveBootstrap, round),
+  )
+}
+
+/** `tidelog start` on a fresh data dir until its first acks=all write is answered. */
+async function tidelogStart(perf: string): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'tidelog-bench-start-'))
+  const port = await freePort()
+  const startedAt = performance.now()
+  const child = spawnTidelog(
+    ['start', '--port', String(port), '--data-dir', dir, '--http-port=-1', '--schema-registry-port=-1'],
+    {},
+    'tidelog start (bench)',
+  )
+  try {
+    await firstWrite(perf, port, 'first')
+    record('start until the first acks=all write is answered', 's', {
+      target: '<= 1/10 of Kafka',
+      without: ['JetStream'],
+    }).figures.tidelog.push(Number(((performance.now() - startedAt) / 1000).toFixed(2)))
+  } finally {
+    await child.terminate()
+    await rm(dir, { recursive: true, force: true })
+  }
+}
+
+// ---- Apache Kafka 4.4 ------------------------------------------------------------------------
+
+const kafkaScript = join(root, 'scripts', 'kafka-reference.sh')
+const kafkaNodePids = (kafka: KafkaReference, nodes: readonly number[]): number[] =>
+  nodes.flatMap((n) => {
+    try {
+      const pid = Number(readFileSync(join(kafka.dir, `node-${n}`, 'pid'), 'utf8').trim())
+      return existsSync(`/proc/${pid}`) ? [pid] : []
+    } catch {
+      return []
     }
-    const steady = await run(
+  })
+
+async function withKafka<T>(nodes: number, body: (kafka: KafkaReference) => Promise<T>): Promise<T> {
+  const kafka = await startKafkaReference({
+    nodes,
+    properties: nodes === 3 ? { 'min.insync.replicas': 2, 'num.partitions': 4 } : { 'num.partitions': 4 },
+  })
+  try {
+    return await body(kafka)
+  } finally {
+    await kafka.stop()
+  }
+}
+
+async function kafkaRf3(perf: string, round: number): Promise<void> {
+  await withKafka(3, async (kafka) => {
+    const script = (command: string) =>
+      promisify(execFile)(kafkaScript, [command, kafka.dir, '3'], { timeout: 300_000 })
+    await rf3Rows(
       perf,
-      produceArgs(bootstrap, topic, SIZE.steadyRate * SIZE.steadySeconds, '1', SIZE.steadyRate, 0),
+      {
+        system: 'Kafka',
+        bootstrap: kafka.bootstrap,
+        pids: () => kafkaNodePids(kafka, [1, 2, 3]),
+        brokerPids: () => kafkaNodePids(kafka, [1, 2, 3]),
+        followerAddress: kafka.bootstrap.split(',')[2],
+        stopFollower: async () => {
+          await script('stop-node')
+        },
+        startFollower: async () => {
+          await script('start-node')
+        },
+      },
+      round,
     )
-    record('RF 1 acks=1 2,000/s (settled): p50', 'ms', '').tidelog.push(steady.p50Ms)
-    record('RF 1 acks=1 2,000/s (settled): p99', 'ms', '').tidelog.push(steady.p99Ms)
   })
 }
 
+async function kafkaRf1(perf: string, round: number): Promise<void> {
+  const startedAt = performance.now()
+  await withKafka(1, async (kafka) => {
+    if (round === 1) {
+      const port = Number(kafka.bootstrap.split(':')[1])
+      await firstWrite(perf, port, 'first')
+      record('start until the first acks=all write is answered', 's').figures.Kafka.push(
+        Number(((performance.now() - startedAt) / 1000).toFixed(2)),
+      )
+    }
+    await rf1Rows(perf, 'Kafka', kafka.bootstrap, round)
+  })
+}
 // ---- NATS JetStream ----------------------------------------------------------------------
+
+/** The nats-server processes running now (for memory and CPU rows). */
+let natsPids: () => number[] = () => []
 
 async function withNats<T>(servers: number, body: (url: string) => Promise<T>): Promise<T> {
   const dir = await mkdtemp(join(tmpdir(), 'tidelog-nats-'))
   const ports = await Promise.all(Array.from({ length: servers }, () => freePort()))
   const clusterPorts = await Promise.all(Array.from({ length: servers }, () => freePort()))
   const children: ChildProcess[] = []
+  natsPids = () => children.map((c) => c.pid ?? -1)
   try {
     for (let i = 0; i < servers; i++) {
       const args = [
@@ -299,11 +540,12 @@ async function natsR3(binary: string, round: number): Promise<void> {
     const created = performance.now()
     await run(binary, [url, stream, '1', String(RECORD_BYTES), '3', '0'])
     await sleep(Math.max(0, SIZE.topicAgeMs - (performance.now() - created)))
+    record('RSS of a broker, idle', 'MiB').figures.JetStream.push(rssMiB(natsPids()))
     for (let i = 1; i <= SIZE.steadyRuns; i++) {
       const args = [url, stream, String(SIZE.steadyRate * SIZE.steadySeconds), String(RECORD_BYTES), '3']
       const result = await run(binary, [...args, String(SIZE.steadyRate)])
-      record(`RF 3 acks=all 2,000/s run ${i}: p50`, 'ms', '').peer.push(result.p50Ms)
-      record(`RF 3 acks=all 2,000/s run ${i}: p99`, 'ms', '').peer.push(result.p99Ms)
+      record(`RF 3 acks=all 2,000/s run ${i}: p50`, 'ms').figures.JetStream.push(result.p50Ms)
+      record(`RF 3 acks=all 2,000/s run ${i}: p99`, 'ms').figures.JetStream.push(result.p99Ms)
     }
     const throughput = await run(binary, [
       url,
@@ -313,7 +555,12 @@ async function natsR3(binary: string, round: number): Promise<void> {
       '3',
       '0',
     ])
-    record('RF 3 acks=all throughput', 'MB/s', '').peer.push(throughput.mbPerSec)
+    record('RF 3 acks=all throughput', 'MB/s').figures.JetStream.push(throughput.mbPerSec)
+    record('RSS of a broker after the throughput run', 'MiB').figures.JetStream.push(rssMiB(natsPids()))
+    await sleep(SIZE.settleMs)
+    record(`RSS of a broker ${SIZE.settleMs / 1000} s later`, 'MiB').figures.JetStream.push(
+      rssMiB(natsPids()),
+    )
   })
 }
 
@@ -321,7 +568,7 @@ async function natsR1(binary: string, round: number): Promise<void> {
   await withNats(1, async (url) => {
     const stream = `rf1${round}`
     const produced = await run(binary, [url, stream, String(SIZE.rf1Records), String(RECORD_BYTES), '1', '0'])
-    record('RF 1 produce (acks=1)', 'MB/s', '').peer.push(produced.mbPerSec)
+    record('RF 1 produce (acks=1)', 'MB/s').figures.JetStream.push(produced.mbPerSec)
     const steady = await run(binary, [
       url,
       stream,
@@ -330,8 +577,8 @@ async function natsR1(binary: string, round: number): Promise<void> {
       '1',
       String(SIZE.steadyRate),
     ])
-    record('RF 1 acks=1 2,000/s (settled): p50', 'ms', '').peer.push(steady.p50Ms)
-    record('RF 1 acks=1 2,000/s (settled): p99', 'ms', '').peer.push(steady.p99Ms)
+    record('RF 1 acks=1 2,000/s (settled): p50', 'ms').figures.JetStream.push(steady.p50Ms)
+    record('RF 1 acks=1 2,000/s (settled): p99', 'ms').figures.JetStream.push(steady.p99Ms)
   })
 }
 
@@ -340,48 +587,61 @@ async function natsR1(binary: string, round: number): Promise<void> {
 const fmt = (x: number): string =>
   Number.isNaN(x) ? 'n/a' : x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2)
 const runsOf = (xs: number[]): string => (xs.length > 1 ? ` (${xs.map(fmt).join(', ')})` : '')
+const COLORS: Record<System, string> = { tidelog: '#1f77b4', Kafka: '#2ca02c', JetStream: '#ff7f0e' }
 
-function markdown(started: Date, seconds: number, peerNote: string): string {
+function cell(row: Row, system: System, present: ReadonlySet<System>): string {
+  if (row.without.has(system)) return '-'
+  if (!present.has(system)) return 'not run'
+  const xs = row.figures[system]
+  return xs.length === 0 ? 'failed (see below)' : `${fmt(median(xs))}${runsOf(xs)}`
+}
+
+/** tidelog's figure as a multiple of Kafka's ("2.1x" faster or smaller is better per unit). */
+function ratioToKafka(row: Row): string {
+  const t = median(row.figures.tidelog)
+  const k = median(row.figures.Kafka)
+  if (!Number.isFinite(t) || !Number.isFinite(k) || k === 0) return '-'
+  const ratio = t / k
+  return `${ratio >= 0.1 ? ratio.toFixed(2) : ratio.toPrecision(2)}x`
+}
+
+function markdown(
+  started: Date,
+  seconds: number,
+  systemNotes: string[],
+  present: ReadonlySet<System>,
+): string {
   const lines = [
     '# Benchmark report (generated by `npm run bench:report`)',
     '',
     `Run ${started.toISOString()} on ${process.platform}, Node ${process.version}, ${quick ? '--quick, ' : ''}` +
       `median of ${repeat} round(s); ${seconds.toFixed(0)} s in all. 1 KiB records, librdkafka's load generator ` +
-      '(linger.ms 0 for the steady rows, 5 for throughput) against tidelog processes; the brokers and ' +
-      "the load generators share the machine, as in issue 19. Each row's peer was measured in the same run.",
+      '(linger.ms 0 for the steady rows, 5 for throughput) against each Kafka-protocol system; the brokers and ' +
+      'the load generators share the machine, as in issue 19. Every figure of a row was measured in the same run.',
     '',
-    peerNote,
-    '',
+    ...systemNotes.flatMap((note) => [note, '']),
     `Load average (1 min) at the start ${loadAtStart.toFixed(1)}, at the end ${loadavg()[0].toFixed(1)}, on ` +
       `${availableParallelism()} cores: above the core count, every figure includes other processes' load.`,
     '',
-    '| measure | unit | tidelog | peer | peer value | target |',
-    '| --- | --- | --- | --- | --- | --- |',
+    '"tidelog / Kafka" is tidelog\'s figure divided by Kafka\'s: above 1 is better for MB/s, below 1 for the rest.',
+    '',
+    `| measure | unit | tidelog | Kafka ${KAFKA_REFERENCE_VERSION} | JetStream | tidelog / Kafka | target |`,
+    '| --- | --- | --- | --- | --- | --- | --- |',
   ]
-  for (const row of rows) {
-    const peer = row.peerName === 'none' ? '-' : row.peerName
-    const peerValue =
-      row.peerName === 'none'
-        ? '-'
-        : row.peer.length === 0
-          ? 'failed (see below)'
-          : `${fmt(median(row.peer))}${runsOf(row.peer)}`
+  for (const row of rows)
     lines.push(
-      `| ${row.measure} | ${row.unit} | ${fmt(median(row.tidelog))}${runsOf(row.tidelog)} | ${peer} | ${peerValue} | ${row.target} |`,
+      `| ${row.measure} | ${row.unit} | ${SYSTEMS.map((s) => cell(row, s, present)).join(' | ')} | ${ratioToKafka(row)} | ${row.target} |`,
     )
-  }
-  lines.push('', ...notes, '', '![tidelog beside its peer](report.svg)', '')
+  lines.push('', ...notes, '', '![tidelog beside Kafka and JetStream](report.svg)', '')
   return lines.join('\n')
 }
 
-/** Two panels of grouped bars: throughput (MB/s, linear) and latency (ms, log scale). */
+/** Panels of grouped bars: throughput (MB/s, linear), latency (ms, log scale), memory (MiB). */
 function svg(): string {
-  const throughput = rows.filter((r) => r.unit === 'MB/s')
-  const latency = rows.filter((r) => r.unit === 'ms')
   const width = 960
   const barHeight = 14
-  const labelWidth = 300
-  const plotWidth = width - labelWidth - 130
+  const labelWidth = 340
+  const plotWidth = width - labelWidth - 150
   const parts: string[] = []
   let y = 30
   const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
@@ -389,14 +649,14 @@ function svg(): string {
     parts.push(`<text x="10" y="${y}" font-size="15" font-weight="bold">${esc(title)}</text>`)
     y += 14
     for (const row of list) {
-      const bars: [string, number, string][] = [['tidelog', median(row.tidelog), '#1f77b4']]
-      if (row.peerName !== 'none' && row.peer.length > 0)
-        bars.push([row.peerName, median(row.peer), '#ff7f0e'])
+      const bars = SYSTEMS.filter((s) => !row.without.has(s) && row.figures[s].length > 0).map(
+        (s) => [s, median(row.figures[s])] as const,
+      )
       parts.push(`<text x="10" y="${y + barHeight}" font-size="12">${esc(row.measure)}</text>`)
-      for (const [name, value, color] of bars) {
+      for (const [name, value] of bars) {
         const w = Number.isNaN(value) ? 0 : Math.max(1, scale(value) * plotWidth)
         parts.push(
-          `<rect x="${labelWidth}" y="${y}" width="${w.toFixed(1)}" height="${barHeight - 2}" fill="${color}"><title>${esc(name)}</title></rect>`,
+          `<rect x="${labelWidth}" y="${y}" width="${w.toFixed(1)}" height="${barHeight - 2}" fill="${COLORS[name]}"><title>${esc(name)}</title></rect>`,
           `<text x="${labelWidth + w + 4}" y="${y + barHeight - 3}" font-size="11">${esc(`${name} ${fmt(value)} ${unit}`)}</text>`,
         )
         y += barHeight
@@ -405,15 +665,13 @@ function svg(): string {
     }
     y += 20
   }
-  const maxMb = Math.max(
-    1,
-    ...throughput.flatMap((r) => [median(r.tidelog), median(r.peer)]).filter(Number.isFinite),
-  )
+  const maxOf = (list: Row[]): number =>
+    Math.max(1, ...list.flatMap((r) => SYSTEMS.map((s) => median(r.figures[s]))).filter(Number.isFinite))
+  const throughput = rows.filter((r) => r.unit === 'MB/s')
+  const maxMb = maxOf(throughput)
   panel('Throughput (MB/s, higher is better)', throughput, (v) => v / maxMb, 'MB/s')
-  const maxMs = Math.max(
-    1,
-    ...latency.flatMap((r) => [median(r.tidelog), median(r.peer)]).filter(Number.isFinite),
-  )
+  const latency = rows.filter((r) => r.unit === 'ms' && r.measure.includes('2,000/s'))
+  const maxMs = maxOf(latency)
   const floorMs = 0.05
   panel(
     'Latency at a steady 2,000 records/s (ms, log scale, lower is better)',
@@ -421,6 +679,9 @@ function svg(): string {
     (v) => Math.max(0, Math.log10(Math.max(v, floorMs) / floorMs) / Math.log10(maxMs / floorMs)),
     'ms',
   )
+  const memory = rows.filter((r) => r.unit === 'MiB')
+  const maxMiB = maxOf(memory)
+  panel('Memory of one broker process (MiB RSS, lower is better)', memory, (v) => v / maxMiB, 'MiB')
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${y}" font-family="sans-serif">`,
     `<rect width="${width}" height="${y}" fill="white"/>`,
@@ -435,39 +696,62 @@ async function main(): Promise<void> {
   const t0 = performance.now()
   const perf = perfBinary()
   const nats = natsPerf()
+  const kafka = await kafkaAvailable()
+  Object.assign(process.env, KAFKA_JVM)
   notes.push(describePageCost(freshPageSystemSecondsPerGiB()))
-  const peerNote =
-    'binary' in nats
-      ? 'Peer: NATS JetStream (`nats-server` from Debian, file storage; R3 is a 3-server cluster), published to by ' +
+  const present = new Set<System>(['tidelog'])
+  const systemNotes: string[] = []
+  if ('ok' in kafka) {
+    present.add('Kafka')
+    systemNotes.push(
+      `Kafka: Apache Kafka ${KAFKA_REFERENCE_VERSION} from Maven Central (scripts/kafka-reference.sh), KRaft ` +
+        'combined broker/controller nodes, default settings apart from ports, data dirs, min.insync.replicas=2 ' +
+        `and num.partitions=4 (as tidelog's), JVM as Kafka's scripts set it (${KAFKA_JVM.KAFKA_HEAP_OPTS}, G1).`,
+    )
+  } else systemNotes.push(`Kafka: not in this run: ${kafka.missing}.`)
+  if ('binary' in nats) {
+    present.add('JetStream')
+    systemNotes.push(
+      'JetStream: `nats-server` from Debian, file storage; R3 is a 3-server cluster, published to by ' +
         'bench/native/nats-perf.go with PublishAsync, every message acknowledged by the stream. JetStream has no ' +
-        'consumer or catch-up row here.'
-      : `Peer: none in this run: ${nats.missing}.`
-  if (!('binary' in nats)) console.log(peerNote)
+        'consumer, CPU or catch-up row here.',
+    )
+  } else systemNotes.push(`JetStream: not in this run: ${nats.missing}.`)
+  for (const note of systemNotes) console.log(note)
   for (let round = 1; round <= repeat; round++) {
     console.log(`round ${round}/${repeat}: tidelog RF 3`)
     await tidelogRf3(perf, round)
+    if (present.has('Kafka')) {
+      console.log(`round ${round}/${repeat}: Kafka RF 3`)
+      await peerRound('Kafka RF 3', round, () => kafkaRf3(perf, round))
+    }
     if ('binary' in nats) {
       console.log(`round ${round}/${repeat}: JetStream R3`)
       await peerRound('JetStream R3', round, () => natsR3(nats.binary, round))
     }
     console.log(`round ${round}/${repeat}: tidelog RF 1`)
+    if (round === 1) await tidelogStart(perf)
     await tidelogRf1(perf, round)
+    if (present.has('Kafka')) {
+      console.log(`round ${round}/${repeat}: Kafka RF 1`)
+      await peerRound('Kafka RF 1', round, () => kafkaRf1(perf, round))
+    }
     if ('binary' in nats) {
       console.log(`round ${round}/${repeat}: JetStream R1`)
       await peerRound('JetStream R1', round, () => natsR1(nats.binary, round))
     }
   }
-  if (!('binary' in nats))
-    for (const row of rows) if (row.peerName !== 'none') (row as { peerName: string }).peerName = 'none'
   notes.push(
     `Steady runs: ${SIZE.steadyRuns} of ${SIZE.steadySeconds} s each, one after another on one topic (stream) ` +
       `created ${SIZE.topicAgeMs / 1000} s before the first; run 1 shows the slow start.`,
     `Catch-up: a follower stopped while ${SIZE.catchUpMiB} MiB are written, timed from its process start until ` +
       "its partitions are as large as the leaders'.",
+    'CPU rows count every process of the system over the stretch measured: tidelog its brokers and etcd, Kafka ' +
+      'its nodes (controllers included). Memory rows give the largest broker process.',
   )
   const seconds = (performance.now() - t0) / 1000
   mkdirSync(values.out, { recursive: true })
-  const md = markdown(started, seconds, peerNote)
+  const md = markdown(started, seconds, systemNotes, present)
   writeFileSync(join(values.out, 'report.md'), md)
   writeFileSync(join(values.out, 'report.svg'), svg())
   console.log(`\n${md}`)

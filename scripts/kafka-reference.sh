@@ -11,6 +11,8 @@
 #                                                 default is 4.4's latest of each), print the
 #                                                 bootstrap servers, then the state dir
 #   scripts/kafka-reference.sh stop DIR           stop the nodes started in DIR and remove it
+#   scripts/kafka-reference.sh stop-node DIR N    stop node N (SIGTERM: a controlled shutdown)
+#   scripts/kafka-reference.sh start-node DIR N   start node N again on its ports and data
 #
 # The cache holds one folder of jars per use, each with its runtime dependencies:
 #   server/   org.apache.kafka:kafka_2.13 (the broker; kafka.Kafka, kafka.tools.StorageTool)
@@ -20,7 +22,9 @@
 # A folder is complete once its `.complete` marker exists; nothing is fetched twice (Maven
 # keeps its own copy in ~/.m2 as well). The broker needs Java 17 or newer.
 #
-# Each node's heap is small (KAFKA_HEAP_OPTS, default -Xmx512m) because the machine is shared.
+# Each node's heap is small (KAFKA_HEAP_OPTS, default -Xmx512m) and its JVM runs the serial
+# GC and C1 only (KAFKA_JVM_PERFORMANCE_OPTS replaces those flags) because tests share the
+# machine; the benchmarks set both as Kafka's own scripts do (-Xmx1G -Xms1G, G1).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -131,6 +135,48 @@ stop_dir() {
   if [ -f "$dir/kafka-reference" ]; then rm -rf "$dir"; fi
 }
 
+# launch_node NODE_DIR: runs the node's run.sh in the background, its pid in NODE_DIR/pid.
+launch_node() {
+  local node_dir="$1"
+  nohup bash "$node_dir/run.sh" >"$node_dir/server.log" 2>&1 </dev/null &
+  echo $! >"$node_dir/pid"
+}
+
+# await_started NODE_DIR DEADLINE_SECONDS: until the node logs that it started (or exits).
+await_started() {
+  local node_dir="$1" deadline="$2"
+  until grep -q 'Kafka Server started' "$node_dir/server.log"; do
+    if ! kill -0 "$(cat "$node_dir/pid")" 2>/dev/null; then
+      echo "Kafka node in $node_dir exited while starting:" >&2
+      tail -40 "$node_dir/server.log" >&2
+      return 1
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      echo "Kafka node in $node_dir did not start in time:" >&2
+      tail -40 "$node_dir/server.log" >&2
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+stop_node() {
+  local node_dir="$1/node-$2"
+  [ -f "$node_dir/pid" ] || { echo "no node $2 in $1" >&2; exit 2; }
+  local pid deadline=$((SECONDS + 120))
+  pid="$(cat "$node_dir/pid")"
+  kill "$pid" 2>/dev/null || true
+  while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
+  kill -9 "$pid" 2>/dev/null || true
+}
+
+start_node() {
+  local node_dir="$1/node-$2"
+  [ -f "$node_dir/run.sh" ] || { echo "no node $2 in $1" >&2; exit 2; }
+  launch_node "$node_dir"
+  await_started "$node_dir" $((SECONDS + ${KAFKA_REFERENCE_START_TIMEOUT:-240}))
+}
+
 start() {
   local nodes=1
   local -a extra=() features=()
@@ -178,8 +224,9 @@ EOF
 
   local classpath="$cache/server/*"
   # JIT tiers past C1 and a parallel GC only cost CPU on this shared 2-core machine.
-  local -a jvm_flags=(-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true
-    -Dlog4j2.configurationFile="$dir/log4j2.properties")
+  local -a jvm_flags
+  read -r -a jvm_flags <<<"${KAFKA_JVM_PERFORMANCE_OPTS:--XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true}"
+  jvm_flags+=(-Dlog4j2.configurationFile="$dir/log4j2.properties")
   # A Kafka Uuid as `kafka-storage random-uuid` prints it (16 random bytes in URL-safe
   # base64, never starting with '-'), without a JVM start for it.
   local cluster_id
@@ -234,30 +281,22 @@ EOF
   local heap="${KAFKA_HEAP_OPTS:--Xmx512m -Xms64m}"
   for ((i = 0; i < nodes; i++)); do
     local node_dir="$dir/node-$((i + 1))"
-    # shellcheck disable=SC2086 # the heap options are words
-    nohup "$java" $heap "${jvm_flags[@]}" -cp "$classpath" \
-      kafka.Kafka "$node_dir/server.properties" >"$node_dir/server.log" 2>&1 </dev/null &
-    echo $! >"$node_dir/pid"
+    # The command is kept so that start-node can run the node again as it first ran.
+    {
+      echo '#!/usr/bin/env bash'
+      printf 'exec'
+      # shellcheck disable=SC2086 # the heap options are words
+      printf ' %q' "$java" $heap "${jvm_flags[@]}" -cp "$classpath" kafka.Kafka "$node_dir/server.properties"
+      echo
+    } >"$node_dir/run.sh"
+    launch_node "$node_dir"
   done
 
   # Ready when every node says it started (after KRaft elected a leader and the broker was
   # unfenced); a node that exits first fails the start.
   local deadline=$((SECONDS + ${KAFKA_REFERENCE_START_TIMEOUT:-240}))
   for ((i = 0; i < nodes; i++)); do
-    local node_dir="$dir/node-$((i + 1))"
-    until grep -q 'Kafka Server started' "$node_dir/server.log"; do
-      if ! kill -0 "$(cat "$node_dir/pid")" 2>/dev/null; then
-        echo "Kafka node $((i + 1)) exited while starting:" >&2
-        tail -40 "$node_dir/server.log" >&2
-        false
-      fi
-      if [ "$SECONDS" -ge "$deadline" ]; then
-        echo "Kafka node $((i + 1)) did not start in time:" >&2
-        tail -40 "$node_dir/server.log" >&2
-        false
-      fi
-      sleep 0.2
-    done
+    await_started "$dir/node-$((i + 1))" "$deadline"
   done
   trap - ERR INT TERM
   echo "$bootstrap" >"$dir/bootstrap"
@@ -272,8 +311,16 @@ case "${1:-}" in
     [ $# -eq 2 ] || { echo "usage: $0 stop DIR" >&2; exit 2; }
     stop_dir "$2"
     ;;
+  stop-node)
+    [ $# -eq 3 ] || { echo "usage: $0 stop-node DIR N" >&2; exit 2; }
+    stop_node "$2" "$3"
+    ;;
+  start-node)
+    [ $# -eq 3 ] || { echo "usage: $0 start-node DIR N" >&2; exit 2; }
+    start_node "$2" "$3"
+    ;;
   *)
-    echo "usage: $0 install | start [--nodes N] | stop DIR" >&2
+    echo "usage: $0 install | start [--nodes N] | stop DIR | stop-node DIR N | start-node DIR N" >&2
     exit 2
     ;;
 esac

@@ -20,6 +20,8 @@ export interface EtcdProcess {
   restart(): Promise<void>
   /** Sends a signal (SIGSTOP/SIGCONT freeze and thaw etcd: "store unreachable" tests). */
   signal(signal: NodeJS.Signals): void
+  /** The running etcd's process id (the benchmarks count its CPU and memory). */
+  readonly pid: number
 }
 
 /** Where etcd runs: by default on loopback in this process's network namespace. */
@@ -83,6 +85,9 @@ async function startOnce(binary: string, dataDir: string, options: EtcdOptions):
     },
     signal: (signal) => {
       if (current.child.exitCode === null && current.child.signalCode === null) current.child.kill(signal)
+    },
+    get pid() {
+      return current.child.pid ?? -1
     },
   }
 }

@@ -1,0 +1,41 @@
+/**
+ * Memory and CPU of the processes a benchmark started, from /proc: resident set size
+ * (VmRSS) and user + system CPU seconds. Linux only, as the benchmarks are.
+ */
+import { execFileSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+
+let ticksPerSecond: number | null = null
+
+function clockTicks(): number {
+  ticksPerSecond ??= Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100
+  return ticksPerSecond
+}
+
+export interface ProcessStats {
+  /** The largest resident set of the processes (one broker's). */
+  readonly maxRssBytes: number
+  /** User + system CPU seconds of all of them since they started. */
+  readonly cpuSeconds: number
+}
+
+/** Reads the processes' figures now; a process that is gone counts as nothing. */
+export function processStats(pids: readonly number[]): ProcessStats {
+  let maxRssBytes = 0
+  let ticks = 0
+  for (const pid of pids) {
+    try {
+      const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+      const rssKiB = Number(/^VmRSS:\s+(\d+)/m.exec(status)?.[1] ?? 0)
+      maxRssBytes = Math.max(maxRssBytes, rssKiB * 1024)
+      // Fields after the command name, which may hold spaces, in parentheses: utime and
+      // stime are the 14th and 15th of the whole line.
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      ticks += Number(fields[11]) + Number(fields[12])
+    } catch {
+      // Exited meanwhile (a follower being restarted): nothing to add.
+    }
+  }
+  return { maxRssBytes, cpuSeconds: ticks / clockTicks() }
+}
