@@ -53,6 +53,10 @@ scripts/build-librdkafka.sh >/dev/null
 # Maven Central, fetched once into .build/kafka-4.4.0 (about 40 s): test/compat/java-*.test.ts
 # run the same Java client, Streams and Connect checks against tidelog and against it.
 scripts/kafka-reference.sh install >/dev/null
+# The Go clients (franz-go 1.22.3 with kadm, sarama 1.61.1) from the Go module proxy, built
+# once into .build/go (about 1.5 minutes the first time): test/compat/go-clients.test.ts.
+command -v go >/dev/null 2>&1 || { echo "Go is needed for test/compat/go-clients.test.ts" >&2; exit 1; }
+scripts/build-go-clients.sh >/dev/null
 
 # Generated protocol code must match its generator and the vendored schemas.
 npm run --silent gen:protocol >/dev/null
