@@ -1127,11 +1127,14 @@ func (f *franz) acls(ctx context.Context) error {
 		}
 		return n, nil
 	}
-	n, err := describeCount()
-	if err != nil {
-		return fmt.Errorf("describe: %w", err)
+	// Each broker's authorizer learns of ACL changes from the metadata a moment later.
+	expectCount := func(want int, what string) error {
+		return eventually(ctx, 15*time.Second, func() error {
+			n, err := describeCount()
+			return firstErr(err, expectEqual(want, n, what))
+		})
 	}
-	if err := expectEqual(2, n, "ACLs described"); err != nil {
+	if err := expectCount(2, "ACLs described"); err != nil {
 		return err
 	}
 	deleted, err := adm.DeleteACLs(ctx, filter())
@@ -1148,11 +1151,7 @@ func (f *franz) acls(ctx context.Context) error {
 	if err := expectEqual(2, matched, "ACLs deleted"); err != nil {
 		return err
 	}
-	n, err = describeCount()
-	if err != nil {
-		return err
-	}
-	return expectEqual(0, n, "ACLs left")
+	return expectCount(0, "ACLs left")
 }
 
 func (f *franz) listOffsets(ctx context.Context) error {

@@ -964,7 +964,7 @@ func (s *saramaRun) configs(ctx context.Context) error {
 	return expectEqual("1048588", entries[0].Value, "message.max.bytes of a broker")
 }
 
-func (s *saramaRun) acls(_ context.Context) error {
+func (s *saramaRun) acls(ctx context.Context) error {
 	adm, err := sarama.NewClusterAdmin(s.seeds, saramaConfig())
 	if err != nil {
 		return err
@@ -982,15 +982,21 @@ func (s *saramaRun) acls(_ context.Context) error {
 		ResourceType: sarama.AclResourceTopic, ResourceName: &topic, ResourcePatternTypeFilter: sarama.AclPatternMatch,
 		Principal: &principal, Operation: sarama.AclOperationAny, PermissionType: sarama.AclPermissionAny,
 	}
-	listed, err := adm.ListAcls(filter)
-	if err != nil {
-		return fmt.Errorf("list: %w", err)
+	// Each broker's authorizer learns of ACL changes from the metadata a moment later.
+	expectCount := func(want int, what string) error {
+		return eventually(ctx, 15*time.Second, func() error {
+			listed, err := adm.ListAcls(filter)
+			if err != nil {
+				return fmt.Errorf("list: %w", err)
+			}
+			n := 0
+			for _, r := range listed {
+				n += len(r.Acls)
+			}
+			return expectEqual(want, n, what)
+		})
 	}
-	n := 0
-	for _, r := range listed {
-		n += len(r.Acls)
-	}
-	if err := expectEqual(2, n, "ACLs listed"); err != nil {
+	if err := expectCount(2, "ACLs listed"); err != nil {
 		return err
 	}
 	deleted, err := adm.DeleteACL(filter, false)
@@ -1000,11 +1006,7 @@ func (s *saramaRun) acls(_ context.Context) error {
 	if err := expectEqual(2, len(deleted), "ACLs deleted"); err != nil {
 		return err
 	}
-	listed, err = adm.ListAcls(filter)
-	if err != nil {
-		return err
-	}
-	return expectEqual(0, len(listed), "resources with ACLs left")
+	return expectCount(0, "ACLs left")
 }
 
 func (s *saramaRun) deleteRecords(ctx context.Context) error {
