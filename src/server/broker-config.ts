@@ -33,6 +33,13 @@ export const brokerConfigDefs = new ConfigDefs([
   }),
   def('quota.window.num', 'int', 11, 'Samples a client quota rate is measured over.', { min: 1 }),
   def('quota.window.size.seconds', 'int', 1, 'Length of one client quota sample.', { min: 1 }),
+  def(
+    'telemetry.max.bytes',
+    'int',
+    MIB,
+    'Largest client telemetry payload (PushTelemetry), compressed or decompressed.',
+    { min: 1 },
+  ),
   def('connections.max.idle.ms', 'long', 600000, 'Idle connections are closed after this long.'),
   def('num.partitions', 'int', 1, 'Partitions of auto-created topics.', { min: 1 }),
   def('default.replication.factor', 'int', 1, 'Replication factor of auto-created topics.', { min: 1 }),

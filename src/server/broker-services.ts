@@ -16,6 +16,7 @@ import type { BrokerConfig } from './broker-config.js'
 import type { FetchSessionCache } from './fetch-session-cache.js'
 import type { ClientQuotaStore } from './quota/client-quota-store.js'
 import type { ClientQuotas } from './quota/client-quotas.js'
+import type { ClientMetricsManager } from './telemetry/client-metrics-manager.js'
 
 /** The one door from handlers to the broker's services (Redpanda's request_context idea). */
 export interface BrokerServices {
@@ -58,6 +59,8 @@ export interface BrokerServices {
   readonly clientQuotaStore?: ClientQuotaStore
   /** Client quota enforcement (a consumer's fetch size is bounded by its quota). */
   readonly clientQuotas?: ClientQuotas
+  /** Client telemetry (KIP-714): subscriptions matched, pushes checked, pushed metrics kept. */
+  readonly clientMetrics: ClientMetricsManager
   /** The latest metadata snapshot this broker has applied. */
   metadataImage(): ClusterImage
 }

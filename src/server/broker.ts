@@ -71,6 +71,7 @@ import { HandlerRegistry } from './handlers/registry.js'
 import { ClientQuotaStore } from './quota/client-quota-store.js'
 import { ClientQuotas } from './quota/client-quotas.js'
 import { SocketServer } from './socket-server.js'
+import { ClientMetricsManager } from './telemetry/client-metrics-manager.js'
 
 export interface ReplicationReport {
   readonly isrShrinks: number
@@ -173,6 +174,7 @@ export class Broker implements BrokerServices {
   /** Client quotas as the metadata store holds them, and their enforcement on connections. */
   readonly clientQuotaStore: ClientQuotaStore
   readonly clientQuotas: ClientQuotas
+  readonly clientMetrics: ClientMetricsManager
   /** One per listener, in the order of `listeners`. */
   private socketServers: SocketServer[] = []
   /** Every TLS network of this broker (listeners, inter-broker client), for reloadTls(). */
@@ -217,6 +219,13 @@ export class Broker implements BrokerServices {
     this.logger = parts.logger
     this.scramCredentials = new ScramCredentialStore(store)
     this.clientQuotaStore = new ClientQuotaStore(store, parts.logger)
+    this.clientMetrics = new ClientMetricsManager({
+      clock: parts.clock,
+      random: parts.random,
+      logger: parts.logger,
+      telemetryMaxBytes: config.values.get('telemetry.max.bytes') as number,
+      subscriptionConfigs: () => this.metadata.image().clientMetricsConfigs,
+    })
     this.clientQuotas = new ClientQuotas({
       samples: config.values.get('quota.window.num') as number,
       windowMs: (config.values.get('quota.window.size.seconds') as number) * 1000,
@@ -790,6 +799,7 @@ export class Broker implements BrokerServices {
       syncAppendStalls: () => this.fileSystem.syncAppendStalls?.() ?? 0,
       isRegistered: () => this.lease !== null,
       configValue: (name) => this.config.values.get(name),
+      clientTelemetryExposition: () => this.clientMetrics.exposition(),
     }
   }
 

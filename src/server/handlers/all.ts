@@ -28,11 +28,13 @@ import { electLeadersHandler } from './elect-leaders.js'
 import { endTxnHandler } from './end-txn.js'
 import { fetchHandler } from './fetch.js'
 import { findCoordinatorHandler } from './find-coordinator.js'
+import { getTelemetrySubscriptionsHandler } from './get-telemetry-subscriptions.js'
 import { heartbeatHandler } from './heartbeat.js'
 import { incrementalAlterConfigsHandler } from './incremental-alter-configs.js'
 import { initProducerIdHandler } from './init-producer-id.js'
 import { joinGroupHandler } from './join-group.js'
 import { leaveGroupHandler } from './leave-group.js'
+import { listClientMetricsResourcesHandler } from './list-client-metrics-resources.js'
 import { listGroupsHandler } from './list-groups.js'
 import { listOffsetsHandler } from './list-offsets.js'
 import { listPartitionReassignmentsHandler } from './list-partition-reassignments.js'
@@ -43,6 +45,7 @@ import { offsetDeleteHandler } from './offset-delete.js'
 import { offsetFetchHandler } from './offset-fetch.js'
 import { offsetForLeaderEpochHandler } from './offset-for-leader-epoch.js'
 import { produceHandler } from './produce.js'
+import { pushTelemetryHandler } from './push-telemetry.js'
 import type { AnyApiHandler } from './registry.js'
 import { saslAuthenticateHandler } from './sasl-authenticate.js'
 import { saslHandshakeHandler } from './sasl-handshake.js'
@@ -102,4 +105,7 @@ export const allHandlers: readonly AnyApiHandler[] = [
   describeAclsHandler,
   createAclsHandler,
   deleteAclsHandler,
+  getTelemetrySubscriptionsHandler,
+  pushTelemetryHandler,
+  listClientMetricsResourcesHandler,
 ]
