@@ -34,6 +34,30 @@ export const brokerConfigDefs = new ConfigDefs([
   def('quota.window.num', 'int', 11, 'Samples a client quota rate is measured over.', { min: 1 }),
   def('quota.window.size.seconds', 'int', 1, 'Length of one client quota sample.', { min: 1 }),
   def(
+    'delegation.token.secret.key',
+    'password',
+    null,
+    'Key of delegation token HMACs, the same on every broker; unset: delegation tokens are off.',
+  ),
+  def('delegation.token.master.key', 'password', null, 'Deprecated name of delegation.token.secret.key.'),
+  def('delegation.token.max.lifetime.ms', 'long', 604800000, 'Longest life of a delegation token.', {
+    min: 1,
+  }),
+  def(
+    'delegation.token.expiry.time.ms',
+    'long',
+    86400000,
+    'Renewal period of a delegation token, when its renewal names none.',
+    { min: 1 },
+  ),
+  def(
+    'delegation.token.expiry.check.interval.ms',
+    'long',
+    3600000,
+    'How often expired delegation tokens are deleted.',
+    { min: 1 },
+  ),
+  def(
     'telemetry.max.bytes',
     'int',
     MIB,

@@ -10,6 +10,7 @@ import type { TopicAdmin } from '../metadata/topic-admin.js'
 import type { ReplicaManager } from '../replication/replica-manager.js'
 import type { AclStore } from '../security/authorizer/acl-store.js'
 import type { Authorizer } from '../security/authorizer/standard-authorizer.js'
+import type { DelegationTokenStore } from '../security/delegation-tokens.js'
 import type { ScramCredentialStore } from '../security/scram-credentials.js'
 import type { LogManager } from '../storage/log-manager.js'
 import type { BrokerConfig } from './broker-config.js'
@@ -51,6 +52,8 @@ export interface BrokerServices {
   readonly onTransactionMarker?: TransactionMarkerListener
   /** SCRAM credentials in the metadata store (AlterUserScramCredentials, SCRAM logins). */
   readonly scramCredentials?: ScramCredentialStore
+  /** Delegation tokens in the metadata store (Create/Renew/Expire/DescribeDelegationToken). */
+  readonly delegationTokens?: DelegationTokenStore
   /** Decides what each principal may do (allows everything when authorizer.class.name is empty). */
   readonly authorizer: Authorizer
   /** The ACLs in the metadata store (CreateAcls, DescribeAcls, DeleteAcls); null without an authorizer. */
