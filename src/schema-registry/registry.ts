@@ -106,13 +106,13 @@ export class SchemaRegistry {
     private readonly host: RegistryHost,
     private readonly logger: Logger,
   ) {
-    this.log = new SchemasLog({ bootstrapServers: host.bootstrapServers(), store: this.store, logger })
+    this.log = new SchemasLog({ client: host.kafkaClient(), store: this.store, logger })
   }
 
   /** Creates `_schemas` if needed, waits for its leader and reads it to the end. */
   static async open(host: RegistryHost, logger: Logger): Promise<SchemaRegistry> {
     try {
-      host.bootstrapServers()
+      host.kafkaClient()
     } catch (error) {
       throw Errors.storeError((error as Error).message, error)
     }
