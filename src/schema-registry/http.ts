@@ -111,13 +111,16 @@ const ROUTES: readonly Route[] = [
   {
     method: 'GET',
     pattern: ['schemas', 'ids', '*'],
-    handler: (r, [id]) => r.schemaById(intParam(id, () => Errors.schemaNotFound())),
+    handler: async (r, [id], q) =>
+      r.formatted(await r.schemaById(intParam(id, () => Errors.schemaNotFound())), q.get('format')),
     access: { kind: 'id' },
   },
   {
     method: 'GET',
     pattern: ['schemas', 'ids', '*', 'schema'],
-    handler: async (r, [id]) => (await r.schemaById(intParam(id, () => Errors.schemaNotFound()))).schema,
+    handler: async (r, [id], q) =>
+      (await r.formatted(await r.schemaById(intParam(id, () => Errors.schemaNotFound())), q.get('format')))
+        .schema,
     access: { kind: 'id' },
   },
   {
@@ -174,13 +177,15 @@ const ROUTES: readonly Route[] = [
   {
     method: 'GET',
     pattern: ['subjects', '*', 'versions', '*'],
-    handler: (r, [s, v], q) => r.version(s, version(v), flag(q, 'deleted')),
+    handler: async (r, [s, v], q) =>
+      r.formatted(await r.version(s, version(v), flag(q, 'deleted')), q.get('format')),
     access: subjectAccess('read'),
   },
   {
     method: 'GET',
     pattern: ['subjects', '*', 'versions', '*', 'schema'],
-    handler: async (r, [s, v], q) => (await r.version(s, version(v), flag(q, 'deleted'))).schema,
+    handler: async (r, [s, v], q) =>
+      (await r.formatted(await r.version(s, version(v), flag(q, 'deleted')), q.get('format'))).schema,
     access: subjectAccess('read'),
   },
   {

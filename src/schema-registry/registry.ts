@@ -184,6 +184,23 @@ export class SchemaRegistry {
     }
   }
 
+  /**
+   * `format=` of a schema read: `serialized` gives a Protobuf schema as a base64
+   * FileDescriptorProto (what confluent-kafka-python's Protobuf deserializer asks for); any
+   * other format, or another schema type, leaves the schema as stored.
+   */
+  async formatted<
+    T extends { schema: string; schemaType?: SchemaType; references?: readonly SchemaReference[] },
+  >(result: T, format: string | null): Promise<T> {
+    if (format !== 'serialized' || result.schemaType !== 'PROTOBUF') return result
+    const parsed = await this.parse(
+      { schema: result.schema, schemaType: 'PROTOBUF', references: [...(result.references ?? [])] },
+      false,
+    )
+    const serialize = (await loadFormat('PROTOBUF')).serialize
+    return serialize ? { ...result, schema: serialize(parsed) } : result
+  }
+
   async subjectsOfId(id: number, deleted = false): Promise<string[]> {
     const pairs = await this.versionsOfId(id, deleted)
     return [...new Set(pairs.map((p) => p.subject))]

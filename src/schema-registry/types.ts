@@ -72,6 +72,8 @@ export interface SchemaFormat {
    * Confluent's BACKWARD is `readerCanRead(new, old)`, FORWARD `readerCanRead(old, new)`.
    */
   readerCanRead(reader: ParsedSchema, writer: ParsedSchema): string[]
+  /** The schema in the format's `format=serialized` form (Protobuf's base64 descriptor), if it has one. */
+  serialize?(schema: ParsedSchema): string
   /**
    * A record's payload (after Confluent's magic byte and schema id) as JSON-able data;
    * throws when it does not decode.
