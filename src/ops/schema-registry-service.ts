@@ -23,6 +23,8 @@ type RegistryModule = typeof import('../schema-registry/index.js')
 export class SchemaRegistryService {
   private host: RegistryHost | null = null
   private security: RegistrySecurity | null = null
+  /** The CAs a write forwarded to another broker's HTTPS registry trusts: this listener's. */
+  private forwardCa: string | readonly string[] | null = null
   private registry: Promise<SchemaRegistry> | null = null
   private listener: HttpListener | null = null
   private closed = false
@@ -40,6 +42,8 @@ export class SchemaRegistryService {
     tls: HttpsOptions | null = null,
   ): Promise<SchemaRegistryService> {
     const service = new SchemaRegistryService(logger)
+    const ca = tls?.ca
+    service.forwardCa = typeof ca === 'string' || Array.isArray(ca) ? (ca as string | string[]) : null
     if (listener !== null && listener !== '') {
       const { host, port } = parseListener(listener)
       service.listener = await HttpListener.start(host, port, {}, logger, service.route('/'), tls)
@@ -105,6 +109,7 @@ export class SchemaRegistryService {
       () => this.open(module),
       (error) => this.logger.error({ err: error }, 'schema registry request failed'),
       this.security,
+      { ca: this.forwardCa },
     )
   }
 

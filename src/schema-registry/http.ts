@@ -336,6 +336,43 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
 const FORWARDED_HEADER = 'x-tidelog-forwarded'
 const FORWARD_TIMEOUT_MS = 30_000
 
+/** How this registry reaches the writer's over HTTPS: the CAs it trusts (null: Node's). */
+export interface ForwardOptions {
+  readonly ca: string | readonly string[] | null
+}
+
+/** One HTTP(S) request with node:http(s) (fetch cannot be given CAs): the status and body. */
+async function request(
+  url: URL,
+  init: { method: string; headers: Record<string, string>; body?: string },
+  forwarding: ForwardOptions,
+): Promise<{ status: number; text: string }> {
+  const https = url.protocol === 'https:'
+  const { request: send } = https ? await import('node:https') : await import('node:http')
+  return new Promise((resolve, reject) => {
+    const req = send(
+      url,
+      {
+        method: init.method,
+        headers: init.headers,
+        timeout: FORWARD_TIMEOUT_MS,
+        ...(https && forwarding.ca !== null ? { ca: forwarding.ca as string | string[] } : {}),
+      },
+      (res) => {
+        const chunks: Buffer[] = []
+        res.on('data', (chunk: Buffer) => chunks.push(chunk))
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 500, text: Buffer.concat(chunks).toString('utf8') }),
+        )
+        res.on('error', reject)
+      },
+    )
+    req.on('timeout', () => req.destroy(new Error(`no answer in ${FORWARD_TIMEOUT_MS} ms`)))
+    req.on('error', reject)
+    req.end(init.body)
+  })
+}
+
 /** Sends a write to the writer's registry and relays its answer; 50003 when that fails. */
 async function forward(
   res: ServerResponse,
@@ -345,32 +382,33 @@ async function forward(
   query: URLSearchParams,
   body: unknown,
   authorization: string | undefined,
+  forwarding: ForwardOptions,
 ): Promise<void> {
   const search = query.size > 0 ? `?${query}` : ''
-  let status: number
-  let text: string
+  let answer: { status: number; text: string }
   try {
-    const response = await fetch(`${writerUrl.replace(/\/$/, '')}${path}${search}`, {
-      method,
-      headers: {
-        'Content-Type': CONTENT_TYPE,
-        Accept: CONTENT_TYPE,
-        [FORWARDED_HEADER]: '1',
-        // The writer authenticates and authorizes the caller again, as Confluent's leader does.
-        ...(authorization === undefined ? {} : { Authorization: authorization }),
+    answer = await request(
+      new URL(`${writerUrl.replace(/\/$/, '')}${path}${search}`),
+      {
+        method,
+        headers: {
+          'Content-Type': CONTENT_TYPE,
+          Accept: CONTENT_TYPE,
+          [FORWARDED_HEADER]: '1',
+          // The writer authenticates and authorizes the caller again, as Confluent's leader does.
+          ...(authorization === undefined ? {} : { Authorization: authorization }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      signal: AbortSignal.timeout(FORWARD_TIMEOUT_MS),
-    })
-    status = response.status
-    text = await response.text()
+      forwarding,
+    )
   } catch (error) {
     throw Errors.forwardingFailed(
       `Error while forwarding the request to the leader at ${writerUrl}: ${(error as Error).message}`,
       error,
     )
   }
-  send(res, status, text)
+  send(res, answer.status, answer.text)
 }
 
 /** 403 unless the route's access is the caller's; what a `filter` route answers is filtered after. */
@@ -417,7 +455,8 @@ function filtered(
 /**
  * Serves one request. `path` is the raw (percent-encoded) path below the registry's root;
  * `registry` opens the registry on first use; `security`, where the broker's is on,
- * authenticates and authorizes it (auth.ts). Never throws: every failure is an answer.
+ * authenticates and authorizes it (auth.ts); a write forwarded to another process's writer
+ * trusts `forwarding.ca` over HTTPS. Never throws: every failure is an answer.
  */
 export async function handleRegistryRequest(
   req: IncomingMessage,
@@ -427,6 +466,7 @@ export async function handleRegistryRequest(
   registry: () => Promise<SchemaRegistry>,
   onUnexpected: (error: unknown) => void,
   security: RegistrySecurity | null = null,
+  forwarding: ForwardOptions = { ca: null },
 ): Promise<void> {
   try {
     let segments: string[]
@@ -456,7 +496,16 @@ export async function handleRegistryRequest(
     } catch (error) {
       // One hop only: a forwarded request that meets a non-writer again is answered 50004.
       if (!(error instanceof NotWriterError) || req.headers[FORWARDED_HEADER] !== undefined) throw error
-      return await forward(res, error.writerUrl, method, path, query, body, req.headers.authorization)
+      return await forward(
+        res,
+        error.writerUrl,
+        method,
+        path,
+        query,
+        body,
+        req.headers.authorization,
+        forwarding,
+      )
     }
     send(
       res,

@@ -8,20 +8,14 @@
  * until the stored credential changes.
  */
 import { createHash, timingSafeEqual } from 'node:crypto'
-import {
-  credentialFromSaltedPassword,
-  SCRAM_MECHANISMS,
-  type ScramMechanism,
-  saltedPassword,
-} from './scram.js'
+import { credentialFromSaltedPassword, SCRAM_MECHANISMS, saltedPassword } from './scram.js'
 import type { ScramCredentialStore } from './scram-credentials.js'
 
 /** Where the users come from, read at each check (listeners start after the registry). */
 export interface PasswordSources {
   /** The PLAIN users of every listener with PLAIN enabled. */
   plainUsers(): Iterable<ReadonlyMap<string, string>>
-  /** The SCRAM mechanisms enabled on some listener (SCRAM credentials of others are not used). */
-  scramMechanisms(): Iterable<ScramMechanism>
+  /** The cluster's SCRAM credentials (either mechanism's: the store is cluster-wide, as Kafka's). */
   readonly scramCredentials: ScramCredentialStore
 }
 
@@ -39,8 +33,7 @@ export class PasswordCheck {
       const expected = users.get(user)
       if (expected !== undefined && sameText(expected, password)) return true
     }
-    for (const mechanism of new Set(this.sources.scramMechanisms())) {
-      if (!(SCRAM_MECHANISMS as readonly string[]).includes(mechanism)) continue
+    for (const mechanism of SCRAM_MECHANISMS) {
       const credential = await this.sources.scramCredentials.get(mechanism, user)
       if (credential === null) continue
       const key = `${mechanism}\u0000${user}`

@@ -863,8 +863,8 @@ export class Broker implements BrokerServices {
   /**
    * The schema registry's security (schema-registry/auth.ts), null when off:
    * tidelog.schema.registry.authentication.method BASIC, or AUTO with a listener that uses
-   * SASL with PLAIN or SCRAM. Passwords are checked against those listeners' users; the
-   * broker's authorizer decides on the topics and cluster the registry maps requests to.
+   * SASL with PLAIN or SCRAM. Passwords are checked against those listeners' PLAIN users and
+   * the cluster's SCRAM credentials; the broker's authorizer decides on the topics and cluster the registry maps requests to.
    */
   private registrySecurity(): RegistrySecurity | null {
     const method = String(this.config.values.get('tidelog.schema.registry.authentication.method'))
@@ -877,10 +877,6 @@ export class Broker implements BrokerServices {
     if (method === 'AUTO' && !this.config.listeners.listeners.some(passwordMechanisms)) return null
     const check = new PasswordCheck({
       plainUsers: () => this.saslListeners.map((l) => l.plainUsers),
-      scramMechanisms: () =>
-        this.saslListeners.flatMap((l) =>
-          l.mechanisms.filter((m): m is 'SCRAM-SHA-256' | 'SCRAM-SHA-512' => m.startsWith('SCRAM-')),
-        ),
       scramCredentials: this.scramCredentials,
     })
     const operations = {
