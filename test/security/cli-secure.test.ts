@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { promisify } from 'node:util'
-import { type ChildOutput, spawnTidelog } from '../helpers/broker-process.js'
+import { type ChildOutput, spawnTidelog, tidelogBin } from '../helpers/broker-process.js'
 
 const run = promisify(execFile)
 
@@ -101,6 +101,23 @@ test('tidelog start --secure: SASL_SSL SCRAM-SHA-512 with printed client propert
       `${registry}/subjects/secure-topic-value/versions`,
     )
     assert.equal(registered.stdout, '200')
+    // `tidelog schemas` with the same user and CA.
+    const listed = await run(process.execPath, [
+      tidelogBin(),
+      'schemas',
+      'list',
+      '--json',
+      '--registry',
+      registry,
+      '--user',
+      user,
+      '--ca',
+      setting('ssl.ca.location'),
+    ])
+    assert.deepEqual(
+      (JSON.parse(listed.stdout) as { subject: string }[]).map((r) => r.subject),
+      ['secure-topic-value'],
+    )
     const firstPassword = librdkafka.find((p) => p.startsWith('sasl.password='))
     await stop(cli)
     ;({ cli, bootstrap, librdkafka } = await start(dataDir))
