@@ -5,6 +5,7 @@
 #
 #   scripts/kafka-reference.sh install            fetch once into .build/kafka-4.4.0, print it
 #   scripts/kafka-reference.sh start [--nodes N] [--property KEY=VALUE]... [--feature NAME=LEVEL]...
+#     [--sasl-listener]   (also a SASL_PLAINTEXT listener with SCRAM; its bootstrap in DIR/bootstrap-sasl)
 #                                                 start N nodes (default 1; 3 gives RF 3) with
 #                                                 extra server properties and features set at
 #                                                 format time (e.g. transaction.version=1; the
@@ -178,13 +179,14 @@ start_node() {
 }
 
 start() {
-  local nodes=1
+  local nodes=1 sasl_listener=0
   local -a extra=() features=()
   while [ $# -gt 0 ]; do
     case "$1" in
       --nodes) nodes="$2"; shift 2 ;;
       --property) extra+=("$2"); shift 2 ;;
       --feature) features+=(--feature "$2"); shift 2 ;;
+      --sasl-listener) sasl_listener=1; shift ;;
       *) echo "unknown option $1" >&2; exit 2 ;;
     esac
   done
@@ -198,12 +200,18 @@ start() {
   # From here on a failure stops whatever was started and removes the directory.
   trap 'stop_dir "$dir"' ERR INT TERM
 
-  local -a ports
-  read -r -a ports <<<"$(free_ports $((2 * nodes)))"
-  local voters="" bootstrap="" i
+  local -a ports sasl_ports=()
+  if [ "$sasl_listener" = 1 ]; then
+    read -r -a ports <<<"$(free_ports $((3 * nodes)))"
+    sasl_ports=("${ports[@]:$((2 * nodes))}")
+  else
+    read -r -a ports <<<"$(free_ports $((2 * nodes)))"
+  fi
+  local voters="" bootstrap="" sasl_bootstrap="" i
   for ((i = 0; i < nodes; i++)); do
     voters+="${voters:+,}$((i + 1))@127.0.0.1:${ports[$((2 * i + 1))]}"
     bootstrap+="${bootstrap:+,}127.0.0.1:${ports[$((2 * i))]}"
+    if [ "$sasl_listener" = 1 ]; then sasl_bootstrap+="${sasl_bootstrap:+,}127.0.0.1:${sasl_ports[$i]}"; fi
   done
   local rf=$((nodes < 3 ? nodes : 3))
   local min_isr=$((rf < 2 ? 1 : 2))
@@ -261,6 +269,17 @@ share.coordinator.state.topic.min.isr=$min_isr
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=true
 EOF
+    if [ "$sasl_listener" = 1 ]; then
+      # Later lines win in a properties file: the listeners again, with SASL_PLAINTEXT (SCRAM).
+      cat >>"$node_dir/server.properties" <<SASL
+listeners=PLAINTEXT://127.0.0.1:${ports[$((2 * i))]},CONTROLLER://127.0.0.1:${ports[$((2 * i + 1))]},SASL_PLAINTEXT://127.0.0.1:${sasl_ports[$i]}
+advertised.listeners=PLAINTEXT://127.0.0.1:${ports[$((2 * i))]},SASL_PLAINTEXT://127.0.0.1:${sasl_ports[$i]}
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+SASL
+    fi
     local property
     for property in "${extra[@]}"; do echo "$property" >>"$node_dir/server.properties"; done
     "$java" "${jvm_flags[@]}" -cp "$classpath" \
@@ -300,6 +319,7 @@ EOF
   done
   trap - ERR INT TERM
   echo "$bootstrap" >"$dir/bootstrap"
+  if [ "$sasl_listener" = 1 ]; then echo "$sasl_bootstrap" >"$dir/bootstrap-sasl"; fi
   echo "$bootstrap"
   echo "$dir"
 }

@@ -61,6 +61,10 @@ scripts/kafka-reference.sh install >/dev/null
 # 25 s; the wheels are kept in .build/python-wheels): test/compat/python-pypi-clients.test.ts,
 # and confluent-kafka's schema registry extras: test/schema-registry/python-client.test.ts.
 scripts/install-python-clients.sh >/dev/null
+# The Go clients (franz-go 1.22.3 with kadm, sarama 1.61.1) from the Go module proxy, built
+# once into .build/go (about 1.5 minutes the first time): test/compat/go-clients.test.ts.
+command -v go >/dev/null 2>&1 || { echo "Go is needed for test/compat/go-clients.test.ts" >&2; exit 1; }
+scripts/build-go-clients.sh >/dev/null
 
 # Generated protocol code must match its generator and the vendored schemas.
 npm run --silent gen:protocol >/dev/null

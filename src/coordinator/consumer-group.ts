@@ -71,7 +71,7 @@ export const DEFAULT_CONSUMER_GROUP_CONFIG: ConsumerGroupConfig = {
 
 /** The cluster's topics as the assignment needs them. */
 export interface TopicsView {
-  /** name → id and partition count; internal topics are left out (no regex matches them). */
+  /** name → id and partition count, of every topic (internal ones too, as in Kafka). */
   readonly byName: ReadonlyMap<string, { readonly topicId: string; readonly partitions: number }>
 }
 

@@ -379,11 +379,15 @@ export class GroupCoordinator {
     }
   }
 
-  /** The non-internal topics with their ids and partition counts, for the assignors. */
+  /**
+   * Every topic with its id and partition count, for the assignors. Internal topics are in:
+   * Kafka's coordinator resolves a subscribed name or regex against all topics, so a regex
+   * such as `.*offsets.*` is given __consumer_offsets (franz-go's Test848RegexBrokerResolves
+   * relies on it); excluding internal topics is the client's business.
+   */
   private topicsView(): TopicsView {
     const byName = new Map<string, { topicId: string; partitions: number }>()
     for (const [name, topic] of this.host.metadataImage().topics) {
-      if (name === CONSUMER_OFFSETS_TOPIC || name === '__transaction_state') continue
       byName.set(name, { topicId: topic.topicId, partitions: topic.partitions.length })
     }
     return { byName }

@@ -128,6 +128,11 @@ export interface ClusterImage {
    */
   readonly brokerConfigs?: ReadonlyMap<string, Readonly<Record<string, string>>>
   /**
+   * Client metrics subscriptions (KIP-714's CLIENT_METRICS config resources), by name: the
+   * `metrics`, `interval.ms` and `match` a subscription sets. Absent: none.
+   */
+  readonly clientMetricsConfigs?: ReadonlyMap<string, Readonly<Record<string, string>>>
+  /**
    * What each broker serves as leader: per broker id, the leader epoch of every partition
    * it has applied leadership of (log created, role taken), by `servedKey(topicId,
    * partition)`. Written by the leaders themselves (metadata/leadership-record.ts).

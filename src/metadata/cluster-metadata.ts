@@ -73,6 +73,8 @@ export const KEYS = {
   partition: (name: string, index: number) => `partitions/${name}/${index}`,
   brokerConfigsPrefix: 'configs/brokers/',
   brokerConfigs: (key: string) => `configs/brokers/${key}`,
+  clientMetricsConfigsPrefix: 'configs/client-metrics/',
+  clientMetricsConfigs: (name: string) => `configs/client-metrics/${name}`,
   servedPrefix: 'served/',
   served: (id: BrokerId) => `served/${id}`,
   stagingPrefix: 'staging/',
@@ -640,6 +642,7 @@ function buildImage(kvs: ReadonlyMap<string, KeyValue>, cache: Map<string, Parse
   const topicValues = new Map<string, ParsedValue>()
   const partitionKvs = new Map<string, KeyValue>()
   const brokerConfigs = new Map<string, Readonly<Record<string, string>>>()
+  const clientMetricsConfigs = new Map<string, Readonly<Record<string, string>>>()
   const servedLeaderEpochs = new Map<BrokerId, ReadonlyMap<string, number>>()
   let clusterId = ''
   let controller: BrokerId = NO_LEADER
@@ -655,6 +658,8 @@ function buildImage(kvs: ReadonlyMap<string, KeyValue>, cache: Map<string, Parse
     else if (key.startsWith(KEYS.partitionsPrefix)) partitionKvs.set(key, kv)
     else if (key.startsWith(KEYS.brokerConfigsPrefix)) {
       brokerConfigs.set(key.slice(KEYS.brokerConfigsPrefix.length), JSON.parse(kv.value))
+    } else if (key.startsWith(KEYS.clientMetricsConfigsPrefix)) {
+      clientMetricsConfigs.set(key.slice(KEYS.clientMetricsConfigsPrefix.length), JSON.parse(kv.value))
     } else if (key.startsWith(KEYS.servedPrefix)) {
       const parsed = parseValue(cache, kv)
       parsed.derived ??= new Map(Object.entries(parsed.value as Record<string, number>))
@@ -688,7 +693,7 @@ function buildImage(kvs: ReadonlyMap<string, KeyValue>, cache: Map<string, Parse
     : brokers.size > 0
       ? Math.min(...brokers.keys())
       : NO_LEADER
-  return { clusterId, controllerId, brokers, topics, brokerConfigs, servedLeaderEpochs }
+  return { clusterId, controllerId, brokers, topics, brokerConfigs, clientMetricsConfigs, servedLeaderEpochs }
 }
 
 /**
@@ -823,7 +828,14 @@ export function diffParts(
     }
     if (record !== null) parts.push(withRecord)
   }
-  diffBrokerConfigs(base, next, guard, parts)
+  diffConfigMaps(base.brokerConfigs, next.brokerConfigs, KEYS.brokerConfigs, guard, parts)
+  diffConfigMaps(
+    base.clientMetricsConfigs,
+    next.clientMetricsConfigs,
+    KEYS.clientMetricsConfigs,
+    guard,
+    parts,
+  )
   const keys = [...staged.values(), parts].flat().flatMap((part) => part.compares.map((c) => c.key))
   assert(new Set(keys).size === keys.length, 'a key guarded twice in one update')
   return { staged, topicIds, parts }
@@ -860,21 +872,23 @@ function sameReplicas(a: readonly BrokerId[], b: readonly BrokerId[]): boolean {
   return a === b || (a.length === b.length && a.every((id, index) => id === b[index]))
 }
 
-function diffBrokerConfigs(
-  base: ClusterImage,
-  next: ClusterImage,
+/** One key per named config set (dynamic broker configs, client metrics subscriptions); empty sets are deleted. */
+function diffConfigMaps(
+  base: ReadonlyMap<string, Readonly<Record<string, string>>> | undefined,
+  next: ReadonlyMap<string, Readonly<Record<string, string>>> | undefined,
+  keyOf: (name: string) => string,
   guard: (key: string) => VersionCompare,
   parts: TxnPart[],
 ): void {
-  const before = base.brokerConfigs ?? new Map()
-  const after = next.brokerConfigs ?? new Map()
+  const before = base ?? new Map<string, Readonly<Record<string, string>>>()
+  const after = next ?? new Map<string, Readonly<Record<string, string>>>()
   for (const name of new Set([...before.keys(), ...after.keys()])) {
     const a = after.get(name)
     const value = a && Object.keys(a).length > 0 ? JSON.stringify(a) : null
     const old = before.get(name)
     const oldValue = old && Object.keys(old).length > 0 ? JSON.stringify(old) : null
     if (value === oldValue) continue
-    const key = KEYS.brokerConfigs(name)
+    const key = keyOf(name)
     parts.push({
       compares: [guard(key)],
       ops: [value === null ? { type: 'delete', key } : { type: 'put', key, value }],

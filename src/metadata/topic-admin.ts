@@ -167,6 +167,7 @@ export interface ReassignmentRequest {
 export type ConfigTarget =
   | { readonly kind: 'topic'; readonly topic: string }
   | { readonly kind: 'broker'; readonly key: string }
+  | { readonly kind: 'client-metrics'; readonly name: string }
 
 /** A resource's complete new overrides, validated by the caller's rules. */
 export interface ConfigChange {
@@ -1034,6 +1035,12 @@ export function withOverrides(
       topics: new Map(image.topics).set(target.topic, { ...topic, configs: { ...overrides } }),
     }
   }
+  if (target.kind === 'client-metrics') {
+    const clientMetricsConfigs = new Map(image.clientMetricsConfigs ?? [])
+    if (Object.keys(overrides).length === 0) clientMetricsConfigs.delete(target.name)
+    else clientMetricsConfigs.set(target.name, { ...overrides })
+    return { ...image, clientMetricsConfigs }
+  }
   const brokerConfigs = new Map(image.brokerConfigs ?? [])
   if (Object.keys(overrides).length === 0) brokerConfigs.delete(target.key)
   else brokerConfigs.set(target.key, { ...overrides })
@@ -1042,7 +1049,7 @@ export function withOverrides(
 
 /** The overrides a resource holds now (topic configs or dynamic broker configs). */
 export function currentOverrides(image: ClusterImage, target: ConfigTarget): Record<string, string> {
-  return target.kind === 'topic'
-    ? { ...(image.topics.get(target.topic)?.configs ?? {}) }
-    : { ...dynamicBrokerConfigs(image, target.key) }
+  if (target.kind === 'topic') return { ...(image.topics.get(target.topic)?.configs ?? {}) }
+  if (target.kind === 'client-metrics') return { ...(image.clientMetricsConfigs?.get(target.name) ?? {}) }
+  return { ...dynamicBrokerConfigs(image, target.key) }
 }

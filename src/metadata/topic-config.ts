@@ -20,6 +20,7 @@ export const ConfigSource = {
   STATIC_BROKER_CONFIG: 4,
   DEFAULT_CONFIG: 5,
   DYNAMIC_BROKER_LOGGER_CONFIG: 6,
+  CLIENT_METRICS_CONFIG: 7,
 } as const
 export type ConfigSource = (typeof ConfigSource)[keyof typeof ConfigSource]
 

@@ -39,4 +39,6 @@ export interface BrokerMetricsSource {
   isRegistered(): boolean
   /** A broker property by its Kafka name. */
   configValue(name: string): ConfigValue | undefined
+  /** Metrics clients pushed (KIP-714), in Prometheus' text format, appended to /metrics. */
+  clientTelemetryExposition?(): string
 }

@@ -99,7 +99,13 @@ export class BrokerMetrics {
   /** The exposition text and its content type. */
   async metrics(): Promise<{ contentType: string; body: string }> {
     const registry = await this.load()
-    return { contentType: registry.contentType, body: await registry.metrics() }
+    const body = await registry.metrics()
+    // Client metrics have names of the clients' choosing: text of their own after the registry's.
+    const clients = this.source?.clientTelemetryExposition?.() ?? ''
+    return {
+      contentType: registry.contentType,
+      body: clients === '' ? body : `${body}${body.endsWith('\n') || body === '' ? '' : '\n'}${clients}`,
+    }
   }
 
   private defineFlushHistogram(registry: Registry): void {

@@ -20,6 +20,7 @@ import {
 } from '../protocol/batch-header.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { convertLegacyToV2, decodeRecordBatch, isLegacyMagic } from '../protocol/record-batch.js'
+import { CorruptSegmentError } from '../storage/errors.js'
 import type { AbortedTxn } from '../storage/transaction-index.js'
 import type { AppendOrigin, FetchDataInfo, LogAppendInfo, UnifiedLog } from '../storage/unified-log.js'
 import { KafkaError } from './kafka-error.js'
@@ -612,11 +613,29 @@ export class Partition {
 
   /** Reads for a follower: everything appended, up to the log end. */
   readForFollower(fetchOffset: number, maxBytes: number): Promise<FetchDataInfo> {
-    return this.log.read(receivedOffset(fetchOffset), {
+    return this.readLog(receivedOffset(fetchOffset), {
       maxBytes,
       maxOffset: this.log.logEndOffset,
       minOneMessage: true,
     })
+  }
+
+  /**
+   * Every read of the log goes through here. A batch that fails its CRC or framing is
+   * never served: a follower (read by a consumer near it, KIP-392) cuts its log there and
+   * fetches the rest from the leader again; a leader takes its log dir offline, so the
+   * controller moves leadership to an in-sync replica, whose copy passed the same checks
+   * when it was appended. The reader gets KAFKA_STORAGE_ERROR and retries.
+   */
+  private async readLog(offset: Offset, options: Parameters<UnifiedLog['read']>[1]): Promise<FetchDataInfo> {
+    try {
+      return await this.log.read(offset, options)
+    } catch (err) {
+      if (!(err instanceof CorruptSegmentError)) throw err
+      if (this.isLeaderByMetadata) this.log.markCorrupt(err)
+      else await this.log.truncateAtCorruption(err)
+      throw err
+    }
   }
 
   // ---- follower side -----------------------------------------------------------------------
@@ -669,7 +688,7 @@ export class Partition {
   ): Promise<ConsumerRead> {
     const committed = isolation === 'read_committed'
     const maxOffset = committed ? this.lastStableOffset : this.highWatermark
-    const info = await this.log.read(receivedOffset(fetchOffset), { maxBytes, maxOffset, minOneMessage })
+    const info = await this.readLog(receivedOffset(fetchOffset), { maxBytes, maxOffset, minOneMessage })
     if (!committed) return { info, abortedTransactions: undefined }
     const abortedTransactions =
       info.sizeInBytes === 0 ? [] : this.log.collectAbortedTransactions(info.firstOffset, info.nextOffset)

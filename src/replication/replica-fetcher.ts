@@ -638,7 +638,7 @@ export class LeaderFetcher {
         // The Followed this fetch was sent for: a partition re-followed meanwhile (a new
         // leader epoch) is a new one, which must not take the old epoch's answer.
         const sent = name === undefined ? undefined : ready.get(`${name}\u0000${data.partitionIndex}`)
-        if (sent) handled.push(this.onPartitionData(client, sent.handle, data))
+        if (sent) handled.push(this.onPartitionData(client, sent.handle, data, sent.data.fetchOffset))
       }
     }
     // Every partition settles before an error is rethrown: the next fetch must not start
@@ -652,9 +652,13 @@ export class LeaderFetcher {
     client: BrokerClient,
     followed: Followed,
     data: FetchResponse['responses'][number]['partitions'][number],
+    fetchOffset: number,
   ): Promise<void> {
     const { partition } = followed
     if (!this.partitions.has(keyOf(partition)) || this.partitions.get(keyOf(partition)) !== followed) return
+    // The log was cut while the fetch was out (a corrupt batch found by a read): these
+    // records start past its new end; the next fetch asks from there.
+    if (partition.log.logEndOffset !== fetchOffset) return
     if (data.errorCode === ErrorCode.OFFSET_OUT_OF_RANGE) {
       await this.onOutOfRange(client, followed)
       return

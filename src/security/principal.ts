@@ -10,6 +10,8 @@ import { ConfigError } from '../common/errors.js'
 export interface KafkaPrincipal {
   readonly type: 'User'
   readonly name: string
+  /** Authenticated with a delegation token (SCRAM tokenauth): may not create or renew tokens. */
+  readonly tokenAuthenticated?: boolean
 }
 
 export const ANONYMOUS: KafkaPrincipal = { type: 'User', name: 'ANONYMOUS' }

@@ -13,6 +13,7 @@ import { ConfigError } from '../common/errors.js'
 import type { Random } from '../common/random.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { ApiKey } from '../protocol/generated/index.js'
+import type { DelegationTokenStore } from './delegation-tokens.js'
 import { parseJaasConfig } from './jaas.js'
 import type { JwtValidatorSettings } from './jwt-validator.js'
 import { OAuthBearerServer, type OAuthBearerValidation, unsecuredValidatorOptions } from './oauthbearer.js'
@@ -35,6 +36,8 @@ export interface SaslListenerSettings {
   /** PLAIN's users (JAAS `user_<name>="<password>"`); empty when PLAIN is off. */
   readonly plainUsers: ReadonlyMap<string, string>
   readonly scramCredentials: ScramCredentialStore
+  /** Delegation tokens for SCRAM logins with tokenauth=true; absent: such logins fail. */
+  readonly delegationTokens?: DelegationTokenStore
   readonly random: Random
   /** How OAUTHBEARER tokens are checked; null when OAUTHBEARER is off. */
   readonly oauthBearer: OAuthBearerValidation | null
@@ -260,7 +263,13 @@ export class SaslSession {
 
   private scramServer(name: ScramMechanism): ScramServer {
     const store = this.settings.scramCredentials
-    return new ScramServer(name, this.settings.random, (mechanism, user) => store.get(mechanism, user))
+    const tokens = this.settings.delegationTokens
+    return new ScramServer(
+      name,
+      this.settings.random,
+      (mechanism, user) => store.get(mechanism, user),
+      tokens === undefined ? undefined : (mechanism, tokenId) => tokens.scramLogin(mechanism, tokenId),
+    )
   }
 
   /** One token of the exchange (a SaslAuthenticate request of `version`, or a raw v0 token: -1). */
@@ -279,7 +288,10 @@ export class SaslSession {
       const { challenge, complete } = await mechanism.evaluate(token)
       if (!complete)
         return { errorCode: ErrorCode.NONE, errorMessage: null, authBytes: challenge, sessionLifetimeMs: 0n }
-      const principal: KafkaPrincipal = { type: 'User', name: mechanism.username }
+      const principal: KafkaPrincipal =
+        mechanism instanceof ScramServer && mechanism.tokenAuthenticated
+          ? { type: 'User', name: mechanism.username, tokenAuthenticated: true }
+          : { type: 'User', name: mechanism.username }
       if (this.current === 'reauthenticate' && this.authenticated?.name !== principal.name)
         throw new SaslAuthenticationError(
           `Cannot change principals during re-authentication from User:${this.authenticated?.name}: User:${principal.name}`,

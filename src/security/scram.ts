@@ -1,7 +1,8 @@
 /**
  * SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677) as Kafka speaks them: no channel
  * binding (`n,,` or `y,,`), an optional authzid that must equal the user, extensions after
- * the nonce ignored except `tokenauth` (delegation tokens, which tidelog has not), and
+ * the nonce ignored except `tokenauth=true` (a delegation token: the user is the token id,
+ * the password its HMAC in base64, and the login becomes the token's owner), and
  * credentials kept salted (stored key, server key) so the password never is.
  */
 import { createHash, timingSafeEqual } from 'node:crypto'
@@ -71,15 +72,27 @@ export class ScramServer {
   private credential: ScramCredential | null = null
   private clientFirstBare = ''
   private serverFirst = ''
+  /** The token's owner when the client authenticates with a delegation token. */
+  private tokenOwner: string | null = null
 
   constructor(
     readonly mechanism: ScramMechanism,
     private readonly random: Random,
     private readonly lookup: (mechanism: ScramMechanism, user: string) => Promise<ScramCredential | null>,
+    /** A delegation token's credential and owner by token id; absent: tokens are refused. */
+    private readonly tokenLookup?: (
+      mechanism: ScramMechanism,
+      tokenId: string,
+    ) => Promise<{ credential: ScramCredential; owner: { name: string } } | null>,
   ) {}
 
+  /** Who the client is once authenticated: the user, or the owner of the token it used. */
   get username(): string {
-    return this.user
+    return this.tokenOwner ?? this.user
+  }
+
+  get tokenAuthenticated(): boolean {
+    return this.tokenOwner !== null
   }
 
   async evaluate(token: Buffer): Promise<{ challenge: Buffer; complete: boolean }> {
@@ -98,10 +111,15 @@ export class ScramServer {
       throw new SaslAuthenticationError(
         'Authentication failed: Client requested an authorization id that is different from username',
       )
-    if (/(^|,)tokenauth=true(,|$)/i.test(extensions))
+    const tokenAuth = /(^|,)tokenauth=true(,|$)/i.test(extensions)
+    if (tokenAuth && this.tokenLookup === undefined)
       throw new SaslAuthenticationError('Authentication failed: delegation tokens are not supported')
     this.step = 'final'
-    this.credential = await this.lookup(this.mechanism, this.user)
+    if (tokenAuth) {
+      const login = await this.tokenLookup!(this.mechanism, this.user)
+      this.credential = login?.credential ?? null
+      if (login !== null) this.tokenOwner = login.owner.name
+    } else this.credential = await this.lookup(this.mechanism, this.user)
     if (this.credential === null)
       throw new SaslAuthenticationError(
         `Authentication failed during authentication due to invalid credentials with SASL mechanism ${this.mechanism}`,

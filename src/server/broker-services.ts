@@ -10,12 +10,14 @@ import type { TopicAdmin } from '../metadata/topic-admin.js'
 import type { ReplicaManager } from '../replication/replica-manager.js'
 import type { AclStore } from '../security/authorizer/acl-store.js'
 import type { Authorizer } from '../security/authorizer/standard-authorizer.js'
+import type { DelegationTokenStore } from '../security/delegation-tokens.js'
 import type { ScramCredentialStore } from '../security/scram-credentials.js'
 import type { LogManager } from '../storage/log-manager.js'
 import type { BrokerConfig } from './broker-config.js'
 import type { FetchSessionCache } from './fetch-session-cache.js'
 import type { ClientQuotaStore } from './quota/client-quota-store.js'
 import type { ClientQuotas } from './quota/client-quotas.js'
+import type { ClientMetricsManager } from './telemetry/client-metrics-manager.js'
 
 /** The one door from handlers to the broker's services (Redpanda's request_context idea). */
 export interface BrokerServices {
@@ -50,6 +52,8 @@ export interface BrokerServices {
   readonly onTransactionMarker?: TransactionMarkerListener
   /** SCRAM credentials in the metadata store (AlterUserScramCredentials, SCRAM logins). */
   readonly scramCredentials?: ScramCredentialStore
+  /** Delegation tokens in the metadata store (Create/Renew/Expire/DescribeDelegationToken). */
+  readonly delegationTokens?: DelegationTokenStore
   /** Decides what each principal may do (allows everything when authorizer.class.name is empty). */
   readonly authorizer: Authorizer
   /** The ACLs in the metadata store (CreateAcls, DescribeAcls, DeleteAcls); null without an authorizer. */
@@ -58,6 +62,8 @@ export interface BrokerServices {
   readonly clientQuotaStore?: ClientQuotaStore
   /** Client quota enforcement (a consumer's fetch size is bounded by its quota). */
   readonly clientQuotas?: ClientQuotas
+  /** Client telemetry (KIP-714): subscriptions matched, pushes checked, pushed metrics kept. */
+  readonly clientMetrics: ClientMetricsManager
   /** The latest metadata snapshot this broker has applied. */
   metadataImage(): ClusterImage
 }

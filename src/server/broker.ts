@@ -58,6 +58,7 @@ import {
   type AuthorizerSettings,
   hostOf,
 } from '../security/authorizer/standard-authorizer.js'
+import { DelegationTokenStore } from '../security/delegation-tokens.js'
 import { interBrokerTransport } from '../security/inter-broker.js'
 import { parseJaasConfig } from '../security/jaas.js'
 import { type JwtValidatorSettings, loadJwks } from '../security/jwt-validator.js'
@@ -89,6 +90,7 @@ import { HandlerRegistry } from './handlers/registry.js'
 import { ClientQuotaStore } from './quota/client-quota-store.js'
 import { ClientQuotas } from './quota/client-quotas.js'
 import { SocketServer } from './socket-server.js'
+import { ClientMetricsManager } from './telemetry/client-metrics-manager.js'
 
 export interface ReplicationReport {
   readonly isrShrinks: number
@@ -198,6 +200,10 @@ export class Broker implements BrokerServices {
   /** What this broker serves as leader, published for readiness checks (leadership-record.ts). */
   private readonly leadershipRecord: LeadershipRecord
   readonly scramCredentials: ScramCredentialStore
+  /** Delegation tokens in the metadata store (off without delegation.token.secret.key). */
+  readonly delegationTokens: DelegationTokenStore
+  /** The next delegation.token.expiry.check.interval.ms check, while tokens are on. */
+  private tokenExpiryCheck: TimerHandle | null = null
   /** What every handler asks before acting (allows everything without authorizer.class.name). */
   readonly authorizer: Authorizer
   /** The ACLs of the metadata store; null without an authorizer. */
@@ -205,6 +211,7 @@ export class Broker implements BrokerServices {
   /** Client quotas as the metadata store holds them, and their enforcement on connections. */
   readonly clientQuotaStore: ClientQuotaStore
   readonly clientQuotas: ClientQuotas
+  readonly clientMetrics: ClientMetricsManager
   /** One per listener, in the order of `listeners`. */
   private socketServers: SocketServer[] = []
   /** Every TLS network of this broker (listeners, inter-broker client), for reloadTls(). */
@@ -251,6 +258,21 @@ export class Broker implements BrokerServices {
     this.logger = parts.logger
     this.scramCredentials = new ScramCredentialStore(store)
     this.clientQuotaStore = new ClientQuotaStore(store, parts.logger)
+    this.delegationTokens = new DelegationTokenStore(store, parts.clock, parts.random, {
+      // Kafka 4 still reads the deprecated delegation.token.master.key when the new name is unset.
+      secretKey:
+        (config.values.get('delegation.token.secret.key') as string | null) ??
+        (config.values.get('delegation.token.master.key') as string | null),
+      maxLifetimeMs: config.values.get('delegation.token.max.lifetime.ms') as number,
+      expiryTimeMs: config.values.get('delegation.token.expiry.time.ms') as number,
+    })
+    this.clientMetrics = new ClientMetricsManager({
+      clock: parts.clock,
+      random: parts.random,
+      logger: parts.logger,
+      telemetryMaxBytes: config.values.get('telemetry.max.bytes') as number,
+      subscriptionConfigs: () => this.metadata.image().clientMetricsConfigs,
+    })
     this.clientQuotas = new ClientQuotas({
       samples: config.values.get('quota.window.num') as number,
       windowMs: (config.values.get('quota.window.size.seconds') as number) * 1000,
@@ -511,6 +533,7 @@ export class Broker implements BrokerServices {
       this.replicaManager.startup()
       await this.clientQuotaStore.start()
       this.clientQuotaStore.onChange((entries) => this.clientQuotas.apply(entries))
+      this.scheduleTokenExpiryCheck()
       if (this.stopping) return
       await this.listen()
       await this.register()
@@ -905,6 +928,24 @@ export class Broker implements BrokerServices {
     }
   }
 
+  /** Kafka's expiry check: every delegation.token.expiry.check.interval.ms, expired tokens are deleted. */
+  private scheduleTokenExpiryCheck(): void {
+    if (!this.delegationTokens.enabled || this.stopping) return
+    const intervalMs = this.config.values.get('delegation.token.expiry.check.interval.ms') as number
+    this.tokenExpiryCheck = this.clock.setTimeout(() => {
+      this.delegationTokens.removeExpired().then(
+        (removed) => {
+          if (removed > 0) this.logger.info({ removed }, 'expired delegation tokens removed')
+          this.scheduleTokenExpiryCheck()
+        },
+        (error: unknown) => {
+          this.logger.warn({ err: error }, 'delegation token expiry check failed')
+          this.scheduleTokenExpiryCheck()
+        },
+      )
+    }, intervalMs)
+  }
+
   /** ops: the read-only view the metrics, health checks and console read. */
   private metricsSource(): BrokerMetricsSource {
     return {
@@ -924,6 +965,7 @@ export class Broker implements BrokerServices {
       syncAppendStalls: () => this.fileSystem.syncAppendStalls?.() ?? 0,
       isRegistered: () => this.lease !== null,
       configValue: (name) => this.config.values.get(name),
+      clientTelemetryExposition: () => this.clientMetrics.exposition(),
     }
   }
 
@@ -1037,7 +1079,10 @@ export class Broker implements BrokerServices {
           : { type: 'User', name: mapper.nameOf(stream.peerSubjectDn) }
     }
     const sasl = usesSasl(endpoint.securityProtocol)
-      ? saslListenerSettings(this.config, name, this.scramCredentials, this.random, this.clock, jwtKeys)
+      ? {
+          ...saslListenerSettings(this.config, name, this.scramCredentials, this.random, this.clock, jwtKeys),
+          delegationTokens: this.delegationTokens,
+        }
       : undefined
     if (sasl) this.saslListeners.push(sasl)
     return new SocketServer(
@@ -1178,6 +1223,8 @@ export class Broker implements BrokerServices {
     this.replicaManager.shutdown()
     this.leadershipRecord.close()
     this.clientQuotaStore.close()
+    this.tokenExpiryCheck?.cancel()
+    this.tokenExpiryCheck = null
     this.metadata.close()
     this.authorization.close()
     // An image still being applied (a deleted topic's logs going) finishes before the logs

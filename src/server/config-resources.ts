@@ -37,6 +37,11 @@ import { type BrokerConfig, brokerConfigDefs } from './broker-config.js'
 import type { BrokerServices } from './broker-services.js'
 import { isPerBrokerOnly, KAFKA_DYNAMIC_BROKER_CONFIGS } from './kafka-dynamic-configs.js'
 import type { RequestContext } from './request-context.js'
+import {
+  CLIENT_METRICS_CONFIG_DEFS,
+  SubscriptionConfigError,
+  validateSubscription,
+} from './telemetry/client-metrics-config.js'
 
 /** ConfigResource.Type ids. */
 export const ResourceType = {
@@ -97,6 +102,8 @@ export function describeResource(
       // tidelog has no log4j loggers to list; Kafka checks the broker id the same way.
       brokerIdOf(config, resourceName, 'describe')
       return []
+    case ResourceType.CLIENT_METRICS:
+      return describeClientMetrics(image, resourceName)
     default:
       throw new ConfigResourceError(
         ErrorCode.INVALID_REQUEST,
@@ -123,6 +130,31 @@ function describeTopic(image: ClusterImage, config: BrokerConfig, topic: string)
     sensitive: resolved.sensitive,
     configType: ConfigTypeId[resolved.type],
     documentation: resolved.doc,
+  }))
+}
+
+/**
+ * A client metrics subscription, as Kafka 4 lists it: its three configs, those it sets with
+ * source CLIENT_METRICS_CONFIG, the others with their defaults (DEFAULT_CONFIG). A name no
+ * subscription has lists the defaults; an empty name is INVALID_REQUEST.
+ */
+function describeClientMetrics(image: ClusterImage, name: string): DescribedConfig[] {
+  if (name === '') {
+    throw new ConfigResourceError(
+      ErrorCode.INVALID_REQUEST,
+      'Client metrics subscription name must not be empty',
+    )
+  }
+  const set = image.clientMetricsConfigs?.get(name) ?? {}
+  return CLIENT_METRICS_CONFIG_DEFS.map((def) => ({
+    name: def.name,
+    value: set[def.name] ?? def.defaultValue,
+    source: set[def.name] === undefined ? Source.DEFAULT_CONFIG : Source.CLIENT_METRICS_CONFIG,
+    synonyms: [],
+    readOnly: false,
+    sensitive: false,
+    configType: ConfigTypeId[def.type],
+    documentation: def.doc,
   }))
 }
 
@@ -243,6 +275,12 @@ export function alterTarget(
       'tidelog has no log4j loggers: BROKER_LOGGER resources cannot be altered',
     )
   }
+  if (resourceType === ResourceType.CLIENT_METRICS) {
+    if (resourceName === '') {
+      throw new ConfigResourceError(ErrorCode.INVALID_REQUEST, "Subscription name can't be empty")
+    }
+    return { kind: 'client-metrics', name: resourceName }
+  }
   throw new ConfigResourceError(
     ErrorCode.INVALID_REQUEST,
     `Unsupported resource type: ${resourceTypeName(resourceType)}`,
@@ -257,12 +295,18 @@ export function effectiveValue(
   name: string,
 ): string | null {
   if (target.kind === 'topic') return resolveTopicConfig(image, config, target.topic).get(name)?.value ?? null
+  if (target.kind === 'client-metrics') {
+    return CLIENT_METRICS_CONFIG_DEFS.find((d) => d.name === name)?.defaultValue ?? null
+  }
   return effectiveBrokerValue(image, config, name)
 }
 
 /** Whether a config is a LIST (the only type APPEND and SUBTRACT apply to). */
 export function isListConfig(target: AlterTarget, name: string): boolean {
   if (target.kind === 'topic') return topicConfigDef(name)?.type === 'list'
+  // Kafka 4.4 knows the types of topic and broker configs only: APPEND or SUBTRACT on a
+  // client metrics subscription's `metrics` or `match` is INVALID_CONFIG there too.
+  if (target.kind === 'client-metrics') return false
   return brokerConfigDefs.get(name)?.type === 'list'
 }
 
@@ -285,6 +329,15 @@ export function validateOverrides(
     } catch (error) {
       if (error instanceof ConfigError) throw new ConfigResourceError(ErrorCode.INVALID_CONFIG, error.message)
       throw error
+    }
+    return
+  }
+  if (target.kind === 'client-metrics') {
+    try {
+      validateSubscription(target.name, overrides)
+    } catch (error) {
+      if (!(error instanceof SubscriptionConfigError)) throw error
+      throw new ConfigResourceError(ErrorCode[error.kind], error.message)
     }
     return
   }
@@ -406,7 +459,8 @@ export function rejectNullValues(names: readonly string[]): void {
 /**
  * Kafka's authorization of config resources: a TOPIC needs `operation` (DESCRIBE_CONFIGS or
  * ALTER_CONFIGS) on the topic, else TOPIC_AUTHORIZATION_FAILED; a BROKER or BROKER_LOGGER
- * needs it on the cluster, else CLUSTER_AUTHORIZATION_FAILED. Other types are left to the
+ * needs it on the cluster, else CLUSTER_AUTHORIZATION_FAILED; so does a CLIENT_METRICS
+ * subscription. Other types are left to the
  * resource's own checks.
  */
 export function configAuthorizationError(
@@ -422,7 +476,11 @@ export function configAuthorizationError(
       errorMessage(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
     )
   }
-  if (resourceType === ResourceType.BROKER || resourceType === ResourceType.BROKER_LOGGER) {
+  if (
+    resourceType === ResourceType.BROKER ||
+    resourceType === ResourceType.BROKER_LOGGER ||
+    resourceType === ResourceType.CLIENT_METRICS
+  ) {
     if (context.authorize(operation, AclResourceType.CLUSTER, CLUSTER_NAME)) return null
     return new ConfigResourceError(
       ErrorCode.CLUSTER_AUTHORIZATION_FAILED,

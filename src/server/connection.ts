@@ -83,6 +83,8 @@ interface ResponseSlot {
   throttleTimeMs?: number
 }
 
+const UNKNOWN_CLIENT_SOFTWARE = { name: 'unknown', version: 'unknown' } as const
+
 export class Connection implements ClientConnection {
   readonly id: number
   readonly remoteAddress: string
@@ -99,6 +101,8 @@ export class Connection implements ClientConnection {
   private heldFrames: Buffer[] | null = null
   readonly listenerName: string
   readonly sasl: SaslSession | null
+  /** Kafka's ClientInformation: "unknown" until ApiVersions v3+ names the client's software. */
+  clientSoftware: { readonly name: string; readonly version: string } = UNKNOWN_CLIENT_SOFTWARE
   /** True once SASL completed and frames may grow to socket.request.max.bytes. */
   private widenDecoder = false
   /**
@@ -110,6 +114,10 @@ export class Connection implements ClientConnection {
   private unmuteAtMs = 0
   /** Frames read (the rest of a chunk, frames held behind an acks=0 produce) while muted. */
   private mutedFrames: Buffer[] = []
+
+  setClientSoftware(name: string, version: string): void {
+    this.clientSoftware = { name, version }
+  }
 
   constructor(private readonly options: ConnectionOptions) {
     this.id = options.id

@@ -17,6 +17,13 @@ export interface ClientConnection {
   readonly principal: KafkaPrincipal
   /** The SASL exchange of a SASL listener's connection; null on other listeners. */
   readonly sasl: SaslSession | null
+  /**
+   * The client's software name and version as its ApiVersions v3+ request gave them, or
+   * Kafka's "unknown" (client telemetry matches and labels clients by them).
+   */
+  readonly clientSoftware: { readonly name: string; readonly version: string }
+  /** Remembers the software the client named in ApiVersions. */
+  setClientSoftware(name: string, version: string): void
   /** Closes the connection (a failed acks=0 produce), logging why once. */
   close(reason: string): void
 }

@@ -5,6 +5,8 @@
  * `--transactions` adds transactional producers and read_committed consumers.
  * `--replication-factor N` (1..3) and `--min-isr N` set the topic's RF and min.insync.replicas.
  * `--compaction` (with `--groups` or `--transactions`) compacts their internal topics during the run.
+ * `--partitions N` gives the topic N partitions (over 384 with 3 brokers: a broker leads more
+ * than etcd's 128 operations per transaction).
  * A failing run prints its seed and trace; the exit code is 1 if any run failed.
  */
 import { MUTATIONS, type Mutation } from './mutations.js'
@@ -92,7 +94,7 @@ async function main(): Promise<number> {
       console.log(result.trace.join('\n'))
       if (!result.ok)
         console.log(
-          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${twoImpairments ? ' --two-impairments' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}${diskErrors ? ' --disk-errors' : ''}${acksZero ? ' --acks0' : ''}${groups && !consumerProtocol ? ' --groups' : ''}${consumerProtocol ? ' --consumer-protocol' : ''}${transactions ? ' --transactions' : ''}${compaction ? ' --compaction' : ''}${brokers !== undefined ? ` --brokers ${brokers}` : ''}${replicationFactor !== undefined ? ` --replication-factor ${replicationFactor}` : ''}${minInsyncReplicas !== undefined ? ` --min-isr ${minInsyncReplicas}` : ''}`,
+          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${twoImpairments ? ' --two-impairments' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}${diskErrors ? ' --disk-errors' : ''}${acksZero ? ' --acks0' : ''}${groups && !consumerProtocol ? ' --groups' : ''}${consumerProtocol ? ' --consumer-protocol' : ''}${transactions ? ' --transactions' : ''}${compaction ? ' --compaction' : ''}${brokers !== undefined ? ` --brokers ${brokers}` : ''}${partitions !== undefined ? ` --partitions ${partitions}` : ''}${replicationFactor !== undefined ? ` --replication-factor ${replicationFactor}` : ''}${minInsyncReplicas !== undefined ? ` --min-isr ${minInsyncReplicas}` : ''}`,
         )
     }
   }

@@ -5,7 +5,7 @@
 import { assert, InvariantError } from '../common/assert.js'
 import type { Offset } from '../common/types.js'
 import { CONSUMER_OFFSETS_TOPIC } from '../coordinator/group.js'
-import { checkPartitionState } from '../metadata/cluster-image.js'
+import { checkPartitionState, type PartitionState } from '../metadata/cluster-image.js'
 import { decodeRecordBatchSync, iterateBatches } from '../protocol/record-batch.js'
 import type { Partition } from '../replication/partition.js'
 import { wholeBatches } from './consumer.js'
@@ -36,23 +36,58 @@ interface Acked {
 export const FAILED_LOG_DIR_LEADERSHIP_MS = 1000
 const FAILED_UNREGISTERED_EXTRA_MS = 3000
 
+/**
+ * A partition the store names led by a broker whose registration is gone (its session ended
+ * or it stopped) has another leader in the store within this many simulated ms while another
+ * ISR member is up and registered: the controller elects as the registration goes, and
+ * retries a failed write 2 s later (RECONCILE_RETRY_MS). Issue 39: etcd refused the
+ * controller's one transaction for every partition a dead broker led, and it was retried
+ * unchanged for good (the metadata-writes-unsplit mutation).
+ */
+export const UNREGISTERED_LEADERSHIP_MS = 5000
+/**
+ * With the store away (latency, stalls) the controller may itself be cut off from it: its
+ * stall (3-5 s of 2-4 s trips), the end of its session and a new campaign come first.
+ */
+const UNREGISTERED_LEADERSHIP_STORE_EXTRA_MS = 10_000
+
+/** What the per-event checks last saw of one replica (one broker incarnation's partition). */
+interface ReplicaSeen {
+  /** Its log end (a drop goes in the trace); -1 before the first check. */
+  logEnd: number
+  /** The last leader epoch it applied. */
+  leaderEpoch: number
+  /** The last partition epoch (ISR version) it applied. */
+  partitionEpoch: number
+  /** The leader epoch in which it last acted as leader (-1: never), and its HW then. */
+  ledEpoch: number
+  ledHighWatermark: number
+  /** Offsets below this were compared by the agreement check already. */
+  checkedUpTo: number
+}
+
 export class Invariants {
   /** `${partition}:${leader}:${incarnation}` → since when that leader's log dirs are all offline while another ISR member is healthy. */
   private readonly failedLeaderSince = new Map<string, number>()
+  /** `${partition}:${leader}` → since when that leader is unregistered while another ISR member is healthy. */
+  private readonly unregisteredLeaderSince = new Map<string, number>()
+  /** The truth image the last unregistered-leader scan read, and the partitions it found. */
+  private unregisteredScan: { image: unknown; partitions: readonly number[] } = {
+    image: null,
+    partitions: [],
+  }
   /** `${partition}:${epoch}` → the broker that acted as leader in it. */
   private readonly leaderOfEpoch = new Map<string, number>()
-  /** Per broker incarnation and partition: the last leader epoch it applied. */
-  private readonly lastEpoch = new Map<string, number>()
-  /** Per broker incarnation and partition: the last partition epoch (ISR version) it applied. */
-  private readonly lastPartitionEpoch = new Map<string, number>()
-  /** Per broker incarnation, partition and epoch, while leader: the last high watermark. */
-  private readonly leaderHighWatermark = new Map<string, number>()
+  /**
+   * Per broker incarnation (a SimBroker each) and partition: what the per-event checks last
+   * saw of its replica. Objects, not maps of string keys: the checks run for every replica
+   * after every event, and with hundreds of partitions the keys were most of their cost.
+   */
+  private readonly replicasSeen = new WeakMap<SimBroker, Map<number, ReplicaSeen>>()
   /** Per partition: base offset → batch bytes seen below some replica's high watermark. */
   private readonly committed = new Map<number, Map<number, Buffer>>()
   /** Per partition: an idempotent batch's producer id, epoch and base sequence → its base offset. */
   private readonly idempotentAt = new Map<number, Map<string, number>>()
-  /** Per broker incarnation and partition: offsets below this were compared already. */
-  private readonly checkedUpTo = new Map<string, number>()
   private readonly acked: Acked[] = []
   /** `${partition}:${leader}:${leader epoch}` → the end of the last acks=all write acknowledged in that leadership. */
   private readonly ackedInLeadership = new Map<string, number>()
@@ -232,22 +267,29 @@ export class Invariants {
     this.checkStoreState()
     const storeChanged = this.traceStoreChanges()
     this.checkFailedLogDirLeadership()
+    this.checkUnregisteredLeadership()
     const brokers = this.live()
     for (const broker of brokers) this.checkCleanerCheckpoints(broker)
+    const truths = this.world.truth?.image().topics.get(TOPIC)?.partitions
     for (const broker of brokers) {
       for (const partition of broker.replicaManager.hostedPartitions) {
         if (partition.topic !== TOPIC) continue
-        this.checkEpochs(broker, partition)
+        const seen = this.replicaSeen(broker, partition.partition)
+        this.checkEpochs(broker, partition, seen)
         if (partition.isLeader) {
           if (storeChanged) this.traceIsrChangeInFlight(broker, partition)
-          this.checkLeader(broker, partition, brokers)
+          this.checkLeader(broker, partition, brokers, seen, truths)
           this.checkHighWatermarkRaised(broker, partition)
         }
       }
     }
     for (const broker of brokers) {
       for (const partition of broker.replicaManager.hostedPartitions) {
-        if (partition.topic === TOPIC) await this.checkAgreement(broker, partition)
+        if (partition.topic !== TOPIC) continue
+        // Awaited only when there is something to read: with hundreds of partitions an
+        // await per partition per event was a large share of a run.
+        const reading = this.checkAgreement(broker, partition)
+        if (reading !== null) await reading
       }
     }
     // After the agreement check: the committed history then reaches every leader's HW.
@@ -284,7 +326,11 @@ export class Invariants {
    * changes, by compare-and-set on its leadership).
    */
   private checkStoreState(): void {
-    const topic = this.world.truth?.image().topics.get(TOPIC)
+    const image = this.world.truth?.image()
+    // Images are immutable: one checked before is checked.
+    if (image === undefined || image === this.storeStateChecked) return
+    this.storeStateChecked = image
+    const topic = image.topics.get(TOPIC)
     if (!topic) return
     for (const state of topic.partitions) {
       try {
@@ -310,6 +356,8 @@ export class Invariants {
     }
   >()
   private lastTruthImage: unknown = null
+  /** The store image checkStoreState last checked. */
+  private storeStateChecked: unknown = null
   /** `${partition}:${leader epoch}` → its leader in the store (-1: none), for the topic. */
   private readonly storeLeaderOfEpoch = new Map<string, number>()
   /** ISR changes in flight already reported (one trace line each). */
@@ -420,56 +468,129 @@ export class Invariants {
       if (!seen.has(key)) this.failedLeaderSince.delete(key)
   }
 
-  /** Per broker incarnation and partition: the last log end seen (a drop goes in the trace). */
-  private readonly lastLogEnd = new Map<string, number>()
-
-  private checkEpochs(broker: SimBroker, partition: Partition): void {
-    const key = `${broker.nodeId}.${broker.incarnation}:${partition.partition}`
-    const logEnd = partition.log.logEndOffset
-    const lastLogEnd = this.lastLogEnd.get(key)
-    if (lastLogEnd !== undefined && logEnd < lastLogEnd)
-      this.world.log(
-        `  (log end of p${partition.partition} on broker ${broker.nodeId} dropped ${lastLogEnd} -> ${logEnd})`,
-      )
-    this.lastLogEnd.set(key, logEnd)
-    const last = this.lastEpoch.get(key) ?? -1
-    if (partition.leaderEpoch < last)
-      throw new Violation(
-        `leader epoch went back on broker ${broker.nodeId} for p${partition.partition}: ${last} -> ${partition.leaderEpoch}`,
-      )
-    this.lastEpoch.set(key, partition.leaderEpoch)
-    const lastPartitionEpoch = this.lastPartitionEpoch.get(key) ?? -1
-    if (partition.partitionEpoch < lastPartitionEpoch)
-      throw new Violation(
-        `partition epoch went back on broker ${broker.nodeId} for p${partition.partition}: ${lastPartitionEpoch} -> ${partition.partitionEpoch} (ISR now ${partition.isr.join(',')})`,
-      )
-    this.lastPartitionEpoch.set(key, partition.partitionEpoch)
+  /**
+   * A dead broker's leaderships fail over: no partition stays led in the store by a broker
+   * without a registration for longer than UNREGISTERED_LEADERSHIP_MS while another ISR
+   * member is up and registered (a clean election can pick it).
+   */
+  private checkUnregisteredLeadership(): void {
+    const truth = this.world.truth?.image()
+    if (!truth) {
+      this.unregisteredLeaderSince.clear()
+      return
+    }
+    // Scanned once per store change (every event would cost O(partitions) each).
+    if (this.unregisteredScan.image !== truth) {
+      const partitions = (truth.topics.get(TOPIC)?.partitions ?? [])
+        .filter((s) => s.leader >= 0 && !truth.brokers.has(s.leader))
+        .map((s) => s.partition)
+      this.unregisteredScan = { image: truth, partitions }
+    }
+    const now = this.world.scheduler.now
+    const seen = new Set<string>()
+    const states = truth.topics.get(TOPIC)?.partitions ?? []
+    for (const p of this.unregisteredScan.partitions) {
+      const state = states[p]
+      const healthy = (m: number): boolean => {
+        const b = this.world.brokers.get(m)
+        return b?.isAlive === true && b.started && b.lease !== null && truth.brokers.has(m)
+      }
+      if (!state.isr.some((m) => m !== state.leader && healthy(m))) continue
+      const key = `${p}:${state.leader}`
+      seen.add(key)
+      const since = this.unregisteredLeaderSince.get(key) ?? now
+      this.unregisteredLeaderSince.set(key, since)
+      const limit =
+        UNREGISTERED_LEADERSHIP_MS +
+        (this.world.storeLatencyMaxMs > 0 ? UNREGISTERED_LEADERSHIP_STORE_EXTRA_MS : 0)
+      if (now - since > limit)
+        throw new Violation(
+          `p${p} is still led in the store by broker ${state.leader}, which has no registration, ${now - since} ms after another ISR member could take over (ISR ${state.isr.join(',')}, leader epoch ${state.leaderEpoch}; limit ${limit} ms)`,
+        )
+    }
+    for (const key of [...this.unregisteredLeaderSince.keys()])
+      if (!seen.has(key)) this.unregisteredLeaderSince.delete(key)
   }
 
-  private checkLeader(broker: SimBroker, partition: Partition, brokers: readonly SimBroker[]): void {
-    const p = partition.partition
-    const epochKey = `${p}:${partition.leaderEpoch}`
-    const other = this.leaderOfEpoch.get(epochKey)
-    if (other !== undefined && other !== broker.nodeId)
-      throw new Violation(
-        `two leaders for p${p} in leader epoch ${partition.leaderEpoch}: brokers ${other} and ${broker.nodeId}`,
+  private replicaSeen(broker: SimBroker, partition: number): ReplicaSeen {
+    let seen = this.replicasSeen.get(broker)
+    if (seen === undefined) {
+      seen = new Map()
+      this.replicasSeen.set(broker, seen)
+    }
+    let replica = seen.get(partition)
+    if (replica === undefined) {
+      replica = {
+        logEnd: -1,
+        leaderEpoch: -1,
+        partitionEpoch: -1,
+        ledEpoch: -1,
+        ledHighWatermark: -1,
+        checkedUpTo: 0,
+      }
+      seen.set(partition, replica)
+    }
+    return replica
+  }
+
+  private checkEpochs(broker: SimBroker, partition: Partition, seen: ReplicaSeen): void {
+    const logEnd = partition.log.logEndOffset
+    if (seen.logEnd >= 0 && logEnd < seen.logEnd)
+      this.world.log(
+        `  (log end of p${partition.partition} on broker ${broker.nodeId} dropped ${seen.logEnd} -> ${logEnd})`,
       )
-    this.leaderOfEpoch.set(epochKey, broker.nodeId)
-    const hwKey = `${broker.nodeId}.${broker.incarnation}:${epochKey}`
+    seen.logEnd = logEnd
+    if (partition.leaderEpoch < seen.leaderEpoch)
+      throw new Violation(
+        `leader epoch went back on broker ${broker.nodeId} for p${partition.partition}: ${seen.leaderEpoch} -> ${partition.leaderEpoch}`,
+      )
+    seen.leaderEpoch = partition.leaderEpoch
+    if (partition.partitionEpoch < seen.partitionEpoch)
+      throw new Violation(
+        `partition epoch went back on broker ${broker.nodeId} for p${partition.partition}: ${seen.partitionEpoch} -> ${partition.partitionEpoch} (ISR now ${partition.isr.join(',')})`,
+      )
+    seen.partitionEpoch = partition.partitionEpoch
+  }
+
+  private checkLeader(
+    broker: SimBroker,
+    partition: Partition,
+    brokers: readonly SimBroker[],
+    seen: ReplicaSeen,
+    truths: readonly PartitionState[] | undefined,
+  ): void {
+    const p = partition.partition
+    // Leader epochs of a replica never go back (checkEpochs): in the epoch it already acted
+    // as leader in, it is the epoch's recorded leader and its HW is the one kept.
+    if (seen.ledEpoch !== partition.leaderEpoch) {
+      const epochKey = `${p}:${partition.leaderEpoch}`
+      const other = this.leaderOfEpoch.get(epochKey)
+      if (other !== undefined && other !== broker.nodeId)
+        throw new Violation(
+          `two leaders for p${p} in leader epoch ${partition.leaderEpoch}: brokers ${other} and ${broker.nodeId}`,
+        )
+      this.leaderOfEpoch.set(epochKey, broker.nodeId)
+      seen.ledEpoch = partition.leaderEpoch
+      seen.ledHighWatermark = -1
+    }
     const hw = partition.highWatermark
-    const lastHw = this.leaderHighWatermark.get(hwKey) ?? -1
-    if (hw < lastHw)
-      throw new Violation(`high watermark of leader ${broker.nodeId} for p${p} went back: ${lastHw} -> ${hw}`)
-    this.leaderHighWatermark.set(hwKey, hw)
+    if (hw < seen.ledHighWatermark)
+      throw new Violation(
+        `high watermark of leader ${broker.nodeId} for p${p} went back: ${seen.ledHighWatermark} -> ${hw}`,
+      )
+    seen.ledHighWatermark = hw
     // The ISR that counts is the store's: a member the leader still lists but the store took
     // out (a restarted broker's registration, a fenced one) cannot be elected, and a member
     // the store added (an expansion the leader has not seen committed yet) can. A leader
     // that lost its leadership without knowing is held to the members both still list.
-    const truth = this.world.truth?.image().topics.get(TOPIC)?.partitions[p]
+    const truth = truths?.[p]
     const current =
       truth !== undefined && truth.leader === broker.nodeId && truth.leaderEpoch === partition.leaderEpoch
     const members = truth
-      ? [...new Set([...partition.isr.filter((id) => truth.isr.includes(id)), ...(current ? truth.isr : [])])]
+      ? [
+          ...partition.isr.filter((id) => truth.isr.includes(id)),
+          ...(current ? truth.isr.filter((id) => !partition.isr.includes(id)) : []),
+        ]
       : partition.isr
     for (const memberId of members) {
       if (memberId === broker.nodeId) continue
@@ -505,35 +626,42 @@ export class Invariants {
     if (partition.isr.length < minIsr) return
     const p = partition.partition
     const hw = partition.highWatermark
-    const where = `leader ${broker.nodeId} (incarnation ${broker.incarnation}, epoch ${partition.leaderEpoch}) of p${p}, ISR ${partition.isr.join(',')}`
-    const acked = this.ackedInUnbrokenLeadership(p, broker.nodeId, partition.leaderEpoch)
-    const ackedText =
-      acked !== null
-        ? `; it acknowledged acks=all writes up to offset ${acked.end} in epoch ${acked.epoch}, no other broker leading since`
-        : ''
+    // The messages and the acknowledged writes are worked out only when needed: this runs
+    // for every partition a broker leads after every event.
+    const where = () =>
+      `leader ${broker.nodeId} (incarnation ${broker.incarnation}, epoch ${partition.leaderEpoch}) of p${p}, ISR ${partition.isr.join(',')}`
+    const ackedOf = () => this.ackedInUnbrokenLeadership(p, broker.nodeId, partition.leaderEpoch)
     // A log that lost them (a power-lost broker left the last ISR member by a second
     // impairment, see the README's Open) is the survival and agreement checks' matter.
     const alone = partition.isr.length === 1 && partition.isr[0] === broker.nodeId
+    const acked = alone ? ackedOf() : null
     if (acked !== null && alone && hw < acked.end && log.logEndOffset >= acked.end)
       throw new Violation(
-        `high watermark ${hw} of ${where}, below offset ${acked.end} that it acknowledged (acks=all) in epoch ${acked.epoch}, no other broker leading since, for an ISR it still leads alone: acknowledged records invisible (log end ${log.logEndOffset})`,
+        `high watermark ${hw} of ${where()}, below offset ${acked.end} that it acknowledged (acks=all) in epoch ${acked.epoch}, no other broker leading since, for an ISR it still leads alone: acknowledged records invisible (log end ${log.logEndOffset})`,
       )
     const pending = (partition as unknown as { pendingIsr: object | null }).pendingIsr
     if (pending !== null) return
     let allowed = log.logEndOffset as number
-    const ends = [`${broker.nodeId} at ${allowed}`]
     const lag = partition.followerLag()
     for (const id of partition.isr) {
       if (id === broker.nodeId) continue
       const follower = lag.find((f) => f.brokerId === id)
       if (follower === undefined || follower.logEndOffset < 0) return
       allowed = Math.min(allowed, follower.logEndOffset)
-      ends.push(`${id} at ${follower.logEndOffset}`)
     }
-    if (hw < allowed)
+    if (hw < allowed) {
+      const ends = [`${broker.nodeId} at ${log.logEndOffset}`]
+      for (const id of partition.isr)
+        if (id !== broker.nodeId) ends.push(`${id} at ${lag.find((f) => f.brokerId === id)?.logEndOffset}`)
+      const ackedAny = ackedOf()
+      const ackedText =
+        ackedAny !== null
+          ? `; it acknowledged acks=all writes up to offset ${ackedAny.end} in epoch ${ackedAny.epoch}, no other broker leading since`
+          : ''
       throw new Violation(
-        `high watermark ${hw} of ${where}, below ${allowed}, what its ISR allows (log ends ${ends.join(', ')})${ackedText}: records every ISR member holds stay invisible to consumers and ListOffsets`,
+        `high watermark ${hw} of ${where()}, below ${allowed}, what its ISR allows (log ends ${ends.join(', ')})${ackedText}: records every ISR member holds stay invisible to consumers and ListOffsets`,
       )
+    }
   }
 
   /**
@@ -559,17 +687,30 @@ export class Invariants {
   }
 
   /** Batches below this replica's high watermark must equal what any replica ever had there. */
-  private async checkAgreement(broker: SimBroker, partition: Partition): Promise<void> {
-    const key = `${broker.nodeId}.${broker.incarnation}:${partition.partition}`
+  private checkAgreement(broker: SimBroker, partition: Partition): Promise<void> | null {
+    const seen = this.replicaSeen(broker, partition.partition)
     const log = partition.log
     // A log offline after a disk error answers nothing (KAFKA_STORAGE_ERROR); its process
     // restarts from what is in the page cache and is checked again then.
     // (The other logs of its dir are closed: one log dir here, so all of them.)
-    if (log.isOffline || broker.logManager.offlineLogDirs.length > 0) return
+    if (log.isOffline || broker.logManager.offlineLogDirs.length > 0) return null
     const hw = Math.min(partition.highWatermark, log.logEndOffset)
-    let from = Math.max(log.logStartOffset, Math.min(this.checkedUpTo.get(key) ?? 0, log.logEndOffset))
-    this.checkedUpTo.set(key, from)
-    if (from >= hw) return
+    const from = Math.max(log.logStartOffset, Math.min(seen.checkedUpTo, log.logEndOffset))
+    seen.checkedUpTo = from
+    if (from >= hw) return null
+    return this.compareCommitted(broker, partition, seen, from, hw)
+  }
+
+  /** The agreement check's reading of `partition`'s log from `from` up to `hw`. */
+  private async compareCommitted(
+    broker: SimBroker,
+    partition: Partition,
+    seen: ReplicaSeen,
+    start: number,
+    hw: number,
+  ): Promise<void> {
+    const log = partition.log
+    let from = start
     let committed = this.committed.get(partition.partition)
     if (!committed) {
       committed = new Map()
@@ -609,7 +750,7 @@ export class Invariants {
       if (next === from) break
       from = next
     }
-    this.checkedUpTo.set(key, from)
+    seen.checkedUpTo = from
   }
 
   /**

@@ -48,6 +48,8 @@ export interface WorldView {
   readonly minInsyncReplicas: number
   /** The store's own state, followed without latency: the ground truth invariants read. */
   readonly truth: ClusterMetadata | null
+  /** The largest one-way trip to the store (0: in-process), stalls included in the mode. */
+  readonly storeLatencyMaxMs: number
   readonly options: { readonly mutation?: Mutation; readonly transactions?: boolean }
   readonly invariants: GroupChecks
   log(message: string): void

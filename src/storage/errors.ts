@@ -59,3 +59,24 @@ export function storageFailure(what: string, cause: unknown): StorageError {
 export function isStorageError(err: unknown, code?: StorageErrorCode): err is StorageError {
   return err instanceof StorageError && (code === undefined || err.code === code)
 }
+
+/**
+ * A read found a batch on disk that fails its checks (CRC-32C, framing, offsets): disk
+ * damage, since every batch was checked before it was written. Nothing from it on is
+ * served; the partition decides what to do (a follower truncates it away and refetches, a
+ * leader takes its log dir offline). KAFKA_STORAGE_ERROR for the client, which retries.
+ */
+export class CorruptSegmentError extends StorageError {
+  constructor(
+    readonly segmentPath: string,
+    readonly segmentBaseOffset: number,
+    /** Byte position in the segment of the first batch that failed. */
+    readonly position: number,
+    readonly problem: string,
+  ) {
+    super('KAFKA_STORAGE_ERROR', `corrupt record batch at byte ${position} of ${segmentPath}: ${problem}`, {
+      retriable: true,
+    })
+    this.name = 'CorruptSegmentError'
+  }
+}

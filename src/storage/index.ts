@@ -9,7 +9,7 @@ export type { FileHandle, FileStat, FileSystem, OpenFlags } from '../common/file
 export { BoundedFileSystem, DEFAULT_MAX_OPEN_FILES } from './bounded-file-system.js'
 export type { EpochEntry, TopicPartitionOffset } from './checkpoint-file.js'
 export type { StorageErrorCode } from './errors.js'
-export { isStorageError, StorageError } from './errors.js'
+export { CorruptSegmentError, isStorageError, StorageError } from './errors.js'
 export type { EpochEndOffset } from './leader-epoch-cache.js'
 export {
   LEADER_EPOCH_CHECKPOINT_FILENAME,

@@ -30,6 +30,12 @@ export interface EpochEndOffset {
 
 export class LeaderEpochFileCache {
   private epochs: EpochEntry[]
+  /**
+   * The checkpoint was malformed or out of order when loaded: its entries cannot be
+   * trusted, so the log recovers every segment, which assigns the epochs again from the
+   * batches' partitionLeaderEpoch fields.
+   */
+  damaged = false
 
   private constructor(
     private readonly checkpoint: CheckpointFile<EpochEntry>,
@@ -47,8 +53,13 @@ export class LeaderEpochFileCache {
       entries = await checkpoint.read()
     } catch (err) {
       if (!(err instanceof CheckpointFormatError)) throw err
-      logger.warn({ err: err.message }, 'leader-epoch-checkpoint is malformed; starting from an empty cache')
-      entries = []
+      logger.warn(
+        { err: err.message },
+        'leader-epoch-checkpoint is malformed; starting from an empty cache, recovered from the batches',
+      )
+      const cache = new LeaderEpochFileCache(checkpoint, [], logger)
+      cache.damaged = true
+      return cache
     }
     const sorted = entries.every(
       (e, i) => i === 0 || (e.epoch > entries[i - 1].epoch && e.startOffset > entries[i - 1].startOffset),
@@ -65,7 +76,9 @@ export class LeaderEpochFileCache {
         if (last !== undefined && (e.epoch <= last.epoch || e.startOffset <= last.startOffset)) break
         kept.push(e)
       }
-      return new LeaderEpochFileCache(checkpoint, kept, logger)
+      const cache = new LeaderEpochFileCache(checkpoint, kept, logger)
+      cache.damaged = true
+      return cache
     }
     return new LeaderEpochFileCache(checkpoint, entries, logger)
   }

@@ -247,6 +247,7 @@ export class LocalLog {
     maxOffset: Offset,
     maxBytes: number,
     minOneMessage: boolean,
+    allowOffsetGaps = true,
   ): Promise<LocalReadResult> {
     const result: LocalReadResult = {
       records: [],
@@ -261,7 +262,20 @@ export class LocalLog {
       // Past the last segment: no bound (Infinity is not an offset, so this stays a number).
       const nextBase: number = segments[i + 1]?.baseOffset ?? Infinity
       const minOne = minOneMessage && result.sizeInBytes === 0
-      const read = await segment.read(offset, maxOffset, maxBytes - result.sizeInBytes, minOne)
+      const read = await segment.read(
+        offset,
+        maxOffset,
+        maxBytes - result.sizeInBytes,
+        minOne,
+        allowOffsetGaps,
+      )
+      const indexWarning = segment.takeIndexWarning()
+      if (indexWarning !== undefined) {
+        this.logger.warn(
+          { segment: segment.logPath, finding: indexWarning },
+          'offset index points into a batch; reading the segment from its start until it is rebuilt',
+        )
+      }
       if (read === undefined) {
         offset = Math.max(offset, nextBase) as Offset
         continue
@@ -320,6 +334,35 @@ export class LocalLog {
     this.recoveryPointValue = minOffset(this.recoveryPointValue, logEndOffset)
     this.checkInvariants()
     return logEndOffset
+  }
+
+  /**
+   * A read found a damaged batch in segment `baseOffset`: the segment is validated from its
+   * start as recovery does (LogSegment.recover), cut at its first invalid batch, and the
+   * segments after it are deleted. For a follower, which then fetches the rest again.
+   * Undefined when the segment is gone already (retention, an earlier truncation).
+   */
+  async truncateAtCorruption(
+    baseOffset: Offset,
+    allowOffsetGaps: boolean,
+  ): Promise<{ logEndOffset: Offset; truncatedBytes: number; problem: string | undefined } | undefined> {
+    const index = this.segments.findIndex((s) => s.baseOffset === baseOffset)
+    if (index < 0) return undefined
+    const segment = this.segments[index]
+    const removed = this.segments.slice(index + 1)
+    let truncatedBytes = 0
+    for (const s of removed) truncatedBytes += s.size
+    this.segments = this.segments.slice(0, index + 1)
+    for (const s of removed) await s.deleteFiles()
+    const result = await segment.recover(segment.baseOffset, true, undefined, allowOffsetGaps)
+    // Durable before anything is fetched on top of it (as truncateTo).
+    await segment.flush()
+    await segment.onBecomeActiveSegment()
+    const logEndOffset = result.nextOffset ?? segment.baseOffset
+    this.logEndOffsetValue = logEndOffset
+    this.recoveryPointValue = minOffset(this.recoveryPointValue, logEndOffset)
+    this.checkInvariants()
+    return { logEndOffset, truncatedBytes: truncatedBytes + result.truncatedBytes, problem: result.problem }
   }
 
   /** Deletes every segment and starts again with one empty segment at `newOffset`; returns how many went. */

@@ -12,7 +12,8 @@ import { assert } from '../common/assert.js'
 import type { FileHandle, FileSystem } from '../common/file-system.js'
 import { readBufferPool } from '../common/read-buffer-pool.js'
 import { maxOffset, type Offset } from '../common/types.js'
-import { SegmentReplacedError, StorageError } from './errors.js'
+import { LOG_OVERHEAD } from '../protocol/batch-header.js'
+import { CorruptSegmentError, SegmentReplacedError, StorageError } from './errors.js'
 import { OffsetIndex } from './offset-index.js'
 import {
   BATCH_OFFSETS_HEADER_BYTES,
@@ -20,6 +21,7 @@ import {
   type BatchSummary,
   checkBatch,
   findRecord,
+  MIN_BATCH_LENGTH,
   peekBatch,
 } from './record-batch-check.js'
 import { NO_TIMESTAMP, TimeIndex, type TimestampOffset } from './time-index.js'
@@ -79,6 +81,46 @@ export interface RecoveryResult {
   readonly problem: BatchProblem | 'bad-offsets' | undefined
 }
 
+/** The smallest batch: its log overhead and a v2 header. */
+const MIN_BATCH_BYTES = LOG_OVERHEAD + MIN_BATCH_LENGTH
+
+/**
+ * What a read found wrong in the segment's bytes, if anything. Reported only when the file
+ * did not change under the read (no truncation or recovery since it began, not deleted or
+ * replaced): a read racing a truncation can walk bytes that are no longer there, which is
+ * no damage.
+ */
+class CorruptionFinding {
+  private finding: { position: number; problem: string } | undefined
+
+  constructor(
+    private readonly segment: LogSegment,
+    private readonly layoutVersion: number,
+  ) {}
+
+  found(position: number, problem: string): void {
+    this.finding ??= { position, problem }
+  }
+
+  get isFound(): boolean {
+    return this.finding !== undefined
+  }
+
+  describe(): string {
+    return this.finding === undefined ? 'nothing' : `byte ${this.finding.position}: ${this.finding.problem}`
+  }
+
+  throwIfFound(): void {
+    if (this.finding === undefined || !this.segment.isLayoutVersion(this.layoutVersion)) return
+    throw new CorruptSegmentError(
+      this.segment.logPath,
+      this.segment.baseOffset,
+      this.finding.position,
+      this.finding.problem,
+    )
+  }
+}
+
 /** A window of file bytes held in memory while scanning batch headers. */
 class ReadWindow {
   buf: Buffer = Buffer.alloc(0)
@@ -108,6 +150,12 @@ export class LogSegment {
   private handleClosed = false
   /** '' for a live segment; CLEANED/SWAP/DELETED_FILE_SUFFIX while the cleaner swaps segments. */
   private fileSuffix = ''
+  /** Bumped when bytes already counted in `size` change (truncation, recovery). */
+  private layoutVersion = 0
+  /** A read found the offset index pointing into a batch: lookups start at byte 0 until a rebuild. */
+  private indexDistrusted = false
+  /** What made a read stop trusting the offset index, until the log has logged it. */
+  private indexWarning: string | undefined
 
   private constructor(
     private readonly fs: FileSystem,
@@ -358,19 +406,49 @@ export class LogSegment {
     offset: Offset,
     window = new ReadWindow(),
     readAheadBytes = 0,
+    corruption?: CorruptionFinding,
+    fromStart = this.indexDistrusted,
+    allowOffsetGaps = true,
   ): Promise<BatchSummary | undefined> {
-    let position = this.offsetIndex.lookup(offset).position
+    const entry = fromStart ? { offset: this.baseOffset, position: 0 } : this.offsetIndex.lookup(offset)
+    let position = entry.position
     const preferred = this.options.indexIntervalBytes + readAheadBytes + BATCH_OFFSETS_HEADER_BYTES
     let next =
       readAheadBytes >= PROBE_READ_AHEAD_MIN_BYTES
         ? this.options.indexIntervalBytes + BATCH_OFFSETS_HEADER_BYTES
         : preferred
+    let previousLastOffset = -1
     for (;;) {
-      if (!(await this.fill(window, position, BATCH_OFFSETS_HEADER_BYTES, next))) return undefined
+      if (!(await this.fill(window, position, BATCH_OFFSETS_HEADER_BYTES, next))) {
+        // Ending anywhere but at the end of the data means a length field walked us astray.
+        if (position !== this.size)
+          corruption?.found(position, `batch header cut at byte ${position} of ${this.size}`)
+        return undefined
+      }
       next = preferred
       const batch = peekBatch(window.buf, position - window.start, window.buf.length)
-      if (batch === undefined || batch.sizeInBytes <= 0) return undefined
+      if (batch === undefined || batch.sizeInBytes < MIN_BATCH_BYTES) {
+        corruption?.found(position, `batch length ${batch?.sizeInBytes}`)
+        return undefined
+      }
+      // The batch an index entry points at holds the entry's offset (Kafka keys entries by
+      // the batch's last offset); each next batch starts right after the one before, or
+      // later in a compacted log. The base offset is outside the CRC: this is its check.
+      const misplaced =
+        previousLastOffset < 0
+          ? entry.position > 0 && batch.baseOffset > entry.offset
+          : allowOffsetGaps
+            ? batch.baseOffset <= previousLastOffset
+            : batch.baseOffset !== previousLastOffset + 1
+      if (misplaced || batch.lastOffset < batch.baseOffset) {
+        corruption?.found(
+          position,
+          `offsets [${batch.baseOffset}, ${batch.lastOffset}] after ${previousLastOffset}`,
+        )
+        return undefined
+      }
       if (batch.lastOffset >= offset) return { ...batch, position }
+      previousLastOffset = batch.lastOffset
       position += batch.sizeInBytes
     }
   }
@@ -386,9 +464,39 @@ export class LogSegment {
     maxOffset: Offset,
     maxBytes: number,
     minOneBatch: boolean,
+    allowOffsetGaps = true,
   ): Promise<SegmentRead | undefined> {
-    const window = new ReadWindow()
-    const first = await this.translateOffset(startOffset, window, maxBytes)
+    let window = new ReadWindow()
+    let corruption = new CorruptionFinding(this, this.layoutVersion)
+    let first = await this.translateOffset(
+      startOffset,
+      window,
+      maxBytes,
+      corruption,
+      undefined,
+      allowOffsetGaps,
+    )
+    if (corruption.isFound && !this.indexDistrusted) {
+      // The index entry may be what is wrong (a bit flipped in a position that still looks
+      // sane): walk from the segment's start, and if that finds the batch, read without the
+      // index from now on. Its rebuild waits for the next recovery of this segment.
+      window = new ReadWindow()
+      const retry = new CorruptionFinding(this, this.layoutVersion)
+      first = await this.translateOffset(startOffset, window, maxBytes, retry, true, allowOffsetGaps)
+      if (!retry.isFound) {
+        this.indexDistrusted = true
+        this.indexWarning = corruption.describe()
+      }
+      corruption = retry
+    }
+    // Without compaction's gaps the batch found holds the offset asked for; one starting
+    // past it had its base offset changed on disk, and serving it would skip records.
+    if (first !== undefined && !allowOffsetGaps && first.baseOffset > startOffset)
+      corruption.found(
+        first.position,
+        `batch at offsets from ${first.baseOffset} found for offset ${startOffset}`,
+      )
+    corruption.throwIfFound()
     if (first === undefined) return undefined
     const nothing = {
       records: [],
@@ -405,24 +513,53 @@ export class LogSegment {
     for (;;) {
       const headerHere = window.covers(position, BATCH_OFFSETS_HEADER_BYTES)
       const batch = headerHere ? peekBatch(window.buf, position - window.start, window.buf.length) : undefined
+      if (
+        batch !== undefined &&
+        (batch.sizeInBytes < MIN_BATCH_BYTES ||
+          position + batch.sizeInBytes > this.size ||
+          batch.baseOffset < nextOffset ||
+          (!allowOffsetGaps && batch.baseOffset !== nextOffset))
+      ) {
+        corruption.found(
+          position,
+          `batch of ${batch.sizeInBytes} bytes at offsets from ${batch.baseOffset}, after ${nextOffset}, in ${this.size} bytes`,
+        )
+        break
+      }
       if (batch === undefined || !window.covers(position, batch.sizeInBytes)) {
         // The window ends inside this batch: keep what it holds and read on from here.
-        if (batch !== undefined && (batch.sizeInBytes <= 0 || batch.lastOffset >= maxOffset)) break
+        if (batch !== undefined && batch.lastOffset >= maxOffset) break
         if (batch !== undefined && taken + batch.sizeInBytes > maxBytes && !(minOneBatch && taken === 0))
           break
         if (position > sliceStart)
           records.push(window.buf.subarray(sliceStart - window.start, position - window.start))
         sliceStart = position
         const needed = batch === undefined ? BATCH_OFFSETS_HEADER_BYTES : batch.sizeInBytes
-        if (!(await this.fill(window, position, needed, Math.max(maxBytes - taken, needed)))) break
+        if (!(await this.fill(window, position, needed, Math.max(maxBytes - taken, needed)))) {
+          // Batches are written whole before `size` counts them: one cut short is damage.
+          if (position !== this.size)
+            corruption.found(position, `batch of ${needed} bytes cut by the end of the segment`)
+          break
+        }
         continue
       }
-      if (batch.sizeInBytes <= 0 || batch.lastOffset >= maxOffset) break
+      if (batch.lastOffset >= maxOffset) break
       if (taken + batch.sizeInBytes > maxBytes && !(minOneBatch && taken === 0)) break
+      // The CRC is checked before a batch leaves the broker, to a client or a follower: the
+      // append checked it, so a mismatch here is the disk's doing (Kafka checks it only in
+      // recovery and in the client; tidelog reads into memory anyway, and CRC-32C runs at
+      // several GB/s, see README's bench:protocol).
+      const check = checkBatch(window.buf, position - window.start, window.buf.length, batch.sizeInBytes)
+      if (!check.ok) {
+        corruption.found(position, check.problem)
+        break
+      }
       taken += batch.sizeInBytes
       position += batch.sizeInBytes
       nextOffset = (batch.lastOffset + 1) as Offset
     }
+    // What came before the damaged batch is sound and served; the next read starts at it and fails.
+    if (taken === 0) corruption.throwIfFound()
     if (position > sliceStart)
       records.push(window.buf.subarray(sliceStart - window.start, position - window.start))
     if (taken === 0) return nothing
@@ -532,6 +669,8 @@ export class LogSegment {
     onBatch: (batch: BatchSummary) => void = () => {},
     allowOffsetGaps = false,
   ): Promise<RecoveryResult> {
+    this.layoutVersion++
+    this.indexDistrusted = false
     await this.offsetIndex.reset(preallocate)
     await this.timeIndex.reset(preallocate)
     this.maxTimestampSoFar = NO_TIMESTAMP
@@ -598,6 +737,7 @@ export class LogSegment {
   async truncateTo(offset: Offset): Promise<{ truncatedBytes: number; cutAtOffset: Offset | undefined }> {
     const cut = await this.translateOffset(offset)
     if (cut === undefined) return { truncatedBytes: 0, cutAtOffset: undefined }
+    this.layoutVersion++
     await this.offsetIndex.truncateTo(cut.baseOffset, true)
     await this.timeIndex.truncateTo(cut.baseOffset, true)
     await this.txnIndex.truncateTo(cut.baseOffset)
@@ -684,6 +824,18 @@ export class LogSegment {
   async deleteReplacedFiles(): Promise<void> {
     this.replaced = true
     await this.deleteFiles()
+  }
+
+  /** Once: what made a read stop trusting the offset index (the log logs it). */
+  takeIndexWarning(): string | undefined {
+    const warning = this.indexWarning
+    this.indexWarning = undefined
+    return warning
+  }
+
+  /** The file's bytes are as they were when `version` was read, and the file is still live. */
+  isLayoutVersion(version: number): boolean {
+    return this.layoutVersion === version && !this.deleted && !this.replaced
   }
 
   get isReplaced(): boolean {

@@ -18,6 +18,7 @@ import type { FileSystem } from '../common/file-system.js'
 import { type Logger, silentLogger } from '../common/logger.js'
 import { type LeaderEpoch, maxOffset, minOffset, type Offset } from '../common/types.js'
 import {
+  type CorruptSegmentError,
   isStorageError,
   offsetOutOfRange,
   SegmentReplacedError,
@@ -281,8 +282,9 @@ export class UnifiedLog {
       segmentOptions: segmentOptions(config),
       nowMs: clock.nowMs(),
       logger,
-      hadCleanShutdown: options.hadCleanShutdown ?? false,
-      recoveryPoint: options.recoveryPoint ?? (0 as Offset),
+      // A damaged leader-epoch checkpoint is rebuilt by recovering every segment (see there).
+      hadCleanShutdown: (options.hadCleanShutdown ?? false) && !leaderEpochCache.damaged,
+      recoveryPoint: leaderEpochCache.damaged ? (0 as Offset) : (options.recoveryPoint ?? (0 as Offset)),
       logStartOffset: options.logStartOffset ?? (0 as Offset),
       leaderEpochCache,
       allowOffsetGaps: hasCompactPolicy(config) || options.wasCompacted === true,
@@ -360,7 +362,18 @@ export class UnifiedLog {
   /** New topic configuration; segment sizes apply from the next roll (as in Kafka). */
   updateConfig(config: LogConfig): void {
     this.local.updateConfig(config)
+    if (hasCompactPolicy(config)) this.compactedSinceOpen = true
   }
+
+  /**
+   * Whether batches may skip offsets: the log is compacted, was when it was opened, or was
+   * since. Otherwise a read takes a gap between batches for a damaged base offset (the one
+   * header field outside the CRC besides the length and leader epoch), as recovery does.
+   */
+  private get offsetGapsPossible(): boolean {
+    return this.wasCompacted || this.compactedSinceOpen || hasCompactPolicy(this.local.config)
+  }
+  private compactedSinceOpen = false
 
   /**
    * Moves the high watermark, clamped into [logStartOffset, logEndOffset] as Kafka's
@@ -609,7 +622,13 @@ export class UnifiedLog {
     const minOneMessage = options.minOneMessage ?? true
     const recent = this.recent.read(startOffset, readEnd, options.maxBytes, minOneMessage)
     if (recent !== undefined) return { ...recent, highWatermark, logStartOffset, logEndOffset }
-    const read = await this.local.read(startOffset, readEnd, options.maxBytes, minOneMessage)
+    const read = await this.local.read(
+      startOffset,
+      readEnd,
+      options.maxBytes,
+      minOneMessage,
+      this.offsetGapsPossible,
+    )
     return { ...read, highWatermark, logStartOffset, logEndOffset }
   }
 
@@ -729,6 +748,55 @@ export class UnifiedLog {
     await this.leaderEpochCache.truncateFromEnd(logEndOffset)
     this.checkInvariants()
     await this.producerStateHook?.onTruncated()
+  }
+
+  /**
+   * A follower's read found a damaged batch (CorruptSegmentError): its segment is validated
+   * and cut at the first bad batch, later segments go, and the replica fetches the rest
+   * from the leader again (its fetch offset is the log end). A leader must not do this: it
+   * would drop committed records it alone may still be asked for; it goes offline instead
+   * (markCorrupt). Resolves to the new log end offset, or undefined if nothing changed.
+   */
+  truncateAtCorruption(err: CorruptSegmentError): Promise<Offset | undefined> {
+    return this.enqueue(async () => {
+      this.recent.clear()
+      const before = this.logEndOffset
+      const cut = await this.local.truncateAtCorruption(
+        err.segmentBaseOffset as Offset,
+        this.offsetGapsPossible,
+      )
+      if (cut === undefined) return undefined
+      const { logEndOffset } = cut
+      this.noteTruncation(logEndOffset)
+      await this.onTruncated?.(logEndOffset)
+      this.logStartOffsetValue = minOffset(this.logStartOffsetValue, logEndOffset)
+      this.highWatermarkValue = minOffset(this.highWatermarkValue, logEndOffset)
+      this.checkInvariants()
+      await this.leaderEpochCache.truncateFromEnd(logEndOffset)
+      this.checkInvariants()
+      await this.producerStateHook?.onTruncated()
+      this.logger.error(
+        {
+          segment: err.segmentPath,
+          position: err.position,
+          problem: err.problem,
+          from: before,
+          to: logEndOffset,
+          truncatedBytes: cut.truncatedBytes,
+        },
+        'truncated a corrupt log segment; the replica fetches the rest from the leader again',
+      )
+      return logEndOffset
+    })
+  }
+
+  /** A leader's read found a damaged batch: the log, and so its log dir, goes offline (Kafka's disk-failure path). */
+  markCorrupt(err: CorruptSegmentError): void {
+    this.logger.error(
+      { segment: err.segmentPath, position: err.position, problem: err.problem },
+      'corrupt record batch in a leader log: taking its log dir offline so an in-sync replica leads',
+    )
+    this.fail(err)
   }
 
   /** Deletes everything and restarts the log empty at `newOffset` (a replica that must refetch all). */

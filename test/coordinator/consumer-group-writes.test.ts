@@ -22,6 +22,7 @@ import { plant } from '../../src/sim/mutations.js'
 import { ManualClock } from '../storage/helpers.js'
 
 const TOPIC_ID = Buffer.alloc(16, 7).toString('base64url')
+const OFFSETS_TOPIC_ID = Buffer.alloc(16, 9).toString('base64url')
 
 function startCoordinator(clock: ManualClock, appends: { refuse: boolean; count: number }): GroupCoordinator {
   const log = {
@@ -35,7 +36,11 @@ function startCoordinator(clock: ManualClock, appends: { refuse: boolean; count:
     topics: new Map([
       [
         CONSUMER_OFFSETS_TOPIC,
-        { name: CONSUMER_OFFSETS_TOPIC, topicId: 'x', partitions: [{ partition: 0, leader: 1 }] },
+        {
+          name: CONSUMER_OFFSETS_TOPIC,
+          topicId: OFFSETS_TOPIC_ID,
+          partitions: [{ partition: 0, leader: 1 }],
+        },
       ],
       [
         't',
@@ -169,5 +174,24 @@ test('consumer-group writes of one group go one at a time, in arrival order', as
   ])
   assert.deepEqual([a.memberEpoch, b.memberEpoch], [1, 2])
   assert.equal(appends.count, 2)
+  coordinator.shutdown()
+})
+
+test('a subscription regex is resolved against every topic, internal ones included, as Kafka does', async () => {
+  const clock = new ManualClock()
+  const coordinator = startCoordinator(clock, { refuse: false, count: 0 })
+  coordinator.onPartitionsChanged()
+  await new Promise((resolve) => setImmediate(resolve))
+  // franz-go's Test848RegexBrokerResolves: Kafka 4.4 assigns __consumer_offsets to a member
+  // whose regex matches it.
+  const joined = await coordinator.consumerGroupHeartbeat(
+    { ...request('A', 0, null), subscribedTopicNames: null, subscribedTopicRegex: '.*(?:t|_offsets)' },
+    1,
+  )
+  assert.equal(joined.errorCode, ErrorCode.NONE)
+  const topicIds = (joined.assignment ?? []).map((t) => t.topicId).sort()
+  assert.deepEqual(topicIds, [OFFSETS_TOPIC_ID, TOPIC_ID].sort())
+  const described = coordinator.consumerGroupDescribe('g')
+  assert.equal(described.members[0]?.subscribedTopicRegex, '.*(?:t|_offsets)')
   coordinator.shutdown()
 })

@@ -31,6 +31,8 @@ export const TIDELOG_AS_REFERENCE = {
 export interface KafkaReference {
   /** `127.0.0.1:port,...`, one per node. */
   readonly bootstrap: string
+  /** With `saslListener`: the SASL_PLAINTEXT (SCRAM-SHA-256/512) listeners, `127.0.0.1:port,...`. */
+  readonly saslBootstrap?: string
   /** The temporary directory holding each node's config, data, log (node-N/server.log) and pid. */
   readonly dir: string
   stop(): Promise<void>
@@ -106,6 +108,8 @@ export interface KafkaReferenceOptions {
   readonly nodes?: number
   /** Extra server.properties of every node, by Kafka name. */
   readonly properties?: Readonly<Record<string, string | number | boolean>>
+  /** Also a SASL_PLAINTEXT listener per node with SCRAM-SHA-256 and SCRAM-SHA-512 (no users). */
+  readonly saslListener?: boolean
   /** Feature levels set when formatting, e.g. `{ 'transaction.version': 1 }`; default 4.4's latest. */
   readonly features?: Readonly<Record<string, number>>
 }
@@ -118,6 +122,7 @@ export async function startKafkaReference(options: KafkaReferenceOptions = {}): 
     args.push('--property', `${key}=${value}`)
   for (const [name, level] of Object.entries(options.features ?? {}))
     args.push('--feature', `${name}=${level}`)
+  if (options.saslListener) args.push('--sasl-listener')
   // The first start may fetch the jars (about 40 s); starting takes about 10 s on 2 cores.
   const out = (await runScript(args, 600_000)).trim().split('\n')
   const [bootstrap, dir] = out.slice(-2)
@@ -143,5 +148,8 @@ export async function startKafkaReference(options: KafkaReferenceOptions = {}): 
     await stop()
     throw error
   }
-  return { bootstrap, dir, stop }
+  const saslBootstrap = options.saslListener
+    ? readFileSync(join(dir, 'bootstrap-sasl'), 'utf8').trim()
+    : undefined
+  return { bootstrap, dir, stop, ...(saslBootstrap === undefined ? {} : { saslBootstrap }) }
 }

@@ -118,6 +118,15 @@ export async function kafkajsMetadataError(admin: Admin, topics: readonly string
   }
 }
 
+/** Partitions (as `topic-index`) without a live leader, or led by `dead` or with it in their ISR. */
+export function notFailedOver(view: MetadataView, dead: number): string[] {
+  const left: string[] = []
+  for (const [topic, partitions] of view.topics)
+    for (const p of partitions)
+      if (p.leader === dead || p.leader < 0 || p.isr.includes(dead)) left.push(`${topic}-${p.partition}`)
+  return left
+}
+
 /** Partitions (as `topic-index`) led by `nodeId`. */
 export function ledBy(view: MetadataView, nodeId: number): string[] {
   const led: string[] = []

@@ -76,6 +76,7 @@ export function simFlags(options: SimOptions): string {
   if (options.idempotentProducers === true) flags.push('--idempotent')
   if (options.consumers === true) flags.push('--consumers')
   if (options.brokers !== undefined) flags.push(`--brokers ${options.brokers}`)
+  if (options.partitions !== undefined) flags.push(`--partitions ${options.partitions}`)
   if (options.replicationFactor !== undefined) flags.push(`--replication-factor ${options.replicationFactor}`)
   if (options.minInsyncReplicas !== undefined) flags.push(`--min-isr ${options.minInsyncReplicas}`)
   if (options.diskErrors === true) flags.push('--disk-errors')

@@ -8,6 +8,7 @@ import { apiVersionsHandler } from './api-versions.js'
 import { consumerGroupDescribeHandler } from './consumer-group-describe.js'
 import { consumerGroupHeartbeatHandler } from './consumer-group-heartbeat.js'
 import { createAclsHandler } from './create-acls.js'
+import { createDelegationTokenHandler } from './create-delegation-token.js'
 import { createPartitionsHandler } from './create-partitions.js'
 import { createTopicsHandler } from './create-topics.js'
 import { deleteAclsHandler } from './delete-acls.js'
@@ -18,6 +19,7 @@ import { describeAclsHandler } from './describe-acls.js'
 import { describeClientQuotasHandler } from './describe-client-quotas.js'
 import { describeClusterHandler } from './describe-cluster.js'
 import { describeConfigsHandler } from './describe-configs.js'
+import { describeDelegationTokenHandler } from './describe-delegation-token.js'
 import { describeGroupsHandler } from './describe-groups.js'
 import { describeLogDirsHandler } from './describe-log-dirs.js'
 import { describeProducersHandler } from './describe-producers.js'
@@ -26,13 +28,16 @@ import { describeTransactionsHandler } from './describe-transactions.js'
 import { describeUserScramCredentialsHandler } from './describe-user-scram-credentials.js'
 import { electLeadersHandler } from './elect-leaders.js'
 import { endTxnHandler } from './end-txn.js'
+import { expireDelegationTokenHandler } from './expire-delegation-token.js'
 import { fetchHandler } from './fetch.js'
 import { findCoordinatorHandler } from './find-coordinator.js'
+import { getTelemetrySubscriptionsHandler } from './get-telemetry-subscriptions.js'
 import { heartbeatHandler } from './heartbeat.js'
 import { incrementalAlterConfigsHandler } from './incremental-alter-configs.js'
 import { initProducerIdHandler } from './init-producer-id.js'
 import { joinGroupHandler } from './join-group.js'
 import { leaveGroupHandler } from './leave-group.js'
+import { listClientMetricsResourcesHandler } from './list-client-metrics-resources.js'
 import { listGroupsHandler } from './list-groups.js'
 import { listOffsetsHandler } from './list-offsets.js'
 import { listPartitionReassignmentsHandler } from './list-partition-reassignments.js'
@@ -43,7 +48,9 @@ import { offsetDeleteHandler } from './offset-delete.js'
 import { offsetFetchHandler } from './offset-fetch.js'
 import { offsetForLeaderEpochHandler } from './offset-for-leader-epoch.js'
 import { produceHandler } from './produce.js'
+import { pushTelemetryHandler } from './push-telemetry.js'
 import type { AnyApiHandler } from './registry.js'
+import { renewDelegationTokenHandler } from './renew-delegation-token.js'
 import { saslAuthenticateHandler } from './sasl-authenticate.js'
 import { saslHandshakeHandler } from './sasl-handshake.js'
 import { syncGroupHandler } from './sync-group.js'
@@ -102,4 +109,11 @@ export const allHandlers: readonly AnyApiHandler[] = [
   describeAclsHandler,
   createAclsHandler,
   deleteAclsHandler,
+  getTelemetrySubscriptionsHandler,
+  pushTelemetryHandler,
+  listClientMetricsResourcesHandler,
+  createDelegationTokenHandler,
+  renewDelegationTokenHandler,
+  expireDelegationTokenHandler,
+  describeDelegationTokenHandler,
 ]

@@ -15,7 +15,11 @@ export const apiVersionsHandler: ApiHandler<ApiVersionsRequest, ApiVersionsRespo
   apiKey: ApiKey.ApiVersions,
   minVersion: 0,
   maxVersion: 4,
-  handle(context) {
+  handle(context, request) {
+    // KIP-511: what the client says it is, kept for client telemetry's labels and matching.
+    if (context.apiVersion >= 3) {
+      context.connection.setClientSoftware(request.clientSoftwareName, request.clientSoftwareVersion)
+    }
     return {
       ...defaultApiVersionsResponse(),
       errorCode: ErrorCode.NONE,
