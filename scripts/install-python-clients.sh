@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The PyPI Python clients of the conformance suite (issue 32): confluent-kafka 2.16.1 (with
-# its bundled modern librdkafka) and aiokafka 0.14.0, pinned with hashes in
+# its bundled modern librdkafka, and its schema registry extras: Avro, JSON Schema and
+# Protobuf serializers, issue 36) and aiokafka 0.14.0, pinned with hashes in
 # test/compat/python/requirements.txt, installed into a virtualenv of Debian's Python at
 # .build/pyenv (git ignores .build/). Prints the venv's python.
 #
@@ -33,6 +34,8 @@ if ! "${pip[@]}" "${install[@]}" --no-index --find-links "$wheels" >/dev/null 2>
   "${pip[@]}" download --only-binary=:all: --require-hashes -r "$requirements" -d "$wheels" >&2
   "${pip[@]}" "${install[@]}" --no-index --find-links "$wheels" >&2
 fi
-"$venv/bin/python" -c 'import confluent_kafka, aiokafka, cramjam' >&2
+"$venv/bin/python" -c 'import confluent_kafka, aiokafka, cramjam
+import confluent_kafka.schema_registry.avro, confluent_kafka.schema_registry.json_schema
+import confluent_kafka.schema_registry.protobuf' >&2
 cp "$requirements" "$marker"
 echo "$venv/bin/python"

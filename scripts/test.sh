@@ -58,7 +58,8 @@ scripts/build-librdkafka.sh >/dev/null
 scripts/kafka-reference.sh install >/dev/null
 # confluent-kafka 2.16.1 (bundling librdkafka 2.16) and aiokafka 0.14.0 from PyPI, pinned with
 # hashes in test/compat/python/requirements.txt, into the virtualenv .build/pyenv once (about
-# 25 s; the wheels are kept in .build/python-wheels): test/compat/python-pypi-clients.test.ts.
+# 25 s; the wheels are kept in .build/python-wheels): test/compat/python-pypi-clients.test.ts,
+# and confluent-kafka's schema registry extras: test/schema-registry/python-client.test.ts.
 scripts/install-python-clients.sh >/dev/null
 # The Go clients (franz-go 1.22.3 with kadm, sarama 1.61.1) from the Go module proxy, built
 # once into .build/go (about 1.5 minutes the first time): test/compat/go-clients.test.ts.

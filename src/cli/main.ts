@@ -228,8 +228,13 @@ async function startCommand(args: readonly string[]): Promise<number> {
         : await defaultPortOrFree(host, DEFAULT_SCHEMA_REGISTRY_PORT, brokerCount)
   if (!Number.isInteger(registryPort) || registryPort < -1 || registryPort > 65535)
     throw new TidelogError('ERR_USAGE', '--schema-registry-port out of range')
+  // --secure: the registry is HTTPS with the development certificate, and asks for the
+  // user's password (basic auth against the SASL users).
   if (registryPort >= 0 && !properties.has('tidelog.schema.registry.listener'))
-    properties.set('tidelog.schema.registry.listener', `${host}:${registryPort}`)
+    properties.set(
+      'tidelog.schema.registry.listener',
+      `${values.secure ? 'https://' : ''}${host}:${registryPort}`,
+    )
   const secure = values.secure ? await secureSetup(values['data-dir'], values.host, port, properties) : null
   const cluster = await startCluster({
     brokers: brokerCount,

@@ -6,8 +6,15 @@
  * connection, and never reaches a Kafka connection.
  */
 import { readFile } from 'node:fs/promises'
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import {
+  createServer,
+  type IncomingMessage,
+  type Server,
+  type ServerOptions,
+  type ServerResponse,
+} from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
+import type { SecureContextOptions } from 'node:tls'
 import type { Logger } from '../common/logger.js'
 
 /** Largest request body accepted (topic creation only). */
@@ -57,6 +64,17 @@ export interface RawPrefixRoute {
   handle(req: IncomingMessage, res: ServerResponse, path: string, query: URLSearchParams): Promise<void>
 }
 
+type ServerFactory = (
+  options: ServerOptions,
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+) => Server
+
+/** What an HTTPS listener serves with: node:tls's context options and client-certificate policy. */
+export interface HttpsOptions extends SecureContextOptions {
+  readonly requestCert?: boolean
+  readonly rejectUnauthorized?: boolean
+}
+
 export class HttpListener {
   private readonly server: Server
   private readonly sockets = new Set<Socket>()
@@ -65,8 +83,10 @@ export class HttpListener {
     private readonly routes: RouteTable,
     private readonly logger: Logger,
     private readonly raw: RawPrefixRoute | null,
+    makeServer: ServerFactory,
+    readonly scheme: 'http' | 'https',
   ) {
-    this.server = createServer(
+    this.server = makeServer(
       {
         maxHeaderSize: HEADERS_MAX_BYTES,
         requestTimeout: REQUEST_TIMEOUT_MS,
@@ -103,15 +123,25 @@ export class HttpListener {
     })
   }
 
-  /** Listens on `host:port` (port 0 picks one). */
+  /**
+   * Listens on `host:port` (port 0 picks one); HTTPS with `tls` (the key, certificates and
+   * client-certificate policy of one of the broker's TLS listeners).
+   */
   static async start(
     host: string,
     port: number,
     routes: RouteTable,
     logger: Logger,
     raw: RawPrefixRoute | null = null,
+    tls: HttpsOptions | null = null,
   ): Promise<HttpListener> {
-    const listener = new HttpListener(routes, logger, raw)
+    let makeServer: ServerFactory = (options, handler) => createServer(options, handler)
+    if (tls !== null) {
+      // node:https is loaded only by an HTTPS listener (start-up cost, docs/notes/startup.md).
+      const https = await import('node:https')
+      makeServer = (options, handler) => https.createServer({ ...options, ...tls }, handler)
+    }
+    const listener = new HttpListener(routes, logger, raw, makeServer, tls === null ? 'http' : 'https')
     await new Promise<void>((resolve, reject) => {
       listener.server.once('error', reject)
       listener.server.listen({ host, port }, () => {

@@ -9,10 +9,11 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Logger } from '../common/logger.js'
+import type { RegistrySecurity } from '../schema-registry/auth.js'
 import type { DecodedRecord, RegistryHost, SchemaRegistry } from '../schema-registry/index.js'
 import { addRegistryPeer } from '../schema-registry/peers.js'
 import { parseListener } from '../server/broker-config.js'
-import { HttpListener, type RawPrefixRoute } from './http-listener.js'
+import { HttpListener, type HttpsOptions, type RawPrefixRoute } from './http-listener.js'
 
 /** Where the registry answers on the broker's HTTP listener. */
 export const REGISTRY_PREFIX = '/schema-registry/'
@@ -21,6 +22,9 @@ type RegistryModule = typeof import('../schema-registry/index.js')
 
 export class SchemaRegistryService {
   private host: RegistryHost | null = null
+  private security: RegistrySecurity | null = null
+  /** The CAs a write forwarded to another broker's HTTPS registry trusts: this listener's. */
+  private forwardCa: string | readonly string[] | null = null
   private registry: Promise<SchemaRegistry> | null = null
   private listener: HttpListener | null = null
   private closed = false
@@ -28,12 +32,21 @@ export class SchemaRegistryService {
 
   private constructor(private readonly logger: Logger) {}
 
-  /** `listener`: HOST:PORT of the registry's own listener, or null for none. */
-  static async start(listener: string | null, logger: Logger): Promise<SchemaRegistryService> {
+  /**
+   * `listener`: [http://|https://]HOST:PORT of the registry's own listener, or null for none;
+   * `tls`: what an https:// listener serves with.
+   */
+  static async start(
+    listener: string | null,
+    logger: Logger,
+    tls: HttpsOptions | null = null,
+  ): Promise<SchemaRegistryService> {
     const service = new SchemaRegistryService(logger)
+    const ca = tls?.ca
+    service.forwardCa = typeof ca === 'string' || Array.isArray(ca) ? (ca as string | string[]) : null
     if (listener !== null && listener !== '') {
       const { host, port } = parseListener(listener)
-      service.listener = await HttpListener.start(host, port, {}, logger, service.route('/'))
+      service.listener = await HttpListener.start(host, port, {}, logger, service.route('/'), tls)
       logger.info({ url: service.url }, 'schema registry listener')
     }
     return service
@@ -43,12 +56,16 @@ export class SchemaRegistryService {
   get url(): string | null {
     if (!this.listener) return null
     const host = this.listener.host.includes(':') ? `[${this.listener.host}]` : this.listener.host
-    return `http://${host}:${this.listener.port}`
+    return `${this.listener.scheme}://${host}:${this.listener.port}`
   }
 
-  /** The broker is open: requests may now open the registry. */
-  attach(host: RegistryHost): void {
+  /**
+   * The broker is open: requests may now open the registry. `security`, where the broker's
+   * is on: every request is authenticated and authorized with it (schema-registry/auth.ts).
+   */
+  attach(host: RegistryHost, security: RegistrySecurity | null = null): void {
     this.host = host
+    this.security = security
     // Writes sent to another broker of this process reach this registry when this one leads.
     this.removePeer = addRegistryPeer({
       host,
@@ -91,6 +108,8 @@ export class SchemaRegistryService {
       query,
       () => this.open(module),
       (error) => this.logger.error({ err: error }, 'schema registry request failed'),
+      this.security,
+      { ca: this.forwardCa },
     )
   }
 

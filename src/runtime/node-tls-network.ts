@@ -176,3 +176,23 @@ function tlsNetwork(
     },
   }
 }
+
+/**
+ * node:https's server options for `settings` (a TLS listener's key store, trust store and
+ * ssl.client.auth): the schema registry's HTTPS listener serves with the broker's certificates.
+ */
+export function httpsServerOptions(
+  settings: TlsSettings,
+): ContextOptions & { requestCert: boolean; rejectUnauthorized: boolean } {
+  const options = secureContextOptions(settings)
+  try {
+    tls().createSecureContext(options)
+  } catch (error) {
+    throw new ConfigError(`${settings.origin}: TLS key or certificates unusable: ${(error as Error).message}`)
+  }
+  return {
+    ...options,
+    requestCert: settings.clientAuth !== 'none',
+    rejectUnauthorized: settings.clientAuth === 'required',
+  }
+}

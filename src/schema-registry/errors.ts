@@ -101,6 +101,9 @@ export const Errors = {
   invalidSubject: (subject: string) => new RegistryError(422, 42208, `Invalid subject ${subject}`),
   unprocessable: (message: string) => new RegistryError(422, 422, message),
   badRequest: (message: string) => new RegistryError(400, 400, message),
+  // Confluent's 401 body is its REST layer's (error_code 401); 40301 is its authorizer's.
+  unauthorized: () => new RegistryError(401, 401, 'Unauthorized'),
+  forbidden: (message: string) => new RegistryError(403, 40301, message),
   notFound: () => new RegistryError(404, 404, 'HTTP 404 Not Found'),
   methodNotAllowed: () => new RegistryError(405, 405, 'HTTP 405 Method Not Allowed'),
   unsupportedMediaType: () => new RegistryError(415, 415, 'HTTP 415 Unsupported Media Type'),

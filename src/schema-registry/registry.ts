@@ -106,13 +106,13 @@ export class SchemaRegistry {
     private readonly host: RegistryHost,
     private readonly logger: Logger,
   ) {
-    this.log = new SchemasLog({ bootstrapServers: host.bootstrapServers(), store: this.store, logger })
+    this.log = new SchemasLog({ client: host.kafkaClient(), store: this.store, logger })
   }
 
   /** Creates `_schemas` if needed, waits for its leader and reads it to the end. */
   static async open(host: RegistryHost, logger: Logger): Promise<SchemaRegistry> {
     try {
-      host.bootstrapServers()
+      host.kafkaClient()
     } catch (error) {
       throw Errors.storeError((error as Error).message, error)
     }
@@ -182,6 +182,23 @@ export class SchemaRegistry {
       ...(stored.references.length === 0 ? {} : { references: [...stored.references] }),
       schema: stored.schema,
     }
+  }
+
+  /**
+   * `format=` of a schema read: `serialized` gives a Protobuf schema as a base64
+   * FileDescriptorProto (what confluent-kafka-python's Protobuf deserializer asks for); any
+   * other format, or another schema type, leaves the schema as stored.
+   */
+  async formatted<
+    T extends { schema: string; schemaType?: SchemaType; references?: readonly SchemaReference[] },
+  >(result: T, format: string | null): Promise<T> {
+    if (format !== 'serialized' || result.schemaType !== 'PROTOBUF') return result
+    const parsed = await this.parse(
+      { schema: result.schema, schemaType: 'PROTOBUF', references: [...(result.references ?? [])] },
+      false,
+    )
+    const serialize = (await loadFormat('PROTOBUF')).serialize
+    return serialize ? { ...result, schema: serialize(parsed) } : result
   }
 
   async subjectsOfId(id: number, deleted = false): Promise<string[]> {

@@ -11,6 +11,7 @@ import { Producer } from '../client/producer.js'
 import type { Logger } from '../common/logger.js'
 import { Errors } from './errors.js'
 import type { SchemaStore, SchemasRecord } from './store.js'
+import type { RegistryClientOptions } from './types.js'
 
 export const SCHEMAS_TOPIC = '_schemas'
 const TP = { topic: SCHEMAS_TOPIC, partition: 0 }
@@ -21,7 +22,7 @@ const POLL_MS = 200
 const FAILURE_LOG_MS = 10_000
 
 export interface SchemasLogOptions {
-  readonly bootstrapServers: string
+  readonly client: RegistryClientOptions
   readonly store: SchemaStore
   readonly logger: Logger
 }
@@ -38,7 +39,7 @@ export class SchemasLog {
 
   constructor(private readonly options: SchemasLogOptions) {
     this.consumer = new Consumer({
-      bootstrapServers: options.bootstrapServers,
+      ...options.client,
       clientId: CLIENT_ID,
       autoOffsetReset: 'earliest',
       fetchMaxWaitMs: POLL_MS,
@@ -62,7 +63,7 @@ export class SchemasLog {
 
   async append(records: readonly SchemasRecord[]): Promise<void> {
     this.producer ??= new Producer({
-      bootstrapServers: this.options.bootstrapServers,
+      ...this.options.client,
       clientId: CLIENT_ID,
       acks: 'all',
     })

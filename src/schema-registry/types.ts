@@ -1,4 +1,5 @@
 /** The registry's vocabulary, in Confluent's names. */
+import type { SaslOptions, SslOptions } from '../client/security-options.js'
 
 export type SchemaType = 'AVRO' | 'JSON' | 'PROTOBUF'
 export const SCHEMA_TYPES: readonly SchemaType[] = ['JSON', 'PROTOBUF', 'AVRO']
@@ -71,6 +72,8 @@ export interface SchemaFormat {
    * Confluent's BACKWARD is `readerCanRead(new, old)`, FORWARD `readerCanRead(old, new)`.
    */
   readerCanRead(reader: ParsedSchema, writer: ParsedSchema): string[]
+  /** The schema in the format's `format=serialized` form (Protobuf's base64 descriptor), if it has one. */
+  serialize?(schema: ParsedSchema): string
   /**
    * A record's payload (after Confluent's magic byte and schema id) as JSON-able data;
    * throws when it does not decode.
@@ -78,11 +81,21 @@ export interface SchemaFormat {
   decode(schema: ParsedSchema, payload: Buffer): unknown
 }
 
+/** The connection options of the registry's own Kafka client (tidelog's client's). */
+export interface RegistryClientOptions {
+  readonly bootstrapServers: string
+  readonly ssl?: SslOptions
+  readonly sasl?: SaslOptions
+}
+
 /** What the registry needs of its broker. */
 export interface RegistryHost {
   readonly nodeId: number
-  /** host:port of the broker's Kafka listener. */
-  bootstrapServers(): string
+  /**
+   * How the registry's client reaches this broker: a listener's host:port and, for a SASL or
+   * TLS listener, the broker's own credentials and trusted CAs. Throws when it cannot.
+   */
+  kafkaClient(): RegistryClientOptions
   clusterId(): string
   /** The broker leading `_schemas` partition 0; -1 when it has none or the topic is missing. */
   schemasLeader(): number

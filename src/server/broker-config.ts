@@ -468,7 +468,20 @@ export const brokerConfigDefs = new ConfigDefs([
     'tidelog.schema.registry.listener',
     'string',
     null,
-    "HOST:PORT of the schema registry's own HTTP listener (the API at its root, as Confluent's on 8081); off when null.",
+    "HOST:PORT (or http://HOST:PORT, or https://HOST:PORT for TLS) of the schema registry's own listener (the API at its root, as Confluent's on 8081); off when null.",
+  ),
+  def(
+    'tidelog.schema.registry.ssl.listener.name',
+    'string',
+    null,
+    'The Kafka listener whose ssl.* settings (key store, trust store, ssl.client.auth) an https:// schema registry listener serves with; null: the first SSL or SASL_SSL listener, else the top-level ssl.* settings.',
+  ),
+  def(
+    'tidelog.schema.registry.authentication.method',
+    'string',
+    'AUTO',
+    "HTTP authentication of the schema registry (its own listener and /schema-registry/): BASIC checks basic auth against the cluster's SASL users (PLAIN's JAAS users, SCRAM credentials) and applies the Kafka ACLs to subjects; NONE lets anyone in; AUTO is BASIC when a listener uses SASL with PLAIN or SCRAM, else NONE.",
+    { oneOf: ['AUTO', 'BASIC', 'NONE'] },
   ),
 ])
 

@@ -5,7 +5,9 @@
  * shutdown (leaderships moved away, connections closed, logs flushed and closed).
  */
 
+import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import type { SaslOptions, SslOptions } from '../client/security-options.js'
 import { InvariantError } from '../common/assert.js'
 import { ExponentialBackoff } from '../common/backoff.js'
 import type { Clock, TimerHandle } from '../common/clock.js'
@@ -35,8 +37,17 @@ import { AlterPartitionManager } from '../replication/alter-partition-manager.js
 import { ReplicaFetcherManager } from '../replication/replica-fetcher.js'
 import { ReplicaManager, type TopicSettings } from '../replication/replica-manager.js'
 import { nodeBrokerParts } from '../runtime/node-parts.js'
+import { httpsServerOptions } from '../runtime/node-tls-network.js'
+import type { RegistrySecurity } from '../schema-registry/auth.js'
 import type { RegistryHost } from '../schema-registry/registry.js'
-import { operationName, resourceTypeName } from '../security/authorizer/acl.js'
+import type { RegistryClientOptions } from '../schema-registry/types.js'
+import {
+  AclOperation,
+  CLUSTER_NAME,
+  operationName,
+  ResourceType,
+  resourceTypeName,
+} from '../security/authorizer/acl.js'
 import {
   type Authorization,
   checkAuthorizerConfig,
@@ -49,18 +60,25 @@ import {
 } from '../security/authorizer/standard-authorizer.js'
 import { DelegationTokenStore } from '../security/delegation-tokens.js'
 import { interBrokerTransport } from '../security/inter-broker.js'
+import { parseJaasConfig } from '../security/jaas.js'
 import { type JwtValidatorSettings, loadJwks } from '../security/jwt-validator.js'
 import { type Endpoint, usesSasl, usesTls } from '../security/listeners.js'
+import { PasswordCheck } from '../security/password-check.js'
 import {
   type KafkaPrincipal,
   NoMatchingRuleError,
   principalText,
   SslPrincipalMapper,
 } from '../security/principal.js'
-import { saslListenerSettings, usesSignedTokens } from '../security/sasl-server.js'
+import {
+  jaasProperty,
+  type SaslListenerSettings,
+  saslListenerSettings,
+  usesSignedTokens,
+} from '../security/sasl-server.js'
 import { ScramCredentialStore } from '../security/scram-credentials.js'
 import { listenerValue, mechanismValue } from '../security/security-config.js'
-import { type TlsByteStream, type TlsNetwork, tlsSettings } from '../security/tls.js'
+import { pemBlocks, type TlsByteStream, type TlsNetwork, tlsSettings } from '../security/tls.js'
 import { isStorageError } from '../storage/errors.js'
 import { LogManager, lockLogDirs } from '../storage/log-manager.js'
 import { type BrokerConfig, groupCoordinatorConfig, transactionCoordinatorConfig } from './broker-config.js'
@@ -135,10 +153,24 @@ async function startSchemaRegistry(
   logger: Logger,
 ): Promise<SchemaRegistryService | null> {
   if (config.values.get('tidelog.schema.registry.enable') === false) return null
-  return SchemaRegistryService.start(
-    config.values.get('tidelog.schema.registry.listener') as string | null,
-    logger,
-  )
+  const listener = config.values.get('tidelog.schema.registry.listener') as string | null
+  const https = listener !== null && /^\s*https:\/\//i.test(listener)
+  return SchemaRegistryService.start(listener, logger, https ? registryHttpsOptions(config) : null)
+}
+
+/**
+ * An https:// registry listener serves with a Kafka TLS listener's ssl.* settings (its key
+ * store, trust store and ssl.client.auth): the one tidelog.schema.registry.ssl.listener.name
+ * names, else the first SSL or SASL_SSL listener, else the top-level ssl.* settings.
+ */
+function registryHttpsOptions(config: BrokerConfig) {
+  const named = config.values.get('tidelog.schema.registry.ssl.listener.name') as string | null
+  const listener =
+    named?.toUpperCase() ??
+    config.listeners.listeners.find((l) => usesTls(l.securityProtocol))?.listener ??
+    // No TLS listener: listenerValue falls back to the top-level ssl.* of this made-up name.
+    'SCHEMA_REGISTRY'
+  return httpsServerOptions(tlsSettings(config, listener, 'schema registry listener', 'server'))
 }
 
 interface ResolvedTopic {
@@ -184,6 +216,8 @@ export class Broker implements BrokerServices {
   private socketServers: SocketServer[] = []
   /** Every TLS network of this broker (listeners, inter-broker client), for reloadTls(). */
   private readonly tlsNetworks: TlsNetwork[] = []
+  /** The SASL settings of each SASL listener, once it listens (the registry's basic auth reads them). */
+  private readonly saslListeners: SaslListenerSettings[] = []
   /** Bound port of each listener, by name. */
   private readonly boundPorts = new Map<string, number>()
   private stopping: Promise<void> | null = null
@@ -390,7 +424,7 @@ export class Broker implements BrokerServices {
       broker.ops = ops
       broker.schemaRegistry = registry
       ops?.attach(broker.metricsSource())
-      registry?.attach(broker.registryHost())
+      registry?.attach(broker.registryHost(), broker.registrySecurity())
       return broker
     } catch (error) {
       await ops?.close()
@@ -763,7 +797,7 @@ export class Broker implements BrokerServices {
     if (url === null) return {}
     // A wildcard bind is reached at the broker's advertised host.
     return {
-      schemaRegistryUrl: url.replace(/^http:\/\/(0\.0\.0\.0|\[::\])(?=:)/, `http://${advertisedHost}`),
+      schemaRegistryUrl: url.replace(/^(https?):\/\/(0\.0\.0\.0|\[::\])(?=:)/, `$1://${advertisedHost}`),
     }
   }
 
@@ -772,15 +806,7 @@ export class Broker implements BrokerServices {
     const leaderOfSchemas = () => this.metadata.image().topics.get(SCHEMAS_TOPIC)?.partitions[0]?.leader ?? -1
     return {
       nodeId: this.nodeId,
-      bootstrapServers: () => {
-        // Its client has no credentials yet: a PLAINTEXT listener of this broker, if any.
-        const plain = this.config.listeners.listeners.find((l) => l.securityProtocol === 'PLAINTEXT')
-        if (!plain)
-          throw new Error(
-            'the schema registry needs a PLAINTEXT listener (it has no credentials for SASL or SSL yet)',
-          )
-        return this.listenerAddress(plain.listener)
-      },
+      kafkaClient: () => this.registryClientOptions(),
       clusterId: () => this.metadata.image().clusterId,
       schemasLeader: leaderOfSchemas,
       registryUrlOf: (nodeId) => this.metadata.image().brokers.get(nodeId)?.schemaRegistryUrl ?? null,
@@ -791,6 +817,114 @@ export class Broker implements BrokerServices {
           replicationFactor: SCHEMAS_REPLICATION_FACTOR,
           configs: { 'cleanup.policy': 'compact' },
         }),
+    }
+  }
+
+  /**
+   * How the registry's client connects: without an authorizer, a PLAINTEXT listener if the
+   * broker has one (no credentials needed); else the inter-broker listener, as this broker's
+   * replica fetchers do, with their identity (the inter-broker SASL user, a super user or
+   * one allowed on `_schemas` where ACLs are on) and the listener's CAs and key store.
+   */
+  private registryClientOptions(): RegistryClientOptions {
+    const listeners = this.config.listeners
+    const plain = listeners.listeners.find((l) => l.securityProtocol === 'PLAINTEXT')
+    if (plain && this.authorization.acls === null)
+      return { bootstrapServers: this.listenerAddress(plain.listener) }
+    const endpoint = listeners.listeners.find((l) => l.listener === listeners.interBrokerListener)
+    if (!endpoint) throw new Error('the schema registry found no inter-broker listener to connect to')
+    const name = endpoint.listener
+    const options: { bootstrapServers: string; ssl?: SslOptions; sasl?: SaslOptions } = {
+      bootstrapServers: this.listenerAddress(name),
+    }
+    if (usesTls(endpoint.securityProtocol)) {
+      const settings = tlsSettings(this.config, name, 'the schema registry client', 'client')
+      const pem = (location: string | null, text: string | null) =>
+        location !== null ? readFileSync(location, 'utf8') : (text ?? '')
+      const ssl: SslOptions = {
+        // Its own listener: the certificate is checked against the CAs, not the host dialled.
+        verifyHostname: false,
+        ...(settings.trustStore
+          ? {
+              ca: pemBlocks(
+                pem(settings.trustStore.location, settings.trustStore.certificates),
+                'CERTIFICATE',
+              ),
+            }
+          : {}),
+      }
+      const keyStore = settings.keyStore
+      if (keyStore?.type === 'PEM' && settings.clientAuth !== 'none') {
+        const key = pem(keyStore.location, keyStore.key)
+        const chain = pem(keyStore.location, keyStore.certificateChain)
+        ssl.key = pemBlocks(key, 'PRIVATE KEY')[0]
+        ssl.cert = pemBlocks(chain, 'CERTIFICATE').join('\n')
+        if (keyStore.password !== null) ssl.keyPassword = keyStore.password
+      }
+      options.ssl = ssl
+    }
+    if (usesSasl(endpoint.securityProtocol)) {
+      const mechanism = String(
+        listenerValue(this.config, name, 'sasl.mechanism.inter.broker.protocol'),
+      ).toUpperCase()
+      if (!['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512'].includes(mechanism))
+        throw new Error(
+          `the schema registry's client logs in with PLAIN or SCRAM only; the inter-broker listener ${name} uses ${mechanism}`,
+        )
+      const property = jaasProperty(name, mechanism)
+      const text = this.config.listenerOverrides.get(property) as string | undefined
+      const jaas = text === undefined ? null : parseJaasConfig(text, property).options
+      const username = jaas?.get('username')
+      const password = jaas?.get('password')
+      if (username === undefined || password === undefined)
+        throw new Error(`the schema registry's client needs username and password in ${property}`)
+      options.sasl = { mechanism: mechanism.toLowerCase() as SaslOptions['mechanism'], username, password }
+    }
+    return options
+  }
+
+  /**
+   * The schema registry's security (schema-registry/auth.ts), null when off:
+   * tidelog.schema.registry.authentication.method BASIC, or AUTO with a listener that uses
+   * SASL with PLAIN or SCRAM. Passwords are checked against those listeners' PLAIN users and
+   * the cluster's SCRAM credentials; the broker's authorizer decides on the topics and cluster the registry maps requests to.
+   */
+  private registrySecurity(): RegistrySecurity | null {
+    const method = String(this.config.values.get('tidelog.schema.registry.authentication.method'))
+    const passwordMechanisms = (l: Endpoint) =>
+      usesSasl(l.securityProtocol) &&
+      (listenerValue(this.config, l.listener, 'sasl.enabled.mechanisms') as string[]).some((m) =>
+        /^(PLAIN|SCRAM-SHA-(256|512))$/i.test(m),
+      )
+    if (method === 'NONE') return null
+    if (method === 'AUTO' && !this.config.listeners.listeners.some(passwordMechanisms)) return null
+    const check = new PasswordCheck({
+      plainUsers: () => this.saslListeners.map((l) => l.plainUsers),
+      scramCredentials: this.scramCredentials,
+    })
+    const operations = {
+      DESCRIBE: AclOperation.DESCRIBE,
+      WRITE: AclOperation.WRITE,
+      DELETE: AclOperation.DELETE,
+      DESCRIBE_CONFIGS: AclOperation.DESCRIBE_CONFIGS,
+      ALTER_CONFIGS: AclOperation.ALTER_CONFIGS,
+    } as const
+    return {
+      verify: (user, password) => check.verify(user, password),
+      authorize: (principal, host, operation, resource) => {
+        const [type, name] =
+          resource.type === 'topic'
+            ? [ResourceType.TOPIC, resource.name]
+            : [ResourceType.CLUSTER, CLUSTER_NAME]
+        const request = { principal, host: hostOf(host) }
+        const allowed = this.authorizer.authorize(request, operations[operation], type, name)
+        if (!allowed)
+          this.logger.debug(
+            { ...request, operation, resource: `${resourceTypeName(type)}:${name}` },
+            'schema registry authorization denied',
+          )
+        return allowed
+      },
     }
   }
 
@@ -950,6 +1084,7 @@ export class Broker implements BrokerServices {
           delegationTokens: this.delegationTokens,
         }
       : undefined
+    if (sasl) this.saslListeners.push(sasl)
     return new SocketServer(
       network,
       {

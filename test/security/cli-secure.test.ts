@@ -1,7 +1,8 @@
 /**
  * Issue 16: `tidelog start --secure` makes a development CA, a broker certificate and a
  * SCRAM user, serves SASL_SSL only, and prints client properties that kcat can use as they
- * are to produce and consume; a plaintext client is refused. A restart on the same data
+ * are to produce and consume; a plaintext client is refused; its schema registry is HTTPS
+ * and takes the same user's password (basic auth). A restart on the same data
  * directory keeps the CA and the password, so clients keep working.
  */
 import assert from 'node:assert/strict'
@@ -11,7 +12,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { promisify } from 'node:util'
-import { type ChildOutput, spawnTidelog } from '../helpers/broker-process.js'
+import { type ChildOutput, spawnTidelog, tidelogBin } from '../helpers/broker-process.js'
 
 const run = promisify(execFile)
 
@@ -72,6 +73,50 @@ test('tidelog start --secure: SASL_SSL SCRAM-SHA-512 with printed client propert
     await assert.rejects(
       run('kcat', ['-b', bootstrap, '-L', '-m', '3'], { timeout: 20_000 }),
       'plaintext is refused',
+    )
+    // The schema registry is HTTPS with the same certificate and asks for the same user.
+    const { line: registryLine } = await cli.waitForLine(/schema registry: /, 30_000)
+    const registry = /(https:\/\/\S+)/.exec(registryLine)?.[1]
+    assert.ok(registry, registryLine)
+    const setting = (name: string) => librdkafka.find((p) => p.startsWith(`${name}=`))!.slice(name.length + 1)
+    const curl = (...args: string[]) =>
+      run(
+        'curl',
+        ['-s', '-o', '/dev/null', '-w', '%{http_code}', '--cacert', setting('ssl.ca.location'), ...args],
+        {
+          timeout: 20_000,
+        },
+      )
+    assert.equal((await curl(`${registry}/subjects`)).stdout, '401')
+    const user = `${setting('sasl.username')}:${setting('sasl.password')}`
+    assert.equal((await curl('-u', user, `${registry}/subjects`)).stdout, '200')
+    // A registration: the registry's own client writes `_schemas` over SASL_SSL.
+    const registered = await curl(
+      '-u',
+      user,
+      '-H',
+      'Content-Type: application/vnd.schemaregistry.v1+json',
+      '-d',
+      JSON.stringify({ schema: '"string"' }),
+      `${registry}/subjects/secure-topic-value/versions`,
+    )
+    assert.equal(registered.stdout, '200')
+    // `tidelog schemas` with the same user and CA.
+    const listed = await run(process.execPath, [
+      tidelogBin(),
+      'schemas',
+      'list',
+      '--json',
+      '--registry',
+      registry,
+      '--user',
+      user,
+      '--ca',
+      setting('ssl.ca.location'),
+    ])
+    assert.deepEqual(
+      (JSON.parse(listed.stdout) as { subject: string }[]).map((r) => r.subject),
+      ['secure-topic-value'],
     )
     const firstPassword = librdkafka.find((p) => p.startsWith('sasl.password='))
     await stop(cli)

@@ -29,7 +29,8 @@ export const SCHEMAS_USAGE = `Usage: tidelog schemas <subcommand> [--registry UR
                                              compatible with the subject's versions as its
                                              level says (or with version V)? exit 1 if not
   config [SUBJECT] [--set LEVEL]             the compatibility level (global without SUBJECT)
---registry defaults to http://127.0.0.1:8081 (tidelog start's registry).
+--registry defaults to http://127.0.0.1:8081 (tidelog start's registry); --user USER:PASSWORD
+sends basic auth (a registry with security on), --ca FILE trusts that PEM CA for https://.
 `
 
 const OPTIONS = {
@@ -42,6 +43,8 @@ const OPTIONS = {
   schema: { type: 'string' },
   type: { type: 'string', default: 'AVRO' },
   set: { type: 'string' },
+  user: { type: 'string' },
+  ca: { type: 'string' },
 } as const
 
 const CONTENT_TYPE = 'application/vnd.schemaregistry.v1+json'
@@ -56,28 +59,59 @@ class RegistryCallError extends TidelogError {
   }
 }
 
-async function call(base: string, method: string, path: string, body?: unknown): Promise<unknown> {
-  let response: Response
-  try {
-    response = await fetch(`${base.replace(/\/$/, '')}${path}`, {
-      method,
-      headers: { 'Content-Type': CONTENT_TYPE, Accept: CONTENT_TYPE },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+/** Where the registry is: its URL, basic auth's `USER:PASSWORD` and the CAs of an https:// one. */
+interface Registry {
+  readonly url: string
+  readonly user: string | undefined
+  readonly ca: string | undefined
+}
+
+/** One request with node:http(s) (fetch cannot be given CAs): the status and body text. */
+async function send(
+  registry: Registry,
+  method: string,
+  path: string,
+  body: string | undefined,
+): Promise<{ status: number; text: string }> {
+  const url = new URL(`${registry.url.replace(/\/$/, '')}${path}`)
+  const { request } = url.protocol === 'https:' ? await import('node:https') : await import('node:http')
+  const headers: Record<string, string> = { 'Content-Type': CONTENT_TYPE, Accept: CONTENT_TYPE }
+  if (registry.user !== undefined)
+    headers.Authorization = `Basic ${Buffer.from(registry.user).toString('base64')}`
+  const ca = registry.ca === undefined ? undefined : await readFile(registry.ca, 'utf8')
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method, headers, ...(ca === undefined ? {} : { ca }) }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (chunk: Buffer) => chunks.push(chunk))
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }),
+      )
+      res.on('error', reject)
     })
+    req.setTimeout(30_000, () => req.destroy(new Error('no answer in 30 s')))
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+
+async function call(base: Registry, method: string, path: string, body?: unknown): Promise<unknown> {
+  let response: { status: number; text: string }
+  try {
+    response = await send(base, method, path, body === undefined ? undefined : JSON.stringify(body))
   } catch (error) {
     throw new RegistryCallError(
-      `cannot reach the schema registry at ${base}: ${(error as Error).message}`,
+      `cannot reach the schema registry at ${base.url}: ${(error as Error).message}`,
       EXIT_UNREACHABLE,
     )
   }
-  const text = await response.text()
+  const text = response.text
   let value: unknown
   try {
     value = text === '' ? null : JSON.parse(text)
   } catch {
     throw new RegistryCallError(`the schema registry answered ${response.status} with no JSON`, EXIT_FAILED)
   }
-  if (!response.ok) {
+  if (response.status < 200 || response.status > 299) {
     const error = value as { error_code?: number; message?: string } | null
     throw new RegistryCallError(
       `${error?.message ?? `HTTP ${response.status}`} (error code ${error?.error_code ?? response.status})`,
@@ -114,7 +148,7 @@ export async function schemasCommand(argv: readonly string[]): Promise<number> {
       process.stdout.write(SCHEMAS_USAGE)
       return sub === undefined ? EXIT_USAGE : EXIT_OK
     }
-    const base = values.registry
+    const base: Registry = { url: values.registry, user: values.user, ca: values.ca }
     const [subject] = positionals
     try {
       switch (sub) {

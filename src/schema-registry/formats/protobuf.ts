@@ -12,13 +12,21 @@
  * REQUIRED_FIELD_ADDED and REQUIRED_FIELD_REMOVED (proto2), ONEOF_FIELD_REMOVED and
  * MULTIPLE_FIELDS_MOVED_TO_ONEOF. Fields are matched by number. Not checked: enums'
  * values, services, options, maps' key types.
+ *
+ * A schema may also be a base64 FileDescriptorProto (what confluent-kafka-python's and
+ * confluent-kafka-go's serializers register; Confluent accepts both forms), and reads with
+ * `format=serialized` answer that form (`serialize`).
  */
 import protobuf from 'protobufjs'
+// protobufjs's descriptor.proto types; loading it adds Root.fromDescriptor and toDescriptor.
+import descriptorExt from 'protobufjs/ext/descriptor/index.js'
 import type { ParsedSchema, ResolvedReference, SchemaFormat } from '../types.js'
 
 interface ParsedProto {
   readonly root: protobuf.Root
   readonly packageName: string
+  /** proto2 or proto3, as the file declares it. */
+  readonly syntax: string
   /** The messages this schema defines (not its references'), by full name. */
   readonly messages: ReadonlyMap<string, protobuf.Type>
 }
@@ -44,6 +52,61 @@ function messagesOf(namespace: protobuf.NamespaceBase, into: Map<string, protobu
   }
 }
 
+interface FileDescriptor {
+  readonly name?: string
+  readonly package?: string
+  readonly dependency?: readonly string[]
+  readonly weakDependency?: readonly number[]
+  readonly syntax?: string
+}
+
+interface DescriptorTypes {
+  readonly FileDescriptorProto: {
+    decode(bytes: Uint8Array): FileDescriptor
+    encode(message: FileDescriptor): { finish(): Uint8Array }
+  }
+}
+
+const descriptors = descriptorExt as unknown as DescriptorTypes
+const fromDescriptor = (protobuf.Root as unknown as { fromDescriptor(set: unknown): protobuf.Root })
+  .fromDescriptor
+const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/
+
+/** `text` as a base64 FileDescriptorProto, or null when it is not one (then it is .proto text). */
+function fileDescriptor(text: string): FileDescriptor | null {
+  const trimmed = text.trim()
+  if (!BASE64.test(trimmed) || trimmed.length % 4 !== 0) return null
+  try {
+    return descriptors.FileDescriptorProto.decode(Buffer.from(trimmed, 'base64'))
+  } catch {
+    return null
+  }
+}
+
+/**
+ * Adds a schema (.proto text or a base64 FileDescriptorProto) to `root`: its package and
+ * imports, as protobuf.parse answers them.
+ */
+function addSchema(
+  root: protobuf.Root,
+  text: string,
+): { package?: string; imports?: string[]; weakImports?: string[]; syntax?: string } {
+  const file = fileDescriptor(text)
+  if (file === null) {
+    const syntax = /^\s*syntax\s*=\s*["'](proto[23])["']/m.exec(text)?.[1] ?? 'proto2'
+    return { ...protobuf.parse(text, root, PARSE_OPTIONS), syntax }
+  }
+  const parsed = fromDescriptor({ file: [file] })
+  const json = parsed.toJSON().nested
+  if (json) root.addJSON(json)
+  return {
+    ...(file.package ? { package: file.package } : {}),
+    // descriptor.proto: an empty syntax is proto2.
+    syntax: file.syntax || 'proto2',
+    imports: [...(file.dependency ?? [])],
+  }
+}
+
 export const protobufFormat: SchemaFormat = {
   type: 'PROTOBUF',
 
@@ -52,13 +115,13 @@ export const protobufFormat: SchemaFormat = {
     const provided = new Set<string>()
     const wellKnown = new Set<string>()
     for (const reference of references) {
-      const result = protobuf.parse(reference.schema, root, PARSE_OPTIONS)
+      const result = addSchema(root, reference.schema)
       addWellKnown(root, result.imports, wellKnown)
       provided.add(reference.name)
     }
     const before = new Map<string, protobuf.Type>()
     messagesOf(root, before)
-    const result = protobuf.parse(schema, root, PARSE_OPTIONS)
+    const result = addSchema(root, schema)
     for (const name of [...(result.imports ?? []), ...(result.weakImports ?? [])])
       if (!name.startsWith(WELL_KNOWN) && !provided.has(name))
         throw new Error(`imports ${name}, which no reference provides`)
@@ -67,9 +130,29 @@ export const protobufFormat: SchemaFormat = {
     const all = new Map<string, protobuf.Type>()
     messagesOf(root, all)
     const messages = new Map([...all].filter(([name]) => !before.has(name)))
-    const parsed: ParsedProto = { root, packageName: result.package ?? '', messages }
+    const parsed: ParsedProto = {
+      root,
+      packageName: result.package ?? '',
+      syntax: result.syntax ?? 'proto2',
+      messages,
+    }
     // protobufjs prints no schema back; the text is kept, trimmed (normalize changes nothing more).
     return { type: 'PROTOBUF', canonical: schema.trim(), parsed }
+  },
+
+  /**
+   * The schema as a base64 FileDescriptorProto (`format=serialized`): as registered when it
+   * came in that form, else made by protobufjs from the parsed types (with references, their
+   * types land in the same file).
+   */
+  serialize(schema: ParsedSchema): string {
+    if (fileDescriptor(schema.canonical) !== null) return schema.canonical
+    const proto = schema.parsed as ParsedProto
+    const set = (
+      proto.root as unknown as { toDescriptor(syntax: string): { file: FileDescriptor[] } }
+    ).toDescriptor(proto.syntax)
+    const file = set.file.find((f) => (f.package ?? '') === proto.packageName) ?? set.file[0]
+    return Buffer.from(descriptors.FileDescriptorProto.encode(file).finish()).toString('base64')
   },
 
   readerCanRead(reader: ParsedSchema, writer: ParsedSchema): string[] {
