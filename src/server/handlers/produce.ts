@@ -59,6 +59,12 @@ export const produceHandler: ApiHandler<ProduceRequest, ProduceResponse> = {
   async handle(context, request) {
     const acks = request.acks
     const transactionalId = request.transactionalId
+    const corrupt =
+      context.apiVersion >= 3
+        ? unknownMagic(
+            request.topicData.flatMap((t) => t.partitionData.map((d) => d.records as Buffer | null)),
+          )
+        : null
     const transactionDenied =
       transactionalId !== null &&
       !context.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactionalId)
@@ -73,7 +79,7 @@ export const produceHandler: ApiHandler<ProduceRequest, ProduceResponse> = {
           name: topic.name,
           partitions: topic.partitionData.map((data) => Promise.resolve(failure(data.index, denied, null))),
         }
-      return produceTopic(context, topic, acks, request.timeoutMs, transactionalId)
+      return produceTopic(context, topic, acks, request.timeoutMs, transactionalId, corrupt)
     })
     const responses: ProduceResponseTopicProduceResponse[] = []
     for (const topic of topics)
@@ -94,11 +100,14 @@ function produceTopic(
   acks: number,
   timeoutMs: number,
   transactionalId: string | null,
+  corrupt: string | null,
 ): { name: string; partitions: Promise<ProduceResponsePartitionProduceResponse>[] } {
   const known = context.broker.metadataImage().topics.get(topic.name)
   const partitions = topic.partitionData.map((data) => {
-    // Kafka's order: a partition missing from the metadata, then the records (checked as it
-    // parses the request), then acks.
+    // Kafka's order: a batch of an unknown magic anywhere in the request (its reader throws
+    // while the request is scanned for transactional batches), a partition missing from the
+    // metadata, the records' framing, then acks.
+    if (corrupt !== null) return Promise.resolve(failure(data.index, ErrorCode.CORRUPT_MESSAGE, corrupt))
     if (known === undefined || data.index < 0 || data.index >= known.partitions.length)
       return Promise.resolve(failure(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, null))
     const framing =
@@ -310,8 +319,6 @@ function errorName(code: number): string {
 function checkBatchFraming(records: Buffer): { errorCode: number; message: string } | null {
   if (records.length < LOG_OVERHEAD)
     return { errorCode: ErrorCode.INVALID_RECORD, message: 'produce v3+ needs at least one record batch' }
-  if (records.length > MAGIC_OFFSET && records[MAGIC_OFFSET] > MAGIC_V2)
-    return { errorCode: ErrorCode.CORRUPT_MESSAGE, message: `invalid magic ${records[MAGIC_OFFSET]}` }
   const size = LOG_OVERHEAD + records.readInt32BE(BATCH_LENGTH_OFFSET)
   if (records.length <= MAGIC_OFFSET || records.length < size)
     return {
@@ -328,6 +335,14 @@ function checkBatchFraming(records: Buffer): { errorCode: number; message: strin
       errorCode: ErrorCode.INVALID_RECORD,
       message: 'produce v3+ takes record batches of magic 2 only',
     }
+  return null
+}
+
+/** The message for a request whose first batch of some partition has a magic above 2, or null. */
+function unknownMagic(records: readonly (Buffer | null)[]): string | null {
+  for (const r of records)
+    if (r !== null && r.length > MAGIC_OFFSET && r[MAGIC_OFFSET] > MAGIC_V2)
+      return `invalid magic ${r[MAGIC_OFFSET]}`
   return null
 }
 
