@@ -154,8 +154,10 @@ async function lookup(
       }
     case MAX_TIMESTAMP: {
       const latest = await log.latestTimestamp()
+      // With the log's latest epoch, not the record's: Kafka's UnifiedLog answers so (seen
+      // when DeleteRecords has removed the record's epoch from the cache).
       return latest
-        ? { offset: latest.offset, timestamp: latest.timestamp, leaderEpoch: latest.leaderEpoch ?? -1 }
+        ? { offset: latest.offset, timestamp: latest.timestamp, leaderEpoch: log.latestEpoch ?? -1 }
         : NOT_FOUND
     }
     case LATEST_TIERED:
