@@ -7,7 +7,7 @@
  * choice is made while generating, never inside a step's body (which runs once per broker).
  */
 import { ApiKey } from '../../src/protocol/generated/index.js'
-import type { Sequence, Step, TargetContext } from './harness.js'
+import { errorCodes, type Sequence, type Step, type TargetContext } from './harness.js'
 import {
   BASE_TIMESTAMP_MS,
   batch,
@@ -88,6 +88,17 @@ export function generatedSequence(seed: number, stepCount: number): Sequence {
           (t) => t.errorCode !== 0 || t.partitions.some((p) => p.leaderId < 0),
         ),
     },
+    // Metadata naming a leader is not yet a leader that appends: an uncompared ListOffsets
+    // of every partition waits for that, as an acks=0 produce cannot be resent.
+    ...partitions.map(
+      (p): Step => ({
+        name: `await ${p.topic}-${p.index}`,
+        apiKey: ApiKey.ListOffsets,
+        body: () => listOffsets(p.topic, [{ partition: p.index, timestamp: LATEST }]),
+        compare: false,
+        retryWhile: (answer) => errorCodes(answer).some((code) => code !== 0),
+      }),
+    ),
     // A group's coordinator must be looked up before its offsets are (which creates
     // __consumer_offsets on a fresh broker): clients always do.
     ...[0, 1, 2].map(

@@ -88,7 +88,7 @@ export interface Step {
     readonly answerVersion: number
     readonly answerHeaderVersion: number
   }
-  /** acks=0: the broker sends nothing back. */
+  /** acks=0: the broker sends nothing back; compared by whether it kept the connection. */
   readonly noResponse?: boolean
   /** Records what later steps need from the answer. */
   readonly capture?: (answer: Record<string, unknown>, ctx: TargetContext) => void
