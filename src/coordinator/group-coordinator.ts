@@ -426,7 +426,7 @@ export class GroupCoordinator {
       waiter: number,
       nowMs: number,
       config: GroupCoordinatorConfig,
-      topicExists: (topic: string) => boolean,
+      partitionExists: (topic: string, partition: number) => boolean,
     ) => Effects,
   ): Promise<PartitionCodesResult> {
     const everyPartition = (code: number): PartitionCodesResult => ({
@@ -437,15 +437,27 @@ export class GroupCoordinator {
     if (typeof shard === 'number') return Promise.resolve(everyPartition(shard))
     let group = shard.groups.get(groupId)
     if (!group || group.state === 'Dead') {
-      // Only commits outside group management may create a group.
-      if (req.generationId >= 0) return Promise.resolve(everyPartition(ErrorCode.ILLEGAL_GENERATION))
+      // Only commits outside group management may create a group. A commit with a
+      // generation to a group that does not exist: OffsetCommit v9+ says so, as Kafka 4's
+      // coordinator does (GROUP_ID_NOT_FOUND); older versions and TxnOffsetCommit cannot.
+      if (req.generationId >= 0)
+        return Promise.resolve(
+          everyPartition(
+            'apiVersion' in req && (req.apiVersion ?? 0) >= 9
+              ? ErrorCode.GROUP_ID_NOT_FOUND
+              : ErrorCode.ILLEGAL_GENERATION,
+          ),
+        )
       group = newGroup(groupId, this.clock.nowMs())
       shard.groups.set(groupId, group)
     }
     const target = group
     const image = this.host.metadataImage()
     return shard.run(target, everyPartition(ErrorCode.NOT_COORDINATOR), (waiter, now) =>
-      step(target, req, waiter, now, this.config, (topic) => image.topics.has(topic)),
+      step(target, req, waiter, now, this.config, (topic, partition) => {
+        const known = image.topics.get(topic)
+        return known !== undefined && partition >= 0 && partition < known.partitions.length
+      }),
     ) as Promise<PartitionCodesResult>
   }
 

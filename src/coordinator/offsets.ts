@@ -91,7 +91,7 @@ export function commitOffsets(
   waiter: number,
   nowMs: number,
   config: CoordinatorConfig,
-  topicExists: (topic: string) => boolean,
+  partitionExists: (topic: string, partition: number) => boolean,
 ): Effects {
   const codes = new Map<string, number>()
   const groupCode = validateCommit(group, req, nowMs)
@@ -102,7 +102,7 @@ export function commitOffsets(
     if (groupCode !== ErrorCode.NONE) codes.set(key, groupCode)
     else if (Buffer.byteLength(metadata) > config.offsetMetadataMaxBytes)
       codes.set(key, ErrorCode.OFFSET_METADATA_TOO_LARGE)
-    else if (!topicExists(p.topic)) codes.set(key, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    else if (!partitionExists(p.topic, p.partition)) codes.set(key, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     else {
       const expireTimestampMs = req.retentionTimeMs >= 0 ? nowMs + req.retentionTimeMs : null
       const value = {
@@ -260,7 +260,7 @@ export function commitTxnOffsets(
   waiter: number,
   nowMs: number,
   config: CoordinatorConfig,
-  topicExists: (topic: string) => boolean,
+  partitionExists: (topic: string, partition: number) => boolean,
 ): Effects {
   const codes = new Map<string, number>()
   const groupCode = validateTxnCommit(group, req)
@@ -268,8 +268,8 @@ export function commitTxnOffsets(
   for (const p of req.partitions) {
     const key = topicPartitionKey(p.topic, p.partition)
     const metadata = p.metadata ?? ''
-    // As Kafka's KafkaApis, unknown topics are answered before the group is consulted.
-    if (!topicExists(p.topic)) codes.set(key, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    // As Kafka's KafkaApis, unknown partitions are answered before the group is consulted.
+    if (!partitionExists(p.topic, p.partition)) codes.set(key, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     else if (groupCode !== ErrorCode.NONE) codes.set(key, groupCode)
     else if (Buffer.byteLength(metadata) > config.offsetMetadataMaxBytes)
       codes.set(key, ErrorCode.OFFSET_METADATA_TOO_LARGE)

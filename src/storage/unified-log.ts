@@ -35,12 +35,7 @@ import { LocalLog, segmentOptions } from './local-log.js'
 import { DEFAULT_LOG_CONFIG, hasCompactPolicy, hasDeletePolicy, type LogConfig } from './log-config.js'
 import { loadLog } from './log-loader.js'
 import { CLEANED_FILE_SUFFIX, type LogSegment } from './log-segment.js'
-import {
-  NO_LOG_APPEND_TIME,
-  resolveLogAppendTime,
-  type ValidatedAppend,
-  validateAppend,
-} from './log-validator.js'
+import { resolveLogAppendTime, type ValidatedAppend, validateAppend } from './log-validator.js'
 import { RECENT_BATCHES_MAX_BYTES_DEFAULT, RecentBatches } from './recent-batches.js'
 import { NO_TIMESTAMP } from './time-index.js'
 import type { AbortedTxn } from './transaction-index.js'
@@ -1064,12 +1059,16 @@ export class UnifiedLog {
   }
 }
 
-/** A retried batch's answer: its first write's offsets; no LogAppendTime, as Kafka. */
+/**
+ * A retried batch's answer: its first write's offsets, and as its log append time the
+ * batch's max timestamp, which Kafka's UnifiedLog answers for a duplicate whatever the
+ * topic's timestamp type (found by test/differential against Kafka 4.4).
+ */
 function duplicateAppendInfo(duplicate: DuplicateBatch, logStartOffset: Offset): LogAppendInfo {
   return {
     firstOffset: duplicate.firstOffset,
     lastOffset: duplicate.lastOffset,
-    logAppendTimeMs: NO_LOG_APPEND_TIME,
+    logAppendTimeMs: duplicate.maxTimestamp,
     maxTimestamp: duplicate.maxTimestamp,
     offsetOfMaxTimestamp: duplicate.lastOffset,
     shallowCount: 0,

@@ -99,8 +99,9 @@ function startCoordinator(clock: ManualClock, log: MemoryLog): GroupCoordinator 
     brokers: new Map([[1, { nodeId: 1, host: '127.0.0.1', port: 9092 }]]),
     topics: new Map([
       [CONSUMER_OFFSETS_TOPIC, { partitions }],
-      ['t1', { partitions }],
-      ['t2', { partitions }],
+      // Two partitions each: commits to a partition a topic lacks are refused (UNKNOWN_TOPIC_OR_PARTITION).
+      ['t1', { partitions: [...partitions, { partition: 1, leader: 1 }] }],
+      ['t2', { partitions: [...partitions, { partition: 1, leader: 1 }] }],
     ]),
   } as unknown as ClusterImage
   const coordinator = new GroupCoordinator(

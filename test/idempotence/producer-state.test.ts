@@ -102,7 +102,8 @@ describe('leader sequence rules', () => {
         const retry = await lead(log, batch(7n, 0, i * 2, 2))
         assert.equal(retry.firstOffset, firsts[i])
         assert.equal(retry.lastOffset, firsts[i] + 1)
-        assert.equal(retry.logAppendTimeMs, -1)
+        // Kafka answers a retry with the batch's max timestamp as its log append time.
+        assert.equal(retry.logAppendTimeMs, 1_000_001)
       }
       assert.equal(log.logEndOffset, end, 'a retry appends nothing')
       // The 6th batch back is forgotten: Kafka calls its retry out of order.

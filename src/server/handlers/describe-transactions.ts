@@ -25,20 +25,27 @@ export const describeTransactionsHandler: ApiHandler<
   handle(context, request) {
     const allowed = (id: string) =>
       context.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, id)
-    const described = context.broker.transactionCoordinator.describe(request.transactionalIds).map((d) =>
-      allowed(d.transactionalId)
-        ? d
-        : {
-            transactionalId: d.transactionalId,
-            errorCode: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            transactionState: '',
-            transactionTimeoutMs: 0,
-            transactionStartTimeMs: -1,
-            producerId: -1n,
-            producerEpoch: -1,
-            topics: [],
-          },
-    )
+    // An id answered with an error carries the schema's zero defaults in its other fields,
+    // as Kafka's coordinator leaves them (a fresh TransactionState with an error code).
+    const failed = (transactionalId: string, errorCode: number) => ({
+      transactionalId,
+      errorCode,
+      transactionState: '',
+      transactionTimeoutMs: 0,
+      transactionStartTimeMs: 0,
+      producerId: 0n,
+      producerEpoch: 0,
+      topics: [],
+    })
+    const described = context.broker.transactionCoordinator
+      .describe(request.transactionalIds)
+      .map((d) =>
+        !allowed(d.transactionalId)
+          ? failed(d.transactionalId, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+          : d.errorCode !== ErrorCode.NONE
+            ? failed(d.transactionalId, d.errorCode)
+            : d,
+      )
     return {
       throttleTimeMs: 0,
       transactionStates: described.map((d) => ({

@@ -597,6 +597,12 @@ function preferredReplicaFor(
   )
 }
 
+const REFUSED_BEFORE_READ: ReadonlySet<number> = new Set([
+  ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+  ErrorCode.UNKNOWN_TOPIC_ID,
+  ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+])
+
 function errorResult(target: FetchTarget, errorCode: number): ReadResult {
   return {
     target,
@@ -608,6 +614,9 @@ function errorResult(target: FetchTarget, errorCode: number): ReadResult {
       highWatermark: -1n,
       lastStableOffset: -1n,
       logStartOffset: -1n,
+      // As Kafka: a partition refused before the read (unknown, not authorized) carries an
+      // empty list, one whose read failed (out of range, fenced epoch, not leader) null.
+      abortedTransactions: REFUSED_BEFORE_READ.has(errorCode) ? [] : null,
       preferredReadReplica: -1,
       records: [],
     },

@@ -47,18 +47,23 @@ export const listOffsetsHandler: ApiHandler<ListOffsetsRequest, ListOffsetsRespo
   maxVersion: 9,
   async handle(context, request) {
     const duplicates = duplicatePartitions(request)
+    const answered = new Set<string>()
     const topics = []
     for (const topic of request.topics) {
       const partitions = []
       const describable = context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
       for (const p of topic.partitions) {
+        const duplicate = duplicates.has(partitionKey(topic.name, p.partitionIndex))
+        // A partition named twice is answered once (v1+), as Kafka answers per partition.
+        if (duplicate && context.apiVersion > 0 && answered.has(partitionKey(topic.name, p.partitionIndex)))
+          continue
+        answered.add(partitionKey(topic.name, p.partitionIndex))
         if (!describable) {
           partitions.push(
             answer(p.partitionIndex, ErrorCode.TOPIC_AUTHORIZATION_FAILED, NOT_FOUND, context.apiVersion),
           )
           continue
         }
-        const duplicate = duplicates.has(partitionKey(topic.name, p.partitionIndex))
         partitions.push(
           duplicate && context.apiVersion > 0
             ? answer(p.partitionIndex, ErrorCode.INVALID_REQUEST, NOT_FOUND, context.apiVersion)
@@ -75,7 +80,7 @@ function partitionKey(topic: string, partition: number): string {
   return `${topic}\u0000${partition}`
 }
 
-/** Partitions named more than once (in any topic entry): Kafka fails every occurrence. */
+/** Partitions named more than once (in any topic entry): Kafka answers each once, INVALID_REQUEST. */
 function duplicatePartitions(request: ListOffsetsRequest): Set<string> {
   const seen = new Set<string>()
   const duplicates = new Set<string>()
@@ -137,11 +142,22 @@ async function lookup(
     }
     case EARLIEST:
     case EARLIEST_LOCAL:
-      return { offset: log.logStartOffset, timestamp: -1, leaderEpoch: -1 }
+      // With the epoch of the log start, as Kafka's UnifiedLog answers (v4+ carries it).
+      // Kafka's leader records its epoch at the log end when elected; tidelog's cache has
+      // it from the first append, so an empty log's start is in the current epoch.
+      return {
+        offset: log.logStartOffset,
+        timestamp: -1,
+        leaderEpoch:
+          log.leaderEpochCache.epochForOffset(log.logStartOffset) ??
+          (log.logStartOffset === log.logEndOffset ? partition.leaderEpoch : -1),
+      }
     case MAX_TIMESTAMP: {
       const latest = await log.latestTimestamp()
+      // With the log's latest epoch, not the record's: Kafka's UnifiedLog answers so (seen
+      // when DeleteRecords has removed the record's epoch from the cache).
       return latest
-        ? { offset: latest.offset, timestamp: latest.timestamp, leaderEpoch: latest.leaderEpoch ?? -1 }
+        ? { offset: latest.offset, timestamp: latest.timestamp, leaderEpoch: log.latestEpoch ?? -1 }
         : NOT_FOUND
     }
     case LATEST_TIERED:

@@ -201,8 +201,14 @@ function describeRequested(
         : undefined
   if (topic) return describeTopic(image, topic)
   const invalidName = wanted.name !== null && !isValidTopicName(wanted.name)
+  // A topic asked for by id alone is unknown by id, as Kafka answers (v10+).
+  const byId = (wanted.name === null || wanted.name === '') && wanted.topicId !== ZERO_UUID
   return {
-    errorCode: invalidName ? ErrorCode.INVALID_TOPIC_EXCEPTION : ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    errorCode: byId
+      ? ErrorCode.UNKNOWN_TOPIC_ID
+      : invalidName
+        ? ErrorCode.INVALID_TOPIC_EXCEPTION
+        : ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     name: wanted.name,
     topicId: wanted.topicId,
     isInternal: false,

@@ -46,22 +46,36 @@ export const offsetCommitHandler: ApiHandler<OffsetCommitRequest, OffsetCommitRe
       }
       return allowed
     }
+    // As Kafka's KafkaApis: partitions the metadata lacks are answered before the group is
+    // consulted (a missing group or a stale generation does not hide them).
+    const image = context.broker.metadataImage()
+    const exists = (topic: string, partition: number) => {
+      const known = image.topics.get(topic)
+      return known !== undefined && partition >= 0 && partition < known.partitions.length
+    }
     let codes: Map<string, number>
     if (!context.authorize(AclOperation.READ, ResourceType.GROUP, request.groupId))
       codes = everyPartition(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     else if (request.groupId === '') codes = everyPartition(ErrorCode.INVALID_GROUP_ID)
     else {
-      const committed = await context.broker.groupCoordinator.commit(request.groupId, {
-        memberId: version >= 1 ? request.memberId : '',
-        groupInstanceId: version >= 7 ? request.groupInstanceId : null,
-        generationId: version >= 1 ? request.generationIdOrMemberEpoch : -1,
-        apiVersion: version,
-        retentionTimeMs: version >= 2 && version <= 4 ? Number(request.retentionTimeMs) : -1,
-        partitions: partitions.filter((p) => mayRead(p.topic)),
-      })
+      const committable = partitions.filter((p) => mayRead(p.topic) && exists(p.topic, p.partition))
+      const committed =
+        committable.length === 0
+          ? { partitions: new Map<string, number>() }
+          : await context.broker.groupCoordinator.commit(request.groupId, {
+              memberId: version >= 1 ? request.memberId : '',
+              groupInstanceId: version >= 7 ? request.groupInstanceId : null,
+              generationId: version >= 1 ? request.generationIdOrMemberEpoch : -1,
+              apiVersion: version,
+              retentionTimeMs: version >= 2 && version <= 4 ? Number(request.retentionTimeMs) : -1,
+              partitions: committable,
+            })
       codes = new Map(committed.partitions)
-      for (const p of partitions)
+      for (const p of partitions) {
         if (!mayRead(p.topic)) codes.set(key(p.topic, p.partition), ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        else if (!exists(p.topic, p.partition))
+          codes.set(key(p.topic, p.partition), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+      }
     }
     return {
       throttleTimeMs: 0,

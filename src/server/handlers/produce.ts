@@ -23,7 +23,13 @@
  */
 
 import { effectiveBrokerValue } from '../../metadata/topic-config.js'
-import { BatchHeader, RECORD_BATCH_OVERHEAD } from '../../protocol/batch-header.js'
+import {
+  BATCH_LENGTH_OFFSET,
+  BatchHeader,
+  LOG_OVERHEAD,
+  MAGIC_OFFSET,
+  RECORD_BATCH_OVERHEAD,
+} from '../../protocol/batch-header.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -32,6 +38,7 @@ import {
   type ProduceResponsePartitionProduceResponse,
   type ProduceResponseTopicProduceResponse,
 } from '../../protocol/generated/index.js'
+import { MAGIC_V2 } from '../../protocol/record-batch.js'
 import { KafkaError, toErrorCode } from '../../replication/kafka-error.js'
 import type { Partition } from '../../replication/partition.js'
 import { UNVERIFIED } from '../../replication/producer-state.js'
@@ -52,6 +59,12 @@ export const produceHandler: ApiHandler<ProduceRequest, ProduceResponse> = {
   async handle(context, request) {
     const acks = request.acks
     const transactionalId = request.transactionalId
+    const corrupt =
+      context.apiVersion >= 3
+        ? unknownMagic(
+            request.topicData.flatMap((t) => t.partitionData.map((d) => d.records as Buffer | null)),
+          )
+        : null
     const transactionDenied =
       transactionalId !== null &&
       !context.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactionalId)
@@ -66,7 +79,7 @@ export const produceHandler: ApiHandler<ProduceRequest, ProduceResponse> = {
           name: topic.name,
           partitions: topic.partitionData.map((data) => Promise.resolve(failure(data.index, denied, null))),
         }
-      return produceTopic(context, topic, acks, request.timeoutMs, transactionalId)
+      return produceTopic(context, topic, acks, request.timeoutMs, transactionalId, corrupt)
     })
     const responses: ProduceResponseTopicProduceResponse[] = []
     for (const topic of topics)
@@ -87,8 +100,19 @@ function produceTopic(
   acks: number,
   timeoutMs: number,
   transactionalId: string | null,
+  corrupt: string | null,
 ): { name: string; partitions: Promise<ProduceResponsePartitionProduceResponse>[] } {
+  const known = context.broker.metadataImage().topics.get(topic.name)
   const partitions = topic.partitionData.map((data) => {
+    // Kafka's order: a batch of an unknown magic anywhere in the request (its reader throws
+    // while the request is scanned for transactional batches), a partition missing from the
+    // metadata, the records' framing, then acks.
+    if (corrupt !== null) return Promise.resolve(failure(data.index, ErrorCode.CORRUPT_MESSAGE, corrupt))
+    if (known === undefined || data.index < 0 || data.index >= known.partitions.length)
+      return Promise.resolve(failure(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, null))
+    const framing =
+      context.apiVersion >= 3 && data.records !== null ? checkBatchFraming(data.records as Buffer) : null
+    if (framing !== null) return Promise.resolve(failure(data.index, framing.errorCode, framing.message))
     if (!VALID_ACKS.has(acks))
       return Promise.resolve(failure(data.index, ErrorCode.INVALID_REQUIRED_ACKS, null))
     if (data.records === null)
@@ -116,7 +140,14 @@ function produceTopic(
       (error: unknown) => {
         const code = toErrorCode(error)
         if (code === null) throw error
-        return failure(data.index, code, error instanceof Error ? error.message : null)
+        return {
+          ...failure(data.index, code, error instanceof Error ? error.message : null),
+          logStartOffset: BigInt(
+            error instanceof KafkaError && verificationErrors.has(error)
+              ? -1
+              : logStartOffsetOnFailure(context, topic.name, data.index, code),
+          ),
+        }
       },
     )
   })
@@ -243,8 +274,20 @@ function transactionalProducer(records: Buffer): { producerId: bigint; producerE
   return { producerId: header.producerId, producerEpoch: header.producerEpoch }
 }
 
+/**
+ * Errors of the transaction verification, which Kafka answers before the append (so without
+ * the log start offset, as the UNKNOWN_LOG_APPEND_INFO cases below).
+ */
+const verificationErrors = new WeakSet<KafkaError>()
+
 /** Kafka's translation of the coordinator's answer into a produce error. */
 function verificationError(code: number): KafkaError {
+  const error = verificationErrorFor(code)
+  verificationErrors.add(error)
+  return error
+}
+
+function verificationErrorFor(code: number): KafkaError {
   switch (code) {
     case ErrorCode.INVALID_TXN_STATE:
       return new KafkaError(code, 'Partition was not added to the transaction')
@@ -265,6 +308,68 @@ function verificationError(code: number): KafkaError {
 function errorName(code: number): string {
   for (const [name, value] of Object.entries(ErrorCode)) if (value === code) return name
   return String(code)
+}
+
+/**
+ * Produce v3+ carries exactly one v2 batch per partition, as Kafka's
+ * ProduceRequest.validateRecords checks before the log sees it: a magic above 2 is
+ * CORRUPT_MESSAGE (the batch reader refuses it); no whole batch, a second one, or magic 0
+ * or 1 is INVALID_RECORD.
+ */
+function checkBatchFraming(records: Buffer): { errorCode: number; message: string } | null {
+  if (records.length < LOG_OVERHEAD)
+    return { errorCode: ErrorCode.INVALID_RECORD, message: 'produce v3+ needs at least one record batch' }
+  const size = LOG_OVERHEAD + records.readInt32BE(BATCH_LENGTH_OFFSET)
+  if (records.length <= MAGIC_OFFSET || records.length < size)
+    return {
+      errorCode: ErrorCode.INVALID_RECORD,
+      message: 'produce v3+ needs at least one whole record batch',
+    }
+  if (records.length > size)
+    return {
+      errorCode: ErrorCode.INVALID_RECORD,
+      message: 'produce v3+ takes exactly one record batch per partition',
+    }
+  if (records[MAGIC_OFFSET] !== MAGIC_V2)
+    return {
+      errorCode: ErrorCode.INVALID_RECORD,
+      message: 'produce v3+ takes record batches of magic 2 only',
+    }
+  return null
+}
+
+/** The message for a request whose first batch of some partition has a magic above 2, or null. */
+function unknownMagic(records: readonly (Buffer | null)[]): string | null {
+  for (const r of records)
+    if (r !== null && r.length > MAGIC_OFFSET && r[MAGIC_OFFSET] > MAGIC_V2)
+      return `invalid magic ${r[MAGIC_OFFSET]}`
+  return null
+}
+
+/**
+ * Errors Kafka answers without the partition's log start offset (its ReplicaManager's
+ * UNKNOWN_LOG_APPEND_INFO cases); every other append error carries it (processFailedRecord).
+ */
+const NO_LOG_START_ERRORS: ReadonlySet<number> = new Set([
+  ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+  ErrorCode.NOT_LEADER_OR_FOLLOWER,
+  ErrorCode.MESSAGE_TOO_LARGE,
+  ErrorCode.RECORD_LIST_TOO_LARGE,
+  ErrorCode.CORRUPT_MESSAGE,
+  ErrorCode.KAFKA_STORAGE_ERROR,
+  ErrorCode.UNKNOWN_TOPIC_ID,
+])
+
+/** The log start offset a failed append answers: the hosted partition's, or -1 (see above). */
+function logStartOffsetOnFailure(
+  context: RequestContext,
+  topic: string,
+  index: number,
+  code: number,
+): number {
+  if (NO_LOG_START_ERRORS.has(code)) return -1
+  const partition = context.broker.replicaManager.getPartition(topic, index)
+  return partition?.log.logStartOffset ?? -1
 }
 
 function failure(
