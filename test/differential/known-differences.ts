@@ -87,9 +87,15 @@ export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [
   },
   {
     api: /^ApiVersions /,
-    path: /^apiKeys\[apiKey=(34|38|39|40|41|55|57|64|74|76|77|78|79|80|81|83|84|85|86|87|88|89|90|91|92|93|94)\]$/,
+    path: /^apiKeys\[apiKey=(34|55|57|64|76|77|78|79|80|81|83|84|85|86|87|88|89|90|91|92|93|94)\]$/,
     values: (tidelog) => tidelog === '(absent)',
-    why: 'APIs tidelog does not serve (README "Not done yet"): AlterReplicaLogDirs, delegation tokens, DescribeQuorum, UpdateFeatures, UnregisterBroker, client metrics resources, share groups, KRaft voters, streams groups (KIP-1071) and the other 4.x additions',
+    why: 'APIs tidelog does not serve (README "Not done yet"): AlterReplicaLogDirs, DescribeQuorum, UpdateFeatures, UnregisterBroker, share groups, KRaft voters, streams groups (KIP-1071) and the other 4.x additions',
+  },
+  {
+    api: /^ApiVersions /,
+    path: /^apiKeys\[apiKey=(71|72)\]$/,
+    values: (_tidelog, kafka) => kafka === '(absent)',
+    why: 'GetTelemetrySubscriptions and PushTelemetry (KIP-714): Kafka advertises them only with a client telemetry receiver plugin, which the reference node has none of; tidelog receives pushed metrics itself (served on /metrics)',
   },
   {
     api: /^ApiVersions /,
