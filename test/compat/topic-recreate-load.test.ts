@@ -25,7 +25,15 @@ import { waitUntil } from '../helpers/wait.js'
 /** Bounds generous enough for a loaded 2-core machine; the printed times are the figures. */
 const METADATA_BOUND_MS = 10000
 const SERVED_BOUND_MS = 20000
-const ACK_BOUND_MS = 15000
+/**
+ * Past replica.lag.time.max.ms (30 s), the longest a follower that does not fetch stays in
+ * the ISR: 200 records took 0.1-1.9 s after the re-creation in about 40 runs, but once in
+ * CI and once in 9 runs here (3 then 6 partitions, not reproduced with logs on) over 15 s,
+ * and the subtest 41 s. What held them is not found yet (an open item of issue 40's note);
+ * before the fix every run took 28.6-29.9 s, and records acknowledged into the old log
+ * were missing from the read-back below, which still fails then.
+ */
+const ACK_BOUND_MS = 45000
 
 describe('topics deleted and created again under load', () => {
   let cluster: Cluster
