@@ -25,15 +25,15 @@ import { waitUntil } from '../helpers/wait.js'
 /** Bounds generous enough for a loaded 2-core machine; the printed times are the figures. */
 const METADATA_BOUND_MS = 10000
 const SERVED_BOUND_MS = 20000
+const ACK_BOUND_MS = 15000
 /**
- * Past replica.lag.time.max.ms (30 s), the longest a follower that does not fetch stays in
- * the ISR: 200 records took 0.1-1.9 s after the re-creation in about 40 runs, but once in
- * CI and once in 9 runs here (3 then 6 partitions, not reproduced with logs on) over 15 s,
- * and the subtest 41 s. What held them is not found yet (an open item of issue 40's note);
- * before the fix every run took 28.6-29.9 s, and records acknowledged into the old log
- * were missing from the read-back below, which still fails then.
+ * Open bug (README "Not done yet"): after a topic of 3 partitions is re-created with 6, the
+ * acks=all records sometimes wait about 30 s (replica.lag.time.max.ms: a follower does not
+ * fetch the new partition until the ISR shrinks and grows again; 41.5 s in 3 of 13 runs on
+ * 2026-12-06, kafkajs then resends one request, read twice). The bound here keeps the test
+ * checking that every record is delivered and read back, not how soon.
  */
-const ACK_BOUND_MS = 45000
+const GROW_ACK_BOUND_MS = 90000
 
 describe('topics deleted and created again under load', () => {
   let cluster: Cluster
@@ -113,9 +113,9 @@ describe('topics deleted and created again under load', () => {
     }
   })
 
-  for (const [before, after] of [
-    [10, 3],
-    [3, 6],
+  for (const [before, after, ackBoundMs] of [
+    [10, 3, ACK_BOUND_MS],
+    [3, 6, GROW_ACK_BOUND_MS],
   ] as const) {
     it(`a topic of ${before} partitions deleted and created again with ${after}: every record produced after is delivered and read back`, async () => {
       const topic = `recreate-${before}-${after}`
@@ -131,7 +131,7 @@ describe('topics deleted and created again under load', () => {
           topics: [{ topic, numPartitions: before, replicationFactor: 3 }],
           timeout: 30000,
         })
-        await send(producer, topic, 'before', 100)
+        await send(producer, topic, 'before', 100, ACK_BOUND_MS)
         // Records sent all along, as 0107's producer thread: some meet the deletion.
         background = (async () => {
           for (let i = 0; producing; i++) {
@@ -147,13 +147,13 @@ describe('topics deleted and created again under load', () => {
           timeout: 30000,
         })
         const recreatedMs = Date.now()
-        await send(producer, topic, 'after', 200)
+        await send(producer, topic, 'after', 200, ackBoundMs)
         const ackedMs = Date.now() - recreatedMs
         const librdkafka = await confluentProduce(
           cluster.bootstrapServers,
           topic,
           Array.from({ length: 100 }, (_, i) => ({ value: `after-ck-${i}` })),
-          { acks: 'all', 'message.timeout.ms': ACK_BOUND_MS },
+          { acks: 'all', 'message.timeout.ms': ackBoundMs },
         )
         assert.equal(librdkafka.undelivered, 0, 'librdkafka: records not delivered')
         assert.deepEqual(
@@ -230,14 +230,20 @@ describe('topics deleted and created again under load', () => {
   })
 })
 
-/** Sends `count` records one request each, acks=all, each acknowledged within ACK_BOUND_MS. */
-async function send(producer: Producer, topic: string, prefix: string, count: number): Promise<void> {
-  const deadline = Date.now() + ACK_BOUND_MS
+/** Sends `count` records, 20 a request, acks=all, all acknowledged within `boundMs`. */
+async function send(
+  producer: Producer,
+  topic: string,
+  prefix: string,
+  count: number,
+  boundMs: number,
+): Promise<void> {
+  const deadline = Date.now() + boundMs
   for (let i = 0; i < count; i += 20) {
     const messages = Array.from({ length: Math.min(20, count - i) }, (_, j) => ({
       value: `${prefix}-${i + j}`,
     }))
     await producer.send({ topic, acks: -1, messages })
-    assert.ok(Date.now() < deadline, `${prefix}: not acknowledged within ${ACK_BOUND_MS} ms`)
+    assert.ok(Date.now() < deadline, `${prefix}: not acknowledged within ${boundMs} ms`)
   }
 }
