@@ -17,14 +17,10 @@ import assert from 'node:assert/strict'
 import { availableParallelism, loadavg } from 'node:os'
 import { test } from 'node:test'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
-import type { ElectLeadersResponse } from '../../src/protocol/generated/elect-leaders-response.js'
-import { ApiKey } from '../../src/protocol/generated/index.js'
 import { AckedProducer, checkAckedReadBack } from '../helpers/acked-producer.js'
 import { waitFor } from '../helpers/broker-process.js'
-import { createTopicsRaw } from '../helpers/create-topics.js'
-import { kcatMetadata, type MetadataView, notFailedOver } from '../helpers/metadata-view.js'
-import { rawCall } from '../helpers/raw-call.js'
-import { RawClient } from '../helpers/raw-client.js'
+import { createTopicsRaw, inSyncUnderPreferredLeaders } from '../helpers/create-topics.js'
+import { kcatMetadata, notFailedOver } from '../helpers/metadata-view.js'
 import { startCluster } from '../helpers/testing.js'
 
 /**
@@ -83,42 +79,7 @@ test(`on the embedded store: CreateTopics of ${BIG_PARTITIONS} partitions and of
     console.log(`CreateTopics of ${TOPICS} topics at once: ${Math.round(performance.now() - startedAt)} ms`)
 
     // Every replica in sync and led by its preferred replica, so the kill is the only change.
-    const inSync = (view: MetadataView) => {
-      const all = [...view.topics.values()].flat()
-      return all.length === TOTAL && all.every((p) => p.isr.length === 3 && p.leader >= 0)
-    }
-    const synced = await waitFor(
-      'every partition with its 3 replicas in sync',
-      async () => {
-        const view = await kcatMetadata(cluster.bootstrapServers)
-        return inSync(view) ? view : undefined
-      },
-      60_000,
-      500,
-    )
-    if ([...synced.topics.values()].flat().some((p) => p.leader !== p.replicas[0])) {
-      const raw = await RawClient.connect(port)
-      try {
-        const response = await rawCall<ElectLeadersResponse>(raw, ApiKey.ElectLeaders, 2, {
-          electionType: 0,
-          topicPartitions: null,
-          timeoutMs: 30_000,
-        })
-        assert.equal(response.errorCode, ErrorCode.NONE)
-      } finally {
-        raw.socket.destroy()
-      }
-    }
-    const before = await waitFor(
-      'every partition led by its preferred replica',
-      async () => {
-        const view = await kcatMetadata(cluster.bootstrapServers)
-        const all = [...view.topics.values()].flat()
-        return inSync(view) && all.every((p) => p.leader === p.replicas[0]) ? view : undefined
-      },
-      30_000,
-      500,
-    )
+    const before = await inSyncUnderPreferredLeaders(port, cluster.bootstrapServers, TOTAL)
     // Not the controller: its own failover (a new campaign) is failover.test.ts's.
     const victim = cluster.brokerIds.find((id) => id !== before.controllerId)!
     const led = [...before.topics.values()].flat().filter((p) => p.leader === victim).length

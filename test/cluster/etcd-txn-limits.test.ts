@@ -21,8 +21,6 @@ import { test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import type { CreateTopicsResponse } from '../../src/protocol/generated/create-topics-response.js'
-import type { ElectLeadersResponse } from '../../src/protocol/generated/elect-leaders-response.js'
-import { ApiKey } from '../../src/protocol/generated/index.js'
 import { AckedProducer, checkAckedReadBack } from '../helpers/acked-producer.js'
 import {
   type BrokerProcess,
@@ -32,10 +30,8 @@ import {
   waitFor,
   withEtcdCluster,
 } from '../helpers/broker-process.js'
-import { createTopicsRaw } from '../helpers/create-topics.js'
+import { allInSync, createTopicsRaw, inSyncUnderPreferredLeaders } from '../helpers/create-topics.js'
 import { kcatMetadata, ledBy, type MetadataView, notFailedOver } from '../helpers/metadata-view.js'
-import { rawCall } from '../helpers/raw-call.js'
-import { RawClient } from '../helpers/raw-client.js'
 
 /**
  * Twice the other cluster tests' session: three brokers each creating 2,000 partitions on
@@ -94,45 +90,13 @@ test('on a default etcd: CreateTopics of 2,000 partitions and of 50 topics succe
     )
     console.log(`CreateTopics of ${TOPICS} topics at once: ${Math.round(performance.now() - startedAt)} ms`)
 
+    // Every replica in sync and led by its preferred replica, so the kill is the only change.
     const total = BIG_PARTITIONS + TOPICS * TOPIC_PARTITIONS
-    // Every replica in sync and every partition led by its preferred replica (a session a
-    // stalled broker lost while creating moves leaderships away; ElectLeaders of all of
-    // them is a change over the store's limits too), so the kill is the only change.
-    const inSync = (view: MetadataView) => {
-      const all = [...view.topics.values()].flat()
-      return all.length === total && all.every((p) => p.isr.length === 3 && p.leader >= 0)
-    }
-    const synced = await waitFor(
-      'every partition with its 3 replicas in sync',
-      async () => {
-        const view = await kcatMetadata(cluster.liveBootstrap)
-        return inSync(view) ? view : undefined
-      },
-      60_000,
-      500,
-    )
-    if ([...synced.topics.values()].flat().some((p) => p.leader !== p.replicas[0])) {
-      const raw = await RawClient.connect(cluster.brokers[0].spec.port)
-      try {
-        const response = await rawCall<ElectLeadersResponse>(raw, ApiKey.ElectLeaders, 2, {
-          electionType: 0,
-          topicPartitions: null,
-          timeoutMs: 30_000,
-        })
-        assert.equal(response.errorCode, ErrorCode.NONE)
-      } finally {
-        raw.socket.destroy()
-      }
-    }
-    const before = await waitFor(
-      'every partition led by its preferred replica',
-      async () => {
-        const view = await kcatMetadata(cluster.liveBootstrap)
-        const all = [...view.topics.values()].flat()
-        return inSync(view) && all.every((p) => p.leader === p.replicas[0]) ? view : undefined
-      },
-      30_000,
-      500,
+    const inSync = allInSync(total)
+    const before = await inSyncUnderPreferredLeaders(
+      cluster.brokers[0].spec.port,
+      cluster.liveBootstrap,
+      total,
     )
     // Not the controller: its own failover (a new campaign) is failover.test.ts's.
     const victim = cluster.brokers.find((b) => b.nodeId !== before.controllerId)!
