@@ -87,7 +87,11 @@ describe('transaction coordinator on 3 brokers', () => {
         coordinatorKeys: [txnId, ''],
       })
     }
-    assert.equal(batched.coordinators[0].errorCode, ErrorCode.NONE, batched.coordinators[0].errorMessage ?? '')
+    assert.equal(
+      batched.coordinators[0].errorCode,
+      ErrorCode.NONE,
+      batched.coordinators[0].errorMessage ?? '',
+    )
     assert.equal(batched.coordinators[0].nodeId, coordinator.nodeId)
     assert.equal(batched.coordinators[1].errorCode, ErrorCode.INVALID_REQUEST)
 
