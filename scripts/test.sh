@@ -73,6 +73,12 @@ if ! git diff --quiet -- src/protocol/generated; then
   git diff --stat -- src/protocol/generated >&2
   exit 1
 fi
+# The configuration and error reference pages must match the code that defines them.
+node scripts/gen-docs.mjs
+if ! git diff --quiet -- docs/configuration.md docs/errors.md; then
+  echo "docs/configuration.md or docs/errors.md is out of date: run 'npm run gen:docs' and commit" >&2
+  exit 1
+fi
 npx biome check src test scripts bench
 # Layering and import cycles (.dependency-cruiser.cjs): fails on a cycle or a forbidden import.
 node scripts/lint-deps.mjs
