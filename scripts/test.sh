@@ -82,6 +82,8 @@ fi
 npx biome check src test scripts bench
 # Layering and import cycles (.dependency-cruiser.cjs): fails on a cycle or a forbidden import.
 node scripts/lint-deps.mjs
+# File and function length (scripts/lint-size.mjs): what was over the limits may only shrink.
+node scripts/lint-size.mjs
 
 export TIDELOG_LOG_LEVEL="${TIDELOG_LOG_LEVEL:-warn}"
 shopt -s globstar nullglob
