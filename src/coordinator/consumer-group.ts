@@ -238,6 +238,21 @@ export function makeConsumerGroup(group: Group): ConsumerGroupState {
 
 // ---- the heartbeat ---------------------------------------------------------------------------
 
+/** What a heartbeat changed so far: the records to write and whether a rebalance is due. */
+interface HeartbeatChanges {
+  readonly records: CoordinatorRecord[]
+  /** The member's metadata record must be written again. */
+  metadataChanged: boolean
+  /** The group's epoch moves: a member came, went, or changed what it subscribes to. */
+  membershipChanged: boolean
+}
+
+/** A failed heartbeat: its error code and message. */
+interface HeartbeatRefusal {
+  readonly code: number
+  readonly message: string
+}
+
 export function consumerGroupHeartbeat(
   group: Group,
   req: ConsumerHeartbeatRequest,
@@ -249,179 +264,45 @@ export function consumerGroupHeartbeat(
 ): Effects {
   const state = group.consumer
   assert(state !== null && group.type === 'consumer', 'heartbeat on a consumer group')
-  const fail = (code: number, message: string | null = null) => reply(waiter, heartbeatError(code, message))
-  const records: CoordinatorRecord[] = []
+  const changes: HeartbeatChanges = { records: [], metadataChanged: false, membershipChanged: false }
   const respond = (
     member: ConsumerMember,
     epoch: number,
     assignment: WireTopicPartitions[] | null,
-  ): Effects => {
-    const result: ConsumerHeartbeatResult = {
+  ): Effects =>
+    afterRecords(waiter, changes.records, {
       errorCode: ErrorCode.NONE,
       errorMessage: null,
       memberId: member.memberId,
       memberEpoch: epoch,
       heartbeatIntervalMs: config.heartbeatIntervalMs,
       assignment,
-    }
-    return afterRecords(waiter, records, result)
-  }
+    })
 
   if (req.memberEpoch === LEAVE_GROUP_MEMBER_EPOCH || req.memberEpoch === LEAVE_GROUP_STATIC_MEMBER_EPOCH) {
     const member = state.members.get(req.memberId)
     if (!member)
-      return fail(ErrorCode.UNKNOWN_MEMBER_ID, `Member ${req.memberId} is not a member of the group.`)
-    if (req.memberEpoch === LEAVE_GROUP_STATIC_MEMBER_EPOCH && member.instanceId !== null) {
-      // The static member keeps its assignment (and its partitions stay unassigned to others)
-      // until it rejoins with the same instance id or its session times out.
-      member.memberEpoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
-      member.partitionsPendingRevocation = new Map()
-      member.state = MemberState.STABLE
-      member.sessionDeadlineMs = nowMs + config.sessionTimeoutMs
-      member.revocationDeadlineMs = null
-      records.push(currentAssignmentRecord(group.groupId, member))
-      return respond(member, LEAVE_GROUP_STATIC_MEMBER_EPOCH, null)
-    }
-    records.push(...removeMember(group, member, nowMs))
-    return respond(member, LEAVE_GROUP_MEMBER_EPOCH, null)
+      return reply(waiter, heartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, unknownMember(req.memberId)))
+    const epoch = leave(group, member, req.memberEpoch, nowMs, config, changes.records)
+    return respond(member, epoch, null)
   }
 
-  let member: ConsumerMember | undefined
-  let metadataChanged = false
-  let membershipChanged = false
-  if (req.memberEpoch === 0) {
-    const memberId = req.memberId === '' ? newMemberId : req.memberId
-    const staticId = req.instanceId === null ? undefined : state.staticMembers.get(req.instanceId)
-    if (staticId !== undefined && staticId !== memberId) {
-      const previous = state.members.get(staticId)
-      if (previous && previous.memberEpoch !== LEAVE_GROUP_STATIC_MEMBER_EPOCH)
-        return fail(
-          ErrorCode.UNRELEASED_INSTANCE_ID,
-          `Static member ${staticId} with instance id ${req.instanceId} is not released yet.`,
-        )
-      if (previous) {
-        // The returning static member takes over the old one's assignment and epoch: no
-        // rebalance, the group's other members see nothing (KIP-345 on KIP-848).
-        // It reconciles from epoch 0 to the target epoch at once: its target is unchanged.
-        member = { ...previous, memberId, memberEpoch: 0, previousMemberEpoch: 0, state: MemberState.STABLE }
-        records.push(...tombstones(group.groupId, previous.memberId))
-        state.members.delete(previous.memberId)
-        const target = state.targetAssignment.get(previous.memberId)
-        state.targetAssignment.delete(previous.memberId)
-        state.targetAssignment.set(memberId, target ?? new Map())
-        records.push(targetMemberRecord(group.groupId, memberId, target ?? new Map()))
-        state.members.set(memberId, member)
-        metadataChanged = true
-      }
-    }
-    if (!member) {
-      member = state.members.get(memberId)
-      if (member) {
-        // A known member rejoining owns nothing any more (it said so: TopicPartitions is empty).
-        member.assignedPartitions = new Map()
-        member.partitionsPendingRevocation = new Map()
-        member.state = MemberState.STABLE
-        member.memberEpoch = 0
-        member.revocationDeadlineMs = null
-      } else {
-        if (state.members.size >= config.maxSize)
-          return fail(
-            ErrorCode.GROUP_MAX_SIZE_REACHED,
-            `The group has reached its maximum size ${config.maxSize}.`,
-          )
-        member = {
-          memberId,
-          instanceId: req.instanceId,
-          rackId: req.rackId,
-          clientId: req.clientId,
-          clientHost: req.clientHost,
-          subscribedTopicNames: [],
-          subscribedTopicRegex: null,
-          serverAssignor: null,
-          rebalanceTimeoutMs: req.rebalanceTimeoutMs,
-          memberEpoch: 0,
-          previousMemberEpoch: 0,
-          state: MemberState.STABLE,
-          assignedPartitions: new Map(),
-          partitionsPendingRevocation: new Map(),
-          sessionDeadlineMs: nowMs,
-          revocationDeadlineMs: null,
-        }
-        state.members.set(memberId, member)
-        metadataChanged = true
-        membershipChanged = true
-      }
-    }
-    if (req.instanceId !== null) state.staticMembers.set(req.instanceId, memberId)
-  } else {
-    member = state.members.get(req.memberId)
-    if (!member)
-      return fail(ErrorCode.UNKNOWN_MEMBER_ID, `Member ${req.memberId} is not a member of the group.`)
-    if (req.memberEpoch !== member.memberEpoch) {
-      // A lost response: the member may still use its previous epoch if it owns nothing
-      // beyond what it has now (Kafka's throwIfMemberEpochIsInvalid).
-      const retried =
-        req.memberEpoch < member.memberEpoch &&
-        req.memberEpoch === member.previousMemberEpoch &&
-        req.topicPartitions !== null &&
-        isSubset(req.topicPartitions, member.assignedPartitions)
-      if (!retried)
-        return fail(
-          ErrorCode.FENCED_MEMBER_EPOCH,
-          `The consumer group member has a smaller member epoch (${req.memberEpoch}) than the one known by the group coordinator (${member.memberEpoch}).`,
-        )
-    }
-  }
+  const found =
+    req.memberEpoch === 0
+      ? joinMember(group, state, req, nowMs, config, newMemberId, changes)
+      : knownMember(state, req)
+  if ('code' in found) return reply(waiter, heartbeatError(found.code, found.message))
+  const member = found
   member.sessionDeadlineMs = nowMs + config.sessionTimeoutMs
-
-  // Subscription and client details that came with this heartbeat (null means unchanged).
-  if (req.rackId !== null && req.rackId !== member.rackId) {
-    member.rackId = req.rackId
-    metadataChanged = true
-  }
-  if (req.rebalanceTimeoutMs > 0 && req.rebalanceTimeoutMs !== member.rebalanceTimeoutMs) {
-    member.rebalanceTimeoutMs = req.rebalanceTimeoutMs
-    metadataChanged = true
-  }
-  if (req.subscribedTopicNames !== null) {
-    const names = [...new Set(req.subscribedTopicNames)].sort()
-    if (names.join('\u0000') !== member.subscribedTopicNames.join('\u0000')) {
-      member.subscribedTopicNames = names
-      metadataChanged = true
-      membershipChanged = true
-    }
-  }
-  if (req.subscribedTopicRegex !== null && req.subscribedTopicRegex !== member.subscribedTopicRegex) {
-    // An empty regex clears it (Kafka's "no regex" in a later heartbeat).
-    member.subscribedTopicRegex = req.subscribedTopicRegex === '' ? null : req.subscribedTopicRegex
-    metadataChanged = true
-    membershipChanged = true
-  }
-  if (req.serverAssignor !== null && req.serverAssignor !== member.serverAssignor) {
-    member.serverAssignor = req.serverAssignor
-    metadataChanged = true
-    membershipChanged = true
-  }
-  if (metadataChanged) records.push(memberMetadataRecord(group.groupId, member))
-
-  const signature = subscriptionSignature(state, topics)
-  if (state.subscriptionSignature === null && !membershipChanged) state.subscriptionSignature = signature
-  if (signature !== state.subscriptionSignature) {
-    state.subscriptionSignature = signature
-    membershipChanged = true
-  }
-  if (membershipChanged) {
-    state.groupEpoch++
-    records.push(groupEpochRecord(group.groupId, state.groupEpoch))
-  }
-  if (state.groupEpoch > state.assignmentEpoch)
-    records.push(...computeTargetAssignment(group, config, topics))
+  applyMemberDetails(member, req, changes)
+  if (changes.metadataChanged) changes.records.push(memberMetadataRecord(group.groupId, member))
+  bumpGroupEpoch(group, state, config, topics, changes)
 
   const before = assignmentSnapshot(member)
   const assignedBefore = assignedKey(member)
   reconcile(state, member, req.topicPartitions, nowMs)
-  if (assignmentSnapshot(member) !== before || metadataChanged)
-    records.push(currentAssignmentRecord(group.groupId, member))
+  if (assignmentSnapshot(member) !== before || changes.metadataChanged)
+    changes.records.push(currentAssignmentRecord(group.groupId, member))
   checkSingleOwners(state)
   group.state = 'Stable'
   const assignedChanged = assignedKey(member) !== assignedBefore
@@ -431,6 +312,216 @@ export function consumerGroupHeartbeat(
     member.memberEpoch,
     assignedChanged || full ? toWire(member.assignedPartitions) : null,
   )
+}
+
+function unknownMember(memberId: string): string {
+  return `Member ${memberId} is not a member of the group.`
+}
+
+/** A member leaving (epoch -1) or a static member stepping out (-2); returns the epoch to answer. */
+function leave(
+  group: Group,
+  member: ConsumerMember,
+  requestEpoch: number,
+  nowMs: number,
+  config: ConsumerGroupConfig,
+  records: CoordinatorRecord[],
+): number {
+  if (requestEpoch === LEAVE_GROUP_STATIC_MEMBER_EPOCH && member.instanceId !== null) {
+    // The static member keeps its assignment (and its partitions stay unassigned to others)
+    // until it rejoins with the same instance id or its session times out.
+    member.memberEpoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
+    member.partitionsPendingRevocation = new Map()
+    member.state = MemberState.STABLE
+    member.sessionDeadlineMs = nowMs + config.sessionTimeoutMs
+    member.revocationDeadlineMs = null
+    records.push(currentAssignmentRecord(group.groupId, member))
+    return LEAVE_GROUP_STATIC_MEMBER_EPOCH
+  }
+  records.push(...removeMember(group, member, nowMs))
+  return LEAVE_GROUP_MEMBER_EPOCH
+}
+
+/** A heartbeat at epoch 0: a new member, a known one rejoining, or a static member returning. */
+function joinMember(
+  group: Group,
+  state: ConsumerGroupState,
+  req: ConsumerHeartbeatRequest,
+  nowMs: number,
+  config: ConsumerGroupConfig,
+  newMemberId: string,
+  changes: HeartbeatChanges,
+): ConsumerMember | HeartbeatRefusal {
+  const memberId = req.memberId === '' ? newMemberId : req.memberId
+  const returning = returningStaticMember(group, state, req, memberId, changes)
+  if (returning !== null && 'code' in returning) return returning
+  const member = returning ?? rejoinOrAdd(state, req, memberId, nowMs, config, changes)
+  if ('code' in member) return member
+  if (req.instanceId !== null) state.staticMembers.set(req.instanceId, memberId)
+  return member
+}
+
+/**
+ * A static member coming back under a new member id takes over the old one's assignment
+ * and epoch: no rebalance, the group's other members see nothing (KIP-345 on KIP-848). It
+ * reconciles from epoch 0 to the target epoch at once: its target is unchanged. Null when
+ * the request is not such a return.
+ */
+function returningStaticMember(
+  group: Group,
+  state: ConsumerGroupState,
+  req: ConsumerHeartbeatRequest,
+  memberId: string,
+  changes: HeartbeatChanges,
+): ConsumerMember | HeartbeatRefusal | null {
+  const staticId = req.instanceId === null ? undefined : state.staticMembers.get(req.instanceId)
+  if (staticId === undefined || staticId === memberId) return null
+  const previous = state.members.get(staticId)
+  if (!previous) return null
+  if (previous.memberEpoch !== LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+    return {
+      code: ErrorCode.UNRELEASED_INSTANCE_ID,
+      message: `Static member ${staticId} with instance id ${req.instanceId} is not released yet.`,
+    }
+  const member = { ...previous, memberId, memberEpoch: 0, previousMemberEpoch: 0, state: MemberState.STABLE }
+  changes.records.push(...tombstones(group.groupId, previous.memberId))
+  state.members.delete(previous.memberId)
+  const target = state.targetAssignment.get(previous.memberId) ?? new Map()
+  state.targetAssignment.delete(previous.memberId)
+  state.targetAssignment.set(memberId, target)
+  changes.records.push(targetMemberRecord(group.groupId, memberId, target))
+  state.members.set(memberId, member)
+  changes.metadataChanged = true
+  return member
+}
+
+/** A known member rejoining at epoch 0, or a new member (refused past group.consumer.max.size). */
+function rejoinOrAdd(
+  state: ConsumerGroupState,
+  req: ConsumerHeartbeatRequest,
+  memberId: string,
+  nowMs: number,
+  config: ConsumerGroupConfig,
+  changes: HeartbeatChanges,
+): ConsumerMember | HeartbeatRefusal {
+  const known = state.members.get(memberId)
+  if (known) {
+    // A known member rejoining owns nothing any more (it said so: TopicPartitions is empty).
+    known.assignedPartitions = new Map()
+    known.partitionsPendingRevocation = new Map()
+    known.state = MemberState.STABLE
+    known.memberEpoch = 0
+    known.revocationDeadlineMs = null
+    return known
+  }
+  if (state.members.size >= config.maxSize)
+    return {
+      code: ErrorCode.GROUP_MAX_SIZE_REACHED,
+      message: `The group has reached its maximum size ${config.maxSize}.`,
+    }
+  const member: ConsumerMember = {
+    memberId,
+    instanceId: req.instanceId,
+    rackId: req.rackId,
+    clientId: req.clientId,
+    clientHost: req.clientHost,
+    subscribedTopicNames: [],
+    subscribedTopicRegex: null,
+    serverAssignor: null,
+    rebalanceTimeoutMs: req.rebalanceTimeoutMs,
+    memberEpoch: 0,
+    previousMemberEpoch: 0,
+    state: MemberState.STABLE,
+    assignedPartitions: new Map(),
+    partitionsPendingRevocation: new Map(),
+    sessionDeadlineMs: nowMs,
+    revocationDeadlineMs: null,
+  }
+  state.members.set(memberId, member)
+  changes.metadataChanged = true
+  changes.membershipChanged = true
+  return member
+}
+
+/** A heartbeat of a member already in the group, checked against its epoch. */
+function knownMember(
+  state: ConsumerGroupState,
+  req: ConsumerHeartbeatRequest,
+): ConsumerMember | HeartbeatRefusal {
+  const member = state.members.get(req.memberId)
+  if (!member) return { code: ErrorCode.UNKNOWN_MEMBER_ID, message: unknownMember(req.memberId) }
+  if (req.memberEpoch === member.memberEpoch) return member
+  // A lost response: the member may still use its previous epoch if it owns nothing
+  // beyond what it has now (Kafka's throwIfMemberEpochIsInvalid).
+  const retried =
+    req.memberEpoch < member.memberEpoch &&
+    req.memberEpoch === member.previousMemberEpoch &&
+    req.topicPartitions !== null &&
+    isSubset(req.topicPartitions, member.assignedPartitions)
+  if (retried) return member
+  return {
+    code: ErrorCode.FENCED_MEMBER_EPOCH,
+    message: `The consumer group member has a smaller member epoch (${req.memberEpoch}) than the one known by the group coordinator (${member.memberEpoch}).`,
+  }
+}
+
+/** Subscription and client details that came with this heartbeat (null means unchanged). */
+function applyMemberDetails(
+  member: ConsumerMember,
+  req: ConsumerHeartbeatRequest,
+  changes: HeartbeatChanges,
+): void {
+  if (req.rackId !== null && req.rackId !== member.rackId) {
+    member.rackId = req.rackId
+    changes.metadataChanged = true
+  }
+  if (req.rebalanceTimeoutMs > 0 && req.rebalanceTimeoutMs !== member.rebalanceTimeoutMs) {
+    member.rebalanceTimeoutMs = req.rebalanceTimeoutMs
+    changes.metadataChanged = true
+  }
+  const subscriptionChanged = (): void => {
+    changes.metadataChanged = true
+    changes.membershipChanged = true
+  }
+  if (req.subscribedTopicNames !== null) {
+    const names = [...new Set(req.subscribedTopicNames)].sort()
+    if (names.join('\u0000') !== member.subscribedTopicNames.join('\u0000')) {
+      member.subscribedTopicNames = names
+      subscriptionChanged()
+    }
+  }
+  if (req.subscribedTopicRegex !== null && req.subscribedTopicRegex !== member.subscribedTopicRegex) {
+    // An empty regex clears it (Kafka's "no regex" in a later heartbeat).
+    member.subscribedTopicRegex = req.subscribedTopicRegex === '' ? null : req.subscribedTopicRegex
+    subscriptionChanged()
+  }
+  if (req.serverAssignor !== null && req.serverAssignor !== member.serverAssignor) {
+    member.serverAssignor = req.serverAssignor
+    subscriptionChanged()
+  }
+}
+
+/** Moves the group epoch when membership or the subscribed topics changed, then reassigns. */
+function bumpGroupEpoch(
+  group: Group,
+  state: ConsumerGroupState,
+  config: ConsumerGroupConfig,
+  topics: TopicsView,
+  changes: HeartbeatChanges,
+): void {
+  const signature = subscriptionSignature(state, topics)
+  if (state.subscriptionSignature === null && !changes.membershipChanged)
+    state.subscriptionSignature = signature
+  if (signature !== state.subscriptionSignature) {
+    state.subscriptionSignature = signature
+    changes.membershipChanged = true
+  }
+  if (changes.membershipChanged) {
+    state.groupEpoch++
+    changes.records.push(groupEpochRecord(group.groupId, state.groupEpoch))
+  }
+  if (state.groupEpoch > state.assignmentEpoch)
+    changes.records.push(...computeTargetAssignment(group, config, topics))
 }
 
 function afterRecords(
