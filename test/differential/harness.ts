@@ -430,6 +430,9 @@ const UNORDERED_ARRAYS: Readonly<Record<string, readonly string[]>> = {
   configs: ['name'],
   supportedFeatures: ['name'],
   finalizedFeatures: ['name'],
+  // SCRAM credential results: Kafka builds them from hash maps (ScramControlManager, ScramImage).
+  results: ['user'],
+  credentialInfos: ['mechanism'],
 }
 
 /** Arrays whose order means something (a config's synonyms, by precedence; records; batches). */

@@ -1025,6 +1025,88 @@ const versionsSequence: Sequence = {
   ],
 }
 
+/** A SCRAM credential's upsertion: 32 bytes of salted password, as a client sends it. */
+function scramUpsert(name: string, mechanism: number, iterations: number) {
+  return {
+    name,
+    mechanism,
+    iterations,
+    salt: Buffer.alloc(16, 7),
+    saltedPassword: Buffer.alloc(mechanism === 1 ? 32 : 64, 9),
+  }
+}
+
+/**
+ * SCRAM credentials (KIP-554): AlterUserScramCredentials upserts and deletes, with the
+ * invalid ones Kafka refuses (too few iterations, an unknown mechanism, a user both upserted
+ * and deleted), then DescribeUserScramCredentials of every user, of named users, of a user
+ * without credentials and of a user named twice.
+ */
+const scramSequence: Sequence = {
+  name: 'scram-credentials',
+  steps: [
+    {
+      name: 'upsert two mechanisms and one for a second user',
+      apiKey: ApiKey.AlterUserScramCredentials,
+      body: () => ({
+        deletions: [],
+        upsertions: [
+          scramUpsert('sc-alice', 1, 4096),
+          scramUpsert('sc-alice', 2, 8192),
+          scramUpsert('sc-bob', 1, 4096),
+        ],
+      }),
+    },
+    {
+      name: 'invalid: too few iterations, unknown mechanism, upsert and delete of one user',
+      apiKey: ApiKey.AlterUserScramCredentials,
+      body: () => ({
+        deletions: [{ name: 'sc-carol', mechanism: 1 }],
+        upsertions: [
+          scramUpsert('sc-dave', 1, 100),
+          scramUpsert('sc-erin', 9, 4096),
+          scramUpsert('sc-carol', 1, 4096),
+        ],
+      }),
+    },
+    {
+      name: 'delete a credential that does not exist',
+      apiKey: ApiKey.AlterUserScramCredentials,
+      body: () => ({ deletions: [{ name: 'sc-nobody', mechanism: 1 }], upsertions: [] }),
+    },
+    {
+      name: 'describe named users',
+      apiKey: ApiKey.DescribeUserScramCredentials,
+      body: () => ({ users: [{ name: 'sc-alice' }, { name: 'sc-bob' }] }),
+    },
+    {
+      name: 'describe a user without credentials',
+      apiKey: ApiKey.DescribeUserScramCredentials,
+      body: () => ({ users: [{ name: 'sc-nobody' }] }),
+    },
+    {
+      name: 'describe a user named twice',
+      apiKey: ApiKey.DescribeUserScramCredentials,
+      body: () => ({ users: [{ name: 'sc-bob' }, { name: 'sc-bob' }, { name: 'sc-alice' }] }),
+    },
+    {
+      name: 'delete one of two mechanisms',
+      apiKey: ApiKey.AlterUserScramCredentials,
+      body: () => ({ deletions: [{ name: 'sc-alice', mechanism: 2 }], upsertions: [] }),
+    },
+    {
+      name: 'describe every user (null)',
+      apiKey: ApiKey.DescribeUserScramCredentials,
+      body: () => ({ users: null }),
+    },
+    {
+      name: 'describe every user (empty)',
+      apiKey: ApiKey.DescribeUserScramCredentials,
+      body: () => ({ users: [] }),
+    },
+  ],
+}
+
 /** The fixed set, in the order the test runs it. */
 export const FIXED_SEQUENCES: readonly Sequence[] = [
   metadataSequence,
@@ -1038,4 +1120,5 @@ export const FIXED_SEQUENCES: readonly Sequence[] = [
   deleteRecordsSequence,
   transactionsSequence,
   versionsSequence,
+  scramSequence,
 ]

@@ -43,20 +43,22 @@ export async function createScramUser(
   const [, port] = cluster.brokers[0].listenerAddress('PLAINTEXT').split(':')
   const client = await RawClient.connect(Number(port))
   try {
-    const upsertions = mechanisms.map((mechanism, i) => {
+    // One request per mechanism: Kafka refuses a user altered twice in one request
+    // (DUPLICATE_RESOURCE, ScramControlManager), whatever the mechanisms.
+    for (const mechanism of mechanisms) {
       const salt = randomBytes(16)
-      return {
+      const upsertion = {
         name: user,
-        mechanism: i === 0 && mechanism === 'SCRAM-SHA-256' ? 1 : mechanism === 'SCRAM-SHA-256' ? 1 : 2,
+        mechanism: mechanism === 'SCRAM-SHA-256' ? 1 : 2,
         iterations: 4096,
         salt,
         saltedPassword: saltedPassword(mechanism, password, salt, 4096),
       }
-    })
-    const response = await rawCall<{
-      results: { user: string; errorCode: number; errorMessage: string | null }[]
-    }>(client, ApiKey.AlterUserScramCredentials, 0, { deletions: [], upsertions })
-    assert.deepEqual(response.results, [{ user, errorCode: 0, errorMessage: null }])
+      const response = await rawCall<{
+        results: { user: string; errorCode: number; errorMessage: string | null }[]
+      }>(client, ApiKey.AlterUserScramCredentials, 0, { deletions: [], upsertions: [upsertion] })
+      assert.deepEqual(response.results, [{ user, errorCode: 0, errorMessage: null }])
+    }
   } finally {
     client.socket.destroy()
   }
