@@ -19,6 +19,7 @@ import type { BrokerClient } from '../replication/broker-client.js'
 import { type IsrProposal, Partition } from '../replication/partition.js'
 import { LeaderFetcher } from '../replication/replica-fetcher.js'
 import { ReplicaManager } from '../replication/replica-manager.js'
+import { type FetchSession, FetchSessionCache, type SessionPartition } from '../server/fetch-session-cache.js'
 import { LogSegment } from '../storage/log-segment.js'
 import { TOPIC } from './topic.js'
 
@@ -48,6 +49,12 @@ export type Mutation =
   | 'metadata-writes-unsplit'
   /** A broker whose store session starts does not raise the HWs of the partitions it leads (issue 41's bug). */
   | 'hw-not-raised-on-session'
+  /** A broker process's first registration keeps its predecessor's leaderships and ISR places (seed 36's bug). */
+  | 'registration-keeps-leaderships'
+  /** A leader's fetch session leaves out partitions of topic ids it does not know yet (seed 11's bug). */
+  | 'fetch-session-drops-unknown-topic'
+  /** Any image change drops a leader's ISR change in flight, so the HW stops counting a member being added (seed 33's bug). */
+  | 'pending-isr-dropped-on-image-change'
 
 export const MUTATIONS: readonly Mutation[] = [
   'none',
@@ -63,6 +70,9 @@ export const MUTATIONS: readonly Mutation[] = [
   'consumer-write-not-undone',
   'metadata-writes-unsplit',
   'hw-not-raised-on-session',
+  'registration-keeps-leaderships',
+  'fetch-session-drops-unknown-topic',
+  'pending-isr-dropped-on-image-change',
 ]
 
 /** The replica id a consumer sends under the `consumer-reads-log-end` mutation. */
@@ -132,10 +142,20 @@ export function plant(mutation: Mutation, log: (message: string) => void): () =>
         Partition.prototype as unknown as ExpandingPartition,
         'maybeExpandIsr',
         () =>
-          function (this: ExpandingPartition, replicaId: number, follower: { logEndOffset: number }): void {
+          function (
+            this: ExpandingPartition,
+            replicaId: number,
+            follower: { logEndOffset: number; brokerEpoch: number },
+          ): void {
             if (this.maybeResendIsr() || this.state.isr.includes(replicaId)) return
             if (follower.logEndOffset < Math.max(this.log.highWatermark, this.leaderEpochStartOffset)) return
-            // The registration check is what this mutation leaves out.
+            // Partition.maybeExpandIsr as shipped but for its registration check
+            // (context.isRegistered), which is what this mutation leaves out; KIP-903's
+            // incarnation check stays (an unregistered broker has no epoch to compare).
+            const registered = this.context.brokerEpochOf?.(replicaId) ?? -1
+            if (registered >= 0 && follower.brokerEpoch >= 0 && follower.brokerEpoch !== registered) return
+            if (this.context.isRegistered?.(replicaId) === false)
+              log(`MUTATION: unregistered broker ${replicaId} proposed into the ISR`)
             this.propose([...this.state.isr, replicaId])
           },
       )
@@ -260,6 +280,72 @@ export function plant(mutation: Mutation, log: (message: string) => void): () =>
             log('MUTATION: high watermarks not raised as the store session starts')
           },
       )
+    case 'registration-keeps-leaderships':
+      // As before b80ff54: the first registration of a process is treated as a re-registration
+      // after a lost session, so it leaves the leaderships and ISR places of its predecessor
+      // (whose log may have lost its unflushed tail) where they were.
+      return replace(
+        ClusterMetadata.prototype as unknown as RegisteringMetadata,
+        'register',
+        (original) =>
+          function (this: RegisteringMetadata, ...args: unknown[]) {
+            if (!this.registeredOnce)
+              log('MUTATION: a first registration keeps its leaderships and ISR places')
+            this.registeredOnce = true
+            return original.apply(this, args)
+          },
+      )
+    case 'fetch-session-drops-unknown-topic':
+      // As before cea862a: a partition whose topic id the leader does not know yet is answered
+      // UNKNOWN_TOPIC_ID but not kept in the session (its session partition has no name).
+      return replace(
+        FetchSessionCache.prototype as unknown as SessionCreator,
+        'create',
+        (original) =>
+          function (this: SessionCreator, ...args: unknown[]) {
+            const session = original.apply(this, args)
+            if (session === null) return session
+            const partitions = session.partitions
+            const set = partitions.set.bind(partitions)
+            partitions.set = (key: string, partition: SessionPartition) => {
+              if (partition.topic !== '') return set(key, partition)
+              log(
+                `MUTATION: p${partition.partition} of unknown topic id left out of fetch session ${session.id}`,
+              )
+              return partitions
+            }
+            return session
+          },
+      )
+    case 'pending-isr-dropped-on-image-change':
+      // As before b805249: every image change reached Partition.updateState, which forgot the
+      // ISR change in flight and recomputed the HW over the committed ISR alone. Partitions
+      // whose state changed still go through updateState (which ends their change anyway);
+      // since ReplicaManager applies only changed states, the unchanged ones are dropped here.
+      return replace(
+        ReplicaManager.prototype as unknown as ImageApplier,
+        'doApplyImage',
+        (original) =>
+          async function (this: ImageApplier, image: ClusterImage) {
+            await original.call(this, image)
+            for (const partition of this.hostedPartitions) {
+              const inFlight = partition as unknown as PendingIsrPartition
+              const state = image.topics.get(partition.topic)?.partitions[partition.partition]
+              const pending = inFlight.pendingIsr
+              if (pending === null || state === undefined) continue
+              if (
+                state.leaderEpoch !== pending.leaderEpoch ||
+                state.partitionEpoch !== pending.partitionEpoch
+              )
+                continue
+              log(
+                `MUTATION: ISR change in flight for p${partition.partition} dropped by an unrelated image change`,
+              )
+              inFlight.pendingIsr = null
+              partition.maybeIncrementHighWatermark()
+            }
+          },
+      )
     default:
       // unclean-election is a topic setting (world.ts); consumer-reads-log-end is the consumer's.
       return () => undefined
@@ -287,9 +373,35 @@ interface ExpandingPartition {
   readonly state: PartitionState
   readonly log: { readonly highWatermark: number }
   readonly leaderEpochStartOffset: number
+  readonly context: {
+    isRegistered?(brokerId: number): boolean
+    brokerEpochOf?(brokerId: number): number
+  }
   maybeResendIsr(): boolean
   propose(isr: readonly number[]): void
-  maybeExpandIsr(replicaId: number, follower: { logEndOffset: number }): void
+  maybeExpandIsr(replicaId: number, follower: { logEndOffset: number; brokerEpoch: number }): void
+}
+
+/** What registration-keeps-leaderships reaches inside ClusterMetadata (private there). */
+interface RegisteringMetadata {
+  registeredOnce: boolean
+  register(...args: unknown[]): Promise<number | null>
+}
+
+/** What fetch-session-drops-unknown-topic reaches inside the FetchSessionCache (private there). */
+interface SessionCreator {
+  create(...args: unknown[]): FetchSession | null
+}
+
+/** What pending-isr-dropped-on-image-change reaches inside a Partition (private there). */
+interface PendingIsrPartition {
+  pendingIsr: { readonly leaderEpoch: number; readonly partitionEpoch: number } | null
+}
+
+/** What pending-isr-dropped-on-image-change reaches inside a ReplicaManager (private there). */
+interface ImageApplier {
+  readonly hostedPartitions: IterableIterator<Partition>
+  doApplyImage(image: ClusterImage): Promise<void>
 }
 
 /** What truncation-not-fsynced reaches of a LogSegment. */

@@ -16,6 +16,7 @@ import { CommitFailedError } from '../../src/client/group/errors.js'
 import { Producer } from '../../src/client/producer.js'
 import { startCluster } from '../helpers/cluster.js'
 import { PYTHON } from '../helpers/compat-clients.js'
+import { assertConsumedAtLeastOnce, consumedAll } from '../helpers/consumed.js'
 import { waitUntil } from '../helpers/wait.js'
 import { startFakeBroker } from './fake-broker.js'
 import { createTopics, text, withBroker } from './helpers.js'
@@ -497,7 +498,10 @@ test('the coordinator stops: members find the new one, keep consuming and commit
     members.push(...[0, 1].map(() => new Member(bootstrap, 'grp-f', ['gf']).start()))
     await waitFor('first consumed', 30000, () => {
       noErrors(members)
-      return members.flatMap((m) => m.records).length >= first.length
+      return consumedAll(
+        members.flatMap((m) => m.values()),
+        first,
+      )
     })
     const coordinator = await admin.findCoordinator('grp-f')
     const victim = cluster.brokers.find((b) => b.nodeId === coordinator)!
@@ -507,9 +511,19 @@ test('the coordinator stops: members find the new one, keep consuming and commit
     const all = [...first, ...second]
     await waitFor('second consumed', 60000, () => {
       noErrors(members)
-      return new Set(members.flatMap((m) => m.values())).size === all.length
+      return consumedAll(
+        members.flatMap((m) => m.values()),
+        all,
+      )
     })
-    assert.deepEqual([...new Set(members.flatMap((m) => m.values()))].sort(), sorted(all), 'nothing lost')
+    // At least once: while the coordinator is gone the members' commits fail, and a member
+    // that must rejoin at the new one may have its partitions moved and reread from the
+    // last commit that got through. The duplicates are printed.
+    assertConsumedAtLeastOnce(
+      members.flatMap((m) => m.values()),
+      all,
+      'members across a coordinator stop',
+    )
     const survivorAdmin = new Admin({ bootstrapServers: survivors.join(',') })
     try {
       assert.notEqual(await survivorAdmin.findCoordinator('grp-f'), coordinator)

@@ -14,6 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { Consumer, type ConsumerOptions, type ConsumerRecord } from '../../src/client/consumer.js'
 import { Producer } from '../../src/client/producer.js'
 import { PYTHON } from '../helpers/compat-clients.js'
+import { assertConsumedAtLeastOnce, consumedAll } from '../helpers/consumed.js'
 import { waitUntil } from '../helpers/wait.js'
 import { createTopics, text, withBroker } from './helpers.js'
 
@@ -406,11 +407,15 @@ test('confluent-kafka (librdkafka, cooperative-sticky) and tidelog members share
         await waitFor(
           'every record',
           30000,
-          () => a.received.length + b!.received.length + ck.values.length >= produced.length,
+          // Every value, not a count: a count would let a duplicate stand in for a missing one.
+          () => consumedAll([...a.received, ...b!.received].map((r) => r.value).concat(ck.values), produced),
         )
         await sleep(300)
         const consumed = [...a.received, ...b.received].map((r) => r.value).concat(ck.values)
-        assert.deepEqual(sorted([...new Set(consumed)]), sorted(produced), 'every record consumed')
+        // At least once: records are produced while partitions move, and librdkafka commits
+        // what its application read every 200 ms (auto-commit), so a partition it gives up may
+        // be reread from its last commit by the member that takes it. The duplicates are printed.
+        assertConsumedAtLeastOnce(consumed, produced, 'cooperative group (librdkafka and tidelog)')
         assert.deepEqual(ck.errors, [])
       } finally {
         await producer.stop()

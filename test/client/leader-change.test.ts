@@ -13,6 +13,7 @@ import { Producer } from '../../src/client/producer.js'
 import type { Cluster } from '../../src/server/cluster.js'
 import { SESSION_TIMEOUT_MS } from '../helpers/broker-process.js'
 import { startCluster } from '../helpers/cluster.js'
+import { waitUntil } from '../helpers/wait.js'
 import { readAll, text } from './helpers.js'
 
 const TOPIC = 'reliable'
@@ -21,18 +22,24 @@ const ASYNC_RECORDS = 3000
 const STOP_AFTER_SYNC_ACKS = 100
 
 async function waitForFullIsr(admin: Admin, timeoutMs = 20000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const [topic] = await admin.describeTopics([TOPIC]).catch(() => [undefined])
-    if (
-      topic &&
-      topic.partitions.length === 3 &&
-      topic.partitions.every((p) => p.leader >= 0 && p.isr.length === 3)
-    )
-      return
-    if (Date.now() > deadline) throw new Error('ISR never reached 3')
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
+  // describeTopics may fail while a leader moves: the wait polls again and, at its deadline,
+  // reports the last failure or the last ISRs seen.
+  await waitUntil(
+    'every partition led with an ISR of 3',
+    timeoutMs,
+    async () => {
+      const [topic] = await admin.describeTopics([TOPIC])
+      assert.ok(topic, `${TOPIC} not described`)
+      assert.deepEqual(
+        topic.partitions
+          .map((p) => ({ partition: p.partition, led: p.leader >= 0, isr: p.isr.length }))
+          .sort((a, b) => a.partition - b.partition),
+        [0, 1, 2].map((partition) => ({ partition, led: true, isr: 3 })),
+      )
+      return true
+    },
+    100,
+  )
 }
 
 async function syncStream(producer: Producer, onAck: (count: number) => void): Promise<string[]> {

@@ -25,6 +25,7 @@ import type { FindCoordinatorResponse } from '../../src/protocol/generated/find-
 import { ApiKey } from '../../src/protocol/generated/index.js'
 import { type EtcdCluster, waitFor as poll, withEtcdCluster } from '../helpers/broker-process.js'
 import { repoRoot } from '../helpers/compat-clients.js'
+import { consumedAll, reportDuplicates } from '../helpers/consumed.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
 import { FAST_GROUP_PROPERTIES, kafka, startConsumer, type TrackedConsumer, waitFor } from './helpers.js'
@@ -48,16 +49,17 @@ function pyMember(bootstrap: string, group: string, seconds: number) {
     stdio: ['ignore', 'pipe', 'inherit'],
   })
   const member = {
-    values: new Set<string>(),
+    /** Every value consumed, in order, duplicates kept (counted, not hidden). */
+    values: [] as string[],
     /** "partition:offset" of every record consumed. */
-    consumed: new Set<string>(),
+    consumed: [] as string[],
     exited: new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code))),
     kill: () => child.kill('SIGKILL'),
   }
   createInterface({ input: child.stdout! }).on('line', (line) => {
     const event = JSON.parse(line) as { value?: string; partition?: number; offset?: number }
-    if (event.value !== undefined) member.values.add(event.value)
-    if (event.partition !== undefined) member.consumed.add(`${event.partition}:${event.offset}`)
+    if (event.value !== undefined) member.values.push(event.value)
+    if (event.partition !== undefined) member.consumed.push(`${event.partition}:${event.offset}`)
   })
   return member
 }
@@ -196,8 +198,8 @@ async function produce(bootstrap: string, perPartition: number, tag: string): Pr
   }
 }
 
-function consumedValues(consumers: readonly TrackedConsumer[]): Set<string> {
-  return new Set(consumers.flatMap((c) => c.values))
+function consumedValues(consumers: readonly TrackedConsumer[]): string[] {
+  return consumers.flatMap((c) => c.values)
 }
 
 async function allCommitted(bootstrap: string, groupId = GROUP): Promise<boolean> {
@@ -251,11 +253,12 @@ test('kill -9 of the group coordinator while committing and while rebalancing, a
           let end = new Map<number, number>()
           const missing = () => {
             const kafkajs = new Set(consumers.flatMap((c) => c.consumed))
+            const confluentKafka = new Set(py!.consumed)
             const gaps = { kafkajs: [] as string[], confluentKafka: [] as string[] }
             for (const [p, high] of end)
               for (let o = 0; o < high; o++) {
                 if (!kafkajs.has(`${p}:${o}`)) gaps.kafkajs.push(`${p}:${o}`)
-                if (!py!.consumed.has(`${p}:${o}`)) gaps.confluentKafka.push(`${p}:${o}`)
+                if (!confluentKafka.has(`${p}:${o}`)) gaps.confluentKafka.push(`${p}:${o}`)
               }
             return gaps
           }
@@ -279,6 +282,14 @@ test('kill -9 of the group coordinator while committing and while rebalancing, a
             [],
             `${lost.length} records acknowledged (acks=all) but not in the log after the leader's kill -9`,
           )
+          // At least once, by design here: a kill -9 of the coordinator drops commits in flight
+          // and a rebalance hands partitions on, so members reread from the last commit that
+          // landed. The rereads are counted and printed, not hidden in a set.
+          reportDuplicates(
+            consumers.flatMap((c) => c.consumed),
+            `${what}: kafkajs group (partition:offset)`,
+          )
+          reportDuplicates(py!.consumed, `${what}: confluent-kafka group (partition:offset)`)
         }
         const started = Date.now()
         const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)} s`
@@ -290,7 +301,7 @@ test('kill -9 of the group coordinator while committing and while rebalancing, a
         await waitFor(
           'a0 consumed by both groups',
           30000,
-          () => consumedValues(consumers).size >= written.length && py!.values.size >= written.length,
+          () => consumedAll(consumedValues(consumers), written) && consumedAll(py!.values, written),
         )
         let producing = true
         const feeder = (async () => {

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { CONSUMER_OFFSETS_TOPIC, partitionForGroup } from '../../src/coordinator/group.js'
+import { consumedAll } from '../helpers/consumed.js'
 import { ReplicationCluster, waitUntil } from '../replication/in-process-cluster.js'
 import {
   FAST_GROUP_PROPERTIES,
@@ -46,10 +47,11 @@ test('3 brokers: stopping the coordinator moves the group; committed offsets sur
         // kafkajs' restart is what finds the new coordinator after a connection error.
         await startConsumer(cluster.bootstrap, GROUP, TOPIC, `c${i}`, { retries: 3 }),
       )
-    await waitFor(
-      'first records consumed',
-      30000,
-      () => new Set(consumers.flatMap((c) => c.values)).size === first.length,
+    await waitFor('first records consumed', 30000, () =>
+      consumedAll(
+        consumers.flatMap((c) => c.values),
+        first,
+      ),
     )
     const offsets = cluster.state(CONSUMER_OFFSETS_TOPIC, 0)
     assert.equal(offsets.replicas.length, 3, '__consumer_offsets is replicated on all 3 brokers')

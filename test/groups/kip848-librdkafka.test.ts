@@ -20,6 +20,7 @@ import {
 } from '../../src/protocol/generated/index.js'
 import { withBroker } from '../helpers/cluster.js'
 import { repoRoot } from '../helpers/compat-clients.js'
+import { assertConsumedAtLeastOnce, consumedAll } from '../helpers/consumed.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
 import { createTopic } from '../helpers/topics.js'
@@ -115,10 +116,12 @@ test('librdkafka 2.15 group.protocol=consumer: 3 members share 6 partitions, one
           assert.equal(m.libversion, '2.15.1', 'LD_LIBRARY_PATH must load librdkafka 2.15.1')
         await waitFor('2 partitions each', 60000, () => members.every((m) => m.assignment.length === 2))
         assert.deepEqual(members.flatMap((m) => m.assignment).sort(), [0, 1, 2, 3, 4, 5])
-        await waitFor('first records consumed', 30000, () => {
-          const seen = new Set(members.flatMap((m) => m.values))
-          return first.every((v) => seen.has(v))
-        })
+        await waitFor('first records consumed', 30000, () =>
+          consumedAll(
+            members.flatMap((m) => m.values),
+            first,
+          ),
+        )
 
         const raw = await RawClient.connect(cluster.brokers[0].port)
         try {
@@ -160,14 +163,21 @@ test('librdkafka 2.15 group.protocol=consumer: 3 members share 6 partitions, one
               .join() === '0,1,2,3,4,5',
         )
         const second = await produce(bootstrap, topic, 6, 4, 'second')
-        await waitFor('second records consumed by the stayers', 30000, () => {
-          const seen = new Set(stayers.flatMap((m) => m.values))
-          return second.every((v) => seen.has(v))
-        })
-        // At least once: every produced record was consumed; nothing else was.
-        const produced = new Set([...first, ...second])
-        const consumed = new Set(members.flatMap((m) => m.values))
-        assert.deepEqual([...consumed].sort(), [...produced].sort())
+        await waitFor('second records consumed by the stayers', 30000, () =>
+          consumedAll(
+            stayers.flatMap((m) => m.values),
+            second,
+          ),
+        )
+        // At least once: every produced record was consumed, nothing else was. The members
+        // start together, so partitions move while the first records are read, and librdkafka
+        // commits what was read on its auto-commit interval: a moved partition may be reread
+        // from its last commit. The duplicates are printed.
+        assertConsumedAtLeastOnce(
+          members.flatMap((m) => m.values),
+          [...first, ...second],
+          'librdkafka KIP-848 members',
+        )
         for (const m of members) assert.deepEqual(m.errors, [], 'no client errors')
         for (const m of stayers) writeFileSync(m.stopFile, '')
         for (const m of stayers) assert.equal(await m.exited, 0)
@@ -202,10 +212,12 @@ test('librdkafka 2.15: a classic group whose members all left continues under gr
           member(libDir, bootstrap, 'migrating', topic, dir, name, 'classic'),
         )
         members.push(...classic)
-        await waitFor('classic members consumed the first records', 60000, () => {
-          const seen = new Set(classic.flatMap((m) => m.values))
-          return first.every((v) => seen.has(v))
-        })
+        await waitFor('classic members consumed the first records', 60000, () =>
+          consumedAll(
+            classic.flatMap((m) => m.values),
+            first,
+          ),
+        )
         // close() commits the final offsets and leaves (LeaveGroup): the classic group is empty.
         for (const m of classic) writeFileSync(m.stopFile, '')
         for (const m of classic) assert.equal(await m.exited, 0)
@@ -215,10 +227,12 @@ test('librdkafka 2.15: a classic group whose members all left continues under gr
           upgraded.every((m) => m.assignment.length === 2),
         )
         const second = await produce(bootstrap, topic, 4, 3, 'second')
-        await waitFor('second records consumed', 30000, () => {
-          const seen = new Set(upgraded.flatMap((m) => m.values))
-          return second.every((v) => seen.has(v))
-        })
+        await waitFor('second records consumed', 30000, () =>
+          consumedAll(
+            upgraded.flatMap((m) => m.values),
+            second,
+          ),
+        )
         assert.deepEqual(
           upgraded.flatMap((m) => m.values).sort(),
           [...second].sort(),

@@ -5,17 +5,16 @@
  * starts is stopped and removed by its `stop()`/`close()`, also when a test fails. Their
  * error-level lines go to the log guard (log-guard.ts): unexpected ones fail the test.
  */
-import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { connect, createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { repoRoot } from './compat-clients.js'
 import { type EtcdProcess, startEtcd } from './etcd.js'
 import { recordErrorLine } from './log-guard.js'
 import { kcatMetadata } from './metadata-view.js'
+import { waitForValue } from './wait.js'
 
 /** A port the OS handed out just now (the broker binds it right after). */
 export async function freePort(): Promise<number> {
@@ -30,29 +29,17 @@ export async function freePort(): Promise<number> {
   return address.port
 }
 
-/** Polls `probe` until it returns a value other than undefined; throws with `what` on timeout. */
-export async function waitFor<T>(
+/**
+ * Polls `probe` until it returns a value other than undefined (wait.ts's waitForValue): at
+ * the deadline the error names `what` and carries the probe's last error.
+ */
+export function waitFor<T>(
   what: string,
   probe: () => Promise<T | undefined> | T | undefined,
   timeoutMs: number,
   intervalMs = 50,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  let lastError: unknown
-  for (;;) {
-    try {
-      const value = await probe()
-      if (value !== undefined) return value
-    } catch (error) {
-      lastError = error
-    }
-    if (Date.now() > deadline) {
-      // The probe's own assertion says what was wrong: it is the failure.
-      if (lastError instanceof assert.AssertionError) throw lastError
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`, { cause: lastError })
-    }
-    await sleep(intervalMs)
-  }
+  return waitForValue(what, timeoutMs, probe, intervalMs)
 }
 
 /** True when something accepts TCP connections on host:port. */

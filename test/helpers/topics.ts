@@ -4,6 +4,7 @@
  */
 import { BatchHeader, LOG_OVERHEAD } from '../../src/protocol/batch-header.js'
 import type { Cluster } from '../../src/server/cluster.js'
+import { waitUntil } from './wait.js'
 
 export interface TestTopic {
   partitions?: number
@@ -34,16 +35,20 @@ export async function waitForPartitions(
   count: number,
   timeoutMs = 5000,
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs
   const replicaManager = cluster.brokers[0].replicaManager
-  for (;;) {
-    let hosted = 0
-    for (let p = 0; p < count; p++) if (replicaManager.getPartition(topic, p)) hosted++
-    if (hosted === count) return
-    if (Date.now() > deadline)
-      throw new Error(`${topic}: ${hosted}/${count} partitions hosted after ${timeoutMs} ms`)
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
+  let hosted = 0
+  await waitUntil(
+    `${topic}: ${count} partitions hosted`,
+    timeoutMs,
+    () => {
+      hosted = 0
+      for (let p = 0; p < count; p++) if (replicaManager.getPartition(topic, p)) hosted++
+      return hosted === count
+    },
+    10,
+  ).catch((error: unknown) => {
+    throw new Error(`${topic}: ${hosted}/${count} partitions hosted after ${timeoutMs} ms`, { cause: error })
+  })
 }
 
 /** True when the broker advertises (serves) the API key. */

@@ -8,7 +8,6 @@ import { createHash } from 'node:crypto'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { systemClock } from '../../src/common/clock.js'
 import type { ByteStream, Network } from '../../src/common/network.js'
 import type { Offset } from '../../src/common/types.js'
@@ -20,6 +19,7 @@ import { Broker } from '../../src/server/broker.js'
 import { brokerConfigFromProperties } from '../../src/server/broker-config.js'
 import { freePort } from '../helpers/broker-process.js'
 import { guardedLogger } from '../helpers/log-guard.js'
+import { waitUntil as waitUntilPolling } from '../helpers/wait.js'
 
 /** TCP whose traffic can be held (nothing delivered either way) and released, like a partition. */
 export class FreezableTransport implements Network {
@@ -173,22 +173,13 @@ export class ReplicationCluster {
   }
 }
 
-/** Polls `condition` every 10 ms; throws after `timeoutMs`. */
-export async function waitUntil(
+/** wait.ts's waitUntil polling every 10 ms (these brokers are in-process: state changes fast). */
+export function waitUntil(
   what: string,
   timeoutMs: number,
   condition: () => boolean | Promise<boolean>,
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    try {
-      if (await condition()) return
-    } catch {
-      // Not there yet (a broker restarting, a partition not hosted yet): keep polling.
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
-    await sleep(10)
-  }
+  return waitUntilPolling(what, timeoutMs, condition, 10)
 }
 
 /** SHA-256 and length of every batch of a replica's log from its start up to `end`, as stored. */

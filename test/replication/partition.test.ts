@@ -17,6 +17,7 @@ import { type IsrProposal, Partition } from '../../src/replication/partition.js'
 import type { ReplicaFetcherManager } from '../../src/replication/replica-fetcher.js'
 import { ReplicaManager } from '../../src/replication/replica-manager.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
+import { plant } from '../../src/sim/mutations.js'
 import { DEFAULT_LOG_CONFIG } from '../../src/storage/log-config.js'
 import { UnifiedLog } from '../../src/storage/unified-log.js'
 import { ManualClock, simpleBatch, waitFor, withTempDir } from '../storage/helpers.js'
@@ -314,6 +315,24 @@ describe('Partition ISR', () => {
       p.updateFollowerFetchState(3, 10)
       assert.deepEqual(ctx.isrs, [[1, 2, 3]])
     })
+  })
+
+  it('with the registration check planted out (sim mutation isr-readds-unregistered) the unregistered follower is proposed', async () => {
+    // The simulator's fault model never lets a fetch land while a broker is unregistered (it
+    // registers again within a few simulated ms: src/sim/README.md), so no seed catches this
+    // mutation; this test plants it, proving it still breaks exactly the KIP-841 rule above.
+    const undo = plant('isr-readds-unregistered', () => undefined)
+    try {
+      await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
+        await produce(p, 10)
+        p.updateFollowerFetchState(2, 10)
+        ctx.unregistered.add(3)
+        p.updateFollowerFetchState(3, 10)
+        assert.deepEqual(ctx.isrs, [[1, 2, 3]], 'the unregistered broker is put back in the ISR')
+      })
+    } finally {
+      undo()
+    }
   })
 
   it('a new leader adds a follower only once it reaches the start of the new epoch (KAFKA-7128)', async () => {

@@ -65,6 +65,29 @@ async function runRegression(options: SimOptions, mutation: Mutation, failure: R
   )
 }
 
+/**
+ * Runs `options` with `mutation` (the fixed bug planted back by src/sim/mutations.ts): it must
+ * fail with `failure`, and the planted code must have run (`marker` in the trace). Used after
+ * the seed's unmutated run, so a regression seed proves both that it passes with the fix and
+ * that it finds the bug again without it.
+ */
+async function expectCaught(
+  options: SimOptions,
+  mutation: Mutation,
+  failure: RegExp,
+  marker: RegExp,
+): Promise<void> {
+  const mutated = await runSimulation({ ...options, mutation })
+  assert.ok(
+    !mutated.ok && failure.test(mutated.violation ?? ''),
+    `seed ${options.seed} with the bug planted back (--mutation ${mutation}) should fail with ${failure}; it ${mutated.ok ? 'passed' : `failed otherwise: ${mutated.violation}`} (the seed drifted off its scenario: sweep for another one)\n${replay({ ...options, mutation })}`,
+  )
+  assert.ok(
+    mutated.trace.some((line) => marker.test(line)),
+    `seed ${options.seed} failed with --mutation ${mutation} but its trace has no ${marker}`,
+  )
+}
+
 const FIXED_SEEDS = [1, 2, 3, 4, 6, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]
 
 /** TIDELOG_SEEDS=1,2,3 replaces the random seeds (to replay a CI run); two random ones otherwise. */
@@ -109,6 +132,14 @@ describe('deterministic simulation', () => {
     // store, leader there of p0" (what made it lead again); then a STORE line moving p0's
     // leadership away from it (its first registration fences it).
     await runScenario({ seed: 36 }, POWER_LOST_LEADER_RETURNS)
+    // Planted back, the returning broker stays in the ISR with its shorter log (the HW check
+    // sees it first, before a follower truncates to match it).
+    await expectCaught(
+      { seed: 36 },
+      'registration-keeps-leaderships',
+      /high watermark \d+ of leader \d+ .* exceeds ISR member \d+'s log end/,
+      /MUTATION: a first registration keeps its leaderships and ISR places/,
+    )
   })
 
   it('regression (seed 11, RF 2, min ISR 1, store stalls): a follower whose first fetch met an unknown topic id replicates once the leader knows it', async () => {
@@ -116,9 +147,13 @@ describe('deterministic simulation', () => {
     // session the follower's first (full) fetch opened; the follower kept it in its own
     // session and sent only empty incremental fetches: its log stayed empty and it never
     // rejoined the ISR (liveness: "not converged 60000 ms after healing").
-    await runScenario(
-      { seed: 11, storeStalls: true, replicationFactor: 2, minInsyncReplicas: 1 },
-      FAULTS_THEN_CONVERGED,
+    const options: SimOptions = { seed: 11, storeStalls: true, replicationFactor: 2, minInsyncReplicas: 1 }
+    await runScenario(options, FAULTS_THEN_CONVERGED)
+    await expectCaught(
+      options,
+      'fetch-session-drops-unknown-topic',
+      /not converged/,
+      /MUTATION: p\d+ of unknown topic id left out of fetch session/,
     )
   })
 
@@ -208,13 +243,25 @@ describe('deterministic simulation', () => {
     assert.match(found.violation ?? '', /high watermark \d+ of leader \d+ .* below/)
   })
 
-  it('regression (seed 33, store latency 20): an unrelated image change keeps the ISR expansion in flight', async () => {
+  it('regression (seed 31, store latency 20): an unrelated image change keeps the ISR expansion in flight', async () => {
     // Before the fix Partition.updateState dropped the leader's pending ISR on every image
     // change: the HW moved over the committed ISR while a follower below it was being added,
     // then the expansion committed with that follower under the HW.
-    // Markers: "(leader 2 of p0: ISR expansion to 2,1,3 in flight across an unrelated store
+    // Markers: "(leader L of pN: ISR expansion to ... in flight across an unrelated store
     // change)" (invariants.ts), then the STORE line committing that ISR.
-    await runScenario({ seed: 33, storeLatencyMaxMs: 20 }, ISR_EXPANSION_ACROSS_IMAGE_CHANGE)
+    // Seed 33 found it; with the fix planted back it no longer fails (an unchanged partition
+    // state reaches updateState only when the registered brokers change, since ReplicaManager
+    // applies changed states only). Swept 1..54 with store latency 20 and the mutation: 12,
+    // 20 and 31 fail on the HW above a member being added, and pass with the fix with the
+    // markers; 31 fails soonest.
+    const options: SimOptions = { seed: 31, storeLatencyMaxMs: 20 }
+    await runScenario(options, ISR_EXPANSION_ACROSS_IMAGE_CHANGE)
+    await expectCaught(
+      options,
+      'pending-isr-dropped-on-image-change',
+      /high watermark \d+ of leader \d+ .* exceeds ISR member \d+'s log end/,
+      /MUTATION: ISR change in flight for p\d+ dropped by an unrelated image change/,
+    )
   })
 
   it("regression (seed 3, store latency 20): a leader's own ISR write commits through the latent store and the cluster converges", async () => {

@@ -21,6 +21,7 @@ import { cleanLog, LogCleaner } from '../../src/storage/log-cleaner.js'
 import { fromProperties, type LogConfig } from '../../src/storage/log-config.js'
 import { CLEANER_OFFSET_CHECKPOINT_FILE, LogManager } from '../../src/storage/log-manager.js'
 import { UnifiedLog } from '../../src/storage/unified-log.js'
+import { waitUntil } from '../helpers/wait.js'
 import { crcIsValid, ManualClock, makeTempDir, readAll, removeDir, withTempDir } from './helpers.js'
 
 const T0 = 1_700_000_000_000
@@ -735,7 +736,7 @@ describe('log cleaner', () => {
       const sizeBefore = log.size
       const plainSize = plain.size
       clock.advance(1000)
-      await waitUntil(() => log.size < sizeBefore)
+      await waitUntil('the cleaner to shrink the log', 10_000, () => log.size < sizeBefore, 5)
       assert.equal(plain.size, plainSize, 'a delete-policy log is not cleaned')
       await manager.cleanLogs() // waits for the scheduled pass, then finds nothing left
       await manager.shutdown()
@@ -756,14 +757,6 @@ describe('log cleaner', () => {
     })
   })
 })
-
-async function waitUntil(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not reached in time')
-    await new Promise((resolve) => setTimeout(resolve, 5))
-  }
-}
 
 // ---- crash safety ----
 

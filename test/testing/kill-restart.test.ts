@@ -12,7 +12,7 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Kafka, logLevel } from 'kafkajs'
-import { startCluster, type TestCluster } from '../../src/testing/index.js'
+import { startCluster, type TestCluster } from '../helpers/testing.js'
 
 const TOPIC = 'acked'
 const RECORDS = 200
