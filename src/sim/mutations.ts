@@ -85,271 +85,294 @@ export function isConsumerFetch(replicaId: number): boolean {
 
 /** Plants `mutation` in the real classes; the returned function restores them. */
 export function plant(mutation: Mutation, log: (message: string) => void): () => void {
-  switch (mutation) {
-    case 'isr-without-cas': {
-      const undoEpochs = replace(
-        AlterPartitionManager.prototype,
-        'proposalApplies',
-        (original) =>
-          function (this: AlterPartitionManager, state: PartitionState, proposal: IsrProposal): boolean {
-            if (!original.call(this, state, proposal))
-              log(`MUTATION: stale ISR proposal for p${proposal.partition} written without compare-and-set`)
-            return true
-          },
-      )
-      // The broker epochs are part of the same compare (a fenced incarnation's proposal).
-      const undoBrokerEpochs = replace(
-        AlterPartitionManager.prototype,
-        'brokerEpochsRefusal',
-        (original) =>
-          function (this: AlterPartitionManager, image: ClusterImage, proposal: IsrProposal): string | null {
-            const refusal = original.call(this, image, proposal)
-            if (refusal !== null)
-              log(`MUTATION: ISR proposal for p${proposal.partition} written despite ${refusal}`)
-            return null
-          },
-      )
-      return () => {
-        undoBrokerEpochs()
-        undoEpochs()
-      }
-    }
-    case 'hw-truncation':
-      return replace(
-        LeaderFetcher.prototype as unknown as TruncatingFetcher,
-        'truncatePending',
-        () =>
-          async function (this: TruncatingFetcher, _client: BrokerClient): Promise<void> {
-            for (const followed of this.partitions.values()) {
-              if (followed.truncated) continue
-              await followed.partition.log.truncateTo(followed.partition.highWatermark)
-              followed.truncated = true
-            }
-          },
-      )
-    case 'isr-readds-unregistered': {
-      // The store-side half of the rule (INELIGIBLE_REPLICA for an unregistered member) goes too.
-      const undoStoreCheck = replace(
-        AlterPartitionManager.prototype,
-        'brokerEpochsRefusal',
-        (original) =>
-          function (this: AlterPartitionManager, image: ClusterImage, proposal: IsrProposal): string | null {
-            const addedMembers = proposal.addedMembers.filter((m) => image.brokers.has(m.brokerId))
-            return original.call(this, image, { ...proposal, addedMembers })
-          },
-      )
-      const undoLeaderCheck = replace(
-        Partition.prototype as unknown as ExpandingPartition,
-        'maybeExpandIsr',
-        () =>
-          function (
-            this: ExpandingPartition,
-            replicaId: number,
-            follower: { logEndOffset: number; brokerEpoch: number },
-          ): void {
-            if (this.maybeResendIsr() || this.state.isr.includes(replicaId)) return
-            if (follower.logEndOffset < Math.max(this.log.highWatermark, this.leaderEpochStartOffset)) return
-            // Partition.maybeExpandIsr as shipped but for its registration check
-            // (context.isRegistered), which is what this mutation leaves out; KIP-903's
-            // incarnation check stays (an unregistered broker has no epoch to compare).
-            const registered = this.context.brokerEpochOf?.(replicaId) ?? -1
-            if (registered >= 0 && follower.brokerEpoch >= 0 && follower.brokerEpoch !== registered) return
-            if (this.context.isRegistered?.(replicaId) === false)
-              log(`MUTATION: unregistered broker ${replicaId} proposed into the ISR`)
-            this.propose([...this.state.isr, replicaId])
-          },
-      )
-      return () => {
-        undoLeaderCheck()
-        undoStoreCheck()
-      }
-    }
-    case 'truncation-not-fsynced': {
-      // The flush that follows a segment's truncation (UnifiedLog's truncateTo) is skipped.
-      const segment = LogSegment.prototype as unknown as FlushingSegment
-      const undoTruncate = replace(
-        segment,
-        'truncateTo',
-        (original) =>
-          async function (this: FlushingSegment, offset: number) {
-            const result = await original.call(this, offset)
-            this.skipNextFlush = true
-            return result
-          },
-      )
-      const undoFlush = replace(
-        segment,
-        'flush',
-        (original) =>
-          async function (this: FlushingSegment): Promise<void> {
-            if (this.skipNextFlush === true) {
-              this.skipNextFlush = false
-              return
-            }
-            return original.call(this)
-          },
-      )
-      return () => {
-        undoFlush()
-        undoTruncate()
-      }
-    }
-    case 'txn-skips-verification':
-      return replace(
-        CoordinatorTransactionVerifier.prototype,
-        'verify',
-        () =>
-          async function (this: CoordinatorTransactionVerifier): Promise<number> {
-            return ErrorCode.NONE
-          },
-      )
-    case 'txn-marker-skips-partition':
-      return replace(
-        TransactionMarkerSender.prototype,
-        'send',
-        (original) =>
-          function (this: TransactionMarkerSender, job: Parameters<TransactionMarkerSender['send']>[0]) {
-            const partitions = [...(job.pending.partitions.get(TOPIC) ?? [])]
-            if (partitions.length > 1) {
-              const skipped = Math.max(...partitions)
-              job.pending.removePartition(TOPIC, skipped)
-              log(
-                `MUTATION: ${job.result} marker of producer ${job.producerId} for ${TOPIC}-${skipped} not sent`,
-              )
-            }
-            return original.call(this, job)
-          },
-      )
-    case 'txn-offsets-on-abort':
-      return replace(
-        GroupCoordinator.prototype,
-        'onTransactionMarker',
-        (original) =>
-          function (this: GroupCoordinator, topic: string, partition: number, producerId: bigint) {
-            return original.call(this, topic, partition, producerId, 'commit')
-          },
-      )
-    case 'consumer-write-not-undone': {
-      return replace(
-        GroupCoordinatorShard.prototype,
-        'undoIfRefused',
-        (original) =>
-          function (this: GroupCoordinatorShard, group: Group, effects: Effects) {
-            return original.call(this, group, effects, () =>
-              log('MUTATION: a refused consumer-group write stays in memory'),
-            )
-          },
-      )
-    }
-    case 'metadata-writes-unsplit': {
-      // Topic creation (setup) stays staged; elections, ISR changes and registrations go
-      // out as one transaction each, as before issue 39.
-      const target = ClusterMetadata.prototype as unknown as UnsplitCommit
-      return replace(
-        target,
-        'commit',
-        (original) =>
-          async function (
-            this: UnsplitCommit,
-            diff: ImageDiff,
-            shared: readonly VersionCompare[],
-            last = [],
-          ) {
-            if (diff.staged.size > 0) return original.call(this, diff, shared, last)
-            const whole = diffImagesOf(diff)
-            const compares = [...whole.compares, ...shared]
-            const ops = [...whole.ops, ...last]
-            if (ops.length > this.store.limits.txnOpsMax)
-              log(`MUTATION: one metadata transaction of ${ops.length} ops`)
-            const result = await this.store.txn(compares, ops)
-            return {
-              revision: result.succeeded ? result.revision : null,
-              committed: result.succeeded ? 1 : 0,
-            }
-          },
-      )
-    }
-    case 'hw-not-raised-on-session':
-      // The broker calls it as soon as its lease is set (d7a6978); before that, its own
-      // registration image, applied while fenced, left the HW at the checkpoint.
-      return replace(
-        ReplicaManager.prototype,
-        'onLeadershipRegained',
-        () =>
-          function (this: ReplicaManager): void {
-            log('MUTATION: high watermarks not raised as the store session starts')
-          },
-      )
-    case 'registration-keeps-leaderships':
-      // As before b80ff54: the first registration of a process is treated as a re-registration
-      // after a lost session, so it leaves the leaderships and ISR places of its predecessor
-      // (whose log may have lost its unflushed tail) where they were.
-      return replace(
-        ClusterMetadata.prototype as unknown as RegisteringMetadata,
-        'register',
-        (original) =>
-          function (this: RegisteringMetadata, ...args: unknown[]) {
-            if (!this.registeredOnce)
-              log('MUTATION: a first registration keeps its leaderships and ISR places')
-            this.registeredOnce = true
-            return original.apply(this, args)
-          },
-      )
-    case 'fetch-session-drops-unknown-topic':
-      // As before cea862a: a partition whose topic id the leader does not know yet is answered
-      // UNKNOWN_TOPIC_ID but not kept in the session (its session partition has no name).
-      return replace(
-        FetchSessionCache.prototype as unknown as SessionCreator,
-        'create',
-        (original) =>
-          function (this: SessionCreator, ...args: unknown[]) {
-            const session = original.apply(this, args)
-            if (session === null) return session
-            const partitions = session.partitions
-            const set = partitions.set.bind(partitions)
-            partitions.set = (key: string, partition: SessionPartition) => {
-              if (partition.topic !== '') return set(key, partition)
-              log(
-                `MUTATION: p${partition.partition} of unknown topic id left out of fetch session ${session.id}`,
-              )
-              return partitions
-            }
-            return session
-          },
-      )
-    case 'pending-isr-dropped-on-image-change':
-      // As before b805249: every image change reached Partition.updateState, which forgot the
-      // ISR change in flight and recomputed the HW over the committed ISR alone. Partitions
-      // whose state changed still go through updateState (which ends their change anyway);
-      // since ReplicaManager applies only changed states, the unchanged ones are dropped here.
-      return replace(
-        ReplicaManager.prototype as unknown as ImageApplier,
-        'doApplyImage',
-        (original) =>
-          async function (this: ImageApplier, image: ClusterImage) {
-            await original.call(this, image)
-            for (const partition of this.hostedPartitions) {
-              const inFlight = partition as unknown as PendingIsrPartition
-              const state = image.topics.get(partition.topic)?.partitions[partition.partition]
-              const pending = inFlight.pendingIsr
-              if (pending === null || state === undefined) continue
-              if (
-                state.leaderEpoch !== pending.leaderEpoch ||
-                state.partitionEpoch !== pending.partitionEpoch
-              )
-                continue
-              log(
-                `MUTATION: ISR change in flight for p${partition.partition} dropped by an unrelated image change`,
-              )
-              inFlight.pendingIsr = null
-              partition.maybeIncrementHighWatermark()
-            }
-          },
-      )
-    default:
-      // unclean-election is a topic setting (world.ts); consumer-reads-log-end is the consumer's.
-      return () => undefined
+  // unclean-election is a topic setting (world.ts); consumer-reads-log-end is the consumer's.
+  const planter = PLANTERS[mutation]
+  return planter === undefined ? () => undefined : planter(log)
+}
+
+/** How each mutation is planted: replaces one method, returns the undo. */
+const PLANTERS: Partial<Record<Mutation, (log: (message: string) => void) => () => void>> = {
+  'isr-without-cas': plantIsrWithoutCas,
+  'hw-truncation': plantHwTruncation,
+  'isr-readds-unregistered': plantIsrReaddsUnregistered,
+  'truncation-not-fsynced': plantTruncationNotFsynced,
+  'txn-skips-verification': plantTxnSkipsVerification,
+  'txn-marker-skips-partition': plantTxnMarkerSkipsPartition,
+  'txn-offsets-on-abort': plantTxnOffsetsOnAbort,
+  'consumer-write-not-undone': plantConsumerWriteNotUndone,
+  'metadata-writes-unsplit': plantMetadataWritesUnsplit,
+  'hw-not-raised-on-session': plantHwNotRaisedOnSession,
+  'registration-keeps-leaderships': plantRegistrationKeepsLeaderships,
+  'fetch-session-drops-unknown-topic': plantFetchSessionDropsUnknownTopic,
+  'pending-isr-dropped-on-image-change': plantPendingIsrDroppedOnImageChange,
+}
+
+function plantIsrWithoutCas(log: (message: string) => void): () => void {
+  const undoEpochs = replace(
+    AlterPartitionManager.prototype,
+    'proposalApplies',
+    (original) =>
+      function (this: AlterPartitionManager, state: PartitionState, proposal: IsrProposal): boolean {
+        if (!original.call(this, state, proposal))
+          log(`MUTATION: stale ISR proposal for p${proposal.partition} written without compare-and-set`)
+        return true
+      },
+  )
+  // The broker epochs are part of the same compare (a fenced incarnation's proposal).
+  const undoBrokerEpochs = replace(
+    AlterPartitionManager.prototype,
+    'brokerEpochsRefusal',
+    (original) =>
+      function (this: AlterPartitionManager, image: ClusterImage, proposal: IsrProposal): string | null {
+        const refusal = original.call(this, image, proposal)
+        if (refusal !== null)
+          log(`MUTATION: ISR proposal for p${proposal.partition} written despite ${refusal}`)
+        return null
+      },
+  )
+  return () => {
+    undoBrokerEpochs()
+    undoEpochs()
   }
+}
+
+function plantHwTruncation(_log: (message: string) => void): () => void {
+  return replace(
+    LeaderFetcher.prototype as unknown as TruncatingFetcher,
+    'truncatePending',
+    () =>
+      async function (this: TruncatingFetcher, _client: BrokerClient): Promise<void> {
+        for (const followed of this.partitions.values()) {
+          if (followed.truncated) continue
+          await followed.partition.log.truncateTo(followed.partition.highWatermark)
+          followed.truncated = true
+        }
+      },
+  )
+}
+
+function plantIsrReaddsUnregistered(log: (message: string) => void): () => void {
+  // The store-side half of the rule (INELIGIBLE_REPLICA for an unregistered member) goes too.
+  const undoStoreCheck = replace(
+    AlterPartitionManager.prototype,
+    'brokerEpochsRefusal',
+    (original) =>
+      function (this: AlterPartitionManager, image: ClusterImage, proposal: IsrProposal): string | null {
+        const addedMembers = proposal.addedMembers.filter((m) => image.brokers.has(m.brokerId))
+        return original.call(this, image, { ...proposal, addedMembers })
+      },
+  )
+  const undoLeaderCheck = replace(
+    Partition.prototype as unknown as ExpandingPartition,
+    'maybeExpandIsr',
+    () =>
+      function (
+        this: ExpandingPartition,
+        replicaId: number,
+        follower: { logEndOffset: number; brokerEpoch: number },
+      ): void {
+        if (this.maybeResendIsr() || this.state.isr.includes(replicaId)) return
+        if (follower.logEndOffset < Math.max(this.log.highWatermark, this.leaderEpochStartOffset)) return
+        // Partition.maybeExpandIsr as shipped but for its registration check
+        // (context.isRegistered), which is what this mutation leaves out; KIP-903's
+        // incarnation check stays (an unregistered broker has no epoch to compare).
+        const registered = this.context.brokerEpochOf?.(replicaId) ?? -1
+        if (registered >= 0 && follower.brokerEpoch >= 0 && follower.brokerEpoch !== registered) return
+        if (this.context.isRegistered?.(replicaId) === false)
+          log(`MUTATION: unregistered broker ${replicaId} proposed into the ISR`)
+        this.propose([...this.state.isr, replicaId])
+      },
+  )
+  return () => {
+    undoLeaderCheck()
+    undoStoreCheck()
+  }
+}
+
+function plantTruncationNotFsynced(_log: (message: string) => void): () => void {
+  // The flush that follows a segment's truncation (UnifiedLog's truncateTo) is skipped.
+  const segment = LogSegment.prototype as unknown as FlushingSegment
+  const undoTruncate = replace(
+    segment,
+    'truncateTo',
+    (original) =>
+      async function (this: FlushingSegment, offset: number) {
+        const result = await original.call(this, offset)
+        this.skipNextFlush = true
+        return result
+      },
+  )
+  const undoFlush = replace(
+    segment,
+    'flush',
+    (original) =>
+      async function (this: FlushingSegment): Promise<void> {
+        if (this.skipNextFlush === true) {
+          this.skipNextFlush = false
+          return
+        }
+        return original.call(this)
+      },
+  )
+  return () => {
+    undoFlush()
+    undoTruncate()
+  }
+}
+
+function plantTxnSkipsVerification(_log: (message: string) => void): () => void {
+  return replace(
+    CoordinatorTransactionVerifier.prototype,
+    'verify',
+    () =>
+      async function (this: CoordinatorTransactionVerifier): Promise<number> {
+        return ErrorCode.NONE
+      },
+  )
+}
+
+function plantTxnMarkerSkipsPartition(log: (message: string) => void): () => void {
+  return replace(
+    TransactionMarkerSender.prototype,
+    'send',
+    (original) =>
+      function (this: TransactionMarkerSender, job: Parameters<TransactionMarkerSender['send']>[0]) {
+        const partitions = [...(job.pending.partitions.get(TOPIC) ?? [])]
+        if (partitions.length > 1) {
+          const skipped = Math.max(...partitions)
+          job.pending.removePartition(TOPIC, skipped)
+          log(`MUTATION: ${job.result} marker of producer ${job.producerId} for ${TOPIC}-${skipped} not sent`)
+        }
+        return original.call(this, job)
+      },
+  )
+}
+
+function plantTxnOffsetsOnAbort(_log: (message: string) => void): () => void {
+  return replace(
+    GroupCoordinator.prototype,
+    'onTransactionMarker',
+    (original) =>
+      function (this: GroupCoordinator, topic: string, partition: number, producerId: bigint) {
+        return original.call(this, topic, partition, producerId, 'commit')
+      },
+  )
+}
+
+function plantConsumerWriteNotUndone(log: (message: string) => void): () => void {
+  return replace(
+    GroupCoordinatorShard.prototype,
+    'undoIfRefused',
+    (original) =>
+      function (this: GroupCoordinatorShard, group: Group, effects: Effects) {
+        return original.call(this, group, effects, () =>
+          log('MUTATION: a refused consumer-group write stays in memory'),
+        )
+      },
+  )
+}
+
+function plantMetadataWritesUnsplit(log: (message: string) => void): () => void {
+  // Topic creation (setup) stays staged; elections, ISR changes and registrations go
+  // out as one transaction each, as before issue 39.
+  const target = ClusterMetadata.prototype as unknown as UnsplitCommit
+  return replace(
+    target,
+    'commit',
+    (original) =>
+      async function (this: UnsplitCommit, diff: ImageDiff, shared: readonly VersionCompare[], last = []) {
+        if (diff.staged.size > 0) return original.call(this, diff, shared, last)
+        const whole = diffImagesOf(diff)
+        const compares = [...whole.compares, ...shared]
+        const ops = [...whole.ops, ...last]
+        if (ops.length > this.store.limits.txnOpsMax)
+          log(`MUTATION: one metadata transaction of ${ops.length} ops`)
+        const result = await this.store.txn(compares, ops)
+        return {
+          revision: result.succeeded ? result.revision : null,
+          committed: result.succeeded ? 1 : 0,
+        }
+      },
+  )
+}
+
+function plantHwNotRaisedOnSession(log: (message: string) => void): () => void {
+  // The broker calls it as soon as its lease is set (d7a6978); before that, its own
+  // registration image, applied while fenced, left the HW at the checkpoint.
+  return replace(
+    ReplicaManager.prototype,
+    'onLeadershipRegained',
+    () =>
+      function (this: ReplicaManager): void {
+        log('MUTATION: high watermarks not raised as the store session starts')
+      },
+  )
+}
+
+function plantRegistrationKeepsLeaderships(log: (message: string) => void): () => void {
+  // As before b80ff54: the first registration of a process is treated as a re-registration
+  // after a lost session, so it leaves the leaderships and ISR places of its predecessor
+  // (whose log may have lost its unflushed tail) where they were.
+  return replace(
+    ClusterMetadata.prototype as unknown as RegisteringMetadata,
+    'register',
+    (original) =>
+      function (this: RegisteringMetadata, ...args: unknown[]) {
+        if (!this.registeredOnce) log('MUTATION: a first registration keeps its leaderships and ISR places')
+        this.registeredOnce = true
+        return original.apply(this, args)
+      },
+  )
+}
+
+function plantFetchSessionDropsUnknownTopic(log: (message: string) => void): () => void {
+  // As before cea862a: a partition whose topic id the leader does not know yet is answered
+  // UNKNOWN_TOPIC_ID but not kept in the session (its session partition has no name).
+  return replace(
+    FetchSessionCache.prototype as unknown as SessionCreator,
+    'create',
+    (original) =>
+      function (this: SessionCreator, ...args: unknown[]) {
+        const session = original.apply(this, args)
+        if (session === null) return session
+        const partitions = session.partitions
+        const set = partitions.set.bind(partitions)
+        partitions.set = (key: string, partition: SessionPartition) => {
+          if (partition.topic !== '') return set(key, partition)
+          log(`MUTATION: p${partition.partition} of unknown topic id left out of fetch session ${session.id}`)
+          return partitions
+        }
+        return session
+      },
+  )
+}
+
+function plantPendingIsrDroppedOnImageChange(log: (message: string) => void): () => void {
+  // As before b805249: every image change reached Partition.updateState, which forgot the
+  // ISR change in flight and recomputed the HW over the committed ISR alone. Partitions
+  // whose state changed still go through updateState (which ends their change anyway);
+  // since ReplicaManager applies only changed states, the unchanged ones are dropped here.
+  return replace(
+    ReplicaManager.prototype as unknown as ImageApplier,
+    'doApplyImage',
+    (original) =>
+      async function (this: ImageApplier, image: ClusterImage) {
+        await original.call(this, image)
+        for (const partition of this.hostedPartitions) {
+          const inFlight = partition as unknown as PendingIsrPartition
+          const state = image.topics.get(partition.topic)?.partitions[partition.partition]
+          const pending = inFlight.pendingIsr
+          if (pending === null || state === undefined) continue
+          if (state.leaderEpoch !== pending.leaderEpoch || state.partitionEpoch !== pending.partitionEpoch)
+            continue
+          log(
+            `MUTATION: ISR change in flight for p${partition.partition} dropped by an unrelated image change`,
+          )
+          inFlight.pendingIsr = null
+          partition.maybeIncrementHighWatermark()
+        }
+      },
+  )
 }
 
 /** What metadata-writes-unsplit replaces inside ClusterMetadata (private there). */
