@@ -232,3 +232,13 @@ test("docs/history-format.md's worked example gives the report the page shows", 
   assert.equal(result.stdout, shown[1])
   assert.equal(result.code, Number(shown[2]))
 })
+
+test("docs/history-format.md's transactional example gives the findings the page shows", async () => {
+  const page = await readFile(join(repoRoot(), 'docs', 'history-format.md'), 'utf8')
+  const example = /```jsonl\n([\s\S]*?)```/.exec(page)![1]
+  const shown = /among its other \(empty\) lists:\n\n```\n([\s\S]*?)```/.exec(page)![1]
+  const result = await tidelog(['verify', await historyFile('transactional.jsonl', example)])
+  assert.equal(result.code, 1)
+  assert.ok(result.stdout.includes(shown), result.stdout)
+  assert.match(result.stdout, /FAILED: 2 anomalies\n$/)
+})
