@@ -16,7 +16,7 @@ import type { MetadataStore, StoreOp, VersionCompare } from '../metadata/store/m
 import { ErrorCode } from '../protocol/error-codes.js'
 import { AlterPartitionManager } from '../replication/alter-partition-manager.js'
 import type { BrokerClient } from '../replication/broker-client.js'
-import { type IsrProposal, Partition } from '../replication/partition.js'
+import { type IsolationLevel, type IsrProposal, Partition } from '../replication/partition.js'
 import { LeaderFetcher } from '../replication/replica-fetcher.js'
 import { ReplicaManager } from '../replication/replica-manager.js'
 import { LogSegment } from '../storage/log-segment.js'
@@ -42,6 +42,8 @@ export type Mutation =
   | 'txn-marker-skips-partition'
   /** With `transactions`: the group coordinator makes a transaction's pending offsets visible on its ABORT marker too. */
   | 'txn-offsets-on-abort'
+  /** read_committed consumers are served as read_uncommitted: up to the HW, past open transactions, no aborted list. */
+  | 'read-committed-ignores-transactions'
   /** With `consumerProtocol`: a consumer-group write refused before reaching the log is kept in memory (seed 109's bug). */
   | 'consumer-write-not-undone'
   /** A metadata change goes to the store as one transaction, whatever the store's limits (issue 39's bug). */
@@ -60,6 +62,7 @@ export const MUTATIONS: readonly Mutation[] = [
   'txn-skips-verification',
   'txn-marker-skips-partition',
   'txn-offsets-on-abort',
+  'read-committed-ignores-transactions',
   'consumer-write-not-undone',
   'metadata-writes-unsplit',
   'hw-not-raised-on-session',
@@ -209,6 +212,29 @@ export function plant(mutation: Mutation, log: (message: string) => void): () =>
             return original.call(this, topic, partition, producerId, 'commit')
           },
       )
+    case 'read-committed-ignores-transactions': {
+      let logged = false
+      return replace(
+        Partition.prototype,
+        'read',
+        (original) =>
+          async function (
+            this: Partition,
+            fetchOffset: number,
+            maxBytes: number,
+            isolation: IsolationLevel,
+            minOneMessage: boolean,
+          ) {
+            if (isolation !== 'read_committed')
+              return original.call(this, fetchOffset, maxBytes, isolation, minOneMessage)
+            if (!logged)
+              log('MUTATION: a read_committed fetch is served up to the high watermark, aborted list empty')
+            logged = true
+            const read = await original.call(this, fetchOffset, maxBytes, 'read_uncommitted', minOneMessage)
+            return { ...read, abortedTransactions: [] }
+          },
+      )
+    }
     case 'consumer-write-not-undone': {
       return replace(
         GroupCoordinatorShard.prototype,
