@@ -175,9 +175,9 @@ export function formatVerifyReport(report: VerifyReport): string {
     )
     out.push(...examples(writeCycles.map(cycle)))
   }
-  if (report.unseen.length > 0) {
+  if (report.counts.unseen > 0) {
     out.push(
-      `  unseen: ${count(report.unseen.length, 'acknowledged write')} never read, and no 'covered' event says whether lost`,
+      `  unseen: ${count(report.counts.unseen, 'acknowledged write')} never read, and no 'covered' event says whether lost`,
     )
     out.push(...examples(report.unseen.map((u) => `${sent(u.send)}: acked at ${at(u.ack)}`)))
   }

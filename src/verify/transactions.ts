@@ -110,10 +110,22 @@ export function findUncommittedReads(
       found.push({ read, send, reason: 'own-transaction', laterSend: undefined })
       continue
     }
-    const laterSend = txn.sends.find((s) => s.line > read.line)
+    const laterSend = firstSendAfter(txn, read.line)
     if (laterSend) found.push({ read, send, reason: 'still-open', laterSend })
   }
   return found
+}
+
+/** The transaction's first send after `line` (its sends are in line order: binary search, as a transaction may be large). */
+function firstSendAfter(txn: Transaction, line: number): SendEvent | undefined {
+  let low = 0
+  let high = txn.sends.length
+  while (low < high) {
+    const middle = (low + high) >>> 1
+    if (txn.sends[middle].line > line) high = middle
+    else low = middle + 1
+  }
+  return txn.sends[low]
 }
 
 /**

@@ -6,9 +6,16 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { ANOMALY_KINDS, type AnomalyKind, checkHistory, type VerifyReport } from '../../src/verify/checker.js'
+import {
+  ANOMALY_KINDS,
+  type AnomalyKind,
+  checkHistory,
+  UNSEEN_LISTED_MAX,
+  type VerifyReport,
+} from '../../src/verify/checker.js'
 import { formatVerifyReport } from '../../src/verify/format.js'
 import { HISTORY_ERRORS_MAX, HistoryFormatError, parseHistory } from '../../src/verify/history.js'
+import { HistoryBuilder } from './history-builder.js'
 
 type Event = Record<string, unknown>
 
@@ -420,4 +427,15 @@ test('parsing stops listing problems after HISTORY_ERRORS_MAX of them', () => {
       error.truncated &&
       error.errors[HISTORY_ERRORS_MAX - 1].line === HISTORY_ERRORS_MAX,
   )
+})
+
+test('acknowledged writes nobody read are unseen: counted, and listed up to UNSEEN_LISTED_MAX', () => {
+  const history = new HistoryBuilder()
+  for (let i = 0; i < UNSEEN_LISTED_MAX + 5; i++) history.write('p1', 0, `v${i}`)
+  const report = history.check()
+  assert.equal(report.ok, true)
+  assert.equal(report.counts.unseen, UNSEEN_LISTED_MAX + 5)
+  assert.equal(report.unseen.length, UNSEEN_LISTED_MAX)
+  assert.equal(report.unseen[0].ack.line, history.line({ type: 'ack', seq: 0 }))
+  assert.match(formatVerifyReport(report), /unseen: 1005 acknowledged writes never read/)
 })
