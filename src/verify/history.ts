@@ -72,8 +72,8 @@ export interface ReadEvent extends EventBase {
   readonly offset: number
   readonly key?: string | null
   readonly value: string
-  /** read_committed or read_uncommitted; only read_committed reads are held to transactions' outcomes. */
-  readonly isolation?: string
+  /** Only read_committed reads are held to transactions' outcomes. */
+  readonly isolation?: 'read_committed' | 'read_uncommitted'
   /** Reads with the same consumer and poll came back from one poll (Jepsen's internal checks). */
   readonly poll?: number
   /**
@@ -233,6 +233,15 @@ function time(json: Json): { time?: number } {
   return { time: t }
 }
 
+function isolationOf(json: Json): ReadEvent['isolation'] {
+  const isolation = json['isolation']
+  if (isolation === undefined || isolation === 'read_committed' || isolation === 'read_uncommitted')
+    return isolation
+  throw new FieldError(
+    `'isolation' must be "read_committed" or "read_uncommitted", got ${describe(isolation)}`,
+  )
+}
+
 /** Spreads only the optional fields that are present, so events carry no `undefined` values. */
 function present<T extends Record<string, unknown>>(fields: T): Partial<T> {
   const out: Partial<T> = {}
@@ -317,11 +326,7 @@ function parseEvent(text: string, line: number): HistoryEvent | null {
       const txn = optionalString(j, 'txn')
       if ((producer === undefined) !== (txn === undefined))
         throw new FieldError("a read names its transaction with both 'producer' and 'txn', or neither")
-      const isolation = optionalString(j, 'isolation')
-      if (isolation !== undefined && isolation !== 'read_committed' && isolation !== 'read_uncommitted')
-        throw new FieldError(
-          `'isolation' must be "read_committed" or "read_uncommitted", got ${describe(isolation)}`,
-        )
+      const isolation = isolationOf(j)
       return {
         type,
         ...base,
