@@ -16,7 +16,7 @@ import type { MetadataStore, StoreOp, VersionCompare } from '../metadata/store/m
 import { ErrorCode } from '../protocol/error-codes.js'
 import { AlterPartitionManager } from '../replication/alter-partition-manager.js'
 import type { BrokerClient } from '../replication/broker-client.js'
-import { type IsrProposal, Partition } from '../replication/partition.js'
+import { type IsolationLevel, type IsrProposal, Partition } from '../replication/partition.js'
 import { LeaderFetcher } from '../replication/replica-fetcher.js'
 import { ReplicaManager } from '../replication/replica-manager.js'
 import { type FetchSession, FetchSessionCache, type SessionPartition } from '../server/fetch-session-cache.js'
@@ -43,6 +43,8 @@ export type Mutation =
   | 'txn-marker-skips-partition'
   /** With `transactions`: the group coordinator makes a transaction's pending offsets visible on its ABORT marker too. */
   | 'txn-offsets-on-abort'
+  /** read_committed consumers are served as read_uncommitted: up to the HW, past open transactions, no aborted list. */
+  | 'read-committed-ignores-transactions'
   /** With `consumerProtocol`: a consumer-group write refused before reaching the log is kept in memory (seed 109's bug). */
   | 'consumer-write-not-undone'
   /** A metadata change goes to the store as one transaction, whatever the store's limits (issue 39's bug). */
@@ -67,6 +69,7 @@ export const MUTATIONS: readonly Mutation[] = [
   'txn-skips-verification',
   'txn-marker-skips-partition',
   'txn-offsets-on-abort',
+  'read-committed-ignores-transactions',
   'consumer-write-not-undone',
   'metadata-writes-unsplit',
   'hw-not-raised-on-session',
@@ -99,6 +102,7 @@ const PLANTERS: Partial<Record<Mutation, (log: (message: string) => void) => () 
   'txn-skips-verification': plantTxnSkipsVerification,
   'txn-marker-skips-partition': plantTxnMarkerSkipsPartition,
   'txn-offsets-on-abort': plantTxnOffsetsOnAbort,
+  'read-committed-ignores-transactions': plantReadCommittedIgnoresTransactions,
   'consumer-write-not-undone': plantConsumerWriteNotUndone,
   'metadata-writes-unsplit': plantMetadataWritesUnsplit,
   'hw-not-raised-on-session': plantHwNotRaisedOnSession,
@@ -255,6 +259,30 @@ function plantTxnOffsetsOnAbort(_log: (message: string) => void): () => void {
     (original) =>
       function (this: GroupCoordinator, topic: string, partition: number, producerId: bigint) {
         return original.call(this, topic, partition, producerId, 'commit')
+      },
+  )
+}
+
+function plantReadCommittedIgnoresTransactions(log: (message: string) => void): () => void {
+  let logged = false
+  return replace(
+    Partition.prototype,
+    'read',
+    (original) =>
+      async function (
+        this: Partition,
+        fetchOffset: number,
+        maxBytes: number,
+        isolation: IsolationLevel,
+        minOneMessage: boolean,
+      ) {
+        if (isolation !== 'read_committed')
+          return original.call(this, fetchOffset, maxBytes, isolation, minOneMessage)
+        if (!logged)
+          log('MUTATION: a read_committed fetch is served up to the high watermark, aborted list empty')
+        logged = true
+        const read = await original.call(this, fetchOffset, maxBytes, 'read_uncommitted', minOneMessage)
+        return { ...read, abortedTransactions: [] }
       },
   )
 }

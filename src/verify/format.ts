@@ -4,7 +4,9 @@
  */
 
 import { ANOMALY_KINDS, type AnomalyKind, type Placement, type VerifyReport } from './checker.js'
+import { type DependencyCycle, type DependencyEdge, txnName } from './cycles.js'
 import type { AckEvent, ReadEvent, SendEvent } from './history.js'
+import type { PollStep } from './polls.js'
 
 export const EXAMPLES_MAX = 10
 
@@ -15,6 +17,14 @@ const TITLES: Record<AnomalyKind, string> = {
   phantomReads: 'reads of records never sent',
   offsetMismatches: 'offset mismatches (read away from the acknowledged offset)',
   conflictingOffsets: 'conflicting offsets (two records at one offset)',
+  pollSkips: 'poll skips (a consumer jumped over records)',
+  nonmonotonicPolls: 'nonmonotonic polls (a consumer went back)',
+  internalPollSkips: 'poll skips within one poll',
+  internalNonmonotonicPolls: 'nonmonotonic reads within one poll',
+  abortedReads: 'aborted reads (G1a: read_committed saw an aborted transaction)',
+  uncommittedReads: 'uncommitted reads (read_committed saw an open transaction)',
+  intermediateReads: "intermediate reads (G1b: a transaction's last read is another's non-final write)",
+  circularFlows: 'circular information flow (G1c: dependency cycles through a read)',
 }
 
 const q = (text: string): string => JSON.stringify(text)
@@ -32,7 +42,63 @@ function placed(p: Placement): string {
   return `seq ${p.send.seq} ${q(p.send.value)} at offset ${p.offset} (${p.event.type} line ${p.event.line})`
 }
 
+function step(s: PollStep): string {
+  const skipped =
+    s.skipped.length === 0
+      ? ''
+      : `, skipping ${s.skipped
+          .slice(0, 3)
+          .map((e) => `${q(e.value)} at offset ${e.offset} (${e.event.type} line ${e.event.line})`)
+          .join(', ')}${s.skipped.length > 3 ? ` and ${s.skipped.length - 3} more` : ''}`
+  return `${s.consumer} in ${s.topic}-${s.partition}: read ${q(s.previous.value)} at offset ${s.previous.offset} (read line ${s.previous.line}), then ${q(s.next.value)} at offset ${s.next.offset} (read line ${s.next.line}): ${s.delta > 0 ? '+' : ''}${s.delta} in the version order${skipped}`
+}
+
+function edge(e: DependencyEdge): string {
+  const how =
+    e.kind === 'ww'
+      ? `its record (${e.first.type} line ${e.first.line}) precedes ${txnName(e.to)}'s (${e.second.type} line ${e.second.line}) in ${e.topic}-${e.partition}`
+      : `${txnName(e.to)} read its record (sent line ${e.first.line}) last in ${e.topic}-${e.partition} (read line ${e.second.line})`
+  return `${txnName(e.from)} -${e.kind}-> ${txnName(e.to)}: ${how}`
+}
+
+function cycle(c: DependencyCycle): string {
+  return `${c.kind}: ${c.edges.map(edge).join('; ')}`
+}
+
+function describeTransactionAnomalies(report: VerifyReport, kind: AnomalyKind): string[] | undefined {
+  const a = report.anomalies
+  switch (kind) {
+    case 'abortedReads':
+      return a.abortedReads.map(
+        (r) =>
+          `${sent(r.send)} in transaction ${r.send.txn}, aborted (abort line ${r.abort.line}): read at ${at(r.read)}`,
+      )
+    case 'uncommittedReads':
+      return a.uncommittedReads.map((r) =>
+        r.reason === 'own-transaction'
+          ? `${sent(r.send)}: read at ${at(r.read)} inside its own transaction ${r.send.txn}, before it committed`
+          : `${sent(r.send)} in transaction ${r.send.txn}: read at ${at(r.read)}, while the transaction was open (it sent again on line ${r.laterSend!.line})`,
+      )
+    case 'intermediateReads':
+      return a.intermediateReads.map(
+        (r) =>
+          `${txnName(r.reader)} read ${sent(r.send)} last at ${at(r.read)}, but ${txnName(r.writer)} wrote on to that partition (sent line ${r.laterSend.line})`,
+      )
+    case 'circularFlows':
+      return a.circularFlows.map(cycle)
+    case 'pollSkips':
+    case 'nonmonotonicPolls':
+    case 'internalPollSkips':
+    case 'internalNonmonotonicPolls':
+      return a[kind].map(step)
+    default:
+      return undefined
+  }
+}
+
 function describeAnomalies(report: VerifyReport, kind: AnomalyKind): string[] {
+  const transactional = describeTransactionAnomalies(report, kind)
+  if (transactional) return transactional
   const a = report.anomalies
   switch (kind) {
     case 'lost':
@@ -62,6 +128,8 @@ function describeAnomalies(report: VerifyReport, kind: AnomalyKind): string[] {
         (c) =>
           `${c.topic}-${c.partition}@${c.offset}: ${c.claims.map((claim) => `${q(claim.value)} (${claim.event.type} line ${claim.event.line})`).join(' vs ')}`,
       )
+    default:
+      return []
   }
 }
 
@@ -72,10 +140,18 @@ function examples(lines: readonly string[]): string[] {
   return shown
 }
 
+function transactionCounts(report: VerifyReport): string {
+  const t = report.counts.transactions
+  const total = t.committed + t.aborted + t.undecided
+  return total === 0
+    ? ''
+    : `; ${count(total, 'transaction')} (${t.committed} committed, ${t.aborted} aborted, ${t.undecided} undecided)`
+}
+
 export function formatVerifyReport(report: VerifyReport): string {
   const c = report.counts
   const out = [
-    `history: ${count(c.lines, 'line')}; ${count(c.sends, 'send')} from ${count(c.producers, 'producer')}, ${count(c.acks, 'ack')}${c.acksWithoutOffset ? ` (${c.acksWithoutOffset} without offset)` : ''}, ${count(c.fails, 'fail')}, ${c.unanswered} unanswered; ${count(c.reads, 'read')} of ${count(c.readPositions, 'offset')}; ${count(c.coveredPartitions, 'partition')} covered to their end`,
+    `history: ${count(c.lines, 'line')}; ${count(c.sends, 'send')} from ${count(c.producers, 'producer')}, ${count(c.acks, 'ack')}${c.acksWithoutOffset ? ` (${c.acksWithoutOffset} without offset)` : ''}, ${count(c.fails, 'fail')}, ${c.unanswered} unanswered; ${count(c.reads, 'read')} of ${count(c.readPositions, 'offset')}; ${count(c.coveredPartitions, 'partition')} covered to their end${transactionCounts(report)}`,
     `checked for loss: ${c.acksCheckedForLoss} of ${c.acks} acknowledged writes` +
       (c.acksNotCheckedForLoss > 0
         ? ` (${c.acksNotCheckedForLoss} never read and with no 'covered' event after them: not judged)`
@@ -91,6 +167,19 @@ export function formatVerifyReport(report: VerifyReport): string {
     out.push(
       `  expected: ${count(expected.length, 'duplicate')} from producers declared idempotent: false (retries)`,
     )
+  }
+  const writeCycles = report.expected.writeCycles
+  if (writeCycles.length > 0) {
+    out.push(
+      `  allowed: ${count(writeCycles.length, 'write cycle')} (G0: Kafka does not isolate concurrent transactions' writes)`,
+    )
+    out.push(...examples(writeCycles.map(cycle)))
+  }
+  if (report.counts.unseen > 0) {
+    out.push(
+      `  unseen: ${count(report.counts.unseen, 'acknowledged write')} never read, and no 'covered' event says whether lost`,
+    )
+    out.push(...examples(report.unseen.map((u) => `${sent(u.send)}: acked at ${at(u.ack)}`)))
   }
   for (const note of report.notChecked) out.push(`  not checked: ${note}`)
   out.push(

@@ -40,7 +40,7 @@ export interface SendEvent extends EventBase {
   /** Absent: keys are not compared on reads; null: the record has no key. */
   readonly key?: string | null
   readonly value: string
-  /** Transaction the send belongs to (reserved: transactions are not checked yet). */
+  /** The producer's transaction the send belongs to (with the send's `producer`). */
   readonly txn?: string
 }
 
@@ -72,8 +72,27 @@ export interface ReadEvent extends EventBase {
   readonly offset: number
   readonly key?: string | null
   readonly value: string
-  /** read_committed or read_uncommitted (reserved: transactions are not checked yet). */
-  readonly isolation?: string
+  /** Only read_committed reads are held to transactions' outcomes. */
+  readonly isolation?: 'read_committed' | 'read_uncommitted'
+  /** Reads with the same consumer and poll came back from one poll (Jepsen's internal checks). */
+  readonly poll?: number
+  /**
+   * The read was part of producer `producer`'s transaction `txn` (consume-transform-produce:
+   * its offset went into that transaction), so the transaction depends on what it read.
+   */
+  readonly producer?: string
+  readonly txn?: string
+}
+
+/**
+ * The consumer was (re)assigned the partition or moved its position on it (assign,
+ * subscribe's rebalance, seek): its next read there need not follow its last one.
+ */
+export interface AssignEvent extends EventBase {
+  readonly type: 'assign'
+  readonly consumer: string
+  readonly topic: string
+  readonly partition: number
 }
 
 /**
@@ -89,9 +108,13 @@ export interface CoveredEvent extends EventBase {
   readonly endOffset: number
 }
 
-/** A transaction's outcome (reserved: parsed and counted, not checked yet). */
+/**
+ * A transaction's start (`begin`, optional) or outcome: `commit` when the client reported
+ * the commit done, `abort` when the transaction was aborted. Neither: undecided (the
+ * outcome is unknown, e.g. the commit's answer was lost).
+ */
 export interface TransactionEvent extends EventBase {
-  readonly type: 'commit' | 'abort'
+  readonly type: 'begin' | 'commit' | 'abort'
   readonly producer: string
   readonly txn: string
 }
@@ -103,6 +126,7 @@ export type HistoryEvent =
   | FailEvent
   | ReadEvent
   | CoveredEvent
+  | AssignEvent
   | TransactionEvent
 
 export interface History {
@@ -113,8 +137,10 @@ export interface History {
   readonly fails: readonly FailEvent[]
   readonly reads: readonly ReadEvent[]
   readonly covered: readonly CoveredEvent[]
+  readonly assigns: readonly AssignEvent[]
+  /** begin, commit and abort events, in line order. */
   readonly transactions: readonly TransactionEvent[]
-  /** Sends, acks and fails that name a transaction, plus commits and aborts. */
+  /** Sends, acks, fails and reads that name a transaction, plus begins, commits and aborts. */
   readonly transactionalEvents: number
 }
 
@@ -149,6 +175,8 @@ const EVENT_TYPES = new Set([
   'fail',
   'read',
   'covered',
+  'assign',
+  'begin',
   'commit',
   'abort',
 ])
@@ -203,6 +231,15 @@ function time(json: Json): { time?: number } {
   if (typeof t !== 'number' || !Number.isFinite(t))
     throw new FieldError(`'time' must be a number of milliseconds, got ${describe(t)}`)
   return { time: t }
+}
+
+function isolationOf(json: Json): ReadEvent['isolation'] {
+  const isolation = json['isolation']
+  if (isolation === undefined || isolation === 'read_committed' || isolation === 'read_uncommitted')
+    return isolation
+  throw new FieldError(
+    `'isolation' must be "read_committed" or "read_uncommitted", got ${describe(isolation)}`,
+  )
 }
 
 /** Spreads only the optional fields that are present, so events carry no `undefined` values. */
@@ -284,7 +321,12 @@ function parseEvent(text: string, line: number): HistoryEvent | null {
         seq: integer(j, 'seq'),
         ...present({ error: optionalString(j, 'error') }),
       }
-    case 'read':
+    case 'read': {
+      const producer = optionalString(j, 'producer')
+      const txn = optionalString(j, 'txn')
+      if ((producer === undefined) !== (txn === undefined))
+        throw new FieldError("a read names its transaction with both 'producer' and 'txn', or neither")
+      const isolation = isolationOf(j)
       return {
         type,
         ...base,
@@ -295,8 +337,20 @@ function parseEvent(text: string, line: number): HistoryEvent | null {
         ...present({
           consumer: optionalString(j, 'consumer'),
           key: key(j),
-          isolation: optionalString(j, 'isolation'),
+          isolation,
+          poll: optionalInteger(j, 'poll'),
+          producer,
+          txn,
         }),
+      }
+    }
+    case 'assign':
+      return {
+        type,
+        ...base,
+        consumer: requiredString(j, 'consumer'),
+        topic: requiredString(j, 'topic'),
+        partition: integer(j, 'partition'),
       }
     case 'covered': {
       const startOffset = integer(j, 'startOffset')
@@ -315,7 +369,7 @@ function parseEvent(text: string, line: number): HistoryEvent | null {
     }
     default:
       return {
-        type: type as 'commit' | 'abort',
+        type: type as 'begin' | 'commit' | 'abort',
         ...base,
         producer: requiredString(j, 'producer'),
         txn: requiredString(j, 'txn'),
@@ -338,12 +392,15 @@ export class HistoryParser {
   private readonly fails: FailEvent[] = []
   private readonly reads: ReadEvent[] = []
   private readonly covered: CoveredEvent[] = []
+  private readonly assigns: AssignEvent[] = []
   private readonly transactions: TransactionEvent[] = []
   private transactionalEvents = 0
   /** producer \0 seq → the send, and the line of its outcome once one arrived. */
   private readonly sent = new Map<string, { send: SendEvent; outcomeLine: number | null }>()
   /** topic \0 value → line of the send. */
   private readonly values = new Map<string, number>()
+  /** producer \0 txn → its begin and its end (commit or abort), as far as seen. */
+  private readonly txnStates = new Map<string, { begin?: TransactionEvent; end?: TransactionEvent }>()
 
   /** Feeds the next line of the file (without its newline). */
   add(text: string): void {
@@ -374,6 +431,7 @@ export class HistoryParser {
       fails: this.fails,
       reads: this.reads,
       covered: this.covered,
+      assigns: this.assigns,
       transactions: this.transactions,
       transactionalEvents: this.transactionalEvents,
     }
@@ -401,6 +459,7 @@ export class HistoryParser {
           throw new FieldError(
             `value ${JSON.stringify(event.value)} was already sent to '${event.topic}' on line ${sameValue} (values identify records and must be unique per topic)`,
           )
+        if (event.txn !== undefined) this.checkTxnOpen(event.producer, event.txn, 'sent in')
         this.sent.set(id, { send: event, outcomeLine: null })
         this.values.set(valueId, event.line)
         this.sends.push(event)
@@ -433,15 +492,50 @@ export class HistoryParser {
         return
       }
       case 'read':
+        if (event.txn !== undefined) {
+          this.checkTxnOpen(event.producer!, event.txn, 'read in')
+          this.transactionalEvents++
+        }
         this.reads.push(event)
         return
       case 'covered':
         this.covered.push(event)
         return
+      case 'assign':
+        this.assigns.push(event)
+        return
       default:
-        this.transactions.push(event)
-        this.transactionalEvents++
+        this.acceptTransactionEvent(event)
     }
+  }
+
+  /** A transaction begins at most once, before anything else of it, and ends at most once. */
+  private acceptTransactionEvent(event: TransactionEvent): void {
+    const id = `${event.producer}\u0000${event.txn}`
+    const state = this.txnStates.get(id)
+    const name = `transaction '${event.txn}' of producer '${event.producer}'`
+    if (event.type === 'begin') {
+      if (state?.begin) throw new FieldError(`${name} already began on line ${state.begin.line}`)
+      if (state) throw new FieldError(`${name} had events before this begin: a begin comes first`)
+      this.txnStates.set(id, { begin: event })
+    } else {
+      if (state?.end)
+        throw new FieldError(`${name} already ended (${state.end.type}, line ${state.end.line})`)
+      this.txnStates.set(id, { ...state, end: event })
+    }
+    this.transactions.push(event)
+    this.transactionalEvents++
+  }
+
+  /** Sends and reads name transactions that have not ended yet. */
+  private checkTxnOpen(producer: string, txn: string, what: string): void {
+    const id = `${producer}\u0000${txn}`
+    const state = this.txnStates.get(id)
+    if (state?.end)
+      throw new FieldError(
+        `${what} transaction '${txn}' of producer '${producer}', which ended on line ${state.end.line} (${state.end.type})`,
+      )
+    if (!state) this.txnStates.set(id, {})
   }
 }
 

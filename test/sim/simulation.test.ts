@@ -409,6 +409,7 @@ describe('deterministic simulation', () => {
   for (const [mutation, failure] of [
     ['txn-marker-skips-partition', /knows aborted|still open|committed in part/],
     ['txn-offsets-on-abort', /group of txn producer \d+: .*never asked to commit/],
+    ['read-committed-ignores-transactions', /read_committed consumer .* at or above its last stable offset/],
   ] as const) {
     it(`mutation check (transactions, seed 1): with ${mutation} the simulator fails`, async () => {
       const options: SimOptions = { seed: 1, transactions: true, mutation }

@@ -6,9 +6,16 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { ANOMALY_KINDS, type AnomalyKind, checkHistory, type VerifyReport } from '../../src/verify/checker.js'
+import {
+  ANOMALY_KINDS,
+  type AnomalyKind,
+  checkHistory,
+  UNSEEN_LISTED_MAX,
+  type VerifyReport,
+} from '../../src/verify/checker.js'
 import { formatVerifyReport } from '../../src/verify/format.js'
 import { HISTORY_ERRORS_MAX, HistoryFormatError, parseHistory } from '../../src/verify/history.js'
+import { HistoryBuilder } from './history-builder.js'
 
 type Event = Record<string, unknown>
 
@@ -94,7 +101,12 @@ test('an acknowledged write missing from reads that covered its partition is los
   const events = cleanHistory()
   events.splice(indexOf(events, { type: 'read', value: 'p1-2' }), 1)
   const report = check(events)
-  onlyAnomalies(report, 'lost')
+  // The reader went from p2-0 to p2-2 past p1-2's acknowledged offset: a poll skip as well.
+  onlyAnomalies(report, 'lost', 'pollSkips')
+  assert.deepEqual(
+    report.anomalies.pollSkips.map((s) => [s.previous.value, s.next.value, s.skipped.map((e) => e.value)]),
+    [['p2-0', 'p2-2', ['p1-2']]],
+  )
   assert.equal(report.anomalies.lost.length, 1)
   const [lost] = report.anomalies.lost
   assert.equal(lost.send.value, 'p1-2')
@@ -115,8 +127,13 @@ test('a loss is judged only where a covered event after the ack vouches for the 
   const [covered] = events.splice(indexOf(events, { type: 'covered', partition: 0 }), 1)
   events.splice(indexOf(events, { type: 'ack', producer: 'p1', seq: 2 }), 0, covered)
   const report = check(events)
-  onlyAnomalies(report)
+  // Not judged lost, and listed as unseen; the reader's jump over it is still a poll skip.
+  onlyAnomalies(report, 'pollSkips')
   assert.equal(report.counts.acksNotCheckedForLoss, 1)
+  assert.deepEqual(
+    report.unseen.map((u) => u.send.value),
+    ['p1-2'],
+  )
 
   const started = cleanHistory()
   started.splice(indexOf(started, { type: 'read', value: 'p1-2' }), 1)
@@ -124,7 +141,7 @@ test('a loss is judged only where a covered event after the ack vouches for the 
   const at = indexOf(started, { type: 'covered', partition: 0 })
   started[at] = { ...started[at], startOffset: 3 }
   assert.equal(check(started).counts.acksNotCheckedForLoss, 1)
-  assert.equal(check(started).ok, true)
+  assert.deepEqual(check(started).anomalies.lost, [])
 })
 
 test('an acknowledged offset beyond the end a reader saw is lost too (the log was truncated)', () => {
@@ -206,6 +223,12 @@ test('records of one producer at offsets against its send order are a reordering
   }
   swap('ack', { producer: 'p1', seq: 0 }, { producer: 'p1', seq: 2 })
   swap('read', { value: 'p1-0' }, { value: 'p1-2' })
+  // The reader still reads in offset order: the two read lines trade places too.
+  const [i, j] = [
+    indexOf(events, { type: 'read', value: 'p1-0' }),
+    indexOf(events, { type: 'read', value: 'p1-2' }),
+  ]
+  ;[events[i], events[j]] = [events[j], events[i]]
   const report = check(events)
   onlyAnomalies(report, 'reorderings')
   assert.equal(report.anomalies.reorderings.length, 1, 'found from reads and acks, reported once')
@@ -216,6 +239,7 @@ test('records of one producer at offsets against its send order are a reordering
   assert.deepEqual([r.sentFirst.send.seq, r.sentFirst.offset], [0, 2])
   assert.deepEqual([r.sentSecond.send.seq, r.sentSecond.offset], [2, 0])
   assert.equal(r.sentFirst.event.line, lineOf(events, { type: 'read', value: 'p1-0' }))
+  assert.equal(r.sentFirst.event.offset, 2)
 
   // Without reads (a producer-only history, as `bench produce --history` writes), the acks show it.
   const acksOnly = events.filter((e) => e['type'] !== 'read' && e['type'] !== 'covered')
@@ -253,7 +277,12 @@ test('a record read only at an offset other than its acknowledged one is an offs
   const at = indexOf(events, { type: 'read', value: 'p2-5' })
   events[at] = { ...events[at], offset: 9 }
   const report = check(events)
-  onlyAnomalies(report, 'offsetMismatches')
+  // The reader also passed over offset 5, where the ack put p2-5: a poll skip.
+  onlyAnomalies(report, 'offsetMismatches', 'pollSkips')
+  assert.deepEqual(
+    report.anomalies.pollSkips.map((s) => s.skipped.map((e) => [e.value, e.offset, e.event.type])),
+    [[['p2-5', 5, 'ack']]],
+  )
   const [m] = report.anomalies.offsetMismatches
   assert.equal(m.ack.line, lineOf(events, { type: 'ack', producer: 'p2', seq: 5 }))
   assert.equal(m.ack.offset, 5)
@@ -303,17 +332,17 @@ test('an ack without an offset (acks=0) is judged for loss only against coverage
   assert.equal(report.counts.acksWithoutOffset, 1)
 })
 
-test('transaction events are parsed and named as not checked', () => {
+test('transaction events are counted; checks a history gives nothing to judge are named', () => {
   const events = cleanHistory()
   const send = indexOf(events, { type: 'send', value: 'p1-0' })
   events[send] = { ...events[send], txn: 'tx-1' }
   events.push({ type: 'commit', producer: 'p1', txn: 'tx-1' })
   const report = check(events)
   onlyAnomalies(report)
-  assert.match(
-    report.notChecked[0],
-    /aborted reads and non-atomic commits are not checked yet \(3 transactional events/,
-  )
+  assert.deepEqual(report.counts.transactions, { committed: 1, aborted: 0, undecided: 0 })
+  assert.match(report.notChecked.join('\n'), /no read declares 'isolation' read_committed/)
+  assert.match(report.notChecked.join('\n'), /no read is part of a transaction/)
+  assert.match(formatVerifyReport(report), /1 transaction \(1 committed, 0 aborted, 0 undecided\)/)
 })
 
 function formatErrors(text: string): string[] {
@@ -349,7 +378,10 @@ test('malformed lines are reported with their line numbers, all of them', () => 
   const expected: [number, RegExp][] = [
     [4, /^4: not JSON/],
     [5, /expected a JSON object/],
-    [6, /'type' must be one of header, producer, send, ack, fail, read, covered, commit, abort, got "write"/],
+    [
+      6,
+      /'type' must be one of header, producer, send, ack, fail, read, covered, assign, begin, commit, abort, got "write"/,
+    ],
     [7, /'value' must be a string/],
     [8, /ack for producer 'p1' seq 7, which no earlier line sent/],
     [9, /producer 'p1' already sent seq 0 on line 2/],
@@ -395,4 +427,15 @@ test('parsing stops listing problems after HISTORY_ERRORS_MAX of them', () => {
       error.truncated &&
       error.errors[HISTORY_ERRORS_MAX - 1].line === HISTORY_ERRORS_MAX,
   )
+})
+
+test('acknowledged writes nobody read are unseen: counted, and listed up to UNSEEN_LISTED_MAX', () => {
+  const history = new HistoryBuilder()
+  for (let i = 0; i < UNSEEN_LISTED_MAX + 5; i++) history.write('p1', 0, `v${i}`)
+  const report = history.check()
+  assert.equal(report.ok, true)
+  assert.equal(report.counts.unseen, UNSEEN_LISTED_MAX + 5)
+  assert.equal(report.unseen.length, UNSEEN_LISTED_MAX)
+  assert.equal(report.unseen[0].ack.line, history.line({ type: 'ack', seq: 0 }))
+  assert.match(formatVerifyReport(report), /unseen: 1005 acknowledged writes never read/)
 })

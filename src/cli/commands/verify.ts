@@ -1,8 +1,9 @@
 /**
  * `tidelog verify FILE [--json]`: checks a history (docs/history-format.md) for lost
- * acknowledged writes, duplicates, reorderings, phantom reads, offset mismatches and
- * conflicting offsets. Exit codes: 0 no anomaly, 1 anomalies found, 2 usage or a history
- * that does not follow the format (every bad line listed with its number).
+ * acknowledged writes, duplicates, reorderings, phantom reads, offset mismatches,
+ * conflicting offsets, and Jepsen's Kafka checks (poll skips, nonmonotonic polls, aborted and
+ * uncommitted reads, G1b, G1c). Exit codes: 0 no anomaly, 1 anomalies found, 2 usage or a
+ * history that does not follow the format (every bad line listed with its number).
  */
 import { parseArgs } from 'node:util'
 import { checkHistory } from '../../verify/checker.js'
@@ -15,9 +16,10 @@ export const VERIFY_USAGE = `Usage: tidelog verify FILE [--json]
 
 Checks a history of sends, acks, fails and reads (JSON lines; FILE '-' reads stdin) and
 reports: acknowledged writes lost, duplicates, reorderings within a producer and partition,
-reads of records never sent, reads away from the acknowledged offset, and two records at
-one offset. Transactions (aborted reads, non-atomic commits) are not checked yet.
-The format is in docs/history-format.md.
+reads of records never sent, reads away from the acknowledged offset, two records at one
+offset; consumers' poll skips and nonmonotonic polls; read_committed reads of aborted or
+open transactions (G1a); intermediate reads (G1b) and dependency cycles (G1c; G0 listed as
+allowed). The format is in docs/history-format.md.
 
   --json      The whole report as JSON (every anomaly with its events)
 
