@@ -253,50 +253,14 @@ export function checkHistory(history: History): VerifyReport {
   for (const covered of history.covered)
     push(coveredByPartition, partitionId(covered.topic, covered.partition), covered)
 
-  const lost: LostWrite[] = []
-  const unseen: Unseen[] = []
-  let unseenCount = 0
-  const offsetMismatches: OffsetMismatch[] = []
-  let acksCheckedForLoss = 0
-  for (const ack of history.acks) {
-    const send = sendsById.get(sendId(ack.producer, ack.seq))!
-    const readsOfRecord = reads.byRecord.get(recordId(send.topic, send.value)) ?? []
-    if (readsOfRecord.length > 0) {
-      acksCheckedForLoss++
-      const atAckedOffset = readsOfRecord.some(
-        (r) => r.partition === ack.partition && r.offset === ack.offset,
-      )
-      if (ack.offset !== null && !atAckedOffset) offsetMismatches.push({ send, ack, reads: readsOfRecord })
-      continue
-    }
-    const covered = (coveredByPartition.get(partitionId(ack.topic, ack.partition)) ?? []).find(
-      (c) => c.line > ack.line && (ack.offset === null ? c.startOffset === 0 : c.startOffset <= ack.offset),
-    )
-    if (!visible(send)) continue
-    if (covered) {
-      acksCheckedForLoss++
-      lost.push({ send, ack, covered })
-    } else if (unseenCount++ < UNSEEN_LISTED_MAX) unseen.push({ send, ack })
-  }
-
-  const duplicates: Duplicate[] = []
-  const expectedDuplicates: Duplicate[] = []
-  const phantomReads: PhantomRead[] = []
-  for (const [record, readsOfRecord] of reads.byRecord) {
-    const send = sendsByRecord.get(record)
-    const { topic, value } = readsOfRecord[0]
-    if (!send) {
-      phantomReads.push({ topic, value, reason: 'never-sent', send: null, reads: readsOfRecord })
-      continue
-    }
-    const differing = reads.keyDiffers.get(record)
-    if (differing) phantomReads.push({ topic, value, reason: 'key-differs', send, reads: differing })
-    if (readsOfRecord.length > 1) {
-      const duplicate = { topic, value, send, reads: readsOfRecord }
-      if (history.producers.get(send.producer)?.idempotent === false) expectedDuplicates.push(duplicate)
-      else duplicates.push(duplicate)
-    }
-  }
+  const { lost, unseen, unseenCount, offsetMismatches, acksCheckedForLoss } = judgeAcks(
+    history,
+    sendsById,
+    reads,
+    coveredByPartition,
+    visible,
+  )
+  const { duplicates, expectedDuplicates, phantomReads } = judgeReadRecords(history, reads, sendsByRecord)
 
   const cycles = findCycles(dependencyEdges(txns, orders, sendOfValue))
   const anomalies: Anomalies = {
@@ -340,6 +304,69 @@ export function checkHistory(history: History): VerifyReport {
     unseen,
     notChecked: notChecked(history, txns.size),
   }
+}
+
+/** Each acknowledged send against the reads: lost, unseen, or read away from its offset. */
+function judgeAcks(
+  history: History,
+  sendsById: ReadonlyMap<string, SendEvent>,
+  reads: ReturnType<typeof indexReads>,
+  coveredByPartition: ReadonlyMap<string, CoveredEvent[]>,
+  visible: (send: SendEvent) => boolean,
+) {
+  const lost: LostWrite[] = []
+  const unseen: Unseen[] = []
+  let unseenCount = 0
+  const offsetMismatches: OffsetMismatch[] = []
+  let acksCheckedForLoss = 0
+  for (const ack of history.acks) {
+    const send = sendsById.get(sendId(ack.producer, ack.seq))!
+    const readsOfRecord = reads.byRecord.get(recordId(send.topic, send.value)) ?? []
+    if (readsOfRecord.length > 0) {
+      acksCheckedForLoss++
+      const atAckedOffset = readsOfRecord.some(
+        (r) => r.partition === ack.partition && r.offset === ack.offset,
+      )
+      if (ack.offset !== null && !atAckedOffset) offsetMismatches.push({ send, ack, reads: readsOfRecord })
+      continue
+    }
+    const covered = (coveredByPartition.get(partitionId(ack.topic, ack.partition)) ?? []).find(
+      (c) => c.line > ack.line && (ack.offset === null ? c.startOffset === 0 : c.startOffset <= ack.offset),
+    )
+    if (!visible(send)) continue
+    if (covered) {
+      acksCheckedForLoss++
+      lost.push({ send, ack, covered })
+    } else if (unseenCount++ < UNSEEN_LISTED_MAX) unseen.push({ send, ack })
+  }
+  return { lost, unseen, unseenCount, offsetMismatches, acksCheckedForLoss }
+}
+
+/** Each record read against what was sent: never sent, read with another key, read twice. */
+function judgeReadRecords(
+  history: History,
+  reads: ReturnType<typeof indexReads>,
+  sendsByRecord: ReadonlyMap<string, SendEvent>,
+) {
+  const duplicates: Duplicate[] = []
+  const expectedDuplicates: Duplicate[] = []
+  const phantomReads: PhantomRead[] = []
+  for (const [record, readsOfRecord] of reads.byRecord) {
+    const send = sendsByRecord.get(record)
+    const { topic, value } = readsOfRecord[0]
+    if (!send) {
+      phantomReads.push({ topic, value, reason: 'never-sent', send: null, reads: readsOfRecord })
+      continue
+    }
+    const differing = reads.keyDiffers.get(record)
+    if (differing) phantomReads.push({ topic, value, reason: 'key-differs', send, reads: differing })
+    if (readsOfRecord.length > 1) {
+      const duplicate = { topic, value, send, reads: readsOfRecord }
+      if (history.producers.get(send.producer)?.idempotent === false) expectedDuplicates.push(duplicate)
+      else duplicates.push(duplicate)
+    }
+  }
+  return { duplicates, expectedDuplicates, phantomReads }
 }
 
 /** The checks this history gave nothing to judge, so that a clean report is not over-read. */

@@ -6,6 +6,7 @@
  * malformed history would report anomalies the system never had.
  */
 
+import { assert } from '../common/assert.js'
 import { TidelogError } from '../common/errors.js'
 
 export const HISTORY_FORMAT = 'tidelog-history'
@@ -264,116 +265,144 @@ function parseEvent(text: string, line: number): HistoryEvent | null {
   if (typeof type !== 'string' || !EVENT_TYPES.has(type))
     throw new FieldError(`'type' must be one of ${[...EVENT_TYPES].join(', ')}, got ${describe(type)}`)
   const base = { line, ...time(j) }
-  switch (type) {
-    case 'header':
-      if (j['format'] !== HISTORY_FORMAT)
-        throw new FieldError(`header: 'format' must be "${HISTORY_FORMAT}", got ${describe(j['format'])}`)
-      if (j['version'] !== HISTORY_VERSION)
-        throw new FieldError(
-          `header: this checker reads version ${HISTORY_VERSION}, got ${describe(j['version'])}`,
-        )
-      return null
-    case 'producer': {
-      if (typeof j['idempotent'] !== 'boolean')
-        throw new FieldError(`'idempotent' must be true or false, got ${describe(j['idempotent'])}`)
-      return {
-        type,
-        ...base,
-        producer: requiredString(j, 'producer'),
-        idempotent: j['idempotent'],
-        ...present({ transactionalId: optionalString(j, 'transactionalId') }),
-      }
-    }
-    case 'send':
-      return {
-        type,
-        ...base,
-        producer: requiredString(j, 'producer'),
-        seq: integer(j, 'seq'),
-        topic: requiredString(j, 'topic'),
-        value: value(j),
-        ...present({
-          partition: optionalInteger(j, 'partition'),
-          key: key(j),
-          txn: optionalString(j, 'txn'),
-        }),
-      }
-    case 'ack': {
-      const offset = j['offset']
-      // Kafka's clients say -1 for "no offset known" (acks=0); null says the same in JSON.
-      const known = offset === null || offset === -1 ? null : integer(j, 'offset')
-      return {
-        type,
-        ...base,
-        producer: requiredString(j, 'producer'),
-        seq: integer(j, 'seq'),
-        topic: requiredString(j, 'topic'),
-        partition: integer(j, 'partition'),
-        offset: known,
-        ...present({ value: j['value'] === undefined ? undefined : value(j) }),
-      }
-    }
-    case 'fail':
-      return {
-        type,
-        ...base,
-        producer: requiredString(j, 'producer'),
-        seq: integer(j, 'seq'),
-        ...present({ error: optionalString(j, 'error') }),
-      }
-    case 'read': {
-      const producer = optionalString(j, 'producer')
-      const txn = optionalString(j, 'txn')
-      if ((producer === undefined) !== (txn === undefined))
-        throw new FieldError("a read names its transaction with both 'producer' and 'txn', or neither")
-      const isolation = isolationOf(j)
-      return {
-        type,
-        ...base,
-        topic: requiredString(j, 'topic'),
-        partition: integer(j, 'partition'),
-        offset: integer(j, 'offset'),
-        value: value(j),
-        ...present({
-          consumer: optionalString(j, 'consumer'),
-          key: key(j),
-          isolation,
-          poll: optionalInteger(j, 'poll'),
-          producer,
-          txn,
-        }),
-      }
-    }
-    case 'assign':
-      return {
-        type,
-        ...base,
-        consumer: requiredString(j, 'consumer'),
-        topic: requiredString(j, 'topic'),
-        partition: integer(j, 'partition'),
-      }
-    case 'covered': {
-      const startOffset = integer(j, 'startOffset')
-      const endOffset = integer(j, 'endOffset')
-      if (endOffset < startOffset)
-        throw new FieldError(`'endOffset' ${endOffset} is below 'startOffset' ${startOffset}`)
-      return {
-        type,
-        ...base,
-        topic: requiredString(j, 'topic'),
-        partition: integer(j, 'partition'),
-        startOffset,
-        endOffset,
-        ...present({ consumer: optionalString(j, 'consumer') }),
-      }
-    }
-    default:
-      return {
-        type: type as 'begin' | 'commit' | 'abort',
-        ...base,
-        producer: requiredString(j, 'producer'),
-        txn: requiredString(j, 'txn'),
-      }
+  if (type === 'begin' || type === 'commit' || type === 'abort') return parseTxnEnd(j, base, type)
+  const parser = EVENT_PARSERS[type]
+  assert(parser !== undefined, `no parser for event type ${type}`)
+  return parser(j, base)
+}
+
+/** The parser of each event type but the transaction boundaries (parseTxnEnd). */
+const EVENT_PARSERS: Readonly<Record<string, (j: Json, base: EventBase) => HistoryEvent | null>> = {
+  header: parseHeader,
+  producer: parseProducer,
+  send: parseSend,
+  ack: parseAck,
+  fail: parseFail,
+  read: parseRead,
+  assign: parseAssign,
+  covered: parseCovered,
+}
+
+function parseHeader(j: Json): null {
+  if (j['format'] !== HISTORY_FORMAT)
+    throw new FieldError(`header: 'format' must be "${HISTORY_FORMAT}", got ${describe(j['format'])}`)
+  if (j['version'] !== HISTORY_VERSION)
+    throw new FieldError(
+      `header: this checker reads version ${HISTORY_VERSION}, got ${describe(j['version'])}`,
+    )
+  return null
+}
+
+function parseProducer(j: Json, base: EventBase): HistoryEvent {
+  if (typeof j['idempotent'] !== 'boolean')
+    throw new FieldError(`'idempotent' must be true or false, got ${describe(j['idempotent'])}`)
+  return {
+    type: 'producer' as const,
+    ...base,
+    producer: requiredString(j, 'producer'),
+    idempotent: j['idempotent'],
+    ...present({ transactionalId: optionalString(j, 'transactionalId') }),
+  }
+}
+
+function parseSend(j: Json, base: EventBase): HistoryEvent {
+  return {
+    type: 'send' as const,
+    ...base,
+    producer: requiredString(j, 'producer'),
+    seq: integer(j, 'seq'),
+    topic: requiredString(j, 'topic'),
+    value: value(j),
+    ...present({
+      partition: optionalInteger(j, 'partition'),
+      key: key(j),
+      txn: optionalString(j, 'txn'),
+    }),
+  }
+}
+
+function parseAck(j: Json, base: EventBase): HistoryEvent {
+  const offset = j['offset']
+  // Kafka's clients say -1 for "no offset known" (acks=0); null says the same in JSON.
+  const known = offset === null || offset === -1 ? null : integer(j, 'offset')
+  return {
+    type: 'ack' as const,
+    ...base,
+    producer: requiredString(j, 'producer'),
+    seq: integer(j, 'seq'),
+    topic: requiredString(j, 'topic'),
+    partition: integer(j, 'partition'),
+    offset: known,
+    ...present({ value: j['value'] === undefined ? undefined : value(j) }),
+  }
+}
+
+function parseFail(j: Json, base: EventBase): HistoryEvent {
+  return {
+    type: 'fail' as const,
+    ...base,
+    producer: requiredString(j, 'producer'),
+    seq: integer(j, 'seq'),
+    ...present({ error: optionalString(j, 'error') }),
+  }
+}
+
+function parseRead(j: Json, base: EventBase): HistoryEvent {
+  const producer = optionalString(j, 'producer')
+  const txn = optionalString(j, 'txn')
+  if ((producer === undefined) !== (txn === undefined))
+    throw new FieldError("a read names its transaction with both 'producer' and 'txn', or neither")
+  const isolation = isolationOf(j)
+  return {
+    type: 'read' as const,
+    ...base,
+    topic: requiredString(j, 'topic'),
+    partition: integer(j, 'partition'),
+    offset: integer(j, 'offset'),
+    value: value(j),
+    ...present({
+      consumer: optionalString(j, 'consumer'),
+      key: key(j),
+      isolation,
+      poll: optionalInteger(j, 'poll'),
+      producer,
+      txn,
+    }),
+  }
+}
+
+function parseAssign(j: Json, base: EventBase): HistoryEvent {
+  return {
+    type: 'assign' as const,
+    ...base,
+    consumer: requiredString(j, 'consumer'),
+    topic: requiredString(j, 'topic'),
+    partition: integer(j, 'partition'),
+  }
+}
+
+function parseCovered(j: Json, base: EventBase): HistoryEvent {
+  const startOffset = integer(j, 'startOffset')
+  const endOffset = integer(j, 'endOffset')
+  if (endOffset < startOffset)
+    throw new FieldError(`'endOffset' ${endOffset} is below 'startOffset' ${startOffset}`)
+  return {
+    type: 'covered' as const,
+    ...base,
+    topic: requiredString(j, 'topic'),
+    partition: integer(j, 'partition'),
+    startOffset,
+    endOffset,
+    ...present({ consumer: optionalString(j, 'consumer') }),
+  }
+}
+
+function parseTxnEnd(j: Json, base: EventBase, type: 'begin' | 'commit' | 'abort'): HistoryEvent {
+  return {
+    type,
+    ...base,
+    producer: requiredString(j, 'producer'),
+    txn: requiredString(j, 'txn'),
   }
 }
 
