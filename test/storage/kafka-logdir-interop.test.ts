@@ -94,9 +94,18 @@ test('a Kafka 4.4 log dir, imported, is served by tidelog as Kafka served it', {
     try {
       const again = await java(classpath, 'dump', broker.bootstrapServers, TOPIC)
       assert.deepEqual(comparable(again), comparable(served))
-      // A new producer gets an id Kafka never gave: its first sequence is accepted.
+      // A new producer gets an id Kafka never gave, so every imported producer's state stays
+      // as it was (one given an old id would meet, or take over, that producer's sequence).
       const appended = await java(classpath, 'append', broker.bootstrapServers, TOPIC)
       assert.equal(appended.length, 2)
+      const producers = (lines: readonly string[]) => lines.filter((line) => line.startsWith('PRODUCER '))
+      const after = producers(await java(classpath, 'dump', broker.bootstrapServers, TOPIC))
+      assert.deepEqual(
+        producers(served).filter((line) => !after.includes(line)),
+        [],
+        'imported producers unchanged',
+      )
+      assert.equal(after.length, producers(served).length + 2, 'one new producer on each partition')
     } finally {
       await broker.stop()
     }
