@@ -3,7 +3,8 @@
  * made by scripts/make-logdir-fixture.sh: `2026-12-02` by that day's last commit, `current` by
  * the code of this change) are opened by today's tidelog and served as the broker that wrote
  * them served them (its Java client printout, served.txt): every record as both isolation
- * levels read it, offsets, timestamps, headers, ListOffsets, the group's committed offsets.
+ * levels read it, offsets, timestamps, headers, ListOffsets earliest/latest/max-timestamp,
+ * the group's committed offsets.
  *
  * DescribeProducers is not compared through a broker: a producer idle longer than
  * producer.id.expiration.ms (a day) by its last timestamp is dropped when a log loads, and
@@ -69,9 +70,11 @@ for (const fixture of (await readdir(FIXTURES)).sort()) {
           [...JVM_FLAGS, '-cp', classpath, 'LogDirInterop', 'dump', broker.bootstrapServers, TOPIC],
           120_000,
         )
-        const notProducers = (lines: readonly string[]) =>
-          lines.filter((line) => !line.startsWith('PRODUCER '))
-        assert.deepEqual(notProducers(stdout.trim().split('\n')), notProducers(served))
+        // ListOffsets by timestamp (BYTIME) is left out: it now names the record inside a
+        // compressed batch, as Kafka does, where the fixtures' writers named the batch.
+        const compared = (lines: readonly string[]) =>
+          lines.filter((line) => !line.startsWith('PRODUCER ') && !line.startsWith('BYTIME '))
+        assert.deepEqual(compared(stdout.trim().split('\n')), compared(served))
       } finally {
         await broker.stop()
       }
