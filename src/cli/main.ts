@@ -30,6 +30,7 @@ Commands:
   verify    Check a history file for lost, duplicated or reordered records (exit 1 if any)
   top       Live per-topic rates, under-replicated partitions and group lag
   schemas   list|get|register|check|config on a schema registry (default :8081)
+  import-kafka-logdir  Adopt the topics of a stopped Kafka broker's log dir (docs/migration.md)
   help      Show this help
 
 Client commands take --bootstrap-server HOST:PORT (default 127.0.0.1:9092),
@@ -104,6 +105,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       case 'verify':
       case 'top':
       case 'schemas':
+      case 'import-kafka-logdir':
         return await clientCommand(command, rest)
       case undefined:
       case 'help':
@@ -161,6 +163,8 @@ async function clientCommand(command: string, args: readonly string[]): Promise<
       return (await import('./commands/top.js')).topCommand(args)
     case 'schemas':
       return (await import('./commands/schemas.js')).schemasCommand(args)
+    case 'import-kafka-logdir':
+      return (await import('./commands/import-kafka-logdir.js')).importKafkaLogDirCommand(args)
     default:
       return (await import('./commands/bench.js')).benchCommand(args)
   }

@@ -21,6 +21,8 @@ import {
   type BatchSummary,
   checkBatch,
   findRecord,
+  findRecordInCompressed,
+  isCompressedCreateTime,
   MIN_BATCH_LENGTH,
   peekBatch,
 } from './record-batch-check.js'
@@ -580,23 +582,38 @@ export class LogSegment {
     return nextOffset
   }
 
-  /** The first batch with max timestamp >= `timestampMs` at or after `startingOffset` (Kafka's findOffsetByTimestamp). */
+  /**
+   * The first record with timestamp >= `timestampMs` at or after `startingOffset` (Kafka's
+   * findOffsetByTimestamp): found in the first batch whose max timestamp is that late, its
+   * records decompressed if need be. A LogAppendTime batch's records all carry its max timestamp.
+   */
   async findOffsetByTimestamp(
     timestampMs: number,
     startingOffset: Offset,
   ): Promise<TimestampOffset | undefined> {
     const fromTimeIndex = this.timeIndex.lookup(timestampMs)
-    const position = this.offsetIndex.lookup(maxOffset(fromTimeIndex.offset, startingOffset)).position
-    const found = await this.scanBatches(position, (buf, at, batch) => {
-      if (batch.maxTimestamp < timestampMs || batch.lastOffset < startingOffset) return undefined
-      return (
-        findRecord(buf, at, batch.sizeInBytes, startingOffset, (ts) => ts >= timestampMs) ?? {
+    let position = this.offsetIndex.lookup(maxOffset(fromTimeIndex.offset, startingOffset)).position
+    for (;;) {
+      const found = await this.scanBatches(position, (buf, at, batch) => {
+        if (batch.maxTimestamp < timestampMs || batch.lastOffset < startingOffset) return undefined
+        // Decompressing needs an await: the batch is copied out of the scan's window.
+        if (isCompressedCreateTime(buf, at))
+          return {
+            compressed: Buffer.from(buf.subarray(at, at + batch.sizeInBytes)),
+            next: batch.position + batch.sizeInBytes,
+          }
+        const hit = findRecord(buf, at, batch.sizeInBytes, startingOffset, (ts) => ts >= timestampMs) ?? {
           timestamp: batch.maxTimestamp,
           offset: maxOffset(batch.baseOffset, startingOffset),
         }
-      )
-    })
-    return found
+        return { hit }
+      })
+      if (found === undefined) return undefined
+      if ('hit' in found) return found.hit
+      const hit = await findRecordInCompressed(found.compressed, startingOffset, (ts) => ts >= timestampMs)
+      if (hit !== undefined) return hit
+      position = found.next
+    }
   }
 
   /** The record holding the segment's max timestamp (batch-level when the batch is compressed). */

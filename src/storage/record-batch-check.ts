@@ -10,6 +10,8 @@ import {
   BASE_OFFSET_OFFSET,
   BASE_TIMESTAMP_OFFSET,
   BATCH_LENGTH_OFFSET,
+  COMPRESSION_CODEC_MASK,
+  type CompressionType,
   LAST_OFFSET_DELTA_OFFSET,
   LOG_OVERHEAD,
   MAX_TIMESTAMP_OFFSET,
@@ -18,6 +20,7 @@ import {
   RECORDS_COUNT_OFFSET,
   TIMESTAMP_TYPE_MASK,
 } from '../protocol/batch-header.js'
+import { decompress } from '../protocol/compression.js'
 import { type ValidationFailureReason, validateRecordBatch } from '../protocol/record-batch.js'
 
 /** batchLength counts the bytes after the length field; a v2 header alone is 49 of them. */
@@ -131,11 +134,55 @@ export function findRecord(
   matches: (timestampMs: number) => boolean,
 ): TimestampAndOffsetInBatch | undefined {
   const attributes = buf.readInt16BE(at + ATTRIBUTES_OFFSET)
-  if ((attributes & 0x07) !== 0 || (attributes & TIMESTAMP_TYPE_MASK) !== 0) return undefined
+  if ((attributes & COMPRESSION_CODEC_MASK) !== 0 || (attributes & TIMESTAMP_TYPE_MASK) !== 0)
+    return undefined
   const baseOffset = readInt64(buf, at + BASE_OFFSET_OFFSET)
   const baseTimestamp = readInt64(buf, at + BASE_TIMESTAMP_OFFSET)
-  const end = at + sizeInBytes
-  let pos = at + RECORD_BATCH_OVERHEAD
+  return findInRecords(
+    buf,
+    at + RECORD_BATCH_OVERHEAD,
+    at + sizeInBytes,
+    baseOffset,
+    baseTimestamp,
+    minOffset,
+    matches,
+  )
+}
+
+/** A CreateTime batch whose records are compressed: findRecordInCompressed reads it. */
+export function isCompressedCreateTime(buf: Buffer, at: number): boolean {
+  const attributes = buf.readInt16BE(at + ATTRIBUTES_OFFSET)
+  return (attributes & COMPRESSION_CODEC_MASK) !== 0 && (attributes & TIMESTAMP_TYPE_MASK) === 0
+}
+
+/**
+ * findRecord for a compressed CreateTime batch (`batch` holds it whole): the records are
+ * decompressed, as Kafka's LogSegment.findOffsetByTimestamp iterates them, so ListOffsets
+ * by time names the record, not the batch. Undefined when none matches.
+ */
+export async function findRecordInCompressed(
+  batch: Buffer,
+  minOffset: Offset,
+  matches: (timestampMs: number) => boolean,
+): Promise<TimestampAndOffsetInBatch | undefined> {
+  const codec = (batch.readInt16BE(ATTRIBUTES_OFFSET) & COMPRESSION_CODEC_MASK) as CompressionType
+  const records = await decompress(codec, batch.subarray(RECORD_BATCH_OVERHEAD))
+  const baseOffset = readInt64(batch, BASE_OFFSET_OFFSET)
+  const baseTimestamp = readInt64(batch, BASE_TIMESTAMP_OFFSET)
+  return findInRecords(records, 0, records.length, baseOffset, baseTimestamp, minOffset, matches)
+}
+
+/** Walks the records of `buf` from `pos` to `end` (their framing only) for the first match. */
+function findInRecords(
+  buf: Buffer,
+  start: number,
+  end: number,
+  baseOffset: number,
+  baseTimestamp: number,
+  minOffset: Offset,
+  matches: (timestampMs: number) => boolean,
+): TimestampAndOffsetInBatch | undefined {
+  let pos = start
   while (pos < end) {
     const length = readVarlong(buf, pos, end)
     if (length === undefined) return undefined

@@ -666,8 +666,9 @@ export class UnifiedLog {
 
   /**
    * ListOffsets by time: the first record at or after logStartOffset with timestamp >=
-   * `timestampMs`, through the time index. Exact per record for uncompressed CreateTime
-   * batches; the batch's base offset otherwise. Undefined when no record is that late.
+   * `timestampMs`, through the time index, exact per record as in Kafka (compressed batches
+   * are decompressed; a LogAppendTime batch's records all carry its time). Undefined when no
+   * record is that late.
    */
   offsetForTimestamp(timestampMs: number): Promise<TimestampAndOffset | undefined> {
     return this.retryingReplacedSegments(() => this.offsetForTimestampOnce(timestampMs))
