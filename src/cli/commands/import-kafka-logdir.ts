@@ -101,64 +101,9 @@ interface FoundTopic {
 
 export async function importKafkaLogDir(options: ImportOptions): Promise<ImportResult> {
   const nodeId = options.nodeId ?? 0
-  const skipped: { dir: string; reason: string }[] = []
-  const found = new Map<string, FoundTopic>()
-  for (const entry of (await readdir(options.from, { withFileTypes: true })).sort((a, b) =>
-    a.name < b.name ? -1 : 1,
-  )) {
-    if (!entry.isDirectory()) continue
-    const match = PARTITION_DIR.exec(entry.name)
-    if (match === null || NOT_A_PARTITION.test(entry.name)) {
-      skipped.push({ dir: entry.name, reason: 'not a partition directory' })
-      continue
-    }
-    const [, topic, partition] = match
-    if (NEVER_IMPORTED.has(topic)) {
-      skipped.push({ dir: entry.name, reason: 'internal topic tidelog keeps its own way' })
-      continue
-    }
-    if (topic === CONSUMER_OFFSETS && !options.includeConsumerOffsets) {
-      skipped.push({ dir: entry.name, reason: 'consumer offsets (--include-consumer-offsets)' })
-      continue
-    }
-    if (topic !== CONSUMER_OFFSETS && options.topics !== undefined && !options.topics.includes(topic)) {
-      skipped.push({ dir: entry.name, reason: 'not among --topic' })
-      continue
-    }
-    const t = found.get(topic) ?? { name: topic, dirs: new Map<number, string>() }
-    t.dirs.set(Number(partition), join(options.from, entry.name))
-    found.set(topic, t)
-  }
-  for (const wanted of options.topics ?? [])
-    if (!found.has(wanted))
-      throw new ImportError(`no partition directory of topic ${wanted} in ${options.from}`)
-
+  const { found, skipped } = await findPartitionDirs(options)
   // Everything is read and checked before anything is written.
-  const planned: { topic: ImportedTopic; dirs: string[] }[] = []
-  let maxProducerId = -1n
-  for (const t of found.values()) {
-    const count = t.dirs.size
-    const dirs: string[] = []
-    for (let p = 0; p < count; p++) {
-      const dir = t.dirs.get(p)
-      if (dir === undefined)
-        throw new ImportError(
-          `topic ${t.name}: partitions 0..${count - 1} needed, ${p} missing in ${options.from}`,
-        )
-      dirs.push(dir)
-    }
-    const ids = new Set<string>()
-    const leaderEpochs: number[] = []
-    for (const dir of dirs) {
-      ids.add(await readTopicId(dir))
-      leaderEpochs.push((await readLatestLeaderEpoch(dir)) + 1)
-      const pid = await maxProducerIdIn(dir)
-      if (pid > maxProducerId) maxProducerId = pid
-    }
-    if (ids.size !== 1) throw new ImportError(`topic ${t.name}: its partitions name different topic ids`)
-    const topicId = [...ids][0]
-    planned.push({ topic: { name: t.name, topicId, partitions: count, leaderEpochs }, dirs })
-  }
+  const { planned, maxProducerId } = await planImport(found, options.from)
 
   // A running broker holds both locks: the log dir's, and the journal's (taken by open()).
   const dirLock = await lockDirectory(nodeFileSystem, options.dataDir)
@@ -174,46 +119,8 @@ export async function importKafkaLogDir(options: ImportOptions): Promise<ImportR
     throw error
   }
   try {
-    const existing = new Set((await readdir(options.dataDir)).map(String))
-    const compares: VersionCompare[] = []
-    const ops: StoreOp[] = []
-    for (const { topic } of planned) {
-      if ((await store.get(KEYS.topic(topic.name))) !== null)
-        throw new ImportError(`topic ${topic.name} exists in ${options.dataDir}`)
-      for (let p = 0; p < topic.partitions; p++)
-        if (existing.has(`${topic.name}-${p}`))
-          throw new ImportError(`${join(options.dataDir, `${topic.name}-${p}`)} exists`)
-      compares.push({ key: KEYS.topic(topic.name), version: 0 })
-      const configs: Record<string, string> =
-        topic.name === CONSUMER_OFFSETS ? { 'cleanup.policy': 'compact', 'compression.type': 'producer' } : {}
-      const replicas = Array.from({ length: topic.partitions }, () => [nodeId])
-      ops.push({
-        type: 'put',
-        key: KEYS.topic(topic.name),
-        value: JSON.stringify({ topicId: topic.topicId, configs, replicas }),
-      })
-      topic.leaderEpochs.forEach((leaderEpoch, p) => {
-        ops.push({
-          type: 'put',
-          key: KEYS.partition(topic.name, p),
-          value: JSON.stringify({ leader: nodeId, leaderEpoch, isr: [nodeId] }),
-        })
-      })
-    }
-    // Blocks are claimed whole (ProducerIdManager): start the next one past every id seen.
-    const block = await store.get(PRODUCER_ID_BLOCK_KEY)
-    const current =
-      block === null ? 0n : BigInt((JSON.parse(block.value) as { nextBlockStart: string }).nextBlockStart)
-    const blockSize = BigInt(PRODUCER_ID_BLOCK_SIZE)
-    const pastImported = maxProducerId < 0n ? 0n : ((maxProducerId + blockSize) / blockSize) * blockSize
-    const nextProducerIdBlockStart = current > pastImported ? current : pastImported
-    compares.push({ key: PRODUCER_ID_BLOCK_KEY, version: block?.version ?? 0 })
-    ops.push({
-      type: 'put',
-      key: PRODUCER_ID_BLOCK_KEY,
-      value: JSON.stringify({ version: 1, nextBlockStart: nextProducerIdBlockStart.toString() }),
-    })
-
+    const { compares, ops } = await topicOps(store, planned, options.dataDir, nodeId)
+    const nextProducerIdBlockStart = await producerIdBlockOps(store, maxProducerId, compares, ops)
     for (const { dirs, topic } of planned) {
       for (let p = 0; p < dirs.length; p++) {
         await cp(dirs[p], join(options.dataDir, `${topic.name}-${p}`), {
@@ -235,6 +142,135 @@ export async function importKafkaLogDir(options: ImportOptions): Promise<ImportR
     await store.close()
     await dirLock.release()
   }
+}
+
+/** The partition directories of `options.from` to import, by topic, and those left out with why. */
+async function findPartitionDirs(options: ImportOptions) {
+  const skipped: { dir: string; reason: string }[] = []
+  const found = new Map<string, FoundTopic>()
+  const entries = (await readdir(options.from, { withFileTypes: true })).sort((a, b) =>
+    a.name < b.name ? -1 : 1,
+  )
+  for (const entry of entries) {
+    if (!entry.isDirectory()) continue
+    const match = PARTITION_DIR.exec(entry.name)
+    if (match === null || NOT_A_PARTITION.test(entry.name)) {
+      skipped.push({ dir: entry.name, reason: 'not a partition directory' })
+      continue
+    }
+    const [, topic, partition] = match
+    const reason = skipReason(topic, options)
+    if (reason !== null) {
+      skipped.push({ dir: entry.name, reason })
+      continue
+    }
+    const t = found.get(topic) ?? { name: topic, dirs: new Map<number, string>() }
+    t.dirs.set(Number(partition), join(options.from, entry.name))
+    found.set(topic, t)
+  }
+  for (const wanted of options.topics ?? [])
+    if (!found.has(wanted))
+      throw new ImportError(`no partition directory of topic ${wanted} in ${options.from}`)
+  return { found, skipped }
+}
+
+/** Why a topic's directories are not imported, or null. */
+function skipReason(topic: string, options: ImportOptions): string | null {
+  if (NEVER_IMPORTED.has(topic)) return 'internal topic tidelog keeps its own way'
+  if (topic === CONSUMER_OFFSETS && !options.includeConsumerOffsets)
+    return 'consumer offsets (--include-consumer-offsets)'
+  if (topic !== CONSUMER_OFFSETS && options.topics !== undefined && !options.topics.includes(topic))
+    return 'not among --topic'
+  return null
+}
+
+/** Each topic's partitions 0..N-1, topic id and next leader epochs, and the largest producer id seen. */
+async function planImport(found: ReadonlyMap<string, FoundTopic>, from: string) {
+  const planned: { topic: ImportedTopic; dirs: string[] }[] = []
+  let maxProducerId = -1n
+  for (const t of found.values()) {
+    const count = t.dirs.size
+    const dirs: string[] = []
+    for (let p = 0; p < count; p++) {
+      const dir = t.dirs.get(p)
+      if (dir === undefined)
+        throw new ImportError(`topic ${t.name}: partitions 0..${count - 1} needed, ${p} missing in ${from}`)
+      dirs.push(dir)
+    }
+    const ids = new Set<string>()
+    const leaderEpochs: number[] = []
+    for (const dir of dirs) {
+      ids.add(await readTopicId(dir))
+      leaderEpochs.push((await readLatestLeaderEpoch(dir)) + 1)
+      const pid = await maxProducerIdIn(dir)
+      if (pid > maxProducerId) maxProducerId = pid
+    }
+    if (ids.size !== 1) throw new ImportError(`topic ${t.name}: its partitions name different topic ids`)
+    const topicId = [...ids][0]
+    planned.push({ topic: { name: t.name, topicId, partitions: count, leaderEpochs }, dirs })
+  }
+  return { planned, maxProducerId }
+}
+
+/** The metadata writes registering each topic on `nodeId`; refuses a topic or directory already there. */
+async function topicOps(
+  store: EmbeddedStore,
+  planned: readonly { topic: ImportedTopic }[],
+  dataDir: string,
+  nodeId: number,
+): Promise<{ compares: VersionCompare[]; ops: StoreOp[] }> {
+  const existing = new Set((await readdir(dataDir)).map(String))
+  const compares: VersionCompare[] = []
+  const ops: StoreOp[] = []
+  for (const { topic } of planned) {
+    if ((await store.get(KEYS.topic(topic.name))) !== null)
+      throw new ImportError(`topic ${topic.name} exists in ${dataDir}`)
+    for (let p = 0; p < topic.partitions; p++)
+      if (existing.has(`${topic.name}-${p}`))
+        throw new ImportError(`${join(dataDir, `${topic.name}-${p}`)} exists`)
+    compares.push({ key: KEYS.topic(topic.name), version: 0 })
+    const configs: Record<string, string> =
+      topic.name === CONSUMER_OFFSETS ? { 'cleanup.policy': 'compact', 'compression.type': 'producer' } : {}
+    const replicas = Array.from({ length: topic.partitions }, () => [nodeId])
+    ops.push({
+      type: 'put',
+      key: KEYS.topic(topic.name),
+      value: JSON.stringify({ topicId: topic.topicId, configs, replicas }),
+    })
+    topic.leaderEpochs.forEach((leaderEpoch, p) => {
+      ops.push({
+        type: 'put',
+        key: KEYS.partition(topic.name, p),
+        value: JSON.stringify({ leader: nodeId, leaderEpoch, isr: [nodeId] }),
+      })
+    })
+  }
+  return { compares, ops }
+}
+
+/**
+ * Blocks are claimed whole (ProducerIdManager): the next one starts past every id seen in
+ * the imported logs. Adds its write to `compares` and `ops`; returns where it starts.
+ */
+async function producerIdBlockOps(
+  store: EmbeddedStore,
+  maxProducerId: bigint,
+  compares: VersionCompare[],
+  ops: StoreOp[],
+): Promise<bigint> {
+  const block = await store.get(PRODUCER_ID_BLOCK_KEY)
+  const current =
+    block === null ? 0n : BigInt((JSON.parse(block.value) as { nextBlockStart: string }).nextBlockStart)
+  const blockSize = BigInt(PRODUCER_ID_BLOCK_SIZE)
+  const pastImported = maxProducerId < 0n ? 0n : ((maxProducerId + blockSize) / blockSize) * blockSize
+  const nextProducerIdBlockStart = current > pastImported ? current : pastImported
+  compares.push({ key: PRODUCER_ID_BLOCK_KEY, version: block?.version ?? 0 })
+  ops.push({
+    type: 'put',
+    key: PRODUCER_ID_BLOCK_KEY,
+    value: JSON.stringify({ version: 1, nextBlockStart: nextProducerIdBlockStart.toString() }),
+  })
+  return nextProducerIdBlockStart
 }
 
 /** partition.metadata: `version: 0` then `topic_id: <base64url uuid>`. */
