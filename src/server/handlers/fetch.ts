@@ -306,10 +306,12 @@ const UNRESOLVED = ''
 /**
  * A session partition's key: from v13, where requests name topics by id, the topic id
  * (Kafka's sessions hold TopicIdPartitions); before, the name. Keyed by name, a v13+
- * session mixed up a topic and the one created again under its name: the follower's fetch
- * adding the new topic's partition moved the old topic's entry instead, which kept the
- * old topic id, and every answer was for the old topic, which the follower ignored: it never
- * fetched the new partition, and acks=all produces waited for the ISR to shrink (30 s).
+ * session mixed up a topic and the one created again under its name (issue 40, item 4): a
+ * follower's forget of the old topic's partition, by an id this broker had dropped with the
+ * deletion, found nothing; its later add of the new topic's partition then moved the old
+ * entry, which kept the old topic id. Every answer went out under the old id, which the
+ * follower ignored: it never fetched the new partition, and acks=all produces waited until
+ * the ISR dropped it (replica.lag.time.max.ms, 30 s).
  */
 function keyOf(
   target: { topic: string; topicId: string; partition: number; unknownTopicId?: boolean },
