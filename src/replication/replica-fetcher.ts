@@ -257,6 +257,8 @@ export class LeaderFetcher {
   /** When a partition last became ready to fetch (added, or its short backoff ended; monotonic ms). */
   private lastReadyMs = Number.NEGATIVE_INFINITY
   private readonly session = new FetchSessionHandler<Followed>()
+  /** Whether warnUnasked has warned already (once per fetcher: it means a bug, not load). */
+  private warnedUnasked = false
 
   constructor(
     private readonly leaderId: number,
@@ -683,6 +685,7 @@ export class LeaderFetcher {
         // leader epoch) is a new one, which must not take the old epoch's answer.
         const sent = ready.get(idKey(topic.topicId, data.partitionIndex))
         if (sent) handled.push(this.onPartitionData(client, sent.handle, data, sent.data.fetchOffset))
+        else this.warnUnasked(topic.topicId, data.partitionIndex)
       }
     }
     // Every partition settles before an error is rethrown: the next fetch must not start
@@ -690,6 +693,21 @@ export class LeaderFetcher {
     const settled = await Promise.allSettled(handled)
     for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason
     return true
+  }
+
+  /**
+   * The leader answered for a partition this fetch's session does not hold: the two sides
+   * disagree on the session's partitions. Ignored, such answers once hid a leader session
+   * that served a re-created topic's partition under the old topic id: the follower never
+   * fetched it, silently (issue 40, item 4).
+   */
+  private warnUnasked(topicId: string, partition: number): void {
+    if (this.warnedUnasked) return
+    this.warnedUnasked = true
+    this.settings.logger.warn(
+      { leader: this.leaderId, topicId, partition },
+      'the leader answered for a partition this fetch session does not hold; ignored',
+    )
   }
 
   private async onPartitionData(
