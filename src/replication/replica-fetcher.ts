@@ -119,7 +119,9 @@ const WAKE_INTERVAL_MIN_MS = 5
  * of the old entry and never forgot the old one. A leader whose session kept the old topic's
  * entry then answered for it, and the follower ignored those answers: it never fetched the
  * new partition, whose high watermark waited until the ISR dropped the follower
- * (replica.lag.time.max.ms, 30 s) (issue 40, item 4).
+ * (replica.lag.time.max.ms, 30 s). That needs both changes between two fetches (see
+ * replica-fetcher.test.ts); the stall seen under load (issue 40, item 4) came from the
+ * leader's side of the session, keyed by name too (keyOf in server/handlers/fetch.ts).
  */
 function keyOf(partition: Partition): string {
   return idKey(partition.id.topicId, partition.partition)
