@@ -111,8 +111,29 @@ const WAKE_INTERVAL_PER_PARTITION_MS = 0.2
 /** The least of that interval: a fetcher of a few partitions does not spin on empty answers. */
 const WAKE_INTERVAL_MIN_MS = 5
 
+/**
+ * A followed partition's key: its topic id and index, not its name. A topic deleted and
+ * created again under the same name is another topic: keyed by name, the old topic's
+ * partition and the new one's were one entry in the fetch session (fetch-session-handler.ts),
+ * so the fetch that replaced one with the other sent the new topic id as a changed position
+ * of the old entry and never forgot the old one. A leader whose session kept the old topic's
+ * entry then answered for it, and the follower ignored those answers: it never fetched the
+ * new partition, whose high watermark waited until the ISR dropped the follower
+ * (replica.lag.time.max.ms, 30 s). That needs both changes between two fetches (see
+ * replica-fetcher.test.ts); the stall seen under load (issue 40, item 4) came from the
+ * leader's side of the session, keyed by name too (keyOf in server/handlers/fetch.ts).
+ */
 function keyOf(partition: Partition): string {
-  return `${partition.topic}\u0000${partition.partition}`
+  return idKey(partition.id.topicId, partition.partition)
+}
+
+function idKey(topicId: string, partition: number): string {
+  return `${topicId}\u0000${partition}`
+}
+
+/** Name and index: the metadata has at most one topic under a name, so one followed partition. */
+function nameKey(topic: string, partition: number): string {
+  return `${topic}\u0000${partition}`
 }
 
 /** Counters the metrics layer reads. */
@@ -142,6 +163,8 @@ export interface FetcherStats {
 export class ReplicaFetcherManager {
   private readonly fetchers = new Map<number, LeaderFetcher>()
   private readonly leaderOf = new Map<string, number>()
+  /** The partition followed under each name and index (see follow). */
+  private readonly byName = new Map<string, Partition>()
   readonly stats: FetcherStats = {
     committedOffsetsTruncated: 0,
     fetchRequests: 0,
@@ -162,6 +185,25 @@ export class ReplicaFetcherManager {
     const current = this.leaderOf.get(key)
     if (current === leaderId && this.fetchers.get(leaderId)?.isFollowing(key, leaderEpoch)) return
     this.unfollow(partition)
+    // One partition per name and index: a replica of the topic the name had before (deleted
+    // and created again) is not fetched alongside the new one. The replica manager unfollows
+    // it first (retired or removed); this keeps OffsetForLeaderEpoch and ListOffsets, which
+    // name topics, from meaning two partitions if it ever did not.
+    const named = nameKey(partition.topic, partition.partition)
+    const other = this.byName.get(named)
+    if (other !== undefined && other !== partition) {
+      this.settings.logger.warn(
+        {
+          topic: partition.topic,
+          partition: partition.partition,
+          old: other.id.topicId,
+          new: partition.id.topicId,
+        },
+        "following a re-created topic's partition while the old one was still followed: dropping the old one",
+      )
+      this.unfollow(other)
+    }
+    this.byName.set(named, partition)
     let fetcher = this.fetchers.get(leaderId)
     if (!fetcher) {
       fetcher = new LeaderFetcher(leaderId, this.settings, this.stats, () => this.fetchers.delete(leaderId))
@@ -182,6 +224,8 @@ export class ReplicaFetcherManager {
     const leaderId = this.leaderOf.get(key)
     if (leaderId === undefined) return
     this.leaderOf.delete(key)
+    const named = nameKey(partition.topic, partition.partition)
+    if (this.byName.get(named) === partition) this.byName.delete(named)
     this.fetchers.get(leaderId)?.remove(key)
   }
 
@@ -189,6 +233,7 @@ export class ReplicaFetcherManager {
     for (const fetcher of this.fetchers.values()) fetcher.stop()
     this.fetchers.clear()
     this.leaderOf.clear()
+    this.byName.clear()
   }
 }
 
@@ -214,6 +259,8 @@ export class LeaderFetcher {
   /** When a partition last became ready to fetch (added, or its short backoff ended; monotonic ms). */
   private lastReadyMs = Number.NEGATIVE_INFINITY
   private readonly session = new FetchSessionHandler<Followed>()
+  /** Whether warnUnasked has warned already (once per fetcher: it means a bug, not load). */
+  private warnedUnasked = false
 
   constructor(
     private readonly leaderId: number,
@@ -465,10 +512,14 @@ export class LeaderFetcher {
         })),
       },
     )
+    // The answer names topics: it is about the partitions this request asked for, which
+    // may have been unfollowed (or replaced by a re-created topic's) while it was out.
+    const asked = new Map(withEpoch.map((f) => [nameKey(f.partition.topic, f.partition.partition), f]))
     for (const topic of response.topics) {
       for (const result of topic.partitions) {
-        const followed = this.partitions.get(`${topic.topic}\u0000${result.partition}`)
-        if (followed) await this.truncateTo(followed, result)
+        const followed = asked.get(nameKey(topic.topic, result.partition))
+        if (followed && this.partitions.get(keyOf(followed.partition)) === followed)
+          await this.truncateTo(followed, result)
       }
     }
   }
@@ -630,15 +681,13 @@ export class LeaderFetcher {
     // partition's write does not hold back another's high watermark. In a session the
     // answer lists only partitions with news: one not listed has nothing new.
     const handled: Promise<void>[] = []
-    const nameById = new Map<string, string>()
-    for (const entry of ready.values()) nameById.set(entry.topicId, entry.topic)
     for (const topic of response.responses) {
-      const name = nameById.get(topic.topicId)
       for (const data of topic.partitions) {
         // The Followed this fetch was sent for: a partition re-followed meanwhile (a new
         // leader epoch) is a new one, which must not take the old epoch's answer.
-        const sent = name === undefined ? undefined : ready.get(`${name}\u0000${data.partitionIndex}`)
+        const sent = ready.get(idKey(topic.topicId, data.partitionIndex))
         if (sent) handled.push(this.onPartitionData(client, sent.handle, data, sent.data.fetchOffset))
+        else this.warnUnasked(topic.topicId, data.partitionIndex)
       }
     }
     // Every partition settles before an error is rethrown: the next fetch must not start
@@ -646,6 +695,21 @@ export class LeaderFetcher {
     const settled = await Promise.allSettled(handled)
     for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason
     return true
+  }
+
+  /**
+   * The leader answered for a partition this fetch's session does not hold: the two sides
+   * disagree on the session's partitions. Ignored, such answers once hid a leader session
+   * that served a re-created topic's partition under the old topic id: the follower never
+   * fetched it, silently (issue 40, item 4).
+   */
+  private warnUnasked(topicId: string, partition: number): void {
+    if (this.warnedUnasked) return
+    this.warnedUnasked = true
+    this.settings.logger.warn(
+      { leader: this.leaderId, topicId, partition },
+      'the leader answered for a partition this fetch session does not hold; ignored',
+    )
   }
 
   private async onPartitionData(

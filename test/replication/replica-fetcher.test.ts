@@ -3,7 +3,9 @@
  * that never answers (half-open: no FIN, no RST) is dropped after the fetch wait plus the
  * request timeout and the fetcher reconnects, instead of stalling every partition it
  * carries forever; partitions added one after another (a new topic's) go in incremental
- * fetches of short polls, and only a long poll is cut (closing the connection) for one.
+ * fetches of short polls, and only a long poll is cut (closing the connection) for one; a
+ * topic re-created under the same name is another partition to the fetch session (forgotten
+ * and added by topic id).
  */
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
@@ -25,7 +27,7 @@ import { Partition } from '../../src/replication/partition.js'
 import { ReplicaFetcherManager } from '../../src/replication/replica-fetcher.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { UnifiedLog } from '../../src/storage/unified-log.js'
-import { ManualClock, withTempDir } from '../storage/helpers.js'
+import { ManualClock, simpleBatch, withTempDir } from '../storage/helpers.js'
 
 const tick = () => new Promise((resolve) => setImmediate(resolve))
 
@@ -235,6 +237,151 @@ test('partitions added during a burst join the next incremental fetch; only a lo
     } finally {
       fetchers.shutdown()
       for (const partition of partitions) await partition.log.close()
+    }
+  })
+})
+
+test('a topic re-created under the same name: the next incremental fetch forgets the old topic id and adds the new one', async () => {
+  await loadAllApiCodecs()
+  await withTempDir(async (dir) => {
+    const clock = new ManualClock()
+    const leader = new HeldFetches()
+    const oldTopicId = 'AAAAAAAAAAAAAAAAAAAAAg'
+    const newTopicId = 'AAAAAAAAAAAAAAAAAAAAAw'
+    const replicaOf = async (topicId: string, subdir: string) =>
+      new Partition(
+        { topic: 't', partition: 0, topicId },
+        await UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, subdir), clock }),
+        { partition: 0, replicas: [1, 2], isr: [1, 2], leader: 2, leaderEpoch: 0, partitionEpoch: 0 },
+        { localBrokerId: 1, isFenced: () => false, nowMs: () => clock.now, alterIsr: async () => false },
+      )
+    const oldReplica = await replicaOf(oldTopicId, 'old')
+    const newReplica = await replicaOf(newTopicId, 'new')
+    const fetchers = new ReplicaFetcherManager({
+      nodeId: 1,
+      clock,
+      logger: silentLogger,
+      transport: leader.transport,
+      brokerAddress: () => ({ host: '127.0.0.1', port: 1 }),
+      fetchMaxBytes: 1 << 20,
+      fetchResponseMaxBytes: 10 << 20,
+      fetchWaitMaxMs: 500,
+      fetchMinBytes: 1,
+      fetchBackoffMs: 100,
+    })
+    const settle = async () => {
+      for (let i = 0; i < 20; i++) await tick()
+    }
+    const answer = (topicId: string, records: Buffer | null, highWatermark: bigint): FetchResponse => ({
+      throttleTimeMs: 0,
+      errorCode: ErrorCode.NONE,
+      sessionId: 77,
+      responses:
+        records === null
+          ? []
+          : [
+              {
+                topic: '',
+                topicId,
+                partitions: [
+                  { ...defaultFetchResponsePartitionData(), partitionIndex: 0, highWatermark, records },
+                ],
+              },
+            ],
+      nodeEndpoints: [],
+    })
+    try {
+      fetchers.follow(oldReplica, 2, 0)
+      await settle()
+      leader.fetches.at(-1)!.answer(answer(oldTopicId, Buffer.alloc(0), 0n))
+      await settle()
+      // The session is open and a short poll is out (the partition was just added): the
+      // replica manager retires the old topic's replica and follows the new topic's, as it
+      // does when both images arrive while a fetch is out.
+      let fetch = leader.fetches.at(-1)!
+      assert.equal(fetch.request.sessionEpoch, 1)
+      fetchers.unfollow(oldReplica)
+      fetchers.follow(newReplica, 2, 0)
+      await settle()
+      assert.equal(leader.destroyed[0], false, 'a short poll is not cut: the next fetch is incremental')
+      fetch.answer(answer(oldTopicId, null, 0n))
+      await settle()
+      fetch = leader.fetches.at(-1)!
+      assert.equal(fetch.request.sessionEpoch, 2)
+      // Sent as a change of the old entry (same name and index), the leader's session kept
+      // the old topic id, and the new partition was never fetched.
+      assert.deepEqual(
+        fetch.request.forgottenTopicsData.map((t) => [t.topicId, t.partitions]),
+        [[oldTopicId, [0]]],
+        'the old topic is forgotten',
+      )
+      assert.deepEqual(
+        fetch.request.topics.map((t) => [t.topicId, t.partitions.map((p) => p.partition)]),
+        [[newTopicId, [0]]],
+        'the new topic is added',
+      )
+      // An answer for the old topic id is not taken for the new partition; one for the new id is.
+      fetch.answer(answer(oldTopicId, simpleBatch(2), 2n))
+      await settle()
+      assert.equal(newReplica.log.logEndOffset, 0, "the old topic's records went into the new replica")
+      fetch = leader.fetches.at(-1)!
+      fetch.answer(answer(newTopicId, simpleBatch(3), 3n))
+      await settle()
+      assert.equal(newReplica.log.logEndOffset, 3)
+      assert.equal(oldReplica.log.logEndOffset, 0)
+    } finally {
+      fetchers.shutdown()
+      await oldReplica.log.close()
+      await newReplica.log.close()
+    }
+  })
+})
+
+test('an unfollow of a re-created topic’s old replica does not stop the new one', async () => {
+  await withTempDir(async (dir) => {
+    const clock = new ManualClock()
+    const leader = new HeldFetches()
+    const replicaOf = async (topicId: string, subdir: string) =>
+      new Partition(
+        { topic: 't', partition: 0, topicId },
+        await UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, subdir), clock }),
+        { partition: 0, replicas: [1, 2], isr: [1, 2], leader: 2, leaderEpoch: 0, partitionEpoch: 0 },
+        { localBrokerId: 1, isFenced: () => false, nowMs: () => clock.now, alterIsr: async () => false },
+      )
+    const oldReplica = await replicaOf('AAAAAAAAAAAAAAAAAAAAAg', 'old')
+    const newReplica = await replicaOf('AAAAAAAAAAAAAAAAAAAAAw', 'new')
+    const fetchers = new ReplicaFetcherManager({
+      nodeId: 1,
+      clock,
+      logger: silentLogger,
+      transport: leader.transport,
+      brokerAddress: () => ({ host: '127.0.0.1', port: 1 }),
+      fetchMaxBytes: 1 << 20,
+      fetchResponseMaxBytes: 10 << 20,
+      fetchWaitMaxMs: 500,
+      fetchMinBytes: 1,
+      fetchBackoffMs: 100,
+    })
+    try {
+      // Following the new topic's partition replaces the old one's (one per name and index),
+      // and a late unfollow of the old one leaves the new one followed. The replica manager
+      // unfollows the old replica first; keyed by name, the other order stopped the new one.
+      fetchers.follow(oldReplica, 2, 0)
+      fetchers.follow(newReplica, 2, 0)
+      fetchers.unfollow(oldReplica)
+      for (let i = 0; i < 20; i++) await tick()
+      clock.advance(100) // the fetcher's loop found nothing ready to fetch yet and backed off
+      for (let i = 0; i < 20; i++) await tick()
+      const fetch = leader.fetches.at(-1)
+      assert.ok(fetch !== undefined, 'nothing is fetched: the new replica was unfollowed with the old one')
+      assert.deepEqual(
+        fetch.request.topics.map((t) => [t.topicId, t.partitions.map((p) => p.partition)]),
+        [['AAAAAAAAAAAAAAAAAAAAAw', [0]]],
+      )
+    } finally {
+      fetchers.shutdown()
+      await oldReplica.log.close()
+      await newReplica.log.close()
     }
   })
 })

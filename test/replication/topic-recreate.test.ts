@@ -10,12 +10,17 @@
  *   fetching it, so its high watermark never moves again) answers at once with a retriable
  *   error, not at its timeout, as Kafka completes a stopped partition's delayed produces.
  * The apply is held here by gating one log creation, the way a slow disk holds it.
+ * And a fetch session (KIP-227, v13+: topics by id) that held the old topic's partition
+ * takes the new topic's as another partition: the old entry, forgotten or not, never reads
+ * the new topic's log (before, the new entry moved the old one, which kept the old topic id,
+ * and a follower got every answer for the old topic id and ignored it: the new partition's
+ * high watermark waited for the ISR to shrink).
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { TopicAdmin } from '../../src/metadata/topic-admin.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
-import { ApiKey, type ProduceResponse } from '../../src/protocol/generated/index.js'
+import { ApiKey, type FetchResponse, type ProduceResponse } from '../../src/protocol/generated/index.js'
 import type { Broker } from '../../src/server/broker.js'
 import type { TopicPartition, UnifiedLog } from '../../src/storage/unified-log.js'
 import { startBroker } from '../helpers/cluster.js'
@@ -157,5 +162,110 @@ test('an acks=all produce parked on a deleted partition answers at once, not at 
     for (const id of frozen) cluster.transports[id].thaw()
     client.raw?.socket.destroy()
     await cluster.close()
+  }
+})
+
+/** A consumer's Fetch v13 (topics by id) of partition 0 of each topic id, in a session. */
+function sessionFetch(
+  client: RawClient,
+  sessionId: number,
+  sessionEpoch: number,
+  add: { topicId: string; fetchOffset: number }[],
+  forget: string[],
+): Promise<FetchResponse> {
+  return rawCall<FetchResponse>(client, ApiKey.Fetch, 13, {
+    replicaId: -1,
+    maxWaitMs: 0,
+    minBytes: 1,
+    maxBytes: 1 << 20,
+    isolationLevel: 0,
+    sessionId,
+    sessionEpoch,
+    topics: add.map(({ topicId, fetchOffset }) => ({
+      topic: '',
+      topicId,
+      partitions: [
+        {
+          partition: 0,
+          currentLeaderEpoch: -1,
+          fetchOffset: BigInt(fetchOffset),
+          lastFetchedEpoch: -1,
+          logStartOffset: -1n,
+          partitionMaxBytes: 1 << 20,
+        },
+      ],
+    })),
+    forgottenTopicsData: forget.map((topicId) => ({ topic: '', topicId, partitions: [0] })),
+    rackId: '',
+  })
+}
+
+/** What an answer says per topic id about partition 0: its error code and record bytes. */
+const answered = (response: FetchResponse) =>
+  Object.fromEntries(
+    response.responses.map((t) => {
+      const p = t.partitions[0]
+      return [t.topicId, { errorCode: p.errorCode, bytes: (p.records as Buffer | null)?.length ?? 0 }]
+    }),
+  )
+
+test('a fetch session takes a re-created topic as another topic: the old entry never reads the new log', async () => {
+  const cluster = await startBroker({ properties: { 'auto.create.topics.enable': false } })
+  const broker = cluster.brokers[0]
+  const client = await RawClient.connect(Number(cluster.bootstrapServers.split(':').at(-1)))
+  try {
+    const admin = broker.topicAdmin
+    await create(admin, 'resession', 1)
+    await waitUntil(
+      'resession-0 led',
+      30000,
+      () => broker.replicaManager.getPartition('resession', 0)?.isLeader === true,
+    )
+    assert.equal(await produce(client, 'resession', 0, 1, 5000), ErrorCode.NONE)
+    const oldTopicId = broker.metadataImage().topics.get('resession')!.topicId
+    // Two sessions on the old topic, both read to its end (offset 1).
+    const sessions: number[] = []
+    for (let i = 0; i < 2; i++) {
+      const opened = await sessionFetch(client, 0, 0, [{ topicId: oldTopicId, fetchOffset: 1 }], [])
+      assert.equal(opened.errorCode, ErrorCode.NONE)
+      assert.notEqual(opened.sessionId, 0)
+      sessions.push(opened.sessionId)
+    }
+
+    await admin.deleteTopics([{ name: 'resession', topicId: oldTopicId }])
+    await create(admin, 'resession', 1)
+    const newTopicId = broker.metadataImage().topics.get('resession')!.topicId
+    assert.notEqual(newTopicId, oldTopicId)
+    await waitUntil('the new resession-0 led', 30000, () => {
+      const partition = broker.replicaManager.getPartition('resession', 0)
+      return partition?.id.topicId === newTopicId && partition.isLeader
+    })
+    assert.equal(await produce(client, 'resession', 0, 1, 5000), ErrorCode.NONE)
+    assert.equal(await produce(client, 'resession', 0, 1, 5000), ErrorCode.NONE)
+
+    // As a follower's fetcher did in the stall: the old topic forgotten (by its id, which
+    // the leader no longer knows), then the new one added. Keyed by name, the forget found
+    // nothing and the add moved the old entry, which kept the old id: the new partition was
+    // read and answered under the old topic id, which the follower ignores.
+    const forgotten = await sessionFetch(client, sessions[0], 1, [], [oldTopicId])
+    assert.equal(forgotten.errorCode, ErrorCode.NONE)
+    const replaced = answered(
+      await sessionFetch(client, sessions[0], 2, [{ topicId: newTopicId, fetchOffset: 0 }], []),
+    )
+    assert.equal(replaced[oldTopicId], undefined, 'the new log read under the old topic id')
+    assert.equal(replaced[newTopicId]?.errorCode, ErrorCode.NONE)
+    assert.ok((replaced[newTopicId]?.bytes ?? 0) > 0, 'the new partition is not read')
+
+    // The new one added with the old one not forgotten (as the fetcher did when it keyed
+    // partitions by name): the old entry answers its error and reads nothing of the new log.
+    const both = answered(
+      await sessionFetch(client, sessions[1], 1, [{ topicId: newTopicId, fetchOffset: 0 }], []),
+    )
+    assert.deepEqual(both[oldTopicId], { errorCode: ErrorCode.UNKNOWN_TOPIC_ID, bytes: 0 })
+    assert.equal(both[newTopicId]?.errorCode, ErrorCode.NONE)
+    assert.ok((both[newTopicId]?.bytes ?? 0) > 0, 'the new partition is not read')
+  } finally {
+    client.socket.destroy()
+    await cluster.stop()
   }
 })

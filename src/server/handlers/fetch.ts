@@ -229,7 +229,7 @@ function fullTargets(
         // keeps it in its session) would never send it again, and a follower whose first
         // fetch came before the leader knew the topic never replicated it.
         const sp = toSessionPartition(target)
-        session.partitions.set(keyOf(target), sp)
+        session.partitions.set(keyOf(target, context.apiVersion), sp)
         targets.push({ ...target, sessionPartition: sp })
       } else {
         targets.push(target)
@@ -255,25 +255,31 @@ function updateSession(context: RequestContext, request: FetchRequest, session: 
     const resolved = resolveTopic(context, context.apiVersion, forgotten.topic, forgotten.topicId)
     for (const partition of forgotten.partitions)
       session.partitions.delete(
-        keyOf({
-          topic: resolved.name,
-          topicId: resolved.topicId,
-          partition,
-          unknownTopicId: resolved.unknown === true,
-        }),
+        keyOf(
+          {
+            topic: resolved.name,
+            topicId: resolved.topicId,
+            partition,
+            unknownTopicId: resolved.unknown === true,
+          },
+          context.apiVersion,
+        ),
       )
   }
   for (const topic of request.topics) {
     const resolved = resolveTopic(context, context.apiVersion, topic.topic, topic.topicId)
     for (const p of topic.partitions) {
       const target = toTarget(resolved, p)
-      const existing = session.partitions.get(keyOf(target))
-      if (existing) {
+      const k = keyOf(target, context.apiVersion)
+      const existing = session.partitions.get(k)
+      // Before v13 the key is the name, and a topic re-created under it is another topic:
+      // its entry is replaced, not moved to the new one's position under the old topic id.
+      if (existing && existing.topicId === target.topicId) {
         existing.fetchOffset = target.fetchOffset
         existing.partitionMaxBytes = target.partitionMaxBytes
         existing.currentLeaderEpoch = target.currentLeaderEpoch
       } else {
-        session.partitions.set(keyOf(target), toSessionPartition(target))
+        session.partitions.set(k, toSessionPartition(target))
       }
     }
   }
@@ -297,14 +303,21 @@ function updateSession(context: RequestContext, request: FetchRequest, session: 
 /** The topic name of a session partition whose topic id the broker does not know yet. */
 const UNRESOLVED = ''
 
-/** A session partition's key: by name, or by topic id while the id is unknown. */
-function keyOf(target: {
-  topic: string
-  topicId: string
-  partition: number
-  unknownTopicId?: boolean
-}): string {
-  return target.unknownTopicId === true
+/**
+ * A session partition's key: from v13, where requests name topics by id, the topic id
+ * (Kafka's sessions hold TopicIdPartitions); before, the name. Keyed by name, a v13+
+ * session mixed up a topic and the one created again under its name (issue 40, item 4): a
+ * follower's forget of the old topic's partition, by an id this broker had dropped with the
+ * deletion, found nothing; its later add of the new topic's partition then moved the old
+ * entry, which kept the old topic id. Every answer went out under the old id, which the
+ * follower ignored: it never fetched the new partition, and acks=all produces waited until
+ * the ISR dropped it (replica.lag.time.max.ms, 30 s).
+ */
+function keyOf(
+  target: { topic: string; topicId: string; partition: number; unknownTopicId?: boolean },
+  version: number,
+): string {
+  return version >= TOPIC_ID_VERSION || target.unknownTopicId === true
     ? sessionKey(`\u0001${target.topicId}`, target.partition)
     : sessionKey(target.topic, target.partition)
 }
@@ -322,8 +335,8 @@ function resolveSessionTopics(context: RequestContext, session: FetchSession): n
       unresolved++
       continue
     }
-    session.partitions.delete(k)
-    session.partitions.set(sessionKey(topic.name, sp.partition), { ...sp, topic: topic.name })
+    // Keyed by topic id (v13+): the entry keeps its key and its place.
+    session.partitions.set(k, { ...sp, topic: topic.name })
   }
   return unresolved
 }
@@ -420,13 +433,16 @@ function hostedPartitions(
   targets: readonly FetchTarget[],
 ): (Partition | undefined)[] {
   const replicaManager = context.broker.replicaManager
+  const byId = context.apiVersion >= TOPIC_ID_VERSION
   const hosted = new Array<Partition | undefined>(targets.length)
   for (let index = 0; index < targets.length; index++) {
     const target = targets[index]
-    hosted[index] =
+    const partition =
       target.unknownTopicId || target.denied
         ? undefined
         : replicaManager.getPartition(target.topic, target.partition)
+    // Another topic's partition under the name (see readOne): not read, watched or moved.
+    hosted[index] = byId && partition?.id.topicId !== target.topicId ? undefined : partition
   }
   return hosted
 }
@@ -525,6 +541,16 @@ async function readOne(
   if (target.denied) return errorResult(target, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
   try {
     const partition = context.broker.replicaManager.getPartitionOrError(target.topic, target.partition)
+    // A session entry of a topic since deleted keeps its name, which a topic created again
+    // may have now: that one is another topic, and its records or a follower's position in
+    // it must not be taken for the old one's (Kafka's ReplicaManager answers the same).
+    if (context.apiVersion >= TOPIC_ID_VERSION && partition.id.topicId !== target.topicId)
+      return errorResult(
+        target,
+        topicById(context.broker.metadataImage(), target.topicId) === undefined
+          ? ErrorCode.UNKNOWN_TOPIC_ID
+          : ErrorCode.INCONSISTENT_TOPIC_ID,
+      )
     if (reader.kind === 'follower') partition.ensureLeader()
     else partition.ensureConsumerReadable(reader.followerReadAllowed)
     partition.checkLeaderEpoch(target.currentLeaderEpoch)
