@@ -61,7 +61,7 @@ export interface FetcherSettings {
   readonly requestTimeoutMs?: number
 }
 
-interface Followed {
+export interface Followed {
   readonly partition: Partition
   readonly leaderEpoch: number
   truncated: boolean
@@ -123,7 +123,7 @@ const WAKE_INTERVAL_MIN_MS = 5
  * replica-fetcher.test.ts); the stall seen under load (issue 40, item 4) came from the
  * leader's side of the session, keyed by name too (keyOf in server/handlers/fetch.ts).
  */
-function keyOf(partition: Partition): string {
+export function keyOf(partition: Partition): string {
   return idKey(partition.id.topicId, partition.partition)
 }
 
@@ -132,7 +132,7 @@ function idKey(topicId: string, partition: number): string {
 }
 
 /** Name and index: the metadata has at most one topic under a name, so one followed partition. */
-function nameKey(topic: string, partition: number): string {
+export function nameKey(topic: string, partition: number): string {
   return `${topic}\u0000${partition}`
 }
 
@@ -158,83 +158,6 @@ export interface FetcherStats {
   firstFetches: number
   firstFetchWaitMsTotal: number
   firstFetchWaitMsMax: number
-}
-
-export class ReplicaFetcherManager {
-  private readonly fetchers = new Map<number, LeaderFetcher>()
-  private readonly leaderOf = new Map<string, number>()
-  /** The partition followed under each name and index (see follow). */
-  private readonly byName = new Map<string, Partition>()
-  readonly stats: FetcherStats = {
-    committedOffsetsTruncated: 0,
-    fetchRequests: 0,
-    fetchPartitionsSent: 0,
-    fullFetches: 0,
-    pollsCut: 0,
-    sessionsRefused: 0,
-    firstFetches: 0,
-    firstFetchWaitMsTotal: 0,
-    firstFetchWaitMsMax: 0,
-  }
-
-  constructor(private readonly settings: FetcherSettings) {}
-
-  /** Follows `partition` from `leaderId` at `leaderEpoch`; a change restarts with truncation. */
-  follow(partition: Partition, leaderId: number, leaderEpoch: number): void {
-    const key = keyOf(partition)
-    const current = this.leaderOf.get(key)
-    if (current === leaderId && this.fetchers.get(leaderId)?.isFollowing(key, leaderEpoch)) return
-    this.unfollow(partition)
-    // One partition per name and index: a replica of the topic the name had before (deleted
-    // and created again) is not fetched alongside the new one. The replica manager unfollows
-    // it first (retired or removed); this keeps OffsetForLeaderEpoch and ListOffsets, which
-    // name topics, from meaning two partitions if it ever did not.
-    const named = nameKey(partition.topic, partition.partition)
-    const other = this.byName.get(named)
-    if (other !== undefined && other !== partition) {
-      this.settings.logger.warn(
-        {
-          topic: partition.topic,
-          partition: partition.partition,
-          old: other.id.topicId,
-          new: partition.id.topicId,
-        },
-        "following a re-created topic's partition while the old one was still followed: dropping the old one",
-      )
-      this.unfollow(other)
-    }
-    this.byName.set(named, partition)
-    let fetcher = this.fetchers.get(leaderId)
-    if (!fetcher) {
-      fetcher = new LeaderFetcher(leaderId, this.settings, this.stats, () => this.fetchers.delete(leaderId))
-      this.fetchers.set(leaderId, fetcher)
-    }
-    this.leaderOf.set(key, leaderId)
-    fetcher.add(key, {
-      partition,
-      leaderEpoch,
-      truncated: false,
-      backoffUntilMs: 0,
-      addedMs: this.settings.clock.monotonicMs(),
-    })
-  }
-
-  unfollow(partition: Partition): void {
-    const key = keyOf(partition)
-    const leaderId = this.leaderOf.get(key)
-    if (leaderId === undefined) return
-    this.leaderOf.delete(key)
-    const named = nameKey(partition.topic, partition.partition)
-    if (this.byName.get(named) === partition) this.byName.delete(named)
-    this.fetchers.get(leaderId)?.remove(key)
-  }
-
-  shutdown(): void {
-    for (const fetcher of this.fetchers.values()) fetcher.stop()
-    this.fetchers.clear()
-    this.leaderOf.clear()
-    this.byName.clear()
-  }
 }
 
 /** Exported for the simulator's mutation checks (src/sim/mutations.ts), which replace its methods. */

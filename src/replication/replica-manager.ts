@@ -21,7 +21,8 @@ import { type PurgatoryTimer, waitForHighWatermark } from './delayed-operations.
 import { KafkaError } from './kafka-error.js'
 import { type IsrProposal, type LeaderAppend, Partition } from './partition.js'
 import { ProducerStateManager } from './producer-state.js'
-import type { FetcherStats, ReplicaFetcherManager } from './replica-fetcher.js'
+import type { FetcherStats } from './replica-fetcher.js'
+import type { ReplicaFetcherManager } from './replica-fetcher-manager.js'
 
 /** Where partition logs come from (the storage LogManager). */
 export interface LogProvider {

@@ -24,7 +24,7 @@ import {
 } from '../../src/protocol/generated/index.js'
 import { Reader, Writer } from '../../src/protocol/primitives.js'
 import { Partition } from '../../src/replication/partition.js'
-import { ReplicaFetcherManager } from '../../src/replication/replica-fetcher.js'
+import { ReplicaFetcherManager } from '../../src/replication/replica-fetcher-manager.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { UnifiedLog } from '../../src/storage/unified-log.js'
 import { ManualClock, simpleBatch, withTempDir } from '../storage/helpers.js'
