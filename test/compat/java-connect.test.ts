@@ -3,7 +3,9 @@
  * worker (test/compat/java/ConnectCheck.java) makes its compacted internal topics, runs a
  * source connector into a topic and a sink connector out of it to a file, reports the
  * source offset (KIP-875) and the sink group's committed offset, restarts the source
- * without writing a record twice, and deletes both. The connectors are the program's own:
+ * without writing a record twice, and deletes both. Then a standalone worker (source offsets
+ * in a file) runs the same source and sink, and a second standalone worker on that file
+ * resumes the source without writing a record twice. The connectors are the program's own:
  * Connect's FileStream connectors (connect-file 4.4.0) are not served by the registry here.
  * Run against tidelog on 3 brokers and against Apache Kafka 4.4 on 3 nodes (a failure there
  * is a bad check).
@@ -24,6 +26,10 @@ const CHECKS = [
   'connect-source-connector',
   'connect-sink-connector',
   'connect-restart-and-delete',
+  'connect-standalone-worker-starts',
+  'connect-standalone-source-connector',
+  'connect-standalone-sink-connector',
+  'connect-standalone-resumes-from-offsets-file',
 ]
 const RECORDS = 500
 
@@ -49,7 +55,7 @@ async function runConnect(bootstrap: string, label: string): Promise<void> {
   }
 }
 
-describe('Kafka Connect 4.4 distributed worker', () => {
+describe('Kafka Connect 4.4 distributed and standalone workers', () => {
   before(async () => {
     classpath = await compileJava('ConnectCheck', 'connect')
   })
