@@ -17,8 +17,14 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import type { Cluster } from '../../src/server/cluster.js'
 import { startCluster } from '../helpers/cluster.js'
+import { recordCompatResults } from '../helpers/compat-results.js'
 import { compileJava, exec, JVM_FLAGS, parseChecks } from '../helpers/java.js'
-import { type KafkaReference, startKafkaReference, TIDELOG_AS_REFERENCE } from '../helpers/kafka-reference.js'
+import {
+  KAFKA_REFERENCE_VERSION,
+  type KafkaReference,
+  startKafkaReference,
+  TIDELOG_AS_REFERENCE,
+} from '../helpers/kafka-reference.js'
 
 const CHECKS = [
   'connect-worker-starts',
@@ -35,7 +41,7 @@ const RECORDS = 500
 
 let classpath = ''
 
-async function runConnect(bootstrap: string, label: string): Promise<void> {
+async function runConnect(bootstrap: string, label: 'tidelog' | 'kafka'): Promise<void> {
   const work = mkdtempSync(join(tmpdir(), 'connect-'))
   try {
     const prefix = `connect-${label}-${Date.now().toString(36)}`
@@ -45,6 +51,12 @@ async function runConnect(bootstrap: string, label: string): Promise<void> {
       10 * 60_000,
     )
     const outcomes = parseChecks(stdout, stderr)
+    recordCompatResults(
+      'Kafka Connect (Java)',
+      KAFKA_REFERENCE_VERSION,
+      label,
+      [...outcomes].map(([check, o]) => ({ check, pass: o.pass, ms: o.ms, detail: o.reason })),
+    )
     for (const [name, o] of outcomes)
       console.log(`${label} ${name}: ${o.pass ? 'pass' : `FAIL ${o.reason}`} (${o.ms} ms)`)
     assert.deepEqual([...outcomes.keys()], CHECKS, `every check ran:\n${stderr.slice(-4000)}`)

@@ -12,6 +12,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { Cluster } from '../../src/server/cluster.js'
 import { startCluster } from '../helpers/cluster.js'
+import { recordCompatResults } from '../helpers/compat-results.js'
 import { compileJava, exec, JVM_FLAGS, parseChecks } from '../helpers/java.js'
 import { type KafkaReference, startKafkaReference, TIDELOG_AS_REFERENCE } from '../helpers/kafka-reference.js'
 
@@ -23,11 +24,13 @@ const CHECKS = [
   'mm2-live-copy',
 ]
 const RECORDS = 400
+/** connect-mirror's version (scripts/kafka-reference.sh mirror_version). */
+const MIRROR_VERSION = '4.3.1'
 const WITH_REFERENCE = process.env.TIDELOG_MM2_REFERENCE === '1'
 
 let classpath = ''
 
-async function runMirror(bootstrapA: string, bootstrapB: string, label: string): Promise<void> {
+async function runMirror(bootstrapA: string, bootstrapB: string, label: 'tidelog' | 'kafka'): Promise<void> {
   const prefix = `mm2-${label}-${Date.now().toString(36)}`
   const { stdout, stderr } = await exec(
     'java',
@@ -35,6 +38,12 @@ async function runMirror(bootstrapA: string, bootstrapB: string, label: string):
     5 * 60_000,
   )
   const outcomes = parseChecks(stdout, stderr)
+  recordCompatResults(
+    'MirrorMaker 2 (Java)',
+    MIRROR_VERSION,
+    label,
+    [...outcomes].map(([check, o]) => ({ check, pass: o.pass, ms: o.ms, detail: o.reason })),
+  )
   for (const [name, o] of outcomes)
     console.log(`${label} ${name}: ${o.pass ? 'pass' : `FAIL ${o.reason}`} (${o.ms} ms)`)
   assert.deepEqual([...outcomes.keys()], CHECKS, `every check ran:\n${stderr.slice(-4000)}`)
