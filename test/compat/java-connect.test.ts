@@ -8,7 +8,8 @@
  * resumes the source without writing a record twice. The connectors are the program's own:
  * Connect's FileStream connectors (connect-file 4.4.0) are not served by the registry here.
  * Run against tidelog on 3 brokers and against Apache Kafka 4.4 on 3 nodes (a failure there
- * is a bad check).
+ * is a bad check). Planted bug tried: the second standalone worker on a fresh offsets file
+ * failed connect-standalone-resumes-from-offsets-file (1000 records for 500).
  */
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'

@@ -7,6 +7,9 @@
  * TIDELOG_MM2_REFERENCE=1 (`npm run test:mm2-reference`), between two Apache Kafka 4.4 nodes
  * (the reference: a failure there is a bad check); that half takes about 70 s more, most of
  * it starting the two JVM brokers, so the default suite leaves it out.
+ *
+ * Planted bug tried: OffsetFetch answering each committed offset one too low failed
+ * mm2-offsets-translated and mm2-group-offsets-synced on tidelog (99 and 98 for 100).
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
