@@ -20,6 +20,9 @@
 #   clients/  org.apache.kafka:kafka-clients (the conformance checks' producer/consumer/admin)
 #   streams/  org.apache.kafka:kafka-streams
 #   connect/  org.apache.kafka:connect-runtime (connect-file 4.4.0 is not served here)
+#   mirror/   org.apache.kafka:connect-mirror 4.3.1 with its own Connect runtime and clients
+#             4.3.1 (MirrorMaker 2): connect-mirror and connect-mirror-client 4.4.0 are not
+#             served here, and 4.3's MirrorMaker driver is kept on the runtime it was built for
 # A folder is complete once its `.complete` marker exists; nothing is fetched twice (Maven
 # keeps its own copy in ~/.m2 as well). The broker needs Java 17 or newer.
 #
@@ -30,6 +33,8 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
 version="4.4.0"
+# MirrorMaker 2's jars: the newest connect-mirror the registry here serves (4.4.0 is refused).
+mirror_version="4.3.1"
 log4j_version="2.25.5"
 slf4j_version="1.7.36"
 cache="$root/.build/kafka-$version"
@@ -77,6 +82,9 @@ install() {
   fetch streams "org.apache.kafka:kafka-streams:$version" "org.slf4j:slf4j-simple:$slf4j_version"
   # connect-file (the FileStream connectors) 4.4.0 is not served by the registry here.
   fetch connect "org.apache.kafka:connect-runtime:$version" \
+    "org.apache.logging.log4j:log4j-slf4j-impl:$log4j_version"
+  fetch mirror "org.apache.kafka:connect-mirror:$mirror_version" \
+    "org.apache.kafka:connect-mirror-client:$mirror_version" \
     "org.apache.logging.log4j:log4j-slf4j-impl:$log4j_version"
 }
 

@@ -52,9 +52,10 @@ npm run --silent build
 # librdkafka 2.15.1 from @confluentinc/kafka-javascript's vendored source, built once
 # (about 1.5 minutes on 2 cores) into .build/librdkafka.
 scripts/build-librdkafka.sh >/dev/null
-# Apache Kafka 4.4.0 (the reference broker) with its Java clients, Streams and Connect from
-# Maven Central, fetched once into .build/kafka-4.4.0 (about 40 s): test/compat/java-*.test.ts
-# run the same Java client, Streams and Connect checks against tidelog and against it.
+# Apache Kafka 4.4.0 (the reference broker) with its Java clients, Streams and Connect, and
+# MirrorMaker 2 (connect-mirror 4.3.1), from Maven Central, fetched once into
+# .build/kafka-4.4.0 (about 40 s): test/compat/java-*.test.ts run the same Java client,
+# Streams, Connect and MirrorMaker checks against tidelog and against it.
 scripts/kafka-reference.sh install >/dev/null
 # confluent-kafka 2.16.1 (bundling librdkafka 2.16) and aiokafka 0.14.0 from PyPI, pinned with
 # hashes in test/compat/python/requirements.txt, into the virtualenv .build/pyenv once (about

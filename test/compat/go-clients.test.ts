@@ -18,10 +18,17 @@ import { after, before, describe, it } from 'node:test'
 import type { Cluster } from '../../src/server/cluster.js'
 import { startCluster } from '../helpers/cluster.js'
 import { repoRoot } from '../helpers/compat-clients.js'
+import { recordCompatResults } from '../helpers/compat-results.js'
 import { type KafkaReference, startKafkaReference, TIDELOG_AS_REFERENCE } from '../helpers/kafka-reference.js'
 
 const CLIENTS = ['franz', 'sarama'] as const
 type Client = (typeof CLIENTS)[number]
+
+/** Each client's name and version (test/compat/go/go.mod) for the compatibility table. */
+const CLIENT_VERSIONS: Readonly<Record<Client, [string, string]>> = {
+  franz: ['franz-go (Go)', '1.22.3'],
+  sarama: ['sarama (Go)', '1.61.1'],
+}
 
 /** Every check of each client, in its order (test/compat/go/franz.go and sarama.go). */
 const CHECKS: Readonly<Record<Client, readonly string[]>> = {
@@ -130,6 +137,11 @@ async function runChecks(client: Client, bootstrap: string): Promise<Map<string,
 }
 
 function assertAllPassed(label: string, client: Client, outcomes: Map<string, Outcome>): void {
+  recordCompatResults(
+    ...CLIENT_VERSIONS[client],
+    label === 'tidelog' ? 'tidelog' : 'kafka',
+    [...outcomes.values()].map((o) => ({ check: o.check, pass: o.ok, ms: o.ms, detail: o.detail })),
+  )
   for (const o of outcomes.values()) {
     console.log(`${label} ${client} ${o.check}: ${o.ok ? 'pass' : `FAIL ${o.detail}`} (${o.ms} ms)`)
   }

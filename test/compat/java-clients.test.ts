@@ -24,8 +24,14 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { Cluster } from '../../src/server/cluster.js'
 import { startCluster } from '../helpers/cluster.js'
+import { recordCompatResults } from '../helpers/compat-results.js'
 import { type CheckOutcome, compileJava, exec, JVM_FLAGS, parseChecks } from '../helpers/java.js'
-import { type KafkaReference, startKafkaReference, TIDELOG_AS_REFERENCE } from '../helpers/kafka-reference.js'
+import {
+  KAFKA_REFERENCE_VERSION,
+  type KafkaReference,
+  startKafkaReference,
+  TIDELOG_AS_REFERENCE,
+} from '../helpers/kafka-reference.js'
 
 /** Every check of Conformance.java, in its order. */
 const CHECKS = [
@@ -151,6 +157,15 @@ async function runChecks(bootstrap: string, checks: readonly CheckName[] = CHECK
 }
 
 function report(label: string, { outcomes, features }: Run): void {
+  // The transaction.version=1 rerun (kafka-tv1) is a side check: the table holds the main runs.
+  if (label === 'tidelog' || label === 'kafka') {
+    recordCompatResults(
+      'kafka-clients (Java)',
+      KAFKA_REFERENCE_VERSION,
+      label,
+      [...outcomes].map(([check, o]) => ({ check, pass: o.pass, ms: o.ms, detail: o.reason })),
+    )
+  }
   console.log(`${label} finalized features: ${features || 'none'}`)
   for (const [name, o] of outcomes) {
     console.log(`${label} ${name}: ${o.pass ? 'pass' : `FAIL ${o.reason}`} (${o.ms} ms)`)

@@ -3,10 +3,13 @@
  * worker (test/compat/java/ConnectCheck.java) makes its compacted internal topics, runs a
  * source connector into a topic and a sink connector out of it to a file, reports the
  * source offset (KIP-875) and the sink group's committed offset, restarts the source
- * without writing a record twice, and deletes both. The connectors are the program's own:
+ * without writing a record twice, and deletes both. Then a standalone worker (source offsets
+ * in a file) runs the same source and sink, and a second standalone worker on that file
+ * resumes the source without writing a record twice. The connectors are the program's own:
  * Connect's FileStream connectors (connect-file 4.4.0) are not served by the registry here.
  * Run against tidelog on 3 brokers and against Apache Kafka 4.4 on 3 nodes (a failure there
- * is a bad check).
+ * is a bad check). Planted bug tried: the second standalone worker on a fresh offsets file
+ * failed connect-standalone-resumes-from-offsets-file (1000 records for 500).
  */
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -15,8 +18,14 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import type { Cluster } from '../../src/server/cluster.js'
 import { startCluster } from '../helpers/cluster.js'
+import { recordCompatResults } from '../helpers/compat-results.js'
 import { compileJava, exec, JVM_FLAGS, parseChecks } from '../helpers/java.js'
-import { type KafkaReference, startKafkaReference, TIDELOG_AS_REFERENCE } from '../helpers/kafka-reference.js'
+import {
+  KAFKA_REFERENCE_VERSION,
+  type KafkaReference,
+  startKafkaReference,
+  TIDELOG_AS_REFERENCE,
+} from '../helpers/kafka-reference.js'
 
 const CHECKS = [
   'connect-worker-starts',
@@ -24,12 +33,16 @@ const CHECKS = [
   'connect-source-connector',
   'connect-sink-connector',
   'connect-restart-and-delete',
+  'connect-standalone-worker-starts',
+  'connect-standalone-source-connector',
+  'connect-standalone-sink-connector',
+  'connect-standalone-resumes-from-offsets-file',
 ]
 const RECORDS = 500
 
 let classpath = ''
 
-async function runConnect(bootstrap: string, label: string): Promise<void> {
+async function runConnect(bootstrap: string, label: 'tidelog' | 'kafka'): Promise<void> {
   const work = mkdtempSync(join(tmpdir(), 'connect-'))
   try {
     const prefix = `connect-${label}-${Date.now().toString(36)}`
@@ -39,6 +52,12 @@ async function runConnect(bootstrap: string, label: string): Promise<void> {
       10 * 60_000,
     )
     const outcomes = parseChecks(stdout, stderr)
+    recordCompatResults(
+      'Kafka Connect (Java)',
+      KAFKA_REFERENCE_VERSION,
+      label,
+      [...outcomes].map(([check, o]) => ({ check, pass: o.pass, ms: o.ms, detail: o.reason })),
+    )
     for (const [name, o] of outcomes)
       console.log(`${label} ${name}: ${o.pass ? 'pass' : `FAIL ${o.reason}`} (${o.ms} ms)`)
     assert.deepEqual([...outcomes.keys()], CHECKS, `every check ran:\n${stderr.slice(-4000)}`)
@@ -49,7 +68,7 @@ async function runConnect(bootstrap: string, label: string): Promise<void> {
   }
 }
 
-describe('Kafka Connect 4.4 distributed worker', () => {
+describe('Kafka Connect 4.4 distributed and standalone workers', () => {
   before(async () => {
     classpath = await compileJava('ConnectCheck', 'connect')
   })

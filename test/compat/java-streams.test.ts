@@ -17,8 +17,14 @@ import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Cluster } from '../../src/server/cluster.js'
 import { startCluster } from '../helpers/cluster.js'
+import { recordCompatResults } from '../helpers/compat-results.js'
 import { compileJava, exec, JVM_FLAGS } from '../helpers/java.js'
-import { type KafkaReference, startKafkaReference, TIDELOG_AS_REFERENCE } from '../helpers/kafka-reference.js'
+import {
+  KAFKA_REFERENCE_VERSION,
+  type KafkaReference,
+  startKafkaReference,
+  TIDELOG_AS_REFERENCE,
+} from '../helpers/kafka-reference.js'
 
 /** Lines of 3 words: at about 1 ms a line the application runs some seconds, long enough to be killed. */
 const LINES = 6000
@@ -63,7 +69,8 @@ async function outputCount(bootstrap: string, prefix: string): Promise<number> {
 }
 
 /** The whole scenario against `bootstrap`; returns VERIFY's line. */
-async function wordCountKilledMidStream(bootstrap: string, label: string): Promise<string> {
+async function wordCountKilledMidStream(bootstrap: string, label: 'tidelog' | 'kafka'): Promise<string> {
+  const startedMs = Date.now()
   const prefix = `streams-${label}-${Date.now().toString(36)}`
   const stateDir = mkdtempSync(join(tmpdir(), 'streams-state-'))
   const apps: App[] = []
@@ -87,6 +94,14 @@ async function wordCountKilledMidStream(bootstrap: string, label: string): Promi
     const verdict = await java(['verify', bootstrap, prefix, String(LINES), '180000'], 240_000)
     const line = /^VERIFY .*$/m.exec(verdict)?.[0] ?? verdict
     console.log(`${label}: ${line}`)
+    recordCompatResults('Kafka Streams (Java)', KAFKA_REFERENCE_VERSION, label, [
+      {
+        check: 'streams-exactly-once-v2-killed-mid-stream',
+        pass: line.startsWith('VERIFY PASS'),
+        ms: Date.now() - startedMs,
+        detail: line,
+      },
+    ])
     if (!line.startsWith('VERIFY PASS')) {
       return `${line}\nfirst run:\n${first.output.slice(-3000)}\nsecond run:\n${second.output.slice(-5000)}`
     }

@@ -27,9 +27,13 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { type Cluster, startCluster } from '../helpers/cluster.js'
 import { repoRoot } from '../helpers/compat-clients.js'
+import { type CompatTarget, recordCompatResults } from '../helpers/compat-results.js'
 import { type KafkaReference, startKafkaReference, TIDELOG_AS_REFERENCE } from '../helpers/kafka-reference.js'
 
 type Client = 'confluent-kafka' | 'aiokafka'
+
+/** The pinned versions (test/compat/python/requirements.txt; the before hook checks them). */
+const VERSIONS: Readonly<Record<Client, string>> = { 'confluent-kafka': '2.16.1', aiokafka: '0.14.0' }
 
 const PROGRAMS: Readonly<Record<Client, string>> = {
   'confluent-kafka': 'pypi_ck.py',
@@ -132,7 +136,12 @@ function exec(
 let python = ''
 
 /** Runs one program's checks against `bootstrap` (`brokers` of them); returns each outcome. */
-async function runChecks(client: Client, bootstrap: string, brokers: number): Promise<Map<string, Outcome>> {
+async function runChecks(
+  client: Client,
+  bootstrap: string,
+  brokers: number,
+  target: CompatTarget,
+): Promise<Map<string, Outcome>> {
   const program = join(repoRoot(), 'test', 'compat', 'python', PROGRAMS[client])
   // Each wait inside a check is bounded (30 s); all of them take well under a minute.
   const { stdout, stderr } = await exec(
@@ -149,6 +158,12 @@ async function runChecks(client: Client, bootstrap: string, brokers: number): Pr
     else if (parsed.check) outcomes.set(parsed.check, { ok: parsed.ok, detail: parsed.detail, ms: parsed.ms })
   }
   assert.ok(done, `${PROGRAMS[client]} did not finish:\n${stdout}\n${stderr.slice(-4000)}`)
+  recordCompatResults(
+    `${client} (Python)`,
+    VERSIONS[client],
+    target,
+    [...outcomes].map(([check, o]) => ({ check, pass: o.ok, ms: o.ms, detail: o.detail })),
+  )
   for (const [name, o] of outcomes)
     console.log(`${client} ${name}: ${o.ok ? 'pass' : `FAIL ${o.detail}`} (${o.ms} ms)`)
   assert.deepEqual([...outcomes.keys()], [...CHECKS[client]], `every ${client} check ran`)
@@ -156,9 +171,13 @@ async function runChecks(client: Client, bootstrap: string, brokers: number): Pr
 }
 
 /** Both programs side by side: their topics and groups carry their own prefixes. */
-async function runBoth(bootstrap: string, brokers: number): Promise<[string, Outcome][]> {
+async function runBoth(
+  bootstrap: string,
+  brokers: number,
+  target: CompatTarget,
+): Promise<[string, Outcome][]> {
   const clients = Object.keys(PROGRAMS) as Client[]
-  const runs = await Promise.all(clients.map((client) => runChecks(client, bootstrap, brokers)))
+  const runs = await Promise.all(clients.map((client) => runChecks(client, bootstrap, brokers, target)))
   return runs.flatMap((outcomes, i) =>
     [...outcomes].map(([name, o]): [string, Outcome] => [`${clients[i]}/${name}`, o]),
   )
@@ -180,7 +199,11 @@ describe('Python clients from PyPI: confluent-kafka 2.16.1 and aiokafka 0.14.0',
     )
     const [confluentKafka, librdkafka, aiokafka] = versions.trim().split(' ')
     console.log(`confluent-kafka ${confluentKafka} (librdkafka ${librdkafka}), aiokafka ${aiokafka}`)
-    assert.deepEqual([confluentKafka, aiokafka], ['2.16.1', '0.14.0'], 'the pinned versions are installed')
+    assert.deepEqual(
+      [confluentKafka, aiokafka],
+      [VERSIONS['confluent-kafka'], VERSIONS.aiokafka],
+      'the pinned versions are installed',
+    )
     // The JVMs start (about 40 s on 2 cores) while tidelog's checks run.
     kafkaStarting = startKafkaReference({ nodes: 3, properties: AUTHORIZER })
     // Awaited in its own test; a failure here must not be an unhandled rejection meanwhile.
@@ -208,7 +231,7 @@ describe('Python clients from PyPI: confluent-kafka 2.16.1 and aiokafka 0.14.0',
     it('passes every check but the known differences, which still fail', async () => {
       assert.ok(cluster)
       const unexpected: string[] = []
-      for (const [name, o] of await runBoth(cluster.bootstrapServers, 3)) {
+      for (const [name, o] of await runBoth(cluster.bootstrapServers, 3, 'tidelog')) {
         const known = KNOWN_TIDELOG_DIFFERENCES.get(name)
         if (!o.ok && known === undefined) unexpected.push(`${name} fails: ${o.detail}`)
         if (o.ok && known !== undefined)
@@ -222,7 +245,7 @@ describe('Python clients from PyPI: confluent-kafka 2.16.1 and aiokafka 0.14.0',
     it('passes every check (a check failing here is a bad check)', async () => {
       assert.ok(kafkaStarting)
       const kafka = await kafkaStarting
-      const failed = (await runBoth(kafka.bootstrap, 3))
+      const failed = (await runBoth(kafka.bootstrap, 3, 'kafka'))
         .filter(([, o]) => !o.ok)
         .map(([n, o]) => `${n}: ${o.detail}`)
       assert.deepEqual(failed, [])

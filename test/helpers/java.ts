@@ -1,7 +1,8 @@
 /**
  * The Java programs of the conformance suite (test/compat/java/*.java), compiled with javac
- * against one folder of the cached Kafka 4.4 jars (clients/, streams/, connect/: see
- * scripts/kafka-reference.sh) into .build/java-<Name>, and run with a small heap.
+ * against one folder of the cached Kafka 4.4 jars (clients/, streams/, connect/, and mirror/
+ * with MirrorMaker 2 4.3.1: see scripts/kafka-reference.sh) into .build/java-<Name>, and run
+ * with a small heap.
  */
 import { execFile } from 'node:child_process'
 import { existsSync, mkdirSync, statSync } from 'node:fs'
@@ -39,7 +40,10 @@ export function exec(
  * Compiles test/compat/java/<name>.java against the jars of `jars` (fetched first if need
  * be) unless its class is newer than the source; returns the classpath to run it with.
  */
-export async function compileJava(name: string, jars: 'clients' | 'streams' | 'connect'): Promise<string> {
+export async function compileJava(
+  name: string,
+  jars: 'clients' | 'streams' | 'connect' | 'mirror',
+): Promise<string> {
   const cache = await installKafkaReference()
   const classes = join(repoRoot(), '.build', `java-${name}`)
   const source = join(repoRoot(), 'test', 'compat', 'java', `${name}.java`)

@@ -9,6 +9,11 @@
  * source connector writing RECORDS sequence records to PREFIX-data and a sink connector
  * appending them to WORKDIR/sink.txt. Both connectors are defined here (SeqSource, LineSink):
  * Connect's FileStream connectors (connect-file 4.4.0) are not served by the registry here.
+ *
+ * Then, in the same JVM, a standalone worker (ConnectStandalone, source offsets in the file
+ * WORKDIR/standalone.offsets) runs the same source into PREFIX-sa-data and sink out of it to
+ * WORKDIR/standalone-sink.txt; a second standalone worker on the same offsets file is given
+ * the source again and must resume after its last record, writing none twice.
  * Prints one line per check (CHECK <name> PASS|FAIL <ms> [why]) and DONE <passed> <failed>.
  */
 import java.net.URI;
@@ -33,6 +38,7 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigDef;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.connect.cli.ConnectDistributed;
+import org.apache.kafka.connect.cli.ConnectStandalone;
 import org.apache.kafka.connect.connector.Task;
 import org.apache.kafka.connect.data.Schema;
 import org.apache.kafka.connect.runtime.Connect;
@@ -284,12 +290,122 @@ public final class ConnectCheck {
         }
         await("connectors still listed", 30_000, () -> rest(base[0], "GET", "/connectors", null).body().equals("[]"));
       });
+      if (worker[0] != null) worker[0].stop();
+      worker[0] = null;
+      standalone(bootstrap, prefix, work, records, admin, rf);
     } finally {
       if (worker[0] != null) worker[0].stop();
       admin.close(Duration.ofSeconds(5));
       System.out.println("DONE " + passed + " " + failed);
       System.out.flush();
       System.exit(0);
+    }
+  }
+
+  // ---------------------------------------------------------------- the standalone worker
+
+  static String baseUrl(Connect<?> worker) {
+    String url = worker.rest().advertisedUrl().toString();
+    return url.endsWith("/") ? url.substring(0, url.length() - 1) : url;
+  }
+
+  static void awaitRest(String base) throws Exception {
+    await("the worker never answered GET /connectors", 60_000, () -> {
+      try {
+        return rest(base, "GET", "/connectors", null).statusCode() == 200;
+      } catch (java.io.IOException e) {
+        return false;
+      }
+    });
+  }
+
+  static long endOffset(Admin admin, String topic) throws Exception {
+    TopicPartition tp = new TopicPartition(topic, 0);
+    return admin.listOffsets(Map.of(tp, org.apache.kafka.clients.admin.OffsetSpec.latest()))
+        .partitionResult(tp).get().offset();
+  }
+
+  /** Creates the SeqSource `name` writing `records` to `topic` and waits until its task runs. */
+  static void createSource(String base, String name, String topic, int records) throws Exception {
+    String body = "{\"name\":\"" + name + "\",\"config\":{\"connector.class\":\"ConnectCheck$SeqSource\","
+        + "\"tasks.max\":\"1\",\"topic\":\"" + topic + "\",\"count\":\"" + records + "\"}}";
+    HttpResponse<String> r = rest(base, "POST", "/connectors", body);
+    if (r.statusCode() != 201) throw new AssertionError("POST /connectors: " + r.statusCode() + " " + r.body());
+    await(name + " task never RUNNING", 60_000, () -> rest(base, "GET", "/connectors/" + name + "/status", null)
+        .body().contains("\"tasks\":[{\"id\":0,\"state\":\"RUNNING\""));
+  }
+
+  static Connect<?> startStandalone(Map<String, String> w) throws Exception {
+    Connect<?> c = new ConnectStandalone().startConnect(w);
+    awaitRest(baseUrl(c));
+    return c;
+  }
+
+  static void standalone(String bootstrap, String prefix, Path work, int records, Admin admin, int rf)
+      throws Exception {
+    String data = prefix + "-sa-data";
+    Path offsets = work.resolve("standalone.offsets");
+    Path sinkFile = work.resolve("standalone-sink.txt");
+    String src = prefix + "-sa-src";
+    String sink = prefix + "-sa-sink";
+    admin.createTopics(List.of(new NewTopic(data, 1, (short) rf))).all().get();
+    Map<String, String> w = new HashMap<>();
+    w.put("bootstrap.servers", bootstrap);
+    w.put("offset.storage.file.filename", offsets.toString());
+    w.put("key.converter", "org.apache.kafka.connect.storage.StringConverter");
+    w.put("value.converter", "org.apache.kafka.connect.storage.StringConverter");
+    w.put("listeners", "http://127.0.0.1:0");
+    w.put("offset.flush.interval.ms", "500");
+    w.put("plugin.discovery", "only_scan");
+    Connect<?>[] worker = {null};
+    try {
+      check("connect-standalone-worker-starts", () -> worker[0] = startStandalone(w));
+      if (worker[0] == null) return;
+      String base = baseUrl(worker[0]);
+      check("connect-standalone-source-connector", () -> {
+        createSource(base, src, data, records);
+        await("not all " + records + " records in " + data, 60_000, () -> endOffset(admin, data) >= records);
+        // The standalone worker keeps source offsets in its file, not in a topic.
+        await("source offset never committed", 30_000, () -> rest(base, "GET",
+            "/connectors/" + src + "/offsets", null).body().contains("\"pos\":" + (records - 1)));
+        if (!Files.exists(offsets) || Files.size(offsets) == 0) throw new AssertionError("no offsets file " + offsets);
+      });
+      check("connect-standalone-sink-connector", () -> {
+        String body = "{\"name\":\"" + sink + "\",\"config\":{\"connector.class\":\"ConnectCheck$LineSink\","
+            + "\"tasks.max\":\"1\",\"topics\":\"" + data + "\",\"file\":\"" + sinkFile + "\"}}";
+        HttpResponse<String> r = rest(base, "POST", "/connectors", body);
+        if (r.statusCode() != 201) throw new AssertionError("POST /connectors: " + r.statusCode() + " " + r.body());
+        await("sink file never had " + records + " lines", 60_000,
+            () -> Files.exists(sinkFile) && Files.readAllLines(sinkFile).size() >= records);
+        List<String> lines = Files.readAllLines(sinkFile);
+        List<String> want = new ArrayList<>();
+        for (int i = 0; i < records; i++) want.add("seq-" + i);
+        if (!lines.equals(want)) {
+          throw new AssertionError("sink file: " + lines.size() + " lines, first difference at "
+              + firstDifference(lines, want));
+        }
+        await("sink group never committed offset " + records, 30_000, () -> {
+          OffsetAndMetadata o = admin.listConsumerGroupOffsets("connect-" + sink)
+              .partitionsToOffsetAndMetadata().get().get(new TopicPartition(data, 0));
+          return o != null && o.offset() == records;
+        });
+      });
+      check("connect-standalone-resumes-from-offsets-file", () -> {
+        worker[0].stop();
+        worker[0] = null;
+        // A new worker on the same file: the source given to it again resumes after its
+        // last record (a standalone worker keeps no connector configs of its own).
+        worker[0] = startStandalone(w);
+        String again = baseUrl(worker[0]);
+        createSource(again, src, data, records);
+        Thread.sleep(1000);
+        long end = endOffset(admin, data);
+        if (end != records) throw new AssertionError("after the restart " + data + " has " + end + " records");
+        HttpResponse<String> d = rest(again, "DELETE", "/connectors/" + src, null);
+        if (d.statusCode() / 100 != 2) throw new AssertionError("DELETE " + src + ": " + d.statusCode());
+      });
+    } finally {
+      if (worker[0] != null) worker[0].stop();
     }
   }
 
