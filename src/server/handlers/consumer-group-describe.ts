@@ -17,6 +17,8 @@ import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { ApiHandler } from './registry.js'
 
 const AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+/** ConsumerGroupDescribe v1's MemberType of a member that joined with ConsumerGroupHeartbeat. */
+const MEMBER_TYPE_CONSUMER = 1
 
 /** A refused group's entry: no state, no members. */
 const DENIED = {
@@ -62,6 +64,8 @@ export const consumerGroupDescribeHandler: ApiHandler<
           clientHost: m.clientHost,
           subscribedTopicNames: m.subscribedTopicNames,
           subscribedTopicRegex: m.subscribedTopicRegex,
+          // v1 (KIP-1099): every member of a tidelog consumer group speaks the consumer protocol.
+          memberType: MEMBER_TYPE_CONSUMER,
           assignment: { topicPartitions: m.assignment },
           targetAssignment: { topicPartitions: m.targetAssignment },
         })),

@@ -25,6 +25,7 @@ export const deleteGroupsHandler: ApiHandler<DeleteGroupsRequest, DeleteGroupsRe
         errorCode: context.authorize(AclOperation.DELETE, ResourceType.GROUP, groupId)
           ? await context.broker.groupCoordinator.deleteGroup(groupId)
           : ErrorCode.GROUP_AUTHORIZATION_FAILED,
+        errorMessage: null,
       })),
     )
     return { throttleTimeMs: 0, results }

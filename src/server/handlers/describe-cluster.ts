@@ -54,7 +54,7 @@ export const describeClusterHandler: ApiHandler<DescribeClusterRequest, Describe
       brokers: [...image.brokers.values()].flatMap((b) => {
         const endpoint = endpointFor(b, context.connection.listenerName)
         return endpoint
-          ? [{ brokerId: b.nodeId, host: endpoint.host, port: endpoint.port, rack: b.rack }]
+          ? [{ brokerId: b.nodeId, host: endpoint.host, port: endpoint.port, rack: b.rack, isFenced: false }]
           : []
       }),
       // Kafka: 0 for a principal that may not describe the cluster, not an error.

@@ -28,6 +28,7 @@ export const describeGroupsHandler: ApiHandler<DescribeGroupsRequest, DescribeGr
       if (!context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, groupId))
         return {
           errorCode: ErrorCode.GROUP_AUTHORIZATION_FAILED,
+          errorMessage: null,
           groupId,
           groupState: '',
           protocolType: '',
@@ -38,6 +39,7 @@ export const describeGroupsHandler: ApiHandler<DescribeGroupsRequest, DescribeGr
       const d = context.broker.groupCoordinator.describeGroup(groupId)
       return {
         errorCode: d.errorCode,
+        errorMessage: null,
         groupId,
         groupState: d.state,
         protocolType: d.protocolType,

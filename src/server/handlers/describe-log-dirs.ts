@@ -45,6 +45,8 @@ export const describeLogDirsHandler: ApiHandler<DescribeLogDirsRequest, Describe
         topics: groupTopics(partitions),
         totalBytes: space.totalBytes,
         usableBytes: space.usableBytes,
+        // v5 (KIP-1066): tidelog has no cordoned log directories.
+        isCordoned: false,
       })
     }
     return { throttleTimeMs: 0, errorCode: ErrorCode.NONE, results }

@@ -93,6 +93,8 @@ export const metadataHandler: ApiHandler<MetadataRequest, MetadataResponse> = {
         context.apiVersion >= 8 && context.apiVersion <= 10 && request.includeClusterAuthorizedOperations
           ? clusterOperations(context)
           : AUTHORIZED_OPERATIONS_OMITTED,
+      // v13 (KIP-1102): a top-level error, REBOOTSTRAP_REQUIRED in Kafka; tidelog has none to give.
+      errorCode: ErrorCode.NONE,
     }
   },
 }
