@@ -27,7 +27,7 @@ import type { ApiHandler } from './registry.js'
 export const offsetCommitHandler: ApiHandler<OffsetCommitRequest, OffsetCommitResponse> = {
   apiKey: ApiKey.OffsetCommit,
   minVersion: 0,
-  maxVersion: 9,
+  maxVersion: 10,
   async handle(context, request) {
     const version = context.apiVersion
     const image = context.broker.metadataImage()

@@ -36,7 +36,7 @@ type WantedTopics = { name: string; partitions: number[] }[] | null
 export const offsetFetchHandler: ApiHandler<OffsetFetchRequest, OffsetFetchResponse> = {
   apiKey: ApiKey.OffsetFetch,
   minVersion: 0,
-  maxVersion: 9,
+  maxVersion: 10,
   handle(context, request) {
     if (context.apiVersion >= 8) {
       const groups = request.groups.map((g) => {
