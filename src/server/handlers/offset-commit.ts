@@ -65,9 +65,12 @@ export const offsetCommitHandler: ApiHandler<OffsetCommitRequest, OffsetCommitRe
       return known !== undefined && partition >= 0 && partition < known.partitions.length
     }
     let codes: Map<string, number>
+    // A group-level error answers every partition, those of unknown topic ids too.
+    let groupError: number | null = null
     if (!context.authorize(AclOperation.READ, ResourceType.GROUP, request.groupId))
-      codes = everyPartition(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    else if (request.groupId === '') codes = everyPartition(ErrorCode.INVALID_GROUP_ID)
+      groupError = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    else if (request.groupId === '') groupError = ErrorCode.INVALID_GROUP_ID
+    if (groupError !== null) codes = everyPartition(groupError)
     else {
       const committable = partitions.filter((p) => mayRead(p.topic) && exists(p.topic, p.partition))
       const committed =
@@ -97,7 +100,7 @@ export const offsetCommitHandler: ApiHandler<OffsetCommitRequest, OffsetCommitRe
           partitionIndex: p.partitionIndex,
           errorCode:
             name === null
-              ? ErrorCode.UNKNOWN_TOPIC_ID
+              ? (groupError ?? ErrorCode.UNKNOWN_TOPIC_ID)
               : (codes.get(key(name, p.partitionIndex)) ?? ErrorCode.UNKNOWN_SERVER_ERROR),
         })),
       })),
