@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto'
 import { crc32c } from '../src/protocol/crc32c.js'
 import type { ProduceRequest } from '../src/protocol/generated/index.js'
 import { decodeProduceRequest, encodeProduceRequest } from '../src/protocol/generated/produce-request.js'
-import { Reader, Writer } from '../src/protocol/primitives.js'
+import { Reader, Writer, ZERO_UUID } from '../src/protocol/primitives.js'
 
 const RUN_MS = 2000
 const PARTITIONS = 8
@@ -51,6 +51,7 @@ function produceRequest(): ProduceRequest {
     topicData: [
       {
         name: 'bench-topic',
+        topicId: ZERO_UUID,
         partitionData: Array.from({ length: PARTITIONS }, (_, index) => ({
           index,
           records: randomBytes(RECORD_BYTES),

@@ -10,6 +10,9 @@ import type { ListOffsetsResponse } from '../protocol/generated/list-offsets-res
 import type { KafkaClient } from './client.js'
 import { type PartitionOutcome, requestByLeader, type TopicPartition, tpKey } from './leader-requests.js'
 
+/** ListOffsets v10's wait for remote offsets (KIP-1075); unused below v10, which this client stays under. */
+const LIST_OFFSETS_TIMEOUT_MS = 30_000
+
 export const EARLIEST_TIMESTAMP = -2
 export const LATEST_TIMESTAMP = -1
 
@@ -66,6 +69,7 @@ function request(group: readonly OffsetQuery[], isolationLevel: IsolationLevel):
   return {
     replicaId: -1,
     isolationLevel: isolationLevel === 'read_committed' ? 1 : 0,
+    timeoutMs: LIST_OFFSETS_TIMEOUT_MS,
     topics: [...byTopic].map(([name, qs]) => ({
       name,
       partitions: qs.map((q) => ({

@@ -28,6 +28,7 @@ import type {
   ProduceResponse,
   ProduceResponsePartitionProduceResponse,
 } from '../protocol/generated/produce-response.js'
+import { ZERO_UUID } from '../protocol/primitives.js'
 import type { KafkaClient } from './client.js'
 import {
   asClientError,
@@ -350,7 +351,7 @@ export class Sender {
       transactionalId: this.transactions.transactionalId,
       acks: this.options.acks,
       timeoutMs: this.options.requestTimeoutMs,
-      topicData: [...byTopic].map(([name, partitionData]) => ({ name, partitionData })),
+      topicData: [...byTopic].map(([name, partitionData]) => ({ name, topicId: ZERO_UUID, partitionData })),
     }
   }
 

@@ -219,7 +219,7 @@ export class TransactionRequests {
           groupId: group.groupId,
           producerId: producer.producerId,
           producerEpoch: producer.producerEpoch,
-          generationId: group.generationId ?? -1,
+          generationIdOrMemberEpoch: group.generationId ?? -1,
           memberId: group.memberId ?? '',
           groupInstanceId: group.groupInstanceId ?? null,
           topics: [...byTopic].map(([name, list]) => ({

@@ -48,6 +48,9 @@ export const CLIENT_VERSIONS: ReadonlyMap<number, VersionRange> = new Map([
   [ApiKey.DeleteAcls, { min: 1, max: 3 }],
   [ApiKey.DescribeClientQuotas, { min: 0, max: 1 }],
   [ApiKey.AlterClientQuotas, { min: 0, max: 1 }],
+  // Group offsets: v10 addresses topics by id, which this client does not do.
+  [ApiKey.OffsetCommit, { min: 0, max: 9 }],
+  [ApiKey.OffsetFetch, { min: 0, max: 9 }],
 ])
 
 /** The API keys a broker must serve for consumer-group membership (classic protocol). */

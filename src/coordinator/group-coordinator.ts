@@ -120,6 +120,8 @@ export interface ConsumerGroupDescription {
 
 export interface GroupDescription {
   readonly errorCode: number
+  /** Why a Dead group has nothing to describe: DescribeGroups v6 answers GROUP_ID_NOT_FOUND. */
+  readonly notFound?: 'unknown' | 'consumer-group'
   readonly state: GroupStateName
   readonly protocolType: string
   readonly protocolData: string
@@ -564,7 +566,8 @@ export class GroupCoordinator {
     if (typeof shard === 'number') return { errorCode: shard, ...empty }
     const group = shard.groups.get(groupId)
     // A consumer group is not described by DescribeGroups (Kafka's answer below v6: Dead).
-    if (!group || group.consumer !== null) return { errorCode: ErrorCode.NONE, ...empty }
+    if (!group) return { errorCode: ErrorCode.NONE, notFound: 'unknown', ...empty }
+    if (group.consumer !== null) return { errorCode: ErrorCode.NONE, notFound: 'consumer-group', ...empty }
     // Member metadata and assignments are only meaningful once a generation is stable (as Kafka).
     const stable = group.state === 'Stable'
     return {

@@ -137,6 +137,8 @@ export const ErrorCode = {
   VOTER_NOT_FOUND: 127,
   /** Kafka 4.0 (KIP-848's server-side regular expressions). */
   INVALID_REGULAR_EXPRESSION: 128,
+  /** Kafka 4.0 (KIP-1102); ApiVersions v5 answers it to a client that reached the wrong node (KIP-1242). */
+  REBOOTSTRAP_REQUIRED: 129,
 } as const
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode]
@@ -444,6 +446,11 @@ const table: readonly (readonly [ErrorName, boolean, string])[] = [
   ['DUPLICATE_VOTER', false, 'The voter is already part of the set of voters.'],
   ['VOTER_NOT_FOUND', false, 'The voter is not part of the set of voters.'],
   ['INVALID_REGULAR_EXPRESSION', false, 'The regular expression is not valid.'],
+  [
+    'REBOOTSTRAP_REQUIRED',
+    false,
+    'Client metadata is stale. The client should rebootstrap to obtain new metadata.',
+  ],
 ]
 
 /** Every known error code with its name, retriable flag and Kafka's default message. */

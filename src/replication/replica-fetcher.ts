@@ -37,6 +37,8 @@ import type { Partition } from './partition.js'
  * (KIP-227) need 7+.
  */
 const FETCH_VERSION = 15
+/** Fetch v18's "no follower high watermark" (the schema default; only sent from v18 on). */
+const FETCH_HIGH_WATERMARK_UNKNOWN = 0x7fffffffffffffffn
 const OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 const LIST_OFFSETS_VERSION = 4
 const UNDEFINED_EPOCH_OFFSET = -1n
@@ -552,6 +554,8 @@ export class LeaderFetcher {
           logStartOffset: BigInt(e.data.logStartOffset),
           partitionMaxBytes: e.data.partitionMaxBytes,
           replicaDirectoryId: ZERO_UUID,
+          // Fetch v18's follower high watermark (KIP-1166): tidelog's followers do not send it.
+          highWatermark: FETCH_HIGH_WATERMARK_UNKNOWN,
         })),
       })),
       forgottenTopicsData: groupEntries(fetch.toForget).map((list) => ({

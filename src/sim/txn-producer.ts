@@ -540,7 +540,7 @@ export class SimTxnProducer {
             groupId,
             producerId: session.producerId,
             producerEpoch: session.epoch,
-            generationId: -1,
+            generationIdOrMemberEpoch: -1,
             memberId: '',
             groupInstanceId: null,
             topics: [

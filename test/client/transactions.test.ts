@@ -146,7 +146,9 @@ async function scriptedBroker(script: Script = {}): Promise<Seen> {
         )
           .flatMap((t) => t.partitions.map((p) => `${t.name}-${p.partitionIndex}=${p.committedOffset}`))
           .join(',')
-        seen.log.push(`${name}(${request.groupId},${request.generationId},${request.memberId},${parts})`)
+        seen.log.push(
+          `${name}(${request.groupId},${request.generationIdOrMemberEpoch},${request.memberId},${parts})`,
+        )
         body = {
           ...base,
           topics: request.topics.map((t: { name: string; partitions: { partitionIndex: number }[] }) => ({

@@ -10,7 +10,7 @@
  * may use what an earlier one answered on the same broker (a topic id, a producer id).
  */
 import { ErrorCode } from '../../src/protocol/error-codes.js'
-import { apis, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
+import { ApiKey, apis, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
 import { decodeResponseHeader } from '../../src/protocol/generated/response-header.js'
 import { Reader, Writer, ZERO_UUID } from '../../src/protocol/primitives.js'
 import { decodeRecordBatchSync, iterateBatches, readBatchHeader } from '../../src/protocol/record-batch.js'
@@ -195,7 +195,12 @@ export class Target {
     if (!api) throw new Error(`no codec for api key ${step.apiKey}`)
     const client = await this.connection()
     const correlationId = this.correlationId++
-    const body = { ...(api.defaultRequest() as object), ...(step.body(this.ctx, version) as object) }
+    const body = withTopicIds(
+      step.apiKey,
+      version,
+      { ...(api.defaultRequest() as object), ...(step.body(this.ctx, version) as object) },
+      this.ctx,
+    )
     const bodyVersion = step.raw?.bodyVersion ?? version
     const w = new Writer()
     // The header: v2 (flexible) or v1 as the body's version has it; the version field says
@@ -605,4 +610,26 @@ export async function runSequence(
     for (const d of compare(a, b)) differences.push({ sequence: sequence.name, step: step.name, api, ...d })
   }
   return { differences, steps }
+}
+
+/**
+ * Sequences name their topics; OffsetCommit and OffsetFetch v10 address them by id only
+ * (KIP-848), so the ids this broker answered with are filled in here (a name the broker never
+ * answered gets the zero id, which it does not know either).
+ */
+function withTopicIds(apiKey: number, version: number, body: object, ctx: TargetContext): object {
+  type Named = { name: string; topicId: string }
+  const fill = (topics: Named[] | null) =>
+    topics === null
+      ? null
+      : topics.map((t) => (t.topicId === ZERO_UUID ? { ...t, topicId: ctx.topicId(t.name) } : t))
+  if (apiKey === ApiKey.OffsetCommit && version >= 10) {
+    const b = body as { topics: Named[] }
+    return { ...b, topics: fill(b.topics) }
+  }
+  if (apiKey === ApiKey.OffsetFetch && version >= 10) {
+    const b = body as { groups: { topics: Named[] | null }[] }
+    return { ...b, groups: b.groups.map((g) => ({ ...g, topics: fill(g.topics) })) }
+  }
+  return body
 }

@@ -72,12 +72,12 @@ export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [
     why: 'Kafka 4.x KRaft stores a cluster-wide min.insync.replicas (DYNAMIC_DEFAULT_BROKER_CONFIG, source 3) with eligible leader replicas (KIP-966); tidelog answers DEFAULT_CONFIG (5)',
   },
 
-  // What tidelog serves: the APIs and versions of its protocol schemas (Kafka 3.9's).
+  // What tidelog serves: Kafka 4.4's versions where it has their semantics (README "API versions").
   {
     api: /^ApiVersions /,
     path: /^apiKeys\[apiKey=\d+\]\.maxVersion$/,
     values: (tidelog, kafka) => (tidelog as number) < (kafka as number),
-    why: "versions newer than Kafka 3.9's (tidelog's protocol schemas): Kafka 4.x's new versions of Produce, Fetch, ListOffsets, Metadata, OffsetCommit/Fetch, EndTxn (transaction version 2) and others are not implemented; clients negotiate down",
+    why: 'Kafka 4.4 versions tidelog does not serve (README "API versions"): Produce v12-13, EndTxn v5 and TxnOffsetCommit v5-6 (transaction version 2), AlterPartitionReassignments v1, ListConfigResources v1; clients negotiate down',
   },
   {
     api: /^ApiVersions /,
@@ -100,7 +100,7 @@ export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [
   {
     api: /^ApiVersions /,
     path: /^(supportedFeatures|finalizedFeatures)\[name=[a-z.]+\]$|^finalizedFeaturesEpoch$/,
-    why: 'tidelog finalizes no feature levels (no KRaft metadata.version; transactions are version 1, groups speak KIP-848 without group.version); Kafka 4.4 finalizes its latest of each',
+    why: 'tidelog reports fixed levels (src/server/features.ts): group.version 1 only, no metadata.version (not KRaft), transaction.version 0 (no transaction version 2), no share or streams groups, no ELR feature; Kafka 4.4 finalizes its latest of each at its metadata offset',
   },
   {
     api: /^(Produce v2|DescribeConfigs v0|Metadata v0)$/,

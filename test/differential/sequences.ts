@@ -1104,6 +1104,114 @@ const scramSequence: Sequence = {
       apiKey: ApiKey.DescribeUserScramCredentials,
       body: () => ({ users: [] }),
     },
+
+/** The versions Kafka 4.x added (issue 33), each at its new version. */
+const KAFKA44_TOPIC = 'v44-a'
+const kafka44VersionsSequence: Sequence = {
+  name: 'kafka-4.4-versions',
+  steps: [
+    create('create topic', [{ name: KAFKA44_TOPIC, partitions: 2 }]),
+    awaitTopics([KAFKA44_TOPIC]),
+    { name: 'Metadata v13', apiKey: ApiKey.Metadata, version: 13, body: () => metadata([KAFKA44_TOPIC]) },
+    {
+      name: 'ListOffsets v10 (timeout)',
+      apiKey: ApiKey.ListOffsets,
+      version: 10,
+      body: () => ({ ...listOffsets(KAFKA44_TOPIC, [{ partition: 0, timestamp: LATEST }]), timeoutMs: 1000 }),
+    },
+    {
+      name: 'ListOffsets v11 EARLIEST_PENDING_UPLOAD (-6)',
+      apiKey: ApiKey.ListOffsets,
+      version: 11,
+      body: () => listOffsets(KAFKA44_TOPIC, [{ partition: 0, timestamp: -6 }]),
+    },
+    findCoordinator('v44-group', 0),
+    {
+      name: 'OffsetCommit v10 by topic id',
+      apiKey: ApiKey.OffsetCommit,
+      version: 10,
+      body: () => offsetCommit('v44-group', KAFKA44_TOPIC, [{ partition: 1, offset: 3, metadata: 'm' }]),
+    },
+    {
+      name: 'OffsetCommit v10, unknown topic id',
+      apiKey: ApiKey.OffsetCommit,
+      version: 10,
+      body: () => {
+        const body = offsetCommit('v44-group', KAFKA44_TOPIC, [{ partition: 0, offset: 1 }])
+        return { ...body, topics: body.topics.map((t) => ({ ...t, topicId: UNKNOWN_TOPIC_ID })) }
+      },
+    },
+    {
+      name: 'OffsetFetch v10 by topic id',
+      apiKey: ApiKey.OffsetFetch,
+      version: 10,
+      body: (_ctx, version) =>
+        offsetFetch('v44-group', [{ name: KAFKA44_TOPIC, partitions: [0, 1] }], version),
+    },
+    {
+      name: 'OffsetFetch v10, all topics',
+      apiKey: ApiKey.OffsetFetch,
+      version: 10,
+      body: (_ctx, version) => offsetFetch('v44-group', null, version),
+    },
+    {
+      name: 'OffsetFetch v10, unknown topic id',
+      apiKey: ApiKey.OffsetFetch,
+      version: 10,
+      body: (_ctx, version) => {
+        const body = offsetFetch('v44-group', [{ name: KAFKA44_TOPIC, partitions: [0] }], version) as {
+          groups: { topics: { topicId: string }[] }[]
+        }
+        return {
+          ...body,
+          groups: body.groups.map((g) => ({
+            ...g,
+            topics: g.topics.map((t) => ({ ...t, topicId: UNKNOWN_TOPIC_ID })),
+          })),
+        }
+      },
+    },
+    findCoordinator('v44-unknown', 0),
+    {
+      name: 'DescribeGroups v6, unknown group',
+      apiKey: ApiKey.DescribeGroups,
+      version: 6,
+      body: () => ({ groups: ['v44-unknown'], includeAuthorizedOperations: false }),
+    },
+    {
+      name: 'DescribeGroups v5, unknown group (Dead, no error)',
+      apiKey: ApiKey.DescribeGroups,
+      version: 5,
+      body: () => ({ groups: ['v44-unknown'], includeAuthorizedOperations: false }),
+    },
+    {
+      name: 'DeleteGroups v3, unknown group',
+      apiKey: ApiKey.DeleteGroups,
+      version: 3,
+      body: () => ({ groupsNames: ['v44-unknown'] }),
+    },
+    {
+      name: 'ApiVersions v5, another cluster',
+      apiKey: ApiKey.ApiVersions,
+      version: 5,
+      body: (ctx) => ({
+        clientSoftwareName: 'differential',
+        clientSoftwareVersion: '1',
+        clusterId: 'elsewhere',
+        nodeId: ctx.nodeId(0),
+      }),
+    },
+    {
+      name: 'ApiVersions v5, node id without cluster id',
+      apiKey: ApiKey.ApiVersions,
+      version: 5,
+      body: (ctx) => ({
+        clientSoftwareName: 'differential',
+        clientSoftwareVersion: '1',
+        clusterId: null,
+        nodeId: ctx.nodeId(0),
+      }),
+    },
   ],
 }
 
@@ -1121,4 +1229,5 @@ export const FIXED_SEQUENCES: readonly Sequence[] = [
   transactionsSequence,
   versionsSequence,
   scramSequence,
+  kafka44VersionsSequence,
 ]

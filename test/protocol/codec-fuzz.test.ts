@@ -5,15 +5,13 @@
  * never an allocation sized by an unchecked length.
  */
 import assert from 'node:assert/strict'
-import fs from 'node:fs'
-import path from 'node:path'
 import { describe, test } from 'node:test'
-import { fileURLToPath } from 'node:url'
 import fc from 'fast-check'
 import { ProtocolDecodeError } from '../../src/common/errors.js'
 import * as gen from '../../src/protocol/generated/all.js'
 import { loadAllApiCodecs } from '../../src/protocol/generated/index.js'
 import { Reader, Writer } from '../../src/protocol/primitives.js'
+import { loadMergedSchemas } from '../helpers/protocol-schemas.js'
 
 // The tests below call the registry's codecs directly, which need them loaded.
 await loadAllApiCodecs()
@@ -44,48 +42,32 @@ interface Target {
 type Fn = (...args: unknown[]) => unknown
 const genFns = gen as unknown as Record<string, Fn>
 
+const MERGED_SCHEMAS = await loadMergedSchemas()
+
 function loadTargets(): Target[] {
-  let dir = path.dirname(fileURLToPath(import.meta.url))
-  while (!fs.existsSync(path.join(dir, 'protocol-schemas'))) {
-    assert.notEqual(path.dirname(dir), dir, 'protocol-schemas not found')
-    dir = path.dirname(dir)
-  }
-  const schemaDir = path.join(dir, 'protocol-schemas')
-  return fs
-    .readdirSync(schemaDir)
-    .filter((f) => f.endsWith('.json'))
-    .sort()
-    .map((file) => {
-      const text = fs.readFileSync(path.join(schemaDir, file), 'utf8')
-      const json = JSON.parse(
-        text
-          .split('\n')
-          .filter((l) => !/^\s*\/\//.test(l))
-          .join('\n'),
-      ) as MessageJson
-      const structs = new Map<string, FieldJson[]>()
-      const walk = (fields: FieldJson[]): void => {
-        for (const f of fields) {
-          if (f.fields) {
-            structs.set(f.type.replace(/^\[\]/, ''), f.fields)
-            walk(f.fields)
-          }
+  return MERGED_SCHEMAS.map(({ json: merged }) => {
+    const json = merged as MessageJson
+    const structs = new Map<string, FieldJson[]>()
+    const walk = (fields: FieldJson[]): void => {
+      for (const f of fields) {
+        if (f.fields) {
+          structs.set(f.type.replace(/^\[\]/, ''), f.fields)
+          walk(f.fields)
         }
       }
-      walk(json.fields)
-      for (const cs of json.commonStructs ?? []) {
-        structs.set(cs.name, cs.fields)
-        walk(cs.fields)
-      }
-      const [lo, hi] = json.validVersions.split('-').map(Number)
-      const versions: number[] = []
-      for (let v = lo; v <= (hi ?? lo); v++) versions.push(v)
-      const flexible =
-        json.flexibleVersions === 'none'
-          ? Number.POSITIVE_INFINITY
-          : Number.parseInt(json.flexibleVersions, 10)
-      return { name: json.name, json, structs, versions, flexible }
-    })
+    }
+    walk(json.fields)
+    for (const cs of json.commonStructs ?? []) {
+      structs.set(cs.name, cs.fields)
+      walk(cs.fields)
+    }
+    const [lo, hi] = json.validVersions.split('-').map(Number)
+    const versions: number[] = []
+    for (let v = lo; v <= (hi ?? lo); v++) versions.push(v)
+    const flexible =
+      json.flexibleVersions === 'none' ? Number.POSITIVE_INFINITY : Number.parseInt(json.flexibleVersions, 10)
+    return { name: json.name, json, structs, versions, flexible }
+  })
 }
 
 const inVersions = (text: string | undefined, v: number): boolean => {

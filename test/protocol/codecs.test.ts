@@ -4,14 +4,12 @@
  * golden bytes from kafkajs's own encoders, and the API registry.
  */
 import assert from 'node:assert/strict'
-import fs from 'node:fs'
 import { createRequire } from 'node:module'
-import path from 'node:path'
 import { describe, test } from 'node:test'
-import { fileURLToPath } from 'node:url'
 import { ProtocolDecodeError } from '../../src/common/errors.js'
 import * as gen from '../../src/protocol/generated/all.js'
 import { Reader, Writer, ZERO_UUID } from '../../src/protocol/primitives.js'
+import { loadMergedSchemas } from '../helpers/protocol-schemas.js'
 
 // The tests below call the registry's codecs directly, which need them loaded.
 await gen.loadAllApiCodecs()
@@ -48,14 +46,7 @@ interface Schema {
   structs: Map<string, FieldJson[]>
 }
 
-function findRoot(): string {
-  let dir = path.dirname(fileURLToPath(import.meta.url))
-  for (let i = 0; i < 10; i++) {
-    if (fs.existsSync(path.join(dir, 'protocol-schemas', 'ProduceRequest.json'))) return dir
-    dir = path.dirname(dir)
-  }
-  throw new Error('protocol-schemas not found above the test file')
-}
+const MERGED_SCHEMAS = await loadMergedSchemas()
 
 function parseVersions(text: string | undefined): Versions | null {
   if (text === undefined || text === 'none') return null
@@ -66,36 +57,26 @@ function parseVersions(text: string | undefined): Versions | null {
 const has = (vs: Versions | null, v: number): boolean => vs !== null && v >= vs.lo && v <= vs.hi
 
 function loadSchemas(): Schema[] {
-  const dir = path.join(findRoot(), 'protocol-schemas')
-  return fs
-    .readdirSync(dir)
-    .filter((f) => f.endsWith('.json'))
-    .sort()
-    .map((file) => {
-      const text = fs
-        .readFileSync(path.join(dir, file), 'utf8')
-        .split('\n')
-        .filter((l) => !/^\s*\/\//.test(l))
-        .join('\n')
-      const json = JSON.parse(text) as MessageJson
-      const structs = new Map<string, FieldJson[]>()
-      const walk = (fields: FieldJson[]): void => {
-        for (const f of fields) {
-          if (f.fields) {
-            structs.set(f.type.replace(/^\[\]/, ''), f.fields)
-            walk(f.fields)
-          }
+  return MERGED_SCHEMAS.map(({ file, json: merged }) => {
+    const json = merged as MessageJson
+    const structs = new Map<string, FieldJson[]>()
+    const walk = (fields: FieldJson[]): void => {
+      for (const f of fields) {
+        if (f.fields) {
+          structs.set(f.type.replace(/^\[\]/, ''), f.fields)
+          walk(f.fields)
         }
       }
-      walk(json.fields)
-      for (const cs of json.commonStructs ?? []) {
-        structs.set(cs.name, cs.fields)
-        walk(cs.fields)
-      }
-      const valid = parseVersions(json.validVersions)
-      assert.ok(valid)
-      return { file, json, valid, flexible: parseVersions(json.flexibleVersions), structs }
-    })
+    }
+    walk(json.fields)
+    for (const cs of json.commonStructs ?? []) {
+      structs.set(cs.name, cs.fields)
+      walk(cs.fields)
+    }
+    const valid = parseVersions(json.validVersions)
+    assert.ok(valid)
+    return { file, json, valid, flexible: parseVersions(json.flexibleVersions), structs }
+  })
 }
 
 // ---------------------------------------------------------------- seeded random messages
@@ -269,7 +250,8 @@ describe('hand-checked byte vectors', () => {
   })
 
   test('ApiVersions v3 request uses compact strings and a tag section', () => {
-    const m = { clientSoftwareName: 'ab', clientSoftwareVersion: '' }
+    // clusterId and nodeId (v5, KIP-1242) hold their defaults below v5.
+    const m = { clientSoftwareName: 'ab', clientSoftwareVersion: '', clusterId: null, nodeId: -1 }
     assert.equal(hex(encode('ApiVersionsRequest', 3, m)), '03616201' + '00')
     assert.deepStrictEqual(gen.decodeApiVersionsRequest(new Reader(Buffer.from('0361620100', 'hex')), 3), m)
   })
@@ -491,9 +473,10 @@ describe('API registry', () => {
     assert.equal(gen.ApiKey.Produce, 0)
     assert.deepStrictEqual(
       [produce.name, produce.minVersion, produce.maxVersion, produce.flexibleMinVersion],
-      ['Produce', 0, 11, 9],
+      ['Produce', 0, 13, 9],
     )
-    assert.deepStrictEqual(produce.deprecatedVersions, { min: 0, max: 6 })
+    // v0-2: the versions Kafka 4 removed (KIP-896), generated from the 3.9 definitions.
+    assert.deepStrictEqual(produce.deprecatedVersions, { min: 0, max: 2 })
     assert.equal(produce.requestHeaderVersion(8), 1)
     assert.equal(produce.requestHeaderVersion(9), 2)
     assert.equal(produce.responseHeaderVersion(8), 0)

@@ -115,7 +115,7 @@ describe('bad input', () => {
       assert.equal(body.errorCode, ErrorCode.UNSUPPORTED_VERSION)
       assert.deepEqual(
         body.apiKeys.map((k) => [k.apiKey, k.minVersion, k.maxVersion]),
-        [[ApiKey.ApiVersions, 0, 4]],
+        [[ApiKey.ApiVersions, 0, 5]],
       )
       assert.equal(r.remaining, 0)
     } finally {

@@ -94,7 +94,7 @@ describe('codecs loaded on first use', () => {
     assert.equal(advertised.errorCode, ErrorCode.NONE)
     const describeGroups = advertised.apiKeys.find((k) => k.apiKey === ApiKey.DescribeGroups)
     assert.ok(describeGroups, 'ApiVersions advertises APIs whose codecs are not loaded')
-    assert.equal(describeGroups.maxVersion, apis.get(ApiKey.DescribeGroups)!.maxVersion)
+    assert.ok(describeGroups.maxVersion <= apis.get(ApiKey.DescribeGroups)!.maxVersion)
     assert.equal(apiCodec(ApiKey.DescribeGroups), undefined, 'advertising loads no codec')
 
     const groupsReader = new Reader(groups)

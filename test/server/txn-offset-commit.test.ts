@@ -46,7 +46,7 @@ test('TxnOffsetCommit: verified against the transaction, pending until the COMMI
             groupId: 'g',
             producerId,
             producerEpoch: epoch,
-            generationId: -1,
+            generationIdOrMemberEpoch: -1,
             memberId: '',
             groupInstanceId: null,
             topics: [

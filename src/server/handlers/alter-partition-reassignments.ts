@@ -31,6 +31,7 @@ export const alterPartitionReassignmentsHandler: ApiHandler<
         throttleTimeMs: 0,
         errorCode: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
         errorMessage: 'Cluster authorization failed.',
+        allowReplicationFactorChange: request.allowReplicationFactorChange,
         responses: request.topics.map((t) => ({
           name: t.name,
           partitions: t.partitions.map((p) => ({
@@ -45,6 +46,7 @@ export const alterPartitionReassignmentsHandler: ApiHandler<
       throttleTimeMs: 0,
       errorCode: ErrorCode.NONE,
       errorMessage: null,
+      allowReplicationFactorChange: request.allowReplicationFactorChange,
       responses: outcomes.map(({ topic, partitions }) => ({
         name: topic,
         partitions: partitions.map(({ partition, errorCode, errorMessage }) => ({

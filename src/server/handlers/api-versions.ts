@@ -1,29 +1,59 @@
 /**
  * ApiVersions (key 18).
- * Behavior: lists exactly the api keys and version ranges this broker serves. A request of
- * a version above ours never reaches this handler: the connection answers it in the v0
- * shape with UNSUPPORTED_VERSION (see Connection.answerUnsupportedApiVersions).
+ * Behavior: lists exactly the api keys and version ranges this broker serves, and from v3
+ * the feature levels of src/server/features.ts. A request of a version above ours never
+ * reaches this handler: the connection answers it in the v0 shape with UNSUPPORTED_VERSION
+ * (see Connection.answerUnsupportedApiVersions).
  * Version notes: v1 adds throttle time; v3 is flexible, carries the client's software name
- * and version, and adds feature tags (tidelog advertises no features).
+ * and version, and adds the features (supported features with a minimum of 0 only from v4,
+ * KAFKA-17011); v5 (KIP-1242) carries the cluster id and node id the client meant to reach:
+ * both or neither (else INVALID_REQUEST), and REBOOTSTRAP_REQUIRED when they are not this
+ * broker's, with no api keys and no features, as Kafka 4.4 answers.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { defaultApiVersionsResponse } from '../../protocol/generated/api-versions-response.js'
 import { ApiKey, type ApiVersionsRequest, type ApiVersionsResponse } from '../../protocol/generated/index.js'
+import { FINALIZED_FEATURES, FINALIZED_FEATURES_EPOCH, supportedFeaturesFor } from '../features.js'
+import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
 export const apiVersionsHandler: ApiHandler<ApiVersionsRequest, ApiVersionsResponse> = {
   apiKey: ApiKey.ApiVersions,
   minVersion: 0,
-  maxVersion: 4,
+  maxVersion: 5,
   handle(context, request) {
+    const version = context.apiVersion
     // KIP-511: what the client says it is, kept for client telemetry's labels and matching.
-    if (context.apiVersion >= 3) {
+    if (version >= 3) {
       context.connection.setClientSoftware(request.clientSoftwareName, request.clientSoftwareVersion)
     }
+    const misrouted = version >= 5 ? targetError(context, request) : ErrorCode.NONE
+    if (misrouted !== ErrorCode.NONE) return { ...defaultApiVersionsResponse(), errorCode: misrouted }
     return {
       ...defaultApiVersionsResponse(),
       errorCode: ErrorCode.NONE,
       apiKeys: context.broker.apiVersionRanges(),
+      ...(version >= 3 && {
+        supportedFeatures: supportedFeaturesFor(version).map((f) => ({ ...f })),
+        finalizedFeaturesEpoch: FINALIZED_FEATURES_EPOCH,
+        finalizedFeatures: FINALIZED_FEATURES.map((f) => ({
+          name: f.name,
+          maxVersionLevel: f.level,
+          minVersionLevel: f.level,
+        })),
+      }),
     }
   },
+}
+
+/** v5: the node the client meant to reach, checked against this one (KIP-1242). */
+function targetError(context: RequestContext, request: ApiVersionsRequest): number {
+  const hasCluster = request.clusterId !== null
+  const hasNode = request.nodeId >= 0
+  if (!hasCluster && !hasNode) return ErrorCode.NONE
+  if (hasCluster !== hasNode) return ErrorCode.INVALID_REQUEST
+  const here = context.broker.metadataImage().clusterId
+  return request.clusterId === here && request.nodeId === context.broker.nodeId
+    ? ErrorCode.NONE
+    : ErrorCode.REBOOTSTRAP_REQUIRED
 }

@@ -4,7 +4,7 @@
  * coordinates, with each member's current and target assignment (topic ids and names).
  * A classic or unknown group answers GROUP_ID_NOT_FOUND, as Kafka.
  * Authorization: DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for that group).
- * Version notes: v0 only (Kafka 3.9; 4.0's v1 adds the member type). Authorized operations
+ * Version notes: v1 (KIP-1099) adds the member type: consumer for every tidelog member. Authorized operations
  * are not computed: Kafka's "omitted" value.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
@@ -17,6 +17,8 @@ import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { ApiHandler } from './registry.js'
 
 const AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+/** ConsumerGroupDescribe v1's MemberType of a member that joined with ConsumerGroupHeartbeat. */
+const MEMBER_TYPE_CONSUMER = 1
 
 /** A refused group's entry: no state, no members. */
 const DENIED = {
@@ -34,7 +36,7 @@ export const consumerGroupDescribeHandler: ApiHandler<
 > = {
   apiKey: ApiKey.ConsumerGroupDescribe,
   minVersion: 0,
-  maxVersion: 0,
+  maxVersion: 1,
   handle(context, request) {
     const groups = request.groupIds.map((groupId) => {
       if (!context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, groupId))
@@ -62,6 +64,8 @@ export const consumerGroupDescribeHandler: ApiHandler<
           clientHost: m.clientHost,
           subscribedTopicNames: m.subscribedTopicNames,
           subscribedTopicRegex: m.subscribedTopicRegex,
+          // v1 (KIP-1099): every member of a tidelog consumer group speaks the consumer protocol.
+          memberType: MEMBER_TYPE_CONSUMER,
           assignment: { topicPartitions: m.assignment },
           targetAssignment: { topicPartitions: m.targetAssignment },
         })),

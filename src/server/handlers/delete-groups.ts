@@ -3,7 +3,7 @@
  * Behavior: deletes empty groups (NON_EMPTY_GROUP otherwise, GROUP_ID_NOT_FOUND when
  * unknown) with tombstones for their offsets and metadata, answered once committed.
  * Authorization: DELETE on the group, else GROUP_AUTHORIZATION_FAILED.
- * Version notes: v2+ flexible.
+ * Version notes: v2+ flexible; v3 a per-group error message (null: tidelog gives the code only).
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
@@ -17,7 +17,7 @@ import type { ApiHandler } from './registry.js'
 export const deleteGroupsHandler: ApiHandler<DeleteGroupsRequest, DeleteGroupsResponse> = {
   apiKey: ApiKey.DeleteGroups,
   minVersion: 0,
-  maxVersion: 2,
+  maxVersion: 3,
   async handle(context, request) {
     const results = await Promise.all(
       request.groupsNames.map(async (groupId) => ({
@@ -25,6 +25,7 @@ export const deleteGroupsHandler: ApiHandler<DeleteGroupsRequest, DeleteGroupsRe
         errorCode: context.authorize(AclOperation.DELETE, ResourceType.GROUP, groupId)
           ? await context.broker.groupCoordinator.deleteGroup(groupId)
           : ErrorCode.GROUP_AUTHORIZATION_FAILED,
+        errorMessage: null,
       })),
     )
     return { throttleTimeMs: 0, results }

@@ -3,7 +3,9 @@
  * Behavior: the registered brokers, the controller id and the cluster id, from the
  * metadata image. tidelog's brokers are BROKERS endpoints: a request for CONTROLLERS gets
  * MISMATCHED_ENDPOINT_TYPE, any other type UNSUPPORTED_ENDPOINT_TYPE.
- * Version notes: v0 flexible; v1 adds endpointType (request and response).
+ * Version notes: v0 flexible; v1 adds endpointType (request and response); v2 (KIP-1073)
+ * includeFencedBrokers and isFenced: every broker in tidelog's image is registered and
+ * unfenced, so the flag changes nothing and isFenced is false.
  * clusterAuthorizedOperations is Kafka's "omitted" sentinel unless asked for; when asked,
  * the cluster operations the principal may do (every one without an authorizer), or 0 for
  * a principal without DESCRIBE on the cluster, as Kafka answers (no error).
@@ -25,7 +27,7 @@ const AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 export const describeClusterHandler: ApiHandler<DescribeClusterRequest, DescribeClusterResponse> = {
   apiKey: ApiKey.DescribeCluster,
   minVersion: 0,
-  maxVersion: 1,
+  maxVersion: 2,
   handle(context, request) {
     const image = context.broker.metadataImage()
     const base = {
@@ -54,7 +56,7 @@ export const describeClusterHandler: ApiHandler<DescribeClusterRequest, Describe
       brokers: [...image.brokers.values()].flatMap((b) => {
         const endpoint = endpointFor(b, context.connection.listenerName)
         return endpoint
-          ? [{ brokerId: b.nodeId, host: endpoint.host, port: endpoint.port, rack: b.rack }]
+          ? [{ brokerId: b.nodeId, host: endpoint.host, port: endpoint.port, rack: b.rack, isFenced: false }]
           : []
       }),
       // Kafka: 0 for a principal that may not describe the cluster, not an error.

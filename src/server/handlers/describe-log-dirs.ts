@@ -5,7 +5,8 @@
  * leader: 0), optionally filtered by topic and partition. Offline directories carry
  * KAFKA_STORAGE_ERROR.
  * Authorization: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED (v3+; v0-v2 get no dirs).
- * Version notes: v2+ flexible, v3 top-level error code, v4 total and usable bytes.
+ * Version notes: v2+ flexible, v3 top-level error code, v4 total and usable bytes, v5
+ * isCordoned (KIP-1066; tidelog never cordons a directory).
  */
 import { dirname, resolve } from 'node:path'
 import type { FileSystem } from '../../common/file-system.js'
@@ -24,7 +25,7 @@ import type { ApiHandler } from './registry.js'
 export const describeLogDirsHandler: ApiHandler<DescribeLogDirsRequest, DescribeLogDirsResponse> = {
   apiKey: ApiKey.DescribeLogDirs,
   minVersion: 0,
-  maxVersion: 4,
+  maxVersion: 5,
   async handle(context, request) {
     if (!context.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME))
       return { throttleTimeMs: 0, errorCode: ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results: [] }
@@ -45,6 +46,8 @@ export const describeLogDirsHandler: ApiHandler<DescribeLogDirsRequest, Describe
         topics: groupTopics(partitions),
         totalBytes: space.totalBytes,
         usableBytes: space.usableBytes,
+        // v5 (KIP-1066): tidelog has no cordoned log directories.
+        isCordoned: false,
       })
     }
     return { throttleTimeMs: 0, errorCode: ErrorCode.NONE, results }

@@ -10,6 +10,7 @@
  * v4 adds TRANSACTION_ABORTABLE, which tidelog does not return.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
+import { defaultEndTxnResponse } from '../../protocol/generated/end-txn-response.js'
 import { ApiKey, type EndTxnRequest, type EndTxnResponse } from '../../protocol/generated/index.js'
 import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { ApiHandler } from './registry.js'
@@ -20,7 +21,7 @@ export const endTxnHandler: ApiHandler<EndTxnRequest, EndTxnResponse> = {
   maxVersion: 4,
   async handle(context, request) {
     if (!context.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactionalId))
-      return { throttleTimeMs: 0, errorCode: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED }
+      return { ...defaultEndTxnResponse(), errorCode: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED }
     const errorCode = await context.broker.transactionCoordinator.endTransaction(
       request.transactionalId,
       request.producerId,
@@ -28,7 +29,7 @@ export const endTxnHandler: ApiHandler<EndTxnRequest, EndTxnResponse> = {
       request.committed ? 'commit' : 'abort',
     )
     return {
-      throttleTimeMs: 0,
+      ...defaultEndTxnResponse(),
       errorCode:
         errorCode === ErrorCode.PRODUCER_FENCED && context.apiVersion < 2
           ? ErrorCode.INVALID_PRODUCER_EPOCH

@@ -17,7 +17,8 @@
  * a replica in the consumer's rack and reads nothing for it; any v11+ consumer fetch may be
  * served by a follower, up to its high watermark), v12+ flexible with diverging epoch tags, v13 topic ids
  * instead of names, v15 replica state instead of replicaId: a follower fetch with a broker
- * epoch older than its registration's comes from a fenced incarnation (NOT_LEADER_OR_FOLLOWER).
+ * epoch older than its registration's comes from a fenced incarnation (NOT_LEADER_OR_FOLLOWER);
+ * v18 (KIP-1166) lets a follower send its high watermark, a tagged field tidelog ignores.
  */
 
 import { topicById } from '../../metadata/cluster-image.js'
@@ -64,7 +65,7 @@ interface FetchTarget {
 export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
   apiKey: ApiKey.Fetch,
   minVersion: 0,
-  maxVersion: 17,
+  maxVersion: 18,
   async handle(context, request) {
     const version = context.apiVersion
     const replicaId = version >= 15 ? request.replicaState.replicaId : request.replicaId

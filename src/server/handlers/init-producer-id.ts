@@ -20,6 +20,7 @@ import {
   type InitProducerIdRequest,
   type InitProducerIdResponse,
 } from '../../protocol/generated/index.js'
+import { defaultInitProducerIdResponse } from '../../protocol/generated/init-producer-id-response.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
 import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
@@ -51,11 +52,11 @@ export const initProducerIdHandler: ApiHandler<InitProducerIdRequest, InitProduc
         result.errorCode === ErrorCode.PRODUCER_FENCED && context.apiVersion < 4
           ? ErrorCode.INVALID_PRODUCER_EPOCH
           : result.errorCode
-      return { throttleTimeMs: 0, ...result, errorCode }
+      return { ...defaultInitProducerIdResponse(), ...result, errorCode }
     }
     try {
       const producerId = await context.broker.producerIdManager.generateProducerId()
-      return { throttleTimeMs: 0, errorCode: ErrorCode.NONE, producerId, producerEpoch: 0 }
+      return { ...defaultInitProducerIdResponse(), errorCode: ErrorCode.NONE, producerId, producerEpoch: 0 }
     } catch (error) {
       context.broker.logger.warn({ err: error }, 'InitProducerId: no producer id available')
       // Store unavailable or contended: a retriable answer, as Kafka's while a block is pending.
@@ -88,5 +89,10 @@ function refusal(request: InitProducerIdRequest): number | null {
 }
 
 function failure(errorCode: number): InitProducerIdResponse {
-  return { throttleTimeMs: 0, errorCode, producerId: NO_PRODUCER_ID, producerEpoch: NO_PRODUCER_EPOCH }
+  return {
+    ...defaultInitProducerIdResponse(),
+    errorCode,
+    producerId: NO_PRODUCER_ID,
+    producerEpoch: NO_PRODUCER_EPOCH,
+  }
 }

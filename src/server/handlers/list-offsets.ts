@@ -12,7 +12,9 @@
  * Authorization: DESCRIBE on the topic, else TOPIC_AUTHORIZATION_FAILED for its partitions.
  * Version notes: v0 answers with a list of offsets (maxNumOffsets), v1+ with one offset
  * and its timestamp; v2 adds isolation level, v4 current leader epoch (fencing) and the
- * answer's leader epoch, v6+ flexible, v7 MAX_TIMESTAMP, v8 EARLIEST_LOCAL, v9 LATEST_TIERED.
+ * answer's leader epoch, v6+ flexible, v7 MAX_TIMESTAMP, v8 EARLIEST_LOCAL, v9 LATEST_TIERED,
+ * v10 a timeout for remote offsets (KIP-1075; tidelog has no remote storage, so nothing
+ * waits), v11 EARLIEST_PENDING_UPLOAD (-6), which without tiered storage finds nothing.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
@@ -32,6 +34,8 @@ const EARLIEST = -2
 const MAX_TIMESTAMP = -3
 const EARLIEST_LOCAL = -4
 const LATEST_TIERED = -5
+/** v11 (KIP-1023): the first offset not yet in remote storage; tidelog has none, as LATEST_TIERED. */
+const EARLIEST_PENDING_UPLOAD = -6
 
 interface Found {
   readonly offset: number
@@ -44,7 +48,7 @@ const NOT_FOUND: Found = { offset: -1, timestamp: -1, leaderEpoch: -1 }
 export const listOffsetsHandler: ApiHandler<ListOffsetsRequest, ListOffsetsResponse> = {
   apiKey: ApiKey.ListOffsets,
   minVersion: 0,
-  maxVersion: 9,
+  maxVersion: 11,
   async handle(context, request) {
     const duplicates = duplicatePartitions(request)
     const answered = new Set<string>()
@@ -161,6 +165,7 @@ async function lookup(
         : NOT_FOUND
     }
     case LATEST_TIERED:
+    case EARLIEST_PENDING_UPLOAD:
       return NOT_FOUND
     default: {
       const found = await log.offsetForTimestamp(timestamp)

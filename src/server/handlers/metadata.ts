@@ -17,7 +17,8 @@
  * Version notes: v0 treats an empty topic list as "all topics"; v1+ uses null for all and
  * empty for none (librdkafka's brokers-only request). v1 adds racks and controller id, v2
  * the cluster id, v4 allowAutoTopicCreation, v5 offline replicas, v7 leader epochs, v8-v10
- * authorized operations, v10 topic ids (and lookup by id), v9+ flexible.
+ * authorized operations, v10 topic ids (and lookup by id), v9+ flexible, v13 a top-level
+ * error code (KIP-1102's REBOOTSTRAP_REQUIRED; tidelog always answers NONE).
  */
 import {
   type ClusterImage,
@@ -50,7 +51,7 @@ const AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 export const metadataHandler: ApiHandler<MetadataRequest, MetadataResponse> = {
   apiKey: ApiKey.Metadata,
   minVersion: 0,
-  maxVersion: 12,
+  maxVersion: 13,
   async handle(context, request) {
     const wanted = requestedTopics(context.apiVersion, request)
     const denied = new Map<RequestedTopic, number>()
@@ -93,6 +94,8 @@ export const metadataHandler: ApiHandler<MetadataRequest, MetadataResponse> = {
         context.apiVersion >= 8 && context.apiVersion <= 10 && request.includeClusterAuthorizedOperations
           ? clusterOperations(context)
           : AUTHORIZED_OPERATIONS_OMITTED,
+      // v13 (KIP-1102): a top-level error, REBOOTSTRAP_REQUIRED in Kafka; tidelog has none to give.
+      errorCode: ErrorCode.NONE,
     }
   },
 }

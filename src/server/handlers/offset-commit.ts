@@ -9,31 +9,43 @@
  * Version notes: v0 has no generation or member; v1 a per-partition commit timestamp
  * (ignored); v2-4 retention time (an explicit expiry); v3 throttle time; v6 leader epoch;
  * v7 group instance id; v8+ flexible; v9 the member epoch of a KIP-848 consumer group in
- * generationIdOrMemberEpoch (STALE_MEMBER_EPOCH / FENCED_MEMBER_EPOCH when not current).
+ * generationIdOrMemberEpoch (STALE_MEMBER_EPOCH / FENCED_MEMBER_EPOCH when not current);
+ * v10 names topics by id (KIP-848): an id the metadata does not know gets UNKNOWN_TOPIC_ID.
  */
+
+import { topicById } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
   type OffsetCommitRequest,
   type OffsetCommitResponse,
 } from '../../protocol/generated/index.js'
+import { ZERO_UUID } from '../../protocol/primitives.js'
 import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { ApiHandler } from './registry.js'
 
 export const offsetCommitHandler: ApiHandler<OffsetCommitRequest, OffsetCommitResponse> = {
   apiKey: ApiKey.OffsetCommit,
   minVersion: 0,
-  maxVersion: 9,
+  maxVersion: 10,
   async handle(context, request) {
     const version = context.apiVersion
-    const partitions = request.topics.flatMap((t) =>
-      t.partitions.map((p) => ({
-        topic: t.name,
-        partition: p.partitionIndex,
-        offset: p.committedOffset,
-        leaderEpoch: version >= 6 ? p.committedLeaderEpoch : -1,
-        metadata: p.committedMetadata,
-      })),
+    const image = context.broker.metadataImage()
+    // v10 addresses topics by id; the group stores offsets by name, as Kafka's does.
+    const named = request.topics.map((t) => ({
+      request: t,
+      name: version >= 10 ? (topicById(image, t.topicId)?.name ?? null) : t.name,
+    }))
+    const partitions = named.flatMap(({ request: t, name }) =>
+      name === null
+        ? []
+        : t.partitions.map((p) => ({
+            topic: name,
+            partition: p.partitionIndex,
+            offset: p.committedOffset,
+            leaderEpoch: version >= 6 ? p.committedLeaderEpoch : -1,
+            metadata: p.committedMetadata,
+          })),
     )
     const key = (topic: string, partition: number) => `${topic}\u0000${partition}`
     const everyPartition = (code: number) => new Map(partitions.map((p) => [key(p.topic, p.partition), code]))
@@ -48,15 +60,17 @@ export const offsetCommitHandler: ApiHandler<OffsetCommitRequest, OffsetCommitRe
     }
     // As Kafka's KafkaApis: partitions the metadata lacks are answered before the group is
     // consulted (a missing group or a stale generation does not hide them).
-    const image = context.broker.metadataImage()
     const exists = (topic: string, partition: number) => {
       const known = image.topics.get(topic)
       return known !== undefined && partition >= 0 && partition < known.partitions.length
     }
     let codes: Map<string, number>
+    // A group-level error answers every partition, those of unknown topic ids too.
+    let groupError: number | null = null
     if (!context.authorize(AclOperation.READ, ResourceType.GROUP, request.groupId))
-      codes = everyPartition(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    else if (request.groupId === '') codes = everyPartition(ErrorCode.INVALID_GROUP_ID)
+      groupError = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    else if (request.groupId === '') groupError = ErrorCode.INVALID_GROUP_ID
+    if (groupError !== null) codes = everyPartition(groupError)
     else {
       const committable = partitions.filter((p) => mayRead(p.topic) && exists(p.topic, p.partition))
       const committed =
@@ -79,11 +93,15 @@ export const offsetCommitHandler: ApiHandler<OffsetCommitRequest, OffsetCommitRe
     }
     return {
       throttleTimeMs: 0,
-      topics: request.topics.map((t) => ({
+      topics: named.map(({ request: t, name }) => ({
         name: t.name,
+        topicId: version >= 10 ? t.topicId : ZERO_UUID,
         partitions: t.partitions.map((p) => ({
           partitionIndex: p.partitionIndex,
-          errorCode: codes.get(`${t.name}\u0000${p.partitionIndex}`) ?? ErrorCode.UNKNOWN_SERVER_ERROR,
+          errorCode:
+            name === null
+              ? (groupError ?? ErrorCode.UNKNOWN_TOPIC_ID)
+              : (codes.get(key(name, p.partitionIndex)) ?? ErrorCode.UNKNOWN_SERVER_ERROR),
         })),
       })),
     }

@@ -10,15 +10,23 @@
  * may not describe answer TOPIC_AUTHORIZATION_FAILED, or are left out when all are asked.
  * Version notes: v0-1 report errors per partition only; v2 null topics and a top-level
  * error; v3 throttle time; v5 leader epochs; v6+ flexible; v7 requireStable; v8+ a batch
- * of groups, each with its own error; v9 member id and epoch (KIP-848: STALE_MEMBER_EPOCH).
+ * of groups, each with its own error; v9 member id and epoch (KIP-848: STALE_MEMBER_EPOCH);
+ * v10 names topics by id both ways: an id the metadata does not know answers UNKNOWN_TOPIC_ID
+ * on its partitions, and a topic the metadata no longer has is left out of an all-topics answer.
  */
+
+import { topicById } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
   type OffsetFetchRequest,
+  type OffsetFetchRequestOffsetFetchRequestGroup,
   type OffsetFetchResponse,
+  type OffsetFetchResponseOffsetFetchResponseGroup,
   type OffsetFetchResponseOffsetFetchResponseTopic,
+  type OffsetFetchResponseOffsetFetchResponseTopics,
 } from '../../protocol/generated/index.js'
+import { ZERO_UUID } from '../../protocol/primitives.js'
 import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
@@ -28,7 +36,7 @@ type WantedTopics = { name: string; partitions: number[] }[] | null
 export const offsetFetchHandler: ApiHandler<OffsetFetchRequest, OffsetFetchResponse> = {
   apiKey: ApiKey.OffsetFetch,
   minVersion: 0,
-  maxVersion: 9,
+  maxVersion: 10,
   handle(context, request) {
     if (context.apiVersion >= 8) {
       const groups = request.groups.map((g) => {
@@ -37,8 +45,13 @@ export const offsetFetchHandler: ApiHandler<OffsetFetchRequest, OffsetFetchRespo
           context.apiVersion >= 9 && (g.memberId ?? '') !== ''
             ? { memberId: g.memberId ?? '', memberEpoch: g.memberEpoch }
             : null
+        if (context.apiVersion >= 10) return fetchGroupByTopicId(context, g, request.requireStable, member)
         const result = fetchGroup(context, g.groupId, toWanted(g.topics), request.requireStable, member)
-        return { groupId: g.groupId, errorCode: result.errorCode, topics: result.topics }
+        return {
+          groupId: g.groupId,
+          errorCode: result.errorCode,
+          topics: result.topics.map((t) => ({ ...t, topicId: ZERO_UUID })),
+        }
       })
       return { throttleTimeMs: 0, topics: [], errorCode: 0, groups }
     }
@@ -62,6 +75,43 @@ export const offsetFetchHandler: ApiHandler<OffsetFetchRequest, OffsetFetchRespo
           }))
     return { throttleTimeMs: 0, topics, errorCode: 0, groups: [] }
   },
+}
+
+/** v10: the group's topics by id; the coordinator keeps offsets by name, as Kafka's does. */
+function fetchGroupByTopicId(
+  context: RequestContext,
+  group: OffsetFetchRequestOffsetFetchRequestGroup,
+  requireStable: boolean,
+  member: { memberId: string; memberEpoch: number } | null,
+): OffsetFetchResponseOffsetFetchResponseGroup {
+  const image = context.broker.metadataImage()
+  const unknown: OffsetFetchResponseOffsetFetchResponseTopics[] = []
+  let wanted: WantedTopics = null
+  if (group.topics !== null) {
+    wanted = []
+    for (const t of group.topics) {
+      const name = topicById(image, t.topicId)?.name
+      if (name !== undefined) wanted.push({ name, partitions: t.partitionIndexes })
+      else
+        unknown.push({
+          name: '',
+          topicId: t.topicId,
+          partitions: t.partitionIndexes.map((partitionIndex) => ({
+            partitionIndex,
+            committedOffset: -1n,
+            committedLeaderEpoch: -1,
+            metadata: '',
+            errorCode: ErrorCode.UNKNOWN_TOPIC_ID,
+          })),
+        })
+    }
+  }
+  const result = fetchGroup(context, group.groupId, wanted, requireStable, member)
+  const topics = result.topics.flatMap((t) => {
+    const topicId = image.topics.get(t.name)?.topicId
+    return topicId === undefined ? [] : [{ ...t, topicId }]
+  })
+  return { groupId: group.groupId, errorCode: result.errorCode, topics: [...topics, ...unknown] }
 }
 
 function toWanted(topics: { name: string; partitionIndexes: number[] }[] | null): WantedTopics {

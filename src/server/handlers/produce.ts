@@ -38,6 +38,7 @@ import {
   type ProduceResponsePartitionProduceResponse,
   type ProduceResponseTopicProduceResponse,
 } from '../../protocol/generated/index.js'
+import { ZERO_UUID } from '../../protocol/primitives.js'
 import { MAGIC_V2 } from '../../protocol/record-batch.js'
 import { KafkaError, toErrorCode } from '../../replication/kafka-error.js'
 import type { Partition } from '../../replication/partition.js'
@@ -83,7 +84,12 @@ export const produceHandler: ApiHandler<ProduceRequest, ProduceResponse> = {
     })
     const responses: ProduceResponseTopicProduceResponse[] = []
     for (const topic of topics)
-      responses.push({ name: topic.name, partitionResponses: await Promise.all(topic.partitions) })
+      responses.push({
+        name: topic.name,
+        // v13 names topics by id; tidelog serves up to v11 (v12 means transaction version 2).
+        topicId: ZERO_UUID,
+        partitionResponses: await Promise.all(topic.partitions),
+      })
     if (acks === 0) {
       const failed = responses.some((t) => t.partitionResponses.some((p) => p.errorCode !== ErrorCode.NONE))
       if (failed)

@@ -23,6 +23,7 @@ import {
   type TxnOffsetCommitRequest,
   type TxnOffsetCommitResponse,
 } from '../../protocol/generated/index.js'
+import { ZERO_UUID } from '../../protocol/primitives.js'
 import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
@@ -68,7 +69,7 @@ export const txnOffsetCommitHandler: ApiHandler<TxnOffsetCommitRequest, TxnOffse
                 producerEpoch: request.producerEpoch,
                 memberId: version >= 3 ? request.memberId : '',
                 groupInstanceId: version >= 3 ? request.groupInstanceId : null,
-                generationId: version >= 3 ? request.generationId : -1,
+                generationId: version >= 3 ? request.generationIdOrMemberEpoch : -1,
                 partitions: partitions.filter((p) => readable.has(p.topic)),
               })
             ).partitions,
@@ -81,6 +82,8 @@ export const txnOffsetCommitHandler: ApiHandler<TxnOffsetCommitRequest, TxnOffse
       throttleTimeMs: 0,
       topics: request.topics.map((t) => ({
         name: t.name,
+        // v6 names topics by id; tidelog serves up to v4.
+        topicId: ZERO_UUID,
         partitions: t.partitions.map((p) => ({
           partitionIndex: p.partitionIndex,
           errorCode: codes.get(`${t.name}\u0000${p.partitionIndex}`) ?? ErrorCode.UNKNOWN_SERVER_ERROR,
