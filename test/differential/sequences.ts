@@ -1104,6 +1104,8 @@ const scramSequence: Sequence = {
       apiKey: ApiKey.DescribeUserScramCredentials,
       body: () => ({ users: [] }),
     },
+  ],
+}
 
 /** The versions Kafka 4.x added (issue 33), each at its new version. */
 const KAFKA44_TOPIC = 'v44-a'
