@@ -9,7 +9,7 @@ import { DirectoryLockedError } from '../common/file-system.js'
 import type { MetadataStore, StoreLimits } from '../metadata/store/metadata-store.js'
 import { nodeNetwork } from '../runtime/node-network.js'
 import { parseProperties, storeLimitsFromProperties } from '../server/broker-config.js'
-import { type Cluster, startCluster } from '../server/cluster.js'
+import { type Cluster, startCluster, type WorkerCluster } from '../server/cluster.js'
 import { addressInUse, defaultPortOrFree, joinNegativeValues } from './default-ports.js'
 import { startHeapPolicy } from './heap-policy.js'
 
@@ -46,6 +46,8 @@ tidelog start options:
   --data-dir DIR      Data directory (default ./.tidelog-data), locked while in use:
                       a second start on it exits with status 1
   --brokers N         Brokers in this process (default 1)
+  --worker-threads    Each broker in a worker thread of its own (an event loop, and so
+                      a core, per broker; needs --brokers 2 or more)
   --http-port N       HTTP listener for /metrics, /healthz, /readyz and the console
                       (default 9644, or a free port when 9644 is taken or with --port 0;
                       broker i uses N + i; 0 picks a free port; -1 turns it off)
@@ -194,12 +196,19 @@ async function startCommand(args: readonly string[]): Promise<number> {
       'schema-registry-port': { type: 'string' },
       set: { type: 'string', multiple: true },
       secure: { type: 'boolean', default: false },
+      'worker-threads': { type: 'boolean', default: false },
     },
     strict: true,
   })
   const brokerCount = Number(values.brokers)
   if (!Number.isInteger(brokerCount) || brokerCount < 1)
     throw new TidelogError('ERR_USAGE', '--brokers must be >= 1')
+  const workerThreads = values['worker-threads']
+  if (workerThreads && brokerCount < 2)
+    throw new TidelogError('ERR_USAGE', '--worker-threads needs --brokers 2 or more')
+  // --secure adds its user through a broker object, which a broker thread does not share.
+  if (workerThreads && values.secure)
+    throw new TidelogError('ERR_USAGE', '--worker-threads and --secure do not go together yet')
   let port = values.port === undefined ? undefined : Number(values.port)
   if (port !== undefined && (!/^\d+$/.test(values.port!) || port > 65535))
     throw new TidelogError('ERR_USAGE', `--port expects 0..65535, got '${values.port}'`)
@@ -236,15 +245,20 @@ async function startCommand(args: readonly string[]): Promise<number> {
       `${values.secure ? 'https://' : ''}${host}:${registryPort}`,
     )
   const secure = values.secure ? await secureSetup(values['data-dir'], values.host, port, properties) : null
-  const cluster = await startCluster({
+  const options = {
     brokers: brokerCount,
     ...(values.host !== undefined && !secure ? { host: values.host } : {}),
     ...(port !== undefined && !secure ? { port } : {}),
     dataDir: values['data-dir'],
     properties,
-  })
+  }
+  const cluster: Cluster | WorkerCluster = workerThreads
+    ? await startCluster({ ...options, workerThreads: true })
+    : await startCluster(options)
   // Listening for signals before the banner: a SIGTERM right after it is a clean stop too.
-  const allStopped = Promise.all(cluster.brokers.map((broker) => broker.whenStopped()))
+  const allStopped = Promise.all(
+    cluster.brokers.map((broker: { whenStopped(): Promise<void> }) => broker.whenStopped()),
+  )
   const untilStop = untilSignalOr(allStopped)
   process.stdout.write(
     `tidelog started: ${cluster.brokers.length} broker(s), data in ${values['data-dir']}\n`,
@@ -252,7 +266,7 @@ async function startCommand(args: readonly string[]): Promise<number> {
   process.stdout.write(`bootstrap servers: ${cluster.bootstrapServers}\n`)
   if (secure) {
     const { addDevUser, writeClientProperties } = await import('./secure-dev.js')
-    await addDevUser(cluster, secure)
+    await addDevUser(cluster as Cluster, secure)
     const { file, text } = await writeClientProperties(secure)
     process.stdout.write(`SASL_SSL with SCRAM-SHA-512; client properties (also in ${file}):\n${text}`)
   }
@@ -335,8 +349,12 @@ async function brokerCommand(args: readonly string[]): Promise<number> {
  * supervisor's SIGKILL would come anyway; the logs recover at the next start as after a
  * crash (no clean-shutdown marker was written).
  */
-async function stopWithinTimeout(cluster: Cluster): Promise<number> {
-  const timeoutMs = cluster.brokers[0].config.values.get('tidelog.shutdown.timeout.ms') as number
+async function stopWithinTimeout(cluster: Cluster | WorkerCluster): Promise<number> {
+  const first = cluster.brokers[0]
+  const timeoutMs =
+    'config' in first
+      ? (first.config.values.get('tidelog.shutdown.timeout.ms') as number)
+      : first.shutdownTimeoutMs
   let timer: NodeJS.Timeout | undefined
   let onSignal: () => void = () => {}
   const forced = new Promise<string>((resolve) => {
@@ -374,10 +392,12 @@ async function connectMetadataStore(url: string, limits: StoreLimits): Promise<M
 }
 
 /** SIGHUP reloads every TLS key store and trust store (renewed certificates); returns the unsubscribe. */
-function reloadTlsOnHangup(brokers: readonly { reloadTls(): number }[]): () => void {
-  const onHangup = (): void => {
+function reloadTlsOnHangup(brokers: readonly { reloadTls(): number | Promise<number> }[]): () => void {
+  const onHangup = async (): Promise<void> => {
     try {
-      const reloaded = brokers.reduce((n, broker) => n + broker.reloadTls(), 0)
+      // A broker thread reloads in its own thread: its count comes back as a promise.
+      const counts = await Promise.all(brokers.map((broker) => broker.reloadTls()))
+      const reloaded = counts.reduce((n, count) => n + count, 0)
       process.stderr.write(`tidelog: reloaded ${reloaded} TLS key/trust store set(s)\n`)
     } catch (error) {
       process.stderr.write(
