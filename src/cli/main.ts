@@ -203,12 +203,7 @@ async function startCommand(args: readonly string[]): Promise<number> {
   const brokerCount = Number(values.brokers)
   if (!Number.isInteger(brokerCount) || brokerCount < 1)
     throw new TidelogError('ERR_USAGE', '--brokers must be >= 1')
-  const workerThreads = values['worker-threads']
-  if (workerThreads && brokerCount < 2)
-    throw new TidelogError('ERR_USAGE', '--worker-threads needs --brokers 2 or more')
-  // --secure adds its user through a broker object, which a broker thread does not share.
-  if (workerThreads && values.secure)
-    throw new TidelogError('ERR_USAGE', '--worker-threads and --secure do not go together yet')
+  checkWorkerThreadsFlag(values['worker-threads'], brokerCount, values.secure)
   let port = values.port === undefined ? undefined : Number(values.port)
   if (port !== undefined && (!/^\d+$/.test(values.port!) || port > 65535))
     throw new TidelogError('ERR_USAGE', `--port expects 0..65535, got '${values.port}'`)
@@ -252,14 +247,12 @@ async function startCommand(args: readonly string[]): Promise<number> {
     dataDir: values['data-dir'],
     properties,
   }
-  const cluster: Cluster | WorkerCluster = workerThreads
+  const cluster: Cluster | WorkerCluster = values['worker-threads']
     ? await startCluster({ ...options, workerThreads: true })
     : await startCluster(options)
+  const brokers: readonly StartedBroker[] = cluster.brokers
   // Listening for signals before the banner: a SIGTERM right after it is a clean stop too.
-  const allStopped = Promise.all(
-    cluster.brokers.map((broker: { whenStopped(): Promise<void> }) => broker.whenStopped()),
-  )
-  const untilStop = untilSignalOr(allStopped)
+  const untilStop = untilSignalOr(Promise.all(brokers.map((broker) => broker.whenStopped())))
   process.stdout.write(
     `tidelog started: ${cluster.brokers.length} broker(s), data in ${values['data-dir']}\n`,
   )
@@ -270,18 +263,39 @@ async function startCommand(args: readonly string[]): Promise<number> {
     const { file, text } = await writeClientProperties(secure)
     process.stdout.write(`SASL_SSL with SCRAM-SHA-512; client properties (also in ${file}):\n${text}`)
   }
-  for (const broker of cluster.brokers)
-    if (broker.httpUrl)
-      process.stdout.write(`broker ${broker.nodeId} console and metrics: ${broker.httpUrl}\n`)
-  for (const broker of cluster.brokers)
-    if (broker.schemaRegistryUrl)
-      process.stdout.write(`broker ${broker.nodeId} schema registry: ${broker.schemaRegistryUrl}\n`)
-  const stopReloading = reloadTlsOnHangup(cluster.brokers)
+  printBrokerUrls(brokers)
+  const stopReloading = reloadTlsOnHangup(brokers)
   const outcome = await untilStop
   stopReloading()
   if (outcome === 'stopped') return brokersStoppedThemselves()
   process.stdout.write('tidelog stopping\n')
   return stopWithinTimeout(cluster)
+}
+
+/** What `tidelog start` uses of a broker, in this thread (Broker) or in a worker thread (BrokerThread). */
+interface StartedBroker {
+  readonly nodeId: number
+  readonly httpUrl: string | null
+  readonly schemaRegistryUrl: string | null
+  whenStopped(): Promise<void>
+  reloadTls(): number | Promise<number>
+}
+
+function checkWorkerThreadsFlag(workerThreads: boolean, brokerCount: number, secure: boolean): void {
+  if (workerThreads && brokerCount < 2)
+    throw new TidelogError('ERR_USAGE', '--worker-threads needs --brokers 2 or more')
+  // --secure adds its user through a Broker object, which a broker thread does not share.
+  if (workerThreads && secure)
+    throw new TidelogError('ERR_USAGE', '--worker-threads and --secure do not go together yet')
+}
+
+function printBrokerUrls(brokers: readonly StartedBroker[]): void {
+  for (const broker of brokers)
+    if (broker.httpUrl)
+      process.stdout.write(`broker ${broker.nodeId} console and metrics: ${broker.httpUrl}\n`)
+  for (const broker of brokers)
+    if (broker.schemaRegistryUrl)
+      process.stdout.write(`broker ${broker.nodeId} schema registry: ${broker.schemaRegistryUrl}\n`)
 }
 
 /** --secure: the development CA, certificate and user, as broker properties over any --set. */
