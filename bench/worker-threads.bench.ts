@@ -148,6 +148,15 @@ async function main(): Promise<void> {
         `${of('cores').toFixed(2).padStart(6)}   ${of('p50Ms').toFixed(1)}/${of('p99Ms').toFixed(1)}/${of('p999Ms').toFixed(1)}`,
     )
   }
+  // Every round as measured: how far apart the rounds are says how much the medians mean.
+  console.log('\nrounds (MB/s, cores, p99 ms):')
+  for (const mode of modes)
+    console.log(
+      `${mode.padEnd(16)} ${results
+        .get(mode)!
+        .map((run) => `${run.mbPerSec.toFixed(1)}, ${run.cores.toFixed(2)}, ${run.p99Ms.toFixed(0)}`)
+        .join(' | ')}`,
+    )
 }
 
 await main()
