@@ -74,6 +74,9 @@ export class BrokerThread {
   private readonly stopped: Promise<void>
   private markStopped!: () => void
   private info: BrokerThreadInfo | null = null
+  /** The thread is ended on purpose (stop, or a fault API's kill, which lets its leases expire). */
+  private ending = false
+  private hasExited = false
 
   private constructor(
     private readonly worker: Worker,
@@ -85,6 +88,15 @@ export class BrokerThread {
     })
     this.exited = new Promise((resolve) => {
       worker.once('exit', () => {
+        this.hasExited = true
+        // A thread that ended on its own (an uncaught error) keeps no session alive: its
+        // leases end now, or its leaderships would stay with a broker that is gone.
+        if (!this.ending)
+          this.storeHost
+            .revokeLeases()
+            .catch((error: unknown) =>
+              this.logger.warn({ err: error }, "revoking a dead thread's leases failed"),
+            )
         this.storeHost.close()
         for (const pending of this.pending.values()) pending.reject(new Error('the broker thread exited'))
         this.pending.clear()
@@ -157,6 +169,7 @@ export class BrokerThread {
 
   /** Runs `op` (one the entry module serves) on the broker and returns its result. */
   call(op: string, args: unknown = null): Promise<unknown> {
+    if (this.hasExited) return Promise.reject(new Error('the broker thread has exited'))
     const callId = this.nextCallId++
     return new Promise((resolve, reject) => {
       this.pending.set(callId, { resolve, reject })
@@ -178,6 +191,7 @@ export class BrokerThread {
 
   /** Ends the thread now, whatever it was doing (as kill -9 ends a process). */
   async terminate(): Promise<void> {
+    this.ending = true
     await this.worker.terminate()
     await this.exited
   }
@@ -194,8 +208,12 @@ export class BrokerThread {
 
   private receive(message: FromWorker): void {
     if (message.t === 'log') this.log(message.line)
-    else if (message.t === 'stopped') this.markStopped()
-    else if (message.t === 'result' || message.t === 'error') {
+    else if (message.t === 'stopped') {
+      // A broker that stopped itself (a failed log dir) leaves nothing to run: its thread
+      // ends, as a process whose only broker stopped exits.
+      this.markStopped()
+      this.terminate().catch(() => undefined)
+    } else if (message.t === 'result' || message.t === 'error') {
       const pending = this.pending.get(message.callId)
       this.pending.delete(message.callId)
       if (message.t === 'result') pending?.resolve(message.value)

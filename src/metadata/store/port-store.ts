@@ -114,6 +114,11 @@ export class StoreHost {
     return [...this.leases.keys()]
   }
 
+  /** Ends every lease the worker still holds (a thread that died on its own). */
+  async revokeLeases(): Promise<void> {
+    await Promise.all([...this.leases.values()].map((lease) => lease.revoke()))
+  }
+
   /** The worker is gone: its watches end; its leases stay, to expire or be revoked by the store. */
   close(): void {
     if (this.closed) return
