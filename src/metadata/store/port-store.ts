@@ -234,6 +234,7 @@ export class PortStoreClient implements MetadataStore {
   private readonly lostEarly = new Set<string>()
   private nextCallId = 1
   private nextWatchId = 1
+  private closed = false
 
   constructor(
     private readonly port: StorePort,
@@ -294,8 +295,24 @@ export class PortStoreClient implements MetadataStore {
     return { lost, resign: async () => void (await this.call({ op: 'resign', leadershipId })) }
   }
 
-  /** The store is the main thread's: closing a broker's view of it closes nothing there. */
-  async close(): Promise<void> {}
+  /**
+   * Closes this view of the store, not the main thread's store: calls fail with
+   * STORE_CLOSED from now on, watches end, and the leases and leaderships held through it
+   * count as lost (in the store they run out one TTL later, as an etcd client's do).
+   */
+  async close(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    const error = new MetadataStoreError('STORE_CLOSED', 'store closed')
+    for (const pending of this.pending.values()) pending.reject(error)
+    this.pending.clear()
+    for (const watch of this.watches.values()) watch.onError?.(error)
+    this.watches.clear()
+    for (const resolve of [...this.leaseLost.values(), ...this.leadershipLost.values()]) resolve()
+    this.leaseLost.clear()
+    this.leadershipLost.clear()
+    this.port.close()
+  }
 
   private onLost<K>(waiting: Map<K, () => void>, id: K, name: string, resolve: () => void): void {
     if (this.lostEarly.delete(name)) resolve()
@@ -310,6 +327,7 @@ export class PortStoreClient implements MetadataStore {
   }
 
   private call(call: Call): Promise<unknown> {
+    if (this.closed) return Promise.reject(new MetadataStoreError('STORE_CLOSED', 'store closed'))
     const callId = this.nextCallId++
     return new Promise((resolve, reject) => {
       this.pending.set(callId, { resolve, reject })
@@ -318,7 +336,7 @@ export class PortStoreClient implements MetadataStore {
   }
 
   private post(message: ToHost): void {
-    this.port.postMessage(message)
+    if (!this.closed) this.port.postMessage(message)
   }
 
   private receive(message: ToClient): void {
