@@ -6,11 +6,18 @@
  *   // ... use cluster.bootstrapServers with any Kafka client ...
  *   await cluster.stop()
  */
-import { type Cluster, type StartClusterOptions, startCluster } from './server/cluster.js'
+import {
+  type Cluster,
+  type StartClusterOptions,
+  startCluster,
+  type WorkerCluster,
+  type WorkerClusterOptions,
+} from './server/cluster.js'
 
 export { DirectoryLockedError } from './common/file-system.js'
+export type { BrokerThread } from './runtime/broker-thread.js'
 export { Broker } from './server/broker.js'
-export type { Cluster, StartClusterOptions }
+export type { Cluster, StartClusterOptions, WorkerCluster, WorkerClusterOptions }
 export { startCluster }
 
 /**

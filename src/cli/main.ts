@@ -9,7 +9,7 @@ import { DirectoryLockedError } from '../common/file-system.js'
 import type { MetadataStore, StoreLimits } from '../metadata/store/metadata-store.js'
 import { nodeNetwork } from '../runtime/node-network.js'
 import { parseProperties, storeLimitsFromProperties } from '../server/broker-config.js'
-import { type Cluster, startCluster } from '../server/cluster.js'
+import { type Cluster, startCluster, type WorkerCluster } from '../server/cluster.js'
 import { addressInUse, defaultPortOrFree, joinNegativeValues } from './default-ports.js'
 import { startHeapPolicy } from './heap-policy.js'
 
@@ -47,6 +47,8 @@ tidelog start options:
   --data-dir DIR      Data directory (default ./.tidelog-data), locked while in use:
                       a second start on it exits with status 1
   --brokers N         Brokers in this process (default 1)
+  --worker-threads    Each broker in a worker thread of its own (an event loop, and so
+                      a core, per broker; needs --brokers 2 or more)
   --http-port N       HTTP listener for /metrics, /healthz, /readyz and the console
                       (default 9644, or a free port when 9644 is taken or with --port 0;
                       broker i uses N + i; 0 picks a free port; -1 turns it off)
@@ -198,12 +200,14 @@ async function startCommand(args: readonly string[]): Promise<number> {
       'schema-registry-port': { type: 'string' },
       set: { type: 'string', multiple: true },
       secure: { type: 'boolean', default: false },
+      'worker-threads': { type: 'boolean', default: false },
     },
     strict: true,
   })
   const brokerCount = Number(values.brokers)
   if (!Number.isInteger(brokerCount) || brokerCount < 1)
     throw new TidelogError('ERR_USAGE', '--brokers must be >= 1')
+  checkWorkerThreadsFlag(values['worker-threads'], brokerCount, values.secure)
   let port = values.port === undefined ? undefined : Number(values.port)
   if (port !== undefined && (!/^\d+$/.test(values.port!) || port > 65535))
     throw new TidelogError('ERR_USAGE', `--port expects 0..65535, got '${values.port}'`)
@@ -240,38 +244,62 @@ async function startCommand(args: readonly string[]): Promise<number> {
       `${values.secure ? 'https://' : ''}${host}:${registryPort}`,
     )
   const secure = values.secure ? await secureSetup(values['data-dir'], values.host, port, properties) : null
-  const cluster = await startCluster({
+  const options = {
     brokers: brokerCount,
     ...(values.host !== undefined && !secure ? { host: values.host } : {}),
     ...(port !== undefined && !secure ? { port } : {}),
     dataDir: values['data-dir'],
     properties,
-  })
+  }
+  const cluster: Cluster | WorkerCluster = values['worker-threads']
+    ? await startCluster({ ...options, workerThreads: true })
+    : await startCluster(options)
+  const brokers: readonly StartedBroker[] = cluster.brokers
   // Listening for signals before the banner: a SIGTERM right after it is a clean stop too.
-  const allStopped = Promise.all(cluster.brokers.map((broker) => broker.whenStopped()))
-  const untilStop = untilSignalOr(allStopped)
+  const untilStop = untilSignalOr(Promise.all(brokers.map((broker) => broker.whenStopped())))
   process.stdout.write(
     `tidelog started: ${cluster.brokers.length} broker(s), data in ${values['data-dir']}\n`,
   )
   process.stdout.write(`bootstrap servers: ${cluster.bootstrapServers}\n`)
   if (secure) {
     const { addDevUser, writeClientProperties } = await import('./secure-dev.js')
-    await addDevUser(cluster, secure)
+    await addDevUser(cluster as Cluster, secure)
     const { file, text } = await writeClientProperties(secure)
     process.stdout.write(`SASL_SSL with SCRAM-SHA-512; client properties (also in ${file}):\n${text}`)
   }
-  for (const broker of cluster.brokers)
-    if (broker.httpUrl)
-      process.stdout.write(`broker ${broker.nodeId} console and metrics: ${broker.httpUrl}\n`)
-  for (const broker of cluster.brokers)
-    if (broker.schemaRegistryUrl)
-      process.stdout.write(`broker ${broker.nodeId} schema registry: ${broker.schemaRegistryUrl}\n`)
-  const stopReloading = reloadTlsOnHangup(cluster.brokers)
+  printBrokerUrls(brokers)
+  const stopReloading = reloadTlsOnHangup(brokers)
   const outcome = await untilStop
   stopReloading()
   if (outcome === 'stopped') return brokersStoppedThemselves()
   process.stdout.write('tidelog stopping\n')
   return stopWithinTimeout(cluster)
+}
+
+/** What `tidelog start` uses of a broker, in this thread (Broker) or in a worker thread (BrokerThread). */
+interface StartedBroker {
+  readonly nodeId: number
+  readonly httpUrl: string | null
+  readonly schemaRegistryUrl: string | null
+  whenStopped(): Promise<void>
+  reloadTls(): number | Promise<number>
+}
+
+function checkWorkerThreadsFlag(workerThreads: boolean, brokerCount: number, secure: boolean): void {
+  if (workerThreads && brokerCount < 2)
+    throw new TidelogError('ERR_USAGE', '--worker-threads needs --brokers 2 or more')
+  // --secure adds its user through a Broker object, which a broker thread does not share.
+  if (workerThreads && secure)
+    throw new TidelogError('ERR_USAGE', '--worker-threads and --secure do not go together yet')
+}
+
+function printBrokerUrls(brokers: readonly StartedBroker[]): void {
+  for (const broker of brokers)
+    if (broker.httpUrl)
+      process.stdout.write(`broker ${broker.nodeId} console and metrics: ${broker.httpUrl}\n`)
+  for (const broker of brokers)
+    if (broker.schemaRegistryUrl)
+      process.stdout.write(`broker ${broker.nodeId} schema registry: ${broker.schemaRegistryUrl}\n`)
 }
 
 /** --secure: the development CA, certificate and user, as broker properties over any --set. */
@@ -339,8 +367,12 @@ async function brokerCommand(args: readonly string[]): Promise<number> {
  * supervisor's SIGKILL would come anyway; the logs recover at the next start as after a
  * crash (no clean-shutdown marker was written).
  */
-async function stopWithinTimeout(cluster: Cluster): Promise<number> {
-  const timeoutMs = cluster.brokers[0].config.values.get('tidelog.shutdown.timeout.ms') as number
+async function stopWithinTimeout(cluster: Cluster | WorkerCluster): Promise<number> {
+  const first = cluster.brokers[0]
+  const timeoutMs =
+    'config' in first
+      ? (first.config.values.get('tidelog.shutdown.timeout.ms') as number)
+      : first.shutdownTimeoutMs
   let timer: NodeJS.Timeout | undefined
   let onSignal: () => void = () => {}
   const forced = new Promise<string>((resolve) => {
@@ -378,10 +410,12 @@ async function connectMetadataStore(url: string, limits: StoreLimits): Promise<M
 }
 
 /** SIGHUP reloads every TLS key store and trust store (renewed certificates); returns the unsubscribe. */
-function reloadTlsOnHangup(brokers: readonly { reloadTls(): number }[]): () => void {
-  const onHangup = (): void => {
+function reloadTlsOnHangup(brokers: readonly { reloadTls(): number | Promise<number> }[]): () => void {
+  const onHangup = async (): Promise<void> => {
     try {
-      const reloaded = brokers.reduce((n, broker) => n + broker.reloadTls(), 0)
+      // A broker thread reloads in its own thread: its count comes back as a promise.
+      const counts = await Promise.all(brokers.map((broker) => broker.reloadTls()))
+      const reloaded = counts.reduce((n, count) => n + count, 0)
       process.stderr.write(`tidelog: reloaded ${reloaded} TLS key/trust store set(s)\n`)
     } catch (error) {
       process.stderr.write(

@@ -6,9 +6,10 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { systemClock } from '../common/clock.js'
 import { ConfigError } from '../common/errors.js'
-import type { Logger } from '../common/logger.js'
+import { createLogger, type Logger } from '../common/logger.js'
 import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import type { MetadataStore } from '../metadata/store/metadata-store.js'
+import { BrokerThread } from '../runtime/broker-thread.js'
 import { nodeFileSystem } from '../runtime/node-file-system.js'
 import { Broker } from './broker.js'
 import { brokerConfigFromProperties, parseListener, storeLimitsFromProperties } from './broker-config.js'
@@ -32,6 +33,23 @@ export interface StartClusterOptions {
   metadataStore?: MetadataStore
 }
 
+export interface WorkerClusterOptions extends StartClusterOptions {
+  /**
+   * Each broker in a worker thread of its own (at least 2 brokers): an event loop, and so a
+   * core, per broker instead of one for all. The store stays in this thread; `brokers` are
+   * then handles (BrokerThread), not Broker objects.
+   */
+  workerThreads: true
+}
+
+/** startCluster({ workerThreads: true }): brokers in worker threads. */
+export interface WorkerCluster {
+  readonly brokers: readonly BrokerThread[]
+  /** `host:port,host:port` for clients. */
+  readonly bootstrapServers: string
+  stop(): Promise<void>
+}
+
 export interface Cluster {
   readonly brokers: readonly Broker[]
   /** `host:port,host:port` for clients. */
@@ -39,9 +57,15 @@ export interface Cluster {
   stop(): Promise<void>
 }
 
-export async function startCluster(options: StartClusterOptions = {}): Promise<Cluster> {
+export function startCluster(options: WorkerClusterOptions): Promise<WorkerCluster>
+export function startCluster(options?: StartClusterOptions): Promise<Cluster>
+export async function startCluster(
+  options: StartClusterOptions & { workerThreads?: boolean } = {},
+): Promise<Cluster | WorkerCluster> {
   const brokerCount = options.brokers ?? 1
   if (!Number.isInteger(brokerCount) || brokerCount < 1) throw new Error('brokers must be a positive integer')
+  if (options.workerThreads === true && brokerCount < 2)
+    throw new ConfigError('workerThreads needs 2 brokers or more: one broker is one event loop either way')
   const properties = toMap(options.properties)
   checkListenerOptions(properties, options)
   const temporary = options.dataDir === undefined && !properties.has('log.dirs') && !properties.has('log.dir')
@@ -68,6 +92,8 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
       fs: nodeFileSystem,
       limits: storeLimitsFromProperties(properties),
     }))
+  if (options.workerThreads === true)
+    return startWorkerCluster(options, properties, root, store, temporary ? dataDir : undefined)
   const brokers: Broker[] = []
   try {
     for (let index = 0; index < brokerCount; index++) {
@@ -87,6 +113,53 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
 }
 
 const METADATA_FILE = '__tidelog_metadata.log'
+
+/** The brokers of startCluster, each in a worker thread of its own, on `store` (kept here). */
+async function startWorkerCluster(
+  options: StartClusterOptions,
+  properties: ReadonlyMap<string, string>,
+  root: string,
+  store: MetadataStore,
+  temporaryDir: string | undefined,
+): Promise<WorkerCluster> {
+  const logger = options.logger ?? createLogger('tidelog')
+  const entry = new URL('./broker-worker.js', import.meta.url)
+  const ownedStore = options.metadataStore ? null : store
+  const started = await Promise.allSettled(
+    Array.from({ length: options.brokers ?? 1 }, (_, index) => {
+      const brokerProperties = new Map(properties)
+      brokerProperties.set('node.id', String(index))
+      brokerProperties.set('log.dirs', join(root, `broker-${index}`))
+      setListener(brokerProperties, options, index)
+      return BrokerThread.spawn(
+        entry,
+        { nodeId: index, properties: [...brokerProperties], extra: null },
+        store,
+        logger,
+      )
+    }),
+  )
+  const brokers = started.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []))
+  const failed = started.find((result) => result.status === 'rejected')
+  if (failed !== undefined) {
+    for (const broker of brokers) await broker.stop()
+    await ownedStore?.close()
+    throw failed.reason
+  }
+  const ids = brokers.map((b) => b.nodeId)
+  if (!(await brokers[0].call('waitLeadersServing', { ids, timeoutMs: START_SERVING_WAIT_MS })))
+    logger.warn({ timeoutMs: START_SERVING_WAIT_MS }, 'started before every led partition was served')
+  return {
+    brokers,
+    bootstrapServers: brokers.map((b) => b.bootstrapServers).join(','),
+    async stop() {
+      // One at a time, as in one thread: each hands its leaderships to brokers still running.
+      for (const broker of brokers) await broker.stop()
+      await ownedStore?.close()
+      if (temporaryDir) await rm(temporaryDir, { recursive: true, force: true })
+    },
+  }
+}
 
 /** Refuses a `host` or `port` option that contradicts a configured `listeners`, before anything starts. */
 function checkListenerOptions(properties: ReadonlyMap<string, string>, options: StartClusterOptions): void {

@@ -15,7 +15,6 @@ import type {
   OpenFlags,
 } from '../common/file-system.js'
 import type { ByteStream, Network, NetworkListener } from '../common/network.js'
-import type { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import type {
   Leadership,
   Lease,
@@ -61,7 +60,7 @@ export class ProcessState {
   }
 
   pause(): void {
-    if (this.paused !== null || this.dead) return
+    if (this.paused !== null || this.isDead) return
     this.paused = new Promise<void>((resolve) => {
       this.resumePaused = resolve
     })
@@ -77,10 +76,10 @@ export class ProcessState {
   /** Runs `op` once the process runs; a dead process's call never settles, as a crashed one's. */
   async gate<T>(op: () => Promise<T>): Promise<T> {
     while (this.paused !== null) await this.paused
-    if (this.dead) return never<T>()
+    if (this.isDead) return never<T>()
     const result = await op()
     while (this.paused !== null) await this.paused
-    if (this.dead) return never<T>()
+    if (this.isDead) return never<T>()
     return result
   }
 }
@@ -408,6 +407,18 @@ export class FaultyNetwork implements Network {
   }
 }
 
+/** A store whose leases a test can stop keeping alive (EmbeddedStore's test hooks). */
+export interface KeepAliveControl {
+  suspendKeepAlive(leaseId: string): void
+  resumeKeepAlive(leaseId: string): void
+}
+
+/** No lease is kept alive here: a broker thread's leases live in the main thread's store, which the fault API suspends there. */
+export const keepAliveElsewhere: KeepAliveControl = {
+  suspendKeepAlive: () => undefined,
+  resumeKeepAlive: () => undefined,
+}
+
 /**
  * The shared store as one broker process sees it: a dead process's calls never settle and
  * its leases stop being kept alive (they expire one TTL later); a paused one's calls wait
@@ -424,8 +435,9 @@ export class ProcessStore implements MetadataStore {
   private readonly link = new ProcessState()
 
   constructor(
-    private readonly store: EmbeddedStore,
+    private readonly store: MetadataStore,
     private readonly process: ProcessState,
+    private readonly keepAlive: KeepAliveControl,
   ) {}
 
   private call<T>(op: () => Promise<T>): Promise<T> {
@@ -487,7 +499,7 @@ export class ProcessStore implements MetadataStore {
   suspendLeases(): void {
     for (const lease of this.leases) {
       try {
-        this.store.suspendKeepAlive(lease.id)
+        this.keepAlive.suspendKeepAlive(lease.id)
       } catch {
         // LEASE_NOT_FOUND: already ended.
       }
@@ -496,6 +508,6 @@ export class ProcessStore implements MetadataStore {
 
   /** A resumed process keeps its leases alive again (those that have not expired). */
   resumeLeases(): void {
-    for (const lease of this.leases) this.store.resumeKeepAlive(lease.id)
+    for (const lease of this.leases) this.keepAlive.resumeKeepAlive(lease.id)
   }
 }

@@ -23,6 +23,7 @@ import { systemRandom } from '../common/random.js'
 import type { ClusterImage, PartitionState } from '../metadata/cluster-image.js'
 import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { EmbeddedStore } from '../metadata/store/embedded-store.js'
+import { BrokerThread } from '../runtime/broker-thread.js'
 import { nodeFileSystem } from '../runtime/node-file-system.js'
 import { nodeNetwork } from '../runtime/node-network.js'
 import { Broker } from '../server/broker.js'
@@ -36,6 +37,8 @@ import {
   ProcessState,
   ProcessStore,
 } from './fault-parts.js'
+import { type Incarnation, LocalIncarnation, ThreadIncarnation } from './incarnations.js'
+import { newSharedLinkState, type SharedLinkState, SharedLinks, SharedProcessState } from './thread-parts.js'
 
 export type { LinkEnd } from './fault-parts.js'
 
@@ -64,6 +67,14 @@ export interface TestClusterOptions {
    * still under /schema-registry/ of an HTTP listener set in `properties`).
    */
   readonly schemaRegistry?: boolean
+  /**
+   * Each broker in a worker thread of its own, as brokers on their own machines run on cores
+   * of their own (the test's thread keeps the metadata store and the fault API). The fault
+   * API works the same, except `broker(id)`, which has no Broker object to give: a pause or
+   * a slow or full disk takes effect when the broker's thread reads the message (a kill, a
+   * cut link and isolate at once). Default false.
+   */
+  readonly workerThreads?: boolean
 }
 
 /** Properties that make a test cluster fail over in seconds, not Kafka's production minutes. */
@@ -73,14 +84,6 @@ const TEST_PROPERTIES: Readonly<Record<string, string>> = {
   'group.initial.rebalance.delay.ms': '0',
   'offsets.topic.replication.factor': '3',
   'replica.fetch.wait.max.ms': '100',
-}
-
-interface Incarnation {
-  readonly broker: Broker
-  readonly process: ProcessState
-  readonly fileSystem: FaultyFileSystem
-  readonly network: FaultyNetwork
-  readonly store: ProcessStore
 }
 
 class LinkTable implements Links {
@@ -122,7 +125,7 @@ class LinkTable implements Links {
     this.cut.add(`${from}>${to}`)
   }
 
-  heal(): void {
+  clear(): void {
     this.cut.clear()
     const healed = this.healed
     this.healed = null
@@ -134,7 +137,9 @@ export class TestCluster {
   private readonly running = new Map<number, Incarnation>()
   /** Per killed broker: its locks released, as the OS releases a dead process's (awaited by a restart). */
   private readonly exits = new Map<number, Promise<void>>()
-  private readonly links = new LinkTable()
+  private readonly links: LinkTable | SharedLinks
+  /** The links' shared buffers when the brokers run in worker threads; null in this thread. */
+  private readonly threadLinks: SharedLinkState | null
   private stopped = false
   /** The store's own state, followed without faults: what leaderOf and waitForIsr read. */
   private truth: ClusterMetadata | null = null
@@ -147,10 +152,11 @@ export class TestCluster {
     private readonly logger: Logger,
     private readonly clock: Clock,
     private readonly registryPorts: readonly number[] = [],
-  ) {}
-
-  /** HTTP listeners of killed brokers, closing: a restart waits for their ports. */
-  private readonly closingHttp = new Map<number, Promise<void>>()
+    workerThreads = false,
+  ) {
+    this.threadLinks = workerThreads ? newSharedLinkState(ports) : null
+    this.links = this.threadLinks ? new SharedLinks(this.threadLinks) : new LinkTable()
+  }
 
   /**
    * URL of the schema registry (`startCluster({ schemaRegistry: true })`) on the first
@@ -192,6 +198,7 @@ export class TestCluster {
       options.logger ?? silentLogger,
       systemClock,
       registryPorts,
+      options.workerThreads === true,
     )
     try {
       await Promise.all(ports.map((_, id) => cluster.startBroker(id)))
@@ -218,11 +225,14 @@ export class TestCluster {
     return this.ports.map((_, id) => id)
   }
 
-  /** The running broker `id` (throws when it is down). */
+  /** The running broker `id` (throws when it is down, or in a worker thread). */
   broker(id: number): Broker {
-    const incarnation = this.running.get(id)
-    if (!incarnation) throw new Error(`broker ${id} is not running`)
-    return incarnation.broker
+    const { broker } = this.incarnation(id)
+    if (broker === null)
+      throw new Error(
+        `broker ${id} runs in a worker thread (workerThreads: true): there is no Broker object here`,
+      )
+    return broker
   }
 
   isRunning(id: number): boolean {
@@ -238,15 +248,22 @@ export class TestCluster {
     properties.set('log.dirs', join(this.root, `broker-${id}`))
     properties.set('listeners', `PLAINTEXT://127.0.0.1:${this.ports[id]}`)
     if (this.registryPorts[id] !== undefined) {
-      await this.closingHttp.get(id)
-      this.closingHttp.delete(id)
       properties.set('tidelog.schema.registry.listener', `127.0.0.1:${this.registryPorts[id]}`)
     }
-    this.links.listeners.set(`127.0.0.1:${this.ports[id]}`, id)
+    this.running.set(
+      id,
+      this.threadLinks
+        ? await this.startThread(id, properties, this.threadLinks)
+        : await this.startLocal(id, properties, this.links as LinkTable),
+    )
+  }
+
+  private async startLocal(id: number, properties: ReadonlyMap<string, string>, links: LinkTable) {
+    links.listeners.set(`127.0.0.1:${this.ports[id]}`, id)
     const process = new ProcessState()
     const fileSystem = new FaultyFileSystem(nodeFileSystem, process, (ms) => sleep(ms))
-    const network = new FaultyNetwork(nodeNetwork, id, process, this.links)
-    const store = new ProcessStore(this.store, process)
+    const network = new FaultyNetwork(nodeNetwork, id, process, links)
+    const store = new ProcessStore(this.store, process, this.store)
     const broker = await Broker.start(brokerConfigFromProperties(properties), {
       clock: new ProcessClock(this.clock, process),
       random: systemRandom,
@@ -255,7 +272,20 @@ export class TestCluster {
       store,
       logger: this.logger.child({ broker: id }),
     })
-    this.running.set(id, { broker, process, fileSystem, network, store })
+    return new LocalIncarnation(broker, process, fileSystem, network, store, (error) =>
+      this.logger.warn({ err: error }, 'registry close failed'),
+    )
+  }
+
+  private async startThread(id: number, properties: ReadonlyMap<string, string>, links: SharedLinkState) {
+    SharedProcessState.setDead(links.dead, id, false)
+    const thread = await BrokerThread.spawn(
+      new URL('./broker-worker.js', import.meta.url),
+      { nodeId: id, properties: [...properties], extra: links },
+      this.store,
+      this.logger,
+    )
+    return new ThreadIncarnation(thread, id, this.store, links)
   }
 
   private incarnation(id: number): Incarnation {
@@ -271,26 +301,18 @@ export class TestCluster {
    * cache of a machine that is still up (see powerLoss).
    */
   kill(id: number): void {
-    const { broker, process, fileSystem, network, store } = this.incarnation(id)
+    const incarnation = this.incarnation(id)
     this.running.delete(id)
-    process.kill()
-    this.exits.set(id, fileSystem.kill())
-    network.kill()
-    store.suspendLeases()
-    // The HTTP listeners are node:http, outside the faulty parts: they die with the broker.
-    this.closingHttp.set(
-      id,
-      broker
-        .closeHttpListeners()
-        .catch((error: unknown) => this.logger.warn({ err: error }, 'registry close failed')),
-    )
+    this.exits.set(id, incarnation.kill())
   }
 
   /** kill, and every byte the broker wrote but did not fsync is lost (a machine losing power). */
   async powerLoss(id: number): Promise<{ files: number; bytes: number }> {
-    const { fileSystem } = this.incarnation(id)
-    this.kill(id)
-    return fileSystem.losePageCache()
+    const incarnation = this.incarnation(id)
+    this.running.delete(id)
+    const { exited, lost } = incarnation.powerLoss()
+    this.exits.set(id, exited)
+    return lost
   }
 
   /** Starts broker `id` again on its data (after kill, powerLoss or stopBroker). */
@@ -300,29 +322,25 @@ export class TestCluster {
 
   /** Controlled shutdown of one broker (its leaderships move first, logs flushed). */
   async stopBroker(id: number): Promise<void> {
-    const { broker } = this.incarnation(id)
+    const incarnation = this.incarnation(id)
     this.running.delete(id)
-    await broker.stop()
+    await incarnation.stop()
   }
 
   /** As SIGSTOP: nothing of broker `id` makes progress, and its session is not kept alive. */
   pause(id: number): void {
-    const { process, store } = this.incarnation(id)
-    process.pause()
-    store.suspendLeases()
+    this.incarnation(id).pause()
   }
 
   /** As SIGCONT. A broker paused past its session finds it lost, and registers again. */
   resume(id: number): void {
-    const { process, store } = this.incarnation(id)
-    store.resumeLeases()
-    process.resume()
+    this.incarnation(id).resume()
   }
 
   /** Cuts every link of broker `id`: to and from the other brokers and the clients. */
   isolate(id: number): void {
     for (const other of [...this.brokerIds.filter((b) => b !== id), 'client' as const]) this.cut(id, other)
-    this.incarnation(id).store.cutLink()
+    this.incarnation(id).cutStoreLink()
   }
 
   /** Cuts the link between `a` and `b` both ways (`oneWay`: only from a to b); 'client' is every client. */
@@ -333,18 +351,18 @@ export class TestCluster {
 
   /** Heals every cut link; held bytes flow again. */
   heal(): void {
-    this.links.heal()
-    for (const incarnation of this.running.values()) incarnation.store.healLink()
+    this.links.clear()
+    for (const incarnation of this.running.values()) incarnation.heal()
   }
 
   /** Every disk operation of broker `id` takes `ms` longer (0: back to normal). */
   slowDisk(id: number, ms: number): void {
-    this.incarnation(id).fileSystem.slowMs = ms
+    this.incarnation(id).slowDisk(ms)
   }
 
   /** Writes of broker `id` fail with ENOSPC (`full` false: space again). */
   diskFull(id: number, full = true): void {
-    this.incarnation(id).fileSystem.full = full
+    this.incarnation(id).diskFull(full)
   }
 
   /** The leader of a partition as the cluster metadata has it (-1: offline). */
@@ -376,16 +394,16 @@ export class TestCluster {
 
   /** Preferred leader election for one partition (the first replica leads again if in sync). */
   async electLeader(topic: string, partition: number): Promise<number> {
-    const controller = [...this.running.values()].find((i) => i.broker.isController)?.broker.controller
-    if (!controller) throw new Error('no active controller')
-    await controller.electPreferredLeaders(new Set([`${topic}:${partition}`]))
+    let elected = false
+    for (const incarnation of this.running.values())
+      if (await incarnation.electPreferredLeader(`${topic}:${partition}`)) elected = true
+    if (!elected) throw new Error('no active controller')
     return this.leaderOf(topic, partition)
   }
 
   /** Creates a topic and waits until every partition's leader serves it. */
   async createTopic(topic: TestTopic): Promise<void> {
-    const broker = this.anyBroker()
-    const [created] = await broker.topicAdmin.createTopics(
+    const [created] = await this.anyIncarnation().createTopics(
       [
         {
           name: topic.name,
@@ -405,14 +423,12 @@ export class TestCluster {
       )
     await this.waitUntil(
       `every partition of ${topic.name} served by its leader`,
-      () => {
-        const image = this.image().topics.get(topic.name)
-        return (
-          image?.partitions.every((p) => {
-            const leader = this.running.get(p.leader)?.broker
-            return leader?.replicaManager.getPartition(topic.name, p.partition)?.isLeader === true
-          }) === true
-        )
+      async () => {
+        const partitions = this.image().topics.get(topic.name)?.partitions
+        if (partitions === undefined) return false
+        for (const p of partitions)
+          if (!(await this.running.get(p.leader)?.isLeader(topic.name, p.partition))) return false
+        return true
       },
       30_000,
     )
@@ -424,12 +440,11 @@ export class TestCluster {
     this.stopped = true
     this.heal()
     for (const [id, incarnation] of [...this.running]) {
-      incarnation.process.resume()
+      incarnation.resume()
       this.running.delete(id)
-      await incarnation.broker.stop()
+      await incarnation.stop()
     }
     await Promise.all(this.exits.values())
-    await Promise.all(this.closingHttp.values())
     this.truth?.close()
     await this.store.close()
     await rm(this.root, { recursive: true, force: true })
@@ -440,15 +455,19 @@ export class TestCluster {
     return this.truth.image()
   }
 
-  private anyBroker(): Broker {
+  private anyIncarnation(): Incarnation {
     const first = this.running.values().next()
     if (first.done) throw new Error('no broker is running')
-    return first.value.broker
+    return first.value
   }
 
-  private async waitUntil(what: string, done: () => boolean, timeoutMs: number): Promise<void> {
+  private async waitUntil(
+    what: string,
+    done: () => boolean | Promise<boolean>,
+    timeoutMs: number,
+  ): Promise<void> {
     const deadline = Date.now() + timeoutMs
-    while (!done()) {
+    while (!(await done())) {
       if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}`)
       await sleep(10)
     }

@@ -1,0 +1,13 @@
+/**
+ * Entry module of a broker thread (`startCluster({ workerThreads: true })`, `tidelog start
+ * --worker-threads`): the broker built from Node's real parts, on the main thread's store.
+ */
+import { serveBrokerThread } from '../runtime/broker-thread.js'
+import { Broker } from './broker.js'
+import { brokerConfigFromProperties } from './broker-config.js'
+
+serveBrokerThread(async (init, { store, logger }) => {
+  const config = brokerConfigFromProperties(new Map(init.properties))
+  const broker = await Broker.start(config, { store, logger })
+  return { broker }
+})
