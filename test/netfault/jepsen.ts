@@ -30,6 +30,8 @@ export interface JepsenSummary {
   readonly undecided: number
   readonly sends: number
   readonly reads: number
+  /** Reads of the consume-transform-produce loop, each part of its transaction. */
+  readonly ctpReads: number
   readonly consumersStarted: number
   readonly anomalies: number
   readonly report: VerifyReport
@@ -75,8 +77,8 @@ class TxnWriter {
 
   constructor(
     readonly name: string,
-    private readonly o: JepsenOptions,
-    private readonly history: HistoryLog,
+    protected readonly o: JepsenOptions,
+    protected readonly history: HistoryLog,
   ) {
     history.add('producer', { producer: name, idempotent: true, transactionalId: `jepsen-${name}` })
   }
@@ -112,7 +114,7 @@ class TxnWriter {
     return producer
   }
 
-  private async dropProducer(): Promise<void> {
+  protected async dropProducer(): Promise<void> {
     const producer = this.producer
     this.producer = null
     await producer?.close().catch(() => {})
@@ -124,13 +126,14 @@ class TxnWriter {
     const base = { producer: this.name, txn }
     producer.beginTransaction()
     this.history.add('begin', base)
-    const partitions = this.pickPartitions(2 + Math.floor(this.o.random() * 3))
-    const sends: Promise<boolean>[] = []
-    for (const partition of partitions)
-      for (let i = 0; i < 1 + Math.floor(this.o.random() * 3); i++)
-        sends.push(this.send(producer, txn, partition))
+    const partitions = await this.partitionsToWrite(producer, txn)
+    // One record per partition: with more, a read_committed poll may end inside a committed
+    // transaction's records below the LSO (Kafka allows it), which the consume-transform-
+    // produce loop's reads would show as G1b on a correct cluster.
+    const sends = partitions.map((partition) => this.send(producer, txn, partition))
     const allAcked = (await Promise.all(sends)).every(Boolean)
-    if (allAcked && this.o.random() < 0.75) {
+    const offsetsSent = allAcked && (await this.beforeCommit(producer, txn))
+    if (offsetsSent && this.o.random() < 0.75) {
       try {
         await producer.commitTransaction()
       } catch (error) {
@@ -149,7 +152,12 @@ class TxnWriter {
     await producer.abortTransaction()
   }
 
-  private async send(producer: Producer, txn: string, partition: number): Promise<boolean> {
+  /** Consume-transform-produce's hook: false aborts the transaction. */
+  protected async beforeCommit(_producer: Producer, _txn: string): Promise<boolean> {
+    return true
+  }
+
+  protected async send(producer: Producer, txn: string, partition: number): Promise<boolean> {
     const seq = this.seq++
     const value = `${this.name}-${seq}`
     const topic = this.o.topic
@@ -170,13 +178,122 @@ class TxnWriter {
     }
   }
 
-  private pickPartitions(n: number): number[] {
+  protected async partitionsToWrite(_producer: Producer, _txn: string): Promise<number[]> {
+    return this.pickPartitions(2 + Math.floor(this.o.random() * 3))
+  }
+
+  protected pickPartitions(n: number): number[] {
     const all = Array.from({ length: this.o.partitions }, (_, i) => i)
     for (let i = all.length - 1; i > 0; i--) {
       const j = Math.floor(this.o.random() * (i + 1))
       ;[all[i], all[j]] = [all[j], all[i]]
     }
     return all.slice(0, Math.min(n, all.length)).sort((a, b) => a - b)
+  }
+}
+
+/**
+ * Consume-transform-produce: polls the topic (read_committed, its own group, no auto-commit),
+ * writes one record to each partition it read from (two others when it read nothing) and
+ * sends the positions with the transaction. Its reads name the transaction (`producer` +
+ * `txn`), so G1b and G1c are judged. After an abort or any doubt a new consumer incarnation
+ * starts from the group's committed offsets (the old one's position is past records whose
+ * offsets were never committed).
+ */
+class CtpWriter extends TxnWriter {
+  private consumer: Consumer | null = null
+  private incarnation = 0
+  private poll = 0
+  private errored = false
+  reads = 0
+
+  private get consumerName(): string {
+    return `${this.name}.c${this.incarnation}`
+  }
+
+  private newConsumer(): Consumer {
+    this.incarnation++
+    const consumer = new Consumer({
+      bootstrapServers: this.o.bootstrap,
+      clientId: `jepsen-${this.name}-${this.incarnation}`,
+      groupId: 'jepsen-ctp',
+      isolationLevel: 'read_committed',
+      autoOffsetReset: 'earliest',
+      enableAutoCommit: false,
+      requestTimeoutMs: 5000,
+      sessionTimeoutMs: 10000,
+      heartbeatIntervalMs: 1000,
+      onPartitionsAssigned: (tps: TopicPartition[]) => {
+        for (const tp of tps)
+          this.history.add('assign', {
+            consumer: this.consumerName,
+            topic: tp.topic,
+            partition: tp.partition,
+          })
+      },
+    })
+    consumer.subscribe([this.o.topic])
+    return consumer
+  }
+
+  protected override async partitionsToWrite(_producer: Producer, txn: string): Promise<number[]> {
+    this.consumer ??= this.newConsumer()
+    const records = await this.consumer.poll(500)
+    const poll = ++this.poll
+    for (const r of records) {
+      this.reads++
+      this.history.add('read', { ...readFields(this.consumerName, poll, r), producer: this.name, txn })
+    }
+    const read = [...new Set(records.map((r) => r.partition))].sort((a, b) => a - b)
+    return read.length > 0 ? read : this.pickPartitions(2)
+  }
+
+  protected override async beforeCommit(producer: Producer, _txn: string): Promise<boolean> {
+    const consumer = this.consumer!
+    const offsets = consumer.assignment().flatMap((tp) => {
+      const position = consumer.position(tp)
+      return position === null ? [] : [{ ...tp, offset: position }]
+    })
+    try {
+      await producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata())
+      return true
+    } catch (error) {
+      this.o.log(`jepsen ${this.name}: sendOffsetsToTransaction: ${describe(error)}; aborting`)
+      return false
+    }
+  }
+
+  override async run(stopping: () => boolean): Promise<void> {
+    let decided = this.aborted + this.undecided
+    await super.run(() => {
+      // A new incarnation after an abort or an error (run() makes a new producer then too).
+      if (this.aborted + this.undecided !== decided || this.errored) {
+        decided = this.aborted + this.undecided
+        this.errored = false
+        const old = this.consumer
+        this.consumer = null
+        void old?.close().catch(() => {})
+      }
+      return stopping()
+    })
+    await this.consumer?.close().catch(() => {})
+  }
+
+  protected override async dropProducer(): Promise<void> {
+    this.errored = true
+    await super.dropProducer()
+  }
+}
+
+function readFields(consumer: string, poll: number, r: ConsumerRecord): Fields {
+  return {
+    consumer,
+    poll,
+    isolation: 'read_committed',
+    topic: r.topic,
+    partition: r.partition,
+    offset: r.offset,
+    value: r.value?.toString() ?? '',
   }
 }
 
@@ -231,15 +348,7 @@ class GroupReader {
     const poll = ++this.poll
     for (const r of records) {
       this.reads++
-      this.history.add('read', {
-        consumer: this.name,
-        poll,
-        isolation: 'read_committed',
-        topic: r.topic,
-        partition: r.partition,
-        offset: r.offset,
-        value: r.value?.toString() ?? '',
-      })
+      this.history.add('read', readFields(this.name, poll, r))
     }
   }
 }
@@ -254,6 +363,7 @@ export class JepsenWorkload {
   constructor(private readonly o: JepsenOptions) {
     this.history = new HistoryLog(o.historyPath)
     for (let i = 1; i <= PRODUCERS; i++) this.writers.push(new TxnWriter(`tx${i}`, o, this.history))
+    this.writers.push(new CtpWriter('ctp', o, this.history))
   }
 
   start(): void {
@@ -291,6 +401,7 @@ export class JepsenWorkload {
       undecided: sum((w) => w.undecided),
       sends: sum((w) => w.seq),
       reads: this.readers.reduce((n, r) => n + r.reads, 0),
+      ctpReads: this.writers.reduce((n, w) => n + (w instanceof CtpWriter ? w.reads : 0), 0),
       consumersStarted: this.readers.length,
       anomalies: report.counts.anomalies,
       report,
@@ -317,16 +428,7 @@ export class JepsenWorkload {
           )
         const records = await consumer.poll(1000)
         poll++
-        for (const r of records)
-          this.history.add('read', {
-            consumer: 'final',
-            poll,
-            isolation: 'read_committed',
-            topic,
-            partition: r.partition,
-            offset: r.offset,
-            value: r.value?.toString() ?? '',
-          })
+        for (const r of records) this.history.add('read', readFields('final', poll, r))
       }
     } finally {
       await consumer.close()
