@@ -130,8 +130,12 @@ class TxnWriter {
     // One record per partition: with more, a read_committed poll may end inside a committed
     // transaction's records below the LSO (Kafka allows it), which the consume-transform-
     // produce loop's reads would show as G1b on a correct cluster.
-    const sends = partitions.map((partition) => this.send(producer, txn, partition))
-    const allAcked = (await Promise.all(sends)).every(Boolean)
+    // The first record is acknowledged before the others are sent: a read of it before their
+    // send lines shows the transaction was open when read (the uncommitted-read check).
+    const [first, ...rest] = partitions
+    const firstAcked = await this.send(producer, txn, first)
+    const sends = rest.map((partition) => this.send(producer, txn, partition))
+    const allAcked = firstAcked && (await Promise.all(sends)).every(Boolean)
     const offsetsSent = allAcked && (await this.beforeCommit(producer, txn))
     if (offsetsSent && this.o.random() < 0.75) {
       try {
