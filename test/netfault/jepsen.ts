@@ -28,7 +28,10 @@ export interface JepsenSummary {
   readonly committed: number
   readonly aborted: number
   readonly undecided: number
+  /** Records the transactional producers sent. */
   readonly sends: number
+  /** Records the non-transactional idempotent producer sent. */
+  readonly idempotentSends: number
   readonly reads: number
   /** Reads of the consume-transform-produce loop, each part of its transaction. */
   readonly ctpReads: number
@@ -197,6 +200,60 @@ class TxnWriter {
 }
 
 /**
+ * A non-transactional idempotent producer in the same topic: 10 records in flight at a time
+ * to random partitions, each send/ack/fail a line. Its records must be read exactly once,
+ * in its order, at their acknowledged offsets.
+ */
+class IdempotentWriter {
+  seq = 0
+
+  constructor(
+    readonly name: string,
+    private readonly o: JepsenOptions,
+    private readonly history: HistoryLog,
+  ) {
+    history.add('producer', { producer: name, idempotent: true })
+  }
+
+  async run(stopping: () => boolean): Promise<void> {
+    const producer = new Producer({
+      bootstrapServers: this.o.bootstrap,
+      clientId: `jepsen-${this.name}`,
+      enableIdempotence: true,
+      ...CLIENT_TIMEOUTS,
+    })
+    try {
+      while (!stopping()) {
+        await Promise.all(Array.from({ length: 10 }, () => this.send(producer)))
+        await sleep(50)
+      }
+    } finally {
+      await producer.close().catch(() => {})
+    }
+  }
+
+  private async send(producer: Producer): Promise<void> {
+    const seq = this.seq++
+    const value = `${this.name}-${seq}`
+    const topic = this.o.topic
+    const partition = Math.floor(this.o.random() * this.o.partitions)
+    this.history.add('send', { producer: this.name, seq, topic, partition, value })
+    try {
+      const meta = await producer.send({ topic, partition, value })
+      this.history.add('ack', {
+        producer: this.name,
+        seq,
+        topic,
+        partition: meta.partition,
+        offset: meta.offset,
+      })
+    } catch (error) {
+      this.history.add('fail', { producer: this.name, seq, error: describe(error) })
+    }
+  }
+}
+
+/**
  * Consume-transform-produce: polls the topic (read_committed, its own group, no auto-commit),
  * writes one record to each partition it read from (two others when it read nothing) and
  * sends the positions with the transaction. Its reads name the transaction (`producer` +
@@ -361,6 +418,7 @@ export class JepsenWorkload {
   private readonly history: HistoryLog
   private readonly writers: TxnWriter[] = []
   private readonly readers: GroupReader[] = []
+  private readonly idempotent: IdempotentWriter
   private readonly running: Promise<void>[] = []
   private stopped = false
 
@@ -368,11 +426,13 @@ export class JepsenWorkload {
     this.history = new HistoryLog(o.historyPath)
     for (let i = 1; i <= PRODUCERS; i++) this.writers.push(new TxnWriter(`tx${i}`, o, this.history))
     this.writers.push(new CtpWriter('ctp', o, this.history))
+    this.idempotent = new IdempotentWriter('idem1', o, this.history)
   }
 
   start(): void {
     const stopping = () => this.stopped
     for (const w of this.writers) this.running.push(w.run(stopping))
+    this.running.push(this.idempotent.run(stopping))
     for (let slot = 1; slot <= CONSUMERS; slot++) this.running.push(this.readerSlot(slot))
   }
 
@@ -404,6 +464,7 @@ export class JepsenWorkload {
       aborted: sum((w) => w.aborted),
       undecided: sum((w) => w.undecided),
       sends: sum((w) => w.seq),
+      idempotentSends: this.idempotent.seq,
       reads: this.readers.reduce((n, r) => n + r.reads, 0),
       ctpReads: this.writers.reduce((n, w) => n + (w instanceof CtpWriter ? w.reads : 0), 0),
       consumersStarted: this.readers.length,

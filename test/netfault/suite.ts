@@ -644,7 +644,7 @@ function formatJepsen(j: JepsenSummary): string {
     .map(([kind, list]) => `${kind}=${(list as unknown[]).length}`)
     .join(' ')
   return [
-    `  jepsen: transactions committed ${j.committed}, aborted ${j.aborted}, undecided ${j.undecided} (verify: ${JSON.stringify(j.report.counts.transactions)}); ${j.sends} records sent, ${j.report.counts.acks} acked; ${j.reads} group reads by ${j.consumersStarted} members, ${j.ctpReads} consume-transform-produce reads, ${j.report.counts.reads} reads in all`,
+    `  jepsen: transactions committed ${j.committed}, aborted ${j.aborted}, undecided ${j.undecided} (verify: ${JSON.stringify(j.report.counts.transactions)}); ${j.sends} transactional and ${j.idempotentSends} idempotent records sent, ${j.report.counts.acks} acked, ${j.report.counts.fails} failed; ${j.reads} group reads by ${j.consumersStarted} members, ${j.ctpReads} consume-transform-produce reads, ${j.report.counts.reads} reads in all`,
     `  jepsen: ANOMALIES ${j.anomalies} (${counts}); expected: ${j.report.expected.writeCycles.length} write cycles; unseen ${j.report.counts.unseen}; not checked: ${j.report.notChecked.join('; ') || 'none'}`,
     `  jepsen history: ${j.historyPath}`,
   ].join('\n')
