@@ -508,12 +508,12 @@ export class UnifiedLog {
     if (group.length === 0) return
     const buffers = group.map((p) => p.pending.buffer)
     const batches = group.flatMap((p) => p.batches)
-    await this.local.append(buffers, batches, group[group.length - 1].info.lastOffset)
-    this.recent.add(buffers, batches)
     // As Kafka's UnifiedLog.append: the markers' segment indexes the transactions they aborted.
     const txnIndex = this.local.activeSegment.txnIndex
-    for (const prepared of group)
-      for (const aborted of prepared.abortedTransactions ?? []) await txnIndex.append(aborted)
+    const indexed = txnIndex.appendAll(group.flatMap((p) => p.abortedTransactions ?? []))
+    await this.local.append(buffers, batches, group[group.length - 1].info.lastOffset)
+    this.recent.add(buffers, batches)
+    await indexed
     for (const prepared of group) {
       for (const { epoch, startOffset } of prepared.epochStarts)
         await this.leaderEpochCache.assign(epoch, startOffset)

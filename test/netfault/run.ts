@@ -16,6 +16,7 @@ const { values } = parseArgs({
     seed: { type: 'string' },
     partitions: { type: 'string' },
     rate: { type: 'string', default: '150' },
+    workload: { type: 'string', default: 'default' },
   },
   strict: true,
 })
@@ -31,12 +32,16 @@ if (unsupported !== null) {
   console.error(`NETFAULT SUITE CANNOT RUN HERE: ${unsupported}`)
   process.exit(2)
 }
+if (values.workload !== 'default' && values.workload !== 'jepsen')
+  throw new Error(`--workload must be default or jepsen, not "${values.workload}"`)
+const workload: 'default' | 'jepsen' = values.workload
 const partitions = numeric('partitions', values.partitions)
 const seed = numeric('seed', values.seed)
 const report = await runNetfaultSuite({
   seconds: numeric('seconds', values.seconds)!,
   brokers: numeric('brokers', values.brokers),
   rate: numeric('rate', values.rate),
+  workload,
   ...(partitions !== undefined ? { partitions } : {}),
   ...(seed !== undefined ? { seed } : {}),
 })

@@ -22,6 +22,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Kafka, logLevel } from 'kafkajs'
 import type { MetadataStore } from '../../src/metadata/store/metadata-store.js'
+import { formatVerifyReport } from '../../src/verify/format.js'
 import { BrokerProcess } from '../helpers/broker-process.js'
 import { confluent, confluentConsume } from '../helpers/compat-clients.js'
 import { type EtcdProcess, startEtcd } from '../helpers/etcd.js'
@@ -38,6 +39,7 @@ import {
   prng,
 } from '../helpers/fault-history.js'
 import { waitUntil } from '../helpers/wait.js'
+import { type JepsenSummary, JepsenWorkload } from './jepsen.js'
 import {
   brokerAddress,
   brokerNamespace,
@@ -58,6 +60,8 @@ export interface NetfaultOptions {
   readonly partitions?: number
   /** Records per second of each confluent-kafka producer. */
   readonly rate?: number
+  /** 'default': the producers above; 'jepsen': transactions and read_committed groups (jepsen.ts). */
+  readonly workload?: 'default' | 'jepsen'
   readonly log?: (line: string) => void
 }
 
@@ -81,6 +85,8 @@ export interface NetfaultReport extends HistoryAnalysis {
   readonly producerFailures: string[]
   /** Where the broker logs, the history, the timeline and the log dirs were kept (a check failed). */
   readonly artifactsDir: string | null
+  /** The jepsen workload's counts and `tidelog verify`'s verdict on its history. */
+  readonly jepsen: JepsenSummary | null
 }
 
 const TOPIC = 'netfault'
@@ -226,6 +232,7 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
     seed: input.seed ?? Date.now() % 1_000_000,
     partitions: input.partitions ?? brokerCount,
     rate: input.rate ?? 150,
+    workload: input.workload ?? 'default',
   }
   const timeline: string[] = []
   const output = input.log ?? ((line: string) => console.log(line))
@@ -291,26 +298,41 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
     await waitForHealthy(cluster, replicas, 30000)
 
     const spec = { bootstrap: cluster.bootstrap, topic: TOPIC, partitions: options.partitions }
-    for (const name of ['ck1', 'ck2'])
-      producers.push(new PythonProducer(name, { ...spec, rate: options.rate, config: { acks: 'all' } }))
-    producers.push(
-      new PythonProducer(`${IDEMPOTENT_PREFIX}ck1`, {
+    let jepsen: JepsenWorkload | null = null
+    if (options.workload === 'jepsen') {
+      // Its own PRNG, so the fault schedule of a seed is the same as the default workload's.
+      jepsen = new JepsenWorkload({
         ...spec,
-        rate: options.rate,
-        config: {
-          acks: 'all',
-          'enable.idempotence': true,
-          'max.in.flight.requests.per.connection': 5,
-          // Its idempotence log explains a fatal sequence error; kept with the artifacts.
-          log_level: 7,
-          debug: 'eos',
-        },
-        stderrPath: join(cluster.root, `${IDEMPOTENT_PREFIX}ck1.stderr`),
-      }),
-    )
-    for (const name of ['js1', 'js2'])
-      producers.push(new KafkajsProducer(name, { ...spec, acks: -1, idempotent: false }))
-    producers.push(new KafkajsProducer(`${IDEMPOTENT_PREFIX}js1`, { ...spec, acks: -1, idempotent: true }))
+        historyPath: join(tmpdir(), `tidelog-netfault-jepsen-seed-${options.seed}-${Date.now()}.jsonl`),
+        random: prng(options.seed + 1),
+        log,
+      })
+      jepsen.start()
+    }
+    if (options.workload === 'default')
+      for (const name of ['ck1', 'ck2'])
+        producers.push(new PythonProducer(name, { ...spec, rate: options.rate, config: { acks: 'all' } }))
+    if (options.workload === 'default')
+      producers.push(
+        new PythonProducer(`${IDEMPOTENT_PREFIX}ck1`, {
+          ...spec,
+          rate: options.rate,
+          config: {
+            acks: 'all',
+            'enable.idempotence': true,
+            'max.in.flight.requests.per.connection': 5,
+            // Its idempotence log explains a fatal sequence error; kept with the artifacts.
+            log_level: 7,
+            debug: 'eos',
+          },
+          stderrPath: join(cluster.root, `${IDEMPOTENT_PREFIX}ck1.stderr`),
+        }),
+      )
+    if (options.workload === 'default')
+      for (const name of ['js1', 'js2'])
+        producers.push(new KafkajsProducer(name, { ...spec, acks: -1, idempotent: false }))
+    if (options.workload === 'default')
+      producers.push(new KafkajsProducer(`${IDEMPOTENT_PREFIX}js1`, { ...spec, acks: -1, idempotent: true }))
     await sleep(1000)
 
     const others = (group: readonly number[]) => brokerIds.filter((id) => !group.includes(id))
@@ -427,7 +449,7 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
       if (broker.isRunning) broker.current.signal('SIGCONT')
       else await broker.start(BROKER_START_TIMEOUT_MS)
     }
-    await Promise.all(producers.map((p) => p.stop()))
+    await Promise.all([...producers.map((p) => p.stop()), jepsen?.stop()])
     log(`${elapsed()} producers done; waiting for every partition to have a leader and its full ISR`)
     await waitForHealthy(cluster, replicas, 90000)
     await waitForConverged(cluster, replicas, 30000).catch((error: Error) => log(`warning: ${error.message}`))
@@ -447,6 +469,7 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
       { timeout: 120 },
     )
     if (consumed.errors.length > 0) throw new Error(`consume errors: ${JSON.stringify(consumed.errors)}`)
+    const jepsenSummary = jepsen ? await jepsen.check() : null
 
     // Stop the brokers cleanly (logs flushed) and compare the replicas' files.
     for (const broker of cluster.brokers.values()) await broker.stop()
@@ -473,6 +496,7 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
       uncleanElections,
       producerFailures: producers.flatMap((p) => (p.failure === null ? [] : [p.failure])),
       artifactsDir: null,
+      jepsen: jepsenSummary,
     }
     if (netfaultProblems(report).length === 0) return report
     const artifactsDir = join(tmpdir(), `tidelog-netfault-seed-${options.seed}-${Date.now()}`)
@@ -585,6 +609,10 @@ export function netfaultProblems(r: NetfaultReport): string[] {
     problems.push(`${r.uncleanElections} unclean elections with unclean election off`)
   problems.push(...r.replicaProblems)
   problems.push(...r.producerFailures)
+  if (r.jepsen && r.jepsen.anomalies > 0)
+    problems.push(
+      `${r.jepsen.anomalies} anomalies in the jepsen history ${r.jepsen.historyPath}:\n${formatVerifyReport(r.jepsen.report)}`,
+    )
   return problems
 }
 
@@ -606,6 +634,18 @@ export function formatNetfaultReport(r: NetfaultReport): string {
     `  acknowledged-at-wrong-offset ${r.offsetMismatches} (acknowledged without an offset, present: ${r.acknowledgedWithoutOffset}; absent before the producer's first record in the partition, librdkafka's implicit-ack loss: ${r.implicitAckLosses}${r.implicitAckLossSample.length ? ` e.g. ${r.implicitAckLossSample.slice(0, 3).join(', ')}` : ''}), order violations ${r.orderViolations} (and ${r.clientReorders} by plain librdkafka retries${r.clientReorderSample.length ? `, e.g. ${r.clientReorderSample[0]}` : ''}), unclean elections ${r.uncleanElections}`,
     `  duplicated ${r.duplicated} (idempotent producers: ${r.idempotentDuplicated}), unacknowledged-but-present ${r.unacknowledgedPresent}, consumed ${r.consumed}, HWs ${r.highWatermarks.join('/')}`,
     `  replicas byte-identical below the HW: ${r.replicasIdentical ? 'yes' : `NO: ${r.replicaProblems.join('; ')}`}`,
+    ...(r.jepsen ? [formatJepsen(r.jepsen)] : []),
     ...(r.artifactsDir ? [`  broker logs, timeline, history and log dirs kept in ${r.artifactsDir}`] : []),
+  ].join('\n')
+}
+
+function formatJepsen(j: JepsenSummary): string {
+  const counts = Object.entries(j.report.anomalies)
+    .map(([kind, list]) => `${kind}=${(list as unknown[]).length}`)
+    .join(' ')
+  return [
+    `  jepsen: transactions committed ${j.committed}, aborted ${j.aborted}, undecided ${j.undecided} (verify: ${JSON.stringify(j.report.counts.transactions)}); ${j.sends} transactional and ${j.idempotentSends} idempotent records sent, ${j.report.counts.acks} acked, ${j.report.counts.fails} failed; ${j.reads} group reads by ${j.consumersStarted} members, ${j.ctpReads} consume-transform-produce reads, ${j.report.counts.reads} reads in all`,
+    `  jepsen: ANOMALIES ${j.anomalies} (${counts}); expected: ${j.report.expected.writeCycles.length} write cycles; unseen ${j.report.counts.unseen}; not checked: ${j.report.notChecked.join('; ') || 'none'}`,
+    `  jepsen history: ${j.historyPath}`,
   ].join('\n')
 }

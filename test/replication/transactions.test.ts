@@ -327,6 +327,30 @@ describe('the aborted transaction index', () => {
       await reread.close()
     }))
 
+  it('appendAll puts every entry in memory before any write awaits the disk', () =>
+    withTempDir(async (dir) => {
+      // Markers become readable while the entries are written: a read_committed fetch in
+      // between must find every aborted transaction (seen missing in the netfault jepsen run).
+      const index = new TransactionIndex(nodeFileSystem, join(dir, 'y.txnindex'))
+      const entry = (last: number) => ({
+        producerId: BigInt(last),
+        firstOffset: (last - 1) as Offset,
+        lastOffset: last as Offset,
+        lastStableOffset: (last + 1) as Offset,
+      })
+      const written = index.appendAll([entry(3), entry(5), entry(7)])
+      assert.deepEqual(
+        index.collect(0 as Offset, 10 as Offset).abortedTransactions.map((e) => e.lastOffset),
+        [3, 5, 7],
+      )
+      await written
+      await index.close()
+      const reread = new TransactionIndex(nodeFileSystem, join(dir, 'y.txnindex'))
+      await reread.load()
+      assert.deepEqual(reread.allEntries, index.allEntries)
+      await reread.close()
+    }))
+
   it('truncation drops the entries of the markers it removes and reopens their transactions', () =>
     withLog(async ({ log, state }) => {
       await lead(log, txnBatch(1n, 0, 0, 2)) // 0-1

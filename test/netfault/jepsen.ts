@@ -1,0 +1,536 @@
+/**
+ * `--workload jepsen` (issue 35 item 2): Jepsen's Kafka workload on the netfault cluster.
+ * Transactional producers (tidelog's client, transaction version 1: tidelog has no KIP-890
+ * part 2 yet) write records to several partitions per transaction and commit or abort at
+ * random; read_committed consumers in consumer groups (classic, and KIP-848's protocol)
+ * poll while members join and leave. Everything the clients see goes to a history file in
+ * `tidelog verify`'s format (docs/history-format.md) as it happens; at the end a
+ * read_committed reader reads every partition to its high watermark and the checker
+ * (src/verify) judges the history.
+ */
+import { createWriteStream, type WriteStream } from 'node:fs'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Consumer, type ConsumerRecord, Producer, type TopicPartition } from '../../src/client/index.js'
+import { checkHistory, type VerifyReport } from '../../src/verify/checker.js'
+import { readHistoryFile } from '../../src/verify/history-file.js'
+
+export interface JepsenOptions {
+  readonly bootstrap: string
+  readonly topic: string
+  readonly partitions: number
+  readonly historyPath: string
+  readonly random: () => number
+  readonly log: (line: string) => void
+}
+
+export interface JepsenSummary {
+  readonly historyPath: string
+  readonly committed: number
+  readonly aborted: number
+  readonly undecided: number
+  /** Records the transactional producers sent. */
+  readonly sends: number
+  /** Records the non-transactional idempotent producer sent. */
+  readonly idempotentSends: number
+  readonly reads: number
+  /** Reads of the consume-transform-produce loop, each part of its transaction. */
+  readonly ctpReads: number
+  readonly consumersStarted: number
+  readonly anomalies: number
+  readonly report: VerifyReport
+}
+
+const PRODUCERS = 3
+const CONSUMERS = 3
+/** Short, so a transaction its producer left open (killed broker, lost commit) is aborted before the final read. */
+const TRANSACTION_TIMEOUT_MS = 10000
+const CLIENT_TIMEOUTS = { requestTimeoutMs: 5000, maxBlockMs: 15000, deliveryTimeoutMs: 30000 }
+
+type Fields = Record<string, string | number | boolean | null>
+
+/** Appends history lines in the order things happened (one process, so write order is event order). */
+class HistoryLog {
+  private readonly stream: WriteStream
+  constructor(path: string) {
+    this.stream = createWriteStream(path, { encoding: 'utf8' })
+    this.add('header', { format: 'tidelog-history', version: 1 })
+  }
+  add(type: string, fields: Fields): void {
+    const time = type === 'header' ? {} : { time: Date.now() }
+    this.stream.write(`${JSON.stringify({ type, ...time, ...fields })}\n`)
+  }
+  async close(): Promise<void> {
+    await new Promise<void>((resolve, reject) =>
+      this.stream.end((error?: Error | null) => (error ? reject(error) : resolve())),
+    )
+  }
+}
+
+const describe = (error: unknown): string =>
+  error instanceof Error ? `${error.name}: ${error.message}` : String(error)
+
+/** One transactional producer's loop; a new client (same transactional id) after any doubt. */
+class TxnWriter {
+  seq = 0
+  txnNumber = 0
+  committed = 0
+  aborted = 0
+  undecided = 0
+  private producer: Producer | null = null
+
+  constructor(
+    readonly name: string,
+    protected readonly o: JepsenOptions,
+    protected readonly history: HistoryLog,
+  ) {
+    history.add('producer', { producer: name, idempotent: true, transactionalId: `jepsen-${name}` })
+  }
+
+  async run(stopping: () => boolean): Promise<void> {
+    while (!stopping()) {
+      try {
+        if (!this.producer) this.producer = await this.newProducer()
+        await this.transaction(this.producer)
+      } catch (error) {
+        this.o.log(`jepsen ${this.name}: ${describe(error)}; new producer`)
+        await this.dropProducer()
+        await sleep(500)
+      }
+    }
+    await this.dropProducer()
+  }
+
+  private async newProducer(): Promise<Producer> {
+    const producer = new Producer({
+      bootstrapServers: this.o.bootstrap,
+      clientId: `jepsen-${this.name}`,
+      transactionalId: `jepsen-${this.name}`,
+      transactionTimeoutMs: TRANSACTION_TIMEOUT_MS,
+      ...CLIENT_TIMEOUTS,
+    })
+    try {
+      await producer.initTransactions()
+    } catch (error) {
+      await producer.close().catch(() => {})
+      throw error
+    }
+    return producer
+  }
+
+  protected async dropProducer(): Promise<void> {
+    const producer = this.producer
+    this.producer = null
+    await producer?.close().catch(() => {})
+  }
+
+  /** Sends to 2..4 partitions, then commits (3 in 4) or aborts; throws when the outcome is in doubt. */
+  private async transaction(producer: Producer): Promise<void> {
+    const txn = `t${++this.txnNumber}`
+    const base = { producer: this.name, txn }
+    producer.beginTransaction()
+    this.history.add('begin', base)
+    const partitions = await this.partitionsToWrite(producer, txn)
+    // One record per partition: with more, a read_committed poll may end inside a committed
+    // transaction's records below the LSO (Kafka allows it), which the consume-transform-
+    // produce loop's reads would show as G1b on a correct cluster.
+    // The first record is acknowledged before the others are sent: a read of it before their
+    // send lines shows the transaction was open when read (the uncommitted-read check).
+    const [first, ...rest] = partitions
+    const firstAcked = await this.send(producer, txn, first)
+    const sends = rest.map((partition) => this.send(producer, txn, partition))
+    const allAcked = firstAcked && (await Promise.all(sends)).every(Boolean)
+    const offsetsSent = allAcked && (await this.beforeCommit(producer, txn))
+    if (offsetsSent && this.o.random() < 0.75) {
+      try {
+        await producer.commitTransaction()
+      } catch (error) {
+        // EndTxn may have reached the coordinator: the outcome is unknown, the line left out.
+        this.undecided++
+        throw error
+      }
+      this.history.add('commit', base)
+      this.committed++
+      return
+    }
+    // Never asked to commit, so it cannot commit: aborted whatever the abort call answers
+    // (a new producer's InitProducerId or the transaction timeout aborts it otherwise).
+    this.history.add('abort', base)
+    this.aborted++
+    await producer.abortTransaction()
+  }
+
+  /** Consume-transform-produce's hook: false aborts the transaction. */
+  protected async beforeCommit(_producer: Producer, _txn: string): Promise<boolean> {
+    return true
+  }
+
+  protected async send(producer: Producer, txn: string, partition: number): Promise<boolean> {
+    const seq = this.seq++
+    const value = `${this.name}-${seq}`
+    const topic = this.o.topic
+    this.history.add('send', { producer: this.name, seq, topic, partition, value, txn })
+    try {
+      const meta = await producer.send({ topic, partition, value })
+      this.history.add('ack', {
+        producer: this.name,
+        seq,
+        topic,
+        partition: meta.partition,
+        offset: meta.offset,
+      })
+      return true
+    } catch (error) {
+      this.history.add('fail', { producer: this.name, seq, error: describe(error) })
+      return false
+    }
+  }
+
+  protected async partitionsToWrite(_producer: Producer, _txn: string): Promise<number[]> {
+    return this.pickPartitions(2 + Math.floor(this.o.random() * 3))
+  }
+
+  protected pickPartitions(n: number): number[] {
+    const all = Array.from({ length: this.o.partitions }, (_, i) => i)
+    for (let i = all.length - 1; i > 0; i--) {
+      const j = Math.floor(this.o.random() * (i + 1))
+      ;[all[i], all[j]] = [all[j], all[i]]
+    }
+    return all.slice(0, Math.min(n, all.length)).sort((a, b) => a - b)
+  }
+}
+
+/**
+ * A non-transactional idempotent producer in the same topic: 10 records in flight at a time
+ * to random partitions, each send/ack/fail a line. Its records must be read exactly once,
+ * in its order, at their acknowledged offsets.
+ */
+class IdempotentWriter {
+  seq = 0
+
+  constructor(
+    readonly name: string,
+    private readonly o: JepsenOptions,
+    private readonly history: HistoryLog,
+  ) {
+    history.add('producer', { producer: name, idempotent: true })
+  }
+
+  async run(stopping: () => boolean): Promise<void> {
+    const producer = new Producer({
+      bootstrapServers: this.o.bootstrap,
+      clientId: `jepsen-${this.name}`,
+      enableIdempotence: true,
+      ...CLIENT_TIMEOUTS,
+    })
+    try {
+      while (!stopping()) {
+        await Promise.all(Array.from({ length: 10 }, () => this.send(producer)))
+        await sleep(50)
+      }
+    } finally {
+      await producer.close().catch(() => {})
+    }
+  }
+
+  private async send(producer: Producer): Promise<void> {
+    const seq = this.seq++
+    const value = `${this.name}-${seq}`
+    const topic = this.o.topic
+    const partition = Math.floor(this.o.random() * this.o.partitions)
+    this.history.add('send', { producer: this.name, seq, topic, partition, value })
+    try {
+      const meta = await producer.send({ topic, partition, value })
+      this.history.add('ack', {
+        producer: this.name,
+        seq,
+        topic,
+        partition: meta.partition,
+        offset: meta.offset,
+      })
+    } catch (error) {
+      this.history.add('fail', { producer: this.name, seq, error: describe(error) })
+    }
+  }
+}
+
+/**
+ * Consume-transform-produce: polls the topic (read_committed, its own group, no auto-commit),
+ * writes one record to each partition it read from (two others when it read nothing) and
+ * sends the positions with the transaction. Its reads name the transaction (`producer` +
+ * `txn`), so G1b and G1c are judged. After an abort or any doubt a new consumer incarnation
+ * starts from the group's committed offsets (the old one's position is past records whose
+ * offsets were never committed).
+ */
+class CtpWriter extends TxnWriter {
+  private consumer: Consumer | null = null
+  private incarnation = 0
+  private poll = 0
+  private errored = false
+  reads = 0
+
+  private get consumerName(): string {
+    return `${this.name}.c${this.incarnation}`
+  }
+
+  private newConsumer(): Consumer {
+    this.incarnation++
+    const consumer = new Consumer({
+      bootstrapServers: this.o.bootstrap,
+      clientId: `jepsen-${this.name}-${this.incarnation}`,
+      groupId: 'jepsen-ctp',
+      isolationLevel: 'read_committed',
+      autoOffsetReset: 'earliest',
+      enableAutoCommit: false,
+      requestTimeoutMs: 5000,
+      sessionTimeoutMs: 10000,
+      heartbeatIntervalMs: 1000,
+      onPartitionsAssigned: (tps: TopicPartition[]) => {
+        for (const tp of tps)
+          this.history.add('assign', {
+            consumer: this.consumerName,
+            topic: tp.topic,
+            partition: tp.partition,
+          })
+      },
+    })
+    consumer.subscribe([this.o.topic])
+    return consumer
+  }
+
+  protected override async partitionsToWrite(_producer: Producer, txn: string): Promise<number[]> {
+    this.consumer ??= this.newConsumer()
+    const records = await this.consumer.poll(500)
+    const poll = ++this.poll
+    for (const r of records) {
+      this.reads++
+      this.history.add('read', { ...readFields(this.consumerName, poll, r), producer: this.name, txn })
+    }
+    const read = [...new Set(records.map((r) => r.partition))].sort((a, b) => a - b)
+    return read.length > 0 ? read : this.pickPartitions(2)
+  }
+
+  protected override async beforeCommit(producer: Producer, _txn: string): Promise<boolean> {
+    const consumer = this.consumer!
+    const offsets = consumer.assignment().flatMap((tp) => {
+      const position = consumer.position(tp)
+      return position === null ? [] : [{ ...tp, offset: position }]
+    })
+    try {
+      await producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata())
+      return true
+    } catch (error) {
+      this.o.log(`jepsen ${this.name}: sendOffsetsToTransaction: ${describe(error)}; aborting`)
+      return false
+    }
+  }
+
+  override async run(stopping: () => boolean): Promise<void> {
+    let decided = this.aborted + this.undecided
+    await super.run(() => {
+      // A new incarnation after an abort or an error (run() makes a new producer then too).
+      if (this.aborted + this.undecided !== decided || this.errored) {
+        decided = this.aborted + this.undecided
+        this.errored = false
+        const old = this.consumer
+        this.consumer = null
+        void old?.close().catch(() => {})
+      }
+      return stopping()
+    })
+    await this.consumer?.close().catch(() => {})
+  }
+
+  protected override async dropProducer(): Promise<void> {
+    this.errored = true
+    await super.dropProducer()
+  }
+}
+
+function readFields(consumer: string, poll: number, r: ConsumerRecord): Fields {
+  return {
+    consumer,
+    poll,
+    isolation: 'read_committed',
+    topic: r.topic,
+    partition: r.partition,
+    offset: r.offset,
+    value: r.value?.toString() ?? '',
+  }
+}
+
+/** A read_committed group member; each incarnation is a new consumer name in the history. */
+class GroupReader {
+  reads = 0
+  private poll = 0
+
+  constructor(
+    readonly name: string,
+    private readonly protocol: 'classic' | 'consumer',
+    private readonly o: JepsenOptions,
+    private readonly history: HistoryLog,
+  ) {}
+
+  async run(stopping: () => boolean, leaveAtMs: number): Promise<void> {
+    const tidelogTopic = this.o.topic
+    const consumer = new Consumer({
+      bootstrapServers: this.o.bootstrap,
+      clientId: `jepsen-${this.name}`,
+      groupId: `jepsen-${this.protocol}`,
+      groupProtocol: this.protocol,
+      isolationLevel: 'read_committed',
+      autoOffsetReset: 'earliest',
+      requestTimeoutMs: 5000,
+      ...(this.protocol === 'classic' ? { sessionTimeoutMs: 10000, heartbeatIntervalMs: 1000 } : {}),
+      // A rebalance (or a reset after one) may move the position: the next read need not follow the last.
+      onPartitionsAssigned: (tps: TopicPartition[]) => {
+        for (const tp of tps)
+          this.history.add('assign', { consumer: this.name, topic: tp.topic, partition: tp.partition })
+      },
+    })
+    consumer.subscribe([tidelogTopic])
+    try {
+      while (!stopping() && Date.now() < leaveAtMs) {
+        let records: ConsumerRecord[]
+        try {
+          records = await consumer.poll(1000)
+        } catch (error) {
+          this.o.log(`jepsen ${this.name}: poll: ${describe(error)}`)
+          await sleep(500)
+          continue
+        }
+        if (records.length > 0) this.record(records)
+      }
+    } finally {
+      await consumer.close().catch(() => {})
+    }
+  }
+
+  private record(records: readonly ConsumerRecord[]): void {
+    const poll = ++this.poll
+    for (const r of records) {
+      this.reads++
+      this.history.add('read', readFields(this.name, poll, r))
+    }
+  }
+}
+
+export class JepsenWorkload {
+  private readonly history: HistoryLog
+  private readonly writers: TxnWriter[] = []
+  private readonly readers: GroupReader[] = []
+  private readonly idempotent: IdempotentWriter
+  private readonly running: Promise<void>[] = []
+  private stopped = false
+
+  constructor(private readonly o: JepsenOptions) {
+    this.history = new HistoryLog(o.historyPath)
+    for (let i = 1; i <= PRODUCERS; i++) this.writers.push(new TxnWriter(`tx${i}`, o, this.history))
+    this.writers.push(new CtpWriter('ctp', o, this.history))
+    this.idempotent = new IdempotentWriter('idem1', o, this.history)
+  }
+
+  start(): void {
+    const stopping = () => this.stopped
+    for (const w of this.writers) this.running.push(w.run(stopping))
+    this.running.push(this.idempotent.run(stopping))
+    for (let slot = 1; slot <= CONSUMERS; slot++) this.running.push(this.readerSlot(slot))
+  }
+
+  /** A slot's members one after another: each stays 5-25 s, then leaves and the next joins. */
+  private async readerSlot(slot: number): Promise<void> {
+    // The last slot speaks KIP-848's protocol, in a group of its own (a group has one protocol).
+    const protocol = slot === CONSUMERS ? 'consumer' : 'classic'
+    for (let n = 1; !this.stopped; n++) {
+      const reader = new GroupReader(`c${slot}.${n}`, protocol, this.o, this.history)
+      this.readers.push(reader)
+      await reader.run(() => this.stopped, Date.now() + 5000 + this.o.random() * 20000)
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true
+    await Promise.all(this.running)
+  }
+
+  /** Reads every partition to its high watermark with read_committed, then checks the history. */
+  async check(): Promise<JepsenSummary> {
+    await this.finalRead(await this.settledHighWatermarks())
+    await this.history.close()
+    const report = checkHistory(await readHistoryFile(this.o.historyPath))
+    const sum = (f: (w: TxnWriter) => number) => this.writers.reduce((n, w) => n + f(w), 0)
+    return {
+      historyPath: this.o.historyPath,
+      committed: sum((w) => w.committed),
+      aborted: sum((w) => w.aborted),
+      undecided: sum((w) => w.undecided),
+      sends: sum((w) => w.seq),
+      idempotentSends: this.idempotent.seq,
+      reads: this.readers.reduce((n, r) => n + r.reads, 0),
+      ctpReads: this.writers.reduce((n, w) => n + (w instanceof CtpWriter ? w.reads : 0), 0),
+      consumersStarted: this.readers.length,
+      anomalies: report.counts.anomalies,
+      report,
+    }
+  }
+
+  /**
+   * The high watermarks once no transaction is open (LSO = HW everywhere): a transaction its
+   * producer left open is aborted by the coordinator after its timeout. Before that a
+   * read_committed reader stops at the LSO, and a `covered` line to the HW would call the
+   * records after it lost (librdkafka's watermarks are its LSO: read_committed by default).
+   */
+  private async settledHighWatermarks(): Promise<number[]> {
+    const topic = this.o.topic
+    const tps = Array.from({ length: this.o.partitions }, (_, partition) => ({ topic, partition }))
+    const reader = (isolationLevel: 'read_committed' | 'read_uncommitted') =>
+      new Consumer({
+        bootstrapServers: this.o.bootstrap,
+        clientId: `jepsen-${isolationLevel}`,
+        isolationLevel,
+      })
+    const [uncommitted, committed] = [reader('read_uncommitted'), reader('read_committed')]
+    try {
+      const deadline = Date.now() + 3 * TRANSACTION_TIMEOUT_MS + 30000
+      for (;;) {
+        const hw = await uncommitted.endOffsets(tps)
+        const lso = await committed.endOffsets(tps)
+        const ends = tps.map((tp) => hw.get(`${topic}/${tp.partition}`) ?? -1)
+        if (tps.every((tp, i) => lso.get(`${topic}/${tp.partition}`) === ends[i] && ends[i] >= 0)) return ends
+        if (Date.now() > deadline)
+          throw new Error(`open transactions never ended: HW ${[...hw]}, LSO ${[...lso]}`)
+        await sleep(500)
+      }
+    } finally {
+      await Promise.all([uncommitted.close(), committed.close()])
+    }
+  }
+
+  private async finalRead(highWatermarks: readonly number[]): Promise<void> {
+    const consumer = new Consumer({
+      bootstrapServers: this.o.bootstrap,
+      clientId: 'jepsen-final',
+      isolationLevel: 'read_committed',
+    })
+    const topic = this.o.topic
+    consumer.assign(highWatermarks.map((_, partition) => ({ topic, partition, offset: 0 })))
+    const done = () =>
+      highWatermarks.every((hw, partition) => (consumer.position({ topic, partition }) ?? 0) >= hw)
+    const deadline = Date.now() + 120000
+    let poll = 0
+    try {
+      while (!done()) {
+        if (Date.now() > deadline)
+          throw new Error(
+            `final read_committed read did not reach the high watermarks ${highWatermarks.join('/')}`,
+          )
+        const records = await consumer.poll(1000)
+        poll++
+        for (const r of records) this.history.add('read', readFields('final', poll, r))
+      }
+    } finally {
+      await consumer.close()
+    }
+    for (const [partition, hw] of highWatermarks.entries())
+      this.history.add('covered', { consumer: 'final', topic, partition, startOffset: 0, endOffset: hw })
+  }
+}
