@@ -92,4 +92,15 @@ tests=(dist/test/**/*.test.js)
 [ ${#tests[@]} -gt 0 ] || { echo "no test files found under dist/test" >&2; exit 1; }
 # One test file at a time: many files start several brokers, etcd and client processes,
 # and two such files side by side on this 2-core machine starve each other's timers.
-node --test --test-concurrency=1 --test-timeout=300000 "${tests[@]}"
+# The TAP stream is kept so that, when something fails, the failures are printed again at
+# the end, after the summary: a CI log shown by its tail then names them with their errors.
+tap_log="$(mktemp)"
+trap 'rm -f "$tap_log"' EXIT
+set +e
+node --test --test-concurrency=1 --test-timeout=300000 "${tests[@]}" 2>&1 | tee "$tap_log"
+status=${PIPESTATUS[0]}
+set -e
+if [ "$status" -ne 0 ]; then
+  node scripts/tap-failures.mjs "$tap_log"
+fi
+exit "$status"
