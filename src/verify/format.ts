@@ -24,7 +24,7 @@ const TITLES: Record<AnomalyKind, string> = {
   abortedReads: 'aborted reads (G1a: read_committed saw an aborted transaction)',
   uncommittedReads: 'uncommitted reads (read_committed saw an open transaction)',
   intermediateReads: "intermediate reads (G1b: a transaction's last read is another's non-final write)",
-  circularFlows: 'circular information flow (G1c: dependency cycles through a read)',
+  circularFlows: 'circular information flow (G1c: transactions that read each other in a cycle)',
 }
 
 const q = (text: string): string => JSON.stringify(text)
@@ -174,6 +174,13 @@ export function formatVerifyReport(report: VerifyReport): string {
       `  allowed: ${count(writeCycles.length, 'write cycle')} (G0: Kafka does not isolate concurrent transactions' writes)`,
     )
     out.push(...examples(writeCycles.map(cycle)))
+  }
+  const throughWrites = report.expected.cyclesThroughWrites
+  if (throughWrites.length > 0) {
+    out.push(
+      `  allowed: ${count(throughWrites.length, 'cycle')} through a read closed by write order (not G1c: a ww edge orders records, not transactions)`,
+    )
+    out.push(...examples(throughWrites.map(cycle)))
   }
   if (report.counts.unseen > 0) {
     out.push(

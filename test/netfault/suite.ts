@@ -645,7 +645,7 @@ function formatJepsen(j: JepsenSummary): string {
     .join(' ')
   return [
     `  jepsen: transactions committed ${j.committed}, aborted ${j.aborted}, undecided ${j.undecided} (verify: ${JSON.stringify(j.report.counts.transactions)}); ${j.sends} transactional and ${j.idempotentSends} idempotent records sent, ${j.report.counts.acks} acked, ${j.report.counts.fails} failed; ${j.reads} group reads by ${j.consumersStarted} members, ${j.ctpReads} consume-transform-produce reads, ${j.report.counts.reads} reads in all`,
-    `  jepsen: ANOMALIES ${j.anomalies} (${counts}); expected: ${j.report.expected.writeCycles.length} write cycles; unseen ${j.report.counts.unseen}; not checked: ${j.report.notChecked.join('; ') || 'none'}`,
+    `  jepsen: ANOMALIES ${j.anomalies} (${counts}); allowed: ${j.report.expected.writeCycles.length} write cycles, ${j.report.expected.cyclesThroughWrites.length} cycles through write order; unseen ${j.report.counts.unseen}; not checked: ${j.report.notChecked.join('; ') || 'none'}`,
     `  jepsen history: ${j.historyPath}`,
   ].join('\n')
 }

@@ -18,8 +18,8 @@ Checks a history of sends, acks, fails and reads (JSON lines; FILE '-' reads std
 reports: acknowledged writes lost, duplicates, reorderings within a producer and partition,
 reads of records never sent, reads away from the acknowledged offset, two records at one
 offset; consumers' poll skips and nonmonotonic polls; read_committed reads of aborted or
-open transactions (G1a); intermediate reads (G1b) and dependency cycles (G1c; G0 listed as
-allowed). The format is in docs/history-format.md.
+open transactions (G1a); intermediate reads (G1b) and read-dependency cycles (G1c; write
+cycles (G0) and cycles that need write order are listed as allowed). The format is in docs/history-format.md.
 
   --json      The whole report as JSON (every anomaly with its events)
 
