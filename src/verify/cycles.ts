@@ -172,9 +172,9 @@ function graphOf(edges: readonly DependencyEdge[]): Graph {
  * alone (anomalies), and, allowed, the cycles through a read that need ww edges to close.
  */
 export function findCycles(edges: readonly DependencyEdge[]): {
-  g0: DependencyCycle[]
-  g1c: DependencyCycle[]
-  g1cThroughWrites: DependencyCycle[]
+  writeCycles: DependencyCycle[]
+  circularFlows: DependencyCycle[]
+  cyclesThroughWrites: DependencyCycle[]
 } {
   const ww = graphOf(edges.filter((e) => e.kind === 'ww'))
   const g0 = components(ww).map((component) => cycleIn(ww, component, 'G0', 'ww'))
@@ -191,7 +191,7 @@ export function findCycles(edges: readonly DependencyEdge[]): {
     )
     if (hasWr) g1cThroughWrites.push(cycleIn(all, component, 'G1c', 'wr'))
   }
-  return { g0, g1c, g1cThroughWrites }
+  return { writeCycles: g0, circularFlows: g1c, cyclesThroughWrites: g1cThroughWrites }
 }
 
 /** A cycle within `component`, through an edge of kind `through`. */
