@@ -55,8 +55,7 @@ describe('differential: tidelog against Kafka 4.4, request by request', { timeou
     it(`generated: seed ${seed}, ${CI_STEPS} steps`, () => check(generatedSequence(seed, CI_STEPS)))
 
   // Built when the test runs: a session's timestamps move by the time since its recording.
-  for (const name of recordedSessionNames())
-    it(`recorded: ${name}`, () => check(recordedSession(name)))
+  for (const name of recordedSessionNames()) it(`recorded: ${name}`, () => check(recordedSession(name)))
 
   it('every known difference of the fixed set is still met', () => {
     const stale = KNOWN_DIFFERENCES.filter((k) => !k.sweepOnly && !met.has(k)).map(

@@ -221,7 +221,8 @@ function brokerEntries(answer: Record<string, unknown>): { host: string; port: n
     if (Array.isArray(value)) for (const item of value) visit(item)
     else if (value !== null && typeof value === 'object' && !Buffer.isBuffer(value)) {
       const o = value as Record<string, unknown>
-      if (typeof o.host === 'string' && typeof o.port === 'number') found.push(o as { host: string; port: number })
+      if (typeof o.host === 'string' && typeof o.port === 'number')
+        found.push(o as { host: string; port: number })
       for (const inner of Object.values(o)) visit(inner)
     }
   }

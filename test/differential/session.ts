@@ -8,8 +8,9 @@
  * what that target answered earlier in the replay, paired with what the recorded broker
  * answered at the same place: producer ids and epochs (InitProducerId; also inside the
  * produced batches' headers, whose CRC is then recomputed), member ids and generations
- * (JoinGroup, ConsumerGroupHeartbeat), fetch session ids (Fetch), and topic ids (by the
- * topic's name, from any answer naming both). Record timestamps (batch headers, and
+ * (JoinGroup, ConsumerGroupHeartbeat), fetch session ids (Fetch), client instance and
+ * subscription ids (GetTelemetrySubscriptions), and topic ids (by the topic's name, from any
+ * answer naming both). Record timestamps (batch headers, and
  * ListOffsets by time) move by the time between recording and replay, the same for both
  * targets, so that a session replayed long after its recording is not a retention test.
  * Fetch waits are cut to 100 ms: requests go one at a time, so a consumer's long poll would
@@ -31,13 +32,22 @@ import {
   TIMESTAMP_TYPE_MASK,
 } from '../../src/protocol/batch-header.js'
 import { crc32c } from '../../src/protocol/crc32c.js'
-import { ApiKey, apis } from '../../src/protocol/generated/index.js'
+import { ApiKey, apis, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
 import { decodeRequestHeader } from '../../src/protocol/generated/request-header.js'
 import { decodeResponseHeader } from '../../src/protocol/generated/response-header.js'
 import { Reader, ZERO_UUID } from '../../src/protocol/primitives.js'
 import { repoRoot } from '../helpers/compat-clients.js'
-import type { Sequence, Step, TargetContext } from './harness.js'
+import {
+  errorCodes,
+  errorName,
+  type Sequence,
+  type Step,
+  type TargetContext,
+  TRANSIENT_ERROR_CODES,
+} from './harness.js'
 import type { RecordedExchange, SessionHeader } from './recorder.js'
+
+await loadAllApiCodecs()
 
 /** The longest Fetch wait a replayed request keeps. */
 const REPLAY_FETCH_WAIT_MS = 100
@@ -48,10 +58,15 @@ export interface RecordedSession {
 }
 
 export function readSession(path: string): RecordedSession {
-  const lines = readFileSync(path, 'utf8').split('\n').filter((line) => line.trim() !== '')
+  const lines = readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((line) => line.trim() !== '')
   const first = JSON.parse(lines[0]) as { session?: SessionHeader }
   if (!first.session) throw new Error(`${path}: the first line is not a session header`)
-  return { header: first.session, exchanges: lines.slice(1).map((line) => JSON.parse(line) as RecordedExchange) }
+  return {
+    header: first.session,
+    exchanges: lines.slice(1).map((line) => JSON.parse(line) as RecordedExchange),
+  }
 }
 
 /**
@@ -68,6 +83,8 @@ const SUBSTITUTED_FIELDS: Readonly<Record<string, string>> = {
   generationIdOrMemberEpoch: 'generation',
   memberEpoch: 'member epoch',
   sessionId: 'session',
+  clientInstanceId: 'client instance',
+  subscriptionId: 'subscription',
 }
 
 /** A target's substitutions for one session: `kind:recorded value` to the target's value. */
@@ -83,9 +100,10 @@ function substitutions(ctx: TargetContext, session: string): Substitutions {
 /** Whether a value of this kind is a real one (not "none yet": -1, 0, empty). */
 function isValue(kind: string, value: unknown): boolean {
   if (typeof value === 'bigint') return value >= 0n
-  if (typeof value === 'string') return value !== ''
+  if (typeof value === 'string') return value !== '' && value !== ZERO_UUID
   if (typeof value !== 'number') return false
-  return kind === 'session' ? value !== 0 : value >= 0
+  // Session and subscription ids are any int32 but 0 (0: none).
+  return kind === 'session' || kind === 'subscription' ? value !== 0 : value >= 0
 }
 
 /** Pairs the recorded answer with the target's, field by field, and learns what differs. */
@@ -127,7 +145,8 @@ function rewrite(
 ): unknown {
   const subs = substitutions(ctx, shared.session)
   const kind = SUBSTITUTED_FIELDS[field]
-  if (kind !== undefined) return subs.has(`${kind}:${String(value)}`) ? subs.get(`${kind}:${String(value)}`) : value
+  if (kind !== undefined)
+    return subs.has(`${kind}:${String(value)}`) ? subs.get(`${kind}:${String(value)}`) : value
   if (field === 'topicId' && typeof value === 'string' && value !== ZERO_UUID) {
     const name = shared.recordedTopicNames.get(value)
     return name === undefined ? value : (ctx.topicIds.get(name) ?? value)
@@ -161,7 +180,8 @@ function rewriteBatches(records: Buffer, subs: Substitutions, shiftMs: bigint): 
     const id = subs.get(`producer:${producerId}`)
     if (typeof id === 'bigint') out.writeBigInt64BE(id, at + PRODUCER_ID_OFFSET)
     const epoch = subs.get(`producer epoch:${out.readInt16BE(at + PRODUCER_EPOCH_OFFSET)}`)
-    if (typeof id === 'bigint' && typeof epoch === 'number') out.writeInt16BE(epoch, at + PRODUCER_EPOCH_OFFSET)
+    if (typeof id === 'bigint' && typeof epoch === 'number')
+      out.writeInt16BE(epoch, at + PRODUCER_EPOCH_OFFSET)
     if ((out.readInt16BE(at + ATTRIBUTES_OFFSET) & TIMESTAMP_TYPE_MASK) === 0) {
       for (const offset of [BASE_TIMESTAMP_OFFSET, MAX_TIMESTAMP_OFFSET]) {
         const ts = out.readBigInt64BE(at + offset)
@@ -179,7 +199,13 @@ function topicNamesOf(value: unknown, into: Map<string, string>): void {
   if (Array.isArray(value)) for (const item of value) topicNamesOf(item, into)
   else if (isStruct(value)) {
     const name = value.name ?? value.topic
-    if (typeof name === 'string' && typeof value.topicId === 'string' && value.topicId !== ZERO_UUID)
+    // Fetch v13+ answers name a topic by id alone (an empty name).
+    if (
+      typeof name === 'string' &&
+      name !== '' &&
+      typeof value.topicId === 'string' &&
+      value.topicId !== ZERO_UUID
+    )
       into.set(value.topicId, name)
     for (const inner of Object.values(value)) topicNamesOf(inner, into)
   }
@@ -206,6 +232,32 @@ function decode(exchange: RecordedExchange): Decoded {
   return { exchange, body, answer }
 }
 
+/** The settled error codes of an answer: its codes but none and the transient ones, once each. */
+function settledErrors(answer: Record<string, unknown>): string[] {
+  const codes = errorCodes(answer).filter((code) => code !== 0 && !TRANSIENT_ERROR_CODES.has(code))
+  return [...new Set(codes)].sort((a, b) => a - b).map(errorName)
+}
+
+/**
+ * A replay that does not do what the client did (a topic id or member id not rewritten, so
+ * both brokers refuse the request alike) would compare equal and prove nothing: Kafka's
+ * answer must carry the error codes the recorded one did (transient ones aside, which the
+ * harness resends past). Checked against Kafka, not tidelog, so that a tidelog bug shows
+ * as a difference from Kafka rather than as a broken replay.
+ */
+function checkFaithful(
+  exchange: RecordedExchange,
+  recorded: Record<string, unknown>,
+  kafka: Record<string, unknown>,
+) {
+  const want = settledErrors(recorded)
+  const got = settledErrors(kafka)
+  if (want.join() !== got.join())
+    throw new Error(
+      `replay of #${exchange.seq} ${exchange.api} is not faithful: recorded errors [${want.join(', ')}], Kafka answered [${got.join(', ')}]`,
+    )
+}
+
 /** A recorded session as a harness sequence named `session <name>`. */
 export function sessionSequence(name: string, session: RecordedSession): Sequence {
   const decoded = session.exchanges.map(decode)
@@ -227,7 +279,9 @@ export function sessionSequence(name: string, session: RecordedSession): Sequenc
       body: (ctx) => rewrite(body, '', exchange.apiKey, ctx, shared),
       ...(acks0 ? { noResponse: true } : {}),
       capture: (target, ctx) => {
-        if (answer !== null) learn(answer, target, substitutions(ctx, name))
+        if (answer === null) return
+        learn(answer, target, substitutions(ctx, name))
+        if (ctx.name === 'kafka') checkFaithful(exchange, answer, target)
       },
     })
   }
