@@ -32,6 +32,7 @@ import {
   TIMESTAMP_TYPE_MASK,
 } from '../../src/protocol/batch-header.js'
 import { crc32c } from '../../src/protocol/crc32c.js'
+import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { ApiKey, apis, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
 import { decodeRequestHeader } from '../../src/protocol/generated/request-header.js'
 import { decodeResponseHeader } from '../../src/protocol/generated/response-header.js'
@@ -232,6 +233,25 @@ function decode(exchange: RecordedExchange): Decoded {
   return { exchange, body, answer }
 }
 
+/** Codes a client resends on: a new topic the broker's metadata does not hold yet. */
+const UNKNOWN_TOPIC_CODES: ReadonlySet<number> = new Set([
+  ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+  ErrorCode.UNKNOWN_TOPIC_ID,
+])
+
+/**
+ * Whether to resend: a transient code (as every harness step), or a topic the recorded
+ * broker knew at this point and the target does not yet. Kafka 4.4 answers CreateTopics once
+ * its controller committed the topic, before its broker's metadata cache has it; a client
+ * resends then (as kafkajs did during the recording where tidelog was quicker).
+ */
+function settling(recorded: Record<string, unknown>, target: Record<string, unknown>): boolean {
+  const codes = errorCodes(target)
+  if (codes.some((code) => TRANSIENT_ERROR_CODES.has(code))) return true
+  const recordedCodes = new Set(errorCodes(recorded))
+  return codes.some((code) => UNKNOWN_TOPIC_CODES.has(code) && !recordedCodes.has(code))
+}
+
 /** The settled error codes of an answer: its codes but none and the transient ones, once each. */
 function settledErrors(answer: Record<string, unknown>): string[] {
   const codes = errorCodes(answer).filter((code) => code !== 0 && !TRANSIENT_ERROR_CODES.has(code))
@@ -278,6 +298,7 @@ export function sessionSequence(name: string, session: RecordedSession): Sequenc
       version: exchange.version,
       body: (ctx) => rewrite(body, '', exchange.apiKey, ctx, shared),
       ...(acks0 ? { noResponse: true } : {}),
+      retryWhile: (target) => (answer === null ? false : settling(answer, target)),
       capture: (target, ctx) => {
         if (answer === null) return
         learn(answer, target, substitutions(ctx, name))
