@@ -71,6 +71,57 @@ async function kafkajsSession(bootstrap: string): Promise<string> {
   return read.sort().join(' ')
 }
 
+/** A committed and an aborted transaction, then a read_committed group consumer. */
+async function kafkajsTransactionSession(bootstrap: string): Promise<string> {
+  const kafka = new Kafka({
+    clientId: 'recorded-kafkajs-txn',
+    brokers: [bootstrap],
+    logLevel: logLevel.NOTHING,
+  })
+  const admin = kafka.admin()
+  await admin.connect()
+  await admin.createTopics({
+    topics: [{ topic: 'rec-kafkajs-txn', numPartitions: 1, replicationFactor: 1 }],
+    waitForLeaders: true,
+  })
+  await admin.disconnect()
+  const producer = kafka.producer({
+    transactionalId: 'rec-kafkajs-txn',
+    idempotent: true,
+    maxInFlightRequests: 1,
+    allowAutoTopicCreation: false,
+  })
+  await producer.connect()
+  for (const [name, commit] of [
+    ['committed', true],
+    ['aborted', false],
+  ] as const) {
+    const txn = await producer.transaction()
+    await txn.send({
+      topic: 'rec-kafkajs-txn',
+      messages: [0, 1].map((i) => ({ key: `k${i}`, value: `${name}-${i}` })),
+    })
+    await (commit ? txn.commit() : txn.abort())
+  }
+  await producer.disconnect()
+  const consumer = kafka.consumer({ groupId: 'rec-kafkajs-txn-group', maxWaitTimeInMs: 100 })
+  await consumer.connect()
+  await consumer.subscribe({ topic: 'rec-kafkajs-txn', fromBeginning: true })
+  const read: string[] = []
+  await new Promise<void>((resolve) => {
+    void consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ topic, partition, message }) => {
+        read.push(`${message.offset}:${String(message.value)}`)
+        await consumer.commitOffsets([{ topic, partition, offset: String(Number(message.offset) + 1) }])
+        if (read.length === 2) resolve()
+      },
+    })
+  })
+  await consumer.disconnect()
+  return read.join(' ')
+}
+
 async function confluentSession(bootstrap: string): Promise<string> {
   const python = join(repoRoot(), '.build', 'pyenv', 'bin', 'python')
   const script = join(repoRoot(), 'test', 'differential', 'record-confluent.py')
@@ -85,6 +136,13 @@ const RECORDINGS: Readonly<Record<string, Recording>> = {
     scenario: SCENARIO,
     names: ['rec-kafkajs', 'rec-kafkajs-group'],
     run: kafkajsSession,
+  },
+  'kafkajs-txn': {
+    client: `kafkajs ${KAFKAJS_VERSION}`,
+    scenario:
+      'create a topic, commit a transaction of 2 records and abort one of 2, consume read_committed in a group, commit, leave',
+    names: ['rec-kafkajs-txn', 'rec-kafkajs-txn-group'],
+    run: kafkajsTransactionSession,
   },
   'confluent-kafka': {
     client: 'confluent-kafka-python 2.16.1 (librdkafka 2.16.0, .build/pyenv)',

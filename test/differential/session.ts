@@ -38,14 +38,7 @@ import { decodeRequestHeader } from '../../src/protocol/generated/request-header
 import { decodeResponseHeader } from '../../src/protocol/generated/response-header.js'
 import { Reader, ZERO_UUID } from '../../src/protocol/primitives.js'
 import { repoRoot } from '../helpers/compat-clients.js'
-import {
-  errorCodes,
-  errorName,
-  type Sequence,
-  type Step,
-  type TargetContext,
-  TRANSIENT_ERROR_CODES,
-} from './harness.js'
+import { errorName, type Sequence, type Step, type TargetContext, TRANSIENT_ERROR_CODES } from './harness.js'
 import type { RecordedExchange, SessionHeader } from './recorder.js'
 
 await loadAllApiCodecs()
@@ -78,6 +71,11 @@ export function readSession(path: string): RecordedSession {
 const SUBSTITUTED_FIELDS: Readonly<Record<string, string>> = {
   producerId: 'producer',
   producerEpoch: 'producer epoch',
+  // AddPartitionsToTxn v0-3 names them so.
+  v3AndBelowProducerId: 'producer',
+  v3AndBelowProducerEpoch: 'producer epoch',
+  ongoingTxnProducerId: 'producer',
+  ongoingTxnProducerEpoch: 'producer epoch',
   memberId: 'member',
   leader: 'member',
   generationId: 'generation',
@@ -246,15 +244,47 @@ const UNKNOWN_TOPIC_CODES: ReadonlySet<number> = new Set([
  * resends then (as kafkajs did during the recording where tidelog was quicker).
  */
 function settling(recorded: Record<string, unknown>, target: Record<string, unknown>): boolean {
-  const codes = errorCodes(target)
+  const codes = allErrorCodes(target)
   if (codes.some((code) => TRANSIENT_ERROR_CODES.has(code))) return true
-  const recordedCodes = new Set(errorCodes(recorded))
-  return codes.some((code) => UNKNOWN_TOPIC_CODES.has(code) && !recordedCodes.has(code))
+  const recordedCodes = new Set(allErrorCodes(recorded))
+  if (codes.some((code) => UNKNOWN_TOPIC_CODES.has(code) && !recordedCodes.has(code))) return true
+  return behind(recorded, target)
+}
+
+/** Offsets a broker moves after it answered the request that moves them (transaction markers). */
+const SETTLING_OFFSETS: ReadonlySet<string> = new Set(['highWatermark', 'lastStableOffset'])
+
+/**
+ * Whether the target's answer has a high watermark or last stable offset below the recorded
+ * one at the same place: Kafka writes a transaction's markers after it answered EndTxn, so a
+ * read_committed Fetch right after may not see them yet; the client's next fetch would.
+ */
+function behind(recorded: unknown, target: unknown): boolean {
+  if (Array.isArray(recorded) && Array.isArray(target))
+    return recorded.some((item, i) => i < target.length && behind(item, target[i]))
+  if (!isStruct(recorded) || !isStruct(target)) return false
+  return Object.entries(recorded).some(([field, value]) =>
+    SETTLING_OFFSETS.has(field) && typeof value === 'bigint' && typeof target[field] === 'bigint'
+      ? (target[field] as bigint) < value
+      : behind(value, target[field]),
+  )
+}
+
+/** Every error code in an answer, also those named otherwise (`partitionErrorCode`). */
+function allErrorCodes(value: unknown, into: number[] = []): number[] {
+  if (Array.isArray(value)) for (const item of value) allErrorCodes(item, into)
+  else if (isStruct(value)) {
+    for (const [key, inner] of Object.entries(value)) {
+      if (/errorCode$/i.test(key) && typeof inner === 'number') into.push(inner)
+      else allErrorCodes(inner, into)
+    }
+  }
+  return into
 }
 
 /** The settled error codes of an answer: its codes but none and the transient ones, once each. */
 function settledErrors(answer: Record<string, unknown>): string[] {
-  const codes = errorCodes(answer).filter((code) => code !== 0 && !TRANSIENT_ERROR_CODES.has(code))
+  const codes = allErrorCodes(answer).filter((code) => code !== 0 && !TRANSIENT_ERROR_CODES.has(code))
   return [...new Set(codes)].sort((a, b) => a - b).map(errorName)
 }
 
