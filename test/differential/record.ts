@@ -1,9 +1,10 @@
 /**
  * Re-records the client sessions the differential test replays (test/differential/sessions):
- * `npm run record:session [-- --client kafkajs|confluent-kafka]` starts one tidelog broker
- * set up as the differential brokers are (brokers.ts), puts the recorder's proxy in front of
- * it, runs each client's short session through the proxy (create a topic, produce
- * idempotently with acks=all, consume in a group, commit) and writes the session files.
+ * `npm run record:session [-- --client kafkajs|kafkajs-txn|confluent-kafka]` starts one
+ * tidelog broker set up as the differential brokers are (brokers.ts), puts the recorder's
+ * proxy in front of it, runs each client's short session through the proxy (create a topic,
+ * produce idempotently with acks=all or in transactions, consume in a group, commit) and
+ * writes the session files.
  *
  * Recorded against tidelog: a client then negotiates only versions tidelog serves, which
  * Kafka 4.4 serves too (it serves more), so every recorded request replays on both.
