@@ -5,7 +5,8 @@
  * and normalised, are compared field by field (harness.ts). A difference not listed in
  * known-differences.ts fails its test, printed as path, tidelog's value, Kafka's value; a
  * listed difference the fixed set no longer meets fails the last test, so the list shrinks
- * as tidelog is fixed. `npm run test:differential -- --seeds N` runs a long random sweep.
+ * as tidelog is fixed. Recorded client sessions (session.ts, sessions/*.jsonl) replay the same
+ * way. `npm run test:differential -- --seeds N` runs a long random sweep.
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
@@ -14,6 +15,7 @@ import { generatedSequence } from './generator.js'
 import { type Difference, formatDifference, runSequence, type Sequence } from './harness.js'
 import { KNOWN_DIFFERENCES, type KnownDifference, knownDifference } from './known-differences.js'
 import { FIXED_SEQUENCES } from './sequences.js'
+import { recordedSession, recordedSessionNames } from './session.js'
 
 /** The generated sequences CI runs: a few seeds, short, so that the file stays near a minute. */
 const CI_SEEDS = [1, 2, 3]
@@ -51,6 +53,9 @@ describe('differential: tidelog against Kafka 4.4, request by request', { timeou
 
   for (const seed of CI_SEEDS)
     it(`generated: seed ${seed}, ${CI_STEPS} steps`, () => check(generatedSequence(seed, CI_STEPS)))
+
+  // Built when the test runs: a session's timestamps move by the time since its recording.
+  for (const name of recordedSessionNames()) it(`recorded: ${name}`, () => check(recordedSession(name)))
 
   it('every known difference of the fixed set is still met', () => {
     const stale = KNOWN_DIFFERENCES.filter((k) => !k.sweepOnly && !met.has(k)).map(

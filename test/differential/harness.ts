@@ -309,6 +309,8 @@ const ORDINAL_FIELDS: Readonly<Record<string, string>> = {
   leader: 'member',
   groupInstanceId: 'instance',
   sessionId: 'session',
+  // KIP-714: the broker draws a client instance id; the subscription id hashes it in.
+  clientInstanceId: 'client-instance',
 }
 
 /**
@@ -345,10 +347,12 @@ function normalizeField(field: string, value: unknown, ctx: TargetContext): unkn
   if (NODE_ID_FIELDS.has(field) && typeof value === 'number') return nodeName(value, ctx)
   if (field === 'topicId' && typeof value === 'string')
     return value === ZERO_UUID ? value : `<id of ${ctx.topicNames.get(value) ?? '?'}>`
-  if (field in ORDINAL_FIELDS && typeof value === 'string' && value !== '')
+  if (field in ORDINAL_FIELDS && typeof value === 'string' && value !== '' && value !== ZERO_UUID)
     return ctx.ordinal(ORDINAL_FIELDS[field], value)
   if (field === 'sessionId' && typeof value === 'number' && value !== 0)
     return ctx.ordinal('session', String(value))
+  if (field === 'subscriptionId' && typeof value === 'number' && value !== 0)
+    return ctx.ordinal('subscription', String(value))
   if (field === 'logAppendTimeMs' && typeof value === 'bigint' && value >= 0n) return '<append-time>'
   if (field === 'finalizedFeaturesEpoch' && typeof value === 'bigint' && value >= 0n) return '<epoch>'
   return normalize(value, ctx, field)

@@ -6,9 +6,10 @@
  *
  * Normalised away before comparing, so never listed here (harness.ts): node ids (node#i by
  * rank), hosts, ports, racks, cluster ids, topic ids (named by their topic), producer ids,
- * member ids, instance and fetch session ids (named by order of appearance), throttle times,
- * LogAppendTime timestamps, the finalized features epoch, and every free-text error message
- * (each broker words them its own way: the error code is the contract).
+ * member ids, instance, fetch session, client instance and telemetry subscription ids (named
+ * by order of appearance), throttle times, LogAppendTime timestamps, the finalized features
+ * epoch, and every free-text error message (each broker words them its own way: the error
+ * code is the contract).
  */
 import type { Difference } from './harness.js'
 
@@ -96,6 +97,12 @@ export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [
     path: /^apiKeys\[apiKey=(71|72)\]$/,
     values: (_tidelog, kafka) => kafka === '(absent)',
     why: 'GetTelemetrySubscriptions and PushTelemetry (KIP-714): Kafka advertises them only with a client telemetry receiver plugin, which the reference node has none of; tidelog receives pushed metrics itself (served on /metrics)',
+  },
+  {
+    api: /^GetTelemetrySubscriptions /,
+    path: /^deltaTemporality$/,
+    values: (tidelog, kafka) => tidelog === false && kafka === true,
+    why: 'tidelog asks for cumulative sums (src/server/telemetry/client-metrics-manager.ts): it serves pushed metrics as Prometheus counters, and a client that pushes to another broker after a reconnect would split a delta series across brokers; Kafka asks for deltas',
   },
   {
     api: /^ApiVersions /,

@@ -1,7 +1,8 @@
 /**
  * The long differential sweep: `npm run test:differential -- --seeds N [--first S] [--steps M]
- * [--fixed]` runs N generated sequences (seeds S..S+N-1, M steps each) against one tidelog
- * broker and one Kafka 4.4 node, and with --fixed the fixed set first. It prints every
+ * [--fixed] [--sessions]` runs N generated sequences (seeds S..S+N-1, M steps each) against one
+ * tidelog broker and one Kafka 4.4 node, with --fixed the fixed set first and with --sessions
+ * the recorded client sessions (sessions/*.jsonl) before them (`--seeds 0 --sessions`: only those). It prints every
  * difference, known ones marked with their reason, and exits 1 on any unknown one.
  */
 import { parseArgs } from 'node:util'
@@ -10,6 +11,7 @@ import { generatedSequence } from './generator.js'
 import { type Difference, formatDifference, runSequence, type Sequence } from './harness.js'
 import { knownDifference } from './known-differences.js'
 import { FIXED_SEQUENCES } from './sequences.js'
+import { recordedSession, recordedSessionNames } from './session.js'
 
 const { values } = parseArgs({
   options: {
@@ -17,6 +19,7 @@ const { values } = parseArgs({
     first: { type: 'string', default: '1' },
     steps: { type: 'string', default: '60' },
     fixed: { type: 'boolean', default: false },
+    sessions: { type: 'boolean', default: false },
   },
 })
 const seeds = Number(values.seeds)
@@ -32,6 +35,7 @@ let compared = 0
 const started = Date.now()
 try {
   const sequences: Sequence[] = values.fixed ? [...FIXED_SEQUENCES] : []
+  if (values.sessions) for (const name of recordedSessionNames()) sequences.push(recordedSession(name))
   for (let seed = first; seed < first + seeds; seed++) sequences.push(generatedSequence(seed, steps))
   for (const sequence of sequences) {
     const result = await runSequence(sequence, brokers.tidelog, brokers.kafka)
