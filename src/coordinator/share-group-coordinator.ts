@@ -114,7 +114,8 @@ export class ShareGroupCoordinator {
       groupId,
       errorCode,
       errorMessage,
-      state: 'Dead',
+      // Kafka leaves the state of a group it does not describe empty.
+      state: '',
       groupEpoch: -1,
       assignmentEpoch: -1,
       assignorName: '',

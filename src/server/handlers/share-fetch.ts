@@ -7,8 +7,8 @@
  * for the member (SharePartition: locks of group.share.record.lock.duration.ms, delivery
  * counts), returned as whole batches with their AcquiredRecords ranges. With nothing
  * acquired the fetch waits up to MaxWaitMs for new data. Closing the session releases what
- * the member still holds. A full request is answered for every session partition, a later
- * one only for partitions with records, an error or acknowledgements.
+ * the member still holds. Only partitions with records, an error or acknowledgements are
+ * answered, the opening request's too (as Kafka).
  * Errors: top level INVALID_GROUP_ID, GROUP_AUTHORIZATION_FAILED, INVALID_REQUEST (no member
  * id, acknowledgements in the opening request), SHARE_SESSION_NOT_FOUND,
  * INVALID_SHARE_SESSION_EPOCH; per partition UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED,
@@ -105,9 +105,9 @@ export const shareFetchHandler: ApiHandler<ShareFetchRequest, ShareFetchResponse
             : 'batch_optimized',
       })
     }
+    // Kafka answers (opening requests included) only partitions with records, an error or acknowledgements.
     const shown = [...outcomes.values()].filter(
-      (o) =>
-        step.kind === 'open' || o.acquired.length > 0 || o.errorCode !== 0 || o.acknowledgeErrorCode !== null,
+      (o) => o.acquired.length > 0 || o.errorCode !== 0 || o.acknowledgeErrorCode !== null,
     )
     return { ...fail(ErrorCode.NONE), responses: toResponses(context, shown) }
   },

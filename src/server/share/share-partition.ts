@@ -195,12 +195,13 @@ export class SharePartition {
   /**
    * Applies a member's acknowledgements. All or nothing, as Kafka's: every offset must be
    * ACQUIRED by this member (INVALID_RECORD_STATE otherwise, nothing changes), except that a
-   * GAP may name offsets that were never records.
+   * GAP may name offsets that were never records, and offsets below SPSO (done already) are
+   * passed over, as Kafka 4.4 does.
    */
   acknowledge(memberId: string, batches: readonly AcknowledgementBatch[]): number {
     if (this.closed) return ErrorCode.NOT_LEADER_OR_FOLLOWER
     for (const batch of batches)
-      for (let offset = batch.firstOffset; offset <= batch.lastOffset; offset++) {
+      for (let offset = Math.max(batch.firstOffset, this.spso); offset <= batch.lastOffset; offset++) {
         const type = typeAt(batch, offset)
         if (type === AcknowledgeType.GAP && !this.records.has(offset)) continue
         const record = this.records.get(offset)
@@ -209,7 +210,7 @@ export class SharePartition {
       }
     const renewed: number[] = []
     for (const batch of batches)
-      for (let offset = batch.firstOffset; offset <= batch.lastOffset; offset++) {
+      for (let offset = Math.max(batch.firstOffset, this.spso); offset <= batch.lastOffset; offset++) {
         const record = this.records.get(offset)
         if (record === undefined) continue
         const type = typeAt(batch, offset)
