@@ -103,6 +103,12 @@ export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [
     why: 'tidelog reports fixed levels (src/server/features.ts): group.version and share.version 1 only, no metadata.version (not KRaft), transaction.version 0 (no transaction version 2), no streams groups, no ELR feature; Kafka 4.4 finalizes its latest of each at its metadata offset',
   },
   {
+    api: /^ApiVersions /,
+    path: /^(supportedFeatures|finalizedFeatures)\[name=share\.version\]\.(minVersionLevel|maxVersionLevel|maxVersion)$/,
+    values: (tidelog, kafka) => tidelog === 1 && kafka === 2,
+    why: "share.version 2 (Kafka 4.4: share groups' dead-letter queues) is not implemented; tidelog serves share groups at level 1",
+  },
+  {
     api: /^(Produce v2|DescribeConfigs v0|Metadata v0)$/,
     path: /^\(connection\)$/,
     values: (tidelog, kafka) => tidelog === 'answered' && kafka === 'closed the connection',
