@@ -96,8 +96,8 @@ export interface GroupCoordinatorConfig extends CoordinatorConfig {
 export interface GroupSummary {
   readonly groupId: string
   readonly protocolType: string
-  readonly state: GroupStateName | ConsumerGroupStateName
-  readonly type: 'classic' | 'consumer'
+  readonly state: GroupStateName | ConsumerGroupStateName | 'Empty' | 'Stable'
+  readonly type: 'classic' | 'consumer' | 'share'
 }
 
 export interface ConsumerGroupDescription {
@@ -557,6 +557,7 @@ export class GroupCoordinator {
           type: group.type,
         })
       }
+      groups.push(...this.share.list(shard))
     }
     return { errorCode, groups }
   }

@@ -82,6 +82,18 @@ export class ShareGroupCoordinator {
     return this.groupsByShard.get(shard)?.has(groupId) === true
   }
 
+  /** A shard's share groups for ListGroups (Kafka's protocol type and group type: "share"). */
+  list(
+    shard: GroupCoordinatorShard,
+  ): { groupId: string; protocolType: string; state: 'Empty' | 'Stable'; type: 'share' }[] {
+    return [...(this.groupsByShard.get(shard)?.values() ?? [])].map((group) => ({
+      groupId: group.groupId,
+      protocolType: 'share',
+      state: shareGroupStateName(group),
+      type: 'share' as const,
+    }))
+  }
+
   /** ShareGroupHeartbeat: joins (creating the group), heartbeats, leaves. */
   heartbeat(req: ShareHeartbeatRequest): ShareHeartbeatResult {
     const invalid = validateShareHeartbeat(req)

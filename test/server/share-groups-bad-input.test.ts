@@ -13,6 +13,7 @@ import { Admin } from '../../src/client/admin.js'
 import { Producer } from '../../src/client/producer.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { ApiKey } from '../../src/protocol/generated/index.js'
+import type { ListGroupsResponse } from '../../src/protocol/generated/list-groups-response.js'
 import type { MetadataResponse } from '../../src/protocol/generated/metadata-response.js'
 import type { OffsetCommitResponse } from '../../src/protocol/generated/offset-commit-response.js'
 import type { ShareAcknowledgeResponse } from '../../src/protocol/generated/share-acknowledge-response.js'
@@ -134,6 +135,14 @@ async function sequence(bootstrap: string): Promise<string[]> {
     for (const g of described.groups)
       lines.push(`describe ${g.groupId} ${g.errorCode} ${g.groupState} ${g.members.length} ${g.assignorName}`)
 
+    const listed = await rawCall<ListGroupsResponse>(raw, ApiKey.ListGroups, 5, {
+      statesFilter: [],
+      typesFilter: [],
+    })
+    for (const g of listed.groups
+      .filter((l) => l.groupId.startsWith('share-bad'))
+      .sort((a, b) => (a.groupId < b.groupId ? -1 : 1)))
+      lines.push(`list ${g.groupId} ${g.protocolType} ${g.groupState} ${g.groupType}`)
     const partitionsOf = (r: { responses: { partitions: { errorCode: number }[] }[] }) =>
       r.responses.flatMap((t) => t.partitions.map((p) => p.errorCode)).join(',')
     const fetch = async (label: string, epochOf: number, body: object = {}) => {
