@@ -69,6 +69,8 @@ import {
 } from './rebalance.js'
 import type { CoordinatorRecord } from './records.js'
 import { CoordinatorRuntime, type CoordinatorRuntimeHost } from './runtime/coordinator-runtime.js'
+import { DEFAULT_SHARE_GROUP_CONFIG, type ShareGroupConfig } from './share-group.js'
+import { ShareGroupCoordinator } from './share-group-coordinator.js'
 
 /** What the coordinator needs from its broker. */
 export interface CoordinatorHost extends CoordinatorRuntimeHost {
@@ -87,13 +89,15 @@ export interface GroupCoordinatorConfig extends CoordinatorConfig {
   readonly consumerGroup?: ConsumerGroupConfig
   /** group.coordinator.rebalance.protocols: 'consumer' enables ConsumerGroupHeartbeat. */
   readonly rebalanceProtocols?: readonly string[]
+  /** group.share.* (KIP-932); Kafka's defaults when absent. */
+  readonly shareGroup?: ShareGroupConfig
 }
 
 export interface GroupSummary {
   readonly groupId: string
   readonly protocolType: string
-  readonly state: GroupStateName | ConsumerGroupStateName
-  readonly type: 'classic' | 'consumer'
+  readonly state: GroupStateName | ConsumerGroupStateName | 'Empty' | 'Stable'
+  readonly type: 'classic' | 'consumer' | 'share'
 }
 
 export interface ConsumerGroupDescription {
@@ -151,6 +155,8 @@ export interface OffsetFetchResult {
 
 export class GroupCoordinator {
   private readonly runtime: CoordinatorRuntime<GroupCoordinatorShard, CoordinatorRecord>
+  /** Share groups (KIP-932): ShareGroupHeartbeat and ShareGroupDescribe. */
+  readonly share: ShareGroupCoordinator
 
   constructor(
     private readonly host: CoordinatorHost,
@@ -183,6 +189,12 @@ export class GroupCoordinator {
           config,
           consumerConfig: this.consumerConfig,
         }),
+    })
+    this.share = new ShareGroupCoordinator({
+      route: (groupId) => this.route(groupId),
+      clock: host.clock,
+      metadataImage: () => host.metadataImage(),
+      config: config.shareGroup ?? DEFAULT_SHARE_GROUP_CONFIG,
     })
   }
 
@@ -223,6 +235,8 @@ export class GroupCoordinator {
   join(req: Omit<JoinRequest, 'newMemberId'>): Promise<JoinResult> {
     const shard = this.route(req.groupId)
     if (typeof shard === 'number') return Promise.resolve(joinError(shard, req.memberId))
+    if (this.share.has(shard, req.groupId))
+      return Promise.resolve(joinError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.memberId))
     let group = shard.groups.get(req.groupId)
     if (!group || group.state === 'Dead') {
       if (req.memberId !== '') return Promise.resolve(joinError(ErrorCode.UNKNOWN_MEMBER_ID, req.memberId))
@@ -290,6 +304,10 @@ export class GroupCoordinator {
     if (invalid) return Promise.resolve(invalid)
     const shard = this.route(req.groupId)
     if (typeof shard === 'number') return Promise.resolve(heartbeatError(shard))
+    if (this.share.has(shard, req.groupId))
+      return Promise.resolve(
+        heartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, `Group ${req.groupId} is not a consumer group.`),
+      )
     let group = shard.groups.get(req.groupId)
     if (group?.state === 'Dead') group = undefined
     if (!group) {
@@ -539,6 +557,7 @@ export class GroupCoordinator {
           type: group.type,
         })
       }
+      groups.push(...this.share.list(shard))
     }
     return { errorCode, groups }
   }

@@ -14,6 +14,7 @@ import { authorizerConfigDefs } from '../security/authorizer/authorizer-config.j
 import { type Endpoint, type ListenerSettings, listenerSettings } from '../security/listeners.js'
 import { checkListenerOverrides, securityConfigDefs } from '../security/security-config.js'
 import { DEFAULT_MAX_OPEN_FILES } from '../storage/bounded-file-system.js'
+import type { ShareAutoOffsetReset, SharePartitionManagerConfig } from './share/share-partition-manager.js'
 
 const MIB = 1024 * 1024
 const LONG_MAX = Number.MAX_SAFE_INTEGER
@@ -344,6 +345,39 @@ export const brokerConfigDefs = new ConfigDefs([
   def('group.consumer.max.size', 'int', 2147483647, 'Members a consumer-protocol group may have.', {
     min: 1,
   }),
+  def('group.share.heartbeat.interval.ms', 'int', 5000, 'Heartbeat interval given to share group members.', {
+    min: 1,
+  }),
+  def('group.share.session.timeout.ms', 'int', 45000, 'Session timeout of share group members.', { min: 1 }),
+  def('group.share.max.size', 'int', 200, 'Members a share group may have.', { min: 1 }),
+  def(
+    'group.share.record.lock.duration.ms',
+    'int',
+    30000,
+    'How long a share consumer holds the records it acquired before they are released.',
+    { min: 1000 },
+  ),
+  def(
+    'group.share.delivery.count.limit',
+    'int',
+    5,
+    'Deliveries of a record to share consumers after which it is archived instead of released.',
+    { min: 2, max: 10 },
+  ),
+  def(
+    'group.share.partition.max.record.locks',
+    'int',
+    2000,
+    'Records a share-partition keeps in flight (acquired or awaiting delivery) at most.',
+    { min: 100 },
+  ),
+  def(
+    'tidelog.share.auto.offset.reset',
+    'string',
+    'latest',
+    "Where a new share-partition starts (Kafka's share.auto.offset.reset, a group config there).",
+    { oneOf: ['latest', 'earliest'] },
+  ),
   def('offsets.retention.minutes', 'int', 10080, 'How long offsets of an empty group are kept.', { min: 1 }),
   def('offsets.retention.check.interval.ms', 'long', 600000, 'How often expired offsets are removed.', {
     min: 1,
@@ -649,5 +683,21 @@ export function groupCoordinatorConfig(config: BrokerConfig): GroupCoordinatorCo
       assignors: config.values.get('group.consumer.assignors') as string[],
       maxSize: value('group.consumer.max.size'),
     },
+    shareGroup: {
+      heartbeatIntervalMs: value('group.share.heartbeat.interval.ms'),
+      sessionTimeoutMs: value('group.share.session.timeout.ms'),
+      maxSize: value('group.share.max.size'),
+    },
+  }
+}
+
+/** The share-partitions' settings (KIP-932) from the broker's group.share.* properties. */
+export function sharePartitionManagerConfig(config: BrokerConfig): SharePartitionManagerConfig {
+  const value = (name: string): number => config.values.get(name) as number
+  return {
+    recordLockDurationMs: value('group.share.record.lock.duration.ms'),
+    deliveryCountLimit: value('group.share.delivery.count.limit'),
+    maxInFlightRecords: value('group.share.partition.max.record.locks'),
+    autoOffsetReset: config.values.get('tidelog.share.auto.offset.reset') as ShareAutoOffsetReset,
   }
 }

@@ -27,15 +27,19 @@ export const SUPPORTED_FEATURES: readonly SupportedFeature[] = [
   { name: 'group.version', minVersion: 0, maxVersion: 1 },
   // tidelog's controller is not a KRaft quorum: only the static-quorum level.
   { name: 'kraft.version', minVersion: 0, maxVersion: 0 },
-  // Share groups (KIP-932) and streams groups (KIP-1071) are not served.
-  { name: 'share.version', minVersion: 0, maxVersion: 0 },
+  // Share groups (KIP-932: ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge).
+  { name: 'share.version', minVersion: 0, maxVersion: 1 },
+  // Streams groups (KIP-1071) are not served.
   { name: 'streams.version', minVersion: 0, maxVersion: 0 },
   // Transaction protocol v1 only (see above).
   { name: 'transaction.version', minVersion: 0, maxVersion: 0 },
 ]
 
 /** What the cluster runs at (Kafka's FinalizedFeatures): only levels above 0 are listed. */
-export const FINALIZED_FEATURES: readonly FinalizedFeature[] = [{ name: 'group.version', level: 1 }]
+export const FINALIZED_FEATURES: readonly FinalizedFeature[] = [
+  { name: 'group.version', level: 1 },
+  { name: 'share.version', level: 1 },
+]
 
 /** The finalized features never change, so their epoch is fixed (Kafka: -1 means unknown). */
 export const FINALIZED_FEATURES_EPOCH = 0n

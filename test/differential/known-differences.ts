@@ -88,9 +88,9 @@ export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [
   },
   {
     api: /^ApiVersions /,
-    path: /^apiKeys\[apiKey=(34|55|57|64|76|77|78|79|80|81|83|84|85|86|87|88|89|90|91|92|93|94)\]$/,
+    path: /^apiKeys\[apiKey=(34|55|57|64|80|81|83|84|85|86|87|88|89|90|91|92|93|94)\]$/,
     values: (tidelog) => tidelog === '(absent)',
-    why: 'APIs tidelog does not serve (README "Not done yet"): AlterReplicaLogDirs, DescribeQuorum, UpdateFeatures, UnregisterBroker, share groups, KRaft voters, streams groups (KIP-1071) and the other 4.x additions',
+    why: 'APIs tidelog does not serve (README "Not done yet"): AlterReplicaLogDirs, DescribeQuorum, UpdateFeatures, UnregisterBroker, the share-group offset and state APIs, KRaft voters, streams groups (KIP-1071) and the other 4.x additions',
   },
   {
     api: /^ApiVersions /,
@@ -107,7 +107,13 @@ export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [
   {
     api: /^ApiVersions /,
     path: /^(supportedFeatures|finalizedFeatures)\[name=[a-z.]+\]$|^finalizedFeaturesEpoch$/,
-    why: 'tidelog reports fixed levels (src/server/features.ts): group.version 1 only, no metadata.version (not KRaft), transaction.version 0 (no transaction version 2), no share or streams groups, no ELR feature; Kafka 4.4 finalizes its latest of each at its metadata offset',
+    why: 'tidelog reports fixed levels (src/server/features.ts): group.version and share.version 1 only, no metadata.version (not KRaft), transaction.version 0 (no transaction version 2), no streams groups, no ELR feature; Kafka 4.4 finalizes its latest of each at its metadata offset',
+  },
+  {
+    api: /^ApiVersions /,
+    path: /^(supportedFeatures|finalizedFeatures)\[name=share\.version\]\.(minVersionLevel|maxVersionLevel|maxVersion)$/,
+    values: (tidelog, kafka) => tidelog === 1 && kafka === 2,
+    why: "share.version 2 (Kafka 4.4: share groups' dead-letter queues) is not implemented; tidelog serves share groups at level 1",
   },
   {
     api: /^(Produce v2|DescribeConfigs v0|Metadata v0)$/,

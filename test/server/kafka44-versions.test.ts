@@ -63,20 +63,23 @@ test('Kafka 4.4 versions: ApiVersions features and targets, topic-id offsets, tr
           [
             ['group.version', 0, 1],
             ['kraft.version', 0, 0],
-            ['share.version', 0, 0],
+            ['share.version', 0, 1],
             ['streams.version', 0, 0],
             ['transaction.version', 0, 0],
           ],
         )
         assert.deepEqual(
           v4.finalizedFeatures.map((f) => [f.name, f.minVersionLevel, f.maxVersionLevel]),
-          [['group.version', 1, 1]],
+          [
+            ['group.version', 1, 1],
+            ['share.version', 1, 1],
+          ],
           'transaction.version is not finalized: Kafka 4 producers keep transaction protocol v1',
         )
         assert.equal(v4.finalizedFeaturesEpoch, 0n)
         const v3 = await rawCall<ApiVersionsResponse>(raw, ApiKey.ApiVersions, 3, SOFTWARE)
         assert.deepEqual(v3.supportedFeatures, [], 'below v4, no feature with minimum 0 (KAFKA-17011)')
-        assert.equal(v3.finalizedFeatures.length, 1)
+        assert.equal(v3.finalizedFeatures.length, 2)
 
         const metadata = await rawCall<MetadataResponse>(raw, ApiKey.Metadata, 13, {
           topics: [{ name: TOPIC, topicId: 'AAAAAAAAAAAAAAAAAAAAAA' }],

@@ -53,6 +53,10 @@ import type { AnyApiHandler } from './registry.js'
 import { renewDelegationTokenHandler } from './renew-delegation-token.js'
 import { saslAuthenticateHandler } from './sasl-authenticate.js'
 import { saslHandshakeHandler } from './sasl-handshake.js'
+import { shareAcknowledgeHandler } from './share-acknowledge.js'
+import { shareFetchHandler } from './share-fetch.js'
+import { shareGroupDescribeHandler } from './share-group-describe.js'
+import { shareGroupHeartbeatHandler } from './share-group-heartbeat.js'
 import { syncGroupHandler } from './sync-group.js'
 import { txnOffsetCommitHandler } from './txn-offset-commit.js'
 import { writeTxnMarkersHandler } from './write-txn-markers.js'
@@ -97,6 +101,10 @@ export const allHandlers: readonly AnyApiHandler[] = [
   deleteGroupsHandler,
   consumerGroupHeartbeatHandler,
   consumerGroupDescribeHandler,
+  shareGroupHeartbeatHandler,
+  shareGroupDescribeHandler,
+  shareFetchHandler,
+  shareAcknowledgeHandler,
   offsetDeleteHandler,
   writeTxnMarkersHandler,
   describeProducersHandler,

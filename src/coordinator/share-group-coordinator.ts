@@ -1,0 +1,187 @@
+/**
+ * The group coordinator's share-group side (KIP-932): ShareGroupHeartbeat and
+ * ShareGroupDescribe on the share groups of each __consumer_offsets shard led here, routed
+ * as every group request is (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS by the runtime).
+ *
+ * The groups live beside the shard's classic and consumer groups, in memory only (see
+ * share-group.ts): when the runtime drops the shard, its share groups and their session
+ * timers go with it. A group id names one group of one type: a share heartbeat or describe
+ * of a classic or consumer group answers GROUP_ID_NOT_FOUND ("is not a share group"), as
+ * Kafka.
+ */
+import type { Clock } from '../common/clock.js'
+import type { ClusterImage } from '../metadata/cluster-image.js'
+import { ErrorCode } from '../protocol/error-codes.js'
+import type { GroupCoordinatorShard } from './group-coordinator-shard.js'
+import {
+  expireShareMembers,
+  newShareGroup,
+  nextShareDeadline,
+  type ShareGroup,
+  type ShareGroupConfig,
+  type ShareHeartbeatRequest,
+  type ShareHeartbeatResult,
+  type ShareTopicsView,
+  SIMPLE_ASSIGNOR,
+  shareGroupHeartbeat,
+  shareGroupStateName,
+  shareHeartbeatError,
+  toWire,
+  validateShareHeartbeat,
+} from './share-group.js'
+
+export interface ShareGroupCoordinatorDeps {
+  /** The loaded shard coordinating a group here, or the error a client must see. */
+  route(groupId: string): GroupCoordinatorShard | number
+  readonly clock: Clock
+  metadataImage(): ClusterImage
+  readonly config: ShareGroupConfig
+}
+
+export interface ShareGroupDescription {
+  readonly groupId: string
+  readonly errorCode: number
+  readonly errorMessage: string | null
+  readonly state: string
+  readonly groupEpoch: number
+  readonly assignmentEpoch: number
+  readonly assignorName: string
+  readonly members: readonly {
+    memberId: string
+    rackId: string | null
+    memberEpoch: number
+    clientId: string
+    clientHost: string
+    subscribedTopicNames: string[]
+    assignment: { topicId: string; topicName: string; partitions: number[] }[]
+  }[]
+}
+
+/** The session timer of a share group, apart from the shard's group-id keyed timers. */
+function timerKey(groupId: string): string {
+  return `\u0001share\u0001${groupId}`
+}
+
+export class ShareGroupCoordinator {
+  /** Each loaded shard's share groups; a dropped shard's go with it. */
+  private readonly groupsByShard = new WeakMap<GroupCoordinatorShard, Map<string, ShareGroup>>()
+
+  constructor(private readonly deps: ShareGroupCoordinatorDeps) {}
+
+  private groupsOf(shard: GroupCoordinatorShard): Map<string, ShareGroup> {
+    let groups = this.groupsByShard.get(shard)
+    if (!groups) {
+      groups = new Map()
+      this.groupsByShard.set(shard, groups)
+    }
+    return groups
+  }
+
+  /** Whether `groupId` is a share group of `shard` (a classic or consumer join must not take it). */
+  has(shard: GroupCoordinatorShard, groupId: string): boolean {
+    return this.groupsByShard.get(shard)?.has(groupId) === true
+  }
+
+  /** A shard's share groups for ListGroups (Kafka's protocol type and group type: "share"). */
+  list(
+    shard: GroupCoordinatorShard,
+  ): { groupId: string; protocolType: string; state: 'Empty' | 'Stable'; type: 'share' }[] {
+    return [...(this.groupsByShard.get(shard)?.values() ?? [])].map((group) => ({
+      groupId: group.groupId,
+      protocolType: 'share',
+      state: shareGroupStateName(group),
+      type: 'share' as const,
+    }))
+  }
+
+  /** ShareGroupHeartbeat: joins (creating the group), heartbeats, leaves. */
+  heartbeat(req: ShareHeartbeatRequest): ShareHeartbeatResult {
+    const invalid = validateShareHeartbeat(req)
+    if (invalid) return invalid
+    const shard = this.deps.route(req.groupId)
+    if (typeof shard === 'number') return shareHeartbeatError(shard)
+    const groups = this.groupsOf(shard)
+    let group = groups.get(req.groupId)
+    if (!group) {
+      if (shard.groups.has(req.groupId))
+        return shareHeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, `Group ${req.groupId} is not a share group.`)
+      if (req.memberEpoch !== 0)
+        return shareHeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, `Group ${req.groupId} not found.`)
+      group = newShareGroup(req.groupId)
+      groups.set(req.groupId, group)
+    }
+    const result = shareGroupHeartbeat(
+      group,
+      req,
+      this.deps.clock.nowMs(),
+      this.deps.config,
+      this.topicsView(),
+    )
+    this.schedule(shard, group)
+    return result
+  }
+
+  describe(groupId: string): ShareGroupDescription {
+    const fail = (errorCode: number, errorMessage: string | null): ShareGroupDescription => ({
+      groupId,
+      errorCode,
+      errorMessage,
+      // Kafka leaves the state of a group it does not describe empty.
+      state: '',
+      groupEpoch: -1,
+      assignmentEpoch: -1,
+      assignorName: '',
+      members: [],
+    })
+    const shard = this.deps.route(groupId)
+    if (typeof shard === 'number') return fail(shard, null)
+    const group = this.groupsOf(shard).get(groupId)
+    if (!group) {
+      if (shard.groups.has(groupId) && shard.groups.get(groupId)?.state !== 'Dead')
+        return fail(ErrorCode.GROUP_ID_NOT_FOUND, `Group ${groupId} is not a share group.`)
+      return fail(ErrorCode.GROUP_ID_NOT_FOUND, `Group ${groupId} not found.`)
+    }
+    const names = new Map<string, string>()
+    for (const [name, topic] of this.deps.metadataImage().topics) names.set(topic.topicId, name)
+    return {
+      groupId,
+      errorCode: ErrorCode.NONE,
+      errorMessage: null,
+      state: shareGroupStateName(group),
+      groupEpoch: group.groupEpoch,
+      assignmentEpoch: group.assignmentEpoch,
+      assignorName: SIMPLE_ASSIGNOR,
+      members: [...group.members.values()].map((m) => ({
+        memberId: m.memberId,
+        rackId: m.rackId,
+        memberEpoch: m.memberEpoch,
+        clientId: m.clientId,
+        clientHost: m.clientHost,
+        subscribedTopicNames: [...m.subscribedTopicNames],
+        assignment: toWire(m.assignment).map((t) => ({ ...t, topicName: names.get(t.topicId) ?? '' })),
+      })),
+    }
+  }
+
+  /** Arms the group's timer at its next member session deadline. */
+  private schedule(shard: GroupCoordinatorShard, group: ShareGroup): void {
+    if (!shard.context.isActive) return
+    const deadline = nextShareDeadline(group, this.deps.config)
+    if (deadline === null) {
+      shard.context.timer.cancel(timerKey(group.groupId))
+      return
+    }
+    shard.context.timer.schedule(timerKey(group.groupId), deadline, () => {
+      if (shard.unloaded || this.groupsOf(shard).get(group.groupId) !== group) return
+      expireShareMembers(group, this.deps.clock.nowMs(), this.deps.config, this.topicsView())
+      this.schedule(shard, group)
+    })
+  }
+
+  private topicsView(): ShareTopicsView {
+    const byName = new Map<string, { topicId: string; partitions: number }>()
+    for (const [name, topic] of this.deps.metadataImage().topics)
+      byName.set(name, { topicId: topic.topicId, partitions: topic.partitions.length })
+    return { byName }
+  }
+}

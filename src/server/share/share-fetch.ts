@@ -1,0 +1,96 @@
+/**
+ * The acquiring part of a ShareFetch (Kafka's DelayedShareFetch, simplified): each session
+ * partition acquires what it may for the member, within the request's record and byte
+ * limits; when nothing was acquired the fetch waits up to maxWaitMs for new data on those
+ * partitions and tries once more. (Records released by another member meanwhile are found
+ * by the member's next fetch.)
+ */
+
+import { ErrorCode } from '../../protocol/error-codes.js'
+import { fetchWatch, waitForFetchData } from '../../replication/delayed-operations.js'
+import type { RequestContext } from '../request-context.js'
+import type { AcquireMode } from './share-partition.js'
+import { type PartitionOutcome, resolveSharePartition } from './share-requests.js'
+import { sharePartitionManagerOf } from './share-services.js'
+
+export interface ShareFetchLimits {
+  readonly maxRecords: number
+  readonly maxBytes: number
+  readonly maxWaitMs: number
+  readonly mode: AcquireMode
+}
+
+/** Acquires on every target (their outcomes are filled in place); waits once when none got records. */
+export async function acquireForMember(
+  context: RequestContext,
+  groupId: string,
+  memberId: string,
+  targets: PartitionOutcome[],
+  limits: ShareFetchLimits,
+): Promise<void> {
+  let got = await acquireOnce(context, groupId, memberId, targets, limits)
+  const anyError = targets.some((t) => t.errorCode !== ErrorCode.NONE)
+  if (got > 0 || anyError || limits.maxWaitMs <= 0 || targets.length === 0) return
+  const manager = sharePartitionManagerOf(context.broker)
+  const watches = []
+  for (const t of targets) {
+    const tp = resolveSharePartition(context, t.topicId, t.partition)
+    if (typeof tp === 'number') continue
+    const found = manager.sharePartition(groupId, tp)
+    if (typeof found === 'number') continue
+    watches.push(fetchWatch(found.partition, found.partition.highWatermark, 'highWatermark'))
+  }
+  if (watches.length === 0) return
+  await waitForFetchData(
+    context.broker.clock,
+    watches,
+    1,
+    limits.maxWaitMs,
+    'highWatermark',
+    context.purgatoryTimer,
+  )
+  if (context.connection.isClosed) return
+  got = await acquireOnce(context, groupId, memberId, targets, limits)
+}
+
+async function acquireOnce(
+  context: RequestContext,
+  groupId: string,
+  memberId: string,
+  targets: PartitionOutcome[],
+  limits: ShareFetchLimits,
+): Promise<number> {
+  const manager = sharePartitionManagerOf(context.broker)
+  let recordsLeft = limits.maxRecords
+  let bytesLeft = limits.maxBytes
+  let total = 0
+  for (const target of targets) {
+    if (target.errorCode !== ErrorCode.NONE) continue
+    if (recordsLeft <= 0 || bytesLeft <= 0) break
+    const tp = resolveSharePartition(context, target.topicId, target.partition)
+    if (typeof tp === 'number') {
+      target.errorCode = tp
+      continue
+    }
+    const result = await manager.acquire(groupId, memberId, tp, {
+      maxRecords: recordsLeft,
+      maxBytes: bytesLeft,
+      mode: limits.mode,
+    })
+    target.errorCode = result.errorCode
+    if (result.acquired.length === 0) continue
+    const count = result.acquired.reduce((n, r) => n + r.lastOffset - r.firstOffset + 1, 0)
+    recordsLeft -= count
+    bytesLeft -= result.records.reduce((n, b) => n + b.length, 0)
+    total += count
+    target.records.push(...result.records)
+    target.acquired.push(
+      ...result.acquired.map((r) => ({
+        firstOffset: BigInt(r.firstOffset),
+        lastOffset: BigInt(r.lastOffset),
+        deliveryCount: r.deliveryCount,
+      })),
+    )
+  }
+  return total
+}

@@ -1,0 +1,348 @@
+/**
+ * One share-partition on its partition's leader (Kafka's SharePartition, KIP-932): which
+ * records of the partition a share group has handed out, to whom, how often, and which are
+ * done with.
+ *
+ * Records from the share-partition start offset (SPSO) up to the end offset (SPEO,
+ * exclusive) are "in flight", each in one state: AVAILABLE (may be acquired), ACQUIRED (by
+ * one member, under a lock of `recordLockDurationMs`), ACKNOWLEDGED (accepted) or ARCHIVED
+ * (rejected, a gap, or out of deliveries). A member acquires records on ShareFetch, its
+ * delivery count going up by one; it answers each with ACCEPT, RELEASE (available again),
+ * REJECT (archived) or RENEW (the lock starts over). A lock that expires releases the record.
+ * A record released with its delivery count at `deliveryCountLimit` is archived instead:
+ * it is never delivered more than that many times. The SPSO moves past every record at the
+ * front that is ACKNOWLEDGED or ARCHIVED; offsets below it are done for the group.
+ *
+ * State is in memory here. Kafka's SharePartition also keeps it in memory and writes each
+ * change through the share coordinator to `__share_group_state`; tidelog does not persist it
+ * yet, so a leader change or restart starts the share-partition again from
+ * `share.auto.offset.reset` (README: "Not done yet").
+ *
+ * Time comes from the injected clock: lock expiry is a clock timeout per acquisition.
+ */
+import { assert } from '../../common/assert.js'
+import type { Clock, TimerHandle } from '../../common/clock.js'
+import { ErrorCode } from '../../protocol/error-codes.js'
+
+/** Kafka's RecordState ids (what `__share_group_state` stores). */
+export const RecordState = {
+  AVAILABLE: 0,
+  ACQUIRED: 1,
+  ACKNOWLEDGED: 2,
+  ARCHIVED: 4,
+} as const
+export type RecordStateId = (typeof RecordState)[keyof typeof RecordState]
+
+/** The acknowledge types of ShareFetch/ShareAcknowledge (Kafka's AcknowledgeType, 0 = gap). */
+export const AcknowledgeType = {
+  GAP: 0,
+  ACCEPT: 1,
+  RELEASE: 2,
+  REJECT: 3,
+  /** KIP-1222 (Kafka 4.2+, ShareFetch/ShareAcknowledge v2): the lock starts over. */
+  RENEW: 4,
+} as const
+
+/** ShareFetch v2's ShareAcquireMode. */
+export type AcquireMode = 'batch_optimized' | 'record_limit'
+
+export interface SharePartitionConfig {
+  /** group.share.record.lock.duration.ms */
+  readonly recordLockDurationMs: number
+  /** group.share.delivery.count.limit */
+  readonly deliveryCountLimit: number
+  /** group.share.partition.max.record.locks: records in flight (SPSO to SPEO) at most. */
+  readonly maxInFlightRecords: number
+}
+
+/** A batch of the log as read for a share fetch. */
+export interface FetchedBatch {
+  readonly baseOffset: number
+  readonly lastOffset: number
+  /** A transaction marker: never delivered, archived when reached. */
+  readonly isControl: boolean
+}
+
+/** A range handed to a member (ShareFetch's AcquiredRecords). */
+export interface AcquiredRange {
+  readonly firstOffset: number
+  readonly lastOffset: number
+  readonly deliveryCount: number
+}
+
+/** One acknowledgement batch as a request carries it (types: one for all, or one per offset). */
+export interface AcknowledgementBatch {
+  readonly firstOffset: number
+  readonly lastOffset: number
+  readonly acknowledgeTypes: readonly number[]
+}
+
+interface InFlightRecord {
+  state: RecordStateId
+  deliveryCount: number
+  /** The member holding it while ACQUIRED, else ''. */
+  memberId: string
+  /** The acquisition (or renewal) whose lock covers it while ACQUIRED, else 0. */
+  lockId: number
+}
+
+interface Lock {
+  readonly memberId: string
+  readonly handle: TimerHandle
+  /** Offsets under this lock when it was taken; each still checks its own lockId. */
+  readonly offsets: readonly number[]
+}
+
+export class SharePartition {
+  private spso: number
+  private speo: number
+  private readonly records = new Map<number, InFlightRecord>()
+  private readonly locks = new Map<number, Lock>()
+  private nextLockId = 1
+  private closed = false
+
+  constructor(
+    readonly config: SharePartitionConfig,
+    private readonly clock: Clock,
+    startOffset: number,
+  ) {
+    assert(Number.isSafeInteger(startOffset) && startOffset >= 0, `bad start offset ${startOffset}`)
+    assert(config.deliveryCountLimit >= 1, 'the delivery count limit is at least 1')
+    this.spso = startOffset
+    this.speo = startOffset
+  }
+
+  /** The share-partition start offset: every record below it is acknowledged or archived. */
+  get startOffset(): number {
+    return this.spso
+  }
+
+  /** One past the last offset ever acquired (Kafka's endOffset + 1). */
+  get endOffset(): number {
+    return this.speo
+  }
+
+  /** The state and delivery count of an in-flight offset (tests, DescribeShareGroupOffsets later). */
+  stateOf(offset: number): { state: RecordStateId; deliveryCount: number; memberId: string } | undefined {
+    const record = this.records.get(offset)
+    return record && { state: record.state, deliveryCount: record.deliveryCount, memberId: record.memberId }
+  }
+
+  /** Records from SPSO to SPEO: what group.share.partition.max.record.locks bounds. */
+  get inFlightCount(): number {
+    return this.speo - this.spso
+  }
+
+  /** Where the next read of the log starts: the first AVAILABLE record, else SPEO. */
+  nextFetchOffset(): number {
+    for (let offset = this.spso; offset < this.speo; offset++)
+      if (this.records.get(offset)?.state === RecordState.AVAILABLE) return offset
+    return this.speo
+  }
+
+  /** Whether a fetch may acquire anything: an available record in flight, or room for new ones. */
+  canAcquire(): boolean {
+    return (
+      !this.closed &&
+      (this.nextFetchOffset() < this.speo || this.inFlightCount < this.config.maxInFlightRecords)
+    )
+  }
+
+  /**
+   * Acquires for `memberId` what it may take of `batches` (read from the log at
+   * nextFetchOffset): AVAILABLE records in flight, and records past SPEO while fewer than
+   * maxInFlightRecords are in flight. At most `maxRecords` in record_limit mode; in
+   * batch_optimized mode whole batches until maxRecords is reached (Kafka may exceed it to
+   * keep batch boundaries). Control batches are archived on the way, never delivered.
+   */
+  acquire(
+    memberId: string,
+    batches: readonly FetchedBatch[],
+    maxRecords: number,
+    mode: AcquireMode,
+  ): AcquiredRange[] {
+    assert(memberId !== '', 'a member acquires records')
+    if (this.closed || maxRecords <= 0) return []
+    const acquired: number[] = []
+    for (const batch of batches) {
+      if (acquired.length >= maxRecords) break
+      for (let offset = Math.max(batch.baseOffset, this.spso); offset <= batch.lastOffset; offset++) {
+        if (mode === 'record_limit' && acquired.length >= maxRecords) break
+        if (offset >= this.speo) {
+          if (this.inFlightCount >= this.config.maxInFlightRecords) break
+          // Offsets the log no longer has (compacted, or between transactions' batches) are
+          // archived: there is nothing to deliver.
+          while (this.speo < offset) this.addRecord(RecordState.ARCHIVED)
+          this.addRecord(RecordState.AVAILABLE)
+        }
+        const record = this.records.get(offset)
+        if (record?.state !== RecordState.AVAILABLE) continue
+        if (batch.isControl) {
+          record.state = RecordState.ARCHIVED
+          continue
+        }
+        record.state = RecordState.ACQUIRED
+        record.deliveryCount++
+        record.memberId = memberId
+        acquired.push(offset)
+      }
+    }
+    if (acquired.length > 0) this.lock(memberId, acquired)
+    this.maybeAdvanceStartOffset()
+    return this.toRanges(acquired)
+  }
+
+  /**
+   * Applies a member's acknowledgements. All or nothing, as Kafka's: every offset must be
+   * ACQUIRED by this member (INVALID_RECORD_STATE otherwise, nothing changes), except that a
+   * GAP may name offsets that were never records, and offsets below SPSO (done already) are
+   * passed over, as Kafka 4.4 does.
+   */
+  acknowledge(memberId: string, batches: readonly AcknowledgementBatch[]): number {
+    if (this.closed) return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    for (const batch of batches)
+      for (let offset = Math.max(batch.firstOffset, this.spso); offset <= batch.lastOffset; offset++) {
+        const type = typeAt(batch, offset)
+        if (type === AcknowledgeType.GAP && !this.records.has(offset)) continue
+        const record = this.records.get(offset)
+        if (record?.state !== RecordState.ACQUIRED || record.memberId !== memberId)
+          return ErrorCode.INVALID_RECORD_STATE
+      }
+    const renewed: number[] = []
+    for (const batch of batches)
+      for (let offset = Math.max(batch.firstOffset, this.spso); offset <= batch.lastOffset; offset++) {
+        const record = this.records.get(offset)
+        if (record === undefined) continue
+        const type = typeAt(batch, offset)
+        if (type === AcknowledgeType.RENEW) renewed.push(offset)
+        else this.settle(record, type)
+      }
+    if (renewed.length > 0) this.lock(memberId, renewed)
+    this.maybeAdvanceStartOffset()
+    return ErrorCode.NONE
+  }
+
+  /** Releases everything `memberId` holds (its share session closed, it left the group). */
+  releaseAcquiredRecords(memberId: string): number {
+    let released = 0
+    for (const record of this.records.values()) {
+      if (record.state !== RecordState.ACQUIRED || record.memberId !== memberId) continue
+      this.settle(record, AcknowledgeType.RELEASE)
+      released++
+    }
+    this.maybeAdvanceStartOffset()
+    return released
+  }
+
+  /** Cancels every lock: the partition is no longer led here. */
+  close(): void {
+    this.closed = true
+    for (const lock of this.locks.values()) lock.handle.cancel()
+    this.locks.clear()
+  }
+
+  private addRecord(state: RecordStateId): void {
+    this.records.set(this.speo, { state, deliveryCount: 0, memberId: '', lockId: 0 })
+    this.speo++
+  }
+
+  /** ACCEPT → ACKNOWLEDGED; REJECT and GAP → ARCHIVED; RELEASE → AVAILABLE, or ARCHIVED at the limit. */
+  private settle(record: InFlightRecord, type: number): void {
+    if (type === AcknowledgeType.ACCEPT) record.state = RecordState.ACKNOWLEDGED
+    else if (type === AcknowledgeType.RELEASE)
+      record.state =
+        record.deliveryCount >= this.config.deliveryCountLimit ? RecordState.ARCHIVED : RecordState.AVAILABLE
+    else record.state = RecordState.ARCHIVED
+    record.memberId = ''
+    record.lockId = 0
+  }
+
+  /** Puts `offsets` under a new lock of recordLockDurationMs for `memberId`. */
+  private lock(memberId: string, offsets: readonly number[]): void {
+    const lockId = this.nextLockId++
+    for (const offset of offsets) {
+      const record = this.records.get(offset)
+      assert(record?.state === RecordState.ACQUIRED, `offset ${offset} is locked while acquired`)
+      record.lockId = lockId
+    }
+    const handle = this.clock.setTimeout(() => this.onLockExpired(lockId), this.config.recordLockDurationMs)
+    this.locks.set(lockId, { memberId, handle, offsets })
+  }
+
+  /** A lock ran out: what it still covers is released, as if the member had said RELEASE. */
+  private onLockExpired(lockId: number): void {
+    const lock = this.locks.get(lockId)
+    this.locks.delete(lockId)
+    if (this.closed || lock === undefined) return
+    for (const offset of lock.offsets) {
+      const record = this.records.get(offset)
+      if (record?.state === RecordState.ACQUIRED && record.lockId === lockId)
+        this.settle(record, AcknowledgeType.RELEASE)
+    }
+    this.maybeAdvanceStartOffset()
+  }
+
+  /** Moves SPSO past the done records at the front, forgetting them; drops locks with nothing left. */
+  private maybeAdvanceStartOffset(): void {
+    while (this.spso < this.speo) {
+      const record = this.records.get(this.spso)
+      assert(record !== undefined, () => `in-flight offset ${this.spso} has a state`)
+      if (record.state !== RecordState.ACKNOWLEDGED && record.state !== RecordState.ARCHIVED) break
+      this.records.delete(this.spso)
+      this.spso++
+    }
+    for (const [lockId, lock] of this.locks) {
+      if (lock.offsets.some((offset) => this.records.get(offset)?.lockId === lockId)) continue
+      lock.handle.cancel()
+      this.locks.delete(lockId)
+    }
+    assert(this.spso <= this.speo, () => `start offset ${this.spso} passed the end offset ${this.speo}`)
+    assert(this.records.size === this.speo - this.spso, 'every in-flight offset has one state')
+  }
+
+  /** Consecutive offsets with the same delivery count become one AcquiredRecords range. */
+  private toRanges(offsets: readonly number[]): AcquiredRange[] {
+    const ranges: AcquiredRange[] = []
+    for (const offset of offsets) {
+      const deliveryCount = this.records.get(offset)?.deliveryCount ?? 0
+      const last = ranges.at(-1)
+      if (last && last.lastOffset === offset - 1 && last.deliveryCount === deliveryCount)
+        ranges[ranges.length - 1] = { ...last, lastOffset: offset }
+      else ranges.push({ firstOffset: offset, lastOffset: offset, deliveryCount })
+    }
+    return ranges
+  }
+}
+
+/** The type for `offset`: the batch's only type, or the one at its position. */
+function typeAt(batch: AcknowledgementBatch, offset: number): number {
+  return batch.acknowledgeTypes.length === 1
+    ? batch.acknowledgeTypes[0]
+    : batch.acknowledgeTypes[offset - batch.firstOffset]
+}
+
+/**
+ * Kafka's checks of one partition's acknowledgement batches (KafkaApis
+ * validateAcknowledgementBatches): offsets in order and not overlapping, first <= last,
+ * one type for the batch or one per offset, each type known (RENEW only when the request
+ * says it carries renewals). INVALID_REQUEST when any fails.
+ */
+export function validateAcknowledgementBatches(
+  batches: readonly AcknowledgementBatch[],
+  renewAllowed: boolean,
+): number {
+  let previousLast = -1
+  for (const batch of batches) {
+    if (batch.firstOffset < 0 || batch.firstOffset > batch.lastOffset) return ErrorCode.INVALID_REQUEST
+    if (batch.firstOffset <= previousLast) return ErrorCode.INVALID_REQUEST
+    const count = batch.lastOffset - batch.firstOffset + 1
+    if (batch.acknowledgeTypes.length === 0) return ErrorCode.INVALID_REQUEST
+    if (batch.acknowledgeTypes.length > 1 && batch.acknowledgeTypes.length !== count)
+      return ErrorCode.INVALID_REQUEST
+    const maxType = renewAllowed ? AcknowledgeType.RENEW : AcknowledgeType.REJECT
+    if (batch.acknowledgeTypes.some((t) => t < AcknowledgeType.GAP || t > maxType))
+      return ErrorCode.INVALID_REQUEST
+    previousLast = batch.lastOffset
+  }
+  return ErrorCode.NONE
+}
