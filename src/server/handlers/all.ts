@@ -55,6 +55,7 @@ import { saslAuthenticateHandler } from './sasl-authenticate.js'
 import { saslHandshakeHandler } from './sasl-handshake.js'
 import { syncGroupHandler } from './sync-group.js'
 import { txnOffsetCommitHandler } from './txn-offset-commit.js'
+import { updateFeaturesHandler } from './update-features.js'
 import { writeTxnMarkersHandler } from './write-txn-markers.js'
 
 /** Every API this broker serves; ApiVersions advertises exactly these ranges. */
@@ -116,4 +117,5 @@ export const allHandlers: readonly AnyApiHandler[] = [
   renewDelegationTokenHandler,
   expireDelegationTokenHandler,
   describeDelegationTokenHandler,
+  updateFeaturesHandler,
 ]
