@@ -2,7 +2,7 @@
  * UpdateFeatures' checks (metadata/feature-control.ts) with the messages Kafka 4.4's
  * controller answers (captured from the reference broker: "Invalid update version ..."),
  * the order Kafka meets several updates in, and the finalized levels kept in the metadata
- * store: written by one view of it, read with their epoch by another.
+ * store (embedded and etcd): written by one view of it, read with their epoch by another.
  */
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
@@ -19,6 +19,9 @@ import {
 } from '../../src/metadata/feature-control.js'
 import { BOOTSTRAP_FEATURES_EPOCH, finalizedFeaturesOf, finalizedLevel } from '../../src/metadata/features.js'
 import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
+import { EtcdStore } from '../../src/metadata/store/etcd-store.js'
+import type { MetadataStore } from '../../src/metadata/store/metadata-store.js'
+import { startEtcd } from '../helpers/etcd.js'
 import { ManualClock } from '../storage/helpers.js'
 
 const CONTROLLER = 1 as BrokerId
@@ -138,8 +141,8 @@ test('updateFeatures writes all levels or none; validateOnly writes nothing', as
   ])
 })
 
-test('the finalized levels live in the metadata store: another view reads them, and their epoch grows', async () => {
-  const store = await EmbeddedStore.open({ clock: new ManualClock() })
+/** Two views of one store: levels one writes, the other reads with their epoch. */
+async function levelsKeptIn(store: MetadataStore): Promise<void> {
   // newUuid draws again until it gets a usable id: the bytes must vary.
   const random = { next: Math.random, int: (min: number) => min, bytes: (n: number) => randomBytes(n) }
   const writer = await ClusterMetadata.open(store, { clusterId: null, random, logger: silentLogger })
@@ -172,5 +175,22 @@ test('the finalized levels live in the metadata store: another view reads them, 
     writer.close()
     reader.close()
     await store.close()
+  }
+}
+
+test('the finalized levels live in the embedded store: another view reads them, and their epoch grows', async () => {
+  await levelsKeptIn(await EmbeddedStore.open({ clock: new ManualClock() }))
+})
+
+test('the finalized levels live in etcd: another view reads them, and their epoch grows', {
+  timeout: 60_000,
+}, async () => {
+  const etcd = await startEtcd()
+  try {
+    await levelsKeptIn(
+      await EtcdStore.connect({ endpoints: [etcd.endpoint], prefix: `/tidelog-features-${process.pid}` }),
+    )
+  } finally {
+    await etcd.stop()
   }
 })
