@@ -17,8 +17,10 @@
  * tidelog's features loses data going down (Kafka refuses only metadata.version's, which
  * tidelog does not report).
  */
+import { ErrorCode } from '../protocol/error-codes.js'
 import type { BrokerId, ClusterImage } from './cluster-image.js'
 import { finalizedFeaturesOf, SUPPORTED_FEATURES, supportedRange } from './features.js'
+import { commitFailure } from './topic-admin.js'
 
 /** UpdateFeatures' UpgradeType (v1+); anything else is Kafka's UNKNOWN. */
 export const UpgradeType = { UPGRADE: 1, SAFE_DOWNGRADE: 2, UNSAFE_DOWNGRADE: 3 } as const
@@ -29,9 +31,13 @@ export interface FeatureUpdate {
   readonly upgradeType: number
 }
 
-/** Why an update was refused (Kafka's INVALID_UPDATE_VERSION and its message). */
+/**
+ * Why the request failed: an update refused (INVALID_UPDATE_VERSION, Kafka's message, the
+ * feature named), or a write the metadata store did not commit (feature null).
+ */
 export interface FeatureUpdateError {
-  readonly feature: string
+  readonly feature: string | null
+  readonly errorCode: number
   readonly message: string
 }
 
@@ -53,11 +59,18 @@ export async function updateFeatures(
   controllerId: BrokerId,
 ): Promise<FeatureUpdateError | null> {
   let outcome: FeatureUpdateError | null = null
-  await metadata.update((image) => {
-    outcome = checkFeatureUpdates(image, updates, controllerId)
-    if (outcome !== null || validateOnly) return image
-    return withFeatureLevels(image, updates)
-  })
+  try {
+    await metadata.update((image) => {
+      outcome = checkFeatureUpdates(image, updates, controllerId)
+      if (outcome !== null || validateOnly) return image
+      return withFeatureLevels(image, updates)
+    })
+  } catch (error) {
+    // A store that is down or keeps conflicting: REQUEST_TIMED_OUT, as for topic changes.
+    const failure = commitFailure(error)
+    if (failure === null) throw error
+    return { feature: null, errorCode: failure.errorCode, message: failure.errorMessage ?? '' }
+  }
   return outcome
 }
 
@@ -73,6 +86,7 @@ export function checkFeatureUpdates(
     if (reason !== null)
       return {
         feature: update.feature,
+        errorCode: ErrorCode.INVALID_UPDATE_VERSION,
         message: `Invalid update version ${update.level} for feature ${update.feature}. ${reason}`,
       }
   }

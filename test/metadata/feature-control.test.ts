@@ -20,7 +20,8 @@ import {
 import { BOOTSTRAP_FEATURES_EPOCH, finalizedFeaturesOf, finalizedLevel } from '../../src/metadata/features.js'
 import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
 import { EtcdStore } from '../../src/metadata/store/etcd-store.js'
-import type { MetadataStore } from '../../src/metadata/store/metadata-store.js'
+import { type MetadataStore, MetadataStoreError } from '../../src/metadata/store/metadata-store.js'
+import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { startEtcd } from '../helpers/etcd.js'
 import { ManualClock } from '../storage/helpers.js'
 
@@ -139,6 +140,16 @@ test('updateFeatures writes all levels or none; validateOnly writes nothing', as
     ['group.version', 1],
     ['transaction.version', 0],
   ])
+})
+
+test('a write the metadata store does not commit answers REQUEST_TIMED_OUT', async () => {
+  const down = {
+    update: async (): Promise<ClusterImage> => {
+      throw new MetadataStoreError('STORE_UNAVAILABLE', 'etcd is away')
+    },
+  }
+  const error = await updateFeatures(down, [update('group.version', 0, SAFE_DOWNGRADE)], false, CONTROLLER)
+  assert.deepEqual([error?.feature, error?.errorCode], [null, ErrorCode.REQUEST_TIMED_OUT])
 })
 
 /** Two views of one store: levels one writes, the other reads with their epoch. */

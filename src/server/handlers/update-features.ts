@@ -8,6 +8,7 @@
  * its active controller; tidelog has no separate controller, so any broker checks and
  * writes (one compare-and-set of the metadata store) and answers once its own image has
  * the new levels; the other brokers follow through their watch of the store.
+ * A write the metadata store did not commit answers REQUEST_TIMED_OUT (top level).
  * Authorization: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED (top level).
  * Version notes: v0's AllowDowngrade is ignored, as Kafka 4.4 ignores it: a v0 request is
  * an UPGRADE (a lower level is refused). v1 adds UpgradeType and ValidateOnly; v2 drops
@@ -47,8 +48,10 @@ export const updateFeaturesHandler: ApiHandler<UpdateFeaturesRequest, UpdateFeat
     const error = await updateFeatures(broker.metadata, updates, validateOnly, broker.nodeId)
     if (error !== null)
       return failed(
-        ErrorCode.INVALID_UPDATE_VERSION,
-        `The update failed for all features since the following feature had an error: ${error.message}`,
+        error.errorCode,
+        error.feature === null
+          ? error.message
+          : `The update failed for all features since the following feature had an error: ${error.message}`,
       )
     if (!validateOnly) broker.logger.info({ updates }, 'finalized feature levels updated')
     return {
