@@ -26,6 +26,7 @@ Commands:
   transactions  list|describe transactional ids (state, producer, open partitions)
   acls      add|list|remove ACLs (kafka-acls.sh's options)
   quotas    describe|alter client quotas of users and client ids (byte rates, request %)
+  features  describe|upgrade|downgrade|disable finalized feature levels (kafka-features.sh)
   bench     produce|consume|e2e load test with tidelog's client
   verify    Check a history file for lost, duplicated or reordered records (exit 1 if any)
   top       Live per-topic rates, under-replicated partitions and group lag
@@ -103,6 +104,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       case 'transactions':
       case 'acls':
       case 'quotas':
+      case 'features':
       case 'bench':
       case 'verify':
       case 'top':
@@ -159,6 +161,8 @@ async function clientCommand(command: string, args: readonly string[]): Promise<
       return (await import('./commands/acls.js')).aclsCommand(args)
     case 'quotas':
       return (await import('./commands/quotas.js')).quotasCommand(args)
+    case 'features':
+      return (await import('./commands/features.js')).featuresCommand(args)
     case 'verify':
       return (await import('./commands/verify.js')).verifyCommand(args)
     case 'top':

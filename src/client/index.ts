@@ -34,6 +34,14 @@ export {
 } from './consumer.js'
 export * from './errors.js'
 export {
+  describeFeatures,
+  type FeatureDescription,
+  type FeatureLevelUpdate,
+  type FeatureMetadata,
+  type FeatureUpgradeType,
+  updateFeatures,
+} from './features.js'
+export {
   type AssignorName,
   type GroupAssignment,
   type MemberSubscription,

@@ -116,6 +116,20 @@ export interface TopicImage {
   readonly configs: Readonly<Record<string, string>>
 }
 
+/**
+ * Grows with every change of the finalized levels (the store revision that wrote them, as
+ * Kafka's is the offset of the metadata image): a client keeps the newest it has seen.
+ * int64 on the wire.
+ */
+export type FinalizedFeaturesEpoch = number & { readonly __brand: 'FinalizedFeaturesEpoch' }
+
+/** The finalized levels as the metadata store holds them (ClusterImage.finalizedFeatures). */
+export interface FinalizedFeatures {
+  readonly epoch: FinalizedFeaturesEpoch
+  /** Level by feature name; a feature not listed is at level 0 (disabled). */
+  readonly levels: ReadonlyMap<string, number>
+}
+
 export interface ClusterImage {
   readonly clusterId: string
   readonly controllerId: BrokerId
@@ -139,6 +153,11 @@ export interface ClusterImage {
    * Absent in images built by hand: every named leader then counts as serving.
    */
   readonly servedLeaderEpochs?: ReadonlyMap<BrokerId, ReadonlyMap<string, number>>
+  /**
+   * The finalized feature levels UpdateFeatures last wrote. Absent before any change: the
+   * bootstrap levels of features.ts apply (read them through finalizedFeaturesOf).
+   */
+  readonly finalizedFeatures?: FinalizedFeatures
 }
 
 /**

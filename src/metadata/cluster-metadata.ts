@@ -16,6 +16,7 @@
  *   topics/<name>                {topicId, configs, replicas: number[][]}
  *   partitions/<name>/<index>    {leader, leaderEpoch, isr, elr?, lastKnownElr?}; partitionEpoch = key version
  *   configs/brokers/<id|''>      dynamic broker configs ('' is the cluster-wide default)
+ *   features                     {levels: {<name>: level}}: finalized feature levels; epoch = modRevision
  *   served/<id>                  {"<topicId>:<partition>": leaderEpoch}: what broker <id>
  *                                serves as leader, written by that broker (leadership-record.ts)
  *   staging/<name>               {topicId, writer}: a writer is staging partitions of topic <name>
@@ -40,6 +41,7 @@ import {
   type BrokerId,
   type BrokerRegistration,
   type ClusterImage,
+  type FinalizedFeatures,
   type LogEnd,
   NO_LEADER,
   type PartitionState,
@@ -47,6 +49,7 @@ import {
 } from './cluster-image.js'
 import { onBrokerRegistered } from './elections.js'
 import { newUuid } from './ids.js'
+import { diffConfigMaps, diffFeatures, FEATURES_KEY, finalizedFeaturesFrom } from './image-settings.js'
 import { assignReplicas } from './placement.js'
 import type {
   KeyValue,
@@ -646,6 +649,7 @@ function buildImage(kvs: ReadonlyMap<string, KeyValue>, cache: Map<string, Parse
   const servedLeaderEpochs = new Map<BrokerId, ReadonlyMap<string, number>>()
   let clusterId = ''
   let controller: BrokerId = NO_LEADER
+  let finalizedFeatures: FinalizedFeatures | undefined
   for (const [key, kv] of kvs) {
     if (key === KEYS.clusterId) clusterId = (JSON.parse(kv.value) as { clusterId: string }).clusterId
     else if (key === KEYS.controller) controller = (JSON.parse(kv.value) as { nodeId: number }).nodeId
@@ -660,7 +664,8 @@ function buildImage(kvs: ReadonlyMap<string, KeyValue>, cache: Map<string, Parse
       brokerConfigs.set(key.slice(KEYS.brokerConfigsPrefix.length), JSON.parse(kv.value))
     } else if (key.startsWith(KEYS.clientMetricsConfigsPrefix)) {
       clientMetricsConfigs.set(key.slice(KEYS.clientMetricsConfigsPrefix.length), JSON.parse(kv.value))
-    } else if (key.startsWith(KEYS.servedPrefix)) {
+    } else if (key === FEATURES_KEY) finalizedFeatures = finalizedFeaturesFrom(kv)
+    else if (key.startsWith(KEYS.servedPrefix)) {
       const parsed = parseValue(cache, kv)
       parsed.derived ??= new Map(Object.entries(parsed.value as Record<string, number>))
       servedLeaderEpochs.set(
@@ -693,7 +698,8 @@ function buildImage(kvs: ReadonlyMap<string, KeyValue>, cache: Map<string, Parse
     : brokers.size > 0
       ? Math.min(...brokers.keys())
       : NO_LEADER
-  return { clusterId, controllerId, brokers, topics, brokerConfigs, clientMetricsConfigs, servedLeaderEpochs }
+  const settings = { brokerConfigs, clientMetricsConfigs, ...(finalizedFeatures && { finalizedFeatures }) }
+  return { clusterId, controllerId, brokers, topics, ...settings, servedLeaderEpochs }
 }
 
 /**
@@ -836,6 +842,7 @@ export function diffParts(
     guard,
     parts,
   )
+  diffFeatures(base.finalizedFeatures, next.finalizedFeatures, guard, parts)
   const keys = [...staged.values(), parts].flat().flatMap((part) => part.compares.map((c) => c.key))
   assert(new Set(keys).size === keys.length, 'a key guarded twice in one update')
   return { staged, topicIds, parts }
@@ -870,30 +877,6 @@ function publishedTopic(part: TxnPart): string | null {
 
 function sameReplicas(a: readonly BrokerId[], b: readonly BrokerId[]): boolean {
   return a === b || (a.length === b.length && a.every((id, index) => id === b[index]))
-}
-
-/** One key per named config set (dynamic broker configs, client metrics subscriptions); empty sets are deleted. */
-function diffConfigMaps(
-  base: ReadonlyMap<string, Readonly<Record<string, string>>> | undefined,
-  next: ReadonlyMap<string, Readonly<Record<string, string>>> | undefined,
-  keyOf: (name: string) => string,
-  guard: (key: string) => VersionCompare,
-  parts: TxnPart[],
-): void {
-  const before = base ?? new Map<string, Readonly<Record<string, string>>>()
-  const after = next ?? new Map<string, Readonly<Record<string, string>>>()
-  for (const name of new Set([...before.keys(), ...after.keys()])) {
-    const a = after.get(name)
-    const value = a && Object.keys(a).length > 0 ? JSON.stringify(a) : null
-    const old = before.get(name)
-    const oldValue = old && Object.keys(old).length > 0 ? JSON.stringify(old) : null
-    if (value === oldValue) continue
-    const key = keyOf(name)
-    parts.push({
-      compares: [guard(key)],
-      ops: [value === null ? { type: 'delete', key } : { type: 'put', key, value }],
-    })
-  }
 }
 
 /**

@@ -5,6 +5,7 @@ import type { TransactionMarkerListener, TransactionVerifier } from '../common/t
 import type { GroupCoordinator } from '../coordinator/group-coordinator.js'
 import type { TransactionCoordinator } from '../coordinator/transaction/transaction-coordinator.js'
 import type { ClusterImage } from '../metadata/cluster-image.js'
+import type { FeatureMetadata } from '../metadata/feature-control.js'
 import type { ProducerIdManager } from '../metadata/producer-id-manager.js'
 import type { TopicAdmin } from '../metadata/topic-admin.js'
 import type { ReplicaManager } from '../replication/replica-manager.js'
@@ -50,6 +51,11 @@ export interface BrokerServices {
   readonly transactionVerifier?: TransactionVerifier
   /** Told of every COMMIT/ABORT marker written here (the group coordinator's pending offsets). */
   readonly onTransactionMarker?: TransactionMarkerListener
+  /**
+   * The cluster metadata's compare-and-set change, for the finalized feature levels
+   * (UpdateFeatures, metadata/feature-control.ts); topics and configs go through topicAdmin.
+   */
+  readonly metadata: FeatureMetadata
   /** SCRAM credentials in the metadata store (AlterUserScramCredentials, SCRAM logins). */
   readonly scramCredentials?: ScramCredentialStore
   /** Delegation tokens in the metadata store (Create/Renew/Expire/DescribeDelegationToken). */

@@ -88,9 +88,9 @@ export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [
   },
   {
     api: /^ApiVersions /,
-    path: /^apiKeys\[apiKey=(34|55|57|64|80|81|83|84|85|86|87|88|89|90|91|92|93|94)\]$/,
+    path: /^apiKeys\[apiKey=(34|55|64|80|81|83|84|85|86|87|88|89|90|91|92|93|94)\]$/,
     values: (tidelog) => tidelog === '(absent)',
-    why: 'APIs tidelog does not serve (README "Not done yet"): AlterReplicaLogDirs, DescribeQuorum, UpdateFeatures, UnregisterBroker, the share-group offset and state APIs, KRaft voters, streams groups (KIP-1071) and the other 4.x additions',
+    why: 'APIs tidelog does not serve (README "Not done yet"): AlterReplicaLogDirs, DescribeQuorum, UnregisterBroker, the share-group offset and state APIs, KRaft voters, streams groups (KIP-1071) and the other 4.x additions',
   },
   {
     api: /^ApiVersions /,
@@ -107,7 +107,7 @@ export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [
   {
     api: /^ApiVersions /,
     path: /^(supportedFeatures|finalizedFeatures)\[name=[a-z.]+\]$|^finalizedFeaturesEpoch$/,
-    why: 'tidelog reports fixed levels (src/server/features.ts): group.version and share.version 1 only, no metadata.version (not KRaft), transaction.version 0 (no transaction version 2), no streams groups, no ELR feature; Kafka 4.4 finalizes its latest of each at its metadata offset',
+    why: 'tidelog supports what it runs (src/metadata/features.ts): group.version 0-1, share.version 0-1, no metadata.version (not KRaft), transaction.version 0 (no transaction version 2), no streams groups, no ELR feature; Kafka 4.4 finalizes its latest of each, its epoch the metadata offset (tidelog: the store revision of the last feature change, 0 before any)',
   },
   {
     api: /^ApiVersions /,

@@ -1217,6 +1217,124 @@ const kafka44VersionsSequence: Sequence = {
   ],
 }
 
+type FeatureUpdateSpec = readonly [feature: string, level: number, upgradeType: number]
+
+/**
+ * UpdateFeatures of `updates` at `version` (v0 sends AllowDowngrade for a downgrade type,
+ * which Kafka 4.4 ignores). Kafka's messages name what was refused, so unlike other steps
+ * the message is compared too, with the controller's node id masked.
+ */
+function updateFeatures(
+  name: string,
+  version: number,
+  updates: readonly FeatureUpdateSpec[],
+  validateOnly = false,
+): Step {
+  const key = `features-message-${name}`
+  return {
+    name,
+    apiKey: ApiKey.UpdateFeatures,
+    version,
+    body: () => ({
+      timeoutMs: 30_000,
+      featureUpdates: updates.map(([feature, level, upgradeType]) => ({
+        feature,
+        maxVersionLevel: level,
+        allowDowngrade: version === 0 && upgradeType !== 1,
+        upgradeType: version === 0 ? 1 : upgradeType,
+      })),
+      validateOnly: version >= 1 && validateOnly,
+    }),
+    capture: (answer, ctx) => {
+      const message = answer.errorMessage as string | null
+      ctx.vars.set(key, message?.replace(/Local controller \d+/, 'Local controller <node>') ?? null)
+    },
+    normalize: (answer, ctx) => {
+      answer.errorMessage = ctx.variable<string | null>(key)
+    },
+  }
+}
+
+/** ApiVersions v4 reduced to group.version's finalized level (the supported ranges differ by design). */
+function finalizedGroupVersion(name: string): Step {
+  return {
+    name,
+    apiKey: ApiKey.ApiVersions,
+    version: 4,
+    body: () => ({ clientSoftwareName: 'differential', clientSoftwareVersion: '1' }),
+    normalize: (answer) => {
+      const finalized = answer.finalizedFeatures as { name: string }[]
+      for (const field of Object.keys(answer)) if (field !== 'errorCode') delete answer[field]
+      answer.groupVersion = finalized.filter((f) => f.name === 'group.version')
+    },
+  }
+}
+
+const UPGRADE = 1
+const SAFE_DOWNGRADE = 2
+const UNSAFE_DOWNGRADE = 3
+
+/**
+ * Issue 33 item 1: UpdateFeatures' checks and messages on the features both brokers run
+ * alike (group.version 0-1; levels only Kafka supports are known differences not sent
+ * here), and group.version 0 turning KIP-848's APIs off. Leaves group.version at 1.
+ */
+const featuresSequence: Sequence = {
+  name: 'update-features',
+  steps: [
+    updateFeatures('group.version 1, as it is', 2, [['group.version', 1, UPGRADE]]),
+    updateFeatures('group.version 2: above the supported range', 2, [['group.version', 2, UPGRADE]]),
+    updateFeatures('unknown feature at 1', 2, [['no.such.feature', 1, UPGRADE]]),
+    updateFeatures('unknown feature at 0', 2, [['no.such.feature', 0, SAFE_DOWNGRADE]]),
+    updateFeatures('negative level', 2, [['group.version', -1, SAFE_DOWNGRADE]], true),
+    updateFeatures('downgrade without a downgrade type', 2, [['group.version', 0, UPGRADE]], true),
+    updateFeatures('safe downgrade, validate only', 2, [['group.version', 0, SAFE_DOWNGRADE]], true),
+    updateFeatures('unsafe downgrade, validate only', 2, [['group.version', 0, UNSAFE_DOWNGRADE]], true),
+    updateFeatures('unknown upgrade type', 2, [['group.version', 0, 0]], true),
+    updateFeatures(
+      'two refused updates: the first in HashMap order is named',
+      2,
+      [
+        ['share.version', 9, UPGRADE],
+        ['group.version', 0, UPGRADE],
+      ],
+      true,
+    ),
+    updateFeatures('one refused of two fails both', 2, [
+      ['group.version', 0, SAFE_DOWNGRADE],
+      ['no.such.feature', 1, UPGRADE],
+    ]),
+    updateFeatures('v1 names each feature', 1, [['group.version', 0, SAFE_DOWNGRADE]], true),
+    updateFeatures('v1, no update', 1, [], true),
+    updateFeatures('v0 upgrade to the same level', 0, [['group.version', 1, UPGRADE]]),
+    updateFeatures('v0 AllowDowngrade is ignored', 0, [['group.version', 0, SAFE_DOWNGRADE]]),
+    finalizedGroupVersion('group.version still 1'),
+    updateFeatures('downgrade group.version to 0', 2, [['group.version', 0, SAFE_DOWNGRADE]]),
+    finalizedGroupVersion('group.version 0: not finalized'),
+    {
+      name: 'ConsumerGroupHeartbeat at group.version 0',
+      apiKey: ApiKey.ConsumerGroupHeartbeat,
+      version: 1,
+      body: () => ({
+        groupId: 'uf-group',
+        memberId: 'uf-member-0000000000000',
+        memberEpoch: 0,
+        rebalanceTimeoutMs: 30_000,
+        subscribedTopicNames: ['uf-topic'],
+        topicPartitions: [],
+      }),
+    },
+    {
+      name: 'ConsumerGroupDescribe at group.version 0',
+      apiKey: ApiKey.ConsumerGroupDescribe,
+      version: 1,
+      body: () => ({ groupIds: ['uf-group'], includeAuthorizedOperations: false }),
+    },
+    updateFeatures('upgrade group.version to 1 again', 2, [['group.version', 1, UPGRADE]]),
+    finalizedGroupVersion('group.version 1 again'),
+  ],
+}
+
 /** The fixed set, in the order the test runs it. */
 export const FIXED_SEQUENCES: readonly Sequence[] = [
   metadataSequence,
@@ -1232,4 +1350,5 @@ export const FIXED_SEQUENCES: readonly Sequence[] = [
   versionsSequence,
   scramSequence,
   kafka44VersionsSequence,
+  featuresSequence,
 ]

@@ -59,6 +59,7 @@ import { shareGroupDescribeHandler } from './share-group-describe.js'
 import { shareGroupHeartbeatHandler } from './share-group-heartbeat.js'
 import { syncGroupHandler } from './sync-group.js'
 import { txnOffsetCommitHandler } from './txn-offset-commit.js'
+import { updateFeaturesHandler } from './update-features.js'
 import { writeTxnMarkersHandler } from './write-txn-markers.js'
 
 /** Every API this broker serves; ApiVersions advertises exactly these ranges. */
@@ -124,4 +125,5 @@ export const allHandlers: readonly AnyApiHandler[] = [
   renewDelegationTokenHandler,
   expireDelegationTokenHandler,
   describeDelegationTokenHandler,
+  updateFeaturesHandler,
 ]

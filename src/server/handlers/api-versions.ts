@@ -1,7 +1,8 @@
 /**
  * ApiVersions (key 18).
  * Behavior: lists exactly the api keys and version ranges this broker serves, and from v3
- * the feature levels of src/server/features.ts. A request of a version above ours never
+ * the supported feature ranges (metadata/features.ts) and the finalized levels and their
+ * epoch from this broker's current metadata image (what UpdateFeatures last wrote). A request of a version above ours never
  * reaches this handler: the connection answers it in the v0 shape with UNSUPPORTED_VERSION
  * (see Connection.answerUnsupportedApiVersions).
  * Version notes: v1 adds throttle time; v3 is flexible, carries the client's software name
@@ -10,10 +11,11 @@
  * both or neither (else INVALID_REQUEST), and REBOOTSTRAP_REQUIRED when they are not this
  * broker's, with no api keys and no features, as Kafka 4.4 answers.
  */
+
+import { finalizedFeaturesOf, supportedFeaturesFor } from '../../metadata/features.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { defaultApiVersionsResponse } from '../../protocol/generated/api-versions-response.js'
 import { ApiKey, type ApiVersionsRequest, type ApiVersionsResponse } from '../../protocol/generated/index.js'
-import { FINALIZED_FEATURES, FINALIZED_FEATURES_EPOCH, supportedFeaturesFor } from '../features.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
@@ -29,18 +31,18 @@ export const apiVersionsHandler: ApiHandler<ApiVersionsRequest, ApiVersionsRespo
     }
     const misrouted = version >= 5 ? targetError(context, request) : ErrorCode.NONE
     if (misrouted !== ErrorCode.NONE) return { ...defaultApiVersionsResponse(), errorCode: misrouted }
+    const finalized = finalizedFeaturesOf(context.broker.metadataImage())
     return {
       ...defaultApiVersionsResponse(),
       errorCode: ErrorCode.NONE,
       apiKeys: context.broker.apiVersionRanges(),
       ...(version >= 3 && {
         supportedFeatures: supportedFeaturesFor(version).map((f) => ({ ...f })),
-        finalizedFeaturesEpoch: FINALIZED_FEATURES_EPOCH,
-        finalizedFeatures: FINALIZED_FEATURES.map((f) => ({
-          name: f.name,
-          maxVersionLevel: f.level,
-          minVersionLevel: f.level,
-        })),
+        finalizedFeaturesEpoch: BigInt(finalized.epoch),
+        // A feature at level 0 is disabled: Kafka lists only the levels above it.
+        finalizedFeatures: [...finalized.levels]
+          .filter(([, level]) => level > 0)
+          .map(([name, level]) => ({ name, maxVersionLevel: level, minVersionLevel: level })),
       }),
     }
   },

@@ -2,7 +2,9 @@
  * ConsumerGroupDescribe (key 69), KIP-848.
  * Behavior: epochs, assignor, state and members of each consumer group this broker
  * coordinates, with each member's current and target assignment (topic ids and names).
- * A classic or unknown group answers GROUP_ID_NOT_FOUND, as Kafka.
+ * A classic or unknown group answers GROUP_ID_NOT_FOUND, as Kafka. While the consumer
+ * protocol is off (ConsumerGroupHeartbeat's consumerProtocolDisabled: group.version 0 or
+ * group.coordinator.rebalance.protocols) every group answers UNSUPPORTED_VERSION.
  * Authorization: DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for that group).
  * Version notes: v1 (KIP-1099) adds the member type: consumer for every tidelog member. Authorized operations
  * are not computed: Kafka's "omitted" value.
@@ -14,6 +16,7 @@ import {
   type ConsumerGroupDescribeResponse,
 } from '../../protocol/generated/index.js'
 import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
+import { consumerProtocolDisabled } from './consumer-group-heartbeat.js'
 import type { ApiHandler } from './registry.js'
 
 const AUTHORIZED_OPERATIONS_OMITTED = -2147483648
@@ -38,6 +41,19 @@ export const consumerGroupDescribeHandler: ApiHandler<
   minVersion: 0,
   maxVersion: 1,
   handle(context, request) {
+    // Kafka 4.4 answers every group so while the consumer protocol is off (group.version 0).
+    if (consumerProtocolDisabled(context) !== null)
+      return {
+        throttleTimeMs: 0,
+        groups: request.groupIds.map((groupId) => ({
+          ...DENIED,
+          groupEpoch: 0,
+          assignmentEpoch: 0,
+          errorCode: ErrorCode.UNSUPPORTED_VERSION,
+          errorMessage: null,
+          groupId,
+        })),
+      }
     const groups = request.groupIds.map((groupId) => {
       if (!context.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, groupId))
         return {

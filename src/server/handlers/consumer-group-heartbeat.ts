@@ -9,9 +9,12 @@
  * v1 (Kafka 4.0) adds SubscribedTopicRegex and requires the client's own member id.
  * Authorization: READ on the group (GROUP_AUTHORIZATION_FAILED), as Kafka.
  * Refused with UNSUPPORTED_VERSION when group.coordinator.rebalance.protocols lacks
- * 'consumer' (Kafka leaves the API out of ApiVersions then; our ranges are static).
+ * 'consumer' (Kafka leaves the API out of ApiVersions then; our ranges are static), or
+ * while group.version is finalized below 1 (UpdateFeatures): Kafka 4.4 then still lists
+ * the API in ApiVersions and answers every heartbeat UNSUPPORTED_VERSION, as here.
  */
 import { clientHostOf } from '../../coordinator/client-host.js'
+import { finalizedLevel, GROUP_VERSION_CONSUMER_PROTOCOL } from '../../metadata/features.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -19,6 +22,7 @@ import {
   type ConsumerGroupHeartbeatResponse,
 } from '../../protocol/generated/index.js'
 import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
+import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
 export const consumerGroupHeartbeatHandler: ApiHandler<
@@ -37,13 +41,10 @@ export const consumerGroupHeartbeatHandler: ApiHandler<
       heartbeatIntervalMs: 0,
       assignment: null,
     }
-    if (!coordinator.consumerProtocolEnabled)
-      return {
-        ...empty,
-        errorCode: ErrorCode.UNSUPPORTED_VERSION,
-        errorMessage:
-          'The consumer rebalance protocol is not enabled (group.coordinator.rebalance.protocols).',
-      }
+    const disabled = consumerProtocolDisabled(context)
+    // Kafka answers with its error response's defaults (member epoch 0), not the `empty` above.
+    if (disabled !== null)
+      return { ...empty, memberEpoch: 0, errorCode: ErrorCode.UNSUPPORTED_VERSION, errorMessage: disabled }
     if (!context.authorize(AclOperation.READ, ResourceType.GROUP, request.groupId))
       return {
         ...empty,
@@ -85,4 +86,13 @@ export const consumerGroupHeartbeatHandler: ApiHandler<
             },
     }
   },
+}
+
+/** Why the consumer protocol is off on this broker now, or null when it is on. */
+export function consumerProtocolDisabled(context: RequestContext): string | null {
+  if (!context.broker.groupCoordinator.consumerProtocolEnabled)
+    return 'The consumer rebalance protocol is not enabled (group.coordinator.rebalance.protocols).'
+  if (finalizedLevel(context.broker.metadataImage(), 'group.version') < GROUP_VERSION_CONSUMER_PROTOCOL)
+    return 'The consumer rebalance protocol is not enabled (group.version is finalized below 1).'
+  return null
 }

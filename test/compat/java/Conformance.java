@@ -1186,6 +1186,26 @@ public final class Conformance {
       expect(supported != null, "finalized feature " + name + " is not supported");
       expect(range.maxVersionLevel() <= supported.maxVersion(), name + " finalized above its supported range");
     });
+    // updateFeatures (what kafka-features.sh sends): a validate-only safe downgrade of
+    // group.version is accepted and changes nothing; a level above the range is refused.
+    var groupVersion = f.finalizedFeatures().get("group.version");
+    expect(groupVersion != null && groupVersion.maxVersionLevel() == 1, "group.version not finalized at 1: " + groupVersion);
+    admin.updateFeatures(
+        Map.of("group.version", new org.apache.kafka.clients.admin.FeatureUpdate((short) 0,
+            org.apache.kafka.clients.admin.FeatureUpdate.UpgradeType.SAFE_DOWNGRADE)),
+        new org.apache.kafka.clients.admin.UpdateFeaturesOptions().validateOnly(true)).all().get();
+    var after = admin.describeFeatures().featureMetadata().get().finalizedFeatures().get("group.version");
+    expect(after != null && after.maxVersionLevel() == 1, "a validate-only downgrade changed group.version: " + after);
+    try {
+      admin.updateFeatures(
+          Map.of("group.version", new org.apache.kafka.clients.admin.FeatureUpdate((short) 99,
+              org.apache.kafka.clients.admin.FeatureUpdate.UpgradeType.UPGRADE)),
+          new org.apache.kafka.clients.admin.UpdateFeaturesOptions()).all().get();
+      throw new AssertionError("group.version 99 accepted");
+    } catch (ExecutionException e) {
+      expect(e.getCause() instanceof org.apache.kafka.common.errors.InvalidUpdateVersionException,
+          "expected InvalidUpdateVersionException, got " + describe(e.getCause()));
+    }
   }
 
   void logDirs() throws Exception {
