@@ -138,6 +138,7 @@ test('updateFeatures writes all levels or none; validateOnly writes nothing', as
   // The first write keeps the bootstrap levels beside the new one.
   assert.deepEqual([...finalizedFeaturesOf(image).levels].sort(), [
     ['group.version', 1],
+    ['share.version', 1],
     ['transaction.version', 0],
   ])
 })
