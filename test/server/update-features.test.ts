@@ -3,7 +3,7 @@
  * UpdateFeatures on one broker change them in the metadata store, and every broker's
  * ApiVersions reports the new levels with the same, larger epoch. With group.version at 0
  * ConsumerGroupHeartbeat answers UNSUPPORTED_VERSION on every broker (Kafka 4.4 still lists
- * the API). Authorization: CLUSTER ALTER.
+ * the API); with share.version at 0 ShareGroupHeartbeat does. Authorization: CLUSTER ALTER.
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
@@ -12,6 +12,8 @@ import type { ApiVersionsResponse } from '../../src/protocol/generated/api-versi
 import {
   ApiKey,
   type ConsumerGroupHeartbeatResponse,
+  type FindCoordinatorResponse,
+  type ShareGroupHeartbeatResponse,
   type UpdateFeaturesResponse,
 } from '../../src/protocol/generated/index.js'
 import type { Cluster } from '../../src/server/cluster.js'
@@ -124,6 +126,40 @@ test('a feature level changed on one broker is what every broker reports, with a
       /^Could not upgrade transaction\.version to 2\. The update failed for all features since the following feature had an error: Invalid update version 2 for feature transaction\.version\. Local controller 0 does not support this feature\.\n1 out of 1 operation\(s\) failed\.\n$/,
     )
     assert.equal(await agreed(cluster, 1), upgradedEpoch)
+
+    // share.version 0 turns share groups off: a share heartbeat is refused until it is 1 again.
+    let coordinator = -1
+    await waitUntil('the share group has a coordinator', 30_000, async () => {
+      const found = await call<FindCoordinatorResponse>(cluster, 0, ApiKey.FindCoordinator, 4, {
+        keyType: 0,
+        coordinatorKeys: ['features-share-group'],
+      })
+      const [answer] = found.coordinators
+      coordinator = cluster.brokers.findIndex((b) => b.nodeId === answer.nodeId)
+      return answer.errorCode === ErrorCode.NONE && coordinator >= 0
+    })
+    const shareHeartbeat = () =>
+      call<ShareGroupHeartbeatResponse>(cluster, coordinator, ApiKey.ShareGroupHeartbeat, 1, {
+        groupId: 'features-share-group',
+        memberId: 'features-share-member-0',
+        memberEpoch: 0,
+        rackId: null,
+        subscribedTopicNames: ['t'],
+      })
+    // The first heartbeat may meet the group coordinator still coming up (COORDINATOR_NOT_AVAILABLE).
+    await waitUntil('share heartbeats served', 30_000, async () => {
+      return (await shareHeartbeat()).errorCode === ErrorCode.NONE
+    })
+    const disabled = await cli(cluster, 0, 'disable', '--feature', 'share.version')
+    assert.equal(disabled.code, 0, disabled.stderr)
+    await waitUntil('share heartbeats refused', 30_000, async () => {
+      return (await shareHeartbeat()).errorCode === ErrorCode.UNSUPPORTED_VERSION
+    })
+    const enabled = await cli(cluster, 1, 'upgrade', '--feature', 'share.version=1')
+    assert.equal(enabled.code, 0, enabled.stderr)
+    await waitUntil('share heartbeats served again', 30_000, async () => {
+      return (await shareHeartbeat()).errorCode === ErrorCode.NONE
+    })
   } finally {
     await cluster.stop()
   }
