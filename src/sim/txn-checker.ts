@@ -12,9 +12,10 @@
  *   unreplicated transactions, ProducerStateManager.firstUndecidedOffset), and never goes
  *   back within a leadership;
  * - a fenced producer epoch never writes again: once a producer learnt a newer epoch (or
- *   producer id) for its transactional id from InitProducerId, no leader appends a data batch
- *   of the older one; and in each partition's committed log, a producer's data batches never
- *   carry an epoch below one seen before (data or marker);
+ *   producer id) for its transactional id from InitProducerId, no leader the store still
+ *   names (at its leader epoch) appends a data batch of the older one, and no such batch a
+ *   deposed leader appended is ever committed; and in each partition's committed log, a
+ *   producer's data batches never carry an epoch below one seen before (data or marker);
  * - at the end, once healed: no transaction is left open in any partition, a transaction is
  *   committed on all of its partitions or on none (every record of a transaction the client
  *   saw committed is in the log, once, committed; none of one it saw aborted is), and every
@@ -25,7 +26,7 @@ import type { Offset } from '../common/types.js'
 import { type DecodedRecordBatch, decodeRecordBatchSync, iterateBatches } from '../protocol/record-batch.js'
 import type { Partition } from '../replication/partition.js'
 import type { SimBroker } from './sim-broker.js'
-import { type DeliveredRecord, Violation, type WorldView } from './world-view.js'
+import { type DeliveredRecord, TOPIC, Violation, type WorldView } from './world-view.js'
 
 /** Record values of transactional producers: `x<producer>.<transaction>.p<partition>.<index>`. */
 export function txnRecordValue(producer: number, txn: number, partition: number, index: number): string {
@@ -335,6 +336,47 @@ export function decideLog(batches: readonly DecodedRecordBatch[]): DecidedRecord
   return out
 }
 
+/**
+ * Data batches of fenced producer epochs that a deposed leader appended: one that had lost
+ * its leadership in the store without knowing yet (a stalled store link, a watch event not
+ * arrived). Kafka lets such a leader append a late write of an epoch its client already
+ * left: the coordinator's markers for the bump went to the new leader, so the deposed one
+ * still holds the old epoch's transaction open and skips KIP-890's verification
+ * (UnifiedLog.maybeStartTransactionVerification), and nothing refuses the epoch there. The
+ * batch is never committed: the followers fetch from the new leader, so the deposed one's
+ * high watermark stays below it, and it is truncated away when the broker learns. Kafka's
+ * guarantee is that last part, so each is kept here, by partition and base offset, until
+ * the committed history shows what that offset holds: the same bytes are a violation.
+ */
+export class DeposedFencedAppends {
+  private readonly byPartition = new Map<number, Map<number, { bytes: Buffer; what: string }>>()
+
+  get size(): number {
+    let n = 0
+    for (const appends of this.byPartition.values()) n += appends.size
+    return n
+  }
+
+  add(partition: number, base: number, bytes: Buffer, what: string): void {
+    let appends = this.byPartition.get(partition)
+    if (!appends) {
+      appends = new Map()
+      this.byPartition.set(partition, appends)
+    }
+    appends.set(base, { bytes: Buffer.from(bytes), what })
+  }
+
+  /** The batch at `base` of `partition` first seen committed: a violation message, or null. */
+  onCommitted(partition: number, base: number, bytes: Buffer): string | null {
+    const appends = this.byPartition.get(partition)
+    const append = appends?.get(base)
+    if (!appends || !append) return null
+    // Whatever the offset holds now is decided: either that batch, or it was truncated away.
+    appends.delete(base)
+    return append.bytes.equals(bytes) ? `${append.what}, and that batch was committed` : null
+  }
+}
+
 /** Decodes every batch of a records blob (a log read or a fetch answer). */
 export function decodeBatches(chunks: readonly Buffer[]): DecodedRecordBatch[] {
   const out: DecodedRecordBatch[] = []
@@ -474,6 +516,8 @@ function firstMismatch(expected: readonly string[], got: readonly string[]): num
 export class TxnInvariants {
   readonly book = new TransactionBook()
   private readonly scans = new Map<number, PartitionTxnScan>()
+  /** Fenced-epoch batches deposed leaders appended, checked as the committed history grows. */
+  readonly deposedFencedAppends = new DeposedFencedAppends()
   /** Per broker incarnation and partition: the log end already looked at (appends after it are new). */
   private readonly seenLogEnd = new Map<string, number>()
   /** Per broker incarnation, partition and leader epoch: the last LSO. */
@@ -484,6 +528,8 @@ export class TxnInvariants {
     lsoChecks: 0,
     lsoBehindHw: 0,
     leaderAppendsChecked: 0,
+    /** Fenced-epoch batches appended by deposed leaders (allowed unless committed). */
+    deposedFencedAppends: 0,
     deliveredRecords: 0,
     offsetFetches: 0,
   }
@@ -501,7 +547,8 @@ export class TxnInvariants {
 
   /** A batch of `TOPIC` first seen committed (below some replica's high watermark). */
   onCommitted(partition: number, base: number, bytes: Buffer): void {
-    const problem = this.scanOf(partition).add(base, bytes)
+    const problem =
+      this.deposedFencedAppends.onCommitted(partition, base, bytes) ?? this.scanOf(partition).add(base, bytes)
     if (problem) throw new Violation(problem)
   }
 
@@ -518,7 +565,13 @@ export class TxnInvariants {
     this.checkLastStableOffset(broker, partition)
   }
 
-  /** Batches a leader appended since the last event: none of a producer epoch its client knows fenced. */
+  /**
+   * Batches a leader appended since the last event: none of a producer epoch its client knows
+   * fenced, from a leader the store names at its leader epoch (the coordinator wrote the
+   * bump's markers there, so the old epoch's transaction is closed and a late write of it
+   * must be verified, and refused). A deposed leader that does not know yet may append one,
+   * as in Kafka (`DeposedFencedAppends`); that batch must then never be committed.
+   */
   private async checkLeaderAppends(
     broker: SimBroker,
     partition: Partition,
@@ -531,14 +584,25 @@ export class TxnInvariants {
       minOneMessage: true,
     })
     const now = this.world.scheduler.now
-    for (const batch of decodeBatches(read.records)) {
-      if (batch.baseOffset < from || batch.isControl || batch.producerId < 0n) continue
-      this.stats.leaderAppendsChecked++
-      const fencedAt = this.book.fencedAtMs(batch.producerId, batch.producerEpoch)
-      if (fencedAt !== null && fencedAt < now)
-        throw new Violation(
-          `fenced epoch wrote again: leader ${broker.nodeId} (epoch ${partition.leaderEpoch}) appended a data batch of producer ${batch.producerId} epoch ${batch.producerEpoch} to p${partition.partition} at offset ${batch.baseOffset}, ${now - fencedAt} ms after its client learnt a newer epoch from InitProducerId`,
-        )
+    const state = this.world.truth?.image().topics.get(TOPIC)?.partitions[partition.partition]
+    const deposed =
+      state !== undefined && (state.leader !== broker.nodeId || state.leaderEpoch !== partition.leaderEpoch)
+    for (const chunk of read.records) {
+      for (const span of iterateBatches(chunk)) {
+        const bytes = chunk.subarray(span.at, span.at + span.sizeInBytes)
+        const batch = decodeRecordBatchSync(bytes)
+        const base = Number(batch.baseOffset)
+        if (base < from || batch.isControl || batch.producerId < 0n) continue
+        this.stats.leaderAppendsChecked++
+        const fencedAt = this.book.fencedAtMs(batch.producerId, batch.producerEpoch)
+        if (fencedAt === null || fencedAt >= now) continue
+        const what = `fenced epoch wrote again: ${deposed ? 'deposed ' : ''}leader ${broker.nodeId} (epoch ${partition.leaderEpoch}${deposed ? `; the store has ${state?.leader} at epoch ${state?.leaderEpoch}` : ''}) appended a data batch of producer ${batch.producerId} epoch ${batch.producerEpoch} to p${partition.partition} at offset ${base}, ${now - fencedAt} ms after its client learnt a newer epoch from InitProducerId`
+        // Already below this leader's high watermark: committed (a deposed leader alone in its ISR).
+        if (!deposed || base + batch.lastOffsetDelta < partition.highWatermark) throw new Violation(what)
+        this.stats.deposedFencedAppends++
+        this.world.log(`  (${what}: allowed unless it is committed)`)
+        this.deposedFencedAppends.add(partition.partition, base, bytes, what)
+      }
     }
   }
 

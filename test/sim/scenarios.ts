@@ -291,6 +291,30 @@ export const ZOMBIE_FENCED: Scenario = {
 }
 
 /**
+ * Transactions: a leader whose store link stalls is deposed without knowing, and appends a
+ * late write of a producer epoch its client already left (the coordinator closed the old
+ * epoch's transaction on the new leader only, so the deposed one skips KIP-890's
+ * verification, as Kafka does); it is truncated away when the broker learns, never committed.
+ */
+export const DEPOSED_LEADER_APPENDS_FENCED_EPOCH: Scenario = {
+  what: "a stalled, deposed leader appends a fenced epoch's late write, which is truncated away uncommitted",
+  steps: [
+    { marker: /FAULT store link of broker (\d+) stalls/ },
+    {
+      marker: ([stall]) =>
+        new RegExp(
+          `\\(fenced epoch wrote again: deposed leader ${stall[1]} .* to p(\\d+) at offset \\d+, .*: allowed unless it is committed\\)$`,
+        ),
+    },
+    {
+      marker: ([stall, append]) =>
+        new RegExp(`\\(log end of p${append[1]} on broker ${stall[1]} dropped \\d+ -> \\d+\\)`),
+    },
+    TRANSACTIONS_CHECKED,
+  ],
+}
+
+/**
  * Transactions: a produce that its client gave up on (its transaction aborted) reaches the
  * leader late and is refused by KIP-890's verification (INVALID_TXN_STATE), not by an epoch.
  */

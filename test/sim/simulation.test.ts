@@ -10,6 +10,7 @@ import { type Mutation, runSimulation, type SimOptions, type SimResult } from '.
 import {
   CONSUMERS_ACROSS_LEADER_CHANGE,
   COORDINATOR_FAILOVER,
+  DEPOSED_LEADER_APPENDS_FENCED_EPOCH,
   DISK_ERROR_AND_ACKS_ZERO,
   FAULTS_THEN_CONVERGED,
   FIVE_BROKERS_ONE_IMPAIRED,
@@ -393,6 +394,21 @@ describe('deterministic simulation', () => {
       await runScenario({ seed, transactions: true, ...extra }, ...scenarios)
     })
   }
+
+  it("transactions, seed 805 (store stalls): a deposed leader appends a fenced epoch's late write, which is never committed", async () => {
+    // Seed 805 once failed "fenced epoch wrote again" against leader 1 of p0: its store link
+    // stalled, the controller moved p0 to broker 3, the client aborted and bumped its epoch
+    // there, and a produce held in the network reached broker 1, which still led p0 in its
+    // eyes with the old epoch's transaction open (the markers went to broker 3), so it skipped
+    // KIP-890's verification and appended, as Kafka does. Broker 1 truncated it away once it
+    // learnt. The check now holds only leaders the store names to refusing such a batch, and
+    // any deposed leader's one to never being committed (txn-checker.ts,
+    // DeposedFencedAppends); seed 10 with txn-skips-verification still fails it.
+    await runScenario(
+      { seed: 805, transactions: true, storeStalls: true },
+      DEPOSED_LEADER_APPENDS_FENCED_EPOCH,
+    )
+  })
 
   it('regression (transactions, seed 10): with KIP-890 verification skipped, a late write lands after its abort and a read_committed consumer returns an aborted record', async () => {
     // The held produce of an aborted transaction lands after the ABORT marker and opens a

@@ -16,6 +16,7 @@ import {
   checkFinalTransactions,
   controlRecord,
   controlTypeOf,
+  DeposedFencedAppends,
   decideLog,
   filterReadCommitted,
   PartitionTxnScan,
@@ -152,6 +153,34 @@ describe('simulation: transactions checker', () => {
     assert.match(
       scan.add(bytes[2].base, bytes[2].bytes) ?? '',
       /fenced epoch wrote again: p1 offset 2 .* epoch 3, after epoch 4/,
+    )
+  })
+
+  it("a deposed leader's fenced-epoch batch is allowed while uncommitted, a violation once committed", () => {
+    // What a deposed leader appended at offset 2 (a fenced epoch's late write), and what the
+    // new leader holds there.
+    const deposed = log([
+      { pid: 1n, epoch: 3 },
+      { pid: 1n, epoch: 3 },
+      { pid: 1n, epoch: 3, values: ['late'] },
+    ])
+    const current = log([
+      { pid: 1n, epoch: 3 },
+      { pid: 1n, epoch: 3 },
+      { pid: 2n, epoch: 0 },
+    ])
+    const appends = new DeposedFencedAppends()
+    appends.add(0, 2, deposed.bytes[2].bytes, 'fenced epoch wrote again: deposed leader 1 ...')
+    assert.equal(appends.onCommitted(1, 2, deposed.bytes[2].bytes), null, 'another partition')
+    assert.equal(appends.onCommitted(0, 1, deposed.bytes[1].bytes), null, 'another offset')
+    // Truncated away: the offset committed with the new leader's batch; the entry is done.
+    assert.equal(appends.onCommitted(0, 2, current.bytes[2].bytes), null)
+    assert.equal(appends.size, 0)
+    // Committed as appended: the violation.
+    appends.add(0, 2, deposed.bytes[2].bytes, 'fenced epoch wrote again: deposed leader 1 ...')
+    assert.match(
+      appends.onCommitted(0, 2, deposed.bytes[2].bytes) ?? '',
+      /^fenced epoch wrote again: deposed leader 1 \.\.\., and that batch was committed$/,
     )
   })
 
