@@ -18,6 +18,12 @@ import { isStorageError } from '../storage/errors.js'
 import type { LogConfig } from '../storage/log-config.js'
 import type { TopicPartition, UnifiedLog } from '../storage/unified-log.js'
 import { type PurgatoryTimer, waitForHighWatermark } from './delayed-operations.js'
+import {
+  type FetchParams,
+  type FetchPartitionRequest,
+  type FetchPartitionResult,
+  fetchMessages,
+} from './fetch-messages.js'
 import { KafkaError } from './kafka-error.js'
 import { type IsrProposal, type LeaderAppend, Partition } from './partition.js'
 import { ProducerStateManager } from './producer-state.js'
@@ -428,6 +434,25 @@ export class ReplicaManager {
     this.options.fetchers.unfollow(partition)
     this.partitions.delete(key(partition.topic, partition.partition))
     await this.options.logs.deleteLog({ topic: partition.topic, partition: partition.partition })
+  }
+
+  /**
+   * Fetch for a consumer or a follower: reads the partitions and, with fewer than minBytes
+   * found, waits in the fetch purgatory for more (see fetch-messages.ts).
+   */
+  fetchMessages<T extends FetchPartitionRequest, R>(
+    params: FetchParams<T>,
+    respond: (results: FetchPartitionResult<T>[]) => R,
+  ): Promise<R> {
+    return fetchMessages(
+      {
+        clock: this.options.clock,
+        getPartition: (topic, partition) => this.getPartition(topic, partition),
+        getPartitionOrError: (topic, partition) => this.getPartitionOrError(topic, partition),
+      },
+      params,
+      respond,
+    )
   }
 
   /**
