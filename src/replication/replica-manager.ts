@@ -17,6 +17,7 @@ import { ErrorCode } from '../protocol/error-codes.js'
 import { isStorageError } from '../storage/errors.js'
 import type { LogConfig } from '../storage/log-config.js'
 import type { TopicPartition, UnifiedLog } from '../storage/unified-log.js'
+import { AppendVerification, type TransactionVerification } from './append-verification.js'
 import { type PurgatoryTimer, waitForHighWatermark } from './delayed-operations.js'
 import {
   type FetchParams,
@@ -70,6 +71,17 @@ const APPLY_CONCURRENCY = 16
 const DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 const DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS = 600_000
 
+/** One partition's records of a produce request, for appendRecords. */
+export interface AppendRecordsParams {
+  readonly topic: string
+  readonly partition: number
+  readonly records: Buffer
+  readonly requiredAcks: number
+  readonly timeoutMs: number
+  readonly verification: TransactionVerification
+  readonly purgatoryTimer?: PurgatoryTimer
+}
+
 export interface AppendResult {
   readonly errorCode: number
   readonly baseOffset: number
@@ -118,6 +130,8 @@ export class ReplicaManager {
   private producerExpiryTimer: { cancel(): void } | null = null
   /** Registered brokers and their broker epochs (-1: unknown), from the last applied image. */
   private live = new Map<number, number>()
+  /** KIP-890 part 1: transactional appends verified with the coordinator first. */
+  private readonly appendVerification = new AppendVerification()
 
   constructor(private readonly options: ReplicaManagerOptions) {}
 
@@ -452,6 +466,31 @@ export class ReplicaManager {
       },
       params,
       respond,
+    )
+  }
+
+  /**
+   * A produce's append (Kafka's appendRecords): verified with the transaction coordinator
+   * first when the records would open a transaction here (see append-verification.ts),
+   * then appendToLeader. Called synchronously, so appends keep the order requests arrived in.
+   */
+  appendRecords(params: AppendRecordsParams): Promise<AppendResult> {
+    const { topic, partition, records } = params
+    return this.appendVerification.append(
+      this.getPartition(topic, partition),
+      records,
+      params.verification,
+      { topic, partition },
+      (leaderAppend) =>
+        this.appendToLeader(
+          topic,
+          partition,
+          records,
+          params.requiredAcks,
+          params.timeoutMs,
+          params.purgatoryTimer,
+          leaderAppend,
+        ),
     )
   }
 
