@@ -374,6 +374,16 @@ export class Partition {
   }
 
   /**
+   * DeleteRecords on the leader (Kafka's deleteRecordsOnLeader): the log now starts at
+   * `offset` (-1: the high watermark), which must not pass the high watermark
+   * (OFFSET_OUT_OF_RANGE). Resolves to the new log start offset (the low watermark).
+   */
+  deleteRecordsOnLeader(offset: Offset): Promise<Offset> {
+    this.ensureLeader()
+    return this.log.deleteRecordsBefore(offset)
+  }
+
+  /**
    * Appends a producer's records as leader. `requiredAcks` -1 needs min.insync.replicas
    * ISR members before the append (NOT_ENOUGH_REPLICAS otherwise).
    */

@@ -6,6 +6,7 @@
 import type { Clock } from '../common/clock.js'
 import { forEachConcurrently } from '../common/concurrency.js'
 import type { Logger } from '../common/logger.js'
+import type { Offset } from '../common/types.js'
 import {
   type ClusterImage,
   type PartitionState,
@@ -25,7 +26,7 @@ import {
   type FetchPartitionResult,
   fetchMessages,
 } from './fetch-messages.js'
-import { KafkaError } from './kafka-error.js'
+import { KafkaError, toErrorCode } from './kafka-error.js'
 import { type IsrProposal, type LeaderAppend, Partition } from './partition.js'
 import { ProducerStateManager } from './producer-state.js'
 import type { FetcherStats } from './replica-fetcher.js'
@@ -448,6 +449,36 @@ export class ReplicaManager {
     this.options.fetchers.unfollow(partition)
     this.partitions.delete(key(partition.topic, partition.partition))
     await this.options.logs.deleteLog({ topic: partition.topic, partition: partition.partition })
+  }
+
+  /**
+   * DeleteRecords (Kafka's ReplicaManager.deleteRecords): moves the log start offset of the
+   * partition led here (see Partition.deleteRecordsOnLeader). A partition not hosted here
+   * answers NOT_LEADER_OR_FOLLOWER when `knownPartition` (the metadata has it: the client
+   * is sent to its leader), else UNKNOWN_TOPIC_OR_PARTITION. Tidelog answers once the
+   * leader moved its log start; it does not wait for the followers' (Kafka's
+   * DelayedDeleteRecords).
+   */
+  async deleteRecords(
+    topic: string,
+    partitionIndex: number,
+    offset: Offset,
+    knownPartition: boolean,
+  ): Promise<{ readonly errorCode: number; readonly lowWatermark: number }> {
+    try {
+      const partition = this.getPartition(topic, partitionIndex)
+      if (partition === undefined) {
+        const errorCode = knownPartition
+          ? ErrorCode.NOT_LEADER_OR_FOLLOWER
+          : ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return { errorCode, lowWatermark: -1 }
+      }
+      return { errorCode: ErrorCode.NONE, lowWatermark: await partition.deleteRecordsOnLeader(offset) }
+    } catch (error) {
+      const code = toErrorCode(error)
+      if (code === null) throw error
+      return { errorCode: code, lowWatermark: -1 }
+    }
   }
 
   /**
