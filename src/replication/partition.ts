@@ -655,6 +655,39 @@ export class Partition {
     this.updateFollowerHighWatermark(leaderHighWatermark)
   }
 
+  /**
+   * Follower truncation (Kafka's Partition.truncateTo): cuts the log at `targetOffset`, the
+   * end of the leader's epoch history (OffsetForLeaderEpoch) or of its log (ListOffsets).
+   * The replica fetcher's truncations all come here: a leader's log, or a target past the
+   * log end, is a bug (InvariantError). The log asserts the rest once it is cut: log start
+   * <= high watermark <= log end (UnifiedLog.checkInvariants), and its leader epoch cache
+   * keeps no epoch starting at or past the new end (truncateFromEnd). The log's
+   * promise is returned as is: an await here would add a turn to every truncation, and the
+   * deterministic simulation's seeds would replay other histories.
+   */
+  truncateTo(targetOffset: Offset): Promise<boolean> {
+    this.checkFollowerTruncation('truncateTo', targetOffset)
+    const logEndOffset = this.log.logEndOffset
+    assert(
+      targetOffset <= logEndOffset,
+      () => `${this.topic}-${this.partition}: truncation to ${targetOffset} past the log end ${logEndOffset}`,
+    )
+    return this.log.truncateTo(targetOffset)
+  }
+
+  /** A follower behind the leader's log start (Kafka's truncateFullyAndStartAt) starts over there. */
+  truncateFullyAndStartAt(newOffset: Offset): Promise<void> {
+    this.checkFollowerTruncation('truncateFullyAndStartAt', newOffset)
+    return this.log.truncateFullyAndStartAt(newOffset)
+  }
+
+  private checkFollowerTruncation(operation: string, offset: Offset): void {
+    assert(
+      !this.isLeaderByMetadata,
+      () => `${this.topic}-${this.partition}: ${operation}(${offset}) on the leader's log`,
+    )
+  }
+
   /** A follower's high watermark is the leader's, capped by what it has. */
   updateFollowerHighWatermark(leaderHighWatermark: number): void {
     if (this.isLeaderByMetadata) return
