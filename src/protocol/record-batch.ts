@@ -172,15 +172,6 @@ export type BatchValidation =
   | { ok: true; header: BatchHeader; sizeInBytes: number }
   | { ok: false; reason: ValidationFailureReason; message: string }
 
-export interface ValidateOptions {
-  /**
-   * Apply the rules Kafka applies to batches from producers (AppendOrigin.CLIENT): at least
-   * one record, offsets contiguous (lastOffsetDelta + 1 == recordsCount), no control batch.
-   * Leave unset for replicated or stored batches, which compaction may have thinned.
-   */
-  fromProducer?: boolean
-}
-
 // ---- int64 as number, without BigInt on the hot path --------------------------------------
 
 const TWO_POW_32 = 2 ** 32
@@ -204,9 +195,11 @@ function fail(reason: ValidationFailureReason, message: string): BatchValidation
 
 /**
  * Validates the v2 batch at `at` without decoding its records: size, magic, CRC-32C,
- * attributes and counts. Never throws for bad input.
+ * attributes and counts. Never throws for bad input. The rules only a producer's batches
+ * must meet (records present, offsets contiguous, no control batch) are the leader's:
+ * replication/producer-batch-checks.ts.
  */
-export function validateRecordBatch(buf: Buffer, at = 0, options?: ValidateOptions): BatchValidation {
+export function validateRecordBatch(buf: Buffer, at = 0): BatchValidation {
   assert(at >= 0 && at <= buf.length, () => `batch position ${at} outside a ${buf.length}-byte buffer`)
   const available = buf.length - at
   if (available < LOG_OVERHEAD) return fail('invalid', `truncated: ${available} bytes, need ${LOG_OVERHEAD}`)
@@ -222,18 +215,13 @@ export function validateRecordBatch(buf: Buffer, at = 0, options?: ValidateOptio
   const stored = buf.readUInt32BE(at + CRC_OFFSET)
   const computed = crc32c(buf.subarray(at + ATTRIBUTES_OFFSET, at + sizeInBytes))
   if (stored !== computed) return fail('corrupt', `crc mismatch: stored ${stored}, computed ${computed}`)
-  const problem = checkHeaderFields(buf, at, batchLength, options?.fromProducer === true)
+  const problem = checkHeaderFields(buf, at, batchLength)
   if (problem !== null) return fail('invalid', problem)
   return { ok: true, header: new BatchHeader(buf, at), sizeInBytes }
 }
 
 /** Field rules once the CRC holds; returns the problem or null. */
-function checkHeaderFields(
-  buf: Buffer,
-  at: number,
-  batchLength: number,
-  fromProducer: boolean,
-): string | null {
+function checkHeaderFields(buf: Buffer, at: number, batchLength: number): string | null {
   const attributes = buf.readInt16BE(at + ATTRIBUTES_OFFSET)
   const codec = attributes & COMPRESSION_CODEC_MASK
   if (codec > MAX_COMPRESSION_CODEC) return `unknown compression codec ${codec}`
@@ -248,11 +236,6 @@ function checkHeaderFields(
   if (codec === CompressionType.None && count * RECORD_BYTES_MIN > recordsBytes) {
     return `recordsCount ${count} cannot fit in ${recordsBytes} bytes`
   }
-  if (!fromProducer) return null
-  if (count === 0) return 'a produced batch holds no records'
-  if (count !== lastOffsetDelta + 1)
-    return `recordsCount ${count} disagrees with lastOffsetDelta ${lastOffsetDelta}`
-  if (attributes & CONTROL_FLAG_MASK) return 'clients may not write control batches'
   return null
 }
 

@@ -12,18 +12,13 @@
 import { assert } from '../common/assert.js'
 import { type LeaderEpoch, minOffset, NO_OFFSET, type Offset } from '../common/types.js'
 import type { PartitionState } from '../metadata/cluster-image.js'
-import {
-  BatchHeader,
-  CONTROL_FLAG_MASK,
-  LOG_OVERHEAD,
-  RECORDS_COUNT_OFFSET,
-} from '../protocol/batch-header.js'
 import { ErrorCode } from '../protocol/error-codes.js'
-import { convertLegacyToV2, decodeRecordBatch, isLegacyMagic } from '../protocol/record-batch.js'
+import { convertLegacyToV2, isLegacyMagic } from '../protocol/record-batch.js'
 import { CorruptSegmentError } from '../storage/errors.js'
 import type { AbortedTxn } from '../storage/transaction-index.js'
 import type { AppendOrigin, FetchDataInfo, LogAppendInfo, UnifiedLog } from '../storage/unified-log.js'
 import { KafkaError } from './kafka-error.js'
+import { checkKeysPresent, checkProducerBatches } from './producer-batch-checks.js'
 import { ProducerStateManager } from './producer-state.js'
 import { type ReplicaView, selectRackAware } from './replica-selector.js'
 
@@ -374,6 +369,16 @@ export class Partition {
   }
 
   /**
+   * DeleteRecords on the leader (Kafka's deleteRecordsOnLeader): the log now starts at
+   * `offset` (-1: the high watermark), which must not pass the high watermark
+   * (OFFSET_OUT_OF_RANGE). Resolves to the new log start offset (the low watermark).
+   */
+  deleteRecordsOnLeader(offset: Offset): Promise<Offset> {
+    this.ensureLeader()
+    return this.log.deleteRecordsBefore(offset)
+  }
+
+  /**
    * Appends a producer's records as leader. `requiredAcks` -1 needs min.insync.replicas
    * ISR members before the append (NOT_ENOUGH_REPLICAS otherwise).
    */
@@ -650,6 +655,39 @@ export class Partition {
     this.updateFollowerHighWatermark(leaderHighWatermark)
   }
 
+  /**
+   * Follower truncation (Kafka's Partition.truncateTo): cuts the log at `targetOffset`, the
+   * end of the leader's epoch history (OffsetForLeaderEpoch) or of its log (ListOffsets).
+   * The replica fetcher's truncations all come here: a leader's log, or a target past the
+   * log end, is a bug (InvariantError). The log asserts the rest once it is cut: log start
+   * <= high watermark <= log end (UnifiedLog.checkInvariants), and its leader epoch cache
+   * keeps no epoch starting at or past the new end (truncateFromEnd). The log's
+   * promise is returned as is: an await here would add a turn to every truncation, and the
+   * deterministic simulation's seeds would replay other histories.
+   */
+  truncateTo(targetOffset: Offset): Promise<boolean> {
+    this.checkFollowerTruncation('truncateTo', targetOffset)
+    const logEndOffset = this.log.logEndOffset
+    assert(
+      targetOffset <= logEndOffset,
+      () => `${this.topic}-${this.partition}: truncation to ${targetOffset} past the log end ${logEndOffset}`,
+    )
+    return this.log.truncateTo(targetOffset)
+  }
+
+  /** A follower behind the leader's log start (Kafka's truncateFullyAndStartAt) starts over there. */
+  truncateFullyAndStartAt(newOffset: Offset): Promise<void> {
+    this.checkFollowerTruncation('truncateFullyAndStartAt', newOffset)
+    return this.log.truncateFullyAndStartAt(newOffset)
+  }
+
+  private checkFollowerTruncation(operation: string, offset: Offset): void {
+    assert(
+      !this.isLeaderByMetadata,
+      () => `${this.topic}-${this.partition}: ${operation}(${offset}) on the leader's log`,
+    )
+  }
+
   /** A follower's high watermark is the leader's, capped by what it has. */
   updateFollowerHighWatermark(leaderHighWatermark: number): void {
     if (this.isLeaderByMetadata) return
@@ -709,42 +747,4 @@ export class Partition {
  */
 function receivedOffset(value: number): Offset {
   return value as Offset
-}
-
-/**
- * Producer-side rules Kafka applies before the log's own checks (which cover size and CRC):
- * records present, consecutive offsets inside each batch, no control batches from clients
- * (only a coordinator writes transaction markers).
- */
-function checkProducerBatches(batches: Buffer, origin: AppendOrigin): void {
-  if (batches.length === 0) throw new KafkaError(ErrorCode.INVALID_RECORD, 'produce request with no records')
-  let at = 0
-  while (at + LOG_OVERHEAD <= batches.length) {
-    const header = new BatchHeader(batches, at)
-    if (at + RECORDS_COUNT_OFFSET + 4 > batches.length) break // truncated: the log reports it
-    const count = header.recordsCount
-    if (count === 0 || count !== header.lastOffsetDelta + 1) {
-      throw new KafkaError(
-        ErrorCode.INVALID_RECORD,
-        `batch of ${count} records with lastOffsetDelta ${header.lastOffsetDelta}`,
-      )
-    }
-    if (header.attributes & CONTROL_FLAG_MASK && origin === 'client') {
-      throw new KafkaError(ErrorCode.INVALID_RECORD, 'producers may not write control batches')
-    }
-    at += Math.max(header.sizeInBytes, LOG_OVERHEAD)
-  }
-}
-
-/** A compacted topic needs a key on every record (Kafka: INVALID_RECORD). */
-async function checkKeysPresent(batches: Buffer): Promise<void> {
-  let at = 0
-  while (at + LOG_OVERHEAD <= batches.length) {
-    const batch = await decodeRecordBatch(batches, at).catch(() => null)
-    if (batch === null) return // framing and CRC errors are reported by the log's checks
-    if (batch.records.some((record) => record.key === null)) {
-      throw new KafkaError(ErrorCode.INVALID_RECORD, 'Compacted topic cannot accept message without key')
-    }
-    at += new BatchHeader(batches, at).sizeInBytes
-  }
 }

@@ -13,6 +13,7 @@
  * the leader holds the partition list, an idle round trip carries no partition either way,
  * instead of every partition the fetcher follows from that leader.
  */
+import { InvariantError } from '../common/assert.js'
 import { ExponentialBackoff } from '../common/backoff.js'
 import type { Clock, TimerHandle } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
@@ -314,6 +315,9 @@ export class LeaderFetcher {
           )
         }
       } catch (error) {
+        // A bug (a truncation's invariant broken) is not a fetch failure to retry quietly:
+        // start() logs it as an error.
+        if (error instanceof InvariantError) throw error
         if (this.interrupted) {
           this.interrupted = false
           continue
@@ -493,7 +497,7 @@ export class LeaderFetcher {
           'truncating committed records: the new leader was elected uncleanly and lacks them',
         )
       } else this.settings.logger.info(fields, 'truncating follower log to the leader epoch end offset')
-      await log.truncateTo(target as Offset)
+      await partition.truncateTo(target as Offset)
     }
     followed.truncated = !anotherRound
   }
@@ -673,15 +677,17 @@ export class LeaderFetcher {
     const [earliest, latest] = await Promise.all(
       [-2n, -1n].map((timestamp) => this.listOffset(client, followed, timestamp)),
     )
+    // Unfollowed while the offsets were asked for (this broker may lead it now): not ours to cut.
+    if (this.partitions.get(keyOf(partition)) !== followed) return
     const log = partition.log
     if (latest !== null && log.logEndOffset > latest) {
-      await log.truncateTo(latest as Offset)
+      await partition.truncateTo(latest as Offset)
     } else if (earliest !== null && log.logEndOffset < earliest) {
       this.settings.logger.warn(
         { topic: partition.topic, partition: partition.partition, from: log.logEndOffset, to: earliest },
         'follower behind the leader log start: starting over there',
       )
-      await log.truncateFullyAndStartAt(earliest as Offset)
+      await partition.truncateFullyAndStartAt(earliest as Offset)
     }
   }
 

@@ -6,6 +6,7 @@
 import type { Clock } from '../common/clock.js'
 import { forEachConcurrently } from '../common/concurrency.js'
 import type { Logger } from '../common/logger.js'
+import type { Offset } from '../common/types.js'
 import {
   type ClusterImage,
   type PartitionState,
@@ -17,8 +18,15 @@ import { ErrorCode } from '../protocol/error-codes.js'
 import { isStorageError } from '../storage/errors.js'
 import type { LogConfig } from '../storage/log-config.js'
 import type { TopicPartition, UnifiedLog } from '../storage/unified-log.js'
+import { AppendVerification, type TransactionVerification } from './append-verification.js'
 import { type PurgatoryTimer, waitForHighWatermark } from './delayed-operations.js'
-import { KafkaError } from './kafka-error.js'
+import {
+  type FetchParams,
+  type FetchPartitionRequest,
+  type FetchPartitionResult,
+  fetchMessages,
+} from './fetch-messages.js'
+import { KafkaError, toErrorCode } from './kafka-error.js'
 import { type IsrProposal, type LeaderAppend, Partition } from './partition.js'
 import { ProducerStateManager } from './producer-state.js'
 import type { FetcherStats } from './replica-fetcher.js'
@@ -63,6 +71,17 @@ const APPLY_CONCURRENCY = 16
 
 const DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 const DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS = 600_000
+
+/** One partition's records of a produce request, for appendRecords. */
+export interface AppendRecordsParams {
+  readonly topic: string
+  readonly partition: number
+  readonly records: Buffer
+  readonly requiredAcks: number
+  readonly timeoutMs: number
+  readonly verification: TransactionVerification
+  readonly purgatoryTimer?: PurgatoryTimer
+}
 
 export interface AppendResult {
   readonly errorCode: number
@@ -112,6 +131,8 @@ export class ReplicaManager {
   private producerExpiryTimer: { cancel(): void } | null = null
   /** Registered brokers and their broker epochs (-1: unknown), from the last applied image. */
   private live = new Map<number, number>()
+  /** KIP-890 part 1: transactional appends verified with the coordinator first. */
+  private readonly appendVerification = new AppendVerification()
 
   constructor(private readonly options: ReplicaManagerOptions) {}
 
@@ -428,6 +449,80 @@ export class ReplicaManager {
     this.options.fetchers.unfollow(partition)
     this.partitions.delete(key(partition.topic, partition.partition))
     await this.options.logs.deleteLog({ topic: partition.topic, partition: partition.partition })
+  }
+
+  /**
+   * DeleteRecords (Kafka's ReplicaManager.deleteRecords): moves the log start offset of the
+   * partition led here (see Partition.deleteRecordsOnLeader). A partition not hosted here
+   * answers NOT_LEADER_OR_FOLLOWER when `knownPartition` (the metadata has it: the client
+   * is sent to its leader), else UNKNOWN_TOPIC_OR_PARTITION. Tidelog answers once the
+   * leader moved its log start; it does not wait for the followers' (Kafka's
+   * DelayedDeleteRecords).
+   */
+  async deleteRecords(
+    topic: string,
+    partitionIndex: number,
+    offset: Offset,
+    knownPartition: boolean,
+  ): Promise<{ readonly errorCode: number; readonly lowWatermark: number }> {
+    try {
+      const partition = this.getPartition(topic, partitionIndex)
+      if (partition === undefined) {
+        const errorCode = knownPartition
+          ? ErrorCode.NOT_LEADER_OR_FOLLOWER
+          : ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return { errorCode, lowWatermark: -1 }
+      }
+      return { errorCode: ErrorCode.NONE, lowWatermark: await partition.deleteRecordsOnLeader(offset) }
+    } catch (error) {
+      const code = toErrorCode(error)
+      if (code === null) throw error
+      return { errorCode: code, lowWatermark: -1 }
+    }
+  }
+
+  /**
+   * Fetch for a consumer or a follower: reads the partitions and, with fewer than minBytes
+   * found, waits in the fetch purgatory for more (see fetch-messages.ts).
+   */
+  fetchMessages<T extends FetchPartitionRequest, R>(
+    params: FetchParams<T>,
+    respond: (results: FetchPartitionResult<T>[]) => R,
+  ): Promise<R> {
+    return fetchMessages(
+      {
+        clock: this.options.clock,
+        getPartition: (topic, partition) => this.getPartition(topic, partition),
+        getPartitionOrError: (topic, partition) => this.getPartitionOrError(topic, partition),
+      },
+      params,
+      respond,
+    )
+  }
+
+  /**
+   * A produce's append (Kafka's appendRecords): verified with the transaction coordinator
+   * first when the records would open a transaction here (see append-verification.ts),
+   * then appendToLeader. Called synchronously, so appends keep the order requests arrived in.
+   */
+  appendRecords(params: AppendRecordsParams): Promise<AppendResult> {
+    const { topic, partition, records } = params
+    return this.appendVerification.append(
+      this.getPartition(topic, partition),
+      records,
+      params.verification,
+      { topic, partition },
+      (leaderAppend) =>
+        this.appendToLeader(
+          topic,
+          partition,
+          records,
+          params.requiredAcks,
+          params.timeoutMs,
+          params.purgatoryTimer,
+          leaderAppend,
+        ),
+    )
   }
 
   /**

@@ -147,6 +147,13 @@ export class LeaderEpochFileCache {
     const last = this.latestEntry
     if (endOffset < 0 || last === undefined || last.startOffset < endOffset) return
     this.removeFromEnd((e) => e.startOffset >= endOffset)
+    // None may be left at or past the end (entries out of start order would leave one): a
+    // follower's OffsetForLeaderEpoch answer would point past the records this log holds.
+    const left = this.epochs.find((e) => e.startOffset >= endOffset)
+    assert(
+      left === undefined,
+      () => `epoch ${left?.epoch} starts at ${left?.startOffset}, not below the truncated end ${endOffset}`,
+    )
     await this.flush()
   }
 

@@ -34,6 +34,8 @@ import {
   splitBatches,
   validateRecordBatch,
 } from '../../src/protocol/record-batch.js'
+import { KafkaError } from '../../src/replication/kafka-error.js'
+import { checkProducerBatches } from '../../src/replication/producer-batch-checks.js'
 
 const require = createRequire(import.meta.url)
 
@@ -101,8 +103,8 @@ describe('encode and decode round trips', () => {
     it(`${CompressionType[compression]}: records with null keys and values, headers and timestamps`, async () => {
       const records = sampleRecords(25)
       const batch = await encodeRecordBatch({ records, compression, baseOffset: 1000 })
-      const validation = validateRecordBatch(batch, 0, { fromProducer: true })
-      assert.equal(validation.ok, true)
+      assert.equal(validateRecordBatch(batch).ok, true)
+      assert.doesNotThrow(() => checkProducerBatches(batch, 'client'))
       const decoded = await decodeRecordBatch(batch)
       assert.equal(decoded.compression, compression)
       assert.equal(decoded.magic, 2)
@@ -138,7 +140,7 @@ describe('encode and decode round trips', () => {
       assert.equal(decoded.baseTimestamp, T0)
       assert.equal(decoded.maxTimestamp, -1)
       assert.equal(validateRecordBatch(batch).ok, true)
-      assert.equal(validateRecordBatch(batch, 0, { fromProducer: true }).ok, false)
+      assert.throws(() => checkProducerBatches(batch, 'client'), KafkaError, 'a produced batch needs records')
     })
   }
 
@@ -198,8 +200,7 @@ describe('encode and decode round trips', () => {
     )
     assert.equal(decoded.lastOffsetDelta, 12)
     assert.equal(validateRecordBatch(batch).ok, true)
-    const strict = validateRecordBatch(batch, 0, { fromProducer: true })
-    assert.equal(strict.ok, false)
+    assert.throws(() => checkProducerBatches(batch, 'client'), KafkaError, 'a producer sends no offset gaps')
   })
 
   it('uses defaultTimestamp for records without one and refuses out-of-order offset deltas', async () => {
@@ -319,10 +320,7 @@ describe('validateRecordBatch', () => {
     assert.deepEqual(pick(validateRecordBatch(count)), { ok: false, reason: 'invalid' })
     const control = await encodeRecordBatch({ records: sampleRecords(1), isControl: true })
     assert.equal(validateRecordBatch(control).ok, true)
-    assert.deepEqual(pick(validateRecordBatch(control, 0, { fromProducer: true })), {
-      ok: false,
-      reason: 'invalid',
-    })
+    assert.throws(() => checkProducerBatches(control, 'client'), KafkaError, 'no control batch from a client')
   })
 
   it('validates a batch in the middle of a larger buffer', async () => {
@@ -550,7 +548,8 @@ describe('legacy message sets', () => {
 
       const v2 = await convertLegacyToV2(set, { baseOffset: 50 })
       assert.equal(isLegacyMagic(v2), false)
-      assert.equal(validateRecordBatch(v2, 0, { fromProducer: true }).ok, true)
+      assert.equal(validateRecordBatch(v2).ok, true)
+      assert.doesNotThrow(() => checkProducerBatches(v2, 'client'))
       const batch = await decodeRecordBatch(v2)
       assert.deepEqual(
         batch.records.map((r) => r.offset),
@@ -807,7 +806,8 @@ describe('cross-check with kafkajs', () => {
     it(`${name}: tidelog decodes kafkajs batches`, async () => {
       const records = kafkajsFriendlyRecords(12)
       const theirs = await kafkajsEncode(records, compression, true)
-      assert.equal(validateRecordBatch(theirs, 0, { fromProducer: true }).ok, true)
+      assert.equal(validateRecordBatch(theirs).ok, true)
+      assert.doesNotThrow(() => checkProducerBatches(theirs, 'client'))
       const decoded = await decodeRecordBatch(theirs)
       assert.equal(decoded.producerId, 4242n)
       assert.equal(decoded.isTransactional, true)

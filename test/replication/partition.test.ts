@@ -570,6 +570,40 @@ describe('acks=all purgatory', () => {
   })
 })
 
+describe("Partition follower truncation (the replica fetcher's, asserted)", () => {
+  const follower = state({ leader: 2, leaderEpoch: 3 })
+
+  it('cuts the log, keeping its offsets in order and its epoch cache within the log', async () => {
+    await withPartition(follower, async (p) => {
+      await p.appendAsFollower(simpleBatch(5, 10, 0, { partitionLeaderEpoch: 1 }), 5)
+      await p.appendAsFollower(simpleBatch(5, 10, 0, { baseOffset: 5, partitionLeaderEpoch: 3 }), 5)
+      assert.equal(p.log.logEndOffset, 10)
+      assert.equal(p.log.latestEpoch, 3)
+      await p.truncateTo(5 as Offset)
+      assert.equal(p.log.logEndOffset, 5)
+      assert.equal(p.highWatermark, 5)
+      assert.equal(p.log.latestEpoch, 1, 'epoch 3 started at 5: gone with its records')
+      await p.truncateFullyAndStartAt(20 as Offset)
+      assert.deepEqual([p.log.logStartOffset, p.log.logEndOffset, p.highWatermark], [20, 20, 20])
+      assert.equal(p.log.latestEpoch, undefined)
+    })
+  })
+
+  it("refuses a target past the log end, and a leader's log", async () => {
+    await withPartition(follower, async (p) => {
+      await p.appendAsFollower(simpleBatch(5, 10, 0, { partitionLeaderEpoch: 3 }), 5)
+      assert.throws(() => p.truncateTo(6 as Offset), InvariantError)
+      assert.equal(p.log.logEndOffset, 5)
+    })
+    await withPartition(state(), async (p) => {
+      await produce(p, 5)
+      assert.throws(() => p.truncateTo(2 as Offset), InvariantError)
+      assert.throws(() => p.truncateFullyAndStartAt(9 as Offset), InvariantError)
+      assert.equal(p.log.logEndOffset, 5, 'a leader keeps its records')
+    })
+  })
+})
+
 function watcherCount(p: Partition): number {
   return (p as unknown as { highWatermarkWatchers: Set<unknown> }).highWatermarkWatchers.size
 }

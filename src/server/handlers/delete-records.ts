@@ -16,9 +16,7 @@ import {
   ApiKey,
   type DeleteRecordsRequest,
   type DeleteRecordsResponse,
-  type DeleteRecordsResponseDeleteRecordsPartitionResult,
 } from '../../protocol/generated/index.js'
-import { toErrorCode } from '../../replication/kafka-error.js'
 import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
@@ -32,48 +30,33 @@ export const deleteRecordsHandler: ApiHandler<DeleteRecordsRequest, DeleteRecord
     for (const topic of request.topics) {
       const partitions = []
       const deletable = context.authorize(AclOperation.DELETE, ResourceType.TOPIC, topic.name)
-      for (const p of topic.partitions)
-        partitions.push(
-          deletable
-            ? await deleteOne(context, topic.name, p.partitionIndex, Number(p.offset))
-            : {
-                partitionIndex: p.partitionIndex,
-                lowWatermark: -1n,
-                errorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-              },
+      for (const p of topic.partitions) {
+        if (!deletable) {
+          const denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+          partitions.push({ partitionIndex: p.partitionIndex, lowWatermark: -1n, errorCode: denied })
+          continue
+        }
+        // Awaited here, not in a helper: each await is a turn the simulation's seeds replay.
+        const result = await context.broker.replicaManager.deleteRecords(
+          topic.name,
+          p.partitionIndex,
+          Number(p.offset) as Offset,
+          knownPartition(context, topic.name, p.partitionIndex),
         )
+        partitions.push({
+          partitionIndex: p.partitionIndex,
+          lowWatermark: BigInt(result.lowWatermark),
+          errorCode: result.errorCode,
+        })
+      }
       topics.push({ name: topic.name, partitions })
     }
     return { throttleTimeMs: 0, topics }
   },
 }
 
-async function deleteOne(
-  context: RequestContext,
-  topic: string,
-  partitionIndex: number,
-  offset: number,
-): Promise<DeleteRecordsResponseDeleteRecordsPartitionResult> {
-  try {
-    const partition = context.broker.replicaManager.getPartition(topic, partitionIndex)
-    if (partition === undefined) {
-      const known =
-        (context.broker.metadataImage().topics.get(topic)?.partitions.length ?? 0) > partitionIndex
-      return {
-        partitionIndex,
-        lowWatermark: -1n,
-        errorCode:
-          known && partitionIndex >= 0
-            ? ErrorCode.NOT_LEADER_OR_FOLLOWER
-            : ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-      }
-    }
-    partition.ensureLeader()
-    const lowWatermark = await partition.log.deleteRecordsBefore(offset as Offset)
-    return { partitionIndex, lowWatermark: BigInt(lowWatermark), errorCode: ErrorCode.NONE }
-  } catch (error) {
-    const code = toErrorCode(error)
-    if (code === null) throw error
-    return { partitionIndex, lowWatermark: -1n, errorCode: code }
-  }
+/** Whether the metadata has the partition (then a broker not leading it sends the client on). */
+function knownPartition(context: RequestContext, topic: string, partitionIndex: number): boolean {
+  const partitions = context.broker.metadataImage().topics.get(topic)?.partitions.length ?? 0
+  return partitionIndex >= 0 && partitions > partitionIndex
 }

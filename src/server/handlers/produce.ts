@@ -23,13 +23,7 @@
  */
 
 import { effectiveBrokerValue } from '../../metadata/topic-config.js'
-import {
-  BATCH_LENGTH_OFFSET,
-  BatchHeader,
-  LOG_OVERHEAD,
-  MAGIC_OFFSET,
-  RECORD_BATCH_OVERHEAD,
-} from '../../protocol/batch-header.js'
+import { BATCH_LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET } from '../../protocol/batch-header.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -40,9 +34,8 @@ import {
 } from '../../protocol/generated/index.js'
 import { ZERO_UUID } from '../../protocol/primitives.js'
 import { MAGIC_V2 } from '../../protocol/record-batch.js'
-import { KafkaError, toErrorCode } from '../../replication/kafka-error.js'
-import type { Partition } from '../../replication/partition.js'
-import { UNVERIFIED } from '../../replication/producer-state.js'
+import { TransactionVerificationError } from '../../replication/append-verification.js'
+import { toErrorCode } from '../../replication/kafka-error.js'
 import type { AppendResult } from '../../replication/replica-manager.js'
 import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
@@ -149,7 +142,7 @@ function produceTopic(
         return {
           ...failure(data.index, code, error instanceof Error ? error.message : null),
           logStartOffset: BigInt(
-            error instanceof KafkaError && verificationErrors.has(error)
+            error instanceof TransactionVerificationError
               ? -1
               : logStartOffsetOnFailure(context, topic.name, data.index, code),
           ),
@@ -160,12 +153,6 @@ function produceTopic(
   return { name: topic.name, partitions }
 }
 
-/**
- * Verified appends waiting their turn, per partition and producer: a producer's requests
- * reach the log in arrival order (its sequences), other producers do not wait for it.
- */
-const verificationTails = new WeakMap<Partition, Map<bigint, Promise<unknown>>>()
-
 function append(
   context: RequestContext,
   topic: string,
@@ -175,90 +162,19 @@ function append(
   timeoutMs: number,
   transactionalId: string | null,
 ): Promise<AppendResult> {
-  const broker = context.broker
-  const partition = broker.replicaManager.getPartition(topic, partitionIndex)
-  const producer = transactionalProducer(records)
-  const enabled = producer !== undefined && verificationEnabled(context)
-  // A transactional batch that needs no verification now (its transaction is open) still
-  // carries Kafka's sentinel guard: should a marker end the transaction before it reaches
-  // the log, it is refused instead of opening a transaction nobody verified.
-  const direct = () =>
-    broker.replicaManager.appendToLeader(
-      topic,
-      partitionIndex,
-      records,
-      acks,
-      timeoutMs,
-      context.purgatoryTimer,
-      enabled ? { verificationGuard: UNVERIFIED } : {},
-    )
-  // Kafka refuses transactional records without a transactional id (its authorization step).
-  if (producer !== undefined && transactionalId === null)
-    return Promise.reject(
-      new KafkaError(
-        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-        'transactional records need a transactional id',
-      ),
-    )
-  const verifiedId = transactionalId ?? ''
-  const state = partition?.producerState
-  // Not the leader: the append answers NOT_LEADER_OR_FOLLOWER without asking the coordinator.
-  const verifying =
-    partition?.isLeader === true &&
-    state !== undefined &&
-    producer !== undefined &&
-    enabled &&
-    (state.needsVerification(producer.producerId) ||
-      verificationTails.get(partition)?.has(producer.producerId) === true)
-  if (!verifying) return direct()
-  let tails = verificationTails.get(partition)
-  if (tails === undefined) {
-    tails = new Map()
-    verificationTails.set(partition, tails)
-  }
-  const producerTails = tails
-  const previous = producerTails.get(producer.producerId) ?? Promise.resolve()
-  // Resolves once the append is handed to the log (its place in the order taken), with the
-  // append's own promise inside, so the next one waits for that and not for replication.
-  const started = previous.then(async (): Promise<{ appended: Promise<AppendResult> }> => {
-    // Its state may have been reloaded (truncation) while it waited: ask it again.
-    if (!state.needsVerification(producer.producerId)) return { appended: direct() }
-    const guard = state.beginVerification(producer.producerId, producer.producerEpoch)
-    const verifier = broker.transactionVerifier
-    if (verifier === undefined)
-      throw new KafkaError(
-        ErrorCode.INVALID_TXN_STATE,
-        'no transaction coordinator to verify the partition with',
-      )
-    const code = await verifier.verify({
-      transactionalId: verifiedId,
-      producerId: producer.producerId,
-      producerEpoch: producer.producerEpoch,
-      topic,
-      partition: partitionIndex,
-    })
-    if (code !== ErrorCode.NONE) throw verificationError(code)
-    const appended = broker.replicaManager.appendToLeader(
-      topic,
-      partitionIndex,
-      records,
-      acks,
-      timeoutMs,
-      context.purgatoryTimer,
-      { verificationGuard: guard },
-    )
-    return { appended }
+  return context.broker.replicaManager.appendRecords({
+    topic,
+    partition: partitionIndex,
+    records,
+    requiredAcks: acks,
+    timeoutMs,
+    purgatoryTimer: context.purgatoryTimer,
+    verification: {
+      enabled: () => verificationEnabled(context),
+      verifier: context.broker.transactionVerifier,
+      transactionalId,
+    },
   })
-  // The next verified append waits for this one to reach the log, not for its replication.
-  const tail = started.then(
-    () => undefined,
-    () => undefined,
-  )
-  producerTails.set(producer.producerId, tail)
-  void tail.then(() => {
-    if (producerTails.get(producer.producerId) === tail) producerTails.delete(producer.producerId)
-  })
-  return started.then(({ appended }) => appended)
 }
 
 /** A dynamic broker config in Kafka: AlterConfigs on the broker or the cluster default applies it. */
@@ -270,50 +186,6 @@ function verificationEnabled(context: RequestContext): boolean {
     'transaction.partition.verification.enable',
   )
   return value === 'true'
-}
-
-/** The producer of a transactional produce (a request's batches share one producer). */
-function transactionalProducer(records: Buffer): { producerId: bigint; producerEpoch: number } | undefined {
-  if (records.length < RECORD_BATCH_OVERHEAD) return undefined
-  const header = new BatchHeader(records, 0)
-  if (header.magic !== 2 || !header.isTransactional || header.isControl) return undefined
-  return { producerId: header.producerId, producerEpoch: header.producerEpoch }
-}
-
-/**
- * Errors of the transaction verification, which Kafka answers before the append (so without
- * the log start offset, as the UNKNOWN_LOG_APPEND_INFO cases below).
- */
-const verificationErrors = new WeakSet<KafkaError>()
-
-/** Kafka's translation of the coordinator's answer into a produce error. */
-function verificationError(code: number): KafkaError {
-  const error = verificationErrorFor(code)
-  verificationErrors.add(error)
-  return error
-}
-
-function verificationErrorFor(code: number): KafkaError {
-  switch (code) {
-    case ErrorCode.INVALID_TXN_STATE:
-      return new KafkaError(code, 'Partition was not added to the transaction')
-    case ErrorCode.NETWORK_EXCEPTION:
-    case ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-    case ErrorCode.COORDINATOR_NOT_AVAILABLE:
-    case ErrorCode.NOT_COORDINATOR:
-    case ErrorCode.CONCURRENT_TRANSACTIONS:
-      return new KafkaError(
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        `Unable to verify the partition has been added to the transaction. Underlying error: ${errorName(code)}`,
-      )
-    default:
-      return new KafkaError(code, 'transaction verification failed')
-  }
-}
-
-function errorName(code: number): string {
-  for (const [name, value] of Object.entries(ErrorCode)) if (value === code) return name
-  return String(code)
 }
 
 /**
