@@ -8,10 +8,12 @@
  * __consumer_offsets): a coordinator failover makes members join again.
  * Version notes: v1 only (Kafka 4.1 made the API production-ready at v1; v0 was the
  * early-access version Kafka no longer serves).
+ * Off while `share.version` is finalized at 0 (UNSUPPORTED_VERSION, as Kafka).
  * Authorization: READ on the group (GROUP_AUTHORIZATION_FAILED), as Kafka; Kafka also
  * checks DESCRIBE on the subscribed topics, which tidelog does not yet.
  */
 import { clientHostOf } from '../../coordinator/client-host.js'
+import { finalizedLevel } from '../../metadata/features.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -32,6 +34,17 @@ export const shareGroupHeartbeatHandler: ApiHandler<ShareGroupHeartbeatRequest, 
           throttleTimeMs: 0,
           errorCode: ErrorCode.GROUP_AUTHORIZATION_FAILED,
           errorMessage: `Not authorized to read group ${request.groupId}.`,
+          memberId: null,
+          memberEpoch: -1,
+          heartbeatIntervalMs: 0,
+          assignment: null,
+        }
+      // share.version 0 (UpdateFeatures) turns share groups off: Kafka answers UNSUPPORTED_VERSION.
+      if (finalizedLevel(context.broker.metadataImage(), 'share.version') < 1)
+        return {
+          throttleTimeMs: 0,
+          errorCode: ErrorCode.UNSUPPORTED_VERSION,
+          errorMessage: 'Share groups are not enabled (share.version is finalized at 0).',
           memberId: null,
           memberEpoch: -1,
           heartbeatIntervalMs: 0,
