@@ -78,7 +78,7 @@ export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [
     api: /^ApiVersions /,
     path: /^apiKeys\[apiKey=\d+\]\.maxVersion$/,
     values: (tidelog, kafka) => (tidelog as number) < (kafka as number),
-    why: 'Kafka 4.4 versions tidelog does not serve (README "API versions"): Produce v12-13, EndTxn v5 and TxnOffsetCommit v5-6 (transaction version 2), AlterPartitionReassignments v1, ListConfigResources v1; clients negotiate down',
+    why: 'Kafka 4.4 versions tidelog does not serve (README "API versions"): Produce v12-13, EndTxn v5 and TxnOffsetCommit v5-6 (transaction version 2); clients negotiate down',
   },
   {
     api: /^ApiVersions /,
