@@ -12,12 +12,18 @@ import { join } from 'node:path'
 import { test } from 'node:test'
 import { Admin } from '../../src/client/admin.js'
 import { Producer } from '../../src/client/producer.js'
+import { systemClock } from '../../src/common/clock.js'
+import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
 import { errorName } from '../../src/protocol/error-codes.js'
 import type { AlterReplicaLogDirsResponse } from '../../src/protocol/generated/alter-replica-log-dirs-response.js'
 import type { DescribeLogDirsResponse } from '../../src/protocol/generated/describe-log-dirs-response.js'
 import { ApiKey } from '../../src/protocol/generated/index.js'
+import { Broker } from '../../src/server/broker.js'
+import { brokerConfigFromProperties } from '../../src/server/broker-config.js'
 import { readAll } from '../client/helpers.js'
+import { freePort } from '../helpers/broker-process.js'
 import { type Cluster, startBroker } from '../helpers/cluster.js'
+import { guardedLogger } from '../helpers/log-guard.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
 import { waitUntil } from '../helpers/wait.js'
@@ -33,15 +39,15 @@ async function withClient<T>(port: number, body: (client: RawClient) => Promise<
   }
 }
 
-/** The log dir DescribeLogDirs places TOPIC-0 in, and its size there. */
-async function whereIs(port: number): Promise<{ dir: string; bytes: number } | undefined> {
+/** The log dir DescribeLogDirs places partition 0 of `topic` in, and its size there. */
+async function whereIs(port: number, topic = TOPIC): Promise<{ dir: string; bytes: number } | undefined> {
   const answer = await withClient(port, (c) =>
     rawCall<DescribeLogDirsResponse>(c, ApiKey.DescribeLogDirs, 4, { topics: null }),
   )
   for (const r of answer.results)
     for (const t of r.topics)
       for (const p of t.partitions)
-        if (t.name === TOPIC && p.partitionIndex === 0)
+        if (t.name === topic && p.partitionIndex === 0)
           return { dir: r.logDir, bytes: Number(p.partitionSize) }
   return undefined
 }
@@ -131,6 +137,83 @@ test('AlterReplicaLogDirs moves a replica to another log dir, losing nothing, ac
   } finally {
     await producer?.close()
     await cluster?.stop()
+    await rm(root, { recursive: true, force: true })
+  }
+})
+
+test('moving the leader and a follower of an acks=all partition between their log dirs loses no record', {
+  timeout: 120_000,
+}, async () => {
+  const root = await mkdtemp(join(tmpdir(), 'tidelog-alter-log-dirs-rf3-'))
+  const store = await EmbeddedStore.open({ clock: systemClock })
+  const brokers: Broker[] = []
+  let producer: Producer | undefined
+  const topic = 'moved-rf3'
+  try {
+    for (let i = 0; i < 3; i++) {
+      const port = await freePort()
+      const props = new Map<string, string>([
+        ['node.id', String(i)],
+        ['log.dirs', `${join(root, `broker-${i}`, 'a')},${join(root, `broker-${i}`, 'b')}`],
+        ['listeners', `PLAINTEXT://127.0.0.1:${port}`],
+        ['broker.session.timeout.ms', '30000'],
+        ['replica.lag.time.max.ms', '10000'],
+        ['min.insync.replicas', '2'],
+      ])
+      brokers.push(
+        await Broker.start(brokerConfigFromProperties(props), {
+          store,
+          logger: guardedLogger(`broker-${i}`),
+        }),
+      )
+    }
+    const bootstrap = brokers.map((b) => b.bootstrapServers).join(',')
+    const admin = new Admin({ bootstrapServers: bootstrap })
+    await admin.createTopics([{ topic, numPartitions: 1, replicationFactor: 3 }])
+    admin.close()
+    const state = () => brokers[0].metadataImage().topics.get(topic)?.partitions[0]
+    await waitUntil(
+      'a leader and a full ISR',
+      30_000,
+      () => (state()?.leader ?? -1) >= 0 && state()?.isr.length === 3,
+    )
+    const leader = brokers.find((b) => b.nodeId === state()!.leader)!
+    const follower = brokers.find((b) => b.nodeId !== leader.nodeId)!
+    producer = new Producer({ bootstrapServers: bootstrap, acks: 'all', lingerMs: 0 })
+    const sent: string[] = []
+    let stop = false
+    const writing = (async () => {
+      for (let i = 0; !stop || i < 100; i++) {
+        await producer!.send({ topic, partition: 0, value: `v${i}` })
+        sent.push(`v${i}`)
+      }
+    })()
+    await waitUntil('records before the moves', 30_000, () => sent.length >= 50, 20)
+    for (const broker of [leader, follower]) {
+      const port = broker.port
+      const from = (await whereIs(port, topic))?.dir
+      const to = broker.config.logDirs.find((d) => d !== from)!
+      assert.deepEqual(await alter(port, to, [{ name: topic, partitions: [0] }]), [`${topic}-0 NONE`])
+      await waitUntil(
+        `broker ${broker.nodeId}'s replica in its new dir`,
+        60_000,
+        async () => (await whereIs(port, topic))?.dir === to,
+        100,
+      )
+    }
+    stop = true
+    await writing
+    await waitUntil('the full ISR again', 60_000, () => state()?.isr.length === 3, 100)
+    assert.equal(state()!.leader, leader.nodeId, 'no leadership change: the leader only paused')
+    assert.deepEqual(
+      (await readAll(bootstrap, topic)).map((r) => r.value?.toString()),
+      sent,
+      'every acknowledged record once, in order',
+    )
+  } finally {
+    await producer?.close()
+    for (const broker of brokers.reverse()) await broker.stop().catch(() => {})
+    await store.close()
     await rm(root, { recursive: true, force: true })
   }
 })
