@@ -141,7 +141,7 @@ test('AlterReplicaLogDirs moves a replica to another log dir, losing nothing, ac
   }
 })
 
-test('moving the leader and a follower of an acks=all partition between their log dirs loses no record', {
+test('moving the leader and a follower of an acks=all partition between their log dirs loses no record; a partition hosted elsewhere is REPLICA_NOT_AVAILABLE', {
   timeout: 120_000,
 }, async () => {
   const root = await mkdtemp(join(tmpdir(), 'tidelog-alter-log-dirs-rf3-'))
@@ -169,8 +169,19 @@ test('moving the leader and a follower of an acks=all partition between their lo
     }
     const bootstrap = brokers.map((b) => b.bootstrapServers).join(',')
     const admin = new Admin({ bootstrapServers: bootstrap })
-    await admin.createTopics([{ topic, numPartitions: 1, replicationFactor: 3 }])
+    await admin.createTopics([
+      { topic, numPartitions: 1, replicationFactor: 3 },
+      { topic: 'on-broker-0', assignments: [[0]] },
+    ])
     admin.close()
+    // A partition the cluster has but this broker does not host: REPLICA_NOT_AVAILABLE.
+    await waitUntil('broker 1 knows on-broker-0', 30_000, () =>
+      brokers[1].metadataImage().topics.has('on-broker-0'),
+    )
+    assert.deepEqual(
+      await alter(brokers[1].port, brokers[1].config.logDirs[0], [{ name: 'on-broker-0', partitions: [0] }]),
+      ['on-broker-0-0 REPLICA_NOT_AVAILABLE'],
+    )
     const state = () => brokers[0].metadataImage().topics.get(topic)?.partitions[0]
     await waitUntil(
       'a leader and a full ISR',
