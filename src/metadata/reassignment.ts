@@ -7,7 +7,57 @@
  *   replica in the ISR leads (leader epoch bumped);
  * - cancel: back to the original replicas.
  */
+import { ErrorCode } from '../protocol/error-codes.js'
 import type { BrokerId, PartitionState } from './cluster-image.js'
+
+/** A partition's answer to AlterPartitionReassignments. */
+export interface ReassignmentOutcome {
+  readonly errorCode: number
+  readonly errorMessage: string | null
+}
+
+/**
+ * One partition of AlterPartitionReassignments, checked in Kafka's order
+ * (ReplicationControlManager.changePartitionReassignment): null replicas cancel; otherwise
+ * the list must be valid (INVALID_REPLICA_ASSIGNMENT), then, when the request (v1) forbids
+ * changing the replication factor, as long as the partition's replication factor now (its
+ * target's during a move) (INVALID_REPLICATION_FACTOR with Kafka's message).
+ */
+export function decideReassignment(
+  state: PartitionState,
+  replicas: readonly BrokerId[] | null,
+  registered: ReadonlyMap<BrokerId, unknown>,
+  allowReplicationFactorChange: boolean,
+): { outcome: ReassignmentOutcome; next: PartitionState | null } {
+  const fail = (errorCode: number, errorMessage: string) => ({
+    outcome: { errorCode, errorMessage },
+    next: null,
+  })
+  if (replicas === null) {
+    const cancelled = cancelReassignment(state)
+    if (cancelled) return { outcome: OK, next: cancelled }
+    return fail(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, 'No reassignment is in progress')
+  }
+  const unregistered = replicas.find((id) => !registered.has(id))
+  const problem =
+    replicas.length === 0
+      ? 'The replica list is empty'
+      : new Set(replicas).size !== replicas.length
+        ? 'The replica list has duplicates'
+        : unregistered !== undefined
+          ? `Broker ${unregistered} is not registered`
+          : null
+  if (problem) return fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
+  const replicationFactor = targetReplicas(state).length
+  if (!allowReplicationFactorChange && replicas.length !== replicationFactor)
+    return fail(
+      ErrorCode.INVALID_REPLICATION_FACTOR,
+      `The replication factor is changed from ${replicationFactor} to ${replicas.length}`,
+    )
+  return { outcome: OK, next: startReassignment(state, [...replicas]) }
+}
+
+const OK: ReassignmentOutcome = { errorCode: ErrorCode.NONE, errorMessage: null }
 
 export function isReassigning(state: PartitionState): boolean {
   return (state.addingReplicas?.length ?? 0) > 0 || (state.removingReplicas?.length ?? 0) > 0

@@ -40,7 +40,7 @@ import {
 } from './cluster-image.js'
 import { type ClusterMetadata, initialState, MetadataUpdateConflict } from './cluster-metadata.js'
 import { electPreferred, onBrokerChange } from './elections.js'
-import { cancelReassignment, startReassignment } from './reassignment.js'
+import { decideReassignment } from './reassignment.js'
 import { MetadataStoreError } from './store/metadata-store.js'
 import { brokerTopicDefaults, type StaticBrokerConfig, validateTopicConfigs } from './topic-config.js'
 import { topicNameProblem, unifyCollisionChars } from './topic-name.js'
@@ -628,11 +628,13 @@ export class TopicAdmin {
 
   /**
    * Starts moving each partition to the given replicas (registered, no duplicates:
-   * INVALID_REPLICA_ASSIGNMENT otherwise) or cancels the move in progress
+   * INVALID_REPLICA_ASSIGNMENT otherwise; as many as now unless
+   * `allowReplicationFactorChange`, v1's flag) or cancels the move in progress
    * (NO_REASSIGNMENT_IN_PROGRESS when none); the controller completes moves.
    */
   async alterPartitionReassignments(
     requests: readonly ReassignmentRequest[],
+    allowReplicationFactorChange = true,
   ): Promise<TopicPartitionOutcomes[]> {
     // A reassignment changes its topic's record with the partition, so one topic's moves
     // commit in one transaction: at most a transaction's worth per change, as Kafka's
@@ -642,7 +644,7 @@ export class TopicAdmin {
     for (let from = 0; outcomes.length > 0; from += perChange) {
       const batch = requests.map((r) => ({ ...r, partitions: r.partitions.slice(from, from + perChange) }))
       if (batch.every((r) => r.partitions.length === 0) && from > 0) break
-      const answered = await this.alterReassignmentsOnce(batch)
+      const answered = await this.alterReassignmentsOnce(batch, allowReplicationFactorChange)
       answered.forEach((t, i) => {
         outcomes[i] = { topic: t.topic, partitions: [...outcomes[i].partitions, ...t.partitions] }
       })
@@ -652,6 +654,7 @@ export class TopicAdmin {
 
   private alterReassignmentsOnce(
     requests: readonly ReassignmentRequest[],
+    allowReplicationFactorChange: boolean,
   ): Promise<TopicPartitionOutcomes[]> {
     return this.changeByPartition('AlterPartitionReassignments', (image) => {
       const topics = new Map(image.topics)
@@ -667,7 +670,12 @@ export class TopicAdmin {
               errorCode: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
               errorMessage: 'Unknown partition',
             }
-          const { outcome, next } = decideReassignment(state, p.replicas, image)
+          const { outcome, next } = decideReassignment(
+            state,
+            p.replicas,
+            image.brokers,
+            allowReplicationFactorChange,
+          )
           if (next) {
             partitions[p.partitionIndex] = next
             changed = true
@@ -989,36 +997,6 @@ function decideElection(
   if (!result || result.state.leader === NO_LEADER)
     return fail(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, 'No live replica to elect')
   return { outcome: OK, next: result.state }
-}
-
-function decideReassignment(
-  state: PartitionState,
-  replicas: readonly BrokerId[] | null,
-  image: ClusterImage,
-): { outcome: Outcome; next: PartitionState | null } {
-  if (replicas === null) {
-    const cancelled = cancelReassignment(state)
-    if (cancelled) return { outcome: OK, next: cancelled }
-    return {
-      outcome: {
-        errorCode: ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
-        errorMessage: 'No reassignment is in progress',
-      },
-      next: null,
-    }
-  }
-  const unregistered = replicas.find((id) => !image.brokers.has(id))
-  const problem =
-    replicas.length === 0
-      ? 'The replica list is empty'
-      : new Set(replicas).size !== replicas.length
-        ? 'The replica list has duplicates'
-        : unregistered !== undefined
-          ? `Broker ${unregistered} is not registered`
-          : null
-  if (problem)
-    return { outcome: { errorCode: ErrorCode.INVALID_REPLICA_ASSIGNMENT, errorMessage: problem }, next: null }
-  return { outcome: OK, next: startReassignment(state, [...replicas]) }
 }
 
 /** The image with a resource's overrides replaced. */

@@ -36,6 +36,8 @@ import type { ReplicaFetcherManager } from './replica-fetcher-manager.js'
 export interface LogProvider {
   getOrCreateLog(tp: TopicPartition, config: LogConfig): Promise<UnifiedLog>
   deleteLog(tp: TopicPartition): Promise<void>
+  /** Moves a closed-for-the-move log to another log dir (AlterReplicaLogDirs). */
+  moveLog(tp: TopicPartition, logDir: string, config: LogConfig): Promise<UnifiedLog>
 }
 
 /** Effective per-topic settings the replication path needs, resolved from the metadata. */
@@ -113,6 +115,8 @@ export class ReplicaManager {
    * partitions do. Their topic id, by key.
    */
   private readonly offline = new Map<string, string>()
+  /** Replicas moving between log dirs (moveReplica): NOT_LEADER_OR_FOLLOWER meanwhile. */
+  private readonly moving = new Set<string>()
   private readonly settings = new Map<string, TopicSettings>()
   /** The partition state last applied, by key: an image that kept it needs nothing done. */
   private readonly applied = new Map<string, PartitionState>()
@@ -238,7 +242,61 @@ export class ReplicaManager {
     if (hosted) return hosted
     if (this.offline.has(key(topic, partition)))
       throw new KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, `${topic}-${partition} is on an offline log dir`)
+    if (this.moving.has(key(topic, partition)))
+      throw new KafkaError(
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        `${topic}-${partition} is moving between log dirs`,
+      )
     throw new KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, `${topic}-${partition} is not hosted here`)
+  }
+
+  /** Whether the replica of topic-partition is on a log dir that failed (KAFKA_STORAGE_ERROR). */
+  isOffline(topic: string, partition: number): boolean {
+    return this.offline.has(key(topic, partition))
+  }
+
+  /**
+   * Moves this broker's replica of topic-partition into log dir `logDir` (AlterReplicaLogDirs),
+   * in turn with the images being applied. Kafka copies into a future replica that catches
+   * up while the current one serves; here the replica stops (clients get
+   * NOT_LEADER_OR_FOLLOWER and retry, followers fetch again), its closed log moves
+   * (LogManager.moveLog), and it is hosted again from the latest image, in the role that
+   * image gives it. Resolves once it serves again.
+   */
+  moveReplica(topic: string, partition: number, logDir: string): Promise<void> {
+    const k = key(topic, partition)
+    const run = this.applying.then(async () => {
+      const hosted = this.partitions.get(k)
+      if (this.stopped || hosted === undefined || hosted.retired) return
+      this.moving.add(k)
+      try {
+        this.options.fetchers.unfollow(hosted)
+        // Wakes the produces and fetches parked on it; nothing appends to it from now on.
+        hosted.retire()
+        this.partitions.delete(k)
+        this.applied.delete(k)
+        const settings = this.settings.get(topic)
+        await this.options.logs.moveLog(
+          { topic, partition },
+          logDir,
+          settings?.logConfig ?? hosted.log.config,
+        )
+      } finally {
+        this.moving.delete(k)
+        // Hosted again in whatever role the latest image gives it (getOrCreateLog finds the
+        // moved log); a failed move reopened it where it was.
+        const image = this.latest
+        const topicImage = image?.topics.get(topic)
+        const state = topicImage?.partitions[partition]
+        if (image && topicImage && state && !this.stopped) {
+          const settings = this.options.topicSettings(image, topic)
+          await this.applyPartition(topicImage, state, settings)
+          this.applied.set(k, state)
+        }
+      }
+    })
+    this.applying = run.catch(() => undefined)
+    return run
   }
 
   topicSettings(topic: string): TopicSettings | undefined {

@@ -25,6 +25,7 @@ import {
 import { isStorageError, StorageError, storageFailure } from './errors.js'
 import { LogCleaner } from './log-cleaner.js'
 import { DEFAULT_LOG_CONFIG, type LogConfig } from './log-config.js'
+import { DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, futureDirPartition, moveLogDir } from './log-dir-move.js'
 import { parseTopicPartition, type TopicPartition, topicPartitionDirName, UnifiedLog } from './unified-log.js'
 
 export const RECOVERY_POINT_CHECKPOINT_FILE = 'recovery-point-offset-checkpoint'
@@ -142,9 +143,6 @@ interface DirCheckpoints {
   readonly cleanerOffsets: Map<string, Offset>
 }
 
-const DELETE_DIR_SUFFIX = '-delete'
-const FUTURE_DIR_SUFFIX = '-future'
-
 function key(tp: TopicPartition): string {
   return topicPartitionDirName(tp)
 }
@@ -196,6 +194,7 @@ export class LogManager {
     try {
       manager.dirLocks = [...(options.dirLocks ?? (await lockLogDirs(options.fs, options.logDirs)))]
       for (const dir of options.logDirs) await manager.loadLogDir(dir)
+      await manager.resolveFutureDirs()
     } catch (err) {
       await manager.releaseDirLocks()
       throw err
@@ -255,6 +254,57 @@ export class LogManager {
     }
     this.logs.set(key(tp), { log, logDir, tp })
     return log
+  }
+
+  /** The log dir holding the log of `tp`, undefined when there is none. */
+  logDirOf(tp: TopicPartition): string | undefined {
+    return this.logs.get(key(tp))?.logDir
+  }
+
+  isLogDirOnline(logDir: string): boolean {
+    return this.options.logDirs.includes(logDir) && !this.offlineDirs.has(logDir)
+  }
+
+  /**
+   * Moves the log of `tp` into log dir `destLogDir` (AlterReplicaLogDirs): closes it (the
+   * caller stopped its replica), moves its directory (log-dir-move.ts) and opens it there
+   * with the offsets it had. A failure before the source was given up reopens it where it
+   * was; a disk error takes the directory it came from offline.
+   */
+  async moveLog(tp: TopicPartition, destLogDir: string, config: LogConfig): Promise<UnifiedLog> {
+    const hosted = this.logs.get(key(tp))
+    assert(hosted !== undefined, () => `no log of ${key(tp)} to move`)
+    assert(this.isLogDirOnline(destLogDir), () => `log dir ${destLogDir} is not online`)
+    if (hosted.logDir === destLogDir) return hosted.log
+    const { log } = hosted
+    this.cleaner.forget(log.dir)
+    await log.close()
+    const start = {
+      hadCleanShutdown: true,
+      recoveryPoint: log.logEndOffset,
+      logStartOffset: log.logStartOffset,
+      highWatermark: log.highWatermark,
+    }
+    let logDir = destLogDir
+    try {
+      await moveLogDir(this.fs, tp, hosted.logDir, destLogDir)
+    } catch (err) {
+      if (!isDiskError(err)) throw err
+      logDir = hosted.logDir
+      this.logger.warn(
+        { err, tp: key(tp), destLogDir },
+        'could not move a log between log dirs; reopening it',
+      )
+    }
+    const moved = await this.openLog(logDir, tp, config, start)
+    this.logs.set(key(tp), { log: moved, logDir, tp })
+    // The checkpoints of both dirs name it where it is now, before a crash could need them.
+    await this.checkpointRecoveryPoints()
+    await this.checkpointHighWatermarks()
+    await this.checkpointLogStartOffsets()
+    if (logDir !== destLogDir)
+      throw new StorageError('KAFKA_STORAGE_ERROR', `could not move ${key(tp)} to ${destLogDir}`)
+    return moved
   }
 
   /** Closes the log and removes its directory (the replica was deleted or reassigned away). */
@@ -383,6 +433,40 @@ export class LogManager {
   }
 
   private readonly uncleanLogDirs = new Set<string>()
+  /** `-future` directories found while loading: moves a crash interrupted (log-dir-move.ts). */
+  private readonly futureDirs: { logDir: string; name: string }[] = []
+  /** Every log dir's checkpoints as loaded: a moved log's offsets are in its old dir's. */
+  private readonly loadedCheckpoints: DirCheckpoints[] = []
+
+  /**
+   * Finishes or undoes the moves a crash interrupted: a future directory whose partition no
+   * log dir holds is the whole copy (its source was already marked deleted), so it becomes
+   * the partition's directory; otherwise the source is intact and the copy goes.
+   */
+  private async resolveFutureDirs(): Promise<void> {
+    for (const { logDir, name } of this.futureDirs.splice(0)) {
+      const tp = futureDirPartition(name)
+      if (tp === undefined || this.logs.has(key(tp))) {
+        this.logger.info({ dir: join(logDir, name) }, 'removing the copy of an unfinished log dir move')
+        await this.fs.rmdir(join(logDir, name))
+        continue
+      }
+      await this.fs.rename(join(logDir, name), join(logDir, topicPartitionDirName(tp)))
+      await this.fs.syncDir(logDir)
+      this.logger.info({ tp: key(tp), logDir }, 'finished a log dir move a crash interrupted')
+      // The source's dir still names it in its checkpoints (rewritten only after a move).
+      const offset = (of: (c: DirCheckpoints) => Map<string, Offset>): Offset =>
+        this.loadedCheckpoints.map((c) => of(c).get(key(tp))).find((o) => o !== undefined) ?? (0 as Offset)
+      const log = await this.openLog(logDir, tp, this.configFor(tp.topic), {
+        hadCleanShutdown: false,
+        recoveryPoint: offset((c) => c.recoveryPoints),
+        logStartOffset: offset((c) => c.logStartOffsets),
+        highWatermark: offset((c) => c.highWatermarks),
+      })
+      this.logs.set(key(tp), { log, logDir, tp })
+    }
+    this.loadedCheckpoints.length = 0
+  }
 
   private async loadLogDir(dir: string): Promise<void> {
     await this.fs.mkdir(dir)
@@ -390,6 +474,7 @@ export class LogManager {
     const hadCleanShutdown = await exists(this.fs, markerPath)
     if (!hadCleanShutdown) this.uncleanLogDirs.add(dir)
     const checkpoints = await this.readCheckpoints(dir)
+    this.loadedCheckpoints.push(checkpoints)
     const found: TopicPartition[] = []
     for (const name of await this.fs.readdir(dir)) {
       const tp = await this.partitionDir(dir, name)
@@ -439,10 +524,7 @@ export class LogManager {
       return undefined
     }
     if (name.endsWith(FUTURE_DIR_SUFFIX)) {
-      this.logger.warn(
-        { dir: name },
-        'ignoring future replica directory (moving replicas between dirs is not supported)',
-      )
+      this.futureDirs.push({ logDir: dir, name })
       return undefined
     }
     const tp = parseTopicPartition(name)

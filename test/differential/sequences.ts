@@ -1204,6 +1204,30 @@ const kafka44VersionsSequence: Sequence = {
       }),
     },
     {
+      name: 'DescribeLogDirs (the log dir, for AlterReplicaLogDirs)',
+      apiKey: ApiKey.DescribeLogDirs,
+      version: 4,
+      body: () => ({ topics: null }),
+      compare: false,
+      capture: (answer, ctx) =>
+        ctx.vars.set('logDir', (answer.results as { logDir: string }[] | undefined)?.[0]?.logDir),
+    },
+    ...(
+      [
+        ['the dir it is in', (ctx: TargetContext) => ctx.variable<string>('logDir'), KAFKA44_TOPIC, 0],
+        ['a dir not in log.dirs', () => '/no/such/log/dir', KAFKA44_TOPIC, 0],
+        ['unknown topic', (ctx: TargetContext) => ctx.variable<string>('logDir'), 'v44-unknown', 0],
+        ['unknown partition', (ctx: TargetContext) => ctx.variable<string>('logDir'), KAFKA44_TOPIC, 9],
+      ] as const
+    ).map(([what, path, name, partition]) => ({
+      name: `AlterReplicaLogDirs v2, ${what}`,
+      apiKey: ApiKey.AlterReplicaLogDirs,
+      version: 2,
+      body: (ctx: TargetContext) => ({
+        dirs: [{ path: path(ctx), topics: [{ name, partitions: [partition] }] }],
+      }),
+    })),
+    {
       name: 'ApiVersions v5, node id without cluster id',
       apiKey: ApiKey.ApiVersions,
       version: 5,

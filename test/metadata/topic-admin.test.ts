@@ -372,6 +372,42 @@ test('alterPartitionReassignments checks replicas, starts a move and cancels it'
   assert.deepEqual(metadata.image().topics.get('move')!.partitions[0].replicas, [from])
 })
 
+test('allowReplicationFactorChange=false refuses a new replication factor, the target counting during a move', async () => {
+  const { admin, metadata } = setup
+  await admin.createTopics([topic('rf', { numPartitions: 1, replicationFactor: 2, assignments: [] })], {
+    validateOnly: false,
+    timeoutMs: 0,
+  })
+  const [a, b] = metadata.image().topics.get('rf')!.partitions[0].replicas
+  const c = BROKERS.find((id) => id !== a && id !== b)!
+  const answer = async (replicas: number[] | null, allowReplicationFactorChange: boolean) => {
+    const [t] = await admin.alterPartitionReassignments(
+      [{ name: 'rf', partitions: [{ partitionIndex: 0, replicas }] }],
+      allowReplicationFactorChange,
+    )
+    return t.partitions[0]
+  }
+  assert.deepEqual(await answer([a, b, c], false), {
+    partition: 0,
+    errorCode: ErrorCode.INVALID_REPLICATION_FACTOR,
+    errorMessage: 'The replication factor is changed from 2 to 3',
+  })
+  assert.equal((await answer([a], false)).errorCode, ErrorCode.INVALID_REPLICATION_FACTOR)
+  // The replica list is checked first, as in Kafka.
+  assert.equal((await answer([a, a, a], false)).errorCode, ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+  assert.deepEqual(metadata.image().topics.get('rf')!.partitions[0].replicas, [a, b])
+  // Same size: a move.
+  assert.equal((await answer([b, c], false)).errorCode, ErrorCode.NONE)
+  assert.deepEqual(metadata.image().topics.get('rf')!.partitions[0].addingReplicas, [c])
+  // During the move the factor is the target's: [b, c] is 2, though [b, c, a] are replicas.
+  assert.equal((await answer([a, b, c], false)).errorCode, ErrorCode.INVALID_REPLICATION_FACTOR)
+  assert.equal((await answer([c, a], false)).errorCode, ErrorCode.NONE)
+  // Cancelling is not a new factor; with the flag true (v0) any factor goes.
+  assert.equal((await answer(null, false)).errorCode, ErrorCode.NONE)
+  assert.equal((await answer([a, b, c], true)).errorCode, ErrorCode.NONE)
+  assert.deepEqual(metadata.image().topics.get('rf')!.partitions[0].addingReplicas, [c])
+})
+
 test('alterConfigs writes the planned overrides, replanned on the image the change applies to', async () => {
   const { admin, metadata } = setup
   await admin.createTopics([topic('conf')], { validateOnly: false, timeoutMs: 0 })

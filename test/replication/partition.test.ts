@@ -533,6 +533,7 @@ describe('acks=all purgatory', () => {
           getOrCreateLog: (tp) =>
             UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, `${tp.topic}-${tp.partition}`), clock }),
           deleteLog: async () => undefined,
+          moveLog: () => Promise.reject(new Error('not moved in this test')),
         },
         clock,
         logger: silentLogger,

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
+import type { AlterReplicaLogDirsResponse } from '../../src/protocol/generated/alter-replica-log-dirs-response.js'
 import { ApiKey } from '../../src/protocol/generated/index.js'
 import {
   AclOperation,
@@ -114,6 +115,14 @@ test('a principal without ALTER/DESCRIBE on the cluster gets CLUSTER_AUTHORIZATI
         filters: [anyFilter],
       })
       assert.equal(deleted.filterResults[0].errorCode, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+      // AlterReplicaLogDirs: every partition refused, the dir not even looked at (as Kafka).
+      const moved = await rawCall<AlterReplicaLogDirsResponse>(client, ApiKey.AlterReplicaLogDirs, 2, {
+        dirs: [{ path: '/no/such/dir', topics: [{ name: 't', partitions: [0, 1] }] }],
+      })
+      assert.deepEqual(
+        moved.results.flatMap((t) => t.partitions.map((p) => p.errorCode)),
+        [ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED],
+      )
     })
   } finally {
     await cluster.stop()

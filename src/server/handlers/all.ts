@@ -3,6 +3,7 @@ import { addPartitionsToTxnHandler } from './add-partitions-to-txn.js'
 import { alterClientQuotasHandler } from './alter-client-quotas.js'
 import { alterConfigsHandler } from './alter-configs.js'
 import { alterPartitionReassignmentsHandler } from './alter-partition-reassignments.js'
+import { alterReplicaLogDirsHandler } from './alter-replica-log-dirs.js'
 import { alterUserScramCredentialsHandler } from './alter-user-scram-credentials.js'
 import { apiVersionsHandler } from './api-versions.js'
 import { consumerGroupDescribeHandler } from './consumer-group-describe.js'
@@ -79,6 +80,7 @@ export const allHandlers: readonly AnyApiHandler[] = [
   describeLogDirsHandler,
   electLeadersHandler,
   alterPartitionReassignmentsHandler,
+  alterReplicaLogDirsHandler,
   listPartitionReassignmentsHandler,
   offsetForLeaderEpochHandler,
   createTopicsHandler,

@@ -7,7 +7,10 @@
  * ISR (see metadata/reassignment.ts). The controller's side (metadata/topic-admin.ts)
  * checks and commits the whole request in one compare-and-set.
  * Authorization: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
- * Version notes: v0 only, flexible.
+ * Version notes: flexible. v1 (KIP-1101) adds AllowReplicationFactorChange (default true,
+ * v0's behaviour): false refuses each partition whose new replica list is not as long as
+ * its replica list now (its target's during a move) with INVALID_REPLICATION_FACTOR, and
+ * the response echoes the flag.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
@@ -24,7 +27,7 @@ export const alterPartitionReassignmentsHandler: ApiHandler<
 > = {
   apiKey: ApiKey.AlterPartitionReassignments,
   minVersion: 0,
-  maxVersion: 0,
+  maxVersion: 1,
   async handle(context, request) {
     if (!context.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME))
       return {
@@ -41,7 +44,10 @@ export const alterPartitionReassignmentsHandler: ApiHandler<
           })),
         })),
       }
-    const outcomes = await context.broker.topicAdmin.alterPartitionReassignments(request.topics)
+    const outcomes = await context.broker.topicAdmin.alterPartitionReassignments(
+      request.topics,
+      request.allowReplicationFactorChange,
+    )
     return {
       throttleTimeMs: 0,
       errorCode: ErrorCode.NONE,
