@@ -1379,7 +1379,7 @@ export class World implements WorldView {
       0,
     )
     this.log(
-      `transactions: ${txn.book.txns.size} begun, ${c.committed} committed, ${c.aborted} aborted, ${c.unknown} unknown; ${w.inits} inits, ${w.bumps} epoch bumps, ${w.fenced} fenced, ${w.takeovers} takeovers by a new instance, ${w.slowRequests} held produces, ${w.lateEndTxn} EndTxn given up; errors ${[...w.errorCodes].map(([k, n]) => `${k}: ${n}`).join(', ') || 'none'}; ${inLog} committed records in the logs; read_committed consumers ${this.readCommittedConsumers.map((r) => `p${r.partition} returned ${r.returned} records, dropped ${r.dropped} aborted`).join(', ')}; ${txn.stats.lsoChecks} LSO checks (${txn.stats.lsoBehindHw} behind the HW), ${txn.stats.leaderAppendsChecked} leader appends checked for fenced epochs; group offsets ${finalOffsets.join(', ')} (${txn.stats.offsetFetches} fetches checked)`,
+      `transactions: ${txn.book.txns.size} begun, ${c.committed} committed, ${c.aborted} aborted, ${c.unknown} unknown; ${w.inits} inits, ${w.bumps} epoch bumps, ${w.fenced} fenced, ${w.takeovers} takeovers by a new instance, ${w.slowRequests} held produces, ${w.lateEndTxn} EndTxn given up; errors ${[...w.errorCodes].map(([k, n]) => `${k}: ${n}`).join(', ') || 'none'}; ${inLog} committed records in the logs; read_committed consumers ${this.readCommittedConsumers.map((r) => `p${r.partition} returned ${r.returned} records, dropped ${r.dropped} aborted`).join(', ')}; ${txn.stats.lsoChecks} LSO checks (${txn.stats.followerLsoChecks} on followers, ${txn.stats.lsoBehindHw} behind the HW), ${txn.stats.leaderAppendsChecked} leader appends checked for fenced epochs; group offsets ${finalOffsets.join(', ')} (${txn.stats.offsetFetches} fetches checked)`,
     )
   }
 
