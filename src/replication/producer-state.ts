@@ -471,27 +471,38 @@ export class ProducerStateManager implements ProducerStateHook {
    * Rebuilds the state: the latest readable snapshot within [logStartOffset, logEndOffset]
    * (none: empty at the log start), then every batch after it. Snapshots past the log end
    * describe batches the log no longer has (an unflushed tail lost in a crash): deleted.
+   *
+   * The new state is built aside and replaces the old one at once, after the last await.
+   * Reads are not on the log's queue: a read_committed fetch served while a truncation
+   * reloads must not see the state half built. Emptied, it had no open transaction, so the
+   * LSO rose to the high watermark past a transaction whose ABORT marker the truncation had
+   * just cut, with its `.txnindex` entry (issue 35, seed 369395). The old state meanwhile
+   * is the safe one, as Kafka's cached first unstable offset is until its rebuild ends: a
+   * cut marker was above the high watermark, so its transaction is still unreplicated there.
+   * KIP-890 verifications stay as they are: the replayed markers voided theirs once already.
    */
   async load(): Promise<void> {
     const { logStartOffset, logEndOffset, dir } = this.log
     const fs = this.log.fileSystem
     await deleteSnapshots(fs, dir, (offset) => offset > logEndOffset)
-    this.producers = new Map()
-    this.ongoing = new Map()
-    this.unreplicated = []
+    const next = new ProducerStateManager(this.log, this.options)
     let from = logStartOffset
     const offsets = await listSnapshotOffsets(fs, dir)
     for (const offset of offsets.reverse()) {
       if (offset < logStartOffset) break
       const entries = await this.readSnapshotOrNull(offset)
       if (entries === null) continue
-      this.loadSnapshotEntries(entries)
+      next.loadSnapshotEntries(entries)
       from = offset
       break
     }
-    this.mapEndOffset = from
-    await this.replay(from, logEndOffset)
-    assert(this.mapEndOffset === logEndOffset, () => `state at ${this.mapEndOffset}, log end ${logEndOffset}`)
+    next.mapEndOffset = from
+    await next.replay(from, logEndOffset)
+    assert(next.mapEndOffset === logEndOffset, () => `state at ${next.mapEndOffset}, log end ${logEndOffset}`)
+    this.producers = next.producers
+    this.ongoing = next.ongoing
+    this.unreplicated = next.unreplicated
+    this.mapEndOffset = next.mapEndOffset
   }
 
   private async readSnapshotOrNull(offset: Offset): Promise<ProducerSnapshotEntry[] | null> {

@@ -526,6 +526,7 @@ export class TxnInvariants {
   readonly delivered = new Map<number, string[]>()
   stats = {
     lsoChecks: 0,
+    followerLsoChecks: 0,
     lsoBehindHw: 0,
     leaderAppendsChecked: 0,
     /** Fenced-epoch batches appended by deposed leaders (allowed unless committed). */
@@ -560,7 +561,11 @@ export class TxnInvariants {
     const logEnd = log.logEndOffset
     const seen = this.seenLogEnd.get(key)
     this.seenLogEnd.set(key, logEnd)
-    if (!partition.isLeader) return
+    if (!partition.isLeader) {
+      // KIP-392: a follower serves read_committed fetches too, up to its own LSO.
+      this.checkUndecided(broker, partition, 'follower')
+      return
+    }
     if (seen !== undefined && logEnd > seen) await this.checkLeaderAppends(broker, partition, seen, logEnd)
     this.checkLastStableOffset(broker, partition)
   }
@@ -622,15 +627,24 @@ export class TxnInvariants {
         `leader ${broker.nodeId} of p${p} (epoch ${partition.leaderEpoch}): last stable offset went back ${last} -> ${lso}`,
       )
     this.lastLso.set(key, lso)
+    this.checkUndecided(broker, partition, 'leader')
+  }
+
+  /** The LSO never passes the first offset of a transaction undecided in the committed log at the replica's HW. */
+  private checkUndecided(broker: SimBroker, partition: Partition, role: 'leader' | 'follower'): void {
+    const hw = partition.highWatermark
+    const lso = partition.lastStableOffset
+    const p = partition.partition
     const scan = this.scanOf(p)
-    // The committed history must reach this leader's HW (the agreement check just read it).
+    // The committed history must reach this replica's HW (the agreement check just read it).
     if (scan.scannedTo < hw) return
     this.stats.lsoChecks++
+    if (role === 'follower') this.stats.followerLsoChecks++
     if (lso < hw) this.stats.lsoBehindHw++
     const undecided = scan.firstUndecidedBelow(hw)
     if (undecided !== null && lso > undecided.firstOffset)
       throw new Violation(
-        `leader ${broker.nodeId} of p${p} (epoch ${partition.leaderEpoch}): last stable offset ${lso} passes offset ${undecided.firstOffset}, the first of producer ${undecided.producerId}'s transaction, which has no marker below the high watermark ${hw}`,
+        `${role} ${broker.nodeId} of p${p} (epoch ${partition.leaderEpoch}): last stable offset ${lso} passes offset ${undecided.firstOffset}, the first of producer ${undecided.producerId}'s transaction, which has no marker below the high watermark ${hw}`,
       )
   }
 

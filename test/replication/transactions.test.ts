@@ -9,6 +9,7 @@ import assert from 'node:assert/strict'
 import { readFile, rm, stat, truncate } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
+import type { FileSystem } from '../../src/common/file-system.js'
 import { silentLogger } from '../../src/common/logger.js'
 import type { LeaderEpoch, Offset } from '../../src/common/types.js'
 import { BatchHeader } from '../../src/protocol/batch-header.js'
@@ -56,9 +57,14 @@ interface Fixture {
   state: ProducerStateManager
 }
 
-async function open(path: string, clock: ManualClock, segmentBytes = DEFAULT_LOG_CONFIG.segmentBytes) {
+async function open(
+  path: string,
+  clock: ManualClock,
+  segmentBytes = DEFAULT_LOG_CONFIG.segmentBytes,
+  fs: FileSystem = nodeFileSystem,
+) {
   const log = await UnifiedLog.open({
-    fs: nodeFileSystem,
+    fs,
     dir: path,
     clock,
     config: { ...DEFAULT_LOG_CONFIG, segmentBytes },
@@ -78,6 +84,24 @@ async function withLog(body: (f: Fixture) => Promise<void>, segmentBytes?: numbe
     } finally {
       await fixture.log.close()
     }
+  })
+}
+
+/**
+ * The real file system, calling `beforeEach` before every operation: the moments an
+ * operation of the log (a truncation, a load) awaits the disk, where a read running beside
+ * it can see its state half done.
+ */
+function observedFileSystem(beforeEach: () => void): FileSystem {
+  return new Proxy(nodeFileSystem, {
+    get(target, name, receiver) {
+      const value: unknown = Reflect.get(target, name, receiver)
+      if (typeof value !== 'function') return value
+      return (...args: unknown[]) => {
+        beforeEach()
+        return value.apply(target, args)
+      }
+    },
   })
 }
 
@@ -424,6 +448,55 @@ describe('transactions across restarts and on followers', () => {
       assert.deepEqual([...reopened.state.ongoingTransactions], [[1n, 0]])
       assert.equal((await readFile(join(path, '00000000000000000000.txnindex'))).length, 0)
       await reopened.log.close()
+    }))
+
+  // Issue 35, seed 369395: an old leader that wrote an ABORT marker the new leader lacks cuts
+  // it when it follows; read_committed fetches it serves meanwhile (KIP-392 lets consumers
+  // read followers) computed the LSO from producer state the reload had emptied, so it
+  // fell to the high watermark, and the `.txnindex` entry had gone with the marker: the
+  // aborted records were served as committed.
+  it('a follower cutting an ABORT marker keeps the LSO at the reopened transaction while its state reloads', () =>
+    withTempDir(async (dir) => {
+      const clock = new ManualClock()
+      const leader = await open(join(dir, 'l-0'), clock)
+      let observing = false
+      const lsoWhileTruncating: number[] = []
+      const fs = observedFileSystem(() => {
+        if (observing) lsoWhileTruncating.push(lso(follower.log, follower.state))
+      })
+      const follower = await open(join(dir, 'f-0'), clock, DEFAULT_LOG_CONFIG.segmentBytes, fs)
+      try {
+        await lead(leader.log, txnBatch(5n, 0, 0, 2, false)) // 0-1
+        await lead(leader.log, txnBatch(1n, 0, 0)) // 2: opens producer 1's transaction
+        await lead(leader.log, txnBatch(5n, 0, 2, 5, false)) // 3-7
+        await lead(leader.log, txnBatch(2n, 0, 0)) // 8: opens producer 2's transaction
+        await coordinator(leader.log, marker(1n, 0, 'abort')) // 9: not replicated to the ISR
+        const read = await leader.log.read(0 as Offset, { maxBytes: 1 << 20 })
+        await follower.log.append(Buffer.concat(read.records), { assignOffsets: false })
+        follower.log.updateHighWatermark(8 as Offset)
+        assert.equal(lso(follower.log, follower.state), 2, 'the marker is above the high watermark')
+        // The new leader's log ends at 9: this replica cuts the marker.
+        observing = true
+        await follower.log.truncateTo(9 as Offset)
+        observing = false
+        assert.ok(lsoWhileTruncating.length > 0, 'the truncation touched the disk')
+        assert.ok(
+          lsoWhileTruncating.every((offset) => offset <= 2),
+          `LSO while truncating: ${lsoWhileTruncating.join(', ')}; above 2 serves the aborted record at 2`,
+        )
+        assert.deepEqual(
+          [...follower.state.ongoingTransactions],
+          [
+            [1n, 2],
+            [2n, 8],
+          ],
+        )
+        assert.equal(lso(follower.log, follower.state), 2)
+        assert.deepEqual(follower.log.collectAbortedTransactions(0 as Offset, 9 as Offset), [])
+      } finally {
+        await leader.log.close()
+        await follower.log.close()
+      }
     }))
 
   it('a follower applies fetched transactional batches and markers without checks', () =>
