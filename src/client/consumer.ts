@@ -805,19 +805,19 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
     for (const s of states) byTopic.set(s.tp.topic, [...(byTopic.get(s.tp.topic) ?? []), s])
     return {
       ...defaultFetchRequest(),
-      replicaId: -1,
       maxWaitMs: this.options.fetchMaxWaitMs,
       minBytes: this.options.fetchMinBytes,
       maxBytes: this.options.fetchMaxBytes,
       isolationLevel: this.options.isolationLevel === 'read_committed' ? 1 : 0,
-      sessionId: 0,
-      sessionEpoch: -1,
+      // Full fetches (sessionId 0, sessionEpoch -1: the defaults); replicaId -1, a consumer.
       topics: [...byTopic].map(([topic, list]) => ({
         topic,
         topicId: ZERO_UUID,
         partitions: list.map((s) => ({
           ...defaultFetchRequestFetchPartition(),
           partition: s.tp.partition,
+          // KIP-320: a demoted leader answers FENCED_LEADER_EPOCH rather than serve as a follower.
+          currentLeaderEpoch: this.client.metadata.partition(s.tp.topic, s.tp.partition)?.leaderEpoch ?? -1,
           fetchOffset: BigInt(offsets.get(tpKey(s.tp))!),
           partitionMaxBytes: this.options.maxPartitionFetchBytes,
         })),
