@@ -262,7 +262,8 @@ export function consumerGroupHeartbeat(
       errorMessage: null,
       memberId: member.memberId,
       memberEpoch: epoch,
-      heartbeatIntervalMs: config.heartbeatIntervalMs,
+      // A member that left is told no interval (0), as Kafka does: it is not to come back.
+      heartbeatIntervalMs: epoch < 0 ? 0 : config.heartbeatIntervalMs,
       assignment,
     })
 
@@ -293,7 +294,14 @@ export function consumerGroupHeartbeat(
   checkSingleOwners(state)
   group.state = 'Stable'
   const assignedChanged = assignedKey(member) !== assignedBefore
-  const full = req.memberEpoch === 0 || req.topicPartitions !== null
+  // Kafka sends the assignment on a full request only (a join, or a member resending all its
+  // state after an error), not on every heartbeat that lists the owned partitions: the Java
+  // client lists them once it has reconciled, and expects no assignment back unless it moved.
+  const full =
+    req.memberEpoch === 0 ||
+    (req.rebalanceTimeoutMs !== -1 &&
+      (req.subscribedTopicNames !== null || req.subscribedTopicRegex !== null) &&
+      req.topicPartitions !== null)
   return respond(
     member,
     member.memberEpoch,

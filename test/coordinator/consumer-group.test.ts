@@ -301,17 +301,20 @@ test('leave (-1) frees partitions; static leave (-2) keeps them for the returnin
   const log: CoordinatorRecord[] = []
   const a = beat(group, log, { memberId: 'A', memberEpoch: 0, instanceId: 'i-a' })
   const b = beat(group, log, { memberId: 'B', memberEpoch: 0 })
-  beat(group, log, {
+  const a1 = beat(group, log, {
     memberId: 'A',
     memberEpoch: a.memberEpoch,
     topicPartitions: [{ topicId: T, partitions: [0, 1, 2, 3, 4, 5] }],
   })
+  const heldByA = owned(a1)
   const a2 = beat(group, log, {
     memberId: 'A',
     memberEpoch: a.memberEpoch,
     topicPartitions: [{ topicId: T, partitions: [0, 1, 2] }],
   })
-  const heldByA = owned(a2)
+  // Not a full request and nothing moved: no assignment in the answer (Kafka's isFullRequest).
+  assert.equal(a2.assignment, null)
+  assert.deepEqual(heldByA, [0, 1, 2])
   beat(group, log, { memberId: 'B', memberEpoch: b.memberEpoch, topicPartitions: [] })
   // Static leave: A's partitions stay with it; another instance id may not take its place.
   assert.equal(beat(group, log, { memberId: 'A', memberEpoch: -2, instanceId: 'i-a' }).memberEpoch, -2)

@@ -110,6 +110,12 @@ export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [
     why: 'tidelog supports what it runs (src/metadata/features.ts): group.version 0-1, share.version 0-1, no metadata.version (not KRaft), transaction.version 0 (no transaction version 2), no streams groups, no ELR feature; Kafka 4.4 finalizes its latest of each, its epoch the metadata offset (tidelog: the store revision of the last feature change, 0 before any)',
   },
   {
+    api: /^ApiVersions v[45]$/,
+    path: /^supportedFeatures\[name=(kraft|streams|transaction)\.version\]\.maxVersion$/,
+    values: (tidelog, kafka) => tidelog === 0 && typeof kafka === 'number' && kafka > 0,
+    why: 'ApiVersions v4+ lists the features whose lowest level is 0 (v3 leaves them out), with the highest level the broker supports: tidelog 0 for kraft.version (not KRaft), streams.version (no streams groups, KIP-1071) and transaction.version (no transaction version 2); Kafka 4.4 supports 1, 1 and 2 (met by the Java client session, which asks at v5)',
+  },
+  {
     api: /^ApiVersions /,
     path: /^(supportedFeatures|finalizedFeatures)\[name=share\.version\]\.(minVersionLevel|maxVersionLevel|maxVersion)$/,
     values: (tidelog, kafka) => tidelog === 1 && kafka === 2,
@@ -123,6 +129,13 @@ export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [
   },
 
   // Found by this harness and not fixed yet: each a tidelog difference to remove with its fix.
+  {
+    api: /^ConsumerGroupHeartbeat /,
+    path: /^memberEpoch$/,
+    step: /^session java \//,
+    values: (tidelog, kafka) => tidelog === 1 && kafka === 2,
+    why: "the first member of a new KIP-848 group: tidelog answers member epoch 1 (one group epoch bump for the new member and its subscription), Kafka 4.4 answers 2 and keeps it; the cause of Kafka's second bump is not traced yet. Clients take the epoch as given (the replay maps it per broker), so no client sees it, but a tidelog-recorded epoch does not replay unmapped",
+  },
   {
     api: /^ApiVersions v3$/,
     path: /^errorCode$|^apiKeys\[apiKey=\d+\]$/,

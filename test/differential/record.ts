@@ -1,6 +1,6 @@
 /**
  * Re-records the client sessions the differential test replays (test/differential/sessions):
- * `npm run record:session [-- --client kafkajs|kafkajs-txn|confluent-kafka]` starts one
+ * `npm run record:session [-- --client kafkajs|kafkajs-txn|confluent-kafka|java]` starts one
  * tidelog broker set up as the differential brokers are (brokers.ts), puts the recorder's
  * proxy in front of it, runs each client's short session through the proxy (create a topic,
  * produce idempotently with acks=all or in transactions, consume in a group, commit) and
@@ -9,12 +9,14 @@
  * Recorded against tidelog: a client then negotiates only versions tidelog serves, which
  * Kafka 4.4 serves too (it serves more), so every recorded request replays on both.
  */
+import { existsSync, mkdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { Kafka, logLevel } from 'kafkajs'
 import { run, startBroker } from '../helpers/cluster.js'
 import { repoRoot } from '../helpers/compat-clients.js'
-import { TIDELOG_AS_REFERENCE } from '../helpers/kafka-reference.js'
+import { exec, JVM_FLAGS } from '../helpers/java.js'
+import { installKafkaReference, TIDELOG_AS_REFERENCE } from '../helpers/kafka-reference.js'
 import { SHARED_PROPERTIES } from './brokers.js'
 import { SessionRecorder } from './recorder.js'
 
@@ -131,6 +133,32 @@ async function confluentSession(bootstrap: string): Promise<string> {
   return result.stdout.trim()
 }
 
+/**
+ * The Java client's session (RecordJava.java, compiled as test/helpers/java.ts compiles the
+ * conformance programs, against the cached kafka-clients 4.4.0): a KIP-848 consumer.
+ */
+async function javaSession(bootstrap: string): Promise<string> {
+  const cache = await installKafkaReference()
+  const classes = join(repoRoot(), '.build', 'java-RecordJava')
+  const source = join(repoRoot(), 'test', 'differential', 'RecordJava.java')
+  const classpath = `${classes}:${join(cache, 'clients', '*')}`
+  const compiled = join(classes, 'RecordJava.class')
+  if (!existsSync(compiled) || statSync(compiled).mtimeMs < statSync(source).mtimeMs) {
+    mkdirSync(classes, { recursive: true })
+    await exec(
+      'javac',
+      ['--release', '17', '-Xlint:-options', '-d', classes, '-cp', classpath, source],
+      180_000,
+    )
+  }
+  const result = await exec(
+    'java',
+    [...JVM_FLAGS, '-cp', classpath, 'RecordJava', bootstrap, 'rec-java', 'rec-java-group'],
+    120_000,
+  )
+  return result.stdout.trim()
+}
+
 const RECORDINGS: Readonly<Record<string, Recording>> = {
   kafkajs: {
     client: `kafkajs ${KAFKAJS_VERSION}`,
@@ -150,6 +178,13 @@ const RECORDINGS: Readonly<Record<string, Recording>> = {
     scenario: SCENARIO,
     names: ['rec-ck', 'rec-ck-group'],
     run: confluentSession,
+  },
+  java: {
+    client: 'kafka-clients 4.4.0 (Java, .build/kafka-4.4.0/clients)',
+    scenario:
+      'create a 2-partition topic with the Admin, produce 4 records idempotently (acks=all), consume them in a KIP-848 group (group.protocol=consumer), commit, close',
+    names: ['rec-java', 'rec-java-group'],
+    run: javaSession,
   },
 }
 

@@ -84,6 +84,10 @@ const SUBSTITUTED_FIELDS: Readonly<Record<string, string>> = {
   sessionId: 'session',
   clientInstanceId: 'client instance',
   subscriptionId: 'subscription',
+  // ApiVersions v5 (the Java client 4.4) names the cluster and node it means to reach, as the
+  // Metadata answers said; a broker of another cluster answers REBOOTSTRAP_REQUIRED.
+  clusterId: 'cluster',
+  nodeId: 'node',
 }
 
 /** A target's substitutions for one session: `kind:recorded value` to the target's value. */
@@ -144,8 +148,12 @@ function rewrite(
 ): unknown {
   const subs = substitutions(ctx, shared.session)
   const kind = SUBSTITUTED_FIELDS[field]
-  if (kind !== undefined)
-    return subs.has(`${kind}:${String(value)}`) ? subs.get(`${kind}:${String(value)}`) : value
+  if (kind !== undefined) {
+    // OffsetCommit v9+ carries a classic generation or a KIP-848 member epoch in one field.
+    const kinds = field === 'generationIdOrMemberEpoch' ? [kind, 'member epoch'] : [kind]
+    const known = kinds.map((k) => `${k}:${String(value)}`).find((key) => subs.has(key))
+    return known === undefined ? value : subs.get(known)
+  }
   if (field === 'topicId' && typeof value === 'string' && value !== ZERO_UUID) {
     const name = shared.recordedTopicNames.get(value)
     return name === undefined ? value : (ctx.topicIds.get(name) ?? value)
@@ -308,6 +316,17 @@ function checkFaithful(
     )
 }
 
+/**
+ * FindCoordinator v4+ answers in `coordinators` only: the top-level node id, host and port
+ * are not on the wire (versions 0-3), so both decode as 0, which the node-id normalisation
+ * would name differently on two brokers of other ids.
+ */
+function dropUnsentCoordinator(answer: Record<string, unknown>): void {
+  delete answer.nodeId
+  delete answer.host
+  delete answer.port
+}
+
 /** A recorded session as a harness sequence named `session <name>`. */
 export function sessionSequence(name: string, session: RecordedSession): Sequence {
   const decoded = session.exchanges.map(decode)
@@ -328,6 +347,9 @@ export function sessionSequence(name: string, session: RecordedSession): Sequenc
       version: exchange.version,
       body: (ctx) => rewrite(body, '', exchange.apiKey, ctx, shared),
       ...(acks0 ? { noResponse: true } : {}),
+      ...(exchange.apiKey === ApiKey.FindCoordinator && exchange.version >= 4
+        ? { normalize: dropUnsentCoordinator }
+        : {}),
       retryWhile: (target) => (answer === null ? false : settling(answer, target)),
       capture: (target, ctx) => {
         if (answer === null) return
