@@ -251,8 +251,16 @@ class Checks:
             await c.stop()
         got = await self.read_all(sink, 1, "read_committed")
         expect_equal([f"out in {i}" for i in range(10)], [r["value"] for r in got], "output")
-        offsets = await self.admin.list_consumer_group_offsets(group)
-        expect_equal({TopicPartition(source, 0): 10}, {tp: o.offset for tp, o in offsets.items()}, "committed offset")
+        # The offsets are visible once the commit marker lands in __consumer_offsets, which
+        # Kafka writes after answering EndTxn, apart from the output topic's marker.
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            offsets = await self.admin.list_consumer_group_offsets(group)
+            committed = {tp: o.offset for tp, o in offsets.items()}
+            if committed or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
+        expect_equal({TopicPartition(source, 0): 10}, committed, "committed offset")
 
     async def headers(self):
         topic = await self.create_topic("headers", 1)
