@@ -13,6 +13,12 @@ export interface TransactionVerificationRequest {
   readonly producerEpoch: number
   readonly topic: string
   readonly partition: number
+  /**
+   * Transaction version 2 (Produce v12, TxnOffsetCommit v5; Kafka's `addPartition`
+   * operation): the coordinator adds the partition to the transaction, starting it if
+   * needed, instead of only checking it is there.
+   */
+  readonly addPartition?: boolean
 }
 
 /**
@@ -23,7 +29,7 @@ export interface TransactionVerificationRequest {
  * opening a transaction no marker will ever close, which would hang the LSO.
  */
 export interface TransactionVerifier {
-  /** Kafka's error code: NONE (0) when the partition is in the ongoing transaction. */
+  /** Kafka's error code: NONE (0) when the partition is (now) in the ongoing transaction. */
   verify(request: TransactionVerificationRequest): Promise<number>
 }
 

@@ -6,8 +6,7 @@
  * A client reads them in ApiVersions (v3+) to decide which protocol it may use: above all a
  * Kafka 4 producer uses the transaction protocol v2 (KIP-890 part 2: EndTxn v5, Produce v12
  * adding partitions implicitly) only when `transaction.version` is finalized at 2 or more.
- * tidelog does not implement transaction version 2, so that feature is supported at level 0
- * only, and a level-0 feature is disabled: Kafka leaves it out of FinalizedFeatures.
+ * A level-0 feature is disabled: Kafka leaves it out of FinalizedFeatures.
  */
 import type { ClusterImage, FinalizedFeatures, FinalizedFeaturesEpoch } from './cluster-image.js'
 
@@ -27,8 +26,8 @@ export const SUPPORTED_FEATURES: readonly SupportedFeature[] = [
   { name: 'share.version', minVersion: 0, maxVersion: 1 },
   // Streams groups (KIP-1071) are not served.
   { name: 'streams.version', minVersion: 0, maxVersion: 0 },
-  // Transaction protocol v1 only (see above).
-  { name: 'transaction.version', minVersion: 0, maxVersion: 0 },
+  // Transaction version 2 (KIP-890 part 2): EndTxn v5, Produce v12, TxnOffsetCommit v5.
+  { name: 'transaction.version', minVersion: 0, maxVersion: 2 },
 ]
 
 /**
@@ -42,6 +41,9 @@ export const BOOTSTRAP_FEATURE_LEVELS: ReadonlyMap<string, number> = new Map([
 
 /** The epoch of the bootstrap levels, before any change (Kafka's -1 would mean unknown). */
 export const BOOTSTRAP_FEATURES_EPOCH = 0 as FinalizedFeaturesEpoch
+
+/** The feature whose level 2 makes Kafka 4 producers use transaction version 2. */
+export const TRANSACTION_VERSION_FEATURE = 'transaction.version'
 
 /** group.version 1 turns on KIP-848's consumer protocol (Kafka's GroupVersion.GV_1). */
 export const GROUP_VERSION_CONSUMER_PROTOCOL = 1

@@ -27,6 +27,12 @@ export interface TransactionVerification {
   readonly verifier: TransactionVerifier | undefined
   /** The produce request's transactional id. */
   readonly transactionalId: string | null
+  /**
+   * Transaction version 2 (Produce v12): the coordinator adds the partition to the
+   * transaction. Done whether or not verification is enabled, as Kafka does: the producer
+   * relies on it.
+   */
+  readonly addPartition?: boolean
 }
 
 /**
@@ -68,7 +74,8 @@ export class AppendVerification {
     append: (leaderAppend: LeaderAppend) => Promise<R>,
   ): Promise<R> {
     const producer = transactionalProducer(records)
-    const enabled = producer !== undefined && verification.enabled()
+    const addPartition = verification.addPartition === true
+    const enabled = producer !== undefined && (addPartition || verification.enabled())
     const direct = () => append(enabled ? { verificationGuard: UNVERIFIED } : {})
     // Kafka refuses transactional records without a transactional id (its authorization step).
     if (producer !== undefined && verification.transactionalId === null)
@@ -85,7 +92,7 @@ export class AppendVerification {
       state !== undefined &&
       producer !== undefined &&
       enabled &&
-      (state.needsVerification(producer.producerId) ||
+      (state.needsVerification(producer.producerId, producer.producerEpoch) ||
         this.tails.get(partition)?.has(producer.producerId) === true)
     if (!verifying) return direct()
     let producerTails = this.tails.get(partition)
@@ -99,7 +106,7 @@ export class AppendVerification {
     // append's own promise inside, so the next one waits for that and not for replication.
     const started = previous.then(async (): Promise<{ appended: Promise<R> }> => {
       // Its state may have been reloaded (truncation) while it waited: ask it again.
-      if (!state.needsVerification(producer.producerId)) return { appended: direct() }
+      if (!state.needsVerification(producer.producerId, producer.producerEpoch)) return { appended: direct() }
       const guard = state.beginVerification(producer.producerId, producer.producerEpoch)
       const verifier = verification.verifier
       if (verifier === undefined)
@@ -113,6 +120,7 @@ export class AppendVerification {
         producerEpoch: producer.producerEpoch,
         topic: target.topic,
         partition: target.partition,
+        addPartition,
       })
       if (code !== ErrorCode.NONE) throw verificationError(code)
       return { appended: append({ verificationGuard: guard }) }

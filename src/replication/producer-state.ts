@@ -270,9 +270,16 @@ export class ProducerStateManager implements ProducerStateHook {
     return guard
   }
 
-  /** True when a produce from this producer would open a transaction here (so it needs verifying). */
-  needsVerification(producerId: bigint): boolean {
-    return this.producers.get(producerId)?.hasOngoingTransaction !== true
+  /**
+   * True when a produce from this producer would open a transaction here (so it needs
+   * verifying): none is open, or the open one is of another epoch (Kafka's
+   * hasOngoingTransaction(producerId, producerEpoch)). With transaction version 2 every
+   * transaction has its own epoch: a write of the next one must not join the previous one
+   * while that one's marker is still on its way.
+   */
+  needsVerification(producerId: bigint, producerEpoch: number): boolean {
+    const entry = this.producers.get(producerId)
+    return entry?.hasOngoingTransaction !== true || entry.producerEpoch !== producerEpoch
   }
 
   // ---- appends ---------------------------------------------------------------------------

@@ -238,10 +238,12 @@ describe('KIP-890 verification guards', () => {
       assert.equal(state.beginVerification(1n, 0), guard, 'verifications in flight share a guard')
       await rejectsWith(verified(log, txnBatch(1n, 0, 0), {}), ErrorCode.INVALID_TXN_STATE)
       await verified(log, txnBatch(1n, 0, 0), guard)
-      assert.equal(state.needsVerification(1n), false)
+      assert.equal(state.needsVerification(1n, 0), false)
+      // TV2: a write of the next epoch must not join the open transaction of this one.
+      assert.equal(state.needsVerification(1n, 1), true)
       await verified(log, txnBatch(1n, 0, 1), guard)
       await coordinator(log, marker(1n, 0, 'abort'))
-      assert.equal(state.needsVerification(1n), true)
+      assert.equal(state.needsVerification(1n, 0), true)
       const late = state.beginVerification(1n, 0)
       // An abort lands between the verification and the write: the write must not open a transaction.
       await coordinator(log, marker(1n, 0, 'abort'))

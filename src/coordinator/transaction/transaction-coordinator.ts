@@ -12,11 +12,13 @@ import { assert } from '../../common/assert.js'
 import { ExponentialBackoff } from '../../common/backoff.js'
 import type { TimerHandle } from '../../common/clock.js'
 import type { TransactionResult } from '../../common/transaction.js'
+import { finalizedLevel, TRANSACTION_VERSION_FEATURE } from '../../metadata/features.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import type { Transport } from '../../replication/broker-client.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
 import type { CoordinatorLocation } from '../coordinator-locator.js'
 import { CONSUMER_OFFSETS_TOPIC, partitionForGroup } from '../group.js'
+import { decideEndV1, decideEndV2 } from './end-transaction.js'
 import {
   type MarkerJob,
   type MarkerOutcome,
@@ -30,10 +32,14 @@ import {
   NO_PRODUCER_ID,
   stateFromName,
   stateName,
+  supportsEpochBump,
   type TopicPartitions,
   TransactionMetadata,
   TransactionState,
   type TransactionTransit,
+  type TransactionVersion,
+  TV_0,
+  transactionVersionOf,
 } from './transaction-metadata.js'
 import {
   type TransactionHost,
@@ -210,12 +216,14 @@ export class TransactionCoordinator {
     if ('errorCode' in prepared) return fail(prepared.errorCode)
     const { transit } = prepared
     if (prepared.fence) {
+      // Not the client's: the cluster's transaction version decides (Kafka: the server's TV).
       const errorCode = await this.endTransaction(
         transactionalId,
         transit.producerId,
         transit.producerEpoch,
         'abort',
         false,
+        this.serverTransactionVersion(),
       )
       return fail(errorCode === ErrorCode.NONE ? ErrorCode.CONCURRENT_TRANSACTIONS : errorCode)
     }
@@ -288,11 +296,16 @@ export class TransactionCoordinator {
 
   // ---- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------------
 
-  /** Adds partitions to the producer's transaction, starting it if none is ongoing. */
+  /**
+   * Adds partitions to the producer's transaction, starting it if none is ongoing. A
+   * partition leader adds them for a transaction version 2 producer (AddPartitionsToTxn v5,
+   * Produce v12), which also marks the transaction as one of that version.
+   */
   async addPartitions(
     transactionalId: string,
     producer: ProducerIdAndEpoch,
     partitions: TopicPartitions,
+    clientTransactionVersion: TransactionVersion = TV_0,
   ): Promise<number> {
     if (transactionalId === '') return ErrorCode.INVALID_REQUEST
     await this.awaitCompletion(transactionalId)
@@ -303,7 +316,11 @@ export class TransactionCoordinator {
     if (metadata.producerEpoch !== producer.producerEpoch) return ErrorCode.PRODUCER_FENCED
     if (metadata.hasPendingTransition || isPreparing(metadata.state)) return ErrorCode.CONCURRENT_TRANSACTIONS
     if (metadata.state === TransactionState.Ongoing && metadata.containsAll(partitions)) return ErrorCode.NONE
-    const transit = metadata.prepareAddPartitions(partitions, this.host.clock.nowMs())
+    const transit = metadata.prepareAddPartitions(
+      partitions,
+      this.host.clock.nowMs(),
+      clientTransactionVersion,
+    )
     return this.stateManager.appendTransactionToLog(metadata, entry.shard.coordinatorEpoch, transit)
   }
 
@@ -357,7 +374,8 @@ export class TransactionCoordinator {
   /**
    * Commits or aborts the ongoing transaction: answered once PrepareCommit/PrepareAbort is
    * written; the markers and the Complete* state follow. `isFromClient` false is the
-   * coordinator's own abort (fence or timeout), whose epoch was just bumped.
+   * coordinator's own abort (fence or timeout), whose epoch was just bumped. The answer's
+   * error code; see endTxn for transaction version 2's producer id and epoch.
    */
   async endTransaction(
     transactionalId: string,
@@ -365,74 +383,132 @@ export class TransactionCoordinator {
     producerEpoch: number,
     result: TransactionResult,
     isFromClient = true,
+    clientTransactionVersion: TransactionVersion = TV_0,
   ): Promise<number> {
-    if (transactionalId === '') return ErrorCode.INVALID_REQUEST
+    const answer = await this.endTxn(
+      transactionalId,
+      { producerId, producerEpoch },
+      result,
+      isFromClient,
+      clientTransactionVersion,
+    )
+    return answer.errorCode
+  }
+
+  /**
+   * EndTxn. With transaction version 2 (EndTxn v5) the epoch is bumped by every end, the
+   * markers carry the bumped epoch, and the answer names the producer id and epoch the
+   * producer continues with (a new id at epoch 0 once the epochs are exhausted); a retry of
+   * an end already done is answered NONE with them. Below version 2 they are -1.
+   */
+  async endTxn(
+    transactionalId: string,
+    producer: ProducerIdAndEpoch,
+    result: TransactionResult,
+    isFromClient: boolean,
+    clientTransactionVersion: TransactionVersion,
+  ): Promise<InitProducerIdResult> {
+    const fail = (errorCode: number): InitProducerIdResult => ({
+      errorCode,
+      producerId: NO_PRODUCER_ID,
+      producerEpoch: NO_PRODUCER_EPOCH,
+    })
+    if (transactionalId === '') return fail(ErrorCode.INVALID_REQUEST)
     // The coordinator's own aborts must run in the same turn as the fence they complete.
     if (isFromClient) await this.awaitCompletion(transactionalId)
-    const entry = this.stateManager.getTransactionState(transactionalId)
-    if (typeof entry === 'number') return entry
-    const metadata = entry.metadata
-    if (!metadata || metadata.producerId !== producerId) return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-    // Clients must name the current epoch; the coordinator's own abort names a bumped one.
-    if ((isFromClient && producerEpoch !== metadata.producerEpoch) || producerEpoch < metadata.producerEpoch)
-      return ErrorCode.PRODUCER_FENCED
-    if (metadata.pendingState !== null && metadata.pendingState !== TransactionState.PrepareEpochFence)
-      return ErrorCode.CONCURRENT_TRANSACTIONS
-    const commit = result === 'commit'
-    let isEpochFence = false
-    switch (metadata.state) {
-      case TransactionState.Ongoing:
-        break
-      case TransactionState.CompleteCommit:
-        return commit ? ErrorCode.NONE : this.invalidTransition(metadata, result)
-      case TransactionState.CompleteAbort:
-        return commit ? this.invalidTransition(metadata, result) : ErrorCode.NONE
-      case TransactionState.PrepareCommit:
-        return commit ? ErrorCode.CONCURRENT_TRANSACTIONS : this.invalidTransition(metadata, result)
-      case TransactionState.PrepareAbort:
-        return commit ? this.invalidTransition(metadata, result) : ErrorCode.CONCURRENT_TRANSACTIONS
-      case TransactionState.Empty:
-        return this.invalidTransition(metadata, result)
-      default:
-        assert(false, () => `${transactionalId} in state ${stateName(metadata.state)} at EndTxn`)
+    const bumps = supportsEpochBump(clientTransactionVersion)
+    // The last epoch's end moves the producer to a new id, taken now (an await) if needed.
+    let nextProducerId = NO_PRODUCER_ID
+    if (bumps && isFromClient && this.isEpochExhausted(transactionalId)) {
+      try {
+        nextProducerId = await this.host.producerIdManager.generateProducerId()
+      } catch (error) {
+        this.host.logger.warn({ err: error }, 'EndTxn: no producer id available')
+        return fail(toErrorCode(error) ?? ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+      }
     }
-    if (!commit && metadata.pendingState === TransactionState.PrepareEpochFence) {
+    const entry = this.stateManager.getTransactionState(transactionalId)
+    if (typeof entry === 'number') return fail(entry)
+    const metadata = entry.metadata
+    if (!metadata) return fail(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+    const request = { ...producer, result, isFromClient }
+    const decision = bumps ? decideEndV2(metadata, request) : decideEndV1(metadata, request)
+    if ('errorCode' in decision) {
+      if (decision.errorCode === ErrorCode.INVALID_TXN_STATE) this.logInvalidTransition(metadata, result)
+      return decision.current
+        ? {
+            errorCode: decision.errorCode,
+            producerId: metadata.producerId,
+            producerEpoch: metadata.producerEpoch,
+          }
+        : fail(decision.errorCode)
+    }
+    const exhausted = bumps && !decision.isEpochFence && metadata.isProducerEpochExhausted
+    if (exhausted && nextProducerId === NO_PRODUCER_ID) return fail(ErrorCode.CONCURRENT_TRANSACTIONS)
+    if (decision.isEpochFence) {
       // The fence is not written on its own: its bumped epoch rides on the PrepareAbort.
-      isEpochFence = true
       metadata.pendingState = null
-      metadata.producerEpoch = producerEpoch
+      metadata.producerEpoch = producer.producerEpoch
       metadata.lastProducerEpoch = NO_PRODUCER_EPOCH
     }
-    assert(metadata.pendingState === null, 'EndTxn on a transaction with a change in flight')
     const coordinatorEpoch = entry.shard.coordinatorEpoch
     const transit = metadata.prepareAbortOrCommit(
-      commit ? TransactionState.PrepareCommit : TransactionState.PrepareAbort,
+      decision.nextState,
       this.host.clock.nowMs(),
+      clientTransactionVersion,
+      exhausted ? nextProducerId : NO_PRODUCER_ID,
+      decision.noPartitionAdded,
     )
     const errorCode = await this.stateManager.appendTransactionToLog(metadata, coordinatorEpoch, transit)
     if (errorCode !== ErrorCode.NONE) {
       // The epoch stays bumped in memory; the retried fence must not bump it again.
-      if (isEpochFence && this.isCurrent(entry.shard, metadata)) metadata.hasFailedEpochFence = true
-      return errorCode
+      if (decision.isEpochFence && this.isCurrent(entry.shard, metadata)) metadata.hasFailedEpochFence = true
+      return fail(errorCode)
     }
     // Re-check after the await before sending markers in this coordinator epoch's name.
-    if (!this.isCurrent(entry.shard, metadata)) return ErrorCode.NOT_COORDINATOR
-    if (metadata.producerId !== producerId) return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-    if (metadata.producerEpoch !== producerEpoch) return ErrorCode.PRODUCER_FENCED
+    const recheck = this.recheckPrepared(entry.shard, metadata, producer, decision.nextState, bumps)
+    if (recheck !== ErrorCode.NONE) {
+      if (recheck === ErrorCode.INVALID_TXN_STATE) this.logInvalidTransition(metadata, result)
+      return fail(recheck)
+    }
+    const complete = this.sendMarkers(entry.shard, metadata, result)
+    return bumps
+      ? { errorCode: ErrorCode.NONE, producerId: complete.producerId, producerEpoch: complete.producerEpoch }
+      : fail(ErrorCode.NONE)
+  }
+
+  /** The finalized `transaction.version`: what the coordinator's own aborts follow. */
+  private serverTransactionVersion(): TransactionVersion {
+    return transactionVersionOf(finalizedLevel(this.host.metadataImage(), TRANSACTION_VERSION_FEATURE))
+  }
+
+  private isEpochExhausted(transactionalId: string): boolean {
+    const entry = this.stateManager.getTransactionState(transactionalId)
+    return typeof entry !== 'number' && entry.metadata?.isProducerEpochExhausted === true
+  }
+
+  /** After Prepare* is written: still ours, the same producer, and nothing else in flight? */
+  private recheckPrepared(
+    shard: TransactionShard,
+    metadata: TransactionMetadata,
+    producer: ProducerIdAndEpoch,
+    expectedState: TransactionState,
+    bumped: boolean,
+  ): number {
+    if (!this.isCurrent(shard, metadata)) return ErrorCode.NOT_COORDINATOR
+    if (metadata.producerId !== producer.producerId) return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    const epochs = bumped ? [producer.producerEpoch, producer.producerEpoch + 1] : [producer.producerEpoch]
+    if (!epochs.includes(metadata.producerEpoch)) return ErrorCode.PRODUCER_FENCED
     if (metadata.hasPendingTransition) return ErrorCode.CONCURRENT_TRANSACTIONS
-    const expectedState = commit ? TransactionState.PrepareCommit : TransactionState.PrepareAbort
-    if ((metadata.state as TransactionState) !== expectedState)
-      return this.invalidTransition(metadata, result)
-    this.sendMarkers(entry.shard, metadata, result)
+    if (metadata.state !== expectedState) return ErrorCode.INVALID_TXN_STATE
     return ErrorCode.NONE
   }
 
-  private invalidTransition(metadata: TransactionMetadata, result: TransactionResult): number {
+  private logInvalidTransition(metadata: TransactionMetadata, result: TransactionResult): void {
     this.host.logger.debug(
       { transactionalId: metadata.transactionalId, state: stateName(metadata.state), result },
       'EndTxn in a state that cannot take it',
     )
-    return ErrorCode.INVALID_TXN_STATE
   }
 
   private isCurrent(shard: TransactionShard, metadata: TransactionMetadata): boolean {
@@ -441,13 +517,14 @@ export class TransactionCoordinator {
 
   /**
    * Markers to every partition of a Prepare* transaction, then its Complete* state. The
-   * Complete* change is prepared now, so new requests get CONCURRENT_TRANSACTIONS until done.
+   * Complete* change is prepared now, so new requests get CONCURRENT_TRANSACTIONS until done;
+   * it is returned (the producer id and epoch the producer continues with).
    */
   private sendMarkers(
     shard: TransactionShard,
     metadata: TransactionMetadata,
     result: TransactionResult,
-  ): void {
+  ): TransactionTransit {
     const complete = metadata.prepareComplete(this.host.clock.nowMs())
     const job = {
       transactionalId: metadata.transactionalId,
@@ -472,6 +549,7 @@ export class TransactionCoordinator {
         ),
       )
       .finally(() => this.wakeCompletionWaiters(metadata))
+    return complete
   }
 
   /** Waits (bounded) while the transactional id's last transaction is still being completed. */
@@ -561,7 +639,14 @@ export class TransactionCoordinator {
           { transactionalId, producerId: String(metadata.producerId), timeoutMs: metadata.txnTimeoutMs },
           'aborting a transaction past its timeout',
         )
-        this.endTransaction(transactionalId, fence.producerId, fence.producerEpoch, 'abort', false).then(
+        this.endTransaction(
+          transactionalId,
+          fence.producerId,
+          fence.producerEpoch,
+          'abort',
+          false,
+          this.serverTransactionVersion(),
+        ).then(
           (errorCode) => {
             if (errorCode !== ErrorCode.NONE)
               this.host.logger.info(

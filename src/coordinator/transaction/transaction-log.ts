@@ -3,8 +3,10 @@
  * message schemas TransactionLogKey and TransactionLogValue), so Kafka's tools could read a
  * tidelog transaction log and the other way round. The key is version 0 and the
  * transactional id; a null value is a tombstone (the id expired). We write value version 0
- * (what Kafka writes for clients before transaction version 2) and read 0 and 1 (flexible,
- * with tagged previous/next producer ids and client transaction version).
+ * for a transaction of the classic protocol and version 1 (flexible, with tagged previous
+ * and next producer ids and the client's transaction version) for one of transaction
+ * version 2, whose next producer id and version a new coordinator must know to complete it;
+ * both are read. (Kafka picks the value version by the finalized `transaction.version`.)
  */
 import { Reader, Writer } from '../../protocol/primitives.js'
 import {
@@ -13,6 +15,9 @@ import {
   NO_PRODUCER_ID,
   type TopicPartitions,
   TransactionState,
+  type TransactionVersion,
+  TV_0,
+  transactionVersionOf,
 } from './transaction-metadata.js'
 
 export const TRANSACTION_STATE_TOPIC = '__transaction_state'
@@ -36,7 +41,7 @@ export interface TransactionLogValue {
   readonly partitions: TopicPartitions
   readonly txnLastUpdateTimestampMs: number
   readonly txnStartTimestampMs: number
-  readonly clientTransactionVersion: number
+  readonly clientTransactionVersion: TransactionVersion
 }
 
 export class TransactionLogFormatError extends Error {
@@ -58,14 +63,25 @@ export function decodeTransactionLogKey(key: Buffer): string | undefined {
 }
 
 /**
- * Value version 0. PrepareEpochFence is never written: it is the in-memory step before a
- * coordinator's own abort.
+ * Value version 0, or 1 for transaction version 2 (or a next producer id to keep).
+ * PrepareEpochFence is never written: it is the in-memory step before a coordinator's own
+ * abort.
  */
 export function encodeTransactionLogValue(
-  value: Omit<TransactionLogValue, 'previousProducerId' | 'nextProducerId' | 'clientTransactionVersion'>,
+  value: Omit<TransactionLogValue, 'previousProducerId' | 'nextProducerId' | 'clientTransactionVersion'> &
+    Partial<TransactionLogValue>,
 ): Buffer {
   if (value.state === TransactionState.PrepareEpochFence || value.state === TransactionState.Dead)
     throw new TransactionLogFormatError(`state ${value.state} is never written as a value`)
+  const clientTransactionVersion = value.clientTransactionVersion ?? TV_0
+  const nextProducerId = value.nextProducerId ?? NO_PRODUCER_ID
+  if (clientTransactionVersion >= 2 || nextProducerId !== NO_PRODUCER_ID)
+    return encodeFlexibleValue({
+      ...value,
+      previousProducerId: value.previousProducerId ?? NO_PRODUCER_ID,
+      nextProducerId,
+      clientTransactionVersion,
+    })
   const w = new Writer(64)
     .writeInt16(VALUE_VERSION)
     .writeInt64(value.producerId)
@@ -83,6 +99,43 @@ export function encodeTransactionLogValue(
     .writeInt64(BigInt(value.txnLastUpdateTimestampMs))
     .writeInt64(BigInt(value.txnStartTimestampMs))
     .toBuffer()
+}
+
+/** Value version 1: compact arrays and strings, tagged fields only where not the default. */
+function encodeFlexibleValue(value: TransactionLogValue): Buffer {
+  const w = new Writer(64)
+    .writeInt16(FLEXIBLE_VALUE_VERSION)
+    .writeInt64(value.producerId)
+    .writeInt16(value.producerEpoch)
+    .writeInt32(value.txnTimeoutMs)
+    .writeInt8(value.state)
+  const partitions = listPartitions(value.partitions)
+  w.writeCompactArrayLength(partitions.length)
+  for (const entry of partitions) {
+    w.writeCompactString(entry.topic)
+    w.writeCompactArrayLength(entry.partitions.length)
+    for (const partition of entry.partitions) w.writeInt32(partition)
+    w.writeUnsignedVarint(0)
+  }
+  w.writeInt64(BigInt(value.txnLastUpdateTimestampMs)).writeInt64(BigInt(value.txnStartTimestampMs))
+  const tagged = [
+    value.previousProducerId !== NO_PRODUCER_ID,
+    value.nextProducerId !== NO_PRODUCER_ID,
+    value.clientTransactionVersion !== TV_0,
+  ]
+  w.writeUnsignedVarint(tagged.filter(Boolean).length)
+  // In tag order, each with its size in bytes.
+  if (tagged[0])
+    w.writeUnsignedVarint(TAG_PREVIOUS_PRODUCER_ID)
+      .writeUnsignedVarint(8)
+      .writeInt64(value.previousProducerId)
+  if (tagged[1])
+    w.writeUnsignedVarint(TAG_NEXT_PRODUCER_ID).writeUnsignedVarint(8).writeInt64(value.nextProducerId)
+  if (tagged[2])
+    w.writeUnsignedVarint(TAG_CLIENT_TRANSACTION_VERSION)
+      .writeUnsignedVarint(2)
+      .writeInt16(value.clientTransactionVersion)
+  return w.toBuffer()
 }
 
 export function decodeTransactionLogValue(value: Buffer): TransactionLogValue {
@@ -111,7 +164,7 @@ export function decodeTransactionLogValue(value: Buffer): TransactionLogValue {
   const txnStartTimestampMs = Number(r.readInt64())
   let previousProducerId = NO_PRODUCER_ID
   let nextProducerId = NO_PRODUCER_ID
-  let clientTransactionVersion = 0
+  let clientTransactionVersion: TransactionVersion = TV_0
   if (flexible) {
     const tags = r.readUnsignedVarint()
     for (let i = 0; i < tags; i++) {
@@ -120,7 +173,8 @@ export function decodeTransactionLogValue(value: Buffer): TransactionLogValue {
       const start = r.offset
       if (tag === TAG_PREVIOUS_PRODUCER_ID) previousProducerId = r.readInt64()
       else if (tag === TAG_NEXT_PRODUCER_ID) nextProducerId = r.readInt64()
-      else if (tag === TAG_CLIENT_TRANSACTION_VERSION) clientTransactionVersion = r.readInt16()
+      else if (tag === TAG_CLIENT_TRANSACTION_VERSION)
+        clientTransactionVersion = transactionVersionOf(r.readInt16())
       r.offset = start + size
     }
   }

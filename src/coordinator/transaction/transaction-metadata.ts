@@ -58,7 +58,15 @@ const VALID_PREVIOUS: Record<TransactionState, readonly TransactionState[]> = {
     TransactionState.CompleteAbort,
   ],
   2: [TransactionState.Ongoing],
-  3: [TransactionState.Ongoing, TransactionState.PrepareEpochFence],
+  // Transaction version 2 aborts from Empty and Complete* too: the client cannot know whether
+  // its first produce started a transaction, and the abort bumps the epoch either way.
+  3: [
+    TransactionState.Ongoing,
+    TransactionState.PrepareEpochFence,
+    TransactionState.Empty,
+    TransactionState.CompleteCommit,
+    TransactionState.CompleteAbort,
+  ],
   4: [TransactionState.PrepareCommit],
   5: [TransactionState.PrepareAbort],
   6: [TransactionState.Empty, TransactionState.CompleteAbort, TransactionState.CompleteCommit],
@@ -67,7 +75,26 @@ const VALID_PREVIOUS: Record<TransactionState, readonly TransactionState[]> = {
 
 export const NO_PRODUCER_ID = -1n
 export const NO_PRODUCER_EPOCH = -1
-const EPOCH_MAX = 32767
+export const EPOCH_MAX = 32767
+
+/**
+ * The transaction protocol a client speaks (Kafka's TransactionVersion, the finalized levels
+ * of `transaction.version`): 0 and 1 the classic one, 2 KIP-890 part 2, where every
+ * transaction's end bumps the producer epoch (EndTxn v5, Produce v12, TxnOffsetCommit v5).
+ */
+export type TransactionVersion = 0 | 1 | 2
+export const TV_0: TransactionVersion = 0
+export const TV_2: TransactionVersion = 2
+
+/** Kafka's TransactionVersion.supportsEpochBump. */
+export function supportsEpochBump(version: TransactionVersion): boolean {
+  return version >= TV_2
+}
+
+/** A finalized `transaction.version` level as the version it stands for (above 2: 2). */
+export function transactionVersionOf(level: number): TransactionVersion {
+  return level >= 2 ? TV_2 : level === 1 ? 1 : TV_0
+}
 
 /** Kafka's isEpochExhausted: the last epoch is kept for the markers of a fence. */
 export function isEpochExhausted(epoch: number): boolean {
@@ -81,6 +108,8 @@ export type TopicPartitions = ReadonlyMap<string, ReadonlySet<number>>
 export interface TransactionTransit {
   readonly producerId: bigint
   readonly previousProducerId: bigint
+  /** TV2: the producer id a commit or abort on the last epoch moves to once completed. */
+  readonly nextProducerId: bigint
   readonly producerEpoch: number
   readonly lastProducerEpoch: number
   readonly txnTimeoutMs: number
@@ -88,12 +117,15 @@ export interface TransactionTransit {
   readonly partitions: TopicPartitions
   readonly txnStartTimestampMs: number
   readonly txnLastUpdateTimestampMs: number
+  /** The protocol of the client's last transaction (what its completion does). */
+  readonly clientTransactionVersion: TransactionVersion
 }
 
 export class TransactionMetadata {
   producerId: bigint
   /** The producer id before the last rotation (KIP-360), so a retried rotation is recognised. */
   previousProducerId: bigint
+  nextProducerId: bigint
   producerEpoch: number
   /** The epoch before the last bump, so a retried InitProducerId gets the same answer. */
   lastProducerEpoch: number
@@ -102,6 +134,7 @@ export class TransactionMetadata {
   partitions: Map<string, Set<number>>
   txnStartTimestampMs: number
   txnLastUpdateTimestampMs: number
+  clientTransactionVersion: TransactionVersion
   /** The state being written to the log; null when no change is in flight. */
   pendingState: TransactionState | null = null
   /** An epoch fence whose PrepareAbort failed to be written: the retry must not bump again. */
@@ -109,10 +142,16 @@ export class TransactionMetadata {
 
   constructor(
     readonly transactionalId: string,
-    init: Omit<TransactionTransit, 'partitions'> & { partitions?: TopicPartitions },
+    init: Omit<TransactionTransit, 'partitions' | 'nextProducerId' | 'clientTransactionVersion'> & {
+      partitions?: TopicPartitions
+      nextProducerId?: bigint
+      clientTransactionVersion?: TransactionVersion
+    },
   ) {
     this.producerId = init.producerId
     this.previousProducerId = init.previousProducerId
+    this.nextProducerId = init.nextProducerId ?? NO_PRODUCER_ID
+    this.clientTransactionVersion = init.clientTransactionVersion ?? TV_0
     this.producerEpoch = init.producerEpoch
     this.lastProducerEpoch = init.lastProducerEpoch
     this.txnTimeoutMs = init.txnTimeoutMs
@@ -165,6 +204,7 @@ export class TransactionMetadata {
     return {
       producerId: this.producerId,
       previousProducerId: this.previousProducerId,
+      nextProducerId: this.nextProducerId,
       producerEpoch: this.producerEpoch,
       lastProducerEpoch: this.lastProducerEpoch,
       txnTimeoutMs: this.txnTimeoutMs,
@@ -172,6 +212,7 @@ export class TransactionMetadata {
       partitions: copyPartitions(this.partitions),
       txnStartTimestampMs: this.txnStartTimestampMs,
       txnLastUpdateTimestampMs: this.txnLastUpdateTimestampMs,
+      clientTransactionVersion: this.clientTransactionVersion,
     }
   }
 
@@ -241,7 +282,11 @@ export class TransactionMetadata {
     })
   }
 
-  prepareAddPartitions(added: TopicPartitions, nowMs: number): TransactionTransit {
+  prepareAddPartitions(
+    added: TopicPartitions,
+    nowMs: number,
+    clientTransactionVersion: TransactionVersion = TV_0,
+  ): TransactionTransit {
     const partitions = copyPartitions(this.partitions)
     for (const [topic, ids] of added) {
       const set = partitions.get(topic) ?? new Set<number>()
@@ -257,14 +302,36 @@ export class TransactionMetadata {
       partitions,
       txnStartTimestampMs: starts ? nowMs : this.txnStartTimestampMs,
       txnLastUpdateTimestampMs: nowMs,
+      clientTransactionVersion,
     })
   }
 
+  /**
+   * EndTxn (or the coordinator's abort): PrepareCommit or PrepareAbort. With transaction
+   * version 2 the epoch is bumped here, so the markers are written with an epoch no write of
+   * the ended transaction has: a late write of it is fenced in every partition. On the last
+   * epoch `nextProducerId` is the id the producer moves to at completion (KIP-890's overflow).
+   * `noPartitionAdded`: a TV2 abort with no transaction (its start time is now).
+   */
   prepareAbortOrCommit(
     state: typeof TransactionState.PrepareCommit | typeof TransactionState.PrepareAbort,
     nowMs: number,
+    clientTransactionVersion: TransactionVersion = TV_0,
+    nextProducerId: bigint = NO_PRODUCER_ID,
+    noPartitionAdded = false,
   ): TransactionTransit {
-    return this.prepareTransition({ state, txnLastUpdateTimestampMs: nowMs })
+    const bump = supportsEpochBump(clientTransactionVersion)
+    // A broken state (already at the last epoch) is let through by an abort without a bump.
+    const stuck = this.producerEpoch === EPOCH_MAX && state === TransactionState.PrepareAbort
+    return this.prepareTransition({
+      state,
+      producerEpoch: bump && !stuck ? this.producerEpoch + 1 : this.producerEpoch,
+      lastProducerEpoch: bump ? this.producerEpoch : this.lastProducerEpoch,
+      nextProducerId,
+      txnStartTimestampMs: noPartitionAdded ? nowMs : this.txnStartTimestampMs,
+      txnLastUpdateTimestampMs: nowMs,
+      clientTransactionVersion,
+    })
   }
 
   /** Every marker is written: CompleteCommit or CompleteAbort, no partitions left. */
@@ -278,7 +345,19 @@ export class TransactionMetadata {
         ? TransactionState.CompleteCommit
         : TransactionState.CompleteAbort
     this.hasFailedEpochFence = false
-    return this.prepareTransition({ state, partitions: new Map(), txnLastUpdateTimestampMs: nowMs })
+    // TV2 on the last epoch: the producer continues as the new id at epoch 0; the old id is
+    // kept so a retried EndTxn of the old one is recognised. lastProducerEpoch stays what the
+    // client saw last.
+    const rotates = supportsEpochBump(this.clientTransactionVersion) && this.nextProducerId !== NO_PRODUCER_ID
+    return this.prepareTransition({
+      state,
+      ...(rotates
+        ? { producerId: this.nextProducerId, previousProducerId: this.producerId, producerEpoch: 0 }
+        : {}),
+      nextProducerId: NO_PRODUCER_ID,
+      partitions: new Map(),
+      txnLastUpdateTimestampMs: nowMs,
+    })
   }
 
   /** transactional.id.expiration.ms passed: a tombstone removes the id. */
@@ -310,6 +389,7 @@ export class TransactionMetadata {
     )
     this.producerId = transit.producerId
     this.previousProducerId = transit.previousProducerId
+    this.nextProducerId = transit.nextProducerId
     this.producerEpoch = transit.producerEpoch
     this.lastProducerEpoch = transit.lastProducerEpoch
     this.txnTimeoutMs = transit.txnTimeoutMs
@@ -317,6 +397,7 @@ export class TransactionMetadata {
     this.partitions = copyPartitions(transit.partitions)
     this.txnStartTimestampMs = transit.txnStartTimestampMs
     this.txnLastUpdateTimestampMs = transit.txnLastUpdateTimestampMs
+    this.clientTransactionVersion = transit.clientTransactionVersion
     this.pendingState = null
   }
 

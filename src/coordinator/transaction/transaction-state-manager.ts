@@ -26,7 +26,6 @@ import {
 } from './transaction-log.js'
 import {
   NO_PRODUCER_EPOCH,
-  NO_PRODUCER_ID,
   TransactionMetadata,
   TransactionState,
   type TransactionTransit,
@@ -214,14 +213,14 @@ export class TransactionStateManager {
         : {
             producerId: transit.producerId,
             previousProducerId: transit.previousProducerId,
-            nextProducerId: NO_PRODUCER_ID,
+            nextProducerId: transit.nextProducerId,
             producerEpoch: transit.producerEpoch,
             txnTimeoutMs: transit.txnTimeoutMs,
             state: transit.state,
             partitions: transit.partitions,
             txnLastUpdateTimestampMs: transit.txnLastUpdateTimestampMs,
             txnStartTimestampMs: transit.txnStartTimestampMs,
-            clientTransactionVersion: 0,
+            clientTransactionVersion: transit.clientTransactionVersion,
           }
     const moved = (): number => {
       this.host.logger.info({ transactionalId }, 'transaction coordinator moved while appending its state')

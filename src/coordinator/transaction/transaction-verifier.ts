@@ -2,7 +2,9 @@
  * KIP-890 part 1, the partition leader's side of the question (Kafka's
  * AddPartitionsToTxnManager): is this partition in the producer's ongoing transaction?
  * Asked of the local coordinator when this broker coordinates the transactional id, else
- * of its coordinator with AddPartitionsToTxn v4 verify_only. The answer is in the terms a
+ * of its coordinator with AddPartitionsToTxn v4 verify_only; for a transaction version 2
+ * producer (KIP-890 part 2) the partition is added instead (v5, verify_only false), as
+ * Kafka's AddPartitionsToTxnManager does for its `addPartition` operation. The answer is in the terms a
  * producer expects from Produce, as Kafka's ReplicaManager translates it:
  * PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH, and a coordinator that cannot answer now
  * (moved, loading, unreachable, completing a transaction) NOT_ENOUGH_REPLICAS, which every
@@ -19,9 +21,12 @@ import { ApiKey } from '../../protocol/generated/index.js'
 import { BrokerClient, type Transport } from '../../replication/broker-client.js'
 import type { TransactionCoordinator } from './transaction-coordinator.js'
 import { TRANSACTION_STATE_TOPIC } from './transaction-log.js'
+import { TV_2 } from './transaction-metadata.js'
 
 /** The first version with verify_only (and the batched form). */
 const VERIFY_VERSION = 4
+/** Kafka's AddPartitionsToTxnManager adds a TV2 producer's partitions at v5. */
+const ADD_VERSION = 5
 const CLIENT_ID = 'tidelog-txn-verifier'
 
 export interface VerifierHost {
@@ -52,7 +57,12 @@ export class CoordinatorTransactionVerifier implements TransactionVerifier {
     const producer = { producerId: request.producerId, producerEpoch: request.producerEpoch }
     const partitions = new Map([[request.topic, new Set([request.partition])]])
     const local = this.coordinator.stateManager.getTransactionState(request.transactionalId)
+    const add = request.addPartition === true
     if (local !== ErrorCode.NOT_COORDINATOR) {
+      if (add)
+        return toProduceError(
+          await this.coordinator.addPartitions(request.transactionalId, producer, partitions, TV_2),
+        )
       const [result] = this.coordinator.verifyPartitions(request.transactionalId, producer, partitions)
       return toProduceError(result.errorCode)
     }
@@ -63,7 +73,7 @@ export class CoordinatorTransactionVerifier implements TransactionVerifier {
     const broker = this.host.brokerAddress(leader)
     if (!broker || leader === this.host.nodeId) return ErrorCode.NOT_ENOUGH_REPLICAS
     try {
-      const response = await this.request(leader, `${broker.host}:${broker.port}`, broker, {
+      const response = await this.request(leader, `${broker.host}:${broker.port}`, broker, add, {
         // The v3-and-below fields keep their defaults, or v4 cannot be encoded.
         ...defaultAddPartitionsToTxnRequest(),
         transactions: [
@@ -71,7 +81,7 @@ export class CoordinatorTransactionVerifier implements TransactionVerifier {
             transactionalId: request.transactionalId,
             producerId: request.producerId,
             producerEpoch: request.producerEpoch,
-            verifyOnly: true,
+            verifyOnly: !add,
             topics: [{ name: request.topic, partitions: [request.partition] }],
           },
         ],
@@ -100,6 +110,7 @@ export class CoordinatorTransactionVerifier implements TransactionVerifier {
     nodeId: number,
     address: string,
     broker: { host: string; port: number },
+    add: boolean,
     body: unknown,
   ): Promise<AddPartitionsToTxnResponse> {
     let known = this.clients.get(nodeId)
@@ -113,9 +124,10 @@ export class CoordinatorTransactionVerifier implements TransactionVerifier {
       const timer = this.host.clock.setTimeout(() => {
         if (this.clients.get(nodeId)?.client === client) this.clients.delete(nodeId)
         client.close()
-        reject(new Error(`AddPartitionsToTxn verify_only to broker ${nodeId} timed out`))
+        reject(new Error(`AddPartitionsToTxn to broker ${nodeId} timed out`))
       }, this.requestTimeoutMs)
-      client.request<AddPartitionsToTxnResponse>(ApiKey.AddPartitionsToTxn, VERIFY_VERSION, body).then(
+      const version = add ? ADD_VERSION : VERIFY_VERSION
+      client.request<AddPartitionsToTxnResponse>(ApiKey.AddPartitionsToTxn, version, body).then(
         (response) => {
           timer.cancel()
           resolve(response)

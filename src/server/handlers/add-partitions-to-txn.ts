@@ -5,14 +5,16 @@
  * answering. Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and the others
  * OPERATION_NOT_ATTEMPTED, as Kafka; any other error applies to every partition. With
  * verify_only (v4+, sent by partition leaders, KIP-890) nothing is added: each partition
- * answers NONE if it is in the ongoing transaction, else INVALID_TXN_STATE.
+ * answers NONE if it is in the ongoing transaction, else INVALID_TXN_STATE. A v4+ request
+ * without verify_only is a leader adding a transaction version 2 producer's partition
+ * (KIP-890 part 2, Produce v12 and TxnOffsetCommit v5).
  * Authorization: WRITE on the transactional id and on each topic; v4+ (brokers' verification)
  * needs CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED).
  * Version notes: v2 adds PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before it); v3 flexible;
  * v4 batches transactions (top-level error code, results by transaction) and adds
  * verify_only; v5 adds TRANSACTION_ABORTABLE, which tidelog does not return.
  */
-import type { TopicPartitions } from '../../coordinator/transaction/transaction-metadata.js'
+import { type TopicPartitions, TV_0, TV_2 } from '../../coordinator/transaction/transaction-metadata.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   type AddPartitionsToTxnRequest,
@@ -101,7 +103,14 @@ async function addOrVerify(
     const errorCode =
       unknown.size > 0
         ? ErrorCode.OPERATION_NOT_ATTEMPTED
-        : await coordinator.addPartitions(transactionalId, producer, partitions)
+        : await coordinator.addPartitions(
+            transactionalId,
+            producer,
+            partitions,
+            // Kafka's transactionVersionForAddPartitionsToTxn: only brokers send v4+, and a
+            // broker adds (not verifies) for a transaction version 2 producer.
+            context.apiVersion >= 4 ? TV_2 : TV_0,
+          )
     for (const [topic, ids] of partitions)
       for (const id of ids) {
         const key = `${topic}\u0000${id}`

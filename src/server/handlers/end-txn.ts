@@ -7,8 +7,13 @@
  * (a retry); the other way, or with none ongoing, INVALID_TXN_STATE.
  * Authorization: WRITE on the transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
  * Version notes: v2 adds PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before it); v3+ flexible;
- * v4 adds TRANSACTION_ABORTABLE, which tidelog does not return.
+ * v4 adds TRANSACTION_ABORTABLE, which tidelog does not return; v5 is transaction version 2
+ * (KIP-890 part 2): every end bumps the producer epoch (the markers carry the bumped one, so
+ * a late write of the ended transaction is fenced), the answer names the producer id and
+ * epoch to continue with, a retry of an end already done is recognised by the epoch one
+ * below, and an abort with no transaction ongoing only bumps the epoch.
  */
+import { TV_0, TV_2 } from '../../coordinator/transaction/transaction-metadata.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { defaultEndTxnResponse } from '../../protocol/generated/end-txn-response.js'
 import { ApiKey, type EndTxnRequest, type EndTxnResponse } from '../../protocol/generated/index.js'
@@ -18,22 +23,26 @@ import type { ApiHandler } from './registry.js'
 export const endTxnHandler: ApiHandler<EndTxnRequest, EndTxnResponse> = {
   apiKey: ApiKey.EndTxn,
   minVersion: 0,
-  maxVersion: 4,
+  maxVersion: 5,
   async handle(context, request) {
     if (!context.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactionalId))
       return { ...defaultEndTxnResponse(), errorCode: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED }
-    const errorCode = await context.broker.transactionCoordinator.endTransaction(
+    // Kafka's transactionVersionForEndTxn: the request's version, not the finalized level.
+    const answer = await context.broker.transactionCoordinator.endTxn(
       request.transactionalId,
-      request.producerId,
-      request.producerEpoch,
+      { producerId: request.producerId, producerEpoch: request.producerEpoch },
       request.committed ? 'commit' : 'abort',
+      true,
+      context.apiVersion >= 5 ? TV_2 : TV_0,
     )
     return {
       ...defaultEndTxnResponse(),
       errorCode:
-        errorCode === ErrorCode.PRODUCER_FENCED && context.apiVersion < 2
+        answer.errorCode === ErrorCode.PRODUCER_FENCED && context.apiVersion < 2
           ? ErrorCode.INVALID_PRODUCER_EPOCH
-          : errorCode,
+          : answer.errorCode,
+      producerId: answer.producerId,
+      producerEpoch: answer.producerEpoch,
     }
   },
 }

@@ -13,13 +13,17 @@
  * INVALID_TXN_STATE; the coordinator unreachable, loading, moved or busy
  * (CONCURRENT_TRANSACTIONS) is NOT_ENOUGH_REPLICAS, which clients retry without a metadata
  * refresh. A broker without a coordinator refuses such batches (INVALID_TXN_STATE).
- * Verified appends of one partition run in arrival order.
+ * Verified appends of one partition run in arrival order. From v12 (transaction version 2,
+ * KIP-890 part 2) the producer sends no AddPartitionsToTxn: the leader asks the coordinator
+ * to add the partition (AddPartitionsToTxn v5 without verify_only), whatever
+ * transaction.partition.verification.enable says.
  * Authorization (Kafka's handleProduceRequest): WRITE on the transactional id when there is
  * one, else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED; WRITE on each topic, else
  * its partitions TOPIC_AUTHORIZATION_FAILED.
  * Version notes: v2 adds logAppendTime, v3 transactionalId (magic v2 only), v5
  * logStartOffset, v8 record errors and an error message, v9+ flexible, v10 the current
- * leader and node endpoints as tagged fields (left empty: clients then refresh metadata).
+ * leader and node endpoints as tagged fields (left empty: clients then refresh metadata),
+ * v11 TRANSACTION_ABORTABLE (not returned), v12 the same layout with transaction version 2.
  */
 
 import { effectiveBrokerValue } from '../../metadata/topic-config.js'
@@ -46,7 +50,7 @@ const VALID_ACKS = new Set([-1, 0, 1])
 export const produceHandler: ApiHandler<ProduceRequest, ProduceResponse> = {
   apiKey: ApiKey.Produce,
   minVersion: 0,
-  maxVersion: 11,
+  maxVersion: 12,
   // acks=0 gets no response, so a failure closes the connection; nothing pipelined behind
   // it may be appended before that is known.
   holdsConnection: (request) => request.acks === 0,
@@ -79,7 +83,7 @@ export const produceHandler: ApiHandler<ProduceRequest, ProduceResponse> = {
     for (const topic of topics)
       responses.push({
         name: topic.name,
-        // v13 names topics by id; tidelog serves up to v11 (v12 means transaction version 2).
+        // v13 names topics by id; tidelog serves up to v12.
         topicId: ZERO_UUID,
         partitionResponses: await Promise.all(topic.partitions),
       })
@@ -173,6 +177,9 @@ function append(
       enabled: () => verificationEnabled(context),
       verifier: context.broker.transactionVerifier,
       transactionalId,
+      // Kafka's produceRequestVersionToTransactionSupportedOperation: v12+ is a transaction
+      // version 2 producer, whose partitions the leader adds to its transaction.
+      addPartition: context.apiVersion >= 12,
     },
   })
 }

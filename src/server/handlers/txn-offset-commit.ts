@@ -12,7 +12,10 @@
  * failure answered with its *_AUTHORIZATION_FAILED code on the partitions concerned.
  * Version notes: v0-1 offset and metadata; v2 leader epoch; v3+ flexible, with the
  * consumer's generation, member id and group instance id (KIP-447), which fence a
- * producer whose consumer is no longer a member of the current generation.
+ * producer whose consumer is no longer a member of the current generation. v5 is
+ * transaction version 2 (KIP-890 part 2): the producer sent no AddOffsetsToTxn, so the
+ * group's offsets partition is added to its transaction here (as Produce v12 adds a
+ * partition), whatever transaction.partition.verification.enable says.
  */
 
 import { CONSUMER_OFFSETS_TOPIC, partitionForGroup } from '../../coordinator/group.js'
@@ -31,7 +34,7 @@ import type { ApiHandler } from './registry.js'
 export const txnOffsetCommitHandler: ApiHandler<TxnOffsetCommitRequest, TxnOffsetCommitResponse> = {
   apiKey: ApiKey.TxnOffsetCommit,
   minVersion: 0,
-  maxVersion: 4,
+  maxVersion: 5,
   async handle(context, request) {
     const version = context.apiVersion
     const partitions = request.topics.flatMap((t) =>
@@ -82,7 +85,7 @@ export const txnOffsetCommitHandler: ApiHandler<TxnOffsetCommitRequest, TxnOffse
       throttleTimeMs: 0,
       topics: request.topics.map((t) => ({
         name: t.name,
-        // v6 names topics by id; tidelog serves up to v4.
+        // v6 names topics by id; tidelog serves up to v5.
         topicId: ZERO_UUID,
         partitions: t.partitions.map((p) => ({
           partitionIndex: p.partitionIndex,
@@ -101,7 +104,10 @@ export const txnOffsetCommitHandler: ApiHandler<TxnOffsetCommitRequest, TxnOffse
  */
 async function verify(context: RequestContext, request: TxnOffsetCommitRequest): Promise<number> {
   const verifier = context.broker.transactionVerifier
-  if (!verifier || !verificationEnabled(context)) return ErrorCode.NONE
+  // Kafka's txnOffsetCommitRequestVersionToTransactionSupportedOperation: v5+ is a
+  // transaction version 2 producer, which sent no AddOffsetsToTxn; the partition is added.
+  const addPartition = context.apiVersion >= 5
+  if (!verifier || !(addPartition || verificationEnabled(context))) return ErrorCode.NONE
   const offsetsTopic = context.broker.metadataImage().topics.get(CONSUMER_OFFSETS_TOPIC)
   if (!offsetsTopic || offsetsTopic.partitions.length === 0) return ErrorCode.COORDINATOR_NOT_AVAILABLE
   const code = await verifier.verify({
@@ -110,6 +116,7 @@ async function verify(context: RequestContext, request: TxnOffsetCommitRequest):
     producerEpoch: request.producerEpoch,
     topic: CONSUMER_OFFSETS_TOPIC,
     partition: partitionForGroup(request.groupId, offsetsTopic.partitions.length),
+    addPartition,
   })
   switch (code) {
     case ErrorCode.NETWORK_EXCEPTION:
