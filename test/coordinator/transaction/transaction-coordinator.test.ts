@@ -24,7 +24,7 @@ import type {
   MarkerJob,
   MarkerOutcome,
 } from '../../../src/coordinator/transaction/transaction-marker-sender.js'
-import { TransactionState } from '../../../src/coordinator/transaction/transaction-metadata.js'
+import { TransactionState, TV_0, TV_2 } from '../../../src/coordinator/transaction/transaction-metadata.js'
 import type { ClusterImage } from '../../../src/metadata/cluster-image.js'
 import { ErrorCode } from '../../../src/protocol/error-codes.js'
 import { decodeRecordBatch, iterateBatches } from '../../../src/protocol/record-batch.js'
@@ -404,5 +404,128 @@ describe('transaction coordinator', () => {
       ErrorCode.NONE,
     )
     second.coordinator.shutdown()
+  })
+})
+
+describe('transaction coordinator, transaction version 2 (KIP-890 part 2)', () => {
+  const commitV2 = (c: TransactionCoordinator, p: { producerId: bigint; producerEpoch: number }) =>
+    c.endTxn('tx', p, 'commit', true, TV_2)
+  const abortV2 = (c: TransactionCoordinator, p: { producerId: bigint; producerEpoch: number }) =>
+    c.endTxn('tx', p, 'abort', true, TV_2)
+
+  it('every end bumps the epoch: markers carry it, the answer names it, a retry is the epoch below', async () => {
+    const clock = new ManualClock()
+    const log = new MemoryLog()
+    const { coordinator, markers } = start(clock, log)
+    await loaded(coordinator)
+    const producer = await coordinator.initProducerId('tx', TIMEOUT_MS, null)
+    assert.equal(await coordinator.addPartitions('tx', producer, tp('t', 0), TV_2), ErrorCode.NONE)
+    const bumped = { producerId: producer.producerId, producerEpoch: producer.producerEpoch + 1 }
+    assert.deepEqual(await commitV2(coordinator, producer), { errorCode: ErrorCode.NONE, ...bumped })
+    const prepared = (await log.latest()).get('tx')
+    assert.equal(prepared?.state, TransactionState.PrepareCommit)
+    assert.equal(
+      prepared?.producerEpoch,
+      bumped.producerEpoch,
+      'PrepareCommit is written with the bumped epoch',
+    )
+    assert.equal(prepared?.clientTransactionVersion, TV_2)
+    const job = markers.writeAll()
+    assert.equal(job.producerEpoch, bumped.producerEpoch, 'the markers fence the ended epoch')
+    await settle()
+    const complete = (await log.latest()).get('tx')
+    assert.equal(complete?.state, TransactionState.CompleteCommit)
+    assert.equal(complete?.producerEpoch, bumped.producerEpoch)
+    // A retry (the epoch below) is answered with the new epoch; the same epoch is the next
+    // transaction, which has nothing to commit; an abort named by the old epoch is refused.
+    assert.deepEqual(await commitV2(coordinator, producer), { errorCode: ErrorCode.NONE, ...bumped })
+    assert.equal((await commitV2(coordinator, bumped)).errorCode, ErrorCode.INVALID_TXN_STATE)
+    assert.equal((await abortV2(coordinator, producer)).errorCode, ErrorCode.INVALID_TXN_STATE)
+    assert.equal(
+      (await commitV2(coordinator, { ...producer, producerEpoch: producer.producerEpoch - 1 })).errorCode,
+      ErrorCode.PRODUCER_FENCED,
+    )
+    // The ended epoch can start nothing: its late write is fenced at the coordinator.
+    assert.equal(await coordinator.addPartitions('tx', producer, tp('t', 1), TV_2), ErrorCode.PRODUCER_FENCED)
+    assert.equal(await coordinator.addPartitions('tx', bumped, tp('t', 1), TV_2), ErrorCode.NONE)
+    const again = { ...bumped, producerEpoch: bumped.producerEpoch + 1 }
+    assert.deepEqual(await abortV2(coordinator, bumped), { errorCode: ErrorCode.NONE, ...again })
+    assert.equal(markers.writeAll().result, 'abort')
+    await settle()
+    assert.equal((await log.latest()).get('tx')?.state, TransactionState.CompleteAbort)
+    coordinator.shutdown()
+  })
+
+  it('an abort with no transaction ongoing bumps the epoch; a commit of none is refused', async () => {
+    const clock = new ManualClock()
+    const log = new MemoryLog()
+    const { coordinator, markers } = start(clock, log)
+    await loaded(coordinator)
+    const producer = await coordinator.initProducerId('tx', TIMEOUT_MS, null)
+    assert.equal((await commitV2(coordinator, producer)).errorCode, ErrorCode.INVALID_TXN_STATE)
+    const bumped = { producerId: producer.producerId, producerEpoch: producer.producerEpoch + 1 }
+    assert.deepEqual(await abortV2(coordinator, producer), { errorCode: ErrorCode.NONE, ...bumped })
+    const job = markers.writeAll()
+    assert.equal(job.pending.partitions.size, 0, 'no partition needs a marker')
+    await settle()
+    const complete = (await log.latest()).get('tx')
+    assert.equal(complete?.state, TransactionState.CompleteAbort)
+    assert.equal(complete?.producerEpoch, bumped.producerEpoch)
+    // Empty: a retry (the epoch below) of an abort that found no transaction is fenced, as Kafka.
+    const other = await coordinator.initProducerId('tx', TIMEOUT_MS, null)
+    assert.equal((await abortV2(coordinator, bumped)).errorCode, ErrorCode.PRODUCER_FENCED)
+    assert.equal((await abortV2(coordinator, other)).errorCode, ErrorCode.NONE)
+    coordinator.shutdown()
+  })
+
+  it('the last epoch ends on a new producer id at epoch 0, kept through a retry and a reload', async () => {
+    const clock = new ManualClock()
+    const log = new MemoryLog()
+    const { coordinator, markers } = start(clock, log)
+    await loaded(coordinator)
+    const producer = await coordinator.initProducerId('tx', TIMEOUT_MS, null)
+    const found = coordinator.stateManager.getTransactionState('tx')
+    assert.ok(typeof found !== 'number' && found.metadata)
+    // As if 32766 transactions had ended (the last epoch a client may use).
+    found.metadata.producerEpoch = 32766
+    const last = { producerId: producer.producerId, producerEpoch: 32766 }
+    assert.equal(await coordinator.addPartitions('tx', last, tp('t', 0), TV_2), ErrorCode.NONE)
+    const answer = await commitV2(coordinator, last)
+    assert.deepEqual(answer, { errorCode: ErrorCode.NONE, producerId: 1001n, producerEpoch: 0 })
+    const prepared = (await log.latest()).get('tx')
+    assert.equal(prepared?.nextProducerId, 1001n, 'the next producer id is in the log for a new coordinator')
+    assert.equal(markers.writeAll().producerEpoch, 32767, 'the markers use the epoch no client may')
+    await settle()
+    const complete = (await log.latest()).get('tx')
+    assert.equal(complete?.producerId, 1001n)
+    assert.equal(complete?.producerEpoch, 0)
+    assert.equal(complete?.state, TransactionState.CompleteCommit)
+    assert.deepEqual(await commitV2(coordinator, last), answer, 'a retry from the old id gets the new one')
+    coordinator.shutdown()
+    const second = start(clock, log, 4)
+    await loaded(second.coordinator)
+    const [described] = second.coordinator.describe(['tx'])
+    assert.equal(described.producerId, 1001n)
+    assert.equal(described.producerEpoch, 0)
+    second.coordinator.shutdown()
+  })
+
+  it('transaction version 1 is unchanged: no bump, no producer id or epoch in the answer', async () => {
+    const clock = new ManualClock()
+    const log = new MemoryLog()
+    const { coordinator, markers } = start(clock, log)
+    await loaded(coordinator)
+    const producer = await coordinator.initProducerId('tx', TIMEOUT_MS, null)
+    assert.equal(await coordinator.addPartitions('tx', producer, tp('t', 0)), ErrorCode.NONE)
+    assert.deepEqual(await coordinator.endTxn('tx', producer, 'commit', true, TV_0), {
+      errorCode: ErrorCode.NONE,
+      producerId: -1n,
+      producerEpoch: -1,
+    })
+    assert.equal(markers.writeAll().producerEpoch, producer.producerEpoch)
+    await settle()
+    assert.equal((await log.latest()).get('tx')?.producerEpoch, producer.producerEpoch)
+    assert.equal((await log.latest()).get('tx')?.clientTransactionVersion, TV_0)
+    coordinator.shutdown()
   })
 })
