@@ -78,7 +78,7 @@ export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [
     api: /^ApiVersions /,
     path: /^apiKeys\[apiKey=\d+\]\.maxVersion$/,
     values: (tidelog, kafka) => (tidelog as number) < (kafka as number),
-    why: 'Kafka 4.4 versions tidelog does not serve (README "API versions"): Produce v12-13, EndTxn v5 and TxnOffsetCommit v5-6 (transaction version 2); clients negotiate down',
+    why: 'Kafka 4.4 versions tidelog does not serve (README "API versions"): Produce v13 and TxnOffsetCommit v6 (topic ids); clients negotiate down',
   },
   {
     api: /^ApiVersions /,
@@ -107,13 +107,13 @@ export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [
   {
     api: /^ApiVersions /,
     path: /^(supportedFeatures|finalizedFeatures)\[name=[a-z.]+\]$|^finalizedFeaturesEpoch$/,
-    why: 'tidelog supports what it runs (src/metadata/features.ts): group.version 0-1, share.version 0-1, no metadata.version (not KRaft), transaction.version 0 (no transaction version 2), no streams groups, no ELR feature; Kafka 4.4 finalizes its latest of each, its epoch the metadata offset (tidelog: the store revision of the last feature change, 0 before any)',
+    why: 'tidelog supports what it runs (src/metadata/features.ts): group.version 0-1, share.version 0-1, no metadata.version (not KRaft), transaction.version 0-2 but finalized at 0 by default, no streams groups, no ELR feature; Kafka 4.4 finalizes its latest of each, its epoch the metadata offset (tidelog: the store revision of the last feature change, 0 before any)',
   },
   {
     api: /^ApiVersions v[45]$/,
-    path: /^supportedFeatures\[name=(kraft|streams|transaction)\.version\]\.maxVersion$/,
+    path: /^supportedFeatures\[name=(kraft|streams)\.version\]\.maxVersion$/,
     values: (tidelog, kafka) => tidelog === 0 && typeof kafka === 'number' && kafka > 0,
-    why: 'ApiVersions v4+ lists the features whose lowest level is 0 (v3 leaves them out), with the highest level the broker supports: tidelog 0 for kraft.version (not KRaft), streams.version (no streams groups, KIP-1071) and transaction.version (no transaction version 2); Kafka 4.4 supports 1, 1 and 2 (met by the Java client session, which asks at v5)',
+    why: 'ApiVersions v4+ lists the features whose lowest level is 0 (v3 leaves them out), with the highest level the broker supports: tidelog 0 for kraft.version (not KRaft) and streams.version (no streams groups, KIP-1071); Kafka 4.4 supports 1 and 1 (met by the Java client session, which asks at v5)',
   },
   {
     api: /^ApiVersions /,

@@ -46,13 +46,14 @@ test("feature updates are checked as Kafka 4.4's controller checks them, with it
     [update('group.version', 0, UNSAFE_DOWNGRADE), null],
     [update('group.version', 1, SAFE_DOWNGRADE), null],
     [update('transaction.version', 0), null],
+    [update('transaction.version', 2), null],
     [
       update('group.version', 2),
       'Invalid update version 2 for feature group.version. Local controller 1 only supports versions 0-1',
     ],
     [
-      update('transaction.version', 2),
-      'Invalid update version 2 for feature transaction.version. Local controller 1 does not support this feature.',
+      update('transaction.version', 3),
+      'Invalid update version 3 for feature transaction.version. Local controller 1 only supports versions 0-2',
     ],
     [
       update('no.such', 1),

@@ -55,8 +55,8 @@ test('Kafka 4.4 versions: ApiVersions features and targets, topic-id offsets, tr
             ApiKey.EndTxn,
             ApiKey.TxnOffsetCommit,
           ].map((k) => max.get(k)),
-          [11, 18, 11, 13, 10, 10, 6, 5, 4, 4],
-          'Kafka 4.4 maxima, except the transaction-version-2 APIs',
+          [12, 18, 11, 13, 10, 10, 6, 5, 5, 5],
+          'Kafka 4.4 maxima, except the topic-id versions of Produce (13) and TxnOffsetCommit (6)',
         )
         assert.deepEqual(
           v4.supportedFeatures.map((f) => [f.name, f.minVersion, f.maxVersion]),
@@ -65,7 +65,7 @@ test('Kafka 4.4 versions: ApiVersions features and targets, topic-id offsets, tr
             ['kraft.version', 0, 0],
             ['share.version', 0, 1],
             ['streams.version', 0, 0],
-            ['transaction.version', 0, 0],
+            ['transaction.version', 0, 2],
           ],
         )
         assert.deepEqual(
@@ -74,7 +74,7 @@ test('Kafka 4.4 versions: ApiVersions features and targets, topic-id offsets, tr
             ['group.version', 1, 1],
             ['share.version', 1, 1],
           ],
-          'transaction.version is not finalized: Kafka 4 producers keep transaction protocol v1',
+          'transaction.version is not finalized by default: Kafka 4 producers keep transaction protocol v1',
         )
         assert.equal(v4.finalizedFeaturesEpoch, 0n)
         const v3 = await rawCall<ApiVersionsResponse>(raw, ApiKey.ApiVersions, 3, SOFTWARE)
