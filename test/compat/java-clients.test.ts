@@ -9,9 +9,10 @@
  *
  * Kafka 4.4 finalizes transaction.version 2 (KIP-890: no AddPartitionsToTxn from the
  * producer, epoch bumped at every commit) and the Java client follows what a broker
- * finalizes; tidelog finalizes no features, so its transactions run version 1. The
- * transaction checks run a third time against a Kafka node formatted with
- * transaction.version=1, the generation tidelog speaks.
+ * finalizes; tidelog finalizes transaction.version 0 by default, so its transactions run
+ * version 1 in the main run. The transaction checks run again against tidelog with
+ * transaction.version upgraded to 2 (Produce v12, EndTxn v5, TxnOffsetCommit v5), and
+ * against a Kafka node formatted with transaction.version=1.
  *
  * Both brokers run the StandardAuthorizer with the PLAINTEXT principal User:ANONYMOUS as
  * super user: every request is allowed, and the ACL check has an authorizer to talk to.
@@ -22,6 +23,9 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { ErrorCode } from '../../src/protocol/error-codes.js'
+import type { ApiVersionsResponse } from '../../src/protocol/generated/api-versions-response.js'
+import { ApiKey, type UpdateFeaturesResponse } from '../../src/protocol/generated/index.js'
 import type { Cluster } from '../../src/server/cluster.js'
 import { startCluster } from '../helpers/cluster.js'
 import { recordCompatResults } from '../helpers/compat-results.js'
@@ -32,6 +36,9 @@ import {
   startKafkaReference,
   TIDELOG_AS_REFERENCE,
 } from '../helpers/kafka-reference.js'
+import { rawCall } from '../helpers/raw-call.js'
+import { RawClient } from '../helpers/raw-client.js'
+import { waitUntil } from '../helpers/wait.js'
 
 /** Every check of Conformance.java, in its order. */
 const CHECKS = [
@@ -178,6 +185,41 @@ function assertAllPassed(run: Run, checks: readonly CheckName[]): void {
   assert.deepEqual(failed, [], `client log:\n${run.stderr.slice(-4000)}`)
 }
 
+/**
+ * UpdateFeatures to transaction.version 2 on one broker, then waits until every broker
+ * reports it: the Java producer picks the protocol from the broker it asks.
+ */
+async function finalizeTransactionVersion2(cluster: Cluster): Promise<void> {
+  const ask = async <T>(index: number, apiKey: number, version: number, body: unknown): Promise<T> => {
+    const client = await RawClient.connect(cluster.brokers[index].port)
+    try {
+      return await rawCall<T>(client, apiKey, version, body, 30_000)
+    } finally {
+      client.socket.destroy()
+    }
+  }
+  const upgrade = await ask<UpdateFeaturesResponse>(0, ApiKey.UpdateFeatures, 1, {
+    timeoutMs: 30_000,
+    featureUpdates: [
+      { feature: 'transaction.version', maxVersionLevel: 2, upgradeType: 1, allowDowngrade: false },
+    ],
+    validateOnly: false,
+  })
+  assert.equal(upgrade.errorCode, ErrorCode.NONE, upgrade.errorMessage ?? '')
+  await waitUntil('every broker reports transaction.version 2', 30_000, async () => {
+    const levels = await Promise.all(
+      cluster.brokers.map(async (_, index) => {
+        const versions = await ask<ApiVersionsResponse>(index, ApiKey.ApiVersions, 4, {
+          clientSoftwareName: 'java-clients-test',
+          clientSoftwareVersion: '1',
+        })
+        return versions.finalizedFeatures.find((f) => f.name === 'transaction.version')?.maxVersionLevel
+      }),
+    )
+    return levels.every((level) => level === 2)
+  })
+}
+
 describe('Java kafka-clients 4.4 conformance', () => {
   before(async () => {
     classpath = await compileJava('Conformance', 'clients')
@@ -214,6 +256,25 @@ describe('Java kafka-clients 4.4 conformance', () => {
         }
       }
       assert.deepEqual(unexpected, [], `client log:\n${stderr.slice(-4000)}`)
+    })
+  })
+
+  describe('tidelog on 3 brokers with transaction.version=2 (KIP-890 part 2)', () => {
+    let cluster: Cluster | undefined
+    before(async () => {
+      cluster = await startCluster({ brokers: 3, port: 0, properties: TIDELOG_AS_REFERENCE })
+      await finalizeTransactionVersion2(cluster)
+    })
+    after(async () => {
+      await cluster?.stop()
+    })
+
+    it('passes the transaction checks with Produce v12, EndTxn v5 and TxnOffsetCommit v5', async () => {
+      assert.ok(cluster)
+      const run = await runChecks(cluster.bootstrapServers, TRANSACTION_CHECKS)
+      report('tidelog-tv2', run)
+      assertAllPassed(run, TRANSACTION_CHECKS)
+      assert.match(run.features, /transaction\.version=2/)
     })
   })
 

@@ -308,7 +308,10 @@ export class TransactionCoordinator {
     clientTransactionVersion: TransactionVersion = TV_0,
   ): Promise<number> {
     if (transactionalId === '') return ErrorCode.INVALID_REQUEST
-    await this.awaitCompletion(transactionalId)
+    // A leader adding a TV2 producer's partition is not parked: it holds a verification
+    // guard that the previous transaction's marker, arriving meanwhile, would void. It is
+    // answered CONCURRENT_TRANSACTIONS at once (Kafka's answer), and the produce retried.
+    if (!supportsEpochBump(clientTransactionVersion)) await this.awaitCompletion(transactionalId)
     const entry = this.stateManager.getTransactionState(transactionalId)
     if (typeof entry === 'number') return entry
     const metadata = entry.metadata
