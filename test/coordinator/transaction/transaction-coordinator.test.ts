@@ -430,6 +430,14 @@ describe('transaction coordinator, transaction version 2 (KIP-890 part 2)', () =
       'PrepareCommit is written with the bumped epoch',
     )
     assert.equal(prepared?.clientTransactionVersion, TV_2)
+    // A leader adding a partition for the next transaction while the markers are on their
+    // way is answered at once (not parked): its verification guard would not survive them.
+    let answered: number | undefined
+    void coordinator.addPartitions('tx', bumped, tp('t', 1), TV_2).then((code) => {
+      answered = code
+    })
+    await settle()
+    assert.equal(answered, ErrorCode.CONCURRENT_TRANSACTIONS)
     const job = markers.writeAll()
     assert.equal(job.producerEpoch, bumped.producerEpoch, 'the markers fence the ended epoch')
     await settle()
