@@ -10,7 +10,8 @@
  * - after the end, a Produce v12 from the old epoch is refused, to a partition of the ended
  *   transaction (its marker carries the bumped epoch) and to another one (the coordinator
  *   fences the old epoch);
- * - an abort with no transaction ongoing only bumps the epoch; a commit of none is refused.
+ * - an abort with no transaction ongoing only bumps the epoch; a commit of none is refused;
+ * - a transaction past its timeout is aborted by the coordinator one epoch up.
  */
 import assert from 'node:assert/strict'
 import { after, describe, it } from 'node:test'
@@ -34,6 +35,9 @@ import { waitUntil } from '../helpers/wait.js'
 const TOPIC = 'tv2-raw'
 const TRANSACTIONAL_ID = 'tv2-raw-txn'
 const STEP_DEADLINE_MS = 60_000
+/** Short enough that the coordinator aborts within seconds; its abort check runs every 500 ms. */
+const SHORT_TIMEOUT_MS = 2000
+const CLEANUP = { 'transaction.abort.timed.out.transaction.cleanup.interval.ms': 500 }
 
 const EXPECTED = [
   'ApiVersions: Produce v12, EndTxn v5, TxnOffsetCommit v5; transaction.version 2',
@@ -51,6 +55,14 @@ const EXPECTED = [
   'EndTxn v5 abort epoch+2 NONE -> same id, epoch+3',
   'state CompleteAbort',
   'EndTxn v5 commit epoch+3 INVALID_TXN_STATE',
+  'InitProducerId NONE epoch+4',
+  'Produce v12 p0 epoch+4 NONE',
+  'state CompleteAbort',
+  // Kafka 4.4 bumps a timed-out TV2 transaction's epoch once (the abort's bump, not the
+  // fence's too): the producer's abort of it is then a retry, its commit refused.
+  'timed out: epoch+5',
+  'EndTxn v5 commit epoch+4 INVALID_TXN_STATE',
+  'EndTxn v5 abort epoch+4 NONE -> same id, epoch+5',
 ]
 
 /** Answers a client retries as they are. */
@@ -189,6 +201,30 @@ async function replay(port: number): Promise<string[]> {
     await end('abort', base + 2) // no transaction ongoing: the epoch is bumped all the same
     await awaitState('CompleteAbort')
     await end('commit', base + 3)
+
+    // The coordinator's own abort of a transaction past its timeout (the cluster's
+    // transaction version decides how it bumps): the epoch it leaves, and what the
+    // producer is told then.
+    const timedOut = await settled(
+      'InitProducerId',
+      () =>
+        call<InitProducerIdResponse>(ApiKey.InitProducerId, 5, {
+          transactionalId: TRANSACTIONAL_ID,
+          transactionTimeoutMs: SHORT_TIMEOUT_MS,
+          producerId,
+          producerEpoch: base + 3,
+        }),
+      (a) => a.errorCode,
+    )
+    log.push(`InitProducerId ${errorName(timedOut.errorCode)} epoch+${timedOut.producerEpoch - base}`)
+    await produce(0, timedOut.producerEpoch)
+    await awaitState('CompleteAbort')
+    const described = await call<DescribeTransactionsResponse>(ApiKey.DescribeTransactions, 0, {
+      transactionalIds: [TRANSACTIONAL_ID],
+    })
+    log.push(`timed out: epoch+${(described.transactionStates[0]?.producerEpoch ?? 0) - base}`)
+    await end('commit', timedOut.producerEpoch)
+    await end('abort', timedOut.producerEpoch)
     return log
   } finally {
     client.socket.destroy()
@@ -204,7 +240,7 @@ describe('transaction version 2 on the wire: tidelog answers as Kafka 4.4', () =
   })
 
   it('tidelog (1 broker, transaction.version upgraded to 2)', { timeout: 180_000 }, async () => {
-    cluster = await startCluster({ brokers: 1, properties: TIDELOG_AS_REFERENCE })
+    cluster = await startCluster({ brokers: 1, properties: { ...TIDELOG_AS_REFERENCE, ...CLEANUP } })
     const port = cluster.broker(cluster.brokerIds[0]).port
     const client = await RawClient.connect(port)
     try {
@@ -236,7 +272,7 @@ describe('transaction version 2 on the wire: tidelog answers as Kafka 4.4', () =
   it('Kafka 4.4 (1 node, transaction.version 2 by default): the same answers', {
     timeout: 300_000,
   }, async () => {
-    kafka = await startKafkaReference({ nodes: 1 })
+    kafka = await startKafkaReference({ nodes: 1, properties: CLEANUP })
     const port = Number(kafka.bootstrap.split(',')[0]?.split(':')[1])
     assert.deepEqual(await replay(port), EXPECTED)
   })

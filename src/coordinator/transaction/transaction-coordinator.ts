@@ -450,9 +450,13 @@ export class TransactionCoordinator {
     if (exhausted && nextProducerId === NO_PRODUCER_ID) return fail(ErrorCode.CONCURRENT_TRANSACTIONS)
     if (decision.isEpochFence) {
       // The fence is not written on its own: its bumped epoch rides on the PrepareAbort.
+      // With TV2 the abort bumps the epoch itself, once (as Kafka 4.4: a timed-out
+      // transaction ends one epoch up, and the producer's abort of it is then a retry).
       metadata.pendingState = null
-      metadata.producerEpoch = producer.producerEpoch
-      metadata.lastProducerEpoch = NO_PRODUCER_EPOCH
+      if (!bumps) {
+        metadata.producerEpoch = producer.producerEpoch
+        metadata.lastProducerEpoch = NO_PRODUCER_EPOCH
+      }
     }
     const coordinatorEpoch = entry.shard.coordinatorEpoch
     const transit = metadata.prepareAbortOrCommit(
