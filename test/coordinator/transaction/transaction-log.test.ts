@@ -111,6 +111,47 @@ describe('TransactionLogValue', () => {
     assert.equal(decoded.txnLastUpdateTimestampMs, 5)
   })
 
+  it('writes version 1 for a transaction version 2 transaction, bytes as the reader above reads them', () => {
+    const expected = new Writer(64)
+      .writeInt16(1)
+      .writeInt64(12n)
+      .writeInt16(0)
+      .writeInt32(1000)
+      .writeInt8(TransactionState.PrepareCommit)
+      .writeCompactArrayLength(1)
+      .writeCompactString('t')
+      .writeCompactArrayLength(1)
+      .writeInt32(3)
+      .writeUnsignedVarint(0)
+      .writeInt64(5n)
+      .writeInt64(4n)
+      // Only the tags that differ from their defaults: next producer id and client version.
+      .writeUnsignedVarint(2)
+      .writeUnsignedVarint(1)
+      .writeUnsignedVarint(8)
+      .writeInt64(13n)
+      .writeUnsignedVarint(2)
+      .writeUnsignedVarint(2)
+      .writeInt16(2)
+      .toBuffer()
+    const written = encodeTransactionLogValue({
+      producerId: 12n,
+      previousProducerId: -1n,
+      nextProducerId: 13n,
+      producerEpoch: 0,
+      txnTimeoutMs: 1000,
+      state: TransactionState.PrepareCommit,
+      partitions: new Map([['t', new Set([3])]]),
+      txnLastUpdateTimestampMs: 5,
+      txnStartTimestampMs: 4,
+      clientTransactionVersion: 2,
+    })
+    assert.deepEqual(written, expected)
+    const decoded = decodeTransactionLogValue(written)
+    assert.equal(decoded.nextProducerId, 13n)
+    assert.equal(decoded.clientTransactionVersion, 2)
+  })
+
   it('refuses unknown versions and states, and never writes PrepareEpochFence or Dead', () => {
     assert.throws(() => decodeTransactionLogValue(Buffer.from([0, 2, 0, 0])), TransactionLogFormatError)
     const bad = Buffer.from(encodeTransactionLogValue(value))
