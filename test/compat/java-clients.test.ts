@@ -23,9 +23,6 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import { ErrorCode } from '../../src/protocol/error-codes.js'
-import type { ApiVersionsResponse } from '../../src/protocol/generated/api-versions-response.js'
-import { ApiKey, type UpdateFeaturesResponse } from '../../src/protocol/generated/index.js'
 import type { Cluster } from '../../src/server/cluster.js'
 import { startCluster } from '../helpers/cluster.js'
 import { recordCompatResults } from '../helpers/compat-results.js'
@@ -36,9 +33,7 @@ import {
   startKafkaReference,
   TIDELOG_AS_REFERENCE,
 } from '../helpers/kafka-reference.js'
-import { rawCall } from '../helpers/raw-call.js'
-import { RawClient } from '../helpers/raw-client.js'
-import { waitUntil } from '../helpers/wait.js'
+import { finalizeTransactionVersion2 } from '../helpers/transaction-version.js'
 
 /** Every check of Conformance.java, in its order. */
 const CHECKS = [
@@ -183,41 +178,6 @@ function assertAllPassed(run: Run, checks: readonly CheckName[]): void {
   assert.deepEqual([...run.outcomes.keys()], [...checks], 'every check ran')
   const failed = [...run.outcomes].filter(([, o]) => !o.pass).map(([name, o]) => `${name}: ${o.reason}`)
   assert.deepEqual(failed, [], `client log:\n${run.stderr.slice(-4000)}`)
-}
-
-/**
- * UpdateFeatures to transaction.version 2 on one broker, then waits until every broker
- * reports it: the Java producer picks the protocol from the broker it asks.
- */
-async function finalizeTransactionVersion2(cluster: Cluster): Promise<void> {
-  const ask = async <T>(index: number, apiKey: number, version: number, body: unknown): Promise<T> => {
-    const client = await RawClient.connect(cluster.brokers[index].port)
-    try {
-      return await rawCall<T>(client, apiKey, version, body, 30_000)
-    } finally {
-      client.socket.destroy()
-    }
-  }
-  const upgrade = await ask<UpdateFeaturesResponse>(0, ApiKey.UpdateFeatures, 1, {
-    timeoutMs: 30_000,
-    featureUpdates: [
-      { feature: 'transaction.version', maxVersionLevel: 2, upgradeType: 1, allowDowngrade: false },
-    ],
-    validateOnly: false,
-  })
-  assert.equal(upgrade.errorCode, ErrorCode.NONE, upgrade.errorMessage ?? '')
-  await waitUntil('every broker reports transaction.version 2', 30_000, async () => {
-    const levels = await Promise.all(
-      cluster.brokers.map(async (_, index) => {
-        const versions = await ask<ApiVersionsResponse>(index, ApiKey.ApiVersions, 4, {
-          clientSoftwareName: 'java-clients-test',
-          clientSoftwareVersion: '1',
-        })
-        return versions.finalizedFeatures.find((f) => f.name === 'transaction.version')?.maxVersionLevel
-      }),
-    )
-    return levels.every((level) => level === 2)
-  })
 }
 
 describe('Java kafka-clients 4.4 conformance', () => {
