@@ -75,6 +75,9 @@ export interface InitProducerIdResult extends ProducerIdAndEpoch {
   readonly errorCode: number
 }
 
+/** EndTxn's answer: v5 (transaction version 2) names the producer id and epoch to go on with. */
+export type EndTxnResult = InitProducerIdResult
+
 export interface PartitionCode {
   readonly topic: string
   readonly partition: number
@@ -410,8 +413,8 @@ export class TransactionCoordinator {
     result: TransactionResult,
     isFromClient: boolean,
     clientTransactionVersion: TransactionVersion,
-  ): Promise<InitProducerIdResult> {
-    const fail = (errorCode: number): InitProducerIdResult => ({
+  ): Promise<EndTxnResult> {
+    const fail = (errorCode: number): EndTxnResult => ({
       errorCode,
       producerId: NO_PRODUCER_ID,
       producerEpoch: NO_PRODUCER_EPOCH,
@@ -468,7 +471,7 @@ export class TransactionCoordinator {
     )
     const errorCode = await this.stateManager.appendTransactionToLog(metadata, coordinatorEpoch, transit)
     if (errorCode !== ErrorCode.NONE) {
-      // The epoch stays bumped in memory; the retried fence must not bump it again.
+      // The fence's epoch is not bumped again by its retry (TV1: it stays bumped in memory).
       if (decision.isEpochFence && this.isCurrent(entry.shard, metadata)) metadata.hasFailedEpochFence = true
       return fail(errorCode)
     }
