@@ -111,7 +111,15 @@ test('transactional produce is verified with the coordinator before it opens a t
 
     assert.equal(await produce(0, 0), ErrorCode.NONE)
     assert.deepEqual(asked, [
-      { transactionalId: 'tx-v', producerId: PID, producerEpoch: 0, topic: TOPIC, partition: 0 },
+      {
+        transactionalId: 'tx-v',
+        producerId: PID,
+        producerEpoch: 0,
+        topic: TOPIC,
+        partition: 0,
+        // Produce below v12: verified, not added (transaction version 1).
+        addPartition: false,
+      },
     ])
     assert.equal(await produce(0, 1), ErrorCode.NONE)
     assert.equal(asked.length, 1, 'a write inside the open transaction is not verified again')
