@@ -37,6 +37,8 @@ export const SUPPORTED_FEATURES: readonly SupportedFeature[] = [
 export const BOOTSTRAP_FEATURE_LEVELS: ReadonlyMap<string, number> = new Map([
   ['group.version', 1],
   ['share.version', 1],
+  // Kafka 4.4's default too: Kafka 4 producers use transaction version 2 (KIP-890 part 2).
+  ['transaction.version', 2],
 ])
 
 /** The epoch of the bootstrap levels, before any change (Kafka's -1 would mean unknown). */

@@ -9,10 +9,9 @@
  *
  * Kafka 4.4 finalizes transaction.version 2 (KIP-890: no AddPartitionsToTxn from the
  * producer, epoch bumped at every commit) and the Java client follows what a broker
- * finalizes; tidelog finalizes transaction.version 0 by default, so its transactions run
- * version 1 in the main run. The transaction checks run again against tidelog with
- * transaction.version upgraded to 2 (Produce v12, EndTxn v5, TxnOffsetCommit v5), and
- * against a Kafka node formatted with transaction.version=1.
+ * finalizes; so does tidelog (Produce v12, EndTxn v5, TxnOffsetCommit v5). The transaction
+ * checks run again with transaction version 1: against tidelog downgraded to
+ * transaction.version 0 and against a Kafka node formatted with transaction.version=1.
  *
  * Both brokers run the StandardAuthorizer with the PLAINTEXT principal User:ANONYMOUS as
  * super user: every request is allowed, and the ACL check has an authorizer to talk to.
@@ -33,7 +32,7 @@ import {
   startKafkaReference,
   TIDELOG_AS_REFERENCE,
 } from '../helpers/kafka-reference.js'
-import { finalizeTransactionVersion2 } from '../helpers/transaction-version.js'
+import { setTransactionVersion } from '../helpers/transaction-version.js'
 
 /** Every check of Conformance.java, in its order. */
 const CHECKS = [
@@ -203,6 +202,7 @@ describe('Java kafka-clients 4.4 conformance', () => {
       const run = await runChecks(cluster.bootstrapServers)
       const { outcomes, stderr } = run
       report('tidelog', run)
+      assert.match(run.features, /transaction\.version=2/)
       tidelogTopicConfigs = run.topicConfigs
       assert.deepEqual([...outcomes.keys()], [...CHECKS], 'every check ran')
       const unexpected: string[] = []
@@ -219,22 +219,22 @@ describe('Java kafka-clients 4.4 conformance', () => {
     })
   })
 
-  describe('tidelog on 3 brokers with transaction.version=2 (KIP-890 part 2)', () => {
+  describe('tidelog on 3 brokers with transaction.version=0 (transaction version 1)', () => {
     let cluster: Cluster | undefined
     before(async () => {
       cluster = await startCluster({ brokers: 3, port: 0, properties: TIDELOG_AS_REFERENCE })
-      await finalizeTransactionVersion2(cluster)
+      await setTransactionVersion(cluster, 0)
     })
     after(async () => {
       await cluster?.stop()
     })
 
-    it('passes the transaction checks with Produce v12, EndTxn v5 and TxnOffsetCommit v5', async () => {
+    it('passes the transaction checks with AddPartitionsToTxn, EndTxn v4 and TxnOffsetCommit v4', async () => {
       assert.ok(cluster)
       const run = await runChecks(cluster.bootstrapServers, TRANSACTION_CHECKS)
-      report('tidelog-tv2', run)
+      report('tidelog-tv1', run)
       assertAllPassed(run, TRANSACTION_CHECKS)
-      assert.match(run.features, /transaction\.version=2/)
+      assert.doesNotMatch(run.features, /transaction\.version/)
     })
   })
 
@@ -257,7 +257,7 @@ describe('Java kafka-clients 4.4 conformance', () => {
     })
   })
 
-  describe('Apache Kafka 4.4 on 1 node with transaction.version=1 (what tidelog speaks)', () => {
+  describe('Apache Kafka 4.4 on 1 node with transaction.version=1 (transaction version 1)', () => {
     let kafka: KafkaReference | undefined
     before(async () => {
       kafka = await startKafkaReference({ nodes: 1, features: { 'transaction.version': 1 } })

@@ -5,8 +5,8 @@
  * started again on the same state directory; then every word's committed counts must rise
  * strictly and end exact. Run against tidelog on 3 brokers and, the same way, against Apache
  * Kafka 4.4 on 3 nodes (a failure there is a bad test). Both run transaction version 2
- * (KIP-890 part 2: Produce v12, EndTxn v5, TxnOffsetCommit v5), Kafka 4.4's default, which
- * tidelog turns on with UpdateFeatures here; the Java conformance suite covers version 1.
+ * (KIP-890 part 2: Produce v12, EndTxn v5, TxnOffsetCommit v5), the default of both; the
+ * Java conformance suite covers version 1.
  * With a planted tidelog bug
  * (read_committed fetches serving aborted records) it failed: after the kill every word's
  * count ended 5-8 above the exact one (records of aborted transactions read back).
@@ -28,7 +28,6 @@ import {
   startKafkaReference,
   TIDELOG_AS_REFERENCE,
 } from '../helpers/kafka-reference.js'
-import { finalizeTransactionVersion2 } from '../helpers/transaction-version.js'
 
 /** Lines of 3 words: at about 1 ms a line the application runs some seconds, long enough to be killed. */
 const LINES = 6000
@@ -129,7 +128,6 @@ describe('Kafka Streams 4.4 word count, exactly_once_v2, killed mid-stream', () 
         port: 0,
         properties: TIDELOG_AS_REFERENCE,
       })
-      await finalizeTransactionVersion2(cluster)
     })
     after(async () => {
       await cluster?.stop()

@@ -1,6 +1,6 @@
 /**
- * Transaction version 2 (KIP-890 part 2) on a tidelog test cluster, which finalizes
- * transaction.version 0 by default.
+ * The transaction version of a tidelog test cluster (transaction.version, 2 by default as
+ * on Kafka 4.4; 0 for the classic protocol, version 1).
  */
 import assert from 'node:assert/strict'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
@@ -12,10 +12,10 @@ import { RawClient } from './raw-client.js'
 import { waitUntil } from './wait.js'
 
 /**
- * UpdateFeatures to transaction.version 2 on one broker, then waits until every broker
- * reports it: the Java producer picks the protocol from the broker it asks.
+ * UpdateFeatures of transaction.version to `level` on one broker, then waits until every
+ * broker reports it: the Java producer picks the protocol from the broker it asks.
  */
-export async function finalizeTransactionVersion2(cluster: Cluster): Promise<void> {
+export async function setTransactionVersion(cluster: Cluster, level: 0 | 2): Promise<void> {
   const ask = async <T>(index: number, apiKey: number, version: number, body: unknown): Promise<T> => {
     const client = await RawClient.connect(cluster.brokers[index].port)
     try {
@@ -27,21 +27,28 @@ export async function finalizeTransactionVersion2(cluster: Cluster): Promise<voi
   const upgrade = await ask<UpdateFeaturesResponse>(0, ApiKey.UpdateFeatures, 1, {
     timeoutMs: 30_000,
     featureUpdates: [
-      { feature: 'transaction.version', maxVersionLevel: 2, upgradeType: 1, allowDowngrade: false },
+      // A downgrade must say it is one (1 upgrade, 2 safe downgrade).
+      {
+        feature: 'transaction.version',
+        maxVersionLevel: level,
+        upgradeType: level === 2 ? 1 : 2,
+        allowDowngrade: false,
+      },
     ],
     validateOnly: false,
   })
   assert.equal(upgrade.errorCode, ErrorCode.NONE, upgrade.errorMessage ?? '')
-  await waitUntil('every broker reports transaction.version 2', 30_000, async () => {
+  await waitUntil(`every broker reports transaction.version ${level}`, 30_000, async () => {
     const levels = await Promise.all(
       cluster.brokers.map(async (_, index) => {
         const versions = await ask<ApiVersionsResponse>(index, ApiKey.ApiVersions, 4, {
           clientSoftwareName: 'java-clients-test',
           clientSoftwareVersion: '1',
         })
-        return versions.finalizedFeatures.find((f) => f.name === 'transaction.version')?.maxVersionLevel
+        // Level 0 is disabled: Kafka leaves it out of the finalized features.
+        return versions.finalizedFeatures.find((f) => f.name === 'transaction.version')?.maxVersionLevel ?? 0
       }),
     )
-    return levels.every((level) => level === 2)
+    return levels.every((reported) => reported === level)
   })
 }

@@ -45,7 +45,7 @@ test("feature updates are checked as Kafka 4.4's controller checks them, with it
     [update('group.version', 0, SAFE_DOWNGRADE), null],
     [update('group.version', 0, UNSAFE_DOWNGRADE), null],
     [update('group.version', 1, SAFE_DOWNGRADE), null],
-    [update('transaction.version', 0), null],
+    [update('transaction.version', 0, SAFE_DOWNGRADE), null],
     [update('transaction.version', 2), null],
     [
       update('group.version', 2),
@@ -135,12 +135,13 @@ test('updateFeatures writes all levels or none; validateOnly writes nothing', as
   )
   assert.equal(error?.feature, 'streams.version')
   assert.equal(image, EMPTY, 'a refused request wrote a level')
-  assert.equal(await updateFeatures(metadata, [update('transaction.version', 0)], false, CONTROLLER), null)
+  assert.equal(await updateFeatures(metadata, [update('streams.version', 0)], false, CONTROLLER), null)
   // The first write keeps the bootstrap levels beside the new one.
   assert.deepEqual([...finalizedFeaturesOf(image).levels].sort(), [
     ['group.version', 1],
     ['share.version', 1],
-    ['transaction.version', 0],
+    ['streams.version', 0],
+    ['transaction.version', 2],
   ])
 })
 
