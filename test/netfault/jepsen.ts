@@ -1,7 +1,7 @@
 /**
  * `--workload jepsen` (issue 35 item 2): Jepsen's Kafka workload on the netfault cluster.
- * Transactional producers (tidelog's client, transaction version 1: tidelog has no KIP-890
- * part 2 yet) write records to several partitions per transaction and commit or abort at
+ * Transactional producers (tidelog's client, transaction version 1: it does not speak
+ * KIP-890 part 2) write records to several partitions per transaction and commit or abort at
  * random; read_committed consumers in consumer groups (classic, and KIP-848's protocol)
  * poll while members join and leave. Everything the clients see goes to a history file in
  * `tidelog verify`'s format (docs/history-format.md) as it happens; at the end a

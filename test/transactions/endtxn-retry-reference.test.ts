@@ -1,9 +1,10 @@
 /**
  * Issue 40 item 3: what a transactional client is told when it ends a transaction again,
  * late, or at a coordinator that took over, replayed as raw requests against tidelog and
- * against Apache Kafka 4.4 (the reference broker), three brokers each, both with
- * transaction version 1 (tidelog finalizes no transaction.version, so its clients run
- * version 1; EndTxn up to v4 is version 1 on Kafka too). Every step's answer is recorded
+ * against Apache Kafka 4.4 (the reference broker), three brokers each, with transaction
+ * version 1 requests (EndTxn up to v4 and AddPartitionsToTxn from the client are version 1
+ * on both, whatever transaction.version is finalized: tidelog's 2, the reference's 1; a
+ * timeout bumps the epoch once either way). Every step's answer is recorded
  * and the transcripts compared; Kafka's is the one its
  * TransactionCoordinator.endTransactionWithTV1 gives:
  *
