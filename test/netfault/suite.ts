@@ -24,7 +24,7 @@ import { Kafka, logLevel } from 'kafkajs'
 import type { MetadataStore } from '../../src/metadata/store/metadata-store.js'
 import { formatVerifyReport } from '../../src/verify/format.js'
 import { BrokerProcess } from '../helpers/broker-process.js'
-import { confluent, confluentConsume } from '../helpers/compat-clients.js'
+import { confluent, confluentConsume, pypiPython } from '../helpers/compat-clients.js'
 import { type EtcdProcess, startEtcd } from '../helpers/etcd.js'
 import {
   type Ack,
@@ -316,6 +316,9 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
       producers.push(
         new PythonProducer(`${IDEMPOTENT_PREFIX}ck1`, {
           ...spec,
+          // librdkafka 2.16: before 2.3.0 a cut connection could make the next batch's
+          // OUT_OF_ORDER_SEQUENCE_NUMBER fatal (librdkafka #4438; test/fault/suite.ts).
+          python: pypiPython(),
           rate: options.rate,
           config: {
             acks: 'all',
