@@ -91,6 +91,13 @@ export class Connection implements ClientConnection {
   private decoder: FrameDecoder
   private readonly queue: ResponseSlot[] = []
   private closed = false
+  /**
+   * False once this side closed the connection: frames not yet handled are dropped then. A
+   * close by the peer leaves it true: the requests it wrote before closing are still handled
+   * (their answers go nowhere), as Kafka handles every request it read before it sees the
+   * close. An acks=0 producer closes right after its last write, with nothing to wait for.
+   */
+  private dispatching = true
   private readingPaused = false
   /**
    * Non-null while a request that must finish before the next is read (an acks=0 produce)
@@ -149,6 +156,7 @@ export class Connection implements ClientConnection {
 
   /** Closes the connection after logging why, once. */
   close(reason: string, error?: unknown, level: 'warn' | 'info' | 'debug' = 'warn'): void {
+    this.dispatching = false
     if (this.closed) return
     this.options.logger[level](
       { conn: this.id, remote: this.remoteAddress, err: error },
@@ -192,7 +200,7 @@ export class Connection implements ClientConnection {
   }
 
   private onFrame(frame: Buffer): void {
-    if (this.closed) return
+    if (!this.dispatching) return
     if (this.heldFrames !== null) {
       this.heldFrames.push(frame)
       return
