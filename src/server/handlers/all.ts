@@ -4,6 +4,7 @@ import { alterClientQuotasHandler } from './alter-client-quotas.js'
 import { alterConfigsHandler } from './alter-configs.js'
 import { alterPartitionReassignmentsHandler } from './alter-partition-reassignments.js'
 import { alterReplicaLogDirsHandler } from './alter-replica-log-dirs.js'
+import { alterShareGroupOffsetsHandler } from './alter-share-group-offsets.js'
 import { alterUserScramCredentialsHandler } from './alter-user-scram-credentials.js'
 import { apiVersionsHandler } from './api-versions.js'
 import { consumerGroupDescribeHandler } from './consumer-group-describe.js'
@@ -15,6 +16,7 @@ import { createTopicsHandler } from './create-topics.js'
 import { deleteAclsHandler } from './delete-acls.js'
 import { deleteGroupsHandler } from './delete-groups.js'
 import { deleteRecordsHandler } from './delete-records.js'
+import { deleteShareGroupOffsetsHandler } from './delete-share-group-offsets.js'
 import { deleteTopicsHandler } from './delete-topics.js'
 import { describeAclsHandler } from './describe-acls.js'
 import { describeClientQuotasHandler } from './describe-client-quotas.js'
@@ -24,6 +26,7 @@ import { describeDelegationTokenHandler } from './describe-delegation-token.js'
 import { describeGroupsHandler } from './describe-groups.js'
 import { describeLogDirsHandler } from './describe-log-dirs.js'
 import { describeProducersHandler } from './describe-producers.js'
+import { describeShareGroupOffsetsHandler } from './describe-share-group-offsets.js'
 import { describeTopicPartitionsHandler } from './describe-topic-partitions.js'
 import { describeTransactionsHandler } from './describe-transactions.js'
 import { describeUserScramCredentialsHandler } from './describe-user-scram-credentials.js'
@@ -108,6 +111,9 @@ export const allHandlers: readonly AnyApiHandler[] = [
   shareGroupDescribeHandler,
   shareFetchHandler,
   shareAcknowledgeHandler,
+  describeShareGroupOffsetsHandler,
+  alterShareGroupOffsetsHandler,
+  deleteShareGroupOffsetsHandler,
   offsetDeleteHandler,
   writeTxnMarkersHandler,
   describeProducersHandler,
