@@ -144,18 +144,22 @@ export class ShareGroupCoordinator {
    * The share group `groupId` for its offsets APIs, or why not: GROUP_ID_NOT_FOUND for an
    * unknown group or one of another type, the routing error (NOT_COORDINATOR, ...) otherwise.
    * With `mustBeEmpty`, a group with members answers NON_EMPTY_GROUP (alter and delete).
+   * With `create`, an unknown group id makes a new, empty share group (Kafka's alter does).
    */
-  offsetsTarget(groupId: string, mustBeEmpty: boolean): ShareGroup | ShareGroupError {
+  offsetsTarget(groupId: string, mustBeEmpty: boolean, create = false): ShareGroup | ShareGroupError {
     const shard = this.deps.route(groupId)
     if (typeof shard === 'number') return { errorCode: shard, errorMessage: null }
-    const group = this.groupsOf(shard).get(groupId)
+    let group = this.groupsOf(shard).get(groupId)
     if (!group) {
       if (shard.groups.has(groupId) && shard.groups.get(groupId)?.state !== 'Dead')
         return {
           errorCode: ErrorCode.GROUP_ID_NOT_FOUND,
           errorMessage: `Group ${groupId} is not a share group.`,
         }
-      return { errorCode: ErrorCode.GROUP_ID_NOT_FOUND, errorMessage: `Group ${groupId} not found.` }
+      if (!create)
+        return { errorCode: ErrorCode.GROUP_ID_NOT_FOUND, errorMessage: `Group ${groupId} not found.` }
+      group = newShareGroup(groupId)
+      this.groupsOf(shard).set(groupId, group)
     }
     if (mustBeEmpty && group.members.size > 0)
       return {

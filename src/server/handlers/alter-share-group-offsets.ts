@@ -2,8 +2,9 @@
  * AlterShareGroupOffsets (key 91), KIP-932.
  * Behavior: sets the start offset (SPSO) of an empty share group's share-partitions: each
  * starts over there on its leader (share/share-state-access.ts), what it held forgotten, and
- * the group has state there from now on. A group with members answers NON_EMPTY_GROUP, an
- * unknown one (or a group of another type) GROUP_ID_NOT_FOUND, both for the whole request;
+ * the group has state there from now on. An unknown group id makes an empty share group, as
+ * Kafka. A group with members answers NON_EMPTY_GROUP, a classic or consumer group
+ * GROUP_ID_NOT_FOUND ("not a share group"), both for the whole request;
  * a topic that does not exist or a partition it lacks UNKNOWN_TOPIC_OR_PARTITION, a negative
  * offset INVALID_REQUEST, on those partitions.
  * Authorization: READ on the group (GROUP_AUTHORIZATION_FAILED for the request) and on each
@@ -43,7 +44,7 @@ export const alterShareGroupOffsetsHandler: ApiHandler<
     const { groupId } = request
     if (!context.authorize(AclOperation.READ, ResourceType.GROUP, groupId))
       return fail(ErrorCode.GROUP_AUTHORIZATION_FAILED, null)
-    const group = context.broker.groupCoordinator.share.offsetsTarget(groupId, true)
+    const group = context.broker.groupCoordinator.share.offsetsTarget(groupId, true, true)
     if (!('groupEpoch' in group)) return fail(group.errorCode, group.errorMessage)
     const image = context.broker.metadataImage()
     const responses: ResponseTopic[] = []
