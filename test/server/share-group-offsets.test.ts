@@ -24,7 +24,7 @@ import type { OffsetCommitResponse } from '../../src/protocol/generated/offset-c
 import type { ShareGroupHeartbeatResponse } from '../../src/protocol/generated/share-group-heartbeat-response.js'
 import type { Cluster } from '../../src/server/cluster.js'
 import { createTopics } from '../client/helpers.js'
-import { startBroker } from '../helpers/cluster.js'
+import { startBroker, startCluster } from '../helpers/cluster.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
 import { waitUntil } from '../helpers/wait.js'
@@ -105,6 +105,12 @@ describe('share group offsets APIs', () => {
     assert.equal(range(ApiKey.DescribeShareGroupOffsets), '0-1')
     assert.equal(range(ApiKey.AlterShareGroupOffsets), '0-0')
     assert.equal(range(ApiKey.DeleteShareGroupOffsets), '0-0')
+    // The share state requests the coordinator sends the partition leaders.
+    assert.equal(range(ApiKey.InitializeShareGroupState), '0-0')
+    assert.equal(range(ApiKey.DeleteShareGroupState), '0-0')
+    assert.equal(range(ApiKey.ReadShareGroupStateSummary), '0-1')
+    assert.equal(range(ApiKey.ReadShareGroupState), undefined)
+    assert.equal(range(ApiKey.WriteShareGroupState), undefined)
   })
 
   it('answers an unknown group as Kafka: no offsets, GROUP_ID_NOT_FOUND to delete, made by an alter', async () => {
@@ -228,5 +234,100 @@ describe('share group offsets APIs', () => {
     assert.equal(altered.errorCode, ErrorCode.GROUP_ID_NOT_FOUND)
     assert.equal(altered.errorMessage, `Group ${CLASSIC} is not a share group.`)
     assert.equal((await deleteOffsets(CLASSIC, [TOPIC])).errorCode, ErrorCode.GROUP_ID_NOT_FOUND)
+  })
+})
+
+/**
+ * Two brokers, a topic with a partition on each: the coordinator reads, alters and deletes
+ * the state of the partition led by the other broker with the share state requests
+ * (ReadShareGroupStateSummary and ListOffsets, InitializeShareGroupState,
+ * DeleteShareGroupState), as of the one it leads itself.
+ */
+describe('share group offsets on partitions led by another broker', () => {
+  const group = 'share-offsets-remote'
+  let cluster: Cluster | undefined
+  before(async () => {
+    cluster = await startCluster({ brokers: 2, port: 0, properties: { 'offsets.topic.num.partitions': 1 } })
+  })
+  after(async () => {
+    await cluster?.stop()
+  })
+
+  it('alters, describes and deletes the state on both leaders', { timeout: 120_000 }, async () => {
+    assert.ok(cluster)
+    const bootstrap = cluster.bootstrapServers
+    await createTopics(bootstrap, [{ topic: TOPIC, partitions: 2, replicationFactor: 1 }])
+    const producer = new Producer({ bootstrapServers: bootstrap })
+    for (let i = 0; i < 4; i++)
+      await producer.send({ topic: TOPIC, partition: 0, value: Buffer.from(`a${i}`) })
+    for (let i = 0; i < 6; i++)
+      await producer.send({ topic: TOPIC, partition: 1, value: Buffer.from(`b${i}`) })
+    await producer.close()
+    const admin = new Admin({ bootstrapServers: bootstrap })
+    const coordinatorId = await admin.findCoordinator(group)
+    admin.close()
+    const coordinator = cluster.brokers.find((b) => b.nodeId === coordinatorId)
+    assert.ok(coordinator)
+    const leaders = [0, 1].map(
+      (p) => cluster?.brokers.find((b) => b.replicaManager.getPartition(TOPIC, p)?.isLeader)?.nodeId,
+    )
+    assert.ok(
+      leaders.some((leader) => leader !== coordinatorId),
+      `a partition led elsewhere than the coordinator ${coordinatorId}: leaders ${leaders}`,
+    )
+    const raw = await RawClient.connect(coordinator.port)
+    try {
+      const alter = await rawCall<AlterShareGroupOffsetsResponse>(raw, ApiKey.AlterShareGroupOffsets, 0, {
+        groupId: group,
+        topics: [
+          {
+            topicName: TOPIC,
+            partitions: [
+              { partitionIndex: 0, startOffset: 1n },
+              { partitionIndex: 1, startOffset: 2n },
+            ],
+          },
+        ],
+      })
+      assert.deepEqual(
+        alter.responses[0].partitions.map((p) => `${p.partitionIndex}:${p.errorCode}`),
+        ['0:0', '1:0'],
+      )
+      const describeAll = async () => {
+        const r = await rawCall<DescribeShareGroupOffsetsResponse>(raw, ApiKey.DescribeShareGroupOffsets, 1, {
+          groups: [{ groupId: group, topics: null }],
+        })
+        return (r.groups[0].topics[0]?.partitions ?? []).map(
+          (p) => `${p.partitionIndex}:${p.startOffset}/${p.lag}/${p.errorCode}`,
+        )
+      }
+      // Lag: the high watermark (4 and 6) less the start offset.
+      assert.deepEqual(await describeAll(), ['0:1/3/0', '1:2/4/0'])
+      const deleted = await rawCall<DeleteShareGroupOffsetsResponse>(raw, ApiKey.DeleteShareGroupOffsets, 0, {
+        groupId: group,
+        topics: [{ topicName: TOPIC }],
+      })
+      assert.equal(deleted.responses[0].errorCode, ErrorCode.NONE)
+      assert.deepEqual(await describeAll(), [])
+      // The leaders forgot the state: an explicit describe finds none on either partition.
+      const explicit = await rawCall<DescribeShareGroupOffsetsResponse>(
+        raw,
+        ApiKey.DescribeShareGroupOffsets,
+        1,
+        {
+          groups: [{ groupId: group, topics: [{ topicName: TOPIC, partitions: [0, 1] }] }],
+        },
+      )
+      assert.deepEqual(
+        explicit.groups[0].topics[0].partitions.map((p) => `${p.startOffset}/${p.errorCode}`),
+        ['-1/0', '-1/0'],
+      )
+      const groups = await rawCall<DeleteGroupsResponse>(raw, ApiKey.DeleteGroups, 2, {
+        groupsNames: [group],
+      })
+      assert.equal(groups.results[0].errorCode, ErrorCode.NONE)
+    } finally {
+      raw.close()
+    }
   })
 })

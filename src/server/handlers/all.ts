@@ -17,6 +17,7 @@ import { deleteAclsHandler } from './delete-acls.js'
 import { deleteGroupsHandler } from './delete-groups.js'
 import { deleteRecordsHandler } from './delete-records.js'
 import { deleteShareGroupOffsetsHandler } from './delete-share-group-offsets.js'
+import { deleteShareGroupStateHandler } from './delete-share-group-state.js'
 import { deleteTopicsHandler } from './delete-topics.js'
 import { describeAclsHandler } from './describe-acls.js'
 import { describeClientQuotasHandler } from './describe-client-quotas.js'
@@ -39,6 +40,7 @@ import { getTelemetrySubscriptionsHandler } from './get-telemetry-subscriptions.
 import { heartbeatHandler } from './heartbeat.js'
 import { incrementalAlterConfigsHandler } from './incremental-alter-configs.js'
 import { initProducerIdHandler } from './init-producer-id.js'
+import { initializeShareGroupStateHandler } from './initialize-share-group-state.js'
 import { joinGroupHandler } from './join-group.js'
 import { leaveGroupHandler } from './leave-group.js'
 import { listClientMetricsResourcesHandler } from './list-client-metrics-resources.js'
@@ -53,6 +55,7 @@ import { offsetFetchHandler } from './offset-fetch.js'
 import { offsetForLeaderEpochHandler } from './offset-for-leader-epoch.js'
 import { produceHandler } from './produce.js'
 import { pushTelemetryHandler } from './push-telemetry.js'
+import { readShareGroupStateSummaryHandler } from './read-share-group-state-summary.js'
 import type { AnyApiHandler } from './registry.js'
 import { renewDelegationTokenHandler } from './renew-delegation-token.js'
 import { saslAuthenticateHandler } from './sasl-authenticate.js'
@@ -114,6 +117,9 @@ export const allHandlers: readonly AnyApiHandler[] = [
   describeShareGroupOffsetsHandler,
   alterShareGroupOffsetsHandler,
   deleteShareGroupOffsetsHandler,
+  initializeShareGroupStateHandler,
+  deleteShareGroupStateHandler,
+  readShareGroupStateSummaryHandler,
   offsetDeleteHandler,
   writeTxnMarkersHandler,
   describeProducersHandler,

@@ -24,6 +24,8 @@ import type { ShareTopicPartition } from '../share/share-partition-manager.js'
 import { readStateSummaries } from '../share/share-state-access.js'
 import type { ApiHandler } from './registry.js'
 
+const RETRIABLE = new Set<number>([ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_LEADER_OR_FOLLOWER])
+
 type RequestGroup = DescribeShareGroupOffsetsRequest['groups'][number]
 
 export const describeShareGroupOffsetsHandler: ApiHandler<
@@ -100,8 +102,9 @@ async function describeGroup(context: RequestContext, request: RequestGroup): Pr
       startOffset: BigInt(known ? s.startOffset : -1),
       leaderEpoch: known ? s.leaderEpoch : 0,
       lag: BigInt(known ? s.highWatermark - s.startOffset - s.deliveryCompleteCount : -1),
-      // A partition led by another broker is not readable from here yet (share-state-access.ts).
-      errorCode: s.errorCode === ErrorCode.NOT_LEADER_OR_FOLLOWER ? s.errorCode : ErrorCode.NONE,
+      // A leader that did not answer, or lost its leadership meanwhile: worth a retry. Any other
+      // error means no state to show, which Kafka answers without an error.
+      errorCode: RETRIABLE.has(s.errorCode) ? s.errorCode : ErrorCode.NONE,
       errorMessage: null,
     })
   })
