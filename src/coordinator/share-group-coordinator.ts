@@ -134,9 +134,9 @@ export class ShareGroupCoordinator {
     )
     this.schedule(shard, group)
     // Kafka initializes the share-partitions of a group's assignment: from now on the group
-    // has offsets there (DescribeShareGroupOffsets lists them).
-    for (const assignment of group.targetAssignment.values())
-      for (const [topicId, partitions] of assignment) markInitialized(group, topicId, partitions)
+    // has offsets there (DescribeShareGroupOffsets lists them). A member's assignment is sent
+    // when it changes, before the member can fetch a partition of it.
+    for (const { topicId, partitions } of result.assignment ?? []) markInitialized(group, topicId, partitions)
     return result
   }
 
