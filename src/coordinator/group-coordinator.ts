@@ -585,6 +585,9 @@ export class GroupCoordinator {
     if (typeof shard === 'number') return { errorCode: shard, ...empty }
     const group = shard.groups.get(groupId)
     // A consumer group is not described by DescribeGroups (Kafka's answer below v6: Dead).
+    // A share group is not described by DescribeGroups either: Kafka's "not a classic group".
+    if (!group && this.share.has(shard, groupId))
+      return { errorCode: ErrorCode.NONE, notFound: 'consumer-group', ...empty }
     if (!group) return { errorCode: ErrorCode.NONE, notFound: 'unknown', ...empty }
     if (group.consumer !== null) return { errorCode: ErrorCode.NONE, notFound: 'consumer-group', ...empty }
     // Member metadata and assignments are only meaningful once a generation is stable (as Kafka).

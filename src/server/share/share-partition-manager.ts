@@ -46,6 +46,24 @@ export interface ShareAcquireResult {
   readonly acquired: AcquiredRange[]
 }
 
+/** A share-partition's state as DescribeShareGroupOffsets shows it (ReadShareGroupStateSummary). */
+export interface ShareStateSummary {
+  readonly errorCode: number
+  /** SPSO, or -1 when the group has no state on the partition here. */
+  readonly startOffset: number
+  readonly leaderEpoch: number
+  readonly deliveryCompleteCount: number
+  readonly highWatermark: number
+}
+
+const NO_STATE: ShareStateSummary = {
+  errorCode: ErrorCode.NONE,
+  startOffset: -1,
+  leaderEpoch: -1,
+  deliveryCompleteCount: -1,
+  highWatermark: -1,
+}
+
 interface Hosted {
   readonly sharePartition: SharePartition
   readonly tp: ShareTopicPartition
@@ -137,6 +155,58 @@ export class SharePartitionManager {
     const found = this.sharePartition(groupId, tp)
     if (typeof found === 'number') return found
     return found.share.acknowledge(memberId, batches)
+  }
+
+  /**
+   * The group's state on `tp` for DescribeShareGroupOffsets: SPSO, the records done above it
+   * and the high watermark (the lag's end). A partition the group never fetched here, or
+   * fetched without acknowledging anything yet, has no state: start offset -1, as Kafka
+   * answers while nothing was written to the share coordinator.
+   */
+  stateSummary(groupId: string, tp: ShareTopicPartition): ShareStateSummary {
+    const partition = this.ledHere(tp)
+    if (typeof partition === 'number') return { ...NO_STATE, errorCode: partition }
+    const hosted = this.hosted.get(keyOf(groupId, tp))
+    if (!hosted || hosted.leaderEpoch !== partition.leaderEpoch || !hosted.sharePartition.stateWritten)
+      return NO_STATE
+    return {
+      errorCode: ErrorCode.NONE,
+      startOffset: hosted.sharePartition.startOffset,
+      leaderEpoch: partition.leaderEpoch,
+      deliveryCompleteCount: hosted.sharePartition.deliveryCompleteCount,
+      highWatermark: partition.highWatermark,
+    }
+  }
+
+  /**
+   * AlterShareGroupOffsets of an empty group: the group's share-partition on `tp` starts over
+   * at `startOffset` (what it held is forgotten: no member is left to hold it).
+   */
+  initializeState(groupId: string, tp: ShareTopicPartition, startOffset: number): number {
+    const partition = this.ledHere(tp)
+    if (typeof partition === 'number') return partition
+    const key = keyOf(groupId, tp)
+    this.hosted.get(key)?.sharePartition.close()
+    const share = new SharePartition(this.config, this.clock, startOffset)
+    share.markWritten()
+    this.hosted.set(key, { sharePartition: share, tp, leaderEpoch: partition.leaderEpoch })
+    return ErrorCode.NONE
+  }
+
+  /** DeleteShareGroupOffsets and DeleteGroups: forgets the group's share-partition on `tp`. */
+  deleteState(groupId: string, tp: ShareTopicPartition): number {
+    const partition = this.ledHere(tp)
+    if (typeof partition === 'number') return partition
+    const key = keyOf(groupId, tp)
+    this.hosted.get(key)?.sharePartition.close()
+    this.hosted.delete(key)
+    return ErrorCode.NONE
+  }
+
+  private ledHere(tp: ShareTopicPartition): Partition | number {
+    const partition = this.replicaManager.getPartition(tp.topic, tp.partition)
+    if (!partition?.isLeader || partition.id.topicId !== tp.topicId) return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return partition
   }
 
   /** Releases what the session's member holds on each of its partitions (the session ended). */
