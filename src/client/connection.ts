@@ -20,13 +20,13 @@ import { TidelogError } from '../common/errors.js'
 import { type Random, systemRandom } from '../common/random.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { FrameDecoder, FrameReader } from '../protocol/frame-decoder.js'
+import { encodeRequestFrame } from '../protocol/frame-encoder.js'
 import type { ApiVersionsResponse } from '../protocol/generated/api-versions-response.js'
 import { ApiKey, apis, loadAllApiCodecs } from '../protocol/generated/index.js'
-import { encodeRequestHeader } from '../protocol/generated/request-header.js'
 import { decodeResponseHeader } from '../protocol/generated/response-header.js'
 import type { SaslAuthenticateResponse } from '../protocol/generated/sasl-authenticate-response.js'
 import type { SaslHandshakeResponse } from '../protocol/generated/sasl-handshake-response.js'
-import { Reader, Writer } from '../protocol/primitives.js'
+import { Reader } from '../protocol/primitives.js'
 import { saslClientExchange } from '../protocol/sasl-client.js'
 import {
   ConnectionError,
@@ -209,7 +209,7 @@ export class BrokerConnection {
   sendOneWay(apiKey: number, body: unknown): Promise<void> {
     if (this.closedWith) return Promise.reject(this.closedWith)
     const version = this.versionFor(apiKey)
-    const frame = this.frame(apiKey, version, this.nextCorrelationId++, body)
+    const frame = encodeRequestFrame(apiKey, version, this.nextCorrelationId++, this.options.clientId, body)
     return new Promise<void>((resolve, reject) => {
       this.write(frame, (error) =>
         error ? reject(new ConnectionError(`${this.describe()}: write failed`, error)) : resolve(),
@@ -233,7 +233,7 @@ export class BrokerConnection {
       )
     }
     const correlationId = this.nextCorrelationId++
-    const frame = this.frame(apiKey, version, correlationId, body)
+    const frame = encodeRequestFrame(apiKey, version, correlationId, this.options.clientId, body)
     return new Promise<T>((resolve, reject) => {
       const timer = this.options.clock.setTimeout(() => this.onTimeout(apiKey, timeoutMs), timeoutMs)
       this.inFlight.set(correlationId, {
@@ -245,22 +245,6 @@ export class BrokerConnection {
       })
       this.write(frame)
     })
-  }
-
-  private frame(apiKey: number, version: number, correlationId: number, body: unknown): Buffer[] {
-    const api = apis.get(apiKey)!
-    const w = new Writer()
-    w.writeInt32(0) // size, patched below
-    encodeRequestHeader(w, api.requestHeaderVersion(version), {
-      requestApiKey: apiKey,
-      requestApiVersion: version,
-      correlationId,
-      clientId: this.options.clientId,
-    })
-    api.encodeRequest(w, version, body)
-    const chunks = w.toChunks()
-    chunks[0].writeInt32BE(w.length - 4, 0)
-    return chunks
   }
 
   private write(chunks: readonly Buffer[], done?: (error?: Error | null) => void): void {

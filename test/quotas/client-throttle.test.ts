@@ -10,14 +10,9 @@ import { test } from 'node:test'
 import { BrokerConnection } from '../../src/client/connection.js'
 import { systemClock } from '../../src/common/clock.js'
 import { FrameDecoder } from '../../src/protocol/frame-decoder.js'
-import {
-  ApiKey,
-  apis,
-  decodeRequestHeader,
-  encodeResponseHeader,
-  loadAllApiCodecs,
-} from '../../src/protocol/generated/index.js'
-import { Reader, Writer } from '../../src/protocol/primitives.js'
+import { encodeResponseFrame } from '../../src/protocol/frame-encoder.js'
+import { ApiKey, apis, decodeRequestHeader, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
+import { Reader } from '../../src/protocol/primitives.js'
 
 // The tests below call the registry's codecs directly, which need them loaded.
 await loadAllApiCodecs()
@@ -54,13 +49,7 @@ test("tidelog's connection waits out a KIP-219 throttle time before its next req
                 clusterId: 'fake',
                 controllerId: 0,
               }
-        const w = new Writer()
-        w.writeInt32(0)
-        encodeResponseHeader(w, api.responseHeaderVersion(version), { correlationId: header.correlationId })
-        api.encodeResponse(w, version, body)
-        const bytes = w.toBuffer()
-        bytes.writeInt32BE(bytes.length - 4, 0)
-        socket.write(bytes)
+        socket.write(Buffer.concat(encodeResponseFrame(apiKey, version, header.correlationId, body)))
       }),
     )
     socket.on('error', () => socket.destroy())
