@@ -8,6 +8,7 @@ import assert from 'node:assert/strict'
 import { createServer, type Server, type Socket } from 'node:net'
 import { test } from 'node:test'
 import { BrokerConnection } from '../../src/client/connection.js'
+import { tcpConnector } from '../../src/client/tcp-connector.js'
 import { systemClock } from '../../src/common/clock.js'
 import { FrameDecoder } from '../../src/protocol/frame-decoder.js'
 import { encodeResponseFrame } from '../../src/protocol/frame-encoder.js'
@@ -65,6 +66,7 @@ test("tidelog's connection waits out a KIP-219 throttle time before its next req
     requestTimeoutMs: 5000,
     clock: systemClock,
     label: 'fake',
+    connector: tcpConnector,
     onThrottle: (apiKey, throttleTimeMs) => throttles.push([apiKey, throttleTimeMs]),
   })
   try {
