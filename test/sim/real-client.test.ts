@@ -21,12 +21,13 @@ interface Acked {
   readonly offset: number
 }
 
-/** Sends SENDS records, one every SEND_INTERVAL_MS, alternating partitions; settles them all. */
+/** Sends `sends` records, one every SEND_INTERVAL_MS, alternating partitions; settles them all. */
 function produceAll(
   world: RealClientWorld,
   producer: Producer,
   acked: Map<string, Acked>,
   failed: string[],
+  sends = SENDS,
 ): Promise<void> {
   return new Promise((resolve) => {
     let sent = 0
@@ -41,9 +42,9 @@ function produceAll(
           assert.ok(!acked.has(value), `${value} acknowledged twice`)
           acked.set(value, { partition: metadata.partition, offset: metadata.offset })
         }
-        if (++settled === SENDS) resolve()
+        if (++settled === sends) resolve()
       })
-      if (sent < SENDS) world.scheduler.schedule(SEND_INTERVAL_MS, sendNext)
+      if (sent < sends) world.scheduler.schedule(SEND_INTERVAL_MS, sendNext)
     }
     sendNext()
   })
@@ -173,5 +174,36 @@ describe("tidelog's client over the simulated network", () => {
 
   it('seed 2: a cut leader and a crashed leader; every acknowledged record read back once', async () => {
     checkReadBackOnce(await runOnce(2))
+  })
+
+  it('acks=0: each send completes once its bytes are on the simulated network, and the records arrive', async () => {
+    const world = new RealClientWorld(3)
+    try {
+      await world.setup(TOPIC, PARTITIONS)
+      const producer = new Producer({
+        bootstrapServers: world.bootstrapServers,
+        clock: world.scheduler,
+        random: world.random.fork(),
+        connector: world.connector,
+        acks: 0,
+        lingerMs: 5,
+      })
+      const acked = new Map<string, Acked>()
+      const failed: string[] = []
+      await world.until(produceAll(world, producer, acked, failed, 100), 30_000)
+      assert.deepEqual(failed, [])
+      assert.equal(acked.size, 100)
+      // Completed means written, not appended: the last requests are still on their way, and
+      // closing now would reset the connections under them (a simulated close is a reset).
+      await world.runFor(1000)
+      await world.until(producer.close())
+      // No answer, so no offsets: the values must all be in the log, each once.
+      const read = await readAll(world)
+      assert.deepEqual([...read.keys()].sort(), [...acked.keys()].sort())
+      for (const [value, places] of read)
+        assert.equal(places.length, 1, `${value} read ${places.length} times`)
+    } finally {
+      world.close()
+    }
   })
 })
