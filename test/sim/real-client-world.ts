@@ -6,6 +6,7 @@
  * this drives the real one and keeps to what a test of it needs.
  */
 import { pino } from 'pino'
+import type { ClientOptions } from '../../src/client/client.js'
 import type { ClientConnector } from '../../src/client/connector.js'
 import type { Logger } from '../../src/common/logger.js'
 import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
@@ -53,6 +54,16 @@ export class RealClientWorld {
 
   get connector(): ClientConnector {
     return this.network.clientConnector(CLIENT_NODE)
+  }
+
+  /** What a Producer, Consumer or Admin needs to run in this world: its network, clock and a fork of the seed. */
+  clientOptions(): Required<Pick<ClientOptions, 'bootstrapServers' | 'clock' | 'random' | 'connector'>> {
+    return {
+      bootstrapServers: this.bootstrapServers,
+      clock: this.scheduler,
+      random: this.random.fork(),
+      connector: this.connector,
+    }
   }
 
   log(message: string): void {

@@ -53,10 +53,7 @@ function produceAll(
 /** Reads both partitions from offset 0 up to their current end; returns value -> places read. */
 async function readAll(world: RealClientWorld): Promise<Map<string, Acked[]>> {
   const consumer = new Consumer({
-    bootstrapServers: world.bootstrapServers,
-    clock: world.scheduler,
-    random: world.random.fork(),
-    connector: world.connector,
+    ...world.clientOptions(),
     requestTimeoutMs: 3000,
   })
   const tps = Array.from({ length: PARTITIONS }, (_, partition) => ({ topic: TOPIC, partition }))
@@ -96,10 +93,7 @@ async function runOnce(seed: number): Promise<Run> {
   try {
     await world.setup(TOPIC, PARTITIONS)
     const producer = new Producer({
-      bootstrapServers: world.bootstrapServers,
-      clock: world.scheduler,
-      random: world.random.fork(),
-      connector: world.connector,
+      ...world.clientOptions(),
       acks: 'all',
       enableIdempotence: true,
       lingerMs: 5,
@@ -181,10 +175,7 @@ describe("tidelog's client over the simulated network", () => {
     try {
       await world.setup(TOPIC, PARTITIONS)
       const producer = new Producer({
-        bootstrapServers: world.bootstrapServers,
-        clock: world.scheduler,
-        random: world.random.fork(),
-        connector: world.connector,
+        ...world.clientOptions(),
         acks: 0,
         lingerMs: 5,
       })
