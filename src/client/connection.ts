@@ -317,6 +317,16 @@ export class BrokerConnection {
     const request = this.inFlight.get(correlationId)
     if (!request)
       throw new ConnectionError(`${this.describe()}: response for unknown correlation id ${correlationId}`)
+    // A broker answers in request order: an answer that skips an older request means that
+    // request's answer is lost (and whether the broker acted on it unknown), so the
+    // connection is closed, failing both, as Kafka's NetworkClient does on a correlation id
+    // mismatch. Answering the newer request alone would let a retried produce land after
+    // batches sent behind it, out of reach of the broker's duplicate check.
+    const oldest = this.inFlight.keys().next().value
+    if (correlationId !== oldest)
+      throw new ConnectionError(
+        `${this.describe()}: response for correlation id ${correlationId} while ${oldest} is unanswered`,
+      )
     this.inFlight.delete(correlationId)
     request.timer.cancel()
     const api = apis.get(request.apiKey)!

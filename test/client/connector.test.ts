@@ -10,7 +10,11 @@ import { BrokerConnection, type ConnectionOptions } from '../../src/client/conne
 import type { ClientConnector, ConnectTarget } from '../../src/client/connector.js'
 import { ConnectionError, SslAuthenticationError } from '../../src/client/errors.js'
 import { tcpConnector } from '../../src/client/tcp-connector.js'
+import { systemClock } from '../../src/common/clock.js'
 import type { ByteStream } from '../../src/common/network.js'
+import { encodeResponseFrame } from '../../src/protocol/frame-encoder.js'
+import { ApiKey, apis, decodeRequestHeader, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
+import { Reader } from '../../src/protocol/primitives.js'
 import { ManualClock } from '../helpers/manual-clock.js'
 import { startFakeBroker } from './fake-broker.js'
 
@@ -45,7 +49,93 @@ function idleStream(): ByteStream & { destroyed: boolean } {
   }
 }
 
+/**
+ * A broker in memory behind an injected stream: it answers ApiVersions at once and holds
+ * every other request until the test answers it, in whatever order the test chooses.
+ */
+function heldAnswersBroker(): {
+  connector: ClientConnector
+  held: { apiKey: number; version: number; correlationId: number }[]
+  answer(index: number): void
+} {
+  let deliver: (chunk: Buffer) => void = () => undefined
+  const held: { apiKey: number; version: number; correlationId: number }[] = []
+  const reply = (apiKey: number, version: number, correlationId: number, body: unknown): void => {
+    const frame = Buffer.concat(encodeResponseFrame(apiKey, version, correlationId, body))
+    setImmediate(() => deliver(frame))
+  }
+  const stream: ByteStream = {
+    ...idleStream(),
+    write(chunks) {
+      const frame = Buffer.concat(chunks).subarray(4)
+      const apiKey = frame.readInt16BE(0)
+      const version = frame.readInt16BE(2)
+      const header = decodeRequestHeader(new Reader(frame), apis.get(apiKey)!.requestHeaderVersion(version))
+      if (apiKey !== ApiKey.ApiVersions) {
+        held.push({ apiKey, version, correlationId: header.correlationId })
+        return
+      }
+      reply(apiKey, version, header.correlationId, {
+        ...(apis.get(apiKey)!.defaultResponse() as object),
+        apiKeys: [
+          { apiKey: ApiKey.ApiVersions, minVersion: 0, maxVersion: 3 },
+          { apiKey: ApiKey.Metadata, minVersion: 1, maxVersion: 12 },
+        ],
+      })
+    },
+    onData(listener) {
+      deliver = listener
+    },
+  }
+  return {
+    connector: async () => stream,
+    held,
+    answer(index) {
+      const { apiKey, version, correlationId } = held[index]
+      reply(apiKey, version, correlationId, apis.get(apiKey)!.defaultResponse())
+    },
+  }
+}
+
 describe('client connector', () => {
+  it('an answer that skips an older request closes the connection and fails both (Kafka: correlation id mismatch)', async () => {
+    await loadAllApiCodecs()
+    const broker = heldAnswersBroker()
+    const connection = await BrokerConnection.open({ ...options(broker.connector), clock: systemClock })
+    const metadata = { topics: [], allowAutoTopicCreation: false }
+    const first = connection.request(ApiKey.Metadata, metadata)
+    const second = connection.request(ApiKey.Metadata, metadata)
+    assert.equal(broker.held.length, 2)
+    broker.answer(1)
+    const outcomes = await Promise.allSettled([first, second])
+    for (const outcome of outcomes) {
+      assert.equal(outcome.status, 'rejected')
+      const error = (outcome as PromiseRejectedResult).reason as ConnectionError
+      assert.ok(error instanceof ConnectionError)
+      assert.match(
+        String((error.cause as Error)?.message),
+        /response for correlation id \d+ while \d+ is unanswered/,
+      )
+    }
+    assert.equal(connection.isClosed, true)
+  })
+
+  it('answers in order are matched to their requests', async () => {
+    await loadAllApiCodecs()
+    const broker = heldAnswersBroker()
+    const connection = await BrokerConnection.open({ ...options(broker.connector), clock: systemClock })
+    const metadata = { topics: [], allowAutoTopicCreation: false }
+    const requests = [
+      connection.request(ApiKey.Metadata, metadata),
+      connection.request(ApiKey.Metadata, metadata),
+    ]
+    broker.answer(0)
+    broker.answer(1)
+    await Promise.all(requests)
+    assert.equal(connection.isClosed, false)
+    connection.close()
+  })
+
   it('every connection of a client goes through the connector of its options', async () => {
     const broker = await startFakeBroker()
     const targets: ConnectTarget[] = []
