@@ -4,6 +4,8 @@
  * It imports only the protocol and common layers, so it works against any Kafka-compatible
  * broker, not just tidelog.
  */
+
+export type { ByteStream } from '../common/network.js'
 export {
   Admin,
   type AdminOptions,
@@ -21,6 +23,7 @@ export {
   type ThrottleEvent,
   type ThrottleStats,
 } from './client.js'
+export type { ClientConnector, ConnectTarget } from './connector.js'
 export {
   type AssignedPartition,
   Consumer,
@@ -65,5 +68,6 @@ export {
   type RecordMetadata,
 } from './producer.js'
 export type { SaslOptions, SslOptions } from './security-options.js'
+export { tcpConnector } from './tcp-connector.js'
 export type { TransactionState } from './transaction-manager.js'
 export type { ConsumerGroupMetadata, TransactionOffset } from './transaction-requests.js'

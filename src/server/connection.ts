@@ -20,16 +20,16 @@ import { readBufferPool } from '../common/read-buffer-pool.js'
 import type { RequestObservation, RequestObserver } from '../ops/request-observer.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { FrameDecoder, FrameError } from '../protocol/frame-decoder.js'
+import { encodeResponseFrame } from '../protocol/frame-encoder.js'
 import {
   ApiKey,
   apiCodec,
   apis,
   decodeRequestHeader,
-  encodeResponseHeader,
   loadApiCodec,
   type RequestHeader,
 } from '../protocol/generated/index.js'
-import { Reader, Writer } from '../protocol/primitives.js'
+import { Reader } from '../protocol/primitives.js'
 import { ANONYMOUS, type KafkaPrincipal } from '../security/principal.js'
 import { type SaslListenerSettings, SaslSession } from '../security/sasl-server.js'
 import type { HandlerRegistry } from './handlers/registry.js'
@@ -314,7 +314,7 @@ export class Connection implements ClientConnection {
         let throttleTimeMs = quota === null ? 0 : quotas!.throttleBeforeEncode(quota)
         if (throttleTimeMs > 0) response = withThrottleTime(response, throttleTimeMs)
         slot.chunks =
-          response === null ? null : this.encodeResponse(apiKey, apiVersion, header.correlationId, response)
+          response === null ? null : encodeResponseFrame(apiKey, apiVersion, header.correlationId, response)
         if (quota !== null && slot.chunks !== null && apiKey === ApiKey.Fetch && apiVersion >= 1) {
           const fetchThrottleMs = quotas!.throttleFetchResponse(quota, totalLength(slot.chunks) - 4)
           if (fetchThrottleMs > throttleTimeMs) {
@@ -424,22 +424,6 @@ export class Connection implements ClientConnection {
     }
   }
 
-  private encodeResponse(
-    apiKey: number,
-    apiVersion: number,
-    correlationId: number,
-    response: unknown,
-  ): Buffer[] {
-    const descriptor = apis.get(apiKey)!
-    const writer = new Writer(512)
-    writer.writeInt32(0) // size, patched below
-    encodeResponseHeader(writer, descriptor.responseHeaderVersion(apiVersion), { correlationId })
-    descriptor.encodeResponse(writer, apiVersion, response)
-    const chunks = writer.toChunks()
-    chunks[0].writeInt32BE(writer.length - 4, 0)
-    return chunks
-  }
-
   /**
    * Kafka answers an ApiVersions request of a version it does not know without parsing its
    * body: a v0-shaped response with UNSUPPORTED_VERSION and only its own ApiVersions range,
@@ -447,7 +431,7 @@ export class Connection implements ClientConnection {
    */
   private answerUnsupportedApiVersions(correlationId: number, minVersion: number, maxVersion: number): void {
     const slot: ResponseSlot = { done: true, chunks: null }
-    slot.chunks = this.encodeResponse(ApiKey.ApiVersions, 0, correlationId, {
+    slot.chunks = encodeResponseFrame(ApiKey.ApiVersions, 0, correlationId, {
       errorCode: ErrorCode.UNSUPPORTED_VERSION,
       apiKeys: [{ apiKey: ApiKey.ApiVersions, minVersion, maxVersion }],
       throttleTimeMs: 0,
