@@ -113,10 +113,8 @@ export function describeResource(
     case ResourceType.CLIENT_METRICS:
       return describeClientMetrics(image, resourceName)
     case ResourceType.GROUP:
-      return describeGroupConfigs(image, config, groupIdOf(resourceName)).map((c) => ({
+      return describeGroupConfigs(image, config, groupIdOf(resourceName, 'describe')).map((c) => ({
         ...c,
-        source: c.source as ConfigSource,
-        synonyms: [],
         readOnly: false,
         sensitive: false,
       }))
@@ -257,10 +255,13 @@ export function brokerIdOf(
   return id
 }
 
-/** A GROUP resource's group id; an empty one is INVALID_REQUEST. */
-function groupIdOf(resourceName: string): string {
+/** A GROUP resource's group id; an empty one is INVALID_REQUEST with Kafka's messages. */
+function groupIdOf(resourceName: string, use: 'describe' | 'alter'): string {
   if (resourceName === '') {
-    throw new ConfigResourceError(ErrorCode.INVALID_REQUEST, 'Group name must not be empty')
+    throw new ConfigResourceError(
+      ErrorCode.INVALID_REQUEST,
+      use === 'describe' ? 'Group name must not be empty' : 'Default group resources are not allowed.',
+    )
   }
   return resourceName
 }
@@ -305,7 +306,7 @@ export function alterTarget(
     }
     return { kind: 'client-metrics', name: resourceName }
   }
-  if (resourceType === ResourceType.GROUP) return { kind: 'group', groupId: groupIdOf(resourceName) }
+  if (resourceType === ResourceType.GROUP) return { kind: 'group', groupId: groupIdOf(resourceName, 'alter') }
   throw new ConfigResourceError(
     ErrorCode.INVALID_REQUEST,
     `Unsupported resource type: ${resourceTypeName(resourceType)}`,

@@ -14,6 +14,9 @@
 import { ConfigError } from '../common/errors.js'
 import type { ClusterImage } from '../metadata/cluster-image.js'
 import {
+  brokerConfigSynonyms,
+  type ConfigSource,
+  type ConfigSynonym,
   ConfigTypeId,
   checkKafkaRule,
   type ParsedValue,
@@ -27,7 +30,7 @@ import type { ShareAutoOffsetReset } from './share/share-partition-manager.js'
 /** ConfigResource.Type.GROUP. */
 export const GROUP_CONFIG_RESOURCE = 32
 /** DescribeConfigsResponse.ConfigSource.GROUP_CONFIG: a value the group sets. */
-export const GROUP_CONFIG_SOURCE = 8
+export const GROUP_CONFIG_SOURCE = 8 as ConfigSource
 
 type GroupConfigType = 'int' | 'long' | 'boolean' | 'string' | 'list'
 
@@ -300,26 +303,42 @@ export function validateGroupConfigs(
 /** One group config as DescribeConfigs lists it. */
 export interface DescribedGroupConfig {
   readonly name: string
-  readonly value: string
-  readonly source: number
+  readonly value: string | null
+  readonly source: ConfigSource
+  readonly synonyms: readonly ConfigSynonym[]
   readonly configType: number
   readonly documentation: string
 }
 
-/** Every group config of `groupId`: its own value (GROUP_CONFIG) or the broker's (DEFAULT_CONFIG). */
+/**
+ * Every group config of `groupId`, as Kafka 4.4 describes it: the synonyms are the group's
+ * own value (GROUP_CONFIG), then the broker's synonym where it has one (its dynamic, static
+ * or default value), else Kafka's default under the group config's own name; the value and
+ * source are the first synonym's.
+ */
 export function describeGroupConfigs(
   image: ClusterImage,
   config: BrokerConfig,
   groupId: string,
 ): DescribedGroupConfig[] {
   const set = groupOverrides(image, groupId)
-  return GROUP_CONFIG_DEFS.map((d) => ({
-    name: d.name,
-    value: set[d.name] ?? (groupConfigDefault(config, d.name) as string),
-    source: set[d.name] === undefined ? Source.DEFAULT_CONFIG : GROUP_CONFIG_SOURCE,
-    configType: ConfigTypeId[d.type],
-    documentation: d.doc,
-  }))
+  return GROUP_CONFIG_DEFS.map((d) => {
+    const own: ConfigSynonym[] =
+      set[d.name] === undefined ? [] : [{ name: d.name, value: set[d.name], source: GROUP_CONFIG_SOURCE }]
+    const broker =
+      d.brokerSynonym !== undefined && brokerConfigDefs.get(d.brokerSynonym) !== undefined
+        ? brokerConfigSynonyms(image, config, [d.brokerSynonym])
+        : [{ name: d.name, value: d.defaultValue, source: Source.DEFAULT_CONFIG }]
+    const synonyms = [...own, ...broker]
+    return {
+      name: d.name,
+      value: synonyms[0]?.value ?? null,
+      source: synonyms[0]?.source ?? Source.DEFAULT_CONFIG,
+      synonyms,
+      configType: ConfigTypeId[d.type],
+      documentation: d.doc,
+    }
+  })
 }
 
 /** What a share group uses: its overrides, else the broker's values. */

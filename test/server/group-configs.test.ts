@@ -14,6 +14,7 @@ import { after, before, describe, it } from 'node:test'
 import { Admin } from '../../src/client/admin.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import {
+  type AlterConfigsResponse,
   ApiKey,
   type ConsumerGroupHeartbeatResponse,
   type DescribeConfigsResponse,
@@ -35,6 +36,7 @@ import { waitUntil } from '../helpers/wait.js'
 const GROUP_RESOURCE = 32
 const GROUP_CONFIG_SOURCE = 8
 const DEFAULT_CONFIG_SOURCE = 5
+const STATIC_BROKER_CONFIG_SOURCE = 4
 const SET = 0
 const DELETE = 1
 const GROUP = 'configured-group'
@@ -105,7 +107,16 @@ describe('group configs (ConfigResource GROUP)', () => {
     const r = response.results[0]
     return {
       errorCode: r.errorCode,
-      configs: new Map(r.configs.map((c) => [c.name, { value: c.value, source: c.configSource }])),
+      configs: new Map(
+        r.configs.map((c) => [
+          c.name,
+          {
+            value: c.value,
+            source: c.configSource,
+            synonyms: c.synonyms.map((s) => ({ name: s.name, value: s.value, source: s.source })),
+          },
+        ]),
+      ),
     }
   }
   const listedGroups = async () => {
@@ -126,14 +137,16 @@ describe('group configs (ConfigResource GROUP)', () => {
     assert.equal(fresh.errorCode, ErrorCode.NONE)
     // Every Kafka 4.4 group config, the broker's value by default.
     assert.equal(fresh.configs.size, 27)
+    // The broker's group.share.record.lock.duration.ms, set in its properties.
     assert.deepEqual(fresh.configs.get('share.record.lock.duration.ms'), {
       value: '20000',
-      source: DEFAULT_CONFIG_SOURCE,
+      source: STATIC_BROKER_CONFIG_SOURCE,
+      synonyms: [
+        { name: 'group.share.record.lock.duration.ms', value: '20000', source: STATIC_BROKER_CONFIG_SOURCE },
+      ],
     })
-    assert.deepEqual(fresh.configs.get('share.auto.offset.reset'), {
-      value: 'latest',
-      source: DEFAULT_CONFIG_SOURCE,
-    })
+    assert.deepEqual(fresh.configs.get('share.auto.offset.reset')?.value, 'latest')
+    assert.deepEqual(fresh.configs.get('share.auto.offset.reset')?.source, DEFAULT_CONFIG_SOURCE)
 
     const set = await alter(GROUP, [
       { name: 'share.auto.offset.reset', op: SET, value: 'earliest' },
@@ -142,13 +155,16 @@ describe('group configs (ConfigResource GROUP)', () => {
     ])
     assert.deepEqual(set, { errorCode: ErrorCode.NONE, errorMessage: null })
     const described = await describeGroup(GROUP)
-    assert.deepEqual(described.configs.get('share.auto.offset.reset'), {
-      value: 'earliest',
-      source: GROUP_CONFIG_SOURCE,
-    })
+    assert.deepEqual(described.configs.get('share.auto.offset.reset')?.value, 'earliest')
+    assert.deepEqual(described.configs.get('share.auto.offset.reset')?.source, GROUP_CONFIG_SOURCE)
+    // Kafka 4.4's synonyms: the group's value, then the broker's.
     assert.deepEqual(described.configs.get('consumer.heartbeat.interval.ms'), {
       value: '7000',
       source: GROUP_CONFIG_SOURCE,
+      synonyms: [
+        { name: 'consumer.heartbeat.interval.ms', value: '7000', source: GROUP_CONFIG_SOURCE },
+        { name: 'group.consumer.heartbeat.interval.ms', value: '5000', source: DEFAULT_CONFIG_SOURCE },
+      ],
     })
     assert.deepEqual(described.configs.get('consumer.session.timeout.ms')?.source, DEFAULT_CONFIG_SOURCE)
     assert.deepEqual(await listedGroups(), [GROUP])
@@ -159,15 +175,33 @@ describe('group configs (ConfigResource GROUP)', () => {
     ])
     assert.equal(deleted.errorCode, ErrorCode.NONE)
     const after = await describeGroup(GROUP)
-    assert.deepEqual(after.configs.get('share.auto.offset.reset'), {
-      value: 'latest',
-      source: DEFAULT_CONFIG_SOURCE,
-    })
+    assert.deepEqual(after.configs.get('share.auto.offset.reset')?.value, 'latest')
+    assert.deepEqual(after.configs.get('share.auto.offset.reset')?.source, DEFAULT_CONFIG_SOURCE)
     assert.deepEqual(await listedGroups(), [GROUP], 'consumer.heartbeat.interval.ms is still set')
     assert.equal(
       (await alter(GROUP, [{ name: 'consumer.heartbeat.interval.ms', op: DELETE, value: null }])).errorCode,
       0,
     )
+    assert.deepEqual(await listedGroups(), [])
+  })
+
+  it('takes legacy AlterConfigs on a group, as Kafka 4.4 does', async () => {
+    const legacy = (configs: { name: string; value: string }[]) =>
+      rawCall<AlterConfigsResponse>(raw as RawClient, ApiKey.AlterConfigs, 2, {
+        resources: [{ resourceType: GROUP_RESOURCE, resourceName: 'legacy-group', configs }],
+        validateOnly: false,
+      }).then((r) => r.responses[0].errorCode)
+    assert.equal(await legacy([{ name: 'share.auto.offset.reset', value: 'earliest' }]), ErrorCode.NONE)
+    assert.equal(
+      (await describeGroup('legacy-group')).configs.get('share.auto.offset.reset')?.value,
+      'earliest',
+    )
+    assert.equal(
+      await legacy([{ name: 'share.auto.offset.reset', value: 'never' }]),
+      ErrorCode.INVALID_CONFIG,
+    )
+    // The whole set is replaced: none left, the group is no longer listed.
+    assert.equal(await legacy([]), ErrorCode.NONE)
     assert.deepEqual(await listedGroups(), [])
   })
 
@@ -200,10 +234,10 @@ describe('group configs (ConfigResource GROUP)', () => {
       assert.deepEqual(refused, { errorCode: ErrorCode.INVALID_CONFIG, errorMessage: message }, name)
     }
     assert.deepEqual(await listedGroups(), [], 'nothing was stored')
-    assert.equal(
-      (await alter('', [{ name: 'share.auto.offset.reset', op: SET, value: 'earliest' }])).errorCode,
-      ErrorCode.INVALID_REQUEST,
-    )
+    assert.deepEqual(await alter('', [{ name: 'share.auto.offset.reset', op: SET, value: 'earliest' }]), {
+      errorCode: ErrorCode.INVALID_REQUEST,
+      errorMessage: 'Default group resources are not allowed.',
+    })
   })
 
   it('answers GROUP_AUTHORIZATION_FAILED for a denied group', { timeout: 60_000 }, async () => {
