@@ -41,6 +41,8 @@ const SET = 0
 const DELETE = 1
 const GROUP = 'configured-group'
 const DENIED_GROUP = 'denied-config-group'
+/** May be described, not altered. */
+const READ_ONLY_GROUP = 'read-only-config-group'
 
 describe('group configs (ConfigResource GROUP)', () => {
   let cluster: Cluster | undefined
@@ -67,11 +69,30 @@ describe('group configs (ConfigResource GROUP)', () => {
           operation: AclOperation.ALL,
           permissionType: AclPermissionType.DENY,
         },
+        {
+          resourceType: ResourceType.GROUP,
+          resourceName: READ_ONLY_GROUP,
+          resourcePatternType: PatternType.LITERAL,
+          principal: 'User:ANONYMOUS',
+          host: '*',
+          operation: AclOperation.ALTER_CONFIGS,
+          permissionType: AclPermissionType.DENY,
+        },
+        // A group with ACLs is no longer "no ACL found": describing needs its own ALLOW.
+        {
+          resourceType: ResourceType.GROUP,
+          resourceName: READ_ONLY_GROUP,
+          resourcePatternType: PatternType.LITERAL,
+          principal: 'User:ANONYMOUS',
+          host: '*',
+          operation: AclOperation.DESCRIBE_CONFIGS,
+          permissionType: AclPermissionType.ALLOW,
+        },
       ],
     })
     assert.deepEqual(
       created.results.map((r) => r.errorCode),
-      [0],
+      [0, 0, 0],
     )
   })
   after(async () => {
@@ -248,6 +269,12 @@ describe('group configs (ConfigResource GROUP)', () => {
       { name: 'share.auto.offset.reset', op: SET, value: 'earliest' },
     ])
     assert.equal(refused.errorCode, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    // ALTER_CONFIGS denied, DESCRIBE_CONFIGS not: described, not altered.
+    assert.equal((await describeGroup(READ_ONLY_GROUP)).errorCode, ErrorCode.NONE)
+    const readOnly = await alter(READ_ONLY_GROUP, [
+      { name: 'share.auto.offset.reset', op: SET, value: 'earliest' },
+    ])
+    assert.equal(readOnly.errorCode, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     assert.deepEqual(await listedGroups(), [])
   })
 
