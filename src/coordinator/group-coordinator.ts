@@ -206,6 +206,23 @@ export class GroupCoordinator {
     return this.config.consumerGroup ?? DEFAULT_CONSUMER_GROUP_CONFIG
   }
 
+  /**
+   * A consumer group's settings: the broker's, with the group's own
+   * consumer.session.timeout.ms and consumer.heartbeat.interval.ms (group configs, validated
+   * when set) read at each heartbeat, as Kafka's coordinator does.
+   */
+  consumerConfigOf(groupId: string): ConsumerGroupConfig {
+    const set = this.host.metadataImage().groupConfigs?.get(groupId)
+    if (set === undefined) return this.consumerConfig
+    const session = set['consumer.session.timeout.ms']
+    const heartbeat = set['consumer.heartbeat.interval.ms']
+    return {
+      ...this.consumerConfig,
+      ...(session !== undefined && { sessionTimeoutMs: Number(session) }),
+      ...(heartbeat !== undefined && { heartbeatIntervalMs: Number(heartbeat) }),
+    }
+  }
+
   /** Whether group.coordinator.rebalance.protocols has 'consumer' (ConsumerGroupHeartbeat). */
   get consumerProtocolEnabled(): boolean {
     return (this.config.rebalanceProtocols ?? ['classic', 'consumer']).includes('consumer')
@@ -299,7 +316,7 @@ export class GroupCoordinator {
     req: ConsumerHeartbeatRequest,
     apiVersion: number,
   ): Promise<ConsumerHeartbeatResult> {
-    const config = this.consumerConfig
+    const config = this.consumerConfigOf(req.groupId)
     const invalid = validateHeartbeat(req, apiVersion, config)
     if (invalid) return Promise.resolve(invalid)
     const shard = this.route(req.groupId)

@@ -3,8 +3,10 @@
  * (share group, topic id, partition) this broker leads, made on the group's first fetch of
  * it, and the share sessions of the consumers fetching here.
  *
- * A share-partition starts at `share.auto.offset.reset`: the high watermark (latest, Kafka's
- * default) or the log start offset (earliest). It belongs to one leader epoch: when the
+ * A share-partition starts at its group's `share.auto.offset.reset`: the high watermark
+ * (latest, Kafka's default) or the log start offset (earliest). Its locks last the group's
+ * `share.record.lock.duration.ms`, read at each acquisition. Both are group configs
+ * (server/group-configs.ts) whose defaults are the broker's. It belongs to one leader epoch: when the
  * partition's leadership moves or its epoch changes, it is closed and a later fetch starts
  * a new one. Its state is in memory only (not yet in `__share_group_state`), so records
  * acquired but not acknowledged before a leader change are delivered again by the new
@@ -28,8 +30,14 @@ import { type ShareSession, ShareSessionCache } from './share-session-cache.js'
 export type ShareAutoOffsetReset = 'latest' | 'earliest'
 
 export interface SharePartitionManagerConfig extends SharePartitionConfig {
-  /** share.auto.offset.reset (Kafka: a group config; here one value for every group). */
+  /** The broker's share.auto.offset.reset, for groups that set none. */
   readonly autoOffsetReset: ShareAutoOffsetReset
+}
+
+/** A share group's own settings (its group configs); absent ones are the broker's. */
+export interface ShareGroupOverrides {
+  readonly autoOffsetReset?: ShareAutoOffsetReset
+  readonly recordLockDurationMs?: number
 }
 
 /** A share-partition's place: the topic's name and id and the partition index. */
@@ -82,7 +90,14 @@ export class SharePartitionManager {
     private readonly replicaManager: {
       getPartition(topic: string, partition: number): Partition | undefined
     },
+    /** The group configs of a share group, read when they apply (they change at any time). */
+    private readonly groupOverrides: (groupId: string) => ShareGroupOverrides = () => ({}),
   ) {}
+
+  /** How long `groupId`'s share consumers hold what they acquire (ShareFetch's acquisitionLockTimeoutMs). */
+  recordLockDurationMs(groupId: string): number {
+    return this.groupOverrides(groupId).recordLockDurationMs ?? this.config.recordLockDurationMs
+  }
 
   /** How many share-partitions are open here (metrics, tests). */
   get size(): number {
@@ -101,9 +116,17 @@ export class SharePartitionManager {
     if (existing && existing.leaderEpoch === partition.leaderEpoch)
       return { partition, share: existing.sharePartition }
     existing?.sharePartition.close()
-    const startOffset =
-      this.config.autoOffsetReset === 'earliest' ? partition.log.logStartOffset : partition.highWatermark
-    const share = new SharePartition(this.config, this.clock, startOffset)
+    const reset = this.groupOverrides(groupId).autoOffsetReset ?? this.config.autoOffsetReset
+    const startOffset = reset === 'earliest' ? partition.log.logStartOffset : partition.highWatermark
+    const manager = this
+    const config: SharePartitionConfig = {
+      deliveryCountLimit: this.config.deliveryCountLimit,
+      maxInFlightRecords: this.config.maxInFlightRecords,
+      get recordLockDurationMs() {
+        return manager.recordLockDurationMs(groupId)
+      },
+    }
+    const share = new SharePartition(config, this.clock, startOffset)
     this.hosted.set(key, { sharePartition: share, tp, leaderEpoch: partition.leaderEpoch })
     return { partition, share }
   }
