@@ -37,8 +37,16 @@ export interface JepsenSummary {
   /** Reads of the consume-transform-produce loop, each part of its transaction. */
   readonly ctpReads: number
   readonly consumersStarted: number
-  /** Group members that crashed (no commit, no leave), per group protocol. */
-  readonly crashes: { readonly classic: number; readonly consumer: number }
+  /**
+   * Group members that crashed (no commit, no leave), per group protocol; `...Owning`: those
+   * that held partitions then (a crash before the first assignment moves nothing).
+   */
+  readonly crashes: {
+    readonly classic: number
+    readonly consumer: number
+    readonly classicOwning: number
+    readonly consumerOwning: number
+  }
   /** Committed records a group never read (after catching up): lost to the group. */
   readonly groupUnread: readonly string[]
   /** `tidelog verify`'s anomalies plus the groups' unread partitions. */
@@ -381,6 +389,8 @@ function readFields(consumer: string, poll: number, r: ConsumerRecord): Fields {
 class GroupReader {
   reads = 0
   crashed = false
+  /** Partitions it held when it crashed. */
+  crashedOwning = 0
   private poll = 0
 
   constructor(
@@ -410,7 +420,8 @@ class GroupReader {
     })
     consumer.subscribe([tidelogTopic])
     try {
-      while (!stopping() && !departing()) {
+      // A member that is to crash waits for partitions first: a crash then must move them.
+      while (!stopping() && (!departing() || (crash && consumer.assignment().length === 0))) {
         let records: ConsumerRecord[]
         try {
           records = await consumer.poll(1000)
@@ -423,7 +434,10 @@ class GroupReader {
       }
     } finally {
       this.crashed = crash && !stopping()
-      if (this.crashed) this.history.add('crash', { consumer: this.name, group: `jepsen-${this.protocol}` })
+      if (this.crashed) {
+        this.crashedOwning = consumer.assignment().length
+        this.history.add('crash', { consumer: this.name, group: `jepsen-${this.protocol}` })
+      }
       await consumer.close({ abandon: this.crashed }).catch(() => {})
     }
   }
@@ -506,6 +520,7 @@ export class JepsenWorkload {
     await this.history.close()
     const report = checkHistory(await readHistoryFile(this.o.historyPath))
     const sum = (f: (w: TxnWriter) => number) => this.writers.reduce((n, w) => n + f(w), 0)
+    const crashed = (protocol: string) => this.readers.filter((r) => r.crashed && r.protocol === protocol)
     return {
       historyPath: this.o.historyPath,
       committed: sum((w) => w.committed),
@@ -517,8 +532,10 @@ export class JepsenWorkload {
       ctpReads: this.writers.reduce((n, w) => n + (w instanceof CtpWriter ? w.reads : 0), 0),
       consumersStarted: this.readers.length,
       crashes: {
-        classic: this.readers.filter((r) => r.crashed && r.protocol === 'classic').length,
-        consumer: this.readers.filter((r) => r.crashed && r.protocol === 'consumer').length,
+        classic: crashed('classic').length,
+        consumer: crashed('consumer').length,
+        classicOwning: crashed('classic').filter((r) => r.crashedOwning > 0).length,
+        consumerOwning: crashed('consumer').filter((r) => r.crashedOwning > 0).length,
       },
       groupUnread,
       anomalies: report.counts.anomalies + groupUnread.length,

@@ -649,7 +649,7 @@ function formatJepsen(j: JepsenSummary): string {
     .map(([kind, list]) => `${kind}=${(list as unknown[]).length}`)
     .join(' ')
   return [
-    `  jepsen: transactions committed ${j.committed}, aborted ${j.aborted}, undecided ${j.undecided} (verify: ${JSON.stringify(j.report.counts.transactions)}); ${j.sends} transactional and ${j.idempotentSends} idempotent records sent, ${j.report.counts.acks} acked, ${j.report.counts.fails} failed; ${j.reads} group reads by ${j.consumersStarted} members (crashed: ${j.crashes.classic} classic, ${j.crashes.consumer} consumer protocol), ${j.ctpReads} consume-transform-produce reads, ${j.report.counts.reads} reads in all`,
+    `  jepsen: transactions committed ${j.committed}, aborted ${j.aborted}, undecided ${j.undecided} (verify: ${JSON.stringify(j.report.counts.transactions)}); ${j.sends} transactional and ${j.idempotentSends} idempotent records sent, ${j.report.counts.acks} acked, ${j.report.counts.fails} failed; ${j.reads} group reads by ${j.consumersStarted} members (crashed: ${j.crashes.classic} classic, ${j.crashes.consumer} consumer protocol; holding partitions: ${j.crashes.classicOwning} and ${j.crashes.consumerOwning}), ${j.ctpReads} consume-transform-produce reads, ${j.report.counts.reads} reads in all`,
     `  jepsen: ANOMALIES ${j.anomalies} (${counts} groupUnread=${j.groupUnread.length}); allowed: ${j.report.expected.writeCycles.length} write cycles, ${j.report.expected.cyclesThroughWrites.length} cycles through write order; unseen ${j.report.counts.unseen}; not checked: ${j.report.notChecked.join('; ') || 'none'}`,
     `  jepsen history: ${j.historyPath}`,
   ].join('\n')
