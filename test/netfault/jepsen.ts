@@ -505,6 +505,12 @@ export class JepsenWorkload {
     }
   }
 
+  /** Ends every loop without waiting (a run that failed before check()): nothing polls on. */
+  halt(): void {
+    this.writersStopped = true
+    this.stopped = true
+  }
+
   /** Stops the writers; the group members poll on until check() has seen them catch up. */
   async stop(): Promise<void> {
     this.writersStopped = true

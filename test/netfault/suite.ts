@@ -272,6 +272,7 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
   }
   let droppedPackets = 0
   let cluster: NetfaultCluster | null = null
+  let jepsen: JepsenWorkload | null = null
   try {
     cluster = await startCluster(brokerIds)
     const net = cluster.network
@@ -300,7 +301,6 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
     await waitForHealthy(cluster, replicas, 30000)
 
     const spec = { bootstrap: cluster.bootstrap, topic: TOPIC, partitions: options.partitions }
-    let jepsen: JepsenWorkload | null = null
     if (options.workload === 'jepsen') {
       // Its own PRNG, so the fault schedule of a seed is the same as the default workload's.
       jepsen = new JepsenWorkload({
@@ -508,6 +508,7 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
     await keepArtifacts(artifactsDir, cluster, timeline, allAcks, consumed.records)
     return { ...report, artifactsDir }
   } finally {
+    jepsen?.halt()
     for (const p of producers) if (p instanceof PythonProducer) p.kill()
     await cluster?.close()
     cleanupSync()
