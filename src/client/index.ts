@@ -54,6 +54,7 @@ export {
   roundRobinAssignor,
 } from './group/assignors.js'
 export { CommitFailedError } from './group/errors.js'
+export type { CloseOptions } from './group/session.js'
 export { createCooperativeStickyAssignor, createStickyAssignor } from './group/sticky-assignor.js'
 export type { BrokerNode, PartitionInfo, TopicInfo } from './metadata.js'
 export type { ListedOffset, OffsetSpec } from './offsets.js'

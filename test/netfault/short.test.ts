@@ -48,6 +48,8 @@ for (const workload of ['default', 'jepsen'] as const) {
       assert.ok(jepsen !== null, 'the jepsen workload reported nothing')
       assert.ok(jepsen.committed > 50, `only ${jepsen.committed} transactions committed`)
       assert.ok(jepsen.reads > 1000, `only ${jepsen.reads} records read by the consumers`)
+      const crashes = jepsen.crashes.classicOwning + jepsen.crashes.consumerOwning
+      assert.ok(crashes > 0, 'no group member crashed while holding partitions')
     } else {
       assert.ok(report.acknowledged > 1000, `only ${report.acknowledged} records acknowledged`)
     }
