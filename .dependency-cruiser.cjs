@@ -28,6 +28,14 @@ module.exports = {
       to: { path: '^src/(server|storage|replication|metadata|coordinator|sim|cli|runtime)/' },
     },
     {
+      name: 'client-network-is-injected',
+      severity: 'error',
+      comment:
+        "tidelog's client opens streams through its injected connector (client/connector.ts); only the default one, client/tcp-connector.ts, touches sockets.",
+      from: { path: '^src/client/', pathNot: '^src/client/tcp-connector\\.ts$' },
+      to: { path: '^(node:)?(net|tls|dgram)$', dependencyTypes: ['core'] },
+    },
+    {
       name: 'schema-registry-is-a-client',
       severity: 'error',
       comment:

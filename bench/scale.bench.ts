@@ -34,6 +34,8 @@ import { parseArgs, promisify } from 'node:util'
 import { Kafka, logLevel } from 'kafkajs'
 import { Admin } from '../src/client/admin.js'
 import { silentLogger } from '../src/common/logger.js'
+import { encodeRequestFrame } from '../src/protocol/frame-encoder.js'
+import { ApiKey, loadApiCodec } from '../src/protocol/generated/index.js'
 import { type Cluster, startCluster } from '../src/server/cluster.js'
 
 /** The followers' fetch requests and the partition entries they carried, summed over the brokers. */
@@ -219,21 +221,13 @@ async function start(dataDir: string): Promise<{ cluster: Cluster; ms: number }>
 }
 
 /** One raw connection that has sent ApiVersions v0 and read the answer. */
-function apiVersionsConnection(host: string, port: number, correlationId: number): Promise<Socket> {
+async function apiVersionsConnection(host: string, port: number, correlationId: number): Promise<Socket> {
+  await loadApiCodec(ApiKey.ApiVersions)
+  const frame = encodeRequestFrame(ApiKey.ApiVersions, 0, correlationId, 'scale-bench', {})
   return new Promise((resolve, reject) => {
     const socket = connect({ host, port })
     socket.once('error', reject)
-    socket.once('connect', () => {
-      const clientId = Buffer.from('scale-bench')
-      const frame = Buffer.alloc(4 + 10 + clientId.length)
-      frame.writeInt32BE(frame.length - 4, 0)
-      frame.writeInt16BE(18, 4) // ApiVersions
-      frame.writeInt16BE(0, 6)
-      frame.writeInt32BE(correlationId, 8)
-      frame.writeInt16BE(clientId.length, 12)
-      clientId.copy(frame, 14)
-      socket.write(frame)
-    })
+    socket.once('connect', () => socket.write(Buffer.concat(frame)))
     socket.once('data', () => {
       socket.off('error', reject)
       socket.on('error', () => {})

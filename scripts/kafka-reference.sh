@@ -6,6 +6,8 @@
 #   scripts/kafka-reference.sh install            fetch once into .build/kafka-4.4.0, print it
 #   scripts/kafka-reference.sh start [--nodes N] [--property KEY=VALUE]... [--feature NAME=LEVEL]...
 #     [--sasl-listener]   (also a SASL_PLAINTEXT listener with SCRAM; its bootstrap in DIR/bootstrap-sasl)
+#     [--owner-pid PID]   (stop the nodes and remove DIR once process PID is gone: a test
+#                          process killed by its runner cannot stop them itself)
 #                                                 start N nodes (default 1; 3 gives RF 3) with
 #                                                 extra server properties and features set at
 #                                                 format time (e.g. transaction.version=1; the
@@ -151,6 +153,16 @@ launch_node() {
   echo $! >"$node_dir/pid"
 }
 
+# watch_owner PID DIR: in the background, stops DIR's nodes once PID has exited; ends by
+# itself when DIR is gone (stopped the usual way). Its output goes nowhere, so whoever reads
+# this script's stdout is not kept waiting.
+watch_owner() {
+  local owner="$1" dir="$2"
+  nohup bash -c 'while kill -0 "$1" 2>/dev/null && [ -d "$3" ]; do sleep 2; done
+    if [ -d "$3" ]; then "$2" stop "$3"; fi' watch-owner "$owner" "$root/scripts/kafka-reference.sh" "$dir" \
+    >/dev/null 2>&1 </dev/null &
+}
+
 # await_started NODE_DIR DEADLINE_SECONDS: until the node logs that it started (or exits).
 await_started() {
   local node_dir="$1" deadline="$2"
@@ -187,11 +199,12 @@ start_node() {
 }
 
 start() {
-  local nodes=1 sasl_listener=0
+  local nodes=1 sasl_listener=0 owner_pid=""
   local -a extra=() features=()
   while [ $# -gt 0 ]; do
     case "$1" in
       --nodes) nodes="$2"; shift 2 ;;
+      --owner-pid) owner_pid="$2"; shift 2 ;;
       --property) extra+=("$2"); shift 2 ;;
       --feature) features+=(--feature "$2"); shift 2 ;;
       --sasl-listener) sasl_listener=1; shift ;;
@@ -326,6 +339,7 @@ SASL
     await_started "$dir/node-$((i + 1))" "$deadline"
   done
   trap - ERR INT TERM
+  if [ -n "$owner_pid" ]; then watch_owner "$owner_pid" "$dir"; fi
   echo "$bootstrap" >"$dir/bootstrap"
   if [ "$sasl_listener" = 1 ]; then echo "$sasl_bootstrap" >"$dir/bootstrap-sasl"; fi
   echo "$bootstrap"

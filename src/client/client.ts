@@ -16,6 +16,7 @@ import type { MetadataRequest } from '../protocol/generated/metadata-request.js'
 import type { MetadataResponse } from '../protocol/generated/metadata-response.js'
 import { ZERO_UUID } from '../protocol/primitives.js'
 import { BrokerConnection } from './connection.js'
+import type { ClientConnector } from './connector.js'
 import {
   ClientClosedError,
   ConnectionError,
@@ -27,6 +28,7 @@ import { type BrokerNode, MetadataSnapshot } from './metadata.js'
 import { type BrokerAddress, clientSystemClock, intOption, parseBootstrapServers } from './options.js'
 import { sleep } from './retry.js'
 import { checkSaslOptions, checkSslOptions, type SaslOptions, type SslOptions } from './security-options.js'
+import { tcpConnector } from './tcp-connector.js'
 
 /** Which socket a request travels on: 'group' carries JoinGroup/SyncGroup (held by the coordinator) and heartbeats. */
 export type ConnectionPurpose = 'normal' | 'produce' | 'fetch' | 'group'
@@ -57,6 +59,11 @@ export interface ClientOptions {
   ssl?: SslOptions | boolean
   /** SASL authentication on every connection (SASL_PLAINTEXT, or SASL_SSL with `ssl`). */
   sasl?: SaslOptions
+  /**
+   * How a connection to a broker is opened; default: TCP, or TLS with `ssl`. A simulation
+   * passes its simulated network.
+   */
+  connector?: ClientConnector
 }
 
 export interface ResolvedClientOptions {
@@ -71,6 +78,7 @@ export interface ResolvedClientOptions {
   readonly random: Random
   readonly ssl: SslOptions | undefined
   readonly sasl: SaslOptions | undefined
+  readonly connector: ClientConnector
 }
 
 export function resolveClientOptions(options: ClientOptions): ResolvedClientOptions {
@@ -86,6 +94,7 @@ export function resolveClientOptions(options: ClientOptions): ResolvedClientOpti
     random: options.random ?? systemRandom,
     ssl: checkSslOptions(options.ssl),
     sasl: checkSaslOptions(options.sasl),
+    connector: options.connector ?? tcpConnector,
   }
 }
 
@@ -395,6 +404,7 @@ export class KafkaClient {
       clock: this.clock,
       ssl: this.options.ssl,
       sasl: this.options.sasl,
+      connector: this.options.connector,
       random: this.random,
       onThrottle: (apiKey, throttleTimeMs) =>
         this.onThrottleTime(`${address.host}:${address.port}`, apiKey, throttleTimeMs),

@@ -8,33 +8,33 @@
  * request on it, as Kafka's NetworkClient does: a late answer could otherwise be matched
  * to nothing, and the socket's state is unknown.
  *
- * With `ssl` the socket is TLS (node:tls); with `sasl` the connection authenticates right
+ * The byte stream comes from the injected connector (connector.ts): TCP or TLS by default,
+ * the simulator's network in a simulation. With `sasl` the connection authenticates right
  * after ApiVersions (SaslHandshake v1, then SaslAuthenticate v2 tokens, as Kafka's
  * SaslClientAuthenticator) and is handed out only once the broker accepted it.
  */
-import { connect, isIP, type Socket } from 'node:net'
-import { connect as tlsConnect } from 'node:tls'
 import { assert } from '../common/assert.js'
 import type { Clock, TimerHandle } from '../common/clock.js'
 import { TidelogError } from '../common/errors.js'
+import type { ByteStream } from '../common/network.js'
 import { type Random, systemRandom } from '../common/random.js'
 import { ErrorCode } from '../protocol/error-codes.js'
-import { FrameDecoder, FrameReader } from '../protocol/frame-decoder.js'
+import { FrameDecoder } from '../protocol/frame-decoder.js'
+import { encodeRequestFrame } from '../protocol/frame-encoder.js'
 import type { ApiVersionsResponse } from '../protocol/generated/api-versions-response.js'
 import { ApiKey, apis, loadAllApiCodecs } from '../protocol/generated/index.js'
-import { encodeRequestHeader } from '../protocol/generated/request-header.js'
 import { decodeResponseHeader } from '../protocol/generated/response-header.js'
 import type { SaslAuthenticateResponse } from '../protocol/generated/sasl-authenticate-response.js'
 import type { SaslHandshakeResponse } from '../protocol/generated/sasl-handshake-response.js'
-import { Reader, Writer } from '../protocol/primitives.js'
+import { Reader } from '../protocol/primitives.js'
 import { saslClientExchange } from '../protocol/sasl-client.js'
+import type { ClientConnector } from './connector.js'
 import {
   ConnectionError,
   KafkaClientError,
   KafkaProtocolError,
   RequestTimeoutError,
   SaslAuthenticationFailedError,
-  SslAuthenticationError,
   UnsupportedApiError,
 } from './errors.js'
 import type { SaslOptions, SslOptions } from './security-options.js'
@@ -61,6 +61,8 @@ export interface ConnectionOptions {
   label: string
   /** TLS (security.protocol SSL or SASL_SSL); absent: plain TCP. */
   ssl?: SslOptions
+  /** Opens the byte stream (ClientOptions.connector: TCP or TLS unless a simulation injects its network). */
+  connector: ClientConnector
   /** SASL (security.protocol SASL_PLAINTEXT or SASL_SSL); absent: no authentication. */
   sasl?: SaslOptions
   /** SCRAM client nonces. */
@@ -105,8 +107,10 @@ interface InFlight {
 
 export class BrokerConnection {
   private readonly inFlight = new Map<number, InFlight>()
-  /** TLS sockets only: a plain socket reads into its SocketFrames' buffers instead ('data' events never fire). */
-  private readonly decoder = new FrameDecoder(MAX_RESPONSE_BYTES)
+  /** For a stream that delivers chunks; one that reads frames itself (`readFrames`) needs none. */
+  private decoder: FrameDecoder | null = null
+  /** Writes whose caller waits for the bytes to leave (acks=0 produce): failed with the connection. */
+  private readonly pendingWrites = new Set<(error?: Error | null) => void>()
   private readonly closeListeners: ((error: Error) => void)[] = []
   private brokerVersions = new Map<number, VersionRange>()
   private nextCorrelationId = 1
@@ -118,27 +122,33 @@ export class BrokerConnection {
   private throttleTimer: TimerHandle | null = null
 
   private constructor(
-    private readonly socket: Socket,
-    frames: SocketFrames | null,
+    private readonly stream: ByteStream,
     readonly options: ConnectionOptions,
   ) {
-    if (frames)
-      frames.attach(
+    if (stream.readFrames)
+      stream.readFrames(
+        MAX_RESPONSE_BYTES,
         (frame) => this.onResponse(frame),
         (error) => this.onBadResponse(error),
       )
-    else socket.on('data', (chunk: Buffer) => this.onData(chunk))
-    socket.on('error', (error) =>
-      this.fail(new ConnectionError(`${this.describe()}: ${error.message}`, error)),
+    else {
+      this.decoder = new FrameDecoder(MAX_RESPONSE_BYTES)
+      stream.onData((chunk) => this.onData(chunk))
+    }
+    stream.onClose((error) =>
+      this.fail(
+        error
+          ? new ConnectionError(`${this.describe()}: ${error.message}`, error)
+          : new ConnectionError(`${this.describe()}: connection closed`),
+      ),
     )
-    socket.on('close', () => this.fail(new ConnectionError(`${this.describe()}: connection closed`)))
   }
 
-  /** Opens the socket and negotiates versions; rejects with ConnectionError. */
+  /** Opens the stream and negotiates versions; rejects with ConnectionError. */
   static async open(options: ConnectionOptions): Promise<BrokerConnection> {
-    // A client uses many APIs: their codecs load while the socket connects.
-    const [{ socket, frames }] = await Promise.all([openSocket(options), loadAllApiCodecs()])
-    const connection = new BrokerConnection(socket, frames, options)
+    // A client uses many APIs: their codecs load while the stream connects.
+    const [stream] = await Promise.all([openStream(options), loadAllApiCodecs()])
+    const connection = new BrokerConnection(stream, options)
     try {
       await connection.negotiateVersions()
       if (options.sasl) await connection.authenticate(options.sasl)
@@ -209,7 +219,7 @@ export class BrokerConnection {
   sendOneWay(apiKey: number, body: unknown): Promise<void> {
     if (this.closedWith) return Promise.reject(this.closedWith)
     const version = this.versionFor(apiKey)
-    const frame = this.frame(apiKey, version, this.nextCorrelationId++, body)
+    const frame = encodeRequestFrame(apiKey, version, this.nextCorrelationId++, this.options.clientId, body)
     return new Promise<void>((resolve, reject) => {
       this.write(frame, (error) =>
         error ? reject(new ConnectionError(`${this.describe()}: write failed`, error)) : resolve(),
@@ -233,7 +243,7 @@ export class BrokerConnection {
       )
     }
     const correlationId = this.nextCorrelationId++
-    const frame = this.frame(apiKey, version, correlationId, body)
+    const frame = encodeRequestFrame(apiKey, version, correlationId, this.options.clientId, body)
     return new Promise<T>((resolve, reject) => {
       const timer = this.options.clock.setTimeout(() => this.onTimeout(apiKey, timeoutMs), timeoutMs)
       this.inFlight.set(correlationId, {
@@ -245,22 +255,6 @@ export class BrokerConnection {
       })
       this.write(frame)
     })
-  }
-
-  private frame(apiKey: number, version: number, correlationId: number, body: unknown): Buffer[] {
-    const api = apis.get(apiKey)!
-    const w = new Writer()
-    w.writeInt32(0) // size, patched below
-    encodeRequestHeader(w, api.requestHeaderVersion(version), {
-      requestApiKey: apiKey,
-      requestApiVersion: version,
-      correlationId,
-      clientId: this.options.clientId,
-    })
-    api.encodeRequest(w, version, body)
-    const chunks = w.toChunks()
-    chunks[0].writeInt32BE(w.length - 4, 0)
-    return chunks
   }
 
   private write(chunks: readonly Buffer[], done?: (error?: Error | null) => void): void {
@@ -295,16 +289,20 @@ export class BrokerConnection {
   }
 
   private writeNow(chunks: readonly Buffer[], done?: (error?: Error | null) => void): void {
-    this.socket.cork()
-    for (let i = 0; i < chunks.length; i++) {
-      this.socket.write(chunks[i], i === chunks.length - 1 ? done : undefined)
+    if (done === undefined) {
+      this.stream.write(chunks)
+      return
     }
-    this.socket.uncork()
+    // A stream never reports a failed write: the connection's failure fails the waiter instead.
+    this.pendingWrites.add(done)
+    this.stream.write(chunks, () => {
+      if (this.pendingWrites.delete(done)) done()
+    })
   }
 
   private onData(chunk: Buffer): void {
     try {
-      this.decoder.push(chunk, (frame) => this.onResponse(frame))
+      this.decoder!.push(chunk, (frame) => this.onResponse(frame))
     } catch (error) {
       this.onBadResponse(error)
     }
@@ -319,6 +317,16 @@ export class BrokerConnection {
     const request = this.inFlight.get(correlationId)
     if (!request)
       throw new ConnectionError(`${this.describe()}: response for unknown correlation id ${correlationId}`)
+    // A broker answers in request order: an answer that skips an older request means that
+    // request's answer is lost (and whether the broker acted on it unknown), so the
+    // connection is closed, failing both, as Kafka's NetworkClient does on a correlation id
+    // mismatch. Answering the newer request alone would let a retried produce land after
+    // batches sent behind it, out of reach of the broker's duplicate check.
+    const oldest = this.inFlight.keys().next().value
+    if (correlationId !== oldest)
+      throw new ConnectionError(
+        `${this.describe()}: response for correlation id ${correlationId} while ${oldest} is unanswered`,
+      )
     this.inFlight.delete(correlationId)
     request.timer.cancel()
     const api = apis.get(request.apiKey)!
@@ -348,10 +356,12 @@ export class BrokerConnection {
   private fail(error: Error): void {
     if (this.closedWith) return
     this.closedWith = error
-    this.socket.destroy()
+    this.stream.destroy()
     this.throttleTimer?.cancel()
     this.throttleTimer = null
     for (const { done } of this.throttledWrites.splice(0)) done?.(error)
+    for (const done of this.pendingWrites) done(error)
+    this.pendingWrites.clear()
     for (const request of this.inFlight.values()) {
       request.timer.cancel()
       request.reject(error)
@@ -457,102 +467,42 @@ function decodeBody(apiKey: number, version: number, reader: Reader): unknown {
 }
 
 /**
- * A plain socket's responses: the socket reads (net's `onread`) into FrameReader's buffers,
- * so a large fetch response is read straight into a buffer of its own size. Frames that
- * arrive before the connection attaches (none should: the client speaks first) wait, in
- * order, as with a paused socket.
+ * The connector's stream, within socket.connection.setup.timeout.ms. A connector's own error
+ * becomes a ConnectionError naming the broker; a KafkaClientError (a refused certificate)
+ * is passed on as it is.
  */
-class SocketFrames {
-  readonly reader = new FrameReader(MAX_RESPONSE_BYTES)
-  private early: Buffer[] = []
-  private onFrame: ((frame: Buffer) => void) | null = null
-  private onError: ((error: unknown) => void) | null = null
-  private failed: unknown = null
-
-  attach(onFrame: (frame: Buffer) => void, onError: (error: unknown) => void): void {
-    this.onFrame = onFrame
-    this.onError = onError
-    if (this.failed !== null) {
-      onError(this.failed)
-      return
-    }
-    try {
-      for (const frame of this.early.splice(0)) onFrame(frame)
-    } catch (error) {
-      onError(error)
-    }
-  }
-
-  /** The onread callback: never throws (it runs inside the socket's read). */
-  onRead(bytes: number): void {
-    if (this.failed !== null) return
-    try {
-      this.reader.onRead(bytes, this.onFrame ?? ((frame) => this.early.push(frame)))
-    } catch (error) {
-      this.failed = error
-      this.onError?.(error)
-    }
-  }
-}
-
-function openSocket(options: ConnectionOptions): Promise<{ socket: Socket; frames: SocketFrames | null }> {
+function openStream(options: ConnectionOptions): Promise<ByteStream> {
+  const where = `${options.host}:${options.port}`
+  const abort = new AbortController()
   return new Promise((resolve, reject) => {
-    const ssl = options.ssl
-    const frames = ssl ? null : new SocketFrames()
-    const socket: Socket = ssl
-      ? tlsConnect({
-          host: options.host,
-          port: options.port,
-          ca: ssl.ca,
-          cert: ssl.cert,
-          key: ssl.key,
-          passphrase: ssl.keyPassword,
-          rejectUnauthorized: ssl.rejectUnauthorized ?? true,
-          ...(ssl.verifyHostname === false ? { checkServerIdentity: () => undefined } : {}),
-          // SNI carries names only; an IP address is still checked against the certificate's IP SANs.
-          servername: ssl.servername ?? (isIP(options.host) ? undefined : options.host),
-        })
-      : connect({
-          host: options.host,
-          port: options.port,
-          noDelay: true,
-          onread: {
-            buffer: () => frames!.reader.nextBuffer(),
-            // true: keep reading (false would stop the socket's reads).
-            callback: (bytes: number) => {
-              frames!.onRead(bytes)
-              return true
-            },
-          },
-        })
-    if (ssl) socket.setNoDelay(true)
     const timer = options.clock.setTimeout(() => {
-      socket.destroy()
-      reject(
-        new ConnectionError(
-          `${options.label}: connect to ${options.host}:${options.port} timed out after ${options.connectTimeoutMs} ms`,
-        ),
+      const error = new ConnectionError(
+        `${options.label}: connect to ${where} timed out after ${options.connectTimeoutMs} ms`,
       )
+      abort.abort(error)
+      reject(error)
     }, options.connectTimeoutMs)
-    socket.once(ssl ? 'secureConnect' : 'connect', () => {
-      timer.cancel()
-      socket.removeAllListeners('error')
-      resolve({ socket, frames })
-    })
-    socket.once('error', (error) => {
-      timer.cancel()
-      const where = `${options.host}:${options.port}`
-      reject(
-        ssl && isCertificateError(error)
-          ? new SslAuthenticationError(`TLS handshake with ${where} failed: ${error.message}`, error)
-          : new ConnectionError(`cannot connect to ${where}: ${error.message}`, error),
-      )
-    })
+    const target = {
+      host: options.host,
+      port: options.port,
+      ssl: options.ssl,
+      maxFrameBytes: MAX_RESPONSE_BYTES,
+    }
+    options.connector(target, abort.signal).then(
+      (stream) => {
+        timer.cancel()
+        // Too late: the caller has its timeout error already.
+        if (abort.signal.aborted) stream.destroy()
+        else resolve(stream)
+      },
+      (error: unknown) => {
+        timer.cancel()
+        if (error instanceof KafkaClientError) reject(error)
+        else {
+          const message = error instanceof Error ? error.message : String(error)
+          reject(new ConnectionError(`cannot connect to ${where}: ${message}`, error))
+        }
+      },
+    )
   })
-}
-
-/** OpenSSL's verification failures (UNABLE_TO_VERIFY_LEAF_SIGNATURE, CERT_HAS_EXPIRED, ...) and Node's host check. */
-function isCertificateError(error: Error): boolean {
-  const code = (error as NodeJS.ErrnoException).code ?? ''
-  return code === 'ERR_TLS_CERT_ALTNAME_INVALID' || /CERT|SIGNATURE|ISSUER/.test(code)
 }

@@ -562,13 +562,13 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
     this.wake()
   }
 
-  /** With a group: commits (auto-commit), revokes and leaves the group first. */
-  async close(): Promise<void> {
+  /** With a group: commits (auto-commit), revokes and leaves first, unless `abandon` (CloseOptions). */
+  async close(options: { readonly abandon?: boolean } = {}): Promise<void> {
     if (this.closed) return
     this.closed = true
     this.wake()
     try {
-      await this.group?.close()
+      await this.group?.close(options)
     } finally {
       await Promise.allSettled(this.fetchesInFlight.values())
       await Promise.allSettled(this.decoding)

@@ -4,6 +4,8 @@
  * It imports only the protocol and common layers, so it works against any Kafka-compatible
  * broker, not just tidelog.
  */
+
+export type { ByteStream } from '../common/network.js'
 export {
   Admin,
   type AdminOptions,
@@ -21,6 +23,7 @@ export {
   type ThrottleEvent,
   type ThrottleStats,
 } from './client.js'
+export type { ClientConnector, ConnectTarget } from './connector.js'
 export {
   type AssignedPartition,
   Consumer,
@@ -51,6 +54,7 @@ export {
   roundRobinAssignor,
 } from './group/assignors.js'
 export { CommitFailedError } from './group/errors.js'
+export type { CloseOptions } from './group/session.js'
 export { createCooperativeStickyAssignor, createStickyAssignor } from './group/sticky-assignor.js'
 export type { BrokerNode, PartitionInfo, TopicInfo } from './metadata.js'
 export type { ListedOffset, OffsetSpec } from './offsets.js'
@@ -65,5 +69,6 @@ export {
   type RecordMetadata,
 } from './producer.js'
 export type { SaslOptions, SslOptions } from './security-options.js'
+export { tcpConnector } from './tcp-connector.js'
 export type { TransactionState } from './transaction-manager.js'
 export type { ConsumerGroupMetadata, TransactionOffset } from './transaction-requests.js'

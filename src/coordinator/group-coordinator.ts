@@ -206,6 +206,23 @@ export class GroupCoordinator {
     return this.config.consumerGroup ?? DEFAULT_CONSUMER_GROUP_CONFIG
   }
 
+  /**
+   * A consumer group's settings: the broker's, with the group's own
+   * consumer.session.timeout.ms and consumer.heartbeat.interval.ms (group configs, validated
+   * when set) read at each heartbeat, as Kafka's coordinator does.
+   */
+  consumerConfigOf(groupId: string): ConsumerGroupConfig {
+    const set = this.host.metadataImage().groupConfigs?.get(groupId)
+    if (set === undefined) return this.consumerConfig
+    const session = set['consumer.session.timeout.ms']
+    const heartbeat = set['consumer.heartbeat.interval.ms']
+    return {
+      ...this.consumerConfig,
+      ...(session !== undefined && { sessionTimeoutMs: Number(session) }),
+      ...(heartbeat !== undefined && { heartbeatIntervalMs: Number(heartbeat) }),
+    }
+  }
+
   /** Whether group.coordinator.rebalance.protocols has 'consumer' (ConsumerGroupHeartbeat). */
   get consumerProtocolEnabled(): boolean {
     return (this.config.rebalanceProtocols ?? ['classic', 'consumer']).includes('consumer')
@@ -299,7 +316,7 @@ export class GroupCoordinator {
     req: ConsumerHeartbeatRequest,
     apiVersion: number,
   ): Promise<ConsumerHeartbeatResult> {
-    const config = this.consumerConfig
+    const config = this.consumerConfigOf(req.groupId)
     const invalid = validateHeartbeat(req, apiVersion, config)
     if (invalid) return Promise.resolve(invalid)
     const shard = this.route(req.groupId)
@@ -585,6 +602,9 @@ export class GroupCoordinator {
     if (typeof shard === 'number') return { errorCode: shard, ...empty }
     const group = shard.groups.get(groupId)
     // A consumer group is not described by DescribeGroups (Kafka's answer below v6: Dead).
+    // A share group is not described by DescribeGroups either: Kafka's "not a classic group".
+    if (!group && this.share.has(shard, groupId))
+      return { errorCode: ErrorCode.NONE, notFound: 'consumer-group', ...empty }
     if (!group) return { errorCode: ErrorCode.NONE, notFound: 'unknown', ...empty }
     if (group.consumer !== null) return { errorCode: ErrorCode.NONE, notFound: 'consumer-group', ...empty }
     // Member metadata and assignments are only meaningful once a generation is stable (as Kafka).

@@ -57,6 +57,21 @@ export interface ShareGroupDescription {
   }[]
 }
 
+export interface ShareGroupError {
+  readonly errorCode: number
+  readonly errorMessage: string | null
+}
+
+/** Records that the group has state on these partitions of `topicId` (assigned or altered). */
+export function markInitialized(group: ShareGroup, topicId: string, partitions: Iterable<number>): void {
+  let known = group.initialized.get(topicId)
+  if (!known) {
+    known = new Set()
+    group.initialized.set(topicId, known)
+  }
+  for (const partition of partitions) known.add(partition)
+}
+
 /** The session timer of a share group, apart from the shard's group-id keyed timers. */
 function timerKey(groupId: string): string {
   return `\u0001share\u0001${groupId}`
@@ -118,7 +133,51 @@ export class ShareGroupCoordinator {
       this.topicsView(),
     )
     this.schedule(shard, group)
+    // Kafka initializes the share-partitions of a group's assignment: from now on the group
+    // has offsets there (DescribeShareGroupOffsets lists them). A member's assignment is sent
+    // when it changes, before the member can fetch a partition of it.
+    for (const { topicId, partitions } of result.assignment ?? []) markInitialized(group, topicId, partitions)
     return result
+  }
+
+  /**
+   * The share group `groupId` for its offsets APIs, or why not: GROUP_ID_NOT_FOUND for an
+   * unknown group or one of another type, the routing error (NOT_COORDINATOR, ...) otherwise.
+   * With `mustBeEmpty`, a group with members answers NON_EMPTY_GROUP (alter and delete).
+   * With `create`, an unknown group id makes a new, empty share group (Kafka's alter does).
+   */
+  offsetsTarget(groupId: string, mustBeEmpty: boolean, create = false): ShareGroup | ShareGroupError {
+    const shard = this.deps.route(groupId)
+    if (typeof shard === 'number') return { errorCode: shard, errorMessage: null }
+    let group = this.groupsOf(shard).get(groupId)
+    if (!group) {
+      if (shard.groups.has(groupId) && shard.groups.get(groupId)?.state !== 'Dead')
+        return {
+          errorCode: ErrorCode.GROUP_ID_NOT_FOUND,
+          errorMessage: `Group ${groupId} is not a share group.`,
+        }
+      if (!create)
+        return { errorCode: ErrorCode.GROUP_ID_NOT_FOUND, errorMessage: `Group ${groupId} not found.` }
+      group = newShareGroup(groupId)
+      this.groupsOf(shard).set(groupId, group)
+    }
+    if (mustBeEmpty && group.members.size > 0)
+      return {
+        errorCode: ErrorCode.NON_EMPTY_GROUP,
+        errorMessage: `Share group ${groupId} is not empty.`,
+      }
+    return group
+  }
+
+  /** Removes an empty share group (DeleteGroups, after its share-partitions' state is gone). */
+  remove(groupId: string): number {
+    const target = this.offsetsTarget(groupId, true)
+    if (!('groupEpoch' in target)) return target.errorCode
+    const shard = this.deps.route(groupId)
+    if (typeof shard === 'number') return shard
+    this.groupsOf(shard).delete(groupId)
+    if (shard.context.isActive) shard.context.timer.cancel(timerKey(groupId))
+    return ErrorCode.NONE
   }
 
   describe(groupId: string): ShareGroupDescription {

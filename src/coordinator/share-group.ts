@@ -50,6 +50,12 @@ export interface ShareGroup {
   assignmentEpoch: number
   readonly members: Map<string, ShareMember>
   targetAssignment: Map<string, ShareAssignment>
+  /**
+   * The share-partitions the group has state for (Kafka's initialized topics of the
+   * ShareGroupStatePartitionMetadata record): every partition ever assigned or altered,
+   * until its topic's offsets or the group are deleted. topic id → partitions.
+   */
+  readonly initialized: Map<string, Set<number>>
 }
 
 export interface ShareHeartbeatRequest {
@@ -94,7 +100,14 @@ export function shareHeartbeatError(
 }
 
 export function newShareGroup(groupId: string): ShareGroup {
-  return { groupId, groupEpoch: 0, assignmentEpoch: 0, members: new Map(), targetAssignment: new Map() }
+  return {
+    groupId,
+    groupEpoch: 0,
+    assignmentEpoch: 0,
+    members: new Map(),
+    targetAssignment: new Map(),
+    initialized: new Map(),
+  }
 }
 
 /** Kafka's state of a share group: Empty without members, Stable with. */

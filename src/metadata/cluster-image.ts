@@ -146,6 +146,8 @@ export interface ClusterImage {
    * `metrics`, `interval.ms` and `match` a subscription sets. Absent: none.
    */
   readonly clientMetricsConfigs?: ReadonlyMap<string, Readonly<Record<string, string>>>
+  /** Dynamic group configs (ConfigResource type GROUP), by group id. Absent: none. */
+  readonly groupConfigs?: ReadonlyMap<string, Readonly<Record<string, string>>>
   /**
    * What each broker serves as leader: per broker id, the leader epoch of every partition
    * it has applied leadership of (log created, role taken), by `servedKey(topicId,

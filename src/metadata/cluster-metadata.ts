@@ -78,6 +78,8 @@ export const KEYS = {
   brokerConfigs: (key: string) => `configs/brokers/${key}`,
   clientMetricsConfigsPrefix: 'configs/client-metrics/',
   clientMetricsConfigs: (name: string) => `configs/client-metrics/${name}`,
+  groupConfigsPrefix: 'configs/groups/',
+  groupConfigs: (groupId: string) => `configs/groups/${groupId}`,
   servedPrefix: 'served/',
   served: (id: BrokerId) => `served/${id}`,
   stagingPrefix: 'staging/',
@@ -646,6 +648,7 @@ function buildImage(kvs: ReadonlyMap<string, KeyValue>, cache: Map<string, Parse
   const partitionKvs = new Map<string, KeyValue>()
   const brokerConfigs = new Map<string, Readonly<Record<string, string>>>()
   const clientMetricsConfigs = new Map<string, Readonly<Record<string, string>>>()
+  const groupConfigs = new Map<string, Readonly<Record<string, string>>>()
   const servedLeaderEpochs = new Map<BrokerId, ReadonlyMap<string, number>>()
   let clusterId = ''
   let controller: BrokerId = NO_LEADER
@@ -664,6 +667,8 @@ function buildImage(kvs: ReadonlyMap<string, KeyValue>, cache: Map<string, Parse
       brokerConfigs.set(key.slice(KEYS.brokerConfigsPrefix.length), JSON.parse(kv.value))
     } else if (key.startsWith(KEYS.clientMetricsConfigsPrefix)) {
       clientMetricsConfigs.set(key.slice(KEYS.clientMetricsConfigsPrefix.length), JSON.parse(kv.value))
+    } else if (key.startsWith(KEYS.groupConfigsPrefix)) {
+      groupConfigs.set(key.slice(KEYS.groupConfigsPrefix.length), JSON.parse(kv.value))
     } else if (key === FEATURES_KEY) finalizedFeatures = finalizedFeaturesFrom(kv)
     else if (key.startsWith(KEYS.servedPrefix)) {
       const parsed = parseValue(cache, kv)
@@ -698,7 +703,12 @@ function buildImage(kvs: ReadonlyMap<string, KeyValue>, cache: Map<string, Parse
     : brokers.size > 0
       ? Math.min(...brokers.keys())
       : NO_LEADER
-  const settings = { brokerConfigs, clientMetricsConfigs, ...(finalizedFeatures && { finalizedFeatures }) }
+  const settings = {
+    brokerConfigs,
+    clientMetricsConfigs,
+    groupConfigs,
+    ...(finalizedFeatures && { finalizedFeatures }),
+  }
   return { clusterId, controllerId, brokers, topics, ...settings, servedLeaderEpochs }
 }
 
@@ -842,6 +852,7 @@ export function diffParts(
     guard,
     parts,
   )
+  diffConfigMaps(base.groupConfigs, next.groupConfigs, KEYS.groupConfigs, guard, parts)
   diffFeatures(base.finalizedFeatures, next.finalizedFeatures, guard, parts)
   const keys = [...staged.values(), parts].flat().flatMap((part) => part.compares.map((c) => c.key))
   assert(new Set(keys).size === keys.length, 'a key guarded twice in one update')

@@ -168,6 +168,7 @@ export type ConfigTarget =
   | { readonly kind: 'topic'; readonly topic: string }
   | { readonly kind: 'broker'; readonly key: string }
   | { readonly kind: 'client-metrics'; readonly name: string }
+  | { readonly kind: 'group'; readonly groupId: string }
 
 /** A resource's complete new overrides, validated by the caller's rules. */
 export interface ConfigChange {
@@ -1019,6 +1020,12 @@ export function withOverrides(
     else clientMetricsConfigs.set(target.name, { ...overrides })
     return { ...image, clientMetricsConfigs }
   }
+  if (target.kind === 'group') {
+    const groupConfigs = new Map(image.groupConfigs ?? [])
+    if (Object.keys(overrides).length === 0) groupConfigs.delete(target.groupId)
+    else groupConfigs.set(target.groupId, { ...overrides })
+    return { ...image, groupConfigs }
+  }
   const brokerConfigs = new Map(image.brokerConfigs ?? [])
   if (Object.keys(overrides).length === 0) brokerConfigs.delete(target.key)
   else brokerConfigs.set(target.key, { ...overrides })
@@ -1029,5 +1036,6 @@ export function withOverrides(
 export function currentOverrides(image: ClusterImage, target: ConfigTarget): Record<string, string> {
   if (target.kind === 'topic') return { ...(image.topics.get(target.topic)?.configs ?? {}) }
   if (target.kind === 'client-metrics') return { ...(image.clientMetricsConfigs?.get(target.name) ?? {}) }
+  if (target.kind === 'group') return { ...(image.groupConfigs?.get(target.groupId) ?? {}) }
   return { ...dynamicBrokerConfigs(image, target.key) }
 }

@@ -9,14 +9,9 @@
 import { TidelogError } from '../common/errors.js'
 import type { ByteStream, Network } from '../common/network.js'
 import { FrameDecoder } from '../protocol/frame-decoder.js'
-import {
-  apiCodec,
-  apis,
-  decodeResponseHeader,
-  encodeRequestHeader,
-  loadApiCodec,
-} from '../protocol/generated/index.js'
-import { Reader, Writer } from '../protocol/primitives.js'
+import { encodeRequestFrame } from '../protocol/frame-encoder.js'
+import { apiCodec, apis, decodeResponseHeader, loadApiCodec } from '../protocol/generated/index.js'
+import { Reader } from '../protocol/primitives.js'
 
 /** How a broker dials another: the connect half of the injected Network. */
 export type Transport = Pick<Network, 'connect'>
@@ -56,7 +51,7 @@ export class BrokerClient {
     if (apiCodec(apiKey) === undefined) await loadApiCodec(apiKey)
     const connection = await this.connect()
     const correlationId = this.nextCorrelationId++
-    const frame = encodeFrame(apiKey, version, correlationId, this.clientId, body)
+    const frame = encodeRequestFrame(apiKey, version, correlationId, this.clientId, body)
     return new Promise<T>((resolve, reject) => {
       this.inFlight.set(correlationId, {
         apiKey,
@@ -131,26 +126,4 @@ export class BrokerClient {
     this.inFlight.clear()
     for (const request of requests) request.reject(error)
   }
-}
-
-function encodeFrame(
-  apiKey: number,
-  version: number,
-  correlationId: number,
-  clientId: string,
-  body: unknown,
-): Buffer[] {
-  const api = apis.get(apiKey)!
-  const writer = new Writer(256)
-  writer.writeInt32(0)
-  encodeRequestHeader(writer, api.requestHeaderVersion(version), {
-    requestApiKey: apiKey,
-    requestApiVersion: version,
-    correlationId,
-    clientId,
-  })
-  api.encodeRequest(writer, version, body)
-  const chunks = writer.toChunks()
-  chunks[0].writeInt32BE(writer.length - 4, 0)
-  return chunks
 }

@@ -2,60 +2,16 @@
  * The Network on TCP (node:net): what the CLI and startBroker() hand the broker. Nagle is
  * off on every socket (Kafka requests and answers are small and latency-bound).
  */
-import { type AddressInfo, connect, createServer, type Socket } from 'node:net'
+import { type AddressInfo, connect, createServer } from 'node:net'
 import { assert } from '../common/assert.js'
 import type { ByteStream, Network, NetworkListener } from '../common/network.js'
+import { socketStream } from '../common/socket-stream.js'
 import { FrameReader } from '../protocol/frame-decoder.js'
 
 /** Node's own read size for a socket without `onread`. */
 const RAW_READ_BYTES = 65536
 /** A chunk read up to this size is copied out, and the read buffer kept for the next read. */
 const RAW_COPY_BYTES = 16384
-
-/** A socket as a ByteStream. */
-export function socketStream(socket: Socket): ByteStream {
-  socket.setNoDelay(true)
-  let closeError: Error | null = null
-  // Without a listener an 'error' would be thrown; the close that follows reports it.
-  socket.on('error', (error) => {
-    closeError = error
-  })
-  return {
-    remoteAddress: `${socket.remoteAddress}:${socket.remotePort}`,
-    localAddress: `${socket.localAddress}:${socket.localPort}`,
-    write(chunks, onWritten) {
-      // The last chunk's callback runs once libuv has written every chunk before it too.
-      const done =
-        onWritten === undefined
-          ? undefined
-          : (error?: Error | null) => {
-              if (!error) onWritten()
-            }
-      if (chunks.length === 1) {
-        socket.write(chunks[0], done)
-        return
-      }
-      socket.cork()
-      const last = chunks.length - 1
-      for (let i = 0; i < last; i++) socket.write(chunks[i])
-      socket.write(chunks[last], done)
-      socket.uncork()
-    },
-    get writableNeedDrain() {
-      return socket.writableNeedDrain
-    },
-    pause: () => socket.pause(),
-    resume: () => socket.resume(),
-    onData: (listener) => socket.on('data', listener),
-    onDrain: (listener) => socket.on('drain', listener),
-    onClose: (listener) => {
-      // A socket dialled with `onread` reads from the start: its close can come before this.
-      if (socket.closed) queueMicrotask(() => listener(closeError))
-      else socket.once('close', () => listener(closeError))
-    },
-    destroy: () => socket.destroy(),
-  }
-}
 
 export const nodeNetwork: Network = {
   listen(host, port, onConnection) {

@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net'
 import type { SecureContext, Server, TLSSocket } from 'node:tls'
 import { ConfigError } from '../common/errors.js'
 import type { NetworkListener } from '../common/network.js'
+import { socketStream } from '../common/socket-stream.js'
 import {
   pemBlocks,
   rfc2253,
@@ -18,7 +19,6 @@ import {
   type TlsProvider,
   type TlsSettings,
 } from '../security/tls.js'
-import { socketStream } from './node-network.js'
 
 /**
  * node:tls, loaded by the first TLS listener or connection: a broker with plaintext

@@ -7,16 +7,16 @@ import type { ByteStream } from '../common/network.js'
 import type { Random } from '../common/random.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { FrameDecoder } from '../protocol/frame-decoder.js'
+import { encodeRequestFrame } from '../protocol/frame-encoder.js'
 import {
   ApiKey,
   apis,
   decodeResponseHeader,
-  encodeRequestHeader,
   loadApiCodecs,
   type SaslAuthenticateResponse,
   type SaslHandshakeResponse,
 } from '../protocol/generated/index.js'
-import { Reader, Writer } from '../protocol/primitives.js'
+import { Reader } from '../protocol/primitives.js'
 import { saslClientExchange } from '../protocol/sasl-client.js'
 import type { Transport } from '../replication/broker-client.js'
 import { SaslAuthenticationError } from './sasl-errors.js'
@@ -49,28 +49,6 @@ export function saslClientTransport(base: Transport, settings: SaslClientSetting
       }
     },
   }
-}
-
-function frame(
-  apiKey: number,
-  version: number,
-  correlationId: number,
-  clientId: string,
-  body: unknown,
-): Buffer[] {
-  const api = apis.get(apiKey)!
-  const writer = new Writer(128)
-  writer.writeInt32(0)
-  encodeRequestHeader(writer, api.requestHeaderVersion(version), {
-    requestApiKey: apiKey,
-    requestApiVersion: version,
-    correlationId,
-    clientId,
-  })
-  api.encodeRequest(writer, version, body)
-  const chunks = writer.toChunks()
-  chunks[0].writeInt32BE(writer.length - 4, 0)
-  return chunks
 }
 
 async function authenticate(stream: ByteStream, settings: SaslClientSettings): Promise<ByteStream> {
@@ -109,7 +87,7 @@ async function authenticate(stream: ByteStream, settings: SaslClientSettings): P
         },
         reject,
       }
-      stream.write(frame(apiKey, version, id, settings.clientId, body))
+      stream.write(encodeRequestFrame(apiKey, version, id, settings.clientId, body, 128))
     })
   const handshake = await call<SaslHandshakeResponse>(ApiKey.SaslHandshake, HANDSHAKE_VERSION, {
     mechanism: settings.mechanism,

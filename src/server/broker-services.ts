@@ -8,6 +8,7 @@ import type { ClusterImage } from '../metadata/cluster-image.js'
 import type { FeatureMetadata } from '../metadata/feature-control.js'
 import type { ProducerIdManager } from '../metadata/producer-id-manager.js'
 import type { TopicAdmin } from '../metadata/topic-admin.js'
+import type { Transport } from '../replication/broker-client.js'
 import type { ReplicaManager } from '../replication/replica-manager.js'
 import type { AclStore } from '../security/authorizer/acl-store.js'
 import type { Authorizer } from '../security/authorizer/standard-authorizer.js'
@@ -72,4 +73,13 @@ export interface BrokerServices {
   readonly clientMetrics: ClientMetricsManager
   /** The latest metadata snapshot this broker has applied. */
   metadataImage(): ClusterImage
+  /**
+   * How this broker dials another on the inter-broker listener for requests of its own (the
+   * share group offsets APIs reach the share-partitions' leaders with it). Absent in brokers
+   * built without a network; then only partitions led here are reachable.
+   */
+  readonly interBroker?: {
+    readonly transport: Transport
+    brokerAddress(nodeId: number): { host: string; port: number } | undefined
+  }
 }

@@ -193,6 +193,7 @@ export class Broker implements BrokerServices {
   /** The verifier this broker built (closed at stop, whatever transactionVerifier is). */
   private readonly coordinatorVerifier: CoordinatorTransactionVerifier
   readonly topicAdmin: TopicAdmin
+  readonly interBroker: NonNullable<BrokerServices['interBroker']>
   /** A marker in a __consumer_offsets partition ends the producer's pending group offsets. */
   readonly onTransactionMarker: TransactionMarkerListener = (topic, partition, producerId, result) =>
     this.groupCoordinator.onTransactionMarker(topic, partition, producerId, result)
@@ -280,6 +281,12 @@ export class Broker implements BrokerServices {
     const interBroker = config.listeners.advertised.find(
       (e) => e.listener === config.listeners.interBrokerListener,
     )!
+    // Replication, transaction markers and share state requests dial the inter-broker listener.
+    const { network, tls, random, clock } = parts
+    const dial = (clientId: string) =>
+      interBrokerTransport(config, interBroker, { network, tls, random, clock, clientId }, (n) =>
+        this.tlsNetworks.push(n),
+      )
     this.incarnationId = newUuid(parts.random)
     this.alterPartitions = new AlterPartitionManager({
       nodeId: config.nodeId,
@@ -305,18 +312,7 @@ export class Broker implements BrokerServices {
         brokerEpoch: () => this.brokerEpoch,
         clock: parts.clock,
         logger: parts.logger,
-        transport: interBrokerTransport(
-          config,
-          interBroker,
-          {
-            network: parts.network,
-            tls: parts.tls,
-            random: parts.random,
-            clock: parts.clock,
-            clientId: `broker-${config.nodeId}-fetcher`,
-          },
-          (network) => this.tlsNetworks.push(network),
-        ),
+        transport: dial(`broker-${config.nodeId}-fetcher`),
         brokerAddress: (id) => this.interBrokerAddress(id),
         fetchMaxBytes: values.get('replica.fetch.max.bytes') as number,
         fetchResponseMaxBytes: values.get('replica.fetch.response.max.bytes') as number,
@@ -346,19 +342,11 @@ export class Broker implements BrokerServices {
       metadataImage: () => this.metadata.image(),
       topicAdmin: this.topicAdmin,
       producerIdManager: this.producerIdManager,
-      // Markers and verifications travel as replication does: on the inter-broker listener.
-      transport: interBrokerTransport(
-        config,
-        interBroker,
-        {
-          network: parts.network,
-          tls: parts.tls,
-          random: parts.random,
-          clock: parts.clock,
-          clientId: `broker-${config.nodeId}-txn`,
-        },
-        (network) => this.tlsNetworks.push(network),
-      ),
+      transport: dial(`broker-${config.nodeId}-txn`),
+      brokerAddress: (id: number) => this.interBrokerAddress(id),
+    }
+    this.interBroker = {
+      transport: dial(`broker-${config.nodeId}-share`),
       brokerAddress: (id: number) => this.interBrokerAddress(id),
     }
     this.transactionCoordinator = new TransactionCoordinator(txnHost, txnConfig)

@@ -35,6 +35,14 @@ import {
 } from '../security/authorizer/acl.js'
 import { type BrokerConfig, brokerConfigDefs } from './broker-config.js'
 import type { BrokerServices } from './broker-services.js'
+import {
+  describeGroupConfigs,
+  GROUP_CONFIG_RESOURCE,
+  GroupConfigError,
+  groupConfigDefault,
+  isGroupListConfig,
+  validateGroupConfigs,
+} from './group-configs.js'
 import { isPerBrokerOnly, KAFKA_DYNAMIC_BROKER_CONFIGS } from './kafka-dynamic-configs.js'
 import type { RequestContext } from './request-context.js'
 import {
@@ -48,10 +56,10 @@ export const ResourceType = {
   UNKNOWN: 0,
   ANY: 1,
   TOPIC: 2,
-  GROUP: 3,
   BROKER: 4,
   BROKER_LOGGER: 8,
   CLIENT_METRICS: 16,
+  GROUP: GROUP_CONFIG_RESOURCE,
 } as const
 
 const RESOURCE_TYPE_NAMES = new Map<number, string>(
@@ -104,6 +112,12 @@ export function describeResource(
       return []
     case ResourceType.CLIENT_METRICS:
       return describeClientMetrics(image, resourceName)
+    case ResourceType.GROUP:
+      return describeGroupConfigs(image, config, groupIdOf(resourceName, 'describe')).map((c) => ({
+        ...c,
+        readOnly: false,
+        sensitive: false,
+      }))
     default:
       throw new ConfigResourceError(
         ErrorCode.INVALID_REQUEST,
@@ -241,6 +255,17 @@ export function brokerIdOf(
   return id
 }
 
+/** A GROUP resource's group id; an empty one is INVALID_REQUEST with Kafka's messages. */
+function groupIdOf(resourceName: string, use: 'describe' | 'alter'): string {
+  if (resourceName === '') {
+    throw new ConfigResourceError(
+      ErrorCode.INVALID_REQUEST,
+      use === 'describe' ? 'Group name must not be empty' : 'Default group resources are not allowed.',
+    )
+  }
+  return resourceName
+}
+
 /** Where a resource's overrides live in the image. */
 export type AlterTarget = ConfigTarget
 
@@ -281,6 +306,7 @@ export function alterTarget(
     }
     return { kind: 'client-metrics', name: resourceName }
   }
+  if (resourceType === ResourceType.GROUP) return { kind: 'group', groupId: groupIdOf(resourceName, 'alter') }
   throw new ConfigResourceError(
     ErrorCode.INVALID_REQUEST,
     `Unsupported resource type: ${resourceTypeName(resourceType)}`,
@@ -298,6 +324,7 @@ export function effectiveValue(
   if (target.kind === 'client-metrics') {
     return CLIENT_METRICS_CONFIG_DEFS.find((d) => d.name === name)?.defaultValue ?? null
   }
+  if (target.kind === 'group') return groupConfigDefault(config, name)
   return effectiveBrokerValue(image, config, name)
 }
 
@@ -307,6 +334,7 @@ export function isListConfig(target: AlterTarget, name: string): boolean {
   // Kafka 4.4 knows the types of topic and broker configs only: APPEND or SUBTRACT on a
   // client metrics subscription's `metrics` or `match` is INVALID_CONFIG there too.
   if (target.kind === 'client-metrics') return false
+  if (target.kind === 'group') return isGroupListConfig(name)
   return brokerConfigDefs.get(name)?.type === 'list'
 }
 
@@ -329,6 +357,15 @@ export function validateOverrides(
     } catch (error) {
       if (error instanceof ConfigError) throw new ConfigResourceError(ErrorCode.INVALID_CONFIG, error.message)
       throw error
+    }
+    return
+  }
+  if (target.kind === 'group') {
+    try {
+      validateGroupConfigs(config, overrides)
+    } catch (error) {
+      if (!(error instanceof GroupConfigError)) throw error
+      throw new ConfigResourceError(error.errorCode, error.message)
     }
     return
   }
@@ -460,8 +497,8 @@ export function rejectNullValues(names: readonly string[]): void {
  * Kafka's authorization of config resources: a TOPIC needs `operation` (DESCRIBE_CONFIGS or
  * ALTER_CONFIGS) on the topic, else TOPIC_AUTHORIZATION_FAILED; a BROKER or BROKER_LOGGER
  * needs it on the cluster, else CLUSTER_AUTHORIZATION_FAILED; so does a CLIENT_METRICS
- * subscription. Other types are left to the
- * resource's own checks.
+ * subscription. A GROUP needs it on the group, else GROUP_AUTHORIZATION_FAILED. Other
+ * types are left to the resource's own checks.
  */
 export function configAuthorizationError(
   context: RequestContext,
@@ -474,6 +511,13 @@ export function configAuthorizationError(
     return new ConfigResourceError(
       ErrorCode.TOPIC_AUTHORIZATION_FAILED,
       errorMessage(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    )
+  }
+  if (resourceType === ResourceType.GROUP) {
+    if (context.authorize(operation, AclResourceType.GROUP, resourceName)) return null
+    return new ConfigResourceError(
+      ErrorCode.GROUP_AUTHORIZATION_FAILED,
+      errorMessage(ErrorCode.GROUP_AUTHORIZATION_FAILED),
     )
   }
   if (

@@ -20,16 +20,16 @@ import { readBufferPool } from '../common/read-buffer-pool.js'
 import type { RequestObservation, RequestObserver } from '../ops/request-observer.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { FrameDecoder, FrameError } from '../protocol/frame-decoder.js'
+import { encodeResponseFrame } from '../protocol/frame-encoder.js'
 import {
   ApiKey,
   apiCodec,
   apis,
   decodeRequestHeader,
-  encodeResponseHeader,
   loadApiCodec,
   type RequestHeader,
 } from '../protocol/generated/index.js'
-import { Reader, Writer } from '../protocol/primitives.js'
+import { Reader } from '../protocol/primitives.js'
 import { ANONYMOUS, type KafkaPrincipal } from '../security/principal.js'
 import { type SaslListenerSettings, SaslSession } from '../security/sasl-server.js'
 import type { HandlerRegistry } from './handlers/registry.js'
@@ -91,6 +91,13 @@ export class Connection implements ClientConnection {
   private decoder: FrameDecoder
   private readonly queue: ResponseSlot[] = []
   private closed = false
+  /**
+   * False once this side closed the connection: frames not yet handled are dropped then. A
+   * close by the peer leaves it true: the requests it wrote before closing are still handled
+   * (their answers go nowhere), as Kafka handles every request it read before it sees the
+   * close. An acks=0 producer closes right after its last write, with nothing to wait for.
+   */
+  private dispatching = true
   private readingPaused = false
   /**
    * Non-null while a request that must finish before the next is read (an acks=0 produce)
@@ -149,6 +156,7 @@ export class Connection implements ClientConnection {
 
   /** Closes the connection after logging why, once. */
   close(reason: string, error?: unknown, level: 'warn' | 'info' | 'debug' = 'warn'): void {
+    this.dispatching = false
     if (this.closed) return
     this.options.logger[level](
       { conn: this.id, remote: this.remoteAddress, err: error },
@@ -192,7 +200,7 @@ export class Connection implements ClientConnection {
   }
 
   private onFrame(frame: Buffer): void {
-    if (this.closed) return
+    if (!this.dispatching) return
     if (this.heldFrames !== null) {
       this.heldFrames.push(frame)
       return
@@ -306,7 +314,7 @@ export class Connection implements ClientConnection {
         let throttleTimeMs = quota === null ? 0 : quotas!.throttleBeforeEncode(quota)
         if (throttleTimeMs > 0) response = withThrottleTime(response, throttleTimeMs)
         slot.chunks =
-          response === null ? null : this.encodeResponse(apiKey, apiVersion, header.correlationId, response)
+          response === null ? null : encodeResponseFrame(apiKey, apiVersion, header.correlationId, response)
         if (quota !== null && slot.chunks !== null && apiKey === ApiKey.Fetch && apiVersion >= 1) {
           const fetchThrottleMs = quotas!.throttleFetchResponse(quota, totalLength(slot.chunks) - 4)
           if (fetchThrottleMs > throttleTimeMs) {
@@ -416,22 +424,6 @@ export class Connection implements ClientConnection {
     }
   }
 
-  private encodeResponse(
-    apiKey: number,
-    apiVersion: number,
-    correlationId: number,
-    response: unknown,
-  ): Buffer[] {
-    const descriptor = apis.get(apiKey)!
-    const writer = new Writer(512)
-    writer.writeInt32(0) // size, patched below
-    encodeResponseHeader(writer, descriptor.responseHeaderVersion(apiVersion), { correlationId })
-    descriptor.encodeResponse(writer, apiVersion, response)
-    const chunks = writer.toChunks()
-    chunks[0].writeInt32BE(writer.length - 4, 0)
-    return chunks
-  }
-
   /**
    * Kafka answers an ApiVersions request of a version it does not know without parsing its
    * body: a v0-shaped response with UNSUPPORTED_VERSION and only its own ApiVersions range,
@@ -439,7 +431,7 @@ export class Connection implements ClientConnection {
    */
   private answerUnsupportedApiVersions(correlationId: number, minVersion: number, maxVersion: number): void {
     const slot: ResponseSlot = { done: true, chunks: null }
-    slot.chunks = this.encodeResponse(ApiKey.ApiVersions, 0, correlationId, {
+    slot.chunks = encodeResponseFrame(ApiKey.ApiVersions, 0, correlationId, {
       errorCode: ErrorCode.UNSUPPORTED_VERSION,
       apiKeys: [{ apiKey: ApiKey.ApiVersions, minVersion, maxVersion }],
       throttleTimeMs: 0,

@@ -6,6 +6,7 @@
  * a cut link are dropped silently (a black hole: the sender only learns by a timeout), and
  * connects across a cut link fail after a delay.
  */
+import type { ClientConnector } from '../client/connector.js'
 import type { ByteStream, Network, NetworkListener } from '../common/network.js'
 import type { SimRandom } from './random.js'
 import type { SimScheduler } from './scheduler.js'
@@ -124,6 +125,26 @@ export class SimNetwork {
   /** A client's dialer (consumers, group members, the acks=0 producer). */
   transportFor(from: number, isAlive: () => boolean): Pick<Network, 'connect'> {
     return this.nodeNetwork(from, isAlive)
+  }
+
+  /**
+   * tidelog's own client on process `from` (a client is never killed): its connector dials
+   * over this network, so the real producer and consumer meet its delays, resets and cuts.
+   * A simulated stream has no kernel buffer to empty: a write waiting for its bytes to leave
+   * (an acks=0 produce) is told so on the next event.
+   */
+  clientConnector(from: number): ClientConnector {
+    const network = this.nodeNetwork(from, () => true)
+    return async (target) => {
+      const stream = await network.connect(target.host, target.port)
+      return {
+        ...stream,
+        write: (chunks, onWritten) => {
+          stream.write(chunks)
+          if (onWritten) this.scheduler.schedule(0, onWritten)
+        },
+      }
+    }
   }
 
   private open(from: number, to: number, accept: Accept): ByteStream {

@@ -39,48 +39,14 @@ import { resolveLogAppendTime, type ValidatedAppend, validateAppend } from './lo
 import { RECENT_BATCHES_MAX_BYTES_DEFAULT, RecentBatches } from './recent-batches.js'
 import { NO_TIMESTAMP } from './time-index.js'
 import type { AbortedTxn } from './transaction-index.js'
+import type { LoadedLogParts, UnifiedLogOptions } from './unified-log-options.js'
 
 export type { LeaderEpoch, Offset } from '../common/types.js'
+export type { UnifiedLogOptions } from './unified-log-options.js'
 
 export interface TopicPartition {
   readonly topic: string
   readonly partition: number
-}
-
-export interface UnifiedLogOptions {
-  /** The `<topic>-<partition>` directory; created if missing. */
-  readonly dir: string
-  readonly config?: LogConfig
-  /** The disk: storage never picks one itself (Node's in src/runtime, or a simulated one). */
-  readonly fs: FileSystem
-  readonly clock?: Clock
-  readonly logger?: Logger
-  /** From recovery-point-offset-checkpoint; recovery rescans from the segment holding it. Default 0. */
-  readonly recoveryPoint?: Offset
-  /** From log-start-offset-checkpoint. Default 0 (the first segment's base offset wins if larger). */
-  readonly logStartOffset?: Offset
-  /** From replication-offset-checkpoint; clamped into [logStartOffset, logEndOffset]. */
-  readonly highWatermark?: Offset
-  /** True when the log directory had the clean-shutdown marker: no rescan. Default false. */
-  readonly hadCleanShutdown?: boolean
-  /**
-   * The log was compacted once (it has a cleaner checkpoint) though its policy may no
-   * longer say compact: recovery accepts offset gaps between batches. Default false.
-   */
-  readonly wasCompacted?: boolean
-  /** Called once when a disk operation fails and the log goes offline (KAFKA_STORAGE_ERROR). */
-  readonly onStorageError?: (err: StorageError) => void
-  /** Called after each fsync of appended data with its duration (the log flush metric). */
-  readonly onFlushed?: (durationMs: number) => void
-  /**
-   * Awaited inside every truncation with the new log end, before it completes: the owner
-   * lowers the log cleaner's checkpoint durably (Kafka's maybeTruncateCheckpoint). Batches
-   * appended later at offsets below a checkpoint left above the truncation would count as
-   * already cleaned, and a key's older value there would outlive its tombstone.
-   */
-  readonly onTruncated?: (logEndOffset: Offset) => Promise<void>
-  /** Bytes of the last written batches kept in memory for reads at the log end (0: none). */
-  readonly recentBatchesMaxBytes?: number
 }
 
 /**
@@ -227,8 +193,8 @@ export class UnifiedLog {
   private readonly local: LocalLog
   private logStartOffsetValue: Offset
   private highWatermarkValue: Offset
-  private onFlushed: ((durationMs: number) => void) | undefined
-  private onTruncated: ((logEndOffset: Offset) => Promise<void>) | undefined
+  private readonly onFlushed: ((durationMs: number) => void) | undefined
+  private readonly onTruncated: ((logEndOffset: Offset) => Promise<void>) | undefined
   private readonly queue: Task[] = []
   private draining = false
   private flushTimer: TimerHandle | undefined
@@ -242,24 +208,32 @@ export class UnifiedLog {
   private truncatedToSinceCleaning: Offset | undefined
   private readonly recent: RecentBatches
 
-  private constructor(
-    readonly dir: string,
-    config: LogConfig,
-    fs: FileSystem,
-    private readonly clock: Clock,
-    private readonly logger: Logger,
-    readonly leaderEpochCache: LeaderEpochFileCache,
-    loaded: { segments: LogSegment[]; logStartOffset: Offset; logEndOffset: Offset; recoveryPoint: Offset },
-    highWatermark: Offset,
-    private readonly onStorageError: ((err: StorageError) => void) | undefined,
-    private readonly wasCompacted: boolean,
-    recentBatchesMaxBytes: number,
-  ) {
-    this.recent = new RecentBatches(recentBatchesMaxBytes)
-    this.topicPartition = parseTopicPartition(basename(dir))
-    this.local = new LocalLog(dir, config, fs, clock, logger, loaded)
+  readonly dir: string
+  readonly leaderEpochCache: LeaderEpochFileCache
+  private readonly clock: Clock
+  private readonly logger: Logger
+  private readonly onStorageError: ((err: StorageError) => void) | undefined
+  private readonly wasCompacted: boolean
+
+  /** Built by `open` once the segments are loaded. */
+  private constructor(parts: LoadedLogParts) {
+    this.dir = parts.dir
+    this.clock = parts.clock
+    this.logger = parts.logger
+    this.leaderEpochCache = parts.leaderEpochCache
+    this.onStorageError = parts.onStorageError
+    this.wasCompacted = parts.wasCompacted
+    this.onFlushed = parts.onFlushed
+    this.onTruncated = parts.onTruncated
+    const { loaded } = parts
+    this.recent = new RecentBatches(parts.recentBatchesMaxBytes)
+    this.topicPartition = parseTopicPartition(basename(parts.dir))
+    this.local = new LocalLog(parts.dir, parts.config, parts.fs, parts.clock, parts.logger, loaded)
     this.logStartOffsetValue = loaded.logStartOffset
-    this.highWatermarkValue = minOffset(maxOffset(highWatermark, loaded.logStartOffset), loaded.logEndOffset)
+    this.highWatermarkValue = minOffset(
+      maxOffset(parts.highWatermark, loaded.logStartOffset),
+      loaded.logEndOffset,
+    )
     this.checkInvariants()
   }
 
@@ -284,22 +258,21 @@ export class UnifiedLog {
       leaderEpochCache,
       allowOffsetGaps: hasCompactPolicy(config) || options.wasCompacted === true,
     })
-    const log = new UnifiedLog(
-      options.dir,
+    return new UnifiedLog({
+      dir: options.dir,
       config,
       fs,
       clock,
       logger,
       leaderEpochCache,
       loaded,
-      options.highWatermark ?? (0 as Offset),
-      options.onStorageError,
-      options.wasCompacted === true,
-      options.recentBatchesMaxBytes ?? RECENT_BATCHES_MAX_BYTES_DEFAULT,
-    )
-    log.onFlushed = options.onFlushed
-    log.onTruncated = options.onTruncated
-    return log
+      highWatermark: options.highWatermark ?? (0 as Offset),
+      onStorageError: options.onStorageError,
+      wasCompacted: options.wasCompacted === true,
+      recentBatchesMaxBytes: options.recentBatchesMaxBytes ?? RECENT_BATCHES_MAX_BYTES_DEFAULT,
+      onFlushed: options.onFlushed,
+      onTruncated: options.onTruncated,
+    })
   }
 
   // ---- state ----

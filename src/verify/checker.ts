@@ -156,6 +156,8 @@ export interface VerifyReport {
     /** Distinct (topic, partition, offset) read. */
     readonly readPositions: number
     readonly coveredPartitions: number
+    /** `crash` lines: consumers that stopped without committing or leaving. */
+    readonly crashes: number
     /** Acks read somewhere, or covered by a later `covered` event. */
     readonly acksCheckedForLoss: number
     /** Acks never read and with no coverage after them: their loss could not be judged. */
@@ -305,6 +307,7 @@ export function checkHistory(history: History): VerifyReport {
       reads: history.reads.length,
       readPositions: reads.byPosition.size,
       coveredPartitions: coveredByPartition.size,
+      crashes: history.crashes.length,
       acksCheckedForLoss,
       acksNotCheckedForLoss: history.acks.length - acksCheckedForLoss,
       anomalies: anomalyCount,

@@ -151,7 +151,7 @@ function transactionCounts(report: VerifyReport): string {
 export function formatVerifyReport(report: VerifyReport): string {
   const c = report.counts
   const out = [
-    `history: ${count(c.lines, 'line')}; ${count(c.sends, 'send')} from ${count(c.producers, 'producer')}, ${count(c.acks, 'ack')}${c.acksWithoutOffset ? ` (${c.acksWithoutOffset} without offset)` : ''}, ${count(c.fails, 'fail')}, ${c.unanswered} unanswered; ${count(c.reads, 'read')} of ${count(c.readPositions, 'offset')}; ${count(c.coveredPartitions, 'partition')} covered to their end${transactionCounts(report)}`,
+    `history: ${count(c.lines, 'line')}; ${count(c.sends, 'send')} from ${count(c.producers, 'producer')}, ${count(c.acks, 'ack')}${c.acksWithoutOffset ? ` (${c.acksWithoutOffset} without offset)` : ''}, ${count(c.fails, 'fail')}, ${c.unanswered} unanswered; ${count(c.reads, 'read')} of ${count(c.readPositions, 'offset')}; ${count(c.coveredPartitions, 'partition')} covered to their end${c.crashes ? `; ${count(c.crashes, 'crashed consumer')}` : ''}${transactionCounts(report)}`,
     `checked for loss: ${c.acksCheckedForLoss} of ${c.acks} acknowledged writes` +
       (c.acksNotCheckedForLoss > 0
         ? ` (${c.acksNotCheckedForLoss} never read and with no 'covered' event after them: not judged)`

@@ -97,6 +97,18 @@ export interface AssignEvent extends EventBase {
 }
 
 /**
+ * The consumer crashed: it stopped without committing or leaving its group, so the group's
+ * next owner of its partitions starts from the last committed offsets and may read again
+ * what it read after its last commit (a new consumer name: no nonmonotonic read). It reads
+ * nothing after this line.
+ */
+export interface CrashEvent extends EventBase {
+  readonly type: 'crash'
+  readonly consumer: string
+  readonly group?: string
+}
+
+/**
  * A reader read every record of the partition from `startOffset` until the partition's end,
  * which was `endOffset`; acknowledged writes before this line must be among those reads.
  */
@@ -128,6 +140,7 @@ export type HistoryEvent =
   | ReadEvent
   | CoveredEvent
   | AssignEvent
+  | CrashEvent
   | TransactionEvent
 
 export interface History {
@@ -139,6 +152,7 @@ export interface History {
   readonly reads: readonly ReadEvent[]
   readonly covered: readonly CoveredEvent[]
   readonly assigns: readonly AssignEvent[]
+  readonly crashes: readonly CrashEvent[]
   /** begin, commit and abort events, in line order. */
   readonly transactions: readonly TransactionEvent[]
   /** Sends, acks, fails and reads that name a transaction, plus begins, commits and aborts. */
@@ -177,6 +191,7 @@ const EVENT_TYPES = new Set([
   'read',
   'covered',
   'assign',
+  'crash',
   'begin',
   'commit',
   'abort',
@@ -280,6 +295,12 @@ const EVENT_PARSERS: Readonly<Record<string, (j: Json, base: EventBase) => Histo
   fail: parseFail,
   read: parseRead,
   assign: parseAssign,
+  crash: (j, base) => ({
+    type: 'crash' as const,
+    ...base,
+    consumer: requiredString(j, 'consumer'),
+    group: optionalString(j, 'group'),
+  }),
   covered: parseCovered,
 }
 
@@ -422,6 +443,8 @@ export class HistoryParser {
   private readonly reads: ReadEvent[] = []
   private readonly covered: CoveredEvent[] = []
   private readonly assigns: AssignEvent[] = []
+  /** consumer → its crash line. */
+  private readonly crashes = new Map<string, CrashEvent>()
   private readonly transactions: TransactionEvent[] = []
   private transactionalEvents = 0
   /** producer \0 seq → the send, and the line of its outcome once one arrived. */
@@ -461,6 +484,7 @@ export class HistoryParser {
       reads: this.reads,
       covered: this.covered,
       assigns: this.assigns,
+      crashes: [...this.crashes.values()],
       transactions: this.transactions,
       transactionalEvents: this.transactionalEvents,
     }
@@ -521,6 +545,7 @@ export class HistoryParser {
         return
       }
       case 'read':
+        this.checkNotCrashed(event.consumer, 'read')
         if (event.txn !== undefined) {
           this.checkTxnOpen(event.producer!, event.txn, 'read in')
           this.transactionalEvents++
@@ -531,7 +556,12 @@ export class HistoryParser {
         this.covered.push(event)
         return
       case 'assign':
+        this.checkNotCrashed(event.consumer, 'assign')
         this.assigns.push(event)
+        return
+      case 'crash':
+        this.checkNotCrashed(event.consumer, 'crash')
+        this.crashes.set(event.consumer, event)
         return
       default:
         this.acceptTransactionEvent(event)
@@ -554,6 +584,12 @@ export class HistoryParser {
     }
     this.transactions.push(event)
     this.transactionalEvents++
+  }
+
+  /** A crashed consumer does nothing more: its partitions' next reads are another consumer's. */
+  private checkNotCrashed(consumer: string | undefined, what: string): void {
+    const crash = consumer === undefined ? undefined : this.crashes.get(consumer)
+    if (crash) throw new FieldError(`${what} by consumer '${consumer}', which crashed on line ${crash.line}`)
   }
 
   /** Sends and reads name transactions that have not ended yet. */

@@ -5,10 +5,10 @@
  */
 import { createServer, type Server, type Socket } from 'node:net'
 import { FrameDecoder } from '../../src/protocol/frame-decoder.js'
+import { encodeResponseFrame } from '../../src/protocol/frame-encoder.js'
 import { ApiKey, apis, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
 import { decodeRequestHeader } from '../../src/protocol/generated/request-header.js'
-import { encodeResponseHeader } from '../../src/protocol/generated/response-header.js'
-import { Reader, Writer } from '../../src/protocol/primitives.js'
+import { Reader } from '../../src/protocol/primitives.js'
 
 // The tests below call the registry's codecs directly, which need them loaded.
 await loadAllApiCodecs()
@@ -61,11 +61,5 @@ function answer(socket: Socket, frame: Buffer, port: number): void {
           controllerId: 0,
           topics: [],
         }
-  const w = new Writer()
-  w.writeInt32(0)
-  encodeResponseHeader(w, api.responseHeaderVersion(version), { correlationId: header.correlationId })
-  api.encodeResponse(w, version, body)
-  const chunks = w.toChunks()
-  chunks[0].writeInt32BE(w.length - 4, 0)
-  socket.write(Buffer.concat(chunks))
+  socket.write(Buffer.concat(encodeResponseFrame(apiKey, version, header.correlationId, body)))
 }

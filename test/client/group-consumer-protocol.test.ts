@@ -72,10 +72,10 @@ class Member {
       .sort((a, b) => a - b)
   }
 
-  async close(): Promise<void> {
+  async close(options: { abandon?: boolean } = {}): Promise<void> {
     this.stopping = true
     await this.running
-    await this.consumer.close()
+    await this.consumer.close(options)
   }
 }
 
@@ -194,6 +194,62 @@ test("groupProtocol 'consumer': 3 members share 6 partitions, one closes, the ot
         for (const m of members) assert.equal(m.error, null)
       } finally {
         for (const m of members) await m.close().catch(() => undefined)
+      }
+    },
+    { port: 0, properties: PROPERTIES },
+  )
+})
+
+test("groupProtocol 'consumer': a member closed with abandon (a crash) does not commit or leave; after its session the other re-reads from its last commit", async () => {
+  await withBroker(
+    async (cluster) => {
+      const bootstrap = cluster.bootstrapServers
+      await createTopics(bootstrap, [{ topic: 'kip848-crash', partitions: 4 }])
+      const first = await produce(bootstrap, 'kip848-crash', 4, 5, 'a')
+      // Auto-commit on but never due: only close() could commit the crasher's positions.
+      const options = { autoCommitIntervalMs: 600000 }
+      const crasher = new Member(bootstrap, 'kip848-crash-group', ['kip848-crash'], options)
+      const stayer = new Member(bootstrap, 'kip848-crash-group', ['kip848-crash'], options)
+      const members = [crasher, stayer]
+      try {
+        await waitFor(
+          '2 partitions each',
+          30000,
+          () => members.every((m) => m.partitions().length === 2),
+          members,
+        )
+        await waitFor(
+          'first consumed',
+          30000,
+          () => consumedAll([...crasher.values, ...stayer.values], first),
+          members,
+        )
+        for (const m of members) await m.consumer.commit()
+        const crashed = crasher.partitions()
+        const second = await produce(bootstrap, 'kip848-crash', 4, 5, 'b')
+        await waitFor(
+          'second consumed',
+          30000,
+          () => consumedAll([...crasher.values, ...stayer.values], second),
+          members,
+        )
+        const revocations = crasher.revoked.length
+        await crasher.close({ abandon: true })
+        assert.equal(crasher.revoked.length, revocations, 'no revocation callback')
+        await waitFor(
+          'the stayer owns all 4 after the session timeout',
+          40000,
+          () => stayer.partitions().length === 4,
+          [stayer],
+        )
+        const again = second.filter((v) => crashed.some((p) => v.startsWith(`b-${p}-`)))
+        await waitFor('re-read', 30000, () => again.every((v) => stayer.values.includes(v)), [stayer])
+        assert.ok(
+          !stayer.values.some((v) => crashed.some((p) => v.startsWith(`a-${p}-`))),
+          'nothing from before its commit',
+        )
+      } finally {
+        await stayer.close().catch(() => undefined)
       }
     },
     { port: 0, properties: PROPERTIES },

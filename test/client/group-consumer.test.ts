@@ -221,6 +221,53 @@ test('a member that closes commits and leaves: the others take over its partitio
   )
 })
 
+test('a member closed with abandon (a crash) neither commits nor leaves: after its session the others re-read from its last commit', async () => {
+  await withBroker(
+    async (cluster) => {
+      const bootstrap = cluster.bootstrapServers
+      await createTopics(bootstrap, [{ topic: 'gx', partitions: 4 }])
+      const first = await produce(bootstrap, 'gx', 4, 5, 'a')
+      // Auto-commit on, but never due in the test: only close() could commit its positions.
+      const crasher = new Member(bootstrap, 'grp-crash', ['gx'], { autoCommitIntervalMs: 600000 }).start()
+      const stayer = new Member(bootstrap, 'grp-crash', ['gx'], { autoCommitIntervalMs: 600000 }).start()
+      try {
+        await waitFor('2 partitions each', 20000, () => {
+          noErrors([crasher, stayer])
+          return crasher.partitions().length === 2 && stayer.partitions().length === 2
+        })
+        await waitFor(
+          'first batch',
+          20000,
+          () => crasher.records.length + stayer.records.length >= first.length,
+        )
+        await stayer.consumer.commit()
+        await crasher.consumer.commit()
+        const crashed = crasher.partitions()
+        const second = await produce(bootstrap, 'gx', 4, 5, 'b')
+        await waitFor('second batch', 20000, () => crasher.records.length + stayer.records.length >= 40)
+        const revocations = crasher.revokedEvents.length
+        await crasher.stop(false)
+        await crasher.consumer.close({ abandon: true })
+        assert.equal(crasher.revokedEvents.length, revocations, 'no revocation callback')
+        await waitFor('the stayer owns all 4 after the crashed member expired', 30000, () => {
+          noErrors([stayer])
+          return stayer.partitions().length === 4
+        })
+        // The crashed member's second-batch records again: its uncommitted reads, from its last commit.
+        const again = second.filter((v) => crashed.some((p) => v.startsWith(`b-${p}-`)))
+        await waitFor('re-read', 20000, () => again.every((v) => stayer.values().includes(v)))
+        assert.ok(
+          !stayer.values().some((v) => crashed.some((p) => v.startsWith(`a-${p}-`))),
+          'nothing from before its commit',
+        )
+      } finally {
+        await stayer.stop()
+      }
+    },
+    { properties: GROUP_PROPERTIES },
+  )
+})
+
 test('committed offsets survive a restart: a new member resumes after the last commit', async () => {
   await withBroker(
     async (cluster) => {

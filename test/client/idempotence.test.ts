@@ -25,11 +25,11 @@ import { Producer, type RecordMetadata } from '../../src/client/producer.js'
 import { type Clock, systemClock } from '../../src/common/clock.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { FrameDecoder } from '../../src/protocol/frame-decoder.js'
+import { encodeResponseFrame } from '../../src/protocol/frame-encoder.js'
 import { ApiKey, apis, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
 import type { ProduceRequest } from '../../src/protocol/generated/produce-request.js'
 import { decodeRequestHeader } from '../../src/protocol/generated/request-header.js'
-import { encodeResponseHeader } from '../../src/protocol/generated/response-header.js'
-import { Reader, Writer, ZERO_UUID } from '../../src/protocol/primitives.js'
+import { Reader, ZERO_UUID } from '../../src/protocol/primitives.js'
 import { decodeRecordBatchSync } from '../../src/protocol/record-batch.js'
 import { ManualClock } from '../helpers/manual-clock.js'
 import { ProxiedCluster, problems } from '../helpers/proxied-cluster.js'
@@ -224,13 +224,7 @@ async function scriptedBroker(script: Script): Promise<{
       socket.destroy()
       return
     }
-    const w = new Writer()
-    w.writeInt32(0)
-    encodeResponseHeader(w, api.responseHeaderVersion(version), { correlationId: header.correlationId })
-    api.encodeResponse(w, version, body)
-    const chunks = w.toChunks()
-    chunks[0].writeInt32BE(w.length - 4, 0)
-    const bytes = Buffer.concat(chunks)
+    const bytes = Buffer.concat(encodeResponseFrame(apiKey, version, header.correlationId, body))
     // Equal delays fire in creation order: responses stay in request order.
     const delay =
       apiKey !== ApiKey.Produce

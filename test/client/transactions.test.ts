@@ -16,11 +16,11 @@ import { decodeFetchedRecords } from '../../src/client/fetch-records.js'
 import { Producer } from '../../src/client/producer.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { FrameDecoder } from '../../src/protocol/frame-decoder.js'
+import { encodeResponseFrame } from '../../src/protocol/frame-encoder.js'
 import { ApiKey, apis, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
 import type { ProduceRequest } from '../../src/protocol/generated/produce-request.js'
 import { decodeRequestHeader } from '../../src/protocol/generated/request-header.js'
-import { encodeResponseHeader } from '../../src/protocol/generated/response-header.js'
-import { Reader, Writer, ZERO_UUID } from '../../src/protocol/primitives.js'
+import { Reader, ZERO_UUID } from '../../src/protocol/primitives.js'
 import { decodeRecordBatchSync, encodeRecordBatchSync } from '../../src/protocol/record-batch.js'
 
 // The tests below call the registry's codecs directly, which need them loaded.
@@ -196,13 +196,7 @@ async function scriptedBroker(script: Script = {}): Promise<Seen> {
         return
       }
     }
-    const w = new Writer()
-    w.writeInt32(0)
-    encodeResponseHeader(w, api.responseHeaderVersion(version), { correlationId: header.correlationId })
-    api.encodeResponse(w, version, body)
-    const chunks = w.toChunks()
-    chunks[0].writeInt32BE(w.length - 4, 0)
-    const bytes = Buffer.concat(chunks)
+    const bytes = Buffer.concat(encodeResponseFrame(apiKey, version, header.correlationId, body))
     const delay = script.delayMs?.[apiKey]
     if (delay) setTimeout(() => socket.write(bytes), delay)
     else socket.write(bytes)

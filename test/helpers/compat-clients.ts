@@ -4,7 +4,7 @@
  * in one normalized text form so every client's view can be checked against the same
  * expectation.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -12,6 +12,16 @@ import { run } from './cluster.js'
 
 /** The system Python, which has python3-confluent-kafka and python3-kafka. */
 export const PYTHON = '/usr/bin/python3'
+
+/**
+ * The virtualenv Python with the PyPI clients (confluent-kafka 2.16.1 bundling librdkafka
+ * 2.16, aiokafka), installed by scripts/install-python-clients.sh once; the script returns at
+ * once when the venv is current.
+ */
+export function pypiPython(): string {
+  const script = join(repoRoot(), 'scripts', 'install-python-clients.sh')
+  return execFileSync(script, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim()
+}
 
 /** A record as every client reports it; header values and key/value are UTF-8 text or null. */
 export interface Rec {

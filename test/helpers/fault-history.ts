@@ -80,6 +80,8 @@ export interface PythonProducerSpec {
   readonly config: Readonly<Record<string, string | number | boolean>>
   /** Where to append the process's stderr (librdkafka's log, with `debug` set). */
   readonly stderrPath?: string
+  /** The Python to run producer.py with (default: Debian's, with librdkafka 2.0.2). */
+  readonly python?: string
 }
 
 /** A confluent-kafka producer process (test/fault/producer.py). */
@@ -96,10 +98,11 @@ export class PythonProducer implements FaultProducer {
     private readonly spec: PythonProducerSpec,
     private readonly observer?: ProducerObserver,
   ) {
-    this.child = spawn(PYTHON, [join(repoRoot(), 'test', 'fault', 'producer.py')], {
+    this.child = spawn(spec.python ?? PYTHON, [join(repoRoot(), 'test', 'fault', 'producer.py')], {
       stdio: ['pipe', 'pipe', 'pipe'],
     })
-    this.child.stdin!.write(`${JSON.stringify({ ...spec, producer: name })}\n`)
+    const { python: _python, stderrPath: _stderrPath, ...input } = spec
+    this.child.stdin!.write(`${JSON.stringify({ ...input, producer: name })}\n`)
     this.child.stdout!.setEncoding('utf8').on('data', (chunk: string) => this.onData(chunk))
     const stderrFile =
       spec.stderrPath === undefined ? null : createWriteStream(spec.stderrPath, { flags: 'a' })

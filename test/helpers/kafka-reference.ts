@@ -117,7 +117,9 @@ export interface KafkaReferenceOptions {
 /** Starts Kafka 4.4 nodes and waits until each answers Metadata naming all of them. */
 export async function startKafkaReference(options: KafkaReferenceOptions = {}): Promise<KafkaReference> {
   const nodes = options.nodes ?? 1
-  const args = ['start', '--nodes', String(nodes)]
+  // The script stops the nodes itself if this process dies without stopping them (a test
+  // runner's timeout kills it with a signal, and no 'exit' handler runs then).
+  const args = ['start', '--nodes', String(nodes), '--owner-pid', String(process.pid)]
   for (const [key, value] of Object.entries(options.properties ?? {}))
     args.push('--property', `${key}=${value}`)
   for (const [name, level] of Object.entries(options.features ?? {}))

@@ -3,9 +3,8 @@
  * framed responses, to exercise the server with input no real client would send.
  */
 import { connect, type Socket } from 'node:net'
-import { apis, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
-import { encodeRequestHeader } from '../../src/protocol/generated/request-header.js'
-import { Writer } from '../../src/protocol/primitives.js'
+import { encodeRequestFrame } from '../../src/protocol/frame-encoder.js'
+import { loadAllApiCodecs } from '../../src/protocol/generated/index.js'
 
 // The tests below call the registry's codecs directly, which need them loaded.
 await loadAllApiCodecs()
@@ -44,19 +43,7 @@ export class RawClient {
 
   /** Frames a request of any api key/version with header v1/v2 as the registry says. */
   static frame(apiKey: number, version: number, correlationId: number, body: unknown): Buffer {
-    const api = apis.get(apiKey)!
-    const w = new Writer()
-    encodeRequestHeader(w, api.requestHeaderVersion(version), {
-      requestApiKey: apiKey,
-      requestApiVersion: version,
-      correlationId,
-      clientId: 'raw-test',
-    })
-    api.encodeRequest(w, version, body)
-    const payload = w.toBuffer()
-    const size = Buffer.alloc(4)
-    size.writeInt32BE(payload.length)
-    return Buffer.concat([size, payload])
+    return Buffer.concat(encodeRequestFrame(apiKey, version, correlationId, 'raw-test', body))
   }
 
   /** Next response frame (without its size), or null if the server closed the socket. */

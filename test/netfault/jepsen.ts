@@ -3,7 +3,8 @@
  * Transactional producers (tidelog's client, transaction version 1: it does not speak
  * KIP-890 part 2) write records to several partitions per transaction and commit or abort at
  * random; read_committed consumers in consumer groups (classic, and KIP-848's protocol)
- * poll while members join and leave. Everything the clients see goes to a history file in
+ * poll while members join, leave and crash (a crashed member's partitions come back after
+ * the coordinator expires it, and every committed record must reach each group). Everything the clients see goes to a history file in
  * `tidelog verify`'s format (docs/history-format.md) as it happens; at the end a
  * read_committed reader reads every partition to its high watermark and the checker
  * (src/verify) judges the history.
@@ -36,6 +37,19 @@ export interface JepsenSummary {
   /** Reads of the consume-transform-produce loop, each part of its transaction. */
   readonly ctpReads: number
   readonly consumersStarted: number
+  /**
+   * Group members that crashed (no commit, no leave), per group protocol; `...Owning`: those
+   * that held partitions then (a crash before the first assignment moves nothing).
+   */
+  readonly crashes: {
+    readonly classic: number
+    readonly consumer: number
+    readonly classicOwning: number
+    readonly consumerOwning: number
+  }
+  /** Committed records a group never read (after catching up): lost to the group. */
+  readonly groupUnread: readonly string[]
+  /** `tidelog verify`'s anomalies plus the groups' unread partitions. */
   readonly anomalies: number
   readonly report: VerifyReport
 }
@@ -45,6 +59,15 @@ const CONSUMERS = 3
 /** Short, so a transaction its producer left open (killed broker, lost commit) is aborted before the final read. */
 const TRANSACTION_TIMEOUT_MS = 10000
 const CLIENT_TIMEOUTS = { requestTimeoutMs: 5000, maxBlockMs: 15000, deliveryTimeoutMs: 30000 }
+/**
+ * How long the groups get, once the writers stopped, to read every committed record: a
+ * member that crashed just before is expired after its session timeout (10 s, classic and
+ * the brokers' group.consumer.session.timeout.ms), then its partitions move.
+ */
+const GROUP_CATCH_UP_MS = 60000
+
+/** Per partition, the offsets a group's members read (crashed members' reads included). */
+type GroupReads = Map<number, Set<number>>
 
 type Fields = Record<string, string | number | boolean | null>
 
@@ -358,19 +381,27 @@ function readFields(consumer: string, poll: number, r: ConsumerRecord): Fields {
   }
 }
 
-/** A read_committed group member; each incarnation is a new consumer name in the history. */
+/**
+ * A read_committed group member; each incarnation is a new consumer name in the history.
+ * When it departs it either leaves (close: commit, LeaveGroup) or crashes: its connections
+ * close with no commit and no leave, and the coordinator must expire it.
+ */
 class GroupReader {
   reads = 0
+  crashed = false
+  /** Partitions it held when it crashed. */
+  crashedOwning = 0
   private poll = 0
 
   constructor(
     readonly name: string,
-    private readonly protocol: 'classic' | 'consumer',
+    readonly protocol: 'classic' | 'consumer',
     private readonly o: JepsenOptions,
     private readonly history: HistoryLog,
+    private readonly groupReads: GroupReads,
   ) {}
 
-  async run(stopping: () => boolean, leaveAtMs: number): Promise<void> {
+  async run(stopping: () => boolean, departing: () => boolean, crash: boolean): Promise<void> {
     const tidelogTopic = this.o.topic
     const consumer = new Consumer({
       bootstrapServers: this.o.bootstrap,
@@ -389,7 +420,8 @@ class GroupReader {
     })
     consumer.subscribe([tidelogTopic])
     try {
-      while (!stopping() && Date.now() < leaveAtMs) {
+      // A member that is to crash waits for partitions first: a crash then must move them.
+      while (!stopping() && (!departing() || (crash && consumer.assignment().length === 0))) {
         let records: ConsumerRecord[]
         try {
           records = await consumer.poll(1000)
@@ -401,7 +433,12 @@ class GroupReader {
         if (records.length > 0) this.record(records)
       }
     } finally {
-      await consumer.close().catch(() => {})
+      this.crashed = crash && !stopping()
+      if (this.crashed) {
+        this.crashedOwning = consumer.assignment().length
+        this.history.add('crash', { consumer: this.name, group: `jepsen-${this.protocol}` })
+      }
+      await consumer.close({ abandon: this.crashed }).catch(() => {})
     }
   }
 
@@ -410,6 +447,8 @@ class GroupReader {
     for (const r of records) {
       this.reads++
       this.history.add('read', readFields(this.name, poll, r))
+      const offsets = this.groupReads.get(r.partition) ?? new Set<number>()
+      this.groupReads.set(r.partition, offsets.add(r.offset))
     }
   }
 }
@@ -420,6 +459,13 @@ export class JepsenWorkload {
   private readonly readers: GroupReader[] = []
   private readonly idempotent: IdempotentWriter
   private readonly running: Promise<void>[] = []
+  private readonly readerSlots: Promise<void>[] = []
+  private readonly groupReads = new Map<'classic' | 'consumer', GroupReads>([
+    ['classic', new Map()],
+    ['consumer', new Map()],
+  ])
+  /** The writers stop first; the readers go on until the groups caught up (check()). */
+  private writersStopped = false
   private stopped = false
 
   constructor(private readonly o: JepsenOptions) {
@@ -430,34 +476,57 @@ export class JepsenWorkload {
   }
 
   start(): void {
-    const stopping = () => this.stopped
+    const stopping = () => this.writersStopped
     for (const w of this.writers) this.running.push(w.run(stopping))
     this.running.push(this.idempotent.run(stopping))
-    for (let slot = 1; slot <= CONSUMERS; slot++) this.running.push(this.readerSlot(slot))
+    for (let slot = 1; slot <= CONSUMERS; slot++) this.readerSlots.push(this.readerSlot(slot))
   }
 
-  /** A slot's members one after another: each stays 5-25 s, then leaves and the next joins. */
+  /**
+   * A slot's members one after another: each stays 5-25 s, then departs and the next joins.
+   * Every other departure is a crash (each slot's first or second), so both protocols'
+   * groups see crashes in a short run; no departures once the writers stopped.
+   */
   private async readerSlot(slot: number): Promise<void> {
     // The last slot speaks KIP-848's protocol, in a group of its own (a group has one protocol).
     const protocol = slot === CONSUMERS ? 'consumer' : 'classic'
     for (let n = 1; !this.stopped; n++) {
-      const reader = new GroupReader(`c${slot}.${n}`, protocol, this.o, this.history)
+      const reader = new GroupReader(
+        `c${slot}.${n}`,
+        protocol,
+        this.o,
+        this.history,
+        this.groupReads.get(protocol)!,
+      )
       this.readers.push(reader)
-      await reader.run(() => this.stopped, Date.now() + 5000 + this.o.random() * 20000)
+      const departAtMs = Date.now() + 5000 + this.o.random() * 20000
+      const departing = () => !this.writersStopped && Date.now() >= departAtMs
+      await reader.run(() => this.stopped, departing, (n + slot) % 2 === 0)
     }
   }
 
-  async stop(): Promise<void> {
+  /** Ends every loop without waiting (a run that failed before check()): nothing polls on. */
+  halt(): void {
+    this.writersStopped = true
     this.stopped = true
+  }
+
+  /** Stops the writers; the group members poll on until check() has seen them catch up. */
+  async stop(): Promise<void> {
+    this.writersStopped = true
     await Promise.all(this.running)
   }
 
   /** Reads every partition to its high watermark with read_committed, then checks the history. */
   async check(): Promise<JepsenSummary> {
-    await this.finalRead(await this.settledHighWatermarks())
+    const committedOffsets = await this.finalRead(await this.settledHighWatermarks())
+    const groupUnread = await this.groupsCaughtUp(committedOffsets)
+    this.stopped = true
+    await Promise.all(this.readerSlots)
     await this.history.close()
     const report = checkHistory(await readHistoryFile(this.o.historyPath))
     const sum = (f: (w: TxnWriter) => number) => this.writers.reduce((n, w) => n + f(w), 0)
+    const crashed = (protocol: string) => this.readers.filter((r) => r.crashed && r.protocol === protocol)
     return {
       historyPath: this.o.historyPath,
       committed: sum((w) => w.committed),
@@ -468,7 +537,14 @@ export class JepsenWorkload {
       reads: this.readers.reduce((n, r) => n + r.reads, 0),
       ctpReads: this.writers.reduce((n, w) => n + (w instanceof CtpWriter ? w.reads : 0), 0),
       consumersStarted: this.readers.length,
-      anomalies: report.counts.anomalies,
+      crashes: {
+        classic: crashed('classic').length,
+        consumer: crashed('consumer').length,
+        classicOwning: crashed('classic').filter((r) => r.crashedOwning > 0).length,
+        consumerOwning: crashed('consumer').filter((r) => r.crashedOwning > 0).length,
+      },
+      groupUnread,
+      anomalies: report.counts.anomalies + groupUnread.length,
       report,
     }
   }
@@ -505,7 +581,32 @@ export class JepsenWorkload {
     }
   }
 
-  private async finalRead(highWatermarks: readonly number[]): Promise<void> {
+  /**
+   * Waits until each group has read every committed record (at least once, by any member,
+   * a crashed one included); returns, per group and partition, what it never read. A
+   * coordinator that never expires a crashed member, or a new owner that starts past the
+   * committed offset, leaves records here.
+   */
+  private async groupsCaughtUp(committed: ReadonlyMap<number, readonly number[]>): Promise<string[]> {
+    const unread = () =>
+      [...this.groupReads].flatMap(([protocol, reads]) =>
+        [...committed].flatMap(([partition, offsets]) => {
+          const missing = offsets.filter((offset) => !reads.get(partition)?.has(offset))
+          return missing.length === 0
+            ? []
+            : [
+                `group jepsen-${protocol} never read ${missing.length} of ${offsets.length} committed records of ${this.o.topic}-${partition} (first at offset ${missing[0]})`,
+              ]
+        }),
+      )
+    const deadline = Date.now() + GROUP_CATCH_UP_MS
+    while (unread().length > 0 && Date.now() < deadline) await sleep(500)
+    return unread()
+  }
+
+  /** Reads every partition to its high watermark; returns each partition's record offsets. */
+  private async finalRead(highWatermarks: readonly number[]): Promise<Map<number, number[]>> {
+    const offsets = new Map<number, number[]>(highWatermarks.map((_, partition) => [partition, []]))
     const consumer = new Consumer({
       bootstrapServers: this.o.bootstrap,
       clientId: 'jepsen-final',
@@ -525,12 +626,16 @@ export class JepsenWorkload {
           )
         const records = await consumer.poll(1000)
         poll++
-        for (const r of records) this.history.add('read', readFields('final', poll, r))
+        for (const r of records) {
+          this.history.add('read', readFields('final', poll, r))
+          offsets.get(r.partition)?.push(r.offset)
+        }
       }
     } finally {
       await consumer.close()
     }
     for (const [partition, hw] of highWatermarks.entries())
       this.history.add('covered', { consumer: 'final', topic, partition, startOffset: 0, endOffset: hw })
+    return offsets
   }
 }

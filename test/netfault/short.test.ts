@@ -1,37 +1,58 @@
 /**
- * The short run of the network-namespace fault suite inside `npm test`: 60 s of faults on
- * real packets (iptables partitions and loss, tbf, latency, kill -9, SIGSTOP) between three
+ * The short runs of the network-namespace fault suite inside `npm test`: faults on real
+ * packets (iptables partitions and loss, tbf, latency, kill -9, SIGSTOP) between three
  * brokers in their own namespaces, acks=all, RF 3, min.insync.replicas=2, clean elections
- * only. It needs root and network namespaces: where they cannot be made it says so loudly
- * and skips, and with CI=true that is a failure. Longer runs: `npm run test:netfault -- --seconds 600`.
+ * only. Two workloads, one after the other (the namespaces have fixed names): the default
+ * one (plain and idempotent producers, nothing acknowledged lost or reordered) and
+ * Jepsen's (transactions over several partitions, consume-transform-produce, consumer
+ * groups; `tidelog verify` finds no anomaly). It needs root and network namespaces: where
+ * they cannot be made it says so loudly and skips, and with CI=true that is a failure.
+ * Longer runs: `npm run test:netfault -- [--workload jepsen] --seconds 600`.
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { namespaceSupport } from './network.js'
 import { formatNetfaultReport, netfaultProblems, runNetfaultSuite } from './suite.js'
 
-const FAULT_SECONDS = 60
+/** Each workload's faults; the two together cost the test command about what one 60 s run did. */
+const FAULT_SECONDS = 40
 
-test(`network faults between namespaces, ${FAULT_SECONDS} s, acks=all: no acknowledged record lost`, {
-  timeout: 300000,
-}, async (t) => {
+async function skipWithoutNamespaces(t: { skip(message: string): void }): Promise<boolean> {
   const unsupported = await namespaceSupport()
-  if (unsupported !== null) {
-    const message = `NETFAULT SUITE CANNOT RUN HERE: ${unsupported}`
-    console.error(`\n${'!'.repeat(message.length)}\n${message}\n${'!'.repeat(message.length)}\n`)
-    if (process.env['CI'] === 'true') assert.fail(`${message} (CI=true: a failure, not a skip)`)
-    t.skip(message)
-    return
-  }
-  const seed = process.env['NETFAULT_SEED'] !== undefined ? Number(process.env['NETFAULT_SEED']) : undefined
-  const report = await runNetfaultSuite({
-    seconds: FAULT_SECONDS,
-    ...(seed !== undefined ? { seed } : {}),
-    log: (line) => t.diagnostic(line),
+  if (unsupported === null) return false
+  const message = `NETFAULT SUITE CANNOT RUN HERE: ${unsupported}`
+  console.error(`\n${'!'.repeat(message.length)}\n${message}\n${'!'.repeat(message.length)}\n`)
+  if (process.env['CI'] === 'true') assert.fail(`${message} (CI=true: a failure, not a skip)`)
+  t.skip(message)
+  return true
+}
+
+const seed = process.env['NETFAULT_SEED'] !== undefined ? Number(process.env['NETFAULT_SEED']) : undefined
+
+for (const workload of ['default', 'jepsen'] as const) {
+  test(`network faults between namespaces, ${FAULT_SECONDS} s, acks=all, ${workload} workload: no acknowledged record lost${workload === 'jepsen' ? ', no anomaly in the history' : ''}`, {
+    timeout: 300000,
+  }, async (t) => {
+    if (await skipWithoutNamespaces(t)) return
+    const report = await runNetfaultSuite({
+      seconds: FAULT_SECONDS,
+      workload,
+      ...(seed !== undefined ? { seed } : {}),
+      log: (line) => t.diagnostic(line),
+    })
+    console.log(formatNetfaultReport(report))
+    const injected = Object.values(report.faults).reduce((a, b) => a + b, 0)
+    assert.ok(injected >= 3, `only ${injected} faults injected`)
+    if (workload === 'jepsen') {
+      const jepsen = report.jepsen
+      assert.ok(jepsen !== null, 'the jepsen workload reported nothing')
+      assert.ok(jepsen.committed > 50, `only ${jepsen.committed} transactions committed`)
+      assert.ok(jepsen.reads > 1000, `only ${jepsen.reads} records read by the consumers`)
+      const crashes = jepsen.crashes.classicOwning + jepsen.crashes.consumerOwning
+      assert.ok(crashes > 0, 'no group member crashed while holding partitions')
+    } else {
+      assert.ok(report.acknowledged > 1000, `only ${report.acknowledged} records acknowledged`)
+    }
+    assert.deepEqual(netfaultProblems(report), [], `seed ${report.options.seed}`)
   })
-  console.log(formatNetfaultReport(report))
-  assert.ok(report.acknowledged > 1000, `only ${report.acknowledged} records acknowledged`)
-  const injected = Object.values(report.faults).reduce((a, b) => a + b, 0)
-  assert.ok(injected >= 4, `only ${injected} faults injected`)
-  assert.deepEqual(netfaultProblems(report), [], `seed ${report.options.seed}`)
-})
+}

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict'
 import { createRequire } from 'node:module'
 import { describe, test } from 'node:test'
 import { ProtocolDecodeError } from '../../src/common/errors.js'
+import { encodeRequestFrame } from '../../src/protocol/frame-encoder.js'
 import * as gen from '../../src/protocol/generated/all.js'
 import { Reader, Writer, ZERO_UUID } from '../../src/protocol/primitives.js'
 import { loadMergedSchemas } from '../helpers/protocol-schemas.js'
@@ -382,22 +383,9 @@ describe('golden bytes from kafkajs 2.2.4 encoders', () => {
   const frame = async (request: unknown): Promise<Buffer> =>
     (await kjs('request')({ correlationId: 42, clientId: 'tidelog-test', request })).buffer
 
-  /** Our frame: int32 size, RequestHeader, body. */
+  /** Our frame (int32 size, RequestHeader, body), as every tidelog client writes it. */
   function ours(apiKey: number, version: number, body: unknown): Buffer {
-    const api = gen.apis.get(apiKey)
-    assert.ok(api)
-    const w = new Writer()
-    gen.encodeRequestHeader(w, api.requestHeaderVersion(version), {
-      requestApiKey: apiKey,
-      requestApiVersion: version,
-      correlationId: 42,
-      clientId: 'tidelog-test',
-    })
-    api.encodeRequest(w, version, body)
-    const payload = w.toBuffer()
-    const size = Buffer.alloc(4)
-    size.writeInt32BE(payload.length)
-    return Buffer.concat([size, payload])
+    return Buffer.concat(encodeRequestFrame(apiKey, version, 42, 'tidelog-test', body))
   }
 
   test('Metadata v4', async () => {

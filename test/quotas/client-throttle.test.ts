@@ -8,16 +8,12 @@ import assert from 'node:assert/strict'
 import { createServer, type Server, type Socket } from 'node:net'
 import { test } from 'node:test'
 import { BrokerConnection } from '../../src/client/connection.js'
+import { tcpConnector } from '../../src/client/tcp-connector.js'
 import { systemClock } from '../../src/common/clock.js'
 import { FrameDecoder } from '../../src/protocol/frame-decoder.js'
-import {
-  ApiKey,
-  apis,
-  decodeRequestHeader,
-  encodeResponseHeader,
-  loadAllApiCodecs,
-} from '../../src/protocol/generated/index.js'
-import { Reader, Writer } from '../../src/protocol/primitives.js'
+import { encodeResponseFrame } from '../../src/protocol/frame-encoder.js'
+import { ApiKey, apis, decodeRequestHeader, loadAllApiCodecs } from '../../src/protocol/generated/index.js'
+import { Reader } from '../../src/protocol/primitives.js'
 
 // The tests below call the registry's codecs directly, which need them loaded.
 await loadAllApiCodecs()
@@ -54,13 +50,7 @@ test("tidelog's connection waits out a KIP-219 throttle time before its next req
                 clusterId: 'fake',
                 controllerId: 0,
               }
-        const w = new Writer()
-        w.writeInt32(0)
-        encodeResponseHeader(w, api.responseHeaderVersion(version), { correlationId: header.correlationId })
-        api.encodeResponse(w, version, body)
-        const bytes = w.toBuffer()
-        bytes.writeInt32BE(bytes.length - 4, 0)
-        socket.write(bytes)
+        socket.write(Buffer.concat(encodeResponseFrame(apiKey, version, header.correlationId, body)))
       }),
     )
     socket.on('error', () => socket.destroy())
@@ -76,6 +66,7 @@ test("tidelog's connection waits out a KIP-219 throttle time before its next req
     requestTimeoutMs: 5000,
     clock: systemClock,
     label: 'fake',
+    connector: tcpConnector,
     onThrottle: (apiKey, throttleTimeMs) => throttles.push([apiKey, throttleTimeMs]),
   })
   try {

@@ -13,8 +13,9 @@ import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
 import type { ByteStream } from '../../src/common/network.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
+import { encodeResponseFrame } from '../../src/protocol/frame-encoder.js'
 import { defaultFetchResponsePartitionData } from '../../src/protocol/generated/fetch-response.js'
-import { decodeRequestHeader, encodeResponseHeader } from '../../src/protocol/generated/headers-and-data.js'
+import { decodeRequestHeader } from '../../src/protocol/generated/headers-and-data.js'
 import {
   ApiKey,
   apis,
@@ -22,7 +23,7 @@ import {
   type FetchResponse,
   loadAllApiCodecs,
 } from '../../src/protocol/generated/index.js'
-import { Reader, Writer } from '../../src/protocol/primitives.js'
+import { Reader } from '../../src/protocol/primitives.js'
 import { Partition } from '../../src/replication/partition.js'
 import { ReplicaFetcherManager } from '../../src/replication/replica-fetcher-manager.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
@@ -118,13 +119,7 @@ class HeldFetches {
             connection,
             request,
             answer: (body) => {
-              const w = new Writer(256)
-              w.writeInt32(0)
-              encodeResponseHeader(w, api.responseHeaderVersion(15), { correlationId: header.correlationId })
-              api.encodeResponse(w, 15, body)
-              const out = w.toBuffer()
-              out.writeInt32BE(out.length - 4, 0)
-              onData(out)
+              onData(Buffer.concat(encodeResponseFrame(ApiKey.Fetch, 15, header.correlationId, body)))
             },
           })
         },

@@ -95,3 +95,24 @@ test('offsets taken by markers and aborted records are not skips for a read_comm
     .read('c1', 'b', { isolation: 'read_committed' })
   onlyAnomalies(history.check())
 })
+
+test('a crash line: the next owner may read again what the crashed consumer read, a skip is still one', () => {
+  // c1 read r0..r2 but committed only up to r0 before it crashed; c2 takes over from r1.
+  const history = written().read('c1', 'r0').read('c1', 'r1').read('c1', 'r2')
+  history.events.push({ type: 'crash', consumer: 'c1', group: 'g' })
+  history.read('c2', 'r1').read('c2', 'r2').read('c2', 'r4')
+  const report = history.check()
+  onlyAnomalies(report, 'pollSkips')
+  assert.equal(report.counts.crashes, 1)
+  assert.deepEqual(
+    report.anomalies.pollSkips.map((s) => s.skipped.map((e) => e.value)),
+    [['r3']],
+  )
+  assert.match(formatVerifyReport(report), /; 1 crashed consumer\n/)
+  // A crashed consumer reads nothing more: a later read of it is a malformed history.
+  const after = written().read('c1', 'r0')
+  after.events.push({ type: 'crash', consumer: 'c1' })
+  after.read('c1', 'r1')
+  const crashLine = after.line({ type: 'crash' })
+  assert.throws(() => after.check(), new RegExp(`read by consumer 'c1', which crashed on line ${crashLine}`))
+})

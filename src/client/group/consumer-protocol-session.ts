@@ -45,7 +45,7 @@ import { type TopicPartition, tpKey } from '../leader-requests.js'
 import { sleep } from '../retry.js'
 import { CommitFailedError } from './errors.js'
 import type { OffsetToCommit } from './membership.js'
-import type { GroupHost, RebalanceListener } from './session.js'
+import type { CloseOptions, GroupHost, RebalanceListener } from './session.js'
 
 export interface ConsumerProtocolOptions {
   groupId: string
@@ -262,11 +262,12 @@ export class ConsumerProtocolSession {
     })
   }
 
-  async close(): Promise<void> {
+  async close(options: CloseOptions = {}): Promise<void> {
     if (this.closed) return
     this.closed = true
     this.interrupt()
-    if (this.subscribed)
+    if (options.abandon) await this.abandon()
+    else if (this.subscribed)
       await this.stopAndLeave(this.options.groupInstanceId !== null ? STATIC_LEAVE_EPOCH : LEAVE_EPOCH)
     else {
       await this.autoCommitTask
@@ -444,6 +445,16 @@ export class ConsumerProtocolSession {
       topicId,
       partitions: partitions.sort((a, b) => a - b),
     }))
+  }
+
+  /** Heartbeats stop with no commit, revocation or leave: the coordinator times the member out. */
+  private async abandon(): Promise<void> {
+    const loop = this.loop
+    this.loop = null
+    loop?.abort.abort()
+    this.kick()
+    await loop?.task
+    this.host.setAssignment([])
   }
 
   private async stopAndLeave(epoch: number): Promise<void> {

@@ -22,6 +22,16 @@ import { asClientError, type KafkaClientError } from '../errors.js'
 import { type TopicPartition, tpKey } from '../leader-requests.js'
 import { GroupMembership, type MembershipOptions, type OffsetToCommit } from './membership.js'
 
+/** consumer.close()'s options. */
+export interface CloseOptions {
+  /**
+   * Leave as a process that dies would: no commit, no revocation callback, no LeaveGroup;
+   * heartbeats stop and the coordinator expires the member after its session timeout
+   * (fault tests: the group must then hand its partitions on from the committed offsets).
+   */
+  readonly abandon?: boolean
+}
+
 export interface GroupHost {
   /** Replaces the consumer's partitions; `offset` absent: autoOffsetReset decides. */
   setAssignment(partitions: readonly (TopicPartition & { offset?: number })[]): void
@@ -179,11 +189,15 @@ export class GroupSession {
   }
 
   /** Commits (auto-commit), revokes, leaves (dynamic members only, as Java), and stops heartbeats. */
-  async close(): Promise<void> {
+  async close(options: CloseOptions = {}): Promise<void> {
     if (this.closed) return
     this.closed = true
     this.interrupt()
     await this.autoCommitTask
+    if (options.abandon) {
+      this.host.setAssignment([])
+      return this.membership.close({ leave: false })
+    }
     const owned = this.host.assignment()
     if (!this.subscribed && owned.length > 0 && this.options.enableAutoCommit) await this.commitQuietly()
     if (this.membership.state === 'stable' && owned.length > 0) {

@@ -27,7 +27,14 @@ export const OPERATIONS_OF: Readonly<Record<number, readonly AclOperation[]>> = 
     AclOperation.DESCRIBE_CONFIGS,
     AclOperation.ALTER_CONFIGS,
   ],
-  [ResourceType.GROUP]: [AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE],
+  // DESCRIBE_CONFIGS and ALTER_CONFIGS: group configs (KIP-848, Kafka 4.4's AclEntry).
+  [ResourceType.GROUP]: [
+    AclOperation.READ,
+    AclOperation.DESCRIBE,
+    AclOperation.DELETE,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
+  ],
   [ResourceType.CLUSTER]: [
     AclOperation.CREATE,
     AclOperation.CLUSTER_ACTION,

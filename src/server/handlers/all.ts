@@ -4,6 +4,7 @@ import { alterClientQuotasHandler } from './alter-client-quotas.js'
 import { alterConfigsHandler } from './alter-configs.js'
 import { alterPartitionReassignmentsHandler } from './alter-partition-reassignments.js'
 import { alterReplicaLogDirsHandler } from './alter-replica-log-dirs.js'
+import { alterShareGroupOffsetsHandler } from './alter-share-group-offsets.js'
 import { alterUserScramCredentialsHandler } from './alter-user-scram-credentials.js'
 import { apiVersionsHandler } from './api-versions.js'
 import { consumerGroupDescribeHandler } from './consumer-group-describe.js'
@@ -15,6 +16,8 @@ import { createTopicsHandler } from './create-topics.js'
 import { deleteAclsHandler } from './delete-acls.js'
 import { deleteGroupsHandler } from './delete-groups.js'
 import { deleteRecordsHandler } from './delete-records.js'
+import { deleteShareGroupOffsetsHandler } from './delete-share-group-offsets.js'
+import { deleteShareGroupStateHandler } from './delete-share-group-state.js'
 import { deleteTopicsHandler } from './delete-topics.js'
 import { describeAclsHandler } from './describe-acls.js'
 import { describeClientQuotasHandler } from './describe-client-quotas.js'
@@ -24,6 +27,7 @@ import { describeDelegationTokenHandler } from './describe-delegation-token.js'
 import { describeGroupsHandler } from './describe-groups.js'
 import { describeLogDirsHandler } from './describe-log-dirs.js'
 import { describeProducersHandler } from './describe-producers.js'
+import { describeShareGroupOffsetsHandler } from './describe-share-group-offsets.js'
 import { describeTopicPartitionsHandler } from './describe-topic-partitions.js'
 import { describeTransactionsHandler } from './describe-transactions.js'
 import { describeUserScramCredentialsHandler } from './describe-user-scram-credentials.js'
@@ -36,6 +40,7 @@ import { getTelemetrySubscriptionsHandler } from './get-telemetry-subscriptions.
 import { heartbeatHandler } from './heartbeat.js'
 import { incrementalAlterConfigsHandler } from './incremental-alter-configs.js'
 import { initProducerIdHandler } from './init-producer-id.js'
+import { initializeShareGroupStateHandler } from './initialize-share-group-state.js'
 import { joinGroupHandler } from './join-group.js'
 import { leaveGroupHandler } from './leave-group.js'
 import { listClientMetricsResourcesHandler } from './list-client-metrics-resources.js'
@@ -50,6 +55,7 @@ import { offsetFetchHandler } from './offset-fetch.js'
 import { offsetForLeaderEpochHandler } from './offset-for-leader-epoch.js'
 import { produceHandler } from './produce.js'
 import { pushTelemetryHandler } from './push-telemetry.js'
+import { readShareGroupStateSummaryHandler } from './read-share-group-state-summary.js'
 import type { AnyApiHandler } from './registry.js'
 import { renewDelegationTokenHandler } from './renew-delegation-token.js'
 import { saslAuthenticateHandler } from './sasl-authenticate.js'
@@ -108,6 +114,12 @@ export const allHandlers: readonly AnyApiHandler[] = [
   shareGroupDescribeHandler,
   shareFetchHandler,
   shareAcknowledgeHandler,
+  describeShareGroupOffsetsHandler,
+  alterShareGroupOffsetsHandler,
+  deleteShareGroupOffsetsHandler,
+  initializeShareGroupStateHandler,
+  deleteShareGroupStateHandler,
+  readShareGroupStateSummaryHandler,
   offsetDeleteHandler,
   writeTxnMarkersHandler,
   describeProducersHandler,

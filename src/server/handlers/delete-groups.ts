@@ -1,7 +1,8 @@
 /**
  * DeleteGroups (key 42).
  * Behavior: deletes empty groups (NON_EMPTY_GROUP otherwise, GROUP_ID_NOT_FOUND when
- * unknown) with tombstones for their offsets and metadata, answered once committed.
+ * unknown) with tombstones for their offsets and metadata, answered once committed. An
+ * empty share group's share-partition state is deleted on the partitions' leaders first.
  * Authorization: DELETE on the group, else GROUP_AUTHORIZATION_FAILED.
  * Version notes: v2+ flexible; v3 a per-group error message (null: tidelog gives the code only).
  */
@@ -12,6 +13,7 @@ import {
   type DeleteGroupsResponse,
 } from '../../protocol/generated/index.js'
 import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
+import { deleteShareGroup } from '../share/share-state-access.js'
 import type { ApiHandler } from './registry.js'
 
 export const deleteGroupsHandler: ApiHandler<DeleteGroupsRequest, DeleteGroupsResponse> = {
@@ -23,7 +25,8 @@ export const deleteGroupsHandler: ApiHandler<DeleteGroupsRequest, DeleteGroupsRe
       request.groupsNames.map(async (groupId) => ({
         groupId,
         errorCode: context.authorize(AclOperation.DELETE, ResourceType.GROUP, groupId)
-          ? await context.broker.groupCoordinator.deleteGroup(groupId)
+          ? ((await deleteShareGroup(context.broker, groupId)) ??
+            (await context.broker.groupCoordinator.deleteGroup(groupId)))
           : ErrorCode.GROUP_AUTHORIZATION_FAILED,
         errorMessage: null,
       })),

@@ -3,12 +3,15 @@
  * Behavior: for a TOPIC, every topic-level config with its current value and where it
  * comes from (topic override, dynamic broker, dynamic default, static broker, default);
  * for BROKER '<this id>', every broker property; for BROKER '' (the cluster default), only
- * the dynamic defaults set; BROKER_LOGGER answers an empty list. configurationKeys, when
+ * the dynamic defaults set; BROKER_LOGGER answers an empty list; a GROUP (32) every Kafka
+ * 4.4 group config, the group's own (DYNAMIC_GROUP_CONFIG) or the broker's value
+ * (server/group-configs.ts), an empty group name INVALID_REQUEST. configurationKeys, when
  * not null, filters the names. Unknown topics get UNKNOWN_TOPIC_OR_PARTITION, another
  * broker's id INVALID_REQUEST, other resource types INVALID_REQUEST, each per resource.
  * Sensitive values are null.
  * Authorization: DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a
- * broker resource, on the cluster (CLUSTER_AUTHORIZATION_FAILED).
+ * broker resource, on the cluster (CLUSTER_AUTHORIZATION_FAILED), for a group on the group
+ * (GROUP_AUTHORIZATION_FAILED).
  * Version notes: v0 reports isDefault instead of configSource; v1 adds includeSynonyms,
  * configSource and synonyms; v2 is v1; v3 adds includeDocumentation, configType and
  * documentation; v4 is flexible.

@@ -5,11 +5,13 @@
  * removes the override, APPEND (2) and SUBTRACT (3) add or remove items of a LIST config,
  * starting from the value in effect when there is no override (INVALID_CONFIG "Can't
  * APPEND to key x because its type is not LIST." otherwise). The result is validated as a
- * whole, as Kafka does: topic values INVALID_CONFIG; broker names must be dynamic
+ * whole, as Kafka does: topic values INVALID_CONFIG; GROUP (32) names and values follow
+ * Kafka 4.4's GroupConfig (INVALID_CONFIG, server/group-configs.ts); broker names must be dynamic
  * (INVALID_REQUEST). Duplicate resources or keys, null values for non-DELETE operations and
  * unknown operations are INVALID_REQUEST. validateOnly checks and changes nothing.
  * Authorization: ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker
- * resource, on the cluster (CLUSTER_AUTHORIZATION_FAILED).
+ * resource, on the cluster (CLUSTER_AUTHORIZATION_FAILED), for a group on the group
+ * (GROUP_AUTHORIZATION_FAILED).
  * Version notes: v1 is flexible.
  */
 

@@ -1,7 +1,7 @@
 /**
  * ListConfigResources (key 74), until Kafka 4.1 ListClientMetricsResources (KIP-714).
  * Behavior: the config resources of the types asked for (KafkaApis.handleListConfigResources):
- * GROUP (groups with dynamic configs: tidelog has none, so none), CLIENT_METRICS (every
+ * GROUP (the groups with dynamic configs), CLIENT_METRICS (every
  * client metrics subscription in the cluster image), BROKER_LOGGER and BROKER (every
  * registered broker with this connection's listener, by id), TOPIC (every topic, internal
  * ones included), in that order. No types means every type the version supports; a type it
@@ -23,9 +23,6 @@ import { ResourceType as ConfigResourceType } from '../config-resources.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
-/** ConfigResource.Type.GROUP's id (config-resources.ts serves no group configs). */
-const GROUP_CONFIG_RESOURCE = 32
-
 /** The types each version may list (ListConfigResourcesRequest.supportedResourceTypes). */
 function supportedTypes(version: number): ReadonlySet<number> {
   if (version === 0) return new Set([ConfigResourceType.CLIENT_METRICS])
@@ -34,7 +31,7 @@ function supportedTypes(version: number): ReadonlySet<number> {
     ConfigResourceType.BROKER,
     ConfigResourceType.BROKER_LOGGER,
     ConfigResourceType.CLIENT_METRICS,
-    GROUP_CONFIG_RESOURCE,
+    ConfigResourceType.GROUP,
   ])
 }
 
@@ -69,8 +66,8 @@ function listResources(context: RequestContext, types: ReadonlySet<number>): Con
     .filter((b) => endpointFor(b, context.connection.listenerName) !== null)
     .map((b) => String(b.nodeId))
   return [
-    // tidelog keeps no group configs (Kafka lists the groups that have some).
-    ...of(GROUP_CONFIG_RESOURCE, []),
+    // The groups that set some config, as Kafka lists them.
+    ...of(ConfigResourceType.GROUP, [...(image.groupConfigs?.keys() ?? [])].sort()),
     ...of(ConfigResourceType.CLIENT_METRICS, [...(image.clientMetricsConfigs?.keys() ?? [])].sort()),
     ...of(ConfigResourceType.BROKER_LOGGER, brokerIds),
     ...of(ConfigResourceType.BROKER, brokerIds),

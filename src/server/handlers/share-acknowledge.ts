@@ -39,7 +39,7 @@ export const shareAcknowledgeHandler: ApiHandler<ShareAcknowledgeRequest, ShareA
       throttleTimeMs: 0,
       errorCode,
       errorMessage,
-      acquisitionLockTimeoutMs: manager.config.recordLockDurationMs,
+      acquisitionLockTimeoutMs: manager.recordLockDurationMs(request.groupId ?? ''),
       responses: [],
       nodeEndpoints: [],
     })

@@ -46,7 +46,7 @@ export const shareFetchHandler: ApiHandler<ShareFetchRequest, ShareFetchResponse
   maxVersion: 2,
   async handle(context, request) {
     const manager = sharePartitionManagerOf(context.broker)
-    const lockMs = manager.config.recordLockDurationMs
+    const lockMs = manager.recordLockDurationMs(request.groupId ?? '')
     const fail = (errorCode: number, errorMessage: string | null = null): ShareFetchResponse => ({
       throttleTimeMs: 0,
       errorCode,

@@ -3,8 +3,10 @@
  * (share group, topic id, partition) this broker leads, made on the group's first fetch of
  * it, and the share sessions of the consumers fetching here.
  *
- * A share-partition starts at `share.auto.offset.reset`: the high watermark (latest, Kafka's
- * default) or the log start offset (earliest). It belongs to one leader epoch: when the
+ * A share-partition starts at its group's `share.auto.offset.reset`: the high watermark
+ * (latest, Kafka's default) or the log start offset (earliest). Its locks last the group's
+ * `share.record.lock.duration.ms`, read at each acquisition. Both are group configs
+ * (server/group-configs.ts) whose defaults are the broker's. It belongs to one leader epoch: when the
  * partition's leadership moves or its epoch changes, it is closed and a later fetch starts
  * a new one. Its state is in memory only (not yet in `__share_group_state`), so records
  * acquired but not acknowledged before a leader change are delivered again by the new
@@ -28,8 +30,14 @@ import { type ShareSession, ShareSessionCache } from './share-session-cache.js'
 export type ShareAutoOffsetReset = 'latest' | 'earliest'
 
 export interface SharePartitionManagerConfig extends SharePartitionConfig {
-  /** share.auto.offset.reset (Kafka: a group config; here one value for every group). */
+  /** The broker's share.auto.offset.reset, for groups that set none. */
   readonly autoOffsetReset: ShareAutoOffsetReset
+}
+
+/** A share group's own settings (its group configs); absent ones are the broker's. */
+export interface ShareGroupOverrides {
+  readonly autoOffsetReset?: ShareAutoOffsetReset
+  readonly recordLockDurationMs?: number
 }
 
 /** A share-partition's place: the topic's name and id and the partition index. */
@@ -44,6 +52,24 @@ export interface ShareAcquireResult {
   /** Whole batches holding the acquired records (the client skips the others' records). */
   readonly records: Buffer[]
   readonly acquired: AcquiredRange[]
+}
+
+/** A share-partition's state as DescribeShareGroupOffsets shows it (ReadShareGroupStateSummary). */
+export interface ShareStateSummary {
+  readonly errorCode: number
+  /** SPSO, or -1 when the group has no state on the partition here. */
+  readonly startOffset: number
+  readonly leaderEpoch: number
+  readonly deliveryCompleteCount: number
+  readonly highWatermark: number
+}
+
+const NO_STATE: ShareStateSummary = {
+  errorCode: ErrorCode.NONE,
+  startOffset: -1,
+  leaderEpoch: -1,
+  deliveryCompleteCount: -1,
+  highWatermark: -1,
 }
 
 interface Hosted {
@@ -64,7 +90,14 @@ export class SharePartitionManager {
     private readonly replicaManager: {
       getPartition(topic: string, partition: number): Partition | undefined
     },
+    /** The group configs of a share group, read when they apply (they change at any time). */
+    private readonly groupOverrides: (groupId: string) => ShareGroupOverrides = () => ({}),
   ) {}
+
+  /** How long `groupId`'s share consumers hold what they acquire (ShareFetch's acquisitionLockTimeoutMs). */
+  recordLockDurationMs(groupId: string): number {
+    return this.groupOverrides(groupId).recordLockDurationMs ?? this.config.recordLockDurationMs
+  }
 
   /** How many share-partitions are open here (metrics, tests). */
   get size(): number {
@@ -83,9 +116,17 @@ export class SharePartitionManager {
     if (existing && existing.leaderEpoch === partition.leaderEpoch)
       return { partition, share: existing.sharePartition }
     existing?.sharePartition.close()
-    const startOffset =
-      this.config.autoOffsetReset === 'earliest' ? partition.log.logStartOffset : partition.highWatermark
-    const share = new SharePartition(this.config, this.clock, startOffset)
+    const reset = this.groupOverrides(groupId).autoOffsetReset ?? this.config.autoOffsetReset
+    const startOffset = reset === 'earliest' ? partition.log.logStartOffset : partition.highWatermark
+    const manager = this
+    const config: SharePartitionConfig = {
+      deliveryCountLimit: this.config.deliveryCountLimit,
+      maxInFlightRecords: this.config.maxInFlightRecords,
+      get recordLockDurationMs() {
+        return manager.recordLockDurationMs(groupId)
+      },
+    }
+    const share = new SharePartition(config, this.clock, startOffset)
     this.hosted.set(key, { sharePartition: share, tp, leaderEpoch: partition.leaderEpoch })
     return { partition, share }
   }
@@ -137,6 +178,58 @@ export class SharePartitionManager {
     const found = this.sharePartition(groupId, tp)
     if (typeof found === 'number') return found
     return found.share.acknowledge(memberId, batches)
+  }
+
+  /**
+   * The group's state on `tp` for DescribeShareGroupOffsets: SPSO, the records done above it
+   * and the high watermark (the lag's end). A partition the group never fetched here, or
+   * fetched without acknowledging anything yet, has no state: start offset -1, as Kafka
+   * answers while nothing was written to the share coordinator.
+   */
+  stateSummary(groupId: string, tp: ShareTopicPartition): ShareStateSummary {
+    const partition = this.ledHere(tp)
+    if (typeof partition === 'number') return { ...NO_STATE, errorCode: partition }
+    const hosted = this.hosted.get(keyOf(groupId, tp))
+    if (!hosted || hosted.leaderEpoch !== partition.leaderEpoch || !hosted.sharePartition.stateWritten)
+      return NO_STATE
+    return {
+      errorCode: ErrorCode.NONE,
+      startOffset: hosted.sharePartition.startOffset,
+      leaderEpoch: partition.leaderEpoch,
+      deliveryCompleteCount: hosted.sharePartition.deliveryCompleteCount,
+      highWatermark: partition.highWatermark,
+    }
+  }
+
+  /**
+   * AlterShareGroupOffsets of an empty group: the group's share-partition on `tp` starts over
+   * at `startOffset` (what it held is forgotten: no member is left to hold it).
+   */
+  initializeState(groupId: string, tp: ShareTopicPartition, startOffset: number): number {
+    const partition = this.ledHere(tp)
+    if (typeof partition === 'number') return partition
+    const key = keyOf(groupId, tp)
+    this.hosted.get(key)?.sharePartition.close()
+    const share = new SharePartition(this.config, this.clock, startOffset)
+    share.markWritten()
+    this.hosted.set(key, { sharePartition: share, tp, leaderEpoch: partition.leaderEpoch })
+    return ErrorCode.NONE
+  }
+
+  /** DeleteShareGroupOffsets and DeleteGroups: forgets the group's share-partition on `tp`. */
+  deleteState(groupId: string, tp: ShareTopicPartition): number {
+    const partition = this.ledHere(tp)
+    if (typeof partition === 'number') return partition
+    const key = keyOf(groupId, tp)
+    this.hosted.get(key)?.sharePartition.close()
+    this.hosted.delete(key)
+    return ErrorCode.NONE
+  }
+
+  private ledHere(tp: ShareTopicPartition): Partition | number {
+    const partition = this.replicaManager.getPartition(tp.topic, tp.partition)
+    if (!partition?.isLeader || partition.id.topicId !== tp.topicId) return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return partition
   }
 
   /** Releases what the session's member holds on each of its partitions (the session ended). */

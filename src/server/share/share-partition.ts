@@ -100,6 +100,12 @@ export class SharePartition {
   private readonly locks = new Map<number, Lock>()
   private nextLockId = 1
   private closed = false
+  /**
+   * Whether the state has changed since the share-partition started at the reset point: Kafka
+   * writes it to the share coordinator first at an acknowledgement or a released lock, and
+   * until then DescribeShareGroupOffsets shows no start offset.
+   */
+  private written = false
 
   constructor(
     readonly config: SharePartitionConfig,
@@ -126,6 +132,27 @@ export class SharePartition {
   stateOf(offset: number): { state: RecordStateId; deliveryCount: number; memberId: string } | undefined {
     const record = this.records.get(offset)
     return record && { state: record.state, deliveryCount: record.deliveryCount, memberId: record.memberId }
+  }
+
+  /** Whether the state was ever written (an acknowledgement, a released lock, an altered start). */
+  get stateWritten(): boolean {
+    return this.written
+  }
+
+  /** AlterShareGroupOffsets set the start offset: the state is written. */
+  markWritten(): void {
+    this.written = true
+  }
+
+  /**
+   * In-flight records already done (acknowledged or archived) at or above SPSO: Kafka's
+   * deliveryCompleteCount, which the share group lag leaves out.
+   */
+  get deliveryCompleteCount(): number {
+    let done = 0
+    for (const record of this.records.values())
+      if (record.state === RecordState.ACKNOWLEDGED || record.state === RecordState.ARCHIVED) done++
+    return done
   }
 
   /** Records from SPSO to SPEO: what group.share.partition.max.record.locks bounds. */
@@ -248,6 +275,7 @@ export class SharePartition {
 
   /** ACCEPT → ACKNOWLEDGED; REJECT and GAP → ARCHIVED; RELEASE → AVAILABLE, or ARCHIVED at the limit. */
   private settle(record: InFlightRecord, type: number): void {
+    this.written = true
     if (type === AcknowledgeType.ACCEPT) record.state = RecordState.ACKNOWLEDGED
     else if (type === AcknowledgeType.RELEASE)
       record.state =

@@ -1,6 +1,7 @@
 /** How handlers reach the share-partitions of their broker. */
 import { sharePartitionManagerConfig } from '../broker-config.js'
 import type { BrokerServices } from '../broker-services.js'
+import { groupOverrides, shareGroupSettings } from '../group-configs.js'
 import { SharePartitionManager } from './share-partition-manager.js'
 
 /**
@@ -16,6 +17,12 @@ export function sharePartitionManagerOf(broker: BrokerServices): SharePartitionM
       sharePartitionManagerConfig(broker.config),
       broker.clock,
       broker.replicaManager,
+      (groupId) => {
+        const image = broker.metadataImage()
+        // Only the configs the group sets: the manager's own config holds the broker's.
+        if (Object.keys(groupOverrides(image, groupId)).length === 0) return {}
+        return shareGroupSettings(image, broker.config, groupId)
+      },
     )
     managers.set(broker, manager)
   }

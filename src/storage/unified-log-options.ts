@@ -1,0 +1,67 @@
+/** UnifiedLog's options, and what its constructor gets once `open` loaded the segments. */
+import type { Clock } from '../common/clock.js'
+import type { FileSystem } from '../common/file-system.js'
+import type { Logger } from '../common/logger.js'
+import type { Offset } from '../common/types.js'
+import type { StorageError } from './errors.js'
+import type { LeaderEpochFileCache } from './leader-epoch-cache.js'
+import type { LogConfig } from './log-config.js'
+import type { LogSegment } from './log-segment.js'
+
+export interface UnifiedLogOptions {
+  /** The `<topic>-<partition>` directory; created if missing. */
+  readonly dir: string
+  readonly config?: LogConfig
+  /** The disk: storage never picks one itself (Node's in src/runtime, or a simulated one). */
+  readonly fs: FileSystem
+  readonly clock?: Clock
+  readonly logger?: Logger
+  /** From recovery-point-offset-checkpoint; recovery rescans from the segment holding it. Default 0. */
+  readonly recoveryPoint?: Offset
+  /** From log-start-offset-checkpoint. Default 0 (the first segment's base offset wins if larger). */
+  readonly logStartOffset?: Offset
+  /** From replication-offset-checkpoint; clamped into [logStartOffset, logEndOffset]. */
+  readonly highWatermark?: Offset
+  /** True when the log directory had the clean-shutdown marker: no rescan. Default false. */
+  readonly hadCleanShutdown?: boolean
+  /**
+   * The log was compacted once (it has a cleaner checkpoint) though its policy may no
+   * longer say compact: recovery accepts offset gaps between batches. Default false.
+   */
+  readonly wasCompacted?: boolean
+  /** Called once when a disk operation fails and the log goes offline (KAFKA_STORAGE_ERROR). */
+  readonly onStorageError?: (err: StorageError) => void
+  /** Called after each fsync of appended data with its duration (the log flush metric). */
+  readonly onFlushed?: (durationMs: number) => void
+  /**
+   * Awaited inside every truncation with the new log end, before it completes: the owner
+   * lowers the log cleaner's checkpoint durably (Kafka's maybeTruncateCheckpoint). Batches
+   * appended later at offsets below a checkpoint left above the truncation would count as
+   * already cleaned, and a key's older value there would outlive its tombstone.
+   */
+  readonly onTruncated?: (logEndOffset: Offset) => Promise<void>
+  /** Bytes of the last written batches kept in memory for reads at the log end (0: none). */
+  readonly recentBatchesMaxBytes?: number
+}
+
+/** What UnifiedLog.open hands its constructor: the options resolved and the segments loaded. */
+export interface LoadedLogParts {
+  readonly dir: string
+  readonly config: LogConfig
+  readonly fs: FileSystem
+  readonly clock: Clock
+  readonly logger: Logger
+  readonly leaderEpochCache: LeaderEpochFileCache
+  readonly loaded: {
+    segments: LogSegment[]
+    logStartOffset: Offset
+    logEndOffset: Offset
+    recoveryPoint: Offset
+  }
+  readonly highWatermark: Offset
+  readonly onStorageError: ((err: StorageError) => void) | undefined
+  readonly wasCompacted: boolean
+  readonly recentBatchesMaxBytes: number
+  readonly onFlushed: ((durationMs: number) => void) | undefined
+  readonly onTruncated: ((logEndOffset: Offset) => Promise<void>) | undefined
+}

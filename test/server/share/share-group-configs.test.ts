@@ -1,0 +1,88 @@
+/**
+ * Issue 33 items 2 and 7: a share group's own configs in the share-partition manager
+ * (share-partition-manager.ts), with a fake partition and a manual clock:
+ * share.auto.offset.reset picks where the group's share-partitions start, and
+ * share.record.lock.duration.ms how long its locks last, read at each acquisition (a
+ * change applies to the next lock); groups without them use the broker's values.
+ */
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import type { Partition } from '../../../src/replication/partition.js'
+import {
+  type ShareGroupOverrides,
+  SharePartitionManager,
+} from '../../../src/server/share/share-partition-manager.js'
+import { ManualClock } from '../../helpers/manual-clock.js'
+
+const BROKER_LOCK_MS = 30_000
+const TP = { topic: 't', topicId: 'dG9waWMtaWQtMDAwMDAwMA', partition: 0 }
+const BATCH = [{ baseOffset: 0, lastOffset: 9, isControl: false }]
+
+function make(overrides: Map<string, ShareGroupOverrides>) {
+  const clock = new ManualClock()
+  const partition = {
+    isLeader: true,
+    id: { topicId: TP.topicId },
+    leaderEpoch: 3,
+    highWatermark: 10,
+    log: { logStartOffset: 0 },
+  }
+  const manager = new SharePartitionManager(
+    {
+      recordLockDurationMs: BROKER_LOCK_MS,
+      deliveryCountLimit: 10,
+      maxInFlightRecords: 100,
+      autoOffsetReset: 'latest',
+    },
+    clock,
+    { getPartition: () => partition as unknown as Partition },
+    (groupId) => overrides.get(groupId) ?? {},
+  )
+  return { clock, manager }
+}
+
+function shareOf(manager: SharePartitionManager, groupId: string) {
+  const found = manager.sharePartition(groupId, TP)
+  assert.ok(typeof found !== 'number')
+  return found.share
+}
+
+/** What `memberId` of `groupId` acquires of offsets 0-9 now, as first-last. */
+function acquire(manager: SharePartitionManager, groupId: string, memberId: string): string[] {
+  return shareOf(manager, groupId)
+    .acquire(memberId, BATCH, 500, 'batch_optimized')
+    .map((r) => `${r.firstOffset}-${r.lastOffset}`)
+}
+
+describe("a share group's own configs", () => {
+  it('start its share-partitions at its share.auto.offset.reset', () => {
+    const { manager } = make(new Map([['early', { autoOffsetReset: 'earliest' }]]))
+    // The broker's latest: the high watermark, nothing of 0-9.
+    assert.deepEqual(acquire(manager, 'plain', 'm'), [])
+    assert.deepEqual(acquire(manager, 'early', 'm'), ['0-9'])
+  })
+
+  it('hold locks for its share.record.lock.duration.ms, read at each acquisition', () => {
+    const overrides = new Map<string, ShareGroupOverrides>([
+      ['short', { autoOffsetReset: 'earliest', recordLockDurationMs: 15_000 }],
+      ['broker', { autoOffsetReset: 'earliest' }],
+    ])
+    const { clock, manager } = make(overrides)
+    assert.equal(manager.recordLockDurationMs('short'), 15_000)
+    assert.equal(manager.recordLockDurationMs('broker'), BROKER_LOCK_MS)
+    assert.deepEqual(acquire(manager, 'short', 'm1'), ['0-9'])
+    assert.deepEqual(acquire(manager, 'broker', 'm1'), ['0-9'])
+    clock.advance(15_000)
+    // The short locks expired: another member gets the records; the broker-long ones hold.
+    assert.deepEqual(acquire(manager, 'short', 'm2'), ['0-9'])
+    assert.deepEqual(acquire(manager, 'broker', 'm2'), [])
+    // A changed config applies to the next lock of the same share-partition.
+    overrides.set('short', { autoOffsetReset: 'earliest', recordLockDurationMs: 40_000 })
+    clock.advance(15_000)
+    assert.deepEqual(acquire(manager, 'short', 'm3'), ['0-9'])
+    clock.advance(30_000)
+    assert.deepEqual(acquire(manager, 'short', 'm4'), [], 'the 40 s lock of m3 holds after 30 s')
+    clock.advance(10_000)
+    assert.deepEqual(acquire(manager, 'short', 'm4'), ['0-9'])
+  })
+})
