@@ -16,7 +16,7 @@ import type { Producer } from 'kafkajs'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import type { CreateTopicsResponse } from '../../src/protocol/generated/create-topics-response.js'
 import { ApiKey } from '../../src/protocol/generated/index.js'
-import { type EtcdCluster, SESSION_TIMEOUT_MS, waitFor, withEtcdCluster } from '../helpers/broker-process.js'
+import { type EtcdCluster, waitFor, withEtcdCluster } from '../helpers/broker-process.js'
 import { kafka } from '../helpers/cluster-clients.js'
 import { kcatConsume } from '../helpers/compat-clients.js'
 import { kcatMetadata } from '../helpers/metadata-view.js'
@@ -71,10 +71,19 @@ async function createTopicDuringOutage(cluster: EtcdCluster): Promise<number> {
   }
 }
 
+/**
+ * Kafka's default broker.session.timeout.ms, not the 3 s of the other etcd tests: a restarted
+ * etcd opens its port about 1-2 s before it answers, and a broker's session is proven only
+ * until one TTL after etcd last refused a connection (README "Not done yet": an etcd slower
+ * than that to answer ends sessions). At 3 s that window decided the test by chance.
+ */
+const SESSION_TIMEOUT_MS = 9000
+
 test('etcd killed for 20 s under an acks=all producer: acknowledgements go on, nothing lost, a new topic fails with a Kafka error', {
   timeout: 120_000,
 }, async () => {
-  await withEtcdCluster({ brokers: 3, properties: { 'min.insync.replicas': 2 } }, async (cluster) => {
+  const properties = { 'min.insync.replicas': 2, 'broker.session.timeout.ms': SESSION_TIMEOUT_MS }
+  await withEtcdCluster({ brokers: 3, properties }, async (cluster) => {
     const admin = kafka(cluster.liveBootstrap).admin()
     await admin.connect()
     try {
