@@ -20,10 +20,13 @@
  * Then Jepsen's Kafka workload's checks over version orders (version-order.ts): poll skips
  * and nonmonotonic polls (polls.ts), aborted reads (G1a), reads of uncommitted records and
  * intermediate reads (G1b) (transactions.ts), and dependency cycles G0 and G1c (cycles.ts).
+ * Then the groups' committed offsets against their members' reads: group skips and stalls
+ * (groups.ts).
  * Acks of aborted or undecided transactions' records are not judged for loss: a
  * read_committed reader must not see the former, and may or may not see the latter.
  */
 import { type DependencyCycle, dependencyEdges, findCycles } from './cycles.js'
+import { findGroupAnomalies, type GroupFinding } from './groups.js'
 import type { AckEvent, CoveredEvent, History, ReadEvent, SendEvent } from './history.js'
 import { findPollAnomalies, type PollStep } from './polls.js'
 import {
@@ -111,6 +114,8 @@ export interface Anomalies {
   readonly uncommittedReads: readonly UncommittedRead[]
   readonly intermediateReads: readonly IntermediateRead[]
   readonly circularFlows: readonly DependencyCycle[]
+  readonly groupSkips: readonly GroupFinding[]
+  readonly groupStalls: readonly GroupFinding[]
 }
 
 export const UNSEEN_LISTED_MAX = 1000
@@ -138,6 +143,8 @@ export const ANOMALY_KINDS: readonly AnomalyKind[] = [
   'uncommittedReads',
   'intermediateReads',
   'circularFlows',
+  'groupSkips',
+  'groupStalls',
 ]
 
 export interface VerifyReport {
@@ -158,6 +165,8 @@ export interface VerifyReport {
     readonly coveredPartitions: number
     /** `crash` lines: consumers that stopped without committing or leaving. */
     readonly crashes: number
+    /** `group-offset` lines: groups' committed offsets judged against their members' reads. */
+    readonly groupOffsets: number
     /** Acks read somewhere, or covered by a later `covered` event. */
     readonly acksCheckedForLoss: number
     /** Acks never read and with no coverage after them: their loss could not be judged. */
@@ -289,6 +298,7 @@ export function checkHistory(history: History): VerifyReport {
     uncommittedReads: findUncommittedReads(history, txns, sendOfValue),
     intermediateReads: findIntermediateReads(txns, orders, sendOfValue),
     circularFlows,
+    ...findGroupAnomalies(history, (ack) => sendsById.get(sendId(ack.producer, ack.seq))!, visible),
   }
   const outcomes = { committed: 0, aborted: 0, undecided: 0 }
   for (const txn of txns.values()) outcomes[txn.outcome]++
@@ -308,6 +318,7 @@ export function checkHistory(history: History): VerifyReport {
       readPositions: reads.byPosition.size,
       coveredPartitions: coveredByPartition.size,
       crashes: history.crashes.length,
+      groupOffsets: history.groupOffsets.length,
       acksCheckedForLoss,
       acksNotCheckedForLoss: history.acks.length - acksCheckedForLoss,
       anomalies: anomalyCount,
@@ -393,6 +404,10 @@ function notChecked(history: History, transactions: number): string[] {
     notes.push("aborted and uncommitted reads: no read declares 'isolation' read_committed")
   if (transactions > 0 && !history.reads.some((r) => r.txn !== undefined))
     notes.push('intermediate reads (G1b), circular information flow (G1c): no read is part of a transaction')
+  if (history.consumerGroups.size > 0 && history.groupOffsets.length === 0)
+    notes.push(
+      "group skips and stalls: consumers name groups, but no 'group-offset' line gives a committed offset",
+    )
   return notes
 }
 

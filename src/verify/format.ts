@@ -5,6 +5,7 @@
 
 import { ANOMALY_KINDS, type AnomalyKind, type Placement, type VerifyReport } from './checker.js'
 import { type DependencyCycle, type DependencyEdge, txnName } from './cycles.js'
+import type { GroupFinding } from './groups.js'
 import type { AckEvent, ReadEvent, SendEvent } from './history.js'
 import type { PollStep } from './polls.js'
 
@@ -25,6 +26,8 @@ const TITLES: Record<AnomalyKind, string> = {
   uncommittedReads: 'uncommitted reads (read_committed saw an open transaction)',
   intermediateReads: "intermediate reads (G1b: a transaction's last read is another's non-final write)",
   circularFlows: 'circular information flow (G1c: transactions that read each other in a cycle)',
+  groupSkips: 'group skips (a group committed past records no member read)',
+  groupStalls: 'group stalls (a group never read records it had time to reach)',
 }
 
 const q = (text: string): string => JSON.stringify(text)
@@ -51,6 +54,17 @@ function step(s: PollStep): string {
           .map((e) => `${q(e.value)} at offset ${e.offset} (${e.event.type} line ${e.event.line})`)
           .join(', ')}${s.skipped.length > 3 ? ` and ${s.skipped.length - 3} more` : ''}`
   return `${s.consumer} in ${s.topic}-${s.partition}: read ${q(s.previous.value)} at offset ${s.previous.offset} (read line ${s.previous.line}), then ${q(s.next.value)} at offset ${s.next.offset} (read line ${s.next.line}): ${s.delta > 0 ? '+' : ''}${s.delta} in the version order${skipped}`
+}
+
+function groupFinding(f: GroupFinding, kind: 'groupSkips' | 'groupStalls'): string {
+  const g = f.groupOffset
+  const where =
+    kind === 'groupSkips'
+      ? `committed offset ${g.offset}`
+      : `committed offset ${g.offset}, end ${g.endOffset}`
+  const shown = f.unread.slice(0, 3).map((u) => `${sent(u.send)} acked at ${at(u.ack)}`)
+  const more = f.unreadCount > shown.length ? ` and ${f.unreadCount - shown.length} more` : ''
+  return `group ${g.group} in ${g.topic}-${g.partition} (${where}, group-offset line ${g.line}): no member read ${count(f.unreadCount, 'record')}: ${shown.join(', ')}${more}`
 }
 
 function edge(e: DependencyEdge): string {
@@ -86,6 +100,9 @@ function describeTransactionAnomalies(report: VerifyReport, kind: AnomalyKind): 
       )
     case 'circularFlows':
       return a.circularFlows.map(cycle)
+    case 'groupSkips':
+    case 'groupStalls':
+      return a[kind].map((f) => groupFinding(f, kind))
     case 'pollSkips':
     case 'nonmonotonicPolls':
     case 'internalPollSkips':
@@ -151,7 +168,7 @@ function transactionCounts(report: VerifyReport): string {
 export function formatVerifyReport(report: VerifyReport): string {
   const c = report.counts
   const out = [
-    `history: ${count(c.lines, 'line')}; ${count(c.sends, 'send')} from ${count(c.producers, 'producer')}, ${count(c.acks, 'ack')}${c.acksWithoutOffset ? ` (${c.acksWithoutOffset} without offset)` : ''}, ${count(c.fails, 'fail')}, ${c.unanswered} unanswered; ${count(c.reads, 'read')} of ${count(c.readPositions, 'offset')}; ${count(c.coveredPartitions, 'partition')} covered to their end${c.crashes ? `; ${count(c.crashes, 'crashed consumer')}` : ''}${transactionCounts(report)}`,
+    `history: ${count(c.lines, 'line')}; ${count(c.sends, 'send')} from ${count(c.producers, 'producer')}, ${count(c.acks, 'ack')}${c.acksWithoutOffset ? ` (${c.acksWithoutOffset} without offset)` : ''}, ${count(c.fails, 'fail')}, ${c.unanswered} unanswered; ${count(c.reads, 'read')} of ${count(c.readPositions, 'offset')}; ${count(c.coveredPartitions, 'partition')} covered to their end${c.crashes ? `; ${count(c.crashes, 'crashed consumer')}` : ''}${c.groupOffsets ? `; ${count(c.groupOffsets, 'group offset')}` : ''}${transactionCounts(report)}`,
     `checked for loss: ${c.acksCheckedForLoss} of ${c.acks} acknowledged writes` +
       (c.acksNotCheckedForLoss > 0
         ? ` (${c.acksNotCheckedForLoss} never read and with no 'covered' event after them: not judged)`

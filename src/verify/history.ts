@@ -122,6 +122,32 @@ export interface CoveredEvent extends EventBase {
 }
 
 /**
+ * Declares a consumer (optional, anywhere in the history): `group` names the consumer group
+ * it is a member of, so its reads count for that group's `group-offset` lines.
+ */
+export interface ConsumerEvent extends EventBase {
+  readonly type: 'consumer'
+  readonly consumer: string
+  readonly group?: string
+}
+
+/**
+ * A consumer group's committed offset on a partition, as the writer fetched it (after its
+ * members stopped): every record below `offset` was consumed by some member. `endOffset`,
+ * if given, is the partition's end the group had been given time to consume to (the high
+ * watermark, or the last stable offset for read_committed members), so a committed offset
+ * below it with unread records there says the group stalled.
+ */
+export interface GroupOffsetEvent extends EventBase {
+  readonly type: 'group-offset'
+  readonly group: string
+  readonly topic: string
+  readonly partition: number
+  readonly offset: number
+  readonly endOffset?: number
+}
+
+/**
  * A transaction's start (`begin`, optional) or outcome: `commit` when the client reported
  * the commit done, `abort` when the transaction was aborted. Neither: undecided (the
  * outcome is unknown, e.g. the commit's answer was lost).
@@ -141,6 +167,8 @@ export type HistoryEvent =
   | CoveredEvent
   | AssignEvent
   | CrashEvent
+  | ConsumerEvent
+  | GroupOffsetEvent
   | TransactionEvent
 
 export interface History {
@@ -153,6 +181,9 @@ export interface History {
   readonly covered: readonly CoveredEvent[]
   readonly assigns: readonly AssignEvent[]
   readonly crashes: readonly CrashEvent[]
+  /** consumer → its group, from `consumer` lines that name one. */
+  readonly consumerGroups: ReadonlyMap<string, string>
+  readonly groupOffsets: readonly GroupOffsetEvent[]
   /** begin, commit and abort events, in line order. */
   readonly transactions: readonly TransactionEvent[]
   /** Sends, acks, fails and reads that name a transaction, plus begins, commits and aborts. */
@@ -192,6 +223,8 @@ const EVENT_TYPES = new Set([
   'covered',
   'assign',
   'crash',
+  'consumer',
+  'group-offset',
   'begin',
   'commit',
   'abort',
@@ -302,6 +335,29 @@ const EVENT_PARSERS: Readonly<Record<string, (j: Json, base: EventBase) => Histo
     group: optionalString(j, 'group'),
   }),
   covered: parseCovered,
+  consumer: (j, base) => ({
+    type: 'consumer' as const,
+    ...base,
+    consumer: requiredString(j, 'consumer'),
+    ...present({ group: optionalString(j, 'group') }),
+  }),
+  'group-offset': parseGroupOffset,
+}
+
+function parseGroupOffset(j: Json, base: EventBase): HistoryEvent {
+  const offset = integer(j, 'offset')
+  const endOffset = optionalInteger(j, 'endOffset')
+  if (endOffset !== undefined && endOffset < offset)
+    throw new FieldError(`'endOffset' ${endOffset} is below the committed 'offset' ${offset}`)
+  return {
+    type: 'group-offset' as const,
+    ...base,
+    group: requiredString(j, 'group'),
+    topic: requiredString(j, 'topic'),
+    partition: integer(j, 'partition'),
+    offset,
+    ...present({ endOffset }),
+  }
 }
 
 function parseHeader(j: Json): null {
@@ -445,6 +501,9 @@ export class HistoryParser {
   private readonly assigns: AssignEvent[] = []
   /** consumer → its crash line. */
   private readonly crashes = new Map<string, CrashEvent>()
+  /** consumer → its declaration. */
+  private readonly consumers = new Map<string, ConsumerEvent>()
+  private readonly groupOffsets: GroupOffsetEvent[] = []
   private readonly transactions: TransactionEvent[] = []
   private transactionalEvents = 0
   /** producer \0 seq → the send, and the line of its outcome once one arrived. */
@@ -485,6 +544,10 @@ export class HistoryParser {
       covered: this.covered,
       assigns: this.assigns,
       crashes: [...this.crashes.values()],
+      consumerGroups: new Map(
+        [...this.consumers.values()].flatMap((c) => (c.group === undefined ? [] : [[c.consumer, c.group]])),
+      ),
+      groupOffsets: this.groupOffsets,
       transactions: this.transactions,
       transactionalEvents: this.transactionalEvents,
     }
@@ -562,6 +625,20 @@ export class HistoryParser {
       case 'crash':
         this.checkNotCrashed(event.consumer, 'crash')
         this.crashes.set(event.consumer, event)
+        return
+      case 'consumer': {
+        const earlier = this.consumers.get(event.consumer)
+        if (earlier)
+          throw new FieldError(`consumer '${event.consumer}' already declared on line ${earlier.line}`)
+        this.consumers.set(event.consumer, event)
+        return
+      }
+      case 'group-offset':
+        if (![...this.consumers.values()].some((c) => c.group === event.group))
+          throw new FieldError(
+            `group '${event.group}' has no member: declare its consumers ('consumer' lines with 'group') before its offsets`,
+          )
+        this.groupOffsets.push(event)
         return
       default:
         this.acceptTransactionEvent(event)

@@ -380,7 +380,7 @@ test('malformed lines are reported with their line numbers, all of them', () => 
     [5, /expected a JSON object/],
     [
       6,
-      /'type' must be one of header, producer, send, ack, fail, read, covered, assign, crash, begin, commit, abort, got "write"/,
+      /'type' must be one of header, producer, send, ack, fail, read, covered, assign, crash, consumer, group-offset, begin, commit, abort, got "write"/,
     ],
     [7, /'value' must be a string/],
     [8, /ack for producer 'p1' seq 7, which no earlier line sent/],
