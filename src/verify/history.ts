@@ -626,23 +626,29 @@ export class HistoryParser {
         this.checkNotCrashed(event.consumer, 'crash')
         this.crashes.set(event.consumer, event)
         return
-      case 'consumer': {
-        const earlier = this.consumers.get(event.consumer)
-        if (earlier)
-          throw new FieldError(`consumer '${event.consumer}' already declared on line ${earlier.line}`)
-        this.consumers.set(event.consumer, event)
-        return
-      }
+      case 'consumer':
       case 'group-offset':
-        if (![...this.consumers.values()].some((c) => c.group === event.group))
-          throw new FieldError(
-            `group '${event.group}' has no member: declare its consumers ('consumer' lines with 'group') before its offsets`,
-          )
-        this.groupOffsets.push(event)
+        this.acceptGroupEvent(event)
         return
       default:
         this.acceptTransactionEvent(event)
     }
+  }
+
+  /** A consumer is declared once; a group's offsets need a member declared before them. */
+  private acceptGroupEvent(event: ConsumerEvent | GroupOffsetEvent): void {
+    if (event.type === 'consumer') {
+      const earlier = this.consumers.get(event.consumer)
+      if (earlier)
+        throw new FieldError(`consumer '${event.consumer}' already declared on line ${earlier.line}`)
+      this.consumers.set(event.consumer, event)
+      return
+    }
+    if (![...this.consumers.values()].some((c) => c.group === event.group))
+      throw new FieldError(
+        `group '${event.group}' has no member: declare its consumers ('consumer' lines with 'group') before its offsets`,
+      )
+    this.groupOffsets.push(event)
   }
 
   /** A transaction begins at most once, before anything else of it, and ends at most once. */
