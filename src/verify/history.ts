@@ -562,26 +562,9 @@ export class HistoryParser {
         this.producers.set(event.producer, event)
         return
       }
-      case 'send': {
-        const id = sendId(event.producer, event.seq)
-        const earlier = this.sent.get(id)
-        if (earlier)
-          throw new FieldError(
-            `producer '${event.producer}' already sent seq ${event.seq} on line ${earlier.send.line}`,
-          )
-        const valueId = `${event.topic}\u0000${event.value}`
-        const sameValue = this.values.get(valueId)
-        if (sameValue !== undefined)
-          throw new FieldError(
-            `value ${JSON.stringify(event.value)} was already sent to '${event.topic}' on line ${sameValue} (values identify records and must be unique per topic)`,
-          )
-        if (event.txn !== undefined) this.checkTxnOpen(event.producer, event.txn, 'sent in')
-        this.sent.set(id, { send: event, outcomeLine: null })
-        this.values.set(valueId, event.line)
-        this.sends.push(event)
-        if (event.txn !== undefined) this.transactionalEvents++
+      case 'send':
+        this.acceptSend(event)
         return
-      }
       case 'ack':
       case 'fail': {
         const entry = this.sent.get(sendId(event.producer, event.seq))
@@ -633,6 +616,27 @@ export class HistoryParser {
       default:
         this.acceptTransactionEvent(event)
     }
+  }
+
+  /** A send has a seq new to its producer and a value new to its topic. */
+  private acceptSend(event: SendEvent): void {
+    const id = sendId(event.producer, event.seq)
+    const earlier = this.sent.get(id)
+    if (earlier)
+      throw new FieldError(
+        `producer '${event.producer}' already sent seq ${event.seq} on line ${earlier.send.line}`,
+      )
+    const valueId = `${event.topic}\u0000${event.value}`
+    const sameValue = this.values.get(valueId)
+    if (sameValue !== undefined)
+      throw new FieldError(
+        `value ${JSON.stringify(event.value)} was already sent to '${event.topic}' on line ${sameValue} (values identify records and must be unique per topic)`,
+      )
+    if (event.txn !== undefined) this.checkTxnOpen(event.producer, event.txn, 'sent in')
+    this.sent.set(id, { send: event, outcomeLine: null })
+    this.values.set(valueId, event.line)
+    this.sends.push(event)
+    if (event.txn !== undefined) this.transactionalEvents++
   }
 
   /** A consumer is declared once; a group's offsets need a member declared before them. */
