@@ -50,6 +50,8 @@ const SLOW_LOG_INTERVAL_MS = 1000
 interface ProduceShape {
   readonly topicData: readonly {
     name: string
+    /** Produce v13+ names topics by id only (`name` is empty). */
+    topicId?: string
     partitionData: readonly { index: number; records: unknown }[]
   }[]
 }
@@ -174,8 +176,10 @@ export class RequestMetrics implements RequestObserver {
           continue
         }
         if (!Buffer.isBuffer(data.records)) continue
-        this.bytesIn.inc(topic.name, data.records.length)
-        this.messagesIn.inc(topic.name, countRecords(data.records))
+        const name =
+          topic.name || (topic.topicId ? this.options.topicName(topic.topicId) : undefined) || 'unknown'
+        this.bytesIn.inc(name, data.records.length)
+        this.messagesIn.inc(name, countRecords(data.records))
       }
     }
   }

@@ -617,8 +617,8 @@ export async function runSequence(
 }
 
 /**
- * Sequences name their topics; OffsetCommit and OffsetFetch v10 address them by id only
- * (KIP-848), so the ids this broker answered with are filled in here (a name the broker never
+ * Sequences name their topics; OffsetCommit and OffsetFetch v10, Produce v13 and
+ * TxnOffsetCommit v6 address them by id only (KIP-848, KIP-516, KIP-1319), so the ids this broker answered with are filled in here (a name the broker never
  * answered gets the zero id, which it does not know either).
  */
 function withTopicIds(apiKey: number, version: number, body: object, ctx: TargetContext): object {
@@ -630,6 +630,11 @@ function withTopicIds(apiKey: number, version: number, body: object, ctx: Target
   if (apiKey === ApiKey.OffsetCommit && version >= 10) {
     const b = body as { topics: Named[] }
     return { ...b, topics: fill(b.topics) }
+  }
+  if ((apiKey === ApiKey.Produce && version >= 13) || (apiKey === ApiKey.TxnOffsetCommit && version >= 6)) {
+    const field = apiKey === ApiKey.Produce ? 'topicData' : 'topics'
+    const b = body as Record<string, Named[]>
+    return { ...b, [field]: fill(b[field]) }
   }
   if (apiKey === ApiKey.OffsetFetch && version >= 10) {
     const b = body as { groups: { topics: Named[] | null }[] }

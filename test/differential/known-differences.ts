@@ -78,7 +78,7 @@ export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [
     api: /^ApiVersions /,
     path: /^apiKeys\[apiKey=\d+\]\.maxVersion$/,
     values: (tidelog, kafka) => (tidelog as number) < (kafka as number),
-    why: 'Kafka 4.4 versions tidelog does not serve (README "API versions"): Produce v13 and TxnOffsetCommit v6 (topic ids); clients negotiate down',
+    why: 'Kafka 4.4 versions tidelog does not serve (README "API versions"); clients negotiate down',
   },
   {
     api: /^ApiVersions /,

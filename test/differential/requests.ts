@@ -27,6 +27,7 @@ import {
   defaultProduceRequestTopicProduceData,
   defaultSyncGroupRequestSyncGroupRequestAssignment,
 } from '../../src/protocol/generated/all.js'
+import { ZERO_UUID } from '../../src/protocol/primitives.js'
 import { encodeRecordBatchSync } from '../../src/protocol/record-batch.js'
 import type { TargetContext } from './harness.js'
 
@@ -220,6 +221,39 @@ export function listOffsets(
           timestamp: BigInt(p.timestamp),
           currentLeaderEpoch: p.currentLeaderEpoch ?? -1,
         })),
+      },
+    ],
+  }
+}
+
+/** A TxnOffsetCommit of one partition's offset by a producer (id 4242, epoch 0) nobody registered. */
+export function txnOffsetCommit(
+  transactionalId: string,
+  groupId: string,
+  topic: string,
+  partition: number,
+  offset: number,
+) {
+  return {
+    transactionalId,
+    groupId,
+    producerId: 4242n,
+    producerEpoch: 0,
+    generationIdOrMemberEpoch: -1,
+    memberId: '',
+    groupInstanceId: null,
+    topics: [
+      {
+        name: topic,
+        topicId: ZERO_UUID,
+        partitions: [
+          {
+            partitionIndex: partition,
+            committedOffset: BigInt(offset),
+            committedLeaderEpoch: -1,
+            committedMetadata: '',
+          },
+        ],
       },
     ],
   }

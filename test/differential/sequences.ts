@@ -32,6 +32,7 @@ import {
   RESOURCE_BROKER,
   RESOURCE_TOPIC,
   syncGroup,
+  txnOffsetCommit,
   withMagic,
 } from './requests.js'
 
@@ -1173,6 +1174,35 @@ const kafka44VersionsSequence: Sequence = {
         }
       },
     },
+    {
+      name: 'Produce v13 by topic id',
+      apiKey: ApiKey.Produce,
+      version: 13,
+      body: () => produce(KAFKA44_TOPIC, 0, batch({ prefix: 'v13' }), 1),
+    },
+    {
+      name: 'Produce v13, unknown topic id',
+      apiKey: ApiKey.Produce,
+      version: 13,
+      body: () => {
+        const body = produce(KAFKA44_TOPIC, 0, batch({ prefix: 'v13x' }), 1)
+        return { ...body, topicData: body.topicData.map((t) => ({ ...t, topicId: UNKNOWN_TOPIC_ID })) }
+      },
+    },
+    ...(
+      [
+        ['by topic id', null],
+        ['unknown topic id', UNKNOWN_TOPIC_ID],
+      ] as const
+    ).map(([what, topicId]) => ({
+      name: `TxnOffsetCommit v6 ${what}, no such producer`,
+      apiKey: ApiKey.TxnOffsetCommit,
+      version: 6,
+      body: () => {
+        const body = txnOffsetCommit('v44-txn', 'v44-group', KAFKA44_TOPIC, 0, 5)
+        return topicId === null ? body : { ...body, topics: body.topics.map((t) => ({ ...t, topicId })) }
+      },
+    })),
     findCoordinator('v44-unknown', 0),
     {
       name: 'DescribeGroups v6, unknown group',

@@ -55,8 +55,8 @@ test('Kafka 4.4 versions: ApiVersions features and targets, topic-id offsets, tr
             ApiKey.EndTxn,
             ApiKey.TxnOffsetCommit,
           ].map((k) => max.get(k)),
-          [12, 18, 11, 13, 10, 10, 6, 5, 5, 5],
-          'Kafka 4.4 maxima, except the topic-id versions of Produce (13) and TxnOffsetCommit (6)',
+          [13, 18, 11, 13, 10, 10, 6, 5, 5, 6],
+          "Kafka 4.4's maxima",
         )
         assert.deepEqual(
           v4.supportedFeatures.map((f) => [f.name, f.minVersion, f.maxVersion]),

@@ -23,9 +23,12 @@
  * Version notes: v2 adds logAppendTime, v3 transactionalId (magic v2 only), v5
  * logStartOffset, v8 record errors and an error message, v9+ flexible, v10 the current
  * leader and node endpoints as tagged fields (left empty: clients then refresh metadata),
- * v11 TRANSACTION_ABORTABLE (not returned), v12 the same layout with transaction version 2.
+ * v11 TRANSACTION_ABORTABLE (not returned), v12 the same layout with transaction version 2,
+ * v13 names topics by id (KIP-516): an id the metadata does not know is UNKNOWN_TOPIC_ID on
+ * each of its partitions, before authorization (which needs the name), as Kafka.
  */
 
+import { topicById } from '../../metadata/cluster-image.js'
 import { effectiveBrokerValue } from '../../metadata/topic-config.js'
 import { BATCH_LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET } from '../../protocol/batch-header.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
@@ -50,7 +53,7 @@ const VALID_ACKS = new Set([-1, 0, 1])
 export const produceHandler: ApiHandler<ProduceRequest, ProduceResponse> = {
   apiKey: ApiKey.Produce,
   minVersion: 0,
-  maxVersion: 12,
+  maxVersion: 13,
   // acks=0 gets no response, so a failure closes the connection; nothing pipelined behind
   // it may be appended before that is known.
   holdsConnection: (request) => request.acks === 0,
@@ -66,7 +69,26 @@ export const produceHandler: ApiHandler<ProduceRequest, ProduceResponse> = {
     const transactionDenied =
       transactionalId !== null &&
       !context.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactionalId)
-    const topics = request.topicData.map((topic) => {
+    const image = context.broker.metadataImage()
+    const byId = context.apiVersion >= 13
+    const topics = request.topicData.map((requested) => {
+      const name = byId ? topicById(image, requested.topicId)?.name : requested.name
+      if (name === undefined) {
+        // The transactional id and a corrupt batch fail the whole request first, as for known topics.
+        const code = transactionDenied
+          ? ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+          : corrupt !== null
+            ? ErrorCode.CORRUPT_MESSAGE
+            : ErrorCode.UNKNOWN_TOPIC_ID
+        const message = code === ErrorCode.CORRUPT_MESSAGE ? corrupt : null
+        return {
+          requested,
+          partitions: requested.partitionData.map((data) =>
+            Promise.resolve(failure(data.index, code, message)),
+          ),
+        }
+      }
+      const topic = { ...requested, name }
       const denied = transactionDenied
         ? ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         : context.authorize(AclOperation.WRITE, ResourceType.TOPIC, topic.name)
@@ -74,18 +96,21 @@ export const produceHandler: ApiHandler<ProduceRequest, ProduceResponse> = {
           : ErrorCode.TOPIC_AUTHORIZATION_FAILED
       if (denied !== null)
         return {
-          name: topic.name,
+          requested,
           partitions: topic.partitionData.map((data) => Promise.resolve(failure(data.index, denied, null))),
         }
-      return produceTopic(context, topic, acks, request.timeoutMs, transactionalId, corrupt)
+      return {
+        requested,
+        partitions: produceTopic(context, topic, acks, request.timeoutMs, transactionalId, corrupt),
+      }
     })
     const responses: ProduceResponseTopicProduceResponse[] = []
-    for (const topic of topics)
+    for (const { requested, partitions } of topics)
       responses.push({
-        name: topic.name,
-        // v13 names topics by id; tidelog serves up to v12.
-        topicId: ZERO_UUID,
-        partitionResponses: await Promise.all(topic.partitions),
+        // Each version's own key: the name up to v12, the id from v13.
+        name: requested.name,
+        topicId: byId ? requested.topicId : ZERO_UUID,
+        partitionResponses: await Promise.all(partitions),
       })
     if (acks === 0) {
       const failed = responses.some((t) => t.partitionResponses.some((p) => p.errorCode !== ErrorCode.NONE))
@@ -104,7 +129,7 @@ function produceTopic(
   timeoutMs: number,
   transactionalId: string | null,
   corrupt: string | null,
-): { name: string; partitions: Promise<ProduceResponsePartitionProduceResponse>[] } {
+): Promise<ProduceResponsePartitionProduceResponse>[] {
   const known = context.broker.metadataImage().topics.get(topic.name)
   const partitions = topic.partitionData.map((data) => {
     // Kafka's order: a batch of an unknown magic anywhere in the request (its reader throws
@@ -154,7 +179,7 @@ function produceTopic(
       },
     )
   })
-  return { name: topic.name, partitions }
+  return partitions
 }
 
 function append(

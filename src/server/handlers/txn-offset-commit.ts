@@ -15,11 +15,14 @@
  * producer whose consumer is no longer a member of the current generation. v5 is
  * transaction version 2 (KIP-890 part 2): the producer sent no AddOffsetsToTxn, so the
  * group's offsets partition is added to its transaction here (as Produce v12 adds a
- * partition), whatever transaction.partition.verification.enable says.
+ * partition), whatever transaction.partition.verification.enable says. v6 names topics by id
+ * (KIP-1319): an id the metadata does not know is UNKNOWN_TOPIC_ID on its partitions, after
+ * the transactional id's and the group's authorization and before the transaction's check.
  */
 
 import { CONSUMER_OFFSETS_TOPIC, partitionForGroup } from '../../coordinator/group.js'
 import { offsetAppendError } from '../../coordinator/offsets.js'
+import { topicById } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -31,15 +34,27 @@ import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
+/** Kafka answers these for the whole request, before it looks up topic ids. */
+const AUTHORIZATION_CODES = new Set<number>([
+  ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+  ErrorCode.GROUP_AUTHORIZATION_FAILED,
+])
+
 export const txnOffsetCommitHandler: ApiHandler<TxnOffsetCommitRequest, TxnOffsetCommitResponse> = {
   apiKey: ApiKey.TxnOffsetCommit,
   minVersion: 0,
-  maxVersion: 5,
+  maxVersion: 6,
   async handle(context, request) {
     const version = context.apiVersion
-    const partitions = request.topics.flatMap((t) =>
-      t.partitions.map((p) => ({
-        topic: t.name,
+    const image = context.broker.metadataImage()
+    // v6 addresses topics by id; the group stores offsets by name, as Kafka's does.
+    const named = request.topics.map((t) => ({
+      request: t,
+      name: version >= 6 ? (topicById(image, t.topicId)?.name ?? null) : t.name,
+    }))
+    const partitions = named.flatMap(({ request: t, name }) =>
+      (name === null ? [] : t.partitions).map((p) => ({
+        topic: name!,
         partition: p.partitionIndex,
         offset: p.committedOffset,
         leaderEpoch: version >= 2 ? p.committedLeaderEpoch : -1,
@@ -47,8 +62,8 @@ export const txnOffsetCommitHandler: ApiHandler<TxnOffsetCommitRequest, TxnOffse
       })),
     )
     const readable = new Set(
-      request.topics
-        .map((t) => t.name)
+      named
+        .flatMap((t) => (t.name === null ? [] : [t.name]))
         .filter((name) => context.authorize(AclOperation.READ, ResourceType.TOPIC, name)),
     )
     const groupCode = !context.authorize(
@@ -83,13 +98,17 @@ export const txnOffsetCommitHandler: ApiHandler<TxnOffsetCommitRequest, TxnOffse
           codes.set(`${p.topic}\u0000${p.partition}`, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     return {
       throttleTimeMs: 0,
-      topics: request.topics.map((t) => ({
+      topics: named.map(({ request: t, name }) => ({
         name: t.name,
-        // v6 names topics by id; tidelog serves up to v5.
-        topicId: ZERO_UUID,
+        topicId: version >= 6 ? t.topicId : ZERO_UUID,
         partitions: t.partitions.map((p) => ({
           partitionIndex: p.partitionIndex,
-          errorCode: codes.get(`${t.name}\u0000${p.partitionIndex}`) ?? ErrorCode.UNKNOWN_SERVER_ERROR,
+          errorCode:
+            name === null
+              ? AUTHORIZATION_CODES.has(groupCode)
+                ? groupCode
+                : ErrorCode.UNKNOWN_TOPIC_ID
+              : (codes.get(`${name}\u0000${p.partitionIndex}`) ?? ErrorCode.UNKNOWN_SERVER_ERROR),
         })),
       })),
     }
