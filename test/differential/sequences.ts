@@ -1310,12 +1310,18 @@ function updateFeatures(
 }
 
 /** ApiVersions v4 reduced to group.version's finalized level (the supported ranges differ by design). */
-function finalizedGroupVersion(name: string): Step {
+function finalizedGroupVersion(name: string, level: number | null): Step {
   return {
     name,
     apiKey: ApiKey.ApiVersions,
     version: 4,
     body: () => ({ clientSoftwareName: 'differential', clientSoftwareVersion: '1' }),
+    // Kafka's broker learns an UpdateFeatures from the metadata log after the controller
+    // answered it: ask again until the level shows (or the harness's retries run out).
+    retryWhile: (answer) => {
+      const finalized = (answer.finalizedFeatures ?? []) as { name: string; maxVersionLevel: number }[]
+      return (finalized.find((f) => f.name === 'group.version')?.maxVersionLevel ?? null) !== level
+    },
     normalize: (answer) => {
       const finalized = answer.finalizedFeatures as { name: string }[]
       for (const field of Object.keys(answer)) if (field !== 'errorCode') delete answer[field]
@@ -1362,9 +1368,9 @@ const featuresSequence: Sequence = {
     updateFeatures('v1, no update', 1, [], true),
     updateFeatures('v0 upgrade to the same level', 0, [['group.version', 1, UPGRADE]]),
     updateFeatures('v0 AllowDowngrade is ignored', 0, [['group.version', 0, SAFE_DOWNGRADE]]),
-    finalizedGroupVersion('group.version still 1'),
+    finalizedGroupVersion('group.version still 1', 1),
     updateFeatures('downgrade group.version to 0', 2, [['group.version', 0, SAFE_DOWNGRADE]]),
-    finalizedGroupVersion('group.version 0: not finalized'),
+    finalizedGroupVersion('group.version 0: not finalized', null),
     {
       name: 'ConsumerGroupHeartbeat at group.version 0',
       apiKey: ApiKey.ConsumerGroupHeartbeat,
@@ -1385,7 +1391,7 @@ const featuresSequence: Sequence = {
       body: () => ({ groupIds: ['uf-group'], includeAuthorizedOperations: false }),
     },
     updateFeatures('upgrade group.version to 1 again', 2, [['group.version', 1, UPGRADE]]),
-    finalizedGroupVersion('group.version 1 again'),
+    finalizedGroupVersion('group.version 1 again', 1),
   ],
 }
 
