@@ -36,7 +36,7 @@ export async function acquireForMember(
   for (const t of targets) {
     const tp = resolveSharePartition(context, t.topicId, t.partition)
     if (typeof tp === 'number') continue
-    const found = manager.sharePartition(groupId, tp)
+    const found = await manager.sharePartition(groupId, tp)
     if (typeof found === 'number') continue
     watches.push(fetchWatch(found.partition, found.partition.highWatermark, 'highWatermark'))
   }
