@@ -18,6 +18,12 @@
  */
 import type { Clock } from '../../common/clock.js'
 import type { Logger } from '../../common/logger.js'
+import type {
+  ShareStateRead,
+  ShareStateSummaryRead,
+  ShareStateWrite,
+} from '../../coordinator/share/share-coordinator-shard.js'
+import type { SharePartitionKey } from '../../coordinator/share/share-state-records.js'
 import { BatchHeader, LOG_OVERHEAD } from '../../protocol/batch-header.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
@@ -30,8 +36,16 @@ import {
   SharePartition,
   type SharePartitionConfig,
 } from './share-partition.js'
-import type { SharePersister } from './share-persister.js'
 import { type ShareSession, ShareSessionCache } from './share-session-cache.js'
+
+/** What the share-partitions and the group coordinator ask of the share coordinator (share-persister.ts). */
+export interface SharePersister {
+  readState(key: SharePartitionKey, leaderEpoch: number): Promise<ShareStateRead>
+  writeState(key: SharePartitionKey, write: ShareStateWrite): Promise<number>
+  initializeState(key: SharePartitionKey, stateEpoch: number, startOffset: number): Promise<number>
+  deleteState(key: SharePartitionKey): Promise<number>
+  readSummary(key: SharePartitionKey): Promise<ShareStateSummaryRead>
+}
 
 export type ShareAutoOffsetReset = 'latest' | 'earliest'
 

@@ -26,6 +26,7 @@ import {
 import type { BrokerClient } from '../../replication/broker-client.js'
 import type { BrokerServices } from '../broker-services.js'
 import { clientFor, dropClient, sleep, withTimeout } from './share-broker-clients.js'
+import type { SharePersister } from './share-partition-manager.js'
 
 /** How long a persister call keeps retrying a coordinator that moves or loads. */
 const PERSISTER_RETRY_MS = 30_000
@@ -40,15 +41,6 @@ const RETRIABLE = new Set<number>([
   ErrorCode.COORDINATOR_NOT_AVAILABLE,
   ErrorCode.REQUEST_TIMED_OUT,
 ])
-
-/** What the share-partitions and the group coordinator ask of the share coordinator. */
-export interface SharePersister {
-  readState(key: SharePartitionKey, leaderEpoch: number): Promise<ShareStateRead>
-  writeState(key: SharePartitionKey, write: ShareStateWrite): Promise<number>
-  initializeState(key: SharePartitionKey, stateEpoch: number, startOffset: number): Promise<number>
-  deleteState(key: SharePartitionKey): Promise<number>
-  readSummary(key: SharePartitionKey): Promise<ShareStateSummaryRead>
-}
 
 const failedRead = (errorCode: number): ShareStateRead => ({
   errorCode,
@@ -71,129 +63,141 @@ function partitionOf<P extends { partition: number }>(
   return results.find((t) => t.topicId === key.topicId)?.partitions.find((p) => p.partition === key.partition)
 }
 
+const topicsOf = (key: SharePartitionKey, partition: object) => [
+  { topicId: key.topicId, partitions: [{ partition: key.partition, ...partition }] },
+]
+
 export function sharePersisterOf(broker: BrokerServices): SharePersister {
-  const coordinator = broker.shareCoordinator
-  const topics = (key: SharePartitionKey, partition: object) => [
-    { topicId: key.topicId, partitions: [{ partition: key.partition, ...partition }] },
-  ]
   return {
-    readState: (key, leaderEpoch) =>
-      call(
-        broker,
-        key,
-        () => coordinator.readState(key, leaderEpoch),
-        async (client) => {
-          const response = await client.request<ReadShareGroupStateResponse>(ApiKey.ReadShareGroupState, 0, {
-            groupId: key.groupId,
-            topics: topics(key, { leaderEpoch }),
-          })
-          const p = partitionOf(response.results, key)
-          if (!p) return failedRead(ErrorCode.UNKNOWN_SERVER_ERROR)
-          return {
-            errorCode: p.errorCode,
-            startOffset: Number(p.startOffset),
-            stateEpoch: p.stateEpoch,
-            stateBatches: p.stateBatches.map((b) => ({
-              firstOffset: Number(b.firstOffset),
-              lastOffset: Number(b.lastOffset),
-              deliveryState: b.deliveryState,
-              deliveryCount: b.deliveryCount,
-            })),
-          }
-        },
-        (read) => read.errorCode,
-        failedRead,
-      ),
-    writeState: (key, write) =>
-      call(
-        broker,
-        key,
-        () => coordinator.writeState(key, write),
-        async (client) => {
-          const response = await client.request<WriteShareGroupStateResponse>(
-            ApiKey.WriteShareGroupState,
-            0,
-            {
-              groupId: key.groupId,
-              topics: topics(key, {
-                stateEpoch: write.stateEpoch,
-                leaderEpoch: write.leaderEpoch,
-                startOffset: BigInt(write.startOffset),
-                deliveryCompleteCount: write.deliveryCompleteCount,
-                stateBatches: write.stateBatches.map((b) => ({
-                  firstOffset: BigInt(b.firstOffset),
-                  lastOffset: BigInt(b.lastOffset),
-                  deliveryState: b.deliveryState,
-                  deliveryCount: b.deliveryCount,
-                })),
-              }),
-            },
-          )
-          return partitionOf(response.results, key)?.errorCode ?? ErrorCode.UNKNOWN_SERVER_ERROR
-        },
-        (code) => code,
-        (code) => code,
-      ),
+    readState: (key, leaderEpoch) => readState(broker, key, leaderEpoch),
+    writeState: (key, write) => writeState(broker, key, write),
     initializeState: (key, stateEpoch, startOffset) =>
-      call(
+      simpleCall(
         broker,
         key,
-        () => coordinator.initializeState(key, stateEpoch, startOffset),
-        async (client) => {
-          const response = await client.request<InitializeShareGroupStateResponse>(
-            ApiKey.InitializeShareGroupState,
-            0,
-            { groupId: key.groupId, topics: topics(key, { stateEpoch, startOffset: BigInt(startOffset) }) },
-          )
-          return partitionOf(response.results, key)?.errorCode ?? ErrorCode.UNKNOWN_SERVER_ERROR
-        },
-        (code) => code,
-        (code) => code,
+        () => broker.shareCoordinator.initializeState(key, stateEpoch, startOffset),
+        (client) =>
+          client.request<InitializeShareGroupStateResponse>(ApiKey.InitializeShareGroupState, 0, {
+            groupId: key.groupId,
+            topics: topicsOf(key, { stateEpoch, startOffset: BigInt(startOffset) }),
+          }),
       ),
     deleteState: (key) =>
-      call(
+      simpleCall(
         broker,
         key,
-        () => coordinator.deleteState(key),
-        async (client) => {
-          const response = await client.request<DeleteShareGroupStateResponse>(
-            ApiKey.DeleteShareGroupState,
-            0,
-            {
-              groupId: key.groupId,
-              topics: topics(key, {}),
-            },
-          )
-          return partitionOf(response.results, key)?.errorCode ?? ErrorCode.UNKNOWN_SERVER_ERROR
-        },
-        (code) => code,
-        (code) => code,
+        () => broker.shareCoordinator.deleteState(key),
+        (client) =>
+          client.request<DeleteShareGroupStateResponse>(ApiKey.DeleteShareGroupState, 0, {
+            groupId: key.groupId,
+            topics: topicsOf(key, {}),
+          }),
       ),
-    readSummary: (key) =>
-      call(
-        broker,
-        key,
-        async () => coordinator.readSummary(key),
-        async (client) => {
-          const response = await client.request<ReadShareGroupStateSummaryResponse>(
-            ApiKey.ReadShareGroupStateSummary,
-            1,
-            { groupId: key.groupId, topics: topics(key, { leaderEpoch: -1 }) },
-          )
-          const p = partitionOf(response.results, key)
-          if (!p) return failedSummary(ErrorCode.UNKNOWN_SERVER_ERROR)
-          return {
-            errorCode: p.errorCode,
-            startOffset: Number(p.startOffset),
-            stateEpoch: p.stateEpoch,
-            leaderEpoch: p.leaderEpoch,
-            deliveryCompleteCount: p.deliveryCompleteCount,
-          }
-        },
-        (summary) => summary.errorCode,
-        failedSummary,
-      ),
+    readSummary: (key) => readSummary(broker, key),
   }
+}
+
+function readState(
+  broker: BrokerServices,
+  key: SharePartitionKey,
+  leaderEpoch: number,
+): Promise<ShareStateRead> {
+  return call(
+    broker,
+    key,
+    () => broker.shareCoordinator.readState(key, leaderEpoch),
+    async (client) => {
+      const response = await client.request<ReadShareGroupStateResponse>(ApiKey.ReadShareGroupState, 0, {
+        groupId: key.groupId,
+        topics: topicsOf(key, { leaderEpoch }),
+      })
+      const p = partitionOf(response.results, key)
+      if (!p) return failedRead(ErrorCode.UNKNOWN_SERVER_ERROR)
+      return {
+        errorCode: p.errorCode,
+        startOffset: Number(p.startOffset),
+        stateEpoch: p.stateEpoch,
+        stateBatches: p.stateBatches.map((b) => ({
+          firstOffset: Number(b.firstOffset),
+          lastOffset: Number(b.lastOffset),
+          deliveryState: b.deliveryState,
+          deliveryCount: b.deliveryCount,
+        })),
+      }
+    },
+    (read) => read.errorCode,
+    failedRead,
+  )
+}
+
+function writeState(broker: BrokerServices, key: SharePartitionKey, write: ShareStateWrite): Promise<number> {
+  return simpleCall(
+    broker,
+    key,
+    () => broker.shareCoordinator.writeState(key, write),
+    (client) =>
+      client.request<WriteShareGroupStateResponse>(ApiKey.WriteShareGroupState, 1, {
+        groupId: key.groupId,
+        topics: topicsOf(key, {
+          stateEpoch: write.stateEpoch,
+          leaderEpoch: write.leaderEpoch,
+          startOffset: BigInt(write.startOffset),
+          deliveryCompleteCount: write.deliveryCompleteCount,
+          stateBatches: write.stateBatches.map((b) => ({
+            firstOffset: BigInt(b.firstOffset),
+            lastOffset: BigInt(b.lastOffset),
+            deliveryState: b.deliveryState,
+            deliveryCount: b.deliveryCount,
+          })),
+        }),
+      }),
+  )
+}
+
+function readSummary(broker: BrokerServices, key: SharePartitionKey): Promise<ShareStateSummaryRead> {
+  return call(
+    broker,
+    key,
+    async () => broker.shareCoordinator.readSummary(key),
+    async (client) => {
+      const response = await client.request<ReadShareGroupStateSummaryResponse>(
+        ApiKey.ReadShareGroupStateSummary,
+        1,
+        { groupId: key.groupId, topics: topicsOf(key, { leaderEpoch: -1 }) },
+      )
+      const p = partitionOf(response.results, key)
+      if (!p) return failedSummary(ErrorCode.UNKNOWN_SERVER_ERROR)
+      return {
+        errorCode: p.errorCode,
+        startOffset: Number(p.startOffset),
+        stateEpoch: p.stateEpoch,
+        leaderEpoch: p.leaderEpoch,
+        deliveryCompleteCount: p.deliveryCompleteCount,
+      }
+    },
+    (summary) => summary.errorCode,
+    failedSummary,
+  )
+}
+
+/** A call answered by one error code per partition. */
+function simpleCall(
+  broker: BrokerServices,
+  key: SharePartitionKey,
+  local: () => Promise<number>,
+  remote: (
+    client: BrokerClient,
+  ) => Promise<{ results: { topicId: string; partitions: { partition: number; errorCode: number }[] }[] }>,
+): Promise<number> {
+  return call(
+    broker,
+    key,
+    local,
+    async (client) =>
+      partitionOf((await remote(client)).results, key)?.errorCode ?? ErrorCode.UNKNOWN_SERVER_ERROR,
+    (code) => code,
+    (code) => code,
+  )
 }
 
 /**

@@ -20,8 +20,10 @@ import {
 import { ErrorCode } from '../../../src/protocol/error-codes.js'
 import type { Partition } from '../../../src/replication/partition.js'
 import { AcknowledgeType } from '../../../src/server/share/share-partition.js'
-import { SharePartitionManager } from '../../../src/server/share/share-partition-manager.js'
-import type { SharePersister } from '../../../src/server/share/share-persister.js'
+import {
+  SharePartitionManager,
+  type SharePersister,
+} from '../../../src/server/share/share-partition-manager.js'
 import { ManualClock } from '../../helpers/manual-clock.js'
 
 const LOCK_MS = 30_000
