@@ -6,7 +6,8 @@
  * broker then coordinating the share-partition's state is stopped too. A new member on the
  * partition's new leader gets 4-5 with delivery count 2 (the count goes on) and 7-9 (only
  * acquired before, never written: count 1), never the accepted or rejected records, and
- * DescribeShareGroupOffsets shows the persisted start offset 4. Without the persisted state
+ * DescribeShareGroupOffsets shows the persisted start offset 4; FindCoordinator key type 2
+ * names the new share coordinator. Without the persisted state
  * the new leader would start over at the reset point and deliver 0-9 again with count 1.
  */
 import assert from 'node:assert/strict'
@@ -17,7 +18,7 @@ import { partitionForShareKey } from '../../src/coordinator/share/share-coordina
 import { SHARE_GROUP_STATE_TOPIC } from '../../src/coordinator/share/share-state-records.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import type { DescribeShareGroupOffsetsResponse } from '../../src/protocol/generated/describe-share-group-offsets-response.js'
-import { ApiKey } from '../../src/protocol/generated/index.js'
+import { ApiKey, type FindCoordinatorResponse } from '../../src/protocol/generated/index.js'
 import type { ShareAcknowledgeResponse } from '../../src/protocol/generated/share-acknowledge-response.js'
 import type { ShareFetchResponse } from '../../src/protocol/generated/share-fetch-response.js'
 import type { ShareGroupHeartbeatResponse } from '../../src/protocol/generated/share-group-heartbeat-response.js'
@@ -172,6 +173,24 @@ test('3 brokers: share-partition state resumes after its leader and its share co
         partition.leader !== coordinator
       )
     })
+
+    // FindCoordinator key type 2 names the share coordinator now; a malformed key is refused.
+    const found = await rawCall<FindCoordinatorResponse>(
+      await connect(cluster.state(TOPIC, 0).leader),
+      ApiKey.FindCoordinator,
+      6,
+      {
+        keyType: 2,
+        coordinatorKeys: [stateKey, 'no-partition'],
+      },
+    )
+    assert.deepEqual(
+      found.coordinators.map((c) => `${c.errorCode} ${c.nodeId}`),
+      [
+        `${ErrorCode.NONE} ${cluster.state(SHARE_GROUP_STATE_TOPIC, statePartition).leader}`,
+        `${ErrorCode.INVALID_REQUEST} -1`,
+      ],
+    )
 
     const newLeader = cluster.state(TOPIC, 0).leader
     const onNewLeader = await connect(newLeader)
