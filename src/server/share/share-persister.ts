@@ -28,12 +28,16 @@ import type { BrokerServices } from '../broker-services.js'
 import { clientFor, dropClient, sleep, withTimeout } from './share-broker-clients.js'
 import type { SharePersister } from './share-partition-manager.js'
 
-/** How long a persister call keeps retrying a coordinator that moves or loads. */
-const PERSISTER_RETRY_MS = 30_000
+/**
+ * How long a persister call keeps retrying a coordinator that moves or loads: with a call's
+ * own bound, an acknowledgement or fetch waiting on it still answers well within a client's
+ * request.timeout.ms (30 s).
+ */
+const PERSISTER_RETRY_MS = 10_000
 const BACKOFF_MS = 100
 const BACKOFF_MAX_MS = 1000
 /** A remote call's own bound, below the retry budget so a hung connection is retried. */
-const CALL_TIMEOUT_MS = 10_000
+const CALL_TIMEOUT_MS = 5_000
 
 const RETRIABLE = new Set<number>([
   ErrorCode.NOT_COORDINATOR,
