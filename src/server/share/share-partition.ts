@@ -109,12 +109,6 @@ export class SharePartition {
   private readonly locks = new Map<number, Lock>()
   private nextLockId = 1
   private closed = false
-  /**
-   * Whether the state has changed since the share-partition started at the reset point: Kafka
-   * writes it to the share coordinator first at an acknowledgement or a released lock, and
-   * until then DescribeShareGroupOffsets shows no start offset.
-   */
-  private written = false
   /** Told after a change the caller did not make itself (a lock ran out, records released). */
   onStateChanged: () => void = () => {}
 
@@ -139,7 +133,6 @@ export class SharePartition {
    * (a lock the previous leader held) is AVAILABLE again with its count.
    */
   private resume(persisted: readonly PersistedBatch[]): void {
-    this.written = true
     const byOffset = new Map<number, PersistedBatch>()
     let end = this.spso
     for (const batch of persisted)
@@ -213,16 +206,6 @@ export class SharePartition {
   stateOf(offset: number): { state: RecordStateId; deliveryCount: number; memberId: string } | undefined {
     const record = this.records.get(offset)
     return record && { state: record.state, deliveryCount: record.deliveryCount, memberId: record.memberId }
-  }
-
-  /** Whether the state was ever written (an acknowledgement, a released lock, an altered start). */
-  get stateWritten(): boolean {
-    return this.written
-  }
-
-  /** AlterShareGroupOffsets set the start offset: the state is written. */
-  markWritten(): void {
-    this.written = true
   }
 
   /**
@@ -357,7 +340,6 @@ export class SharePartition {
 
   /** ACCEPT → ACKNOWLEDGED; REJECT and GAP → ARCHIVED; RELEASE → AVAILABLE, or ARCHIVED at the limit. */
   private settle(record: InFlightRecord, type: number): void {
-    this.written = true
     if (type === AcknowledgeType.ACCEPT) record.state = RecordState.ACKNOWLEDGED
     else if (type === AcknowledgeType.RELEASE)
       record.state =
