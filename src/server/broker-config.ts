@@ -7,6 +7,10 @@ import { parse as parseJavaProperties } from 'dot-properties'
 import { type ConfigDef, ConfigDefs, type ConfigValue } from '../common/config-def.js'
 import { ConfigError } from '../common/errors.js'
 import type { GroupCoordinatorConfig } from '../coordinator/group-coordinator.js'
+import {
+  DEFAULT_SHARE_COORDINATOR_CONFIG,
+  type ShareCoordinatorConfig,
+} from '../coordinator/share/share-coordinator.js'
 import type { TransactionCoordinatorConfig } from '../coordinator/transaction/transaction-coordinator.js'
 import { STORE_LIMITS_DEFAULT, type StoreLimits } from '../metadata/store/metadata-store.js'
 import { RACK_AWARE_REPLICA_SELECTOR } from '../replication/replica-selector.js'
@@ -410,6 +414,34 @@ export const brokerConfigDefs = new ConfigDefs([
     {},
     true,
   ),
+  // The share coordinator (src/coordinator/share, KIP-932): Kafka's names and defaults.
+  def('share.coordinator.state.topic.num.partitions', 'int', 50, 'Partitions of __share_group_state.', {
+    min: 1,
+  }),
+  def(
+    'share.coordinator.state.topic.replication.factor',
+    'short',
+    3,
+    'Replication of __share_group_state (capped at the live brokers).',
+    { min: 1 },
+  ),
+  def('share.coordinator.state.topic.min.isr', 'short', 2, 'min.insync.replicas of __share_group_state.', {
+    min: 1,
+  }),
+  def(
+    'share.coordinator.snapshot.update.records.per.snapshot',
+    'int',
+    500,
+    'ShareUpdate records of a share-partition after which its next write is a whole ShareSnapshot.',
+    { min: 0, max: 500 },
+  ),
+  def(
+    'share.coordinator.write.timeout.ms',
+    'int',
+    5000,
+    'How long a write to __share_group_state waits for the in-sync replicas.',
+    { min: 1 },
+  ),
   // Transactions (src/coordinator/transaction): Kafka's names and defaults.
   def('transaction.state.log.num.partitions', 'int', 50, 'Partitions of __transaction_state.', { min: 1 }),
   def('transaction.state.log.replication.factor', 'short', 3, 'Replication of __transaction_state.', {
@@ -699,5 +731,18 @@ export function sharePartitionManagerConfig(config: BrokerConfig): SharePartitio
     deliveryCountLimit: value('group.share.delivery.count.limit'),
     maxInFlightRecords: value('group.share.partition.max.record.locks'),
     autoOffsetReset: config.values.get('tidelog.share.auto.offset.reset') as ShareAutoOffsetReset,
+  }
+}
+
+/** The share coordinator's settings from the broker's share.coordinator.* properties. */
+export function shareCoordinatorConfig(config: BrokerConfig): ShareCoordinatorConfig {
+  const value = (name: string): number => config.values.get(name) as number
+  return {
+    ...DEFAULT_SHARE_COORDINATOR_CONFIG,
+    numPartitions: value('share.coordinator.state.topic.num.partitions'),
+    replicationFactor: value('share.coordinator.state.topic.replication.factor'),
+    minIsr: value('share.coordinator.state.topic.min.isr'),
+    snapshotUpdateRecordsPerSnapshot: value('share.coordinator.snapshot.update.records.per.snapshot'),
+    writeTimeoutMs: value('share.coordinator.write.timeout.ms'),
   }
 }

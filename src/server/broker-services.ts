@@ -3,6 +3,7 @@ import type { FileSystem } from '../common/file-system.js'
 import type { Logger } from '../common/logger.js'
 import type { TransactionMarkerListener, TransactionVerifier } from '../common/transaction.js'
 import type { GroupCoordinator } from '../coordinator/group-coordinator.js'
+import type { ShareCoordinator } from '../coordinator/share/share-coordinator.js'
 import type { TransactionCoordinator } from '../coordinator/transaction/transaction-coordinator.js'
 import type { ClusterImage } from '../metadata/cluster-image.js'
 import type { FeatureMetadata } from '../metadata/feature-control.js'
@@ -40,6 +41,8 @@ export interface BrokerServices {
   readonly groupCoordinator: GroupCoordinator
   /** Transactions of the __transaction_state partitions led here. */
   readonly transactionCoordinator: TransactionCoordinator
+  /** Share-partition state (KIP-932) of the __share_group_state partitions led here. */
+  readonly shareCoordinator: ShareCoordinator
   /**
    * Every metadata change an admin request makes (topics, partitions, elections,
    * reassignments, configs): validated, placed and committed on the controller's side.

@@ -17,6 +17,7 @@ import { createLogger, type Logger } from '../common/logger.js'
 import type { Random } from '../common/random.js'
 import type { TransactionMarkerListener, TransactionVerifier } from '../common/transaction.js'
 import { GroupCoordinator } from '../coordinator/group-coordinator.js'
+import { ShareCoordinator } from '../coordinator/share/share-coordinator.js'
 import { TransactionCoordinator } from '../coordinator/transaction/transaction-coordinator.js'
 import { CoordinatorTransactionVerifier } from '../coordinator/transaction/transaction-verifier.js'
 import { type BrokerRegistration, type ClusterImage, endpointFor } from '../metadata/cluster-image.js'
@@ -81,7 +82,12 @@ import { listenerValue, mechanismValue } from '../security/security-config.js'
 import { pemBlocks, type TlsByteStream, type TlsNetwork, tlsSettings } from '../security/tls.js'
 import { isStorageError } from '../storage/errors.js'
 import { LogManager, lockLogDirs } from '../storage/log-manager.js'
-import { type BrokerConfig, groupCoordinatorConfig, transactionCoordinatorConfig } from './broker-config.js'
+import {
+  type BrokerConfig,
+  groupCoordinatorConfig,
+  shareCoordinatorConfig,
+  transactionCoordinatorConfig,
+} from './broker-config.js'
 import type { BrokerObserver, BrokerParts } from './broker-parts.js'
 import type { BrokerServices } from './broker-services.js'
 import { FetchSessionCache } from './fetch-session-cache.js'
@@ -189,6 +195,7 @@ export class Broker implements BrokerServices {
   readonly producerIdManager: ProducerIdManager
   readonly groupCoordinator: GroupCoordinator
   readonly transactionCoordinator: TransactionCoordinator
+  readonly shareCoordinator: ShareCoordinator
   readonly transactionVerifier: TransactionVerifier
   /** The verifier this broker built (closed at stop, whatever transactionVerifier is). */
   private readonly coordinatorVerifier: CoordinatorTransactionVerifier
@@ -333,6 +340,7 @@ export class Broker implements BrokerServices {
       logger: parts.logger,
     })
     this.groupCoordinator = new GroupCoordinator(this, groupCoordinatorConfig(config))
+    this.shareCoordinator = new ShareCoordinator(this, shareCoordinatorConfig(config))
     const txnConfig = transactionCoordinatorConfig(config)
     const txnHost = {
       nodeId: config.nodeId,
@@ -503,6 +511,7 @@ export class Broker implements BrokerServices {
       await this.replicaManager.applyImage(this.metadata.image())
       this.groupCoordinator.onPartitionsChanged()
       this.transactionCoordinator.onPartitionsChanged()
+      this.shareCoordinator.onPartitionsChanged()
       this.transactionCoordinator.startup()
       this.metadata.onChange((image) => {
         this.maybeFencedByIncarnation(image)
@@ -513,6 +522,7 @@ export class Broker implements BrokerServices {
           .then(() => {
             this.groupCoordinator.onPartitionsChanged()
             this.transactionCoordinator.onPartitionsChanged()
+            this.shareCoordinator.onPartitionsChanged()
             this.leadershipRecord.onApplied(this.replicaManager.servedLeaderEpochs())
           })
           .catch((error: unknown) => this.onApplyFailure(error))
@@ -1206,6 +1216,7 @@ export class Broker implements BrokerServices {
     await controller?.stop()
     this.groupCoordinator.shutdown()
     this.transactionCoordinator.shutdown()
+    this.shareCoordinator.shutdown()
     this.coordinatorVerifier.close()
     await lease?.revoke().catch((error: unknown) => this.logger.warn({ err: error }, 'lease revoke failed'))
     this.replicaManager.shutdown()

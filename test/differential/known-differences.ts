@@ -88,9 +88,9 @@ export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [
   },
   {
     api: /^ApiVersions /,
-    path: /^apiKeys\[apiKey=(55|64|80|81|84|85|88|89|93|94)\]$/,
+    path: /^apiKeys\[apiKey=(55|64|80|81|88|89|93|94)\]$/,
     values: (tidelog) => tidelog === '(absent)',
-    why: 'APIs tidelog does not serve (README "Not done yet"): DescribeQuorum, UnregisterBroker, Read/WriteShareGroupState (the share-partition state stays on its leader), KRaft voters, streams groups (KIP-1071) and the other 4.x additions',
+    why: 'APIs tidelog does not serve (README "Not done yet"): DescribeQuorum, UnregisterBroker, KRaft voters, streams groups (KIP-1071) and the other 4.x additions',
   },
   {
     api: /^ApiVersions /,

@@ -105,12 +105,12 @@ describe('share group offsets APIs', () => {
     assert.equal(range(ApiKey.DescribeShareGroupOffsets), '0-1')
     assert.equal(range(ApiKey.AlterShareGroupOffsets), '0-0')
     assert.equal(range(ApiKey.DeleteShareGroupOffsets), '0-0')
-    // The share state requests the coordinator sends the partition leaders.
+    // The share state requests brokers send the share coordinator.
     assert.equal(range(ApiKey.InitializeShareGroupState), '0-0')
     assert.equal(range(ApiKey.DeleteShareGroupState), '0-0')
     assert.equal(range(ApiKey.ReadShareGroupStateSummary), '0-1')
-    assert.equal(range(ApiKey.ReadShareGroupState), undefined)
-    assert.equal(range(ApiKey.WriteShareGroupState), undefined)
+    assert.equal(range(ApiKey.ReadShareGroupState), '0-0')
+    assert.equal(range(ApiKey.WriteShareGroupState), '0-1')
   })
 
   it('answers an unknown group as Kafka: no offsets, GROUP_ID_NOT_FOUND to delete, made by an alter', async () => {

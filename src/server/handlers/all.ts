@@ -55,6 +55,7 @@ import { offsetFetchHandler } from './offset-fetch.js'
 import { offsetForLeaderEpochHandler } from './offset-for-leader-epoch.js'
 import { produceHandler } from './produce.js'
 import { pushTelemetryHandler } from './push-telemetry.js'
+import { readShareGroupStateHandler } from './read-share-group-state.js'
 import { readShareGroupStateSummaryHandler } from './read-share-group-state-summary.js'
 import type { AnyApiHandler } from './registry.js'
 import { renewDelegationTokenHandler } from './renew-delegation-token.js'
@@ -67,6 +68,7 @@ import { shareGroupHeartbeatHandler } from './share-group-heartbeat.js'
 import { syncGroupHandler } from './sync-group.js'
 import { txnOffsetCommitHandler } from './txn-offset-commit.js'
 import { updateFeaturesHandler } from './update-features.js'
+import { writeShareGroupStateHandler } from './write-share-group-state.js'
 import { writeTxnMarkersHandler } from './write-txn-markers.js'
 
 /** Every API this broker serves; ApiVersions advertises exactly these ranges. */
@@ -120,6 +122,8 @@ export const allHandlers: readonly AnyApiHandler[] = [
   initializeShareGroupStateHandler,
   deleteShareGroupStateHandler,
   readShareGroupStateSummaryHandler,
+  readShareGroupStateHandler,
+  writeShareGroupStateHandler,
   offsetDeleteHandler,
   writeTxnMarkersHandler,
   describeProducersHandler,

@@ -7,12 +7,16 @@
  * coordinator answering COORDINATOR_LOAD_IN_PROGRESS, which kafkajs does not retry in
  * JoinGroup. A transactional id's coordinator (key type 1) is found the same way on
  * __transaction_state (created on first use), as Kafka's TransactionStateManager places it.
+ * A share-partition's share coordinator (key type 2, KIP-932, key "group:topicId:partition")
+ * on __share_group_state, for brokers: CLUSTER_ACTION, else CLUSTER_AUTHORIZATION_FAILED.
  * Authorization: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) or the transactional id
  * (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
  * Version notes: v0 is advertised because librdkafka gates its group coordinator (and lz4)
  * on it; v1 adds key type, throttle time and error message; v3+ flexible; v4+ batches the
  * keys (coordinatorKeys) with one result each.
  */
+
+import { parseCoordinatorKey } from '../../coordinator/share/share-state-records.js'
 import { endpointFor } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
@@ -21,12 +25,13 @@ import {
   type FindCoordinatorResponse,
   type FindCoordinatorResponseCoordinator,
 } from '../../protocol/generated/index.js'
-import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
+import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
 const KEY_TYPE_GROUP = 0
 const KEY_TYPE_TRANSACTION = 1
+const KEY_TYPE_SHARE = 2
 
 export const findCoordinatorHandler: ApiHandler<FindCoordinatorRequest, FindCoordinatorResponse> = {
   apiKey: ApiKey.FindCoordinator,
@@ -84,6 +89,15 @@ async function locate(
       )
     if (key === '') return failure(ErrorCode.INVALID_REQUEST, 'empty transactional id')
     const found = await context.broker.transactionCoordinator.findCoordinator(key)
+    return { key, ...found, ...onListener(context, found.nodeId) }
+  }
+  if (keyType === KEY_TYPE_SHARE) {
+    // Kafka's share coordinator keys are for brokers: CLUSTER_ACTION, and "group:topicId:partition".
+    if (!context.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME))
+      return failure(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, 'Cluster authorization failed.')
+    if (parseCoordinatorKey(key) === undefined)
+      return failure(ErrorCode.INVALID_REQUEST, 'Invalid coordinator key.')
+    const found = await context.broker.shareCoordinator.findCoordinator(key)
     return { key, ...found, ...onListener(context, found.nodeId) }
   }
   if (keyType !== KEY_TYPE_GROUP) return failure(ErrorCode.INVALID_REQUEST, `unknown key type ${keyType}`)

@@ -1,12 +1,14 @@
 /**
  * InitializeShareGroupState (key 83), KIP-932: an inter-broker request.
- * Behavior: the share group's share-partition on each partition led here starts over at the
- * given start offset (AlterShareGroupOffsets on the group's coordinator,
- * share/share-state-access.ts). Kafka serves it on the share coordinator; tidelog keeps the
- * state on the partition leader, so it is served there: NOT_LEADER_OR_FOLLOWER elsewhere,
- * UNKNOWN_TOPIC_OR_PARTITION for an unknown topic id, INVALID_REQUEST for a negative offset.
+ * Behavior: served by the share coordinator of each share-partition key
+ * (coordinator/share/share-coordinator.ts): the state starts over at the given start offset
+ * under the given state epoch (AlterShareGroupOffsets on the group's coordinator,
+ * share/share-state-access.ts), written as a ShareSnapshot to `__share_group_state`.
+ * NOT_COORDINATOR (or COORDINATOR_LOAD_IN_PROGRESS) where the key is not coordinated,
+ * FENCED_STATE_EPOCH for an epoch below the recorded one, UNKNOWN_TOPIC_OR_PARTITION for an
+ * unknown topic id, INVALID_REQUEST for a negative offset.
  * Authorization: CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
- * Version notes: v0 only, as Kafka 4.4; the state epoch is not kept.
+ * Version notes: v0 only, as Kafka 4.4.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
@@ -14,9 +16,7 @@ import {
   type InitializeShareGroupStateRequest,
   type InitializeShareGroupStateResponse,
 } from '../../protocol/generated/index.js'
-import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
-import { sharePartitionManagerOf } from '../share/share-services.js'
-import { perPartition } from '../share/share-state-requests.js'
+import { perSharePartition } from '../share/share-state-requests.js'
 import type { ApiHandler } from './registry.js'
 
 export const initializeShareGroupStateHandler: ApiHandler<
@@ -26,20 +26,22 @@ export const initializeShareGroupStateHandler: ApiHandler<
   apiKey: ApiKey.InitializeShareGroupState,
   minVersion: 0,
   maxVersion: 0,
-  handle(context, request) {
-    const allowed = context.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
-    const manager = sharePartitionManagerOf(context.broker)
+  async handle(context, request) {
+    const coordinator = context.broker.shareCoordinator
     const answer = (partition: number, errorCode: number) => ({ partition, errorCode, errorMessage: null })
-    const results = perPartition(
-      context.broker,
+    const results = await perSharePartition(
+      context,
       request.topics,
-      (tp) => {
-        if (!allowed) return answer(tp.partition, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+      async (tp) => {
         if (tp.startOffset < 0n || tp.startOffset > BigInt(Number.MAX_SAFE_INTEGER))
           return answer(tp.partition, ErrorCode.INVALID_REQUEST)
-        return answer(tp.partition, manager.initializeState(request.groupId, tp, Number(tp.startOffset)))
+        const key = { groupId: request.groupId, topicId: tp.topicId, partition: tp.partition }
+        return answer(
+          tp.partition,
+          await coordinator.initializeState(key, tp.stateEpoch, Number(tp.startOffset)),
+        )
       },
-      (partition, code) => answer(partition, allowed ? code : ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+      answer,
     )
     return { results }
   },

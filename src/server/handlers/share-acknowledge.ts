@@ -33,7 +33,7 @@ export const shareAcknowledgeHandler: ApiHandler<ShareAcknowledgeRequest, ShareA
   apiKey: ApiKey.ShareAcknowledge,
   minVersion: 1,
   maxVersion: 2,
-  handle(context, request) {
+  async handle(context, request) {
     const manager = sharePartitionManagerOf(context.broker)
     const fail = (errorCode: number, errorMessage: string | null = null): ShareAcknowledgeResponse => ({
       throttleTimeMs: 0,
@@ -59,7 +59,7 @@ export const shareAcknowledgeHandler: ApiHandler<ShareAcknowledgeRequest, ShareA
     const step = beginShareSession(context, groupId, memberId, request.shareSessionEpoch, true)
     if (step.kind === 'error') return fail(step.errorCode)
     const renewAllowed = context.apiVersion >= 2 && request.isRenewAck
-    const codes = applyAcknowledgements(context, groupId, memberId, requested, renewAllowed)
+    const codes = await applyAcknowledgements(context, groupId, memberId, requested, renewAllowed)
     if (step.kind === 'close') manager.releaseSession(step.session)
     const answered = requested.map((p) => ({
       topicId: p.topicId,

@@ -72,7 +72,7 @@ export const shareFetchHandler: ApiHandler<ShareFetchRequest, ShareFetchResponse
     const { session } = step
     if (step.kind !== 'close') updateSessionPartitions(session, requested, request.forgottenTopicsData)
     const renewAllowed = context.apiVersion >= 2 && request.isRenewAck
-    const ackCodes = applyAcknowledgements(context, groupId, memberId, requested, renewAllowed)
+    const ackCodes = await applyAcknowledgements(context, groupId, memberId, requested, renewAllowed)
     const outcomes = new Map<string, PartitionOutcome>()
     const outcome = (topicId: string, partition: number): PartitionOutcome => {
       const key = shareSessionPartitionKey(topicId, partition)

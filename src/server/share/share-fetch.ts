@@ -31,14 +31,15 @@ export async function acquireForMember(
   let got = await acquireOnce(context, groupId, memberId, targets, limits)
   const anyError = targets.some((t) => t.errorCode !== ErrorCode.NONE)
   if (got > 0 || anyError || limits.maxWaitMs <= 0 || targets.length === 0) return
-  const manager = sharePartitionManagerOf(context.broker)
   const watches = []
   for (const t of targets) {
     const tp = resolveSharePartition(context, t.topicId, t.partition)
     if (typeof tp === 'number') continue
-    const found = manager.sharePartition(groupId, tp)
-    if (typeof found === 'number') continue
-    watches.push(fetchWatch(found.partition, found.partition.highWatermark, 'highWatermark'))
+    // The partition's high watermark only: a share-partition whose state could not be read
+    // is not read again here (the next fetch does).
+    const partition = context.broker.replicaManager.getPartition(tp.topic, tp.partition)
+    if (!partition?.isLeader || partition.id.topicId !== tp.topicId) continue
+    watches.push(fetchWatch(partition, partition.highWatermark, 'highWatermark'))
   }
   if (watches.length === 0) return
   await waitForFetchData(

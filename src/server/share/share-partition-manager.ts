@@ -3,16 +3,27 @@
  * (share group, topic id, partition) this broker leads, made on the group's first fetch of
  * it, and the share sessions of the consumers fetching here.
  *
- * A share-partition starts at its group's `share.auto.offset.reset`: the high watermark
- * (latest, Kafka's default) or the log start offset (earliest). Its locks last the group's
- * `share.record.lock.duration.ms`, read at each acquisition. Both are group configs
- * (server/group-configs.ts) whose defaults are the broker's. It belongs to one leader epoch: when the
- * partition's leadership moves or its epoch changes, it is closed and a later fetch starts
- * a new one. Its state is in memory only (not yet in `__share_group_state`), so records
- * acquired but not acknowledged before a leader change are delivered again by the new
- * leader from the reset point; acknowledged ones too. README "Not done yet" says so.
+ * A share-partition is made from the state the share coordinator keeps (`SharePersister`,
+ * ReadShareGroupState with this leader's epoch, which fences the previous leader's writes);
+ * with none it starts at its group's `share.auto.offset.reset`: the high watermark (latest,
+ * Kafka's default) or the log start offset (earliest). Each change is written back
+ * (WriteShareGroupState): an acknowledgement answers once its write is committed, a released
+ * lock or a closed session writes in the background. Writes of one share-partition go one at
+ * a time, the next carrying all changes made meanwhile. Its locks last the group's
+ * `share.record.lock.duration.ms`, read at each acquisition. It belongs to one leader epoch:
+ * when the partition's leadership moves or its epoch changes it is closed and a later fetch
+ * makes a new one from the persisted state. It is also dropped when its last share session
+ * ends, so a group's next consumers start from the persisted state, which an
+ * AlterShareGroupOffsets or DeleteShareGroupOffsets of the (then empty) group may have changed.
  */
 import type { Clock } from '../../common/clock.js'
+import type { Logger } from '../../common/logger.js'
+import type {
+  ShareStateRead,
+  ShareStateSummaryRead,
+  ShareStateWrite,
+} from '../../coordinator/share/share-coordinator-shard.js'
+import type { SharePartitionKey } from '../../coordinator/share/share-state-records.js'
 import { BatchHeader, LOG_OVERHEAD } from '../../protocol/batch-header.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
@@ -26,6 +37,15 @@ import {
   type SharePartitionConfig,
 } from './share-partition.js'
 import { type ShareSession, ShareSessionCache } from './share-session-cache.js'
+
+/** What the share-partitions and the group coordinator ask of the share coordinator (share-persister.ts). */
+export interface SharePersister {
+  readState(key: SharePartitionKey, leaderEpoch: number): Promise<ShareStateRead>
+  writeState(key: SharePartitionKey, write: ShareStateWrite): Promise<number>
+  initializeState(key: SharePartitionKey, stateEpoch: number, startOffset: number): Promise<number>
+  deleteState(key: SharePartitionKey): Promise<number>
+  readSummary(key: SharePartitionKey): Promise<ShareStateSummaryRead>
+}
 
 export type ShareAutoOffsetReset = 'latest' | 'earliest'
 
@@ -54,35 +74,28 @@ export interface ShareAcquireResult {
   readonly acquired: AcquiredRange[]
 }
 
-/** A share-partition's state as DescribeShareGroupOffsets shows it (ReadShareGroupStateSummary). */
-export interface ShareStateSummary {
-  readonly errorCode: number
-  /** SPSO, or -1 when the group has no state on the partition here. */
-  readonly startOffset: number
-  readonly leaderEpoch: number
-  readonly deliveryCompleteCount: number
-  readonly highWatermark: number
-}
-
-const NO_STATE: ShareStateSummary = {
-  errorCode: ErrorCode.NONE,
-  startOffset: -1,
-  leaderEpoch: -1,
-  deliveryCompleteCount: -1,
-  highWatermark: -1,
-}
-
 interface Hosted {
   readonly sharePartition: SharePartition
   readonly tp: ShareTopicPartition
+  readonly groupId: string
   readonly leaderEpoch: number
+  /** The state epoch read from the share coordinator: each write carries it. */
+  readonly stateEpoch: number
+  /** The write on its way to the share coordinator, and the one waiting behind it. */
+  writing: Promise<number> | null
+  queued: Promise<number> | null
 }
 
 const NOTHING: ShareAcquireResult = { errorCode: ErrorCode.NONE, records: [], acquired: [] }
 
+/** Errors after which the share coordinator will refuse this share-partition's writes: it is dropped. */
+const FENCED = new Set<number>([ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH])
+
 export class SharePartitionManager {
   readonly sessions = new ShareSessionCache()
   private readonly hosted = new Map<string, Hosted>()
+  /** Share-partitions being made (their state read): concurrent fetches wait for the same one. */
+  private readonly opening = new Map<string, Promise<Hosted | number>>()
 
   constructor(
     readonly config: SharePartitionManagerConfig,
@@ -92,6 +105,9 @@ export class SharePartitionManager {
     },
     /** The group configs of a share group, read when they apply (they change at any time). */
     private readonly groupOverrides: (groupId: string) => ShareGroupOverrides = () => ({}),
+    /** The share coordinator; none keeps the state in memory only (unit tests). */
+    private readonly persister?: SharePersister,
+    private readonly logger?: Logger,
   ) {}
 
   /** How long `groupId`'s share consumers hold what they acquire (ShareFetch's acquisitionLockTimeoutMs). */
@@ -104,20 +120,57 @@ export class SharePartitionManager {
     return this.hosted.size
   }
 
-  /** The group's share-partition on `tp`, made now if need be, or why there is none here. */
-  sharePartition(
+  /** The group's share-partition on `tp` if it is open here at the partition's current epoch. */
+  private current(
     groupId: string,
     tp: ShareTopicPartition,
-  ): { partition: Partition; share: SharePartition } | number {
+  ): { partition: Partition; hosted?: Hosted } | number {
     const partition = this.replicaManager.getPartition(tp.topic, tp.partition)
     if (!partition?.isLeader || partition.id.topicId !== tp.topicId) return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    const existing = this.hosted.get(keyOf(groupId, tp))
+    if (existing && existing.leaderEpoch === partition.leaderEpoch) return { partition, hosted: existing }
+    if (existing) this.drop(keyOf(groupId, tp), existing)
+    return { partition }
+  }
+
+  /** The group's share-partition on `tp`, made now (from the persisted state) if need be, or why there is none. */
+  async sharePartition(
+    groupId: string,
+    tp: ShareTopicPartition,
+  ): Promise<{ partition: Partition; share: SharePartition } | number> {
+    const found = this.current(groupId, tp)
+    if (typeof found === 'number') return found
+    if (found.hosted) return { partition: found.partition, share: found.hosted.sharePartition }
     const key = keyOf(groupId, tp)
-    const existing = this.hosted.get(key)
-    if (existing && existing.leaderEpoch === partition.leaderEpoch)
-      return { partition, share: existing.sharePartition }
-    existing?.sharePartition.close()
-    const reset = this.groupOverrides(groupId).autoOffsetReset ?? this.config.autoOffsetReset
-    const startOffset = reset === 'earliest' ? partition.log.logStartOffset : partition.highWatermark
+    let opening = this.opening.get(key)
+    if (!opening) {
+      opening = this.open(groupId, tp, found.partition).finally(() => this.opening.delete(key))
+      this.opening.set(key, opening)
+    }
+    const opened = await opening
+    if (typeof opened === 'number') return opened
+    const again = this.current(groupId, tp)
+    if (typeof again === 'number') return again
+    if (again.hosted !== opened) return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return { partition: again.partition, share: opened.sharePartition }
+  }
+
+  private async open(
+    groupId: string,
+    tp: ShareTopicPartition,
+    partition: Partition,
+  ): Promise<Hosted | number> {
+    const leaderEpoch = partition.leaderEpoch
+    const read = this.persister
+      ? await this.persister.readState({ groupId, topicId: tp.topicId, partition: tp.partition }, leaderEpoch)
+      : undefined
+    if (read && read.errorCode !== ErrorCode.NONE) {
+      this.logger?.info({ groupId, ...tp, errorCode: read.errorCode }, 'share-partition state not read')
+      return read.errorCode
+    }
+    // Leadership may have moved while reading.
+    const now = this.replicaManager.getPartition(tp.topic, tp.partition)
+    if (!now?.isLeader || now.leaderEpoch !== leaderEpoch) return ErrorCode.NOT_LEADER_OR_FOLLOWER
     const manager = this
     const config: SharePartitionConfig = {
       deliveryCountLimit: this.config.deliveryCountLimit,
@@ -126,14 +179,87 @@ export class SharePartitionManager {
         return manager.recordLockDurationMs(groupId)
       },
     }
-    const share = new SharePartition(config, this.clock, startOffset)
-    this.hosted.set(key, { sharePartition: share, tp, leaderEpoch: partition.leaderEpoch })
-    return { partition, share }
+    let share: SharePartition
+    if (read && read.startOffset >= 0)
+      share = new SharePartition(config, this.clock, read.startOffset, read.stateBatches)
+    else {
+      const reset = this.groupOverrides(groupId).autoOffsetReset ?? this.config.autoOffsetReset
+      share = new SharePartition(
+        config,
+        this.clock,
+        reset === 'earliest' ? partition.log.logStartOffset : partition.highWatermark,
+      )
+    }
+    const hosted: Hosted = {
+      sharePartition: share,
+      tp,
+      groupId,
+      leaderEpoch,
+      stateEpoch: read?.stateEpoch ?? 0,
+      writing: null,
+      queued: null,
+    }
+    share.onStateChanged = () => void this.persist(hosted)
+    this.hosted.set(keyOf(groupId, tp), hosted)
+    return hosted
+  }
+
+  /**
+   * Writes the share-partition's state to the share coordinator after the write in flight
+   * (if any); resolves with the write's error code. Fenced: the share-partition is dropped.
+   */
+  private persist(hosted: Hosted): Promise<number> {
+    if (!this.persister) return Promise.resolve(ErrorCode.NONE)
+    if (hosted.queued) return hosted.queued
+    if (hosted.writing) {
+      const queued = hosted.writing.then(() => {
+        hosted.queued = null
+        return this.startWrite(hosted)
+      })
+      hosted.queued = queued
+      return queued
+    }
+    return this.startWrite(hosted)
+  }
+
+  private startWrite(hosted: Hosted): Promise<number> {
+    const persister = this.persister
+    if (!persister) return Promise.resolve(ErrorCode.NONE)
+    const state = hosted.sharePartition.persistentState()
+    const { groupId, tp } = hosted
+    const writing = persister
+      .writeState(
+        { groupId, topicId: tp.topicId, partition: tp.partition },
+        {
+          stateEpoch: hosted.stateEpoch,
+          leaderEpoch: hosted.leaderEpoch,
+          startOffset: state.startOffset,
+          deliveryCompleteCount: state.deliveryCompleteCount,
+          stateBatches: state.batches,
+        },
+      )
+      .then((code) => {
+        if (hosted.writing === writing) hosted.writing = null
+        if (code !== ErrorCode.NONE)
+          this.logger?.info({ groupId, ...tp, errorCode: code }, 'share-partition state not written')
+        if (FENCED.has(code) && this.hosted.get(keyOf(groupId, tp)) === hosted)
+          this.drop(keyOf(groupId, tp), hosted)
+        return code
+      })
+    hosted.writing = writing
+    return writing
+  }
+
+  private drop(key: string, hosted: Hosted): void {
+    hosted.sharePartition.close()
+    if (this.hosted.get(key) === hosted) this.hosted.delete(key)
   }
 
   /**
    * Reads from the share-partition's next fetch offset up to the high watermark and
-   * acquires what `memberId` may take of it (SharePartition.acquire).
+   * acquires what `memberId` may take of it (SharePartition.acquire). While the share
+   * coordinator cannot be read (it moves or loads) nothing is acquired: the consumer's next
+   * fetch tries again.
    */
   async acquire(
     groupId: string,
@@ -141,8 +267,9 @@ export class SharePartitionManager {
     tp: ShareTopicPartition,
     limits: { maxRecords: number; maxBytes: number; mode: AcquireMode },
   ): Promise<ShareAcquireResult> {
-    const found = this.sharePartition(groupId, tp)
-    if (typeof found === 'number') return { ...NOTHING, errorCode: found }
+    const found = await this.sharePartition(groupId, tp)
+    if (typeof found === 'number')
+      return found === ErrorCode.NOT_LEADER_OR_FOLLOWER ? { ...NOTHING, errorCode: found } : NOTHING
     const { partition, share } = found
     if (!share.canAcquire()) return NOTHING
     const fetchOffset = share.nextFetchOffset()
@@ -156,9 +283,9 @@ export class SharePartitionManager {
       return { ...NOTHING, errorCode: code }
     }
     // Re-checked after the read: leadership may have moved, closing this share-partition.
-    const again = this.sharePartition(groupId, tp)
+    const again = this.current(groupId, tp)
     if (typeof again === 'number') return { ...NOTHING, errorCode: again }
-    if (again.share !== share) return NOTHING
+    if (again.hosted?.sharePartition !== share) return NOTHING
     const batches = splitBatches(read.info.records)
     const acquired = share.acquire(memberId, batches, limits.maxRecords, limits.mode)
     if (acquired.length === 0) return NOTHING
@@ -168,90 +295,51 @@ export class SharePartitionManager {
     return { errorCode: ErrorCode.NONE, records, acquired }
   }
 
-  /** Applies a member's acknowledgements to the group's share-partition on `tp`. */
-  acknowledge(
+  /**
+   * Applies a member's acknowledgements to the group's share-partition on `tp`, answering once
+   * the new state is written to the share coordinator (its error if the write failed: the
+   * change stays in memory, but a new leader would not see it).
+   */
+  async acknowledge(
     groupId: string,
     memberId: string,
     tp: ShareTopicPartition,
     batches: readonly AcknowledgementBatch[],
-  ): number {
-    const found = this.sharePartition(groupId, tp)
+  ): Promise<number> {
+    const found = this.current(groupId, tp)
     if (typeof found === 'number') return found
-    return found.share.acknowledge(memberId, batches)
+    // Records are acknowledged only where they were acquired: by this share-partition.
+    if (!found.hosted) return ErrorCode.INVALID_RECORD_STATE
+    const code = found.hosted.sharePartition.acknowledge(memberId, batches)
+    if (code !== ErrorCode.NONE) return code
+    return this.persist(found.hosted)
   }
 
   /**
-   * The group's state on `tp` for DescribeShareGroupOffsets: SPSO, the records done above it
-   * and the high watermark (the lag's end). A partition the group never fetched here, or
-   * fetched without acknowledging anything yet, has no state: start offset -1, as Kafka
-   * answers while nothing was written to the share coordinator.
+   * Forgets the group's share-partition on `tp` here (its persisted state was initialized or
+   * deleted: the next fetch reads it again).
    */
-  stateSummary(groupId: string, tp: ShareTopicPartition): ShareStateSummary {
-    const partition = this.ledHere(tp)
-    if (typeof partition === 'number') return { ...NO_STATE, errorCode: partition }
-    const hosted = this.hosted.get(keyOf(groupId, tp))
-    if (!hosted || hosted.leaderEpoch !== partition.leaderEpoch || !hosted.sharePartition.stateWritten)
-      return NO_STATE
-    return {
-      errorCode: ErrorCode.NONE,
-      startOffset: hosted.sharePartition.startOffset,
-      leaderEpoch: partition.leaderEpoch,
-      deliveryCompleteCount: hosted.sharePartition.deliveryCompleteCount,
-      highWatermark: partition.highWatermark,
-    }
+  forget(groupId: string, tp: ShareTopicPartition): void {
+    const key = keyOf(groupId, tp)
+    const hosted = this.hosted.get(key)
+    if (hosted) this.drop(key, hosted)
   }
 
   /**
-   * AlterShareGroupOffsets of an empty group: the group's share-partition on `tp` starts over
-   * at `startOffset` (what it held is forgotten: no member is left to hold it).
+   * Releases what the session's member holds on each of its partitions (the session ended);
+   * a share-partition no other session of the group has is dropped once its writes are done.
    */
-  initializeState(groupId: string, tp: ShareTopicPartition, startOffset: number): number {
-    const partition = this.ledHere(tp)
-    if (typeof partition === 'number') return partition
-    const key = keyOf(groupId, tp)
-    this.hosted.get(key)?.sharePartition.close()
-    const share = new SharePartition(this.config, this.clock, startOffset)
-    share.markWritten()
-    this.hosted.set(key, { sharePartition: share, tp, leaderEpoch: partition.leaderEpoch })
-    return ErrorCode.NONE
-  }
-
-  /** DeleteShareGroupOffsets and DeleteGroups: forgets the group's share-partition on `tp`. */
-  deleteState(groupId: string, tp: ShareTopicPartition): number {
-    const partition = this.ledHere(tp)
-    if (typeof partition === 'number') return partition
-    const key = keyOf(groupId, tp)
-    this.hosted.get(key)?.sharePartition.close()
-    this.hosted.delete(key)
-    return ErrorCode.NONE
-  }
-
-  private ledHere(tp: ShareTopicPartition): Partition | number {
-    const partition = this.replicaManager.getPartition(tp.topic, tp.partition)
-    if (!partition?.isLeader || partition.id.topicId !== tp.topicId) return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    return partition
-  }
-
-  /** Releases what the session's member holds on each of its partitions (the session ended). */
   releaseSession(session: ShareSession): void {
     for (const tp of session.partitions.values()) {
-      const hosted = this.hosted.get(keyOf(session.groupId, tp))
-      hosted?.sharePartition.releaseAcquiredRecords(session.memberId)
-    }
-  }
-
-  /** Closes the share-partitions of partitions no longer led here at their epoch (after a metadata change). */
-  onPartitionsChanged(): void {
-    for (const [key, hosted] of this.hosted) {
-      const partition = this.replicaManager.getPartition(hosted.tp.topic, hosted.tp.partition)
-      if (
-        partition?.isLeader &&
-        partition.id.topicId === hosted.tp.topicId &&
-        partition.leaderEpoch === hosted.leaderEpoch
-      )
-        continue
-      hosted.sharePartition.close()
-      this.hosted.delete(key)
+      const key = keyOf(session.groupId, tp)
+      const hosted = this.hosted.get(key)
+      if (!hosted) continue
+      hosted.sharePartition.releaseAcquiredRecords(session.memberId)
+      if (this.persister && !this.sessions.anyHolds(session.groupId, tp, session))
+        void Promise.resolve(hosted.queued ?? hosted.writing).then(() => {
+          if (!this.sessions.anyHolds(session.groupId, tp) && !hosted.sharePartition.hasAcquiredRecords)
+            this.drop(key, hosted)
+        })
     }
   }
 

@@ -13,10 +13,11 @@
  * it is never delivered more than that many times. The SPSO moves past every record at the
  * front that is ACKNOWLEDGED or ARCHIVED; offsets below it are done for the group.
  *
- * State is in memory here. Kafka's SharePartition also keeps it in memory and writes each
- * change through the share coordinator to `__share_group_state`; tidelog does not persist it
- * yet, so a leader change or restart starts the share-partition again from
- * `share.auto.offset.reset` (README: "Not done yet").
+ * State is in memory here, and, as Kafka's SharePartition does, made from the state the
+ * share coordinator keeps in `__share_group_state` (`persisted`: SPSO and the done or
+ * released ranges above it with their delivery counts) and written back there when it
+ * changes (share-partition-manager.ts): `persistentState()` is what a write carries, and
+ * `onStateChanged` tells the manager of the changes made by a lock running out.
  *
  * Time comes from the injected clock: lock expiry is a clock timeout per acquisition.
  */
@@ -53,6 +54,14 @@ export interface SharePartitionConfig {
   readonly deliveryCountLimit: number
   /** group.share.partition.max.record.locks: records in flight (SPSO to SPEO) at most. */
   readonly maxInFlightRecords: number
+}
+
+/** A range of in-flight offsets in one state, as `__share_group_state` keeps it (PersisterStateBatch). */
+export interface PersistedBatch {
+  readonly firstOffset: number
+  readonly lastOffset: number
+  readonly deliveryState: number
+  readonly deliveryCount: number
 }
 
 /** A batch of the log as read for a share fetch. */
@@ -100,22 +109,87 @@ export class SharePartition {
   private readonly locks = new Map<number, Lock>()
   private nextLockId = 1
   private closed = false
-  /**
-   * Whether the state has changed since the share-partition started at the reset point: Kafka
-   * writes it to the share coordinator first at an acknowledgement or a released lock, and
-   * until then DescribeShareGroupOffsets shows no start offset.
-   */
-  private written = false
+  /** Told after a change the caller did not make itself (a lock ran out, records released). */
+  onStateChanged: () => void = () => {}
 
   constructor(
     readonly config: SharePartitionConfig,
     private readonly clock: Clock,
     startOffset: number,
+    /** The state read from the share coordinator, if it has any: the share-partition resumes it. */
+    persisted?: readonly PersistedBatch[],
   ) {
     assert(Number.isSafeInteger(startOffset) && startOffset >= 0, `bad start offset ${startOffset}`)
     assert(config.deliveryCountLimit >= 1, 'the delivery count limit is at least 1')
     this.spso = startOffset
     this.speo = startOffset
+    if (persisted !== undefined) this.resume(persisted)
+  }
+
+  /**
+   * Rebuilds the in-flight records from persisted batches, as Kafka's SharePartition
+   * initialization does: offsets up to the last batch are in flight; an offset no batch names
+   * (never acknowledged or released) is AVAILABLE with delivery count 0, and an ACQUIRED one
+   * (a lock the previous leader held) is AVAILABLE again with its count.
+   */
+  private resume(persisted: readonly PersistedBatch[]): void {
+    const byOffset = new Map<number, PersistedBatch>()
+    let end = this.spso
+    for (const batch of persisted)
+      for (let offset = Math.max(batch.firstOffset, this.spso); offset <= batch.lastOffset; offset++) {
+        byOffset.set(offset, batch)
+        end = Math.max(end, offset + 1)
+      }
+    while (this.speo < end) {
+      const batch = byOffset.get(this.speo)
+      const state =
+        batch?.deliveryState === RecordState.ACKNOWLEDGED || batch?.deliveryState === RecordState.ARCHIVED
+          ? batch.deliveryState
+          : RecordState.AVAILABLE
+      this.records.set(this.speo, {
+        state,
+        deliveryCount: batch?.deliveryCount ?? 0,
+        memberId: '',
+        lockId: 0,
+      })
+      this.speo++
+    }
+    this.maybeAdvanceStartOffset()
+  }
+
+  /**
+   * What a WriteShareGroupState carries: SPSO, the records done above it, and each in-flight
+   * record not under a lock as ranges of one state and delivery count. Acquired records are
+   * left out (as Kafka writes them only once acknowledged or released): the share coordinator
+   * keeps what it had for them.
+   */
+  persistentState(): { startOffset: number; deliveryCompleteCount: number; batches: PersistedBatch[] } {
+    const batches: PersistedBatch[] = []
+    for (let offset = this.spso; offset < this.speo; offset++) {
+      const record = this.records.get(offset)
+      if (record === undefined || record.state === RecordState.ACQUIRED) continue
+      const last = batches.at(-1)
+      if (
+        last &&
+        last.lastOffset === offset - 1 &&
+        last.deliveryState === record.state &&
+        last.deliveryCount === record.deliveryCount
+      )
+        batches[batches.length - 1] = { ...last, lastOffset: offset }
+      else
+        batches.push({
+          firstOffset: offset,
+          lastOffset: offset,
+          deliveryState: record.state,
+          deliveryCount: record.deliveryCount,
+        })
+    }
+    return { startOffset: this.spso, deliveryCompleteCount: this.deliveryCompleteCount, batches }
+  }
+
+  /** Whether a member holds records under a lock here. */
+  get hasAcquiredRecords(): boolean {
+    return this.locks.size > 0
   }
 
   /** The share-partition start offset: every record below it is acknowledged or archived. */
@@ -132,16 +206,6 @@ export class SharePartition {
   stateOf(offset: number): { state: RecordStateId; deliveryCount: number; memberId: string } | undefined {
     const record = this.records.get(offset)
     return record && { state: record.state, deliveryCount: record.deliveryCount, memberId: record.memberId }
-  }
-
-  /** Whether the state was ever written (an acknowledgement, a released lock, an altered start). */
-  get stateWritten(): boolean {
-    return this.written
-  }
-
-  /** AlterShareGroupOffsets set the start offset: the state is written. */
-  markWritten(): void {
-    this.written = true
   }
 
   /**
@@ -258,6 +322,7 @@ export class SharePartition {
       released++
     }
     this.maybeAdvanceStartOffset()
+    if (released > 0) this.onStateChanged()
     return released
   }
 
@@ -275,7 +340,6 @@ export class SharePartition {
 
   /** ACCEPT → ACKNOWLEDGED; REJECT and GAP → ARCHIVED; RELEASE → AVAILABLE, or ARCHIVED at the limit. */
   private settle(record: InFlightRecord, type: number): void {
-    this.written = true
     if (type === AcknowledgeType.ACCEPT) record.state = RecordState.ACKNOWLEDGED
     else if (type === AcknowledgeType.RELEASE)
       record.state =
@@ -302,12 +366,15 @@ export class SharePartition {
     const lock = this.locks.get(lockId)
     this.locks.delete(lockId)
     if (this.closed || lock === undefined) return
+    let released = 0
     for (const offset of lock.offsets) {
       const record = this.records.get(offset)
-      if (record?.state === RecordState.ACQUIRED && record.lockId === lockId)
-        this.settle(record, AcknowledgeType.RELEASE)
+      if (record?.state !== RecordState.ACQUIRED || record.lockId !== lockId) continue
+      this.settle(record, AcknowledgeType.RELEASE)
+      released++
     }
     this.maybeAdvanceStartOffset()
+    if (released > 0) this.onStateChanged()
   }
 
   /** Moves SPSO past the done records at the front, forgetting them; drops locks with nothing left. */

@@ -95,15 +95,16 @@ export function resolveSharePartition(
 }
 
 /** Applies each partition's acknowledgements (checked first, as Kafka's validateAcknowledgementBatches). */
-export function applyAcknowledgements(
+export async function applyAcknowledgements(
   context: RequestContext,
   groupId: string,
   memberId: string,
   partitions: readonly RequestedPartition[],
   renewAllowed: boolean,
-): Map<string, number> {
+): Promise<Map<string, number>> {
   const manager = sharePartitionManagerOf(context.broker)
   const codes = new Map<string, number>()
+  const writes: Promise<void>[] = []
   for (const p of partitions) {
     if (p.acknowledgements.length === 0) continue
     const key = shareSessionPartitionKey(p.topicId, p.partition)
@@ -113,12 +114,16 @@ export function applyAcknowledgements(
       continue
     }
     const tp = resolveSharePartition(context, p.topicId, p.partition)
-    codes.set(
-      key,
-      typeof tp === 'number' ? tp : manager.acknowledge(groupId, memberId, tp, p.acknowledgements),
-    )
+    if (typeof tp === 'number') codes.set(key, tp)
+    else
+      writes.push(
+        manager.acknowledge(groupId, memberId, tp, p.acknowledgements).then((code) => {
+          codes.set(key, code)
+        }),
+      )
   }
-  return codes
+  // Each partition's acknowledgements answer once written to the share coordinator.
+  return Promise.all(writes).then(() => codes)
 }
 
 /** A request's acknowledgement batches with offsets as numbers. */

@@ -3,6 +3,7 @@ import { sharePartitionManagerConfig } from '../broker-config.js'
 import type { BrokerServices } from '../broker-services.js'
 import { groupOverrides, shareGroupSettings } from '../group-configs.js'
 import { SharePartitionManager } from './share-partition-manager.js'
+import { sharePersisterOf } from './share-persister.js'
 
 /**
  * Each broker's share-partition manager, made on the first share request it serves: share
@@ -23,6 +24,8 @@ export function sharePartitionManagerOf(broker: BrokerServices): SharePartitionM
         if (Object.keys(groupOverrides(image, groupId)).length === 0) return {}
         return shareGroupSettings(image, broker.config, groupId)
       },
+      sharePersisterOf(broker),
+      broker.logger,
     )
     managers.set(broker, manager)
   }

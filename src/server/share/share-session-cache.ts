@@ -93,6 +93,14 @@ export class ShareSessionCache {
     return { kind: 'continue', session: existing }
   }
 
+  /** Whether a session of `groupId` other than `except` fetches `tp`. */
+  anyHolds(groupId: string, tp: { topicId: string; partition: number }, except?: ShareSession): boolean {
+    const key = shareSessionPartitionKey(tp.topicId, tp.partition)
+    for (const session of this.sessions.values())
+      if (session !== except && session.groupId === groupId && session.partitions.has(key)) return true
+    return false
+  }
+
   /** Drops the sessions of a member (it left its group, or was fenced); returns them. */
   removeMember(groupId: string, memberId: string): ShareSession | undefined {
     const key = keyOf(groupId, memberId)

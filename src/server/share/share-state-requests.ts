@@ -1,9 +1,12 @@
 /**
- * The partition leader's side of the share state requests the group coordinator sends
- * (share-state-access.ts): the group's state on partitions led here, by topic id.
+ * The share coordinator's side of the share state requests (83-87, KIP-932): each partition
+ * of the request is one share-partition key, answered by this broker's share coordinator
+ * (NOT_COORDINATOR when another broker coordinates the key), by topic id.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
+import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import type { BrokerServices } from '../broker-services.js'
+import type { RequestContext } from '../request-context.js'
 import type { ShareTopicPartition } from './share-partition-manager.js'
 
 /** `partitions` of `topicId` as share-partition places, or null when the topic is unknown here. */
@@ -17,20 +20,32 @@ export function sharePartitionsOf<P extends { partition: number }>(
   return null
 }
 
-/** Each partition's answer, UNKNOWN_TOPIC_OR_PARTITION for all of a topic not known here. */
-export function perPartition<P extends { partition: number }, R>(
-  broker: BrokerServices,
+/**
+ * Each partition's answer, in the request's order: CLUSTER_AUTHORIZATION_FAILED without
+ * CLUSTER_ACTION (the inter-broker principal), UNKNOWN_TOPIC_OR_PARTITION for a topic not
+ * known here, else `answer`.
+ */
+export async function perSharePartition<P extends { partition: number }, R>(
+  context: RequestContext,
   topics: readonly { topicId: string; partitions: readonly P[] }[],
-  answer: (tp: P & ShareTopicPartition) => R,
-  unknown: (partition: number, errorCode: number) => R,
-): { topicId: string; partitions: R[] }[] {
-  return topics.map(({ topicId, partitions }) => {
-    const tps = sharePartitionsOf(broker, topicId, partitions)
-    return {
-      topicId,
-      partitions: tps
-        ? tps.map(answer)
-        : partitions.map((p) => unknown(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)),
-    }
-  })
+  answer: (tp: P & ShareTopicPartition) => R | Promise<R>,
+  failed: (partition: number, errorCode: number) => R,
+): Promise<{ topicId: string; partitions: R[] }[]> {
+  const allowed = context.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+  return Promise.all(
+    topics.map(async ({ topicId, partitions }) => {
+      if (!allowed)
+        return {
+          topicId,
+          partitions: partitions.map((p) => failed(p.partition, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)),
+        }
+      const tps = sharePartitionsOf(context.broker, topicId, partitions)
+      return {
+        topicId,
+        partitions: tps
+          ? await Promise.all(tps.map(answer))
+          : partitions.map((p) => failed(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)),
+      }
+    }),
+  )
 }

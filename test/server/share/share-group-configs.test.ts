@@ -41,28 +41,28 @@ function make(overrides: Map<string, ShareGroupOverrides>) {
   return { clock, manager }
 }
 
-function shareOf(manager: SharePartitionManager, groupId: string) {
-  const found = manager.sharePartition(groupId, TP)
+async function shareOf(manager: SharePartitionManager, groupId: string) {
+  const found = await manager.sharePartition(groupId, TP)
   assert.ok(typeof found !== 'number')
   return found.share
 }
 
 /** What `memberId` of `groupId` acquires of offsets 0-9 now, as first-last. */
-function acquire(manager: SharePartitionManager, groupId: string, memberId: string): string[] {
-  return shareOf(manager, groupId)
+async function acquire(manager: SharePartitionManager, groupId: string, memberId: string): Promise<string[]> {
+  return (await shareOf(manager, groupId))
     .acquire(memberId, BATCH, 500, 'batch_optimized')
     .map((r) => `${r.firstOffset}-${r.lastOffset}`)
 }
 
 describe("a share group's own configs", () => {
-  it('start its share-partitions at its share.auto.offset.reset', () => {
+  it('start its share-partitions at its share.auto.offset.reset', async () => {
     const { manager } = make(new Map([['early', { autoOffsetReset: 'earliest' }]]))
     // The broker's latest: the high watermark, nothing of 0-9.
-    assert.deepEqual(acquire(manager, 'plain', 'm'), [])
-    assert.deepEqual(acquire(manager, 'early', 'm'), ['0-9'])
+    assert.deepEqual(await acquire(manager, 'plain', 'm'), [])
+    assert.deepEqual(await acquire(manager, 'early', 'm'), ['0-9'])
   })
 
-  it('hold locks for its share.record.lock.duration.ms, read at each acquisition', () => {
+  it('hold locks for its share.record.lock.duration.ms, read at each acquisition', async () => {
     const overrides = new Map<string, ShareGroupOverrides>([
       ['short', { autoOffsetReset: 'earliest', recordLockDurationMs: 15_000 }],
       ['broker', { autoOffsetReset: 'earliest' }],
@@ -70,19 +70,19 @@ describe("a share group's own configs", () => {
     const { clock, manager } = make(overrides)
     assert.equal(manager.recordLockDurationMs('short'), 15_000)
     assert.equal(manager.recordLockDurationMs('broker'), BROKER_LOCK_MS)
-    assert.deepEqual(acquire(manager, 'short', 'm1'), ['0-9'])
-    assert.deepEqual(acquire(manager, 'broker', 'm1'), ['0-9'])
+    assert.deepEqual(await acquire(manager, 'short', 'm1'), ['0-9'])
+    assert.deepEqual(await acquire(manager, 'broker', 'm1'), ['0-9'])
     clock.advance(15_000)
     // The short locks expired: another member gets the records; the broker-long ones hold.
-    assert.deepEqual(acquire(manager, 'short', 'm2'), ['0-9'])
-    assert.deepEqual(acquire(manager, 'broker', 'm2'), [])
+    assert.deepEqual(await acquire(manager, 'short', 'm2'), ['0-9'])
+    assert.deepEqual(await acquire(manager, 'broker', 'm2'), [])
     // A changed config applies to the next lock of the same share-partition.
     overrides.set('short', { autoOffsetReset: 'earliest', recordLockDurationMs: 40_000 })
     clock.advance(15_000)
-    assert.deepEqual(acquire(manager, 'short', 'm3'), ['0-9'])
+    assert.deepEqual(await acquire(manager, 'short', 'm3'), ['0-9'])
     clock.advance(30_000)
-    assert.deepEqual(acquire(manager, 'short', 'm4'), [], 'the 40 s lock of m3 holds after 30 s')
+    assert.deepEqual(await acquire(manager, 'short', 'm4'), [], 'the 40 s lock of m3 holds after 30 s')
     clock.advance(10_000)
-    assert.deepEqual(acquire(manager, 'short', 'm4'), ['0-9'])
+    assert.deepEqual(await acquire(manager, 'short', 'm4'), ['0-9'])
   })
 })
