@@ -47,6 +47,13 @@ for (const workload of ['default', 'jepsen'] as const) {
       const jepsen = report.jepsen
       assert.ok(jepsen !== null, 'the jepsen workload reported nothing')
       assert.ok(jepsen.committed > 50, `only ${jepsen.committed} transactions committed`)
+      for (const version of [1, 2] as const) {
+        const committed = jepsen.byTransactionVersion[version].committed
+        assert.ok(
+          committed > 10,
+          `only ${committed} transactions committed at transaction version ${version}`,
+        )
+      }
       assert.ok(jepsen.reads > 1000, `only ${jepsen.reads} records read by the consumers`)
       const crashes = jepsen.crashes.classicOwning + jepsen.crashes.consumerOwning
       assert.ok(crashes > 0, 'no group member crashed while holding partitions')
