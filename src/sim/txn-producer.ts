@@ -5,10 +5,9 @@
  * InitProducerId (v4) with the transactional id, then per transaction AddPartitionsToTxn
  * (v3, the client versions) before the first batch to each partition, transactional Produce
  * (v9, acks=all, one batch in flight per partition, sequences per partition) to the leader
- * a random live broker names, and EndTxn (v3): commit (70%) or abort. At transaction
- * version 2 (`transactionVersion` 2, KIP-890 part 2): no AddPartitionsToTxn nor
- * AddOffsetsToTxn (Produce v12 and TxnOffsetCommit v5 add), and EndTxn v5 bumps the epoch,
- * which the next transaction uses from sequence 0 (the book hears it as an InitProducerId).
+ * a random live broker names, and EndTxn (v3): commit (70%) or abort. Transaction version 2
+ * (KIP-890 part 2): no AddPartitionsToTxn nor AddOffsetsToTxn (Produce v12, TxnOffsetCommit
+ * v5 add), and the epoch EndTxn v5 bumps is the next transaction's, sequences from 0.
  *
  * Errors, as the Java producer treats them:
  * - NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, no answer or a broken connection: find the
@@ -700,7 +699,8 @@ export class SimTxnProducer {
       return
     }
     await this.end(session, txn, false)
-    if (this.session === session) {
+    // The mutation: a client without KIP-360's bump (Java before 2.5); see mutations.ts.
+    if (this.session === session && this.world.options.mutation !== 'txn-client-skips-epoch-bump') {
       // KIP-360: a batch's fate is unknown, its sequences with it: bump the epoch.
       this.session = null
       this.nextInit = 'bump'
