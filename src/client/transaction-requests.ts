@@ -150,11 +150,15 @@ export class TransactionRequests {
   /**
    * Whether the cluster runs transaction version 2: `transaction.version` finalized at 2 or
    * more (Java's maybeUpdateTransactionV2Enabled reads the same from ApiVersions) and the
-   * broker serving Produce v12, EndTxn v5 and TxnOffsetCommit v5. Any broker will do: the
-   * finalized levels are the cluster's.
+   * broker serving Produce v12, EndTxn v5 and TxnOffsetCommit v5. Any broker will do (the
+   * finalized levels are the cluster's): the coordinator's connection, which InitProducerId
+   * just used, so a partitioned broker first in the list costs no connect timeout.
    */
   async clusterOffersTransactionV2(): Promise<boolean> {
-    const connection = await this.client.anyConnection()
+    const connection =
+      this.coordinator !== null
+        ? await this.client.connectionTo(this.coordinator)
+        : await this.client.anyConnection()
     if (connection.finalizedFeatureLevel('transaction.version') < 2) return false
     const offers = (apiKey: number, min: number): boolean =>
       connection.supports(apiKey) && connection.versionFor(apiKey) >= min
