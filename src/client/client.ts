@@ -144,6 +144,8 @@ export type RequestTarget = number | 'any' | 'controller'
 export interface ClientRequestOptions {
   purpose?: ConnectionPurpose
   timeoutMs?: number
+  /** Caps the client's highest version of the API for this request (see BrokerConnection.versionFor). */
+  maxVersion?: number
 }
 
 interface Refresh {
@@ -294,7 +296,7 @@ export class KafkaClient {
       if (nodeId < 0) return this.requestAny<T>(apiKey, build, options)
     }
     const connection = await this.connectionTo(nodeId as number, purpose)
-    const version = connection.versionFor(apiKey)
+    const version = connection.versionFor(apiKey, options.maxVersion)
     return connection.request<T>(apiKey, build(version), { version, timeoutMs: options.timeoutMs })
   }
 
@@ -333,7 +335,7 @@ export class KafkaClient {
     options: ClientRequestOptions,
   ): Promise<T> {
     const connection = await this.anyConnection(options.purpose ?? 'normal')
-    const version = connection.versionFor(apiKey)
+    const version = connection.versionFor(apiKey, options.maxVersion)
     return connection.request<T>(apiKey, build(version), { version, timeoutMs: options.timeoutMs })
   }
 

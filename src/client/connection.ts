@@ -113,6 +113,8 @@ export class BrokerConnection {
   private readonly pendingWrites = new Set<(error?: Error | null) => void>()
   private readonly closeListeners: ((error: Error) => void)[] = []
   private brokerVersions = new Map<number, VersionRange>()
+  /** The cluster's finalized feature levels, as this broker's ApiVersions (v3+) said them. */
+  private finalizedFeatures = new Map<string, number>()
   private nextCorrelationId = 1
   private closedWith: Error | null = null
   /** KIP-219: nothing is written before this (monotonic ms) after a throttled response. */
@@ -184,11 +186,16 @@ export class BrokerConnection {
     return this.brokerVersions.has(apiKey)
   }
 
-  /** The version a request of this API goes out at; throws UnsupportedApiError. */
-  versionFor(apiKey: number): number {
+  /**
+   * The version a request of this API goes out at; throws UnsupportedApiError. `maxVersion`
+   * lowers the client's highest (a transactional producer at transaction version 1 keeps
+   * Produce at 11 and EndTxn at 4, as Java's builders do).
+   */
+  versionFor(apiKey: number, maxVersion?: number): number {
     const api = apis.get(apiKey)
     assert(api, () => `unknown api key ${apiKey}`)
-    const client = CLIENT_VERSIONS.get(apiKey) ?? { min: api.minVersion, max: api.maxVersion }
+    const range = CLIENT_VERSIONS.get(apiKey) ?? { min: api.minVersion, max: api.maxVersion }
+    const client = maxVersion === undefined ? range : { min: range.min, max: Math.min(range.max, maxVersion) }
     const broker = this.brokerVersions.get(apiKey)
     if (!broker) {
       throw new UnsupportedApiError(
@@ -204,6 +211,11 @@ export class BrokerConnection {
       )
     }
     return version
+  }
+
+  /** A feature's finalized level (`transaction.version`...); 0 when not finalized or not said. */
+  finalizedFeatureLevel(name: string): number {
+    return this.finalizedFeatures.get(name) ?? 0
   }
 
   /** Sends a request and resolves with its decoded response body. */
@@ -396,6 +408,11 @@ export class BrokerConnection {
     this.brokerVersions = new Map(
       response.apiKeys.map((k) => [k.apiKey, { min: k.minVersion, max: k.maxVersion }]),
     )
+    // v3+ only, and only with a known epoch (-1: the broker does not know them yet).
+    this.finalizedFeatures =
+      response.finalizedFeaturesEpoch >= 0n
+        ? new Map((response.finalizedFeatures ?? []).map((f) => [f.name, f.maxVersionLevel]))
+        : new Map()
   }
 
   /**

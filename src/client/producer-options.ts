@@ -72,6 +72,13 @@ export interface ProducerOptions extends Partial<ClientOptions> {
   transactionalId?: string
   /** transaction.timeout.ms (default 60000): the coordinator aborts a transaction open longer. */
   transactionTimeoutMs?: number
+  /**
+   * The highest transaction version the producer uses (default 2). At 2 it uses version 2
+   * (KIP-890 part 2) when the cluster finalized `transaction.version` 2; 1 keeps version 1's
+   * requests (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn v4) whatever the cluster runs,
+   * for tests and for comparing the two. Java has no such option.
+   */
+  transactionVersionMax?: 1 | 2
 }
 
 export interface ResolvedProducerOptions {
@@ -94,6 +101,7 @@ export interface ResolvedProducerOptions {
   readonly idempotenceExplicit: boolean
   readonly transactionalId: string | null
   readonly transactionTimeoutMs: number
+  readonly transactionVersionMax: 1 | 2
 }
 
 const COMPRESSION: Readonly<Record<CompressionName, CompressionType>> = {
@@ -123,11 +131,8 @@ export function resolveProducerOptions(
     1,
     1000,
   )
-  if (options.enableIdempotence !== undefined && typeof options.enableIdempotence !== 'boolean') {
-    throw new InvalidArgumentError(
-      `enable.idempotence must be a boolean, got ${String(options.enableIdempotence)}`,
-    )
-  }
+  // Only its type: undefined (the default) and false differ below.
+  booleanOption('enable.idempotence', options.enableIdempotence, false)
   let idempotent: boolean
   if (options.enableIdempotence === true) {
     if (acks !== -1) {
@@ -195,7 +200,14 @@ export function resolveProducerOptions(
     idempotenceExplicit: options.enableIdempotence === true || transactionalId !== null,
     transactionalId,
     transactionTimeoutMs: intOption('transaction.timeout.ms', options.transactionTimeoutMs, 60000, 1),
+    transactionVersionMax: transactionVersionMax(options.transactionVersionMax),
   }
+}
+
+function transactionVersionMax(value: number | undefined): 1 | 2 {
+  if (value === undefined || value === 2) return 2
+  if (value === 1) return 1
+  throw new InvalidArgumentError(`transactionVersionMax must be 1 or 2, got ${String(value)}`)
 }
 
 function booleanOption(name: string, value: boolean | undefined, defaultValue: boolean): boolean {

@@ -22,7 +22,8 @@
  * `beginTransaction()`, sends, optionally `sendOffsetsToTransaction()` (consume-transform-
  * produce), and `commitTransaction()` or `abortTransaction()`. The state machine is Java's
  * (transaction-manager.ts), the coordinator requests transaction-requests.ts'. A
- * partition's batches go once AddPartitionsToTxn added it; commit flushes first. Fencing
+ * partition's batches go once AddPartitionsToTxn added it (at transaction version 2 at
+ * once: Produce v12 adds it); commit flushes first. Fencing
  * by a newer producer of the same id rejects with ProducerFencedError (close the
  * producer); any other failure of the transaction with TransactionAbortableError (abort,
  * then go on).
@@ -68,7 +69,7 @@ import {
 } from './producer-options.js'
 import { RecordAccumulator } from './record-accumulator.js'
 import { Sender } from './sender.js'
-import { TransactionManager, type TransactionState } from './transaction-manager.js'
+import { type ProducerIdAndEpoch, TransactionManager, type TransactionState } from './transaction-manager.js'
 import {
   type ConsumerGroupMetadata,
   type TransactionOffset,
@@ -155,6 +156,11 @@ export class Producer {
     return this.transactions.state
   }
 
+  /** The transaction version in use: 2 (KIP-890 part 2) or 1; initTransactions() decides. */
+  get transactionVersion(): 1 | 2 {
+    return this.transactions.isTransactionV2 ? 2 : 1
+  }
+
   // ---- transactions ------------------------------------------------------------------------
 
   /**
@@ -164,9 +170,12 @@ export class Producer {
    */
   async initTransactions(): Promise<void> {
     this.transactions.beginInitTransactions()
-    const result = await this.requests().initProducerId(null, this.options.maxBlockMs)
-    const value = this.check(result)
-    this.transactions.completeInitTransactions(value.producerId, value.producerEpoch)
+    const requests = this.requests()
+    const value = this.check(await requests.initProducerId(null, this.options.maxBlockMs))
+    // Java decides once initTransactions answered, from the finalized transaction.version.
+    const transactionV2 =
+      this.options.transactionVersionMax >= 2 && (await requests.clusterOffersTransactionV2())
+    this.transactions.completeInitTransactions(value.producerId, value.producerEpoch, transactionV2)
   }
 
   /** Starts a transaction (no request: partitions join it as records are sent to them). */
@@ -201,10 +210,15 @@ export class Producer {
     }
     if (offsets.length === 0) return
     const producer = this.transactions.producerIdAndEpoch!
+    const transactionV2 = this.transactions.isTransactionV2
     const sending = (async () => {
-      this.check(await requests.addOffsets(producer, metadata.groupId, this.options.maxBlockMs))
+      // Version 2: TxnOffsetCommit adds the group itself, and may have once it is sent.
+      if (!transactionV2)
+        this.check(await requests.addOffsets(producer, metadata.groupId, this.options.maxBlockMs))
       this.transactions.onOffsetsAdded()
-      this.check(await requests.commitOffsets(producer, offsets, metadata, this.options.maxBlockMs))
+      this.check(
+        await requests.commitOffsets(producer, offsets, metadata, this.options.maxBlockMs, transactionV2),
+      )
     })()
     // A commit or abort called without awaiting this one waits for it (Java queues EndTxn last).
     const settled = sending.then(
@@ -226,11 +240,15 @@ export class Producer {
     this.transactions.beginCommit()
     await this.flushTransaction()
     this.transactions.maybeFailWithError()
-    if (this.transactions.needsEndTxn) {
-      const producer = this.transactions.producerIdAndEpoch!
-      this.check(await requests.endTxn(producer, true, this.options.maxBlockMs))
-    }
-    this.transactions.completeTransaction()
+    this.transactions.completeTransaction(await this.endTxn(requests, true))
+  }
+
+  /** EndTxn if the transaction started at the coordinator; the id and epoch version 2 bumped to. */
+  private async endTxn(requests: TransactionRequests, commit: boolean): Promise<ProducerIdAndEpoch | null> {
+    if (!this.transactions.needsEndTxn) return null
+    const producer = this.transactions.producerIdAndEpoch!
+    const transactionV2 = this.transactions.isTransactionV2
+    return this.check(await requests.endTxn(producer, commit, this.options.maxBlockMs, transactionV2))
   }
 
   /**
@@ -243,12 +261,9 @@ export class Producer {
     this.transactions.beginAbort()
     this.sender.abortUndrained(new KafkaClientError('ERR_TRANSACTION_ABORTED', 'the transaction was aborted'))
     await this.flushTransaction()
-    if (this.transactions.needsEndTxn) {
-      const producer = this.transactions.producerIdAndEpoch!
-      this.check(await requests.endTxn(producer, false, this.options.maxBlockMs))
-    }
+    const next = await this.endTxn(requests, false)
     if (!this.transactions.needsEpochBump) {
-      this.transactions.completeTransaction()
+      this.transactions.completeTransaction(next)
       return
     }
     // A failed batch may or may not be in the log: a new epoch starts every sequence at 0.

@@ -42,6 +42,7 @@ import { CLIENT_TIMEOUT_MARGIN_MS, type ResolvedProducerOptions } from './produc
 import type { RecordAccumulator } from './record-accumulator.js'
 import { isRetriableError, needsMetadataRefresh, sleep } from './retry.js'
 import { partitionKey, type TransactionManager } from './transaction-manager.js'
+import { TRANSACTION_V1_MAX_VERSIONS } from './versions.js'
 
 /** transaction.timeout.ms sent in InitProducerId (Kafka's default; unused without a transactional id). */
 const TRANSACTION_TIMEOUT_MS = 60000
@@ -329,8 +330,15 @@ export class Sender {
         for (const batch of batches) this.settle(batch, () => batch.complete(-1, -1))
         return
       }
+      // A transactional producer at version 1 stays below Produce v12, which would ask the
+      // leader to add the partition itself (Java's useTransactionV1Version).
+      const versionMax =
+        this.transactions.isTransactional && !this.transactions.isTransactionV2
+          ? TRANSACTION_V1_MAX_VERSIONS.produce
+          : undefined
       const response = await connection.request<ProduceResponse>(ApiKey.Produce, request, {
         timeoutMs: this.options.requestTimeoutMs + CLIENT_TIMEOUT_MARGIN_MS,
+        version: connection.versionFor(ApiKey.Produce, versionMax),
       })
       this.onResponse(batches, response)
     } catch (error) {

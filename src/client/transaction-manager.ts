@@ -38,6 +38,14 @@ import { ProducerFencedError, TransactionAbortableError, TransactionStateError }
  * (PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH from a coordinator) and authorization
  * failures are FATAL_ERROR: every later call throws, only close() is left. A
  * transaction that never added a partition or offsets ends without EndTxn.
+ *
+ * Transaction version 2 (KIP-890 part 2, Java's isTransactionV2Enabled, chosen at
+ * initTransactions): no AddPartitionsToTxn (a partition joins the transaction with its
+ * first Produce v12, so it may send at once) and no AddOffsetsToTxn (TxnOffsetCommit v5
+ * adds the group); every EndTxn v5 bumps the epoch (a new producer id at epoch 0 when the
+ * epoch would overflow) and answers it, and the next transaction uses it, every partition
+ * again from sequence 0. That bump also does what version 1's client-side bump (an
+ * InitProducerId after the abort of a failed batch) is for, so there is none.
  */
 export type TransactionState =
   | 'UNINITIALIZED'
@@ -147,6 +155,8 @@ export class TransactionManager {
   private epochBumpRequired = false
   /** Counts transactions begun: a send that waited (metadata, memory) checks it is still in its own. */
   private transactionCount = 0
+  /** Transaction version 2 (see TransactionState's comment); set at initTransactions. */
+  private transactionV2 = false
 
   constructor(
     /** transactional.id; null for an idempotent (or plain) producer. */
@@ -186,6 +196,10 @@ export class TransactionManager {
     return this.transactionCount
   }
 
+  get isTransactionV2(): boolean {
+    return this.transactionV2
+  }
+
   // ---- transactions: state ---------------------------------------------------------------
 
   /** initTransactions: also after a timeout of an earlier call (the same InitProducerId again). */
@@ -199,15 +213,22 @@ export class TransactionManager {
    * InitProducerId answered for the transactional id: a new epoch (or id), so every
    * partition's sequences start again at 0.
    */
-  completeInitTransactions(producerId: bigint, producerEpoch: number): void {
+  completeInitTransactions(producerId: bigint, producerEpoch: number, transactionV2?: boolean): void {
     assert(this.stateValue === 'INITIALIZING', () => `InitProducerId answered in ${this.stateValue}`)
+    this.useProducerIdAndEpoch(producerId, producerEpoch)
+    // The version is chosen by initTransactions; the epoch bump after an abort keeps it.
+    if (transactionV2 !== undefined) this.transactionV2 = transactionV2
+    this.epochBumpRequired = false
+    this.transitionTo('READY')
+    this.forgetTransaction()
+  }
+
+  /** A new epoch (or id): every partition's sequences start again at 0 under it. */
+  private useProducerIdAndEpoch(producerId: bigint, producerEpoch: number): void {
     assert(producerId >= 0n && producerEpoch >= 0, () => `invalid producer id ${producerId}/${producerEpoch}`)
     this.producerId = producerId
     this.producerEpoch = producerEpoch
     this.sequences.clear()
-    this.epochBumpRequired = false
-    this.transitionTo('READY')
-    this.forgetTransaction()
   }
 
   beginTransaction(): void {
@@ -232,9 +253,15 @@ export class TransactionManager {
     this.newPartitions.clear()
   }
 
-  /** EndTxn answered (or was not needed): ready for the next transaction. */
-  completeTransaction(): void {
+  /**
+   * EndTxn answered (or was not needed): ready for the next transaction. `next` is the id
+   * and epoch EndTxn v5 answered (transaction version 2's bump), which the next transaction
+   * uses; null when the answer named none (v4 and below answer -1).
+   */
+  completeTransaction(next: ProducerIdAndEpoch | null = null): void {
     this.transitionTo('READY')
+    if (next !== null && next.producerId >= 0n)
+      this.useProducerIdAndEpoch(next.producerId, next.producerEpoch)
     this.forgetTransaction()
   }
 
@@ -336,6 +363,12 @@ export class TransactionManager {
   maybeAddPartition(topic: string, partition: number): void {
     if (!this.isTransactional) return
     const key = partitionKey(topic, partition)
+    if (this.transactionV2) {
+      // The batch's Produce v12 adds the partition; EndTxn is needed from now on.
+      this.partitionsInTransaction.add(key)
+      this.transactionStarted = true
+      return
+    }
     if (this.partitionsInTransaction.has(key) || this.partitionsBeingAdded.has(key)) return
     this.newPartitions.set(key, { topic, partition })
   }
@@ -376,7 +409,10 @@ export class TransactionManager {
     return this.newPartitions.size > 0
   }
 
-  /** AddOffsetsToTxn succeeded: the group's offsets partition is in the transaction. */
+  /**
+   * AddOffsetsToTxn succeeded: the group's offsets partition is in the transaction. At
+   * version 2, before the TxnOffsetCommit that adds it (Java sets transactionStarted then).
+   */
   onOffsetsAdded(): void {
     this.transactionStarted = true
   }
@@ -487,8 +523,9 @@ export class TransactionManager {
     if (!batch.hasSequence) return
     if (this.isTransactional) {
       // Its sequence may or may not be in the log: the abort the application must now do
-      // is followed by an epoch bump that starts every partition again at 0.
-      this.epochBumpRequired = true
+      // is followed by an epoch bump that starts every partition again at 0. At version 2
+      // the abort's EndTxn bumps the epoch itself (Java's needToTriggerEpochBumpFromClient).
+      if (!this.transactionV2) this.epochBumpRequired = true
       return
     }
     const state = this.sequences.get(partitionKey(batch.topic, batch.partition))

@@ -29,6 +29,7 @@ import { CoordinatorKeyType, findCoordinator } from './find-coordinator.js'
 import { CLIENT_TIMEOUT_MARGIN_MS } from './producer-options.js'
 import { isRetriableError, sleep } from './retry.js'
 import type { ProducerIdAndEpoch } from './transaction-manager.js'
+import { TRANSACTION_V1_MAX_VERSIONS, TRANSACTION_V2_MIN_VERSIONS } from './versions.js'
 
 export type FailureSeverity = 'fatal' | 'abortable' | 'timeout'
 
@@ -146,6 +147,28 @@ export class TransactionRequests {
     })
   }
 
+  /**
+   * Whether the cluster runs transaction version 2: `transaction.version` finalized at 2 or
+   * more (Java's maybeUpdateTransactionV2Enabled reads the same from ApiVersions) and the
+   * broker serving Produce v12, EndTxn v5 and TxnOffsetCommit v5. Any broker will do (the
+   * finalized levels are the cluster's): the coordinator's connection, which InitProducerId
+   * just used, so a partitioned broker first in the list costs no connect timeout.
+   */
+  async clusterOffersTransactionV2(): Promise<boolean> {
+    const connection =
+      this.coordinator !== null
+        ? await this.client.connectionTo(this.coordinator)
+        : await this.client.anyConnection()
+    if (connection.finalizedFeatureLevel('transaction.version') < 2) return false
+    const offers = (apiKey: number, min: number): boolean =>
+      connection.supports(apiKey) && connection.versionFor(apiKey) >= min
+    return (
+      offers(ApiKey.Produce, TRANSACTION_V2_MIN_VERSIONS.produce) &&
+      offers(ApiKey.EndTxn, TRANSACTION_V2_MIN_VERSIONS.endTxn) &&
+      offers(ApiKey.TxnOffsetCommit, TRANSACTION_V2_MIN_VERSIONS.txnOffsetCommit)
+    )
+  }
+
   /** AddPartitionsToTxn for `partitions`; any partition's retriable error retries them all, as Java. */
   addPartitions(
     producer: ProducerIdAndEpoch,
@@ -201,12 +224,16 @@ export class TransactionRequests {
     })
   }
 
-  /** TxnOffsetCommit to the group's coordinator; group metadata from v3 on (KIP-447). */
+  /**
+   * TxnOffsetCommit to the group's coordinator; group metadata from v3 on (KIP-447). At
+   * transaction version 2 (v5) it also adds the group to the transaction.
+   */
   commitOffsets(
     producer: ProducerIdAndEpoch,
     offsets: readonly TransactionOffset[],
     group: ConsumerGroupMetadata,
     timeoutMs: number,
+    transactionV2 = false,
   ): Promise<TxnResult<void>> {
     const byTopic = new Map<string, TransactionOffset[]>()
     for (const o of offsets) byTopic.set(o.topic, [...(byTopic.get(o.topic) ?? []), o])
@@ -232,14 +259,29 @@ export class TransactionRequests {
             })),
           })),
         }),
-        { timeoutMs: this.requestTimeoutMs },
+        {
+          timeoutMs: this.requestTimeoutMs,
+          ...maxVersionAt(transactionV2, TRANSACTION_V1_MAX_VERSIONS.txnOffsetCommit),
+        },
       )
       return worstCode(response.topics.flatMap((t) => t.partitions.map((p) => p.errorCode)))
     })
   }
 
-  /** EndTxn: the coordinator writes the markers and completes the transaction. */
-  endTxn(producer: ProducerIdAndEpoch, commit: boolean, timeoutMs: number): Promise<TxnResult<void>> {
+  /**
+   * EndTxn: the coordinator writes the markers and completes the transaction. At
+   * transaction version 2 (v5) the answer names the bumped epoch (or a new producer id at
+   * epoch 0 on overflow) for the next transaction; a retry sends the same epoch again, and
+   * the coordinator, seeing the epoch one below its own, answers the same bump. The value
+   * is null when the answer names none (v4 and below).
+   */
+  endTxn(
+    producer: ProducerIdAndEpoch,
+    commit: boolean,
+    timeoutMs: number,
+    transactionV2 = false,
+  ): Promise<TxnResult<ProducerIdAndEpoch | null>> {
+    let next: ProducerIdAndEpoch | null = null
     return this.retrying(
       commit ? 'EndTxn(commit)' : 'EndTxn(abort)',
       timeoutMs,
@@ -254,11 +296,18 @@ export class TransactionRequests {
             producerEpoch: producer.producerEpoch,
             committed: commit,
           }),
-          { timeoutMs: this.requestTimeoutMs },
+          {
+            timeoutMs: this.requestTimeoutMs,
+            ...maxVersionAt(transactionV2, TRANSACTION_V1_MAX_VERSIONS.endTxn),
+          },
         )
+        next =
+          response.producerId >= 0n
+            ? { producerId: response.producerId, producerEpoch: response.producerEpoch }
+            : null
         return response.errorCode
       },
-    )
+    ).then((result) => (result.ok ? { ok: true, value: next } : result))
   }
 
   private get requestTimeoutMs(): number {
@@ -332,6 +381,11 @@ export class TransactionRequests {
     if (target === 'transaction') this.coordinator = null
     else this.groupCoordinators.delete(target.groupId)
   }
+}
+
+/** At transaction version 1 a request stays below version 2's versions (`v1Max`). */
+function maxVersionAt(transactionV2: boolean, v1Max: number): { maxVersion?: number } {
+  return transactionV2 ? {} : { maxVersion: v1Max }
 }
 
 /**

@@ -12,8 +12,9 @@ export interface VersionRange {
 }
 
 export const CLIENT_VERSIONS: ReadonlyMap<number, VersionRange> = new Map([
-  // Produce v3 is the first with record batches (magic 2).
-  [ApiKey.Produce, { min: 3, max: 11 }],
+  // Produce v3 is the first with record batches (magic 2); v13 addresses topics by id. v12
+  // adds a transactional batch's partition to its transaction (transaction version 2).
+  [ApiKey.Produce, { min: 3, max: 12 }],
   // Fetch v4 is the first returning record batches; 13+ uses topic ids.
   [ApiKey.Fetch, { min: 4, max: 12 }],
   [ApiKey.ListOffsets, { min: 1, max: 7 }],
@@ -34,12 +35,14 @@ export const CLIENT_VERSIONS: ReadonlyMap<number, VersionRange> = new Map([
   [ApiKey.ListGroups, { min: 0, max: 4 }],
   [ApiKey.DescribeGroups, { min: 0, max: 5 }],
   [ApiKey.FindCoordinator, { min: 0, max: 4 }],
-  // Transactions. AddPartitionsToTxn v4+ is broker-to-broker (batched, verify only); the
-  // versions after these (Kafka 4's transaction protocol v2) bump the epoch on every EndTxn.
+  // Transactions. AddPartitionsToTxn v4+ is broker-to-broker (batched, verify only). EndTxn
+  // v5 and TxnOffsetCommit v5 are transaction version 2's (KIP-890 part 2): a transactional
+  // producer at version 1 caps them, and Produce, at TRANSACTION_V1_MAX_VERSIONS.
   [ApiKey.AddPartitionsToTxn, { min: 0, max: 3 }],
   [ApiKey.AddOffsetsToTxn, { min: 0, max: 4 }],
-  [ApiKey.EndTxn, { min: 0, max: 4 }],
-  [ApiKey.TxnOffsetCommit, { min: 0, max: 4 }],
+  [ApiKey.EndTxn, { min: 0, max: 5 }],
+  // v6 addresses topics by id.
+  [ApiKey.TxnOffsetCommit, { min: 0, max: 5 }],
   [ApiKey.ListTransactions, { min: 0, max: 1 }],
   [ApiKey.DescribeTransactions, { min: 0, max: 0 }],
   // ACLs: v1 is the first with pattern types (PREFIXED).
@@ -52,6 +55,16 @@ export const CLIENT_VERSIONS: ReadonlyMap<number, VersionRange> = new Map([
   [ApiKey.OffsetCommit, { min: 0, max: 9 }],
   [ApiKey.OffsetFetch, { min: 0, max: 9 }],
 ])
+
+/**
+ * The highest versions a transactional producer at transaction version 1 sends (Java's
+ * ProduceRequest.LAST_STABLE_VERSION_BEFORE_TRANSACTION_V2 and the EndTxn and TxnOffsetCommit
+ * builders): the next ones ask the broker for version 2's implicit adds and epoch bumps.
+ */
+export const TRANSACTION_V1_MAX_VERSIONS = { produce: 11, endTxn: 4, txnOffsetCommit: 4 } as const
+
+/** The lowest versions of transaction version 2, which the broker must serve for the client to use it. */
+export const TRANSACTION_V2_MIN_VERSIONS = { produce: 12, endTxn: 5, txnOffsetCommit: 5 } as const
 
 /** The API keys a broker must serve for consumer-group membership (classic protocol). */
 export const GROUP_API_KEYS: readonly number[] = [

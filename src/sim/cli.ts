@@ -2,7 +2,8 @@
  * `npm run sim -- --seed N [--ticks T]` replays one run; `--seeds K [--from S]` runs K seeds.
  * `--mutation unclean-election|isr-without-cas|hw-truncation` breaks one rule to show the simulator finds it.
  * `--store-latency N` puts the metadata store N ms away; `--store-stalls` adds store-link stalls.
- * `--transactions` adds transactional producers and read_committed consumers.
+ * `--transactions` adds transactional producers and read_committed consumers;
+ * `--transaction-version 2` has them use KIP-890 part 2 (default 1).
  * `--replication-factor N` (1..3) and `--min-isr N` set the topic's RF and min.insync.replicas.
  * `--compaction` (with `--groups` or `--transactions`) compacts their internal topics during the run.
  * `--partitions N` gives the topic N partitions (over 384 with 3 brokers: a broker leads more
@@ -15,6 +16,20 @@ import { runSimulation } from './world.js'
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`)
   return i >= 0 ? process.argv[i + 1] : undefined
+}
+
+/** `--seed N`, or `--seeds K [--from S]` (S random by default). */
+function seedsArg(): number[] {
+  if (arg('seed') !== undefined) return [Number(arg('seed'))]
+  const count = Number(arg('seeds') ?? 10)
+  const from = arg('from') !== undefined ? Number(arg('from')) : Math.floor(Math.random() * 2 ** 31)
+  return Array.from({ length: count }, (_, i) => from + i)
+}
+
+function transactionVersionArg(): 1 | 2 {
+  const version = Number(arg('transaction-version') ?? 1)
+  if (version !== 1 && version !== 2) throw new Error('--transaction-version must be 1 or 2')
+  return version
 }
 
 async function main(): Promise<number> {
@@ -35,6 +50,7 @@ async function main(): Promise<number> {
   const consumerProtocol = process.argv.includes('--consumer-protocol')
   const groups = process.argv.includes('--groups') || consumerProtocol
   const transactions = process.argv.includes('--transactions')
+  const transactionVersion = transactionVersionArg()
   const compaction = process.argv.includes('--compaction')
   if (compaction && !groups && !transactions) throw new Error('--compaction needs --groups or --transactions')
   const brokers = arg('brokers') !== undefined ? Number(arg('brokers')) : undefined
@@ -53,13 +69,7 @@ async function main(): Promise<number> {
   )
     throw new Error('--min-isr must be 1..the replication factor')
   const printTrace = process.argv.includes('--trace')
-  const seeds: number[] = []
-  if (arg('seed') !== undefined) seeds.push(Number(arg('seed')))
-  else {
-    const count = Number(arg('seeds') ?? 10)
-    const from = arg('from') !== undefined ? Number(arg('from')) : Math.floor(Math.random() * 2 ** 31)
-    for (let i = 0; i < count; i++) seeds.push(from + i)
-  }
+  const seeds = seedsArg()
   let failed = 0
   for (const seed of seeds) {
     const started = performance.now()
@@ -78,6 +88,7 @@ async function main(): Promise<number> {
       groups,
       consumerProtocol,
       transactions,
+      transactionVersion,
       compaction,
       ...(brokers !== undefined ? { brokers } : {}),
       ...(partitions !== undefined ? { partitions } : {}),
@@ -94,7 +105,7 @@ async function main(): Promise<number> {
       console.log(result.trace.join('\n'))
       if (!result.ok)
         console.log(
-          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${twoImpairments ? ' --two-impairments' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}${diskErrors ? ' --disk-errors' : ''}${acksZero ? ' --acks0' : ''}${groups && !consumerProtocol ? ' --groups' : ''}${consumerProtocol ? ' --consumer-protocol' : ''}${transactions ? ' --transactions' : ''}${compaction ? ' --compaction' : ''}${brokers !== undefined ? ` --brokers ${brokers}` : ''}${partitions !== undefined ? ` --partitions ${partitions}` : ''}${replicationFactor !== undefined ? ` --replication-factor ${replicationFactor}` : ''}${minInsyncReplicas !== undefined ? ` --min-isr ${minInsyncReplicas}` : ''}`,
+          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${twoImpairments ? ' --two-impairments' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}${diskErrors ? ' --disk-errors' : ''}${acksZero ? ' --acks0' : ''}${groups && !consumerProtocol ? ' --groups' : ''}${consumerProtocol ? ' --consumer-protocol' : ''}${transactions ? ' --transactions' : ''}${transactionVersion === 2 ? ' --transaction-version 2' : ''}${compaction ? ' --compaction' : ''}${brokers !== undefined ? ` --brokers ${brokers}` : ''}${partitions !== undefined ? ` --partitions ${partitions}` : ''}${replicationFactor !== undefined ? ` --replication-factor ${replicationFactor}` : ''}${minInsyncReplicas !== undefined ? ` --min-isr ${minInsyncReplicas}` : ''}`,
         )
     }
   }

@@ -39,6 +39,8 @@ export type Mutation =
   | 'truncation-not-fsynced'
   /** With `transactions`: a leader appends a transactional batch that opens a transaction without asking the coordinator (KIP-890 part 1 undone). */
   | 'txn-skips-verification'
+  /** With `transactions`: the client aborts after a failed batch without KIP-360's epoch bump (txn-producer.ts). */
+  | 'txn-client-skips-epoch-bump'
   /** With `transactions`: the coordinator's marker sender leaves out the last partition of the topic a transaction spans. */
   | 'txn-marker-skips-partition'
   /** With `transactions`: the group coordinator makes a transaction's pending offsets visible on its ABORT marker too. */
@@ -67,6 +69,7 @@ export const MUTATIONS: readonly Mutation[] = [
   'isr-readds-unregistered',
   'truncation-not-fsynced',
   'txn-skips-verification',
+  'txn-client-skips-epoch-bump',
   'txn-marker-skips-partition',
   'txn-offsets-on-abort',
   'read-committed-ignores-transactions',
@@ -88,7 +91,8 @@ export function isConsumerFetch(replicaId: number): boolean {
 
 /** Plants `mutation` in the real classes; the returned function restores them. */
 export function plant(mutation: Mutation, log: (message: string) => void): () => void {
-  // unclean-election is a topic setting (world.ts); consumer-reads-log-end is the consumer's.
+  // unclean-election is a topic setting (world.ts); consumer-reads-log-end is the consumer's,
+  // txn-client-skips-epoch-bump the transactional producer's.
   const planter = PLANTERS[mutation]
   return planter === undefined ? () => undefined : planter(log)
 }

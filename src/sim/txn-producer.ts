@@ -5,7 +5,9 @@
  * InitProducerId (v4) with the transactional id, then per transaction AddPartitionsToTxn
  * (v3, the client versions) before the first batch to each partition, transactional Produce
  * (v9, acks=all, one batch in flight per partition, sequences per partition) to the leader
- * a random live broker names, and EndTxn (v3): commit (70%) or abort.
+ * a random live broker names, and EndTxn (v3): commit (70%) or abort. Transaction version 2
+ * (KIP-890 part 2): no AddPartitionsToTxn nor AddOffsetsToTxn (Produce v12, TxnOffsetCommit
+ * v5 add), and the epoch EndTxn v5 bumps is the next transaction's, sequences from 0.
  *
  * Errors, as the Java producer treats them:
  * - NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, no answer or a broken connection: find the
@@ -38,23 +40,26 @@ import {
   type AddPartitionsToTxnResponse,
   ApiKey,
   type EndTxnResponse,
-  type FindCoordinatorResponse,
   type InitProducerIdResponse,
   type OffsetFetchResponse,
   type ProduceResponse,
   type TxnOffsetCommitResponse,
 } from '../protocol/generated/index.js'
 import { encodeRecordBatchSync } from '../protocol/record-batch.js'
-import { BrokerClient } from '../replication/broker-client.js'
-import { SimNetwork } from './network.js'
 import type { SimRandom } from './random.js'
 import { type BookedTxn, type TransactionBook, txnIdOf, txnRecordValue } from './txn-checker.js'
+import {
+  Connections,
+  findCoordinatorOf,
+  liveBrokers,
+  NoAnswer,
+  REQUEST_TIMEOUT_MS,
+} from './txn-connections.js'
 import { TOPIC, type WorldView } from './world-view.js'
 
 /** Transactional producers' network ids: 400 + 10 × producer + instance (mod 10). */
 export const TXN_PRODUCER_NODE_BASE = 400
 export const TRANSACTION_TIMEOUT_MS = 5000
-const REQUEST_TIMEOUT_MS = 2500
 /** The acks=all wait a produce asks of the leader. */
 const PRODUCE_TIMEOUT_MS = 2000
 /**
@@ -65,8 +70,6 @@ const PRODUCE_TIMEOUT_MS = 2000
 const DELIVERY_TIMEOUT_MS = 3000
 /** EndTxn retried for this long; then the outcome stays unknown. */
 const END_TXN_GIVE_UP_MS = 20_000
-/** A timed-out request's connection is closed this long after (its bytes still land meanwhile). */
-const LINGER_MS = 8000
 const COMMIT_PROBABILITY = 0.7
 /** Produce attempts held in the network past their batch's delivery timeout. */
 const SLOW_REQUEST_PROBABILITY = 0.02
@@ -79,125 +82,6 @@ const OFFSET_READER_NODE_BASE = 450
 /** The consumer group whose offsets producer `index` commits in its transactions. */
 export function txnGroupId(index: number): string {
   return `sim-txn-group-${index}`
-}
-
-class NoAnswer extends Error {}
-
-/** FindCoordinator v4 (batched keys; key type 0 GROUP, 1 TRANSACTION) at a random live broker; null if none answered. */
-async function findCoordinatorOf(
-  world: WorldView,
-  random: SimRandom,
-  workload: TxnWorkload,
-  session: { conns: Connections; coordinator: number | null },
-  key: string,
-  keyType: number,
-): Promise<number | null> {
-  const live = liveBrokers(world)
-  if (live.length === 0) return null
-  const via = random.pick(live)
-  try {
-    const answer = await session.conns.request<FindCoordinatorResponse>(
-      via,
-      ApiKey.FindCoordinator,
-      4,
-      { key: '', keyType, coordinatorKeys: [key] },
-      REQUEST_TIMEOUT_MS,
-    )
-    const found = answer.coordinators.find((c) => c.key === key)
-    if (!found || found.errorCode !== ErrorCode.NONE || found.nodeId < 0) {
-      if (found) workload.countError('FindCoordinator', found.errorCode)
-      return null
-    }
-    session.coordinator = found.nodeId
-    return found.nodeId
-  } catch (error) {
-    if (error instanceof NoAnswer) return null
-    throw error
-  }
-}
-
-/** Brokers up and started (clients ask them for metadata and the coordinator). */
-function liveBrokers(world: WorldView): number[] {
-  return world.brokerIds.filter((id) => {
-    const b = world.brokers.get(id)
-    return b?.isAlive === true && b.started
-  })
-}
-
-/** One client instance's connections, one per broker. */
-class Connections {
-  private readonly clients = new Map<number, BrokerClient>()
-  private readonly transport
-  private closed = false
-
-  constructor(
-    private readonly world: WorldView,
-    private readonly name: string,
-    networkId: number,
-  ) {
-    this.transport = world.network.transportFor(networkId, () => !this.closed)
-  }
-
-  close(): void {
-    this.closed = true
-    for (const client of this.clients.values()) client.close()
-    this.clients.clear()
-  }
-
-  /**
-   * One request; rejects with NoAnswer after `timeoutMs` or on a connection error. `holdMs`
-   * delays its bytes; `onLate` hears an answer that came after the client stopped waiting.
-   */
-  request<T>(
-    nodeId: number,
-    apiKey: number,
-    version: number,
-    body: unknown,
-    timeoutMs: number,
-    holdMs = 0,
-    onLate?: (answer: T) => void,
-  ): Promise<T> {
-    let client = this.clients.get(nodeId)
-    if (!client) {
-      client = new BrokerClient(SimNetwork.hostOf(nodeId), 9092, this.name, this.transport)
-      this.clients.set(nodeId, client)
-    }
-    const used = client
-    return new Promise<T>((resolve, reject) => {
-      let settled = false
-      const timer = this.world.scheduler.schedule(timeoutMs, () => {
-        if (settled) return
-        settled = true
-        // Set aside, not closed: what was sent still lands; closed later.
-        if (this.clients.get(nodeId) === used) this.clients.delete(nodeId)
-        this.world.scheduler.schedule(LINGER_MS, () => used.close())
-        reject(new NoAnswer(`no answer from broker ${nodeId} within ${timeoutMs} ms`))
-      })
-      const send = (): void => {
-        used.request<T>(apiKey, version, body).then(
-          (value) => {
-            if (settled) {
-              onLate?.(value)
-              return
-            }
-            settled = true
-            timer.cancelled = true
-            resolve(value)
-          },
-          (error: unknown) => {
-            if (this.clients.get(nodeId) === used) this.clients.delete(nodeId)
-            used.close()
-            if (settled) return
-            settled = true
-            timer.cancelled = true
-            reject(new NoAnswer(String(error)))
-          },
-        )
-      }
-      if (holdMs > 0) this.world.scheduler.schedule(holdMs, send)
-      else send()
-    })
-  }
 }
 
 /** One instance's identity: what a zombie keeps when a new instance takes over. */
@@ -251,6 +135,11 @@ export class SimTxnProducer {
     private readonly workload: TxnWorkload,
   ) {
     this.transactionalId = `sim-txn-${index}`
+  }
+
+  /** 2: KIP-890 part 2 (Produce v12 adds the partition, EndTxn v5 bumps the epoch). */
+  private get transactionVersion(): 1 | 2 {
+    return this.world.options.transactionVersion ?? 1
   }
 
   /** Neither a transaction nor a zombie under way. */
@@ -492,31 +381,10 @@ export class SimTxnProducer {
     const groupId = txnGroupId(this.index)
     const started = this.world.scheduler.now
     const expired = (): boolean => this.world.scheduler.now - started > DELIVERY_TIMEOUT_MS
-    for (;;) {
-      if (expired()) return 'abortable'
-      const answer = await this.toCoordinator<AddOffsetsToTxnResponse>(
-        session,
-        'AddOffsetsToTxn',
-        ApiKey.AddOffsetsToTxn,
-        3,
-        {
-          transactionalId: this.transactionalId,
-          producerId: session.producerId,
-          producerEpoch: session.epoch,
-          groupId,
-        },
-      )
-      if (answer === null) continue
-      if (answer.errorCode === ErrorCode.NONE) break
-      this.workload.countError('AddOffsetsToTxn', answer.errorCode)
-      if (
-        answer.errorCode === ErrorCode.PRODUCER_FENCED ||
-        answer.errorCode === ErrorCode.INVALID_PRODUCER_EPOCH
-      )
-        return 'fenced'
-      this.log(`txn ${txn.txnId}: AddOffsetsToTxn error ${answer.errorCode}`)
-      return 'abortable'
-    }
+    // Version 2: TxnOffsetCommit v5 adds the group to the transaction itself.
+    const added =
+      this.transactionVersion === 2 ? 'acked' : await this.addOffsets(session, txn, groupId, expired)
+    if (added !== 'acked') return added
     const offset = txn.txnNumber + 1
     txn.offsetSent = offset
     const group = { conns: session.conns, coordinator: null as number | null }
@@ -534,7 +402,7 @@ export class SimTxnProducer {
         const answer = await session.conns.request<TxnOffsetCommitResponse>(
           group.coordinator,
           ApiKey.TxnOffsetCommit,
-          3,
+          this.transactionVersion === 2 ? 5 : 3,
           {
             transactionalId: this.transactionalId,
             groupId,
@@ -595,6 +463,40 @@ export class SimTxnProducer {
     }
   }
 
+  /** AddOffsetsToTxn v3 (transaction version 1): the group's offsets partition joins the transaction. */
+  private async addOffsets(
+    session: Session,
+    txn: BookedTxn,
+    groupId: string,
+    expired: () => boolean,
+  ): Promise<BatchResult> {
+    for (;;) {
+      if (expired()) return 'abortable'
+      const answer = await this.toCoordinator<AddOffsetsToTxnResponse>(
+        session,
+        'AddOffsetsToTxn',
+        ApiKey.AddOffsetsToTxn,
+        3,
+        {
+          transactionalId: this.transactionalId,
+          producerId: session.producerId,
+          producerEpoch: session.epoch,
+          groupId,
+        },
+      )
+      if (answer === null) continue
+      if (answer.errorCode === ErrorCode.NONE) return 'acked'
+      this.workload.countError('AddOffsetsToTxn', answer.errorCode)
+      if (
+        answer.errorCode === ErrorCode.PRODUCER_FENCED ||
+        answer.errorCode === ErrorCode.INVALID_PRODUCER_EPOCH
+      )
+        return 'fenced'
+      this.log(`txn ${txn.txnId}: AddOffsetsToTxn error ${answer.errorCode}`)
+      return 'abortable'
+    }
+  }
+
   /** A zombie resumes: the rest of its transaction with its old epoch, then a commit. */
   private async continueTransaction(
     session: Session,
@@ -618,7 +520,8 @@ export class SimTxnProducer {
     partition: number,
     batches: number,
   ): Promise<BatchResult> {
-    const added = await this.addPartition(session, txn, partition)
+    // Version 2: the first Produce v12 adds the partition (the leader asks the coordinator).
+    const added = this.transactionVersion === 2 ? 'acked' : await this.addPartition(session, txn, partition)
     if (added !== 'acked') return added
     for (let b = 0; b < batches; b++) {
       const result = await this.produce(session, txn, partition)
@@ -732,7 +635,7 @@ export class SimTxnProducer {
         const answer = await session.conns.request<ProduceResponse>(
           leaderId,
           ApiKey.Produce,
-          9,
+          this.transactionVersion === 2 ? 12 : 9,
           {
             transactionalId: this.transactionalId,
             acks: -1,
@@ -796,7 +699,8 @@ export class SimTxnProducer {
       return
     }
     await this.end(session, txn, false)
-    if (this.session === session) {
+    // The mutation: a client without KIP-360's bump (Java before 2.5); see mutations.ts.
+    if (this.session === session && this.world.options.mutation !== 'txn-client-skips-epoch-bump') {
       // KIP-360: a batch's fate is unknown, its sequences with it: bump the epoch.
       this.session = null
       this.nextInit = 'bump'
@@ -805,7 +709,18 @@ export class SimTxnProducer {
     }
   }
 
-  /** EndTxn v3, retried until answered or given up; the outcome goes to the book. */
+  /**
+   * Version 2: EndTxn v5 bumped the epoch (or gave a new producer id on overflow); the next
+   * transaction uses it, every partition from sequence 0. The old epoch is fenced as by an
+   * InitProducerId bump, so the book hears it as one. A zombie's session is retired already.
+   */
+  private onEpochBumped(session: Session, producerId: bigint, epoch: number): void {
+    this.book.onInitProducerId(this.transactionalId, producerId, epoch, this.world.scheduler.now)
+    if (this.session !== session) return
+    this.session = { ...session, producerId, epoch, sequences: new Map() }
+  }
+
+  /** EndTxn v3 (v5 at version 2), retried until answered or given up; the outcome goes to the book. */
   private async end(session: Session, txn: BookedTxn, commit: boolean): Promise<void> {
     txn.status = commit ? 'committing' : 'aborting'
     if (commit) txn.commitSent = true
@@ -820,7 +735,8 @@ export class SimTxnProducer {
         this.retire(session, 'gave up on EndTxn')
         return
       }
-      const answer = await this.toCoordinator<EndTxnResponse>(session, 'EndTxn', ApiKey.EndTxn, 3, {
+      const version = this.transactionVersion === 2 ? 5 : 3
+      const answer = await this.toCoordinator<EndTxnResponse>(session, 'EndTxn', ApiKey.EndTxn, version, {
         transactionalId: this.transactionalId,
         producerId: session.producerId,
         producerEpoch: session.epoch,
@@ -831,6 +747,7 @@ export class SimTxnProducer {
       if (code === ErrorCode.NONE) {
         txn.status = commit ? 'committed' : 'aborted'
         this.log(`txn ${txn.txnId} ${commit ? 'committed' : 'aborted'}${session.zombie ? ' (zombie)' : ''}`)
+        if (answer.producerId >= 0n) this.onEpochBumped(session, answer.producerId, answer.producerEpoch)
         return
       }
       this.workload.countError('EndTxn', code)

@@ -50,7 +50,11 @@ export interface WorldView {
   readonly truth: ClusterMetadata | null
   /** The largest one-way trip to the store (0: in-process), stalls included in the mode. */
   readonly storeLatencyMaxMs: number
-  readonly options: { readonly mutation?: Mutation; readonly transactions?: boolean }
+  readonly options: {
+    readonly mutation?: Mutation
+    readonly transactions?: boolean
+    readonly transactionVersion?: 1 | 2
+  }
   readonly invariants: GroupChecks
   log(message: string): void
   /** A group client's failure (an invariant it reported, or a bug in the client): ends the run. */

@@ -130,12 +130,12 @@ export interface SimOptions {
    */
   readonly consumerProtocol?: boolean
   /**
-   * Transactions: the brokers host __transaction_state (3 partitions, RF 3) and the real
-   * transaction coordinator; transactional producers (txn-producer.ts) run transactions over
-   * the topic's partitions through the real handlers, and one read_committed consumer per
-   * partition (txn-consumer.ts) reads them; txn-checker.ts holds the checks. Off by default.
+   * Transactions: __transaction_state (3 partitions, RF 3), the real coordinator, producers
+   * (txn-producer.ts; `transactionVersion` 1 by default, 2: KIP-890 part 2), a read_committed
+   * consumer per partition (txn-consumer.ts); txn-checker.ts holds the checks. Off by default.
    */
   readonly transactions?: boolean
+  readonly transactionVersion?: 1 | 2
   /**
    * With `groups` or `transactions`: __consumer_offsets and __transaction_state get 4 KiB
    * segments and the log cleaner a 500 ms backoff, so their logs are compacted while faults

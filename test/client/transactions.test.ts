@@ -6,7 +6,9 @@
  * batches, AddOffsetsToTxn then TxnOffsetCommit to the group coordinator, EndTxn after the
  * flush), the retries (CONCURRENT_TRANSACTIONS, a coordinator that moved), fencing as
  * ProducerFencedError and fatal, abortable failures and the abort that recovers from them
- * (with the KIP-360 epoch bump after a failed batch), and the state errors. Also the
+ * (with the KIP-360 epoch bump after a failed batch), and the state errors; at transaction
+ * version 2 (a broker finalizing it) no AddPartitionsToTxn nor AddOffsetsToTxn, Produce v12,
+ * EndTxn v5 whose bump the next transaction uses, and `transactionVersionMax: 1`. Also the
  * consumer side of read_committed: aborted transactions dropped from a fetched blob.
  */
 import assert from 'node:assert/strict'
@@ -33,12 +35,16 @@ interface Script {
   produce?: (n: number) => number | undefined
   /** Per API key: how long to wait before answering. */
   delayMs?: Partial<Record<number, number>>
+  /** Transaction version 2: Produce v12, EndTxn v5 (bumping the epoch), TxnOffsetCommit v5, finalized. */
+  transactionV2?: boolean
 }
 
 interface Seen {
   /** "Api(detail)" per request, in arrival order; ApiVersions and Metadata left out. */
   log: string[]
   batches: { isTransactional: boolean; producerId: bigint; producerEpoch: number; baseSequence: number }[]
+  /** "Api vN" per request, in arrival order (all of them). */
+  versions: string[]
   close(): Promise<void>
   bootstrap: string
 }
@@ -51,6 +57,7 @@ async function scriptedBroker(script: Script = {}): Promise<Seen> {
   const seen: Seen = {
     log: [],
     batches: [],
+    versions: [],
     bootstrap: '',
     close: async () => {
       for (const socket of sockets) socket.destroy()
@@ -68,20 +75,29 @@ async function scriptedBroker(script: Script = {}): Promise<Seen> {
     const request = api.decodeRequest(reader, version) as any
     const base = api.defaultResponse() as object
     const name = API_NAMES.get(apiKey) ?? String(apiKey)
+    seen.versions.push(`${name} v${version}`)
+    const v2 = script.transactionV2 === true
     let body: object
     if (apiKey === ApiKey.ApiVersions) {
       const keys = [
         [ApiKey.ApiVersions, 0, 3],
         [ApiKey.Metadata, 1, 12],
-        [ApiKey.Produce, 3, 9],
+        [ApiKey.Produce, 3, v2 ? 12 : 9],
         [ApiKey.InitProducerId, 0, 5],
         [ApiKey.FindCoordinator, 0, 4],
         [ApiKey.AddPartitionsToTxn, 0, 3],
         [ApiKey.AddOffsetsToTxn, 0, 3],
-        [ApiKey.EndTxn, 0, 3],
-        [ApiKey.TxnOffsetCommit, 0, 3],
+        [ApiKey.EndTxn, 0, v2 ? 5 : 3],
+        [ApiKey.TxnOffsetCommit, 0, v2 ? 5 : 3],
       ].map(([k, min, max]) => ({ apiKey: k, minVersion: min, maxVersion: max }))
-      body = { ...base, errorCode: 0, apiKeys: keys }
+      const finalized = v2 ? [{ name: 'transaction.version', minVersionLevel: 2, maxVersionLevel: 2 }] : []
+      body = {
+        ...base,
+        errorCode: 0,
+        apiKeys: keys,
+        finalizedFeaturesEpoch: v2 ? 1n : -1n,
+        finalizedFeatures: finalized,
+      }
     } else if (apiKey === ApiKey.Metadata) {
       const partition = (index: number) => ({
         errorCode: 0,
@@ -158,7 +174,10 @@ async function scriptedBroker(script: Script = {}): Promise<Seen> {
         }
       } else if (apiKey === ApiKey.EndTxn) {
         seen.log.push(`${name}(${request.committed ? 'commit' : 'abort'},${request.producerEpoch})`)
-        body = { ...base, errorCode }
+        // v5 bumps the epoch at every end and answers it; a retry (the epoch below) gets the same.
+        const bumped = version >= 5 && errorCode === ErrorCode.NONE
+        if (bumped && request.producerEpoch === epoch) epoch++
+        body = { ...base, errorCode, producerId: bumped ? 7000n : -1n, producerEpoch: bumped ? epoch : -1 }
       } else if (apiKey === ApiKey.Produce) {
         const produce = request as ProduceRequest
         body = {
@@ -278,6 +297,76 @@ describe('transactional producer against a scripted coordinator', () => {
       ])
       assert.equal(broker.batches[2].baseSequence, 1)
     })
+  })
+
+  it("transaction version 2: Produce v12 with no AddPartitionsToTxn, TxnOffsetCommit v5 with no AddOffsetsToTxn; EndTxn v5 retried with the same epoch, its bump the next transaction's from sequence 0", async () => {
+    const script = { transactionV2: true, errors: { [ApiKey.EndTxn]: [ErrorCode.CONCURRENT_TRANSACTIONS] } }
+    await withBroker(script, async (broker, producer) => {
+      await producer.initTransactions()
+      assert.equal(producer.transactionVersion, 2)
+      producer.beginTransaction()
+      await Promise.all([
+        producer.send({ topic: 't', partition: 0, value: 'a' }),
+        producer.send({ topic: 't', partition: 1, value: 'b' }),
+      ])
+      await producer.sendOffsetsToTransaction([{ topic: 't', partition: 1, offset: 42 }], 'g')
+      await producer.commitTransaction()
+      assert.deepEqual(producer.producerIdentity, { producerId: 7000n, producerEpoch: 1 })
+      producer.beginTransaction()
+      await producer.send({ topic: 't', partition: 0, value: 'c' })
+      await producer.abortTransaction()
+      assert.deepEqual(producer.producerIdentity, { producerId: 7000n, producerEpoch: 2 })
+      assert.deepEqual(broker.log.slice(0, 2), ['FindCoordinator(1:tx-1)', 'InitProducerId(tx-1,-1/-1)'])
+      assert.deepEqual(broker.log.slice(2, 4).sort(), ['Produce(tx-1,t-0)', 'Produce(tx-1,t-1)'])
+      assert.deepEqual(broker.log.slice(4), [
+        'FindCoordinator(0:g)',
+        'TxnOffsetCommit(g,-1,,t-1=42)',
+        // CONCURRENT_TRANSACTIONS first: the retry names the same epoch.
+        'EndTxn(commit,0)',
+        'EndTxn(commit,0)',
+        'Produce(tx-1,t-0)',
+        'EndTxn(abort,1)',
+      ])
+      assert.deepEqual(
+        broker.batches.map((b) => [b.producerEpoch, b.baseSequence]),
+        [
+          [0, 0],
+          [0, 0],
+          [1, 0],
+        ],
+      )
+      const used = new Set(broker.versions.filter((v) => /^(Produce|EndTxn|TxnOffsetCommit) /.test(v)))
+      assert.deepEqual([...used].sort(), ['EndTxn v5', 'Produce v12', 'TxnOffsetCommit v5'])
+    })
+  })
+
+  it('transactionVersionMax 1 against the same broker: version 1 requests (AddPartitionsToTxn, Produce v11 at most, EndTxn v4 at most)', async () => {
+    const broker = await scriptedBroker({ transactionV2: true })
+    const producer = new Producer({
+      bootstrapServers: broker.bootstrap,
+      transactionalId: 'tx-1',
+      transactionVersionMax: 1,
+      lingerMs: 0,
+      maxBlockMs: 5000,
+    })
+    try {
+      await producer.initTransactions()
+      assert.equal(producer.transactionVersion, 1)
+      producer.beginTransaction()
+      await producer.send({ topic: 't', partition: 0, value: 'a' })
+      await producer.commitTransaction()
+      assert.deepEqual(producer.producerIdentity, { producerId: 7000n, producerEpoch: 0 })
+      assert.deepEqual(broker.log.slice(2), [
+        'AddPartitionsToTxn(t-0)',
+        'Produce(tx-1,t-0)',
+        'EndTxn(commit,0)',
+      ])
+      const used = new Set(broker.versions.filter((v) => /^(Produce|EndTxn) /.test(v)))
+      assert.deepEqual([...used].sort(), ['EndTxn v4', 'Produce v11'])
+    } finally {
+      await producer.close().catch(() => undefined)
+      await broker.close()
+    }
   })
 
   it('a transaction that touched nothing ends without EndTxn', async () => {

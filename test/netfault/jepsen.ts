@@ -1,8 +1,9 @@
 /**
  * `--workload jepsen` (issue 35 item 2): Jepsen's Kafka workload on the netfault cluster.
- * Transactional producers (tidelog's client, transaction version 1: it does not speak
- * KIP-890 part 2) write records to several partitions per transaction and commit or abort at
- * random; read_committed consumers in consumer groups (classic, and KIP-848's protocol)
+ * Transactional producers (tidelog's client, transaction version 1 and 2 side by side:
+ * tx1 and tx3 keep version 1, tx2 and the consume-transform-produce loop use KIP-890 part
+ * 2, which the cluster finalizes) write records to several partitions per transaction and
+ * commit or abort at random; read_committed consumers in consumer groups (classic, and KIP-848's protocol)
  * poll while members join, leave and crash (a crashed member's partitions come back after
  * the coordinator expires it, and every committed record must reach each group). Everything the clients see goes to a history file in
  * `tidelog verify`'s format (docs/history-format.md) as it happens; at the end a
@@ -29,6 +30,8 @@ export interface JepsenSummary {
   readonly committed: number
   readonly aborted: number
   readonly undecided: number
+  /** Transactions committed and aborted by the producers of each transaction version. */
+  readonly byTransactionVersion: Readonly<Record<1 | 2, { committed: number; aborted: number }>>
   /** Records the transactional producers sent. */
   readonly sends: number
   /** Records the non-transactional idempotent producer sent. */
@@ -55,6 +58,8 @@ export interface JepsenSummary {
 }
 
 const PRODUCERS = 3
+/** The transaction version producer `tx<i>` uses (the consume-transform-produce loop: 2). */
+const transactionVersionOf = (index: number): 1 | 2 => (index % 2 === 0 ? 2 : 1)
 const CONSUMERS = 3
 /** Short, so a transaction its producer left open (killed broker, lost commit) is aborted before the final read. */
 const TRANSACTION_TIMEOUT_MS = 10000
@@ -105,6 +110,8 @@ class TxnWriter {
     readonly name: string,
     protected readonly o: JepsenOptions,
     protected readonly history: HistoryLog,
+    /** transactionVersionMax: 2 uses version 2 when the cluster finalized it (initTransactions checks). */
+    readonly transactionVersion: 1 | 2,
   ) {
     history.add('producer', { producer: name, idempotent: true, transactionalId: `jepsen-${name}` })
   }
@@ -129,10 +136,14 @@ class TxnWriter {
       clientId: `jepsen-${this.name}`,
       transactionalId: `jepsen-${this.name}`,
       transactionTimeoutMs: TRANSACTION_TIMEOUT_MS,
+      transactionVersionMax: this.transactionVersion,
       ...CLIENT_TIMEOUTS,
     })
     try {
       await producer.initTransactions()
+      // The netfault cluster finalizes transaction.version 2: a producer asking for it gets it.
+      if (producer.transactionVersion !== this.transactionVersion)
+        throw new Error(`transaction version ${producer.transactionVersion}, not ${this.transactionVersion}`)
     } catch (error) {
       await producer.close().catch(() => {})
       throw error
@@ -470,8 +481,9 @@ export class JepsenWorkload {
 
   constructor(private readonly o: JepsenOptions) {
     this.history = new HistoryLog(o.historyPath)
-    for (let i = 1; i <= PRODUCERS; i++) this.writers.push(new TxnWriter(`tx${i}`, o, this.history))
-    this.writers.push(new CtpWriter('ctp', o, this.history))
+    for (let i = 1; i <= PRODUCERS; i++)
+      this.writers.push(new TxnWriter(`tx${i}`, o, this.history, transactionVersionOf(i)))
+    this.writers.push(new CtpWriter('ctp', o, this.history, 2))
     this.idempotent = new IdempotentWriter('idem1', o, this.history)
   }
 
@@ -525,13 +537,22 @@ export class JepsenWorkload {
     await Promise.all(this.readerSlots)
     await this.history.close()
     const report = checkHistory(await readHistoryFile(this.o.historyPath))
-    const sum = (f: (w: TxnWriter) => number) => this.writers.reduce((n, w) => n + f(w), 0)
+    const sum = (f: (w: TxnWriter) => number, version?: 1 | 2) =>
+      this.writers.reduce(
+        (n, w) => n + (version === undefined || w.transactionVersion === version ? f(w) : 0),
+        0,
+      )
+    const byVersion = (version: 1 | 2) => ({
+      committed: sum((w) => w.committed, version),
+      aborted: sum((w) => w.aborted, version),
+    })
     const crashed = (protocol: string) => this.readers.filter((r) => r.crashed && r.protocol === protocol)
     return {
       historyPath: this.o.historyPath,
       committed: sum((w) => w.committed),
       aborted: sum((w) => w.aborted),
       undecided: sum((w) => w.undecided),
+      byTransactionVersion: { 1: byVersion(1), 2: byVersion(2) },
       sends: sum((w) => w.seq),
       idempotentSends: this.idempotent.seq,
       reads: this.readers.reduce((n, r) => n + r.reads, 0),

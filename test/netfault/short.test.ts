@@ -46,7 +46,11 @@ for (const workload of ['default', 'jepsen'] as const) {
     if (workload === 'jepsen') {
       const jepsen = report.jepsen
       assert.ok(jepsen !== null, 'the jepsen workload reported nothing')
-      assert.ok(jepsen.committed > 50, `only ${jepsen.committed} transactions committed`)
+      // 50 before half the writers moved to version 2, which commits fewer (a Produce v12 right
+      // after EndTxn waits out the markers with the client's retry backoff): 52 and 58 since.
+      assert.ok(jepsen.committed > 30, `only ${jepsen.committed} transactions committed`)
+      for (const version of [1, 2] as const)
+        assert.ok(jepsen.byTransactionVersion[version].committed > 0, `none committed at version ${version}`)
       assert.ok(jepsen.reads > 1000, `only ${jepsen.reads} records read by the consumers`)
       const crashes = jepsen.crashes.classicOwning + jepsen.crashes.consumerOwning
       assert.ok(crashes > 0, 'no group member crashed while holding partitions')

@@ -84,6 +84,7 @@ export function simFlags(options: SimOptions): string {
   if (options.consumerProtocol === true) flags.push('--consumer-protocol')
   else if (options.groups === true) flags.push('--groups')
   if (options.transactions === true) flags.push('--transactions')
+  if (options.transactionVersion === 2) flags.push('--transaction-version 2')
   if (options.compaction === true) flags.push('--compaction')
   return flags.map((f) => ` ${f}`).join('')
 }
