@@ -54,6 +54,8 @@ for (const workload of ['default', 'jepsen'] as const) {
       assert.ok(jepsen.reads > 1000, `only ${jepsen.reads} records read by the consumers`)
       const crashes = jepsen.crashes.classicOwning + jepsen.crashes.consumerOwning
       assert.ok(crashes > 0, 'no group member crashed while holding partitions')
+      // tidelog verify judged both groups' committed offsets (group skips and stalls).
+      assert.ok(jepsen.report.counts.groupOffsets >= 2, 'no group-offset lines in the history')
     } else {
       assert.ok(report.acknowledged > 1000, `only ${report.acknowledged} records acknowledged`)
     }
