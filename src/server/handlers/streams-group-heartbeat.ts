@@ -23,7 +23,7 @@ import type { TaskSet } from '../../coordinator/streams/streams-assignor.js'
 import type { StreamsHeartbeatResult } from '../../coordinator/streams/streams-group.js'
 import { type CreatableInternalTopic, StreamsStatus } from '../../coordinator/streams/streams-topology.js'
 import { finalizedLevel } from '../../metadata/features.js'
-import { ErrorCode } from '../../protocol/error-codes.js'
+import { ErrorCode, errorInfos } from '../../protocol/error-codes.js'
 import {
   ApiKey,
   type StreamsGroupHeartbeatRequest,
@@ -39,22 +39,34 @@ function taskSet(tasks: NonNullable<TaskIds>): TaskSet {
   return new Map(tasks.map((t) => [t.subtopologyId, [...t.partitions].sort((a, b) => a - b)]))
 }
 
-function errorResponse(errorCode: number, errorMessage: string): StreamsGroupHeartbeatResponse {
-  return toResponse({
-    errorCode,
-    errorMessage,
-    memberId: '',
-    memberEpoch: -1,
-    heartbeatIntervalMs: 0,
-    status: [],
-    tasks: null,
-    endpointInformationEpoch: 0,
-    partitionsByUserEndpoint: null,
-    creatableTopics: [],
-  })
+function errorResponse(
+  apiVersion: number,
+  errorCode: number,
+  errorMessage: string,
+): StreamsGroupHeartbeatResponse {
+  return toResponse(
+    {
+      errorCode,
+      errorMessage,
+      memberId: '',
+      memberEpoch: -1,
+      heartbeatIntervalMs: 0,
+      status: [],
+      tasks: null,
+      endpointInformationEpoch: 0,
+      partitionsByUserEndpoint: null,
+      creatableTopics: [],
+    },
+    apiVersion,
+  )
 }
 
-function toResponse(result: StreamsHeartbeatResult, acceptableRecoveryLag = 0, taskOffsetIntervalMs = 0) {
+function toResponse(
+  result: StreamsHeartbeatResult,
+  apiVersion: number,
+  acceptableRecoveryLag = 0,
+  taskOffsetIntervalMs = 0,
+) {
   return {
     throttleTimeMs: 0,
     errorCode: result.errorCode,
@@ -62,9 +74,10 @@ function toResponse(result: StreamsHeartbeatResult, acceptableRecoveryLag = 0, t
     memberId: result.memberId,
     memberEpoch: result.memberEpoch,
     heartbeatIntervalMs: result.heartbeatIntervalMs,
-    acceptableRecoveryLagLegacy: Math.min(acceptableRecoveryLag, 2147483647),
+    // v0 carries the lag as int32, v1 as int64 (each version only writes its own field).
+    acceptableRecoveryLagLegacy: apiVersion === 0 ? Math.min(acceptableRecoveryLag, 2147483647) : 0,
     taskOffsetIntervalMs,
-    acceptableRecoveryLag: BigInt(acceptableRecoveryLag),
+    acceptableRecoveryLag: apiVersion >= 1 ? BigInt(acceptableRecoveryLag) : -1n,
     status: result.status.map((s) => ({ statusCode: s.statusCode, statusDetail: s.statusDetail })),
     activeTasks: result.tasks?.active ?? null,
     standbyTasks: result.tasks?.standby ?? null,
@@ -74,6 +87,13 @@ function toResponse(result: StreamsHeartbeatResult, acceptableRecoveryLag = 0, t
     partitionsByUserEndpoint: result.partitionsByUserEndpoint,
   }
 }
+
+/**
+ * Why the last creation of an internal topic failed, per broker: the next heartbeat's
+ * MISSING_INTERNAL_TOPICS detail says so (Kafka 4.4 reports these errors the same way), so
+ * that an application waiting for its topics learns why they do not come.
+ */
+const creationErrors = new WeakMap<object, Map<string, string>>()
 
 /**
  * Kafka's autoTopicCreationManager.createStreamsInternalTopics: the authorized ones are
@@ -99,12 +119,22 @@ function createInternalTopics(context: RequestContext, topics: readonly Creatabl
       { validateOnly: false, timeoutMs: 0 },
     )
     .then((outcomes) => {
-      for (const o of outcomes)
-        if (o.errorCode !== ErrorCode.NONE && o.errorCode !== ErrorCode.TOPIC_ALREADY_EXISTS)
-          broker.logger.info(
-            { topic: o.name, errorCode: o.errorCode, errorMessage: o.errorMessage },
-            'streams group internal topic not created',
-          )
+      let errors = creationErrors.get(broker)
+      if (!errors) {
+        errors = new Map()
+        creationErrors.set(broker, errors)
+      }
+      for (const o of outcomes) {
+        if (o.errorCode === ErrorCode.NONE || o.errorCode === ErrorCode.TOPIC_ALREADY_EXISTS) {
+          errors.delete(o.name)
+          continue
+        }
+        errors.set(o.name, `${errorInfos.get(o.errorCode)?.name ?? o.errorCode}: ${o.errorMessage ?? ''}`)
+        broker.logger.info(
+          { topic: o.name, errorCode: o.errorCode, errorMessage: o.errorMessage },
+          'streams group internal topic not created',
+        )
+      }
     })
     .catch((error: unknown) =>
       broker.logger.info({ err: error }, 'streams group internal topics not created'),
@@ -122,6 +152,7 @@ export const streamsGroupHeartbeatHandler: ApiHandler<
   handle(context, request) {
     if (!context.authorize(AclOperation.READ, ResourceType.GROUP, request.groupId))
       return errorResponse(
+        context.apiVersion,
         ErrorCode.GROUP_AUTHORIZATION_FAILED,
         `Not authorized to read group ${request.groupId}.`,
       )
@@ -131,6 +162,7 @@ export const streamsGroupHeartbeatHandler: ApiHandler<
       !context.broker.groupCoordinator.streamsProtocolEnabled
     )
       return errorResponse(
+        context.apiVersion,
         ErrorCode.UNSUPPORTED_VERSION,
         'Streams groups are not enabled (streams.version is finalized at 0).',
       )
@@ -162,18 +194,28 @@ export const streamsGroupHeartbeatHandler: ApiHandler<
     })
     let status = result.status
     if (result.creatableTopics.length > 0) {
+      const errors = creationErrors.get(context.broker)
+      const failed = result.creatableTopics
+        .filter((t) => errors?.has(t.name))
+        .map((t) => `Unable to create topic ${t.name}: ${errors?.get(t.name)}`)
       const denied = createInternalTopics(context, result.creatableTopics)
-      if (denied.length > 0)
+      const notes = [
+        ...(denied.length > 0 ? [`Unauthorized to CREATE on topics ${denied.sort().join(', ')}.`] : []),
+        ...failed,
+      ]
+      if (notes.length > 0)
         status = status.map((s) =>
           s.statusCode === StreamsStatus.MISSING_INTERNAL_TOPICS
-            ? {
-                ...s,
-                statusDetail: `${s.statusDetail}; Unauthorized to CREATE on topics ${denied.sort().join(', ')}.`,
-              }
+            ? { ...s, statusDetail: [s.statusDetail, ...notes].join('; ') }
             : s,
         )
     }
     const config = coordinator.streams.config
-    return toResponse({ ...result, status }, config.acceptableRecoveryLag, config.taskOffsetIntervalMs)
+    return toResponse(
+      { ...result, status },
+      context.apiVersion,
+      config.acceptableRecoveryLag,
+      config.taskOffsetIntervalMs,
+    )
   },
 }
