@@ -48,6 +48,27 @@ export interface StreamsGroupCoordinatorDeps {
   readonly config: StreamsGroupConfig
 }
 
+/**
+ * A group's settings: the broker's group.streams.*, with the group's own
+ * streams.session.timeout.ms, streams.heartbeat.interval.ms and streams.num.standby.replicas
+ * (group configs, validated when set) read at each heartbeat, as Kafka's coordinator does.
+ */
+function withGroupConfigs(
+  config: StreamsGroupConfig,
+  set: Readonly<Record<string, string>> | undefined,
+): StreamsGroupConfig {
+  if (set === undefined) return config
+  const session = set['streams.session.timeout.ms']
+  const heartbeat = set['streams.heartbeat.interval.ms']
+  const standbys = set['streams.num.standby.replicas']
+  return {
+    ...config,
+    ...(session !== undefined && { sessionTimeoutMs: Number(session) }),
+    ...(heartbeat !== undefined && { heartbeatIntervalMs: Number(heartbeat) }),
+    ...(standbys !== undefined && { numStandbyReplicas: Number(standbys) }),
+  }
+}
+
 export type StreamsMemberDescription = Omit<
   StreamsMember,
   | 'assigned'
@@ -105,7 +126,7 @@ export class StreamsGroupCoordinator {
       streams,
       req,
       this.deps.clock.nowMs(),
-      this.deps.config,
+      this.configOf(req.groupId),
       this.topicsView(),
     )
     this.afterChange(shard, group, streams)
@@ -148,14 +169,15 @@ export class StreamsGroupCoordinator {
       group.currentStateTimestampMs = this.deps.clock.nowMs()
     }
     if (!shard.context.isActive) return
-    const deadline = nextStreamsDeadline(streams, this.deps.config)
+    const config = this.configOf(group.groupId)
+    const deadline = nextStreamsDeadline(streams, config)
     if (deadline === null) {
       shard.context.timer.cancel(timerKey(group.groupId))
       return
     }
     shard.context.timer.schedule(timerKey(group.groupId), deadline, () => {
       if (shard.unloaded || shard.groups.get(group.groupId) !== group || group.streams !== streams) return
-      expireStreamsMembers(streams, this.deps.clock.nowMs(), this.deps.config, this.topicsView())
+      expireStreamsMembers(streams, this.deps.clock.nowMs(), this.configOf(group.groupId), this.topicsView())
       this.afterChange(shard, group, streams)
     })
   }
@@ -211,6 +233,10 @@ export class StreamsGroupCoordinator {
         ),
       })),
     }
+  }
+
+  private configOf(groupId: string): StreamsGroupConfig {
+    return withGroupConfigs(this.deps.config, this.deps.metadataImage().groupConfigs?.get(groupId))
   }
 
   private topicsView(): StreamsTopicsView {
