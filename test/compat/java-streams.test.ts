@@ -17,7 +17,11 @@
  * output a second instance joins, and the group must end with both holding active tasks
  * (tasks moved) and none active on both (Admin describeStreamsGroups, i.e.
  * StreamsGroupDescribe); then every word's committed counts must rise strictly and end exact
- * (no record lost or counted twice across the move).
+ * (no record lost or counted twice across the move). With a planted tidelog bug (a member
+ * keeps the tasks it should revoke and takes its target without waiting for their release)
+ * it failed: STREAMS-GROUP Stable ACTIVE [3, 6] SHARED 3. A subtler plant (only the release
+ * check skipped: the new member takes a task for the few seconds until the old owner's
+ * revocation) passed here and is caught by test/coordinator/streams-group.test.ts.
  */
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
