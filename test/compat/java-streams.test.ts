@@ -40,11 +40,17 @@ import {
   startKafkaReference,
   TIDELOG_AS_REFERENCE,
 } from '../helpers/kafka-reference.js'
+import { waitUntil } from '../helpers/wait.js'
 
 /** Lines of 3 words: at about 1 ms a line the application runs some seconds, long enough to be killed. */
 const LINES = 6000
 /** The streams-group scenario's lines: long enough for the second instance to join mid-stream. */
 const GROUP_LINES = 3000
+/**
+ * Streams group members heartbeat every second instead of 5 (on both brokers): a task moves
+ * after the old owner's next heartbeat and then the new owner's, so the scenario is shorter.
+ */
+const STREAMS_HEARTBEAT = { 'group.streams.heartbeat.interval.ms': 1000 } as const
 
 let classpath = ''
 
@@ -150,6 +156,13 @@ async function secondInstanceJoins(
     const first = new App(bootstrap, prefix, dirs[0] ?? '', 'streams')
     apps.push(first)
     const deadline = Date.now() + 120_000
+    // Each progress check is a JVM: none before the instance runs.
+    await waitUntil(
+      'the first instance runs',
+      120_000,
+      () => first.output.includes('RUNNING') || first.child.exitCode !== null,
+      200,
+    )
     while ((await outputCount(bootstrap, prefix)) === 0) {
       assert.ok(Date.now() < deadline, failure('no committed output within 120 s'))
       assert.equal(first.child.exitCode, null, failure('the first instance exited'))
@@ -196,7 +209,7 @@ describe('Kafka Streams 4.4 word count, exactly_once_v2, killed mid-stream', () 
       cluster = await startCluster({
         brokers: 3,
         port: 0,
-        properties: TIDELOG_AS_REFERENCE,
+        properties: { ...TIDELOG_AS_REFERENCE, ...STREAMS_HEARTBEAT },
       })
     })
     after(async () => {
@@ -220,7 +233,10 @@ describe('Kafka Streams 4.4 word count, exactly_once_v2, killed mid-stream', () 
   describe('Apache Kafka 4.4 on 3 nodes (the reference)', () => {
     let kafka: KafkaReference | undefined
     before(async () => {
-      kafka = await startKafkaReference({ nodes: 3 })
+      kafka = await startKafkaReference({
+        nodes: 3,
+        properties: { ...STREAMS_HEARTBEAT, 'group.streams.min.heartbeat.interval.ms': 1000 },
+      })
     })
     after(async () => {
       await kafka?.stop()
