@@ -122,7 +122,7 @@ describe('streams groups on the wire', () => {
       assert.ok(joined)
       assert.equal(joined.memberEpoch, 1)
       assert.deepEqual(joined.status, [
-        { statusCode: 3, statusDetail: `Internal topics are missing: [${REPARTITION}, ${CHANGELOG}]` },
+        { statusCode: 3, statusDetail: `Internal topics are missing: ${REPARTITION}, ${CHANGELOG}` },
       ])
       // The broker creates them (2 partitions: the source topic's) and the next heartbeat gets every task.
       let epoch = joined.memberEpoch

@@ -188,8 +188,8 @@ export class StreamsGroupCoordinator {
       errorCode,
       errorMessage,
       state: '',
-      groupEpoch: -1,
-      assignmentEpoch: -1,
+      groupEpoch: 0,
+      assignmentEpoch: 0,
       topology: null,
       members: [],
     })

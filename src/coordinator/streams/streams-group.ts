@@ -175,7 +175,7 @@ export function streamsHeartbeatError(
     errorCode,
     errorMessage,
     memberId: '',
-    memberEpoch: -1,
+    memberEpoch: 0,
     heartbeatIntervalMs: 0,
     status: [],
     tasks: null,

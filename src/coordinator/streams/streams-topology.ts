@@ -218,10 +218,10 @@ export function configureTopology(topology: StreamsTopology, existing: Partition
   if (missingInternalTopics.length > 0)
     problems.push({
       statusCode: StreamsStatus.MISSING_INTERNAL_TOPICS,
-      statusDetail: `Internal topics are missing: [${missingInternalTopics
+      statusDetail: `Internal topics are missing: ${missingInternalTopics
         .map((t) => t.name)
         .sort()
-        .join(', ')}]`,
+        .join(', ')}`,
     })
   return {
     taskCounts: problems.length > 0 ? new Map() : taskCounts,

@@ -61,10 +61,15 @@ function errorResponse(
   )
 }
 
+/**
+ * The response of `apiVersion`. The recovery lag and task offset interval are told to a
+ * member in the group only: an error or a leave carries the fields' defaults (-1 and 0), as
+ * Kafka's answers do.
+ */
 function toResponse(
   result: StreamsHeartbeatResult,
   apiVersion: number,
-  acceptableRecoveryLag = 0,
+  acceptableRecoveryLag: number | null = null,
   taskOffsetIntervalMs = 0,
 ) {
   return {
@@ -75,9 +80,11 @@ function toResponse(
     memberEpoch: result.memberEpoch,
     heartbeatIntervalMs: result.heartbeatIntervalMs,
     // v0 carries the lag as int32, v1 as int64 (each version only writes its own field).
-    acceptableRecoveryLagLegacy: apiVersion === 0 ? Math.min(acceptableRecoveryLag, 2147483647) : 0,
+    acceptableRecoveryLagLegacy:
+      apiVersion === 0 && acceptableRecoveryLag !== null ? Math.min(acceptableRecoveryLag, 2147483647) : 0,
     taskOffsetIntervalMs,
-    acceptableRecoveryLag: apiVersion >= 1 ? BigInt(acceptableRecoveryLag) : -1n,
+    acceptableRecoveryLag:
+      apiVersion >= 1 && acceptableRecoveryLag !== null ? BigInt(acceptableRecoveryLag) : -1n,
     status: result.status.map((s) => ({ statusCode: s.statusCode, statusDetail: s.statusDetail })),
     activeTasks: result.tasks?.active ?? null,
     standbyTasks: result.tasks?.standby ?? null,
@@ -211,6 +218,8 @@ export const streamsGroupHeartbeatHandler: ApiHandler<
         )
     }
     const config = coordinator.streams.config
+    if (result.errorCode !== ErrorCode.NONE || result.memberEpoch < 0)
+      return toResponse({ ...result, status }, context.apiVersion)
     return toResponse(
       { ...result, status },
       context.apiVersion,
