@@ -49,7 +49,7 @@ function errorResponse(
       errorCode,
       errorMessage,
       memberId: '',
-      memberEpoch: -1,
+      memberEpoch: 0,
       heartbeatIntervalMs: 0,
       status: [],
       tasks: null,
