@@ -71,6 +71,14 @@ import type { CoordinatorRecord } from './records.js'
 import { CoordinatorRuntime, type CoordinatorRuntimeHost } from './runtime/coordinator-runtime.js'
 import { DEFAULT_SHARE_GROUP_CONFIG, type ShareGroupConfig } from './share-group.js'
 import { ShareGroupCoordinator } from './share-group-coordinator.js'
+import {
+  DEFAULT_STREAMS_GROUP_CONFIG,
+  type StreamsGroupConfig,
+  type StreamsGroupStateName,
+  streamsGroupStateName,
+  validateStreamsOffsetRequest,
+} from './streams/streams-group.js'
+import { StreamsGroupCoordinator } from './streams/streams-group-coordinator.js'
 
 /** What the coordinator needs from its broker. */
 export interface CoordinatorHost extends CoordinatorRuntimeHost {
@@ -91,13 +99,15 @@ export interface GroupCoordinatorConfig extends CoordinatorConfig {
   readonly rebalanceProtocols?: readonly string[]
   /** group.share.* (KIP-932); Kafka's defaults when absent. */
   readonly shareGroup?: ShareGroupConfig
+  /** group.streams.* (KIP-1071); Kafka's defaults when absent. */
+  readonly streamsGroup?: StreamsGroupConfig
 }
 
 export interface GroupSummary {
   readonly groupId: string
   readonly protocolType: string
-  readonly state: GroupStateName | ConsumerGroupStateName | 'Empty' | 'Stable'
-  readonly type: 'classic' | 'consumer' | 'share'
+  readonly state: GroupStateName | ConsumerGroupStateName | StreamsGroupStateName | 'Empty' | 'Stable'
+  readonly type: 'classic' | 'consumer' | 'share' | 'streams'
 }
 
 export interface ConsumerGroupDescription {
@@ -157,6 +167,8 @@ export class GroupCoordinator {
   private readonly runtime: CoordinatorRuntime<GroupCoordinatorShard, CoordinatorRecord>
   /** Share groups (KIP-932): ShareGroupHeartbeat and ShareGroupDescribe. */
   readonly share: ShareGroupCoordinator
+  /** Streams groups (KIP-1071): StreamsGroupHeartbeat and StreamsGroupDescribe. */
+  readonly streams: StreamsGroupCoordinator
 
   constructor(
     private readonly host: CoordinatorHost,
@@ -196,6 +208,13 @@ export class GroupCoordinator {
       metadataImage: () => host.metadataImage(),
       config: config.shareGroup ?? DEFAULT_SHARE_GROUP_CONFIG,
     })
+    this.streams = new StreamsGroupCoordinator({
+      route: (groupId) => this.route(groupId),
+      isOtherType: (shard, groupId) => this.share.has(shard, groupId),
+      clock: host.clock,
+      metadataImage: () => host.metadataImage(),
+      config: config.streamsGroup ?? DEFAULT_STREAMS_GROUP_CONFIG,
+    })
   }
 
   private get clock(): Clock {
@@ -226,6 +245,11 @@ export class GroupCoordinator {
   /** Whether group.coordinator.rebalance.protocols has 'consumer' (ConsumerGroupHeartbeat). */
   get consumerProtocolEnabled(): boolean {
     return (this.config.rebalanceProtocols ?? ['classic', 'consumer']).includes('consumer')
+  }
+
+  /** Whether group.coordinator.rebalance.protocols has 'streams' (StreamsGroupHeartbeat). */
+  get streamsProtocolEnabled(): boolean {
+    return (this.config.rebalanceProtocols ?? ['classic', 'consumer', 'streams']).includes('streams')
   }
 
   shutdown(): void {
@@ -260,6 +284,8 @@ export class GroupCoordinator {
       group = newGroup(req.groupId, this.clock.nowMs())
       shard.groups.set(req.groupId, group)
     }
+    // A classic member cannot join a streams group (empty or not): Kafka converts only consumer groups.
+    if (group.streams) return Promise.resolve(joinError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.memberId))
     if (group.consumer !== null) {
       // Kafka 4's downgrade of an empty consumer group to classic; a classic member joining
       // a non-empty consumer group (online migration) is not built here.
@@ -278,7 +304,8 @@ export class GroupCoordinator {
     const shard = this.route(groupId)
     if (typeof shard === 'number') return Promise.resolve(syncError(shard))
     const group = shard.groups.get(groupId)
-    if (!group || group.consumer !== null) return Promise.resolve(syncError(ErrorCode.UNKNOWN_MEMBER_ID))
+    if (!group || group.consumer !== null || group.streams)
+      return Promise.resolve(syncError(ErrorCode.UNKNOWN_MEMBER_ID))
     return shard.run(group, syncError(ErrorCode.NOT_COORDINATOR), (waiter, now) =>
       syncGroup(group, req, waiter, now),
     ) as Promise<SyncResult>
@@ -288,7 +315,7 @@ export class GroupCoordinator {
     const shard = this.route(groupId)
     if (typeof shard === 'number') return shard
     const group = shard.groups.get(groupId)
-    if (!group || group.consumer !== null) return ErrorCode.UNKNOWN_MEMBER_ID
+    if (!group || group.consumer !== null || group.streams) return ErrorCode.UNKNOWN_MEMBER_ID
     const result = heartbeat(group, memberId, groupInstanceId, generationId, this.clock.nowMs())
     shard.schedule(group)
     return result.errorCode
@@ -298,7 +325,7 @@ export class GroupCoordinator {
     const shard = this.route(groupId)
     if (typeof shard === 'number') return { errorCode: shard, codes: members.map(() => shard) }
     const group = shard.groups.get(groupId)
-    if (!group || group.consumer !== null)
+    if (!group || group.consumer !== null || group.streams)
       return { errorCode: ErrorCode.NONE, codes: members.map(() => ErrorCode.UNKNOWN_MEMBER_ID) }
     const { codes, effects } = leaveGroup(group, members, this.clock.nowMs())
     shard.execute(group, effects)
@@ -336,7 +363,7 @@ export class GroupCoordinator {
       shard.groups.set(req.groupId, group)
     }
     if (group.consumer === null) {
-      if (group.members.size > 0 || group.state !== 'Empty')
+      if (group.members.size > 0 || group.state !== 'Empty' || group.streams)
         return Promise.resolve(
           heartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, `Group ${req.groupId} is not a consumer group.`),
         )
@@ -526,6 +553,10 @@ export class GroupCoordinator {
       const code = validateConsumerOffsetRequest(group.consumer, member.memberId, member.memberEpoch, 'fetch')
       if (code !== ErrorCode.NONE) return { errorCode: code, topics: [] }
     }
+    if (group?.streams && member) {
+      const code = validateStreamsOffsetRequest(group.streams, member.memberId, member.memberEpoch, 'fetch')
+      if (code !== ErrorCode.NONE) return { errorCode: code, topics: [] }
+    }
     const offsets = group?.offsets ?? new Map()
     const wanted =
       topics ??
@@ -567,12 +598,21 @@ export class GroupCoordinator {
     for (const { shard } of this.runtime.activeContexts()) {
       for (const group of shard.groups.values()) {
         if (group.state === 'Dead') continue
-        groups.push({
-          groupId: group.groupId,
-          protocolType: group.protocolType ?? '',
-          state: group.consumer !== null ? consumerGroupStateName(group.consumer) : group.state,
-          type: group.type,
-        })
+        // A streams group: Kafka's protocol type and group type "streams", its own state names.
+        if (group.streams)
+          groups.push({
+            groupId: group.groupId,
+            protocolType: 'streams',
+            state: streamsGroupStateName(group.streams),
+            type: 'streams',
+          })
+        else
+          groups.push({
+            groupId: group.groupId,
+            protocolType: group.protocolType ?? '',
+            state: group.consumer !== null ? consumerGroupStateName(group.consumer) : group.state,
+            type: group.type,
+          })
       }
       groups.push(...this.share.list(shard))
     }
@@ -606,7 +646,8 @@ export class GroupCoordinator {
     if (!group && this.share.has(shard, groupId))
       return { errorCode: ErrorCode.NONE, notFound: 'consumer-group', ...empty }
     if (!group) return { errorCode: ErrorCode.NONE, notFound: 'unknown', ...empty }
-    if (group.consumer !== null) return { errorCode: ErrorCode.NONE, notFound: 'consumer-group', ...empty }
+    if (group.consumer !== null || group.streams)
+      return { errorCode: ErrorCode.NONE, notFound: 'consumer-group', ...empty }
     // Member metadata and assignments are only meaningful once a generation is stable (as Kafka).
     const stable = group.state === 'Stable'
     return {

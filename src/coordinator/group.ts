@@ -1,3 +1,5 @@
+import type { StreamsGroup } from './streams/streams-group.js'
+
 /**
  * A classic consumer group as the coordinator holds it in memory: members, generation,
  * selected protocol, committed offsets and the deadlines that drive rebalances. The state
@@ -128,6 +130,12 @@ export interface Group {
    */
   type: 'classic' | 'consumer'
   consumer: ConsumerGroupState | null
+  /**
+   * The KIP-1071 part of a streams group (streams/streams-group-coordinator.ts), in memory
+   * only; its classic fields stay unused and `state` follows its members like a consumer
+   * group's.
+   */
+  streams?: StreamsGroup
   state: GroupStateName
   generationId: number
   protocolType: string | null

@@ -35,6 +35,7 @@ import {
   groupMetadataKey,
   offsetCommitKey,
 } from './records.js'
+import { validateStreamsOffsetRequest } from './streams/streams-group.js'
 
 export interface CommitRequest {
   readonly memberId: string
@@ -57,6 +58,8 @@ export interface CommitRequest {
 /** The group-level check of an OffsetCommit; NONE lets the commit through. */
 export function validateCommit(group: Group, req: CommitRequest, nowMs: number): number {
   if (group.state === 'Dead') return ErrorCode.COORDINATOR_NOT_AVAILABLE
+  if (group.streams)
+    return validateStreamsOffsetRequest(group.streams, req.memberId, req.generationId, 'commit')
   if (group.consumer !== null) {
     // A KIP-848 member commits with OffsetCommit v9+ (member id and epoch); older versions
     // come from classic members, which a consumer group does not have here.
@@ -230,6 +233,10 @@ export interface TxnCommitRequest {
  */
 export function validateTxnCommit(group: Group, req: TxnCommitRequest): number {
   if (group.state === 'Dead') return ErrorCode.COORDINATOR_NOT_AVAILABLE
+  if (group.streams) {
+    if (req.generationId < 0 && req.memberId === '') return ErrorCode.NONE
+    return validateStreamsOffsetRequest(group.streams, req.memberId, req.generationId, 'commit')
+  }
   if (group.consumer !== null) {
     if (req.generationId < 0 && req.memberId === '') return ErrorCode.NONE
     return validateConsumerOffsetRequest(group.consumer, req.memberId, req.generationId, 'commit')

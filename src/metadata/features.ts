@@ -24,8 +24,8 @@ export const SUPPORTED_FEATURES: readonly SupportedFeature[] = [
   { name: 'kraft.version', minVersion: 0, maxVersion: 0 },
   // Share groups (KIP-932: ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge).
   { name: 'share.version', minVersion: 0, maxVersion: 1 },
-  // Streams groups (KIP-1071) are not served.
-  { name: 'streams.version', minVersion: 0, maxVersion: 0 },
+  // Streams groups (KIP-1071: StreamsGroupHeartbeat, StreamsGroupDescribe).
+  { name: 'streams.version', minVersion: 0, maxVersion: 1 },
   // Transaction version 2 (KIP-890 part 2): EndTxn v5, Produce v12, TxnOffsetCommit v5.
   { name: 'transaction.version', minVersion: 0, maxVersion: 2 },
 ]
@@ -37,6 +37,8 @@ export const SUPPORTED_FEATURES: readonly SupportedFeature[] = [
 export const BOOTSTRAP_FEATURE_LEVELS: ReadonlyMap<string, number> = new Map([
   ['group.version', 1],
   ['share.version', 1],
+  // Kafka 4.4 too: streams.version 1 since metadata version 4.2-IV1.
+  ['streams.version', 1],
   // Kafka 4.4's default too: Kafka 4 producers use transaction version 2 (KIP-890 part 2).
   ['transaction.version', 2],
 ])

@@ -139,6 +139,10 @@ export const ErrorCode = {
   INVALID_REGULAR_EXPRESSION: 128,
   /** Kafka 4.0 (KIP-1102); ApiVersions v5 answers it to a client that reached the wrong node (KIP-1242). */
   REBOOTSTRAP_REQUIRED: 129,
+  /** Kafka 4.1 (KIP-1071's streams groups). */
+  STREAMS_INVALID_TOPOLOGY: 130,
+  STREAMS_INVALID_TOPOLOGY_EPOCH: 131,
+  STREAMS_TOPOLOGY_FENCED: 132,
 } as const
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode]
@@ -451,6 +455,9 @@ const table: readonly (readonly [ErrorName, boolean, string])[] = [
     false,
     'Client metadata is stale. The client should rebootstrap to obtain new metadata.',
   ],
+  ['STREAMS_INVALID_TOPOLOGY', false, 'The supplied topology is invalid.'],
+  ['STREAMS_INVALID_TOPOLOGY_EPOCH', false, 'The supplied topology epoch is invalid.'],
+  ['STREAMS_TOPOLOGY_FENCED', false, 'The supplied topology epoch is outdated.'],
 ]
 
 /** Every known error code with its name, retriable flag and Kafka's default message. */

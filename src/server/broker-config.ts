@@ -11,6 +11,7 @@ import {
   DEFAULT_SHARE_COORDINATOR_CONFIG,
   type ShareCoordinatorConfig,
 } from '../coordinator/share/share-coordinator.js'
+import { DEFAULT_STREAMS_GROUP_CONFIG } from '../coordinator/streams/streams-group.js'
 import type { TransactionCoordinatorConfig } from '../coordinator/transaction/transaction-coordinator.js'
 import { STORE_LIMITS_DEFAULT, type StoreLimits } from '../metadata/store/metadata-store.js'
 import { RACK_AWARE_REPLICA_SELECTOR } from '../replication/replica-selector.js'
@@ -321,9 +322,9 @@ export const brokerConfigDefs = new ConfigDefs([
   def(
     'group.coordinator.rebalance.protocols',
     'list',
-    ['classic', 'consumer'],
-    'Rebalance protocols the group coordinator serves; consumer is KIP-848 (ConsumerGroupHeartbeat).',
-    { oneOf: ['classic', 'consumer'] },
+    ['classic', 'consumer', 'streams'],
+    'Rebalance protocols the group coordinator serves; consumer is KIP-848 (ConsumerGroupHeartbeat), streams KIP-1071 (StreamsGroupHeartbeat).',
+    { oneOf: ['classic', 'consumer', 'streams'] },
   ),
   def(
     'group.consumer.heartbeat.interval.ms',
@@ -354,6 +355,22 @@ export const brokerConfigDefs = new ConfigDefs([
   }),
   def('group.share.session.timeout.ms', 'int', 45000, 'Session timeout of share group members.', { min: 1 }),
   def('group.share.max.size', 'int', 200, 'Members a share group may have.', { min: 1 }),
+  def(
+    'group.streams.heartbeat.interval.ms',
+    'int',
+    5000,
+    'Heartbeat interval given to streams group members.',
+    {
+      min: 1,
+    },
+  ),
+  def('group.streams.session.timeout.ms', 'int', 45000, 'Session timeout of streams group members.', {
+    min: 1,
+  }),
+  def('group.streams.max.size', 'int', 2147483647, 'Members a streams group may have.', { min: 1 }),
+  def('group.streams.num.standby.replicas', 'int', 0, 'Standby replicas of each stateful streams task.', {
+    min: 0,
+  }),
   def(
     'group.share.record.lock.duration.ms',
     'int',
@@ -719,6 +736,14 @@ export function groupCoordinatorConfig(config: BrokerConfig): GroupCoordinatorCo
       heartbeatIntervalMs: value('group.share.heartbeat.interval.ms'),
       sessionTimeoutMs: value('group.share.session.timeout.ms'),
       maxSize: value('group.share.max.size'),
+    },
+    streamsGroup: {
+      heartbeatIntervalMs: value('group.streams.heartbeat.interval.ms'),
+      sessionTimeoutMs: value('group.streams.session.timeout.ms'),
+      maxSize: value('group.streams.max.size'),
+      numStandbyReplicas: value('group.streams.num.standby.replicas'),
+      taskOffsetIntervalMs: DEFAULT_STREAMS_GROUP_CONFIG.taskOffsetIntervalMs,
+      acceptableRecoveryLag: DEFAULT_STREAMS_GROUP_CONFIG.acceptableRecoveryLag,
     },
   }
 }

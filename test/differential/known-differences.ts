@@ -88,9 +88,9 @@ export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [
   },
   {
     api: /^ApiVersions /,
-    path: /^apiKeys\[apiKey=(55|64|80|81|88|89|93|94)\]$/,
+    path: /^apiKeys\[apiKey=(55|64|80|81|93|94)\]$/,
     values: (tidelog) => tidelog === '(absent)',
-    why: 'APIs tidelog does not serve (README "Not done yet"): DescribeQuorum, UnregisterBroker, KRaft voters, streams groups (KIP-1071) and the other 4.x additions',
+    why: 'APIs tidelog does not serve (README "Not done yet"): DescribeQuorum, UnregisterBroker, KRaft voters, StreamsGroupTopologyDescriptionUpdate and the other 4.x additions',
   },
   {
     api: /^ApiVersions /,
@@ -107,13 +107,13 @@ export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [
   {
     api: /^ApiVersions /,
     path: /^(supportedFeatures|finalizedFeatures)\[name=[a-z.]+\]$|^finalizedFeaturesEpoch$/,
-    why: 'tidelog supports what it runs (src/metadata/features.ts): group.version 0-1, share.version 0-1, no metadata.version (not KRaft), transaction.version 0-2 but finalized at 0 by default, no streams groups, no ELR feature; Kafka 4.4 finalizes its latest of each, its epoch the metadata offset (tidelog: the store revision of the last feature change, 0 before any)',
+    why: 'tidelog supports what it runs (src/metadata/features.ts): group.version 0-1, share.version 0-1, no metadata.version (not KRaft), transaction.version 0-2 but finalized at 0 by default, streams.version 0-1, no ELR feature; Kafka 4.4 finalizes its latest of each, its epoch the metadata offset (tidelog: the store revision of the last feature change, 0 before any)',
   },
   {
     api: /^ApiVersions v[45]$/,
-    path: /^supportedFeatures\[name=(kraft|streams)\.version\]\.maxVersion$/,
+    path: /^supportedFeatures\[name=kraft\.version\]\.maxVersion$/,
     values: (tidelog, kafka) => tidelog === 0 && typeof kafka === 'number' && kafka > 0,
-    why: 'ApiVersions v4+ lists the features whose lowest level is 0 (v3 leaves them out), with the highest level the broker supports: tidelog 0 for kraft.version (not KRaft) and streams.version (no streams groups, KIP-1071); Kafka 4.4 supports 1 and 1 (met by the Java client session, which asks at v5)',
+    why: 'ApiVersions v4+ lists the features whose lowest level is 0 (v3 leaves them out), with the highest level the broker supports: tidelog 0 for kraft.version (not KRaft); Kafka 4.4 supports 1 (met by the Java client session, which asks at v5)',
   },
   {
     api: /^ApiVersions /,

@@ -129,13 +129,16 @@ test('updateFeatures writes all levels or none; validateOnly writes nothing', as
   assert.equal(image, EMPTY, 'validateOnly changed the image')
   const error = await updateFeatures(
     metadata,
-    [update('group.version', 0, SAFE_DOWNGRADE), update('streams.version', 1)],
+    [update('group.version', 0, SAFE_DOWNGRADE), update('streams.version', 2)],
     false,
     CONTROLLER,
   )
   assert.equal(error?.feature, 'streams.version')
   assert.equal(image, EMPTY, 'a refused request wrote a level')
-  assert.equal(await updateFeatures(metadata, [update('streams.version', 0)], false, CONTROLLER), null)
+  assert.equal(
+    await updateFeatures(metadata, [update('streams.version', 0, SAFE_DOWNGRADE)], false, CONTROLLER),
+    null,
+  )
   // The first write keeps the bootstrap levels beside the new one.
   assert.deepEqual([...finalizedFeaturesOf(image).levels].sort(), [
     ['group.version', 1],

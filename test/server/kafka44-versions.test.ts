@@ -64,7 +64,7 @@ test('Kafka 4.4 versions: ApiVersions features and targets, topic-id offsets, tr
             ['group.version', 0, 1],
             ['kraft.version', 0, 0],
             ['share.version', 0, 1],
-            ['streams.version', 0, 0],
+            ['streams.version', 0, 1],
             ['transaction.version', 0, 2],
           ],
         )
@@ -73,6 +73,7 @@ test('Kafka 4.4 versions: ApiVersions features and targets, topic-id offsets, tr
           [
             ['group.version', 1, 1],
             ['share.version', 1, 1],
+            ['streams.version', 1, 1],
             ['transaction.version', 2, 2],
           ],
           'transaction.version 2 by default, as Kafka 4.4: Kafka 4 producers use transaction version 2',
@@ -80,7 +81,7 @@ test('Kafka 4.4 versions: ApiVersions features and targets, topic-id offsets, tr
         assert.equal(v4.finalizedFeaturesEpoch, 0n)
         const v3 = await rawCall<ApiVersionsResponse>(raw, ApiKey.ApiVersions, 3, SOFTWARE)
         assert.deepEqual(v3.supportedFeatures, [], 'below v4, no feature with minimum 0 (KAFKA-17011)')
-        assert.equal(v3.finalizedFeatures.length, 3)
+        assert.equal(v3.finalizedFeatures.length, 4)
 
         const metadata = await rawCall<MetadataResponse>(raw, ApiKey.Metadata, 13, {
           topics: [{ name: TOPIC, topicId: 'AAAAAAAAAAAAAAAAAAAAAA' }],

@@ -119,12 +119,12 @@ test('a feature level changed on one broker is what every broker reports, with a
       described.stdout,
     )
     // A level tidelog cannot run is refused, and nothing is written.
-    // (Kafka 4.4 supports streams.version 1, streams groups; tidelog does not serve them.)
-    const refused = await cli(cluster, 0, 'upgrade', '--feature', 'streams.version=1')
+    // (streams.version 1 is the highest both Kafka 4.4 and tidelog support.)
+    const refused = await cli(cluster, 0, 'upgrade', '--feature', 'streams.version=2')
     assert.equal(refused.code, 1)
     assert.match(
       refused.stdout,
-      /^Could not upgrade streams\.version to 1\. The update failed for all features since the following feature had an error: Invalid update version 1 for feature streams\.version\. Local controller 0 does not support this feature\.\n1 out of 1 operation\(s\) failed\.\n$/,
+      /^Could not upgrade streams\.version to 2\. The update failed for all features since the following feature had an error: Invalid update version 2 for feature streams\.version\. Local controller 0 only supports versions 0-1\n1 out of 1 operation\(s\) failed\.\n$/,
     )
     assert.equal(await agreed(cluster, 1), upgradedEpoch)
 

@@ -21,7 +21,8 @@
  * by group, topic id and partition) is a third runtime over its own topic, with its own
  * serde, shard and `partitionFor`. Streams groups (KIP-1071) are one more group type in the
  * group coordinator's shards, with their topology and task assignment records replayed by the
- * same loader and their heartbeats as write operations; nothing in the runtime changes.
+ * same loader and their heartbeats as write operations; nothing in the runtime changes. (For
+ * now they are kept in the shard's memory and write no records: see coordinator/streams/.)
  */
 
 import { assert } from '../../common/assert.js'

@@ -65,6 +65,8 @@ import { shareAcknowledgeHandler } from './share-acknowledge.js'
 import { shareFetchHandler } from './share-fetch.js'
 import { shareGroupDescribeHandler } from './share-group-describe.js'
 import { shareGroupHeartbeatHandler } from './share-group-heartbeat.js'
+import { streamsGroupDescribeHandler } from './streams-group-describe.js'
+import { streamsGroupHeartbeatHandler } from './streams-group-heartbeat.js'
 import { syncGroupHandler } from './sync-group.js'
 import { txnOffsetCommitHandler } from './txn-offset-commit.js'
 import { updateFeaturesHandler } from './update-features.js'
@@ -124,6 +126,8 @@ export const allHandlers: readonly AnyApiHandler[] = [
   readShareGroupStateSummaryHandler,
   readShareGroupStateHandler,
   writeShareGroupStateHandler,
+  streamsGroupHeartbeatHandler,
+  streamsGroupDescribeHandler,
   offsetDeleteHandler,
   writeTxnMarkersHandler,
   describeProducersHandler,

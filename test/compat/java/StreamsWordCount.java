@@ -6,11 +6,18 @@
  *
  *   setup BOOTSTRAP PREFIX LINES        creates PREFIX-in (3 partitions) and PREFIX-out, writes
  *                                       LINES lines of 3 words each (37 distinct words)
- *   run BOOTSTRAP PREFIX STATE_DIR      runs the application (application.id PREFIX-app): words
+ *   run BOOTSTRAP PREFIX STATE_DIR [PROTOCOL]
+ *                                       runs the application (application.id PREFIX-app): words
  *                                       re-keyed through a repartition topic, counted in a store
  *                                       with a changelog, counts written to PREFIX-out; slowed
  *                                       to about 1 ms a line so that a kill lands mid-stream.
- *                                       Prints RUNNING once the application runs; runs until killed
+ *                                       Prints RUNNING once the application runs; runs until killed.
+ *                                       PROTOCOL: group.protocol, classic (default) or streams
+ *                                       (KIP-1071's streams groups)
+ *   describe BOOTSTRAP PREFIX           describes the streams group PREFIX-app (Admin
+ *                                       describeStreamsGroups): STREAMS-GROUP <state> ACTIVE
+ *                                       <active task count of each member> SHARED <tasks
+ *                                       active on two members at once>
  *   progress BOOTSTRAP PREFIX           prints the committed output records so far: OUTPUT <n>
  *   verify BOOTSTRAP PREFIX LINES MS    reads PREFIX-out read_committed until each word's last
  *                                       count is exact, or MS pass; prints VERIFY PASS or
@@ -59,7 +66,8 @@ public final class StreamsWordCount {
     String prefix = args[2];
     switch (mode) {
       case "setup" -> setup(bootstrap, prefix, Integer.parseInt(args[3]));
-      case "run" -> run(bootstrap, prefix, args[3]);
+      case "run" -> run(bootstrap, prefix, args[3], args.length > 4 ? args[4] : "classic");
+      case "describe" -> describe(bootstrap, prefix);
       case "progress" -> System.out.println("OUTPUT " + readOutput(bootstrap, prefix).size());
       case "verify" -> verify(bootstrap, prefix, Integer.parseInt(args[3]), Long.parseLong(args[4]));
       default -> throw new IllegalArgumentException("unknown mode " + mode);
@@ -111,17 +119,43 @@ public final class StreamsWordCount {
     System.out.println("SETUP " + lines);
   }
 
-  static void run(String bootstrap, String prefix, String stateDir) throws Exception {
+  static void describe(String bootstrap, String prefix) throws Exception {
+    Properties a = new Properties();
+    a.put("bootstrap.servers", bootstrap);
+    try (Admin admin = Admin.create(a)) {
+      var group = admin.describeStreamsGroups(List.of(prefix + "-app")).all().get().get(prefix + "-app");
+      List<Integer> counts = new ArrayList<>();
+      Map<String, Integer> owners = new HashMap<>();
+      for (var member : group.members()) {
+        int n = 0;
+        for (var task : member.assignment().activeTasks()) {
+          for (int partition : task.partitions()) {
+            owners.merge(task.subtopologyId() + "_" + partition, 1, Integer::sum);
+            n++;
+          }
+        }
+        counts.add(n);
+      }
+      counts.sort(Integer::compare);
+      long shared = owners.values().stream().filter(n -> n > 1).count();
+      System.out.println("STREAMS-GROUP " + group.groupState() + " ACTIVE " + counts + " SHARED " + shared);
+    }
+  }
+
+  static void run(String bootstrap, String prefix, String stateDir, String protocol) throws Exception {
     Properties p = new Properties();
     p.put(StreamsConfig.APPLICATION_ID_CONFIG, prefix + "-app");
     p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
     p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
     p.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
     p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
-    p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, "classic");
+    p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, protocol);
     p.put(StreamsConfig.consumerPrefix(ConsumerConfig.MAX_POLL_RECORDS_CONFIG), 50);
     // The killed instance's member leaves the group when its session times out: 10 s, not 45.
-    p.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 10_000);
+    // (A streams group's session timeout is the broker's group.streams.session.timeout.ms.)
+    if (protocol.equals("classic")) {
+      p.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 10_000);
+    }
     p.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
     StreamsBuilder builder = new StreamsBuilder();
     builder.stream(prefix + "-in", org.apache.kafka.streams.kstream.Consumed.with(Serdes.String(), Serdes.String()))

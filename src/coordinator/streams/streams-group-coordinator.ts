@@ -1,0 +1,248 @@
+/**
+ * The group coordinator's streams-group side (KIP-1071): StreamsGroupHeartbeat and
+ * StreamsGroupDescribe on the streams groups of each __consumer_offsets shard led here,
+ * routed as every group request is (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS by the
+ * runtime).
+ *
+ * A streams group is a group of the shard (`shard.groups`) whose `streams` part holds its
+ * membership, topology and assignment (streams-group.ts, in memory), so that its members'
+ * offset commits land in the group's offsets as any group's do and ListGroups, DeleteGroups
+ * and offset expiry see it. The group's classic state follows its members (Empty without,
+ * Stable with), as a consumer group's does. A group id names one group of one type: a
+ * streams heartbeat or describe of a classic (non-empty), consumer or share group answers
+ * GROUP_ID_NOT_FOUND "Group <id> is not a streams group.", as Kafka. An empty classic group
+ * (one holding only offsets, e.g. after a failover emptied the streams part) becomes a
+ * streams group on a member's join, as Kafka converts it.
+ */
+import type { Clock } from '../../common/clock.js'
+import type { ClusterImage } from '../../metadata/cluster-image.js'
+import { ErrorCode } from '../../protocol/error-codes.js'
+import { type Group, newGroup } from '../group.js'
+import type { GroupCoordinatorShard } from '../group-coordinator-shard.js'
+import {
+  expireStreamsMembers,
+  newStreamsGroup,
+  nextStreamsDeadline,
+  type StreamsGroup,
+  type StreamsGroupConfig,
+  type StreamsHeartbeatRequest,
+  type StreamsHeartbeatResult,
+  type StreamsMember,
+  type StreamsTopicsView,
+  streamsGroupHeartbeat,
+  streamsGroupStateName,
+  streamsHeartbeatError,
+  toWireTuple,
+  validateStreamsHeartbeat,
+} from './streams-group.js'
+import { STREAMS_MEMBER_STATE_CODE } from './streams-reconcile.js'
+import type { StreamsTopology } from './streams-topology.js'
+
+export interface StreamsGroupCoordinatorDeps {
+  /** The loaded shard coordinating a group here, or the error a client must see. */
+  route(groupId: string): GroupCoordinatorShard | number
+  /** Whether the id names a group of another kind kept outside `shard.groups` (a share group). */
+  isOtherType(shard: GroupCoordinatorShard, groupId: string): boolean
+  readonly clock: Clock
+  metadataImage(): ClusterImage
+  readonly config: StreamsGroupConfig
+}
+
+/**
+ * A group's settings: the broker's group.streams.*, with the group's own
+ * streams.session.timeout.ms, streams.heartbeat.interval.ms and streams.num.standby.replicas
+ * (group configs, validated when set) read at each heartbeat, as Kafka's coordinator does.
+ */
+function withGroupConfigs(
+  config: StreamsGroupConfig,
+  set: Readonly<Record<string, string>> | undefined,
+): StreamsGroupConfig {
+  if (set === undefined) return config
+  const session = set['streams.session.timeout.ms']
+  const heartbeat = set['streams.heartbeat.interval.ms']
+  const standbys = set['streams.num.standby.replicas']
+  return {
+    ...config,
+    ...(session !== undefined && { sessionTimeoutMs: Number(session) }),
+    ...(heartbeat !== undefined && { heartbeatIntervalMs: Number(heartbeat) }),
+    ...(standbys !== undefined && { numStandbyReplicas: Number(standbys) }),
+  }
+}
+
+export type StreamsMemberDescription = Omit<
+  StreamsMember,
+  | 'assigned'
+  | 'activePendingRevocation'
+  | 'state'
+  | 'lastHeartbeatMs'
+  | 'revocationDeadlineMs'
+  | 'previousMemberEpoch'
+> & {
+  readonly assignment: ReturnType<typeof toWireTuple>
+  readonly targetAssignment: ReturnType<typeof toWireTuple>
+  readonly stateCode: number
+}
+
+export interface StreamsGroupDescription {
+  readonly groupId: string
+  readonly errorCode: number
+  readonly errorMessage: string | null
+  readonly state: string
+  readonly groupEpoch: number
+  readonly assignmentEpoch: number
+  readonly topology: StreamsTopology | null
+  readonly members: readonly StreamsMemberDescription[]
+}
+
+/** The session timer of a streams group, apart from the shard's group-id keyed timers. */
+function timerKey(groupId: string): string {
+  return `\u0001streams\u0001${groupId}`
+}
+
+/** The streams part of a group, or null for a group of another type. */
+export function streamsOf(group: Group | undefined): StreamsGroup | null {
+  return group?.streams ?? null
+}
+
+export class StreamsGroupCoordinator {
+  constructor(private readonly deps: StreamsGroupCoordinatorDeps) {}
+
+  /** group.streams.* as the broker runs them. */
+  get config(): StreamsGroupConfig {
+    return this.deps.config
+  }
+
+  /** StreamsGroupHeartbeat: joins (creating the group), heartbeats, leaves. */
+  heartbeat(req: StreamsHeartbeatRequest): StreamsHeartbeatResult {
+    const invalid = validateStreamsHeartbeat(req)
+    if (invalid) return invalid
+    const shard = this.deps.route(req.groupId)
+    if (typeof shard === 'number') return streamsHeartbeatError(shard)
+    const group = this.groupFor(shard, req)
+    if ('errorCode' in group) return group
+    const streams = group.streams
+    if (!streams) return streamsHeartbeatError(ErrorCode.UNKNOWN_SERVER_ERROR)
+    const result = streamsGroupHeartbeat(
+      streams,
+      req,
+      this.deps.clock.nowMs(),
+      this.configOf(req.groupId),
+      this.topicsView(),
+    )
+    this.afterChange(shard, group, streams)
+    return result
+  }
+
+  /** The group of a heartbeat, made a streams group on a join when it may be. */
+  private groupFor(
+    shard: GroupCoordinatorShard,
+    req: StreamsHeartbeatRequest,
+  ): Group | StreamsHeartbeatResult {
+    const notStreams = () =>
+      streamsHeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, `Group ${req.groupId} is not a streams group.`)
+    if (this.deps.isOtherType(shard, req.groupId)) return notStreams()
+    let group = shard.groups.get(req.groupId)
+    if (group?.state === 'Dead') group = undefined
+    if (group?.streams) return group
+    if (group && (group.consumer !== null || group.members.size > 0 || group.state !== 'Empty'))
+      return notStreams()
+    // No streams group here (never made, or emptied by a failover): a member must join again.
+    if (req.memberEpoch !== 0)
+      return streamsHeartbeatError(
+        ErrorCode.UNKNOWN_MEMBER_ID,
+        `Member ${req.memberId} is not a member of group ${req.groupId}.`,
+      )
+    if (!group) {
+      group = newGroup(req.groupId, this.deps.clock.nowMs())
+      shard.groups.set(req.groupId, group)
+    }
+    group.streams = newStreamsGroup(req.groupId)
+    group.protocolType = 'streams'
+    return group
+  }
+
+  /** The classic state follows the members (offset expiry, DeleteGroups); the timer is re-armed. */
+  private afterChange(shard: GroupCoordinatorShard, group: Group, streams: StreamsGroup): void {
+    const state = streams.members.size === 0 ? 'Empty' : 'Stable'
+    if (group.state !== state) {
+      group.state = state
+      group.currentStateTimestampMs = this.deps.clock.nowMs()
+    }
+    if (!shard.context.isActive) return
+    const config = this.configOf(group.groupId)
+    const deadline = nextStreamsDeadline(streams, config)
+    if (deadline === null) {
+      shard.context.timer.cancel(timerKey(group.groupId))
+      return
+    }
+    shard.context.timer.schedule(timerKey(group.groupId), deadline, () => {
+      if (shard.unloaded || shard.groups.get(group.groupId) !== group || group.streams !== streams) return
+      expireStreamsMembers(streams, this.deps.clock.nowMs(), this.configOf(group.groupId), this.topicsView())
+      this.afterChange(shard, group, streams)
+    })
+  }
+
+  describe(groupId: string): StreamsGroupDescription {
+    const fail = (errorCode: number, errorMessage: string | null): StreamsGroupDescription => ({
+      groupId,
+      errorCode,
+      errorMessage,
+      state: '',
+      groupEpoch: 0,
+      assignmentEpoch: 0,
+      topology: null,
+      members: [],
+    })
+    const shard = this.deps.route(groupId)
+    if (typeof shard === 'number') return fail(shard, null)
+    const group = shard.groups.get(groupId)
+    const streams = group?.state === 'Dead' ? null : streamsOf(group)
+    if (!streams) {
+      if ((group && group.state !== 'Dead') || this.deps.isOtherType(shard, groupId))
+        return fail(ErrorCode.GROUP_ID_NOT_FOUND, `Group ${groupId} is not a streams group.`)
+      return fail(ErrorCode.GROUP_ID_NOT_FOUND, `Group ${groupId} not found.`)
+    }
+    return {
+      groupId,
+      errorCode: ErrorCode.NONE,
+      errorMessage: null,
+      state: streamsGroupStateName(streams),
+      groupEpoch: streams.groupEpoch,
+      assignmentEpoch: streams.assignmentEpoch,
+      topology: streams.topology,
+      members: [...streams.members.values()].map((m) => ({
+        memberId: m.memberId,
+        instanceId: m.instanceId,
+        rackId: m.rackId,
+        clientId: m.clientId,
+        clientHost: m.clientHost,
+        processId: m.processId,
+        userEndpoint: m.userEndpoint,
+        clientTags: m.clientTags,
+        rebalanceTimeoutMs: m.rebalanceTimeoutMs,
+        topologyEpoch: m.topologyEpoch,
+        memberEpoch: m.memberEpoch,
+        stateCode: STREAMS_MEMBER_STATE_CODE[m.state],
+        assignment: toWireTuple(m.assigned),
+        targetAssignment: toWireTuple(
+          streams.targetAssignment.get(m.memberId) ?? {
+            active: new Map(),
+            standby: new Map(),
+            warmup: new Map(),
+          },
+        ),
+      })),
+    }
+  }
+
+  private configOf(groupId: string): StreamsGroupConfig {
+    return withGroupConfigs(this.deps.config, this.deps.metadataImage().groupConfigs?.get(groupId))
+  }
+
+  private topicsView(): StreamsTopicsView {
+    const partitionCounts = new Map<string, number>()
+    for (const [name, topic] of this.deps.metadataImage().topics)
+      partitionCounts.set(name, topic.partitions.length)
+    return { partitionCounts }
+  }
+}

@@ -1,0 +1,604 @@
+/**
+ * Streams groups' membership and task assignment (KIP-1071; Kafka's StreamsGroup,
+ * StreamsGroupMember and the streams parts of GroupMetadataManager), as pure steps on one
+ * group: `(group, request, nowMs, view) → result`.
+ *
+ * A member joins with epoch 0 and the application's topology; the group keeps the topology
+ * of the highest topology epoch it was sent (a member behind it is told STALE_TOPOLOGY). Any
+ * change of membership, of a member's process or endpoint, of the topology or of its topics'
+ * partition counts bumps the group epoch and recomputes the target assignment
+ * (streams-assignor.ts). A member then moves towards its target as Kafka's
+ * CurrentAssignmentBuilder moves it (streams-reconcile.ts): an active task another member
+ * still owns is given only once that member has reported it revoked, so a task is active on
+ * one member at a time. Leaving: epoch -1 (the member goes), -2 (a static member goes away
+ * for now, keeping its tasks until its session ends or its instance id rejoins). A member
+ * silent for group.streams.session.timeout.ms, or not revoking within its rebalance timeout,
+ * is removed.
+ *
+ * tidelog keeps streams groups in memory on the coordinator (Kafka writes StreamsGroup*
+ * records to `__consumer_offsets`; that is a later step): a coordinator failover empties them,
+ * and the members' next heartbeats are answered UNKNOWN_MEMBER_ID, so they join again. The
+ * group's committed offsets are ordinary offset records and survive.
+ */
+import { ErrorCode } from '../../protocol/error-codes.js'
+import { assignTasks, emptyTasks, type TasksTuple, taskCount } from './streams-assignor.js'
+import {
+  computeNextAssignment,
+  type OwnedTasks,
+  ownedTasksMatch,
+  type StreamsMemberState,
+  sameTasks,
+} from './streams-reconcile.js'
+import {
+  type ConfiguredTopology,
+  type CreatableInternalTopic,
+  configureTopology,
+  invalidTopologyReason,
+  type PartitionCounts,
+  StreamsStatus,
+  type StreamsStatusEntry,
+  type StreamsTopology,
+  topologySignature,
+} from './streams-topology.js'
+
+export interface StreamsGroupConfig {
+  /** group.streams.heartbeat.interval.ms */
+  readonly heartbeatIntervalMs: number
+  /** group.streams.session.timeout.ms */
+  readonly sessionTimeoutMs: number
+  /** group.streams.max.size */
+  readonly maxSize: number
+  /** group.streams.num.standby.replicas */
+  readonly numStandbyReplicas: number
+  /** group.streams.task.offset.interval.ms (sent to members; tidelog does not use the offsets). */
+  readonly taskOffsetIntervalMs: number
+  /** group.streams.acceptable.recovery.lag (sent to members). */
+  readonly acceptableRecoveryLag: number
+}
+
+export const DEFAULT_STREAMS_GROUP_CONFIG: StreamsGroupConfig = {
+  heartbeatIntervalMs: 5000,
+  sessionTimeoutMs: 45000,
+  maxSize: 2147483647,
+  numStandbyReplicas: 0,
+  taskOffsetIntervalMs: 60000,
+  acceptableRecoveryLag: 10000,
+}
+
+export interface Endpoint {
+  readonly host: string
+  readonly port: number
+}
+
+export interface StreamsMember {
+  readonly memberId: string
+  instanceId: string | null
+  rackId: string | null
+  clientId: string
+  clientHost: string
+  processId: string
+  userEndpoint: Endpoint | null
+  clientTags: { key: string; value: string }[]
+  rebalanceTimeoutMs: number
+  topologyEpoch: number
+  /** -2 after a static member's temporary leave. */
+  memberEpoch: number
+  previousMemberEpoch: number
+  state: StreamsMemberState
+  assigned: TasksTuple
+  /** Active tasks it must give up before the group moves on (UNREVOKED_TASKS). */
+  activePendingRevocation: TasksTuple['active']
+  lastHeartbeatMs: number
+  /** Fenced if the revocation is not acknowledged by then (its rebalance timeout). */
+  revocationDeadlineMs: number | null
+}
+
+export interface StreamsGroup {
+  readonly groupId: string
+  groupEpoch: number
+  assignmentEpoch: number
+  topology: StreamsTopology | null
+  /** The topology against the topics when the group epoch last moved. */
+  configured: ConfiguredTopology | null
+  /** The topics' partition counts when the group epoch last moved. */
+  signature: string
+  readonly members: Map<string, StreamsMember>
+  /** instance id → member id. */
+  readonly staticMembers: Map<string, string>
+  targetAssignment: Map<string, TasksTuple>
+  /** Bumped whenever a member's assignment changes: members re-read the IQ endpoints. */
+  endpointInformationEpoch: number
+  /** A member asked the whole application to shut down (until the group is empty). */
+  shutdownRequested: boolean
+}
+
+export interface StreamsHeartbeatRequest {
+  readonly groupId: string
+  readonly memberId: string
+  readonly memberEpoch: number
+  readonly endpointInformationEpoch: number
+  readonly instanceId: string | null
+  readonly rackId: string | null
+  readonly rebalanceTimeoutMs: number
+  readonly topology: StreamsTopology | null
+  readonly owned: OwnedTasks | null
+  readonly processId: string | null
+  readonly userEndpoint: Endpoint | null
+  readonly clientTags: { key: string; value: string }[] | null
+  readonly shutdownApplication: boolean
+  readonly clientId: string
+  readonly clientHost: string
+}
+
+export interface WireTasks {
+  readonly subtopologyId: string
+  readonly partitions: number[]
+}
+
+export interface StreamsHeartbeatResult {
+  readonly errorCode: number
+  readonly errorMessage: string | null
+  readonly memberId: string
+  readonly memberEpoch: number
+  readonly heartbeatIntervalMs: number
+  readonly status: StreamsStatusEntry[]
+  /** Sent on a join and whenever the member's tasks changed; null otherwise. */
+  readonly tasks: { active: WireTasks[]; standby: WireTasks[]; warmup: WireTasks[] } | null
+  readonly endpointInformationEpoch: number
+  /** Sent when the member's endpoint epoch is behind the group's. */
+  readonly partitionsByUserEndpoint:
+    | {
+        userEndpoint: Endpoint
+        activePartitions: WireTopicPartitions[]
+        standbyPartitions: WireTopicPartitions[]
+      }[]
+    | null
+  /** Internal topics the broker should create (MISSING_INTERNAL_TOPICS). */
+  readonly creatableTopics: CreatableInternalTopic[]
+}
+
+export interface WireTopicPartitions {
+  readonly topic: string
+  readonly partitions: number[]
+}
+
+/** What the cluster's topics look like to the group. */
+export interface StreamsTopicsView {
+  readonly partitionCounts: PartitionCounts
+}
+
+export function streamsHeartbeatError(
+  errorCode: number,
+  errorMessage: string | null = null,
+): StreamsHeartbeatResult {
+  return {
+    errorCode,
+    errorMessage,
+    memberId: '',
+    memberEpoch: 0,
+    heartbeatIntervalMs: 0,
+    status: [],
+    tasks: null,
+    endpointInformationEpoch: 0,
+    partitionsByUserEndpoint: null,
+    creatableTopics: [],
+  }
+}
+
+export function newStreamsGroup(groupId: string): StreamsGroup {
+  return {
+    groupId,
+    groupEpoch: 0,
+    assignmentEpoch: 0,
+    topology: null,
+    configured: null,
+    signature: '',
+    members: new Map(),
+    staticMembers: new Map(),
+    targetAssignment: new Map(),
+    endpointInformationEpoch: 0,
+    shutdownRequested: false,
+  }
+}
+
+/** Kafka's StreamsGroupState names (StreamsGroup.StreamsGroupState.toString()). */
+export type StreamsGroupStateName = 'Empty' | 'NotReady' | 'Assigning' | 'Reconciling' | 'Stable'
+
+export function streamsGroupStateName(group: StreamsGroup): StreamsGroupStateName {
+  if (group.members.size === 0) return 'Empty'
+  if (!group.configured || group.configured.problems.length > 0) return 'NotReady'
+  if (group.assignmentEpoch !== group.groupEpoch) return 'Assigning'
+  for (const m of group.members.values())
+    if (m.memberEpoch !== group.assignmentEpoch || m.state !== 'STABLE') return 'Reconciling'
+  return 'Stable'
+}
+
+/** Kafka's throwIfStreamsGroupHeartbeatRequestIsInvalid; the INVALID_REQUEST answer, or null. */
+export function validateStreamsHeartbeat(req: StreamsHeartbeatRequest): StreamsHeartbeatResult | null {
+  const invalid = (message: string) => streamsHeartbeatError(ErrorCode.INVALID_REQUEST, message)
+  if (req.memberId === '') return invalid("MemberId can't be empty.")
+  if (req.groupId === '') return invalid("GroupId can't be empty.")
+  if (req.instanceId === '') return invalid("InstanceId can't be empty.")
+  if (req.rackId === '') return invalid("RackId can't be empty.")
+  if (req.memberEpoch === 0) {
+    if (req.rebalanceTimeoutMs === -1) return invalid('RebalanceTimeoutMs must be provided in first request.')
+    if (req.owned && taskCount(req.owned.active) > 0)
+      return invalid('ActiveTasks must be empty when (re-)joining.')
+    if (req.owned && taskCount(req.owned.standby) > 0)
+      return invalid('StandbyTasks must be empty when (re-)joining.')
+    if (req.owned && taskCount(req.owned.warmup) > 0)
+      return invalid('WarmupTasks must be empty when (re-)joining.')
+    if (req.topology === null) return invalid('Topology must be non-null when (re-)joining.')
+    if (req.topology.subtopologies.some((s) => (s.sourceTopicRegex?.length ?? 0) > 0))
+      return invalid('Regular expressions for source topics are not supported yet.')
+    const reason = invalidTopologyReason(req.topology)
+    if (reason !== null) return streamsHeartbeatError(ErrorCode.STREAMS_INVALID_TOPOLOGY, reason)
+  } else if (req.memberEpoch === -2) {
+    if (req.instanceId === null) return invalid("InstanceId can't be null.")
+  } else if (req.memberEpoch < -2) {
+    return invalid(`MemberEpoch is ${req.memberEpoch}, but must be greater than or equal to -2.`)
+  }
+  if (req.memberEpoch !== 0 && req.topology !== null)
+    return invalid('Topology can only be provided when (re-)joining.')
+  return null
+}
+
+/** Kafka's throwIfStreamsGroupMemberEpochIsInvalid: FENCED_MEMBER_EPOCH, or null. */
+function fencedReason(member: StreamsMember, req: StreamsHeartbeatRequest): string | null {
+  if (req.memberEpoch > member.memberEpoch)
+    return `The streams group member has a greater member epoch (${req.memberEpoch}) than the one known by the group coordinator (${member.memberEpoch}). The member must abandon all its partitions and rejoin.`
+  if (
+    req.memberEpoch < member.memberEpoch &&
+    (req.memberEpoch !== member.previousMemberEpoch || !ownedTasksMatch(req.owned, member.assigned))
+  )
+    return `The streams group member has a smaller member epoch (${req.memberEpoch}) than the one known by the group coordinator (${member.memberEpoch}). The member must abandon all its partitions and rejoin.`
+  return null
+}
+
+function newMember(req: StreamsHeartbeatRequest, nowMs: number): StreamsMember {
+  return {
+    memberId: req.memberId,
+    instanceId: req.instanceId,
+    rackId: req.rackId,
+    clientId: req.clientId,
+    clientHost: req.clientHost,
+    processId: req.processId ?? '',
+    userEndpoint: req.userEndpoint,
+    clientTags: req.clientTags ?? [],
+    rebalanceTimeoutMs: req.rebalanceTimeoutMs,
+    topologyEpoch: req.topology?.epoch ?? 0,
+    memberEpoch: 0,
+    previousMemberEpoch: -1,
+    state: 'STABLE',
+    assigned: emptyTasks(),
+    activePendingRevocation: new Map(),
+    lastHeartbeatMs: nowMs,
+    revocationDeadlineMs: null,
+  }
+}
+
+/** Removes a member (leave, expiry, fencing); the group moves to a new epoch. */
+export function removeStreamsMember(
+  group: StreamsGroup,
+  memberId: string,
+  view: StreamsTopicsView,
+  config: StreamsGroupConfig,
+): void {
+  const member = group.members.get(memberId)
+  if (!member) return
+  group.members.delete(memberId)
+  if (member.instanceId !== null && group.staticMembers.get(member.instanceId) === memberId)
+    group.staticMembers.delete(member.instanceId)
+  if (group.members.size === 0) group.shutdownRequested = false
+  bumpAndAssign(group, view, config)
+}
+
+/**
+ * The member the request speaks for, created or replaced on a join; or the error answer.
+ * `changed` tells whether the membership changed (a new group epoch).
+ */
+function memberFor(
+  group: StreamsGroup,
+  req: StreamsHeartbeatRequest,
+  nowMs: number,
+  config: StreamsGroupConfig,
+): { member: StreamsMember; changed: boolean } | StreamsHeartbeatResult {
+  const existing = group.members.get(req.memberId)
+  if (req.memberEpoch !== 0) {
+    if (!existing)
+      return streamsHeartbeatError(
+        ErrorCode.UNKNOWN_MEMBER_ID,
+        `Member ${req.memberId} is not a member of group ${group.groupId}.`,
+      )
+    const fenced = fencedReason(existing, req)
+    if (fenced !== null) return streamsHeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH, fenced)
+    return { member: existing, changed: false }
+  }
+  const member = newMember(req, nowMs)
+  if (req.instanceId !== null) {
+    const previousId = group.staticMembers.get(req.instanceId)
+    const previous = previousId === undefined ? undefined : group.members.get(previousId)
+    if (previous && previous.memberId !== req.memberId) {
+      // Kafka: a static member may only be replaced after it left with epoch -2.
+      if (previous.memberEpoch !== -2)
+        return streamsHeartbeatError(
+          ErrorCode.UNRELEASED_INSTANCE_ID,
+          `Static member ${previous.memberId} with instance id ${req.instanceId} is not released yet.`,
+        )
+      // The new incarnation takes over the old one's tasks and epoch (no rebalance).
+      group.members.delete(previous.memberId)
+      member.memberEpoch = previous.previousMemberEpoch
+      member.assigned = previous.assigned
+      member.activePendingRevocation = previous.activePendingRevocation
+      member.state = previous.state
+    }
+    group.staticMembers.set(req.instanceId, req.memberId)
+  }
+  if (!existing && group.members.size >= config.maxSize)
+    return streamsHeartbeatError(
+      ErrorCode.GROUP_MAX_SIZE_REACHED,
+      `The streams group has reached its maximum capacity of ${config.maxSize} members.`,
+    )
+  // A member joining again with its id owns nothing now (the request says so): it starts over.
+  group.members.set(req.memberId, member)
+  return { member, changed: member.memberEpoch === 0 }
+}
+
+/** Takes the member's reported metadata; true when it changes what the assignor sees. */
+function updateMember(member: StreamsMember, req: StreamsHeartbeatRequest, nowMs: number): boolean {
+  member.lastHeartbeatMs = nowMs
+  let changed = false
+  if (req.rackId !== null && req.rackId !== member.rackId) {
+    member.rackId = req.rackId
+    changed = true
+  }
+  if (req.processId !== null && req.processId !== member.processId) {
+    member.processId = req.processId
+    changed = true
+  }
+  if (req.userEndpoint !== null && JSON.stringify(req.userEndpoint) !== JSON.stringify(member.userEndpoint)) {
+    member.userEndpoint = req.userEndpoint
+    changed = true
+  }
+  if (req.clientTags !== null) member.clientTags = req.clientTags
+  if (req.rebalanceTimeoutMs !== -1) member.rebalanceTimeoutMs = req.rebalanceTimeoutMs
+  if (req.topology !== null) member.topologyEpoch = req.topology.epoch
+  return changed
+}
+
+/** A new group epoch and its target assignment. */
+function bumpAndAssign(group: StreamsGroup, view: StreamsTopicsView, config: StreamsGroupConfig): void {
+  group.groupEpoch++
+  group.signature = topologySignature(group.topology, view.partitionCounts)
+  group.configured = group.topology ? configureTopology(group.topology, view.partitionCounts) : null
+  const stateful = new Set(
+    (group.topology?.subtopologies ?? [])
+      .filter((s) => s.stateChangelogTopics.length > 0)
+      .map((s) => s.subtopologyId),
+  )
+  group.targetAssignment = assignTasks({
+    members: [...group.members.values()].map((m) => ({
+      memberId: m.memberId,
+      processId: m.processId,
+      current: m.assigned,
+    })),
+    taskCounts: group.configured?.taskCounts ?? new Map(),
+    stateful,
+    numStandbyReplicas: config.numStandbyReplicas,
+  })
+  group.assignmentEpoch = group.groupEpoch
+}
+
+/** One heartbeat of a validated request on its group (made for a join by the caller). */
+export function streamsGroupHeartbeat(
+  group: StreamsGroup,
+  req: StreamsHeartbeatRequest,
+  nowMs: number,
+  config: StreamsGroupConfig,
+  view: StreamsTopicsView,
+): StreamsHeartbeatResult {
+  if (req.memberEpoch === -1 || req.memberEpoch === -2) return leave(group, req, view, config)
+  const found = memberFor(group, req, nowMs, config)
+  if ('errorCode' in found) return found
+  const { member } = found
+  let changed = found.changed
+  changed = updateMember(member, req, nowMs) || changed
+  if (req.topology !== null && (group.topology === null || req.topology.epoch > group.topology.epoch)) {
+    group.topology = req.topology
+    changed = true
+  }
+  if (req.shutdownApplication) group.shutdownRequested = true
+  if (changed || topologySignature(group.topology, view.partitionCounts) !== group.signature)
+    bumpAndAssign(group, view, config)
+  const before = { epoch: member.memberEpoch, assigned: member.assigned }
+  reconcile(group, member, req.owned, nowMs)
+  const tasksChanged = !sameTasks(before.assigned, member.assigned)
+  if (tasksChanged) group.endpointInformationEpoch++
+  return {
+    errorCode: ErrorCode.NONE,
+    errorMessage: null,
+    memberId: member.memberId,
+    memberEpoch: member.memberEpoch,
+    heartbeatIntervalMs: config.heartbeatIntervalMs,
+    status: statusOf(group, member),
+    tasks:
+      req.memberEpoch === 0 || tasksChanged || before.epoch !== member.memberEpoch
+        ? toWireTuple(member.assigned)
+        : null,
+    endpointInformationEpoch: group.endpointInformationEpoch,
+    partitionsByUserEndpoint:
+      req.endpointInformationEpoch !== group.endpointInformationEpoch ? endpointsOf(group) : null,
+    creatableTopics: [...(group.configured?.missingInternalTopics ?? [])],
+  }
+}
+
+function leave(
+  group: StreamsGroup,
+  req: StreamsHeartbeatRequest,
+  view: StreamsTopicsView,
+  config: StreamsGroupConfig,
+): StreamsHeartbeatResult {
+  const member = group.members.get(req.memberId)
+  if (!member)
+    return streamsHeartbeatError(
+      ErrorCode.UNKNOWN_MEMBER_ID,
+      `Member ${req.memberId} is not a member of group ${group.groupId}.`,
+    )
+  if (req.memberEpoch === -2 && member.instanceId !== null) {
+    // A static member away for now keeps its tasks until its session ends.
+    member.previousMemberEpoch = member.memberEpoch
+    member.memberEpoch = -2
+  } else {
+    removeStreamsMember(group, member.memberId, view, config)
+  }
+  return { ...streamsHeartbeatError(ErrorCode.NONE), memberId: req.memberId, memberEpoch: req.memberEpoch }
+}
+
+/** Moves the member towards its target (Kafka's CurrentAssignmentBuilder). */
+function reconcile(
+  group: StreamsGroup,
+  member: StreamsMember,
+  owned: OwnedTasks | null,
+  nowMs: number,
+): void {
+  const next = computeNextAssignment(
+    member,
+    group.assignmentEpoch,
+    group.targetAssignment.get(member.memberId) ?? emptyTasks(),
+    owned,
+    (subtopologyId, partition) => {
+      for (const other of group.members.values()) {
+        if (other.memberId === member.memberId) continue
+        if (other.assigned.active.get(subtopologyId)?.includes(partition)) return true
+        if (other.activePendingRevocation.get(subtopologyId)?.includes(partition)) return true
+      }
+      return false
+    },
+  )
+  if (next.state === 'UNREVOKED_TASKS' && member.state !== 'UNREVOKED_TASKS')
+    member.revocationDeadlineMs = nowMs + member.rebalanceTimeoutMs
+  if (next.state !== 'UNREVOKED_TASKS') member.revocationDeadlineMs = null
+  if (next.memberEpoch !== member.memberEpoch) member.previousMemberEpoch = member.memberEpoch
+  member.memberEpoch = next.memberEpoch
+  member.state = next.state
+  member.assigned = next.assigned
+  member.activePendingRevocation = next.activePendingRevocation
+}
+
+function statusOf(group: StreamsGroup, member: StreamsMember): StreamsStatusEntry[] {
+  const status: StreamsStatusEntry[] = []
+  const groupEpoch = group.topology?.epoch ?? 0
+  if (member.topologyEpoch < groupEpoch)
+    status.push({
+      statusCode: StreamsStatus.STALE_TOPOLOGY,
+      statusDetail: `The member's topology epoch ${member.topologyEpoch} is behind the group's topology epoch ${groupEpoch}.`,
+    })
+  status.push(...(group.configured?.problems ?? []))
+  if (group.shutdownRequested)
+    status.push({
+      statusCode: StreamsStatus.SHUTDOWN_APPLICATION,
+      statusDetail:
+        'A KafkaStreams instance encountered a fatal error and requested a shutdown for the entire application.',
+    })
+  return status
+}
+
+export function toWireTasks(tasks: TasksTuple['active']): WireTasks[] {
+  return [...tasks]
+    .filter(([, partitions]) => partitions.length > 0)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([subtopologyId, partitions]) => ({ subtopologyId, partitions: [...partitions] }))
+}
+
+export function toWireTuple(tuple: TasksTuple): {
+  active: WireTasks[]
+  standby: WireTasks[]
+  warmup: WireTasks[]
+} {
+  return {
+    active: toWireTasks(tuple.active),
+    standby: toWireTasks(tuple.standby),
+    warmup: toWireTasks(tuple.warmup),
+  }
+}
+
+/** Kafka's IQ information: per member with an endpoint, the input partitions of its tasks. */
+function endpointsOf(group: StreamsGroup): NonNullable<StreamsHeartbeatResult['partitionsByUserEndpoint']> {
+  const topology = group.topology
+  if (!topology) return []
+  const partitionsOf = (tasks: TasksTuple['active']): WireTopicPartitions[] => {
+    const byTopic = new Map<string, Set<number>>()
+    for (const [id, partitions] of tasks) {
+      const sub = topology.subtopologies.find((s) => s.subtopologyId === id)
+      if (!sub) continue
+      for (const topic of [...sub.sourceTopics, ...sub.repartitionSourceTopics.map((t) => t.name)]) {
+        const set = byTopic.get(topic) ?? new Set()
+        for (const p of partitions) set.add(p)
+        byTopic.set(topic, set)
+      }
+    }
+    return [...byTopic]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([topic, set]) => ({ topic, partitions: [...set].sort((a, b) => a - b) }))
+  }
+  const result: NonNullable<StreamsHeartbeatResult['partitionsByUserEndpoint']> = []
+  for (const m of group.members.values()) {
+    if (!m.userEndpoint) continue
+    const standby = new Map([...m.assigned.standby, ...m.assigned.warmup])
+    result.push({
+      userEndpoint: m.userEndpoint,
+      activePartitions: partitionsOf(m.assigned.active),
+      standbyPartitions: partitionsOf(standby),
+    })
+  }
+  return result
+}
+
+/** Removes members whose session ran out or who did not revoke in time; true when any was. */
+export function expireStreamsMembers(
+  group: StreamsGroup,
+  nowMs: number,
+  config: StreamsGroupConfig,
+  view: StreamsTopicsView,
+): boolean {
+  let expired = false
+  for (const member of [...group.members.values()]) {
+    const sessionOver = nowMs - member.lastHeartbeatMs >= config.sessionTimeoutMs
+    const revocationOver = member.revocationDeadlineMs !== null && nowMs >= member.revocationDeadlineMs
+    if (!sessionOver && !revocationOver) continue
+    removeStreamsMember(group, member.memberId, view, config)
+    expired = true
+  }
+  return expired
+}
+
+/** When the group's next member session or revocation runs out, or null without members. */
+export function nextStreamsDeadline(group: StreamsGroup, config: StreamsGroupConfig): number | null {
+  let deadline: number | null = null
+  for (const member of group.members.values()) {
+    for (const at of [member.lastHeartbeatMs + config.sessionTimeoutMs, member.revocationDeadlineMs]) {
+      if (at !== null && (deadline === null || at < deadline)) deadline = at
+    }
+  }
+  return deadline
+}
+
+/** Offset commits and fetches of a streams group's members (Kafka's validateOffsetCommit of a StreamsGroup). */
+export function validateStreamsOffsetRequest(
+  group: StreamsGroup,
+  memberId: string,
+  memberEpoch: number,
+  kind: 'commit' | 'fetch',
+): number {
+  if (kind === 'fetch' && memberEpoch < 0 && memberId === '') return ErrorCode.NONE
+  if (kind === 'commit' && memberEpoch < 0 && group.members.size === 0) return ErrorCode.NONE
+  const member = group.members.get(memberId)
+  if (!member) return ErrorCode.UNKNOWN_MEMBER_ID
+  if (memberEpoch > member.memberEpoch) return ErrorCode.FENCED_MEMBER_EPOCH
+  // A commit sent just before the epoch moved (a transaction in flight while another member
+  // joined) is still the current owner's: its previous epoch is accepted, as Kafka 4.4 accepts
+  // commits of tasks held since an older epoch. Anything older is stale.
+  if (memberEpoch < member.memberEpoch && memberEpoch !== member.previousMemberEpoch)
+    return ErrorCode.STALE_MEMBER_EPOCH
+  return ErrorCode.NONE
+}
