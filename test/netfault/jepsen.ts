@@ -12,7 +12,13 @@
  */
 import { createWriteStream, type WriteStream } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { Admin, Consumer, type ConsumerRecord, Producer, type TopicPartition } from '../../src/client/index.js'
+import {
+  Admin,
+  Consumer,
+  type ConsumerRecord,
+  Producer,
+  type TopicPartition,
+} from '../../src/client/index.js'
 import { checkHistory, type VerifyReport } from '../../src/verify/checker.js'
 import { readHistoryFile } from '../../src/verify/history-file.js'
 
@@ -619,7 +625,13 @@ export class JepsenWorkload {
         for (const [partition, endOffset] of highWatermarks.entries()) {
           const offset = committed.find((c) => c.partition === partition)?.offset ?? -1
           const topic = this.o.topic
-          this.history.add('group-offset', { group, topic, partition, offset: Math.max(offset, 0), endOffset })
+          this.history.add('group-offset', {
+            group,
+            topic,
+            partition,
+            offset: Math.max(offset, 0),
+            endOffset,
+          })
         }
       }
     } finally {
