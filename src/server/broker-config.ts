@@ -431,6 +431,20 @@ export const brokerConfigDefs = new ConfigDefs([
     {},
     true,
   ),
+  def(
+    'add.partitions.to.txn.retry.backoff.ms',
+    'int',
+    20,
+    "How long a partition leader waits before asking again to add a transaction version 2 producer's partition while the coordinator completes the previous transaction.",
+    { min: 0 },
+  ),
+  def(
+    'add.partitions.to.txn.retry.backoff.max.ms',
+    'int',
+    100,
+    'How long in all a partition leader retries such an add before the producer is told to retry (NOT_ENOUGH_REPLICAS); at most request.timeout.ms.',
+    { min: 0 },
+  ),
   // The share coordinator (src/coordinator/share, KIP-932): Kafka's names and defaults.
   def('share.coordinator.state.topic.num.partitions', 'int', 50, 'Partitions of __share_group_state.', {
     min: 1,
@@ -703,6 +717,8 @@ export function transactionCoordinatorConfig(config: BrokerConfig): TransactionC
     ),
     offsetsTopicNumPartitions: value('offsets.topic.num.partitions'),
     requestTimeoutMs: value('request.timeout.ms'),
+    addPartitionsRetryBackoffMs: value('add.partitions.to.txn.retry.backoff.ms'),
+    addPartitionsRetryBackoffMaxMs: value('add.partitions.to.txn.retry.backoff.max.ms'),
     // Kafka's marker channel retries on its network client's poll; these bound ours.
     retryBackoffMs: 100,
     retryBackoffMaxMs: 1000,

@@ -361,7 +361,7 @@ export class Broker implements BrokerServices {
     this.coordinatorVerifier = new CoordinatorTransactionVerifier(
       txnHost,
       this.transactionCoordinator,
-      txnConfig.requestTimeoutMs,
+      txnConfig,
     )
     this.transactionVerifier = this.coordinatorVerifier
   }

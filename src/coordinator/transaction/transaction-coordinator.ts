@@ -56,6 +56,10 @@ export interface TransactionCoordinatorConfig extends TransactionStateConfig, Ma
   readonly removeExpiredTransactionalIdCleanupIntervalMs: number
   /** AddOffsetsToTxn adds the group's __consumer_offsets partition before that topic exists. */
   readonly offsetsTopicNumPartitions: number
+  /** add.partitions.to.txn.retry.backoff.ms, for the leaders' verifier (transaction-verifier.ts). */
+  readonly addPartitionsRetryBackoffMs: number
+  /** add.partitions.to.txn.retry.backoff.max.ms */
+  readonly addPartitionsRetryBackoffMaxMs: number
 }
 
 export interface TransactionCoordinatorHost extends TransactionHost {

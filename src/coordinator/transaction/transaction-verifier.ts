@@ -9,6 +9,12 @@
  * PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH, and a coordinator that cannot answer now
  * (moved, loading, unreachable, completing a transaction) NOT_ENOUGH_REPLICAS, which every
  * producer retries without a metadata refresh.
+ *
+ * Adding a partition often meets the previous transaction still writing its markers (a
+ * version 2 producer sends its next Produce right after EndTxn): CONCURRENT_TRANSACTIONS.
+ * As Kafka's leader does, the add is retried here every add.partitions.to.txn.retry.backoff.ms
+ * for up to add.partitions.to.txn.retry.backoff.max.ms (20 and 100 ms), rather than making
+ * the producer wait out its own retry backoff for each such transaction.
  */
 import type { Clock } from '../../common/clock.js'
 import type { Logger } from '../../common/logger.js'
@@ -39,13 +45,22 @@ export interface VerifierHost {
   brokerAddress(nodeId: number): { host: string; port: number } | undefined
 }
 
+export interface VerifierConfig {
+  /** request.timeout.ms: an AddPartitionsToTxn to another broker's coordinator. */
+  readonly requestTimeoutMs: number
+  /** add.partitions.to.txn.retry.backoff.ms */
+  readonly addPartitionsRetryBackoffMs: number
+  /** add.partitions.to.txn.retry.backoff.max.ms: how long an add is retried in all. */
+  readonly addPartitionsRetryBackoffMaxMs: number
+}
+
 export class CoordinatorTransactionVerifier implements TransactionVerifier {
   private readonly clients = new Map<number, { address: string; client: BrokerClient }>()
 
   constructor(
     private readonly host: VerifierHost,
     private readonly coordinator: TransactionCoordinator,
-    private readonly requestTimeoutMs: number,
+    private readonly config: VerifierConfig,
   ) {}
 
   close(): void {
@@ -54,17 +69,28 @@ export class CoordinatorTransactionVerifier implements TransactionVerifier {
   }
 
   async verify(request: TransactionVerificationRequest): Promise<number> {
+    if (request.addPartition !== true) return toProduceError(await this.ask(request))
+    const clock = this.host.clock
+    const { addPartitionsRetryBackoffMs: backoffMs, addPartitionsRetryBackoffMaxMs: maxMs } = this.config
+    const deadlineMs = clock.nowMs() + Math.min(maxMs, this.config.requestTimeoutMs)
+    for (;;) {
+      const code = await this.ask(request)
+      if (code !== ErrorCode.CONCURRENT_TRANSACTIONS || clock.nowMs() + backoffMs > deadlineMs)
+        return toProduceError(code)
+      await new Promise<void>((resolve) => clock.setTimeout(resolve, backoffMs))
+    }
+  }
+
+  /** One question to the coordinator, answered with its own error code. */
+  private async ask(request: TransactionVerificationRequest): Promise<number> {
     const producer = { producerId: request.producerId, producerEpoch: request.producerEpoch }
     const partitions = new Map([[request.topic, new Set([request.partition])]])
     const local = this.coordinator.stateManager.getTransactionState(request.transactionalId)
     const add = request.addPartition === true
     if (local !== ErrorCode.NOT_COORDINATOR) {
-      if (add)
-        return toProduceError(
-          await this.coordinator.addPartitions(request.transactionalId, producer, partitions, TV_2),
-        )
+      if (add) return this.coordinator.addPartitions(request.transactionalId, producer, partitions, TV_2)
       const [result] = this.coordinator.verifyPartitions(request.transactionalId, producer, partitions)
-      return toProduceError(result.errorCode)
+      return result.errorCode
     }
     const image = this.host.metadataImage()
     const topic = image.topics.get(TRANSACTION_STATE_TOPIC)
@@ -86,12 +112,12 @@ export class CoordinatorTransactionVerifier implements TransactionVerifier {
           },
         ],
       })
-      if (response.errorCode !== ErrorCode.NONE) return toProduceError(response.errorCode)
+      if (response.errorCode !== ErrorCode.NONE) return response.errorCode
       for (const txn of response.resultsByTransaction)
         for (const t of txn.topicResults)
           for (const r of t.resultsByPartition)
             if (t.name === request.topic && r.partitionIndex === request.partition)
-              return toProduceError(r.partitionErrorCode)
+              return r.partitionErrorCode
       this.host.logger.warn(
         { ...request, producerId: String(request.producerId) },
         'verification answer lacks the partition',
@@ -125,7 +151,7 @@ export class CoordinatorTransactionVerifier implements TransactionVerifier {
         if (this.clients.get(nodeId)?.client === client) this.clients.delete(nodeId)
         client.close()
         reject(new Error(`AddPartitionsToTxn to broker ${nodeId} timed out`))
-      }, this.requestTimeoutMs)
+      }, this.config.requestTimeoutMs)
       const version = add ? ADD_VERSION : VERIFY_VERSION
       client.request<AddPartitionsToTxnResponse>(ApiKey.AddPartitionsToTxn, version, body).then(
         (response) => {

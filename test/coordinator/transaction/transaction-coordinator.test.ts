@@ -46,6 +46,8 @@ const CONFIG: TransactionCoordinatorConfig = {
   requestTimeoutMs: 30_000,
   retryBackoffMs: 100,
   retryBackoffMaxMs: 1000,
+  addPartitionsRetryBackoffMs: 20,
+  addPartitionsRetryBackoffMaxMs: 100,
 }
 
 /** __transaction_state-0 in memory: one "offset" per appended batch. */
