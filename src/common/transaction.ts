@@ -19,6 +19,11 @@ export interface TransactionVerificationRequest {
    * needed, instead of only checking it is there.
    */
   readonly addPartition?: boolean
+  /**
+   * Called before the verifier asks again after CONCURRENT_TRANSACTIONS: the leader starts
+   * its verification guard over, since a marker written while it waited voided the old one.
+   */
+  readonly beforeRetry?: () => void
 }
 
 /**

@@ -107,7 +107,7 @@ export class AppendVerification {
     const started = previous.then(async (): Promise<{ appended: Promise<R> }> => {
       // Its state may have been reloaded (truncation) while it waited: ask it again.
       if (!state.needsVerification(producer.producerId, producer.producerEpoch)) return { appended: direct() }
-      const guard = state.beginVerification(producer.producerId, producer.producerEpoch)
+      let guard = state.beginVerification(producer.producerId, producer.producerEpoch)
       const verifier = verification.verifier
       if (verifier === undefined)
         throw new KafkaError(
@@ -121,6 +121,11 @@ export class AppendVerification {
         topic: target.topic,
         partition: target.partition,
         addPartition,
+        // A retried add starts over with a new guard, as Kafka's leader retries the whole
+        // append: the previous transaction's marker, written while it waited, voided the old.
+        beforeRetry: () => {
+          guard = state.beginVerification(producer.producerId, producer.producerEpoch)
+        },
       })
       if (code !== ErrorCode.NONE) throw verificationError(code)
       return { appended: append({ verificationGuard: guard }) }

@@ -78,6 +78,7 @@ export class CoordinatorTransactionVerifier implements TransactionVerifier {
       if (code !== ErrorCode.CONCURRENT_TRANSACTIONS || clock.nowMs() + backoffMs > deadlineMs)
         return toProduceError(code)
       await new Promise<void>((resolve) => clock.setTimeout(resolve, backoffMs))
+      request.beforeRetry?.()
     }
   }
 

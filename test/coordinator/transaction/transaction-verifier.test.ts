@@ -2,8 +2,10 @@
  * The leader's side of KIP-890 (transaction-verifier.ts): adding a transaction version 2
  * producer's partition while the coordinator still completes the previous transaction
  * (CONCURRENT_TRANSACTIONS) is retried here every add.partitions.to.txn.retry.backoff.ms,
- * up to add.partitions.to.txn.retry.backoff.max.ms, as Kafka's leader does; then the
- * producer gets NOT_ENOUGH_REPLICAS. A verification (no add) is asked once.
+ * up to add.partitions.to.txn.retry.backoff.max.ms, as Kafka's leader does, its guard started
+ * over each time; then the producer gets NOT_ENOUGH_REPLICAS. A verification (no add) is
+ * asked once. (test/verify/read-committed-run.test.ts failed with INVALID_TXN_STATE while the
+ * retry kept the first guard, which the previous transaction's marker had voided.)
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
@@ -58,8 +60,13 @@ test('an add that meets CONCURRENT_TRANSACTIONS is retried every 20 ms until it 
     ErrorCode.CONCURRENT_TRANSACTIONS,
     ErrorCode.NONE,
   ])
-  const code = await settle(clock, verifier.verify({ ...REQUEST, addPartition: true }))
+  let guardsRestarted = 0
+  const code = await settle(
+    clock,
+    verifier.verify({ ...REQUEST, addPartition: true, beforeRetry: () => guardsRestarted++ }),
+  )
   assert.equal(code, ErrorCode.NONE)
+  assert.equal(guardsRestarted, 2, "the leader's guard starts over before each retry")
   assert.deepEqual(
     askedAtMs.map((t) => t - askedAtMs[0]),
     [0, 20, 40],
