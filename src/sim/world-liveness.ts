@@ -204,7 +204,7 @@ export class LivenessPhase {
     }
     verifier.stop()
     const w = this.workload.groupWorkload!
-    const g = this.world.invariants.groupChecks
+    const g = this.world.invariants.group.counts
     this.world.log(
       `group: ${w.rebalances} assignments, ${w.commits} commits (${w.ackedCommits} partition commits acknowledged), ${w.fetches} offset fetches (${g.fetches} checked, ${g.staleFetches} from a deposed coordinator, ${g.staleBehind} of those behind an acknowledged commit), ${g.coordinatorAnswers} coordinator answers, ${g.memberEpochs} member epochs checked; errors ${[...w.errorCodes].map(([code, n]) => `${code}: ${n}`).join(', ') || 'none'}; acknowledged commits found by the final OffsetFetch`,
     )
@@ -227,9 +227,9 @@ export class LivenessPhase {
       await this.world.runFor(200)
     }
     for (const consumer of this.workload.consumers) consumer.stop()
-    this.world.invariants.checkConsumedCommitted()
+    this.world.invariants.consumer.checkConsumedCommitted()
     this.world.log(
-      `consumers caught up: ${this.workload.consumers.map((c) => `p${c.partition} at ${c.position} (${c.fetches} fetches, ${c.errors} errors${[...c.errorCodes].map(([code, n]) => `, code ${code}: ${n}`).join('')})`).join(', ')}; ${this.world.invariants.consumedBatches} batches checked`,
+      `consumers caught up: ${this.workload.consumers.map((c) => `p${c.partition} at ${c.position} (${c.fetches} fetches, ${c.errors} errors${[...c.errorCodes].map(([code, n]) => `, code ${code}: ${n}`).join('')})`).join(', ')}; ${this.world.invariants.consumer.consumedBatches} batches checked`,
     )
   }
 }

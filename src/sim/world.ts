@@ -202,7 +202,7 @@ export class World implements WorldInternals {
     leaderEpoch: number,
   ): void {
     this.checkInCallback(() =>
-      this.invariants.onCoordinatorAnswer(
+      this.invariants.group.onCoordinatorAnswer(
         broker,
         offsetsPartition,
         leaderEpoch,
@@ -227,7 +227,7 @@ export class World implements WorldInternals {
     batch: { base: number; last: number; bytes: Buffer },
     from: number,
   ): void {
-    this.checkInCallback(() => this.invariants.onConsumed(partition, position, batch, from))
+    this.checkInCallback(() => this.invariants.consumer.onConsumed(partition, position, batch, from))
   }
 
   private afterEvent(): void {
@@ -481,7 +481,7 @@ export class World implements WorldInternals {
             for (const p of topic.partitions)
               if (p.errorCode === ErrorCode.NONE)
                 this.checkInCallback(() =>
-                  this.invariants.onConsumerAnswer(
+                  this.invariants.consumer.onConsumerAnswer(
                     broker,
                     p.partitionIndex,
                     recordsBytes(p.records),
