@@ -468,6 +468,31 @@ export class LogSegment {
     minOneBatch: boolean,
     allowOffsetGaps = true,
   ): Promise<SegmentRead | undefined> {
+    const { first, window, corruption } = await this.findStartBatch(startOffset, maxBytes, allowOffsetGaps)
+    corruption.throwIfFound()
+    if (first === undefined) return undefined
+    const nothing = {
+      records: [],
+      sizeInBytes: 0,
+      firstOffset: first.baseOffset,
+      nextOffset: first.baseOffset,
+    }
+    if (first.lastOffset >= maxOffset) return nothing
+    const limits = { maxOffset, maxBytes, minOneBatch, allowOffsetGaps }
+    const taken = await this.takeBatches(first, window, corruption, limits)
+    if (taken.sizeInBytes === 0) return nothing
+    return { ...taken, firstOffset: first.baseOffset }
+  }
+
+  /**
+   * The batch holding `startOffset` (undefined: none in this segment), the window read
+   * around it, and the damage found on the way, not thrown yet.
+   */
+  private async findStartBatch(
+    startOffset: Offset,
+    maxBytes: number,
+    allowOffsetGaps: boolean,
+  ): Promise<{ first: BatchSummary | undefined; window: ReadWindow; corruption: CorruptionFinding }> {
     let window = new ReadWindow()
     let corruption = new CorruptionFinding(this, this.layoutVersion)
     let first = await this.translateOffset(
@@ -498,15 +523,21 @@ export class LogSegment {
         first.position,
         `batch at offsets from ${first.baseOffset} found for offset ${startOffset}`,
       )
-    corruption.throwIfFound()
-    if (first === undefined) return undefined
-    const nothing = {
-      records: [],
-      sizeInBytes: 0,
-      firstOffset: first.baseOffset,
-      nextOffset: first.baseOffset,
-    }
-    if (first.lastOffset >= maxOffset) return nothing
+    return { first, window, corruption }
+  }
+
+  /**
+   * `read`'s walk from the batch `first` on: whole batches within the limits, each checked
+   * (framing, offsets, CRC), the window refilled when it ends inside one. Damage after a
+   * sound batch ends the walk there; damage before any is thrown.
+   */
+  private async takeBatches(
+    first: BatchSummary,
+    window: ReadWindow,
+    corruption: CorruptionFinding,
+    limits: { maxOffset: Offset; maxBytes: number; minOneBatch: boolean; allowOffsetGaps: boolean },
+  ): Promise<{ records: Buffer[]; sizeInBytes: number; nextOffset: Offset }> {
+    const { maxOffset, maxBytes, minOneBatch, allowOffsetGaps } = limits
     const records: Buffer[] = []
     let sliceStart = first.position
     let position = first.position
@@ -564,8 +595,7 @@ export class LogSegment {
     if (taken === 0) corruption.throwIfFound()
     if (position > sliceStart)
       records.push(window.buf.subarray(sliceStart - window.start, position - window.start))
-    if (taken === 0) return nothing
-    return { records, sizeInBytes: taken, firstOffset: first.baseOffset, nextOffset }
+    return { records, sizeInBytes: taken, nextOffset }
   }
 
   /** Offset after the last batch, scanning from the last index entry (Kafka's readNextOffset). */
