@@ -1,8 +1,11 @@
 /**
  * Kafka's varints and varlongs (zigzag) as JavaScript numbers, no BigInt: the sizes and
- * writers of the record encoder, on the producer's hot path. The protocol's Reader and
- * Writer (primitives.ts) keep their own, over their buffers and bigint varlongs.
+ * writers of the record encoder, on the producer's hot path, and position readers for the
+ * cleaner's record framing. The protocol's Reader and Writer (primitives.ts) keep their
+ * own, over their buffers and bigint varlongs.
  */
+import { assert } from '../common/assert.js'
+
 export function zigzag32(value: number): number {
   return ((value << 1) ^ (value >> 31)) >>> 0
 }
@@ -63,4 +66,35 @@ export function writeVarlong(buf: Buffer, at: number, value: number): number {
   }
   buf[at++] = v
   return at
+}
+
+// Readers of a varint at a position, for bytes already checked (a stored batch passed its
+// CRC): bad framing there is a bug or disk damage, so it fails an assertion. They return
+// the value and the position after it. (RecordCursor in default-record-batch.ts reads
+// untrusted bytes and throws CorruptRecordError instead.)
+
+/** Kafka's varint at `at`: [value, position after]. */
+export function readVarintAt(buf: Buffer, at: number): [number, number] {
+  let raw = 0
+  for (let shift = 0, i = at; shift <= 28; shift += 7, i++) {
+    assert(i < buf.length, 'varint runs past the records')
+    const b = buf[i]
+    raw = (raw | ((b & 0x7f) << shift)) >>> 0
+    if ((b & 0x80) === 0) return [(raw >>> 1) ^ -(raw & 1), i + 1]
+  }
+  throw new Error('varint longer than 5 bytes')
+}
+
+/** Kafka's varlong at `at`, as a number: [value, position after]. */
+export function readVarlongAt(buf: Buffer, at: number): [number, number] {
+  let raw = 0
+  let scale = 1
+  for (let i = at; i < at + 10; i++) {
+    assert(i < buf.length, 'varlong runs past the records')
+    const b = buf[i]
+    raw += (b & 0x7f) * scale
+    if ((b & 0x80) === 0) return [raw % 2 === 0 ? raw / 2 : -(raw + 1) / 2, i + 1]
+    scale *= 128
+  }
+  throw new Error('varlong longer than 10 bytes')
 }

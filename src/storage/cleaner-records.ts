@@ -20,6 +20,14 @@ import {
 import { compress } from '../protocol/compression.js'
 import { crc32c } from '../protocol/crc32c.js'
 import { DELETE_HORIZON_FLAG_MASK } from '../protocol/record-batch.js'
+import {
+  readVarintAt,
+  readVarlongAt,
+  varintBytes,
+  varlongBytes,
+  writeVarint,
+  writeVarlong,
+} from '../protocol/varint.js'
 import { readInt64, writeInt64 } from './record-batch-check.js'
 
 /** One batch found in a segment window. */
@@ -45,51 +53,7 @@ export interface RecordSpan {
   readonly attributes: number
 }
 
-// ---- record framing (the cleaner's own, to copy retained records byte for byte) ----
-
-function readVarint(buf: Buffer, at: number): [number, number] {
-  let raw = 0
-  for (let shift = 0, i = at; shift <= 28; shift += 7, i++) {
-    assert(i < buf.length, 'varint runs past the records')
-    const b = buf[i]
-    raw = (raw | ((b & 0x7f) << shift)) >>> 0
-    if ((b & 0x80) === 0) return [(raw >>> 1) ^ -(raw & 1), i + 1]
-  }
-  throw new Error('varint longer than 5 bytes')
-}
-
-function readVarlong(buf: Buffer, at: number): [number, number] {
-  let raw = 0
-  let scale = 1
-  for (let i = at; i < at + 10; i++) {
-    assert(i < buf.length, 'varlong runs past the records')
-    const b = buf[i]
-    raw += (b & 0x7f) * scale
-    if ((b & 0x80) === 0) return [raw % 2 === 0 ? raw / 2 : -(raw + 1) / 2, i + 1]
-    scale *= 128
-  }
-  throw new Error('varlong longer than 10 bytes')
-}
-
-function varlongBytes(value: number): number {
-  let v = value >= 0 ? value * 2 : -value * 2 - 1
-  let bytes = 1
-  while (v >= 0x80) {
-    v = Math.floor(v / 0x80)
-    bytes++
-  }
-  return bytes
-}
-
-function writeVarlong(buf: Buffer, at: number, value: number): number {
-  let v = value >= 0 ? value * 2 : -value * 2 - 1
-  while (v >= 0x80) {
-    buf[at++] = (v % 0x80) | 0x80
-    v = Math.floor(v / 0x80)
-  }
-  buf[at++] = v
-  return at
-}
+// ---- record framing (spans, to copy retained records byte for byte) ----
 
 /** The `count` records of an uncompressed records section, as spans. Stored batches passed their CRC: bad framing is a bug or disk damage. */
 export function walkRecords(data: Buffer, count: number): RecordSpan[] {
@@ -97,14 +61,14 @@ export function walkRecords(data: Buffer, count: number): RecordSpan[] {
   let pos = 0
   for (let i = 0; i < count; i++) {
     const start = pos
-    const [length, bodyStart] = readVarint(data, pos)
+    const [length, bodyStart] = readVarintAt(data, pos)
     const end = bodyStart + length
     assert(length > 0 && end <= data.length, () => `record ${i} overruns its batch`)
-    const [timestampDelta, afterTimestamp] = readVarlong(data, bodyStart + 1)
-    const [offsetDelta, afterOffset] = readVarint(data, afterTimestamp)
-    const [keyLength, keyStart] = readVarint(data, afterOffset)
+    const [timestampDelta, afterTimestamp] = readVarlongAt(data, bodyStart + 1)
+    const [offsetDelta, afterOffset] = readVarintAt(data, afterTimestamp)
+    const [keyLength, keyStart] = readVarintAt(data, afterOffset)
     const afterKey = keyLength < 0 ? keyStart : keyStart + keyLength
-    const [valueLength] = readVarint(data, afterKey)
+    const [valueLength] = readVarintAt(data, afterKey)
     spans[i] = {
       start,
       end,
@@ -120,21 +84,6 @@ export function walkRecords(data: Buffer, count: number): RecordSpan[] {
   }
   assert(pos === data.length, 'bytes left after the last record')
   return spans
-}
-
-function writeVarint(buf: Buffer, at: number, value: number): number {
-  let v = ((value << 1) ^ (value >> 31)) >>> 0
-  while (v >= 0x80) {
-    buf[at++] = (v & 0x7f) | 0x80
-    v >>>= 7
-  }
-  buf[at++] = v
-  return at
-}
-
-function varintBytes(value: number): number {
-  const v = ((value << 1) ^ (value >> 31)) >>> 0
-  return v < 0x80 ? 1 : v < 0x4000 ? 2 : v < 0x200000 ? 3 : v < 0x10000000 ? 4 : 5
 }
 
 /**
