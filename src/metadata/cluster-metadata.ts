@@ -8,19 +8,7 @@
  * (compare-and-set), and retries on a conflict with fresh state. It resolves once this
  * view has applied the write, so callers see their own change.
  *
- * Key layout (JSON values):
- *   cluster/id                   {clusterId}
- *   brokers/<id>                 {nodeId, host, port, rack, incarnationId}, bound to the broker's
- *                                lease; its modRevision is the broker epoch
- *   controller                   {nodeId}, bound to the controller's lease
- *   topics/<name>                {topicId, configs, replicas: number[][]}
- *   partitions/<name>/<index>    {leader, leaderEpoch, isr, elr?, lastKnownElr?}; partitionEpoch = key version
- *   configs/brokers/<id|''>      dynamic broker configs ('' is the cluster-wide default)
- *   features                     {levels: {<name>: level}}: finalized feature levels; epoch = modRevision
- *   served/<id>                  {"<topicId>:<partition>": leaderEpoch}: what broker <id>
- *                                serves as leader, written by that broker (leadership-record.ts)
- *   staging/<name>               {topicId, writer}: a writer is staging partitions of topic <name>
- *                                that its record does not name yet (see below)
+ * The key layout and the image built from it are metadata-keys.ts.
  *
  * A write too large for one store transaction (etcd: 128 ops by default) is cut into parts
  * each consistent on its own (txn-batches.ts): one partition's state, a topic's record with
@@ -41,7 +29,6 @@ import {
   type BrokerId,
   type BrokerRegistration,
   type ClusterImage,
-  type FinalizedFeatures,
   type LogEnd,
   NO_LEADER,
   type PartitionState,
@@ -49,7 +36,17 @@ import {
 } from './cluster-image.js'
 import { onBrokerRegistered } from './elections.js'
 import { newUuid } from './ids.js'
-import { diffConfigMaps, diffFeatures, FEATURES_KEY, finalizedFeaturesFrom } from './image-settings.js'
+import {
+  buildImage,
+  diffParts,
+  flatten,
+  type ImageDiff,
+  KEYS,
+  type ParsedValue,
+  parseValue,
+  publishedTopic,
+  type TopicValue,
+} from './metadata-keys.js'
 import { assignReplicas } from './placement.js'
 import type {
   KeyValue,
@@ -64,27 +61,7 @@ import type {
 import { packTxns, type TxnPart } from './store/txn-batches.js'
 import { txnOpCount, txnRequestBytes } from './store/txn-checks.js'
 
-export const KEYS = {
-  clusterId: 'cluster/id',
-  controller: 'controller',
-  brokersPrefix: 'brokers/',
-  broker: (id: BrokerId) => `brokers/${id}`,
-  topicsPrefix: 'topics/',
-  topic: (name: string) => `topics/${name}`,
-  partitionsPrefix: 'partitions/',
-  partitionsOf: (name: string) => `partitions/${name}/`,
-  partition: (name: string, index: number) => `partitions/${name}/${index}`,
-  brokerConfigsPrefix: 'configs/brokers/',
-  brokerConfigs: (key: string) => `configs/brokers/${key}`,
-  clientMetricsConfigsPrefix: 'configs/client-metrics/',
-  clientMetricsConfigs: (name: string) => `configs/client-metrics/${name}`,
-  groupConfigsPrefix: 'configs/groups/',
-  groupConfigs: (groupId: string) => `configs/groups/${groupId}`,
-  servedPrefix: 'served/',
-  served: (id: BrokerId) => `served/${id}`,
-  stagingPrefix: 'staging/',
-  staging: (name: string) => `staging/${name}`,
-} as const
+export { type ImageDiff, KEYS } from './metadata-keys.js'
 
 export interface NewTopic {
   readonly name: string
@@ -103,23 +80,6 @@ export interface RegisterOptions {
 }
 
 export type ImageListener = (image: ClusterImage, previous: ClusterImage) => void
-
-interface TopicValue {
-  topicId: string
-  configs: Record<string, string>
-  replicas: BrokerId[][]
-}
-
-interface PartitionValue {
-  leader: BrokerId
-  leaderEpoch: number
-  isr: BrokerId[]
-  elr?: BrokerId[]
-  lastKnownElr?: BrokerId[]
-  recoveryLogEnds?: Record<string, LogEnd>
-  addingReplicas?: BrokerId[]
-  removingReplicas?: BrokerId[]
-}
 
 /** An update that kept conflicting with concurrent writers: retriable later. */
 export class MetadataUpdateConflict extends TidelogError {
@@ -615,279 +575,6 @@ export function initialState(partition: number, replicas: readonly BrokerId[]): 
     leaderEpoch: 0,
     partitionEpoch: 0,
   }
-}
-
-// ---- image <-> keys ---------------------------------------------------------------------
-
-interface ParsedValue {
-  readonly modRevision: number
-  readonly value: unknown
-  /** For a served record: the Map built from it. */
-  derived?: unknown
-}
-
-/**
- * JSON.parse of `kv`'s value, or the result of an earlier parse of the same revision: every
- * change rebuilt the image from every key, and with 10,000 partitions (and each broker's
- * record of what it serves, one big value) parsing them all was the metadata's main cost,
- * once per ISR change of each partition, in each broker.
- */
-function parseValue(cache: Map<string, ParsedValue>, kv: KeyValue): ParsedValue {
-  const cached = cache.get(kv.key)
-  if (cached !== undefined && cached.modRevision === kv.modRevision) return cached
-  const parsed: ParsedValue = { modRevision: kv.modRevision, value: JSON.parse(kv.value) }
-  cache.set(kv.key, parsed)
-  return parsed
-}
-
-function buildImage(kvs: ReadonlyMap<string, KeyValue>, cache: Map<string, ParsedValue>): ClusterImage {
-  // Keys deleted since the last build leave the cache.
-  for (const key of cache.keys()) if (!kvs.has(key)) cache.delete(key)
-  const brokers = new Map<BrokerId, BrokerRegistration>()
-  const topicValues = new Map<string, ParsedValue>()
-  const partitionKvs = new Map<string, KeyValue>()
-  const brokerConfigs = new Map<string, Readonly<Record<string, string>>>()
-  const clientMetricsConfigs = new Map<string, Readonly<Record<string, string>>>()
-  const groupConfigs = new Map<string, Readonly<Record<string, string>>>()
-  const servedLeaderEpochs = new Map<BrokerId, ReadonlyMap<string, number>>()
-  let clusterId = ''
-  let controller: BrokerId = NO_LEADER
-  let finalizedFeatures: FinalizedFeatures | undefined
-  for (const [key, kv] of kvs) {
-    if (key === KEYS.clusterId) clusterId = (JSON.parse(kv.value) as { clusterId: string }).clusterId
-    else if (key === KEYS.controller) controller = (JSON.parse(kv.value) as { nodeId: number }).nodeId
-    else if (key.startsWith(KEYS.brokersPrefix)) {
-      const registration = JSON.parse(kv.value) as BrokerRegistration
-      // The registration's own revision is its broker epoch: every registration writes it anew.
-      brokers.set(registration.nodeId, { ...registration, brokerEpoch: kv.modRevision })
-    } else if (key.startsWith(KEYS.topicsPrefix))
-      topicValues.set(key.slice(KEYS.topicsPrefix.length), parseValue(cache, kv))
-    else if (key.startsWith(KEYS.partitionsPrefix)) partitionKvs.set(key, kv)
-    else if (key.startsWith(KEYS.brokerConfigsPrefix)) {
-      brokerConfigs.set(key.slice(KEYS.brokerConfigsPrefix.length), JSON.parse(kv.value))
-    } else if (key.startsWith(KEYS.clientMetricsConfigsPrefix)) {
-      clientMetricsConfigs.set(key.slice(KEYS.clientMetricsConfigsPrefix.length), JSON.parse(kv.value))
-    } else if (key.startsWith(KEYS.groupConfigsPrefix)) {
-      groupConfigs.set(key.slice(KEYS.groupConfigsPrefix.length), JSON.parse(kv.value))
-    } else if (key === FEATURES_KEY) finalizedFeatures = finalizedFeaturesFrom(kv)
-    else if (key.startsWith(KEYS.servedPrefix)) {
-      const parsed = parseValue(cache, kv)
-      parsed.derived ??= new Map(Object.entries(parsed.value as Record<string, number>))
-      servedLeaderEpochs.set(
-        Number(key.slice(KEYS.servedPrefix.length)),
-        parsed.derived as ReadonlyMap<string, number>,
-      )
-    }
-  }
-  const topics = new Map<string, TopicImage>()
-  for (const [name, parsedTopic] of [...topicValues].sort(([a], [b]) => (a < b ? -1 : 1))) {
-    const value = parsedTopic.value as TopicValue
-    // Unchanged partitions and topics keep their objects from the previous image: a change
-    // of one partition allocated (and the brokers re-applied) every partition of the cluster.
-    const previous = parsedTopic.derived as TopicImage | undefined
-    let same = previous !== undefined
-    const partitions = value.replicas.map((replicas, index): PartitionState => {
-      const state = partitionState(cache, partitionKvs.get(KEYS.partition(name, index)), replicas, index)
-      if (same && previous?.partitions[index] !== state) same = false
-      return state
-    })
-    const topic =
-      same && previous !== undefined && previous.partitions.length === partitions.length
-        ? previous
-        : { name, topicId: value.topicId, partitions, configs: value.configs }
-    parsedTopic.derived = topic
-    topics.set(name, topic)
-  }
-  const controllerId = brokers.has(controller)
-    ? controller
-    : brokers.size > 0
-      ? Math.min(...brokers.keys())
-      : NO_LEADER
-  const settings = {
-    brokerConfigs,
-    clientMetricsConfigs,
-    groupConfigs,
-    ...(finalizedFeatures && { finalizedFeatures }),
-  }
-  return { clusterId, controllerId, brokers, topics, ...settings, servedLeaderEpochs }
-}
-
-/**
- * A partition's state from its key (absent: not written yet, offline), the object of the
- * previous build while the key's revision and the topic's replica list are the same.
- */
-function partitionState(
-  cache: Map<string, ParsedValue>,
-  kv: KeyValue | undefined,
-  replicas: readonly BrokerId[],
-  index: number,
-): PartitionState {
-  if (!kv)
-    return { partition: index, replicas, isr: [], leader: NO_LEADER, leaderEpoch: 0, partitionEpoch: 0 }
-  const parsed = parseValue(cache, kv)
-  const previous = parsed.derived as PartitionState | undefined
-  if (previous !== undefined && previous.replicas === replicas) return previous
-  const state: PartitionState = {
-    partition: index,
-    replicas,
-    ...(parsed.value as PartitionValue),
-    partitionEpoch: kv.version,
-  }
-  parsed.derived = state
-  return state
-}
-
-function topicValue(topic: TopicImage): string {
-  const value: TopicValue = {
-    topicId: topic.topicId,
-    configs: { ...topic.configs },
-    replicas: topic.partitions.map((p) => [...p.replicas]),
-  }
-  return JSON.stringify(value)
-}
-
-function partitionValue(state: PartitionState): string {
-  const value: PartitionValue = { leader: state.leader, leaderEpoch: state.leaderEpoch, isr: [...state.isr] }
-  // Written only when non-empty: partitions without an ELR keep the value they always had.
-  if (state.elr?.length) value.elr = [...state.elr]
-  if (state.lastKnownElr?.length) value.lastKnownElr = [...state.lastKnownElr]
-  if (state.recoveryLogEnds && Object.keys(state.recoveryLogEnds).length > 0)
-    value.recoveryLogEnds = { ...state.recoveryLogEnds }
-  if (state.addingReplicas?.length) value.addingReplicas = [...state.addingReplicas]
-  if (state.removingReplicas?.length) value.removingReplicas = [...state.removingReplicas]
-  return JSON.stringify(value)
-}
-
-/**
- * False when `after` provably encodes to the same topic value as `before` (same id, configs
- * and replica lists by identity), which spares encoding every partition's replicas twice
- * per update of one partition's ISR.
- */
-function mayChangeTopicValue(before: TopicImage, after: TopicImage): boolean {
-  if (before.topicId !== after.topicId || before.configs !== after.configs) return true
-  if (before.partitions.length !== after.partitions.length) return true
-  return after.partitions.some((state, index) => state.replicas !== before.partitions[index].replicas)
-}
-
-function versionOf(kvs: ReadonlyMap<string, KeyValue>, key: string): number {
-  return kvs.get(key)?.version ?? 0
-}
-
-/**
- * The store operations turning `base` into `next`, guarded by the versions `base` was built
- * from, cut into parts that each keep the metadata consistent when committed alone.
- */
-export interface ImageDiff {
-  /**
-   * By topic: puts of the partition keys its record does not name yet (a new topic's, or
-   * partitions added to a topic), which no reader looks at before the record is written.
-   */
-  readonly staged: Map<string, TxnPart[]>
-  /** The topic ids of the staged topics (the staging claim names it). */
-  readonly topicIds: Map<string, string>
-  /**
-   * Changes readers see, each consistent alone: a topic's record with the partitions whose
-   * replicas it changes (the topic's record is the first op), one partition's state, a
-   * topic's deletion, one broker config.
-   */
-  readonly parts: TxnPart[]
-}
-
-export function diffParts(
-  base: ClusterImage,
-  next: ClusterImage,
-  kvs: ReadonlyMap<string, KeyValue>,
-): ImageDiff {
-  const staged = new Map<string, TxnPart[]>()
-  const topicIds = new Map<string, string>()
-  const parts: TxnPart[] = []
-  const guard = (key: string): VersionCompare => ({ key, version: versionOf(kvs, key) })
-  for (const name of base.topics.keys()) {
-    if (next.topics.has(name)) continue
-    parts.push({
-      compares: [guard(KEYS.topic(name))],
-      ops: [
-        { type: 'delete', key: KEYS.topic(name) },
-        { type: 'deletePrefix', prefix: KEYS.partitionsOf(name) },
-      ],
-    })
-  }
-  for (const [name, after] of next.topics) {
-    const before = base.topics.get(name)
-    // Images are immutable: an object an update kept is unchanged, with no need to encode it
-    // (an update of one partition's ISR encoded all 10,000 partitions twice).
-    if (before === after) continue
-    const sameTopic = before?.topicId === after.topicId
-    const record: TxnPart | null =
-      !before || (mayChangeTopicValue(before, after) && topicValue(before) !== topicValue(after))
-        ? {
-            compares: [guard(KEYS.topic(name))],
-            ops: [{ type: 'put', key: KEYS.topic(name), value: topicValue(after) }],
-          }
-        : null
-    const withRecord = { compares: [...(record?.compares ?? [])], ops: [...(record?.ops ?? [])] }
-    for (const state of after.partitions) {
-      const previous = sameTopic ? before?.partitions[state.partition] : undefined
-      if (previous === state) continue
-      const encoded = partitionValue(state)
-      if (previous && partitionValue(previous) === encoded) continue
-      const key = KEYS.partition(name, state.partition)
-      const part: TxnPart = { compares: [guard(key)], ops: [{ type: 'put', key, value: encoded }] }
-      const unnamed = !before || (sameTopic && state.partition >= before.partitions.length)
-      if (unnamed) {
-        staged.set(name, [...(staged.get(name) ?? []), part])
-        topicIds.set(name, after.topicId)
-      } else if (record !== null && (!previous || !sameReplicas(previous.replicas, state.replicas))) {
-        withRecord.compares.push(...part.compares)
-        withRecord.ops.push(...part.ops)
-      } else parts.push(part)
-    }
-    if (record !== null) parts.push(withRecord)
-  }
-  diffConfigMaps(base.brokerConfigs, next.brokerConfigs, KEYS.brokerConfigs, guard, parts)
-  diffConfigMaps(
-    base.clientMetricsConfigs,
-    next.clientMetricsConfigs,
-    KEYS.clientMetricsConfigs,
-    guard,
-    parts,
-  )
-  diffConfigMaps(base.groupConfigs, next.groupConfigs, KEYS.groupConfigs, guard, parts)
-  diffFeatures(base.finalizedFeatures, next.finalizedFeatures, guard, parts)
-  const keys = [...staged.values(), parts].flat().flatMap((part) => part.compares.map((c) => c.key))
-  assert(new Set(keys).size === keys.length, 'a key guarded twice in one update')
-  return { staged, topicIds, parts }
-}
-
-/** The whole diff as one transaction: staged partitions with everything else. */
-function flatten(diff: ImageDiff): { compares: VersionCompare[]; ops: StoreOp[] } {
-  const compares: VersionCompare[] = []
-  const ops: StoreOp[] = []
-  for (const part of [...[...diff.staged.values()].flat(), ...diff.parts]) {
-    compares.push(...part.compares)
-    ops.push(...part.ops)
-  }
-  return { compares, ops }
-}
-
-/** Store operations turning `base` into `next` in one transaction, guarded by the versions `base` was built from. */
-export function diffImages(
-  base: ClusterImage,
-  next: ClusterImage,
-  kvs: ReadonlyMap<string, KeyValue>,
-): { compares: VersionCompare[]; ops: StoreOp[] } {
-  return flatten(diffParts(base, next, kvs))
-}
-
-/** The topic whose record `part` puts (its first op), or null. */
-function publishedTopic(part: TxnPart): string | null {
-  const first = part.ops[0]
-  if (first?.type !== 'put' || !first.key.startsWith(KEYS.topicsPrefix)) return null
-  return first.key.slice(KEYS.topicsPrefix.length)
-}
-
-function sameReplicas(a: readonly BrokerId[], b: readonly BrokerId[]): boolean {
-  return a === b || (a.length === b.length && a.every((id, index) => id === b[index]))
 }
 
 /**

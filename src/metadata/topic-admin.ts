@@ -22,175 +22,80 @@
  * once must not meet UNKNOWN_TOPIC_OR_PARTITION: a non-idempotent producer retrying its
  * first batches after later ones were written reorders records.
  */
-import type { Clock } from '../common/clock.js'
 import { ConfigError } from '../common/errors.js'
-import type { Logger } from '../common/logger.js'
 import { ErrorCode, errorMessage } from '../protocol/error-codes.js'
-import { ZERO_UUID } from '../protocol/primitives.js'
 import {
   type BrokerId,
   type ClusterImage,
-  dynamicBrokerConfigs,
   leaderHasStorageError,
   leaderServes,
-  NO_LEADER,
   type PartitionState,
   type TopicImage,
-  topicById,
 } from './cluster-image.js'
-import { type ClusterMetadata, initialState, MetadataUpdateConflict } from './cluster-metadata.js'
-import { electPreferred, onBrokerChange } from './elections.js'
+import { type ClusterMetadata, initialState } from './cluster-metadata.js'
 import { decideReassignment } from './reassignment.js'
-import { MetadataStoreError } from './store/metadata-store.js'
-import { brokerTopicDefaults, type StaticBrokerConfig, validateTopicConfigs } from './topic-config.js'
-import { topicNameProblem, unifyCollisionChars } from './topic-name.js'
+import { brokerTopicDefaults, validateTopicConfigs } from './topic-config.js'
+import { topicNameProblem } from './topic-name.js'
 
-/** Kafka's controller refuses user operations that would write more records than this. */
-export const MAX_PARTITIONS_PER_REQUEST = 10000
-/**
- * How long a Metadata request that auto-created topics waits for their leaders (it has no
- * timeout of its own); partitions not served by then answer LEADER_NOT_AVAILABLE.
- */
-export const AUTO_CREATE_READY_WAIT_MS = 500
+export { collidingTopic, currentOverrides, withOverrides } from './topic-admin-rules.js'
+export {
+  type AdminOptions,
+  AUTO_CREATE_READY_WAIT_MS,
+  CommitFailedError,
+  type ConfigChange,
+  type ConfigTarget,
+  type CreatableTopic,
+  type CreatedTopic,
+  commitFailure,
+  type DeletableTopic,
+  type DeletedTopic,
+  type ElectionType,
+  type InternalTopic,
+  MAX_PARTITIONS_PER_REQUEST,
+  type Outcome,
+  type PartitionIncrease,
+  type PartitionOutcome,
+  type ReassignmentRequest,
+  TopicAdminError,
+  type TopicAdminOptions,
+  type TopicPartitionOutcomes,
+} from './topic-admin-types.js'
 
-/** A per-topic or per-partition answer. */
-export interface Outcome {
-  readonly errorCode: number
-  readonly errorMessage: string | null
-}
-
-const OK: Outcome = { errorCode: ErrorCode.NONE, errorMessage: null }
-
-/** A topic-level failure: a Kafka error code and Kafka's message. */
-export class TopicAdminError extends Error {
-  constructor(
-    readonly errorCode: number,
-    message: string,
-  ) {
-    super(message)
-    this.name = 'TopicAdminError'
-  }
-}
-
-/** The store did not commit a change: `outcome` answers whatever would have succeeded. */
-export class CommitFailedError extends Error {
-  constructor(
-    readonly outcome: Outcome,
-    cause: unknown,
-  ) {
-    super(outcome.errorMessage ?? 'metadata change not committed', { cause })
-    this.name = 'CommitFailedError'
-  }
-}
-
-/** The outcome of a change the store did not commit, or null for an error that is a bug. */
-export function commitFailure(error: unknown): Outcome | null {
-  if (error instanceof MetadataStoreError && error.code === 'TXN_TOO_LARGE')
-    return {
-      errorCode: ErrorCode.POLICY_VIOLATION,
-      errorMessage: `Unable to perform excessively large batch operation: ${error.message}`,
-    }
-  if (error instanceof MetadataStoreError || error instanceof MetadataUpdateConflict)
-    return {
-      errorCode: ErrorCode.REQUEST_TIMED_OUT,
-      errorMessage: `The metadata store did not commit the change: ${error.message}`,
-    }
-  return null
-}
-
-/** `outcomes` with every success replaced by `failed`. */
-function failSuccesses<T extends Outcome>(outcomes: readonly T[], failed: Outcome): T[] {
-  return outcomes.map((o) => (o.errorCode === ErrorCode.NONE ? { ...o, ...failed } : o))
-}
-
-export interface CreatableTopic {
-  readonly name: string
-  /** -1: num.partitions (and then assignments must be empty). */
-  readonly numPartitions: number
-  /** -1: default.replication.factor. */
-  readonly replicationFactor: number
-  readonly assignments: readonly { readonly partitionIndex: number; readonly brokerIds: readonly number[] }[]
-  readonly configs: Readonly<Record<string, string | null>>
-}
-
-export interface CreatedTopic extends Outcome {
-  readonly name: string
-  /** The topic as created (as it would be, under validateOnly); absent on failure. */
-  readonly topic?: TopicImage
-}
-
-export interface PartitionIncrease {
-  readonly name: string
-  readonly count: number
-  /** One broker list per added partition, or null to place them. */
-  readonly assignments: readonly (readonly number[])[] | null
-}
-
-export interface AdminOptions {
-  readonly validateOnly: boolean
-  /** The request's timeout; 0 or less answers without waiting for the leaders (Kafka's rule). */
-  readonly timeoutMs: number
-}
-
-export interface DeletableTopic {
-  /** Null: by id. */
-  readonly name: string | null
-  readonly topicId: string
-}
-
-export interface DeletedTopic extends Outcome {
-  readonly name: string | null
-  readonly topicId: string
-}
-
-export type ElectionType = 'preferred' | 'unclean'
-
-export interface PartitionOutcome extends Outcome {
-  readonly partition: number
-}
-
-export interface TopicPartitionOutcomes {
-  readonly topic: string
-  readonly partitions: readonly PartitionOutcome[]
-}
-
-export interface ReassignmentRequest {
-  readonly name: string
-  /** Null replicas cancel the reassignment in progress. */
-  readonly partitions: readonly {
-    readonly partitionIndex: number
-    readonly replicas: readonly BrokerId[] | null
-  }[]
-}
-
-/** Where a config resource's overrides live in the image. */
-export type ConfigTarget =
-  | { readonly kind: 'topic'; readonly topic: string }
-  | { readonly kind: 'broker'; readonly key: string }
-  | { readonly kind: 'client-metrics'; readonly name: string }
-  | { readonly kind: 'group'; readonly groupId: string }
-
-/** A resource's complete new overrides, validated by the caller's rules. */
-export interface ConfigChange {
-  readonly target: ConfigTarget
-  readonly overrides: Readonly<Record<string, string>>
-}
-
-/** An internal topic created on first use (__consumer_offsets). */
-export interface InternalTopic {
-  readonly name: string
-  readonly partitions: number
-  /** Capped at the registered brokers, so a dev cluster smaller than the factor still works. */
-  readonly replicationFactor: number
-  readonly configs: Readonly<Record<string, string>>
-}
-
-export interface TopicAdminOptions {
-  readonly metadata: ClusterMetadata
-  readonly config: StaticBrokerConfig
-  readonly clock: Clock
-  readonly logger: Logger
-}
+import {
+  checkManualAssignment,
+  checkReplicationFactor,
+  collidingTopic,
+  decideElection,
+  resolveDeletions,
+  withOverrides,
+} from './topic-admin-rules.js'
+import {
+  type AdminOptions,
+  AUTO_CREATE_READY_WAIT_MS,
+  CommitFailedError,
+  type ConfigChange,
+  type CreatableTopic,
+  type CreatedTopic,
+  commitFailure,
+  type DeletableTopic,
+  type DeletedTopic,
+  type ElectionType,
+  excessiveBatch,
+  failSuccesses,
+  failure,
+  type InternalTopic,
+  MAX_PARTITIONS_PER_REQUEST,
+  OK,
+  type Outcome,
+  type PartitionIncrease,
+  type PartitionOutcome,
+  type ReassignmentRequest,
+  storageError,
+  TopicAdminError,
+  type TopicAdminOptions,
+  type TopicPartitionOutcomes,
+  timedOut,
+} from './topic-admin-types.js'
 
 export class TopicAdmin {
   constructor(private readonly options: TopicAdminOptions) {}
@@ -851,191 +756,4 @@ export class TopicAdmin {
       const timer = this.options.clock.setTimeout(() => finish(done(this.metadata.image())), timeoutMs)
     })
   }
-}
-
-// ---- checks shared by CreateTopics and CreatePartitions ------------------------------------
-
-/** The first existing topic whose name equals `name` once '.' and '_' are unified. */
-export function collidingTopic(name: string, existing: Iterable<string>): string | null {
-  const unified = unifyCollisionChars(name)
-  const matches = [...existing].filter((other) => other !== name && unifyCollisionChars(other) === unified)
-  return matches.length === 0 ? null : matches.sort()[0]
-}
-
-function checkReplicationFactor(replicationFactor: number, brokerCount: number): void {
-  if (replicationFactor > brokerCount) {
-    throw new TopicAdminError(
-      ErrorCode.INVALID_REPLICATION_FACTOR,
-      `Unable to replicate the partition ${replicationFactor} time(s): The target replication factor of ` +
-        `${replicationFactor} cannot be reached because only ${brokerCount} broker(s) are registered.`,
-    )
-  }
-}
-
-/** Kafka's validateManualPartitionAssignment: non-empty, registered brokers, no repeats, same size. */
-function checkManualAssignment(
-  image: ClusterImage,
-  brokerIds: readonly number[],
-  replicationFactor: number | null,
-): void {
-  if (brokerIds.length === 0) {
-    throw new TopicAdminError(
-      ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-      'The manual partition assignment includes an empty replica list.',
-    )
-  }
-  const sorted = [...brokerIds].sort((a, b) => a - b)
-  for (let i = 0; i < sorted.length; i++) {
-    if (!image.brokers.has(sorted[i])) {
-      throw new TopicAdminError(
-        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-        `The manual partition assignment includes broker ${sorted[i]}, but no such broker is registered.`,
-      )
-    }
-    if (i > 0 && sorted[i] === sorted[i - 1]) {
-      throw new TopicAdminError(
-        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-        `The manual partition assignment includes the broker ${sorted[i]} more than once.`,
-      )
-    }
-  }
-  if (replicationFactor !== null && sorted.length !== replicationFactor) {
-    throw new TopicAdminError(
-      ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-      `The manual partition assignment includes a partition with ${sorted.length} replica(s), but this is ` +
-        `not consistent with previous partitions, which have ${replicationFactor} replica(s).`,
-    )
-  }
-}
-
-function excessiveBatch(): TopicAdminError {
-  return new TopicAdminError(
-    ErrorCode.POLICY_VIOLATION,
-    'Unable to perform excessively large batch operation.',
-  )
-}
-
-function timedOut(): Outcome {
-  return {
-    errorCode: ErrorCode.REQUEST_TIMED_OUT,
-    errorMessage: 'Timed out waiting for the leaders of the new partitions to serve them.',
-  }
-}
-
-function storageError(): Outcome {
-  return {
-    errorCode: ErrorCode.KAFKA_STORAGE_ERROR,
-    errorMessage: 'A leader could not create a partition of the topic: its log directory failed.',
-  }
-}
-
-function failure(error: unknown): Outcome {
-  if (!(error instanceof TopicAdminError)) throw error
-  return { errorCode: error.errorCode, errorMessage: error.message }
-}
-
-// ---- DeleteTopics, elections, reassignments, configs --------------------------------------
-
-function resolveDeletions(image: ClusterImage, wanted: readonly DeletableTopic[]): DeletedTopic[] {
-  const keyOf = (w: DeletableTopic) => w.name ?? `id:${w.topicId}`
-  const counts = new Map<string, number>()
-  for (const w of wanted) counts.set(keyOf(w), (counts.get(keyOf(w)) ?? 0) + 1)
-  const result = (
-    name: string | null,
-    topicId: string,
-    errorCode: number,
-    message?: string,
-  ): DeletedTopic => ({
-    name,
-    topicId,
-    errorCode,
-    errorMessage: errorCode === ErrorCode.NONE ? null : (message ?? errorMessage(errorCode)),
-  })
-  return wanted.map((w) => {
-    if (w.name !== null) {
-      if ((counts.get(w.name) ?? 0) > 1)
-        return result(w.name, ZERO_UUID, ErrorCode.INVALID_REQUEST, 'Duplicate topic name.')
-      const topic = image.topics.get(w.name)
-      if (!topic) return result(w.name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-      return result(topic.name, topic.topicId, ErrorCode.NONE)
-    }
-    if ((counts.get(keyOf(w)) ?? 0) > 1)
-      return result(null, w.topicId, ErrorCode.INVALID_REQUEST, 'Duplicate topic id.')
-    if (w.topicId === ZERO_UUID) {
-      return result(
-        null,
-        w.topicId,
-        ErrorCode.INVALID_REQUEST,
-        `Attempt to find topic with invalid topicId ${w.topicId}`,
-      )
-    }
-    const topic = topicById(image, w.topicId)
-    if (!topic) return result(null, w.topicId, ErrorCode.UNKNOWN_TOPIC_ID)
-    return result(topic.name, topic.topicId, ErrorCode.NONE)
-  })
-}
-
-function decideElection(
-  state: PartitionState,
-  live: ReadonlySet<number>,
-  type: ElectionType,
-): { outcome: Outcome; next: PartitionState | null } {
-  const fail = (errorCode: number, message: string) => ({
-    outcome: { errorCode, errorMessage: message },
-    next: null,
-  })
-  if (type === 'preferred') {
-    if (state.leader === state.replicas[0])
-      return fail(ErrorCode.ELECTION_NOT_NEEDED, 'Leader is already the preferred replica')
-    const result = electPreferred({ state, live, uncleanLeaderElection: false })
-    if (!result)
-      return fail(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, 'Preferred replica is not live or not in the ISR')
-    return { outcome: OK, next: result.state }
-  }
-  if (state.leader !== NO_LEADER && live.has(state.leader))
-    return fail(ErrorCode.ELECTION_NOT_NEEDED, 'Partition has a live leader')
-  const result = onBrokerChange({ state, live, uncleanLeaderElection: true })
-  if (!result || result.state.leader === NO_LEADER)
-    return fail(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, 'No live replica to elect')
-  return { outcome: OK, next: result.state }
-}
-
-/** The image with a resource's overrides replaced. */
-export function withOverrides(
-  image: ClusterImage,
-  target: ConfigTarget,
-  overrides: Readonly<Record<string, string>>,
-): ClusterImage {
-  if (target.kind === 'topic') {
-    const topic = image.topics.get(target.topic)
-    if (!topic) return image
-    return {
-      ...image,
-      topics: new Map(image.topics).set(target.topic, { ...topic, configs: { ...overrides } }),
-    }
-  }
-  if (target.kind === 'client-metrics') {
-    const clientMetricsConfigs = new Map(image.clientMetricsConfigs ?? [])
-    if (Object.keys(overrides).length === 0) clientMetricsConfigs.delete(target.name)
-    else clientMetricsConfigs.set(target.name, { ...overrides })
-    return { ...image, clientMetricsConfigs }
-  }
-  if (target.kind === 'group') {
-    const groupConfigs = new Map(image.groupConfigs ?? [])
-    if (Object.keys(overrides).length === 0) groupConfigs.delete(target.groupId)
-    else groupConfigs.set(target.groupId, { ...overrides })
-    return { ...image, groupConfigs }
-  }
-  const brokerConfigs = new Map(image.brokerConfigs ?? [])
-  if (Object.keys(overrides).length === 0) brokerConfigs.delete(target.key)
-  else brokerConfigs.set(target.key, { ...overrides })
-  return { ...image, brokerConfigs }
-}
-
-/** The overrides a resource holds now (topic configs or dynamic broker configs). */
-export function currentOverrides(image: ClusterImage, target: ConfigTarget): Record<string, string> {
-  if (target.kind === 'topic') return { ...(image.topics.get(target.topic)?.configs ?? {}) }
-  if (target.kind === 'client-metrics') return { ...(image.clientMetricsConfigs?.get(target.name) ?? {}) }
-  if (target.kind === 'group') return { ...(image.groupConfigs?.get(target.groupId) ?? {}) }
-  return { ...dynamicBrokerConfigs(image, target.key) }
 }

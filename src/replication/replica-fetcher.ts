@@ -30,7 +30,7 @@ import {
 import { ZERO_UUID } from '../protocol/primitives.js'
 import { splitBatches } from '../protocol/record-batch.js'
 import { BrokerClient, BrokerConnectionError, type Transport } from './broker-client.js'
-import { FetchSessionHandler, type SessionEntry } from './fetch-session-handler.js'
+import { FetchSessionHandler, type SessionEntry, type SessionFetch } from './fetch-session-handler.js'
 import type { Partition } from './partition.js'
 
 /**
@@ -507,8 +507,88 @@ export class LeaderFetcher {
   /** One fetch for every ready partition; false when nothing was ready to fetch. */
   private async fetchOnce(client: BrokerClient): Promise<boolean> {
     const now = this.settings.clock.monotonicMs()
-    // As Kafka's fetchers: the session holds the partitions fetched this round; one left out
-    // (backing off, truncating) is forgotten, and sent again when it is ready.
+    const ready = this.readyPartitions(now)
+    if (ready.size === 0) return false
+    const fetch = this.session.build(ready)
+    const maxWaitMs = this.pollWaitMs(now)
+    const request = this.fetchRequest(fetch, maxWaitMs)
+    this.polling = client
+    this.pollSentMs = now
+    this.pollMaxWaitMs = maxWaitMs
+    this.interrupted = false
+    // A partition whose short backoff ends during this long poll joins the next fetch at once.
+    const backoffRemainingMs = this.shortBackoffRemainingMs(now)
+    const backoffEnd =
+      backoffRemainingMs === undefined
+        ? undefined
+        : this.settings.clock.setTimeout(() => {
+            if (this.polling === client) this.wake()
+          }, backoffRemainingMs)
+    this.stats.fetchRequests++
+    this.stats.fetchPartitionsSent += fetch.toSend.length
+    if (fetch.full) this.stats.fullFetches++
+    let response: FetchResponse
+    try {
+      response = await this.request<FetchResponse>(client, ApiKey.Fetch, FETCH_VERSION, request)
+    } catch (error) {
+      this.session.handleError()
+      throw error
+    } finally {
+      backoffEnd?.cancel()
+      if (this.polling === client) this.polling = null
+      // The next fetch carries whatever the pending wake-up was for.
+      this.wakeTimer?.cancel()
+      this.wakeTimer = null
+    }
+    return this.onFetchResponse(client, ready, response)
+  }
+
+  /**
+   * The leader's answer: the session's outcome, then every partition's data appended side by
+   * side. False: back off before the next fetch (a top-level error other than a session's).
+   */
+  private async onFetchResponse(
+    client: BrokerClient,
+    ready: ReadonlyMap<string, SessionEntry<Followed>>,
+    response: FetchResponse,
+  ): Promise<boolean> {
+    if (response.errorCode !== ErrorCode.NONE || response.sessionId === 0) this.stats.sessionsRefused++
+    if (!this.session.handleResponse(response.errorCode, response.sessionId)) {
+      // A session error (evicted, or out of step) costs one round trip: the next fetch is
+      // full at once. Any other top-level error backs off as when nothing is ready.
+      this.settings.logger.debug(
+        { leader: this.leaderId, errorCode: response.errorCode },
+        'fetch session refused; the next fetch is full',
+      )
+      return SESSION_ERRORS.has(response.errorCode)
+    }
+    // Each partition has its own log: append them side by side (the next fetch, which
+    // reports the new log ends to the leader, goes once all of them are done), so one
+    // partition's write does not hold back another's high watermark. In a session the
+    // answer lists only partitions with news: one not listed has nothing new.
+    const handled: Promise<void>[] = []
+    for (const topic of response.responses) {
+      for (const data of topic.partitions) {
+        // The Followed this fetch was sent for: a partition re-followed meanwhile (a new
+        // leader epoch) is a new one, which must not take the old epoch's answer.
+        const sent = ready.get(idKey(topic.topicId, data.partitionIndex))
+        if (sent) handled.push(this.onPartitionData(client, sent.handle, data, sent.data.fetchOffset))
+        else this.warnUnasked(topic.topicId, data.partitionIndex)
+      }
+    }
+    // Every partition settles before an error is rethrown: the next fetch must not start
+    // while an append is still running.
+    const settled = await Promise.allSettled(handled)
+    for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason
+    return true
+  }
+
+  /**
+   * The partitions this round fetches, as session entries. As Kafka's fetchers: the session
+   * holds the partitions fetched this round; one left out (backing off, truncating) is
+   * forgotten, and sent again when it is ready.
+   */
+  private readyPartitions(now: number): Map<string, SessionEntry<Followed>> {
     const ready = new Map<string, SessionEntry<Followed>>()
     for (const [key, f] of this.partitions) {
       if (!f.truncated || f.backoffUntilMs > now) continue
@@ -532,10 +612,12 @@ export class LeaderFetcher {
         handle: f,
       })
     }
-    if (ready.size === 0) return false
-    const fetch = this.session.build(ready)
-    const maxWaitMs = this.pollWaitMs(now)
-    const request: FetchRequest = {
+    return ready
+  }
+
+  /** The Fetch request of this round: the session's partitions to send and to forget. */
+  private fetchRequest(fetch: SessionFetch<Followed>, maxWaitMs: number): FetchRequest {
+    return {
       ...defaultFetchRequest(),
       replicaState: {
         replicaId: this.settings.nodeId,
@@ -569,63 +651,6 @@ export class LeaderFetcher {
       })),
       rackId: '',
     }
-    this.polling = client
-    this.pollSentMs = now
-    this.pollMaxWaitMs = maxWaitMs
-    this.interrupted = false
-    // A partition whose short backoff ends during this long poll joins the next fetch at once.
-    const backoffRemainingMs = this.shortBackoffRemainingMs(now)
-    const backoffEnd =
-      backoffRemainingMs === undefined
-        ? undefined
-        : this.settings.clock.setTimeout(() => {
-            if (this.polling === client) this.wake()
-          }, backoffRemainingMs)
-    this.stats.fetchRequests++
-    this.stats.fetchPartitionsSent += fetch.toSend.length
-    if (fetch.full) this.stats.fullFetches++
-    let response: FetchResponse
-    try {
-      response = await this.request<FetchResponse>(client, ApiKey.Fetch, FETCH_VERSION, request)
-    } catch (error) {
-      this.session.handleError()
-      throw error
-    } finally {
-      backoffEnd?.cancel()
-      if (this.polling === client) this.polling = null
-      // The next fetch carries whatever the pending wake-up was for.
-      this.wakeTimer?.cancel()
-      this.wakeTimer = null
-    }
-    if (response.errorCode !== ErrorCode.NONE || response.sessionId === 0) this.stats.sessionsRefused++
-    if (!this.session.handleResponse(response.errorCode, response.sessionId)) {
-      // A session error (evicted, or out of step) costs one round trip: the next fetch is
-      // full at once. Any other top-level error backs off as when nothing is ready.
-      this.settings.logger.debug(
-        { leader: this.leaderId, errorCode: response.errorCode },
-        'fetch session refused; the next fetch is full',
-      )
-      return SESSION_ERRORS.has(response.errorCode)
-    }
-    // Each partition has its own log: append them side by side (the next fetch, which
-    // reports the new log ends to the leader, goes once all of them are done), so one
-    // partition's write does not hold back another's high watermark. In a session the
-    // answer lists only partitions with news: one not listed has nothing new.
-    const handled: Promise<void>[] = []
-    for (const topic of response.responses) {
-      for (const data of topic.partitions) {
-        // The Followed this fetch was sent for: a partition re-followed meanwhile (a new
-        // leader epoch) is a new one, which must not take the old epoch's answer.
-        const sent = ready.get(idKey(topic.topicId, data.partitionIndex))
-        if (sent) handled.push(this.onPartitionData(client, sent.handle, data, sent.data.fetchOffset))
-        else this.warnUnasked(topic.topicId, data.partitionIndex)
-      }
-    }
-    // Every partition settles before an error is rethrown: the next fetch must not start
-    // while an append is still running.
-    const settled = await Promise.allSettled(handled)
-    for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason
-    return true
   }
 
   /**

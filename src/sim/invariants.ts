@@ -1,17 +1,23 @@
 /**
  * The safety properties checked after every event, and the liveness and durability checks
- * at the end of a run. Each violation throws `Violation` with what was seen.
+ * at the end of a run. Each violation throws `Violation` with what was seen. This file holds
+ * the replicas' checks (epochs, one leader per epoch, high watermark, agreement below it, no
+ * duplicate, acknowledged writes survive, convergence) and runs the other families: the
+ * store's state (invariants-store.ts), consumers (invariants-consumer.ts), groups
+ * (invariants-group.ts) and transactions (txn-checker.ts).
  */
-import { assert, InvariantError } from '../common/assert.js'
 import type { Offset } from '../common/types.js'
-import { CONSUMER_OFFSETS_TOPIC } from '../coordinator/group.js'
-import { checkPartitionState, type PartitionState } from '../metadata/cluster-image.js'
+import type { PartitionState } from '../metadata/cluster-image.js'
 import { decodeRecordBatchSync, iterateBatches } from '../protocol/record-batch.js'
 import type { Partition } from '../replication/partition.js'
-import { wholeBatches } from './consumer.js'
+import { ConsumerInvariants } from './invariants-consumer.js'
+import { GroupInvariants } from './invariants-group.js'
+import { StoreInvariants } from './invariants-store.js'
 import type { SimBroker } from './sim-broker.js'
 import { TxnInvariants } from './txn-checker.js'
-import { TOPIC, Violation, type WorldView } from './world-view.js'
+import { type GroupChecks, TOPIC, Violation, type WorldView } from './world-view.js'
+
+export { FAILED_LOG_DIR_LEADERSHIP_MS, UNREGISTERED_LEADERSHIP_MS } from './invariants-store.js'
 
 interface Acked {
   readonly partition: number
@@ -24,32 +30,6 @@ interface Acked {
   readonly leaderEpoch: number
   readonly atMs: number
 }
-
-/**
- * A broker whose every log dir went offline while it was registered stops itself, controlled:
- * a partition it leads with another ISR member up and registered must have another leader
- * in the store within this many simulated ms (a few store trips; the session is 3000 ms).
- * Failed before it registered (a restarted broker waiting for its old registration to end),
- * it has no lease to revoke: the old registration's expiry governs, so the session timeout
- * is added.
- */
-export const FAILED_LOG_DIR_LEADERSHIP_MS = 1000
-const FAILED_UNREGISTERED_EXTRA_MS = 3000
-
-/**
- * A partition the store names led by a broker whose registration is gone (its session ended
- * or it stopped) has another leader in the store within this many simulated ms while another
- * ISR member is up and registered: the controller elects as the registration goes, and
- * retries a failed write 2 s later (RECONCILE_RETRY_MS). Issue 39: etcd refused the
- * controller's one transaction for every partition a dead broker led, and it was retried
- * unchanged for good (the metadata-writes-unsplit mutation).
- */
-export const UNREGISTERED_LEADERSHIP_MS = 5000
-/**
- * With the store away (latency, stalls) the controller may itself be cut off from it: its
- * stall (3-5 s of 2-4 s trips), the end of its session and a new campaign come first.
- */
-const UNREGISTERED_LEADERSHIP_STORE_EXTRA_MS = 10_000
 
 /** What the per-event checks last saw of one replica (one broker incarnation's partition). */
 interface ReplicaSeen {
@@ -66,16 +46,7 @@ interface ReplicaSeen {
   checkedUpTo: number
 }
 
-export class Invariants {
-  /** `${partition}:${leader}:${incarnation}` → since when that leader's log dirs are all offline while another ISR member is healthy. */
-  private readonly failedLeaderSince = new Map<string, number>()
-  /** `${partition}:${leader}` → since when that leader is unregistered while another ISR member is healthy. */
-  private readonly unregisteredLeaderSince = new Map<string, number>()
-  /** The truth image the last unregistered-leader scan read, and the partitions it found. */
-  private unregisteredScan: { image: unknown; partitions: readonly number[] } = {
-    image: null,
-    partitions: [],
-  }
+export class Invariants implements GroupChecks {
   /** `${partition}:${epoch}` → the broker that acted as leader in it. */
   private readonly leaderOfEpoch = new Map<string, number>()
   /**
@@ -91,33 +62,50 @@ export class Invariants {
   private readonly acked: Acked[] = []
   /** `${partition}:${leader}:${leader epoch}` → the end of the last acks=all write acknowledged in that leadership. */
   private readonly ackedInLeadership = new Map<string, number>()
-  /** Per partition: batches a consumer received before the agreement check saw them committed. */
-  private readonly consumedPending = new Map<number, Map<number, { bytes: Buffer; from: number }>>()
-  consumedBatches = 0
   /** The most logs of one broker process that held a cleaner checkpoint at a check. */
   cleanerCheckpoints = 0
-  /** Groups: per partition of the topic, the highest offset whose commit was acknowledged. */
-  private readonly ackedCommit = new Map<number, number>()
-  /** Groups: per partition, the highest committed offset an OffsetFetch returned. */
-  private readonly fetchedCommit = new Map<number, number>()
-  /** Groups: `${generation}:${partition}` → the member index assigned it. */
-  private readonly assignedIn = new Map<string, { memberId: string; index: number }>()
-  /** Groups: `${offsets partition}:${leader epoch}` → the broker that answered as coordinator. */
-  private readonly coordinatorOfEpoch = new Map<string, number>()
-  groupChecks = {
-    fetches: 0,
-    staleFetches: 0,
-    staleBehind: 0,
-    assignments: 0,
-    coordinatorAnswers: 0,
-    memberEpochs: 0,
-  }
+  /** ISR changes in flight already reported (one trace line each). */
+  private readonly reportedInFlight = new WeakSet<object>()
+  readonly store: StoreInvariants
+  readonly consumer: ConsumerInvariants
+  /** `groups`: the group checks (invariants-group.ts); the group clients report here. */
+  readonly group: GroupInvariants
 
   /** `transactions`: the transactions' checks (txn-checker.ts). */
   readonly txn: TxnInvariants | null
 
   constructor(private readonly world: WorldView) {
     this.txn = world.options.transactions === true ? new TxnInvariants(world) : null
+    this.store = new StoreInvariants(world)
+    this.consumer = new ConsumerInvariants((partition, base) => this.committed.get(partition)?.get(base))
+    this.group = new GroupInvariants(world)
+  }
+
+  // GroupChecks, as the group clients see them through WorldView.
+  onCommitAcked(partition: number, offset: number, member: number): void {
+    this.group.onCommitAcked(partition, offset, member)
+  }
+  ackedCommitsSnapshot(): ReadonlyMap<number, number> {
+    return this.group.ackedCommitsSnapshot()
+  }
+  onOffsetsFetched(
+    from: number,
+    offsetsPartition: number,
+    fetched: ReadonlyMap<number, number>,
+    ackedBefore: ReadonlyMap<number, number>,
+  ): boolean {
+    return this.group.onOffsetsFetched(from, offsetsPartition, fetched, ackedBefore)
+  }
+  onGroupAssignment(
+    generation: number,
+    memberId: string,
+    index: number,
+    partitions: readonly number[],
+  ): void {
+    this.group.onGroupAssignment(generation, memberId, index, partitions)
+  }
+  onMemberEpoch(memberId: string, index: number, epoch: number): void {
+    this.group.onMemberEpoch(memberId, index, epoch)
   }
 
   onAcked(
@@ -144,130 +132,12 @@ export class Invariants {
     this.ackedInLeadership.set(key, Math.max(this.ackedInLeadership.get(key) ?? 0, baseOffset + count))
   }
 
-  // ---- groups (`groups`) ---------------------------------------------------------------------
-
-  onCommitAcked(partition: number, offset: number, _member: number): void {
-    this.ackedCommit.set(partition, Math.max(this.ackedCommit.get(partition) ?? -1, offset))
-  }
-
-  ackedCommitsSnapshot(): ReadonlyMap<number, number> {
-    return new Map(this.ackedCommit)
-  }
-
-  /**
-   * (a) An OffsetFetch answer from the current coordinator holds, per partition, at least the
-   * last commit acknowledged before the fetch was sent, and never less than an earlier answer.
-   * Current: as the answer arrives, the store names the answering broker leader of the group's
-   * __consumer_offsets partition, in the leader epoch that broker's process holds. A deposed
-   * coordinator that does not know it yet (a stalled store link) answers from its cache, as
-   * Kafka's would: such stale answers are counted (and how many were behind), not checked.
-   * Returns whether the answer was checked.
-   */
-  onOffsetsFetched(
-    from: number,
-    offsetsPartition: number,
-    fetched: ReadonlyMap<number, number>,
-    ackedBefore: ReadonlyMap<number, number>,
-  ): boolean {
-    const state = this.world.truth?.image().topics.get(CONSUMER_OFFSETS_TOPIC)?.partitions[offsetsPartition]
-    const local = this.world.brokers
-      .get(from)
-      ?.replicaManager?.getPartition(CONSUMER_OFFSETS_TOPIC, offsetsPartition)
-    const current =
-      state !== undefined &&
-      state.leader === from &&
-      local?.isLeader === true &&
-      local.leaderEpoch === state.leaderEpoch
-    if (!current) {
-      this.groupChecks.staleFetches++
-      if ([...ackedBefore].some(([p, acked]) => (fetched.get(p) ?? -1) < acked))
-        this.groupChecks.staleBehind++
-      return false
-    }
-    this.groupChecks.fetches++
-    for (const [partition, acked] of ackedBefore) {
-      const got = fetched.get(partition) ?? -1
-      if (got < acked)
-        throw new Violation(
-          `group offsets: coordinator broker ${from} returned committed offset ${got} for ${TOPIC}-${partition}, below the acknowledged commit ${acked}`,
-        )
-    }
-    for (const [partition, got] of fetched) {
-      const before = this.fetchedCommit.get(partition) ?? -1
-      if (got < before)
-        throw new Violation(
-          `group offsets: coordinator broker ${from} returned committed offset ${got} for ${TOPIC}-${partition}, below ${before} returned earlier (went backwards)`,
-        )
-      this.fetchedCommit.set(partition, got)
-    }
-    return true
-  }
-
-  /** Per KIP-848 member: the highest member epoch a heartbeat answered with. */
-  private readonly memberEpochs = new Map<string, number>()
-
-  /**
-   * (d) KIP-848: a member's epoch never goes backwards. Epochs only grow while the group's
-   * records are kept (a rejoin gets the current, higher epoch); a lower one means a
-   * coordinator answered from state that lost committed consumer-group records.
-   */
-  onMemberEpoch(memberId: string, index: number, epoch: number): void {
-    this.groupChecks.memberEpochs++
-    const before = this.memberEpochs.get(memberId) ?? 0
-    if (epoch < before)
-      throw new Violation(
-        `consumer group member ${index} (${memberId}): member epoch ${epoch} after ${before} (went backwards)`,
-      )
-    this.memberEpochs.set(memberId, epoch)
-  }
-
-  /** (c) Within a generation no partition is assigned to two members. */
-  onGroupAssignment(
-    generation: number,
-    memberId: string,
-    index: number,
-    partitions: readonly number[],
-  ): void {
-    this.groupChecks.assignments++
-    for (const partition of partitions) {
-      const key = `${generation}:${partition}`
-      const other = this.assignedIn.get(key)
-      if (other && other.memberId !== memberId)
-        throw new Violation(
-          `group generation ${generation}: ${TOPIC}-${partition} assigned to member ${other.index} and to member ${index}`,
-        )
-      this.assignedIn.set(key, { memberId, index })
-    }
-  }
-
-  /**
-   * (b) At most one broker answers as the group's coordinator per __consumer_offsets leader
-   * epoch, and only one that led the partition (in its own view) when the request arrived.
-   */
-  onCoordinatorAnswer(broker: SimBroker, offsetsPartition: number, leaderEpoch: number, api: string): void {
-    this.groupChecks.coordinatorAnswers++
-    if (leaderEpoch < 0)
-      throw new Violation(
-        `broker ${broker.nodeId} answered ${api} for the group without leading __consumer_offsets-${offsetsPartition} when the request arrived`,
-      )
-    const key = `${offsetsPartition}:${leaderEpoch}`
-    const other = this.coordinatorOfEpoch.get(key)
-    if (other !== undefined && other !== broker.nodeId)
-      throw new Violation(
-        `two coordinators for the group in __consumer_offsets-${offsetsPartition} leader epoch ${leaderEpoch}: broker ${other}, then broker ${broker.nodeId} (${api})`,
-      )
-    this.coordinatorOfEpoch.set(key, broker.nodeId)
-  }
-
   private live(): SimBroker[] {
     return [...this.world.brokers.values()].filter((b) => b.isAlive && b.broker !== null)
   }
 
   async check(): Promise<void> {
-    this.checkStoreState()
-    const storeChanged = this.traceStoreChanges()
-    this.checkFailedLogDirLeadership()
-    this.checkUnregisteredLeadership()
+    const storeChanged = this.store.check()
     const brokers = this.live()
     for (const broker of brokers) this.checkCleanerCheckpoints(broker)
     const truths = this.world.truth?.image().topics.get(TOPIC)?.partitions
@@ -321,100 +191,6 @@ export class Invariants {
   }
 
   /**
-   * The partition states in the store itself are well formed: a non-empty ISR of replicas
-   * holding the leader (Kafka's controller keeps this; a broker writes only its own ISR
-   * changes, by compare-and-set on its leadership).
-   */
-  private checkStoreState(): void {
-    const image = this.world.truth?.image()
-    // Images are immutable: one checked before is checked.
-    if (image === undefined || image === this.storeStateChecked) return
-    this.storeStateChecked = image
-    const topic = image.topics.get(TOPIC)
-    if (!topic) return
-    for (const state of topic.partitions) {
-      try {
-        checkPartitionState(TOPIC, state)
-        assert(state.isr.length > 0, `${TOPIC}-${state.partition}: empty ISR`)
-      } catch (error) {
-        if (!(error instanceof InvariantError)) throw error
-        throw new Violation(
-          `partition state in the store is malformed: ${error.message} (leader ${state.leader}, leader epoch ${state.leaderEpoch}, partition epoch ${state.partitionEpoch}, ISR ${state.isr.join(',')})`,
-        )
-      }
-    }
-  }
-
-  /** `${topic}-${partition}` → its leader and ISR as last seen in the store, and their epochs. */
-  private readonly storeStates = new Map<
-    string,
-    {
-      readonly text: string
-      readonly topicId: string
-      readonly leaderEpoch: number
-      readonly partitionEpoch: number
-    }
-  >()
-  private lastTruthImage: unknown = null
-  /** The store image checkStoreState last checked. */
-  private storeStateChecked: unknown = null
-  /** `${partition}:${leader epoch}` → its leader in the store (-1: none), for the topic. */
-  private readonly storeLeaderOfEpoch = new Map<string, number>()
-  /** ISR changes in flight already reported (one trace line each). */
-  private readonly reportedInFlight = new WeakSet<object>()
-
-  /**
-   * Trace markers (tests assert that a seed's scenario happened): every leader or ISR change
-   * in the store, as `STORE topic-partition: leader L epoch E ISR a,b -> ...`. Returns whether
-   * the store's image changed since the last check.
-   *
-   * Checked on the way: a partition's epochs in the store never go back, and every change of
-   * its leader or ISR comes with a higher partition epoch. Brokers fence each other's ISR
-   * changes by that epoch (compare-and-set on it, KIP-497); the AlterPartitionManager builds
-   * many partitions' new states in one write, and a state changed there without its epoch
-   * moving would let a stale proposal commit.
-   */
-  private traceStoreChanges(): boolean {
-    const truth = this.world.truth?.image()
-    if (!truth || truth === this.lastTruthImage) return false
-    this.lastTruthImage = truth
-    for (const topic of truth.topics.values()) {
-      for (const state of topic.partitions) {
-        const key = `${topic.name}-${state.partition}`
-        const text = `leader ${state.leader} epoch ${state.leaderEpoch} ISR ${state.isr.join(',')}`
-        const before = this.storeStates.get(key)
-        if (before !== undefined && before.topicId === topic.topicId)
-          this.checkStoreEpochs(key, before, state, text)
-        if (before !== undefined && before.text !== text)
-          this.world.log(`STORE ${key}: ${before.text} -> ${text}`)
-        if (topic.name === TOPIC)
-          this.storeLeaderOfEpoch.set(`${state.partition}:${state.leaderEpoch}`, state.leader)
-        this.storeStates.set(key, {
-          text,
-          topicId: topic.topicId,
-          leaderEpoch: state.leaderEpoch,
-          partitionEpoch: state.partitionEpoch,
-        })
-      }
-    }
-    return true
-  }
-
-  private checkStoreEpochs(
-    key: string,
-    before: { readonly text: string; readonly leaderEpoch: number; readonly partitionEpoch: number },
-    state: { readonly leaderEpoch: number; readonly partitionEpoch: number },
-    text: string,
-  ): void {
-    const where = `${key} in the store: ${before.text} (partition epoch ${before.partitionEpoch}) -> ${text} (partition epoch ${state.partitionEpoch})`
-    if (state.leaderEpoch < before.leaderEpoch) throw new Violation(`leader epoch went back: ${where}`)
-    if (state.partitionEpoch < before.partitionEpoch)
-      throw new Violation(`partition epoch went back: ${where}`)
-    if (text !== before.text && state.partitionEpoch === before.partitionEpoch)
-      throw new Violation(`leader or ISR changed without a new partition epoch: ${where}`)
-  }
-
-  /**
    * Trace marker: the store changed, not this partition's state, while its leader had an ISR
    * expansion in flight (seed 33 with store latency: Partition.updateState once dropped it).
    * `pendingIsr` is Partition's private in-flight change, read here only to say it existed.
@@ -430,86 +206,6 @@ export class Invariants {
     this.world.log(
       `  (leader ${broker.nodeId} of p${partition.partition}: ISR expansion to ${pending.maximal.join(',')} in flight across an unrelated store change)`,
     )
-  }
-
-  /**
-   * Leadership leaves a broker whose every log dir is offline promptly (server/broker.ts stops
-   * it, controlled), whenever another ISR member is up and registered to take it over.
-   */
-  private checkFailedLogDirLeadership(): void {
-    const truth = this.world.truth?.image()
-    const topic = truth?.topics.get(TOPIC)
-    if (!truth || !topic) {
-      this.failedLeaderSince.clear()
-      return
-    }
-    const now = this.world.scheduler.now
-    const seen = new Set<string>()
-    for (const state of topic.partitions) {
-      const leader = this.world.brokers.get(state.leader)
-      const failed = leader?.allLogDirsOfflineAt
-      if (!leader || !failed) continue
-      const healthy = (m: number): boolean => {
-        const b = this.world.brokers.get(m)
-        return b?.isAlive === true && b.started && b.lease !== null && truth.brokers.has(m)
-      }
-      if (!state.isr.some((m) => m !== state.leader && healthy(m))) continue
-      const key = `${state.partition}:${leader.nodeId}:${leader.incarnation}`
-      seen.add(key)
-      const since = this.failedLeaderSince.get(key) ?? now
-      this.failedLeaderSince.set(key, since)
-      const limit = FAILED_LOG_DIR_LEADERSHIP_MS + (failed.registered ? 0 : FAILED_UNREGISTERED_EXTRA_MS)
-      if (now - since > limit)
-        throw new Violation(
-          `broker ${leader.nodeId} (incarnation ${leader.incarnation}) has had every log dir offline since ${failed.atMs} ms and is still leader of p${state.partition} in the store (ISR ${state.isr.join(',')}) ${now - since} ms after another ISR member could take over (limit ${limit} ms)`,
-        )
-    }
-    for (const key of [...this.failedLeaderSince.keys()])
-      if (!seen.has(key)) this.failedLeaderSince.delete(key)
-  }
-
-  /**
-   * A dead broker's leaderships fail over: no partition stays led in the store by a broker
-   * without a registration for longer than UNREGISTERED_LEADERSHIP_MS while another ISR
-   * member is up and registered (a clean election can pick it).
-   */
-  private checkUnregisteredLeadership(): void {
-    const truth = this.world.truth?.image()
-    if (!truth) {
-      this.unregisteredLeaderSince.clear()
-      return
-    }
-    // Scanned once per store change (every event would cost O(partitions) each).
-    if (this.unregisteredScan.image !== truth) {
-      const partitions = (truth.topics.get(TOPIC)?.partitions ?? [])
-        .filter((s) => s.leader >= 0 && !truth.brokers.has(s.leader))
-        .map((s) => s.partition)
-      this.unregisteredScan = { image: truth, partitions }
-    }
-    const now = this.world.scheduler.now
-    const seen = new Set<string>()
-    const states = truth.topics.get(TOPIC)?.partitions ?? []
-    for (const p of this.unregisteredScan.partitions) {
-      const state = states[p]
-      const healthy = (m: number): boolean => {
-        const b = this.world.brokers.get(m)
-        return b?.isAlive === true && b.started && b.lease !== null && truth.brokers.has(m)
-      }
-      if (!state.isr.some((m) => m !== state.leader && healthy(m))) continue
-      const key = `${p}:${state.leader}`
-      seen.add(key)
-      const since = this.unregisteredLeaderSince.get(key) ?? now
-      this.unregisteredLeaderSince.set(key, since)
-      const limit =
-        UNREGISTERED_LEADERSHIP_MS +
-        (this.world.storeLatencyMaxMs > 0 ? UNREGISTERED_LEADERSHIP_STORE_EXTRA_MS : 0)
-      if (now - since > limit)
-        throw new Violation(
-          `p${p} is still led in the store by broker ${state.leader}, which has no registration, ${now - since} ms after another ISR member could take over (ISR ${state.isr.join(',')}, leader epoch ${state.leaderEpoch}; limit ${limit} ms)`,
-        )
-    }
-    for (const key of [...this.unregisteredLeaderSince.keys()])
-      if (!seen.has(key)) this.unregisteredLeaderSince.delete(key)
   }
 
   private replicaSeen(broker: SimBroker, partition: number): ReplicaSeen {
@@ -678,7 +374,7 @@ export class Invariants {
     let found: { end: number; epoch: number } | null = null
     for (let epoch = leaderEpoch; epoch >= 0; epoch--) {
       const key = `${partition}:${epoch}`
-      const leader = this.storeLeaderOfEpoch.get(key) ?? this.leaderOfEpoch.get(key)
+      const leader = this.store.leaderOfEpoch(partition, epoch) ?? this.leaderOfEpoch.get(key)
       if (leader === undefined || (leader !== leaderId && leader !== -1)) break
       const end = this.ackedInLeadership.get(`${partition}:${leaderId}:${epoch}`)
       if (end !== undefined && end > (found?.end ?? 0)) found = { end, epoch }
@@ -738,7 +434,7 @@ export class Invariants {
             )
           if (!seen) {
             committed.set(base, Buffer.from(bytes))
-            this.matchConsumed(partition.partition, base, bytes)
+            this.consumer.onCommitted(partition.partition, base, bytes)
             this.txn?.onCommitted(partition.partition, base, bytes)
           }
           // Control batches (transaction markers) carry no sequence.
@@ -753,66 +449,6 @@ export class Invariants {
     seen.checkedUpTo = from
   }
 
-  /**
-   * A consumer received `batch` from broker `from`, expecting it at `position`: batches come
-   * whole and contiguous, and each equals (bytes) the batch committed at its offset (if the
-   * agreement check has not seen that offset committed yet, when it does).
-   */
-  onConsumed(
-    partition: number,
-    position: number,
-    batch: { base: number; last: number; bytes: Buffer },
-    from: number,
-  ): void {
-    this.consumedBatches++
-    if (batch.base !== position)
-      throw new Violation(
-        `consumer of p${partition} at offset ${position} received a batch at ${batch.base}..${batch.last} from broker ${from}`,
-      )
-    const committed = this.committed.get(partition)?.get(batch.base)
-    if (committed) {
-      if (!committed.equals(batch.bytes))
-        throw new Violation(
-          `consumer of p${partition} received a batch at offset ${batch.base} from broker ${from} that differs from the one committed there`,
-        )
-      return
-    }
-    let pending = this.consumedPending.get(partition)
-    if (!pending) {
-      pending = new Map()
-      this.consumedPending.set(partition, pending)
-    }
-    pending.set(batch.base, { bytes: Buffer.from(batch.bytes), from })
-  }
-
-  private matchConsumed(partition: number, base: number, bytes: Buffer): void {
-    const pending = this.consumedPending.get(partition)
-    const consumed = pending?.get(base)
-    if (!pending || !consumed) return
-    pending.delete(base)
-    if (!consumed.bytes.equals(bytes))
-      throw new Violation(
-        `consumer of p${partition} received a batch at offset ${base} from broker ${consumed.from} that differs from the one committed there`,
-      )
-  }
-
-  /**
-   * A broker answers a consumer's fetch: no batch in it may reach the broker's high watermark
-   * at the time of the answer (read_uncommitted reads committed data only), nor, for a
-   * read_committed fetch, its last stable offset.
-   */
-  onConsumerAnswer(broker: SimBroker, partition: number, records: Buffer, readCommitted = false): void {
-    const hosted = broker.replicaManager.getPartition(TOPIC, partition)
-    const bound = (readCommitted ? hosted?.lastStableOffset : hosted?.highWatermark) ?? -1
-    const name = readCommitted ? 'last stable offset' : 'high watermark'
-    for (const batch of wholeBatches(records)) {
-      if (batch.last >= bound)
-        throw new Violation(
-          `broker ${broker.nodeId} answered a ${readCommitted ? 'read_committed ' : ''}consumer of p${partition} with offsets ${batch.base}..${batch.last}, at or above its ${name} ${bound}${hosted?.isLeader === true ? '' : ' (not leading)'}`,
-        )
-    }
-  }
-
   /** The first record's value of every batch seen committed (for the run's statistics). */
   committedFirstValues(): Set<string> {
     const values = new Set<string>()
@@ -822,16 +458,6 @@ export class Invariants {
         if (value !== undefined) values.add(value)
       }
     return values
-  }
-
-  /** At the end: every batch a consumer received was seen committed at its offset. */
-  checkConsumedCommitted(): void {
-    for (const [partition, pending] of this.consumedPending) {
-      for (const [base, consumed] of pending)
-        throw new Violation(
-          `consumer of p${partition} received a batch at offset ${base} from broker ${consumed.from} that was never seen committed`,
-        )
-    }
   }
 
   /** An idempotent producer's batch is committed at one offset only (no duplicate from a retry). */

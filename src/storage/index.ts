@@ -30,6 +30,7 @@ export {
   LOG_CONFIG_KEYS,
   toProperties,
 } from './log-config.js'
+export { filenamePrefixFromOffset } from './log-file-names.js'
 export type { LogManagerOptions } from './log-manager.js'
 export {
   CLEAN_SHUTDOWN_FILE,
@@ -39,7 +40,7 @@ export {
   LogManager,
   RECOVERY_POINT_CHECKPOINT_FILE,
 } from './log-manager.js'
-export { filenamePrefixFromOffset, LogSegment } from './log-segment.js'
+export { LogSegment } from './log-segment.js'
 export type { AppendRules, EpochStart, ValidatedAppend, ValidatedAppendInfo } from './log-validator.js'
 export { resolveLogAppendTime, validateAppend, validateBatches } from './log-validator.js'
 export { OffsetIndex } from './offset-index.js'

@@ -13,14 +13,8 @@ import type { FileSystem } from '../common/file-system.js'
 import type { Logger } from '../common/logger.js'
 import { maxOffset, minOffset, type Offset } from '../common/types.js'
 import type { LogConfig } from './log-config.js'
-import {
-  type AppendedBatch,
-  CLEANED_FILE_SUFFIX,
-  DELETED_FILE_SUFFIX,
-  LogSegment,
-  type SegmentOptions,
-  SWAP_FILE_SUFFIX,
-} from './log-segment.js'
+import { CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX } from './log-file-names.js'
+import { type AppendedBatch, LogSegment, type SegmentOptions } from './log-segment.js'
 
 /** What a read across segments found: whole batches, slices of file reads, no copies. */
 export interface LocalReadResult {

@@ -13,7 +13,13 @@ import type { FileHandle, FileSystem } from '../common/file-system.js'
 import { readBufferPool } from '../common/read-buffer-pool.js'
 import { maxOffset, type Offset } from '../common/types.js'
 import { LOG_OVERHEAD } from '../protocol/batch-header.js'
-import { CorruptSegmentError, SegmentReplacedError, StorageError } from './errors.js'
+import { SegmentReplacedError, StorageError } from './errors.js'
+import {
+  filenamePrefixFromOffset,
+  INDEX_FILE_SUFFIX,
+  logFilePath,
+  TIME_INDEX_FILE_SUFFIX,
+} from './log-file-names.js'
 import { OffsetIndex } from './offset-index.js'
 import {
   BATCH_OFFSETS_HEADER_BYTES,
@@ -26,12 +32,9 @@ import {
   MIN_BATCH_LENGTH,
   peekBatch,
 } from './record-batch-check.js'
+import { CorruptionFinding, ReadWindow } from './segment-read-window.js'
 import { NO_TIMESTAMP, TimeIndex, type TimestampOffset } from './time-index.js'
 import { TransactionIndex, TXN_INDEX_FILE_SUFFIX } from './transaction-index.js'
-
-export const LOG_FILE_SUFFIX = '.log'
-export const INDEX_FILE_SUFFIX = '.index'
-export const TIME_INDEX_FILE_SUFFIX = '.timeindex'
 
 /** Recovery and index rebuilds read the log in windows of this size. */
 const SCAN_WINDOW_BYTES = 8 * 1024 * 1024
@@ -39,20 +42,6 @@ const SCAN_WINDOW_BYTES = 8 * 1024 * 1024
 const MAX_BATCH_BYTES_ON_DISK = 0x7fffffff
 /** From this read-ahead on, translateOffset's first read covers only the index interval (see there). */
 export const PROBE_READ_AHEAD_MIN_BYTES = 64 * 1024
-
-/** Kafka's file name: the base offset zero-padded to 20 digits. */
-export function filenamePrefixFromOffset(offset: Offset): string {
-  return String(offset).padStart(20, '0')
-}
-
-export function logFilePath(dir: string, baseOffset: Offset, fileSuffix = ''): string {
-  return join(dir, filenamePrefixFromOffset(baseOffset) + LOG_FILE_SUFFIX + fileSuffix)
-}
-
-/** Suffixes of a segment's files while the cleaner builds it, while it is swapped in, and once replaced (Kafka's). */
-export const CLEANED_FILE_SUFFIX = '.cleaned'
-export const SWAP_FILE_SUFFIX = '.swap'
-export const DELETED_FILE_SUFFIX = '.deleted'
 
 export interface SegmentOptions {
   readonly indexIntervalBytes: number
@@ -85,56 +74,6 @@ export interface RecoveryResult {
 
 /** The smallest batch: its log overhead and a v2 header. */
 const MIN_BATCH_BYTES = LOG_OVERHEAD + MIN_BATCH_LENGTH
-
-/**
- * What a read found wrong in the segment's bytes, if anything. Reported only when the file
- * did not change under the read (no truncation or recovery since it began, not deleted or
- * replaced): a read racing a truncation can walk bytes that are no longer there, which is
- * no damage.
- */
-class CorruptionFinding {
-  private finding: { position: number; problem: string } | undefined
-
-  constructor(
-    private readonly segment: LogSegment,
-    private readonly layoutVersion: number,
-  ) {}
-
-  found(position: number, problem: string): void {
-    this.finding ??= { position, problem }
-  }
-
-  get isFound(): boolean {
-    return this.finding !== undefined
-  }
-
-  describe(): string {
-    return this.finding === undefined ? 'nothing' : `byte ${this.finding.position}: ${this.finding.problem}`
-  }
-
-  throwIfFound(): void {
-    if (this.finding === undefined || !this.segment.isLayoutVersion(this.layoutVersion)) return
-    throw new CorruptSegmentError(
-      this.segment.logPath,
-      this.segment.baseOffset,
-      this.finding.position,
-      this.finding.problem,
-    )
-  }
-}
-
-/** A window of file bytes held in memory while scanning batch headers. */
-class ReadWindow {
-  buf: Buffer = Buffer.alloc(0)
-  start = 0
-
-  get end(): number {
-    return this.start + this.buf.length
-  }
-  covers(position: number, length: number): boolean {
-    return position >= this.start && position + length <= this.end
-  }
-}
 
 export class LogSegment {
   /** Bytes of the .log whose write has completed. */
@@ -468,6 +407,31 @@ export class LogSegment {
     minOneBatch: boolean,
     allowOffsetGaps = true,
   ): Promise<SegmentRead | undefined> {
+    const { first, window, corruption } = await this.findStartBatch(startOffset, maxBytes, allowOffsetGaps)
+    corruption.throwIfFound()
+    if (first === undefined) return undefined
+    const nothing = {
+      records: [],
+      sizeInBytes: 0,
+      firstOffset: first.baseOffset,
+      nextOffset: first.baseOffset,
+    }
+    if (first.lastOffset >= maxOffset) return nothing
+    const limits = { maxOffset, maxBytes, minOneBatch, allowOffsetGaps }
+    const taken = await this.takeBatches(first, window, corruption, limits)
+    if (taken.sizeInBytes === 0) return nothing
+    return { ...taken, firstOffset: first.baseOffset }
+  }
+
+  /**
+   * The batch holding `startOffset` (undefined: none in this segment), the window read
+   * around it, and the damage found on the way, not thrown yet.
+   */
+  private async findStartBatch(
+    startOffset: Offset,
+    maxBytes: number,
+    allowOffsetGaps: boolean,
+  ): Promise<{ first: BatchSummary | undefined; window: ReadWindow; corruption: CorruptionFinding }> {
     let window = new ReadWindow()
     let corruption = new CorruptionFinding(this, this.layoutVersion)
     let first = await this.translateOffset(
@@ -498,15 +462,21 @@ export class LogSegment {
         first.position,
         `batch at offsets from ${first.baseOffset} found for offset ${startOffset}`,
       )
-    corruption.throwIfFound()
-    if (first === undefined) return undefined
-    const nothing = {
-      records: [],
-      sizeInBytes: 0,
-      firstOffset: first.baseOffset,
-      nextOffset: first.baseOffset,
-    }
-    if (first.lastOffset >= maxOffset) return nothing
+    return { first, window, corruption }
+  }
+
+  /**
+   * `read`'s walk from the batch `first` on: whole batches within the limits, each checked
+   * (framing, offsets, CRC), the window refilled when it ends inside one. Damage after a
+   * sound batch ends the walk there; damage before any is thrown.
+   */
+  private async takeBatches(
+    first: BatchSummary,
+    window: ReadWindow,
+    corruption: CorruptionFinding,
+    limits: { maxOffset: Offset; maxBytes: number; minOneBatch: boolean; allowOffsetGaps: boolean },
+  ): Promise<{ records: Buffer[]; sizeInBytes: number; nextOffset: Offset }> {
+    const { maxOffset, maxBytes, minOneBatch, allowOffsetGaps } = limits
     const records: Buffer[] = []
     let sliceStart = first.position
     let position = first.position
@@ -564,8 +534,7 @@ export class LogSegment {
     if (taken === 0) corruption.throwIfFound()
     if (position > sliceStart)
       records.push(window.buf.subarray(sliceStart - window.start, position - window.start))
-    if (taken === 0) return nothing
-    return { records, sizeInBytes: taken, firstOffset: first.baseOffset, nextOffset }
+    return { records, sizeInBytes: taken, nextOffset }
   }
 
   /** Offset after the last batch, scanning from the last index entry (Kafka's readNextOffset). */

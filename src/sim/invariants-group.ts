@@ -1,0 +1,142 @@
+/**
+ * The group checks (`groups`): (a) OffsetFetch from the current coordinator returns at least
+ * every acknowledged commit and never goes back, (b) one coordinator per __consumer_offsets
+ * leader epoch, (c) no partition assigned to two members of a generation, (d) a KIP-848
+ * member's epoch never goes back. The group clients report to them through GroupChecks.
+ */
+import { CONSUMER_OFFSETS_TOPIC } from '../coordinator/group.js'
+import type { SimBroker } from './sim-broker.js'
+import { type GroupChecks, TOPIC, Violation, type WorldView } from './world-view.js'
+
+export class GroupInvariants implements GroupChecks {
+  /** Per partition of the topic, the highest offset whose commit was acknowledged. */
+  private readonly ackedCommit = new Map<number, number>()
+  /** Per partition, the highest committed offset an OffsetFetch returned. */
+  private readonly fetchedCommit = new Map<number, number>()
+  /** `${generation}:${partition}` → the member index assigned it. */
+  private readonly assignedIn = new Map<string, { memberId: string; index: number }>()
+  /** `${offsets partition}:${leader epoch}` → the broker that answered as coordinator. */
+  private readonly coordinatorOfEpoch = new Map<string, number>()
+  readonly counts = {
+    fetches: 0,
+    staleFetches: 0,
+    staleBehind: 0,
+    assignments: 0,
+    coordinatorAnswers: 0,
+    memberEpochs: 0,
+  }
+
+  constructor(private readonly world: WorldView) {}
+
+  onCommitAcked(partition: number, offset: number, _member: number): void {
+    this.ackedCommit.set(partition, Math.max(this.ackedCommit.get(partition) ?? -1, offset))
+  }
+
+  ackedCommitsSnapshot(): ReadonlyMap<number, number> {
+    return new Map(this.ackedCommit)
+  }
+
+  /**
+   * (a) An OffsetFetch answer from the current coordinator holds, per partition, at least the
+   * last commit acknowledged before the fetch was sent, and never less than an earlier answer.
+   * Current: as the answer arrives, the store names the answering broker leader of the group's
+   * __consumer_offsets partition, in the leader epoch that broker's process holds. A deposed
+   * coordinator that does not know it yet (a stalled store link) answers from its cache, as
+   * Kafka's would: such stale answers are counted (and how many were behind), not checked.
+   * Returns whether the answer was checked.
+   */
+  onOffsetsFetched(
+    from: number,
+    offsetsPartition: number,
+    fetched: ReadonlyMap<number, number>,
+    ackedBefore: ReadonlyMap<number, number>,
+  ): boolean {
+    const state = this.world.truth?.image().topics.get(CONSUMER_OFFSETS_TOPIC)?.partitions[offsetsPartition]
+    const local = this.world.brokers
+      .get(from)
+      ?.replicaManager?.getPartition(CONSUMER_OFFSETS_TOPIC, offsetsPartition)
+    const current =
+      state !== undefined &&
+      state.leader === from &&
+      local?.isLeader === true &&
+      local.leaderEpoch === state.leaderEpoch
+    if (!current) {
+      this.counts.staleFetches++
+      if ([...ackedBefore].some(([p, acked]) => (fetched.get(p) ?? -1) < acked)) this.counts.staleBehind++
+      return false
+    }
+    this.counts.fetches++
+    for (const [partition, acked] of ackedBefore) {
+      const got = fetched.get(partition) ?? -1
+      if (got < acked)
+        throw new Violation(
+          `group offsets: coordinator broker ${from} returned committed offset ${got} for ${TOPIC}-${partition}, below the acknowledged commit ${acked}`,
+        )
+    }
+    for (const [partition, got] of fetched) {
+      const before = this.fetchedCommit.get(partition) ?? -1
+      if (got < before)
+        throw new Violation(
+          `group offsets: coordinator broker ${from} returned committed offset ${got} for ${TOPIC}-${partition}, below ${before} returned earlier (went backwards)`,
+        )
+      this.fetchedCommit.set(partition, got)
+    }
+    return true
+  }
+
+  /** Per KIP-848 member: the highest member epoch a heartbeat answered with. */
+  private readonly memberEpochs = new Map<string, number>()
+
+  /**
+   * (d) KIP-848: a member's epoch never goes backwards. Epochs only grow while the group's
+   * records are kept (a rejoin gets the current, higher epoch); a lower one means a
+   * coordinator answered from state that lost committed consumer-group records.
+   */
+  onMemberEpoch(memberId: string, index: number, epoch: number): void {
+    this.counts.memberEpochs++
+    const before = this.memberEpochs.get(memberId) ?? 0
+    if (epoch < before)
+      throw new Violation(
+        `consumer group member ${index} (${memberId}): member epoch ${epoch} after ${before} (went backwards)`,
+      )
+    this.memberEpochs.set(memberId, epoch)
+  }
+
+  /** (c) Within a generation no partition is assigned to two members. */
+  onGroupAssignment(
+    generation: number,
+    memberId: string,
+    index: number,
+    partitions: readonly number[],
+  ): void {
+    this.counts.assignments++
+    for (const partition of partitions) {
+      const key = `${generation}:${partition}`
+      const other = this.assignedIn.get(key)
+      if (other && other.memberId !== memberId)
+        throw new Violation(
+          `group generation ${generation}: ${TOPIC}-${partition} assigned to member ${other.index} and to member ${index}`,
+        )
+      this.assignedIn.set(key, { memberId, index })
+    }
+  }
+
+  /**
+   * (b) At most one broker answers as the group's coordinator per __consumer_offsets leader
+   * epoch, and only one that led the partition (in its own view) when the request arrived.
+   */
+  onCoordinatorAnswer(broker: SimBroker, offsetsPartition: number, leaderEpoch: number, api: string): void {
+    this.counts.coordinatorAnswers++
+    if (leaderEpoch < 0)
+      throw new Violation(
+        `broker ${broker.nodeId} answered ${api} for the group without leading __consumer_offsets-${offsetsPartition} when the request arrived`,
+      )
+    const key = `${offsetsPartition}:${leaderEpoch}`
+    const other = this.coordinatorOfEpoch.get(key)
+    if (other !== undefined && other !== broker.nodeId)
+      throw new Violation(
+        `two coordinators for the group in __consumer_offsets-${offsetsPartition} leader epoch ${leaderEpoch}: broker ${other}, then broker ${broker.nodeId} (${api})`,
+      )
+    this.coordinatorOfEpoch.set(key, broker.nodeId)
+  }
+}

@@ -1,0 +1,36 @@
+/**
+ * What the world's own parts (world-faults.ts, world-workload.ts, world-liveness.ts,
+ * idempotent-producer.ts) see of it: more than the clients' WorldView, as an interface
+ * that world.ts implements, so those parts import no world.ts and the imports stay one-way.
+ */
+import type { SimDisk } from './disk.js'
+import type { Invariants } from './invariants.js'
+import type { SimBroker } from './sim-broker.js'
+import type { SimOptions, SimResult } from './world-options.js'
+import type { WorldView } from './world-view.js'
+
+/** How long a producer of the workload waits for an append's answer. */
+export const PRODUCE_TIMEOUT_MS = 3000
+
+export interface WorldInternals extends WorldView {
+  readonly options: SimOptions
+  readonly stats: SimResult['stats']
+  readonly disks: ReadonlyMap<number, SimDisk>
+  readonly invariants: Invariants
+  /** Broker `id` is up: its current process alive and started. */
+  isUp(id: number): boolean
+  /** Starts a new incarnation of broker `id` (it settles once the broker is registered). */
+  startBroker(id: number): Promise<void>
+  /** Runs events for `durationMs` of simulated time, checking the invariants after each. */
+  runFor(durationMs: number): Promise<void>
+  /** Runs an invariant check from inside a callback: its violation ends the run after the event. */
+  checkInCallback(check: () => void): void
+}
+
+/** What an idempotent producer asks of the workload that runs it. */
+export interface ProducingWorkload {
+  /** False once the liveness phase begins: the producers stop. */
+  readonly producing: boolean
+  /** The leader epoch in which `leader` leads `partition` as its append is answered (-1: not leading). */
+  epochLed(leader: SimBroker, partition: number): number
+}
