@@ -90,16 +90,68 @@ export TIDELOG_LOG_LEVEL="${TIDELOG_LOG_LEVEL:-warn}"
 shopt -s globstar nullglob
 tests=(dist/test/**/*.test.js)
 [ ${#tests[@]} -gt 0 ] || { echo "no test files found under dist/test" >&2; exit 1; }
+
+# Test files that share one Apache Kafka 4.4 reference cluster (test/helpers/kafka-reference.ts,
+# `shared: true`; docs/kafka-reference.md): each group runs as a node --test run of its own
+# after the others, with the pool of TIDELOG_KAFKA_REFERENCE_POOL, whose clusters are stopped
+# once the group is done (an idle 3-node cluster costs about 7% of a core). A file's checks
+# must not depend on a fresh cluster to be listed here. Each group saves the JVM starts and
+# KRaft formats of all but its first file.
+reference_groups=(
+  # 3 nodes with the StandardAuthorizer, User:ANONYMOUS a super user
+  "compat/go-clients compat/java-clients compat/python-pypi-clients"
+  # 3 nodes
+  "compat/java-connect compat/java-streams"
+)
+declare -A grouped=()
+for group in "${reference_groups[@]}"; do
+  for name in $group; do
+    [ -f "dist/test/$name.test.js" ] || { echo "scripts/test.sh groups dist/test/$name.test.js, which is gone" >&2; exit 1; }
+    grouped["dist/test/$name.test.js"]=1
+  done
+done
+ungrouped=()
+for file in "${tests[@]}"; do [ -n "${grouped[$file]:-}" ] || ungrouped+=("$file"); done
+
 # One test file at a time: many files start several brokers, etcd and client processes,
 # and two such files side by side on this 2-core machine starve each other's timers.
 # The TAP stream is kept so that, when something fails, the failures are printed again at
 # the end, after the summary: a CI log shown by its tail then names them with their errors.
 tap_log="$(mktemp)"
-trap 'rm -f "$tap_log"' EXIT
-set +e
-node --test --test-concurrency=1 --test-timeout=300000 "${tests[@]}" 2>&1 | tee "$tap_log"
-status=${PIPESTATUS[0]}
-set -e
+pool="$(mktemp -d "${TMPDIR:-/tmp}/kafka-reference-pool-XXXXXX")"
+# stop_pool: stops the pool's clusters (their state dirs are listed in POOL/*.json).
+stop_pool() {
+  local entry dir
+  for entry in "$pool"/*.json; do
+    dir="$(node -e 'console.log(JSON.parse(require("node:fs").readFileSync(process.argv[1], "utf8")).dir)' "$entry")"
+    scripts/kafka-reference.sh stop "$dir" || true
+    rm -f "$entry"
+  done
+}
+trap 'stop_pool; rm -rf "$pool" "$tap_log"' EXIT
+status=0
+# run_tests FILE...: one node --test run, its TAP output kept; remembers a failure.
+run_tests() {
+  local run_status
+  set +e
+  node --test --test-concurrency=1 --test-timeout=300000 "$@" 2>&1 | tee -a "$tap_log"
+  run_status=${PIPESTATUS[0]}
+  set -e
+  [ "$run_status" -eq 0 ] || status="$run_status"
+}
+run_tests "${ungrouped[@]}"
+for group in "${reference_groups[@]}"; do
+  files=()
+  for name in $group; do files+=("dist/test/$name.test.js"); done
+  echo "# the files sharing one Kafka 4.4 reference cluster: ${files[*]}"
+  # The script started by the first file stops the cluster if this script dies first.
+  TIDELOG_KAFKA_REFERENCE_POOL="$pool" TIDELOG_KAFKA_REFERENCE_POOL_OWNER=$$ run_tests "${files[@]}"
+  stop_pool
+done
+# The runs' counts together (each run printed its own summary above).
+awk '/^# (tests|pass|fail|cancelled|skipped|todo) [0-9]+$/ { n[$2] += $3 }
+  END { printf "# all runs: tests %d, pass %d, fail %d, cancelled %d, skipped %d, todo %d\n",
+    n["tests"], n["pass"], n["fail"], n["cancelled"], n["skipped"], n["todo"] }' "$tap_log"
 if [ "$status" -ne 0 ]; then
   node scripts/tap-failures.mjs "$tap_log"
 fi

@@ -95,7 +95,7 @@ describe('Kafka Connect 4.4 distributed and standalone workers', () => {
   describe('Apache Kafka 4.4 on 3 nodes (the reference)', () => {
     let kafka: KafkaReference | undefined
     before(async () => {
-      kafka = await startKafkaReference({ nodes: 3 })
+      kafka = await startKafkaReference({ nodes: 3, shared: true })
     })
     after(async () => {
       await kafka?.stop()

@@ -143,7 +143,7 @@ describe('Kafka Streams 4.4 word count, exactly_once_v2, killed mid-stream', () 
   describe('Apache Kafka 4.4 on 3 nodes (the reference)', () => {
     let kafka: KafkaReference | undefined
     before(async () => {
-      kafka = await startKafkaReference({ nodes: 3 })
+      kafka = await startKafkaReference({ nodes: 3, shared: true })
     })
     after(async () => {
       await kafka?.stop()
