@@ -203,8 +203,11 @@ interface PoolEntry {
   readonly dir: string
 }
 
-/** The pool's name for a set of options: the same options in any order give the same key. */
-function poolKey(options: KafkaReferenceOptions): string {
+/**
+ * The pool's name for a set of options: the same options in any order give the same key.
+ * Exported for the pool's own test (kafka-reference-pool.test.ts), as is takeFromPool.
+ */
+export function poolKey(options: KafkaReferenceOptions): string {
   const sorted = (record: Readonly<Record<string, unknown>> | undefined) =>
     Object.entries(record ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
   const canonical = JSON.stringify({
@@ -232,7 +235,7 @@ function isAlive(pid: number): boolean {
  * caller starts its own. A holder is written in POOL/KEY.lease: with test files run one at a
  * time nobody waits for it, and a lease left by a killed test process is taken over.
  */
-async function takeFromPool(
+export async function takeFromPool(
   pool: string,
   poolOwner: number,
   options: KafkaReferenceOptions,
