@@ -132,17 +132,17 @@ for file in "${tests[@]}"; do [ -n "${grouped[$file]:-}" ] || ungrouped+=("$file
 # the end, after the summary: a CI log shown by its tail then names them with their errors.
 tap_log="$(mktemp)"
 pool="$(mktemp -d "${TMPDIR:-/tmp}/kafka-reference-pool-XXXXXX")"
-# stop_pool: stops the pool's clusters (their state dirs are listed in POOL/*.json). SIGKILL
+# stop_pool: stops the pool's clusters, whose state directories the pool holds (listed in
+# POOL/*.json or not: a test process killed while starting one could not list it). SIGKILL
 # first, as startKafkaReference's stop() does: the data is thrown away, and a controlled
 # shutdown of 3 nodes takes seconds; the script then removes the directory.
 stop_pool() {
-  local entry dir pidfile
-  for entry in "$pool"/*.json; do
-    dir="$(node -e 'console.log(JSON.parse(require("node:fs").readFileSync(process.argv[1], "utf8")).dir)' "$entry")"
-    for pidfile in "$dir"/node-*/pid; do kill -9 "$(cat "$pidfile")" 2>/dev/null || true; done
-    scripts/kafka-reference.sh stop "$dir" || true
-    rm -f "$entry"
+  local dir pidfile
+  for dir in "$pool"/kafka-reference-*/; do
+    for pidfile in "$dir"node-*/pid; do kill -9 "$(cat "$pidfile")" 2>/dev/null || true; done
+    scripts/kafka-reference.sh stop "${dir%/}" || true
   done
+  rm -f "$pool"/*.json "$pool"/*.lease
 }
 trap 'stop_pool; rm -rf "$pool" "$tap_log"' EXIT
 status=0

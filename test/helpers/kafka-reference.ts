@@ -53,9 +53,11 @@ function script(): string {
   return join(repoRoot(), 'scripts', 'kafka-reference.sh')
 }
 
-function runScript(args: string[], timeoutMs: number): Promise<string> {
+/** Runs the script; `tmpDir` is where `start` makes the nodes' state directory. */
+function runScript(args: string[], timeoutMs: number, tmpDir?: string): Promise<string> {
+  const env = tmpDir === undefined ? process.env : { ...process.env, TMPDIR: tmpDir }
   return new Promise((resolve, reject) => {
-    execFile(script(), args, { timeout: timeoutMs, killSignal: 'SIGKILL' }, (error, stdout, stderr) => {
+    execFile(script(), args, { timeout: timeoutMs, killSignal: 'SIGKILL', env }, (error, stdout, stderr) => {
       if (error) reject(new Error(`kafka-reference.sh ${args.join(' ')} failed: ${stderr || error.message}`))
       else resolve(String(stdout))
     })
@@ -146,9 +148,10 @@ function startArgs(options: KafkaReferenceOptions, ownerPid: number): string[] {
 async function startNodes(
   options: KafkaReferenceOptions,
   ownerPid: number,
+  tmpDir?: string,
 ): Promise<{ bootstrap: string; dir: string }> {
   // The first start may fetch the jars (about 40 s); starting takes about 10 s on 2 cores.
-  const out = (await runScript(startArgs(options, ownerPid), 600_000)).trim().split('\n')
+  const out = (await runScript(startArgs(options, ownerPid), 600_000, tmpDir)).trim().split('\n')
   const [bootstrap, dir] = out.slice(-2)
   if (!bootstrap || !dir) throw new Error(`kafka-reference.sh start printed ${JSON.stringify(out)}`)
   return { bootstrap, dir }
@@ -277,8 +280,9 @@ export async function takeFromPool(
       }
     }
     if (!entry) {
-      entry = await startNodes(options, poolOwner)
-      // Written before waiting: scripts/test.sh stops what the pool lists, answering or not.
+      // The state directory is made inside the pool, where scripts/test.sh stops whatever
+      // it finds: a start whose test process was killed before it could list it is stopped too.
+      entry = await startNodes(options, poolOwner, pool)
       writeFileSync(entryFile, JSON.stringify(entry))
       await awaitAnswers(entry.bootstrap, nodes, 60_000)
     }
