@@ -58,7 +58,7 @@ scripts/build-librdkafka.sh >/dev/null
 # Streams, Connect and MirrorMaker checks against tidelog and against it.
 scripts/kafka-reference.sh install >/dev/null
 # The Java programs the conformance tests run (test/compat/java), compiled in the background
-# while the steps below fetch, build and lint, mostly on one core (javac takes about 30 s of
+# while the steps below fetch, build and lint, mostly on one core (javac takes about 40 s of
 # CPU for them all); the tests find them compiled instead of compiling each in turn.
 java_log="$(mktemp)"
 node scripts/compile-java.mjs >"$java_log" 2>&1 &
