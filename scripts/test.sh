@@ -57,6 +57,12 @@ scripts/build-librdkafka.sh >/dev/null
 # .build/kafka-4.4.0 (about 40 s): test/compat/java-*.test.ts run the same Java client,
 # Streams, Connect and MirrorMaker checks against tidelog and against it.
 scripts/kafka-reference.sh install >/dev/null
+# The Java programs the conformance tests run (test/compat/java), compiled in the background
+# while the steps below fetch, build and lint, mostly on one core (javac takes about 40 s of
+# CPU for them all); the tests find them compiled instead of compiling each in turn.
+java_log="$(mktemp)"
+node scripts/compile-java.mjs >"$java_log" 2>&1 &
+java_pid=$!
 # confluent-kafka 2.16.1 (bundling librdkafka 2.16) and aiokafka 0.14.0 from PyPI, pinned with
 # hashes in test/compat/python/requirements.txt, into the virtualenv .build/pyenv once (about
 # 25 s; the wheels are kept in .build/python-wheels): test/compat/python-pypi-clients.test.ts,
@@ -86,20 +92,82 @@ node scripts/lint-deps.mjs
 # File and function length (scripts/lint-size.mjs): what was over the limits may only shrink.
 node scripts/lint-size.mjs
 
+if ! wait "$java_pid"; then
+  # The tests compile them again and fail with the same errors, where they belong.
+  echo "compiling the Java programs failed:" >&2
+  cat "$java_log" >&2
+fi
+rm -f "$java_log"
+
 export TIDELOG_LOG_LEVEL="${TIDELOG_LOG_LEVEL:-warn}"
 shopt -s globstar nullglob
 tests=(dist/test/**/*.test.js)
 [ ${#tests[@]} -gt 0 ] || { echo "no test files found under dist/test" >&2; exit 1; }
+
+# Test files that share one Apache Kafka 4.4 reference cluster (test/helpers/kafka-reference.ts,
+# `shared: true`; docs/kafka-reference.md): each group runs as a node --test run of its own
+# after the others, with the pool of TIDELOG_KAFKA_REFERENCE_POOL, whose clusters are stopped
+# once the group is done (an idle 3-node cluster costs about 7% of a core). A file's checks
+# must not depend on a fresh cluster to be listed here. Each group saves the JVM starts and
+# KRaft formats of all but its first file.
+reference_groups=(
+  # 3 nodes with the StandardAuthorizer, User:ANONYMOUS a super user
+  "compat/go-clients compat/java-clients compat/python-pypi-clients"
+  # 3 nodes
+  "compat/java-connect compat/java-streams"
+)
+declare -A grouped=()
+for group in "${reference_groups[@]}"; do
+  for name in $group; do
+    [ -f "dist/test/$name.test.js" ] || { echo "scripts/test.sh groups dist/test/$name.test.js, which is gone" >&2; exit 1; }
+    grouped["dist/test/$name.test.js"]=1
+  done
+done
+ungrouped=()
+for file in "${tests[@]}"; do [ -n "${grouped[$file]:-}" ] || ungrouped+=("$file"); done
+
 # One test file at a time: many files start several brokers, etcd and client processes,
 # and two such files side by side on this 2-core machine starve each other's timers.
 # The TAP stream is kept so that, when something fails, the failures are printed again at
 # the end, after the summary: a CI log shown by its tail then names them with their errors.
 tap_log="$(mktemp)"
-trap 'rm -f "$tap_log"' EXIT
-set +e
-node --test --test-concurrency=1 --test-timeout=300000 "${tests[@]}" 2>&1 | tee "$tap_log"
-status=${PIPESTATUS[0]}
-set -e
+pool="$(mktemp -d "${TMPDIR:-/tmp}/kafka-reference-pool-XXXXXX")"
+# stop_pool: stops the pool's clusters, whose state directories the pool holds (listed in
+# POOL/*.json or not: a test process killed while starting one could not list it). SIGKILL
+# first, as startKafkaReference's stop() does: the data is thrown away, and a controlled
+# shutdown of 3 nodes takes seconds; the script then removes the directory.
+stop_pool() {
+  local dir pidfile
+  for dir in "$pool"/kafka-reference-*/; do
+    for pidfile in "$dir"node-*/pid; do kill -9 "$(cat "$pidfile")" 2>/dev/null || true; done
+    scripts/kafka-reference.sh stop "${dir%/}" || true
+  done
+  rm -f "$pool"/*.json "$pool"/*.lease
+}
+trap 'stop_pool; rm -rf "$pool" "$tap_log"' EXIT
+status=0
+# run_tests FILE...: one node --test run, its TAP output kept; remembers a failure.
+run_tests() {
+  local run_status
+  set +e
+  node --test --test-concurrency=1 --test-timeout=300000 "$@" 2>&1 | tee -a "$tap_log"
+  run_status=${PIPESTATUS[0]}
+  set -e
+  [ "$run_status" -eq 0 ] || status="$run_status"
+}
+run_tests "${ungrouped[@]}"
+for group in "${reference_groups[@]}"; do
+  files=()
+  for name in $group; do files+=("dist/test/$name.test.js"); done
+  echo "# the files sharing one Kafka 4.4 reference cluster: ${files[*]}"
+  # The script started by the first file stops the cluster if this script dies first.
+  TIDELOG_KAFKA_REFERENCE_POOL="$pool" TIDELOG_KAFKA_REFERENCE_POOL_OWNER=$$ run_tests "${files[@]}"
+  stop_pool
+done
+# The runs' counts together (each run printed its own summary above).
+awk '/^# (tests|pass|fail|cancelled|skipped|todo) [0-9]+$/ { n[$2] += $3 }
+  END { printf "# all runs: tests %d, pass %d, fail %d, cancelled %d, skipped %d, todo %d\n",
+    n["tests"], n["pass"], n["fail"], n["cancelled"], n["skipped"], n["todo"] }' "$tap_log"
 if [ "$status" -ne 0 ]; then
   node scripts/tap-failures.mjs "$tap_log"
 fi

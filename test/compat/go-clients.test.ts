@@ -194,7 +194,7 @@ describe('Go clients (franz-go 1.22, sarama 1.61) conformance', () => {
   describe('Apache Kafka 4.4 on 3 nodes (the reference)', () => {
     let kafka: KafkaReference | undefined
     before(async () => {
-      kafka = await startKafkaReference({ nodes: 3, properties: AUTHORIZER })
+      kafka = await startKafkaReference({ nodes: 3, properties: AUTHORIZER, shared: true })
     })
     after(async () => {
       await kafka?.stop()

@@ -241,7 +241,7 @@ describe('Java kafka-clients 4.4 conformance', () => {
   describe('Apache Kafka 4.4 on 3 nodes (the reference)', () => {
     let kafka: KafkaReference | undefined
     before(async () => {
-      kafka = await startKafkaReference({ nodes: 3, properties: AUTHORIZER })
+      kafka = await startKafkaReference({ nodes: 3, properties: AUTHORIZER, shared: true })
     })
     after(async () => {
       await kafka?.stop()

@@ -23,6 +23,7 @@ import { compileJava, exec, JVM_FLAGS, parseChecks } from '../helpers/java.js'
 import {
   KAFKA_REFERENCE_VERSION,
   type KafkaReference,
+  REFERENCE_STREAMS_HEARTBEAT,
   startKafkaReference,
   TIDELOG_AS_REFERENCE,
 } from '../helpers/kafka-reference.js'
@@ -95,7 +96,8 @@ describe('Kafka Connect 4.4 distributed and standalone workers', () => {
   describe('Apache Kafka 4.4 on 3 nodes (the reference)', () => {
     let kafka: KafkaReference | undefined
     before(async () => {
-      kafka = await startKafkaReference({ nodes: 3 })
+      // java-streams.test.ts' options (its heartbeats do nothing here), so both share one cluster.
+      kafka = await startKafkaReference({ nodes: 3, properties: REFERENCE_STREAMS_HEARTBEAT, shared: true })
     })
     after(async () => {
       await kafka?.stop()

@@ -37,6 +37,7 @@ import { compileJava, exec, JVM_FLAGS } from '../helpers/java.js'
 import {
   KAFKA_REFERENCE_VERSION,
   type KafkaReference,
+  REFERENCE_STREAMS_HEARTBEAT,
   startKafkaReference,
   TIDELOG_AS_REFERENCE,
 } from '../helpers/kafka-reference.js'
@@ -233,10 +234,8 @@ describe('Kafka Streams 4.4 word count, exactly_once_v2, killed mid-stream', () 
   describe('Apache Kafka 4.4 on 3 nodes (the reference)', () => {
     let kafka: KafkaReference | undefined
     before(async () => {
-      kafka = await startKafkaReference({
-        nodes: 3,
-        properties: { ...STREAMS_HEARTBEAT, 'group.streams.min.heartbeat.interval.ms': 1000 },
-      })
+      // The same options as java-connect.test.ts', so both run on one pooled cluster.
+      kafka = await startKafkaReference({ nodes: 3, properties: REFERENCE_STREAMS_HEARTBEAT, shared: true })
     })
     after(async () => {
       await kafka?.stop()

@@ -205,7 +205,7 @@ describe('Python clients from PyPI: confluent-kafka 2.16.1 and aiokafka 0.14.0',
       'the pinned versions are installed',
     )
     // The JVMs start (about 40 s on 2 cores) while tidelog's checks run.
-    kafkaStarting = startKafkaReference({ nodes: 3, properties: AUTHORIZER })
+    kafkaStarting = startKafkaReference({ nodes: 3, properties: AUTHORIZER, shared: true })
     // Awaited in its own test; a failure here must not be an unhandled rejection meanwhile.
     kafkaStarting.catch(() => {})
   })

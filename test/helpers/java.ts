@@ -36,14 +36,37 @@ export function exec(
   })
 }
 
+/** The folders of cached Kafka jars a program is compiled against (scripts/kafka-reference.sh). */
+export type JarSet = 'clients' | 'streams' | 'connect' | 'mirror'
+
+/**
+ * The programs of test/compat/java with the jars each is compiled against, for
+ * scripts/test.sh to compile them all (`compileAllJava`) while it lints, on the core the
+ * single-threaded linters leave idle, instead of one by one inside the tests. A program not
+ * listed here is compiled by its test, as any is when its class is stale.
+ */
+export const JAVA_PROGRAMS: Readonly<Record<string, JarSet>> = {
+  Conformance: 'clients',
+  DelegationTokens: 'clients',
+  GroupConfigs: 'clients',
+  LogDirInterop: 'clients',
+  ShareGroupOffsets: 'clients',
+  ShareGroups: 'clients',
+  Telemetry: 'clients',
+  StreamsWordCount: 'streams',
+  ConnectCheck: 'connect',
+  MirrorCheck: 'mirror',
+}
+
 /**
  * Compiles test/compat/java/<name>.java against the jars of `jars` (fetched first if need
  * be) unless its class is newer than the source; returns the classpath to run it with.
  */
-export async function compileJava(
-  name: string,
-  jars: 'clients' | 'streams' | 'connect' | 'mirror',
-): Promise<string> {
+export async function compileJava(name: string, jars: JarSet): Promise<string> {
+  const listed = JAVA_PROGRAMS[name]
+  if (listed !== undefined && listed !== jars) {
+    throw new Error(`${name} is compiled against ${jars} here, against ${listed} in JAVA_PROGRAMS (java.ts)`)
+  }
   const cache = await installKafkaReference()
   const classes = join(repoRoot(), '.build', `java-${name}`)
   const source = join(repoRoot(), 'test', 'compat', 'java', `${name}.java`)
@@ -57,6 +80,11 @@ export async function compileJava(
     180_000,
   )
   return classpath
+}
+
+/** Compiles every program of JAVA_PROGRAMS that is not compiled already, one after another. */
+export async function compileAllJava(): Promise<void> {
+  for (const [name, jars] of Object.entries(JAVA_PROGRAMS)) await compileJava(name, jars)
 }
 
 export interface CheckOutcome {
