@@ -96,7 +96,10 @@ test('transactional produce is verified with the coordinator before it opens a t
     let gate: Promise<void> | undefined
     const verifier: TransactionVerifier = {
       async verify(request) {
-        asked.push(request)
+        // The leader's guard restart is a callback; the question is the rest.
+        const { beforeRetry, ...question } = request
+        assert.equal(typeof beforeRetry, 'function')
+        asked.push(question)
         await gate
         if (request.partition === 1) return ErrorCode.INVALID_TXN_STATE
         if (request.partition === 2) return ErrorCode.COORDINATOR_NOT_AVAILABLE
