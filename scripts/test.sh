@@ -42,13 +42,16 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # npm ci on a fresh clone (or when the lock changed); it also runs `prepare` (the build).
+# From a clean dist/: a test file deleted or renamed in src would otherwise still run from
+# its stale compiled copy. npm ci's build (`prepare`) starts from an empty dist/ on a fresh
+# clone, so it is not built twice there.
+rm -rf dist
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund
+else
+  npm run --silent build
 fi
-# From a clean dist/: a test file deleted or renamed in src would otherwise still run from
-# its stale compiled copy.
-rm -rf dist
-npm run --silent build
+[ -f dist/src/cli/main.js ] || { echo "the build left no dist/src/cli/main.js" >&2; exit 1; }
 # librdkafka 2.15.1 from @confluentinc/kafka-javascript's vendored source, built once
 # (about 1.5 minutes on 2 cores) into .build/librdkafka.
 scripts/build-librdkafka.sh >/dev/null
@@ -123,11 +126,20 @@ for group in "${reference_groups[@]}"; do
     grouped["dist/test/$name.test.js"]=1
   done
 done
+# Files that start no broker, server or client process of their own (scripts/isolated-tests.mjs
+# reads that from their imports) run two at a time, each on a core: the simulator's and the
+# storage models' runs are CPU-bound, and the many small files' Node starts overlap.
+declare -A isolated=()
+while IFS= read -r file; do isolated["$file"]=1; done < <(node scripts/isolated-tests.mjs "${tests[@]}")
+side_by_side=()
 ungrouped=()
-for file in "${tests[@]}"; do [ -n "${grouped[$file]:-}" ] || ungrouped+=("$file"); done
+for file in "${tests[@]}"; do
+  [ -z "${grouped[$file]:-}" ] || continue
+  if [ -n "${isolated[$file]:-}" ]; then side_by_side+=("$file"); else ungrouped+=("$file"); fi
+done
 
-# One test file at a time: many files start several brokers, etcd and client processes,
-# and two such files side by side on this 2-core machine starve each other's timers.
+# The other files one at a time: many start several brokers, etcd and client processes, and
+# two such files side by side on this 2-core machine starve each other's timers.
 # The TAP stream is kept so that, when something fails, the failures are printed again at
 # the end, after the summary: a CI log shown by its tail then names them with their errors.
 tap_log="$(mktemp)"
@@ -146,22 +158,27 @@ stop_pool() {
 }
 trap 'stop_pool; rm -rf "$pool" "$tap_log"' EXIT
 status=0
-# run_tests FILE...: one node --test run, its TAP output kept; remembers a failure.
+# run_tests CONCURRENCY FILE...: one node --test run, its TAP output kept; remembers a failure.
+# The timeout bounds each file's whole run (a hung file fails instead of stalling CI); files
+# side by side share the cores, so theirs is twice as long.
 run_tests() {
-  local run_status
+  local concurrency="$1" run_status
+  shift
   set +e
-  node --test --test-concurrency=1 --test-timeout=300000 "$@" 2>&1 | tee -a "$tap_log"
+  node --test --test-concurrency="$concurrency" --test-timeout=$((300000 * concurrency)) "$@" 2>&1 | tee -a "$tap_log"
   run_status=${PIPESTATUS[0]}
   set -e
   [ "$run_status" -eq 0 ] || status="$run_status"
 }
-run_tests "${ungrouped[@]}"
+echo "# ${#side_by_side[@]} files that start nothing of their own, two at a time"
+run_tests 2 "${side_by_side[@]}"
+run_tests 1 "${ungrouped[@]}"
 for group in "${reference_groups[@]}"; do
   files=()
   for name in $group; do files+=("dist/test/$name.test.js"); done
   echo "# the files sharing one Kafka 4.4 reference cluster: ${files[*]}"
   # The script started by the first file stops the cluster if this script dies first.
-  TIDELOG_KAFKA_REFERENCE_POOL="$pool" TIDELOG_KAFKA_REFERENCE_POOL_OWNER=$$ run_tests "${files[@]}"
+  TIDELOG_KAFKA_REFERENCE_POOL="$pool" TIDELOG_KAFKA_REFERENCE_POOL_OWNER=$$ run_tests 1 "${files[@]}"
   stop_pool
 done
 # The runs' counts together (each run printed its own summary above).
