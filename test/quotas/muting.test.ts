@@ -131,9 +131,13 @@ test('a consumer fetch carries its byte-rate throttle time in the response body'
       { entity: { clientId: CLIENT_ID }, ops: new Map([['consumer_byte_rate', QUOTA]]) },
     ])
     const topicId = cluster.brokers[0].metadataImage().topics.get(TOPIC)!.topicId
+    // Each version on a connection of its own: a throttled connection is muted for its
+    // throttle time (seconds at this quota), which the test above checks; the quota is the
+    // client id's, so every connection's fetch is still throttled.
     for (const version of [4, 12, 16]) {
+      const fetcher = await RawClient.connect(port)
       const response = await rawCall<FetchResponse>(
-        client,
+        fetcher,
         ApiKey.Fetch,
         version,
         {
@@ -159,7 +163,7 @@ test('a consumer fetch carries its byte-rate throttle time in the response body'
           ],
         },
         30_000,
-      )
+      ).finally(() => fetcher.close())
       const records = response.responses[0].partitions[0].records
       assert.ok(records !== null && records.length > 0, `v${version} returned the records`)
       // The quota bounds one fetch to 10 s of it (200 KB): the first batch is still returned whole.

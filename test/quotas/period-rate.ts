@@ -21,8 +21,9 @@ export interface PeriodRate {
 }
 
 /**
- * Bursts are the seconds carrying at least 4x the quota (runs of them count once); the first
- * (the initial allowance) is skipped. Null when fewer than `minPeriods` periods were seen.
+ * Bursts are the seconds carrying at least 2x the quota (runs of them count once); the first
+ * (the initial allowance) is skipped. A burst is quota.window.num - 1 seconds' worth, so with
+ * at least 6 windows one that straddles a second boundary still leaves 2.5x in one of them. Null when fewer than `minPeriods` periods were seen.
  */
 export function periodRate(
   deliveries: readonly Delivery[],
@@ -35,7 +36,7 @@ export function periodRate(
     perSecond.set(second, (perSecond.get(second) ?? 0) + d.bytes)
   }
   const burstSeconds = [...perSecond]
-    .filter(([, bytes]) => bytes >= 4 * quotaBytesPerSecond)
+    .filter(([, bytes]) => bytes >= 2 * quotaBytesPerSecond)
     .map(([second]) => second)
     .sort((a, b) => a - b)
   const burstStarts = burstSeconds.filter((second, i) => i === 0 || burstSeconds[i - 1] !== second - 1)
