@@ -20,6 +20,8 @@ interface PyMember {
   readonly values: string[]
   readonly errors: string[]
   readonly exited: Promise<number | null>
+  /** Ends the member now (by its ending) rather than at the end of its seconds. */
+  readonly end: () => void
 }
 
 function member(
@@ -29,14 +31,15 @@ function member(
   seconds: number,
   ending: 'close' | 'kill',
 ): PyMember {
-  const child = spawn(PYTHON, [SCRIPT, bootstrap, group, topic, String(seconds), ending], {
-    stdio: ['ignore', 'pipe', 'inherit'],
+  const child = spawn(PYTHON, [SCRIPT, bootstrap, group, topic, String(seconds), ending, 'stdin'], {
+    stdio: ['pipe', 'pipe', 'inherit'],
   })
   const m: PyMember = {
     assignment: [],
     values: [],
     errors: [],
     exited: new Promise((resolve) => child.on('exit', (code) => resolve(code))),
+    end: () => child.stdin!.end(),
   }
   createInterface({ input: child.stdout! }).on('line', (line) => {
     const event = JSON.parse(line) as { assignment?: number[]; value?: string; error?: string }
@@ -66,6 +69,7 @@ test('confluent-kafka: 3 members get 2 partitions each; a member gone without le
         30000,
         () => new Set(all.flatMap((m) => m.values)).size === first.length,
       )
+      quitter.end()
       await quitter.exited
       await waitFor(
         'stayers own all 6',
@@ -80,11 +84,13 @@ test('confluent-kafka: 3 members get 2 partitions each; a member gone without le
       await waitFor('second consumed', 30000, () =>
         second.every((v) => stayers.some((m) => m.values.includes(v))),
       )
+      for (const m of stayers) m.end()
       for (const m of stayers) await m.exited
       // A new member of the group starts from the committed offsets: only new records.
       const third = await produce(bootstrap, 'py-topic', 6, 1, 'third')
       const late = member(bootstrap, 'pyg', 'py-topic', 10, 'close')
       await waitFor('third consumed', 30000, () => third.every((v) => late.values.includes(v)))
+      late.end()
       await late.exited
       const replayed = late.values.filter((v) => !v.startsWith('third'))
       if (replayed.length > 0) throw new Error(`records consumed again after commit: ${replayed.join(',')}`)

@@ -26,6 +26,8 @@ interface StaticMember {
   readonly values: string[]
   readonly errors: string[]
   readonly exited: Promise<number | null>
+  /** Closes the member now rather than at the end of its seconds. */
+  readonly close: () => void
 }
 
 function member(
@@ -36,7 +38,7 @@ function member(
   seconds: number,
 ): StaticMember {
   const child = spawn(PYTHON, [SCRIPT, bootstrap, group, topic, instance, String(seconds)], {
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['pipe', 'pipe', 'inherit'],
   })
   const m: StaticMember = {
     instance,
@@ -45,6 +47,7 @@ function member(
     values: [],
     errors: [],
     exited: new Promise((resolve) => child.on('exit', (code) => resolve(code))),
+    close: () => child.stdin!.end(),
   }
   createInterface({ input: child.stdout! }).on('line', (line) => {
     const event = JSON.parse(line) as {
@@ -88,6 +91,7 @@ test('librdkafka: a static member that closes and rejoins gets its partitions ba
       )
       const stable = stayers.map((m) => m.revocations.length)
       const owned = [...leaver.assignment]
+      leaver.close()
       assert.equal(await leaver.exited, 0)
       const returner = member(bootstrap, 'static-group', 'static-topic', 'returner', 20)
       await waitFor('the returning member is assigned', 20000, () => returner.assignment.length > 0)
@@ -102,7 +106,12 @@ test('librdkafka: a static member that closes and rejoins gets its partitions ba
         `no revocation for the other members (revocations: ${JSON.stringify(stayers.map((m) => m.revocations))})`,
       )
       for (const m of [...stayers, returner]) assert.deepEqual(m.errors, [], `${m.instance}: no errors`)
-      await Promise.all([...stayers, returner].map((m) => m.exited))
+      for (const m of [...stayers, returner]) m.close()
+      assert.deepEqual(
+        await Promise.all([...stayers, returner].map((m) => m.exited)),
+        [0, 0, 0],
+        'every member closed cleanly',
+      )
     },
     { port: 0, properties: FAST_GROUP_PROPERTIES },
   )

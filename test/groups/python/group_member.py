@@ -1,14 +1,17 @@
 """A confluent-kafka group member: subscribes, consumes until told to stop, prints JSON lines
 ({"assignment": [...]} on each rebalance, {"value": ...} per message). Args: bootstrap group
-topic seconds [close|kill]. 'close' leaves the group at the end; 'kill' exits without closing."""
+topic seconds close|kill [stdin]. 'close' leaves the group at the end; 'kill' exits without
+closing. With 'stdin' it ends early when its stdin ends (the test is done with it)."""
 import json
 import os
 import sys
+import threading
 import time
 
 from confluent_kafka import Consumer
 
 bootstrap, group, topic, seconds, ending = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
+until_stdin_ends = len(sys.argv) > 6 and sys.argv[6] == 'stdin'
 consumer = Consumer({
     'bootstrap.servers': bootstrap,
     'group.id': group,
@@ -29,7 +32,17 @@ def on_revoke(c, partitions):
 
 consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
 deadline = time.time() + seconds
-while time.time() < deadline:
+stop = threading.Event()
+
+
+def stop_when_stdin_ends():
+    sys.stdin.read()
+    stop.set()
+
+
+if until_stdin_ends:
+    threading.Thread(target=stop_when_stdin_ends, daemon=True).start()
+while time.time() < deadline and not stop.is_set():
     message = consumer.poll(0.2)
     if message is None:
         continue

@@ -1,9 +1,12 @@
 """A confluent-kafka static group member (group.instance.id, KIP-345): subscribes, consumes
 for the given seconds, prints JSON lines ({"assigned": [...]} / {"revoked": [...]} on each
 rebalance callback, {"value": ...} per message), then closes, which for a static member
-sends no LeaveGroup. Args: bootstrap group topic instance_id seconds."""
+sends no LeaveGroup; it closes early when its stdin ends (the test is done with it: give it a
+pipe, not /dev/null).
+Args: bootstrap group topic instance_id seconds."""
 import json
 import sys
+import threading
 import time
 
 from confluent_kafka import Consumer
@@ -30,7 +33,16 @@ def on_revoke(c, partitions):
 
 consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
 deadline = time.time() + seconds
-while time.time() < deadline:
+stop = threading.Event()
+
+
+def stop_when_stdin_ends():
+    sys.stdin.read()
+    stop.set()
+
+
+threading.Thread(target=stop_when_stdin_ends, daemon=True).start()
+while time.time() < deadline and not stop.is_set():
     message = consumer.poll(0.2)
     if message is None:
         continue
