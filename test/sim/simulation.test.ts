@@ -471,13 +471,14 @@ describe('deterministic simulation', () => {
 
   it('mutation check: with elections outside the ISR the simulator finds a violating seed', async () => {
     // Since KIP-966 a replica that left an ISR below min ISR is elected cleanly (ELR), so an
-    // unclean election needs a replica outside both: in 1..30 none happens, 31 catches it.
+    // unclean election needs a replica outside both: in 1..30 none happens (20 s of runs,
+    // not repeated here), 31 catches it.
     let found: SimResult | null = null
-    for (let seed = 1; seed <= 40 && found === null; seed++) {
+    for (let seed = 28; seed <= 40 && found === null; seed++) {
       const result = await runSimulation({ seed, mutation: 'unclean-election' })
       if (!result.ok) found = result
     }
-    assert.ok(found, 'no seed in 1..40 caught the unclean election')
+    assert.ok(found, 'no seed in 28..40 caught the unclean election')
     assert.match(found.violation ?? '', /disagree|lost/)
   })
 })
