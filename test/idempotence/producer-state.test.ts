@@ -17,7 +17,7 @@ import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { KafkaError } from '../../src/replication/kafka-error.js'
 import { incrementSequence, inSequence, ProducerStateManager } from '../../src/replication/producer-state.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
-import { DEFAULT_LOG_CONFIG } from '../../src/storage/log-config.js'
+import { DEFAULT_LOG_CONFIG, type LogConfig } from '../../src/storage/log-config.js'
 import {
   decodeSnapshot,
   encodeSnapshot,
@@ -46,22 +46,31 @@ interface Fixture {
   state: ProducerStateManager
 }
 
-async function open(dir: string, clock: ManualClock, segmentBytes = DEFAULT_LOG_CONFIG.segmentBytes) {
+async function open(
+  dir: string,
+  clock: ManualClock,
+  segmentBytes = DEFAULT_LOG_CONFIG.segmentBytes,
+  config: Partial<LogConfig> = {},
+) {
   const log = await UnifiedLog.open({
     fs: nodeFileSystem,
     dir: join(dir, 't-0'),
     clock,
-    config: { ...DEFAULT_LOG_CONFIG, segmentBytes },
+    config: { ...DEFAULT_LOG_CONFIG, segmentBytes, ...config },
   })
   const state = new ProducerStateManager(log, { clock, logger: silentLogger, producerIdExpirationMs: DAY_MS })
   await log.attachProducerState(state)
   return { log, state }
 }
 
-async function withLog(body: (f: Fixture) => Promise<void>, segmentBytes?: number): Promise<void> {
+async function withLog(
+  body: (f: Fixture) => Promise<void>,
+  segmentBytes?: number,
+  config?: Partial<LogConfig>,
+): Promise<void> {
   await withTempDir(async (dir) => {
     const clock = new ManualClock()
-    const opened = await open(dir, clock, segmentBytes)
+    const opened = await open(dir, clock, segmentBytes, config)
     const fixture: Fixture = { dir, clock, ...opened }
     try {
       await body(fixture)
@@ -192,6 +201,28 @@ describe('followers, truncation, snapshots', () => {
       assert.equal(state.activeProducers.size, 0)
       assert.equal(state.endOffset, 100)
     }))
+
+  it("a follower takes a compacted leader's offset gaps: an empty log's first batch at 28, then 40", () =>
+    // The leader's cleaner removed offsets 0-27 and 30-39 but kept its log start at 0, so a
+    // follower fetching from 0 (new, or truncated fully) gets a first batch at 28. Kafka's
+    // producer state moves its end past gaps; an equality check failed this fetch forever.
+    withLog(
+      async ({ log, state }) => {
+        for (const [offset, seq] of [
+          [28, 0],
+          [40, 2],
+        ]) {
+          const b = batch(7n, 0, seq, 2)
+          b.writeBigInt64BE(BigInt(offset), 0)
+          await log.append(b, { assignOffsets: false })
+        }
+        assert.equal(log.logEndOffset, 42)
+        assert.equal(state.endOffset, 42)
+        assert.equal(state.lastEntry(7n)?.lastSeq, 3)
+      },
+      undefined,
+      { cleanupPolicy: ['compact'] },
+    ))
 
   it('a roll writes <offset>.snapshot in Kafka format; a reopen after a crash rebuilds snapshot + tail', () =>
     withTempDir(async (dir) => {
