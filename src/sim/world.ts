@@ -41,6 +41,13 @@ import { brokerProperties, type SimOptions, type SimResult } from './world-optio
 import { TOPIC, Violation } from './world-view.js'
 import { TXN_PRODUCERS, Workload } from './world-workload.js'
 
+/** The error lines of a broker whose disk fails (runs with disk errors only). */
+const DISK_FAILURE_LOGS: ReadonlySet<string> = new Set([
+  'log dir offline after a disk failure',
+  'log went offline after a failed disk operation',
+  'every log dir is offline: stopping the broker',
+])
+
 export type { Mutation } from './mutations.js'
 export type { SimOptions, SimResult } from './world-options.js'
 export { TOPIC, Violation }
@@ -126,6 +133,12 @@ export class World implements WorldInternals {
     if (process.env.SIM_LIVE_TRACE === '1') console.log(line)
   }
 
+  /**
+   * A broker's logger, writing into the trace. An error-level line is a violation, as in the
+   * tests that start brokers (test/helpers/log-guard.ts), unless the run injects disk errors
+   * and it is one of the lines a failed disk gives: a fetcher failing on the code's own
+   * assertion was logged and retried for a whole run before this.
+   */
   private loggerFor(nodeId: number, incarnation: number): Logger {
     const world = this
     const level = this.options.verbose ? 'debug' : 'info'
@@ -138,6 +151,9 @@ export class World implements WorldInternals {
           const name = lvl >= 50 ? 'ERROR' : lvl >= 40 ? 'WARN' : lvl >= 30 ? 'info' : 'debug'
           const fields = Object.keys(rest).length > 0 ? ` ${JSON.stringify(rest)}` : ''
           world.log(`  b${nodeId}.${incarnation} ${name} ${msg ?? ''}${fields}`)
+          if (lvl >= 50 && !(world.options.diskErrors && DISK_FAILURE_LOGS.has(msg ?? ''))) {
+            world.callbackViolation ??= new Violation(`broker ${nodeId} logged an error: ${msg}${fields}`)
+          }
         },
       },
     ) as unknown as Logger
