@@ -1,0 +1,314 @@
+/**
+ * tidelog's ShareConsumer (KIP-932) over real sockets, against a tidelog broker and against
+ * Apache Kafka 4.4, the same run on each: two share consumers of one group, explicit
+ * acknowledgement, one partition of records keyed by what to answer:
+ *   accept-*        ACCEPT: delivered once;
+ *   release-once    RELEASE on its first delivery, ACCEPT on the second (count 2);
+ *   reject          REJECT: never delivered again;
+ *   release-always  RELEASE every time: delivered group.share.delivery.count.limit times, then
+ *                   archived.
+ * Consumer 1 sends its answers with commitSync (ShareAcknowledge), consumer 2 with its next
+ * poll (piggybacked on ShareFetch). Both consumers get records (max.poll.records 2,
+ * record_limit), both are members while open (ShareGroupDescribe), and close leaves the
+ * group (epoch -1). Both brokers must show the same delivery counts per record.
+ * Implicit mode (tidelog only): the next poll accepts, and the accepted records never come back.
+ */
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import { Admin } from '../../src/client/admin.js'
+import { KafkaClient } from '../../src/client/client.js'
+import { findGroupCoordinator } from '../../src/client/find-coordinator.js'
+import { Producer } from '../../src/client/producer.js'
+import { ShareConsumerStateError } from '../../src/client/share/errors.js'
+import {
+  type AcknowledgementResult,
+  type AcknowledgeType,
+  ShareConsumer,
+  type ShareConsumerRecord,
+} from '../../src/client/share-consumer.js'
+import { ErrorCode } from '../../src/protocol/error-codes.js'
+import type { IncrementalAlterConfigsResponse } from '../../src/protocol/generated/apis/incremental-alter-configs.js'
+import type { ShareGroupDescribeResponse } from '../../src/protocol/generated/apis/share-group-describe.js'
+import { ApiKey } from '../../src/protocol/generated/index.js'
+import { type Cluster, startCluster } from '../helpers/cluster.js'
+import { type KafkaReference, startKafkaReference } from '../helpers/kafka-reference.js'
+import { waitUntil } from '../helpers/wait.js'
+
+const DELIVERY_COUNT_LIMIT = 3
+const ACCEPTED = 8
+const KEYS = [
+  ...Array.from({ length: ACCEPTED }, (_, i) => `accept-${i}`),
+  'release-once',
+  'reject',
+  'release-always',
+]
+/** ConfigResource type GROUP (KIP-848's group configs). */
+const GROUP_RESOURCE = 32
+
+const deliveries: Record<string, Record<string, number[]>> = {}
+
+function answerFor(record: ShareConsumerRecord): AcknowledgeType {
+  const key = record.key?.toString()
+  if (key === 'release-once') return record.deliveryCount === 1 ? 'RELEASE' : 'ACCEPT'
+  if (key === 'reject') return 'REJECT'
+  if (key === 'release-always') return 'RELEASE'
+  return 'ACCEPT'
+}
+
+function complete(delivered: Record<string, number[]>): boolean {
+  return (
+    KEYS.every((k) => delivered[k] !== undefined) &&
+    delivered['release-once'].length >= 2 &&
+    delivered['release-always'].length >= DELIVERY_COUNT_LIMIT
+  )
+}
+
+/** share.auto.offset.reset=earliest for the group, so its share-partition starts at offset 0. */
+async function startGroupAtEarliest(client: KafkaClient, groupId: string): Promise<void> {
+  const response = await client.request<IncrementalAlterConfigsResponse>(
+    'any',
+    ApiKey.IncrementalAlterConfigs,
+    () => ({
+      resources: [
+        {
+          resourceType: GROUP_RESOURCE,
+          resourceName: groupId,
+          configs: [{ name: 'share.auto.offset.reset', configOperation: 0, value: 'earliest' }],
+        },
+      ],
+      validateOnly: false,
+    }),
+  )
+  assert.deepEqual(
+    response.responses.map((r) => [r.errorCode, r.errorMessage]),
+    [[ErrorCode.NONE, null]],
+  )
+}
+
+async function describeMembers(
+  client: KafkaClient,
+  groupId: string,
+): Promise<{ state: string; members: string[] }> {
+  const coordinator = await findGroupCoordinator(client, groupId)
+  const response = await client.request<ShareGroupDescribeResponse>(
+    coordinator,
+    ApiKey.ShareGroupDescribe,
+    () => ({
+      groupIds: [groupId],
+      includeAuthorizedOperations: false,
+    }),
+  )
+  const group = response.groups[0]
+  assert.equal(group.errorCode, ErrorCode.NONE, group.errorMessage ?? '')
+  return { state: group.groupState, members: group.members.map((m) => m.memberId).sort() }
+}
+
+/** The explicit-mode run; returns delivery counts per key. */
+async function run(bootstrap: string, label: string): Promise<Record<string, number[]>> {
+  const topic = `share-client-${label}`
+  const groupId = `share-client-group-${label}`
+  const client = new KafkaClient({ bootstrapServers: bootstrap })
+  const admin = new Admin({ client })
+  const producer = new Producer({ client, lingerMs: 0 })
+  const results: AcknowledgementResult[] = []
+  const consumers = [1, 2].map(
+    (n) =>
+      new ShareConsumer({
+        bootstrapServers: bootstrap,
+        clientId: `share-${n}`,
+        groupId,
+        acknowledgementMode: 'explicit',
+        maxPollRecords: 2,
+        shareAcquireMode: 'record_limit',
+        fetchMaxWaitMs: 200,
+        acknowledgementCommitCallback: (r) => results.push(...r),
+      }),
+  )
+  try {
+    await admin.createTopics([{ topic, numPartitions: 1, replicationFactor: 1 }])
+    await startGroupAtEarliest(client, groupId)
+    for (const key of KEYS) await producer.send({ topic, key, value: `value-${key}` })
+    for (const c of consumers) c.subscribe([topic])
+    const delivered: Record<string, number[]> = {}
+    const perConsumer = [0, 0]
+    const pollOnce = async (index: number): Promise<number> => {
+      const c = consumers[index]
+      const records = await c.poll(200)
+      for (const record of records) {
+        const key = record.key?.toString() ?? ''
+        delivered[key] = [...(delivered[key] ?? []), record.deliveryCount]
+        perConsumer[index]++
+        c.acknowledge(record, answerFor(record))
+      }
+      if (index === 0 && records.length > 0)
+        for (const r of await c.commitSync())
+          assert.equal(r.error, null, `commitSync ${r.topic}-${r.partition}`)
+      return records.length
+    }
+    await waitUntil(
+      'every expected delivery',
+      45_000,
+      async () => {
+        for (let i = 0; i < consumers.length; i++) await pollOnce(i)
+        return complete(delivered)
+      },
+      0,
+    )
+    // Nothing more may come: accepted, rejected and archived records are done.
+    const quietUntilMs = Date.now() + 2_500
+    let extra = 0
+    while (Date.now() < quietUntilMs) for (let i = 0; i < consumers.length; i++) extra += await pollOnce(i)
+    assert.equal(extra, 0, `no further deliveries: ${JSON.stringify(delivered)}`)
+    for (const c of consumers) await c.commitSync()
+    assert.ok(perConsumer[0] > 0 && perConsumer[1] > 0, `both consumers got records: ${perConsumer}`)
+    assert.deepEqual(
+      results.filter((r) => r.error !== null),
+      [],
+      'every acknowledgement applied',
+    )
+    assert.ok(results.length > 0, 'acknowledgement results reported')
+    const ids = consumers.map((c) => c.memberId).sort()
+    assert.deepEqual((await describeMembers(client, groupId)).members, ids, 'both consumers are members')
+    await consumers[0].close()
+    await waitUntil('the closed consumer left', 20_000, async () => {
+      return (await describeMembers(client, groupId)).members.join() === consumers[1].memberId
+    })
+    await consumers[1].close()
+    await waitUntil('the group is empty', 20_000, async () => {
+      const group = await describeMembers(client, groupId)
+      return group.members.length === 0 && group.state === 'Empty'
+    })
+    return delivered
+  } finally {
+    for (const c of consumers) await c.close()
+    await producer.close()
+    await admin.close()
+    client.close()
+  }
+}
+
+function assertSemantics(delivered: Record<string, number[]>): void {
+  for (let i = 0; i < ACCEPTED; i++)
+    assert.deepEqual(delivered[`accept-${i}`], [1], `accept-${i} delivered once`)
+  assert.deepEqual(delivered['release-once'], [1, 2], 'a released record is delivered again, counted')
+  assert.deepEqual(delivered.reject, [1], 'a rejected record is never delivered again')
+  assert.deepEqual(
+    delivered['release-always'],
+    Array.from({ length: DELIVERY_COUNT_LIMIT }, (_, i) => i + 1),
+    'archived at the delivery count limit',
+  )
+}
+
+describe('ShareConsumer (KIP-932)', () => {
+  describe('tidelog', () => {
+    let cluster: Cluster | undefined
+    before(async () => {
+      cluster = await startCluster({
+        brokers: 1,
+        port: 0,
+        properties: {
+          'group.share.delivery.count.limit': DELIVERY_COUNT_LIMIT,
+          'group.share.heartbeat.interval.ms': 500,
+          'offsets.topic.num.partitions': 3,
+        },
+      })
+    })
+    after(async () => {
+      await cluster?.stop()
+    })
+
+    it('shares a partition, redelivers, rejects and archives', { timeout: 90_000 }, async () => {
+      assert.ok(cluster)
+      deliveries.tidelog = await run(cluster.bootstrapServers, 'tidelog')
+      assertSemantics(deliveries.tidelog)
+    })
+
+    it('implicit mode accepts at the next poll; acknowledge() is refused', { timeout: 60_000 }, async () => {
+      assert.ok(cluster)
+      await implicitRun(cluster.bootstrapServers)
+    })
+  })
+
+  describe('Apache Kafka 4.4 (the reference)', () => {
+    let kafka: KafkaReference | undefined
+    before(async () => {
+      kafka = await startKafkaReference({
+        nodes: 1,
+        properties: {
+          'group.share.delivery.count.limit': DELIVERY_COUNT_LIMIT,
+          'group.share.heartbeat.interval.ms': 1000,
+          'group.share.min.heartbeat.interval.ms': 1000,
+        },
+        features: { 'share.version': 1 },
+      })
+    })
+    after(async () => {
+      await kafka?.stop()
+    })
+
+    it('shares a partition, redelivers, rejects and archives the same', { timeout: 120_000 }, async () => {
+      assert.ok(kafka)
+      deliveries.kafka = await run(kafka.bootstrap, 'kafka')
+      assertSemantics(deliveries.kafka)
+    })
+  })
+
+  it('shows the same delivery counts per record on both', () => {
+    assert.ok(deliveries.tidelog && deliveries.kafka, 'both runs finished')
+    assert.deepEqual(deliveries.tidelog, deliveries.kafka)
+  })
+})
+
+async function implicitRun(bootstrap: string): Promise<void> {
+  const topic = 'share-client-implicit'
+  const groupId = 'share-client-implicit-group'
+  const client = new KafkaClient({ bootstrapServers: bootstrap })
+  const admin = new Admin({ client })
+  const producer = new Producer({ client, lingerMs: 0 })
+  const first = new ShareConsumer({ bootstrapServers: bootstrap, groupId, fetchMaxWaitMs: 200 })
+  let second: ShareConsumer | undefined
+  try {
+    await admin.createTopics([{ topic, numPartitions: 1, replicationFactor: 1 }])
+    await startGroupAtEarliest(client, groupId)
+    for (let i = 0; i < 5; i++) await producer.send({ topic, value: `v${i}` })
+    first.subscribe([topic])
+    const got: ShareConsumerRecord[] = []
+    await waitUntil(
+      'the records',
+      30_000,
+      async () => {
+        got.push(...(await first.poll(200)))
+        return got.length >= 5
+      },
+      0,
+    )
+    assert.deepEqual(
+      got.map((r) => r.value?.toString()),
+      ['v0', 'v1', 'v2', 'v3', 'v4'],
+    )
+    assert.throws(() => first.acknowledge(got[0], 'REJECT'), ShareConsumerStateError)
+    // This poll sends ACCEPT for all five with its fetch.
+    assert.deepEqual(await first.poll(300), [])
+    await first.close()
+    second = new ShareConsumer({ bootstrapServers: bootstrap, groupId, fetchMaxWaitMs: 200 })
+    second.subscribe([topic])
+    await producer.send({ topic, value: 'v5' })
+    const after: string[] = []
+    await waitUntil(
+      'the new record',
+      30_000,
+      async () => {
+        after.push(...(await second!.poll(200)).map((r) => r.value?.toString() ?? ''))
+        return after.includes('v5')
+      },
+      0,
+    )
+    assert.deepEqual(after, ['v5'], 'accepted records are not delivered again')
+  } finally {
+    await first.close()
+    await second?.close()
+    await producer.close()
+    await admin.close()
+    client.close()
+  }
+}
