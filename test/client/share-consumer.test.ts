@@ -6,7 +6,9 @@
  *   release-once    RELEASE on its first delivery, ACCEPT on the second (count 2);
  *   reject          REJECT: never delivered again;
  *   release-always  RELEASE every time: delivered group.share.delivery.count.limit times, then
- *                   archived.
+ *                   archived;
+ *   renew           RENEW (ShareAcknowledge v2, KIP-1222), then ACCEPT before the next poll:
+ *                   delivered once.
  * Consumer 1 sends its answers with commitSync (ShareAcknowledge), consumer 2 with its next
  * poll (piggybacked on ShareFetch). Both consumers get records (max.poll.records 2,
  * record_limit), both are members while open (ShareGroupDescribe), and close leaves the
@@ -41,6 +43,7 @@ const KEYS = [
   'release-once',
   'reject',
   'release-always',
+  'renew',
 ]
 /** ConfigResource type GROUP (KIP-848's group configs). */
 const GROUP_RESOURCE = 32
@@ -52,6 +55,7 @@ function answerFor(record: ShareConsumerRecord): AcknowledgeType {
   if (key === 'release-once') return record.deliveryCount === 1 ? 'RELEASE' : 'ACCEPT'
   if (key === 'reject') return 'REJECT'
   if (key === 'release-always') return 'RELEASE'
+  if (key === 'renew') return 'RENEW'
   return 'ACCEPT'
 }
 
@@ -131,14 +135,18 @@ async function run(bootstrap: string, label: string): Promise<Record<string, num
     for (const c of consumers) c.subscribe([topic])
     const delivered: Record<string, number[]> = {}
     const perConsumer = [0, 0]
+    const renewed: ShareConsumerRecord[][] = [[], []]
     const pollOnce = async (index: number): Promise<number> => {
       const c = consumers[index]
+      // A renewed record stays in flight: answered for good before the next poll.
+      for (const record of renewed[index].splice(0)) c.acknowledge(record, 'ACCEPT')
       const records = await c.poll(200)
       for (const record of records) {
         const key = record.key?.toString() ?? ''
         delivered[key] = [...(delivered[key] ?? []), record.deliveryCount]
         perConsumer[index]++
         c.acknowledge(record, answerFor(record))
+        if (answerFor(record) === 'RENEW') renewed[index].push(record)
       }
       if (index === 0 && records.length > 0)
         for (const r of await c.commitSync())
@@ -192,6 +200,7 @@ function assertSemantics(delivered: Record<string, number[]>): void {
     assert.deepEqual(delivered[`accept-${i}`], [1], `accept-${i} delivered once`)
   assert.deepEqual(delivered['release-once'], [1, 2], 'a released record is delivered again, counted')
   assert.deepEqual(delivered.reject, [1], 'a rejected record is never delivered again')
+  assert.deepEqual(delivered.renew, [1], 'a renewed, then accepted record is delivered once')
   assert.deepEqual(
     delivered['release-always'],
     Array.from({ length: DELIVERY_COUNT_LIMIT }, (_, i) => i + 1),
@@ -221,6 +230,10 @@ describe('ShareConsumer (KIP-932)', () => {
       assert.ok(cluster)
       deliveries.tidelog = await run(cluster.bootstrapServers, 'tidelog')
       assertSemantics(deliveries.tidelog)
+    })
+
+    it('RENEW keeps a record from another member past its lock duration', { timeout: 60_000 }, async () => {
+      await renewRun()
     })
 
     it('implicit mode accepts at the next poll; acknowledge() is refused', { timeout: 60_000 }, async () => {
@@ -265,7 +278,13 @@ async function implicitRun(bootstrap: string): Promise<void> {
   const client = new KafkaClient({ bootstrapServers: bootstrap })
   const admin = new Admin({ client })
   const producer = new Producer({ client, lingerMs: 0 })
-  const first = new ShareConsumer({ bootstrapServers: bootstrap, groupId, fetchMaxWaitMs: 200 })
+  const results: AcknowledgementResult[] = []
+  const first = new ShareConsumer({
+    bootstrapServers: bootstrap,
+    groupId,
+    fetchMaxWaitMs: 200,
+    acknowledgementCommitCallback: (r) => results.push(...r),
+  })
   let second: ShareConsumer | undefined
   try {
     await admin.createTopics([{ topic, numPartitions: 1, replicationFactor: 1 }])
@@ -289,6 +308,11 @@ async function implicitRun(bootstrap: string): Promise<void> {
     assert.throws(() => first.acknowledge(got[0], 'REJECT'), ShareConsumerStateError)
     // This poll sends ACCEPT for all five with its fetch.
     assert.deepEqual(await first.poll(300), [])
+    assert.deepEqual(
+      results.map((r) => [r.topic, r.partition, r.offsets, r.error]),
+      [[topic, 0, [0, 1, 2, 3, 4], null]],
+      'the poll accepted the last poll’s records',
+    )
     await first.close()
     second = new ShareConsumer({ bootstrapServers: bootstrap, groupId, fetchMaxWaitMs: 200 })
     second.subscribe([topic])
@@ -310,5 +334,68 @@ async function implicitRun(bootstrap: string): Promise<void> {
     await producer.close()
     await admin.close()
     client.close()
+  }
+}
+
+/**
+ * A broker of its own with a 3 s acquisition lock: consumer A holds a record for 7 s,
+ * renewing every 500 ms (commitSync sends each RENEW); consumer B polls all along and gets
+ * the next record but never the held one; A then accepts it and nobody gets it again.
+ */
+async function renewRun(): Promise<void> {
+  const cluster = await startCluster({
+    brokers: 1,
+    port: 0,
+    properties: { 'group.share.record.lock.duration.ms': 3000, 'offsets.topic.num.partitions': 3 },
+  })
+  const bootstrap = cluster.bootstrapServers
+  const topic = 'share-client-renew'
+  const groupId = 'share-client-renew-group'
+  const client = new KafkaClient({ bootstrapServers: bootstrap })
+  const admin = new Admin({ client })
+  const producer = new Producer({ client, lingerMs: 0 })
+  const options = { bootstrapServers: bootstrap, groupId, fetchMaxWaitMs: 100 } as const
+  const holder = new ShareConsumer({ ...options, acknowledgementMode: 'explicit' })
+  const other = new ShareConsumer({ ...options, acknowledgementMode: 'explicit' })
+  try {
+    await admin.createTopics([{ topic, numPartitions: 1, replicationFactor: 1 }])
+    await startGroupAtEarliest(client, groupId)
+    await producer.send({ topic, value: 'held' })
+    holder.subscribe([topic])
+    const held: ShareConsumerRecord[] = []
+    await waitUntil(
+      'the record',
+      30_000,
+      async () => {
+        held.push(...(await holder.poll(200)))
+        return held.length > 0
+      },
+      0,
+    )
+    assert.equal(held.length, 1)
+    other.subscribe([topic])
+    // A record for the other member: it does fetch from the partition all along.
+    await producer.send({ topic, value: 'free' })
+    const got: string[] = []
+    const holdUntilMs = Date.now() + 7_000
+    while (Date.now() < holdUntilMs) {
+      holder.acknowledge(held[0], 'RENEW')
+      for (const r of await holder.commitSync()) assert.equal(r.error, null, 'RENEW applied')
+      for (const r of await other.poll(500)) {
+        got.push(r.value?.toString() ?? '')
+        other.acknowledge(r, 'ACCEPT')
+      }
+    }
+    assert.deepEqual(got, ['free'], 'a renewed record stays with its holder; the other member fetches')
+    holder.acknowledge(held[0], 'ACCEPT')
+    for (const r of await holder.commitSync()) assert.equal(r.error, null, 'ACCEPT applied')
+    assert.deepEqual(await other.poll(2_000), [], 'an accepted record is not delivered again')
+  } finally {
+    await holder.close()
+    await other.close()
+    await producer.close()
+    await admin.close()
+    client.close()
+    await cluster.stop()
   }
 }
