@@ -23,7 +23,6 @@
  * - explicit: the application answers every record with acknowledge(); a poll before all of
  *   the last poll's records are answered is refused, as Java's.
  */
-import { assert } from '../common/assert.js'
 import type { Clock } from '../common/clock.js'
 import { type ClientOptions, type KafkaClient, sharedOrNewClient } from './client.js'
 import { ClientClosedError, InvalidArgumentError, type KafkaClientError } from './errors.js'
@@ -459,7 +458,6 @@ export class ShareConsumer {
 
   private checkOpen(): void {
     if (this.closed) throw new ClientClosedError('share consumer')
-    assert(!this.client.isClosed || !this.ownsClient, 'the share consumer owns a closed client')
   }
 }
 
