@@ -24,8 +24,15 @@
  *   the last poll's records are answered is refused, as Java's.
  */
 import type { Clock } from '../common/clock.js'
+import { ErrorCode } from '../protocol/error-codes.js'
 import { type ClientOptions, type KafkaClient, sharedOrNewClient } from './client.js'
-import { ClientClosedError, InvalidArgumentError, type KafkaClientError } from './errors.js'
+import {
+  asClientError,
+  ClientClosedError,
+  InvalidArgumentError,
+  type KafkaClientError,
+  KafkaProtocolError,
+} from './errors.js'
 import { intOption, oneOf } from './options.js'
 import { sleep } from './retry.js'
 import { Acknowledgements, type AcknowledgeType } from './share/acknowledgements.js'
@@ -218,7 +225,7 @@ export class ShareConsumer {
     this.checkOpen()
     this.acceptInFlightIfImplicit()
     const task = this.sendPending().catch((error: unknown) => {
-      this.pendingError ??= error as KafkaClientError
+      this.pendingError ??= asClientError(error)
     })
     this.background.add(task)
     task.finally(() => this.background.delete(task))
@@ -263,12 +270,12 @@ export class ShareConsumer {
       return []
     }
     let leaders = this.leadersOf(assigned)
-    if (leaders.unknown && round === 0) {
+    if (leaders.unknown) {
       await this.client.refreshMetadata(this.membership.subscription).catch(() => undefined)
       leaders = this.leadersOf(assigned)
     }
+    // Answers whose partition has no known leader stay pending for a later round.
     const acksByNode = this.pendingByNode()
-    this.pending.clear()
     const nodes = new Set([...leaders.byNode.keys(), ...acksByNode.keys()])
     const maxWaitMs = Math.max(0, Math.min(this.fetchMaxWaitMs, deadlineMs - this.clock.monotonicMs()))
     const outcomes = await Promise.all(
@@ -277,14 +284,21 @@ export class ShareConsumer {
       ),
     )
     const records = outcomes.flatMap((o) => o.records)
-    if (outcomes.some((o) => o.staleMetadata))
-      await this.client.refreshMetadata(this.membership.subscription).catch(() => undefined)
-    if (records.length === 0 && (outcomes.some((o) => o.failed) || nodes.size === 0)) {
-      const leftMs = deadlineMs - this.clock.monotonicMs()
-      const backoffMs = Math.min(this.client.backoff.delayMs(round + 1), FAILED_ROUND_BACKOFF_MAX_MS)
-      if (leftMs > 0) await sleep(this.clock, Math.min(backoffMs, leftMs))
-    }
+    const stale = outcomes.some((o) => o.staleMetadata)
+    if (stale) await this.client.refreshMetadata(this.membership.subscription).catch(() => undefined)
+    if (records.length > 0) return records
+    if (leaders.byNode.size === 0) {
+      // Nothing to fetch from (no leader known, or only answers to send): no long poll held
+      // this round, so wait for an assignment change or a backoff instead of spinning.
+      await Promise.race([this.waitForChange(deadlineMs), this.backoff(deadlineMs, round)])
+    } else if (stale || outcomes.some((o) => o.failed)) await this.backoff(deadlineMs, round)
     return records
+  }
+
+  private async backoff(deadlineMs: number, round: number): Promise<void> {
+    const leftMs = deadlineMs - this.clock.monotonicMs()
+    const backoffMs = Math.min(this.client.backoff.delayMs(round + 1), FAILED_ROUND_BACKOFF_MAX_MS)
+    if (leftMs > 0) await sleep(this.clock, Math.min(backoffMs, leftMs))
   }
 
   private async fetchFromNode(
@@ -295,9 +309,20 @@ export class ShareConsumer {
   ): Promise<NodeFetchResult> {
     let outcome: NodeFetchResult
     if (partitions === undefined || partitions.length === 0) {
-      // Answers for partitions this member no longer fetches from that leader.
+      // Answers for partitions this member no longer fetches from that leader. Without a share
+      // session there they cannot be sent (no fetch will open one): they fail, and the records
+      // go back to the group when their locks expire.
       const { results, unsent } = await this.fetcher.acknowledge(nodeId, acks ?? [])
-      outcome = { records: [], gaps: [], results, unsent, staleMetadata: false, fatal: null, failed: false }
+      const lost = unsent.map((a) => unsentResult(a, nodeId))
+      outcome = {
+        records: [],
+        gaps: [],
+        results: [...results, ...lost],
+        unsent: [],
+        staleMetadata: false,
+        fatal: null,
+        failed: false,
+      }
     } else outcome = await this.fetcher.fetch(nodeId, partitions, acks ?? [], maxWaitMs)
     for (const a of outcome.unsent) this.restorePending(a)
     for (const gap of outcome.gaps)
@@ -474,4 +499,17 @@ function finalOnly(acks: readonly PartitionAcknowledgements[]): PartitionAcknowl
     if (kept.size > 0) out.push({ tip: a.tip, acknowledgements: kept })
   }
   return out
+}
+
+function unsentResult(a: PartitionAcknowledgements, nodeId: number): AcknowledgementResult {
+  return {
+    topic: a.tip.topic,
+    topicId: a.tip.topicId,
+    partition: a.tip.partition,
+    offsets: a.acknowledgements.entries().map(([offset]) => offset),
+    error: new KafkaProtocolError(
+      ErrorCode.SHARE_SESSION_NOT_FOUND,
+      `${a.tip.topic}-${a.tip.partition}: no share session with broker ${nodeId} to carry the acknowledgements`,
+    ),
+  }
 }

@@ -209,6 +209,25 @@ function assertSemantics(delivered: Record<string, number[]>): void {
 }
 
 describe('ShareConsumer (KIP-932)', () => {
+  // Kafka's JVM starts while the tidelog runs go (about 20 s of the file's wall time saved).
+  let kafkaStarting: Promise<KafkaReference> | undefined
+  before(() => {
+    kafkaStarting = startKafkaReference({
+      nodes: 1,
+      properties: {
+        'group.share.delivery.count.limit': DELIVERY_COUNT_LIMIT,
+        'group.share.heartbeat.interval.ms': 1000,
+        'group.share.min.heartbeat.interval.ms': 1000,
+      },
+      features: { 'share.version': 1 },
+    })
+    // Awaited by the reference's tests; a failure to start is theirs to report.
+    kafkaStarting.catch(() => undefined)
+  })
+  after(async () => {
+    await (await kafkaStarting?.catch(() => undefined))?.stop()
+  })
+
   describe('tidelog', () => {
     let cluster: Cluster | undefined
     before(async () => {
@@ -245,18 +264,7 @@ describe('ShareConsumer (KIP-932)', () => {
   describe('Apache Kafka 4.4 (the reference)', () => {
     let kafka: KafkaReference | undefined
     before(async () => {
-      kafka = await startKafkaReference({
-        nodes: 1,
-        properties: {
-          'group.share.delivery.count.limit': DELIVERY_COUNT_LIMIT,
-          'group.share.heartbeat.interval.ms': 1000,
-          'group.share.min.heartbeat.interval.ms': 1000,
-        },
-        features: { 'share.version': 1 },
-      })
-    })
-    after(async () => {
-      await kafka?.stop()
+      kafka = await kafkaStarting
     })
 
     it('shares a partition, redelivers, rejects and archives the same', { timeout: 120_000 }, async () => {
@@ -338,7 +346,7 @@ async function implicitRun(bootstrap: string): Promise<void> {
 }
 
 /**
- * A broker of its own with a 3 s acquisition lock: consumer A holds a record for 7 s,
+ * A broker of its own with a 3 s acquisition lock: consumer A holds a record for 5 s,
  * renewing every 500 ms (commitSync sends each RENEW); consumer B polls all along and gets
  * the next record but never the held one; A then accepts it and nobody gets it again.
  */
@@ -377,7 +385,7 @@ async function renewRun(): Promise<void> {
     // A record for the other member: it does fetch from the partition all along.
     await producer.send({ topic, value: 'free' })
     const got: string[] = []
-    const holdUntilMs = Date.now() + 7_000
+    const holdUntilMs = Date.now() + 5_000
     while (Date.now() < holdUntilMs) {
       holder.acknowledge(held[0], 'RENEW')
       for (const r of await holder.commitSync()) assert.equal(r.error, null, 'RENEW applied')
