@@ -19,6 +19,8 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { Admin } from '../../src/client/admin.js'
 import { KafkaClient } from '../../src/client/client.js'
+import { Consumer } from '../../src/client/consumer.js'
+import { KafkaProtocolError } from '../../src/client/errors.js'
 import { findGroupCoordinator } from '../../src/client/find-coordinator.js'
 import { Producer } from '../../src/client/producer.js'
 import { ShareConsumerStateError } from '../../src/client/share/errors.js'
@@ -251,6 +253,11 @@ describe('ShareConsumer (KIP-932)', () => {
       assertSemantics(deliveries.tidelog)
     })
 
+    it('a classic group of the same id: poll throws GROUP_ID_NOT_FOUND', { timeout: 60_000 }, async () => {
+      assert.ok(cluster)
+      await wrongGroupTypeRun(cluster.bootstrapServers, 'tidelog')
+    })
+
     it('RENEW keeps a record from another member past its lock duration', { timeout: 60_000 }, async () => {
       await renewRun()
     })
@@ -271,6 +278,11 @@ describe('ShareConsumer (KIP-932)', () => {
       assert.ok(kafka)
       deliveries.kafka = await run(kafka.bootstrap, 'kafka')
       assertSemantics(deliveries.kafka)
+    })
+
+    it('a classic group of the same id: poll throws GROUP_ID_NOT_FOUND', { timeout: 60_000 }, async () => {
+      assert.ok(kafka)
+      await wrongGroupTypeRun(kafka.bootstrap, 'kafka')
     })
   })
 
@@ -405,5 +417,51 @@ async function renewRun(): Promise<void> {
     await admin.close()
     client.close()
     await cluster.stop()
+  }
+}
+
+/** A share consumer joining a live classic group's id gets the coordinator's refusal from poll, as a Kafka error code. */
+async function wrongGroupTypeRun(bootstrap: string, label: string): Promise<void> {
+  const topic = `share-client-classic-${label}`
+  const groupId = `share-client-classic-group-${label}`
+  const admin = new Admin({ bootstrapServers: bootstrap })
+  const classic = new Consumer({ bootstrapServers: bootstrap, groupId, autoOffsetReset: 'earliest' })
+  const share = new ShareConsumer({ bootstrapServers: bootstrap, groupId, fetchMaxWaitMs: 100 })
+  try {
+    await admin.createTopics([{ topic, numPartitions: 1, replicationFactor: 1 }])
+    classic.subscribe([topic])
+    await waitUntil(
+      'the classic member',
+      30_000,
+      async () => {
+        await classic.poll(200)
+        return classic.assignment().length === 1
+      },
+      0,
+    )
+    share.subscribe([topic])
+    let thrown: unknown
+    await waitUntil(
+      'the refusal',
+      30_000,
+      async () => {
+        try {
+          await share.poll(200)
+          return false
+        } catch (error) {
+          thrown = error
+          return true
+        }
+      },
+      0,
+    )
+    assert.ok(thrown instanceof KafkaProtocolError, String(thrown))
+    assert.equal(thrown.errorCode, ErrorCode.GROUP_ID_NOT_FOUND)
+    assert.equal(thrown.code, 'ERR_KAFKA_GROUP_ID_NOT_FOUND')
+    assert.match(thrown.message, /is not a share group/)
+  } finally {
+    await share.close()
+    await classic.close()
+    await admin.close()
   }
 }
