@@ -63,7 +63,10 @@ export interface ShareConsumerOptions extends Partial<ClientOptions> {
   acknowledgementMode?: AcknowledgementMode
   /** share.acquire.mode (default 'batch_optimized'); 'record_limit' caps each fetch at maxPollRecords exactly (ShareFetch v2). */
   shareAcquireMode?: ShareAcquireMode
-  /** max.poll.records (default 500): the records a ShareFetch asks for (MaxRecords, BatchSize). */
+  /**
+   * max.poll.records (default 500): the most records one poll returns, and what a ShareFetch
+   * asks for (MaxRecords, BatchSize). Records a fetch acquired beyond it wait for the next poll.
+   */
   maxPollRecords?: number
   /** fetch.max.wait.ms (default 500): how long a ShareFetch waits for records. */
   fetchMaxWaitMs?: number
@@ -100,6 +103,12 @@ export class ShareConsumer {
   private readonly onResults: ((results: readonly AcknowledgementResult[]) => void) | undefined
   /** Delivered records not finally answered, by partition then offset. */
   private readonly inFlight = new Map<string, Map<number, InFlight>>()
+  /**
+   * Acquired records not returned yet: a batch-optimized fetch may acquire more than
+   * max.poll.records (whole batches), and a poll returns at most that many, as Java's.
+   */
+  private readonly buffered: ShareConsumerRecord[] = []
+  private readonly maxPollRecords: number
   /** Answers not sent yet, by partition. */
   private readonly pending = new Map<string, PartitionAcknowledgements>()
   private readonly background = new Set<Promise<unknown>>()
@@ -125,12 +134,13 @@ export class ShareConsumer {
       'record_limit',
     ])
     this.fetchMaxWaitMs = intOption('fetch.max.wait.ms', options.fetchMaxWaitMs, 500, 0)
+    this.maxPollRecords = intOption('max.poll.records', options.maxPollRecords, 500, 1, 0x7fffffff)
     this.onResults = options.acknowledgementCommitCallback
     this.membership = new ShareMembership(client, this.groupId, () => this.wakePoll())
     this.fetcher = new ShareFetcher(client, this.groupId, this.membership.memberId, {
       fetchMinBytes: intOption('fetch.min.bytes', options.fetchMinBytes, 1, 0),
       fetchMaxBytes: intOption('fetch.max.bytes', options.fetchMaxBytes, 52428800, 0),
-      maxPollRecords: intOption('max.poll.records', options.maxPollRecords, 500, 1, 0x7fffffff),
+      maxPollRecords: this.maxPollRecords,
       acquireMode: acquireMode === 'record_limit' ? 1 : 0,
       requestTimeoutMs: client.options.requestTimeoutMs,
     })
@@ -169,16 +179,21 @@ export class ShareConsumer {
       throw new ShareConsumerStateError('subscribe() before poll()')
     this.throwPendingError()
     this.answerLastPoll()
+    // Records a fetch acquired beyond max.poll.records come first, without fetching.
+    if (this.buffered.length > 0) return this.deliver(this.buffered.splice(0, this.maxPollRecords))
     this.polling = true
     try {
       const deadlineMs = this.clock.monotonicMs() + Math.max(timeoutMs, 0)
       await this.membership.waitForAssignment(deadlineMs)
-      for (let round = 0; ; round++) {
+      for (let round = 0; !this.closed; round++) {
         this.throwPendingError()
         const records = await this.fetchRound(deadlineMs, round)
-        if (records.length > 0 || this.closed || this.clock.monotonicMs() >= deadlineMs)
+        if (records.length > 0 || this.clock.monotonicMs() >= deadlineMs) {
+          this.buffered.push(...records.splice(this.maxPollRecords))
           return this.deliver(records)
+        }
       }
+      return []
     } finally {
       this.polling = false
     }
@@ -255,6 +270,8 @@ export class ShareConsumer {
       for (const o of outcomes) if (o.status === 'fulfilled') this.report(o.value.results)
       await this.membership.leave()
     } finally {
+      // Records acquired but never returned go back to the group with the member's leave.
+      this.buffered.length = 0
       this.inFlight.clear()
       if (this.ownsClient) this.client.close()
     }

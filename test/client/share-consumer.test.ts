@@ -262,6 +262,13 @@ describe('ShareConsumer (KIP-932)', () => {
       await renewRun()
     })
 
+    it('max.poll.records caps a poll; the rest of a fetched batch comes next', {
+      timeout: 60_000,
+    }, async () => {
+      assert.ok(cluster)
+      await maxPollRecordsRun(cluster.bootstrapServers)
+    })
+
     it('implicit mode accepts at the next poll; acknowledge() is refused', { timeout: 60_000 }, async () => {
       assert.ok(cluster)
       await implicitRun(cluster.bootstrapServers)
@@ -463,5 +470,57 @@ async function wrongGroupTypeRun(bootstrap: string, label: string): Promise<void
     await share.close()
     await classic.close()
     await admin.close()
+  }
+}
+
+/** Six records in one batch; batch_optimized acquires the whole batch, and each poll returns at most two. */
+async function maxPollRecordsRun(bootstrap: string): Promise<void> {
+  const topic = 'share-client-max-poll'
+  const groupId = 'share-client-max-poll-group'
+  const client = new KafkaClient({ bootstrapServers: bootstrap })
+  const admin = new Admin({ client })
+  const producer = new Producer({ client, lingerMs: 50 })
+  const consumer = new ShareConsumer({
+    bootstrapServers: bootstrap,
+    groupId,
+    acknowledgementMode: 'explicit',
+    maxPollRecords: 2,
+    fetchMaxWaitMs: 200,
+  })
+  try {
+    await admin.createTopics([{ topic, numPartitions: 1, replicationFactor: 1 }])
+    await startGroupAtEarliest(client, groupId)
+    const sends = Array.from({ length: 6 }, (_, i) => producer.send({ topic, value: `v${i}` }))
+    await producer.flush()
+    const offsets = (await Promise.all(sends)).map((m) => m.offset)
+    assert.deepEqual(offsets, [0, 1, 2, 3, 4, 5])
+    consumer.subscribe([topic])
+    const sizes: number[] = []
+    const values: string[] = []
+    await waitUntil(
+      'six records',
+      30_000,
+      async () => {
+        const records = await consumer.poll(200)
+        if (records.length > 0) sizes.push(records.length)
+        for (const r of records) {
+          values.push(r.value?.toString() ?? '')
+          consumer.acknowledge(r, 'ACCEPT')
+        }
+        return values.length >= 6
+      },
+      0,
+    )
+    assert.deepEqual(values, ['v0', 'v1', 'v2', 'v3', 'v4', 'v5'])
+    assert.ok(
+      sizes.every((n) => n <= 2),
+      `polls returned ${sizes}`,
+    )
+    for (const r of await consumer.commitSync()) assert.equal(r.error, null)
+  } finally {
+    await consumer.close()
+    await producer.close()
+    await admin.close()
+    client.close()
   }
 }
