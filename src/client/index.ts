@@ -1,5 +1,6 @@
 /**
- * tidelog's Kafka client: Producer, Consumer (assign mode or group member) and Admin over one shared core
+ * tidelog's Kafka client: Producer, Consumer (assign mode or group member), ShareConsumer (KIP-932
+ * share groups) and Admin over one shared core
  * (KafkaClient: connections per broker and purpose, ApiVersions negotiation, metadata).
  * It imports only the protocol and common layers, so it works against any Kafka-compatible
  * broker, not just tidelog.
@@ -69,6 +70,16 @@ export {
   type RecordMetadata,
 } from './producer.js'
 export type { SaslOptions, SslOptions } from './security-options.js'
+export { ShareConsumerStateError } from './share/errors.js'
+export {
+  type AcknowledgementMode,
+  type AcknowledgementResult,
+  type AcknowledgeType,
+  type ShareAcquireMode,
+  ShareConsumer,
+  type ShareConsumerOptions,
+  type ShareConsumerRecord,
+} from './share-consumer.js'
 export { tcpConnector } from './tcp-connector.js'
 export type { TransactionState } from './transaction-manager.js'
 export type { ConsumerGroupMetadata, TransactionOffset } from './transaction-requests.js'

@@ -54,6 +54,11 @@ export const CLIENT_VERSIONS: ReadonlyMap<number, VersionRange> = new Map([
   // Group offsets: v10 addresses topics by id, which this client does not do.
   [ApiKey.OffsetCommit, { min: 0, max: 9 }],
   [ApiKey.OffsetFetch, { min: 0, max: 9 }],
+  // Share groups (KIP-932): v1 is the first production version (v0 was early access). ShareFetch
+  // and ShareAcknowledge v2 add record_limit acquisition and RENEW (KIP-1222).
+  [ApiKey.ShareGroupHeartbeat, { min: 1, max: 1 }],
+  [ApiKey.ShareFetch, { min: 1, max: 2 }],
+  [ApiKey.ShareAcknowledge, { min: 1, max: 2 }],
 ])
 
 /**
