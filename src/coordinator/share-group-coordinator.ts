@@ -7,9 +7,9 @@
  * are written to its partition as Kafka's ShareGroup* records (share-group-records.ts): each
  * step writes what it changed, one write at a time per group (the shard's writeStep), and
  * answers once the write is committed; a new coordinator replays them, so group and member
- * epochs and assignments survive a failover. A group id names one group of one type: a share heartbeat or describe
- * of a classic or consumer group answers GROUP_ID_NOT_FOUND ("is not a share group"), as
- * Kafka.
+ * epochs and assignments survive a failover. A group id names one group of one type: a
+ * share heartbeat or describe of a classic or consumer group answers GROUP_ID_NOT_FOUND
+ * ("is not a share group"), as Kafka.
  */
 import type { Clock } from '../common/clock.js'
 import type { ClusterImage } from '../metadata/cluster-image.js'

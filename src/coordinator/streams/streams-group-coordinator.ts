@@ -8,14 +8,14 @@
  * membership, topology and assignment (streams-group.ts), written to the shard's partition as
  * Kafka's StreamsGroup* records (streams-group-records.ts): each step writes what it changed,
  * one write at a time per group (the shard's writeStep), and answers once the write is
- * committed; a new coordinator replays them, so epochs and tasks survive a failover. So its members'
- * offset commits land in the group's offsets as any group's do and ListGroups, DeleteGroups
- * and offset expiry see it. The group's classic state follows its members (Empty without,
- * Stable with), as a consumer group's does. A group id names one group of one type: a
- * streams heartbeat or describe of a classic (non-empty), consumer or share group answers
- * GROUP_ID_NOT_FOUND "Group <id> is not a streams group.", as Kafka. An empty classic group
- * (one holding only offsets, e.g. after a failover emptied the streams part) becomes a
- * streams group on a member's join, as Kafka converts it.
+ * committed; a new coordinator replays them, so epochs and tasks survive a failover. Being a
+ * group of the shard, its members' offset commits land in the group's offsets as any group's
+ * do and ListGroups, DeleteGroups and offset expiry see it. The group's classic state follows
+ * its members (Empty without, Stable with), as a consumer group's does. A group id names one
+ * group of one type: a streams heartbeat or describe of a classic (non-empty), consumer or
+ * share group answers GROUP_ID_NOT_FOUND "Group <id> is not a streams group.", as Kafka. An
+ * empty classic group (one holding only offsets, e.g. after the streams group was deleted)
+ * becomes a streams group on a member's join, as Kafka converts it.
  */
 import type { Clock } from '../../common/clock.js'
 import type { ClusterImage } from '../../metadata/cluster-image.js'
