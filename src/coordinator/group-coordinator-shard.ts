@@ -27,6 +27,7 @@ import { nextDeadline, tick } from './rebalance.js'
 import { type CoordinatorRecord, decodeKey } from './records.js'
 import type { CoordinatorRuntime, ShardContext } from './runtime/coordinator-runtime.js'
 import type { CoordinatorShard, ReplayedBatch } from './runtime/coordinator-shard.js'
+import type { ShareGroup } from './share-group.js'
 
 export interface GroupShardConfig extends CoordinatorConfig {
   readonly offsetsCommitTimeoutMs: number
@@ -40,6 +41,8 @@ export interface GroupShardServices {
   readonly logger: Logger
   readonly config: GroupShardConfig
   readonly consumerConfig: ConsumerGroupConfig
+  /** Once the shard is loaded: the share and streams coordinators arm their replayed groups' timers. */
+  readonly onLoaded?: (shard: GroupCoordinatorShard) => void
 }
 
 interface Waiter {
@@ -61,16 +64,18 @@ export const COORDINATOR_RECORD_SERDE = {
 
 export class GroupCoordinatorShard implements CoordinatorShard<CoordinatorRecord> {
   readonly groups = new Map<string, Group>()
+  /** Share groups (share-group-coordinator.ts): apart from `groups`, as a group id names one type. */
+  readonly shareGroups = new Map<string, ShareGroup>()
   private readonly waiters = new Map<number, Waiter>()
   private nextWaiter = 1
   /** Replays the partition while loading; null once loaded. */
   private loader: OffsetsLoader | null
   /**
-   * Consumer groups with a write in flight, and the steps waiting for it: one write at a time
-   * per group, so that a write refused before reaching the log can be undone in memory
-   * without a later step having built on it.
+   * Consumer, share and streams groups with a write in flight, and the steps waiting for it:
+   * one write at a time per group, so that a write refused before reaching the log can be
+   * undone in memory without a later step having built on it.
    */
-  private readonly consumerWrites = new WeakMap<Group, (() => boolean)[]>()
+  private readonly consumerWrites = new WeakMap<object, (() => boolean)[]>()
   /** A consumer group whose timeout write was refused tries again only from here (Kafka: 500 ms later). */
   private readonly consumerTimerRetryAtMs = new WeakMap<Group, number>()
 
@@ -82,6 +87,7 @@ export class GroupCoordinatorShard implements CoordinatorShard<CoordinatorRecord
       this.groups,
       services.clock.nowMs(),
       services.consumerConfig.sessionTimeoutMs,
+      this.shareGroups,
     )
   }
 
@@ -117,6 +123,7 @@ export class GroupCoordinatorShard implements CoordinatorShard<CoordinatorRecord
       this.schedule(group)
     }
     this.scheduleExpiry()
+    this.services.onLoaded?.(this)
   }
 
   onUnloaded(): void {
@@ -184,7 +191,7 @@ export class GroupCoordinatorShard implements CoordinatorShard<CoordinatorRecord
    * Runs `step` once no other write of the group is in flight; `step` returns whether it
    * started a write (whose end, through undoIfRefused, lets the next step go).
    */
-  consumerWrite(group: Group, step: () => boolean): void {
+  consumerWrite(group: object, step: () => boolean): void {
     const queue = this.consumerWrites.get(group)
     if (queue) {
       queue.push(step)
@@ -194,7 +201,7 @@ export class GroupCoordinatorShard implements CoordinatorShard<CoordinatorRecord
     if (!step()) this.nextConsumerWrite(group)
   }
 
-  private nextConsumerWrite(group: Group): void {
+  private nextConsumerWrite(group: object): void {
     const queue = this.consumerWrites.get(group)
     if (!queue) return
     for (let next = queue.shift(); next !== undefined; next = queue.shift()) if (next()) return
@@ -224,6 +231,49 @@ export class GroupCoordinatorShard implements CoordinatorShard<CoordinatorRecord
         return result
       },
     }
+  }
+
+  /**
+   * A share or streams group's step (their groups are not run through `execute`): runs once
+   * no other write of `group` is in flight, writes the records it returns, and undoes the
+   * step when they were refused before reaching the log, as undoIfRefused. Resolves with the
+   * write's error code (NONE when there was nothing to write), NOT_COORDINATOR when the shard
+   * is dropped first.
+   */
+  writeStep(
+    group: object,
+    step: () => { records: CoordinatorRecord[]; undo: () => void } | null,
+  ): Promise<number> {
+    return new Promise((resolve) =>
+      this.consumerWrite(group, () => {
+        const change = this.unloaded ? null : step()
+        if (change === null || change.records.length === 0) {
+          resolve(this.unloaded ? ErrorCode.NOT_COORDINATOR : ErrorCode.NONE)
+          return false
+        }
+        void this.services.runtime
+          .scheduleWriteOperation(this.context, {
+            records: change.records,
+            timeoutMs: this.services.config.offsetsCommitTimeoutMs,
+            complete: (errorCode, baseOffset) => ({ errorCode, baseOffset }),
+            notCoordinator: () => null,
+          })
+          .then((written) => {
+            // A dropped shard's groups are discarded with it: nothing to undo or run next.
+            if (written === null) return resolve(ErrorCode.NOT_COORDINATOR)
+            if (written.errorCode !== ErrorCode.NONE && written.baseOffset < 0) {
+              change.undo()
+              this.services.logger.info(
+                { partition: this.partition, errorCode: written.errorCode },
+                'share or streams group write refused; its change undone',
+              )
+            }
+            resolve(written.errorCode)
+            queueMicrotask(() => this.nextConsumerWrite(group))
+          })
+        return true
+      }),
+    )
   }
 
   // ---- timers --------------------------------------------------------------------------------

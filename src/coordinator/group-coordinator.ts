@@ -200,6 +200,10 @@ export class GroupCoordinator {
           logger: host.logger,
           config,
           consumerConfig: this.consumerConfig,
+          onLoaded: (shard) => {
+            this.share.onShardLoaded(shard)
+            this.streams.onShardLoaded(shard)
+          },
         }),
     })
     this.share = new ShareGroupCoordinator({

@@ -131,9 +131,9 @@ export interface Group {
   type: 'classic' | 'consumer'
   consumer: ConsumerGroupState | null
   /**
-   * The KIP-1071 part of a streams group (streams/streams-group-coordinator.ts), in memory
-   * only; its classic fields stay unused and `state` follows its members like a consumer
-   * group's.
+   * The KIP-1071 part of a streams group (streams/streams-group-coordinator.ts), written as
+   * StreamsGroup* records (streams/streams-group-records.ts); its classic fields stay unused
+   * and `state` follows its members like a consumer group's.
    */
   streams?: StreamsGroup
   state: GroupStateName

@@ -35,7 +35,14 @@ import {
   groupMetadataKey,
   offsetCommitKey,
 } from './records.js'
+import type { ShareGroup } from './share-group.js'
+import { decodeShareKey, replayShareRecord } from './share-group-records.js'
 import { validateStreamsOffsetRequest } from './streams/streams-group.js'
+import {
+  decodeStreamsKey,
+  replayStreamsRecord,
+  streamsGroupTombstones,
+} from './streams/streams-group-records.js'
 
 export interface CommitRequest {
   readonly memberId: string
@@ -353,6 +360,7 @@ export function deleteGroup(group: Group, waiter: number): Effects {
     for (const partition of partitions.keys())
       records.push({ key: offsetCommitKey(group.groupId, topic, partition), value: null })
   if (group.consumer !== null) records.push(...consumerGroupTombstones(group.groupId))
+  else if (group.streams) records.push(...streamsGroupTombstones(group.groupId))
   else records.push({ key: groupMetadataKey(group.groupId), value: null })
   group.state = 'Dead'
   group.offsets.clear()
@@ -446,6 +454,7 @@ export function expireOffsets(group: Group, nowMs: number, config: CoordinatorCo
   if (group.state === 'Empty' && !hasOffsets(group)) {
     group.state = 'Dead'
     if (group.consumer !== null) records.push(...consumerGroupTombstones(group.groupId))
+    else if (group.streams) records.push(...streamsGroupTombstones(group.groupId))
     else if (group.generationId > 0) records.push({ key: groupMetadataKey(group.groupId), value: null })
   }
   return records
@@ -518,11 +527,16 @@ export function replayRecord(
   nowMs: number,
   batchOffset?: number,
   consumerSessionTimeoutMs = DEFAULT_CONSUMER_GROUP_CONFIG.sessionTimeoutMs,
+  shareGroups: Map<string, ShareGroup> = new Map(),
 ): void {
   const key = decodeKey(record.key)
   if (!key) {
     const consumerKey = decodeConsumerKey(record.key)
     if (consumerKey) replayConsumerRecord(groups, consumerKey, record.value, nowMs, consumerSessionTimeoutMs)
+    const shareKey = consumerKey ? undefined : decodeShareKey(record.key)
+    if (shareKey) replayShareRecord(shareGroups, shareKey, record.value, nowMs)
+    const streamsKey = consumerKey || shareKey ? undefined : decodeStreamsKey(record.key)
+    if (streamsKey) replayStreamsRecord(groups, streamsKey, record.value, nowMs)
     return
   }
   let group = groups.get(key.group)
@@ -596,6 +610,8 @@ export class OffsetsLoader {
     private readonly groups: Map<string, Group>,
     private readonly nowMs: number,
     private readonly consumerSessionTimeoutMs = DEFAULT_CONSUMER_GROUP_CONFIG.sessionTimeoutMs,
+    /** The shard's share groups, kept apart from `groups` (share-group-coordinator.ts). */
+    private readonly shareGroups: Map<string, ShareGroup> = new Map(),
   ) {}
 
   /** A data batch (the runtime hands control batches to endTransaction). */
@@ -609,6 +625,7 @@ export class OffsetsLoader {
           this.nowMs,
           batch.baseOffset,
           this.consumerSessionTimeoutMs,
+          this.shareGroups,
         )
         continue
       }

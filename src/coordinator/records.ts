@@ -173,7 +173,7 @@ export function decodeGroupMetadataValue(value: Buffer): GroupMetadataValue {
   return { protocolType, generation, protocol, leader, currentStateTimestampMs, members }
 }
 
-function skipTags(r: Reader): void {
+export function skipTags(r: Reader): void {
   const count = r.readUnsignedVarint()
   for (let i = 0; i < count; i++) {
     r.readUnsignedVarint() // the tag
@@ -263,15 +263,15 @@ export interface ConsumerCurrentAssignmentValue {
 
 const CONSUMER_VALUE_VERSION = 0
 
-function flexibleValue(): Writer {
+export function flexibleValue(): Writer {
   return new Writer(128).writeInt16(CONSUMER_VALUE_VERSION)
 }
 
-function endValue(w: Writer): Buffer {
+export function endValue(w: Writer): Buffer {
   return w.writeUnsignedVarint(0).toBuffer()
 }
 
-function writeTopicPartitions(w: Writer, value: TopicPartitionsValue): void {
+export function writeTopicPartitions(w: Writer, value: TopicPartitionsValue): void {
   const topics = [...value].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
   w.writeCompactArrayLength(topics.length)
   for (const [topicId, partitions] of topics) {
@@ -282,7 +282,7 @@ function writeTopicPartitions(w: Writer, value: TopicPartitionsValue): void {
   }
 }
 
-function readTopicPartitions(r: Reader): Map<string, number[]> {
+export function readTopicPartitions(r: Reader): Map<string, number[]> {
   const result = new Map<string, number[]>()
   const count = r.readCompactArrayLength()
   for (let i = 0; i < count; i++) {
@@ -296,7 +296,7 @@ function readTopicPartitions(r: Reader): Map<string, number[]> {
   return result
 }
 
-function openValue(value: Buffer): Reader {
+export function openValue(value: Buffer): Reader {
   const r = new Reader(value)
   r.readInt16() // every version so far shares version 0's fields
   return r
@@ -384,4 +384,34 @@ export function decodeConsumerCurrentAssignmentValue(value: Buffer): ConsumerCur
   const assignedPartitions = readTopicPartitions(r)
   const partitionsPendingRevocation = readTopicPartitions(r)
   return { memberEpoch, previousMemberEpoch, state, assignedPartitions, partitionsPendingRevocation }
+}
+
+// ---- shared by the share- and streams-group records -------------------------------------------
+
+/** A group record's key: its int16 type (Kafka's coordinator-key apiKey), group id, member id. */
+export function groupRecordKey(type: number, group: string, memberId?: string): Buffer {
+  const w = new Writer(64).writeInt16(type).writeString(group)
+  if (memberId !== undefined) w.writeString(memberId)
+  return w.toBuffer()
+}
+
+/**
+ * The records to write for a group's change: tombstones for the keys `before` had and
+ * `after` has not (in reverse, so a member's current assignment goes before its metadata,
+ * as Kafka removes them), then the records whose value changed, in `after`'s order.
+ */
+export function diffRecords(
+  before: readonly CoordinatorRecord[],
+  after: readonly CoordinatorRecord[],
+): CoordinatorRecord[] {
+  const hex = (b: Buffer) => b.toString('hex')
+  const was = new Map(before.map((r) => [hex(r.key), r.value]))
+  const now = new Set(after.map((r) => hex(r.key)))
+  const records: CoordinatorRecord[] = []
+  for (const r of [...before].reverse()) if (!now.has(hex(r.key))) records.push({ key: r.key, value: null })
+  for (const r of after) {
+    const old = was.get(hex(r.key))
+    if (old === undefined || old === null || r.value === null || !old.equals(r.value)) records.push(r)
+  }
+  return records
 }

@@ -3,16 +3,19 @@
  * ShareGroupDescribe on the share groups of each __consumer_offsets shard led here, routed
  * as every group request is (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS by the runtime).
  *
- * The groups live beside the shard's classic and consumer groups, in memory only (see
- * share-group.ts): when the runtime drops the shard, its share groups and their session
- * timers go with it. A group id names one group of one type: a share heartbeat or describe
- * of a classic or consumer group answers GROUP_ID_NOT_FOUND ("is not a share group"), as
- * Kafka.
+ * The groups live beside the shard's classic and consumer groups (`shard.shareGroups`) and
+ * are written to its partition as Kafka's ShareGroup* records (share-group-records.ts): each
+ * step writes what it changed, one write at a time per group (the shard's writeStep), and
+ * answers once the write is committed; a new coordinator replays them, so group and member
+ * epochs and assignments survive a failover. A group id names one group of one type: a
+ * share heartbeat or describe of a classic or consumer group answers GROUP_ID_NOT_FOUND
+ * ("is not a share group"), as Kafka.
  */
 import type { Clock } from '../common/clock.js'
 import type { ClusterImage } from '../metadata/cluster-image.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import type { GroupCoordinatorShard } from './group-coordinator-shard.js'
+import { type CoordinatorRecord, diffRecords } from './records.js'
 import {
   expireShareMembers,
   newShareGroup,
@@ -29,6 +32,7 @@ import {
   toWire,
   validateShareHeartbeat,
 } from './share-group.js'
+import { shareGroupRecords, snapshotShareGroup } from './share-group-records.js'
 
 export interface ShareGroupCoordinatorDeps {
   /** The loaded shard coordinating a group here, or the error a client must see. */
@@ -72,36 +76,31 @@ export function markInitialized(group: ShareGroup, topicId: string, partitions: 
   for (const partition of partitions) known.add(partition)
 }
 
+/** How long a share group's refused expiry write waits before it is tried again (as a consumer group's). */
+const TIMER_RETRY_BACKOFF_MS = 500
+
 /** The session timer of a share group, apart from the shard's group-id keyed timers. */
 function timerKey(groupId: string): string {
   return `\u0001share\u0001${groupId}`
 }
 
 export class ShareGroupCoordinator {
-  /** Each loaded shard's share groups; a dropped shard's go with it. */
-  private readonly groupsByShard = new WeakMap<GroupCoordinatorShard, Map<string, ShareGroup>>()
-
   constructor(private readonly deps: ShareGroupCoordinatorDeps) {}
 
   private groupsOf(shard: GroupCoordinatorShard): Map<string, ShareGroup> {
-    let groups = this.groupsByShard.get(shard)
-    if (!groups) {
-      groups = new Map()
-      this.groupsByShard.set(shard, groups)
-    }
-    return groups
+    return shard.shareGroups
   }
 
   /** Whether `groupId` is a share group of `shard` (a classic or consumer join must not take it). */
   has(shard: GroupCoordinatorShard, groupId: string): boolean {
-    return this.groupsByShard.get(shard)?.has(groupId) === true
+    return shard.shareGroups.has(groupId)
   }
 
   /** A shard's share groups for ListGroups (Kafka's protocol type and group type: "share"). */
   list(
     shard: GroupCoordinatorShard,
   ): { groupId: string; protocolType: string; state: 'Empty' | 'Stable'; type: 'share' }[] {
-    return [...(this.groupsByShard.get(shard)?.values() ?? [])].map((group) => ({
+    return [...shard.shareGroups.values()].map((group) => ({
       groupId: group.groupId,
       protocolType: 'share',
       state: shareGroupStateName(group),
@@ -109,14 +108,20 @@ export class ShareGroupCoordinator {
     }))
   }
 
+  /** A loaded shard's replayed groups: their members' sessions are timed from now. */
+  onShardLoaded(shard: GroupCoordinatorShard): void {
+    for (const group of shard.shareGroups.values()) this.schedule(shard, group)
+  }
+
   /** ShareGroupHeartbeat: joins (creating the group), heartbeats, leaves. */
-  heartbeat(req: ShareHeartbeatRequest): ShareHeartbeatResult {
+  async heartbeat(req: ShareHeartbeatRequest): Promise<ShareHeartbeatResult> {
     const invalid = validateShareHeartbeat(req)
     if (invalid) return invalid
     const shard = this.deps.route(req.groupId)
     if (typeof shard === 'number') return shareHeartbeatError(shard)
     const groups = this.groupsOf(shard)
     let group = groups.get(req.groupId)
+    const created = !group
     if (!group) {
       if (shard.groups.has(req.groupId))
         return shareHeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, `Group ${req.groupId} is not a share group.`)
@@ -125,19 +130,72 @@ export class ShareGroupCoordinator {
       group = newShareGroup(req.groupId)
       groups.set(req.groupId, group)
     }
-    const result = shareGroupHeartbeat(
-      group,
-      req,
-      this.deps.clock.nowMs(),
-      this.deps.config,
-      this.topicsView(),
+    const target = group
+    // Answered NOT_COORDINATOR if the step never runs (the shard dropped, the group deleted).
+    let result = shareHeartbeatError(ErrorCode.NOT_COORDINATOR)
+    const code = await shard.writeStep(target, () => {
+      if (groups.get(req.groupId) !== target) return null
+      return this.change(
+        target,
+        () => {
+          result = shareGroupHeartbeat(
+            target,
+            req,
+            this.deps.clock.nowMs(),
+            this.deps.config,
+            this.topicsView(),
+          )
+          // Kafka initializes the share-partitions of a group's assignment: from now on the group
+          // has offsets there (DescribeShareGroupOffsets lists them). A member's assignment is sent
+          // when it changes, before the member can fetch a partition of it.
+          for (const { topicId, partitions } of result.assignment ?? [])
+            markInitialized(target, topicId, partitions)
+          this.schedule(shard, target)
+        },
+        created
+          ? () =>
+              groups.get(req.groupId) === target && target.members.size === 0 && groups.delete(req.groupId)
+          : undefined,
+      )
+    })
+    return code === ErrorCode.NONE ? result : shareHeartbeatError(code)
+  }
+
+  /**
+   * Runs `mutate` on the group and returns the records of what it changed (diffRecords of
+   * the group's records before and after) with the undo of the change; `forget` also runs
+   * on undo (a group made by a refused step goes).
+   */
+  private change(
+    group: ShareGroup,
+    mutate: () => void,
+    forget?: () => void,
+  ): { records: CoordinatorRecord[]; undo: () => void } {
+    const names = new Map<string, string>()
+    for (const [name, topic] of this.deps.metadataImage().topics) names.set(topic.topicId, name)
+    const topicName = (topicId: string) => names.get(topicId) ?? ''
+    const before = shareGroupRecords(group, topicName)
+    const restore = snapshotShareGroup(group)
+    mutate()
+    return {
+      records: diffRecords(before, shareGroupRecords(group, topicName)),
+      undo: () => {
+        restore()
+        forget?.()
+      },
+    }
+  }
+
+  /**
+   * Changes a share group outside a heartbeat (the share-partitions AlterShareGroupOffsets
+   * initialized or DeleteShareGroupOffsets deleted) and writes the change; the write's error code.
+   */
+  update(group: ShareGroup, mutate: (group: ShareGroup) => void): Promise<number> {
+    const shard = this.deps.route(group.groupId)
+    if (typeof shard === 'number') return Promise.resolve(shard)
+    return shard.writeStep(group, () =>
+      shard.shareGroups.get(group.groupId) === group ? this.change(group, () => mutate(group)) : null,
     )
-    this.schedule(shard, group)
-    // Kafka initializes the share-partitions of a group's assignment: from now on the group
-    // has offsets there (DescribeShareGroupOffsets lists them). A member's assignment is sent
-    // when it changes, before the member can fetch a partition of it.
-    for (const { topicId, partitions } of result.assignment ?? []) markInitialized(group, topicId, partitions)
-    return result
   }
 
   /**
@@ -169,15 +227,26 @@ export class ShareGroupCoordinator {
     return group
   }
 
-  /** Removes an empty share group (DeleteGroups, after its share-partitions' state is gone). */
-  remove(groupId: string): number {
+  /**
+   * Removes an empty share group (DeleteGroups, after its share-partitions' state is gone):
+   * its records get tombstones, so a later coordinator does not bring it back.
+   */
+  async remove(groupId: string): Promise<number> {
     const target = this.offsetsTarget(groupId, true)
     if (!('groupEpoch' in target)) return target.errorCode
     const shard = this.deps.route(groupId)
     if (typeof shard === 'number') return shard
-    this.groupsOf(shard).delete(groupId)
-    if (shard.context.isActive) shard.context.timer.cancel(timerKey(groupId))
-    return ErrorCode.NONE
+    const groups = this.groupsOf(shard)
+    return shard.writeStep(target, () => {
+      if (groups.get(groupId) !== target) return null
+      if (target.members.size > 0) return null
+      const records = shareGroupRecords(target, () => '').map((r) => ({ key: r.key, value: null }))
+      // Kafka's order: the share-partitions' metadata and members first, the group's epoch last.
+      records.reverse()
+      groups.delete(groupId)
+      if (shard.context.isActive) shard.context.timer.cancel(timerKey(groupId))
+      return { records, undo: () => groups.set(groupId, target) }
+    })
   }
 
   describe(groupId: string): ShareGroupDescription {
@@ -222,18 +291,33 @@ export class ShareGroupCoordinator {
     }
   }
 
-  /** Arms the group's timer at its next member session deadline. */
-  private schedule(shard: GroupCoordinatorShard, group: ShareGroup): void {
+  /**
+   * Arms the group's timer at its next member session deadline (not before `notBeforeMs`);
+   * expired members are removed and their records get tombstones.
+   */
+  private schedule(shard: GroupCoordinatorShard, group: ShareGroup, notBeforeMs = 0): void {
     if (!shard.context.isActive) return
     const deadline = nextShareDeadline(group, this.deps.config)
     if (deadline === null) {
       shard.context.timer.cancel(timerKey(group.groupId))
       return
     }
-    shard.context.timer.schedule(timerKey(group.groupId), deadline, () => {
-      if (shard.unloaded || this.groupsOf(shard).get(group.groupId) !== group) return
-      expireShareMembers(group, this.deps.clock.nowMs(), this.deps.config, this.topicsView())
-      this.schedule(shard, group)
+    const live = () => !shard.unloaded && this.groupsOf(shard).get(group.groupId) === group
+    shard.context.timer.schedule(timerKey(group.groupId), Math.max(deadline, notBeforeMs), () => {
+      if (!live()) return
+      void shard
+        .writeStep(group, () =>
+          live()
+            ? this.change(group, () =>
+                expireShareMembers(group, this.deps.clock.nowMs(), this.deps.config, this.topicsView()),
+              )
+            : null,
+        )
+        .then((code) => {
+          if (!live()) return
+          const retryAtMs = code === ErrorCode.NONE ? 0 : this.deps.clock.nowMs() + TIMER_RETRY_BACKOFF_MS
+          this.schedule(shard, group, retryAtMs)
+        })
     })
   }
 

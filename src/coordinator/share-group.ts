@@ -9,9 +9,9 @@
  * shared), so a member takes its target at its next heartbeat, its member epoch becoming
  * the assignment epoch. A member silent for group.share.session.timeout.ms is removed.
  *
- * tidelog keeps share groups in memory on the coordinator (they are not yet written to
- * `__consumer_offsets` as Kafka's ShareGroup* records): a coordinator failover empties them
- * and the members join again (their next heartbeat is answered UNKNOWN_MEMBER_ID).
+ * The coordinator writes what a step changed to `__consumer_offsets` as Kafka's ShareGroup*
+ * records (share-group-records.ts) and a new coordinator replays them: after a failover the
+ * group keeps its epochs, members and assignment, and members heartbeat on with their epochs.
  */
 import { ErrorCode } from '../protocol/error-codes.js'
 

@@ -36,8 +36,8 @@ export function exec(
   })
 }
 
-/** The folders of cached Kafka jars a program is compiled against (scripts/kafka-reference.sh). */
-export type JarSet = 'clients' | 'streams' | 'connect' | 'mirror'
+/** The folders of cached Kafka jars a program is compiled against (scripts/kafka-reference.sh; server/ is the broker's). */
+export type JarSet = 'clients' | 'streams' | 'connect' | 'mirror' | 'server'
 
 /**
  * The programs of test/compat/java with the jars each is compiled against, for
@@ -56,6 +56,7 @@ export const JAVA_PROGRAMS: Readonly<Record<string, JarSet>> = {
   StreamsWordCount: 'streams',
   ConnectCheck: 'connect',
   MirrorCheck: 'mirror',
+  GroupRecords: 'server',
 }
 
 /**

@@ -13,7 +13,7 @@
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
 import type { CoordinatorLocation } from '../coordinator-locator.js'
-import { javaStringHashCode } from '../group.js'
+import { partitionForGroup } from '../group.js'
 import { CoordinatorRuntime, type CoordinatorRuntimeHost } from '../runtime/coordinator-runtime.js'
 import {
   ShareCoordinatorShard,
@@ -54,11 +54,12 @@ export const DEFAULT_SHARE_COORDINATOR_CONFIG: ShareCoordinatorConfig = {
   loadBufferSize: 5 * 1024 * 1024,
 }
 
-/** The `__share_group_state` partition of a share-partition key (Kafka's partitionFor). */
+/**
+ * The `__share_group_state` partition of a share-partition key: Kafka's partitionFor, the
+ * same Utils.abs(key.hashCode()) % partitions as a group id's __consumer_offsets partition.
+ */
 export function partitionForShareKey(coordinatorKey: string, partitionCount: number): number {
-  const hash = javaStringHashCode(coordinatorKey)
-  const abs = hash === -2147483648 ? 0 : Math.abs(hash)
-  return abs % partitionCount
+  return partitionForGroup(coordinatorKey, partitionCount)
 }
 
 const failedRead = (errorCode: number): ShareStateRead => ({

@@ -5,20 +5,24 @@
  * runtime).
  *
  * A streams group is a group of the shard (`shard.groups`) whose `streams` part holds its
- * membership, topology and assignment (streams-group.ts, in memory), so that its members'
- * offset commits land in the group's offsets as any group's do and ListGroups, DeleteGroups
- * and offset expiry see it. The group's classic state follows its members (Empty without,
- * Stable with), as a consumer group's does. A group id names one group of one type: a
- * streams heartbeat or describe of a classic (non-empty), consumer or share group answers
- * GROUP_ID_NOT_FOUND "Group <id> is not a streams group.", as Kafka. An empty classic group
- * (one holding only offsets, e.g. after a failover emptied the streams part) becomes a
- * streams group on a member's join, as Kafka converts it.
+ * membership, topology and assignment (streams-group.ts), written to the shard's partition as
+ * Kafka's StreamsGroup* records (streams-group-records.ts): each step writes what it changed,
+ * one write at a time per group (the shard's writeStep), and answers once the write is
+ * committed; a new coordinator replays them, so epochs and tasks survive a failover. Being a
+ * group of the shard, its members' offset commits land in the group's offsets as any group's
+ * do and ListGroups, DeleteGroups and offset expiry see it. The group's classic state follows
+ * its members (Empty without, Stable with), as a consumer group's does. A group id names one
+ * group of one type: a streams heartbeat or describe of a classic (non-empty), consumer or
+ * share group answers GROUP_ID_NOT_FOUND "Group <id> is not a streams group.", as Kafka. An
+ * empty classic group (one holding only offsets, e.g. after the streams group was deleted)
+ * becomes a streams group on a member's join, as Kafka converts it.
  */
 import type { Clock } from '../../common/clock.js'
 import type { ClusterImage } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { type Group, newGroup } from '../group.js'
 import type { GroupCoordinatorShard } from '../group-coordinator-shard.js'
+import { type CoordinatorRecord, diffRecords } from '../records.js'
 import {
   expireStreamsMembers,
   newStreamsGroup,
@@ -35,8 +39,12 @@ import {
   toWireTuple,
   validateStreamsHeartbeat,
 } from './streams-group.js'
+import { snapshotStreamsGroup, streamsGroupRecords } from './streams-group-records.js'
 import { STREAMS_MEMBER_STATE_CODE } from './streams-reconcile.js'
-import type { StreamsTopology } from './streams-topology.js'
+import { configureTopology, type StreamsTopology, topologySignature } from './streams-topology.js'
+
+/** How long a streams group's refused expiry write waits before it is tried again (as a consumer group's). */
+const TIMER_RETRY_BACKOFF_MS = 500
 
 export interface StreamsGroupCoordinatorDeps {
   /** The loaded shard coordinating a group here, or the error a client must see. */
@@ -112,8 +120,23 @@ export class StreamsGroupCoordinator {
     return this.deps.config
   }
 
+  /**
+   * A loaded shard's replayed streams groups: the topology configured against the topics as
+   * they are now (in memory only, as Kafka), the members' sessions timed from now.
+   */
+  onShardLoaded(shard: GroupCoordinatorShard): void {
+    const view = this.topicsView()
+    for (const group of shard.groups.values()) {
+      const streams = group.streams
+      if (!streams) continue
+      streams.signature = topologySignature(streams.topology, view.partitionCounts)
+      streams.configured = streams.topology ? configureTopology(streams.topology, view.partitionCounts) : null
+      this.afterChange(shard, group, streams)
+    }
+  }
+
   /** StreamsGroupHeartbeat: joins (creating the group), heartbeats, leaves. */
-  heartbeat(req: StreamsHeartbeatRequest): StreamsHeartbeatResult {
+  async heartbeat(req: StreamsHeartbeatRequest): Promise<StreamsHeartbeatResult> {
     const invalid = validateStreamsHeartbeat(req)
     if (invalid) return invalid
     const shard = this.deps.route(req.groupId)
@@ -122,15 +145,33 @@ export class StreamsGroupCoordinator {
     if ('errorCode' in group) return group
     const streams = group.streams
     if (!streams) return streamsHeartbeatError(ErrorCode.UNKNOWN_SERVER_ERROR)
-    const result = streamsGroupHeartbeat(
-      streams,
-      req,
-      this.deps.clock.nowMs(),
-      this.configOf(req.groupId),
-      this.topicsView(),
-    )
-    this.afterChange(shard, group, streams)
-    return result
+    // Answered NOT_COORDINATOR if the step never runs (the shard dropped, the group deleted).
+    let result = streamsHeartbeatError(ErrorCode.NOT_COORDINATOR)
+    const code = await shard.writeStep(streams, () => {
+      if (shard.groups.get(req.groupId) !== group || group.streams !== streams) return null
+      return this.change(streams, () => {
+        result = streamsGroupHeartbeat(
+          streams,
+          req,
+          this.deps.clock.nowMs(),
+          this.configOf(req.groupId),
+          this.topicsView(),
+        )
+        this.afterChange(shard, group, streams)
+      })
+    })
+    return code === ErrorCode.NONE ? result : streamsHeartbeatError(code)
+  }
+
+  /** Runs `mutate` and returns the records of what it changed, with the undo of the change. */
+  private change(
+    streams: StreamsGroup,
+    mutate: () => void,
+  ): { records: CoordinatorRecord[]; undo: () => void } {
+    const before = streamsGroupRecords(streams)
+    const undo = snapshotStreamsGroup(streams)
+    mutate()
+    return { records: diffRecords(before, streamsGroupRecords(streams)), undo }
   }
 
   /** The group of a heartbeat, made a streams group on a join when it may be. */
@@ -162,7 +203,12 @@ export class StreamsGroupCoordinator {
   }
 
   /** The classic state follows the members (offset expiry, DeleteGroups); the timer is re-armed. */
-  private afterChange(shard: GroupCoordinatorShard, group: Group, streams: StreamsGroup): void {
+  private afterChange(
+    shard: GroupCoordinatorShard,
+    group: Group,
+    streams: StreamsGroup,
+    notBeforeMs = 0,
+  ): void {
     const state = streams.members.size === 0 ? 'Empty' : 'Stable'
     if (group.state !== state) {
       group.state = state
@@ -175,10 +221,28 @@ export class StreamsGroupCoordinator {
       shard.context.timer.cancel(timerKey(group.groupId))
       return
     }
-    shard.context.timer.schedule(timerKey(group.groupId), deadline, () => {
-      if (shard.unloaded || shard.groups.get(group.groupId) !== group || group.streams !== streams) return
-      expireStreamsMembers(streams, this.deps.clock.nowMs(), this.configOf(group.groupId), this.topicsView())
-      this.afterChange(shard, group, streams)
+    const live = () =>
+      !shard.unloaded && shard.groups.get(group.groupId) === group && group.streams === streams
+    shard.context.timer.schedule(timerKey(group.groupId), Math.max(deadline, notBeforeMs), () => {
+      if (!live()) return
+      void shard
+        .writeStep(streams, () =>
+          live()
+            ? this.change(streams, () =>
+                expireStreamsMembers(
+                  streams,
+                  this.deps.clock.nowMs(),
+                  this.configOf(group.groupId),
+                  this.topicsView(),
+                ),
+              )
+            : null,
+        )
+        .then((code) => {
+          if (!live()) return
+          const retryAtMs = code === ErrorCode.NONE ? 0 : this.deps.clock.nowMs() + TIMER_RETRY_BACKOFF_MS
+          this.afterChange(shard, group, streams, retryAtMs)
+        })
     })
   }
 

@@ -15,10 +15,10 @@
  * silent for group.streams.session.timeout.ms, or not revoking within its rebalance timeout,
  * is removed.
  *
- * tidelog keeps streams groups in memory on the coordinator (Kafka writes StreamsGroup*
- * records to `__consumer_offsets`; that is a later step): a coordinator failover empties them,
- * and the members' next heartbeats are answered UNKNOWN_MEMBER_ID, so they join again. The
- * group's committed offsets are ordinary offset records and survive.
+ * The coordinator writes what a step changed to `__consumer_offsets` as Kafka's StreamsGroup*
+ * records (streams-group-records.ts) and a new coordinator replays them: after a failover the
+ * group keeps its epochs, topology, members and tasks. The group's committed offsets are
+ * ordinary offset records.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { assignTasks, emptyTasks, type TasksTuple, taskCount } from './streams-assignor.js'

@@ -79,8 +79,14 @@ export const alterShareGroupOffsetsHandler: ApiHandler<
       groupId,
       wanted.map((w) => w.tp),
     )
+    // The group's ShareGroupStatePartitionMetadata record lists the share-partitions now initialized.
+    const written = await context.broker.groupCoordinator.share.update(group, (g) =>
+      wanted.forEach(({ tp }, i) => {
+        if (codes[i] === ErrorCode.NONE) markInitialized(g, tp.topicId, [tp.partition])
+      }),
+    )
+    if (written !== ErrorCode.NONE) return fail(written, null)
     wanted.forEach(({ tp, topicIndex }, i) => {
-      if (codes[i] === ErrorCode.NONE) markInitialized(group, tp.topicId, [tp.partition])
       responses[topicIndex].partitions.push({
         partitionIndex: tp.partition,
         errorCode: codes[i],

@@ -63,8 +63,9 @@ export const deleteShareGroupOffsetsHandler: ApiHandler<
         )
         const failed = codes.find((code) => code !== ErrorCode.NONE)
         if (failed !== undefined) return answer(failed)
-        group.initialized.delete(topicId)
-        return answer(ErrorCode.NONE)
+        return answer(
+          await context.broker.groupCoordinator.share.update(group, (g) => g.initialized.delete(topicId)),
+        )
       }),
     )
     return { throttleTimeMs: 0, errorCode: ErrorCode.NONE, errorMessage: null, responses }

@@ -13,7 +13,7 @@ import {
   type DeleteShareGroupStateRequest,
   type DeleteShareGroupStateResponse,
 } from '../../protocol/generated/index.js'
-import { perSharePartition } from '../share/share-state-requests.js'
+import { codeAnswer, routeToShareCoordinator } from '../share/share-state-requests.js'
 import type { ApiHandler } from './registry.js'
 
 export const deleteShareGroupStateHandler: ApiHandler<
@@ -23,23 +23,12 @@ export const deleteShareGroupStateHandler: ApiHandler<
   apiKey: ApiKey.DeleteShareGroupState,
   minVersion: 0,
   maxVersion: 0,
-  async handle(context, request) {
-    const coordinator = context.broker.shareCoordinator
-    const answer = (partition: number, errorCode: number) => ({ partition, errorCode, errorMessage: null })
-    const results = await perSharePartition(
+  handle(context, request) {
+    return routeToShareCoordinator(
       context,
-      request.topics,
-      async (tp) =>
-        answer(
-          tp.partition,
-          await coordinator.deleteState({
-            groupId: request.groupId,
-            topicId: tp.topicId,
-            partition: tp.partition,
-          }),
-        ),
-      answer,
+      request,
+      async (coordinator, key, tp) => codeAnswer(tp.partition, await coordinator.deleteState(key)),
+      codeAnswer,
     )
-    return { results }
   },
 }

@@ -16,7 +16,7 @@ import {
   type InitializeShareGroupStateRequest,
   type InitializeShareGroupStateResponse,
 } from '../../protocol/generated/index.js'
-import { perSharePartition } from '../share/share-state-requests.js'
+import { codeAnswer, routeToShareCoordinator } from '../share/share-state-requests.js'
 import type { ApiHandler } from './registry.js'
 
 export const initializeShareGroupStateHandler: ApiHandler<
@@ -26,23 +26,19 @@ export const initializeShareGroupStateHandler: ApiHandler<
   apiKey: ApiKey.InitializeShareGroupState,
   minVersion: 0,
   maxVersion: 0,
-  async handle(context, request) {
-    const coordinator = context.broker.shareCoordinator
-    const answer = (partition: number, errorCode: number) => ({ partition, errorCode, errorMessage: null })
-    const results = await perSharePartition(
+  handle(context, request) {
+    return routeToShareCoordinator(
       context,
-      request.topics,
-      async (tp) => {
+      request,
+      async (coordinator, key, tp) => {
         if (tp.startOffset < 0n || tp.startOffset > BigInt(Number.MAX_SAFE_INTEGER))
-          return answer(tp.partition, ErrorCode.INVALID_REQUEST)
-        const key = { groupId: request.groupId, topicId: tp.topicId, partition: tp.partition }
-        return answer(
+          return codeAnswer(tp.partition, ErrorCode.INVALID_REQUEST)
+        return codeAnswer(
           tp.partition,
           await coordinator.initializeState(key, tp.stateEpoch, Number(tp.startOffset)),
         )
       },
-      answer,
+      codeAnswer,
     )
-    return { results }
   },
 }

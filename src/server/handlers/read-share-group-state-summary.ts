@@ -16,7 +16,7 @@ import {
   type ReadShareGroupStateSummaryRequest,
   type ReadShareGroupStateSummaryResponse,
 } from '../../protocol/generated/index.js'
-import { perSharePartition } from '../share/share-state-requests.js'
+import { routeToShareCoordinator } from '../share/share-state-requests.js'
 import type { ApiHandler } from './registry.js'
 
 const failed = (partition: number, errorCode: number) => ({
@@ -36,17 +36,12 @@ export const readShareGroupStateSummaryHandler: ApiHandler<
   apiKey: ApiKey.ReadShareGroupStateSummary,
   minVersion: 0,
   maxVersion: 1,
-  async handle(context, request) {
-    const coordinator = context.broker.shareCoordinator
-    const results = await perSharePartition(
+  handle(context, request) {
+    return routeToShareCoordinator(
       context,
-      request.topics,
-      (tp) => {
-        const s = coordinator.readSummary({
-          groupId: request.groupId,
-          topicId: tp.topicId,
-          partition: tp.partition,
-        })
+      request,
+      (coordinator, key, tp) => {
+        const s = coordinator.readSummary(key)
         if (s.errorCode !== ErrorCode.NONE) return failed(tp.partition, s.errorCode)
         return {
           partition: tp.partition,
@@ -60,6 +55,5 @@ export const readShareGroupStateSummaryHandler: ApiHandler<
       },
       failed,
     )
-    return { results }
   },
 }

@@ -15,7 +15,7 @@ import {
   type ReadShareGroupStateRequest,
   type ReadShareGroupStateResponse,
 } from '../../protocol/generated/index.js'
-import { perSharePartition } from '../share/share-state-requests.js'
+import { routeToShareCoordinator } from '../share/share-state-requests.js'
 import type { ApiHandler } from './registry.js'
 
 const failed = (partition: number, errorCode: number) => ({
@@ -32,13 +32,11 @@ export const readShareGroupStateHandler: ApiHandler<ReadShareGroupStateRequest, 
     apiKey: ApiKey.ReadShareGroupState,
     minVersion: 0,
     maxVersion: 0,
-    async handle(context, request) {
-      const coordinator = context.broker.shareCoordinator
-      const results = await perSharePartition(
+    handle(context, request) {
+      return routeToShareCoordinator(
         context,
-        request.topics,
-        async (tp) => {
-          const key = { groupId: request.groupId, topicId: tp.topicId, partition: tp.partition }
+        request,
+        async (coordinator, key, tp) => {
           const read = await coordinator.readState(key, tp.leaderEpoch)
           return {
             partition: tp.partition,
@@ -56,6 +54,5 @@ export const readShareGroupStateHandler: ApiHandler<ReadShareGroupStateRequest, 
         },
         failed,
       )
-      return { results }
     },
   }

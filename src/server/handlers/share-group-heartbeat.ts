@@ -28,7 +28,7 @@ export const shareGroupHeartbeatHandler: ApiHandler<ShareGroupHeartbeatRequest, 
     apiKey: ApiKey.ShareGroupHeartbeat,
     minVersion: 1,
     maxVersion: 1,
-    handle(context, request) {
+    async handle(context, request) {
       if (!context.authorize(AclOperation.READ, ResourceType.GROUP, request.groupId))
         return {
           throttleTimeMs: 0,
@@ -50,7 +50,7 @@ export const shareGroupHeartbeatHandler: ApiHandler<ShareGroupHeartbeatRequest, 
           heartbeatIntervalMs: 0,
           assignment: null,
         }
-      const result = context.broker.groupCoordinator.share.heartbeat({
+      const result = await context.broker.groupCoordinator.share.heartbeat({
         groupId: request.groupId,
         memberId: request.memberId,
         memberEpoch: request.memberEpoch,

@@ -156,7 +156,7 @@ export const streamsGroupHeartbeatHandler: ApiHandler<
   apiKey: ApiKey.StreamsGroupHeartbeat,
   minVersion: 0,
   maxVersion: 1,
-  handle(context, request) {
+  async handle(context, request) {
     if (!context.authorize(AclOperation.READ, ResourceType.GROUP, request.groupId))
       return errorResponse(
         context.apiVersion,
@@ -182,7 +182,7 @@ export const streamsGroupHeartbeatHandler: ApiHandler<
             standby: taskSet(request.standbyTasks),
             warmup: taskSet(request.warmupTasks),
           }
-    const result = coordinator.streams.heartbeat({
+    const result = await coordinator.streams.heartbeat({
       groupId: request.groupId,
       memberId: request.memberId,
       memberEpoch: request.memberEpoch,

@@ -17,7 +17,7 @@ import {
   type WriteShareGroupStateRequest,
   type WriteShareGroupStateResponse,
 } from '../../protocol/generated/index.js'
-import { perSharePartition } from '../share/share-state-requests.js'
+import { codeAnswer, routeToShareCoordinator } from '../share/share-state-requests.js'
 import type { ApiHandler } from './registry.js'
 
 const MAX = BigInt(Number.MAX_SAFE_INTEGER)
@@ -29,20 +29,17 @@ export const writeShareGroupStateHandler: ApiHandler<
   apiKey: ApiKey.WriteShareGroupState,
   minVersion: 0,
   maxVersion: 1,
-  async handle(context, request) {
-    const coordinator = context.broker.shareCoordinator
-    const answer = (partition: number, errorCode: number) => ({ partition, errorCode, errorMessage: null })
-    const results = await perSharePartition(
+  handle(context, request) {
+    return routeToShareCoordinator(
       context,
-      request.topics,
-      async (tp) => {
+      request,
+      async (coordinator, key, tp) => {
         const offsets = [tp.startOffset, ...tp.stateBatches.flatMap((b) => [b.firstOffset, b.lastOffset])]
         if (
           offsets.some((o) => o < -1n || o > MAX) ||
           tp.stateBatches.some((b) => b.firstOffset > b.lastOffset)
         )
-          return answer(tp.partition, ErrorCode.INVALID_REQUEST)
-        const key = { groupId: request.groupId, topicId: tp.topicId, partition: tp.partition }
+          return codeAnswer(tp.partition, ErrorCode.INVALID_REQUEST)
         const code = await coordinator.writeState(key, {
           stateEpoch: tp.stateEpoch,
           leaderEpoch: tp.leaderEpoch,
@@ -55,10 +52,9 @@ export const writeShareGroupStateHandler: ApiHandler<
             deliveryCount: b.deliveryCount,
           })),
         })
-        return answer(tp.partition, code)
+        return codeAnswer(tp.partition, code)
       },
-      answer,
+      codeAnswer,
     )
-    return { results }
   },
 }

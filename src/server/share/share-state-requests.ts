@@ -3,6 +3,7 @@
  * of the request is one share-partition key, answered by this broker's share coordinator
  * (NOT_COORDINATOR when another broker coordinates the key), by topic id.
  */
+import type { SharePartitionKey } from '../../coordinator/share/share-state-records.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import type { BrokerServices } from '../broker-services.js'
@@ -48,4 +49,38 @@ export async function perSharePartition<P extends { partition: number }, R>(
       }
     }),
   )
+}
+
+/** The answer of a partition that carries an error code only (Initialize, Write, Delete). */
+export function codeAnswer(partition: number, errorCode: number) {
+  return { partition, errorCode, errorMessage: null }
+}
+
+/**
+ * A share state request (83-87) routed to this broker's share coordinator: each partition
+ * past perSharePartition's checks is served with its share-partition key; the response's
+ * results. The handlers keep only what is theirs: the validation and the answer's shape.
+ */
+export async function routeToShareCoordinator<P extends { partition: number }, R>(
+  context: RequestContext,
+  request: {
+    readonly groupId: string
+    readonly topics: readonly { topicId: string; partitions: readonly P[] }[]
+  },
+  serve: (
+    coordinator: BrokerServices['shareCoordinator'],
+    key: SharePartitionKey,
+    tp: P & ShareTopicPartition,
+  ) => R | Promise<R>,
+  failed: (partition: number, errorCode: number) => R,
+): Promise<{ results: { topicId: string; partitions: R[] }[] }> {
+  const coordinator = context.broker.shareCoordinator
+  const results = await perSharePartition(
+    context,
+    request.topics,
+    (tp) =>
+      serve(coordinator, { groupId: request.groupId, topicId: tp.topicId, partition: tp.partition }, tp),
+    failed,
+  )
+  return { results }
 }
