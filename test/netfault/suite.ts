@@ -22,6 +22,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Kafka, logLevel } from 'kafkajs'
 import type { MetadataStore } from '../../src/metadata/store/metadata-store.js'
+import { FAULT_CONTROL_ENV } from '../../src/testing/process-faults.js'
 import { formatVerifyReport } from '../../src/verify/format.js'
 import { BrokerProcess } from '../helpers/broker-process.js'
 import { confluent, confluentConsume, pypiPython } from '../helpers/compat-clients.js'
@@ -39,6 +40,7 @@ import {
   prng,
 } from '../helpers/fault-history.js'
 import { waitUntil } from '../helpers/wait.js'
+import { BrokerFaultControl, soleIsrOf } from './broker-faults.js'
 import { type JepsenSummary, JepsenWorkload } from './jepsen.js'
 import {
   brokerAddress,
@@ -62,6 +64,8 @@ export interface NetfaultOptions {
   readonly rate?: number
   /** 'default': the producers above; 'jepsen': transactions and read_committed groups (jepsen.ts). */
   readonly workload?: 'default' | 'jepsen'
+  /** Draw only these faults (default: every one of FAULTS); to make one kind frequent. */
+  readonly faults?: readonly Fault[]
   readonly log?: (line: string) => void
 }
 
@@ -94,7 +98,7 @@ const PORT = 9092
 const SESSION_TIMEOUT_MS = 3000
 const BROKER_START_TIMEOUT_MS = 30000
 
-type Fault =
+export type Fault =
   | 'partition-two-way'
   | 'partition-one-way'
   | 'loss'
@@ -102,7 +106,11 @@ type Fault =
   | 'latency'
   | 'kill-9'
   | 'sigstop'
-const FAULTS: readonly Fault[] = [
+  | 'power-loss'
+  | 'clock-jump'
+  | 'disk-slow'
+  | 'disk-full'
+export const FAULTS: readonly Fault[] = [
   'partition-two-way',
   'partition-one-way',
   'loss',
@@ -110,6 +118,11 @@ const FAULTS: readonly Fault[] = [
   'latency',
   'kill-9',
   'sigstop',
+  // Inside a broker process, through its test-only hook (broker-faults.ts).
+  'power-loss',
+  'clock-jump',
+  'disk-slow',
+  'disk-full',
 ]
 type Weather = 'loss' | 'bandwidth' | 'latency'
 const WEATHER: readonly Weather[] = ['loss', 'bandwidth', 'latency']
@@ -126,12 +139,15 @@ class NetfaultCluster {
   readonly brokers = new Map<number, BrokerProcess>()
   store: MetadataStore | null = null
   etcd: EtcdProcess | null = null
+  readonly faultControl: BrokerFaultControl
 
   constructor(
     readonly network: FaultNetwork,
     readonly root: string,
     readonly brokerIds: readonly number[],
-  ) {}
+  ) {
+    this.faultControl = new BrokerFaultControl(root)
+  }
 
   get bootstrap(): string {
     return this.brokerIds.map((id) => `${brokerAddress(id)}:${PORT}`).join(',')
@@ -182,6 +198,7 @@ async function startCluster(brokerIds: readonly number[]): Promise<NetfaultClust
           port: PORT,
           host: brokerAddress(nodeId),
           command: inNamespace(brokerNamespace(nodeId)),
+          env: { [FAULT_CONTROL_ENV]: cluster.faultControl.controlPath(nodeId) },
           logDir: join(root, `broker-${nodeId}`),
           etcdEndpoint: cluster.etcd.endpoint,
           properties: {
@@ -235,6 +252,7 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
     partitions: input.partitions ?? brokerCount,
     rate: input.rate ?? 150,
     workload: input.workload ?? 'default',
+    faults: input.faults ?? FAULTS,
   }
   const timeline: string[] = []
   const output = input.log ?? ((line: string) => console.log(line))
@@ -367,7 +385,7 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
 
     const deadline = started + options.seconds * 1000
     while (Date.now() < deadline) {
-      const fault = pick(FAULTS)
+      const fault = pick(options.faults)
       const parts = await cluster.partitions()
       const somePartition = parts[between(0, parts.length - 1)]
       // Half the time the fault hits a partition leader: that is where acknowledged writes live.
@@ -421,6 +439,15 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
           broker.current.signal('SIGSTOP')
           what = `SIGSTOP ${describeBroker(target, parts)}, SIGCONT after the hold`
           restart = async () => broker.current.signal('SIGCONT')
+          break
+        }
+        case 'power-loss':
+        case 'clock-jump':
+        case 'disk-slow':
+        case 'disk-full': {
+          const injected = await injectBrokerFault(cluster, fault, target, parts, random)
+          what = `${injected.what.replace('%s', describeBroker(target, parts))}`
+          restart = injected.heal
           break
         }
       }
@@ -654,4 +681,75 @@ function formatJepsen(j: JepsenSummary): string {
     `  jepsen: ANOMALIES ${j.anomalies} (${counts} groupUnread=${j.groupUnread.length}); allowed: ${j.report.expected.writeCycles.length} write cycles, ${j.report.expected.cyclesThroughWrites.length} cycles through write order; unseen ${j.report.counts.unseen}; not checked: ${j.report.notChecked.join('; ') || 'none'}`,
     `  jepsen history: ${j.historyPath}`,
   ].join('\n')
+}
+
+/**
+ * A fault inside broker `target`'s process (broker-faults.ts): what to log (`%s` is the
+ * broker) and how to heal it. Every heal ends with the broker running (restarted when the
+ * fault killed it or its full disk stopped it) and its clock and disk back to normal.
+ */
+async function injectBrokerFault(
+  cluster: NetfaultCluster,
+  fault: 'power-loss' | 'clock-jump' | 'disk-slow' | 'disk-full',
+  target: number,
+  parts: PartitionInfo[],
+  random: () => number,
+): Promise<{ what: string; heal: () => Promise<void> }> {
+  const broker = cluster.brokers.get(target)!
+  const control = cluster.faultControl
+  const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)]
+  const running = async () => {
+    if (!broker.isRunning) await broker.start(BROKER_START_TIMEOUT_MS)
+  }
+  switch (fault) {
+    case 'power-loss': {
+      const sole = soleIsrOf(target, parts)
+      if (sole.length > 0) {
+        // Only this broker is known to hold those partitions' acknowledged tail.
+        await broker.kill()
+        return {
+          what: `kill -9 %s in place of a power loss (sole ISR member of partitions ${sole.join(',')}), restarted after the hold`,
+          heal: running,
+        }
+      }
+      const applied = await control.send(broker, { op: 'power-loss' })
+      const lost = broker.current.lines.filter((l) => l.includes('power loss, unsynced bytes cut')).pop()
+      const detail = lost ? (JSON.parse(lost) as { files: number; bytes: number }) : null
+      return {
+        what: `power loss of %s${applied ? '' : ' (not confirmed: it was not running)'}${detail ? ` (${detail.files} files cut, ${detail.bytes} unsynced bytes lost)` : ''}, restarted after the hold`,
+        heal: running,
+      }
+    }
+    case 'clock-jump': {
+      const sign = random() < 0.5 ? -1 : 1
+      const offsetMs = sign * pick([5_000, 30_000, 120_000, 600_000])
+      await control.send(broker, { op: 'clock-offset', offsetMs })
+      return {
+        what: `wall clock of %s jumped ${sign > 0 ? 'forward' : 'back'} ${Math.abs(offsetMs) / 1000} s, jumped back after the hold`,
+        heal: async () => {
+          if (!(await control.send(broker, { op: 'clock-offset', offsetMs: 0 }))) await running()
+        },
+      }
+    }
+    case 'disk-slow': {
+      const delayMs = pick([5, 20, 50, 200])
+      await control.send(broker, { op: 'disk-slow', delayMs })
+      return {
+        what: `disk of %s slowed by ${delayMs} ms a call`,
+        heal: async () => {
+          if (!(await control.send(broker, { op: 'disk-slow', delayMs: 0 }))) await running()
+        },
+      }
+    }
+    case 'disk-full': {
+      await control.send(broker, { op: 'disk-full', full: true })
+      return {
+        // Its next write fails: its log dir goes offline and, its only one, the broker stops.
+        what: 'disk of %s full (ENOSPC), freed after the hold',
+        heal: async () => {
+          if (!(await control.send(broker, { op: 'disk-full', full: false }))) await running()
+        },
+      }
+    }
+  }
 }
