@@ -7,7 +7,7 @@
  * there and sends SIGUSR2; the broker applies it and logs `test fault <seq> applied`. A
  * production broker never sets it, and without it nothing here is loaded (cli/main.ts).
  */
-import { readFileSync } from 'node:fs'
+import { readFileSync, writeSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { type Clock, systemClock, type TimerHandle } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
@@ -68,9 +68,20 @@ export function processFaultParts(logger: Logger): BrokerDependencies {
         // From here on no disk call of this process completes, as at the instant power goes.
         state.kill()
         await sleep(IN_FLIGHT_DRAIN_MS)
-        const lost = await fileSystem.losePageCache()
-        logger.warn({ ...lost }, `test fault ${command.seq} applied: power loss, unsynced bytes cut`)
-        // Logged lines are written synchronously (pino to stdout); nothing else is flushed.
+        // A cut that fails halfway is still a power loss: the process dies either way.
+        const lost = await fileSystem
+          .losePageCache()
+          .catch((error: unknown) => ({ cutFailed: String(error) }))
+        // pino writes stdout asynchronously and a SIGKILL drops what it holds: the
+        // confirmation goes out synchronously, or the harness cannot tell a power loss from a
+        // crash. The broker's own buffered lines are lost, as after a kill -9.
+        writeLineSync({
+          level: 40,
+          time: Date.now(),
+          name: 'test-faults',
+          ...lost,
+          msg: `test fault ${command.seq} applied: power loss, unsynced bytes cut`,
+        })
         process.kill(process.pid, 'SIGKILL')
         return
       }
@@ -104,4 +115,17 @@ export function processFaultParts(logger: Logger): BrokerDependencies {
     apply(command).catch((error: unknown) => logger.warn({ err: error }, 'test fault failed'))
   })
   return { clock, fileSystem }
+}
+
+/** One JSON log line on stdout, written before this returns (a pipe may ask to try again). */
+function writeLineSync(record: Record<string, unknown>): void {
+  const bytes = Buffer.from(`${JSON.stringify(record)}\n`)
+  let written = 0
+  for (let attempt = 0; written < bytes.length && attempt < 1000; attempt++) {
+    try {
+      written += writeSync(1, bytes, written)
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'EAGAIN') return
+    }
+  }
 }

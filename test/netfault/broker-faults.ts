@@ -8,6 +8,7 @@
  */
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { ProcessFaultCommand } from '../../src/testing/process-faults.js'
 import type { BrokerProcess } from '../helpers/broker-process.js'
 
@@ -19,6 +20,8 @@ type Command = ProcessFaultCommand extends infer C
 
 /** How long a running broker may take to log that it applied a command (a loaded machine). */
 const APPLY_TIMEOUT_MS = 20000
+/** How long the output of a process that killed itself may trail its exit. */
+const EXIT_OUTPUT_WAIT_MS = 3000
 
 export class BrokerFaultControl {
   private seq = 0
@@ -43,9 +46,11 @@ export class BrokerFaultControl {
     output.signal('SIGUSR2')
     const applied = new RegExp(`test fault ${seq} applied`)
     if (command.op === 'power-loss') {
-      // It logs, then SIGKILLs itself: the line may be read after the exit is seen.
+      // It logs, then SIGKILLs itself: the pipe's last lines may be read after the exit is seen.
       await output.exited
-      return output.lines.slice(from).some((line) => applied.test(line))
+      const seen = () => output.lines.slice(from).some((line) => applied.test(line))
+      for (let waitedMs = 0; !seen() && waitedMs < EXIT_OUTPUT_WAIT_MS; waitedMs += 50) await sleep(50)
+      return seen()
     }
     try {
       await output.waitForLine(applied, APPLY_TIMEOUT_MS, from)
