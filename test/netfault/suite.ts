@@ -10,7 +10,9 @@
  *   majority of the brokers, with etcd and the clients each put on one side or the other;
  * - random packet loss (iptables `statistic`), a bandwidth limit (tbf), latency (netem, or
  *   relay.py where the kernel has no netem) on one broker's link;
- * - kill -9 of a broker (down a while, then restarted) and SIGSTOP ... SIGCONT of one.
+ * - kill -9 of a broker (down a while, then restarted) and SIGSTOP ... SIGCONT of one;
+ * - inside one broker process (broker-faults.ts, a test-only hook): a power loss, its wall
+ *   clock jumped, its disk slowed or full.
  * After healing it waits for every partition to have its full ISR, reads everything and
  * checks: every acknowledged record present (exactly once for the idempotent producers), at
  * the offset it was acknowledged with, in producer order; replicas' .log bytes identical
