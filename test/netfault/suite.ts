@@ -102,6 +102,8 @@ const TOPIC = 'netfault'
 const PORT = 9092
 const SESSION_TIMEOUT_MS = 3000
 const BROKER_START_TIMEOUT_MS = 30000
+/** How long a broker whose every log dir went offline may take to stop itself. */
+const SELF_STOP_WAIT_MS = 30000
 
 export type Fault =
   | 'partition-two-way'
@@ -760,12 +762,21 @@ async function injectBrokerFault(
       // The point of the fault: the failed writes, the log dir taken offline and the broker
       // stopping itself (Kafka's "Shutdown broker because all log dirs ... have failed").
       allowErrorLogs(/ENOSPC/, /every log dir is offline: stopping the broker/)
+      const output = broker.current
+      const from = output.lines.length
       await control.send(broker, { op: 'disk-full', full: true })
       return {
         // Its next write fails: its log dir goes offline and, its only one, the broker stops.
         what: 'disk of %s full (ENOSPC), freed after the hold',
         heal: async () => {
-          if (!(await control.send(broker, { op: 'disk-full', full: false }))) await running()
+          await control.send(broker, { op: 'disk-full', full: false })
+          // A broker still stopping itself when the disk is freed would be gone until some
+          // later fault restarted it: it is waited for (its shutdown is bounded), then started.
+          if (output.lines.slice(from).some((line) => line.includes('every log dir is offline'))) {
+            await Promise.race([output.exited, sleep(SELF_STOP_WAIT_MS)])
+            if (output.isRunning) await broker.kill()
+          }
+          await running()
         },
       }
     }
