@@ -6,8 +6,10 @@ import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { TidelogError } from '../common/errors.js'
 import { DirectoryLockedError } from '../common/file-system.js'
+import { createLogger } from '../common/logger.js'
 import type { MetadataStore, StoreLimits } from '../metadata/store/metadata-store.js'
 import { nodeNetwork } from '../runtime/node-network.js'
+import type { BrokerDependencies } from '../server/broker.js'
 import { parseProperties, storeLimitsFromProperties } from '../server/broker-config.js'
 import { type Cluster, startCluster, type WorkerCluster } from '../server/cluster.js'
 import { addressInUse, defaultPortOrFree, joinNegativeValues } from './default-ports.js'
@@ -351,7 +353,12 @@ async function brokerCommand(args: readonly string[]): Promise<number> {
   const metadataStore = values.metadata
     ? await connectMetadataStore(values.metadata, storeLimitsFromProperties(properties))
     : undefined
-  const cluster = await startCluster({ brokers: 1, properties, ...(metadataStore ? { metadataStore } : {}) })
+  const cluster = await startCluster({
+    brokers: 1,
+    properties,
+    ...(metadataStore ? { metadataStore } : {}),
+    ...(await testFaultParts()),
+  })
   const untilStop = untilSignalOr(cluster.brokers[0].whenStopped())
   process.stdout.write(
     `tidelog broker ${cluster.brokers[0].nodeId} listening on ${cluster.bootstrapServers}\n`,
@@ -363,6 +370,16 @@ async function brokerCommand(args: readonly string[]): Promise<number> {
   const code = await stopWithinTimeout(cluster)
   await metadataStore?.close()
   return stoppedItself ? brokersStoppedThemselves() : code
+}
+
+/**
+ * Test-only: the fault hook of test/netfault (power loss, clock jumps, slow and full disks),
+ * loaded only when its environment variable names a control file; otherwise nothing.
+ */
+async function testFaultParts(): Promise<{ brokerParts?: BrokerDependencies }> {
+  if (!process.env.TIDELOG_TEST_FAULT_CONTROL) return {}
+  const { processFaultParts } = await import('../testing/process-faults.js')
+  return { brokerParts: processFaultParts(createLogger('test-faults')) }
 }
 
 /**

@@ -11,7 +11,7 @@ import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import type { MetadataStore } from '../metadata/store/metadata-store.js'
 import { BrokerThread } from '../runtime/broker-thread.js'
 import { nodeFileSystem } from '../runtime/node-file-system.js'
-import { Broker } from './broker.js'
+import { Broker, type BrokerDependencies } from './broker.js'
 import { brokerConfigFromProperties, parseListener, storeLimitsFromProperties } from './broker-config.js'
 
 export interface StartClusterOptions {
@@ -31,6 +31,8 @@ export interface StartClusterOptions {
   logger?: Logger
   /** A shared metadata store (etcd for multi-process clusters); embedded when absent. */
   metadataStore?: MetadataStore
+  /** Parts of the one broker over Node's (`tidelog broker` under test faults: testing/process-faults.ts). */
+  brokerParts?: BrokerDependencies
 }
 
 export interface WorkerClusterOptions extends StartClusterOptions {
@@ -80,6 +82,7 @@ export async function startCluster(
     const broker = await Broker.start(brokerConfigFromProperties(properties), {
       ...(logger ? { logger } : {}),
       ...(options.metadataStore ? { store: options.metadataStore } : {}),
+      ...options.brokerParts,
     })
     return clusterOf([broker], null, temporary ? dataDir : undefined)
   }

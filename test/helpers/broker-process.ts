@@ -206,6 +206,8 @@ export interface BrokerProcessSpec {
   readonly host?: string
   /** Command prefix that execs the broker, e.g. `['ip', 'netns', 'exec', 'ns1']`. */
   readonly command?: readonly string[]
+  /** Environment over the test's own (test-only hooks, e.g. TIDELOG_TEST_FAULT_CONTROL). */
+  readonly env?: Readonly<Record<string, string>>
 }
 
 /** One `tidelog broker --metadata etcd://...` process; restartable on the same port and log dir. */
@@ -245,7 +247,7 @@ export class BrokerProcess {
     }
     const args = ['broker', '--metadata', metadata]
     for (const [key, value] of Object.entries(properties)) args.push('--set', `${key}=${value}`)
-    this.output = spawnTidelog(args, {}, `broker ${this.nodeId}`, this.spec.command)
+    this.output = spawnTidelog(args, { ...this.spec.env }, `broker ${this.nodeId}`, this.spec.command)
     this.runs.push(this.output)
     await this.output.waitForLine(/listening on/, timeoutMs)
     await waitFor(

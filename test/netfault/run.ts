@@ -1,5 +1,6 @@
 /**
- * `npm run test:netfault -- --seconds 600 [--brokers 3|5] [--seed S] [--partitions N] [--rate R]`:
+ * `npm run test:netfault -- --seconds 600 [--brokers 3|5] [--seed S] [--partitions N] [--rate R]
+ * [--workload default|jepsen] [--faults kind,kind]`:
  * the network-namespace fault suite (see suite.ts; needs root). Exits 1 when an acknowledged
  * record is lost, misplaced or reordered, an idempotent producer wrote a duplicate, an
  * unclean election happened or the replicas differ; exits 2 when this machine cannot make
@@ -7,7 +8,7 @@
  */
 import { parseArgs } from 'node:util'
 import { namespaceSupport } from './network.js'
-import { formatNetfaultReport, netfaultProblems, runNetfaultSuite } from './suite.js'
+import { FAULTS, type Fault, formatNetfaultReport, netfaultProblems, runNetfaultSuite } from './suite.js'
 
 const { values } = parseArgs({
   options: {
@@ -17,6 +18,8 @@ const { values } = parseArgs({
     partitions: { type: 'string' },
     rate: { type: 'string', default: '150' },
     workload: { type: 'string', default: 'default' },
+    /** Comma-separated kinds to draw from instead of all (e.g. power-loss,clock-jump). */
+    faults: { type: 'string' },
   },
   strict: true,
 })
@@ -37,6 +40,10 @@ if (values.workload !== 'default' && values.workload !== 'jepsen')
 const workload: 'default' | 'jepsen' = values.workload
 const partitions = numeric('partitions', values.partitions)
 const seed = numeric('seed', values.seed)
+const faults = values.faults?.split(',').map((kind) => {
+  if (!FAULTS.includes(kind as Fault)) throw new Error(`--faults: no fault "${kind}" (${FAULTS.join(', ')})`)
+  return kind as Fault
+})
 const report = await runNetfaultSuite({
   seconds: numeric('seconds', values.seconds)!,
   brokers: numeric('brokers', values.brokers),
@@ -44,6 +51,7 @@ const report = await runNetfaultSuite({
   workload,
   ...(partitions !== undefined ? { partitions } : {}),
   ...(seed !== undefined ? { seed } : {}),
+  ...(faults !== undefined ? { faults } : {}),
 })
 console.log(formatNetfaultReport(report))
 const problems = netfaultProblems(report)

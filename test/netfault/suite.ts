@@ -10,7 +10,9 @@
  *   majority of the brokers, with etcd and the clients each put on one side or the other;
  * - random packet loss (iptables `statistic`), a bandwidth limit (tbf), latency (netem, or
  *   relay.py where the kernel has no netem) on one broker's link;
- * - kill -9 of a broker (down a while, then restarted) and SIGSTOP ... SIGCONT of one.
+ * - kill -9 of a broker (down a while, then restarted) and SIGSTOP ... SIGCONT of one;
+ * - inside one broker process (broker-faults.ts, a test-only hook): a power loss, its wall
+ *   clock jumped, its disk slowed or full.
  * After healing it waits for every partition to have its full ISR, reads everything and
  * checks: every acknowledged record present (exactly once for the idempotent producers), at
  * the offset it was acknowledged with, in producer order; replicas' .log bytes identical
@@ -22,6 +24,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Kafka, logLevel } from 'kafkajs'
 import type { MetadataStore } from '../../src/metadata/store/metadata-store.js'
+import { FAULT_CONTROL_ENV } from '../../src/testing/process-faults.js'
 import { formatVerifyReport } from '../../src/verify/format.js'
 import { BrokerProcess } from '../helpers/broker-process.js'
 import { confluent, confluentConsume, pypiPython } from '../helpers/compat-clients.js'
@@ -38,7 +41,9 @@ import {
   PythonProducer,
   prng,
 } from '../helpers/fault-history.js'
+import { allowErrorLogs } from '../helpers/log-guard.js'
 import { waitUntil } from '../helpers/wait.js'
+import { BrokerFaultControl, soleIsrOf } from './broker-faults.js'
 import { type JepsenSummary, JepsenWorkload } from './jepsen.js'
 import {
   brokerAddress,
@@ -62,6 +67,8 @@ export interface NetfaultOptions {
   readonly rate?: number
   /** 'default': the producers above; 'jepsen': transactions and read_committed groups (jepsen.ts). */
   readonly workload?: 'default' | 'jepsen'
+  /** Draw only these faults (default: every one of FAULTS); to make one kind frequent. */
+  readonly faults?: readonly Fault[]
   readonly log?: (line: string) => void
 }
 
@@ -87,14 +94,18 @@ export interface NetfaultReport extends HistoryAnalysis {
   readonly artifactsDir: string | null
   /** The jepsen workload's counts and `tidelog verify`'s verdict on its history. */
   readonly jepsen: JepsenSummary | null
+  /** The brokers' error and fatal log lines, counted by message (a full disk's are expected). */
+  readonly errorLogs: Record<string, number>
 }
 
 const TOPIC = 'netfault'
 const PORT = 9092
 const SESSION_TIMEOUT_MS = 3000
 const BROKER_START_TIMEOUT_MS = 30000
+/** How long a broker whose every log dir went offline may take to stop itself. */
+const SELF_STOP_WAIT_MS = 30000
 
-type Fault =
+export type Fault =
   | 'partition-two-way'
   | 'partition-one-way'
   | 'loss'
@@ -102,7 +113,11 @@ type Fault =
   | 'latency'
   | 'kill-9'
   | 'sigstop'
-const FAULTS: readonly Fault[] = [
+  | 'power-loss'
+  | 'clock-jump'
+  | 'disk-slow'
+  | 'disk-full'
+export const FAULTS: readonly Fault[] = [
   'partition-two-way',
   'partition-one-way',
   'loss',
@@ -110,6 +125,11 @@ const FAULTS: readonly Fault[] = [
   'latency',
   'kill-9',
   'sigstop',
+  // Inside a broker process, through its test-only hook (broker-faults.ts).
+  'power-loss',
+  'clock-jump',
+  'disk-slow',
+  'disk-full',
 ]
 type Weather = 'loss' | 'bandwidth' | 'latency'
 const WEATHER: readonly Weather[] = ['loss', 'bandwidth', 'latency']
@@ -126,12 +146,15 @@ class NetfaultCluster {
   readonly brokers = new Map<number, BrokerProcess>()
   store: MetadataStore | null = null
   etcd: EtcdProcess | null = null
+  readonly faultControl: BrokerFaultControl
 
   constructor(
     readonly network: FaultNetwork,
     readonly root: string,
     readonly brokerIds: readonly number[],
-  ) {}
+  ) {
+    this.faultControl = new BrokerFaultControl(root)
+  }
 
   get bootstrap(): string {
     return this.brokerIds.map((id) => `${brokerAddress(id)}:${PORT}`).join(',')
@@ -182,6 +205,7 @@ async function startCluster(brokerIds: readonly number[]): Promise<NetfaultClust
           port: PORT,
           host: brokerAddress(nodeId),
           command: inNamespace(brokerNamespace(nodeId)),
+          env: { [FAULT_CONTROL_ENV]: cluster.faultControl.controlPath(nodeId) },
           logDir: join(root, `broker-${nodeId}`),
           etcdEndpoint: cluster.etcd.endpoint,
           properties: {
@@ -235,6 +259,7 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
     partitions: input.partitions ?? brokerCount,
     rate: input.rate ?? 150,
     workload: input.workload ?? 'default',
+    faults: input.faults ?? FAULTS,
   }
   const timeline: string[] = []
   const output = input.log ?? ((line: string) => console.log(line))
@@ -365,9 +390,11 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
       }
     }
 
-    const deadline = started + options.seconds * 1000
+    // From here, not from the start: on a loaded machine the setup (brokers, topic, python
+    // producers) once took past a 40 s window, and no fault was injected at all.
+    const deadline = Date.now() + options.seconds * 1000
     while (Date.now() < deadline) {
-      const fault = pick(FAULTS)
+      const fault = pick(options.faults)
       const parts = await cluster.partitions()
       const somePartition = parts[between(0, parts.length - 1)]
       // Half the time the fault hits a partition leader: that is where acknowledged writes live.
@@ -421,6 +448,15 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
           broker.current.signal('SIGSTOP')
           what = `SIGSTOP ${describeBroker(target, parts)}, SIGCONT after the hold`
           restart = async () => broker.current.signal('SIGCONT')
+          break
+        }
+        case 'power-loss':
+        case 'clock-jump':
+        case 'disk-slow':
+        case 'disk-full': {
+          const injected = await injectBrokerFault(cluster, fault, target, parts, random)
+          what = `${injected.what.replace('%s', describeBroker(target, parts))}`
+          restart = injected.heal
           break
         }
       }
@@ -483,6 +519,9 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
       .flatMap((b) => b.logs())
       .filter((l) => typeof l.msg === 'string' && l.msg.startsWith('UNCLEAN leader election')).length
     const allAcks = producers.flatMap((p) => [...p.acks.values()])
+    const errorLogs: Record<string, number> = {}
+    for (const broker of cluster.brokers.values())
+      for (const line of broker.logs()) if ((line.level ?? 0) >= 50) count(errorLogs, String(line.msg))
     const report: NetfaultReport = {
       options,
       latencyBy: net.latencyBy,
@@ -502,6 +541,7 @@ export async function runNetfaultSuite(input: NetfaultOptions): Promise<Netfault
       producerFailures: producers.flatMap((p) => (p.failure === null ? [] : [p.failure])),
       artifactsDir: null,
       jepsen: jepsenSummary,
+      errorLogs,
     }
     if (netfaultProblems(report).length === 0) return report
     const artifactsDir = join(tmpdir(), `tidelog-netfault-seed-${options.seed}-${Date.now()}`)
@@ -641,6 +681,7 @@ export function formatNetfaultReport(r: NetfaultReport): string {
     `  duplicated ${r.duplicated} (idempotent producers: ${r.idempotentDuplicated}), unacknowledged-but-present ${r.unacknowledgedPresent}, consumed ${r.consumed}, HWs ${r.highWatermarks.join('/')}`,
     `  replicas byte-identical below the HW: ${r.replicasIdentical ? 'yes' : `NO: ${r.replicaProblems.join('; ')}`}`,
     ...(r.jepsen ? [formatJepsen(r.jepsen)] : []),
+    `  broker error/fatal log lines: ${list(r.errorLogs)}`,
     ...(r.artifactsDir ? [`  broker logs, timeline, history and log dirs kept in ${r.artifactsDir}`] : []),
   ].join('\n')
 }
@@ -654,4 +695,97 @@ function formatJepsen(j: JepsenSummary): string {
     `  jepsen: ANOMALIES ${j.anomalies} (${counts} groupUnread=${j.groupUnread.length}); allowed: ${j.report.expected.writeCycles.length} write cycles, ${j.report.expected.cyclesThroughWrites.length} cycles through write order; unseen ${j.report.counts.unseen}; not checked: ${j.report.notChecked.join('; ') || 'none'}`,
     `  jepsen history: ${j.historyPath}`,
   ].join('\n')
+}
+
+/**
+ * A fault inside broker `target`'s process (broker-faults.ts): what to log (`%s` is the
+ * broker) and how to heal it. Every heal ends with the broker running (restarted when the
+ * fault killed it or its full disk stopped it) and its clock and disk back to normal.
+ */
+async function injectBrokerFault(
+  cluster: NetfaultCluster,
+  fault: 'power-loss' | 'clock-jump' | 'disk-slow' | 'disk-full',
+  target: number,
+  parts: PartitionInfo[],
+  random: () => number,
+): Promise<{ what: string; heal: () => Promise<void> }> {
+  const broker = cluster.brokers.get(target)!
+  const control = cluster.faultControl
+  const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)]
+  const running = async () => {
+    if (!broker.isRunning) await broker.start(BROKER_START_TIMEOUT_MS)
+  }
+  switch (fault) {
+    case 'power-loss': {
+      const sole = soleIsrOf(target, parts)
+      if (sole.length > 0) {
+        // Only this broker is known to hold those partitions' acknowledged tail.
+        await broker.kill()
+        return {
+          what: `kill -9 %s in place of a power loss (sole ISR member of partitions ${sole.join(',')}), restarted after the hold`,
+          heal: running,
+        }
+      }
+      const applied = await control.send(broker, { op: 'power-loss' })
+      const lost = broker.current.lines.filter((l) => l.includes('power loss, unsynced bytes cut')).pop()
+      const detail = lost ? (JSON.parse(lost) as { files: number; bytes: number }) : null
+      // Half the time back at once: it re-registers before its session expires, so no
+      // controller has seen it go (the case the simulator's seed 36 found: it must not lead
+      // again, in the same epoch, on its shorter log).
+      const atOnce = random() < 0.5
+      if (atOnce) await running()
+      return {
+        what: `power loss of %s${applied ? '' : ' (not confirmed: no line from it)'}${detail ? ` (${detail.files} files cut, ${detail.bytes} unsynced bytes lost)` : ''}, restarted ${atOnce ? 'at once' : 'after the hold'}`,
+        heal: running,
+      }
+    }
+    case 'clock-jump': {
+      const sign = random() < 0.5 ? -1 : 1
+      const offsetMs = sign * pick([5_000, 30_000, 120_000, 600_000])
+      await control.send(broker, { op: 'clock-offset', offsetMs })
+      return {
+        what: `wall clock of %s jumped ${sign > 0 ? 'forward' : 'back'} ${Math.abs(offsetMs) / 1000} s, jumped back after the hold`,
+        heal: async () => {
+          if (!(await control.send(broker, { op: 'clock-offset', offsetMs: 0 }))) await running()
+        },
+      }
+    }
+    case 'disk-slow': {
+      const delayMs = pick([5, 20, 50, 200])
+      await control.send(broker, { op: 'disk-slow', delayMs })
+      return {
+        what: `disk of %s slowed by ${delayMs} ms a call`,
+        heal: async () => {
+          if (!(await control.send(broker, { op: 'disk-slow', delayMs: 0 }))) await running()
+        },
+      }
+    }
+    case 'disk-full': {
+      // The point of the fault: the failed writes, the log dir taken offline and the broker
+      // stopping itself (Kafka's "Shutdown broker because all log dirs ... have failed").
+      allowErrorLogs(
+        /ENOSPC/,
+        /every log dir is offline: stopping the broker/,
+        // Its coordinators loading a partition whose log the offline dir closed (seed 35002).
+        /is closed.*"msg":"loading __(consumer_offsets|transaction_state) failed"/,
+      )
+      const output = broker.current
+      const from = output.lines.length
+      await control.send(broker, { op: 'disk-full', full: true })
+      return {
+        // Its next write fails: its log dir goes offline and, its only one, the broker stops.
+        what: 'disk of %s full (ENOSPC), freed after the hold',
+        heal: async () => {
+          await control.send(broker, { op: 'disk-full', full: false })
+          // A broker still stopping itself when the disk is freed would be gone until some
+          // later fault restarted it: it is waited for (its shutdown is bounded), then started.
+          if (output.lines.slice(from).some((line) => line.includes('every log dir is offline'))) {
+            await Promise.race([output.exited, sleep(SELF_STOP_WAIT_MS)])
+            if (output.isRunning) await broker.kill()
+          }
+          await running()
+        },
+      }
+    }
+  }
 }
