@@ -38,6 +38,25 @@ export type BrokerId = number & { readonly __brand: 'BrokerId' }
  */
 export type ProducerId = bigint & { readonly __brand: 'ProducerId' }
 
+/**
+ * A produce request's required acks, as the broker takes them: -1 waits for the whole ISR
+ * (clients call it "all"), 1 for the leader's append, 0 for nothing (no response). Any other
+ * number from the wire is answered INVALID_REQUIRED_ACKS, so it never gets this type.
+ */
+export type Acks = -1 | 0 | 1
+
+/** acks=all: the high watermark must pass the records (min.insync.replicas checked first). */
+export const ACKS_ALL = -1 satisfies Acks
+/** acks=1: answered after the leader's own append. */
+export const ACKS_LEADER = 1 satisfies Acks
+/** acks=0: no response at all. */
+export const ACKS_NONE = 0 satisfies Acks
+
+/** Whether a number from the wire is one of the three acks Kafka accepts. */
+export function isAcks(value: number): value is Acks {
+  return value === ACKS_ALL || value === ACKS_LEADER || value === ACKS_NONE
+}
+
 /** Kafka's -1 for "no offset" (an empty append's first offset, an unknown epoch's end). */
 export const NO_OFFSET = -1 as Offset
 

@@ -10,7 +10,7 @@
  * given, and takes the leader's high watermark (capped by its own log end).
  */
 import { assert } from '../common/assert.js'
-import { type LeaderEpoch, minOffset, NO_OFFSET, type Offset } from '../common/types.js'
+import { ACKS_ALL, type Acks, type LeaderEpoch, minOffset, NO_OFFSET, type Offset } from '../common/types.js'
 import type { PartitionState } from '../metadata/cluster-image.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { convertLegacyToV2, isLegacyMagic } from '../protocol/record-batch.js'
@@ -384,12 +384,12 @@ export class Partition {
    */
   async appendRecordsToLeader(
     records: Buffer,
-    requiredAcks: number,
+    requiredAcks: Acks,
     minInsyncReplicas: number,
     leaderAppend: LeaderAppend = {},
   ): Promise<LogAppendInfo> {
     this.ensureLeader()
-    if (requiredAcks === -1 && this.isr.length < minInsyncReplicas) {
+    if (requiredAcks === ACKS_ALL && this.isr.length < minInsyncReplicas) {
       throw new KafkaError(
         ErrorCode.NOT_ENOUGH_REPLICAS,
         `ISR ${this.isr.length} is below min.insync.replicas ${minInsyncReplicas}`,

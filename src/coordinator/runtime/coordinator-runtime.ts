@@ -29,6 +29,7 @@ import { assert } from '../../common/assert.js'
 import type { Clock } from '../../common/clock.js'
 import type { Logger } from '../../common/logger.js'
 import type { TransactionResult } from '../../common/transaction.js'
+import { ACKS_ALL, type Acks } from '../../common/types.js'
 import type { ClusterImage } from '../../metadata/cluster-image.js'
 import type { InternalTopic, TopicAdmin } from '../../metadata/topic-admin.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
@@ -52,7 +53,7 @@ export interface CoordinatorRuntimeHost {
       topic: string,
       partition: number,
       records: Buffer,
-      acks: number,
+      acks: Acks,
       timeoutMs: number,
       purgatoryTimer?: undefined,
       leaderAppend?: LeaderAppend,
@@ -384,7 +385,7 @@ export class CoordinatorRuntime<S extends CoordinatorShard<R>, R> {
       topic,
       context.partition,
       batch,
-      -1,
+      ACKS_ALL,
       op.timeoutMs,
       undefined,
       // Kafka's AppendOrigin.COORDINATOR: the producer's epoch is checked (a fenced one is

@@ -12,6 +12,7 @@
  * CLUSTER_AUTHORIZATION_FAILED on every partition.
  * Version notes: v1+ flexible.
  */
+import { ACKS_ALL } from '../../common/types.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -90,7 +91,7 @@ async function writeOne(
       topic,
       partition,
       batch,
-      -1,
+      ACKS_ALL,
       MARKER_APPEND_TIMEOUT_MS,
       context.purgatoryTimer,
       { origin: 'coordinator' },
