@@ -101,10 +101,28 @@ export function toBrokerId(value: number): BrokerId {
   return value as BrokerId
 }
 
+/** Kafka's -1 for "no producer" (a batch that is not idempotent, an id not yet assigned). */
+export const NO_PRODUCER_ID = -1n as ProducerId
+
+/**
+ * A producer id a request carries: any int64, unchecked on purpose. The receiver (the
+ * transaction coordinator, the producer state) compares it with the id it holds and answers
+ * a mismatch with a Kafka error code (INVALID_PRODUCER_ID_MAPPING, UNKNOWN_PRODUCER_ID), as
+ * Kafka does; an assertion here would turn a client's bad value into a broker bug. Named
+ * rather than cast so that every place a producer id enters from the wire can be found.
+ */
+export function producerIdFromWire(value: bigint): ProducerId {
+  return value as ProducerId
+}
+
 /** A producer id: a non-negative int64, or -1 for none. */
 export function toProducerId(value: bigint): ProducerId {
-  assert(value >= -1n && value <= INT64_MAX, () => `not an int64 producer id: ${value}`)
+  assert(isProducerId(value), () => `not an int64 producer id: ${value}`)
   return value as ProducerId
+}
+
+export function isProducerId(value: bigint): value is ProducerId {
+  return value >= -1n && value <= INT64_MAX
 }
 
 function isInt32AtLeastNone(value: number): boolean {
