@@ -73,6 +73,17 @@ export function isOffset(value: number): value is Offset {
   return Number.isSafeInteger(value) && value >= -1
 }
 
+/** Offset 0: where a new log, and a follower's view of a leader it has not fetched from, start. */
+export const FIRST_OFFSET = 0 as Offset
+
+/**
+ * The offset after `offset` (a batch's last offset + 1 is the next batch's base, a log end
+ * is its last offset + 1): arithmetic on an offset that is already checked, so no assertion.
+ */
+export function nextOffset(offset: Offset): Offset {
+  return (offset + 1) as Offset
+}
+
 /** The larger of two offsets (Math.max would drop the brand). */
 export function maxOffset(a: Offset, b: Offset): Offset {
   return (a > b ? a : b) as Offset

@@ -10,7 +10,15 @@
  * given, and takes the leader's high watermark (capped by its own log end).
  */
 import { assert } from '../common/assert.js'
-import { ACKS_ALL, type Acks, type LeaderEpoch, minOffset, NO_OFFSET, type Offset } from '../common/types.js'
+import {
+  ACKS_ALL,
+  type Acks,
+  FIRST_OFFSET,
+  type LeaderEpoch,
+  minOffset,
+  NO_OFFSET,
+  type Offset,
+} from '../common/types.js'
 import type { PartitionState } from '../metadata/cluster-image.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { convertLegacyToV2, isLegacyMagic } from '../protocol/record-batch.js'
@@ -127,7 +135,7 @@ export class Partition {
   private readonly logEndWatchers = new Set<() => void>()
   private readonly followers = new Map<number, FollowerState>()
   /** The high watermark the leader last reported to this follower. */
-  private lastLeaderHighWatermark = 0 as Offset
+  private lastLeaderHighWatermark = FIRST_OFFSET
   /**
    * The ISR change in flight, if any (Kafka's PendingExpandIsr/PendingShrinkIsr): its maximal
    * ISR (committed ∪ proposed) bounds the high watermark until a newer partition state
@@ -135,7 +143,7 @@ export class Partition {
    */
   private pendingIsr: PendingIsr | null = null
   /** The log end when this leadership began: a follower joins the ISR only past it. */
-  private leaderEpochStartOffset = 0 as Offset
+  private leaderEpochStartOffset = FIRST_OFFSET
   /** Appends that need async preparation (legacy up-conversion, key checks) queue here. */
   private preparedAppendTail: Promise<unknown> = Promise.resolve()
   private preparingAppends = 0
@@ -265,7 +273,7 @@ export class Partition {
       this.followers.set(id, {
         logEndOffset: NO_OFFSET,
         lastCaughtUpTimeMs: 0,
-        lastFetchLeaderLogEndOffset: 0 as Offset,
+        lastFetchLeaderLogEndOffset: FIRST_OFFSET,
         lastFetchTimeMs: 0,
         brokerEpoch: -1,
       })
@@ -285,7 +293,7 @@ export class Partition {
       this.followers.set(id, {
         logEndOffset: NO_OFFSET,
         lastCaughtUpTimeMs: this.state.isr.includes(id) ? now : 0,
-        lastFetchLeaderLogEndOffset: 0 as Offset,
+        lastFetchLeaderLogEndOffset: FIRST_OFFSET,
         lastFetchTimeMs: 0,
         brokerEpoch: -1,
       })
@@ -452,7 +460,7 @@ export class Partition {
       if (follower.brokerEpoch >= 0) {
         follower.logEndOffset = NO_OFFSET
         follower.lastCaughtUpTimeMs = 0
-        follower.lastFetchLeaderLogEndOffset = 0 as Offset
+        follower.lastFetchLeaderLogEndOffset = FIRST_OFFSET
         follower.lastFetchTimeMs = 0
       }
       follower.brokerEpoch = brokerEpoch

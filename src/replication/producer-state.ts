@@ -36,7 +36,14 @@
 import { assert } from '../common/assert.js'
 import type { Clock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
-import { maxOffset, NO_OFFSET, type Offset, type ProducerId } from '../common/types.js'
+import {
+  FIRST_OFFSET,
+  maxOffset,
+  NO_OFFSET,
+  nextOffset,
+  type Offset,
+  type ProducerId,
+} from '../common/types.js'
 import { BatchHeader, LOG_OVERHEAD, NO_PRODUCER_ID, NO_SEQUENCE } from '../protocol/batch-header.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { readEndTxnMarker } from '../storage/control-batch.js'
@@ -213,7 +220,7 @@ export class ProducerStateManager implements ProducerStateHook {
   /** KIP-890 verifications in flight, by producer id. */
   private readonly verifications = new Map<ProducerId, VerificationState>()
   /** Offset after the last batch the state includes: the log end once loaded. */
-  private mapEndOffset = 0 as Offset
+  private mapEndOffset = FIRST_OFFSET
 
   constructor(
     private readonly log: UnifiedLog,
@@ -412,7 +419,7 @@ export class ProducerStateManager implements ProducerStateHook {
       this.unreplicated.push(event)
       if (!event.aborted) continue
       // Kafka's lastStableOffset(completedTxn): the earliest other open transaction, else past the marker.
-      let lastStableOffset = (event.lastOffset + 1) as Offset
+      let lastStableOffset = nextOffset(event.lastOffset)
       for (const firstOffset of this.ongoing.values()) {
         lastStableOffset = firstOffset
         break

@@ -15,7 +15,7 @@
 import { join } from 'node:path'
 import { TidelogError } from '../common/errors.js'
 import { type FileSystem, isNotFound, readWholeFile, writeFileAtomically } from '../common/file-system.js'
-import { isOffset, isProducerId, type Offset, type ProducerId } from '../common/types.js'
+import { isOffset, isProducerId, type Offset, type ProducerId, toOffset } from '../common/types.js'
 import { crc32c } from '../protocol/crc32c.js'
 
 export const SNAPSHOT_SUFFIX = '.snapshot'
@@ -104,7 +104,7 @@ export async function listSnapshotOffsets(fs: FileSystem, dir: string): Promise<
   const offsets: Offset[] = []
   for (const name of await fs.readdir(dir)) {
     const match = SNAPSHOT_FILE.exec(name)
-    if (match !== null) offsets.push(Number(match[1]) as Offset)
+    if (match !== null) offsets.push(toOffset(Number(match[1])))
   }
   return offsets.sort((a, b) => a - b)
 }
