@@ -18,6 +18,7 @@ import {
   minOffset,
   NO_OFFSET,
   type Offset,
+  type PartitionEpoch,
 } from '../common/types.js'
 import type { PartitionState } from '../metadata/cluster-image.js'
 import { ErrorCode } from '../protocol/error-codes.js'
@@ -63,7 +64,7 @@ export interface IsrProposal {
   readonly topicId: string
   readonly partition: number
   readonly leaderEpoch: number
-  readonly partitionEpoch: number
+  readonly partitionEpoch: PartitionEpoch
   readonly isr: readonly number[]
   /** The proposing leader's broker epoch (-1: unknown): an older incarnation's proposal is refused. */
   readonly brokerEpoch: number
@@ -104,7 +105,7 @@ interface PendingIsr {
   readonly maximal: readonly number[]
   /** The partition state the proposal was made against. */
   readonly leaderEpoch: number
-  readonly partitionEpoch: number
+  readonly partitionEpoch: PartitionEpoch
   readonly isr: readonly number[]
   readonly brokerEpoch: number
   readonly addedMembers: IsrProposal['addedMembers']
@@ -207,7 +208,7 @@ export class Partition {
   get leaderId(): number {
     return this.state.leader
   }
-  get partitionEpoch(): number {
+  get partitionEpoch(): PartitionEpoch {
     return this.state.partitionEpoch
   }
   get isr(): readonly number[] {
