@@ -9,8 +9,9 @@ import assert from 'node:assert/strict'
 import { readdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
+import { TidelogError } from '../../src/common/errors.js'
 import { silentLogger } from '../../src/common/logger.js'
-import { type LeaderEpoch, type Offset, toProducerId } from '../../src/common/types.js'
+import { type LeaderEpoch, type Offset, type ProducerId, toProducerId } from '../../src/common/types.js'
 import { ATTRIBUTES_OFFSET, CRC_OFFSET } from '../../src/protocol/batch-header.js'
 import { crc32c } from '../../src/protocol/crc32c.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
@@ -273,6 +274,26 @@ describe('followers, truncation, snapshots', () => {
       },
     ]
     assert.deepEqual(decodeSnapshot(encodeSnapshot(entries)), entries)
+  })
+
+  it('a snapshot entry with an out-of-range producer id or offset is corrupt, though its CRC holds', () => {
+    const entry = {
+      producerId: toProducerId(5n),
+      producerEpoch: 0,
+      lastSequence: 0,
+      lastOffset: 3 as Offset,
+      offsetDelta: 0,
+      timestamp: 1,
+      coordinatorEpoch: -1,
+      currentTxnFirstOffset: -1,
+    }
+    assert.deepEqual(decodeSnapshot(encodeSnapshot([entry])), [entry])
+    const corrupt = (error: unknown) => error instanceof TidelogError && error.code === 'CORRUPT_SNAPSHOT'
+    assert.throws(
+      () => decodeSnapshot(encodeSnapshot([{ ...entry, producerId: -2n as ProducerId }])),
+      corrupt,
+    )
+    assert.throws(() => decodeSnapshot(encodeSnapshot([{ ...entry, lastOffset: -2 as Offset }])), corrupt)
   })
 })
 
