@@ -3,13 +3,18 @@
  * Written atomically (temp file, fsync, rename, directory fsync) so a crash leaves the old
  * or the new file. Used for leader-epoch-checkpoint and the broker's offset checkpoints.
  */
+import { TidelogError } from '../common/errors.js'
 import { exists, type FileSystem, readWholeFile, writeFileAtomically } from '../common/file-system.js'
 import { isOffset, type LeaderEpoch, type Offset, toLeaderEpoch, toOffset } from '../common/types.js'
 
 export const CHECKPOINT_VERSION = 0
 
-export class CheckpointFormatError extends Error {
-  override name = 'CheckpointFormatError'
+/** A checkpoint file that does not parse: its reader falls back as if it were missing. */
+export class CheckpointFormatError extends TidelogError {
+  constructor(message: string) {
+    super('ERR_CHECKPOINT_FORMAT', message)
+    this.name = 'CheckpointFormatError'
+  }
 }
 
 export interface EntryFormat<T> {

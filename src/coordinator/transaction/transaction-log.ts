@@ -8,6 +8,7 @@
  * version 2, whose next producer id and version a new coordinator must know to complete it;
  * both are read. (Kafka picks the value version by the finalized `transaction.version`.)
  */
+import { TidelogError } from '../../common/errors.js'
 import { isProducerId, type ProducerId } from '../../common/types.js'
 import { Reader, Writer } from '../../protocol/primitives.js'
 import {
@@ -45,9 +46,10 @@ export interface TransactionLogValue {
   readonly clientTransactionVersion: TransactionVersion
 }
 
-export class TransactionLogFormatError extends Error {
+/** A __transaction_state record this version cannot read (an operating error, not a Kafka code). */
+export class TransactionLogFormatError extends TidelogError {
   constructor(message: string) {
-    super(message)
+    super('ERR_TRANSACTION_LOG_FORMAT', message)
     this.name = 'TransactionLogFormatError'
   }
 }
