@@ -3,6 +3,7 @@
  * once at construction so a bad value fails with InvalidArgumentError naming the property
  * (and, for idempotence, what to change), instead of misbehaving at the first send.
  */
+import { ACKS_ALL, type Acks as WireAcks } from '../common/types.js'
 import { CompressionType } from '../protocol/batch-header.js'
 import type { ClientOptions, KafkaClient } from './client.js'
 import { InvalidArgumentError } from './errors.js'
@@ -20,7 +21,8 @@ export interface ProducerRecord {
   timestamp?: number
 }
 
-export type Acks = 0 | 1 | -1 | 'all'
+/** The broker's three acks, and 'all' for -1 as Kafka's clients spell it. */
+export type Acks = WireAcks | 'all'
 export type CompressionName = 'none' | 'gzip' | 'snappy' | 'lz4' | 'zstd'
 
 /** A custom partitioner; return undefined to fall back to the default rules. */
@@ -82,7 +84,7 @@ export interface ProducerOptions extends Partial<ClientOptions> {
 }
 
 export interface ResolvedProducerOptions {
-  readonly acks: 0 | 1 | -1
+  readonly acks: WireAcks
   readonly producerType: 'sync' | 'async'
   readonly batchSize: number
   readonly lingerMs: number
@@ -122,7 +124,7 @@ export function resolveProducerOptions(
   requestTimeoutMs: number,
 ): ResolvedProducerOptions {
   const acksOption = oneOf<Acks>('acks', options.acks, 'all', [0, 1, -1, 'all'])
-  const acks = acksOption === 'all' ? -1 : acksOption
+  const acks = acksOption === 'all' ? ACKS_ALL : acksOption
   const retries = intOption('retries', options.retries, 2147483647, 0)
   let maxInFlight = intOption(
     'max.in.flight.requests.per.connection',
@@ -135,7 +137,7 @@ export function resolveProducerOptions(
   booleanOption('enable.idempotence', options.enableIdempotence, false)
   let idempotent: boolean
   if (options.enableIdempotence === true) {
-    if (acks !== -1) {
+    if (acks !== ACKS_ALL) {
       throw new InvalidArgumentError(
         `enable.idempotence requires acks='all', got ${String(acksOption)}; set enableIdempotence: false or acks: 'all'`,
       )
@@ -149,7 +151,7 @@ export function resolveProducerOptions(
     idempotent = true
   } else {
     // Kafka 3+: on by default unless acks or retries conflict.
-    idempotent = options.enableIdempotence === undefined && acks === -1 && retries > 0
+    idempotent = options.enableIdempotence === undefined && acks === ACKS_ALL && retries > 0
     if (idempotent) maxInFlight = Math.min(maxInFlight, IDEMPOTENT_IN_FLIGHT_MAX)
   }
   const transactionalId = options.transactionalId ?? null

@@ -3,13 +3,14 @@
  * can be built and tested on its own side of the boundary.
  */
 
+import type { ProducerId } from './types.js'
 /** How a transaction ended; a COMMIT or ABORT control batch in each of its partitions. */
 export type TransactionResult = 'commit' | 'abort'
 
 /** A transactional batch's claim, checked before it may open a transaction in a partition. */
 export interface TransactionVerificationRequest {
   readonly transactionalId: string
-  readonly producerId: bigint
+  readonly producerId: ProducerId
   readonly producerEpoch: number
   readonly topic: string
   readonly partition: number
@@ -42,6 +43,6 @@ export interface TransactionVerifier {
 export type TransactionMarkerListener = (
   topic: string,
   partition: number,
-  producerId: bigint,
+  producerId: ProducerId,
   result: TransactionResult,
 ) => void

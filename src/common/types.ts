@@ -38,6 +38,25 @@ export type BrokerId = number & { readonly __brand: 'BrokerId' }
  */
 export type ProducerId = bigint & { readonly __brand: 'ProducerId' }
 
+/**
+ * A produce request's required acks, as the broker takes them: -1 waits for the whole ISR
+ * (clients call it "all"), 1 for the leader's append, 0 for nothing (no response). Any other
+ * number from the wire is answered INVALID_REQUIRED_ACKS, so it never gets this type.
+ */
+export type Acks = -1 | 0 | 1
+
+/** acks=all: the high watermark must pass the records (min.insync.replicas checked first). */
+export const ACKS_ALL = -1 satisfies Acks
+/** acks=1: answered after the leader's own append. */
+export const ACKS_LEADER = 1 satisfies Acks
+/** acks=0: no response at all. */
+export const ACKS_NONE = 0 satisfies Acks
+
+/** Whether a number from the wire is one of the three acks Kafka accepts. */
+export function isAcks(value: number): value is Acks {
+  return value === ACKS_ALL || value === ACKS_LEADER || value === ACKS_NONE
+}
+
 /** Kafka's -1 for "no offset" (an empty append's first offset, an unknown epoch's end). */
 export const NO_OFFSET = -1 as Offset
 
@@ -52,6 +71,17 @@ export function toOffset(value: number): Offset {
 
 export function isOffset(value: number): value is Offset {
   return Number.isSafeInteger(value) && value >= -1
+}
+
+/** Offset 0: where a new log, and a follower's view of a leader it has not fetched from, start. */
+export const FIRST_OFFSET = 0 as Offset
+
+/**
+ * The offset after `offset` (a batch's last offset + 1 is the next batch's base, a log end
+ * is its last offset + 1): arithmetic on an offset that is already checked, so no assertion.
+ */
+export function nextOffset(offset: Offset): Offset {
+  return (offset + 1) as Offset
 }
 
 /** The larger of two offsets (Math.max would drop the brand). */
@@ -82,10 +112,28 @@ export function toBrokerId(value: number): BrokerId {
   return value as BrokerId
 }
 
+/** Kafka's -1 for "no producer" (a batch that is not idempotent, an id not yet assigned). */
+export const NO_PRODUCER_ID = -1n as ProducerId
+
+/**
+ * A producer id a request carries: any int64, unchecked on purpose. The receiver (the
+ * transaction coordinator, the producer state) compares it with the id it holds and answers
+ * a mismatch with a Kafka error code (INVALID_PRODUCER_ID_MAPPING, UNKNOWN_PRODUCER_ID), as
+ * Kafka does; an assertion here would turn a client's bad value into a broker bug. Named
+ * rather than cast so that every place a producer id enters from the wire can be found.
+ */
+export function producerIdFromWire(value: bigint): ProducerId {
+  return value as ProducerId
+}
+
 /** A producer id: a non-negative int64, or -1 for none. */
 export function toProducerId(value: bigint): ProducerId {
-  assert(value >= -1n && value <= INT64_MAX, () => `not an int64 producer id: ${value}`)
+  assert(isProducerId(value), () => `not an int64 producer id: ${value}`)
   return value as ProducerId
+}
+
+export function isProducerId(value: bigint): value is ProducerId {
+  return value >= -1n && value <= INT64_MAX
 }
 
 function isInt32AtLeastNone(value: number): boolean {

@@ -12,6 +12,7 @@
 import type { Clock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
 import type { TransactionResult } from '../common/transaction.js'
+import type { ProducerId } from '../common/types.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import {
   type ConsumerGroupConfig,
@@ -110,7 +111,7 @@ export class GroupCoordinatorShard implements CoordinatorShard<CoordinatorRecord
     this.loader?.replayBatch(batch)
   }
 
-  replayEndTransactionMarker(producerId: bigint, result: TransactionResult): void {
+  replayEndTransactionMarker(producerId: ProducerId, result: TransactionResult): void {
     if (this.loader) this.loader.endTransaction(producerId, result === 'commit')
     else for (const group of this.groups.values()) completeTransaction(group, producerId, result === 'commit')
   }

@@ -11,6 +11,7 @@
 import type { Clock } from '../common/clock.js'
 import { type Random, randomUuid } from '../common/random.js'
 import type { TransactionResult } from '../common/transaction.js'
+import { toProducerId } from '../common/types.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import {
   type ConsumerGroupConfig,
@@ -535,7 +536,9 @@ export class GroupCoordinator {
    * partition become visible or are dropped (Kafka's onTransactionCompleted).
    */
   onTransactionMarker(topic: string, partition: number, producerId: bigint, result: TransactionResult): void {
-    if (topic === CONSUMER_OFFSETS_TOPIC) this.runtime.completeTransaction(partition, producerId, result)
+    // A bigint, checked here: the simulator's mutations (src/sim/mutations.ts) wrap this method.
+    if (topic === CONSUMER_OFFSETS_TOPIC)
+      this.runtime.completeTransaction(partition, toProducerId(producerId), result)
   }
 
   /**

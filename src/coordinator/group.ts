@@ -1,3 +1,4 @@
+import type { ProducerId } from '../common/types.js'
 import type { StreamsGroup } from './streams/streams-group.js'
 
 /**
@@ -158,7 +159,7 @@ export interface Group {
    * "topic\0partition" → offset (Kafka's pendingTransactionalOffsetCommits). Those whose
    * batch is not yet appended have no recordOffset; a COMMIT marker skips them.
    */
-  readonly pendingTransactionalOffsets: Map<bigint, Map<string, PendingTransactionalOffset>>
+  readonly pendingTransactionalOffsets: Map<ProducerId, Map<string, PendingTransactionalOffset>>
   /** When PreparingRebalance gives up waiting for members to rejoin. */
   rebalanceDeadlineMs: number | null
   initialDelay: InitialDelay | null

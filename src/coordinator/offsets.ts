@@ -6,6 +6,7 @@
  * becomes coordinator. Like rebalance.ts: no I/O, no clock.
  */
 
+import type { ProducerId } from '../common/types.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { decodeConsumerProtocolSubscription } from '../protocol/generated/index.js'
 import { Reader } from '../protocol/primitives.js'
@@ -223,7 +224,7 @@ function addPending(group: Group, key: string, delta: number): void {
 // ---- TxnOffsetCommit ----------------------------------------------------------------------
 
 export interface TxnCommitRequest {
-  readonly producerId: bigint
+  readonly producerId: ProducerId
   readonly producerEpoch: number
   /** KIP-447 group metadata (TxnOffsetCommit v3+); '' / -1 / null from older clients. */
   readonly memberId: string
@@ -336,7 +337,7 @@ export function commitTxnOffsets(
  * COMMIT makes its appended offsets visible, unless a plain commit written later already
  * replaced one; ABORT drops them. Returns whether the group held any.
  */
-export function completeTransaction(group: Group, producerId: bigint, isCommit: boolean): boolean {
+export function completeTransaction(group: Group, producerId: ProducerId, isCommit: boolean): boolean {
   const pending = group.pendingTransactionalOffsets.get(producerId)
   if (!pending) return false
   group.pendingTransactionalOffsets.delete(producerId)
@@ -592,7 +593,7 @@ export function replayRecord(
 export interface LoadedBatch {
   readonly baseOffset: number
   readonly isTransactional: boolean
-  readonly producerId: bigint
+  readonly producerId: ProducerId
   readonly records: readonly { key: Buffer | null; value: Buffer | null }[]
 }
 
@@ -604,7 +605,7 @@ export interface LoadedBatch {
  * as pending, for the marker still to come.
  */
 export class OffsetsLoader {
-  private readonly open = new Map<bigint, Map<string, { groupId: string } & PendingTransactionalOffset>>()
+  private readonly open = new Map<ProducerId, Map<string, { groupId: string } & PendingTransactionalOffset>>()
 
   constructor(
     private readonly groups: Map<string, Group>,
@@ -647,7 +648,7 @@ export class OffsetsLoader {
   }
 
   /** The producer's COMMIT or ABORT marker, read from the log. */
-  endTransaction(producerId: bigint, isCommit: boolean): void {
+  endTransaction(producerId: ProducerId, isCommit: boolean): void {
     const offsets = this.open.get(producerId)
     this.open.delete(producerId)
     if (!offsets || !isCommit) return

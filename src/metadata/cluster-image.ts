@@ -3,7 +3,9 @@
  * configs and per-partition state (replicas, leader, leader epoch, ISR). The controller is
  * the only writer; brokers read an immutable snapshot and react to changes.
  */
+
 import { assert } from '../common/assert.js'
+import type { PartitionEpoch } from '../common/types.js'
 
 export type BrokerId = number
 
@@ -80,7 +82,7 @@ export interface PartitionState {
   /** A plain number until metadata adopts common/types.ts's LeaderEpoch. */
   readonly leaderEpoch: number
   /** Bumped on every change; compare-and-set guard for ISR and leader updates. */
-  readonly partitionEpoch: number
+  readonly partitionEpoch: PartitionEpoch
   /**
    * KIP-966 eligible leader replicas: replicas that left the ISR while it was below
    * min.insync.replicas. The high watermark does not advance while the ISR is below min ISR,

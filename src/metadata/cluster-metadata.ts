@@ -20,11 +20,13 @@
  * once. A part way failure leaves earlier parts applied: the change is computed again
  * from the image that includes them, as after any conflict.
  */
+
 import { assert } from '../common/assert.js'
 import type { Clock } from '../common/clock.js'
 import { TidelogError } from '../common/errors.js'
 import type { Logger } from '../common/logger.js'
 import type { Random } from '../common/random.js'
+import { toPartitionEpoch } from '../common/types.js'
 import {
   type BrokerId,
   type BrokerRegistration,
@@ -573,7 +575,7 @@ export function initialState(partition: number, replicas: readonly BrokerId[]): 
     isr: [...replicas],
     leader: replicas[0],
     leaderEpoch: 0,
-    partitionEpoch: 0,
+    partitionEpoch: toPartitionEpoch(0),
   }
 }
 

@@ -17,7 +17,9 @@
  *   staging/<name>               {topicId, writer}: a writer is staging partitions of topic <name>
  *                                that its record does not name yet (see cluster-metadata.ts)
  */
+
 import { assert } from '../common/assert.js'
+import { toPartitionEpoch } from '../common/types.js'
 import {
   type BrokerId,
   type BrokerRegistration,
@@ -180,7 +182,14 @@ function partitionState(
   index: number,
 ): PartitionState {
   if (!kv)
-    return { partition: index, replicas, isr: [], leader: NO_LEADER, leaderEpoch: 0, partitionEpoch: 0 }
+    return {
+      partition: index,
+      replicas,
+      isr: [],
+      leader: NO_LEADER,
+      leaderEpoch: 0,
+      partitionEpoch: toPartitionEpoch(0),
+    }
   const parsed = parseValue(cache, kv)
   const previous = parsed.derived as PartitionState | undefined
   if (previous !== undefined && previous.replicas === replicas) return previous
@@ -188,7 +197,7 @@ function partitionState(
     partition: index,
     replicas,
     ...(parsed.value as PartitionValue),
-    partitionEpoch: kv.version,
+    partitionEpoch: toPartitionEpoch(kv.version),
   }
   parsed.derived = state
   return state

@@ -7,9 +7,11 @@
  *
  * The key holds `{"version":1,"nextBlockStart":"<int64>"}`.
  */
+
 import { assert } from '../common/assert.js'
 import { TidelogError } from '../common/errors.js'
 import type { Logger } from '../common/logger.js'
+import { type ProducerId, toProducerId } from '../common/types.js'
 import type { MetadataStore } from './store/metadata-store.js'
 
 export const PRODUCER_ID_BLOCK_KEY = 'producer-ids/next-block'
@@ -44,7 +46,7 @@ export class ProducerIdManager {
   }
 
   /** A producer id no other call anywhere in the cluster ever gets. */
-  async generateProducerId(): Promise<bigint> {
+  async generateProducerId(): Promise<ProducerId> {
     while (this.nextId >= this.blockEnd) {
       // Concurrent callers share one claim.
       this.claiming ??= this.claimBlock().finally(() => {
@@ -53,8 +55,8 @@ export class ProducerIdManager {
       await this.claiming
     }
     const id = this.nextId++
-    assert(id >= 0n && id < this.blockEnd, () => `producer id ${id} outside its block`)
-    return id
+    assert(id < this.blockEnd, () => `producer id ${id} outside its block`)
+    return toProducerId(id)
   }
 
   private async claimBlock(): Promise<void> {

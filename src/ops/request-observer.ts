@@ -12,7 +12,7 @@
  */
 
 import type { Logger } from '../common/logger.js'
-import { errorName } from '../protocol/error-codes.js'
+import { ErrorCode, errorName } from '../protocol/error-codes.js'
 import { ApiKey, apis } from '../protocol/generated/index.js'
 import type { PurgatoryTimer } from '../replication/delayed-operations.js'
 import { LabeledCounter, LabeledHistogram, type MetricSink } from './fast-metrics.js'
@@ -171,7 +171,7 @@ export class RequestMetrics implements RequestObserver {
             answer?.[p]?.index === data.index ? answer[p] : findPartition(answered, topic.name, data.index)
           errorCode = result?.errorCode ?? 0
         }
-        if (errorCode !== 0) {
+        if (errorCode !== ErrorCode.NONE) {
           this.errors.inc(`Produce:${errorName(errorCode)}`)
           continue
         }
@@ -186,12 +186,12 @@ export class RequestMetrics implements RequestObserver {
 
   /** Fetch response: record bytes per topic, to consumers or to followers, and error codes. */
   countFetched(response: FetchResponseShape, follower: boolean): void {
-    if (response.errorCode !== 0) this.errors.inc(`Fetch:${errorName(response.errorCode)}`)
+    if (response.errorCode !== ErrorCode.NONE) this.errors.inc(`Fetch:${errorName(response.errorCode)}`)
     const counter = follower ? this.replicationBytesOut : this.bytesOut
     for (const topic of response.responses) {
       let bytes = 0
       for (const p of topic.partitions) {
-        if (p.errorCode !== 0) this.errors.inc(`Fetch:${errorName(p.errorCode)}`)
+        if (p.errorCode !== ErrorCode.NONE) this.errors.inc(`Fetch:${errorName(p.errorCode)}`)
         bytes += recordsLength(p.records)
       }
       if (bytes === 0) continue

@@ -10,6 +10,7 @@
  * batchLength counts the bytes after the batchLength field; the CRC-32C covers
  * attributes..end, so rewriting baseOffset or partitionLeaderEpoch keeps it valid.
  */
+import type { ProducerId } from '../common/types.js'
 export const BASE_OFFSET_OFFSET = 0
 export const BATCH_LENGTH_OFFSET = 8
 export const PARTITION_LEADER_EPOCH_OFFSET = 12
@@ -32,7 +33,7 @@ export const TIMESTAMP_TYPE_MASK = 0x08
 export const TRANSACTIONAL_FLAG_MASK = 0x10
 export const CONTROL_FLAG_MASK = 0x20
 
-export const NO_PRODUCER_ID = -1n
+export { NO_PRODUCER_ID } from '../common/types.js'
 export const NO_SEQUENCE = -1
 export const NO_PARTITION_LEADER_EPOCH = -1
 
@@ -105,8 +106,10 @@ export class BatchHeader {
   get maxTimestamp(): number {
     return Number(this.buf.readBigInt64BE(this.at + MAX_TIMESTAMP_OFFSET))
   }
-  get producerId(): bigint {
-    return this.buf.readBigInt64BE(this.at + PRODUCER_ID_OFFSET)
+  get producerId(): ProducerId {
+    // Any int64 a batch carries, as Kafka reads it: the producer state, not the decoder,
+    // decides what an id means (-1 none), so no range check here.
+    return this.buf.readBigInt64BE(this.at + PRODUCER_ID_OFFSET) as ProducerId
   }
   get producerEpoch(): number {
     return this.buf.readInt16BE(this.at + PRODUCER_EPOCH_OFFSET)

@@ -7,7 +7,9 @@
  *   valueLength | value | headerCount | [headerKeyLength headerKey headerValueLength value]
  * A length of -1 means null. recordsCount in the header stays uncompressed.
  */
+
 import { assert } from '../common/assert.js'
+import type { ProducerId } from '../common/types.js'
 import {
   ATTRIBUTES_OFFSET,
   BASE_OFFSET_OFFSET,
@@ -328,7 +330,8 @@ export function readBatchHeader(buf: Buffer, at = 0): RecordBatchHeaderFields {
     lastOffsetDelta: buf.readInt32BE(at + LAST_OFFSET_DELTA_OFFSET),
     baseTimestamp: readInt64Number(buf, at + BASE_TIMESTAMP_OFFSET),
     maxTimestamp: readInt64Number(buf, at + MAX_TIMESTAMP_OFFSET),
-    producerId: buf.readBigInt64BE(at + PRODUCER_ID_OFFSET),
+    // Any int64 the batch carries (as the header getter): the producer state judges it.
+    producerId: buf.readBigInt64BE(at + PRODUCER_ID_OFFSET) as ProducerId,
     producerEpoch: buf.readInt16BE(at + PRODUCER_EPOCH_OFFSET),
     baseSequence: buf.readInt32BE(at + BASE_SEQUENCE_OFFSET),
     recordsCount: buf.readInt32BE(at + RECORDS_COUNT_OFFSET),

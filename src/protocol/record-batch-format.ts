@@ -4,8 +4,10 @@
  * whole-batch rewrites of the produce and replication paths (offsets, LogAppendTime, CRC),
  * which touch fixed header fields only. The header's field offsets are batch-header.ts.
  */
+
 import { assert } from '../common/assert.js'
 import { TidelogError } from '../common/errors.js'
+import type { ProducerId } from '../common/types.js'
 import {
   ATTRIBUTES_OFFSET,
   BASE_OFFSET_OFFSET,
@@ -121,7 +123,7 @@ export interface RecordBatchHeaderFields {
   lastOffsetDelta: number
   baseTimestamp: number
   maxTimestamp: number
-  producerId: bigint
+  producerId: ProducerId
   producerEpoch: number
   baseSequence: number
   recordsCount: number

@@ -9,7 +9,9 @@
  * retry without a metadata refresh. Without a coordinator such batches are refused
  * (INVALID_TXN_STATE). Verified appends of one partition and producer run in arrival order.
  */
+
 import type { TransactionVerifier } from '../common/transaction.js'
+import type { ProducerId } from '../common/types.js'
 import { BatchHeader, RECORD_BATCH_OVERHEAD } from '../protocol/batch-header.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { KafkaError } from './kafka-error.js'
@@ -44,7 +46,7 @@ export class TransactionVerificationError extends KafkaError {}
 /** The producer of a transactional produce (a request's batches share one producer). */
 export function transactionalProducer(
   records: Buffer,
-): { producerId: bigint; producerEpoch: number } | undefined {
+): { producerId: ProducerId; producerEpoch: number } | undefined {
   if (records.length < RECORD_BATCH_OVERHEAD) return undefined
   const header = new BatchHeader(records, 0)
   if (header.magic !== 2 || !header.isTransactional || header.isControl) return undefined
@@ -57,7 +59,7 @@ export class AppendVerification {
    * Verified appends waiting their turn, per partition and producer: a producer's requests
    * reach the log in arrival order (its sequences), other producers do not wait for it.
    */
-  private readonly tails = new WeakMap<Partition, Map<bigint, Promise<unknown>>>()
+  private readonly tails = new WeakMap<Partition, Map<ProducerId, Promise<unknown>>>()
 
   /**
    * Runs `append` with the guard the records need: none for a non-transactional produce,

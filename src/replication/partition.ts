@@ -10,7 +10,16 @@
  * given, and takes the leader's high watermark (capped by its own log end).
  */
 import { assert } from '../common/assert.js'
-import { type LeaderEpoch, minOffset, NO_OFFSET, type Offset } from '../common/types.js'
+import {
+  ACKS_ALL,
+  type Acks,
+  FIRST_OFFSET,
+  type LeaderEpoch,
+  minOffset,
+  NO_OFFSET,
+  type Offset,
+  type PartitionEpoch,
+} from '../common/types.js'
 import type { PartitionState } from '../metadata/cluster-image.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { convertLegacyToV2, isLegacyMagic } from '../protocol/record-batch.js'
@@ -55,7 +64,7 @@ export interface IsrProposal {
   readonly topicId: string
   readonly partition: number
   readonly leaderEpoch: number
-  readonly partitionEpoch: number
+  readonly partitionEpoch: PartitionEpoch
   readonly isr: readonly number[]
   /** The proposing leader's broker epoch (-1: unknown): an older incarnation's proposal is refused. */
   readonly brokerEpoch: number
@@ -96,7 +105,7 @@ interface PendingIsr {
   readonly maximal: readonly number[]
   /** The partition state the proposal was made against. */
   readonly leaderEpoch: number
-  readonly partitionEpoch: number
+  readonly partitionEpoch: PartitionEpoch
   readonly isr: readonly number[]
   readonly brokerEpoch: number
   readonly addedMembers: IsrProposal['addedMembers']
@@ -127,7 +136,7 @@ export class Partition {
   private readonly logEndWatchers = new Set<() => void>()
   private readonly followers = new Map<number, FollowerState>()
   /** The high watermark the leader last reported to this follower. */
-  private lastLeaderHighWatermark = 0 as Offset
+  private lastLeaderHighWatermark = FIRST_OFFSET
   /**
    * The ISR change in flight, if any (Kafka's PendingExpandIsr/PendingShrinkIsr): its maximal
    * ISR (committed ∪ proposed) bounds the high watermark until a newer partition state
@@ -135,7 +144,7 @@ export class Partition {
    */
   private pendingIsr: PendingIsr | null = null
   /** The log end when this leadership began: a follower joins the ISR only past it. */
-  private leaderEpochStartOffset = 0 as Offset
+  private leaderEpochStartOffset = FIRST_OFFSET
   /** Appends that need async preparation (legacy up-conversion, key checks) queue here. */
   private preparedAppendTail: Promise<unknown> = Promise.resolve()
   private preparingAppends = 0
@@ -199,7 +208,7 @@ export class Partition {
   get leaderId(): number {
     return this.state.leader
   }
-  get partitionEpoch(): number {
+  get partitionEpoch(): PartitionEpoch {
     return this.state.partitionEpoch
   }
   get isr(): readonly number[] {
@@ -265,7 +274,7 @@ export class Partition {
       this.followers.set(id, {
         logEndOffset: NO_OFFSET,
         lastCaughtUpTimeMs: 0,
-        lastFetchLeaderLogEndOffset: 0 as Offset,
+        lastFetchLeaderLogEndOffset: FIRST_OFFSET,
         lastFetchTimeMs: 0,
         brokerEpoch: -1,
       })
@@ -285,7 +294,7 @@ export class Partition {
       this.followers.set(id, {
         logEndOffset: NO_OFFSET,
         lastCaughtUpTimeMs: this.state.isr.includes(id) ? now : 0,
-        lastFetchLeaderLogEndOffset: 0 as Offset,
+        lastFetchLeaderLogEndOffset: FIRST_OFFSET,
         lastFetchTimeMs: 0,
         brokerEpoch: -1,
       })
@@ -384,12 +393,12 @@ export class Partition {
    */
   async appendRecordsToLeader(
     records: Buffer,
-    requiredAcks: number,
+    requiredAcks: Acks,
     minInsyncReplicas: number,
     leaderAppend: LeaderAppend = {},
   ): Promise<LogAppendInfo> {
     this.ensureLeader()
-    if (requiredAcks === -1 && this.isr.length < minInsyncReplicas) {
+    if (requiredAcks === ACKS_ALL && this.isr.length < minInsyncReplicas) {
       throw new KafkaError(
         ErrorCode.NOT_ENOUGH_REPLICAS,
         `ISR ${this.isr.length} is below min.insync.replicas ${minInsyncReplicas}`,
@@ -452,7 +461,7 @@ export class Partition {
       if (follower.brokerEpoch >= 0) {
         follower.logEndOffset = NO_OFFSET
         follower.lastCaughtUpTimeMs = 0
-        follower.lastFetchLeaderLogEndOffset = 0 as Offset
+        follower.lastFetchLeaderLogEndOffset = FIRST_OFFSET
         follower.lastFetchTimeMs = 0
       }
       follower.brokerEpoch = brokerEpoch

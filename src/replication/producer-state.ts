@@ -36,7 +36,14 @@
 import { assert } from '../common/assert.js'
 import type { Clock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
-import { maxOffset, NO_OFFSET, type Offset } from '../common/types.js'
+import {
+  FIRST_OFFSET,
+  maxOffset,
+  NO_OFFSET,
+  nextOffset,
+  type Offset,
+  type ProducerId,
+} from '../common/types.js'
 import { BatchHeader, LOG_OVERHEAD, NO_PRODUCER_ID, NO_SEQUENCE } from '../protocol/batch-header.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { readEndTxnMarker } from '../storage/control-batch.js'
@@ -103,7 +110,7 @@ type Origin = 'client' | 'coordinator' | 'replication'
 /** One producer id's state in one partition. */
 export class ProducerStateEntry {
   constructor(
-    readonly producerId: bigint,
+    readonly producerId: ProducerId,
     public producerEpoch: number,
     readonly batches: BatchMetadata[],
     /** Max timestamp of the last batch or marker: producer.id.expiration.ms counts from it (Kafka). */
@@ -176,18 +183,18 @@ export interface ProducerStateOptions {
 
 /** A transaction whose marker is written, until the high watermark passes the marker. */
 interface UnreplicatedTxn {
-  readonly producerId: bigint
+  readonly producerId: ProducerId
   readonly firstOffset: Offset
   readonly lastOffset: Offset
 }
 
 /** What one append does to the transactions, applied in order once the whole append is accepted. */
 type TxnEvent =
-  | { readonly kind: 'begin'; readonly producerId: bigint; readonly firstOffset: Offset }
-  | { readonly kind: 'marker'; readonly producerId: bigint }
+  | { readonly kind: 'begin'; readonly producerId: ProducerId; readonly firstOffset: Offset }
+  | { readonly kind: 'marker'; readonly producerId: ProducerId }
   | {
       readonly kind: 'end'
-      readonly producerId: bigint
+      readonly producerId: ProducerId
       readonly firstOffset: Offset
       readonly lastOffset: Offset
       readonly aborted: boolean
@@ -202,25 +209,25 @@ interface VerificationState {
 }
 
 export class ProducerStateManager implements ProducerStateHook {
-  private producers = new Map<bigint, ProducerStateEntry>()
+  private producers = new Map<ProducerId, ProducerStateEntry>()
   /**
    * Open transactions by producer id, their first offsets; transactions open in log order,
    * so the map's insertion order is offset order and its first entry is the earliest.
    */
-  private ongoing = new Map<bigint, Offset>()
+  private ongoing = new Map<ProducerId, Offset>()
   /** Ended transactions whose marker is at or above the high watermark, in marker order. */
   private unreplicated: UnreplicatedTxn[] = []
   /** KIP-890 verifications in flight, by producer id. */
-  private readonly verifications = new Map<bigint, VerificationState>()
+  private readonly verifications = new Map<ProducerId, VerificationState>()
   /** Offset after the last batch the state includes: the log end once loaded. */
-  private mapEndOffset = 0 as Offset
+  private mapEndOffset = FIRST_OFFSET
 
   constructor(
     private readonly log: UnifiedLog,
     private readonly options: ProducerStateOptions,
   ) {}
 
-  get activeProducers(): ReadonlyMap<bigint, ProducerStateEntry> {
+  get activeProducers(): ReadonlyMap<ProducerId, ProducerStateEntry> {
     return this.producers
   }
 
@@ -228,12 +235,12 @@ export class ProducerStateManager implements ProducerStateHook {
     return this.mapEndOffset
   }
 
-  lastEntry(producerId: bigint): ProducerStateEntry | undefined {
+  lastEntry(producerId: ProducerId): ProducerStateEntry | undefined {
     return this.producers.get(producerId)
   }
 
   /** Open transactions: producer id to first offset, earliest first. */
-  get ongoingTransactions(): ReadonlyMap<bigint, Offset> {
+  get ongoingTransactions(): ReadonlyMap<ProducerId, Offset> {
     return this.ongoing
   }
 
@@ -262,7 +269,7 @@ export class ProducerStateManager implements ProducerStateHook {
    * coordinator: the guard it must append with. Kafka's maybeCreateVerificationStateEntry;
    * a verification already in flight for the same epoch shares its guard.
    */
-  beginVerification(producerId: bigint, producerEpoch: number): object {
+  beginVerification(producerId: ProducerId, producerEpoch: number): object {
     const existing = this.verifications.get(producerId)
     if (existing !== undefined && existing.producerEpoch === producerEpoch) return existing.guard
     const guard = {}
@@ -277,7 +284,7 @@ export class ProducerStateManager implements ProducerStateHook {
    * transaction has its own epoch: a write of the next one must not join the previous one
    * while that one's marker is still on its way.
    */
-  needsVerification(producerId: bigint, producerEpoch: number): boolean {
+  needsVerification(producerId: ProducerId, producerEpoch: number): boolean {
     const entry = this.producers.get(producerId)
     return entry?.hasOngoingTransaction !== true || entry.producerEpoch !== producerEpoch
   }
@@ -286,7 +293,7 @@ export class ProducerStateManager implements ProducerStateHook {
 
   onAppend(batches: Buffer, options: AppendOptions): ProducerAppendOutcome | undefined {
     const origin: Origin = options.assignOffsets ? (options.origin ?? 'client') : 'replication'
-    const updated = new Map<bigint, ProducerStateEntry>()
+    const updated = new Map<ProducerId, ProducerStateEntry>()
     const events: TxnEvent[] = []
     let end = this.mapEndOffset
     for (let at = 0; at + LOG_OVERHEAD <= batches.length; ) {
@@ -417,7 +424,7 @@ export class ProducerStateManager implements ProducerStateHook {
       this.unreplicated.push(event)
       if (!event.aborted) continue
       // Kafka's lastStableOffset(completedTxn): the earliest other open transaction, else past the marker.
-      let lastStableOffset = (event.lastOffset + 1) as Offset
+      let lastStableOffset = nextOffset(event.lastOffset)
       for (const firstOffset of this.ongoing.values()) {
         lastStableOffset = firstOffset
         break
@@ -530,7 +537,7 @@ export class ProducerStateManager implements ProducerStateHook {
 
   private loadSnapshotEntries(entries: readonly ProducerSnapshotEntry[]): void {
     const nowMs = this.options.clock.nowMs()
-    const open: { producerId: bigint; firstOffset: Offset }[] = []
+    const open: { producerId: ProducerId; firstOffset: Offset }[] = []
     for (const e of entries) {
       const txnFirstOffset = e.currentTxnFirstOffset >= 0 ? (e.currentTxnFirstOffset as Offset) : NO_OFFSET
       // Kafka drops expired producers as it loads a snapshot (never one with an open transaction).
@@ -656,7 +663,7 @@ export class ProducerStateManager implements ProducerStateHook {
   }
 }
 
-function newEntry(producerId: bigint): ProducerStateEntry {
+function newEntry(producerId: ProducerId): ProducerStateEntry {
   return new ProducerStateEntry(producerId, NO_PRODUCER_EPOCH, [], -1)
 }
 

@@ -17,7 +17,7 @@ import { InvariantError } from '../common/assert.js'
 import { ExponentialBackoff } from '../common/backoff.js'
 import type { Clock, TimerHandle } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
-import type { LeaderEpoch, Offset } from '../common/types.js'
+import { minOffset, type Offset, toLeaderEpoch, toOffset } from '../common/types.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { defaultFetchRequest } from '../protocol/generated/fetch-request.js'
 import {
@@ -463,15 +463,16 @@ export class LeaderFetcher {
       return
     }
     const log = partition.log
-    let target: number
+    let target: Offset
     let anotherRound = false
     if (result.endOffset === UNDEFINED_EPOCH_OFFSET) {
       target = partition.highWatermark // the leader knows no epoch of ours: Kafka's fallback
     } else {
-      target = Number(result.endOffset)
+      // From the leader (tidelog or Kafka): checked, a value out of range is a peer's bug.
+      target = toOffset(Number(result.endOffset))
       if (result.leaderEpoch < (log.latestEpoch ?? -1)) {
         // The leader's answer is for an older epoch; our own end for that epoch may be lower.
-        const own = log.endOffsetForEpoch(result.leaderEpoch as LeaderEpoch)
+        const own = log.endOffsetForEpoch(toLeaderEpoch(result.leaderEpoch))
         if (own && own.leaderEpoch !== result.leaderEpoch) {
           // We never had the leader's epoch: what we hold past our end of the epoch before it
           // diverges, but our records of that earlier epoch may still run past where the
@@ -479,7 +480,7 @@ export class LeaderFetcher {
           // getOffsetTruncationState with truncationCompleted = false).
           target = own.endOffset
           anotherRound = target < log.logEndOffset
-        } else if (own) target = Math.min(target, own.endOffset)
+        } else if (own) target = minOffset(target, own.endOffset)
       }
     }
     if (target < log.logEndOffset) {
@@ -497,7 +498,7 @@ export class LeaderFetcher {
           'truncating committed records: the new leader was elected uncleanly and lacks them',
         )
       } else this.settings.logger.info(fields, 'truncating follower log to the leader epoch end offset')
-      await partition.truncateTo(target as Offset)
+      await partition.truncateTo(target)
     }
     followed.truncated = !anotherRound
   }
@@ -706,13 +707,13 @@ export class LeaderFetcher {
     if (this.partitions.get(keyOf(partition)) !== followed) return
     const log = partition.log
     if (latest !== null && log.logEndOffset > latest) {
-      await partition.truncateTo(latest as Offset)
+      await partition.truncateTo(latest)
     } else if (earliest !== null && log.logEndOffset < earliest) {
       this.settings.logger.warn(
         { topic: partition.topic, partition: partition.partition, from: log.logEndOffset, to: earliest },
         'follower behind the leader log start: starting over there',
       )
-      await partition.truncateFullyAndStartAt(earliest as Offset)
+      await partition.truncateFullyAndStartAt(earliest)
     }
   }
 
@@ -720,7 +721,7 @@ export class LeaderFetcher {
     client: BrokerClient,
     followed: Followed,
     timestamp: bigint,
-  ): Promise<number | null> {
+  ): Promise<Offset | null> {
     const { partition } = followed
     const response = await this.request<ListOffsetsResponse>(
       client,
@@ -745,7 +746,7 @@ export class LeaderFetcher {
       },
     )
     const result = response.topics[0]?.partitions[0]
-    return result && result.errorCode === ErrorCode.NONE ? Number(result.offset) : null
+    return result && result.errorCode === ErrorCode.NONE ? toOffset(Number(result.offset)) : null
   }
 }
 

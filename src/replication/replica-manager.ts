@@ -6,7 +6,7 @@
 import type { Clock } from '../common/clock.js'
 import { forEachConcurrently } from '../common/concurrency.js'
 import type { Logger } from '../common/logger.js'
-import type { Offset } from '../common/types.js'
+import { ACKS_ALL, type Acks, type Offset } from '../common/types.js'
 import {
   type ClusterImage,
   type PartitionState,
@@ -79,7 +79,7 @@ export interface AppendRecordsParams {
   readonly topic: string
   readonly partition: number
   readonly records: Buffer
-  readonly requiredAcks: number
+  readonly requiredAcks: Acks
   readonly timeoutMs: number
   readonly verification: TransactionVerification
   readonly purgatoryTimer?: PurgatoryTimer
@@ -593,7 +593,7 @@ export class ReplicaManager {
     topic: string,
     partitionIndex: number,
     records: Buffer,
-    requiredAcks: number,
+    requiredAcks: Acks,
     timeoutMs: number,
     purgatoryTimer?: PurgatoryTimer,
     leaderAppend: LeaderAppend = {},
@@ -609,7 +609,7 @@ export class ReplicaManager {
       logAppendTimeMs: info.logAppendTimeMs,
       logStartOffset: info.logStartOffset,
     }
-    if (requiredAcks !== -1) return result
+    if (requiredAcks !== ACKS_ALL) return result
     const replicated = await waitForHighWatermark(
       this.options.clock,
       partition,

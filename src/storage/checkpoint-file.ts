@@ -3,13 +3,18 @@
  * Written atomically (temp file, fsync, rename, directory fsync) so a crash leaves the old
  * or the new file. Used for leader-epoch-checkpoint and the broker's offset checkpoints.
  */
+import { TidelogError } from '../common/errors.js'
 import { exists, type FileSystem, readWholeFile, writeFileAtomically } from '../common/file-system.js'
-import type { LeaderEpoch, Offset } from '../common/types.js'
+import { isOffset, type LeaderEpoch, type Offset, toLeaderEpoch, toOffset } from '../common/types.js'
 
 export const CHECKPOINT_VERSION = 0
 
-export class CheckpointFormatError extends Error {
-  override name = 'CheckpointFormatError'
+/** A checkpoint file that does not parse: its reader falls back as if it were missing. */
+export class CheckpointFormatError extends TidelogError {
+  constructor(message: string) {
+    super('ERR_CHECKPOINT_FORMAT', message)
+    this.name = 'CheckpointFormatError'
+  }
 }
 
 export interface EntryFormat<T> {
@@ -61,6 +66,9 @@ function parseNonNegativeInteger(text: string | undefined): number | undefined {
   return Number.isSafeInteger(value) ? value : undefined
 }
 
+/** A leader epoch is an int32: a larger number in a checkpoint is a bad line. */
+const INT32_MAX = 0x7fffffff
+
 export interface TopicPartitionOffset {
   readonly topic: string
   readonly partition: number
@@ -75,8 +83,10 @@ export const topicPartitionOffsetFormat: EntryFormat<TopicPartitionOffset> = {
     if (parts.length !== 3) return undefined
     const partition = parseNonNegativeInteger(parts[1])
     const offset = parseNonNegativeInteger(parts[2])
-    if (parts[0] === '' || partition === undefined || offset === undefined) return undefined
-    return { topic: parts[0], partition, offset: offset as Offset }
+    // -1 is Kafka's "none"; below it the line is not an offset.
+    if (parts[0] === '' || partition === undefined || offset === undefined || !isOffset(offset))
+      return undefined
+    return { topic: parts[0], partition, offset }
   },
 }
 
@@ -94,6 +104,7 @@ export const epochEntryFormat: EntryFormat<EpochEntry> = {
     const epoch = parseNonNegativeInteger(parts[0])
     const startOffset = parseNonNegativeInteger(parts[1])
     if (epoch === undefined || startOffset === undefined || epoch < 0 || startOffset < 0) return undefined
-    return { epoch: epoch as LeaderEpoch, startOffset: startOffset as Offset }
+    if (epoch > INT32_MAX) return undefined
+    return { epoch: toLeaderEpoch(epoch), startOffset: toOffset(startOffset) }
   },
 }

@@ -35,7 +35,7 @@
 import { assert } from '../common/assert.js'
 import type { Clock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
-import { maxOffset, minOffset, type Offset } from '../common/types.js'
+import { maxOffset, minOffset, type Offset, type ProducerId } from '../common/types.js'
 import {
   ATTRIBUTES_OFFSET,
   BASE_TIMESTAMP_OFFSET,
@@ -183,7 +183,10 @@ export function uncleanableFrom(log: UnifiedLog, cleanableEndOffset: Offset): Of
  */
 class CleanedTransactions {
   private readonly pending: AbortedTxn[]
-  private readonly ongoingAborted = new Map<bigint, { txn: AbortedTxn; lastObservedBatchOffset?: number }>()
+  private readonly ongoingAborted = new Map<
+    ProducerId,
+    { txn: AbortedTxn; lastObservedBatchOffset?: number }
+  >()
   private readonly ongoingCommitted = new Set<bigint>()
 
   constructor(

@@ -4,8 +4,10 @@
  * `version int16 (0) | coordinatorEpoch int32`, in a batch with the control and
  * transactional attributes, the producer's id and epoch, and no sequence.
  */
+
 import { TidelogError } from '../common/errors.js'
 import type { TransactionResult } from '../common/transaction.js'
+import type { ProducerId } from '../common/types.js'
 import { type BatchHeader, CompressionType, NO_SEQUENCE } from '../protocol/batch-header.js'
 import { decodeRecordBatchSync, encodeRecordBatchSync } from '../protocol/record-batch.js'
 
@@ -23,7 +25,7 @@ export interface EndTxnMarker {
 }
 
 export interface EndTxnMarkerBatch extends EndTxnMarker {
-  readonly producerId: bigint
+  readonly producerId: ProducerId
   readonly producerEpoch: number
   readonly timestampMs: number
 }

@@ -11,7 +11,7 @@ import { assert } from '../common/assert.js'
 import type { Clock } from '../common/clock.js'
 import type { FileSystem } from '../common/file-system.js'
 import type { Logger } from '../common/logger.js'
-import { maxOffset, minOffset, type Offset } from '../common/types.js'
+import { maxOffset, minOffset, nextOffset, type Offset } from '../common/types.js'
 import type { LogConfig } from './log-config.js'
 import { CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX } from './log-file-names.js'
 import { type AppendedBatch, LogSegment, type SegmentOptions } from './log-segment.js'
@@ -169,7 +169,7 @@ export class LocalLog {
       () => `append of ${batches[0].baseOffset}..${lastOffset} at log end ${this.logEndOffsetValue}`,
     )
     await this.activeSegment.append(buffers, batches, this.clock.nowMs())
-    this.logEndOffsetValue = (lastOffset + 1) as Offset
+    this.logEndOffsetValue = nextOffset(lastOffset)
     this.checkInvariants()
   }
 

@@ -11,7 +11,14 @@
 import { join } from 'node:path'
 import type { FileSystem } from '../common/file-system.js'
 import type { Logger } from '../common/logger.js'
-import { type LeaderEpoch, maxOffset, minOffset, type Offset } from '../common/types.js'
+import {
+  FIRST_OFFSET,
+  type LeaderEpoch,
+  maxOffset,
+  minOffset,
+  type Offset,
+  toOffset,
+} from '../common/types.js'
 import { type LeaderEpochFileCache, UNDEFINED_EPOCH } from './leader-epoch-cache.js'
 import { LogSegment, type SegmentOptions } from './log-segment.js'
 import { checkBatch } from './record-batch-check.js'
@@ -112,7 +119,7 @@ async function completeSwaps(params: LoadParams, names: readonly string[]): Prom
   const swaps = names
     .map((name) => SWAP_LOG_FILE.exec(name))
     .filter((match) => match !== null)
-    .map((match) => Number(match[1]) as Offset)
+    .map((match) => toOffset(Number(match[1])))
     .sort((a, b) => a - b)
   for (const baseOffset of swaps) {
     const prefix = baseOffset.toString().padStart(20, '0')
@@ -190,11 +197,11 @@ async function findSegmentBaseOffsets(params: LoadParams, names: readonly string
   const logs = new Set<Offset>()
   for (const name of names) {
     const match = SEGMENT_FILE.exec(name)
-    if (match?.[2] === 'log') logs.add(Number(match[1]) as Offset)
+    if (match?.[2] === 'log') logs.add(toOffset(Number(match[1])))
   }
   for (const name of names) {
     const match = SEGMENT_FILE.exec(name)
-    if (match === null || match[2] === 'log' || logs.has(Number(match[1]) as Offset)) continue
+    if (match === null || match[2] === 'log' || logs.has(toOffset(Number(match[1])))) continue
     params.logger.warn({ dir: params.dir, file: name }, 'deleting index file without a log segment')
     await params.fs.unlink(join(params.dir, name))
   }
@@ -303,7 +310,7 @@ async function deleteSegments(
 
 async function readLogEndOffset(segments: readonly LogSegment[]): Promise<Offset> {
   const active = segments[segments.length - 1]
-  if (active === undefined) return 0 as Offset
+  if (active === undefined) return FIRST_OFFSET
   return active.readNextOffset()
 }
 

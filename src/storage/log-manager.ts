@@ -14,7 +14,7 @@ import { type Clock, systemClock, type TimerHandle } from '../common/clock.js'
 import { forEachConcurrently } from '../common/concurrency.js'
 import { exists, type FileLock, type FileSystem, lockDirectory } from '../common/file-system.js'
 import { type Logger, silentLogger } from '../common/logger.js'
-import type { Offset } from '../common/types.js'
+import { FIRST_OFFSET, type Offset } from '../common/types.js'
 import { BoundedFileSystem } from './bounded-file-system.js'
 import {
   CheckpointFile,
@@ -233,9 +233,9 @@ export class LogManager {
     try {
       log = await this.openLog(logDir, tp, config ?? this.configFor(tp.topic), {
         hadCleanShutdown: true,
-        recoveryPoint: 0 as Offset,
-        logStartOffset: 0 as Offset,
-        highWatermark: 0 as Offset,
+        recoveryPoint: FIRST_OFFSET,
+        logStartOffset: FIRST_OFFSET,
+        highWatermark: FIRST_OFFSET,
       })
     } catch (err) {
       if (!isDiskError(err)) throw err
@@ -456,7 +456,7 @@ export class LogManager {
       this.logger.info({ tp: key(tp), logDir }, 'finished a log dir move a crash interrupted')
       // The source's dir still names it in its checkpoints (rewritten only after a move).
       const offset = (of: (c: DirCheckpoints) => Map<string, Offset>): Offset =>
-        this.loadedCheckpoints.map((c) => of(c).get(key(tp))).find((o) => o !== undefined) ?? (0 as Offset)
+        this.loadedCheckpoints.map((c) => of(c).get(key(tp))).find((o) => o !== undefined) ?? FIRST_OFFSET
       const log = await this.openLog(logDir, tp, this.configFor(tp.topic), {
         hadCleanShutdown: false,
         recoveryPoint: offset((c) => c.recoveryPoints),
@@ -486,9 +486,9 @@ export class LogManager {
         const k = key(tp)
         loaded[i] = await this.openLog(dir, tp, this.configFor(tp.topic), {
           hadCleanShutdown,
-          recoveryPoint: checkpoints.recoveryPoints.get(k) ?? (0 as Offset),
-          logStartOffset: checkpoints.logStartOffsets.get(k) ?? (0 as Offset),
-          highWatermark: checkpoints.highWatermarks.get(k) ?? (0 as Offset),
+          recoveryPoint: checkpoints.recoveryPoints.get(k) ?? FIRST_OFFSET,
+          logStartOffset: checkpoints.logStartOffsets.get(k) ?? FIRST_OFFSET,
+          highWatermark: checkpoints.highWatermarks.get(k) ?? FIRST_OFFSET,
           wasCompacted: checkpoints.cleanerOffsets.has(k),
         })
       })

@@ -15,7 +15,7 @@
 import { join } from 'node:path'
 import { TidelogError } from '../common/errors.js'
 import { type FileSystem, isNotFound, readWholeFile, writeFileAtomically } from '../common/file-system.js'
-import type { Offset } from '../common/types.js'
+import { isOffset, isProducerId, type Offset, type ProducerId, toOffset } from '../common/types.js'
 import { crc32c } from '../protocol/crc32c.js'
 
 export const SNAPSHOT_SUFFIX = '.snapshot'
@@ -26,7 +26,7 @@ const ENTRIES_OFFSET = 6
 const ENTRY_BYTES = 8 + 2 + 4 + 8 + 4 + 8 + 4 + 8
 
 export interface ProducerSnapshotEntry {
-  readonly producerId: bigint
+  readonly producerId: ProducerId
   readonly producerEpoch: number
   readonly lastSequence: number
   readonly lastOffset: Offset
@@ -75,11 +75,16 @@ export function decodeSnapshot(buf: Buffer): ProducerSnapshotEntry[] {
   if (count < 0 || buf.length !== ENTRIES_OFFSET + 4 + count * ENTRY_BYTES) throw corrupt(`count ${count}`)
   const entries: ProducerSnapshotEntry[] = []
   for (let i = 0, at = ENTRIES_OFFSET + 4; i < count; i++, at += ENTRY_BYTES) {
+    const producerId = buf.readBigInt64BE(at)
+    const lastOffset = Number(buf.readBigInt64BE(at + 14))
+    // Past the CRC these hold unless the writer had a bug; either way the log is the truth.
+    if (!isProducerId(producerId)) throw corrupt(`producer id ${producerId}`)
+    if (!isOffset(lastOffset)) throw corrupt(`last offset ${lastOffset}`)
     entries.push({
-      producerId: buf.readBigInt64BE(at),
+      producerId,
       producerEpoch: buf.readInt16BE(at + 8),
       lastSequence: buf.readInt32BE(at + 10),
-      lastOffset: Number(buf.readBigInt64BE(at + 14)) as Offset,
+      lastOffset,
       offsetDelta: buf.readInt32BE(at + 22),
       timestamp: Number(buf.readBigInt64BE(at + 26)),
       coordinatorEpoch: buf.readInt32BE(at + 34),
@@ -99,7 +104,7 @@ export async function listSnapshotOffsets(fs: FileSystem, dir: string): Promise<
   const offsets: Offset[] = []
   for (const name of await fs.readdir(dir)) {
     const match = SNAPSHOT_FILE.exec(name)
-    if (match !== null) offsets.push(Number(match[1]) as Offset)
+    if (match !== null) offsets.push(toOffset(Number(match[1])))
   }
   return offsets.sort((a, b) => a - b)
 }

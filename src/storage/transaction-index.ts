@@ -15,14 +15,14 @@
  */
 import { TidelogError } from '../common/errors.js'
 import { type FileHandle, type FileSystem, isNotFound, readWholeFile } from '../common/file-system.js'
-import type { Offset } from '../common/types.js'
+import { isOffset, isProducerId, type Offset, type ProducerId } from '../common/types.js'
 
 export const TXN_INDEX_FILE_SUFFIX = '.txnindex'
 const ENTRY_VERSION = 0
 export const TXN_INDEX_ENTRY_BYTES = 2 + 8 + 8 + 8 + 8
 
 export interface AbortedTxn {
-  readonly producerId: bigint
+  readonly producerId: ProducerId
   readonly firstOffset: Offset
   readonly lastOffset: Offset
   readonly lastStableOffset: Offset
@@ -71,12 +71,19 @@ export class TransactionIndex {
     let at = 0
     for (; at + TXN_INDEX_ENTRY_BYTES <= buf.length; at += TXN_INDEX_ENTRY_BYTES) {
       if (buf.readInt16BE(at) !== ENTRY_VERSION) break
-      entries.push({
-        producerId: buf.readBigInt64BE(at + 2),
-        firstOffset: Number(buf.readBigInt64BE(at + 10)) as Offset,
-        lastOffset: Number(buf.readBigInt64BE(at + 18)) as Offset,
-        lastStableOffset: Number(buf.readBigInt64BE(at + 26)) as Offset,
-      })
+      const producerId = buf.readBigInt64BE(at + 2)
+      const firstOffset = Number(buf.readBigInt64BE(at + 10))
+      const lastOffset = Number(buf.readBigInt64BE(at + 18))
+      const lastStableOffset = Number(buf.readBigInt64BE(at + 26))
+      // An entry whose fields are out of range is garbled as well: the tail is cut there.
+      if (
+        !isProducerId(producerId) ||
+        !isOffset(firstOffset) ||
+        !isOffset(lastOffset) ||
+        !isOffset(lastStableOffset)
+      )
+        break
+      entries.push({ producerId, firstOffset, lastOffset, lastStableOffset })
     }
     this.entries = entries
     if (at !== buf.length) await this.rewrite()

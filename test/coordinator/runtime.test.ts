@@ -5,10 +5,12 @@
  * that wrote them. Driven with a toy key-value shard over an in-memory partition whose
  * acks=all appends are committed by the test.
  */
+
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
 import type { TransactionResult } from '../../src/common/transaction.js'
+import { toProducerId } from '../../src/common/types.js'
 import { CoordinatorRuntime, type ShardContext } from '../../src/coordinator/runtime/coordinator-runtime.js'
 import type { CoordinatorShard, ReplayedBatch } from '../../src/coordinator/runtime/coordinator-shard.js'
 import type { ClusterImage } from '../../src/metadata/cluster-image.js'
@@ -306,7 +308,7 @@ test('markers are replayed from the log, and those told while loading applied on
   const partition = new ToyPartition()
   partition.write(
     encodeEndTxnMarker({
-      producerId: 5n,
+      producerId: toProducerId(5n),
       producerEpoch: 0,
       result: 'abort',
       coordinatorEpoch: 0,
@@ -318,14 +320,14 @@ test('markers are replayed from the log, and those told while loading applied on
     open = resolve
   })
   const { runtime } = start(partition)
-  runtime.completeTransaction(0, 6n, 'commit')
+  runtime.completeTransaction(0, toProducerId(6n), 'commit')
   const context = runtime.context(0)
   assert.ok(context)
   assert.deepEqual(context.shard.markers, [], 'held while loading')
   open()
   await settle()
   assert.deepEqual(context.shard.markers, ['5:abort', '6:commit'])
-  runtime.completeTransaction(0, 7n, 'abort')
+  runtime.completeTransaction(0, toProducerId(7n), 'abort')
   assert.deepEqual(context.shard.markers, ['5:abort', '6:commit', '7:abort'])
 })
 
@@ -350,7 +352,7 @@ test('transactional writes carry the producer sequences recovered on load', asyn
       { key: 'c', value: '3' },
     ],
     timeoutMs: 5000,
-    transactional: { producerId: 9n, producerEpoch: 2 },
+    transactional: { producerId: toProducerId(9n), producerEpoch: 2 },
     complete: (errorCode, baseOffset) => ({ errorCode, baseOffset }),
     notCoordinator: () => ({ errorCode: ErrorCode.NOT_COORDINATOR, baseOffset: -1 }),
   })

@@ -5,10 +5,12 @@
  * the GroupCoordinator runtime over an in-memory __consumer_offsets partition that assigns
  * offsets as a log does.
  */
+
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
 import { systemRandom } from '../../src/common/random.js'
+import { toProducerId } from '../../src/common/types.js'
 import type { JoinResult } from '../../src/coordinator/effects.js'
 import { CONSUMER_OFFSETS_TOPIC, DEFAULT_COORDINATOR_CONFIG } from '../../src/coordinator/group.js'
 import { GroupCoordinator, type GroupCoordinatorConfig } from '../../src/coordinator/group-coordinator.js'
@@ -35,7 +37,7 @@ const CONFIG: GroupCoordinatorConfig = {
   offsetsLoadBufferSize: 5 * 1024 * 1024,
 }
 
-const PRODUCER = { producerId: 4000n, producerEpoch: 3 }
+const PRODUCER = { producerId: toProducerId(4000n), producerEpoch: 3 }
 
 /** __consumer_offsets-0 in memory; appends get consecutive offsets, as in a real log. */
 class MemoryLog {
@@ -370,9 +372,9 @@ test('loading replays transactions: committed ones visible, aborted ones gone, o
   const log = new MemoryLog()
   const first = startCoordinator(clock, log)
   await loaded(first)
-  const committed = { producerId: 1n, producerEpoch: 0 }
-  const aborted = { producerId: 2n, producerEpoch: 0 }
-  const open = { producerId: 3n, producerEpoch: 0 }
+  const committed = { producerId: toProducerId(1n), producerEpoch: 0 }
+  const aborted = { producerId: toProducerId(2n), producerEpoch: 0 }
+  const open = { producerId: toProducerId(3n), producerEpoch: 0 }
   await plainCommit(first, 'g', [['t1', 1, 1]])
   await txnCommit(first, 'g', [['t1', 0, 100]], { producer: committed })
   await txnCommit(first, 'h', [['t1', 0, 200]], { producer: aborted })

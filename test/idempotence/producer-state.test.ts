@@ -9,8 +9,9 @@ import assert from 'node:assert/strict'
 import { readdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
+import { TidelogError } from '../../src/common/errors.js'
 import { silentLogger } from '../../src/common/logger.js'
-import type { LeaderEpoch, Offset } from '../../src/common/types.js'
+import { type LeaderEpoch, type Offset, type ProducerId, toProducerId } from '../../src/common/types.js'
 import { ATTRIBUTES_OFFSET, CRC_OFFSET } from '../../src/protocol/batch-header.js'
 import { crc32c } from '../../src/protocol/crc32c.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
@@ -123,7 +124,7 @@ describe('leader sequence rules', () => {
     withLog(async ({ log, state }) => {
       await lead(log, batch(1n, 0, 0, 3))
       await rejectsWith(lead(log, batch(1n, 0, 4)), ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
-      assert.equal(state.lastEntry(1n)?.lastSeq, 2)
+      assert.equal(state.lastEntry(toProducerId(1n))?.lastSeq, 2)
       assert.equal((await lead(log, batch(1n, 0, 3))).firstOffset, 3)
     }))
 
@@ -133,22 +134,26 @@ describe('leader sequence rules', () => {
       await rejectsWith(lead(log, batch(1n, 2, 2)), ErrorCode.INVALID_PRODUCER_EPOCH)
       await rejectsWith(lead(log, batch(1n, 4, 5)), ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
       await lead(log, batch(1n, 4, 0))
-      assert.equal(state.lastEntry(1n)?.producerEpoch, 4)
-      assert.equal(state.lastEntry(1n)?.batches.length, 1, 'a new epoch forgets the old batches')
+      assert.equal(state.lastEntry(toProducerId(1n))?.producerEpoch, 4)
+      assert.equal(
+        state.lastEntry(toProducerId(1n))?.batches.length,
+        1,
+        'a new epoch forgets the old batches',
+      )
       await rejectsWith(lead(log, batch(1n, 3, 2)), ErrorCode.INVALID_PRODUCER_EPOCH)
     }))
 
   it('an unknown producer id is accepted at any sequence (KIP-360: no UNKNOWN_PRODUCER_ID)', () =>
     withLog(async ({ log, state }) => {
       await lead(log, batch(9n, 0, 42, 2))
-      assert.equal(state.lastEntry(9n)?.lastSeq, 43)
+      assert.equal(state.lastEntry(toProducerId(9n))?.lastSeq, 43)
       await rejectsWith(lead(log, batch(9n, 0, 45)), ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
     }))
 
   it('sequences wrap at Int32.MAX', () =>
     withLog(async ({ log, state }) => {
       await lead(log, batch(2n, 0, INT32_MAX - 1, 3))
-      assert.equal(state.lastEntry(2n)?.lastSeq, 0, 'MAX-1, MAX, 0')
+      assert.equal(state.lastEntry(toProducerId(2n))?.lastSeq, 0, 'MAX-1, MAX, 0')
       await lead(log, batch(2n, 0, 1))
       const retry = await lead(log, batch(2n, 0, INT32_MAX - 1, 3))
       assert.equal(retry.firstOffset, 0)
@@ -191,9 +196,9 @@ describe('followers, truncation, snapshots', () => {
         offset += 2
         await log.append(b, { assignOffsets: false })
       }
-      assert.equal(state.lastEntry(3n)?.lastSeq, 5)
+      assert.equal(state.lastEntry(toProducerId(3n))?.lastSeq, 5)
       await log.truncateTo(4 as Offset)
-      assert.equal(state.lastEntry(3n)?.lastSeq, 3)
+      assert.equal(state.lastEntry(toProducerId(3n))?.lastSeq, 3)
       assert.equal(state.endOffset, 4)
       // The batch cut away is new again (a retry of it writes it once more, as in Kafka).
       assert.equal((await lead(log, batch(3n, 1, 4, 2))).firstOffset, 4)
@@ -256,7 +261,7 @@ describe('followers, truncation, snapshots', () => {
       assert.deepEqual(after.sort(), before.sort())
       // The snapshot keeps each producer's last batch (Kafka's format); the replay of the
       // active segment adds the batches after it.
-      const known = reopened.state.lastEntry(11n)?.batches.map((m) => m.firstOffset)
+      const known = reopened.state.lastEntry(toProducerId(11n))?.batches.map((m) => m.firstOffset)
       assert.deepEqual(known, [lastRoll - 2, ...[36, 38].filter((o) => o >= lastRoll)].slice(-5))
       const retry = await lead(reopened.log, batch(11n, 2, 38, 2))
       assert.equal(retry.firstOffset, 38)
@@ -276,20 +281,20 @@ describe('followers, truncation, snapshots', () => {
       assert.equal(bytes.readUInt32BE(2), crc32c(bytes.subarray(6)), 'CRC-32C of everything after it')
       assert.equal(bytes.length, 10 + 46)
       const second = await open(dir, clock)
-      assert.equal(second.state.lastEntry(4n)?.lastSeq, 9)
+      assert.equal(second.state.lastEntry(toProducerId(4n))?.lastSeq, 9)
       await second.log.closeHandlers()
       bytes[bytes.length - 1] ^= 0xff
       await writeFile(file, bytes)
       const third = await open(dir, clock)
-      assert.equal(third.state.lastEntry(4n)?.lastSeq, 9)
-      assert.equal(third.state.lastEntry(4n)?.batches.length, 5, 'replayed from the log start')
+      assert.equal(third.state.lastEntry(toProducerId(4n))?.lastSeq, 9)
+      assert.equal(third.state.lastEntry(toProducerId(4n))?.batches.length, 5, 'replayed from the log start')
       await third.log.close()
     }))
 
   it('snapshot encoding round-trips', () => {
     const entries = [
       {
-        producerId: 123456789012n,
+        producerId: toProducerId(123456789012n),
         producerEpoch: 7,
         lastSequence: INT32_MAX,
         lastOffset: (2 ** 40) as Offset,
@@ -300,6 +305,26 @@ describe('followers, truncation, snapshots', () => {
       },
     ]
     assert.deepEqual(decodeSnapshot(encodeSnapshot(entries)), entries)
+  })
+
+  it('a snapshot entry with an out-of-range producer id or offset is corrupt, though its CRC holds', () => {
+    const entry = {
+      producerId: toProducerId(5n),
+      producerEpoch: 0,
+      lastSequence: 0,
+      lastOffset: 3 as Offset,
+      offsetDelta: 0,
+      timestamp: 1,
+      coordinatorEpoch: -1,
+      currentTxnFirstOffset: -1,
+    }
+    assert.deepEqual(decodeSnapshot(encodeSnapshot([entry])), [entry])
+    const corrupt = (error: unknown) => error instanceof TidelogError && error.code === 'CORRUPT_SNAPSHOT'
+    assert.throws(
+      () => decodeSnapshot(encodeSnapshot([{ ...entry, producerId: -2n as ProducerId }])),
+      corrupt,
+    )
+    assert.throws(() => decodeSnapshot(encodeSnapshot([{ ...entry, lastOffset: -2 as Offset }])), corrupt)
   })
 })
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import fc from 'fast-check'
+import { toPartitionEpoch } from '../../src/common/types.js'
 import type { PartitionState } from '../../src/metadata/cluster-image.js'
 import {
   electPreferred,
@@ -17,7 +18,7 @@ function state(partial: Partial<PartitionState>): PartitionState {
     isr: [1, 2, 3],
     leader: 1,
     leaderEpoch: 5,
-    partitionEpoch: 1,
+    partitionEpoch: toPartitionEpoch(1),
     ...partial,
   }
 }

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { toPartitionEpoch } from '../../src/common/types.js'
 import type { ClusterImage, PartitionState } from '../../src/metadata/cluster-image.js'
 import { imbalancedPartitions } from '../../src/metadata/controller.js'
 import {
@@ -16,7 +17,7 @@ function state(partial: Partial<PartitionState>): PartitionState {
     isr: [1, 2],
     leader: 1,
     leaderEpoch: 3,
-    partitionEpoch: 1,
+    partitionEpoch: toPartitionEpoch(1),
     ...partial,
   }
 }

@@ -4,10 +4,12 @@
  * each still decided on its own; and the image keeps the objects of partitions it did not
  * change, which the brokers rely on to apply only what changed.
  */
+
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
 import { systemRandom } from '../../src/common/random.js'
+import { toPartitionEpoch } from '../../src/common/types.js'
 import type { ClusterImage, PartitionState } from '../../src/metadata/cluster-image.js'
 import { ClusterMetadata, initialState } from '../../src/metadata/cluster-metadata.js'
 import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
@@ -109,7 +111,10 @@ test('proposals made together commit in one metadata write and one image', () =>
 test('a refused proposal does not hold back the others of its batch, and a stale one is refused', () =>
   withManager(async ({ metadata, manager }) => {
     const before = metadata.image()
-    const stale = { ...expand(before, 1, [0, 1]), partitionEpoch: state(before, 1).partitionEpoch - 1 }
+    const stale = {
+      ...expand(before, 1, [0, 1]),
+      partitionEpoch: toPartitionEpoch(state(before, 1).partitionEpoch - 1),
+    }
     const fenced = { ...expand(before, 2, [0, 2]), brokerEpoch: before.brokers.get(0)!.brokerEpoch! - 1 }
     const results = await Promise.all([
       manager.submit(expand(before, 0, [0, 1])),

@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { InvariantError } from '../../src/common/assert.js'
 import { silentLogger } from '../../src/common/logger.js'
-import type { LeaderEpoch, Offset } from '../../src/common/types.js'
+import { type LeaderEpoch, type Offset, toPartitionEpoch } from '../../src/common/types.js'
 import type { ClusterImage, PartitionState } from '../../src/metadata/cluster-image.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { waitForHighWatermark } from '../../src/replication/delayed-operations.js'
@@ -67,7 +67,7 @@ function state(overrides: Partial<PartitionState> = {}): PartitionState {
     isr: [1, 2, 3],
     leader: 1,
     leaderEpoch: 0,
-    partitionEpoch: 0,
+    partitionEpoch: toPartitionEpoch(0),
     ...overrides,
   }
 }
@@ -156,7 +156,7 @@ describe('Partition high watermark', () => {
         [1, 2, 3],
       ])
       ctx.proposals[1].resolve(true)
-      p.updateState(state({ isr: [1, 2, 3], partitionEpoch: 1 }))
+      p.updateState(state({ isr: [1, 2, 3], partitionEpoch: toPartitionEpoch(1) }))
       p.updateFollowerFetchState(3, 20)
       assert.equal(p.highWatermark, 20)
     })
@@ -198,7 +198,7 @@ describe('Partition ISR change in flight (Kafka AlterPartition, KIP-497)', () =>
       p.updateFollowerFetchState(3, 12)
       assert.equal(p.highWatermark, 12)
       assert.deepEqual(ctx.isrs, [[1, 2, 3]], 'no second proposal while the first is unseen')
-      p.updateState(state({ isr: [1, 2, 3], partitionEpoch: 1 }))
+      p.updateState(state({ isr: [1, 2, 3], partitionEpoch: toPartitionEpoch(1) }))
       p.updateFollowerFetchState(3, 15)
       assert.equal(p.highWatermark, 15)
     })
@@ -212,7 +212,7 @@ describe('Partition ISR change in flight (Kafka AlterPartition, KIP-497)', () =>
       assert.deepEqual(ctx.isrs, [[1, 2, 3]])
       // Someone else wrote the partition first (the controller took 2 out): the proposal,
       // made at partition epoch 0, will be refused; the new state is what counts now.
-      p.updateState(state({ isr: [1], partitionEpoch: 1 }))
+      p.updateState(state({ isr: [1], partitionEpoch: toPartitionEpoch(1) }))
       await produce(p, 5)
       assert.equal(p.highWatermark, 15, 'ISR [1] alone, nothing in flight')
       p.updateFollowerFetchState(3, 15)
@@ -258,7 +258,7 @@ describe('Partition ISR change in flight (Kafka AlterPartition, KIP-497)', () =>
       await tick()
       p.updateFollowerFetchState(2, 15)
       assert.equal(p.highWatermark, 12)
-      p.updateState(state({ isr: [1, 2, 3], partitionEpoch: 1 }))
+      p.updateState(state({ isr: [1, 2, 3], partitionEpoch: toPartitionEpoch(1) }))
       p.updateFollowerFetchState(3, 15)
       assert.equal(p.highWatermark, 15)
     })
@@ -270,8 +270,8 @@ describe('Partition ISR change in flight (Kafka AlterPartition, KIP-497)', () =>
       p.updateFollowerFetchState(2, 10)
       p.updateFollowerFetchState(3, 10)
       assert.deepEqual(ctx.isrs, [[1, 2, 3]])
-      p.updateState(state({ leader: 2, leaderEpoch: 1, isr: [1, 2], partitionEpoch: 1 }))
-      p.updateState(state({ leader: 1, leaderEpoch: 2, isr: [1, 2], partitionEpoch: 2 }))
+      p.updateState(state({ leader: 2, leaderEpoch: 1, isr: [1, 2], partitionEpoch: toPartitionEpoch(1) }))
+      p.updateState(state({ leader: 1, leaderEpoch: 2, isr: [1, 2], partitionEpoch: toPartitionEpoch(2) }))
       p.updateFollowerFetchState(2, 10)
       p.updateFollowerFetchState(3, 10)
       assert.deepEqual(
@@ -356,7 +356,13 @@ describe('Partition ISR', () => {
         // Broker 2 died; this one leads epoch 1 with ISR [1, 4]; 4 has not fetched yet, so
         // the HW stays at the stale 5 although up to 10 may have been acknowledged.
         p.updateState(
-          state({ leader: 1, leaderEpoch: 1, isr: [1, 4], replicas: [2, 1, 3, 4], partitionEpoch: 1 }),
+          state({
+            leader: 1,
+            leaderEpoch: 1,
+            isr: [1, 4],
+            replicas: [2, 1, 3, 4],
+            partitionEpoch: toPartitionEpoch(1),
+          }),
         )
         assert.equal(p.highWatermark, 5)
         p.updateFollowerFetchState(3, 5) // at the stale HW but missing 5..9
@@ -399,7 +405,7 @@ describe('Partition ISR', () => {
       // While the shrink is pending the HW still waits for 3 (maximal ISR).
       assert.equal(p.highWatermark, 20)
       ctx.proposals[0].resolve(true)
-      p.updateState(state({ isr: [1, 2], partitionEpoch: 1 }))
+      p.updateState(state({ isr: [1, 2], partitionEpoch: toPartitionEpoch(1) }))
       assert.equal(p.highWatermark, 30)
     })
   })
@@ -407,7 +413,7 @@ describe('Partition ISR', () => {
   it('a follower that stops fetching leaves; one in the ISR at a new leadership gets a full window', async () => {
     await withPartition(state({ leader: 2, leaderEpoch: 3 }), async (p, ctx, clock) => {
       clock.advance(LAG_MS * 5)
-      p.updateState(state({ leader: 1, leaderEpoch: 4, isr: [1, 2, 3], partitionEpoch: 1 }))
+      p.updateState(state({ leader: 1, leaderEpoch: 4, isr: [1, 2, 3], partitionEpoch: toPartitionEpoch(1) }))
       clock.advance(LAG_MS)
       p.updateFollowerFetchState(2, 0)
       p.maybeShrinkIsr(LAG_MS)
@@ -464,8 +470,8 @@ describe('Partition leadership', () => {
     await withPartition(state({ leaderEpoch: 5 }), async (p) => {
       assert.throws(() => p.updateState(state({ leaderEpoch: 4 })), InvariantError)
       assert.equal(p.leaderEpoch, 5)
-      p.updateState(state({ leaderEpoch: 5, partitionEpoch: 2 }))
-      p.updateState(state({ leader: 2, leaderEpoch: 6, partitionEpoch: 3 }))
+      p.updateState(state({ leaderEpoch: 5, partitionEpoch: toPartitionEpoch(2) }))
+      p.updateState(state({ leader: 2, leaderEpoch: 6, partitionEpoch: toPartitionEpoch(3) }))
       assert.equal(p.isLeader, false)
       assert.throws(() => p.updateState(state({ leader: 1, leaderEpoch: 5 })), InvariantError)
     })
@@ -557,7 +563,9 @@ describe('acks=all purgatory', () => {
         // Broker 2 leads epoch 1; this broker's records 0..9 were never replicated. As a
         // follower it truncates and takes broker 2's records and high watermark: the old
         // produce must not be answered as if its records were committed.
-        await manager.applyImage(image(state({ leader: 2, leaderEpoch: 1, partitionEpoch: 1 })))
+        await manager.applyImage(
+          image(state({ leader: 2, leaderEpoch: 1, partitionEpoch: toPartitionEpoch(1) })),
+        )
         await p.log.truncateTo(0 as Offset)
         await p.appendAsFollower(simpleBatch(12, 10, 9, { partitionLeaderEpoch: 1 }), 12)
         assert.equal(p.highWatermark, 12)

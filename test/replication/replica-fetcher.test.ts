@@ -7,11 +7,13 @@
  * topic re-created under the same name is another partition to the fetch session (forgotten
  * and added by topic id).
  */
+
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
 import type { ByteStream } from '../../src/common/network.js'
+import { toPartitionEpoch } from '../../src/common/types.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { encodeResponseFrame } from '../../src/protocol/frame-encoder.js'
 import { defaultFetchResponsePartitionData } from '../../src/protocol/generated/fetch-response.js'
@@ -58,7 +60,14 @@ test('a fetch that is never answered drops the connection and reconnects', async
       // Fetch v13+ names topics by id: a real (base64url) Kafka uuid.
       { topic: 't', partition: 0, topicId: 'AAAAAAAAAAAAAAAAAAAAAg' },
       log,
-      { partition: 0, replicas: [1, 2], isr: [1, 2], leader: 2, leaderEpoch: 0, partitionEpoch: 0 },
+      {
+        partition: 0,
+        replicas: [1, 2],
+        isr: [1, 2],
+        leader: 2,
+        leaderEpoch: 0,
+        partitionEpoch: toPartitionEpoch(0),
+      },
       { localBrokerId: 1, isFenced: () => false, nowMs: () => clock.now, alterIsr: async () => false },
     )
     const fetchers = new ReplicaFetcherManager({
@@ -153,7 +162,14 @@ test('partitions added during a burst join the next incremental fetch; only a lo
         new Partition(
           { topic: 't', partition: index, topicId },
           log,
-          { partition: index, replicas: [1, 2], isr: [1, 2], leader: 2, leaderEpoch: 0, partitionEpoch: 0 },
+          {
+            partition: index,
+            replicas: [1, 2],
+            isr: [1, 2],
+            leader: 2,
+            leaderEpoch: 0,
+            partitionEpoch: toPartitionEpoch(0),
+          },
           { localBrokerId: 1, isFenced: () => false, nowMs: () => clock.now, alterIsr: async () => false },
         ),
       )
@@ -247,7 +263,14 @@ test('a topic re-created under the same name: the next incremental fetch forgets
       new Partition(
         { topic: 't', partition: 0, topicId },
         await UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, subdir), clock }),
-        { partition: 0, replicas: [1, 2], isr: [1, 2], leader: 2, leaderEpoch: 0, partitionEpoch: 0 },
+        {
+          partition: 0,
+          replicas: [1, 2],
+          isr: [1, 2],
+          leader: 2,
+          leaderEpoch: 0,
+          partitionEpoch: toPartitionEpoch(0),
+        },
         { localBrokerId: 1, isFenced: () => false, nowMs: () => clock.now, alterIsr: async () => false },
       )
     const oldReplica = await replicaOf(oldTopicId, 'old')
@@ -340,7 +363,14 @@ test('an unfollow of a re-created topic’s old replica does not stop the new on
       new Partition(
         { topic: 't', partition: 0, topicId },
         await UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, subdir), clock }),
-        { partition: 0, replicas: [1, 2], isr: [1, 2], leader: 2, leaderEpoch: 0, partitionEpoch: 0 },
+        {
+          partition: 0,
+          replicas: [1, 2],
+          isr: [1, 2],
+          leader: 2,
+          leaderEpoch: 0,
+          partitionEpoch: toPartitionEpoch(0),
+        },
         { localBrokerId: 1, isFenced: () => false, nowMs: () => clock.now, alterIsr: async () => false },
       )
     const oldReplica = await replicaOf('AAAAAAAAAAAAAAAAAAAAAg', 'old')

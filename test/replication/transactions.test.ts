@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import type { FileSystem } from '../../src/common/file-system.js'
 import { silentLogger } from '../../src/common/logger.js'
-import type { LeaderEpoch, Offset } from '../../src/common/types.js'
+import { type LeaderEpoch, type Offset, toProducerId } from '../../src/common/types.js'
 import { BatchHeader } from '../../src/protocol/batch-header.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { encodeRecordBatchSync } from '../../src/protocol/record-batch.js'
@@ -42,7 +42,7 @@ function txnBatch(pid: bigint, epoch: number, seq: number, count = 1, transactio
 
 function marker(pid: bigint, epoch: number, result: 'commit' | 'abort', coordinatorEpoch = 0): Buffer {
   return encodeEndTxnMarker({
-    producerId: pid,
+    producerId: toProducerId(pid),
     producerEpoch: epoch,
     coordinatorEpoch,
     result,
@@ -192,11 +192,15 @@ describe('transactions in the producer state', () => {
         coordinator(log, marker(1n, 4, 'commit', 4)),
         ErrorCode.TRANSACTION_COORDINATOR_FENCED,
       )
-      assert.equal(state.ongoingTransactions.get(1n), 2, 'a refused marker leaves the transaction open')
+      assert.equal(
+        state.ongoingTransactions.get(toProducerId(1n)),
+        2,
+        'a refused marker leaves the transaction open',
+      )
       // A newer producer epoch in a marker (the coordinator aborting for a bumped epoch) is taken.
       await coordinator(log, marker(1n, 5, 'abort', 6))
-      assert.equal(state.lastEntry(1n)?.producerEpoch, 5)
-      assert.equal(state.lastEntry(1n)?.coordinatorEpoch, 6)
+      assert.equal(state.lastEntry(toProducerId(1n))?.producerEpoch, 5)
+      assert.equal(state.lastEntry(toProducerId(1n))?.coordinatorEpoch, 6)
       await rejectsWith(lead(log, txnBatch(1n, 4, 2)), ErrorCode.INVALID_PRODUCER_EPOCH)
       assert.equal((await lead(log, txnBatch(1n, 5, 0))).firstOffset, 4, 'the new epoch starts at sequence 0')
     }))
@@ -215,7 +219,7 @@ describe('transactions in the producer state', () => {
       log.updateHighWatermark(log.logEndOffset)
       assert.equal(state.firstUnstableOffset(), undefined)
       assert.equal(log.collectAbortedTransactions(0 as Offset, 1 as Offset).length, 0)
-      assert.equal(state.lastEntry(3n)?.coordinatorEpoch, 2)
+      assert.equal(state.lastEntry(toProducerId(3n))?.coordinatorEpoch, 2)
     }))
 
   it('an open transaction keeps its producer past producer.id.expiration.ms', () =>
@@ -224,7 +228,7 @@ describe('transactions in the producer state', () => {
       await lead(log, txnBatch(2n, 0, 0, 1, false))
       clock.advance(2 * DAY_MS)
       assert.equal(state.removeExpiredProducers(), 1)
-      assert.ok(state.lastEntry(1n) !== undefined)
+      assert.ok(state.lastEntry(toProducerId(1n)) !== undefined)
     }))
 })
 
@@ -234,17 +238,21 @@ describe('KIP-890 verification guards', () => {
 
   it('a batch opening a transaction needs the current guard; any marker voids it; the open transaction needs none', () =>
     withLog(async ({ log, state }) => {
-      const guard = state.beginVerification(1n, 0)
-      assert.equal(state.beginVerification(1n, 0), guard, 'verifications in flight share a guard')
+      const guard = state.beginVerification(toProducerId(1n), 0)
+      assert.equal(
+        state.beginVerification(toProducerId(1n), 0),
+        guard,
+        'verifications in flight share a guard',
+      )
       await rejectsWith(verified(log, txnBatch(1n, 0, 0), {}), ErrorCode.INVALID_TXN_STATE)
       await verified(log, txnBatch(1n, 0, 0), guard)
-      assert.equal(state.needsVerification(1n, 0), false)
+      assert.equal(state.needsVerification(toProducerId(1n), 0), false)
       // TV2: a write of the next epoch must not join the open transaction of this one.
-      assert.equal(state.needsVerification(1n, 1), true)
+      assert.equal(state.needsVerification(toProducerId(1n), 1), true)
       await verified(log, txnBatch(1n, 0, 1), guard)
       await coordinator(log, marker(1n, 0, 'abort'))
-      assert.equal(state.needsVerification(1n, 0), true)
-      const late = state.beginVerification(1n, 0)
+      assert.equal(state.needsVerification(toProducerId(1n), 0), true)
+      const late = state.beginVerification(toProducerId(1n), 0)
       // An abort lands between the verification and the write: the write must not open a transaction.
       await coordinator(log, marker(1n, 0, 'abort'))
       await rejectsWith(verified(log, txnBatch(1n, 0, 2), late), ErrorCode.INVALID_TXN_STATE)
@@ -253,7 +261,7 @@ describe('KIP-890 verification guards', () => {
 
   it('a write sent unverified because its transaction was open cannot reopen it after a marker ended it', () =>
     withLog(async ({ log, state }) => {
-      await verified(log, txnBatch(1n, 0, 0), state.beginVerification(1n, 0))
+      await verified(log, txnBatch(toProducerId(1n), 0, 0), state.beginVerification(toProducerId(1n), 0))
       await verified(log, txnBatch(1n, 0, 1), UNVERIFIED)
       await coordinator(log, marker(1n, 0, 'abort'))
       await rejectsWith(verified(log, txnBatch(1n, 0, 2), UNVERIFIED), ErrorCode.INVALID_TXN_STATE)
@@ -262,9 +270,9 @@ describe('KIP-890 verification guards', () => {
 
   it('a guard from another producer epoch does not count; unused ones expire with producer.id.expiration.ms', () =>
     withLog(async ({ log, state, clock }) => {
-      const old = state.beginVerification(1n, 0)
+      const old = state.beginVerification(toProducerId(1n), 0)
       await rejectsWith(verified(log, txnBatch(1n, 1, 0), old), ErrorCode.INVALID_TXN_STATE)
-      const stale = state.beginVerification(2n, 0)
+      const stale = state.beginVerification(toProducerId(2n), 0)
       clock.advance(DAY_MS)
       state.removeExpiredProducers()
       await rejectsWith(verified(log, txnBatch(2n, 0, 0), stale), ErrorCode.INVALID_TXN_STATE)
@@ -332,7 +340,7 @@ describe('the aborted transaction index', () => {
     withTempDir(async (dir) => {
       const index = new TransactionIndex(nodeFileSystem, join(dir, 'x.txnindex'))
       const entry = (last: number) => ({
-        producerId: BigInt(last),
+        producerId: toProducerId(BigInt(last)),
         firstOffset: (last - 1) as Offset,
         lastOffset: last as Offset,
         lastStableOffset: (last + 1) as Offset,
@@ -359,7 +367,7 @@ describe('the aborted transaction index', () => {
       // between must find every aborted transaction (seen missing in the netfault jepsen run).
       const index = new TransactionIndex(nodeFileSystem, join(dir, 'y.txnindex'))
       const entry = (last: number) => ({
-        producerId: BigInt(last),
+        producerId: toProducerId(BigInt(last)),
         firstOffset: (last - 1) as Offset,
         lastOffset: last as Offset,
         lastStableOffset: (last + 1) as Offset,
@@ -383,7 +391,7 @@ describe('the aborted transaction index', () => {
       await coordinator(log, marker(1n, 0, 'abort')) // 2
       await log.truncateTo(2 as Offset)
       assert.equal(log.collectAbortedTransactions(0 as Offset, 3 as Offset).length, 0)
-      assert.equal(state.ongoingTransactions.get(1n), 0)
+      assert.equal(state.ongoingTransactions.get(toProducerId(1n)), 0)
       await coordinator(log, marker(1n, 0, 'abort'))
       assert.equal(log.collectAbortedTransactions(0 as Offset, 3 as Offset).length, 1)
     }))
@@ -404,7 +412,7 @@ describe('transactions across restarts and on followers', () => {
       const reopened = await open(path, clock)
       log = reopened.log
       assert.deepEqual([...reopened.state.ongoingTransactions], [[1n, 0]])
-      assert.equal(reopened.state.lastEntry(2n)?.coordinatorEpoch, 9)
+      assert.equal(reopened.state.lastEntry(toProducerId(2n))?.coordinatorEpoch, 9)
       assert.equal(log.collectAbortedTransactions(0 as Offset, 4 as Offset).length, 1)
       await coordinator(log, marker(1n, 2, 'commit', 9))
       log.updateHighWatermark(log.logEndOffset)
@@ -515,7 +523,7 @@ describe('transactions across restarts and on followers', () => {
       assert.deepEqual(follower.log.collectAbortedTransactions(0 as Offset, 4 as Offset), [
         { producerId: 1n, firstOffset: 0, lastOffset: 2, lastStableOffset: 3 },
       ])
-      assert.equal(follower.state.lastEntry(1n)?.coordinatorEpoch, 3)
+      assert.equal(follower.state.lastEntry(toProducerId(1n))?.coordinatorEpoch, 3)
       await leader.log.close()
       await follower.log.close()
     }))

@@ -4,8 +4,10 @@
  * the whole answer for; a topic with any partition served, re-elected or failed on its
  * leader's disk is listed as before.
  */
+
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { toPartitionEpoch } from '../../src/common/types.js'
 import {
   type ClusterImage,
   type PartitionState,
@@ -16,7 +18,14 @@ import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { allTopics } from '../../src/server/handlers/metadata.js'
 
 function partition(index: number, leaderEpoch = 0): PartitionState {
-  return { partition: index, replicas: [1], isr: [1], leader: 1, leaderEpoch, partitionEpoch: 0 }
+  return {
+    partition: index,
+    replicas: [1],
+    isr: [1],
+    leader: 1,
+    leaderEpoch,
+    partitionEpoch: toPartitionEpoch(0),
+  }
 }
 
 test('all-topics Metadata lists a topic once its leaders serve it', () => {

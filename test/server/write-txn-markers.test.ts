@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { Kafka, logLevel } from 'kafkajs'
-import type { Offset } from '../../src/common/types.js'
+import { type Offset, toProducerId } from '../../src/common/types.js'
 import { BatchHeader } from '../../src/protocol/batch-header.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import {
@@ -24,7 +24,7 @@ import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
 
 const TOPIC = 'txn-log'
-const PID = 4242n
+const PID = toProducerId(4242n)
 
 function batch(seq: number, count: number, transactional: boolean): Buffer {
   return encodeRecordBatchSync({

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
-import type { Offset } from '../../src/common/types.js'
+import { type Offset, toProducerId } from '../../src/common/types.js'
 import { BatchHeader } from '../../src/protocol/batch-header.js'
 import { decodeRecordBatch, encodeRecordBatch } from '../../src/protocol/record-batch.js'
 import { ProducerStateManager } from '../../src/replication/producer-state.js'
@@ -34,7 +34,13 @@ function put(key: string, value: string, txn?: { producerId: bigint; sequence: n
 }
 
 function marker(producerId: bigint, result: 'commit' | 'abort'): Buffer {
-  return encodeEndTxnMarker({ producerId, producerEpoch: 0, coordinatorEpoch: 0, result, timestampMs: T0 })
+  return encodeEndTxnMarker({
+    producerId: toProducerId(producerId),
+    producerEpoch: 0,
+    coordinatorEpoch: 0,
+    result,
+    timestampMs: T0,
+  })
 }
 
 interface Seen {

@@ -6,8 +6,10 @@
  * ListTransactions there; NOT_COORDINATOR elsewhere; and the KIP-890 verifier asked from
  * the coordinator itself and from another broker (AddPartitionsToTxn v4 over the wire).
  */
+
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { toProducerId } from '../../src/common/types.js'
 import { partitionForTransactionalId } from '../../src/coordinator/transaction/transaction-state-manager.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import type { AddPartitionsToTxnResponse } from '../../src/protocol/generated/add-partitions-to-txn-response.js'
@@ -183,7 +185,7 @@ describe('transaction coordinator on 3 brokers', () => {
 
     const claim = (partition: number, producerEpoch = init.producerEpoch) => ({
       transactionalId: txnId,
-      producerId: init.producerId,
+      producerId: toProducerId(init.producerId),
       producerEpoch,
       topic: TOPIC,
       partition,

@@ -29,6 +29,7 @@ import { assert } from '../../common/assert.js'
 import type { Clock } from '../../common/clock.js'
 import type { Logger } from '../../common/logger.js'
 import type { TransactionResult } from '../../common/transaction.js'
+import { ACKS_ALL, type Acks, type ProducerId } from '../../common/types.js'
 import type { ClusterImage } from '../../metadata/cluster-image.js'
 import type { InternalTopic, TopicAdmin } from '../../metadata/topic-admin.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
@@ -52,7 +53,7 @@ export interface CoordinatorRuntimeHost {
       topic: string,
       partition: number,
       records: Buffer,
-      acks: number,
+      acks: Acks,
       timeoutMs: number,
       purgatoryTimer?: undefined,
       leaderAppend?: LeaderAppend,
@@ -81,7 +82,7 @@ export interface CoordinatorRuntimeOptions<S extends CoordinatorShard<R>, R> {
 
 /** The producer a transactional write's batch is written as (TxnOffsetCommit). */
 export interface TransactionalProducer {
-  readonly producerId: bigint
+  readonly producerId: ProducerId
   readonly producerEpoch: number
 }
 
@@ -98,9 +99,9 @@ export class ShardContext<S> {
    * taken for a retry and silently not written), so transactional batches carry real
    * sequences, recovered from the log on load; a new epoch starts again at 0.
    */
-  readonly producerSequences = new Map<bigint, { producerEpoch: number; nextSequence: number }>()
+  readonly producerSequences = new Map<ProducerId, { producerEpoch: number; nextSequence: number }>()
   /** Markers told while loading: applied once the load (which may end before them) is done. */
-  readonly markersWhileLoading: { producerId: bigint; result: TransactionResult }[] = []
+  readonly markersWhileLoading: { producerId: ProducerId; result: TransactionResult }[] = []
   private current: S | undefined
 
   constructor(
@@ -341,7 +342,7 @@ export class CoordinatorRuntime<S extends CoordinatorShard<R>, R> {
    * A COMMIT or ABORT marker was written to `partition` (the broker's onTransactionMarker):
    * the shard applies it now, or once loaded.
    */
-  completeTransaction(partition: number, producerId: bigint, result: TransactionResult): void {
+  completeTransaction(partition: number, producerId: ProducerId, result: TransactionResult): void {
     const context = this.contexts.get(partition)
     if (!context || context.state === 'closed') return
     if (context.state === 'loading') context.markersWhileLoading.push({ producerId, result })
@@ -384,7 +385,7 @@ export class CoordinatorRuntime<S extends CoordinatorShard<R>, R> {
       topic,
       context.partition,
       batch,
-      -1,
+      ACKS_ALL,
       op.timeoutMs,
       undefined,
       // Kafka's AppendOrigin.COORDINATOR: the producer's epoch is checked (a fenced one is

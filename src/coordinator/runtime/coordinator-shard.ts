@@ -4,12 +4,14 @@
  * coordinator's internal topic; the runtime rebuilds it by replaying that partition's
  * batches, then tells it when it is loaded and when it is dropped.
  */
+
 import type { TransactionResult } from '../../common/transaction.js'
+import type { ProducerId } from '../../common/types.js'
 
 /** A batch read back from the log while loading, its records deserialized. */
 export interface ReplayedBatch<R> {
   readonly baseOffset: number
-  readonly producerId: bigint
+  readonly producerId: ProducerId
   readonly producerEpoch: number
   readonly isTransactional: boolean
   /** Records the serde does not know (a newer record type) are left out, as Kafka skips them. */
@@ -23,7 +25,7 @@ export interface CoordinatorShard<R> {
    * A producer's COMMIT or ABORT marker: replayed from the log while loading, told by the
    * broker once written afterwards (those told while loading come after onLoaded).
    */
-  replayEndTransactionMarker(producerId: bigint, result: TransactionResult): void
+  replayEndTransactionMarker(producerId: ProducerId, result: TransactionResult): void
   /** The whole partition is replayed: arm timers, finish what the replay left open. */
   onLoaded(): void
   /** The shard is dropped (leadership lost, load failed, shutdown): answer what still waits. */

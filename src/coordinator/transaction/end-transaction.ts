@@ -17,7 +17,9 @@
  * | CompleteAbort  | NONE        | EB            | ITS          | ITS            |
  * | CompleteCommit | ITS         | EB            | NONE         | ITS            |
  */
+
 import type { TransactionResult } from '../../common/transaction.js'
+import type { ProducerId } from '../../common/types.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { EPOCH_MAX, type TransactionMetadata, TransactionState } from './transaction-metadata.js'
 
@@ -39,7 +41,7 @@ export interface EndWrite {
 export type EndDecision = EndAnswer | EndWrite
 
 export interface EndRequest {
-  readonly producerId: bigint
+  readonly producerId: ProducerId
   readonly producerEpoch: number
   readonly result: TransactionResult
   readonly isFromClient: boolean

@@ -12,6 +12,7 @@ import { assert } from '../../common/assert.js'
 import { ExponentialBackoff } from '../../common/backoff.js'
 import type { TimerHandle } from '../../common/clock.js'
 import type { TransactionResult } from '../../common/transaction.js'
+import type { ProducerId } from '../../common/types.js'
 import { finalizedLevel, TRANSACTION_VERSION_FEATURE } from '../../metadata/features.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import type { Transport } from '../../replication/broker-client.js'
@@ -63,7 +64,7 @@ export interface TransactionCoordinatorConfig extends TransactionStateConfig, Ma
 }
 
 export interface TransactionCoordinatorHost extends TransactionHost {
-  readonly producerIdManager: { generateProducerId(): Promise<bigint> }
+  readonly producerIdManager: { generateProducerId(): Promise<ProducerId> }
   /** The inter-broker listener's transport (TLS and SASL when that listener has them). */
   readonly transport: Transport
   /** A broker's endpoint on the inter-broker listener; undefined when it is not registered. */
@@ -71,7 +72,7 @@ export interface TransactionCoordinatorHost extends TransactionHost {
 }
 
 export interface ProducerIdAndEpoch {
-  readonly producerId: bigint
+  readonly producerId: ProducerId
   readonly producerEpoch: number
 }
 
@@ -94,7 +95,7 @@ export interface TransactionDescription {
   readonly transactionState: string
   readonly transactionTimeoutMs: number
   readonly transactionStartTimeMs: number
-  readonly producerId: bigint
+  readonly producerId: ProducerId
   readonly producerEpoch: number
   readonly topics: { topic: string; partitions: number[] }[]
 }
@@ -102,7 +103,7 @@ export interface TransactionDescription {
 export interface TransactionListing {
   readonly errorCode: number
   readonly unknownStateFilters: string[]
-  readonly transactionStates: { transactionalId: string; producerId: bigint; transactionState: string }[]
+  readonly transactionStates: { transactionalId: string; producerId: ProducerId; transactionState: string }[]
 }
 
 export interface ListTransactionsFilter {
@@ -243,7 +244,7 @@ export class TransactionCoordinator {
     metadata: TransactionMetadata,
     txnTimeoutMs: number,
     expected: ProducerIdAndEpoch | null,
-    newProducerId: bigint,
+    newProducerId: ProducerId,
   ): Prepared {
     if (metadata.hasPendingTransition) return { errorCode: ErrorCode.CONCURRENT_TRANSACTIONS }
     // A KIP-360 request is fenced unless it names the current producer id, the metadata is
@@ -389,7 +390,7 @@ export class TransactionCoordinator {
    */
   async endTransaction(
     transactionalId: string,
-    producerId: bigint,
+    producerId: ProducerId,
     producerEpoch: number,
     result: TransactionResult,
     isFromClient = true,

@@ -8,6 +8,8 @@
  * version 2, whose next producer id and version a new coordinator must know to complete it;
  * both are read. (Kafka picks the value version by the finalized `transaction.version`.)
  */
+import { TidelogError } from '../../common/errors.js'
+import { isProducerId, type ProducerId } from '../../common/types.js'
 import { Reader, Writer } from '../../protocol/primitives.js'
 import {
   isTransactionState,
@@ -31,10 +33,10 @@ const TAG_CLIENT_TRANSACTION_VERSION = 2
 
 /** What a `__transaction_state` value holds (the in-memory last epoch is not persisted). */
 export interface TransactionLogValue {
-  readonly producerId: bigint
+  readonly producerId: ProducerId
   /** Version 1 only (tagged); -1 otherwise. */
-  readonly previousProducerId: bigint
-  readonly nextProducerId: bigint
+  readonly previousProducerId: ProducerId
+  readonly nextProducerId: ProducerId
   readonly producerEpoch: number
   readonly txnTimeoutMs: number
   readonly state: TransactionState
@@ -44,9 +46,10 @@ export interface TransactionLogValue {
   readonly clientTransactionVersion: TransactionVersion
 }
 
-export class TransactionLogFormatError extends Error {
+/** A __transaction_state record this version cannot read (an operating error, not a Kafka code). */
+export class TransactionLogFormatError extends TidelogError {
   constructor(message: string) {
-    super(message)
+    super('ERR_TRANSACTION_LOG_FORMAT', message)
     this.name = 'TransactionLogFormatError'
   }
 }
@@ -144,7 +147,7 @@ export function decodeTransactionLogValue(value: Buffer): TransactionLogValue {
   if (version !== VALUE_VERSION && version !== FLEXIBLE_VALUE_VERSION)
     throw new TransactionLogFormatError(`unknown __transaction_state value version ${version}`)
   const flexible = version === FLEXIBLE_VALUE_VERSION
-  const producerId = r.readInt64()
+  const producerId = readProducerId(r)
   const producerEpoch = r.readInt16()
   const txnTimeoutMs = r.readInt32()
   const state = r.readInt8()
@@ -171,8 +174,8 @@ export function decodeTransactionLogValue(value: Buffer): TransactionLogValue {
       const tag = r.readUnsignedVarint()
       const size = r.readUnsignedVarint()
       const start = r.offset
-      if (tag === TAG_PREVIOUS_PRODUCER_ID) previousProducerId = r.readInt64()
-      else if (tag === TAG_NEXT_PRODUCER_ID) nextProducerId = r.readInt64()
+      if (tag === TAG_PREVIOUS_PRODUCER_ID) previousProducerId = readProducerId(r)
+      else if (tag === TAG_NEXT_PRODUCER_ID) nextProducerId = readProducerId(r)
       else if (tag === TAG_CLIENT_TRANSACTION_VERSION)
         clientTransactionVersion = transactionVersionOf(r.readInt16())
       r.offset = start + size
@@ -198,4 +201,11 @@ function skipTaggedFields(r: Reader): void {
     r.readUnsignedVarint()
     r.skipTaggedField()
   }
+}
+
+/** A producer id from __transaction_state: out of range is a bad record, as an unknown state. */
+function readProducerId(r: Reader): ProducerId {
+  const value = r.readInt64()
+  if (!isProducerId(value)) throw new TransactionLogFormatError(`producer id ${value} out of range`)
+  return value
 }

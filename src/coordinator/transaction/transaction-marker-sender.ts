@@ -7,10 +7,12 @@
  * after a fresh look at the metadata. A leader answering INVALID_PRODUCER_EPOCH or
  * TRANSACTION_COORDINATOR_FENCED says a newer coordinator took over: sending stops.
  */
+
 import { ExponentialBackoff } from '../../common/backoff.js'
 import type { Clock, TimerHandle } from '../../common/clock.js'
 import type { Logger } from '../../common/logger.js'
 import type { TransactionResult } from '../../common/transaction.js'
+import type { ProducerId } from '../../common/types.js'
 import type { ClusterImage } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { ApiKey } from '../../protocol/generated/index.js'
@@ -40,7 +42,7 @@ export interface MarkerSenderConfig {
 
 export interface MarkerJob {
   readonly transactionalId: string
-  readonly producerId: bigint
+  readonly producerId: ProducerId
   readonly producerEpoch: number
   readonly coordinatorEpoch: number
   readonly result: TransactionResult

@@ -6,7 +6,9 @@
  * `__transaction_state`, and applied only once committed there (`completeTransition`), or
  * dropped (`abandonTransition`). Nothing here does I/O or reads a clock.
  */
+
 import { assert } from '../../common/assert.js'
+import { NO_PRODUCER_ID, type ProducerId } from '../../common/types.js'
 
 /** Kafka's TransactionState, with the ids it has in `__transaction_state` values. */
 export const TransactionState = {
@@ -73,7 +75,7 @@ const VALID_PREVIOUS: Record<TransactionState, readonly TransactionState[]> = {
   7: [TransactionState.Ongoing],
 }
 
-export const NO_PRODUCER_ID = -1n
+export { NO_PRODUCER_ID }
 export const NO_PRODUCER_EPOCH = -1
 export const EPOCH_MAX = 32767
 
@@ -106,10 +108,10 @@ export type TopicPartitions = ReadonlyMap<string, ReadonlySet<number>>
 
 /** What a prepared change will make of the metadata once `__transaction_state` has it. */
 export interface TransactionTransit {
-  readonly producerId: bigint
-  readonly previousProducerId: bigint
+  readonly producerId: ProducerId
+  readonly previousProducerId: ProducerId
   /** TV2: the producer id a commit or abort on the last epoch moves to once completed. */
-  readonly nextProducerId: bigint
+  readonly nextProducerId: ProducerId
   readonly producerEpoch: number
   readonly lastProducerEpoch: number
   readonly txnTimeoutMs: number
@@ -122,10 +124,10 @@ export interface TransactionTransit {
 }
 
 export class TransactionMetadata {
-  producerId: bigint
+  producerId: ProducerId
   /** The producer id before the last rotation (KIP-360), so a retried rotation is recognised. */
-  previousProducerId: bigint
-  nextProducerId: bigint
+  previousProducerId: ProducerId
+  nextProducerId: ProducerId
   producerEpoch: number
   /** The epoch before the last bump, so a retried InitProducerId gets the same answer. */
   lastProducerEpoch: number
@@ -144,7 +146,7 @@ export class TransactionMetadata {
     readonly transactionalId: string,
     init: Omit<TransactionTransit, 'partitions' | 'nextProducerId' | 'clientTransactionVersion'> & {
       partitions?: TopicPartitions
-      nextProducerId?: bigint
+      nextProducerId?: ProducerId
       clientTransactionVersion?: TransactionVersion
     },
   ) {
@@ -162,7 +164,7 @@ export class TransactionMetadata {
   }
 
   /** A transactional id seen for the first time: Empty, no epoch yet. */
-  static created(transactionalId: string, producerId: bigint, txnTimeoutMs: number, nowMs: number) {
+  static created(transactionalId: string, producerId: ProducerId, txnTimeoutMs: number, nowMs: number) {
     return new TransactionMetadata(transactionalId, {
       producerId,
       previousProducerId: NO_PRODUCER_ID,
@@ -250,7 +252,7 @@ export class TransactionMetadata {
 
   /** InitProducerId when the epoch is exhausted: a new producer id at epoch 0. */
   prepareProducerIdRotation(
-    newProducerId: bigint,
+    newProducerId: ProducerId,
     txnTimeoutMs: number,
     nowMs: number,
     recordLastEpoch: boolean,
@@ -317,7 +319,7 @@ export class TransactionMetadata {
     state: typeof TransactionState.PrepareCommit | typeof TransactionState.PrepareAbort,
     nowMs: number,
     clientTransactionVersion: TransactionVersion = TV_0,
-    nextProducerId: bigint = NO_PRODUCER_ID,
+    nextProducerId: ProducerId = NO_PRODUCER_ID,
     noPartitionAdded = false,
   ): TransactionTransit {
     const bump = supportsEpochBump(clientTransactionVersion)

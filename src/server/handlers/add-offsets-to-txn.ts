@@ -8,6 +8,7 @@
  * Version notes: v2 adds PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before it); v3+ flexible;
  * v4 adds TRANSACTION_ABORTABLE, which tidelog does not return.
  */
+import { producerIdFromWire } from '../../common/types.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   type AddOffsetsToTxnRequest,
@@ -28,7 +29,7 @@ export const addOffsetsToTxnHandler: ApiHandler<AddOffsetsToTxnRequest, AddOffse
       return { throttleTimeMs: 0, errorCode: ErrorCode.GROUP_AUTHORIZATION_FAILED }
     const errorCode = await context.broker.transactionCoordinator.addOffsets(
       request.transactionalId,
-      { producerId: request.producerId, producerEpoch: request.producerEpoch },
+      { producerId: producerIdFromWire(request.producerId), producerEpoch: request.producerEpoch },
       request.groupId,
     )
     return {

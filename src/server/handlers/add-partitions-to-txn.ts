@@ -14,6 +14,7 @@
  * v4 batches transactions (top-level error code, results by transaction) and adds
  * verify_only; v5 adds TRANSACTION_ABORTABLE, which tidelog does not return.
  */
+import { type ProducerId, producerIdFromWire } from '../../common/types.js'
 import { type TopicPartitions, TV_0, TV_2 } from '../../coordinator/transaction/transaction-metadata.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
@@ -48,7 +49,7 @@ export const addPartitionsToTxnHandler: ApiHandler<AddPartitionsToTxnRequest, Ad
       const resultsByTopicV3AndBelow = await addOrVerify(
         context,
         request.v3AndBelowTransactionalId,
-        request.v3AndBelowProducerId,
+        producerIdFromWire(request.v3AndBelowProducerId),
         request.v3AndBelowProducerEpoch,
         false,
         request.v3AndBelowTopics,
@@ -61,7 +62,7 @@ export const addPartitionsToTxnHandler: ApiHandler<AddPartitionsToTxnRequest, Ad
         topicResults: await addOrVerify(
           context,
           txn.transactionalId,
-          txn.producerId,
+          producerIdFromWire(txn.producerId),
           txn.producerEpoch,
           txn.verifyOnly,
           txn.topics,
@@ -75,7 +76,7 @@ export const addPartitionsToTxnHandler: ApiHandler<AddPartitionsToTxnRequest, Ad
 async function addOrVerify(
   context: RequestContext,
   transactionalId: string,
-  producerId: bigint,
+  producerId: ProducerId,
   producerEpoch: number,
   verifyOnly: boolean,
   topics: readonly AddPartitionsToTxnRequestAddPartitionsToTxnTopic[],

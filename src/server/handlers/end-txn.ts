@@ -13,6 +13,7 @@
  * epoch to continue with, a retry of an end already done is recognised by the epoch one
  * below, and an abort with no transaction ongoing only bumps the epoch.
  */
+import { producerIdFromWire } from '../../common/types.js'
 import { TV_0, TV_2 } from '../../coordinator/transaction/transaction-metadata.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { defaultEndTxnResponse } from '../../protocol/generated/end-txn-response.js'
@@ -30,7 +31,7 @@ export const endTxnHandler: ApiHandler<EndTxnRequest, EndTxnResponse> = {
     // Kafka's transactionVersionForEndTxn: the request's version, not the finalized level.
     const answer = await context.broker.transactionCoordinator.endTxn(
       request.transactionalId,
-      { producerId: request.producerId, producerEpoch: request.producerEpoch },
+      { producerId: producerIdFromWire(request.producerId), producerEpoch: request.producerEpoch },
       request.committed ? 'commit' : 'abort',
       true,
       context.apiVersion >= 5 ? TV_2 : TV_0,

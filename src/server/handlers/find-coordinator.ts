@@ -59,7 +59,7 @@ export const findCoordinatorHandler: ApiHandler<FindCoordinatorRequest, FindCoor
 function emptyResponse(): FindCoordinatorResponse {
   return {
     throttleTimeMs: 0,
-    errorCode: 0,
+    errorCode: ErrorCode.NONE,
     errorMessage: null,
     nodeId: 0,
     host: '',

@@ -14,6 +14,7 @@
  * (INVALID_PRODUCER_EPOCH before it); v5 changes nothing on the broker side.
  */
 
+import { NO_PRODUCER_ID, producerIdFromWire } from '../../common/types.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -26,7 +27,6 @@ import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authori
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
-const NO_PRODUCER_ID = -1n
 const NO_PRODUCER_EPOCH = -1
 
 export const initProducerIdHandler: ApiHandler<InitProducerIdRequest, InitProducerIdResponse> = {
@@ -42,7 +42,7 @@ export const initProducerIdHandler: ApiHandler<InitProducerIdRequest, InitProduc
       const expected =
         request.producerId === NO_PRODUCER_ID
           ? null
-          : { producerId: request.producerId, producerEpoch: request.producerEpoch }
+          : { producerId: producerIdFromWire(request.producerId), producerEpoch: request.producerEpoch }
       const result = await context.broker.transactionCoordinator.initProducerId(
         request.transactionalId,
         request.transactionTimeoutMs,

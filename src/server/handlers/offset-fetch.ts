@@ -53,7 +53,7 @@ export const offsetFetchHandler: ApiHandler<OffsetFetchRequest, OffsetFetchRespo
           topics: result.topics.map((t) => ({ ...t, topicId: ZERO_UUID })),
         }
       })
-      return { throttleTimeMs: 0, topics: [], errorCode: 0, groups }
+      return { throttleTimeMs: 0, topics: [], errorCode: ErrorCode.NONE, groups }
     }
     const requireStable = context.apiVersion >= 7 && request.requireStable
     const result = fetchGroup(context, request.groupId, toWanted(request.topics), requireStable)
@@ -73,7 +73,7 @@ export const offsetFetchHandler: ApiHandler<OffsetFetchRequest, OffsetFetchRespo
               errorCode: result.errorCode,
             })),
           }))
-    return { throttleTimeMs: 0, topics, errorCode: 0, groups: [] }
+    return { throttleTimeMs: 0, topics, errorCode: ErrorCode.NONE, groups: [] }
   },
 }
 

@@ -28,6 +28,7 @@
  * each of its partitions, before authorization (which needs the name), as Kafka.
  */
 
+import { ACKS_NONE, type Acks, isAcks } from '../../common/types.js'
 import { topicById } from '../../metadata/cluster-image.js'
 import { effectiveBrokerValue } from '../../metadata/topic-config.js'
 import { BATCH_LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET } from '../../protocol/batch-header.js'
@@ -48,17 +49,17 @@ import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
 import type { ApiHandler } from './registry.js'
 
-const VALID_ACKS = new Set([-1, 0, 1])
-
 export const produceHandler: ApiHandler<ProduceRequest, ProduceResponse> = {
   apiKey: ApiKey.Produce,
   minVersion: 0,
   maxVersion: 13,
   // acks=0 gets no response, so a failure closes the connection; nothing pipelined behind
   // it may be appended before that is known.
-  holdsConnection: (request) => request.acks === 0,
+  holdsConnection: (request) => request.acks === ACKS_NONE,
   async handle(context, request) {
-    const acks = request.acks
+    // Checked once here: null answers every partition INVALID_REQUIRED_ACKS (in Kafka's
+    // order, after the partition and framing checks), and the rest of the path sees an Acks.
+    const acks = isAcks(request.acks) ? request.acks : null
     const transactionalId = request.transactionalId
     const corrupt =
       context.apiVersion >= 3
@@ -112,7 +113,7 @@ export const produceHandler: ApiHandler<ProduceRequest, ProduceResponse> = {
         topicId: byId ? requested.topicId : ZERO_UUID,
         partitionResponses: await Promise.all(partitions),
       })
-    if (acks === 0) {
+    if (acks === ACKS_NONE) {
       const failed = responses.some((t) => t.partitionResponses.some((p) => p.errorCode !== ErrorCode.NONE))
       if (failed)
         context.connection.close('acks=0 produce failed; closing so the producer refreshes metadata')
@@ -125,7 +126,7 @@ export const produceHandler: ApiHandler<ProduceRequest, ProduceResponse> = {
 function produceTopic(
   context: RequestContext,
   topic: ProduceRequest['topicData'][number],
-  acks: number,
+  acks: Acks | null,
   timeoutMs: number,
   transactionalId: string | null,
   corrupt: string | null,
@@ -141,8 +142,7 @@ function produceTopic(
     const framing =
       context.apiVersion >= 3 && data.records !== null ? checkBatchFraming(data.records as Buffer) : null
     if (framing !== null) return Promise.resolve(failure(data.index, framing.errorCode, framing.message))
-    if (!VALID_ACKS.has(acks))
-      return Promise.resolve(failure(data.index, ErrorCode.INVALID_REQUIRED_ACKS, null))
+    if (acks === null) return Promise.resolve(failure(data.index, ErrorCode.INVALID_REQUIRED_ACKS, null))
     if (data.records === null)
       return Promise.resolve(failure(data.index, ErrorCode.INVALID_RECORD, 'no records'))
     // Called synchronously so appends keep the order requests arrived in.
@@ -187,7 +187,7 @@ function append(
   topic: string,
   partitionIndex: number,
   records: Buffer,
-  acks: number,
+  acks: Acks,
   timeoutMs: number,
   transactionalId: string | null,
 ): Promise<AppendResult> {

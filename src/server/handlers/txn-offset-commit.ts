@@ -20,6 +20,7 @@
  * the transactional id's and the group's authorization and before the transaction's check.
  */
 
+import { producerIdFromWire } from '../../common/types.js'
 import { CONSUMER_OFFSETS_TOPIC, partitionForGroup } from '../../coordinator/group.js'
 import { offsetAppendError } from '../../coordinator/offsets.js'
 import { topicById } from '../../metadata/cluster-image.js'
@@ -83,7 +84,7 @@ export const txnOffsetCommitHandler: ApiHandler<TxnOffsetCommitRequest, TxnOffse
         : new Map(
             (
               await context.broker.groupCoordinator.commitTransactional(request.groupId, {
-                producerId: request.producerId,
+                producerId: producerIdFromWire(request.producerId),
                 producerEpoch: request.producerEpoch,
                 memberId: version >= 3 ? request.memberId : '',
                 groupInstanceId: version >= 3 ? request.groupInstanceId : null,
@@ -131,7 +132,7 @@ async function verify(context: RequestContext, request: TxnOffsetCommitRequest):
   if (!offsetsTopic || offsetsTopic.partitions.length === 0) return ErrorCode.COORDINATOR_NOT_AVAILABLE
   const code = await verifier.verify({
     transactionalId: request.transactionalId,
-    producerId: request.producerId,
+    producerId: producerIdFromWire(request.producerId),
     producerEpoch: request.producerEpoch,
     topic: CONSUMER_OFFSETS_TOPIC,
     partition: partitionForGroup(request.groupId, offsetsTopic.partitions.length),

@@ -12,6 +12,7 @@
  * CLUSTER_AUTHORIZATION_FAILED on every partition.
  * Version notes: v1+ flexible.
  */
+import { ACKS_ALL, producerIdFromWire } from '../../common/types.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -75,12 +76,13 @@ async function writeOne(
   partition: number,
 ): Promise<WriteTxnMarkersResponseWritableTxnMarkerPartitionResult> {
   const result = marker.transactionResult ? 'commit' : 'abort'
+  const producerId = producerIdFromWire(marker.producerId)
   const broker = context.broker
   try {
     if (broker.replicaManager.getPartition(topic, partition) === undefined)
       throw notHere(context, topic, partition)
     const batch = encodeEndTxnMarker({
-      producerId: marker.producerId,
+      producerId,
       producerEpoch: marker.producerEpoch,
       coordinatorEpoch: marker.coordinatorEpoch,
       result,
@@ -90,13 +92,13 @@ async function writeOne(
       topic,
       partition,
       batch,
-      -1,
+      ACKS_ALL,
       MARKER_APPEND_TIMEOUT_MS,
       context.purgatoryTimer,
       { origin: 'coordinator' },
     )
     if (appended.errorCode === ErrorCode.NONE)
-      broker.onTransactionMarker?.(topic, partition, marker.producerId, result)
+      broker.onTransactionMarker?.(topic, partition, producerId, result)
     return { partitionIndex: partition, errorCode: appended.errorCode }
   } catch (error) {
     const code = toErrorCode(error)

@@ -6,12 +6,15 @@
  * timed-out transactions, transactional id expiration, and a second coordinator loading
  * what the first wrote (resending the markers of a transaction caught mid-commit).
  */
+
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { silentLogger } from '../../../src/common/logger.js'
+import { toProducerId } from '../../../src/common/types.js'
 import { CONSUMER_OFFSETS_TOPIC } from '../../../src/coordinator/group.js'
 import {
   type MarkerChannel,
+  type ProducerIdAndEpoch,
   TransactionCoordinator,
   type TransactionCoordinatorConfig,
 } from '../../../src/coordinator/transaction/transaction-coordinator.js'
@@ -132,7 +135,7 @@ function start(clock: ManualClock, log: MemoryLog, leaderEpoch = 3) {
       },
       metadataImage: () => image,
       topicAdmin: { ensureInternalTopic: () => Promise.reject(new Error('not in this test')) },
-      producerIdManager: { generateProducerId: async () => nextProducerId++ },
+      producerIdManager: { generateProducerId: async () => toProducerId(nextProducerId++) },
       transport: { connect: () => Promise.reject(new Error('no network in this test')) },
       brokerAddress: () => undefined,
     },
@@ -168,12 +171,21 @@ describe('transaction coordinator', () => {
     assert.deepEqual(first, { errorCode: ErrorCode.NONE, producerId: 1000n, producerEpoch: 0 })
     const second = await coordinator.initProducerId('tx', TIMEOUT_MS, null)
     assert.deepEqual(second, { errorCode: ErrorCode.NONE, producerId: 1000n, producerEpoch: 1 })
-    const kip360 = await coordinator.initProducerId('tx', TIMEOUT_MS, { producerId: 1000n, producerEpoch: 1 })
+    const kip360 = await coordinator.initProducerId('tx', TIMEOUT_MS, {
+      producerId: toProducerId(1000n),
+      producerEpoch: 1,
+    })
     assert.equal(kip360.producerEpoch, 2)
-    const stale = await coordinator.initProducerId('tx', TIMEOUT_MS, { producerId: 1000n, producerEpoch: 0 })
+    const stale = await coordinator.initProducerId('tx', TIMEOUT_MS, {
+      producerId: toProducerId(1000n),
+      producerEpoch: 0,
+    })
     assert.equal(stale.errorCode, ErrorCode.PRODUCER_FENCED)
     assert.equal(stale.producerId, -1n)
-    const wrongId = await coordinator.initProducerId('tx', TIMEOUT_MS, { producerId: 77n, producerEpoch: 2 })
+    const wrongId = await coordinator.initProducerId('tx', TIMEOUT_MS, {
+      producerId: toProducerId(77n),
+      producerEpoch: 2,
+    })
     assert.equal(wrongId.errorCode, ErrorCode.PRODUCER_FENCED)
     assert.equal(
       (await coordinator.initProducerId('tx', 900_001, null)).errorCode,
@@ -281,7 +293,7 @@ describe('transaction coordinator', () => {
       ErrorCode.PRODUCER_FENCED,
     )
     assert.equal(
-      await coordinator.endTransaction('tx', 5n, fresh.producerEpoch, 'commit'),
+      await coordinator.endTransaction('tx', toProducerId(5n), fresh.producerEpoch, 'commit'),
       ErrorCode.INVALID_PRODUCER_ID_MAPPING,
     )
     assert.equal(
@@ -410,10 +422,9 @@ describe('transaction coordinator', () => {
 })
 
 describe('transaction coordinator, transaction version 2 (KIP-890 part 2)', () => {
-  const commitV2 = (c: TransactionCoordinator, p: { producerId: bigint; producerEpoch: number }) =>
+  const commitV2 = (c: TransactionCoordinator, p: ProducerIdAndEpoch) =>
     c.endTxn('tx', p, 'commit', true, TV_2)
-  const abortV2 = (c: TransactionCoordinator, p: { producerId: bigint; producerEpoch: number }) =>
-    c.endTxn('tx', p, 'abort', true, TV_2)
+  const abortV2 = (c: TransactionCoordinator, p: ProducerIdAndEpoch) => c.endTxn('tx', p, 'abort', true, TV_2)
 
   it('every end bumps the epoch: markers carry it, the answer names it, a retry is the epoch below', async () => {
     const clock = new ManualClock()

@@ -3,8 +3,10 @@
  * TransactionLogKey/TransactionLogValue schemas (v0 written, v0 and v1 read), and the state
  * machine's transitions and epoch rules (Kafka's TransactionMetadata).
  */
+
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
+import { toProducerId } from '../../../src/common/types.js'
 import {
   decodeTransactionLogKey,
   decodeTransactionLogValue,
@@ -33,7 +35,7 @@ describe('TransactionLogKey', () => {
 
 describe('TransactionLogValue', () => {
   const value = {
-    producerId: 4242n,
+    producerId: toProducerId(4242n),
     producerEpoch: 7,
     txnTimeoutMs: 60000,
     state: TransactionState.Ongoing,
@@ -135,9 +137,9 @@ describe('TransactionLogValue', () => {
       .writeInt16(2)
       .toBuffer()
     const written = encodeTransactionLogValue({
-      producerId: 12n,
-      previousProducerId: -1n,
-      nextProducerId: 13n,
+      producerId: toProducerId(12n),
+      previousProducerId: toProducerId(-1n),
+      nextProducerId: toProducerId(13n),
       producerEpoch: 0,
       txnTimeoutMs: 1000,
       state: TransactionState.PrepareCommit,
@@ -165,7 +167,7 @@ describe('TransactionLogValue', () => {
 })
 
 describe('TransactionMetadata', () => {
-  const fresh = () => TransactionMetadata.created('tx', 5n, 60000, 1000)
+  const fresh = () => TransactionMetadata.created('tx', toProducerId(5n), 60000, 1000)
 
   it('bumps the epoch from none to 0, and a KIP-360 retry of the last bump gets the same epoch', () => {
     const m = fresh()
@@ -210,7 +212,7 @@ describe('TransactionMetadata', () => {
     const m = new TransactionMetadata('tx', { ...fresh().snapshot(), producerEpoch: 32766 })
     assert.ok(m.isProducerEpochExhausted)
     assert.throws(() => m.prepareIncrementProducerEpoch(1000, null, 1), /rotated, not bumped/)
-    const rotated = m.prepareProducerIdRotation(9n, 1000, 2, true)
+    const rotated = m.prepareProducerIdRotation(toProducerId(9n), 1000, 2, true)
     m.completeTransition(rotated)
     assert.equal(m.producerId, 9n)
     assert.equal(m.previousProducerId, 5n)

@@ -5,11 +5,13 @@
  * stopped when a leader fences it, partitions of deleted topics dropped, nothing sent once
  * this broker no longer coordinates the transaction.
  */
+
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { type Clock, systemClock } from '../../../src/common/clock.js'
 import { silentLogger } from '../../../src/common/logger.js'
 import type { ByteStream } from '../../../src/common/network.js'
+import { toProducerId } from '../../../src/common/types.js'
 import {
   type MarkerJob,
   TransactionMarkerSender,
@@ -107,11 +109,11 @@ function image(topics: Record<string, number[]>): ClusterImage {
 }
 
 function job(partitions: Record<string, number[]>, isCurrent = () => true): MarkerJob {
-  const pending = TransactionMetadata.created('tx', 7n, 60000, 0)
+  const pending = TransactionMetadata.created('tx', toProducerId(7n), 60000, 0)
   pending.partitions = new Map(Object.entries(partitions).map(([t, ids]) => [t, new Set(ids)]))
   return {
     transactionalId: 'tx',
-    producerId: 7n,
+    producerId: toProducerId(7n),
     producerEpoch: 3,
     coordinatorEpoch: 11,
     result: 'commit',

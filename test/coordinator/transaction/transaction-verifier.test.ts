@@ -7,8 +7,10 @@
  * asked once. (test/verify/read-committed-run.test.ts failed with INVALID_TXN_STATE while the
  * retry kept the first guard, which the previous transaction's marker had voided.)
  */
+
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { toProducerId } from '../../../src/common/types.js'
 import type { TransactionCoordinator } from '../../../src/coordinator/transaction/transaction-coordinator.js'
 import {
   CoordinatorTransactionVerifier,
@@ -22,7 +24,13 @@ const CONFIG = {
   addPartitionsRetryBackoffMs: 20,
   addPartitionsRetryBackoffMaxMs: 100,
 }
-const REQUEST = { transactionalId: 't', producerId: 7n, producerEpoch: 1, topic: 'x', partition: 0 }
+const REQUEST = {
+  transactionalId: 't',
+  producerId: toProducerId(7n),
+  producerEpoch: 1,
+  topic: 'x',
+  partition: 0,
+}
 
 /** A verifier over a local coordinator answering `answers` in turn; records when it was asked. */
 function verifierWith(answers: number[]) {

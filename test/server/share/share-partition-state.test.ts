@@ -7,8 +7,10 @@
  * (FENCED_LEADER_EPOCH) and an altered state fencing the leader that held the old one
  * (FENCED_STATE_EPOCH); the shard's records replayed give the same state.
  */
+
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
+import { toProducerId } from '../../../src/common/types.js'
 import {
   ShareCoordinatorShard,
   type ShareOperation,
@@ -224,7 +226,7 @@ describe('share-partition state on the share coordinator', () => {
     const replayed = new ShareCoordinatorShard(2)
     replayed.replay({
       baseOffset: 0,
-      producerId: -1n,
+      producerId: toProducerId(-1n),
       producerEpoch: -1,
       isTransactional: false,
       records: log,
@@ -241,7 +243,7 @@ describe('share-partition state on the share coordinator', () => {
     const deleted = shard.deleteState(KEY)
     replayed.replay({
       baseOffset: 9,
-      producerId: -1n,
+      producerId: toProducerId(-1n),
       producerEpoch: -1,
       isTransactional: false,
       records: deleted.records,
