@@ -223,7 +223,7 @@ describe('followers, truncation, snapshots', () => {
         }
         assert.equal(log.logEndOffset, 42)
         assert.equal(state.endOffset, 42)
-        assert.equal(state.lastEntry(7n)?.lastSeq, 3)
+        assert.equal(state.lastEntry(toProducerId(7n))?.lastSeq, 3)
       },
       undefined,
       { cleanupPolicy: ['compact'] },
