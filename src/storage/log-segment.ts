@@ -12,7 +12,6 @@ import { assert } from '../common/assert.js'
 import type { FileHandle, FileSystem } from '../common/file-system.js'
 import { readBufferPool } from '../common/read-buffer-pool.js'
 import { maxOffset, type Offset } from '../common/types.js'
-import { LOG_OVERHEAD } from '../protocol/batch-header.js'
 import { SegmentReplacedError, StorageError } from './errors.js'
 import {
   filenamePrefixFromOffset,
@@ -26,18 +25,21 @@ import {
   type BatchProblem,
   type BatchSummary,
   checkBatch,
-  findRecord,
-  findRecordInCompressed,
-  isCompressedCreateTime,
-  MIN_BATCH_LENGTH,
   peekBatch,
 } from './record-batch-check.js'
+import {
+  MIN_BATCH_BYTES,
+  recordWithTimestamp,
+  SCAN_WINDOW_BYTES,
+  type SegmentBytes,
+  scanBatches,
+  searchForTimestamp,
+  takeBatches,
+} from './segment-batches.js'
 import { CorruptionFinding, ReadWindow } from './segment-read-window.js'
 import { NO_TIMESTAMP, TimeIndex, type TimestampOffset } from './time-index.js'
 import { TransactionIndex, TXN_INDEX_FILE_SUFFIX } from './transaction-index.js'
 
-/** Recovery and index rebuilds read the log in windows of this size. */
-const SCAN_WINDOW_BYTES = 8 * 1024 * 1024
 /** Largest batch framing recovery believes; a length field beyond it marks corruption. */
 const MAX_BATCH_BYTES_ON_DISK = 0x7fffffff
 /** From this read-ahead on, translateOffset's first read covers only the index interval (see there). */
@@ -72,10 +74,7 @@ export interface RecoveryResult {
   readonly problem: BatchProblem | 'bad-offsets' | undefined
 }
 
-/** The smallest batch: its log overhead and a v2 header. */
-const MIN_BATCH_BYTES = LOG_OVERHEAD + MIN_BATCH_LENGTH
-
-export class LogSegment {
+export class LogSegment implements SegmentBytes {
   /** Bytes of the .log whose write has completed. */
   size: number
   maxTimestampSoFar = NO_TIMESTAMP
@@ -113,6 +112,11 @@ export class LogSegment {
     this.size = size
     this.offsetOfMaxTimestampSoFar = baseOffset
     this.lastModifiedMs = createdMs
+  }
+
+  /** For the batch walks of segment-batches.ts (SegmentBytes). */
+  get indexIntervalBytes(): number {
+    return this.options.indexIntervalBytes
   }
 
   get logPath(): string {
@@ -317,7 +321,7 @@ export class LogSegment {
   }
 
   /** Makes `window` hold [position, position+length) if the data has it; reads `preferred` bytes ahead. */
-  private async fill(
+  async fill(
     window: ReadWindow,
     position: number,
     length: number,
@@ -418,7 +422,7 @@ export class LogSegment {
     }
     if (first.lastOffset >= maxOffset) return nothing
     const limits = { maxOffset, maxBytes, minOneBatch, allowOffsetGaps }
-    const taken = await this.takeBatches(first, window, corruption, limits)
+    const taken = await takeBatches(this, first, window, corruption, limits)
     if (taken.sizeInBytes === 0) return nothing
     return { ...taken, firstOffset: first.baseOffset }
   }
@@ -465,78 +469,6 @@ export class LogSegment {
     return { first, window, corruption }
   }
 
-  /**
-   * `read`'s walk from the batch `first` on: whole batches within the limits, each checked
-   * (framing, offsets, CRC), the window refilled when it ends inside one. Damage after a
-   * sound batch ends the walk there; damage before any is thrown.
-   */
-  private async takeBatches(
-    first: BatchSummary,
-    window: ReadWindow,
-    corruption: CorruptionFinding,
-    limits: { maxOffset: Offset; maxBytes: number; minOneBatch: boolean; allowOffsetGaps: boolean },
-  ): Promise<{ records: Buffer[]; sizeInBytes: number; nextOffset: Offset }> {
-    const { maxOffset, maxBytes, minOneBatch, allowOffsetGaps } = limits
-    const records: Buffer[] = []
-    let sliceStart = first.position
-    let position = first.position
-    let taken = 0
-    let nextOffset = first.baseOffset
-    for (;;) {
-      const headerHere = window.covers(position, BATCH_OFFSETS_HEADER_BYTES)
-      const batch = headerHere ? peekBatch(window.buf, position - window.start, window.buf.length) : undefined
-      if (
-        batch !== undefined &&
-        (batch.sizeInBytes < MIN_BATCH_BYTES ||
-          position + batch.sizeInBytes > this.size ||
-          batch.baseOffset < nextOffset ||
-          (!allowOffsetGaps && batch.baseOffset !== nextOffset))
-      ) {
-        corruption.found(
-          position,
-          `batch of ${batch.sizeInBytes} bytes at offsets from ${batch.baseOffset}, after ${nextOffset}, in ${this.size} bytes`,
-        )
-        break
-      }
-      if (batch === undefined || !window.covers(position, batch.sizeInBytes)) {
-        // The window ends inside this batch: keep what it holds and read on from here.
-        if (batch !== undefined && batch.lastOffset >= maxOffset) break
-        if (batch !== undefined && taken + batch.sizeInBytes > maxBytes && !(minOneBatch && taken === 0))
-          break
-        if (position > sliceStart)
-          records.push(window.buf.subarray(sliceStart - window.start, position - window.start))
-        sliceStart = position
-        const needed = batch === undefined ? BATCH_OFFSETS_HEADER_BYTES : batch.sizeInBytes
-        if (!(await this.fill(window, position, needed, Math.max(maxBytes - taken, needed)))) {
-          // Batches are written whole before `size` counts them: one cut short is damage.
-          if (position !== this.size)
-            corruption.found(position, `batch of ${needed} bytes cut by the end of the segment`)
-          break
-        }
-        continue
-      }
-      if (batch.lastOffset >= maxOffset) break
-      if (taken + batch.sizeInBytes > maxBytes && !(minOneBatch && taken === 0)) break
-      // The CRC is checked before a batch leaves the broker, to a client or a follower: the
-      // append checked it, so a mismatch here is the disk's doing (Kafka checks it only in
-      // recovery and in the client; tidelog reads into memory anyway, and CRC-32C runs at
-      // several GB/s, see README's bench:protocol).
-      const check = checkBatch(window.buf, position - window.start, window.buf.length, batch.sizeInBytes)
-      if (!check.ok) {
-        corruption.found(position, check.problem)
-        break
-      }
-      taken += batch.sizeInBytes
-      position += batch.sizeInBytes
-      nextOffset = (batch.lastOffset + 1) as Offset
-    }
-    // What came before the damaged batch is sound and served; the next read starts at it and fails.
-    if (taken === 0) corruption.throwIfFound()
-    if (position > sliceStart)
-      records.push(window.buf.subarray(sliceStart - window.start, position - window.start))
-    return { records, sizeInBytes: taken, nextOffset }
-  }
-
   /** Offset after the last batch, scanning from the last index entry (Kafka's readNextOffset). */
   async readNextOffset(): Promise<Offset> {
     let position = this.offsetIndex.lookup(this.offsetIndex.lastOffset).position
@@ -553,36 +485,15 @@ export class LogSegment {
 
   /**
    * The first record with timestamp >= `timestampMs` at or after `startingOffset` (Kafka's
-   * findOffsetByTimestamp): found in the first batch whose max timestamp is that late, its
-   * records decompressed if need be. A LogAppendTime batch's records all carry its max timestamp.
+   * findOffsetByTimestamp): the indexes give where to start, segment-batches.ts searches.
    */
   async findOffsetByTimestamp(
     timestampMs: number,
     startingOffset: Offset,
   ): Promise<TimestampOffset | undefined> {
     const fromTimeIndex = this.timeIndex.lookup(timestampMs)
-    let position = this.offsetIndex.lookup(maxOffset(fromTimeIndex.offset, startingOffset)).position
-    for (;;) {
-      const found = await this.scanBatches(position, (buf, at, batch) => {
-        if (batch.maxTimestamp < timestampMs || batch.lastOffset < startingOffset) return undefined
-        // Decompressing needs an await: the batch is copied out of the scan's window.
-        if (isCompressedCreateTime(buf, at))
-          return {
-            compressed: Buffer.from(buf.subarray(at, at + batch.sizeInBytes)),
-            next: batch.position + batch.sizeInBytes,
-          }
-        const hit = findRecord(buf, at, batch.sizeInBytes, startingOffset, (ts) => ts >= timestampMs) ?? {
-          timestamp: batch.maxTimestamp,
-          offset: maxOffset(batch.baseOffset, startingOffset),
-        }
-        return { hit }
-      })
-      if (found === undefined) return undefined
-      if ('hit' in found) return found.hit
-      const hit = await findRecordInCompressed(found.compressed, startingOffset, (ts) => ts >= timestampMs)
-      if (hit !== undefined) return hit
-      position = found.next
-    }
+    const position = this.offsetIndex.lookup(maxOffset(fromTimeIndex.offset, startingOffset)).position
+    return searchForTimestamp(this, position, timestampMs, startingOffset)
   }
 
   /** The record holding the segment's max timestamp (batch-level when the batch is compressed). */
@@ -590,35 +501,7 @@ export class LogSegment {
     if (this.maxTimestampSoFar === NO_TIMESTAMP) return undefined
     const target = this.offsetOfMaxTimestampSoFar
     const position = this.offsetIndex.lookup(target).position
-    const maxTimestamp = this.maxTimestampSoFar
-    return this.scanBatches(position, (buf, at, batch) => {
-      if (batch.lastOffset < target) return undefined
-      return (
-        findRecord(buf, at, batch.sizeInBytes, batch.baseOffset, (ts) => ts === maxTimestamp) ?? {
-          timestamp: maxTimestamp,
-          offset: batch.lastOffset,
-        }
-      )
-    })
-  }
-
-  /** Visits whole batches from `position` until `visit` returns a value. */
-  private async scanBatches<T>(
-    position: number,
-    visit: (buf: Buffer, at: number, batch: BatchSummary) => T | undefined,
-  ): Promise<T | undefined> {
-    const window = new ReadWindow()
-    const preferred = Math.min(SCAN_WINDOW_BYTES, Math.max(this.options.indexIntervalBytes * 4, 65536))
-    let at = position
-    while (await this.fill(window, at, BATCH_OFFSETS_HEADER_BYTES, preferred)) {
-      const header = peekBatch(window.buf, at - window.start, window.buf.length)
-      if (header === undefined || header.sizeInBytes <= 0) return undefined
-      if (!(await this.fill(window, at, header.sizeInBytes, preferred))) return undefined
-      const result = visit(window.buf, at - window.start, { ...header, position: at })
-      if (result !== undefined) return result
-      at += header.sizeInBytes
-    }
-    return undefined
+    return recordWithTimestamp(this, position, target, this.maxTimestampSoFar)
   }
 
   /** Reloads maxTimestampSoFar from the last time-index entry and the batches after it. */
@@ -627,7 +510,7 @@ export class LogSegment {
     this.maxTimestampSoFar = last.timestamp
     this.offsetOfMaxTimestampSoFar = last.offset
     const position = this.offsetIndex.lookup(last.offset).position
-    await this.scanBatches(position, (_buf, _at, batch) => {
+    await scanBatches(this, position, (_buf, _at, batch) => {
       if (batch.maxTimestamp > this.maxTimestampSoFar) {
         this.maxTimestampSoFar = batch.maxTimestamp
         this.offsetOfMaxTimestampSoFar = batch.lastOffset
