@@ -42,6 +42,17 @@ export interface LoadedSegments {
   readonly recoveryPoint: Offset
 }
 
+export interface LocalLogOptions {
+  /** The `<topic>-<partition>` directory. */
+  readonly dir: string
+  readonly config: LogConfig
+  readonly fs: FileSystem
+  readonly clock: Clock
+  readonly logger: Logger
+  /** The segments as the loader left them. */
+  readonly loaded: LoadedSegments
+}
+
 export class LocalLog {
   private segments: LogSegment[]
   private logEndOffsetValue: Offset
@@ -49,15 +60,18 @@ export class LocalLog {
   private lastFlushMs: number
   private configValue: LogConfig
 
-  constructor(
-    readonly dir: string,
-    config: LogConfig,
-    readonly fs: FileSystem,
-    private readonly clock: Clock,
-    private readonly logger: Logger,
-    loaded: LoadedSegments,
-  ) {
-    this.configValue = config
+  readonly dir: string
+  readonly fs: FileSystem
+  private readonly clock: Clock
+  private readonly logger: Logger
+
+  constructor(options: LocalLogOptions) {
+    const { clock, loaded } = options
+    this.dir = options.dir
+    this.fs = options.fs
+    this.clock = clock
+    this.logger = options.logger
+    this.configValue = options.config
     this.segments = loaded.segments
     this.logEndOffsetValue = loaded.logEndOffset
     this.recoveryPointValue = loaded.recoveryPoint

@@ -74,6 +74,36 @@ export interface RecoveryResult {
   readonly problem: BatchProblem | 'bad-offsets' | undefined
 }
 
+/** How translateOffset walks to its batch; every field has a default. */
+export interface OffsetWalk {
+  /** The window to read into (and leave holding the batch's header); default a new one. */
+  readonly window?: ReadWindow
+  /** Bytes to read past the batch found (a fetch's maxBytes); default 0. */
+  readonly readAheadBytes?: number
+  /** Where damage met on the way is noted; default: none noted. */
+  readonly corruption?: CorruptionFinding
+  /** Walk from byte 0, not from the offset index; default: while the index is distrusted. */
+  readonly fromStart?: boolean
+  /** Batches may skip offsets (compaction); default true. */
+  readonly allowOffsetGaps?: boolean
+}
+
+/** What LogSegment's constructor gets once `create` or `open` opened the files. */
+interface SegmentParts {
+  readonly fs: FileSystem
+  readonly dir: string
+  readonly baseOffset: Offset
+  readonly options: SegmentOptions
+  /** The open `.log` file. */
+  readonly log: FileHandle
+  /** Bytes of the `.log` already written (its size when opened). */
+  readonly sizeInBytes: number
+  readonly offsetIndex: OffsetIndex
+  readonly timeIndex: TimeIndex
+  readonly txnIndex: TransactionIndex
+  readonly createdMs: number
+}
+
 export class LogSegment implements SegmentBytes {
   /** Bytes of the .log whose write has completed. */
   size: number
@@ -97,21 +127,30 @@ export class LogSegment implements SegmentBytes {
   /** What made a read stop trusting the offset index, until the log has logged it. */
   private indexWarning: string | undefined
 
-  private constructor(
-    private readonly fs: FileSystem,
-    readonly dir: string,
-    readonly baseOffset: Offset,
-    private readonly options: SegmentOptions,
-    private readonly log: FileHandle,
-    size: number,
-    readonly offsetIndex: OffsetIndex,
-    readonly timeIndex: TimeIndex,
-    readonly txnIndex: TransactionIndex,
-    readonly createdMs: number,
-  ) {
-    this.size = size
-    this.offsetOfMaxTimestampSoFar = baseOffset
-    this.lastModifiedMs = createdMs
+  private readonly fs: FileSystem
+  readonly dir: string
+  readonly baseOffset: Offset
+  private readonly options: SegmentOptions
+  private readonly log: FileHandle
+  readonly offsetIndex: OffsetIndex
+  readonly timeIndex: TimeIndex
+  readonly txnIndex: TransactionIndex
+  readonly createdMs: number
+
+  /** Built by `create` and `open` once the files are open. */
+  private constructor(parts: SegmentParts) {
+    this.fs = parts.fs
+    this.dir = parts.dir
+    this.baseOffset = parts.baseOffset
+    this.options = parts.options
+    this.log = parts.log
+    this.offsetIndex = parts.offsetIndex
+    this.timeIndex = parts.timeIndex
+    this.txnIndex = parts.txnIndex
+    this.createdMs = parts.createdMs
+    this.size = parts.sizeInBytes
+    this.offsetOfMaxTimestampSoFar = parts.baseOffset
+    this.lastModifiedMs = parts.createdMs
   }
 
   /** For the batch walks of segment-batches.ts (SegmentBytes). */
@@ -169,18 +208,18 @@ export class LogSegment implements SegmentBytes {
     }
     // A leftover index of an earlier segment at this offset (a log restarted here) is not ours.
     await txnIndex.deleteFile()
-    const segment = new LogSegment(
+    const segment = new LogSegment({
       fs,
       dir,
       baseOffset,
       options,
       log,
-      0,
+      sizeInBytes: 0,
       offsetIndex,
       timeIndex,
-      new TransactionIndex(fs, txnIndex.path),
-      nowMs,
-    )
+      txnIndex: new TransactionIndex(fs, txnIndex.path),
+      createdMs: nowMs,
+    })
     segment.fileSuffix = fileSuffix
     return segment
   }
@@ -214,18 +253,18 @@ export class LogSegment implements SegmentBytes {
     const log = await fs.open(logFilePath(dir, baseOffset), 'r+')
     const stat = await log.stat()
     await txnIndex.load()
-    const segment = new LogSegment(
+    const segment = new LogSegment({
       fs,
       dir,
       baseOffset,
       options,
       log,
-      stat.size,
+      sizeInBytes: stat.size,
       offsetIndex,
       timeIndex,
       txnIndex,
-      nowMs,
-    )
+      createdMs: nowMs,
+    })
     segment.lastModifiedMs = stat.mtimeMs
     const offsetProblem = await offsetIndex.load(stat.size)
     const timeProblem = await timeIndex.load(stat.size)
@@ -347,14 +386,14 @@ export class LogSegment implements SegmentBytes {
    * about 2 MB to send 1). Batches smaller than the index interval are all in the probe, so
    * the target is found in it; a larger one is skipped by its header.
    */
-  async translateOffset(
-    offset: Offset,
-    window = new ReadWindow(),
-    readAheadBytes = 0,
-    corruption?: CorruptionFinding,
-    fromStart = this.indexDistrusted,
-    allowOffsetGaps = true,
-  ): Promise<BatchSummary | undefined> {
+  async translateOffset(offset: Offset, walk: OffsetWalk = {}): Promise<BatchSummary | undefined> {
+    const {
+      window = new ReadWindow(),
+      readAheadBytes = 0,
+      corruption,
+      fromStart = this.indexDistrusted,
+      allowOffsetGaps = true,
+    } = walk
     const entry = fromStart ? { offset: this.baseOffset, position: 0 } : this.offsetIndex.lookup(offset)
     let position = entry.position
     const preferred = this.options.indexIntervalBytes + readAheadBytes + BATCH_OFFSETS_HEADER_BYTES
@@ -438,21 +477,25 @@ export class LogSegment implements SegmentBytes {
   ): Promise<{ first: BatchSummary | undefined; window: ReadWindow; corruption: CorruptionFinding }> {
     let window = new ReadWindow()
     let corruption = new CorruptionFinding(this, this.layoutVersion)
-    let first = await this.translateOffset(
-      startOffset,
+    let first = await this.translateOffset(startOffset, {
       window,
-      maxBytes,
+      readAheadBytes: maxBytes,
       corruption,
-      undefined,
       allowOffsetGaps,
-    )
+    })
     if (corruption.isFound && !this.indexDistrusted) {
       // The index entry may be what is wrong (a bit flipped in a position that still looks
       // sane): walk from the segment's start, and if that finds the batch, read without the
       // index from now on. Its rebuild waits for the next recovery of this segment.
       window = new ReadWindow()
       const retry = new CorruptionFinding(this, this.layoutVersion)
-      first = await this.translateOffset(startOffset, window, maxBytes, retry, true, allowOffsetGaps)
+      first = await this.translateOffset(startOffset, {
+        window,
+        readAheadBytes: maxBytes,
+        corruption: retry,
+        fromStart: true,
+        allowOffsetGaps,
+      })
       if (!retry.isFound) {
         this.indexDistrusted = true
         this.indexWarning = corruption.describe()

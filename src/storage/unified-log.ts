@@ -122,7 +122,8 @@ export class UnifiedLog {
     const { loaded } = parts
     this.recent = new RecentBatches(parts.recentBatchesMaxBytes)
     this.topicPartition = parseTopicPartition(basename(parts.dir))
-    this.local = new LocalLog(parts.dir, parts.config, parts.fs, parts.clock, parts.logger, loaded)
+    // The loaded parts are LocalLog's options and more.
+    this.local = new LocalLog(parts)
     this.logStartOffsetValue = loaded.logStartOffset
     this.highWatermarkValue = minOffset(
       maxOffset(parts.highWatermark, loaded.logStartOffset),
