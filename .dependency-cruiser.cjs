@@ -47,7 +47,7 @@ module.exports = {
       name: 'registry-loaded-by-ops',
       severity: 'error',
       comment: 'Only ops loads the registry (lazily); the broker may name its types.',
-      from: { path: '^src/(?!ops/|schema-registry/|server/broker\\.ts)' },
+      from: { path: '^src/(?!ops/|schema-registry/|server/broker(-http)?\\.ts)' },
       to: { path: '^src/schema-registry/', dependencyTypes: ['local', 'import'] },
     },
     {

@@ -42,6 +42,23 @@ export class SegmentReplacedError extends StorageError {
   }
 }
 
+/** Times a read starts over when the cleaner replaced a segment under it (once per clean is the norm). */
+const READ_RETRIES_MAX = 8
+
+/**
+ * Runs a read again when the cleaner swapped a segment under it: the read chose its
+ * segments before the swap and found one gone, so it starts over on the current ones.
+ */
+export async function retryingReplacedSegments<T>(read: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await read()
+    } catch (err) {
+      if (!(err instanceof SegmentReplacedError) || attempt >= READ_RETRIES_MAX) throw err
+    }
+  }
+}
+
 export function offsetOutOfRange(offset: number, logStartOffset: number, logEndOffset: number): StorageError {
   return new StorageError(
     'OFFSET_OUT_OF_RANGE',

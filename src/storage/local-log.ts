@@ -15,6 +15,8 @@ import { maxOffset, minOffset, nextOffset, type Offset } from '../common/types.j
 import type { LogConfig } from './log-config.js'
 import { CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX } from './log-file-names.js'
 import { type AppendedBatch, LogSegment, type SegmentOptions } from './log-segment.js'
+import { NO_TIMESTAMP, type TimestampOffset } from './time-index.js'
+import type { AbortedTxn } from './transaction-index.js'
 
 /** What a read across segments found: whole batches, slices of file reads, no copies. */
 export interface LocalReadResult {
@@ -40,6 +42,17 @@ export interface LoadedSegments {
   readonly recoveryPoint: Offset
 }
 
+export interface LocalLogOptions {
+  /** The `<topic>-<partition>` directory. */
+  readonly dir: string
+  readonly config: LogConfig
+  readonly fs: FileSystem
+  readonly clock: Clock
+  readonly logger: Logger
+  /** The segments as the loader left them. */
+  readonly loaded: LoadedSegments
+}
+
 export class LocalLog {
   private segments: LogSegment[]
   private logEndOffsetValue: Offset
@@ -47,15 +60,18 @@ export class LocalLog {
   private lastFlushMs: number
   private configValue: LogConfig
 
-  constructor(
-    readonly dir: string,
-    config: LogConfig,
-    readonly fs: FileSystem,
-    private readonly clock: Clock,
-    private readonly logger: Logger,
-    loaded: LoadedSegments,
-  ) {
-    this.configValue = config
+  readonly dir: string
+  readonly fs: FileSystem
+  private readonly clock: Clock
+  private readonly logger: Logger
+
+  constructor(options: LocalLogOptions) {
+    const { clock, loaded } = options
+    this.dir = options.dir
+    this.fs = options.fs
+    this.clock = clock
+    this.logger = options.logger
+    this.configValue = options.config
     this.segments = loaded.segments
     this.logEndOffsetValue = loaded.logEndOffset
     this.recoveryPointValue = loaded.recoveryPoint
@@ -286,6 +302,69 @@ export class LocalLog {
     return result
   }
 
+  // ---- lookups ----
+
+  /**
+   * The first record at or after `startingOffset` with timestamp >= `timestampMs`, from the
+   * first segment whose max timestamp is that late; undefined when no record is.
+   */
+  async offsetForTimestamp(
+    timestampMs: number,
+    startingOffset: Offset,
+  ): Promise<TimestampOffset | undefined> {
+    // A copy: the cleaner may splice the list while this awaits (a stale segment throws and the lookup retries).
+    for (const segment of [...this.segments]) {
+      if (segment.maxTimestampSoFar < timestampMs) continue
+      const found = await segment.findOffsetByTimestamp(timestampMs, startingOffset)
+      if (found !== undefined) return found
+    }
+    return undefined
+  }
+
+  /** The largest timestamp of the log and the offset of its record (from the segment that holds it). */
+  async latestTimestamp(): Promise<TimestampOffset | undefined> {
+    let best: LogSegment | undefined
+    for (const segment of this.segments) {
+      if (segment.maxTimestampSoFar > (best?.maxTimestampSoFar ?? NO_TIMESTAMP)) best = segment
+    }
+    return best?.maxTimestampAndOffset()
+  }
+
+  // ---- transaction indexes ----
+
+  /**
+   * Kafka's LocalLog.collectAbortedTransactions: the aborted transactions overlapping
+   * [startOffset, upperBoundOffset), from the `.txnindex` of the segment holding
+   * `startOffset` and of later ones until an entry's LSO passes the bound.
+   */
+  collectAbortedTransactions(startOffset: Offset, upperBoundOffset: Offset): AbortedTxn[] {
+    const found: AbortedTxn[] = []
+    const segments = this.segments
+    let first = 0
+    for (let i = 0; i < segments.length; i++) if (segments[i].baseOffset <= startOffset) first = i
+    for (let i = first; i < segments.length; i++) {
+      const search = segments[i].txnIndex.collect(startOffset, upperBoundOffset)
+      found.push(...search.abortedTransactions)
+      if (search.isComplete) break
+    }
+    return found
+  }
+
+  /**
+   * Makes sure the segment holding each marker indexes its aborted transaction (an index
+   * write a crash lost). Entries already there, and markers below `logStartOffset` or past
+   * the log end, are skipped.
+   */
+  async indexAbortedTransactions(entries: readonly AbortedTxn[], logStartOffset: Offset): Promise<void> {
+    const segments = this.segments
+    for (const entry of entries) {
+      if (entry.lastOffset < logStartOffset || entry.lastOffset >= this.logEndOffset) continue
+      let segment: LogSegment | undefined
+      for (const s of segments) if (s.baseOffset <= entry.lastOffset) segment = s
+      if (segment !== undefined) await segment.txnIndex.restore(entry)
+    }
+  }
+
   // ---- truncation and deletion ----
 
   /**
@@ -404,6 +483,21 @@ export class LocalLog {
       )
       await segment.deleteFiles()
     }
+  }
+
+  /**
+   * Where `oldSegments` still are, consecutive and inactive, at the `sizes` the cleaner read
+   * them at; undefined when they changed since (truncated, deleted by retention, grown into
+   * the active segment).
+   */
+  indexOfUnchanged(oldSegments: readonly LogSegment[], sizes: readonly number[]): number | undefined {
+    const segments = this.segments
+    const first = segments.indexOf(oldSegments[0])
+    const unchanged =
+      first >= 0 &&
+      first + oldSegments.length < segments.length &&
+      oldSegments.every((segment, i) => segments[first + i] === segment && segment.size === sizes[i])
+    return unchanged ? first : undefined
   }
 
   /**

@@ -12,7 +12,6 @@ import { assert } from '../common/assert.js'
 import type { FileHandle, FileSystem } from '../common/file-system.js'
 import { readBufferPool } from '../common/read-buffer-pool.js'
 import { maxOffset, type Offset } from '../common/types.js'
-import { LOG_OVERHEAD } from '../protocol/batch-header.js'
 import { SegmentReplacedError, StorageError } from './errors.js'
 import {
   filenamePrefixFromOffset,
@@ -26,18 +25,21 @@ import {
   type BatchProblem,
   type BatchSummary,
   checkBatch,
-  findRecord,
-  findRecordInCompressed,
-  isCompressedCreateTime,
-  MIN_BATCH_LENGTH,
   peekBatch,
 } from './record-batch-check.js'
+import {
+  MIN_BATCH_BYTES,
+  recordWithTimestamp,
+  SCAN_WINDOW_BYTES,
+  type SegmentBytes,
+  scanBatches,
+  searchForTimestamp,
+  takeBatches,
+} from './segment-batches.js'
 import { CorruptionFinding, ReadWindow } from './segment-read-window.js'
 import { NO_TIMESTAMP, TimeIndex, type TimestampOffset } from './time-index.js'
 import { TransactionIndex, TXN_INDEX_FILE_SUFFIX } from './transaction-index.js'
 
-/** Recovery and index rebuilds read the log in windows of this size. */
-const SCAN_WINDOW_BYTES = 8 * 1024 * 1024
 /** Largest batch framing recovery believes; a length field beyond it marks corruption. */
 const MAX_BATCH_BYTES_ON_DISK = 0x7fffffff
 /** From this read-ahead on, translateOffset's first read covers only the index interval (see there). */
@@ -72,10 +74,37 @@ export interface RecoveryResult {
   readonly problem: BatchProblem | 'bad-offsets' | undefined
 }
 
-/** The smallest batch: its log overhead and a v2 header. */
-const MIN_BATCH_BYTES = LOG_OVERHEAD + MIN_BATCH_LENGTH
+/** How translateOffset walks to its batch; every field has a default. */
+export interface OffsetWalk {
+  /** The window to read into (and leave holding the batch's header); default a new one. */
+  readonly window?: ReadWindow
+  /** Bytes to read past the batch found (a fetch's maxBytes); default 0. */
+  readonly readAheadBytes?: number
+  /** Where damage met on the way is noted; default: none noted. */
+  readonly corruption?: CorruptionFinding
+  /** Walk from byte 0, not from the offset index; default: while the index is distrusted. */
+  readonly fromStart?: boolean
+  /** Batches may skip offsets (compaction); default true. */
+  readonly allowOffsetGaps?: boolean
+}
 
-export class LogSegment {
+/** What LogSegment's constructor gets once `create` or `open` opened the files. */
+interface SegmentParts {
+  readonly fs: FileSystem
+  readonly dir: string
+  readonly baseOffset: Offset
+  readonly options: SegmentOptions
+  /** The open `.log` file. */
+  readonly log: FileHandle
+  /** Bytes of the `.log` already written (its size when opened). */
+  readonly sizeInBytes: number
+  readonly offsetIndex: OffsetIndex
+  readonly timeIndex: TimeIndex
+  readonly txnIndex: TransactionIndex
+  readonly createdMs: number
+}
+
+export class LogSegment implements SegmentBytes {
   /** Bytes of the .log whose write has completed. */
   size: number
   maxTimestampSoFar = NO_TIMESTAMP
@@ -98,21 +127,35 @@ export class LogSegment {
   /** What made a read stop trusting the offset index, until the log has logged it. */
   private indexWarning: string | undefined
 
-  private constructor(
-    private readonly fs: FileSystem,
-    readonly dir: string,
-    readonly baseOffset: Offset,
-    private readonly options: SegmentOptions,
-    private readonly log: FileHandle,
-    size: number,
-    readonly offsetIndex: OffsetIndex,
-    readonly timeIndex: TimeIndex,
-    readonly txnIndex: TransactionIndex,
-    readonly createdMs: number,
-  ) {
-    this.size = size
-    this.offsetOfMaxTimestampSoFar = baseOffset
-    this.lastModifiedMs = createdMs
+  private readonly fs: FileSystem
+  readonly dir: string
+  readonly baseOffset: Offset
+  private readonly options: SegmentOptions
+  private readonly log: FileHandle
+  readonly offsetIndex: OffsetIndex
+  readonly timeIndex: TimeIndex
+  readonly txnIndex: TransactionIndex
+  readonly createdMs: number
+
+  /** Built by `create` and `open` once the files are open. */
+  private constructor(parts: SegmentParts) {
+    this.fs = parts.fs
+    this.dir = parts.dir
+    this.baseOffset = parts.baseOffset
+    this.options = parts.options
+    this.log = parts.log
+    this.offsetIndex = parts.offsetIndex
+    this.timeIndex = parts.timeIndex
+    this.txnIndex = parts.txnIndex
+    this.createdMs = parts.createdMs
+    this.size = parts.sizeInBytes
+    this.offsetOfMaxTimestampSoFar = parts.baseOffset
+    this.lastModifiedMs = parts.createdMs
+  }
+
+  /** For the batch walks of segment-batches.ts (SegmentBytes). */
+  get indexIntervalBytes(): number {
+    return this.options.indexIntervalBytes
   }
 
   get logPath(): string {
@@ -165,18 +208,18 @@ export class LogSegment {
     }
     // A leftover index of an earlier segment at this offset (a log restarted here) is not ours.
     await txnIndex.deleteFile()
-    const segment = new LogSegment(
+    const segment = new LogSegment({
       fs,
       dir,
       baseOffset,
       options,
       log,
-      0,
+      sizeInBytes: 0,
       offsetIndex,
       timeIndex,
-      new TransactionIndex(fs, txnIndex.path),
-      nowMs,
-    )
+      txnIndex: new TransactionIndex(fs, txnIndex.path),
+      createdMs: nowMs,
+    })
     segment.fileSuffix = fileSuffix
     return segment
   }
@@ -210,18 +253,18 @@ export class LogSegment {
     const log = await fs.open(logFilePath(dir, baseOffset), 'r+')
     const stat = await log.stat()
     await txnIndex.load()
-    const segment = new LogSegment(
+    const segment = new LogSegment({
       fs,
       dir,
       baseOffset,
       options,
       log,
-      stat.size,
+      sizeInBytes: stat.size,
       offsetIndex,
       timeIndex,
       txnIndex,
-      nowMs,
-    )
+      createdMs: nowMs,
+    })
     segment.lastModifiedMs = stat.mtimeMs
     const offsetProblem = await offsetIndex.load(stat.size)
     const timeProblem = await timeIndex.load(stat.size)
@@ -317,7 +360,7 @@ export class LogSegment {
   }
 
   /** Makes `window` hold [position, position+length) if the data has it; reads `preferred` bytes ahead. */
-  private async fill(
+  async fill(
     window: ReadWindow,
     position: number,
     length: number,
@@ -343,14 +386,14 @@ export class LogSegment {
    * about 2 MB to send 1). Batches smaller than the index interval are all in the probe, so
    * the target is found in it; a larger one is skipped by its header.
    */
-  async translateOffset(
-    offset: Offset,
-    window = new ReadWindow(),
-    readAheadBytes = 0,
-    corruption?: CorruptionFinding,
-    fromStart = this.indexDistrusted,
-    allowOffsetGaps = true,
-  ): Promise<BatchSummary | undefined> {
+  async translateOffset(offset: Offset, walk: OffsetWalk = {}): Promise<BatchSummary | undefined> {
+    const {
+      window = new ReadWindow(),
+      readAheadBytes = 0,
+      corruption,
+      fromStart = this.indexDistrusted,
+      allowOffsetGaps = true,
+    } = walk
     const entry = fromStart ? { offset: this.baseOffset, position: 0 } : this.offsetIndex.lookup(offset)
     let position = entry.position
     const preferred = this.options.indexIntervalBytes + readAheadBytes + BATCH_OFFSETS_HEADER_BYTES
@@ -418,7 +461,7 @@ export class LogSegment {
     }
     if (first.lastOffset >= maxOffset) return nothing
     const limits = { maxOffset, maxBytes, minOneBatch, allowOffsetGaps }
-    const taken = await this.takeBatches(first, window, corruption, limits)
+    const taken = await takeBatches(this, first, window, corruption, limits)
     if (taken.sizeInBytes === 0) return nothing
     return { ...taken, firstOffset: first.baseOffset }
   }
@@ -434,21 +477,25 @@ export class LogSegment {
   ): Promise<{ first: BatchSummary | undefined; window: ReadWindow; corruption: CorruptionFinding }> {
     let window = new ReadWindow()
     let corruption = new CorruptionFinding(this, this.layoutVersion)
-    let first = await this.translateOffset(
-      startOffset,
+    let first = await this.translateOffset(startOffset, {
       window,
-      maxBytes,
+      readAheadBytes: maxBytes,
       corruption,
-      undefined,
       allowOffsetGaps,
-    )
+    })
     if (corruption.isFound && !this.indexDistrusted) {
       // The index entry may be what is wrong (a bit flipped in a position that still looks
       // sane): walk from the segment's start, and if that finds the batch, read without the
       // index from now on. Its rebuild waits for the next recovery of this segment.
       window = new ReadWindow()
       const retry = new CorruptionFinding(this, this.layoutVersion)
-      first = await this.translateOffset(startOffset, window, maxBytes, retry, true, allowOffsetGaps)
+      first = await this.translateOffset(startOffset, {
+        window,
+        readAheadBytes: maxBytes,
+        corruption: retry,
+        fromStart: true,
+        allowOffsetGaps,
+      })
       if (!retry.isFound) {
         this.indexDistrusted = true
         this.indexWarning = corruption.describe()
@@ -463,78 +510,6 @@ export class LogSegment {
         `batch at offsets from ${first.baseOffset} found for offset ${startOffset}`,
       )
     return { first, window, corruption }
-  }
-
-  /**
-   * `read`'s walk from the batch `first` on: whole batches within the limits, each checked
-   * (framing, offsets, CRC), the window refilled when it ends inside one. Damage after a
-   * sound batch ends the walk there; damage before any is thrown.
-   */
-  private async takeBatches(
-    first: BatchSummary,
-    window: ReadWindow,
-    corruption: CorruptionFinding,
-    limits: { maxOffset: Offset; maxBytes: number; minOneBatch: boolean; allowOffsetGaps: boolean },
-  ): Promise<{ records: Buffer[]; sizeInBytes: number; nextOffset: Offset }> {
-    const { maxOffset, maxBytes, minOneBatch, allowOffsetGaps } = limits
-    const records: Buffer[] = []
-    let sliceStart = first.position
-    let position = first.position
-    let taken = 0
-    let nextOffset = first.baseOffset
-    for (;;) {
-      const headerHere = window.covers(position, BATCH_OFFSETS_HEADER_BYTES)
-      const batch = headerHere ? peekBatch(window.buf, position - window.start, window.buf.length) : undefined
-      if (
-        batch !== undefined &&
-        (batch.sizeInBytes < MIN_BATCH_BYTES ||
-          position + batch.sizeInBytes > this.size ||
-          batch.baseOffset < nextOffset ||
-          (!allowOffsetGaps && batch.baseOffset !== nextOffset))
-      ) {
-        corruption.found(
-          position,
-          `batch of ${batch.sizeInBytes} bytes at offsets from ${batch.baseOffset}, after ${nextOffset}, in ${this.size} bytes`,
-        )
-        break
-      }
-      if (batch === undefined || !window.covers(position, batch.sizeInBytes)) {
-        // The window ends inside this batch: keep what it holds and read on from here.
-        if (batch !== undefined && batch.lastOffset >= maxOffset) break
-        if (batch !== undefined && taken + batch.sizeInBytes > maxBytes && !(minOneBatch && taken === 0))
-          break
-        if (position > sliceStart)
-          records.push(window.buf.subarray(sliceStart - window.start, position - window.start))
-        sliceStart = position
-        const needed = batch === undefined ? BATCH_OFFSETS_HEADER_BYTES : batch.sizeInBytes
-        if (!(await this.fill(window, position, needed, Math.max(maxBytes - taken, needed)))) {
-          // Batches are written whole before `size` counts them: one cut short is damage.
-          if (position !== this.size)
-            corruption.found(position, `batch of ${needed} bytes cut by the end of the segment`)
-          break
-        }
-        continue
-      }
-      if (batch.lastOffset >= maxOffset) break
-      if (taken + batch.sizeInBytes > maxBytes && !(minOneBatch && taken === 0)) break
-      // The CRC is checked before a batch leaves the broker, to a client or a follower: the
-      // append checked it, so a mismatch here is the disk's doing (Kafka checks it only in
-      // recovery and in the client; tidelog reads into memory anyway, and CRC-32C runs at
-      // several GB/s, see README's bench:protocol).
-      const check = checkBatch(window.buf, position - window.start, window.buf.length, batch.sizeInBytes)
-      if (!check.ok) {
-        corruption.found(position, check.problem)
-        break
-      }
-      taken += batch.sizeInBytes
-      position += batch.sizeInBytes
-      nextOffset = (batch.lastOffset + 1) as Offset
-    }
-    // What came before the damaged batch is sound and served; the next read starts at it and fails.
-    if (taken === 0) corruption.throwIfFound()
-    if (position > sliceStart)
-      records.push(window.buf.subarray(sliceStart - window.start, position - window.start))
-    return { records, sizeInBytes: taken, nextOffset }
   }
 
   /** Offset after the last batch, scanning from the last index entry (Kafka's readNextOffset). */
@@ -553,36 +528,15 @@ export class LogSegment {
 
   /**
    * The first record with timestamp >= `timestampMs` at or after `startingOffset` (Kafka's
-   * findOffsetByTimestamp): found in the first batch whose max timestamp is that late, its
-   * records decompressed if need be. A LogAppendTime batch's records all carry its max timestamp.
+   * findOffsetByTimestamp): the indexes give where to start, segment-batches.ts searches.
    */
   async findOffsetByTimestamp(
     timestampMs: number,
     startingOffset: Offset,
   ): Promise<TimestampOffset | undefined> {
     const fromTimeIndex = this.timeIndex.lookup(timestampMs)
-    let position = this.offsetIndex.lookup(maxOffset(fromTimeIndex.offset, startingOffset)).position
-    for (;;) {
-      const found = await this.scanBatches(position, (buf, at, batch) => {
-        if (batch.maxTimestamp < timestampMs || batch.lastOffset < startingOffset) return undefined
-        // Decompressing needs an await: the batch is copied out of the scan's window.
-        if (isCompressedCreateTime(buf, at))
-          return {
-            compressed: Buffer.from(buf.subarray(at, at + batch.sizeInBytes)),
-            next: batch.position + batch.sizeInBytes,
-          }
-        const hit = findRecord(buf, at, batch.sizeInBytes, startingOffset, (ts) => ts >= timestampMs) ?? {
-          timestamp: batch.maxTimestamp,
-          offset: maxOffset(batch.baseOffset, startingOffset),
-        }
-        return { hit }
-      })
-      if (found === undefined) return undefined
-      if ('hit' in found) return found.hit
-      const hit = await findRecordInCompressed(found.compressed, startingOffset, (ts) => ts >= timestampMs)
-      if (hit !== undefined) return hit
-      position = found.next
-    }
+    const position = this.offsetIndex.lookup(maxOffset(fromTimeIndex.offset, startingOffset)).position
+    return searchForTimestamp(this, position, timestampMs, startingOffset)
   }
 
   /** The record holding the segment's max timestamp (batch-level when the batch is compressed). */
@@ -590,35 +544,7 @@ export class LogSegment {
     if (this.maxTimestampSoFar === NO_TIMESTAMP) return undefined
     const target = this.offsetOfMaxTimestampSoFar
     const position = this.offsetIndex.lookup(target).position
-    const maxTimestamp = this.maxTimestampSoFar
-    return this.scanBatches(position, (buf, at, batch) => {
-      if (batch.lastOffset < target) return undefined
-      return (
-        findRecord(buf, at, batch.sizeInBytes, batch.baseOffset, (ts) => ts === maxTimestamp) ?? {
-          timestamp: maxTimestamp,
-          offset: batch.lastOffset,
-        }
-      )
-    })
-  }
-
-  /** Visits whole batches from `position` until `visit` returns a value. */
-  private async scanBatches<T>(
-    position: number,
-    visit: (buf: Buffer, at: number, batch: BatchSummary) => T | undefined,
-  ): Promise<T | undefined> {
-    const window = new ReadWindow()
-    const preferred = Math.min(SCAN_WINDOW_BYTES, Math.max(this.options.indexIntervalBytes * 4, 65536))
-    let at = position
-    while (await this.fill(window, at, BATCH_OFFSETS_HEADER_BYTES, preferred)) {
-      const header = peekBatch(window.buf, at - window.start, window.buf.length)
-      if (header === undefined || header.sizeInBytes <= 0) return undefined
-      if (!(await this.fill(window, at, header.sizeInBytes, preferred))) return undefined
-      const result = visit(window.buf, at - window.start, { ...header, position: at })
-      if (result !== undefined) return result
-      at += header.sizeInBytes
-    }
-    return undefined
+    return recordWithTimestamp(this, position, target, this.maxTimestampSoFar)
   }
 
   /** Reloads maxTimestampSoFar from the last time-index entry and the batches after it. */
@@ -627,7 +553,7 @@ export class LogSegment {
     this.maxTimestampSoFar = last.timestamp
     this.offsetOfMaxTimestampSoFar = last.offset
     const position = this.offsetIndex.lookup(last.offset).position
-    await this.scanBatches(position, (_buf, _at, batch) => {
+    await scanBatches(this, position, (_buf, _at, batch) => {
       if (batch.maxTimestamp > this.maxTimestampSoFar) {
         this.maxTimestampSoFar = batch.maxTimestamp
         this.offsetOfMaxTimestampSoFar = batch.lastOffset

@@ -25,9 +25,11 @@ import {
 } from '../protocol/batch-header.js'
 import { setLogAppendTime } from '../protocol/record-batch.js'
 import { StorageError } from './errors.js'
+import type { LogConfig } from './log-config.js'
 import type { AppendedBatch } from './log-segment.js'
 import { type BatchSummary, checkBatch, writeInt64 } from './record-batch-check.js'
 import { NO_TIMESTAMP } from './time-index.js'
+import type { AppendOptions } from './unified-log-types.js'
 
 /** Marks CreateTime where a LogAppendTime would go (ProduceResponse's logAppendTimeMs). */
 export const NO_LOG_APPEND_TIME = -1
@@ -108,6 +110,48 @@ export function resolveLogAppendTime(
   if (requested === null) return NO_LOG_APPEND_TIME
   if (requested !== undefined) return requested
   return timestampType === TimestampType.LogAppendTime ? nowMs() : NO_LOG_APPEND_TIME
+}
+
+/** What the log knows when an append's turn comes. */
+export interface LogAppendState {
+  readonly nextOffset: Offset
+  readonly latestEpoch: LeaderEpoch
+  /** The broker clock, read only when the rules need the time. */
+  readonly nowMs: () => number
+  /** The log is, or was, compacted: a follower's batches may skip offsets. */
+  readonly offsetGapsAllowed: boolean
+}
+
+/**
+ * The rules a log's configuration sets for one append (what Kafka's UnifiedLog hands its
+ * LogValidator): a leader's (`assignOffsets`) with its epoch, LogAppendTime and CreateTime
+ * bounds, else a follower's.
+ */
+export function appendRules(options: AppendOptions, config: LogConfig, log: LogAppendState): AppendRules {
+  const { nextOffset, latestEpoch } = log
+  if (options.assignOffsets) {
+    return {
+      origin: 'leader',
+      nextOffset,
+      latestEpoch,
+      segmentBytes: config.segmentBytes,
+      maxMessageBytes: config.maxMessageBytes,
+      leaderEpoch: options.leaderEpoch,
+      logAppendTimeMs: resolveLogAppendTime(options.logAppendTimeMs, config.messageTimestampType, log.nowMs),
+      timestampBounds: {
+        nowMs: log.nowMs(),
+        beforeMaxMs: config.messageTimestampBeforeMaxMs,
+        afterMaxMs: config.messageTimestampAfterMaxMs,
+      },
+    }
+  }
+  return {
+    origin: 'follower',
+    nextOffset,
+    latestEpoch,
+    segmentBytes: config.segmentBytes,
+    offsetGapsAllowed: log.offsetGapsAllowed,
+  }
 }
 
 /**

@@ -122,6 +122,24 @@ export interface ProducerStateHook {
   firstUnstableOffset?(): Offset | undefined
 }
 
+/**
+ * A retried batch's answer: its first write's offsets, and as its log append time the
+ * batch's max timestamp, which Kafka's UnifiedLog answers for a duplicate whatever the
+ * topic's timestamp type (found by test/differential against Kafka 4.4).
+ */
+export function duplicateAppendInfo(duplicate: DuplicateBatch, logStartOffset: Offset): LogAppendInfo {
+  return {
+    firstOffset: duplicate.firstOffset,
+    lastOffset: duplicate.lastOffset,
+    logAppendTimeMs: duplicate.maxTimestamp,
+    maxTimestamp: duplicate.maxTimestamp,
+    offsetOfMaxTimestamp: duplicate.lastOffset,
+    shallowCount: 0,
+    validBytes: 0,
+    logStartOffset,
+  }
+}
+
 /** `<topic>-<partition>` as Kafka names partition directories; undefined for other names. */
 export function parseTopicPartition(dirName: string): TopicPartition | undefined {
   const match = TOPIC_PARTITION_DIR.exec(dirName)

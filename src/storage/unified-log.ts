@@ -6,10 +6,11 @@
  * log-validator.ts.
  *
  * Concurrency: every mutation (appends, roll, flush, truncation, retention, close) runs on
- * one per-log queue, strictly in call order. Appends queued in the same tick, or while an
- * earlier write is in flight, form one group: offsets are assigned in order and the whole
- * group reaches the segment in one writev (and at most one fsync). Reads do not queue:
- * they see only bytes whose write has completed. Different logs never wait for each other.
+ * one per-log queue (log-queue.ts), strictly in call order. Appends queued in the same
+ * tick, or while an earlier write is in flight, form one group: offsets are assigned in
+ * order and the whole group reaches the segment in one writev (and at most one fsync).
+ * Reads do not queue: they see only bytes whose write has completed. Different logs never
+ * wait for each other.
  */
 import { basename } from 'node:path'
 import { assert } from '../common/assert.js'
@@ -21,7 +22,7 @@ import {
   type CorruptSegmentError,
   isStorageError,
   offsetOutOfRange,
-  SegmentReplacedError,
+  retryingReplacedSegments,
   StorageError,
   storageFailure,
 } from './errors.js'
@@ -35,15 +36,15 @@ import { LocalLog, segmentOptions } from './local-log.js'
 import { DEFAULT_LOG_CONFIG, hasCompactPolicy, hasDeletePolicy, type LogConfig } from './log-config.js'
 import { CLEANED_FILE_SUFFIX } from './log-file-names.js'
 import { loadLog } from './log-loader.js'
+import { LogQueue, type PendingAppend } from './log-queue.js'
 import type { LogSegment } from './log-segment.js'
-import { resolveLogAppendTime, type ValidatedAppend, validateAppend } from './log-validator.js'
+import { appendRules, type ValidatedAppend, validateAppend } from './log-validator.js'
 import { RECENT_BATCHES_MAX_BYTES_DEFAULT, RecentBatches } from './recent-batches.js'
-import { NO_TIMESTAMP } from './time-index.js'
 import type { AbortedTxn } from './transaction-index.js'
 import type { LoadedLogParts, UnifiedLogOptions } from './unified-log-options.js'
 import {
   type AppendOptions,
-  type DuplicateBatch,
+  duplicateAppendInfo,
   type FetchDataInfo,
   type LogAppendInfo,
   type ProducerAppendOutcome,
@@ -71,25 +72,11 @@ export {
   topicPartitionDirName,
 } from './unified-log-types.js'
 
-interface PendingAppend {
-  readonly buffer: Buffer
-  readonly options: AppendOptions
-  readonly resolve: (info: LogAppendInfo) => void
-  readonly reject: (err: unknown) => void
-}
-
 /** An append validated and given its offsets, waiting for its group's writev. */
 interface PreparedAppend extends ValidatedAppend {
   readonly pending: PendingAppend
   abortedTransactions?: readonly AbortedTxn[]
 }
-
-type Task =
-  | { kind: 'appends'; appends: PendingAppend[] }
-  | { kind: 'op'; run: () => Promise<void>; reject: (err: unknown) => void }
-
-/** Times a read starts over when the cleaner replaced a segment under it (once per clean is the norm). */
-const READ_RETRIES_MAX = 8
 
 export class UnifiedLog {
   readonly topicPartition: TopicPartition | undefined
@@ -98,8 +85,12 @@ export class UnifiedLog {
   private highWatermarkValue: Offset
   private readonly onFlushed: ((durationMs: number) => void) | undefined
   private readonly onTruncated: ((logEndOffset: Offset) => Promise<void>) | undefined
-  private readonly queue: Task[] = []
-  private draining = false
+  private readonly queue = new LogQueue({
+    runAppends: (appends) => this.runAppends(appends),
+    unusableError: () => this.unusableError(),
+    failure: () => this.failure,
+    fail: (err) => this.fail(err),
+  })
   private flushTimer: TimerHandle | undefined
   private failure: StorageError | undefined
   private closed = false
@@ -131,7 +122,8 @@ export class UnifiedLog {
     const { loaded } = parts
     this.recent = new RecentBatches(parts.recentBatchesMaxBytes)
     this.topicPartition = parseTopicPartition(basename(parts.dir))
-    this.local = new LocalLog(parts.dir, parts.config, parts.fs, parts.clock, parts.logger, loaded)
+    // The loaded parts are LocalLog's options and more.
+    this.local = new LocalLog(parts)
     this.logStartOffsetValue = loaded.logStartOffset
     this.highWatermarkValue = minOffset(
       maxOffset(parts.highWatermark, loaded.logStartOffset),
@@ -275,18 +267,7 @@ export class UnifiedLog {
    * magic 2, CRC and offsets (log-validator.ts); an invalid buffer is refused whole.
    */
   append(batches: Buffer, options: AppendOptions): Promise<LogAppendInfo> {
-    return new Promise<LogAppendInfo>((resolve, reject) => {
-      const unusable = this.unusableError()
-      if (unusable !== undefined) {
-        reject(unusable)
-        return
-      }
-      const pending: PendingAppend = { buffer: batches, options, resolve, reject }
-      const last = this.queue.at(-1)
-      if (last?.kind === 'appends') last.appends.push(pending)
-      else this.queue.push({ kind: 'appends', appends: [pending] })
-      this.scheduleDrain()
-    })
+    return this.queue.append(batches, options)
   }
 
   private async runAppends(appends: readonly PendingAppend[]): Promise<void> {
@@ -351,33 +332,16 @@ export class UnifiedLog {
     nextOffset: Offset,
     latestEpoch: LeaderEpoch,
   ): ValidatedAppend {
-    const { buffer, options } = pending
     const config = this.config
-    if (options.assignOffsets) {
-      return validateAppend(buffer, {
-        origin: 'leader',
+    return validateAppend(
+      pending.buffer,
+      appendRules(pending.options, config, {
         nextOffset,
         latestEpoch,
-        segmentBytes: config.segmentBytes,
-        maxMessageBytes: config.maxMessageBytes,
-        leaderEpoch: options.leaderEpoch,
-        logAppendTimeMs: resolveLogAppendTime(options.logAppendTimeMs, config.messageTimestampType, () =>
-          this.clock.nowMs(),
-        ),
-        timestampBounds: {
-          nowMs: this.clock.nowMs(),
-          beforeMaxMs: config.messageTimestampBeforeMaxMs,
-          afterMaxMs: config.messageTimestampAfterMaxMs,
-        },
-      })
-    }
-    return validateAppend(buffer, {
-      origin: 'follower',
-      nextOffset,
-      latestEpoch,
-      segmentBytes: config.segmentBytes,
-      offsetGapsAllowed: this.wasCompacted || hasCompactPolicy(config),
-    })
+        nowMs: () => this.clock.nowMs(),
+        offsetGapsAllowed: this.wasCompacted || hasCompactPolicy(config),
+      }),
+    )
   }
 
   private async writeGroup(group: readonly PreparedAppend[]): Promise<void> {
@@ -452,21 +416,7 @@ export class UnifiedLog {
    * OFFSET_OUT_OF_RANGE outside [logStartOffset, logEndOffset].
    */
   async read(startOffset: Offset, options: ReadOptions): Promise<FetchDataInfo> {
-    return this.retryingReplacedSegments(() => this.readOnce(startOffset, options))
-  }
-
-  /**
-   * Runs a read again when the cleaner swapped a segment under it: the read chose its
-   * segments before the swap and found one gone, so it starts over on the current ones.
-   */
-  private async retryingReplacedSegments<T>(read: () => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await read()
-      } catch (err) {
-        if (!(err instanceof SegmentReplacedError) || attempt >= READ_RETRIES_MAX) throw err
-      }
-    }
+    return retryingReplacedSegments(() => this.readOnce(startOffset, options))
   }
 
   private async readOnce(startOffset: Offset, options: ReadOptions): Promise<FetchDataInfo> {
@@ -511,16 +461,7 @@ export class UnifiedLog {
    * `startOffset` and of later ones until an entry's LSO passes the bound.
    */
   collectAbortedTransactions(startOffset: Offset, upperBoundOffset: Offset): AbortedTxn[] {
-    const found: AbortedTxn[] = []
-    const segments = this.local.segmentList
-    let first = 0
-    for (let i = 0; i < segments.length; i++) if (segments[i].baseOffset <= startOffset) first = i
-    for (let i = first; i < segments.length; i++) {
-      const search = segments[i].txnIndex.collect(startOffset, upperBoundOffset)
-      found.push(...search.abortedTransactions)
-      if (search.isComplete) break
-    }
-    return found
+    return this.local.collectAbortedTransactions(startOffset, upperBoundOffset)
   }
 
   /**
@@ -528,14 +469,8 @@ export class UnifiedLog {
    * each marker indexes its aborted transaction (an index write a crash lost). Entries
    * already there, and markers the log no longer holds, are skipped.
    */
-  async indexAbortedTransactions(entries: readonly AbortedTxn[]): Promise<void> {
-    const segments = this.local.segmentList
-    for (const entry of entries) {
-      if (entry.lastOffset < this.logStartOffsetValue || entry.lastOffset >= this.logEndOffset) continue
-      let segment: LogSegment | undefined
-      for (const s of segments) if (s.baseOffset <= entry.lastOffset) segment = s
-      if (segment !== undefined) await segment.txnIndex.restore(entry)
-    }
+  indexAbortedTransactions(entries: readonly AbortedTxn[]): Promise<void> {
+    return this.local.indexAbortedTransactions(entries, this.logStartOffsetValue)
   }
 
   // ---- lookups ----
@@ -547,33 +482,22 @@ export class UnifiedLog {
    * record is that late.
    */
   offsetForTimestamp(timestampMs: number): Promise<TimestampAndOffset | undefined> {
-    return this.retryingReplacedSegments(() => this.offsetForTimestampOnce(timestampMs))
+    return retryingReplacedSegments(() => this.offsetForTimestampOnce(timestampMs))
   }
 
   private async offsetForTimestampOnce(timestampMs: number): Promise<TimestampAndOffset | undefined> {
-    const startingOffset = this.logStartOffsetValue
-    // A copy: the cleaner may splice the list while this awaits (a stale segment throws and the lookup retries).
-    for (const segment of [...this.local.segmentList]) {
-      if (segment.maxTimestampSoFar < timestampMs) continue
-      const found = await segment.findOffsetByTimestamp(timestampMs, startingOffset)
-      if (found !== undefined)
-        return { ...found, leaderEpoch: this.leaderEpochCache.epochForOffset(found.offset) }
-    }
-    return undefined
+    const found = await this.local.offsetForTimestamp(timestampMs, this.logStartOffsetValue)
+    if (found === undefined) return undefined
+    return { ...found, leaderEpoch: this.leaderEpochCache.epochForOffset(found.offset) }
   }
 
   /** ListOffsets MAX_TIMESTAMP: the largest timestamp and the offset of its record. */
   latestTimestamp(): Promise<TimestampAndOffset | undefined> {
-    return this.retryingReplacedSegments(() => this.latestTimestampOnce())
+    return retryingReplacedSegments(() => this.latestTimestampOnce())
   }
 
   private async latestTimestampOnce(): Promise<TimestampAndOffset | undefined> {
-    let best: LogSegment | undefined
-    for (const segment of this.local.segmentList) {
-      if (segment.maxTimestampSoFar > (best?.maxTimestampSoFar ?? NO_TIMESTAMP)) best = segment
-    }
-    if (best === undefined) return undefined
-    const found = await best.maxTimestampAndOffset()
+    const found = await this.local.latestTimestamp()
     if (found === undefined) return undefined
     return { ...found, leaderEpoch: this.leaderEpochCache.epochForOffset(found.offset) }
   }
@@ -612,6 +536,11 @@ export class UnifiedLog {
   private async truncateSegmentsTo(targetOffset: Offset): Promise<void> {
     this.recent.clear()
     const logEndOffset = await this.local.truncateTo(targetOffset, this.logStartOffsetValue)
+    await this.afterTruncationTo(logEndOffset)
+  }
+
+  /** What every cut of the log's tail but a full one updates, in this order, for the new log end. */
+  private async afterTruncationTo(logEndOffset: Offset): Promise<void> {
     this.noteTruncation(logEndOffset)
     await this.onTruncated?.(logEndOffset)
     this.logStartOffsetValue = minOffset(this.logStartOffsetValue, logEndOffset)
@@ -639,14 +568,7 @@ export class UnifiedLog {
       )
       if (cut === undefined) return undefined
       const { logEndOffset } = cut
-      this.noteTruncation(logEndOffset)
-      await this.onTruncated?.(logEndOffset)
-      this.logStartOffsetValue = minOffset(this.logStartOffsetValue, logEndOffset)
-      this.highWatermarkValue = minOffset(this.highWatermarkValue, logEndOffset)
-      this.checkInvariants()
-      await this.leaderEpochCache.truncateFromEnd(logEndOffset)
-      this.checkInvariants()
-      await this.producerStateHook?.onTruncated()
+      await this.afterTruncationTo(logEndOffset)
       this.logger.error(
         {
           segment: err.segmentPath,
@@ -794,13 +716,8 @@ export class UnifiedLog {
     )
     assert(cleaned.baseOffset === oldSegments[0].baseOffset, 'a cleaned segment keeps its first base offset')
     return this.enqueue(async () => {
-      const segments = this.local.segmentList
-      const first = segments.indexOf(oldSegments[0])
-      const unchanged =
-        first >= 0 &&
-        first + oldSegments.length < segments.length &&
-        oldSegments.every((segment, i) => segments[first + i] === segment && segment.size === sizes[i])
-      if (!unchanged) return false
+      const first = this.local.indexOfUnchanged(oldSegments, sizes)
+      if (first === undefined) return false
       this.recent.clear()
       await this.local.replaceSegments(first, oldSegments, cleaned)
       this.checkInvariants()
@@ -844,66 +761,11 @@ export class UnifiedLog {
 
   /** An append, truncation or other queued operation is under way or waiting. */
   get hasQueuedWork(): boolean {
-    return this.draining || this.queue.length > 0
+    return this.queue.hasQueuedWork
   }
 
   private enqueue<T>(run: () => Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const unusable = this.unusableError()
-      if (unusable !== undefined) {
-        reject(unusable)
-        return
-      }
-      const settle = async () => {
-        try {
-          resolve(await run())
-        } catch (err) {
-          // An outcome for the caller (out of range, ...) leaves the log usable; anything else takes it offline.
-          if (!isStorageError(err) || err.code === 'KAFKA_STORAGE_ERROR') throw err
-          reject(err)
-        }
-      }
-      this.queue.push({ kind: 'op', run: settle, reject })
-      this.scheduleDrain()
-    })
-  }
-
-  private scheduleDrain(): void {
-    if (this.draining) return
-    this.draining = true
-    // A microtask, so that appends made in the same tick join one group (one writev).
-    queueMicrotask(() => {
-      this.drain().catch((err: unknown) => this.fail(err))
-    })
-  }
-
-  private async drain(): Promise<void> {
-    try {
-      for (let task = this.queue.shift(); task !== undefined; task = this.queue.shift()) {
-        await this.runTask(task)
-      }
-    } finally {
-      this.draining = false
-    }
-  }
-
-  private async runTask(task: Task): Promise<void> {
-    if (this.failure !== undefined) {
-      this.rejectTask(task, this.failure)
-      return
-    }
-    try {
-      if (task.kind === 'appends') await this.runAppends(task.appends)
-      else await task.run()
-    } catch (err) {
-      this.fail(err)
-      this.rejectTask(task, this.failure ?? err)
-    }
-  }
-
-  private rejectTask(task: Task, err: unknown): void {
-    if (task.kind === 'appends') for (const pending of task.appends) pending.reject(err)
-    else task.reject(err)
+    return this.queue.enqueue(run)
   }
 
   /** A failed disk operation: the log goes offline; everything queued and later fails. */
@@ -916,7 +778,7 @@ export class UnifiedLog {
     this.recent.clear()
     this.cancelFlushTimer()
     this.onStorageError?.(this.failure)
-    for (const task of this.queue.splice(0)) this.rejectTask(task, this.failure)
+    this.queue.rejectAll(this.failure)
   }
 
   private unusableError(): StorageError | undefined {
@@ -933,23 +795,5 @@ export class UnifiedLog {
     assert(lso <= hw, () => `logStartOffset ${lso} > highWatermark ${hw}`)
     assert(hw <= leo, () => `highWatermark ${hw} > logEndOffset ${leo}`)
     this.local.checkInvariants()
-  }
-}
-
-/**
- * A retried batch's answer: its first write's offsets, and as its log append time the
- * batch's max timestamp, which Kafka's UnifiedLog answers for a duplicate whatever the
- * topic's timestamp type (found by test/differential against Kafka 4.4).
- */
-function duplicateAppendInfo(duplicate: DuplicateBatch, logStartOffset: Offset): LogAppendInfo {
-  return {
-    firstOffset: duplicate.firstOffset,
-    lastOffset: duplicate.lastOffset,
-    logAppendTimeMs: duplicate.maxTimestamp,
-    maxTimestamp: duplicate.maxTimestamp,
-    offsetOfMaxTimestamp: duplicate.lastOffset,
-    shallowCount: 0,
-    validBytes: 0,
-    logStartOffset,
   }
 }
