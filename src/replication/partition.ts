@@ -148,6 +148,8 @@ export class Partition {
   /** Appends that need async preparation (legacy up-conversion, key checks) queue here. */
   private preparedAppendTail: Promise<unknown> = Promise.resolve()
   private preparingAppends = 0
+  /** The last append taken as leader, settled or not: the log lands appends in call order. */
+  private lastLeaderAppend: Promise<unknown> = Promise.resolve()
   /** Set by retire(): the topic this replica belongs to is gone from the metadata. */
   private retiredValue = false
 
@@ -430,12 +432,14 @@ export class Partition {
     // Idempotent producers' sequence checks run inside log.append, on the log's queue
     // (ProducerStateManager as its ProducerStateHook): in call order, with no other append
     // between a batch's check and its offsets. A retry resolves with its first offsets.
-    const info = await this.log.append(batches, {
+    const appended = this.log.append(batches, {
       assignOffsets: true,
       leaderEpoch: this.leaderEpoch,
       origin,
       verificationGuard: leaderAppend.verificationGuard,
     })
+    this.lastLeaderAppend = appended.catch(() => undefined)
+    const info = await appended
     this.onAppended()
     this.maybeIncrementHighWatermark()
     return info
@@ -682,6 +686,19 @@ export class Partition {
       () => `${this.topic}-${this.partition}: truncation to ${targetOffset} past the log end ${logEndOffset}`,
     )
     return this.log.truncateTo(targetOffset)
+  }
+
+  /**
+   * Resolves once every append this replica took while leading has reached its log (or
+   * failed). A replica that stopped leading waits for them before it decides what to
+   * truncate, as Kafka's makeFollower waits on leaderIsrUpdateLock for the appends holding
+   * it: an append still queued when the fetcher compared the leader's epoch end with the log
+   * end landed afterwards, and the replica kept a batch of its old epoch that the new
+   * leader never had (a 30-minute netfault run: an ABORT marker at 29220 on one replica,
+   * written 2.5 s later in the next epoch on the others).
+   */
+  leaderAppendsLanded(): Promise<unknown> {
+    return this.lastLeaderAppend
   }
 
   /** A follower behind the leader's log start (Kafka's truncateFullyAndStartAt) starts over there. */

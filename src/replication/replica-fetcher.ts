@@ -420,7 +420,12 @@ export class LeaderFetcher {
   // ---- truncation (KIP-101/279) --------------------------------------------------------------
 
   private async truncatePending(client: BrokerClient): Promise<void> {
-    const pending = [...this.partitions.values()].filter((f) => !f.truncated)
+    const waiting = [...this.partitions.values()].filter((f) => !f.truncated)
+    if (waiting.length === 0) return
+    // Appends taken while leading land first: the epoch asked for and the log end compared
+    // with the answer must include them (Partition.leaderAppendsLanded).
+    await Promise.all(waiting.map((f) => f.partition.leaderAppendsLanded()))
+    const pending = waiting.filter((f) => this.partitions.get(keyOf(f.partition)) === f && !f.truncated)
     if (pending.length === 0) return
     const withEpoch = pending.filter((f) => f.partition.log.latestEpoch !== undefined)
     for (const f of pending) if (f.partition.log.latestEpoch === undefined) f.truncated = true

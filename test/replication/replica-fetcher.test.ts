@@ -11,6 +11,7 @@
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { test } from 'node:test'
+import type { FileHandle, FileSystem, OpenFlags } from '../../src/common/file-system.js'
 import { silentLogger } from '../../src/common/logger.js'
 import type { ByteStream } from '../../src/common/network.js'
 import { toPartitionEpoch } from '../../src/common/types.js'
@@ -24,6 +25,8 @@ import {
   type FetchRequest,
   type FetchResponse,
   loadAllApiCodecs,
+  type OffsetForLeaderEpochRequest,
+  type OffsetForLeaderEpochResponse,
 } from '../../src/protocol/generated/index.js'
 import { Reader } from '../../src/protocol/primitives.js'
 import { Partition } from '../../src/replication/partition.js'
@@ -407,6 +410,165 @@ test('an unfollow of a re-created topic’s old replica does not stop the new on
       fetchers.shutdown()
       await oldReplica.log.close()
       await newReplica.log.close()
+    }
+  })
+})
+
+/** Node's file system, with writes to `.log` files held while `held` is set. */
+class HeldLogWrites implements FileSystem {
+  held = false
+  private release: () => void = () => {}
+  private gate: Promise<void> = Promise.resolve()
+
+  hold(): void {
+    this.held = true
+    this.gate = new Promise((resolve) => {
+      this.release = resolve
+    })
+  }
+
+  letGo(): void {
+    this.held = false
+    this.release()
+  }
+
+  async open(path: string, flags: OpenFlags): Promise<FileHandle> {
+    const handle = await nodeFileSystem.open(path, flags)
+    if (!path.endsWith('.log')) return handle
+    const wait = () => (this.held ? this.gate : Promise.resolve())
+    return {
+      read: (buffer, offset, length, position) => handle.read(buffer, offset, length, position),
+      write: async (buffer, position) => {
+        await wait()
+        return handle.write(buffer, position)
+      },
+      writev: async (buffers, position) => {
+        await wait()
+        return handle.writev(buffers, position)
+      },
+      sync: () => handle.sync(),
+      truncate: (length) => handle.truncate(length),
+      stat: () => handle.stat(),
+      close: () => handle.close(),
+    }
+  }
+  rename = nodeFileSystem.rename.bind(nodeFileSystem)
+  unlink = nodeFileSystem.unlink.bind(nodeFileSystem)
+  mkdir = nodeFileSystem.mkdir.bind(nodeFileSystem)
+  rmdir = nodeFileSystem.rmdir.bind(nodeFileSystem)
+  readdir = nodeFileSystem.readdir.bind(nodeFileSystem)
+  stat = nodeFileSystem.stat.bind(nodeFileSystem)
+  syncDir = nodeFileSystem.syncDir.bind(nodeFileSystem)
+  statfs = nodeFileSystem.statfs.bind(nodeFileSystem)
+  lockExclusive = nodeFileSystem.lockExclusive.bind(nodeFileSystem)
+}
+
+/** A new leader that answers OffsetForLeaderEpoch at once with `endOffset` and holds fetches. */
+function leaderAnswering(endOffset: bigint, leaderEpoch: number) {
+  const asked: number[] = []
+  const transport = {
+    connect: (): Promise<ByteStream> => {
+      let onData: (chunk: Buffer) => void = () => {}
+      return Promise.resolve<ByteStream>({
+        remoteAddress: '127.0.0.1:1',
+        writableNeedDrain: false,
+        write: (chunks) => {
+          const frame = Buffer.concat(chunks)
+          const apiKey = frame.readInt16BE(4)
+          if (apiKey !== ApiKey.OffsetForLeaderEpoch) return
+          const api = apis.get(apiKey)!
+          const version = frame.readInt16BE(6)
+          const r = new Reader(frame, 4)
+          const header = decodeRequestHeader(r, api.requestHeaderVersion(version))
+          const request = api.decodeRequest(r, version) as OffsetForLeaderEpochRequest
+          const topics = request.topics.map((t) => ({
+            topic: t.topic,
+            partitions: t.partitions.map((p) => {
+              asked.push(p.leaderEpoch)
+              return { errorCode: ErrorCode.NONE, partition: p.partition, leaderEpoch, endOffset }
+            }),
+          }))
+          const body: OffsetForLeaderEpochResponse = { throttleTimeMs: 0, topics }
+          setImmediate(() =>
+            onData(Buffer.concat(encodeResponseFrame(apiKey, version, header.correlationId, body))),
+          )
+        },
+        pause: () => {},
+        resume: () => {},
+        onData: (listener) => {
+          onData = listener
+        },
+        onDrain: () => {},
+        onClose: () => {},
+        destroy: () => {},
+      })
+    },
+  }
+  return { transport, asked }
+}
+
+test('a replica that stops leading truncates what it appended as leader after its last epoch, even an append still on its way to the log', async () => {
+  await loadAllApiCodecs()
+  await withTempDir(async (dir) => {
+    const clock = new ManualClock()
+    const fs = new HeldLogWrites()
+    const log = await UnifiedLog.open({ fs, dir: join(dir, 't-0'), clock })
+    const state = (leader: number, leaderEpoch: number) => ({
+      partition: 0,
+      replicas: [1, 2],
+      isr: [1, 2],
+      leader,
+      leaderEpoch,
+      partitionEpoch: toPartitionEpoch(leaderEpoch),
+    })
+    const partition = new Partition(
+      { topic: 't', partition: 0, topicId: 'AAAAAAAAAAAAAAAAAAAAAg' },
+      log,
+      state(1, 5),
+      {
+        localBrokerId: 1,
+        isFenced: () => false,
+        nowMs: () => clock.now,
+        alterIsr: async () => false,
+      },
+    )
+    // Epoch 6's leader (broker 2) has this replica's first two records; its epoch 5 ends at 2.
+    const newLeader = leaderAnswering(2n, 5)
+    const fetchers = new ReplicaFetcherManager({
+      nodeId: 1,
+      clock,
+      logger: silentLogger,
+      transport: newLeader.transport,
+      brokerAddress: () => ({ host: '127.0.0.1', port: 2 }),
+      fetchMaxBytes: 1 << 20,
+      fetchResponseMaxBytes: 10 << 20,
+      fetchWaitMaxMs: 500,
+      fetchMinBytes: 1,
+      fetchBackoffMs: 100,
+    })
+    const settle = async () => {
+      for (let i = 0; i < 30; i++) await tick()
+    }
+    try {
+      await partition.appendRecordsToLeader(simpleBatch(2), 1, 1)
+      assert.equal(log.logEndOffset, 2)
+      // An append taken as leader in epoch 5 whose write is slow (a marker, a produce)...
+      fs.hold()
+      const late = partition.appendRecordsToLeader(simpleBatch(1), 1, 1)
+      await settle()
+      // ...is still on its way when epoch 6 makes this replica a follower of broker 2.
+      partition.updateState(state(2, 6))
+      fetchers.follow(partition, 2, 6)
+      await settle()
+      fs.letGo()
+      await late
+      // The truncation's file operations take real time.
+      for (let i = 0; i < 200 && log.logEndOffset !== 2; i++) await new Promise((r) => setTimeout(r, 10))
+      assert.deepEqual(newLeader.asked, [5], 'one OffsetForLeaderEpoch, for epoch 5')
+      assert.equal(log.logEndOffset, 2, 'the epoch-5 append the new leader lacks is cut')
+    } finally {
+      fetchers.shutdown()
+      await log.close()
     }
   })
 })
