@@ -430,7 +430,7 @@ export class OffsetVerifier {
     const to = await this.coordinator.ensure()
     if (to === null || this.stopped) return false
     const partitions = Array.from({ length: this.world.partitionCount }, (_, p) => p)
-    const ackedBefore = this.world.invariants.ackedCommitsSnapshot()
+    const before = this.world.invariants.offsetsBeforeFetch()
     this.workload.fetches++
     let answer: OffsetFetchResponse
     try {
@@ -456,7 +456,7 @@ export class OffsetVerifier {
         if (p.errorCode === ErrorCode.NONE) fetched.set(p.partitionIndex, Number(p.committedOffset))
     const topic = this.world.truth?.image().topics.get(CONSUMER_OFFSETS_TOPIC)
     const offsetsPartition = partitionForGroup(GROUP_ID, topic?.partitions.length ?? 1)
-    const checked = this.world.invariants.onOffsetsFetched(to, offsetsPartition, fetched, ackedBefore)
+    const checked = this.world.invariants.onOffsetsFetched(to, offsetsPartition, fetched, before)
     // A stale coordinator: ask again for the current one.
     if (!checked) this.coordinator.close()
     return checked

@@ -15,7 +15,7 @@ import { GroupInvariants } from './invariants-group.js'
 import { StoreInvariants } from './invariants-store.js'
 import type { SimBroker } from './sim-broker.js'
 import { TxnInvariants } from './txn-checker.js'
-import { type GroupChecks, TOPIC, Violation, type WorldView } from './world-view.js'
+import { type GroupChecks, type OffsetsBeforeFetch, TOPIC, Violation, type WorldView } from './world-view.js'
 
 export { FAILED_LOG_DIR_LEADERSHIP_MS, UNREGISTERED_LEADERSHIP_MS } from './invariants-store.js'
 
@@ -85,16 +85,16 @@ export class Invariants implements GroupChecks {
   onCommitAcked(partition: number, offset: number, member: number): void {
     this.group.onCommitAcked(partition, offset, member)
   }
-  ackedCommitsSnapshot(): ReadonlyMap<number, number> {
-    return this.group.ackedCommitsSnapshot()
+  offsetsBeforeFetch(): OffsetsBeforeFetch {
+    return this.group.offsetsBeforeFetch()
   }
   onOffsetsFetched(
     from: number,
     offsetsPartition: number,
     fetched: ReadonlyMap<number, number>,
-    ackedBefore: ReadonlyMap<number, number>,
+    before: OffsetsBeforeFetch,
   ): boolean {
-    return this.group.onOffsetsFetched(from, offsetsPartition, fetched, ackedBefore)
+    return this.group.onOffsetsFetched(from, offsetsPartition, fetched, before)
   }
   onGroupAssignment(
     generation: number,

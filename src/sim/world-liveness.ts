@@ -206,7 +206,7 @@ export class LivenessPhase {
     const w = this.workload.groupWorkload!
     const g = this.world.invariants.group.counts
     this.world.log(
-      `group: ${w.rebalances} assignments, ${w.commits} commits (${w.ackedCommits} partition commits acknowledged), ${w.fetches} offset fetches (${g.fetches} checked, ${g.staleFetches} from a deposed coordinator, ${g.staleBehind} of those behind an acknowledged commit), ${g.coordinatorAnswers} coordinator answers, ${g.memberEpochs} member epochs checked; errors ${[...w.errorCodes].map(([code, n]) => `${code}: ${n}`).join(', ') || 'none'}; acknowledged commits found by the final OffsetFetch`,
+      `group: ${w.rebalances} assignments, ${w.commits} commits (${w.ackedCommits} partition commits acknowledged), ${w.fetches} offset fetches (${g.fetches} checked, ${g.staleFetches} from a deposed coordinator, ${g.staleBehind} of those behind an acknowledged commit, ${g.overtaken} partition offsets overtaken by a later fetch's answer), ${g.coordinatorAnswers} coordinator answers, ${g.memberEpochs} member epochs checked; errors ${[...w.errorCodes].map(([code, n]) => `${code}: ${n}`).join(', ') || 'none'}; acknowledged commits found by the final OffsetFetch`,
     )
   }
 

@@ -23,15 +23,26 @@ export interface DeliveredRecord {
 /** An invariant that does not hold: ends the run with the trace. */
 export class Violation extends Error {}
 
+/**
+ * Per partition of the topic, as an OffsetFetch is sent: the highest acknowledged commit and
+ * the highest committed offset an earlier OffsetFetch answer returned. Only what completed
+ * before the fetch was sent binds its answer; a fetch still in flight may be overtaken.
+ */
+export interface OffsetsBeforeFetch {
+  readonly acked: ReadonlyMap<number, number>
+  readonly fetched: ReadonlyMap<number, number>
+}
+
 /** The group checks group-member.ts reports to (Invariants implements them). */
 export interface GroupChecks {
   onCommitAcked(partition: number, offset: number, member: number): void
-  ackedCommitsSnapshot(): ReadonlyMap<number, number>
+  /** Taken as an OffsetFetch is sent: what its answer is held to. */
+  offsetsBeforeFetch(): OffsetsBeforeFetch
   onOffsetsFetched(
     from: number,
     offsetsPartition: number,
     fetched: ReadonlyMap<number, number>,
-    ackedBefore: ReadonlyMap<number, number>,
+    before: OffsetsBeforeFetch,
   ): boolean
   onGroupAssignment(generation: number, memberId: string, index: number, partitions: readonly number[]): void
   /** A KIP-848 heartbeat answered NONE with this member epoch. */

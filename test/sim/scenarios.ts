@@ -335,3 +335,17 @@ export const LATE_WRITE_REFUSED_BY_VERIFICATION: Scenario = {
     TRANSACTIONS_CHECKED,
   ],
 }
+
+/**
+ * Groups: an OffsetFetch answer computed before a commit arrives after a later fetch's answer
+ * that returned the commit (the two overlapped), then the group's end check passes.
+ */
+export const OFFSET_FETCH_OVERTAKEN: Scenario = {
+  what: "an OffsetFetch answer from before a commit arrives after a later, overlapping fetch's answer that returned it",
+  steps: [
+    {
+      marker: /group offsets: broker \d+ returned \d+ for \S+ to a fetch overtaken by one that returned \d+/,
+    },
+    { marker: /group: .*; acknowledged commits found by the final OffsetFetch/ },
+  ],
+}

@@ -20,6 +20,7 @@ import {
   LATE_WRITE_REFUSED_BY_VERIFICATION,
   LEADER_ISR_WRITE_THROUGH_LATENT_STORE,
   LEADER_LOG_DIR_OFFLINE,
+  OFFSET_FETCH_OVERTAKEN,
   POWER_LOST_LEADER_RETURNS,
   type Scenario,
   SOLE_ISR_LEADER_RESTARTS,
@@ -356,6 +357,17 @@ describe('deterministic simulation', () => {
   // KIP-848 members (--consumer-protocol). Seed 2's coordinator moves (its markers).
   it('consumer protocol, seed 2: member epochs never go backwards across coordinator failover, acknowledged commits survive, no partition held by two members', async () => {
     await runScenario({ seed: 2, groups: true, consumerProtocol: true }, COORDINATOR_FAILOVER)
+  })
+
+  // Seed 304 (--idempotent --acks0): the offset verifier's fetch, sent into a 1-1076 ms network
+  // delay, is answered from before a commit and arrives after the end check's fetch (sent
+  // later) returned the commit. Overlapping reads may be answered in either order: an answer is
+  // held only to answers that arrived before its fetch was sent (it failed "went backwards").
+  it('consumer protocol, seed 304: an OffsetFetch answer overtaken by a later fetch is not held to it', async () => {
+    await runScenario(
+      { seed: 304, idempotentProducers: true, acksZero: true, groups: true, consumerProtocol: true },
+      OFFSET_FETCH_OVERTAKEN,
+    )
   })
 
   it('compaction (groups and transactions), seed 3: the internal topics are compacted while both coordinators fail over; every cleaner checkpoint stays at or below its log end', async () => {
