@@ -14,8 +14,11 @@ import { test } from 'node:test'
 import { namespaceSupport } from './network.js'
 import { formatNetfaultReport, netfaultProblems, runNetfaultSuite } from './suite.js'
 
-/** Each workload's faults; the two together cost the test command about what one 60 s run did. */
-const FAULT_SECONDS = 40
+/**
+ * Each workload's faults: issue 35 asks for 60 s of Jepsen's in CI; the default workload's
+ * 20 s keep the two at the 80 s they cost before.
+ */
+const FAULT_SECONDS = { default: 20, jepsen: 60 } as const
 
 async function skipWithoutNamespaces(t: { skip(message: string): void }): Promise<boolean> {
   const unsupported = await namespaceSupport()
@@ -30,12 +33,12 @@ async function skipWithoutNamespaces(t: { skip(message: string): void }): Promis
 const seed = process.env['NETFAULT_SEED'] !== undefined ? Number(process.env['NETFAULT_SEED']) : undefined
 
 for (const workload of ['default', 'jepsen'] as const) {
-  test(`network faults between namespaces, ${FAULT_SECONDS} s, acks=all, ${workload} workload: no acknowledged record lost${workload === 'jepsen' ? ', no anomaly in the history' : ''}`, {
+  test(`network faults between namespaces, ${FAULT_SECONDS[workload]} s, acks=all, ${workload} workload: no acknowledged record lost${workload === 'jepsen' ? ', no anomaly in the history' : ''}`, {
     timeout: 300000,
   }, async (t) => {
     if (await skipWithoutNamespaces(t)) return
     const report = await runNetfaultSuite({
-      seconds: FAULT_SECONDS,
+      seconds: FAULT_SECONDS[workload],
       workload,
       ...(seed !== undefined ? { seed } : {}),
       log: (line) => t.diagnostic(line),
