@@ -11,7 +11,6 @@
  * and nothing else. Replay applies them in any order (compaction may leave a member's
  * current assignment before its metadata).
  */
-import { Reader, type Writer } from '../protocol/primitives.js'
 import {
   type CoordinatorRecord,
   endValue,
