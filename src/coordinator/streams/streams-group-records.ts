@@ -440,5 +440,6 @@ export function snapshotStreamsGroup(group: StreamsGroup): () => void {
     group.targetAssignment = copy.targetAssignment
     group.endpointInformationEpoch = copy.endpointInformationEpoch
     group.shutdownRequested = copy.shutdownRequested
+    group.initialAssignmentDueMs = copy.initialAssignmentDueMs
   }
 }
