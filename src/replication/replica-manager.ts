@@ -75,14 +75,22 @@ const DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 const DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS = 600_000
 
 /** One partition's records of a produce request, for appendRecords. */
-export interface AppendRecordsParams {
+/** An append on a partition's leader, with its acks wait (ReplicaManager.appendToLeader). */
+export interface LeaderAppendParams {
   readonly topic: string
   readonly partition: number
   readonly records: Buffer
   readonly requiredAcks: Acks
+  /** How long acks=all waits for the ISR (REQUEST_TIMED_OUT after). */
   readonly timeoutMs: number
-  readonly verification: TransactionVerification
   readonly purgatoryTimer?: PurgatoryTimer
+  /** How the partition checks the batch's producer: its origin, a verified transaction. */
+  readonly leaderAppend?: LeaderAppend
+}
+
+/** A produce's append: a leader append after KIP-890's verification. */
+export interface AppendRecordsParams extends Omit<LeaderAppendParams, 'leaderAppend'> {
+  readonly verification: TransactionVerification
 }
 
 export interface AppendResult {
@@ -570,16 +578,7 @@ export class ReplicaManager {
       records,
       params.verification,
       { topic, partition },
-      (leaderAppend) =>
-        this.appendToLeader(
-          topic,
-          partition,
-          records,
-          params.requiredAcks,
-          params.timeoutMs,
-          params.purgatoryTimer,
-          leaderAppend,
-        ),
+      (leaderAppend) => this.appendToLeader({ ...params, leaderAppend }),
     )
   }
 
@@ -589,16 +588,9 @@ export class ReplicaManager {
    * `timeoutMs` (REQUEST_TIMED_OUT), and fails with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the
    * ISR shrank below min.insync.replicas meanwhile.
    */
-  async appendToLeader(
-    topic: string,
-    partitionIndex: number,
-    records: Buffer,
-    requiredAcks: Acks,
-    timeoutMs: number,
-    purgatoryTimer?: PurgatoryTimer,
-    leaderAppend: LeaderAppend = {},
-  ): Promise<AppendResult> {
-    const partition = this.getPartitionOrError(topic, partitionIndex)
+  async appendToLeader(params: LeaderAppendParams): Promise<AppendResult> {
+    const { topic, records, requiredAcks, timeoutMs, purgatoryTimer, leaderAppend = {} } = params
+    const partition = this.getPartitionOrError(topic, params.partition)
     const minInsyncReplicas = this.settings.get(topic)?.minInsyncReplicas ?? 1
     // The leadership the records are appended under (read before the append's first await).
     const leaderEpoch = partition.leaderEpoch

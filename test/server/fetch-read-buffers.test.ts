@@ -102,7 +102,13 @@ test('pipelined fetches read into reused buffers all answer intact, equal batche
     for (let partition = 0; partition < PARTITIONS; partition++) {
       for (let i = 0; i < BATCHES_PER_PARTITION; i++) {
         const batch = simpleBatch(RECORDS_PER_BATCH, VALUE_BYTES, partition * 100 + i)
-        const result = await broker.replicaManager.appendToLeader('pooled', partition, batch, 1, 5000)
+        const result = await broker.replicaManager.appendToLeader({
+          topic: 'pooled',
+          partition: partition,
+          records: batch,
+          requiredAcks: 1,
+          timeoutMs: 5000,
+        })
         assert.equal(result.errorCode, ErrorCode.NONE)
       }
     }
