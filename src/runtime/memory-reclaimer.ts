@@ -67,8 +67,12 @@ export class MemoryReclaimer {
   private readonly intervalMs: number
   private readonly idleBusyFractionMax: number
   private readonly collectAboveBytes: number
-  /** Held bytes right after the last collection (or at start). */
-  private baselineBytes: number
+  /**
+   * Held bytes right after the last collection, or at the first look: not at start, since
+   * what a broker allocates to start is no burst, and collecting it pre-empted V8's own
+   * memory-reducing collection of an idle broker (measured: 77.5 MiB against 72.4).
+   */
+  private baselineBytes: number | null = null
 
   constructor(private readonly options: MemoryReclaimerOptions) {
     this.intervalMs = options.intervalMs ?? MEMORY_RECLAIM_INTERVAL_MS_DEFAULT
@@ -76,7 +80,6 @@ export class MemoryReclaimer {
     this.collectAboveBytes = options.collectAboveBytes ?? COLLECT_ABOVE_BYTES_DEFAULT
     assert(this.intervalMs > 0, () => `bad memory reclaim interval ${this.intervalMs}`)
     assert(this.collectAboveBytes >= 0, () => `bad collect threshold ${this.collectAboveBytes}`)
-    this.baselineBytes = options.memory.heldBytes()
   }
 
   start(): void {
@@ -95,7 +98,9 @@ export class MemoryReclaimer {
     const { memory, pool } = this.options
     const trimmedBytes = pool.trimIfIdle()
     const idle = memory.busyFractionSinceLastCall() <= this.idleBusyFractionMax
-    const grownBytes = memory.heldBytes() - this.baselineBytes
+    const heldBytes = memory.heldBytes()
+    this.baselineBytes ??= heldBytes
+    const grownBytes = heldBytes - this.baselineBytes
     const collected = idle && (grownBytes > this.collectAboveBytes || trimmedBytes > 0)
     if (collected) memory.collectGarbage()
     // After a collection the level it left is the new baseline; a level that fell (V8

@@ -107,3 +107,22 @@ test("Node's process memory: a collection frees the dead Buffers of a burst", as
   const busy = memory.busyFractionSinceLastCall()
   assert.ok(busy >= 0 && busy <= 1, `busy fraction ${busy}`)
 })
+
+test('what the process allocated before the first look is no burst: V8 is left to reduce it', () => {
+  const clock = new ManualClock()
+  const memory = new FakeMemory()
+  const reclaimer = new MemoryReclaimer({
+    clock,
+    memory,
+    pool: new ReadBufferPool(),
+    intervalMs: INTERVAL_MS,
+  })
+  memory.arrayBuffers = 40 * MIB
+  reclaimer.start()
+  clock.advance(3 * INTERVAL_MS)
+  assert.equal(memory.collections, 0)
+  memory.arrayBuffers += 2 * COLLECT_ABOVE_BYTES_DEFAULT
+  clock.advance(INTERVAL_MS)
+  assert.equal(memory.collections, 1)
+  reclaimer.stop()
+})
