@@ -4,8 +4,9 @@
  *
  * What held it, measured on `tidelog broker` processes after the RF 3 acks=all throughput run
  * (bench/memory.bench.ts --breakdown): of 250 MiB resident, 45 MiB are the node binary's
- * pages and 37 MiB the idle anonymous memory; the rest is ArrayBuffers (60-115 MiB: fetch
- * answers, produce requests, the read buffer pool) and a new space grown to 30 MiB. Most of
+ * pages and 37 MiB the idle anonymous memory; the rest is ArrayBuffers (27-118 MiB: fetch
+ * answers, produce requests, the read buffer pool), glibc's heap where they live, and a new
+ * space grown to 30 MiB. Most of
  * those ArrayBuffers are garbage already, but an idle broker allocates too little for V8 to
  * collect again, and the start-up heap policy (cli/heap-policy.ts) lets the heap grow 5x
  * between full collections, so they stayed: 10 s later the figure had not moved. One full
@@ -13,10 +14,12 @@
  *
  * So every `intervalMs` this trims the read buffer pool if it was not used meanwhile and,
  * when the event loop was nearly idle over the interval and V8's heap and ArrayBuffers grew
- * by more than `collectAboveBytes` since the last collection, runs one full collection
- * (which also shrinks the new space back, to 1 MiB from about 8 idle and 30 after load). A collection
- * pauses the loop (a few ms for a broker's ~20 MiB live heap), which is why it waits for an
- * idle loop: under load V8 collects on its own and a forced pause would show in latency.
+ * by more than `collectAboveBytes` since the last collection, runs one full collection,
+ * which also shrinks the new space back to 1 MiB. A collection pauses the loop (12-26 ms
+ * measured for a broker's ~20 MiB live heap on a loaded machine), which is why it waits for
+ * an idle loop: under load V8 collects on its own and a forced pause would show in latency.
+ * What it cannot give back is glibc's: freed memory amid its heap stays resident
+ * (docs/notes/performance.md, "Memory of a broker process").
  */
 
 import { performance } from 'node:perf_hooks'
