@@ -383,6 +383,7 @@ export class Broker implements BrokerServices {
       random: parts.random,
       logger: parts.logger,
       clock: parts.clock,
+      checkImages: parts.checkMetadataImages === true,
     })
     // Bound once the broker exists: a disk failure while loading fails create() instead.
     let onLogDirFailure: (dir: string) => void = () => {}
