@@ -450,10 +450,10 @@ export class Broker implements BrokerServices {
       this.transactionCoordinator.onPartitionsChanged()
       this.shareCoordinator.onPartitionsChanged()
       this.transactionCoordinator.startup()
-      this.metadata.onChange((image) => {
+      this.metadata.onChange((image, previous, delta) => {
         this.lifecycle.maybeFencedByIncarnation(image)
         this.replicaManager
-          .applyImage(image)
+          .applyImage(image, { previous, delta })
           // Leadership of __consumer_offsets and __transaction_state partitions decides which
           // groups and transactional ids this broker coordinates.
           .then(() => {
