@@ -1,7 +1,8 @@
 /**
  * A broker's view of the cluster metadata kept in the metadata store, and the way it
  * changes it. The view mirrors every key of the store (one range read, then a watch from
- * the next revision) and derives an immutable ClusterImage from it after each change.
+ * the next revision) and derives an immutable ClusterImage from it after each change: from
+ * the previous image and the keys that changed, sharing the rest (image-delta.ts).
  *
  * Writes are optimistic: `update(change)` applies a pure function to the current image,
  * turns the difference into store operations guarded by the versions of the keys it read
@@ -244,7 +245,7 @@ export class ClusterMetadata {
     }
     this.appliedRevision = revision
     // A revision of staged partitions and claims only (a big topic being created) leaves
-    // the image as it was: every broker applied it once per staging transaction.
+    // the image as it was: every broker rebuilt and applied it once per staging transaction.
     const changed = events.some(({ kv }) => this.isRead(kv.key))
     if (this.publishHolds > 0) this.heldChanged ||= changed
     else this.publish(revision, changed)

@@ -388,7 +388,7 @@ export class ReplicaManager {
       if (settingsChanged) this.settings.set(topic.name, settings)
       this.topicIds.set(topic.name, topic.topicId)
       // The metadata keeps the object of a partition state that did not change (see
-      // buildImage): applying only the changed ones makes an image changing k partitions
+      // metadata/image-delta.ts): applying only the changed ones makes an image changing k partitions
       // cost O(k) rather than O(partitions) in each broker.
       const indices = everyTopic ? null : delta.topics.get(topic.name)
       const states = indices ? indices.map((index) => topic.partitions[index]) : topic.partitions
