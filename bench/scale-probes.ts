@@ -3,6 +3,7 @@
  * Apache Kafka: Metadata (leaders, ISRs), ListOffsets to each leader (does it serve the
  * partition?) and DescribeLogDirs to each broker (does it host its replicas?).
  */
+import type { CreatePartitionsResponse } from '../src/protocol/generated/create-partitions-response.js'
 import type { CreateTopicsResponse } from '../src/protocol/generated/create-topics-response.js'
 import type { DescribeLogDirsResponse } from '../src/protocol/generated/describe-log-dirs-response.js'
 import { ApiKey, apis, loadAllApiCodecs } from '../src/protocol/generated/index.js'
@@ -93,6 +94,25 @@ export class ScaleProbes {
     // REQUEST_TIMED_OUT: created, not yet everywhere; the caller waits for that anyway.
     if (result.errorCode !== 0 && result.errorCode !== 7)
       throw new Error(`CreateTopics ${topic}: error ${result.errorCode} ${result.errorMessage ?? ''}`)
+  }
+
+  /** CreatePartitions v3: `topic` grown to `count` partitions. */
+  async createPartitions(topic: string, count: number, timeoutMs: number): Promise<void> {
+    const response = await this.request<CreatePartitionsResponse>(
+      this.anyLive(),
+      ApiKey.CreatePartitions,
+      3,
+      {
+        topics: [{ name: topic, count, assignments: null }],
+        timeoutMs,
+        validateOnly: false,
+      },
+    )
+    const [result] = response.results
+    if (result.errorCode !== 0 && result.errorCode !== 7)
+      throw new Error(
+        `CreatePartitions ${topic} to ${count}: error ${result.errorCode} ${result.errorMessage ?? ''}`,
+      )
   }
 
   /** Metadata v12; `topics` null asks for every topic. */
