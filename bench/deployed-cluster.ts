@@ -117,6 +117,11 @@ export async function withKafkaProcesses<T>(body: (cluster: DeployedCluster) => 
   const kafka = await startKafkaReference({ nodes: 3 })
   try {
     return await body(kafkaCluster(kafka))
+  } catch (error) {
+    // Printed here: a failure of stop() below (removing 30,000 replica logs took over the
+    // script's 60 s once) would otherwise be the only error reported.
+    console.log(`Kafka: ${String(error).split('\n')[0]}`)
+    throw error
   } finally {
     await kafka.stop()
   }
