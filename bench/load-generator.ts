@@ -19,8 +19,16 @@ export function perfBinary(): string {
   return out
 }
 
-/** Runs the load generator without blocking this process's event loop (a broker may live here). */
-export async function perf(binary: string, args: string[]): Promise<Record<string, number>> {
-  const { stdout } = await promisify(execFile)(binary, args, { encoding: 'utf8', maxBuffer: 1 << 20 })
+/**
+ * Runs the load generator without blocking this process's event loop (a broker may live here).
+ * `timeoutMs` (none by default) kills a run that hangs.
+ */
+export async function perf(binary: string, args: string[], timeoutMs = 0): Promise<Record<string, number>> {
+  const { stdout } = await promisify(execFile)(binary, args, {
+    encoding: 'utf8',
+    maxBuffer: 1 << 20,
+    timeout: timeoutMs,
+    killSignal: 'SIGKILL',
+  })
   return JSON.parse(stdout.trim().split('\n').at(-1)!)
 }

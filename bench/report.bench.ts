@@ -28,7 +28,7 @@
  *   node dist/bench/report.bench.js [--quick] [--repeat N] [--out DIR] [--no-kafka]
  */
 import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { availableParallelism, loadavg, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -42,7 +42,6 @@ import {
   withEtcdCluster,
 } from '../test/helpers/broker-process.js'
 import {
-  installKafkaReference,
   KAFKA_REFERENCE_VERSION,
   type KafkaReference,
   startKafkaReference,
@@ -51,6 +50,7 @@ import { partitionSizes, waitForIsrAt } from './cluster-probes.js'
 import { perfBinary } from './load-generator.js'
 import { describePageCost, freshPageSystemSecondsPerGiB } from './page-cost.js'
 import { processStats } from './process-stats.js'
+import { have, KAFKA_JVM, kafkaAvailable, kafkaNodePids } from './reference-kafka.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const { values } = parseArgs({
@@ -89,13 +89,6 @@ const RECORD_BYTES = 1024
  * rdkafka-perf's larger ones.
  */
 const LIBRDKAFKA_DEFAULT_FETCH = ['max.partition.fetch.bytes=1048576', 'queued.max.messages.kbytes=65536']
-/** Kafka's own JVM settings (bin/kafka-server-start.sh and kafka-run-class.sh), not the tests' small ones. */
-const KAFKA_JVM = {
-  KAFKA_HEAP_OPTS: '-Xmx1G -Xms1G',
-  KAFKA_JVM_PERFORMANCE_OPTS:
-    '-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 ' +
-    '-XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true',
-}
 
 type PerfResult = Record<string, number>
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
@@ -104,14 +97,6 @@ const median = (xs: number[]): number => {
   if (s.length === 0) return Number.NaN
   const middle = Math.floor(s.length / 2)
   return s.length % 2 === 1 ? s[middle] : (s[middle - 1] + s[middle]) / 2
-}
-const have = (command: string): boolean => {
-  try {
-    execFileSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' })
-    return true
-  } catch {
-    return false
-  }
 }
 
 /** The JetStream publisher, or why there is none. */
@@ -133,19 +118,6 @@ function natsPerf(): { binary: string } | { missing: string } {
     }
   }
   return { binary: out }
-}
-
-/** Apache Kafka 4.4 installed (jars fetched once), or why it is left out. */
-async function kafkaAvailable(): Promise<{ ok: true } | { missing: string }> {
-  if (values['no-kafka']) return { missing: '--no-kafka was given' }
-  if (!have('java') || !have('mvn'))
-    return { missing: 'Java 17 and Maven are needed (Debian: openjdk-17-jdk-headless, maven)' }
-  try {
-    await installKafkaReference()
-    return { ok: true }
-  } catch (error) {
-    return { missing: `scripts/kafka-reference.sh install failed: ${String(error).split('\n')[0]}` }
-  }
 }
 
 /** The longest a load generator may take: every run here takes seconds, so longer is a hang. */
@@ -431,15 +403,6 @@ async function tidelogStart(perf: string): Promise<void> {
 // ---- Apache Kafka 4.4 ------------------------------------------------------------------------
 
 const kafkaScript = join(root, 'scripts', 'kafka-reference.sh')
-const kafkaNodePids = (kafka: KafkaReference, nodes: readonly number[]): number[] =>
-  nodes.flatMap((n) => {
-    try {
-      const pid = Number(readFileSync(join(kafka.dir, `node-${n}`, 'pid'), 'utf8').trim())
-      return existsSync(`/proc/${pid}`) ? [pid] : []
-    } catch {
-      return []
-    }
-  })
 
 async function withKafka<T>(nodes: number, body: (kafka: KafkaReference) => Promise<T>): Promise<T> {
   const kafka = await startKafkaReference({
@@ -696,7 +659,7 @@ async function main(): Promise<void> {
   const t0 = performance.now()
   const perf = perfBinary()
   const nats = natsPerf()
-  const kafka = await kafkaAvailable()
+  const kafka = await kafkaAvailable(values['no-kafka'])
   Object.assign(process.env, KAFKA_JVM)
   notes.push(describePageCost(freshPageSystemSecondsPerGiB()))
   const present = new Set<System>(['tidelog'])

@@ -54,12 +54,14 @@ export function allInSync(total: number): (view: MetadataView) => boolean {
  * Waits until `total` partitions have their 3 replicas in sync, then, if any is not led by
  * its preferred replica (a session a stalled broker lost while creating moves leaderships
  * away), elects the preferred leaders through the broker on `port` and waits for them, so a
- * fault injected next is the only change. Returns that metadata.
+ * fault injected next is the only change. Returns that metadata. `timeoutMs` bounds the first
+ * wait, half of it the second.
  */
 export async function inSyncUnderPreferredLeaders(
   port: number,
   bootstrap: string,
   total: number,
+  timeoutMs = 60_000,
 ): Promise<MetadataView> {
   const inSync = allInSync(total)
   const synced = await waitFor(
@@ -68,7 +70,7 @@ export async function inSyncUnderPreferredLeaders(
       const view = await kcatMetadata(bootstrap)
       return inSync(view) ? view : undefined
     },
-    60_000,
+    timeoutMs,
     500,
   )
   if ([...synced.topics.values()].flat().some((p) => p.leader !== p.replicas[0])) {
@@ -91,7 +93,7 @@ export async function inSyncUnderPreferredLeaders(
       const all = [...view.topics.values()].flat()
       return inSync(view) && all.every((p) => p.leader === p.replicas[0]) ? view : undefined
     },
-    30_000,
+    timeoutMs / 2,
     500,
   )
 }
