@@ -27,7 +27,8 @@ import type { SharePartitionKey } from '../../coordinator/share/share-state-reco
 import { BatchHeader, LOG_OVERHEAD } from '../../protocol/batch-header.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
-import type { Partition } from '../../replication/partition.js'
+import type { IsolationLevel, Partition } from '../../replication/partition.js'
+import type { AbortedTxn } from '../../storage/transaction-index.js'
 import {
   type AcknowledgementBatch,
   type AcquiredRange,
@@ -58,6 +59,10 @@ export interface SharePartitionManagerConfig extends SharePartitionConfig {
 export interface ShareGroupOverrides {
   readonly autoOffsetReset?: ShareAutoOffsetReset
   readonly recordLockDurationMs?: number
+  readonly deliveryCountLimit?: number
+  readonly maxInFlightRecords?: number
+  /** share.isolation.level: Kafka's default (no broker setting) is read_uncommitted. */
+  readonly isolationLevel?: IsolationLevel
 }
 
 /** A share-partition's place: the topic's name and id and the partition index. */
@@ -113,6 +118,11 @@ export class SharePartitionManager {
   /** How long `groupId`'s share consumers hold what they acquire (ShareFetch's acquisitionLockTimeoutMs). */
   recordLockDurationMs(groupId: string): number {
     return this.groupOverrides(groupId).recordLockDurationMs ?? this.config.recordLockDurationMs
+  }
+
+  /** How far `groupId`'s share fetches read: its share.isolation.level. */
+  isolationLevel(groupId: string): IsolationLevel {
+    return this.groupOverrides(groupId).isolationLevel ?? 'read_uncommitted'
   }
 
   /** How many share-partitions are open here (metrics, tests). */
@@ -173,8 +183,12 @@ export class SharePartitionManager {
     if (!now?.isLeader || now.leaderEpoch !== leaderEpoch) return ErrorCode.NOT_LEADER_OR_FOLLOWER
     const manager = this
     const config: SharePartitionConfig = {
-      deliveryCountLimit: this.config.deliveryCountLimit,
-      maxInFlightRecords: this.config.maxInFlightRecords,
+      get deliveryCountLimit() {
+        return manager.groupOverrides(groupId).deliveryCountLimit ?? manager.config.deliveryCountLimit
+      },
+      get maxInFlightRecords() {
+        return manager.groupOverrides(groupId).maxInFlightRecords ?? manager.config.maxInFlightRecords
+      },
       get recordLockDurationMs() {
         return manager.recordLockDurationMs(groupId)
       },
@@ -256,10 +270,11 @@ export class SharePartitionManager {
   }
 
   /**
-   * Reads from the share-partition's next fetch offset up to the high watermark and
-   * acquires what `memberId` may take of it (SharePartition.acquire). While the share
-   * coordinator cannot be read (it moves or loads) nothing is acquired: the consumer's next
-   * fetch tries again.
+   * Reads from the share-partition's next fetch offset up to the high watermark (the last
+   * stable offset for a group whose share.isolation.level is read_committed, its aborted
+   * transactions' records archived, never delivered) and acquires what `memberId` may take
+   * of it (SharePartition.acquire). While the share coordinator cannot be read (it moves or
+   * loads) nothing is acquired: the consumer's next fetch tries again.
    */
   async acquire(
     groupId: string,
@@ -273,10 +288,11 @@ export class SharePartitionManager {
     const { partition, share } = found
     if (!share.canAcquire()) return NOTHING
     const fetchOffset = share.nextFetchOffset()
-    if (fetchOffset >= partition.highWatermark) return NOTHING
+    const isolation = this.isolationLevel(groupId)
+    if (!partition.hasDataAfter(fetchOffset, isolation)) return NOTHING
     let read: Awaited<ReturnType<Partition['read']>>
     try {
-      read = await partition.read(fetchOffset, limits.maxBytes, 'read_uncommitted', true)
+      read = await partition.read(fetchOffset, limits.maxBytes, isolation, true)
     } catch (error) {
       const code = toErrorCode(error)
       if (code === null) throw error
@@ -286,7 +302,7 @@ export class SharePartitionManager {
     const again = this.current(groupId, tp)
     if (typeof again === 'number') return { ...NOTHING, errorCode: again }
     if (again.hosted?.sharePartition !== share) return NOTHING
-    const batches = splitBatches(read.info.records)
+    const batches = splitBatches(read.info.records, read.abortedTransactions ?? [])
     const acquired = share.acquire(memberId, batches, limits.maxRecords, limits.mode)
     if (acquired.length === 0) return NOTHING
     const first = acquired[0].firstOffset
@@ -349,8 +365,18 @@ export class SharePartitionManager {
   }
 }
 
-/** The batches of a read with their offsets: a share fetch returns only those it acquired from. */
-function splitBatches(buffers: readonly Buffer[]): (FetchedBatch & { bytes: Buffer })[] {
+/**
+ * The batches of a read with their offsets: a share fetch returns only those it acquired
+ * from. A transactional batch of a producer whose transaction was aborted (between the
+ * aborted transaction's first offset and its abort marker) is marked, as Kafka's consumer
+ * and SharePartition find them.
+ */
+function splitBatches(
+  buffers: readonly Buffer[],
+  abortedTransactions: readonly AbortedTxn[],
+): (FetchedBatch & { bytes: Buffer })[] {
+  const pending = [...abortedTransactions].sort((a, b) => a.firstOffset - b.firstOffset)
+  const abortedProducers = new Set<bigint>()
   const batches: (FetchedBatch & { bytes: Buffer })[] = []
   for (const buffer of buffers) {
     let at = 0
@@ -359,10 +385,17 @@ function splitBatches(buffers: readonly Buffer[]): (FetchedBatch & { bytes: Buff
       const end = at + header.sizeInBytes
       // A partial batch at the end of a read (maxBytes cut it) is not delivered.
       if (end > buffer.length) break
+      while (pending.length > 0 && pending[0].firstOffset <= header.lastOffset)
+        abortedProducers.add((pending.shift() as AbortedTxn).producerId)
+      const producerId: bigint = header.producerId
+      const isAborted = header.isTransactional && !header.isControl && abortedProducers.has(producerId)
+      // The marker ends the producer's aborted transaction: its later batches are another one.
+      if (header.isControl) abortedProducers.delete(producerId)
       batches.push({
         baseOffset: header.baseOffset,
         lastOffset: header.lastOffset,
         isControl: header.isControl,
+        isAborted,
         bytes: buffer.subarray(at, end),
       })
       at = end

@@ -47,12 +47,17 @@ export const AcknowledgeType = {
 /** ShareFetch v2's ShareAcquireMode. */
 export type AcquireMode = 'batch_optimized' | 'record_limit'
 
+/**
+ * Read at each use, so a group's own configs (share.record.lock.duration.ms,
+ * share.delivery.count.limit, share.partition.max.record.locks) apply as soon as changed, as
+ * Kafka's SharePartition reads them through its ShareGroupConfigProvider.
+ */
 export interface SharePartitionConfig {
-  /** group.share.record.lock.duration.ms */
+  /** group.share.record.lock.duration.ms: at each acquisition and renewal. */
   readonly recordLockDurationMs: number
-  /** group.share.delivery.count.limit */
+  /** group.share.delivery.count.limit: at each release. */
   readonly deliveryCountLimit: number
-  /** group.share.partition.max.record.locks: records in flight (SPSO to SPEO) at most. */
+  /** group.share.partition.max.record.locks: records in flight (SPSO to SPEO) at most, at each acquisition. */
   readonly maxInFlightRecords: number
 }
 
@@ -70,6 +75,8 @@ export interface FetchedBatch {
   readonly lastOffset: number
   /** A transaction marker: never delivered, archived when reached. */
   readonly isControl: boolean
+  /** A batch of an aborted transaction, read for a read_committed group: archived, never delivered. */
+  readonly isAborted?: boolean
 }
 
 /** A range handed to a member (ShareFetch's AcquiredRecords). */
@@ -244,7 +251,8 @@ export class SharePartition {
    * nextFetchOffset): AVAILABLE records in flight, and records past SPEO while fewer than
    * maxInFlightRecords are in flight. At most `maxRecords` in record_limit mode; in
    * batch_optimized mode whole batches until maxRecords is reached (Kafka may exceed it to
-   * keep batch boundaries). Control batches are archived on the way, never delivered.
+   * keep batch boundaries). Control batches and aborted transactions' batches are archived on
+   * the way, never delivered.
    */
   acquire(
     memberId: string,
@@ -268,7 +276,7 @@ export class SharePartition {
         }
         const record = this.records.get(offset)
         if (record?.state !== RecordState.AVAILABLE) continue
-        if (batch.isControl) {
+        if (batch.isControl || batch.isAborted === true) {
           record.state = RecordState.ARCHIVED
           continue
         }
