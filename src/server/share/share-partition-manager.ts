@@ -53,6 +53,8 @@ export type ShareAutoOffsetReset = 'latest' | 'earliest'
 export interface SharePartitionManagerConfig extends SharePartitionConfig {
   /** The broker's share.auto.offset.reset, for groups that set none. */
   readonly autoOffsetReset: ShareAutoOffsetReset
+  /** group.share.max.share.sessions: share sessions open on this broker at most. */
+  readonly maxShareSessions?: number
 }
 
 /** A share group's own settings (its group configs); absent ones are the broker's. */
@@ -97,7 +99,7 @@ const NOTHING: ShareAcquireResult = { errorCode: ErrorCode.NONE, records: [], ac
 const FENCED = new Set<number>([ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH])
 
 export class SharePartitionManager {
-  readonly sessions = new ShareSessionCache()
+  readonly sessions: ShareSessionCache
   private readonly hosted = new Map<string, Hosted>()
   /** Share-partitions being made (their state read): concurrent fetches wait for the same one. */
   private readonly opening = new Map<string, Promise<Hosted | number>>()
@@ -113,7 +115,9 @@ export class SharePartitionManager {
     /** The share coordinator; none keeps the state in memory only (unit tests). */
     private readonly persister?: SharePersister,
     private readonly logger?: Logger,
-  ) {}
+  ) {
+    this.sessions = new ShareSessionCache(config.maxShareSessions)
+  }
 
   /** How long `groupId`'s share consumers hold what they acquire (ShareFetch's acquisitionLockTimeoutMs). */
   recordLockDurationMs(groupId: string): number {
@@ -357,6 +361,17 @@ export class SharePartitionManager {
             this.drop(key, hosted)
         })
     }
+  }
+
+  /**
+   * The connection `session` was opened on closed (Kafka's ClientConnectionDisconnectListener):
+   * unless the member opened another session since, the session ends and the member's
+   * acquired records are released at once rather than when their locks expire.
+   */
+  onConnectionClosed(session: ShareSession): void {
+    if (this.sessions.get(session.groupId, session.memberId) !== session) return
+    this.sessions.removeMember(session.groupId, session.memberId)
+    this.releaseSession(session)
   }
 
   shutdown(): void {
