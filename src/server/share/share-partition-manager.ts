@@ -33,6 +33,7 @@ import {
   type AcknowledgementBatch,
   type AcquiredRange,
   type AcquireMode,
+  acknowledgedRecordCounts,
   type FetchedBatch,
   SharePartition,
   type SharePartitionConfig,
@@ -98,8 +99,23 @@ const NOTHING: ShareAcquireResult = { errorCode: ErrorCode.NONE, records: [], ac
 /** Errors after which the share coordinator will refuse this share-partition's writes: it is dropped. */
 const FENCED = new Set<number>([ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH])
 
+/** What the share metrics read (ops/metrics.ts names them after Kafka's). */
+export interface ShareManagerStats {
+  /** Sessions ended by their connection closing (Kafka's ShareSessionEvictionsPerSec). */
+  sessionEvictions: number
+  /** Records acknowledged, by AcknowledgeType (Kafka's RecordAcknowledgementsPerSec). */
+  readonly recordAcknowledgements: Map<number, number>
+  /** Lock expiries of share-partitions no longer open here, kept so the counter never drops. */
+  closedAcquisitionLockTimeouts: number
+}
+
 export class SharePartitionManager {
   readonly sessions: ShareSessionCache
+  readonly stats: ShareManagerStats = {
+    sessionEvictions: 0,
+    recordAcknowledgements: new Map(),
+    closedAcquisitionLockTimeouts: 0,
+  }
   private readonly hosted = new Map<string, Hosted>()
   /** Share-partitions being made (their state read): concurrent fetches wait for the same one. */
   private readonly opening = new Map<string, Promise<Hosted | number>>()
@@ -269,6 +285,8 @@ export class SharePartitionManager {
   }
 
   private drop(key: string, hosted: Hosted): void {
+    if (this.hosted.get(key) === hosted)
+      this.stats.closedAcquisitionLockTimeouts += hosted.sharePartition.acquisitionLockTimeouts
     hosted.sharePartition.close()
     if (this.hosted.get(key) === hosted) this.hosted.delete(key)
   }
@@ -332,6 +350,8 @@ export class SharePartitionManager {
     if (!found.hosted) return ErrorCode.INVALID_RECORD_STATE
     const code = found.hosted.sharePartition.acknowledge(memberId, batches)
     if (code !== ErrorCode.NONE) return code
+    for (const [type, count] of acknowledgedRecordCounts(batches))
+      this.stats.recordAcknowledgements.set(type, (this.stats.recordAcknowledgements.get(type) ?? 0) + count)
     return this.persist(found.hosted)
   }
 
@@ -371,7 +391,17 @@ export class SharePartitionManager {
   onConnectionClosed(session: ShareSession): void {
     if (this.sessions.get(session.groupId, session.memberId) !== session) return
     this.sessions.removeMember(session.groupId, session.memberId)
+    this.stats.sessionEvictions++
     this.releaseSession(session)
+  }
+
+  /** The share-partitions open here with their group (the share metrics' per-partition gauges). */
+  openSharePartitions(): { groupId: string; tp: ShareTopicPartition; sharePartition: SharePartition }[] {
+    return [...this.hosted.values()].map(({ groupId, tp, sharePartition }) => ({
+      groupId,
+      tp,
+      sharePartition,
+    }))
   }
 
   shutdown(): void {

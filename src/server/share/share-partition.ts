@@ -118,6 +118,8 @@ export class SharePartition {
   private closed = false
   /** Told after a change the caller did not make itself (a lock ran out, records released). */
   onStateChanged: () => void = () => {}
+  /** Locks that ran out still holding records (Kafka's AcquisitionLockTimeoutPerSec). */
+  acquisitionLockTimeouts = 0
 
   constructor(
     readonly config: SharePartitionConfig,
@@ -382,7 +384,10 @@ export class SharePartition {
       released++
     }
     this.maybeAdvanceStartOffset()
-    if (released > 0) this.onStateChanged()
+    if (released > 0) {
+      this.acquisitionLockTimeouts++
+      this.onStateChanged()
+    }
   }
 
   /** Moves SPSO past the done records at the front, forgetting them; drops locks with nothing left. */
@@ -415,6 +420,17 @@ export class SharePartition {
     }
     return ranges
   }
+}
+
+/** Records per acknowledge type (GAP left out) of validated acknowledgement batches. */
+export function acknowledgedRecordCounts(batches: readonly AcknowledgementBatch[]): Map<number, number> {
+  const counts = new Map<number, number>()
+  for (const batch of batches)
+    for (let offset = batch.firstOffset; offset <= batch.lastOffset; offset++) {
+      const type = typeAt(batch, offset)
+      if (type !== AcknowledgeType.GAP) counts.set(type, (counts.get(type) ?? 0) + 1)
+    }
+  return counts
 }
 
 /** The type for `offset`: the batch's only type, or the one at its position. */

@@ -54,6 +54,13 @@ export class ShareSessionCache {
     return this.sessions.size
   }
 
+  /** Partitions over all sessions (Kafka's SharePartitionsCount). */
+  get partitionCount(): number {
+    let count = 0
+    for (const session of this.sessions.values()) count += session.partitions.size
+    return count
+  }
+
   get(groupId: string, memberId: string): ShareSession | undefined {
     return this.sessions.get(keyOf(groupId, memberId))
   }
