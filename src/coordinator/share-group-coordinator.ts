@@ -142,7 +142,7 @@ export class ShareGroupCoordinator {
             target,
             req,
             this.deps.clock.nowMs(),
-            this.deps.config,
+            this.configOf(req.groupId),
             this.topicsView(),
           )
           // Kafka initializes the share-partitions of a group's assignment: from now on the group
@@ -297,7 +297,7 @@ export class ShareGroupCoordinator {
    */
   private schedule(shard: GroupCoordinatorShard, group: ShareGroup, notBeforeMs = 0): void {
     if (!shard.context.isActive) return
-    const deadline = nextShareDeadline(group, this.deps.config)
+    const deadline = nextShareDeadline(group, this.configOf(group.groupId))
     if (deadline === null) {
       shard.context.timer.cancel(timerKey(group.groupId))
       return
@@ -309,7 +309,12 @@ export class ShareGroupCoordinator {
         .writeStep(group, () =>
           live()
             ? this.change(group, () =>
-                expireShareMembers(group, this.deps.clock.nowMs(), this.deps.config, this.topicsView()),
+                expireShareMembers(
+                  group,
+                  this.deps.clock.nowMs(),
+                  this.configOf(group.groupId),
+                  this.topicsView(),
+                ),
               )
             : null,
         )
@@ -319,6 +324,23 @@ export class ShareGroupCoordinator {
           this.schedule(shard, group, retryAtMs)
         })
     })
+  }
+
+  /**
+   * A share group's settings: the broker's, with the group's own share.session.timeout.ms
+   * and share.heartbeat.interval.ms (group configs, validated when set) read at each
+   * heartbeat and each expiry check, as Kafka's coordinator reads them.
+   */
+  configOf(groupId: string): ShareGroupConfig {
+    const set = this.deps.metadataImage().groupConfigs?.get(groupId)
+    if (set === undefined) return this.deps.config
+    const session = set['share.session.timeout.ms']
+    const heartbeat = set['share.heartbeat.interval.ms']
+    return {
+      ...this.deps.config,
+      ...(session !== undefined && { sessionTimeoutMs: Number(session) }),
+      ...(heartbeat !== undefined && { heartbeatIntervalMs: Number(heartbeat) }),
+    }
   }
 
   private topicsView(): ShareTopicsView {

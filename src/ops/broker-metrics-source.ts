@@ -15,6 +15,24 @@ export interface ControllerCounters {
   readonly uncleanLeaderElections: number
 }
 
+/** This broker's share sessions and share-partitions (KIP-932), as the share metrics read them. */
+export interface ShareMetricsView {
+  readonly sessionCount: number
+  readonly sessionPartitionCount: number
+  readonly sessionEvictions: number
+  /** Records acknowledged by Kafka's capitalized AcknowledgeType name (Accept, Release, Reject, Renew). */
+  readonly recordAcknowledgements: ReadonlyMap<string, number>
+  /** Lock expiries of share-partitions closed since: part of the total, with no partition label left. */
+  readonly closedAcquisitionLockTimeouts: number
+  readonly sharePartitions: readonly {
+    readonly groupId: string
+    readonly topic: string
+    readonly partition: number
+    readonly inFlightMessages: number
+    readonly acquisitionLockTimeouts: number
+  }[]
+}
+
 export interface BrokerMetricsSource {
   readonly nodeId: number
   readonly replicaManager: Pick<
@@ -39,6 +57,8 @@ export interface BrokerMetricsSource {
   isRegistered(): boolean
   /** A broker property by its Kafka name. */
   configValue(name: string): ConfigValue | undefined
+  /** The share metrics' view; null until this broker served a share request. */
+  shareMetrics?(): ShareMetricsView | null
   /** Metrics clients pushed (KIP-714), in Prometheus' text format, appended to /metrics. */
   clientTelemetryExposition?(): string
 }

@@ -60,6 +60,7 @@ export class BrokerMetrics {
       topicName: (topicId) => this.topicName(topicId),
     })
     this.defineBrokerGauges()
+    this.defineShareMetrics()
   }
 
   /** The broker's state becomes readable (before that, the gauges report nothing). */
@@ -284,6 +285,84 @@ export class BrokerMetrics {
       'kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent',
       'Idle share of the event loop since the previous scrape (1 - utilisation)',
       () => one(1 - this.eventLoopUtilization),
+    )
+  }
+
+  /**
+   * KIP-932's broker metrics, Kafka 4.4's names: the share session cache
+   * (kafka.server:type=ShareSessionCache), records acknowledged by type
+   * (type=ShareGroupMetrics), each open share-partition's in-flight records and lock expiries
+   * (type=SharePartitionMetrics), and the share groups coordinated here
+   * (group-coordinator-metrics' group-count and share-group-count). Meters are counters here.
+   */
+  private defineShareMetrics(): void {
+    const view = (s: BrokerMetricsSource) => s.shareMetrics?.() ?? null
+    const ssc = 'kafka_server_sharesessioncache'
+    this.gauge(`${ssc}_sharesessionscount`, 'Share sessions open on this broker (ShareSessionsCount)', (s) =>
+      one(view(s)?.sessionCount ?? 0),
+    )
+    this.gauge(
+      `${ssc}_sharepartitionscount`,
+      'Partitions over all share sessions on this broker (SharePartitionsCount)',
+      (s) => one(view(s)?.sessionPartitionCount ?? 0),
+    )
+    this.counter(
+      `${ssc}_sharesessionevictions_total`,
+      'Share sessions ended by their connection closing (ShareSessionEvictionsPerSec)',
+      (s) => one(view(s)?.sessionEvictions ?? 0),
+    )
+    this.counter(
+      'kafka_server_sharegroupmetrics_recordacknowledgements_total',
+      'Records acknowledged by share consumers, by acknowledge type (RecordAcknowledgementsPerSec)',
+      (s) =>
+        [...(view(s)?.recordAcknowledgements ?? [])].map(([ackType, value]) => ({
+          labels: { ackType },
+          value,
+        })),
+    )
+    const spm = 'kafka_server_sharepartitionmetrics'
+    this.gauge(
+      `${spm}_inflightmessagecount`,
+      'Records in flight (start offset to end offset) of each share-partition led here (InFlightMessageCount)',
+      (s) =>
+        (view(s)?.sharePartitions ?? []).map((p) => ({
+          labels: { group: p.groupId, topic: p.topic, partition: p.partition },
+          value: p.inFlightMessages,
+        })),
+    )
+    this.counter(
+      `${spm}_acquisitionlocktimeout_total`,
+      'Acquisition locks that ran out holding records (AcquisitionLockTimeoutPerSec); closed share-partitions unlabelled',
+      (s) => {
+        const v = view(s)
+        if (!v) return []
+        const open = v.sharePartitions.map((p) => ({
+          labels: { group: p.groupId, topic: p.topic, partition: p.partition },
+          value: p.acquisitionLockTimeouts,
+        }))
+        return [...open, { labels: {}, value: v.closedAcquisitionLockTimeouts }]
+      },
+    )
+    const gcm = 'kafka_server_group_coordinator_metrics'
+    this.gauge(`${gcm}_group_count`, 'Groups coordinated here by protocol (group-count)', (s) => {
+      const counts = new Map<string, number>()
+      for (const g of s.groupCoordinator.listGroups().groups)
+        counts.set(g.type, (counts.get(g.type) ?? 0) + 1)
+      return [...counts].map(([protocol, value]) => ({ labels: { protocol }, value }))
+    })
+    this.gauge(
+      `${gcm}_share_group_count`,
+      'Share groups coordinated here by state (share-group-count)',
+      (s) => {
+        const counts = new Map<string, number>([
+          ['empty', 0],
+          ['stable', 0],
+        ])
+        for (const g of s.groupCoordinator.listGroups().groups)
+          if (g.type === 'share')
+            counts.set(g.state.toLowerCase(), (counts.get(g.state.toLowerCase()) ?? 0) + 1)
+        return [...counts].map(([state, value]) => ({ labels: { state }, value }))
+      },
     )
   }
 

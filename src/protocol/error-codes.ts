@@ -143,6 +143,8 @@ export const ErrorCode = {
   STREAMS_INVALID_TOPOLOGY: 130,
   STREAMS_INVALID_TOPOLOGY_EPOCH: 131,
   STREAMS_TOPOLOGY_FENCED: 132,
+  /** Kafka 4.1 (KIP-932): the broker's share session cache is full (group.share.max.share.sessions). */
+  SHARE_SESSION_LIMIT_REACHED: 133,
 } as const
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode]
@@ -458,6 +460,7 @@ const table: readonly (readonly [ErrorName, boolean, string])[] = [
   ['STREAMS_INVALID_TOPOLOGY', false, 'The supplied topology is invalid.'],
   ['STREAMS_INVALID_TOPOLOGY_EPOCH', false, 'The supplied topology epoch is invalid.'],
   ['STREAMS_TOPOLOGY_FENCED', false, 'The supplied topology epoch is outdated.'],
+  ['SHARE_SESSION_LIMIT_REACHED', true, 'The limit of share sessions has been reached.'],
 ]
 
 /** Every known error code with its name, retriable flag and Kafka's default message. */

@@ -400,6 +400,13 @@ export const brokerConfigDefs = new ConfigDefs([
     { min: 100 },
   ),
   def(
+    'group.share.max.share.sessions',
+    'int',
+    2000,
+    'Share sessions a broker keeps open at most; a new one beyond is refused with SHARE_SESSION_LIMIT_REACHED.',
+    { min: 1 },
+  ),
+  def(
     'tidelog.share.auto.offset.reset',
     'string',
     'latest',
@@ -779,6 +786,7 @@ export function sharePartitionManagerConfig(config: BrokerConfig): SharePartitio
     recordLockDurationMs: value('group.share.record.lock.duration.ms'),
     deliveryCountLimit: value('group.share.delivery.count.limit'),
     maxInFlightRecords: value('group.share.partition.max.record.locks'),
+    maxShareSessions: value('group.share.max.share.sessions'),
     autoOffsetReset: config.values.get('tidelog.share.auto.offset.reset') as ShareAutoOffsetReset,
   }
 }

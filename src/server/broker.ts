@@ -66,6 +66,7 @@ import { allHandlers } from './handlers/all.js'
 import { HandlerRegistry } from './handlers/registry.js'
 import { ClientQuotaStore } from './quota/client-quota-store.js'
 import { ClientQuotas } from './quota/client-quotas.js'
+import { shareMetricsView } from './share/share-services.js'
 import { ClientMetricsManager } from './telemetry/client-metrics-manager.js'
 
 export interface ReplicationReport {
@@ -354,7 +355,7 @@ export class Broker implements BrokerServices {
       const broker = await Broker.open(config, parts, locked.value, opened.value, authorizerSettings)
       broker.ops = ops
       broker.schemaRegistry = registry
-      ops?.attach(broker.metricsSource())
+      ops?.attach({ ...broker.metricsSource(), shareMetrics: () => shareMetricsView(broker) })
       const registryBroker = broker.registryBroker()
       registry?.attach(registryHost(registryBroker), registrySecurity(registryBroker))
       return broker

@@ -122,8 +122,16 @@ export class Connection implements ClientConnection {
   /** Frames read (the rest of a chunk, frames held behind an acks=0 produce) while muted. */
   private mutedFrames: Buffer[] = []
 
+  /** Told once when the connection closes (share sessions release what their member holds). */
+  private closeListeners: (() => void)[] = []
+
   setClientSoftware(name: string, version: string): void {
     this.clientSoftware = { name, version }
+  }
+
+  whenClosed(listener: () => void): void {
+    if (this.closed) listener()
+    else this.closeListeners.push(listener)
   }
 
   constructor(private readonly options: ConnectionOptions) {
@@ -172,6 +180,9 @@ export class Connection implements ClientConnection {
     this.unmuteTimer = null
     this.mutedFrames = []
     this.queue.length = 0
+    const listeners = this.closeListeners
+    this.closeListeners = []
+    for (const listener of listeners) listener()
     this.options.onClose(this)
   }
 

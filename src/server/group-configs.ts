@@ -6,10 +6,11 @@
  * names, unparsable values and values outside the broker's min/max bounds are
  * INVALID_CONFIG with Kafka's messages.
  *
- * Applied by tidelog: share.auto.offset.reset and share.record.lock.duration.ms (where a
- * share-partition is made), consumer.session.timeout.ms and consumer.heartbeat.interval.ms
- * (KIP-848 heartbeats). The others are stored and described and have no effect
- * (docs/share-groups.md).
+ * Applied by tidelog: share.auto.offset.reset, share.record.lock.duration.ms,
+ * share.delivery.count.limit, share.partition.max.record.locks and share.isolation.level
+ * (by the share-partitions), share.session.timeout.ms and share.heartbeat.interval.ms (share
+ * heartbeats), consumer.session.timeout.ms and consumer.heartbeat.interval.ms (KIP-848
+ * heartbeats). The others are stored and described and have no effect (docs/share-groups.md).
  */
 import { ConfigError } from '../common/errors.js'
 import type { ClusterImage } from '../metadata/cluster-image.js'
@@ -24,6 +25,7 @@ import {
   ConfigSource as Source,
 } from '../metadata/topic-config.js'
 import { ErrorCode } from '../protocol/error-codes.js'
+import type { IsolationLevel } from '../replication/partition.js'
 import { type BrokerConfig, brokerConfigDefs } from './broker-config.js'
 import type { ShareAutoOffsetReset } from './share/share-partition-manager.js'
 
@@ -341,10 +343,13 @@ export function describeGroupConfigs(
   })
 }
 
-/** What a share group uses: its overrides, else the broker's values. */
+/** What a share group's share-partitions use: its overrides, else the broker's values. */
 export interface ShareGroupSettings {
   readonly autoOffsetReset: ShareAutoOffsetReset
   readonly recordLockDurationMs: number
+  readonly deliveryCountLimit: number
+  readonly maxInFlightRecords: number
+  readonly isolationLevel: IsolationLevel
 }
 
 export function shareGroupSettings(
@@ -357,5 +362,8 @@ export function shareGroupSettings(
   return {
     autoOffsetReset: value('share.auto.offset.reset').trim() as ShareAutoOffsetReset,
     recordLockDurationMs: Number(value('share.record.lock.duration.ms')),
+    deliveryCountLimit: Number(value('share.delivery.count.limit')),
+    maxInFlightRecords: Number(value('share.partition.max.record.locks')),
+    isolationLevel: value('share.isolation.level').trim() as IsolationLevel,
   }
 }

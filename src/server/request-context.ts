@@ -26,6 +26,11 @@ export interface ClientConnection {
   setClientSoftware(name: string, version: string): void
   /** Closes the connection (a failed acks=0 produce), logging why once. */
   close(reason: string): void
+  /**
+   * Calls `listener` once when the connection closes, from either side (at once if it is
+   * closed already). Optional: contexts made outside a socket connection have none.
+   */
+  whenClosed?(listener: () => void): void
 }
 
 /** Everything a handler may touch: the request's header and the broker's services. */

@@ -7,7 +7,8 @@
  * partition's new leader gets 4-5 with delivery count 2 (the count goes on) and 7-9 (only
  * acquired before, never written: count 1), never the accepted or rejected records, and
  * DescribeShareGroupOffsets shows the persisted start offset 4; FindCoordinator key type 2
- * names the new share coordinator. Without the persisted state
+ * names the new share coordinator (7-9 may come with count 2: the stopping leader's
+ * connections close, which releases them, and that write may land). Without the persisted state
  * the new leader would start over at the reset point and deliver 0-9 again with count 1.
  */
 import assert from 'node:assert/strict'
@@ -202,7 +203,12 @@ test('3 brokers: share-partition state resumes after its leader and its share co
       seen.push(...got.acquired)
       return seen.length >= 2
     })
-    assert.deepEqual(seen, ['4-5x2', '7-9x1'], 'accepted 0-3 and rejected 6 never again; 4-5 counted on')
+    assert.equal(seen.length, 2, `${seen}`)
+    assert.equal(seen[0], '4-5x2', 'accepted 0-3 and rejected 6 never again; 4-5 counted on')
+    // 7-9 were only acquired, never written: delivered again with count 1, or with count 2 when
+    // the stopping leader's closing connections released them (Kafka's socket server tells its
+    // disconnect listeners on shutdown too) and that write reached the share coordinator first.
+    assert.ok(['7-9x1', '7-9x2'].includes(seen[1]), `7-9 delivered again: ${seen[1]}`)
 
     const described = await rawCall<DescribeShareGroupOffsetsResponse>(
       await connect(cluster.state('__consumer_offsets', 0).leader),

@@ -31,25 +31,25 @@ export async function acquireForMember(
   let got = await acquireOnce(context, groupId, memberId, targets, limits)
   const anyError = targets.some((t) => t.errorCode !== ErrorCode.NONE)
   if (got > 0 || anyError || limits.maxWaitMs <= 0 || targets.length === 0) return
+  // A read_committed group waits for the last stable offset: records of an open transaction
+  // above it are no use to it.
+  const wakeOn =
+    sharePartitionManagerOf(context.broker).isolationLevel(groupId) === 'read_committed'
+      ? 'lastStableOffset'
+      : 'highWatermark'
   const watches = []
   for (const t of targets) {
     const tp = resolveSharePartition(context, t.topicId, t.partition)
     if (typeof tp === 'number') continue
-    // The partition's high watermark only: a share-partition whose state could not be read
+    // The partition's visible end only: a share-partition whose state could not be read
     // is not read again here (the next fetch does).
     const partition = context.broker.replicaManager.getPartition(tp.topic, tp.partition)
     if (!partition?.isLeader || partition.id.topicId !== tp.topicId) continue
-    watches.push(fetchWatch(partition, partition.highWatermark, 'highWatermark'))
+    const visibleEnd = wakeOn === 'lastStableOffset' ? partition.lastStableOffset : partition.highWatermark
+    watches.push(fetchWatch(partition, visibleEnd, wakeOn))
   }
   if (watches.length === 0) return
-  await waitForFetchData(
-    context.broker.clock,
-    watches,
-    1,
-    limits.maxWaitMs,
-    'highWatermark',
-    context.purgatoryTimer,
-  )
+  await waitForFetchData(context.broker.clock, watches, 1, limits.maxWaitMs, wakeOn, context.purgatoryTimer)
   if (context.connection.isClosed) return
   got = await acquireOnce(context, groupId, memberId, targets, limits)
 }

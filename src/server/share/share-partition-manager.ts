@@ -27,11 +27,13 @@ import type { SharePartitionKey } from '../../coordinator/share/share-state-reco
 import { BatchHeader, LOG_OVERHEAD } from '../../protocol/batch-header.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
-import type { Partition } from '../../replication/partition.js'
+import type { IsolationLevel, Partition } from '../../replication/partition.js'
+import type { AbortedTxn } from '../../storage/transaction-index.js'
 import {
   type AcknowledgementBatch,
   type AcquiredRange,
   type AcquireMode,
+  acknowledgedRecordCounts,
   type FetchedBatch,
   SharePartition,
   type SharePartitionConfig,
@@ -52,12 +54,18 @@ export type ShareAutoOffsetReset = 'latest' | 'earliest'
 export interface SharePartitionManagerConfig extends SharePartitionConfig {
   /** The broker's share.auto.offset.reset, for groups that set none. */
   readonly autoOffsetReset: ShareAutoOffsetReset
+  /** group.share.max.share.sessions: share sessions open on this broker at most. */
+  readonly maxShareSessions?: number
 }
 
 /** A share group's own settings (its group configs); absent ones are the broker's. */
 export interface ShareGroupOverrides {
   readonly autoOffsetReset?: ShareAutoOffsetReset
   readonly recordLockDurationMs?: number
+  readonly deliveryCountLimit?: number
+  readonly maxInFlightRecords?: number
+  /** share.isolation.level: Kafka's default (no broker setting) is read_uncommitted. */
+  readonly isolationLevel?: IsolationLevel
 }
 
 /** A share-partition's place: the topic's name and id and the partition index. */
@@ -91,8 +99,23 @@ const NOTHING: ShareAcquireResult = { errorCode: ErrorCode.NONE, records: [], ac
 /** Errors after which the share coordinator will refuse this share-partition's writes: it is dropped. */
 const FENCED = new Set<number>([ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH])
 
+/** What the share metrics read (ops/metrics.ts names them after Kafka's). */
+export interface ShareManagerStats {
+  /** Sessions ended by their connection closing (Kafka's ShareSessionEvictionsPerSec). */
+  sessionEvictions: number
+  /** Records acknowledged, by AcknowledgeType (Kafka's RecordAcknowledgementsPerSec). */
+  readonly recordAcknowledgements: Map<number, number>
+  /** Lock expiries of share-partitions no longer open here, kept so the counter never drops. */
+  closedAcquisitionLockTimeouts: number
+}
+
 export class SharePartitionManager {
-  readonly sessions = new ShareSessionCache()
+  readonly sessions: ShareSessionCache
+  readonly stats: ShareManagerStats = {
+    sessionEvictions: 0,
+    recordAcknowledgements: new Map(),
+    closedAcquisitionLockTimeouts: 0,
+  }
   private readonly hosted = new Map<string, Hosted>()
   /** Share-partitions being made (their state read): concurrent fetches wait for the same one. */
   private readonly opening = new Map<string, Promise<Hosted | number>>()
@@ -108,11 +131,18 @@ export class SharePartitionManager {
     /** The share coordinator; none keeps the state in memory only (unit tests). */
     private readonly persister?: SharePersister,
     private readonly logger?: Logger,
-  ) {}
+  ) {
+    this.sessions = new ShareSessionCache(config.maxShareSessions)
+  }
 
   /** How long `groupId`'s share consumers hold what they acquire (ShareFetch's acquisitionLockTimeoutMs). */
   recordLockDurationMs(groupId: string): number {
     return this.groupOverrides(groupId).recordLockDurationMs ?? this.config.recordLockDurationMs
+  }
+
+  /** How far `groupId`'s share fetches read: its share.isolation.level. */
+  isolationLevel(groupId: string): IsolationLevel {
+    return this.groupOverrides(groupId).isolationLevel ?? 'read_uncommitted'
   }
 
   /** How many share-partitions are open here (metrics, tests). */
@@ -173,8 +203,12 @@ export class SharePartitionManager {
     if (!now?.isLeader || now.leaderEpoch !== leaderEpoch) return ErrorCode.NOT_LEADER_OR_FOLLOWER
     const manager = this
     const config: SharePartitionConfig = {
-      deliveryCountLimit: this.config.deliveryCountLimit,
-      maxInFlightRecords: this.config.maxInFlightRecords,
+      get deliveryCountLimit() {
+        return manager.groupOverrides(groupId).deliveryCountLimit ?? manager.config.deliveryCountLimit
+      },
+      get maxInFlightRecords() {
+        return manager.groupOverrides(groupId).maxInFlightRecords ?? manager.config.maxInFlightRecords
+      },
       get recordLockDurationMs() {
         return manager.recordLockDurationMs(groupId)
       },
@@ -251,15 +285,18 @@ export class SharePartitionManager {
   }
 
   private drop(key: string, hosted: Hosted): void {
+    if (this.hosted.get(key) === hosted)
+      this.stats.closedAcquisitionLockTimeouts += hosted.sharePartition.acquisitionLockTimeouts
     hosted.sharePartition.close()
     if (this.hosted.get(key) === hosted) this.hosted.delete(key)
   }
 
   /**
-   * Reads from the share-partition's next fetch offset up to the high watermark and
-   * acquires what `memberId` may take of it (SharePartition.acquire). While the share
-   * coordinator cannot be read (it moves or loads) nothing is acquired: the consumer's next
-   * fetch tries again.
+   * Reads from the share-partition's next fetch offset up to the high watermark (the last
+   * stable offset for a group whose share.isolation.level is read_committed, its aborted
+   * transactions' records archived, never delivered) and acquires what `memberId` may take
+   * of it (SharePartition.acquire). While the share coordinator cannot be read (it moves or
+   * loads) nothing is acquired: the consumer's next fetch tries again.
    */
   async acquire(
     groupId: string,
@@ -273,10 +310,11 @@ export class SharePartitionManager {
     const { partition, share } = found
     if (!share.canAcquire()) return NOTHING
     const fetchOffset = share.nextFetchOffset()
-    if (fetchOffset >= partition.highWatermark) return NOTHING
+    const isolation = this.isolationLevel(groupId)
+    if (!partition.hasDataAfter(fetchOffset, isolation)) return NOTHING
     let read: Awaited<ReturnType<Partition['read']>>
     try {
-      read = await partition.read(fetchOffset, limits.maxBytes, 'read_uncommitted', true)
+      read = await partition.read(fetchOffset, limits.maxBytes, isolation, true)
     } catch (error) {
       const code = toErrorCode(error)
       if (code === null) throw error
@@ -286,7 +324,7 @@ export class SharePartitionManager {
     const again = this.current(groupId, tp)
     if (typeof again === 'number') return { ...NOTHING, errorCode: again }
     if (again.hosted?.sharePartition !== share) return NOTHING
-    const batches = splitBatches(read.info.records)
+    const batches = splitBatches(read.info.records, read.abortedTransactions ?? [])
     const acquired = share.acquire(memberId, batches, limits.maxRecords, limits.mode)
     if (acquired.length === 0) return NOTHING
     const first = acquired[0].firstOffset
@@ -312,6 +350,8 @@ export class SharePartitionManager {
     if (!found.hosted) return ErrorCode.INVALID_RECORD_STATE
     const code = found.hosted.sharePartition.acknowledge(memberId, batches)
     if (code !== ErrorCode.NONE) return code
+    for (const [type, count] of acknowledgedRecordCounts(batches))
+      this.stats.recordAcknowledgements.set(type, (this.stats.recordAcknowledgements.get(type) ?? 0) + count)
     return this.persist(found.hosted)
   }
 
@@ -343,14 +383,45 @@ export class SharePartitionManager {
     }
   }
 
+  /**
+   * The connection `session` was opened on closed (Kafka's ClientConnectionDisconnectListener):
+   * unless the member opened another session since, the session ends and the member's
+   * acquired records are released at once rather than when their locks expire.
+   */
+  onConnectionClosed(session: ShareSession): void {
+    if (this.sessions.get(session.groupId, session.memberId) !== session) return
+    this.sessions.removeMember(session.groupId, session.memberId)
+    this.stats.sessionEvictions++
+    this.releaseSession(session)
+  }
+
+  /** The share-partitions open here with their group (the share metrics' per-partition gauges). */
+  openSharePartitions(): { groupId: string; tp: ShareTopicPartition; sharePartition: SharePartition }[] {
+    return [...this.hosted.values()].map(({ groupId, tp, sharePartition }) => ({
+      groupId,
+      tp,
+      sharePartition,
+    }))
+  }
+
   shutdown(): void {
     for (const hosted of this.hosted.values()) hosted.sharePartition.close()
     this.hosted.clear()
   }
 }
 
-/** The batches of a read with their offsets: a share fetch returns only those it acquired from. */
-function splitBatches(buffers: readonly Buffer[]): (FetchedBatch & { bytes: Buffer })[] {
+/**
+ * The batches of a read with their offsets: a share fetch returns only those it acquired
+ * from. A transactional batch of a producer whose transaction was aborted (between the
+ * aborted transaction's first offset and its abort marker) is marked, as Kafka's consumer
+ * and SharePartition find them.
+ */
+function splitBatches(
+  buffers: readonly Buffer[],
+  abortedTransactions: readonly AbortedTxn[],
+): (FetchedBatch & { bytes: Buffer })[] {
+  const pending = [...abortedTransactions].sort((a, b) => a.firstOffset - b.firstOffset)
+  const abortedProducers = new Set<bigint>()
   const batches: (FetchedBatch & { bytes: Buffer })[] = []
   for (const buffer of buffers) {
     let at = 0
@@ -359,10 +430,17 @@ function splitBatches(buffers: readonly Buffer[]): (FetchedBatch & { bytes: Buff
       const end = at + header.sizeInBytes
       // A partial batch at the end of a read (maxBytes cut it) is not delivered.
       if (end > buffer.length) break
+      while (pending.length > 0 && pending[0].firstOffset <= header.lastOffset)
+        abortedProducers.add((pending.shift() as AbortedTxn).producerId)
+      const producerId: bigint = header.producerId
+      const isAborted = header.isTransactional && !header.isControl && abortedProducers.has(producerId)
+      // The marker ends the producer's aborted transaction: its later batches are another one.
+      if (header.isControl) abortedProducers.delete(producerId)
       batches.push({
         baseOffset: header.baseOffset,
         lastOffset: header.lastOffset,
         isControl: header.isControl,
+        isAborted,
         bytes: buffer.subarray(at, end),
       })
       at = end

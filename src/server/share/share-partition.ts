@@ -47,12 +47,17 @@ export const AcknowledgeType = {
 /** ShareFetch v2's ShareAcquireMode. */
 export type AcquireMode = 'batch_optimized' | 'record_limit'
 
+/**
+ * Read at each use, so a group's own configs (share.record.lock.duration.ms,
+ * share.delivery.count.limit, share.partition.max.record.locks) apply as soon as changed, as
+ * Kafka's SharePartition reads them through its ShareGroupConfigProvider.
+ */
 export interface SharePartitionConfig {
-  /** group.share.record.lock.duration.ms */
+  /** group.share.record.lock.duration.ms: at each acquisition and renewal. */
   readonly recordLockDurationMs: number
-  /** group.share.delivery.count.limit */
+  /** group.share.delivery.count.limit: at each release. */
   readonly deliveryCountLimit: number
-  /** group.share.partition.max.record.locks: records in flight (SPSO to SPEO) at most. */
+  /** group.share.partition.max.record.locks: records in flight (SPSO to SPEO) at most, at each acquisition. */
   readonly maxInFlightRecords: number
 }
 
@@ -70,6 +75,8 @@ export interface FetchedBatch {
   readonly lastOffset: number
   /** A transaction marker: never delivered, archived when reached. */
   readonly isControl: boolean
+  /** A batch of an aborted transaction, read for a read_committed group: archived, never delivered. */
+  readonly isAborted?: boolean
 }
 
 /** A range handed to a member (ShareFetch's AcquiredRecords). */
@@ -111,6 +118,8 @@ export class SharePartition {
   private closed = false
   /** Told after a change the caller did not make itself (a lock ran out, records released). */
   onStateChanged: () => void = () => {}
+  /** Locks that ran out still holding records (Kafka's AcquisitionLockTimeoutPerSec). */
+  acquisitionLockTimeouts = 0
 
   constructor(
     readonly config: SharePartitionConfig,
@@ -244,7 +253,8 @@ export class SharePartition {
    * nextFetchOffset): AVAILABLE records in flight, and records past SPEO while fewer than
    * maxInFlightRecords are in flight. At most `maxRecords` in record_limit mode; in
    * batch_optimized mode whole batches until maxRecords is reached (Kafka may exceed it to
-   * keep batch boundaries). Control batches are archived on the way, never delivered.
+   * keep batch boundaries). Control batches and aborted transactions' batches are archived on
+   * the way, never delivered.
    */
   acquire(
     memberId: string,
@@ -268,7 +278,7 @@ export class SharePartition {
         }
         const record = this.records.get(offset)
         if (record?.state !== RecordState.AVAILABLE) continue
-        if (batch.isControl) {
+        if (batch.isControl || batch.isAborted === true) {
           record.state = RecordState.ARCHIVED
           continue
         }
@@ -374,7 +384,10 @@ export class SharePartition {
       released++
     }
     this.maybeAdvanceStartOffset()
-    if (released > 0) this.onStateChanged()
+    if (released > 0) {
+      this.acquisitionLockTimeouts++
+      this.onStateChanged()
+    }
   }
 
   /** Moves SPSO past the done records at the front, forgetting them; drops locks with nothing left. */
@@ -407,6 +420,17 @@ export class SharePartition {
     }
     return ranges
   }
+}
+
+/** Records per acknowledge type (GAP left out) of validated acknowledgement batches. */
+export function acknowledgedRecordCounts(batches: readonly AcknowledgementBatch[]): Map<number, number> {
+  const counts = new Map<number, number>()
+  for (const batch of batches)
+    for (let offset = batch.firstOffset; offset <= batch.lastOffset; offset++) {
+      const type = typeAt(batch, offset)
+      if (type !== AcknowledgeType.GAP) counts.set(type, (counts.get(type) ?? 0) + 1)
+    }
+  return counts
 }
 
 /** The type for `offset`: the batch's only type, or the one at its position. */

@@ -48,7 +48,10 @@ export function checkShareRequest(
   return null
 }
 
-/** Opens, continues or closes the member's share session; an opening one replaces (and releases) the old. */
+/**
+ * Opens, continues or closes the member's share session; an opening one replaces (and
+ * releases) the old, and ends with the connection it was opened on, as Kafka's sessions do.
+ */
 export function beginShareSession(
   context: RequestContext,
   groupId: string,
@@ -57,9 +60,14 @@ export function beginShareSession(
   hasAcknowledgements: boolean,
 ): ShareSessionStep {
   const manager = sharePartitionManagerOf(context.broker)
-  return manager.sessions.begin(groupId, memberId, epoch, hasAcknowledgements, (old) =>
+  const step = manager.sessions.begin(groupId, memberId, epoch, hasAcknowledgements, (old) =>
     manager.releaseSession(old),
   )
+  if (step.kind === 'open') {
+    const { session } = step
+    context.connection.whenClosed?.(() => manager.onConnectionClosed(session))
+  }
+  return step
 }
 
 /** Adds the request's partitions to the session, drops its forgotten ones. */

@@ -1,4 +1,5 @@
 /** How handlers reach the share-partitions of their broker. */
+import type { ShareMetricsView } from '../../ops/broker-metrics-source.js'
 import { sharePartitionManagerConfig } from '../broker-config.js'
 import type { BrokerServices } from '../broker-services.js'
 import { groupOverrides, shareGroupSettings } from '../group-configs.js'
@@ -30,4 +31,34 @@ export function sharePartitionManagerOf(broker: BrokerServices): SharePartitionM
     managers.set(broker, manager)
   }
   return manager
+}
+
+const ACKNOWLEDGE_TYPE_NAMES = new Map([
+  [1, 'Accept'],
+  [2, 'Release'],
+  [3, 'Reject'],
+  [4, 'Renew'],
+])
+
+/** What the share metrics read of the broker's manager, without making one (null until a share request made it). */
+export function shareMetricsView(broker: BrokerServices): ShareMetricsView | null {
+  const manager = managers.get(broker)
+  if (!manager) return null
+  const recordAcknowledgements = new Map<string, number>()
+  for (const [type, count] of manager.stats.recordAcknowledgements)
+    recordAcknowledgements.set(ACKNOWLEDGE_TYPE_NAMES.get(type) ?? String(type), count)
+  return {
+    sessionCount: manager.sessions.size,
+    sessionPartitionCount: manager.sessions.partitionCount,
+    sessionEvictions: manager.stats.sessionEvictions,
+    recordAcknowledgements,
+    closedAcquisitionLockTimeouts: manager.stats.closedAcquisitionLockTimeouts,
+    sharePartitions: manager.openSharePartitions().map(({ groupId, tp, sharePartition }) => ({
+      groupId,
+      topic: tp.topic,
+      partition: tp.partition,
+      inFlightMessages: sharePartition.inFlightCount,
+      acquisitionLockTimeouts: sharePartition.acquisitionLockTimeouts,
+    })),
+  }
 }

@@ -7,8 +7,10 @@
  *
  * Errors as Kafka's SharePartitionManager.newContext gives them: an unknown session
  * SHARE_SESSION_NOT_FOUND, a wrong epoch INVALID_SHARE_SESSION_EPOCH, acknowledgements in
- * the request that opens a session INVALID_REQUEST. Kafka bounds the cache
- * (group.share.max.share.sessions, SHARE_SESSION_LIMIT_REACHED); tidelog does not yet.
+ * the request that opens a session INVALID_REQUEST, and SHARE_SESSION_LIMIT_REACHED for a new
+ * session while `maxSessions` (group.share.max.share.sessions) are open: as Kafka's
+ * ShareSessionCache, a full cache evicts nothing, and a member opening its session again
+ * frees its old one first.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
 
@@ -46,8 +48,17 @@ export function nextShareSessionEpoch(epoch: number): number {
 export class ShareSessionCache {
   private readonly sessions = new Map<string, ShareSession>()
 
+  constructor(readonly maxSessions = Number.MAX_SAFE_INTEGER) {}
+
   get size(): number {
     return this.sessions.size
+  }
+
+  /** Partitions over all sessions (Kafka's SharePartitionsCount). */
+  get partitionCount(): number {
+    let count = 0
+    for (const session of this.sessions.values()) count += session.partitions.size
+    return count
   }
 
   get(groupId: string, memberId: string): ShareSession | undefined {
@@ -74,6 +85,8 @@ export class ShareSessionCache {
         this.sessions.delete(key)
         replaced(existing)
       }
+      if (this.sessions.size >= this.maxSessions)
+        return { kind: 'error', errorCode: ErrorCode.SHARE_SESSION_LIMIT_REACHED }
       const session: ShareSession = {
         groupId,
         memberId,

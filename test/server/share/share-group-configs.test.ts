@@ -86,3 +86,47 @@ describe("a share group's own configs", () => {
     assert.deepEqual(await acquire(manager, 'short', 'm4'), ['0-9'])
   })
 })
+
+describe("a share group's delivery count limit and record locks", () => {
+  /** Acquires 0-9 as `memberId` and releases them all; the ranges acquired as first-last×count. */
+  async function acquireAndRelease(manager: SharePartitionManager, groupId: string, memberId: string) {
+    const share = await shareOf(manager, groupId)
+    const ranges = share.acquire(memberId, BATCH, 500, 'batch_optimized')
+    for (const r of ranges)
+      share.acknowledge(memberId, [
+        { firstOffset: r.firstOffset, lastOffset: r.lastOffset, acknowledgeTypes: [2] },
+      ])
+    return ranges.map((r) => `${r.firstOffset}-${r.lastOffset}x${r.deliveryCount}`)
+  }
+
+  it('archive at its share.delivery.count.limit, read at each release', async () => {
+    const overrides = new Map<string, ShareGroupOverrides>([
+      ['two', { autoOffsetReset: 'earliest', deliveryCountLimit: 2 }],
+      ['broker', { autoOffsetReset: 'earliest' }],
+    ])
+    const { manager } = make(overrides)
+    assert.deepEqual(await acquireAndRelease(manager, 'two', 'm'), ['0-9x1'])
+    assert.deepEqual(await acquireAndRelease(manager, 'two', 'm'), ['0-9x2'])
+    assert.deepEqual(await acquireAndRelease(manager, 'two', 'm'), [], 'archived after 2 deliveries')
+    // The broker's limit (10) lets the other group's records come back.
+    for (let count = 1; count <= 3; count++)
+      assert.deepEqual(await acquireAndRelease(manager, 'broker', 'm'), [`0-9x${count}`])
+    // Lowered while the records are out: the next release archives them (Kafka's dynamic limit).
+    overrides.set('broker', { autoOffsetReset: 'earliest', deliveryCountLimit: 4 })
+    assert.deepEqual(await acquireAndRelease(manager, 'broker', 'm'), ['0-9x4'])
+    assert.deepEqual(await acquireAndRelease(manager, 'broker', 'm'), [])
+  })
+
+  it('keep at most its share.partition.max.record.locks records in flight', async () => {
+    const overrides = new Map<string, ShareGroupOverrides>([
+      ['few', { autoOffsetReset: 'earliest', maxInFlightRecords: 4 }],
+      ['broker', { autoOffsetReset: 'earliest' }],
+    ])
+    const { manager } = make(overrides)
+    assert.deepEqual(await acquire(manager, 'few', 'm1'), ['0-3'])
+    assert.deepEqual(await acquire(manager, 'few', 'm2'), [], 'four in flight: no room')
+    assert.deepEqual(await acquire(manager, 'broker', 'm1'), ['0-9'])
+    overrides.set('few', { autoOffsetReset: 'earliest', maxInFlightRecords: 6 })
+    assert.deepEqual(await acquire(manager, 'few', 'm2'), ['4-5'], 'raised: two more')
+  })
+})

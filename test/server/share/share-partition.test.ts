@@ -101,9 +101,11 @@ describe('SharePartition', () => {
     fetchFor(sp, 'a', 1)
     clock.advance(LOCK_MS - 1)
     assert.equal(sp.stateOf(0)?.state, RecordState.ACQUIRED)
+    assert.equal(sp.acquisitionLockTimeouts, 0)
     clock.advance(1)
     assert.equal(sp.stateOf(0)?.state, RecordState.AVAILABLE)
     assert.equal(sp.stateOf(0)?.memberId, '')
+    assert.equal(sp.acquisitionLockTimeouts, 1, 'counted for AcquisitionLockTimeoutPerSec')
     // The member's late acknowledgement is refused: it no longer holds the record.
     const late = sp.acknowledge('a', [
       { firstOffset: 0, lastOffset: 1, acknowledgeTypes: [AcknowledgeType.ACCEPT] },

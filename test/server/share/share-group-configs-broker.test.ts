@@ -1,0 +1,202 @@
+/**
+ * Issue 33 item 2: a share group's own configs on one broker, over raw requests.
+ * share.heartbeat.interval.ms is the interval its members are given and
+ * share.session.timeout.ms how long a silent member stays (the broker's 1.5 s here expires a
+ * member of a group without it). share.isolation.level read_committed delivers only up to
+ * the last stable offset and never an aborted transaction's records; read_uncommitted (the
+ * default) delivers everything up to the high watermark.
+ */
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Admin } from '../../../src/client/admin.js'
+import { Producer } from '../../../src/client/producer.js'
+import { ErrorCode } from '../../../src/protocol/error-codes.js'
+import {
+  ApiKey,
+  type IncrementalAlterConfigsResponse,
+  type ShareFetchResponse,
+  type ShareGroupHeartbeatResponse,
+} from '../../../src/protocol/generated/index.js'
+import type { Cluster } from '../../../src/server/cluster.js'
+import { createTopics } from '../../client/helpers.js'
+import { startBroker } from '../../helpers/cluster.js'
+import { rawCall } from '../../helpers/raw-call.js'
+import { RawClient } from '../../helpers/raw-client.js'
+import { waitUntil } from '../../helpers/wait.js'
+
+const GROUP_RESOURCE = 32
+const SET = 0
+const TOPIC = 'share-configs-txn'
+const BROKER_SESSION_MS = 1500
+const BROKER_HEARTBEAT_MS = 500
+
+describe("a share group's configs on a broker", () => {
+  let cluster: Cluster | undefined
+  let raw: RawClient | undefined
+  let topicId = ''
+  before(async () => {
+    cluster = await startBroker({
+      port: 0,
+      properties: {
+        'offsets.topic.num.partitions': 1,
+        'transaction.state.log.num.partitions': 1,
+        'share.coordinator.state.topic.num.partitions': 1,
+        'tidelog.share.auto.offset.reset': 'earliest',
+        'group.share.session.timeout.ms': BROKER_SESSION_MS,
+        'group.share.heartbeat.interval.ms': BROKER_HEARTBEAT_MS,
+      },
+    })
+    await createTopics(cluster.bootstrapServers, [{ topic: TOPIC, partitions: 1, replicationFactor: 1 }])
+    topicId = cluster.brokers[0].metadataImage().topics.get(TOPIC)?.topicId ?? ''
+    assert.notEqual(topicId, '')
+    const admin = new Admin({ bootstrapServers: cluster.bootstrapServers })
+    await admin.findCoordinator('any-group')
+    admin.close()
+    raw = await RawClient.connect(Number(cluster.bootstrapServers.split(':')[1]))
+  })
+  after(async () => {
+    raw?.close()
+    await cluster?.stop()
+  })
+
+  const setGroupConfig = async (groupId: string, name: string, value: string) => {
+    const r = await rawCall<IncrementalAlterConfigsResponse>(
+      raw as RawClient,
+      ApiKey.IncrementalAlterConfigs,
+      1,
+      {
+        resources: [
+          {
+            resourceType: GROUP_RESOURCE,
+            resourceName: groupId,
+            configs: [{ name, configOperation: SET, value }],
+          },
+        ],
+        validateOnly: false,
+      },
+    )
+    assert.equal(r.responses[0].errorCode, ErrorCode.NONE, r.responses[0].errorMessage ?? '')
+  }
+
+  const heartbeat = (groupId: string, memberId: string, memberEpoch: number) =>
+    rawCall<ShareGroupHeartbeatResponse>(raw as RawClient, ApiKey.ShareGroupHeartbeat, 1, {
+      groupId,
+      memberId,
+      memberEpoch,
+      rackId: null,
+      subscribedTopicNames: memberEpoch === 0 ? [TOPIC] : null,
+    })
+
+  const join = async (groupId: string, memberId: string) => {
+    let joined: ShareGroupHeartbeatResponse | undefined
+    await waitUntil(`${memberId} joins`, 30_000, async () => {
+      joined = await heartbeat(groupId, memberId, 0)
+      return joined.errorCode === ErrorCode.NONE
+    })
+    return joined as ShareGroupHeartbeatResponse
+  }
+
+  it('gives its members its share.heartbeat.interval.ms and keeps them its share.session.timeout.ms', async () => {
+    await setGroupConfig('patient-group', 'share.session.timeout.ms', '45000')
+    await setGroupConfig('patient-group', 'share.heartbeat.interval.ms', '6000')
+    const plain = await join('plain-group', 'cGxhaW4tbWVtYmVyLTAwMDAw')
+    const patient = await join('patient-group', 'cGF0aWVudC1tZW1iZXItMDAw')
+    assert.equal(plain.heartbeatIntervalMs, BROKER_HEARTBEAT_MS, "the broker's interval")
+    assert.equal(patient.heartbeatIntervalMs, 6000, "the group's interval")
+    await sleep(BROKER_SESSION_MS + 1000)
+    const late = await heartbeat('plain-group', 'cGxhaW4tbWVtYmVyLTAwMDAw', plain.memberEpoch)
+    assert.equal(late.errorCode, ErrorCode.UNKNOWN_MEMBER_ID, "expired after the broker's session timeout")
+    const kept = await heartbeat('patient-group', 'cGF0aWVudC1tZW1iZXItMDAw', patient.memberEpoch)
+    assert.equal(kept.errorCode, ErrorCode.NONE, "kept by the group's session timeout")
+    assert.equal(kept.heartbeatIntervalMs, 6000)
+  })
+
+  it('reads up to the last stable offset, never aborted records, with share.isolation.level read_committed', async () => {
+    const bootstrap = (cluster as Cluster).bootstrapServers
+    const txn = new Producer({
+      bootstrapServers: bootstrap,
+      transactionalId: 'share-configs-tx',
+      lingerMs: 0,
+    })
+    const plainProducer = new Producer({ bootstrapServers: bootstrap, lingerMs: 0 })
+    const send = async (producer: Producer, value: string) =>
+      (await producer.send({ topic: TOPIC, partition: 0, value: Buffer.from(value) })).offset
+    try {
+      await txn.initTransactions()
+      txn.beginTransaction()
+      const committed = [await send(txn, 'c0'), await send(txn, 'c1')]
+      await txn.commitTransaction()
+      txn.beginTransaction()
+      const aborted = [await send(txn, 'a0'), await send(txn, 'a1')]
+      await txn.abortTransaction()
+      const plainOffset = await send(plainProducer, 'p0')
+      txn.beginTransaction()
+      const open = await send(txn, 'o0')
+      const afterOpen = await send(plainProducer, 'p1')
+
+      await setGroupConfig('committed-group', 'share.isolation.level', 'read_committed')
+      const readCommitted = await fetchAll('committed-group', 'Y29tbWl0dGVkLW1lbWJlci0w', 3)
+      assert.deepEqual(
+        readCommitted,
+        [...committed, plainOffset],
+        'no aborted record, nothing past the open txn',
+      )
+      const readUncommitted = await fetchAll('uncommitted-group', 'dW5jb21taXR0ZWQtbWVtYmVy', 7)
+      assert.deepEqual(readUncommitted, [...committed, ...aborted, plainOffset, open, afterOpen])
+
+      await txn.commitTransaction()
+      const more = await fetchAll('committed-group', 'Y29tbWl0dGVkLW1lbWJlci0w', 2)
+      assert.deepEqual(more, [open, afterOpen], 'the committed transaction and what followed it')
+    } finally {
+      await txn.close()
+      await plainProducer.close()
+    }
+  })
+
+  /** The next share session epoch of each member. */
+  const epochs = new Map<string, number>()
+
+  /** One share fetch of partition 0 by `memberId`: the offsets it acquired. */
+  async function fetchOnce(groupId: string, memberId: string): Promise<number[]> {
+    const epoch = epochs.get(memberId) ?? 0
+    const r = await rawCall<ShareFetchResponse>(raw as RawClient, ApiKey.ShareFetch, 1, {
+      groupId,
+      memberId,
+      shareSessionEpoch: epoch,
+      maxWaitMs: 200,
+      minBytes: 1,
+      maxBytes: 1 << 20,
+      maxRecords: 100,
+      batchSize: 100,
+      topics:
+        epoch === 0
+          ? [
+              {
+                topicId,
+                partitions: [{ partitionIndex: 0, partitionMaxBytes: 0, acknowledgementBatches: [] }],
+              },
+            ]
+          : [],
+      forgottenTopicsData: [],
+    })
+    assert.equal(r.errorCode, ErrorCode.NONE)
+    epochs.set(memberId, epoch + 1)
+    const offsets: number[] = []
+    for (const p of r.responses.flatMap((t) => t.partitions))
+      for (const a of p.acquiredRecords)
+        for (let o = Number(a.firstOffset); o <= Number(a.lastOffset); o++) offsets.push(o)
+    return offsets
+  }
+
+  /** The offsets `memberId` acquires until it has `count`; one more fetch must find nothing else. */
+  async function fetchAll(groupId: string, memberId: string, count: number): Promise<number[]> {
+    const offsets: number[] = []
+    await waitUntil(`${groupId} acquires ${count} records`, 15_000, async () => {
+      offsets.push(...(await fetchOnce(groupId, memberId)))
+      return offsets.length >= count
+    })
+    assert.deepEqual(await fetchOnce(groupId, memberId), [], `${groupId} acquires nothing more`)
+    return offsets.sort((a, b) => a - b)
+  }
+})
