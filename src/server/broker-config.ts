@@ -6,20 +6,12 @@
 import { parse as parseJavaProperties } from 'dot-properties'
 import { type ConfigDef, ConfigDefs, type ConfigValue } from '../common/config-def.js'
 import { ConfigError } from '../common/errors.js'
-import type { GroupCoordinatorConfig } from '../coordinator/group-coordinator.js'
-import {
-  DEFAULT_SHARE_COORDINATOR_CONFIG,
-  type ShareCoordinatorConfig,
-} from '../coordinator/share/share-coordinator.js'
-import { DEFAULT_STREAMS_GROUP_CONFIG } from '../coordinator/streams/streams-group.js'
-import type { TransactionCoordinatorConfig } from '../coordinator/transaction/transaction-coordinator.js'
 import { STORE_LIMITS_DEFAULT, type StoreLimits } from '../metadata/store/metadata-store.js'
 import { RACK_AWARE_REPLICA_SELECTOR } from '../replication/replica-selector.js'
 import { authorizerConfigDefs } from '../security/authorizer/authorizer-config.js'
 import { type Endpoint, type ListenerSettings, listenerSettings } from '../security/listeners.js'
 import { checkListenerOverrides, securityConfigDefs } from '../security/security-config.js'
 import { DEFAULT_MAX_OPEN_FILES } from '../storage/bounded-file-system.js'
-import type { ShareAutoOffsetReset, SharePartitionManagerConfig } from './share/share-partition-manager.js'
 
 const MIB = 1024 * 1024
 const LONG_MAX = Number.MAX_SAFE_INTEGER
@@ -710,96 +702,4 @@ export function parseListener(listener: string): { host: string; port: number } 
 export function parseProperties(text: string): Map<string, string> {
   // Without a path separator dot-properties gives a flat key → string object.
   return new Map(Object.entries(parseJavaProperties(text, false) as Record<string, string>))
-}
-
-/** The transaction coordinator's settings from the broker's transaction.* properties. */
-export function transactionCoordinatorConfig(config: BrokerConfig): TransactionCoordinatorConfig {
-  const value = (name: string): number => config.values.get(name) as number
-  return {
-    transactionStateLogNumPartitions: value('transaction.state.log.num.partitions'),
-    transactionStateLogReplicationFactor: value('transaction.state.log.replication.factor'),
-    transactionStateLogMinIsr: value('transaction.state.log.min.isr'),
-    transactionStateLogSegmentBytes: value('transaction.state.log.segment.bytes'),
-    transactionStateLogLoadBufferSize: value('transaction.state.log.load.buffer.size'),
-    transactionMaxTimeoutMs: value('transaction.max.timeout.ms'),
-    transactionalIdExpirationMs: value('transactional.id.expiration.ms'),
-    abortTimedOutTransactionCleanupIntervalMs: value(
-      'transaction.abort.timed.out.transaction.cleanup.interval.ms',
-    ),
-    removeExpiredTransactionalIdCleanupIntervalMs: value(
-      'transaction.remove.expired.transaction.cleanup.interval.ms',
-    ),
-    offsetsTopicNumPartitions: value('offsets.topic.num.partitions'),
-    requestTimeoutMs: value('request.timeout.ms'),
-    addPartitionsRetryBackoffMs: value('add.partitions.to.txn.retry.backoff.ms'),
-    addPartitionsRetryBackoffMaxMs: value('add.partitions.to.txn.retry.backoff.max.ms'),
-    // Kafka's marker channel retries on its network client's poll; these bound ours.
-    retryBackoffMs: 100,
-    retryBackoffMaxMs: 1000,
-  }
-}
-
-/** The coordinator's settings from the broker's group.* and offsets.* properties. */
-export function groupCoordinatorConfig(config: BrokerConfig): GroupCoordinatorConfig {
-  const value = (name: string): number => config.values.get(name) as number
-  return {
-    groupMinSessionTimeoutMs: value('group.min.session.timeout.ms'),
-    groupMaxSessionTimeoutMs: value('group.max.session.timeout.ms'),
-    groupInitialRebalanceDelayMs: value('group.initial.rebalance.delay.ms'),
-    groupMaxSize: value('group.max.size'),
-    offsetMetadataMaxBytes: value('offset.metadata.max.bytes'),
-    offsetsRetentionMs: value('offsets.retention.minutes') * 60_000,
-    offsetsTopicNumPartitions: value('offsets.topic.num.partitions'),
-    offsetsTopicReplicationFactor: value('offsets.topic.replication.factor'),
-    offsetsTopicSegmentBytes: value('offsets.topic.segment.bytes'),
-    offsetsCommitTimeoutMs: value('offsets.commit.timeout.ms'),
-    offsetsRetentionCheckIntervalMs: value('offsets.retention.check.interval.ms'),
-    offsetsLoadBufferSize: value('offsets.load.buffer.size'),
-    rebalanceProtocols: config.values.get('group.coordinator.rebalance.protocols') as string[],
-    consumerGroup: {
-      heartbeatIntervalMs: value('group.consumer.heartbeat.interval.ms'),
-      sessionTimeoutMs: value('group.consumer.session.timeout.ms'),
-      assignors: config.values.get('group.consumer.assignors') as string[],
-      maxSize: value('group.consumer.max.size'),
-    },
-    shareGroup: {
-      heartbeatIntervalMs: value('group.share.heartbeat.interval.ms'),
-      sessionTimeoutMs: value('group.share.session.timeout.ms'),
-      maxSize: value('group.share.max.size'),
-    },
-    streamsGroup: {
-      heartbeatIntervalMs: value('group.streams.heartbeat.interval.ms'),
-      sessionTimeoutMs: value('group.streams.session.timeout.ms'),
-      maxSize: value('group.streams.max.size'),
-      numStandbyReplicas: value('group.streams.num.standby.replicas'),
-      taskOffsetIntervalMs: DEFAULT_STREAMS_GROUP_CONFIG.taskOffsetIntervalMs,
-      acceptableRecoveryLag: DEFAULT_STREAMS_GROUP_CONFIG.acceptableRecoveryLag,
-      initialRebalanceDelayMs: value('group.streams.initial.rebalance.delay.ms'),
-    },
-  }
-}
-
-/** The share-partitions' settings (KIP-932) from the broker's group.share.* properties. */
-export function sharePartitionManagerConfig(config: BrokerConfig): SharePartitionManagerConfig {
-  const value = (name: string): number => config.values.get(name) as number
-  return {
-    recordLockDurationMs: value('group.share.record.lock.duration.ms'),
-    deliveryCountLimit: value('group.share.delivery.count.limit'),
-    maxInFlightRecords: value('group.share.partition.max.record.locks'),
-    maxShareSessions: value('group.share.max.share.sessions'),
-    autoOffsetReset: config.values.get('tidelog.share.auto.offset.reset') as ShareAutoOffsetReset,
-  }
-}
-
-/** The share coordinator's settings from the broker's share.coordinator.* properties. */
-export function shareCoordinatorConfig(config: BrokerConfig): ShareCoordinatorConfig {
-  const value = (name: string): number => config.values.get(name) as number
-  return {
-    ...DEFAULT_SHARE_COORDINATOR_CONFIG,
-    numPartitions: value('share.coordinator.state.topic.num.partitions'),
-    replicationFactor: value('share.coordinator.state.topic.replication.factor'),
-    minIsr: value('share.coordinator.state.topic.min.isr'),
-    snapshotUpdateRecordsPerSnapshot: value('share.coordinator.snapshot.update.records.per.snapshot'),
-    writeTimeoutMs: value('share.coordinator.write.timeout.ms'),
-  }
 }

@@ -11,13 +11,13 @@ import { CoordinatorTransactionVerifier } from '../coordinator/transaction/trans
 import type { ProducerIdManager } from '../metadata/producer-id-manager.js'
 import type { TopicAdmin } from '../metadata/topic-admin.js'
 import type { Transport } from '../replication/broker-client.js'
+import type { BrokerConfig } from './broker-config.js'
+import type { BrokerServices } from './broker-services.js'
 import {
-  type BrokerConfig,
   groupCoordinatorConfig,
   shareCoordinatorConfig,
   transactionCoordinatorConfig,
-} from './broker-config.js'
-import type { BrokerServices } from './broker-services.js'
+} from './coordinator-configs.js'
 
 /** What the coordinators use of their broker. */
 export interface CoordinatorsBroker extends CoordinatorHost {

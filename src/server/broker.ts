@@ -26,7 +26,7 @@ import { ProducerIdManager } from '../metadata/producer-id-manager.js'
 import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import type { Lease, MetadataStore } from '../metadata/store/metadata-store.js'
 import { TopicAdmin } from '../metadata/topic-admin.js'
-import { logConfigFor, resolveTopicConfig } from '../metadata/topic-config.js'
+import { logConfigFor } from '../metadata/topic-config.js'
 import type { BrokerMetricsSource } from '../ops/broker-metrics-source.js'
 import type { OpsServer } from '../ops/ops-server.js'
 import type { SchemaRegistryService } from '../ops/schema-registry-service.js'
@@ -66,6 +66,7 @@ import { allHandlers } from './handlers/all.js'
 import { HandlerRegistry } from './handlers/registry.js'
 import { ClientQuotaStore } from './quota/client-quota-store.js'
 import { ClientQuotas } from './quota/client-quotas.js'
+import { ResolvedTopics } from './resolved-topics.js'
 import { shareMetricsView } from './share/share-services.js'
 import { ClientMetricsManager } from './telemetry/client-metrics-manager.js'
 
@@ -93,11 +94,6 @@ const METADATA_FILE = '__tidelog_metadata.log'
 
 /** The handlers are stateless: one registry serves every broker of the process. */
 const handlers = new HandlerRegistry(allHandlers)
-
-interface ResolvedTopic {
-  readonly settings: TopicSettings
-  readonly uncleanLeaderElection: boolean
-}
 
 export class Broker implements BrokerServices {
   readonly nodeId: number
@@ -164,6 +160,7 @@ export class Broker implements BrokerServices {
   ) {
     this.authorizer = authorization.authorizer
     this.acls = authorization.acls
+    this.resolvedTopics = new ResolvedTopics(config)
     this.nodeId = config.nodeId
     this.clock = parts.clock
     this.random = parts.random
@@ -298,7 +295,8 @@ export class Broker implements BrokerServices {
       boundPort: (listener) => this.listeners.boundPort(listener)!,
       advertisedRegistryUrl: (host) => advertisedRegistryUrl(this.schemaRegistry, this.ops, host),
       minInsyncReplicas: (image, topic) => this.topicSettings(image, topic).minInsyncReplicas,
-      uncleanLeaderElection: (image, topic) => this.resolvedTopic(image, topic).uncleanLeaderElection,
+      uncleanLeaderElection: (image, topic) =>
+        this.resolvedTopics.resolve(image, topic).uncleanLeaderElection,
     })
   }
 
@@ -516,38 +514,11 @@ export class Broker implements BrokerServices {
     }
   }
 
-  /** Effective settings of a topic: its overrides over the broker's defaults. */
+  private readonly resolvedTopics: ResolvedTopics
+
   private topicSettings(image: ClusterImage, topic: string): TopicSettings {
-    return this.resolvedTopic(image, topic).settings
+    return this.resolvedTopics.settings(image, topic)
   }
-
-  /**
-   * A topic's resolved settings, kept per image (images are immutable): the controller and
-   * shutdown ask once per partition, and with 10,000 partitions resolving them each time
-   * was most of CreateTopics' and a controlled shutdown's CPU.
-   */
-  private resolvedTopic(image: ClusterImage, topic: string): ResolvedTopic {
-    let byTopic = this.topicSettingsCache.get(image)
-    if (byTopic === undefined) {
-      byTopic = new Map()
-      this.topicSettingsCache.set(image, byTopic)
-    }
-    let resolved = byTopic.get(topic)
-    if (resolved === undefined) {
-      const configs = resolveTopicConfig(image, this.config, topic)
-      resolved = {
-        settings: {
-          logConfig: logConfigFor(image, this.config, topic),
-          minInsyncReplicas: Number(configs.get('min.insync.replicas')?.value ?? 1),
-        },
-        uncleanLeaderElection: configs.get('unclean.leader.election.enable')?.value === 'true',
-      }
-      byTopic.set(topic, resolved)
-    }
-    return resolved
-  }
-
-  private readonly topicSettingsCache = new WeakMap<ClusterImage, Map<string, ResolvedTopic>>()
 
   /** ops: the HTTP listener's URL (tidelog.http.listener), null when it is off. */
   get httpUrl(): string | null {

@@ -1,7 +1,7 @@
 /** How handlers reach the share-partitions of their broker. */
 import type { ShareMetricsView } from '../../ops/broker-metrics-source.js'
-import { sharePartitionManagerConfig } from '../broker-config.js'
 import type { BrokerServices } from '../broker-services.js'
+import { sharePartitionManagerConfig } from '../coordinator-configs.js'
 import { groupOverrides, shareGroupSettings } from '../group-configs.js'
 import { SharePartitionManager } from './share-partition-manager.js'
 import { sharePersisterOf } from './share-persister.js'
