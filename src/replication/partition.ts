@@ -26,6 +26,7 @@ import { convertLegacyToV2, isLegacyMagic } from '../protocol/record-batch.js'
 import { CorruptSegmentError } from '../storage/errors.js'
 import type { AbortedTxn } from '../storage/transaction-index.js'
 import type { AppendOrigin, FetchDataInfo, LogAppendInfo, UnifiedLog } from '../storage/unified-log.js'
+import { caughtUpTimeMs, foldSession, type SessionClock } from './follower-session-news.js'
 import { KafkaError } from './kafka-error.js'
 import { checkKeysPresent, checkProducerBatches } from './producer-batch-checks.js'
 import { ProducerStateManager } from './producer-state.js'
@@ -121,6 +122,8 @@ interface FollowerState {
   lastFetchTimeMs: number
   /** The broker epoch its fetches carry (-1: none yet, or fetches without one). */
   brokerEpoch: number
+  /** Set while its fetch session skips this partition: caught up as of the session's last fetch. */
+  session?: SessionClock | undefined
 }
 
 export interface FollowerLag {
@@ -364,7 +367,7 @@ export class Partition {
         brokerId,
         rack: rackOf(brokerId),
         logEndOffset: follower.logEndOffset,
-        timeSinceLastCaughtUpMs: now - follower.lastCaughtUpTimeMs,
+        timeSinceLastCaughtUpMs: now - caughtUpTimeMs(follower),
       })
     }
     const selected = selectRackAware(clientRack, leader, candidates)
@@ -459,6 +462,7 @@ export class Partition {
   updateFollowerFetchState(replicaId: number, requestedOffset: number, brokerEpoch = -1): void {
     const follower = this.followers.get(replicaId)
     if (!follower || this.isStaleFetch(replicaId, brokerEpoch)) return
+    foldSession(follower)
     if (brokerEpoch > follower.brokerEpoch) {
       // A new incarnation of the follower: what the previous one fetched says nothing of the
       // log this one has (it may have lost unflushed records), as Kafka's Replica resets.
@@ -512,6 +516,25 @@ export class Partition {
     this.propose([...this.state.isr, replicaId])
   }
 
+  /** Whether a follower's session may skip this partition: it is in the ISR, no change pending. */
+  isFollowerInIsr(replicaId: number): boolean {
+    return this.isLeader && this.pendingIsr === null && this.state.isr.includes(replicaId)
+  }
+
+  /** The follower's fetch session skips this partition from now on (follower-session-news.ts). */
+  linkFollowerSession(replicaId: number, clock: SessionClock): void {
+    const follower = this.followers.get(replicaId)
+    if (follower === undefined || follower.session === clock) return
+    foldSession(follower)
+    follower.session = clock
+  }
+
+  /** The session no longer carries this partition: its caught-up time stops following the clock. */
+  unlinkFollowerSession(replicaId: number, clock: SessionClock): void {
+    const follower = this.followers.get(replicaId)
+    if (follower?.session === clock) foldSession(follower)
+  }
+
   /** ISR followers that have not caught up within `lagTimeMaxMs` leave the ISR. */
   maybeShrinkIsr(lagTimeMaxMs: number): void {
     if (this.maybeResendIsr()) return
@@ -519,7 +542,7 @@ export class Partition {
     const lagging = this.state.isr.filter((id) => {
       if (id === this.localBrokerId) return false
       const follower = this.followers.get(id)
-      return follower === undefined || now - follower.lastCaughtUpTimeMs > lagTimeMaxMs
+      return follower === undefined || now - caughtUpTimeMs(follower) > lagTimeMaxMs
     })
     if (lagging.length === 0) return
     this.propose(this.state.isr.filter((id) => !lagging.includes(id)))
@@ -625,7 +648,7 @@ export class Partition {
       brokerId,
       logEndOffset: f.logEndOffset,
       lagMessages: f.logEndOffset < 0 ? end : end - f.logEndOffset,
-      caughtUpAgoMs: now - f.lastCaughtUpTimeMs,
+      caughtUpAgoMs: now - caughtUpTimeMs(f),
     }))
   }
 
