@@ -20,7 +20,16 @@
  * caught by a full pass over the session every FULL_SWEEP_INTERVAL_MS.
  */
 import { assert } from '../common/assert.js'
-import type { Partition } from './partition.js'
+
+/** What the bookkeeping needs of a Partition (partition.ts imports this module). */
+export interface WatchedPartition {
+  readonly isLeader: boolean
+  watchLogEnd(watcher: () => void): () => void
+  watchHighWatermark(watcher: () => void): () => void
+  isFollowerInIsr(replicaId: number): boolean
+  linkFollowerSession(replicaId: number, clock: SessionClock): void
+  unlinkFollowerSession(replicaId: number, clock: SessionClock): void
+}
 
 /** How often every session partition is considered again, whatever the events said. */
 export const FULL_SWEEP_INTERVAL_MS = 10000
@@ -36,7 +45,7 @@ interface Entry<T> {
   readonly key: string
   target: T
   /** The partition whose events are watched, while the entry is clean or was. */
-  partition: Partition | null
+  partition: WatchedPartition | null
   unwatch: (() => void) | null
 }
 
@@ -110,7 +119,7 @@ export class FollowerSessionNews<T> {
    * A fetch found `target` unchanged on `partition` (the follower caught up, nothing to
    * answer): it turns clean, watched, and linked to the session's clock.
    */
-  onUnchanged(target: T, partition: Partition): void {
+  onUnchanged(target: T, partition: WatchedPartition): void {
     const entry = this.byTarget.get(target)
     if (entry === undefined || !this.clock.open) return
     if (!partition.isFollowerInIsr(this.replicaId)) return
