@@ -27,8 +27,7 @@ export interface WatchedPartition {
   watchLogEnd(watcher: () => void): () => void
   watchHighWatermark(watcher: () => void): () => void
   isFollowerInIsr(replicaId: number): boolean
-  linkFollowerSession(replicaId: number, clock: SessionClock): void
-  unlinkFollowerSession(replicaId: number, clock: SessionClock): void
+  followerTimes(replicaId: number): FollowerTimes | undefined
 }
 
 /** How often every session partition is considered again, whatever the events said. */
@@ -133,7 +132,11 @@ export class FollowerSessionNews<T> {
         onHighWatermark()
       }
     }
-    partition.linkFollowerSession(this.replicaId, this.clock)
+    const times = partition.followerTimes(this.replicaId)
+    if (times !== undefined && times.session !== this.clock) {
+      foldSession(times)
+      times.session = this.clock
+    }
     this.dirty.delete(entry)
   }
 
@@ -173,7 +176,9 @@ export class FollowerSessionNews<T> {
   private unbind(entry: Entry<T>): void {
     entry.unwatch?.()
     entry.unwatch = null
-    entry.partition?.unlinkFollowerSession(this.replicaId, this.clock)
+    // The partition no longer follows this session's clock: caught up as of its last fetch.
+    const times = entry.partition?.followerTimes(this.replicaId)
+    if (times?.session === this.clock) foldSession(times)
     entry.partition = null
   }
 }

@@ -26,7 +26,12 @@ import { convertLegacyToV2, isLegacyMagic } from '../protocol/record-batch.js'
 import { CorruptSegmentError } from '../storage/errors.js'
 import type { AbortedTxn } from '../storage/transaction-index.js'
 import type { AppendOrigin, FetchDataInfo, LogAppendInfo, UnifiedLog } from '../storage/unified-log.js'
-import { caughtUpTimeMs, foldSession, type SessionClock } from './follower-session-news.js'
+import {
+  caughtUpTimeMs,
+  type FollowerTimes,
+  foldSession,
+  type SessionClock,
+} from './follower-session-news.js'
 import { KafkaError } from './kafka-error.js'
 import { checkKeysPresent, checkProducerBatches } from './producer-batch-checks.js'
 import { ProducerStateManager } from './producer-state.js'
@@ -253,6 +258,7 @@ export class Partition {
     )
     const newLeadership = next.leader === this.localBrokerId && next.leaderEpoch !== this.state.leaderEpoch
     const leadershipChanged = next.leader !== this.state.leader || next.leaderEpoch !== this.state.leaderEpoch
+    const partitionEpochChanged = next.partitionEpoch !== this.state.partitionEpoch
     this.state = next
     // An image change that leaves this partition's state as it was (another partition, a
     // broker registering) keeps the proposal in flight: its maximal ISR still bounds the HW.
@@ -266,8 +272,10 @@ export class Partition {
     if (newLeadership) this.resetFollowers()
     else if (this.isLeaderByMetadata) this.syncFollowersWithReplicas()
     if (this.isLeaderByMetadata) this.maybeIncrementHighWatermark()
-    // acks=all produces waiting on the old leadership must learn it ended (they check the epoch).
-    if (leadershipChanged) for (const watcher of [...this.highWatermarkWatchers]) watcher()
+    // acks=all produces waiting on the old leadership must learn it ended (they check the
+    // epoch); a follower session that skips this partition must see a new ISR at once.
+    if (leadershipChanged || partitionEpochChanged)
+      for (const watcher of [...this.highWatermarkWatchers]) watcher()
   }
 
   /** A reassignment adds and removes replicas under the same leadership. */
@@ -516,23 +524,14 @@ export class Partition {
     this.propose([...this.state.isr, replicaId])
   }
 
-  /** Whether a follower's session may skip this partition: it is in the ISR, no change pending. */
+  /** Whether a follower's session may skip this partition (in the ISR, no change pending). */
   isFollowerInIsr(replicaId: number): boolean {
     return this.isLeader && this.pendingIsr === null && this.state.isr.includes(replicaId)
   }
 
-  /** The follower's fetch session skips this partition from now on (follower-session-news.ts). */
-  linkFollowerSession(replicaId: number, clock: SessionClock): void {
-    const follower = this.followers.get(replicaId)
-    if (follower === undefined || follower.session === clock) return
-    foldSession(follower)
-    follower.session = clock
-  }
-
-  /** The session no longer carries this partition: its caught-up time stops following the clock. */
-  unlinkFollowerSession(replicaId: number, clock: SessionClock): void {
-    const follower = this.followers.get(replicaId)
-    if (follower?.session === clock) foldSession(follower)
+  /** A follower's fetch times, which its fetch session may link to its clock (follower-session-news.ts). */
+  followerTimes(replicaId: number): FollowerTimes | undefined {
+    return this.followers.get(replicaId)
   }
 
   /** ISR followers that have not caught up within `lagTimeMaxMs` leave the ISR. */

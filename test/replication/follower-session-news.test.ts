@@ -248,23 +248,37 @@ describe('FollowerSessionNews', () => {
       assert.deepEqual(shrunk(world), [1])
     })
   })
-})
 
-it('considers every partition again once per sweep interval', async () => {
-  await withSession(
-    3,
-    async (world) => {
+  it('a follower dropped from the ISR of a skipped partition is considered at once, and rejoins', async () => {
+    await withSession(3, async (world) => {
       await world.fetch()
       await world.fetch()
-      const considered: number[] = []
-      for (let fetches = 0; fetches < 4; fetches++) {
-        world.clock.advance(FETCH_EVERY_MS)
-        considered.push(await world.fetch())
-      }
-      assert.deepEqual(considered, [0, 3, 0, 3])
-    },
-    2 * FETCH_EVERY_MS,
-  )
+      world.partitions[1].updateState({ ...state(1), isr: [1], partitionEpoch: toPartitionEpoch(1) })
+      world.clock.advance(FETCH_EVERY_MS)
+      assert.equal(await world.fetch(), 1)
+      assert.deepEqual(
+        world.proposals.map((p) => [p.partition, [...p.isr]]),
+        [[1, [1, FOLLOWER]]],
+      )
+    })
+  })
+
+  it('considers every partition again once per sweep interval', async () => {
+    await withSession(
+      3,
+      async (world) => {
+        await world.fetch()
+        await world.fetch()
+        const considered: number[] = []
+        for (let fetches = 0; fetches < 4; fetches++) {
+          world.clock.advance(FETCH_EVERY_MS)
+          considered.push(await world.fetch())
+        }
+        assert.deepEqual(considered, [0, 3, 0, 3])
+      },
+      2 * FETCH_EVERY_MS,
+    )
+  })
 })
 
 describe('FetchSessionCache', () => {
@@ -274,7 +288,15 @@ describe('FetchSessionCache', () => {
     const first = cache.begin(0, 0, 0, requester).session!
     let closed = 0
     first.onClose = () => closed++
-    cache.begin(first.id, 0, 1, requester) // re-created with epoch 0
+    const second = cache.begin(first.id, 0, 1, requester).session! // re-created with epoch 0
     assert.equal(closed, 1)
+    second.onClose = () => closed++
+    cache.remove(second.id)
+    assert.equal(closed, 2)
+    let ids = 10
+    const evicting = new FetchSessionCache(1, () => ids++)
+    evicting.begin(0, 0, 0, { privileged: false, partitionCount: 1 }).session!.onClose = () => closed++
+    assert.ok(evicting.begin(0, 0, 1, requester).session !== null, 'a follower evicts a consumer')
+    assert.equal(closed, 3)
   })
 })
