@@ -8,7 +8,9 @@
  * maxWaitMs passes. Incremental fetch sessions (KIP-227) are kept in the broker's cache:
  * an incremental fetch reads only the session partitions that may have news (see
  * unchangedSince) and answers only those that do, while a follower's fetch still counts for
- * every partition of its session (the session's fetch offsets are its position).
+ * every partition of its session (the session's fetch offsets are its position). A
+ * follower's session only considers the partitions that may have news at all, so an idle
+ * follower's round trip costs O(partitions with news) (replication/follower-session-news.ts).
  * Authorization: a follower's fetch needs CLUSTER_ACTION on the cluster, a consumer's READ
  * on each topic; a partition it may not read answers TOPIC_AUTHORIZATION_FAILED.
  * Version notes: v3 adds maxBytes, v4 isolation level, last stable offset and aborted
