@@ -4,10 +4,12 @@
  */
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
+import { systemClock } from '../common/clock.js'
 import { TidelogError } from '../common/errors.js'
 import { DirectoryLockedError } from '../common/file-system.js'
 import { createLogger } from '../common/logger.js'
 import type { MetadataStore, StoreLimits } from '../metadata/store/metadata-store.js'
+import { startMemoryReclaimer } from '../runtime/memory-reclaimer.js'
 import { nodeNetwork } from '../runtime/node-network.js'
 import type { BrokerDependencies } from '../server/broker.js'
 import { parseProperties, storeLimitsFromProperties } from '../server/broker-config.js'
@@ -97,6 +99,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
           return 0
         }
         startHeapPolicy()
+        startMemoryReclaimer(systemClock)
         return command === 'start' ? await startCommand(rest) : await brokerCommand(rest)
       case 'topics':
       case 'produce':

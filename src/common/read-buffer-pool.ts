@@ -26,6 +26,8 @@ export const POOL_RETAINED_MAX_BYTES = 64 * 1024 * 1024
 export class ReadBufferPool {
   private readonly free: Buffer[] = []
   private freeBytes = 0
+  /** Whether a pooled-size buffer was asked for since the last `trimIfIdle`. */
+  private acquiredSinceTrim = false
   /** Every buffer this pool handed out and not yet taken back, by its memory. */
   private readonly lent = new WeakMap<ArrayBufferLike, Buffer>()
 
@@ -42,6 +44,7 @@ export class ReadBufferPool {
    */
   acquire(bytes: number): Buffer {
     if (bytes < POOLED_READ_MIN_BYTES) return Buffer.allocUnsafe(bytes)
+    this.acquiredSinceTrim = true
     let best = -1
     for (let i = 0; i < this.free.length; i++) {
       const length = this.free[i].length
@@ -81,6 +84,24 @@ export class ReadBufferPool {
       this.free.push(whole)
       this.freeBytes += whole.length
     }
+  }
+
+  /**
+   * Gives every free buffer back to the garbage collector when no pooled read happened since
+   * the previous call; returns the bytes given back. Why: the pool fills to its bound in a
+   * burst of large reads (a follower catching up, a consumer reading from the start) and
+   * then held up to 64 MiB for the rest of the process's life, near an idle broker's whole
+   * footprint (issue 34). The caller sets the idle time by how often it calls
+   * (runtime/memory-reclaimer.ts), so the pool needs no clock.
+   */
+  trimIfIdle(): number {
+    const idle = !this.acquiredSinceTrim
+    this.acquiredSinceTrim = false
+    if (!idle) return 0
+    const trimmedBytes = this.freeBytes
+    this.free.length = 0
+    this.freeBytes = 0
+    return trimmedBytes
   }
 }
 

@@ -181,6 +181,61 @@ export function skipTags(r: Reader): void {
   }
 }
 
+// ---- group record keys, shared by the consumer-, share- and streams-group records ----------
+
+export interface GroupRecordKey<Kind extends string> {
+  readonly kind: Kind
+  readonly group: string
+  /** Empty for the group-level kinds. */
+  readonly memberId: string
+}
+
+/**
+ * One family of group record keys (consumer, share or streams groups): each kind's int16
+ * type (Kafka's coordinator-key apiKey), then the group id, then the member id for the
+ * member-level kinds. Keys are non-flexible.
+ */
+export class GroupRecordKeys<Kind extends string> {
+  private readonly kindByType: ReadonlyMap<number, Kind>
+  private readonly memberKeyed: ReadonlySet<Kind>
+
+  constructor(
+    private readonly types: Readonly<Record<Kind, number>>,
+    memberKeyed: readonly Kind[],
+  ) {
+    this.kindByType = new Map(Object.entries<number>(types).map(([kind, type]) => [type, kind as Kind]))
+    this.memberKeyed = new Set(memberKeyed)
+  }
+
+  encode(kind: Kind, group: string, memberId = ''): Buffer {
+    const w = new Writer(64).writeInt16(this.types[kind]).writeString(group)
+    if (this.memberKeyed.has(kind)) w.writeString(memberId)
+    return w.toBuffer()
+  }
+
+  /** The key, or undefined when it is of another family. */
+  decode(key: Buffer): GroupRecordKey<Kind> | undefined {
+    const r = new Reader(key)
+    const kind = this.kindByType.get(r.readInt16())
+    if (kind === undefined) return undefined
+    const group = r.readString()
+    return { kind, group, memberId: this.memberKeyed.has(kind) ? r.readString() : '' }
+  }
+}
+
+/** A compact array of compact strings, as the values' topic-name lists. */
+export function writeCompactStrings(w: Writer, values: readonly string[]): void {
+  w.writeCompactArrayLength(values.length)
+  for (const v of values) w.writeCompactString(v)
+}
+
+export function readCompactStrings(r: Reader): string[] {
+  const n = r.readCompactArrayLength()
+  const values: string[] = []
+  for (let i = 0; i < n; i++) values.push(r.readCompactString())
+  return values
+}
+
 // ---- KIP-848 consumer groups ------------------------------------------------------------------
 //
 // Kafka 3.9's group-coordinator record schemas: keys are non-flexible (int16 version, group
@@ -199,43 +254,27 @@ export type ConsumerRecordKind =
   | 'consumer-target-member'
   | 'consumer-current-assignment'
 
-export interface ConsumerRecordKey {
-  readonly kind: ConsumerRecordKind
-  readonly group: string
-  /** Empty for the group-level kinds. */
-  readonly memberId: string
-}
+export type ConsumerRecordKey = GroupRecordKey<ConsumerRecordKind>
 
-const CONSUMER_KEY_VERSIONS: Readonly<Record<ConsumerRecordKind, number>> = {
-  'consumer-group': 3,
-  'consumer-partition-metadata': 4,
-  'consumer-member': 5,
-  'consumer-target-metadata': 6,
-  'consumer-target-member': 7,
-  'consumer-current-assignment': 8,
-}
-const CONSUMER_KIND_BY_VERSION = new Map(
-  Object.entries(CONSUMER_KEY_VERSIONS).map(([kind, version]) => [version, kind as ConsumerRecordKind]),
+const CONSUMER_KEYS = new GroupRecordKeys<ConsumerRecordKind>(
+  {
+    'consumer-group': 3,
+    'consumer-partition-metadata': 4,
+    'consumer-member': 5,
+    'consumer-target-metadata': 6,
+    'consumer-target-member': 7,
+    'consumer-current-assignment': 8,
+  },
+  ['consumer-member', 'consumer-target-member', 'consumer-current-assignment'],
 )
-const MEMBER_KEYED = new Set<ConsumerRecordKind>([
-  'consumer-member',
-  'consumer-target-member',
-  'consumer-current-assignment',
-])
 
 export function consumerRecordKey(kind: ConsumerRecordKind, group: string, memberId = ''): Buffer {
-  const w = new Writer(64).writeInt16(CONSUMER_KEY_VERSIONS[kind]).writeString(group)
-  if (MEMBER_KEYED.has(kind)) w.writeString(memberId)
-  return w.toBuffer()
+  return CONSUMER_KEYS.encode(kind, group, memberId)
 }
 
 /** The consumer-group record key, or undefined when the key is of another kind. */
 export function decodeConsumerKey(key: Buffer): ConsumerRecordKey | undefined {
-  const r = new Reader(key)
-  const kind = CONSUMER_KIND_BY_VERSION.get(r.readInt16())
-  if (kind === undefined) return undefined
-  const group = r.readString()
-  return { kind, group, memberId: MEMBER_KEYED.has(kind) ? r.readString() : '' }
+  return CONSUMER_KEYS.decode(key)
 }
 
 /** topic id → partitions, as the values' TopicPartitions arrays. */
@@ -334,8 +373,7 @@ export function encodeConsumerMemberMetadataValue(value: ConsumerMemberMetadataV
   w.writeCompactNullableString(value.rackId)
   w.writeCompactString(value.clientId)
   w.writeCompactString(value.clientHost)
-  w.writeCompactArrayLength(value.subscribedTopicNames.length)
-  for (const name of value.subscribedTopicNames) w.writeCompactString(name)
+  writeCompactStrings(w, value.subscribedTopicNames)
   w.writeCompactNullableString(value.subscribedTopicRegex)
   w.writeInt32(value.rebalanceTimeoutMs)
   w.writeCompactNullableString(value.serverAssignor)
@@ -348,9 +386,7 @@ export function decodeConsumerMemberMetadataValue(value: Buffer): ConsumerMember
   const rackId = r.readCompactNullableString()
   const clientId = r.readCompactString()
   const clientHost = r.readCompactString()
-  const count = r.readCompactArrayLength()
-  const subscribedTopicNames: string[] = []
-  for (let i = 0; i < count; i++) subscribedTopicNames.push(r.readCompactString())
+  const subscribedTopicNames = readCompactStrings(r)
   const subscribedTopicRegex = r.readCompactNullableString()
   const rebalanceTimeoutMs = r.readInt32()
   const serverAssignor = r.readCompactNullableString()
@@ -387,13 +423,6 @@ export function decodeConsumerCurrentAssignmentValue(value: Buffer): ConsumerCur
 }
 
 // ---- shared by the share- and streams-group records -------------------------------------------
-
-/** A group record's key: its int16 type (Kafka's coordinator-key apiKey), group id, member id. */
-export function groupRecordKey(type: number, group: string, memberId?: string): Buffer {
-  const w = new Writer(64).writeInt16(type).writeString(group)
-  if (memberId !== undefined) w.writeString(memberId)
-  return w.toBuffer()
-}
 
 /**
  * The records to write for a group's change: tombstones for the keys `before` had and

@@ -11,76 +11,57 @@
  * and nothing else. Replay applies them in any order (compaction may leave a member's
  * current assignment before its metadata).
  */
-import { Reader, type Writer } from '../protocol/primitives.js'
 import {
   type CoordinatorRecord,
   endValue,
   flexibleValue,
-  groupRecordKey,
+  type GroupRecordKey,
+  GroupRecordKeys,
   openValue,
+  readCompactStrings,
   readTopicPartitions,
   skipTags,
+  writeCompactStrings,
   writeTopicPartitions,
 } from './records.js'
 import { newShareGroup, type ShareAssignment, type ShareGroup, type ShareMember } from './share-group.js'
 
-const SHARE_KEY_TYPES = {
-  'share-member': 10,
-  'share-group': 11,
-  'share-target-metadata': 12,
-  'share-target-member': 13,
-  'share-current-assignment': 14,
-  'share-state-partitions': 15,
-} as const
+export type ShareRecordKind =
+  | 'share-member'
+  | 'share-group'
+  | 'share-target-metadata'
+  | 'share-target-member'
+  | 'share-current-assignment'
+  | 'share-state-partitions'
 
-export type ShareRecordKind = keyof typeof SHARE_KEY_TYPES
-
-const KIND_BY_TYPE = new Map(
-  Object.entries(SHARE_KEY_TYPES).map(([kind, type]) => [type as number, kind as ShareRecordKind]),
+const SHARE_KEYS = new GroupRecordKeys<ShareRecordKind>(
+  {
+    'share-member': 10,
+    'share-group': 11,
+    'share-target-metadata': 12,
+    'share-target-member': 13,
+    'share-current-assignment': 14,
+    'share-state-partitions': 15,
+  },
+  ['share-member', 'share-target-member', 'share-current-assignment'],
 )
-const MEMBER_KEYED = new Set<ShareRecordKind>([
-  'share-member',
-  'share-target-member',
-  'share-current-assignment',
-])
 
 /** Kafka's MemberState.STABLE: a share member never waits for a revocation. */
 const STABLE_STATE = 2
 
-export interface ShareRecordKey {
-  readonly kind: ShareRecordKind
-  readonly group: string
-  /** Empty for the group-level kinds. */
-  readonly memberId: string
-}
+export type ShareRecordKey = GroupRecordKey<ShareRecordKind>
 
 export function shareRecordKey(kind: ShareRecordKind, group: string, memberId?: string): Buffer {
-  return groupRecordKey(SHARE_KEY_TYPES[kind], group, MEMBER_KEYED.has(kind) ? (memberId ?? '') : undefined)
+  return SHARE_KEYS.encode(kind, group, memberId)
 }
 
 /** The share-group record key, or undefined when the key is of another kind. */
 export function decodeShareKey(key: Buffer): ShareRecordKey | undefined {
-  const r = new Reader(key)
-  const kind = KIND_BY_TYPE.get(r.readInt16())
-  if (kind === undefined) return undefined
-  const group = r.readString()
-  return { kind, group, memberId: MEMBER_KEYED.has(kind) ? r.readString() : '' }
+  return SHARE_KEYS.decode(key)
 }
 
 function int32Value(n: number): Buffer {
   return endValue(flexibleValue().writeInt32(n))
-}
-
-function writeStrings(w: Writer, values: readonly string[]): void {
-  w.writeCompactArrayLength(values.length)
-  for (const v of values) w.writeCompactString(v)
-}
-
-function readStrings(r: Reader): string[] {
-  const n = r.readCompactArrayLength()
-  const values: string[] = []
-  for (let i = 0; i < n; i++) values.push(r.readCompactString())
-  return values
 }
 
 function memberValue(m: ShareMember): Buffer {
@@ -88,7 +69,7 @@ function memberValue(m: ShareMember): Buffer {
   w.writeCompactNullableString(m.rackId)
   w.writeCompactString(m.clientId)
   w.writeCompactString(m.clientHost)
-  writeStrings(w, m.subscribedTopicNames)
+  writeCompactStrings(w, m.subscribedTopicNames)
   return endValue(w)
 }
 
@@ -251,7 +232,7 @@ export function replayShareRecord(
         rackId: r.readCompactNullableString(),
         clientId: r.readCompactString(),
         clientHost: r.readCompactString(),
-        subscribedTopicNames: readStrings(r),
+        subscribedTopicNames: readCompactStrings(r),
       })
       return
     }

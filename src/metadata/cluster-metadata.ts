@@ -1,7 +1,8 @@
 /**
  * A broker's view of the cluster metadata kept in the metadata store, and the way it
  * changes it. The view mirrors every key of the store (one range read, then a watch from
- * the next revision) and derives an immutable ClusterImage from it after each change.
+ * the next revision) and derives an immutable ClusterImage from it after each change: from
+ * the previous image and the keys that changed, sharing the rest (image-delta.ts).
  *
  * Writes are optimistic: `update(change)` applies a pure function to the current image,
  * turns the difference into store operations guarded by the versions of the keys it read
@@ -38,13 +39,12 @@ import {
 } from './cluster-image.js'
 import { onBrokerRegistered } from './elections.js'
 import { newUuid } from './ids.js'
+import { assertSameAsFullBuild, ImageBuilder, type ImageDelta } from './image-delta.js'
 import {
-  buildImage,
   diffParts,
   flatten,
   type ImageDiff,
   KEYS,
-  type ParsedValue,
   parseValue,
   publishedTopic,
   type TopicValue,
@@ -63,6 +63,7 @@ import type {
 import { packTxns, type TxnPart } from './store/txn-batches.js'
 import { txnOpCount, txnRequestBytes } from './store/txn-checks.js'
 
+export type { ImageDelta } from './image-delta.js'
 export { type ImageDiff, KEYS } from './metadata-keys.js'
 
 export interface NewTopic {
@@ -81,7 +82,8 @@ export interface RegisterOptions {
   readonly logEnd?: (topic: string, partition: number) => LogEnd | undefined
 }
 
-export type ImageListener = (image: ClusterImage, previous: ClusterImage) => void
+/** Called with each new image, the one before it, and what changed between them. */
+export type ImageListener = (image: ClusterImage, previous: ClusterImage, delta: ImageDelta) => void
 
 /** An update that kept conflicting with concurrent writers: retriable later. */
 export class MetadataUpdateConflict extends TidelogError {
@@ -107,6 +109,7 @@ const TXNS_IN_FLIGHT_MAX = 32
 
 export class ClusterMetadata {
   private readonly kvs = new Map<string, KeyValue>()
+  private readonly builder = new ImageBuilder(this.kvs)
   private revision = 0
   private current: ClusterImage
   private readonly listeners: ImageListener[] = []
@@ -129,6 +132,7 @@ export class ClusterMetadata {
     private readonly random: Random,
     private readonly logger: Logger,
     private readonly clock: Clock | null,
+    private readonly checkImages: boolean,
   ) {
     this.current = { clusterId: '', controllerId: NO_LEADER, brokers: new Map(), topics: new Map() }
   }
@@ -141,13 +145,27 @@ export class ClusterMetadata {
   /**
    * Reads the store, starts following it, and makes sure a cluster id exists. With a clock,
    * a writer that meets another's staging claim waits while that one makes progress
-   * (STAGING_CLAIM_WAIT_MS) instead of taking it over at once.
+   * (STAGING_CLAIM_WAIT_MS) instead of taking it over at once. With `checkImages` every
+   * image built by deltas is compared with a build from scratch (tests, the simulator): a
+   * difference throws.
    */
   static async open(
     store: MetadataStore,
-    options: { clusterId: string | null; random: Random; logger: Logger; clock?: Clock },
+    options: {
+      clusterId: string | null
+      random: Random
+      logger: Logger
+      clock?: Clock
+      checkImages?: boolean
+    },
   ) {
-    const metadata = new ClusterMetadata(store, options.random, options.logger, options.clock ?? null)
+    const metadata = new ClusterMetadata(
+      store,
+      options.random,
+      options.logger,
+      options.clock ?? null,
+      options.checkImages === true,
+    )
     await metadata.ensureClusterId(options.clusterId)
     await metadata.reload()
     metadata.follow()
@@ -213,18 +231,17 @@ export class ClusterMetadata {
     if (revision < this.appliedRevision) return
     this.kvs.clear()
     for (const kv of kvs) this.kvs.set(kv.key, kv)
+    this.builder.reset()
     this.appliedRevision = revision
     this.publish(revision)
   }
-
-  /** Parsed values by key, reused while a key's modRevision is unchanged (see parseValue). */
-  private readonly parsed = new Map<string, ParsedValue>()
 
   private onEvents(events: readonly WatchEvent[], revision: number): void {
     if (revision <= this.appliedRevision) return // already seen through a reload
     for (const { type, kv } of events) {
       if (type === 'put') this.kvs.set(kv.key, kv)
       else this.kvs.delete(kv.key)
+      this.builder.onKeyChanged(kv.key)
     }
     this.appliedRevision = revision
     // A revision of staged partitions and claims only (a big topic being created) leaves
@@ -264,15 +281,20 @@ export class ClusterMetadata {
     const slash = key.lastIndexOf('/')
     const topic = this.kvs.get(KEYS.topic(key.slice(KEYS.partitionsPrefix.length, slash)))
     if (topic === undefined) return false
-    return Number(key.slice(slash + 1)) < (parseValue(this.parsed, topic).value as TopicValue).replicas.length
+    return (
+      Number(key.slice(slash + 1)) <
+      (parseValue(this.builder.parsed, topic).value as TopicValue).replicas.length
+    )
   }
 
   private publish(revision: number, changed = true): void {
     const previous = this.current
     this.revision = revision
     if (changed) {
-      this.current = buildImage(this.kvs, this.parsed)
-      for (const listener of [...this.listeners]) listener(this.current, previous)
+      const { image, delta } = this.builder.build(previous)
+      if (this.checkImages) assertSameAsFullBuild(image, this.kvs)
+      this.current = image
+      for (const listener of [...this.listeners]) listener(image, previous, delta)
     }
     const ready = this.revisionWaiters.filter((w) => w.revision <= revision)
     this.revisionWaiters = this.revisionWaiters.filter((w) => w.revision > revision)

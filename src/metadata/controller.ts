@@ -10,7 +10,7 @@ import { ExponentialBackoff } from '../common/backoff.js'
 import type { Clock, TimerHandle } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
 import type { BrokerId, ClusterImage, PartitionState, TopicImage } from './cluster-image.js'
-import type { ClusterMetadata } from './cluster-metadata.js'
+import type { ClusterMetadata, ImageDelta } from './cluster-metadata.js'
 import { KEYS } from './cluster-metadata.js'
 import { type ElectionResult, electPreferred, onBrokerChange } from './elections.js'
 import { maybeCompleteReassignment } from './reassignment.js'
@@ -64,6 +64,12 @@ export class Controller {
   private reconcileRetryTimer: TimerHandle | null = null
   private rebalanceTimer: TimerHandle | null = null
   readonly stats: ControllerStats = { elections: 0, uncleanElections: 0 }
+  /**
+   * The partitions changed since the last reconcile, by topic (null: all of the topic's), or
+   * null for every partition: after a change of brokers or settings, on taking the lead, and
+   * after a failed round. An ISR change reconciled every partition of the cluster.
+   */
+  private pending: Map<string, Set<number> | null> | null = null
 
   constructor(private readonly options: ControllerOptions) {}
 
@@ -80,7 +86,10 @@ export class Controller {
     void this.options.lease.lost.then(() => {
       this.leaseLost = true
     })
-    this.options.metadata.onChange(() => this.scheduleReconcile())
+    this.options.metadata.onChange((_image, _previous, delta) => {
+      this.noteChange(delta)
+      this.scheduleReconcile()
+    })
     this.campaignAgain(1)
     this.scheduleRebalanceCheck()
   }
@@ -149,6 +158,7 @@ export class Controller {
     try {
       await this.announce(() => leading)
       logger.info({ nodeId }, 'became controller')
+      this.pending = null
       this.scheduleReconcile()
       await leadership.lost
     } catch (error) {
@@ -197,10 +207,16 @@ export class Controller {
     this.reconcileAgain = true
     this.reconciling = this.reconciling.then(async () => {
       this.reconcileAgain = false
-      if (!this.isActive) return
+      if (!this.isActive) {
+        this.pending = null
+        return
+      }
+      const scope = this.pending
+      this.pending = new Map()
       try {
-        await this.reconcile()
+        await this.reconcile(scope)
       } catch (error) {
+        this.pending = null
         // Without a retry a failed write would wait for the next metadata change, which
         // may never come (a dead broker's partitions would stay leaderless).
         this.options.logger.warn({ err: error }, 'controller reconcile failed; retrying')
@@ -213,16 +229,32 @@ export class Controller {
     })
   }
 
-  private async reconcile(): Promise<void> {
+  private noteChange(delta: ImageDelta): void {
+    if (this.pending === null) return
+    if (delta.full || delta.brokers || delta.settings) {
+      this.pending = null
+      return
+    }
+    for (const [name, indices] of delta.topics) {
+      const seen = this.pending.get(name)
+      if (indices === null) this.pending.set(name, null)
+      else if (seen === undefined) this.pending.set(name, new Set(indices))
+      else if (seen !== null) for (const index of indices) seen.add(index)
+    }
+  }
+
+  /** Elections and reassignment completions where needed, over the partitions of `scope` (null: all). */
+  private async reconcile(scope: ReadonlyMap<string, ReadonlySet<number> | null> | null): Promise<void> {
     const decisions: { topic: string; before: PartitionState; result: ElectionResult }[] = []
     // A completed reassignment changes the topic's record with the partition: all of a
     // topic's completions commit in one transaction, so at most this many per round (the
-    // next round, after this change, completes the others).
+    // next round, after this change, completes the others: a rewritten topic record puts
+    // the whole topic in its scope).
     const completionsMax = this.options.store.limits.txnOpsMax - 2
     await this.options.metadata.update((image) => {
       decisions.length = 0
       const completions = new Map<string, number>()
-      return this.applyToAll(image, (topic, state, live) => {
+      return this.applyToAll(image, scope, (topic, state, live) => {
         const result = onBrokerChange({
           state,
           live,
@@ -256,7 +288,7 @@ export class Controller {
     let moved = 0
     await this.options.metadata.update((image) => {
       moved = 0
-      return this.applyToAll(image, (topic, state, live) => {
+      return this.applyToAll(image, null, (topic, state, live) => {
         if (only && !only.has(`${topic.name}-${state.partition}`)) return null
         const result = electPreferred({ state, live, uncleanLeaderElection: false })
         if (result) moved++
@@ -266,21 +298,33 @@ export class Controller {
     return moved
   }
 
+  /** `image` with `decide` applied to every partition, or to those of `scope` when given. */
   private applyToAll(
     image: ClusterImage,
+    scope: ReadonlyMap<string, ReadonlySet<number> | null> | null,
     decide: (topic: TopicImage, state: PartitionState, live: ReadonlySet<BrokerId>) => PartitionState | null,
   ): ClusterImage {
     const live = new Set(image.brokers.keys())
     let changed = false
     const topics = new Map(image.topics)
-    for (const topic of image.topics.values()) {
+    // In the image's order (by name, partitions by index), as a walk of every topic decides.
+    const inScope =
+      scope === null
+        ? image.topics.values()
+        : [...scope.keys()].sort().flatMap((name) => image.topics.get(name) ?? [])
+    for (const topic of inScope) {
       let partitions: PartitionState[] | null = null
-      topic.partitions.forEach((state, index) => {
+      const indices = scope?.get(topic.name)
+      const states = indices
+        ? [...indices].sort((a, b) => a - b).map((index) => topic.partitions[index])
+        : topic.partitions
+      for (const state of states) {
+        if (state === undefined) continue
         const next = decide(topic, state, live)
-        if (!next) return
+        if (!next) continue
         partitions ??= [...topic.partitions]
-        partitions[index] = next
-      })
+        partitions[state.partition] = next
+      }
       if (partitions) {
         topics.set(topic.name, { ...topic, partitions })
         changed = true

@@ -102,9 +102,63 @@ export function buildImage(
 ): ClusterImage {
   // Keys deleted since the last build leave the cache.
   for (const key of cache.keys()) if (!kvs.has(key)) cache.delete(key)
-  const brokers = new Map<BrokerId, BrokerRegistration>()
   const topicValues = new Map<string, ParsedValue>()
-  const partitionKvs = new Map<string, KeyValue>()
+  for (const [key, kv] of kvs)
+    if (key.startsWith(KEYS.topicsPrefix))
+      topicValues.set(key.slice(KEYS.topicsPrefix.length), parseValue(cache, kv))
+  const topics = new Map<string, TopicImage>()
+  for (const [name, parsedTopic] of [...topicValues].sort(([a], [b]) => (a < b ? -1 : 1)))
+    topics.set(name, buildTopic(name, parsedTopic, kvs, cache))
+  return assembleImage(buildClusterPart(kvs.values(), cache), topics)
+}
+
+/** Everything of the image but its topics: brokers, controller, configs, features, served epochs. */
+export interface ClusterPart {
+  readonly clusterId: string
+  readonly controllerId: BrokerId
+  readonly brokers: ReadonlyMap<BrokerId, BrokerRegistration>
+  readonly brokerConfigs: ReadonlyMap<string, Readonly<Record<string, string>>>
+  readonly clientMetricsConfigs: ReadonlyMap<string, Readonly<Record<string, string>>>
+  readonly groupConfigs: ReadonlyMap<string, Readonly<Record<string, string>>>
+  readonly finalizedFeatures: FinalizedFeatures | undefined
+  readonly servedLeaderEpochs: ReadonlyMap<BrokerId, ReadonlyMap<string, number>>
+}
+
+export function assembleImage(part: ClusterPart, topics: ReadonlyMap<string, TopicImage>): ClusterImage {
+  const { clusterId, controllerId, brokers, brokerConfigs, clientMetricsConfigs, groupConfigs } = part
+  const settings = {
+    brokerConfigs,
+    clientMetricsConfigs,
+    groupConfigs,
+    ...(part.finalizedFeatures && { finalizedFeatures: part.finalizedFeatures }),
+  }
+  return {
+    clusterId,
+    controllerId,
+    brokers,
+    topics,
+    ...settings,
+    servedLeaderEpochs: part.servedLeaderEpochs,
+  }
+}
+
+/** Whether `key` is read into the ClusterPart (not a topic's, a partition's or a staging claim). */
+export function isClusterPartKey(key: string): boolean {
+  return (
+    key === KEYS.clusterId ||
+    key === KEYS.controller ||
+    key === FEATURES_KEY ||
+    key.startsWith(KEYS.brokersPrefix) ||
+    key.startsWith(KEYS.brokerConfigsPrefix) ||
+    key.startsWith(KEYS.clientMetricsConfigsPrefix) ||
+    key.startsWith(KEYS.groupConfigsPrefix) ||
+    key.startsWith(KEYS.servedPrefix)
+  )
+}
+
+/** The ClusterPart of the keys `kvs` (any others are skipped), read in their order. */
+export function buildClusterPart(kvs: Iterable<KeyValue>, cache: Map<string, ParsedValue>): ClusterPart {
+  const brokers = new Map<BrokerId, BrokerRegistration>()
   const brokerConfigs = new Map<string, Readonly<Record<string, string>>>()
   const clientMetricsConfigs = new Map<string, Readonly<Record<string, string>>>()
   const groupConfigs = new Map<string, Readonly<Record<string, string>>>()
@@ -112,17 +166,15 @@ export function buildImage(
   let clusterId = ''
   let controller: BrokerId = NO_LEADER
   let finalizedFeatures: FinalizedFeatures | undefined
-  for (const [key, kv] of kvs) {
+  for (const kv of kvs) {
+    const key = kv.key
     if (key === KEYS.clusterId) clusterId = (JSON.parse(kv.value) as { clusterId: string }).clusterId
     else if (key === KEYS.controller) controller = (JSON.parse(kv.value) as { nodeId: number }).nodeId
     else if (key.startsWith(KEYS.brokersPrefix)) {
       const registration = JSON.parse(kv.value) as BrokerRegistration
       // The registration's own revision is its broker epoch: every registration writes it anew.
       brokers.set(registration.nodeId, { ...registration, brokerEpoch: kv.modRevision })
-    } else if (key.startsWith(KEYS.topicsPrefix))
-      topicValues.set(key.slice(KEYS.topicsPrefix.length), parseValue(cache, kv))
-    else if (key.startsWith(KEYS.partitionsPrefix)) partitionKvs.set(key, kv)
-    else if (key.startsWith(KEYS.brokerConfigsPrefix)) {
+    } else if (key.startsWith(KEYS.brokerConfigsPrefix)) {
       brokerConfigs.set(key.slice(KEYS.brokerConfigsPrefix.length), JSON.parse(kv.value))
     } else if (key.startsWith(KEYS.clientMetricsConfigsPrefix)) {
       clientMetricsConfigs.set(key.slice(KEYS.clientMetricsConfigsPrefix.length), JSON.parse(kv.value))
@@ -138,37 +190,82 @@ export function buildImage(
       )
     }
   }
-  const topics = new Map<string, TopicImage>()
-  for (const [name, parsedTopic] of [...topicValues].sort(([a], [b]) => (a < b ? -1 : 1))) {
-    const value = parsedTopic.value as TopicValue
-    // Unchanged partitions and topics keep their objects from the previous image: a change
-    // of one partition allocated (and the brokers re-applied) every partition of the cluster.
-    const previous = parsedTopic.derived as TopicImage | undefined
-    let same = previous !== undefined
-    const partitions = value.replicas.map((replicas, index): PartitionState => {
-      const state = partitionState(cache, partitionKvs.get(KEYS.partition(name, index)), replicas, index)
-      if (same && previous?.partitions[index] !== state) same = false
-      return state
-    })
-    const topic =
-      same && previous !== undefined && previous.partitions.length === partitions.length
-        ? previous
-        : { name, topicId: value.topicId, partitions, configs: value.configs }
-    parsedTopic.derived = topic
-    topics.set(name, topic)
-  }
   const controllerId = brokers.has(controller)
     ? controller
     : brokers.size > 0
       ? Math.min(...brokers.keys())
       : NO_LEADER
-  const settings = {
+  return {
+    clusterId,
+    controllerId,
+    brokers,
     brokerConfigs,
     clientMetricsConfigs,
     groupConfigs,
-    ...(finalizedFeatures && { finalizedFeatures }),
+    finalizedFeatures,
+    servedLeaderEpochs,
   }
-  return { clusterId, controllerId, brokers, topics, ...settings, servedLeaderEpochs }
+}
+
+/**
+ * The topic of record `parsedTopic` with every partition its record names. Unchanged
+ * partitions and topics keep their objects from the previous build: a change of one
+ * partition allocated (and the brokers re-applied) every partition of the cluster.
+ */
+export function buildTopic(
+  name: string,
+  parsedTopic: ParsedValue,
+  kvs: ReadonlyMap<string, KeyValue>,
+  cache: Map<string, ParsedValue>,
+): TopicImage {
+  const value = parsedTopic.value as TopicValue
+  const previous = parsedTopic.derived as TopicImage | undefined
+  let same = previous !== undefined
+  const partitions = value.replicas.map((replicas, index): PartitionState => {
+    const state = partitionState(cache, kvs.get(KEYS.partition(name, index)), replicas, index)
+    if (same && previous?.partitions[index] !== state) same = false
+    return state
+  })
+  const topic =
+    same && previous !== undefined && previous.partitions.length === partitions.length
+      ? previous
+      : { name, topicId: value.topicId, partitions, configs: value.configs }
+  parsedTopic.derived = topic
+  return topic
+}
+
+/**
+ * `before` (built from `parsedTopic`, whose key did not change since) with the partitions at
+ * `indices` read again; `before` itself when none of them changed. Indices past the
+ * record's partitions (staged, not published yet) are not read.
+ */
+export function patchTopic(
+  before: TopicImage,
+  parsedTopic: ParsedValue,
+  indices: ReadonlySet<number>,
+  kvs: ReadonlyMap<string, KeyValue>,
+  cache: Map<string, ParsedValue>,
+): { topic: TopicImage; changed: number[] } {
+  const value = parsedTopic.value as TopicValue
+  assert(
+    value.replicas.length === before.partitions.length,
+    () => `topic ${before.name} patched past its record`,
+  )
+  let partitions: PartitionState[] | null = null
+  const changed: number[] = []
+  for (const index of indices) {
+    if (index >= value.replicas.length) continue
+    const key = KEYS.partition(before.name, index)
+    const state = partitionState(cache, kvs.get(key), value.replicas[index], index)
+    if (state === before.partitions[index]) continue
+    partitions ??= [...before.partitions]
+    partitions[index] = state
+    changed.push(index)
+  }
+  if (partitions === null) return { topic: before, changed }
+  const topic = { name: before.name, topicId: before.topicId, partitions, configs: before.configs }
+  parsedTopic.derived = topic
+  return { topic, changed }
 }
 
 /**

@@ -14,6 +14,7 @@ import {
   servedKey,
   type TopicImage,
 } from '../metadata/cluster-image.js'
+import type { ImageDelta } from '../metadata/image-delta.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { isStorageError } from '../storage/errors.js'
 import type { LogConfig } from '../storage/log-config.js'
@@ -75,14 +76,22 @@ const DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 const DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS = 600_000
 
 /** One partition's records of a produce request, for appendRecords. */
-export interface AppendRecordsParams {
+/** An append on a partition's leader, with its acks wait (ReplicaManager.appendToLeader). */
+export interface LeaderAppendParams {
   readonly topic: string
   readonly partition: number
   readonly records: Buffer
   readonly requiredAcks: Acks
+  /** How long acks=all waits for the ISR (REQUEST_TIMED_OUT after). */
   readonly timeoutMs: number
-  readonly verification: TransactionVerification
   readonly purgatoryTimer?: PurgatoryTimer
+  /** How the partition checks the batch's producer: its origin, a verified transaction. */
+  readonly leaderAppend?: LeaderAppend
+}
+
+/** A produce's append: a leader append after KIP-890's verification. */
+export interface AppendRecordsParams extends Omit<LeaderAppendParams, 'leaderAppend'> {
+  readonly verification: TransactionVerification
 }
 
 export interface AppendResult {
@@ -135,6 +144,8 @@ export class ReplicaManager {
   private producerExpiryTimer: { cancel(): void } | null = null
   /** Registered brokers and their broker epochs (-1: unknown), from the last applied image. */
   private live = new Map<number, number>()
+  /** Set while an image is being applied and left set when it failed: the next one applies every topic. */
+  private applyIncomplete = false
   /** KIP-890 part 1: transactional appends verified with the coordinator first. */
   private readonly appendVerification = new AppendVerification()
 
@@ -309,10 +320,12 @@ export class ReplicaManager {
    * queue may be busy for seconds under load (creating a big topic's logs), and meanwhile
    * they must neither take records nor hold requests.
    */
-  applyImage(image: ClusterImage): Promise<void> {
+  applyImage(image: ClusterImage, change?: { previous: ClusterImage; delta: ImageDelta }): Promise<void> {
+    // A delta is relative to its previous image: usable only if that one was handed here last.
+    const delta = change !== undefined && change.previous === this.latest ? change.delta : undefined
     this.latest = image
     this.retireReplaced(image)
-    const applied = this.applying.then(() => this.doApplyImage(image))
+    const applied = this.applying.then(() => this.doApplyImage(image, delta))
     // The next image is applied whatever became of this one (its failed partitions are
     // retried then): chaining on a rejected promise would skip every later image.
     this.applying = applied.catch(() => undefined)
@@ -356,13 +369,21 @@ export class ReplicaManager {
     )
   }
 
-  private async doApplyImage(image: ClusterImage): Promise<void> {
+  private async doApplyImage(image: ClusterImage, delta: ImageDelta | undefined): Promise<void> {
     if (this.stopped) return
     const live = new Map([...image.brokers.values()].map((b) => [b.nodeId, b.brokerEpoch ?? -1]))
     // Roles depend on which brokers are registered: a change re-applies every partition.
     const liveChanged = !sameEntries(live, this.live)
     this.live = live
-    for (const topic of image.topics.values()) {
+    // With a delta only the topics it names are looked at (an ISR change cost every broker a
+    // walk of every partition); after an apply that did not finish, or without one, all are.
+    const everyTopic =
+      delta === undefined || delta.full || delta.settings || liveChanged || this.applyIncomplete
+    this.applyIncomplete = true
+    const topics = everyTopic
+      ? image.topics.values()
+      : [...delta.topics.keys()].flatMap((name) => image.topics.get(name) ?? [])
+    for (const topic of topics) {
       // A new topic under a name this broker hosts (deleted and created again, and this
       // broker saw no image without it): the old topic goes first, every partition of it, as
       // Kafka treats a changed topic id as a deletion and a creation. Matching partitions by
@@ -375,12 +396,14 @@ export class ReplicaManager {
       if (settingsChanged) this.settings.set(topic.name, settings)
       this.topicIds.set(topic.name, topic.topicId)
       // The metadata keeps the object of a partition state that did not change (see
-      // buildImage): applying only the changed ones makes an image changing k partitions
+      // metadata/image-delta.ts): applying only the changed ones makes an image changing k partitions
       // cost O(k) rather than O(partitions) in each broker.
+      const indices = everyTopic ? null : delta.topics.get(topic.name)
+      const states = indices ? indices.map((index) => topic.partitions[index]) : topic.partitions
       const changed =
         liveChanged || settingsChanged
           ? topic.partitions
-          : topic.partitions.filter((state) => this.applied.get(key(topic.name, state.partition)) !== state)
+          : states.filter((state) => this.applied.get(key(topic.name, state.partition)) !== state)
       // Partitions are independent; creating their logs one at a time waited on ~15 file
       // operations in a row per partition (10,000 partitions took 15-28 s).
       await forEachConcurrently(changed, APPLY_CONCURRENCY, async (state) => {
@@ -397,6 +420,7 @@ export class ReplicaManager {
       const current = image.topics.get(name)
       if (!current) await this.removeTopic(name)
     }
+    if (!this.stopped) this.applyIncomplete = false
   }
 
   private async applyPartition(
@@ -571,16 +595,7 @@ export class ReplicaManager {
       records,
       params.verification,
       { topic, partition },
-      (leaderAppend) =>
-        this.appendToLeader(
-          topic,
-          partition,
-          records,
-          params.requiredAcks,
-          params.timeoutMs,
-          params.purgatoryTimer,
-          leaderAppend,
-        ),
+      (leaderAppend) => this.appendToLeader({ ...params, leaderAppend }),
     )
   }
 
@@ -590,16 +605,9 @@ export class ReplicaManager {
    * `timeoutMs` (REQUEST_TIMED_OUT), and fails with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the
    * ISR shrank below min.insync.replicas meanwhile.
    */
-  async appendToLeader(
-    topic: string,
-    partitionIndex: number,
-    records: Buffer,
-    requiredAcks: Acks,
-    timeoutMs: number,
-    purgatoryTimer?: PurgatoryTimer,
-    leaderAppend: LeaderAppend = {},
-  ): Promise<AppendResult> {
-    const partition = this.getPartitionOrError(topic, partitionIndex)
+  async appendToLeader(params: LeaderAppendParams): Promise<AppendResult> {
+    const { topic, records, requiredAcks, timeoutMs, purgatoryTimer, leaderAppend = {} } = params
+    const partition = this.getPartitionOrError(topic, params.partition)
     const minInsyncReplicas = this.settings.get(topic)?.minInsyncReplicas ?? 1
     // The leadership the records are appended under (read before the append's first await).
     const leaderEpoch = partition.leaderEpoch

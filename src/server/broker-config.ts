@@ -372,6 +372,13 @@ export const brokerConfigDefs = new ConfigDefs([
     min: 0,
   }),
   def(
+    'group.streams.initial.rebalance.delay.ms',
+    'int',
+    3000,
+    'How long a new streams group waits for more members before its first assignment.',
+    { min: 0 },
+  ),
+  def(
     'group.share.record.lock.duration.ms',
     'int',
     30000,
@@ -760,6 +767,7 @@ export function groupCoordinatorConfig(config: BrokerConfig): GroupCoordinatorCo
       numStandbyReplicas: value('group.streams.num.standby.replicas'),
       taskOffsetIntervalMs: DEFAULT_STREAMS_GROUP_CONFIG.taskOffsetIntervalMs,
       acceptableRecoveryLag: DEFAULT_STREAMS_GROUP_CONFIG.acceptableRecoveryLag,
+      initialRebalanceDelayMs: value('group.streams.initial.rebalance.delay.ms'),
     },
   }
 }

@@ -31,6 +31,11 @@ export interface BrokerParts {
    */
   readonly store?: MetadataStore
   readonly observer?: BrokerObserver
+  /**
+   * Compare each metadata image built by deltas with a build from scratch, throwing on a
+   * difference (metadata/image-delta.ts): a debug check the simulator turns on.
+   */
+  readonly checkMetadataImages?: boolean
 }
 
 /**

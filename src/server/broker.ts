@@ -383,6 +383,7 @@ export class Broker implements BrokerServices {
       random: parts.random,
       logger: parts.logger,
       clock: parts.clock,
+      checkImages: parts.checkMetadataImages === true,
     })
     // Bound once the broker exists: a disk failure while loading fails create() instead.
     let onLogDirFailure: (dir: string) => void = () => {}
@@ -449,10 +450,10 @@ export class Broker implements BrokerServices {
       this.transactionCoordinator.onPartitionsChanged()
       this.shareCoordinator.onPartitionsChanged()
       this.transactionCoordinator.startup()
-      this.metadata.onChange((image) => {
+      this.metadata.onChange((image, previous, delta) => {
         this.lifecycle.maybeFencedByIncarnation(image)
         this.replicaManager
-          .applyImage(image)
+          .applyImage(image, { previous, delta })
           // Leadership of __consumer_offsets and __transaction_state partitions decides which
           // groups and transactional ids this broker coordinates.
           .then(() => {

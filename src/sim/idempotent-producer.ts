@@ -103,11 +103,19 @@ export class SimIdempotentProducer {
           baseOffset,
           leaderEpoch,
         })
-      leader.replicaManager.appendToLeader(TOPIC, this.partition, sent.batch, -1, PRODUCE_TIMEOUT_MS).then(
-        (result) =>
-          answer(result.errorCode, result.baseOffset, this.workload.epochLed(leader, this.partition)),
-        (error: unknown) => answer(toErrorCode(error) ?? -1, -1, -1),
-      )
+      leader.replicaManager
+        .appendToLeader({
+          topic: TOPIC,
+          partition: this.partition,
+          records: sent.batch,
+          requiredAcks: -1,
+          timeoutMs: PRODUCE_TIMEOUT_MS,
+        })
+        .then(
+          (result) =>
+            answer(result.errorCode, result.baseOffset, this.workload.epochLed(leader, this.partition)),
+          (error: unknown) => answer(toErrorCode(error) ?? -1, -1, -1),
+        )
     })
   }
 

@@ -266,6 +266,7 @@ export class SimBroker {
       network: this.network,
       store: this.store,
       logger: this.logger,
+      checkMetadataImages: true,
       observer: {
         ...(this.settings.onRequest ? { onRequest: this.settings.onRequest(this) } : {}),
         onFatal: (error) => {

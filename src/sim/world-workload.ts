@@ -182,31 +182,39 @@ export class Workload {
     const incarnation = leader.incarnation
     this.world.scheduler.schedule(r.int(1, 5), () => {
       if (!leader.isAlive || leader.incarnation !== incarnation || !leader.broker) return
-      leader.replicaManager.appendToLeader(TOPIC, partition, batch, acks, PRODUCE_TIMEOUT_MS).then(
-        (result) => {
-          const leaderEpoch = this.epochLed(leader, partition)
-          // The answer travels back; a crash meanwhile loses it.
-          this.world.scheduler.schedule(r.int(1, 5), () => {
-            if (!leader.isAlive) return
-            if (result.errorCode !== 0) return
-            if (acks === -1) this.world.stats.ackedAll++
-            else this.world.stats.ackedOne++
-            this.world.invariants.onAcked(
-              partition,
-              result.baseOffset,
-              count,
-              value,
-              acks,
-              leaderId,
-              leaderEpoch,
-            )
-            this.world.log(
-              `ack ${value} p${partition} @${result.baseOffset} acks=${acks} from broker ${leaderId}`,
-            )
-          })
-        },
-        () => undefined,
-      )
+      leader.replicaManager
+        .appendToLeader({
+          topic: TOPIC,
+          partition,
+          records: batch,
+          requiredAcks: acks,
+          timeoutMs: PRODUCE_TIMEOUT_MS,
+        })
+        .then(
+          (result) => {
+            const leaderEpoch = this.epochLed(leader, partition)
+            // The answer travels back; a crash meanwhile loses it.
+            this.world.scheduler.schedule(r.int(1, 5), () => {
+              if (!leader.isAlive) return
+              if (result.errorCode !== 0) return
+              if (acks === -1) this.world.stats.ackedAll++
+              else this.world.stats.ackedOne++
+              this.world.invariants.onAcked(
+                partition,
+                result.baseOffset,
+                count,
+                value,
+                acks,
+                leaderId,
+                leaderEpoch,
+              )
+              this.world.log(
+                `ack ${value} p${partition} @${result.baseOffset} acks=${acks} from broker ${leaderId}`,
+              )
+            })
+          },
+          () => undefined,
+        )
     })
   }
 

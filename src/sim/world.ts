@@ -392,6 +392,7 @@ export class World implements WorldInternals {
       clusterId: null,
       random: { next: () => 0, int: (min) => min, bytes: (n) => Buffer.alloc(n) },
       logger: pino({ level: 'silent' }) as unknown as Logger,
+      checkImages: true,
     })
   }
 

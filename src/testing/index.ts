@@ -82,6 +82,7 @@ const TEST_PROPERTIES: Readonly<Record<string, string>> = {
   'broker.session.timeout.ms': '3000',
   'replica.lag.time.max.ms': '3000',
   'group.initial.rebalance.delay.ms': '0',
+  'group.streams.initial.rebalance.delay.ms': '0',
   'offsets.topic.replication.factor': '3',
   'replica.fetch.wait.max.ms': '100',
 }

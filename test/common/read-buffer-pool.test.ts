@@ -57,3 +57,22 @@ test('a much larger free buffer is not used for a small read, and what is kept i
   pool.release(more)
   assert.ok(pool.retainedBytes <= 24 * MIB, `${pool.retainedBytes} retained`)
 })
+
+test('free buffers are given back once a trim interval passes without a pooled read', () => {
+  const pool = new ReadBufferPool(64 * MIB)
+  const burst = [pool.acquire(10 * MIB), pool.acquire(10 * MIB), pool.acquire(4 * MIB)]
+  pool.release(burst)
+  assert.ok(pool.retainedBytes >= 24 * MIB)
+  // The interval of the burst itself: the pool was in use, so it keeps its buffers.
+  assert.equal(pool.trimIfIdle(), 0)
+  assert.ok(pool.retainedBytes >= 24 * MIB)
+  // A whole interval with no pooled read: everything goes.
+  assert.ok(pool.trimIfIdle() >= 24 * MIB)
+  assert.equal(pool.retainedBytes, 0)
+  // Small reads are not pool use: they do not keep a later burst's buffers alive.
+  pool.release([pool.acquire(2 * MIB)])
+  pool.trimIfIdle()
+  pool.acquire(POOLED_READ_MIN_BYTES - 1)
+  assert.ok(pool.trimIfIdle() >= 2 * MIB)
+  assert.equal(pool.retainedBytes, 0)
+})

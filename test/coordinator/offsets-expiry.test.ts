@@ -112,7 +112,7 @@ function startCoordinator(clock: ManualClock, log: MemoryLog): GroupCoordinator 
       logger: silentLogger,
       replicaManager: {
         getPartition: (topic, p) => (topic === CONSUMER_OFFSETS_TOPIC && p === 0 ? partition : undefined),
-        appendToLeader: async (_topic, _partition, records) => {
+        appendToLeader: async ({ records }) => {
           log.batches.push(Buffer.from(records))
           return {
             errorCode: ErrorCode.NONE,

@@ -140,7 +140,7 @@ function start(partition: ToyPartition, clock = new ManualClock()) {
       replicaManager: {
         getPartition: (topic, p) =>
           topic === TOPIC && p === 0 ? (partition as unknown as Partition) : undefined,
-        appendToLeader: (_topic, _p, records) => partition.append(records),
+        appendToLeader: ({ records }) => partition.append(records),
       },
       metadataImage: () => image,
       topicAdmin: { ensureInternalTopic: () => Promise.reject(new Error('not in this test')) },

@@ -12,6 +12,7 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { assignTasks, emptyTasks, type TaskSet } from '../../src/coordinator/streams/streams-assignor.js'
 import {
+  assignDueInitialTargets,
   DEFAULT_STREAMS_GROUP_CONFIG,
   expireStreamsMembers,
   newStreamsGroup,
@@ -28,7 +29,8 @@ import {
 import { StreamsStatus, type StreamsTopology } from '../../src/coordinator/streams/streams-topology.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 
-const config = DEFAULT_STREAMS_GROUP_CONFIG
+/** Without the initial rebalance delay (its own tests below): a join is assigned at once. */
+const config = { ...DEFAULT_STREAMS_GROUP_CONFIG, initialRebalanceDelayMs: 0 }
 
 /** A word count: subtopology 0 reads `in` and writes the repartition topic, 1 counts with a changelog. */
 const TOPOLOGY: StreamsTopology = {
@@ -327,6 +329,69 @@ describe('streams group heartbeats', () => {
         statusDetail: "The member's topology epoch 1 is behind the group's topology epoch 2.",
       },
     ])
+  })
+})
+
+describe('streams group initial rebalance delay', () => {
+  const delayed = { ...DEFAULT_STREAMS_GROUP_CONFIG, initialRebalanceDelayMs: 3000 }
+  const delayedStatus = (r: StreamsHeartbeatResult) =>
+    r.status.filter((s) => s.statusCode === StreamsStatus.ASSIGNMENT_DELAYED).map((s) => s.statusDetail)
+
+  it("holds a new group's first assignment until the delay is over, then shares it among those who joined", () => {
+    const group = newStreamsGroup('g')
+    const a = streamsGroupHeartbeat(group, request('a', 0), 1000, delayed, READY)
+    assert.equal(a.errorCode, ErrorCode.NONE)
+    assert.equal(count(activeOf(a)), 0)
+    assert.equal(a.memberEpoch, 1)
+    assert.deepEqual(delayedStatus(a), ['Assignment delayed due to the configured initial rebalance delay.'])
+    assert.equal(group.initialAssignmentDueMs, 4000)
+    assert.equal(streamsGroupStateName(group), 'Assigning')
+    const b = streamsGroupHeartbeat(group, request('b', 0), 2000, delayed, READY)
+    assert.equal(count(activeOf(b)), 0)
+    assert.equal(group.assignmentEpoch, 0)
+    // Before the delay is over nothing is assigned, then the timer's step assigns once.
+    assignDueInitialTargets(group, 3999, delayed)
+    assert.equal(group.assignmentEpoch, 0)
+    assignDueInitialTargets(group, 4000, delayed)
+    assert.equal(group.initialAssignmentDueMs, null)
+    assert.equal(group.assignmentEpoch, group.groupEpoch)
+    const a2 = streamsGroupHeartbeat(group, request('a', a.memberEpoch, new Map()), 4100, delayed, READY)
+    const b2 = streamsGroupHeartbeat(group, request('b', b.memberEpoch, new Map()), 4100, delayed, READY)
+    assert.deepEqual(delayedStatus(a2), [])
+    assert.equal(a2.memberEpoch, group.groupEpoch)
+    // 6 tasks, both members joined within the delay: one assignment shares them.
+    assert.equal(count(activeOf(a2)), 3)
+    assert.equal(count(activeOf(b2)), 3)
+  })
+
+  it('assigns at the first heartbeat after the delay when no timer ran (a coordinator that loaded the group)', () => {
+    const group = newStreamsGroup('g')
+    const a = streamsGroupHeartbeat(group, request('a', 0), 0, delayed, READY)
+    assert.equal(count(activeOf(a)), 0)
+    const later = streamsGroupHeartbeat(group, request('a', a.memberEpoch, new Map()), 3000, delayed, READY)
+    assert.equal(count(activeOf(later)), 6)
+    assert.deepEqual(delayedStatus(later), [])
+  })
+
+  it('delays only the first assignment of an empty group: a member joining a running group is assigned at once', () => {
+    const group = newStreamsGroup('g')
+    const a = streamsGroupHeartbeat(group, request('a', 0), 0, delayed, READY)
+    assignDueInitialTargets(group, 3000, delayed)
+    streamsGroupHeartbeat(group, request('a', a.memberEpoch, new Map()), 3000, delayed, READY)
+    const b = streamsGroupHeartbeat(group, request('b', 0), 3100, delayed, READY)
+    assert.deepEqual(delayedStatus(b), [])
+    assert.equal(group.assignmentEpoch, group.groupEpoch)
+    assert.ok(group.targetAssignment.get('b') !== undefined)
+  })
+
+  it('assigns nothing when every member left before the delay was over', () => {
+    const group = newStreamsGroup('g')
+    streamsGroupHeartbeat(group, request('a', 0), 0, delayed, READY)
+    streamsGroupHeartbeat(group, request('a', -1), 100, delayed, READY)
+    assert.equal(group.members.size, 0)
+    assignDueInitialTargets(group, 3000, delayed)
+    assert.equal(group.initialAssignmentDueMs, null)
+    assert.equal(group.targetAssignment.size, 0)
   })
 })
 

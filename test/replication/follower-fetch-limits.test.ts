@@ -64,7 +64,13 @@ for (const [reader, replicaId] of [
         batches.push([])
         for (let i = 0; i < spec.length; i += 2) {
           const batch = simpleBatch(spec[i], spec[i + 1] / spec[i], i)
-          const result = await broker.replicaManager.appendToLeader('limits', partition, batch, 1, 5000)
+          const result = await broker.replicaManager.appendToLeader({
+            topic: 'limits',
+            partition: partition,
+            records: batch,
+            requiredAcks: 1,
+            timeoutMs: 5000,
+          })
           assert.equal(result.errorCode, ErrorCode.NONE)
           batches[partition].push(batch.length)
         }

@@ -24,9 +24,13 @@ test('a new leader answers OffsetForLeaderEpoch for epochs it has not written in
   try {
     await cluster.createTopic('epochs', 1, 3)
     const first = cluster.state('epochs', 0)
-    const result = await cluster
-      .broker(first.leader)
-      .replicaManager.appendToLeader('epochs', 0, simpleBatch(5), -1, 10000)
+    const result = await cluster.broker(first.leader).replicaManager.appendToLeader({
+      topic: 'epochs',
+      partition: 0,
+      records: simpleBatch(5),
+      requiredAcks: -1,
+      timeoutMs: 10000,
+    })
     assert.equal(result.errorCode, ErrorCode.NONE)
     await cluster.stopBroker(first.leader)
     await waitUntil('a new leader', 5000, () => {

@@ -558,7 +558,13 @@ describe('acks=all purgatory', () => {
       await manager.applyImage(image(state()))
       const p = manager.getPartition('t', 0)!
       try {
-        const pending = manager.appendToLeader('t', 0, simpleBatch(10), -1, 30_000)
+        const pending = manager.appendToLeader({
+          topic: 't',
+          partition: 0,
+          records: simpleBatch(10),
+          requiredAcks: -1,
+          timeoutMs: 30_000,
+        })
         await waitFor(() => p.log.logEndOffset === 10)
         // Broker 2 leads epoch 1; this broker's records 0..9 were never replicated. As a
         // follower it truncates and takes broker 2's records and high watermark: the old

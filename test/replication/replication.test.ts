@@ -233,7 +233,13 @@ describe('replication with real clients (3 brokers, RF=3, min.insync.replicas=2)
     for (let i = 0; i < 100; i++) {
       const records = simpleBatch(batch, valueBytes, i)
       bytes += records.length
-      const result = await leaderBroker.replicaManager.appendToLeader('catch-up', 0, records, 1, 30000)
+      const result = await leaderBroker.replicaManager.appendToLeader({
+        topic: 'catch-up',
+        partition: 0,
+        records: records,
+        requiredAcks: 1,
+        timeoutMs: 30000,
+      })
       assert.equal(result.errorCode, 0)
     }
     const leaderLog = leaderBroker.replicaManager.getPartition('catch-up', 0)!.log

@@ -3,6 +3,7 @@
  * once the socket wrote them. Many fetches pipelined on two connections, each reading
  * several MiB from disk, must all carry intact batches (CRC-32C) equal to one another, and
  * the buffers must come back to the pool (else the reuse this test guards never happens).
+ * Once fetches stop, the process's memory reclaimer empties the pool again (issue 34).
  */
 import assert from 'node:assert/strict'
 import { connect, type Socket } from 'node:net'
@@ -14,7 +15,9 @@ import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { ApiKey, apis, type FetchResponse } from '../../src/protocol/generated/index.js'
 import { decodeResponseHeader } from '../../src/protocol/generated/response-header.js'
 import { Reader, ZERO_UUID } from '../../src/protocol/primitives.js'
+import { MemoryReclaimer } from '../../src/runtime/memory-reclaimer.js'
 import '../helpers/raw-call.js' // loads the codecs
+import { ManualClock } from '../helpers/manual-clock.js'
 import { RawClient } from '../helpers/raw-client.js'
 import { ReplicationCluster } from '../replication/in-process-cluster.js'
 import { simpleBatch } from '../storage/helpers.js'
@@ -93,7 +96,7 @@ function checkBatches(records: Buffer): number {
   return count
 }
 
-test('pipelined fetches read into reused buffers all answer intact, equal batches', async () => {
+test('pipelined fetches read into reused buffers all answer intact, equal batches; the pool empties when they stop', async () => {
   const cluster = await ReplicationCluster.start(1, {})
   const clients: FrameReader[] = []
   try {
@@ -102,7 +105,13 @@ test('pipelined fetches read into reused buffers all answer intact, equal batche
     for (let partition = 0; partition < PARTITIONS; partition++) {
       for (let i = 0; i < BATCHES_PER_PARTITION; i++) {
         const batch = simpleBatch(RECORDS_PER_BATCH, VALUE_BYTES, partition * 100 + i)
-        const result = await broker.replicaManager.appendToLeader('pooled', partition, batch, 1, 5000)
+        const result = await broker.replicaManager.appendToLeader({
+          topic: 'pooled',
+          partition: partition,
+          records: batch,
+          requiredAcks: 1,
+          timeoutMs: 5000,
+        })
         assert.equal(result.errorCode, ErrorCode.NONE)
       }
     }
@@ -175,6 +184,23 @@ test('pipelined fetches read into reused buffers all answer intact, equal batche
       readBufferPool.retainedBytes >= PARTITION_MAX_BYTES,
       `${readBufferPool.retainedBytes} bytes pooled`,
     )
+    // The reclaimer `tidelog start` and `tidelog broker` run, on a clock the test moves and
+    // an idle process whose collections it counts.
+    const clock = new ManualClock()
+    let collections = 0
+    const memory = {
+      busyFractionSinceLastCall: () => 0,
+      heldBytes: () => 0,
+      collectGarbage: () => collections++,
+    }
+    const reclaimer = new MemoryReclaimer({ clock, memory, pool: readBufferPool, intervalMs: 5000 })
+    reclaimer.start()
+    clock.advance(5000)
+    assert.ok(readBufferPool.retainedBytes >= PARTITION_MAX_BYTES, 'kept through the interval of the fetches')
+    clock.advance(5000)
+    reclaimer.stop()
+    assert.equal(readBufferPool.retainedBytes, 0)
+    assert.equal(collections, 1)
   } finally {
     for (const client of clients) client.socket.destroy()
     await cluster.close()

@@ -135,6 +135,8 @@ test('3 brokers: share and streams groups keep their epochs and assignments when
     // Members must outlive the failover on a loaded machine.
     'group.share.session.timeout.ms': 120_000,
     'group.streams.session.timeout.ms': 120_000,
+    // The streams member is assigned at its join (the delay is tested in streams-groups.test.ts).
+    'group.streams.initial.rebalance.delay.ms': 0,
   })
   const clients: RawClient[] = []
   const connect = async (index: number) => {

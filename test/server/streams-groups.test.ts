@@ -7,7 +7,8 @@
  * ShareGroupHeartbeat on it, and a StreamsGroupHeartbeat on a consumer group, answer
  * GROUP_ID_NOT_FOUND; DeleteGroups refuses it while it has a member (NON_EMPTY_GROUP) and
  * deletes it once the member left; the member's OffsetCommit at its epoch is accepted, at an
- * epoch ahead refused (FENCED_MEMBER_EPOCH).
+ * epoch ahead refused (FENCED_MEMBER_EPOCH). A group whose `streams.initial.rebalance.delay.ms`
+ * is set gets no tasks, and the status ASSIGNMENT_DELAYED at epoch 0, until the delay is over.
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
@@ -90,7 +91,13 @@ function heartbeat(raw: RawClient, body: Record<string, unknown>): Promise<Heart
 describe('streams groups on the wire', () => {
   let cluster: Cluster | undefined
   before(async () => {
-    cluster = await startBroker({ properties: { 'offsets.topic.num.partitions': 1 } })
+    cluster = await startBroker({
+      properties: {
+        'offsets.topic.num.partitions': 1,
+        // Assigned at once: the delay has its own test below (with a group config).
+        'group.streams.initial.rebalance.delay.ms': 0,
+      },
+    })
   })
   after(async () => {
     await cluster?.stop()
@@ -232,6 +239,85 @@ describe('streams groups on the wire', () => {
       assert.equal(left.errorCode, ErrorCode.NONE)
       assert.equal(left.memberEpoch, -1)
       assert.equal(await deleteGroup(), ErrorCode.NONE)
+    } finally {
+      raw.socket.destroy()
+    }
+  })
+  it("delays a new group's first assignment by its streams.initial.rebalance.delay.ms", async () => {
+    assert.ok(cluster)
+    const bootstrap = cluster.bootstrapServers
+    const group = 'delayed-app'
+    const delayMs = 1500
+    const admin = new Admin({ bootstrapServers: bootstrap })
+    await admin.findCoordinator(group)
+    admin.close()
+    const raw = await RawClient.connect(Number(bootstrap.split(':')[1]))
+    try {
+      const altered = await rawCall<{ responses: { errorCode: number; errorMessage: string | null }[] }>(
+        raw,
+        ApiKey.IncrementalAlterConfigs,
+        1,
+        {
+          resources: [
+            {
+              resourceType: 32,
+              resourceName: group,
+              configs: [
+                { name: 'streams.initial.rebalance.delay.ms', configOperation: 0, value: `${delayMs}` },
+              ],
+            },
+          ],
+          validateOnly: false,
+        },
+      )
+      assert.equal(altered.responses[0]?.errorCode, ErrorCode.NONE, altered.responses[0]?.errorMessage ?? '')
+      const topology = {
+        epoch: 1,
+        subtopologies: [
+          {
+            subtopologyId: '0',
+            sourceTopics: ['words-in'],
+            sourceTopicRegex: [],
+            stateChangelogTopics: [],
+            repartitionSinkTopics: [],
+            repartitionSourceTopics: [],
+            copartitionGroups: [],
+          },
+        ],
+      }
+      // Epoch 0 joins (all fields); then the member heartbeats at the epoch it was given.
+      const beat = (memberEpoch: number) =>
+        heartbeat(raw, {
+          groupId: group,
+          memberEpoch,
+          ...(memberEpoch === 0 && { rebalanceTimeoutMs: 30_000, topology, processId: 'process-2' }),
+          activeTasks: [],
+          standbyTasks: [],
+          warmupTasks: [],
+        })
+      const joined = await beat(0)
+      const joinedAtMs = Date.now()
+      assert.equal(joined.errorCode, ErrorCode.NONE, joined.errorMessage ?? '')
+      // Stable at epoch 1 with no tasks, as Kafka answers (at 0 the next heartbeat would be a join).
+      assert.equal(joined.memberEpoch, 1)
+      assert.deepEqual(joined.activeTasks ?? [], [])
+      assert.deepEqual(
+        joined.status?.map((s) => [s.statusCode, s.statusDetail]),
+        [[5, 'Assignment delayed due to the configured initial rebalance delay.']],
+      )
+      let epoch = joined.memberEpoch
+      let tasks: Heartbeat['activeTasks'] = null
+      await waitUntil('the delayed tasks are assigned', 30_000, async () => {
+        const answer = await beat(epoch)
+        assert.equal(answer.errorCode, ErrorCode.NONE, answer.errorMessage ?? '')
+        epoch = answer.memberEpoch
+        if ((answer.activeTasks?.length ?? 0) > 0) tasks = answer.activeTasks
+        return tasks !== null
+      })
+      // The delay runs from the join, answered a moment before joinedAtMs.
+      assert.ok(Date.now() - joinedAtMs >= delayMs - 200, `tasks after ${Date.now() - joinedAtMs} ms`)
+      assert.deepEqual(tasks, [{ subtopologyId: '0', partitions: [0, 1] }])
+      assert.ok(epoch > 1)
     } finally {
       raw.socket.destroy()
     }

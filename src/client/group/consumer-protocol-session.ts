@@ -32,18 +32,11 @@ import {
   type OffsetFetchResponse,
 } from '../../protocol/generated/index.js'
 import type { KafkaClient } from '../client.js'
-import {
-  asClientError,
-  ClientClosedError,
-  ConnectionError,
-  KafkaClientError,
-  KafkaProtocolError,
-  RequestTimeoutError,
-} from '../errors.js'
+import { asClientError, ClientClosedError, KafkaClientError, KafkaProtocolError } from '../errors.js'
 import { findGroupCoordinator } from '../find-coordinator.js'
 import { type TopicPartition, tpKey } from '../leader-requests.js'
 import { sleep } from '../retry.js'
-import { CommitFailedError } from './errors.js'
+import { COORDINATOR_GONE, CommitFailedError, coordinatorLost, MEMBER_FENCED } from './errors.js'
 import type { OffsetToCommit } from './membership.js'
 import type { CloseOptions, GroupHost, RebalanceListener } from './session.js'
 
@@ -64,17 +57,6 @@ const STATIC_LEAVE_EPOCH = -2
 /** Until the first answer gives the broker's group.consumer.heartbeat.interval.ms. */
 const INITIAL_HEARTBEAT_INTERVAL_MS = 5000
 const OFFSET_ATTEMPTS_MAX = 10
-
-const COORDINATOR_GONE: ReadonlySet<number> = new Set([
-  ErrorCode.NOT_COORDINATOR,
-  ErrorCode.COORDINATOR_NOT_AVAILABLE,
-])
-const FENCED: ReadonlySet<number> = new Set([ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID])
-
-function coordinatorLost(error: unknown): boolean {
-  if (error instanceof ConnectionError || error instanceof RequestTimeoutError) return true
-  return error instanceof KafkaProtocolError && COORDINATOR_GONE.has(error.errorCode)
-}
 
 function retriable(error: unknown): boolean {
   return (
@@ -217,7 +199,7 @@ export class ConsumerProtocolSession {
       const code = failed[0].errorCode
       if (code === ErrorCode.STALE_MEMBER_EPOCH)
         throw new KafkaProtocolError(code, 'commit with an old epoch')
-      if (FENCED.has(code))
+      if (MEMBER_FENCED.has(code))
         throw new CommitFailedError(code, `${this.options.groupId} epoch ${epoch}`, failed)
       throw new KafkaProtocolError(code, `commit of group ${this.options.groupId}`)
     })
@@ -349,7 +331,7 @@ export class ConsumerProtocolSession {
   /** Handles an answer; true when the next heartbeat should go at once. */
   private async onHeartbeat(response: ConsumerGroupHeartbeatResponse): Promise<boolean> {
     const code = response.errorCode
-    if (FENCED.has(code)) {
+    if (MEMBER_FENCED.has(code)) {
       await this.losePartitions()
       this.memberEpoch = 0
       this.membership.generationId = -1

@@ -39,11 +39,9 @@ import type { ConnectionPurpose, KafkaClient } from '../client.js'
 import {
   asClientError,
   ClientClosedError,
-  ConnectionError,
   GroupsNotSupportedError,
   KafkaClientError,
   KafkaProtocolError,
-  RequestTimeoutError,
   UnsupportedApiError,
 } from '../errors.js'
 import { findGroupCoordinator } from '../find-coordinator.js'
@@ -55,7 +53,7 @@ import {
   type RebalanceProtocol,
   rebalanceProtocolOf,
 } from './assignors.js'
-import { CommitFailedError } from './errors.js'
+import { COORDINATOR_GONE, CommitFailedError, coordinatorLost } from './errors.js'
 import {
   CONSUMER_PROTOCOL_TYPE,
   decodeAssignment,
@@ -86,17 +84,6 @@ const ATTEMPTS_MAX = 50
 const OFFSET_ATTEMPTS_MAX = 10
 /** Beyond the rebalance timeout, what a JoinGroup/SyncGroup may take (Java adds 5 s). */
 const JOIN_TIMEOUT_SLACK_MS = 5000
-
-const COORDINATOR_GONE: ReadonlySet<number> = new Set([
-  ErrorCode.NOT_COORDINATOR,
-  ErrorCode.COORDINATOR_NOT_AVAILABLE,
-])
-
-/** A failure that a new coordinator lookup may cure. */
-function coordinatorLost(error: unknown): boolean {
-  if (error instanceof ConnectionError || error instanceof RequestTimeoutError) return true
-  return error instanceof KafkaProtocolError && COORDINATOR_GONE.has(error.errorCode)
-}
 
 /** Worth another attempt after a backoff (with the coordinator looked up again if lost). */
 function retriable(error: unknown): boolean {

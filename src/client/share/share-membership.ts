@@ -24,14 +24,9 @@ import {
   type ShareGroupHeartbeatResponse,
 } from '../../protocol/generated/index.js'
 import type { KafkaClient } from '../client.js'
-import {
-  asClientError,
-  ConnectionError,
-  type KafkaClientError,
-  KafkaProtocolError,
-  RequestTimeoutError,
-} from '../errors.js'
+import { asClientError, type KafkaClientError, KafkaProtocolError } from '../errors.js'
 import { findGroupCoordinator } from '../find-coordinator.js'
+import { COORDINATOR_GONE, coordinatorLost, MEMBER_FENCED } from '../group/errors.js'
 import { sleep } from '../retry.js'
 import type { TopicIdPartition } from './share-session.js'
 
@@ -42,17 +37,6 @@ const JOIN_EPOCH = 0 as MemberEpoch
 const LEAVE_EPOCH = -1 as MemberEpoch
 /** Until the first answer gives the broker's group.share.heartbeat.interval.ms (Kafka's default). */
 const INITIAL_HEARTBEAT_INTERVAL_MS = 5000
-
-const COORDINATOR_GONE: ReadonlySet<number> = new Set([
-  ErrorCode.NOT_COORDINATOR,
-  ErrorCode.COORDINATOR_NOT_AVAILABLE,
-])
-const FENCED: ReadonlySet<number> = new Set([ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID])
-
-function coordinatorLost(error: unknown): boolean {
-  if (error instanceof ConnectionError || error instanceof RequestTimeoutError) return true
-  return error instanceof KafkaProtocolError && COORDINATOR_GONE.has(error.errorCode)
-}
 
 function retriable(error: unknown): boolean {
   return (
@@ -209,7 +193,7 @@ export class ShareMembership {
   /** Handles an answer; true when the next heartbeat should go at once (rejoin). */
   private async onHeartbeat(response: ShareGroupHeartbeatResponse): Promise<boolean> {
     const code = response.errorCode
-    if (FENCED.has(code)) {
+    if (MEMBER_FENCED.has(code)) {
       this.memberEpoch = JOIN_EPOCH
       this.sendTopics = true
       this.assigned = []

@@ -29,14 +29,14 @@ import { assert } from '../../common/assert.js'
 import type { Clock } from '../../common/clock.js'
 import type { Logger } from '../../common/logger.js'
 import type { TransactionResult } from '../../common/transaction.js'
-import { ACKS_ALL, type Acks, type ProducerId } from '../../common/types.js'
+import { ACKS_ALL, type ProducerId } from '../../common/types.js'
 import type { ClusterImage } from '../../metadata/cluster-image.js'
 import type { InternalTopic, TopicAdmin } from '../../metadata/topic-admin.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { decodeRecordBatch, encodeRecordBatchSync, iterateBatches } from '../../protocol/record-batch.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
-import type { LeaderAppend, Partition } from '../../replication/partition.js'
-import type { AppendResult } from '../../replication/replica-manager.js'
+import type { Partition } from '../../replication/partition.js'
+import type { AppendResult, LeaderAppendParams } from '../../replication/replica-manager.js'
 import { CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT } from '../../storage/control-batch.js'
 import { type CoordinatorLocation, locateCoordinator } from '../coordinator-locator.js'
 import type { CoordinatorSerde, CoordinatorShard } from './coordinator-shard.js'
@@ -49,15 +49,7 @@ export interface CoordinatorRuntimeHost {
   readonly logger: Logger
   readonly replicaManager: {
     getPartition(topic: string, partition: number): Partition | undefined
-    appendToLeader(
-      topic: string,
-      partition: number,
-      records: Buffer,
-      acks: Acks,
-      timeoutMs: number,
-      purgatoryTimer?: undefined,
-      leaderAppend?: LeaderAppend,
-    ): Promise<AppendResult>
+    appendToLeader(params: Omit<LeaderAppendParams, 'purgatoryTimer'>): Promise<AppendResult>
   }
   metadataImage(): ClusterImage
   readonly topicAdmin: Pick<TopicAdmin, 'ensureInternalTopic'>
@@ -381,17 +373,16 @@ export class CoordinatorRuntime<S extends CoordinatorShard<R>, R> {
       defaultTimestamp: this.host.clock.nowMs(),
       ...(transactional ? this.transactionalHeader(context, transactional, op.records.length) : {}),
     })
-    const appended = this.host.replicaManager.appendToLeader(
+    const appended = this.host.replicaManager.appendToLeader({
       topic,
-      context.partition,
-      batch,
-      ACKS_ALL,
-      op.timeoutMs,
-      undefined,
+      partition: context.partition,
+      records: batch,
+      requiredAcks: ACKS_ALL,
+      timeoutMs: op.timeoutMs,
       // Kafka's AppendOrigin.COORDINATOR: the producer's epoch is checked (a fenced one is
       // refused), not its sequences, and KIP-890 verification is the handler's.
-      transactional ? { origin: 'coordinator' } : {},
-    )
+      leaderAppend: transactional ? { origin: 'coordinator' } : {},
+    })
     return appended.then(
       (result) => {
         // Losing leadership mid-append is routine (failover, shutdown); anything else is worth a warning.

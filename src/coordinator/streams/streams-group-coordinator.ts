@@ -24,6 +24,7 @@ import { type Group, newGroup } from '../group.js'
 import type { GroupCoordinatorShard } from '../group-coordinator-shard.js'
 import { type CoordinatorRecord, diffRecords } from '../records.js'
 import {
+  assignDueInitialTargets,
   expireStreamsMembers,
   newStreamsGroup,
   nextStreamsDeadline,
@@ -58,8 +59,9 @@ export interface StreamsGroupCoordinatorDeps {
 
 /**
  * A group's settings: the broker's group.streams.*, with the group's own
- * streams.session.timeout.ms, streams.heartbeat.interval.ms and streams.num.standby.replicas
- * (group configs, validated when set) read at each heartbeat, as Kafka's coordinator does.
+ * streams.session.timeout.ms, streams.heartbeat.interval.ms, streams.num.standby.replicas and
+ * streams.initial.rebalance.delay.ms (group configs, validated when set) read at each
+ * heartbeat, as Kafka's coordinator does.
  */
 function withGroupConfigs(
   config: StreamsGroupConfig,
@@ -69,11 +71,13 @@ function withGroupConfigs(
   const session = set['streams.session.timeout.ms']
   const heartbeat = set['streams.heartbeat.interval.ms']
   const standbys = set['streams.num.standby.replicas']
+  const initialDelay = set['streams.initial.rebalance.delay.ms']
   return {
     ...config,
     ...(session !== undefined && { sessionTimeoutMs: Number(session) }),
     ...(heartbeat !== undefined && { heartbeatIntervalMs: Number(heartbeat) }),
     ...(standbys !== undefined && { numStandbyReplicas: Number(standbys) }),
+    ...(initialDelay !== undefined && { initialRebalanceDelayMs: Number(initialDelay) }),
   }
 }
 
@@ -105,6 +109,11 @@ export interface StreamsGroupDescription {
 /** The session timer of a streams group, apart from the shard's group-id keyed timers. */
 function timerKey(groupId: string): string {
   return `\u0001streams\u0001${groupId}`
+}
+
+/** The timer of a new streams group's delayed first assignment. */
+function initialAssignmentKey(groupId: string): string {
+  return `\u0001streams-initial\u0001${groupId}`
 }
 
 /** The streams part of a group, or null for a group of another type. */
@@ -215,6 +224,7 @@ export class StreamsGroupCoordinator {
       group.currentStateTimestampMs = this.deps.clock.nowMs()
     }
     if (!shard.context.isActive) return
+    this.armInitialAssignment(shard, group, streams)
     const config = this.configOf(group.groupId)
     const deadline = nextStreamsDeadline(streams, config)
     if (deadline === null) {
@@ -242,6 +252,43 @@ export class StreamsGroupCoordinator {
           if (!live()) return
           const retryAtMs = code === ErrorCode.NONE ? 0 : this.deps.clock.nowMs() + TIMER_RETRY_BACKOFF_MS
           this.afterChange(shard, group, streams, retryAtMs)
+        })
+    })
+  }
+
+  /**
+   * Assigns a new group's tasks once its initial rebalance delay is over; members see them
+   * at their next heartbeat (which assigns too, once the delay is over). A refused write is
+   * tried again after a backoff.
+   */
+  private armInitialAssignment(
+    shard: GroupCoordinatorShard,
+    group: Group,
+    streams: StreamsGroup,
+    notBeforeMs = 0,
+  ): void {
+    const dueMs = streams.initialAssignmentDueMs
+    const key = initialAssignmentKey(group.groupId)
+    if (dueMs === null) {
+      shard.context.timer.cancel(key)
+      return
+    }
+    const live = () =>
+      !shard.unloaded && shard.groups.get(group.groupId) === group && group.streams === streams
+    shard.context.timer.schedule(key, Math.max(dueMs, notBeforeMs), () => {
+      if (!live()) return
+      void shard
+        .writeStep(streams, () =>
+          live()
+            ? this.change(streams, () =>
+                assignDueInitialTargets(streams, this.deps.clock.nowMs(), this.configOf(group.groupId)),
+              )
+            : null,
+        )
+        .then((code) => {
+          if (!live()) return
+          const retryAtMs = code === ErrorCode.NONE ? 0 : this.deps.clock.nowMs() + TIMER_RETRY_BACKOFF_MS
+          this.armInitialAssignment(shard, group, streams, retryAtMs)
         })
     })
   }

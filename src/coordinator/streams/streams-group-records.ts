@@ -11,77 +11,59 @@
  * the configured topology and the topics' signature (recomputed from the cluster image once
  * loaded), the endpoint-information epoch and a requested shutdown.
  */
-import { Reader, type Writer } from '../../protocol/primitives.js'
+import type { Reader, Writer } from '../../protocol/primitives.js'
 import { type Group, newGroup } from '../group.js'
 import {
   type CoordinatorRecord,
   endValue,
   flexibleValue,
-  groupRecordKey,
+  type GroupRecordKey,
+  GroupRecordKeys,
   openValue,
+  readCompactStrings,
   skipTags,
+  writeCompactStrings,
 } from '../records.js'
 import { emptyTasks, type TaskSet, type TasksTuple } from './streams-assignor.js'
 import { newStreamsGroup, type StreamsGroup, type StreamsMember } from './streams-group.js'
 import { STREAMS_MEMBER_STATE_CODE, type StreamsMemberState } from './streams-reconcile.js'
 import type { InternalTopicInfo, StreamsTopology, Subtopology } from './streams-topology.js'
 
-const STREAMS_KEY_TYPES = {
-  'streams-group': 17,
-  'streams-member': 19,
-  'streams-target-metadata': 20,
-  'streams-target-member': 21,
-  'streams-current-assignment': 22,
-  'streams-topology': 23,
-} as const
+export type StreamsRecordKind =
+  | 'streams-group'
+  | 'streams-member'
+  | 'streams-target-metadata'
+  | 'streams-target-member'
+  | 'streams-current-assignment'
+  | 'streams-topology'
 
-export type StreamsRecordKind = keyof typeof STREAMS_KEY_TYPES
-
-const KIND_BY_TYPE = new Map(
-  Object.entries(STREAMS_KEY_TYPES).map(([kind, type]) => [type as number, kind as StreamsRecordKind]),
+const STREAMS_KEYS = new GroupRecordKeys<StreamsRecordKind>(
+  {
+    'streams-group': 17,
+    'streams-member': 19,
+    'streams-target-metadata': 20,
+    'streams-target-member': 21,
+    'streams-current-assignment': 22,
+    'streams-topology': 23,
+  },
+  ['streams-member', 'streams-target-member', 'streams-current-assignment'],
 )
-const MEMBER_KEYED = new Set<StreamsRecordKind>([
-  'streams-member',
-  'streams-target-member',
-  'streams-current-assignment',
-])
 const STATE_BY_CODE = new Map(
   Object.entries(STREAMS_MEMBER_STATE_CODE).map(([state, code]) => [code, state as StreamsMemberState]),
 )
 
-export interface StreamsRecordKey {
-  readonly kind: StreamsRecordKind
-  readonly group: string
-  /** Empty for the group-level kinds. */
-  readonly memberId: string
-}
+export type StreamsRecordKey = GroupRecordKey<StreamsRecordKind>
 
 export function streamsRecordKey(kind: StreamsRecordKind, group: string, memberId?: string): Buffer {
-  return groupRecordKey(STREAMS_KEY_TYPES[kind], group, MEMBER_KEYED.has(kind) ? (memberId ?? '') : undefined)
+  return STREAMS_KEYS.encode(kind, group, memberId)
 }
 
 /** The streams-group record key, or undefined when the key is of another kind. */
 export function decodeStreamsKey(key: Buffer): StreamsRecordKey | undefined {
-  const r = new Reader(key)
-  const kind = KIND_BY_TYPE.get(r.readInt16())
-  if (kind === undefined) return undefined
-  const group = r.readString()
-  return { kind, group, memberId: MEMBER_KEYED.has(kind) ? r.readString() : '' }
+  return STREAMS_KEYS.decode(key)
 }
 
 // ---- field codecs -----------------------------------------------------------------------------
-
-function writeStrings(w: Writer, values: readonly string[]): void {
-  w.writeCompactArrayLength(values.length)
-  for (const v of values) w.writeCompactString(v)
-}
-
-function readStrings(r: Reader): string[] {
-  const n = r.readCompactArrayLength()
-  const values: string[] = []
-  for (let i = 0; i < n; i++) values.push(r.readCompactString())
-  return values
-}
 
 function writeInt16s(w: Writer, values: readonly number[]): void {
   w.writeCompactArrayLength(values.length)
@@ -166,10 +148,10 @@ export function encodeTopologyValue(topology: StreamsTopology): Buffer {
   w.writeCompactArrayLength(topology.subtopologies.length)
   for (const s of topology.subtopologies) {
     w.writeCompactString(s.subtopologyId)
-    writeStrings(w, s.sourceTopics)
-    writeStrings(w, s.sourceTopicRegex ?? [])
+    writeCompactStrings(w, s.sourceTopics)
+    writeCompactStrings(w, s.sourceTopicRegex ?? [])
     writeTopicInfos(w, s.stateChangelogTopics)
-    writeStrings(w, s.repartitionSinkTopics)
+    writeCompactStrings(w, s.repartitionSinkTopics)
     writeTopicInfos(w, s.repartitionSourceTopics)
     w.writeCompactArrayLength(s.copartitionGroups.length)
     for (const g of s.copartitionGroups) {
@@ -190,10 +172,10 @@ export function decodeTopologyValue(value: Buffer): StreamsTopology {
   const subtopologies: Subtopology[] = []
   for (let i = 0; i < n; i++) {
     const subtopologyId = r.readCompactString()
-    const sourceTopics = readStrings(r)
-    const sourceTopicRegex = readStrings(r)
+    const sourceTopics = readCompactStrings(r)
+    const sourceTopicRegex = readCompactStrings(r)
     const stateChangelogTopics = readTopicInfos(r)
-    const repartitionSinkTopics = readStrings(r)
+    const repartitionSinkTopics = readCompactStrings(r)
     const repartitionSourceTopics = readTopicInfos(r)
     const groups = r.readCompactArrayLength()
     const copartitionGroups: Subtopology['copartitionGroups'][number][] = []
@@ -458,5 +440,6 @@ export function snapshotStreamsGroup(group: StreamsGroup): () => void {
     group.targetAssignment = copy.targetAssignment
     group.endpointInformationEpoch = copy.endpointInformationEpoch
     group.shutdownRequested = copy.shutdownRequested
+    group.initialAssignmentDueMs = copy.initialAssignmentDueMs
   }
 }

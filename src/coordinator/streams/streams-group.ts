@@ -54,6 +54,11 @@ export interface StreamsGroupConfig {
   readonly taskOffsetIntervalMs: number
   /** group.streams.acceptable.recovery.lag (sent to members). */
   readonly acceptableRecoveryLag: number
+  /**
+   * group.streams.initial.rebalance.delay.ms: a new group's first target assignment waits
+   * this long after its first member joined, so members starting together share it.
+   */
+  readonly initialRebalanceDelayMs: number
 }
 
 export const DEFAULT_STREAMS_GROUP_CONFIG: StreamsGroupConfig = {
@@ -63,6 +68,7 @@ export const DEFAULT_STREAMS_GROUP_CONFIG: StreamsGroupConfig = {
   numStandbyReplicas: 0,
   taskOffsetIntervalMs: 60000,
   acceptableRecoveryLag: 10000,
+  initialRebalanceDelayMs: 3000,
 }
 
 export interface Endpoint {
@@ -110,6 +116,12 @@ export interface StreamsGroup {
   endpointInformationEpoch: number
   /** A member asked the whole application to shut down (until the group is empty). */
   shutdownRequested: boolean
+  /**
+   * While a new group's first assignment is delayed (its initial rebalance delay), when it
+   * is due; null otherwise. In memory only, as Kafka's timer: a group loaded by a new
+   * coordinator is assigned at its next heartbeat.
+   */
+  initialAssignmentDueMs: number | null
 }
 
 export interface StreamsHeartbeatRequest {
@@ -198,6 +210,7 @@ export function newStreamsGroup(groupId: string): StreamsGroup {
     targetAssignment: new Map(),
     endpointInformationEpoch: 0,
     shutdownRequested: false,
+    initialAssignmentDueMs: null,
   }
 }
 
@@ -283,6 +296,7 @@ export function removeStreamsMember(
   memberId: string,
   view: StreamsTopicsView,
   config: StreamsGroupConfig,
+  nowMs: number,
 ): void {
   const member = group.members.get(memberId)
   if (!member) return
@@ -290,7 +304,8 @@ export function removeStreamsMember(
   if (member.instanceId !== null && group.staticMembers.get(member.instanceId) === memberId)
     group.staticMembers.delete(member.instanceId)
   if (group.members.size === 0) group.shutdownRequested = false
-  bumpAndAssign(group, view, config)
+  bumpGroupEpoch(group, view)
+  if (!initialAssignmentPending(group, nowMs)) assignTargets(group, config)
 }
 
 /**
@@ -366,11 +381,15 @@ function updateMember(member: StreamsMember, req: StreamsHeartbeatRequest, nowMs
   return changed
 }
 
-/** A new group epoch and its target assignment. */
-function bumpAndAssign(group: StreamsGroup, view: StreamsTopicsView, config: StreamsGroupConfig): void {
+/** A new group epoch, with the topology configured against the topics as they are now. */
+function bumpGroupEpoch(group: StreamsGroup, view: StreamsTopicsView): void {
   group.groupEpoch++
   group.signature = topologySignature(group.topology, view.partitionCounts)
   group.configured = group.topology ? configureTopology(group.topology, view.partitionCounts) : null
+}
+
+/** The target assignment of the group epoch. */
+function assignTargets(group: StreamsGroup, config: StreamsGroupConfig): void {
   const stateful = new Set(
     (group.topology?.subtopologies ?? [])
       .filter((s) => s.stateChangelogTopics.length > 0)
@@ -389,6 +408,24 @@ function bumpAndAssign(group: StreamsGroup, view: StreamsTopicsView, config: Str
   group.assignmentEpoch = group.groupEpoch
 }
 
+function initialAssignmentPending(group: StreamsGroup, nowMs: number): boolean {
+  return group.initialAssignmentDueMs !== null && nowMs < group.initialAssignmentDueMs
+}
+
+/**
+ * The delayed first assignment of a new group, once due (Kafka's
+ * computeDelayedTargetAssignment): nothing if every member left meanwhile.
+ */
+export function assignDueInitialTargets(
+  group: StreamsGroup,
+  nowMs: number,
+  config: StreamsGroupConfig,
+): void {
+  if (group.initialAssignmentDueMs === null || initialAssignmentPending(group, nowMs)) return
+  group.initialAssignmentDueMs = null
+  if (group.members.size > 0 && group.groupEpoch > group.assignmentEpoch) assignTargets(group, config)
+}
+
 /** One heartbeat of a validated request on its group (made for a join by the caller). */
 export function streamsGroupHeartbeat(
   group: StreamsGroup,
@@ -397,7 +434,8 @@ export function streamsGroupHeartbeat(
   config: StreamsGroupConfig,
   view: StreamsTopicsView,
 ): StreamsHeartbeatResult {
-  if (req.memberEpoch === -1 || req.memberEpoch === -2) return leave(group, req, view, config)
+  if (req.memberEpoch === -1 || req.memberEpoch === -2) return leave(group, req, view, config, nowMs)
+  const firstMember = group.members.size === 0
   const found = memberFor(group, req, nowMs, config)
   if ('errorCode' in found) return found
   const { member } = found
@@ -409,7 +447,15 @@ export function streamsGroupHeartbeat(
   }
   if (req.shutdownApplication) group.shutdownRequested = true
   if (changed || topologySignature(group.topology, view.partitionCounts) !== group.signature)
-    bumpAndAssign(group, view, config)
+    bumpGroupEpoch(group, view)
+  if (firstMember && config.initialRebalanceDelayMs > 0 && group.initialAssignmentDueMs === null) {
+    group.initialAssignmentDueMs = nowMs + config.initialRebalanceDelayMs
+    // Members wait at epoch 1 (reconcile): the assignment must come at a later epoch.
+    if (group.groupEpoch < 2) bumpGroupEpoch(group, view)
+  } else assignDueInitialTargets(group, nowMs, config)
+  // Behind after a bump, or loaded so by a new coordinator (the delay's timer is not kept).
+  if (group.groupEpoch > group.assignmentEpoch && !initialAssignmentPending(group, nowMs))
+    assignTargets(group, config)
   const before = { epoch: member.memberEpoch, assigned: member.assigned }
   reconcile(group, member, req.owned, nowMs)
   const tasksChanged = !sameTasks(before.assigned, member.assigned)
@@ -437,6 +483,7 @@ function leave(
   req: StreamsHeartbeatRequest,
   view: StreamsTopicsView,
   config: StreamsGroupConfig,
+  nowMs: number,
 ): StreamsHeartbeatResult {
   const member = group.members.get(req.memberId)
   if (!member)
@@ -449,7 +496,7 @@ function leave(
     member.previousMemberEpoch = member.memberEpoch
     member.memberEpoch = -2
   } else {
-    removeStreamsMember(group, member.memberId, view, config)
+    removeStreamsMember(group, member.memberId, view, config, nowMs)
   }
   return { ...streamsHeartbeatError(ErrorCode.NONE), memberId: req.memberId, memberEpoch: req.memberEpoch }
 }
@@ -461,10 +508,13 @@ function reconcile(
   owned: OwnedTasks | null,
   nowMs: number,
 ): void {
+  // While the first assignment is delayed a member is stable at epoch 1 with no tasks (as
+  // Kafka answers): at epoch 0 a client's next heartbeat would be a join without its fields.
+  const delayed = group.initialAssignmentDueMs !== null && group.groupEpoch > group.assignmentEpoch
   const next = computeNextAssignment(
     member,
-    group.assignmentEpoch,
-    group.targetAssignment.get(member.memberId) ?? emptyTasks(),
+    delayed ? Math.max(1, group.assignmentEpoch) : group.assignmentEpoch,
+    delayed ? emptyTasks() : (group.targetAssignment.get(member.memberId) ?? emptyTasks()),
     owned,
     (subtopologyId, partition) => {
       for (const other of group.members.values()) {
@@ -494,6 +544,11 @@ function statusOf(group: StreamsGroup, member: StreamsMember): StreamsStatusEntr
       statusDetail: `The member's topology epoch ${member.topologyEpoch} is behind the group's topology epoch ${groupEpoch}.`,
     })
   status.push(...(group.configured?.problems ?? []))
+  if (group.initialAssignmentDueMs !== null)
+    status.push({
+      statusCode: StreamsStatus.ASSIGNMENT_DELAYED,
+      statusDetail: 'Assignment delayed due to the configured initial rebalance delay.',
+    })
   if (group.shutdownRequested)
     status.push({
       statusCode: StreamsStatus.SHUTDOWN_APPLICATION,
@@ -566,7 +621,7 @@ export function expireStreamsMembers(
     const sessionOver = nowMs - member.lastHeartbeatMs >= config.sessionTimeoutMs
     const revocationOver = member.revocationDeadlineMs !== null && nowMs >= member.revocationDeadlineMs
     if (!sessionOver && !revocationOver) continue
-    removeStreamsMember(group, member.memberId, view, config)
+    removeStreamsMember(group, member.memberId, view, config, nowMs)
     expired = true
   }
   return expired

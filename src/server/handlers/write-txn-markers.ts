@@ -88,15 +88,15 @@ async function writeOne(
       result,
       timestampMs: broker.clock.nowMs(),
     })
-    const appended = await broker.replicaManager.appendToLeader(
+    const appended = await broker.replicaManager.appendToLeader({
       topic,
       partition,
-      batch,
-      ACKS_ALL,
-      MARKER_APPEND_TIMEOUT_MS,
-      context.purgatoryTimer,
-      { origin: 'coordinator' },
-    )
+      records: batch,
+      requiredAcks: ACKS_ALL,
+      timeoutMs: MARKER_APPEND_TIMEOUT_MS,
+      purgatoryTimer: context.purgatoryTimer,
+      leaderAppend: { origin: 'coordinator' },
+    })
     if (appended.errorCode === ErrorCode.NONE)
       broker.onTransactionMarker?.(topic, partition, producerId, result)
     return { partitionIndex: partition, errorCode: appended.errorCode }

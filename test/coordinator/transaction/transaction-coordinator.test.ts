@@ -120,7 +120,7 @@ function start(clock: ManualClock, log: MemoryLog, leaderEpoch = 3) {
       logger: silentLogger,
       replicaManager: {
         getPartition: (topic, p) => (topic === TRANSACTION_STATE_TOPIC && p === 0 ? partition : undefined),
-        appendToLeader: async (_topic, _partition, records) => {
+        appendToLeader: async ({ records }) => {
           const failure = failures.shift()
           if (failure !== undefined)
             return { errorCode: failure, baseOffset: -1, logAppendTimeMs: -1, logStartOffset: 0 }
