@@ -71,6 +71,8 @@ export function waitForFetchData(
   maxWaitMs: number,
   wakeOn: FetchWakeOn = 'highWatermark',
   purgatoryTimer?: PurgatoryTimer,
+  /** Registers a wake-up from outside the watches (a follower session's clean partitions). */
+  watchMore?: (wake: () => void) => () => void,
 ): Promise<void> {
   purgatoryTimer?.enter('Fetch')
   return new Promise((resolve) => {
@@ -110,6 +112,7 @@ export function waitForFetchData(
       // leadership changes.
       if (wakeOn === 'logEnd') removers.push(p.watchLogEnd(check))
     }
+    if (watchMore !== undefined) removers.push(watchMore(complete))
     check()
   })
 }

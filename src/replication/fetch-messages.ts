@@ -19,6 +19,7 @@ import {
   type PurgatoryTimer,
   waitForFetchData,
 } from './delayed-operations.js'
+import type { FollowerSessionNews } from './follower-session-news.js'
 import { toErrorCode } from './kafka-error.js'
 import type { IsolationLevel, Partition } from './partition.js'
 
@@ -69,6 +70,12 @@ export interface FetchParams<T extends FetchPartitionRequest> {
   readonly incremental: boolean
   readonly metadataImage: () => ClusterImage
   readonly purgatoryTimer?: PurgatoryTimer
+  /**
+   * A follower's incremental fetch in a session whose news is tracked: `partitions` are its
+   * candidates (the session partitions that may have news), and the partitions it skips
+   * are caught up as of this fetch (follower-session-news.ts).
+   */
+  readonly followerSession?: FollowerSessionNews<T>
 }
 
 /** A partition's answer (Kafka's FetchPartitionData); offsets are -1 on an error. */
@@ -95,6 +102,8 @@ export interface FetchHost {
   readonly clock: Clock
   getPartition(topic: string, partition: number): Partition | undefined
   getPartitionOrError(topic: string, partition: number): Partition
+  /** A registered broker's epoch, to tell a fenced follower incarnation's fetch. */
+  brokerEpochOf?(brokerId: number): number | undefined
 }
 
 /**
@@ -126,13 +135,23 @@ export async function fetchMessages<T extends FetchPartitionRequest, R>(
   // The baseline for "new data" is taken before the first read: a record appended while
   // that read awaits the disk fired no watcher yet, and must still wake this fetch.
   const watches = watchesFor(targets, hosted, wakeOn)
-  const results = await readAll(host, params, toRead(targets, hosted, params), false)
+  const firstReads = toRead(targets, hosted, params)
+  // Every candidate's state is recorded: the partitions skipped were caught up in this fetch.
+  const news = params.followerSession
+  if (news !== undefined && reader.kind === 'follower' && !isFencedIncarnation(host, reader))
+    news.onFetched(host.clock.monotonicMs())
+  const results = await readAll(host, params, firstReads, false)
   const gotBytes = results.reduce((sum, r) => sum + r.bytes, 0)
   // A consumer sent to another replica is answered at once, as Kafka does.
   const anyError = results.some(
     (r) => r.data.errorCode !== ErrorCode.NONE || r.data.preferredReadReplica >= 0,
   )
-  if (gotBytes >= params.minBytes || params.maxWaitMs <= 0 || anyError || targets.length === 0)
+  if (
+    gotBytes >= params.minBytes ||
+    params.maxWaitMs <= 0 ||
+    anyError ||
+    (targets.length === 0 && news === undefined)
+  )
     return respond(results)
   await waitForFetchData(
     host.clock,
@@ -141,10 +160,20 @@ export async function fetchMessages<T extends FetchPartitionRequest, R>(
     params.maxWaitMs,
     wakeOn,
     params.purgatoryTimer,
+    news === undefined ? undefined : (wake) => news.watch(wake),
   )
+  // The partitions that got news during the wait are answered with the candidates.
+  const final = news === undefined ? targets : news.dirtyTargets()
   // Looked up again: a partition deleted during the wait must answer its error.
-  const again = params.incremental ? hostedPartitions(host, targets, params.byTopicId) : hosted
-  return respond(await readAll(host, params, toRead(targets, again, params), true))
+  const again = params.incremental ? hostedPartitions(host, final, params.byTopicId) : hosted
+  return respond(await readAll(host, params, toRead(final, again, params), true))
+}
+
+/** A fetch from a follower incarnation older than the one registered: it proves nothing. */
+function isFencedIncarnation(host: FetchHost, reader: FetchReader & { kind: 'follower' }): boolean {
+  if (reader.brokerEpoch < 0) return false
+  const registered = host.brokerEpochOf?.(reader.replicaId) ?? -1
+  return reader.brokerEpoch < registered
 }
 
 /**
@@ -179,8 +208,12 @@ function toRead<T extends FetchPartitionRequest>(
 ): readonly T[] {
   if (!params.incremental) return targets
   const changed: T[] = []
-  for (let index = 0; index < targets.length; index++)
-    if (!unchangedSince(targets[index], hosted[index], params.reader)) changed.push(targets[index])
+  const news = params.followerSession
+  for (let index = 0; index < targets.length; index++) {
+    const partition = hosted[index]
+    if (!unchangedSince(targets[index], partition, params.reader)) changed.push(targets[index])
+    else if (news !== undefined && partition !== undefined) news.onUnchanged(targets[index], partition)
+  }
   return changed
 }
 

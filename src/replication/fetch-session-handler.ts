@@ -55,9 +55,11 @@ export class FetchSessionHandler<P> {
 
   /**
    * The next fetch for `next` (every partition to fetch now, by key). Every build must be
-   * followed by handleResponse or handleError before the next one.
+   * followed by handleResponse or handleError before the next one. `changed`, when given,
+   * lists every key whose entry in `next` may differ from the previous build's (added,
+   * removed, or a new entry object): an incremental fetch then looks at those only.
    */
-  build(next: ReadonlyMap<string, SessionEntry<P>>): SessionFetch<P> {
+  build(next: ReadonlyMap<string, SessionEntry<P>>, changed?: readonly string[]): SessionFetch<P> {
     this.inFlightEpoch = this.nextEpoch
     if (this.nextEpoch === INITIAL_EPOCH) {
       this.sent.clear()
@@ -72,6 +74,10 @@ export class FetchSessionHandler<P> {
     }
     const toSend: SessionEntry<P>[] = []
     const toForget: SessionEntry<P>[] = []
+    if (changed !== undefined) {
+      for (const key of changed) this.diff(key, next.get(key), toSend, toForget)
+      return { sessionId: this.sessionId, sessionEpoch: this.nextEpoch, full: false, toSend, toForget }
+    }
     for (const [key, previous] of this.sent) {
       if (!next.has(key)) {
         toForget.push(previous)
@@ -85,6 +91,23 @@ export class FetchSessionHandler<P> {
       this.sent.set(key, entry)
     }
     return { sessionId: this.sessionId, sessionEpoch: this.nextEpoch, full: false, toSend, toForget }
+  }
+
+  private diff(
+    key: string,
+    entry: SessionEntry<P> | undefined,
+    toSend: SessionEntry<P>[],
+    toForget: SessionEntry<P>[],
+  ): void {
+    const previous = this.sent.get(key)
+    if (entry === undefined) {
+      if (previous !== undefined) toForget.push(previous)
+      this.sent.delete(key)
+      return
+    }
+    if (previous === entry) return
+    if (previous === undefined || !sameData(previous.data, entry.data)) toSend.push(entry)
+    this.sent.set(key, entry)
   }
 
   /** The entry the last build left for `key`, to find the partition an answer is about. */

@@ -26,6 +26,12 @@ import { convertLegacyToV2, isLegacyMagic } from '../protocol/record-batch.js'
 import { CorruptSegmentError } from '../storage/errors.js'
 import type { AbortedTxn } from '../storage/transaction-index.js'
 import type { AppendOrigin, FetchDataInfo, LogAppendInfo, UnifiedLog } from '../storage/unified-log.js'
+import {
+  caughtUpTimeMs,
+  type FollowerTimes,
+  foldSession,
+  type SessionClock,
+} from './follower-session-news.js'
 import { KafkaError } from './kafka-error.js'
 import { checkKeysPresent, checkProducerBatches } from './producer-batch-checks.js'
 import { ProducerStateManager } from './producer-state.js'
@@ -121,6 +127,8 @@ interface FollowerState {
   lastFetchTimeMs: number
   /** The broker epoch its fetches carry (-1: none yet, or fetches without one). */
   brokerEpoch: number
+  /** Set while its fetch session skips this partition: caught up as of the session's last fetch. */
+  session?: SessionClock | undefined
 }
 
 export interface FollowerLag {
@@ -250,6 +258,7 @@ export class Partition {
     )
     const newLeadership = next.leader === this.localBrokerId && next.leaderEpoch !== this.state.leaderEpoch
     const leadershipChanged = next.leader !== this.state.leader || next.leaderEpoch !== this.state.leaderEpoch
+    const partitionEpochChanged = next.partitionEpoch !== this.state.partitionEpoch
     this.state = next
     // An image change that leaves this partition's state as it was (another partition, a
     // broker registering) keeps the proposal in flight: its maximal ISR still bounds the HW.
@@ -263,8 +272,10 @@ export class Partition {
     if (newLeadership) this.resetFollowers()
     else if (this.isLeaderByMetadata) this.syncFollowersWithReplicas()
     if (this.isLeaderByMetadata) this.maybeIncrementHighWatermark()
-    // acks=all produces waiting on the old leadership must learn it ended (they check the epoch).
-    if (leadershipChanged) for (const watcher of [...this.highWatermarkWatchers]) watcher()
+    // acks=all produces waiting on the old leadership must learn it ended (they check the
+    // epoch); a follower session that skips this partition must see a new ISR at once.
+    if (leadershipChanged || partitionEpochChanged)
+      for (const watcher of [...this.highWatermarkWatchers]) watcher()
   }
 
   /** A reassignment adds and removes replicas under the same leadership. */
@@ -364,7 +375,7 @@ export class Partition {
         brokerId,
         rack: rackOf(brokerId),
         logEndOffset: follower.logEndOffset,
-        timeSinceLastCaughtUpMs: now - follower.lastCaughtUpTimeMs,
+        timeSinceLastCaughtUpMs: now - caughtUpTimeMs(follower),
       })
     }
     const selected = selectRackAware(clientRack, leader, candidates)
@@ -459,6 +470,7 @@ export class Partition {
   updateFollowerFetchState(replicaId: number, requestedOffset: number, brokerEpoch = -1): void {
     const follower = this.followers.get(replicaId)
     if (!follower || this.isStaleFetch(replicaId, brokerEpoch)) return
+    foldSession(follower)
     if (brokerEpoch > follower.brokerEpoch) {
       // A new incarnation of the follower: what the previous one fetched says nothing of the
       // log this one has (it may have lost unflushed records), as Kafka's Replica resets.
@@ -512,6 +524,16 @@ export class Partition {
     this.propose([...this.state.isr, replicaId])
   }
 
+  /** Whether a follower's session may skip this partition (in the ISR, no change pending). */
+  isFollowerInIsr(replicaId: number): boolean {
+    return this.isLeader && this.pendingIsr === null && this.state.isr.includes(replicaId)
+  }
+
+  /** A follower's fetch times, which its fetch session may link to its clock (follower-session-news.ts). */
+  followerTimes(replicaId: number): FollowerTimes | undefined {
+    return this.followers.get(replicaId)
+  }
+
   /** ISR followers that have not caught up within `lagTimeMaxMs` leave the ISR. */
   maybeShrinkIsr(lagTimeMaxMs: number): void {
     if (this.maybeResendIsr()) return
@@ -519,7 +541,7 @@ export class Partition {
     const lagging = this.state.isr.filter((id) => {
       if (id === this.localBrokerId) return false
       const follower = this.followers.get(id)
-      return follower === undefined || now - follower.lastCaughtUpTimeMs > lagTimeMaxMs
+      return follower === undefined || now - caughtUpTimeMs(follower) > lagTimeMaxMs
     })
     if (lagging.length === 0) return
     this.propose(this.state.isr.filter((id) => !lagging.includes(id)))
@@ -625,7 +647,7 @@ export class Partition {
       brokerId,
       logEndOffset: f.logEndOffset,
       lagMessages: f.logEndOffset < 0 ? end : end - f.logEndOffset,
-      caughtUpAgoMs: now - f.lastCaughtUpTimeMs,
+      caughtUpAgoMs: now - caughtUpTimeMs(f),
     }))
   }
 

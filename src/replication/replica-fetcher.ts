@@ -185,6 +185,12 @@ export class LeaderFetcher {
   /** When a partition last became ready to fetch (added, or its short backoff ended; monotonic ms). */
   private lastReadyMs = Number.NEGATIVE_INFINITY
   private readonly session = new FetchSessionHandler<Followed>()
+  /** The partitions ready to fetch as of the last round, each entry kept while its data holds. */
+  private readonly ready = new Map<string, SessionEntry<Followed>>()
+  /** Keys removed since the last round. */
+  private readonly removed = new Set<string>()
+  /** Keys whose ready entry changed since the last fetch built (see FetchSessionHandler.build). */
+  private readonly changed = new Set<string>()
   /** Whether warnUnasked has warned already (once per fetcher: it means a bug, not load). */
   private warnedUnasked = false
 
@@ -272,6 +278,7 @@ export class LeaderFetcher {
 
   remove(key: string): void {
     this.partitions.delete(key)
+    this.removed.add(key)
   }
 
   stop(): void {
@@ -513,9 +520,11 @@ export class LeaderFetcher {
   /** One fetch for every ready partition; false when nothing was ready to fetch. */
   private async fetchOnce(client: BrokerClient): Promise<boolean> {
     const now = this.settings.clock.monotonicMs()
-    const ready = this.readyPartitions(now)
+    this.readyPartitions(now)
+    const ready = this.ready
     if (ready.size === 0) return false
-    const fetch = this.session.build(ready)
+    const fetch = this.session.build(ready, [...this.changed])
+    this.changed.clear()
     const maxWaitMs = this.pollWaitMs(now)
     const request = this.fetchRequest(fetch, maxWaitMs)
     this.polling = client
@@ -594,10 +603,23 @@ export class LeaderFetcher {
    * holds the partitions fetched this round; one left out (backing off, truncating) is
    * forgotten, and sent again when it is ready.
    */
-  private readyPartitions(now: number): Map<string, SessionEntry<Followed>> {
-    const ready = new Map<string, SessionEntry<Followed>>()
+  private readyPartitions(now: number): void {
+    const { ready, changed } = this
+    for (const key of this.removed) if (ready.delete(key)) changed.add(key)
+    this.removed.clear()
     for (const [key, f] of this.partitions) {
-      if (!f.truncated || f.backoffUntilMs > now) continue
+      const kept = ready.get(key)
+      if (!f.truncated || f.backoffUntilMs > now) {
+        if (kept !== undefined && ready.delete(key)) changed.add(key)
+        continue
+      }
+      // An idle round allocates nothing: the same partition at the same log end and start.
+      const log = f.partition.log
+      if (kept?.handle === f && kept.data.fetchOffset === log.logEndOffset) {
+        const same = kept.data.logStartOffset === log.logStartOffset
+        if (same && kept.data.partitionMaxBytes === this.settings.fetchMaxBytes) continue
+      }
+      changed.add(key)
       if (f.sent !== true) {
         f.sent = true
         const waitedMs = now - (f.addedMs ?? now)
@@ -618,7 +640,6 @@ export class LeaderFetcher {
         handle: f,
       })
     }
-    return ready
   }
 
   /** The Fetch request of this round: the session's partitions to send and to forget. */

@@ -576,6 +576,7 @@ export class ReplicaManager {
         clock: this.options.clock,
         getPartition: (topic, partition) => this.getPartition(topic, partition),
         getPartitionOrError: (topic, partition) => this.getPartitionOrError(topic, partition),
+        brokerEpochOf: (brokerId) => this.live.get(brokerId),
       },
       params,
       respond,

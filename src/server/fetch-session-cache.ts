@@ -40,6 +40,8 @@ export interface FetchSession {
   lastUsedMs: number
   /** A follower's (replicaId >= 0): outranks consumers' sessions for a slot. */
   readonly privileged: boolean
+  /** Called once when the cache drops the session (closed, re-created, evicted). */
+  onClose: (() => void) | null
 }
 
 /** Who opens a session, for the eviction policy. */
@@ -75,7 +77,7 @@ export class FetchSessionCache {
    */
   begin(sessionId: number, epoch: number, nowMs: number, requester: SessionRequester): SessionDecision {
     if (sessionId !== INVALID_SESSION_ID && (epoch === INITIAL_EPOCH || epoch === FINAL_EPOCH)) {
-      this.sessions.delete(sessionId)
+      this.drop(sessionId)
     }
     if (epoch === FINAL_EPOCH) return { kind: 'full', session: null }
     if (epoch === INITIAL_EPOCH) return { kind: 'full', session: this.create(nowMs, requester) }
@@ -99,7 +101,14 @@ export class FetchSessionCache {
 
   /** Drops a session whose client cannot know of it (the answer that named it was lost). */
   remove(sessionId: number): void {
+    this.drop(sessionId)
+  }
+
+  private drop(sessionId: number): void {
+    const session = this.sessions.get(sessionId)
+    if (session === undefined) return
     this.sessions.delete(sessionId)
+    session.onClose?.()
   }
 
   private create(nowMs: number, requester: SessionRequester): FetchSession | null {
@@ -113,6 +122,7 @@ export class FetchSessionCache {
       partitions: new Map(),
       lastUsedMs: nowMs,
       privileged: requester.privileged,
+      onClose: null,
     }
     this.sessions.set(id, session)
     return session
@@ -128,14 +138,14 @@ export class FetchSessionCache {
     const oldest = this.sessions.values().next().value
     if (oldest === undefined) return false
     if (nowMs - oldest.lastUsedMs > MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS) {
-      this.sessions.delete(oldest.id)
+      this.drop(oldest.id)
       return true
     }
     let least: FetchSession | null = null
     for (const session of this.sessions.values())
       if (least === null || worth(session.privileged, session.partitions.size, least) < 0) least = session
     if (least === null || worth(requester.privileged, requester.partitionCount, least) < 0) return false
-    this.sessions.delete(least.id)
+    this.drop(least.id)
     return true
   }
 }

@@ -153,6 +153,8 @@ export class LogManager {
   private readonly timers = new Map<string, TimerHandle>()
   private readonly running = new Set<Promise<unknown>>()
   private checkpointChain: Promise<void> = Promise.resolve()
+  /** What each checkpoint file holds since this manager last wrote it, by path. */
+  private readonly lastCheckpoints = new Map<string, readonly TopicPartitionOffset[]>()
   private started = false
   private shutDown = false
   private readonly cleaner: LogCleaner
@@ -628,8 +630,14 @@ export class LogManager {
           const offset = hosted.logDir === dir && !hosted.log.isOffline ? offsetOf(hosted.log) : undefined
           if (offset !== undefined) entries.push({ ...hosted.tp, offset })
         }
+        const path = join(dir, name)
+        // An idle broker's checkpoints do not change: rewriting (and syncing) every
+        // partition's line each interval would cost it O(partitions) of disk work for nothing.
+        if (sameEntries(this.lastCheckpoints.get(path), entries)) continue
+        this.lastCheckpoints.delete(path)
         try {
-          await new CheckpointFile(this.fs, join(dir, name), topicPartitionOffsetFormat).write(entries)
+          await new CheckpointFile(this.fs, path, topicPartitionOffsetFormat).write(entries)
+          this.lastCheckpoints.set(path, entries)
         } catch (err) {
           if (!isDiskError(err)) throw err
           this.onLogDirFailure(dir, storageFailure(`writing ${name} in ${dir}`, err))
@@ -667,4 +675,17 @@ export class LogManager {
     this.running.add(tracked)
     void tracked.finally(() => this.running.delete(tracked))
   }
+}
+
+function sameEntries(
+  previous: readonly TopicPartitionOffset[] | undefined,
+  entries: readonly TopicPartitionOffset[],
+): boolean {
+  if (previous === undefined || previous.length !== entries.length) return false
+  for (let index = 0; index < entries.length; index++) {
+    const a = previous[index]
+    const b = entries[index]
+    if (a.offset !== b.offset || a.partition !== b.partition || a.topic !== b.topic) return false
+  }
+  return true
 }

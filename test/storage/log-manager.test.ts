@@ -128,6 +128,26 @@ describe('LogManager', () => {
     })
   })
 
+  it('rewrites a checkpoint file only when its offsets changed (an idle broker writes nothing)', async () => {
+    await withTempDir(async (root) => {
+      const logDirs = [join(root, 'd1')]
+      const manager = await LogManager.open({ fs: nodeFileSystem, logDirs, clock: new ManualClock() })
+      const log = await manager.getOrCreateLog({ topic: 't', partition: 0 })
+      for (let i = 0; i < 4; i++) await log.append(simpleBatch(5), { assignOffsets: true })
+      const path = join(logDirs[0], 'replication-offset-checkpoint')
+      log.updateHighWatermark(10 as Offset)
+      await manager.checkpointHighWatermarks()
+      const written = await stat(path)
+      await manager.checkpointHighWatermarks()
+      assert.equal((await stat(path)).ino, written.ino, 'nothing changed: the file is not replaced')
+      log.updateHighWatermark(20 as Offset)
+      await manager.checkpointHighWatermarks()
+      assert.notEqual((await stat(path)).ino, written.ino)
+      assert.equal(await readFile(path, 'utf8'), '0\n1\nt 0 20\n')
+      await manager.shutdown()
+    })
+  })
+
   it('runs retention and checkpoints on the injected clock', async () => {
     await withTempDir(async (root) => {
       const clock = new ManualClock()

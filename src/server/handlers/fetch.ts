@@ -8,7 +8,9 @@
  * maxWaitMs passes. Incremental fetch sessions (KIP-227) are kept in the broker's cache:
  * an incremental fetch reads only the session partitions that may have news (see
  * unchangedSince) and answers only those that do, while a follower's fetch still counts for
- * every partition of its session (the session's fetch offsets are its position).
+ * every partition of its session (the session's fetch offsets are its position). A
+ * follower's session only considers the partitions that may have news at all, so an idle
+ * follower's round trip costs O(partitions with news) (replication/follower-session-news.ts).
  * Authorization: a follower's fetch needs CLUSTER_ACTION on the cluster, a consumer's READ
  * on each topic; a partition it may not read answers TOPIC_AUTHORIZATION_FAILED.
  * Version notes: v3 adds maxBytes, v4 isolation level, last stable offset and aborted
@@ -37,6 +39,7 @@ import type {
   FetchPartitionResult,
   FetchReader,
 } from '../../replication/fetch-messages.js'
+import { FollowerSessionNews } from '../../replication/follower-session-news.js'
 import { toErrorCode } from '../../replication/kafka-error.js'
 import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import { type FetchSession, type SessionPartition, sessionKey } from '../fetch-session-cache.js'
@@ -99,9 +102,21 @@ function handleFetch(context: RequestContext, request: FetchRequest): Promise<Fe
       })
     }
   }
+  // A follower's session tracks which partitions may have news (follower-session-news.ts):
+  // its incremental fetches consider only those, unless it may not fetch at all.
+  let news = session !== null && incremental ? followerNews.get(session) : undefined
+  if (
+    news !== undefined &&
+    !context.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+  )
+    news = undefined
   const targets = authorizeTargets(
     context,
-    incremental ? updateSession(context, request, session!) : fullTargets(context, request, session),
+    !incremental
+      ? fullTargets(context, request, session, replicaId)
+      : news !== undefined
+        ? updateTrackedSession(context, request, session!, news)
+        : updateSession(context, request, session!),
     replicaId >= 0,
   )
   const reader = readerOf(context, request, replicaId)
@@ -131,9 +146,10 @@ function handleFetch(context: RequestContext, request: FetchRequest): Promise<Fe
     incremental,
     metadataImage: () => context.broker.metadataImage(),
     purgatoryTimer: context.purgatoryTimer,
+    followerSession: news,
   }
   return context.broker.replicaManager.fetchMessages(params, (read) =>
-    toResponse(context, targets, read, session, incremental),
+    toResponse(context, targets, read, session, incremental, news !== undefined),
   )
 }
 
@@ -144,8 +160,10 @@ function toResponse(
   read: readonly FetchPartitionResult<FetchTarget>[],
   session: FetchSession | null,
   incremental: boolean,
+  /** The reads are of the tracked session's partitions with news, not of `targets`. */
+  tracked: boolean,
 ): FetchResponse {
-  const results = mergeResults(targets, read)
+  const results = tracked ? mergeTracked(targets, read) : mergeResults(targets, read)
   // The answer that opens a session cannot reach a client that closed the connection (a
   // replica fetcher cuts its long poll short that way): the session would hold a slot,
   // and a follower's outranks consumers', until it went stale.
@@ -212,6 +230,7 @@ function fullTargets(
   context: RequestContext,
   request: FetchRequest,
   session: FetchSession | null,
+  replicaId: number,
 ): FetchTarget[] {
   const targets: FetchTarget[] = []
   for (const topic of request.topics) {
@@ -231,7 +250,74 @@ function fullTargets(
       }
     }
   }
+  if (session !== null && replicaId >= 0) trackNews(context, session, replicaId)
   return targets
+}
+
+/** The follower sessions whose news is tracked (every follower session this broker opens). */
+const followerNews = new WeakMap<FetchSession, FollowerSessionNews<FetchTarget>>()
+
+/** Starts tracking a new follower session: every partition has news until a fetch finds it unchanged. */
+function trackNews(context: RequestContext, session: FetchSession, replicaId: number): void {
+  const news = new FollowerSessionNews<FetchTarget>(replicaId, context.broker.clock.monotonicMs())
+  for (const [k, sp] of session.partitions) news.set(k, sessionTarget(sp))
+  followerNews.set(session, news)
+  session.onClose = () => news.close()
+}
+
+/**
+ * Applies an incremental request to a tracked follower session, in O(partitions it
+ * carries); returns the session partitions that may have news.
+ */
+function updateTrackedSession(
+  context: RequestContext,
+  request: FetchRequest,
+  session: FetchSession,
+  news: FollowerSessionNews<FetchTarget>,
+): FetchTarget[] {
+  const version = context.apiVersion
+  for (const forgotten of request.forgottenTopicsData) {
+    const resolved = resolveTopic(context, version, forgotten.topic, forgotten.topicId)
+    for (const partition of forgotten.partitions) {
+      const k = keyOf(
+        {
+          topic: resolved.name,
+          topicId: resolved.topicId,
+          partition,
+          unknownTopicId: resolved.unknown === true,
+        },
+        version,
+      )
+      session.partitions.delete(k)
+      news.delete(k)
+    }
+  }
+  for (const topic of request.topics) {
+    const resolved = resolveTopic(context, version, topic.topic, topic.topicId)
+    for (const p of topic.partitions) {
+      const target = toTarget(resolved, p)
+      const k = keyOf(target, version)
+      const existing = session.partitions.get(k)
+      let sp: SessionPartition
+      if (existing && existing.topicId === target.topicId) {
+        existing.fetchOffset = target.fetchOffset
+        existing.partitionMaxBytes = target.partitionMaxBytes
+        existing.currentLeaderEpoch = target.currentLeaderEpoch
+        sp = existing
+      } else {
+        sp = toSessionPartition(target)
+        session.partitions.set(k, sp)
+      }
+      news.set(k, sessionTarget(sp))
+    }
+  }
+  const candidates = news.candidates(context.broker.clock.monotonicMs())
+  // A partition of a topic id unknown so far has news (its error) until it is resolved.
+  if (candidates.some((t) => t.unknownTopicId)) {
+    resolveSessionTopics(context, session, (k, sp) => news.set(k, sessionTarget(sp)))
+    return news.dirtyTargets()
+  }
+  return candidates
 }
 
 /**
@@ -279,16 +365,7 @@ function updateSession(context: RequestContext, request: FetchRequest, session: 
     }
   }
   const unresolved = resolveSessionTopics(context, session)
-  const targets: FetchTarget[] = [...session.partitions.values()].map((sp) => ({
-    topic: sp.topic,
-    topicId: sp.topicId,
-    partition: sp.partition,
-    fetchOffset: sp.fetchOffset,
-    partitionMaxBytes: sp.partitionMaxBytes,
-    currentLeaderEpoch: sp.currentLeaderEpoch,
-    unknownTopicId: sp.topic === UNRESOLVED,
-    sessionPartition: sp,
-  }))
+  const targets: FetchTarget[] = [...session.partitions.values()].map(sessionTarget)
   // A session with topic ids still unknown is resolved again on every fetch, not cached.
   if (unresolved === 0) sessionTargets.set(session, targets)
   else sessionTargets.delete(session)
@@ -297,6 +374,19 @@ function updateSession(context: RequestContext, request: FetchRequest, session: 
 
 /** The topic name of a session partition whose topic id the broker does not know yet. */
 const UNRESOLVED = ''
+
+function sessionTarget(sp: SessionPartition): FetchTarget {
+  return {
+    topic: sp.topic,
+    topicId: sp.topicId,
+    partition: sp.partition,
+    fetchOffset: sp.fetchOffset,
+    partitionMaxBytes: sp.partitionMaxBytes,
+    currentLeaderEpoch: sp.currentLeaderEpoch,
+    unknownTopicId: sp.topic === UNRESOLVED,
+    sessionPartition: sp,
+  }
+}
 
 /**
  * A session partition's key: from v13, where requests name topics by id, the topic id
@@ -321,7 +411,11 @@ function keyOf(
  * Names the session's partitions whose topic id is known now (Kafka's
  * maybeResolveUnknownName); returns how many stay unknown.
  */
-function resolveSessionTopics(context: RequestContext, session: FetchSession): number {
+function resolveSessionTopics(
+  context: RequestContext,
+  session: FetchSession,
+  onResolved?: (k: string, sp: SessionPartition) => void,
+): number {
   let unresolved = 0
   for (const [k, sp] of session.partitions) {
     if (sp.topic !== UNRESOLVED) continue
@@ -331,7 +425,9 @@ function resolveSessionTopics(context: RequestContext, session: FetchSession): n
       continue
     }
     // Keyed by topic id (v13+): the entry keeps its key and its place.
-    session.partitions.set(k, { ...sp, topic: topic.name })
+    const named = { ...sp, topic: topic.name }
+    session.partitions.set(k, named)
+    onResolved?.(k, named)
   }
   return unresolved
 }
@@ -389,6 +485,21 @@ function mergeResults(
       if (r !== undefined) results.push({ target, data: toResponseData(target, r.data), bytes: r.bytes })
     }
   }
+  return results
+}
+
+/** A tracked session's answers: the partitions refused here, then the replica manager's reads. */
+function mergeTracked(
+  targets: readonly FetchTarget[],
+  read: readonly FetchPartitionResult<FetchTarget>[],
+): ReadResult[] {
+  const results: ReadResult[] = []
+  for (const target of targets) {
+    if (target.unknownTopicId) results.push(errorResult(target, ErrorCode.UNKNOWN_TOPIC_ID))
+    else if (target.denied) results.push(errorResult(target, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+  }
+  for (const r of read)
+    results.push({ target: r.target, data: toResponseData(r.target, r.data), bytes: r.bytes })
   return results
 }
 
