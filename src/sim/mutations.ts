@@ -51,6 +51,10 @@ export type Mutation =
   | 'consumer-write-not-undone'
   /** A metadata change goes to the store as one transaction, whatever the store's limits (issue 39's bug). */
   | 'metadata-writes-unsplit'
+  /** A new topic's record is written before its partitions, so a topic can be seen in part (issue 38's check). */
+  | 'topic-creation-unstaged'
+  /** A leader whose ISR change is refused waits for the next fetch or produce to raise its HW (seed 5 of `--scale 1000`'s bug). */
+  | 'hw-kept-after-isr-refusal'
   /** A broker whose store session starts does not raise the HWs of the partitions it leads (issue 41's bug). */
   | 'hw-not-raised-on-session'
   /** A broker process's first registration keeps its predecessor's leaderships and ISR places (seed 36's bug). */
@@ -75,6 +79,8 @@ export const MUTATIONS: readonly Mutation[] = [
   'read-committed-ignores-transactions',
   'consumer-write-not-undone',
   'metadata-writes-unsplit',
+  'topic-creation-unstaged',
+  'hw-kept-after-isr-refusal',
   'hw-not-raised-on-session',
   'registration-keeps-leaderships',
   'fetch-session-drops-unknown-topic',
@@ -109,6 +115,8 @@ const PLANTERS: Partial<Record<Mutation, (log: (message: string) => void) => () 
   'read-committed-ignores-transactions': plantReadCommittedIgnoresTransactions,
   'consumer-write-not-undone': plantConsumerWriteNotUndone,
   'metadata-writes-unsplit': plantMetadataWritesUnsplit,
+  'topic-creation-unstaged': plantTopicCreationUnstaged,
+  'hw-kept-after-isr-refusal': plantHwKeptAfterIsrRefusal,
   'hw-not-raised-on-session': plantHwNotRaisedOnSession,
   'registration-keeps-leaderships': plantRegistrationKeepsLeaderships,
   'fetch-session-drops-unknown-topic': plantFetchSessionDropsUnknownTopic,
@@ -324,6 +332,41 @@ function plantMetadataWritesUnsplit(log: (message: string) => void): () => void 
           revision: result.succeeded ? result.revision : null,
           committed: result.succeeded ? 1 : 0,
         }
+      },
+  )
+}
+
+function plantTopicCreationUnstaged(log: (message: string) => void): () => void {
+  // A change too large for one transaction is written in batches, in order: with the new
+  // partitions moved behind the visible parts (the topics' records), records come first.
+  const target = ClusterMetadata.prototype as unknown as UnsplitCommit
+  return replace(
+    target,
+    'commit',
+    (original) =>
+      function (this: UnsplitCommit, diff: ImageDiff, shared: readonly VersionCompare[], last = []) {
+        if (diff.staged.size === 0) return original.call(this, diff, shared, last)
+        log(`MUTATION: ${diff.staged.size} new topics written records first, partitions after`)
+        const unstaged: ImageDiff = {
+          staged: new Map(),
+          topicIds: diff.topicIds,
+          parts: [...diff.parts, ...[...diff.staged.values()].flat()],
+        }
+        return original.call(this, unstaged, shared, last)
+      },
+  )
+}
+
+function plantHwKeptAfterIsrRefusal(log: (message: string) => void): () => void {
+  // As before: the change in flight is dropped, the HW left where the maximal ISR held it.
+  const target = Partition.prototype as unknown as { onProposalRefused(): void }
+  return replace(
+    target,
+    'onProposalRefused',
+    () =>
+      function (this: Partition): void {
+        log(`MUTATION: ${this.topic}-${this.partition} ISR change refused, HW not recomputed`)
+        ;(this as unknown as { pendingIsr: unknown }).pendingIsr = null
       },
   )
 }
