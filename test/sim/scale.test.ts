@@ -57,6 +57,10 @@ describe('simulation at scale', () => {
     await expectFailure(SCALE, 'metadata-writes-unsplit', /whose process died or lost its registration/)
   })
 
+  it("a broker view that misses ISR updates never converges to the store's image (planted)", async () => {
+    await expectFailure(SCALE, 'image-drops-updates', /image differs from the store's/)
+  })
+
   it('regression (seed 5): a refused ISR expansion does not leave the high watermark below what the ISR holds', async () => {
     // Broker 1 shuts down (controlled) while leader 3 adds it back to p0's ISR; the store
     // refuses the expansion. Without the fix the HW stays where the proposal held it.
