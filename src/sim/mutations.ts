@@ -391,7 +391,10 @@ function plantImageDropsUpdates(log: (message: string) => void): () => void {
     'onEvents',
     (original) =>
       function (this: FollowingView, events: readonly WatchEvent[], revision: number): void {
-        if (this.clock === null) return original.call(this, events, revision)
+        if (this.clock === null) {
+          original.call(this, events, revision)
+          return
+        }
         const leaderOf = (value: string): unknown => (JSON.parse(value) as { leader?: unknown }).leader
         const kept = events.filter((event) => {
           const before = this.kvs.get(event.kv.key) as { value: string } | undefined
