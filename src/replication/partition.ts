@@ -600,13 +600,24 @@ export class Partition {
         // Refused: the state moved on; the next fetch or lag check proposes afresh. A resent
         // write refused may be refused because the first one committed: it waits for the
         // newer state (the store has it, so the metadata brings it) to end it.
-        if (!committed && !resent && this.pendingIsr === pending) this.pendingIsr = null
+        if (!committed && !resent && this.pendingIsr === pending) this.onProposalRefused()
       },
       () => {
         // No answer: the next fetch or lag check sends it again; meanwhile it bounds the HW.
         if (this.pendingIsr === pending) pending.outcomeUnknown = true
       },
     )
+  }
+
+  /**
+   * The change in flight was refused: the committed ISR bounds the HW again. A refused
+   * expansion's new member no longer holds it down, so the HW is raised now rather than at
+   * the next fetch or produce (seed 5 of `--scale 1000 --ticks 6000 --store-stalls`: the
+   * member added shut down meanwhile, and the HW stayed 3 offsets below what the ISR held).
+   */
+  private onProposalRefused(): void {
+    this.pendingIsr = null
+    this.maybeIncrementHighWatermark()
   }
 
   /** The ISR the high watermark must respect: committed plus proposed while a change is in flight. */

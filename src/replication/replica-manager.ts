@@ -207,6 +207,11 @@ export class ReplicaManager {
     return this.partitions.values()
   }
 
+  /** How many partitions are hosted (a caller caching a filtered list sees when it changed). */
+  get hostedPartitionCount(): number {
+    return this.partitions.size
+  }
+
   /**
    * The leader epoch of every partition this broker leads now (log created, role applied,
    * store session held), by servedKey: what the metadata's leadership record publishes.

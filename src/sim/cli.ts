@@ -8,6 +8,8 @@
  * `--compaction` (with `--groups` or `--transactions`) compacts their internal topics during the run.
  * `--partitions N` gives the topic N partitions (over 384 with 3 brokers: a broker leads more
  * than etcd's 128 operations per transaction).
+ * `--scale N` adds N partitions (thousands) in many topics, created under faults (see README, Scale).
+ * Each seed's line gives its wall time, simulated time and events per wall second.
  * A failing run prints its seed and trace; the exit code is 1 if any run failed.
  */
 import { MUTATIONS, type Mutation } from './mutations.js'
@@ -24,6 +26,32 @@ function seedsArg(): number[] {
   const count = Number(arg('seeds') ?? 10)
   const from = arg('from') !== undefined ? Number(arg('from')) : Math.floor(Math.random() * 2 ** 31)
   return Array.from({ length: count }, (_, i) => from + i)
+}
+
+function brokersArg(): number | undefined {
+  const brokers = arg('brokers') !== undefined ? Number(arg('brokers')) : undefined
+  if (brokers !== undefined && !(brokers >= 3 && brokers <= 5)) throw new Error('--brokers must be 3..5')
+  return brokers
+}
+
+/** `--scale N`: N partitions more, at least two 20-partition topics' worth. */
+function scaleArg(): number | undefined {
+  if (arg('scale') === undefined) return undefined
+  const partitions = Number(arg('scale'))
+  if (!(Number.isInteger(partitions) && partitions >= 40))
+    throw new Error('--scale must be an integer of at least 40 (partitions)')
+  return partitions
+}
+
+/** The run's flags for its replay line: every argument but the seed choice and --trace. */
+function replayFlags(): string {
+  const flags: string[] = []
+  const args = process.argv.slice(2)
+  for (let i = 0; i < args.length; i++) {
+    if (['--seed', '--seeds', '--from'].includes(args[i])) i++
+    else if (args[i] !== '--trace') flags.push(args[i])
+  }
+  return flags.map((f) => ` ${f}`).join('')
 }
 
 function transactionVersionArg(): 1 | 2 {
@@ -53,8 +81,7 @@ async function main(): Promise<number> {
   const transactionVersion = transactionVersionArg()
   const compaction = process.argv.includes('--compaction')
   if (compaction && !groups && !transactions) throw new Error('--compaction needs --groups or --transactions')
-  const brokers = arg('brokers') !== undefined ? Number(arg('brokers')) : undefined
-  if (brokers !== undefined && !(brokers >= 3 && brokers <= 5)) throw new Error('--brokers must be 3..5')
+  const brokers = brokersArg()
   const partitions = arg('partitions') !== undefined ? Number(arg('partitions')) : undefined
   if (partitions !== undefined && !(Number.isInteger(partitions) && partitions >= 1))
     throw new Error('--partitions must be a positive integer')
@@ -68,6 +95,7 @@ async function main(): Promise<number> {
     !(minInsyncReplicas >= 1 && minInsyncReplicas <= (replicationFactor ?? 3))
   )
     throw new Error('--min-isr must be 1..the replication factor')
+  const scalePartitions = scaleArg()
   const printTrace = process.argv.includes('--trace')
   const seeds = seedsArg()
   let failed = 0
@@ -94,18 +122,19 @@ async function main(): Promise<number> {
       ...(partitions !== undefined ? { partitions } : {}),
       ...(replicationFactor !== undefined ? { replicationFactor } : {}),
       ...(minInsyncReplicas !== undefined ? { minInsyncReplicas } : {}),
+      ...(scalePartitions !== undefined ? { scalePartitions } : {}),
     })
     const wallMs = Math.round(performance.now() - started)
     const s = result.stats
     console.log(
-      `seed ${seed}: ${result.ok ? 'ok' : 'FAILED'} (${s.simulatedMs} ms simulated, ${s.events} events, ${wallMs} ms wall; produced ${s.produced}, acked all ${s.ackedAll} / one ${s.ackedOne}; crashes ${s.crashes}, partitions ${s.partitions}, session expiries ${s.sessionExpiries}${s.diskErrors > 0 ? `, disk errors ${s.diskErrors}` : ''}${compaction ? `, cleaner checkpoints ${s.cleanerCheckpoints}` : ''})`,
+      `seed ${seed}: ${result.ok ? 'ok' : 'FAILED'} (${s.simulatedMs} ms simulated, ${s.events} events, ${wallMs} ms wall; produced ${s.produced}, acked all ${s.ackedAll} / one ${s.ackedOne}; crashes ${s.crashes}, partitions ${s.partitions}, session expiries ${s.sessionExpiries}${s.diskErrors > 0 ? `, disk errors ${s.diskErrors}` : ''}${compaction ? `, cleaner checkpoints ${s.cleanerCheckpoints}` : ''}${scalePartitions !== undefined ? `, longest failover wait ${s.failoverMaxMs} ms` : ''}; ${Math.round(s.events / Math.max(wallMs / 1000, 0.001))} events/s)`,
     )
     if (!result.ok || printTrace) {
       if (!result.ok) failed++
       console.log(result.trace.join('\n'))
       if (!result.ok)
         console.log(
-          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${ticks !== undefined ? ` --ticks ${ticks}` : ''}${mutation !== 'none' ? ` --mutation ${mutation}` : ''}${storeLatencyMaxMs > 0 ? ` --store-latency ${storeLatencyMaxMs}` : ''}${storeStalls ? ' --store-stalls' : ''}${twoImpairments ? ' --two-impairments' : ''}${idempotentProducers ? ' --idempotent' : ''}${consumers ? ' --consumers' : ''}${diskErrors ? ' --disk-errors' : ''}${acksZero ? ' --acks0' : ''}${groups && !consumerProtocol ? ' --groups' : ''}${consumerProtocol ? ' --consumer-protocol' : ''}${transactions ? ' --transactions' : ''}${transactionVersion === 2 ? ' --transaction-version 2' : ''}${compaction ? ' --compaction' : ''}${brokers !== undefined ? ` --brokers ${brokers}` : ''}${partitions !== undefined ? ` --partitions ${partitions}` : ''}${replicationFactor !== undefined ? ` --replication-factor ${replicationFactor}` : ''}${minInsyncReplicas !== undefined ? ` --min-isr ${minInsyncReplicas}` : ''}`,
+          `seed ${seed} FAILED: ${result.violation}\nreplay: npm run sim -- --seed ${seed}${replayFlags()}`,
         )
     }
   }

@@ -97,6 +97,9 @@ export class StoreInvariants {
     }
   >()
   private lastTruthImage: unknown = null
+  /** Topic and partition state objects of the store's images already traced and checked. */
+  private readonly topicsTraced = new WeakSet<object>()
+  private readonly statesTraced = new WeakSet<object>()
   /** The store image checkStoreState last checked. */
   private storeStateChecked: unknown = null
   /** `${partition}:${leader epoch}` → its leader in the store (-1: none), for the topic. */
@@ -118,7 +121,13 @@ export class StoreInvariants {
     if (!truth || truth === this.lastTruthImage) return false
     this.lastTruthImage = truth
     for (const topic of truth.topics.values()) {
+      // Images keep the objects of unchanged topics and partitions: with thousands of
+      // partitions, building each one's text after every store change was most of this check.
+      if (this.topicsTraced.has(topic)) continue
+      this.topicsTraced.add(topic)
       for (const state of topic.partitions) {
+        if (this.statesTraced.has(state)) continue
+        this.statesTraced.add(state)
         const key = `${topic.name}-${state.partition}`
         const text = `leader ${state.leader} epoch ${state.leaderEpoch} ISR ${state.isr.join(',')}`
         const before = this.storeStates.get(key)

@@ -64,6 +64,10 @@ export class Invariants implements GroupChecks {
   private readonly ackedInLeadership = new Map<string, number>()
   /** The most logs of one broker process that held a cleaner checkpoint at a check. */
   cleanerCheckpoints = 0
+  private readonly topicPartitionsOf = new WeakMap<
+    SimBroker,
+    { readonly hostedCount: number; readonly partitions: readonly Partition[] }
+  >()
   /** ISR changes in flight already reported (one trace line each). */
   private readonly reportedInFlight = new WeakSet<object>()
   readonly store: StoreInvariants
@@ -142,8 +146,7 @@ export class Invariants implements GroupChecks {
     for (const broker of brokers) this.checkCleanerCheckpoints(broker)
     const truths = this.world.truth?.image().topics.get(TOPIC)?.partitions
     for (const broker of brokers) {
-      for (const partition of broker.replicaManager.hostedPartitions) {
-        if (partition.topic !== TOPIC) continue
+      for (const partition of this.topicPartitions(broker)) {
         const seen = this.replicaSeen(broker, partition.partition)
         this.checkEpochs(broker, partition, seen)
         if (partition.isLeader) {
@@ -154,8 +157,7 @@ export class Invariants implements GroupChecks {
       }
     }
     for (const broker of brokers) {
-      for (const partition of broker.replicaManager.hostedPartitions) {
-        if (partition.topic !== TOPIC) continue
+      for (const partition of this.topicPartitions(broker)) {
         // Awaited only when there is something to read: with hundreds of partitions an
         // await per partition per event was a large share of a run.
         const reading = this.checkAgreement(broker, partition)
@@ -165,8 +167,29 @@ export class Invariants implements GroupChecks {
     // After the agreement check: the committed history then reaches every leader's HW.
     if (this.txn)
       for (const broker of brokers)
-        for (const partition of broker.replicaManager.hostedPartitions)
-          if (partition.topic === TOPIC) await this.txn.checkPartition(broker, partition)
+        for (const partition of this.topicPartitions(broker)) await this.txn.checkPartition(broker, partition)
+  }
+
+  /**
+   * The topic's partitions `broker` hosts, in its hosting order: a list kept per broker
+   * process and rebuilt when the hosted count changed or a kept partition is no longer the
+   * hosted one. With thousands of partitions of other topics (`scalePartitions`), filtering
+   * every hosted partition after every event was the largest share of the run.
+   */
+  private topicPartitions(broker: SimBroker): readonly Partition[] {
+    const manager = broker.replicaManager
+    const kept = this.topicPartitionsOf.get(broker)
+    if (
+      kept !== undefined &&
+      kept.hostedCount === manager.hostedPartitionCount &&
+      kept.partitions.every((p) => manager.getPartition(TOPIC, p.partition) === p)
+    )
+      return kept.partitions
+    const partitions: Partition[] = []
+    for (const partition of manager.hostedPartitions)
+      if (partition.topic === TOPIC) partitions.push(partition)
+    this.topicPartitionsOf.set(broker, { hostedCount: manager.hostedPartitionCount, partitions })
+    return partitions
   }
 
   /**

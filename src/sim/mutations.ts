@@ -12,7 +12,7 @@ import { TransactionMarkerSender } from '../coordinator/transaction/transaction-
 import { CoordinatorTransactionVerifier } from '../coordinator/transaction/transaction-verifier.js'
 import type { ClusterImage, PartitionState } from '../metadata/cluster-image.js'
 import { ClusterMetadata, type ImageDiff } from '../metadata/cluster-metadata.js'
-import type { MetadataStore, StoreOp, VersionCompare } from '../metadata/store/metadata-store.js'
+import type { MetadataStore, StoreOp, VersionCompare, WatchEvent } from '../metadata/store/metadata-store.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { AlterPartitionManager } from '../replication/alter-partition-manager.js'
 import type { BrokerClient } from '../replication/broker-client.js'
@@ -51,6 +51,12 @@ export type Mutation =
   | 'consumer-write-not-undone'
   /** A metadata change goes to the store as one transaction, whatever the store's limits (issue 39's bug). */
   | 'metadata-writes-unsplit'
+  /** A new topic's record is written before its partitions, so a topic can be seen in part (issue 38's check). */
+  | 'topic-creation-unstaged'
+  /** With `scalePartitions`: a broker's view of the store misses some ISR updates of scale-big's partitions. */
+  | 'image-drops-updates'
+  /** A leader whose ISR change is refused waits for the next fetch or produce to raise its HW (seed 5 of `--scale 1000`'s bug). */
+  | 'hw-kept-after-isr-refusal'
   /** A broker whose store session starts does not raise the HWs of the partitions it leads (issue 41's bug). */
   | 'hw-not-raised-on-session'
   /** A broker process's first registration keeps its predecessor's leaderships and ISR places (seed 36's bug). */
@@ -75,6 +81,9 @@ export const MUTATIONS: readonly Mutation[] = [
   'read-committed-ignores-transactions',
   'consumer-write-not-undone',
   'metadata-writes-unsplit',
+  'topic-creation-unstaged',
+  'hw-kept-after-isr-refusal',
+  'image-drops-updates',
   'hw-not-raised-on-session',
   'registration-keeps-leaderships',
   'fetch-session-drops-unknown-topic',
@@ -109,6 +118,9 @@ const PLANTERS: Partial<Record<Mutation, (log: (message: string) => void) => () 
   'read-committed-ignores-transactions': plantReadCommittedIgnoresTransactions,
   'consumer-write-not-undone': plantConsumerWriteNotUndone,
   'metadata-writes-unsplit': plantMetadataWritesUnsplit,
+  'topic-creation-unstaged': plantTopicCreationUnstaged,
+  'hw-kept-after-isr-refusal': plantHwKeptAfterIsrRefusal,
+  'image-drops-updates': plantImageDropsUpdates,
   'hw-not-raised-on-session': plantHwNotRaisedOnSession,
   'registration-keeps-leaderships': plantRegistrationKeepsLeaderships,
   'fetch-session-drops-unknown-topic': plantFetchSessionDropsUnknownTopic,
@@ -324,6 +336,79 @@ function plantMetadataWritesUnsplit(log: (message: string) => void): () => void 
           revision: result.succeeded ? result.revision : null,
           committed: result.succeeded ? 1 : 0,
         }
+      },
+  )
+}
+
+function plantTopicCreationUnstaged(log: (message: string) => void): () => void {
+  // A change too large for one transaction is written in batches, in order: with the new
+  // partitions moved behind the visible parts (the topics' records), records come first.
+  const target = ClusterMetadata.prototype as unknown as UnsplitCommit
+  return replace(
+    target,
+    'commit',
+    (original) =>
+      function (this: UnsplitCommit, diff: ImageDiff, shared: readonly VersionCompare[], last = []) {
+        if (diff.staged.size === 0) return original.call(this, diff, shared, last)
+        log(`MUTATION: ${diff.staged.size} new topics written records first, partitions after`)
+        const unstaged: ImageDiff = {
+          staged: new Map(),
+          topicIds: diff.topicIds,
+          parts: [...diff.parts, ...[...diff.staged.values()].flat()],
+        }
+        return original.call(this, unstaged, shared, last)
+      },
+  )
+}
+
+function plantHwKeptAfterIsrRefusal(log: (message: string) => void): () => void {
+  // As before: the change in flight is dropped, the HW left where the maximal ISR held it.
+  const target = Partition.prototype as unknown as { onProposalRefused(): void }
+  return replace(
+    target,
+    'onProposalRefused',
+    () =>
+      function (this: Partition): void {
+        log(`MUTATION: ${this.topic}-${this.partition} ISR change refused, HW not recomputed`)
+        ;(this as unknown as { pendingIsr: unknown }).pendingIsr = null
+      },
+  )
+}
+
+interface FollowingView {
+  readonly clock: unknown
+  readonly kvs: ReadonlyMap<string, unknown>
+  onEvents(events: readonly WatchEvent[], revision: number): void
+}
+
+function plantImageDropsUpdates(log: (message: string) => void): () => void {
+  // Brokers' views only (they have a clock; the world's ground truth has none): every third
+  // ISR-only update of a scale-big partition state is lost, so images drift from the store.
+  const target = ClusterMetadata.prototype as unknown as FollowingView
+  let seen = 0
+  return replace(
+    target,
+    'onEvents',
+    (original) =>
+      function (this: FollowingView, events: readonly WatchEvent[], revision: number): void {
+        if (this.clock === null) {
+          original.call(this, events, revision)
+          return
+        }
+        const leaderOf = (value: string): unknown => (JSON.parse(value) as { leader?: unknown }).leader
+        const kept = events.filter((event) => {
+          const before = this.kvs.get(event.kv.key) as { value: string } | undefined
+          // ISR changes only (the leader stays): the replicas carry on, only the image is wrong.
+          const update =
+            event.type === 'put' &&
+            event.kv.key.startsWith('partitions/scale-big/') &&
+            before !== undefined &&
+            leaderOf(before.value) === leaderOf(event.kv.value)
+          if (!update || ++seen % 3 !== 0) return true
+          log(`MUTATION: a view misses the update of ${event.kv.key} at revision ${revision}`)
+          return false
+        })
+        original.call(this, kept, revision)
       },
   )
 }

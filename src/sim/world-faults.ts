@@ -6,7 +6,7 @@
  * one piece; its random streams are the world's, drawn in the same order as before.
  */
 
-import type { SimRandom } from './random.js'
+import { SimRandom } from './random.js'
 import type { SimBroker } from './sim-broker.js'
 import type { WorldInternals } from './world-internals.js'
 import { TOPIC } from './world-view.js'
@@ -14,6 +14,8 @@ import { TOPIC } from './world-view.js'
 /** Store stalls (`storeStalls`): how long the link stalls, and the range of one trip then. */
 const STALL_MS = [3000, 5000] as const
 const STALL_TRIP_MS = [2000, 4000] as const
+/** `scalePartitions`: the share of crash slots that are controlled shutdowns instead. */
+const CONTROLLED_SHUTDOWN_SHARE = 0.35
 /** A broker process that failed to start is started again after this (as a service manager would). */
 const RESTART_DELAY_MS = 1000
 
@@ -23,13 +25,18 @@ export class FaultSchedule {
   /** Brokers with a disk error armed or fired: recovery disarms it and restarts a stopped process. */
   private readonly diskFailed = new Set<number>()
   private on = true
+  /** `scalePartitions`: its own stream (crash or controlled shutdown), so the fault stream keeps its draws. */
+  private readonly scaleRandom: SimRandom | null
 
   /** `diskErrorRandom`: disk errors' own stream (`diskErrors`), so the fault stream keeps its draws. */
   constructor(
     private readonly world: WorldInternals,
     private readonly random: SimRandom,
     private readonly diskErrorRandom: SimRandom,
-  ) {}
+  ) {
+    this.scaleRandom =
+      (world.options.scalePartitions ?? 0) > 0 ? new SimRandom(world.options.seed ^ 0x5d0f) : null
+  }
 
   /** No new fault from now on (the liveness phase). */
   stop(): void {
@@ -54,7 +61,10 @@ export class FaultSchedule {
     )
     const maxImpaired = this.world.options.twoImpairments === true ? 2 : 1
     if (choice <= 2 && this.impaired.size < maxImpaired && up.length > 0) {
-      this.crash(r.pick(up))
+      const victim = r.pick(up)
+      if (this.scaleRandom?.chance(CONTROLLED_SHUTDOWN_SHARE) === true && this.world.isUp(victim))
+        this.controlledShutdown(victim)
+      else this.crash(victim)
     } else if (choice === 3 && this.impaired.size === 0) {
       const victim = r.pick(up)
       const twoWay = r.chance(0.5)
@@ -209,6 +219,27 @@ export class FaultSchedule {
   }
 
   /**
+   * `scalePartitions`: broker `id` is asked to stop (SIGTERM): its own controlled shutdown
+   * moves its leaderships to other ISR members, then its process exits. It is the impaired
+   * broker until a recovery slot restarts it.
+   */
+  private controlledShutdown(id: number): void {
+    const broker = this.world.brokers.get(id)!
+    const led = [...(this.world.truth?.image().topics.values() ?? [])].reduce(
+      (n, topic) => n + topic.partitions.filter((s) => s.leader === id).length,
+      0,
+    )
+    this.impaired.add(id)
+    this.world.stopsAsked.add(broker)
+    this.world.log(`FAULT controlled shutdown of broker ${id}, leader in the store of ${led} partitions`)
+    broker
+      .stop()
+      .catch((error: unknown) =>
+        this.world.log(`broker ${id}'s controlled shutdown failed: ${String(error)}`),
+      )
+  }
+
+  /**
    * Kills broker `id`. A power loss (its page cache gone) only when every partition whose
    * ISR it is in keeps another ISR member: losing the page cache of a whole ISR at once is
    * outside the fault model (see README). Otherwise a process crash: the page cache stays.
@@ -291,6 +322,14 @@ export class FaultSchedule {
     for (const other of this.world.brokerIds) {
       this.world.network.healLink(id, other)
       this.world.network.healLink(other, id)
+    }
+    if (broker.isAlive && broker.isStopping) {
+      // A controlled shutdown still under way (its store calls stalled): killed, as an operator would.
+      this.world.log(`HEAL broker ${id}: its controlled shutdown has not finished; the process is killed`)
+      broker.kill()
+      broker.suspendLeases()
+      this.restart(id)
+      return
     }
     if (broker.isAlive) {
       if (broker.store.stall !== null) {

@@ -5,6 +5,7 @@
  */
 import type { SimDisk } from './disk.js'
 import type { Invariants } from './invariants.js'
+import type { ScaleInvariants } from './invariants-scale.js'
 import type { SimBroker } from './sim-broker.js'
 import type { SimOptions, SimResult } from './world-options.js'
 import type { WorldView } from './world-view.js'
@@ -17,6 +18,10 @@ export interface WorldInternals extends WorldView {
   readonly stats: SimResult['stats']
   readonly disks: ReadonlyMap<number, SimDisk>
   readonly invariants: Invariants
+  /** `scalePartitions`: their checks (invariants-scale.ts), null otherwise. */
+  readonly scale: { readonly invariants: ScaleInvariants } | null
+  /** Brokers a controlled shutdown fault asked to stop. */
+  readonly stopsAsked: WeakSet<SimBroker>
   /** Broker `id` is up: its current process alive and started. */
   isUp(id: number): boolean
   /** Starts a new incarnation of broker `id` (it settles once the broker is registered). */

@@ -33,7 +33,12 @@ export class LivenessPhase {
     this.world.log(`liveness phase: up to ${LIVENESS_MS_MAX} ms for leaders and converged replicas`)
     for (;;) {
       await this.world.runFor(500)
-      const problem = await this.world.invariants.convergenceProblem()
+      const problem =
+        (await this.world.invariants.convergenceProblem()) ??
+        this.world.scale?.invariants.convergenceProblem(
+          [...this.world.brokers.values()].filter((b) => b.isAlive && b.started),
+        ) ??
+        null
       if (problem === null) break
       if (this.world.scheduler.now - start > LIVENESS_MS_MAX)
         throw new Violation(`liveness: not converged ${LIVENESS_MS_MAX} ms after healing: ${problem}`)
@@ -41,6 +46,11 @@ export class LivenessPhase {
         throw new Violation(`liveness: no events left: ${problem}`)
     }
     this.world.log(`converged after ${this.world.scheduler.now - start} ms`)
+    const scale = this.world.scale?.invariants
+    if (scale)
+      this.world.log(
+        `scale: ${scale.waitsEnded} waits for a failover ended, the longest ${scale.failoverMaxMs} ms (${scale.failoverMaxAt || '-'}); every image equals the store's`,
+      )
     if (this.workload.acksZeroValues.length > 0) {
       const committed = this.world.invariants.committedFirstValues()
       const landed = this.workload.acksZeroValues.filter((v) => committed.has(`${v}.0`)).length

@@ -96,6 +96,15 @@ export interface SimOptions {
    * against its log end. Off by default (it changes the seeds' event order).
    */
   readonly compaction?: boolean
+  /**
+   * Scale: this many partitions more (thousands), RF 3, created during the safety phase by
+   * two CreateTopics requests sent at once (one topic of half of them, 20-partition topics
+   * for the rest: scale-admin.ts), nothing produced to them, while the faults run; some
+   * crashes become controlled shutdowns. invariants-scale.ts checks failover within the
+   * session plus 2 s, atomic creation and images converging to the store's. Off (0) by
+   * default.
+   */
+  readonly scalePartitions?: number
   /** Keep the broker logs in the trace (debug aid; the trace gets long). */
   readonly verbose?: boolean
 }
@@ -117,6 +126,8 @@ export interface SimResult {
     diskErrors: number
     /** The most logs of one broker process that held a cleaner checkpoint at a check. */
     cleanerCheckpoints: number
+    /** `scalePartitions`: the longest wait for a possible failover (invariants-scale.ts). */
+    failoverMaxMs: number
   }
 }
 
@@ -168,6 +179,13 @@ const BROKER_PROPERTIES: readonly [string, string][] = [
   ['log.index.size.max.bytes', String(64 * 1024)],
 ]
 
+/**
+ * `scalePartitions`: 4 KiB indexes (512 offset entries: 2 MiB of log at the 4 KiB index
+ * interval, more than a run writes to a partition). At 64 KiB, creating 3,000 partitions on
+ * 3 brokers allocated and zeroed over a GiB of simulated index files, the largest cost of a run.
+ */
+const SCALE_PROPERTIES: readonly [string, string][] = [['log.index.size.max.bytes', '4096']]
+
 /** The properties every broker process of a run starts with, by its options. */
 export function brokerProperties(options: SimOptions): Map<string, string> {
   return new Map([
@@ -175,5 +193,6 @@ export function brokerProperties(options: SimOptions): Map<string, string> {
     ...(options.groups === true || options.transactions === true ? GROUP_PROPERTIES : []),
     ...(options.transactions === true ? TXN_PROPERTIES : []),
     ...(options.compaction === true ? COMPACTION_PROPERTIES : []),
+    ...((options.scalePartitions ?? 0) > 0 ? SCALE_PROPERTIES : []),
   ])
 }

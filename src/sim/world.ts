@@ -28,9 +28,11 @@ import { recordsBytes } from './consumer.js'
 import { SimDisk } from './disk.js'
 import { GROUP_ID } from './group-member.js'
 import { Invariants } from './invariants.js'
+import { ScaleInvariants } from './invariants-scale.js'
 import { isConsumerFetch, plant } from './mutations.js'
 import { SimNetwork } from './network.js'
 import { SimRandom } from './random.js'
+import { ScaleAdmin } from './scale-admin.js'
 import { drainMicrotasks, SimScheduler } from './scheduler.js'
 import { SimBroker } from './sim-broker.js'
 import type { DeliveredRecord } from './txn-checker.js'
@@ -89,6 +91,7 @@ export class World implements WorldInternals {
     partitions: 0,
     diskErrors: 0,
     cleanerCheckpoints: 0,
+    failoverMaxMs: 0,
   }
   readonly faults: FaultSchedule
   readonly workload: Workload
@@ -100,6 +103,10 @@ export class World implements WorldInternals {
   readonly replicationFactor: number
   readonly minInsyncReplicas: number
   readonly storeLatencyMaxMs: number
+  /** `scalePartitions`: the admin client laying them out and their checks. */
+  readonly scale: { readonly admin: ScaleAdmin; readonly invariants: ScaleInvariants } | null = null
+  /** Brokers asked to stop (a controlled shutdown fault), to tell their exit from a disk's. */
+  readonly stopsAsked = new WeakSet<SimBroker>()
 
   constructor(readonly options: SimOptions) {
     this.random = new SimRandom(options.seed)
@@ -125,6 +132,15 @@ export class World implements WorldInternals {
     const diskRandom = this.random.fork()
     for (const id of this.brokerIds)
       this.disks.set(id, new SimDisk(diskRandom.fork(), () => this.scheduler.nowMs()))
+    if ((options.scalePartitions ?? 0) > 0) {
+      // Its own random stream: the other choices of a seed stay as they were.
+      let scaleInvariants: ScaleInvariants | null = null
+      const admin = new ScaleAdmin(this, new SimRandom(options.seed ^ 0x5ca1e), (from, answer) =>
+        scaleInvariants?.onMetadata(from, answer),
+      )
+      scaleInvariants = new ScaleInvariants(this, admin.expected)
+      this.scale = { admin, invariants: scaleInvariants }
+    }
   }
 
   log(message: string): void {
@@ -268,6 +284,7 @@ export class World implements WorldInternals {
       this.log(`safety phase: ${ticks} ms of faults`)
       this.faults.start()
       this.workload.start()
+      this.scale?.admin.start()
       await this.runFor(ticks)
       this.heal()
       await new LivenessPhase(this, this.workload).run()
@@ -285,6 +302,7 @@ export class World implements WorldInternals {
     this.stats.simulatedMs = this.scheduler.now
     this.stats.events = this.scheduler.eventsRun
     this.stats.cleanerCheckpoints = this.invariants.cleanerCheckpoints
+    this.stats.failoverMaxMs = this.scale?.invariants.failoverMaxMs ?? 0
     for (const broker of this.brokers.values()) if (broker.isAlive) broker.kill()
     this.truth?.close()
     return {
@@ -309,6 +327,7 @@ export class World implements WorldInternals {
       await this.scheduler.step()
       this.afterEvent()
       await this.invariants.check()
+      this.scale?.invariants.check()
       if (this.scheduler.now === lastTime) {
         if (++sameTime > SAME_TIME_EVENTS_MAX)
           throw new Violation(`livelock: ${SAME_TIME_EVENTS_MAX} events without time advancing`)
@@ -456,8 +475,9 @@ export class World implements WorldInternals {
           const led = (this.truth?.image().topics.get(TOPIC)?.partitions ?? [])
             .filter((state) => state.leader === stopped.nodeId)
             .map((state) => `p${state.partition}`)
+          const why = this.stopsAsked.has(stopped) ? 'as asked' : 'itself (every log dir offline)'
           this.log(
-            `broker ${stopped.nodeId} stopped itself (every log dir offline), controlled; leader in the store of ${led.length > 0 ? led.join(',') : 'nothing'}`,
+            `broker ${stopped.nodeId} stopped ${why}, controlled; leader in the store of ${led.length > 0 ? led.join(',') : 'nothing'}`,
           )
         },
       },
@@ -545,6 +565,7 @@ export class World implements WorldInternals {
   private heal(): void {
     this.faults.stop()
     this.workload.stop()
+    this.scale?.admin.stopPolling()
     this.log('HEAL everything: network healed, crashed brokers restart, producers stop')
     this.network.healAll()
     for (const broker of this.brokers.values()) broker.store.stall = null

@@ -79,6 +79,7 @@ export function simFlags(options: SimOptions): string {
   if (options.partitions !== undefined) flags.push(`--partitions ${options.partitions}`)
   if (options.replicationFactor !== undefined) flags.push(`--replication-factor ${options.replicationFactor}`)
   if (options.minInsyncReplicas !== undefined) flags.push(`--min-isr ${options.minInsyncReplicas}`)
+  if (options.scalePartitions !== undefined) flags.push(`--scale ${options.scalePartitions}`)
   if (options.diskErrors === true) flags.push('--disk-errors')
   if (options.acksZero === true) flags.push('--acks0')
   if (options.consumerProtocol === true) flags.push('--consumer-protocol')
