@@ -111,8 +111,10 @@ function streamsGroup(): StreamsGroup {
     clientId: 'c',
     clientHost: '/h',
   })
+  // Assigned at each join (no initial rebalance delay): the records show a revocation in progress.
+  const config = { ...DEFAULT_STREAMS_GROUP_CONFIG, initialRebalanceDelayMs: 0 }
   const beat = (memberId: string, memberEpoch: number) =>
-    streamsGroupHeartbeat(group, request(memberId, memberEpoch), 0, DEFAULT_STREAMS_GROUP_CONFIG, view)
+    streamsGroupHeartbeat(group, request(memberId, memberEpoch), 0, config, view)
   beat('a', 0)
   beat('b', 0)
   // a must give subtopology 1 up to b: pending revocation, b waiting for it (UNRELEASED).

@@ -20,7 +20,6 @@ import {
   LATE_WRITE_REFUSED_BY_VERIFICATION,
   LEADER_ISR_WRITE_THROUGH_LATENT_STORE,
   LEADER_LOG_DIR_OFFLINE,
-  OFFSET_FETCH_OVERTAKEN,
   POWER_LOST_LEADER_RETURNS,
   type Scenario,
   SOLE_ISR_LEADER_RESTARTS,
@@ -359,30 +358,28 @@ describe('deterministic simulation', () => {
     await runScenario({ seed: 2, groups: true, consumerProtocol: true }, COORDINATOR_FAILOVER)
   })
 
-  // Seed 304 (--idempotent --acks0): the offset verifier's fetch, sent into a 1-1076 ms network
-  // delay, is answered from before a commit and arrives after the end check's fetch (sent
-  // later) returned the commit. Overlapping reads may be answered in either order: an answer is
-  // held only to answers that arrived before its fetch was sent (it failed "went backwards").
-  it('consumer protocol, seed 304: an OffsetFetch answer overtaken by a later fetch is not held to it', async () => {
-    await runScenario(
-      { seed: 304, idempotentProducers: true, acksZero: true, groups: true, consumerProtocol: true },
-      OFFSET_FETCH_OVERTAKEN,
-    )
-  })
+  // Seed 304 (--idempotent --acks0 --consumer-protocol) once showed an OffsetFetch answer
+  // overtaken by a later fetch's (the check had failed it, "went backwards"). It drifted off
+  // with issue 38's changes of 2026-12-07 and sweeps of 1..900 (and 1..400 with
+  // --consumer-protocol alone) found no seed that shows it again: the check's rule is tested
+  // on hand-made answers in invariants-group.test.ts instead.
 
-  it('compaction (groups and transactions), seed 3: the internal topics are compacted while both coordinators fail over; every cleaner checkpoint stays at or below its log end', async () => {
+  // Seed 3 drifted off its transaction coordinator's move mid-transaction with issue 38's
+  // changes of 2026-12-07 (metadata deltas, follower-session news, the HW at a refused ISR
+  // change); seed 6 was chosen by a sweep of 1..40 for both scenarios and the six checkpoints.
+  it('compaction (groups and transactions), seed 6: the internal topics are compacted while both coordinators fail over; every cleaner checkpoint stays at or below its log end', async () => {
     // 4 KiB segments and a 500 ms cleaner backoff for __consumer_offsets and
     // __transaction_state: the new coordinators load the compacted logs, and the group and
     // transaction checks hold across it. Invariants.checkCleanerCheckpoints runs after every
     // event; every broker checkpointed its six internal logs.
-    const options: SimOptions = { seed: 3, groups: true, transactions: true, compaction: true }
+    const options: SimOptions = { seed: 6, groups: true, transactions: true, compaction: true }
     const result = await runSimulation(options)
     assert.ok(result.ok, explain(result, options))
     assert.equal(result.stats.cleanerCheckpoints, 6, 'the cleaner checkpointed every internal log')
     for (const scenario of [COORDINATOR_FAILOVER, TXN_COORDINATOR_FAILOVER_MID_TRANSACTION])
       assert.ok(
         findScenario(result.trace, scenario),
-        `seed 3 drifted off: ${scenario.what}\n${replay(options)}`,
+        `seed 6 drifted off: ${scenario.what}\n${replay(options)}`,
       )
   })
 
@@ -409,7 +406,10 @@ describe('deterministic simulation', () => {
     })
   }
 
-  it("transactions, seed 805 (store stalls): a deposed leader appends a fenced epoch's late write, which is never committed", async () => {
+  // Seed 805 drifted off it with issue 38's changes of 2026-12-07 (metadata deltas,
+  // follower-session news, the HW at a refused ISR change); seed 86 was chosen by its markers
+  // in a sweep of 41..177.
+  it("transactions, seed 86 (store stalls): a deposed leader appends a fenced epoch's late write, which is never committed", async () => {
     // Seed 805 once failed "fenced epoch wrote again" against leader 1 of p0: its store link
     // stalled, the controller moved p0 to broker 3, the client aborted and bumped its epoch
     // there, and a produce held in the network reached broker 1, which still led p0 in its
@@ -419,7 +419,7 @@ describe('deterministic simulation', () => {
     // any deposed leader's one to never being committed (txn-checker.ts,
     // DeposedFencedAppends); seed 10 with txn-skips-verification still fails it.
     await runScenario(
-      { seed: 805, transactions: true, storeStalls: true },
+      { seed: 86, transactions: true, storeStalls: true },
       DEPOSED_LEADER_APPENDS_FENCED_EPOCH,
     )
   })
