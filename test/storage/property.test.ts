@@ -131,8 +131,12 @@ class TruncateCommand implements Command {
     assert.equal(changed, target < model.logEndOffset)
     if (changed) {
       model.batches = model.batches.filter((b) => b.lastOffset < target)
-      model.logEndOffset =
+      const keptEnd =
         model.batches.at(-1) === undefined ? model.startOffset : model.batches.at(-1)!.lastOffset + 1
+      // Not below the log start offset unless the target is (local-log.ts): records deleted
+      // before it stay deleted, as Kafka's logStartOffset = min(target, logStartOffset)
+      // (seed -725340949: a truncation to the log start inside the batch that straddles it).
+      model.logEndOffset = Math.max(keptEnd, Math.min(model.logStartOffset, target))
       model.logStartOffset = Math.min(model.logStartOffset, model.logEndOffset)
       model.highWatermark = Math.min(model.highWatermark, model.logEndOffset)
     }
