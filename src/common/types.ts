@@ -69,6 +69,17 @@ export function toOffset(value: number): Offset {
   return value as Offset
 }
 
+/**
+ * An offset a request carries (a fetch position, a reset target): any int64, unchecked on
+ * purpose, as `producerIdFromWire` is. The receiver compares it with the log's bounds and
+ * answers OFFSET_OUT_OF_RANGE (or the API's error) as Kafka does; an assertion here would
+ * turn a client's bad value into a broker bug. Named rather than cast so that every place an
+ * offset enters from the wire can be found.
+ */
+export function offsetFromWire(value: number | bigint): Offset {
+  return Number(value) as Offset
+}
+
 export function isOffset(value: number): value is Offset {
   return Number.isSafeInteger(value) && value >= -1
 }

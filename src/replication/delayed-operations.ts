@@ -4,7 +4,9 @@
  * committed (consumers) or appended (followers) on its partitions or maxWaitMs passes; an
  * acks=all produce waits until the high watermark covers its records or it times out.
  */
+
 import type { Clock } from '../common/clock.js'
+import type { Offset } from '../common/types.js'
 import type { Partition } from './partition.js'
 
 /**
@@ -19,7 +21,7 @@ export interface PurgatoryTimer {
 export interface DelayedFetchWatch {
   readonly partition: Partition
   /** The request's fetch offset on this partition. */
-  readonly fetchOffset: number
+  readonly fetchOffset: Offset
   /**
    * Taken before the fetch's first read, so that data arriving during that read counts as
    * new: bytes of the log, the end offset this reader may read up to (the high watermark
@@ -40,7 +42,7 @@ export type FetchWakeOn = 'highWatermark' | 'lastStableOffset' | 'logEnd'
 /** The baseline of a delayed fetch on `partition`; take it before the first read. */
 export function fetchWatch(
   partition: Partition,
-  fetchOffset: number,
+  fetchOffset: Offset,
   wakeOn: FetchWakeOn,
 ): DelayedFetchWatch {
   return {
@@ -127,7 +129,7 @@ export function waitForFetchData(
 export function waitForHighWatermark(
   clock: Clock,
   partition: Partition,
-  targetOffset: number,
+  targetOffset: Offset,
   timeoutMs: number,
   leaderEpoch = partition.leaderEpoch,
   purgatoryTimer?: PurgatoryTimer,

@@ -7,7 +7,9 @@
  * the request into this and the result into the response; sessions, authorization and
  * topic-id resolution stay in the handler, as in Kafka's KafkaApis.
  */
+
 import type { Clock } from '../common/clock.js'
+import { NO_OFFSET, type Offset } from '../common/types.js'
 import { type ClusterImage, topicById } from '../metadata/cluster-image.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import type { AbortedTxn } from '../storage/transaction-index.js'
@@ -38,9 +40,9 @@ export type FetchReader =
 
 /** What a fetch session's client last saw of a partition (Kafka's CachedPartition). */
 export interface LastSeenOffsets {
-  readonly lastHighWatermark: number
-  readonly lastLogStartOffset: number
-  readonly lastLastStableOffset: number
+  readonly lastHighWatermark: Offset
+  readonly lastLogStartOffset: Offset
+  readonly lastLastStableOffset: Offset
 }
 
 /** One partition of a fetch, with a topic the handler resolved and authorized. */
@@ -48,7 +50,7 @@ export interface FetchPartitionRequest {
   readonly topic: string
   readonly topicId: string
   readonly partition: number
-  readonly fetchOffset: number
+  readonly fetchOffset: Offset
   readonly partitionMaxBytes: number
   readonly currentLeaderEpoch: number
   /** Set for a session partition: an incremental fetch skips it when nothing changed. */
@@ -81,9 +83,9 @@ export interface FetchParams<T extends FetchPartitionRequest> {
 /** A partition's answer (Kafka's FetchPartitionData); offsets are -1 on an error. */
 export interface FetchPartitionData {
   readonly errorCode: number
-  readonly highWatermark: number
-  readonly lastStableOffset: number
-  readonly logStartOffset: number
+  readonly highWatermark: Offset
+  readonly lastStableOffset: Offset
+  readonly logStartOffset: Offset
   readonly records: Buffer[]
   /** The aborted transactions a read_committed read overlaps; null for any other reader. */
   readonly abortedTransactions: readonly AbortedTxn[] | null
@@ -417,9 +419,9 @@ function errorResult<T extends FetchPartitionRequest>(target: T, errorCode: numb
     bytes: 0,
     data: {
       errorCode,
-      highWatermark: -1,
-      lastStableOffset: -1,
-      logStartOffset: -1,
+      highWatermark: NO_OFFSET,
+      lastStableOffset: NO_OFFSET,
+      logStartOffset: NO_OFFSET,
       records: [],
       abortedTransactions: null,
       preferredReadReplica: -1,

@@ -6,6 +6,7 @@
  * partitions with news. Any failure (a top-level error, no answer, a new connection) makes the
  * next fetch full again, closing the old session so that its slot is not left to expire.
  */
+import type { Offset } from '../common/types.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 
 const INVALID_SESSION_ID = 0
@@ -14,8 +15,8 @@ const MAX_EPOCH = 2147483647
 
 /** What a fetch tells the leader about one partition; a change is sent in the next fetch. */
 export interface SessionPartitionData {
-  readonly fetchOffset: number
-  readonly logStartOffset: number
+  readonly fetchOffset: Offset
+  readonly logStartOffset: Offset
   readonly currentLeaderEpoch: number
   readonly partitionMaxBytes: number
 }

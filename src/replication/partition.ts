@@ -311,7 +311,7 @@ export class Partition {
    * comes back here when its answer fails or the choice expires.
    */
   preferredReadReplica(
-    fetchOffset: number,
+    fetchOffset: Offset,
     clientRack: string,
     rackOf: (brokerId: number) => string | null,
   ): number {
@@ -422,7 +422,7 @@ export class Partition {
    * for the leader's log end, or for what was the log end at its previous fetch (then it was
    * caught up as of that fetch), as Kafka's Replica.updateFetchState.
    */
-  updateFollowerFetchState(replicaId: number, requestedOffset: number, brokerEpoch = -1): void {
+  updateFollowerFetchState(replicaId: number, requestedOffset: Offset, brokerEpoch = -1): void {
     const follower = this.followers.get(replicaId)
     if (!follower || this.isStaleFetch(replicaId, brokerEpoch)) return
     foldSession(follower)
@@ -618,7 +618,7 @@ export class Partition {
   }
 
   /** Reads for a follower: everything appended, up to the log end. */
-  readForFollower(fetchOffset: number, maxBytes: number): Promise<FetchDataInfo> {
+  readForFollower(fetchOffset: Offset, maxBytes: number): Promise<FetchDataInfo> {
     return this.readLog(receivedOffset(fetchOffset), {
       maxBytes,
       maxOffset: this.log.logEndOffset,
@@ -733,7 +733,7 @@ export class Partition {
    * (Kafka's addAbortedTransactions: the consumer drops their records).
    */
   async read(
-    fetchOffset: number,
+    fetchOffset: Offset,
     maxBytes: number,
     isolation: IsolationLevel,
     minOneMessage: boolean,
@@ -748,7 +748,7 @@ export class Partition {
   }
 
   /** Bytes between `fetchOffset` and the high watermark are available when the log end moved. */
-  hasDataAfter(fetchOffset: number, isolation: IsolationLevel): boolean {
+  hasDataAfter(fetchOffset: Offset, isolation: IsolationLevel): boolean {
     const bound = isolation === 'read_committed' ? this.lastStableOffset : this.highWatermark
     return fetchOffset < bound
   }

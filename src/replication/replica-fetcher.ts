@@ -699,7 +699,7 @@ export class LeaderFetcher {
     client: BrokerClient,
     followed: Followed,
     data: FetchResponse['responses'][number]['partitions'][number],
-    fetchOffset: number,
+    fetchOffset: Offset,
   ): Promise<void> {
     const { partition } = followed
     if (!this.partitions.has(keyOf(partition)) || this.partitions.get(keyOf(partition)) !== followed) return

@@ -6,7 +6,7 @@
 import type { Clock } from '../common/clock.js'
 import { forEachConcurrently } from '../common/concurrency.js'
 import type { Logger } from '../common/logger.js'
-import { ACKS_ALL, type Acks, type Offset } from '../common/types.js'
+import { ACKS_ALL, type Acks, nextOffset, type Offset } from '../common/types.js'
 import {
   type ClusterImage,
   type PartitionState,
@@ -96,9 +96,9 @@ export interface AppendRecordsParams extends Omit<LeaderAppendParams, 'leaderApp
 
 export interface AppendResult {
   readonly errorCode: number
-  readonly baseOffset: number
+  readonly baseOffset: Offset
   readonly logAppendTimeMs: number
-  readonly logStartOffset: number
+  readonly logStartOffset: Offset
 }
 
 function key(topic: string, partition: number): string {
@@ -627,7 +627,7 @@ export class ReplicaManager {
     const replicated = await waitForHighWatermark(
       this.options.clock,
       partition,
-      info.lastOffset + 1,
+      nextOffset(info.lastOffset),
       timeoutMs,
       leaderEpoch,
       purgatoryTimer,

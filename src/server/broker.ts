@@ -12,6 +12,7 @@ import type { FileLock, FileSystem } from '../common/file-system.js'
 import { createLogger, type Logger } from '../common/logger.js'
 import type { Random } from '../common/random.js'
 import type { TransactionMarkerListener, TransactionVerifier } from '../common/transaction.js'
+import type { Offset } from '../common/types.js'
 import type { GroupCoordinator } from '../coordinator/group-coordinator.js'
 import type { ShareCoordinator } from '../coordinator/share/share-coordinator.js'
 import type { TransactionCoordinator } from '../coordinator/transaction/transaction-coordinator.js'
@@ -81,7 +82,7 @@ export interface ReplicationReport {
     topic: string
     partition: number
     brokerId: number
-    logEndOffset: number
+    logEndOffset: Offset
     lagMessages: number
     caughtUpAgoMs: number
   }[]

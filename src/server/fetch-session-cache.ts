@@ -10,6 +10,7 @@
  * depends on. Otherwise the fetch goes without a session (answered with session id 0). An
  * evicted session's client falls back to a full fetch on FETCH_SESSION_ID_NOT_FOUND.
  */
+import type { Offset } from '../common/types.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { KafkaError } from '../replication/kafka-error.js'
 
@@ -23,13 +24,13 @@ export interface SessionPartition {
   readonly topic: string
   readonly topicId: string
   readonly partition: number
-  fetchOffset: number
+  fetchOffset: Offset
   partitionMaxBytes: number
   currentLeaderEpoch: number
   /** What the client last saw, to tell whether anything changed since. */
-  lastHighWatermark: number
-  lastLogStartOffset: number
-  lastLastStableOffset: number
+  lastHighWatermark: Offset
+  lastLogStartOffset: Offset
+  lastLastStableOffset: Offset
 }
 
 export interface FetchSession {

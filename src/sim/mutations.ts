@@ -4,6 +4,7 @@
  * real class for the length of one run (`plant` returns the undo), so the broker code under
  * test is the shipped code with exactly one rule broken.
  */
+import type { Offset } from '../common/types.js'
 import type { Effects } from '../coordinator/effects.js'
 import type { Group } from '../coordinator/group.js'
 import { GroupCoordinator } from '../coordinator/group-coordinator.js'
@@ -287,7 +288,7 @@ function plantReadCommittedIgnoresTransactions(log: (message: string) => void): 
     (original) =>
       async function (
         this: Partition,
-        fetchOffset: number,
+        fetchOffset: Offset,
         maxBytes: number,
         isolation: IsolationLevel,
         minOneMessage: boolean,

@@ -4,6 +4,7 @@
  * KAFKA_STORAGE_ERROR and takes the log offline.
  */
 import { TidelogError } from '../common/errors.js'
+import type { Offset } from '../common/types.js'
 
 export type StorageErrorCode =
   | 'OFFSET_OUT_OF_RANGE'
@@ -35,7 +36,7 @@ export class StorageError extends TidelogError {
  * retries the read on its current segments; it only escapes when that keeps happening.
  */
 export class SegmentReplacedError extends StorageError {
-  constructor(readonly baseOffset: number) {
+  constructor(readonly baseOffset: Offset) {
     super('KAFKA_STORAGE_ERROR', `segment ${baseOffset} was replaced by a cleaned segment`, {
       retriable: true,
     })
@@ -59,7 +60,7 @@ export async function retryingReplacedSegments<T>(read: () => Promise<T>): Promi
   }
 }
 
-export function offsetOutOfRange(offset: number, logStartOffset: number, logEndOffset: number): StorageError {
+export function offsetOutOfRange(offset: Offset, logStartOffset: Offset, logEndOffset: Offset): StorageError {
   return new StorageError(
     'OFFSET_OUT_OF_RANGE',
     `offset ${offset} is outside [${logStartOffset}, ${logEndOffset}] (logStartOffset, logEndOffset)`,
@@ -86,7 +87,7 @@ export function isStorageError(err: unknown, code?: StorageErrorCode): err is St
 export class CorruptSegmentError extends StorageError {
   constructor(
     readonly segmentPath: string,
-    readonly segmentBaseOffset: number,
+    readonly segmentBaseOffset: Offset,
     /** Byte position in the segment of the first batch that failed. */
     readonly position: number,
     readonly problem: string,

@@ -37,7 +37,7 @@ export interface ProducerSnapshotEntry {
   /** Epoch of the coordinator that wrote the producer's last marker, -1 for none. */
   readonly coordinatorEpoch: number
   /** First offset of the producer's open transaction, -1 for none. */
-  readonly currentTxnFirstOffset: number
+  readonly currentTxnFirstOffset: Offset
 }
 
 export function snapshotFileName(offset: Offset): string {
@@ -77,9 +77,11 @@ export function decodeSnapshot(buf: Buffer): ProducerSnapshotEntry[] {
   for (let i = 0, at = ENTRIES_OFFSET + 4; i < count; i++, at += ENTRY_BYTES) {
     const producerId = buf.readBigInt64BE(at)
     const lastOffset = Number(buf.readBigInt64BE(at + 14))
+    const currentTxnFirstOffset = Number(buf.readBigInt64BE(at + 38))
     // Past the CRC these hold unless the writer had a bug; either way the log is the truth.
     if (!isProducerId(producerId)) throw corrupt(`producer id ${producerId}`)
     if (!isOffset(lastOffset)) throw corrupt(`last offset ${lastOffset}`)
+    if (!isOffset(currentTxnFirstOffset)) throw corrupt(`transaction's first offset ${currentTxnFirstOffset}`)
     entries.push({
       producerId,
       producerEpoch: buf.readInt16BE(at + 8),
@@ -88,7 +90,7 @@ export function decodeSnapshot(buf: Buffer): ProducerSnapshotEntry[] {
       offsetDelta: buf.readInt32BE(at + 22),
       timestamp: Number(buf.readBigInt64BE(at + 26)),
       coordinatorEpoch: buf.readInt32BE(at + 34),
-      currentTxnFirstOffset: Number(buf.readBigInt64BE(at + 38)),
+      currentTxnFirstOffset,
     })
   }
   return entries

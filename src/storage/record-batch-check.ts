@@ -136,7 +136,8 @@ export function findRecord(
   const attributes = buf.readInt16BE(at + ATTRIBUTES_OFFSET)
   if ((attributes & COMPRESSION_CODEC_MASK) !== 0 || (attributes & TIMESTAMP_TYPE_MASK) !== 0)
     return undefined
-  const baseOffset = readInt64(buf, at + BASE_OFFSET_OFFSET)
+  // A batch in the log was checked when it was appended (offsets assigned by the leader).
+  const baseOffset = readInt64(buf, at + BASE_OFFSET_OFFSET) as Offset
   const baseTimestamp = readInt64(buf, at + BASE_TIMESTAMP_OFFSET)
   return findInRecords(
     buf,
@@ -167,7 +168,7 @@ export async function findRecordInCompressed(
 ): Promise<TimestampAndOffsetInBatch | undefined> {
   const codec = (batch.readInt16BE(ATTRIBUTES_OFFSET) & COMPRESSION_CODEC_MASK) as CompressionType
   const records = await decompress(codec, batch.subarray(RECORD_BATCH_OVERHEAD))
-  const baseOffset = readInt64(batch, BASE_OFFSET_OFFSET)
+  const baseOffset = readInt64(batch, BASE_OFFSET_OFFSET) as Offset
   const baseTimestamp = readInt64(batch, BASE_TIMESTAMP_OFFSET)
   return findInRecords(records, 0, records.length, baseOffset, baseTimestamp, minOffset, matches)
 }
@@ -177,7 +178,7 @@ function findInRecords(
   buf: Buffer,
   start: number,
   end: number,
-  baseOffset: number,
+  baseOffset: Offset,
   baseTimestamp: number,
   minOffset: Offset,
   matches: (timestampMs: number) => boolean,

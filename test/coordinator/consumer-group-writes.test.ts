@@ -4,10 +4,12 @@
  * heartbeat builds on a change the log does not hold. Driven through the real
  * GroupCoordinator with a replica manager whose appends succeed or are refused on demand.
  */
+
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
 import { systemRandom } from '../../src/common/random.js'
+import { toOffset } from '../../src/common/types.js'
 import type {
   ConsumerHeartbeatRequest,
   ConsumerHeartbeatResult,
@@ -63,9 +65,9 @@ function startCoordinator(clock: ManualClock, appends: { refuse: boolean; count:
             throw new KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, 'ISR below min.insync.replicas')
           return {
             errorCode: ErrorCode.NONE,
-            baseOffset: appends.count,
+            baseOffset: toOffset(appends.count),
             logAppendTimeMs: -1,
-            logStartOffset: 0,
+            logStartOffset: toOffset(0),
           }
         },
       },

@@ -4,10 +4,12 @@
  * runtime over an in-memory __consumer_offsets partition (so a second coordinator can load
  * what the first wrote), and the pure expireOffsets step for the finer rules.
  */
+
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
 import { systemRandom } from '../../src/common/random.js'
+import { toOffset } from '../../src/common/types.js'
 import type { Effects, JoinResult } from '../../src/coordinator/effects.js'
 import {
   CONSUMER_OFFSETS_TOPIC,
@@ -116,9 +118,9 @@ function startCoordinator(clock: ManualClock, log: MemoryLog): GroupCoordinator 
           log.batches.push(Buffer.from(records))
           return {
             errorCode: ErrorCode.NONE,
-            baseOffset: log.batches.length - 1,
+            baseOffset: toOffset(log.batches.length - 1),
             logAppendTimeMs: -1,
-            logStartOffset: 0,
+            logStartOffset: toOffset(0),
           }
         },
       },

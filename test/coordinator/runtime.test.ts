@@ -10,7 +10,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
 import type { TransactionResult } from '../../src/common/transaction.js'
-import { toProducerId } from '../../src/common/types.js'
+import { type Offset, toOffset, toProducerId } from '../../src/common/types.js'
 import { CoordinatorRuntime, type ShardContext } from '../../src/coordinator/runtime/coordinator-runtime.js'
 import type { CoordinatorShard, ReplayedBatch } from '../../src/coordinator/runtime/coordinator-shard.js'
 import type { ClusterImage } from '../../src/metadata/cluster-image.js'
@@ -101,14 +101,19 @@ class ToyPartition {
   append(records: Buffer) {
     return new Promise<{
       errorCode: number
-      baseOffset: number
+      baseOffset: Offset
       logAppendTimeMs: number
-      logStartOffset: number
+      logStartOffset: Offset
     }>((resolve, reject) => {
-      const baseOffset = this.write(records)
+      const baseOffset = toOffset(this.write(records))
       this.inFlight.push({
         resolve: () =>
-          resolve({ errorCode: ErrorCode.NONE, baseOffset, logAppendTimeMs: -1, logStartOffset: 0 }),
+          resolve({
+            errorCode: ErrorCode.NONE,
+            baseOffset,
+            logAppendTimeMs: -1,
+            logStartOffset: toOffset(0),
+          }),
         fail: reject,
       })
     })

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
 import { systemRandom } from '../../src/common/random.js'
-import { toProducerId } from '../../src/common/types.js'
+import { toOffset, toProducerId } from '../../src/common/types.js'
 import type { JoinResult } from '../../src/coordinator/effects.js'
 import { CONSUMER_OFFSETS_TOPIC, DEFAULT_COORDINATOR_CONFIG } from '../../src/coordinator/group.js'
 import { GroupCoordinator, type GroupCoordinatorConfig } from '../../src/coordinator/group-coordinator.js'
@@ -112,9 +112,9 @@ function startCoordinator(clock: ManualClock, log: MemoryLog): GroupCoordinator 
         getPartition: (topic, p) => (topic === CONSUMER_OFFSETS_TOPIC && p === 0 ? partition : undefined),
         appendToLeader: async ({ records }) => ({
           errorCode: ErrorCode.NONE,
-          baseOffset: log.append(records),
+          baseOffset: toOffset(log.append(records)),
           logAppendTimeMs: -1,
-          logStartOffset: 0,
+          logStartOffset: toOffset(0),
         }),
       },
       metadataImage: () => image,

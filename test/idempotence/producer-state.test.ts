@@ -11,7 +11,13 @@ import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { TidelogError } from '../../src/common/errors.js'
 import { silentLogger } from '../../src/common/logger.js'
-import { type LeaderEpoch, type Offset, type ProducerId, toProducerId } from '../../src/common/types.js'
+import {
+  type LeaderEpoch,
+  NO_OFFSET,
+  type Offset,
+  type ProducerId,
+  toProducerId,
+} from '../../src/common/types.js'
 import { ATTRIBUTES_OFFSET, CRC_OFFSET } from '../../src/protocol/batch-header.js'
 import { crc32c } from '../../src/protocol/crc32c.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
@@ -301,7 +307,7 @@ describe('followers, truncation, snapshots', () => {
         offsetDelta: 4,
         timestamp: 1_700_000_000_123,
         coordinatorEpoch: -1,
-        currentTxnFirstOffset: -1,
+        currentTxnFirstOffset: NO_OFFSET,
       },
     ]
     assert.deepEqual(decodeSnapshot(encodeSnapshot(entries)), entries)
@@ -316,7 +322,7 @@ describe('followers, truncation, snapshots', () => {
       offsetDelta: 0,
       timestamp: 1,
       coordinatorEpoch: -1,
-      currentTxnFirstOffset: -1,
+      currentTxnFirstOffset: NO_OFFSET,
     }
     assert.deepEqual(decodeSnapshot(encodeSnapshot([entry])), [entry])
     const corrupt = (error: unknown) => error instanceof TidelogError && error.code === 'CORRUPT_SNAPSHOT'

@@ -4,11 +4,13 @@
  * kill or by a read; a leader that finds damage goes offline and a consumer reads every
  * record, as written, from the replica that takes over.
  */
+
 import assert from 'node:assert/strict'
 import { open, readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { Consumer, Producer } from '../../src/client/index.js'
+import { toOffset } from '../../src/common/types.js'
 import type { TestCluster } from '../../src/testing/index.js'
 import { allowErrorLogs } from '../helpers/log-guard.js'
 import { startCluster } from '../helpers/testing.js'
@@ -148,7 +150,7 @@ describe('damaged segments in a cluster', () => {
       let failure: unknown
       while (failure === undefined) {
         try {
-          const read = await partition.read(offset, 1 << 20, 'read_uncommitted', true)
+          const read = await partition.read(toOffset(offset), 1 << 20, 'read_uncommitted', true)
           if (read.info.sizeInBytes === 0) break
           for (const batch of splitBatches(read.info.records)) {
             assert.ok(batch.bytes.equals(expected[served]), `batch ${served} served as written`)

@@ -3,8 +3,10 @@
  * the changed partitions and the removed ones forgotten, and back to full (closing the
  * session) after a session error, any other top-level error or a failed fetch.
  */
+
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { FIRST_OFFSET, toOffset } from '../../src/common/types.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import {
   FetchSessionHandler,
@@ -13,8 +15,8 @@ import {
 } from '../../src/replication/fetch-session-handler.js'
 
 const data = (fetchOffset: number, overrides: Partial<SessionPartitionData> = {}): SessionPartitionData => ({
-  fetchOffset,
-  logStartOffset: 0,
+  fetchOffset: toOffset(fetchOffset),
+  logStartOffset: FIRST_OFFSET,
   currentLeaderEpoch: 3,
   partitionMaxBytes: 1048576,
   ...overrides,
@@ -58,7 +60,11 @@ test('full fetch opens the session; incremental ones carry only changes and forg
 
   // The log start moving is a change too; a partition forgotten once is not forgotten again.
   const again = handler.build(
-    next({ 0: data(10, { currentLeaderEpoch: 4 }), 1: data(25, { logStartOffset: 5 }), 3: data(0) }),
+    next({
+      0: data(10, { currentLeaderEpoch: 4 }),
+      1: data(25, { logStartOffset: toOffset(5) }),
+      3: data(0),
+    }),
   )
   assert.deepEqual(sent(again.toSend), [1])
   assert.deepEqual(again.toForget, [])

@@ -6,9 +6,11 @@
  * checked with raw Fetch requests and with librdkafka, whose statistics say which broker
  * it fetched from.
  */
+
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { Kafka, logLevel } from 'kafkajs'
+import { toOffset } from '../../src/common/types.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { ApiKey, type FetchResponse } from '../../src/protocol/generated/index.js'
 import { RACK_AWARE_REPLICA_SELECTOR, selectRackAware } from '../../src/replication/replica-selector.js'
@@ -30,7 +32,7 @@ describe('RackAwareReplicaSelector', () => {
   ) => ({
     brokerId,
     rack,
-    logEndOffset,
+    logEndOffset: toOffset(logEndOffset),
     timeSinceLastCaughtUpMs,
   })
   const leader = view(1, 'a', 100)

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
-import { toPartitionEpoch } from '../../src/common/types.js'
+import { NO_OFFSET, type Offset, toOffset, toPartitionEpoch } from '../../src/common/types.js'
 import type { PartitionState } from '../../src/metadata/cluster-image.js'
 import {
   type FetchHost,
@@ -28,9 +28,9 @@ const FOLLOWER = 2
 
 interface Target extends FetchPartitionRequest {
   readonly sessionPartition: {
-    lastHighWatermark: number
-    lastLogStartOffset: number
-    lastLastStableOffset: number
+    lastHighWatermark: Offset
+    lastLogStartOffset: Offset
+    lastLastStableOffset: Offset
   }
 }
 
@@ -154,10 +154,14 @@ function target(partition: number, fetchOffset: number, seen?: Target['sessionPa
     topic: 't',
     topicId: 'id',
     partition,
-    fetchOffset,
+    fetchOffset: toOffset(fetchOffset),
     partitionMaxBytes: 1 << 20,
     currentLeaderEpoch: 0,
-    sessionPartition: seen ?? { lastHighWatermark: -1, lastLogStartOffset: -1, lastLastStableOffset: -1 },
+    sessionPartition: seen ?? {
+      lastHighWatermark: NO_OFFSET,
+      lastLogStartOffset: NO_OFFSET,
+      lastLastStableOffset: NO_OFFSET,
+    },
   }
 }
 

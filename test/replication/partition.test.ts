@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { InvariantError } from '../../src/common/assert.js'
 import { silentLogger } from '../../src/common/logger.js'
-import { type LeaderEpoch, type Offset, toPartitionEpoch } from '../../src/common/types.js'
+import { type LeaderEpoch, type Offset, toOffset, toPartitionEpoch } from '../../src/common/types.js'
 import type { ClusterImage, PartitionState } from '../../src/metadata/cluster-image.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { waitForHighWatermark } from '../../src/replication/delayed-operations.js'
@@ -102,16 +102,16 @@ describe('Partition high watermark', () => {
     await withPartition(state(), async (p) => {
       assert.equal(await produce(p, 10), 10)
       assert.equal(p.highWatermark, 0, 'followers unknown: nothing committed')
-      p.updateFollowerFetchState(2, 10)
+      p.updateFollowerFetchState(2, toOffset(10))
       assert.equal(p.highWatermark, 0, 'follower 3 still unknown')
-      p.updateFollowerFetchState(3, 4)
+      p.updateFollowerFetchState(3, toOffset(4))
       assert.equal(p.highWatermark, 4)
-      p.updateFollowerFetchState(3, 10)
+      p.updateFollowerFetchState(3, toOffset(10))
       assert.equal(p.highWatermark, 10)
       assert.equal(await produce(p, 5), 15)
       assert.equal(p.highWatermark, 10, 'an append alone does not commit')
-      p.updateFollowerFetchState(2, 15)
-      p.updateFollowerFetchState(3, 12)
+      p.updateFollowerFetchState(2, toOffset(15))
+      p.updateFollowerFetchState(3, toOffset(12))
       assert.equal(p.highWatermark, 12)
     })
   })
@@ -119,9 +119,9 @@ describe('Partition high watermark', () => {
   it('ignores followers outside the ISR, and never goes back', async () => {
     await withPartition(state({ isr: [1, 2] }), async (p) => {
       await produce(p, 10)
-      p.updateFollowerFetchState(2, 10)
+      p.updateFollowerFetchState(2, toOffset(10))
       assert.equal(p.highWatermark, 10)
-      p.updateFollowerFetchState(2, 7) // a follower that truncated reports less: the HW stays
+      p.updateFollowerFetchState(2, toOffset(7)) // a follower that truncated reports less: the HW stays
       assert.equal(p.highWatermark, 10)
     })
   })
@@ -136,24 +136,24 @@ describe('Partition high watermark', () => {
   it('never passes a member being added (maximal ISR) until the change is refused', async () => {
     await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
       await produce(p, 10)
-      p.updateFollowerFetchState(2, 10)
+      p.updateFollowerFetchState(2, toOffset(10))
       assert.equal(p.highWatermark, 10)
-      p.updateFollowerFetchState(3, 10) // reached the HW: proposes [1,2,3]
+      p.updateFollowerFetchState(3, toOffset(10)) // reached the HW: proposes [1,2,3]
       assert.deepEqual(ctx.isrs, [[1, 2, 3]])
       await produce(p, 10)
-      p.updateFollowerFetchState(2, 20)
-      p.updateFollowerFetchState(3, 14)
+      p.updateFollowerFetchState(2, toOffset(20))
+      p.updateFollowerFetchState(3, toOffset(14))
       assert.equal(p.highWatermark, 14, 'bounded by the member being added')
       assert.deepEqual(ctx.isrs, [[1, 2, 3]], 'one proposal in flight at a time')
       ctx.proposals[0].resolve(false)
       await tick()
       // Refused: the committed ISR [1,2] moves the HW at once; 3 proposes again once caught up.
       assert.equal(p.highWatermark, 20, 'the committed ISR bounds the HW again')
-      p.updateFollowerFetchState(3, 14)
+      p.updateFollowerFetchState(3, toOffset(14))
       assert.deepEqual(ctx.isrs, [[1, 2, 3]], 'not caught up to the HW: no proposal')
       await produce(p, 5)
-      p.updateFollowerFetchState(3, 20)
-      p.updateFollowerFetchState(2, 25)
+      p.updateFollowerFetchState(3, toOffset(20))
+      p.updateFollowerFetchState(2, toOffset(25))
       assert.equal(p.highWatermark, 20, 'a new proposal for 3 bounds the HW again')
       assert.deepEqual(ctx.isrs, [
         [1, 2, 3],
@@ -161,7 +161,7 @@ describe('Partition high watermark', () => {
       ])
       ctx.proposals[1].resolve(true)
       p.updateState(state({ isr: [1, 2, 3], partitionEpoch: toPartitionEpoch(1) }))
-      p.updateFollowerFetchState(3, 25)
+      p.updateFollowerFetchState(3, toOffset(25))
       assert.equal(p.highWatermark, 25)
     })
   })
@@ -169,10 +169,10 @@ describe('Partition high watermark', () => {
   it('a refused expansion lets the committed ISR move the HW again', async () => {
     await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
       await produce(p, 10)
-      p.updateFollowerFetchState(2, 10)
-      p.updateFollowerFetchState(3, 10)
+      p.updateFollowerFetchState(2, toOffset(10))
+      p.updateFollowerFetchState(3, toOffset(10))
       await produce(p, 10)
-      p.updateFollowerFetchState(2, 20)
+      p.updateFollowerFetchState(2, toOffset(20))
       assert.equal(p.highWatermark, 10)
       ctx.proposals[0].resolve(false)
       await tick()
@@ -186,24 +186,24 @@ describe('Partition ISR change in flight (Kafka AlterPartition, KIP-497)', () =>
   it('an image change that leaves the partition state as it was keeps the maximal ISR (simulator seed 33)', async () => {
     await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
       await produce(p, 10)
-      p.updateFollowerFetchState(2, 10)
-      p.updateFollowerFetchState(3, 10) // at the HW: proposes [1,2,3]
+      p.updateFollowerFetchState(2, toOffset(10))
+      p.updateFollowerFetchState(3, toOffset(10)) // at the HW: proposes [1,2,3]
       assert.deepEqual(ctx.isrs, [[1, 2, 3]])
       await produce(p, 5)
       // Another partition changed, or a broker registered: this partition's state is the same.
       p.updateState(state({ isr: [1, 2] }))
-      p.updateFollowerFetchState(2, 15)
+      p.updateFollowerFetchState(2, toOffset(15))
       assert.equal(p.highWatermark, 10, 'the member being added still bounds the HW')
       // The expansion commits with 3 at 10: had the HW passed 10, it would now exceed a
       // member's log end.
       ctx.proposals[0].resolve(true)
       await tick()
       assert.equal(p.highWatermark, 10, 'committed but not seen yet: still the maximal ISR')
-      p.updateFollowerFetchState(3, 12)
+      p.updateFollowerFetchState(3, toOffset(12))
       assert.equal(p.highWatermark, 12)
       assert.deepEqual(ctx.isrs, [[1, 2, 3]], 'no second proposal while the first is unseen')
       p.updateState(state({ isr: [1, 2, 3], partitionEpoch: toPartitionEpoch(1) }))
-      p.updateFollowerFetchState(3, 15)
+      p.updateFollowerFetchState(3, toOffset(15))
       assert.equal(p.highWatermark, 15)
     })
   })
@@ -211,15 +211,15 @@ describe('Partition ISR change in flight (Kafka AlterPartition, KIP-497)', () =>
   it('a newer partition state ends the change in flight; its late answer does not end the next one', async () => {
     await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
       await produce(p, 10)
-      p.updateFollowerFetchState(2, 10)
-      p.updateFollowerFetchState(3, 10)
+      p.updateFollowerFetchState(2, toOffset(10))
+      p.updateFollowerFetchState(3, toOffset(10))
       assert.deepEqual(ctx.isrs, [[1, 2, 3]])
       // Someone else wrote the partition first (the controller took 2 out): the proposal,
       // made at partition epoch 0, will be refused; the new state is what counts now.
       p.updateState(state({ isr: [1], partitionEpoch: toPartitionEpoch(1) }))
       await produce(p, 5)
       assert.equal(p.highWatermark, 15, 'ISR [1] alone, nothing in flight')
-      p.updateFollowerFetchState(3, 15)
+      p.updateFollowerFetchState(3, toOffset(15))
       assert.deepEqual(
         ctx.isrs,
         [
@@ -245,14 +245,14 @@ describe('Partition ISR change in flight (Kafka AlterPartition, KIP-497)', () =>
   it('a write that failed without an answer keeps bounding the HW and is sent again as it was', async () => {
     await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
       await produce(p, 10)
-      p.updateFollowerFetchState(2, 10)
-      p.updateFollowerFetchState(3, 10)
+      p.updateFollowerFetchState(2, toOffset(10))
+      p.updateFollowerFetchState(3, toOffset(10))
       ctx.proposals[0].reject(new Error('store call timed out')) // it may have committed
       await tick()
       await produce(p, 5)
-      p.updateFollowerFetchState(2, 15)
+      p.updateFollowerFetchState(2, toOffset(15))
       assert.equal(p.highWatermark, 10, 'still bounded by 3, which the store may hold')
-      p.updateFollowerFetchState(3, 12) // the next fetch sends the same write again
+      p.updateFollowerFetchState(3, toOffset(12)) // the next fetch sends the same write again
       assert.equal(ctx.proposals.length, 2)
       assert.deepEqual(ctx.proposals[1].proposal, ctx.proposals[0].proposal)
       assert.equal(p.highWatermark, 12)
@@ -260,10 +260,10 @@ describe('Partition ISR change in flight (Kafka AlterPartition, KIP-497)', () =>
       // here, 3 still bounds the HW.
       ctx.proposals[1].resolve(false)
       await tick()
-      p.updateFollowerFetchState(2, 15)
+      p.updateFollowerFetchState(2, toOffset(15))
       assert.equal(p.highWatermark, 12)
       p.updateState(state({ isr: [1, 2, 3], partitionEpoch: toPartitionEpoch(1) }))
-      p.updateFollowerFetchState(3, 15)
+      p.updateFollowerFetchState(3, toOffset(15))
       assert.equal(p.highWatermark, 15)
     })
   })
@@ -271,13 +271,13 @@ describe('Partition ISR change in flight (Kafka AlterPartition, KIP-497)', () =>
   it('a new leader epoch ends the change in flight', async () => {
     await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
       await produce(p, 10)
-      p.updateFollowerFetchState(2, 10)
-      p.updateFollowerFetchState(3, 10)
+      p.updateFollowerFetchState(2, toOffset(10))
+      p.updateFollowerFetchState(3, toOffset(10))
       assert.deepEqual(ctx.isrs, [[1, 2, 3]])
       p.updateState(state({ leader: 2, leaderEpoch: 1, isr: [1, 2], partitionEpoch: toPartitionEpoch(1) }))
       p.updateState(state({ leader: 1, leaderEpoch: 2, isr: [1, 2], partitionEpoch: toPartitionEpoch(2) }))
-      p.updateFollowerFetchState(2, 10)
-      p.updateFollowerFetchState(3, 10)
+      p.updateFollowerFetchState(2, toOffset(10))
+      p.updateFollowerFetchState(3, toOffset(10))
       assert.deepEqual(
         ctx.isrs,
         [
@@ -295,10 +295,10 @@ describe('Partition ISR', () => {
   it('expands when a follower outside the ISR reaches the high watermark, not before', async () => {
     await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
       await produce(p, 10)
-      p.updateFollowerFetchState(2, 10)
-      p.updateFollowerFetchState(3, 9)
+      p.updateFollowerFetchState(2, toOffset(10))
+      p.updateFollowerFetchState(3, toOffset(9))
       assert.deepEqual(ctx.isrs, [])
-      p.updateFollowerFetchState(3, 10)
+      p.updateFollowerFetchState(3, toOffset(10))
       assert.deepEqual(ctx.isrs, [[1, 2, 3]])
       const { proposal } = ctx.proposals[0]
       assert.equal(proposal.leaderEpoch, 0)
@@ -311,12 +311,12 @@ describe('Partition ISR', () => {
     // next fetch, and so on every few ms while its session was lost (simulator, store stalls).
     await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
       await produce(p, 10)
-      p.updateFollowerFetchState(2, 10)
+      p.updateFollowerFetchState(2, toOffset(10))
       ctx.unregistered.add(3)
-      p.updateFollowerFetchState(3, 10)
+      p.updateFollowerFetchState(3, toOffset(10))
       assert.deepEqual(ctx.isrs, [])
       ctx.unregistered.delete(3)
-      p.updateFollowerFetchState(3, 10)
+      p.updateFollowerFetchState(3, toOffset(10))
       assert.deepEqual(ctx.isrs, [[1, 2, 3]])
     })
   })
@@ -329,9 +329,9 @@ describe('Partition ISR', () => {
     try {
       await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
         await produce(p, 10)
-        p.updateFollowerFetchState(2, 10)
+        p.updateFollowerFetchState(2, toOffset(10))
         ctx.unregistered.add(3)
-        p.updateFollowerFetchState(3, 10)
+        p.updateFollowerFetchState(3, toOffset(10))
         assert.deepEqual(ctx.isrs, [[1, 2, 3]], 'the unregistered broker is put back in the ISR')
       })
     } finally {
@@ -369,9 +369,9 @@ describe('Partition ISR', () => {
           }),
         )
         assert.equal(p.highWatermark, 5)
-        p.updateFollowerFetchState(3, 5) // at the stale HW but missing 5..9
+        p.updateFollowerFetchState(3, toOffset(5)) // at the stale HW but missing 5..9
         assert.deepEqual(ctx.isrs, [], 'a follower below the epoch start must not join the ISR')
-        p.updateFollowerFetchState(3, 10)
+        p.updateFollowerFetchState(3, toOffset(10))
         assert.deepEqual(ctx.isrs, [[1, 4, 3]])
       } finally {
         await log.close()
@@ -382,28 +382,28 @@ describe('Partition ISR', () => {
   it('shrinks after replica.lag.time.max.ms without catching up (lastCaughtUpTime rules)', async () => {
     await withPartition(state(), async (p, ctx, clock) => {
       await produce(p, 10) // LEO 10
-      p.updateFollowerFetchState(2, 10)
-      p.updateFollowerFetchState(3, 10) // caught up at t0
+      p.updateFollowerFetchState(2, toOffset(10))
+      p.updateFollowerFetchState(3, toOffset(10)) // caught up at t0
       const t0 = clock.now
       clock.advance(1000)
       await produce(p, 10) // LEO 20
       clock.advance(500)
       // Follower 3 asks for 10 = the leader's LEO at its previous fetch: caught up as of t0.
-      p.updateFollowerFetchState(3, 10)
+      p.updateFollowerFetchState(3, toOffset(10))
       const t1 = clock.now
       clock.advance(500)
       await produce(p, 10) // LEO 30
       clock.advance(500)
-      p.updateFollowerFetchState(3, 20) // 20 was the LEO at its fetch at t1: caught up as of t1
+      p.updateFollowerFetchState(3, toOffset(20)) // 20 was the LEO at its fetch at t1: caught up as of t1
       // Follower 2 keeps fetching at the log end.
-      p.updateFollowerFetchState(2, 30)
+      p.updateFollowerFetchState(2, toOffset(30))
       clock.now = t1 + LAG_MS
-      p.updateFollowerFetchState(2, 30)
+      p.updateFollowerFetchState(2, toOffset(30))
       p.maybeShrinkIsr(LAG_MS)
       assert.deepEqual(ctx.isrs, [], 'exactly lag.time.max.ms behind is still in sync')
       assert.ok(t0 < t1)
       clock.now = t1 + LAG_MS + 1
-      p.updateFollowerFetchState(2, 30)
+      p.updateFollowerFetchState(2, toOffset(30))
       p.maybeShrinkIsr(LAG_MS)
       assert.deepEqual(ctx.isrs, [[1, 2]])
       // While the shrink is pending the HW still waits for 3 (maximal ISR).
@@ -419,7 +419,7 @@ describe('Partition ISR', () => {
       clock.advance(LAG_MS * 5)
       p.updateState(state({ leader: 1, leaderEpoch: 4, isr: [1, 2, 3], partitionEpoch: toPartitionEpoch(1) }))
       clock.advance(LAG_MS)
-      p.updateFollowerFetchState(2, 0)
+      p.updateFollowerFetchState(2, toOffset(0))
       p.maybeShrinkIsr(LAG_MS)
       assert.deepEqual(ctx.isrs, [], 'full window from the leadership start')
       clock.advance(1)
@@ -434,7 +434,7 @@ describe('Partition ISR', () => {
       ctx.fenced = true
       clock.advance(LAG_MS * 2)
       p.maybeShrinkIsr(LAG_MS)
-      p.updateFollowerFetchState(2, 0)
+      p.updateFollowerFetchState(2, toOffset(0))
       assert.deepEqual(ctx.isrs, [])
       ctx.fenced = false
       p.maybeShrinkIsr(LAG_MS)
@@ -496,17 +496,17 @@ describe('acks=all purgatory', () => {
     await withPartition(state({ isr: [1, 2] }), async (p, _ctx, clock) => {
       const end = await produce(p, 10)
       let completions = 0
-      const done = waitForHighWatermark(clock, p, end, 30_000).then((reached) => {
+      const done = waitForHighWatermark(clock, p, toOffset(end), 30_000).then((reached) => {
         completions++
         return reached
       })
-      p.updateFollowerFetchState(2, 5)
+      p.updateFollowerFetchState(2, toOffset(5))
       await tick()
       assert.equal(completions, 0)
-      p.updateFollowerFetchState(2, 10)
+      p.updateFollowerFetchState(2, toOffset(10))
       assert.equal(await done, true)
       await produce(p, 1)
-      p.updateFollowerFetchState(2, 11)
+      p.updateFollowerFetchState(2, toOffset(11))
       clock.advance(60_000) // its timer was cancelled
       await tick()
       assert.equal(completions, 1)
@@ -518,7 +518,7 @@ describe('acks=all purgatory', () => {
     await withPartition(state({ isr: [1, 2] }), async (p, _ctx, clock) => {
       const end = await produce(p, 10)
       let completions = 0
-      const done = waitForHighWatermark(clock, p, end, 1000).then((reached) => {
+      const done = waitForHighWatermark(clock, p, toOffset(end), 1000).then((reached) => {
         completions++
         return reached
       })
@@ -527,7 +527,7 @@ describe('acks=all purgatory', () => {
       assert.equal(completions, 0)
       clock.advance(1)
       assert.equal(await done, false)
-      p.updateFollowerFetchState(2, 10)
+      p.updateFollowerFetchState(2, toOffset(10))
       await tick()
       assert.equal(completions, 1)
       assert.equal(watcherCount(p), 0)
@@ -633,13 +633,13 @@ describe('Partition broker epochs (KIP-903)', () => {
       ctx.localBrokerEpoch = 5
       ctx.brokerEpochs.set(2, 10).set(3, 20)
       assert.equal(await produce(p, 10), 10)
-      p.updateFollowerFetchState(2, 10, 10)
+      p.updateFollowerFetchState(2, toOffset(10), 10)
       assert.equal(p.highWatermark, 10)
       assert.equal(p.isStaleFetch(3, 15), true, 'epoch 15 < registered 20: an old incarnation')
       assert.equal(p.isStaleFetch(3, -1), false, 'a fetch without an epoch is never stale')
-      p.updateFollowerFetchState(3, 10, 15)
+      p.updateFollowerFetchState(3, toOffset(10), 15)
       assert.deepEqual(ctx.isrs, [], 'the fenced incarnation cannot join the ISR')
-      p.updateFollowerFetchState(3, 10, 20)
+      p.updateFollowerFetchState(3, toOffset(10), 20)
       assert.deepEqual(ctx.isrs, [[1, 2, 3]])
       assert.equal(ctx.proposals[0].proposal.brokerEpoch, 5, "the leader's own epoch")
       assert.deepEqual(ctx.proposals[0].proposal.addedMembers, [{ brokerId: 3, brokerEpoch: 20 }])
@@ -648,14 +648,14 @@ describe('Partition broker epochs (KIP-903)', () => {
       // Broker 2 restarts (epoch 11) with a shorter log: its predecessor's state is discarded.
       ctx.brokerEpochs.set(2, 11)
       assert.equal(await produce(p, 5), 15)
-      p.updateFollowerFetchState(2, 4, 11)
+      p.updateFollowerFetchState(2, toOffset(4), 11)
       assert.deepEqual(
         p.followerLag().find((f) => f.brokerId === 2)?.logEndOffset,
         4,
         'the new incarnation counts from its own log end',
       )
       assert.equal(p.isStaleFetch(2, 10), true)
-      p.updateFollowerFetchState(2, 15, 10)
+      p.updateFollowerFetchState(2, toOffset(15), 10)
       assert.equal(p.followerLag().find((f) => f.brokerId === 2)?.logEndOffset, 4, 'stale fetch ignored')
     })
   })

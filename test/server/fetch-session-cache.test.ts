@@ -3,8 +3,10 @@
  * as Kafka's, a stale session gives way to anyone, a consumer never evicts a live
  * follower's session, a follower evicts a consumer's, and otherwise more partitions win.
  */
+
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { FIRST_OFFSET } from '../../src/common/types.js'
 import {
   FetchSessionCache,
   MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS,
@@ -32,12 +34,12 @@ function open(
       topic: 't',
       topicId: 'id',
       partition: p,
-      fetchOffset: 0,
+      fetchOffset: FIRST_OFFSET,
       partitionMaxBytes: 1,
       currentLeaderEpoch: 0,
-      lastHighWatermark: 0,
-      lastLogStartOffset: 0,
-      lastLastStableOffset: 0,
+      lastHighWatermark: FIRST_OFFSET,
+      lastLogStartOffset: FIRST_OFFSET,
+      lastLastStableOffset: FIRST_OFFSET,
     })
   return session
 }

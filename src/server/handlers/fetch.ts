@@ -23,6 +23,7 @@
  * v18 (KIP-1166) lets a follower send its high watermark, a tagged field tidelog ignores.
  */
 
+import { NO_OFFSET, offsetFromWire, toOffset } from '../../common/types.js'
 import { topicById } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { defaultFetchResponsePartitionData } from '../../protocol/generated/fetch-response.js'
@@ -440,7 +441,7 @@ function toTarget(
     topic: resolved.name,
     topicId: resolved.topicId,
     partition: p.partition,
-    fetchOffset: Number(p.fetchOffset),
+    fetchOffset: offsetFromWire(p.fetchOffset),
     partitionMaxBytes: p.partitionMaxBytes,
     currentLeaderEpoch: p.currentLeaderEpoch,
     unknownTopicId: resolved.unknown === true,
@@ -455,9 +456,9 @@ function toSessionPartition(target: FetchTarget): SessionPartition {
     fetchOffset: target.fetchOffset,
     partitionMaxBytes: target.partitionMaxBytes,
     currentLeaderEpoch: target.currentLeaderEpoch,
-    lastHighWatermark: -1,
-    lastLogStartOffset: -1,
-    lastLastStableOffset: -1,
+    lastHighWatermark: NO_OFFSET,
+    lastLogStartOffset: NO_OFFSET,
+    lastLastStableOffset: NO_OFFSET,
   }
 }
 
@@ -565,9 +566,9 @@ function hasNews(result: ReadResult): boolean {
 function rememberSeen(result: ReadResult): void {
   const sp = result.target.sessionPartition
   if (!sp) return
-  sp.lastHighWatermark = Number(result.data.highWatermark)
-  sp.lastLogStartOffset = Number(result.data.logStartOffset)
-  sp.lastLastStableOffset = Number(result.data.lastStableOffset)
+  sp.lastHighWatermark = toOffset(Number(result.data.highWatermark))
+  sp.lastLogStartOffset = toOffset(Number(result.data.logStartOffset))
+  sp.lastLastStableOffset = toOffset(Number(result.data.lastStableOffset))
 }
 
 function groupByTopic(

@@ -18,6 +18,7 @@
  */
 import type { Clock } from '../../common/clock.js'
 import type { Logger } from '../../common/logger.js'
+import { toOffset } from '../../common/types.js'
 import type {
   ShareStateRead,
   ShareStateSummaryRead,
@@ -309,7 +310,7 @@ export class SharePartitionManager {
       return found === ErrorCode.NOT_LEADER_OR_FOLLOWER ? { ...NOTHING, errorCode: found } : NOTHING
     const { partition, share } = found
     if (!share.canAcquire()) return NOTHING
-    const fetchOffset = share.nextFetchOffset()
+    const fetchOffset = toOffset(share.nextFetchOffset())
     const isolation = this.isolationLevel(groupId)
     if (!partition.hasDataAfter(fetchOffset, isolation)) return NOTHING
     let read: Awaited<ReturnType<Partition['read']>>

@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { silentLogger } from '../../../src/common/logger.js'
-import { toProducerId } from '../../../src/common/types.js'
+import { toOffset, toProducerId } from '../../../src/common/types.js'
 import { CONSUMER_OFFSETS_TOPIC } from '../../../src/coordinator/group.js'
 import {
   type MarkerChannel,
@@ -123,13 +123,18 @@ function start(clock: ManualClock, log: MemoryLog, leaderEpoch = 3) {
         appendToLeader: async ({ records }) => {
           const failure = failures.shift()
           if (failure !== undefined)
-            return { errorCode: failure, baseOffset: -1, logAppendTimeMs: -1, logStartOffset: 0 }
+            return {
+              errorCode: failure,
+              baseOffset: toOffset(-1),
+              logAppendTimeMs: -1,
+              logStartOffset: toOffset(0),
+            }
           log.batches.push(Buffer.from(records))
           return {
             errorCode: ErrorCode.NONE,
-            baseOffset: log.batches.length - 1,
+            baseOffset: toOffset(log.batches.length - 1),
             logAppendTimeMs: -1,
-            logStartOffset: 0,
+            logStartOffset: toOffset(0),
           }
         },
       },
