@@ -78,7 +78,14 @@ export const shareFetchHandler: ApiHandler<ShareFetchRequest, ShareFetchResponse
       const key = shareSessionPartitionKey(topicId, partition)
       let o = outcomes.get(key)
       if (!o) {
-        o = { topicId, partition, errorCode: 0, acknowledgeErrorCode: null, records: [], acquired: [] }
+        o = {
+          topicId,
+          partition,
+          errorCode: ErrorCode.NONE,
+          acknowledgeErrorCode: null,
+          records: [],
+          acquired: [],
+        }
         outcomes.set(key, o)
       }
       return o
