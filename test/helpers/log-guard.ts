@@ -98,8 +98,10 @@ function failOn(lines: readonly ErrorLine[], when: string): void {
   )
 }
 
-// Not in the fault suite's CLI (test/fault/run.ts), which imports the helpers outside any test.
-if (!/[\\/]fault[\\/]run\.[jt]s$/.test(process.argv[1] ?? '')) {
+// Not in the fault suite's CLI (test/fault/run.ts) nor in a benchmark (bench/*.ts), which import
+// the helpers outside any test: a hook there would start node:test's runner, which prints its
+// TAP report into the benchmark's output.
+if (!/[\\/](fault[\\/]run|bench[\\/][^\\/]+)\.[jt]s$/.test(process.argv[1] ?? '')) {
   afterEach(() => failOn(takeUnexpected(), 'during this test'))
   after(() => failOn(takeUnexpected(), 'after the last test of this file'))
 }
