@@ -371,6 +371,13 @@ export const brokerConfigDefs = new ConfigDefs([
     { min: 0 },
   ),
   def(
+    'group.streams.assignment.interval.ms',
+    'int',
+    1000,
+    'Least time between two target assignments of a streams group; a change within it waits for the next heartbeat after it.',
+    { min: 0 },
+  ),
+  def(
     'group.share.record.lock.duration.ms',
     'int',
     30000,

@@ -76,6 +76,7 @@ export function groupCoordinatorConfig(config: BrokerConfig): GroupCoordinatorCo
       taskOffsetIntervalMs: DEFAULT_STREAMS_GROUP_CONFIG.taskOffsetIntervalMs,
       acceptableRecoveryLag: DEFAULT_STREAMS_GROUP_CONFIG.acceptableRecoveryLag,
       initialRebalanceDelayMs: value('group.streams.initial.rebalance.delay.ms'),
+      assignmentIntervalMs: value('group.streams.assignment.interval.ms'),
     },
   }
 }

@@ -179,6 +179,7 @@ export const GROUP_CONFIG_DEFS: readonly GroupConfigDef[] = [
   def('streams.assignment.interval.ms', 'int', '1000', 'Interval between streams group assignment updates.', {
     brokerSynonym: 'group.streams.assignment.interval.ms',
     rule: { min: 0 },
+    bounds: minMax('group.streams', 'assignment.interval.ms', 0, 15000),
   }),
   def(
     'streams.assignor.offload.enable',

@@ -29,8 +29,11 @@ import {
 import { StreamsStatus, type StreamsTopology } from '../../src/coordinator/streams/streams-topology.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 
-/** Without the initial rebalance delay (its own tests below): a join is assigned at once. */
-const config = { ...DEFAULT_STREAMS_GROUP_CONFIG, initialRebalanceDelayMs: 0 }
+/**
+ * Without the initial rebalance delay and the assignment interval (their own tests below): a
+ * change is assigned at once.
+ */
+const config = { ...DEFAULT_STREAMS_GROUP_CONFIG, initialRebalanceDelayMs: 0, assignmentIntervalMs: 0 }
 
 /** A word count: subtopology 0 reads `in` and writes the repartition topic, 1 counts with a changelog. */
 const TOPOLOGY: StreamsTopology = {
@@ -333,7 +336,7 @@ describe('streams group heartbeats', () => {
 })
 
 describe('streams group initial rebalance delay', () => {
-  const delayed = { ...DEFAULT_STREAMS_GROUP_CONFIG, initialRebalanceDelayMs: 3000 }
+  const delayed = { ...DEFAULT_STREAMS_GROUP_CONFIG, initialRebalanceDelayMs: 3000, assignmentIntervalMs: 0 }
   const delayedStatus = (r: StreamsHeartbeatResult) =>
     r.status.filter((s) => s.statusCode === StreamsStatus.ASSIGNMENT_DELAYED).map((s) => s.statusDetail)
 
@@ -392,6 +395,62 @@ describe('streams group initial rebalance delay', () => {
     assignDueInitialTargets(group, 3000, delayed)
     assert.equal(group.initialAssignmentDueMs, null)
     assert.equal(group.targetAssignment.size, 0)
+  })
+})
+
+describe('streams group assignment interval', () => {
+  const batched = { ...DEFAULT_STREAMS_GROUP_CONFIG, initialRebalanceDelayMs: 0, assignmentIntervalMs: 1000 }
+  const delayedStatus = (r: StreamsHeartbeatResult) =>
+    r.status.filter((s) => s.statusCode === StreamsStatus.ASSIGNMENT_DELAYED).map((s) => s.statusDetail)
+
+  it('computes a new target at most once per interval, at the first heartbeat after it', () => {
+    const group = newStreamsGroup('g')
+    const a = streamsGroupHeartbeat(group, request('a', 0), 10_000, batched, READY)
+    assert.equal(count(activeOf(a)), 6)
+    assert.equal(group.assignmentTimestampMs, 10_000)
+    // b joins within the interval: a new group epoch, the old target (b has no tasks yet).
+    const b = streamsGroupHeartbeat(group, request('b', 0), 10_400, batched, READY)
+    assert.equal(group.groupEpoch, 2)
+    assert.equal(group.assignmentEpoch, 1)
+    assert.equal(b.memberEpoch, 1)
+    assert.equal(count(activeOf(b)), 0)
+    assert.deepEqual(delayedStatus(b), ['Assignment delayed due to the configured assignment interval.'])
+    assert.equal(streamsGroupStateName(group), 'Assigning')
+    // c joins too, still within it: batched into the same next assignment.
+    streamsGroupHeartbeat(group, request('c', 0), 10_999, batched, READY)
+    assert.equal(group.assignmentEpoch, 1)
+    // The first heartbeat once the interval is over assigns the three of them together.
+    const b2 = streamsGroupHeartbeat(group, request('b', 1, new Map()), 11_000, batched, READY)
+    assert.deepEqual(delayedStatus(b2), [])
+    assert.equal(group.assignmentEpoch, group.groupEpoch)
+    assert.equal(group.assignmentTimestampMs, 11_000)
+    assert.deepEqual(
+      [...group.targetAssignment.values()].map((t) => count(t.active)),
+      [2, 2, 2],
+    )
+  })
+
+  it('leaves the target of a member that left until the next heartbeat after the interval', () => {
+    const group = newStreamsGroup('g')
+    const a = streamsGroupHeartbeat(group, request('a', 0), 0, batched, READY)
+    streamsGroupHeartbeat(group, request('b', 0), 1000, batched, READY)
+    assert.equal(group.assignmentEpoch, 2)
+    streamsGroupHeartbeat(group, request('b', -1), 1500, batched, READY)
+    // As Kafka's fencing: a new group epoch, b's target gone, no new target yet.
+    assert.equal(group.groupEpoch, 3)
+    assert.equal(group.assignmentEpoch, 2)
+    assert.deepEqual([...group.targetAssignment.keys()], ['a'])
+    const early = streamsGroupHeartbeat(group, request('a', 1, activeOf(a)), 1999, batched, READY)
+    assert.deepEqual(delayedStatus(early), ['Assignment delayed due to the configured assignment interval.'])
+    assert.equal(count(group.targetAssignment.get('a')?.active ?? new Map()), 3)
+    streamsGroupHeartbeat(group, request('a', 1, activeOf(a)), 2000, batched, READY)
+    assert.equal(group.assignmentEpoch, 3)
+    assert.equal(count(group.targetAssignment.get('a')?.active ?? new Map()), 6)
+    // An emptied group starts afresh: its next assignment is not held by the interval.
+    streamsGroupHeartbeat(group, request('a', -1), 2100, batched, READY)
+    assert.equal(group.assignmentTimestampMs, 0)
+    const again = streamsGroupHeartbeat(group, request('c', 0), 2200, batched, READY)
+    assert.equal(count(activeOf(again)), 6)
   })
 })
 

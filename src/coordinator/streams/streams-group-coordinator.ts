@@ -59,8 +59,9 @@ export interface StreamsGroupCoordinatorDeps {
 
 /**
  * A group's settings: the broker's group.streams.*, with the group's own
- * streams.session.timeout.ms, streams.heartbeat.interval.ms, streams.num.standby.replicas and
- * streams.initial.rebalance.delay.ms (group configs, validated when set) read at each
+ * streams.session.timeout.ms, streams.heartbeat.interval.ms, streams.num.standby.replicas,
+ * streams.initial.rebalance.delay.ms and streams.assignment.interval.ms (group configs,
+ * validated when set) read at each
  * heartbeat, as Kafka's coordinator does.
  */
 function withGroupConfigs(
@@ -72,12 +73,14 @@ function withGroupConfigs(
   const heartbeat = set['streams.heartbeat.interval.ms']
   const standbys = set['streams.num.standby.replicas']
   const initialDelay = set['streams.initial.rebalance.delay.ms']
+  const assignmentInterval = set['streams.assignment.interval.ms']
   return {
     ...config,
     ...(session !== undefined && { sessionTimeoutMs: Number(session) }),
     ...(heartbeat !== undefined && { heartbeatIntervalMs: Number(heartbeat) }),
     ...(standbys !== undefined && { numStandbyReplicas: Number(standbys) }),
     ...(initialDelay !== undefined && { initialRebalanceDelayMs: Number(initialDelay) }),
+    ...(assignmentInterval !== undefined && { assignmentIntervalMs: Number(assignmentInterval) }),
   }
 }
 

@@ -59,6 +59,11 @@ export interface StreamsGroupConfig {
    * this long after its first member joined, so members starting together share it.
    */
   readonly initialRebalanceDelayMs: number
+  /**
+   * group.streams.assignment.interval.ms (KIP-1263): a target assignment is computed at most
+   * once per interval; a change within it waits for the first heartbeat after it (no timer).
+   */
+  readonly assignmentIntervalMs: number
 }
 
 export const DEFAULT_STREAMS_GROUP_CONFIG: StreamsGroupConfig = {
@@ -69,6 +74,7 @@ export const DEFAULT_STREAMS_GROUP_CONFIG: StreamsGroupConfig = {
   taskOffsetIntervalMs: 60000,
   acceptableRecoveryLag: 10000,
   initialRebalanceDelayMs: 3000,
+  assignmentIntervalMs: 1000,
 }
 
 export interface Endpoint {
@@ -103,6 +109,11 @@ export interface StreamsGroup {
   readonly groupId: string
   groupEpoch: number
   assignmentEpoch: number
+  /**
+   * When the target assignment was last computed (Kafka's AssignmentTimestamp); 0 when never,
+   * or since the group emptied: the next assignment is then not held by the interval.
+   */
+  assignmentTimestampMs: number
   topology: StreamsTopology | null
   /** The topology against the topics when the group epoch last moved. */
   configured: ConfiguredTopology | null
@@ -202,6 +213,7 @@ export function newStreamsGroup(groupId: string): StreamsGroup {
     groupId,
     groupEpoch: 0,
     assignmentEpoch: 0,
+    assignmentTimestampMs: 0,
     topology: null,
     configured: null,
     signature: '',
@@ -291,21 +303,21 @@ function newMember(req: StreamsHeartbeatRequest, nowMs: number): StreamsMember {
 }
 
 /** Removes a member (leave, expiry, fencing); the group moves to a new epoch. */
-export function removeStreamsMember(
-  group: StreamsGroup,
-  memberId: string,
-  view: StreamsTopicsView,
-  config: StreamsGroupConfig,
-  nowMs: number,
-): void {
+export function removeStreamsMember(group: StreamsGroup, memberId: string, view: StreamsTopicsView): void {
   const member = group.members.get(memberId)
   if (!member) return
   group.members.delete(memberId)
   if (member.instanceId !== null && group.staticMembers.get(member.instanceId) === memberId)
     group.staticMembers.delete(member.instanceId)
-  if (group.members.size === 0) group.shutdownRequested = false
+  group.targetAssignment.delete(memberId)
   bumpGroupEpoch(group, view)
-  if (!initialAssignmentPending(group, nowMs)) assignTargets(group, config)
+  // As Kafka's streamsGroupFenceMember: the remaining members' target is recomputed at
+  // their next heartbeat (within the assignment interval); an emptied group starts afresh.
+  if (group.members.size === 0) {
+    group.shutdownRequested = false
+    group.assignmentEpoch = group.groupEpoch
+    group.assignmentTimestampMs = 0
+  }
 }
 
 /**
@@ -388,8 +400,8 @@ function bumpGroupEpoch(group: StreamsGroup, view: StreamsTopicsView): void {
   group.configured = group.topology ? configureTopology(group.topology, view.partitionCounts) : null
 }
 
-/** The target assignment of the group epoch. */
-function assignTargets(group: StreamsGroup, config: StreamsGroupConfig): void {
+/** The target assignment of the group epoch, computed now. */
+function assignTargets(group: StreamsGroup, config: StreamsGroupConfig, nowMs: number): void {
   const stateful = new Set(
     (group.topology?.subtopologies ?? [])
       .filter((s) => s.stateChangelogTopics.length > 0)
@@ -406,6 +418,16 @@ function assignTargets(group: StreamsGroup, config: StreamsGroupConfig): void {
     numStandbyReplicas: config.numStandbyReplicas,
   })
   group.assignmentEpoch = group.groupEpoch
+  group.assignmentTimestampMs = nowMs
+}
+
+/** Kafka's canComputeNextTargetAssignment: the assignment interval since the last one is over. */
+function assignmentIntervalOver(group: StreamsGroup, config: StreamsGroupConfig, nowMs: number): boolean {
+  return (
+    group.assignmentTimestampMs === 0 ||
+    config.assignmentIntervalMs === 0 ||
+    nowMs >= group.assignmentTimestampMs + config.assignmentIntervalMs
+  )
 }
 
 function initialAssignmentPending(group: StreamsGroup, nowMs: number): boolean {
@@ -423,7 +445,7 @@ export function assignDueInitialTargets(
 ): void {
   if (group.initialAssignmentDueMs === null || initialAssignmentPending(group, nowMs)) return
   group.initialAssignmentDueMs = null
-  if (group.members.size > 0 && group.groupEpoch > group.assignmentEpoch) assignTargets(group, config)
+  if (group.members.size > 0 && group.groupEpoch > group.assignmentEpoch) assignTargets(group, config, nowMs)
 }
 
 /** One heartbeat of a validated request on its group (made for a join by the caller). */
@@ -434,7 +456,7 @@ export function streamsGroupHeartbeat(
   config: StreamsGroupConfig,
   view: StreamsTopicsView,
 ): StreamsHeartbeatResult {
-  if (req.memberEpoch === -1 || req.memberEpoch === -2) return leave(group, req, view, config, nowMs)
+  if (req.memberEpoch === -1 || req.memberEpoch === -2) return leave(group, req, view)
   const firstMember = group.members.size === 0
   const found = memberFor(group, req, nowMs, config)
   if ('errorCode' in found) return found
@@ -454,8 +476,11 @@ export function streamsGroupHeartbeat(
     if (group.groupEpoch < 2) bumpGroupEpoch(group, view)
   } else assignDueInitialTargets(group, nowMs, config)
   // Behind after a bump, or loaded so by a new coordinator (the delay's timer is not kept).
-  if (group.groupEpoch > group.assignmentEpoch && !initialAssignmentPending(group, nowMs))
-    assignTargets(group, config)
+  let intervalDelayed = false
+  if (group.groupEpoch > group.assignmentEpoch && !initialAssignmentPending(group, nowMs)) {
+    if (assignmentIntervalOver(group, config, nowMs)) assignTargets(group, config, nowMs)
+    else intervalDelayed = true
+  }
   const before = { epoch: member.memberEpoch, assigned: member.assigned }
   reconcile(group, member, req.owned, nowMs)
   const tasksChanged = !sameTasks(before.assigned, member.assigned)
@@ -466,7 +491,7 @@ export function streamsGroupHeartbeat(
     memberId: member.memberId,
     memberEpoch: member.memberEpoch,
     heartbeatIntervalMs: config.heartbeatIntervalMs,
-    status: statusOf(group, member),
+    status: statusOf(group, member, intervalDelayed),
     tasks:
       req.memberEpoch === 0 || tasksChanged || before.epoch !== member.memberEpoch
         ? toWireTuple(member.assigned)
@@ -482,8 +507,6 @@ function leave(
   group: StreamsGroup,
   req: StreamsHeartbeatRequest,
   view: StreamsTopicsView,
-  config: StreamsGroupConfig,
-  nowMs: number,
 ): StreamsHeartbeatResult {
   const member = group.members.get(req.memberId)
   if (!member)
@@ -496,7 +519,7 @@ function leave(
     member.previousMemberEpoch = member.memberEpoch
     member.memberEpoch = -2
   } else {
-    removeStreamsMember(group, member.memberId, view, config, nowMs)
+    removeStreamsMember(group, member.memberId, view)
   }
   return { ...streamsHeartbeatError(ErrorCode.NONE), memberId: req.memberId, memberEpoch: req.memberEpoch }
 }
@@ -535,7 +558,12 @@ function reconcile(
   member.activePendingRevocation = next.activePendingRevocation
 }
 
-function statusOf(group: StreamsGroup, member: StreamsMember): StreamsStatusEntry[] {
+/** The statuses in Kafka's order: stale topology, delayed assignment, topics, shutdown. */
+function statusOf(
+  group: StreamsGroup,
+  member: StreamsMember,
+  intervalDelayed: boolean,
+): StreamsStatusEntry[] {
   const status: StreamsStatusEntry[] = []
   const groupEpoch = group.topology?.epoch ?? 0
   if (member.topologyEpoch < groupEpoch)
@@ -543,12 +571,17 @@ function statusOf(group: StreamsGroup, member: StreamsMember): StreamsStatusEntr
       statusCode: StreamsStatus.STALE_TOPOLOGY,
       statusDetail: `The member's topology epoch ${member.topologyEpoch} is behind the group's topology epoch ${groupEpoch}.`,
     })
-  status.push(...(group.configured?.problems ?? []))
   if (group.initialAssignmentDueMs !== null)
     status.push({
       statusCode: StreamsStatus.ASSIGNMENT_DELAYED,
       statusDetail: 'Assignment delayed due to the configured initial rebalance delay.',
     })
+  else if (intervalDelayed)
+    status.push({
+      statusCode: StreamsStatus.ASSIGNMENT_DELAYED,
+      statusDetail: 'Assignment delayed due to the configured assignment interval.',
+    })
+  status.push(...(group.configured?.problems ?? []))
   if (group.shutdownRequested)
     status.push({
       statusCode: StreamsStatus.SHUTDOWN_APPLICATION,
@@ -621,7 +654,7 @@ export function expireStreamsMembers(
     const sessionOver = nowMs - member.lastHeartbeatMs >= config.sessionTimeoutMs
     const revocationOver = member.revocationDeadlineMs !== null && nowMs >= member.revocationDeadlineMs
     if (!sessionOver && !revocationOver) continue
-    removeStreamsMember(group, member.memberId, view, config, nowMs)
+    removeStreamsMember(group, member.memberId, view)
     expired = true
   }
   return expired
