@@ -371,6 +371,27 @@ export const brokerConfigDefs = new ConfigDefs([
     { min: 0 },
   ),
   def(
+    'group.streams.task.offset.interval.ms',
+    'int',
+    60000,
+    'How often streams group members report their task changelog offsets (told to them in the heartbeat).',
+    { min: 1 },
+  ),
+  def(
+    'group.streams.acceptable.recovery.lag',
+    'long',
+    10000,
+    'Lag under which a streams task counts as caught up (told to the members; Kafka 4.4 places no warm-up tasks by it).',
+    { min: 0 },
+  ),
+  def(
+    'group.streams.num.warmup.replicas',
+    'int',
+    2,
+    'Warm-up replicas of a streams group: accepted, no effect, as in Kafka 4.4 (its assignment refiner places none).',
+    { min: 0 },
+  ),
+  def(
     'group.streams.assignment.interval.ms',
     'int',
     1000,

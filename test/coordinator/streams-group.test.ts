@@ -472,9 +472,10 @@ describe('streams task assignor', () => {
               ['1', [0, 1]],
             ]),
           },
+          taskOffsets: new Map(),
         },
-        { memberId: 'b', processId: 'p2', current: emptyTasks() },
-        { memberId: 'c', processId: 'p2', current: emptyTasks() },
+        { memberId: 'b', processId: 'p2', current: emptyTasks(), taskOffsets: new Map() },
+        { memberId: 'c', processId: 'p2', current: emptyTasks(), taskOffsets: new Map() },
       ],
       taskCounts,
       stateful: new Set(['1']),
@@ -495,5 +496,93 @@ describe('streams task assignor', () => {
       const processOf = (id: string | undefined) => (id === 'a' ? 'p1' : 'p2')
       assert.notEqual(processOf(standbyOn[0]), processOf(activeOn))
     }
+  })
+
+  const member = (
+    memberId: string,
+    current: Partial<{ active: TaskSet; standby: TaskSet }> = {},
+    offsets: [string, number, bigint][] = [],
+  ) => {
+    const taskOffsets = new Map<string, Map<number, bigint>>()
+    for (const [id, p, offset] of offsets)
+      taskOffsets.set(id, (taskOffsets.get(id) ?? new Map()).set(p, offset))
+    return { memberId, processId: `p-${memberId}`, current: { ...emptyTasks(), ...current }, taskOffsets }
+  }
+
+  it("gives a task without an active owner to the member holding its state, most offsets first, as Kafka's", () => {
+    const result = assignTasks({
+      members: [
+        member('a'),
+        member('b', {}, [['1', 0, 900n]]),
+        member('c', {}, [
+          ['1', 0, 500n],
+          ['1', 1, 500n],
+        ]),
+      ],
+      taskCounts: new Map([['1', 2]]),
+      stateful: new Set(['1']),
+      numStandbyReplicas: 0,
+    })
+    assert.deepEqual(result.get('a')?.active, new Map())
+    assert.deepEqual(result.get('b')?.active, new Map([['1', [0]]]))
+    assert.deepEqual(result.get('c')?.active, new Map([['1', [1]]]))
+  })
+
+  it('moves an active task to its standby, and a standby back to its previous active member or holder', () => {
+    const result = assignTasks({
+      members: [
+        member('a', { active: new Map([['1', [0, 1]]]) }),
+        member('b', { standby: new Map([['1', [0]]]) }),
+        member('c', { standby: new Map([['1', [1]]]) }),
+        member('d'),
+      ],
+      taskCounts: new Map([['1', 2]]),
+      stateful: new Set(['1']),
+      numStandbyReplicas: 1,
+    })
+    assert.deepEqual(result.get('a')?.active, new Map([['1', [0]]]))
+    assert.deepEqual(result.get('c')?.active, new Map([['1', [1]]]))
+    assert.deepEqual(result.get('b')?.standby, new Map([['1', [0]]]))
+    assert.deepEqual(result.get('d')?.standby, new Map([['1', [1]]]))
+    for (const tuple of result.values()) assert.deepEqual(tuple.warmup, new Map())
+  })
+
+  it('takes the task offsets of the heartbeat into the assignment, and refuses a duplicate', () => {
+    const delayed = {
+      ...DEFAULT_STREAMS_GROUP_CONFIG,
+      initialRebalanceDelayMs: 3000,
+      assignmentIntervalMs: 0,
+    }
+    const group = newStreamsGroup('g')
+    streamsGroupHeartbeat(group, request('a', 0), 0, delayed, READY)
+    const offset = { subtopologyId: '1', partition: 1, offset: 5n }
+    const duplicate = streamsGroupHeartbeat(
+      group,
+      { ...request('b', 0), taskOffsets: [offset, offset] },
+      100,
+      delayed,
+      READY,
+    )
+    assert.equal(duplicate.errorCode, ErrorCode.INVALID_REQUEST)
+    assert.equal(
+      duplicate.errorMessage,
+      'Task offsets contain a duplicate entry for subtopology 1 and partition 1.',
+    )
+    assert.equal(group.members.has('b'), false)
+    streamsGroupHeartbeat(group, { ...request('b', 0), taskOffsets: [offset] }, 100, delayed, READY)
+    assignDueInitialTargets(group, 3000, delayed)
+    assert.ok(group.targetAssignment.get('b')?.active.get('1')?.includes(1))
+    assert.deepEqual(group.taskOffsets.get('b')?.offsets, new Map([['1', new Map([[1, 5n]])]]))
+    // A heartbeat without offsets keeps the last report; leaving drops it.
+    streamsGroupHeartbeat(
+      group,
+      request('b', group.members.get('b')?.memberEpoch ?? 0, null),
+      3100,
+      delayed,
+      READY,
+    )
+    assert.equal(group.taskOffsets.get('b')?.offsets.get('1')?.get(1), 5n)
+    streamsGroupHeartbeat(group, request('b', -1), 3200, delayed, READY)
+    assert.equal(group.taskOffsets.has('b'), false)
   })
 })

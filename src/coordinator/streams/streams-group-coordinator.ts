@@ -37,6 +37,8 @@ import {
   streamsGroupHeartbeat,
   streamsGroupStateName,
   streamsHeartbeatError,
+  type TaskOffsetEntry,
+  type TaskOffsetMap,
   toWireTuple,
   validateStreamsHeartbeat,
 } from './streams-group.js'
@@ -60,7 +62,8 @@ export interface StreamsGroupCoordinatorDeps {
 /**
  * A group's settings: the broker's group.streams.*, with the group's own
  * streams.session.timeout.ms, streams.heartbeat.interval.ms, streams.num.standby.replicas,
- * streams.initial.rebalance.delay.ms and streams.assignment.interval.ms (group configs,
+ * streams.initial.rebalance.delay.ms, streams.assignment.interval.ms,
+ * streams.task.offset.interval.ms and streams.acceptable.recovery.lag (group configs,
  * validated when set) read at each
  * heartbeat, as Kafka's coordinator does.
  */
@@ -74,6 +77,8 @@ function withGroupConfigs(
   const standbys = set['streams.num.standby.replicas']
   const initialDelay = set['streams.initial.rebalance.delay.ms']
   const assignmentInterval = set['streams.assignment.interval.ms']
+  const taskOffsetInterval = set['streams.task.offset.interval.ms']
+  const recoveryLag = set['streams.acceptable.recovery.lag']
   return {
     ...config,
     ...(session !== undefined && { sessionTimeoutMs: Number(session) }),
@@ -81,6 +86,8 @@ function withGroupConfigs(
     ...(standbys !== undefined && { numStandbyReplicas: Number(standbys) }),
     ...(initialDelay !== undefined && { initialRebalanceDelayMs: Number(initialDelay) }),
     ...(assignmentInterval !== undefined && { assignmentIntervalMs: Number(assignmentInterval) }),
+    ...(taskOffsetInterval !== undefined && { taskOffsetIntervalMs: Number(taskOffsetInterval) }),
+    ...(recoveryLag !== undefined && { acceptableRecoveryLag: Number(recoveryLag) }),
   }
 }
 
@@ -96,6 +103,17 @@ export type StreamsMemberDescription = Omit<
   readonly assignment: ReturnType<typeof toWireTuple>
   readonly targetAssignment: ReturnType<typeof toWireTuple>
   readonly stateCode: number
+  /** The offsets it last reported, by subtopology then partition (Kafka's order). */
+  readonly taskOffsets: TaskOffsetEntry[]
+  readonly taskEndOffsets: TaskOffsetEntry[]
+}
+
+function offsetEntries(offsets: TaskOffsetMap | undefined): TaskOffsetEntry[] {
+  const entries: TaskOffsetEntry[] = []
+  for (const subtopologyId of [...(offsets?.keys() ?? [])].sort())
+    for (const [partition, offset] of [...(offsets?.get(subtopologyId) ?? [])].sort(([a], [b]) => a - b))
+      entries.push({ subtopologyId, partition, offset })
+  return entries
 }
 
 export interface StreamsGroupDescription {
@@ -337,6 +355,8 @@ export class StreamsGroupCoordinator {
         topologyEpoch: m.topologyEpoch,
         memberEpoch: m.memberEpoch,
         stateCode: STREAMS_MEMBER_STATE_CODE[m.state],
+        taskOffsets: offsetEntries(streams.taskOffsets.get(m.memberId)?.offsets),
+        taskEndOffsets: offsetEntries(streams.taskOffsets.get(m.memberId)?.endOffsets),
         assignment: toWireTuple(m.assigned),
         targetAssignment: toWireTuple(
           streams.targetAssignment.get(m.memberId) ?? {
@@ -349,7 +369,8 @@ export class StreamsGroupCoordinator {
     }
   }
 
-  private configOf(groupId: string): StreamsGroupConfig {
+  /** The settings of one group: the broker's with the group's own configs. */
+  configOf(groupId: string): StreamsGroupConfig {
     return withGroupConfigs(this.deps.config, this.deps.metadataImage().groupConfigs?.get(groupId))
   }
 

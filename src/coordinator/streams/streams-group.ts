@@ -50,9 +50,9 @@ export interface StreamsGroupConfig {
   readonly maxSize: number
   /** group.streams.num.standby.replicas */
   readonly numStandbyReplicas: number
-  /** group.streams.task.offset.interval.ms (sent to members; tidelog does not use the offsets). */
+  /** group.streams.task.offset.interval.ms: how often members report their task offsets (sent to them). */
   readonly taskOffsetIntervalMs: number
-  /** group.streams.acceptable.recovery.lag (sent to members). */
+  /** group.streams.acceptable.recovery.lag (sent to members; Kafka 4.4's assignor does not read it). */
   readonly acceptableRecoveryLag: number
   /**
    * group.streams.initial.rebalance.delay.ms: a new group's first target assignment waits
@@ -133,6 +133,26 @@ export interface StreamsGroup {
    * coordinator is assigned at its next heartbeat.
    */
   initialAssignmentDueMs: number | null
+  /**
+   * The changelog offsets each member last reported (TaskOffsets, TaskEndOffsets): the
+   * assignor places tasks by them. In memory only, as Kafka's: a new coordinator has none
+   * until members report again.
+   */
+  readonly taskOffsets: Map<string, MemberTaskOffsets>
+}
+
+/** Offsets per subtopology and partition. */
+export type TaskOffsetMap = Map<string, Map<number, bigint>>
+
+export interface MemberTaskOffsets {
+  readonly offsets: TaskOffsetMap
+  readonly endOffsets: TaskOffsetMap
+}
+
+export interface TaskOffsetEntry {
+  readonly subtopologyId: string
+  readonly partition: number
+  readonly offset: bigint
 }
 
 export interface StreamsHeartbeatRequest {
@@ -151,6 +171,9 @@ export interface StreamsHeartbeatRequest {
   readonly shutdownApplication: boolean
   readonly clientId: string
   readonly clientHost: string
+  /** Null: unchanged since the member's last report. */
+  readonly taskOffsets?: readonly TaskOffsetEntry[] | null
+  readonly taskEndOffsets?: readonly TaskOffsetEntry[] | null
 }
 
 export interface WireTasks {
@@ -223,7 +246,35 @@ export function newStreamsGroup(groupId: string): StreamsGroup {
     endpointInformationEpoch: 0,
     shutdownRequested: false,
     initialAssignmentDueMs: null,
+    taskOffsets: new Map(),
   }
+}
+
+/** Kafka's MemberTaskOffsets.toNestedMap: the offsets by task, or the duplicate's message. */
+function taskOffsetMap(entries: readonly TaskOffsetEntry[]): TaskOffsetMap | string {
+  const result: TaskOffsetMap = new Map()
+  for (const e of entries) {
+    const byPartition = result.get(e.subtopologyId) ?? new Map<number, bigint>()
+    if (byPartition.has(e.partition))
+      return `Task offsets contain a duplicate entry for subtopology ${e.subtopologyId} and partition ${e.partition}.`
+    byPartition.set(e.partition, e.offset)
+    result.set(e.subtopologyId, byPartition)
+  }
+  return result
+}
+
+/** The member's offsets after its report (a null list keeps the last one), or the error message. */
+function reportedTaskOffsets(
+  previous: MemberTaskOffsets | undefined,
+  req: StreamsHeartbeatRequest,
+): MemberTaskOffsets | string | null {
+  if (req.taskOffsets == null && req.taskEndOffsets == null) return null
+  const offsets = req.taskOffsets == null ? (previous?.offsets ?? new Map()) : taskOffsetMap(req.taskOffsets)
+  if (typeof offsets === 'string') return offsets
+  const endOffsets =
+    req.taskEndOffsets == null ? (previous?.endOffsets ?? new Map()) : taskOffsetMap(req.taskEndOffsets)
+  if (typeof endOffsets === 'string') return endOffsets
+  return { offsets, endOffsets }
 }
 
 /** Kafka's StreamsGroupState names (StreamsGroup.StreamsGroupState.toString()). */
@@ -310,6 +361,7 @@ export function removeStreamsMember(group: StreamsGroup, memberId: string, view:
   if (member.instanceId !== null && group.staticMembers.get(member.instanceId) === memberId)
     group.staticMembers.delete(member.instanceId)
   group.targetAssignment.delete(memberId)
+  group.taskOffsets.delete(memberId)
   bumpGroupEpoch(group, view)
   // As Kafka's streamsGroupFenceMember: the remaining members' target is recomputed at
   // their next heartbeat (within the assignment interval); an emptied group starts afresh.
@@ -354,6 +406,7 @@ function memberFor(
         )
       // The new incarnation takes over the old one's tasks and epoch (no rebalance).
       group.members.delete(previous.memberId)
+      group.taskOffsets.delete(previous.memberId)
       member.memberEpoch = previous.previousMemberEpoch
       member.assigned = previous.assigned
       member.activePendingRevocation = previous.activePendingRevocation
@@ -412,6 +465,7 @@ function assignTargets(group: StreamsGroup, config: StreamsGroupConfig, nowMs: n
       memberId: m.memberId,
       processId: m.processId,
       current: m.assigned,
+      taskOffsets: group.taskOffsets.get(m.memberId)?.offsets ?? new Map(),
     })),
     taskCounts: group.configured?.taskCounts ?? new Map(),
     stateful,
@@ -458,9 +512,12 @@ export function streamsGroupHeartbeat(
 ): StreamsHeartbeatResult {
   if (req.memberEpoch === -1 || req.memberEpoch === -2) return leave(group, req, view)
   const firstMember = group.members.size === 0
+  const offsets = reportedTaskOffsets(group.taskOffsets.get(req.memberId), req)
+  if (typeof offsets === 'string') return streamsHeartbeatError(ErrorCode.INVALID_REQUEST, offsets)
   const found = memberFor(group, req, nowMs, config)
   if ('errorCode' in found) return found
   const { member } = found
+  if (offsets !== null) group.taskOffsets.set(member.memberId, offsets)
   let changed = found.changed
   changed = updateMember(member, req, nowMs) || changed
   if (req.topology !== null && (group.topology === null || req.topology.epoch > group.topology.epoch)) {

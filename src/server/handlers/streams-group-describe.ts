@@ -8,7 +8,8 @@
  * Version notes: v0-1 as Kafka 4.4. v1's topology description: tidelog has no description
  * plugin, so a request that asks for it is answered NOT_STORED (1), otherwise NOT_REQUESTED
  * (0); the assignor name is tidelog's "sticky" (see streams-assignor.ts). Authorized
- * operations are not computed: Kafka's "omitted" value. Task offsets are not kept (empty).
+ * operations are not computed: Kafka's "omitted" value. Task offsets are the ones each
+ * member last reported (in memory, as Kafka's).
  */
 import type { StreamsGroupDescription } from '../../coordinator/streams/streams-group-coordinator.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
@@ -71,8 +72,8 @@ function described(d: StreamsGroupDescription, descriptionStatus: number): Descr
       processId: m.processId,
       userEndpoint: m.userEndpoint,
       clientTags: m.clientTags.map((t) => ({ key: t.key, value: t.value })),
-      taskOffsets: [],
-      taskEndOffsets: [],
+      taskOffsets: m.taskOffsets.map((o) => ({ ...o })),
+      taskEndOffsets: m.taskEndOffsets.map((o) => ({ ...o })),
       assignment: {
         activeTasks: m.assignment.active,
         standbyTasks: m.assignment.standby,

@@ -196,6 +196,8 @@ export const streamsGroupHeartbeatHandler: ApiHandler<
       userEndpoint: request.userEndpoint,
       clientTags: request.clientTags,
       shutdownApplication: request.shutdownApplication,
+      taskOffsets: request.taskOffsets,
+      taskEndOffsets: request.taskEndOffsets,
       clientId: context.header.clientId ?? '',
       clientHost: clientHostOf(context.connection.remoteAddress),
     })
@@ -217,7 +219,7 @@ export const streamsGroupHeartbeatHandler: ApiHandler<
             : s,
         )
     }
-    const config = coordinator.streams.config
+    const config = coordinator.streams.configOf(request.groupId)
     if (result.errorCode !== ErrorCode.NONE || result.memberEpoch < 0)
       return toResponse({ ...result, status }, context.apiVersion)
     return toResponse(
