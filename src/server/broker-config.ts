@@ -392,6 +392,13 @@ export const brokerConfigDefs = new ConfigDefs([
     { min: 0 },
   ),
   def(
+    'group.streams.topology.description.plugin.class',
+    'string',
+    '',
+    "Where streams groups' topology descriptions are kept (KIP-1331): empty turns StreamsGroupTopologyDescriptionUpdate off, as Kafka's default; Kafka's in-memory plugin keeps them with the group in the coordinator's memory (tidelog runs no Java plugin).",
+    { oneOf: ['', 'org.apache.kafka.server.streams.InMemoryTopologyDescriptionPlugin'] },
+  ),
+  def(
     'group.streams.assignment.interval.ms',
     'int',
     1000,

@@ -76,6 +76,7 @@ export function groupCoordinatorConfig(config: BrokerConfig): GroupCoordinatorCo
       acceptableRecoveryLag: value('group.streams.acceptable.recovery.lag'),
       initialRebalanceDelayMs: value('group.streams.initial.rebalance.delay.ms'),
       assignmentIntervalMs: value('group.streams.assignment.interval.ms'),
+      storesTopologyDescriptions: config.values.get('group.streams.topology.description.plugin.class') !== '',
     },
   }
 }

@@ -478,6 +478,7 @@ export function snapshotStreamsGroup(group: StreamsGroup): () => void {
     group.endpointInformationEpoch = copy.endpointInformationEpoch
     group.shutdownRequested = copy.shutdownRequested
     group.initialAssignmentDueMs = copy.initialAssignmentDueMs
+    group.topologyDescription = copy.topologyDescription
     group.taskOffsets.clear()
     for (const [memberId, offsets] of copy.taskOffsets) group.taskOffsets.set(memberId, offsets)
   }

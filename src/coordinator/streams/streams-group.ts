@@ -40,6 +40,7 @@ import {
   type StreamsTopology,
   topologySignature,
 } from './streams-topology.js'
+import type { StoredTopologyDescription } from './streams-topology-description.js'
 
 export interface StreamsGroupConfig {
   /** group.streams.heartbeat.interval.ms */
@@ -50,6 +51,11 @@ export interface StreamsGroupConfig {
   readonly maxSize: number
   /** group.streams.num.standby.replicas */
   readonly numStandbyReplicas: number
+  /**
+   * group.streams.topology.description.plugin.class is Kafka's in-memory store: members are
+   * asked for their topology description and StreamsGroupTopologyDescriptionUpdate keeps it.
+   */
+  readonly storesTopologyDescriptions: boolean
   /** group.streams.task.offset.interval.ms: how often members report their task offsets (sent to them). */
   readonly taskOffsetIntervalMs: number
   /** group.streams.acceptable.recovery.lag (sent to members; Kafka 4.4's assignor does not read it). */
@@ -71,6 +77,7 @@ export const DEFAULT_STREAMS_GROUP_CONFIG: StreamsGroupConfig = {
   sessionTimeoutMs: 45000,
   maxSize: 2147483647,
   numStandbyReplicas: 0,
+  storesTopologyDescriptions: false,
   taskOffsetIntervalMs: 60000,
   acceptableRecoveryLag: 10000,
   initialRebalanceDelayMs: 3000,
@@ -139,6 +146,8 @@ export interface StreamsGroup {
    * until members report again.
    */
   readonly taskOffsets: Map<string, MemberTaskOffsets>
+  /** The description a member last pushed (KIP-1331), in memory only as Kafka's in-memory store. */
+  topologyDescription: StoredTopologyDescription | null
 }
 
 /** Offsets per subtopology and partition. */
@@ -247,6 +256,7 @@ export function newStreamsGroup(groupId: string): StreamsGroup {
     shutdownRequested: false,
     initialAssignmentDueMs: null,
     taskOffsets: new Map(),
+    topologyDescription: null,
   }
 }
 

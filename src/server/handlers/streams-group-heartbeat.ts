@@ -11,7 +11,8 @@
  * kept in the coordinator's memory (not yet on __consumer_offsets): a coordinator failover
  * makes members join again.
  * Version notes: v0-1 as Kafka 4.4 (v1 adds AcceptableRecoveryLag as int64 and
- * TopologyDescriptionRequired, always false: tidelog has no topology description plugin).
+ * TopologyDescriptionRequired: set, with a topology description store configured, while none
+ * is stored for the group's topology epoch; see streams-group-topology-description-update.ts).
  * Off while `streams.version` is finalized at 0 (UNSUPPORTED_VERSION, as Kafka).
  * Authorization: READ on the group (GROUP_AUTHORIZATION_FAILED); internal topics are
  * created only with CREATE on the cluster or on each topic, otherwise the status says which
@@ -71,6 +72,7 @@ function toResponse(
   apiVersion: number,
   acceptableRecoveryLag: number | null = null,
   taskOffsetIntervalMs = 0,
+  topologyDescriptionRequired = false,
 ) {
   return {
     throttleTimeMs: 0,
@@ -89,7 +91,7 @@ function toResponse(
     activeTasks: result.tasks?.active ?? null,
     standbyTasks: result.tasks?.standby ?? null,
     warmupTasks: result.tasks?.warmup ?? null,
-    topologyDescriptionRequired: false,
+    topologyDescriptionRequired,
     endpointInformationEpoch: result.endpointInformationEpoch,
     partitionsByUserEndpoint: result.partitionsByUserEndpoint,
   }
@@ -227,6 +229,12 @@ export const streamsGroupHeartbeatHandler: ApiHandler<
       context.apiVersion,
       config.acceptableRecoveryLag,
       config.taskOffsetIntervalMs,
+      coordinator.streams.topologyDescriptionRequired(
+        request.groupId,
+        context.apiVersion,
+        request.memberEpoch,
+        result,
+      ),
     )
   },
 }
