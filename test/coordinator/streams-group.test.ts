@@ -316,7 +316,7 @@ describe('streams group heartbeats', () => {
     assert.equal(validateStreamsOffsetRequest(group, 'zz', 1, 'commit'), ErrorCode.UNKNOWN_MEMBER_ID)
   })
 
-  it('tells a member behind the topology epoch that it is stale', () => {
+  it('tells a member behind the topology epoch that it is stale, and refuses topology updates as Kafka 4.4', () => {
     const group = newStreamsGroup('g')
     streamsGroupHeartbeat(
       group,
@@ -332,6 +332,32 @@ describe('streams group heartbeats', () => {
         statusDetail: "The member's topology epoch 1 is behind the group's topology epoch 2.",
       },
     ])
+    // Kafka 4.4 updates no topology: a newer epoch, or another topology at the group's, is refused.
+    const refused = {
+      errorCode: ErrorCode.INVALID_REQUEST,
+      message: 'Topology updates are not supported yet.',
+    }
+    const newer = streamsGroupHeartbeat(
+      group,
+      { ...request('c', 0), topology: { ...TOPOLOGY, epoch: 3 } },
+      0,
+      config,
+      READY,
+    )
+    assert.deepEqual({ errorCode: newer.errorCode, message: newer.errorMessage }, refused)
+    const other = { ...TOPOLOGY, epoch: 2, subtopologies: TOPOLOGY.subtopologies.slice(0, 1) }
+    const changed = streamsGroupHeartbeat(group, { ...request('c', 0), topology: other }, 0, config, READY)
+    assert.deepEqual({ errorCode: changed.errorCode, message: changed.errorMessage }, refused)
+    assert.equal(group.members.has('c'), false)
+    const same = streamsGroupHeartbeat(
+      group,
+      { ...request('c', 0), topology: { ...TOPOLOGY, epoch: 2 } },
+      0,
+      config,
+      READY,
+    )
+    assert.equal(same.errorCode, ErrorCode.NONE)
+    assert.equal(group.topology?.epoch, 2)
   })
 })
 

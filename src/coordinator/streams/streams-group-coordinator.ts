@@ -239,12 +239,12 @@ export class StreamsGroupCoordinator {
     if (group?.streams) return group
     if (group && (group.consumer !== null || group.members.size > 0 || group.state !== 'Empty'))
       return notStreams()
-    // No streams group here (never made, or emptied by a failover): a member must join again.
+    // No streams group here: only a join makes one. Kafka's messages differ between a leave
+    // (streamsGroupLeave's streamsGroup()) and a heartbeat (getStreamsGroupOrThrow).
+    if (req.memberEpoch < 0)
+      return streamsHeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, `Group ${req.groupId} not found.`)
     if (req.memberEpoch !== 0)
-      return streamsHeartbeatError(
-        ErrorCode.UNKNOWN_MEMBER_ID,
-        `Member ${req.memberId} is not a member of group ${req.groupId}.`,
-      )
+      return streamsHeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, `Streams group ${req.groupId} not found.`)
     if (!group) {
       group = newGroup(req.groupId, this.deps.clock.nowMs())
       shard.groups.set(req.groupId, group)

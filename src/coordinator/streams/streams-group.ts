@@ -3,8 +3,9 @@
  * StreamsGroupMember and the streams parts of GroupMetadataManager), as pure steps on one
  * group: `(group, request, nowMs, view) → result`.
  *
- * A member joins with epoch 0 and the application's topology; the group keeps the topology
- * of the highest topology epoch it was sent (a member behind it is told STALE_TOPOLOGY). Any
+ * A member joins with epoch 0 and the application's topology; the group keeps the first
+ * topology it was sent, as Kafka 4.4 (a member behind its epoch is told STALE_TOPOLOGY, a
+ * different topology at its epoch or later is refused: no topology updates yet). Any
  * change of membership, of a member's process or endpoint, of the topology or of its topics'
  * partition counts bumps the group epoch and recomputes the target assignment
  * (streams-assignor.ts). A member then moves towards its target as Kafka's
@@ -434,6 +435,32 @@ function memberFor(
   return { member, changed: member.memberEpoch === 0 }
 }
 
+/** A subtopology's fields in a fixed order, its lists as given (Kafka compares them so). */
+function subtopologyKey(s: StreamsTopology['subtopologies'][number]): string {
+  return JSON.stringify([
+    s.subtopologyId,
+    s.sourceTopics,
+    s.sourceTopicRegex ?? [],
+    s.repartitionSinkTopics,
+    s.stateChangelogTopics,
+    s.repartitionSourceTopics,
+    s.copartitionGroups,
+  ])
+}
+
+/**
+ * Kafka 4.4's maybeUpdateTopology: a group keeps the first topology it was given; a join
+ * with an older epoch is only stale (STALE_TOPOLOGY), and one with the same or a newer epoch
+ * must bring the very same topology: Kafka does not update topologies yet (so it never
+ * answers STREAMS_INVALID_TOPOLOGY_EPOCH or STREAMS_TOPOLOGY_FENCED).
+ */
+function topologyUpdateRefused(current: StreamsTopology | null, sent: StreamsTopology): boolean {
+  if (current === null || sent.epoch < current.epoch) return false
+  if (sent.epoch !== current.epoch || sent.subtopologies.length !== current.subtopologies.length) return true
+  const keys = new Set(current.subtopologies.map(subtopologyKey))
+  return sent.subtopologies.some((s) => !keys.has(subtopologyKey(s)))
+}
+
 /** Takes the member's reported metadata; true when it changes what the assignor sees. */
 function updateMember(member: StreamsMember, req: StreamsHeartbeatRequest, nowMs: number): boolean {
   member.lastHeartbeatMs = nowMs
@@ -522,6 +549,8 @@ export function streamsGroupHeartbeat(
 ): StreamsHeartbeatResult {
   if (req.memberEpoch === -1 || req.memberEpoch === -2) return leave(group, req, view)
   const firstMember = group.members.size === 0
+  if (req.topology !== null && topologyUpdateRefused(group.topology, req.topology))
+    return streamsHeartbeatError(ErrorCode.INVALID_REQUEST, 'Topology updates are not supported yet.')
   const offsets = reportedTaskOffsets(group.taskOffsets.get(req.memberId), req)
   if (typeof offsets === 'string') return streamsHeartbeatError(ErrorCode.INVALID_REQUEST, offsets)
   const found = memberFor(group, req, nowMs, config)
@@ -530,7 +559,7 @@ export function streamsGroupHeartbeat(
   if (offsets !== null) group.taskOffsets.set(member.memberId, offsets)
   let changed = found.changed
   changed = updateMember(member, req, nowMs) || changed
-  if (req.topology !== null && (group.topology === null || req.topology.epoch > group.topology.epoch)) {
+  if (req.topology !== null && group.topology === null) {
     group.topology = req.topology
     changed = true
   }
