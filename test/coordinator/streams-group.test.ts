@@ -361,6 +361,47 @@ describe('streams group heartbeats', () => {
   })
 })
 
+describe('streams group assignment configs and shutdown', () => {
+  it('moves the group epoch when num.standby.replicas changes, as Kafka compares its assignment configs', () => {
+    const group = newStreamsGroup('g')
+    const a = streamsGroupHeartbeat(group, request('a', 0), 0, config, READY)
+    const b = streamsGroupHeartbeat(group, request('b', 0), 0, config, READY)
+    streamsGroupHeartbeat(group, request('a', a.memberEpoch, activeOf(a)), 0, config, READY)
+    const epoch = group.groupEpoch
+    streamsGroupHeartbeat(group, request('b', b.memberEpoch, null), 0, config, READY)
+    assert.equal(group.groupEpoch, epoch, 'nothing changed')
+    const withStandbys = { ...config, numStandbyReplicas: 1 }
+    streamsGroupHeartbeat(group, request('b', b.memberEpoch, null), 0, withStandbys, READY)
+    assert.equal(group.groupEpoch, epoch + 1)
+    // Subtopology 1 is stateful: each of its 3 tasks gets a standby on the other member.
+    const standbys = [...group.targetAssignment.values()].map((t) => count(t.standby))
+    assert.equal(
+      standbys.reduce((x, y) => x + y, 0),
+      3,
+    )
+  })
+
+  it("names the member that asked for the application's shutdown, as Kafka 4.4", () => {
+    const group = newStreamsGroup('g')
+    const a = streamsGroupHeartbeat(group, request('a', 0), 0, config, READY)
+    streamsGroupHeartbeat(group, request('b', 0), 0, config, READY)
+    const asked = streamsGroupHeartbeat(
+      group,
+      { ...request('a', a.memberEpoch, null), shutdownApplication: true },
+      0,
+      config,
+      READY,
+    )
+    const detail = `Streams group member a encountered a fatal error and requested a shutdown for the entire application.`
+    assert.deepEqual(
+      asked.status
+        .filter((s) => s.statusCode === StreamsStatus.SHUTDOWN_APPLICATION)
+        .map((s) => s.statusDetail),
+      [detail],
+    )
+  })
+})
+
 describe('streams group initial rebalance delay', () => {
   const delayed = { ...DEFAULT_STREAMS_GROUP_CONFIG, initialRebalanceDelayMs: 3000, assignmentIntervalMs: 0 }
   const delayedStatus = (r: StreamsHeartbeatResult) =>

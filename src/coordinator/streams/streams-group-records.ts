@@ -476,7 +476,8 @@ export function snapshotStreamsGroup(group: StreamsGroup): () => void {
     for (const [instance, id] of copy.staticMembers) group.staticMembers.set(instance, id)
     group.targetAssignment = copy.targetAssignment
     group.endpointInformationEpoch = copy.endpointInformationEpoch
-    group.shutdownRequested = copy.shutdownRequested
+    group.shutdownRequestMemberId = copy.shutdownRequestMemberId
+    group.assignmentConfigs = copy.assignmentConfigs
     group.initialAssignmentDueMs = copy.initialAssignmentDueMs
     group.topologyDescription = copy.topologyDescription
     group.taskOffsets.clear()

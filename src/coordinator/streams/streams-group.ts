@@ -133,8 +133,15 @@ export interface StreamsGroup {
   targetAssignment: Map<string, TasksTuple>
   /** Bumped whenever a member's assignment changes: members re-read the IQ endpoints. */
   endpointInformationEpoch: number
-  /** A member asked the whole application to shut down (until the group is empty). */
-  shutdownRequested: boolean
+  /** The first member that asked the whole application to shut down (until the group is empty). */
+  shutdownRequestMemberId: string | null
+  /**
+   * The assignment configs (num.standby.replicas) the group last ran with: a change moves the
+   * group epoch, as Kafka's lastAssignmentConfigs. Null in a group a new coordinator loaded
+   * (Kafka writes them in its metadata record, tidelog does not): its first heartbeat takes
+   * the current ones without a rebalance.
+   */
+  assignmentConfigs: string | null
   /**
    * While a new group's first assignment is delayed (its initial rebalance delay), when it
    * is due; null otherwise. In memory only, as Kafka's timer: a group loaded by a new
@@ -254,7 +261,8 @@ export function newStreamsGroup(groupId: string): StreamsGroup {
     staticMembers: new Map(),
     targetAssignment: new Map(),
     endpointInformationEpoch: 0,
-    shutdownRequested: false,
+    shutdownRequestMemberId: null,
+    assignmentConfigs: null,
     initialAssignmentDueMs: null,
     taskOffsets: new Map(),
     topologyDescription: null,
@@ -377,7 +385,7 @@ export function removeStreamsMember(group: StreamsGroup, memberId: string, view:
   // As Kafka's streamsGroupFenceMember: the remaining members' target is recomputed at
   // their next heartbeat (within the assignment interval); an emptied group starts afresh.
   if (group.members.size === 0) {
-    group.shutdownRequested = false
+    group.shutdownRequestMemberId = null
     group.assignmentEpoch = group.groupEpoch
     group.assignmentTimestampMs = 0
   }
@@ -563,7 +571,10 @@ export function streamsGroupHeartbeat(
     group.topology = req.topology
     changed = true
   }
-  if (req.shutdownApplication) group.shutdownRequested = true
+  if (req.shutdownApplication) group.shutdownRequestMemberId ??= member.memberId
+  const assignmentConfigs = `num.standby.replicas=${config.numStandbyReplicas}`
+  if (group.assignmentConfigs !== null && group.assignmentConfigs !== assignmentConfigs) changed = true
+  group.assignmentConfigs = assignmentConfigs
   if (changed || topologySignature(group.topology, view.partitionCounts) !== group.signature)
     bumpGroupEpoch(group, view)
   if (firstMember && config.initialRebalanceDelayMs > 0 && group.initialAssignmentDueMs === null) {
@@ -604,6 +615,8 @@ function leave(
   req: StreamsHeartbeatRequest,
   view: StreamsTopicsView,
 ): StreamsHeartbeatResult {
+  // Kafka's streamsGroupLeave takes the request before it looks the member up.
+  if (req.shutdownApplication) group.shutdownRequestMemberId ??= req.memberId
   const member = group.members.get(req.memberId)
   if (!member)
     return streamsHeartbeatError(
@@ -678,11 +691,10 @@ function statusOf(
       statusDetail: 'Assignment delayed due to the configured assignment interval.',
     })
   status.push(...(group.configured?.problems ?? []))
-  if (group.shutdownRequested)
+  if (group.shutdownRequestMemberId !== null)
     status.push({
       statusCode: StreamsStatus.SHUTDOWN_APPLICATION,
-      statusDetail:
-        'A KafkaStreams instance encountered a fatal error and requested a shutdown for the entire application.',
+      statusDetail: `Streams group member ${group.shutdownRequestMemberId} encountered a fatal error and requested a shutdown for the entire application.`,
     })
   return status
 }
