@@ -8,7 +8,6 @@ import {
   DEFAULT_SHARE_COORDINATOR_CONFIG,
   type ShareCoordinatorConfig,
 } from '../coordinator/share/share-coordinator.js'
-import { DEFAULT_STREAMS_GROUP_CONFIG } from '../coordinator/streams/streams-group.js'
 import type { TransactionCoordinatorConfig } from '../coordinator/transaction/transaction-coordinator.js'
 import type { BrokerConfig } from './broker-config.js'
 import type { ShareAutoOffsetReset, SharePartitionManagerConfig } from './share/share-partition-manager.js'
@@ -73,9 +72,11 @@ export function groupCoordinatorConfig(config: BrokerConfig): GroupCoordinatorCo
       sessionTimeoutMs: value('group.streams.session.timeout.ms'),
       maxSize: value('group.streams.max.size'),
       numStandbyReplicas: value('group.streams.num.standby.replicas'),
-      taskOffsetIntervalMs: DEFAULT_STREAMS_GROUP_CONFIG.taskOffsetIntervalMs,
-      acceptableRecoveryLag: DEFAULT_STREAMS_GROUP_CONFIG.acceptableRecoveryLag,
+      taskOffsetIntervalMs: value('group.streams.task.offset.interval.ms'),
+      acceptableRecoveryLag: value('group.streams.acceptable.recovery.lag'),
       initialRebalanceDelayMs: value('group.streams.initial.rebalance.delay.ms'),
+      assignmentIntervalMs: value('group.streams.assignment.interval.ms'),
+      storesTopologyDescriptions: config.values.get('group.streams.topology.description.plugin.class') !== '',
     },
   }
 }

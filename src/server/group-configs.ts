@@ -47,6 +47,9 @@ interface GroupConfigDef {
   readonly rule?: { min?: number; max?: number; oneOf?: readonly string[] }
   /** The broker's bounds: [min config, Kafka's min default, max config, Kafka's max default]. */
   readonly bounds?: readonly [string, number, string, number]
+  /** A broker bound on one side only (Kafka's validateIntMin / validateIntMax): [config, Kafka's default]. */
+  readonly atLeast?: readonly [string, number]
+  readonly atMost?: readonly [string, number]
   readonly doc: string
 }
 
@@ -55,7 +58,7 @@ const def = (
   type: GroupConfigType,
   defaultValue: string,
   doc: string,
-  extra: Partial<Pick<GroupConfigDef, 'brokerSynonym' | 'rule' | 'bounds'>> = {},
+  extra: Partial<Pick<GroupConfigDef, 'brokerSynonym' | 'rule' | 'bounds' | 'atLeast' | 'atMost'>> = {},
 ): GroupConfigDef => ({ name, type, defaultValue, doc, ...extra })
 
 const minMax = (prefix: string, what: string, min: number, max: number) =>
@@ -171,6 +174,7 @@ export const GROUP_CONFIG_DEFS: readonly GroupConfigDef[] = [
   def('streams.num.standby.replicas', 'int', '0', 'Standby replicas of each streams task.', {
     brokerSynonym: 'group.streams.num.standby.replicas',
     rule: { min: 0 },
+    atMost: ['group.streams.max.standby.replicas', 2],
   }),
   def('streams.initial.rebalance.delay.ms', 'int', '3000', 'Delay of a streams group first rebalance.', {
     brokerSynonym: 'group.streams.initial.rebalance.delay.ms',
@@ -179,6 +183,7 @@ export const GROUP_CONFIG_DEFS: readonly GroupConfigDef[] = [
   def('streams.assignment.interval.ms', 'int', '1000', 'Interval between streams group assignment updates.', {
     brokerSynonym: 'group.streams.assignment.interval.ms',
     rule: { min: 0 },
+    bounds: minMax('group.streams', 'assignment.interval.ms', 0, 15000),
   }),
   def(
     'streams.assignor.offload.enable',
@@ -192,10 +197,12 @@ export const GROUP_CONFIG_DEFS: readonly GroupConfigDef[] = [
   def('streams.task.offset.interval.ms', 'int', '60000', 'Interval of streams task offset reports.', {
     brokerSynonym: 'group.streams.task.offset.interval.ms',
     rule: { min: 1 },
+    atLeast: ['group.streams.min.task.offset.interval.ms', 15000],
   }),
   def('streams.num.warmup.replicas', 'int', '2', 'Warmup replicas of a streams group.', {
     brokerSynonym: 'group.streams.num.warmup.replicas',
     rule: { min: 0 },
+    atMost: ['group.streams.max.warmup.replicas', 20],
   }),
   def('streams.rack.aware.assignment.tags', 'list', '', 'Client tag keys spreading standby replicas.', {
     brokerSynonym: 'group.streams.rack.aware.assignment.tags',
@@ -279,7 +286,18 @@ export function validateGroupConfigs(
   }
   for (const d of GROUP_CONFIG_DEFS) {
     const value = parsed.get(d.name)
-    if (value === undefined || d.bounds === undefined) continue
+    if (value === undefined) continue
+    if (d.atMost !== undefined && Number(value) > boundOf(config, d.atMost[0], d.atMost[1]))
+      throw new GroupConfigError(
+        ErrorCode.INVALID_CONFIG,
+        `${d.name} must be less than or equal to ${boundOf(config, d.atMost[0], d.atMost[1])}`,
+      )
+    if (d.atLeast !== undefined && Number(value) < boundOf(config, d.atLeast[0], d.atLeast[1]))
+      throw new GroupConfigError(
+        ErrorCode.INVALID_CONFIG,
+        `${d.name} must be greater than or equal to ${boundOf(config, d.atLeast[0], d.atLeast[1])}`,
+      )
+    if (d.bounds === undefined) continue
     const min = boundOf(config, d.bounds[0], d.bounds[1])
     const max = boundOf(config, d.bounds[2], d.bounds[3])
     if (Number(value) < min || Number(value) > max) {

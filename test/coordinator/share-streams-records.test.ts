@@ -323,6 +323,27 @@ describe('streams group records', () => {
     assert.equal(after.get('g'), undefined)
   })
 
+  it("keeps the assignment timestamp in Kafka's tagged field 0 of the target metadata, 0 left out", () => {
+    const group = newStreamsGroup('g')
+    group.assignmentEpoch = 2
+    const metadata = () => {
+      const record = streamsGroupRecords(group).find(
+        (r) => decodeStreamsKey(r.key)?.kind === 'streams-target-metadata',
+      )
+      assert.ok(record?.value)
+      return record.value
+    }
+    // Version 0, AssignmentEpoch 2, no tagged field.
+    assert.deepEqual(metadata(), Buffer.from([0, 0, 0, 0, 0, 2, 0]))
+    group.assignmentTimestampMs = 1_700_000_000_123
+    const tagged = Buffer.concat([Buffer.from([0, 0, 0, 0, 0, 2, 1, 0, 8]), Buffer.alloc(8)])
+    tagged.writeBigInt64BE(1_700_000_000_123n, 9)
+    assert.deepEqual(metadata(), tagged)
+    const groups = new Map<string, Group>()
+    for (const record of streamsGroupRecords(group)) replayRecord(groups, record, 0)
+    assert.equal(groups.get('g')?.streams?.assignmentTimestampMs, 1_700_000_000_123)
+  })
+
   it('a refused write puts the group back as it was', () => {
     const group = newStreamsGroup('g')
     streamsStep(group, [], streamsRequest('a', 0, null))

@@ -29,8 +29,11 @@ import {
 import { StreamsStatus, type StreamsTopology } from '../../src/coordinator/streams/streams-topology.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 
-/** Without the initial rebalance delay (its own tests below): a join is assigned at once. */
-const config = { ...DEFAULT_STREAMS_GROUP_CONFIG, initialRebalanceDelayMs: 0 }
+/**
+ * Without the initial rebalance delay and the assignment interval (their own tests below): a
+ * change is assigned at once.
+ */
+const config = { ...DEFAULT_STREAMS_GROUP_CONFIG, initialRebalanceDelayMs: 0, assignmentIntervalMs: 0 }
 
 /** A word count: subtopology 0 reads `in` and writes the repartition topic, 1 counts with a changelog. */
 const TOPOLOGY: StreamsTopology = {
@@ -313,7 +316,7 @@ describe('streams group heartbeats', () => {
     assert.equal(validateStreamsOffsetRequest(group, 'zz', 1, 'commit'), ErrorCode.UNKNOWN_MEMBER_ID)
   })
 
-  it('tells a member behind the topology epoch that it is stale', () => {
+  it('tells a member behind the topology epoch that it is stale, and refuses topology updates as Kafka 4.4', () => {
     const group = newStreamsGroup('g')
     streamsGroupHeartbeat(
       group,
@@ -329,11 +332,78 @@ describe('streams group heartbeats', () => {
         statusDetail: "The member's topology epoch 1 is behind the group's topology epoch 2.",
       },
     ])
+    // Kafka 4.4 updates no topology: a newer epoch, or another topology at the group's, is refused.
+    const refused = {
+      errorCode: ErrorCode.INVALID_REQUEST,
+      message: 'Topology updates are not supported yet.',
+    }
+    const newer = streamsGroupHeartbeat(
+      group,
+      { ...request('c', 0), topology: { ...TOPOLOGY, epoch: 3 } },
+      0,
+      config,
+      READY,
+    )
+    assert.deepEqual({ errorCode: newer.errorCode, message: newer.errorMessage }, refused)
+    const other = { ...TOPOLOGY, epoch: 2, subtopologies: TOPOLOGY.subtopologies.slice(0, 1) }
+    const changed = streamsGroupHeartbeat(group, { ...request('c', 0), topology: other }, 0, config, READY)
+    assert.deepEqual({ errorCode: changed.errorCode, message: changed.errorMessage }, refused)
+    assert.equal(group.members.has('c'), false)
+    const same = streamsGroupHeartbeat(
+      group,
+      { ...request('c', 0), topology: { ...TOPOLOGY, epoch: 2 } },
+      0,
+      config,
+      READY,
+    )
+    assert.equal(same.errorCode, ErrorCode.NONE)
+    assert.equal(group.topology?.epoch, 2)
+  })
+})
+
+describe('streams group assignment configs and shutdown', () => {
+  it('moves the group epoch when num.standby.replicas changes, as Kafka compares its assignment configs', () => {
+    const group = newStreamsGroup('g')
+    const a = streamsGroupHeartbeat(group, request('a', 0), 0, config, READY)
+    const b = streamsGroupHeartbeat(group, request('b', 0), 0, config, READY)
+    streamsGroupHeartbeat(group, request('a', a.memberEpoch, activeOf(a)), 0, config, READY)
+    const epoch = group.groupEpoch
+    streamsGroupHeartbeat(group, request('b', b.memberEpoch, null), 0, config, READY)
+    assert.equal(group.groupEpoch, epoch, 'nothing changed')
+    const withStandbys = { ...config, numStandbyReplicas: 1 }
+    streamsGroupHeartbeat(group, request('b', b.memberEpoch, null), 0, withStandbys, READY)
+    assert.equal(group.groupEpoch, epoch + 1)
+    // Subtopology 1 is stateful: each of its 3 tasks gets a standby on the other member.
+    const standbys = [...group.targetAssignment.values()].map((t) => count(t.standby))
+    assert.equal(
+      standbys.reduce((x, y) => x + y, 0),
+      3,
+    )
+  })
+
+  it("names the member that asked for the application's shutdown, as Kafka 4.4", () => {
+    const group = newStreamsGroup('g')
+    const a = streamsGroupHeartbeat(group, request('a', 0), 0, config, READY)
+    streamsGroupHeartbeat(group, request('b', 0), 0, config, READY)
+    const asked = streamsGroupHeartbeat(
+      group,
+      { ...request('a', a.memberEpoch, null), shutdownApplication: true },
+      0,
+      config,
+      READY,
+    )
+    const detail = `Streams group member a encountered a fatal error and requested a shutdown for the entire application.`
+    assert.deepEqual(
+      asked.status
+        .filter((s) => s.statusCode === StreamsStatus.SHUTDOWN_APPLICATION)
+        .map((s) => s.statusDetail),
+      [detail],
+    )
   })
 })
 
 describe('streams group initial rebalance delay', () => {
-  const delayed = { ...DEFAULT_STREAMS_GROUP_CONFIG, initialRebalanceDelayMs: 3000 }
+  const delayed = { ...DEFAULT_STREAMS_GROUP_CONFIG, initialRebalanceDelayMs: 3000, assignmentIntervalMs: 0 }
   const delayedStatus = (r: StreamsHeartbeatResult) =>
     r.status.filter((s) => s.statusCode === StreamsStatus.ASSIGNMENT_DELAYED).map((s) => s.statusDetail)
 
@@ -395,6 +465,62 @@ describe('streams group initial rebalance delay', () => {
   })
 })
 
+describe('streams group assignment interval', () => {
+  const batched = { ...DEFAULT_STREAMS_GROUP_CONFIG, initialRebalanceDelayMs: 0, assignmentIntervalMs: 1000 }
+  const delayedStatus = (r: StreamsHeartbeatResult) =>
+    r.status.filter((s) => s.statusCode === StreamsStatus.ASSIGNMENT_DELAYED).map((s) => s.statusDetail)
+
+  it('computes a new target at most once per interval, at the first heartbeat after it', () => {
+    const group = newStreamsGroup('g')
+    const a = streamsGroupHeartbeat(group, request('a', 0), 10_000, batched, READY)
+    assert.equal(count(activeOf(a)), 6)
+    assert.equal(group.assignmentTimestampMs, 10_000)
+    // b joins within the interval: a new group epoch, the old target (b has no tasks yet).
+    const b = streamsGroupHeartbeat(group, request('b', 0), 10_400, batched, READY)
+    assert.equal(group.groupEpoch, 2)
+    assert.equal(group.assignmentEpoch, 1)
+    assert.equal(b.memberEpoch, 1)
+    assert.equal(count(activeOf(b)), 0)
+    assert.deepEqual(delayedStatus(b), ['Assignment delayed due to the configured assignment interval.'])
+    assert.equal(streamsGroupStateName(group), 'Assigning')
+    // c joins too, still within it: batched into the same next assignment.
+    streamsGroupHeartbeat(group, request('c', 0), 10_999, batched, READY)
+    assert.equal(group.assignmentEpoch, 1)
+    // The first heartbeat once the interval is over assigns the three of them together.
+    const b2 = streamsGroupHeartbeat(group, request('b', 1, new Map()), 11_000, batched, READY)
+    assert.deepEqual(delayedStatus(b2), [])
+    assert.equal(group.assignmentEpoch, group.groupEpoch)
+    assert.equal(group.assignmentTimestampMs, 11_000)
+    assert.deepEqual(
+      [...group.targetAssignment.values()].map((t) => count(t.active)),
+      [2, 2, 2],
+    )
+  })
+
+  it('leaves the target of a member that left until the next heartbeat after the interval', () => {
+    const group = newStreamsGroup('g')
+    const a = streamsGroupHeartbeat(group, request('a', 0), 0, batched, READY)
+    streamsGroupHeartbeat(group, request('b', 0), 1000, batched, READY)
+    assert.equal(group.assignmentEpoch, 2)
+    streamsGroupHeartbeat(group, request('b', -1), 1500, batched, READY)
+    // As Kafka's fencing: a new group epoch, b's target gone, no new target yet.
+    assert.equal(group.groupEpoch, 3)
+    assert.equal(group.assignmentEpoch, 2)
+    assert.deepEqual([...group.targetAssignment.keys()], ['a'])
+    const early = streamsGroupHeartbeat(group, request('a', 1, activeOf(a)), 1999, batched, READY)
+    assert.deepEqual(delayedStatus(early), ['Assignment delayed due to the configured assignment interval.'])
+    assert.equal(count(group.targetAssignment.get('a')?.active ?? new Map()), 3)
+    streamsGroupHeartbeat(group, request('a', 1, activeOf(a)), 2000, batched, READY)
+    assert.equal(group.assignmentEpoch, 3)
+    assert.equal(count(group.targetAssignment.get('a')?.active ?? new Map()), 6)
+    // An emptied group starts afresh: its next assignment is not held by the interval.
+    streamsGroupHeartbeat(group, request('a', -1), 2100, batched, READY)
+    assert.equal(group.assignmentTimestampMs, 0)
+    const again = streamsGroupHeartbeat(group, request('c', 0), 2200, batched, READY)
+    assert.equal(count(activeOf(again)), 6)
+  })
+})
+
 describe('streams task assignor', () => {
   it('balances, keeps what members have, and places standbys on other processes', () => {
     const taskCounts = new Map([
@@ -413,9 +539,10 @@ describe('streams task assignor', () => {
               ['1', [0, 1]],
             ]),
           },
+          taskOffsets: new Map(),
         },
-        { memberId: 'b', processId: 'p2', current: emptyTasks() },
-        { memberId: 'c', processId: 'p2', current: emptyTasks() },
+        { memberId: 'b', processId: 'p2', current: emptyTasks(), taskOffsets: new Map() },
+        { memberId: 'c', processId: 'p2', current: emptyTasks(), taskOffsets: new Map() },
       ],
       taskCounts,
       stateful: new Set(['1']),
@@ -436,5 +563,93 @@ describe('streams task assignor', () => {
       const processOf = (id: string | undefined) => (id === 'a' ? 'p1' : 'p2')
       assert.notEqual(processOf(standbyOn[0]), processOf(activeOn))
     }
+  })
+
+  const member = (
+    memberId: string,
+    current: Partial<{ active: TaskSet; standby: TaskSet }> = {},
+    offsets: [string, number, bigint][] = [],
+  ) => {
+    const taskOffsets = new Map<string, Map<number, bigint>>()
+    for (const [id, p, offset] of offsets)
+      taskOffsets.set(id, (taskOffsets.get(id) ?? new Map()).set(p, offset))
+    return { memberId, processId: `p-${memberId}`, current: { ...emptyTasks(), ...current }, taskOffsets }
+  }
+
+  it("gives a task without an active owner to the member holding its state, most offsets first, as Kafka's", () => {
+    const result = assignTasks({
+      members: [
+        member('a'),
+        member('b', {}, [['1', 0, 900n]]),
+        member('c', {}, [
+          ['1', 0, 500n],
+          ['1', 1, 500n],
+        ]),
+      ],
+      taskCounts: new Map([['1', 2]]),
+      stateful: new Set(['1']),
+      numStandbyReplicas: 0,
+    })
+    assert.deepEqual(result.get('a')?.active, new Map())
+    assert.deepEqual(result.get('b')?.active, new Map([['1', [0]]]))
+    assert.deepEqual(result.get('c')?.active, new Map([['1', [1]]]))
+  })
+
+  it('moves an active task to its standby, and a standby back to its previous active member or holder', () => {
+    const result = assignTasks({
+      members: [
+        member('a', { active: new Map([['1', [0, 1]]]) }),
+        member('b', { standby: new Map([['1', [0]]]) }),
+        member('c', { standby: new Map([['1', [1]]]) }),
+        member('d'),
+      ],
+      taskCounts: new Map([['1', 2]]),
+      stateful: new Set(['1']),
+      numStandbyReplicas: 1,
+    })
+    assert.deepEqual(result.get('a')?.active, new Map([['1', [0]]]))
+    assert.deepEqual(result.get('c')?.active, new Map([['1', [1]]]))
+    assert.deepEqual(result.get('b')?.standby, new Map([['1', [0]]]))
+    assert.deepEqual(result.get('d')?.standby, new Map([['1', [1]]]))
+    for (const tuple of result.values()) assert.deepEqual(tuple.warmup, new Map())
+  })
+
+  it('takes the task offsets of the heartbeat into the assignment, and refuses a duplicate', () => {
+    const delayed = {
+      ...DEFAULT_STREAMS_GROUP_CONFIG,
+      initialRebalanceDelayMs: 3000,
+      assignmentIntervalMs: 0,
+    }
+    const group = newStreamsGroup('g')
+    streamsGroupHeartbeat(group, request('a', 0), 0, delayed, READY)
+    const offset = { subtopologyId: '1', partition: 1, offset: 5n }
+    const duplicate = streamsGroupHeartbeat(
+      group,
+      { ...request('b', 0), taskOffsets: [offset, offset] },
+      100,
+      delayed,
+      READY,
+    )
+    assert.equal(duplicate.errorCode, ErrorCode.INVALID_REQUEST)
+    assert.equal(
+      duplicate.errorMessage,
+      'Task offsets contain a duplicate entry for subtopology 1 and partition 1.',
+    )
+    assert.equal(group.members.has('b'), false)
+    streamsGroupHeartbeat(group, { ...request('b', 0), taskOffsets: [offset] }, 100, delayed, READY)
+    assignDueInitialTargets(group, 3000, delayed)
+    assert.ok(group.targetAssignment.get('b')?.active.get('1')?.includes(1))
+    assert.deepEqual(group.taskOffsets.get('b')?.offsets, new Map([['1', new Map([[1, 5n]])]]))
+    // A heartbeat without offsets keeps the last report; leaving drops it.
+    streamsGroupHeartbeat(
+      group,
+      request('b', group.members.get('b')?.memberEpoch ?? 0, null),
+      3100,
+      delayed,
+      READY,
+    )
+    assert.equal(group.taskOffsets.get('b')?.offsets.get('1')?.get(1), 5n)
+    streamsGroupHeartbeat(group, request('b', -1), 3200, delayed, READY)
+    assert.equal(group.taskOffsets.has('b'), false)
   })
 })

@@ -244,6 +244,19 @@ describe('group configs (ConfigResource GROUP)', () => {
         'often',
         'Invalid value often for configuration consumer.heartbeat.interval.ms: Not a number of type INT',
       ],
+      // Kafka's streams bounds: one-sided for the standbys, warm-ups and task offset interval.
+      ['streams.num.standby.replicas', '3', 'streams.num.standby.replicas must be less than or equal to 2'],
+      ['streams.num.warmup.replicas', '21', 'streams.num.warmup.replicas must be less than or equal to 20'],
+      [
+        'streams.task.offset.interval.ms',
+        '14999',
+        'streams.task.offset.interval.ms must be greater than or equal to 15000',
+      ],
+      [
+        'streams.assignment.interval.ms',
+        '15001',
+        'streams.assignment.interval.ms must be in the range 0 to 15000 inclusive.',
+      ],
       [
         'share.auto.offset.reset',
         'sideways',

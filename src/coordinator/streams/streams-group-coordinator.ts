@@ -37,12 +37,25 @@ import {
   streamsGroupHeartbeat,
   streamsGroupStateName,
   streamsHeartbeatError,
+  type TaskOffsetEntry,
+  type TaskOffsetMap,
   toWireTuple,
   validateStreamsHeartbeat,
 } from './streams-group.js'
 import { snapshotStreamsGroup, streamsGroupRecords } from './streams-group-records.js'
 import { STREAMS_MEMBER_STATE_CODE } from './streams-reconcile.js'
-import { configureTopology, type StreamsTopology, topologySignature } from './streams-topology.js'
+import {
+  configureTopology,
+  StreamsStatus,
+  type StreamsTopology,
+  topologySignature,
+} from './streams-topology.js'
+import {
+  type DescriptionUpdateOutcome,
+  type TopologyDescription,
+  TopologyDescriptionRequests,
+  updateTopologyDescription,
+} from './streams-topology-description.js'
 
 /** How long a streams group's refused expiry write waits before it is tried again (as a consumer group's). */
 const TIMER_RETRY_BACKOFF_MS = 500
@@ -59,8 +72,10 @@ export interface StreamsGroupCoordinatorDeps {
 
 /**
  * A group's settings: the broker's group.streams.*, with the group's own
- * streams.session.timeout.ms, streams.heartbeat.interval.ms, streams.num.standby.replicas and
- * streams.initial.rebalance.delay.ms (group configs, validated when set) read at each
+ * streams.session.timeout.ms, streams.heartbeat.interval.ms, streams.num.standby.replicas,
+ * streams.initial.rebalance.delay.ms, streams.assignment.interval.ms,
+ * streams.task.offset.interval.ms and streams.acceptable.recovery.lag (group configs,
+ * validated when set) read at each
  * heartbeat, as Kafka's coordinator does.
  */
 function withGroupConfigs(
@@ -72,12 +87,18 @@ function withGroupConfigs(
   const heartbeat = set['streams.heartbeat.interval.ms']
   const standbys = set['streams.num.standby.replicas']
   const initialDelay = set['streams.initial.rebalance.delay.ms']
+  const assignmentInterval = set['streams.assignment.interval.ms']
+  const taskOffsetInterval = set['streams.task.offset.interval.ms']
+  const recoveryLag = set['streams.acceptable.recovery.lag']
   return {
     ...config,
     ...(session !== undefined && { sessionTimeoutMs: Number(session) }),
     ...(heartbeat !== undefined && { heartbeatIntervalMs: Number(heartbeat) }),
     ...(standbys !== undefined && { numStandbyReplicas: Number(standbys) }),
     ...(initialDelay !== undefined && { initialRebalanceDelayMs: Number(initialDelay) }),
+    ...(assignmentInterval !== undefined && { assignmentIntervalMs: Number(assignmentInterval) }),
+    ...(taskOffsetInterval !== undefined && { taskOffsetIntervalMs: Number(taskOffsetInterval) }),
+    ...(recoveryLag !== undefined && { acceptableRecoveryLag: Number(recoveryLag) }),
   }
 }
 
@@ -93,6 +114,17 @@ export type StreamsMemberDescription = Omit<
   readonly assignment: ReturnType<typeof toWireTuple>
   readonly targetAssignment: ReturnType<typeof toWireTuple>
   readonly stateCode: number
+  /** The offsets it last reported, by subtopology then partition (Kafka's order). */
+  readonly taskOffsets: TaskOffsetEntry[]
+  readonly taskEndOffsets: TaskOffsetEntry[]
+}
+
+function offsetEntries(offsets: TaskOffsetMap | undefined): TaskOffsetEntry[] {
+  const entries: TaskOffsetEntry[] = []
+  for (const subtopologyId of [...(offsets?.keys() ?? [])].sort())
+    for (const [partition, offset] of [...(offsets?.get(subtopologyId) ?? [])].sort(([a], [b]) => a - b))
+      entries.push({ subtopologyId, partition, offset })
+  return entries
 }
 
 export interface StreamsGroupDescription {
@@ -104,6 +136,15 @@ export interface StreamsGroupDescription {
   readonly assignmentEpoch: number
   readonly topology: StreamsTopology | null
   readonly members: readonly StreamsMemberDescription[]
+  /** The stored description of the group's current topology epoch, if any. */
+  readonly topologyDescription?: TopologyDescription | null
+}
+
+export interface TopologyDescriptionUpdateRequest {
+  readonly groupId: string
+  readonly memberId: string
+  readonly topologyEpoch: number
+  readonly topologyDescription: TopologyDescription
 }
 
 /** The session timer of a streams group, apart from the shard's group-id keyed timers. */
@@ -122,6 +163,8 @@ export function streamsOf(group: Group | undefined): StreamsGroup | null {
 }
 
 export class StreamsGroupCoordinator {
+  private readonly descriptionRequests = new TopologyDescriptionRequests()
+
   constructor(private readonly deps: StreamsGroupCoordinatorDeps) {}
 
   /** group.streams.* as the broker runs them. */
@@ -196,12 +239,12 @@ export class StreamsGroupCoordinator {
     if (group?.streams) return group
     if (group && (group.consumer !== null || group.members.size > 0 || group.state !== 'Empty'))
       return notStreams()
-    // No streams group here (never made, or emptied by a failover): a member must join again.
+    // No streams group here: only a join makes one. Kafka's messages differ between a leave
+    // (streamsGroupLeave's streamsGroup()) and a heartbeat (getStreamsGroupOrThrow).
+    if (req.memberEpoch < 0)
+      return streamsHeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, `Group ${req.groupId} not found.`)
     if (req.memberEpoch !== 0)
-      return streamsHeartbeatError(
-        ErrorCode.UNKNOWN_MEMBER_ID,
-        `Member ${req.memberId} is not a member of group ${req.groupId}.`,
-      )
+      return streamsHeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, `Streams group ${req.groupId} not found.`)
     if (!group) {
       group = newGroup(req.groupId, this.deps.clock.nowMs())
       shard.groups.set(req.groupId, group)
@@ -293,6 +336,61 @@ export class StreamsGroupCoordinator {
     })
   }
 
+  /**
+   * StreamsGroupTopologyDescriptionUpdate (KIP-1331), as Kafka's GroupCoordinatorService with
+   * its in-memory plugin: UNSUPPORTED_VERSION when no store is configured, then the request's
+   * own checks, the routing, the group and member, the epoch and the description.
+   */
+  updateTopologyDescription(req: TopologyDescriptionUpdateRequest): DescriptionUpdateOutcome {
+    const fail = (errorCode: number, errorMessage: string | null) => ({ errorCode, errorMessage })
+    if (!this.deps.config.storesTopologyDescriptions)
+      return fail(
+        ErrorCode.UNSUPPORTED_VERSION,
+        'The broker has no streams group topology description plugin configured.',
+      )
+    if (req.memberId === '') return fail(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+    if (req.groupId === '') return fail(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+    const shard = this.deps.route(req.groupId)
+    if (typeof shard === 'number') return fail(shard, null)
+    const group = shard.groups.get(req.groupId)
+    const streams = group?.state === 'Dead' ? null : streamsOf(group)
+    if (!streams) {
+      if ((group && group.state !== 'Dead') || this.deps.isOtherType(shard, req.groupId))
+        return fail(ErrorCode.GROUP_ID_NOT_FOUND, `Group ${req.groupId} is not a streams group.`)
+      return fail(ErrorCode.GROUP_ID_NOT_FOUND, `Group ${req.groupId} not found.`)
+    }
+    const outcome = updateTopologyDescription(
+      streams,
+      req.memberId,
+      req.topologyEpoch,
+      req.topologyDescription,
+    )
+    if (outcome.errorCode === ErrorCode.NONE) this.descriptionRequests.clear(req.groupId, req.topologyEpoch)
+    return outcome
+  }
+
+  /**
+   * Kafka's maybeSetTopologyDescriptionRequired: whether a successful v1 heartbeat asks the
+   * member for the group's topology description (none stored for the current topology epoch,
+   * the member not stale, and not asked within the backoff).
+   */
+  topologyDescriptionRequired(
+    groupId: string,
+    apiVersion: number,
+    requestMemberEpoch: number,
+    result: StreamsHeartbeatResult,
+  ): boolean {
+    if (apiVersion < 1 || !this.deps.config.storesTopologyDescriptions || requestMemberEpoch < 0) return false
+    if (result.errorCode !== ErrorCode.NONE) return false
+    if (result.status.some((s) => s.statusCode === StreamsStatus.STALE_TOPOLOGY)) return false
+    const shard = this.deps.route(groupId)
+    const streams = typeof shard === 'number' ? null : streamsOf(shard.groups.get(groupId))
+    const currentEpoch = streams?.topology?.epoch ?? -1
+    if (!streams || currentEpoch < 0 || streams.topologyDescription?.topologyEpoch === currentEpoch)
+      return false
+    return this.descriptionRequests.ask(groupId, currentEpoch, this.deps.clock.nowMs())
+  }
+
   describe(groupId: string): StreamsGroupDescription {
     const fail = (errorCode: number, errorMessage: string | null): StreamsGroupDescription => ({
       groupId,
@@ -321,6 +419,10 @@ export class StreamsGroupCoordinator {
       groupEpoch: streams.groupEpoch,
       assignmentEpoch: streams.assignmentEpoch,
       topology: streams.topology,
+      topologyDescription:
+        streams.topology !== null && streams.topologyDescription?.topologyEpoch === streams.topology.epoch
+          ? streams.topologyDescription.description
+          : null,
       members: [...streams.members.values()].map((m) => ({
         memberId: m.memberId,
         instanceId: m.instanceId,
@@ -334,6 +436,8 @@ export class StreamsGroupCoordinator {
         topologyEpoch: m.topologyEpoch,
         memberEpoch: m.memberEpoch,
         stateCode: STREAMS_MEMBER_STATE_CODE[m.state],
+        taskOffsets: offsetEntries(streams.taskOffsets.get(m.memberId)?.offsets),
+        taskEndOffsets: offsetEntries(streams.taskOffsets.get(m.memberId)?.endOffsets),
         assignment: toWireTuple(m.assigned),
         targetAssignment: toWireTuple(
           streams.targetAssignment.get(m.memberId) ?? {
@@ -346,7 +450,8 @@ export class StreamsGroupCoordinator {
     }
   }
 
-  private configOf(groupId: string): StreamsGroupConfig {
+  /** The settings of one group: the broker's with the group's own configs. */
+  configOf(groupId: string): StreamsGroupConfig {
     return withGroupConfigs(this.deps.config, this.deps.metadataImage().groupConfigs?.get(groupId))
   }
 

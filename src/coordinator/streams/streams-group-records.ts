@@ -4,7 +4,8 @@
  * coordinator failover: key types 17 StreamsGroupMetadata, 19 StreamsGroupMemberMetadata,
  * 20 StreamsGroupTargetAssignmentMetadata, 21 StreamsGroupTargetAssignmentMember, 22
  * StreamsGroupCurrentMemberAssignment and 23 StreamsGroupTopology; keys non-flexible,
- * values flexible version 0 (tagged fields written empty, skipped when read).
+ * values flexible version 0 (tagged fields written empty, skipped when read, except the
+ * target assignment metadata's AssignmentTimestamp, which the assignment interval needs).
  *
  * As for share groups (share-group-records.ts), the coordinator writes the difference of the
  * group's records before and after a step. What Kafka keeps only in memory stays so here:
@@ -241,6 +242,37 @@ function targetMemberValue(tasks: TasksTuple): Buffer {
   return endValue(w)
 }
 
+/** The tag of StreamsGroupTargetAssignmentMetadataValue's AssignmentTimestamp (Kafka 4.3+). */
+const ASSIGNMENT_TIMESTAMP_TAG = 0
+
+/** AssignmentEpoch, and AssignmentTimestamp as Kafka writes a tagged field: only when not 0. */
+function targetMetadataValue(assignmentEpoch: number, assignmentTimestampMs: number): Buffer {
+  const w = flexibleValue().writeInt32(assignmentEpoch)
+  if (assignmentTimestampMs === 0) return w.writeUnsignedVarint(0).toBuffer()
+  return w
+    .writeUnsignedVarint(1)
+    .writeUnsignedVarint(ASSIGNMENT_TIMESTAMP_TAG)
+    .writeUnsignedVarint(8)
+    .writeInt64(BigInt(assignmentTimestampMs))
+    .toBuffer()
+}
+
+function readTargetMetadataValue(value: Buffer): { assignmentEpoch: number; assignmentTimestampMs: number } {
+  const r = openValue(value)
+  const assignmentEpoch = r.readInt32()
+  let assignmentTimestampMs = 0
+  const tags = r.readUnsignedVarint()
+  for (let i = 0; i < tags; i++) {
+    if (r.readUnsignedVarint() !== ASSIGNMENT_TIMESTAMP_TAG) {
+      r.skipTaggedField()
+      continue
+    }
+    r.readUnsignedVarint() // its size
+    assignmentTimestampMs = Number(r.readInt64())
+  }
+  return { assignmentEpoch, assignmentTimestampMs }
+}
+
 /**
  * Every record describing the group now, in the order Kafka writes a new group's: its
  * epoch, topology, members, target assignment and the members' current assignments.
@@ -264,7 +296,7 @@ export function streamsGroupRecords(group: StreamsGroup): CoordinatorRecord[] {
     records.push({ key: streamsRecordKey('streams-member', id, m.memberId), value: memberValue(m) })
   records.push({
     key: streamsRecordKey('streams-target-metadata', id),
-    value: endValue(flexibleValue().writeInt32(group.assignmentEpoch)),
+    value: targetMetadataValue(group.assignmentEpoch, group.assignmentTimestampMs),
   })
   for (const [memberId, tasks] of group.targetAssignment)
     records.push({
@@ -400,9 +432,13 @@ function applyStreamsRecord(
     case 'streams-topology':
       group.topology = value === null ? null : decodeTopologyValue(value)
       return
-    case 'streams-target-metadata':
-      group.assignmentEpoch = value === null ? 0 : openValue(value).readInt32()
+    case 'streams-target-metadata': {
+      const metadata =
+        value === null ? { assignmentEpoch: 0, assignmentTimestampMs: 0 } : readTargetMetadataValue(value)
+      group.assignmentEpoch = metadata.assignmentEpoch
+      group.assignmentTimestampMs = metadata.assignmentTimestampMs
       return
+    }
     case 'streams-target-member':
       if (value === null) group.targetAssignment.delete(key.memberId)
       else {
@@ -430,6 +466,7 @@ export function snapshotStreamsGroup(group: StreamsGroup): () => void {
     const copy = structuredClone(saved)
     group.groupEpoch = copy.groupEpoch
     group.assignmentEpoch = copy.assignmentEpoch
+    group.assignmentTimestampMs = copy.assignmentTimestampMs
     group.topology = copy.topology
     group.configured = copy.configured
     group.signature = copy.signature
@@ -439,7 +476,11 @@ export function snapshotStreamsGroup(group: StreamsGroup): () => void {
     for (const [instance, id] of copy.staticMembers) group.staticMembers.set(instance, id)
     group.targetAssignment = copy.targetAssignment
     group.endpointInformationEpoch = copy.endpointInformationEpoch
-    group.shutdownRequested = copy.shutdownRequested
+    group.shutdownRequestMemberId = copy.shutdownRequestMemberId
+    group.assignmentConfigs = copy.assignmentConfigs
     group.initialAssignmentDueMs = copy.initialAssignmentDueMs
+    group.topologyDescription = copy.topologyDescription
+    group.taskOffsets.clear()
+    for (const [memberId, offsets] of copy.taskOffsets) group.taskOffsets.set(memberId, offsets)
   }
 }

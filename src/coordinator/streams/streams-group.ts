@@ -3,8 +3,9 @@
  * StreamsGroupMember and the streams parts of GroupMetadataManager), as pure steps on one
  * group: `(group, request, nowMs, view) → result`.
  *
- * A member joins with epoch 0 and the application's topology; the group keeps the topology
- * of the highest topology epoch it was sent (a member behind it is told STALE_TOPOLOGY). Any
+ * A member joins with epoch 0 and the application's topology; the group keeps the first
+ * topology it was sent, as Kafka 4.4 (a member behind its epoch is told STALE_TOPOLOGY, a
+ * different topology at its epoch or later is refused: no topology updates yet). Any
  * change of membership, of a member's process or endpoint, of the topology or of its topics'
  * partition counts bumps the group epoch and recomputes the target assignment
  * (streams-assignor.ts). A member then moves towards its target as Kafka's
@@ -40,6 +41,7 @@ import {
   type StreamsTopology,
   topologySignature,
 } from './streams-topology.js'
+import type { StoredTopologyDescription } from './streams-topology-description.js'
 
 export interface StreamsGroupConfig {
   /** group.streams.heartbeat.interval.ms */
@@ -50,15 +52,25 @@ export interface StreamsGroupConfig {
   readonly maxSize: number
   /** group.streams.num.standby.replicas */
   readonly numStandbyReplicas: number
-  /** group.streams.task.offset.interval.ms (sent to members; tidelog does not use the offsets). */
+  /**
+   * group.streams.topology.description.plugin.class is Kafka's in-memory store: members are
+   * asked for their topology description and StreamsGroupTopologyDescriptionUpdate keeps it.
+   */
+  readonly storesTopologyDescriptions: boolean
+  /** group.streams.task.offset.interval.ms: how often members report their task offsets (sent to them). */
   readonly taskOffsetIntervalMs: number
-  /** group.streams.acceptable.recovery.lag (sent to members). */
+  /** group.streams.acceptable.recovery.lag (sent to members; Kafka 4.4's assignor does not read it). */
   readonly acceptableRecoveryLag: number
   /**
    * group.streams.initial.rebalance.delay.ms: a new group's first target assignment waits
    * this long after its first member joined, so members starting together share it.
    */
   readonly initialRebalanceDelayMs: number
+  /**
+   * group.streams.assignment.interval.ms (KIP-1263): a target assignment is computed at most
+   * once per interval; a change within it waits for the first heartbeat after it (no timer).
+   */
+  readonly assignmentIntervalMs: number
 }
 
 export const DEFAULT_STREAMS_GROUP_CONFIG: StreamsGroupConfig = {
@@ -66,9 +78,11 @@ export const DEFAULT_STREAMS_GROUP_CONFIG: StreamsGroupConfig = {
   sessionTimeoutMs: 45000,
   maxSize: 2147483647,
   numStandbyReplicas: 0,
+  storesTopologyDescriptions: false,
   taskOffsetIntervalMs: 60000,
   acceptableRecoveryLag: 10000,
   initialRebalanceDelayMs: 3000,
+  assignmentIntervalMs: 1000,
 }
 
 export interface Endpoint {
@@ -103,6 +117,11 @@ export interface StreamsGroup {
   readonly groupId: string
   groupEpoch: number
   assignmentEpoch: number
+  /**
+   * When the target assignment was last computed (Kafka's AssignmentTimestamp); 0 when never,
+   * or since the group emptied: the next assignment is then not held by the interval.
+   */
+  assignmentTimestampMs: number
   topology: StreamsTopology | null
   /** The topology against the topics when the group epoch last moved. */
   configured: ConfiguredTopology | null
@@ -114,14 +133,43 @@ export interface StreamsGroup {
   targetAssignment: Map<string, TasksTuple>
   /** Bumped whenever a member's assignment changes: members re-read the IQ endpoints. */
   endpointInformationEpoch: number
-  /** A member asked the whole application to shut down (until the group is empty). */
-  shutdownRequested: boolean
+  /** The first member that asked the whole application to shut down (until the group is empty). */
+  shutdownRequestMemberId: string | null
+  /**
+   * The assignment configs (num.standby.replicas) the group last ran with: a change moves the
+   * group epoch, as Kafka's lastAssignmentConfigs. Null in a group a new coordinator loaded
+   * (Kafka writes them in its metadata record, tidelog does not): its first heartbeat takes
+   * the current ones without a rebalance.
+   */
+  assignmentConfigs: string | null
   /**
    * While a new group's first assignment is delayed (its initial rebalance delay), when it
    * is due; null otherwise. In memory only, as Kafka's timer: a group loaded by a new
    * coordinator is assigned at its next heartbeat.
    */
   initialAssignmentDueMs: number | null
+  /**
+   * The changelog offsets each member last reported (TaskOffsets, TaskEndOffsets): the
+   * assignor places tasks by them. In memory only, as Kafka's: a new coordinator has none
+   * until members report again.
+   */
+  readonly taskOffsets: Map<string, MemberTaskOffsets>
+  /** The description a member last pushed (KIP-1331), in memory only as Kafka's in-memory store. */
+  topologyDescription: StoredTopologyDescription | null
+}
+
+/** Offsets per subtopology and partition. */
+export type TaskOffsetMap = Map<string, Map<number, bigint>>
+
+export interface MemberTaskOffsets {
+  readonly offsets: TaskOffsetMap
+  readonly endOffsets: TaskOffsetMap
+}
+
+export interface TaskOffsetEntry {
+  readonly subtopologyId: string
+  readonly partition: number
+  readonly offset: bigint
 }
 
 export interface StreamsHeartbeatRequest {
@@ -140,6 +188,9 @@ export interface StreamsHeartbeatRequest {
   readonly shutdownApplication: boolean
   readonly clientId: string
   readonly clientHost: string
+  /** Null: unchanged since the member's last report. */
+  readonly taskOffsets?: readonly TaskOffsetEntry[] | null
+  readonly taskEndOffsets?: readonly TaskOffsetEntry[] | null
 }
 
 export interface WireTasks {
@@ -202,6 +253,7 @@ export function newStreamsGroup(groupId: string): StreamsGroup {
     groupId,
     groupEpoch: 0,
     assignmentEpoch: 0,
+    assignmentTimestampMs: 0,
     topology: null,
     configured: null,
     signature: '',
@@ -209,9 +261,39 @@ export function newStreamsGroup(groupId: string): StreamsGroup {
     staticMembers: new Map(),
     targetAssignment: new Map(),
     endpointInformationEpoch: 0,
-    shutdownRequested: false,
+    shutdownRequestMemberId: null,
+    assignmentConfigs: null,
     initialAssignmentDueMs: null,
+    taskOffsets: new Map(),
+    topologyDescription: null,
   }
+}
+
+/** Kafka's MemberTaskOffsets.toNestedMap: the offsets by task, or the duplicate's message. */
+function taskOffsetMap(entries: readonly TaskOffsetEntry[]): TaskOffsetMap | string {
+  const result: TaskOffsetMap = new Map()
+  for (const e of entries) {
+    const byPartition = result.get(e.subtopologyId) ?? new Map<number, bigint>()
+    if (byPartition.has(e.partition))
+      return `Task offsets contain a duplicate entry for subtopology ${e.subtopologyId} and partition ${e.partition}.`
+    byPartition.set(e.partition, e.offset)
+    result.set(e.subtopologyId, byPartition)
+  }
+  return result
+}
+
+/** The member's offsets after its report (a null list keeps the last one), or the error message. */
+function reportedTaskOffsets(
+  previous: MemberTaskOffsets | undefined,
+  req: StreamsHeartbeatRequest,
+): MemberTaskOffsets | string | null {
+  if (req.taskOffsets == null && req.taskEndOffsets == null) return null
+  const offsets = req.taskOffsets == null ? (previous?.offsets ?? new Map()) : taskOffsetMap(req.taskOffsets)
+  if (typeof offsets === 'string') return offsets
+  const endOffsets =
+    req.taskEndOffsets == null ? (previous?.endOffsets ?? new Map()) : taskOffsetMap(req.taskEndOffsets)
+  if (typeof endOffsets === 'string') return endOffsets
+  return { offsets, endOffsets }
 }
 
 /** Kafka's StreamsGroupState names (StreamsGroup.StreamsGroupState.toString()). */
@@ -291,21 +373,22 @@ function newMember(req: StreamsHeartbeatRequest, nowMs: number): StreamsMember {
 }
 
 /** Removes a member (leave, expiry, fencing); the group moves to a new epoch. */
-export function removeStreamsMember(
-  group: StreamsGroup,
-  memberId: string,
-  view: StreamsTopicsView,
-  config: StreamsGroupConfig,
-  nowMs: number,
-): void {
+export function removeStreamsMember(group: StreamsGroup, memberId: string, view: StreamsTopicsView): void {
   const member = group.members.get(memberId)
   if (!member) return
   group.members.delete(memberId)
   if (member.instanceId !== null && group.staticMembers.get(member.instanceId) === memberId)
     group.staticMembers.delete(member.instanceId)
-  if (group.members.size === 0) group.shutdownRequested = false
+  group.targetAssignment.delete(memberId)
+  group.taskOffsets.delete(memberId)
   bumpGroupEpoch(group, view)
-  if (!initialAssignmentPending(group, nowMs)) assignTargets(group, config)
+  // As Kafka's streamsGroupFenceMember: the remaining members' target is recomputed at
+  // their next heartbeat (within the assignment interval); an emptied group starts afresh.
+  if (group.members.size === 0) {
+    group.shutdownRequestMemberId = null
+    group.assignmentEpoch = group.groupEpoch
+    group.assignmentTimestampMs = 0
+  }
 }
 
 /**
@@ -342,6 +425,7 @@ function memberFor(
         )
       // The new incarnation takes over the old one's tasks and epoch (no rebalance).
       group.members.delete(previous.memberId)
+      group.taskOffsets.delete(previous.memberId)
       member.memberEpoch = previous.previousMemberEpoch
       member.assigned = previous.assigned
       member.activePendingRevocation = previous.activePendingRevocation
@@ -357,6 +441,32 @@ function memberFor(
   // A member joining again with its id owns nothing now (the request says so): it starts over.
   group.members.set(req.memberId, member)
   return { member, changed: member.memberEpoch === 0 }
+}
+
+/** A subtopology's fields in a fixed order, its lists as given (Kafka compares them so). */
+function subtopologyKey(s: StreamsTopology['subtopologies'][number]): string {
+  return JSON.stringify([
+    s.subtopologyId,
+    s.sourceTopics,
+    s.sourceTopicRegex ?? [],
+    s.repartitionSinkTopics,
+    s.stateChangelogTopics,
+    s.repartitionSourceTopics,
+    s.copartitionGroups,
+  ])
+}
+
+/**
+ * Kafka 4.4's maybeUpdateTopology: a group keeps the first topology it was given; a join
+ * with an older epoch is only stale (STALE_TOPOLOGY), and one with the same or a newer epoch
+ * must bring the very same topology: Kafka does not update topologies yet (so it never
+ * answers STREAMS_INVALID_TOPOLOGY_EPOCH or STREAMS_TOPOLOGY_FENCED).
+ */
+function topologyUpdateRefused(current: StreamsTopology | null, sent: StreamsTopology): boolean {
+  if (current === null || sent.epoch < current.epoch) return false
+  if (sent.epoch !== current.epoch || sent.subtopologies.length !== current.subtopologies.length) return true
+  const keys = new Set(current.subtopologies.map(subtopologyKey))
+  return sent.subtopologies.some((s) => !keys.has(subtopologyKey(s)))
 }
 
 /** Takes the member's reported metadata; true when it changes what the assignor sees. */
@@ -388,8 +498,8 @@ function bumpGroupEpoch(group: StreamsGroup, view: StreamsTopicsView): void {
   group.configured = group.topology ? configureTopology(group.topology, view.partitionCounts) : null
 }
 
-/** The target assignment of the group epoch. */
-function assignTargets(group: StreamsGroup, config: StreamsGroupConfig): void {
+/** The target assignment of the group epoch, computed now. */
+function assignTargets(group: StreamsGroup, config: StreamsGroupConfig, nowMs: number): void {
   const stateful = new Set(
     (group.topology?.subtopologies ?? [])
       .filter((s) => s.stateChangelogTopics.length > 0)
@@ -400,12 +510,23 @@ function assignTargets(group: StreamsGroup, config: StreamsGroupConfig): void {
       memberId: m.memberId,
       processId: m.processId,
       current: m.assigned,
+      taskOffsets: group.taskOffsets.get(m.memberId)?.offsets ?? new Map(),
     })),
     taskCounts: group.configured?.taskCounts ?? new Map(),
     stateful,
     numStandbyReplicas: config.numStandbyReplicas,
   })
   group.assignmentEpoch = group.groupEpoch
+  group.assignmentTimestampMs = nowMs
+}
+
+/** Kafka's canComputeNextTargetAssignment: the assignment interval since the last one is over. */
+function assignmentIntervalOver(group: StreamsGroup, config: StreamsGroupConfig, nowMs: number): boolean {
+  return (
+    group.assignmentTimestampMs === 0 ||
+    config.assignmentIntervalMs === 0 ||
+    nowMs >= group.assignmentTimestampMs + config.assignmentIntervalMs
+  )
 }
 
 function initialAssignmentPending(group: StreamsGroup, nowMs: number): boolean {
@@ -423,7 +544,7 @@ export function assignDueInitialTargets(
 ): void {
   if (group.initialAssignmentDueMs === null || initialAssignmentPending(group, nowMs)) return
   group.initialAssignmentDueMs = null
-  if (group.members.size > 0 && group.groupEpoch > group.assignmentEpoch) assignTargets(group, config)
+  if (group.members.size > 0 && group.groupEpoch > group.assignmentEpoch) assignTargets(group, config, nowMs)
 }
 
 /** One heartbeat of a validated request on its group (made for a join by the caller). */
@@ -434,18 +555,26 @@ export function streamsGroupHeartbeat(
   config: StreamsGroupConfig,
   view: StreamsTopicsView,
 ): StreamsHeartbeatResult {
-  if (req.memberEpoch === -1 || req.memberEpoch === -2) return leave(group, req, view, config, nowMs)
+  if (req.memberEpoch === -1 || req.memberEpoch === -2) return leave(group, req, view)
   const firstMember = group.members.size === 0
+  if (req.topology !== null && topologyUpdateRefused(group.topology, req.topology))
+    return streamsHeartbeatError(ErrorCode.INVALID_REQUEST, 'Topology updates are not supported yet.')
+  const offsets = reportedTaskOffsets(group.taskOffsets.get(req.memberId), req)
+  if (typeof offsets === 'string') return streamsHeartbeatError(ErrorCode.INVALID_REQUEST, offsets)
   const found = memberFor(group, req, nowMs, config)
   if ('errorCode' in found) return found
   const { member } = found
+  if (offsets !== null) group.taskOffsets.set(member.memberId, offsets)
   let changed = found.changed
   changed = updateMember(member, req, nowMs) || changed
-  if (req.topology !== null && (group.topology === null || req.topology.epoch > group.topology.epoch)) {
+  if (req.topology !== null && group.topology === null) {
     group.topology = req.topology
     changed = true
   }
-  if (req.shutdownApplication) group.shutdownRequested = true
+  if (req.shutdownApplication) group.shutdownRequestMemberId ??= member.memberId
+  const assignmentConfigs = `num.standby.replicas=${config.numStandbyReplicas}`
+  if (group.assignmentConfigs !== null && group.assignmentConfigs !== assignmentConfigs) changed = true
+  group.assignmentConfigs = assignmentConfigs
   if (changed || topologySignature(group.topology, view.partitionCounts) !== group.signature)
     bumpGroupEpoch(group, view)
   if (firstMember && config.initialRebalanceDelayMs > 0 && group.initialAssignmentDueMs === null) {
@@ -454,8 +583,11 @@ export function streamsGroupHeartbeat(
     if (group.groupEpoch < 2) bumpGroupEpoch(group, view)
   } else assignDueInitialTargets(group, nowMs, config)
   // Behind after a bump, or loaded so by a new coordinator (the delay's timer is not kept).
-  if (group.groupEpoch > group.assignmentEpoch && !initialAssignmentPending(group, nowMs))
-    assignTargets(group, config)
+  let intervalDelayed = false
+  if (group.groupEpoch > group.assignmentEpoch && !initialAssignmentPending(group, nowMs)) {
+    if (assignmentIntervalOver(group, config, nowMs)) assignTargets(group, config, nowMs)
+    else intervalDelayed = true
+  }
   const before = { epoch: member.memberEpoch, assigned: member.assigned }
   reconcile(group, member, req.owned, nowMs)
   const tasksChanged = !sameTasks(before.assigned, member.assigned)
@@ -466,7 +598,7 @@ export function streamsGroupHeartbeat(
     memberId: member.memberId,
     memberEpoch: member.memberEpoch,
     heartbeatIntervalMs: config.heartbeatIntervalMs,
-    status: statusOf(group, member),
+    status: statusOf(group, member, intervalDelayed),
     tasks:
       req.memberEpoch === 0 || tasksChanged || before.epoch !== member.memberEpoch
         ? toWireTuple(member.assigned)
@@ -482,9 +614,9 @@ function leave(
   group: StreamsGroup,
   req: StreamsHeartbeatRequest,
   view: StreamsTopicsView,
-  config: StreamsGroupConfig,
-  nowMs: number,
 ): StreamsHeartbeatResult {
+  // Kafka's streamsGroupLeave takes the request before it looks the member up.
+  if (req.shutdownApplication) group.shutdownRequestMemberId ??= req.memberId
   const member = group.members.get(req.memberId)
   if (!member)
     return streamsHeartbeatError(
@@ -496,7 +628,7 @@ function leave(
     member.previousMemberEpoch = member.memberEpoch
     member.memberEpoch = -2
   } else {
-    removeStreamsMember(group, member.memberId, view, config, nowMs)
+    removeStreamsMember(group, member.memberId, view)
   }
   return { ...streamsHeartbeatError(ErrorCode.NONE), memberId: req.memberId, memberEpoch: req.memberEpoch }
 }
@@ -535,7 +667,12 @@ function reconcile(
   member.activePendingRevocation = next.activePendingRevocation
 }
 
-function statusOf(group: StreamsGroup, member: StreamsMember): StreamsStatusEntry[] {
+/** The statuses in Kafka's order: stale topology, delayed assignment, topics, shutdown. */
+function statusOf(
+  group: StreamsGroup,
+  member: StreamsMember,
+  intervalDelayed: boolean,
+): StreamsStatusEntry[] {
   const status: StreamsStatusEntry[] = []
   const groupEpoch = group.topology?.epoch ?? 0
   if (member.topologyEpoch < groupEpoch)
@@ -543,17 +680,21 @@ function statusOf(group: StreamsGroup, member: StreamsMember): StreamsStatusEntr
       statusCode: StreamsStatus.STALE_TOPOLOGY,
       statusDetail: `The member's topology epoch ${member.topologyEpoch} is behind the group's topology epoch ${groupEpoch}.`,
     })
-  status.push(...(group.configured?.problems ?? []))
   if (group.initialAssignmentDueMs !== null)
     status.push({
       statusCode: StreamsStatus.ASSIGNMENT_DELAYED,
       statusDetail: 'Assignment delayed due to the configured initial rebalance delay.',
     })
-  if (group.shutdownRequested)
+  else if (intervalDelayed)
+    status.push({
+      statusCode: StreamsStatus.ASSIGNMENT_DELAYED,
+      statusDetail: 'Assignment delayed due to the configured assignment interval.',
+    })
+  status.push(...(group.configured?.problems ?? []))
+  if (group.shutdownRequestMemberId !== null)
     status.push({
       statusCode: StreamsStatus.SHUTDOWN_APPLICATION,
-      statusDetail:
-        'A KafkaStreams instance encountered a fatal error and requested a shutdown for the entire application.',
+      statusDetail: `Streams group member ${group.shutdownRequestMemberId} encountered a fatal error and requested a shutdown for the entire application.`,
     })
   return status
 }
@@ -621,7 +762,7 @@ export function expireStreamsMembers(
     const sessionOver = nowMs - member.lastHeartbeatMs >= config.sessionTimeoutMs
     const revocationOver = member.revocationDeadlineMs !== null && nowMs >= member.revocationDeadlineMs
     if (!sessionOver && !revocationOver) continue
-    removeStreamsMember(group, member.memberId, view, config, nowMs)
+    removeStreamsMember(group, member.memberId, view)
     expired = true
   }
   return expired

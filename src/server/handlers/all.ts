@@ -67,6 +67,7 @@ import { shareGroupDescribeHandler } from './share-group-describe.js'
 import { shareGroupHeartbeatHandler } from './share-group-heartbeat.js'
 import { streamsGroupDescribeHandler } from './streams-group-describe.js'
 import { streamsGroupHeartbeatHandler } from './streams-group-heartbeat.js'
+import { streamsGroupTopologyDescriptionUpdateHandler } from './streams-group-topology-description-update.js'
 import { syncGroupHandler } from './sync-group.js'
 import { txnOffsetCommitHandler } from './txn-offset-commit.js'
 import { updateFeaturesHandler } from './update-features.js'
@@ -128,6 +129,7 @@ export const allHandlers: readonly AnyApiHandler[] = [
   writeShareGroupStateHandler,
   streamsGroupHeartbeatHandler,
   streamsGroupDescribeHandler,
+  streamsGroupTopologyDescriptionUpdateHandler,
   offsetDeleteHandler,
   writeTxnMarkersHandler,
   describeProducersHandler,

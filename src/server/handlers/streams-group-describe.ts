@@ -5,12 +5,18 @@
  * endpoint, current and target tasks. A classic, consumer or share group answers
  * GROUP_ID_NOT_FOUND "Group <id> is not a streams group.", as Kafka.
  * Authorization: DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for that group).
- * Version notes: v0-1 as Kafka 4.4. v1's topology description: tidelog has no description
- * plugin, so a request that asks for it is answered NOT_STORED (1), otherwise NOT_REQUESTED
- * (0); the assignor name is tidelog's "sticky" (see streams-assignor.ts). Authorized
- * operations are not computed: Kafka's "omitted" value. Task offsets are not kept (empty).
+ * Version notes: v0-1 as Kafka 4.4. v1's topology description (KIP-1331), when asked for:
+ * AVAILABLE (3) with the description a member pushed for the group's current topology epoch
+ * (streams-topology-description.ts), else NOT_STORED (1), as Kafka with its in-memory plugin
+ * (and always NOT_STORED without one); NOT_REQUESTED (0) otherwise; the assignor name is tidelog's "sticky" (see streams-assignor.ts). Authorized
+ * operations are not computed: Kafka's "omitted" value. Task offsets are the ones each
+ * member last reported (in memory, as Kafka's).
  */
 import type { StreamsGroupDescription } from '../../coordinator/streams/streams-group-coordinator.js'
+import type {
+  TopologyDescription,
+  TopologyDescriptionNode,
+} from '../../coordinator/streams/streams-topology-description.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -23,12 +29,32 @@ import type { ApiHandler } from './registry.js'
 const AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 const TOPOLOGY_DESCRIPTION_NOT_REQUESTED = 0
 const TOPOLOGY_DESCRIPTION_NOT_STORED = 1
+const TOPOLOGY_DESCRIPTION_AVAILABLE = 3
 const ASSIGNOR_NAME = 'sticky'
 
 type DescribedGroup = StreamsGroupDescribeResponse['groups'][number]
 
+function toWireNode(n: TopologyDescriptionNode) {
+  return { ...n, sourceTopics: [...n.sourceTopics], stores: [...n.stores], successors: [...n.successors] }
+}
+
+function toWireDescription(d: TopologyDescription): NonNullable<DescribedGroup['topologyDescription']> {
+  return {
+    subtopologies: d.subtopologies.map((s) => ({
+      subtopologyId: s.subtopologyId,
+      nodes: s.nodes.map(toWireNode),
+    })),
+    globalStores: d.globalStores.map((g) => ({
+      source: toWireNode(g.source),
+      processor: toWireNode(g.processor),
+    })),
+  }
+}
+
 function described(d: StreamsGroupDescription, descriptionStatus: number): DescribedGroup {
   const ok = d.errorCode === ErrorCode.NONE
+  const available =
+    ok && descriptionStatus !== TOPOLOGY_DESCRIPTION_NOT_REQUESTED && (d.topologyDescription ?? null) !== null
   const topicInfo = (t: {
     name: string
     partitions: number
@@ -71,8 +97,8 @@ function described(d: StreamsGroupDescription, descriptionStatus: number): Descr
       processId: m.processId,
       userEndpoint: m.userEndpoint,
       clientTags: m.clientTags.map((t) => ({ key: t.key, value: t.value })),
-      taskOffsets: [],
-      taskEndOffsets: [],
+      taskOffsets: m.taskOffsets.map((o) => ({ ...o })),
+      taskEndOffsets: m.taskEndOffsets.map((o) => ({ ...o })),
       assignment: {
         activeTasks: m.assignment.active,
         standbyTasks: m.assignment.standby,
@@ -86,8 +112,12 @@ function described(d: StreamsGroupDescription, descriptionStatus: number): Descr
       isClassic: false,
     })),
     authorizedOperations: AUTHORIZED_OPERATIONS_OMITTED,
-    topologyDescription: null,
-    topologyDescriptionStatus: ok ? descriptionStatus : TOPOLOGY_DESCRIPTION_NOT_REQUESTED,
+    topologyDescription: available && d.topologyDescription ? toWireDescription(d.topologyDescription) : null,
+    topologyDescriptionStatus: !ok
+      ? TOPOLOGY_DESCRIPTION_NOT_REQUESTED
+      : available
+        ? TOPOLOGY_DESCRIPTION_AVAILABLE
+        : descriptionStatus,
     assignorName: ok ? ASSIGNOR_NAME : null,
   }
 }

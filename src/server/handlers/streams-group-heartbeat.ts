@@ -8,21 +8,24 @@
  * broker creates them (with the topology's partition counts, replication factors and
  * configs; -1 replicas meaning default.replication.factor), as Kafka's KafkaApis does,
  * without waiting: a later heartbeat finds them and tasks are assigned. Streams groups are
- * kept in the coordinator's memory (not yet on __consumer_offsets): a coordinator failover
- * makes members join again.
+ * written to __consumer_offsets (streams-group-records.ts): a new coordinator keeps them.
  * Version notes: v0-1 as Kafka 4.4 (v1 adds AcceptableRecoveryLag as int64 and
- * TopologyDescriptionRequired, always false: tidelog has no topology description plugin).
+ * TopologyDescriptionRequired: set, with a topology description store configured, while none
+ * is stored for the group's topology epoch; see streams-group-topology-description-update.ts).
  * Off while `streams.version` is finalized at 0 (UNSUPPORTED_VERSION, as Kafka).
- * Authorization: READ on the group (GROUP_AUTHORIZATION_FAILED); internal topics are
- * created only with CREATE on the cluster or on each topic, otherwise the status says which
- * were not authorized, as Kafka. Kafka also checks DESCRIBE on the source topics, which
- * tidelog does not yet.
+ * Authorization, in KafkaApis' order: UNSUPPORTED_VERSION while streams groups are off, READ
+ * on the group (GROUP_AUTHORIZATION_FAILED), both without a message as Kafka; a joining
+ * member's topology must name none of Kafka's internal topics and only valid names
+ * (STREAMS_INVALID_TOPOLOGY) and have DESCRIBE on each of its topics
+ * (TOPIC_AUTHORIZATION_FAILED); internal topics are created only with CREATE on the cluster
+ * or on each topic, otherwise the status says which were not authorized, as Kafka.
  */
 import { clientHostOf } from '../../coordinator/client-host.js'
 import type { TaskSet } from '../../coordinator/streams/streams-assignor.js'
 import type { StreamsHeartbeatResult } from '../../coordinator/streams/streams-group.js'
 import { type CreatableInternalTopic, StreamsStatus } from '../../coordinator/streams/streams-topology.js'
 import { finalizedLevel } from '../../metadata/features.js'
+import { isValidTopicName } from '../../metadata/topic-name.js'
 import { ErrorCode, errorInfos } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -39,10 +42,53 @@ function taskSet(tasks: NonNullable<TaskIds>): TaskSet {
   return new Map(tasks.map((t) => [t.subtopologyId, [...t.partitions].sort((a, b) => a - b)]))
 }
 
+/** Kafka's Topic.isInternal. */
+const KAFKA_INTERNAL_TOPICS: ReadonlySet<string> = new Set([
+  '__consumer_offsets',
+  '__transaction_state',
+  '__share_group_state',
+])
+
+/**
+ * KafkaApis' checks of a joining member's topology topics (source, repartition and changelog,
+ * each once, in the topology's order): none of Kafka's internal topics, valid names, and
+ * DESCRIBE on every one (TOPIC_AUTHORIZATION_FAILED, no message); null when all pass.
+ */
+function refusedTopologyTopics(
+  context: RequestContext,
+  topology: NonNullable<StreamsGroupHeartbeatRequest['topology']>,
+): { errorCode: number; errorMessage: string | null } | null {
+  const topics = [
+    ...new Set(
+      topology.subtopologies.flatMap((s) => [
+        ...s.sourceTopics,
+        ...s.repartitionSinkTopics,
+        ...s.repartitionSourceTopics.map((t) => t.name),
+        ...s.stateChangelogTopics.map((t) => t.name),
+      ]),
+    ),
+  ]
+  const internal = topics.filter((t) => KAFKA_INTERNAL_TOPICS.has(t))
+  if (internal.length > 0)
+    return {
+      errorCode: ErrorCode.STREAMS_INVALID_TOPOLOGY,
+      errorMessage: `Use of Kafka internal topics ${internal.join(',')} in a Kafka Streams topology is prohibited.`,
+    }
+  const invalid = topics.filter((t) => !isValidTopicName(t))
+  if (invalid.length > 0)
+    return {
+      errorCode: ErrorCode.STREAMS_INVALID_TOPOLOGY,
+      errorMessage: `Topic names ${invalid.join(',')} are not valid topic names.`,
+    }
+  if (topics.some((t) => !context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t)))
+    return { errorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED, errorMessage: null }
+  return null
+}
+
 function errorResponse(
   apiVersion: number,
   errorCode: number,
-  errorMessage: string,
+  errorMessage: string | null,
 ): StreamsGroupHeartbeatResponse {
   return toResponse(
     {
@@ -71,6 +117,7 @@ function toResponse(
   apiVersion: number,
   acceptableRecoveryLag: number | null = null,
   taskOffsetIntervalMs = 0,
+  topologyDescriptionRequired = false,
 ) {
   return {
     throttleTimeMs: 0,
@@ -89,7 +136,7 @@ function toResponse(
     activeTasks: result.tasks?.active ?? null,
     standbyTasks: result.tasks?.standby ?? null,
     warmupTasks: result.tasks?.warmup ?? null,
-    topologyDescriptionRequired: false,
+    topologyDescriptionRequired,
     endpointInformationEpoch: result.endpointInformationEpoch,
     partitionsByUserEndpoint: result.partitionsByUserEndpoint,
   }
@@ -157,22 +204,16 @@ export const streamsGroupHeartbeatHandler: ApiHandler<
   minVersion: 0,
   maxVersion: 1,
   async handle(context, request) {
-    if (!context.authorize(AclOperation.READ, ResourceType.GROUP, request.groupId))
-      return errorResponse(
-        context.apiVersion,
-        ErrorCode.GROUP_AUTHORIZATION_FAILED,
-        `Not authorized to read group ${request.groupId}.`,
-      )
     // streams.version 0 (UpdateFeatures) turns streams groups off: Kafka answers UNSUPPORTED_VERSION.
     if (
       finalizedLevel(context.broker.metadataImage(), 'streams.version') < 1 ||
       !context.broker.groupCoordinator.streamsProtocolEnabled
     )
-      return errorResponse(
-        context.apiVersion,
-        ErrorCode.UNSUPPORTED_VERSION,
-        'Streams groups are not enabled (streams.version is finalized at 0).',
-      )
+      return errorResponse(context.apiVersion, ErrorCode.UNSUPPORTED_VERSION, null)
+    if (!context.authorize(AclOperation.READ, ResourceType.GROUP, request.groupId))
+      return errorResponse(context.apiVersion, ErrorCode.GROUP_AUTHORIZATION_FAILED, null)
+    const refused = request.topology === null ? null : refusedTopologyTopics(context, request.topology)
+    if (refused !== null) return errorResponse(context.apiVersion, refused.errorCode, refused.errorMessage)
     const coordinator = context.broker.groupCoordinator
     const owned =
       request.activeTasks === null || request.standbyTasks === null || request.warmupTasks === null
@@ -196,6 +237,8 @@ export const streamsGroupHeartbeatHandler: ApiHandler<
       userEndpoint: request.userEndpoint,
       clientTags: request.clientTags,
       shutdownApplication: request.shutdownApplication,
+      taskOffsets: request.taskOffsets,
+      taskEndOffsets: request.taskEndOffsets,
       clientId: context.header.clientId ?? '',
       clientHost: clientHostOf(context.connection.remoteAddress),
     })
@@ -217,7 +260,7 @@ export const streamsGroupHeartbeatHandler: ApiHandler<
             : s,
         )
     }
-    const config = coordinator.streams.config
+    const config = coordinator.streams.configOf(request.groupId)
     if (result.errorCode !== ErrorCode.NONE || result.memberEpoch < 0)
       return toResponse({ ...result, status }, context.apiVersion)
     return toResponse(
@@ -225,6 +268,12 @@ export const streamsGroupHeartbeatHandler: ApiHandler<
       context.apiVersion,
       config.acceptableRecoveryLag,
       config.taskOffsetIntervalMs,
+      coordinator.streams.topologyDescriptionRequired(
+        request.groupId,
+        context.apiVersion,
+        request.memberEpoch,
+        result,
+      ),
     )
   },
 }
