@@ -7,8 +7,8 @@
  * INVALID_CONFIG with Kafka's messages.
  *
  * Applied by tidelog: share.auto.offset.reset, share.record.lock.duration.ms,
- * share.delivery.count.limit, share.partition.max.record.locks and share.isolation.level
- * (by the share-partitions), share.session.timeout.ms and share.heartbeat.interval.ms (share
+ * share.delivery.count.limit, share.partition.max.record.locks, share.isolation.level and
+ * share.renew.acknowledge.enable (by the share-partitions), share.session.timeout.ms and share.heartbeat.interval.ms (share
  * heartbeats), consumer.session.timeout.ms and consumer.heartbeat.interval.ms (KIP-848
  * heartbeats). The others are stored and described and have no effect (docs/share-groups.md).
  */
@@ -350,6 +350,7 @@ export interface ShareGroupSettings {
   readonly deliveryCountLimit: number
   readonly maxInFlightRecords: number
   readonly isolationLevel: IsolationLevel
+  readonly renewAcknowledgeEnabled: boolean
 }
 
 export function shareGroupSettings(
@@ -365,5 +366,6 @@ export function shareGroupSettings(
     deliveryCountLimit: Number(value('share.delivery.count.limit')),
     maxInFlightRecords: Number(value('share.partition.max.record.locks')),
     isolationLevel: value('share.isolation.level').trim() as IsolationLevel,
+    renewAcknowledgeEnabled: value('share.renew.acknowledge.enable').trim().toLowerCase() === 'true',
   }
 }

@@ -66,6 +66,8 @@ export interface ShareGroupOverrides {
   readonly maxInFlightRecords?: number
   /** share.isolation.level: Kafka's default (no broker setting) is read_uncommitted. */
   readonly isolationLevel?: IsolationLevel
+  /** share.renew.acknowledge.enable: Kafka's default (no broker setting) is true. */
+  readonly renewAcknowledgeEnabled?: boolean
 }
 
 /** A share-partition's place: the topic's name and id and the partition index. */
@@ -211,6 +213,9 @@ export class SharePartitionManager {
       },
       get recordLockDurationMs() {
         return manager.recordLockDurationMs(groupId)
+      },
+      get renewAcknowledgeEnabled() {
+        return manager.groupOverrides(groupId).renewAcknowledgeEnabled ?? true
       },
     }
     let share: SharePartition

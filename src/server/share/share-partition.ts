@@ -59,6 +59,11 @@ export interface SharePartitionConfig {
   readonly deliveryCountLimit: number
   /** group.share.partition.max.record.locks: records in flight (SPSO to SPEO) at most, at each acquisition. */
   readonly maxInFlightRecords: number
+  /**
+   * The group's share.renew.acknowledge.enable (Kafka's default true, no broker setting): when
+   * false a RENEW is INVALID_RECORD_STATE, as Kafka's SharePartition answers it.
+   */
+  readonly renewAcknowledgeEnabled?: boolean
 }
 
 /** A range of in-flight offsets in one state, as `__share_group_state` keeps it (PersisterStateBatch). */
@@ -297,10 +302,13 @@ export class SharePartition {
    * Applies a member's acknowledgements. All or nothing, as Kafka's: every offset must be
    * ACQUIRED by this member (INVALID_RECORD_STATE otherwise, nothing changes), except that a
    * GAP may name offsets that were never records, and offsets below SPSO (done already) are
-   * passed over, as Kafka 4.4 does.
+   * passed over, as Kafka 4.4 does. A RENEW of a group whose share.renew.acknowledge.enable is
+   * false is INVALID_RECORD_STATE too ("Renewing acquisition locks is not enabled for the
+   * group." in Kafka, which checks it after the member's ownership).
    */
   acknowledge(memberId: string, batches: readonly AcknowledgementBatch[]): number {
     if (this.closed) return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    const renewRefused = this.config.renewAcknowledgeEnabled === false
     for (const batch of batches)
       for (let offset = Math.max(batch.firstOffset, this.spso); offset <= batch.lastOffset; offset++) {
         const type = typeAt(batch, offset)
@@ -308,6 +316,7 @@ export class SharePartition {
         const record = this.records.get(offset)
         if (record?.state !== RecordState.ACQUIRED || record.memberId !== memberId)
           return ErrorCode.INVALID_RECORD_STATE
+        if (type === AcknowledgeType.RENEW && renewRefused) return ErrorCode.INVALID_RECORD_STATE
       }
     const renewed: number[] = []
     for (const batch of batches)
