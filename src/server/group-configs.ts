@@ -8,9 +8,9 @@
  *
  * Applied by tidelog: share.auto.offset.reset, share.record.lock.duration.ms,
  * share.delivery.count.limit, share.partition.max.record.locks, share.isolation.level and
- * share.renew.acknowledge.enable (by the share-partitions), share.session.timeout.ms and share.heartbeat.interval.ms (share
- * heartbeats), consumer.session.timeout.ms and consumer.heartbeat.interval.ms (KIP-848
- * heartbeats). The others are stored and described and have no effect (docs/share-groups.md).
+ * share.renew.acknowledge.enable (by the share-partitions), share.session.timeout.ms and
+ * share.heartbeat.interval.ms (share heartbeats), consumer.session.timeout.ms and
+ * consumer.heartbeat.interval.ms (KIP-848 heartbeats). The others are stored and described and have no effect (docs/share-groups.md).
  */
 import { ConfigError } from '../common/errors.js'
 import type { ClusterImage } from '../metadata/cluster-image.js'

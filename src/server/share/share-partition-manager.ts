@@ -340,8 +340,9 @@ export class SharePartitionManager {
 
   /**
    * Applies a member's acknowledgements to the group's share-partition on `tp`, answering once
-   * the new state is written to the share coordinator (its error if the write failed: the
-   * change stays in memory, but a new leader would not see it).
+   * the new state is written to the share coordinator. If the write fails the change is rolled
+   * back, as Kafka's SharePartition does: the records are the member's again under their locks
+   * (released if a lock ran out meanwhile), and the member gets the write's error.
    */
   async acknowledge(
     groupId: string,
@@ -353,11 +354,15 @@ export class SharePartitionManager {
     if (typeof found === 'number') return found
     // Records are acknowledged only where they were acquired: by this share-partition.
     if (!found.hosted) return ErrorCode.INVALID_RECORD_STATE
-    const code = found.hosted.sharePartition.acknowledge(memberId, batches)
-    if (code !== ErrorCode.NONE) return code
+    const share = found.hosted.sharePartition
+    const { errorCode, transition } = share.beginAcknowledge(memberId, batches)
+    if (errorCode !== ErrorCode.NONE || transition === null) return errorCode
+    const written = await this.persist(found.hosted)
+    share.completeTransition(transition, written === ErrorCode.NONE)
+    if (written !== ErrorCode.NONE) return written
     for (const [type, count] of acknowledgedRecordCounts(batches))
       this.stats.recordAcknowledgements.set(type, (this.stats.recordAcknowledgements.get(type) ?? 0) + count)
-    return this.persist(found.hosted)
+    return ErrorCode.NONE
   }
 
   /**
@@ -371,15 +376,21 @@ export class SharePartitionManager {
   }
 
   /**
-   * Releases what the session's member holds on each of its partitions (the session ended);
-   * a share-partition no other session of the group has is dropped once its writes are done.
+   * Releases what the session's member holds on each of its partitions (the session ended),
+   * rolled back if the write fails (as an acknowledgement's); a share-partition no other
+   * session of the group has is dropped once its writes are done.
    */
   releaseSession(session: ShareSession): void {
     for (const tp of session.partitions.values()) {
       const key = keyOf(session.groupId, tp)
       const hosted = this.hosted.get(key)
       if (!hosted) continue
-      hosted.sharePartition.releaseAcquiredRecords(session.memberId)
+      const share = hosted.sharePartition
+      const transition = share.beginRelease(session.memberId)
+      if (transition.offsets.length > 0)
+        void this.persist(hosted).then((code) =>
+          share.completeTransition(transition, code === ErrorCode.NONE),
+        )
       if (this.persister && !this.sessions.anyHolds(session.groupId, tp, session))
         void Promise.resolve(hosted.queued ?? hosted.writing).then(() => {
           if (!this.sessions.anyHolds(session.groupId, tp) && !hosted.sharePartition.hasAcquiredRecords)
