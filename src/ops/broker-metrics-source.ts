@@ -24,6 +24,15 @@ export interface ShareMetricsView {
   readonly recordAcknowledgements: ReadonlyMap<string, number>
   /** Lock expiries of share-partitions closed since: part of the total, with no partition label left. */
   readonly closedAcquisitionLockTimeouts: number
+  /** Share fetch and acknowledgement requests, and failed ones, by topic name. */
+  readonly topicRequests: {
+    readonly fetch: ReadonlyMap<string, number>
+    readonly failedFetch: ReadonlyMap<string, number>
+    readonly acknowledgement: ReadonlyMap<string, number>
+    readonly failedAcknowledgement: ReadonlyMap<string, number>
+  }
+  /** Share-partitions made from their persisted state, and the milliseconds reading it took. */
+  readonly partitionLoads: { readonly count: number; readonly totalMs: number; readonly maxMs: number }
   readonly sharePartitions: readonly {
     readonly groupId: string
     readonly topic: string

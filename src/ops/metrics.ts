@@ -292,8 +292,11 @@ export class BrokerMetrics {
    * KIP-932's broker metrics, Kafka 4.4's names: the share session cache
    * (kafka.server:type=ShareSessionCache), records acknowledged by type
    * (type=ShareGroupMetrics), each open share-partition's in-flight records and lock expiries
-   * (type=SharePartitionMetrics), and the share groups coordinated here
-   * (group-coordinator-metrics' group-count and share-group-count). Meters are counters here.
+   * (type=SharePartitionMetrics), share fetch and acknowledgement requests by topic
+   * (type=BrokerTopicMetrics), the time share-partitions took to load their state
+   * (ShareGroupMetrics' PartitionLoadTimeMs as the JMX exporter shows a histogram: count, mean,
+   * max), and the share groups coordinated here (group-coordinator-metrics' group-count and
+   * share-group-count). Meters are counters here.
    */
   private defineShareMetrics(): void {
     const view = (s: BrokerMetricsSource) => s.shareMetrics?.() ?? null
@@ -320,6 +323,7 @@ export class BrokerMetrics {
           value,
         })),
     )
+    this.defineShareRequestMetrics()
     const spm = 'kafka_server_sharepartitionmetrics'
     this.gauge(
       `${spm}_inflightmessagecount`,
@@ -363,6 +367,50 @@ export class BrokerMetrics {
             counts.set(g.state.toLowerCase(), (counts.get(g.state.toLowerCase()) ?? 0) + 1)
         return [...counts].map(([state, value]) => ({ labels: { state }, value }))
       },
+    )
+  }
+
+  /** BrokerTopicMetrics' share request meters and ShareGroupMetrics' PartitionLoadTimeMs. */
+  private defineShareRequestMetrics(): void {
+    const view = (s: BrokerMetricsSource) => s.shareMetrics?.() ?? null
+    const btm = 'kafka_server_brokertopicmetrics'
+    const byTopic = (counts: ReadonlyMap<string, number> | undefined): Samples =>
+      [...(counts ?? [])].map(([topic, value]) => ({ labels: { topic }, value }))
+    for (const [name, what, key] of [
+      [
+        'totalsharefetchrequests',
+        'Share fetches, once per topic fetched (TotalShareFetchRequestsPerSec)',
+        'fetch',
+      ],
+      [
+        'failedsharefetchrequests',
+        'Share fetch partitions answered with an error (FailedShareFetchRequestsPerSec)',
+        'failedFetch',
+      ],
+      [
+        'totalshareacknowledgementrequests',
+        'Share acknowledgements, once per topic acknowledged (TotalShareAcknowledgementRequestsPerSec)',
+        'acknowledgement',
+      ],
+      [
+        'failedshareacknowledgementrequests',
+        'Share acknowledgement partitions that failed (FailedShareAcknowledgementRequestsPerSec)',
+        'failedAcknowledgement',
+      ],
+    ] as const)
+      this.counter(`${btm}_${name}_total`, what, (s) => byTopic(view(s)?.topicRequests[key]))
+    const sgm = 'kafka_server_sharegroupmetrics_partitionloadtimems'
+    this.counter(
+      `${sgm}_count`,
+      'Share-partitions loaded from their persisted state (PartitionLoadTimeMs Count)',
+      (s) => one(view(s)?.partitionLoads.count ?? 0),
+    )
+    this.gauge(`${sgm}_mean`, 'Mean time to load a share-partition, ms (PartitionLoadTimeMs Mean)', (s) => {
+      const loads = view(s)?.partitionLoads
+      return one(loads && loads.count > 0 ? loads.totalMs / loads.count : 0)
+    })
+    this.gauge(`${sgm}_max`, 'Longest time to load a share-partition, ms (PartitionLoadTimeMs Max)', (s) =>
+      one(view(s)?.partitionLoads.maxMs ?? 0),
     )
   }
 

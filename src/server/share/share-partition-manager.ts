@@ -109,6 +109,20 @@ export interface ShareManagerStats {
   readonly recordAcknowledgements: Map<number, number>
   /** Lock expiries of share-partitions no longer open here, kept so the counter never drops. */
   closedAcquisitionLockTimeouts: number
+  /** BrokerTopicMetrics' Total/FailedShareFetchRequestsPerSec and Total/FailedShareAcknowledgementRequestsPerSec, by topic. */
+  readonly topicRequests: {
+    readonly fetch: Map<string, number>
+    readonly failedFetch: Map<string, number>
+    readonly acknowledgement: Map<string, number>
+    readonly failedAcknowledgement: Map<string, number>
+  }
+  /** ShareGroupMetrics' PartitionLoadTimeMs: share-partitions made here from their state, and how long reading it took. */
+  readonly partitionLoads: { count: number; totalMs: number; maxMs: number }
+}
+
+/** One more for `key` in a counter map. */
+export function countOne(counts: Map<string, number>, key: string): void {
+  counts.set(key, (counts.get(key) ?? 0) + 1)
 }
 
 export class SharePartitionManager {
@@ -117,6 +131,13 @@ export class SharePartitionManager {
     sessionEvictions: 0,
     recordAcknowledgements: new Map(),
     closedAcquisitionLockTimeouts: 0,
+    topicRequests: {
+      fetch: new Map(),
+      failedFetch: new Map(),
+      acknowledgement: new Map(),
+      failedAcknowledgement: new Map(),
+    },
+    partitionLoads: { count: 0, totalMs: 0, maxMs: 0 },
   }
   private readonly hosted = new Map<string, Hosted>()
   /** Share-partitions being made (their state read): concurrent fetches wait for the same one. */
@@ -193,6 +214,7 @@ export class SharePartitionManager {
     partition: Partition,
   ): Promise<Hosted | number> {
     const leaderEpoch = partition.leaderEpoch
+    const startMs = this.clock.monotonicMs()
     const read = this.persister
       ? await this.persister.readState({ groupId, topicId: tp.topicId, partition: tp.partition }, leaderEpoch)
       : undefined
@@ -240,6 +262,11 @@ export class SharePartitionManager {
     }
     share.onStateChanged = () => void this.persist(hosted)
     this.hosted.set(keyOf(groupId, tp), hosted)
+    const loadMs = this.clock.monotonicMs() - startMs
+    const loads = this.stats.partitionLoads
+    loads.count++
+    loads.totalMs += loadMs
+    loads.maxMs = Math.max(loads.maxMs, loadMs)
     return hosted
   }
 
