@@ -148,6 +148,7 @@ export const GROUP_CONFIG_DEFS: readonly GroupConfigDef[] = [
   def('share.assignment.interval.ms', 'int', '1000', 'Interval between share group assignment updates.', {
     brokerSynonym: 'group.share.assignment.interval.ms',
     rule: { min: 0 },
+    bounds: minMax('group.share', 'assignment.interval.ms', 0, 15000),
   }),
   def(
     'share.assignor.offload.enable',
@@ -255,7 +256,7 @@ export function groupOverrides(image: ClusterImage, groupId: string): Readonly<R
   return image.groupConfigs?.get(groupId) ?? {}
 }
 
-/** GroupConfig.validate: names, values, the broker's bounds, session above heartbeat. */
+/** GroupConfig.validate: names, values, the broker's bounds, session above heartbeat, the DLQ topic's name. */
 export function validateGroupConfigs(
   config: BrokerConfig,
   overrides: Readonly<Record<string, string>>,
@@ -299,6 +300,14 @@ export function validateGroupConfigs(
     if (sessionMs <= heartbeatMs) {
       throw new GroupConfigError(ErrorCode.INVALID_CONFIG, `${session} must be greater than ${heartbeat}`)
     }
+  }
+  // Kafka 4.4 checks it last, though tidelog has no dead-letter queues (docs/share-groups.md).
+  const dlqTopic = overrides['errors.deadletterqueue.topic.name']
+  if (dlqTopic?.startsWith('__')) {
+    throw new GroupConfigError(
+      ErrorCode.INVALID_CONFIG,
+      "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'",
+    )
   }
 }
 
