@@ -49,7 +49,7 @@ export interface BrokerMetricsSource {
     'hostedPartitions' | 'fetcherStats' | 'topicSettings' | 'getPartition'
   >
   readonly logManager: Pick<LogManager, 'offlineLogDirs' | 'onLogFlushed'>
-  readonly groupCoordinator: Pick<GroupCoordinator, 'committedOffsets' | 'listGroups'>
+  readonly groupCoordinator: Pick<GroupCoordinator, 'committedOffsets' | 'listGroups' | 'share'>
   /** host:port of this broker's Kafka listener (the console's own admin client connects there). */
   bootstrapServers(): string
   metadataImage(): ClusterImage
@@ -68,6 +68,12 @@ export interface BrokerMetricsSource {
   configValue(name: string): ConfigValue | undefined
   /** The share metrics' view; null until this broker served a share request. */
   shareMetrics?(): ShareMetricsView | null
+  /** This broker's share coordinator's WriteShareGroupState calls and their latency (ms). */
+  shareCoordinatorWrites?(): {
+    readonly count: number
+    readonly totalLatencyMs: number
+    readonly maxLatencyMs: number
+  }
   /** Metrics clients pushed (KIP-714), in Prometheus' text format, appended to /metrics. */
   clientTelemetryExposition?(): string
 }

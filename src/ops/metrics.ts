@@ -354,6 +354,11 @@ export class BrokerMetrics {
         counts.set(g.type, (counts.get(g.type) ?? 0) + 1)
       return [...counts].map(([protocol, value]) => ({ labels: { protocol }, value }))
     })
+    this.counter(
+      `${gcm}_share_group_rebalance_count`,
+      'Share group epoch bumps by heartbeats coordinated here (share-group-rebalance-count)',
+      (s) => one(s.groupCoordinator.share.rebalances),
+    )
     this.gauge(
       `${gcm}_share_group_count`,
       'Share groups coordinated here by state (share-group-count)',
@@ -399,6 +404,24 @@ export class BrokerMetrics {
       ],
     ] as const)
       this.counter(`${btm}_${name}_total`, what, (s) => byTopic(view(s)?.topicRequests[key]))
+    const scm = 'kafka_server_share_coordinator_metrics'
+    const writes = (s: BrokerMetricsSource) => s.shareCoordinatorWrites?.()
+    this.counter(
+      `${scm}_write_total`,
+      'WriteShareGroupState calls on the share coordinator here (write-total)',
+      (s) => one(writes(s)?.count ?? 0),
+    )
+    this.gauge(
+      `${scm}_write_latency_avg`,
+      'Mean time of those writes until answered, ms (write-latency-avg)',
+      (s) => {
+        const w = writes(s)
+        return one(w && w.count > 0 ? w.totalLatencyMs / w.count : 0)
+      },
+    )
+    this.gauge(`${scm}_write_latency_max`, 'Longest of those writes, ms (write-latency-max)', (s) =>
+      one(writes(s)?.maxLatencyMs ?? 0),
+    )
     const sgm = 'kafka_server_sharegroupmetrics_partitionloadtimems'
     this.counter(
       `${sgm}_count`,

@@ -7,8 +7,9 @@
  * its own session again is not, and a closed connection frees its place. The share metrics
  * on /metrics (KIP-932's names, Kafka 4.4's) count sessions, evictions, acknowledged records by
  * type, a share-partition's in-flight records and the share groups coordinated here, share
- * fetches and acknowledgements per topic and their failures (BrokerTopicMetrics) and the
- * share-partitions' load times (ShareGroupMetrics' PartitionLoadTimeMs).
+ * fetches and acknowledgements per topic and their failures (BrokerTopicMetrics), the
+ * share-partitions' load times (ShareGroupMetrics' PartitionLoadTimeMs), the share group
+ * rebalances (share-group-rebalance-count) and the share coordinator's state writes.
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
@@ -229,6 +230,12 @@ describe('share sessions on a broker', () => {
     assert.ok(
       sumSamples(during, 'kafka_server_group_coordinator_metrics_share_group_count', { state: 'stable' }) >=
         1,
+    )
+    assert.equal(delta('kafka_server_group_coordinator_metrics_share_group_rebalance_count'), 1, 'the join')
+    const scm = 'kafka_server_share_coordinator_metrics'
+    assert.ok(delta(`${scm}_write_total`) >= 1, "the acknowledgement's state write")
+    assert.ok(
+      sumSamples(during, `${scm}_write_latency_max`) >= sumSamples(during, `${scm}_write_latency_avg`),
     )
     const btm = 'kafka_server_brokertopicmetrics'
     const topic = { topic: METRICS_TOPIC }
