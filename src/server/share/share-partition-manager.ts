@@ -7,8 +7,9 @@
  * ReadShareGroupState with this leader's epoch, which fences the previous leader's writes);
  * with none it starts at its group's `share.auto.offset.reset`: the high watermark (latest,
  * Kafka's default) or the log start offset (earliest). Each change is written back
- * (WriteShareGroupState): an acknowledgement answers once its write is committed, a released
- * lock or a closed session writes in the background. Writes of one share-partition go one at
+ * (WriteShareGroupState): an acknowledgement answers once its write is committed (rolled back
+ * if the write fails, as Kafka's), a released lock or a closed session writes in the background
+ * (the session's release rolled back too if its write fails). Writes of one share-partition go one at
  * a time, the next carrying all changes made meanwhile. Its locks last the group's
  * `share.record.lock.duration.ms`, read at each acquisition. It belongs to one leader epoch:
  * when the partition's leadership moves or its epoch changes it is closed and a later fetch

@@ -17,7 +17,9 @@
  * share coordinator keeps in `__share_group_state` (`persisted`: SPSO and the done or
  * released ranges above it with their delivery counts) and written back there when it
  * changes (share-partition-manager.ts): `persistentState()` is what a write carries, and
- * `onStateChanged` tells the manager of the changes made by a lock running out.
+ * `onStateChanged` tells the manager of the changes made by a lock running out. An
+ * acknowledgement or a session's release is a state transition (beginAcknowledge,
+ * beginRelease), committed or rolled back by completeTransition once its write ends.
  *
  * Time comes from the injected clock: lock expiry is a clock timeout per acquisition.
  */
