@@ -85,6 +85,12 @@ function timerKey(groupId: string): string {
 }
 
 export class ShareGroupCoordinator {
+  /**
+   * Heartbeats that bumped a share group's epoch, once written (Kafka's ShareGroupRebalances
+   * sensor, share-group-rebalance-count; a member expiring does not count, as in Kafka).
+   */
+  rebalances = 0
+
   constructor(private readonly deps: ShareGroupCoordinatorDeps) {}
 
   private groupsOf(shard: GroupCoordinatorShard): Map<string, ShareGroup> {
@@ -133,8 +139,10 @@ export class ShareGroupCoordinator {
     const target = group
     // Answered NOT_COORDINATOR if the step never runs (the shard dropped, the group deleted).
     let result = shareHeartbeatError(ErrorCode.NOT_COORDINATOR)
+    let bumped = false
     const code = await shard.writeStep(target, () => {
       if (groups.get(req.groupId) !== target) return null
+      const epochBefore = target.groupEpoch
       return this.change(
         target,
         () => {
@@ -151,6 +159,7 @@ export class ShareGroupCoordinator {
           for (const { topicId, partitions } of result.assignment ?? [])
             markInitialized(target, topicId, partitions)
           this.schedule(shard, target)
+          bumped = target.groupEpoch > epochBefore
         },
         created
           ? () =>
@@ -158,7 +167,9 @@ export class ShareGroupCoordinator {
           : undefined,
       )
     })
-    return code === ErrorCode.NONE ? result : shareHeartbeatError(code)
+    if (code !== ErrorCode.NONE) return shareHeartbeatError(code)
+    if (bumped) this.rebalances++
+    return result
   }
 
   /**

@@ -24,6 +24,15 @@ export interface ShareMetricsView {
   readonly recordAcknowledgements: ReadonlyMap<string, number>
   /** Lock expiries of share-partitions closed since: part of the total, with no partition label left. */
   readonly closedAcquisitionLockTimeouts: number
+  /** Share fetch and acknowledgement requests, and failed ones, by topic name. */
+  readonly topicRequests: {
+    readonly fetch: ReadonlyMap<string, number>
+    readonly failedFetch: ReadonlyMap<string, number>
+    readonly acknowledgement: ReadonlyMap<string, number>
+    readonly failedAcknowledgement: ReadonlyMap<string, number>
+  }
+  /** Share-partitions made from their persisted state, and the milliseconds reading it took. */
+  readonly partitionLoads: { readonly count: number; readonly totalMs: number; readonly maxMs: number }
   readonly sharePartitions: readonly {
     readonly groupId: string
     readonly topic: string
@@ -40,7 +49,7 @@ export interface BrokerMetricsSource {
     'hostedPartitions' | 'fetcherStats' | 'topicSettings' | 'getPartition'
   >
   readonly logManager: Pick<LogManager, 'offlineLogDirs' | 'onLogFlushed'>
-  readonly groupCoordinator: Pick<GroupCoordinator, 'committedOffsets' | 'listGroups'>
+  readonly groupCoordinator: Pick<GroupCoordinator, 'committedOffsets' | 'listGroups' | 'share'>
   /** host:port of this broker's Kafka listener (the console's own admin client connects there). */
   bootstrapServers(): string
   metadataImage(): ClusterImage
@@ -59,6 +68,12 @@ export interface BrokerMetricsSource {
   configValue(name: string): ConfigValue | undefined
   /** The share metrics' view; null until this broker served a share request. */
   shareMetrics?(): ShareMetricsView | null
+  /** This broker's share coordinator's WriteShareGroupState calls and their latency (ms). */
+  shareCoordinatorWrites?(): {
+    readonly count: number
+    readonly totalLatencyMs: number
+    readonly maxLatencyMs: number
+  }
   /** Metrics clients pushed (KIP-714), in Prometheus' text format, appended to /metrics. */
   clientTelemetryExposition?(): string
 }

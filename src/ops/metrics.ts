@@ -292,8 +292,11 @@ export class BrokerMetrics {
    * KIP-932's broker metrics, Kafka 4.4's names: the share session cache
    * (kafka.server:type=ShareSessionCache), records acknowledged by type
    * (type=ShareGroupMetrics), each open share-partition's in-flight records and lock expiries
-   * (type=SharePartitionMetrics), and the share groups coordinated here
-   * (group-coordinator-metrics' group-count and share-group-count). Meters are counters here.
+   * (type=SharePartitionMetrics), share fetch and acknowledgement requests by topic
+   * (type=BrokerTopicMetrics), the time share-partitions took to load their state
+   * (ShareGroupMetrics' PartitionLoadTimeMs as the JMX exporter shows a histogram: count, mean,
+   * max), and the share groups coordinated here (group-coordinator-metrics' group-count and
+   * share-group-count). Meters are counters here.
    */
   private defineShareMetrics(): void {
     const view = (s: BrokerMetricsSource) => s.shareMetrics?.() ?? null
@@ -320,6 +323,7 @@ export class BrokerMetrics {
           value,
         })),
     )
+    this.defineShareRequestMetrics()
     const spm = 'kafka_server_sharepartitionmetrics'
     this.gauge(
       `${spm}_inflightmessagecount`,
@@ -350,6 +354,11 @@ export class BrokerMetrics {
         counts.set(g.type, (counts.get(g.type) ?? 0) + 1)
       return [...counts].map(([protocol, value]) => ({ labels: { protocol }, value }))
     })
+    this.counter(
+      `${gcm}_share_group_rebalance_count`,
+      'Share group epoch bumps by heartbeats coordinated here (share-group-rebalance-count)',
+      (s) => one(s.groupCoordinator.share.rebalances),
+    )
     this.gauge(
       `${gcm}_share_group_count`,
       'Share groups coordinated here by state (share-group-count)',
@@ -363,6 +372,68 @@ export class BrokerMetrics {
             counts.set(g.state.toLowerCase(), (counts.get(g.state.toLowerCase()) ?? 0) + 1)
         return [...counts].map(([state, value]) => ({ labels: { state }, value }))
       },
+    )
+  }
+
+  /** BrokerTopicMetrics' share request meters and ShareGroupMetrics' PartitionLoadTimeMs. */
+  private defineShareRequestMetrics(): void {
+    const view = (s: BrokerMetricsSource) => s.shareMetrics?.() ?? null
+    const btm = 'kafka_server_brokertopicmetrics'
+    const byTopic = (counts: ReadonlyMap<string, number> | undefined): Samples =>
+      [...(counts ?? [])].map(([topic, value]) => ({ labels: { topic }, value }))
+    for (const [name, what, key] of [
+      [
+        'totalsharefetchrequests',
+        'Share fetches, once per topic fetched (TotalShareFetchRequestsPerSec)',
+        'fetch',
+      ],
+      [
+        'failedsharefetchrequests',
+        'Share fetch partitions answered with an error (FailedShareFetchRequestsPerSec)',
+        'failedFetch',
+      ],
+      [
+        'totalshareacknowledgementrequests',
+        'Share acknowledgements, once per topic acknowledged (TotalShareAcknowledgementRequestsPerSec)',
+        'acknowledgement',
+      ],
+      [
+        'failedshareacknowledgementrequests',
+        'Share acknowledgement partitions that failed (FailedShareAcknowledgementRequestsPerSec)',
+        'failedAcknowledgement',
+      ],
+    ] as const)
+      this.counter(`${btm}_${name}_total`, what, (s) => byTopic(view(s)?.topicRequests[key]))
+    const scm = 'kafka_server_share_coordinator_metrics'
+    const writes = (s: BrokerMetricsSource) => s.shareCoordinatorWrites?.()
+    this.counter(
+      `${scm}_write_total`,
+      'WriteShareGroupState calls on the share coordinator here (write-total)',
+      (s) => one(writes(s)?.count ?? 0),
+    )
+    this.gauge(
+      `${scm}_write_latency_avg`,
+      'Mean time of those writes until answered, ms (write-latency-avg)',
+      (s) => {
+        const w = writes(s)
+        return one(w && w.count > 0 ? w.totalLatencyMs / w.count : 0)
+      },
+    )
+    this.gauge(`${scm}_write_latency_max`, 'Longest of those writes, ms (write-latency-max)', (s) =>
+      one(writes(s)?.maxLatencyMs ?? 0),
+    )
+    const sgm = 'kafka_server_sharegroupmetrics_partitionloadtimems'
+    this.counter(
+      `${sgm}_count`,
+      'Share-partitions loaded from their persisted state (PartitionLoadTimeMs Count)',
+      (s) => one(view(s)?.partitionLoads.count ?? 0),
+    )
+    this.gauge(`${sgm}_mean`, 'Mean time to load a share-partition, ms (PartitionLoadTimeMs Mean)', (s) => {
+      const loads = view(s)?.partitionLoads
+      return one(loads && loads.count > 0 ? loads.totalMs / loads.count : 0)
+    })
+    this.gauge(`${sgm}_max`, 'Longest time to load a share-partition, ms (PartitionLoadTimeMs Max)', (s) =>
+      one(view(s)?.partitionLoads.maxMs ?? 0),
     )
   }
 

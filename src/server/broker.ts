@@ -354,7 +354,11 @@ export class Broker implements BrokerServices {
       const broker = await Broker.open(config, parts, locked.value, opened.value, authorizerSettings)
       broker.ops = ops
       broker.schemaRegistry = registry
-      ops?.attach({ ...broker.metricsSource(), shareMetrics: () => shareMetricsView(broker) })
+      ops?.attach({
+        ...broker.metricsSource(),
+        shareMetrics: () => shareMetricsView(broker),
+        shareCoordinatorWrites: () => broker.shareCoordinator.writeStats,
+      })
       const registryBroker = broker.registryBroker()
       registry?.attach(registryHost(registryBroker), registrySecurity(registryBroker))
       return broker

@@ -7,10 +7,10 @@
  * INVALID_CONFIG with Kafka's messages.
  *
  * Applied by tidelog: share.auto.offset.reset, share.record.lock.duration.ms,
- * share.delivery.count.limit, share.partition.max.record.locks and share.isolation.level
- * (by the share-partitions), share.session.timeout.ms and share.heartbeat.interval.ms (share
- * heartbeats), consumer.session.timeout.ms and consumer.heartbeat.interval.ms (KIP-848
- * heartbeats). The others are stored and described and have no effect (docs/share-groups.md).
+ * share.delivery.count.limit, share.partition.max.record.locks, share.isolation.level and
+ * share.renew.acknowledge.enable (by the share-partitions), share.session.timeout.ms and
+ * share.heartbeat.interval.ms (share heartbeats), consumer.session.timeout.ms and
+ * consumer.heartbeat.interval.ms (KIP-848 heartbeats). The others are stored and described and have no effect (docs/share-groups.md).
  */
 import { ConfigError } from '../common/errors.js'
 import type { ClusterImage } from '../metadata/cluster-image.js'
@@ -151,6 +151,7 @@ export const GROUP_CONFIG_DEFS: readonly GroupConfigDef[] = [
   def('share.assignment.interval.ms', 'int', '1000', 'Interval between share group assignment updates.', {
     brokerSynonym: 'group.share.assignment.interval.ms',
     rule: { min: 0 },
+    bounds: minMax('group.share', 'assignment.interval.ms', 0, 15000),
   }),
   def(
     'share.assignor.offload.enable',
@@ -262,7 +263,7 @@ export function groupOverrides(image: ClusterImage, groupId: string): Readonly<R
   return image.groupConfigs?.get(groupId) ?? {}
 }
 
-/** GroupConfig.validate: names, values, the broker's bounds, session above heartbeat. */
+/** GroupConfig.validate: names, values, the broker's bounds, session above heartbeat, the DLQ topic's name. */
 export function validateGroupConfigs(
   config: BrokerConfig,
   overrides: Readonly<Record<string, string>>,
@@ -318,6 +319,14 @@ export function validateGroupConfigs(
       throw new GroupConfigError(ErrorCode.INVALID_CONFIG, `${session} must be greater than ${heartbeat}`)
     }
   }
+  // Kafka 4.4 checks it last, though tidelog has no dead-letter queues (docs/share-groups.md).
+  const dlqTopic = overrides['errors.deadletterqueue.topic.name']
+  if (dlqTopic?.startsWith('__')) {
+    throw new GroupConfigError(
+      ErrorCode.INVALID_CONFIG,
+      "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'",
+    )
+  }
 }
 
 /** One group config as DescribeConfigs lists it. */
@@ -368,6 +377,7 @@ export interface ShareGroupSettings {
   readonly deliveryCountLimit: number
   readonly maxInFlightRecords: number
   readonly isolationLevel: IsolationLevel
+  readonly renewAcknowledgeEnabled: boolean
 }
 
 export function shareGroupSettings(
@@ -383,5 +393,6 @@ export function shareGroupSettings(
     deliveryCountLimit: Number(value('share.delivery.count.limit')),
     maxInFlightRecords: Number(value('share.partition.max.record.locks')),
     isolationLevel: value('share.isolation.level').trim() as IsolationLevel,
+    renewAcknowledgeEnabled: value('share.renew.acknowledge.enable').trim().toLowerCase() === 'true',
   }
 }

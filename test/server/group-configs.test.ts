@@ -262,6 +262,16 @@ describe('group configs (ConfigResource GROUP)', () => {
         'sideways',
         'Invalid value sideways for configuration share.auto.offset.reset: String must be one of: latest, earliest',
       ],
+      [
+        'share.assignment.interval.ms',
+        '20000',
+        'share.assignment.interval.ms must be in the range 0 to 15000 inclusive.',
+      ],
+      [
+        'errors.deadletterqueue.topic.name',
+        '__dlq',
+        "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'",
+      ],
     ]
     for (const [name, value, message] of cases) {
       const refused = await alter(GROUP, [{ name, op: SET, value }])

@@ -79,6 +79,12 @@ const failedSummary = (errorCode: number): ShareStateSummaryRead => ({
 
 export class ShareCoordinator {
   private readonly runtime: CoordinatorRuntime<ShareCoordinatorShard, ShareStateRecord>
+  /**
+   * WriteShareGroupState calls that reached an active shard here, and how long each took until
+   * answered, its records committed or refused (Kafka's share-coordinator-metrics write-total,
+   * write-latency-avg and write-latency-max).
+   */
+  readonly writeStats = { count: 0, totalLatencyMs: 0, maxLatencyMs: 0 }
 
   constructor(
     private readonly host: CoordinatorRuntimeHost,
@@ -122,13 +128,25 @@ export class ShareCoordinator {
     return this.run(key, (shard) => shard.readState(key, leaderEpoch), failedRead)
   }
 
-  writeState(key: SharePartitionKey, write: ShareStateWrite): Promise<number> {
+  async writeState(key: SharePartitionKey, write: ShareStateWrite): Promise<number> {
     const nowMs = this.host.clock.nowMs()
-    return this.run(
+    const startMs = this.host.clock.monotonicMs()
+    let reached = false
+    const code = await this.run(
       key,
-      (shard) => shard.writeState(key, write, nowMs),
-      (code) => code,
+      (shard) => {
+        reached = true
+        return shard.writeState(key, write, nowMs)
+      },
+      (errorCode) => errorCode,
     )
+    if (reached) {
+      const latencyMs = this.host.clock.monotonicMs() - startMs
+      this.writeStats.count++
+      this.writeStats.totalLatencyMs += latencyMs
+      this.writeStats.maxLatencyMs = Math.max(this.writeStats.maxLatencyMs, latencyMs)
+    }
+    return code
   }
 
   initializeState(key: SharePartitionKey, stateEpoch: number, startOffset: number): Promise<number> {

@@ -6,10 +6,12 @@
  * by the member's next fetch.)
  */
 
+import { topicById } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { fetchWatch, waitForFetchData } from '../../replication/delayed-operations.js'
 import type { RequestContext } from '../request-context.js'
 import type { AcquireMode } from './share-partition.js'
+import { countOne } from './share-partition-manager.js'
 import { type PartitionOutcome, resolveSharePartition } from './share-requests.js'
 import { sharePartitionManagerOf } from './share-services.js'
 
@@ -20,8 +22,35 @@ export interface ShareFetchLimits {
   readonly mode: AcquireMode
 }
 
-/** Acquires on every target (their outcomes are filled in place); waits once when none got records. */
+/**
+ * Acquires on every target (their outcomes are filled in place); waits once when none got
+ * records. Counted as Kafka's SharePartitionManager counts a share fetch:
+ * TotalShareFetchRequestsPerSec once per topic fetched, FailedShareFetchRequestsPerSec once per
+ * partition answered with an error (UNKNOWN_TOPIC_ID ones have no topic to count under).
+ */
 export async function acquireForMember(
+  context: RequestContext,
+  groupId: string,
+  memberId: string,
+  targets: PartitionOutcome[],
+  limits: ShareFetchLimits,
+): Promise<void> {
+  await acquireAndWait(context, groupId, memberId, targets, limits)
+  const counted = sharePartitionManagerOf(context.broker).stats.topicRequests
+  const image = context.broker.metadataImage()
+  const topics = new Set<string>()
+  for (const t of targets) {
+    const name = topicById(image, t.topicId)?.name
+    if (name === undefined) continue
+    if (!topics.has(name)) {
+      topics.add(name)
+      countOne(counted.fetch, name)
+    }
+    if (t.errorCode !== ErrorCode.NONE) countOne(counted.failedFetch, name)
+  }
+}
+
+async function acquireAndWait(
   context: RequestContext,
   groupId: string,
   memberId: string,

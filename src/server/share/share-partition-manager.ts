@@ -7,8 +7,9 @@
  * ReadShareGroupState with this leader's epoch, which fences the previous leader's writes);
  * with none it starts at its group's `share.auto.offset.reset`: the high watermark (latest,
  * Kafka's default) or the log start offset (earliest). Each change is written back
- * (WriteShareGroupState): an acknowledgement answers once its write is committed, a released
- * lock or a closed session writes in the background. Writes of one share-partition go one at
+ * (WriteShareGroupState): an acknowledgement answers once its write is committed (rolled back
+ * if the write fails, as Kafka's), a released lock or a closed session writes in the background
+ * (the session's release rolled back too if its write fails). Writes of one share-partition go one at
  * a time, the next carrying all changes made meanwhile. Its locks last the group's
  * `share.record.lock.duration.ms`, read at each acquisition. It belongs to one leader epoch:
  * when the partition's leadership moves or its epoch changes it is closed and a later fetch
@@ -67,6 +68,8 @@ export interface ShareGroupOverrides {
   readonly maxInFlightRecords?: number
   /** share.isolation.level: Kafka's default (no broker setting) is read_uncommitted. */
   readonly isolationLevel?: IsolationLevel
+  /** share.renew.acknowledge.enable: Kafka's default (no broker setting) is true. */
+  readonly renewAcknowledgeEnabled?: boolean
 }
 
 /** A share-partition's place: the topic's name and id and the partition index. */
@@ -108,6 +111,20 @@ export interface ShareManagerStats {
   readonly recordAcknowledgements: Map<number, number>
   /** Lock expiries of share-partitions no longer open here, kept so the counter never drops. */
   closedAcquisitionLockTimeouts: number
+  /** BrokerTopicMetrics' Total/FailedShareFetchRequestsPerSec and Total/FailedShareAcknowledgementRequestsPerSec, by topic. */
+  readonly topicRequests: {
+    readonly fetch: Map<string, number>
+    readonly failedFetch: Map<string, number>
+    readonly acknowledgement: Map<string, number>
+    readonly failedAcknowledgement: Map<string, number>
+  }
+  /** ShareGroupMetrics' PartitionLoadTimeMs: share-partitions made here from their state, and how long reading it took. */
+  readonly partitionLoads: { count: number; totalMs: number; maxMs: number }
+}
+
+/** One more for `key` in a counter map. */
+export function countOne(counts: Map<string, number>, key: string): void {
+  counts.set(key, (counts.get(key) ?? 0) + 1)
 }
 
 export class SharePartitionManager {
@@ -116,6 +133,13 @@ export class SharePartitionManager {
     sessionEvictions: 0,
     recordAcknowledgements: new Map(),
     closedAcquisitionLockTimeouts: 0,
+    topicRequests: {
+      fetch: new Map(),
+      failedFetch: new Map(),
+      acknowledgement: new Map(),
+      failedAcknowledgement: new Map(),
+    },
+    partitionLoads: { count: 0, totalMs: 0, maxMs: 0 },
   }
   private readonly hosted = new Map<string, Hosted>()
   /** Share-partitions being made (their state read): concurrent fetches wait for the same one. */
@@ -192,6 +216,7 @@ export class SharePartitionManager {
     partition: Partition,
   ): Promise<Hosted | number> {
     const leaderEpoch = partition.leaderEpoch
+    const startMs = this.clock.monotonicMs()
     const read = this.persister
       ? await this.persister.readState({ groupId, topicId: tp.topicId, partition: tp.partition }, leaderEpoch)
       : undefined
@@ -212,6 +237,9 @@ export class SharePartitionManager {
       },
       get recordLockDurationMs() {
         return manager.recordLockDurationMs(groupId)
+      },
+      get renewAcknowledgeEnabled() {
+        return manager.groupOverrides(groupId).renewAcknowledgeEnabled ?? true
       },
     }
     let share: SharePartition
@@ -236,6 +264,11 @@ export class SharePartitionManager {
     }
     share.onStateChanged = () => void this.persist(hosted)
     this.hosted.set(keyOf(groupId, tp), hosted)
+    const loadMs = this.clock.monotonicMs() - startMs
+    const loads = this.stats.partitionLoads
+    loads.count++
+    loads.totalMs += loadMs
+    loads.maxMs = Math.max(loads.maxMs, loadMs)
     return hosted
   }
 
@@ -336,8 +369,9 @@ export class SharePartitionManager {
 
   /**
    * Applies a member's acknowledgements to the group's share-partition on `tp`, answering once
-   * the new state is written to the share coordinator (its error if the write failed: the
-   * change stays in memory, but a new leader would not see it).
+   * the new state is written to the share coordinator. If the write fails the change is rolled
+   * back, as Kafka's SharePartition does: the records are the member's again under their locks
+   * (released if a lock ran out meanwhile), and the member gets the write's error.
    */
   async acknowledge(
     groupId: string,
@@ -349,11 +383,15 @@ export class SharePartitionManager {
     if (typeof found === 'number') return found
     // Records are acknowledged only where they were acquired: by this share-partition.
     if (!found.hosted) return ErrorCode.INVALID_RECORD_STATE
-    const code = found.hosted.sharePartition.acknowledge(memberId, batches)
-    if (code !== ErrorCode.NONE) return code
+    const share = found.hosted.sharePartition
+    const { errorCode, transition } = share.beginAcknowledge(memberId, batches)
+    if (errorCode !== ErrorCode.NONE || transition === null) return errorCode
+    const written = await this.persist(found.hosted)
+    share.completeTransition(transition, written === ErrorCode.NONE)
+    if (written !== ErrorCode.NONE) return written
     for (const [type, count] of acknowledgedRecordCounts(batches))
       this.stats.recordAcknowledgements.set(type, (this.stats.recordAcknowledgements.get(type) ?? 0) + count)
-    return this.persist(found.hosted)
+    return ErrorCode.NONE
   }
 
   /**
@@ -367,15 +405,21 @@ export class SharePartitionManager {
   }
 
   /**
-   * Releases what the session's member holds on each of its partitions (the session ended);
-   * a share-partition no other session of the group has is dropped once its writes are done.
+   * Releases what the session's member holds on each of its partitions (the session ended),
+   * rolled back if the write fails (as an acknowledgement's); a share-partition no other
+   * session of the group has is dropped once its writes are done.
    */
   releaseSession(session: ShareSession): void {
     for (const tp of session.partitions.values()) {
       const key = keyOf(session.groupId, tp)
       const hosted = this.hosted.get(key)
       if (!hosted) continue
-      hosted.sharePartition.releaseAcquiredRecords(session.memberId)
+      const share = hosted.sharePartition
+      const transition = share.beginRelease(session.memberId)
+      if (transition.offsets.length > 0)
+        void this.persist(hosted).then((code) =>
+          share.completeTransition(transition, code === ErrorCode.NONE),
+        )
       if (this.persister && !this.sessions.anyHolds(session.groupId, tp, session))
         void Promise.resolve(hosted.queued ?? hosted.writing).then(() => {
           if (!this.sessions.anyHolds(session.groupId, tp) && !hosted.sharePartition.hasAcquiredRecords)

@@ -17,7 +17,9 @@
  * share coordinator keeps in `__share_group_state` (`persisted`: SPSO and the done or
  * released ranges above it with their delivery counts) and written back there when it
  * changes (share-partition-manager.ts): `persistentState()` is what a write carries, and
- * `onStateChanged` tells the manager of the changes made by a lock running out.
+ * `onStateChanged` tells the manager of the changes made by a lock running out. An
+ * acknowledgement or a session's release is a state transition (beginAcknowledge,
+ * beginRelease), committed or rolled back by completeTransition once its write ends.
  *
  * Time comes from the injected clock: lock expiry is a clock timeout per acquisition.
  */
@@ -59,6 +61,11 @@ export interface SharePartitionConfig {
   readonly deliveryCountLimit: number
   /** group.share.partition.max.record.locks: records in flight (SPSO to SPEO) at most, at each acquisition. */
   readonly maxInFlightRecords: number
+  /**
+   * The group's share.renew.acknowledge.enable (Kafka's default true, no broker setting): when
+   * false a RENEW is INVALID_RECORD_STATE, as Kafka's SharePartition answers it.
+   */
+  readonly renewAcknowledgeEnabled?: boolean
 }
 
 /** A range of in-flight offsets in one state, as `__share_group_state` keeps it (PersisterStateBatch). */
@@ -100,6 +107,17 @@ interface InFlightRecord {
   memberId: string
   /** The acquisition (or renewal) whose lock covers it while ACQUIRED, else 0. */
   lockId: number
+  /**
+   * While an acknowledgement or release of it is being written (Kafka's ongoing state
+   * transition): what it was before, restored if the write fails. Such a record is neither
+   * acquired nor acknowledged again, nor passed by SPSO, until the write's outcome is known.
+   */
+  rollback?: { readonly memberId: string; readonly lockId: number }
+}
+
+/** The records of one acknowledgement or release whose write is on its way (Kafka's PersisterBatch list). */
+export interface StateTransition {
+  readonly offsets: readonly number[]
 }
 
 interface Lock {
@@ -170,11 +188,16 @@ export class SharePartition {
    * What a WriteShareGroupState carries: SPSO, the records done above it, and each in-flight
    * record not under a lock as ranges of one state and delivery count. Acquired records are
    * left out (as Kafka writes them only once acknowledged or released): the share coordinator
-   * keeps what it had for them.
+   * keeps what it had for them. Records in a transition are written in their new state, and
+   * SPSO as it will be once the write succeeds (past the done records at the front).
    */
   persistentState(): { startOffset: number; deliveryCompleteCount: number; batches: PersistedBatch[] } {
+    let start = this.spso
+    while (start < this.speo && isDone(this.records.get(start))) start++
+    let deliveryCompleteCount = 0
     const batches: PersistedBatch[] = []
-    for (let offset = this.spso; offset < this.speo; offset++) {
+    for (let offset = start; offset < this.speo; offset++) {
+      if (isDone(this.records.get(offset))) deliveryCompleteCount++
       const record = this.records.get(offset)
       if (record === undefined || record.state === RecordState.ACQUIRED) continue
       const last = batches.at(-1)
@@ -193,7 +216,7 @@ export class SharePartition {
           deliveryCount: record.deliveryCount,
         })
     }
-    return { startOffset: this.spso, deliveryCompleteCount: this.deliveryCompleteCount, batches }
+    return { startOffset: start, deliveryCompleteCount, batches }
   }
 
   /** Whether a member holds records under a lock here. */
@@ -223,8 +246,7 @@ export class SharePartition {
    */
   get deliveryCompleteCount(): number {
     let done = 0
-    for (const record of this.records.values())
-      if (record.state === RecordState.ACKNOWLEDGED || record.state === RecordState.ARCHIVED) done++
+    for (const record of this.records.values()) if (isDone(record)) done++
     return done
   }
 
@@ -236,7 +258,7 @@ export class SharePartition {
   /** Where the next read of the log starts: the first AVAILABLE record, else SPEO. */
   nextFetchOffset(): number {
     for (let offset = this.spso; offset < this.speo; offset++)
-      if (this.records.get(offset)?.state === RecordState.AVAILABLE) return offset
+      if (isAcquirable(this.records.get(offset))) return offset
     return this.speo
   }
 
@@ -277,7 +299,7 @@ export class SharePartition {
           this.addRecord(RecordState.AVAILABLE)
         }
         const record = this.records.get(offset)
-        if (record?.state !== RecordState.AVAILABLE) continue
+        if (record === undefined || !isAcquirable(record)) continue
         if (batch.isControl || batch.isAborted === true) {
           record.state = RecordState.ARCHIVED
           continue
@@ -297,10 +319,49 @@ export class SharePartition {
    * Applies a member's acknowledgements. All or nothing, as Kafka's: every offset must be
    * ACQUIRED by this member (INVALID_RECORD_STATE otherwise, nothing changes), except that a
    * GAP may name offsets that were never records, and offsets below SPSO (done already) are
-   * passed over, as Kafka 4.4 does.
+   * passed over, as Kafka 4.4 does. A RENEW of a group whose share.renew.acknowledge.enable is
+   * false is INVALID_RECORD_STATE too ("Renewing acquisition locks is not enabled for the
+   * group." in Kafka, which checks it after the member's ownership).
    */
   acknowledge(memberId: string, batches: readonly AcknowledgementBatch[]): number {
-    if (this.closed) return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    const { errorCode, transition } = this.beginAcknowledge(memberId, batches)
+    if (transition) this.completeTransition(transition, true)
+    return errorCode
+  }
+
+  /**
+   * acknowledge() whose changes wait for their write to the share coordinator: settled records
+   * stay as they were for everyone else (not acquirable, not passed by SPSO) until
+   * completeTransition says whether the write succeeded, as Kafka's SharePartition keeps them
+   * in a state transition until its persister answers.
+   */
+  beginAcknowledge(
+    memberId: string,
+    batches: readonly AcknowledgementBatch[],
+  ): { errorCode: number; transition: StateTransition | null } {
+    if (this.closed) return { errorCode: ErrorCode.NOT_LEADER_OR_FOLLOWER, transition: null }
+    const refused = this.checkAcknowledgements(memberId, batches)
+    if (refused !== ErrorCode.NONE) return { errorCode: refused, transition: null }
+    const renewed: number[] = []
+    const settled: number[] = []
+    for (const batch of batches)
+      for (let offset = Math.max(batch.firstOffset, this.spso); offset <= batch.lastOffset; offset++) {
+        const record = this.records.get(offset)
+        if (record === undefined) continue
+        const type = typeAt(batch, offset)
+        if (type === AcknowledgeType.RENEW) renewed.push(offset)
+        else {
+          this.settleInTransition(record, type)
+          settled.push(offset)
+        }
+      }
+    if (renewed.length > 0) this.lock(memberId, renewed)
+    return { errorCode: ErrorCode.NONE, transition: { offsets: settled } }
+  }
+
+  /** Every offset acknowledged must be the member's (see acknowledge). */
+  private checkAcknowledgements(memberId: string, batches: readonly AcknowledgementBatch[]): number {
+    const renewRefused = this.config.renewAcknowledgeEnabled === false
     for (const batch of batches)
       for (let offset = Math.max(batch.firstOffset, this.spso); offset <= batch.lastOffset; offset++) {
         const type = typeAt(batch, offset)
@@ -308,32 +369,62 @@ export class SharePartition {
         const record = this.records.get(offset)
         if (record?.state !== RecordState.ACQUIRED || record.memberId !== memberId)
           return ErrorCode.INVALID_RECORD_STATE
+        if (type === AcknowledgeType.RENEW && renewRefused) return ErrorCode.INVALID_RECORD_STATE
       }
-    const renewed: number[] = []
-    for (const batch of batches)
-      for (let offset = Math.max(batch.firstOffset, this.spso); offset <= batch.lastOffset; offset++) {
-        const record = this.records.get(offset)
-        if (record === undefined) continue
-        const type = typeAt(batch, offset)
-        if (type === AcknowledgeType.RENEW) renewed.push(offset)
-        else this.settle(record, type)
-      }
-    if (renewed.length > 0) this.lock(memberId, renewed)
-    this.maybeAdvanceStartOffset()
     return ErrorCode.NONE
   }
 
-  /** Releases everything `memberId` holds (its share session closed, it left the group). */
+  /** Releases everything `memberId` holds (its share session closed). */
   releaseAcquiredRecords(memberId: string): number {
-    let released = 0
-    for (const record of this.records.values()) {
+    const transition = this.beginRelease(memberId)
+    this.completeTransition(transition, true)
+    if (transition.offsets.length > 0) this.onStateChanged()
+    return transition.offsets.length
+  }
+
+  /** releaseAcquiredRecords() whose changes wait for their write (see beginAcknowledge). */
+  beginRelease(memberId: string): StateTransition {
+    const released: number[] = []
+    for (const [offset, record] of this.records) {
       if (record.state !== RecordState.ACQUIRED || record.memberId !== memberId) continue
-      this.settle(record, AcknowledgeType.RELEASE)
-      released++
+      this.settleInTransition(record, AcknowledgeType.RELEASE)
+      released.push(offset)
+    }
+    return { offsets: released }
+  }
+
+  /**
+   * The write carrying `transition` ended. Committed: its records keep their new states and
+   * SPSO may move past them. Not committed (Kafka's rollback): each is ACQUIRED by its member
+   * again under the lock it had, or, if that lock ran out meanwhile, released as the lock's
+   * expiry would have released it (archived at the delivery count limit).
+   */
+  completeTransition(transition: StateTransition, committed: boolean): void {
+    if (this.closed) return
+    let expired = 0
+    for (const offset of transition.offsets) {
+      const record = this.records.get(offset)
+      const before = record?.rollback
+      if (record === undefined || before === undefined) continue
+      record.rollback = undefined
+      if (committed) continue
+      if (this.locks.has(before.lockId)) {
+        record.state = RecordState.ACQUIRED
+        record.memberId = before.memberId
+        record.lockId = before.lockId
+      } else {
+        record.state =
+          record.deliveryCount >= this.config.deliveryCountLimit
+            ? RecordState.ARCHIVED
+            : RecordState.AVAILABLE
+        record.memberId = ''
+        record.lockId = 0
+        expired++
+      }
     }
     this.maybeAdvanceStartOffset()
-    if (released > 0) this.onStateChanged()
-    return released
+    // Records the rollback released are written like any released lock.
+    if (expired > 0) this.onStateChanged()
   }
 
   /** Cancels every lock: the partition is no longer led here. */
@@ -346,6 +437,17 @@ export class SharePartition {
   private addRecord(state: RecordStateId): void {
     this.records.set(this.speo, { state, deliveryCount: 0, memberId: '', lockId: 0 })
     this.speo++
+  }
+
+  /** settle(), remembering what the record was until its write's outcome is known. */
+  private settleInTransition(record: InFlightRecord, type: number): void {
+    assert(
+      record.state === RecordState.ACQUIRED && record.rollback === undefined,
+      'only a held record settles',
+    )
+    const rollback = { memberId: record.memberId, lockId: record.lockId }
+    this.settle(record, type)
+    record.rollback = rollback
   }
 
   /** ACCEPT → ACKNOWLEDGED; REJECT and GAP → ARCHIVED; RELEASE → AVAILABLE, or ARCHIVED at the limit. */
@@ -396,11 +498,17 @@ export class SharePartition {
       const record = this.records.get(this.spso)
       assert(record !== undefined, () => `in-flight offset ${this.spso} has a state`)
       if (record.state !== RecordState.ACKNOWLEDGED && record.state !== RecordState.ARCHIVED) break
+      if (record.rollback !== undefined) break
       this.records.delete(this.spso)
       this.spso++
     }
+    // A lock is kept while a record it covered may return to it (a transition not yet written).
+    const covers = (lockId: number, offset: number) => {
+      const record = this.records.get(offset)
+      return record?.lockId === lockId || record?.rollback?.lockId === lockId
+    }
     for (const [lockId, lock] of this.locks) {
-      if (lock.offsets.some((offset) => this.records.get(offset)?.lockId === lockId)) continue
+      if (lock.offsets.some((offset) => covers(lockId, offset))) continue
       lock.handle.cancel()
       this.locks.delete(lockId)
     }
@@ -420,6 +528,15 @@ export class SharePartition {
     }
     return ranges
   }
+}
+
+function isDone(record: InFlightRecord | undefined): boolean {
+  return record?.state === RecordState.ACKNOWLEDGED || record?.state === RecordState.ARCHIVED
+}
+
+/** AVAILABLE and not waiting for a write that may give it back to its member. */
+function isAcquirable(record: InFlightRecord | undefined): boolean {
+  return record?.state === RecordState.AVAILABLE && record.rollback === undefined
 }
 
 /** Records per acknowledge type (GAP left out) of validated acknowledgement batches. */

@@ -8,7 +8,7 @@ import { ErrorCode } from '../../protocol/error-codes.js'
 import { AclOperation, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
 import { type AcknowledgementBatch, validateAcknowledgementBatches } from './share-partition.js'
-import type { ShareTopicPartition } from './share-partition-manager.js'
+import { countOne, type ShareTopicPartition } from './share-partition-manager.js'
 import { sharePartitionManagerOf } from './share-services.js'
 import { type ShareSession, type ShareSessionStep, shareSessionPartitionKey } from './share-session-cache.js'
 
@@ -102,7 +102,12 @@ export function resolveSharePartition(
   return { topic: topic.name, topicId, partition }
 }
 
-/** Applies each partition's acknowledgements (checked first, as Kafka's validateAcknowledgementBatches). */
+/**
+ * Applies each partition's acknowledgements (checked first, as Kafka's validateAcknowledgementBatches).
+ * Counted as Kafka's SharePartitionManager.acknowledge counts them (ShareFetch's piggybacked ones
+ * too): TotalShareAcknowledgementRequestsPerSec once per topic of the request, and
+ * FailedShareAcknowledgementRequestsPerSec once per partition whose acknowledgements failed.
+ */
 export async function applyAcknowledgements(
   context: RequestContext,
   groupId: string,
@@ -113,8 +118,15 @@ export async function applyAcknowledgements(
   const manager = sharePartitionManagerOf(context.broker)
   const codes = new Map<string, number>()
   const writes: Promise<void>[] = []
+  const counted = manager.stats.topicRequests
+  const topics = new Set<string>()
   for (const p of partitions) {
     if (p.acknowledgements.length === 0) continue
+    const name = topicById(context.broker.metadataImage(), p.topicId)?.name
+    if (name !== undefined && !topics.has(name)) {
+      topics.add(name)
+      countOne(counted.acknowledgement, name)
+    }
     const key = shareSessionPartitionKey(p.topicId, p.partition)
     const invalid = validateAcknowledgementBatches(p.acknowledgements, renewAllowed)
     if (invalid !== ErrorCode.NONE) {
@@ -127,6 +139,7 @@ export async function applyAcknowledgements(
       writes.push(
         manager.acknowledge(groupId, memberId, tp, p.acknowledgements).then((code) => {
           codes.set(key, code)
+          if (code !== ErrorCode.NONE) countOne(counted.failedAcknowledgement, tp.topic)
         }),
       )
   }

@@ -53,6 +53,8 @@ export function shareMetricsView(broker: BrokerServices): ShareMetricsView | nul
     sessionEvictions: manager.stats.sessionEvictions,
     recordAcknowledgements,
     closedAcquisitionLockTimeouts: manager.stats.closedAcquisitionLockTimeouts,
+    topicRequests: manager.stats.topicRequests,
+    partitionLoads: manager.stats.partitionLoads,
     sharePartitions: manager.openSharePartitions().map(({ groupId, tp, sharePartition }) => ({
       groupId,
       topic: tp.topic,

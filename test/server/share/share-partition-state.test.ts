@@ -21,7 +21,7 @@ import {
 } from '../../../src/coordinator/share/share-state-records.js'
 import { ErrorCode } from '../../../src/protocol/error-codes.js'
 import type { Partition } from '../../../src/replication/partition.js'
-import { AcknowledgeType } from '../../../src/server/share/share-partition.js'
+import { AcknowledgeType, RecordState } from '../../../src/server/share/share-partition.js'
 import {
   SharePartitionManager,
   type SharePersister,
@@ -269,5 +269,91 @@ describe('share-partition state on the share coordinator', () => {
       ErrorCode.FENCED_LEADER_EPOCH,
     )
     assert.equal(shard.writeState(KEY, { ...write, leaderEpoch: 6 }, 0).response, ErrorCode.NONE)
+  })
+})
+
+/**
+ * The share coordinator unreachable (the persister's retries spent: COORDINATOR_NOT_AVAILABLE),
+ * or a write held on its way: a failed write rolls the acknowledgement back, as Kafka's
+ * SharePartition does (rollbackOrProcessStateUpdates).
+ */
+describe('a failed share-state write', () => {
+  function makeFlaky() {
+    const shard = new ShareCoordinatorShard(500)
+    const inner = shardPersister(shard, [])
+    const control = { down: false, held: [] as (() => void)[], hold: false }
+    const persister: SharePersister = {
+      ...inner,
+      writeState: async (key, write) => {
+        if (control.hold) await new Promise<void>((resolve) => control.held.push(resolve))
+        if (control.down) return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return inner.writeState(key, write)
+      },
+    }
+    const partition = { isLeader: true, id: { topicId: TP.topicId }, leaderEpoch: 3, highWatermark: 10 }
+    const clock = new ManualClock()
+    const manager = new SharePartitionManager(
+      {
+        recordLockDurationMs: LOCK_MS,
+        deliveryCountLimit: 5,
+        maxInFlightRecords: 100,
+        autoOffsetReset: 'earliest',
+      },
+      clock,
+      { getPartition: () => ({ ...partition, log: { logStartOffset: 0 } }) as unknown as Partition },
+      () => ({}),
+      persister,
+    )
+    return { shard, control, clock, manager }
+  }
+  const ack = (first: number, last: number, type: number) => [
+    { firstOffset: first, lastOffset: last, acknowledgeTypes: [type] },
+  ]
+
+  it('answers the error and gives the records back to their member', async () => {
+    const { shard, control, manager } = makeFlaky()
+    const share = await shareOf(manager)
+    assert.deepEqual(ranges(share.acquire('m', ALL, 500, 'batch_optimized')), ['0-9x1'])
+    control.down = true
+    const code = await manager.acknowledge('g', 'm', TP, ack(0, 3, AcknowledgeType.ACCEPT))
+    assert.equal(code, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    assert.equal(share.startOffset, 0, 'SPSO did not move')
+    assert.deepEqual(share.stateOf(0), { state: RecordState.ACQUIRED, deliveryCount: 1, memberId: 'm' })
+    assert.equal(summary(shard), '-1 -1 -1', 'nothing written')
+    assert.deepEqual(ranges(share.acquire('m2', ALL, 500, 'batch_optimized')), [], 'still locked')
+    control.down = false
+    // The member's retry succeeds: the records were still its own.
+    assert.equal(await manager.acknowledge('g', 'm', TP, ack(0, 3, AcknowledgeType.ACCEPT)), ErrorCode.NONE)
+    assert.equal(share.startOffset, 4)
+    assert.equal(summary(shard), '4 3 0')
+  })
+
+  it('keeps records in transition from everyone until the write ends; a lock that ran out meanwhile releases them', async () => {
+    const { shard, control, clock, manager } = makeFlaky()
+    const share = await shareOf(manager)
+    share.acquire('m', ALL, 500, 'batch_optimized')
+    control.hold = true
+    control.down = true
+    const pending = manager.acknowledge('g', 'm', TP, ack(0, 4, AcknowledgeType.RELEASE))
+    await new Promise((resolve) => setImmediate(resolve))
+    assert.equal(share.nextFetchOffset(), 10, 'released records wait for their write')
+    assert.deepEqual(ranges(share.acquire('m2', ALL, 500, 'batch_optimized')), [])
+    assert.equal(
+      await manager.acknowledge('g', 'm', TP, ack(0, 0, AcknowledgeType.ACCEPT)),
+      ErrorCode.INVALID_RECORD_STATE,
+      'nor acknowledged again',
+    )
+    // Every lock runs out while the write is held: 5-9 are released at once, 0-4 at the rollback.
+    clock.advance(LOCK_MS)
+    assert.deepEqual(share.stateOf(5), { state: RecordState.AVAILABLE, deliveryCount: 1, memberId: '' })
+    assert.equal(share.stateOf(0)?.state, RecordState.AVAILABLE, 'in transition (AVAILABLE if written)')
+    control.hold = false
+    for (const release of control.held.splice(0)) release()
+    assert.equal(await pending, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    control.down = false
+    assert.deepEqual(ranges(share.acquire('m2', ALL, 500, 'batch_optimized')), ['0-9x2'])
+    assert.equal(summary(shard), '-1 -1 -1', 'no write got through')
+    assert.equal(await manager.acknowledge('g', 'm2', TP, ack(0, 9, AcknowledgeType.ACCEPT)), ErrorCode.NONE)
+    assert.equal(summary(shard), '10 3 0')
   })
 })

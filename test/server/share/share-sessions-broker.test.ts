@@ -6,7 +6,10 @@
  * (2 here): a third member's opening fetch is SHARE_SESSION_LIMIT_REACHED, a member opening
  * its own session again is not, and a closed connection frees its place. The share metrics
  * on /metrics (KIP-932's names, Kafka 4.4's) count sessions, evictions, acknowledged records by
- * type, a share-partition's in-flight records and the share groups coordinated here.
+ * type, a share-partition's in-flight records and the share groups coordinated here, share
+ * fetches and acknowledgements per topic and their failures (BrokerTopicMetrics), the
+ * share-partitions' load times (ShareGroupMetrics' PartitionLoadTimeMs), the share group
+ * rebalances (share-group-rebalance-count) and the share coordinator's state writes.
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
@@ -228,6 +231,80 @@ describe('share sessions on a broker', () => {
       sumSamples(during, 'kafka_server_group_coordinator_metrics_share_group_count', { state: 'stable' }) >=
         1,
     )
+    assert.equal(delta('kafka_server_group_coordinator_metrics_share_group_rebalance_count'), 1, 'the join')
+    const scm = 'kafka_server_share_coordinator_metrics'
+    assert.ok(delta(`${scm}_write_total`) >= 1, "the acknowledgement's state write")
+    assert.ok(
+      sumSamples(during, `${scm}_write_latency_max`) >= sumSamples(during, `${scm}_write_latency_avg`),
+    )
+    const btm = 'kafka_server_brokertopicmetrics'
+    const topic = { topic: METRICS_TOPIC }
+    assert.ok(delta(`${btm}_totalsharefetchrequests_total`, topic) >= 1, 'the fetches counted')
+    assert.equal(delta(`${btm}_failedsharefetchrequests_total`, topic), 0)
+    assert.equal(delta(`${btm}_totalshareacknowledgementrequests_total`, topic), 1)
+    assert.equal(delta(`${btm}_failedshareacknowledgementrequests_total`, topic), 0)
+    const loads = 'kafka_server_sharegroupmetrics_partitionloadtimems'
+    assert.ok(delta(`${loads}_count`) >= 1, "the group's share-partition was loaded")
+    assert.ok(sumSamples(during, `${loads}_max`) >= sumSamples(during, `${loads}_mean`))
+    // Offset 4 accepted once cannot be accepted again; a partition the topic lacks fails a fetch.
+    const again = await rawCall<ShareAcknowledgeResponse>(raw, ApiKey.ShareAcknowledge, 1, {
+      groupId: METRICS_GROUP,
+      memberId: member,
+      shareSessionEpoch: epoch + 1,
+      topics: [
+        {
+          topicId: metricsTopicId,
+          partitions: [
+            {
+              partitionIndex: 0,
+              acknowledgementBatches: [{ firstOffset: 4n, lastOffset: 4n, acknowledgeTypes: [1] }],
+            },
+          ],
+        },
+      ],
+    })
+    assert.equal(again.errorCode, ErrorCode.NONE)
+    assert.equal(again.responses[0].partitions[0].errorCode, ErrorCode.NONE)
+    const wrong = await rawCall<ShareAcknowledgeResponse>(raw, ApiKey.ShareAcknowledge, 1, {
+      groupId: METRICS_GROUP,
+      memberId: member,
+      shareSessionEpoch: epoch + 2,
+      topics: [
+        {
+          topicId: metricsTopicId,
+          partitions: [
+            {
+              partitionIndex: 0,
+              acknowledgementBatches: [{ firstOffset: 4n, lastOffset: 4n, acknowledgeTypes: [1] }],
+            },
+          ],
+        },
+      ],
+    })
+    assert.equal(wrong.responses[0].partitions[0].errorCode, ErrorCode.INVALID_RECORD_STATE)
+    const missing = await rawCall<ShareFetchResponse>(raw, ApiKey.ShareFetch, 1, {
+      groupId: METRICS_GROUP,
+      memberId: member,
+      shareSessionEpoch: 0,
+      maxWaitMs: 0,
+      minBytes: 1,
+      maxBytes: 1 << 20,
+      maxRecords: 100,
+      batchSize: 100,
+      topics: [
+        {
+          topicId: metricsTopicId,
+          partitions: [{ partitionIndex: 7, partitionMaxBytes: 0, acknowledgementBatches: [] }],
+        },
+      ],
+      forgottenTopicsData: [],
+    })
+    assert.equal(missing.responses[0].partitions[0].errorCode, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    const failed = await scrape()
+    const failedDelta = (name: string) => sumSamples(failed, name, topic) - sumSamples(before, name, topic)
+    assert.equal(failedDelta(`${btm}_failedshareacknowledgementrequests_total`), 1)
+    assert.equal(failedDelta(`${btm}_totalshareacknowledgementrequests_total`), 3)
+    assert.equal(failedDelta(`${btm}_failedsharefetchrequests_total`), 1)
     raw.close()
     await waitUntil('the closed connection counts as an eviction', 5_000, async () => {
       const after = await scrape()
