@@ -5,6 +5,7 @@
  * `--transactions` adds transactional producers and read_committed consumers;
  * `--transaction-version 2` has them use KIP-890 part 2 (default 1).
  * `--replication-factor N` (1..3) and `--min-isr N` set the topic's RF and min.insync.replicas.
+ * `--share` adds a share group: tidelog's own producer and share consumers (share-workload.ts).
  * `--compaction` (with `--groups` or `--transactions`) compacts their internal topics during the run.
  * `--partitions N` gives the topic N partitions (over 384 with 3 brokers: a broker leads more
  * than etcd's 128 operations per transaction).
@@ -80,6 +81,7 @@ async function main(): Promise<number> {
   const transactions = process.argv.includes('--transactions')
   const transactionVersion = transactionVersionArg()
   const compaction = process.argv.includes('--compaction')
+  const share = process.argv.includes('--share')
   if (compaction && !groups && !transactions) throw new Error('--compaction needs --groups or --transactions')
   const brokers = brokersArg()
   const partitions = arg('partitions') !== undefined ? Number(arg('partitions')) : undefined
@@ -118,6 +120,7 @@ async function main(): Promise<number> {
       transactions,
       transactionVersion,
       compaction,
+      share,
       ...(brokers !== undefined ? { brokers } : {}),
       ...(partitions !== undefined ? { partitions } : {}),
       ...(replicationFactor !== undefined ? { replicationFactor } : {}),
