@@ -75,13 +75,11 @@ async function main(): Promise<number> {
   const idempotentProducers = process.argv.includes('--idempotent')
   const consumers = process.argv.includes('--consumers')
   const diskErrors = process.argv.includes('--disk-errors')
-  const acksZero = process.argv.includes('--acks0')
   const consumerProtocol = process.argv.includes('--consumer-protocol')
   const groups = process.argv.includes('--groups') || consumerProtocol
   const transactions = process.argv.includes('--transactions')
   const transactionVersion = transactionVersionArg()
   const compaction = process.argv.includes('--compaction')
-  const share = process.argv.includes('--share')
   if (compaction && !groups && !transactions) throw new Error('--compaction needs --groups or --transactions')
   const brokers = brokersArg()
   const partitions = arg('partitions') !== undefined ? Number(arg('partitions')) : undefined
@@ -114,13 +112,13 @@ async function main(): Promise<number> {
       idempotentProducers,
       consumers,
       diskErrors,
-      acksZero,
+      acksZero: process.argv.includes('--acks0'),
       groups,
       consumerProtocol,
       transactions,
       transactionVersion,
       compaction,
-      share,
+      share: process.argv.includes('--share'),
       ...(brokers !== undefined ? { brokers } : {}),
       ...(partitions !== undefined ? { partitions } : {}),
       ...(replicationFactor !== undefined ? { replicationFactor } : {}),

@@ -167,7 +167,12 @@ export class ShareInvariants {
       const response = outcome.response
       check(() =>
         apiKey === SHARE_FETCH
-          ? this.onShareFetchAnswer(broker, dispatchSeq, request as ShareFetchRequest, response as ShareFetchResponse)
+          ? this.onShareFetchAnswer(
+              broker,
+              dispatchSeq,
+              request as ShareFetchRequest,
+              response as ShareFetchResponse,
+            )
           : this.onShareAcknowledgeAnswer(
               broker,
               request as ShareAcknowledgeRequest,
@@ -249,7 +254,12 @@ export class ShareInvariants {
       )
   }
 
-  private onAcksAnswered(broker: number, answerSeq: number, partition: number, batches: readonly AckBatch[]): void {
+  private onAcksAnswered(
+    broker: number,
+    answerSeq: number,
+    partition: number,
+    batches: readonly AckBatch[],
+  ): void {
     for (const batch of batches)
       forEachAck(batch, (offset, type) => {
         if (type === RELEASE) this.stats.released++
@@ -273,7 +283,12 @@ export class ShareInvariants {
 function forEachAck(batch: AckBatch, each: (offset: number, type: number) => void): void {
   const first = Number(batch.firstOffset)
   for (let offset = first; offset <= Number(batch.lastOffset); offset++)
-    each(offset, batch.acknowledgeTypes.length === 1 ? batch.acknowledgeTypes[0] : batch.acknowledgeTypes[offset - first])
+    each(
+      offset,
+      batch.acknowledgeTypes.length === 1
+        ? batch.acknowledgeTypes[0]
+        : batch.acknowledgeTypes[offset - first],
+    )
 }
 
 function keyOf(partition: number, offset: number): string {

@@ -49,7 +49,10 @@ export function plantShareAckAnsweredUnwritten(log: Log): () => void {
 
 /** What share-release-ignores-limit reaches inside a SharePartition (private there). */
 interface SettlingPartition {
-  settle(record: { state: number; deliveryCount: number; memberId: string; lockId: number }, type: number): void
+  settle(
+    record: { state: number; deliveryCount: number; memberId: string; lockId: number },
+    type: number,
+  ): void
 }
 
 /**

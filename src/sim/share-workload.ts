@@ -213,8 +213,11 @@ class ShareMember {
           ),
         )
       // A stall past the locks: the records go back to the group, then this member's answers fail.
-      if (records.length > 0 && this.faulty && this.random.chance(0.04))
-        await this.sleep(SHARE_LOCK_MS + this.random.int(100, 1500))
+      if (records.length > 0 && this.faulty && this.random.chance(0.04)) {
+        const stallMs = SHARE_LOCK_MS + this.random.int(100, 1500)
+        this.world.log(`share member ${this.index} stalls ${stallMs} ms holding ${records.length} record(s)`)
+        await this.sleep(stallMs)
+      }
       if (this.stopped) return
       for (const record of records) this.consumer.acknowledge(record, this.answer())
       if (this.random.chance(0.3)) await this.consumer.commitSync().catch(() => undefined)
