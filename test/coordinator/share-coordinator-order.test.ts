@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
+import { type Offset, toOffset } from '../../src/common/types.js'
 import { ShareCoordinator } from '../../src/coordinator/share/share-coordinator.js'
 import type { ShareStateRead } from '../../src/coordinator/share/share-coordinator-shard.js'
 import { SHARE_GROUP_STATE_TOPIC } from '../../src/coordinator/share/share-state-records.js'
@@ -42,17 +43,17 @@ class ToyPartition {
   append(records: Buffer) {
     return new Promise<{
       errorCode: number
-      baseOffset: number
+      baseOffset: Offset
       logAppendTimeMs: number
-      logStartOffset: number
+      logStartOffset: Offset
     }>((resolve) => {
       const batch = Buffer.from(records)
-      const baseOffset = this.logEndOffset
+      const baseOffset = toOffset(this.logEndOffset)
       batch.writeBigInt64BE(BigInt(baseOffset), 0)
       this.batches.push(batch)
       this.logEndOffset += batch.readInt32BE(57)
       this.inFlight.push(() =>
-        resolve({ errorCode: ErrorCode.NONE, baseOffset, logAppendTimeMs: -1, logStartOffset: 0 }),
+        resolve({ errorCode: ErrorCode.NONE, baseOffset, logAppendTimeMs: -1, logStartOffset: toOffset(0) }),
       )
     })
   }
