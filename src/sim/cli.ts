@@ -5,6 +5,7 @@
  * `--transactions` adds transactional producers and read_committed consumers;
  * `--transaction-version 2` has them use KIP-890 part 2 (default 1).
  * `--replication-factor N` (1..3) and `--min-isr N` set the topic's RF and min.insync.replicas.
+ * `--share` adds a share group: tidelog's own producer and share consumers (share-workload.ts).
  * `--compaction` (with `--groups` or `--transactions`) compacts their internal topics during the run.
  * `--partitions N` gives the topic N partitions (over 384 with 3 brokers: a broker leads more
  * than etcd's 128 operations per transaction).
@@ -74,7 +75,6 @@ async function main(): Promise<number> {
   const idempotentProducers = process.argv.includes('--idempotent')
   const consumers = process.argv.includes('--consumers')
   const diskErrors = process.argv.includes('--disk-errors')
-  const acksZero = process.argv.includes('--acks0')
   const consumerProtocol = process.argv.includes('--consumer-protocol')
   const groups = process.argv.includes('--groups') || consumerProtocol
   const transactions = process.argv.includes('--transactions')
@@ -112,12 +112,13 @@ async function main(): Promise<number> {
       idempotentProducers,
       consumers,
       diskErrors,
-      acksZero,
+      acksZero: process.argv.includes('--acks0'),
       groups,
       consumerProtocol,
       transactions,
       transactionVersion,
       compaction,
+      share: process.argv.includes('--share'),
       ...(brokers !== undefined ? { brokers } : {}),
       ...(partitions !== undefined ? { partitions } : {}),
       ...(replicationFactor !== undefined ? { replicationFactor } : {}),

@@ -22,6 +22,11 @@ import { LeaderFetcher } from '../replication/replica-fetcher.js'
 import { ReplicaManager } from '../replication/replica-manager.js'
 import { type FetchSession, FetchSessionCache, type SessionPartition } from '../server/fetch-session-cache.js'
 import { LogSegment } from '../storage/log-segment.js'
+import {
+  plantShareAckAnsweredUnwritten,
+  plantShareReleaseIgnoresLimit,
+  plantShareStateOpsUnordered,
+} from './mutations-share.js'
 import { TOPIC } from './topic.js'
 
 export type Mutation =
@@ -66,6 +71,12 @@ export type Mutation =
   | 'fetch-session-drops-unknown-topic'
   /** Any image change drops a leader's ISR change in flight, so the HW stops counting a member being added (seed 33's bug). */
   | 'pending-isr-dropped-on-image-change'
+  /** With `share`: an acknowledgement is answered without writing the share-partition's state. */
+  | 'share-ack-answered-unwritten'
+  /** With `share`: a record released at the delivery count limit is made available again. */
+  | 'share-release-ignores-limit'
+  /** With `share`: the share coordinator runs a key's operations at once, each on the committed state (seed 7's bug). */
+  | 'share-state-ops-unordered'
 
 export const MUTATIONS: readonly Mutation[] = [
   'none',
@@ -89,6 +100,9 @@ export const MUTATIONS: readonly Mutation[] = [
   'registration-keeps-leaderships',
   'fetch-session-drops-unknown-topic',
   'pending-isr-dropped-on-image-change',
+  'share-ack-answered-unwritten',
+  'share-release-ignores-limit',
+  'share-state-ops-unordered',
 ]
 
 /** The replica id a consumer sends under the `consumer-reads-log-end` mutation. */
@@ -126,6 +140,9 @@ const PLANTERS: Partial<Record<Mutation, (log: (message: string) => void) => () 
   'registration-keeps-leaderships': plantRegistrationKeepsLeaderships,
   'fetch-session-drops-unknown-topic': plantFetchSessionDropsUnknownTopic,
   'pending-isr-dropped-on-image-change': plantPendingIsrDroppedOnImageChange,
+  'share-ack-answered-unwritten': plantShareAckAnsweredUnwritten,
+  'share-release-ignores-limit': plantShareReleaseIgnoresLimit,
+  'share-state-ops-unordered': plantShareStateOpsUnordered,
 }
 
 function plantIsrWithoutCas(log: (message: string) => void): () => void {

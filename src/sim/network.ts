@@ -128,13 +128,14 @@ export class SimNetwork {
   }
 
   /**
-   * tidelog's own client on process `from` (a client is never killed): its connector dials
-   * over this network, so the real producer and consumer meet its delays, resets and cuts.
+   * tidelog's own client on process `from`: its connector dials over this network, so the
+   * real producer and consumer meet its delays, resets and cuts. A client whose `isAlive`
+   * turns false (a crashed share consumer) neither connects nor hears back, as a broker.
    * A simulated stream has no kernel buffer to empty: a write waiting for its bytes to leave
    * (an acks=0 produce) is told so on the next event.
    */
-  clientConnector(from: number): ClientConnector {
-    const network = this.nodeNetwork(from, () => true)
+  clientConnector(from: number, isAlive: () => boolean = () => true): ClientConnector {
+    const network = this.nodeNetwork(from, isAlive)
     return async (target) => {
       const stream = await network.connect(target.host, target.port)
       return {

@@ -62,6 +62,7 @@ export class LivenessPhase {
     if (this.workload.consumers.length > 0) await this.consumersCatchUp(start)
     if (this.workload.groupWorkload) await this.groupOffsetsSurvived(start)
     if (this.world.options.transactions === true) await this.transactionsSettled(start)
+    if (this.workload.share) await this.workload.share.settle()
   }
 
   /**

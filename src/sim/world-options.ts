@@ -105,6 +105,14 @@ export interface SimOptions {
    * default.
    */
   readonly scalePartitions?: number
+  /**
+   * A share group (share-workload.ts): tidelog's own idempotent Producer and three
+   * ShareConsumers over the simulated network; invariants-share.ts checks that an ACCEPTed
+   * record is never delivered again, no delivery count exceeds the limit (3 here) and no
+   * acknowledged record is lost. The brokers host __consumer_offsets and __share_group_state
+   * (3 partitions each). Off by default.
+   */
+  readonly share?: boolean
   /** Keep the broker logs in the trace (debug aid; the trace gets long). */
   readonly verbose?: boolean
 }
@@ -154,6 +162,23 @@ const TXN_PROPERTIES: readonly [string, string][] = [
   ['transaction.state.log.segment.bytes', String(1024 * 1024)],
   ['transaction.abort.timed.out.transaction.cleanup.interval.ms', '1000'],
 ]
+/**
+ * `share`: a low delivery count limit and short locks and sessions so that a 20 s run sees
+ * records archived at the limit and locks expire, new share-partitions starting at the log
+ * start (the producer starts with the consumers), few __share_group_state partitions and
+ * frequent snapshots among its updates.
+ */
+const SHARE_PROPERTIES: readonly [string, string][] = [
+  ['group.share.delivery.count.limit', '3'],
+  ['group.share.record.lock.duration.ms', '2000'],
+  ['group.share.heartbeat.interval.ms', '500'],
+  ['group.share.session.timeout.ms', '3000'],
+  ['tidelog.share.auto.offset.reset', 'earliest'],
+  ['share.coordinator.state.topic.num.partitions', '3'],
+  ['share.coordinator.state.topic.replication.factor', '3'],
+  ['share.coordinator.state.topic.min.isr', '2'],
+  ['share.coordinator.snapshot.update.records.per.snapshot', '10'],
+]
 /** `compaction`: segments small enough for the cleaner to have work in a 20 s run. */
 const COMPACTION_PROPERTIES: readonly [string, string][] = [
   ['offsets.topic.segment.bytes', '4096'],
@@ -190,7 +215,10 @@ const SCALE_PROPERTIES: readonly [string, string][] = [['log.index.size.max.byte
 export function brokerProperties(options: SimOptions): Map<string, string> {
   return new Map([
     ...BROKER_PROPERTIES,
-    ...(options.groups === true || options.transactions === true ? GROUP_PROPERTIES : []),
+    ...(options.groups === true || options.transactions === true || options.share === true
+      ? GROUP_PROPERTIES
+      : []),
+    ...(options.share === true ? SHARE_PROPERTIES : []),
     ...(options.transactions === true ? TXN_PROPERTIES : []),
     ...(options.compaction === true ? COMPACTION_PROPERTIES : []),
     ...((options.scalePartitions ?? 0) > 0 ? SCALE_PROPERTIES : []),

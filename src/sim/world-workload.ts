@@ -17,6 +17,7 @@ import { GroupWorkload, OffsetVerifier, SimGroupMember } from './group-member.js
 import { SimIdempotentProducer } from './idempotent-producer.js'
 import { SimNetwork } from './network.js'
 import { SimRandom } from './random.js'
+import { ShareWorkload } from './share-workload.js'
 import type { SimBroker } from './sim-broker.js'
 import { SimReadCommittedConsumer } from './txn-consumer.js'
 import { SimTxnProducer, TxnOffsetReader, TxnWorkload } from './txn-producer.js'
@@ -42,6 +43,8 @@ export class Workload {
   groupWorkload: GroupWorkload | null = null
   readonly groupMembers: (SimGroupMember | SimConsumerProtocolMember)[] = []
   offsetVerifier: OffsetVerifier | null = null
+  /** `share`: the share group's producer and members (share-workload.ts). */
+  share: ShareWorkload | null = null
   private readonly acksZeroRandom: SimRandom
   /** acks=0 producer connections, per leader (one client, as a producer keeps per broker). */
   private readonly acksZeroClients = new Map<number, BrokerClient>()
@@ -68,11 +71,16 @@ export class Workload {
     if (options.idempotentProducers === true) this.startIdempotentProducers()
     if (options.transactions === true) this.startTransactions()
     if (options.groups === true) this.startGroup()
+    if (options.share === true) {
+      this.share = new ShareWorkload(this.world)
+      this.share.start()
+    }
   }
 
   stop(): void {
     this.producing = false
     for (const producer of this.txnProducers) producer.stopStarting()
+    this.share?.stop()
   }
 
   private startConsumers(): void {

@@ -11,6 +11,7 @@ import { pino } from 'pino'
 import { InvariantError } from '../common/assert.js'
 import type { Logger } from '../common/logger.js'
 import { CONSUMER_OFFSETS_TOPIC, partitionForGroup } from '../coordinator/group.js'
+import { SHARE_GROUP_STATE_TOPIC } from '../coordinator/share/share-state-records.js'
 import { TRANSACTION_STATE_TOPIC } from '../coordinator/transaction/transaction-log.js'
 import { partitionForTransactionalId } from '../coordinator/transaction/transaction-state-manager.js'
 import type { TopicImage } from '../metadata/cluster-image.js'
@@ -372,8 +373,8 @@ export class World implements WorldInternals {
         return { ...image, topics: new Map(image.topics).set(TOPIC, topic) }
       }),
     )
-    // Transactions commit group offsets too (TxnOffsetCommit).
-    if (this.options.groups === true || this.options.transactions === true) {
+    // Transactions commit group offsets too (TxnOffsetCommit); share groups keep their members there.
+    if (this.options.groups === true || this.options.transactions === true || this.options.share === true) {
       // Its own random stream for the topic id: the other draws of the seed stay as they were.
       const random = new SimRandom(this.options.seed ^ 0x6a0b)
       await this.until(
@@ -402,6 +403,7 @@ export class World implements WorldInternals {
       )
     }
     if (this.options.transactions === true) await this.createTransactionStateTopic(first)
+    if (this.options.share === true) await this.createShareStateTopic(first)
     const placed = first.metadata.image().topics.get(TOPIC)?.partitions ?? []
     this.log(
       `topic ${TOPIC} created: ${this.partitionCount} partitions, RF ${this.replicationFactor}, min.insync.replicas ${this.minInsyncReplicas}; replicas ${placed.map((p) => `p${p.partition} ${p.replicas.join(',')}`).join(' ')}`,
@@ -451,6 +453,34 @@ export class World implements WorldInternals {
       this.log(
         `transactional id sim-txn-${i} in ${TRANSACTION_STATE_TOPIC}-${partitionForTransactionalId(`sim-txn-${i}`, TXN_STATE_PARTITIONS)}`,
       )
+  }
+
+  /** `share`: __share_group_state as the share coordinator would make it, its topic id from its own stream. */
+  private async createShareStateTopic(first: SimBroker): Promise<void> {
+    const random = new SimRandom(this.options.seed ^ 0x5a7e)
+    const spec = {
+      name: SHARE_GROUP_STATE_TOPIC,
+      partitions: 3,
+      replicationFactor: 3,
+      configs: {
+        'cleanup.policy': 'compact',
+        'min.insync.replicas': '2',
+        'unclean.leader.election.enable': 'false',
+      },
+    }
+    await this.until(
+      first.metadata.update((image) => {
+        const topic: TopicImage = {
+          ...first.metadata.createTopicImage(spec),
+          topicId: random.bytes(16).toString('base64url'),
+        }
+        return { ...image, topics: new Map(image.topics).set(SHARE_GROUP_STATE_TOPIC, topic) }
+      }),
+    )
+    const placed = first.metadata.image().topics.get(SHARE_GROUP_STATE_TOPIC)?.partitions ?? []
+    this.log(
+      `topic ${SHARE_GROUP_STATE_TOPIC} created: 3 partitions, RF 3; replicas ${placed.map((p) => `p${p.partition} ${p.replicas.join(',')}`).join(' ')}`,
+    )
   }
 
   startBroker(id: number): Promise<void> {
@@ -526,6 +556,11 @@ export class World implements WorldInternals {
                   ),
                 )
         }
+      }
+      const share = this.workload.share?.invariants
+      if (share) {
+        const tap = share.tap(broker.nodeId, apiKey, request, (check) => this.checkInCallback(check))
+        if (tap) return tap
       }
       if (this.options.groups !== true || GROUP_API_NAMES[apiKey] === undefined) return undefined
       // The coordinator routes by leadership synchronously as the handler starts.

@@ -87,6 +87,7 @@ export function simFlags(options: SimOptions): string {
   if (options.transactions === true) flags.push('--transactions')
   if (options.transactionVersion === 2) flags.push('--transaction-version 2')
   if (options.compaction === true) flags.push('--compaction')
+  if (options.share === true) flags.push('--share')
   return flags.map((f) => ` ${f}`).join('')
 }
 
