@@ -1,151 +1,194 @@
 /**
- * One idempotent producer for one partition (`idempotentProducers`): a batch at a time,
- * acks=all, sent to the leader a random live broker names; retried with the same bytes
- * after an error or when no answer came within the produce timeout (the leader died, or the
- * answer was lost), as the Java producer with max.in.flight 1 and infinite retries.
- * OUT_OF_ORDER_SEQUENCE_NUMBER: a new epoch from sequence 0 (KIP-360). Its acknowledged
- * batches join the acks=all survival check; no batch of it may be committed twice.
+ * The idempotent producer (`idempotentProducers`): tidelog's own `Producer` (acks=all,
+ * enable.idempotence, up to five requests in flight per broker), over the simulated network
+ * (`SimNetwork.clientConnector`) with the scheduler as its clock and a fork of the seed as
+ * its random. It finds leaders, retries, bumps epochs and takes its producer id from
+ * InitProducerId as it does against real brokers; the run sends 1-3 records to each
+ * partition every 5-40 ms. Each acknowledged record joins the acks=all survival check, at
+ * the offset the callback gave.
+ *
+ * Which broker acknowledged a record is not the client's to say: the world's tap on the
+ * brokers' Produce answers (`onProduceRequest`) notes it (the HW-vs-ISR check needs the
+ * leadership), and writes the trace line of a batch sent again to another broker.
  */
+import { Producer } from '../client/producer.js'
+import {
+  BASE_SEQUENCE_OFFSET,
+  LAST_OFFSET_DELTA_OFFSET,
+  PRODUCER_EPOCH_OFFSET,
+  PRODUCER_ID_OFFSET,
+  RECORD_BATCH_OVERHEAD,
+} from '../protocol/batch-header.js'
 import { ErrorCode } from '../protocol/error-codes.js'
-import { encodeRecordBatchSync } from '../protocol/record-batch.js'
-import { toErrorCode } from '../replication/kafka-error.js'
+import type { ProduceRequest, ProduceResponse } from '../protocol/generated/index.js'
+import type { RequestTap } from '../server/connection.js'
+import { recordsBytes } from './invariants-consumer.js'
+import { SimNetwork } from './network.js'
 import type { SimRandom } from './random.js'
 import type { SimBroker } from './sim-broker.js'
-import { PRODUCE_TIMEOUT_MS, type ProducingWorkload, type WorldInternals } from './world-internals.js'
+import { PRODUCE_TIMEOUT_MS, type WorldInternals } from './world-internals.js'
 import { TOPIC } from './world-view.js'
 
-/** One batch as sent, and sent again unchanged on a retry. */
-interface InFlight {
-  readonly batch: Buffer
-  readonly value: string
-  readonly count: number
-}
+/** The producer's network id (clients are never cut off). */
+export const IDEMPOTENT_PRODUCER_NODE = 600
+/** Long enough for a failover under the fault model; a record past it fails (counted, not a violation). */
+const DELIVERY_TIMEOUT_MS = 30_000
 
-/** A leader's answer to one attempt (errorCode -1: the append failed without a Kafka code). */
+/** A broker's successful answer to one of the producer's batches. */
 interface Answer {
-  readonly attempt: number
-  readonly from: SimBroker
-  readonly fromId: number
-  readonly errorCode: number
-  readonly baseOffset: number
+  readonly brokerId: number
+  /** The leader epoch the broker led in as it answered (-1: it no longer led). */
   readonly leaderEpoch: number
 }
 
 export class SimIdempotentProducer {
-  private readonly producerId: bigint
-  private epoch = 0
-  private sequence = 0
-  /** The latest attempt: an answer or timeout of an older one does nothing. */
-  private attempt = 0
+  private readonly producer: Producer
+  /** Per partition: the next record's number (its value is `i<partition>.<number>`). */
+  private readonly nextNumber: number[]
+  /** `partition:offset` → the broker answer that gave that offset (the latest, for a retried batch). */
+  private readonly answers = new Map<string, Answer>()
+  /** `partition/producerId/epoch/sequence` → the broker the batch first went to. */
+  private readonly firstSentTo = new Map<string, number>()
+  sent = 0
+  acked = 0
+  failed = 0
+  readonly failures = new Map<string, number>()
 
   constructor(
     private readonly world: WorldInternals,
-    private readonly workload: ProducingWorkload,
-    private readonly partition: number,
+    private readonly producing: () => boolean,
     private readonly random: SimRandom,
+    /** The leader epoch in which `leader` leads `partition` now (-1: not leading). */
+    private readonly epochLed: (leader: SimBroker, partition: number) => number,
   ) {
-    // With transactions, out of the producer id manager's blocks (0, 1000, 2000, ...), which
-    // the transactional producers draw from: two producers must not share an id.
-    this.producerId = BigInt((world.options.transactions === true ? 1_000_000_000 : 1000) + partition)
+    this.nextNumber = Array.from({ length: world.partitionCount }, () => 0)
+    this.producer = new Producer({
+      bootstrapServers: world.brokerIds.map((id) => `${SimNetwork.hostOf(id)}:9092`),
+      clientId: 'sim-idempotent-producer',
+      clock: world.scheduler,
+      random: random.fork(),
+      connector: world.network.clientConnector(IDEMPOTENT_PRODUCER_NODE),
+      acks: 'all',
+      enableIdempotence: true,
+      lingerMs: 5,
+      requestTimeoutMs: PRODUCE_TIMEOUT_MS,
+      deliveryTimeoutMs: DELIVERY_TIMEOUT_MS,
+      metadataMaxAgeMs: 5000,
+    })
   }
 
   start(): void {
-    this.world.scheduler.schedule(this.random.int(10, 50), () => this.nextBatch())
+    for (let partition = 0; partition < this.world.partitionCount; partition++) {
+      const next = (): void => {
+        if (!this.producing()) return
+        this.sendSome(partition)
+        this.world.scheduler.schedule(this.random.int(5, 40), next)
+      }
+      this.world.scheduler.schedule(this.random.int(10, 50), next)
+    }
   }
 
-  private nextBatch(): void {
-    if (!this.workload.producing) return
-    const value = `i${this.partition}.${this.epoch}.${this.sequence}`
+  /** Records sent whose callback has not run yet. */
+  get pending(): number {
+    return this.sent - this.acked - this.failed
+  }
+
+  /** A short account for the run's trace. */
+  summary(): string {
+    const m = this.producer.metrics()
+    const failures = [...this.failures].map(([why, n]) => `${why}: ${n}`).join(', ')
+    return `idempotent producer: ${this.sent} records sent, ${this.acked} acknowledged, ${this.failed} failed${failures ? ` (${failures})` : ''}; ${m.requests} requests, ${m.retries} batch retries, ${m.producerIdResets} producer id resets`
+  }
+
+  close(): void {
+    this.producer.close().catch((error: unknown) => this.world.clientFailure(error))
+  }
+
+  private sendSome(partition: number): void {
     const count = this.random.int(1, 3)
-    const batch = encodeRecordBatchSync({
-      records: Array.from({ length: count }, (_, i) => ({ value: Buffer.from(`${value}.${i}`) })),
-      defaultTimestamp: this.world.scheduler.nowMs(),
-      producerId: this.producerId,
-      producerEpoch: this.epoch,
-      baseSequence: this.sequence,
-    })
-    this.send({ batch, value, count })
+    for (let i = 0; i < count; i++) {
+      const value = `i${partition}.${this.nextNumber[partition]++}`
+      this.sent++
+      this.world.stats.produced++
+      this.producer.produce({ topic: TOPIC, partition, value }, (error, metadata) => {
+        if (error || !metadata) {
+          this.failed++
+          const why = error?.name ?? 'no metadata'
+          this.failures.set(why, (this.failures.get(why) ?? 0) + 1)
+          this.world.log(`idempotent ${value} p${partition} failed: ${error?.message}`)
+          return
+        }
+        this.onAcked(value, partition, metadata.offset)
+      })
+    }
   }
 
-  private retry(sent: InFlight): void {
-    this.world.scheduler.schedule(this.random.int(20, 200), () => this.send(sent))
-  }
-
-  private send(sent: InFlight): void {
-    const world = this.world
-    const r = this.random
-    if (!this.workload.producing) return
-    const mine = ++this.attempt
-    const live = world.brokerIds.filter((id) => world.isUp(id))
-    const informant = live.length > 0 ? world.brokers.get(r.pick(live)) : undefined
-    const leaderId = informant?.metadata.image().topics.get(TOPIC)?.partitions[this.partition]?.leader ?? -1
-    const leader = world.brokers.get(leaderId)
-    if (!leader) {
-      this.retry(sent)
+  private onAcked(value: string, partition: number, offset: number): void {
+    this.acked++
+    const answer = this.answers.get(`${partition}:${offset}`)
+    this.answers.delete(`${partition}:${offset}`)
+    if (!answer) {
+      this.world.clientFailure(
+        new Error(`idempotent ${value} acknowledged at p${partition} @${offset}, but no broker answered so`),
+      )
       return
     }
-    world.stats.produced++
-    const incarnation = leader.incarnation
-    // No answer in time: the leader died or the answer was lost; send the same bytes again.
-    world.scheduler.schedule(PRODUCE_TIMEOUT_MS + 500, () => {
-      if (this.attempt !== mine || !this.workload.producing) return
-      world.log(`idempotent ${sent.value} p${this.partition}: no answer from broker ${leaderId}; retrying`)
-      this.retry(sent)
+    this.world.stats.ackedAll++
+    this.world.invariants.onAcked({
+      partition,
+      baseOffset: offset,
+      values: [value],
+      acks: -1,
+      leaderId: answer.brokerId,
+      leaderEpoch: answer.leaderEpoch,
     })
-    world.scheduler.schedule(r.int(1, 5), () => {
-      if (!leader.isAlive || leader.incarnation !== incarnation || !leader.broker) return
-      const answer = (errorCode: number, baseOffset: number, leaderEpoch: number): void =>
-        this.onAnswer(sent, {
-          attempt: mine,
-          from: leader,
-          fromId: leaderId,
-          errorCode,
-          baseOffset,
-          leaderEpoch,
-        })
-      leader.replicaManager
-        .appendToLeader({
-          topic: TOPIC,
-          partition: this.partition,
-          records: sent.batch,
-          requiredAcks: -1,
-          timeoutMs: PRODUCE_TIMEOUT_MS,
-        })
-        .then(
-          (result) =>
-            answer(result.errorCode, result.baseOffset, this.workload.epochLed(leader, this.partition)),
-          (error: unknown) => answer(toErrorCode(error) ?? -1, -1, -1),
-        )
-    })
+    this.world.log(`ack ${value} p${partition} @${offset} idempotent from broker ${answer.brokerId}`)
   }
 
-  /** The answer travels back to the producer; a crash meanwhile loses it. */
-  private onAnswer(sent: InFlight, answer: Answer): void {
-    const world = this.world
-    const { value, count } = sent
-    const partition = this.partition
-    world.scheduler.schedule(this.random.int(1, 5), () => {
-      if (!answer.from.isAlive || answer.attempt !== this.attempt || !this.workload.producing) return
-      this.attempt++ // this attempt is answered: its timeout does nothing
-      const { errorCode, fromId } = answer
-      if (errorCode === 0) {
-        world.stats.ackedAll++
-        world.invariants.onAcked(partition, answer.baseOffset, count, value, -1, fromId, answer.leaderEpoch)
-        world.log(`ack ${value} p${partition} @${answer.baseOffset} idempotent from broker ${fromId}`)
-        this.sequence += count
-        world.scheduler.schedule(this.random.int(5, 40), () => this.nextBatch())
-      } else if (errorCode === ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER) {
-        world.log(
-          `idempotent producer of p${partition}: OUT_OF_ORDER_SEQUENCE_NUMBER for ${value}; new epoch`,
-        )
-        this.epoch++
-        this.sequence = 0
-        this.nextBatch()
-      } else {
-        if (errorCode !== ErrorCode.NOT_LEADER_OR_FOLLOWER && errorCode !== ErrorCode.NOT_ENOUGH_REPLICAS)
-          world.log(`idempotent ${value} p${partition}: error ${errorCode} from broker ${fromId}; retrying`)
-        this.retry(sent)
+  /**
+   * The tap on `broker`'s Produce requests from this producer (acks=all, no transactional
+   * id): a batch already sent to another broker goes in the trace, and each successful
+   * answer is noted for the records it covers.
+   */
+  onProduceRequest(broker: SimBroker, request: ProduceRequest): ReturnType<RequestTap> {
+    if (request.transactionalId !== null || request.acks !== -1) return undefined
+    // v13+ names topics by id only.
+    const topicId = broker.metadata.image().topics.get(TOPIC)?.topicId
+    const isSimTopic = (t: { name: string; topicId: string }): boolean =>
+      t.name === TOPIC || (t.name === '' && t.topicId === topicId)
+    const sent = new Map<number, { count: number; key: string; what: string }>()
+    for (const topic of request.topicData) {
+      if (!isSimTopic(topic)) continue
+      for (const p of topic.partitionData) {
+        const batch = recordsBytes(p.records)
+        if (batch.length < RECORD_BATCH_OVERHEAD) continue
+        const producerId = batch.readBigInt64BE(PRODUCER_ID_OFFSET)
+        const epoch = batch.readInt16BE(PRODUCER_EPOCH_OFFSET)
+        const sequence = batch.readInt32BE(BASE_SEQUENCE_OFFSET)
+        const key = `${p.index}/${producerId}/${epoch}/${sequence}`
+        const what = `idempotent batch p${p.index} producer ${producerId} epoch ${epoch} sequence ${sequence}`
+        sent.set(p.index, { count: batch.readInt32BE(LAST_OFFSET_DELTA_OFFSET) + 1, key, what })
+        const first = this.firstSentTo.get(key)
+        if (first === undefined) this.firstSentTo.set(key, broker.nodeId)
+        else if (first !== broker.nodeId)
+          this.world.log(`${what} sent again, to broker ${broker.nodeId} (first to broker ${first})`)
       }
-    })
+    }
+    if (sent.size === 0) return undefined
+    return (outcome) => {
+      if (!('response' in outcome) || outcome.response === null) return
+      for (const topic of (outcome.response as ProduceResponse).responses) {
+        if (!isSimTopic(topic)) continue
+        for (const p of topic.partitionResponses) {
+          const batch = sent.get(p.index)
+          if (!batch || p.errorCode !== ErrorCode.NONE) continue
+          const answer = { brokerId: broker.nodeId, leaderEpoch: this.epochLed(broker, p.index) }
+          const base = Number(p.baseOffset)
+          for (let i = 0; i < batch.count; i++) this.answers.set(`${p.index}:${base + i}`, answer)
+          if (this.firstSentTo.get(batch.key) !== broker.nodeId)
+            this.world.log(`${batch.what} acknowledged by broker ${broker.nodeId} at offset ${base}`)
+        }
+      }
+    }
   }
 }

@@ -19,11 +19,11 @@ import { type GroupChecks, type OffsetsBeforeFetch, TOPIC, Violation, type World
 
 export { FAILED_LOG_DIR_LEADERSHIP_MS, UNREGISTERED_LEADERSHIP_MS } from './invariants-store.js'
 
-interface Acked {
+export interface Acked {
   readonly partition: number
   readonly baseOffset: number
-  readonly count: number
-  readonly value: string
+  /** The records' values, from `baseOffset` on. */
+  readonly values: readonly string[]
   readonly acks: number
   readonly leaderId: number
   /** The leader epoch the leader answered in (-1: it no longer led as the append returned). */
@@ -81,7 +81,10 @@ export class Invariants implements GroupChecks {
   constructor(private readonly world: WorldView) {
     this.txn = world.options.transactions === true ? new TxnInvariants(world) : null
     this.store = new StoreInvariants(world)
-    this.consumer = new ConsumerInvariants((partition, base) => this.committed.get(partition)?.get(base))
+    this.consumer = new ConsumerInvariants(
+      (partition, base) => this.committed.get(partition)?.get(base),
+      world.options.consumers === true,
+    )
     this.group = new GroupInvariants(world)
   }
 
@@ -112,28 +115,15 @@ export class Invariants implements GroupChecks {
     this.group.onMemberEpoch(memberId, index, epoch)
   }
 
-  onAcked(
-    partition: number,
-    baseOffset: number,
-    count: number,
-    value: string,
-    acks: number,
-    leaderId: number,
-    leaderEpoch: number,
-  ): void {
-    this.acked.push({
-      partition,
-      baseOffset,
-      count,
-      value,
-      acks,
-      leaderId,
-      leaderEpoch,
-      atMs: this.world.scheduler.now,
-    })
+  onAcked(ack: Omit<Acked, 'atMs'>): void {
+    this.acked.push({ ...ack, atMs: this.world.scheduler.now })
+    const { partition, baseOffset, acks, leaderId, leaderEpoch } = ack
     if (acks !== -1 || leaderEpoch < 0) return
     const key = `${partition}:${leaderId}:${leaderEpoch}`
-    this.ackedInLeadership.set(key, Math.max(this.ackedInLeadership.get(key) ?? 0, baseOffset + count))
+    this.ackedInLeadership.set(
+      key,
+      Math.max(this.ackedInLeadership.get(key) ?? 0, baseOffset + ack.values.length),
+    )
   }
 
   private live(): SimBroker[] {
@@ -543,29 +533,58 @@ export class Invariants implements GroupChecks {
   async checkAckedSurvived(): Promise<void> {
     const brokers = this.live()
     const image = brokers[0].metadata.image()
+    const logs = new Map<number, { partition: Partition; values: Map<number, string | undefined> }>()
     for (const ack of this.acked) {
       if (ack.acks !== -1) continue
-      const leaderId = image.topics.get(TOPIC)!.partitions[ack.partition].leader
-      const leader = brokers.find((b) => b.nodeId === leaderId)!
-      const partition = leader.replicaManager.getPartition(TOPIC, ack.partition)!
+      let log = logs.get(ack.partition)
+      if (!log) {
+        const leaderId = image.topics.get(TOPIC)!.partitions[ack.partition].leader
+        const leader = brokers.find((b) => b.nodeId === leaderId)!
+        const partition = leader.replicaManager.getPartition(TOPIC, ack.partition)!
+        log = { partition, values: await this.committedValues(partition) }
+        logs.set(ack.partition, log)
+      }
+      const { partition, values } = log
       const lost = (why: string): Violation =>
         new Violation(
-          `acknowledged acks=all write ${ack.value} (p${ack.partition} @${ack.baseOffset}, acked by broker ${ack.leaderId} at ${ack.atMs} ms) lost: ${why}`,
+          `acknowledged acks=all write ${ack.values[0]} (p${ack.partition} @${ack.baseOffset}, acked by broker ${ack.leaderId} at ${ack.atMs} ms) lost: ${why}`,
         )
-      if (ack.baseOffset + ack.count > partition.highWatermark)
+      if (ack.baseOffset + ack.values.length > partition.highWatermark)
         throw lost(`high watermark is ${partition.highWatermark}`)
-      const read = await partition.log.read(ack.baseOffset as Offset, {
-        maxBytes: 1 << 16,
-        maxOffset: (ack.baseOffset + ack.count) as Offset,
-        minOneMessage: true,
+      ack.values.forEach((value, i) => {
+        const at = ack.baseOffset + i
+        if (values.get(at) !== value) throw lost(`offset ${at} holds ${values.get(at) ?? 'nothing'}`)
       })
-      const chunk = read.records[0]
-      if (!chunk) throw lost('nothing at its offset')
-      const batch = decodeRecordBatchSync(chunk)
-      const record = batch.records.find((rec) => rec.offset === ack.baseOffset)
-      const found = record?.value?.toString()
-      if (found !== `${ack.value}.0`) throw lost(`offset ${ack.baseOffset} holds ${found ?? 'nothing'}`)
     }
     this.world.log(`all ${this.acked.filter((a) => a.acks === -1).length} acks=all writes survived`)
+  }
+
+  /** Offset → value of every record of `partition`'s log below its high watermark (one pass). */
+  private async committedValues(partition: Partition): Promise<Map<number, string | undefined>> {
+    const values = new Map<number, string | undefined>()
+    let from = partition.log.logStartOffset as number
+    while (from < partition.highWatermark) {
+      const read = await partition.log.read(from as Offset, {
+        maxBytes: 1 << 20,
+        maxOffset: partition.highWatermark as Offset,
+        minOneMessage: true,
+      })
+      let next = from
+      for (const chunk of read.records)
+        for (const span of iterateBatches(chunk)) {
+          const batch = decodeRecordBatchSync(chunk.subarray(span.at, span.at + span.sizeInBytes))
+          for (const record of batch.records) values.set(record.offset, record.value?.toString())
+          next = Math.max(next, Number(batch.baseOffset) + batch.lastOffsetDelta + 1)
+        }
+      if (next === from) break
+      from = next
+    }
+    return values
+  }
+
+  /** `consumers`, at the end: every acknowledged acks=all record was read back once, at its offset. */
+  checkAckedReadBack(): void {
+    for (const ack of this.acked)
+      if (ack.acks === -1) this.consumer.checkAckedReadBack(ack.partition, ack.baseOffset, ack.values)
   }
 }

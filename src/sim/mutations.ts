@@ -37,7 +37,7 @@ export type Mutation =
   | 'isr-without-cas'
   /** Followers truncate to their high watermark instead of asking where their epoch ends (pre-KIP-101). */
   | 'hw-truncation'
-  /** With `consumers`: they fetch as a replica (id 99), so the handler reads up to the log end. */
+  /** With `consumers`: a read_uncommitted fetch of topic sim is served up to the log end, as a follower's. */
   | 'consumer-reads-log-end'
   /** A leader adds a caught-up follower to the ISR even when it is not registered (KIP-841 undone). */
   | 'isr-readds-unregistered'
@@ -105,18 +105,15 @@ export const MUTATIONS: readonly Mutation[] = [
   'share-state-ops-unordered',
 ]
 
-/** The replica id a consumer sends under the `consumer-reads-log-end` mutation. */
-export const MUTATED_CONSUMER_REPLICA_ID = 99
-
-/** A Fetch from a consumer (or from the mutated consumer posing as a replica). */
+/** A Fetch from a consumer, not a replica. */
 export function isConsumerFetch(replicaId: number): boolean {
-  return replicaId < 0 || replicaId === MUTATED_CONSUMER_REPLICA_ID
+  return replicaId < 0
 }
 
 /** Plants `mutation` in the real classes; the returned function restores them. */
 export function plant(mutation: Mutation, log: (message: string) => void): () => void {
-  // unclean-election is a topic setting (world.ts); consumer-reads-log-end is the consumer's,
-  // txn-client-skips-epoch-bump the transactional producer's.
+  // unclean-election is a topic setting (world.ts); txn-client-skips-epoch-bump the
+  // transactional producer's.
   const planter = PLANTERS[mutation]
   return planter === undefined ? () => undefined : planter(log)
 }
@@ -131,6 +128,7 @@ const PLANTERS: Partial<Record<Mutation, (log: (message: string) => void) => () 
   'txn-marker-skips-partition': plantTxnMarkerSkipsPartition,
   'txn-offsets-on-abort': plantTxnOffsetsOnAbort,
   'read-committed-ignores-transactions': plantReadCommittedIgnoresTransactions,
+  'consumer-reads-log-end': plantConsumerReadsLogEnd,
   'consumer-write-not-undone': plantConsumerWriteNotUndone,
   'metadata-writes-unsplit': plantMetadataWritesUnsplit,
   'topic-creation-unstaged': plantTopicCreationUnstaged,
@@ -317,6 +315,28 @@ function plantReadCommittedIgnoresTransactions(log: (message: string) => void): 
         logged = true
         const read = await original.call(this, fetchOffset, maxBytes, 'read_uncommitted', minOneMessage)
         return { ...read, abortedTransactions: [] }
+      },
+  )
+}
+
+function plantConsumerReadsLogEnd(log: (message: string) => void): () => void {
+  let logged = false
+  return replace(
+    Partition.prototype,
+    'read',
+    (original) =>
+      async function (
+        this: Partition,
+        fetchOffset: Offset,
+        maxBytes: number,
+        isolation: IsolationLevel,
+        minOneMessage: boolean,
+      ) {
+        if (isolation !== 'read_uncommitted' || this.topic !== TOPIC)
+          return original.call(this, fetchOffset, maxBytes, isolation, minOneMessage)
+        if (!logged) log('MUTATION: a consumer fetch is served up to the log end')
+        logged = true
+        return { info: await this.readForFollower(fetchOffset, maxBytes), abortedTransactions: undefined }
       },
   )
 }

@@ -1,6 +1,6 @@
 /**
- * What the world's own parts (world-faults.ts, world-workload.ts, world-liveness.ts,
- * idempotent-producer.ts) see of it: more than the clients' WorldView, as an interface
+ * What the world's own parts (world-faults.ts, world-workload.ts, world-liveness.ts, the
+ * clients of consumer.ts and idempotent-producer.ts) see of it: more than the clients' WorldView, as an interface
  * that world.ts implements, so those parts import no world.ts and the imports stay one-way.
  */
 import type { SimDisk } from './disk.js'
@@ -30,12 +30,4 @@ export interface WorldInternals extends WorldView {
   runFor(durationMs: number): Promise<void>
   /** Runs an invariant check from inside a callback: its violation ends the run after the event. */
   checkInCallback(check: () => void): void
-}
-
-/** What an idempotent producer asks of the workload that runs it. */
-export interface ProducingWorkload {
-  /** False once the liveness phase begins: the producers stop. */
-  readonly producing: boolean
-  /** The leader epoch in which `leader` leads `partition` as its append is answered (-1: not leading). */
-  epochLed(leader: SimBroker, partition: number): number
 }

@@ -58,6 +58,7 @@ export class LivenessPhase {
         `acks=0: ${landed} of ${this.workload.acksZeroValues.length} writes committed (no survival claim)`,
       )
     }
+    if (this.workload.idempotentProducer) await this.idempotentProducerSettles(start)
     await this.world.invariants.checkAckedSurvived()
     if (this.workload.consumers.length > 0) await this.consumersCatchUp(start)
     if (this.workload.groupWorkload) await this.groupOffsetsSurvived(start)
@@ -221,15 +222,31 @@ export class LivenessPhase {
     )
   }
 
-  /** After convergence every consumer reaches its partition's log end (all committed by then). */
+  /** Every record the idempotent producer was given is acknowledged or failed (its delivery timeout). */
+  private async idempotentProducerSettles(start: number): Promise<void> {
+    const producer = this.workload.idempotentProducer!
+    while (producer.pending > 0) {
+      if (this.world.scheduler.now - start > LIVENESS_MS_MAX)
+        throw new Violation(
+          `liveness: the idempotent producer holds ${producer.pending} records ${LIVENESS_MS_MAX} ms after healing`,
+        )
+      await this.world.runFor(200)
+    }
+    this.world.log(producer.summary())
+  }
+
+  /**
+   * After convergence every consumer reaches its partition's high watermark (all committed by
+   * then), and has read back every acknowledged acks=all record at its offset.
+   */
   private async consumersCatchUp(start: number): Promise<void> {
+    const highWatermark = (partition: number): number => {
+      const image = this.world.truth?.image().topics.get(TOPIC)?.partitions[partition]
+      const leader = image ? this.world.brokers.get(image.leader) : undefined
+      return leader?.broker?.replicaManager.getPartition(TOPIC, partition)?.highWatermark ?? -1
+    }
     for (;;) {
-      const behind = this.workload.consumers.filter((c) => {
-        const image = this.world.truth?.image().topics.get(TOPIC)?.partitions[c.partition]
-        const leader = image ? this.world.brokers.get(image.leader) : undefined
-        const hw = leader?.broker?.replicaManager.getPartition(TOPIC, c.partition)?.highWatermark ?? -1
-        return c.position !== hw
-      })
+      const behind = this.workload.consumers.filter((c) => c.position !== highWatermark(c.partition))
       if (behind.length === 0) break
       if (this.world.scheduler.now - start > LIVENESS_MS_MAX)
         throw new Violation(
@@ -237,10 +254,15 @@ export class LivenessPhase {
         )
       await this.world.runFor(200)
     }
-    for (const consumer of this.workload.consumers) consumer.stop()
-    this.world.invariants.consumer.checkConsumedCommitted()
+    const consumers = this.world.invariants.consumer
+    for (const consumer of this.workload.consumers) {
+      consumers.onFinalPosition(consumer.partition, consumer.position)
+      consumer.stop()
+    }
+    consumers.checkConsumedCommitted()
+    this.world.invariants.checkAckedReadBack()
     this.world.log(
-      `consumers caught up: ${this.workload.consumers.map((c) => `p${c.partition} at ${c.position} (${c.fetches} fetches, ${c.errors} errors${[...c.errorCodes].map(([code, n]) => `, code ${code}: ${n}`).join('')})`).join(', ')}; ${this.world.invariants.consumer.consumedBatches} batches checked`,
+      `consumers caught up: ${this.workload.consumers.map((c) => `p${c.partition} at ${c.position} (${c.polls} polls, ${c.records} records, ${c.errors} errors${[...c.errorCodes].map(([code, n]) => `, ${code}: ${n}`).join('')})`).join(', ')}; ${consumers.recordsConsumed} records checked; every acknowledged acks=all record read back at its offset`,
     )
   }
 }

@@ -63,6 +63,7 @@ export interface WorldView {
   readonly storeLatencyMaxMs: number
   readonly options: {
     readonly mutation?: Mutation
+    readonly consumers?: boolean
     readonly transactions?: boolean
     readonly transactionVersion?: 1 | 2
   }

@@ -34,6 +34,8 @@ export class Workload {
   producing = true
   private nextValue = 0
   readonly consumers: SimConsumer[] = []
+  /** `idempotentProducers`: tidelog's own producer (idempotent-producer.ts). */
+  idempotentProducer: SimIdempotentProducer | null = null
   /** `transactions`: the producers, their shared counters, the read_committed consumers. */
   readonly txnProducers: SimTxnProducer[] = []
   readonly txnWorkload = new TxnWorkload()
@@ -79,6 +81,8 @@ export class Workload {
 
   stop(): void {
     this.producing = false
+    // It stops sending; what it holds is still delivered (the liveness phase waits for it).
+    this.idempotentProducer?.close()
     for (const producer of this.txnProducers) producer.stopStarting()
     this.share?.stop()
   }
@@ -95,10 +99,15 @@ export class Workload {
   }
 
   private startIdempotentProducers(): void {
-    // One stream for them all, their own: the other workload keeps its choices.
+    // Its own stream: the other workload keeps its choices.
     const random = new SimRandom(this.world.options.seed ^ 0x1de4)
-    for (let partition = 0; partition < this.world.partitionCount; partition++)
-      new SimIdempotentProducer(this.world, this, partition, random.fork()).start()
+    this.idempotentProducer = new SimIdempotentProducer(
+      this.world,
+      () => this.producing,
+      random,
+      (leader, partition) => this.epochLed(leader, partition),
+    )
+    this.idempotentProducer.start()
   }
 
   private startTransactions(): void {
@@ -207,15 +216,14 @@ export class Workload {
               if (result.errorCode !== 0) return
               if (acks === -1) this.world.stats.ackedAll++
               else this.world.stats.ackedOne++
-              this.world.invariants.onAcked(
+              this.world.invariants.onAcked({
                 partition,
-                result.baseOffset,
-                count,
-                value,
+                baseOffset: result.baseOffset,
+                values: Array.from({ length: count }, (_, i) => `${value}.${i}`),
                 acks,
                 leaderId,
                 leaderEpoch,
-              )
+              })
               this.world.log(
                 `ack ${value} p${partition} @${result.baseOffset} acks=${acks} from broker ${leaderId}`,
               )

@@ -23,12 +23,13 @@ import {
   type FetchRequest,
   type FetchResponse,
   loadAllApiCodecs,
+  type ProduceRequest,
 } from '../protocol/generated/index.js'
 import type { RequestTap } from '../server/connection.js'
-import { recordsBytes } from './consumer.js'
 import { SimDisk } from './disk.js'
 import { GROUP_ID } from './group-member.js'
 import { Invariants } from './invariants.js'
+import { recordsBytes } from './invariants-consumer.js'
 import { ScaleInvariants } from './invariants-scale.js'
 import { isConsumerFetch, plant } from './mutations.js'
 import { SimNetwork } from './network.js'
@@ -527,11 +528,15 @@ export class World implements WorldInternals {
   /**
    * The world's tap on one process's requests: consumers' Fetch answers (no batch at or above
    * the answering broker's high watermark) and group answers (one coordinator per leader
-   * epoch), both checked as the answer leaves the real handler.
+   * epoch), both checked as the answer leaves the real handler; the idempotent producer's
+   * Produce answers (which broker acknowledged its records).
    */
   private requestObserver(broker: SimBroker): RequestTap {
     return (context, request) => {
       const apiKey = context.header.requestApiKey
+      const producer = this.workload.idempotentProducer
+      if (apiKey === ApiKey.Produce && producer !== null)
+        return producer.onProduceRequest(broker, request as ProduceRequest)
       if (
         apiKey === ApiKey.Fetch &&
         (this.options.consumers === true || this.options.transactions === true)
