@@ -55,6 +55,12 @@ export interface ClientOptions {
   clock?: Clock
   /** Randomness (sticky partition choice, backoff jitter, broker choice); default: Node's. */
   random?: Random
+  /**
+   * Runs a callback on the next turn of the event loop (the producer's drain, so that the
+   * sends of one tick share a request); default: setImmediate. A simulation passes an event
+   * of its scheduler at the same simulated instant, so the drain runs in simulated time.
+   */
+  defer?: (callback: () => void) => void
   /** TLS to every broker (security.protocol SSL or SASL_SSL); `true`: Node's trusted roots. */
   ssl?: SslOptions | boolean
   /** SASL authentication on every connection (SASL_PLAINTEXT, or SASL_SSL with `ssl`). */
@@ -76,6 +82,7 @@ export interface ResolvedClientOptions {
   readonly retryBackoffMaxMs: number
   readonly clock: Clock
   readonly random: Random
+  readonly defer: (callback: () => void) => void
   readonly ssl: SslOptions | undefined
   readonly sasl: SaslOptions | undefined
   readonly connector: ClientConnector
@@ -92,10 +99,16 @@ export function resolveClientOptions(options: ClientOptions): ResolvedClientOpti
     retryBackoffMaxMs: intOption('retry.backoff.max.ms', options.retryBackoffMaxMs, 1000, 0),
     clock: options.clock ?? clientSystemClock,
     random: options.random ?? systemRandom,
+    defer: options.defer ?? nextTurn,
     ssl: checkSslOptions(options.ssl),
     sasl: checkSaslOptions(options.sasl),
     connector: options.connector ?? tcpConnector,
   }
+}
+
+/** The default `defer`: Node's next turn of the event loop. */
+function nextTurn(callback: () => void): void {
+  setImmediate(callback)
 }
 
 /**
@@ -135,6 +148,8 @@ export function sharedOrNewClient(
     throw new InvalidArgumentError(`${owner}: ssl and sasl belong to the shared client; set them there`)
   if (options.random !== undefined && options.random !== shared.random)
     throw new InvalidArgumentError(`${owner}: random differs from the shared client's; set it on the client`)
+  if (options.defer !== undefined && options.defer !== shared.options.defer)
+    throw new InvalidArgumentError(`${owner}: defer differs from the shared client's; set it on the client`)
   return { client: shared, ownsClient: false }
 }
 

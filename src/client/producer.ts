@@ -339,7 +339,7 @@ export class Producer {
   private scheduleAddPartitions(): void {
     if (this.addScheduled) return
     this.addScheduled = true
-    setImmediate(() => {
+    this.client.options.defer(() => {
       this.addScheduled = false
       this.maybeAddPartitions()
     })

@@ -107,7 +107,7 @@ export class Sender {
     if (this.drainScheduled || this.closed) return
     this.drainScheduled = true
     // The next turn of the event loop, not a timer: appends of this tick join the request.
-    setImmediate(() => {
+    this.client.options.defer(() => {
       this.drainScheduled = false
       this.drain()
     })

@@ -14,9 +14,8 @@
  */
 import { Consumer } from '../client/consumer.js'
 import { KafkaProtocolError } from '../client/errors.js'
-import { SimNetwork } from './network.js'
 import type { SimRandom } from './random.js'
-import type { WorldInternals } from './world-internals.js'
+import { simClientOptions, type WorldInternals } from './world-internals.js'
 import { TOPIC } from './world-view.js'
 
 const FETCH_WAIT_MS = 200
@@ -40,11 +39,8 @@ export class SimConsumer {
     private readonly random: SimRandom,
   ) {
     this.consumer = new Consumer({
-      bootstrapServers: world.brokerIds.map((id) => `${SimNetwork.hostOf(id)}:9092`),
+      ...simClientOptions(world, CONSUMER_NODE_BASE + partition, random.fork()),
       clientId: `sim-consumer-${partition}`,
-      clock: world.scheduler,
-      random: random.fork(),
-      connector: world.network.clientConnector(CONSUMER_NODE_BASE + partition),
       autoOffsetReset: 'none',
       fetchMaxWaitMs: FETCH_WAIT_MS,
       requestTimeoutMs: REQUEST_TIMEOUT_MS,

@@ -23,10 +23,9 @@ import { ErrorCode } from '../protocol/error-codes.js'
 import type { ProduceRequest, ProduceResponse } from '../protocol/generated/index.js'
 import type { RequestTap } from '../server/connection.js'
 import { recordsBytes } from './invariants-consumer.js'
-import { SimNetwork } from './network.js'
 import type { SimRandom } from './random.js'
 import type { SimBroker } from './sim-broker.js'
-import { PRODUCE_TIMEOUT_MS, type WorldInternals } from './world-internals.js'
+import { PRODUCE_TIMEOUT_MS, simClientOptions, type WorldInternals } from './world-internals.js'
 import { TOPIC } from './world-view.js'
 
 /** The producer's network id (clients are never cut off). */
@@ -63,11 +62,8 @@ export class SimIdempotentProducer {
   ) {
     this.nextNumber = Array.from({ length: world.partitionCount }, () => 0)
     this.producer = new Producer({
-      bootstrapServers: world.brokerIds.map((id) => `${SimNetwork.hostOf(id)}:9092`),
+      ...simClientOptions(world, IDEMPOTENT_PRODUCER_NODE, random.fork()),
       clientId: 'sim-idempotent-producer',
-      clock: world.scheduler,
-      random: random.fork(),
-      connector: world.network.clientConnector(IDEMPOTENT_PRODUCER_NODE),
       acks: 'all',
       enableIdempotence: true,
       lingerMs: 5,

@@ -128,11 +128,40 @@ describe('a shared client brings its clock', () => {
       code: 'ERR_INVALID_ARGUMENT',
       message: /random differs/,
     })
+    assert.throws(() => new Producer({ client, defer: (callback) => callback() }), {
+      code: 'ERR_INVALID_ARGUMENT',
+      message: /defer differs/,
+    })
     assert.throws(() => new Producer({}), {
       code: 'ERR_INVALID_ARGUMENT',
       message: /bootstrapServers or client/,
     })
     client.close()
+  })
+})
+
+describe("the producer's drain", () => {
+  it("runs through the injected defer, not on Node's event loop (a simulation runs it in simulated time)", async () => {
+    const clock = new ManualClock()
+    const deferred: (() => void)[] = []
+    const producer = new Producer({
+      bootstrapServers,
+      clock,
+      lingerMs: 0,
+      deliveryTimeoutMs: 1000,
+      requestTimeoutMs: 500,
+      defer: (callback) => deferred.push(callback),
+    })
+    const sent = producer.send({ topic: 't', partition: 0, value: 'v' })
+    // A flush drains at once; with the injected defer, only once the caller runs it.
+    const flushed = producer.flush()
+    await new Promise((resolve) => setImmediate(resolve))
+    assert.ok(deferred.length > 0, 'the drain was not deferred through the injected function')
+    for (const run of deferred.splice(0)) run()
+    await assert.rejects(clock.runUntil(sent))
+    for (const run of deferred.splice(0)) run()
+    await flushed
+    await producer.close()
   })
 })
 

@@ -57,12 +57,18 @@ export class RealClientWorld {
   }
 
   /** What a Producer, Consumer or Admin needs to run in this world: its network, clock and a fork of the seed. */
-  clientOptions(): Required<Pick<ClientOptions, 'bootstrapServers' | 'clock' | 'random' | 'connector'>> {
+  clientOptions(): Required<
+    Pick<ClientOptions, 'bootstrapServers' | 'clock' | 'random' | 'connector' | 'defer'>
+  > {
     return {
       bootstrapServers: this.bootstrapServers,
       clock: this.scheduler,
       random: this.random.fork(),
       connector: this.connector,
+      // The producer's drain as an event of the scheduler, not a turn of Node's event loop.
+      defer: (callback) => {
+        this.scheduler.schedule(0, callback)
+      },
     }
   }
 
