@@ -1,27 +1,25 @@
 /**
  * The run's clients: the acks=all/acks=1 producer that writes straight to the leader's
- * replica manager (and, with `acksZero`, acks=0 produces over the simulated network), and,
- * by option, consumers, idempotent producers, transactional producers with their
+ * replica manager (and, with `acksZero`, tidelog's Producer with acks=0 over the simulated
+ * network), and, by option, tidelog's consumers and idempotent producer (consumer.ts,
+ * idempotent-producer.ts), the hand-written transactional producers with their
  * read_committed consumers and offset readers, and group members with churn. Apart from
  * world.ts so what the run does reads apart from how it is driven; each client keeps the
  * random stream it had, so a seed's choices stay as they were.
  */
 
-import { ApiKey } from '../protocol/generated/index.js'
-import { defaultProduceRequest } from '../protocol/generated/produce-request.js'
+import { Producer } from '../client/producer.js'
 import { encodeRecordBatchSync } from '../protocol/record-batch.js'
-import { BrokerClient } from '../replication/broker-client.js'
 import { SimConsumer } from './consumer.js'
 import { SimConsumerProtocolMember } from './consumer-protocol-member.js'
 import { GroupWorkload, OffsetVerifier, SimGroupMember } from './group-member.js'
 import { SimIdempotentProducer } from './idempotent-producer.js'
-import { SimNetwork } from './network.js'
 import { SimRandom } from './random.js'
 import { ShareWorkload } from './share-workload.js'
 import type { SimBroker } from './sim-broker.js'
 import { SimReadCommittedConsumer } from './txn-consumer.js'
 import { SimTxnProducer, TxnOffsetReader, TxnWorkload } from './txn-producer.js'
-import { PRODUCE_TIMEOUT_MS, type WorldInternals } from './world-internals.js'
+import { PRODUCE_TIMEOUT_MS, simClientOptions, type WorldInternals } from './world-internals.js'
 import { TOPIC } from './world-view.js'
 
 export const TXN_PRODUCERS = 2
@@ -48,8 +46,8 @@ export class Workload {
   /** `share`: the share group's producer and members (share-workload.ts). */
   share: ShareWorkload | null = null
   private readonly acksZeroRandom: SimRandom
-  /** acks=0 producer connections, per leader (one client, as a producer keeps per broker). */
-  private readonly acksZeroClients = new Map<number, BrokerClient>()
+  /** `acksZero`: tidelog's Producer with acks=0, made at the first such write. */
+  private acksZeroProducer: Producer | null = null
   readonly acksZeroValues: string[] = []
 
   /** `random`: the plain producer's stream, forked from the world's in its order. */
@@ -83,6 +81,7 @@ export class Workload {
     this.producing = false
     // It stops sending; what it holds is still delivered (the liveness phase waits for it).
     this.idempotentProducer?.close()
+    this.acksZeroProducer?.close().catch((error: unknown) => this.world.clientFailure(error))
     for (const producer of this.txnProducers) producer.stopStarting()
     this.share?.stop()
   }
@@ -193,7 +192,7 @@ export class Workload {
     if (!leader) return
     this.world.stats.produced++
     if (acks === 1 && this.world.options.acksZero === true && this.acksZeroRandom.chance(0.5)) {
-      this.produceAcksZero(leaderId, partition, batch, value)
+      this.produceAcksZero(partition, count, value)
       return
     }
     const incarnation = leader.incarnation
@@ -240,30 +239,22 @@ export class Workload {
     return local?.isLeader === true ? local.leaderEpoch : -1
   }
 
-  /** An acks=0 produce over the simulated network: fire and forget, through the real Produce handler. */
-  private produceAcksZero(leaderId: number, partition: number, batch: Buffer, value: string): void {
-    let client = this.acksZeroClients.get(leaderId)
-    if (!client) {
-      client = new BrokerClient(
-        SimNetwork.hostOf(leaderId),
-        9092,
-        'sim-acks0-producer',
-        this.world.network.transportFor(ACKS_ZERO_NODE, () => this.producing),
-      )
-      this.acksZeroClients.set(leaderId, client)
-    }
-    this.acksZeroValues.push(value)
-    const sent = client.request(ApiKey.Produce, 9, {
-      ...defaultProduceRequest(),
+  /**
+   * acks=0 writes over the simulated network through the real Produce handler: tidelog's
+   * Producer, which finds the leader itself; each send completes once its bytes are written.
+   */
+  private produceAcksZero(partition: number, count: number, value: string): void {
+    // Its own stream: the acks=0 draws of the workload stay as they were.
+    this.acksZeroProducer ??= new Producer({
+      ...simClientOptions(this.world, ACKS_ZERO_NODE, new SimRandom(this.world.options.seed ^ 0xa1)),
+      clientId: 'sim-acks0-producer',
       acks: 0,
-      timeoutMs: PRODUCE_TIMEOUT_MS,
-      topicData: [{ name: TOPIC, partitionData: [{ index: partition, records: batch }] }],
+      lingerMs: 0,
+      requestTimeoutMs: PRODUCE_TIMEOUT_MS,
     })
-    // No answer ever comes: the promise only settles when the connection closes (a failed
-    // write closes it, as Kafka does); the next request reconnects.
-    sent.catch(() => {
-      if (this.acksZeroClients.get(leaderId) === client) this.acksZeroClients.delete(leaderId)
-      client.close()
-    })
+    this.acksZeroValues.push(value)
+    // No claim on them (acks=0): the end of the run counts the ones that were committed.
+    for (let i = 0; i < count; i++)
+      this.acksZeroProducer.produce({ topic: TOPIC, partition, value: `${value}.${i}` }, () => undefined)
   }
 }
