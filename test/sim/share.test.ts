@@ -63,14 +63,15 @@ describe('share groups in the simulation', () => {
     assert.equal(again.trace.join('\n'), first.trace.join('\n'))
   })
 
-  // Seed 7: sim-0's leadership and __share_group_state-2's move from broker 1 to broker 3
-  // while broker 1's write of an ACCEPT is on its way; broker 3 reads the state before that
-  // write commits. With the share coordinator's operations unordered the write is answered
-  // as done after the read had answered without it, and p0 offset 220 is delivered again.
-  it('seed 7: a new leader reads the state only after the old leader write in flight', async () => {
-    const options: SimOptions = { seed: 7, share: true }
+  // Found at seed 7 (src/sim/README.md, "Bug found"): a new leader's state read answered
+  // before the old leader's write of an ACCEPT committed, and that write then answered as done,
+  // so the record was delivered again. Since failed writes roll back (share-partition.ts) seed 7
+  // no longer reaches it; a sweep of 1..40 with the operations unordered again fails seeds 3
+  // and 15 with an ACCEPTed record delivered again.
+  it("seed 3: the share coordinator runs each key's operations in order", async () => {
+    const options: SimOptions = { seed: 3, share: true }
     await passes(options)
-    await caught(options, 'share-state-ops-unordered', /p0 offset 220, ACCEPTed .* delivered again/)
+    await caught(options, 'share-state-ops-unordered', /p0 offset 486, ACCEPTed .* delivered again/)
   })
 
   it('an acknowledgement answered before its state is written is caught (seed 1)', async () => {
