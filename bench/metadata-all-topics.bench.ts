@@ -6,7 +6,9 @@
  *   - steady:  the same image for every request (an idle cluster)
  *   - changing: one partition's ISR changed before each request, as AlterPartition changes it
  *     (each request then meets a new image with one topic changed)
- * Prints p50/p99/max in ms and the answer's size, with the load average.
+ * Prints p50/p99/max of the wall time and p50/p99 of the process's CPU time per request (less
+ * sensitive to a loaded machine's scheduling, GC threads included), the answer's size and
+ * the load average.
  *
  *   npm run bench:metadata-all -- [--partitions 10000] [--topics 1,100] [--requests 200]
  *     [--version 12] [--authorized-operations]
@@ -111,21 +113,30 @@ async function run(topicCount: number, changing: boolean): Promise<void> {
     includeTopicAuthorizedOperations: values['authorized-operations'] === true,
   }
   const samples: number[] = []
+  const cpuSamples: number[] = []
   let bytes = 0
   for (let i = 0; i < requests + 10; i++) {
     if (changing) image = withIsrChange(image, i)
     const startedAt = performance.now()
+    const cpuBefore = process.cpuUsage()
     const response = await metadataHandler.handle(context, request)
     const chunks = encodeResponseFrame(ApiKey.Metadata, version, i, response)
     const ms = performance.now() - startedAt
+    const cpu = process.cpuUsage(cpuBefore)
     bytes = chunks.reduce((sum, chunk) => sum + chunk.length, 0)
-    if (i >= 10) samples.push(ms) // the first ones warm the JIT (and fill any cache)
+    if (i >= 10) {
+      // The first ones warm the JIT (and fill any cache).
+      samples.push(ms)
+      cpuSamples.push((cpu.user + cpu.system) / 1000)
+    }
   }
   samples.sort((a, b) => a - b)
+  cpuSamples.sort((a, b) => a - b)
   console.log(
     `${partitionCount} partitions in ${topicCount} topics, v${version}, ${changing ? 'one ISR changed before each request' : 'steady image'}: ` +
       `p50 ${percentile(samples, 0.5).toFixed(2)} ms, p99 ${percentile(samples, 0.99).toFixed(2)} ms, ` +
-      `max ${samples[samples.length - 1].toFixed(2)} ms (${requests} requests, ${bytes} bytes each) [load ${load()}]`,
+      `max ${samples[samples.length - 1].toFixed(2)} ms; CPU p50 ${percentile(cpuSamples, 0.5).toFixed(2)} ms, ` +
+      `p99 ${percentile(cpuSamples, 0.99).toFixed(2)} ms (${requests} requests, ${bytes} bytes each) [load ${load()}]`,
   )
 }
 

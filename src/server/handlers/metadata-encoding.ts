@@ -33,8 +33,26 @@ function versionGroup(version: number): number {
   return version >= 9 ? 3 : version >= 7 ? 2 : version >= 5 ? 1 : 0
 }
 
-/** Encoded partition lists by list object; lists are never changed once described. */
-const encodedPartitions = new WeakMap<Partitions, (Buffer | undefined)[]>()
+interface EncodedList {
+  readonly bytes: Buffer
+  /** Where the first partition's encoding starts in `bytes` (after the list's length). */
+  readonly start: number
+  /** Where each partition's encoding ends in `bytes`. */
+  readonly ends: Int32Array
+}
+
+/** Encoded partition lists by list object, by version group; lists never change once described. */
+const encodedLists = new WeakMap<Partitions, (EncodedList | undefined)[]>()
+/** A topic's list described again and the list before it, which shares the unchanged partitions. */
+const previousLists = new WeakMap<Partitions, Partitions>()
+
+/**
+ * `list` replaces `previous` for the same topic, holding the same objects for the
+ * partitions that did not change: their bytes are copied from `previous`'s encoding.
+ */
+export function notePreviousList(list: Partitions, previous: Partitions): void {
+  previousLists.set(list, previous)
+}
 
 export function encodeMetadataResponseCached(w: Writer, version: number, body: unknown): void {
   const m = body as MetadataResponse
@@ -78,33 +96,55 @@ function writeTopic(w: Writer, version: number, topic: MetadataResponseMetadataR
   if (flexible) writeTaggedFields(w, undefined)
 }
 
-/** The encoded list (its length first), from the cache or encoded now and kept. */
+/**
+ * The encoded list (its length first), from the cache or put together now: the runs of
+ * partitions it shares with the list it replaces (a topic of which one partition changed)
+ * are copied from that list's encoding, only the others are encoded.
+ */
 function partitionsBytes(partitions: Partitions, version: number): Buffer {
   const group = versionGroup(version)
-  let byGroup = encodedPartitions.get(partitions)
+  let byGroup = encodedLists.get(partitions)
   if (byGroup === undefined) {
     byGroup = []
-    encodedPartitions.set(partitions, byGroup)
+    encodedLists.set(partitions, byGroup)
   }
   const cached = byGroup[group]
-  if (cached !== undefined) return cached
+  if (cached !== undefined) return cached.bytes
+  const previous = previousLists.get(partitions)
+  const before = previous === undefined ? undefined : encodedLists.get(previous)?.[group]
   const w = new Writer(Math.max(256, partitions.length * 40))
-  const flexible = group === 3
-  writeLength(w, flexible, partitions.length)
-  for (const p of partitions) {
-    w.writeInt16(p.errorCode)
-    w.writeInt32(p.partitionIndex)
-    w.writeInt32(p.leaderId)
-    if (group >= 2) w.writeInt32(p.leaderEpoch)
-    writeIds(w, flexible, p.replicaNodes)
-    writeIds(w, flexible, p.isrNodes)
-    if (group >= 1) writeIds(w, flexible, p.offlineReplicas)
-    if (flexible) writeTaggedFields(w, undefined)
+  writeLength(w, group === 3, partitions.length)
+  const start = w.length
+  const ends = new Int32Array(partitions.length)
+  for (let i = 0; i < partitions.length; ) {
+    if (previous === undefined || before === undefined || previous[i] !== partitions[i]) {
+      writePartition(w, group, partitions[i])
+      ends[i++] = w.length
+      continue
+    }
+    let to = i + 1
+    while (to < partitions.length && previous[to] === partitions[to]) to++
+    const from = i === 0 ? before.start : before.ends[i - 1]
+    const base = w.length - from
+    w.writeRaw(before.bytes.subarray(from, before.ends[to - 1]))
+    for (; i < to; i++) ends[i] = base + before.ends[i]
   }
   const chunks = w.toChunks()
   const bytes = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)
-  byGroup[group] = bytes
+  byGroup[group] = { bytes, start, ends }
   return bytes
+}
+
+function writePartition(w: Writer, group: number, p: MetadataResponseMetadataResponsePartition): void {
+  const flexible = group === 3
+  w.writeInt16(p.errorCode)
+  w.writeInt32(p.partitionIndex)
+  w.writeInt32(p.leaderId)
+  if (group >= 2) w.writeInt32(p.leaderEpoch)
+  writeIds(w, flexible, p.replicaNodes)
+  writeIds(w, flexible, p.isrNodes)
+  if (group >= 1) writeIds(w, flexible, p.offlineReplicas)
+  if (flexible) writeTaggedFields(w, undefined)
 }
 
 function writeIds(w: Writer, flexible: boolean, ids: readonly number[]): void {
@@ -131,7 +171,7 @@ function encodable(m: MetadataResponse, version: number): boolean {
     if ((topic._unknownTaggedFields?.length ?? 0) > 0) return false
     if (version < 12 && topic.name === null) return false
     if (version < 8 && topic.topicAuthorizedOperations !== AUTHORIZED_OPERATIONS_OMITTED) return false
-    if (encodedPartitions.get(topic.partitions)?.[versionGroup(version)] !== undefined) continue
+    if (encodedLists.get(topic.partitions)?.[versionGroup(version)] !== undefined) continue
     for (const p of topic.partitions) if ((p._unknownTaggedFields?.length ?? 0) > 0) return false
   }
   return true

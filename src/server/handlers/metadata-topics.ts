@@ -19,6 +19,7 @@ import {
   leaderHasStorageError,
   leaderServes,
   NO_LEADER,
+  type PartitionState,
   type TopicImage,
 } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
@@ -26,6 +27,7 @@ import type {
   MetadataResponseMetadataResponsePartition,
   MetadataResponseMetadataResponseTopic,
 } from '../../protocol/generated/index.js'
+import { notePreviousList } from './metadata-encoding.js'
 
 /** Kafka's MetadataResponse.NO_LEADER_ID. */
 const NO_LEADER_ID = -1
@@ -135,35 +137,99 @@ function inCreation(image: ClusterImage, topic: TopicImage): boolean {
 }
 
 function describeTopic(image: ClusterImage, topic: TopicImage): MetadataResponseMetadataResponseTopic {
+  const brokerIds = brokerIdsOf(image)
+  const entries = topic.partitions.map((p) => describedPartition(image, topic, p, brokerIds))
+  const partitions = entries.map((entry) => entry.partition)
+  // The list this topic's unchanged partitions were in last: its encoding is copied from.
+  const previous = entries.find((entry) => entry.list !== null)?.list
+  if (previous !== undefined && previous !== null) notePreviousList(partitions, previous)
+  for (const entry of entries) entry.list = partitions
   return {
     errorCode: ErrorCode.NONE,
     name: topic.name,
     topicId: topic.topicId,
     isInternal: topic.name.startsWith('__'),
-    partitions: topic.partitions.map((p): MetadataResponseMetadataResponsePartition => {
-      const offlineReplicas = p.replicas.filter((id) => !image.brokers.has(id))
-      // A new partition's first leader (epoch 0) is named once it serves the partition, as
-      // Kafka answers LEADER_NOT_AVAILABLE for a new topic: named earlier, it would answer
-      // UNKNOWN_TOPIC_OR_PARTITION, and a producer retrying its first batches after later ones
-      // reorders records. Leaders elected later are named at once, as in Kafka: they host
-      // the log already, and a client meeting NOT_LEADER_OR_FOLLOWER refreshes its metadata.
-      const served = p.leader !== NO_LEADER && (p.leaderEpoch > 0 || leaderServes(image, topic, p))
-      // Its leader's log dir failed while creating it: a client retries, and sees why.
-      const errorCode = served
-        ? ErrorCode.NONE
-        : leaderHasStorageError(image, topic, p)
-          ? ErrorCode.KAFKA_STORAGE_ERROR
-          : ErrorCode.LEADER_NOT_AVAILABLE
-      return {
-        errorCode,
-        partitionIndex: p.partition,
-        leaderId: served ? p.leader : NO_LEADER_ID,
-        leaderEpoch: p.leaderEpoch,
-        replicaNodes: [...p.replicas],
-        isrNodes: [...p.isr],
-        offlineReplicas,
-      }
-    }),
+    partitions,
     topicAuthorizedOperations: AUTHORIZED_OPERATIONS_OMITTED,
+  }
+}
+
+/** A partition's description read no served record (NOT_READ), or the image had none (ABSENT). */
+const NOT_READ = Symbol('not read')
+const ABSENT = Symbol('absent')
+
+interface DescribedPartition {
+  readonly topicId: string
+  readonly brokerIds: string
+  readonly served: ReadonlyMap<string, number> | undefined | typeof NOT_READ | typeof ABSENT
+  readonly partition: MetadataResponseMetadataResponsePartition
+  /** The last description list it was put in (null: none yet). */
+  list: readonly MetadataResponseMetadataResponsePartition[] | null
+}
+
+/**
+ * By partition state: a change to one partition of a 10,000-partition topic describes (and
+ * encodes, metadata-encoding.ts) that one again, not the other 9,999.
+ */
+const describedPartitions = new WeakMap<PartitionState, DescribedPartition>()
+
+/** The served record the description of `p` reads: only a partition at its first leader epoch reads one. */
+function servedRead(image: ClusterImage, p: PartitionState): DescribedPartition['served'] {
+  if (p.leader === NO_LEADER || p.leaderEpoch > 0) return NOT_READ
+  return image.servedLeaderEpochs === undefined ? ABSENT : image.servedLeaderEpochs.get(p.leader)
+}
+
+function describedPartition(
+  image: ClusterImage,
+  topic: TopicImage,
+  p: PartitionState,
+  brokerIds: string,
+): DescribedPartition {
+  const served = servedRead(image, p)
+  const cached = describedPartitions.get(p)
+  if (
+    cached !== undefined &&
+    cached.topicId === topic.topicId &&
+    cached.brokerIds === brokerIds &&
+    cached.served === served
+  )
+    return cached
+  const entry: DescribedPartition = {
+    topicId: topic.topicId,
+    brokerIds,
+    served,
+    partition: describePartition(image, topic, p),
+    list: null,
+  }
+  describedPartitions.set(p, entry)
+  return entry
+}
+
+function describePartition(
+  image: ClusterImage,
+  topic: TopicImage,
+  p: PartitionState,
+): MetadataResponseMetadataResponsePartition {
+  const offlineReplicas = p.replicas.filter((id) => !image.brokers.has(id))
+  // A new partition's first leader (epoch 0) is named once it serves the partition, as
+  // Kafka answers LEADER_NOT_AVAILABLE for a new topic: named earlier, it would answer
+  // UNKNOWN_TOPIC_OR_PARTITION, and a producer retrying its first batches after later ones
+  // reorders records. Leaders elected later are named at once, as in Kafka: they host
+  // the log already, and a client meeting NOT_LEADER_OR_FOLLOWER refreshes its metadata.
+  const served = p.leader !== NO_LEADER && (p.leaderEpoch > 0 || leaderServes(image, topic, p))
+  // Its leader's log dir failed while creating it: a client retries, and sees why.
+  const errorCode = served
+    ? ErrorCode.NONE
+    : leaderHasStorageError(image, topic, p)
+      ? ErrorCode.KAFKA_STORAGE_ERROR
+      : ErrorCode.LEADER_NOT_AVAILABLE
+  return {
+    errorCode,
+    partitionIndex: p.partition,
+    leaderId: served ? p.leader : NO_LEADER_ID,
+    leaderEpoch: p.leaderEpoch,
+    replicaNodes: [...p.replicas],
+    isrNodes: [...p.isr],
+    offlineReplicas,
   }
 }
