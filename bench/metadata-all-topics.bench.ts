@@ -8,7 +8,8 @@
  *     (each request then meets a new image with one topic changed)
  * Prints p50/p99/max of the wall time and p50/p99 of the process's CPU time per request (less
  * sensitive to a loaded machine's scheduling, GC threads included), the answer's size and
- * the load average.
+ * the load average, and (with --expose-gc, as the npm script runs it) the heap kept between
+ * requests once the image is counted out.
  *
  *   npm run bench:metadata-all -- [--partitions 10000] [--topics 1,100] [--requests 200]
  *     [--version 12] [--authorized-operations]
@@ -104,8 +105,17 @@ function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]
 }
 
+/** Heap in use after a full collection (run with --expose-gc; 0 without it). */
+function heapUsedBytes(): number {
+  const gc = (globalThis as { gc?: () => void }).gc
+  if (gc === undefined) return 0
+  gc()
+  return process.memoryUsage().heapUsed
+}
+
 async function run(topicCount: number, changing: boolean): Promise<void> {
   let image = imageOf(topicCount)
+  const heapBefore = heapUsedBytes()
   const context = contextOf(() => image)
   const request = {
     ...defaultMetadataRequest(),
@@ -132,11 +142,14 @@ async function run(topicCount: number, changing: boolean): Promise<void> {
   }
   samples.sort((a, b) => a - b)
   cpuSamples.sort((a, b) => a - b)
+  // What the broker keeps between requests (descriptions, encodings) besides the image.
+  const keptMiB = (heapUsedBytes() - heapBefore) / 2 ** 20
   console.log(
     `${partitionCount} partitions in ${topicCount} topics, v${version}, ${changing ? 'one ISR changed before each request' : 'steady image'}: ` +
       `p50 ${percentile(samples, 0.5).toFixed(2)} ms, p99 ${percentile(samples, 0.99).toFixed(2)} ms, ` +
       `max ${samples[samples.length - 1].toFixed(2)} ms; CPU p50 ${percentile(cpuSamples, 0.5).toFixed(2)} ms, ` +
-      `p99 ${percentile(cpuSamples, 0.99).toFixed(2)} ms (${requests} requests, ${bytes} bytes each) [load ${load()}]`,
+      `p99 ${percentile(cpuSamples, 0.99).toFixed(2)} ms; heap kept ${keptMiB.toFixed(1)} MiB ` +
+      `(${requests} requests, ${bytes} bytes each) [load ${load()}]`,
   )
 }
 

@@ -52,6 +52,10 @@ const previousLists = new WeakMap<Partitions, Partitions>()
  */
 export function notePreviousList(list: Partitions, previous: Partitions): void {
   previousLists.set(list, previous)
+  // One step back only: a chain of lists, each holding the one before, would keep every
+  // list and encoding of a topic that changes often (and is never encoded, hidden from
+  // every principal asking).
+  previousLists.delete(previous)
 }
 
 export function encodeMetadataResponseCached(w: Writer, version: number, body: unknown): void {
@@ -132,6 +136,8 @@ function partitionsBytes(partitions: Partitions, version: number): Buffer {
   const chunks = w.toChunks()
   const bytes = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)
   byGroup[group] = { bytes, start, ends }
+  // Encoded: the list before it may go (another version group encodes without it).
+  previousLists.delete(partitions)
   return bytes
 }
 
