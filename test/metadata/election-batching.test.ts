@@ -113,6 +113,10 @@ function assertBatched(f: Fixture, changed: number, what: string): void {
   const keys = f.counted.partitionTxns.flat()
   assert.equal(keys.length, changed, `${what}: every changed partition written`)
   assert.equal(new Set(keys).size, keys.length, `${what}: each partition written once`)
+  // Two changes of 1,000 and 2,000 partitions fit in as many transactions as one of 3,000;
+  // only one change leaves a single transaction short of the limit.
+  const short = f.counted.partitionTxns.filter((txn) => txn.length < f.store.limits.txnOpsMax)
+  assert.ok(short.length <= 1, `${what}: ${short.length} transactions below the limit, one change leaves one`)
   assert.equal(
     f.counted.partitionTxns.length,
     fewestTxns(f.store, changed),
