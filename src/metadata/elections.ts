@@ -19,7 +19,14 @@
  *   leads: the last ISR member may have lost unflushed committed records the other kept;
  * - every leader change bumps the leader epoch; a state that does not change is null.
  */
-import { type BrokerId, type LogEnd, NO_LEADER, type PartitionState } from './cluster-image.js'
+import {
+  type BrokerId,
+  type ClusterImage,
+  type LogEnd,
+  NO_LEADER,
+  type PartitionState,
+  type TopicImage,
+} from './cluster-image.js'
 
 export interface ElectionInput {
   readonly state: PartitionState
@@ -88,6 +95,35 @@ export function onControlledShutdown(input: ElectionInput, leaving: BrokerId): E
   }
   if (others.length === 0) return null // the only ISR member: stay, a clean stop loses nothing
   return elect({ ...input, live })
+}
+
+/**
+ * The controlled shutdown of `leaving` over the whole image (onControlledShutdown per
+ * partition): one change, so ClusterMetadata.update writes every leadership move and ISR
+ * shrink in as few store transactions as the store's limits allow, and every other broker
+ * applies them in as few images. The image itself when nothing moves.
+ */
+export function movedAwayFrom(
+  image: ClusterImage,
+  leaving: BrokerId,
+  minIsrOf: (topic: string) => number | undefined,
+): ClusterImage {
+  const live = new Set(image.brokers.keys())
+  let topics: Map<string, TopicImage> | null = null
+  for (const topic of image.topics.values()) {
+    let partitions: PartitionState[] | null = null
+    const minIsr = minIsrOf(topic.name)
+    for (const state of topic.partitions) {
+      const result = onControlledShutdown({ state, live, uncleanLeaderElection: false, minIsr }, leaving)
+      if (!result) continue
+      partitions ??= [...topic.partitions]
+      partitions[state.partition] = result.state
+    }
+    if (partitions === null) continue
+    topics ??= new Map(image.topics)
+    topics.set(topic.name, { ...topic, partitions })
+  }
+  return topics === null ? image : { ...image, topics }
 }
 
 /**

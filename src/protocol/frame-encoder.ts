@@ -14,6 +14,17 @@ import { Writer } from './primitives.js'
 
 const SIZE_BYTES = 4
 
+/**
+ * A response body may carry its own encoder under this key: the Metadata handler's, which
+ * copies the cached bytes of topics that did not change instead of encoding every
+ * partition again. It must write exactly what the API's codec writes for the same body (a
+ * test compares them, version by version). A spread copy of the body keeps it, so a copy
+ * with another throttle time is encoded the same way.
+ */
+export const ENCODE_RESPONSE = Symbol('tidelog.encodeResponse')
+
+export type ResponseEncoder = (w: Writer, version: number, body: unknown) => void
+
 /** A request frame; the header version (v1 or v2, with tagged fields) follows the api's registry entry. */
 export function encodeRequestFrame(
   apiKey: number,
@@ -50,7 +61,9 @@ export function encodeResponseFrame(
   const writer = new Writer(initialBytes)
   writer.writeInt32(0) // size, patched below
   encodeResponseHeader(writer, api.responseHeaderVersion(apiVersion), { correlationId })
-  api.encodeResponse(writer, apiVersion, body)
+  const own = (body as { [ENCODE_RESPONSE]?: ResponseEncoder } | null)?.[ENCODE_RESPONSE]
+  if (typeof own === 'function') own(writer, apiVersion, body)
+  else api.encodeResponse(writer, apiVersion, body)
   return sized(writer)
 }
 

@@ -20,7 +20,7 @@ import type { CoordinatorTransactionVerifier } from '../coordinator/transaction/
 import { type ClusterImage, endpointFor } from '../metadata/cluster-image.js'
 import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import type { Controller } from '../metadata/controller.js'
-import { onControlledShutdown } from '../metadata/elections.js'
+import { movedAwayFrom } from '../metadata/elections.js'
 import { newUuid } from '../metadata/ids.js'
 import { LeadershipRecord } from '../metadata/leadership-record.js'
 import { ProducerIdManager } from '../metadata/producer-id-manager.js'
@@ -755,23 +755,8 @@ export class Broker implements BrokerServices {
   }
 
   private async moveLeadershipAway(): Promise<void> {
-    await this.metadata.update((image) => {
-      const live = new Set(image.brokers.keys())
-      const topics = new Map(image.topics)
-      let changed = false
-      for (const topic of image.topics.values()) {
-        const partitions = topic.partitions.map((state) => {
-          const minIsr = this.topicSettings(image, topic.name).minInsyncReplicas
-          const result = onControlledShutdown(
-            { state, live, uncleanLeaderElection: false, minIsr },
-            this.nodeId,
-          )
-          if (result) changed = true
-          return result?.state ?? state
-        })
-        topics.set(topic.name, { ...topic, partitions })
-      }
-      return changed ? { ...image, topics } : image
-    })
+    await this.metadata.update((image) =>
+      movedAwayFrom(image, this.nodeId, (topic) => this.topicSettings(image, topic).minInsyncReplicas),
+    )
   }
 }

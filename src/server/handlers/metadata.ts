@@ -20,33 +20,24 @@
  * authorized operations, v10 topic ids (and lookup by id), v9+ flexible, v13 a top-level
  * error code (KIP-1102's REBOOTSTRAP_REQUIRED; tidelog always answers NONE).
  */
-import {
-  type ClusterImage,
-  endpointFor,
-  leaderHasStorageError,
-  leaderServes,
-  NO_LEADER,
-  type TopicImage,
-  topicById,
-} from '../../metadata/cluster-image.js'
+import { type ClusterImage, endpointFor, topicById } from '../../metadata/cluster-image.js'
 import { isValidTopicName } from '../../metadata/topic-name.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
+import { ENCODE_RESPONSE } from '../../protocol/frame-encoder.js'
 import {
   ApiKey,
   type MetadataRequest,
   type MetadataResponse,
-  type MetadataResponseMetadataResponsePartition,
   type MetadataResponseMetadataResponseTopic,
 } from '../../protocol/generated/index.js'
 import { ZERO_UUID } from '../../protocol/primitives.js'
 import { AclOperation, CLUSTER_NAME, ResourceType } from '../../security/authorizer/acl.js'
 import type { RequestContext } from '../request-context.js'
+import { encodeMetadataResponseCached } from './metadata-encoding.js'
+import { AUTHORIZED_OPERATIONS_OMITTED, allTopics, describedTopic } from './metadata-topics.js'
 import type { ApiHandler } from './registry.js'
 
-/** Kafka's MetadataResponse.NO_LEADER_ID. */
-const NO_LEADER_ID = -1
-/** Kafka's sentinel for "authorized operations not requested". */
-const AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+export { allTopics } from './metadata-topics.js'
 
 export const metadataHandler: ApiHandler<MetadataRequest, MetadataResponse> = {
   apiKey: ApiKey.Metadata,
@@ -65,11 +56,8 @@ export const metadataHandler: ApiHandler<MetadataRequest, MetadataResponse> = {
       )
     }
     const image = context.broker.metadataImage()
-    const operations = (name: string): number =>
-      context.apiVersion >= 8 && request.includeTopicAuthorizedOperations
-        ? context.authorizedOperations(ResourceType.TOPIC, name)
-        : AUTHORIZED_OPERATIONS_OMITTED
-    const topics =
+    const withOperations = context.apiVersion >= 8 && request.includeTopicAuthorizedOperations
+    const described =
       wanted === 'all'
         ? allTopics(image).filter((t) =>
             context.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name!),
@@ -78,9 +66,17 @@ export const metadataHandler: ApiHandler<MetadataRequest, MetadataResponse> = {
             const code = denied.get(t)
             return code === undefined ? describeRequested(image, t) : refused(t, code)
           })
-    for (const topic of topics)
-      if (topic.errorCode === ErrorCode.NONE) topic.topicAuthorizedOperations = operations(topic.name!)
+    // Descriptions are shared between requests (metadata-topics.ts): a copy carries this
+    // principal's operations, with the same partition list (and its encoding).
+    const topics = withOperations
+      ? described.map((t) =>
+          t.errorCode === ErrorCode.NONE
+            ? { ...t, topicAuthorizedOperations: context.authorizedOperations(ResourceType.TOPIC, t.name!) }
+            : t,
+        )
+      : described
     return {
+      [ENCODE_RESPONSE]: encodeMetadataResponseCached,
       throttleTimeMs: 0,
       // Each broker's address on the listener this client came on; brokers without it are left out.
       brokers: [...image.brokers.values()].flatMap((b) => {
@@ -168,30 +164,6 @@ async function maybeAutoCreate(
   if (creatable.length > 0) await context.broker.topicAdmin.autoCreateTopics(creatable)
 }
 
-/**
- * Every topic, less those still being created: a topic none of whose partitions is served
- * yet, all at their first leader epoch. Listed, their LEADER_NOT_AVAILABLE partitions made
- * kafkajs reject the whole answer and fail unrelated admin calls; Kafka's brokers list a
- * topic once its leaders have it. Asked for by name, such a topic still answers
- * LEADER_NOT_AVAILABLE (describeTopic), as Kafka does for a topic in creation.
- */
-export function allTopics(image: ClusterImage): MetadataResponseMetadataResponseTopic[] {
-  return [...image.topics.values()]
-    .filter((t) => !inCreation(image, t))
-    .sort((a, b) => a.name.localeCompare(b.name))
-    .map((t) => describeTopic(image, t))
-}
-
-function inCreation(image: ClusterImage, topic: TopicImage): boolean {
-  return topic.partitions.every(
-    (p) =>
-      p.leaderEpoch === 0 &&
-      p.leader !== NO_LEADER &&
-      !leaderServes(image, topic, p) &&
-      !leaderHasStorageError(image, topic, p),
-  )
-}
-
 function describeRequested(
   image: ClusterImage,
   wanted: RequestedTopic,
@@ -202,7 +174,7 @@ function describeRequested(
       : wanted.topicId !== ZERO_UUID
         ? topicById(image, wanted.topicId)
         : undefined
-  if (topic) return describeTopic(image, topic)
+  if (topic) return describedTopic(image, topic).topic
   const invalidName = wanted.name !== null && !isValidTopicName(wanted.name)
   // A topic asked for by id alone is unknown by id, as Kafka answers (v10+).
   const byId = (wanted.name === null || wanted.name === '') && wanted.topicId !== ZERO_UUID
@@ -216,38 +188,6 @@ function describeRequested(
     topicId: wanted.topicId,
     isInternal: false,
     partitions: [],
-    topicAuthorizedOperations: AUTHORIZED_OPERATIONS_OMITTED,
-  }
-}
-
-function describeTopic(image: ClusterImage, topic: TopicImage): MetadataResponseMetadataResponseTopic {
-  return {
-    errorCode: ErrorCode.NONE,
-    name: topic.name,
-    topicId: topic.topicId,
-    isInternal: topic.name.startsWith('__'),
-    partitions: topic.partitions.map((p): MetadataResponseMetadataResponsePartition => {
-      const offlineReplicas = p.replicas.filter((id) => !image.brokers.has(id))
-      // A new partition's first leader (epoch 0) is named once it serves the partition, as
-      // Kafka answers LEADER_NOT_AVAILABLE for a new topic: named earlier, it would answer
-      // UNKNOWN_TOPIC_OR_PARTITION, and a producer retrying its first batches after later ones
-      // reorders records. Leaders elected later are named at once, as in Kafka: they host
-      // the log already, and a client meeting NOT_LEADER_OR_FOLLOWER refreshes its metadata.
-      const served = p.leader !== NO_LEADER && (p.leaderEpoch > 0 || leaderServes(image, topic, p))
-      // Its leader's log dir failed while creating it: a client retries, and sees why.
-      const unavailable = leaderHasStorageError(image, topic, p)
-        ? ErrorCode.KAFKA_STORAGE_ERROR
-        : ErrorCode.LEADER_NOT_AVAILABLE
-      return {
-        errorCode: served ? ErrorCode.NONE : unavailable,
-        partitionIndex: p.partition,
-        leaderId: served ? p.leader : NO_LEADER_ID,
-        leaderEpoch: p.leaderEpoch,
-        replicaNodes: [...p.replicas],
-        isrNodes: [...p.isr],
-        offlineReplicas,
-      }
-    }),
     topicAuthorizedOperations: AUTHORIZED_OPERATIONS_OMITTED,
   }
 }
