@@ -349,12 +349,46 @@ export function decodeConsumerGroupMetadataValue(value: Buffer): number {
   return openValue(value).readInt32()
 }
 
-export function encodeConsumerTargetMetadataValue(assignmentEpoch: number): Buffer {
-  return endValue(flexibleValue().writeInt32(assignmentEpoch))
+/** The epoch and time of a group's last target assignment (ConsumerGroup, ShareGroup and StreamsGroup alike). */
+export interface TargetAssignmentMetadata {
+  readonly assignmentEpoch: number
+  /** Kafka 4.3+'s tagged AssignmentTimestamp; 0 when never computed, or since the group emptied. */
+  readonly assignmentTimestampMs: number
 }
 
-export function decodeConsumerTargetMetadataValue(value: Buffer): number {
-  return openValue(value).readInt32()
+/** The tag of the *GroupTargetAssignmentMetadataValue records' AssignmentTimestamp. */
+const ASSIGNMENT_TIMESTAMP_TAG = 0
+
+/**
+ * A consumer, share or streams group's TargetAssignmentMetadataValue (one layout for the
+ * three): AssignmentEpoch, and AssignmentTimestamp as Kafka writes a tagged field, only when
+ * not 0, so a group that never had one reads the same in Kafka before 4.3.
+ */
+export function encodeTargetAssignmentMetadataValue(metadata: TargetAssignmentMetadata): Buffer {
+  const w = flexibleValue().writeInt32(metadata.assignmentEpoch)
+  if (metadata.assignmentTimestampMs === 0) return endValue(w)
+  return w
+    .writeUnsignedVarint(1)
+    .writeUnsignedVarint(ASSIGNMENT_TIMESTAMP_TAG)
+    .writeUnsignedVarint(8)
+    .writeInt64(BigInt(metadata.assignmentTimestampMs))
+    .toBuffer()
+}
+
+export function decodeTargetAssignmentMetadataValue(value: Buffer): TargetAssignmentMetadata {
+  const r = openValue(value)
+  const assignmentEpoch = r.readInt32()
+  let assignmentTimestampMs = 0
+  const tags = r.readUnsignedVarint()
+  for (let i = 0; i < tags; i++) {
+    if (r.readUnsignedVarint() !== ASSIGNMENT_TIMESTAMP_TAG) {
+      r.skipTaggedField()
+      continue
+    }
+    r.readUnsignedVarint() // its size
+    assignmentTimestampMs = Number(r.readInt64())
+  }
+  return { assignmentEpoch, assignmentTimestampMs }
 }
 
 export function encodeConsumerTargetMemberValue(partitions: TopicPartitionsValue): Buffer {

@@ -16,6 +16,8 @@ import type { Reader, Writer } from '../../protocol/primitives.js'
 import { type Group, newGroup } from '../group.js'
 import {
   type CoordinatorRecord,
+  decodeTargetAssignmentMetadataValue,
+  encodeTargetAssignmentMetadataValue,
   endValue,
   flexibleValue,
   type GroupRecordKey,
@@ -242,37 +244,6 @@ function targetMemberValue(tasks: TasksTuple): Buffer {
   return endValue(w)
 }
 
-/** The tag of StreamsGroupTargetAssignmentMetadataValue's AssignmentTimestamp (Kafka 4.3+). */
-const ASSIGNMENT_TIMESTAMP_TAG = 0
-
-/** AssignmentEpoch, and AssignmentTimestamp as Kafka writes a tagged field: only when not 0. */
-function targetMetadataValue(assignmentEpoch: number, assignmentTimestampMs: number): Buffer {
-  const w = flexibleValue().writeInt32(assignmentEpoch)
-  if (assignmentTimestampMs === 0) return w.writeUnsignedVarint(0).toBuffer()
-  return w
-    .writeUnsignedVarint(1)
-    .writeUnsignedVarint(ASSIGNMENT_TIMESTAMP_TAG)
-    .writeUnsignedVarint(8)
-    .writeInt64(BigInt(assignmentTimestampMs))
-    .toBuffer()
-}
-
-function readTargetMetadataValue(value: Buffer): { assignmentEpoch: number; assignmentTimestampMs: number } {
-  const r = openValue(value)
-  const assignmentEpoch = r.readInt32()
-  let assignmentTimestampMs = 0
-  const tags = r.readUnsignedVarint()
-  for (let i = 0; i < tags; i++) {
-    if (r.readUnsignedVarint() !== ASSIGNMENT_TIMESTAMP_TAG) {
-      r.skipTaggedField()
-      continue
-    }
-    r.readUnsignedVarint() // its size
-    assignmentTimestampMs = Number(r.readInt64())
-  }
-  return { assignmentEpoch, assignmentTimestampMs }
-}
-
 /**
  * Every record describing the group now, in the order Kafka writes a new group's: its
  * epoch, topology, members, target assignment and the members' current assignments.
@@ -296,7 +267,7 @@ export function streamsGroupRecords(group: StreamsGroup): CoordinatorRecord[] {
     records.push({ key: streamsRecordKey('streams-member', id, m.memberId), value: memberValue(m) })
   records.push({
     key: streamsRecordKey('streams-target-metadata', id),
-    value: targetMetadataValue(group.assignmentEpoch, group.assignmentTimestampMs),
+    value: encodeTargetAssignmentMetadataValue(group),
   })
   for (const [memberId, tasks] of group.targetAssignment)
     records.push({
@@ -434,7 +405,9 @@ function applyStreamsRecord(
       return
     case 'streams-target-metadata': {
       const metadata =
-        value === null ? { assignmentEpoch: 0, assignmentTimestampMs: 0 } : readTargetMetadataValue(value)
+        value === null
+          ? { assignmentEpoch: 0, assignmentTimestampMs: 0 }
+          : decodeTargetAssignmentMetadataValue(value)
       group.assignmentEpoch = metadata.assignmentEpoch
       group.assignmentTimestampMs = metadata.assignmentTimestampMs
       return

@@ -22,6 +22,7 @@
  * ordinary offset records.
  */
 import { ErrorCode } from '../../protocol/error-codes.js'
+import { assignmentIntervalOver, DEFAULT_ASSIGNMENT_INTERVAL_MS } from '../assignment-interval.js'
 import { assignTasks, emptyTasks, type TasksTuple, taskCount } from './streams-assignor.js'
 import {
   computeNextAssignment,
@@ -82,7 +83,7 @@ export const DEFAULT_STREAMS_GROUP_CONFIG: StreamsGroupConfig = {
   taskOffsetIntervalMs: 60000,
   acceptableRecoveryLag: 10000,
   initialRebalanceDelayMs: 3000,
-  assignmentIntervalMs: 1000,
+  assignmentIntervalMs: DEFAULT_ASSIGNMENT_INTERVAL_MS,
 }
 
 export interface Endpoint {
@@ -520,15 +521,6 @@ function assignTargets(group: StreamsGroup, config: StreamsGroupConfig, nowMs: n
   group.assignmentTimestampMs = nowMs
 }
 
-/** Kafka's canComputeNextTargetAssignment: the assignment interval since the last one is over. */
-function assignmentIntervalOver(group: StreamsGroup, config: StreamsGroupConfig, nowMs: number): boolean {
-  return (
-    group.assignmentTimestampMs === 0 ||
-    config.assignmentIntervalMs === 0 ||
-    nowMs >= group.assignmentTimestampMs + config.assignmentIntervalMs
-  )
-}
-
 function initialAssignmentPending(group: StreamsGroup, nowMs: number): boolean {
   return group.initialAssignmentDueMs !== null && nowMs < group.initialAssignmentDueMs
 }
@@ -585,7 +577,8 @@ export function streamsGroupHeartbeat(
   // Behind after a bump, or loaded so by a new coordinator (the delay's timer is not kept).
   let intervalDelayed = false
   if (group.groupEpoch > group.assignmentEpoch && !initialAssignmentPending(group, nowMs)) {
-    if (assignmentIntervalOver(group, config, nowMs)) assignTargets(group, config, nowMs)
+    if (assignmentIntervalOver(group.assignmentTimestampMs, config.assignmentIntervalMs, nowMs))
+      assignTargets(group, config, nowMs)
     else intervalDelayed = true
   }
   const before = { epoch: member.memberEpoch, assigned: member.assigned }
