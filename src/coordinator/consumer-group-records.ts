@@ -23,12 +23,13 @@ import {
   decodeConsumerGroupMetadataValue,
   decodeConsumerMemberMetadataValue,
   decodeConsumerTargetMemberValue,
-  decodeConsumerTargetMetadataValue,
+  decodeTargetAssignmentMetadataValue,
   encodeConsumerCurrentAssignmentValue,
   encodeConsumerGroupMetadataValue,
   encodeConsumerMemberMetadataValue,
   encodeConsumerTargetMemberValue,
-  encodeConsumerTargetMetadataValue,
+  encodeTargetAssignmentMetadataValue,
+  type TargetAssignmentMetadata,
 } from './records.js'
 
 /** Turns a group (new, or an empty classic one) into a consumer group; Kafka's upgrade. */
@@ -46,10 +47,10 @@ export function groupEpochRecord(groupId: string, epoch: number): CoordinatorRec
   return { key: consumerRecordKey('consumer-group', groupId), value: encodeConsumerGroupMetadataValue(epoch) }
 }
 
-export function targetMetadataRecord(groupId: string, assignmentEpoch: number): CoordinatorRecord {
+export function targetMetadataRecord(groupId: string, metadata: TargetAssignmentMetadata): CoordinatorRecord {
   return {
     key: consumerRecordKey('consumer-target-metadata', groupId),
-    value: encodeConsumerTargetMetadataValue(assignmentEpoch),
+    value: encodeTargetAssignmentMetadataValue(metadata),
   }
 }
 
@@ -134,9 +135,15 @@ export function replayConsumerRecord(
       }
       state.groupEpoch = decodeConsumerGroupMetadataValue(value)
       break
-    case 'consumer-target-metadata':
-      state.assignmentEpoch = value === null ? 0 : decodeConsumerTargetMetadataValue(value)
+    case 'consumer-target-metadata': {
+      const metadata =
+        value === null
+          ? { assignmentEpoch: 0, assignmentTimestampMs: 0 }
+          : decodeTargetAssignmentMetadataValue(value)
+      state.assignmentEpoch = metadata.assignmentEpoch
+      state.assignmentTimestampMs = metadata.assignmentTimestampMs
       break
+    }
     case 'consumer-target-member':
       if (value === null) state.targetAssignment.delete(key.memberId)
       else state.targetAssignment.set(key.memberId, decodeConsumerTargetMemberValue(value))
@@ -243,10 +250,11 @@ export function snapshotConsumerGroup(group: Group): () => void {
   }))
   const targets = [...state.targetAssignment].map(([id, a]) => [id, copy(a)] as const)
   const statics = [...state.staticMembers]
-  const { groupEpoch, assignmentEpoch, subscriptionSignature, assignorName } = state
+  const { groupEpoch, assignmentEpoch, assignmentTimestampMs, subscriptionSignature, assignorName } = state
   return () => {
     state.groupEpoch = groupEpoch
     state.assignmentEpoch = assignmentEpoch
+    state.assignmentTimestampMs = assignmentTimestampMs
     state.subscriptionSignature = subscriptionSignature
     state.assignorName = assignorName
     state.members.clear()

@@ -20,7 +20,9 @@
 
 import { assert } from '../common/assert.js'
 import { ErrorCode } from '../protocol/error-codes.js'
+import { assignmentIntervalOver, DEFAULT_ASSIGNMENT_INTERVAL_MS } from './assignment-interval.js'
 import { SERVER_ASSIGNORS } from './consumer-assignors.js'
+import { compileRegex, validateConsumerOffsetRequest } from './consumer-group-checks.js'
 import {
   consumerGroupTombstones,
   currentAssignmentRecord,
@@ -43,7 +45,14 @@ import {
 } from './group.js'
 import type { CoordinatorRecord } from './records.js'
 
-export { consumerGroupTombstones, makeConsumerGroup, replayConsumerRecord, snapshotConsumerGroup }
+export {
+  compileRegex,
+  consumerGroupTombstones,
+  makeConsumerGroup,
+  replayConsumerRecord,
+  snapshotConsumerGroup,
+  validateConsumerOffsetRequest,
+}
 
 /** A member's epoch after a leave: -1 for good, -2 for a static member coming back. */
 export const LEAVE_GROUP_MEMBER_EPOCH = -1
@@ -58,6 +67,11 @@ export interface ConsumerGroupConfig {
   readonly assignors: readonly string[]
   /** group.consumer.max.size */
   readonly maxSize: number
+  /**
+   * group.consumer.assignment.interval.ms (KIP-1263): a target assignment is computed at most
+   * once per interval (assignment-interval.ts).
+   */
+  readonly assignmentIntervalMs: number
 }
 
 export const DEFAULT_CONSUMER_GROUP_CONFIG: ConsumerGroupConfig = {
@@ -65,6 +79,7 @@ export const DEFAULT_CONSUMER_GROUP_CONFIG: ConsumerGroupConfig = {
   sessionTimeoutMs: 45000,
   assignors: ['uniform', 'range'],
   maxSize: 2147483647,
+  assignmentIntervalMs: DEFAULT_ASSIGNMENT_INTERVAL_MS,
 }
 
 /** The cluster's topics as the assignment needs them. */
@@ -166,28 +181,6 @@ export function validateHeartbeat(
   return null
 }
 
-const regexCache = new Map<string, RegExp | null>()
-const REGEX_CACHE_MAX = 1024
-
-/**
- * The subscription's regular expression, matched against whole topic names as Kafka's
- * Pattern.matches (RE2J there). JavaScript's RegExp is a superset of RE2's syntax for what
- * clients send (classes, alternation, quantifiers); RE2-only constructs (\C, \pN without
- * braces) are refused as invalid, and backreferences that RE2 refuses are accepted here.
- */
-export function compileRegex(source: string): RegExp | null {
-  if (regexCache.has(source)) return regexCache.get(source) ?? null
-  let compiled: RegExp | null
-  try {
-    compiled = new RegExp(`^(?:${source})$`, 'u')
-  } catch {
-    compiled = null
-  }
-  if (regexCache.size >= REGEX_CACHE_MAX) regexCache.clear()
-  regexCache.set(source, compiled)
-  return compiled
-}
-
 /** The topic ids a member subscribes to, by name and by regex, among existing topics. */
 export function subscribedTopicIds(member: ConsumerMember, topics: TopicsView): Set<string> {
   const ids = new Set<string>()
@@ -284,7 +277,7 @@ export function consumerGroupHeartbeat(
   member.sessionDeadlineMs = nowMs + config.sessionTimeoutMs
   applyMemberDetails(member, req, changes)
   if (changes.metadataChanged) changes.records.push(memberMetadataRecord(group.groupId, member))
-  bumpGroupEpoch(group, state, config, topics, changes)
+  bumpGroupEpoch(group, state, config, topics, changes, nowMs)
 
   const before = assignmentSnapshot(member)
   const assignedBefore = assignedKey(member)
@@ -496,13 +489,18 @@ function applyMemberDetails(
   }
 }
 
-/** Moves the group epoch when membership or the subscribed topics changed, then reassigns. */
+/**
+ * Moves the group epoch when membership or the subscribed topics changed, then reassigns
+ * unless the assignment interval holds the group at its previous target (Kafka's
+ * maybeUpdateTargetAssignment): the member then reconciles towards that one.
+ */
 function bumpGroupEpoch(
   group: Group,
   state: ConsumerGroupState,
   config: ConsumerGroupConfig,
   topics: TopicsView,
   changes: HeartbeatChanges,
+  nowMs: number,
 ): void {
   const signature = subscriptionSignature(state, topics)
   if (state.subscriptionSignature === null && !changes.membershipChanged)
@@ -515,8 +513,11 @@ function bumpGroupEpoch(
     state.groupEpoch++
     changes.records.push(groupEpochRecord(group.groupId, state.groupEpoch))
   }
-  if (state.groupEpoch > state.assignmentEpoch)
-    changes.records.push(...computeTargetAssignment(group, config, topics))
+  if (
+    state.groupEpoch > state.assignmentEpoch &&
+    assignmentIntervalOver(state.assignmentTimestampMs, config.assignmentIntervalMs, nowMs)
+  )
+    changes.records.push(...computeTargetAssignment(group, config, topics, nowMs))
 }
 
 function afterRecords(
@@ -554,6 +555,7 @@ function computeTargetAssignment(
   group: Group,
   config: ConsumerGroupConfig,
   topics: TopicsView,
+  nowMs: number,
 ): CoordinatorRecord[] {
   const state = group.consumer
   assert(state !== null, 'consumer group state')
@@ -577,8 +579,9 @@ function computeTargetAssignment(
   state.targetAssignment.clear()
   for (const [memberId, assignment] of target) state.targetAssignment.set(memberId, assignment)
   state.assignmentEpoch = state.groupEpoch
+  state.assignmentTimestampMs = nowMs
   state.assignorName = name
-  records.push(targetMetadataRecord(group.groupId, state.assignmentEpoch))
+  records.push(targetMetadataRecord(group.groupId, state))
   return records
 }
 
@@ -692,7 +695,12 @@ export function checkSingleOwners(state: ConsumerGroupState): void {
 
 // ---- members leaving and timing out ----------------------------------------------------------
 
-/** Removes the member, frees its partitions and bumps the group epoch; returns the records. */
+/**
+ * Removes the member, frees its partitions and bumps the group epoch; returns the records.
+ * As Kafka's consumerGroupFenceMembers, the others' target is recomputed at their next
+ * heartbeat (within the assignment interval), and an emptied group starts afresh: its
+ * assignment epoch catches up and its timestamp goes back to 0.
+ */
 export function removeMember(group: Group, member: ConsumerMember, nowMs: number): CoordinatorRecord[] {
   const state = group.consumer
   assert(state !== null, 'consumer group state')
@@ -701,11 +709,18 @@ export function removeMember(group: Group, member: ConsumerMember, nowMs: number
   if (member.instanceId !== null && state.staticMembers.get(member.instanceId) === member.memberId)
     state.staticMembers.delete(member.instanceId)
   state.groupEpoch++
+  const records = [
+    ...tombstones(group.groupId, member.memberId),
+    groupEpochRecord(group.groupId, state.groupEpoch),
+  ]
   if (state.members.size === 0) {
     group.state = 'Empty'
     group.currentStateTimestampMs = nowMs
+    state.assignmentEpoch = state.groupEpoch
+    state.assignmentTimestampMs = 0
+    records.push(targetMetadataRecord(group.groupId, state))
   }
-  return [...tombstones(group.groupId, member.memberId), groupEpochRecord(group.groupId, state.groupEpoch)]
+  return records
 }
 
 /** Session and revocation timeouts due at `nowMs`: those members are removed (fenced). */
@@ -730,29 +745,6 @@ export function nextConsumerDeadline(group: Group): number | null {
       if (at !== null && (next === null || at < next)) next = at
   }
   return next
-}
-
-// ---- offsets ---------------------------------------------------------------------------------
-
-/**
- * Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch: a request without a
- * member (epoch < 0, as the admin client sends) may commit only to an empty group and may
- * always fetch; a member must be known and send its current epoch: a newer one is
- * FENCED_MEMBER_EPOCH, an older one STALE_MEMBER_EPOCH (retriable by the client).
- */
-export function validateConsumerOffsetRequest(
-  state: ConsumerGroupState,
-  memberId: string,
-  memberEpoch: number,
-  kind: 'commit' | 'fetch',
-): number {
-  if (kind === 'fetch' && memberEpoch < 0 && memberId === '') return ErrorCode.NONE
-  if (kind === 'commit' && memberEpoch < 0 && state.members.size === 0) return ErrorCode.NONE
-  const member = state.members.get(memberId)
-  if (!member) return ErrorCode.UNKNOWN_MEMBER_ID
-  if (memberEpoch > member.memberEpoch) return ErrorCode.FENCED_MEMBER_EPOCH
-  if (memberEpoch < member.memberEpoch) return ErrorCode.STALE_MEMBER_EPOCH
-  return ErrorCode.NONE
 }
 
 // ---- helpers ---------------------------------------------------------------------------------

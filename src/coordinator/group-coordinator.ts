@@ -232,18 +232,21 @@ export class GroupCoordinator {
 
   /**
    * A consumer group's settings: the broker's, with the group's own
-   * consumer.session.timeout.ms and consumer.heartbeat.interval.ms (group configs, validated
-   * when set) read at each heartbeat, as Kafka's coordinator does.
+   * consumer.session.timeout.ms, consumer.heartbeat.interval.ms and
+   * consumer.assignment.interval.ms (group configs, validated when set) read at each
+   * heartbeat, as Kafka's coordinator does.
    */
   consumerConfigOf(groupId: string): ConsumerGroupConfig {
     const set = this.host.metadataImage().groupConfigs?.get(groupId)
     if (set === undefined) return this.consumerConfig
     const session = set['consumer.session.timeout.ms']
     const heartbeat = set['consumer.heartbeat.interval.ms']
+    const assignmentInterval = set['consumer.assignment.interval.ms']
     return {
       ...this.consumerConfig,
       ...(session !== undefined && { sessionTimeoutMs: Number(session) }),
       ...(heartbeat !== undefined && { heartbeatIntervalMs: Number(heartbeat) }),
+      ...(assignmentInterval !== undefined && { assignmentIntervalMs: Number(assignmentInterval) }),
     }
   }
 

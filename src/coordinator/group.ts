@@ -95,6 +95,11 @@ export interface ConsumerMember {
 export interface ConsumerGroupState {
   groupEpoch: number
   assignmentEpoch: number
+  /**
+   * When the target assignment was last computed (Kafka's AssignmentTimestamp); 0 when never,
+   * or since the group emptied: the next one is then not held by the assignment interval.
+   */
+  assignmentTimestampMs: number
   readonly members: Map<string, ConsumerMember>
   /** member id → target assignment (ConsumerGroupTargetAssignmentMember). */
   readonly targetAssignment: Map<string, TopicAssignment>
@@ -114,6 +119,7 @@ export function newConsumerGroupState(): ConsumerGroupState {
   return {
     groupEpoch: 0,
     assignmentEpoch: 0,
+    assignmentTimestampMs: 0,
     members: new Map(),
     targetAssignment: new Map(),
     staticMembers: new Map(),

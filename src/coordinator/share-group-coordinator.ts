@@ -320,12 +320,7 @@ export class ShareGroupCoordinator {
         .writeStep(group, () =>
           live()
             ? this.change(group, () =>
-                expireShareMembers(
-                  group,
-                  this.deps.clock.nowMs(),
-                  this.configOf(group.groupId),
-                  this.topicsView(),
-                ),
+                expireShareMembers(group, this.deps.clock.nowMs(), this.configOf(group.groupId)),
               )
             : null,
         )
@@ -338,19 +333,21 @@ export class ShareGroupCoordinator {
   }
 
   /**
-   * A share group's settings: the broker's, with the group's own share.session.timeout.ms
-   * and share.heartbeat.interval.ms (group configs, validated when set) read at each
-   * heartbeat and each expiry check, as Kafka's coordinator reads them.
+   * A share group's settings: the broker's, with the group's own share.session.timeout.ms,
+   * share.heartbeat.interval.ms and share.assignment.interval.ms (group configs, validated
+   * when set) read at each heartbeat and each expiry check, as Kafka's coordinator reads them.
    */
   configOf(groupId: string): ShareGroupConfig {
     const set = this.deps.metadataImage().groupConfigs?.get(groupId)
     if (set === undefined) return this.deps.config
     const session = set['share.session.timeout.ms']
     const heartbeat = set['share.heartbeat.interval.ms']
+    const assignmentInterval = set['share.assignment.interval.ms']
     return {
       ...this.deps.config,
       ...(session !== undefined && { sessionTimeoutMs: Number(session) }),
       ...(heartbeat !== undefined && { heartbeatIntervalMs: Number(heartbeat) }),
+      ...(assignmentInterval !== undefined && { assignmentIntervalMs: Number(assignmentInterval) }),
     }
   }
 

@@ -13,6 +13,8 @@
  */
 import {
   type CoordinatorRecord,
+  decodeTargetAssignmentMetadataValue,
+  encodeTargetAssignmentMetadataValue,
   endValue,
   flexibleValue,
   type GroupRecordKey,
@@ -58,10 +60,6 @@ export function shareRecordKey(kind: ShareRecordKind, group: string, memberId?: 
 /** The share-group record key, or undefined when the key is of another kind. */
 export function decodeShareKey(key: Buffer): ShareRecordKey | undefined {
   return SHARE_KEYS.decode(key)
-}
-
-function int32Value(n: number): Buffer {
-  return endValue(flexibleValue().writeInt32(n))
 }
 
 function memberValue(m: ShareMember): Buffer {
@@ -150,7 +148,10 @@ export function shareGroupRecords(
   ]
   for (const m of members)
     records.push({ key: shareRecordKey('share-member', id, m.memberId), value: memberValue(m) })
-  records.push({ key: shareRecordKey('share-target-metadata', id), value: int32Value(group.assignmentEpoch) })
+  records.push({
+    key: shareRecordKey('share-target-metadata', id),
+    value: encodeTargetAssignmentMetadataValue(group),
+  })
   for (const [memberId, assignment] of group.targetAssignment)
     records.push({
       key: shareRecordKey('share-target-member', id, memberId),
@@ -207,9 +208,15 @@ export function replayShareRecord(
       if (value === null) groups.delete(key.group)
       else group.groupEpoch = openValue(value).readInt32()
       return
-    case 'share-target-metadata':
-      group.assignmentEpoch = value === null ? 0 : openValue(value).readInt32()
+    case 'share-target-metadata': {
+      const metadata =
+        value === null
+          ? { assignmentEpoch: 0, assignmentTimestampMs: 0 }
+          : decodeTargetAssignmentMetadataValue(value)
+      group.assignmentEpoch = metadata.assignmentEpoch
+      group.assignmentTimestampMs = metadata.assignmentTimestampMs
       return
+    }
     case 'share-target-member':
       if (value === null) group.targetAssignment.delete(key.memberId)
       else group.targetAssignment.set(key.memberId, readTopicPartitions(openValue(value)))
@@ -259,10 +266,11 @@ export function snapshotShareGroup(group: ShareGroup): () => void {
   }))
   const target = [...group.targetAssignment].map(([id, a]) => [id, copy(a)] as const)
   const initialized = [...group.initialized].map(([t, p]) => [t, new Set(p)] as const)
-  const { groupEpoch, assignmentEpoch } = group
+  const { groupEpoch, assignmentEpoch, assignmentTimestampMs } = group
   return () => {
     group.groupEpoch = groupEpoch
     group.assignmentEpoch = assignmentEpoch
+    group.assignmentTimestampMs = assignmentTimestampMs
     group.members.clear()
     for (const m of members) group.members.set(m.memberId, { ...m })
     group.targetAssignment = new Map(target.map(([id, a]) => [id, copy(a)]))

@@ -4,16 +4,20 @@
  *
  * A member joins with epoch 0 and its subscribed topic names, heartbeats with its current
  * epoch, and leaves with -1. Any change of membership, subscription or of the subscribed
- * topics' partitions bumps the group epoch and recomputes the target assignment with the
- * `simple` assignor (simpleAssign); a share group needs no revocation (partitions are
- * shared), so a member takes its target at its next heartbeat, its member epoch becoming
- * the assignment epoch. A member silent for group.share.session.timeout.ms is removed.
+ * topics' partitions bumps the group epoch; a heartbeat then recomputes the target
+ * assignment with the `simple` assignor (simpleAssign), at most once per
+ * group.share.assignment.interval.ms (KIP-1263, assignment-interval.ts: within it the members
+ * keep the previous target). A share group needs no revocation (partitions are shared), so a
+ * member takes its target at its next heartbeat, its member epoch becoming the assignment
+ * epoch. A member leaving or silent for group.share.session.timeout.ms is removed with its
+ * target, as Kafka's shareGroupFenceMember: the others' target follows at their next heartbeat.
  *
  * The coordinator writes what a step changed to `__consumer_offsets` as Kafka's ShareGroup*
  * records (share-group-records.ts) and a new coordinator replays them: after a failover the
  * group keeps its epochs, members and assignment, and members heartbeat on with their epochs.
  */
 import { ErrorCode } from '../protocol/error-codes.js'
+import { assignmentIntervalOver, DEFAULT_ASSIGNMENT_INTERVAL_MS } from './assignment-interval.js'
 
 export interface ShareGroupConfig {
   /** group.share.heartbeat.interval.ms */
@@ -22,12 +26,15 @@ export interface ShareGroupConfig {
   readonly sessionTimeoutMs: number
   /** group.share.max.size */
   readonly maxSize: number
+  /** group.share.assignment.interval.ms (KIP-1263) */
+  readonly assignmentIntervalMs: number
 }
 
 export const DEFAULT_SHARE_GROUP_CONFIG: ShareGroupConfig = {
   heartbeatIntervalMs: 5000,
   sessionTimeoutMs: 45000,
   maxSize: 200,
+  assignmentIntervalMs: DEFAULT_ASSIGNMENT_INTERVAL_MS,
 }
 
 /** topic id → partitions, sorted. */
@@ -48,6 +55,11 @@ export interface ShareGroup {
   readonly groupId: string
   groupEpoch: number
   assignmentEpoch: number
+  /**
+   * When the target assignment was last computed (Kafka's AssignmentTimestamp); 0 when never,
+   * or since the group emptied: the next one is then not held by the assignment interval.
+   */
+  assignmentTimestampMs: number
   readonly members: Map<string, ShareMember>
   targetAssignment: Map<string, ShareAssignment>
   /**
@@ -104,6 +116,7 @@ export function newShareGroup(groupId: string): ShareGroup {
     groupId,
     groupEpoch: 0,
     assignmentEpoch: 0,
+    assignmentTimestampMs: 0,
     members: new Map(),
     targetAssignment: new Map(),
     initialized: new Map(),
@@ -142,8 +155,7 @@ export function shareGroupHeartbeat(
         ErrorCode.UNKNOWN_MEMBER_ID,
         `Member ${req.memberId} is not a member of group ${group.groupId}.`,
       )
-    group.members.delete(req.memberId)
-    updateTarget(group, topics, true)
+    removeShareMember(group, req.memberId)
     return { ...shareHeartbeatError(ErrorCode.NONE), memberId: req.memberId, memberEpoch: -1 }
   }
   let changed = false
@@ -185,7 +197,7 @@ export function shareGroupHeartbeat(
       changed = true
     }
   }
-  updateTarget(group, topics, changed)
+  updateTarget(group, topics, changed, config, nowMs)
   let sendAssignment = req.memberEpoch === 0
   if (member.memberEpoch !== group.assignmentEpoch) {
     const target = group.targetAssignment.get(member.memberId) ?? new Map()
@@ -204,19 +216,13 @@ export function shareGroupHeartbeat(
 }
 
 /** Removes the members whose session timed out; true when any was. */
-export function expireShareMembers(
-  group: ShareGroup,
-  nowMs: number,
-  config: ShareGroupConfig,
-  topics: ShareTopicsView,
-): boolean {
+export function expireShareMembers(group: ShareGroup, nowMs: number, config: ShareGroupConfig): boolean {
   let expired = false
   for (const member of [...group.members.values()]) {
     if (nowMs - member.lastHeartbeatMs < config.sessionTimeoutMs) continue
-    group.members.delete(member.memberId)
+    removeShareMember(group, member.memberId)
     expired = true
   }
-  if (expired) updateTarget(group, topics, true)
   return expired
 }
 
@@ -237,19 +243,40 @@ export function toWire(assignment: ShareAssignment): { topicId: string; partitio
     .map(([topicId, partitions]) => ({ topicId, partitions: [...partitions] }))
 }
 
-/**
- * Recomputes the target; a new epoch when membership or subscriptions changed or the
- * target differs (a subscribed topic was created or grew).
- */
-function updateTarget(group: ShareGroup, topics: ShareTopicsView, changed: boolean): void {
-  const target = simpleAssign(group, topics)
-  const differs =
-    target.size !== group.targetAssignment.size ||
-    [...target].some(([memberId, a]) => !sameAssignment(a, group.targetAssignment.get(memberId) ?? new Map()))
-  if (!changed && !differs) return
+/** Removes a member and its target; the group moves to a new epoch, an emptied one starts afresh. */
+function removeShareMember(group: ShareGroup, memberId: string): void {
+  group.members.delete(memberId)
+  group.targetAssignment.delete(memberId)
   group.groupEpoch++
+  if (group.members.size > 0) return
   group.assignmentEpoch = group.groupEpoch
-  group.targetAssignment = target
+  group.assignmentTimestampMs = 0
+}
+
+/**
+ * A new epoch when membership or subscriptions changed, or when the target would differ (a
+ * subscribed topic was created or grew) and no recomputation is pending already; then the
+ * new target unless the assignment interval holds the previous one.
+ */
+function updateTarget(
+  group: ShareGroup,
+  topics: ShareTopicsView,
+  changed: boolean,
+  config: ShareGroupConfig,
+  nowMs: number,
+): void {
+  const pending = group.groupEpoch > group.assignmentEpoch
+  if (changed || (!pending && !sameTargets(simpleAssign(group, topics), group.targetAssignment)))
+    group.groupEpoch++
+  if (group.groupEpoch === group.assignmentEpoch) return
+  if (!assignmentIntervalOver(group.assignmentTimestampMs, config.assignmentIntervalMs, nowMs)) return
+  group.targetAssignment = simpleAssign(group, topics)
+  group.assignmentEpoch = group.groupEpoch
+  group.assignmentTimestampMs = nowMs
+}
+
+function sameTargets(a: Map<string, ShareAssignment>, b: Map<string, ShareAssignment>): boolean {
+  return a.size === b.size && [...a].every(([memberId, x]) => sameAssignment(x, b.get(memberId) ?? new Map()))
 }
 
 /**

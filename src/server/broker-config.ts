@@ -342,11 +342,25 @@ export const brokerConfigDefs = new ConfigDefs([
   def('group.consumer.max.size', 'int', 2147483647, 'Members a consumer-protocol group may have.', {
     min: 1,
   }),
+  def(
+    'group.consumer.assignment.interval.ms',
+    'int',
+    1000,
+    'Least time between two target assignments of a consumer-protocol group; a change within it waits for the next heartbeat after it.',
+    { min: 0 },
+  ),
   def('group.share.heartbeat.interval.ms', 'int', 5000, 'Heartbeat interval given to share group members.', {
     min: 1,
   }),
   def('group.share.session.timeout.ms', 'int', 45000, 'Session timeout of share group members.', { min: 1 }),
   def('group.share.max.size', 'int', 200, 'Members a share group may have.', { min: 1 }),
+  def(
+    'group.share.assignment.interval.ms',
+    'int',
+    1000,
+    'Least time between two target assignments of a share group; a change within it waits for the next heartbeat after it.',
+    { min: 0 },
+  ),
   def(
     'group.streams.heartbeat.interval.ms',
     'int',

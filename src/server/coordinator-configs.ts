@@ -61,11 +61,13 @@ export function groupCoordinatorConfig(config: BrokerConfig): GroupCoordinatorCo
       sessionTimeoutMs: value('group.consumer.session.timeout.ms'),
       assignors: config.values.get('group.consumer.assignors') as string[],
       maxSize: value('group.consumer.max.size'),
+      assignmentIntervalMs: value('group.consumer.assignment.interval.ms'),
     },
     shareGroup: {
       heartbeatIntervalMs: value('group.share.heartbeat.interval.ms'),
       sessionTimeoutMs: value('group.share.session.timeout.ms'),
       maxSize: value('group.share.max.size'),
+      assignmentIntervalMs: value('group.share.assignment.interval.ms'),
     },
     streamsGroup: {
       heartbeatIntervalMs: value('group.streams.heartbeat.interval.ms'),

@@ -10,7 +10,8 @@
  * share.delivery.count.limit, share.partition.max.record.locks, share.isolation.level and
  * share.renew.acknowledge.enable (by the share-partitions), share.session.timeout.ms and
  * share.heartbeat.interval.ms (share heartbeats), consumer.session.timeout.ms and
- * consumer.heartbeat.interval.ms (KIP-848 heartbeats). The others are stored and described and have no effect (docs/share-groups.md).
+ * consumer.heartbeat.interval.ms (KIP-848 heartbeats), consumer.assignment.interval.ms,
+ * share.assignment.interval.ms and streams.assignment.interval.ms (target assignments). The others are stored and described and have no effect (docs/share-groups.md).
  */
 import { ConfigError } from '../common/errors.js'
 import type { ClusterImage } from '../metadata/cluster-image.js'
@@ -90,6 +91,7 @@ export const GROUP_CONFIG_DEFS: readonly GroupConfigDef[] = [
     {
       brokerSynonym: 'group.consumer.assignment.interval.ms',
       rule: { min: 0 },
+      bounds: minMax('group.consumer', 'assignment.interval.ms', 0, 15000),
     },
   ),
   def(

@@ -10,9 +10,10 @@ import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
 import { systemRandom } from '../../src/common/random.js'
 import { toOffset } from '../../src/common/types.js'
-import type {
-  ConsumerHeartbeatRequest,
-  ConsumerHeartbeatResult,
+import {
+  type ConsumerHeartbeatRequest,
+  type ConsumerHeartbeatResult,
+  DEFAULT_CONSUMER_GROUP_CONFIG,
 } from '../../src/coordinator/consumer-group.js'
 import { CONSUMER_OFFSETS_TOPIC, DEFAULT_COORDINATOR_CONFIG } from '../../src/coordinator/group.js'
 import { GroupCoordinator } from '../../src/coordinator/group-coordinator.js'
@@ -82,6 +83,8 @@ function startCoordinator(clock: ManualClock, appends: { refuse: boolean; count:
       offsetsCommitTimeoutMs: 5000,
       offsetsRetentionCheckIntervalMs: 600_000,
       offsetsLoadBufferSize: 5 * 1024 * 1024,
+      // Every join reassigns at once: these tests are about writes, not the assignment interval.
+      consumerGroup: { ...DEFAULT_CONSUMER_GROUP_CONFIG, assignmentIntervalMs: 0 },
     },
   )
 }

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { rangeAssign, uniformAssign } from '../../src/coordinator/consumer-assignors.js'
 import {
+  type ConsumerGroupConfig,
   type ConsumerHeartbeatRequest,
   type ConsumerHeartbeatResult,
   consumerGroupHeartbeat,
@@ -20,7 +21,11 @@ import {
 import type { Effects } from '../../src/coordinator/effects.js'
 import { type Group, MemberState, newGroup } from '../../src/coordinator/group.js'
 import { replayRecord } from '../../src/coordinator/offsets.js'
-import type { CoordinatorRecord } from '../../src/coordinator/records.js'
+import {
+  type CoordinatorRecord,
+  decodeConsumerKey,
+  decodeTargetAssignmentMetadataValue,
+} from '../../src/coordinator/records.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 
 /** A topic id (Kafka's Uuid, base64url). */
@@ -32,7 +37,8 @@ const U = id(4)
 const X = id(5)
 const J = id(6)
 const TOPICS: TopicsView = { byName: new Map([['a', { topicId: T, partitions: 6 }]]) }
-const CONFIG = DEFAULT_CONSUMER_GROUP_CONFIG
+/** Every change reassigns at once, except in the assignment interval's own test. */
+const CONFIG = { ...DEFAULT_CONSUMER_GROUP_CONFIG, assignmentIntervalMs: 0 }
 
 function beat(
   group: Group,
@@ -40,6 +46,7 @@ function beat(
   req: Partial<ConsumerHeartbeatRequest> & { memberId: string; memberEpoch: number },
   nowMs = 0,
   topics = TOPICS,
+  config: ConsumerGroupConfig = CONFIG,
 ): ConsumerHeartbeatResult {
   const full: ConsumerHeartbeatRequest = {
     groupId: group.groupId,
@@ -54,8 +61,8 @@ function beat(
     clientHost: '/127.0.0.1',
     ...req,
   }
-  assert.equal(validateHeartbeat(full, 1, CONFIG), null)
-  return settle(consumerGroupHeartbeat(group, full, 1, nowMs, CONFIG, topics, 'generated'), log)
+  assert.equal(validateHeartbeat(full, 1, config), null)
+  return settle(consumerGroupHeartbeat(group, full, 1, nowMs, config, topics, 'generated'), log)
 }
 
 /** Commits the step's records (appending them to `log`) and returns its reply. */
@@ -398,4 +405,41 @@ test('a member that does not revoke within its rebalance timeout is fenced and i
   const b = beat(group, log, { memberId: 'B', memberEpoch: epoch, topicPartitions: [] }, 7100)
   assert.deepEqual(owned(b), [0, 1, 2, 3, 4, 5])
   assert.equal(b.memberEpoch, group.consumer?.groupEpoch)
+})
+
+test('the assignment interval holds a new target until the first heartbeat after it (KIP-1263)', () => {
+  const config = { ...DEFAULT_CONSUMER_GROUP_CONFIG, assignmentIntervalMs: 1000 }
+  const group = consumerGroup()
+  const log: CoordinatorRecord[] = []
+  const at = (nowMs: number, req: Parameters<typeof beat>[2]) => beat(group, log, req, nowMs, TOPICS, config)
+  const a = at(5000, { memberId: 'A', memberEpoch: 0 })
+  assert.deepEqual([a.memberEpoch, owned(a)], [1, [0, 1, 2, 3, 4, 5]], 'a new group assigns at once')
+  // B joins within the interval: the group epoch moves, the target stays epoch 1's.
+  const b = at(5100, { memberId: 'B', memberEpoch: 0 })
+  assert.deepEqual([b.memberEpoch, owned(b)], [1, []])
+  assert.deepEqual([group.consumer?.groupEpoch, group.consumer?.assignmentEpoch], [2, 1])
+  const allOfIt = [{ topicId: T, partitions: [0, 1, 2, 3, 4, 5] }]
+  const held = at(5999, { memberId: 'A', memberEpoch: 1, topicPartitions: allOfIt })
+  assert.deepEqual([held.memberEpoch, held.assignment], [1, null], 'A keeps everything inside the interval')
+  // The first heartbeat once the interval is over computes epoch 2's target: A revokes half.
+  const revoking = at(6000, { memberId: 'A', memberEpoch: 1, topicPartitions: allOfIt })
+  assert.equal(owned(revoking).length, 3)
+  assert.deepEqual([group.consumer?.assignmentEpoch, group.consumer?.assignmentTimestampMs], [2, 6000])
+  // The time is written as Kafka's tagged AssignmentTimestamp and read back by a new coordinator.
+  const metadata = log
+    .filter((r) => decodeConsumerKey(r.key)?.kind === 'consumer-target-metadata' && r.value !== null)
+    .map((r) => decodeTargetAssignmentMetadataValue(r.value as Buffer))
+  assert.deepEqual(metadata, [
+    { assignmentEpoch: 1, assignmentTimestampMs: 5000 },
+    { assignmentEpoch: 2, assignmentTimestampMs: 6000 },
+  ])
+  const groups = new Map<string, Group>()
+  for (const record of log) replayRecord(groups, record, 0)
+  assert.equal(groups.get('g')?.consumer?.assignmentTimestampMs, 6000)
+  // Emptied, the group starts afresh (Kafka's consumerGroupFenceMembers): a join assigns at once.
+  at(6100, { memberId: 'A', memberEpoch: -1 })
+  at(6100, { memberId: 'B', memberEpoch: -1 })
+  assert.deepEqual([group.consumer?.assignmentEpoch, group.consumer?.assignmentTimestampMs], [4, 0])
+  const c = at(6200, { memberId: 'C', memberEpoch: 0 })
+  assert.deepEqual([c.memberEpoch, owned(c)], [5, [0, 1, 2, 3, 4, 5]])
 })

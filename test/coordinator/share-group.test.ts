@@ -21,7 +21,8 @@ import {
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { ShareSessionCache } from '../../src/server/share/share-session-cache.js'
 
-const config = DEFAULT_SHARE_GROUP_CONFIG
+/** Every change reassigns at once, except in the assignment interval's own test. */
+const config = { ...DEFAULT_SHARE_GROUP_CONFIG, assignmentIntervalMs: 0 }
 
 function topics(entries: Record<string, number>): ShareTopicsView {
   return {
@@ -126,14 +127,46 @@ describe('share group heartbeats', () => {
     assert.deepEqual(grown.assignment, [{ topicId: 'id-t', partitions: [0, 1] }])
   })
 
+  it('holds a new target for group.share.assignment.interval.ms, then assigns at the first heartbeat after (KIP-1263)', () => {
+    const withInterval = { ...DEFAULT_SHARE_GROUP_CONFIG, assignmentIntervalMs: 1000 }
+    const group = newShareGroup('g')
+    const view = topics({ t: 4 })
+    const beat = (req: ShareHeartbeatRequest, nowMs: number) =>
+      shareGroupHeartbeat(group, req, nowMs, withInterval, view)
+    const a = beat(request('a', 0, ['t']), 5000)
+    assert.deepEqual(
+      a.assignment,
+      [{ topicId: 'id-t', partitions: [0, 1, 2, 3] }],
+      'a new group assigns at once',
+    )
+    const b = beat(request('b', 0, ['t']), 5500)
+    assert.deepEqual([b.memberEpoch, b.assignment], [1, []], 'b waits for the interval with the old target')
+    assert.deepEqual([group.groupEpoch, group.assignmentEpoch], [2, 1])
+    assert.equal(beat(request('a', 1), 5999).assignment, null, 'a keeps everything inside the interval')
+    const after = beat(request('a', 1), 6000)
+    assert.deepEqual([after.memberEpoch, after.assignment?.[0]?.partitions.length], [2, 2])
+    assert.deepEqual([group.assignmentEpoch, group.assignmentTimestampMs], [2, 6000])
+    // A leave only moves the epoch and drops the member's target (Kafka's shareGroupFenceMember).
+    beat(request('b', -1), 6100)
+    assert.deepEqual(
+      [group.groupEpoch, group.assignmentEpoch, [...group.targetAssignment.keys()]],
+      [3, 2, ['a']],
+    )
+    // Emptied, the group starts afresh: the next join is not held by the interval.
+    beat(request('a', -1), 6200)
+    assert.deepEqual([group.assignmentEpoch, group.assignmentTimestampMs], [4, 0])
+    const c = beat(request('c', 0, ['t']), 6300)
+    assert.deepEqual([c.memberEpoch, c.assignment?.[0]?.partitions], [5, [0, 1, 2, 3]])
+  })
+
   it('removes members whose session timed out', () => {
     const group = newShareGroup('g')
     const view = topics({ t: 1 })
     shareGroupHeartbeat(group, request('a', 0, ['t']), 0, config, view)
     shareGroupHeartbeat(group, request('b', 0, ['t']), 10_000, config, view)
     assert.equal(nextShareDeadline(group, config), config.sessionTimeoutMs)
-    assert.equal(expireShareMembers(group, config.sessionTimeoutMs - 1, config, view), false)
-    assert.equal(expireShareMembers(group, config.sessionTimeoutMs, config, view), true)
+    assert.equal(expireShareMembers(group, config.sessionTimeoutMs - 1, config), false)
+    assert.equal(expireShareMembers(group, config.sessionTimeoutMs, config), true)
     assert.deepEqual([...group.members.keys()], ['b'])
     assert.equal(group.groupEpoch, 3)
   })

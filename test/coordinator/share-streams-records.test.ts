@@ -151,18 +151,27 @@ describe('share group records', () => {
     assert.deepEqual(diffRecords(shareGroupRecords(group, names), shareGroupRecords(replayed, names)), [])
   })
 
+  it("keeps the assignment timestamp in Kafka's tagged field 0 of the target metadata, as streams groups", () => {
+    const group = newShareGroup('g')
+    group.assignmentEpoch = 2
+    group.assignmentTimestampMs = 1_700_000_000_123
+    const record = shareGroupRecords(group, names).find(
+      (r) => decodeShareKey(r.key)?.kind === 'share-target-metadata',
+    )
+    const tagged = Buffer.concat([Buffer.from([0, 0, 0, 0, 0, 2, 1, 0, 8]), Buffer.alloc(8)])
+    tagged.writeBigInt64BE(1_700_000_000_123n, 9)
+    assert.deepEqual(record?.value, tagged)
+    const replayed = replayAll(shareGroupRecords(group, names)).shareGroups.get('g')
+    assert.deepEqual([replayed?.assignmentEpoch, replayed?.assignmentTimestampMs], [2, 1_700_000_000_123])
+  })
+
   it("a member's expiry writes its tombstones (assignment, target, metadata) and a new epoch", () => {
     const group = newShareGroup('g')
     const log: CoordinatorRecord[] = []
     shareJoin(group, log, 'a', 0)
     shareJoin(group, log, 'b', 10_000)
     const records = shareStep(group, log, () =>
-      expireShareMembers(
-        group,
-        DEFAULT_SHARE_GROUP_CONFIG.sessionTimeoutMs + 1,
-        DEFAULT_SHARE_GROUP_CONFIG,
-        SHARE_TOPICS,
-      ),
+      expireShareMembers(group, DEFAULT_SHARE_GROUP_CONFIG.sessionTimeoutMs + 1, DEFAULT_SHARE_GROUP_CONFIG),
     )
     const tombstones = records.filter((r) => r.value === null).map((r) => decodeShareKey(r.key))
     assert.deepEqual(tombstones, [

@@ -263,6 +263,11 @@ describe('group configs (ConfigResource GROUP)', () => {
         'Invalid value sideways for configuration share.auto.offset.reset: String must be one of: latest, earliest',
       ],
       [
+        'consumer.assignment.interval.ms',
+        '15001',
+        'consumer.assignment.interval.ms must be in the range 0 to 15000 inclusive.',
+      ],
+      [
         'share.assignment.interval.ms',
         '20000',
         'share.assignment.interval.ms must be in the range 0 to 15000 inclusive.',
