@@ -478,9 +478,11 @@ function applyMemberDetails(
       subscriptionChanged()
     }
   }
-  if (req.subscribedTopicRegex !== null && req.subscribedTopicRegex !== member.subscribedTopicRegex) {
-    // An empty regex clears it (Kafka's "no regex" in a later heartbeat).
-    member.subscribedTopicRegex = req.subscribedTopicRegex === '' ? null : req.subscribedTopicRegex
+  // An empty regex clears it (Kafka's "no regex" in a later heartbeat); sent again (librdkafka
+  // sends it on every full heartbeat) it changes nothing.
+  const regex = req.subscribedTopicRegex === '' ? null : req.subscribedTopicRegex
+  if (req.subscribedTopicRegex !== null && regex !== member.subscribedTopicRegex) {
+    member.subscribedTopicRegex = regex
     subscriptionChanged()
   }
   if (req.serverAssignor !== null && req.serverAssignor !== member.serverAssignor) {

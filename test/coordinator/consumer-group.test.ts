@@ -443,3 +443,12 @@ test('the assignment interval holds a new target until the first heartbeat after
   const c = at(6200, { memberId: 'C', memberEpoch: 0 })
   assert.deepEqual([c.memberEpoch, owned(c)], [5, [0, 1, 2, 3, 4, 5]])
 })
+
+test('an empty regex sent again on every full heartbeat (librdkafka) does not move the group epoch', () => {
+  const group = consumerGroup()
+  const log: CoordinatorRecord[] = []
+  const a = beat(group, log, { memberId: 'A', memberEpoch: 0, subscribedTopicRegex: '' })
+  const full = { subscribedTopicNames: ['a'], subscribedTopicRegex: '', rebalanceTimeoutMs: 30000 }
+  const again = beat(group, log, { memberId: 'A', memberEpoch: a.memberEpoch, ...full, topicPartitions: [] })
+  assert.deepEqual([again.memberEpoch, group.consumer?.groupEpoch], [1, 1])
+})
