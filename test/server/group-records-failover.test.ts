@@ -137,6 +137,8 @@ test('3 brokers: share and streams groups keep their epochs and assignments when
     'group.streams.session.timeout.ms': 120_000,
     // The streams member is assigned at its join (the delay is tested in streams-groups.test.ts).
     'group.streams.initial.rebalance.delay.ms': 0,
+    // b's join reassigns at once (the assignment interval is tested in test/coordinator).
+    'group.share.assignment.interval.ms': 0,
   })
   const clients: RawClient[] = []
   const connect = async (index: number) => {
