@@ -66,12 +66,13 @@ describe('share groups in the simulation', () => {
   // Found at seed 7 (src/sim/README.md, "Bug found"): a new leader's state read answered
   // before the old leader's write of an ACCEPT committed, and that write then answered as done,
   // so the record was delivered again. Since failed writes roll back (share-partition.ts) seed 7
-  // no longer reaches it; a sweep of 1..40 with the operations unordered again fails seeds 3
-  // and 15 with an ACCEPTed record delivered again.
-  it("seed 3: the share coordinator runs each key's operations in order", async () => {
-    const options: SimOptions = { seed: 3, share: true }
+  // no longer reaches it; a sweep of 1..40 with the operations unordered again failed seeds 3
+  // and 15 with an ACCEPTed record delivered again. Since share groups assign at most once per
+  // group.share.assignment.interval.ms the timings moved: the same sweep fails seeds 5 and 23.
+  it("seed 5: the share coordinator runs each key's operations in order", async () => {
+    const options: SimOptions = { seed: 5, share: true }
     await passes(options)
-    await caught(options, 'share-state-ops-unordered', /p0 offset 486, ACCEPTed .* delivered again/)
+    await caught(options, 'share-state-ops-unordered', /p0 offset 235, ACCEPTed .* delivered again/)
   })
 
   it('an acknowledgement answered before its state is written is caught (seed 1)', async () => {
