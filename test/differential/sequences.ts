@@ -35,6 +35,7 @@ import {
   txnOffsetCommit,
   withMagic,
 } from './requests.js'
+import { KAFKA4_SEQUENCES } from './sequences-kafka4.js'
 
 /** A topic id no broker holds. */
 const UNKNOWN_TOPIC_ID = 'AAAAAAAAAAAAAAAAAAAAAQ'
@@ -1411,4 +1412,5 @@ export const FIXED_SEQUENCES: readonly Sequence[] = [
   scramSequence,
   kafka44VersionsSequence,
   featuresSequence,
+  ...KAFKA4_SEQUENCES,
 ]
