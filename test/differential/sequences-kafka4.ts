@@ -271,6 +271,31 @@ const shareSequence: Sequence = {
       }),
     },
     {
+      name: 'join without a member id',
+      apiKey: ApiKey.ShareGroupHeartbeat,
+      body: (ctx) => ({ ...shareHeartbeat(SHARE_GROUP, () => 0, [SHARE_TOPIC])(ctx), memberId: '' }),
+    },
+    {
+      name: 'join without subscribed topics',
+      apiKey: ApiKey.ShareGroupHeartbeat,
+      body: (ctx) => ({ ...shareHeartbeat(SHARE_GROUP, () => 0, null)(ctx), memberId: STRANGER }),
+    },
+    {
+      name: 'heartbeat with member epoch -2',
+      apiKey: ApiKey.ShareGroupHeartbeat,
+      body: shareHeartbeat(SHARE_GROUP, () => -2, null),
+    },
+    {
+      name: 'heartbeat of a group that does not exist',
+      apiKey: ApiKey.ShareGroupHeartbeat,
+      body: shareHeartbeat('k4-nobody', () => 3, null),
+    },
+    {
+      name: 'fetch: no member id',
+      apiKey: ApiKey.ShareFetch,
+      body: (ctx) => ({ ...shareFetch(ctx, 0), memberId: '' }),
+    },
+    {
       name: 'fetch: the session opened with acknowledgements',
       apiKey: ApiKey.ShareFetch,
       body: (ctx) => shareFetch(ctx, 0, { acks: [[0, 0, ACCEPT]] }),
@@ -313,6 +338,7 @@ const shareSequence: Sequence = {
     acknowledgeStep('acknowledge: offsets never delivered', [[10, 12, ACCEPT]], 'next'),
     acknowledgeStep('acknowledge: last offset before the first', [[2, 1, ACCEPT]], 'next'),
     acknowledgeStep('acknowledge: unknown acknowledge type', [[1, 1, 9]], 'next'),
+    acknowledgeStep('acknowledge: RENEW without isRenewAck', [[1, 1, 4]], 'next'),
     {
       name: 'fetch: acknowledging offset 0 again with the fetch',
       apiKey: ApiKey.ShareFetch,
