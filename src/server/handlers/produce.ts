@@ -189,11 +189,11 @@ function produceTopic(
 
 /**
  * Kafka's coordinator answers a partition missing from the transaction TRANSACTION_ABORTABLE,
- * which the leader turns back into INVALID_TXN_STATE only for producers older than v11, that
- * do not know the code (AddPartitionsToTxnManager; the differential harness shows both).
+ * which the leader turns into INVALID_TXN_STATE for producers older than v11, that do not
+ * know the code (AddPartitionsToTxnManager; the differential harness shows both).
  */
 function verificationAnswer(code: number, version: number): number {
-  return code === ErrorCode.INVALID_TXN_STATE && version >= 11 ? ErrorCode.TRANSACTION_ABORTABLE : code
+  return code === ErrorCode.TRANSACTION_ABORTABLE && version < 11 ? ErrorCode.INVALID_TXN_STATE : code
 }
 
 function append(
