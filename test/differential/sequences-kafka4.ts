@@ -20,6 +20,7 @@ import {
   metadata,
   offsetCommit,
   produce,
+  txnOffsetCommit,
 } from './requests.js'
 
 /** Kafka Uuids in their base64url form, as the Java client makes member ids. */
@@ -795,6 +796,33 @@ const versionsSequence: Sequence = {
     end('EndTxn v4 of a transaction begun by Produce v12', 4, 'k4-tv2', 'tv2'),
     end('EndTxn v4 again', 4, 'k4-tv2', 'tv2'),
     initTransactional('init k4-tv0', 'k4-tv0', 'tv0'),
+    ...[4, 5].map((version) => ({
+      name: `AddPartitionsToTxn v${version} verify only (as a leader asks), a partition not in it`,
+      apiKey: ApiKey.AddPartitionsToTxn,
+      version,
+      body: (ctx: TargetContext) => ({
+        transactions: [
+          {
+            transactionalId: 'k4-tv0',
+            producerId: producerOf(ctx, 'tv0').id,
+            producerEpoch: producerOf(ctx, 'tv0').epoch,
+            verifyOnly: true,
+            topics: [{ name: TV_TOPIC, partitions: [0] }],
+          },
+        ],
+      }),
+    })),
+    coordinatorsOf(['k4-tv-group'], 0),
+    ...[3, 4].map((version) => ({
+      name: `TxnOffsetCommit v${version} without AddOffsetsToTxn`,
+      apiKey: ApiKey.TxnOffsetCommit,
+      version,
+      body: (ctx: TargetContext) => ({
+        ...txnOffsetCommit('k4-tv0', 'k4-tv-group', TV_TOPIC, 0, 1),
+        producerId: producerOf(ctx, 'tv0').id,
+        producerEpoch: producerOf(ctx, 'tv0').epoch,
+      }),
+    })),
     transactionalProduce('Produce v10 without AddPartitionsToTxn', 10, 'k4-tv0', 'tv0'),
     transactionalProduce('Produce v11 without AddPartitionsToTxn', 11, 'k4-tv0', 'tv0'),
     {
