@@ -163,6 +163,9 @@ export class BrokerListeners {
         handlers: this.host.handlers,
         socketRequestMaxBytes: this.host.config.socketRequestMaxBytes,
         maxQueuedRequests: this.host.config.queuedMaxRequests,
+        ...(this.host.config.connectionQueuedMaxRequestBytes === null
+          ? {}
+          : { maxQueuedRequestBytes: this.host.config.connectionQueuedMaxRequestBytes }),
         logger: this.host.logger,
         onFatal: (error) => this.host.onFatal(error),
         requestObserver: this.host.requestObserver(),

@@ -54,6 +54,11 @@ export interface ConnectionOptions {
   socketRequestMaxBytes: number
   /** Requests read but not yet answered before reading pauses (backpressure). */
   maxQueuedRequests: number
+  /**
+   * Bytes of requests read but not yet answered before reading pauses; one request is always
+   * read, however large. Unset: no bound but maxQueuedRequests.
+   */
+  maxQueuedRequestBytes?: number
   logger: Logger
   /** Called with a programmer error (InvariantError): the broker decides to stop. */
   onFatal(error: Error): void
@@ -81,6 +86,8 @@ interface ResponseSlot {
   observation?: RequestObservation
   /** Set when a quota throttles this request: reading stops this long once it is sent. */
   throttleTimeMs?: number
+  /** The request frame's size, counted in the connection's queued bytes until the slot leaves. */
+  requestBytes?: number
 }
 
 const UNKNOWN_CLIENT_SOFTWARE = { name: 'unknown', version: 'unknown' } as const
@@ -90,6 +97,8 @@ export class Connection implements ClientConnection {
   readonly remoteAddress: string
   private decoder: FrameDecoder
   private readonly queue: ResponseSlot[] = []
+  /** Sum of the queued slots' requestBytes. */
+  private queuedRequestBytes = 0
   private closed = false
   /**
    * False once this side closed the connection: frames not yet handled are dropped then. A
@@ -180,6 +189,7 @@ export class Connection implements ClientConnection {
     this.unmuteTimer = null
     this.mutedFrames = []
     this.queue.length = 0
+    this.queuedRequestBytes = 0
     const listeners = this.closeListeners
     this.closeListeners = []
     for (const listener of listeners) listener()
@@ -300,8 +310,9 @@ export class Connection implements ClientConnection {
     const request = descriptor.decodeRequest(reader, apiVersion)
     const handler = this.options.handlers.get(apiKey)!
     const context = this.options.makeContext(this, header, observation)
-    const slot: ResponseSlot = { done: false, chunks: null, observation }
+    const slot: ResponseSlot = { done: false, chunks: null, observation, requestBytes: frame.length }
     this.queue.push(slot)
+    this.queuedRequestBytes += frame.length
     this.maybePauseReading()
     const observed = this.options.tap?.(context, request)
     let handlerMs = 0
@@ -457,6 +468,7 @@ export class Connection implements ClientConnection {
     let throttledMs = 0
     while (this.queue.length > 0 && this.queue[0].done) {
       const slot = this.queue.shift()!
+      if (slot.requestBytes !== undefined) this.queuedRequestBytes -= slot.requestBytes
       if (slot.throttleTimeMs !== undefined) {
         this.throttledUnsent--
         throttledMs = Math.max(throttledMs, slot.throttleTimeMs)
@@ -482,8 +494,16 @@ export class Connection implements ClientConnection {
     this.maybeResumeReading()
   }
 
+  /** Too many requests, or too many of their bytes, wait for answers: read no more for now. */
+  private get isQueueFull(): boolean {
+    return (
+      this.queue.length >= this.options.maxQueuedRequests ||
+      this.queuedRequestBytes >= (this.options.maxQueuedRequestBytes ?? Number.POSITIVE_INFINITY)
+    )
+  }
+
   private maybePauseReading(): void {
-    const full = this.queue.length >= this.options.maxQueuedRequests || this.options.stream.writableNeedDrain
+    const full = this.isQueueFull || this.options.stream.writableNeedDrain
     if (!this.readingPaused && full) {
       this.readingPaused = true
       this.options.stream.pause()
@@ -496,7 +516,7 @@ export class Connection implements ClientConnection {
       this.readingPaused &&
       !this.isMuted &&
       this.heldFrames === null &&
-      this.queue.length < this.options.maxQueuedRequests &&
+      !this.isQueueFull &&
       !stream.writableNeedDrain
     ) {
       this.readingPaused = false
