@@ -39,6 +39,13 @@ export const brokerConfigDefs = new ConfigDefs([
     min: 1,
   }),
   def(
+    'queued.max.request.bytes',
+    'long',
+    -1,
+    'Bytes of requests read from all connections but not yet answered before the broker reads no more; -1: no bound.',
+    { min: -1 },
+  ),
+  def(
     'tidelog.connection.queued.max.request.bytes',
     'int',
     QUEUED_REQUEST_BYTES_PER_CONNECTION_DEFAULT,
@@ -661,6 +668,8 @@ export interface BrokerConfig {
   readonly clusterId: string | null
   readonly socketRequestMaxBytes: number
   readonly queuedMaxRequests: number
+  /** queued.max.request.bytes; null: unbounded (-1). */
+  readonly queuedMaxRequestBytes: number | null
   /** tidelog.connection.queued.max.request.bytes; null: unbounded (-1). */
   readonly connectionQueuedMaxRequestBytes: number | null
   readonly connectionsMaxIdleMs: number
@@ -727,6 +736,7 @@ export function brokerConfigFromProperties(properties: ReadonlyMap<string, strin
     clusterId: values.get('cluster.id') as string | null,
     socketRequestMaxBytes: values.get('socket.request.max.bytes') as number,
     queuedMaxRequests: values.get('queued.max.requests') as number,
+    queuedMaxRequestBytes: nonNegativeOrNull(values.get('queued.max.request.bytes') as number),
     connectionQueuedMaxRequestBytes: nonNegativeOrNull(
       values.get('tidelog.connection.queued.max.request.bytes') as number,
     ),

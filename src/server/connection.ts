@@ -35,6 +35,7 @@ import { type SaslListenerSettings, SaslSession } from '../security/sasl-server.
 import type { HandlerRegistry } from './handlers/registry.js'
 import type { ClientQuotas } from './quota/client-quotas.js'
 import type { ClientConnection, RequestContext } from './request-context.js'
+import type { RequestMemoryPool } from './request-memory-pool.js'
 
 /**
  * A tap on the request path (the simulator's invariants on answers): called as a request is
@@ -59,6 +60,8 @@ export interface ConnectionOptions {
    * read, however large. Unset: no bound but maxQueuedRequests.
    */
   maxQueuedRequestBytes?: number
+  /** queued.max.request.bytes: the broker's bound over all its connections. */
+  requestMemoryPool?: RequestMemoryPool
   logger: Logger
   /** Called with a programmer error (InvariantError): the broker decides to stop. */
   onFatal(error: Error): void
@@ -189,6 +192,8 @@ export class Connection implements ClientConnection {
     this.unmuteTimer = null
     this.mutedFrames = []
     this.queue.length = 0
+    this.options.requestMemoryPool?.forget(this.onPoolFreed)
+    this.options.requestMemoryPool?.give(this.queuedRequestBytes)
     this.queuedRequestBytes = 0
     const listeners = this.closeListeners
     this.closeListeners = []
@@ -313,6 +318,7 @@ export class Connection implements ClientConnection {
     const slot: ResponseSlot = { done: false, chunks: null, observation, requestBytes: frame.length }
     this.queue.push(slot)
     this.queuedRequestBytes += frame.length
+    this.options.requestMemoryPool?.take(frame.length)
     this.maybePauseReading()
     const observed = this.options.tap?.(context, request)
     let handlerMs = 0
@@ -468,7 +474,10 @@ export class Connection implements ClientConnection {
     let throttledMs = 0
     while (this.queue.length > 0 && this.queue[0].done) {
       const slot = this.queue.shift()!
-      if (slot.requestBytes !== undefined) this.queuedRequestBytes -= slot.requestBytes
+      if (slot.requestBytes !== undefined) {
+        this.queuedRequestBytes -= slot.requestBytes
+        this.options.requestMemoryPool?.give(slot.requestBytes)
+      }
       if (slot.throttleTimeMs !== undefined) {
         this.throttledUnsent--
         throttledMs = Math.max(throttledMs, slot.throttleTimeMs)
@@ -494,16 +503,24 @@ export class Connection implements ClientConnection {
     this.maybeResumeReading()
   }
 
-  /** Too many requests, or too many of their bytes, wait for answers: read no more for now. */
+  /**
+   * Too many requests, or too many of their bytes on this connection or in the whole broker,
+   * wait for answers: read no more for now. A connection holding nothing always reads one.
+   */
   private get isQueueFull(): boolean {
-    return (
-      this.queue.length >= this.options.maxQueuedRequests ||
-      this.queuedRequestBytes >= (this.options.maxQueuedRequestBytes ?? Number.POSITIVE_INFINITY)
-    )
+    if (this.queue.length >= this.options.maxQueuedRequests) return true
+    if (this.queuedRequestBytes >= (this.options.maxQueuedRequestBytes ?? Number.POSITIVE_INFINITY))
+      return true
+    return this.queuedRequestBytes > 0 && this.options.requestMemoryPool?.hasRoom === false
   }
+
+  /** The broker's pool has room again: read if nothing else holds reading back. */
+  private readonly onPoolFreed = (): void => this.maybeResumeReading()
 
   private maybePauseReading(): void {
     const full = this.isQueueFull || this.options.stream.writableNeedDrain
+    if (full && this.options.requestMemoryPool?.hasRoom === false)
+      this.options.requestMemoryPool.whenFreed(this.onPoolFreed)
     if (!this.readingPaused && full) {
       this.readingPaused = true
       this.options.stream.pause()

@@ -7,6 +7,7 @@ import { ApiKey, loadApiCodecs } from '../../src/protocol/generated/index.js'
 import { Connection } from '../../src/server/connection.js'
 import { HandlerRegistry } from '../../src/server/handlers/registry.js'
 import type { RequestContext } from '../../src/server/request-context.js'
+import { RequestMemoryPool } from '../../src/server/request-memory-pool.js'
 
 /** A stream whose reading state the test reads, and into which it pushes bytes as a socket would. */
 class FakeStream implements ByteStream {
@@ -50,7 +51,7 @@ const produceFrame = (correlationId: number, recordBytes: number): Buffer =>
   )
 
 /** A connection whose produce requests are answered only when the test says so. */
-function setUp(maxQueuedRequestBytes: number | undefined) {
+function setUp(maxQueuedRequestBytes: number | undefined, requestMemoryPool?: RequestMemoryPool) {
   const answers: (() => void)[] = []
   const handlers = new HandlerRegistry([
     {
@@ -71,6 +72,7 @@ function setUp(maxQueuedRequestBytes: number | undefined) {
     socketRequestMaxBytes: 100 * 1024 * 1024,
     maxQueuedRequests: 500,
     ...(maxQueuedRequestBytes === undefined ? {} : { maxQueuedRequestBytes }),
+    ...(requestMemoryPool === undefined ? {} : { requestMemoryPool }),
     logger: silentLogger,
     onFatal: (error) => assert.fail(error),
     onClose: () => {},
@@ -110,5 +112,36 @@ describe('a connection bounds the bytes of requests it holds unanswered', async 
     const { stream } = setUp(undefined)
     for (let i = 0; i < 20; i++) stream.push(produceFrame(i, 100 * KiB))
     assert.equal(stream.paused, false)
+  })
+
+  it('queued.max.request.bytes stops every connection once the broker holds that many, and frees them as answers go', async () => {
+    const pool = new RequestMemoryPool(256 * KiB)
+    const a = setUp(undefined, pool)
+    const b = setUp(undefined, pool)
+    a.stream.push(produceFrame(1, 200 * KiB))
+    assert.equal(a.stream.paused, false)
+    b.stream.push(produceFrame(2, 100 * KiB))
+    assert.equal(a.stream.paused, false, 'a was under the bound when it read; it learns at its next request')
+    assert.equal(b.stream.paused, true, '300 KiB held by the broker: b stops')
+    a.stream.push(produceFrame(3, 1 * KiB))
+    assert.equal(a.stream.paused, true)
+    a.answers[0]()
+    await new Promise((resolve) => setImmediate(resolve))
+    assert.equal(b.stream.paused, false, "a's answer freed room: b, which waited on the pool, reads again")
+    assert.equal(a.stream.paused, false)
+    assert.ok(pool.usedBytes < 256 * KiB && pool.usedBytes > 100 * KiB, `${pool.usedBytes} bytes held`)
+  })
+
+  it('a connection holding nothing reads again even while the broker is full', async () => {
+    const pool = new RequestMemoryPool(64 * KiB)
+    const a = setUp(undefined, pool)
+    const b = setUp(undefined, pool)
+    a.stream.push(produceFrame(1, 100 * KiB))
+    b.stream.push(produceFrame(2, 100 * KiB))
+    assert.equal(b.stream.paused, true)
+    b.answers[0]()
+    await new Promise((resolve) => setImmediate(resolve))
+    assert.equal(pool.usedBytes >= 64 * KiB, true, "a's request still fills the pool")
+    assert.equal(b.stream.paused, false, 'b holds nothing: it may read one request')
   })
 })
