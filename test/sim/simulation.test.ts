@@ -372,6 +372,18 @@ describe('deterministic simulation', () => {
     await runScenario({ seed: 2, groups: true, consumerProtocol: true }, COORDINATOR_FAILOVER)
   })
 
+  it('mutation check (groups, seed 1): with the range assignor handing a partition to two members the simulator fails', async () => {
+    // Planted in tidelog's client (the group leader's assignor); the coordinator passes the
+    // assignment on, and the members' onPartitionsAssigned with groupMetadata() report it to (c).
+    const options: SimOptions = { seed: 1, groups: true, mutation: 'range-assigns-twice' }
+    const result = await runSimulation(options)
+    assert.ok(
+      !result.ok &&
+        /group generation \d+: \S+ assigned to member \d+ and to member \d+/.test(result.violation ?? ''),
+      `${result.ok ? 'passed' : `failed otherwise: ${result.violation}`}\n${replay(options)}`,
+    )
+  })
+
   // Seed 304 (--idempotent --acks0 --consumer-protocol) once showed an OffsetFetch answer
   // overtaken by a later fetch's (the check had failed it, "went backwards"). It drifted off
   // with issue 38's changes of 2026-12-07 and sweeps of 1..900 (and 1..400 with
