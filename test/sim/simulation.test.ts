@@ -112,15 +112,22 @@ describe('deterministic simulation', () => {
     assert.equal(a.trace.join('\n'), b.trace.join('\n'))
   })
 
-  it("the same seed gives the same trace with tidelog's producer and consumers, byte for byte", async () => {
+  it("the same seed gives the same trace with tidelog's producer, consumers and group members, byte for byte", async () => {
     // The clients take the scheduler as clock and a fork of the seed as random: nothing
-    // ambient may reach the trace (their timers, backoffs, broker choices).
-    const options: SimOptions = { seed: 3, ticks: 5000, idempotentProducers: true, consumers: true }
+    // ambient may reach the trace (their timers, backoffs, broker choices, rebalances).
+    const options: SimOptions = {
+      seed: 3,
+      ticks: 5000,
+      idempotentProducers: true,
+      consumers: true,
+      groups: true,
+    }
     const a = await runSimulation(options)
     const b = await runSimulation(options)
     assert.ok(a.ok, explain(a, options))
     assert.ok(a.trace.some((line) => / ack i\d+\.\d+ p\d+ @\d+ idempotent from broker \d+$/.test(line)))
     assert.ok(a.trace.some((line) => /consumers caught up: /.test(line)))
+    assert.ok(a.trace.some((line) => /group member \d+: generation [1-9]\d*, partitions \d/.test(line)))
     assert.equal(a.trace.join('\n'), b.trace.join('\n'))
   })
 
