@@ -10,6 +10,7 @@
  * or a broken connection: find the coordinator again. A verifier (OffsetFetch v7) reads the
  * committed offsets from time to time; what it reads is checked by `Invariants`.
  */
+import { brokerIdFromWire } from '../common/types.js'
 import { CONSUMER_OFFSETS_TOPIC, partitionForGroup } from '../coordinator/group.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import {
@@ -456,7 +457,12 @@ export class OffsetVerifier {
         if (p.errorCode === ErrorCode.NONE) fetched.set(p.partitionIndex, Number(p.committedOffset))
     const topic = this.world.truth?.image().topics.get(CONSUMER_OFFSETS_TOPIC)
     const offsetsPartition = partitionForGroup(GROUP_ID, topic?.partitions.length ?? 1)
-    const checked = this.world.invariants.onOffsetsFetched(to, offsetsPartition, fetched, before)
+    const checked = this.world.invariants.onOffsetsFetched(
+      brokerIdFromWire(to),
+      offsetsPartition,
+      fetched,
+      before,
+    )
     // A stale coordinator: ask again for the current one.
     if (!checked) this.coordinator.close()
     return checked

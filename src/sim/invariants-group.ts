@@ -4,6 +4,7 @@
  * leader epoch, (c) no partition assigned to two members of a generation, (d) a KIP-848
  * member's epoch never goes back. The group clients report to them through GroupChecks.
  */
+import type { BrokerId } from '../common/types.js'
 import { CONSUMER_OFFSETS_TOPIC } from '../coordinator/group.js'
 import type { SimBroker } from './sim-broker.js'
 import { type GroupChecks, type OffsetsBeforeFetch, TOPIC, Violation, type WorldView } from './world-view.js'
@@ -51,7 +52,7 @@ export class GroupInvariants implements GroupChecks {
    * Returns whether the answer was checked.
    */
   onOffsetsFetched(
-    from: number,
+    from: BrokerId,
     offsetsPartition: number,
     fetched: ReadonlyMap<number, number>,
     before: OffsetsBeforeFetch,
