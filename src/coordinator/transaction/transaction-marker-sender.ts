@@ -13,7 +13,7 @@ import type { Clock, TimerHandle } from '../../common/clock.js'
 import type { Logger } from '../../common/logger.js'
 import type { TransactionResult } from '../../common/transaction.js'
 import type { BrokerId, ProducerId } from '../../common/types.js'
-import { type ClusterImage, NO_LEADER } from '../../metadata/cluster-image.js'
+import type { ClusterImage } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { ApiKey } from '../../protocol/generated/index.js'
 import type { WriteTxnMarkersResponse } from '../../protocol/generated/write-txn-markers-response.js'
@@ -122,7 +122,7 @@ export class TransactionMarkerSender {
           job.pending.removePartition(topic, partition)
           continue
         }
-        if (state.leader === NO_LEADER || !image.brokers.has(state.leader)) continue
+        if (state.leader < 0 || !image.brokers.has(state.leader)) continue
         const topics = byLeader.get(state.leader) ?? new Map<string, number[]>()
         topics.set(topic, [...(topics.get(topic) ?? []), partition])
         byLeader.set(state.leader, topics)
