@@ -149,6 +149,7 @@ export class AppendVerification {
 function verificationError(code: number): TransactionVerificationError {
   switch (code) {
     case ErrorCode.INVALID_TXN_STATE:
+    case ErrorCode.TRANSACTION_ABORTABLE:
       return new TransactionVerificationError(code, 'Partition was not added to the transaction')
     case ErrorCode.NETWORK_EXCEPTION:
     case ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:

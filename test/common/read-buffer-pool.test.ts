@@ -76,3 +76,16 @@ test('free buffers are given back once a trim interval passes without a pooled r
   assert.ok(pool.trimIfIdle() >= 2 * MIB)
   assert.equal(pool.retainedBytes, 0)
 })
+
+test("a fetch's two read sizes, its limit and the limit plus an index interval, share buffers", () => {
+  // LogSegment reads a partition's fetch either as exactly its limit or, from the batch before
+  // the one asked for, as the limit plus an index interval and a batch header: a buffer made
+  // for one of them must serve the other, or a 10 MiB fetch allocates fresh buffers each time.
+  const pool = new ReadBufferPool(64 * MIB)
+  const exact = pool.acquire(10 * MIB)
+  pool.release([exact])
+  const longer = pool.acquire(10 * MIB + 4096 + 61)
+  assert.equal(longer.buffer, exact.buffer)
+  pool.release([longer])
+  assert.equal(pool.acquire(10 * MIB).buffer, exact.buffer)
+})

@@ -98,7 +98,7 @@ export interface Step {
    * Resend while this holds for the answer (state settling: a coordinator loading, a new
    * topic's leader not yet known); default: while any error code in it is a transient one.
    */
-  readonly retryWhile?: (answer: Record<string, unknown>) => boolean
+  readonly retryWhile?: (answer: Record<string, unknown>, ctx: TargetContext) => boolean
   /** Extra normalisation of this step's answer, after the general one. */
   readonly normalize?: (answer: Record<string, unknown>, ctx: TargetContext) => void
 }
@@ -256,7 +256,12 @@ export class Target {
     const retryWhile = step.retryWhile ?? hasTransientError
     for (let resent = false; ; resent = true) {
       const outcome = await this.send(step, version)
-      if ('answer' in outcome && !step.noResponse && retryWhile(outcome.answer) && Date.now() < deadline) {
+      if (
+        'answer' in outcome &&
+        !step.noResponse &&
+        retryWhile(outcome.answer, this.ctx) &&
+        Date.now() < deadline
+      ) {
         await new Promise((resolve) => setTimeout(resolve, 100))
         continue
       }

@@ -35,6 +35,7 @@ import {
   txnOffsetCommit,
   withMagic,
 } from './requests.js'
+import { KAFKA4_SEQUENCES } from './sequences-kafka4.js'
 
 /** A topic id no broker holds. */
 const UNKNOWN_TOPIC_ID = 'AAAAAAAAAAAAAAAAAAAAAQ'
@@ -1079,6 +1080,12 @@ const scramSequence: Sequence = {
       name: 'describe named users',
       apiKey: ApiKey.DescribeUserScramCredentials,
       body: () => ({ users: [{ name: 'sc-alice' }, { name: 'sc-bob' }] }),
+      // Kafka's broker learns sc-bob's upsert from the metadata log after the controller
+      // answered it (sc-alice's two in one request were refused: RESOURCE_NOT_FOUND stays).
+      retryWhile: (answer) =>
+        (answer.results as { user: string; errorCode: number }[]).some(
+          (r) => r.user === 'sc-bob' && r.errorCode !== 0,
+        ),
     },
     {
       name: 'describe a user without credentials',
@@ -1411,4 +1418,5 @@ export const FIXED_SEQUENCES: readonly Sequence[] = [
   scramSequence,
   kafka44VersionsSequence,
   featuresSequence,
+  ...KAFKA4_SEQUENCES,
 ]

@@ -363,7 +363,9 @@ export class TransactionCoordinator {
       ids.map((partition) => ({
         topic,
         partition,
-        errorCode: metadata.hasPartition(topic, partition) ? ErrorCode.NONE : ErrorCode.INVALID_TXN_STATE,
+        // Kafka 4.4's handleVerifyPartitionsInTransaction; the leader answers producers older
+        // than Produce v11 INVALID_TXN_STATE instead (server/handlers/produce.ts).
+        errorCode: metadata.hasPartition(topic, partition) ? ErrorCode.NONE : ErrorCode.TRANSACTION_ABORTABLE,
       })),
     )
   }

@@ -5,14 +5,16 @@
  * answering. Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and the others
  * OPERATION_NOT_ATTEMPTED, as Kafka; any other error applies to every partition. With
  * verify_only (v4+, sent by partition leaders, KIP-890) nothing is added: each partition
- * answers NONE if it is in the ongoing transaction, else INVALID_TXN_STATE. A v4+ request
+ * answers NONE if it is in the ongoing transaction, else TRANSACTION_ABORTABLE (Kafka 4.4's
+ * coordinator, at v4 too; the leader turns it into INVALID_TXN_STATE for a producer that
+ * does not know the code). A v4+ request
  * without verify_only is a leader adding a transaction version 2 producer's partition
  * (KIP-890 part 2, Produce v12 and TxnOffsetCommit v5).
  * Authorization: WRITE on the transactional id and on each topic; v4+ (brokers' verification)
  * needs CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED).
  * Version notes: v2 adds PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before it); v3 flexible;
  * v4 batches transactions (top-level error code, results by transaction) and adds
- * verify_only; v5 adds TRANSACTION_ABORTABLE, which tidelog does not return.
+ * verify_only; v5 adds TRANSACTION_ABORTABLE to the schema (answered at v4 as well, as Kafka).
  */
 import { type ProducerId, producerIdFromWire } from '../../common/types.js'
 import { type TopicPartitions, TV_0, TV_2 } from '../../coordinator/transaction/transaction-metadata.js'

@@ -23,11 +23,11 @@ const AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 /** ConsumerGroupDescribe v1's MemberType of a member that joined with ConsumerGroupHeartbeat. */
 const MEMBER_TYPE_CONSUMER = 1
 
-/** A refused group's entry: no state, no members. */
+/** A refused group's entry: the schema's defaults, as Kafka answers it (no state, epochs 0). */
 const DENIED = {
   groupState: '',
-  groupEpoch: -1,
-  assignmentEpoch: -1,
+  groupEpoch: 0,
+  assignmentEpoch: 0,
   assignorName: '',
   members: [],
   authorizedOperations: AUTHORIZED_OPERATIONS_OMITTED,
@@ -47,8 +47,6 @@ export const consumerGroupDescribeHandler: ApiHandler<
         throttleTimeMs: 0,
         groups: request.groupIds.map((groupId) => ({
           ...DENIED,
-          groupEpoch: 0,
-          assignmentEpoch: 0,
           errorCode: ErrorCode.UNSUPPORTED_VERSION,
           errorMessage: null,
           groupId,
@@ -63,6 +61,8 @@ export const consumerGroupDescribeHandler: ApiHandler<
           groupId,
         }
       const d = context.broker.groupCoordinator.consumerGroupDescribe(groupId)
+      if (d.errorCode !== ErrorCode.NONE)
+        return { ...DENIED, errorCode: d.errorCode, errorMessage: d.errorMessage, groupId }
       return {
         errorCode: d.errorCode,
         errorMessage: d.errorMessage,

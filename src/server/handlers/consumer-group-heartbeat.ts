@@ -34,17 +34,18 @@ export const consumerGroupHeartbeatHandler: ApiHandler<
   maxVersion: 1,
   async handle(context, request) {
     const coordinator = context.broker.groupCoordinator
+    // Kafka answers every refused heartbeat with the schema's defaults beside the error
+    // (member epoch 0, not the -1 of a member that left), as the differential harness shows.
     const empty = {
       throttleTimeMs: 0,
       memberId: null,
-      memberEpoch: -1,
+      memberEpoch: 0,
       heartbeatIntervalMs: 0,
       assignment: null,
     }
     const disabled = consumerProtocolDisabled(context)
-    // Kafka answers with its error response's defaults (member epoch 0), not the `empty` above.
     if (disabled !== null)
-      return { ...empty, memberEpoch: 0, errorCode: ErrorCode.UNSUPPORTED_VERSION, errorMessage: disabled }
+      return { ...empty, errorCode: ErrorCode.UNSUPPORTED_VERSION, errorMessage: disabled }
     if (!context.authorize(AclOperation.READ, ResourceType.GROUP, request.groupId))
       return {
         ...empty,
@@ -68,6 +69,8 @@ export const consumerGroupHeartbeatHandler: ApiHandler<
       },
       context.apiVersion,
     )
+    if (result.errorCode !== ErrorCode.NONE)
+      return { ...empty, errorCode: result.errorCode, errorMessage: result.errorMessage }
     return {
       throttleTimeMs: 0,
       errorCode: result.errorCode,

@@ -76,7 +76,8 @@ async function describeGroup(context: RequestContext, request: RequestGroup): Pr
           partitions: t.partitions.map((partitionIndex) => ({
             partitionIndex,
             startOffset: -1n,
-            leaderEpoch: -1,
+            // Kafka leaves the schema's 0 here, as for a partition without state.
+            leaderEpoch: 0,
             lag: -1n,
             errorCode: authorized ? ErrorCode.NONE : ErrorCode.TOPIC_AUTHORIZATION_FAILED,
             errorMessage: null,

@@ -23,7 +23,8 @@
  * Version notes: v2 adds logAppendTime, v3 transactionalId (magic v2 only), v5
  * logStartOffset, v8 record errors and an error message, v9+ flexible, v10 the current
  * leader and node endpoints as tagged fields (left empty: clients then refresh metadata),
- * v11 TRANSACTION_ABORTABLE (not returned), v12 the same layout with transaction version 2,
+ * v11 TRANSACTION_ABORTABLE (a partition the transaction coordinator does not know in the
+ * transaction; INVALID_TXN_STATE before), v12 the same layout with transaction version 2,
  * v13 names topics by id (KIP-516): an id the metadata does not know is UNKNOWN_TOPIC_ID on
  * each of its partitions, before authorization (which needs the name), as Kafka.
  */
@@ -166,8 +167,12 @@ function produceTopic(
         currentLeader: { leaderId: -1, leaderEpoch: -1 },
       }),
       (error: unknown) => {
-        const code = toErrorCode(error)
-        if (code === null) throw error
+        const thrown = toErrorCode(error)
+        if (thrown === null) throw error
+        const code =
+          error instanceof TransactionVerificationError
+            ? verificationAnswer(thrown, context.apiVersion)
+            : thrown
         return {
           ...failure(data.index, code, error instanceof Error ? error.message : null),
           logStartOffset: BigInt(
@@ -180,6 +185,15 @@ function produceTopic(
     )
   })
   return partitions
+}
+
+/**
+ * Kafka's coordinator answers a partition missing from the transaction TRANSACTION_ABORTABLE,
+ * which the leader turns into INVALID_TXN_STATE for producers older than v11, that do not
+ * know the code (AddPartitionsToTxnManager; the differential harness shows both).
+ */
+function verificationAnswer(code: number, version: number): number {
+  return code === ErrorCode.TRANSACTION_ABORTABLE && version < 11 ? ErrorCode.INVALID_TXN_STATE : code
 }
 
 function append(

@@ -35,11 +35,12 @@ export const shareAcknowledgeHandler: ApiHandler<ShareAcknowledgeRequest, ShareA
   maxVersion: 2,
   async handle(context, request) {
     const manager = sharePartitionManagerOf(context.broker)
+    // Kafka's error answer is the schema's defaults: no lock duration (the differential harness).
     const fail = (errorCode: number, errorMessage: string | null = null): ShareAcknowledgeResponse => ({
       throttleTimeMs: 0,
       errorCode,
       errorMessage,
-      acquisitionLockTimeoutMs: manager.recordLockDurationMs(request.groupId ?? ''),
+      acquisitionLockTimeoutMs: 0,
       responses: [],
       nodeEndpoints: [],
     })
@@ -68,6 +69,7 @@ export const shareAcknowledgeHandler: ApiHandler<ShareAcknowledgeRequest, ShareA
     }))
     return {
       ...fail(ErrorCode.NONE),
+      acquisitionLockTimeoutMs: manager.recordLockDurationMs(groupId),
       responses: groupByTopic(answered).map(({ topicId, items }) => ({
         topicId,
         partitions: items.map((o) => ({

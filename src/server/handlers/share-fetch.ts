@@ -47,11 +47,12 @@ export const shareFetchHandler: ApiHandler<ShareFetchRequest, ShareFetchResponse
   async handle(context, request) {
     const manager = sharePartitionManagerOf(context.broker)
     const lockMs = manager.recordLockDurationMs(request.groupId ?? '')
+    // Kafka's error answer is the schema's defaults: no lock duration (the differential harness).
     const fail = (errorCode: number, errorMessage: string | null = null): ShareFetchResponse => ({
       throttleTimeMs: 0,
       errorCode,
       errorMessage,
-      acquisitionLockTimeoutMs: lockMs,
+      acquisitionLockTimeoutMs: 0,
       responses: [],
       nodeEndpoints: [],
     })
@@ -116,7 +117,11 @@ export const shareFetchHandler: ApiHandler<ShareFetchRequest, ShareFetchResponse
     const shown = [...outcomes.values()].filter(
       (o) => o.acquired.length > 0 || o.errorCode !== 0 || o.acknowledgeErrorCode !== null,
     )
-    return { ...fail(ErrorCode.NONE), responses: toResponses(context, shown) }
+    return {
+      ...fail(ErrorCode.NONE),
+      acquisitionLockTimeoutMs: lockMs,
+      responses: toResponses(context, shown),
+    }
   },
 }
 

@@ -31,13 +31,26 @@ export const shareGroupDescribeHandler: ApiHandler<ShareGroupDescribeRequest, Sh
           errorMessage: `Not authorized to describe group ${groupId}.`,
           groupId,
           groupState: '',
-          groupEpoch: -1,
-          assignmentEpoch: -1,
+          groupEpoch: 0,
+          assignmentEpoch: 0,
           assignorName: '',
           members: [],
           authorizedOperations: AUTHORIZED_OPERATIONS_OMITTED,
         }
       const d = context.broker.groupCoordinator.share.describe(groupId)
+      // Kafka describes a group it refuses with the schema's defaults: epochs 0.
+      if (d.errorCode !== ErrorCode.NONE)
+        return {
+          errorCode: d.errorCode,
+          errorMessage: d.errorMessage,
+          groupId,
+          groupState: '',
+          groupEpoch: 0,
+          assignmentEpoch: 0,
+          assignorName: '',
+          members: [],
+          authorizedOperations: AUTHORIZED_OPERATIONS_OMITTED,
+        }
       return {
         errorCode: d.errorCode,
         errorMessage: d.errorMessage,

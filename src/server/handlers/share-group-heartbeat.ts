@@ -30,26 +30,16 @@ export const shareGroupHeartbeatHandler: ApiHandler<ShareGroupHeartbeatRequest, 
     maxVersion: 1,
     async handle(context, request) {
       if (!context.authorize(AclOperation.READ, ResourceType.GROUP, request.groupId))
-        return {
-          throttleTimeMs: 0,
-          errorCode: ErrorCode.GROUP_AUTHORIZATION_FAILED,
-          errorMessage: `Not authorized to read group ${request.groupId}.`,
-          memberId: null,
-          memberEpoch: -1,
-          heartbeatIntervalMs: 0,
-          assignment: null,
-        }
+        return refused(
+          ErrorCode.GROUP_AUTHORIZATION_FAILED,
+          `Not authorized to read group ${request.groupId}.`,
+        )
       // share.version 0 (UpdateFeatures) turns share groups off: Kafka answers UNSUPPORTED_VERSION.
       if (finalizedLevel(context.broker.metadataImage(), 'share.version') < 1)
-        return {
-          throttleTimeMs: 0,
-          errorCode: ErrorCode.UNSUPPORTED_VERSION,
-          errorMessage: 'Share groups are not enabled (share.version is finalized at 0).',
-          memberId: null,
-          memberEpoch: -1,
-          heartbeatIntervalMs: 0,
-          assignment: null,
-        }
+        return refused(
+          ErrorCode.UNSUPPORTED_VERSION,
+          'Share groups are not enabled (share.version is finalized at 0).',
+        )
       const result = await context.broker.groupCoordinator.share.heartbeat({
         groupId: request.groupId,
         memberId: request.memberId,
@@ -59,6 +49,7 @@ export const shareGroupHeartbeatHandler: ApiHandler<ShareGroupHeartbeatRequest, 
         clientId: context.header.clientId ?? '',
         clientHost: clientHostOf(context.connection.remoteAddress),
       })
+      if (result.errorCode !== ErrorCode.NONE) return refused(result.errorCode, result.errorMessage)
       return {
         throttleTimeMs: 0,
         errorCode: result.errorCode,
@@ -70,3 +61,19 @@ export const shareGroupHeartbeatHandler: ApiHandler<ShareGroupHeartbeatRequest, 
       }
     },
   }
+
+/**
+ * Kafka answers every refused heartbeat with the schema's defaults beside the error (member
+ * epoch 0, not the -1 of a member that left), as the differential harness shows.
+ */
+function refused(errorCode: number, errorMessage: string | null): ShareGroupHeartbeatResponse {
+  return {
+    throttleTimeMs: 0,
+    errorCode,
+    errorMessage,
+    memberId: null,
+    memberEpoch: 0,
+    heartbeatIntervalMs: 0,
+    assignment: null,
+  }
+}

@@ -12,7 +12,9 @@
  * failure answered with its *_AUTHORIZATION_FAILED code on the partitions concerned.
  * Version notes: v0-1 offset and metadata; v2 leader epoch; v3+ flexible, with the
  * consumer's generation, member id and group instance id (KIP-447), which fence a
- * producer whose consumer is no longer a member of the current generation. v5 is
+ * producer whose consumer is no longer a member of the current generation. v4 adds
+ * TRANSACTION_ABORTABLE (the offsets partition not in the transaction; INVALID_TXN_STATE
+ * before). v5 is
  * transaction version 2 (KIP-890 part 2): the producer sent no AddOffsetsToTxn, so the
  * group's offsets partition is added to its transaction here (as Produce v12 adds a
  * partition), whatever transaction.partition.verification.enable says. v6 names topics by id
@@ -138,6 +140,10 @@ async function verify(context: RequestContext, request: TxnOffsetCommitRequest):
     partition: partitionForGroup(request.groupId, offsetsTopic.partitions.length),
     addPartition,
   })
+  // Kafka's coordinator answers an offsets partition missing from the transaction
+  // TRANSACTION_ABORTABLE; v0-3 clients, which do not know it, get INVALID_TXN_STATE
+  // (AddPartitionsToTxnManager; the differential harness shows both).
+  if (code === ErrorCode.TRANSACTION_ABORTABLE && context.apiVersion < 4) return ErrorCode.INVALID_TXN_STATE
   switch (code) {
     case ErrorCode.NETWORK_EXCEPTION:
       // Kafka: older clients may not retry NETWORK_EXCEPTION here; they all retry this.

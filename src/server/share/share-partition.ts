@@ -319,9 +319,12 @@ export class SharePartition {
    * Applies a member's acknowledgements. All or nothing, as Kafka's: every offset must be
    * ACQUIRED by this member (INVALID_RECORD_STATE otherwise, nothing changes), except that a
    * GAP may name offsets that were never records, and offsets below SPSO (done already) are
-   * passed over, as Kafka 4.4 does. A RENEW of a group whose share.renew.acknowledge.enable is
-   * false is INVALID_RECORD_STATE too ("Renewing acquisition locks is not enabled for the
-   * group." in Kafka, which checks it after the member's ownership).
+   * passed over, as Kafka 4.4 does. A batch starting past every offset ever acquired while
+   * some are in flight is INVALID_REQUEST (Kafka's "first offset in request is past acquired
+   * records"); with none in flight, INVALID_RECORD_STATE. A RENEW of a group whose
+   * share.renew.acknowledge.enable is false is INVALID_RECORD_STATE too ("Renewing acquisition
+   * locks is not enabled for the group." in Kafka, which checks it after the member's
+   * ownership).
    */
   acknowledge(memberId: string, batches: readonly AcknowledgementBatch[]): number {
     const { errorCode, transition } = this.beginAcknowledge(memberId, batches)
@@ -362,7 +365,8 @@ export class SharePartition {
   /** Every offset acknowledged must be the member's (see acknowledge). */
   private checkAcknowledgements(memberId: string, batches: readonly AcknowledgementBatch[]): number {
     const renewRefused = this.config.renewAcknowledgeEnabled === false
-    for (const batch of batches)
+    for (const batch of batches) {
+      if (batch.firstOffset >= this.speo && this.records.size > 0) return ErrorCode.INVALID_REQUEST
       for (let offset = Math.max(batch.firstOffset, this.spso); offset <= batch.lastOffset; offset++) {
         const type = typeAt(batch, offset)
         if (type === AcknowledgeType.GAP && !this.records.has(offset)) continue
@@ -371,6 +375,7 @@ export class SharePartition {
           return ErrorCode.INVALID_RECORD_STATE
         if (type === AcknowledgeType.RENEW && renewRefused) return ErrorCode.INVALID_RECORD_STATE
       }
+    }
     return ErrorCode.NONE
   }
 

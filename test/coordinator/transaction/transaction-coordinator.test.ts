@@ -224,7 +224,7 @@ describe('transaction coordinator', () => {
     assert.deepEqual(described.topics.map((t) => t.topic).sort(), [CONSUMER_OFFSETS_TOPIC, 't'])
     assert.deepEqual(
       coordinator.verifyPartitions('tx', producer, tp('t', 1, 2)).map((r) => r.errorCode),
-      [ErrorCode.NONE, ErrorCode.INVALID_TXN_STATE],
+      [ErrorCode.NONE, ErrorCode.TRANSACTION_ABORTABLE],
     )
     assert.equal(
       coordinator.verifyPartitions('tx', { ...producer, producerEpoch: 9 }, tp('t', 1))[0].errorCode,
@@ -234,7 +234,7 @@ describe('transaction coordinator', () => {
     const adding = coordinator.addPartitions('tx', producer, tp('t', 2))
     assert.deepEqual(
       coordinator.verifyPartitions('tx', producer, tp('t', 1, 2)).map((r) => r.errorCode),
-      [ErrorCode.NONE, ErrorCode.INVALID_TXN_STATE],
+      [ErrorCode.NONE, ErrorCode.TRANSACTION_ABORTABLE],
     )
     assert.equal(await adding, ErrorCode.NONE)
     assert.equal(

@@ -162,6 +162,23 @@ describe('SharePartition', () => {
     assert.equal(sp.acknowledge('a', accept(0, 0)), ErrorCode.NONE)
   })
 
+  it('refuses a batch starting past every acquired offset with INVALID_REQUEST while some are in flight', () => {
+    const { sp } = make()
+    const accept = (first: number, last: number) => [
+      { firstOffset: first, lastOffset: last, acknowledgeTypes: [AcknowledgeType.ACCEPT] },
+    ]
+    // Nothing in flight: Kafka finds no batch at all (INVALID_RECORD_STATE).
+    assert.equal(sp.acknowledge('a', accept(0, 0)), ErrorCode.INVALID_RECORD_STATE)
+    fetchFor(sp, 'a', 2)
+    assert.equal(sp.acknowledge('a', accept(10, 12)), ErrorCode.INVALID_REQUEST)
+    assert.equal(sp.acknowledge('a', accept(3, 3)), ErrorCode.INVALID_REQUEST)
+    // A batch reaching past the end from inside: the offsets beyond were never delivered.
+    assert.equal(sp.acknowledge('a', accept(2, 3)), ErrorCode.INVALID_RECORD_STATE)
+    // One refused batch of two: all or nothing.
+    assert.equal(sp.acknowledge('a', [...accept(0, 0), ...accept(5, 5)]), ErrorCode.INVALID_REQUEST)
+    assert.equal(sp.stateOf(0)?.state, RecordState.ACQUIRED)
+  })
+
   it('releases what a member holds when its session ends', () => {
     const { sp } = make()
     fetchFor(sp, 'a', 1)
