@@ -132,12 +132,13 @@ export function isBrokerId(value: number): value is BrokerId {
 }
 
 /**
- * A broker id a request carries (a fetch's replica id, an ISR member, a leader id): any
- * int32, unchecked on purpose, as `producerIdFromWire` is. The receiver looks it up among
- * the registered brokers or the partition's replicas and answers a Kafka error code
- * (UNKNOWN_MEMBER_ID, NOT_LEADER_OR_FOLLOWER, INELIGIBLE_REPLICA) when it is not one; an
- * assertion here would turn a client's bad value into a broker bug. Named rather than cast
- * so that every place a broker id enters from the wire can be found.
+ * A broker id a request carries (a fetch's replica id, a manual assignment's or a
+ * reassignment's replicas): any int32, unchecked on purpose, as `producerIdFromWire` is. The
+ * receiver looks it up among the registered brokers or the partition's replicas: an
+ * assignment naming an unregistered broker is answered INVALID_REPLICA_ASSIGNMENT, a fetch
+ * from a replica the partition does not have moves no follower state. An assertion here
+ * would turn a client's bad value into a broker bug. Named rather than cast so that every
+ * place a broker id enters from the wire can be found.
  */
 export function brokerIdFromWire(value: number): BrokerId {
   return value as BrokerId
