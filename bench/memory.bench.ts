@@ -11,7 +11,7 @@
  * /proc/PID/smaps, and process.memoryUsage() and V8's heap spaces from a probe the brokers
  * load (bench/memory-probe.mjs, through TIDELOG_BROKER_NODE_FLAGS).
  *
- *   node dist/bench/memory.bench.js [--quick] [--breakdown] [--settle-ms N]
+ *   node dist/bench/memory.bench.js [--quick] [--breakdown] [--settle-ms N] [--set key=value ...]
  */
 import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
@@ -36,6 +36,8 @@ const { values } = parseArgs({
      */
     'snapshot-dir': { type: 'string' },
     'settle-ms': { type: 'string' },
+    /** A broker property, `key=value`, over the defaults (repeatable): to compare settings. */
+    set: { type: 'string', multiple: true },
   },
 })
 const quick = values.quick
@@ -146,7 +148,16 @@ async function main(): Promise<void> {
     process.env.MEMORY_PROBE_DIR = probeDir
     process.env.TIDELOG_BROKER_NODE_FLAGS = `--expose-gc --import=${join(root, 'bench', 'memory-probe.mjs')}`
   }
-  const properties = { 'default.replication.factor': 3, 'min.insync.replicas': 2, 'num.partitions': 4 }
+  const properties: Record<string, string | number> = {
+    'default.replication.factor': 3,
+    'min.insync.replicas': 2,
+    'num.partitions': 4,
+  }
+  for (const setting of values.set ?? []) {
+    const at = setting.indexOf('=')
+    if (at < 1) throw new Error(`--set ${setting}: expected key=value`)
+    properties[setting.slice(0, at)] = setting.slice(at + 1)
+  }
   await withEtcdCluster({ brokers: 3, properties }, async (cluster) => {
     const pids = () => cluster.brokers.filter((b) => b.isRunning).map((b) => b.current.pid)
     const bootstrap = cluster.liveBootstrap

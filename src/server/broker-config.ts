@@ -16,6 +16,15 @@ import { DEFAULT_MAX_OPEN_FILES } from '../storage/bounded-file-system.js'
 
 const MIB = 1024 * 1024
 const LONG_MAX = Number.MAX_SAFE_INTEGER
+/**
+ * A producer that pipelines (librdkafka allows 1,000,000 requests in flight) would otherwise
+ * fill a leader with up to queued.max.requests (500) requests of up to 1 MB each while they
+ * wait for acks=all; their Buffers were most of a broker's memory under load
+ * (docs/notes/performance.md, "Memory of a broker process").
+ */
+export const QUEUED_REQUEST_BYTES_PER_CONNECTION_DEFAULT = 4 * MIB
+/** -1 (unbounded) as null. */
+const nonNegativeOrNull = (value: number): number | null => (value < 0 ? null : value)
 
 export const brokerConfigDefs = new ConfigDefs([
   def('node.id', 'int', 0, 'The broker id (broker.id is accepted as an alias).', { min: 0 }),
@@ -30,6 +39,20 @@ export const brokerConfigDefs = new ConfigDefs([
   def('queued.max.requests', 'int', 500, 'Requests read from one connection but not yet answered.', {
     min: 1,
   }),
+  def(
+    'queued.max.request.bytes',
+    'long',
+    -1,
+    'Bytes of requests read from all connections but not yet answered before the broker reads no more; -1: no bound.',
+    { min: -1 },
+  ),
+  def(
+    'tidelog.connection.queued.max.request.bytes',
+    'int',
+    QUEUED_REQUEST_BYTES_PER_CONNECTION_DEFAULT,
+    'Bytes of requests read from one connection but not yet answered before the broker reads no more from it (one request is always read); -1: no bound but queued.max.requests. Kafka reads one request per connection at a time.',
+    { min: -1 },
+  ),
   def('quota.window.num', 'int', 11, 'Samples a client quota rate is measured over.', { min: 1 }),
   def('quota.window.size.seconds', 'int', 1, 'Length of one client quota sample.', { min: 1 }),
   def(
@@ -646,6 +669,10 @@ export interface BrokerConfig {
   readonly clusterId: string | null
   readonly socketRequestMaxBytes: number
   readonly queuedMaxRequests: number
+  /** queued.max.request.bytes; null: unbounded (-1). */
+  readonly queuedMaxRequestBytes: number | null
+  /** tidelog.connection.queued.max.request.bytes; null: unbounded (-1). */
+  readonly connectionQueuedMaxRequestBytes: number | null
   readonly connectionsMaxIdleMs: number
   readonly rack: string | null
   /** Every listener, what is advertised of each, and the inter-broker one (security/listeners.ts). */
@@ -710,6 +737,10 @@ export function brokerConfigFromProperties(properties: ReadonlyMap<string, strin
     clusterId: values.get('cluster.id') as string | null,
     socketRequestMaxBytes: values.get('socket.request.max.bytes') as number,
     queuedMaxRequests: values.get('queued.max.requests') as number,
+    queuedMaxRequestBytes: nonNegativeOrNull(values.get('queued.max.request.bytes') as number),
+    connectionQueuedMaxRequestBytes: nonNegativeOrNull(
+      values.get('tidelog.connection.queued.max.request.bytes') as number,
+    ),
     connectionsMaxIdleMs: values.get('connections.max.idle.ms') as number,
     rack: values.get('broker.rack') as string | null,
     listeners,

@@ -34,6 +34,7 @@ import type { Connection } from './connection.js'
 import type { HandlerRegistry } from './handlers/registry.js'
 import type { ClientQuotas } from './quota/client-quotas.js'
 import type { RequestContext } from './request-context.js'
+import { RequestMemoryPool } from './request-memory-pool.js'
 import { SocketServer } from './socket-server.js'
 
 /** What the listeners need of their broker. */
@@ -68,7 +69,12 @@ export class BrokerListeners {
   /** Bound port of each listener, by name. */
   private readonly boundPorts = new Map<string, number>()
 
-  constructor(private readonly host: BrokerListenersHost) {}
+  /** queued.max.request.bytes, shared by every listener's connections. */
+  private readonly requestMemoryPool: RequestMemoryPool
+
+  constructor(private readonly host: BrokerListenersHost) {
+    this.requestMemoryPool = new RequestMemoryPool(host.config.queuedMaxRequestBytes)
+  }
 
   /** The port the named listener bound; undefined before it listens. */
   boundPort(listener: string): number | undefined {
@@ -163,6 +169,10 @@ export class BrokerListeners {
         handlers: this.host.handlers,
         socketRequestMaxBytes: this.host.config.socketRequestMaxBytes,
         maxQueuedRequests: this.host.config.queuedMaxRequests,
+        ...(this.host.config.connectionQueuedMaxRequestBytes === null
+          ? {}
+          : { maxQueuedRequestBytes: this.host.config.connectionQueuedMaxRequestBytes }),
+        ...(this.requestMemoryPool.maxBytes === null ? {} : { requestMemoryPool: this.requestMemoryPool }),
         logger: this.host.logger,
         onFatal: (error) => this.host.onFatal(error),
         requestObserver: this.host.requestObserver(),

@@ -35,6 +35,7 @@ import { type SaslListenerSettings, SaslSession } from '../security/sasl-server.
 import type { HandlerRegistry } from './handlers/registry.js'
 import type { ClientQuotas } from './quota/client-quotas.js'
 import type { ClientConnection, RequestContext } from './request-context.js'
+import type { RequestMemoryPool } from './request-memory-pool.js'
 
 /**
  * A tap on the request path (the simulator's invariants on answers): called as a request is
@@ -54,6 +55,13 @@ export interface ConnectionOptions {
   socketRequestMaxBytes: number
   /** Requests read but not yet answered before reading pauses (backpressure). */
   maxQueuedRequests: number
+  /**
+   * Bytes of requests read but not yet answered before reading pauses; one request is always
+   * read, however large. Unset: no bound but maxQueuedRequests.
+   */
+  maxQueuedRequestBytes?: number
+  /** queued.max.request.bytes: the broker's bound over all its connections. */
+  requestMemoryPool?: RequestMemoryPool
   logger: Logger
   /** Called with a programmer error (InvariantError): the broker decides to stop. */
   onFatal(error: Error): void
@@ -81,6 +89,8 @@ interface ResponseSlot {
   observation?: RequestObservation
   /** Set when a quota throttles this request: reading stops this long once it is sent. */
   throttleTimeMs?: number
+  /** The request frame's size, counted in the connection's queued bytes until the slot leaves. */
+  requestBytes?: number
 }
 
 const UNKNOWN_CLIENT_SOFTWARE = { name: 'unknown', version: 'unknown' } as const
@@ -90,6 +100,8 @@ export class Connection implements ClientConnection {
   readonly remoteAddress: string
   private decoder: FrameDecoder
   private readonly queue: ResponseSlot[] = []
+  /** Sum of the queued slots' requestBytes. */
+  private queuedRequestBytes = 0
   private closed = false
   /**
    * False once this side closed the connection: frames not yet handled are dropped then. A
@@ -180,6 +192,9 @@ export class Connection implements ClientConnection {
     this.unmuteTimer = null
     this.mutedFrames = []
     this.queue.length = 0
+    this.options.requestMemoryPool?.forget(this.onPoolFreed)
+    this.options.requestMemoryPool?.give(this.queuedRequestBytes)
+    this.queuedRequestBytes = 0
     const listeners = this.closeListeners
     this.closeListeners = []
     for (const listener of listeners) listener()
@@ -300,8 +315,10 @@ export class Connection implements ClientConnection {
     const request = descriptor.decodeRequest(reader, apiVersion)
     const handler = this.options.handlers.get(apiKey)!
     const context = this.options.makeContext(this, header, observation)
-    const slot: ResponseSlot = { done: false, chunks: null, observation }
+    const slot: ResponseSlot = { done: false, chunks: null, observation, requestBytes: frame.length }
     this.queue.push(slot)
+    this.queuedRequestBytes += frame.length
+    this.options.requestMemoryPool?.take(frame.length)
     this.maybePauseReading()
     const observed = this.options.tap?.(context, request)
     let handlerMs = 0
@@ -457,6 +474,10 @@ export class Connection implements ClientConnection {
     let throttledMs = 0
     while (this.queue.length > 0 && this.queue[0].done) {
       const slot = this.queue.shift()!
+      if (slot.requestBytes !== undefined) {
+        this.queuedRequestBytes -= slot.requestBytes
+        this.options.requestMemoryPool?.give(slot.requestBytes)
+      }
       if (slot.throttleTimeMs !== undefined) {
         this.throttledUnsent--
         throttledMs = Math.max(throttledMs, slot.throttleTimeMs)
@@ -482,8 +503,24 @@ export class Connection implements ClientConnection {
     this.maybeResumeReading()
   }
 
+  /**
+   * Too many requests, or too many of their bytes on this connection or in the whole broker,
+   * wait for answers: read no more for now. A connection holding nothing always reads one.
+   */
+  private get isQueueFull(): boolean {
+    if (this.queue.length >= this.options.maxQueuedRequests) return true
+    if (this.queuedRequestBytes >= (this.options.maxQueuedRequestBytes ?? Number.POSITIVE_INFINITY))
+      return true
+    return this.queuedRequestBytes > 0 && this.options.requestMemoryPool?.hasRoom === false
+  }
+
+  /** The broker's pool has room again: read if nothing else holds reading back. */
+  private readonly onPoolFreed = (): void => this.maybeResumeReading()
+
   private maybePauseReading(): void {
-    const full = this.queue.length >= this.options.maxQueuedRequests || this.options.stream.writableNeedDrain
+    const full = this.isQueueFull || this.options.stream.writableNeedDrain
+    if (full && this.options.requestMemoryPool?.hasRoom === false)
+      this.options.requestMemoryPool.whenFreed(this.onPoolFreed)
     if (!this.readingPaused && full) {
       this.readingPaused = true
       this.options.stream.pause()
@@ -496,7 +533,7 @@ export class Connection implements ClientConnection {
       this.readingPaused &&
       !this.isMuted &&
       this.heldFrames === null &&
-      this.queue.length < this.options.maxQueuedRequests &&
+      !this.isQueueFull &&
       !stream.writableNeedDrain
     ) {
       this.readingPaused = false

@@ -1,30 +1,25 @@
 /**
- * Simulated consumer-group members (`groups`): the classic group protocol over the simulated
- * network to the real FindCoordinator, JoinGroup, SyncGroup, Heartbeat, OffsetCommit and
- * OffsetFetch handlers, so the real GroupCoordinator of the broker leading the group's
- * __consumer_offsets partition answers. The member side is minimal: FindCoordinator (v3) at
- * a random live broker; JoinGroup (v5) with the MEMBER_ID_REQUIRED round; the leader assigns
- * the topic's partitions round-robin over the members the JoinGroup answer lists; SyncGroup
- * (v3); heartbeats; OffsetCommit (v7) of increasing offsets for its partitions, one request in
- * flight; NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, no answer
- * or a broken connection: find the coordinator again. A verifier (OffsetFetch v7) reads the
- * committed offsets from time to time; what it reads is checked by `Invariants`.
+ * The consumer group (`groups`): members that are tidelog's own Consumer (SimGroupMember:
+ * classic protocol, or KIP-848's with `consumerProtocol`) and an offset verifier that reads
+ * the committed offsets (OffsetFetch) from time to time; what both see is checked by
+ * invariants-group.ts. The verifier stays hand-written for what a real client cannot do: it
+ * asks one chosen broker and knows which one answered, so that only the current
+ * coordinator's answers are held to every acknowledged commit.
  */
+import { Consumer, type ConsumerRecord } from '../client/consumer.js'
+import { KafkaClientError } from '../client/errors.js'
 import { brokerIdFromWire } from '../common/types.js'
 import { CONSUMER_OFFSETS_TOPIC, partitionForGroup } from '../coordinator/group.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import {
   ApiKey,
   type FindCoordinatorResponse,
-  type HeartbeatResponse,
-  type JoinGroupResponse,
-  type OffsetCommitResponse,
   type OffsetFetchResponse,
-  type SyncGroupResponse,
 } from '../protocol/generated/index.js'
 import { BrokerClient } from '../replication/broker-client.js'
 import { SimNetwork } from './network.js'
 import type { SimRandom } from './random.js'
+import { simClientOptions, type WorldInternals } from './world-internals.js'
 import { TOPIC, type WorldView } from './world-view.js'
 
 export const GROUP_ID = 'sim-group'
@@ -35,34 +30,24 @@ const VERIFIER_NODE_ID = 999
 const SESSION_TIMEOUT_MS = 3000
 const REBALANCE_TIMEOUT_MS = 2000
 const HEARTBEAT_INTERVAL_MS = 300
+/** Far above a poll's length: members leave only by dying. */
+const MAX_POLL_INTERVAL_MS = 30_000
 const REQUEST_TIMEOUT_MS = 2000
-
-/** Error codes after which the member looks for the coordinator again. */
-export const COORDINATOR_ERRORS: ReadonlySet<number> = new Set([
-  ErrorCode.NOT_COORDINATOR,
-  ErrorCode.COORDINATOR_NOT_AVAILABLE,
-  ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-])
+const FETCH_WAIT_MS = 200
+const POLL_TIMEOUT_MS = 500
 
 export class NoAnswer extends Error {}
 
-/** What the members share: the offsets they commit grow per partition across members. */
+/** The members' and the verifier's counters, for the run's group line. */
 export class GroupWorkload {
-  /** Per partition: the last offset any member proposed. */
-  readonly proposed = new Map<number, number>()
   commits = 0
   ackedCommits = 0
-  readonly errorCodes = new Map<number, number>()
+  consumed = 0
+  readonly errorCodes = new Map<number | string, number>()
   rebalances = 0
   fetches = 0
 
-  nextOffset(partition: number, random: SimRandom): number {
-    const next = (this.proposed.get(partition) ?? 0) + random.int(1, 10)
-    this.proposed.set(partition, next)
-    return next
-  }
-
-  countError(code: number): void {
+  countError(code: number | string): void {
     this.errorCodes.set(code, (this.errorCodes.get(code) ?? 0) + 1)
   }
 }
@@ -168,228 +153,182 @@ export class CoordinatorClient {
   }
 }
 
+/**
+ * A group member: tidelog's own Consumer subscribed to the topic in group `GROUP_ID`, classic
+ * protocol or (`consumerProtocol`) KIP-848's, over the simulated network (network id
+ * `GROUP_MEMBER_NODE_BASE` + index) with the scheduler as clock and deferral and a fork of the
+ * seed as random. It polls, and after each poll that returned records commits, for each of
+ * their partitions, the offset after the last one (enable.auto.commit off: every commit is one
+ * the run knows of). It dies unannounced (close with abandon: no commit, no LeaveGroup, its
+ * heartbeats stop) so that its session expires.
+ *
+ * What the checks need comes from the client's public surface: `onPartitionsAssigned` and
+ * `groupMetadata()` (generation, or member epoch under KIP-848, and member id) for (c) and
+ * (d), the records poll() returns, and commit()'s outcome for (a).
+ */
 export class SimGroupMember {
-  private memberId = ''
-  private generation = -1
-  private assigned: number[] = []
+  private readonly consumer: Consumer
   private stopped = false
-  private inFlight = 0
-  private readonly coordinator: CoordinatorClient
-  private lastHeartbeatMs = 0
+  private running = false
+  private closing: Promise<void> | null = null
+  /** Per partition: the offset after the last record poll() returned since it was assigned. */
+  private readonly consumedTo = new Map<number, number>()
 
   constructor(
-    private readonly world: WorldView,
+    private readonly world: WorldInternals,
     readonly index: number,
     private readonly random: SimRandom,
     private readonly workload: GroupWorkload,
   ) {
-    this.coordinator = new CoordinatorClient(
-      world,
-      random,
-      `sim-member-${index}`,
-      GROUP_MEMBER_NODE_BASE + index,
-      () => !this.stopped,
-    )
+    const classic = world.options.consumerProtocol !== true
+    this.consumer = new Consumer({
+      ...simClientOptions(world, GROUP_MEMBER_NODE_BASE + index, random.fork()),
+      clientId: `sim-member-${index}`,
+      groupId: GROUP_ID,
+      groupProtocol: classic ? 'classic' : 'consumer',
+      ...(classic
+        ? { sessionTimeoutMs: SESSION_TIMEOUT_MS, heartbeatIntervalMs: HEARTBEAT_INTERVAL_MS }
+        : {}),
+      rebalanceTimeoutMs: REBALANCE_TIMEOUT_MS,
+      maxPollIntervalMs: MAX_POLL_INTERVAL_MS,
+      enableAutoCommit: false,
+      // A partition nobody committed starts at 0; a stale leader's OFFSET_OUT_OF_RANGE must not
+      // reset a position (a commit would go back): polled on at the same position instead.
+      autoOffsetReset: 'none',
+      requestTimeoutMs: REQUEST_TIMEOUT_MS,
+      fetchMaxWaitMs: FETCH_WAIT_MS,
+      maxPartitionFetchBytes: 32 * 1024,
+      fetchMaxBytes: 64 * 1024,
+      metadataMaxAgeMs: 5000,
+      onPartitionsAssigned: (partitions) => this.onAssigned(partitions.map((tp) => tp.partition)),
+      onPartitionsRevoked: (partitions) => {
+        for (const tp of partitions) this.consumedTo.delete(tp.partition)
+      },
+    })
   }
 
+  /** Stopped, its loop ended and its consumer closed: nothing of it in flight. */
   get idle(): boolean {
-    return this.inFlight === 0
+    return this.stopped && !this.running && this.closing === null
   }
 
   start(): void {
     this.world.scheduler.schedule(this.random.int(10, 200), () => {
-      this.loop().catch((error: unknown) => this.world.groupFailure(error))
+      if (this.stopped) return
+      this.consumer.subscribe([TOPIC])
+      this.running = true
+      this.loop()
+        .catch((error: unknown) => this.world.groupFailure(error))
+        .finally(() => {
+          this.running = false
+        })
     })
   }
 
+  /** Dies unannounced: its session expires at the coordinator. */
   stop(): void {
+    if (this.stopped) return
     this.stopped = true
+    this.consumer.stop()
+    this.closing = this.consumer
+      .close({ abandon: true })
+      .catch((error: unknown) => this.world.groupFailure(error))
+      .finally(() => {
+        this.closing = null
+      })
   }
 
-  private async call<T>(
-    apiKey: number,
-    version: number,
-    body: unknown,
-    timeoutMs?: number,
-  ): Promise<T | null> {
-    const to = this.coordinator.coordinator
-    if (to === null) return null
-    this.inFlight++
-    try {
-      return await this.coordinator.request<T>(to, apiKey, version, body, timeoutMs)
-    } catch (error) {
-      if (!(error instanceof NoAnswer)) throw error
-      this.coordinator.close()
-      this.inFlight--
-      await this.coordinator.sleep(this.random.int(50, 200))
-      this.inFlight++
-      return null
-    } finally {
-      this.inFlight--
-    }
-  }
-
-  /** A coordinator error: look for the coordinator again after a short backoff. */
-  private async lost(code: number, api: string): Promise<void> {
-    this.world.log(`group member ${this.index}: ${api} error ${code}; looking for the coordinator`)
-    this.workload.countError(code)
-    this.coordinator.close()
-    await this.coordinator.sleep(this.random.int(20, 150))
-  }
-
-  private rejoin(code: number, forgetId: boolean, api: string): void {
+  private onAssigned(partitions: readonly number[]): void {
+    const meta = this.consumer.groupMetadata()
+    this.workload.rebalances++
     this.world.log(
-      `group member ${this.index}: ${api} error ${code}; rejoining${forgetId ? ' as a new member' : ''}`,
+      `group member ${this.index}: ${this.world.options.consumerProtocol === true ? 'member epoch' : 'generation'} ${meta.generationId}, partitions ${partitions.length > 0 ? partitions.join(',') : 'none'} added`,
     )
-    this.workload.countError(code)
-    if (forgetId) this.memberId = ''
-    this.generation = -1
-    this.assigned = []
+    // The generation ended while its offsets were fetched: these partitions are not held in any.
+    if (meta.generationId < 0) return
+    this.world.checkInCallback(() => {
+      if (this.world.options.consumerProtocol === true)
+        this.world.invariants.group.onMemberEpoch(meta.memberId, this.index, meta.generationId)
+      else
+        this.world.invariants.group.onGroupAssignment(
+          meta.generationId,
+          meta.memberId,
+          this.index,
+          partitions,
+        )
+    })
   }
 
   private async loop(): Promise<void> {
     while (!this.stopped) {
-      if ((await this.coordinator.ensure()) === null) return
-      if (this.generation < 0) await this.joinAndSync()
-      else await this.steady()
-    }
-  }
-
-  private async joinAndSync(): Promise<void> {
-    const join = await this.call<JoinGroupResponse>(
-      ApiKey.JoinGroup,
-      5,
-      {
-        groupId: GROUP_ID,
-        sessionTimeoutMs: SESSION_TIMEOUT_MS,
-        rebalanceTimeoutMs: REBALANCE_TIMEOUT_MS,
-        memberId: this.memberId,
-        groupInstanceId: null,
-        protocolType: 'consumer',
-        protocols: [{ name: 'sim-range', metadata: Buffer.from(`member-${this.index}`) }],
-        reason: null,
-      },
-      REBALANCE_TIMEOUT_MS + REQUEST_TIMEOUT_MS,
-    )
-    if (join === null || this.stopped) return
-    if (join.errorCode === ErrorCode.MEMBER_ID_REQUIRED) {
-      this.memberId = join.memberId
-      return
-    }
-    if (COORDINATOR_ERRORS.has(join.errorCode)) return this.lost(join.errorCode, 'JoinGroup')
-    if (join.errorCode === ErrorCode.UNKNOWN_MEMBER_ID) return this.rejoin(join.errorCode, true, 'JoinGroup')
-    if (join.errorCode !== ErrorCode.NONE) {
-      this.world.log(`group member ${this.index}: JoinGroup error ${join.errorCode}`)
-      this.workload.countError(join.errorCode)
-      await this.coordinator.sleep(this.random.int(50, 200))
-      return
-    }
-    this.memberId = join.memberId
-    const generation = join.generationId
-    const assignments =
-      join.leader === join.memberId
-        ? assign(
-            join.members.map((m) => m.memberId),
-            this.world.partitionCount,
-          )
-        : []
-    // A follower's SyncGroup waits for the leader's (up to the leader's session).
-    const sync = await this.call<SyncGroupResponse>(
-      ApiKey.SyncGroup,
-      3,
-      {
-        groupId: GROUP_ID,
-        generationId: generation,
-        memberId: this.memberId,
-        groupInstanceId: null,
-        protocolType: null,
-        protocolName: null,
-        assignments: assignments.map((a) => ({
-          memberId: a.memberId,
-          assignment: encodeAssignment(a.partitions),
-        })),
-      },
-      SESSION_TIMEOUT_MS + REQUEST_TIMEOUT_MS,
-    )
-    if (sync === null || this.stopped) return
-    if (COORDINATOR_ERRORS.has(sync.errorCode)) return this.lost(sync.errorCode, 'SyncGroup')
-    if (sync.errorCode === ErrorCode.UNKNOWN_MEMBER_ID) return this.rejoin(sync.errorCode, true, 'SyncGroup')
-    if (sync.errorCode !== ErrorCode.NONE) return this.rejoin(sync.errorCode, false, 'SyncGroup')
-    this.generation = generation
-    this.assigned = decodeAssignment(sync.assignment)
-    this.workload.rebalances++
-    this.lastHeartbeatMs = this.world.scheduler.now
-    this.world.invariants.onGroupAssignment(generation, this.memberId, this.index, this.assigned)
-    this.world.log(
-      `group member ${this.index}: generation ${generation}, partitions ${this.assigned.length > 0 ? this.assigned.join(',') : 'none'} (coordinator broker ${this.coordinator.coordinator})`,
-    )
-  }
-
-  private async steady(): Promise<void> {
-    await this.coordinator.sleep(this.random.int(100, 300))
-    if (this.stopped) return
-    if (
-      this.world.scheduler.now - this.lastHeartbeatMs >= HEARTBEAT_INTERVAL_MS ||
-      this.assigned.length === 0
-    ) {
-      const answer = await this.call<HeartbeatResponse>(ApiKey.Heartbeat, 3, {
-        groupId: GROUP_ID,
-        generationId: this.generation,
-        memberId: this.memberId,
-        groupInstanceId: null,
-      })
-      if (answer === null) return
-      this.lastHeartbeatMs = this.world.scheduler.now
-      if (answer.errorCode === ErrorCode.NONE) return
-      if (COORDINATOR_ERRORS.has(answer.errorCode)) return this.lost(answer.errorCode, 'Heartbeat')
-      return this.rejoin(answer.errorCode, answer.errorCode === ErrorCode.UNKNOWN_MEMBER_ID, 'Heartbeat')
-    }
-    const offsets = this.assigned.map((p) => ({
-      partition: p,
-      offset: this.workload.nextOffset(p, this.random),
-    }))
-    this.workload.commits++
-    const answer = await this.call<OffsetCommitResponse>(ApiKey.OffsetCommit, 7, {
-      groupId: GROUP_ID,
-      generationIdOrMemberEpoch: this.generation,
-      memberId: this.memberId,
-      groupInstanceId: null,
-      retentionTimeMs: -1n,
-      topics: [
-        {
-          name: TOPIC,
-          partitions: offsets.map((o) => ({
-            partitionIndex: o.partition,
-            committedOffset: BigInt(o.offset),
-            committedLeaderEpoch: -1,
-            commitTimestamp: -1n,
-            committedMetadata: null,
-          })),
-        },
-      ],
-    })
-    if (answer === null) return
-    let code: number = ErrorCode.NONE
-    for (const topic of answer.topics)
-      for (const p of topic.partitions) {
-        if (p.errorCode === ErrorCode.NONE) {
-          const o = offsets.find((x) => x.partition === p.partitionIndex)
-          if (o) {
-            this.workload.ackedCommits++
-            this.world.invariants.onCommitAcked(o.partition, o.offset, this.index)
-          }
-        } else code = p.errorCode
+      let records: ConsumerRecord[]
+      try {
+        records = await this.consumer.poll(POLL_TIMEOUT_MS)
+      } catch (error) {
+        if (this.stopped) return
+        this.onPollError(error)
+        await new Promise<void>((resolve) => this.world.scheduler.schedule(this.random.int(50, 200), resolve))
+        continue
       }
-    if (code === ErrorCode.NONE) return
-    if (COORDINATOR_ERRORS.has(code)) return this.lost(code, 'OffsetCommit')
-    if (
-      code === ErrorCode.REBALANCE_IN_PROGRESS ||
-      code === ErrorCode.ILLEGAL_GENERATION ||
-      code === ErrorCode.UNKNOWN_MEMBER_ID
-    )
-      return this.rejoin(code, code === ErrorCode.UNKNOWN_MEMBER_ID, 'OffsetCommit')
+      if (this.stopped) return
+      this.sampleEpoch()
+      const offsets = new Map<number, number>()
+      for (const record of records) {
+        this.workload.consumed++
+        const held = this.consumedTo.has(record.partition)
+        this.world.checkInCallback(() =>
+          this.world.invariants.group.onGroupRecord(this.index, record.partition, record.offset, held),
+        )
+        this.consumedTo.set(record.partition, record.offset + 1)
+        offsets.set(record.partition, record.offset + 1)
+      }
+      if (offsets.size > 0) await this.commit(offsets)
+    }
+  }
+
+  /** KIP-848: the epoch the last heartbeat gave, checked between assignments too. */
+  private sampleEpoch(): void {
+    if (this.world.options.consumerProtocol !== true) return
+    const meta = this.consumer.groupMetadata()
+    if (meta.generationId > 0)
+      this.world.checkInCallback(() =>
+        this.world.invariants.group.onMemberEpoch(meta.memberId, this.index, meta.generationId),
+      )
+  }
+
+  private onPollError(error: unknown): void {
+    const code = error instanceof KafkaClientError ? error.code : String(error)
     this.workload.countError(code)
-    await this.coordinator.sleep(this.random.int(50, 200))
+    if (error instanceof KafkaClientError && error.code === 'ERR_NO_OFFSET') {
+      // Nobody committed these yet: the group's data starts at 0 (the topic is never trimmed).
+      const fresh = this.consumer.assignment().filter((tp) => this.consumer.position(tp) === null)
+      this.world.log(
+        `group member ${this.index}: no committed offset for ${fresh.map((tp) => `p${tp.partition}`).join(',')}; from 0`,
+      )
+      for (const tp of fresh) this.consumer.seek(tp, 0)
+      return
+    }
+    this.world.log(`group member ${this.index}: poll failed (${code})`)
+  }
+
+  private async commit(offsets: ReadonlyMap<number, number>): Promise<void> {
+    const list = [...offsets].map(([partition, offset]) => ({ topic: TOPIC, partition, offset }))
+    this.workload.commits++
+    try {
+      await this.consumer.commit(list)
+    } catch (error) {
+      if (this.stopped) return
+      const code = error instanceof KafkaClientError ? error.code : String(error)
+      this.workload.countError(code)
+      this.world.log(`group member ${this.index}: commit failed (${code})`)
+      return
+    }
+    for (const { partition, offset } of list) {
+      this.workload.ackedCommits++
+      this.world.checkInCallback(() =>
+        this.world.invariants.group.onCommitAcked(partition, offset, this.index),
+      )
+    }
   }
 }
 
@@ -478,23 +417,4 @@ export class OffsetVerifier {
     }
     this.world.scheduler.schedule(this.random.int(200, 800), next)
   }
-}
-
-function assign(
-  members: readonly string[],
-  partitionCount: number,
-): { memberId: string; partitions: number[] }[] {
-  const sorted = [...members].sort()
-  const out = sorted.map((memberId) => ({ memberId, partitions: [] as number[] }))
-  for (let p = 0; p < partitionCount; p++) out[p % out.length].partitions.push(p)
-  return out
-}
-
-function encodeAssignment(partitions: readonly number[]): Buffer {
-  return Buffer.from(JSON.stringify(partitions))
-}
-
-function decodeAssignment(bytes: Buffer): number[] {
-  if (bytes.length === 0) return []
-  return JSON.parse(bytes.toString()) as number[]
 }

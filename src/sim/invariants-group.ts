@@ -2,7 +2,9 @@
  * The group checks (`groups`): (a) OffsetFetch from the current coordinator returns at least
  * every acknowledged commit and never less than an answer that arrived before it was sent, (b) one coordinator per __consumer_offsets
  * leader epoch, (c) no partition assigned to two members of a generation, (d) a KIP-848
- * member's epoch never goes back. The group clients report to them through GroupChecks.
+ * member's epoch never goes back, (e) a member's poll() returns a partition's records in
+ * order while it holds it, (f) every acknowledged commit follows a consumed record. The group
+ * members (tidelog's Consumer, group-member.ts) and the offset verifier report to them.
  */
 import type { BrokerId } from '../common/types.js'
 import { CONSUMER_OFFSETS_TOPIC } from '../coordinator/group.js'
@@ -26,11 +28,43 @@ export class GroupInvariants implements GroupChecks {
     assignments: 0,
     coordinatorAnswers: 0,
     memberEpochs: 0,
+    records: 0,
   }
 
   constructor(private readonly world: WorldView) {}
 
-  onCommitAcked(partition: number, offset: number, _member: number): void {
+  /** Per partition: every offset a member's poll() returned. */
+  private readonly consumed = new Map<number, Set<number>>()
+  /** `${member}:${partition}` → the last offset poll() returned to that member while it held it. */
+  private readonly lastReturned = new Map<string, number>()
+
+  /**
+   * (e) A member's poll() returns a partition's records in offset order, none twice, while it
+   * holds the partition (`held`: false for its first record after the partition was assigned).
+   */
+  onGroupRecord(member: number, partition: number, offset: number, held: boolean): void {
+    this.counts.records++
+    const key = `${member}:${partition}`
+    const last = this.lastReturned.get(key)
+    if (held && last !== undefined && offset <= last)
+      throw new Violation(
+        `group member ${member}: poll returned ${TOPIC}-${partition} offset ${offset} after offset ${last} (read again or out of order)`,
+      )
+    this.lastReturned.set(key, offset)
+    let offsets = this.consumed.get(partition)
+    if (!offsets) {
+      offsets = new Set()
+      this.consumed.set(partition, offsets)
+    }
+    offsets.add(offset)
+  }
+
+  /** (f) An acknowledged commit names the offset after a record some member's poll() returned. */
+  onCommitAcked(partition: number, offset: number, member: number): void {
+    if (!this.consumed.get(partition)?.has(offset - 1))
+      throw new Violation(
+        `group member ${member}: commit of ${TOPIC}-${partition} at ${offset} acknowledged, but no member consumed offset ${offset - 1}`,
+      )
     this.ackedCommit.set(partition, Math.max(this.ackedCommit.get(partition) ?? -1, offset))
   }
 

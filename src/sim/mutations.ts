@@ -4,6 +4,7 @@
  * real class for the length of one run (`plant` returns the undo), so the broker code under
  * test is the shipped code with exactly one rule broken.
  */
+import { rangeAssignor } from '../client/group/assignors.js'
 import type { BrokerId, Offset } from '../common/types.js'
 import type { Effects } from '../coordinator/effects.js'
 import type { Group } from '../coordinator/group.js'
@@ -53,6 +54,8 @@ export type Mutation =
   | 'txn-offsets-on-abort'
   /** read_committed consumers are served as read_uncommitted: up to the HW, past open transactions, no aborted list. */
   | 'read-committed-ignores-transactions'
+  /** With `groups` (classic): the leader's range assignor also hands the first member's partitions to the last. */
+  | 'range-assigns-twice'
   /** With `consumerProtocol`: a consumer-group write refused before reaching the log is kept in memory (seed 109's bug). */
   | 'consumer-write-not-undone'
   /** A metadata change goes to the store as one transaction, whatever the store's limits (issue 39's bug). */
@@ -91,6 +94,7 @@ export const MUTATIONS: readonly Mutation[] = [
   'txn-marker-skips-partition',
   'txn-offsets-on-abort',
   'read-committed-ignores-transactions',
+  'range-assigns-twice',
   'consumer-write-not-undone',
   'metadata-writes-unsplit',
   'topic-creation-unstaged',
@@ -129,6 +133,7 @@ const PLANTERS: Partial<Record<Mutation, (log: (message: string) => void) => () 
   'txn-offsets-on-abort': plantTxnOffsetsOnAbort,
   'read-committed-ignores-transactions': plantReadCommittedIgnoresTransactions,
   'consumer-reads-log-end': plantConsumerReadsLogEnd,
+  'range-assigns-twice': plantRangeAssignsTwice,
   'consumer-write-not-undone': plantConsumerWriteNotUndone,
   'metadata-writes-unsplit': plantMetadataWritesUnsplit,
   'topic-creation-unstaged': plantTopicCreationUnstaged,
@@ -337,6 +342,26 @@ function plantConsumerReadsLogEnd(log: (message: string) => void): () => void {
         if (!logged) log('MUTATION: a consumer fetch is served up to the log end')
         logged = true
         return { info: await this.readForFollower(fetchOffset, maxBytes), abortedTransactions: undefined }
+      },
+  )
+}
+
+/** Planted in tidelog's client: the group leader's assignment, which the coordinator passes on as is. */
+function plantRangeAssignsTwice(log: (message: string) => void): () => void {
+  return replace(
+    rangeAssignor,
+    'assign',
+    (original) =>
+      function (this: typeof rangeAssignor, ...args: Parameters<typeof rangeAssignor.assign>) {
+        const assignment = original.apply(this, args)
+        const owners = [...assignment.values()]
+        const first = owners[0]
+        const last = owners[owners.length - 1]
+        if (owners.length > 1 && first.length > 0) {
+          log("MUTATION: the range assignor hands the first member's partitions to the last too")
+          last.push(...first)
+        }
+        return assignment
       },
   )
 }

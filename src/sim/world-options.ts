@@ -73,12 +73,13 @@ export interface SimOptions {
   readonly acksZero?: boolean
   /**
    * The brokers host __consumer_offsets (3 partitions, RF 3) and the real GroupCoordinator;
-   * three group members (group-member.ts) join, sync, heartbeat and commit offsets through
-   * the real handlers, a verifier reads them back. Off by default.
+   * three group members (group-member.ts: tidelog's Consumer subscribed in group mode)
+   * consume the topic and commit what they consumed, a verifier reads the commits back.
+   * Off by default.
    */
   readonly groups?: boolean
   /**
-   * With `groups`: the members speak KIP-848's consumer protocol (consumer-protocol-member.ts:
+   * With `groups`: the members use KIP-848's consumer protocol (groupProtocol 'consumer':
    * ConsumerGroupHeartbeat, OffsetCommit v9 with member epochs) instead of the classic one.
    */
   readonly consumerProtocol?: boolean

@@ -34,7 +34,7 @@ export interface OffsetsBeforeFetch {
   readonly fetched: ReadonlyMap<number, number>
 }
 
-/** The group checks group-member.ts reports to (Invariants implements them). */
+/** The group checks the offset verifier (group-member.ts) reports to (Invariants implements them). */
 export interface GroupChecks {
   onCommitAcked(partition: number, offset: number, member: number): void
   /** Taken as an OffsetFetch is sent: what its answer is held to. */

@@ -12,7 +12,6 @@ import { Producer } from '../client/producer.js'
 import { NO_LEADER } from '../metadata/cluster-image.js'
 import { encodeRecordBatchSync } from '../protocol/record-batch.js'
 import { SimConsumer } from './consumer.js'
-import { SimConsumerProtocolMember } from './consumer-protocol-member.js'
 import { GroupWorkload, OffsetVerifier, SimGroupMember } from './group-member.js'
 import { SimIdempotentProducer } from './idempotent-producer.js'
 import { SimRandom } from './random.js'
@@ -42,7 +41,7 @@ export class Workload {
   readonly txnOffsetReaders: TxnOffsetReader[] = []
   /** `groups`: what the members share, the members and the offset verifier. */
   groupWorkload: GroupWorkload | null = null
-  readonly groupMembers: (SimGroupMember | SimConsumerProtocolMember)[] = []
+  readonly groupMembers: SimGroupMember[] = []
   offsetVerifier: OffsetVerifier | null = null
   /** `share`: the share group's producer and members (share-workload.ts). */
   share: ShareWorkload | null = null
@@ -146,12 +145,9 @@ export class Workload {
     const random = new SimRandom(world.options.seed ^ 0x6709)
     const workload = new GroupWorkload()
     this.groupWorkload = workload
-    const active: (SimGroupMember | SimConsumerProtocolMember)[] = []
+    const active: SimGroupMember[] = []
     const startMember = (): void => {
-      const member =
-        world.options.consumerProtocol === true
-          ? new SimConsumerProtocolMember(world, this.groupMembers.length, random.fork(), workload)
-          : new SimGroupMember(world, this.groupMembers.length, random.fork(), workload)
+      const member = new SimGroupMember(world, this.groupMembers.length, random.fork(), workload)
       this.groupMembers.push(member)
       active.push(member)
       member.start()

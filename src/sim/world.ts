@@ -570,18 +570,23 @@ export class World implements WorldInternals {
       }
       if (this.options.groups !== true || GROUP_API_NAMES[apiKey] === undefined) return undefined
       // The coordinator routes by leadership synchronously as the handler starts.
-      const route = this.groupRoute(broker, (request as { groupId: string }).groupId)
+      // OffsetFetch v8+ (tidelog's client) names its groups in a list.
+      const named = request as { groupId?: string; groups?: { groupId: string }[] }
+      const groupId = named.groups?.[0]?.groupId ?? named.groupId
+      if (groupId === undefined) return undefined
+      const route = this.groupRoute(broker, groupId)
       if (route === null) return undefined
       return (outcome) => {
         if (!('response' in outcome) || outcome.response === null || !broker.isAlive) return
         const response = outcome.response as {
           errorCode?: number
           topics?: { partitions: { errorCode: number }[] }[]
+          groups?: { errorCode: number }[]
         }
         const answered =
           apiKey === ApiKey.OffsetCommit
             ? (response.topics ?? []).some((t) => t.partitions.some((p) => p.errorCode === ErrorCode.NONE))
-            : response.errorCode === ErrorCode.NONE
+            : (response.groups?.[0]?.errorCode ?? response.errorCode) === ErrorCode.NONE
         if (answered) this.onGroupAnswer(broker, apiKey, route.partition, route.leaderEpoch)
       }
     }

@@ -112,15 +112,22 @@ describe('deterministic simulation', () => {
     assert.equal(a.trace.join('\n'), b.trace.join('\n'))
   })
 
-  it("the same seed gives the same trace with tidelog's producer and consumers, byte for byte", async () => {
+  it("the same seed gives the same trace with tidelog's producer, consumers and group members, byte for byte", async () => {
     // The clients take the scheduler as clock and a fork of the seed as random: nothing
-    // ambient may reach the trace (their timers, backoffs, broker choices).
-    const options: SimOptions = { seed: 3, ticks: 5000, idempotentProducers: true, consumers: true }
+    // ambient may reach the trace (their timers, backoffs, broker choices, rebalances).
+    const options: SimOptions = {
+      seed: 3,
+      ticks: 5000,
+      idempotentProducers: true,
+      consumers: true,
+      groups: true,
+    }
     const a = await runSimulation(options)
     const b = await runSimulation(options)
     assert.ok(a.ok, explain(a, options))
     assert.ok(a.trace.some((line) => / ack i\d+\.\d+ p\d+ @\d+ idempotent from broker \d+$/.test(line)))
     assert.ok(a.trace.some((line) => /consumers caught up: /.test(line)))
+    assert.ok(a.trace.some((line) => /group member \d+: generation [1-9]\d*, partitions \d/.test(line)))
     assert.equal(a.trace.join('\n'), b.trace.join('\n'))
   })
 
@@ -370,6 +377,18 @@ describe('deterministic simulation', () => {
   // KIP-848 members (--consumer-protocol). Seed 2's coordinator moves (its markers).
   it('consumer protocol, seed 2: member epochs never go backwards across coordinator failover, acknowledged commits survive, no partition held by two members', async () => {
     await runScenario({ seed: 2, groups: true, consumerProtocol: true }, COORDINATOR_FAILOVER)
+  })
+
+  it('mutation check (groups, seed 1): with the range assignor handing a partition to two members the simulator fails', async () => {
+    // Planted in tidelog's client (the group leader's assignor); the coordinator passes the
+    // assignment on, and the members' onPartitionsAssigned with groupMetadata() report it to (c).
+    const options: SimOptions = { seed: 1, groups: true, mutation: 'range-assigns-twice' }
+    const result = await runSimulation(options)
+    assert.ok(
+      !result.ok &&
+        /group generation \d+: \S+ assigned to member \d+ and to member \d+/.test(result.violation ?? ''),
+      `${result.ok ? 'passed' : `failed otherwise: ${result.violation}`}\n${replay(options)}`,
+    )
   })
 
   // Seed 304 (--idempotent --acks0 --consumer-protocol) once showed an OffsetFetch answer
