@@ -16,7 +16,7 @@
  */
 import { loadavg } from 'node:os'
 import { parseArgs } from 'node:util'
-import { toPartitionEpoch } from '../src/common/types.js'
+import { type BrokerId, toBrokerId, toPartitionEpoch } from '../src/common/types.js'
 import {
   type BrokerRegistration,
   type ClusterImage,
@@ -42,20 +42,20 @@ const { values } = parseArgs({
 const partitionCount = Number(values.partitions)
 const requests = Number(values.requests)
 const version = Number(values.version)
-const BROKERS = [1, 2, 3]
+const BROKERS = [1, 2, 3].map(toBrokerId)
 
 function load(): string {
   return loadavg()[0].toFixed(1)
 }
 
 function imageOf(topicCount: number): ClusterImage {
-  const brokers = new Map<number, BrokerRegistration>(
+  const brokers = new Map<BrokerId, BrokerRegistration>(
     BROKERS.map((nodeId) => [
       nodeId,
       { nodeId, host: '127.0.0.1', port: 9092 + nodeId, rack: null, brokerEpoch: nodeId },
     ]),
   )
-  const served = new Map<number, Map<string, number>>(BROKERS.map((id) => [id, new Map()]))
+  const served = new Map<BrokerId, Map<string, number>>(BROKERS.map((id) => [id, new Map()]))
   const topics = new Map<string, TopicImage>()
   const perTopic = Math.ceil(partitionCount / topicCount)
   for (let t = 0; t < topicCount; t++) {
@@ -76,7 +76,13 @@ function imageOf(topicCount: number): ClusterImage {
     }
     topics.set(name, { name, topicId, partitions, configs: {} })
   }
-  return { clusterId: 'bench-cluster', controllerId: 1, brokers, topics, servedLeaderEpochs: served }
+  return {
+    clusterId: 'bench-cluster',
+    controllerId: toBrokerId(1),
+    brokers,
+    topics,
+    servedLeaderEpochs: served,
+  }
 }
 
 /** `image` with the ISR of one partition (the `step`-th) shrunk or grown back. */

@@ -17,6 +17,7 @@ import { parseArgs } from 'node:util'
 import { systemClock } from '../src/common/clock.js'
 import { silentLogger } from '../src/common/logger.js'
 import { systemRandom } from '../src/common/random.js'
+import { toBrokerId } from '../src/common/types.js'
 import type { ClusterImage, PartitionState, TopicImage } from '../src/metadata/cluster-image.js'
 import { ClusterMetadata, KEYS } from '../src/metadata/cluster-metadata.js'
 import { onBrokerChange, withIsr } from '../src/metadata/elections.js'
@@ -31,8 +32,8 @@ const { values } = parseArgs({
 })
 const perTopic = Number(values['per-topic'])
 const runs = Number(values.runs)
-const BROKERS = [0, 1, 2]
-const DEAD_BROKER = 2
+const BROKERS = [0, 1, 2].map(toBrokerId)
+const DEAD_BROKER = toBrokerId(2)
 
 function median(samples: readonly number[]): number {
   const sorted = [...samples].sort((a, b) => a - b)

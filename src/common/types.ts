@@ -117,9 +117,30 @@ export function toPartitionEpoch(value: number): PartitionEpoch {
   return value as PartitionEpoch
 }
 
+/** Kafka's -1 for "no broker": no leader, no controller, a consumer's replica id. */
+export const NO_BROKER_ID = -1 as BrokerId
+
 /** A broker id (node.id): an int32, at least -1 (no leader). */
 export function toBrokerId(value: number): BrokerId {
-  assert(isInt32AtLeastNone(value), () => `not a broker id: ${value}`)
+  assert(isBrokerId(value), () => `not a broker id: ${value}`)
+  return value as BrokerId
+}
+
+/** Whether a decoded number (the metadata store's JSON, a config value) is a broker id. */
+export function isBrokerId(value: number): value is BrokerId {
+  return isInt32AtLeastNone(value)
+}
+
+/**
+ * A broker id a request carries (a fetch's replica id, a manual assignment's or a
+ * reassignment's replicas): any int32, unchecked on purpose, as `producerIdFromWire` is. The
+ * receiver looks it up among the registered brokers or the partition's replicas: an
+ * assignment naming an unregistered broker is answered INVALID_REPLICA_ASSIGNMENT, a fetch
+ * from a replica the partition does not have moves no follower state. An assertion here
+ * would turn a client's bad value into a broker bug. Named rather than cast so that every
+ * place a broker id enters from the wire can be found.
+ */
+export function brokerIdFromWire(value: number): BrokerId {
   return value as BrokerId
 }
 

@@ -5,13 +5,14 @@
  */
 import type { Clock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
+import { type BrokerId, NO_BROKER_ID } from '../common/types.js'
 import { type ClusterImage, leaderServes } from '../metadata/cluster-image.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 
 export interface CoordinatorLocation {
   readonly errorCode: number
   readonly errorMessage: string | null
-  readonly nodeId: number
+  readonly nodeId: BrokerId
   readonly host: string
   readonly port: number
 }
@@ -19,7 +20,7 @@ export interface CoordinatorLocation {
 /** What one coordinator tells the locator about its topic and its shards. */
 export interface CoordinatorTopic {
   readonly topic: string
-  readonly nodeId: number
+  readonly nodeId: BrokerId
   readonly clock: Clock
   readonly logger: Logger
   metadataImage(): ClusterImage
@@ -39,7 +40,7 @@ export async function locateCoordinator(c: CoordinatorTopic, key: string): Promi
   const unavailable = (message: string): CoordinatorLocation => ({
     errorCode: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     errorMessage: message,
-    nodeId: -1,
+    nodeId: NO_BROKER_ID,
     host: '',
     port: -1,
   })

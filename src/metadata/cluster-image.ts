@@ -5,9 +5,9 @@
  */
 
 import { assert } from '../common/assert.js'
-import type { PartitionEpoch } from '../common/types.js'
+import { type BrokerId, NO_BROKER_ID, type PartitionEpoch } from '../common/types.js'
 
-export type BrokerId = number
+export type { BrokerId }
 
 export interface BrokerRegistration {
   readonly nodeId: BrokerId
@@ -211,7 +211,8 @@ export function dynamicBrokerConfigs(image: ClusterImage, key: string): Readonly
   return image.brokerConfigs?.get(key) ?? {}
 }
 
-export const NO_LEADER = -1
+/** -1: the partition has no leader (offline). */
+export const NO_LEADER = NO_BROKER_ID
 
 export function checkPartitionState(topic: string, state: PartitionState): void {
   assert(state.replicas.length > 0, `${topic}-${state.partition}: no replicas`)

@@ -19,7 +19,7 @@
  */
 
 import { assert } from '../common/assert.js'
-import { toPartitionEpoch } from '../common/types.js'
+import { isBrokerId, toBrokerId, toPartitionEpoch } from '../common/types.js'
 import {
   type BrokerId,
   type BrokerRegistration,
@@ -169,9 +169,11 @@ export function buildClusterPart(kvs: Iterable<KeyValue>, cache: Map<string, Par
   for (const kv of kvs) {
     const key = kv.key
     if (key === KEYS.clusterId) clusterId = (JSON.parse(kv.value) as { clusterId: string }).clusterId
-    else if (key === KEYS.controller) controller = (JSON.parse(kv.value) as { nodeId: number }).nodeId
+    else if (key === KEYS.controller)
+      controller = toBrokerId((JSON.parse(kv.value) as { nodeId: number }).nodeId)
     else if (key.startsWith(KEYS.brokersPrefix)) {
       const registration = JSON.parse(kv.value) as BrokerRegistration
+      assert(isBrokerId(registration.nodeId), () => `${key}: not a broker id: ${registration.nodeId}`)
       // The registration's own revision is its broker epoch: every registration writes it anew.
       brokers.set(registration.nodeId, { ...registration, brokerEpoch: kv.modRevision })
     } else if (key.startsWith(KEYS.brokerConfigsPrefix)) {
@@ -185,7 +187,7 @@ export function buildClusterPart(kvs: Iterable<KeyValue>, cache: Map<string, Par
       const parsed = parseValue(cache, kv)
       parsed.derived ??= new Map(Object.entries(parsed.value as Record<string, number>))
       servedLeaderEpochs.set(
-        Number(key.slice(KEYS.servedPrefix.length)),
+        toBrokerId(Number(key.slice(KEYS.servedPrefix.length))),
         parsed.derived as ReadonlyMap<string, number>,
       )
     }
@@ -193,7 +195,7 @@ export function buildClusterPart(kvs: Iterable<KeyValue>, cache: Map<string, Par
   const controllerId = brokers.has(controller)
     ? controller
     : brokers.size > 0
-      ? Math.min(...brokers.keys())
+      ? toBrokerId(Math.min(...brokers.keys()))
       : NO_LEADER
   return {
     clusterId,

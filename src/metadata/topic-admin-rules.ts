@@ -7,6 +7,7 @@
 import { ErrorCode, errorMessage } from '../protocol/error-codes.js'
 import { ZERO_UUID } from '../protocol/primitives.js'
 import {
+  type BrokerId,
   type ClusterImage,
   dynamicBrokerConfigs,
   NO_LEADER,
@@ -47,7 +48,7 @@ export function checkReplicationFactor(replicationFactor: number, brokerCount: n
 /** Kafka's validateManualPartitionAssignment: non-empty, registered brokers, no repeats, same size. */
 export function checkManualAssignment(
   image: ClusterImage,
-  brokerIds: readonly number[],
+  brokerIds: readonly BrokerId[],
   replicationFactor: number | null,
 ): void {
   if (brokerIds.length === 0) {
@@ -123,7 +124,7 @@ export function resolveDeletions(image: ClusterImage, wanted: readonly Deletable
 
 export function decideElection(
   state: PartitionState,
-  live: ReadonlySet<number>,
+  live: ReadonlySet<BrokerId>,
   type: ElectionType,
 ): { outcome: Outcome; next: PartitionState | null } {
   const fail = (errorCode: number, message: string) => ({

@@ -75,7 +75,10 @@ export interface CreatableTopic {
   readonly numPartitions: number
   /** -1: default.replication.factor. */
   readonly replicationFactor: number
-  readonly assignments: readonly { readonly partitionIndex: number; readonly brokerIds: readonly number[] }[]
+  readonly assignments: readonly {
+    readonly partitionIndex: number
+    readonly brokerIds: readonly BrokerId[]
+  }[]
   readonly configs: Readonly<Record<string, string | null>>
 }
 
@@ -89,7 +92,7 @@ export interface PartitionIncrease {
   readonly name: string
   readonly count: number
   /** One broker list per added partition, or null to place them. */
-  readonly assignments: readonly (readonly number[])[] | null
+  readonly assignments: readonly (readonly BrokerId[])[] | null
 }
 
 export interface AdminOptions {

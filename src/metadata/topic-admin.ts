@@ -250,7 +250,7 @@ export class TopicAdmin {
         'A manual partition assignment was specified, but numPartitions was not set to -1.',
       )
     }
-    const byIndex = new Map<number, readonly number[]>()
+    const byIndex = new Map<number, readonly BrokerId[]>()
     let replicationFactor: number | null = null
     for (const assignment of topic.assignments) {
       if (byIndex.has(assignment.partitionIndex)) {

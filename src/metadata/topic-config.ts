@@ -9,7 +9,12 @@
 import { type ConfigValue, formatConfigValue } from '../common/config-def.js'
 import { ConfigError } from '../common/errors.js'
 import { fromProperties, LOG_CONFIG_KEYS, type LogConfig } from '../storage/log-config.js'
-import { CLUSTER_DEFAULT_BROKER_CONFIG, type ClusterImage, dynamicBrokerConfigs } from './cluster-image.js'
+import {
+  type BrokerId,
+  CLUSTER_DEFAULT_BROKER_CONFIG,
+  type ClusterImage,
+  dynamicBrokerConfigs,
+} from './cluster-image.js'
 
 /** DescribeConfigs' ConfigSource ids. */
 export const ConfigSource = {
@@ -573,7 +578,7 @@ export function validateTopicConfigs(
 
 /** The parts of the broker config resolution needs (BrokerConfig satisfies it). */
 export interface StaticBrokerConfig {
-  readonly nodeId: number
+  readonly nodeId: BrokerId
   /** Every broker property, set or defaulted, by Kafka name. */
   readonly values: ReadonlyMap<string, ConfigValue>
   /** Names set in server.properties or on the command line. */

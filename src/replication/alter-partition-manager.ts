@@ -21,7 +21,7 @@ import { withIsr } from '../metadata/elections.js'
 import type { IsrProposal } from './partition.js'
 
 export interface AlterPartitionManagerOptions {
-  readonly nodeId: number
+  readonly nodeId: BrokerId
   /** ClusterMetadata.update: applies a change by compare-and-set, retrying on conflict. */
   /** ClusterMetadata.update: `guardBrokers`' registrations are part of the compare. */
   readonly updateMetadata: (

@@ -9,7 +9,7 @@
  */
 
 import type { Clock } from '../common/clock.js'
-import { NO_OFFSET, type Offset } from '../common/types.js'
+import { type BrokerId, NO_BROKER_ID, NO_OFFSET, type Offset } from '../common/types.js'
 import { type ClusterImage, topicById } from '../metadata/cluster-image.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import type { AbortedTxn } from '../storage/transaction-index.js'
@@ -36,7 +36,7 @@ export type FetchReader =
       readonly clientRack: string
     }
   /** `brokerEpoch`: the follower incarnation's broker epoch (v15+, KIP-903), -1 before. */
-  | { readonly kind: 'follower'; readonly replicaId: number; readonly brokerEpoch: number }
+  | { readonly kind: 'follower'; readonly replicaId: BrokerId; readonly brokerEpoch: number }
 
 /** What a fetch session's client last saw of a partition (Kafka's CachedPartition). */
 export interface LastSeenOffsets {
@@ -105,7 +105,7 @@ export interface FetchHost {
   getPartition(topic: string, partition: number): Partition | undefined
   getPartitionOrError(topic: string, partition: number): Partition
   /** A registered broker's epoch, to tell a fenced follower incarnation's fetch. */
-  brokerEpochOf?(brokerId: number): number | undefined
+  brokerEpochOf?(brokerId: BrokerId): number | undefined
 }
 
 /**
@@ -402,9 +402,9 @@ function preferredReplicaFor(
   params: FetchParams<FetchPartitionRequest>,
   partition: Partition,
   target: FetchPartitionRequest,
-): number {
+): BrokerId {
   const { reader } = params
-  if (reader.kind !== 'consumer' || reader.clientRack === '' || !partition.isLeader) return -1
+  if (reader.kind !== 'consumer' || reader.clientRack === '' || !partition.isLeader) return NO_BROKER_ID
   const brokers = params.metadataImage().brokers
   return partition.preferredReadReplica(
     target.fetchOffset,

@@ -20,14 +20,15 @@
  * caught by a full pass over the session every FULL_SWEEP_INTERVAL_MS.
  */
 import { assert } from '../common/assert.js'
+import type { BrokerId } from '../common/types.js'
 
 /** What the bookkeeping needs of a Partition (partition.ts imports this module). */
 export interface WatchedPartition {
   readonly isLeader: boolean
   watchLogEnd(watcher: () => void): () => void
   watchHighWatermark(watcher: () => void): () => void
-  isFollowerInIsr(replicaId: number): boolean
-  followerTimes(replicaId: number): FollowerTimes | undefined
+  isFollowerInIsr(replicaId: BrokerId): boolean
+  followerTimes(replicaId: BrokerId): FollowerTimes | undefined
 }
 
 /** How often every session partition is considered again, whatever the events said. */
@@ -58,7 +59,7 @@ export class FollowerSessionNews<T> {
   private waker: (() => void) | null = null
 
   constructor(
-    readonly replicaId: number,
+    readonly replicaId: BrokerId,
     nowMs: number,
     private readonly sweepIntervalMs = FULL_SWEEP_INTERVAL_MS,
   ) {

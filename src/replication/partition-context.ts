@@ -2,7 +2,7 @@
  * What a Partition is given by its replica manager (its broker's identity, fencing, clock
  * and metadata views) and the ISR changes it proposes through it.
  */
-import type { PartitionEpoch } from '../common/types.js'
+import type { BrokerId, PartitionEpoch } from '../common/types.js'
 
 /** A proposed ISR change, applied by compare-and-set on the partition state's epoch. */
 export interface IsrProposal {
@@ -16,18 +16,18 @@ export interface IsrProposal {
   readonly partition: number
   readonly leaderEpoch: number
   readonly partitionEpoch: PartitionEpoch
-  readonly isr: readonly number[]
+  readonly isr: readonly BrokerId[]
   /** The proposing leader's broker epoch (-1: unknown): an older incarnation's proposal is refused. */
   readonly brokerEpoch: number
   /**
    * The broker epochs of the members the proposal adds, as their fetches carried them
    * (KIP-903; -1: a fetch without one): refused unless still their registrations' epochs.
    */
-  readonly addedMembers: readonly { readonly brokerId: number; readonly brokerEpoch: number }[]
+  readonly addedMembers: readonly { readonly brokerId: BrokerId; readonly brokerEpoch: number }[]
 }
 
 export interface PartitionContext {
-  readonly localBrokerId: number
+  readonly localBrokerId: BrokerId
   /** True while this broker has no metadata-store session: it must not act as leader. */
   readonly isFenced: () => boolean
   readonly nowMs: () => number
@@ -39,13 +39,13 @@ export interface PartitionContext {
    * brokers out of ISRs, and adding it back looped (Kafka's KIP-841 ineligible replicas).
    * Absent: every replica is eligible.
    */
-  readonly isRegistered?: (brokerId: number) => boolean
+  readonly isRegistered?: (brokerId: BrokerId) => boolean
   /**
    * A registered broker's epoch in the metadata (undefined: not registered, -1: unknown).
    * A follower's fetch with an older epoch comes from a fenced incarnation. Absent: no
    * broker-epoch checks.
    */
-  readonly brokerEpochOf?: (brokerId: number) => number | undefined
+  readonly brokerEpochOf?: (brokerId: BrokerId) => number | undefined
   /** This broker's own epoch, from its registration (-1 while unregistered). Absent: -1. */
   readonly localBrokerEpoch?: () => number
   /** The topic's min.insync.replicas (KIP-966: no HW advance below it). Absent: 1. */

@@ -13,14 +13,16 @@ import { assert } from '../common/assert.js'
 import {
   ACKS_ALL,
   type Acks,
+  type BrokerId,
   FIRST_OFFSET,
   type LeaderEpoch,
   minOffset,
+  NO_BROKER_ID,
   NO_OFFSET,
   type Offset,
   type PartitionEpoch,
 } from '../common/types.js'
-import type { PartitionState } from '../metadata/cluster-image.js'
+import { NO_LEADER, type PartitionState } from '../metadata/cluster-image.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { convertLegacyToV2, isLegacyMagic } from '../protocol/record-batch.js'
 import { CorruptSegmentError } from '../storage/errors.js'
@@ -63,11 +65,11 @@ export interface LeaderAppend {
 export type { IsrProposal, PartitionContext } from './partition-context.js'
 
 interface PendingIsr {
-  readonly maximal: readonly number[]
+  readonly maximal: readonly BrokerId[]
   /** The partition state the proposal was made against. */
   readonly leaderEpoch: number
   readonly partitionEpoch: PartitionEpoch
-  readonly isr: readonly number[]
+  readonly isr: readonly BrokerId[]
   readonly brokerEpoch: number
   readonly addedMembers: IsrProposal['addedMembers']
   /** The write failed without an answer (a store timeout): it may have committed. */
@@ -87,7 +89,7 @@ interface FollowerState {
 }
 
 export interface FollowerLag {
-  readonly brokerId: number
+  readonly brokerId: BrokerId
   readonly logEndOffset: Offset
   readonly lagMessages: number
   readonly caughtUpAgoMs: number
@@ -97,7 +99,7 @@ export class Partition {
   private state: PartitionState
   private readonly highWatermarkWatchers = new Set<() => void>()
   private readonly logEndWatchers = new Set<() => void>()
-  private readonly followers = new Map<number, FollowerState>()
+  private readonly followers = new Map<BrokerId, FollowerState>()
   /** The high watermark the leader last reported to this follower. */
   private lastLeaderHighWatermark = FIRST_OFFSET
   /**
@@ -126,7 +128,7 @@ export class Partition {
     if (this.isLeaderByMetadata) this.resetFollowers()
   }
 
-  private get localBrokerId(): number {
+  private get localBrokerId(): BrokerId {
     return this.context.localBrokerId
   }
 
@@ -170,16 +172,16 @@ export class Partition {
     for (const watcher of [...this.highWatermarkWatchers]) watcher()
     for (const watcher of [...this.logEndWatchers]) watcher()
   }
-  get leaderId(): number {
+  get leaderId(): BrokerId {
     return this.state.leader
   }
   get partitionEpoch(): PartitionEpoch {
     return this.state.partitionEpoch
   }
-  get isr(): readonly number[] {
+  get isr(): readonly BrokerId[] {
     return this.state.isr
   }
-  get replicas(): readonly number[] {
+  get replicas(): readonly BrokerId[] {
     return this.state.replicas
   }
   get highWatermark(): Offset {
@@ -300,21 +302,21 @@ export class Partition {
    */
   ensureConsumerReadable(followerReadAllowed: boolean): void {
     if (this.isLeader) return
-    if (followerReadAllowed && !this.isLeaderByMetadata && this.state.leader !== -1) return
+    if (followerReadAllowed && !this.isLeaderByMetadata && this.state.leader !== NO_LEADER) return
     this.ensureLeader()
   }
 
   /**
    * KIP-392: the follower a consumer in `clientRack` should fetch from instead of this
-   * leader, or -1 to fetch here. Only ISR members whose log holds `fetchOffset` are named,
+   * leader, or -1 (NO_BROKER_ID) to fetch here. Only ISR members whose log holds `fetchOffset` are named,
    * so a follower that falls out of the ISR is not named again, and a consumer sent to one
    * comes back here when its answer fails or the choice expires.
    */
   preferredReadReplica(
     fetchOffset: Offset,
     clientRack: string,
-    rackOf: (brokerId: number) => string | null,
-  ): number {
+    rackOf: (brokerId: BrokerId) => string | null,
+  ): BrokerId {
     const leader: ReplicaView = {
       brokerId: this.localBrokerId,
       rack: rackOf(this.localBrokerId),
@@ -334,7 +336,7 @@ export class Partition {
       })
     }
     const selected = selectRackAware(clientRack, leader, candidates)
-    return selected.brokerId === this.localBrokerId ? -1 : selected.brokerId
+    return selected.brokerId === this.localBrokerId ? NO_BROKER_ID : selected.brokerId
   }
 
   ensureLeader(): void {
@@ -422,7 +424,7 @@ export class Partition {
    * for the leader's log end, or for what was the log end at its previous fetch (then it was
    * caught up as of that fetch), as Kafka's Replica.updateFetchState.
    */
-  updateFollowerFetchState(replicaId: number, requestedOffset: Offset, brokerEpoch = -1): void {
+  updateFollowerFetchState(replicaId: BrokerId, requestedOffset: Offset, brokerEpoch = -1): void {
     const follower = this.followers.get(replicaId)
     if (!follower || this.isStaleFetch(replicaId, brokerEpoch)) return
     foldSession(follower)
@@ -456,7 +458,7 @@ export class Partition {
    * than one this leader saw it fetch with, or than its registration's (Kafka answers
    * NOT_LEADER_OR_FOLLOWER to such a fetch). A fetch without an epoch (-1) is never stale.
    */
-  isStaleFetch(replicaId: number, brokerEpoch: number): boolean {
+  isStaleFetch(replicaId: BrokerId, brokerEpoch: number): boolean {
     if (brokerEpoch < 0) return false
     const seen = this.followers.get(replicaId)?.brokerEpoch ?? -1
     const registered = this.context.brokerEpochOf?.(replicaId) ?? -1
@@ -468,7 +470,7 @@ export class Partition {
    * also reached the log end this leadership started at: a new leader's high watermark may
    * lag what the previous one acknowledged (Kafka's KAFKA-7128 rule).
    */
-  private maybeExpandIsr(replicaId: number, follower: FollowerState): void {
+  private maybeExpandIsr(replicaId: BrokerId, follower: FollowerState): void {
     if (this.maybeResendIsr() || this.state.isr.includes(replicaId)) return
     if (follower.logEndOffset < Math.max(this.log.highWatermark, this.leaderEpochStartOffset)) return
     if (this.context.isRegistered?.(replicaId) === false) return
@@ -480,12 +482,12 @@ export class Partition {
   }
 
   /** Whether a follower's session may skip this partition (in the ISR, no change pending). */
-  isFollowerInIsr(replicaId: number): boolean {
+  isFollowerInIsr(replicaId: BrokerId): boolean {
     return this.isLeader && this.pendingIsr === null && this.state.isr.includes(replicaId)
   }
 
   /** A follower's fetch times, which its fetch session may link to its clock (follower-session-news.ts). */
-  followerTimes(replicaId: number): FollowerTimes | undefined {
+  followerTimes(replicaId: BrokerId): FollowerTimes | undefined {
     return this.followers.get(replicaId)
   }
 
@@ -519,7 +521,7 @@ export class Partition {
     return true
   }
 
-  private propose(isr: readonly number[]): void {
+  private propose(isr: readonly BrokerId[]): void {
     assert(isr.includes(this.localBrokerId), 'an ISR proposal must keep the leader')
     const pending: PendingIsr = {
       maximal: [...new Set([...this.state.isr, ...isr])],
@@ -576,7 +578,7 @@ export class Partition {
   }
 
   /** The ISR the high watermark must respect: committed plus proposed while a change is in flight. */
-  private get maximalIsr(): readonly number[] {
+  private get maximalIsr(): readonly BrokerId[] {
     return this.pendingIsr?.maximal ?? this.state.isr
   }
 

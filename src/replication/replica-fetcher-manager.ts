@@ -4,12 +4,13 @@
  * (replica-fetcher.ts), and one followed partition per topic name and index.
  */
 
+import type { BrokerId } from '../common/types.js'
 import type { Partition } from './partition.js'
 import { type FetcherSettings, type FetcherStats, keyOf, LeaderFetcher, nameKey } from './replica-fetcher.js'
 
 export class ReplicaFetcherManager {
-  private readonly fetchers = new Map<number, LeaderFetcher>()
-  private readonly leaderOf = new Map<string, number>()
+  private readonly fetchers = new Map<BrokerId, LeaderFetcher>()
+  private readonly leaderOf = new Map<string, BrokerId>()
   /** The partition followed under each name and index (see follow). */
   private readonly byName = new Map<string, Partition>()
   readonly stats: FetcherStats = {
@@ -27,7 +28,7 @@ export class ReplicaFetcherManager {
   constructor(private readonly settings: FetcherSettings) {}
 
   /** Follows `partition` from `leaderId` at `leaderEpoch`; a change restarts with truncation. */
-  follow(partition: Partition, leaderId: number, leaderEpoch: number): void {
+  follow(partition: Partition, leaderId: BrokerId, leaderEpoch: number): void {
     const key = keyOf(partition)
     const current = this.leaderOf.get(key)
     if (current === leaderId && this.fetchers.get(leaderId)?.isFollowing(key, leaderEpoch)) return

@@ -17,7 +17,7 @@ import { InvariantError } from '../common/assert.js'
 import { ExponentialBackoff } from '../common/backoff.js'
 import type { Clock, TimerHandle } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
-import { minOffset, type Offset, toLeaderEpoch, toOffset } from '../common/types.js'
+import { type BrokerId, minOffset, type Offset, toLeaderEpoch, toOffset } from '../common/types.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { defaultFetchRequest } from '../protocol/generated/fetch-request.js'
 import {
@@ -47,14 +47,14 @@ const UNDEFINED_EPOCH_OFFSET = -1n
 const REQUEST_TIMEOUT_MS_DEFAULT = 30000
 
 export interface FetcherSettings {
-  readonly nodeId: number
+  readonly nodeId: BrokerId
   /** This broker's epoch, sent with every fetch so a leader can fence an old incarnation (-1: none). */
   readonly brokerEpoch?: () => number
   readonly clock: Clock
   readonly logger: Logger
   readonly transport: Transport
   /** Where a broker listens, from the metadata; undefined when it is not registered. */
-  readonly brokerAddress: (brokerId: number) => { host: string; port: number } | undefined
+  readonly brokerAddress: (brokerId: BrokerId) => { host: string; port: number } | undefined
   readonly fetchMaxBytes: number
   readonly fetchResponseMaxBytes: number
   readonly fetchWaitMaxMs: number
@@ -195,7 +195,7 @@ export class LeaderFetcher {
   private warnedUnasked = false
 
   constructor(
-    private readonly leaderId: number,
+    private readonly leaderId: BrokerId,
     private readonly settings: FetcherSettings,
     private readonly stats: FetcherStats,
     private readonly onIdle: () => void,

@@ -6,7 +6,7 @@
 import type { Clock } from '../common/clock.js'
 import { forEachConcurrently } from '../common/concurrency.js'
 import type { Logger } from '../common/logger.js'
-import { ACKS_ALL, type Acks, nextOffset, type Offset } from '../common/types.js'
+import { ACKS_ALL, type Acks, type BrokerId, nextOffset, type Offset } from '../common/types.js'
 import {
   type ClusterImage,
   type PartitionState,
@@ -48,7 +48,7 @@ export interface TopicSettings {
 }
 
 export interface ReplicaManagerOptions {
-  readonly nodeId: number
+  readonly nodeId: BrokerId
   readonly logs: LogProvider
   readonly clock: Clock
   readonly logger: Logger

@@ -4,12 +4,12 @@
  * replica in that rack (the leader when it is there), the most caught up one first;
  * otherwise it stays on the leader.
  */
-import type { Offset } from '../common/types.js'
+import type { BrokerId, Offset } from '../common/types.js'
 /** The value of replica.selector.class that turns follower fetching on. */
 export const RACK_AWARE_REPLICA_SELECTOR = 'org.apache.kafka.common.replica.RackAwareReplicaSelector'
 
 export interface ReplicaView {
-  readonly brokerId: number
+  readonly brokerId: BrokerId
   readonly rack: string | null
   readonly logEndOffset: Offset
   readonly timeSinceLastCaughtUpMs: number

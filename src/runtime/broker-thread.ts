@@ -13,6 +13,7 @@ import { MessageChannel, type MessagePort, parentPort, Worker, workerData } from
 import { pino } from 'pino'
 import { TidelogError } from '../common/errors.js'
 import type { Logger } from '../common/logger.js'
+import { type BrokerId, toBrokerId } from '../common/types.js'
 import type { MetadataStore, StoreLimits } from '../metadata/store/metadata-store.js'
 import { PortStoreClient, StoreHost } from '../metadata/store/port-store.js'
 import type { Broker } from '../server/broker.js'
@@ -31,7 +32,7 @@ export interface BrokerThreadInit<Extra = unknown> {
 
 /** What the main thread knows of a started broker without asking it. */
 export interface BrokerThreadInfo {
-  readonly nodeId: number
+  readonly nodeId: BrokerId
   readonly bootstrapServers: string
   readonly httpUrl: string | null
   readonly schemaRegistryUrl: string | null
@@ -146,7 +147,7 @@ export class BrokerThread {
     return thread
   }
 
-  get nodeId(): number {
+  get nodeId(): BrokerId {
     return this.started.nodeId
   }
   get bootstrapServers(): string {
@@ -277,7 +278,7 @@ export function serveBrokerThread<Extra>(
       ops.set('reloadTls', () => broker.reloadTls())
       ops.set('waitLeadersServing', (args) => {
         const { ids, timeoutMs } = args as { ids: number[]; timeoutMs: number }
-        return broker.topicAdmin.waitLeadersServing(ids, timeoutMs)
+        return broker.topicAdmin.waitLeadersServing(ids.map(toBrokerId), timeoutMs)
       })
       for (const [name, op] of Object.entries(extra ?? {})) ops.set(name, op)
       broker.whenStopped().then(() => send({ t: 'stopped' }))

@@ -3,6 +3,7 @@
  * writer reaches the writer's registry here, opening it if no request has yet. Kept apart
  * from registry.ts so that a broker names itself here without loading the registry.
  */
+import type { BrokerId } from '../common/types.js'
 import type { RegistryHost } from './types.js'
 
 /** A broker's registry; `R` is registry.ts's SchemaRegistry (named there, not here). */
@@ -20,7 +21,7 @@ export function addRegistryPeer(peer: RegistryPeer): () => void {
 }
 
 /** The registry of broker `nodeId` of the cluster `clusterId` in this process, if any. */
-export function findRegistryPeer<R>(clusterId: string, nodeId: number): RegistryPeer<R> | undefined {
+export function findRegistryPeer<R>(clusterId: string, nodeId: BrokerId): RegistryPeer<R> | undefined {
   for (const peer of peers)
     if (peer.host.nodeId === nodeId && peer.host.clusterId() === clusterId) return peer as RegistryPeer<R>
   return undefined

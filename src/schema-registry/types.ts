@@ -1,5 +1,6 @@
 /** The registry's vocabulary, in Confluent's names. */
 import type { SaslOptions, SslOptions } from '../client/security-options.js'
+import type { BrokerId } from '../common/types.js'
 
 export type SchemaType = 'AVRO' | 'JSON' | 'PROTOBUF'
 export const SCHEMA_TYPES: readonly SchemaType[] = ['JSON', 'PROTOBUF', 'AVRO']
@@ -90,7 +91,7 @@ export interface RegistryClientOptions {
 
 /** What the registry needs of its broker. */
 export interface RegistryHost {
-  readonly nodeId: number
+  readonly nodeId: BrokerId
   /**
    * How the registry's client reaches this broker: a listener's host:port and, for a SASL or
    * TLS listener, the broker's own credentials and trusted CAs. Throws when it cannot.
@@ -98,9 +99,9 @@ export interface RegistryHost {
   kafkaClient(): RegistryClientOptions
   clusterId(): string
   /** The broker leading `_schemas` partition 0; -1 when it has none or the topic is missing. */
-  schemasLeader(): number
+  schemasLeader(): BrokerId
   /** Creates `_schemas` (one partition, compacted, replicated) unless it exists. */
   ensureSchemasTopic(): Promise<void>
   /** Where broker `nodeId`'s registry answers, as it registered it; null if unknown. */
-  registryUrlOf(nodeId: number): string | null
+  registryUrlOf(nodeId: BrokerId): string | null
 }

@@ -6,6 +6,7 @@
 import { parse as parseJavaProperties } from 'dot-properties'
 import { type ConfigDef, ConfigDefs, type ConfigValue } from '../common/config-def.js'
 import { ConfigError } from '../common/errors.js'
+import { type BrokerId, toBrokerId } from '../common/types.js'
 import { STORE_LIMITS_DEFAULT, type StoreLimits } from '../metadata/store/metadata-store.js'
 import { RACK_AWARE_REPLICA_SELECTOR } from '../replication/replica-selector.js'
 import { authorizerConfigDefs } from '../security/authorizer/authorizer-config.js'
@@ -673,7 +674,7 @@ function def(
 
 /** Typed broker settings (camelCase, units in names). */
 export interface BrokerConfig {
-  readonly nodeId: number
+  readonly nodeId: BrokerId
   readonly host: string
   readonly port: number
   readonly advertisedHost: string
@@ -741,7 +742,7 @@ export function brokerConfigFromProperties(properties: ReadonlyMap<string, strin
   const advertised: Endpoint = listeners.advertised[0]
   const logDirs = (values.get('log.dirs') as string[] | null) ?? [values.get('log.dir') as string]
   return {
-    nodeId: values.get('node.id') as number,
+    nodeId: toBrokerId(values.get('node.id') as number),
     host: listener.host,
     port: listener.port,
     advertisedHost: advertised.host,

@@ -4,6 +4,8 @@
  * transactions, and the KIP-890 verification of transactional produce. Apart from
  * broker.ts so the broker's constructor reads as its list of services.
  */
+
+import type { BrokerId } from '../common/types.js'
 import { type CoordinatorHost, GroupCoordinator } from '../coordinator/group-coordinator.js'
 import { ShareCoordinator } from '../coordinator/share/share-coordinator.js'
 import { TransactionCoordinator } from '../coordinator/transaction/transaction-coordinator.js'
@@ -43,7 +45,7 @@ export interface BrokerCoordinators {
 export function composeCoordinators(
   broker: CoordinatorsBroker,
   dial: (clientId: string) => Transport,
-  brokerAddress: (nodeId: number) => { host: string; port: number } | undefined,
+  brokerAddress: (nodeId: BrokerId) => { host: string; port: number } | undefined,
 ): BrokerCoordinators {
   const config = broker.config
   const groupCoordinator = new GroupCoordinator(broker, groupCoordinatorConfig(config))

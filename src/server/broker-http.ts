@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs'
 import type { SaslOptions, SslOptions } from '../client/security-options.js'
 import type { Logger } from '../common/logger.js'
-import type { ClusterImage } from '../metadata/cluster-image.js'
+import { type BrokerId, type ClusterImage, NO_LEADER } from '../metadata/cluster-image.js'
 import type { TopicAdmin } from '../metadata/topic-admin.js'
 import { OpsServer } from '../ops/ops-server.js'
 import { SchemaRegistryService } from '../ops/schema-registry-service.js'
@@ -30,7 +30,7 @@ import type { BrokerConfig } from './broker-config.js'
 
 /** What the schema registry's wiring reads of its broker. */
 export interface RegistryBroker {
-  readonly nodeId: number
+  readonly nodeId: BrokerId
   readonly config: BrokerConfig
   readonly logger: Logger
   readonly metadata: { image(): ClusterImage }
@@ -111,7 +111,8 @@ export function advertisedRegistryUrl(
 
 /** What the schema registry needs of this broker; `_schemas` partition 0's leader is its writer. */
 export function registryHost(broker: RegistryBroker): RegistryHost {
-  const leaderOfSchemas = () => broker.metadata.image().topics.get(SCHEMAS_TOPIC)?.partitions[0]?.leader ?? -1
+  const leaderOfSchemas = () =>
+    broker.metadata.image().topics.get(SCHEMAS_TOPIC)?.partitions[0]?.leader ?? NO_LEADER
   return {
     nodeId: broker.nodeId,
     kafkaClient: () => registryClientOptions(broker),

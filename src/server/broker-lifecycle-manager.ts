@@ -8,7 +8,7 @@
 import { ExponentialBackoff } from '../common/backoff.js'
 import type { Clock, TimerHandle } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
-import type { BrokerRegistration, ClusterImage } from '../metadata/cluster-image.js'
+import type { BrokerId, BrokerRegistration, ClusterImage } from '../metadata/cluster-image.js'
 import type { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { Controller } from '../metadata/controller.js'
 import type { LeadershipRecord } from '../metadata/leadership-record.js'
@@ -28,7 +28,7 @@ const REREGISTER_BACKOFF = { initialMs: 200, maxMs: 2000 } as const
 
 /** What the lifecycle needs of its broker. */
 export interface BrokerLifecycleHost {
-  readonly nodeId: number
+  readonly nodeId: BrokerId
   readonly config: BrokerConfig
   readonly clock: Clock
   readonly logger: Logger

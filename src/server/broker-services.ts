@@ -5,7 +5,7 @@ import type { TransactionMarkerListener, TransactionVerifier } from '../common/t
 import type { GroupCoordinator } from '../coordinator/group-coordinator.js'
 import type { ShareCoordinator } from '../coordinator/share/share-coordinator.js'
 import type { TransactionCoordinator } from '../coordinator/transaction/transaction-coordinator.js'
-import type { ClusterImage } from '../metadata/cluster-image.js'
+import type { BrokerId, ClusterImage } from '../metadata/cluster-image.js'
 import type { FeatureMetadata } from '../metadata/feature-control.js'
 import type { ProducerIdManager } from '../metadata/producer-id-manager.js'
 import type { TopicAdmin } from '../metadata/topic-admin.js'
@@ -24,7 +24,7 @@ import type { ClientMetricsManager } from './telemetry/client-metrics-manager.js
 
 /** The one door from handlers to the broker's services (Redpanda's request_context idea). */
 export interface BrokerServices {
-  readonly nodeId: number
+  readonly nodeId: BrokerId
   readonly config: BrokerConfig
   /** The API versions this broker serves, ordered by api key (ApiVersions). */
   apiVersionRanges(): { apiKey: number; minVersion: number; maxVersion: number }[]
@@ -83,6 +83,6 @@ export interface BrokerServices {
    */
   readonly interBroker?: {
     readonly transport: Transport
-    brokerAddress(nodeId: number): { host: string; port: number } | undefined
+    brokerAddress(nodeId: BrokerId): { host: string; port: number } | undefined
   }
 }

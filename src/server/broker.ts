@@ -12,7 +12,7 @@ import type { FileLock, FileSystem } from '../common/file-system.js'
 import { createLogger, type Logger } from '../common/logger.js'
 import type { Random } from '../common/random.js'
 import type { TransactionMarkerListener, TransactionVerifier } from '../common/transaction.js'
-import type { Offset } from '../common/types.js'
+import type { BrokerId, Offset } from '../common/types.js'
 import type { GroupCoordinator } from '../coordinator/group-coordinator.js'
 import type { ShareCoordinator } from '../coordinator/share/share-coordinator.js'
 import type { TransactionCoordinator } from '../coordinator/transaction/transaction-coordinator.js'
@@ -97,7 +97,7 @@ const METADATA_FILE = '__tidelog_metadata.log'
 const handlers = new HandlerRegistry(allHandlers)
 
 export class Broker implements BrokerServices {
-  readonly nodeId: number
+  readonly nodeId: BrokerId
   readonly clock: Clock
   readonly random: Random
   readonly fileSystem: FileSystem
@@ -302,7 +302,7 @@ export class Broker implements BrokerServices {
   }
 
   /** A broker's endpoint on the inter-broker listener, as replication and transaction markers dial it. */
-  private interBrokerAddress(nodeId: number): { host: string; port: number } | undefined {
+  private interBrokerAddress(nodeId: BrokerId): { host: string; port: number } | undefined {
     const registration = this.metadata.image().brokers.get(nodeId)
     if (!registration) return undefined
     return endpointFor(registration, this.config.listeners.interBrokerListener) ?? undefined

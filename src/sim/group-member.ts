@@ -8,6 +8,7 @@
  */
 import { Consumer, type ConsumerRecord } from '../client/consumer.js'
 import { KafkaClientError } from '../client/errors.js'
+import { brokerIdFromWire } from '../common/types.js'
 import { CONSUMER_OFFSETS_TOPIC, partitionForGroup } from '../coordinator/group.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import {
@@ -395,7 +396,12 @@ export class OffsetVerifier {
         if (p.errorCode === ErrorCode.NONE) fetched.set(p.partitionIndex, Number(p.committedOffset))
     const topic = this.world.truth?.image().topics.get(CONSUMER_OFFSETS_TOPIC)
     const offsetsPartition = partitionForGroup(GROUP_ID, topic?.partitions.length ?? 1)
-    const checked = this.world.invariants.onOffsetsFetched(to, offsetsPartition, fetched, before)
+    const checked = this.world.invariants.onOffsetsFetched(
+      brokerIdFromWire(to),
+      offsetsPartition,
+      fetched,
+      before,
+    )
     // A stale coordinator: ask again for the current one.
     if (!checked) this.coordinator.close()
     return checked

@@ -6,6 +6,7 @@
  * order while it holds it, (f) every acknowledged commit follows a consumed record. The group
  * members (tidelog's Consumer, group-member.ts) and the offset verifier report to them.
  */
+import type { BrokerId } from '../common/types.js'
 import { CONSUMER_OFFSETS_TOPIC } from '../coordinator/group.js'
 import type { SimBroker } from './sim-broker.js'
 import { type GroupChecks, type OffsetsBeforeFetch, TOPIC, Violation, type WorldView } from './world-view.js'
@@ -85,7 +86,7 @@ export class GroupInvariants implements GroupChecks {
    * Returns whether the answer was checked.
    */
   onOffsetsFetched(
-    from: number,
+    from: BrokerId,
     offsetsPartition: number,
     fetched: ReadonlyMap<number, number>,
     before: OffsetsBeforeFetch,

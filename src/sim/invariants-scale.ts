@@ -11,7 +11,7 @@
  * - At the end: every partition led by a broker acting as its leader with its full ISR, and
  *   every broker's image equal to the store's (partition states, topic ids, registrations).
  */
-import type { ClusterImage, PartitionState, TopicImage } from '../metadata/cluster-image.js'
+import type { BrokerId, ClusterImage, PartitionState, TopicImage } from '../metadata/cluster-image.js'
 import type { MetadataResponse } from '../protocol/generated/metadata-response.js'
 import type { SimBroker } from './sim-broker.js'
 import { Violation, type WorldView } from './world-view.js'
@@ -24,7 +24,7 @@ const FAILOVER_STORE_LATENCY_EXTRA_MS = 1000
 const FAILOVER_STALL_EXTRA_MS = 10_000
 
 /** One topic object's partitions grouped by leader (-1: none), built once per object. */
-type ByLeader = Map<number, readonly PartitionState[]>
+type ByLeader = Map<BrokerId, readonly PartitionState[]>
 
 export class ScaleInvariants {
   /** `${topic}:${partition}:${leader}` → since when it waits for a failover that is possible. */
@@ -111,7 +111,7 @@ export class ScaleInvariants {
   }
 
   /** Broker `id`'s current process is alive, started and registered in the store. */
-  private healthy(id: number, truth: ClusterImage): boolean {
+  private healthy(id: BrokerId, truth: ClusterImage): boolean {
     const b = this.world.brokers.get(id)
     return b?.isAlive === true && b.started && b.lease !== null && truth.brokers.has(id)
   }
@@ -119,7 +119,7 @@ export class ScaleInvariants {
   private groups(topic: TopicImage): ByLeader {
     let groups = this.byLeader.get(topic)
     if (!groups) {
-      const built = new Map<number, PartitionState[]>()
+      const built = new Map<BrokerId, PartitionState[]>()
       for (const state of topic.partitions) {
         const list = built.get(state.leader)
         if (list) list.push(state)
@@ -164,7 +164,7 @@ export class ScaleInvariants {
   }
 
   /** A registered leader whose process lives (a process killed but still registered does not). */
-  private leaderAlive(id: number, truth: ClusterImage): boolean {
+  private leaderAlive(id: BrokerId, truth: ClusterImage): boolean {
     const b = this.world.brokers.get(id)
     return b?.isAlive === true && truth.brokers.has(id)
   }

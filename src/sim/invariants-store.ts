@@ -5,7 +5,7 @@
  * They also write the STORE trace markers that tests look for.
  */
 import { assert, InvariantError } from '../common/assert.js'
-import { checkPartitionState } from '../metadata/cluster-image.js'
+import { type BrokerId, checkPartitionState } from '../metadata/cluster-image.js'
 import { TOPIC, Violation, type WorldView } from './world-view.js'
 
 /**
@@ -179,7 +179,7 @@ export class StoreInvariants {
       const leader = this.world.brokers.get(state.leader)
       const failed = leader?.allLogDirsOfflineAt
       if (!leader || !failed) continue
-      const healthy = (m: number): boolean => {
+      const healthy = (m: BrokerId): boolean => {
         const b = this.world.brokers.get(m)
         return b?.isAlive === true && b.started && b.lease !== null && truth.brokers.has(m)
       }
@@ -221,7 +221,7 @@ export class StoreInvariants {
     const states = truth.topics.get(TOPIC)?.partitions ?? []
     for (const p of this.unregisteredScan.partitions) {
       const state = states[p]
-      const healthy = (m: number): boolean => {
+      const healthy = (m: BrokerId): boolean => {
         const b = this.world.brokers.get(m)
         return b?.isAlive === true && b.started && b.lease !== null && truth.brokers.has(m)
       }

@@ -6,7 +6,7 @@
  * store's state (invariants-store.ts), consumers (invariants-consumer.ts), groups
  * (invariants-group.ts) and transactions (txn-checker.ts).
  */
-import type { Offset } from '../common/types.js'
+import type { BrokerId, Offset } from '../common/types.js'
 import type { PartitionState } from '../metadata/cluster-image.js'
 import { decodeRecordBatchSync, iterateBatches } from '../protocol/record-batch.js'
 import type { Partition } from '../replication/partition.js'
@@ -96,7 +96,7 @@ export class Invariants implements GroupChecks {
     return this.group.offsetsBeforeFetch()
   }
   onOffsetsFetched(
-    from: number,
+    from: BrokerId,
     offsetsPartition: number,
     fetched: ReadonlyMap<number, number>,
     before: OffsetsBeforeFetch,

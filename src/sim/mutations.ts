@@ -5,7 +5,7 @@
  * test is the shipped code with exactly one rule broken.
  */
 import { rangeAssignor } from '../client/group/assignors.js'
-import type { Offset } from '../common/types.js'
+import type { BrokerId, Offset } from '../common/types.js'
 import type { Effects } from '../coordinator/effects.js'
 import type { Group } from '../coordinator/group.js'
 import { GroupCoordinator } from '../coordinator/group-coordinator.js'
@@ -209,7 +209,7 @@ function plantIsrReaddsUnregistered(log: (message: string) => void): () => void 
     () =>
       function (
         this: ExpandingPartition,
-        replicaId: number,
+        replicaId: BrokerId,
         follower: { logEndOffset: number; brokerEpoch: number },
       ): void {
         if (this.maybeResendIsr() || this.state.isr.includes(replicaId)) return
@@ -577,12 +577,12 @@ interface ExpandingPartition {
   readonly log: { readonly highWatermark: number }
   readonly leaderEpochStartOffset: number
   readonly context: {
-    isRegistered?(brokerId: number): boolean
-    brokerEpochOf?(brokerId: number): number
+    isRegistered?(brokerId: BrokerId): boolean
+    brokerEpochOf?(brokerId: BrokerId): number
   }
   maybeResendIsr(): boolean
-  propose(isr: readonly number[]): void
-  maybeExpandIsr(replicaId: number, follower: { logEndOffset: number; brokerEpoch: number }): void
+  propose(isr: readonly BrokerId[]): void
+  maybeExpandIsr(replicaId: BrokerId, follower: { logEndOffset: number; brokerEpoch: number }): void
 }
 
 /** What registration-keeps-leaderships reaches inside ClusterMetadata (private there). */

@@ -14,6 +14,7 @@ import { KafkaClientError } from '../client/errors.js'
 import { Producer } from '../client/producer.js'
 import { ShareConsumerStateError } from '../client/share/errors.js'
 import { type AcknowledgeType, ShareConsumer, type ShareConsumerRecord } from '../client/share-consumer.js'
+import { NO_LEADER } from '../metadata/cluster-image.js'
 import { sharePartitionManagerOf } from '../server/share/share-services.js'
 import { ShareInvariants } from './invariants-share.js'
 import { SimRandom } from './random.js'
@@ -108,7 +109,7 @@ export class ShareWorkload {
 
   /** The group's share-partition start offset on the partition's leader now (-1: none open there). */
   private leaderStartOffset(partition: number): number {
-    const leader = this.world.truth?.image().topics.get(TOPIC)?.partitions[partition]?.leader ?? -1
+    const leader = this.world.truth?.image().topics.get(TOPIC)?.partitions[partition]?.leader ?? NO_LEADER
     const broker = this.world.brokers.get(leader)
     if (!broker?.isAlive || !broker.broker) return -1
     const open = sharePartitionManagerOf(broker.broker)

@@ -12,6 +12,7 @@
  */
 import type { Logger } from '../common/logger.js'
 import type { Network } from '../common/network.js'
+import type { BrokerId } from '../common/types.js'
 import type { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import type { Controller } from '../metadata/controller.js'
 import type { EmbeddedStore } from '../metadata/store/embedded-store.js'
@@ -190,7 +191,7 @@ export class SimBroker {
   private readonly scheduler: SimScheduler
 
   constructor(
-    readonly nodeId: number,
+    readonly nodeId: BrokerId,
     readonly incarnation: number,
     scheduler: SimScheduler,
     simDisk: SimDisk,

@@ -3,6 +3,7 @@
  * brokers over the simulated network (a timed-out request's bytes still land), and
  * FindCoordinator at a random live broker. Split out of txn-producer.ts.
  */
+import type { BrokerId } from '../common/types.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { ApiKey, type FindCoordinatorResponse } from '../protocol/generated/index.js'
 import { BrokerClient } from '../replication/broker-client.js'
@@ -55,7 +56,7 @@ export async function findCoordinatorOf(
 }
 
 /** Brokers up and started (clients ask them for metadata and the coordinator). */
-export function liveBrokers(world: WorldView): number[] {
+export function liveBrokers(world: WorldView): BrokerId[] {
   return world.brokerIds.filter((id) => {
     const b = world.brokers.get(id)
     return b?.isAlive === true && b.started

@@ -6,6 +6,7 @@
  * one piece; its random streams are the world's, drawn in the same order as before.
  */
 
+import type { BrokerId } from '../common/types.js'
 import { SimRandom } from './random.js'
 import type { SimBroker } from './sim-broker.js'
 import type { WorldInternals } from './world-internals.js'
@@ -21,9 +22,9 @@ const RESTART_DELAY_MS = 1000
 
 export class FaultSchedule {
   /** Brokers crashed or cut off: at most one at a time (the single failure the design claims to survive). */
-  readonly impaired = new Set<number>()
+  readonly impaired = new Set<BrokerId>()
   /** Brokers with a disk error armed or fired: recovery disarms it and restarts a stopped process. */
-  private readonly diskFailed = new Set<number>()
+  private readonly diskFailed = new Set<BrokerId>()
   private on = true
   /** `scalePartitions`: its own stream (crash or controlled shutdown), so the fault stream keeps its draws. */
   private readonly scaleRandom: SimRandom | null
@@ -113,7 +114,7 @@ export class FaultSchedule {
   }
 
   /** The next write or fsync on `id`'s disk fails with EIO; it is the impaired broker until restarted. */
-  private armDiskError(id: number): void {
+  private armDiskError(id: BrokerId): void {
     const kind = this.diskErrorRandom.chance(0.5) ? 'write' : 'sync'
     const disk = this.world.disks.get(id)!
     disk.armedError = kind
@@ -223,7 +224,7 @@ export class FaultSchedule {
    * moves its leaderships to other ISR members, then its process exits. It is the impaired
    * broker until a recovery slot restarts it.
    */
-  private controlledShutdown(id: number): void {
+  private controlledShutdown(id: BrokerId): void {
     const broker = this.world.brokers.get(id)!
     const led = [...(this.world.truth?.image().topics.values() ?? [])].reduce(
       (n, topic) => n + topic.partitions.filter((s) => s.leader === id).length,
@@ -244,7 +245,7 @@ export class FaultSchedule {
    * ISR it is in keeps another ISR member: losing the page cache of a whole ISR at once is
    * outside the fault model (see README). Otherwise a process crash: the page cache stays.
    */
-  private crash(id: number): void {
+  private crash(id: BrokerId): void {
     const broker = this.world.brokers.get(id)!
     const soleIsrOf = this.partitionsWithSoleIsrMember(id)
     const powerLoss = soleIsrOf.length === 0 && this.random.chance(0.7)
@@ -269,14 +270,14 @@ export class FaultSchedule {
    * whose current process is up and registered (a member listed for a process that died,
    * or for one restarted and not registered yet, may have lost its page cache already).
    */
-  private partitionsWithSoleIsrMember(id: number): string[] {
+  private partitionsWithSoleIsrMember(id: BrokerId): string[] {
     // The store's own state: a broker's image lags it under store latency (seed 102 with
     // store stalls: a stalled broker's image still listed a second ISR member).
     const truth = this.world.truth?.image()
     if (!truth) return []
     // Registered too: a process whose session ended is out of the controller's live set
     // (the store ISR loses it) and its registration may lag its return.
-    const healthy = (m: number): boolean => {
+    const healthy = (m: BrokerId): boolean => {
       const b = this.world.brokers.get(m)
       return b?.isAlive === true && b.started && b.lease !== null && truth.brokers.has(m)
     }
@@ -289,7 +290,7 @@ export class FaultSchedule {
   }
 
   /** Lifts the fault on impaired broker `id`: heals its links, its store link, its disk, or restarts it. */
-  recover(id: number): void {
+  recover(id: BrokerId): void {
     this.impaired.delete(id)
     const broker = this.world.brokers.get(id)!
     if (this.diskFailed.delete(id)) {
@@ -347,7 +348,7 @@ export class FaultSchedule {
    * out, its old registration had not expired) exits, as `tidelog broker` does, and is
    * started again a second later, as a service manager would.
    */
-  private restart(id: number): void {
+  private restart(id: BrokerId): void {
     this.world.startBroker(id).catch((error: unknown) => {
       this.world.log(
         `broker ${id} failed to start: ${String(error)}; the process exits and restarts in ${RESTART_DELAY_MS} ms`,

@@ -5,6 +5,7 @@
  */
 import type { ClientOptions } from '../client/client.js'
 import type { Random } from '../common/random.js'
+import type { BrokerId } from '../common/types.js'
 import type { SimDisk } from './disk.js'
 import type { Invariants } from './invariants.js'
 import type { ScaleInvariants } from './invariants-scale.js'
@@ -26,9 +27,9 @@ export interface WorldInternals extends WorldView {
   /** Brokers a controlled shutdown fault asked to stop. */
   readonly stopsAsked: WeakSet<SimBroker>
   /** Broker `id` is up: its current process alive and started. */
-  isUp(id: number): boolean
+  isUp(id: BrokerId): boolean
   /** Starts a new incarnation of broker `id` (it settles once the broker is registered). */
-  startBroker(id: number): Promise<void>
+  startBroker(id: BrokerId): Promise<void>
   /** Runs events for `durationMs` of simulated time, checking the invariants after each. */
   runFor(durationMs: number): Promise<void>
   /** Runs an invariant check from inside a callback: its violation ends the run after the event. */

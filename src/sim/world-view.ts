@@ -3,6 +3,7 @@
  * of the run: a view that world.ts implements, so those modules need nothing of world.ts
  * itself and the imports stay one-way.
  */
+import type { BrokerId } from '../common/types.js'
 import type { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import type { Mutation } from './mutations.js'
 import type { SimNetwork } from './network.js'
@@ -39,7 +40,7 @@ export interface GroupChecks {
   /** Taken as an OffsetFetch is sent: what its answer is held to. */
   offsetsBeforeFetch(): OffsetsBeforeFetch
   onOffsetsFetched(
-    from: number,
+    from: BrokerId,
     offsetsPartition: number,
     fetched: ReadonlyMap<number, number>,
     before: OffsetsBeforeFetch,
@@ -52,8 +53,8 @@ export interface GroupChecks {
 export interface WorldView {
   readonly scheduler: SimScheduler
   readonly network: SimNetwork
-  readonly brokers: ReadonlyMap<number, SimBroker>
-  readonly brokerIds: readonly number[]
+  readonly brokers: ReadonlyMap<BrokerId, SimBroker>
+  readonly brokerIds: readonly BrokerId[]
   readonly partitionCount: number
   /** The topic's min.insync.replicas (the run's option, 2 by default). */
   readonly minInsyncReplicas: number

@@ -9,6 +9,7 @@
  */
 
 import { Producer } from '../client/producer.js'
+import { NO_LEADER } from '../metadata/cluster-image.js'
 import { encodeRecordBatchSync } from '../protocol/record-batch.js'
 import { SimConsumer } from './consumer.js'
 import { GroupWorkload, OffsetVerifier, SimGroupMember } from './group-member.js'
@@ -183,7 +184,7 @@ export class Workload {
     )
     if (live.length === 0) return
     const informant = this.world.brokers.get(r.pick(live))!
-    const leaderId = informant.metadata.image().topics.get(TOPIC)?.partitions[partition]?.leader ?? -1
+    const leaderId = informant.metadata.image().topics.get(TOPIC)?.partitions[partition]?.leader ?? NO_LEADER
     const leader = this.world.brokers.get(leaderId)
     if (!leader) return
     this.world.stats.produced++

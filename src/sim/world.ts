@@ -10,6 +10,7 @@
 import { pino } from 'pino'
 import { InvariantError } from '../common/assert.js'
 import type { Logger } from '../common/logger.js'
+import { type BrokerId, toBrokerId } from '../common/types.js'
 import { CONSUMER_OFFSETS_TOPIC, partitionForGroup } from '../coordinator/group.js'
 import { SHARE_GROUP_STATE_TOPIC } from '../coordinator/share/share-state-records.js'
 import { TRANSACTION_STATE_TOPIC } from '../coordinator/transaction/transaction-log.js'
@@ -75,7 +76,7 @@ export class World implements WorldInternals {
   readonly random: SimRandom
   readonly network: SimNetwork
   readonly disks = new Map<number, SimDisk>()
-  readonly brokers = new Map<number, SimBroker>()
+  readonly brokers = new Map<BrokerId, SimBroker>()
   private incarnations = new Map<number, number>()
   store!: EmbeddedStore
   /** The store's own state, followed without latency: the ground truth invariants read. */
@@ -99,7 +100,7 @@ export class World implements WorldInternals {
   readonly workload: Workload
   /** A violation seen inside a callback (a consumer's answer): thrown after the event. */
   private callbackViolation: Violation | null = null
-  readonly brokerIds: number[]
+  readonly brokerIds: BrokerId[]
   readonly partitionCount: number
   /** The topic's replication factor and min.insync.replicas (options, or 3 and 2). */
   readonly replicationFactor: number
@@ -117,7 +118,7 @@ export class World implements WorldInternals {
     const workloadRandom = this.random.fork()
     this.network = new SimNetwork(this.scheduler, this.random.fork())
     const brokerCount = options.brokers ?? 3
-    this.brokerIds = Array.from({ length: brokerCount }, (_, i) => i + 1)
+    this.brokerIds = Array.from({ length: brokerCount }, (_, i) => toBrokerId(i + 1))
     // More brokers than the replication factor: 4 partitions spread the replicas and leaders.
     this.partitionCount = options.partitions ?? (brokerCount > 3 ? 4 : 2)
     this.replicationFactor = options.replicationFactor ?? 3
@@ -484,7 +485,7 @@ export class World implements WorldInternals {
     )
   }
 
-  startBroker(id: number): Promise<void> {
+  startBroker(id: BrokerId): Promise<void> {
     const incarnation = (this.incarnations.get(id) ?? 0) + 1
     this.incarnations.set(id, incarnation)
     const broker = new SimBroker(
@@ -601,7 +602,7 @@ export class World implements WorldInternals {
   }
 
   /** Broker `id` is up: its current process alive and started. */
-  isUp(id: number): boolean {
+  isUp(id: BrokerId): boolean {
     const broker = this.brokers.get(id)
     return broker?.isAlive === true && broker.started
   }

@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { Kafka, logLevel } from 'kafkajs'
+import { toBrokerId } from '../helpers/broker-ids.js'
 import { startCluster } from '../helpers/testing.js'
 
 const TOPIC = 'incarnations'
@@ -42,7 +43,7 @@ test('a broker killed and restarted at once is back in every ISR before its old 
     const before = cluster
       .broker(victim === 0 ? 1 : 0)
       .metadataImage()
-      .brokers.get(victim)!
+      .brokers.get(toBrokerId(victim))!
     const leaderEpochBefore = cluster.partitionState(TOPIC, 0).leaderEpoch
     cluster.kill(victim)
     await cluster.restart(victim)
@@ -53,7 +54,7 @@ test('a broker killed and restarted at once is back in every ISR before its old 
     const after = cluster
       .broker(victim === 0 ? 1 : 0)
       .metadataImage()
-      .brokers.get(victim)!
+      .brokers.get(toBrokerId(victim))!
     assert.notEqual(after.incarnationId, before.incarnationId, 'a new incarnation id')
     assert.ok(
       after.brokerEpoch! > before.brokerEpoch!,

@@ -22,6 +22,7 @@ import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { KafkaError } from '../../src/replication/kafka-error.js'
 import type { Partition } from '../../src/replication/partition.js'
 import { plant } from '../../src/sim/mutations.js'
+import { toBrokerId } from '../helpers/broker-ids.js'
 import { ManualClock } from '../storage/helpers.js'
 
 const TOPIC_ID = Buffer.alloc(16, 7).toString('base64url')
@@ -53,7 +54,7 @@ function startCoordinator(clock: ManualClock, appends: { refuse: boolean; count:
   } as unknown as ClusterImage
   return new GroupCoordinator(
     {
-      nodeId: 1,
+      nodeId: toBrokerId(1),
       clock,
       random: systemRandom,
       logger: silentLogger,

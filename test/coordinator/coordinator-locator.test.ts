@@ -10,6 +10,7 @@ import { silentLogger } from '../../src/common/logger.js'
 import { type CoordinatorTopic, locateCoordinator } from '../../src/coordinator/coordinator-locator.js'
 import { type ClusterImage, servedKey } from '../../src/metadata/cluster-image.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
+import { toBrokerId } from '../helpers/broker-ids.js'
 import { ManualClock } from '../storage/helpers.js'
 
 const TOPIC = '__transaction_state'
@@ -31,7 +32,7 @@ function image(served: ReadonlyMap<number, ReadonlyMap<string, number>>): Cluste
 function coordinatorTopic(current: () => ClusterImage): CoordinatorTopic {
   return {
     topic: TOPIC,
-    nodeId: 1,
+    nodeId: toBrokerId(1),
     clock: new ManualClock(),
     logger: silentLogger,
     metadataImage: current,

@@ -14,6 +14,7 @@ import { GroupCoordinator } from '../../src/coordinator/group-coordinator.js'
 import type { ClusterImage } from '../../src/metadata/cluster-image.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import type { Partition } from '../../src/replication/partition.js'
+import { toBrokerId } from '../helpers/broker-ids.js'
 import { ManualClock } from '../storage/helpers.js'
 
 /** One record batch of __consumer_offsets-0 whose read waits for `release()`. */
@@ -41,7 +42,7 @@ function startCoordinator(clock: ManualClock, log: HeldLog): GroupCoordinator {
   } as unknown as ClusterImage
   const coordinator = new GroupCoordinator(
     {
-      nodeId: 1,
+      nodeId: toBrokerId(1),
       clock,
       random: systemRandom,
       logger: silentLogger,

@@ -40,6 +40,7 @@ import {
 import { Writer } from '../../src/protocol/primitives.js'
 import { decodeRecordBatch, iterateBatches } from '../../src/protocol/record-batch.js'
 import type { Partition } from '../../src/replication/partition.js'
+import { toBrokerId } from '../helpers/broker-ids.js'
 import { ManualClock } from '../storage/helpers.js'
 
 const MINUTE = 60_000
@@ -108,7 +109,7 @@ function startCoordinator(clock: ManualClock, log: MemoryLog): GroupCoordinator 
   } as unknown as ClusterImage
   const coordinator = new GroupCoordinator(
     {
-      nodeId: 1,
+      nodeId: toBrokerId(1),
       clock,
       random: systemRandom,
       logger: silentLogger,

@@ -19,6 +19,7 @@ import { decodeRecordBatch, encodeRecordBatchSync, iterateBatches } from '../../
 import { KafkaError } from '../../src/replication/kafka-error.js'
 import type { Partition } from '../../src/replication/partition.js'
 import { encodeEndTxnMarker } from '../../src/storage/control-batch.js'
+import { toBrokerId } from '../helpers/broker-ids.js'
 import { ManualClock } from '../storage/helpers.js'
 
 const TOPIC = '__toy_state'
@@ -139,7 +140,7 @@ function start(partition: ToyPartition, clock = new ManualClock()) {
   } as unknown as ClusterImage
   const runtime = new CoordinatorRuntime<KvShard, KvRecord>(
     {
-      nodeId: 1,
+      nodeId: toBrokerId(1),
       clock,
       logger: silentLogger,
       replicaManager: {

@@ -15,6 +15,7 @@ import { SHARE_GROUP_STATE_TOPIC } from '../../src/coordinator/share/share-state
 import type { ClusterImage } from '../../src/metadata/cluster-image.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import type { Partition } from '../../src/replication/partition.js'
+import { toBrokerId } from '../helpers/broker-ids.js'
 import { ManualClock } from '../storage/helpers.js'
 
 /** The one __share_group_state partition, in memory: appends wait for the test to commit them. */
@@ -78,7 +79,7 @@ function start(partition: ToyPartition): ShareCoordinator {
   } as unknown as ClusterImage
   const coordinator = new ShareCoordinator(
     {
-      nodeId: 1,
+      nodeId: toBrokerId(1),
       clock: new ManualClock(),
       logger: silentLogger,
       replicaManager: {

@@ -24,6 +24,7 @@ import {
   iterateBatches,
 } from '../../src/protocol/record-batch.js'
 import type { Partition } from '../../src/replication/partition.js'
+import { toBrokerId } from '../helpers/broker-ids.js'
 import { ManualClock } from '../storage/helpers.js'
 
 const CONFIG: GroupCoordinatorConfig = {
@@ -104,7 +105,7 @@ function startCoordinator(clock: ManualClock, log: MemoryLog): GroupCoordinator 
   } as unknown as ClusterImage
   const coordinator = new GroupCoordinator(
     {
-      nodeId: 1,
+      nodeId: toBrokerId(1),
       clock,
       random: systemRandom,
       logger: silentLogger,

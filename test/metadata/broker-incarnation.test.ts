@@ -12,6 +12,7 @@ import { brokerEpochOf, type ClusterImage, type PartitionState } from '../../src
 import { ClusterMetadata, initialState } from '../../src/metadata/cluster-metadata.js'
 import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
 import { AlterPartitionManager } from '../../src/replication/alter-partition-manager.js'
+import { ids, toBrokerId } from '../helpers/broker-ids.js'
 import { ManualClock } from '../storage/helpers.js'
 
 const LEASE_MS = 600_000
@@ -28,7 +29,7 @@ async function register(
 ) {
   const lease = await store.grantLease(LEASE_MS)
   const epoch = await metadata.register(
-    { nodeId, host: 'localhost', port: 9092 + nodeId, rack: null, incarnationId },
+    { nodeId: toBrokerId(nodeId), host: 'localhost', port: 9092 + nodeId, rack: null, incarnationId },
     lease,
   )
   assert.ok(epoch !== null && epoch > 0)
@@ -53,18 +54,18 @@ test('a new incarnation replaces a live registration at once and fences the prev
     const oldEpoch = await register(old, store, 1, 'first-1')
     await old.update((image) =>
       withPartitions(image, [
-        initialState(0, [1, 0, 2]), // led by 1, which has another live ISR member
-        { ...initialState(1, [1, 2]), isr: [1] }, // led by 1 alone
-        { ...initialState(2, [0, 1]), isr: [0] }, // led by 0, 1 outside the ISR
+        initialState(0, ids(1, 0, 2)), // led by 1, which has another live ISR member
+        { ...initialState(1, ids(1, 2)), isr: ids(1) }, // led by 1 alone
+        { ...initialState(2, ids(0, 1)), isr: ids(0) }, // led by 0, 1 outside the ISR
       ]),
     )
     const before = partition(old, 1)
 
     const newEpoch = await register(fresh, store, 1, 'second-1')
     assert.ok(newEpoch > oldEpoch, `broker epoch ${newEpoch} > ${oldEpoch}`)
-    const registration = fresh.image().brokers.get(1)!
+    const registration = fresh.image().brokers.get(toBrokerId(1))!
     assert.equal(registration.incarnationId, 'second-1')
-    assert.equal(brokerEpochOf(fresh.image(), 1), newEpoch)
+    assert.equal(brokerEpochOf(fresh.image(), toBrokerId(1)), newEpoch)
     assert.equal(partition(fresh, 0).leader, 0, 'leadership moved to a live ISR member')
     assert.deepEqual(partition(fresh, 0).isr, [0, 2], 'the new incarnation rejoins once caught up')
     assert.equal(partition(fresh, 1).leader, 1, 'the last ISR member keeps leading...')
@@ -72,7 +73,7 @@ test('a new incarnation replaces a live registration at once and fences the prev
 
     // The previous process, still running, proposes from the state it sees (now current).
     const oldManager = new AlterPartitionManager({
-      nodeId: 1,
+      nodeId: toBrokerId(1),
       updateMetadata: (c, g) => old.update(c, g),
       logger: silentLogger,
     })
@@ -83,13 +84,13 @@ test('a new incarnation replaces a live registration at once and fences the prev
       partition: 1,
       leaderEpoch: led.leaderEpoch,
       partitionEpoch: led.partitionEpoch,
-      isr: [1, 2],
+      isr: ids(1, 2),
     }
     assert.equal(
       await oldManager.submit({
         ...proposal,
         brokerEpoch: oldEpoch,
-        addedMembers: [{ brokerId: 2, brokerEpoch: -1 }],
+        addedMembers: [{ brokerId: toBrokerId(2), brokerEpoch: -1 }],
       }),
       false,
     )
@@ -97,7 +98,7 @@ test('a new incarnation replaces a live registration at once and fences the prev
 
     // Leader 0 must not add broker 1 on the strength of the old incarnation's fetches.
     const leader0 = new AlterPartitionManager({
-      nodeId: 0,
+      nodeId: toBrokerId(0),
       updateMetadata: (c, g) => fresh.update(c, g),
       logger: silentLogger,
     })
@@ -108,14 +109,14 @@ test('a new incarnation replaces a live registration at once and fences the prev
       partition: 2,
       leaderEpoch: s2.leaderEpoch,
       partitionEpoch: s2.partitionEpoch,
-      isr: [0, 1],
+      isr: ids(0, 1),
     }
-    const epoch0 = brokerEpochOf(fresh.image(), 0)!
+    const epoch0 = brokerEpochOf(fresh.image(), toBrokerId(0))!
     assert.equal(
       await leader0.submit({
         ...add1,
         brokerEpoch: epoch0,
-        addedMembers: [{ brokerId: 1, brokerEpoch: oldEpoch }],
+        addedMembers: [{ brokerId: toBrokerId(1), brokerEpoch: oldEpoch }],
       }),
       false,
     )
@@ -124,7 +125,7 @@ test('a new incarnation replaces a live registration at once and fences the prev
       await leader0.submit({
         ...add1,
         brokerEpoch: epoch0,
-        addedMembers: [{ brokerId: 1, brokerEpoch: newEpoch }],
+        addedMembers: [{ brokerId: toBrokerId(1), brokerEpoch: newEpoch }],
       }),
       true,
     )
@@ -132,7 +133,7 @@ test('a new incarnation replaces a live registration at once and fences the prev
 
     // The new incarnation itself proposes with its epoch and is heard.
     const newManager = new AlterPartitionManager({
-      nodeId: 1,
+      nodeId: toBrokerId(1),
       updateMetadata: (c, g) => fresh.update(c, g),
       logger: silentLogger,
     })
@@ -143,7 +144,9 @@ test('a new incarnation replaces a live registration at once and fences the prev
         leaderEpoch: now.leaderEpoch,
         partitionEpoch: now.partitionEpoch,
         brokerEpoch: newEpoch,
-        addedMembers: [{ brokerId: 2, brokerEpoch: brokerEpochOf(fresh.image(), 2)! }],
+        addedMembers: [
+          { brokerId: toBrokerId(2), brokerEpoch: brokerEpochOf(fresh.image(), toBrokerId(2))! },
+        ],
       }),
       true,
     )

@@ -19,11 +19,12 @@ import { Controller } from '../../src/metadata/controller.js'
 import { movedAwayFrom } from '../../src/metadata/elections.js'
 import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
 import type { Lease, StoreOp, VersionCompare } from '../../src/metadata/store/metadata-store.js'
+import { ids, toBrokerId } from '../helpers/broker-ids.js'
 import { waitUntil } from '../helpers/wait.js'
 import { ManualClock } from '../storage/helpers.js'
 
 const PARTITIONS = Number(process.env.TIDELOG_ELECTION_BATCH_PARTITIONS ?? 3000)
-const BROKERS = [0, 1, 2]
+const BROKERS = ids(0, 1, 2)
 const TOPIC = 'big'
 
 interface Counted {
@@ -129,7 +130,7 @@ test(`the controller re-elects a dead broker's partitions (${PARTITIONS}) in as 
   const f = await fixture()
   const view = await openView(f.store)
   const controller = new Controller({
-    nodeId: 0,
+    nodeId: toBrokerId(0),
     store: f.store,
     metadata: view,
     lease: f.leases[0],
@@ -147,7 +148,7 @@ test(`the controller re-elects a dead broker's partitions (${PARTITIONS}) in as 
     await waitUntil(
       "broker 2's partitions re-elected",
       8000,
-      () => partitionsOf(view.image()).every((p) => p.leader !== 2 && !p.isr.includes(2)),
+      () => partitionsOf(view.image()).every((p) => p.leader !== 2 && !p.isr.includes(toBrokerId(2))),
       5,
     )
     // RF 3 on 3 brokers: broker 2 is in every partition's ISR.
@@ -166,11 +167,16 @@ test(`a controlled shutdown moves every leadership (${PARTITIONS} partitions) in
     const before = partitionsOf(f.metadata.image())
     const led = before.filter((p) => p.leader === 2).length
     f.counted.partitionTxns.length = 0
-    const after = partitionsOf(await f.metadata.update((image) => movedAwayFrom(image, 2, () => 2)))
+    const after = partitionsOf(
+      await f.metadata.update((image) => movedAwayFrom(image, toBrokerId(2), () => 2)),
+    )
     for (const state of after) {
       assert.notEqual(state.leader, 2, `${TOPIC}-${state.partition} still led by the leaving broker`)
       assert.ok(state.isr.includes(state.leader), `${TOPIC}-${state.partition} led from outside its ISR`)
-      assert.ok(!state.isr.includes(2), `${TOPIC}-${state.partition} keeps the leaving broker in its ISR`)
+      assert.ok(
+        !state.isr.includes(toBrokerId(2)),
+        `${TOPIC}-${state.partition} keeps the leaving broker in its ISR`,
+      )
     }
     assert.equal(after.filter((s, i) => s.leaderEpoch === before[i].leaderEpoch + 1).length, led)
     assertBatched(f, PARTITIONS, 'controlled shutdown')

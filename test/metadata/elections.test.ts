@@ -10,13 +10,14 @@ import {
   onControlledShutdown,
   withIsr,
 } from '../../src/metadata/elections.js'
+import { ids, toBrokerId } from '../helpers/broker-ids.js'
 
 function state(partial: Partial<PartitionState>): PartitionState {
   return {
     partition: 0,
-    replicas: [1, 2, 3],
-    isr: [1, 2, 3],
-    leader: 1,
+    replicas: ids(1, 2, 3),
+    isr: ids(1, 2, 3),
+    leader: toBrokerId(1),
     leaderEpoch: 5,
     partitionEpoch: toPartitionEpoch(1),
     ...partial,
@@ -25,7 +26,11 @@ function state(partial: Partial<PartitionState>): PartitionState {
 
 describe('onBrokerChange', () => {
   test('a live leader keeps leading; dead followers leave the ISR', () => {
-    const result = onBrokerChange({ state: state({}), live: new Set([1, 3]), uncleanLeaderElection: false })
+    const result = onBrokerChange({
+      state: state({}),
+      live: new Set(ids(1, 3)),
+      uncleanLeaderElection: false,
+    })
     assert.deepEqual(result?.state.isr, [1, 3])
     assert.equal(result?.state.leader, 1)
     assert.equal(result?.state.leaderEpoch, 5, 'no leader change, no epoch bump')
@@ -33,15 +38,15 @@ describe('onBrokerChange', () => {
 
   test('nothing changes when everyone is alive', () => {
     assert.equal(
-      onBrokerChange({ state: state({}), live: new Set([1, 2, 3]), uncleanLeaderElection: false }),
+      onBrokerChange({ state: state({}), live: new Set(ids(1, 2, 3)), uncleanLeaderElection: false }),
       null,
     )
   })
 
   test('a dead leader is replaced by the first live ISR member in assignment order, epoch bumped', () => {
     const result = onBrokerChange({
-      state: state({ replicas: [1, 3, 2], isr: [1, 2, 3] }),
-      live: new Set([2, 3]),
+      state: state({ replicas: ids(1, 3, 2), isr: ids(1, 2, 3) }),
+      live: new Set(ids(2, 3)),
       uncleanLeaderElection: false,
     })
     assert.equal(result?.state.leader, 3)
@@ -52,21 +57,21 @@ describe('onBrokerChange', () => {
 
   test('never elects outside the ISR when unclean election is disabled: the partition goes offline', () => {
     const result = onBrokerChange({
-      state: state({ isr: [1] }),
-      live: new Set([2, 3]),
+      state: state({ isr: ids(1) }),
+      live: new Set(ids(2, 3)),
       uncleanLeaderElection: false,
     })
     assert.equal(result?.state.leader, -1)
     assert.deepEqual(result?.state.isr, [1], 'the last ISR member is kept for its return')
     const again = onBrokerChange({
       state: result!.state,
-      live: new Set([2, 3]),
+      live: new Set(ids(2, 3)),
       uncleanLeaderElection: false,
     })
     assert.equal(again, null, 'stays offline without churning the epoch')
     const back = onBrokerChange({
       state: result!.state,
-      live: new Set([1, 2, 3]),
+      live: new Set(ids(1, 2, 3)),
       uncleanLeaderElection: false,
     })
     assert.equal(back?.state.leader, 1, 'the returning ISR member leads')
@@ -74,8 +79,8 @@ describe('onBrokerChange', () => {
 
   test('unclean election picks a live replica outside the ISR and says so', () => {
     const result = onBrokerChange({
-      state: state({ isr: [1] }),
-      live: new Set([3, 2]),
+      state: state({ isr: ids(1) }),
+      live: new Set(ids(3, 2)),
       uncleanLeaderElection: true,
     })
     assert.equal(result?.state.leader, 2)
@@ -86,9 +91,9 @@ describe('onBrokerChange', () => {
   test('property: a clean result leads from the old ISR, epochs never decrease, ISR never empty', () => {
     fc.assert(
       fc.property(
-        fc.shuffledSubarray([1, 2, 3, 4, 5], { minLength: 1 }),
-        fc.subarray([1, 2, 3, 4, 5]),
-        fc.subarray([1, 2, 3, 4, 5]),
+        fc.shuffledSubarray(ids(1, 2, 3, 4, 5), { minLength: 1 }),
+        fc.subarray(ids(1, 2, 3, 4, 5)),
+        fc.subarray(ids(1, 2, 3, 4, 5)),
         fc.boolean(),
         (replicas, isrPick, livePick, unclean) => {
           const isr = replicas.filter((r) => isrPick.includes(r))
@@ -110,27 +115,31 @@ describe('onBrokerChange', () => {
 })
 
 test('electPreferred moves leadership back to the first replica when it is in the ISR', () => {
-  const s = state({ leader: 2, replicas: [1, 2, 3], isr: [2, 3, 1] })
+  const s = state({ leader: toBrokerId(2), replicas: ids(1, 2, 3), isr: ids(2, 3, 1) })
   assert.equal(
-    electPreferred({ state: s, live: new Set([1, 2, 3]), uncleanLeaderElection: false })?.state.leader,
+    electPreferred({ state: s, live: new Set(ids(1, 2, 3)), uncleanLeaderElection: false })?.state.leader,
     1,
   )
   assert.equal(
-    electPreferred({ state: { ...s, isr: [2, 3] }, live: new Set([1, 2, 3]), uncleanLeaderElection: false }),
+    electPreferred({
+      state: { ...s, isr: ids(2, 3) },
+      live: new Set(ids(1, 2, 3)),
+      uncleanLeaderElection: false,
+    }),
     null,
   )
 })
 
 test('controlled shutdown hands leadership to another ISR member, or keeps it when alone', () => {
   const moved = onControlledShutdown(
-    { state: state({}), live: new Set([1, 2, 3]), uncleanLeaderElection: false },
-    1,
+    { state: state({}), live: new Set(ids(1, 2, 3)), uncleanLeaderElection: false },
+    toBrokerId(1),
   )
   assert.equal(moved?.state.leader, 2)
-  assert.ok(!moved?.state.isr.includes(1))
+  assert.ok(!moved?.state.isr.includes(toBrokerId(1)))
   const alone = onControlledShutdown(
-    { state: state({ isr: [1] }), live: new Set([1, 2, 3]), uncleanLeaderElection: false },
-    1,
+    { state: state({ isr: ids(1) }), live: new Set(ids(1, 2, 3)), uncleanLeaderElection: false },
+    toBrokerId(1),
   )
   assert.equal(alone, null)
 })
@@ -138,8 +147,8 @@ test('controlled shutdown hands leadership to another ISR member, or keeps it wh
 describe('onBrokerRegistered (a new incarnation)', () => {
   test('leadership moves to another live ISR member and the new incarnation leaves the ISR', () => {
     const result = onBrokerRegistered(
-      { state: state({}), live: new Set([1, 2, 3]), uncleanLeaderElection: false },
-      1,
+      { state: state({}), live: new Set(ids(1, 2, 3)), uncleanLeaderElection: false },
+      toBrokerId(1),
     )
     assert.equal(result?.state.leader, 2)
     assert.deepEqual(result?.state.isr, [2, 3])
@@ -148,8 +157,8 @@ describe('onBrokerRegistered (a new incarnation)', () => {
 
   test('as the last live ISR member and leader it keeps leading, in a new leader epoch', () => {
     const result = onBrokerRegistered(
-      { state: state({ isr: [1] }), live: new Set([1, 2, 3]), uncleanLeaderElection: false },
-      1,
+      { state: state({ isr: ids(1) }), live: new Set(ids(1, 2, 3)), uncleanLeaderElection: false },
+      toBrokerId(1),
     )
     assert.equal(result?.state.leader, 1)
     assert.deepEqual(result?.state.isr, [1])
@@ -157,10 +166,17 @@ describe('onBrokerRegistered (a new incarnation)', () => {
   })
 
   test('as the last live ISR member but not leader nothing changes', () => {
-    const input = { state: state({ isr: [2], leader: 2 }), live: new Set([2]), uncleanLeaderElection: false }
-    assert.equal(onBrokerRegistered(input, 3), null)
+    const input = {
+      state: state({ isr: ids(2), leader: toBrokerId(2) }),
+      live: new Set(ids(2)),
+      uncleanLeaderElection: false,
+    }
+    assert.equal(onBrokerRegistered(input, toBrokerId(3)), null)
     assert.equal(
-      onBrokerRegistered({ ...input, state: state({ isr: [2, 3], leader: -1 }), live: new Set([3]) }, 3),
+      onBrokerRegistered(
+        { ...input, state: state({ isr: ids(2, 3), leader: toBrokerId(-1) }), live: new Set(ids(3)) },
+        toBrokerId(3),
+      ),
       null,
     )
   })
@@ -172,7 +188,7 @@ describe('eligible leader replicas (KIP-966)', () => {
   test('a member leaving an ISR below min ISR joins the ELR; the ELR clears at min ISR again', () => {
     const dead2 = onBrokerChange({
       state: state({}),
-      live: new Set([1, 3]),
+      live: new Set(ids(1, 3)),
       uncleanLeaderElection: false,
       minIsr,
     })
@@ -180,20 +196,20 @@ describe('eligible leader replicas (KIP-966)', () => {
     assert.equal(dead2?.state.elr, undefined, 'ISR 2 >= min ISR 2: no ELR')
     const dead3 = onBrokerChange({
       state: dead2!.state,
-      live: new Set([1]),
+      live: new Set(ids(1)),
       uncleanLeaderElection: false,
       minIsr,
     })
     assert.deepEqual(dead3?.state.isr, [1])
     assert.deepEqual(dead3?.state.elr, [3], '3 left an ISR below min ISR: it holds every committed record')
-    assert.deepEqual(withIsr(dead3!.state, [1, 2], minIsr).elr, undefined)
+    assert.deepEqual(withIsr(dead3!.state, ids(1, 2), minIsr).elr, undefined)
   })
 
   test('with no live ISR member the first live ELR member is elected cleanly', () => {
-    const offline = state({ isr: [1], elr: [3], leader: 1 })
+    const offline = state({ isr: ids(1), elr: ids(3), leader: toBrokerId(1) })
     const result = onBrokerChange({
       state: offline,
-      live: new Set([2, 3]),
+      live: new Set(ids(2, 3)),
       uncleanLeaderElection: false,
       minIsr,
     })
@@ -205,15 +221,15 @@ describe('eligible leader replicas (KIP-966)', () => {
   })
 
   test('a broker back from an unclean shutdown leaves the ELR and, as the last ISR member, gives way to it', () => {
-    const s = state({ isr: [1], elr: [2, 3], leader: 1 })
+    const s = state({ isr: ids(1), elr: ids(2, 3), leader: toBrokerId(1) })
     const cleanBack = onBrokerRegistered(
-      { state: s, live: new Set([1, 2]), uncleanLeaderElection: false, minIsr },
-      1,
+      { state: s, live: new Set(ids(1, 2)), uncleanLeaderElection: false, minIsr },
+      toBrokerId(1),
     )
     assert.equal(cleanBack?.state.leader, 1, 'clean: what it holds is all there is')
     const uncleanBack = onBrokerRegistered(
-      { state: s, live: new Set([1, 2]), uncleanLeaderElection: false, minIsr },
-      1,
+      { state: s, live: new Set(ids(1, 2)), uncleanLeaderElection: false, minIsr },
+      toBrokerId(1),
       true,
     )
     assert.equal(uncleanBack?.state.leader, 2, 'the live ELR member holds what broker 1 may have lost')
@@ -221,8 +237,8 @@ describe('eligible leader replicas (KIP-966)', () => {
     assert.deepEqual(uncleanBack?.state.elr, [3], 'not broker 1: it may lack committed records')
     assert.deepEqual(uncleanBack?.state.lastKnownElr, [1])
     const elrMember = onBrokerRegistered(
-      { state: uncleanBack!.state, live: new Set([1, 2, 3]), uncleanLeaderElection: false, minIsr },
-      3,
+      { state: uncleanBack!.state, live: new Set(ids(1, 2, 3)), uncleanLeaderElection: false, minIsr },
+      toBrokerId(3),
       true,
     )
     assert.deepEqual(elrMember?.state.elr, [])
@@ -233,10 +249,10 @@ describe('eligible leader replicas (KIP-966)', () => {
     // The simulator's seed 6 with --store-stalls --two-impairments: broker 2, the last ISR
     // member, lost unflushed records to a power loss; broker 3 crashed with its page cache
     // kept and came back first, leaving the ELR for the last known ELR with its log reported.
-    const offline = state({ isr: [2], leader: -1, elr: [3] })
+    const offline = state({ isr: ids(2), leader: toBrokerId(-1), elr: ids(3) })
     const third = onBrokerRegistered(
-      { state: offline, live: new Set([1, 3]), uncleanLeaderElection: false, minIsr },
-      3,
+      { state: offline, live: new Set(ids(1, 3)), uncleanLeaderElection: false, minIsr },
+      toBrokerId(3),
       true,
       { leaderEpoch: 4, endOffset: 242 },
     )
@@ -244,8 +260,8 @@ describe('eligible leader replicas (KIP-966)', () => {
     assert.deepEqual(third?.state.recoveryLogEnds, { 3: { leaderEpoch: 4, endOffset: 242 } })
     assert.equal(third?.state.leader, -1, 'nobody leads yet: broker 2 holds the ISR')
     const second = onBrokerRegistered(
-      { state: third!.state, live: new Set([1, 2, 3]), uncleanLeaderElection: false, minIsr },
-      2,
+      { state: third!.state, live: new Set(ids(1, 2, 3)), uncleanLeaderElection: false, minIsr },
+      toBrokerId(2),
       true,
       { leaderEpoch: 4, endOffset: 13 },
     )
@@ -259,15 +275,15 @@ describe('eligible leader replicas (KIP-966)', () => {
 
   test('unclean recovery ranks by leader epoch first, and skips a shorter, dead or unreported member', () => {
     const offline = state({
-      isr: [2],
-      leader: -1,
-      lastKnownElr: [1, 3],
+      isr: ids(2),
+      leader: toBrokerId(-1),
+      lastKnownElr: ids(1, 3),
       recoveryLogEnds: { 1: { leaderEpoch: 3, endOffset: 900 }, 3: { leaderEpoch: 4, endOffset: 10 } },
     })
     const register = (live: number[], end: { leaderEpoch: number; endOffset: number } | undefined) =>
       onBrokerRegistered(
-        { state: offline, live: new Set(live), uncleanLeaderElection: false, minIsr },
-        2,
+        { state: offline, live: new Set(ids(...live)), uncleanLeaderElection: false, minIsr },
+        toBrokerId(2),
         true,
         end,
       )
@@ -282,8 +298,8 @@ describe('eligible leader replicas (KIP-966)', () => {
     assert.equal(register([1, 2], { leaderEpoch: 3, endOffset: 5 })?.state.leader, 1, 'broker 3 is not live')
     assert.equal(register([2], { leaderEpoch: 0, endOffset: 0 })?.state.leader, -1, 'no live candidate')
     const clean = onBrokerRegistered(
-      { state: offline, live: new Set([1, 2, 3]), uncleanLeaderElection: false, minIsr },
-      2,
+      { state: offline, live: new Set(ids(1, 2, 3)), uncleanLeaderElection: false, minIsr },
+      toBrokerId(2),
     )
     assert.equal(clean, null, 'a clean return keeps broker 2: it lost nothing')
   })
@@ -291,10 +307,10 @@ describe('eligible leader replicas (KIP-966)', () => {
   test('the last ISR member back uncleanly while no ELR member is live: the partition waits offline for the ELR', () => {
     // The simulator's seed 101: broker 2 lost 255 committed records to a power loss; broker
     // 1, which held them, had left the ISR below min ISR (so it is in the ELR) and was down.
-    const offline = state({ isr: [2], leader: -1, elr: [1] })
+    const offline = state({ isr: ids(2), leader: toBrokerId(-1), elr: ids(1) })
     const back = onBrokerRegistered(
-      { state: offline, live: new Set([2, 3]), uncleanLeaderElection: false, minIsr },
-      2,
+      { state: offline, live: new Set(ids(2, 3)), uncleanLeaderElection: false, minIsr },
+      toBrokerId(2),
       true,
       { leaderEpoch: 0, endOffset: 0 },
     )
@@ -303,25 +319,25 @@ describe('eligible leader replicas (KIP-966)', () => {
     assert.deepEqual(back?.state.elr, [])
     assert.deepEqual(back?.state.lastKnownElr, [2])
     assert.equal(
-      onBrokerChange({ state: back!.state, live: new Set([2, 3]), uncleanLeaderElection: false, minIsr }),
+      onBrokerChange({ state: back!.state, live: new Set(ids(2, 3)), uncleanLeaderElection: false, minIsr }),
       null,
       'nobody is elected while broker 1 is down',
     )
     const holderBack = onBrokerChange({
       state: back!.state,
-      live: new Set([1, 2, 3]),
+      live: new Set(ids(1, 2, 3)),
       uncleanLeaderElection: false,
       minIsr,
     })
     assert.equal(holderBack?.state.leader, 1)
     const leading = onBrokerRegistered(
       {
-        state: state({ isr: [2], leader: 2, elr: [1] }),
-        live: new Set([2]),
+        state: state({ isr: ids(2), leader: toBrokerId(2), elr: ids(1) }),
+        live: new Set(ids(2)),
         uncleanLeaderElection: false,
         minIsr,
       },
-      2,
+      toBrokerId(2),
       true,
     )
     assert.equal(leading?.state.leader, -1, 'its previous incarnation stops leading')
@@ -332,10 +348,10 @@ describe('eligible leader replicas (KIP-966)', () => {
     // The simulator's seed 545: broker 3, the last ISR member, came back from a process crash
     // with everything; broker 1, in the ELR, still had its previous registration while it
     // restarted after a power loss, so it was elected, then registered without 325 records.
-    const s0 = state({ isr: [3], leader: 3, elr: [1], leaderEpoch: 4 })
+    const s0 = state({ isr: ids(3), leader: toBrokerId(3), elr: ids(1), leaderEpoch: 4 })
     const third = onBrokerRegistered(
-      { state: s0, live: new Set([1, 2, 3]), uncleanLeaderElection: false, minIsr },
-      3,
+      { state: s0, live: new Set(ids(1, 2, 3)), uncleanLeaderElection: false, minIsr },
+      toBrokerId(3),
       true,
       { leaderEpoch: 4, endOffset: 396 },
     )
@@ -343,8 +359,8 @@ describe('eligible leader replicas (KIP-966)', () => {
     assert.deepEqual(third?.state.lastKnownElr, [3])
     assert.deepEqual(third?.state.recoveryLogEnds, { 3: { leaderEpoch: 4, endOffset: 396 } })
     const first = onBrokerRegistered(
-      { state: third!.state, live: new Set([1, 2, 3]), uncleanLeaderElection: false, minIsr },
-      1,
+      { state: third!.state, live: new Set(ids(1, 2, 3)), uncleanLeaderElection: false, minIsr },
+      toBrokerId(1),
       true,
       { leaderEpoch: 4, endOffset: 20 },
     )

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
-import type { BrokerId, ClusterImage } from '../../src/metadata/cluster-image.js'
+import type { ClusterImage } from '../../src/metadata/cluster-image.js'
 import { ClusterMetadata } from '../../src/metadata/cluster-metadata.js'
 import {
   checkFeatureUpdates,
@@ -22,11 +22,17 @@ import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
 import { EtcdStore } from '../../src/metadata/store/etcd-store.js'
 import { type MetadataStore, MetadataStoreError } from '../../src/metadata/store/metadata-store.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
+import { toBrokerId } from '../helpers/broker-ids.js'
 import { startEtcd } from '../helpers/etcd.js'
 import { ManualClock } from '../storage/helpers.js'
 
-const CONTROLLER = 1 as BrokerId
-const EMPTY: ClusterImage = { clusterId: 'c', controllerId: 1, brokers: new Map(), topics: new Map() }
+const CONTROLLER = toBrokerId(1)
+const EMPTY: ClusterImage = {
+  clusterId: 'c',
+  controllerId: toBrokerId(1),
+  brokers: new Map(),
+  topics: new Map(),
+}
 const { UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE } = UpgradeType
 
 function refused(image: ClusterImage, updates: FeatureUpdate[]): string | null {

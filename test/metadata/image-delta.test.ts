@@ -19,6 +19,7 @@ import { differenceFromFullBuild, ImageBuilder } from '../../src/metadata/image-
 import { buildImage } from '../../src/metadata/metadata-keys.js'
 import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
 import type { KeyValue } from '../../src/metadata/store/metadata-store.js'
+import { ids, toBrokerId } from '../helpers/broker-ids.js'
 
 /** mulberry32: a small seeded generator, so a failing seed replays. */
 function seeded(seed: number): (n: number) => number {
@@ -67,7 +68,7 @@ class Mirror {
   }
 }
 
-const BROKER_IDS = [0, 1, 2, 3]
+const BROKER_IDS = ids(0, 1, 2, 3)
 
 function randomRevision(mirror: Mirror, pick: (n: number) => number): void {
   const topicNames = [...mirror.kvs.keys()]
@@ -108,7 +109,7 @@ function randomRevision(mirror: Mirror, pick: (n: number) => number): void {
       else mirror.put(KEYS.controller, { nodeId: pick(4) })
     } else if (kind === 9)
       mirror.put(KEYS.brokerConfigs(pick(2) === 0 ? '' : '1'), { 'log.retention.ms': String(pick(9)) })
-    else if (kind === 10) mirror.put(KEYS.served(pick(4)), { [`id-${name}:0`]: pick(4) })
+    else if (kind === 10) mirror.put(KEYS.served(toBrokerId(pick(4))), { [`id-${name}:0`]: pick(4) })
     else if (kind === 11) mirror.put(KEYS.staging(name), { topicId: `id-${name}`, writer: 'w' })
     else if (kind === 12) mirror.put(`acls/${pick(3)}`, { acl: pick(9) })
     else mirror.put(KEYS.groupConfigs(`g${pick(2)}`), { 'consumer.session.timeout.ms': String(pick(9)) })
@@ -180,7 +181,7 @@ test('ClusterMetadata keeps its image by deltas through a staged creation, an el
   try {
     for (const nodeId of [0, 1, 2]) {
       const value = JSON.stringify({ nodeId, host: 'localhost', port: 9092 + nodeId, rack: null })
-      await store.txn([], [{ type: 'put', key: KEYS.broker(nodeId), value }])
+      await store.txn([], [{ type: 'put', key: KEYS.broker(toBrokerId(nodeId)), value }])
     }
     const deltas: ImageDelta[] = []
     follower.onChange((_image, _previous, delta) => deltas.push(delta))
@@ -190,7 +191,7 @@ test('ClusterMetadata keeps its image by deltas through a staged creation, an el
         topics.set(name, writer.createTopicImage({ name, partitions: 40, replicationFactor: 3, configs: {} }))
       return { ...image, topics }
     })
-    const live = new Set([0, 1])
+    const live = new Set(ids(0, 1))
     const elected = await writer.update((image) => {
       const topics = new Map(image.topics)
       for (const topic of image.topics.values()) {

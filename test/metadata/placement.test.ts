@@ -2,10 +2,11 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { BrokerRegistration } from '../../src/metadata/cluster-image.js'
 import { assignReplicas } from '../../src/metadata/placement.js'
+import { toBrokerId } from '../helpers/broker-ids.js'
 
 function brokers(n: number, rack?: (i: number) => string): BrokerRegistration[] {
   return Array.from({ length: n }, (_, i) => ({
-    nodeId: i,
+    nodeId: toBrokerId(i),
     host: '127.0.0.1',
     port: 9092 + i,
     rack: rack ? rack(i) : null,

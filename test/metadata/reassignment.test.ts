@@ -9,13 +9,14 @@ import {
   maybeCompleteReassignment,
   startReassignment,
 } from '../../src/metadata/reassignment.js'
+import { ids, toBrokerId } from '../helpers/broker-ids.js'
 
 function state(partial: Partial<PartitionState>): PartitionState {
   return {
     partition: 0,
-    replicas: [1, 2],
-    isr: [1, 2],
-    leader: 1,
+    replicas: ids(1, 2),
+    isr: ids(1, 2),
+    leader: toBrokerId(1),
     leaderEpoch: 3,
     partitionEpoch: toPartitionEpoch(1),
     ...partial,
@@ -23,13 +24,17 @@ function state(partial: Partial<PartitionState>): PartitionState {
 }
 
 test('a reassignment adds the target first, completes once the target is in the ISR, and moves the leader', () => {
-  const started = startReassignment(state({}), [3, 4])
+  const started = startReassignment(state({}), ids(3, 4))
   assert.deepEqual(started.replicas, [3, 4, 1, 2])
   assert.deepEqual(started.addingReplicas, [3, 4])
   assert.deepEqual(started.removingReplicas, [1, 2])
-  assert.equal(maybeCompleteReassignment(started, new Set([1, 2, 3, 4])), null, 'waits for the new replicas')
-  const caughtUp = { ...started, isr: [1, 2, 3, 4] }
-  const done = maybeCompleteReassignment(caughtUp, new Set([1, 2, 3, 4]))!
+  assert.equal(
+    maybeCompleteReassignment(started, new Set(ids(1, 2, 3, 4))),
+    null,
+    'waits for the new replicas',
+  )
+  const caughtUp = { ...started, isr: ids(1, 2, 3, 4) }
+  const done = maybeCompleteReassignment(caughtUp, new Set(ids(1, 2, 3, 4)))!
   assert.deepEqual(done.replicas, [3, 4])
   assert.deepEqual(done.isr, [3, 4])
   assert.equal(done.leader, 3)
@@ -38,12 +43,12 @@ test('a reassignment adds the target first, completes once the target is in the 
 })
 
 test('a reassignment keeping the leader does not bump the epoch; cancel restores the original replicas', () => {
-  const started = startReassignment(state({}), [1, 3])
-  const done = maybeCompleteReassignment({ ...started, isr: [1, 2, 3] }, new Set([1, 2, 3]))!
+  const started = startReassignment(state({}), ids(1, 3))
+  const done = maybeCompleteReassignment({ ...started, isr: ids(1, 2, 3) }, new Set(ids(1, 2, 3)))!
   assert.deepEqual(done.replicas, [1, 3])
   assert.equal(done.leader, 1)
   assert.equal(done.leaderEpoch, 3)
-  const cancelled = cancelReassignment({ ...started, isr: [1, 2, 3] })!
+  const cancelled = cancelReassignment({ ...started, isr: ids(1, 2, 3) })!
   assert.deepEqual(cancelled.replicas, [1, 2])
   assert.deepEqual(cancelled.isr, [1, 2])
   assert.equal(cancelReassignment(state({})), null)
@@ -51,12 +56,12 @@ test('a reassignment keeping the leader does not bump the epoch; cancel restores
 
 test('imbalance: partitions whose preferred replica does not lead, for brokers above the percentage', () => {
   const partitions = [0, 1, 2, 3].map((p) =>
-    state({ partition: p, replicas: [1, 2], leader: p === 0 ? 2 : 1 }),
+    state({ partition: p, replicas: ids(1, 2), leader: toBrokerId(p === 0 ? 2 : 1) }),
   )
   const image: ClusterImage = {
     clusterId: 'c',
-    controllerId: 1,
-    brokers: new Map([1, 2].map((id) => [id, { nodeId: id, host: 'h', port: 1, rack: null }])),
+    controllerId: toBrokerId(1),
+    brokers: new Map(ids(1, 2).map((id) => [id, { nodeId: id, host: 'h', port: 1, rack: null }])),
     topics: new Map([['t', { name: 't', topicId: 'x', partitions, configs: {} }]]),
   }
   assert.deepEqual([...imbalancedPartitions(image, 10)], ['t-0'], '1 of 4 = 25% > 10%')

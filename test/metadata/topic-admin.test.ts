@@ -6,16 +6,17 @@
 import assert from 'node:assert/strict'
 import { afterEach, beforeEach, test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
-import { servedKey } from '../../src/metadata/cluster-image.js'
+import { type BrokerId, servedKey } from '../../src/metadata/cluster-image.js'
 import { ClusterMetadata } from '../../src/metadata/cluster-metadata.js'
 import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
 import { type ConfigChange, type CreatableTopic, TopicAdmin } from '../../src/metadata/topic-admin.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { ZERO_UUID } from '../../src/protocol/primitives.js'
 import { brokerConfigFromProperties } from '../../src/server/broker-config.js'
+import { ids, toBrokerId } from '../helpers/broker-ids.js'
 import { ManualClock } from '../storage/helpers.js'
 
-const BROKERS = [0, 1, 2]
+const BROKERS = ids(0, 1, 2)
 
 interface Setup {
   clock: ManualClock
@@ -78,7 +79,7 @@ async function leadersServe(metadata: ClusterMetadata): Promise<void> {
   const served = new Map(BROKERS.map((id) => [id, new Map<string, number>()]))
   for (const t of image.topics.values())
     for (const p of t.partitions) served.get(p.leader)?.set(servedKey(t.topicId, p.partition), p.leaderEpoch)
-  for (const [id, epochs] of served) await metadata.recordServed(id, epochs)
+  for (const [id, epochs] of served) await metadata.recordServed(toBrokerId(id), epochs)
 }
 
 /** Whether `promise` settles within a few turns of the event loop (no clock advance). */
@@ -108,14 +109,14 @@ test("createTopics runs Kafka's checks per topic and answers duplicates last", a
       topic('manual', {
         numPartitions: -1,
         replicationFactor: -1,
-        assignments: [{ partitionIndex: 0, brokerIds: [1, 7] }],
+        assignments: [{ partitionIndex: 0, brokerIds: ids(1, 7) }],
       }),
       topic('gap', {
         numPartitions: -1,
         replicationFactor: -1,
         assignments: [
-          { partitionIndex: 0, brokerIds: [1] },
-          { partitionIndex: 2, brokerIds: [2] },
+          { partitionIndex: 0, brokerIds: ids(1) },
+          { partitionIndex: 2, brokerIds: ids(2) },
         ],
       }),
       topic('__cluster_metadata'),
@@ -235,7 +236,7 @@ test('createPartitions grows topics, refuses what Kafka refuses, and waits for t
   assert.equal(refused[0].errorCode, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
   assert.equal(refused[1].errorCode, ErrorCode.INVALID_PARTITIONS)
   assert.equal(refused[1].errorMessage, 'Topic already has 2 partition(s).')
-  const manual = await admin.createPartitions([{ name: 'grow', count: 4, assignments: [[0, 1]] }], {
+  const manual = await admin.createPartitions([{ name: 'grow', count: 4, assignments: [ids(0, 1)] }], {
     validateOnly: false,
     timeoutMs: 0,
   })
@@ -245,10 +246,7 @@ test('createPartitions grows topics, refuses what Kafka refuses, and waits for t
       {
         name: 'grow',
         count: 4,
-        assignments: [
-          [2, 0],
-          [1, 2],
-        ],
+        assignments: [ids(2, 0), ids(1, 2)],
       },
     ],
     {
@@ -380,7 +378,7 @@ test('allowReplicationFactorChange=false refuses a new replication factor, the t
   })
   const [a, b] = metadata.image().topics.get('rf')!.partitions[0].replicas
   const c = BROKERS.find((id) => id !== a && id !== b)!
-  const answer = async (replicas: number[] | null, allowReplicationFactorChange: boolean) => {
+  const answer = async (replicas: BrokerId[] | null, allowReplicationFactorChange: boolean) => {
     const [t] = await admin.alterPartitionReassignments(
       [{ name: 'rf', partitions: [{ partitionIndex: 0, replicas }] }],
       allowReplicationFactorChange,

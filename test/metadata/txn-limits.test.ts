@@ -27,10 +27,11 @@ import { TopicAdmin } from '../../src/metadata/topic-admin.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { brokerConfigFromProperties } from '../../src/server/broker-config.js'
 import { plant } from '../../src/sim/mutations.js'
+import { ids, toBrokerId } from '../helpers/broker-ids.js'
 import { ManualClock } from '../storage/helpers.js'
 
 const LIMITS = STORE_LIMITS_DEFAULT
-const BROKERS = [0, 1, 2]
+const BROKERS = ids(0, 1, 2)
 
 function put(key: string, value = 'v'): StoreOp {
   return { type: 'put', key, value }
@@ -212,7 +213,7 @@ test('a topic of 2,000 partitions and 50 topics at once are created within the l
 
 /** The controller's reaction to broker 2's death: new leaders, ISRs without it. */
 function failOver(image: ClusterImage): ClusterImage {
-  const live = new Set([0, 1])
+  const live = new Set(ids(0, 1))
   const topic = image.topics.get('big')!
   const partitions = topic.partitions.map(
     (state) => onBrokerChange({ state, live, uncleanLeaderElection: false })?.state ?? state,
@@ -233,7 +234,7 @@ test("a dead broker's 2,000 partitions all fail over, one partition's compare-an
         state.leader === 0 || state.leader === 1,
         `partition ${state.partition} led by ${state.leader}`,
       )
-      assert.ok(!state.isr.includes(2))
+      assert.ok(!state.isr.includes(toBrokerId(2)))
     }
     for (const seen of c.images) assertWhole(seen)
   } finally {
@@ -342,7 +343,7 @@ test('a registration that leaves many partitions is written last, after them', a
     })
     const lease = await c.store.grantLease(600_000)
     const epoch = await restarted.register(
-      { nodeId: 2, host: 'localhost', port: 9094, rack: null, incarnationId: 'restarted' },
+      { nodeId: toBrokerId(2), host: 'localhost', port: 9094, rack: null, incarnationId: 'restarted' },
       lease,
     )
     assert.ok(epoch !== null)
@@ -350,11 +351,11 @@ test('a registration that leaves many partitions is written last, after them', a
     await c.reader.update((image) => image)
     assert.ok(c.images.length > 1, 'in several transactions')
     for (const image of c.images) {
-      const registered = image.brokers.get(2)?.incarnationId === 'restarted'
+      const registered = image.brokers.get(toBrokerId(2))?.incarnationId === 'restarted'
       if (!registered) continue
       for (const state of image.topics.get('big')!.partitions) {
         assert.notEqual(state.leader, 2, 'the new incarnation registered while its predecessor led')
-        assert.ok(!state.isr.includes(2))
+        assert.ok(!state.isr.includes(toBrokerId(2)))
       }
     }
   } finally {

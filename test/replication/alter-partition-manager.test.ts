@@ -9,12 +9,13 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
 import { systemRandom } from '../../src/common/random.js'
-import { toPartitionEpoch } from '../../src/common/types.js'
+import { type BrokerId, toPartitionEpoch } from '../../src/common/types.js'
 import type { ClusterImage, PartitionState } from '../../src/metadata/cluster-image.js'
 import { ClusterMetadata, initialState } from '../../src/metadata/cluster-metadata.js'
 import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
 import { AlterPartitionManager } from '../../src/replication/alter-partition-manager.js'
 import type { IsrProposal } from '../../src/replication/partition.js'
+import { ids, toBrokerId } from '../helpers/broker-ids.js'
 import { ManualClock } from '../storage/helpers.js'
 
 const PARTITIONS = 50
@@ -26,7 +27,7 @@ async function cluster(): Promise<{ store: EmbeddedStore; metadata: ClusterMetad
     random: systemRandom,
     logger: silentLogger,
   })
-  for (const nodeId of [0, 1, 2]) {
+  for (const nodeId of ids(0, 1, 2)) {
     const lease = await store.grantLease(600_000)
     await metadata.register(
       { nodeId, host: 'localhost', port: 9092 + nodeId, rack: null, incarnationId: `i-${nodeId}` },
@@ -36,8 +37,8 @@ async function cluster(): Promise<{ store: EmbeddedStore; metadata: ClusterMetad
   // Led by 0, followers 1 and 2 out of the ISR (as after a shrink).
   await metadata.update((image) => {
     const partitions = Array.from({ length: PARTITIONS }, (_, i) => ({
-      ...initialState(i, [0, 1, 2]),
-      isr: [0],
+      ...initialState(i, ids(0, 1, 2)),
+      isr: ids(0),
     }))
     const topic = { name: 't', topicId: 'AAAAAAAAAAAAAAAAAAAAAg', partitions, configs: {} }
     return { ...image, topics: new Map([['t', topic]]) }
@@ -49,7 +50,7 @@ function state(image: ClusterImage, index: number): PartitionState {
   return image.topics.get('t')!.partitions[index]
 }
 
-function expand(image: ClusterImage, index: number, isr: number[]): IsrProposal {
+function expand(image: ClusterImage, index: number, isr: BrokerId[]): IsrProposal {
   const s = state(image, index)
   return {
     topic: 't',
@@ -58,7 +59,7 @@ function expand(image: ClusterImage, index: number, isr: number[]): IsrProposal 
     leaderEpoch: s.leaderEpoch,
     partitionEpoch: s.partitionEpoch,
     isr,
-    brokerEpoch: image.brokers.get(0)!.brokerEpoch!,
+    brokerEpoch: image.brokers.get(toBrokerId(0))!.brokerEpoch!,
     addedMembers: isr.filter((id) => id !== 0).map((brokerId) => ({ brokerId, brokerEpoch: -1 })),
   }
 }
@@ -75,7 +76,7 @@ async function withManager(body: (fixture: Fixture) => Promise<void>): Promise<v
   const { store, metadata } = await cluster()
   let writes = 0
   const manager = new AlterPartitionManager({
-    nodeId: 0,
+    nodeId: toBrokerId(0),
     updateMetadata: (change, guard) => {
       writes++
       return metadata.update(change, guard)
@@ -96,7 +97,7 @@ test('proposals made together commit in one metadata write and one image', () =>
     metadata.onChange(() => images++)
     const before = metadata.image()
     const results = await Promise.all(
-      Array.from({ length: PARTITIONS }, (_, i) => manager.submit(expand(before, i, [0, 1, 2]))),
+      Array.from({ length: PARTITIONS }, (_, i) => manager.submit(expand(before, i, ids(0, 1, 2)))),
     )
     assert.deepEqual(results, Array(PARTITIONS).fill(true))
     assert.equal(writes(), 1, 'one compare-and-set for the whole batch')
@@ -112,15 +113,18 @@ test('a refused proposal does not hold back the others of its batch, and a stale
   withManager(async ({ metadata, manager }) => {
     const before = metadata.image()
     const stale = {
-      ...expand(before, 1, [0, 1]),
+      ...expand(before, 1, ids(0, 1)),
       partitionEpoch: toPartitionEpoch(state(before, 1).partitionEpoch - 1),
     }
-    const fenced = { ...expand(before, 2, [0, 2]), brokerEpoch: before.brokers.get(0)!.brokerEpoch! - 1 }
+    const fenced = {
+      ...expand(before, 2, ids(0, 2)),
+      brokerEpoch: before.brokers.get(toBrokerId(0))!.brokerEpoch! - 1,
+    }
     const results = await Promise.all([
-      manager.submit(expand(before, 0, [0, 1])),
+      manager.submit(expand(before, 0, ids(0, 1))),
       manager.submit(stale),
       manager.submit(fenced),
-      manager.submit(expand(before, 3, [0, 2])),
+      manager.submit(expand(before, 3, ids(0, 2))),
     ])
     assert.deepEqual(results, [true, false, false, true])
     assert.deepEqual(state(metadata.image(), 0).isr, [0, 1])
@@ -128,7 +132,7 @@ test('a refused proposal does not hold back the others of its batch, and a stale
     assert.deepEqual(state(metadata.image(), 2).isr, [0], 'older broker epoch of the leader: unchanged')
     assert.deepEqual(state(metadata.image(), 3).isr, [0, 2])
     // Made from the state the first write replaced: the epoch moved on.
-    assert.equal(await manager.submit(expand(before, 0, [0, 1, 2])), false)
+    assert.equal(await manager.submit(expand(before, 0, ids(0, 1, 2))), false)
   }))
 
 test('a proposal from a replica of a deleted topic does not change the new topic of the same name', () =>
@@ -136,18 +140,18 @@ test('a proposal from a replica of a deleted topic does not change the new topic
     const before = metadata.image()
     // Same name, same partition and leader epochs (both new), another topic id: a replica of
     // the deleted topic not retired yet proposes from its state.
-    const oldTopic = { ...expand(before, 0, [0, 1, 2]), topicId: 'AAAAAAAAAAAAAAAAAAAAAw' }
+    const oldTopic = { ...expand(before, 0, ids(0, 1, 2)), topicId: 'AAAAAAAAAAAAAAAAAAAAAw' }
     assert.equal(await manager.submit(oldTopic), false)
     assert.deepEqual(state(metadata.image(), 0).isr, [0], 'unchanged')
-    assert.equal(await manager.submit(expand(before, 0, [0, 1, 2])), true)
+    assert.equal(await manager.submit(expand(before, 0, ids(0, 1, 2))), true)
   }))
 
 test('two proposals for one partition go in separate writes: the second sees the first committed', () =>
   withManager(async ({ metadata, manager, writes }) => {
     const before = metadata.image()
     const results = await Promise.all([
-      manager.submit(expand(before, 5, [0, 1])),
-      manager.submit(expand(before, 5, [0, 2])),
+      manager.submit(expand(before, 5, ids(0, 1))),
+      manager.submit(expand(before, 5, ids(0, 2))),
     ])
     // Both made from the same state: only the first can commit, and the second must not count.
     assert.deepEqual(results, [true, false])
@@ -161,13 +165,13 @@ test('the image keeps the objects of partitions and topics a write did not chang
       const other = {
         name: 'u',
         topicId: 'AAAAAAAAAAAAAAAAAAAAAw',
-        partitions: [initialState(0, [1, 2, 0])],
+        partitions: [initialState(0, ids(1, 2, 0))],
         configs: {},
       }
       return { ...image, topics: new Map(image.topics).set('u', other) }
     })
     const before = metadata.image()
-    assert.equal(await manager.submit(expand(before, 7, [0, 1])), true)
+    assert.equal(await manager.submit(expand(before, 7, ids(0, 1))), true)
     const after = metadata.image()
     assert.notEqual(after, before)
     assert.equal(after.topics.get('u'), before.topics.get('u'), 'untouched topic: same object')

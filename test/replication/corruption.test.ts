@@ -12,6 +12,7 @@ import { describe, it } from 'node:test'
 import { Consumer, Producer } from '../../src/client/index.js'
 import { toOffset } from '../../src/common/types.js'
 import type { TestCluster } from '../../src/testing/index.js'
+import { toBrokerId } from '../helpers/broker-ids.js'
 import { allowErrorLogs } from '../helpers/log-guard.js'
 import { startCluster } from '../helpers/testing.js'
 import { waitUntil } from '../helpers/wait.js'
@@ -105,7 +106,7 @@ async function waitCaughtUp(cluster: TestCluster, follower: number, leader: numb
     () =>
       cluster.isRunning(follower) &&
       logOf(cluster, follower).logEndOffset === logOf(cluster, leader).logEndOffset &&
-      cluster.partitionState(TOPIC, 0).isr.includes(follower),
+      cluster.partitionState(TOPIC, 0).isr.includes(toBrokerId(follower)),
     50,
   )
 }

@@ -14,6 +14,7 @@ import { toOffset } from '../../src/common/types.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { ApiKey, type FetchResponse } from '../../src/protocol/generated/index.js'
 import { RACK_AWARE_REPLICA_SELECTOR, selectRackAware } from '../../src/replication/replica-selector.js'
+import { toBrokerId } from '../helpers/broker-ids.js'
 import { type EtcdCluster, waitFor, withEtcdCluster } from '../helpers/broker-process.js'
 import { pythonJson } from '../helpers/compat-clients.js'
 import { kcatMetadata, partitionOf } from '../helpers/metadata-view.js'
@@ -30,7 +31,7 @@ describe('RackAwareReplicaSelector', () => {
     logEndOffset: number,
     timeSinceLastCaughtUpMs = 0,
   ) => ({
-    brokerId,
+    brokerId: toBrokerId(brokerId),
     rack,
     logEndOffset: toOffset(logEndOffset),
     timeSinceLastCaughtUpMs,

@@ -20,11 +20,12 @@ import { type IsrProposal, Partition } from '../../src/replication/partition.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { FetchSessionCache } from '../../src/server/fetch-session-cache.js'
 import { UnifiedLog } from '../../src/storage/unified-log.js'
+import { ids, toBrokerId } from '../helpers/broker-ids.js'
 import { ManualClock, simpleBatch, withTempDir } from '../storage/helpers.js'
 
 const LAG_MS = 10_000
 const FETCH_EVERY_MS = 500
-const FOLLOWER = 2
+const FOLLOWER = toBrokerId(2)
 
 interface Target extends FetchPartitionRequest {
   readonly sessionPartition: {
@@ -47,9 +48,9 @@ interface World {
 function state(partition: number): PartitionState {
   return {
     partition,
-    replicas: [1, FOLLOWER],
-    isr: [1, FOLLOWER],
-    leader: 1,
+    replicas: ids(1, FOLLOWER),
+    isr: ids(1, FOLLOWER),
+    leader: toBrokerId(1),
     leaderEpoch: 0,
     partitionEpoch: toPartitionEpoch(0),
   }
@@ -71,7 +72,7 @@ async function withSession(
         logs.push(log)
         partitions.push(
           new Partition({ topic: 't', partition: index, topicId: 'id' }, log, state(index), {
-            localBrokerId: 1,
+            localBrokerId: toBrokerId(1),
             isFenced: () => false,
             nowMs: () => clock.monotonicMs(),
             // Proposals stay pending: the test reads which ISR each partition asked for.
@@ -257,7 +258,7 @@ describe('FollowerSessionNews', () => {
     await withSession(3, async (world) => {
       await world.fetch()
       await world.fetch()
-      world.partitions[1].updateState({ ...state(1), isr: [1], partitionEpoch: toPartitionEpoch(1) })
+      world.partitions[1].updateState({ ...state(1), isr: ids(1), partitionEpoch: toPartitionEpoch(1) })
       world.clock.advance(FETCH_EVERY_MS)
       assert.equal(await world.fetch(), 1)
       assert.deepEqual(

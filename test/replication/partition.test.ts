@@ -8,18 +8,25 @@ import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { InvariantError } from '../../src/common/assert.js'
 import { silentLogger } from '../../src/common/logger.js'
-import { type LeaderEpoch, type Offset, toOffset, toPartitionEpoch } from '../../src/common/types.js'
+import {
+  type BrokerId,
+  type LeaderEpoch,
+  type Offset,
+  toOffset,
+  toPartitionEpoch,
+} from '../../src/common/types.js'
 import type { ClusterImage, PartitionState } from '../../src/metadata/cluster-image.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { waitForHighWatermark } from '../../src/replication/delayed-operations.js'
 import { KafkaError } from '../../src/replication/kafka-error.js'
-import { type IsrProposal, Partition } from '../../src/replication/partition.js'
+import { type IsrProposal, Partition, type PartitionContext } from '../../src/replication/partition.js'
 import type { ReplicaFetcherManager } from '../../src/replication/replica-fetcher-manager.js'
 import { ReplicaManager } from '../../src/replication/replica-manager.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { plant } from '../../src/sim/mutations.js'
 import { DEFAULT_LOG_CONFIG } from '../../src/storage/log-config.js'
 import { UnifiedLog } from '../../src/storage/unified-log.js'
+import { ids, toBrokerId } from '../helpers/broker-ids.js'
 import { ManualClock, simpleBatch, waitFor, withTempDir } from '../storage/helpers.js'
 
 const LAG_MS = 10_000
@@ -40,17 +47,17 @@ class FakeContext {
   readonly proposals: Pending[] = []
   constructor(
     readonly clock: ManualClock,
-    readonly localBrokerId = 1,
+    readonly localBrokerId: BrokerId = toBrokerId(1),
   ) {}
-  get context() {
+  get context(): PartitionContext {
     return {
       localBrokerId: this.localBrokerId,
       isFenced: () => this.fenced,
       nowMs: () => this.clock.monotonicMs(),
       alterIsr: (proposal: IsrProposal) =>
         new Promise<boolean>((resolve, reject) => this.proposals.push({ proposal, resolve, reject })),
-      isRegistered: (brokerId: number) => !this.unregistered.has(brokerId),
-      brokerEpochOf: (brokerId: number) =>
+      isRegistered: (brokerId) => !this.unregistered.has(brokerId),
+      brokerEpochOf: (brokerId) =>
         this.unregistered.has(brokerId) ? undefined : (this.brokerEpochs.get(brokerId) ?? -1),
       localBrokerEpoch: () => this.localBrokerEpoch,
     }
@@ -63,9 +70,9 @@ class FakeContext {
 function state(overrides: Partial<PartitionState> = {}): PartitionState {
   return {
     partition: 0,
-    replicas: [1, 2, 3],
-    isr: [1, 2, 3],
-    leader: 1,
+    replicas: ids(1, 2, 3),
+    isr: ids(1, 2, 3),
+    leader: toBrokerId(1),
     leaderEpoch: 0,
     partitionEpoch: toPartitionEpoch(0),
     ...overrides,
@@ -102,77 +109,77 @@ describe('Partition high watermark', () => {
     await withPartition(state(), async (p) => {
       assert.equal(await produce(p, 10), 10)
       assert.equal(p.highWatermark, 0, 'followers unknown: nothing committed')
-      p.updateFollowerFetchState(2, toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(10))
       assert.equal(p.highWatermark, 0, 'follower 3 still unknown')
-      p.updateFollowerFetchState(3, toOffset(4))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(4))
       assert.equal(p.highWatermark, 4)
-      p.updateFollowerFetchState(3, toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(10))
       assert.equal(p.highWatermark, 10)
       assert.equal(await produce(p, 5), 15)
       assert.equal(p.highWatermark, 10, 'an append alone does not commit')
-      p.updateFollowerFetchState(2, toOffset(15))
-      p.updateFollowerFetchState(3, toOffset(12))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(15))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(12))
       assert.equal(p.highWatermark, 12)
     })
   })
 
   it('ignores followers outside the ISR, and never goes back', async () => {
-    await withPartition(state({ isr: [1, 2] }), async (p) => {
+    await withPartition(state({ isr: ids(1, 2) }), async (p) => {
       await produce(p, 10)
-      p.updateFollowerFetchState(2, toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(10))
       assert.equal(p.highWatermark, 10)
-      p.updateFollowerFetchState(2, toOffset(7)) // a follower that truncated reports less: the HW stays
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(7)) // a follower that truncated reports less: the HW stays
       assert.equal(p.highWatermark, 10)
     })
   })
 
   it('a leader alone in the ISR commits on append', async () => {
-    await withPartition(state({ isr: [1] }), async (p) => {
+    await withPartition(state({ isr: ids(1) }), async (p) => {
       await produce(p, 3)
       assert.equal(p.highWatermark, 3)
     })
   })
 
   it('never passes a member being added (maximal ISR) until the change is refused', async () => {
-    await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
+    await withPartition(state({ isr: ids(1, 2) }), async (p, ctx) => {
       await produce(p, 10)
-      p.updateFollowerFetchState(2, toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(10))
       assert.equal(p.highWatermark, 10)
-      p.updateFollowerFetchState(3, toOffset(10)) // reached the HW: proposes [1,2,3]
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(10)) // reached the HW: proposes [1,2,3]
       assert.deepEqual(ctx.isrs, [[1, 2, 3]])
       await produce(p, 10)
-      p.updateFollowerFetchState(2, toOffset(20))
-      p.updateFollowerFetchState(3, toOffset(14))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(20))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(14))
       assert.equal(p.highWatermark, 14, 'bounded by the member being added')
       assert.deepEqual(ctx.isrs, [[1, 2, 3]], 'one proposal in flight at a time')
       ctx.proposals[0].resolve(false)
       await tick()
       // Refused: the committed ISR [1,2] moves the HW at once; 3 proposes again once caught up.
       assert.equal(p.highWatermark, 20, 'the committed ISR bounds the HW again')
-      p.updateFollowerFetchState(3, toOffset(14))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(14))
       assert.deepEqual(ctx.isrs, [[1, 2, 3]], 'not caught up to the HW: no proposal')
       await produce(p, 5)
-      p.updateFollowerFetchState(3, toOffset(20))
-      p.updateFollowerFetchState(2, toOffset(25))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(20))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(25))
       assert.equal(p.highWatermark, 20, 'a new proposal for 3 bounds the HW again')
       assert.deepEqual(ctx.isrs, [
         [1, 2, 3],
         [1, 2, 3],
       ])
       ctx.proposals[1].resolve(true)
-      p.updateState(state({ isr: [1, 2, 3], partitionEpoch: toPartitionEpoch(1) }))
-      p.updateFollowerFetchState(3, toOffset(25))
+      p.updateState(state({ isr: ids(1, 2, 3), partitionEpoch: toPartitionEpoch(1) }))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(25))
       assert.equal(p.highWatermark, 25)
     })
   })
 
   it('a refused expansion lets the committed ISR move the HW again', async () => {
-    await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
+    await withPartition(state({ isr: ids(1, 2) }), async (p, ctx) => {
       await produce(p, 10)
-      p.updateFollowerFetchState(2, toOffset(10))
-      p.updateFollowerFetchState(3, toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(10))
       await produce(p, 10)
-      p.updateFollowerFetchState(2, toOffset(20))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(20))
       assert.equal(p.highWatermark, 10)
       ctx.proposals[0].resolve(false)
       await tick()
@@ -184,42 +191,42 @@ describe('Partition high watermark', () => {
 
 describe('Partition ISR change in flight (Kafka AlterPartition, KIP-497)', () => {
   it('an image change that leaves the partition state as it was keeps the maximal ISR (simulator seed 33)', async () => {
-    await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
+    await withPartition(state({ isr: ids(1, 2) }), async (p, ctx) => {
       await produce(p, 10)
-      p.updateFollowerFetchState(2, toOffset(10))
-      p.updateFollowerFetchState(3, toOffset(10)) // at the HW: proposes [1,2,3]
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(10)) // at the HW: proposes [1,2,3]
       assert.deepEqual(ctx.isrs, [[1, 2, 3]])
       await produce(p, 5)
       // Another partition changed, or a broker registered: this partition's state is the same.
-      p.updateState(state({ isr: [1, 2] }))
-      p.updateFollowerFetchState(2, toOffset(15))
+      p.updateState(state({ isr: ids(1, 2) }))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(15))
       assert.equal(p.highWatermark, 10, 'the member being added still bounds the HW')
       // The expansion commits with 3 at 10: had the HW passed 10, it would now exceed a
       // member's log end.
       ctx.proposals[0].resolve(true)
       await tick()
       assert.equal(p.highWatermark, 10, 'committed but not seen yet: still the maximal ISR')
-      p.updateFollowerFetchState(3, toOffset(12))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(12))
       assert.equal(p.highWatermark, 12)
       assert.deepEqual(ctx.isrs, [[1, 2, 3]], 'no second proposal while the first is unseen')
-      p.updateState(state({ isr: [1, 2, 3], partitionEpoch: toPartitionEpoch(1) }))
-      p.updateFollowerFetchState(3, toOffset(15))
+      p.updateState(state({ isr: ids(1, 2, 3), partitionEpoch: toPartitionEpoch(1) }))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(15))
       assert.equal(p.highWatermark, 15)
     })
   })
 
   it('a newer partition state ends the change in flight; its late answer does not end the next one', async () => {
-    await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
+    await withPartition(state({ isr: ids(1, 2) }), async (p, ctx) => {
       await produce(p, 10)
-      p.updateFollowerFetchState(2, toOffset(10))
-      p.updateFollowerFetchState(3, toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(10))
       assert.deepEqual(ctx.isrs, [[1, 2, 3]])
       // Someone else wrote the partition first (the controller took 2 out): the proposal,
       // made at partition epoch 0, will be refused; the new state is what counts now.
-      p.updateState(state({ isr: [1], partitionEpoch: toPartitionEpoch(1) }))
+      p.updateState(state({ isr: ids(1), partitionEpoch: toPartitionEpoch(1) }))
       await produce(p, 5)
       assert.equal(p.highWatermark, 15, 'ISR [1] alone, nothing in flight')
-      p.updateFollowerFetchState(3, toOffset(15))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(15))
       assert.deepEqual(
         ctx.isrs,
         [
@@ -243,16 +250,16 @@ describe('Partition ISR change in flight (Kafka AlterPartition, KIP-497)', () =>
   })
 
   it('a write that failed without an answer keeps bounding the HW and is sent again as it was', async () => {
-    await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
+    await withPartition(state({ isr: ids(1, 2) }), async (p, ctx) => {
       await produce(p, 10)
-      p.updateFollowerFetchState(2, toOffset(10))
-      p.updateFollowerFetchState(3, toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(10))
       ctx.proposals[0].reject(new Error('store call timed out')) // it may have committed
       await tick()
       await produce(p, 5)
-      p.updateFollowerFetchState(2, toOffset(15))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(15))
       assert.equal(p.highWatermark, 10, 'still bounded by 3, which the store may hold')
-      p.updateFollowerFetchState(3, toOffset(12)) // the next fetch sends the same write again
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(12)) // the next fetch sends the same write again
       assert.equal(ctx.proposals.length, 2)
       assert.deepEqual(ctx.proposals[1].proposal, ctx.proposals[0].proposal)
       assert.equal(p.highWatermark, 12)
@@ -260,24 +267,28 @@ describe('Partition ISR change in flight (Kafka AlterPartition, KIP-497)', () =>
       // here, 3 still bounds the HW.
       ctx.proposals[1].resolve(false)
       await tick()
-      p.updateFollowerFetchState(2, toOffset(15))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(15))
       assert.equal(p.highWatermark, 12)
-      p.updateState(state({ isr: [1, 2, 3], partitionEpoch: toPartitionEpoch(1) }))
-      p.updateFollowerFetchState(3, toOffset(15))
+      p.updateState(state({ isr: ids(1, 2, 3), partitionEpoch: toPartitionEpoch(1) }))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(15))
       assert.equal(p.highWatermark, 15)
     })
   })
 
   it('a new leader epoch ends the change in flight', async () => {
-    await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
+    await withPartition(state({ isr: ids(1, 2) }), async (p, ctx) => {
       await produce(p, 10)
-      p.updateFollowerFetchState(2, toOffset(10))
-      p.updateFollowerFetchState(3, toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(10))
       assert.deepEqual(ctx.isrs, [[1, 2, 3]])
-      p.updateState(state({ leader: 2, leaderEpoch: 1, isr: [1, 2], partitionEpoch: toPartitionEpoch(1) }))
-      p.updateState(state({ leader: 1, leaderEpoch: 2, isr: [1, 2], partitionEpoch: toPartitionEpoch(2) }))
-      p.updateFollowerFetchState(2, toOffset(10))
-      p.updateFollowerFetchState(3, toOffset(10))
+      p.updateState(
+        state({ leader: toBrokerId(2), leaderEpoch: 1, isr: ids(1, 2), partitionEpoch: toPartitionEpoch(1) }),
+      )
+      p.updateState(
+        state({ leader: toBrokerId(1), leaderEpoch: 2, isr: ids(1, 2), partitionEpoch: toPartitionEpoch(2) }),
+      )
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(10))
       assert.deepEqual(
         ctx.isrs,
         [
@@ -293,12 +304,12 @@ describe('Partition ISR change in flight (Kafka AlterPartition, KIP-497)', () =>
 
 describe('Partition ISR', () => {
   it('expands when a follower outside the ISR reaches the high watermark, not before', async () => {
-    await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
+    await withPartition(state({ isr: ids(1, 2) }), async (p, ctx) => {
       await produce(p, 10)
-      p.updateFollowerFetchState(2, toOffset(10))
-      p.updateFollowerFetchState(3, toOffset(9))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(9))
       assert.deepEqual(ctx.isrs, [])
-      p.updateFollowerFetchState(3, toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(10))
       assert.deepEqual(ctx.isrs, [[1, 2, 3]])
       const { proposal } = ctx.proposals[0]
       assert.equal(proposal.leaderEpoch, 0)
@@ -309,14 +320,14 @@ describe('Partition ISR', () => {
   it('a caught-up follower without a registration does not join the ISR until it registers (KIP-841)', async () => {
     // Before: the controller took the unregistered broker out, the leader put it back on its
     // next fetch, and so on every few ms while its session was lost (simulator, store stalls).
-    await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
+    await withPartition(state({ isr: ids(1, 2) }), async (p, ctx) => {
       await produce(p, 10)
-      p.updateFollowerFetchState(2, toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(10))
       ctx.unregistered.add(3)
-      p.updateFollowerFetchState(3, toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(10))
       assert.deepEqual(ctx.isrs, [])
       ctx.unregistered.delete(3)
-      p.updateFollowerFetchState(3, toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(10))
       assert.deepEqual(ctx.isrs, [[1, 2, 3]])
     })
   })
@@ -327,11 +338,11 @@ describe('Partition ISR', () => {
     // mutation; this test plants it, proving it still breaks exactly the KIP-841 rule above.
     const undo = plant('isr-readds-unregistered', () => undefined)
     try {
-      await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
+      await withPartition(state({ isr: ids(1, 2) }), async (p, ctx) => {
         await produce(p, 10)
-        p.updateFollowerFetchState(2, toOffset(10))
+        p.updateFollowerFetchState(toBrokerId(2), toOffset(10))
         ctx.unregistered.add(3)
-        p.updateFollowerFetchState(3, toOffset(10))
+        p.updateFollowerFetchState(toBrokerId(3), toOffset(10))
         assert.deepEqual(ctx.isrs, [[1, 2, 3]], 'the unregistered broker is put back in the ISR')
       })
     } finally {
@@ -354,24 +365,24 @@ describe('Partition ISR', () => {
         const p = new Partition(
           { topic: 't', partition: 0, topicId: 'id' },
           log,
-          state({ leader: 2, isr: [2, 1, 4], replicas: [2, 1, 3, 4] }),
+          state({ leader: toBrokerId(2), isr: ids(2, 1, 4), replicas: ids(2, 1, 3, 4) }),
           ctx.context,
         )
         // Broker 2 died; this one leads epoch 1 with ISR [1, 4]; 4 has not fetched yet, so
         // the HW stays at the stale 5 although up to 10 may have been acknowledged.
         p.updateState(
           state({
-            leader: 1,
+            leader: toBrokerId(1),
             leaderEpoch: 1,
-            isr: [1, 4],
-            replicas: [2, 1, 3, 4],
+            isr: ids(1, 4),
+            replicas: ids(2, 1, 3, 4),
             partitionEpoch: toPartitionEpoch(1),
           }),
         )
         assert.equal(p.highWatermark, 5)
-        p.updateFollowerFetchState(3, toOffset(5)) // at the stale HW but missing 5..9
+        p.updateFollowerFetchState(toBrokerId(3), toOffset(5)) // at the stale HW but missing 5..9
         assert.deepEqual(ctx.isrs, [], 'a follower below the epoch start must not join the ISR')
-        p.updateFollowerFetchState(3, toOffset(10))
+        p.updateFollowerFetchState(toBrokerId(3), toOffset(10))
         assert.deepEqual(ctx.isrs, [[1, 4, 3]])
       } finally {
         await log.close()
@@ -382,44 +393,51 @@ describe('Partition ISR', () => {
   it('shrinks after replica.lag.time.max.ms without catching up (lastCaughtUpTime rules)', async () => {
     await withPartition(state(), async (p, ctx, clock) => {
       await produce(p, 10) // LEO 10
-      p.updateFollowerFetchState(2, toOffset(10))
-      p.updateFollowerFetchState(3, toOffset(10)) // caught up at t0
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(10)) // caught up at t0
       const t0 = clock.now
       clock.advance(1000)
       await produce(p, 10) // LEO 20
       clock.advance(500)
       // Follower 3 asks for 10 = the leader's LEO at its previous fetch: caught up as of t0.
-      p.updateFollowerFetchState(3, toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(10))
       const t1 = clock.now
       clock.advance(500)
       await produce(p, 10) // LEO 30
       clock.advance(500)
-      p.updateFollowerFetchState(3, toOffset(20)) // 20 was the LEO at its fetch at t1: caught up as of t1
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(20)) // 20 was the LEO at its fetch at t1: caught up as of t1
       // Follower 2 keeps fetching at the log end.
-      p.updateFollowerFetchState(2, toOffset(30))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(30))
       clock.now = t1 + LAG_MS
-      p.updateFollowerFetchState(2, toOffset(30))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(30))
       p.maybeShrinkIsr(LAG_MS)
       assert.deepEqual(ctx.isrs, [], 'exactly lag.time.max.ms behind is still in sync')
       assert.ok(t0 < t1)
       clock.now = t1 + LAG_MS + 1
-      p.updateFollowerFetchState(2, toOffset(30))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(30))
       p.maybeShrinkIsr(LAG_MS)
       assert.deepEqual(ctx.isrs, [[1, 2]])
       // While the shrink is pending the HW still waits for 3 (maximal ISR).
       assert.equal(p.highWatermark, 20)
       ctx.proposals[0].resolve(true)
-      p.updateState(state({ isr: [1, 2], partitionEpoch: toPartitionEpoch(1) }))
+      p.updateState(state({ isr: ids(1, 2), partitionEpoch: toPartitionEpoch(1) }))
       assert.equal(p.highWatermark, 30)
     })
   })
 
   it('a follower that stops fetching leaves; one in the ISR at a new leadership gets a full window', async () => {
-    await withPartition(state({ leader: 2, leaderEpoch: 3 }), async (p, ctx, clock) => {
+    await withPartition(state({ leader: toBrokerId(2), leaderEpoch: 3 }), async (p, ctx, clock) => {
       clock.advance(LAG_MS * 5)
-      p.updateState(state({ leader: 1, leaderEpoch: 4, isr: [1, 2, 3], partitionEpoch: toPartitionEpoch(1) }))
+      p.updateState(
+        state({
+          leader: toBrokerId(1),
+          leaderEpoch: 4,
+          isr: ids(1, 2, 3),
+          partitionEpoch: toPartitionEpoch(1),
+        }),
+      )
       clock.advance(LAG_MS)
-      p.updateFollowerFetchState(2, toOffset(0))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(0))
       p.maybeShrinkIsr(LAG_MS)
       assert.deepEqual(ctx.isrs, [], 'full window from the leadership start')
       clock.advance(1)
@@ -434,12 +452,12 @@ describe('Partition ISR', () => {
       ctx.fenced = true
       clock.advance(LAG_MS * 2)
       p.maybeShrinkIsr(LAG_MS)
-      p.updateFollowerFetchState(2, toOffset(0))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(0))
       assert.deepEqual(ctx.isrs, [])
       ctx.fenced = false
       p.maybeShrinkIsr(LAG_MS)
       assert.deepEqual(ctx.isrs, [[1, 2]])
-      for (const { proposal } of ctx.proposals) assert.ok(proposal.isr.includes(1))
+      for (const { proposal } of ctx.proposals) assert.ok(proposal.isr.includes(toBrokerId(1)))
     })
   })
 })
@@ -459,7 +477,7 @@ describe('Partition leadership', () => {
   })
 
   it('acks=all is refused before the append when the ISR is below min.insync.replicas', async () => {
-    await withPartition(state({ isr: [1] }), async (p) => {
+    await withPartition(state({ isr: ids(1) }), async (p) => {
       await assert.rejects(p.appendRecordsToLeader(simpleBatch(1), -1, 2), (error: unknown) => {
         assert.ok(error instanceof KafkaError)
         assert.equal(error.errorCode, ErrorCode.NOT_ENOUGH_REPLICAS)
@@ -475,9 +493,9 @@ describe('Partition leadership', () => {
       assert.throws(() => p.updateState(state({ leaderEpoch: 4 })), InvariantError)
       assert.equal(p.leaderEpoch, 5)
       p.updateState(state({ leaderEpoch: 5, partitionEpoch: toPartitionEpoch(2) }))
-      p.updateState(state({ leader: 2, leaderEpoch: 6, partitionEpoch: toPartitionEpoch(3) }))
+      p.updateState(state({ leader: toBrokerId(2), leaderEpoch: 6, partitionEpoch: toPartitionEpoch(3) }))
       assert.equal(p.isLeader, false)
-      assert.throws(() => p.updateState(state({ leader: 1, leaderEpoch: 5 })), InvariantError)
+      assert.throws(() => p.updateState(state({ leader: toBrokerId(1), leaderEpoch: 5 })), InvariantError)
     })
   })
 
@@ -493,20 +511,20 @@ describe('Partition leadership', () => {
 
 describe('acks=all purgatory', () => {
   it('completes once when the high watermark covers the records, removing its watcher', async () => {
-    await withPartition(state({ isr: [1, 2] }), async (p, _ctx, clock) => {
+    await withPartition(state({ isr: ids(1, 2) }), async (p, _ctx, clock) => {
       const end = await produce(p, 10)
       let completions = 0
       const done = waitForHighWatermark(clock, p, toOffset(end), 30_000).then((reached) => {
         completions++
         return reached
       })
-      p.updateFollowerFetchState(2, toOffset(5))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(5))
       await tick()
       assert.equal(completions, 0)
-      p.updateFollowerFetchState(2, toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(10))
       assert.equal(await done, true)
       await produce(p, 1)
-      p.updateFollowerFetchState(2, toOffset(11))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(11))
       clock.advance(60_000) // its timer was cancelled
       await tick()
       assert.equal(completions, 1)
@@ -515,7 +533,7 @@ describe('acks=all purgatory', () => {
   })
 
   it('times out exactly once with false, and a later commit does not complete it again', async () => {
-    await withPartition(state({ isr: [1, 2] }), async (p, _ctx, clock) => {
+    await withPartition(state({ isr: ids(1, 2) }), async (p, _ctx, clock) => {
       const end = await produce(p, 10)
       let completions = 0
       const done = waitForHighWatermark(clock, p, toOffset(end), 1000).then((reached) => {
@@ -527,7 +545,7 @@ describe('acks=all purgatory', () => {
       assert.equal(completions, 0)
       clock.advance(1)
       assert.equal(await done, false)
-      p.updateFollowerFetchState(2, toOffset(10))
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(10))
       await tick()
       assert.equal(completions, 1)
       assert.equal(watcherCount(p), 0)
@@ -538,7 +556,7 @@ describe('acks=all purgatory', () => {
     await withTempDir(async (dir) => {
       const clock = new ManualClock()
       const manager = new ReplicaManager({
-        nodeId: 1,
+        nodeId: toBrokerId(1),
         logs: {
           getOrCreateLog: (tp) =>
             UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, `${tp.topic}-${tp.partition}`), clock }),
@@ -555,8 +573,8 @@ describe('acks=all purgatory', () => {
       })
       const image = (s: PartitionState): ClusterImage => ({
         clusterId: 'c',
-        controllerId: 1,
-        brokers: new Map([1, 2, 3].map((id) => [id, { nodeId: id, host: 'h', port: id, rack: null }])),
+        controllerId: toBrokerId(1),
+        brokers: new Map(ids(1, 2, 3).map((id) => [id, { nodeId: id, host: 'h', port: id, rack: null }])),
         topics: new Map([['t', { name: 't', topicId: 'id', partitions: [s], configs: {} }]]),
       })
       await manager.applyImage(image(state()))
@@ -574,7 +592,7 @@ describe('acks=all purgatory', () => {
         // follower it truncates and takes broker 2's records and high watermark: the old
         // produce must not be answered as if its records were committed.
         await manager.applyImage(
-          image(state({ leader: 2, leaderEpoch: 1, partitionEpoch: toPartitionEpoch(1) })),
+          image(state({ leader: toBrokerId(2), leaderEpoch: 1, partitionEpoch: toPartitionEpoch(1) })),
         )
         await p.log.truncateTo(0 as Offset)
         await p.appendAsFollower(simpleBatch(12, 10, 9, { partitionLeaderEpoch: 1 }), 12)
@@ -590,7 +608,7 @@ describe('acks=all purgatory', () => {
 })
 
 describe("Partition follower truncation (the replica fetcher's, asserted)", () => {
-  const follower = state({ leader: 2, leaderEpoch: 3 })
+  const follower = state({ leader: toBrokerId(2), leaderEpoch: 3 })
 
   it('cuts the log, keeping its offsets in order and its epoch cache within the log', async () => {
     await withPartition(follower, async (p) => {
@@ -629,17 +647,17 @@ function watcherCount(p: Partition): number {
 
 describe('Partition broker epochs (KIP-903)', () => {
   it("refuses a previous incarnation's fetches and does not let its caught-up state add the new one", async () => {
-    await withPartition(state({ isr: [1, 2] }), async (p, ctx) => {
+    await withPartition(state({ isr: ids(1, 2) }), async (p, ctx) => {
       ctx.localBrokerEpoch = 5
       ctx.brokerEpochs.set(2, 10).set(3, 20)
       assert.equal(await produce(p, 10), 10)
-      p.updateFollowerFetchState(2, toOffset(10), 10)
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(10), 10)
       assert.equal(p.highWatermark, 10)
-      assert.equal(p.isStaleFetch(3, 15), true, 'epoch 15 < registered 20: an old incarnation')
-      assert.equal(p.isStaleFetch(3, -1), false, 'a fetch without an epoch is never stale')
-      p.updateFollowerFetchState(3, toOffset(10), 15)
+      assert.equal(p.isStaleFetch(toBrokerId(3), 15), true, 'epoch 15 < registered 20: an old incarnation')
+      assert.equal(p.isStaleFetch(toBrokerId(3), -1), false, 'a fetch without an epoch is never stale')
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(10), 15)
       assert.deepEqual(ctx.isrs, [], 'the fenced incarnation cannot join the ISR')
-      p.updateFollowerFetchState(3, toOffset(10), 20)
+      p.updateFollowerFetchState(toBrokerId(3), toOffset(10), 20)
       assert.deepEqual(ctx.isrs, [[1, 2, 3]])
       assert.equal(ctx.proposals[0].proposal.brokerEpoch, 5, "the leader's own epoch")
       assert.deepEqual(ctx.proposals[0].proposal.addedMembers, [{ brokerId: 3, brokerEpoch: 20 }])
@@ -648,14 +666,14 @@ describe('Partition broker epochs (KIP-903)', () => {
       // Broker 2 restarts (epoch 11) with a shorter log: its predecessor's state is discarded.
       ctx.brokerEpochs.set(2, 11)
       assert.equal(await produce(p, 5), 15)
-      p.updateFollowerFetchState(2, toOffset(4), 11)
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(4), 11)
       assert.deepEqual(
         p.followerLag().find((f) => f.brokerId === 2)?.logEndOffset,
         4,
         'the new incarnation counts from its own log end',
       )
-      assert.equal(p.isStaleFetch(2, 10), true)
-      p.updateFollowerFetchState(2, toOffset(15), 10)
+      assert.equal(p.isStaleFetch(toBrokerId(2), 10), true)
+      p.updateFollowerFetchState(toBrokerId(2), toOffset(15), 10)
       assert.equal(p.followerLag().find((f) => f.brokerId === 2)?.logEndOffset, 4, 'stale fetch ignored')
     })
   })

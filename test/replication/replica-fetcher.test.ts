@@ -33,6 +33,7 @@ import { Partition } from '../../src/replication/partition.js'
 import { ReplicaFetcherManager } from '../../src/replication/replica-fetcher-manager.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { UnifiedLog } from '../../src/storage/unified-log.js'
+import { ids, toBrokerId } from '../helpers/broker-ids.js'
 import { ManualClock, simpleBatch, withTempDir } from '../storage/helpers.js'
 
 const tick = () => new Promise((resolve) => setImmediate(resolve))
@@ -65,16 +66,21 @@ test('a fetch that is never answered drops the connection and reconnects', async
       log,
       {
         partition: 0,
-        replicas: [1, 2],
-        isr: [1, 2],
-        leader: 2,
+        replicas: ids(1, 2),
+        isr: ids(1, 2),
+        leader: toBrokerId(2),
         leaderEpoch: 0,
         partitionEpoch: toPartitionEpoch(0),
       },
-      { localBrokerId: 1, isFenced: () => false, nowMs: () => clock.now, alterIsr: async () => false },
+      {
+        localBrokerId: toBrokerId(1),
+        isFenced: () => false,
+        nowMs: () => clock.now,
+        alterIsr: async () => false,
+      },
     )
     const fetchers = new ReplicaFetcherManager({
-      nodeId: 1,
+      nodeId: toBrokerId(1),
       clock,
       logger: silentLogger,
       transport,
@@ -87,7 +93,7 @@ test('a fetch that is never answered drops the connection and reconnects', async
       requestTimeoutMs: 2000,
     })
     try {
-      fetchers.follow(partition, 2, 0)
+      fetchers.follow(partition, toBrokerId(2), 0)
       for (let i = 0; i < 10; i++) await tick()
       assert.equal(connections.length, 1)
       assert.equal(connections[0].written, 1, 'one fetch sent')
@@ -167,18 +173,23 @@ test('partitions added during a burst join the next incremental fetch; only a lo
           log,
           {
             partition: index,
-            replicas: [1, 2],
-            isr: [1, 2],
-            leader: 2,
+            replicas: ids(1, 2),
+            isr: ids(1, 2),
+            leader: toBrokerId(2),
             leaderEpoch: 0,
             partitionEpoch: toPartitionEpoch(0),
           },
-          { localBrokerId: 1, isFenced: () => false, nowMs: () => clock.now, alterIsr: async () => false },
+          {
+            localBrokerId: toBrokerId(1),
+            isFenced: () => false,
+            nowMs: () => clock.now,
+            alterIsr: async () => false,
+          },
         ),
       )
     }
     const fetchers = new ReplicaFetcherManager({
-      nodeId: 1,
+      nodeId: toBrokerId(1),
       clock,
       logger: silentLogger,
       transport: leader.transport,
@@ -200,7 +211,7 @@ test('partitions added during a burst join the next incremental fetch; only a lo
       nodeEndpoints: [],
     })
     try {
-      fetchers.follow(partitions[0], 2, 0)
+      fetchers.follow(partitions[0], toBrokerId(2), 0)
       await settle()
       // The opening fetch: full, and short (a partition was just added).
       let fetch = leader.fetches.at(-1)!
@@ -220,7 +231,7 @@ test('partitions added during a burst join the next incremental fetch; only a lo
       assert.deepEqual(carried(fetch.request), [])
       // Added while that short poll is out: it is not cut (the connection and the session
       // stay), and the partition goes in the next, incremental, fetch.
-      fetchers.follow(partitions[1], 2, 0)
+      fetchers.follow(partitions[1], toBrokerId(2), 0)
       clock.advance(fetch.request.maxWaitMs)
       await settle()
       assert.equal(leader.destroyed[0], false, 'a short poll is not cut')
@@ -239,7 +250,7 @@ test('partitions added during a burst join the next incremental fetch; only a lo
       assert.deepEqual(carried(fetch.request), [])
       // A partition added during a long poll cuts it short (closing the connection): the
       // next fetch, on a new one, is full and replaces the session.
-      fetchers.follow(partitions[2], 2, 0)
+      fetchers.follow(partitions[2], toBrokerId(2), 0)
       clock.advance(10)
       await settle()
       assert.equal(leader.destroyed[0], true, 'the long poll is cut')
@@ -268,18 +279,23 @@ test('a topic re-created under the same name: the next incremental fetch forgets
         await UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, subdir), clock }),
         {
           partition: 0,
-          replicas: [1, 2],
-          isr: [1, 2],
-          leader: 2,
+          replicas: ids(1, 2),
+          isr: ids(1, 2),
+          leader: toBrokerId(2),
           leaderEpoch: 0,
           partitionEpoch: toPartitionEpoch(0),
         },
-        { localBrokerId: 1, isFenced: () => false, nowMs: () => clock.now, alterIsr: async () => false },
+        {
+          localBrokerId: toBrokerId(1),
+          isFenced: () => false,
+          nowMs: () => clock.now,
+          alterIsr: async () => false,
+        },
       )
     const oldReplica = await replicaOf(oldTopicId, 'old')
     const newReplica = await replicaOf(newTopicId, 'new')
     const fetchers = new ReplicaFetcherManager({
-      nodeId: 1,
+      nodeId: toBrokerId(1),
       clock,
       logger: silentLogger,
       transport: leader.transport,
@@ -312,7 +328,7 @@ test('a topic re-created under the same name: the next incremental fetch forgets
       nodeEndpoints: [],
     })
     try {
-      fetchers.follow(oldReplica, 2, 0)
+      fetchers.follow(oldReplica, toBrokerId(2), 0)
       await settle()
       leader.fetches.at(-1)!.answer(answer(oldTopicId, Buffer.alloc(0), 0n))
       await settle()
@@ -322,7 +338,7 @@ test('a topic re-created under the same name: the next incremental fetch forgets
       let fetch = leader.fetches.at(-1)!
       assert.equal(fetch.request.sessionEpoch, 1)
       fetchers.unfollow(oldReplica)
-      fetchers.follow(newReplica, 2, 0)
+      fetchers.follow(newReplica, toBrokerId(2), 0)
       await settle()
       assert.equal(leader.destroyed[0], false, 'a short poll is not cut: the next fetch is incremental')
       fetch.answer(answer(oldTopicId, null, 0n))
@@ -368,18 +384,23 @@ test('an unfollow of a re-created topic’s old replica does not stop the new on
         await UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, subdir), clock }),
         {
           partition: 0,
-          replicas: [1, 2],
-          isr: [1, 2],
-          leader: 2,
+          replicas: ids(1, 2),
+          isr: ids(1, 2),
+          leader: toBrokerId(2),
           leaderEpoch: 0,
           partitionEpoch: toPartitionEpoch(0),
         },
-        { localBrokerId: 1, isFenced: () => false, nowMs: () => clock.now, alterIsr: async () => false },
+        {
+          localBrokerId: toBrokerId(1),
+          isFenced: () => false,
+          nowMs: () => clock.now,
+          alterIsr: async () => false,
+        },
       )
     const oldReplica = await replicaOf('AAAAAAAAAAAAAAAAAAAAAg', 'old')
     const newReplica = await replicaOf('AAAAAAAAAAAAAAAAAAAAAw', 'new')
     const fetchers = new ReplicaFetcherManager({
-      nodeId: 1,
+      nodeId: toBrokerId(1),
       clock,
       logger: silentLogger,
       transport: leader.transport,
@@ -394,8 +415,8 @@ test('an unfollow of a re-created topic’s old replica does not stop the new on
       // Following the new topic's partition replaces the old one's (one per name and index),
       // and a late unfollow of the old one leaves the new one followed. The replica manager
       // unfollows the old replica first; keyed by name, the other order stopped the new one.
-      fetchers.follow(oldReplica, 2, 0)
-      fetchers.follow(newReplica, 2, 0)
+      fetchers.follow(oldReplica, toBrokerId(2), 0)
+      fetchers.follow(newReplica, toBrokerId(2), 0)
       fetchers.unfollow(oldReplica)
       for (let i = 0; i < 20; i++) await tick()
       clock.advance(100) // the fetcher's loop found nothing ready to fetch yet and backed off
@@ -515,9 +536,9 @@ test('a replica that stops leading truncates what it appended as leader after it
     const log = await UnifiedLog.open({ fs, dir: join(dir, 't-0'), clock })
     const state = (leader: number, leaderEpoch: number) => ({
       partition: 0,
-      replicas: [1, 2],
-      isr: [1, 2],
-      leader,
+      replicas: ids(1, 2),
+      isr: ids(1, 2),
+      leader: toBrokerId(leader),
       leaderEpoch,
       partitionEpoch: toPartitionEpoch(leaderEpoch),
     })
@@ -526,7 +547,7 @@ test('a replica that stops leading truncates what it appended as leader after it
       log,
       state(1, 5),
       {
-        localBrokerId: 1,
+        localBrokerId: toBrokerId(1),
         isFenced: () => false,
         nowMs: () => clock.now,
         alterIsr: async () => false,
@@ -535,7 +556,7 @@ test('a replica that stops leading truncates what it appended as leader after it
     // Epoch 6's leader (broker 2) has this replica's first two records; its epoch 5 ends at 2.
     const newLeader = leaderAnswering(2n, 5)
     const fetchers = new ReplicaFetcherManager({
-      nodeId: 1,
+      nodeId: toBrokerId(1),
       clock,
       logger: silentLogger,
       transport: newLeader.transport,
@@ -558,7 +579,7 @@ test('a replica that stops leading truncates what it appended as leader after it
       await settle()
       // ...is still on its way when epoch 6 makes this replica a follower of broker 2.
       partition.updateState(state(2, 6))
-      fetchers.follow(partition, 2, 6)
+      fetchers.follow(partition, toBrokerId(2), 6)
       await settle()
       fs.letGo()
       await late

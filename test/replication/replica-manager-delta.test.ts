@@ -16,14 +16,15 @@ import { ReplicaManager } from '../../src/replication/replica-manager.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { DEFAULT_LOG_CONFIG } from '../../src/storage/log-config.js'
 import { UnifiedLog } from '../../src/storage/unified-log.js'
+import { ids, toBrokerId } from '../helpers/broker-ids.js'
 import { ManualClock, withTempDir } from '../storage/helpers.js'
 
 function state(overrides: Partial<PartitionState> = {}): PartitionState {
   return {
     partition: 0,
-    replicas: [1, 2, 3],
-    isr: [1, 2, 3],
-    leader: 1,
+    replicas: ids(1, 2, 3),
+    isr: ids(1, 2, 3),
+    leader: toBrokerId(1),
     leaderEpoch: 0,
     partitionEpoch: toPartitionEpoch(0),
     ...overrides,
@@ -33,8 +34,8 @@ function state(overrides: Partial<PartitionState> = {}): PartitionState {
 function image(t: PartitionState, u: PartitionState): ClusterImage {
   return {
     clusterId: 'c',
-    controllerId: 1,
-    brokers: new Map([1, 2, 3].map((id) => [id, { nodeId: id, host: 'h', port: id, rack: null }])),
+    controllerId: toBrokerId(1),
+    brokers: new Map(ids(1, 2, 3).map((id) => [id, { nodeId: id, host: 'h', port: id, rack: null }])),
     topics: new Map([
       ['t', { name: 't', topicId: 'id-t', partitions: [t], configs: {} }],
       ['u', { name: 'u', topicId: 'id-u', partitions: [u], configs: {} }],
@@ -51,7 +52,7 @@ test('a delta is applied alone after the image it follows, and ignored after one
     const clock = new ManualClock()
     const logs: UnifiedLog[] = []
     const manager = new ReplicaManager({
-      nodeId: 1,
+      nodeId: toBrokerId(1),
       logs: {
         getOrCreateLog: async (tp) => {
           const log = await UnifiedLog.open({
@@ -80,16 +81,19 @@ test('a delta is applied alone after the image it follows, and ignored after one
       // Broker 2 leads u in epoch 1: a delta naming only t does not look at u.
       const scoped = image(
         first.topics.get('t')?.partitions[0] ?? state(),
-        state({ leader: 2, leaderEpoch: 1 }),
+        state({ leader: toBrokerId(2), leaderEpoch: 1 }),
       )
       await manager.applyImage(scoped, { previous: first, delta: onlyTopic('t') })
       assert.equal(epochOf('u'), 0, 'a topic the delta does not name is not applied')
       // Broker 2 leads t in epoch 1 in an image never handed to the manager; the next one's
       // delta names only u: relative to an image the manager missed, it is not used.
-      const missed = image(state({ leader: 2, leaderEpoch: 1 }), state({ leader: 2, leaderEpoch: 1 }))
+      const missed = image(
+        state({ leader: toBrokerId(2), leaderEpoch: 1 }),
+        state({ leader: toBrokerId(2), leaderEpoch: 1 }),
+      )
       const next = image(
         missed.topics.get('t')?.partitions[0] ?? state(),
-        state({ leader: 3, leaderEpoch: 2 }),
+        state({ leader: toBrokerId(3), leaderEpoch: 2 }),
       )
       await manager.applyImage(next, { previous: missed, delta: onlyTopic('u') })
       assert.equal(epochOf('t'), 1, 'the missed change of t applied')

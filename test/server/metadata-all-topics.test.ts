@@ -16,13 +16,14 @@ import {
 } from '../../src/metadata/cluster-image.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { allTopics } from '../../src/server/handlers/metadata.js'
+import { ids, toBrokerId } from '../helpers/broker-ids.js'
 
 function partition(index: number, leaderEpoch = 0): PartitionState {
   return {
     partition: index,
-    replicas: [1],
-    isr: [1],
-    leader: 1,
+    replicas: ids(1),
+    isr: ids(1),
+    leader: toBrokerId(1),
     leaderEpoch,
     partitionEpoch: toPartitionEpoch(0),
   }

@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { toPartitionEpoch } from '../../src/common/types.js'
+import { type BrokerId, toPartitionEpoch } from '../../src/common/types.js'
 import {
   type BrokerRegistration,
   type ClusterImage,
@@ -29,6 +29,7 @@ import { AclOperation } from '../../src/security/authorizer/acl.js'
 import { metadataHandler } from '../../src/server/handlers/metadata.js'
 import { encodeMetadataResponseCached } from '../../src/server/handlers/metadata-encoding.js'
 import type { RequestContext } from '../../src/server/request-context.js'
+import { ids, toBrokerId } from '../helpers/broker-ids.js'
 
 const VERSIONS = Array.from({ length: 14 }, (_, v) => v)
 const OMITTED = -2147483648
@@ -47,19 +48,30 @@ function cachedBytes(version: number, body: MetadataResponse): Buffer {
   return bytesOf((w) => encodeMetadataResponseCached(w, version, body))
 }
 
-function partition(index: number, leader: number, leaderEpoch: number, replicas = [1, 2, 3]): PartitionState {
+function partition(
+  index: number,
+  leader: number,
+  leaderEpoch: number,
+  replicas = ids(1, 2, 3),
+): PartitionState {
   return {
     partition: index,
     replicas,
     isr: replicas.filter((id) => id !== 3),
-    leader,
+    leader: toBrokerId(leader),
     leaderEpoch,
     partitionEpoch: toPartitionEpoch(leaderEpoch),
   }
 }
 
 function broker(nodeId: number, rack: string | null = null): BrokerRegistration {
-  return { nodeId, host: `host-${nodeId}`, port: 9092 + nodeId, rack, brokerEpoch: 10 + nodeId }
+  return {
+    nodeId: toBrokerId(nodeId),
+    host: `host-${nodeId}`,
+    port: 9092 + nodeId,
+    rack,
+    brokerEpoch: 10 + nodeId,
+  }
 }
 
 /** Topics: one served at epoch 0, one re-elected, one half served with a storage error, an internal one. */
@@ -91,9 +103,9 @@ function image(): ClusterImage {
     },
     { name: 'secret', topicId: 'AAAAAAAAAAAAAAAAAAAABQ', partitions: [partition(0, 2, 1)], configs: {} },
   ]
-  const served = new Map<number, ReadonlyMap<string, number>>([
+  const served = new Map<BrokerId, ReadonlyMap<string, number>>([
     [
-      1,
+      toBrokerId(1),
       new Map([
         [servedKey('AAAAAAAAAAAAAAAAAAAAAQ', 0), 0],
         [servedKey('AAAAAAAAAAAAAAAAAAAAAQ', 2), 0],
@@ -101,11 +113,11 @@ function image(): ClusterImage {
         [servedKey('AAAAAAAAAAAAAAAAAAAAAw', 1), STORAGE_ERROR_LEADER_EPOCH],
       ]),
     ],
-    [2, new Map([[servedKey('AAAAAAAAAAAAAAAAAAAAAQ', 1), 0]])],
+    [toBrokerId(2), new Map([[servedKey('AAAAAAAAAAAAAAAAAAAAAQ', 1), 0]])],
   ])
   return {
     clusterId: 'cluster-1',
-    controllerId: 2,
+    controllerId: toBrokerId(2),
     brokers: new Map([broker(1, 'rack-a'), broker(2), broker(3, 'rack-b')].map((b) => [b.nodeId, b])),
     topics: new Map(topics.map((t) => [t.name, t])),
     servedLeaderEpochs: served,
@@ -241,12 +253,15 @@ test('a description is made again when its topic, the registered brokers or a le
     await assertFresh(version, current, 'first answer')
     // gamma-1's leader now serves it (its storage error gone): only the served record changed.
     const served = new Map(current.servedLeaderEpochs)
-    served.set(1, new Map([...served.get(1)!].map(([k, v]) => [k, v === STORAGE_ERROR_LEADER_EPOCH ? 0 : v])))
+    served.set(
+      toBrokerId(1),
+      new Map([...served.get(toBrokerId(1))!].map(([k, v]) => [k, v === STORAGE_ERROR_LEADER_EPOCH ? 0 : v])),
+    )
     current = { ...current, servedLeaderEpochs: served }
     await assertFresh(version, current, 'served record changed')
     // Broker 3 gone: offline replicas, every topic object unchanged.
     const brokers = new Map(current.brokers)
-    brokers.delete(3)
+    brokers.delete(toBrokerId(3))
     current = { ...current, brokers }
     await assertFresh(version, current, 'broker 3 unregistered')
     // One partition re-elected.

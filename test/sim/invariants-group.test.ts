@@ -11,6 +11,7 @@ import { describe, it } from 'node:test'
 import { CONSUMER_OFFSETS_TOPIC } from '../../src/coordinator/group.js'
 import { GroupInvariants } from '../../src/sim/invariants-group.js'
 import { Violation, type WorldView } from '../../src/sim/world-view.js'
+import { toBrokerId } from '../helpers/broker-ids.js'
 
 const COORDINATOR = 1
 
@@ -44,18 +45,18 @@ describe('simulator group offsets check', () => {
     checks.onCommitAcked(0, 228, 0)
     const late = checks.offsetsBeforeFetch()
     // The later fetch is answered first with 228, then the earlier one with 209.
-    assert.equal(checks.onOffsetsFetched(COORDINATOR, 0, new Map([[0, 228]]), late), true)
-    assert.equal(checks.onOffsetsFetched(COORDINATOR, 0, new Map([[0, 209]]), early), true)
+    assert.equal(checks.onOffsetsFetched(toBrokerId(COORDINATOR), 0, new Map([[0, 228]]), late), true)
+    assert.equal(checks.onOffsetsFetched(toBrokerId(COORDINATOR), 0, new Map([[0, 209]]), early), true)
     assert.equal(checks.counts.overtaken, 1)
     assert.match(log.join('\n'), /returned 209 for \S+ to a fetch overtaken by one that returned 228/)
   })
 
   it('fails an answer below what an answer before its fetch returned (went backwards)', () => {
     const checks = new GroupInvariants(world([]))
-    checks.onOffsetsFetched(COORDINATOR, 0, new Map([[0, 228]]), checks.offsetsBeforeFetch())
+    checks.onOffsetsFetched(toBrokerId(COORDINATOR), 0, new Map([[0, 228]]), checks.offsetsBeforeFetch())
     const after = checks.offsetsBeforeFetch()
     assert.throws(
-      () => checks.onOffsetsFetched(COORDINATOR, 0, new Map([[0, 209]]), after),
+      () => checks.onOffsetsFetched(toBrokerId(COORDINATOR), 0, new Map([[0, 209]]), after),
       (error: unknown) => error instanceof Violation && /went backwards/.test(error.message),
     )
   })
@@ -66,7 +67,7 @@ describe('simulator group offsets check', () => {
     checks.onCommitAcked(0, 228, 0)
     const before = checks.offsetsBeforeFetch()
     assert.throws(
-      () => checks.onOffsetsFetched(COORDINATOR, 0, new Map([[0, 209]]), before),
+      () => checks.onOffsetsFetched(toBrokerId(COORDINATOR), 0, new Map([[0, 209]]), before),
       (error: unknown) =>
         error instanceof Violation && /below the acknowledged commit 228/.test(error.message),
     )

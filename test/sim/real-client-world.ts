@@ -16,6 +16,7 @@ import { SimNetwork } from '../../src/sim/network.js'
 import { SimRandom } from '../../src/sim/random.js'
 import { drainMicrotasks, SimScheduler } from '../../src/sim/scheduler.js'
 import { SimBroker } from '../../src/sim/sim-broker.js'
+import { toBrokerId } from '../helpers/broker-ids.js'
 
 const BROKER_PROPERTIES: readonly [string, string][] = [
   ['broker.session.timeout.ms', '3000'],
@@ -211,7 +212,7 @@ export class RealClientWorld {
     const incarnation = (this.incarnations.get(id) ?? 0) + 1
     this.incarnations.set(id, incarnation)
     const broker = new SimBroker(
-      id,
+      toBrokerId(id),
       incarnation,
       this.scheduler,
       this.disks.get(id)!,

@@ -12,6 +12,7 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { Kafka, logLevel } from 'kafkajs'
 import { AckedProducer } from '../helpers/acked-producer.js'
+import { toBrokerId } from '../helpers/broker-ids.js'
 import { spawnTidelog, waitFor } from '../helpers/broker-process.js'
 import { startCluster, type TestCluster } from '../helpers/testing.js'
 
@@ -113,7 +114,7 @@ describe('tidelog/testing with workerThreads', () => {
     cluster.isolate(victim)
     await waitFor(
       `broker ${victim} out of the ISR of ${TOPIC}-1`,
-      () => (cluster.partitionState(TOPIC, 1).isr.includes(victim) ? undefined : true),
+      () => (cluster.partitionState(TOPIC, 1).isr.includes(toBrokerId(victim)) ? undefined : true),
       20_000,
     )
     cluster.heal()

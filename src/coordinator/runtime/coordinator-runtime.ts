@@ -29,7 +29,7 @@ import { assert } from '../../common/assert.js'
 import type { Clock } from '../../common/clock.js'
 import type { Logger } from '../../common/logger.js'
 import type { TransactionResult } from '../../common/transaction.js'
-import { ACKS_ALL, type ProducerId } from '../../common/types.js'
+import { ACKS_ALL, type BrokerId, type ProducerId } from '../../common/types.js'
 import type { ClusterImage } from '../../metadata/cluster-image.js'
 import type { InternalTopic, TopicAdmin } from '../../metadata/topic-admin.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
@@ -44,7 +44,7 @@ import { CoordinatorTimer } from './coordinator-timer.js'
 
 /** What a coordinator runtime needs from its broker. */
 export interface CoordinatorRuntimeHost {
-  readonly nodeId: number
+  readonly nodeId: BrokerId
   readonly clock: Clock
   readonly logger: Logger
   readonly replicaManager: {

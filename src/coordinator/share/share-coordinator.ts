@@ -11,6 +11,7 @@
  * factor 3 and min ISR 2, both capped at the live broker count as for the other internal
  * topics.
  */
+import { type BrokerId, NO_LEADER } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import type { CoordinatorLocation } from '../coordinator-locator.js'
 import { partitionForGroup } from '../group.js'
@@ -118,9 +119,9 @@ export class ShareCoordinator {
   }
 
   /** The broker leading `key`'s partition in this broker's metadata, or -1 (none, or no topic). */
-  leaderOf(key: SharePartitionKey): number {
+  leaderOf(key: SharePartitionKey): BrokerId {
     const topic = this.host.metadataImage().topics.get(SHARE_GROUP_STATE_TOPIC)
-    if (!topic || topic.partitions.length === 0) return -1
+    if (!topic || topic.partitions.length === 0) return NO_LEADER
     return topic.partitions[partitionForShareKey(coordinatorKeyOf(key), topic.partitions.length)].leader
   }
 

@@ -12,7 +12,7 @@ import { assert } from '../../common/assert.js'
 import { ExponentialBackoff } from '../../common/backoff.js'
 import type { TimerHandle } from '../../common/clock.js'
 import type { TransactionResult } from '../../common/transaction.js'
-import type { ProducerId } from '../../common/types.js'
+import type { BrokerId, ProducerId } from '../../common/types.js'
 import { finalizedLevel, TRANSACTION_VERSION_FEATURE } from '../../metadata/features.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import type { Transport } from '../../replication/broker-client.js'
@@ -68,7 +68,7 @@ export interface TransactionCoordinatorHost extends TransactionHost {
   /** The inter-broker listener's transport (TLS and SASL when that listener has them). */
   readonly transport: Transport
   /** A broker's endpoint on the inter-broker listener; undefined when it is not registered. */
-  brokerAddress(nodeId: number): { host: string; port: number } | undefined
+  brokerAddress(nodeId: BrokerId): { host: string; port: number } | undefined
 }
 
 export interface ProducerIdAndEpoch {

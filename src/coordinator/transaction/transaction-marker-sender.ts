@@ -12,7 +12,7 @@ import { ExponentialBackoff } from '../../common/backoff.js'
 import type { Clock, TimerHandle } from '../../common/clock.js'
 import type { Logger } from '../../common/logger.js'
 import type { TransactionResult } from '../../common/transaction.js'
-import type { ProducerId } from '../../common/types.js'
+import type { BrokerId, ProducerId } from '../../common/types.js'
 import type { ClusterImage } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { ApiKey } from '../../protocol/generated/index.js'
@@ -30,7 +30,7 @@ export interface MarkerSenderHost {
   readonly transport: Transport
   metadataImage(): ClusterImage
   /** A broker's endpoint on the inter-broker listener; undefined when it is not registered. */
-  brokerAddress(nodeId: number): { host: string; port: number } | undefined
+  brokerAddress(nodeId: BrokerId): { host: string; port: number } | undefined
 }
 
 export interface MarkerSenderConfig {
@@ -107,9 +107,9 @@ export class TransactionMarkerSender {
    * The pending partitions by leader; partitions whose topic or partition no longer exists
    * are dropped (no marker can be written, nor is one needed).
    */
-  private groupByLeader(job: MarkerJob): Map<number, Map<string, number[]>> {
+  private groupByLeader(job: MarkerJob): Map<BrokerId, Map<string, number[]>> {
     const image = this.host.metadataImage()
-    const byLeader = new Map<number, Map<string, number[]>>()
+    const byLeader = new Map<BrokerId, Map<string, number[]>>()
     for (const [topic, partitions] of [...job.pending.partitions]) {
       const topicImage = image.topics.get(topic)
       for (const partition of [...partitions]) {
@@ -132,7 +132,7 @@ export class TransactionMarkerSender {
   }
 
   private async sendTo(
-    leader: number,
+    leader: BrokerId,
     job: MarkerJob,
     topics: Map<string, number[]>,
   ): Promise<PartitionOutcome> {
@@ -214,7 +214,7 @@ export class TransactionMarkerSender {
     }
   }
 
-  private request(leader: number, body: unknown): Promise<WriteTxnMarkersResponse> {
+  private request(leader: BrokerId, body: unknown): Promise<WriteTxnMarkersResponse> {
     const client = this.clientFor(leader)
     return new Promise<WriteTxnMarkersResponse>((resolve, reject) => {
       const timer = this.host.clock.setTimeout(() => {
@@ -235,7 +235,7 @@ export class TransactionMarkerSender {
     })
   }
 
-  private clientFor(nodeId: number): BrokerClient {
+  private clientFor(nodeId: BrokerId): BrokerClient {
     const broker = this.host.brokerAddress(nodeId)
     const address = broker ? `${broker.host}:${broker.port}` : ''
     const known = this.clients.get(nodeId)
@@ -246,7 +246,7 @@ export class TransactionMarkerSender {
     return client
   }
 
-  private dropClient(nodeId: number, client: BrokerClient): void {
+  private dropClient(nodeId: BrokerId, client: BrokerClient): void {
     if (this.clients.get(nodeId)?.client === client) this.clients.delete(nodeId)
     client.close()
   }

@@ -19,7 +19,7 @@
 import type { Clock } from '../../common/clock.js'
 import type { Logger } from '../../common/logger.js'
 import type { TransactionVerificationRequest, TransactionVerifier } from '../../common/transaction.js'
-import type { ClusterImage } from '../../metadata/cluster-image.js'
+import { type BrokerId, type ClusterImage, NO_LEADER } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { defaultAddPartitionsToTxnRequest } from '../../protocol/generated/add-partitions-to-txn-request.js'
 import type { AddPartitionsToTxnResponse } from '../../protocol/generated/add-partitions-to-txn-response.js'
@@ -36,13 +36,13 @@ const ADD_VERSION = 5
 const CLIENT_ID = 'tidelog-txn-verifier'
 
 export interface VerifierHost {
-  readonly nodeId: number
+  readonly nodeId: BrokerId
   readonly clock: Clock
   readonly logger: Logger
   readonly transport: Transport
   metadataImage(): ClusterImage
   /** A broker's endpoint on the inter-broker listener; undefined when it is not registered. */
-  brokerAddress(nodeId: number): { host: string; port: number } | undefined
+  brokerAddress(nodeId: BrokerId): { host: string; port: number } | undefined
 }
 
 export interface VerifierConfig {
@@ -55,7 +55,7 @@ export interface VerifierConfig {
 }
 
 export class CoordinatorTransactionVerifier implements TransactionVerifier {
-  private readonly clients = new Map<number, { address: string; client: BrokerClient }>()
+  private readonly clients = new Map<BrokerId, { address: string; client: BrokerClient }>()
 
   constructor(
     private readonly host: VerifierHost,
@@ -96,7 +96,7 @@ export class CoordinatorTransactionVerifier implements TransactionVerifier {
     const image = this.host.metadataImage()
     const topic = image.topics.get(TRANSACTION_STATE_TOPIC)
     const p = this.coordinator.stateManager.partitionFor(request.transactionalId)
-    const leader = topic?.partitions[p]?.leader ?? -1
+    const leader = topic?.partitions[p]?.leader ?? NO_LEADER
     const broker = this.host.brokerAddress(leader)
     if (!broker || leader === this.host.nodeId) return ErrorCode.NOT_ENOUGH_REPLICAS
     try {
@@ -134,7 +134,7 @@ export class CoordinatorTransactionVerifier implements TransactionVerifier {
   }
 
   private request(
-    nodeId: number,
+    nodeId: BrokerId,
     address: string,
     broker: { host: string; port: number },
     add: boolean,

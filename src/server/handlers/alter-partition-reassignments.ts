@@ -12,6 +12,7 @@
  * its replica list now (its target's during a move) with INVALID_REPLICATION_FACTOR, and
  * the response echoes the flag.
  */
+import { brokerIdFromWire } from '../../common/types.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   type AlterPartitionReassignmentsRequest,
@@ -45,7 +46,13 @@ export const alterPartitionReassignmentsHandler: ApiHandler<
         })),
       }
     const outcomes = await context.broker.topicAdmin.alterPartitionReassignments(
-      request.topics,
+      request.topics.map((t) => ({
+        name: t.name,
+        partitions: t.partitions.map((p) => ({
+          partitionIndex: p.partitionIndex,
+          replicas: p.replicas?.map(brokerIdFromWire) ?? null,
+        })),
+      })),
       request.allowReplicationFactorChange,
     )
     return {

@@ -11,6 +11,7 @@
  * Authorization: ALTER on the topic, else TOPIC_AUTHORIZATION_FAILED.
  * Version notes: v1 adds nothing on the wire; v2 is flexible; v3 is v2 (KIP-599 quota).
  */
+import { brokerIdFromWire } from '../../common/types.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -32,7 +33,7 @@ export const createPartitionsHandler: ApiHandler<CreatePartitionsRequest, Create
         .map((topic) => ({
           name: topic.name,
           count: topic.count,
-          assignments: topic.assignments?.map((a) => a.brokerIds) ?? null,
+          assignments: topic.assignments?.map((a) => a.brokerIds.map(brokerIdFromWire)) ?? null,
         })),
       { validateOnly: request.validateOnly, timeoutMs: request.timeoutMs },
     )

@@ -15,6 +15,7 @@
  * (v4 allows -1 defaults, which every version here accepts); v5 is flexible and returns
  * numPartitions, replicationFactor and the topic's configs; v7 returns the topic id.
  */
+import { brokerIdFromWire } from '../../common/types.js'
 import type { ClusterImage, TopicImage } from '../../metadata/cluster-image.js'
 import { resolveTopicConfig } from '../../metadata/topic-config.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
@@ -48,7 +49,10 @@ export const createTopicsHandler: ApiHandler<CreateTopicsRequest, CreateTopicsRe
           name: topic.name,
           numPartitions: topic.numPartitions,
           replicationFactor: topic.replicationFactor,
-          assignments: topic.assignments,
+          assignments: topic.assignments.map((a) => ({
+            partitionIndex: a.partitionIndex,
+            brokerIds: a.brokerIds.map(brokerIdFromWire),
+          })),
           configs: Object.fromEntries(topic.configs.map((c) => [c.name, c.value])),
         })),
       { validateOnly, timeoutMs: request.timeoutMs },

@@ -23,7 +23,7 @@
  * v18 (KIP-1166) lets a follower send its high watermark, a tagged field tidelog ignores.
  */
 
-import { NO_OFFSET, offsetFromWire, toOffset } from '../../common/types.js'
+import { type BrokerId, brokerIdFromWire, NO_OFFSET, offsetFromWire, toOffset } from '../../common/types.js'
 import { topicById } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { defaultFetchResponsePartitionData } from '../../protocol/generated/fetch-response.js'
@@ -75,7 +75,7 @@ export const fetchHandler: ApiHandler<FetchRequest, FetchResponse> = {
 
 function handleFetch(context: RequestContext, request: FetchRequest): Promise<FetchResponse> {
   const version = context.apiVersion
-  const replicaId = version >= 15 ? request.replicaState.replicaId : request.replicaId
+  const replicaId = brokerIdFromWire(version >= 15 ? request.replicaState.replicaId : request.replicaId)
   let session: FetchSession | null = null
   let incremental = false
   if (version >= 7) {
@@ -182,7 +182,7 @@ function toResponse(
 }
 
 /** Who fetches: a follower (replicaId >= 0) or a consumer, with what the version carries. */
-function readerOf(context: RequestContext, request: FetchRequest, replicaId: number): FetchReader {
+function readerOf(context: RequestContext, request: FetchRequest, replicaId: BrokerId): FetchReader {
   const version = context.apiVersion
   return replicaId >= 0
     ? {
@@ -231,7 +231,7 @@ function fullTargets(
   context: RequestContext,
   request: FetchRequest,
   session: FetchSession | null,
-  replicaId: number,
+  replicaId: BrokerId,
 ): FetchTarget[] {
   const targets: FetchTarget[] = []
   for (const topic of request.topics) {
@@ -259,7 +259,7 @@ function fullTargets(
 const followerNews = new WeakMap<FetchSession, FollowerSessionNews<FetchTarget>>()
 
 /** Starts tracking a new follower session: every partition has news until a fetch finds it unchanged. */
-function trackNews(context: RequestContext, session: FetchSession, replicaId: number): void {
+function trackNews(context: RequestContext, session: FetchSession, replicaId: BrokerId): void {
   const news = new FollowerSessionNews<FetchTarget>(replicaId, context.broker.clock.monotonicMs())
   for (const [k, sp] of session.partitions) news.set(k, sessionTarget(sp))
   followerNews.set(session, news)

@@ -17,7 +17,7 @@
  */
 
 import { parseCoordinatorKey } from '../../coordinator/share/share-state-records.js'
-import { endpointFor } from '../../metadata/cluster-image.js'
+import { type BrokerId, endpointFor } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import {
   ApiKey,
@@ -108,7 +108,7 @@ async function locate(
 }
 
 /** The coordinator's address on the listener the client came on (Kafka answers per listener). */
-function onListener(context: RequestContext, nodeId: number): { host: string; port: number } | object {
+function onListener(context: RequestContext, nodeId: BrokerId): { host: string; port: number } | object {
   const registration = context.broker.metadataImage().brokers.get(nodeId)
   return (registration && endpointFor(registration, context.connection.listenerName)) ?? {}
 }

@@ -3,6 +3,7 @@
  * coordinators, the partition leaders' ListOffsets), on the inter-broker listener, redialled
  * when an address changes; and the time a request may take.
  */
+import type { BrokerId } from '../../common/types.js'
 import { BrokerClient } from '../../replication/broker-client.js'
 import type { BrokerServices } from '../broker-services.js'
 
@@ -11,7 +12,7 @@ export const SHARE_REQUEST_TIMEOUT_MS = 30_000
 
 const clients = new WeakMap<BrokerServices, Map<number, { address: string; client: BrokerClient }>>()
 
-export function clientFor(broker: BrokerServices, nodeId: number): BrokerClient | undefined {
+export function clientFor(broker: BrokerServices, nodeId: BrokerId): BrokerClient | undefined {
   const dialer = broker.interBroker
   const address = dialer?.brokerAddress(nodeId)
   if (!dialer || !address) return undefined
@@ -35,7 +36,7 @@ export function clientFor(broker: BrokerServices, nodeId: number): BrokerClient 
 }
 
 /** Forgets a connection that failed or hung: the next request dials again. */
-export function dropClient(broker: BrokerServices, nodeId: number, client: BrokerClient): void {
+export function dropClient(broker: BrokerServices, nodeId: BrokerId, client: BrokerClient): void {
   const known = clients.get(broker)
   if (known?.get(nodeId)?.client === client) known.delete(nodeId)
   client.close()

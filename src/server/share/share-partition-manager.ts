@@ -19,7 +19,7 @@
  */
 import type { Clock } from '../../common/clock.js'
 import type { Logger } from '../../common/logger.js'
-import { toOffset } from '../../common/types.js'
+import { type ProducerId, toOffset } from '../../common/types.js'
 import type {
   ShareStateRead,
   ShareStateSummaryRead,
@@ -466,7 +466,7 @@ function splitBatches(
   abortedTransactions: readonly AbortedTxn[],
 ): (FetchedBatch & { bytes: Buffer })[] {
   const pending = [...abortedTransactions].sort((a, b) => a.firstOffset - b.firstOffset)
-  const abortedProducers = new Set<bigint>()
+  const abortedProducers = new Set<ProducerId>()
   const batches: (FetchedBatch & { bytes: Buffer })[] = []
   for (const buffer of buffers) {
     let at = 0
@@ -477,7 +477,7 @@ function splitBatches(
       if (end > buffer.length) break
       while (pending.length > 0 && pending[0].firstOffset <= header.lastOffset)
         abortedProducers.add((pending.shift() as AbortedTxn).producerId)
-      const producerId: bigint = header.producerId
+      const producerId = header.producerId
       const isAborted = header.isTransactional && !header.isControl && abortedProducers.has(producerId)
       // The marker ends the producer's aborted transaction: its later batches are another one.
       if (header.isControl) abortedProducers.delete(producerId)

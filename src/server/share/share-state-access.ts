@@ -8,6 +8,7 @@
  * (share-partition-manager.ts), which an empty group's (the only ones altered) already has.
  * A leader that cannot be reached answers REQUEST_TIMED_OUT for its partitions.
  */
+import { type BrokerId, NO_LEADER } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { ApiKey, type ListOffsetsResponse } from '../../protocol/generated/index.js'
 import type { BrokerServices } from '../broker-services.js'
@@ -37,10 +38,10 @@ const unreachable = (errorCode: number): ShareStateSummary => ({
 })
 
 /** The leader of `tp` in this broker's metadata, or -1. */
-function leaderOf(broker: BrokerServices, tp: ShareTopicPartition): number {
+function leaderOf(broker: BrokerServices, tp: ShareTopicPartition): BrokerId {
   const topic = broker.metadataImage().topics.get(tp.topic)
-  if (topic?.topicId !== tp.topicId) return -1
-  return topic.partitions[tp.partition]?.leader ?? -1
+  if (topic?.topicId !== tp.topicId) return NO_LEADER
+  return topic.partitions[tp.partition]?.leader ?? NO_LEADER
 }
 
 /** Each partition's high watermark from its leader, or why there is none. */
@@ -49,7 +50,7 @@ async function highWatermarks(
   partitions: readonly ShareTopicPartition[],
 ): Promise<{ errorCode: number; highWatermark: number }[]> {
   const results: { errorCode: number; highWatermark: number }[] = new Array(partitions.length)
-  const elsewhere = new Map<number, number[]>()
+  const elsewhere = new Map<BrokerId, number[]>()
   partitions.forEach((tp, i) => {
     const leader = leaderOf(broker, tp)
     if (leader === broker.nodeId) {

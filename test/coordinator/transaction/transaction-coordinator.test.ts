@@ -32,6 +32,7 @@ import type { ClusterImage } from '../../../src/metadata/cluster-image.js'
 import { ErrorCode } from '../../../src/protocol/error-codes.js'
 import { decodeRecordBatch, iterateBatches } from '../../../src/protocol/record-batch.js'
 import type { Partition } from '../../../src/replication/partition.js'
+import { toBrokerId } from '../../helpers/broker-ids.js'
 import { ManualClock } from '../../storage/helpers.js'
 
 const TIMEOUT_MS = 60_000
@@ -115,7 +116,7 @@ function start(clock: ManualClock, log: MemoryLog, leaderEpoch = 3) {
   const failures: number[] = []
   const coordinator = new TransactionCoordinator(
     {
-      nodeId: 1,
+      nodeId: toBrokerId(1),
       clock,
       logger: silentLogger,
       replicaManager: {
