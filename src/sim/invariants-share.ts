@@ -199,9 +199,9 @@ export class ShareInvariants {
    * The acknowledged produced records not finished: not ACCEPTed or REJECTed with an answer
    * without error, not delivered with the limit's count, and not below the share-partition
    * start offset of the partition's leader now (`startOffset`, -1 if none) after a member
-   * sent ACCEPT or REJECT for it. The last case is an answer that failed (the share
-   * coordinator unreachable) while the leader kept the change in memory, as tidelog does
-   * (docs/share-groups.md): the record is done, though no member was told so. A record below
+   * sent ACCEPT or REJECT for it. The last case is an acknowledgement whose write committed
+   * while its member got no answer without error (the answer lost on a cut link): the record
+   * is done, though no member was told so. A record below
    * the start offset that no member finished is not done: it was skipped.
    */
   unsettled(startOffset: (partition: number) => number): string[] {
