@@ -8,7 +8,6 @@
  * for an unknown topic id.
  */
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
 import { Admin } from '../../src/client/admin.js'
 import { Producer } from '../../src/client/producer.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
@@ -20,10 +19,8 @@ import type { ShareAcknowledgeResponse } from '../../src/protocol/generated/shar
 import type { ShareFetchResponse } from '../../src/protocol/generated/share-fetch-response.js'
 import type { ShareGroupDescribeResponse } from '../../src/protocol/generated/share-group-describe-response.js'
 import type { ShareGroupHeartbeatResponse } from '../../src/protocol/generated/share-group-heartbeat-response.js'
-import type { Cluster } from '../../src/server/cluster.js'
 import { createTopics } from '../client/helpers.js'
-import { startBroker } from '../helpers/cluster.js'
-import { type KafkaReference, startKafkaReference } from '../helpers/kafka-reference.js'
+import { describeBesideKafka } from '../helpers/beside-kafka.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
 import { waitUntil } from '../helpers/wait.js'
@@ -40,8 +37,6 @@ const RETRIABLE = new Set<number>([
   ErrorCode.COORDINATOR_NOT_AVAILABLE,
   ErrorCode.NOT_COORDINATOR,
 ])
-
-const outcomes: Record<string, string[]> = {}
 
 /** The steps, each answered `label code[ partition codes]`. */
 async function sequence(bootstrap: string): Promise<string[]> {
@@ -284,39 +279,8 @@ async function acquiredAndAcknowledged(
   await acknowledge('accepted-twice', MEMBER, batch)
 }
 
-describe('share groups: bad input answered as Kafka 4.4 does', () => {
-  describe('tidelog', () => {
-    let cluster: Cluster | undefined
-    before(async () => {
-      cluster = await startBroker({ properties: { 'offsets.topic.num.partitions': 3 } })
-    })
-    after(async () => {
-      await cluster?.stop()
-    })
-    it('answers each step', { timeout: 120_000 }, async () => {
-      assert.ok(cluster)
-      outcomes.tidelog = await sequence(cluster.bootstrapServers)
-      console.log(outcomes.tidelog.join('\n'))
-    })
-  })
-
-  describe('Apache Kafka 4.4 (the reference)', () => {
-    let kafka: KafkaReference | undefined
-    before(async () => {
-      kafka = await startKafkaReference({ nodes: 1, features: { 'share.version': 1 } })
-    })
-    after(async () => {
-      await kafka?.stop()
-    })
-    it('answers each step', { timeout: 180_000 }, async () => {
-      assert.ok(kafka)
-      outcomes.kafka = await sequence(kafka.bootstrap)
-      console.log(outcomes.kafka.join('\n'))
-    })
-  })
-
-  it('gives the same answers', () => {
-    assert.ok(outcomes.tidelog && outcomes.kafka, 'both runs finished')
-    assert.deepEqual(outcomes.tidelog, outcomes.kafka)
-  })
+describeBesideKafka('share groups: bad input answered as Kafka 4.4 does', {
+  tidelog: { properties: { 'offsets.topic.num.partitions': 3 } },
+  kafka: { features: { 'share.version': 1 } },
+  sequence,
 })

@@ -10,7 +10,6 @@
  * STREAMS_TOPOLOGY_FENCED), and one with an older epoch is told STALE_TOPOLOGY.
  */
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
 import { Admin } from '../../src/client/admin.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { ApiKey } from '../../src/protocol/generated/index.js'
@@ -20,10 +19,8 @@ import {
   PatternType,
   ResourceType,
 } from '../../src/security/authorizer/acl.js'
-import type { Cluster } from '../../src/server/cluster.js'
 import { createTopics } from '../client/helpers.js'
-import { startBroker } from '../helpers/cluster.js'
-import { type KafkaReference, startKafkaReference } from '../helpers/kafka-reference.js'
+import { describeBesideKafka } from '../helpers/beside-kafka.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
 import { waitUntil } from '../helpers/wait.js'
@@ -66,8 +63,6 @@ interface Answer {
   memberEpoch: number
   status: { statusCode: number; statusDetail: string }[] | null
 }
-
-const outcomes: Record<string, string[]> = {}
 
 async function sequence(bootstrap: string): Promise<string[]> {
   await createTopics(bootstrap, [
@@ -164,38 +159,8 @@ async function sequence(bootstrap: string): Promise<string[]> {
   return lines
 }
 
-describe('streams groups: bad input beside Kafka 4.4', () => {
-  describe('tidelog', () => {
-    let cluster: Cluster | undefined
-    before(async () => {
-      cluster = await startBroker({ properties: { 'offsets.topic.num.partitions': 1, ...AUTHORIZER } })
-    })
-    after(async () => {
-      await cluster?.stop()
-    })
-    it('answers each step', { timeout: 120_000 }, async () => {
-      assert.ok(cluster)
-      outcomes.tidelog = await sequence(cluster.bootstrapServers)
-    })
-  })
-
-  describe('Kafka 4.4', () => {
-    let kafka: KafkaReference | undefined
-    before(async () => {
-      kafka = await startKafkaReference({ nodes: 1, properties: AUTHORIZER })
-    })
-    after(async () => {
-      await kafka?.stop()
-    })
-    it('answers each step', { timeout: 180_000 }, async () => {
-      assert.ok(kafka)
-      outcomes.kafka = await sequence(kafka.bootstrap)
-      console.log(outcomes.kafka.join('\n'))
-    })
-  })
-
-  it('gives the same answers', () => {
-    assert.ok(outcomes.tidelog && outcomes.kafka, 'both runs finished')
-    assert.deepEqual(outcomes.tidelog, outcomes.kafka)
-  })
+describeBesideKafka('streams groups: bad input beside Kafka 4.4', {
+  tidelog: { properties: { 'offsets.topic.num.partitions': 1, ...AUTHORIZER } },
+  kafka: { properties: AUTHORIZER },
+  sequence,
 })

@@ -17,8 +17,8 @@ import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { ApiKey } from '../../src/protocol/generated/index.js'
 import type { Cluster } from '../../src/server/cluster.js'
 import { createTopics } from '../client/helpers.js'
+import { describeBesideKafka } from '../helpers/beside-kafka.js'
 import { startBroker } from '../helpers/cluster.js'
-import { type KafkaReference, startKafkaReference } from '../helpers/kafka-reference.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
 import { waitUntil } from '../helpers/wait.js'
@@ -91,8 +91,6 @@ interface Answer {
   errorCode: number
   errorMessage: string | null
 }
-
-const outcomes: Record<string, string[]> = {}
 
 async function sequence(bootstrap: string): Promise<string[]> {
   await createTopics(bootstrap, [{ topic: TOPIC, partitions: 1, replicationFactor: 1 }])
@@ -205,69 +203,43 @@ async function sequence(bootstrap: string): Promise<string[]> {
   return lines
 }
 
-describe('StreamsGroupTopologyDescriptionUpdate beside Kafka 4.4', () => {
-  describe('tidelog', () => {
-    let cluster: Cluster | undefined
-    before(async () => {
-      cluster = await startBroker({ properties: { 'offsets.topic.num.partitions': 1, ...PLUGIN } })
+describeBesideKafka(
+  'StreamsGroupTopologyDescriptionUpdate beside Kafka 4.4',
+  {
+    tidelog: { properties: { 'offsets.topic.num.partitions': 1, ...PLUGIN } },
+    kafka: { properties: PLUGIN },
+    sequence,
+  },
+  () => {
+    describe('without a description store', () => {
+      let cluster: Cluster | undefined
+      before(async () => {
+        cluster = await startBroker({ properties: { 'offsets.topic.num.partitions': 1 } })
+      })
+      after(async () => {
+        await cluster?.stop()
+      })
+      it("answers UNSUPPORTED_VERSION with Kafka's message", async () => {
+        assert.ok(cluster)
+        const raw = await RawClient.connect(Number(cluster.bootstrapServers.split(':')[1]))
+        try {
+          const r = await rawCall<Answer>(raw, ApiKey.StreamsGroupTopologyDescriptionUpdate, 0, {
+            groupId: GROUP,
+            memberId: MEMBER,
+            topologyEpoch: 1,
+            topologyDescription: DESCRIPTION,
+          })
+          assert.deepEqual(
+            { errorCode: r.errorCode, errorMessage: r.errorMessage },
+            {
+              errorCode: ErrorCode.UNSUPPORTED_VERSION,
+              errorMessage: 'The broker has no streams group topology description plugin configured.',
+            },
+          )
+        } finally {
+          raw.close()
+        }
+      })
     })
-    after(async () => {
-      await cluster?.stop()
-    })
-    it('answers each step', { timeout: 120_000 }, async () => {
-      assert.ok(cluster)
-      outcomes.tidelog = await sequence(cluster.bootstrapServers)
-    })
-  })
-
-  describe('Kafka 4.4', () => {
-    let kafka: KafkaReference | undefined
-    before(async () => {
-      kafka = await startKafkaReference({ nodes: 1, properties: PLUGIN })
-    })
-    after(async () => {
-      await kafka?.stop()
-    })
-    it('answers each step', { timeout: 180_000 }, async () => {
-      assert.ok(kafka)
-      outcomes.kafka = await sequence(kafka.bootstrap)
-      console.log(outcomes.kafka.join('\n'))
-    })
-  })
-
-  it('gives the same answers', () => {
-    assert.ok(outcomes.tidelog && outcomes.kafka, 'both runs finished')
-    assert.deepEqual(outcomes.tidelog, outcomes.kafka)
-  })
-
-  describe('without a description store', () => {
-    let cluster: Cluster | undefined
-    before(async () => {
-      cluster = await startBroker({ properties: { 'offsets.topic.num.partitions': 1 } })
-    })
-    after(async () => {
-      await cluster?.stop()
-    })
-    it("answers UNSUPPORTED_VERSION with Kafka's message", async () => {
-      assert.ok(cluster)
-      const raw = await RawClient.connect(Number(cluster.bootstrapServers.split(':')[1]))
-      try {
-        const r = await rawCall<Answer>(raw, ApiKey.StreamsGroupTopologyDescriptionUpdate, 0, {
-          groupId: GROUP,
-          memberId: MEMBER,
-          topologyEpoch: 1,
-          topologyDescription: DESCRIPTION,
-        })
-        assert.deepEqual(
-          { errorCode: r.errorCode, errorMessage: r.errorMessage },
-          {
-            errorCode: ErrorCode.UNSUPPORTED_VERSION,
-            errorMessage: 'The broker has no streams group topology description plugin configured.',
-          },
-        )
-      } finally {
-        raw.close()
-      }
-    })
-  })
-})
+  },
+)
