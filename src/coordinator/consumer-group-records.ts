@@ -23,12 +23,12 @@ import {
   decodeConsumerGroupMetadataValue,
   decodeConsumerMemberMetadataValue,
   decodeConsumerTargetMemberValue,
-  decodeTargetAssignmentMetadataValue,
   encodeConsumerCurrentAssignmentValue,
   encodeConsumerGroupMetadataValue,
   encodeConsumerMemberMetadataValue,
   encodeConsumerTargetMemberValue,
   encodeTargetAssignmentMetadataValue,
+  replayTargetAssignmentMetadata,
   type TargetAssignmentMetadata,
 } from './records.js'
 
@@ -136,12 +136,7 @@ export function replayConsumerRecord(
       state.groupEpoch = decodeConsumerGroupMetadataValue(value)
       break
     case 'consumer-target-metadata': {
-      const metadata =
-        value === null
-          ? { assignmentEpoch: 0, assignmentTimestampMs: 0 }
-          : decodeTargetAssignmentMetadataValue(value)
-      state.assignmentEpoch = metadata.assignmentEpoch
-      state.assignmentTimestampMs = metadata.assignmentTimestampMs
+      replayTargetAssignmentMetadata(state, value)
       break
     }
     case 'consumer-target-member':

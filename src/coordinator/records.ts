@@ -391,6 +391,22 @@ export function decodeTargetAssignmentMetadataValue(value: Buffer): TargetAssign
   return { assignmentEpoch, assignmentTimestampMs }
 }
 
+/**
+ * Replays a TargetAssignmentMetadata record (consumer, share or streams group) into the group:
+ * a tombstone resets both to 0, as a new group's.
+ */
+export function replayTargetAssignmentMetadata(
+  group: { assignmentEpoch: number; assignmentTimestampMs: number },
+  value: Buffer | null,
+): void {
+  const metadata =
+    value === null
+      ? { assignmentEpoch: 0, assignmentTimestampMs: 0 }
+      : decodeTargetAssignmentMetadataValue(value)
+  group.assignmentEpoch = metadata.assignmentEpoch
+  group.assignmentTimestampMs = metadata.assignmentTimestampMs
+}
+
 export function encodeConsumerTargetMemberValue(partitions: TopicPartitionsValue): Buffer {
   const w = flexibleValue()
   writeTopicPartitions(w, partitions)

@@ -13,7 +13,6 @@
  */
 import {
   type CoordinatorRecord,
-  decodeTargetAssignmentMetadataValue,
   encodeTargetAssignmentMetadataValue,
   endValue,
   flexibleValue,
@@ -22,6 +21,7 @@ import {
   openValue,
   readCompactStrings,
   readTopicPartitions,
+  replayTargetAssignmentMetadata,
   skipTags,
   writeCompactStrings,
   writeTopicPartitions,
@@ -209,12 +209,7 @@ export function replayShareRecord(
       else group.groupEpoch = openValue(value).readInt32()
       return
     case 'share-target-metadata': {
-      const metadata =
-        value === null
-          ? { assignmentEpoch: 0, assignmentTimestampMs: 0 }
-          : decodeTargetAssignmentMetadataValue(value)
-      group.assignmentEpoch = metadata.assignmentEpoch
-      group.assignmentTimestampMs = metadata.assignmentTimestampMs
+      replayTargetAssignmentMetadata(group, value)
       return
     }
     case 'share-target-member':

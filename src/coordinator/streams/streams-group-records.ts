@@ -16,7 +16,6 @@ import type { Reader, Writer } from '../../protocol/primitives.js'
 import { type Group, newGroup } from '../group.js'
 import {
   type CoordinatorRecord,
-  decodeTargetAssignmentMetadataValue,
   encodeTargetAssignmentMetadataValue,
   endValue,
   flexibleValue,
@@ -24,6 +23,7 @@ import {
   GroupRecordKeys,
   openValue,
   readCompactStrings,
+  replayTargetAssignmentMetadata,
   skipTags,
   writeCompactStrings,
 } from '../records.js'
@@ -404,12 +404,7 @@ function applyStreamsRecord(
       group.topology = value === null ? null : decodeTopologyValue(value)
       return
     case 'streams-target-metadata': {
-      const metadata =
-        value === null
-          ? { assignmentEpoch: 0, assignmentTimestampMs: 0 }
-          : decodeTargetAssignmentMetadataValue(value)
-      group.assignmentEpoch = metadata.assignmentEpoch
-      group.assignmentTimestampMs = metadata.assignmentTimestampMs
+      replayTargetAssignmentMetadata(group, value)
       return
     }
     case 'streams-target-member':
