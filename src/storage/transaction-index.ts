@@ -36,7 +36,7 @@ export interface AbortedTxnSearch {
 
 export class TransactionIndex {
   private entries: AbortedTxn[] = []
-  private handle: FileHandle | undefined
+  private handle: Promise<FileHandle> | undefined
   private closed = false
 
   constructor(
@@ -158,7 +158,7 @@ export class TransactionIndex {
   }
 
   async sync(): Promise<void> {
-    await this.handle?.sync()
+    await (await this.handle)?.sync()
   }
 
   async renameTo(path: string): Promise<void> {
@@ -175,7 +175,7 @@ export class TransactionIndex {
     this.closed = true
     const handle = this.handle
     this.handle = undefined
-    await handle?.close()
+    await (await handle)?.close()
   }
 
   async deleteFile(): Promise<void> {
@@ -187,19 +187,31 @@ export class TransactionIndex {
     }
   }
 
-  private async openHandle(): Promise<FileHandle> {
-    if (this.closed) throw new TidelogError('LOG_CLOSED', `${this.pathValue} is closed`)
+  /**
+   * One open for every caller: appendAll's writes start together, and two opens of a new
+   * file raced, the second `w+` truncating the entry the first had written (seen in CI: an
+   * index reread with a zeroed first entry).
+   */
+  private openHandle(): Promise<FileHandle> {
+    if (this.closed) return Promise.reject(new TidelogError('LOG_CLOSED', `${this.pathValue} is closed`))
     if (this.handle === undefined) {
-      let handle: FileHandle
-      try {
-        handle = await this.fs.open(this.pathValue, 'r+')
-      } catch (err) {
-        if (!isNotFound(err)) throw err
-        handle = await this.fs.open(this.pathValue, 'w+')
-      }
-      this.handle = handle
+      const opening = this.openFile()
+      this.handle = opening
+      // A failed open is not kept: the next write tries again.
+      opening.catch(() => {
+        if (this.handle === opening) this.handle = undefined
+      })
     }
     return this.handle
+  }
+
+  private async openFile(): Promise<FileHandle> {
+    try {
+      return await this.fs.open(this.pathValue, 'r+')
+    } catch (err) {
+      if (!isNotFound(err)) throw err
+      return await this.fs.open(this.pathValue, 'w+')
+    }
   }
 
   private async rewrite(): Promise<void> {

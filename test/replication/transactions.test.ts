@@ -385,6 +385,34 @@ describe('the aborted transaction index', () => {
       await reread.close()
     }))
 
+  it('opens a new file once however many entries appendAll writes at once', () =>
+    withTempDir(async (dir) => {
+      // Each write opened the missing file itself, and a second `w+` truncated what the first
+      // had written: the reread index began with a zeroed entry (a CI failure, 2026-12-07).
+      const opens: string[] = []
+      const counting: FileSystem = {
+        ...nodeFileSystem,
+        open: (path, flags) => {
+          opens.push(flags)
+          return nodeFileSystem.open(path, flags)
+        },
+      }
+      const index = new TransactionIndex(counting, join(dir, 'z.txnindex'))
+      const entries = [3, 5, 7].map((last) => ({
+        producerId: toProducerId(BigInt(last)),
+        firstOffset: (last - 1) as Offset,
+        lastOffset: last as Offset,
+        lastStableOffset: (last + 1) as Offset,
+      }))
+      await index.appendAll(entries)
+      await index.close()
+      assert.deepEqual(opens, ['r+', 'w+'])
+      const reread = new TransactionIndex(nodeFileSystem, join(dir, 'z.txnindex'))
+      await reread.load()
+      assert.deepEqual(reread.allEntries, entries)
+      await reread.close()
+    }))
+
   it('truncation drops the entries of the markers it removes and reopens their transactions', () =>
     withLog(async ({ log, state }) => {
       await lead(log, txnBatch(1n, 0, 0, 2)) // 0-1
