@@ -51,6 +51,14 @@ module.exports = {
       to: { path: '^src/schema-registry/', dependencyTypes: ['local', 'import'] },
     },
     {
+      name: 'ops-below-the-server',
+      severity: 'error',
+      comment:
+        'ops (metrics, health checks, console, the registry listener) is composed by the server, which hands it what it needs (parsed listeners, the broker state): it imports no composition.',
+      from: { path: '^src/ops/' },
+      to: { path: '^src/(server|cli|sim|runtime|testing)/' },
+    },
+    {
       name: 'protocol-is-the-bottom',
       severity: 'error',
       from: { path: '^src/protocol/' },

@@ -10,7 +10,6 @@
  * it drives on the first console request.
  */
 import type { Logger } from '../common/logger.js'
-import { parseListener } from '../server/broker-config.js'
 import type { BrokerMetricsSource } from './broker-metrics-source.js'
 import type { ConsoleApi } from './console-api.js'
 import { readiness } from './health.js'
@@ -20,8 +19,11 @@ import type { RequestObserver } from './request-observer.js'
 import { REGISTRY_PREFIX, type SchemaRegistryService } from './schema-registry-service.js'
 
 export interface OpsSettings {
-  /** tidelog.http.listener: HOST:PORT (port 0 picks a free one). */
-  readonly listener: string
+  /**
+   * tidelog.http.listener, parsed by the broker's config (port 0 picks a free one): ops
+   * sits below the server and does not read its config.
+   */
+  readonly listener: { readonly host: string; readonly port: number }
   /** tidelog.request.log.slow.ms: -1 turns the slow-request log off. */
   readonly slowRequestMs: number
   /** tidelog.console.topic.admin.enable: the console may create and delete topics. */
@@ -46,7 +48,7 @@ export class OpsServer {
     logger: Logger,
     registry: SchemaRegistryService | null = null,
   ): Promise<OpsServer> {
-    const { host, port } = parseListener(settings.listener)
+    const { host, port } = settings.listener
     let self: OpsServer | null = null
     const source = () => self?.source ?? null
     const metrics: BrokerMetrics = new BrokerMetrics({

@@ -165,11 +165,11 @@ export class RequestMetrics implements RequestObserver {
       for (let p = 0; p < partitions.length; p++) {
         const data = partitions[p]
         // acks=0 has no response: what was sent counts (Kafka counts appends, which we cannot see).
-        let errorCode = 0
+        let errorCode: number = ErrorCode.NONE
         if (answered) {
           const result =
             answer?.[p]?.index === data.index ? answer[p] : findPartition(answered, topic.name, data.index)
-          errorCode = result?.errorCode ?? 0
+          errorCode = result?.errorCode ?? ErrorCode.NONE
         }
         if (errorCode !== ErrorCode.NONE) {
           this.errors.inc(`Produce:${errorName(errorCode)}`)
@@ -370,7 +370,7 @@ function countErrorCodes(value: unknown, depth: number, onError: (code: number) 
   for (const key in value) {
     const field = (value as Record<string, unknown>)[key]
     if (key === 'errorCode') {
-      if (typeof field === 'number' && field !== 0) onError(field)
+      if (typeof field === 'number' && field !== ErrorCode.NONE) onError(field)
     } else if (typeof field === 'object' && key !== 'records') countErrorCodes(field, depth + 1, onError)
   }
 }

@@ -12,7 +12,6 @@ import type { Logger } from '../common/logger.js'
 import type { RegistrySecurity } from '../schema-registry/auth.js'
 import type { DecodedRecord, RegistryHost, SchemaRegistry } from '../schema-registry/index.js'
 import { addRegistryPeer } from '../schema-registry/peers.js'
-import { parseListener } from '../server/broker-config.js'
 import { HttpListener, type HttpsOptions, type RawPrefixRoute } from './http-listener.js'
 
 /** Where the registry answers on the broker's HTTP listener. */
@@ -33,19 +32,20 @@ export class SchemaRegistryService {
   private constructor(private readonly logger: Logger) {}
 
   /**
-   * `listener`: [http://|https://]HOST:PORT of the registry's own listener, or null for none;
-   * `tls`: what an https:// listener serves with.
+   * `listener`: where the registry's own listener binds, parsed by the broker's config from
+   * tidelog.schema.registry.listener, or null for none; `tls`: what an https:// listener
+   * serves with.
    */
   static async start(
-    listener: string | null,
+    listener: { readonly host: string; readonly port: number } | null,
     logger: Logger,
     tls: HttpsOptions | null = null,
   ): Promise<SchemaRegistryService> {
     const service = new SchemaRegistryService(logger)
     const ca = tls?.ca
     service.forwardCa = typeof ca === 'string' || Array.isArray(ca) ? (ca as string | string[]) : null
-    if (listener !== null && listener !== '') {
-      const { host, port } = parseListener(listener)
+    if (listener !== null) {
+      const { host, port } = listener
       service.listener = await HttpListener.start(host, port, {}, logger, service.route('/'), tls)
       logger.info({ url: service.url }, 'schema registry listener')
     }

@@ -26,7 +26,7 @@ import { jaasProperty, type SaslListenerSettings } from '../security/sasl-server
 import type { ScramCredentialStore } from '../security/scram-credentials.js'
 import { listenerValue } from '../security/security-config.js'
 import { pemBlocks, tlsSettings } from '../security/tls.js'
-import type { BrokerConfig } from './broker-config.js'
+import { type BrokerConfig, parseListener } from './broker-config.js'
 
 /** What the schema registry's wiring reads of its broker. */
 export interface RegistryBroker {
@@ -59,7 +59,7 @@ export async function startOps(
   if (listener === null || listener === '') return null
   return OpsServer.start(
     {
-      listener,
+      listener: parseListener(listener),
       slowRequestMs: config.values.get('tidelog.request.log.slow.ms') as number,
       topicAdminEnabled: config.values.get('tidelog.console.topic.admin.enable') === true,
     },
@@ -76,7 +76,8 @@ export async function startSchemaRegistry(
   if (config.values.get('tidelog.schema.registry.enable') === false) return null
   const listener = config.values.get('tidelog.schema.registry.listener') as string | null
   const https = listener !== null && /^\s*https:\/\//i.test(listener)
-  return SchemaRegistryService.start(listener, logger, https ? registryHttpsOptions(config) : null)
+  const bound = listener === null || listener === '' ? null : parseListener(listener)
+  return SchemaRegistryService.start(bound, logger, https ? registryHttpsOptions(config) : null)
 }
 
 /**
