@@ -12,6 +12,7 @@
  *   every broker's image equal to the store's (partition states, topic ids, registrations).
  */
 import type { BrokerId, ClusterImage, PartitionState, TopicImage } from '../metadata/cluster-image.js'
+import { ErrorCode } from '../protocol/error-codes.js'
 import type { MetadataResponse } from '../protocol/generated/metadata-response.js'
 import type { SimBroker } from './sim-broker.js'
 import { Violation, type WorldView } from './world-view.js'
@@ -84,7 +85,7 @@ export class ScaleInvariants {
   /** A Metadata answer: every topic of the layout it lists is whole. */
   onMetadata(from: number, answer: MetadataResponse): void {
     for (const topic of answer.topics) {
-      if (topic.name === null || topic.errorCode !== 0) continue
+      if (topic.name === null || topic.errorCode !== ErrorCode.NONE) continue
       const problem = this.creationProblem(
         topic.name,
         topic.partitions.length,

@@ -10,6 +10,7 @@
 
 import { Producer } from '../client/producer.js'
 import { NO_LEADER } from '../metadata/cluster-image.js'
+import { ErrorCode } from '../protocol/error-codes.js'
 import { encodeRecordBatchSync } from '../protocol/record-batch.js'
 import { SimConsumer } from './consumer.js'
 import { GroupWorkload, OffsetVerifier, SimGroupMember } from './group-member.js'
@@ -209,7 +210,7 @@ export class Workload {
             // The answer travels back; a crash meanwhile loses it.
             this.world.scheduler.schedule(r.int(1, 5), () => {
               if (!leader.isAlive) return
-              if (result.errorCode !== 0) return
+              if (result.errorCode !== ErrorCode.NONE) return
               if (acks === -1) this.world.stats.ackedAll++
               else this.world.stats.ackedOne++
               this.world.invariants.onAcked({

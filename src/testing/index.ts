@@ -23,6 +23,7 @@ import { systemRandom } from '../common/random.js'
 import type { ClusterImage, PartitionState } from '../metadata/cluster-image.js'
 import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { EmbeddedStore } from '../metadata/store/embedded-store.js'
+import { ErrorCode } from '../protocol/error-codes.js'
 import { BrokerThread } from '../runtime/broker-thread.js'
 import { nodeFileSystem } from '../runtime/node-file-system.js'
 import { nodeNetwork } from '../runtime/node-network.js'
@@ -418,7 +419,7 @@ export class TestCluster {
       ],
       { validateOnly: false, timeoutMs: 30_000 },
     )
-    if (created.errorCode !== 0)
+    if (created.errorCode !== ErrorCode.NONE)
       throw new Error(
         `creating topic ${topic.name}: error ${created.errorCode}: ${created.errorMessage ?? ''}`,
       )

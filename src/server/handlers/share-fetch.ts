@@ -115,7 +115,7 @@ export const shareFetchHandler: ApiHandler<ShareFetchRequest, ShareFetchResponse
     }
     // Kafka answers (opening requests included) only partitions with records, an error or acknowledgements.
     const shown = [...outcomes.values()].filter(
-      (o) => o.acquired.length > 0 || o.errorCode !== 0 || o.acknowledgeErrorCode !== null,
+      (o) => o.acquired.length > 0 || o.errorCode !== ErrorCode.NONE || o.acknowledgeErrorCode !== null,
     )
     return {
       ...fail(ErrorCode.NONE),
