@@ -95,6 +95,15 @@ export function nextOffset(offset: Offset): Offset {
   return (offset + 1) as Offset
 }
 
+/**
+ * The offset `delta` records after `base`: a batch's base offset plus a record's offsetDelta
+ * or the batch's lastOffsetDelta (non-negative int32s of a batch the log holds). Arithmetic
+ * on an offset that is already checked, so no assertion, as nextOffset.
+ */
+export function offsetAfter(base: Offset, delta: number): Offset {
+  return (base + delta) as Offset
+}
+
 /** The larger of two offsets (Math.max would drop the brand). */
 export function maxOffset(a: Offset, b: Offset): Offset {
   return (a > b ? a : b) as Offset

@@ -5,6 +5,7 @@
  * the records; anything that does is produced by `afterAppend`.
  */
 import { assert } from '../common/assert.js'
+import type { Offset } from '../common/types.js'
 import type { CoordinatorRecord } from './records.js'
 import type { TransactionalProducer } from './runtime/coordinator-runtime.js'
 
@@ -74,7 +75,7 @@ export interface Effects {
    * Called once with NONE when the records are committed, or the error that failed them;
    * `baseOffset` is where their batch starts in __consumer_offsets (-1 if never appended).
    */
-  readonly afterAppend?: (errorCode: number, nowMs: number, baseOffset: number) => Effects
+  readonly afterAppend?: (errorCode: number, nowMs: number, baseOffset: Offset) => Effects
 }
 
 export const NO_EFFECTS: Effects = { records: [], replies: [] }

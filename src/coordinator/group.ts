@@ -1,4 +1,4 @@
-import type { ProducerId } from '../common/types.js'
+import type { Offset, ProducerId } from '../common/types.js'
 import type { StreamsGroup } from './streams/streams-group.js'
 
 /**
@@ -43,7 +43,7 @@ export interface CommittedOffset {
    * plain and a transactional commit of one partition, the later written wins, whatever
    * order they complete in. Undefined only before the append.
    */
-  readonly recordOffset?: number
+  readonly recordOffset?: Offset
 }
 
 /** A TxnOffsetCommit's offset, invisible until its transaction's COMMIT marker. */

@@ -6,7 +6,7 @@
  * becomes coordinator. Like rebalance.ts: no I/O, no clock.
  */
 
-import type { ProducerId } from '../common/types.js'
+import type { Offset, ProducerId } from '../common/types.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { decodeConsumerProtocolSubscription } from '../protocol/generated/index.js'
 import { Reader } from '../protocol/primitives.js'
@@ -132,7 +132,7 @@ export function commitOffsets(
     value: encodeOffsetCommitValue(a.value),
   }))
   for (const a of accepted) addPending(group, topicPartitionKey(a.topic, a.partition), 1)
-  const afterAppend = (code: number, _nowMs: number, baseOffset: number): Effects => {
+  const afterAppend = (code: number, _nowMs: number, baseOffset: Offset): Effects => {
     const partitions = new Map(codes)
     for (const a of accepted) {
       const key = topicPartitionKey(a.topic, a.partition)
@@ -310,7 +310,7 @@ export function commitTxnOffsets(
     key: offsetCommitKey(group.groupId, a.topic, a.partition),
     value: encodeOffsetCommitValue(a.value),
   }))
-  const afterAppend = (code: number, _nowMs: number, baseOffset: number): Effects => {
+  const afterAppend = (code: number, _nowMs: number, baseOffset: Offset): Effects => {
     const partitions = new Map(codes)
     const current = group.pendingTransactionalOffsets.get(req.producerId)
     for (const a of accepted) {
@@ -526,7 +526,7 @@ export function replayRecord(
   groups: Map<string, Group>,
   record: CoordinatorRecord,
   nowMs: number,
-  batchOffset?: number,
+  batchOffset?: Offset,
   consumerSessionTimeoutMs = DEFAULT_CONSUMER_GROUP_CONFIG.sessionTimeoutMs,
   shareGroups: Map<string, ShareGroup> = new Map(),
 ): void {
@@ -591,7 +591,7 @@ export function replayRecord(
 
 /** What loading needs of a __consumer_offsets batch. */
 export interface LoadedBatch {
-  readonly baseOffset: number
+  readonly baseOffset: Offset
   readonly isTransactional: boolean
   readonly producerId: ProducerId
   readonly records: readonly { key: Buffer | null; value: Buffer | null }[]

@@ -5,7 +5,7 @@
  */
 
 import { assert } from '../common/assert.js'
-import { type BrokerId, NO_BROKER_ID, type PartitionEpoch } from '../common/types.js'
+import { type BrokerId, NO_BROKER_ID, type Offset, type PartitionEpoch } from '../common/types.js'
 
 export type { BrokerId }
 
@@ -69,7 +69,7 @@ export function brokerEpochOf(image: ClusterImage, brokerId: BrokerId): number |
 /** A replica's latest leader epoch and log end offset, as unclean recovery compares them. */
 export interface LogEnd {
   readonly leaderEpoch: number
-  readonly endOffset: number
+  readonly endOffset: Offset
 }
 
 export interface PartitionState {

@@ -35,7 +35,7 @@
 import { assert } from '../common/assert.js'
 import type { Clock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
-import { maxOffset, minOffset, type Offset, type ProducerId } from '../common/types.js'
+import { maxOffset, minOffset, type Offset, offsetAfter, type ProducerId, toOffset } from '../common/types.js'
 import {
   ATTRIBUTES_OFFSET,
   BASE_TIMESTAMP_OFFSET,
@@ -185,7 +185,7 @@ class CleanedTransactions {
   private readonly pending: AbortedTxn[]
   private readonly ongoingAborted = new Map<
     ProducerId,
-    { txn: AbortedTxn; lastObservedBatchOffset?: number }
+    { txn: AbortedTxn; lastObservedBatchOffset?: Offset }
   >()
   private readonly ongoingCommitted = new Set<bigint>()
 
@@ -210,7 +210,7 @@ class CleanedTransactions {
     if (!header.isTransactional) return false
     const aborted = this.ongoingAborted.get(header.producerId)
     if (aborted !== undefined) {
-      aborted.lastObservedBatchOffset = header.lastOffset
+      aborted.lastObservedBatchOffset = toOffset(header.lastOffset)
       return true
     }
     this.ongoingCommitted.add(header.producerId)
@@ -243,9 +243,9 @@ export class CleanAborted extends Error {
 
 /** What the map pass learns: keys' last offsets and each producer's last batch. */
 interface CleanerMaps {
-  readonly offsets: Map<string, number>
+  readonly offsets: Map<string, Offset>
   /** producer id (decimal string) -> its last batch in the cleaned range. */
-  readonly producerLastBatches: Map<string, { lastOffset: number; maxTimestamp: number }>
+  readonly producerLastBatches: Map<string, { lastOffset: Offset; maxTimestamp: number }>
   /** Offset after the last segment the map covers: the end of this clean. */
   readonly endOffset: Offset
 }
@@ -368,8 +368,8 @@ class Cleaner {
   // ---- pass 1: the offset map ----
 
   async buildMaps(range: CleanableRange, maxEntries: number): Promise<CleanerMaps> {
-    const offsets = new Map<string, number>()
-    const producerLastBatches = new Map<string, { lastOffset: number; maxTimestamp: number }>()
+    const offsets = new Map<string, Offset>()
+    const producerLastBatches = new Map<string, { lastOffset: Offset; maxTimestamp: number }>()
     let endOffset = range.firstDirtyOffset
     const segments = [...this.log.segmentList]
     // An aborted record never shadows an earlier value of its key.
@@ -391,7 +391,10 @@ class Cleaner {
           if (dirty) await transactions.onControlBatch(new BatchHeader(batch.buf, batch.at))
           continue
         }
-        const lastOffset = batchBaseOffset(batch) + batch.buf.readInt32BE(batch.at + LAST_OFFSET_DELTA_OFFSET)
+        const lastOffset = offsetAfter(
+          batchBaseOffset(batch),
+          batch.buf.readInt32BE(batch.at + LAST_OFFSET_DELTA_OFFSET),
+        )
         const producerId = batch.buf.readBigInt64BE(batch.at + PRODUCER_ID_OFFSET)
         if (producerId >= 0n) {
           const maxTimestamp = readInt64(batch.buf, batch.at + MAX_TIMESTAMP_OFFSET)
@@ -403,7 +406,7 @@ class Cleaner {
         const { data, spans } = await this.records(batch)
         for (const span of spans) {
           if (span.keyLength < 0) continue
-          offsets.set(keyString(data, span), baseOffset + span.offsetDelta)
+          offsets.set(keyString(data, span), offsetAfter(baseOffset, span.offsetDelta))
         }
       }
       if (dirty) endOffset = next
@@ -526,7 +529,7 @@ class Cleaner {
     }
     const abortedData = transactions.onDataBatch(header)
     const baseOffset = batchBaseOffset(batch)
-    const lastOffset = baseOffset + buf.readInt32BE(at + LAST_OFFSET_DELTA_OFFSET)
+    const lastOffset = offsetAfter(baseOffset, buf.readInt32BE(at + LAST_OFFSET_DELTA_OFFSET))
     const producerId = buf.readBigInt64BE(at + PRODUCER_ID_OFFSET)
     const producersLast = producerId >= 0n ? maps.producerLastBatches.get(producerId.toString()) : undefined
     // Kept while producer state would still hold the producer (it expires as Kafka's does).
@@ -561,7 +564,7 @@ class Cleaner {
     maps: CleanerMaps,
   ): boolean {
     if (span.keyLength < 0) return false
-    const offset = baseOffset + span.offsetDelta
+    const offset = offsetAfter(baseOffset, span.offsetDelta)
     const latest = maps.offsets.get(keyString(data, span))
     if (latest !== undefined && latest > offset) return false
     if (span.isTombstone && horizonMs !== undefined && this.nowMs >= horizonMs) return false
@@ -582,7 +585,7 @@ function appendedBatch(batch: Buffer): AppendedBatch {
   return {
     sizeInBytes: batch.length,
     baseOffset,
-    lastOffset: (baseOffset + batch.readInt32BE(LAST_OFFSET_DELTA_OFFSET)) as Offset,
+    lastOffset: offsetAfter(baseOffset, batch.readInt32BE(LAST_OFFSET_DELTA_OFFSET)),
     maxTimestamp: readInt64(batch, MAX_TIMESTAMP_OFFSET),
   }
 }

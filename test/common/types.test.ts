@@ -6,6 +6,7 @@ import {
   maxOffset,
   minOffset,
   NO_OFFSET,
+  offsetAfter,
   toBrokerId,
   toLeaderEpoch,
   toOffset,
@@ -29,6 +30,11 @@ describe('branded number types', () => {
     const b = toOffset(9)
     assert.equal(minOffset(a, b), 3)
     assert.equal(maxOffset(a, b), 9)
+  })
+
+  it("add a record's offset delta to its batch's base offset", () => {
+    assert.equal(offsetAfter(toOffset(100), 0), 100)
+    assert.equal(offsetAfter(toOffset(100), 41), 141)
   })
 
   it('bound epochs and broker ids to int32 and producer ids to int64', () => {

@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { FIRST_OFFSET } from '../../src/common/types.js'
 import { rangeAssign, uniformAssign } from '../../src/coordinator/consumer-assignors.js'
 import {
   type ConsumerGroupConfig,
@@ -68,7 +69,7 @@ function beat(
 /** Commits the step's records (appending them to `log`) and returns its reply. */
 function settle(effects: Effects, log: CoordinatorRecord[]): ConsumerHeartbeatResult {
   log.push(...effects.records)
-  const done = effects.afterAppend ? effects.afterAppend(ErrorCode.NONE, 0, 0) : effects
+  const done = effects.afterAppend ? effects.afterAppend(ErrorCode.NONE, 0, FIRST_OFFSET) : effects
   assert.equal(done.replies.length, 1)
   return done.replies[0].response as ConsumerHeartbeatResult
 }

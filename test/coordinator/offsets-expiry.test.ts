@@ -389,7 +389,7 @@ let nextRecordOffset = 0
 /** Runs a step as if its records were committed at once (each batch at the next offset). */
 function committed(effects: Effects, now: number): void {
   if (effects.records.length === 0 || !effects.afterAppend) return
-  const baseOffset = nextRecordOffset
+  const baseOffset = toOffset(nextRecordOffset)
   nextRecordOffset += effects.records.length
   committed(effects.afterAppend(ErrorCode.NONE, now, baseOffset), now)
 }

@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { toOffset } from '../../src/common/types.js'
 import { combine, type Effects, type JoinResult, type SyncResult } from '../../src/coordinator/effects.js'
 import {
   DEFAULT_COORDINATOR_CONFIG,
@@ -37,7 +38,7 @@ class Driver {
 
   apply(effects: Effects): void {
     for (const r of effects.replies) this.replies.set(r.waiter, r.response)
-    const baseOffset = this.records.length
+    const baseOffset = toOffset(this.records.length)
     this.records.push(...effects.records)
     if (effects.records.length > 0 && effects.afterAppend)
       this.apply(effects.afterAppend(ErrorCode.NONE, this.now, baseOffset))

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
 import type { TransactionResult } from '../../src/common/transaction.js'
-import { type Offset, toOffset, toProducerId } from '../../src/common/types.js'
+import { NO_OFFSET, type Offset, toOffset, toProducerId } from '../../src/common/types.js'
 import { CoordinatorRuntime, type ShardContext } from '../../src/coordinator/runtime/coordinator-runtime.js'
 import type { CoordinatorShard, ReplayedBatch } from '../../src/coordinator/runtime/coordinator-shard.js'
 import type { ClusterImage } from '../../src/metadata/cluster-image.js'
@@ -360,7 +360,7 @@ test('transactional writes carry the producer sequences recovered on load', asyn
     timeoutMs: 5000,
     transactional: { producerId: toProducerId(9n), producerEpoch: 2 },
     complete: (errorCode, baseOffset) => ({ errorCode, baseOffset }),
-    notCoordinator: () => ({ errorCode: ErrorCode.NOT_COORDINATOR, baseOffset: -1 }),
+    notCoordinator: () => ({ errorCode: ErrorCode.NOT_COORDINATOR, baseOffset: NO_OFFSET }),
   })
   partition.commitAll()
   assert.deepEqual(await written, { errorCode: ErrorCode.NONE, baseOffset: 1 })

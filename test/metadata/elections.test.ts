@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import fc from 'fast-check'
-import { toPartitionEpoch } from '../../src/common/types.js'
+import { type Offset, toOffset, toPartitionEpoch } from '../../src/common/types.js'
 import type { PartitionState } from '../../src/metadata/cluster-image.js'
 import {
   electPreferred,
@@ -254,16 +254,16 @@ describe('eligible leader replicas (KIP-966)', () => {
       { state: offline, live: new Set(ids(1, 3)), uncleanLeaderElection: false, minIsr },
       toBrokerId(3),
       true,
-      { leaderEpoch: 4, endOffset: 242 },
+      { leaderEpoch: 4, endOffset: toOffset(242) },
     )
     assert.deepEqual(third?.state.lastKnownElr, [3])
-    assert.deepEqual(third?.state.recoveryLogEnds, { 3: { leaderEpoch: 4, endOffset: 242 } })
+    assert.deepEqual(third?.state.recoveryLogEnds, { 3: { leaderEpoch: 4, endOffset: toOffset(242) } })
     assert.equal(third?.state.leader, -1, 'nobody leads yet: broker 2 holds the ISR')
     const second = onBrokerRegistered(
       { state: third!.state, live: new Set(ids(1, 2, 3)), uncleanLeaderElection: false, minIsr },
       toBrokerId(2),
       true,
-      { leaderEpoch: 4, endOffset: 13 },
+      { leaderEpoch: 4, endOffset: toOffset(13) },
     )
     assert.equal(second?.state.leader, 3, 'broker 3 kept the records broker 2 lost')
     assert.deepEqual(second?.state.isr, [3])
@@ -278,9 +278,12 @@ describe('eligible leader replicas (KIP-966)', () => {
       isr: ids(2),
       leader: toBrokerId(-1),
       lastKnownElr: ids(1, 3),
-      recoveryLogEnds: { 1: { leaderEpoch: 3, endOffset: 900 }, 3: { leaderEpoch: 4, endOffset: 10 } },
+      recoveryLogEnds: {
+        1: { leaderEpoch: 3, endOffset: toOffset(900) },
+        3: { leaderEpoch: 4, endOffset: toOffset(10) },
+      },
     })
-    const register = (live: number[], end: { leaderEpoch: number; endOffset: number } | undefined) =>
+    const register = (live: number[], end: { leaderEpoch: number; endOffset: Offset } | undefined) =>
       onBrokerRegistered(
         { state: offline, live: new Set(ids(...live)), uncleanLeaderElection: false, minIsr },
         toBrokerId(2),
@@ -288,15 +291,23 @@ describe('eligible leader replicas (KIP-966)', () => {
         end,
       )
     assert.equal(
-      register([1, 2, 3], { leaderEpoch: 4, endOffset: 5 })?.state.leader,
+      register([1, 2, 3], { leaderEpoch: 4, endOffset: toOffset(5) })?.state.leader,
       3,
       'epoch 4 beats epoch 3',
     )
-    const own = register([1, 2, 3], { leaderEpoch: 4, endOffset: 50 })
+    const own = register([1, 2, 3], { leaderEpoch: 4, endOffset: toOffset(50) })
     assert.equal(own?.state.leader, -1, 'broker 2 has the longest log: it stays the last ISR member')
     assert.deepEqual(own?.state.isr, [2])
-    assert.equal(register([1, 2], { leaderEpoch: 3, endOffset: 5 })?.state.leader, 1, 'broker 3 is not live')
-    assert.equal(register([2], { leaderEpoch: 0, endOffset: 0 })?.state.leader, -1, 'no live candidate')
+    assert.equal(
+      register([1, 2], { leaderEpoch: 3, endOffset: toOffset(5) })?.state.leader,
+      1,
+      'broker 3 is not live',
+    )
+    assert.equal(
+      register([2], { leaderEpoch: 0, endOffset: toOffset(0) })?.state.leader,
+      -1,
+      'no live candidate',
+    )
     const clean = onBrokerRegistered(
       { state: offline, live: new Set(ids(1, 2, 3)), uncleanLeaderElection: false, minIsr },
       toBrokerId(2),
@@ -312,7 +323,7 @@ describe('eligible leader replicas (KIP-966)', () => {
       { state: offline, live: new Set(ids(2, 3)), uncleanLeaderElection: false, minIsr },
       toBrokerId(2),
       true,
-      { leaderEpoch: 0, endOffset: 0 },
+      { leaderEpoch: 0, endOffset: toOffset(0) },
     )
     assert.equal(back?.state.leader, -1)
     assert.deepEqual(back?.state.isr, [1], 'the ELR member holds every committed record')
@@ -353,16 +364,16 @@ describe('eligible leader replicas (KIP-966)', () => {
       { state: s0, live: new Set(ids(1, 2, 3)), uncleanLeaderElection: false, minIsr },
       toBrokerId(3),
       true,
-      { leaderEpoch: 4, endOffset: 396 },
+      { leaderEpoch: 4, endOffset: toOffset(396) },
     )
     assert.equal(third?.state.leader, 1)
     assert.deepEqual(third?.state.lastKnownElr, [3])
-    assert.deepEqual(third?.state.recoveryLogEnds, { 3: { leaderEpoch: 4, endOffset: 396 } })
+    assert.deepEqual(third?.state.recoveryLogEnds, { 3: { leaderEpoch: 4, endOffset: toOffset(396) } })
     const first = onBrokerRegistered(
       { state: third!.state, live: new Set(ids(1, 2, 3)), uncleanLeaderElection: false, minIsr },
       toBrokerId(1),
       true,
-      { leaderEpoch: 4, endOffset: 20 },
+      { leaderEpoch: 4, endOffset: toOffset(20) },
     )
     assert.equal(first?.state.leader, 3, 'broker 3 still has the records broker 1 lost')
     assert.deepEqual(first?.state.isr, [3])

@@ -29,7 +29,14 @@ import { assert } from '../../common/assert.js'
 import type { Clock } from '../../common/clock.js'
 import type { Logger } from '../../common/logger.js'
 import type { TransactionResult } from '../../common/transaction.js'
-import { ACKS_ALL, type BrokerId, type ProducerId } from '../../common/types.js'
+import {
+  ACKS_ALL,
+  type BrokerId,
+  NO_OFFSET,
+  type Offset,
+  type ProducerId,
+  toOffset,
+} from '../../common/types.js'
 import type { ClusterImage } from '../../metadata/cluster-image.js'
 import type { InternalTopic, TopicAdmin } from '../../metadata/topic-admin.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
@@ -153,7 +160,7 @@ export interface WriteOperation<R, T> {
    * see); `baseOffset` is where their batch starts, -1 if it was never appended. Called
    * only while the shard that wrote them is still active.
    */
-  complete(errorCode: number, baseOffset: number): T
+  complete(errorCode: number, baseOffset: Offset): T
   /** The answer when the shard was not active when the write was scheduled or completed. */
   notCoordinator(): T
 }
@@ -270,7 +277,8 @@ export class CoordinatorRuntime<S extends CoordinatorShard<R>, R> {
           }
           count += records.length
           context.shard.replay({
-            baseOffset: batch.baseOffset,
+            // The log assigned it (the decoded header is the protocol layer's number).
+            baseOffset: toOffset(batch.baseOffset),
             producerId: batch.producerId,
             producerEpoch: batch.producerEpoch,
             isTransactional: batch.isTransactional,
@@ -350,7 +358,7 @@ export class CoordinatorRuntime<S extends CoordinatorShard<R>, R> {
    */
   scheduleWriteOperation<T>(context: ShardContext<S>, op: WriteOperation<R, T>): Promise<T> {
     if (!context.isActive) return Promise.resolve(op.notCoordinator())
-    if (op.records.length === 0) return Promise.resolve(op.complete(ErrorCode.NONE, -1))
+    if (op.records.length === 0) return Promise.resolve(op.complete(ErrorCode.NONE, NO_OFFSET))
     // Re-checked once the append ends: the shard may have been unloaded, and its state with it.
     return this.append(context, op, (errorCode, baseOffset) =>
       context.isActive ? op.complete(errorCode, baseOffset) : op.notCoordinator(),
@@ -364,7 +372,7 @@ export class CoordinatorRuntime<S extends CoordinatorShard<R>, R> {
   private append<T>(
     context: ShardContext<S>,
     op: WriteOperation<R, unknown>,
-    done: (errorCode: number, baseOffset: number) => T,
+    done: (errorCode: number, baseOffset: Offset) => T,
   ): Promise<T> {
     const { topic } = this.options
     const { transactional } = op
@@ -401,7 +409,7 @@ export class CoordinatorRuntime<S extends CoordinatorShard<R>, R> {
         const code = toErrorCode(error)
         if (code === null)
           this.host.logger.error({ err: error, partition: context.partition }, `append to ${topic} failed`)
-        return done(code === null ? ErrorCode.UNKNOWN_SERVER_ERROR : appendError(code), -1)
+        return done(code === null ? ErrorCode.UNKNOWN_SERVER_ERROR : appendError(code), NO_OFFSET)
       },
     )
   }

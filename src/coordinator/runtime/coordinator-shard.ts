@@ -6,11 +6,11 @@
  */
 
 import type { TransactionResult } from '../../common/transaction.js'
-import type { ProducerId } from '../../common/types.js'
+import type { Offset, ProducerId } from '../../common/types.js'
 
 /** A batch read back from the log while loading, its records deserialized. */
 export interface ReplayedBatch<R> {
-  readonly baseOffset: number
+  readonly baseOffset: Offset
   readonly producerId: ProducerId
   readonly producerEpoch: number
   readonly isTransactional: boolean

@@ -10,7 +10,7 @@
 
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { toProducerId } from '../../../src/common/types.js'
+import { toOffset, toProducerId } from '../../../src/common/types.js'
 import {
   ShareCoordinatorShard,
   type ShareOperation,
@@ -225,7 +225,7 @@ describe('share-partition state on the share coordinator', () => {
     assert.deepEqual(kinds, ['snapshot', 'update', 'update', 'snapshot', 'update'])
     const replayed = new ShareCoordinatorShard(2)
     replayed.replay({
-      baseOffset: 0,
+      baseOffset: toOffset(0),
       producerId: toProducerId(-1n),
       producerEpoch: -1,
       isTransactional: false,
@@ -242,7 +242,7 @@ describe('share-partition state on the share coordinator', () => {
     // A delete's tombstones replay to nothing.
     const deleted = shard.deleteState(KEY)
     replayed.replay({
-      baseOffset: 9,
+      baseOffset: toOffset(9),
       producerId: toProducerId(-1n),
       producerEpoch: -1,
       isTransactional: false,
