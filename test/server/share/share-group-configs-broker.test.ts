@@ -10,7 +10,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { Admin } from '../../../src/client/admin.js'
 import { Producer } from '../../../src/client/producer.js'
 import { ErrorCode } from '../../../src/protocol/error-codes.js'
 import {
@@ -20,11 +19,14 @@ import {
   type ShareFetchResponse,
   type ShareGroupHeartbeatResponse,
 } from '../../../src/protocol/generated/index.js'
-import type { Cluster } from '../../../src/server/cluster.js'
-import { createTopics } from '../../client/helpers.js'
-import { startBroker } from '../../helpers/cluster.js'
 import { rawCall } from '../../helpers/raw-call.js'
-import { RawClient } from '../../helpers/raw-client.js'
+import type { RawClient } from '../../helpers/raw-client.js'
+import {
+  ShareBroker,
+  shareAcknowledgeBody,
+  shareFetchBody,
+  shareHeartbeatBody,
+} from '../../helpers/share-broker.js'
 import { waitUntil } from '../../helpers/wait.js'
 
 const GROUP_RESOURCE = 32
@@ -34,32 +36,24 @@ const BROKER_SESSION_MS = 1500
 const BROKER_HEARTBEAT_MS = 500
 
 describe("a share group's configs on a broker", () => {
-  let cluster: Cluster | undefined
+  let broker: ShareBroker | undefined
   let raw: RawClient | undefined
   let topicId = ''
   before(async () => {
-    cluster = await startBroker({
-      port: 0,
+    broker = await ShareBroker.start({
       properties: {
-        'offsets.topic.num.partitions': 1,
         'transaction.state.log.num.partitions': 1,
-        'share.coordinator.state.topic.num.partitions': 1,
-        'tidelog.share.auto.offset.reset': 'earliest',
         'group.share.session.timeout.ms': BROKER_SESSION_MS,
         'group.share.heartbeat.interval.ms': BROKER_HEARTBEAT_MS,
       },
+      topics: [{ topic: TOPIC }],
+      coordinatorGroup: 'any-group',
     })
-    await createTopics(cluster.bootstrapServers, [{ topic: TOPIC, partitions: 1, replicationFactor: 1 }])
-    topicId = cluster.brokers[0].metadataImage().topics.get(TOPIC)?.topicId ?? ''
-    assert.notEqual(topicId, '')
-    const admin = new Admin({ bootstrapServers: cluster.bootstrapServers })
-    await admin.findCoordinator('any-group')
-    admin.close()
-    raw = await RawClient.connect(Number(cluster.bootstrapServers.split(':')[1]))
+    topicId = broker.topicId(TOPIC)
+    raw = await broker.connect()
   })
   after(async () => {
-    raw?.close()
-    await cluster?.stop()
+    await broker?.stop()
   })
 
   const setGroupConfig = async (groupId: string, name: string, value: string) => {
@@ -82,13 +76,12 @@ describe("a share group's configs on a broker", () => {
   }
 
   const heartbeat = (groupId: string, memberId: string, memberEpoch: number) =>
-    rawCall<ShareGroupHeartbeatResponse>(raw as RawClient, ApiKey.ShareGroupHeartbeat, 1, {
-      groupId,
-      memberId,
-      memberEpoch,
-      rackId: null,
-      subscribedTopicNames: memberEpoch === 0 ? [TOPIC] : null,
-    })
+    rawCall<ShareGroupHeartbeatResponse>(
+      raw as RawClient,
+      ApiKey.ShareGroupHeartbeat,
+      1,
+      shareHeartbeatBody(groupId, memberId, memberEpoch, [TOPIC]),
+    )
 
   const join = async (groupId: string, memberId: string) => {
     let joined: ShareGroupHeartbeatResponse | undefined
@@ -115,7 +108,7 @@ describe("a share group's configs on a broker", () => {
   })
 
   it('reads up to the last stable offset, never aborted records, with share.isolation.level read_committed', async () => {
-    const bootstrap = (cluster as Cluster).bootstrapServers
+    const bootstrap = (broker as ShareBroker).cluster.bootstrapServers
     const txn = new Producer({
       bootstrapServers: bootstrap,
       transactionalId: 'share-configs-tx',
@@ -160,27 +153,14 @@ describe("a share group's configs on a broker", () => {
     await setGroupConfig('no-renew-group', 'share.renew.acknowledge.enable', 'false')
     const renew = async (groupId: string, memberId: string, offset: number, types: number[]) => {
       const r = await rawCall<ShareAcknowledgeResponse>(raw as RawClient, ApiKey.ShareAcknowledge, 2, {
-        groupId,
-        memberId,
-        shareSessionEpoch: epochs.get(memberId) ?? 0,
-        isRenewAck: true,
-        topics: [
+        ...shareAcknowledgeBody(groupId, memberId, epochs.get(memberId) ?? 0, topicId, [
           {
-            topicId,
-            partitions: [
-              {
-                partitionIndex: 0,
-                acknowledgementBatches: [
-                  {
-                    firstOffset: BigInt(offset),
-                    lastOffset: BigInt(offset + types.length - 1),
-                    acknowledgeTypes: types,
-                  },
-                ],
-              },
-            ],
+            firstOffset: BigInt(offset),
+            lastOffset: BigInt(offset + types.length - 1),
+            acknowledgeTypes: types,
           },
-        ],
+        ]),
+        isRenewAck: true,
       })
       assert.equal(r.errorCode, ErrorCode.NONE)
       epochs.set(memberId, (epochs.get(memberId) ?? 0) + 1)
@@ -210,26 +190,12 @@ describe("a share group's configs on a broker", () => {
   /** One share fetch of partition 0 by `memberId`: the offsets it acquired. */
   async function fetchOnce(groupId: string, memberId: string): Promise<number[]> {
     const epoch = epochs.get(memberId) ?? 0
-    const r = await rawCall<ShareFetchResponse>(raw as RawClient, ApiKey.ShareFetch, 1, {
-      groupId,
-      memberId,
-      shareSessionEpoch: epoch,
-      maxWaitMs: 200,
-      minBytes: 1,
-      maxBytes: 1 << 20,
-      maxRecords: 100,
-      batchSize: 100,
-      topics:
-        epoch === 0
-          ? [
-              {
-                topicId,
-                partitions: [{ partitionIndex: 0, partitionMaxBytes: 0, acknowledgementBatches: [] }],
-              },
-            ]
-          : [],
-      forgottenTopicsData: [],
-    })
+    const r = await rawCall<ShareFetchResponse>(
+      raw as RawClient,
+      ApiKey.ShareFetch,
+      1,
+      shareFetchBody({ groupId, memberId, shareSessionEpoch: epoch, topicId, maxWaitMs: 200 }),
+    )
     assert.equal(r.errorCode, ErrorCode.NONE)
     epochs.set(memberId, epoch + 1)
     const offsets: number[] = []

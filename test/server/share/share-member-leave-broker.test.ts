@@ -9,8 +9,6 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import { Admin } from '../../../src/client/admin.js'
-import { Producer } from '../../../src/client/producer.js'
 import { ErrorCode } from '../../../src/protocol/error-codes.js'
 import {
   ApiKey,
@@ -18,11 +16,15 @@ import {
   type ShareFetchResponse,
   type ShareGroupHeartbeatResponse,
 } from '../../../src/protocol/generated/index.js'
-import type { Cluster } from '../../../src/server/cluster.js'
-import { createTopics } from '../../client/helpers.js'
-import { startBroker } from '../../helpers/cluster.js'
 import { rawCall } from '../../helpers/raw-call.js'
-import { RawClient } from '../../helpers/raw-client.js'
+import type { RawClient } from '../../helpers/raw-client.js'
+import {
+  acquiredRanges,
+  ShareBroker,
+  shareAcknowledgeBody,
+  shareFetchBody,
+  shareHeartbeatBody,
+} from '../../helpers/share-broker.js'
 import { waitUntil } from '../../helpers/wait.js'
 
 const TOPIC = 'share-member-leave'
@@ -31,103 +33,57 @@ const LOCK_MS = 5000
 const ACCEPT = 1
 
 describe('a share group member leaving', () => {
-  let cluster: Cluster | undefined
+  let broker: ShareBroker | undefined
   let topicId = ''
-  const clients: RawClient[] = []
   /** The next share session epoch of each member. */
   const epochs = new Map<string, number>()
   before(async () => {
-    cluster = await startBroker({
-      port: 0,
-      properties: {
-        'offsets.topic.num.partitions': 1,
-        'share.coordinator.state.topic.num.partitions': 1,
-        'tidelog.share.auto.offset.reset': 'earliest',
-        'group.share.record.lock.duration.ms': LOCK_MS,
-      },
+    broker = await ShareBroker.start({
+      properties: { 'group.share.record.lock.duration.ms': LOCK_MS },
+      topics: [{ topic: TOPIC, records: 5 }],
+      coordinatorGroup: GROUP,
     })
-    await createTopics(cluster.bootstrapServers, [{ topic: TOPIC, partitions: 1, replicationFactor: 1 }])
-    topicId = cluster.brokers[0].metadataImage().topics.get(TOPIC)?.topicId ?? ''
-    const producer = new Producer({ bootstrapServers: cluster.bootstrapServers, lingerMs: 0 })
-    for (let i = 0; i < 5; i++)
-      await producer.send({ topic: TOPIC, partition: 0, value: Buffer.from(`v${i}`) })
-    await producer.close()
-    const admin = new Admin({ bootstrapServers: cluster.bootstrapServers })
-    await admin.findCoordinator(GROUP)
-    admin.close()
+    topicId = broker.topicId(TOPIC)
   })
   after(async () => {
-    for (const raw of clients) raw.close()
-    await cluster?.stop()
+    await broker?.stop()
   })
 
-  const connect = async () => {
-    const raw = await RawClient.connect(Number((cluster as Cluster).bootstrapServers.split(':')[1]))
-    clients.push(raw)
-    return raw
-  }
+  const connect = () => (broker as ShareBroker).connect()
 
   const heartbeat = (raw: RawClient, memberId: string, memberEpoch: number) =>
-    rawCall<ShareGroupHeartbeatResponse>(raw, ApiKey.ShareGroupHeartbeat, 1, {
-      groupId: GROUP,
-      memberId,
-      memberEpoch,
-      rackId: null,
-      subscribedTopicNames: memberEpoch === 0 ? [TOPIC] : null,
-    })
+    rawCall<ShareGroupHeartbeatResponse>(
+      raw,
+      ApiKey.ShareGroupHeartbeat,
+      1,
+      shareHeartbeatBody(GROUP, memberId, memberEpoch, [TOPIC]),
+    )
 
   /** One share fetch of partition 0 in the member's session: the acquired ranges as first-last×count. */
   const shareFetch = async (raw: RawClient, memberId: string): Promise<string[]> => {
     const epoch = epochs.get(memberId) ?? 0
-    const r = await rawCall<ShareFetchResponse>(raw, ApiKey.ShareFetch, 1, {
-      groupId: GROUP,
-      memberId,
-      shareSessionEpoch: epoch,
-      maxWaitMs: 100,
-      minBytes: 1,
-      maxBytes: 1 << 20,
-      maxRecords: 100,
-      batchSize: 100,
-      topics:
-        epoch === 0
-          ? [
-              {
-                topicId,
-                partitions: [{ partitionIndex: 0, partitionMaxBytes: 0, acknowledgementBatches: [] }],
-              },
-            ]
-          : [],
-      forgottenTopicsData: [],
-    })
+    const r = await rawCall<ShareFetchResponse>(
+      raw,
+      ApiKey.ShareFetch,
+      1,
+      shareFetchBody({ groupId: GROUP, memberId, shareSessionEpoch: epoch, topicId }),
+    )
     assert.equal(r.errorCode, ErrorCode.NONE)
     epochs.set(memberId, epoch + 1)
-    return r.responses
-      .flatMap((t) => t.partitions)
-      .flatMap((p) => p.acquiredRecords)
-      .map((a) => `${a.firstOffset}-${a.lastOffset}x${a.deliveryCount}`)
+    return acquiredRanges(r)
   }
 
   /** ShareAcknowledge in the member's session (or closing it with `close`): the partition's error. */
   const acknowledge = async (raw: RawClient, memberId: string, offset: number, close = false) => {
     const epoch = close ? -1 : (epochs.get(memberId) ?? 0)
-    const r = await rawCall<ShareAcknowledgeResponse>(raw, ApiKey.ShareAcknowledge, 1, {
-      groupId: GROUP,
-      memberId,
-      shareSessionEpoch: epoch,
-      topics: [
-        {
-          topicId,
-          partitions: [
-            {
-              partitionIndex: 0,
-              acknowledgementBatches: [
-                { firstOffset: BigInt(offset), lastOffset: BigInt(offset), acknowledgeTypes: [ACCEPT] },
-              ],
-            },
-          ],
-        },
-      ],
-    })
+    const r = await rawCall<ShareAcknowledgeResponse>(
+      raw,
+      ApiKey.ShareAcknowledge,
+      1,
+      shareAcknowledgeBody(GROUP, memberId, epoch, topicId, [
+        { firstOffset: BigInt(offset), lastOffset: BigInt(offset), acknowledgeTypes: [ACCEPT] },
+      ]),
+    )
     assert.equal(r.errorCode, ErrorCode.NONE)
     if (!close) epochs.set(memberId, epoch + 1)
     return r.responses[0].partitions[0].errorCode

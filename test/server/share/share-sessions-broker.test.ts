@@ -13,8 +13,6 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import { Admin } from '../../../src/client/admin.js'
-import { Producer } from '../../../src/client/producer.js'
 import { parsePrometheusText, sumSamples } from '../../../src/ops/prometheus-text.js'
 import { ErrorCode } from '../../../src/protocol/error-codes.js'
 import {
@@ -23,11 +21,15 @@ import {
   type ShareFetchResponse,
   type ShareGroupHeartbeatResponse,
 } from '../../../src/protocol/generated/index.js'
-import type { Cluster } from '../../../src/server/cluster.js'
-import { createTopics } from '../../client/helpers.js'
-import { startBroker } from '../../helpers/cluster.js'
 import { rawCall } from '../../helpers/raw-call.js'
-import { RawClient } from '../../helpers/raw-client.js'
+import type { RawClient } from '../../helpers/raw-client.js'
+import {
+  acquiredRanges,
+  ShareBroker,
+  shareAcknowledgeBody,
+  shareFetchBody,
+  shareHeartbeatBody,
+} from '../../helpers/share-broker.js'
 import { waitUntil } from '../../helpers/wait.js'
 
 const TOPIC = 'share-sessions'
@@ -36,45 +38,24 @@ const METRICS_TOPIC = 'share-metrics'
 const METRICS_GROUP = 'share-metrics-group'
 
 describe('share sessions on a broker', () => {
-  let cluster: Cluster | undefined
+  let broker: ShareBroker | undefined
   let topicId = ''
-  const clients: RawClient[] = []
   before(async () => {
-    cluster = await startBroker({
-      port: 0,
-      properties: {
-        'offsets.topic.num.partitions': 1,
-        'share.coordinator.state.topic.num.partitions': 1,
-        'tidelog.share.auto.offset.reset': 'earliest',
-        'group.share.max.share.sessions': 2,
-        'tidelog.http.listener': '127.0.0.1:0',
-      },
+    broker = await ShareBroker.start({
+      properties: { 'group.share.max.share.sessions': 2, 'tidelog.http.listener': '127.0.0.1:0' },
+      topics: [
+        { topic: TOPIC, records: 10, valuePrefix: 'v' },
+        { topic: METRICS_TOPIC, records: 5, valuePrefix: 'm' },
+      ],
+      coordinatorGroup: GROUP,
     })
-    await createTopics(cluster.bootstrapServers, [
-      { topic: TOPIC, partitions: 1, replicationFactor: 1 },
-      { topic: METRICS_TOPIC, partitions: 1, replicationFactor: 1 },
-    ])
-    topicId = cluster.brokers[0].metadataImage().topics.get(TOPIC)?.topicId ?? ''
-    const producer = new Producer({ bootstrapServers: cluster.bootstrapServers, lingerMs: 0 })
-    for (let i = 0; i < 10; i++)
-      await producer.send({ topic: TOPIC, partition: 0, value: Buffer.from(`v${i}`) })
-    for (let i = 0; i < 5; i++)
-      await producer.send({ topic: METRICS_TOPIC, partition: 0, value: Buffer.from(`m${i}`) })
-    await producer.close()
-    const admin = new Admin({ bootstrapServers: cluster.bootstrapServers })
-    await admin.findCoordinator(GROUP)
-    admin.close()
+    topicId = broker.topicId(TOPIC)
   })
   after(async () => {
-    for (const raw of clients) raw.close()
-    await cluster?.stop()
+    await broker?.stop()
   })
 
-  const connect = async () => {
-    const raw = await RawClient.connect(Number((cluster as Cluster).bootstrapServers.split(':')[1]))
-    clients.push(raw)
-    return raw
-  }
+  const connect = () => (broker as ShareBroker).connect()
 
   /** One share fetch of partition 0: the top-level error and the acquired ranges as first-last×count. */
   const shareFetch = async (
@@ -84,31 +65,13 @@ describe('share sessions on a broker', () => {
     groupId = GROUP,
     id = topicId,
   ) => {
-    const r = await rawCall<ShareFetchResponse>(raw, ApiKey.ShareFetch, 1, {
-      groupId,
-      memberId,
-      shareSessionEpoch: epoch,
-      maxWaitMs: 100,
-      minBytes: 1,
-      maxBytes: 1 << 20,
-      maxRecords: 100,
-      batchSize: 100,
-      topics:
-        epoch === 0
-          ? [
-              {
-                topicId: id,
-                partitions: [{ partitionIndex: 0, partitionMaxBytes: 0, acknowledgementBatches: [] }],
-              },
-            ]
-          : [],
-      forgottenTopicsData: [],
-    })
-    const acquired = r.responses
-      .flatMap((t) => t.partitions)
-      .flatMap((p) => p.acquiredRecords)
-      .map((a) => `${a.firstOffset}-${a.lastOffset}x${a.deliveryCount}`)
-    return { errorCode: r.errorCode, acquired }
+    const r = await rawCall<ShareFetchResponse>(
+      raw,
+      ApiKey.ShareFetch,
+      1,
+      shareFetchBody({ groupId, memberId, shareSessionEpoch: epoch, topicId: id }),
+    )
+    return { errorCode: r.errorCode, acquired: acquiredRanges(r) }
   }
 
   it("releases a member's acquired records when its connection closes", async () => {
@@ -161,19 +124,18 @@ describe('share sessions on a broker', () => {
   })
 
   it('serves the share metrics on /metrics', async () => {
-    const broker = (cluster as Cluster).brokers[0]
-    const scrape = async () => parsePrometheusText(await (await fetch(`${broker.httpUrl}metrics`)).text())
+    const node = (broker as ShareBroker).cluster.brokers[0]
+    const scrape = async () => parsePrometheusText(await (await fetch(`${node.httpUrl}metrics`)).text())
     const before = await scrape()
-    const metricsTopicId = broker.metadataImage().topics.get(METRICS_TOPIC)?.topicId ?? ''
+    const metricsTopicId = (broker as ShareBroker).topicId(METRICS_TOPIC)
     const raw = await connect()
     const member = 'bWV0cmljcy1tZW1iZXItMDAw'
-    const joined = await rawCall<ShareGroupHeartbeatResponse>(raw, ApiKey.ShareGroupHeartbeat, 1, {
-      groupId: METRICS_GROUP,
-      memberId: member,
-      memberEpoch: 0,
-      rackId: null,
-      subscribedTopicNames: [METRICS_TOPIC],
-    })
+    const joined = await rawCall<ShareGroupHeartbeatResponse>(
+      raw,
+      ApiKey.ShareGroupHeartbeat,
+      1,
+      shareHeartbeatBody(METRICS_GROUP, member, 0, [METRICS_TOPIC]),
+    )
     assert.equal(joined.errorCode, ErrorCode.NONE)
     let acquired: string[] = []
     let epoch = 0
@@ -185,26 +147,16 @@ describe('share sessions on a broker', () => {
       return acquired.length > 0
     })
     assert.deepEqual(acquired, ['0-4x1'])
-    const acked = await rawCall<ShareAcknowledgeResponse>(raw, ApiKey.ShareAcknowledge, 1, {
-      groupId: METRICS_GROUP,
-      memberId: member,
-      shareSessionEpoch: epoch,
-      topics: [
-        {
-          topicId: metricsTopicId,
-          partitions: [
-            {
-              partitionIndex: 0,
-              acknowledgementBatches: [
-                { firstOffset: 0n, lastOffset: 1n, acknowledgeTypes: [1] },
-                { firstOffset: 2n, lastOffset: 2n, acknowledgeTypes: [2] },
-                { firstOffset: 3n, lastOffset: 3n, acknowledgeTypes: [3] },
-              ],
-            },
-          ],
-        },
-      ],
-    })
+    const acked = await rawCall<ShareAcknowledgeResponse>(
+      raw,
+      ApiKey.ShareAcknowledge,
+      1,
+      shareAcknowledgeBody(METRICS_GROUP, member, epoch, metricsTopicId, [
+        { firstOffset: 0n, lastOffset: 1n, acknowledgeTypes: [1] },
+        { firstOffset: 2n, lastOffset: 2n, acknowledgeTypes: [2] },
+        { firstOffset: 3n, lastOffset: 3n, acknowledgeTypes: [3] },
+      ]),
+    )
     assert.equal(acked.responses[0].partitions[0].errorCode, ErrorCode.NONE)
     const during = await scrape()
     const delta = (name: string, match: Record<string, string> = {}) =>
@@ -247,58 +199,38 @@ describe('share sessions on a broker', () => {
     assert.ok(delta(`${loads}_count`) >= 1, "the group's share-partition was loaded")
     assert.ok(sumSamples(during, `${loads}_max`) >= sumSamples(during, `${loads}_mean`))
     // Offset 4 accepted once cannot be accepted again; a partition the topic lacks fails a fetch.
-    const again = await rawCall<ShareAcknowledgeResponse>(raw, ApiKey.ShareAcknowledge, 1, {
-      groupId: METRICS_GROUP,
-      memberId: member,
-      shareSessionEpoch: epoch + 1,
-      topics: [
-        {
-          topicId: metricsTopicId,
-          partitions: [
-            {
-              partitionIndex: 0,
-              acknowledgementBatches: [{ firstOffset: 4n, lastOffset: 4n, acknowledgeTypes: [1] }],
-            },
-          ],
-        },
-      ],
-    })
+    const again = await rawCall<ShareAcknowledgeResponse>(
+      raw,
+      ApiKey.ShareAcknowledge,
+      1,
+      shareAcknowledgeBody(METRICS_GROUP, member, epoch + 1, metricsTopicId, [
+        { firstOffset: 4n, lastOffset: 4n, acknowledgeTypes: [1] },
+      ]),
+    )
     assert.equal(again.errorCode, ErrorCode.NONE)
     assert.equal(again.responses[0].partitions[0].errorCode, ErrorCode.NONE)
-    const wrong = await rawCall<ShareAcknowledgeResponse>(raw, ApiKey.ShareAcknowledge, 1, {
-      groupId: METRICS_GROUP,
-      memberId: member,
-      shareSessionEpoch: epoch + 2,
-      topics: [
-        {
-          topicId: metricsTopicId,
-          partitions: [
-            {
-              partitionIndex: 0,
-              acknowledgementBatches: [{ firstOffset: 4n, lastOffset: 4n, acknowledgeTypes: [1] }],
-            },
-          ],
-        },
-      ],
-    })
+    const wrong = await rawCall<ShareAcknowledgeResponse>(
+      raw,
+      ApiKey.ShareAcknowledge,
+      1,
+      shareAcknowledgeBody(METRICS_GROUP, member, epoch + 2, metricsTopicId, [
+        { firstOffset: 4n, lastOffset: 4n, acknowledgeTypes: [1] },
+      ]),
+    )
     assert.equal(wrong.responses[0].partitions[0].errorCode, ErrorCode.INVALID_RECORD_STATE)
-    const missing = await rawCall<ShareFetchResponse>(raw, ApiKey.ShareFetch, 1, {
-      groupId: METRICS_GROUP,
-      memberId: member,
-      shareSessionEpoch: 0,
-      maxWaitMs: 0,
-      minBytes: 1,
-      maxBytes: 1 << 20,
-      maxRecords: 100,
-      batchSize: 100,
-      topics: [
-        {
-          topicId: metricsTopicId,
-          partitions: [{ partitionIndex: 7, partitionMaxBytes: 0, acknowledgementBatches: [] }],
-        },
-      ],
-      forgottenTopicsData: [],
-    })
+    const missing = await rawCall<ShareFetchResponse>(
+      raw,
+      ApiKey.ShareFetch,
+      1,
+      shareFetchBody({
+        groupId: METRICS_GROUP,
+        memberId: member,
+        shareSessionEpoch: 0,
+        topicId: metricsTopicId,
+        partition: 7,
+        maxWaitMs: 0,
+      }),
+    )
     assert.equal(missing.responses[0].partitions[0].errorCode, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     const failed = await scrape()
     const failedDelta = (name: string) => sumSamples(failed, name, topic) - sumSamples(before, name, topic)
