@@ -23,6 +23,7 @@ import { createTopics } from '../client/helpers.js'
 import { describeBesideKafka } from '../helpers/beside-kafka.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
+import { streamsHeartbeatBody, streamsJoinFields } from '../helpers/streams-heartbeat.js'
 import { waitUntil } from '../helpers/wait.js'
 
 const GROUP = 'streams-bad-input-app'
@@ -93,36 +94,9 @@ async function sequence(bootstrap: string): Promise<string[]> {
     await admin.findCoordinator(GROUP)
     admin.close()
     const heartbeat = (body: object) =>
-      rawCall<Answer>(raw, ApiKey.StreamsGroupHeartbeat, 1, {
-        groupId: GROUP,
-        memberId: MEMBER,
-        endpointInformationEpoch: 0,
-        instanceId: null,
-        rackId: null,
-        rebalanceTimeoutMs: -1,
-        topology: null,
-        activeTasks: null,
-        standbyTasks: null,
-        warmupTasks: null,
-        processId: null,
-        userEndpoint: null,
-        clientTags: null,
-        taskOffsets: null,
-        taskEndOffsets: null,
-        shutdownApplication: false,
-        ...body,
-      })
+      rawCall<Answer>(raw, ApiKey.StreamsGroupHeartbeat, 1, streamsHeartbeatBody(GROUP, MEMBER, body))
     const join = (memberId: string, epoch: number, sources: string[]) =>
-      heartbeat({
-        memberId,
-        memberEpoch: 0,
-        rebalanceTimeoutMs: 30_000,
-        topology: topology(epoch, sources),
-        activeTasks: [],
-        standbyTasks: [],
-        warmupTasks: [],
-        processId: `process-${memberId}`,
-      })
+      heartbeat({ memberId, ...streamsJoinFields(topology(epoch, sources), `process-${memberId}`) })
     const note = (label: string, r: Answer) => lines.push(`${label} ${r.errorCode} ${r.errorMessage}`)
     note('internal-topic', await join(MEMBER, 1, [TOPIC, '__consumer_offsets']))
     note('invalid-name', await join(MEMBER, 1, [TOPIC, 'no spaces allowed']))

@@ -20,6 +20,7 @@ import { createTopics } from '../client/helpers.js'
 import { startBroker } from '../helpers/cluster.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
+import { streamsHeartbeatBody, streamsJoinFields } from '../helpers/streams-heartbeat.js'
 import { waitUntil } from '../helpers/wait.js'
 
 const GROUP = 'wordcount-app'
@@ -67,25 +68,7 @@ interface Heartbeat {
 }
 
 function heartbeat(raw: RawClient, body: Record<string, unknown>): Promise<Heartbeat> {
-  return rawCall<Heartbeat>(raw, ApiKey.StreamsGroupHeartbeat, 1, {
-    groupId: GROUP,
-    memberId: MEMBER,
-    endpointInformationEpoch: 0,
-    instanceId: null,
-    rackId: null,
-    rebalanceTimeoutMs: -1,
-    topology: null,
-    activeTasks: null,
-    standbyTasks: null,
-    warmupTasks: null,
-    processId: null,
-    userEndpoint: null,
-    clientTags: null,
-    taskOffsets: null,
-    taskEndOffsets: null,
-    shutdownApplication: false,
-    ...body,
-  })
+  return rawCall<Heartbeat>(raw, ApiKey.StreamsGroupHeartbeat, 1, streamsHeartbeatBody(GROUP, MEMBER, body))
 }
 
 describe('streams groups on the wire', () => {
@@ -115,15 +98,7 @@ describe('streams groups on the wire', () => {
     try {
       let joined: Heartbeat | undefined
       await waitUntil('the streams member joins', 60_000, async () => {
-        joined = await heartbeat(raw, {
-          memberEpoch: 0,
-          rebalanceTimeoutMs: 30_000,
-          topology: TOPOLOGY,
-          activeTasks: [],
-          standbyTasks: [],
-          warmupTasks: [],
-          processId: 'process-1',
-        })
+        joined = await heartbeat(raw, streamsJoinFields(TOPOLOGY, 'process-1'))
         return joined.errorCode === ErrorCode.NONE
       })
       assert.ok(joined)

@@ -21,6 +21,7 @@ import { describeBesideKafka } from '../helpers/beside-kafka.js'
 import { startBroker } from '../helpers/cluster.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
+import { streamsHeartbeatBody, streamsJoinFields } from '../helpers/streams-heartbeat.js'
 import { waitUntil } from '../helpers/wait.js'
 
 const GROUP = 'topology-description-app'
@@ -113,37 +114,11 @@ async function sequence(bootstrap: string): Promise<string[]> {
         raw,
         ApiKey.StreamsGroupHeartbeat,
         1,
-        {
-          groupId: GROUP,
-          memberId: MEMBER,
-          endpointInformationEpoch: 0,
-          instanceId: null,
-          rackId: null,
-          rebalanceTimeoutMs: -1,
-          topology: null,
-          activeTasks: null,
-          standbyTasks: null,
-          warmupTasks: null,
-          processId: null,
-          userEndpoint: null,
-          clientTags: null,
-          taskOffsets: null,
-          taskEndOffsets: null,
-          shutdownApplication: false,
-          ...body,
-        },
+        streamsHeartbeatBody(GROUP, MEMBER, body),
       )
     let joined: Awaited<ReturnType<typeof heartbeat>> | undefined
     await waitUntil('the streams member joins', 60_000, async () => {
-      joined = await heartbeat({
-        memberEpoch: 0,
-        rebalanceTimeoutMs: 30_000,
-        topology: TOPOLOGY,
-        activeTasks: [],
-        standbyTasks: [],
-        warmupTasks: [],
-        processId: 'process-1',
-      })
+      joined = await heartbeat(streamsJoinFields(TOPOLOGY, 'process-1'))
       return !RETRIABLE.has(joined.errorCode)
     })
     assert.ok(joined)
