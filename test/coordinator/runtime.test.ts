@@ -10,7 +10,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
 import type { TransactionResult } from '../../src/common/transaction.js'
-import { NO_OFFSET, type Offset, toOffset, toProducerId } from '../../src/common/types.js'
+import { NO_OFFSET, toProducerId } from '../../src/common/types.js'
 import { CoordinatorRuntime, type ShardContext } from '../../src/coordinator/runtime/coordinator-runtime.js'
 import type { CoordinatorShard, ReplayedBatch } from '../../src/coordinator/runtime/coordinator-shard.js'
 import type { ClusterImage } from '../../src/metadata/cluster-image.js'
@@ -21,6 +21,7 @@ import type { Partition } from '../../src/replication/partition.js'
 import { encodeEndTxnMarker } from '../../src/storage/control-batch.js'
 import { toBrokerId } from '../helpers/broker-ids.js'
 import { ManualClock } from '../storage/helpers.js'
+import { ToyPartition } from './toy-partition.js'
 
 const TOPIC = '__toy_state'
 
@@ -61,67 +62,6 @@ class KvShard implements CoordinatorShard<KvRecord> {
 
   summary() {
     return { entries: this.entries.size }
-  }
-}
-
-/** One partition of TOPIC in memory: appends wait for the test to commit them (acks=all). */
-class ToyPartition {
-  readonly batches: Buffer[] = []
-  logEndOffset = 0
-  readonly logStartOffset = 0
-  isLeader = true
-  leaderEpoch = 1
-  readGate: Promise<void> | null = null
-  readonly inFlight: { resolve: () => void; fail: (error: Error) => void }[] = []
-  readonly partition = 0
-
-  get log() {
-    return this
-  }
-
-  write(records: Buffer): number {
-    const batch = Buffer.from(records)
-    const baseOffset = this.logEndOffset
-    batch.writeBigInt64BE(BigInt(baseOffset), 0)
-    this.batches.push(batch)
-    this.logEndOffset += batch.readInt32BE(57)
-    return baseOffset
-  }
-
-  async read(offset: number, options: { maxOffset: number }) {
-    if (this.readGate) await this.readGate
-    const records = this.batches.filter((b) => {
-      const base = Number(b.readBigInt64BE(0))
-      return base >= offset && base < options.maxOffset
-    })
-    const nextOffset = Math.min(this.logEndOffset, options.maxOffset)
-    return { records, sizeInBytes: records.reduce((n, b) => n + b.length, 0), nextOffset }
-  }
-
-  /** An acks=all append: written at once, answered when the test commits it (the HW passes it). */
-  append(records: Buffer) {
-    return new Promise<{
-      errorCode: number
-      baseOffset: Offset
-      logAppendTimeMs: number
-      logStartOffset: Offset
-    }>((resolve, reject) => {
-      const baseOffset = toOffset(this.write(records))
-      this.inFlight.push({
-        resolve: () =>
-          resolve({
-            errorCode: ErrorCode.NONE,
-            baseOffset,
-            logAppendTimeMs: -1,
-            logStartOffset: toOffset(0),
-          }),
-        fail: reject,
-      })
-    })
-  }
-
-  commitAll(): void {
-    for (const w of this.inFlight.splice(0)) w.resolve()
   }
 }
 

@@ -8,7 +8,6 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
-import { type Offset, toOffset } from '../../src/common/types.js'
 import { ShareCoordinator } from '../../src/coordinator/share/share-coordinator.js'
 import type { ShareStateRead } from '../../src/coordinator/share/share-coordinator-shard.js'
 import { SHARE_GROUP_STATE_TOPIC } from '../../src/coordinator/share/share-state-records.js'
@@ -17,56 +16,7 @@ import { ErrorCode } from '../../src/protocol/error-codes.js'
 import type { Partition } from '../../src/replication/partition.js'
 import { toBrokerId } from '../helpers/broker-ids.js'
 import { ManualClock } from '../storage/helpers.js'
-
-/** The one __share_group_state partition, in memory: appends wait for the test to commit them. */
-class ToyPartition {
-  readonly batches: Buffer[] = []
-  logEndOffset = 0
-  readonly logStartOffset = 0
-  readonly isLeader = true
-  readonly leaderEpoch = 1
-  readonly partition = 0
-  private readonly inFlight: (() => void)[] = []
-
-  get log() {
-    return this
-  }
-
-  async read(offset: number, options: { maxOffset: number }) {
-    const records = this.batches.filter((b) => {
-      const base = Number(b.readBigInt64BE(0))
-      return base >= offset && base < options.maxOffset
-    })
-    const nextOffset = Math.min(this.logEndOffset, options.maxOffset)
-    return { records, sizeInBytes: records.reduce((n, b) => n + b.length, 0), nextOffset }
-  }
-
-  append(records: Buffer) {
-    return new Promise<{
-      errorCode: number
-      baseOffset: Offset
-      logAppendTimeMs: number
-      logStartOffset: Offset
-    }>((resolve) => {
-      const batch = Buffer.from(records)
-      const baseOffset = toOffset(this.logEndOffset)
-      batch.writeBigInt64BE(BigInt(baseOffset), 0)
-      this.batches.push(batch)
-      this.logEndOffset += batch.readInt32BE(57)
-      this.inFlight.push(() =>
-        resolve({ errorCode: ErrorCode.NONE, baseOffset, logAppendTimeMs: -1, logStartOffset: toOffset(0) }),
-      )
-    })
-  }
-
-  get pending(): number {
-    return this.inFlight.length
-  }
-
-  commitAll(): void {
-    for (const commit of this.inFlight.splice(0)) commit()
-  }
-}
+import { ToyPartition } from './toy-partition.js'
 
 async function settle(): Promise<void> {
   for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve))
