@@ -26,7 +26,7 @@
 import { execFile, execFileSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { Session } from 'node:inspector'
-import { connect, type Socket } from 'node:net'
+import type { Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -34,9 +34,8 @@ import { parseArgs, promisify } from 'node:util'
 import { Kafka, logLevel } from 'kafkajs'
 import { Admin } from '../src/client/admin.js'
 import { silentLogger } from '../src/common/logger.js'
-import { encodeRequestFrame } from '../src/protocol/frame-encoder.js'
-import { ApiKey, loadApiCodec } from '../src/protocol/generated/index.js'
 import { type Cluster, startCluster } from '../src/server/cluster.js'
+import { openApiVersionsConnections } from './idle-connections.js'
 
 /** The followers' fetch requests and the partition entries they carried, summed over the brokers. */
 function fetchCounters(cluster: Cluster): {
@@ -220,33 +219,12 @@ async function start(dataDir: string): Promise<{ cluster: Cluster; ms: number }>
   return { cluster, ms: performance.now() - started }
 }
 
-/** One raw connection that has sent ApiVersions v0 and read the answer. */
-async function apiVersionsConnection(host: string, port: number, correlationId: number): Promise<Socket> {
-  await loadApiCodec(ApiKey.ApiVersions)
-  const frame = encodeRequestFrame(ApiKey.ApiVersions, 0, correlationId, 'scale-bench', {})
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host, port })
-    socket.once('error', reject)
-    socket.once('connect', () => socket.write(Buffer.concat(frame)))
-    socket.once('data', () => {
-      socket.off('error', reject)
-      socket.on('error', () => {})
-      resolve(socket)
-    })
-  })
-}
-
 async function connections(cluster: Cluster, admin: Admin): Promise<void> {
   const [host, port] = cluster.brokers[0].bootstrapServers.split(':')
   const before = memory()
   const sockets: Socket[] = []
   const started = performance.now()
-  for (let i = 0; i < connectionCount; i += 50) {
-    const batch = []
-    for (let j = i; j < Math.min(connectionCount, i + 50); j++)
-      batch.push(apiVersionsConnection(host, Number(port), j))
-    sockets.push(...(await Promise.all(batch)))
-  }
+  await openApiVersionsConnections(host, Number(port), connectionCount, sockets)
   const openMs = performance.now() - started
   const after = memory()
   row(`${connectionCount} connections: opened`, `${openMs.toFixed(0)} ms`)
