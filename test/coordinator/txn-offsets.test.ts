@@ -26,6 +26,7 @@ import {
 import type { Partition } from '../../src/replication/partition.js'
 import { toBrokerId } from '../helpers/broker-ids.js'
 import { ManualClock } from '../storage/helpers.js'
+import { ToyPartition } from './toy-partition.js'
 
 const CONFIG: GroupCoordinatorConfig = {
   ...DEFAULT_COORDINATOR_CONFIG,
@@ -40,30 +41,17 @@ const CONFIG: GroupCoordinatorConfig = {
 
 const PRODUCER = { producerId: toProducerId(4000n), producerEpoch: 3 }
 
-/** __consumer_offsets-0 in memory; appends get consecutive offsets, as in a real log. */
-class MemoryLog {
-  readonly batches: Buffer[] = []
-  readonly logStartOffset = 0
-  logEndOffset = 0
-  /** When set, the next read waits for it (a load in progress). */
-  readGate: Promise<void> | null = null
-
-  append(records: Buffer): number {
-    const batch = Buffer.from(records)
-    const baseOffset = this.logEndOffset
-    // The base offset sits outside the CRC, as a leader assigns it.
-    batch.writeBigInt64BE(BigInt(baseOffset), 0)
-    this.batches.push(batch)
-    this.logEndOffset += batch.readInt32BE(57)
-    return baseOffset
-  }
-
+/**
+ * __consumer_offsets-0 in memory; writes get consecutive offsets, as in a real log (the
+ * coordinator's appends are written and answered at once here, not held for a commit).
+ */
+class MemoryLog extends ToyPartition {
   /** A COMMIT or ABORT control batch of the producer, as WriteTxnMarkers writes it. */
   appendMarker(producerId: bigint, producerEpoch: number, commit: boolean): void {
     const key = Buffer.alloc(4)
     key.writeInt16BE(commit ? 1 : 0, 2)
     const value = Buffer.alloc(6)
-    this.append(
+    this.write(
       encodeRecordBatchSync({
         records: [{ key, value }],
         producerId,
@@ -73,16 +61,6 @@ class MemoryLog {
         defaultTimestamp: 0,
       }),
     )
-  }
-
-  async read(offset: number, options: { maxOffset: number }) {
-    if (this.readGate) await this.readGate
-    const records = this.batches.filter((b) => {
-      const base = Number(b.readBigInt64BE(0))
-      return base >= offset && base < options.maxOffset
-    })
-    const nextOffset = Math.min(this.logEndOffset, options.maxOffset)
-    return { records, sizeInBytes: records.reduce((n, b) => n + b.length, 0), nextOffset }
   }
 
   async decoded(): Promise<DecodedRecordBatch[]> {
@@ -113,7 +91,7 @@ function startCoordinator(clock: ManualClock, log: MemoryLog): GroupCoordinator 
         getPartition: (topic, p) => (topic === CONSUMER_OFFSETS_TOPIC && p === 0 ? partition : undefined),
         appendToLeader: async ({ records }) => ({
           errorCode: ErrorCode.NONE,
-          baseOffset: toOffset(log.append(records)),
+          baseOffset: toOffset(log.write(records)),
           logAppendTimeMs: -1,
           logStartOffset: toOffset(0),
         }),
