@@ -23,7 +23,7 @@ import { createTopics } from '../client/helpers.js'
 import { describeBesideKafka } from '../helpers/beside-kafka.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
-import { streamsHeartbeatBody, streamsJoinFields } from '../helpers/streams-heartbeat.js'
+import { streamsJoinFields } from '../helpers/streams-heartbeat.js'
 import { waitUntil } from '../helpers/wait.js'
 
 const GROUP = 'streams-bad-input-app'
@@ -94,7 +94,7 @@ async function sequence(bootstrap: string): Promise<string[]> {
     await admin.findCoordinator(GROUP)
     admin.close()
     const heartbeat = (body: object) =>
-      rawCall<Answer>(raw, ApiKey.StreamsGroupHeartbeat, 1, streamsHeartbeatBody(GROUP, MEMBER, body))
+      rawCall<Answer>(raw, ApiKey.StreamsGroupHeartbeat, 1, { groupId: GROUP, memberId: MEMBER, ...body })
     const join = (memberId: string, epoch: number, sources: string[]) =>
       heartbeat({ memberId, ...streamsJoinFields(topology(epoch, sources), `process-${memberId}`) })
     const note = (label: string, r: Answer) => lines.push(`${label} ${r.errorCode} ${r.errorMessage}`)

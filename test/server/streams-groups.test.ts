@@ -20,7 +20,7 @@ import { createTopics } from '../client/helpers.js'
 import { startBroker } from '../helpers/cluster.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
-import { streamsHeartbeatBody, streamsJoinFields } from '../helpers/streams-heartbeat.js'
+import { streamsJoinFields } from '../helpers/streams-heartbeat.js'
 import { waitUntil } from '../helpers/wait.js'
 
 const GROUP = 'wordcount-app'
@@ -68,7 +68,11 @@ interface Heartbeat {
 }
 
 function heartbeat(raw: RawClient, body: Record<string, unknown>): Promise<Heartbeat> {
-  return rawCall<Heartbeat>(raw, ApiKey.StreamsGroupHeartbeat, 1, streamsHeartbeatBody(GROUP, MEMBER, body))
+  return rawCall<Heartbeat>(raw, ApiKey.StreamsGroupHeartbeat, 1, {
+    groupId: GROUP,
+    memberId: MEMBER,
+    ...body,
+  })
 }
 
 describe('streams groups on the wire', () => {

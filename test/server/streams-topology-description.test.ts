@@ -21,7 +21,7 @@ import { describeBesideKafka } from '../helpers/beside-kafka.js'
 import { startBroker } from '../helpers/cluster.js'
 import { rawCall } from '../helpers/raw-call.js'
 import { RawClient } from '../helpers/raw-client.js'
-import { streamsHeartbeatBody, streamsJoinFields } from '../helpers/streams-heartbeat.js'
+import { streamsJoinFields } from '../helpers/streams-heartbeat.js'
 import { waitUntil } from '../helpers/wait.js'
 
 const GROUP = 'topology-description-app'
@@ -114,7 +114,7 @@ async function sequence(bootstrap: string): Promise<string[]> {
         raw,
         ApiKey.StreamsGroupHeartbeat,
         1,
-        streamsHeartbeatBody(GROUP, MEMBER, body),
+        { groupId: GROUP, memberId: MEMBER, ...body },
       )
     let joined: Awaited<ReturnType<typeof heartbeat>> | undefined
     await waitUntil('the streams member joins', 60_000, async () => {
