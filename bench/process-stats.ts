@@ -3,7 +3,7 @@
  * (VmRSS) and user + system CPU seconds. Linux only, as the benchmarks are.
  */
 import { execFileSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 
 let ticksPerSecond: number | null = null
 
@@ -38,4 +38,33 @@ export function processStats(pids: readonly number[]): ProcessStats {
     }
   }
   return { maxRssBytes, cpuSeconds: ticks / clockTicks() }
+}
+
+/**
+ * CPU seconds of the processes' main threads (the event loops) and of all their other
+ * threads (V8's compiler and GC helpers, libuv's pool): a warm-up shows in the second.
+ */
+export function threadCpuSeconds(pids: readonly number[]): { main: number; others: number } {
+  let main = 0
+  let others = 0
+  for (const pid of pids) {
+    let tids: string[] = []
+    try {
+      tids = readdirSync(`/proc/${pid}/task`)
+    } catch {
+      continue
+    }
+    for (const tid of tids) {
+      try {
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8')
+        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+        const ticks = Number(fields[11]) + Number(fields[12])
+        if (tid === String(pid)) main += ticks
+        else others += ticks
+      } catch {
+        // The thread ended meanwhile.
+      }
+    }
+  }
+  return { main: main / clockTicks(), others: others / clockTicks() }
 }

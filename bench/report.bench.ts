@@ -26,6 +26,11 @@
  * Java 17 and Maven (scripts/kafka-reference.sh install).
  *
  *   node dist/bench/report.bench.js [--quick] [--repeat N] [--out DIR] [--no-kafka]
+ *     [--latency-only] [--no-jetstream]
+ *
+ * `--latency-only` runs just the paced RF 3 acks=all runs (the slow start and the steady
+ * runs), each round on a fresh cluster, and prints them without writing the report files:
+ * the quick way to measure the first seconds after CreateTopics, several rounds at a time.
  */
 import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process'
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
@@ -49,7 +54,7 @@ import {
 import { partitionSizes, waitForIsrAt } from './cluster-probes.js'
 import { perfBinary } from './load-generator.js'
 import { describePageCost, freshPageSystemSecondsPerGiB } from './page-cost.js'
-import { processStats } from './process-stats.js'
+import { processStats, threadCpuSeconds } from './process-stats.js'
 import { have, KAFKA_JVM, kafkaAvailable, kafkaNodePids } from './reference-kafka.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
@@ -62,9 +67,23 @@ const { values } = parseArgs({
     'catchup-mib': { type: 'string' },
     /** Leave Apache Kafka out (a machine without Java 17 and Maven). */
     'no-kafka': { type: 'boolean', default: false },
+    /** Leave JetStream out. */
+    'no-jetstream': { type: 'boolean', default: false },
+    /** Only the paced RF 3 runs (run 1 after CreateTopics, then the steady ones); no report files. */
+    'latency-only': { type: 'boolean', default: false },
+    /**
+     * Records sent at the steady rate to another topic before the steady topic is created:
+     * brokers whose code has run the produce path, to tell warm-up from a new partition's cost.
+     */
+    'warm-records': { type: 'string', default: '0' },
+    /** tidelog.warmup.records of the RF 3 brokers (their default when absent); 0 is no warm-up. */
+    'warm-up-records': { type: 'string' },
+    /** Waits for each broker's warm-up to end before creating the steady topic (to tell its effect from its overlap). */
+    'await-warm-up': { type: 'boolean', default: false },
   },
 })
 const quick = values.quick
+const latencyOnly = values['latency-only']
 const repeat = Number(values.repeat ?? (quick ? 1 : 2))
 const SIZE = {
   throughputRecords: quick ? 30_000 : 150_000,
@@ -124,12 +143,14 @@ function natsPerf(): { binary: string } | { missing: string } {
 const RUN_TIMEOUT_MS = 120_000
 
 async function run(binary: string, args: string[]): Promise<PerfResult> {
-  const { stdout } = await promisify(execFile)(binary, args, {
+  const { stdout, stderr } = await promisify(execFile)(binary, args, {
     encoding: 'utf8',
     maxBuffer: 1 << 20,
     timeout: RUN_TIMEOUT_MS,
     killSignal: 'SIGKILL',
   })
+  // rdkafka-perf's per-N-deliveries timeline (RDKAFKA_PERF_TIMELINE=N), where the first seconds go.
+  if (latencyOnly && process.env.RDKAFKA_PERF_TIMELINE) process.stdout.write(stderr)
   return JSON.parse(stdout.trim().split('\n').at(-1)!)
 }
 
@@ -222,12 +243,17 @@ interface Rf3Cluster {
   readonly followerAddress: string
   stopFollower(): Promise<void>
   startFollower(): Promise<void>
+  /** Each broker's output lines so far (tidelog only: V8's --trace-opt lines per run). */
+  brokerLines?(): readonly string[][]
 }
 
 async function rf3Rows(perf: string, cluster: Rf3Cluster, round: number): Promise<void> {
   const { system, bootstrap } = cluster
   // Slow start: a topic created 5 s before the first steady run, as in the issue.
   const steadyTopic = `steady-${round}`
+  const warmRecords = Number(values['warm-records'])
+  if (warmRecords > 0)
+    await run(perf, produceArgs(bootstrap, `warm-${round}`, warmRecords, '-1', SIZE.steadyRate, 0))
   const created = performance.now()
   await run(perf, produceArgs(bootstrap, steadyTopic, 1, '-1', 0, 0))
   await sleep(Math.max(0, SIZE.topicAgeMs - (performance.now() - created)))
@@ -236,10 +262,58 @@ async function rf3Rows(perf: string, cluster: Rf3Cluster, round: number): Promis
   )
   const steadyUsage = new Usage(() => cluster.pids())
   for (let i = 1; i <= SIZE.steadyRuns; i++) {
+    const cpuBefore = threadCpuSeconds(cluster.brokerPids())
+    const linesBefore = cluster.brokerLines?.().map((lines) => lines.length)
+    const startedUs = process.hrtime.bigint() / 1000n
+    const startedWallMs = Date.now()
     const result = await run(
       perf,
       produceArgs(bootstrap, steadyTopic, SIZE.steadyRate * SIZE.steadySeconds, '-1', SIZE.steadyRate, 0),
     )
+    // Monotonic microseconds, the clock of a broker's --cpu-prof, to cut a profile per run.
+    const cpuAfter = threadCpuSeconds(cluster.brokerPids())
+    // With TIDELOG_BROKER_NODE_FLAGS=--trace-opt: what V8 optimized during this run, per broker.
+    const optimized = cluster
+      .brokerLines?.()
+      .map((lines, b) =>
+        lines.slice(linesBefore?.[b] ?? 0).filter((l) => l.startsWith('[completed optimizing')),
+      )
+    const deopts = cluster
+      .brokerLines?.()
+      .map((lines, b) => lines.slice(linesBefore?.[b] ?? 0).filter((l) => l.startsWith('[bailout')))
+    if (latencyOnly && deopts?.some((l) => l.length > 0))
+      console.log(
+        `${system} run ${i}: deopts per broker ${deopts.map((l) => l.length).join(', ')}: ` +
+          deopts[0]
+            .map((l) =>
+              /reason: ([^)]*)\).*deoptimizing[^<]*<JSFunction ([^ >]*)/.exec(l)?.slice(1).join(' in '),
+            )
+            .join('; '),
+      )
+    const invalidated = cluster
+      .brokerLines?.()
+      .map((lines, b) =>
+        lines.slice(linesBefore?.[b] ?? 0).filter((l) => l.includes('marking dependent code')),
+      )
+    if (latencyOnly && invalidated?.some((l) => l.length > 0))
+      console.log(
+        `${system} run ${i}: optimized code dropped (dependencies) per broker ${invalidated.map((l) => l.length).join(', ')}: ` +
+          invalidated[0].map((l) => /reason: ([^\]]*)/.exec(l)?.[1]).join('; '),
+      )
+    if (latencyOnly && optimized?.some((l) => l.length > 0))
+      console.log(
+        `${system} run ${i}: functions optimized per broker ${optimized.map((l) => l.length).join(', ')}: ` +
+          optimized[0].map((l) => /<JSFunction ([^ >]*)/.exec(l)?.[1]).join(' '),
+      )
+    if (latencyOnly)
+      console.log(
+        `${system} run ${i}: brokers' CPU s, main threads ${(cpuAfter.main - cpuBefore.main).toFixed(2)}, ` +
+          `other threads ${(cpuAfter.others - cpuBefore.others).toFixed(2)}`,
+      )
+    if (latencyOnly)
+      console.log(
+        `${system} run ${i}: p50 ${result.p50Ms} p99 ${result.p99Ms} ms, monotonic ${startedUs}-${process.hrtime.bigint() / 1000n} µs, wall ${startedWallMs}-${Date.now()} ms, load ${loadavg()[0].toFixed(1)}`,
+      )
     const target = i === 1 || i === SIZE.steadyRuns ? '<= Kafka, <= JetStream' : ''
     record(`RF 3 acks=all 2,000/s run ${i}: p50`, 'ms', { target }).figures[system].push(result.p50Ms)
     record(`RF 3 acks=all 2,000/s run ${i}: p99`, 'ms', { target }).figures[system].push(result.p99Ms)
@@ -249,6 +323,7 @@ async function rf3Rows(perf: string, cluster: Rf3Cluster, round: number): Promis
     target: '<= Kafka',
     without: ['JetStream'],
   }).figures[system].push(Math.round((steadyUsage.cpuSeconds() / steadyRecords) * 1e6))
+  if (latencyOnly) return
   const topic = `throughput-${round}`
   await run(perf, produceArgs(bootstrap, topic, 1000, '-1', 0, 5))
   await waitForIsrAt(bootstrap, topic, 3)
@@ -363,12 +438,26 @@ function etcdRf3(cluster: EtcdCluster): Rf3Cluster {
       await follower.stop()
     },
     startFollower: () => follower.start(),
+    brokerLines: () => cluster.brokers.map((b) => b.current.lines),
   }
 }
 
 async function tidelogRf3(perf: string, round: number): Promise<void> {
-  const properties = { 'default.replication.factor': 3, 'min.insync.replicas': 2, 'num.partitions': 4 }
-  await withEtcdCluster({ brokers: 3, properties }, (cluster) => rf3Rows(perf, etcdRf3(cluster), round))
+  const properties = {
+    'default.replication.factor': 3,
+    'min.insync.replicas': 2,
+    'num.partitions': 4,
+    ...(values['warm-up-records'] !== undefined
+      ? { 'tidelog.warmup.records': values['warm-up-records'] }
+      : {}),
+  }
+  await withEtcdCluster({ brokers: 3, properties }, async (cluster) => {
+    if (values['await-warm-up'])
+      for (const broker of cluster.brokers) await broker.current.waitForLine(/warm-up done/, 60_000)
+    await rf3Rows(perf, etcdRf3(cluster), round)
+    // Clean stops, so that a broker's --cpu-prof (TIDELOG_BROKER_NODE_FLAGS) is written.
+    if (latencyOnly) for (const broker of cluster.brokers) await broker.stop()
+  })
 }
 
 async function tidelogRf1(perf: string, round: number): Promise<void> {
@@ -510,6 +599,7 @@ async function natsR3(binary: string, round: number): Promise<void> {
       record(`RF 3 acks=all 2,000/s run ${i}: p50`, 'ms').figures.JetStream.push(result.p50Ms)
       record(`RF 3 acks=all 2,000/s run ${i}: p99`, 'ms').figures.JetStream.push(result.p99Ms)
     }
+    if (latencyOnly) return
     const throughput = await run(binary, [
       url,
       `tput${round}`,
@@ -658,7 +748,9 @@ async function main(): Promise<void> {
   const started = new Date()
   const t0 = performance.now()
   const perf = perfBinary()
-  const nats = natsPerf()
+  const nats: ReturnType<typeof natsPerf> = values['no-jetstream']
+    ? { missing: '--no-jetstream was given' }
+    : natsPerf()
   const kafka = await kafkaAvailable(values['no-kafka'])
   Object.assign(process.env, KAFKA_JVM)
   notes.push(describePageCost(freshPageSystemSecondsPerGiB()))
@@ -692,6 +784,7 @@ async function main(): Promise<void> {
       console.log(`round ${round}/${repeat}: JetStream R3`)
       await peerRound('JetStream R3', round, () => natsR3(nats.binary, round))
     }
+    if (latencyOnly) continue
     console.log(`round ${round}/${repeat}: tidelog RF 1`)
     if (round === 1) await tidelogStart(perf)
     await tidelogRf1(perf, round)
@@ -713,6 +806,10 @@ async function main(): Promise<void> {
       'its nodes (controllers included). Memory rows give the largest broker process.',
   )
   const seconds = (performance.now() - t0) / 1000
+  if (latencyOnly) {
+    console.log(`\n${markdown(started, seconds, systemNotes, present)}`)
+    return
+  }
   mkdirSync(values.out, { recursive: true })
   const md = markdown(started, seconds, systemNotes, present)
   writeFileSync(join(values.out, 'report.md'), md)
