@@ -14,21 +14,20 @@
  * of the first seconds (nothing else differs: no extra disk work, the ISR already formed).
  *
  * What it runs is the shipped code, nothing written for it: `startCluster` with two
- * brokers on loopback ports the system picks (twice, see ROUNDS), an RF 2 acks=all topic, and tidelog's own
+ * brokers on loopback ports the system picks, an RF 2 acks=all topic, and tidelog's own
  * producer sending single-record requests one after another, as a paced producer does,
  * so one broker runs the leader's path (produce, a follower's fetch, high watermark) and
  * the other the follower's (fetcher, append). Its logs go to a temporary directory removed
  * at the end and its brokers log nothing. It runs after the real broker is listening, so
  * it delays no client's connection, but it competes with early clients for the CPU.
  *
- * Why off by default: measured, it moves most of the second and third 4 s of compiling
- * before the first topic (11-64 and 1-13 functions per broker there instead of 83-109 and
- * 45-61) but not the first: run 1 still compiled 46-153, many of them functions the
- * warm-up had optimized already (appendToLeader, writevSync). Much of the code optimized
- * for one set of objects is invalidated when other objects of the same classes come (V8's
- * "code dependencies"), which is also why it uses two clusters. It costs a `tidelog start`
- * about 3 s of CPU at start on this machine, and 95 MiB more resident memory until the
- * memory reclaimer has run; no latency gain showed at a load of 24-30.
+ * Why off by default: measured, it moves the second and third 4 s of compiling before the
+ * first topic (29-62 and 4-15 functions per broker there instead of 83-109 and 45-61) but
+ * not the first: run 1 still compiled 79-150, most of them functions the warm-up had
+ * optimized already (writeGroup, appendToLeader, fetchOnce). Its code did not survive into
+ * the real broker's traffic (not bytecode flushing: the same with --no-flush-bytecode; few
+ * deopts), and it costs a `tidelog start` about 3 s of CPU and 4-6 s at start on this
+ * machine, and 95 MiB more resident memory until the memory reclaimer has run.
  *
  * Not warmed: the paths the private cluster does not take (a consumer's fetch, groups,
  * transactions, the codecs of request versions tidelog's client does not send), and
@@ -48,17 +47,8 @@ export interface WarmUpResult {
 }
 
 /**
- * Private clusters the records are spread over, one after another. The first cluster's
- * stop invalidates much of the code its traffic had optimized (V8 logs "marking dependent
- * code ... code dependencies" as its objects are closed), and a second cluster's traffic
- * re-optimizes it for good: in one process, three warm-ups of 3,000 records in a row had
- * V8 optimize 337, 186 and 35 functions.
- */
-const ROUNDS = 2
-
-/**
- * Runs `records` acks=all produces through private 2-broker clusters, ROUNDS of them one
- * after another, stopping each; `signal` ends it early (the process is stopping).
+ * Runs `records` acks=all produces through a private 2-broker cluster, then stops it;
+ * `signal` ends it early (the process is stopping).
  */
 export async function warmUp(
   records: number,
@@ -67,13 +57,7 @@ export async function warmUp(
 ): Promise<WarmUpResult> {
   if (!(Number.isInteger(records) && records >= 0)) throw new RangeError('warm-up records must be >= 0')
   const startedMs = nowMs()
-  let sent = 0
-  for (let round = 0; round < ROUNDS && sent < records && signal?.aborted !== true; round++)
-    sent += await warmUpRound(Math.ceil((records - sent) / (ROUNDS - round)), signal)
-  return { records: sent, elapsedMs: sent === 0 ? 0 : nowMs() - startedMs }
-}
-
-async function warmUpRound(records: number, signal?: AbortSignal): Promise<number> {
+  if (records === 0) return { records: 0, elapsedMs: 0 }
   const cluster = await startCluster({
     brokers: 2,
     port: 0,
@@ -93,13 +77,14 @@ async function warmUpRound(records: number, signal?: AbortSignal): Promise<numbe
         await producer.send({ topic: TOPIC, value })
         sent++
       }
-      return sent
+      records = sent
     } finally {
       await producer.close()
     }
   } finally {
     await cluster.stop()
   }
+  return { records, elapsedMs: nowMs() - startedMs }
 }
 
 /**

@@ -40,10 +40,10 @@ async function countingAppends<T>(
 test('the warm-up sends its records through a leader and a follower of a private cluster', {
   timeout: 60000,
 }, async () => {
-  const { result, leader, follower } = await countingAppends(() => warmUp(100, () => performance.now()))
-  assert.equal(result.records, 100)
+  const { result, leader, follower } = await countingAppends(() => warmUp(200, () => performance.now()))
+  assert.equal(result.records, 200)
   // One single-record request at a time: one leader append each.
-  assert.equal(leader, 100)
+  assert.equal(leader, 200)
   // acks=all at RF 2 and min.insync.replicas 2: nothing is acknowledged before the follower has it.
   assert.ok(follower >= 1, `follower appends: ${follower}`)
 })
