@@ -11,12 +11,11 @@ import { createLogger } from '../common/logger.js'
 import type { MetadataStore, StoreLimits } from '../metadata/store/metadata-store.js'
 import { startMemoryReclaimer } from '../runtime/memory-reclaimer.js'
 import { nodeNetwork } from '../runtime/node-network.js'
-import type { Broker, BrokerDependencies } from '../server/broker.js'
+import type { BrokerDependencies } from '../server/broker.js'
 import { parseProperties, storeLimitsFromProperties } from '../server/broker-config.js'
 import { type Cluster, startCluster, type WorkerCluster } from '../server/cluster.js'
 import { addressInUse, defaultPortOrFree, joinNegativeValues } from './default-ports.js'
 import { startHeapPolicy } from './heap-policy.js'
-import { startWarmUp } from './warm-up.js'
 
 const USAGE = `Usage: tidelog <command> [options]
 
@@ -278,9 +277,9 @@ async function startCommand(args: readonly string[]): Promise<number> {
     process.stdout.write(`SASL_SSL with SCRAM-SHA-512; client properties (also in ${file}):\n${text}`)
   }
   printBrokerUrls(brokers)
-  const stopAfterStart = afterStart(brokers)
+  const stopReloading = reloadTlsOnHangup(brokers)
   const outcome = await untilStop
-  await stopAfterStart()
+  stopReloading()
   if (outcome === 'stopped') return brokersStoppedThemselves()
   process.stdout.write('tidelog stopping\n')
   return stopWithinTimeout(cluster)
@@ -328,22 +327,6 @@ async function secureSetup(
   return security
 }
 
-/**
- * What runs beside started brokers until they stop: TLS reloads on SIGHUP, and the process's
- * warm-up (warm-up.ts) as tidelog.warmup.records asks. Brokers in worker threads are
- * isolates of their own, which a warm-up in this thread would not reach. Returns their stop.
- */
-function afterStart(brokers: readonly (StartedBroker | Broker)[]): () => Promise<void> {
-  const stopReloading = reloadTlsOnHangup(brokers)
-  const first = brokers[0]
-  const records = 'config' in first ? (first.config.values.get('tidelog.warmup.records') as number) : 0
-  const stopWarmUp = startWarmUp(records, createLogger('warm-up'), () => performance.now())
-  return async () => {
-    stopReloading()
-    await stopWarmUp()
-  }
-}
-
 /** Every broker stopped on its own (a failed log dir, a violated invariant): exit 1, as Kafka halts. */
 function brokersStoppedThemselves(): number {
   process.stderr.write('tidelog: the broker stopped itself (see its log); exiting\n')
@@ -384,9 +367,9 @@ async function brokerCommand(args: readonly string[]): Promise<number> {
     `tidelog broker ${cluster.brokers[0].nodeId} listening on ${cluster.bootstrapServers}\n`,
   )
   if (cluster.brokers[0].httpUrl) process.stdout.write(`console and metrics: ${cluster.brokers[0].httpUrl}\n`)
-  const stopAfterStart = afterStart(cluster.brokers)
+  const stopReloading = reloadTlsOnHangup(cluster.brokers)
   const stoppedItself = (await untilStop) === 'stopped'
-  await stopAfterStart()
+  stopReloading()
   const code = await stopWithinTimeout(cluster)
   await metadataStore?.close()
   return stoppedItself ? brokersStoppedThemselves() : code

@@ -602,13 +602,6 @@ export const brokerConfigDefs = new ConfigDefs([
     { min: 1 },
   ),
   def(
-    'tidelog.warmup.records',
-    'int',
-    0,
-    'Records `tidelog start` and `tidelog broker` send through a private 2-broker cluster in their process right after start (acks=all, one at a time, logs in a temporary directory), so that V8 compiles the produce and replication path before the first client records arrive (src/cli/warm-up.ts). Experimental, off (0) by default: it moves part of the compiling of the first seconds before the first topic, not all of it (docs/notes/performance.md, "The first seconds"). Brokers in worker threads and embedded clusters are not warmed.',
-    { min: 0 },
-  ),
-  def(
     'tidelog.http.listener',
     'string',
     null,
