@@ -76,10 +76,6 @@ const { values } = parseArgs({
      * brokers whose code has run the produce path, to tell warm-up from a new partition's cost.
      */
     'warm-records': { type: 'string', default: '0' },
-    /** tidelog.warmup.records of the RF 3 brokers (their default when absent); 0 is no warm-up. */
-    'warm-up-records': { type: 'string' },
-    /** Waits for each broker's warm-up to end before creating the steady topic (to tell its effect from its overlap). */
-    'await-warm-up': { type: 'boolean', default: false },
   },
 })
 const quick = values.quick
@@ -447,13 +443,8 @@ async function tidelogRf3(perf: string, round: number): Promise<void> {
     'default.replication.factor': 3,
     'min.insync.replicas': 2,
     'num.partitions': 4,
-    ...(values['warm-up-records'] !== undefined
-      ? { 'tidelog.warmup.records': values['warm-up-records'] }
-      : {}),
   }
   await withEtcdCluster({ brokers: 3, properties }, async (cluster) => {
-    if (values['await-warm-up'])
-      for (const broker of cluster.brokers) await broker.current.waitForLine(/warm-up done/, 60_000)
     await rf3Rows(perf, etcdRf3(cluster), round)
     // Clean stops, so that a broker's --cpu-prof (TIDELOG_BROKER_NODE_FLAGS) is written.
     if (latencyOnly) for (const broker of cluster.brokers) await broker.stop()
