@@ -6,9 +6,9 @@
 // starts (glibc reads it only then): each allocation that large (the Buffer of a produce
 // request, a fetch's read buffer) then gets pages of its own, given back to the kernel when it
 // is freed. By default glibc raises the threshold after each such block freed, up to 32 MiB, so
-// those Buffers came from its heap, which keeps freed pages resident: a broker's RSS fell to
-// 114 MiB 10 s after a load instead of 128, and idled at 77.5 MiB instead of 82
-// (docs/notes/performance.md, "glibc's mmap threshold").
+// those Buffers came from its heap, which keeps freed pages resident. Measured on 3 etcd
+// brokers (docs/notes/performance.md, "glibc's mmap threshold"): RSS 4 MiB lower idle and
+// about 15 MiB lower after load, for 2-3x the page faults and some 5-15 % more CPU per MB.
 // A value already in the environment is kept; TIDELOG_MALLOC_DEFAULTS=0 leaves glibc's default.
 // Other libcs (musl, macOS) ignore it. Not `#!/usr/bin/env -S NAME=VALUE node`: BusyBox's env
 // (Alpine) has no -S. Not a parent process that starts node: the pid a supervisor or a fault
