@@ -12,14 +12,13 @@
 import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { startBroker } from '../src/index.js'
+import { tidelogLaunch } from '../test/helpers/broker-process.js'
 import { perf, perfBinary } from './load-generator.js'
 import { waitForPort } from './wait-for-port.js'
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const { values } = parseArgs({
   options: {
     records: { type: 'string', default: '1000000' },
@@ -31,14 +30,12 @@ const restartMiB = Number(values['restart-mb'])
 
 async function timeCliStart(dataDir: string, port: number): Promise<number> {
   const start = performance.now()
-  const child = spawn(
-    process.execPath,
-    [join(root, 'bin', 'tidelog.js'), 'start', '--port', String(port), '--data-dir', dataDir],
-    {
-      stdio: 'ignore',
-      env: { ...process.env, TIDELOG_LOG_LEVEL: 'warn' },
-    },
-  )
+  const launch = tidelogLaunch([], { ...process.env, TIDELOG_LOG_LEVEL: 'warn' })
+  const [command, ...launchArgs] = launch.argv
+  const child = spawn(command, [...launchArgs, 'start', '--port', String(port), '--data-dir', dataDir], {
+    stdio: 'ignore',
+    env: launch.env,
+  })
   await waitForPort(port, Date.now() + 10000)
   const elapsed = performance.now() - start
   child.kill('SIGTERM')

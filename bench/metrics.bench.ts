@@ -23,16 +23,15 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import { parseArgs, promisify } from 'node:util'
 import { Registry } from 'prom-client'
 import { silentLogger } from '../src/common/logger.js'
 import { RequestMetrics } from '../src/ops/request-observer.js'
+import { tidelogLaunch } from '../test/helpers/broker-process.js'
 import { perfBinary } from './load-generator.js'
 import { waitForPort } from './wait-for-port.js'
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const { values } = parseArgs({
   options: {
     records: { type: 'string', default: '500000' },
@@ -86,11 +85,15 @@ interface BrokerProcess {
 async function startTidelog(dataDir: string, metrics: boolean, profileDir?: string): Promise<BrokerProcess> {
   const port = await freePort()
   const httpPort = metrics ? await freePort() : -1
+  const launch = tidelogLaunch(profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [], {
+    ...process.env,
+    TIDELOG_LOG_LEVEL: 'warn',
+  })
+  const [command, ...launchArgs] = launch.argv
   const child = spawn(
-    process.execPath,
+    command,
     [
-      ...(profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []),
-      join(root, 'bin', 'tidelog.js'),
+      ...launchArgs,
       'start',
       '--port',
       String(port),
@@ -100,7 +103,7 @@ async function startTidelog(dataDir: string, metrics: boolean, profileDir?: stri
       '--set',
       'num.partitions=4',
     ],
-    { stdio: 'ignore', env: { ...process.env, TIDELOG_LOG_LEVEL: 'warn' } },
+    { stdio: 'ignore', env: launch.env },
   )
   // Whatever ends this process (an error, a closed stdout) ends the broker too.
   const kill = (): void => {

@@ -22,15 +22,14 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { Kafka, logLevel } from 'kafkajs'
 import { Admin } from '../src/client/admin.js'
 import { CLEAN_SHUTDOWN_FILE } from '../src/storage/log-manager.js'
+import { tidelogLaunch } from '../test/helpers/broker-process.js'
 import { freePort, waitForPort } from './wait-for-port.js'
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const { values } = parseArgs({
   options: {
     partitions: { type: 'string', default: '50,500,5000' },
@@ -74,10 +73,12 @@ function procStatusMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
 
 function startBroker(dataDir: string, port: number): Broker {
   const spawnedAt = performance.now()
+  const launch = tidelogLaunch([], { ...process.env, TIDELOG_LOG_LEVEL: 'warn' })
+  const [command, ...launchArgs] = launch.argv
   const child = spawn(
-    process.execPath,
+    command,
     [
-      join(root, 'bin', 'tidelog.js'),
+      ...launchArgs,
       'start',
       '--port',
       String(port),
@@ -88,7 +89,7 @@ function startBroker(dataDir: string, port: number): Broker {
       '--set',
       `tidelog.shutdown.timeout.ms=${STARTUP_TIMEOUT_MS}`,
     ],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TIDELOG_LOG_LEVEL: 'warn' } },
+    { stdio: ['ignore', 'pipe', 'pipe'], env: launch.env },
   )
   const broker: Broker = {
     child,

@@ -23,6 +23,7 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
+import { tidelogLaunch } from '../test/helpers/broker-process.js'
 import { freePort, waitForPort } from './wait-for-port.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
@@ -77,15 +78,19 @@ async function startOnce(
   const moduleLog = join(dataDir, 'modules.log')
   const port = await freePort()
   const nodeArgs = countModules ? ['--import', join(root, 'bench', 'module-counter.mjs')] : []
+  const env = { ...process.env, TIDELOG_LOG_LEVEL: 'warn', TIDELOG_MODULE_LOG: moduleLog }
+  // tidelog as `npx tidelog` starts it: through its launcher lines (a shell's exec) when it has them.
+  const launch =
+    which === null
+      ? { argv: [process.execPath, '-e', bareNodeScript, String(port)], env }
+      : tidelogLaunch(nodeArgs, env, which)
+  const [command, ...launchArgs] = launch.argv
   const args =
     which === null
-      ? ['-e', bareNodeScript, String(port)]
-      : [...nodeArgs, which, 'start', '--port', String(port), '--data-dir', join(dataDir, 'data')]
+      ? launchArgs
+      : [...launchArgs, 'start', '--port', String(port), '--data-dir', join(dataDir, 'data')]
   const start = performance.now()
-  const child = spawn(process.execPath, args, {
-    stdio: 'ignore',
-    env: { ...process.env, TIDELOG_LOG_LEVEL: 'warn', TIDELOG_MODULE_LOG: moduleLog },
-  })
+  const child = spawn(command, args, { stdio: 'ignore', env: launch.env })
   const exited = new Promise((resolve) => child.once('exit', resolve))
   try {
     await waitForPort(port, Date.now() + 10000)

@@ -6,10 +6,11 @@
  * error-level lines go to the log guard (log-guard.ts): unexpected ones fail the test.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { connect, createServer } from 'node:net'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { delimiter, dirname, join } from 'node:path'
 import { repoRoot } from './compat-clients.js'
 import { type EtcdProcess, startEtcd } from './etcd.js'
 import { recordErrorLine } from './log-guard.js'
@@ -174,10 +175,49 @@ export function tidelogBin(): string {
 }
 
 /**
- * Spawns `node bin/tidelog.js ...args` with info-level logs captured; its error-level lines
- * go to the log guard under `label` (a broker's). `prefix` runs it through another command
- * that execs it (e.g. `ip netns exec NS`), so the child's pid is still node's. Node flags
- * for the child (e.g. `--cpu-prof --cpu-prof-dir=DIR`) come from TIDELOG_BROKER_NODE_FLAGS.
+ * The environment bin/tidelog.js's launcher lines (its first two, a shell command) give node
+ * when `env` is the environment it runs in: read from those lines, so that a process started
+ * as `node FLAGS bin/tidelog.js`, which skips them, gets the same malloc settings.
+ * test/cli/launcher.test.ts checks that the lines set what this reads.
+ */
+export function launcherEnv(
+  env: Readonly<Record<string, string | undefined>>,
+  bin = tidelogBin(),
+): Record<string, string> {
+  if (env.TIDELOG_MALLOC_DEFAULTS === '0') return {}
+  const launcher = readFileSync(bin, 'utf8').split('\n', 2)[1] ?? ''
+  const settings: Record<string, string> = {}
+  for (const [, name, value] of launcher.matchAll(/(\w+)="\$\{\1-([^}]*)\}"/g))
+    settings[name] = env[name] ?? value
+  return settings
+}
+
+/**
+ * How to start bin/tidelog.js as `npx tidelog` does: the file itself, whose first lines exec
+ * the `node` on PATH (this process's, put first) with glibc's malloc settings. With
+ * `nodeFlags` node runs the file instead, and gets the launcher's settings from here. Returns
+ * the command line and the environment, `env` with those added. `bin`: another copy's.
+ */
+export function tidelogLaunch(
+  nodeFlags: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  bin = tidelogBin(),
+): { argv: string[]; env: Record<string, string | undefined> } {
+  if (nodeFlags.length > 0)
+    return { argv: [process.execPath, ...nodeFlags, bin], env: { ...env, ...launcherEnv(env, bin) } }
+  return {
+    argv: [bin],
+    env: { ...env, PATH: `${dirname(process.execPath)}${delimiter}${env.PATH ?? ''}` },
+  }
+}
+
+/**
+ * Spawns bin/tidelog.js with `args` (tidelogLaunch), with info-level logs captured; its
+ * error-level lines go to the log guard under `label` (a broker's). `prefix` runs it through
+ * another command that execs it (e.g. `ip netns exec NS`), so the child's pid is still node's.
+ * Node flags for the child (e.g. `--cpu-prof --cpu-prof-dir=DIR`) come from
+ * TIDELOG_BROKER_NODE_FLAGS and `nodeArgs`; environment for the brokers alone (e.g.
+ * `TIDELOG_MALLOC_DEFAULTS=0`, to compare) from TIDELOG_BROKER_ENV, space-separated NAME=VALUE.
  */
 export function spawnTidelog(
   args: readonly string[],
@@ -187,12 +227,16 @@ export function spawnTidelog(
   nodeArgs: readonly string[] = [],
 ): ChildOutput {
   // Benchmarks profile the brokers with node flags (--cpu-prof is refused in NODE_OPTIONS).
-  const nodeFlags = (process.env.TIDELOG_BROKER_NODE_FLAGS ?? '').split(' ').filter(Boolean)
-  const [command, ...rest] = [...prefix, process.execPath, ...nodeFlags, ...nodeArgs, tidelogBin(), ...args]
-  const child = spawn(command, rest, {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, TIDELOG_LOG_LEVEL: 'info', ...env },
-  })
+  const nodeFlags = [...(process.env.TIDELOG_BROKER_NODE_FLAGS ?? '').split(' ').filter(Boolean), ...nodeArgs]
+  const brokerEnv = Object.fromEntries(
+    (process.env.TIDELOG_BROKER_ENV ?? '')
+      .split(' ')
+      .filter(Boolean)
+      .map((setting) => [setting.slice(0, setting.indexOf('=')), setting.slice(setting.indexOf('=') + 1)]),
+  )
+  const launch = tidelogLaunch(nodeFlags, { ...process.env, TIDELOG_LOG_LEVEL: 'info', ...brokerEnv, ...env })
+  const [command, ...rest] = [...prefix, ...launch.argv, ...args]
+  const child = spawn(command, rest, { stdio: ['ignore', 'pipe', 'pipe'], env: launch.env })
   return new ChildOutput(child, label)
 }
 
