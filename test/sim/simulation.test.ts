@@ -112,15 +112,17 @@ describe('deterministic simulation', () => {
     assert.equal(a.trace.join('\n'), b.trace.join('\n'))
   })
 
-  it("the same seed gives the same trace with tidelog's producer, consumers and group members, byte for byte", async () => {
+  it("the same seed gives the same trace with tidelog's producers, consumers and group members, byte for byte", async () => {
     // The clients take the scheduler as clock and a fork of the seed as random: nothing
-    // ambient may reach the trace (their timers, backoffs, broker choices, rebalances).
+    // ambient may reach the trace (their timers, backoffs, broker choices, rebalances,
+    // transactions, the link stalls of late writes).
     const options: SimOptions = {
       seed: 3,
       ticks: 5000,
       idempotentProducers: true,
       consumers: true,
       groups: true,
+      transactions: true,
     }
     const a = await runSimulation(options)
     const b = await runSimulation(options)
@@ -128,6 +130,8 @@ describe('deterministic simulation', () => {
     assert.ok(a.trace.some((line) => / ack i\d+\.\d+ p\d+ @\d+ idempotent from broker \d+$/.test(line)))
     assert.ok(a.trace.some((line) => /consumers caught up: /.test(line)))
     assert.ok(a.trace.some((line) => /group member \d+: generation [1-9]\d*, partitions \d/.test(line)))
+    assert.ok(a.trace.some((line) => /txn producer \d+: txn x\d+\.\d+ committed$/.test(line)))
+    assert.ok(a.trace.some((line) => /transactions: \d+ begun, [1-9]\d* committed/.test(line)))
     assert.equal(a.trace.join('\n'), b.trace.join('\n'))
   })
 
