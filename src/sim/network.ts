@@ -164,13 +164,20 @@ export class SimNetwork {
    * A simulated stream has no kernel buffer to empty: a write waiting for its bytes to leave
    * (an acks=0 produce) is told so on the next event.
    */
-  clientConnector(from: number, isAlive: () => boolean = () => true): ClientConnector {
+  clientConnector(
+    from: number,
+    isAlive: () => boolean = () => true,
+    /** Sees each write before it leaves (to stall the link under it: `stallLink`). */
+    beforeWrite?: (to: number, chunks: readonly Buffer[]) => void,
+  ): ClientConnector {
     const network = this.nodeNetwork(from, isAlive)
     return async (target) => {
       const stream = await network.connect(target.host, target.port)
+      const to = Number(target.host.replace('broker-', ''))
       return {
         ...stream,
         write: (chunks, onWritten) => {
+          beforeWrite?.(to, chunks)
           stream.write(chunks)
           if (onWritten) this.scheduler.schedule(0, onWritten)
         },

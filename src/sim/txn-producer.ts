@@ -50,7 +50,7 @@ import {
   RECORD_BATCH_OVERHEAD,
 } from '../protocol/batch-header.js'
 import { ErrorCode } from '../protocol/error-codes.js'
-import type { ProduceRequest, ProduceResponse } from '../protocol/generated/index.js'
+import { ApiKey, type ProduceRequest, type ProduceResponse } from '../protocol/generated/index.js'
 import type { RequestTap } from '../server/connection.js'
 import type { RequestContext } from '../server/request-context.js'
 import { recordsBytes } from './invariants-consumer.js'
@@ -95,6 +95,8 @@ interface Instance {
   readonly producer: Producer
   /** Paused and replaced: it carries on with its old epoch when it resumes. */
   zombie: boolean
+  /** A stall armed for the instance's next Produce to this broker (`stallLinkToLeader`). */
+  stall: { broker: number; holdMs: number; what: string } | null
 }
 
 /** One partition of a transaction's plan: how many sends go to it. */
@@ -195,8 +197,11 @@ export class SimTxnProducer {
     while (!this.stopping) {
       const number = this.instances++
       const node = TXN_PRODUCER_NODE_BASE + 10 * this.index + (number % 10)
+      let instance: Instance | null = null
       const producer = new Producer({
-        ...simClientOptions(this.world, node, this.random.fork()),
+        ...simClientOptions(this.world, node, this.random.fork(), (to, chunks) => {
+          if (instance !== null) this.maybeStall(instance, to, chunks)
+        }),
         clientId: `${this.transactionalId}-${number}`,
         transactionalId: this.transactionalId,
         transactionTimeoutMs: TRANSACTION_TIMEOUT_MS,
@@ -207,7 +212,7 @@ export class SimTxnProducer {
         maxBlockMs: MAX_BLOCK_MS,
         metadataMaxAgeMs: 5000,
       })
-      const instance: Instance = { number, node, producer, zombie: false }
+      instance = { number, node, producer, zombie: false, stall: null }
       if (await this.initTransactions(instance)) return instance
       await this.close(instance)
       await this.sleep(this.random.int(50, 200))
@@ -385,21 +390,38 @@ export class SimTxnProducer {
   }
 
   /**
-   * The link from this instance to the partition's leader (as its client knows it) holds
-   * what it sends until after the client gave the batch up (its request timed out past the
-   * batch's delivery timeout) and aborted; the bytes land afterwards, half soon after, half
-   * up to 3 s later.
+   * Arms a stall of the link from this instance to the partition's leader (as its client
+   * knows it), from the instance's next Produce to it: the link holds what it sends until
+   * after the client gave that request up (it times out past the batch's delivery timeout)
+   * and aborted; the bytes land afterwards.
    */
   private stallLinkToLeader(instance: Instance, txn: BookedTxn, partition: number): void {
     const leader = instance.producer.client.metadata.leaderOf(TOPIC, partition)
     if (leader === undefined) return
     const r = this.random
     const givenUpMs = Math.max(DELIVERY_TIMEOUT_MS, REQUEST_TIMEOUT_MS + CLIENT_TIMEOUT_MARGIN_MS)
-    const holdMs = givenUpMs + (r.chance(0.5) ? r.int(100, 500) : r.int(500, 3000))
+    // Half land just after the client's abort (before its next epoch writes anywhere: only
+    // KIP-890 refuses them then), half up to 3 s later.
+    const holdMs = givenUpMs + (r.chance(0.5) ? r.int(20, 300) : r.int(300, 3000))
+    instance.stall = { broker: leader.nodeId, holdMs, what: `txn ${txn.txnId} (p${partition})` }
+  }
+
+  /** Before the instance writes to broker `to`: an armed stall starts with a Produce. */
+  private maybeStall(instance: Instance, to: number, chunks: readonly Buffer[]): void {
+    const stall = instance.stall
+    // The frame: size (int32), then the request header's api key (int16).
+    if (
+      stall === null ||
+      stall.broker !== to ||
+      chunks[0].length < 6 ||
+      chunks[0].readInt16BE(4) !== ApiKey.Produce
+    )
+      return
+    instance.stall = null
     this.workload.stalls++
-    this.world.network.stallLink(instance.node, leader.nodeId, this.world.scheduler.now + holdMs)
+    this.world.network.stallLink(instance.node, to, this.world.scheduler.now + stall.holdMs)
     this.log(
-      `txn ${txn.txnId}: link of instance ${instance.number} to broker ${leader.nodeId} (leader of p${partition}) holds its bytes ${holdMs} ms, until after the client gave up`,
+      `${stall.what}: link of instance ${instance.number} to broker ${to} holds its bytes ${stall.holdMs} ms from this produce, until after the client gave up`,
     )
   }
 

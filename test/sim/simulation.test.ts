@@ -473,13 +473,18 @@ describe('deterministic simulation', () => {
     )
   })
 
-  for (const [mutation, failure] of [
-    ['txn-marker-skips-partition', /knows aborted|still open|committed in part/],
-    ['txn-offsets-on-abort', /group of txn producer \d+: .*never asked to commit/],
-    ['read-committed-ignores-transactions', /read_committed consumer .* at or above its last stable offset/],
+  // Seed 4 for the marker mutation: seed 1 fails it too, but only at the end (85 s simulated).
+  for (const [mutation, seed, failure] of [
+    ['txn-marker-skips-partition', 4, /knows aborted|still open|committed in part/],
+    ['txn-offsets-on-abort', 1, /group of txn producer \d+: .*never asked to commit/],
+    [
+      'read-committed-ignores-transactions',
+      1,
+      /read_committed consumer .* (?:at or above its last stable offset|which its producer knows aborted)/,
+    ],
   ] as const) {
-    it(`mutation check (transactions, seed 1): with ${mutation} the simulator fails`, async () => {
-      const options: SimOptions = { seed: 1, transactions: true, mutation }
+    it(`mutation check (transactions, seed ${seed}): with ${mutation} the simulator fails`, async () => {
+      const options: SimOptions = { seed, transactions: true, mutation }
       const result = await runSimulation(options)
       assert.ok(
         !result.ok && failure.test(result.violation ?? ''),
