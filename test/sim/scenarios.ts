@@ -325,19 +325,21 @@ export const DEPOSED_LEADER_APPENDS_FENCED_EPOCH: Scenario = {
 
 /**
  * Transactions: a produce that its client gave up on (its transaction aborted) reaches the
- * leader late and is refused by KIP-890's verification (INVALID_TXN_STATE), not by an epoch.
+ * leader late and is refused: INVALID_TXN_STATE (KIP-890's verification, the coordinator's
+ * transaction is over) or INVALID_PRODUCER_EPOCH (the abort's epoch bump, which the
+ * verification or a later write of the new epoch told the leader).
  */
 export const LATE_WRITE_REFUSED_BY_VERIFICATION: Scenario = {
-  what: "a produce whose link to the leader stalls past its batch's delivery timeout lands after the client gave up and aborted, and is refused with INVALID_TXN_STATE",
+  what: "a produce whose link to the leader stalls past its batch's delivery timeout lands after the client gave up and aborted, and is refused",
   steps: [
     {
       marker:
-        /txn producer (\d+): txn (\S+): link of instance (\d+) to broker (\d+) \(leader of p(\d+)\) holds its bytes/,
+        /txn producer (\d+): txn (\S+) \(p(\d+)\): link of instance (\d+) to broker (\d+) holds its bytes/,
     },
     {
       marker: ([held]) =>
         new RegExp(
-          `late produce of sim-txn-${held[1]}-${held[3]} \\(.*\\) to broker ${held[4]}: p${held[5]} error 48$`,
+          `late produce of sim-txn-${held[1]}-${held[4]} \\(.*\\) to broker ${held[5]}: p${held[3]} error (?:47|48)$`,
         ),
     },
     TRANSACTIONS_CHECKED,
