@@ -10,7 +10,6 @@ import { type Mutation, runSimulation, type SimOptions, type SimResult } from '.
 import {
   CONSUMERS_ACROSS_LEADER_CHANGE,
   COORDINATOR_FAILOVER,
-  DEPOSED_LEADER_APPENDS_FENCED_EPOCH,
   DISK_ERROR_AND_ACKS_ZERO,
   FAULTS_THEN_CONVERGED,
   FIVE_BROKERS_ONE_IMPAIRED,
@@ -451,23 +450,16 @@ describe('deterministic simulation', () => {
     })
   }
 
-  // Seed 805 drifted off it with issue 38's changes of 2026-12-07 (metadata deltas,
-  // follower-session news, the HW at a refused ISR change); seed 86 was chosen by its markers
-  // in a sweep of 41..177.
-  it("transactions, seed 86 (store stalls): a deposed leader appends a fenced epoch's late write, which is never committed", async () => {
-    // Seed 805 once failed "fenced epoch wrote again" against leader 1 of p0: its store link
-    // stalled, the controller moved p0 to broker 3, the client aborted and bumped its epoch
-    // there, and a produce held in the network reached broker 1, which still led p0 in its
-    // eyes with the old epoch's transaction open (the markers went to broker 3), so it skipped
-    // KIP-890's verification and appended, as Kafka does. Broker 1 truncated it away once it
-    // learnt. The check now holds only leaders the store names to refusing such a batch, and
-    // any deposed leader's one to never being committed (txn-checker.ts,
-    // DeposedFencedAppends); seed 10 with txn-skips-verification still fails it.
-    await runScenario(
-      { seed: 86, transactions: true, storeStalls: true },
-      DEPOSED_LEADER_APPENDS_FENCED_EPOCH,
-    )
-  })
+  // A deposed leader appending a fenced epoch's late write (DEPOSED_LEADER_APPENDS_FENCED_EPOCH,
+  // seed 805 and then seed 86 with store stalls): seed 805 once failed "fenced epoch wrote
+  // again" against leader 1 of p0, whose stalled store link hid that p0 had moved; it skipped
+  // KIP-890's verification (the old epoch's transaction still open there, the markers went to
+  // the new leader) and appended, as Kafka does, then truncated the batch away. The check now
+  // holds only leaders the store names to refusing such a batch, and a deposed leader's one to
+  // never being committed (txn-checker.ts, DeposedFencedAppends, unit-tested in
+  // txn-checker.test.ts). With tidelog's transactional client (issue 37) no seed of 1..120
+  // with store stalls reaches the scenario any more (a late write now needs the client's
+  // request timeout, 3.5 s, to pass while the leadership moves): swept, none kept.
 
   it('regression (transactions, seed 10): with KIP-890 verification skipped, a late write lands after its abort and a read_committed consumer returns an aborted record', async () => {
     // The held produce of an aborted transaction lands after the ABORT marker and opens a
