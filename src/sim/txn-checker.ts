@@ -11,7 +11,7 @@
  *   unreplicated transactions, ProducerStateManager.firstUndecidedOffset), and never goes
  *   back within a leadership;
  * - a fenced producer epoch never writes again: once a producer learnt a newer epoch (or
- *   producer id) for its transactional id from InitProducerId, no leader the store still
+ *   producer id) for its transactional id (InitProducerId or a bump), no leader the store still
  *   names (at its leader epoch) appends a data batch of the older one, and no such batch a
  *   deposed leader appended is ever committed; and in each partition's committed log, a
  *   producer's data batches never carry an epoch below one seen before (data or marker);
@@ -556,7 +556,7 @@ export class TxnInvariants {
         this.stats.leaderAppendsChecked++
         const fencedAt = this.book.fencedAtMs(batch.producerId, batch.producerEpoch)
         if (fencedAt === null || fencedAt >= now) continue
-        const what = `fenced epoch wrote again: ${deposed ? 'deposed ' : ''}leader ${broker.nodeId} (epoch ${partition.leaderEpoch}${deposed ? `; the store has ${state?.leader} at epoch ${state?.leaderEpoch}` : ''}) appended a data batch of producer ${batch.producerId} epoch ${batch.producerEpoch} to p${partition.partition} at offset ${base}, ${now - fencedAt} ms after its client learnt a newer epoch from InitProducerId`
+        const what = `fenced epoch wrote again: ${deposed ? 'deposed ' : ''}leader ${broker.nodeId} (epoch ${partition.leaderEpoch}${deposed ? `; the store has ${state?.leader} at epoch ${state?.leaderEpoch}` : ''}) appended a data batch of producer ${batch.producerId} epoch ${batch.producerEpoch} to p${partition.partition} at offset ${base}, ${now - fencedAt} ms after its client reported a newer epoch (InitProducerId or a bump)`
         // Already below this leader's high watermark: committed (a deposed leader alone in its ISR).
         if (!deposed || base + batch.lastOffsetDelta < partition.highWatermark) throw new Violation(what)
         this.stats.deposedFencedAppends++

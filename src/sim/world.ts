@@ -531,7 +531,8 @@ export class World implements WorldInternals {
    * The world's tap on one process's requests: consumers' Fetch answers (no batch at or above
    * the answering broker's high watermark) and group answers (one coordinator per leader
    * epoch), both checked as the answer leaves the real handler; the idempotent producer's
-   * Produce answers (which broker acknowledged its records).
+   * Produce answers (which broker acknowledged its records); and a transactional Produce
+   * that arrives after its client closed the connection (a stalled link's late write).
    */
   private requestObserver(broker: SimBroker): RequestTap {
     return (context, request) => {
