@@ -3,7 +3,7 @@
  * `--mutation unclean-election|isr-without-cas|hw-truncation` breaks one rule to show the simulator finds it.
  * `--store-latency N` puts the metadata store N ms away; `--store-stalls` adds store-link stalls.
  * `--transactions` adds transactional producers and read_committed consumers;
- * `--transaction-version 2` has them use KIP-890 part 2 (default 1).
+ * `--transaction-version 2` finalizes transaction.version 2, so they use KIP-890 part 2 (default 1).
  * `--replication-factor N` (1..3) and `--min-isr N` set the topic's RF and min.insync.replicas.
  * `--share` adds a share group: tidelog's own producer and share consumers (share-workload.ts).
  * `--compaction` (with `--groups` or `--transactions`) compacts their internal topics during the run.

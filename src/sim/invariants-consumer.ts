@@ -1,8 +1,7 @@
 /**
  * The consumer checks (`consumers`, `transactions`): a broker answers a consumer below its
- * high watermark (read_committed: its last stable offset); the read_committed consumers
- * (txn-consumer.ts) get whole, contiguous batches, each equal to the batch committed at its
- * offset; the consumers of `consumers` (tidelog's own Consumer, consumer.ts) return records
+ * high watermark (read_committed: its last stable offset); the consumers of `consumers`
+ * (tidelog's own Consumer, consumer.ts) return records
  * in offset order, skipping control records only, each equal to the record committed there,
  * and at the end every acknowledged acks=all record read back once, at its offset.
  */
@@ -39,9 +38,6 @@ type Value = string | null
 const SKIPPED = Symbol('skipped')
 
 export class ConsumerInvariants {
-  /** Per partition: batches a consumer received before the agreement check saw them committed. */
-  private readonly consumedPending = new Map<number, Map<number, { bytes: Buffer; from: number }>>()
-  consumedBatches = 0
   /** `recordsChecked`: per partition, offset → the record committed there, once the agreement check saw its batch. */
   private readonly committedRecords = new Map<number, Map<number, Value | typeof CONTROL>>()
   /** Per partition: what a consumer returned (or skipped) before its batch was seen committed. */
@@ -52,15 +48,8 @@ export class ConsumerInvariants {
   private readonly nextRecord = new Map<number, number>()
   recordsConsumed = 0
 
-  /**
-   * `committedAt`: the batch the agreement check saw committed at `base`, if it has.
-   * `recordsChecked`: the run has record consumers (`consumers`): committed batches are
-   * decoded for them.
-   */
-  constructor(
-    private readonly committedAt: (partition: number, base: number) => Buffer | undefined,
-    private readonly recordsChecked: boolean,
-  ) {}
+  /** `recordsChecked`: the run has record consumers (`consumers`): committed batches are decoded for them. */
+  constructor(private readonly recordsChecked: boolean) {}
 
   /**
    * The partition's consumer returned the record at `offset`: after the one before it, with
@@ -125,49 +114,9 @@ export class ConsumerInvariants {
       )
   }
 
-  /**
-   * A consumer received `batch` from broker `from`, expecting it at `position`: batches come
-   * whole and contiguous, and each equals (bytes) the batch committed at its offset (if the
-   * agreement check has not seen that offset committed yet, when it does).
-   */
-  onConsumed(
-    partition: number,
-    position: number,
-    batch: { base: number; last: number; bytes: Buffer },
-    from: number,
-  ): void {
-    this.consumedBatches++
-    if (batch.base !== position)
-      throw new Violation(
-        `consumer of p${partition} at offset ${position} received a batch at ${batch.base}..${batch.last} from broker ${from}`,
-      )
-    const committed = this.committedAt(partition, batch.base)
-    if (committed) {
-      if (!committed.equals(batch.bytes))
-        throw new Violation(
-          `consumer of p${partition} received a batch at offset ${batch.base} from broker ${from} that differs from the one committed there`,
-        )
-      return
-    }
-    let pending = this.consumedPending.get(partition)
-    if (!pending) {
-      pending = new Map()
-      this.consumedPending.set(partition, pending)
-    }
-    pending.set(batch.base, { bytes: Buffer.from(batch.bytes), from })
-  }
-
-  /** The agreement check saw `bytes` committed at `base`: a batch or record consumed before must equal it. */
-  onCommitted(partition: number, base: number, bytes: Buffer): void {
+  /** The agreement check saw `bytes` committed at `base`: a record consumed before must equal it. */
+  onCommitted(partition: number, bytes: Buffer): void {
     if (this.recordsChecked) this.onRecordsCommitted(partition, bytes)
-    const pending = this.consumedPending.get(partition)
-    const consumed = pending?.get(base)
-    if (!pending || !consumed) return
-    pending.delete(base)
-    if (!consumed.bytes.equals(bytes))
-      throw new Violation(
-        `consumer of p${partition} received a batch at offset ${base} from broker ${consumed.from} that differs from the one committed there`,
-      )
   }
 
   /**
@@ -204,19 +153,13 @@ export class ConsumerInvariants {
     }
   }
 
-  /** At the end: every batch or record a consumer received (or offset it skipped) was seen committed. */
+  /** At the end: every record a consumer returned (or offset it skipped) was seen committed. */
   checkConsumedCommitted(): void {
     for (const [partition, pending] of this.recordsPending)
       for (const [offset, consumed] of pending)
         throw new Violation(
           `consumer of p${partition} ${consumed === SKIPPED ? 'skipped' : `returned ${consumed} at`} offset ${offset}, which was never seen committed`,
         )
-    for (const [partition, pending] of this.consumedPending) {
-      for (const [base, consumed] of pending)
-        throw new Violation(
-          `consumer of p${partition} received a batch at offset ${base} from broker ${consumed.from} that was never seen committed`,
-        )
-    }
   }
 }
 

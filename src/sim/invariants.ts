@@ -81,10 +81,7 @@ export class Invariants implements GroupChecks {
   constructor(private readonly world: WorldView) {
     this.txn = world.options.transactions === true ? new TxnInvariants(world) : null
     this.store = new StoreInvariants(world)
-    this.consumer = new ConsumerInvariants(
-      (partition, base) => this.committed.get(partition)?.get(base),
-      world.options.consumers === true,
-    )
+    this.consumer = new ConsumerInvariants(world.options.consumers === true)
     this.group = new GroupInvariants(world)
   }
 
@@ -447,7 +444,7 @@ export class Invariants implements GroupChecks {
             )
           if (!seen) {
             committed.set(base, Buffer.from(bytes))
-            this.consumer.onCommitted(partition.partition, base, bytes)
+            this.consumer.onCommitted(partition.partition, bytes)
             this.txn?.onCommitted(partition.partition, base, bytes)
           }
           // Control batches (transaction markers) carry no sequence.

@@ -5,6 +5,7 @@
  * test is the shipped code with exactly one rule broken.
  */
 import { rangeAssignor } from '../client/group/assignors.js'
+import { partitionKey, type SequencedBatch, TransactionManager } from '../client/transaction-manager.js'
 import type { BrokerId, Offset } from '../common/types.js'
 import type { Effects } from '../coordinator/effects.js'
 import type { Group } from '../coordinator/group.js'
@@ -46,7 +47,7 @@ export type Mutation =
   | 'truncation-not-fsynced'
   /** With `transactions`: a leader appends a transactional batch that opens a transaction without asking the coordinator (KIP-890 part 1 undone). */
   | 'txn-skips-verification'
-  /** With `transactions`: the client aborts after a failed batch without KIP-360's epoch bump (txn-producer.ts). */
+  /** With `transactions`: tidelog's client aborts after a failed batch without KIP-360's epoch bump and reuses the batch's sequence. */
   | 'txn-client-skips-epoch-bump'
   /** With `transactions`: the coordinator's marker sender leaves out the last partition of the topic a transaction spans. */
   | 'txn-marker-skips-partition'
@@ -116,8 +117,7 @@ export function isConsumerFetch(replicaId: number): boolean {
 
 /** Plants `mutation` in the real classes; the returned function restores them. */
 export function plant(mutation: Mutation, log: (message: string) => void): () => void {
-  // unclean-election is a topic setting (world.ts); txn-client-skips-epoch-bump the
-  // transactional producer's.
+  // unclean-election is a topic setting (world.ts).
   const planter = PLANTERS[mutation]
   return planter === undefined ? () => undefined : planter(log)
 }
@@ -129,6 +129,7 @@ const PLANTERS: Partial<Record<Mutation, (log: (message: string) => void) => () 
   'isr-readds-unregistered': plantIsrReaddsUnregistered,
   'truncation-not-fsynced': plantTruncationNotFsynced,
   'txn-skips-verification': plantTxnSkipsVerification,
+  'txn-client-skips-epoch-bump': plantTxnClientSkipsEpochBump,
   'txn-marker-skips-partition': plantTxnMarkerSkipsPartition,
   'txn-offsets-on-abort': plantTxnOffsetsOnAbort,
   'read-committed-ignores-transactions': plantReadCommittedIgnoresTransactions,
@@ -268,6 +269,32 @@ function plantTxnSkipsVerification(_log: (message: string) => void): () => void 
     () =>
       async function (this: CoordinatorTransactionVerifier): Promise<number> {
         return ErrorCode.NONE
+      },
+  )
+}
+
+/**
+ * The client before KIP-360 (Java before 2.5, its adjustSequencesDueToFailedBatch): a
+ * transactional batch that failed for good needs no epoch bump, and the next batch of its
+ * partition takes its sequence, as if it had never been written. At transaction version 1
+ * the batch may have landed in the aborted transaction: the next one is then answered
+ * DUPLICATE_SEQUENCE_NUMBER, which the client takes as written (a lost write).
+ */
+function plantTxnClientSkipsEpochBump(log: (message: string) => void): () => void {
+  return replace(
+    TransactionManager.prototype,
+    'handleFailedBatch',
+    (original) =>
+      function (this: TransactionManager, batch: SequencedBatch, expiredAfterSend: boolean) {
+        if (!this.isTransactional || !batch.hasSequence) return original.call(this, batch, expiredAfterSend)
+        const sequences = (
+          this as unknown as { sequences: Map<string, { next: number; producerEpoch: number }> }
+        ).sequences
+        const state = sequences.get(partitionKey(batch.topic, batch.partition))
+        if (state?.producerEpoch === batch.producerEpoch) state.next = batch.baseSequence
+        log(
+          `MUTATION: no epoch bump after the failed batch ${batch.topic}-${batch.partition} sequence ${batch.baseSequence} of producer ${batch.producerId} epoch ${batch.producerEpoch}`,
+        )
       },
   )
 }

@@ -20,6 +20,9 @@ export interface NetworkFaults {
 
 type Accept = (stream: ByteStream) => void
 
+/** A server sees a client's connection come from this port + the pipe's id. */
+const CLIENT_PORT_BASE = 40000
+
 /** One end of a pipe: what its owner registered, and data held while it reads no more. */
 class End {
   onData: ((chunk: Buffer) => void) | null = null
@@ -32,6 +35,13 @@ class End {
 
 class Pipe {
   closed = false
+  /**
+   * The client closed it while bytes it wrote were held on a stalled link: they still
+   * reach the server (data sent before a FIN arrives), then the server end closes.
+   */
+  clientGone = false
+  /** Some of its client's bytes were held by a stalled link. */
+  held = false
   readonly client = new End()
   readonly server = new End()
 
@@ -46,6 +56,8 @@ export class SimNetwork {
   private readonly listeners = new Map<number, Accept>()
   private readonly cut = new Set<string>()
   private readonly pipes = new Set<Pipe>()
+  /** `from>to` → until when bytes sent that way are held (a stalled path: late, not lost). */
+  private readonly stalled = new Map<string, number>()
   private nextPipeId = 1
   faults: NetworkFaults = { delayMinMs: 1, delayMaxMs: 5, resetProbability: 0 }
 
@@ -75,6 +87,24 @@ export class SimNetwork {
 
   healAll(): void {
     this.cut.clear()
+  }
+
+  /**
+   * Holds every byte `from` sends to `to` until `untilMs` (a path stuck in retransmission:
+   * the bytes arrive late, in order, even if the sender closed the connection meanwhile).
+   * For the transactional workload's late writes: a client cannot make its own request
+   * land after it gave up on it.
+   */
+  stallLink(from: number, to: number, untilMs: number): void {
+    const key = `${from}>${to}`
+    this.stalled.set(key, Math.max(untilMs, this.stalled.get(key) ?? 0))
+  }
+
+  /** A server's view of a connection (`remoteAddress` as its stream gives it) the client already closed. */
+  isClosedByClient(remoteAddress: string): boolean {
+    const id = Number(remoteAddress.split(':')[1]) - CLIENT_PORT_BASE
+    for (const pipe of this.pipes) if (pipe.id === id) return pipe.clientGone
+    return false
   }
 
   get cutLinks(): string[] {
@@ -134,13 +164,20 @@ export class SimNetwork {
    * A simulated stream has no kernel buffer to empty: a write waiting for its bytes to leave
    * (an acks=0 produce) is told so on the next event.
    */
-  clientConnector(from: number, isAlive: () => boolean = () => true): ClientConnector {
+  clientConnector(
+    from: number,
+    isAlive: () => boolean = () => true,
+    /** Sees each write before it leaves (to stall the link under it: `stallLink`). */
+    beforeWrite?: (to: number, chunks: readonly Buffer[]) => void,
+  ): ClientConnector {
     const network = this.nodeNetwork(from, isAlive)
     return async (target) => {
       const stream = await network.connect(target.host, target.port)
+      const to = Number(target.host.replace('broker-', ''))
       return {
         ...stream,
         write: (chunks, onWritten) => {
+          beforeWrite?.(to, chunks)
           stream.write(chunks)
           if (onWritten) this.scheduler.schedule(0, onWritten)
         },
@@ -160,7 +197,7 @@ export class SimNetwork {
     const peer = side === 'client' ? 'server' : 'client'
     const [self, other] = side === 'client' ? [pipe.from, pipe.to] : [pipe.to, pipe.from]
     return {
-      remoteAddress: `${SimNetwork.hostOf(other)}:${side === 'client' ? 9092 : 40000 + pipe.id}`,
+      remoteAddress: `${SimNetwork.hostOf(other)}:${side === 'client' ? 9092 : CLIENT_PORT_BASE + pipe.id}`,
       write: (chunks) =>
         this.deliver(pipe, peer, self, other, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)),
       writableNeedDrain: false,
@@ -180,7 +217,7 @@ export class SimNetwork {
       onClose: (listener) => {
         own.onClose = listener
       },
-      destroy: () => this.reset(pipe),
+      destroy: () => (side === 'client' ? this.closeFromClient(pipe) : this.reset(pipe)),
     }
   }
 
@@ -189,7 +226,7 @@ export class SimNetwork {
   }
 
   private deliver(pipe: Pipe, to: 'client' | 'server', src: number, dst: number, bytes: Buffer): void {
-    if (pipe.closed) return
+    if (pipe.closed || (to === 'client' && pipe.clientGone)) return
     if (!this.canSend(src, dst)) return // black hole
     if (this.faults.resetProbability > 0 && this.random.chance(this.faults.resetProbability)) {
       this.scheduler.schedule(this.delay(), () => this.reset(pipe))
@@ -197,13 +234,33 @@ export class SimNetwork {
     }
     const end = to === 'client' ? pipe.client : pipe.server
     const now = this.scheduler.now
-    const at = Math.max(now + this.delay(), end.lastDeliveryMs)
+    const heldUntilMs = this.stalled.get(`${src}>${dst}`) ?? 0
+    if (heldUntilMs <= now) this.stalled.delete(`${src}>${dst}`)
+    const at = Math.max(now + this.delay(), end.lastDeliveryMs, heldUntilMs)
+    if (at === heldUntilMs) pipe.held = true
     end.lastDeliveryMs = at
     this.scheduler.schedule(at - now, () => {
-      if (pipe.closed) return
+      if (pipe.closed || (to === 'client' && pipe.clientGone)) return
       if (end.paused || end.held.length > 0) end.held.push(bytes)
       else end.onData?.(bytes)
     })
+  }
+
+  /**
+   * The client closes its end. Bytes it sent that a stalled link still holds reach the
+   * server first, as data before a FIN does; the server end then closes. Otherwise a reset.
+   */
+  private closeFromClient(pipe: Pipe): void {
+    const now = this.scheduler.now
+    if (pipe.closed || pipe.clientGone || !pipe.held || pipe.server.lastDeliveryMs <= now) {
+      this.reset(pipe)
+      return
+    }
+    pipe.clientGone = true
+    this.scheduler.schedule(0, () => {
+      pipe.client.onClose?.(Object.assign(new Error('connection closed'), { code: 'ECONNRESET' }))
+    })
+    this.scheduler.schedule(pipe.server.lastDeliveryMs - now, () => this.reset(pipe))
   }
 
   private reset(pipe: Pipe): void {
@@ -214,7 +271,7 @@ export class SimNetwork {
     this.scheduler.schedule(0, () => {
       const error = Object.assign(new Error('connection reset'), { code: 'ECONNRESET' })
       pipe.server.onClose?.(error)
-      pipe.client.onClose?.(error)
+      if (!pipe.clientGone) pipe.client.onClose?.(error)
     })
   }
 }

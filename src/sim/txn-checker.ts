@@ -1,8 +1,7 @@
 /**
- * Transactions in the simulation (`transactions`): what the transactional producers know
- * (`TransactionBook`), how a read_committed client filters a Fetch answer
- * (`filterReadCommitted`, as the Java consumer's CompletedFetch does), and the checks
- * (`TxnInvariants`):
+ * Transactions in the simulation (`transactions`): what the transactional applications know
+ * (`TransactionBook`, filled from tidelog's client's results in txn-producer.ts) and the
+ * checks (`TxnInvariants`):
  *
  * - a read_committed consumer never returns a record of an aborted transaction, nor one of a
  *   transaction its producer has not asked to commit (still open: only EndTxn(commit) can
@@ -12,7 +11,7 @@
  *   unreplicated transactions, ProducerStateManager.firstUndecidedOffset), and never goes
  *   back within a leadership;
  * - a fenced producer epoch never writes again: once a producer learnt a newer epoch (or
- *   producer id) for its transactional id from InitProducerId, no leader the store still
+ *   producer id) for its transactional id (InitProducerId or a bump), no leader the store still
  *   names (at its leader epoch) appends a data batch of the older one, and no such batch a
  *   deposed leader appended is ever committed; and in each partition's committed log, a
  *   producer's data batches never carry an epoch below one seen before (data or marker);
@@ -71,45 +70,6 @@ export function controlRecord(
 
 export type { DeliveredRecord }
 
-/**
- * The records a read_committed client returns from one Fetch answer: control batches are
- * never returned; a transactional batch is skipped while its producer is in the aborted set,
- * which a producer joins when the answer's abortedTransactions list reaches the batch (its
- * first offset at or below the batch's last offset) and leaves at its ABORT marker. This is
- * the Java consumer's CompletedFetch.nextFetchedBatch.
- */
-export function filterReadCommitted(
-  batches: readonly DecodedRecordBatch[],
-  aborted: readonly { readonly producerId: bigint; readonly firstOffset: bigint }[],
-): DeliveredRecord[] {
-  const pending = [...aborted].sort((a, b) =>
-    a.firstOffset < b.firstOffset ? -1 : a.firstOffset > b.firstOffset ? 1 : 0,
-  )
-  const abortedProducers = new Set<bigint>()
-  const out: DeliveredRecord[] = []
-  for (const batch of batches) {
-    const last = batch.baseOffset + batch.lastOffsetDelta
-    if (batch.producerId >= 0n) {
-      while (pending.length > 0 && pending[0].firstOffset <= BigInt(last))
-        abortedProducers.add(pending.shift()!.producerId)
-      if (batch.isControl) {
-        if (controlTypeOf(batch) === 'abort') abortedProducers.delete(batch.producerId)
-        continue
-      }
-      if (batch.isTransactional && abortedProducers.has(batch.producerId)) continue
-    }
-    if (batch.isControl) continue
-    for (const record of batch.records)
-      out.push({
-        offset: record.offset,
-        value: record.value?.toString() ?? '',
-        producerId: batch.producerId,
-        transactional: batch.isTransactional,
-      })
-  }
-  return out
-}
-
 /** What a transaction's producer knows of it. */
 export type TxnStatus =
   /** Begun, EndTxn not sent. */
@@ -132,10 +92,8 @@ export interface BookedTxn {
   readonly producerId: bigint
   readonly producerEpoch: number
   readonly partitions: readonly number[]
-  /** Per partition: the records of acknowledged batches (indexes 0..n-1). */
+  /** Per partition: the records whose send was acknowledged (indexes 0..n-1). */
   readonly ackedRecords: Map<number, number>
-  /** Per partition: records sent in batches whose fate the client did not learn. */
-  readonly unackedRecords: Map<number, number>
   status: TxnStatus
   commitSent: boolean
   /** The group offset it sent with TxnOffsetCommit (partition 0 of its producer's group), or null. */
@@ -190,13 +148,10 @@ export class TransactionBook {
     return false
   }
 
-  begin(
-    txn: Omit<BookedTxn, 'ackedRecords' | 'unackedRecords' | 'status' | 'commitSent' | 'offsetSent'>,
-  ): BookedTxn {
+  begin(txn: Omit<BookedTxn, 'ackedRecords' | 'status' | 'commitSent' | 'offsetSent'>): BookedTxn {
     const booked: BookedTxn = {
       ...txn,
       ackedRecords: new Map(),
-      unackedRecords: new Map(),
       status: 'open',
       commitSent: false,
       offsetSent: null,
@@ -453,7 +408,7 @@ export function checkFinalTransactions(
       return `transaction ${txn.txnId} was aborted (as its client knows) but is committed in the log`
   }
   for (const [partition, records] of logs) {
-    const expected = records.filter((r) => r.decision === 'commit').map((r) => r.value)
+    const expected = records.filter((r) => r.decision === 'commit').map((r) => `${r.value}@${r.offset}`)
     const got = delivered.get(partition)
     if (got === undefined) continue
     const mismatch = firstMismatch(expected, got)
@@ -522,7 +477,7 @@ export class TxnInvariants {
   private readonly seenLogEnd = new Map<string, number>()
   /** Per broker incarnation, partition and leader epoch: the last LSO. */
   private readonly lastLso = new Map<string, number>()
-  /** Per partition: the transactional records the read_committed consumer returned, in order. */
+  /** Per partition: the transactional records the read_committed consumer returned (`value@offset`), in order. */
   readonly delivered = new Map<number, string[]>()
   stats = {
     lsoChecks: 0,
@@ -601,7 +556,7 @@ export class TxnInvariants {
         this.stats.leaderAppendsChecked++
         const fencedAt = this.book.fencedAtMs(batch.producerId, batch.producerEpoch)
         if (fencedAt === null || fencedAt >= now) continue
-        const what = `fenced epoch wrote again: ${deposed ? 'deposed ' : ''}leader ${broker.nodeId} (epoch ${partition.leaderEpoch}${deposed ? `; the store has ${state?.leader} at epoch ${state?.leaderEpoch}` : ''}) appended a data batch of producer ${batch.producerId} epoch ${batch.producerEpoch} to p${partition.partition} at offset ${base}, ${now - fencedAt} ms after its client learnt a newer epoch from InitProducerId`
+        const what = `fenced epoch wrote again: ${deposed ? 'deposed ' : ''}leader ${broker.nodeId} (epoch ${partition.leaderEpoch}${deposed ? `; the store has ${state?.leader} at epoch ${state?.leaderEpoch}` : ''}) appended a data batch of producer ${batch.producerId} epoch ${batch.producerEpoch} to p${partition.partition} at offset ${base}, ${now - fencedAt} ms after its client reported a newer epoch (InitProducerId or a bump)`
         // Already below this leader's high watermark: committed (a deposed leader alone in its ISR).
         if (!deposed || base + batch.lastOffsetDelta < partition.highWatermark) throw new Violation(what)
         this.stats.deposedFencedAppends++
@@ -653,23 +608,23 @@ export class TxnInvariants {
    * be the offset a transaction sent with TxnOffsetCommit, one whose producer asked to commit
    * it (offsets committed in an aborted or open transaction never become visible).
    */
-  onTxnOffsetsFetched(producer: number, offset: number, from: number): void {
+  onTxnOffsetsFetched(producer: number, offset: number): void {
     this.stats.offsetFetches++
     if (offset < 0) return
     const txnId = txnIdOf(producer, offset - 1)
     const txn = this.book.txns.get(txnId)
     if (!txn || txn.offsetSent !== offset)
       throw new Violation(
-        `group of txn producer ${producer}: broker ${from} returned committed offset ${offset}, which no transaction sent`,
+        `group of txn producer ${producer}: the coordinator returned committed offset ${offset}, which no transaction sent`,
       )
     if (!txn.commitSent || txn.status === 'aborted' || txn.status === 'aborting')
       throw new Violation(
-        `group of txn producer ${producer}: broker ${from} returned offset ${offset}, committed in transaction ${txnId}, which its producer ${txn.commitSent ? 'knows aborted' : 'never asked to commit'} (status ${txn.status})`,
+        `group of txn producer ${producer}: the coordinator returned offset ${offset}, committed in transaction ${txnId}, which its producer ${txn.commitSent ? 'knows aborted' : 'never asked to commit'} (status ${txn.status})`,
       )
   }
 
-  /** A read_committed consumer of `partition` returns these records (answer from broker `from`). */
-  onDelivered(partition: number, records: readonly DeliveredRecord[], from: number): void {
+  /** A read_committed consumer's poll() returned these records of `partition`. */
+  onDelivered(partition: number, records: readonly DeliveredRecord[]): void {
     let list = this.delivered.get(partition)
     if (!list) {
       list = []
@@ -679,24 +634,21 @@ export class TxnInvariants {
       const parsed = parseTxnRecordValue(record.value)
       if (!parsed) continue
       this.stats.deliveredRecords++
+      const at = `${record.value} (offset ${record.offset})`
       const txn = this.book.txns.get(parsed.txnId)
       if (!txn)
         throw new Violation(
-          `read_committed consumer of p${partition} returned ${record.value} (offset ${record.offset}, from broker ${from}), of a transaction no producer began`,
-        )
-      if (!record.transactional)
-        throw new Violation(
-          `read_committed consumer of p${partition} returned ${record.value} from a batch not marked transactional`,
+          `read_committed consumer of p${partition} returned ${at}, of a transaction no producer began`,
         )
       if (txn.status === 'aborted' || txn.status === 'aborting')
         throw new Violation(
-          `read_committed consumer of p${partition} returned ${record.value} (offset ${record.offset}, from broker ${from}) of transaction ${txn.txnId}, which its producer ${txn.status === 'aborted' ? 'knows aborted' : 'is aborting'}`,
+          `read_committed consumer of p${partition} returned ${at} of transaction ${txn.txnId}, which its producer ${txn.status === 'aborted' ? 'knows aborted' : 'is aborting'}`,
         )
       if (!txn.commitSent)
         throw new Violation(
-          `read_committed consumer of p${partition} returned ${record.value} (offset ${record.offset}, from broker ${from}) of transaction ${txn.txnId}, which is still open (its producer has not asked to commit it)`,
+          `read_committed consumer of p${partition} returned ${at} of transaction ${txn.txnId}, which is still open (its producer has not asked to commit it)`,
         )
-      list.push(record.value)
+      list.push(`${record.value}@${record.offset}`)
     }
   }
 }

@@ -1,80 +1,84 @@
 /**
- * Simulated transactional producers (`transactions`): the Kafka wire protocol over the
- * simulated network to the real handlers, as the Java producer with a transactional.id
- * drives them: FindCoordinator (v4, key type TRANSACTION) at a random live broker,
- * InitProducerId (v4) with the transactional id, then per transaction AddPartitionsToTxn
- * (v3, the client versions) before the first batch to each partition, transactional Produce
- * (v9, acks=all, one batch in flight per partition, sequences per partition) to the leader
- * a random live broker names, and EndTxn (v3): commit (70%) or abort. Transaction version 2
- * (KIP-890 part 2): no AddPartitionsToTxn nor AddOffsetsToTxn (Produce v12, TxnOffsetCommit
- * v5 add), and the epoch EndTxn v5 bumps is the next transaction's, sequences from 0.
+ * The transactional workload (`transactions`): two transactional ids (`sim-txn-0`,
+ * `sim-txn-1`), each driven through tidelog's own `Producer` with a `transactionalId` over
+ * the simulated network (`SimNetwork.clientConnector`, the scheduler as clock and deferral, a
+ * fork of the seed as random), as an application would: initTransactions, then transactions
+ * over one or (75%) both partitions of the topic, 1-3 sends of 1-3 records per partition (each
+ * send awaited: one batch in flight per partition; record values
+ * `x<producer>.<txn>.p<partition>.<index>`), in half of them sendOffsetsToTransaction (the
+ * group `sim-txn-group-<producer>`, partition 0 at the transaction's number + 1, so that an
+ * offset names its transaction), then commitTransaction (70%) or abortTransaction. The
+ * client chooses the transaction version from the cluster's finalized `transaction.version`
+ * (world.ts finalizes the run's `transactionVersion`), and does the rest itself: coordinator
+ * lookups and retries, AddPartitionsToTxn (version 1), the KIP-360 epoch bump after an
+ * abort with a batch of unknown fate (version 1), EndTxn v5's bump (version 2).
  *
- * Errors, as the Java producer treats them:
- * - NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, no answer or a broken connection: find the
- *   coordinator again; COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS: retry after a
- *   backoff.
- * - PRODUCER_FENCED, INVALID_PRODUCER_EPOCH: fenced; the instance is done and a new one
- *   (InitProducerId without producer id) takes over, as an application would.
- * - A batch not acknowledged within the delivery timeout, OUT_OF_ORDER_SEQUENCE_NUMBER,
- *   INVALID_TXN_STATE, TRANSACTION_ABORTABLE, UNKNOWN_PRODUCER_ID: abortable; EndTxn(abort),
- *   then an epoch bump with the current producer id and epoch (KIP-360), since a batch's
- *   fate is unknown and the sequences must restart.
- * - EndTxn(commit) never answered (gave up, or the instance was fenced meanwhile): outcome
- *   unknown.
+ * The application's rules: a send or sendOffsetsToTransaction that fails ends the
+ * transaction with abortTransaction; a fenced producer (ProducerFencedError, or any other
+ * failure that leaves the client in FATAL_ERROR) is closed and a new instance with the same
+ * transactional id takes over; a commit or abort that times out (BlockTimeoutError) is
+ * called again, up to END_TXN_GIVE_UP_MS, after which the outcome stays unknown and the
+ * instance is replaced.
  *
- * Two client faults the simulated network does not inject by itself, so that late and
- * zombie writes happen (what KIP-890 and epoch fencing are for): a produce attempt may be
- * held in the network until past its batch's delivery timeout (the client expires the batch
- * in flight and aborts the transaction; the request still lands later, like a TCP segment
- * stuck in retransmission), and an instance may pause mid-transaction
- * (a GC pause) while a new instance with the same transactional id takes over; the paused
- * one then resumes as a zombie and carries on with its old epoch.
+ * What goes into the book (`TransactionBook`) is what the application sees: the producer id
+ * and epoch the client reports (`producerIdentity`) after initTransactions and after each
+ * commit or abort, the sends acknowledged, and each transaction's outcome as its
+ * commitTransaction or abortTransaction call ended: committed, aborted (also: the client
+ * refused to commit, TransactionAbortableError, and the abort succeeded, or it ended
+ * without the application ever calling commit), or unknown.
  *
- * A request timeout abandons the request, not its bytes: the connection is set aside and
- * closed a few seconds later, so what was sent still reaches the broker (SimNetwork drops
- * what a closed connection still had in flight).
+ * Two faults a client cannot make itself, kept here: the link from a producer to a
+ * partition's leader stalls past the batch's delivery timeout (`SimNetwork.stallLink`), so
+ * the client gives the batch up and aborts while its bytes still travel, and land after (a
+ * late write, what KIP-890 is for); and an application pauses mid-transaction (a GC pause)
+ * while a new instance with the same transactional id takes over, then resumes as a zombie
+ * with its old epoch.
  */
+import { Admin } from '../client/admin.js'
+import {
+  BlockTimeoutError,
+  KafkaClientError,
+  KafkaProtocolError,
+  TransactionAbortableError,
+} from '../client/errors.js'
+import { Producer } from '../client/producer.js'
+import { CLIENT_TIMEOUT_MARGIN_MS } from '../client/producer-options.js'
+import {
+  BASE_SEQUENCE_OFFSET,
+  PRODUCER_EPOCH_OFFSET,
+  PRODUCER_ID_OFFSET,
+  RECORD_BATCH_OVERHEAD,
+} from '../protocol/batch-header.js'
 import { ErrorCode } from '../protocol/error-codes.js'
-import {
-  type AddOffsetsToTxnResponse,
-  type AddPartitionsToTxnResponse,
-  ApiKey,
-  type EndTxnResponse,
-  type InitProducerIdResponse,
-  type OffsetFetchResponse,
-  type ProduceResponse,
-  type TxnOffsetCommitResponse,
-} from '../protocol/generated/index.js'
-import { encodeRecordBatchSync } from '../protocol/record-batch.js'
+import { ApiKey, type ProduceRequest, type ProduceResponse } from '../protocol/generated/index.js'
+import type { RequestTap } from '../server/connection.js'
+import type { RequestContext } from '../server/request-context.js'
+import { recordsBytes } from './invariants-consumer.js'
 import type { SimRandom } from './random.js'
+import type { SimBroker } from './sim-broker.js'
 import { type BookedTxn, type TransactionBook, txnIdOf, txnRecordValue } from './txn-checker.js'
-import {
-  Connections,
-  findCoordinatorOf,
-  liveBrokers,
-  NoAnswer,
-  REQUEST_TIMEOUT_MS,
-} from './txn-connections.js'
-import { TOPIC, type WorldView } from './world-view.js'
+import { simClientOptions, type WorldInternals } from './world-internals.js'
+import { TOPIC } from './world-view.js'
 
 /** Transactional producers' network ids: 400 + 10 × producer + instance (mod 10). */
 export const TXN_PRODUCER_NODE_BASE = 400
 export const TRANSACTION_TIMEOUT_MS = 5000
-/** The acks=all wait a produce asks of the leader. */
-const PRODUCE_TIMEOUT_MS = 2000
+const REQUEST_TIMEOUT_MS = 1500
 /**
- * A batch not acknowledged within this makes the transaction abortable (delivery.timeout.ms).
- * Shorter than the transaction timeout, so the client aborts before the coordinator does
- * (which would bump the epoch and fence the late write by epoch alone, not by KIP-890).
+ * A batch not acknowledged within this fails and the transaction aborts. Shorter than the
+ * transaction timeout, so the client aborts before the coordinator does (which would bump
+ * the epoch and fence the late write by epoch alone, not by KIP-890).
  */
 const DELIVERY_TIMEOUT_MS = 3000
-/** EndTxn retried for this long; then the outcome stays unknown. */
+/** How long initTransactions, sendOffsetsToTransaction, commit and abort retry (max.block.ms). */
+const MAX_BLOCK_MS = 5000
+/** A commit or abort timing out is called again for this long; then the outcome stays unknown. */
 const END_TXN_GIVE_UP_MS = 20_000
 const COMMIT_PROBABILITY = 0.7
-/** Produce attempts held in the network past their batch's delivery timeout. */
-const SLOW_REQUEST_PROBABILITY = 0.02
+/** Sends whose link to the leader stalls past the batch's delivery timeout. */
+const STALL_PROBABILITY = 0.02
 const TAKEOVER_PROBABILITY = 0.04
-/** Transactions that also commit a group offset (AddOffsetsToTxn, TxnOffsetCommit). */
+/** Transactions that also commit a group offset (sendOffsetsToTransaction). */
 const OFFSETS_PROBABILITY = 0.5
 /** Offset readers' network ids: 450 + producer. */
 const OFFSET_READER_NODE_BASE = 450
@@ -84,19 +88,22 @@ export function txnGroupId(index: number): string {
   return `sim-txn-group-${index}`
 }
 
-/** One instance's identity: what a zombie keeps when a new instance takes over. */
-interface Session {
-  readonly instance: number
-  readonly conns: Connections
-  readonly producerId: bigint
-  readonly epoch: number
-  /** Next sequence per partition (this producer id and epoch). */
-  readonly sequences: Map<number, number>
-  coordinator: number | null
+/** One application instance: its own Producer (and client), the same transactional id. */
+interface Instance {
+  readonly number: number
+  readonly node: number
+  readonly producer: Producer
+  /** Paused and replaced: it carries on with its old epoch when it resumes. */
   zombie: boolean
+  /** A stall armed for the instance's next Produce to this broker (`stallLinkToLeader`). */
+  stall: { broker: number; holdMs: number; what: string } | null
 }
 
-type BatchResult = 'acked' | 'fenced' | 'abortable' | 'stopped'
+/** One partition of a transaction's plan: how many sends go to it. */
+interface Step {
+  readonly partition: number
+  readonly sends: number
+}
 
 /** The transactional producers' shared counters (the run's final line). */
 export class TxnWorkload {
@@ -105,41 +112,43 @@ export class TxnWorkload {
   bumps = 0
   fenced = 0
   takeovers = 0
-  slowRequests = 0
+  stalls = 0
   lateEndTxn = 0
 
-  countError(api: string, code: number): void {
-    const key = `${api} ${code}`
+  /** A client call failed: counted by the call and the error's code. */
+  countError(call: string, error: unknown): void {
+    const key = `${call} ${errorName(error)}`
     this.errorCodes.set(key, (this.errorCodes.get(key) ?? 0) + 1)
   }
 }
 
+/** An error as the trace names it: a Kafka error code, or the client error's code. */
+function errorName(error: unknown): string {
+  if (error instanceof KafkaProtocolError) return String(error.errorCode)
+  if (error instanceof KafkaClientError) return error.code
+  return String(error)
+}
+
 export class SimTxnProducer {
   readonly transactionalId: string
-  private instance = 0
-  private session: Session | null = null
-  /** The next init: a new instance (no producer id), or a KIP-360 bump of the current one. */
-  private nextInit: 'fresh' | 'bump' = 'fresh'
-  private bumpFrom: { producerId: bigint; epoch: number } | null = null
+  private instances = 0
+  private current: Instance | null = null
   private nextTxn = 0
   private stopping = false
   private running = false
   /** Zombies still running. */
   private zombies = 0
+  /** The producer id and epoch last booked for this transactional id. */
+  private booked: { producerId: bigint; producerEpoch: number } | null = null
 
   constructor(
-    private readonly world: WorldView,
+    private readonly world: WorldInternals,
     readonly index: number,
     private readonly random: SimRandom,
     private readonly book: TransactionBook,
     private readonly workload: TxnWorkload,
   ) {
     this.transactionalId = `sim-txn-${index}`
-  }
-
-  /** 2: KIP-890 part 2 (Produce v12 adds the partition, EndTxn v5 bumps the epoch). */
-  private get transactionVersion(): 1 | 2 {
-    return this.world.options.transactionVersion ?? 1
   }
 
   /** Neither a transaction nor a zombie under way. */
@@ -170,154 +179,106 @@ export class SimTxnProducer {
   private async loop(): Promise<void> {
     try {
       while (!this.stopping) {
-        if (this.session === null) {
-          this.session = await this.init()
-          if (this.session === null) break
-        }
-        await this.transaction(this.session)
+        this.current ??= await this.init()
+        if (this.current === null) break
+        await this.transaction(this.current)
         await this.sleep(this.random.int(20, 200))
       }
     } finally {
+      const last = this.current
+      this.current = null
+      if (last !== null) await this.close(last)
       this.running = false
-      if (this.zombies === 0) this.session?.conns.close()
     }
   }
 
-  // ---- coordinator --------------------------------------------------------------------------
+  /** A new instance: a Producer with the transactional id, initTransactions until it answers; null once stopping. */
+  private async init(): Promise<Instance | null> {
+    while (!this.stopping) {
+      const number = this.instances++
+      const node = TXN_PRODUCER_NODE_BASE + 10 * this.index + (number % 10)
+      let instance: Instance | null = null
+      const producer = new Producer({
+        ...simClientOptions(this.world, node, this.random.fork(), (to, chunks) => {
+          if (instance !== null) this.maybeStall(instance, to, chunks)
+        }),
+        clientId: `${this.transactionalId}-${number}`,
+        transactionalId: this.transactionalId,
+        transactionTimeoutMs: TRANSACTION_TIMEOUT_MS,
+        acks: 'all',
+        lingerMs: 0,
+        requestTimeoutMs: REQUEST_TIMEOUT_MS,
+        deliveryTimeoutMs: DELIVERY_TIMEOUT_MS,
+        maxBlockMs: MAX_BLOCK_MS,
+        metadataMaxAgeMs: 5000,
+      })
+      instance = { number, node, producer, zombie: false, stall: null }
+      if (await this.initTransactions(instance)) return instance
+      await this.close(instance)
+      await this.sleep(this.random.int(50, 200))
+    }
+    return null
+  }
 
-  /** FindCoordinator v4 (batched keys, key type TRANSACTION) at a random live broker. */
-  private findCoordinator(session: {
-    conns: Connections
-    coordinator: number | null
-  }): Promise<number | null> {
-    return findCoordinatorOf(this.world, this.random, this.workload, session, this.transactionalId, 1)
+  /** initTransactions, called again while it times out; false when the instance cannot go on. */
+  private async initTransactions(instance: Instance): Promise<boolean> {
+    for (;;) {
+      try {
+        await instance.producer.initTransactions()
+        break
+      } catch (error) {
+        this.workload.countError('initTransactions', error)
+        if (error instanceof BlockTimeoutError && !this.stopping) continue
+        this.log(`instance ${instance.number} initTransactions failed (${errorName(error)})`)
+        return false
+      }
+    }
+    this.workload.inits++
+    const identity = this.noteIdentity(instance)
+    this.log(
+      `instance ${instance.number} InitProducerId: producer ${identity.producerId} epoch ${identity.producerEpoch}, transaction version ${instance.producer.transactionVersion}`,
+    )
+    return true
   }
 
   /**
-   * One request to the transaction coordinator, found again as needed; null when no answer
-   * came (the caller retries). Coordinator errors in the answer forget the coordinator.
+   * The producer id and epoch the client reports now; a new one goes into the book as the
+   * moment its client learnt that the older ones are fenced (InitProducerId, the KIP-360
+   * bump after an abort, EndTxn v5's bump).
    */
-  private async toCoordinator<T extends { errorCode: number }>(
-    session: { conns: Connections; coordinator: number | null },
-    api: string,
-    apiKey: number,
-    version: number,
-    body: unknown,
-  ): Promise<T | null> {
-    if (session.coordinator === null && (await this.findCoordinator(session)) === null) {
-      await this.sleep(this.random.int(50, 200))
-      return null
-    }
-    const to = session.coordinator!
-    try {
-      const answer = await session.conns.request<T>(to, apiKey, version, body, REQUEST_TIMEOUT_MS)
-      if (
-        answer.errorCode === ErrorCode.NOT_COORDINATOR ||
-        answer.errorCode === ErrorCode.COORDINATOR_NOT_AVAILABLE
-      ) {
-        this.workload.countError(api, answer.errorCode)
-        session.coordinator = null
-        await this.sleep(this.random.int(20, 150))
-        return null
-      }
-      if (
-        answer.errorCode === ErrorCode.COORDINATOR_LOAD_IN_PROGRESS ||
-        answer.errorCode === ErrorCode.CONCURRENT_TRANSACTIONS
-      ) {
-        this.workload.countError(api, answer.errorCode)
-        await this.sleep(this.random.int(20, 100))
-        return null
-      }
-      return answer
-    } catch (error) {
-      if (!(error instanceof NoAnswer)) throw error
-      session.coordinator = null
-      await this.sleep(this.random.int(50, 200))
-      return null
-    }
-  }
-
-  /** InitProducerId until it succeeds (a new instance, or a KIP-360 bump); null once stopping. */
-  private async init(): Promise<Session | null> {
-    const instance = this.instance
-    const conns = new Connections(
-      this.world,
-      `${this.transactionalId}-${instance}`,
-      TXN_PRODUCER_NODE_BASE + 10 * this.index + (instance % 10),
-    )
-    const pending = { conns, coordinator: null as number | null }
-    for (;;) {
-      if (this.stopping) {
-        conns.close()
-        return null
-      }
-      const bump = this.nextInit === 'bump' ? this.bumpFrom : null
-      const answer = await this.toCoordinator<InitProducerIdResponse>(
-        pending,
-        'InitProducerId',
-        ApiKey.InitProducerId,
-        4,
-        {
-          transactionalId: this.transactionalId,
-          transactionTimeoutMs: TRANSACTION_TIMEOUT_MS,
-          producerId: bump?.producerId ?? -1n,
-          producerEpoch: bump?.epoch ?? -1,
-        },
+  private noteIdentity(instance: Instance): { producerId: bigint; producerEpoch: number } {
+    const identity = instance.producer.producerIdentity
+    if (identity === null) throw new Error(`${this.transactionalId}: no producer id after InitProducerId`)
+    const known = this.booked
+    if (known?.producerId !== identity.producerId || known.producerEpoch !== identity.producerEpoch) {
+      this.booked = identity
+      this.book.onInitProducerId(
+        this.transactionalId,
+        identity.producerId,
+        identity.producerEpoch,
+        this.world.scheduler.now,
       )
-      if (answer === null) continue
-      if (answer.errorCode === ErrorCode.NONE) {
-        const now = this.world.scheduler.now
-        this.book.onInitProducerId(this.transactionalId, answer.producerId, answer.producerEpoch, now)
-        if (bump) this.workload.bumps++
-        else this.workload.inits++
-        this.log(
-          `instance ${instance} InitProducerId${bump ? ` (bump of ${bump.producerId} epoch ${bump.epoch})` : ''}: producer ${answer.producerId} epoch ${answer.producerEpoch} from coordinator broker ${pending.coordinator}`,
-        )
-        return {
-          instance,
-          conns,
-          producerId: answer.producerId,
-          epoch: answer.producerEpoch,
-          sequences: new Map(),
-          coordinator: pending.coordinator,
-          zombie: false,
-        }
-      }
-      this.workload.countError('InitProducerId', answer.errorCode)
-      if (
-        bump &&
-        (answer.errorCode === ErrorCode.PRODUCER_FENCED ||
-          answer.errorCode === ErrorCode.INVALID_PRODUCER_EPOCH ||
-          answer.errorCode === ErrorCode.INVALID_TXN_STATE)
-      ) {
-        // Another instance bumped meanwhile (or the id expired): a new instance, as an application would.
-        this.log(
-          `instance ${instance} InitProducerId bump refused (error ${answer.errorCode}); a new instance`,
-        )
-        this.nextInit = 'fresh'
-        this.bumpFrom = null
-        continue
-      }
-      this.log(`instance ${instance} InitProducerId error ${answer.errorCode}; retrying`)
-      await this.sleep(this.random.int(50, 200))
     }
+    return identity
   }
 
-  /** The instance is fenced (or paused and replaced): the next init starts a new instance. */
-  private retire(session: Session, why: string): void {
-    if (this.session === session) {
-      this.session = null
-      this.instance++
-      this.nextInit = 'fresh'
-      this.bumpFrom = null
-    }
-    this.log(`instance ${session.instance} (producer ${session.producerId} epoch ${session.epoch}) ${why}`)
-    if (!session.zombie) session.conns.close()
+  /** The instance is done (fenced, given up, or paused and replaced): the next transaction needs a new one. */
+  private async retire(instance: Instance, why: string): Promise<void> {
+    if (this.current === instance) this.current = null
+    const identity = instance.producer.producerIdentity
+    this.log(
+      `instance ${instance.number} (producer ${identity?.producerId} epoch ${identity?.producerEpoch}) ${why}`,
+    )
+    if (!instance.zombie) await this.close(instance)
+  }
+
+  private async close(instance: Instance): Promise<void> {
+    await instance.producer.close()
   }
 
   // ---- one transaction ----------------------------------------------------------------------
 
-  private async transaction(session: Session): Promise<void> {
+  private async transaction(instance: Instance): Promise<void> {
     const r = this.random
     const n = this.nextTxn++
     const txnId = txnIdOf(this.index, n)
@@ -326,483 +287,254 @@ export class SimTxnProducer {
         ? Array.from({ length: this.world.partitionCount }, (_, p) => p)
         : [r.int(0, this.world.partitionCount - 1)]
     if (r.chance(0.5)) partitions.reverse()
+    try {
+      instance.producer.beginTransaction()
+    } catch (error) {
+      this.workload.countError('beginTransaction', error)
+      await this.retire(instance, `cannot begin a transaction (${errorName(error)})`)
+      return
+    }
+    const identity = this.noteIdentity(instance)
     const txn = this.book.begin({
       txnId,
       txnNumber: n,
       transactionalId: this.transactionalId,
-      producerId: session.producerId,
-      producerEpoch: session.epoch,
+      producerId: identity.producerId,
+      producerEpoch: identity.producerEpoch,
       partitions,
       beganAtMs: this.world.scheduler.now,
     })
     this.log(
-      `txn ${txnId} begins: producer ${session.producerId} epoch ${session.epoch}, partitions ${partitions.join(',')}, coordinator broker ${session.coordinator ?? 'unknown'}`,
+      `txn ${txnId} begins: producer ${identity.producerId} epoch ${identity.producerEpoch}, partitions ${partitions.join(',')}, instance ${instance.number}`,
     )
     const takeover = r.chance(TAKEOVER_PROBABILITY) ? r.int(0, partitions.length - 1) : -1
-    const plan = partitions.map((p) => ({ partition: p, batches: r.int(1, 3) }))
+    const plan: Step[] = partitions.map((partition) => ({ partition, sends: r.int(1, 3) }))
+    await this.run(instance, txn, plan, takeover)
+  }
+
+  /** The plan's sends from step 0 (pausing at `pauseAt`), the offsets, then commit or abort. */
+  private async run(
+    instance: Instance,
+    txn: BookedTxn,
+    plan: readonly Step[],
+    pauseAt: number,
+  ): Promise<void> {
+    const r = this.random
     for (let i = 0; i < plan.length; i++) {
-      if (i === takeover && !session.zombie) {
-        // A GC pause: a new instance takes over; this one carries on later as a zombie.
-        this.workload.takeovers++
-        const pauseMs = r.int(300, 3000)
-        // A zombie keeps its connections: what it sends later must reach the brokers.
-        session.zombie = true
-        this.retire(session, `pauses for ${pauseMs} ms mid-transaction ${txnId}; a new instance takes over`)
-        this.zombies++
-        this.sleep(pauseMs)
-          .then(() => this.continueTransaction(session, txn, plan.slice(i)))
-          .then(
-            () => {
-              this.zombies--
-              session.conns.close()
-            },
-            (error: unknown) => this.world.clientFailure(error),
-          )
-        return
+      if (i === pauseAt) return this.pause(instance, txn, plan.slice(i))
+      const failure = await this.writePartition(instance, txn, plan[i])
+      if (failure !== null) return this.endAfterFailure(instance, txn, failure)
+    }
+    // A zombie resumes with its sends and commits: its offsets would say nothing more.
+    if (!instance.zombie && r.chance(OFFSETS_PROBABILITY)) {
+      const failure = await this.sendOffsets(instance, txn)
+      if (failure !== null) return this.endAfterFailure(instance, txn, failure)
+    }
+    await this.end(instance, txn, instance.zombie || r.chance(COMMIT_PROBABILITY))
+  }
+
+  /** A GC pause: a new instance takes over now; this one resumes later as a zombie. */
+  private pause(instance: Instance, txn: BookedTxn, rest: readonly Step[]): void {
+    this.workload.takeovers++
+    const pauseMs = this.random.int(300, 3000)
+    instance.zombie = true
+    this.zombies++
+    this.retire(instance, `pauses for ${pauseMs} ms mid-transaction ${txn.txnId}; a new instance takes over`)
+      .then(() => this.sleep(pauseMs))
+      .then(() => {
+        const identity = instance.producer.producerIdentity
+        this.log(
+          `zombie instance ${instance.number} (producer ${identity?.producerId} epoch ${identity?.producerEpoch}) resumes txn ${txn.txnId}`,
+        )
+        return this.run(instance, txn, rest, -1)
+      })
+      .then(() => this.close(instance))
+      .then(
+        () => {
+          this.zombies--
+        },
+        (error: unknown) => this.world.clientFailure(error),
+      )
+  }
+
+  /** The step's sends to its partition, each awaited; the error that failed one, or null. */
+  private async writePartition(instance: Instance, txn: BookedTxn, step: Step): Promise<unknown> {
+    const r = this.random
+    for (let s = 0; s < step.sends; s++) {
+      const count = r.int(1, 3)
+      if (r.chance(STALL_PROBABILITY)) this.stallLinkToLeader(instance, txn, step.partition)
+      const done = txn.ackedRecords.get(step.partition) ?? 0
+      const sends = Array.from({ length: count }, (_, i) =>
+        instance.producer.send({
+          topic: TOPIC,
+          partition: step.partition,
+          value: txnRecordValue(this.index, txn.txnNumber, step.partition, done + i),
+        }),
+      )
+      const results = await Promise.allSettled(sends)
+      const failed = results.findIndex((result) => result.status === 'rejected')
+      const acked = failed < 0 ? count : failed
+      txn.ackedRecords.set(step.partition, done + acked)
+      if (failed >= 0) {
+        const error = (results[failed] as PromiseRejectedResult).reason
+        this.workload.countError('send', error)
+        this.log(`txn ${txn.txnId}: send to p${step.partition} failed (${errorName(error)})`)
+        return error
       }
-      const result = await this.writePartition(session, txn, plan[i].partition, plan[i].batches)
-      if (result !== 'acked') return this.endAfterFailure(session, txn, result)
+      const first = (results[0] as PromiseFulfilledResult<{ offset: number }>).value.offset
+      this.world.log(
+        `txn ${txn.txnId}: ack p${step.partition} @${first} (${count} records)${instance.zombie ? ' (zombie)' : ''}`,
+      )
     }
-    if (r.chance(OFFSETS_PROBABILITY)) {
-      const result = await this.commitOffsets(session, txn)
-      if (result !== 'acked') return this.endAfterFailure(session, txn, result)
-    }
-    await this.end(session, txn, r.chance(COMMIT_PROBABILITY))
+    return null
   }
 
   /**
-   * The group offset of this transaction (partition 0 of the producer's group: its
-   * transaction number + 1, so that a fetched offset names its transaction):
-   * AddOffsetsToTxn v3 to the transaction coordinator, then TxnOffsetCommit v3 (no group
-   * metadata: generation -1) to the group coordinator, as sendOffsetsToTransaction does.
+   * Arms a stall of the link from this instance to the partition's leader (as its client
+   * knows it), from the instance's next Produce to it: the link holds what it sends until
+   * after the client gave that request up (it times out past the batch's delivery timeout)
+   * and aborted; the bytes land afterwards.
    */
-  private async commitOffsets(session: Session, txn: BookedTxn): Promise<BatchResult> {
+  private stallLinkToLeader(instance: Instance, txn: BookedTxn, partition: number): void {
+    const leader = instance.producer.client.metadata.leaderOf(TOPIC, partition)
+    if (leader === undefined) return
     const r = this.random
+    const givenUpMs = Math.max(DELIVERY_TIMEOUT_MS, REQUEST_TIMEOUT_MS + CLIENT_TIMEOUT_MARGIN_MS)
+    // Half land just after the client's abort (before its next epoch writes anywhere: only
+    // KIP-890 refuses them then), half up to 3 s later.
+    const holdMs = givenUpMs + (r.chance(0.5) ? r.int(20, 300) : r.int(300, 3000))
+    instance.stall = { broker: leader.nodeId, holdMs, what: `txn ${txn.txnId} (p${partition})` }
+  }
+
+  /** Before the instance writes to broker `to`: an armed stall starts with a Produce. */
+  private maybeStall(instance: Instance, to: number, chunks: readonly Buffer[]): void {
+    const stall = instance.stall
+    // The frame: size (int32), then the request header's api key (int16).
+    if (
+      stall === null ||
+      stall.broker !== to ||
+      chunks[0].length < 6 ||
+      chunks[0].readInt16BE(4) !== ApiKey.Produce
+    )
+      return
+    instance.stall = null
+    this.workload.stalls++
+    this.world.network.stallLink(instance.node, to, this.world.scheduler.now + stall.holdMs)
+    this.log(
+      `${stall.what}: link of instance ${instance.number} to broker ${to} holds its bytes ${stall.holdMs} ms from this produce, until after the client gave up`,
+    )
+  }
+
+  /** sendOffsetsToTransaction; the error that failed it, or null. */
+  private async sendOffsets(instance: Instance, txn: BookedTxn): Promise<unknown> {
     const groupId = txnGroupId(this.index)
-    const started = this.world.scheduler.now
-    const expired = (): boolean => this.world.scheduler.now - started > DELIVERY_TIMEOUT_MS
-    // Version 2: TxnOffsetCommit v5 adds the group to the transaction itself.
-    const added =
-      this.transactionVersion === 2 ? 'acked' : await this.addOffsets(session, txn, groupId, expired)
-    if (added !== 'acked') return added
     const offset = txn.txnNumber + 1
     txn.offsetSent = offset
-    const group = { conns: session.conns, coordinator: null as number | null }
-    for (;;) {
-      if (expired()) return 'abortable'
-      if (group.coordinator === null) {
-        await findCoordinatorOf(this.world, r, this.workload, group, groupId, 0)
-        if (group.coordinator === null) {
-          await this.sleep(r.int(50, 200))
-          continue
-        }
-      }
-      let code: number
-      try {
-        const answer = await session.conns.request<TxnOffsetCommitResponse>(
-          group.coordinator,
-          ApiKey.TxnOffsetCommit,
-          this.transactionVersion === 2 ? 5 : 3,
-          {
-            transactionalId: this.transactionalId,
-            groupId,
-            producerId: session.producerId,
-            producerEpoch: session.epoch,
-            generationIdOrMemberEpoch: -1,
-            memberId: '',
-            groupInstanceId: null,
-            topics: [
-              {
-                name: TOPIC,
-                partitions: [
-                  {
-                    partitionIndex: 0,
-                    committedOffset: BigInt(offset),
-                    committedLeaderEpoch: -1,
-                    committedMetadata: null,
-                  },
-                ],
-              },
-            ],
-          },
-          REQUEST_TIMEOUT_MS,
-        )
-        code = answer.topics[0]?.partitions[0]?.errorCode ?? ErrorCode.UNKNOWN_SERVER_ERROR
-      } catch (error) {
-        if (!(error instanceof NoAnswer)) throw error
-        group.coordinator = null
-        await this.sleep(r.int(50, 200))
-        continue
-      }
-      if (code === ErrorCode.NONE) {
-        this.log(`txn ${txn.txnId}: offset ${offset} of ${groupId} sent (TxnOffsetCommit)`)
-        return 'acked'
-      }
-      this.workload.countError('TxnOffsetCommit', code)
-      if (code === ErrorCode.PRODUCER_FENCED || code === ErrorCode.INVALID_PRODUCER_EPOCH) return 'fenced'
-      if (
-        code === ErrorCode.NOT_COORDINATOR ||
-        code === ErrorCode.COORDINATOR_NOT_AVAILABLE ||
-        code === ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-      ) {
-        group.coordinator = null
-        await this.sleep(r.int(20, 150))
-        continue
-      }
-      if (
-        code === ErrorCode.UNKNOWN_TOPIC_OR_PARTITION ||
-        code === ErrorCode.CONCURRENT_TRANSACTIONS ||
-        code === ErrorCode.REQUEST_TIMED_OUT ||
-        code === ErrorCode.NOT_ENOUGH_REPLICAS
-      ) {
-        await this.sleep(r.int(20, 150))
-        continue
-      }
-      this.log(`txn ${txn.txnId}: TxnOffsetCommit error ${code}; abortable`)
-      return 'abortable'
+    try {
+      await instance.producer.sendOffsetsToTransaction([{ topic: TOPIC, partition: 0, offset }], groupId)
+    } catch (error) {
+      this.workload.countError('sendOffsetsToTransaction', error)
+      this.log(`txn ${txn.txnId}: sendOffsetsToTransaction failed (${errorName(error)})`)
+      return error
     }
+    this.log(`txn ${txn.txnId}: offset ${offset} of ${groupId} sent (sendOffsetsToTransaction)`)
+    return null
   }
 
-  /** AddOffsetsToTxn v3 (transaction version 1): the group's offsets partition joins the transaction. */
-  private async addOffsets(
-    session: Session,
-    txn: BookedTxn,
-    groupId: string,
-    expired: () => boolean,
-  ): Promise<BatchResult> {
-    for (;;) {
-      if (expired()) return 'abortable'
-      const answer = await this.toCoordinator<AddOffsetsToTxnResponse>(
-        session,
-        'AddOffsetsToTxn',
-        ApiKey.AddOffsetsToTxn,
-        3,
-        {
-          transactionalId: this.transactionalId,
-          producerId: session.producerId,
-          producerEpoch: session.epoch,
-          groupId,
-        },
-      )
-      if (answer === null) continue
-      if (answer.errorCode === ErrorCode.NONE) return 'acked'
-      this.workload.countError('AddOffsetsToTxn', answer.errorCode)
-      if (
-        answer.errorCode === ErrorCode.PRODUCER_FENCED ||
-        answer.errorCode === ErrorCode.INVALID_PRODUCER_EPOCH
-      )
-        return 'fenced'
-      this.log(`txn ${txn.txnId}: AddOffsetsToTxn error ${answer.errorCode}`)
-      return 'abortable'
-    }
-  }
-
-  /** A zombie resumes: the rest of its transaction with its old epoch, then a commit. */
-  private async continueTransaction(
-    session: Session,
-    txn: BookedTxn,
-    rest: readonly { partition: number; batches: number }[],
-  ): Promise<void> {
-    this.log(
-      `zombie instance ${session.instance} (producer ${session.producerId} epoch ${session.epoch}) resumes txn ${txn.txnId}`,
-    )
-    for (const step of rest) {
-      const result = await this.writePartition(session, txn, step.partition, step.batches)
-      if (result !== 'acked') return this.endAfterFailure(session, txn, result)
-    }
-    await this.end(session, txn, true)
-  }
-
-  /** AddPartitionsToTxn for `partition`, then its batches one at a time. */
-  private async writePartition(
-    session: Session,
-    txn: BookedTxn,
-    partition: number,
-    batches: number,
-  ): Promise<BatchResult> {
-    // Version 2: the first Produce v12 adds the partition (the leader asks the coordinator).
-    const added = this.transactionVersion === 2 ? 'acked' : await this.addPartition(session, txn, partition)
-    if (added !== 'acked') return added
-    for (let b = 0; b < batches; b++) {
-      const result = await this.produce(session, txn, partition)
-      if (result !== 'acked') return result
-    }
-    return 'acked'
-  }
-
-  private async addPartition(session: Session, txn: BookedTxn, partition: number): Promise<BatchResult> {
-    const started = this.world.scheduler.now
-    for (;;) {
-      if (this.world.scheduler.now - started > DELIVERY_TIMEOUT_MS) return 'abortable'
-      const answer = await this.toCoordinator<AddPartitionsToTxnResponse & { errorCode: number }>(
-        session,
-        'AddPartitionsToTxn',
-        ApiKey.AddPartitionsToTxn,
-        3,
-        {
-          transactions: [],
-          v3AndBelowTransactionalId: this.transactionalId,
-          v3AndBelowProducerId: session.producerId,
-          v3AndBelowProducerEpoch: session.epoch,
-          v3AndBelowTopics: [{ name: TOPIC, partitions: [partition] }],
-        },
-      ).then((a) => (a === null ? null : { ...a, errorCode: partitionError(a, partition) }))
-      if (answer === null) continue
-      const code = answer.errorCode
-      if (code === ErrorCode.NONE) return 'acked'
-      this.workload.countError('AddPartitionsToTxn', code)
-      if (code === ErrorCode.PRODUCER_FENCED || code === ErrorCode.INVALID_PRODUCER_EPOCH) return 'fenced'
-      if (code === ErrorCode.NOT_COORDINATOR || code === ErrorCode.COORDINATOR_NOT_AVAILABLE) {
-        session.coordinator = null
-        continue
-      }
-      if (
-        code === ErrorCode.CONCURRENT_TRANSACTIONS ||
-        code === ErrorCode.COORDINATOR_LOAD_IN_PROGRESS ||
-        code === ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-      ) {
-        await this.sleep(this.random.int(20, 100))
-        continue
-      }
-      this.log(`txn ${txn.txnId}: AddPartitionsToTxn p${partition} error ${code}`)
-      return 'abortable'
-    }
-  }
-
-  /** One transactional batch, retried (same bytes) until acknowledged or the delivery timeout. */
-  private async produce(session: Session, txn: BookedTxn, partition: number): Promise<BatchResult> {
-    const r = this.random
-    const sequence = session.sequences.get(partition) ?? 0
-    const done = txn.ackedRecords.get(partition) ?? 0
-    const count = r.int(1, 3)
-    const batch = encodeRecordBatchSync({
-      records: Array.from({ length: count }, (_, i) => ({
-        value: Buffer.from(txnRecordValue(this.index, txn.txnNumber, partition, done + i)),
-      })),
-      defaultTimestamp: this.world.scheduler.nowMs(),
-      producerId: session.producerId,
-      producerEpoch: session.epoch,
-      baseSequence: sequence,
-      isTransactional: true,
-    })
-    const started = this.world.scheduler.now
-    txn.unackedRecords.set(partition, (txn.unackedRecords.get(partition) ?? 0) + count)
-    const settle = (result: BatchResult): BatchResult => {
-      txn.unackedRecords.set(
-        partition,
-        (txn.unackedRecords.get(partition) ?? 0) - (result === 'acked' ? count : 0),
-      )
-      if (result === 'acked') {
-        txn.ackedRecords.set(partition, done + count)
-        session.sequences.set(partition, sequence + count)
-      }
-      return result
-    }
-    for (;;) {
-      if (this.world.scheduler.now - started > DELIVERY_TIMEOUT_MS) {
-        this.log(
-          `txn ${txn.txnId}: batch p${partition} seq ${sequence} not acknowledged within ${DELIVERY_TIMEOUT_MS} ms`,
-        )
-        return settle('abortable')
-      }
-      const live = liveBrokers(this.world)
-      const leaderId =
-        live.length > 0
-          ? (this.world.brokers.get(r.pick(live))?.metadata.image().topics.get(TOPIC)?.partitions[partition]
-              ?.leader ?? -1)
-          : -1
-      if (leaderId < 0) {
-        await this.sleep(r.int(50, 150))
-        continue
-      }
-      // Java expires a batch still in flight at its delivery timeout: the attempt's timeout is
-      // what remains of it. A held request outlives it, so it lands after the client gave up
-      // on it (and aborted its transaction): a late write.
-      const remainingMs = started + DELIVERY_TIMEOUT_MS - this.world.scheduler.now
-      const slow = r.chance(SLOW_REQUEST_PROBABILITY)
-      // Half land just after the client's abort (before its next epoch writes anywhere: only
-      // KIP-890 refuses them then), half up to 3 s later.
-      const holdMs = slow ? remainingMs + (r.chance(0.5) ? r.int(20, 300) : r.int(300, 3000)) : 0
-      if (slow) {
-        this.workload.slowRequests++
-        this.log(
-          `txn ${txn.txnId}: produce p${partition} seq ${sequence} to broker ${leaderId} held ${holdMs} ms in the network, past its delivery timeout`,
-        )
-      }
-      let code: number
-      let baseOffset = -1n
-      try {
-        const answer = await session.conns.request<ProduceResponse>(
-          leaderId,
-          ApiKey.Produce,
-          this.transactionVersion === 2 ? 12 : 9,
-          {
-            transactionalId: this.transactionalId,
-            acks: -1,
-            timeoutMs: PRODUCE_TIMEOUT_MS,
-            topicData: [{ name: TOPIC, partitionData: [{ index: partition, records: batch }] }],
-          },
-          // Java's request.timeout.ms (30 s) is far longer than this one: a held attempt waits out the delivery timeout.
-          slow ? remainingMs : Math.min(REQUEST_TIMEOUT_MS, remainingMs),
-          holdMs,
-          (late) => {
-            const p = late.responses.find((t) => t.name === TOPIC)?.partitionResponses[0]
-            this.log(
-              `late answer to txn ${txn.txnId}'s produce p${partition} seq ${sequence} (producer ${session.producerId} epoch ${session.epoch}) from broker ${leaderId}: ${p?.errorCode === ErrorCode.NONE ? `appended @${p.baseOffset}` : `error ${p?.errorCode}`}`,
-            )
-          },
-        )
-        const p = answer.responses
-          .find((t) => t.name === TOPIC)
-          ?.partitionResponses.find((x) => x.index === partition)
-        code = p?.errorCode ?? ErrorCode.UNKNOWN_SERVER_ERROR
-        baseOffset = p?.baseOffset ?? -1n
-      } catch (error) {
-        if (!(error instanceof NoAnswer)) throw error
-        await this.sleep(r.int(20, 200))
-        continue
-      }
-      if (code === ErrorCode.NONE || code === ErrorCode.DUPLICATE_SEQUENCE_NUMBER) {
-        this.world.log(
-          `txn ${txn.txnId}: ack p${partition} @${baseOffset} seq ${sequence} (${count} records) from broker ${leaderId}${session.zombie ? ' (zombie)' : ''}`,
-        )
-        return settle('acked')
-      }
-      this.workload.countError('Produce', code)
-      if (code === ErrorCode.PRODUCER_FENCED || code === ErrorCode.INVALID_PRODUCER_EPOCH)
-        return settle('fenced')
-      if (
-        code === ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER ||
-        code === ErrorCode.INVALID_TXN_STATE ||
-        code === ErrorCode.TRANSACTION_ABORTABLE ||
-        code === ErrorCode.UNKNOWN_PRODUCER_ID ||
-        code === ErrorCode.INVALID_RECORD
-      ) {
-        this.log(
-          `txn ${txn.txnId}: produce p${partition} seq ${sequence} error ${code} from broker ${leaderId}; abortable`,
-        )
-        return settle('abortable')
-      }
-      // NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT, the
-      // verification's retriable answers (NOT_COORDINATOR, CONCURRENT_TRANSACTIONS, ...): again.
-      await this.sleep(r.int(20, 200))
-    }
-  }
-
-  /** After a failed step: fenced ends the instance; abortable aborts, then bumps the epoch. */
-  private async endAfterFailure(session: Session, txn: BookedTxn, result: BatchResult): Promise<void> {
-    if (result === 'fenced' || result === 'stopped') {
+  /** After a failed send or offsets: a fenced client ends the instance; otherwise abort. */
+  private async endAfterFailure(instance: Instance, txn: BookedTxn, _failure: unknown): Promise<void> {
+    if (instance.producer.transactionState === 'FATAL_ERROR') {
       this.workload.fenced++
       txn.status = 'aborted'
       this.log(`txn ${txn.txnId} ends without commit: fenced`)
-      this.retire(session, 'fenced')
+      await this.retire(instance, 'fenced')
       return
     }
-    await this.end(session, txn, false)
-    // The mutation: a client without KIP-360's bump (Java before 2.5); see mutations.ts.
-    if (this.session === session && this.world.options.mutation !== 'txn-client-skips-epoch-bump') {
-      // KIP-360: a batch's fate is unknown, its sequences with it: bump the epoch.
-      this.session = null
-      this.nextInit = 'bump'
-      this.bumpFrom = { producerId: session.producerId, epoch: session.epoch }
-      session.conns.close()
-    }
+    await this.end(instance, txn, false)
   }
 
-  /**
-   * Version 2: EndTxn v5 bumped the epoch (or gave a new producer id on overflow); the next
-   * transaction uses it, every partition from sequence 0. The old epoch is fenced as by an
-   * InitProducerId bump, so the book hears it as one. A zombie's session is retired already.
-   */
-  private onEpochBumped(session: Session, producerId: bigint, epoch: number): void {
-    this.book.onInitProducerId(this.transactionalId, producerId, epoch, this.world.scheduler.now)
-    if (this.session !== session) return
-    this.session = { ...session, producerId, epoch, sequences: new Map() }
-  }
-
-  /** EndTxn v3 (v5 at version 2), retried until answered or given up; the outcome goes to the book. */
-  private async end(session: Session, txn: BookedTxn, commit: boolean): Promise<void> {
+  /** commitTransaction or abortTransaction, called again while it times out; the outcome goes to the book. */
+  private async end(instance: Instance, txn: BookedTxn, commit: boolean): Promise<void> {
+    const call = commit ? 'commitTransaction' : 'abortTransaction'
     txn.status = commit ? 'committing' : 'aborting'
     if (commit) txn.commitSent = true
     const started = this.world.scheduler.now
     for (;;) {
-      if (this.world.scheduler.now - started > END_TXN_GIVE_UP_MS) {
-        this.workload.lateEndTxn++
-        txn.status = commit ? 'unknown' : 'aborted'
-        this.log(
-          `txn ${txn.txnId}: EndTxn(${commit ? 'commit' : 'abort'}) given up after ${END_TXN_GIVE_UP_MS} ms`,
-        )
-        this.retire(session, 'gave up on EndTxn')
-        return
+      try {
+        if (commit) await instance.producer.commitTransaction()
+        else await instance.producer.abortTransaction()
+      } catch (error) {
+        this.workload.countError(call, error)
+        if (error instanceof BlockTimeoutError && this.world.scheduler.now - started < END_TXN_GIVE_UP_MS)
+          continue
+        return this.endFailed(instance, txn, commit, error)
       }
-      const version = this.transactionVersion === 2 ? 5 : 3
-      const answer = await this.toCoordinator<EndTxnResponse>(session, 'EndTxn', ApiKey.EndTxn, version, {
-        transactionalId: this.transactionalId,
-        producerId: session.producerId,
-        producerEpoch: session.epoch,
-        committed: commit,
-      })
-      if (answer === null) continue
-      const code = answer.errorCode
-      if (code === ErrorCode.NONE) {
-        txn.status = commit ? 'committed' : 'aborted'
-        this.log(`txn ${txn.txnId} ${commit ? 'committed' : 'aborted'}${session.zombie ? ' (zombie)' : ''}`)
-        if (answer.producerId >= 0n) this.onEpochBumped(session, answer.producerId, answer.producerEpoch)
-        return
-      }
-      this.workload.countError('EndTxn', code)
-      // Fenced, or the transaction is not the one this epoch had (the coordinator aborted it
-      // on timeout and bumped the epoch): a commit's fate is unknown to the client.
-      txn.status = commit ? 'unknown' : 'aborted'
-      this.log(
-        `txn ${txn.txnId}: EndTxn(${commit ? 'commit' : 'abort'}) error ${code}; outcome ${txn.status}`,
-      )
-      if (code === ErrorCode.PRODUCER_FENCED || code === ErrorCode.INVALID_PRODUCER_EPOCH) {
-        this.workload.fenced++
-        this.retire(session, 'fenced at EndTxn')
-      } else if (this.session === session) {
-        this.session = null
-        this.nextInit = 'bump'
-        this.bumpFrom = { producerId: session.producerId, epoch: session.epoch }
-        session.conns.close()
-      }
+      txn.status = commit ? 'committed' : 'aborted'
+      this.log(`txn ${txn.txnId} ${commit ? 'committed' : 'aborted'}${instance.zombie ? ' (zombie)' : ''}`)
+      const before = this.booked
+      const after = this.noteIdentity(instance)
+      if (before?.producerId !== after.producerId || before.producerEpoch !== after.producerEpoch)
+        this.workload.bumps++
       return
     }
   }
-}
 
-/** AddPartitionsToTxn v3's error for `partition` (per partition in those versions). */
-function partitionError(answer: AddPartitionsToTxnResponse, partition: number): number {
-  const result = answer.resultsByTopicV3AndBelow
-    .find((t) => t.name === TOPIC)
-    ?.resultsByPartition.find((p) => p.partitionIndex === partition)
-  return result?.partitionErrorCode ?? ErrorCode.UNKNOWN_SERVER_ERROR
+  /**
+   * A commit or abort that failed for good. The client refusing to commit
+   * (TransactionAbortableError: EndTxn(commit) was not sent) leaves the abort to do; a
+   * refused commit that was sent, a fencing or a timeout leave a commit's outcome unknown,
+   * and the instance is replaced. An abort that fails ends a transaction never asked to commit.
+   */
+  private async endFailed(
+    instance: Instance,
+    txn: BookedTxn,
+    commit: boolean,
+    error: unknown,
+  ): Promise<void> {
+    const state = instance.producer.transactionState
+    if (commit && error instanceof TransactionAbortableError) {
+      txn.commitSent = false
+      this.log(`txn ${txn.txnId}: commit refused by the client (${error.message}); aborting`)
+      return this.end(instance, txn, false)
+    }
+    const fenced = state === 'FATAL_ERROR'
+    if (fenced) this.workload.fenced++
+    if (error instanceof BlockTimeoutError) this.workload.lateEndTxn++
+    txn.status = commit ? 'unknown' : 'aborted'
+    this.log(
+      commit
+        ? `txn ${txn.txnId}: commitTransaction failed (${errorName(error)}${fenced ? ', fenced' : ''}); outcome unknown`
+        : `txn ${txn.txnId} ends without commit: ${fenced ? 'fenced' : `abortTransaction failed (${errorName(error)})`}`,
+    )
+    await this.retire(instance, fenced ? 'fenced' : `gave up (${state})`)
+  }
 }
 
 /**
- * Reads a transactional producer's group offset (OffsetFetch v7, require_stable, from the
- * group coordinator FindCoordinator names) every 300-800 ms; each answer goes to the check
- * that no offset of an aborted or open transaction becomes visible.
+ * Reads a transactional producer's group offset every 300-800 ms through tidelog's Admin
+ * (listGroupOffsets with requireStable: OffsetFetch waits out offsets pending in an open
+ * transaction); each answer goes to the check that no offset of an aborted or open
+ * transaction becomes visible.
  */
 export class TxnOffsetReader {
-  private readonly conns: Connections
-  private readonly session = { conns: null as unknown as Connections, coordinator: null as number | null }
+  private readonly admin: Admin
   private stopped = false
   private busy = false
 
   constructor(
-    private readonly world: WorldView,
+    private readonly world: WorldInternals,
     readonly producer: number,
     private readonly random: SimRandom,
     private readonly workload: TxnWorkload,
-    private readonly onFetched: (offset: number, from: number) => void,
+    private readonly onFetched: (offset: number) => void,
   ) {
-    this.conns = new Connections(
-      world,
-      `sim-txn-offset-reader-${producer}`,
-      OFFSET_READER_NODE_BASE + producer,
-    )
-    this.session.conns = this.conns
+    this.admin = new Admin({
+      ...simClientOptions(world, OFFSET_READER_NODE_BASE + producer, random.fork()),
+      clientId: `sim-txn-offset-reader-${producer}`,
+      requestTimeoutMs: 2500,
+      operationTimeoutMs: 5000,
+      metadataMaxAgeMs: 5000,
+    })
   }
 
   get idle(): boolean {
@@ -826,44 +558,56 @@ export class TxnOffsetReader {
 
   close(): void {
     this.stopped = true
-    this.conns.close()
+    this.admin.close()
   }
 
-  /** One OffsetFetch; the committed offset (-1: none), or null if no stable answer came. */
+  /** One stable read of the committed offset (-1: none), or null if the client gave up. */
   async fetchOnce(): Promise<number | null> {
     this.busy = true
     try {
-      const groupId = txnGroupId(this.producer)
-      if (this.session.coordinator === null)
-        await findCoordinatorOf(this.world, this.random, this.workload, this.session, groupId, 0)
-      const to = this.session.coordinator
-      if (to === null) return null
-      let answer: OffsetFetchResponse
-      try {
-        answer = await this.conns.request<OffsetFetchResponse>(
-          to,
-          ApiKey.OffsetFetch,
-          7,
-          { groupId, topics: [{ name: TOPIC, partitionIndexes: [0] }], groups: [], requireStable: true },
-          REQUEST_TIMEOUT_MS,
-        )
-      } catch (error) {
-        if (!(error instanceof NoAnswer)) throw error
-        this.session.coordinator = null
-        return null
-      }
-      const p = answer.topics.find((t) => t.name === TOPIC)?.partitions.find((x) => x.partitionIndex === 0)
-      const code = answer.errorCode !== ErrorCode.NONE ? answer.errorCode : (p?.errorCode ?? ErrorCode.NONE)
-      if (code !== ErrorCode.NONE) {
-        this.workload.countError('OffsetFetch', code)
-        if (code !== ErrorCode.UNSTABLE_OFFSET_COMMIT) this.session.coordinator = null
-        return null
-      }
-      const offset = Number(p?.committedOffset ?? -1n)
-      this.onFetched(offset, to)
+      const offsets = await this.admin.listGroupOffsets(txnGroupId(this.producer), [TOPIC], {
+        requireStable: true,
+      })
+      const offset = offsets.find((o) => o.topic === TOPIC && o.partition === 0)?.offset ?? -1
+      this.onFetched(offset)
       return offset
+    } catch (error) {
+      if (!(error instanceof KafkaClientError)) throw error
+      this.workload.countError('listGroupOffsets', error)
+      return null
     } finally {
       this.busy = false
     }
+  }
+}
+
+/**
+ * The world's tap on a transactional Produce that reaches a broker after its client closed
+ * the connection (a stalled link's late write): its outcome goes in the trace.
+ */
+export function lateProduceTap(
+  broker: SimBroker,
+  context: RequestContext,
+  request: ProduceRequest,
+  log: (message: string) => void,
+): ReturnType<RequestTap> {
+  const sent: string[] = []
+  for (const topic of request.topicData)
+    for (const p of topic.partitionData) {
+      const batch = recordsBytes(p.records)
+      if (batch.length < RECORD_BATCH_OVERHEAD) continue
+      sent.push(
+        `p${p.index} producer ${batch.readBigInt64BE(PRODUCER_ID_OFFSET)} epoch ${batch.readInt16BE(PRODUCER_EPOCH_OFFSET)} seq ${batch.readInt32BE(BASE_SEQUENCE_OFFSET)}`,
+      )
+    }
+  const who = `late produce of ${context.header.clientId} (${sent.join(', ')}) to broker ${broker.nodeId}`
+  log(`${who} arrives after its client gave up on it`)
+  return (outcome) => {
+    if (!('response' in outcome) || outcome.response === null) return
+    for (const topic of (outcome.response as ProduceResponse).responses)
+      for (const p of topic.partitionResponses)
+        log(
+          `${who}: p${p.index} ${p.errorCode === ErrorCode.NONE ? `appended @${p.baseOffset}` : `error ${p.errorCode}`}`,
+        )
   }
 }

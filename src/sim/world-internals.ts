@@ -40,18 +40,19 @@ export interface WorldInternals extends WorldView {
  * What tidelog's client (Producer, Consumer) needs to run in the world: the brokers, the
  * simulated network as process `node` (never cut off), the scheduler as its clock and for its
  * deferred work (the producer's drain runs as an event at the same instant, not on Node's
- * event loop), and `random`, a fork of the seed.
+ * event loop), and `random`, a fork of the seed; `beforeWrite` sees what it sends.
  */
 export function simClientOptions(
   world: WorldInternals,
   node: number,
   random: Random,
+  beforeWrite?: (to: number, chunks: readonly Buffer[]) => void,
 ): Required<Pick<ClientOptions, 'bootstrapServers' | 'clock' | 'random' | 'connector' | 'defer'>> {
   return {
     bootstrapServers: world.brokerIds.map((id) => `${SimNetwork.hostOf(id)}:9092`),
     clock: world.scheduler,
     random,
-    connector: world.network.clientConnector(node),
+    connector: world.network.clientConnector(node, undefined, beforeWrite),
     defer: (callback) => {
       world.scheduler.schedule(0, callback)
     },

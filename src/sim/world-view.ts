@@ -13,12 +13,10 @@ import type { SimBroker } from './sim-broker.js'
 /** The topic every run writes. */
 export { TOPIC } from './topic.js'
 
-/** One record a read_committed consumer returned (txn-checker.ts checks them). */
+/** One record a read_committed consumer's poll() returned (txn-checker.ts checks them). */
 export interface DeliveredRecord {
   readonly offset: number
   readonly value: string
-  readonly producerId: bigint
-  readonly transactional: boolean
 }
 
 /** An invariant that does not hold: ends the run with the trace. */
@@ -75,11 +73,5 @@ export interface WorldView {
   /** Any other client's failure (a bug in the client, an invariant it reported): ends the run. */
   clientFailure(error: unknown): void
   /** A read_committed consumer returned these records of `partition` (transactions' checks). */
-  onTxnDelivered(partition: number, records: readonly DeliveredRecord[], from: number): void
-  onConsumed(
-    partition: number,
-    position: number,
-    batch: { base: number; last: number; bytes: Buffer },
-    from: number,
-  ): void
+  onTxnDelivered(partition: number, records: readonly DeliveredRecord[]): void
 }

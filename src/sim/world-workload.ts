@@ -2,8 +2,9 @@
  * The run's clients: the acks=all/acks=1 producer that writes straight to the leader's
  * replica manager (and, with `acksZero`, tidelog's Producer with acks=0 over the simulated
  * network), and, by option, tidelog's consumers and idempotent producer (consumer.ts,
- * idempotent-producer.ts), the hand-written transactional producers with their
- * read_committed consumers and offset readers, and group members with churn. Apart from
+ * idempotent-producer.ts), the transactional producers (tidelog's Producer with a
+ * transactional id) with their read_committed consumers and offset readers, and group
+ * members with churn. Apart from
  * world.ts so what the run does reads apart from how it is driven; each client keeps the
  * random stream it had, so a seed's choices stay as they were.
  */
@@ -127,8 +128,8 @@ export class Workload {
     }
     const readerRandom = new SimRandom(world.options.seed ^ 0x7a0f)
     for (let i = 0; i < TXN_PRODUCERS; i++) {
-      const reader = new TxnOffsetReader(world, i, readerRandom.fork(), this.txnWorkload, (offset, from) =>
-        world.checkInCallback(() => world.invariants.txn?.onTxnOffsetsFetched(i, offset, from)),
+      const reader = new TxnOffsetReader(world, i, readerRandom.fork(), this.txnWorkload, (offset) =>
+        world.checkInCallback(() => world.invariants.txn?.onTxnOffsetsFetched(i, offset)),
       )
       this.txnOffsetReaders.push(reader)
       reader.start()

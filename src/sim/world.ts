@@ -15,8 +15,9 @@ import { CONSUMER_OFFSETS_TOPIC, partitionForGroup } from '../coordinator/group.
 import { SHARE_GROUP_STATE_TOPIC } from '../coordinator/share/share-state-records.js'
 import { TRANSACTION_STATE_TOPIC } from '../coordinator/transaction/transaction-log.js'
 import { partitionForTransactionalId } from '../coordinator/transaction/transaction-state-manager.js'
-import type { TopicImage } from '../metadata/cluster-image.js'
+import type { FinalizedFeaturesEpoch, TopicImage } from '../metadata/cluster-image.js'
 import { ClusterMetadata } from '../metadata/cluster-metadata.js'
+import { finalizedFeaturesOf, TRANSACTION_VERSION_FEATURE } from '../metadata/features.js'
 import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import {
@@ -39,6 +40,7 @@ import { ScaleAdmin } from './scale-admin.js'
 import { drainMicrotasks, SimScheduler } from './scheduler.js'
 import { SimBroker } from './sim-broker.js'
 import type { DeliveredRecord } from './txn-checker.js'
+import { lateProduceTap } from './txn-producer.js'
 import { FaultSchedule } from './world-faults.js'
 import type { WorldInternals } from './world-internals.js'
 import { LivenessPhase } from './world-liveness.js'
@@ -224,9 +226,9 @@ export class World implements WorldInternals {
           )
   }
 
-  onTxnDelivered(partition: number, records: readonly DeliveredRecord[], from: number): void {
+  onTxnDelivered(partition: number, records: readonly DeliveredRecord[]): void {
     const txn = this.invariants.txn
-    if (txn) this.checkInCallback(() => txn.onDelivered(partition, records, from))
+    if (txn) this.checkInCallback(() => txn.onDelivered(partition, records))
   }
 
   /** A coordinator answered a group request without error: (b) one coordinator per leader epoch. */
@@ -254,15 +256,6 @@ export class World implements WorldInternals {
       if (!(error instanceof Violation)) throw error
       this.callbackViolation ??= error
     }
-  }
-
-  onConsumed(
-    partition: number,
-    position: number,
-    batch: { base: number; last: number; bytes: Buffer },
-    from: number,
-  ): void {
-    this.checkInCallback(() => this.invariants.consumer.onConsumed(partition, position, batch, from))
   }
 
   private afterEvent(): void {
@@ -444,12 +437,20 @@ export class World implements WorldInternals {
           ...first.metadata.createTopicImage(spec),
           topicId: random.bytes(16).toString('base64url'),
         }
-        return { ...image, topics: new Map(image.topics).set(TRANSACTION_STATE_TOPIC, topic) }
+        const topics = new Map(image.topics).set(TRANSACTION_STATE_TOPIC, topic)
+        if ((this.options.transactionVersion ?? 1) === 2) return { ...image, topics }
+        // The producers choose their protocol from the finalized transaction.version (2 by default).
+        const levels = new Map(finalizedFeaturesOf(image).levels).set(TRANSACTION_VERSION_FEATURE, 1)
+        const finalizedFeatures = {
+          epoch: (finalizedFeaturesOf(image).epoch + 1) as FinalizedFeaturesEpoch,
+          levels,
+        }
+        return { ...image, topics, finalizedFeatures }
       }),
     )
     const placed = first.metadata.image().topics.get(TRANSACTION_STATE_TOPIC)?.partitions ?? []
     this.log(
-      `topic ${TRANSACTION_STATE_TOPIC} created: ${TXN_STATE_PARTITIONS} partitions, RF 3; replicas ${placed.map((p) => `p${p.partition} ${p.replicas.join(',')}`).join(' ')}`,
+      `topic ${TRANSACTION_STATE_TOPIC} created: ${TXN_STATE_PARTITIONS} partitions, RF 3; replicas ${placed.map((p) => `p${p.partition} ${p.replicas.join(',')}`).join(' ')}; ${TRANSACTION_VERSION_FEATURE} finalized at ${this.options.transactionVersion ?? 1}`,
     )
     for (let i = 0; i < TXN_PRODUCERS; i++)
       this.log(
@@ -530,12 +531,19 @@ export class World implements WorldInternals {
    * The world's tap on one process's requests: consumers' Fetch answers (no batch at or above
    * the answering broker's high watermark) and group answers (one coordinator per leader
    * epoch), both checked as the answer leaves the real handler; the idempotent producer's
-   * Produce answers (which broker acknowledged its records).
+   * Produce answers (which broker acknowledged its records); and a transactional Produce
+   * that arrives after its client closed the connection (a stalled link's late write).
    */
   private requestObserver(broker: SimBroker): RequestTap {
     return (context, request) => {
       const apiKey = context.header.requestApiKey
       const producer = this.workload.idempotentProducer
+      if (
+        apiKey === ApiKey.Produce &&
+        (request as ProduceRequest).transactionalId !== null &&
+        this.network.isClosedByClient(context.connection.remoteAddress)
+      )
+        return lateProduceTap(broker, context, request as ProduceRequest, (line) => this.log(line))
       if (apiKey === ApiKey.Produce && producer !== null)
         return producer.onProduceRequest(broker, request as ProduceRequest)
       if (

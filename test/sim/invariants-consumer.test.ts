@@ -24,19 +24,19 @@ function batch(baseOffset: number, values: string[], isControl = false): Buffer 
 }
 
 function checks(): ConsumerInvariants {
-  return new ConsumerInvariants(() => undefined, true)
+  return new ConsumerInvariants(true)
 }
 
 describe('simulator consumer record checks', () => {
   it('records returned in order, before or after their batch is seen committed, across a control batch, pass', () => {
     const c = checks()
-    c.onCommitted(P, 0, batch(0, ['a', 'b']))
+    c.onCommitted(P, batch(0, ['a', 'b']))
     c.onRecord(P, 0, 'a')
     c.onRecord(P, 1, 'b')
     // Offset 2 is a transaction marker the consumer skips; 3 is returned before it is seen committed.
     c.onRecord(P, 3, 'c')
-    c.onCommitted(P, 2, batch(2, ['marker'], true))
-    c.onCommitted(P, 3, batch(3, ['c']))
+    c.onCommitted(P, batch(2, ['marker'], true))
+    c.onCommitted(P, batch(3, ['c']))
     c.onFinalPosition(P, 4)
     c.checkConsumedCommitted()
     c.checkAckedReadBack(P, 0, ['a', 'b'])
@@ -52,19 +52,19 @@ describe('simulator consumer record checks', () => {
 
   it('a skipped offset that holds a data record is a violation, whichever comes first', () => {
     const early = checks()
-    early.onCommitted(P, 0, batch(0, ['a', 'b']))
+    early.onCommitted(P, batch(0, ['a', 'b']))
     assert.throws(() => early.onRecord(P, 1, 'b'), /skipped offset 0, which holds the committed record a/)
     const late = checks()
     late.onRecord(P, 1, 'b')
-    assert.throws(() => late.onCommitted(P, 0, batch(0, ['a', 'b'])), /skipped offset 0/)
+    assert.throws(() => late.onCommitted(P, batch(0, ['a', 'b'])), /skipped offset 0/)
   })
 
   it('a record that differs from the committed one, or a control record returned, is a violation', () => {
     const c = checks()
     c.onRecord(P, 0, 'x')
-    assert.throws(() => c.onCommitted(P, 0, batch(0, ['a'])), /returned x at offset 0, where a is committed/)
+    assert.throws(() => c.onCommitted(P, batch(0, ['a'])), /returned x at offset 0, where a is committed/)
     const control = checks()
-    control.onCommitted(P, 0, batch(0, ['marker'], true))
+    control.onCommitted(P, batch(0, ['marker'], true))
     assert.throws(() => control.onRecord(P, 0, 'marker'), /returned the control record at offset 0/)
   })
 

@@ -268,7 +268,7 @@ export const TXN_COORDINATOR_FAILOVER_MID_TRANSACTION: Scenario = {
     {
       marker: ([id]) => leadershipMoves('__transaction_state', id[2]),
       unless: ([, begin]) =>
-        new RegExp(`txn ${txnPattern(begin[1])}(?: (?:committed|aborted|ends)|: EndTxn)`),
+        new RegExp(`txn ${txnPattern(begin[1])}(?: (?:committed|aborted|ends)|: commit)`),
     },
     { marker: ([, begin]) => new RegExp(`txn ${txnPattern(begin[1])} committed`) },
     TRANSACTIONS_CHECKED,
@@ -292,7 +292,7 @@ export const ZOMBIE_FENCED: Scenario = {
     {
       marker: ([pause]) =>
         new RegExp(
-          `txn ${txnPattern(pause[3])}(?: ends without commit: fenced|: EndTxn\\(commit\\) error (?:47|90))`,
+          `txn ${txnPattern(pause[3])}(?: ends without commit: fenced|: commitTransaction failed \\(\\S+, fenced\\))`,
         ),
     },
     TRANSACTIONS_CHECKED,
@@ -325,19 +325,21 @@ export const DEPOSED_LEADER_APPENDS_FENCED_EPOCH: Scenario = {
 
 /**
  * Transactions: a produce that its client gave up on (its transaction aborted) reaches the
- * leader late and is refused by KIP-890's verification (INVALID_TXN_STATE), not by an epoch.
+ * leader late and is refused: INVALID_TXN_STATE (KIP-890's verification, the coordinator's
+ * transaction is over) or INVALID_PRODUCER_EPOCH (the abort's epoch bump, which the
+ * verification or a later write of the new epoch told the leader).
  */
 export const LATE_WRITE_REFUSED_BY_VERIFICATION: Scenario = {
-  what: "a produce held in the network past its batch's delivery timeout lands after the client aborted and is refused with INVALID_TXN_STATE",
+  what: "a produce whose link to the leader stalls past its batch's delivery timeout lands after the client gave up and aborted, and is refused",
   steps: [
     {
       marker:
-        /txn (\S+): produce p(\d+) seq (\d+) to broker \d+ held \d+ ms in the network, past its delivery timeout/,
+        /txn producer (\d+): txn (\S+) \(p(\d+)\): link of instance (\d+) to broker (\d+) holds its bytes/,
     },
     {
       marker: ([held]) =>
         new RegExp(
-          `late answer to txn ${txnPattern(held[1])}'s produce p${held[2]} seq ${held[3]} .*: error 48$`,
+          `late produce of sim-txn-${held[1]}-${held[4]} \\(.*\\) to broker ${held[5]}: p${held[3]} error (?:47|48)$`,
         ),
     },
     TRANSACTIONS_CHECKED,

@@ -10,7 +10,6 @@ import { type Mutation, runSimulation, type SimOptions, type SimResult } from '.
 import {
   CONSUMERS_ACROSS_LEADER_CHANGE,
   COORDINATOR_FAILOVER,
-  DEPOSED_LEADER_APPENDS_FENCED_EPOCH,
   DISK_ERROR_AND_ACKS_ZERO,
   FAULTS_THEN_CONVERGED,
   FIVE_BROKERS_ONE_IMPAIRED,
@@ -112,22 +111,29 @@ describe('deterministic simulation', () => {
     assert.equal(a.trace.join('\n'), b.trace.join('\n'))
   })
 
-  it("the same seed gives the same trace with tidelog's producer, consumers and group members, byte for byte", async () => {
+  it("the same seed gives the same trace with tidelog's producers, consumers and group members, byte for byte", async () => {
     // The clients take the scheduler as clock and a fork of the seed as random: nothing
-    // ambient may reach the trace (their timers, backoffs, broker choices, rebalances).
+    // ambient may reach the trace (their timers, backoffs, broker choices, rebalances,
+    // transactions, the link stalls of late writes).
     const options: SimOptions = {
       seed: 3,
       ticks: 5000,
       idempotentProducers: true,
       consumers: true,
       groups: true,
+      transactions: true,
     }
-    const a = await runSimulation(options)
-    const b = await runSimulation(options)
+    // One call site for both runs: a broker's logged error carries its stack, whose async
+    // frames name the line that awaited the run.
+    const runs: SimResult[] = []
+    for (let i = 0; i < 2; i++) runs.push(await runSimulation(options))
+    const [a, b] = runs
     assert.ok(a.ok, explain(a, options))
     assert.ok(a.trace.some((line) => / ack i\d+\.\d+ p\d+ @\d+ idempotent from broker \d+$/.test(line)))
     assert.ok(a.trace.some((line) => /consumers caught up: /.test(line)))
     assert.ok(a.trace.some((line) => /group member \d+: generation [1-9]\d*, partitions \d/.test(line)))
+    assert.ok(a.trace.some((line) => /txn producer \d+: txn x\d+\.\d+ committed$/.test(line)))
+    assert.ok(a.trace.some((line) => /transactions: \d+ begun, [1-9]\d* committed/.test(line)))
     assert.equal(a.trace.join('\n'), b.trace.join('\n'))
   })
 
@@ -400,19 +406,21 @@ describe('deterministic simulation', () => {
   // Seed 3 drifted off its transaction coordinator's move mid-transaction with issue 38's
   // changes of 2026-12-07 (metadata deltas, follower-session news, the HW at a refused ISR
   // change); seed 6 was chosen by a sweep of 1..40 for both scenarios and the six checkpoints.
-  it('compaction (groups and transactions), seed 6: the internal topics are compacted while both coordinators fail over; every cleaner checkpoint stays at or below its log end', async () => {
+  // With tidelog's transactional client (issue 37) seed 6 lost the transaction coordinator's
+  // move; seed 1 has both (a sweep of 1..10: seeds 1, 4, 5, 7, 8 and 10 have the move).
+  it('compaction (groups and transactions), seed 1: the internal topics are compacted while both coordinators fail over; every cleaner checkpoint stays at or below its log end', async () => {
     // 4 KiB segments and a 500 ms cleaner backoff for __consumer_offsets and
     // __transaction_state: the new coordinators load the compacted logs, and the group and
     // transaction checks hold across it. Invariants.checkCleanerCheckpoints runs after every
     // event; every broker checkpointed its six internal logs.
-    const options: SimOptions = { seed: 6, groups: true, transactions: true, compaction: true }
+    const options: SimOptions = { seed: 1, groups: true, transactions: true, compaction: true }
     const result = await runSimulation(options)
     assert.ok(result.ok, explain(result, options))
     assert.equal(result.stats.cleanerCheckpoints, 6, 'the cleaner checkpointed every internal log')
     for (const scenario of [COORDINATOR_FAILOVER, TXN_COORDINATOR_FAILOVER_MID_TRANSACTION])
       assert.ok(
         findScenario(result.trace, scenario),
-        `seed 6 drifted off: ${scenario.what}\n${replay(options)}`,
+        `seed 1 drifted off: ${scenario.what}\n${replay(options)}`,
       )
   })
 
@@ -425,6 +433,8 @@ describe('deterministic simulation', () => {
   // with store stalls; swept over seeds 1-40, chosen by their markers only), and after
   // transaction.version 2 became the default (3 -> 9 with store stalls: seed 3's late write
   // now meets NOT_ENOUGH_REPLICAS; swept over seeds 1-24, chosen by their markers only).
+  // With tidelog's transactional client (issue 37) both seeds still show their scenarios
+  // (swept over 1-60 and, with store stalls, 1-40).
   for (const [seed, extra, scenarios] of [
     [7, {}, [TXN_COORDINATOR_FAILOVER_MID_TRANSACTION, ZOMBIE_FENCED]],
     [9, { storeStalls: true }, [ZOMBIE_FENCED, LATE_WRITE_REFUSED_BY_VERIFICATION]],
@@ -433,35 +443,29 @@ describe('deterministic simulation', () => {
       // Markers: "transactional id sim-txn-K in __transaction_state-P", "txn xK.N begins", a
       // STORE line moving __transaction_state-P before xK.N ends, then "txn xK.N committed";
       // "instance I ... pauses", "zombie instance I ... resumes txn T", "txn T ends without
-      // commit: fenced"; "... held ... past its delivery timeout", then "late answer to ...:
-      // error 48" (INVALID_TXN_STATE: KIP-890's verification). Each with the end checks' line.
+      // commit: fenced"; "... link of instance I to broker B holds its bytes ...", then "late
+      // produce of sim-txn-K-I ... to broker B: pP error 47|48" (refused after the abort).
+      // Each with the end checks' line.
       await runScenario({ seed, transactions: true, ...extra }, ...scenarios)
     })
   }
 
-  // Seed 805 drifted off it with issue 38's changes of 2026-12-07 (metadata deltas,
-  // follower-session news, the HW at a refused ISR change); seed 86 was chosen by its markers
-  // in a sweep of 41..177.
-  it("transactions, seed 86 (store stalls): a deposed leader appends a fenced epoch's late write, which is never committed", async () => {
-    // Seed 805 once failed "fenced epoch wrote again" against leader 1 of p0: its store link
-    // stalled, the controller moved p0 to broker 3, the client aborted and bumped its epoch
-    // there, and a produce held in the network reached broker 1, which still led p0 in its
-    // eyes with the old epoch's transaction open (the markers went to broker 3), so it skipped
-    // KIP-890's verification and appended, as Kafka does. Broker 1 truncated it away once it
-    // learnt. The check now holds only leaders the store names to refusing such a batch, and
-    // any deposed leader's one to never being committed (txn-checker.ts,
-    // DeposedFencedAppends); seed 10 with txn-skips-verification still fails it.
-    await runScenario(
-      { seed: 86, transactions: true, storeStalls: true },
-      DEPOSED_LEADER_APPENDS_FENCED_EPOCH,
-    )
-  })
+  // A deposed leader appending a fenced epoch's late write (DEPOSED_LEADER_APPENDS_FENCED_EPOCH,
+  // seed 805 and then seed 86 with store stalls): seed 805 once failed "fenced epoch wrote
+  // again" against leader 1 of p0, whose stalled store link hid that p0 had moved; it skipped
+  // KIP-890's verification (the old epoch's transaction still open there, the markers went to
+  // the new leader) and appended, as Kafka does, then truncated the batch away. The check now
+  // holds only leaders the store names to refusing such a batch, and a deposed leader's one to
+  // never being committed (txn-checker.ts, DeposedFencedAppends, unit-tested in
+  // txn-checker.test.ts). With tidelog's transactional client (issue 37) no seed of 1..120
+  // with store stalls reaches the scenario any more (a late write now needs the client's
+  // request timeout, 3.5 s, to pass while the leadership moves): swept, none kept.
 
   it('regression (transactions, seed 10): with KIP-890 verification skipped, a late write lands after its abort and a read_committed consumer returns an aborted record', async () => {
-    // The held produce of an aborted transaction lands after the ABORT marker and opens a
-    // transaction in its partition with the old epoch; the producer's next COMMIT there closes
-    // it (seed 1: "read_committed consumer of p0 returned x1.28.p0.2 ... which its producer
-    // knows aborted").
+    // The stalled produce of an aborted transaction lands after the ABORT marker and opens a
+    // transaction in its partition with the old epoch (seed 10 at 7.2 s: "fenced epoch wrote
+    // again: leader 1 (epoch 0) appended a data batch of producer 1000 epoch 0 ..."; seeds 1,
+    // 4, 6 and 9 of 1..10 fail with it too).
     await runRegression(
       { seed: 10, transactions: true },
       'txn-skips-verification',
@@ -469,13 +473,18 @@ describe('deterministic simulation', () => {
     )
   })
 
-  for (const [mutation, failure] of [
-    ['txn-marker-skips-partition', /knows aborted|still open|committed in part/],
-    ['txn-offsets-on-abort', /group of txn producer \d+: .*never asked to commit/],
-    ['read-committed-ignores-transactions', /read_committed consumer .* at or above its last stable offset/],
+  // Seed 4 for the marker mutation: seed 1 fails it too, but only at the end (85 s simulated).
+  for (const [mutation, seed, failure] of [
+    ['txn-marker-skips-partition', 4, /knows aborted|still open|committed in part/],
+    ['txn-offsets-on-abort', 1, /group of txn producer \d+: .*never asked to commit/],
+    [
+      'read-committed-ignores-transactions',
+      1,
+      /read_committed consumer .* (?:at or above its last stable offset|which its producer knows aborted)/,
+    ],
   ] as const) {
-    it(`mutation check (transactions, seed 1): with ${mutation} the simulator fails`, async () => {
-      const options: SimOptions = { seed: 1, transactions: true, mutation }
+    it(`mutation check (transactions, seed ${seed}): with ${mutation} the simulator fails`, async () => {
+      const options: SimOptions = { seed, transactions: true, mutation }
       const result = await runSimulation(options)
       assert.ok(
         !result.ok && failure.test(result.violation ?? ''),
