@@ -59,6 +59,16 @@ module.exports = {
       to: { path: '^src/(server|cli|sim|runtime|testing)/' },
     },
     {
+      name: 'runtime-is-parts-not-composition',
+      comment:
+        "src/runtime holds Node's real parts (clock, disk, TCP, TLS) and builds them from the interfaces below it (common; protocol's frame reader for TCP; security's TLS provider); whoever composes a broker imports it, never the other way.",
+      severity: 'error',
+      from: { path: '^src/runtime/' },
+      to: {
+        path: '^src/(storage|replication|metadata|coordinator|server|client|ops|schema-registry|cli|sim|testing)/',
+      },
+    },
+    {
       name: 'protocol-is-the-bottom',
       severity: 'error',
       from: { path: '^src/protocol/' },

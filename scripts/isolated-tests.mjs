@@ -5,10 +5,10 @@
 // read from the test tree's imports: a test file and the test helpers it imports must not
 // import Node's process, thread, socket or HTTP modules, nor the source modules that compose
 // Node's network and brokers (runtime/node-parts, node-network, node-tls-network,
-// broker-thread, testing/, cli/); a real disk is fine. The source tree is not followed: the
-// broker imports Node's parts for its composition, which the simulator's brokers (on their
-// injected network) never use. A computed import() cannot be followed and counts as not
-// isolated.
+// server/broker-thread, testing/, cli/); a real disk is fine. The source tree is not
+// followed: the broker imports Node's parts for its composition, which the simulator's
+// brokers (on their injected network) never use. A computed import() cannot be followed
+// and counts as not isolated.
 import { readFileSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 
@@ -28,7 +28,7 @@ const COMPUTED_IMPORT = /\bimport\s*\(\s*[^'"\s)]/
 
 /** Source modules that compose Node's real parts (relative to dist/src). */
 const STARTS_REAL_PARTS =
-  /\/dist\/src\/(runtime\/(node-parts|node-network|node-tls-network|broker-thread)|testing\/|cli\/)/
+  /\/dist\/src\/(runtime\/(node-parts|node-network|node-tls-network)|server\/broker-thread|testing\/|cli\/)/
 const TEST_TREE = /\/dist\/test\//
 
 const verdicts = new Map()

@@ -15,8 +15,8 @@ import {
 } from './server/cluster.js'
 
 export { DirectoryLockedError } from './common/file-system.js'
-export type { BrokerThread } from './runtime/broker-thread.js'
 export { Broker } from './server/broker.js'
+export type { BrokerThread } from './server/broker-thread.js'
 export type { Cluster, StartClusterOptions, WorkerCluster, WorkerClusterOptions }
 export { startCluster }
 

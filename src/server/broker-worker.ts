@@ -2,9 +2,10 @@
  * Entry module of a broker thread (`startCluster({ workerThreads: true })`, `tidelog start
  * --worker-threads`): the broker built from Node's real parts, on the main thread's store.
  */
-import { serveBrokerThread } from '../runtime/broker-thread.js'
+
 import { Broker } from './broker.js'
 import { brokerConfigFromProperties } from './broker-config.js'
+import { serveBrokerThread } from './broker-thread.js'
 
 serveBrokerThread(async (init, { store, logger }) => {
   const config = brokerConfigFromProperties(new Map(init.properties))

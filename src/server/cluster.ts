@@ -9,10 +9,10 @@ import { ConfigError } from '../common/errors.js'
 import { createLogger, type Logger } from '../common/logger.js'
 import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import type { MetadataStore } from '../metadata/store/metadata-store.js'
-import { BrokerThread } from '../runtime/broker-thread.js'
 import { nodeFileSystem } from '../runtime/node-file-system.js'
 import { Broker, type BrokerDependencies } from './broker.js'
 import { brokerConfigFromProperties, parseListener, storeLimitsFromProperties } from './broker-config.js'
+import { BrokerThread } from './broker-thread.js'
 
 export interface StartClusterOptions {
   /** Brokers in this process (default 1). */

@@ -2,18 +2,18 @@
  * Entry module of a broker thread of tidelog/testing (`startCluster({ workerThreads: true })`):
  * the broker built, as in one thread, from Node's parts wrapped by fault-parts.ts, with the
  * link table and its death flag shared with the main thread (thread-parts.ts). The fault
- * API's operations arrive as calls (runtime/broker-thread.ts); kill is already in effect
+ * API's operations arrive as calls (server/broker-thread.ts); kill is already in effect
  * through the shared flag when its call arrives, which then does what a dying process's OS
  * does: closes its connections, listeners and locks.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { systemClock } from '../common/clock.js'
 import { systemRandom } from '../common/random.js'
-import { type BrokerThreadInit, serveBrokerThread } from '../runtime/broker-thread.js'
 import { nodeFileSystem } from '../runtime/node-file-system.js'
 import { nodeNetwork } from '../runtime/node-network.js'
 import { Broker } from '../server/broker.js'
 import { brokerConfigFromProperties } from '../server/broker-config.js'
+import { type BrokerThreadInit, serveBrokerThread } from '../server/broker-thread.js'
 import {
   FaultyFileSystem,
   FaultyNetwork,

@@ -6,8 +6,8 @@
  */
 
 import type { EmbeddedStore } from '../metadata/store/embedded-store.js'
-import type { BrokerThread } from '../runtime/broker-thread.js'
 import type { Broker } from '../server/broker.js'
+import type { BrokerThread } from '../server/broker-thread.js'
 import type { FaultyFileSystem, FaultyNetwork, ProcessState, ProcessStore } from './fault-parts.js'
 import { type SharedLinkState, SharedProcessState } from './thread-parts.js'
 

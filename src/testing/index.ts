@@ -24,11 +24,11 @@ import type { ClusterImage, PartitionState } from '../metadata/cluster-image.js'
 import { ClusterMetadata } from '../metadata/cluster-metadata.js'
 import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import { ErrorCode } from '../protocol/error-codes.js'
-import { BrokerThread } from '../runtime/broker-thread.js'
 import { nodeFileSystem } from '../runtime/node-file-system.js'
 import { nodeNetwork } from '../runtime/node-network.js'
 import { Broker } from '../server/broker.js'
 import { brokerConfigFromProperties } from '../server/broker-config.js'
+import { BrokerThread } from '../server/broker-thread.js'
 import {
   FaultyFileSystem,
   FaultyNetwork,

@@ -16,7 +16,7 @@ import type { Logger } from '../common/logger.js'
 import { type BrokerId, toBrokerId } from '../common/types.js'
 import type { MetadataStore, StoreLimits } from '../metadata/store/metadata-store.js'
 import { PortStoreClient, StoreHost } from '../metadata/store/port-store.js'
-import type { Broker } from '../server/broker.js'
+import type { Broker } from './broker.js'
 
 /** What a worker is started with (structured-cloned). */
 export interface BrokerThreadInit<Extra = unknown> {
