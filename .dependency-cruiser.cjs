@@ -72,7 +72,44 @@ module.exports = {
       name: 'protocol-is-the-bottom',
       severity: 'error',
       from: { path: '^src/protocol/' },
-      to: { path: '^src/(storage|replication|metadata|coordinator|server|client|cli|sim|runtime)/' },
+      to: { path: '^src/(?!common/|protocol/)' },
+    },
+    {
+      name: 'metadata-below-replication',
+      severity: 'error',
+      comment:
+        'The metadata layer (store, cluster image, controller) is read by replication, the coordinators and the server; it imports only common, protocol and storage (log configs).',
+      from: { path: '^src/metadata/' },
+      to: { path: '^src/(?!common/|protocol/|storage/|metadata/)' },
+    },
+    {
+      name: 'replication-below-coordinators',
+      severity: 'error',
+      comment: 'Partition, the replica manager and fetchers build on storage and metadata; nothing above them.',
+      from: { path: '^src/replication/' },
+      to: { path: '^src/(?!common/|protocol/|storage/|metadata/|replication/)' },
+    },
+    {
+      name: 'coordinators-below-the-server',
+      severity: 'error',
+      comment: 'The group, share, streams and transaction coordinators sit on replication; the server composes them.',
+      from: { path: '^src/coordinator/' },
+      to: { path: '^src/(?!common/|protocol/|storage/|metadata/|replication/|coordinator/)' },
+    },
+    {
+      name: 'security-below-the-server',
+      severity: 'error',
+      comment:
+        'Authentication, ACLs, TLS and credentials: they keep credentials in the metadata store and dial through common\'s Transport; the server (and runtime, for TLS) use them.',
+      from: { path: '^src/security/' },
+      to: { path: '^src/(?!common/|protocol/|metadata/|security/)' },
+    },
+    {
+      name: 'verify-is-standalone',
+      severity: 'error',
+      comment: '`tidelog verify` checks a recorded history; it needs nothing of the broker.',
+      from: { path: '^src/verify/' },
+      to: { path: '^src/(?!common/|verify/)' },
     },
     {
       name: 'common-is-the-bottom',

@@ -56,3 +56,6 @@ export interface Network {
   /** Opens a connection to host:port; rejects when it cannot be opened. */
   connect(host: string, port: number): Promise<ByteStream>
 }
+
+/** How a broker dials another (replica fetchers, markers, inter-broker SASL): the connect half of the Network. */
+export type Transport = Pick<Network, 'connect'>

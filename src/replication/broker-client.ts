@@ -7,14 +7,11 @@
  */
 
 import { TidelogError } from '../common/errors.js'
-import type { ByteStream, Network } from '../common/network.js'
+import type { ByteStream, Transport } from '../common/network.js'
 import { FrameDecoder } from '../protocol/frame-decoder.js'
 import { encodeRequestFrame } from '../protocol/frame-encoder.js'
 import { apiCodec, apis, decodeResponseHeader, loadApiCodec } from '../protocol/generated/index.js'
 import { Reader } from '../protocol/primitives.js'
-
-/** How a broker dials another: the connect half of the injected Network. */
-export type Transport = Pick<Network, 'connect'>
 
 export class BrokerConnectionError extends TidelogError {
   constructor(message: string, cause?: unknown) {

@@ -6,9 +6,8 @@
  */
 import type { Clock } from '../common/clock.js'
 import { ConfigError } from '../common/errors.js'
-import type { Network } from '../common/network.js'
+import type { Network, Transport } from '../common/network.js'
 import type { Random } from '../common/random.js'
-import type { Transport } from '../replication/broker-client.js'
 import { parseJaasConfig } from './jaas.js'
 import { type Endpoint, usesSasl, usesTls } from './listeners.js'
 import { saslClientTransport } from './sasl-client.js'

@@ -3,7 +3,7 @@
  * whose connect() runs SaslHandshake v1 and SaslAuthenticate with PLAIN or SCRAM on the new
  * stream and hands it over once authenticated, so BrokerClient speaks Kafka on it as on any.
  */
-import type { ByteStream } from '../common/network.js'
+import type { ByteStream, Transport } from '../common/network.js'
 import type { Random } from '../common/random.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { FrameDecoder } from '../protocol/frame-decoder.js'
@@ -18,7 +18,6 @@ import {
 } from '../protocol/generated/index.js'
 import { Reader } from '../protocol/primitives.js'
 import { saslClientExchange } from '../protocol/sasl-client.js'
-import type { Transport } from '../replication/broker-client.js'
 import { SaslAuthenticationError } from './sasl-errors.js'
 import type { SaslMechanism } from './sasl-server.js'
 

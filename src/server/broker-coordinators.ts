@@ -5,6 +5,7 @@
  * broker.ts so the broker's constructor reads as its list of services.
  */
 
+import type { Transport } from '../common/network.js'
 import type { BrokerId } from '../common/types.js'
 import { type CoordinatorHost, GroupCoordinator } from '../coordinator/group-coordinator.js'
 import { ShareCoordinator } from '../coordinator/share/share-coordinator.js'
@@ -12,7 +13,6 @@ import { TransactionCoordinator } from '../coordinator/transaction/transaction-c
 import { CoordinatorTransactionVerifier } from '../coordinator/transaction/transaction-verifier.js'
 import type { ProducerIdManager } from '../metadata/producer-id-manager.js'
 import type { TopicAdmin } from '../metadata/topic-admin.js'
-import type { Transport } from '../replication/broker-client.js'
 import type { BrokerConfig } from './broker-config.js'
 import type { BrokerServices } from './broker-services.js'
 import {

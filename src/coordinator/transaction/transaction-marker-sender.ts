@@ -11,13 +11,14 @@
 import { ExponentialBackoff } from '../../common/backoff.js'
 import type { Clock, TimerHandle } from '../../common/clock.js'
 import type { Logger } from '../../common/logger.js'
+import type { Transport } from '../../common/network.js'
 import type { TransactionResult } from '../../common/transaction.js'
 import type { BrokerId, ProducerId } from '../../common/types.js'
 import type { ClusterImage } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
 import { ApiKey } from '../../protocol/generated/index.js'
 import type { WriteTxnMarkersResponse } from '../../protocol/generated/write-txn-markers-response.js'
-import { BrokerClient, type Transport } from '../../replication/broker-client.js'
+import { BrokerClient } from '../../replication/broker-client.js'
 
 /** WriteTxnMarkers v1 is the flexible one every Kafka 2.8+ broker serves. */
 const WRITE_TXN_MARKERS_VERSION = 1
