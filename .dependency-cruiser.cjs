@@ -105,6 +105,13 @@ module.exports = {
       to: { path: '^src/(?!common/|protocol/|metadata/|security/)' },
     },
     {
+      name: 'the-edges-are-the-top',
+      severity: 'error',
+      comment: 'cli/ and testing/ compose brokers (the CLI uses testing/ for its process faults); nothing below them imports them.',
+      from: { path: '^src/(?!cli/|testing/)' },
+      to: { path: '^src/(cli|testing)/' },
+    },
+    {
       name: 'verify-is-standalone',
       severity: 'error',
       comment: '`tidelog verify` checks a recorded history; it needs nothing of the broker.',
