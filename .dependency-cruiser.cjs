@@ -105,6 +105,14 @@ module.exports = {
       to: { path: '^src/(?!common/|protocol/|metadata/|security/)' },
     },
     {
+      name: 'the-broker-is-built-from-its-parts',
+      severity: 'error',
+      comment:
+        "Broker.create has no default parts: Node's are chosen by the files that compose brokers on Node (startCluster, the broker threads) and by the HTTP listener, which serves node:https itself.",
+      from: { path: '^src/server/', pathNot: '^src/server/(cluster|broker-worker|broker-http)\\.ts$' },
+      to: { path: '^src/runtime/' },
+    },
+    {
       name: 'the-edges-are-the-top',
       severity: 'error',
       comment: 'cli/ and testing/ compose brokers (the CLI uses testing/ for its process faults); nothing below them imports them.',

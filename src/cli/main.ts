@@ -379,7 +379,7 @@ async function brokerCommand(args: readonly string[]): Promise<number> {
  * Test-only: the fault hook of test/netfault (power loss, clock jumps, slow and full disks),
  * loaded only when its environment variable names a control file; otherwise nothing.
  */
-async function testFaultParts(): Promise<{ brokerParts?: BrokerDependencies }> {
+async function testFaultParts(): Promise<{ brokerParts?: Partial<BrokerDependencies> }> {
   if (!process.env.TIDELOG_TEST_FAULT_CONTROL) return {}
   const { processFaultParts } = await import('../testing/process-faults.js')
   return { brokerParts: processFaultParts(createLogger('test-faults')) }

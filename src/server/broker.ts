@@ -35,7 +35,6 @@ import type { SchemaRegistryService } from '../ops/schema-registry-service.js'
 import { AlterPartitionManager } from '../replication/alter-partition-manager.js'
 import { ReplicaFetcherManager } from '../replication/replica-fetcher-manager.js'
 import { ReplicaManager, type TopicSettings } from '../replication/replica-manager.js'
-import { nodeBrokerParts } from '../runtime/node-parts.js'
 import {
   type Authorization,
   checkAuthorizerConfig,
@@ -89,7 +88,8 @@ export interface ReplicationReport {
 }
 
 /** Parts a caller leaves out are Node's real ones (runtime/node-parts.ts). */
-export type BrokerDependencies = Partial<BrokerParts>
+/** What `Broker.create` is given: its parts, the logger optional (one named for the broker). */
+export type BrokerDependencies = Omit<BrokerParts, 'logger'> & { readonly logger?: Logger }
 
 const METADATA_FILE = '__tidelog_metadata.log'
 
@@ -309,7 +309,7 @@ export class Broker implements BrokerServices {
   }
 
   /** Opens the broker (`create`), then starts serving (`startup`). */
-  static async start(config: BrokerConfig, deps: BrokerDependencies = {}): Promise<Broker> {
+  static async start(config: BrokerConfig, deps: BrokerDependencies): Promise<Broker> {
     const broker = await Broker.create(config, deps)
     await broker.startup()
     return broker
@@ -321,11 +321,8 @@ export class Broker implements BrokerServices {
    * The HTTP listener (when configured) starts once the directories are locked and before
    * the logs load, so /healthz answers while logs recover.
    */
-  static async create(config: BrokerConfig, deps: BrokerDependencies = {}): Promise<Broker> {
-    const parts: BrokerParts = {
-      ...nodeBrokerParts(deps.logger ?? createLogger(`broker-${config.nodeId}`)),
-      ...deps,
-    }
+  static async create(config: BrokerConfig, deps: BrokerDependencies): Promise<Broker> {
+    const parts: BrokerParts = { ...deps, logger: deps.logger ?? createLogger(`broker-${config.nodeId}`) }
     const authorizerSettings = checkAuthorizerConfig(config.values)
     // First of all, the locks (Kafka's "Failed to acquire lock on file .lock"): the log dirs',
     // and the journal's of an embedded store the broker owns, which locks it before reading

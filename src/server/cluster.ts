@@ -10,6 +10,7 @@ import { createLogger, type Logger } from '../common/logger.js'
 import { EmbeddedStore } from '../metadata/store/embedded-store.js'
 import type { MetadataStore } from '../metadata/store/metadata-store.js'
 import { nodeFileSystem } from '../runtime/node-file-system.js'
+import { nodeParts } from '../runtime/node-parts.js'
 import { Broker, type BrokerDependencies } from './broker.js'
 import { brokerConfigFromProperties, parseListener, storeLimitsFromProperties } from './broker-config.js'
 import { BrokerThread } from './broker-thread.js'
@@ -32,7 +33,7 @@ export interface StartClusterOptions {
   /** A shared metadata store (etcd for multi-process clusters); embedded when absent. */
   metadataStore?: MetadataStore
   /** Parts of the one broker over Node's (`tidelog broker` under test faults: testing/process-faults.ts). */
-  brokerParts?: BrokerDependencies
+  brokerParts?: Partial<BrokerDependencies>
 }
 
 export interface WorkerClusterOptions extends StartClusterOptions {
@@ -80,6 +81,7 @@ export async function startCluster(
     if (dataDir !== undefined && !properties.has('log.dirs')) properties.set('log.dirs', resolve(dataDir))
     setListener(properties, options, 0)
     const broker = await Broker.start(brokerConfigFromProperties(properties), {
+      ...nodeParts,
       ...(logger ? { logger } : {}),
       ...(options.metadataStore ? { store: options.metadataStore } : {}),
       ...options.brokerParts,
@@ -105,7 +107,7 @@ export async function startCluster(
       brokerProperties.set('log.dirs', join(root, `broker-${index}`))
       setListener(brokerProperties, options, index)
       const config = brokerConfigFromProperties(brokerProperties)
-      brokers.push(await Broker.start(config, { store, ...(logger ? { logger } : {}) }))
+      brokers.push(await Broker.start(config, { ...nodeParts, store, ...(logger ? { logger } : {}) }))
     }
   } catch (error) {
     for (const broker of brokers) await broker.stop()

@@ -54,7 +54,7 @@ const IN_FLIGHT_DRAIN_MS = 200
  * The broker parts the faults act on, and the SIGUSR2 handler that applies the control
  * file's command. Throws when the environment variable is not set: it is never a default.
  */
-export function processFaultParts(logger: Logger): BrokerDependencies {
+export function processFaultParts(logger: Logger): Partial<BrokerDependencies> {
   const controlPath = process.env[FAULT_CONTROL_ENV]
   if (!controlPath) throw new Error(`${FAULT_CONTROL_ENV} is not set: test faults are off`)
   const state = new ProcessState()

@@ -10,6 +10,7 @@ import { systemClock } from '../../src/common/clock.js'
 import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
 import { ApiKey } from '../../src/protocol/generated/index.js'
 import { decodeRecordBatch } from '../../src/protocol/record-batch.js'
+import { nodeParts } from '../../src/runtime/node-parts.js'
 import { Broker } from '../../src/server/broker.js'
 import { brokerConfigFromProperties } from '../../src/server/broker-config.js'
 import { waitUntil } from '../replication/in-process-cluster.js'
@@ -57,6 +58,7 @@ export class ProxiedCluster {
     props.set('listeners', `PLAINTEXT://127.0.0.1:${this.ports[i]}`)
     props.set('advertised.listeners', `PLAINTEXT://127.0.0.1:${this.proxies[i].port}`)
     this.brokers[i] = await Broker.start(brokerConfigFromProperties(props), {
+      ...nodeParts,
       store: this.store,
       logger: guardedLogger(`broker-${i}`),
     })

@@ -15,6 +15,7 @@ import type { PartitionState } from '../../src/metadata/cluster-image.js'
 import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
 import type { Partition } from '../../src/replication/partition.js'
 import { nodeNetwork } from '../../src/runtime/node-network.js'
+import { nodeParts } from '../../src/runtime/node-parts.js'
 import { Broker } from '../../src/server/broker.js'
 import { brokerConfigFromProperties } from '../../src/server/broker-config.js'
 import { freePort } from '../helpers/broker-process.js'
@@ -101,6 +102,7 @@ export class ReplicationCluster {
     props.set('log.dirs', join(this.root, `broker-${index}`))
     props.set('listeners', `PLAINTEXT://127.0.0.1:${this.ports[index]}`)
     const broker = await Broker.start(brokerConfigFromProperties(props), {
+      ...nodeParts,
       store: this.store,
       network: this.transports[index],
       logger: guardedLogger(`broker-${index}`),

@@ -18,6 +18,7 @@ import { errorName } from '../../src/protocol/error-codes.js'
 import type { AlterReplicaLogDirsResponse } from '../../src/protocol/generated/alter-replica-log-dirs-response.js'
 import type { DescribeLogDirsResponse } from '../../src/protocol/generated/describe-log-dirs-response.js'
 import { ApiKey } from '../../src/protocol/generated/index.js'
+import { nodeParts } from '../../src/runtime/node-parts.js'
 import { Broker } from '../../src/server/broker.js'
 import { brokerConfigFromProperties } from '../../src/server/broker-config.js'
 import { readAll } from '../client/helpers.js'
@@ -162,6 +163,7 @@ test('moving the leader and a follower of an acks=all partition between their lo
       ])
       brokers.push(
         await Broker.start(brokerConfigFromProperties(props), {
+          ...nodeParts,
           store,
           logger: guardedLogger(`broker-${i}`),
         }),

@@ -15,6 +15,7 @@ import { Producer } from '../../src/client/producer.js'
 import type { FileHandle, FileSystem, OpenFlags } from '../../src/common/file-system.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
+import { nodeParts } from '../../src/runtime/node-parts.js'
 import { Broker } from '../../src/server/broker.js'
 import { brokerConfigFromProperties } from '../../src/server/broker-config.js'
 import { freePort } from '../helpers/broker-process.js'
@@ -54,7 +55,11 @@ async function startBroker(root: string, logDirs: string[], fileSystem: FileSyst
     ['listeners', `PLAINTEXT://127.0.0.1:${port}`],
     ['offsets.topic.replication.factor', '1'],
   ])
-  return Broker.start(brokerConfigFromProperties(props), { logger: guardedLogger('broker-0'), fileSystem })
+  return Broker.start(brokerConfigFromProperties(props), {
+    ...nodeParts,
+    logger: guardedLogger('broker-0'),
+    fileSystem,
+  })
 }
 
 test('CreateTopics answers KAFKA_STORAGE_ERROR when a partition cannot be created, and the broker carries on', {

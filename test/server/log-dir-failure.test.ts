@@ -15,6 +15,7 @@ import { systemClock } from '../../src/common/clock.js'
 import type { FileHandle, FileSystem } from '../../src/common/file-system.js'
 import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
+import { nodeParts } from '../../src/runtime/node-parts.js'
 import { Broker } from '../../src/server/broker.js'
 import { brokerConfigFromProperties } from '../../src/server/broker-config.js'
 import { readAll } from '../client/helpers.js'
@@ -85,6 +86,7 @@ test('a broker whose only log dir fails stops, its leaderships move at once, and
       ])
       brokers.push(
         await Broker.start(brokerConfigFromProperties(props), {
+          ...nodeParts,
           store,
           logger: guardedLogger(`broker-${i}`),
           fileSystem: fileSystems[i],
