@@ -22,7 +22,13 @@ import {
 import type { FetchResponse, FetchResponsePartitionData } from '../protocol/generated/fetch-response.js'
 import { ApiKey } from '../protocol/generated/index.js'
 import { ZERO_UUID } from '../protocol/primitives.js'
-import { type ClientOptions, type KafkaClient, sharedOrNewClient } from './client.js'
+import { type KafkaClient, sharedOrNewClient } from './client.js'
+import {
+  type ConsumerOptions,
+  type OffsetResetPolicy,
+  type ResolvedConsumerOptions,
+  resolveConsumerOptions,
+} from './consumer-options.js'
 import {
   asClientError,
   ClientClosedError,
@@ -37,69 +43,24 @@ import {
   decodeFetchedRecords,
   nextOffsetOf,
 } from './fetch-records.js'
-import { type AssignorName, type PartitionAssignor, resolveAssignors } from './group/assignors.js'
-import { type ConsumerProtocolOptions, ConsumerProtocolSession } from './group/consumer-protocol-session.js'
+import { ConsumerProtocolSession } from './group/consumer-protocol-session.js'
 import type { OffsetToCommit } from './group/membership.js'
-import { GroupSession, type RebalanceListener, type SessionOptions } from './group/session.js'
+import { GroupSession, type RebalanceListener } from './group/session.js'
 import { type TopicPartition, tpKey } from './leader-requests.js'
-import { type IsolationLevel, listOffsets, type OffsetSpec } from './offsets.js'
-import { intOption, oneOf } from './options.js'
+import { listOffsets, type OffsetSpec } from './offsets.js'
 import { isRetriableError, needsMetadataRefresh, sleep } from './retry.js'
 
-export type { ConsumerRecord, OffsetToCommit, RebalanceListener, TopicPartition }
+export type {
+  ConsumerOptions,
+  ConsumerRecord,
+  OffsetResetPolicy,
+  OffsetToCommit,
+  RebalanceListener,
+  TopicPartition,
+}
 
 /** Fetched results per partition that may wait in the buffer while the next fetch runs. */
 const PREFETCH_ENTRIES_MAX = 2
-
-export type OffsetResetPolicy = 'earliest' | 'latest' | 'none'
-
-export interface ConsumerOptions extends Partial<ClientOptions> {
-  client?: KafkaClient
-  /** auto.offset.reset (default 'latest'): where to start without a position, or after OFFSET_OUT_OF_RANGE. */
-  autoOffsetReset?: OffsetResetPolicy
-  /** fetch.max.wait.ms (default 500). */
-  fetchMaxWaitMs?: number
-  /** fetch.min.bytes (default 1). */
-  fetchMinBytes?: number
-  /** fetch.max.bytes (default 52428800). */
-  fetchMaxBytes?: number
-  /** max.partition.fetch.bytes (default 1048576). */
-  maxPartitionFetchBytes?: number
-  /** max.poll.records (default 500). */
-  maxPollRecords?: number
-  /** isolation.level (default 'read_uncommitted'). */
-  isolationLevel?: IsolationLevel
-  /** group.id: the consumer group `subscribe()` joins and `commit()` commits for. */
-  groupId?: string
-  /**
-   * group.protocol (default 'classic'): 'consumer' is KIP-848's protocol (ConsumerGroupHeartbeat,
-   * server-side assignors); session.timeout.ms, heartbeat.interval.ms and
-   * partition.assignment.strategy are then the broker's business and may not be set.
-   */
-  groupProtocol?: 'classic' | 'consumer'
-  /** group.remote.assignor (consumer protocol): the server-side assignor to ask for. */
-  groupRemoteAssignor?: string
-  /** group.instance.id: static membership (no LeaveGroup on close; rejoining keeps the assignment). */
-  groupInstanceId?: string
-  /** session.timeout.ms (default 45000). */
-  sessionTimeoutMs?: number
-  /** heartbeat.interval.ms (default 3000). */
-  heartbeatIntervalMs?: number
-  /** max.poll.interval.ms (default 300000): longer without a poll and the member leaves the group. */
-  maxPollIntervalMs?: number
-  /** The JoinGroup rebalance timeout (default: max.poll.interval.ms, as Java). */
-  rebalanceTimeoutMs?: number
-  /** partition.assignment.strategy (default ['range']): assignors offered, preferred first. */
-  partitionAssignmentStrategy?: readonly (AssignorName | PartitionAssignor)[]
-  /** enable.auto.commit (default true with a groupId). */
-  enableAutoCommit?: boolean
-  /** auto.commit.interval.ms (default 5000). */
-  autoCommitIntervalMs?: number
-  /** Called after the group hands this member partitions (awaited before the poll goes on). */
-  onPartitionsAssigned?: RebalanceListener
-  /** Called before a rebalance or close takes partitions away (after their commit). */
-  onPartitionsRevoked?: RebalanceListener
-}
 
 export interface AssignedPartition extends TopicPartition {
   /** Start here; absent: autoOffsetReset decides. */
@@ -146,100 +107,6 @@ interface PendingDecode {
   readonly entry: Buffered | null
   /** Whether the batch headers told the next offset (false: legacy messages, or bad framing). */
   readonly nextOffsetKnown: boolean
-}
-
-interface ResolvedConsumerOptions {
-  autoOffsetReset: OffsetResetPolicy
-  fetchMaxWaitMs: number
-  fetchMinBytes: number
-  fetchMaxBytes: number
-  maxPartitionFetchBytes: number
-  maxPollRecords: number
-  isolationLevel: IsolationLevel
-  group: SessionOptions | null
-  /** Set instead of `group` with groupProtocol 'consumer'. */
-  consumerGroup: ConsumerProtocolOptions | null
-}
-
-function resolveConsumerProtocolOptions(options: ConsumerOptions): ConsumerProtocolOptions | null {
-  if (options.groupProtocol !== 'consumer' || options.groupId === undefined) return null
-  if (typeof options.groupId !== 'string' || options.groupId === '')
-    throw new InvalidArgumentError('group.id must be a non-empty string')
-  for (const [name, value] of [
-    ['session.timeout.ms', options.sessionTimeoutMs],
-    ['heartbeat.interval.ms', options.heartbeatIntervalMs],
-    ['partition.assignment.strategy', options.partitionAssignmentStrategy],
-  ] as const)
-    if (value !== undefined)
-      throw new InvalidArgumentError(
-        `${name} is not supported with groupProtocol 'consumer' (the broker sets it)`,
-      )
-  const maxPollIntervalMs = intOption('max.poll.interval.ms', options.maxPollIntervalMs, 300000, 1)
-  return {
-    groupId: options.groupId,
-    groupInstanceId: options.groupInstanceId ?? null,
-    remoteAssignor: options.groupRemoteAssignor ?? null,
-    rebalanceTimeoutMs: intOption('rebalance.timeout.ms', options.rebalanceTimeoutMs, maxPollIntervalMs, 1),
-    enableAutoCommit: options.enableAutoCommit ?? true,
-    autoCommitIntervalMs: intOption('auto.commit.interval.ms', options.autoCommitIntervalMs, 5000, 0),
-    onPartitionsAssigned: options.onPartitionsAssigned,
-    onPartitionsRevoked: options.onPartitionsRevoked,
-  }
-}
-
-function resolveGroupOptions(options: ConsumerOptions): SessionOptions | null {
-  const groupId = options.groupId
-  if (groupId === undefined) return null
-  const protocol = options.groupProtocol ?? 'classic'
-  if (protocol !== 'classic' && protocol !== 'consumer')
-    throw new InvalidArgumentError(`group.protocol must be 'classic' or 'consumer', not ${String(protocol)}`)
-  if (protocol === 'consumer') return null
-  if (typeof groupId !== 'string' || groupId === '')
-    throw new InvalidArgumentError('group.id must be a non-empty string')
-  const sessionTimeoutMs = intOption('session.timeout.ms', options.sessionTimeoutMs, 45000, 1)
-  const heartbeatIntervalMs = intOption('heartbeat.interval.ms', options.heartbeatIntervalMs, 3000, 1)
-  if (heartbeatIntervalMs >= sessionTimeoutMs)
-    throw new InvalidArgumentError('heartbeat.interval.ms must be lower than session.timeout.ms')
-  const maxPollIntervalMs = intOption('max.poll.interval.ms', options.maxPollIntervalMs, 300000, 1)
-  return {
-    groupId,
-    groupInstanceId: options.groupInstanceId ?? null,
-    sessionTimeoutMs,
-    heartbeatIntervalMs,
-    maxPollIntervalMs,
-    rebalanceTimeoutMs: intOption('rebalance.timeout.ms', options.rebalanceTimeoutMs, maxPollIntervalMs, 1),
-    assignors: resolveAssignors(options.partitionAssignmentStrategy),
-    enableAutoCommit: options.enableAutoCommit ?? true,
-    autoCommitIntervalMs: intOption('auto.commit.interval.ms', options.autoCommitIntervalMs, 5000, 0),
-    onPartitionsAssigned: options.onPartitionsAssigned,
-    onPartitionsRevoked: options.onPartitionsRevoked,
-  }
-}
-
-function resolveConsumerOptions(options: ConsumerOptions): ResolvedConsumerOptions {
-  return {
-    group: resolveGroupOptions(options),
-    consumerGroup: resolveConsumerProtocolOptions(options),
-    autoOffsetReset: oneOf('auto.offset.reset', options.autoOffsetReset, 'latest', [
-      'earliest',
-      'latest',
-      'none',
-    ]),
-    fetchMaxWaitMs: intOption('fetch.max.wait.ms', options.fetchMaxWaitMs, 500, 0),
-    fetchMinBytes: intOption('fetch.min.bytes', options.fetchMinBytes, 1, 0),
-    fetchMaxBytes: intOption('fetch.max.bytes', options.fetchMaxBytes, 52428800, 1),
-    maxPartitionFetchBytes: intOption(
-      'max.partition.fetch.bytes',
-      options.maxPartitionFetchBytes,
-      1048576,
-      1,
-    ),
-    maxPollRecords: intOption('max.poll.records', options.maxPollRecords, 500, 1),
-    isolationLevel: oneOf<IsolationLevel>('isolation.level', options.isolationLevel, 'read_uncommitted', [
-      'read_uncommitted',
-      'read_committed',
-    ]),
-  }
 }
 
 export class Consumer implements AsyncIterable<ConsumerRecord> {
