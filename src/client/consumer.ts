@@ -14,15 +14,15 @@
  * and on close, which also leaves the group.
  */
 import { ErrorCode } from '../protocol/error-codes.js'
-import {
-  defaultFetchRequest,
-  defaultFetchRequestFetchPartition,
-  type FetchRequest,
-} from '../protocol/generated/fetch-request.js'
 import type { FetchResponse, FetchResponsePartitionData } from '../protocol/generated/fetch-response.js'
 import { ApiKey } from '../protocol/generated/index.js'
-import { ZERO_UUID } from '../protocol/primitives.js'
 import { type KafkaClient, sharedOrNewClient } from './client.js'
+import {
+  type Buffered,
+  buildFetchRequest,
+  type PartitionState,
+  type PendingDecode,
+} from './consumer-fetch.js'
 import {
   type ConsumerOptions,
   type OffsetResetPolicy,
@@ -37,12 +37,7 @@ import {
   KafkaClientError,
   KafkaProtocolError,
 } from './errors.js'
-import {
-  type AbortedTransaction,
-  type ConsumerRecord,
-  decodeFetchedRecords,
-  nextOffsetOf,
-} from './fetch-records.js'
+import { type ConsumerRecord, decodeFetchedRecords, nextOffsetOf } from './fetch-records.js'
 import { ConsumerProtocolSession } from './group/consumer-protocol-session.js'
 import type { OffsetToCommit } from './group/membership.js'
 import { GroupSession, type RebalanceListener } from './group/session.js'
@@ -73,40 +68,6 @@ export interface ConsumerBatch extends TopicPartition {
   highWatermark: number
   /** high watermark − the offset after the last record: how far behind this batch is. */
   lag: number
-}
-
-interface PartitionState {
-  readonly tp: TopicPartition
-  /** Next offset to return; null while it must be looked up (reset or seek by time). */
-  position: number | null
-  resetTo: OffsetSpec | 'none' | null
-  /** Assign mode with a groupId: look up the group's committed offset before resetTo. */
-  useCommitted: boolean
-  paused: boolean
-  highWatermark: number
-  logStartOffset: number
-}
-
-interface Buffered {
-  readonly state: PartitionState
-  /** The position these records continue from; stale (dropped) if the position moved. */
-  fetchOffset: number
-  records: ConsumerRecord[]
-  nextOffset: number
-  /** False while its records are still being decoded (nextOffset is known from the batch headers). */
-  decoded: boolean
-}
-
-/** A fetched partition's records, to decode into their (already buffered) entry. */
-interface PendingDecode {
-  readonly state: PartitionState
-  readonly blob: Buffer | null
-  readonly fetchOffset: number
-  readonly aborted: readonly AbortedTransaction[] | null
-  /** The buffered entry to fill; null: decode first, then buffer (none to fill, or nextOffset unknown). */
-  readonly entry: Buffered | null
-  /** Whether the batch headers told the next offset (false: legacy messages, or bad framing). */
-  readonly nextOffsetKnown: boolean
 }
 
 export class Consumer implements AsyncIterable<ConsumerRecord> {
@@ -651,7 +612,7 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
       const response = await this.client.request<FetchResponse>(
         nodeId,
         ApiKey.Fetch,
-        () => this.fetchRequest(states, offsets),
+        () => buildFetchRequest(this.options, this.client, states, offsets),
         {
           purpose: 'fetch',
           timeoutMs: this.client.options.requestTimeoutMs + this.options.fetchMaxWaitMs,
@@ -664,31 +625,6 @@ export class Consumer implements AsyncIterable<ConsumerRecord> {
     } catch (error) {
       await this.onFetchError(asClientError(error))
       return []
-    }
-  }
-
-  private fetchRequest(states: PartitionState[], offsets: Map<string, number>): FetchRequest {
-    const byTopic = new Map<string, PartitionState[]>()
-    for (const s of states) byTopic.set(s.tp.topic, [...(byTopic.get(s.tp.topic) ?? []), s])
-    return {
-      ...defaultFetchRequest(),
-      maxWaitMs: this.options.fetchMaxWaitMs,
-      minBytes: this.options.fetchMinBytes,
-      maxBytes: this.options.fetchMaxBytes,
-      isolationLevel: this.options.isolationLevel === 'read_committed' ? 1 : 0,
-      // Full fetches (sessionId 0, sessionEpoch -1: the defaults); replicaId -1, a consumer.
-      topics: [...byTopic].map(([topic, list]) => ({
-        topic,
-        topicId: ZERO_UUID,
-        partitions: list.map((s) => ({
-          ...defaultFetchRequestFetchPartition(),
-          partition: s.tp.partition,
-          // KIP-320: a demoted leader answers FENCED_LEADER_EPOCH rather than serve as a follower.
-          currentLeaderEpoch: this.client.metadata.partition(s.tp.topic, s.tp.partition)?.leaderEpoch ?? -1,
-          fetchOffset: BigInt(offsets.get(tpKey(s.tp))!),
-          partitionMaxBytes: this.options.maxPartitionFetchBytes,
-        })),
-      })),
     }
   }
 
