@@ -641,7 +641,10 @@ export class Partition {
     } catch (err) {
       if (!(err instanceof CorruptSegmentError)) throw err
       if (this.isLeaderByMetadata) this.log.markCorrupt(err)
-      else await this.log.truncateAtCorruption(err)
+      else {
+        await this.log.truncateAtCorruption(err)
+        this.context.onFollowerLogCut?.()
+      }
       throw err
     }
   }
