@@ -625,15 +625,16 @@ export class LogManager {
     const run = async () => {
       for (const dir of this.options.logDirs) {
         if (this.offlineDirs.has(dir)) continue
-        const entries: TopicPartitionOffset[] = []
-        for (const hosted of this.logs.values()) {
-          const offset = hosted.logDir === dir && !hosted.log.isOffline ? offsetOf(hosted.log) : undefined
-          if (offset !== undefined) entries.push({ ...hosted.tp, offset })
-        }
         const path = join(dir, name)
         // An idle broker's checkpoints do not change: rewriting (and syncing) every
-        // partition's line each interval would cost it O(partitions) of disk work for nothing.
-        if (sameEntries(this.lastCheckpoints.get(path), entries)) continue
+        // partition's line each interval would cost it O(partitions) of disk work for
+        // nothing, and building the entries to compare, a new object per partition.
+        if (this.unchangedSince(this.lastCheckpoints.get(path), dir, offsetOf)) continue
+        const entries: TopicPartitionOffset[] = []
+        for (const hosted of this.logs.values()) {
+          const offset = this.checkpointed(hosted, dir, offsetOf)
+          if (offset !== undefined) entries.push({ ...hosted.tp, offset })
+        }
         this.lastCheckpoints.delete(path)
         try {
           await new CheckpointFile(this.fs, path, topicPartitionOffsetFormat).write(entries)
@@ -648,6 +649,32 @@ export class LogManager {
     const next = this.checkpointChain.then(run)
     this.checkpointChain = next.catch(() => undefined)
     return next
+  }
+
+  private checkpointed(
+    hosted: HostedLog,
+    dir: string,
+    offsetOf: (log: UnifiedLog) => Offset | undefined,
+  ): Offset | undefined {
+    return hosted.logDir === dir && !hosted.log.isOffline ? offsetOf(hosted.log) : undefined
+  }
+
+  /** Whether the entries written last (in the hosted logs' order) are still every one's offset. */
+  private unchangedSince(
+    previous: readonly TopicPartitionOffset[] | undefined,
+    dir: string,
+    offsetOf: (log: UnifiedLog) => Offset | undefined,
+  ): boolean {
+    if (previous === undefined) return false
+    let index = 0
+    for (const hosted of this.logs.values()) {
+      const offset = this.checkpointed(hosted, dir, offsetOf)
+      if (offset === undefined) continue
+      const entry = previous[index++]
+      if (entry === undefined || entry.offset !== offset) return false
+      if (entry.partition !== hosted.tp.partition || entry.topic !== hosted.tp.topic) return false
+    }
+    return index === previous.length
   }
 
   private schedule(name: string, intervalMs: number, task: () => Promise<unknown>): void {
@@ -675,17 +702,4 @@ export class LogManager {
     this.running.add(tracked)
     void tracked.finally(() => this.running.delete(tracked))
   }
-}
-
-function sameEntries(
-  previous: readonly TopicPartitionOffset[] | undefined,
-  entries: readonly TopicPartitionOffset[],
-): boolean {
-  if (previous === undefined || previous.length !== entries.length) return false
-  for (let index = 0; index < entries.length; index++) {
-    const a = previous[index]
-    const b = entries[index]
-    if (a.offset !== b.offset || a.partition !== b.partition || a.topic !== b.topic) return false
-  }
-  return true
 }
