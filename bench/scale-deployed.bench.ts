@@ -30,7 +30,7 @@
  *     [--wait-timeout-ms 900000] [--batch-partitions 5000] [--no-kafka]
  *     [--idle-ms 10000] [--idle-cpu-prof DIR]
  */
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { availableParallelism, loadavg } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -242,10 +242,15 @@ async function idle(cluster: DeployedCluster): Promise<void> {
   const written = () => pids.every((pid) => existsSync(join(profileDir ?? '', `${pid}.cpuprofile`)))
   for (let waitedMs = 0; profiled && !written() && waitedMs < PROFILE_WRITE_WAIT_MS; waitedMs += 250)
     await sleep(250)
-  if (profiled)
-    console.log(
-      `  idle CPU profiles (${written() ? 'written' : 'NOT all written'}): ${profileDir}/PID.cpuprofile`,
-    )
+  if (!profiled) return
+  console.log(
+    `  idle CPU profiles (${written() ? 'written' : 'NOT all written'}): ${profileDir}/PID.cpuprofile`,
+  )
+  for (const pid of pids) {
+    const gc = join(profileDir, `${pid}.gc.json`)
+    if (existsSync(gc))
+      console.log(`  garbage collections of ${pid} in the window: ${readFileSync(gc, 'utf8')}`)
+  }
 }
 
 function memory(cluster: DeployedCluster, rssBefore: readonly number[]): void {
