@@ -4,7 +4,7 @@
  * starts V8's sampling profiler, PID.stop stops it and writes PID.cpuprofile (Chrome DevTools)
  * and PID.gc.json: the window's garbage collections by kind (count, milliseconds; a forced one
  * is a gc() call, the broker's memory reclaimer's), which the profile shows only in part (V8's
- * helper threads do much of a collection's work).
+ * helper threads do much of a collection's work), and with PROFILE_PROBE_HEAP=1 PID.heapprofile.
  * `--cpu-prof` would profile the whole run, creation included, and only at a clean exit.
  */
 import { existsSync, rmSync, writeFileSync } from 'node:fs'
@@ -14,6 +14,16 @@ import { constants, PerformanceObserver } from 'node:perf_hooks'
 const dir = process.env.PROFILE_PROBE_DIR
 const POLL_INTERVAL_MS = 250
 const SAMPLING_INTERVAL_US = 1000
+/**
+ * PROFILE_PROBE_HEAP=1: also V8's sampling heap profiler over the window, garbage included
+ * (PID.heapprofile): what allocates, for the collections the window shows.
+ */
+const heap = process.env.PROFILE_PROBE_HEAP === '1'
+const HEAP_SAMPLING = {
+  samplingInterval: 8192,
+  includeObjectsCollectedByMajorGC: true,
+  includeObjectsCollectedByMinorGC: true,
+}
 if (dir) {
   const file = (suffix) => `${dir}/${process.pid}.${suffix}`
   const session = new Session()
@@ -49,6 +59,7 @@ if (dir) {
       post('Profiler.enable')
         .then(() => post('Profiler.setSamplingInterval', { interval: SAMPLING_INTERVAL_US }))
         .then(() => post('Profiler.start'))
+        .then(() => (heap ? post('HeapProfiler.startSampling', HEAP_SAMPLING) : undefined))
         .finally(() => {
           busy = false
         })
@@ -59,6 +70,8 @@ if (dir) {
       writeFileSync(file('gc.json'), JSON.stringify(collections))
       post('Profiler.stop')
         .then(({ profile }) => writeFileSync(file('cpuprofile'), JSON.stringify(profile)))
+        .then(() => (heap ? post('HeapProfiler.stopSampling') : undefined))
+        .then((sampled) => sampled && writeFileSync(file('heapprofile'), JSON.stringify(sampled.profile)))
         .finally(() => {
           busy = false
         })
