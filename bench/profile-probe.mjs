@@ -68,10 +68,11 @@ if (dir) {
       busy = true
       observer.disconnect()
       writeFileSync(file('gc.json'), JSON.stringify(collections))
-      post('Profiler.stop')
-        .then(({ profile }) => writeFileSync(file('cpuprofile'), JSON.stringify(profile)))
-        .then(() => (heap ? post('HeapProfiler.stopSampling') : undefined))
+      // The heap profile first: the bench waits for PID.cpuprofile, then may kill the broker.
+      Promise.resolve(heap ? post('HeapProfiler.stopSampling') : undefined)
         .then((sampled) => sampled && writeFileSync(file('heapprofile'), JSON.stringify(sampled.profile)))
+        .then(() => post('Profiler.stop'))
+        .then(({ profile }) => writeFileSync(file('cpuprofile'), JSON.stringify(profile)))
         .finally(() => {
           busy = false
         })
