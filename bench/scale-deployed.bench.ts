@@ -9,7 +9,9 @@
  *                  replica in the ISR, every leader answers ListOffsets for it and every
  *                  broker's DescribeLogDirs lists its replicas
  *   - metadata:    Metadata for every topic, p50/p99 of --metadata-samples requests
- *   - idle:        CPU of each broker process over 10 s with nothing produced (/proc/PID/stat)
+ *   - idle:        CPU of each broker process over --idle-ms (10 s) with nothing produced
+ *                  (/proc/PID/stat); --idle-cpu-prof DIR writes each broker's CPU profile of
+ *                  that window to DIR/PID.cpuprofile (bench/profile-probe.mjs)
  *   - memory:      RSS growth of each broker process from before the creation to after the
  *                  idle section, per replica it hosts
  *   - produce:     librdkafka's load generator (bench/native/rdkafka-perf.c): --records of
@@ -26,8 +28,12 @@
  *     [--sections create,metadata,idle,memory,produce,connections,kill,restart,shutdown]
  *     [--records 100000] [--acks 1] [--connections 1000] [--metadata-samples 50]
  *     [--wait-timeout-ms 900000] [--batch-partitions 5000] [--no-kafka]
+ *     [--idle-ms 10000] [--idle-cpu-prof DIR]
  */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { availableParallelism, loadavg } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { KAFKA_REFERENCE_VERSION } from '../test/helpers/kafka-reference.js'
 import {
@@ -54,6 +60,8 @@ const { values } = parseArgs({
     'metadata-samples': { type: 'string', default: '50' },
     'wait-timeout-ms': { type: 'string', default: '900000' },
     'batch-partitions': { type: 'string', default: '5000' },
+    'idle-ms': { type: 'string', default: '10000' },
+    'idle-cpu-prof': { type: 'string' },
     'no-kafka': { type: 'boolean', default: false },
   },
 })
@@ -65,7 +73,8 @@ function positive(
     | 'connections'
     | 'metadata-samples'
     | 'wait-timeout-ms'
-    | 'batch-partitions',
+    | 'batch-partitions'
+    | 'idle-ms',
 ): number {
   const n = Number(values[name])
   if (!Number.isInteger(n) || n < 1)
@@ -78,13 +87,22 @@ const connectionCount = positive('connections')
 const metadataSamples = positive('metadata-samples')
 const waitTimeoutMs = positive('wait-timeout-ms')
 const batchPartitions = positive('batch-partitions')
+const idleMs = positive('idle-ms')
+const profileDir = values['idle-cpu-prof'] === undefined ? undefined : resolve(values['idle-cpu-prof'])
+if (profileDir !== undefined) {
+  mkdirSync(profileDir, { recursive: true })
+  const probe = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bench', 'profile-probe.mjs')
+  // Read by the broker spawner (test/helpers/broker-process.ts) for every tidelog broker.
+  process.env.TIDELOG_BROKER_NODE_FLAGS = `--import=${probe}`
+  process.env.PROFILE_PROBE_DIR = profileDir
+}
 const sections = new Set(values.sections.split(',').filter(Boolean))
 for (const s of sections) if (!ALL_SECTIONS.split(',').includes(s)) throw new Error(`unknown section ${s}`)
 const TOPIC = 'scale'
 const SIX = 'six'
 const RECORD_BYTES = 1024
-const IDLE_MS = 10_000
 const PROGRESS_EVERY_MS = 10_000
+const PROFILE_WRITE_WAIT_MS = 30_000
 /** A produce run takes seconds to a minute here; longer is a hang. */
 const PRODUCE_TIMEOUT_MS = 300_000
 
@@ -204,7 +222,10 @@ async function idle(cluster: DeployedCluster): Promise<void> {
   const before = pids.map((pid) => processStats([pid]).cpuSeconds)
   const store = processStats(cluster.storePids()).cpuSeconds
   const startedAt = performance.now()
-  await sleep(IDLE_MS)
+  const profiled = profileDir !== undefined && cluster.system === 'tidelog'
+  if (profiled) for (const pid of pids) writeFileSync(join(profileDir, `${pid}.start`), '')
+  await sleep(idleMs)
+  if (profiled) for (const pid of pids) writeFileSync(join(profileDir, `${pid}.stop`), '')
   const seconds = (performance.now() - startedAt) / 1000
   const cores = pids.map((pid, i) => (processStats([pid]).cpuSeconds - before[i]) / seconds)
   const storeCores = (processStats(cluster.storePids()).cpuSeconds - store) / seconds
@@ -214,9 +235,22 @@ async function idle(cluster: DeployedCluster): Promise<void> {
     '<= 2%',
     cluster.system,
     100 * Math.max(...cores),
-    `each: ${cores.map((c) => (100 * c).toFixed(1)).join(', ')}%` +
+    `over ${seconds.toFixed(0)} s, each: ${cores.map((c) => (100 * c).toFixed(1)).join(', ')}%` +
       (cluster.storePids().length > 0 ? `; etcd ${(100 * storeCores).toFixed(1)}%` : ''),
   )
+  // The probes write their profiles within a poll or two; the next sections may kill a broker.
+  const written = () => pids.every((pid) => existsSync(join(profileDir ?? '', `${pid}.cpuprofile`)))
+  for (let waitedMs = 0; profiled && !written() && waitedMs < PROFILE_WRITE_WAIT_MS; waitedMs += 250)
+    await sleep(250)
+  if (!profiled) return
+  console.log(
+    `  idle CPU profiles (${written() ? 'written' : 'NOT all written'}): ${profileDir}/PID.cpuprofile`,
+  )
+  for (const pid of pids) {
+    const gc = join(profileDir, `${pid}.gc.json`)
+    if (existsSync(gc))
+      console.log(`  garbage collections of ${pid} in the window: ${readFileSync(gc, 'utf8')}`)
+  }
 }
 
 function memory(cluster: DeployedCluster, rssBefore: readonly number[]): void {

@@ -134,12 +134,14 @@ export async function fetchMessages<T extends FetchPartitionRequest, R>(
       : reader.isolation === 'read_committed'
         ? 'lastStableOffset'
         : 'highWatermark'
-  // The baseline for "new data" is taken before the first read: a record appended while
-  // that read awaits the disk fired no watcher yet, and must still wake this fetch.
-  const watches = watchesFor(targets, hosted, wakeOn)
   const firstReads = toRead(targets, hosted, params)
-  // Every candidate's state is recorded: the partitions skipped were caught up in this fetch.
   const news = params.followerSession
+  // The baseline for "new data" is taken before the first read: a record appended while
+  // that read awaits the disk fired no watcher yet, and must still wake this fetch. A
+  // session partition found unchanged wakes it through the session (watchMore): watching
+  // it here too cost two watchers per partition on each sweep of an idle session.
+  const watches = watchesFor(targets, hosted, wakeOn, news)
+  // Every candidate's state is recorded: the partitions skipped were caught up in this fetch.
   if (news !== undefined && reader.kind === 'follower' && !isFencedIncarnation(host, reader))
     news.onFetched(host.clock.monotonicMs())
   const results = await readAll(host, params, firstReads, false)
@@ -429,15 +431,17 @@ function errorResult<T extends FetchPartitionRequest>(target: T, errorCode: numb
   }
 }
 
-function watchesFor(
-  targets: readonly FetchPartitionRequest[],
+function watchesFor<T extends FetchPartitionRequest>(
+  targets: readonly T[],
   hosted: readonly (Partition | undefined)[],
   wakeOn: FetchWakeOn,
+  news: FollowerSessionNews<T> | undefined,
 ): DelayedFetchWatch[] {
   const watches: DelayedFetchWatch[] = []
   for (let index = 0; index < targets.length; index++) {
     const partition = hosted[index]
-    if (partition) watches.push(fetchWatch(partition, targets[index].fetchOffset, wakeOn))
+    if (partition === undefined || news?.isClean(targets[index])) continue
+    watches.push(fetchWatch(partition, targets[index].fetchOffset, wakeOn))
   }
   return watches
 }

@@ -25,6 +25,7 @@ import type { BrokerId } from '../common/types.js'
 /** What the bookkeeping needs of a Partition (partition.ts imports this module). */
 export interface WatchedPartition {
   readonly isLeader: boolean
+  readonly leaderEpoch: number
   watchLogEnd(watcher: () => void): () => void
   watchHighWatermark(watcher: () => void): () => void
   isFollowerInIsr(replicaId: BrokerId): boolean
@@ -47,6 +48,8 @@ interface Entry<T> {
   /** The partition whose events are watched, while the entry is clean or was. */
   partition: WatchedPartition | null
   unwatch: (() => void) | null
+  /** The partition's leader epoch when a fetch last found the entry unchanged. */
+  leaderEpoch: number
 }
 
 export class FollowerSessionNews<T> {
@@ -79,7 +82,7 @@ export class FollowerSessionNews<T> {
   set(key: string, target: T): void {
     let entry = this.entries.get(key)
     if (entry === undefined) {
-      entry = { key, target, partition: null, unwatch: null }
+      entry = { key, target, partition: null, unwatch: null, leaderEpoch: -1 }
       this.entries.set(key, entry)
     } else {
       this.byTarget.delete(entry.target)
@@ -127,7 +130,10 @@ export class FollowerSessionNews<T> {
       this.unbind(entry)
       entry.partition = partition
       const onAppend = partition.watchLogEnd(() => this.onEvent(entry, true))
-      const onHighWatermark = partition.watchHighWatermark(() => this.onEvent(entry, !partition.isLeader))
+      // A new leadership (epoch) ends a waiting fetch, as its own watch of the partition would.
+      const onHighWatermark = partition.watchHighWatermark(() =>
+        this.onEvent(entry, !partition.isLeader || partition.leaderEpoch !== entry.leaderEpoch),
+      )
       entry.unwatch = () => {
         onAppend()
         onHighWatermark()
@@ -138,7 +144,17 @@ export class FollowerSessionNews<T> {
       foldSession(times)
       times.session = this.clock
     }
+    entry.leaderEpoch = partition.leaderEpoch
     this.dirty.delete(entry)
+  }
+
+  /**
+   * Whether a fetch found `target` unchanged and nothing happened to it since: its events
+   * wake a waiting fetch through `watch`, which needs no watch of its own on it.
+   */
+  isClean(target: T): boolean {
+    const entry = this.byTarget.get(target)
+    return entry !== undefined && entry.partition !== null && !this.dirty.has(entry)
   }
 
   /**

@@ -50,4 +50,9 @@ export interface PartitionContext {
   readonly localBrokerEpoch?: () => number
   /** The topic's min.insync.replicas (KIP-966: no HW advance below it). Absent: 1. */
   readonly minInsyncReplicas?: () => number
+  /**
+   * A follower's log was cut by something other than its fetcher (a corrupt batch met by a
+   * read): its fetcher, which looks only at partitions with news, must send the new position.
+   */
+  readonly onFollowerLogCut?: () => void
 }

@@ -495,13 +495,18 @@ export class Partition {
   maybeShrinkIsr(lagTimeMaxMs: number): void {
     if (this.maybeResendIsr()) return
     const now = this.context.nowMs()
-    const lagging = this.state.isr.filter((id) => {
-      if (id === this.localBrokerId) return false
-      const follower = this.followers.get(id)
-      return follower === undefined || now - caughtUpTimeMs(follower) > lagTimeMaxMs
-    })
-    if (lagging.length === 0) return
-    this.propose(this.state.isr.filter((id) => !lagging.includes(id)))
+    // Runs over every led partition each replica.lag.time.max.ms / 2: nothing allocated
+    // unless a member lags.
+    let anyLagging = false
+    for (const id of this.state.isr) anyLagging ||= this.isLagging(id, now, lagTimeMaxMs)
+    if (!anyLagging) return
+    this.propose(this.state.isr.filter((id) => !this.isLagging(id, now, lagTimeMaxMs)))
+  }
+
+  private isLagging(id: BrokerId, nowMs: number, lagTimeMaxMs: number): boolean {
+    if (id === this.localBrokerId) return false
+    const follower = this.followers.get(id)
+    return follower === undefined || nowMs - caughtUpTimeMs(follower) > lagTimeMaxMs
   }
 
   /**
@@ -641,7 +646,10 @@ export class Partition {
     } catch (err) {
       if (!(err instanceof CorruptSegmentError)) throw err
       if (this.isLeaderByMetadata) this.log.markCorrupt(err)
-      else await this.log.truncateAtCorruption(err)
+      else {
+        await this.log.truncateAtCorruption(err)
+        this.context.onFollowerLogCut?.()
+      }
       throw err
     }
   }

@@ -77,6 +77,13 @@ export class ReplicaFetcherManager {
     this.fetchers.get(leaderId)?.remove(key)
   }
 
+  /** The next round of `partition`'s fetcher looks at it (its log changed outside the fetcher). */
+  touch(partition: Partition): void {
+    const key = keyOf(partition)
+    const leaderId = this.leaderOf.get(key)
+    if (leaderId !== undefined) this.fetchers.get(leaderId)?.touch(key)
+  }
+
   shutdown(): void {
     for (const fetcher of this.fetchers.values()) fetcher.stop()
     this.fetchers.clear()

@@ -32,6 +32,7 @@ import { ZERO_UUID } from '../protocol/primitives.js'
 import { splitBatches } from '../protocol/record-batch.js'
 import { BrokerClient, BrokerConnectionError } from './broker-client.js'
 import { FetchSessionHandler, type SessionEntry, type SessionFetch } from './fetch-session-handler.js'
+import { FollowerRoundNews } from './follower-round-news.js'
 import type { Partition } from './partition.js'
 
 /**
@@ -188,8 +189,8 @@ export class LeaderFetcher {
   private readonly session = new FetchSessionHandler<Followed>()
   /** The partitions ready to fetch as of the last round, each entry kept while its data holds. */
   private readonly ready = new Map<string, SessionEntry<Followed>>()
-  /** Keys removed since the last round. */
-  private readonly removed = new Set<string>()
+  /** Which partitions the next round looks at: an idle round looks at none. */
+  private readonly news: FollowerRoundNews<Followed>
   /** Keys whose ready entry changed since the last fetch built (see FetchSessionHandler.build). */
   private readonly changed = new Set<string>()
   /** Whether warnUnasked has warned already (once per fetcher: it means a bug, not load). */
@@ -200,7 +201,9 @@ export class LeaderFetcher {
     private readonly settings: FetcherSettings,
     private readonly stats: FetcherStats,
     private readonly onIdle: () => void,
-  ) {}
+  ) {
+    this.news = new FollowerRoundNews(settings.clock.monotonicMs())
+  }
 
   isFollowing(key: string, leaderEpoch: number): boolean {
     return this.partitions.get(key)?.leaderEpoch === leaderEpoch
@@ -208,6 +211,7 @@ export class LeaderFetcher {
 
   add(key: string, followed: Followed): void {
     this.partitions.set(key, followed)
+    this.news.added(key, followed)
     this.lastReadyMs = this.settings.clock.monotonicMs()
     if (!this.running) this.start()
     else this.wake()
@@ -277,9 +281,14 @@ export class LeaderFetcher {
     this.polling = null
   }
 
+  /** Something outside the fetcher changed `key`'s log: the next round looks at it. */
+  touch(key: string): void {
+    this.news.touched(key)
+  }
+
   remove(key: string): void {
     this.partitions.delete(key)
-    this.removed.add(key)
+    this.news.touched(key)
   }
 
   stop(): void {
@@ -315,9 +324,10 @@ export class LeaderFetcher {
           continue
         }
         await this.truncatePending(client)
+        this.news.truncationsDone()
         const fetched = await this.fetchOnce(client)
         if (!fetched) {
-          const backoffRemainingMs = this.shortBackoffRemainingMs(this.settings.clock.monotonicMs())
+          const backoffRemainingMs = this.news.shortBackoffRemainingMs(this.settings.clock.monotonicMs())
           await this.sleep(
             Math.min(this.settings.fetchBackoffMs, 100, backoffRemainingMs ?? Number.POSITIVE_INFINITY),
           )
@@ -409,26 +419,13 @@ export class LeaderFetcher {
       : this.settings.fetchBackoffMs
     followed.backoffUntilMs = this.settings.clock.monotonicMs() + delayMs
     followed.shortBackoff = catchingUp
-  }
-
-  /**
-   * How long until the first short backoff ends, or undefined when none is pending. One
-   * millisecond is added because a timer may fire a fraction of a millisecond before the
-   * monotonic clock reaches its deadline: a wake-up that found the partition still backing
-   * off would start a long poll without it, and the partition would wait that poll out
-   * (replica.fetch.wait.max.ms) while the leader takes writes for it.
-   */
-  private shortBackoffRemainingMs(now: number): number | undefined {
-    let earliest = Number.POSITIVE_INFINITY
-    for (const f of this.partitions.values())
-      if (f.shortBackoff === true && f.backoffUntilMs > now) earliest = Math.min(earliest, f.backoffUntilMs)
-    return earliest === Number.POSITIVE_INFINITY ? undefined : Math.ceil(earliest - now) + 1
+    this.news.backedOff(keyOf(followed.partition), followed)
   }
 
   // ---- truncation (KIP-101/279) --------------------------------------------------------------
 
   private async truncatePending(client: BrokerClient): Promise<void> {
-    const waiting = [...this.partitions.values()].filter((f) => !f.truncated)
+    const waiting = this.news.waitingForTruncation((key, f) => this.partitions.get(key) === f)
     if (waiting.length === 0) return
     // Appends taken while leading land first: the epoch asked for and the log end compared
     // with the answer must include them (Partition.leaderAppendsLanded).
@@ -533,7 +530,7 @@ export class LeaderFetcher {
     this.pollMaxWaitMs = maxWaitMs
     this.interrupted = false
     // A partition whose short backoff ends during this long poll joins the next fetch at once.
-    const backoffRemainingMs = this.shortBackoffRemainingMs(now)
+    const backoffRemainingMs = this.news.shortBackoffRemainingMs(now)
     const backoffEnd =
       backoffRemainingMs === undefined
         ? undefined
@@ -587,7 +584,10 @@ export class LeaderFetcher {
       for (const data of topic.partitions) {
         // The Followed this fetch was sent for: a partition re-followed meanwhile (a new
         // leader epoch) is a new one, which must not take the old epoch's answer.
-        const sent = ready.get(idKey(topic.topicId, data.partitionIndex))
+        const key = idKey(topic.topicId, data.partitionIndex)
+        const sent = ready.get(key)
+        // Appended to, backing off or truncated: the next round sends what changed.
+        this.news.touched(key)
         if (sent) handled.push(this.onPartitionData(client, sent.handle, data, sent.data.fetchOffset))
         else this.warnUnasked(topic.topicId, data.partitionIndex)
       }
@@ -602,19 +602,19 @@ export class LeaderFetcher {
   /**
    * The partitions this round fetches, as session entries. As Kafka's fetchers: the session
    * holds the partitions fetched this round; one left out (backing off, truncating) is
-   * forgotten, and sent again when it is ready.
+   * forgotten, and sent again when it is ready. Only the partitions with news are looked at
+   * (follower-round-news.ts): an idle round touches none.
    */
   private readyPartitions(now: number): void {
     const { ready, changed } = this
-    for (const key of this.removed) if (ready.delete(key)) changed.add(key)
-    this.removed.clear()
-    for (const [key, f] of this.partitions) {
+    for (const key of this.news.take(now, this.partitions.keys())) {
+      const f = this.partitions.get(key)
       const kept = ready.get(key)
-      if (!f.truncated || f.backoffUntilMs > now) {
+      if (f === undefined || !f.truncated || f.backoffUntilMs > now) {
         if (kept !== undefined && ready.delete(key)) changed.add(key)
         continue
       }
-      // An idle round allocates nothing: the same partition at the same log end and start.
+      // Looked at, yet the same partition at the same log end and start: nothing to send.
       const log = f.partition.log
       if (kept?.handle === f && kept.data.fetchOffset === log.logEndOffset) {
         const same = kept.data.logStartOffset === log.logStartOffset

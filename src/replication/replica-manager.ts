@@ -485,6 +485,7 @@ export class ReplicaManager {
         brokerEpochOf: (brokerId) => this.live.get(brokerId),
         localBrokerEpoch: this.options.localBrokerEpoch,
         minInsyncReplicas: () => this.settings.get(topic.name)?.minInsyncReplicas ?? 1,
+        onFollowerLogCut: () => this.options.fetchers.touch(partition),
       },
     )
     this.partitions.set(key(topic.name, state.partition), partition)

@@ -129,6 +129,8 @@ const DISK_ERROR_CODES = new Set([
  * for the bounded descriptors and the memory of 10,000 loads.
  */
 const LOG_IO_CONCURRENCY = 16
+/** How long a checkpoint may go uncompared with its logs when no change was counted. */
+const CHECKPOINT_RECHECK_INTERVAL_MS = 60_000
 
 interface HostedLog {
   readonly log: UnifiedLog
@@ -155,6 +157,10 @@ export class LogManager {
   private checkpointChain: Promise<void> = Promise.resolve()
   /** What each checkpoint file holds since this manager last wrote it, by path. */
   private readonly lastCheckpoints = new Map<string, readonly TopicPartitionOffset[]>()
+  /** Counts what may move a checkpointed offset: a log's operations, logs added or removed. */
+  private changes = 0
+  /** `changes` when each checkpoint file was last found current, and when (monotonic ms). */
+  private readonly checkedAt = new Map<string, { changes: number; atMs: number }>()
   private started = false
   private shutDown = false
   private readonly cleaner: LogCleaner
@@ -255,6 +261,7 @@ export class LogManager {
       return raced.log
     }
     this.logs.set(key(tp), { log, logDir, tp })
+    this.changes++
     return log
   }
 
@@ -300,6 +307,7 @@ export class LogManager {
     }
     const moved = await this.openLog(logDir, tp, config, start)
     this.logs.set(key(tp), { log: moved, logDir, tp })
+    this.changes++
     // The checkpoints of both dirs name it where it is now, before a crash could need them.
     await this.checkpointRecoveryPoints()
     await this.checkpointHighWatermarks()
@@ -314,6 +322,7 @@ export class LogManager {
     const hosted = this.logs.get(key(tp))
     if (hosted === undefined) return
     this.logs.delete(key(tp))
+    this.changes++
     this.cleaner.forget(hosted.log.dir)
     await hosted.log.delete()
   }
@@ -372,13 +381,13 @@ export class LogManager {
   }
 
   checkpointRecoveryPoints(): Promise<void> {
-    return this.writeCheckpoints(RECOVERY_POINT_CHECKPOINT_FILE, (log) => log.recoveryPoint)
+    return this.writeCheckpoints(RECOVERY_POINT_CHECKPOINT_FILE, (log) => log.recoveryPoint, true)
   }
   checkpointHighWatermarks(): Promise<void> {
-    return this.writeCheckpoints(HIGH_WATERMARK_CHECKPOINT_FILE, (log) => log.highWatermark)
+    return this.writeCheckpoints(HIGH_WATERMARK_CHECKPOINT_FILE, (log) => log.highWatermark, true)
   }
   checkpointLogStartOffsets(): Promise<void> {
-    return this.writeCheckpoints(LOG_START_OFFSET_CHECKPOINT_FILE, (log) => log.logStartOffset)
+    return this.writeCheckpoints(LOG_START_OFFSET_CHECKPOINT_FILE, (log) => log.logStartOffset, true)
   }
 
   /**
@@ -466,6 +475,7 @@ export class LogManager {
         highWatermark: offset((c) => c.highWatermarks),
       })
       this.logs.set(key(tp), { log, logDir, tp })
+      this.changes++
     }
     this.loadedCheckpoints.length = 0
   }
@@ -505,6 +515,7 @@ export class LogManager {
       const log = loaded[i]!
       assert(!this.logs.has(k), () => `partition ${k} exists in two log dirs`)
       this.logs.set(k, { log, logDir: dir, tp })
+      this.changes++
       const firstDirty = checkpoints.cleanerOffsets.get(k)
       if (firstDirty !== undefined) this.cleaner.restoreFirstDirtyOffset(log, firstDirty)
     })
@@ -581,6 +592,9 @@ export class LogManager {
       ...start,
       onStorageError: (err) => this.onLogDirFailure(logDir, err),
       onFlushed: (durationMs) => this.onLogFlushed?.(durationMs),
+      onChanged: () => {
+        this.changes++
+      },
       onTruncated: async (logEndOffset) => {
         if (this.cleaner.noteTruncation(dir, logEndOffset) && !this.shutDown)
           await this.checkpointCleanerOffsets()
@@ -608,6 +622,7 @@ export class LogManager {
   private onLogDirFailure(dir: string, err: StorageError): void {
     if (this.offlineDirs.has(dir)) return
     this.offlineDirs.add(dir)
+    this.changes++
     this.logger.error({ dir, err }, 'log dir offline after a disk failure')
     for (const hosted of this.logs.values()) {
       if (hosted.logDir !== dir) continue
@@ -621,23 +636,41 @@ export class LogManager {
    * (Kafka's LogDirFailureChannel) rather than failing the caller: a broker whose checkpoints
    * fail must still stop, and the other dirs still get theirs.
    */
-  private writeCheckpoints(name: string, offsetOf: (log: UnifiedLog) => Offset | undefined): Promise<void> {
+  private writeCheckpoints(
+    name: string,
+    offsetOf: (log: UnifiedLog) => Offset | undefined,
+    /** The offsets are the logs' own, whose moves `changes` counts (not the cleaner's). */
+    counted = false,
+  ): Promise<void> {
     const run = async () => {
       for (const dir of this.options.logDirs) {
         if (this.offlineDirs.has(dir)) continue
-        const entries: TopicPartitionOffset[] = []
-        for (const hosted of this.logs.values()) {
-          const offset = hosted.logDir === dir && !hosted.log.isOffline ? offsetOf(hosted.log) : undefined
-          if (offset !== undefined) entries.push({ ...hosted.tp, offset })
-        }
         const path = join(dir, name)
         // An idle broker's checkpoints do not change: rewriting (and syncing) every
-        // partition's line each interval would cost it O(partitions) of disk work for nothing.
-        if (sameEntries(this.lastCheckpoints.get(path), entries)) continue
+        // partition's line each interval would cost it O(partitions) of disk work for
+        // nothing; so would comparing them, at 10,000 partitions, every 5 s. Nothing
+        // counted since the file was last current: not even compared, unless a full
+        // CHECKPOINT_RECHECK_INTERVAL_MS went by (a move the count would have missed).
+        const changes = this.changes
+        const nowMs = this.clock.monotonicMs()
+        const checked = this.checkedAt.get(path)
+        if (counted && checked?.changes === changes && nowMs - checked.atMs < CHECKPOINT_RECHECK_INTERVAL_MS)
+          continue
+        if (this.unchangedSince(this.lastCheckpoints.get(path), dir, offsetOf)) {
+          this.checkedAt.set(path, { changes, atMs: nowMs })
+          continue
+        }
+        const entries: TopicPartitionOffset[] = []
+        for (const hosted of this.logs.values()) {
+          const offset = this.checkpointed(hosted, dir, offsetOf)
+          if (offset !== undefined) entries.push({ ...hosted.tp, offset })
+        }
         this.lastCheckpoints.delete(path)
+        this.checkedAt.delete(path)
         try {
           await new CheckpointFile(this.fs, path, topicPartitionOffsetFormat).write(entries)
           this.lastCheckpoints.set(path, entries)
+          this.checkedAt.set(path, { changes, atMs: nowMs })
         } catch (err) {
           if (!isDiskError(err)) throw err
           this.onLogDirFailure(dir, storageFailure(`writing ${name} in ${dir}`, err))
@@ -648,6 +681,32 @@ export class LogManager {
     const next = this.checkpointChain.then(run)
     this.checkpointChain = next.catch(() => undefined)
     return next
+  }
+
+  private checkpointed(
+    hosted: HostedLog,
+    dir: string,
+    offsetOf: (log: UnifiedLog) => Offset | undefined,
+  ): Offset | undefined {
+    return hosted.logDir === dir && !hosted.log.isOffline ? offsetOf(hosted.log) : undefined
+  }
+
+  /** Whether the entries written last (in the hosted logs' order) are still every one's offset. */
+  private unchangedSince(
+    previous: readonly TopicPartitionOffset[] | undefined,
+    dir: string,
+    offsetOf: (log: UnifiedLog) => Offset | undefined,
+  ): boolean {
+    if (previous === undefined) return false
+    let index = 0
+    for (const hosted of this.logs.values()) {
+      const offset = this.checkpointed(hosted, dir, offsetOf)
+      if (offset === undefined) continue
+      const entry = previous[index++]
+      if (entry === undefined || entry.offset !== offset) return false
+      if (entry.partition !== hosted.tp.partition || entry.topic !== hosted.tp.topic) return false
+    }
+    return index === previous.length
   }
 
   private schedule(name: string, intervalMs: number, task: () => Promise<unknown>): void {
@@ -675,17 +734,4 @@ export class LogManager {
     this.running.add(tracked)
     void tracked.finally(() => this.running.delete(tracked))
   }
-}
-
-function sameEntries(
-  previous: readonly TopicPartitionOffset[] | undefined,
-  entries: readonly TopicPartitionOffset[],
-): boolean {
-  if (previous === undefined || previous.length !== entries.length) return false
-  for (let index = 0; index < entries.length; index++) {
-    const a = previous[index]
-    const b = entries[index]
-    if (a.offset !== b.offset || a.partition !== b.partition || a.topic !== b.topic) return false
-  }
-  return true
 }

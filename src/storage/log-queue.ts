@@ -31,6 +31,8 @@ export interface LogQueueHost {
   failure(): StorageError | undefined
   /** A task failed unexpectedly: the log goes offline (and calls rejectAll). */
   fail(err: unknown): void
+  /** A task ran (or failed): what the log holds may have changed. */
+  taskDone(): void
 }
 
 export class LogQueue {
@@ -117,6 +119,8 @@ export class LogQueue {
     } catch (err) {
       this.host.fail(err)
       this.rejectTask(task, this.host.failure() ?? err)
+    } finally {
+      this.host.taskDone()
     }
   }
 

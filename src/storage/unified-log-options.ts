@@ -8,7 +8,27 @@ import type { LeaderEpochFileCache } from './leader-epoch-cache.js'
 import type { LogConfig } from './log-config.js'
 import type { LogSegment } from './log-segment.js'
 
-export interface UnifiedLogOptions {
+/** What a log tells its owner. */
+export interface LogHooks {
+  /** Called once when a disk operation fails and the log goes offline (KAFKA_STORAGE_ERROR). */
+  readonly onStorageError?: (err: StorageError) => void
+  /** Called after each fsync of appended data with its duration (the log flush metric). */
+  readonly onFlushed?: (durationMs: number) => void
+  /**
+   * Awaited inside every truncation with the new log end, before it completes: the owner
+   * lowers the log cleaner's checkpoint durably (Kafka's maybeTruncateCheckpoint). Batches
+   * appended later at offsets below a checkpoint left above the truncation would count as
+   * already cleaned, and a key's older value there would outlive its tombstone.
+   */
+  readonly onTruncated?: (logEndOffset: Offset) => Promise<void>
+  /**
+   * Called after each queued operation (appends, roll, flush, truncation, retention) and
+   * high watermark move: the offsets the owner checkpoints may have moved.
+   */
+  readonly onChanged?: () => void
+}
+
+export interface UnifiedLogOptions extends LogHooks {
   /** The `<topic>-<partition>` directory; created if missing. */
   readonly dir: string
   readonly config?: LogConfig
@@ -29,17 +49,6 @@ export interface UnifiedLogOptions {
    * longer say compact: recovery accepts offset gaps between batches. Default false.
    */
   readonly wasCompacted?: boolean
-  /** Called once when a disk operation fails and the log goes offline (KAFKA_STORAGE_ERROR). */
-  readonly onStorageError?: (err: StorageError) => void
-  /** Called after each fsync of appended data with its duration (the log flush metric). */
-  readonly onFlushed?: (durationMs: number) => void
-  /**
-   * Awaited inside every truncation with the new log end, before it completes: the owner
-   * lowers the log cleaner's checkpoint durably (Kafka's maybeTruncateCheckpoint). Batches
-   * appended later at offsets below a checkpoint left above the truncation would count as
-   * already cleaned, and a key's older value there would outlive its tombstone.
-   */
-  readonly onTruncated?: (logEndOffset: Offset) => Promise<void>
   /** Bytes of the last written batches kept in memory for reads at the log end (0: none). */
   readonly recentBatchesMaxBytes?: number
 }
@@ -59,9 +68,7 @@ export interface LoadedLogParts {
     recoveryPoint: Offset
   }
   readonly highWatermark: Offset
-  readonly onStorageError: ((err: StorageError) => void) | undefined
   readonly wasCompacted: boolean
   readonly recentBatchesMaxBytes: number
-  readonly onFlushed: ((durationMs: number) => void) | undefined
-  readonly onTruncated: ((logEndOffset: Offset) => Promise<void>) | undefined
+  readonly hooks: LogHooks
 }

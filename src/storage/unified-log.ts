@@ -41,7 +41,7 @@ import type { LogSegment } from './log-segment.js'
 import { appendRules, type ValidatedAppend, validateAppend } from './log-validator.js'
 import { RECENT_BATCHES_MAX_BYTES_DEFAULT, RecentBatches } from './recent-batches.js'
 import type { AbortedTxn } from './transaction-index.js'
-import type { LoadedLogParts, UnifiedLogOptions } from './unified-log-options.js'
+import type { LoadedLogParts, LogHooks, UnifiedLogOptions } from './unified-log-options.js'
 import {
   type AppendOptions,
   duplicateAppendInfo,
@@ -83,10 +83,10 @@ export class UnifiedLog {
   private readonly local: LocalLog
   private logStartOffsetValue: Offset
   private highWatermarkValue: Offset
-  private readonly onFlushed: ((durationMs: number) => void) | undefined
-  private readonly onTruncated: ((logEndOffset: Offset) => Promise<void>) | undefined
+  private readonly hooks: LogHooks
   private readonly queue = new LogQueue({
     runAppends: (appends) => this.runAppends(appends),
+    taskDone: () => this.hooks.onChanged?.(),
     unusableError: () => this.unusableError(),
     failure: () => this.failure,
     fail: (err) => this.fail(err),
@@ -106,7 +106,6 @@ export class UnifiedLog {
   readonly leaderEpochCache: LeaderEpochFileCache
   private readonly clock: Clock
   private readonly logger: Logger
-  private readonly onStorageError: ((err: StorageError) => void) | undefined
   private readonly wasCompacted: boolean
 
   /** Built by `open` once the segments are loaded. */
@@ -115,10 +114,8 @@ export class UnifiedLog {
     this.clock = parts.clock
     this.logger = parts.logger
     this.leaderEpochCache = parts.leaderEpochCache
-    this.onStorageError = parts.onStorageError
     this.wasCompacted = parts.wasCompacted
-    this.onFlushed = parts.onFlushed
-    this.onTruncated = parts.onTruncated
+    this.hooks = parts.hooks
     const { loaded } = parts
     this.recent = new RecentBatches(parts.recentBatchesMaxBytes)
     this.topicPartition = parseTopicPartition(basename(parts.dir))
@@ -162,11 +159,9 @@ export class UnifiedLog {
       leaderEpochCache,
       loaded,
       highWatermark: options.highWatermark ?? (0 as Offset),
-      onStorageError: options.onStorageError,
       wasCompacted: options.wasCompacted === true,
       recentBatchesMaxBytes: options.recentBatchesMaxBytes ?? RECENT_BATCHES_MAX_BYTES_DEFAULT,
-      onFlushed: options.onFlushed,
-      onTruncated: options.onTruncated,
+      hooks: options,
     })
   }
 
@@ -246,6 +241,7 @@ export class UnifiedLog {
     assert(Number.isSafeInteger(offset), () => `bad high watermark ${offset}`)
     this.highWatermarkValue = minOffset(maxOffset(offset, this.logStartOffsetValue), this.logEndOffset)
     this.checkInvariants()
+    this.hooks.onChanged?.()
     return this.highWatermarkValue
   }
 
@@ -389,7 +385,7 @@ export class UnifiedLog {
     const startedMs = this.clock.monotonicMs()
     await this.local.flush(offset)
     this.checkInvariants()
-    this.onFlushed?.(this.clock.monotonicMs() - startedMs)
+    this.hooks.onFlushed?.(this.clock.monotonicMs() - startedMs)
   }
 
   /** flush.ms: one timer per log, armed while there is unflushed data. */
@@ -542,7 +538,7 @@ export class UnifiedLog {
   /** What every cut of the log's tail but a full one updates, in this order, for the new log end. */
   private async afterTruncationTo(logEndOffset: Offset): Promise<void> {
     this.noteTruncation(logEndOffset)
-    await this.onTruncated?.(logEndOffset)
+    await this.hooks.onTruncated?.(logEndOffset)
     this.logStartOffsetValue = minOffset(this.logStartOffsetValue, logEndOffset)
     this.highWatermarkValue = minOffset(this.highWatermarkValue, logEndOffset)
     this.checkInvariants()
@@ -603,7 +599,7 @@ export class UnifiedLog {
     this.recent.clear()
     const deletedSegments = await this.local.truncateFullyAndStartAt(newOffset)
     this.noteTruncation(newOffset)
-    await this.onTruncated?.(newOffset)
+    await this.hooks.onTruncated?.(newOffset)
     this.logStartOffsetValue = newOffset
     this.highWatermarkValue = newOffset
     this.checkInvariants()
@@ -777,7 +773,7 @@ export class UnifiedLog {
     this.logger.error({ err }, 'log went offline after a failed disk operation')
     this.recent.clear()
     this.cancelFlushTimer()
-    this.onStorageError?.(this.failure)
+    this.hooks.onStorageError?.(this.failure)
     this.queue.rejectAll(this.failure)
   }
 

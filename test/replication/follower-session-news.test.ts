@@ -41,7 +41,7 @@ interface World {
   readonly proposals: IsrProposal[]
   readonly news: FollowerSessionNews<Target>
   /** One incremental fetch of the session at `fetchOffsets` (default: each log end); returns the partitions it considered. */
-  fetch(fetchOffsets?: readonly number[]): Promise<number>
+  fetch(fetchOffsets?: readonly number[], maxWaitMs?: number): Promise<number>
   shrinkAll(): void
 }
 
@@ -93,7 +93,7 @@ async function withSession(
         },
       }
       const news = new FollowerSessionNews<Target>(FOLLOWER, clock.monotonicMs(), sweepIntervalMs)
-      const fetch = async (fetchOffsets?: readonly number[]): Promise<number> => {
+      const fetch = async (fetchOffsets?: readonly number[], maxWaitMs = 0): Promise<number> => {
         for (const [index, partition] of partitions.entries()) {
           const fetchOffset = fetchOffsets?.[index] ?? partition.log.logEndOffset
           // The follower sends a partition again only when its position moved (KIP-227).
@@ -111,7 +111,7 @@ async function withSession(
             partitions: candidates,
             maxBytes: 1 << 20,
             minBytes: 1,
-            maxWaitMs: 0,
+            maxWaitMs,
             firstBatchMayExceed: true,
             byTopicId: false,
             incremental: true,
@@ -283,6 +283,69 @@ describe('FollowerSessionNews', () => {
       },
       2 * FETCH_EVERY_MS,
     )
+  })
+})
+
+describe('a waiting fetch of a follower session', () => {
+  /** Counts the watchers registered on the partitions from now on. */
+  function countWatches(partitions: readonly Partition[]): { registered: number } {
+    const count = { registered: 0 }
+    for (const partition of partitions) {
+      const onLogEnd = partition.watchLogEnd.bind(partition)
+      const onHighWatermark = partition.watchHighWatermark.bind(partition)
+      partition.watchLogEnd = (watcher) => {
+        count.registered++
+        return onLogEnd(watcher)
+      }
+      partition.watchHighWatermark = (watcher) => {
+        count.registered++
+        return onHighWatermark(watcher)
+      }
+    }
+    return count
+  }
+  const tick = () => new Promise((resolve) => setImmediate(resolve))
+
+  it('registers no watcher of its own on the partitions a sweep finds unchanged; an append to one ends it', async () => {
+    await withSession(
+      20,
+      async (world) => {
+        await world.fetch()
+        await world.fetch()
+        const watches = countWatches(world.partitions)
+        world.clock.advance(FETCH_EVERY_MS)
+        let answered = false
+        const swept = world.fetch(undefined, FETCH_EVERY_MS).then((considered) => {
+          answered = true
+          return considered
+        })
+        await tick()
+        assert.equal(answered, false, 'nothing new: the fetch waits')
+        assert.equal(watches.registered, 0, 'twenty partitions swept, no watcher registered')
+        await world.partitions[7].appendRecordsToLeader(simpleBatch(2), 1, 1)
+        await tick()
+        assert.equal(answered, true, 'the append ended the wait before maxWaitMs')
+        assert.equal(await swept, 20)
+      },
+      FETCH_EVERY_MS,
+    )
+  })
+
+  it('ends at a new leader epoch of a clean partition, as its own watch did', async () => {
+    await withSession(3, async (world) => {
+      await world.fetch()
+      await world.fetch()
+      let answered = false
+      const waiting = world.fetch(undefined, FETCH_EVERY_MS).then(() => {
+        answered = true
+      })
+      await tick()
+      assert.equal(answered, false)
+      world.partitions[2].updateState({ ...state(2), leaderEpoch: 1, partitionEpoch: toPartitionEpoch(1) })
+      await tick()
+      assert.equal(answered, true, 'the new epoch ended the wait before maxWaitMs')
+      await waiting
+    })
   })
 })
 

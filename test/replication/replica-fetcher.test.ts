@@ -14,7 +14,7 @@ import { test } from 'node:test'
 import type { FileHandle, FileSystem, OpenFlags } from '../../src/common/file-system.js'
 import { silentLogger } from '../../src/common/logger.js'
 import type { ByteStream } from '../../src/common/network.js'
-import { toPartitionEpoch } from '../../src/common/types.js'
+import { toOffset, toPartitionEpoch } from '../../src/common/types.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { encodeResponseFrame } from '../../src/protocol/frame-encoder.js'
 import { defaultFetchResponsePartitionData } from '../../src/protocol/generated/fetch-response.js'
@@ -29,6 +29,7 @@ import {
   type OffsetForLeaderEpochResponse,
 } from '../../src/protocol/generated/index.js'
 import { Reader } from '../../src/protocol/primitives.js'
+import { FULL_SWEEP_INTERVAL_MS } from '../../src/replication/follower-session-news.js'
 import { Partition } from '../../src/replication/partition.js'
 import { ReplicaFetcherManager } from '../../src/replication/replica-fetcher-manager.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
@@ -590,6 +591,139 @@ test('a replica that stops leading truncates what it appended as leader after it
     } finally {
       fetchers.shutdown()
       await log.close()
+    }
+  })
+})
+
+test('an idle round reads no partition; what changes is sent in the next fetch, what changes unseen within a sweep', async () => {
+  await loadAllApiCodecs()
+  await withTempDir(async (dir) => {
+    const clock = new ManualClock()
+    const leader = new HeldFetches()
+    const topicId = 'AAAAAAAAAAAAAAAAAAAAAg'
+    const count = 20
+    // Reads of a log end count what a round looks at: the old round read every one, twice.
+    let logEndReads = 0
+    const logEnd = Object.getOwnPropertyDescriptor(UnifiedLog.prototype, 'logEndOffset')!.get!
+    const partitions: Partition[] = []
+    for (let index = 0; index < count; index++) {
+      const log = await UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, `t-${index}`), clock })
+      Object.defineProperty(log, 'logEndOffset', {
+        get() {
+          logEndReads++
+          return logEnd.call(this)
+        },
+      })
+      const state = {
+        partition: index,
+        replicas: ids(1, 2),
+        isr: ids(1, 2),
+        leader: toBrokerId(2),
+        leaderEpoch: 0,
+        partitionEpoch: toPartitionEpoch(0),
+      }
+      const context = {
+        localBrokerId: toBrokerId(1),
+        isFenced: () => false,
+        nowMs: () => clock.now,
+        alterIsr: async () => false,
+      }
+      partitions.push(new Partition({ topic: 't', partition: index, topicId }, log, state, context))
+    }
+    const fetchers = new ReplicaFetcherManager({
+      nodeId: toBrokerId(1),
+      clock,
+      logger: silentLogger,
+      transport: leader.transport,
+      brokerAddress: () => ({ host: '127.0.0.1', port: 1 }),
+      fetchMaxBytes: 1 << 20,
+      fetchResponseMaxBytes: 10 << 20,
+      fetchWaitMaxMs: 500,
+      fetchMinBytes: 1,
+      fetchBackoffMs: 100,
+    })
+    const settle = async () => {
+      for (let i = 0; i < 20; i++) await tick()
+    }
+    type PartitionData = FetchResponse['responses'][number]['partitions'][number]
+    const answer = (partitionData: Partial<PartitionData>[] = []): FetchResponse => ({
+      throttleTimeMs: 0,
+      errorCode: ErrorCode.NONE,
+      sessionId: 77,
+      responses:
+        partitionData.length === 0
+          ? []
+          : [
+              {
+                topic: '',
+                topicId,
+                partitions: partitionData.map((p) => ({ ...defaultFetchResponsePartitionData(), ...p })),
+              },
+            ],
+      nodeEndpoints: [],
+    })
+    /** Answers the fetch out after its wait; the next one, sent at once. */
+    const round = async (partitionData: Partial<PartitionData>[] = []) => {
+      const fetch = leader.fetches.at(-1)!
+      clock.advance(fetch.request.maxWaitMs)
+      fetch.answer(answer(partitionData))
+      await settle()
+      return leader.fetches.at(-1)!.request
+    }
+    const positions = (request: FetchRequest) =>
+      request.topics.flatMap((t) => t.partitions.map((p) => [p.partition, Number(p.fetchOffset)]))
+    const forgotten = (request: FetchRequest) => request.forgottenTopicsData.flatMap((t) => t.partitions)
+    try {
+      for (const partition of partitions) fetchers.follow(partition, toBrokerId(2), 0)
+      await settle()
+      // Past the burst of additions (the first fetch carries the one truncated in time, the
+      // next the others): long polls, none of which has anything to send.
+      const sent = new Set(carried(leader.fetches.at(-1)!.request))
+      let request = await round()
+      for (let i = 0; i < 200 && request.maxWaitMs < 500; i++) {
+        for (const index of carried(request)) sent.add(index)
+        request = await round()
+      }
+      assert.equal(sent.size, count)
+      assert.equal(request.maxWaitMs, 500)
+      request = await round()
+      const readsBefore = logEndReads
+      for (let i = 0; i < 10; i++) {
+        request = await round()
+        assert.deepEqual(carried(request), [])
+      }
+      assert.equal(logEndReads - readsBefore, 0, 'ten idle rounds read no log end')
+      // Records for one partition: the next fetch asks from its new end, and only for it.
+      request = await round([{ partitionIndex: 3, highWatermark: 1n, records: simpleBatch(1) }])
+      assert.deepEqual(positions(request), [[3, 1]])
+      assert.equal(partitions[3].highWatermark, 1)
+      // An error backs one off (replica.fetch.backoff.ms): the next fetch forgets it, the one
+      // after its backoff sends it again.
+      request = await round([{ partitionIndex: 5, errorCode: ErrorCode.KAFKA_STORAGE_ERROR }])
+      assert.deepEqual(forgotten(request), [5])
+      assert.deepEqual(carried(request), [])
+      request = await round()
+      assert.deepEqual(positions(request), [[5, 0]])
+      // A log cut outside the fetcher and reported (a corrupt batch met by a read): next fetch.
+      await partitions[3].truncateTo(toOffset(0))
+      fetchers.touch(partitions[3])
+      request = await round()
+      assert.deepEqual(positions(request), [[3, 0]])
+      // Cut and not reported: the sweep finds it within FULL_SWEEP_INTERVAL_MS.
+      request = await round([{ partitionIndex: 3, highWatermark: 1n, records: simpleBatch(1) }])
+      assert.deepEqual(positions(request), [[3, 1]])
+      await partitions[3].truncateTo(toOffset(0))
+      request = await round()
+      let waitedMs = request.maxWaitMs
+      while (carried(request).length === 0 && waitedMs <= FULL_SWEEP_INTERVAL_MS) {
+        waitedMs += request.maxWaitMs
+        request = await round()
+      }
+      assert.deepEqual(positions(request), [[3, 0]])
+      assert.ok(waitedMs <= FULL_SWEEP_INTERVAL_MS, `found after ${waitedMs} ms`)
+    } finally {
+      fetchers.shutdown()
+      for (const partition of partitions) await partition.log.close()
     }
   })
 })

@@ -11,6 +11,7 @@ import {
   CLEANER_OFFSET_CHECKPOINT_FILE,
   LogManager,
 } from '../../src/storage/log-manager.js'
+import { UnifiedLog } from '../../src/storage/unified-log.js'
 import { crashableFileSystem, ManualClock, readAll, simpleBatch, waitFor, withTempDir } from './helpers.js'
 
 async function exists(path: string): Promise<boolean> {
@@ -144,6 +145,56 @@ describe('LogManager', () => {
       await manager.checkpointHighWatermarks()
       assert.notEqual((await stat(path)).ino, written.ino)
       assert.equal(await readFile(path, 'utf8'), '0\n1\nt 0 20\n')
+      await manager.shutdown()
+    })
+  })
+
+  it('does not even compare a checkpoint with its logs while no log operation or high watermark move was counted', async () => {
+    await withTempDir(async (root) => {
+      const clock = new ManualClock()
+      const logDirs = [join(root, 'd1')]
+      const manager = await LogManager.open({ fs: nodeFileSystem, logDirs, clock })
+      const logs = []
+      for (let partition = 0; partition < 10; partition++)
+        logs.push(await manager.getOrCreateLog({ topic: 't', partition }))
+      // Reads of a high watermark count what a checkpoint pass looks at.
+      let reads = 0
+      const highWatermark = Object.getOwnPropertyDescriptor(UnifiedLog.prototype, 'highWatermark')!.get!
+      for (const log of logs)
+        Object.defineProperty(log, 'highWatermark', {
+          get() {
+            reads++
+            return highWatermark.call(this)
+          },
+        })
+      // A queued operation is counted as its task ends, just after its promise resolves.
+      const appended = async (log: UnifiedLog, count: number) => {
+        await log.append(simpleBatch(count), { assignOffsets: true })
+        await new Promise(setImmediate)
+      }
+      await appended(logs[0], 5)
+      logs[0].updateHighWatermark(5 as Offset)
+      await manager.checkpointHighWatermarks()
+      const path = join(logDirs[0], 'replication-offset-checkpoint')
+      const written = await stat(path)
+      reads = 0
+      for (let i = 0; i < 3; i++) await manager.checkpointHighWatermarks()
+      assert.equal(reads, 0, 'nothing counted: no log looked at')
+      // An operation that moves no checkpointed offset: compared, not rewritten.
+      await appended(logs[1], 2)
+      await manager.checkpointHighWatermarks()
+      assert.equal(reads, logs.length)
+      assert.equal((await stat(path)).ino, written.ino)
+      // A high watermark move: rewritten.
+      logs[1].updateHighWatermark(2 as Offset)
+      await manager.checkpointHighWatermarks()
+      assert.notEqual((await stat(path)).ino, written.ino)
+      assert.match(await readFile(path, 'utf8'), /^t 1 2$/m)
+      // However quiet, compared again after a minute.
+      reads = 0
+      clock.advance(60_000)
+      await manager.checkpointHighWatermarks()
+      assert.equal(reads, logs.length)
       await manager.shutdown()
     })
   })
