@@ -1,7 +1,8 @@
 /**
  * Restart cost after kill -9 against a clean restart (issue 41, item 3): one broker
  * (`bin/tidelog.js start`, a temp data dir, a free port) whose data is one topic of N
- * partitions of which only a few hold records. For each N it
+ * partitions of which only a few hold records (--written: how many are written before each
+ * restart, `all` for every one). For each N it
  *   1. starts the broker, creates the topic, produces to a few partitions, stops it (SIGTERM);
  *   2. restarts it: the clean restart, measured; produces a little more to a few
  *      partitions (unflushed: past their recovery point) and kills it (SIGKILL);
@@ -9,10 +10,13 @@
  *      stops it (SIGTERM), and so on from 2.
  * Measured per restart: spawn to the port accepting a connection (listening), to a
  * ListOffsets of every partition answered without error (serving), the peak resident
- * memory until then (VmHWM), the resident memory --settle-ms after serving (VmRSS), and
- * the "rebuilding index" warnings the broker logged. Goal: kill -9 within 1.5x of clean.
+ * memory until then (VmHWM), the resident memory and the open descriptors (/proc/PID/fd)
+ * --settle-ms after serving, and the "rebuilding index" warnings the broker logged. Goal:
+ * kill -9 within 1.5x of clean. --node-args passes flags to the broker's node (e.g.
+ * `--cpu-prof --cpu-prof-dir=DIR`: a profile per broker, written at its SIGTERM).
  *
  *   npm run bench:recovery -- [--partitions 50,500,5000] [--runs N] [--settle-ms MS] [--keep]
+ *     [--written N|all] [--node-args '--cpu-prof --cpu-prof-dir=DIR']
  *
  * Restarts alternate (clean, kill -9, clean, ...) --runs times each (default 3), and the
  * table shows medians: the machine is noisy.
@@ -20,7 +24,7 @@
  * Linux only (/proc). --keep leaves the data directories for a look.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -36,6 +40,8 @@ const { values } = parseArgs({
     'settle-ms': { type: 'string', default: '3000' },
     runs: { type: 'string', default: '3' },
     keep: { type: 'boolean', default: false },
+    written: { type: 'string', default: '3' },
+    'node-args': { type: 'string', default: '' },
   },
 })
 const sizes = values.partitions.split(',').map((s) => Number(s.trim()))
@@ -44,8 +50,12 @@ const settleMs = Number(values['settle-ms'])
 const runs = Number(values.runs)
 if (!Number.isInteger(runs) || runs < 1) throw new Error(`bad --runs ${values.runs}`)
 const TOPIC = 'recovery'
-/** Partitions written before each restart: "few were written since the last flush". */
-const WRITTEN_PARTITIONS = 3
+/** Partitions written before each restart: by default "few were written since the last flush". */
+const writtenArg = values.written.trim()
+if (writtenArg !== 'all' && !(Number.isInteger(Number(writtenArg)) && Number(writtenArg) >= 0))
+  throw new Error(`bad --written ${values.written}: a count or 'all'`)
+/** Extra node flags for the broker (e.g. --cpu-prof), split on spaces. */
+const brokerNodeArgs = values['node-args'].split(' ').filter((arg) => arg !== '')
 const RECORDS_PER_PARTITION = 20
 const STARTUP_TIMEOUT_MS = 300_000
 
@@ -63,6 +73,8 @@ interface Restart {
   servingMs: number
   peakRssMiB: number
   settledRssMiB: number
+  /** Descriptors the broker held --settle-ms after serving (/proc/PID/fd). */
+  descriptors: number
   rebuiltIndexes: number
 }
 
@@ -73,7 +85,7 @@ function procStatusMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
 
 function startBroker(dataDir: string, port: number): Broker {
   const spawnedAt = performance.now()
-  const launch = tidelogLaunch([], { ...process.env, TIDELOG_LOG_LEVEL: 'warn' })
+  const launch = tidelogLaunch(brokerNodeArgs, { ...process.env, TIDELOG_LOG_LEVEL: 'warn' })
   const [command, ...launchArgs] = launch.argv
   const child = spawn(
     command,
@@ -156,21 +168,28 @@ async function measureRestart(
     servingMs,
     peakRssMiB: procStatusMiB(pid, 'VmHWM'),
     settledRssMiB: procStatusMiB(pid, 'VmRSS'),
+    descriptors: readdirSync(`/proc/${pid}/fd`).length,
     rebuiltIndexes: broker.rebuiltIndexes,
   }
   return { broker, restart }
 }
 
-/** A few records to each of the first WRITTEN_PARTITIONS partitions, acks=all. */
+function writtenPartitions(partitions: number): number {
+  return writtenArg === 'all' ? partitions : Math.min(Number(writtenArg), partitions)
+}
+
+/** A few records to each of the first --written partitions, acks=all, in sends of up to 1,000 partitions. */
 async function produce(port: number, partitions: number, round: number): Promise<void> {
   const producer = new Kafka({ brokers: [`127.0.0.1:${port}`], logLevel: logLevel.NOTHING }).producer()
   await producer.connect()
   try {
-    for (let partition = 0; partition < Math.min(WRITTEN_PARTITIONS, partitions); partition++) {
-      const messages = Array.from({ length: RECORDS_PER_PARTITION }, (_, i) => ({
-        value: `round ${round} partition ${partition} record ${i}`,
-      }))
-      await producer.send({ topic: TOPIC, acks: -1, messages: messages.map((m) => ({ ...m, partition })) })
+    const written = writtenPartitions(partitions)
+    for (let first = 0; first < written; first += 1000) {
+      const messages = []
+      for (let partition = first; partition < Math.min(first + 1000, written); partition++)
+        for (let i = 0; i < RECORDS_PER_PARTITION; i++)
+          messages.push({ partition, value: `round ${round} partition ${partition} record ${i}` })
+      await producer.send({ topic: TOPIC, acks: -1, messages })
     }
   } finally {
     await producer.disconnect()
@@ -247,6 +266,7 @@ function medianRestart(restarts: readonly Restart[]): Restart {
     servingMs: of((r) => r.servingMs),
     peakRssMiB: of((r) => r.peakRssMiB),
     settledRssMiB: of((r) => r.settledRssMiB),
+    descriptors: of((r) => r.descriptors),
     rebuiltIndexes: Math.max(...restarts.map((r) => r.rebuiltIndexes)),
   }
 }
@@ -257,12 +277,13 @@ function cells(r: Restart): string[] {
     r.servingMs.toFixed(0),
     r.peakRssMiB.toFixed(0),
     r.settledRssMiB.toFixed(0),
+    String(r.descriptors),
     String(r.rebuiltIndexes),
   ]
 }
 
 function printRow(columns: readonly string[]): void {
-  const widths = [11, 12, 13, 11, 14, 16, 9]
+  const widths = [11, 12, 13, 11, 14, 16, 6, 9]
   console.log(columns.map((c, i) => (i < 2 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(' '))
 }
 
@@ -279,10 +300,19 @@ for (const partitions of sizes) {
   results.push({ partitions, clean: medianRestart(clean), killed: medianRestart(killed) })
 }
 console.log(
-  `restart of one broker, one topic, ${WRITTEN_PARTITIONS} partitions written before each restart; ` +
-    `medians of ${runs} runs; RSS after: ${settleMs} ms after serving; rebuilt: most index rebuilds logged`,
+  `restart of one broker, one topic, ${writtenArg} partitions written before each restart; ` +
+    `medians of ${runs} runs; RSS after and fds: ${settleMs} ms after serving; rebuilt: most index rebuilds logged`,
 )
-printRow(['partitions', 'restart', 'listening ms', 'serving ms', 'peak RSS MiB', 'RSS after MiB', 'rebuilt'])
+printRow([
+  'partitions',
+  'restart',
+  'listening ms',
+  'serving ms',
+  'peak RSS MiB',
+  'RSS after MiB',
+  'fds',
+  'rebuilt',
+])
 for (const { partitions, clean, killed } of results) {
   printRow([String(partitions), 'clean', ...cells(clean)])
   printRow(['', 'kill -9', ...cells(killed)])
@@ -294,6 +324,7 @@ for (const { partitions, clean, killed } of results) {
     ratio(killed.servingMs, clean.servingMs),
     ratio(killed.peakRssMiB, clean.peakRssMiB),
     ratio(killed.settledRssMiB, clean.settledRssMiB),
+    '',
     '',
   ])
 }
