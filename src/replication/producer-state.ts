@@ -503,10 +503,13 @@ export class ProducerStateManager implements ProducerStateHook {
   async load(): Promise<void> {
     const { logStartOffset, logEndOffset, dir } = this.log
     const fs = this.log.fileSystem
-    await deleteSnapshots(fs, dir, (offset) => offset > logEndOffset)
+    // One listing for both: each directory listing is a syscall round trip per partition
+    // of a restart.
+    const listed = await listSnapshotOffsets(fs, dir)
+    await deleteSnapshots(fs, dir, (offset) => offset > logEndOffset, listed)
     const next = new ProducerStateManager(this.log, this.options)
     let from = logStartOffset
-    const offsets = await listSnapshotOffsets(fs, dir)
+    const offsets = listed.filter((offset) => offset <= logEndOffset)
     for (const offset of offsets.reverse()) {
       if (offset < logStartOffset) break
       const entries = await this.readSnapshotOrNull(offset)

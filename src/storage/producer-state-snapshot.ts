@@ -128,13 +128,17 @@ export async function readSnapshot(
   return decodeSnapshot(await readWholeFile(fs, join(dir, snapshotFileName(offset))))
 }
 
-/** Deletes the snapshots whose offset `remove` selects; a file already gone is fine. */
+/**
+ * Deletes the snapshots whose offset `remove` selects; a file already gone is fine.
+ * `listed`: the directory's snapshot offsets when the caller has just listed them.
+ */
 export async function deleteSnapshots(
   fs: FileSystem,
   dir: string,
   remove: (offset: Offset) => boolean,
+  listed?: readonly Offset[],
 ): Promise<void> {
-  for (const offset of await listSnapshotOffsets(fs, dir)) {
+  for (const offset of listed ?? (await listSnapshotOffsets(fs, dir))) {
     if (!remove(offset)) continue
     try {
       await fs.unlink(join(dir, snapshotFileName(offset)))
