@@ -65,6 +65,17 @@ export class BoundedFileSystem implements FileSystem {
     return this.peakOpenCount
   }
 
+  /**
+   * Closes every descriptor no operation uses; each reopens on its next use. After start-up
+   * the descriptors open are those the load happened to touch last, up to the bound: an
+   * idle broker then holds none of its partitions' files (Kafka holds each segment's .log).
+   */
+  async closeIdleDescriptors(): Promise<void> {
+    const idle = [...this.lru.keys()]
+    for (const handle of idle) handle.evict()
+    await Promise.all(idle.map((handle) => handle.evicted()))
+  }
+
   async open(path: string, flags: OpenFlags): Promise<FileHandle> {
     const handle = new LazyFileHandle(this, path, flags === 'r' ? 'r' : 'r+')
     // The first open runs now, with the caller's flags, so 'wx+' fails and 'w+' truncates here.
@@ -278,6 +289,11 @@ class LazyFileHandle implements FileHandle {
     await this.closing
     if (this.real !== undefined) this.evict()
     await this.closing
+  }
+
+  /** @internal Resolves once an eviction's close completed. */
+  evicted(): Promise<void> {
+    return this.closing
   }
 
   /** @internal Closes the idle descriptor; the next operation reopens it. */

@@ -124,6 +124,12 @@ export interface CleanStats {
   readonly elapsedMs: number
 }
 
+/** Loads the indexes of the log's lazily opened segments: choosing and grouping segments reads them. */
+export async function loadSegmentIndexes(log: UnifiedLog): Promise<void> {
+  // Retention may delete old segments meanwhile: those are no longer the cleaner's.
+  for (const segment of [...log.segmentList]) if (!segment.isGone) await segment.ensureLoaded()
+}
+
 /** The cleanable range of `log` now, or undefined when it has no cleanable dirty segment. */
 export function cleanableRange(
   log: UnifiedLog,
@@ -260,6 +266,7 @@ export async function cleanLog(
   logger: Logger,
   options: CleanOptions = {},
 ): Promise<CleanStats> {
+  await loadSegmentIndexes(log)
   const startedMs = clock.monotonicMs()
   const nowMs = clock.nowMs()
   const firstDirty = options.firstDirtyOffset ?? log.logStartOffset

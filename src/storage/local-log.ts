@@ -14,7 +14,8 @@ import type { Logger } from '../common/logger.js'
 import { maxOffset, minOffset, nextOffset, type Offset } from '../common/types.js'
 import type { LogConfig } from './log-config.js'
 import { CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX } from './log-file-names.js'
-import { type AppendedBatch, LogSegment, type SegmentOptions } from './log-segment.js'
+import type { AppendedBatch, LogSegment, SegmentOptions } from './log-segment.js'
+import { createSegment } from './log-segment-open.js'
 import { NO_TIMESTAMP, type TimestampOffset } from './time-index.js'
 import type { AbortedTxn } from './transaction-index.js'
 
@@ -212,7 +213,7 @@ export class LocalLog {
 
   /** A new empty segment at `baseOffset` with the current segment options (not added to the list). */
   createSegment(baseOffset: Offset, fileSuffix = ''): Promise<LogSegment> {
-    return LogSegment.create(
+    return createSegment(
       this.fs,
       this.dir,
       baseOffset,
@@ -314,6 +315,7 @@ export class LocalLog {
   ): Promise<TimestampOffset | undefined> {
     // A copy: the cleaner may splice the list while this awaits (a stale segment throws and the lookup retries).
     for (const segment of [...this.segments]) {
+      await segment.ensureLoaded()
       if (segment.maxTimestampSoFar < timestampMs) continue
       const found = await segment.findOffsetByTimestamp(timestampMs, startingOffset)
       if (found !== undefined) return found
@@ -324,7 +326,9 @@ export class LocalLog {
   /** The largest timestamp of the log and the offset of its record (from the segment that holds it). */
   async latestTimestamp(): Promise<TimestampOffset | undefined> {
     let best: LogSegment | undefined
-    for (const segment of this.segments) {
+    // A copy, as above: loading a lazily opened segment's indexes awaits.
+    for (const segment of [...this.segments]) {
+      await segment.ensureLoaded()
       if (segment.maxTimestampSoFar > (best?.maxTimestampSoFar ?? NO_TIMESTAMP)) best = segment
     }
     return best?.maxTimestampAndOffset()
@@ -472,6 +476,18 @@ export class LocalLog {
     this.segments = this.segments.slice(count)
     this.checkInvariants()
     return removed
+  }
+
+  /**
+   * Loads lazily opened inactive segments, oldest first, while `predicate` holds of them:
+   * what a retention pass by time will look at (largestTimestamp needs the time index), and
+   * no further, as Kafka's LazyIndex.
+   */
+  async loadOldestWhile(predicate: (segment: LogSegment) => boolean): Promise<void> {
+    for (const segment of this.segments.slice(0, -1)) {
+      await segment.ensureLoaded()
+      if (!predicate(segment)) return
+    }
   }
 
   /** Deletes the files of segments already taken out of the list (retention). */

@@ -6,7 +6,7 @@
 import type { Clock } from '../common/clock.js'
 import type { Logger } from '../common/logger.js'
 import { maxOffset, minOffset, type Offset } from '../common/types.js'
-import { CleanAborted, cleanableRange, cleanLog, uncleanableFrom } from './cleaner.js'
+import { CleanAborted, cleanableRange, cleanLog, loadSegmentIndexes, uncleanableFrom } from './cleaner.js'
 import { isStorageError } from './errors.js'
 import { hasCompactPolicy, type LogConfig } from './log-config.js'
 import type { UnifiedLog } from './unified-log.js'
@@ -136,6 +136,8 @@ export class LogCleaner {
   private async runPass(logs: readonly UnifiedLog[]): Promise<UnifiedLog[]> {
     const cleaned: UnifiedLog[] = []
     const tried = new Set<UnifiedLog>()
+    // Choosing a log reads its segments' timestamps and index sizes.
+    for (const log of logs) if (!log.isOffline && isCleanable(log.config)) await loadSegmentIndexes(log)
     for (let round = 0; round < logs.length; round++) {
       const log = this.filthiestLog(logs.filter((l) => !tried.has(l)))
       if (log === undefined) break

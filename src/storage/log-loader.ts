@@ -20,8 +20,16 @@ import {
   toOffset,
 } from '../common/types.js'
 import { type LeaderEpochFileCache, UNDEFINED_EPOCH } from './leader-epoch-cache.js'
-import { LogSegment, type SegmentOptions } from './log-segment.js'
+import {
+  filenamePrefixFromOffset,
+  INDEX_FILE_SUFFIX,
+  logFilePath,
+  TIME_INDEX_FILE_SUFFIX,
+} from './log-file-names.js'
+import type { LogSegment, SegmentOptions } from './log-segment.js'
+import { createSegment, openSegment, openSegmentLazily } from './log-segment-open.js'
 import { checkBatch } from './record-batch-check.js'
+import { TXN_INDEX_FILE_SUFFIX } from './transaction-index.js'
 
 /** Leftovers of interrupted deletes, compactions or checkpoint writes. */
 const TEMP_FILE_SUFFIXES = ['.deleted', '.cleaned', '.swap', '.tmp']
@@ -61,7 +69,7 @@ interface RecoveryOutcome {
 export async function loadLog(loadParams: LoadParams): Promise<LoadedLog> {
   let params = loadParams
   const { fs, dir } = params
-  await fs.mkdir(dir)
+  // The caller (UnifiedLog.open) made the directory: a second mkdir is a syscall per partition.
   let names = await fs.readdir(dir)
   if (names.some((name) => SWAP_LOG_FILE.test(name))) {
     await completeSwaps(params, names)
@@ -71,7 +79,7 @@ export async function loadLog(loadParams: LoadParams): Promise<LoadedLog> {
   }
   await removeTempFiles(params, names)
   const baseOffsets = await findSegmentBaseOffsets(params, names)
-  const opened = await openSegments(params, baseOffsets)
+  const opened = await openSegments(params, baseOffsets, new Set(names))
   const recoveredSegments = await recoverSegments(params, opened)
   let segments = recoveredSegments.segments
   const recovered = recoveredSegments.recovered.length > 0
@@ -89,7 +97,8 @@ export async function loadLog(loadParams: LoadParams): Promise<LoadedLog> {
     // Rebuilt indexes of segments that stay inactive go to disk now, trimmed and fsynced;
     // sound ones left preallocated by a crash are trimmed.
     if (rebuilt.has(segment)) await segment.onBecomeInactiveSegment()
-    else await segment.trimIndexes()
+    // A lazily opened segment was trimmed by the roll or close that made it inactive.
+    else if (segment.isLoaded) await segment.trimIndexes()
   }
   await active.loadLargestTimestamp()
   await active.onBecomeActiveSegment()
@@ -208,15 +217,48 @@ async function findSegmentBaseOffsets(params: LoadParams, names: readonly string
   return [...logs].sort((a, b) => a - b)
 }
 
-async function openSegments(params: LoadParams, baseOffsets: readonly Offset[]): Promise<OpenedSegment[]> {
+/**
+ * Opens the segments. After a clean shutdown the inactive ones whose two indexes exist are
+ * opened lazily (Kafka's LazyIndex): a stat each, their files opened and their indexes read
+ * on first use; the active segment, and every segment after a crash, are opened and their
+ * indexes checked now, so recovery can rebuild what is unsound.
+ */
+async function openSegments(
+  params: LoadParams,
+  baseOffsets: readonly Offset[],
+  names: ReadonlySet<string>,
+): Promise<OpenedSegment[]> {
   const opened: OpenedSegment[] = []
-  for (const baseOffset of baseOffsets) {
-    const { segment, indexProblem } = await LogSegment.open(
+  for (const [i, baseOffset] of baseOffsets.entries()) {
+    const prefix = filenamePrefixFromOffset(baseOffset)
+    const hasTxnIndex = names.has(prefix + TXN_INDEX_FILE_SUFFIX)
+    const lazy =
+      params.hadCleanShutdown &&
+      i < baseOffsets.length - 1 &&
+      names.has(prefix + INDEX_FILE_SUFFIX) &&
+      names.has(prefix + TIME_INDEX_FILE_SUFFIX)
+    if (lazy) {
+      const stat = await params.fs.stat(logFilePath(params.dir, baseOffset))
+      const segment = await openSegmentLazily(
+        params.fs,
+        params.dir,
+        baseOffset,
+        params.segmentOptions,
+        params.nowMs,
+        { sizeBytes: stat.size, mtimeMs: stat.mtimeMs, hasTxnIndex },
+        (problem) =>
+          params.logger.warn({ segment: segment.logPath, problem }, 'rebuilding index of log segment'),
+      )
+      opened.push({ segment, indexProblem: undefined })
+      continue
+    }
+    const { segment, indexProblem } = await openSegment(
       params.fs,
       params.dir,
       baseOffset,
       params.segmentOptions,
       params.nowMs,
+      hasTxnIndex,
     )
     opened.push({ segment, indexProblem })
   }
@@ -329,5 +371,5 @@ async function restartAt(
     await deleteSegments(params, segments, 'below the log start offset')
     await params.leaderEpochCache.clearAndFlush()
   }
-  return [await LogSegment.create(params.fs, params.dir, logStartOffset, params.segmentOptions, params.nowMs)]
+  return [await createSegment(params.fs, params.dir, logStartOffset, params.segmentOptions, params.nowMs)]
 }

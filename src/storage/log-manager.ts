@@ -203,6 +203,7 @@ export class LogManager {
       manager.dirLocks = [...(options.dirLocks ?? (await lockLogDirs(options.fs, options.logDirs)))]
       for (const dir of options.logDirs) await manager.loadLogDir(dir)
       await manager.resolveFutureDirs()
+      if (manager.fs instanceof BoundedFileSystem) await manager.fs.closeIdleDescriptors()
     } catch (err) {
       await manager.releaseDirLocks()
       throw err

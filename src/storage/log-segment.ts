@@ -19,7 +19,7 @@ import {
   logFilePath,
   TIME_INDEX_FILE_SUFFIX,
 } from './log-file-names.js'
-import { OffsetIndex } from './offset-index.js'
+import type { OffsetIndex } from './offset-index.js'
 import {
   BATCH_OFFSETS_HEADER_BYTES,
   type BatchProblem,
@@ -37,8 +37,8 @@ import {
   takeBatches,
 } from './segment-batches.js'
 import { CorruptionFinding, ReadWindow } from './segment-read-window.js'
-import { NO_TIMESTAMP, TimeIndex, type TimestampOffset } from './time-index.js'
-import { TransactionIndex, TXN_INDEX_FILE_SUFFIX } from './transaction-index.js'
+import { NO_TIMESTAMP, type TimeIndex, type TimestampOffset } from './time-index.js'
+import { type TransactionIndex, TXN_INDEX_FILE_SUFFIX } from './transaction-index.js'
 
 /** Largest batch framing recovery believes; a length field beyond it marks corruption. */
 const MAX_BATCH_BYTES_ON_DISK = 0x7fffffff
@@ -89,25 +89,33 @@ export interface OffsetWalk {
 }
 
 /** What LogSegment's constructor gets once `create` or `open` opened the files. */
-interface SegmentParts {
+/** What LogSegment's constructor gets once log-segment-open.ts opened (or did not open) the files. */
+export interface SegmentParts {
   readonly fs: FileSystem
   readonly dir: string
   readonly baseOffset: Offset
   readonly options: SegmentOptions
-  /** The open `.log` file. */
-  readonly log: FileHandle
+  /** The open `.log` file; undefined for a segment opened lazily (opened on first use). */
+  readonly log: FileHandle | undefined
   /** Bytes of the `.log` already written (its size when opened). */
   readonly sizeInBytes: number
   readonly offsetIndex: OffsetIndex
   readonly timeIndex: TimeIndex
   readonly txnIndex: TransactionIndex
   readonly createdMs: number
+  readonly fileSuffix?: string
+  /** The .log's mtime (default createdMs). */
+  readonly lastModifiedMs?: number
+  /** The last time-index entry of indexes loaded sound. */
+  readonly maxTimestamp?: { readonly timestamp: number; readonly offset: Offset }
+  /** Set for a segment opened lazily: its indexes load on first use, told here if rebuilt. */
+  readonly onIndexRebuild?: (problem: string) => void
 }
 
 export class LogSegment implements SegmentBytes {
   /** Bytes of the .log whose write has completed. */
   size: number
-  maxTimestampSoFar = NO_TIMESTAMP
+  private maxTimestampValue = NO_TIMESTAMP
   offsetOfMaxTimestampSoFar: Offset
   /** Max timestamp of the segment's first batch: segment.ms counts from it (Kafka). */
   rollingBasedTimestamp: number | undefined
@@ -131,26 +139,41 @@ export class LogSegment implements SegmentBytes {
   readonly dir: string
   readonly baseOffset: Offset
   private readonly options: SegmentOptions
-  private readonly log: FileHandle
-  readonly offsetIndex: OffsetIndex
-  readonly timeIndex: TimeIndex
+  /** The `.log`'s handle once opened (at open, or at the first read of a lazily opened segment). */
+  private logHandle: FileHandle | undefined
+  private logOpening: Promise<FileHandle> | undefined
+  private readonly offsetIndexValue: OffsetIndex
+  private readonly timeIndexValue: TimeIndex
+  /**
+   * False for a segment opened lazily (openLazily) until its first use loads the indexes:
+   * a cleanly shut down log's inactive segments cost a restart one stat each (Kafka's
+   * LazyIndex; Kafka also opens each .log at load, tidelog not even that).
+   */
+  private indexesLoaded = true
+  private indexLoading: Promise<void> | undefined
+  /** Told why a lazily opened segment's index was rebuilt at its first use (the loader logs it). */
+  private onIndexRebuild: ((problem: string) => void) | undefined
   readonly txnIndex: TransactionIndex
   readonly createdMs: number
 
-  /** Built by `create` and `open` once the files are open. */
-  private constructor(parts: SegmentParts) {
+  /** Built by log-segment-open.ts (createSegment, openSegment, openSegmentLazily). */
+  constructor(parts: SegmentParts) {
     this.fs = parts.fs
     this.dir = parts.dir
     this.baseOffset = parts.baseOffset
     this.options = parts.options
-    this.log = parts.log
-    this.offsetIndex = parts.offsetIndex
-    this.timeIndex = parts.timeIndex
+    this.logHandle = parts.log
+    this.offsetIndexValue = parts.offsetIndex
+    this.timeIndexValue = parts.timeIndex
     this.txnIndex = parts.txnIndex
     this.createdMs = parts.createdMs
     this.size = parts.sizeInBytes
-    this.offsetOfMaxTimestampSoFar = parts.baseOffset
-    this.lastModifiedMs = parts.createdMs
+    this.offsetOfMaxTimestampSoFar = parts.maxTimestamp?.offset ?? parts.baseOffset
+    this.maxTimestampValue = parts.maxTimestamp?.timestamp ?? NO_TIMESTAMP
+    this.lastModifiedMs = parts.lastModifiedMs ?? parts.createdMs
+    this.fileSuffix = parts.fileSuffix ?? ''
+    this.onIndexRebuild = parts.onIndexRebuild
+    this.indexesLoaded = parts.onIndexRebuild === undefined
   }
 
   /** For the batch walks of segment-batches.ts (SegmentBytes). */
@@ -162,66 +185,89 @@ export class LogSegment implements SegmentBytes {
     return logFilePath(this.dir, this.baseOffset, this.fileSuffix)
   }
 
-  private static indexes(
-    fs: FileSystem,
-    dir: string,
-    baseOffset: Offset,
-    options: SegmentOptions,
-    fileSuffix = '',
-  ) {
-    const prefix = join(dir, filenamePrefixFromOffset(baseOffset))
-    return {
-      offsetIndex: new OffsetIndex(
-        fs,
-        prefix + INDEX_FILE_SUFFIX + fileSuffix,
-        baseOffset,
-        options.maxIndexBytes,
-      ),
-      timeIndex: new TimeIndex(
-        fs,
-        prefix + TIME_INDEX_FILE_SUFFIX + fileSuffix,
-        baseOffset,
-        options.maxIndexBytes,
-      ),
-      txnIndex: new TransactionIndex(fs, prefix + TXN_INDEX_FILE_SUFFIX + fileSuffix),
-    }
+  get offsetIndex(): OffsetIndex {
+    this.requireLoaded()
+    return this.offsetIndexValue
+  }
+  get timeIndex(): TimeIndex {
+    this.requireLoaded()
+    return this.timeIndexValue
+  }
+  get maxTimestampSoFar(): number {
+    this.requireLoaded()
+    return this.maxTimestampValue
+  }
+  /** Whether the indexes are in memory (false until the first use of a lazily opened segment). */
+  get isLoaded(): boolean {
+    return this.indexesLoaded
   }
 
-  /** Creates a new empty segment; its indexes are preallocated as the active segment's. */
-  static async create(
-    fs: FileSystem,
-    dir: string,
-    baseOffset: Offset,
-    options: SegmentOptions,
-    nowMs: number,
-    fileSuffix = '',
-  ): Promise<LogSegment> {
-    assert(Number.isSafeInteger(baseOffset) && baseOffset >= 0, () => `bad segment base offset ${baseOffset}`)
-    const { offsetIndex, timeIndex, txnIndex } = LogSegment.indexes(fs, dir, baseOffset, options, fileSuffix)
-    const log = await fs.open(logFilePath(dir, baseOffset, fileSuffix), 'w+')
-    try {
-      await offsetIndex.create(true)
-      await timeIndex.create(true)
-    } catch (err) {
-      await Promise.allSettled([log.close(), offsetIndex.close()])
-      throw err
-    }
-    // A leftover index of an earlier segment at this offset (a log restarted here) is not ours.
-    await txnIndex.deleteFile()
-    const segment = new LogSegment({
-      fs,
-      dir,
-      baseOffset,
-      options,
-      log,
-      sizeInBytes: 0,
-      offsetIndex,
-      timeIndex,
-      txnIndex: new TransactionIndex(fs, txnIndex.path),
-      createdMs: nowMs,
+  /** A lazily opened segment's indexes must be loaded (ensureLoaded) before they are read. */
+  private requireLoaded(): void {
+    if (this.indexesLoaded) return
+    this.throwIfGone()
+    assert(false, () => `segment ${this.logPath} used before its indexes were loaded`)
+  }
+
+  private throwIfGone(): void {
+    if (this.replaced) throw new SegmentReplacedError(this.baseOffset)
+    if (this.deleted)
+      throw new StorageError('OFFSET_OUT_OF_RANGE', `segment ${this.logPath} was deleted`, {
+        retriable: true,
+      })
+  }
+
+  /**
+   * Loads the indexes of a lazily opened segment, once; concurrent callers share the load.
+   * An index that fails its checks is rebuilt from the `.log` without cutting it: the
+   * segment is below the recovery point (fsynced, trusted), and a damaged batch is found
+   * and handled by the read that meets it, as in any other segment.
+   */
+  ensureLoaded(): Promise<void> {
+    if (this.indexesLoaded) return Promise.resolve()
+    this.throwIfGone()
+    this.indexLoading ??= this.loadIndexes().finally(() => {
+      this.indexLoading = undefined
     })
-    segment.fileSuffix = fileSuffix
-    return segment
+    return this.indexLoading
+  }
+
+  private async loadIndexes(): Promise<void> {
+    const offsetProblem = await this.offsetIndexValue.load(this.size)
+    const timeProblem = await this.timeIndexValue.load(this.size)
+    this.indexesLoaded = true
+    const problem = indexProblemOf(offsetProblem, timeProblem)
+    if (problem === undefined) {
+      const last = this.timeIndexValue.lastEntry
+      this.maxTimestampValue = last.timestamp
+      this.offsetOfMaxTimestampSoFar = last.offset
+      return
+    }
+    this.onIndexRebuild?.(problem)
+    await this.rebuildIndexes()
+  }
+
+  /** Rebuilds both indexes from the batches without cutting the file, and writes them trimmed. */
+  private async rebuildIndexes(): Promise<void> {
+    await this.recover(this.baseOffset, false, undefined, true, false)
+    await this.offsetIndexValue.trimToValidSize()
+    await this.timeIndexValue.trimToValidSize()
+    await Promise.all([this.offsetIndexValue.sync(), this.timeIndexValue.sync()])
+  }
+
+  /** The `.log`'s handle, opened on first use for a lazily opened segment. */
+  private logFile(): Promise<FileHandle> {
+    if (this.logHandle !== undefined) return Promise.resolve(this.logHandle)
+    if (this.handleClosed)
+      return Promise.reject(
+        new StorageError('KAFKA_STORAGE_ERROR', `segment ${this.logPath} is closed`, { retriable: false }),
+      )
+    this.logOpening ??= this.fs.open(this.logPath, 'r+').then((handle) => {
+      this.logHandle = handle
+      this.logOpening = undefined
+      return handle
+    })
+    return this.logOpening
   }
 
   /** Renames the segment's files from suffix `from` to `to` (the cleaner's swap steps). */
@@ -233,53 +279,9 @@ export class LogSegment implements SegmentBytes {
       logFilePath(this.dir, this.baseOffset, to),
     )
     this.fileSuffix = to
-    await this.offsetIndex.renameTo(prefix + INDEX_FILE_SUFFIX + to)
-    await this.timeIndex.renameTo(prefix + TIME_INDEX_FILE_SUFFIX + to)
+    await this.offsetIndexValue.renameTo(prefix + INDEX_FILE_SUFFIX + to)
+    await this.timeIndexValue.renameTo(prefix + TIME_INDEX_FILE_SUFFIX + to)
     await this.txnIndex.renameTo(prefix + TXN_INDEX_FILE_SUFFIX + to)
-  }
-
-  /**
-   * Opens an existing segment and loads its indexes. `indexProblem` says why the indexes
-   * cannot be trusted (missing, corrupt); the caller then rebuilds them with recover().
-   */
-  static async open(
-    fs: FileSystem,
-    dir: string,
-    baseOffset: Offset,
-    options: SegmentOptions,
-    nowMs: number,
-  ): Promise<{ segment: LogSegment; indexProblem: string | undefined }> {
-    const { offsetIndex, timeIndex, txnIndex } = LogSegment.indexes(fs, dir, baseOffset, options)
-    const log = await fs.open(logFilePath(dir, baseOffset), 'r+')
-    const stat = await log.stat()
-    await txnIndex.load()
-    const segment = new LogSegment({
-      fs,
-      dir,
-      baseOffset,
-      options,
-      log,
-      sizeInBytes: stat.size,
-      offsetIndex,
-      timeIndex,
-      txnIndex,
-      createdMs: nowMs,
-    })
-    segment.lastModifiedMs = stat.mtimeMs
-    const offsetProblem = await offsetIndex.load(stat.size)
-    const timeProblem = await timeIndex.load(stat.size)
-    const indexProblem =
-      offsetProblem === undefined
-        ? timeProblem === undefined
-          ? undefined
-          : `time index ${timeProblem}`
-        : `offset index ${offsetProblem}`
-    if (indexProblem === undefined) {
-      const last = timeIndex.lastEntry
-      segment.maxTimestampSoFar = last.timestamp
-      segment.offsetOfMaxTimestampSoFar = last.offset
-    }
-    return { segment, indexProblem }
   }
 
   // ---- append ----
@@ -293,7 +295,7 @@ export class LogSegment implements SegmentBytes {
     assert(batches.length > 0, 'append of no batches')
     let totalBytes = 0
     for (const buf of buffers) totalBytes += buf.length
-    const written = await this.log.writev(buffers, this.size)
+    const written = await (await this.logFile()).writev(buffers, this.size)
     if (written !== totalBytes) {
       throw new StorageError(
         'KAFKA_STORAGE_ERROR',
@@ -313,13 +315,13 @@ export class LogSegment implements SegmentBytes {
       batch.lastOffset - this.baseOffset <= 0x7fffffff,
       () => `offset ${batch.lastOffset} overflows segment ${this.baseOffset}`,
     )
-    if (batch.maxTimestamp > this.maxTimestampSoFar) {
-      this.maxTimestampSoFar = batch.maxTimestamp
+    if (batch.maxTimestamp > this.maxTimestampValue) {
+      this.maxTimestampValue = batch.maxTimestamp
       this.offsetOfMaxTimestampSoFar = batch.lastOffset
     }
     if (this.bytesSinceLastIndexEntry > this.options.indexIntervalBytes) {
       this.offsetIndex.append(batch.lastOffset, position)
-      this.timeIndex.maybeAppend(this.maxTimestampSoFar, this.offsetOfMaxTimestampSoFar)
+      this.timeIndex.maybeAppend(this.maxTimestampValue, this.offsetOfMaxTimestampSoFar)
       this.bytesSinceLastIndexEntry = 0
     }
     this.size = position + batch.sizeInBytes
@@ -335,20 +337,17 @@ export class LogSegment implements SegmentBytes {
 
   /** One read of up to `length` bytes at `position`; fewer near the end of the data. */
   async readRange(position: number, length: number, limit = this.size): Promise<Buffer> {
-    if (this.replaced) throw new SegmentReplacedError(this.baseOffset)
-    if (this.deleted)
-      throw new StorageError('OFFSET_OUT_OF_RANGE', `segment ${this.logPath} was deleted`, {
-        retriable: true,
-      })
+    this.throwIfGone()
     const available = Math.max(0, Math.min(length, limit - position))
     // A large read reuses a buffer a fetch response already wrote to its socket (see
     // read-buffer-pool.ts); one never given back is garbage collected as any other.
     const buf = readBufferPool.acquire(available)
     this.pendingReads++
     try {
+      const log = await this.logFile()
       let filled = 0
       while (filled < available) {
-        const n = await this.log.read(buf, filled, available - filled, position + filled)
+        const n = await log.read(buf, filled, available - filled, position + filled)
         if (n === 0) break
         filled += n
       }
@@ -387,6 +386,7 @@ export class LogSegment implements SegmentBytes {
    * the target is found in it; a larger one is skipped by its header.
    */
   async translateOffset(offset: Offset, walk: OffsetWalk = {}): Promise<BatchSummary | undefined> {
+    await this.ensureLoaded()
     const {
       window = new ReadWindow(),
       readAheadBytes = 0,
@@ -514,6 +514,7 @@ export class LogSegment implements SegmentBytes {
 
   /** Offset after the last batch, scanning from the last index entry (Kafka's readNextOffset). */
   async readNextOffset(): Promise<Offset> {
+    await this.ensureLoaded()
     let position = this.offsetIndex.lookup(this.offsetIndex.lastOffset).position
     let nextOffset = this.baseOffset
     const window = new ReadWindow()
@@ -534,6 +535,7 @@ export class LogSegment implements SegmentBytes {
     timestampMs: number,
     startingOffset: Offset,
   ): Promise<TimestampOffset | undefined> {
+    await this.ensureLoaded()
     const fromTimeIndex = this.timeIndex.lookup(timestampMs)
     const position = this.offsetIndex.lookup(maxOffset(fromTimeIndex.offset, startingOffset)).position
     return searchForTimestamp(this, position, timestampMs, startingOffset)
@@ -541,21 +543,23 @@ export class LogSegment implements SegmentBytes {
 
   /** The record holding the segment's max timestamp (batch-level when the batch is compressed). */
   async maxTimestampAndOffset(): Promise<TimestampOffset | undefined> {
-    if (this.maxTimestampSoFar === NO_TIMESTAMP) return undefined
+    await this.ensureLoaded()
+    if (this.maxTimestampValue === NO_TIMESTAMP) return undefined
     const target = this.offsetOfMaxTimestampSoFar
     const position = this.offsetIndex.lookup(target).position
-    return recordWithTimestamp(this, position, target, this.maxTimestampSoFar)
+    return recordWithTimestamp(this, position, target, this.maxTimestampValue)
   }
 
   /** Reloads maxTimestampSoFar from the last time-index entry and the batches after it. */
   async loadLargestTimestamp(): Promise<void> {
+    await this.ensureLoaded()
     const last = this.timeIndex.lastEntry
-    this.maxTimestampSoFar = last.timestamp
+    this.maxTimestampValue = last.timestamp
     this.offsetOfMaxTimestampSoFar = last.offset
     const position = this.offsetIndex.lookup(last.offset).position
     await scanBatches(this, position, (_buf, _at, batch) => {
-      if (batch.maxTimestamp > this.maxTimestampSoFar) {
-        this.maxTimestampSoFar = batch.maxTimestamp
+      if (batch.maxTimestamp > this.maxTimestampValue) {
+        this.maxTimestampValue = batch.maxTimestamp
         this.offsetOfMaxTimestampSoFar = batch.lastOffset
       }
       return undefined
@@ -580,12 +584,14 @@ export class LogSegment implements SegmentBytes {
     preallocate: boolean,
     onBatch: (batch: BatchSummary) => void = () => {},
     allowOffsetGaps = false,
+    truncate = true,
   ): Promise<RecoveryResult> {
+    await this.ensureLoaded()
     this.layoutVersion++
     this.indexDistrusted = false
     await this.offsetIndex.reset(preallocate)
     await this.timeIndex.reset(preallocate)
-    this.maxTimestampSoFar = NO_TIMESTAMP
+    this.maxTimestampValue = NO_TIMESTAMP
     this.offsetOfMaxTimestampSoFar = this.baseOffset
     this.bytesSinceLastIndexEntry = 0
     this.rollingBasedTimestamp = undefined
@@ -617,8 +623,15 @@ export class LogSegment implements SegmentBytes {
       nextOffset = (batch.lastOffset + 1) as Offset
       position += batch.sizeInBytes
     }
+    if (!truncate) {
+      // Indexes rebuilt for the valid prefix; the bytes after it stay for reads to find.
+      this.size = fileSize
+      this.offsetIndex.checkInvariants(this.size)
+      this.timeIndex.checkInvariants(this.size)
+      return { validBytes: position, truncatedBytes: 0, nextOffset, problem }
+    }
     const truncatedBytes = fileSize - position
-    if (truncatedBytes > 0) await this.log.truncate(position)
+    if (truncatedBytes > 0) await (await this.logFile()).truncate(position)
     this.size = position
     this.offsetIndex.checkInvariants(this.size)
     this.timeIndex.checkInvariants(this.size)
@@ -647,6 +660,7 @@ export class LogSegment implements SegmentBytes {
    * the bytes removed and the offset where the segment now ends (the cut batch's base).
    */
   async truncateTo(offset: Offset): Promise<{ truncatedBytes: number; cutAtOffset: Offset | undefined }> {
+    await this.ensureLoaded()
     const cut = await this.translateOffset(offset)
     if (cut === undefined) return { truncatedBytes: 0, cutAtOffset: undefined }
     this.layoutVersion++
@@ -654,7 +668,7 @@ export class LogSegment implements SegmentBytes {
     await this.timeIndex.truncateTo(cut.baseOffset, true)
     await this.txnIndex.truncateTo(cut.baseOffset)
     const truncatedBytes = this.size - cut.position
-    await this.log.truncate(cut.position)
+    await (await this.logFile()).truncate(cut.position)
     this.size = cut.position
     this.bytesSinceLastIndexEntry = 0
     if (this.size === 0) this.rollingBasedTimestamp = undefined
@@ -666,16 +680,19 @@ export class LogSegment implements SegmentBytes {
 
   /** fsync of the .log. The active segment's indexes are rebuilt after a crash, so they wait for roll/close. */
   async flush(): Promise<void> {
-    await this.log.sync()
+    // A lazily opened segment never opened was not written by this process.
+    if (this.logHandle !== undefined || this.logOpening !== undefined) await (await this.logFile()).sync()
     await this.txnIndex.sync()
   }
 
   /** The segment stops being written: final time-index entry, indexes trimmed and fsynced (roll). */
   async onBecomeInactiveSegment(): Promise<void> {
-    this.timeIndex.maybeAppend(this.maxTimestampSoFar, this.offsetOfMaxTimestampSoFar, true)
+    await this.ensureLoaded()
+    const log = await this.logFile()
+    this.timeIndex.maybeAppend(this.maxTimestampValue, this.offsetOfMaxTimestampSoFar, true)
     await this.offsetIndex.trimToValidSize()
     await this.timeIndex.trimToValidSize()
-    await Promise.all([this.log.sync(), this.offsetIndex.sync(), this.timeIndex.sync(), this.txnIndex.sync()])
+    await Promise.all([log.sync(), this.offsetIndex.sync(), this.timeIndex.sync(), this.txnIndex.sync()])
   }
 
   /**
@@ -683,6 +700,7 @@ export class LogSegment implements SegmentBytes {
    * found so at load (a crash between a roll's index write and its trim).
    */
   async trimIndexes(): Promise<void> {
+    await this.ensureLoaded()
     if (!this.offsetIndex.hasUnusedFileSpace && !this.timeIndex.hasUnusedFileSpace) return
     await this.offsetIndex.trimToValidSize()
     await this.timeIndex.trimToValidSize()
@@ -691,6 +709,7 @@ export class LogSegment implements SegmentBytes {
 
   /** Preallocates the indexes again: the segment is the active one (after open or truncation). */
   async onBecomeActiveSegment(): Promise<void> {
+    await this.ensureLoaded()
     await this.offsetIndex.preallocate()
     await this.timeIndex.preallocate()
   }
@@ -704,23 +723,25 @@ export class LogSegment implements SegmentBytes {
   /** Closes the files without flushing or trimming (a log directory failed, or a simulated crash). */
   async closeHandlers(): Promise<void> {
     await this.closeLogHandle()
-    await this.offsetIndex.close()
-    await this.timeIndex.close()
+    await this.offsetIndexValue.close()
+    await this.timeIndexValue.close()
     await this.txnIndex.close()
   }
 
   private async closeLogHandle(): Promise<void> {
     if (this.handleClosed) return
     this.handleClosed = true
-    await this.log.close()
+    const handle = this.logHandle ?? (await this.logOpening)
+    this.logHandle = undefined
+    await handle?.close()
   }
 
   /** Removes the files; reads in flight finish on the open handle, later ones get OFFSET_OUT_OF_RANGE. */
   async deleteFiles(): Promise<void> {
     this.deleted = true
     try {
-      await this.offsetIndex.deleteFile()
-      await this.timeIndex.deleteFile()
+      await this.offsetIndexValue.deleteFile()
+      await this.timeIndexValue.deleteFile()
       await this.txnIndex.deleteFile()
       await this.fs.unlink(this.logPath)
     } finally {
@@ -754,8 +775,23 @@ export class LogSegment implements SegmentBytes {
     return this.replaced
   }
 
+  /** Deleted (retention, truncation) or replaced by a cleaned segment. */
+  get isGone(): boolean {
+    return this.deleted || this.replaced
+  }
+
   /** Largest timestamp for retention; the file's mtime when no batch has one (Kafka). */
   get largestTimestamp(): number {
-    return this.maxTimestampSoFar >= 0 ? this.maxTimestampSoFar : this.lastModifiedMs
+    const maxTimestamp = this.maxTimestampSoFar
+    return maxTimestamp >= 0 ? maxTimestamp : this.lastModifiedMs
   }
+}
+
+/** Why a segment's indexes cannot be trusted, from what each index's load found. */
+export function indexProblemOf(
+  offsetProblem: string | undefined,
+  timeProblem: string | undefined,
+): string | undefined {
+  if (offsetProblem !== undefined) return `offset index ${offsetProblem}`
+  return timeProblem === undefined ? undefined : `time index ${timeProblem}`
 }

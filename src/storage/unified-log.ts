@@ -648,9 +648,9 @@ export class UnifiedLog {
         return true
       })
       const nowMs = this.clock.nowMs()
-      deleted += await this.deleteSegmentsWhile(
-        (segment) => nowMs - segment.largestTimestamp > config.retentionMs,
-      )
+      const expired = (segment: LogSegment) => nowMs - segment.largestTimestamp > config.retentionMs
+      await this.local.loadOldestWhile(expired)
+      deleted += await this.deleteSegmentsWhile(expired)
       return deleted
     })
   }

@@ -187,7 +187,7 @@ describe('index rebuilding', () => {
   }
 
   for (const damage of ['deleted', 'odd length', 'garbage entries', 'past the log'] as const) {
-    it(`an index that is ${damage} is rebuilt identical, even after a clean shutdown`, async () => {
+    it(`an index that is ${damage} is rebuilt identical after a clean shutdown (at load or first use)`, async () => {
       await withTempDir(async (root) => {
         const dir = join(root, 'idx-0')
         const before = await prepare(dir)
@@ -202,9 +202,11 @@ describe('index rebuilding', () => {
           await writeFile(before.files.index, bad)
         }
         const log = await UnifiedLog.open({ fs: nodeFileSystem, dir, config: small, hadCleanShutdown: true })
+        // A missing index is rebuilt at load; the others belong to an inactive segment whose
+        // indexes are read, checked and rebuilt when a read first needs them.
+        assert.equal((await readAll(log)).length, 40)
         assert.deepEqual(await readFile(before.files.index), before.index)
         assert.deepEqual(await readFile(before.files.timeindex), before.timeindex)
-        assert.equal((await readAll(log)).length, 40)
         await log.close()
       })
     })
