@@ -88,7 +88,6 @@ export interface OffsetWalk {
   readonly allowOffsetGaps?: boolean
 }
 
-/** What LogSegment's constructor gets once `create` or `open` opened the files. */
 /** What LogSegment's constructor gets once log-segment-open.ts opened (or did not open) the files. */
 export interface SegmentParts {
   readonly fs: FileSystem
