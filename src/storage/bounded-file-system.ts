@@ -34,6 +34,8 @@ import type {
 
 /** Default of log.segment.open.files.max: three brokers in one process stay under a 20,000 ulimit -n. */
 export const DEFAULT_MAX_OPEN_FILES = 4096
+/** Descriptors closed at once by closeIdleDescriptors. */
+const CLOSE_IDLE_BATCH = 64
 
 export class BoundedFileSystem implements FileSystem {
   /** Idle handles holding a descriptor, least recently used first (busy ones are not candidates). */
@@ -72,8 +74,13 @@ export class BoundedFileSystem implements FileSystem {
    */
   async closeIdleDescriptors(): Promise<void> {
     const idle = [...this.lru.keys()]
-    for (const handle of idle) handle.evict()
-    await Promise.all(idle.map((handle) => handle.evicted()))
+    // A few at a time: thousands of closes queued at once on the thread pool cost the
+    // process several MB of RSS it kept (measured at 2,000 partitions).
+    for (let first = 0; first < idle.length; first += CLOSE_IDLE_BATCH) {
+      const batch = idle.slice(first, first + CLOSE_IDLE_BATCH).filter((handle) => handle.isIdle)
+      for (const handle of batch) handle.evict()
+      await Promise.all(batch.map((handle) => handle.evicted()))
+    }
   }
 
   async open(path: string, flags: OpenFlags): Promise<FileHandle> {
