@@ -16,7 +16,7 @@
  * `--cpu-prof --cpu-prof-dir=DIR`: a profile per broker, written at its SIGTERM).
  *
  *   npm run bench:recovery -- [--partitions 50,500,5000] [--runs N] [--settle-ms MS] [--keep]
- *     [--written N|all] [--node-args '--cpu-prof --cpu-prof-dir=DIR']
+ *     [--written N|all] ['--node-args=--cpu-prof --cpu-prof-dir=DIR']
  *
  * Restarts alternate (clean, kill -9, clean, ...) --runs times each (default 3), and the
  * table shows medians: the machine is noisy.
