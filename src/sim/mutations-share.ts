@@ -98,3 +98,29 @@ export function plantShareStateOpsUnordered(log: Log): () => void {
     target.run = original
   }
 }
+
+/** What share-read-before-dropped-write reaches inside the SharePartitionManager (private there). */
+interface DrainingManager {
+  drop(key: string, hosted: unknown): void
+  readonly draining: Map<string, Promise<void>>
+}
+
+/**
+ * `share-read-before-dropped-write`: a dropped share-partition's last write is not waited for,
+ * so the next one made for the same group and partition may read the state without it.
+ */
+export function plantShareReadBeforeDroppedWrite(log: Log): () => void {
+  const target = SharePartitionManager.prototype as unknown as DrainingManager
+  const original = target.drop
+  let logged = false
+  target.drop = function (this: DrainingManager, key: string, hosted: unknown): void {
+    original.call(this, key, hosted)
+    if (this.draining.delete(key) && !logged) {
+      log("MUTATION: a dropped share-partition's last write not waited for")
+      logged = true
+    }
+  }
+  return () => {
+    target.drop = original
+  }
+}

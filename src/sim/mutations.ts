@@ -26,6 +26,7 @@ import { type FetchSession, FetchSessionCache, type SessionPartition } from '../
 import { LogSegment } from '../storage/log-segment.js'
 import {
   plantShareAckAnsweredUnwritten,
+  plantShareReadBeforeDroppedWrite,
   plantShareReleaseIgnoresLimit,
   plantShareStateOpsUnordered,
 } from './mutations-share.js'
@@ -81,6 +82,8 @@ export type Mutation =
   | 'share-release-ignores-limit'
   /** With `share`: the share coordinator runs a key's operations at once, each on the committed state (seed 7's bug). */
   | 'share-state-ops-unordered'
+  /** With `share`: a share-partition made again reads its state before the dropped one's last write lands (seed 202's bug). */
+  | 'share-read-before-dropped-write'
 
 export const MUTATIONS: readonly Mutation[] = [
   'none',
@@ -108,6 +111,7 @@ export const MUTATIONS: readonly Mutation[] = [
   'share-ack-answered-unwritten',
   'share-release-ignores-limit',
   'share-state-ops-unordered',
+  'share-read-before-dropped-write',
 ]
 
 /** A Fetch from a consumer, not a replica. */
@@ -147,6 +151,7 @@ const PLANTERS: Partial<Record<Mutation, (log: (message: string) => void) => () 
   'share-ack-answered-unwritten': plantShareAckAnsweredUnwritten,
   'share-release-ignores-limit': plantShareReleaseIgnoresLimit,
   'share-state-ops-unordered': plantShareStateOpsUnordered,
+  'share-read-before-dropped-write': plantShareReadBeforeDroppedWrite,
 }
 
 function plantIsrWithoutCas(log: (message: string) => void): () => void {

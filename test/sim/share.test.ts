@@ -75,6 +75,16 @@ describe('share groups in the simulation', () => {
     await caught(options, 'share-state-ops-unordered', /p0 offset 235, ACCEPTed .* delivered again/)
   })
 
+  // Found at seed 202 (src/sim/README.md, "Bugs found"): a share-partition dropped when its
+  // last session ended still had an ACCEPT's write on its way (retried at the moved share
+  // coordinator); the next fetch made a new one whose state read was answered first, and the
+  // accepted record was delivered again with delivery count 1.
+  it("seed 202: a share-partition made again reads its state after the dropped one's last write", async () => {
+    const options: SimOptions = { seed: 202, share: true }
+    await passes(options)
+    await caught(options, 'share-read-before-dropped-write', /p0 offset 194, ACCEPTed .* delivered again/)
+  })
+
   it('an acknowledgement answered before its state is written is caught (seed 1)', async () => {
     await caught(
       { seed: 1, share: true },

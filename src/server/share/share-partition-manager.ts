@@ -144,6 +144,13 @@ export class SharePartitionManager {
   private readonly hosted = new Map<string, Hosted>()
   /** Share-partitions being made (their state read): concurrent fetches wait for the same one. */
   private readonly opening = new Map<string, Promise<Hosted | number>>()
+  /**
+   * The last write of each dropped share-partition still on its way: a new share-partition of
+   * the same key reads its state only after it. Same leader epoch, so the coordinator does not
+   * fence that write; read first, the new one would miss it (an ACCEPT whose write was retried
+   * at a moved share coordinator was delivered again: simulator seed 202 --share).
+   */
+  private readonly draining = new Map<string, Promise<void>>()
 
   constructor(
     readonly config: SharePartitionManagerConfig,
@@ -217,6 +224,7 @@ export class SharePartitionManager {
   ): Promise<Hosted | number> {
     const leaderEpoch = partition.leaderEpoch
     const startMs = this.clock.monotonicMs()
+    await this.draining.get(keyOf(groupId, tp))
     const read = this.persister
       ? await this.persister.readState({ groupId, topicId: tp.topicId, partition: tp.partition }, leaderEpoch)
       : undefined
@@ -319,6 +327,17 @@ export class SharePartitionManager {
   }
 
   private drop(key: string, hosted: Hosted): void {
+    const pending = hosted.queued ?? hosted.writing
+    if (pending) {
+      const drained = pending.then(
+        () => undefined,
+        () => undefined,
+      )
+      this.draining.set(key, drained)
+      void drained.then(() => {
+        if (this.draining.get(key) === drained) this.draining.delete(key)
+      })
+    }
     if (this.hosted.get(key) === hosted)
       this.stats.closedAcquisitionLockTimeouts += hosted.sharePartition.acquisitionLockTimeouts
     hosted.sharePartition.close()
