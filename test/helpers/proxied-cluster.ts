@@ -44,9 +44,15 @@ export class ProxiedCluster {
     const store = await EmbeddedStore.open({ clock: systemClock })
     const ports = [await freePort(), await freePort(), await freePort()]
     const proxies = ports.map((port) => new TcpProxy(port))
-    for (const proxy of proxies) await proxy.listen()
     const cluster = new ProxiedCluster(store, root, ports, proxies, segmentBytes)
-    for (let i = 0; i < 3; i++) await cluster.startBroker(i)
+    try {
+      for (const proxy of proxies) await proxy.listen()
+      for (let i = 0; i < 3; i++) await cluster.startBroker(i)
+    } catch (error) {
+      // What started must stop, or its handles keep the test file alive to its timeout.
+      await cluster.close()
+      throw error
+    }
     return cluster
   }
 
