@@ -26,7 +26,10 @@
  * Java 17 and Maven (scripts/kafka-reference.sh install).
  *
  *   node dist/bench/report.bench.js [--quick] [--repeat N] [--out DIR] [--no-kafka]
- *     [--latency-only] [--no-jetstream]
+ *     [--latency-only] [--no-jetstream] [--no-worker-threads]
+ *
+ * tidelog's worker-thread mode (`tidelog start --brokers 3 --worker-threads`, issue 34 item 3)
+ * has a column of its own for the RF 3 and CPU rows.
  *
  * `--latency-only` runs just the paced RF 3 acks=all runs (the slow start and the steady
  * runs), each round on a fresh cluster, and prints them without writing the report files:
@@ -69,6 +72,8 @@ const { values } = parseArgs({
     'no-kafka': { type: 'boolean', default: false },
     /** Leave JetStream out. */
     'no-jetstream': { type: 'boolean', default: false },
+    /** Leave out tidelog's worker-thread mode (`tidelog start --brokers 3 --worker-threads`). */
+    'no-worker-threads': { type: 'boolean', default: false },
     /** Only the paced RF 3 runs (run 1 after CreateTopics, then the steady ones); no report files. */
     'latency-only': { type: 'boolean', default: false },
     /**
@@ -167,8 +172,15 @@ async function peerRound(name: string, round: number, body: () => Promise<void>)
 
 // ---- results ---------------------------------------------------------------------------
 
-const SYSTEMS = ['tidelog', 'Kafka', 'JetStream'] as const
+const THREADS = 'tidelog --worker-threads' as const
+const SYSTEMS = ['tidelog', THREADS, 'Kafka', 'JetStream'] as const
 type System = (typeof SYSTEMS)[number]
+/**
+ * The measures the worker-thread mode is run for: its one process holds all three brokers
+ * and the embedded store, so the per-broker RSS and the follower restart do not apply, and
+ * it needs 2 brokers or more (no RF 1 rows).
+ */
+const THREADS_MEASURES = [/^RF 3 acks=all/, /^CPU per/]
 
 interface Row {
   readonly measure: string
@@ -192,8 +204,11 @@ function record(
       measure,
       unit,
       higherIsBetter: unit === 'MB/s',
-      figures: { tidelog: [], Kafka: [], JetStream: [] },
-      without: new Set(options.without ?? []),
+      figures: { tidelog: [], [THREADS]: [], Kafka: [], JetStream: [] },
+      without: new Set<System>([
+        ...(options.without ?? []),
+        ...(THREADS_MEASURES.some((m) => m.test(measure)) ? [] : [THREADS]),
+      ]),
       target: options.target ?? '',
     }
     rows.push(row)
@@ -229,16 +244,18 @@ const produceArgs = (
 
 /** A running Kafka-protocol cluster of 3 as the RF 3 rows need it. */
 interface Rf3Cluster {
-  readonly system: 'tidelog' | 'Kafka'
+  readonly system: 'tidelog' | typeof THREADS | 'Kafka'
   readonly bootstrap: string
   /** Every process of the system (brokers, and tidelog's etcd). */
   pids(): number[]
   /** One broker process's pids (the largest RSS is read over these). */
   brokerPids(): number[]
-  /** The address of the follower that catch-up stops and restarts. */
-  readonly followerAddress: string
-  stopFollower(): Promise<void>
-  startFollower(): Promise<void>
+  /** The follower that catch-up stops and restarts (none: no catch-up or per-broker RSS rows). */
+  readonly follower?: {
+    readonly address: string
+    stop(): Promise<void>
+    start(): Promise<void>
+  }
   /** Each broker's output lines so far (tidelog only: V8's --trace-opt lines per run). */
   brokerLines?(): readonly string[][]
 }
@@ -253,9 +270,11 @@ async function rf3Rows(perf: string, cluster: Rf3Cluster, round: number): Promis
   const created = performance.now()
   await run(perf, produceArgs(bootstrap, steadyTopic, 1, '-1', 0, 0))
   await sleep(Math.max(0, SIZE.topicAgeMs - (performance.now() - created)))
-  record('RSS of a broker, idle', 'MiB', { target: '<= 1/5 of Kafka' }).figures[system].push(
-    rssMiB(cluster.brokerPids()),
-  )
+  const rss = (measure: string, target: string): void => {
+    if (cluster.follower)
+      record(measure, 'MiB', { target }).figures[system].push(rssMiB(cluster.brokerPids()))
+  }
+  rss('RSS of a broker, idle', '<= 1/5 of Kafka')
   const steadyUsage = new Usage(() => cluster.pids())
   for (let i = 1; i <= SIZE.steadyRuns; i++) {
     const cpuBefore = threadCpuSeconds(cluster.brokerPids())
@@ -332,14 +351,11 @@ async function rf3Rows(perf: string, cluster: Rf3Cluster, round: number): Promis
   record('CPU per MB, RF 3 acks=all throughput (all processes)', 'ms', { without: ['JetStream'] }).figures[
     system
   ].push(Math.round((throughputUsage.cpuSeconds() / mb) * 1000))
-  record('RSS of a broker after the throughput run', 'MiB', { target: '<= 1/5 of Kafka' }).figures[
-    system
-  ].push(rssMiB(cluster.brokerPids()))
+  rss('RSS of a broker after the throughput run', '<= 1/5 of Kafka')
+  if (!cluster.follower) return
   await sleep(SIZE.settleMs)
-  record(`RSS of a broker ${SIZE.settleMs / 1000} s later`, 'MiB', {
-    target: 'near idle',
-  }).figures[system].push(rssMiB(cluster.brokerPids()))
-  const caughtUp = await catchUp(perf, cluster, `catchup-${round}`)
+  rss(`RSS of a broker ${SIZE.settleMs / 1000} s later`, 'near idle')
+  const caughtUp = await catchUp(perf, cluster.bootstrap, cluster.follower, `catchup-${round}`)
   record('catch-up of a restarted follower (process start included)', 'MB/s', {
     target: '>= 2x Kafka',
     without: ['JetStream'],
@@ -352,24 +368,25 @@ async function rf3Rows(perf: string, cluster: Rf3Cluster, round: number): Promis
 /** Stops one broker, writes SIZE.catchUpMiB past it, restarts it and times its catch-up (process start included). */
 async function catchUp(
   perf: string,
-  cluster: Rf3Cluster,
+  bootstrap: string,
+  follower: NonNullable<Rf3Cluster['follower']>,
   topic: string,
 ): Promise<{ withStart: number; fromListening: number }> {
-  await run(perf, produceArgs(cluster.bootstrap, topic, 100, '-1', 0, 5))
-  await waitForIsrAt(cluster.bootstrap, topic, 3)
-  await cluster.stopFollower()
+  await run(perf, produceArgs(bootstrap, topic, 100, '-1', 0, 5))
+  await waitForIsrAt(bootstrap, topic, 3)
+  await follower.stop()
   const count = Math.ceil((SIZE.catchUpMiB * 1024 * 1024) / RECORD_BYTES)
-  const others = cluster.bootstrap.split(',').filter((address) => address !== cluster.followerAddress)
+  const others = bootstrap.split(',').filter((address) => address !== follower.address)
   await run(perf, produceArgs(others.join(','), topic, count, '1', 0, 5))
   const leaderSizes = new Map<number, bigint>()
   for (const address of others)
     for (const [p, size] of await partitionSizes(address, topic))
       if (size > (leaderSizes.get(p) ?? 0n)) leaderSizes.set(p, size)
   const start = performance.now()
-  await cluster.startFollower()
+  await follower.start()
   const listening = performance.now()
   for (;;) {
-    const sizes = await partitionSizes(cluster.followerAddress, topic).catch(() => new Map<number, bigint>())
+    const sizes = await partitionSizes(follower.address, topic).catch(() => new Map<number, bigint>())
     if ([...leaderSizes].every(([p, size]) => (sizes.get(p) ?? 0n) >= size)) break
     await sleep(20)
   }
@@ -429,11 +446,13 @@ function etcdRf3(cluster: EtcdCluster): Rf3Cluster {
     bootstrap: cluster.liveBootstrap,
     pids: () => [cluster.etcd.pid, ...cluster.brokers.filter((b) => b.isRunning).map((b) => b.current.pid)],
     brokerPids: () => cluster.brokers.filter((b) => b.isRunning).map((b) => b.current.pid),
-    followerAddress: follower.address,
-    stopFollower: async () => {
-      await follower.stop()
+    follower: {
+      address: follower.address,
+      stop: async () => {
+        await follower.stop()
+      },
+      start: () => follower.start(),
     },
-    startFollower: () => follower.start(),
     brokerLines: () => cluster.brokers.map((b) => b.current.lines),
   }
 }
@@ -449,6 +468,45 @@ async function tidelogRf3(perf: string, round: number): Promise<void> {
     // Clean stops, so that a broker's --cpu-prof (TIDELOG_BROKER_NODE_FLAGS) is written.
     if (latencyOnly) for (const broker of cluster.brokers) await broker.stop()
   })
+}
+
+/**
+ * `tidelog start --brokers 3 --worker-threads` (issue 34 item 3): one process, a broker per
+ * worker thread, the embedded store in the main thread. The same settings as the etcd
+ * cluster's; only its RF 3 and CPU rows (THREADS_MEASURES).
+ */
+async function tidelogThreadsRf3(perf: string, round: number): Promise<void> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'tidelog-bench-threads-'))
+  const settings = ['default.replication.factor=3', 'min.insync.replicas=2', 'num.partitions=4']
+  const child = spawnTidelog(
+    [
+      'start',
+      '--brokers',
+      '3',
+      '--worker-threads',
+      '--port',
+      '0',
+      '--http-port=-1',
+      '--schema-registry-port=-1',
+      '--data-dir',
+      dataDir,
+      ...settings.flatMap((setting) => ['--set', setting]),
+    ],
+    { TIDELOG_LOG_LEVEL: 'warn' },
+    'tidelog start --worker-threads (bench)',
+  )
+  try {
+    const { line } = await child.waitForLine(/^bootstrap servers: /, 60_000)
+    const bootstrap = line.slice('bootstrap servers: '.length).trim()
+    await rf3Rows(
+      perf,
+      { system: THREADS, bootstrap, pids: () => [child.pid], brokerPids: () => [child.pid] },
+      round,
+    )
+  } finally {
+    await child.terminate(30_000)
+    await rm(dataDir, { recursive: true, force: true })
+  }
 }
 
 async function tidelogRf1(perf: string, round: number): Promise<void> {
@@ -507,12 +565,14 @@ async function kafkaRf3(perf: string, round: number): Promise<void> {
         bootstrap: kafka.bootstrap,
         pids: () => kafkaNodePids(kafka, [1, 2, 3]),
         brokerPids: () => kafkaNodePids(kafka, [1, 2, 3]),
-        followerAddress: kafka.bootstrap.split(',')[2],
-        stopFollower: async () => {
-          await script('stop-node')
-        },
-        startFollower: async () => {
-          await script('start-node')
+        follower: {
+          address: kafka.bootstrap.split(',')[2],
+          stop: async () => {
+            await script('stop-node')
+          },
+          start: async () => {
+            await script('start-node')
+          },
         },
       },
       round,
@@ -631,7 +691,12 @@ async function natsR1(binary: string, round: number): Promise<void> {
 const fmt = (x: number): string =>
   Number.isNaN(x) ? 'n/a' : x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2)
 const runsOf = (xs: number[]): string => (xs.length > 1 ? ` (${xs.map(fmt).join(', ')})` : '')
-const COLORS: Record<System, string> = { tidelog: '#1f77b4', Kafka: '#2ca02c', JetStream: '#ff7f0e' }
+const COLORS: Record<System, string> = {
+  tidelog: '#1f77b4',
+  [THREADS]: '#9467bd',
+  Kafka: '#2ca02c',
+  JetStream: '#ff7f0e',
+}
 
 function cell(row: Row, system: System, present: ReadonlySet<System>): string {
   if (row.without.has(system)) return '-'
@@ -669,8 +734,8 @@ function markdown(
     '',
     '"tidelog / Kafka" is tidelog\'s figure divided by Kafka\'s: above 1 is better for MB/s, below 1 for the rest.',
     '',
-    `| measure | unit | tidelog | Kafka ${KAFKA_REFERENCE_VERSION} | JetStream | tidelog / Kafka | target |`,
-    '| --- | --- | --- | --- | --- | --- | --- |',
+    `| measure | unit | tidelog | ${THREADS} | Kafka ${KAFKA_REFERENCE_VERSION} | JetStream | tidelog / Kafka | target |`,
+    '| --- | --- | --- | --- | --- | --- | --- | --- |',
   ]
   for (const row of rows)
     lines.push(
@@ -746,7 +811,16 @@ async function main(): Promise<void> {
   Object.assign(process.env, KAFKA_JVM)
   notes.push(describePageCost(freshPageSystemSecondsPerGiB()))
   const present = new Set<System>(['tidelog'])
-  const systemNotes: string[] = []
+  const systemNotes: string[] = [
+    'tidelog: 3 `tidelog broker` processes on a private etcd (RF 3), one for RF 1.',
+  ]
+  if (!values['no-worker-threads']) {
+    present.add(THREADS)
+    systemNotes.push(
+      `${THREADS}: \`tidelog start --brokers 3 --worker-threads\`, one process with a broker per worker thread and ` +
+        'the embedded store; its RF 3 and CPU rows only (its one process holds every broker, and it has no RF 1).',
+    )
+  }
   if ('ok' in kafka) {
     present.add('Kafka')
     systemNotes.push(
@@ -767,6 +841,10 @@ async function main(): Promise<void> {
   for (let round = 1; round <= repeat; round++) {
     console.log(`round ${round}/${repeat}: tidelog RF 3`)
     await tidelogRf3(perf, round)
+    if (present.has(THREADS)) {
+      console.log(`round ${round}/${repeat}: tidelog RF 3, --worker-threads`)
+      await tidelogThreadsRf3(perf, round)
+    }
     if (present.has('Kafka')) {
       console.log(`round ${round}/${repeat}: Kafka RF 3`)
       await peerRound('Kafka RF 3', round, () => kafkaRf3(perf, round))
