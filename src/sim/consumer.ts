@@ -1,16 +1,23 @@
 /**
- * A consumer (`consumers`): one per partition, tidelog's own `Consumer` in assign mode from
- * offset 0, read_uncommitted, over the simulated network (`SimNetwork.clientConnector`,
- * network id 100 + partition; faults cut brokers, never clients) with the scheduler as its
- * clock and a fork of the seed as its random. It finds leaders, long-polls (200 ms), follows
- * leader changes and retries as it does against real brokers.
+ * A consumer: one per partition, tidelog's own `Consumer` in assign mode from offset 0 over
+ * the simulated network (`SimNetwork.clientConnector`; faults cut brokers, never clients)
+ * with the scheduler as its clock and a fork of the seed as its random. It finds leaders,
+ * long-polls (200 ms), follows leader changes and retries as it does against real brokers.
+ * Two roles:
+ *
+ * - `consumers` (PLAIN_CONSUMER, read_uncommitted): every record it returns goes to
+ *   `ConsumerInvariants.onRecord`: offsets in order without a gap but for control records,
+ *   each equal to the record committed there.
+ * - `transactions` (READ_COMMITTED_CONSUMER): the broker answers up to its last stable offset
+ *   with the aborted transactions of the range; the client drops control batches and the
+ *   batches of aborted transactions, as Java's CompletedFetch does. What a poll returns goes
+ *   to `TxnInvariants.onDelivered`; the broker's answers themselves are checked as they leave
+ *   the handler (world.ts's tap: nothing at or above the answering broker's last stable offset).
  *
  * auto.offset.reset is none: a stale leader whose log is shorter than what it read answers
  * OFFSET_OUT_OF_RANGE, which poll() throws; the loop polls on at the same position, as an
  * application that knows its data is never deleted would (nothing it consumed can have
- * gone: it was below a high watermark). Every record it returns goes to
- * `ConsumerInvariants.onRecord`: offsets in order without a gap but for control records,
- * each equal to the record committed there.
+ * gone: it was below a high watermark).
  */
 import { Consumer } from '../client/consumer.js'
 import { KafkaProtocolError } from '../client/errors.js'
@@ -21,11 +28,34 @@ import { TOPIC } from './world-view.js'
 const FETCH_WAIT_MS = 200
 const REQUEST_TIMEOUT_MS = 1500
 const POLL_TIMEOUT_MS = 500
-/** Consumers' network ids: clients are never cut off (faults impair brokers). */
-export const CONSUMER_NODE_BASE = 100
+
+/** What a consumer is for: its isolation level, where its records go, its ids. */
+export interface SimConsumerRole {
+  readonly isolationLevel: 'read_uncommitted' | 'read_committed'
+  /** Its network id is this plus its partition: clients are never cut off. */
+  readonly nodeBase: number
+  readonly clientIdPrefix: string
+  /** How the run's log lines name it. */
+  readonly label: string
+}
+
+export const PLAIN_CONSUMER: SimConsumerRole = {
+  isolationLevel: 'read_uncommitted',
+  nodeBase: 100,
+  clientIdPrefix: 'sim-consumer',
+  label: 'consumer',
+}
+
+export const READ_COMMITTED_CONSUMER: SimConsumerRole = {
+  isolationLevel: 'read_committed',
+  nodeBase: 500,
+  clientIdPrefix: 'sim-rc-consumer',
+  label: 'read_committed consumer',
+}
 
 export class SimConsumer {
   polls = 0
+  /** Records poll() returned. */
   records = 0
   errors = 0
   /** Error code (or name) → how many poll() calls threw it (the run's final line). */
@@ -37,10 +67,12 @@ export class SimConsumer {
     private readonly world: WorldInternals,
     readonly partition: number,
     private readonly random: SimRandom,
+    private readonly role: SimConsumerRole = PLAIN_CONSUMER,
   ) {
     this.consumer = new Consumer({
-      ...simClientOptions(world, CONSUMER_NODE_BASE + partition, random.fork()),
-      clientId: `sim-consumer-${partition}`,
+      ...simClientOptions(world, role.nodeBase + partition, random.fork()),
+      clientId: `${role.clientIdPrefix}-${partition}`,
+      isolationLevel: role.isolationLevel,
       autoOffsetReset: 'none',
       fetchMaxWaitMs: FETCH_WAIT_MS,
       requestTimeoutMs: REQUEST_TIMEOUT_MS,
@@ -78,21 +110,37 @@ export class SimConsumer {
         this.errors++
         const code = error instanceof KafkaProtocolError ? `code ${error.errorCode}` : String(error)
         this.errorCodes.set(code, (this.errorCodes.get(code) ?? 0) + 1)
-        this.world.log(`consumer p${this.partition}: poll failed (${code}); polling on at ${this.position}`)
+        this.world.log(
+          `${this.role.label} p${this.partition}: poll failed (${code}); polling on at ${this.position}`,
+        )
         // A backoff on the simulated clock: a poll that fails at once must not spin.
         await new Promise<void>((resolve) => this.world.scheduler.schedule(this.random.int(50, 200), resolve))
         continue
       }
-      for (const record of records) {
-        this.records++
-        this.world.checkInCallback(() =>
-          this.world.invariants.consumer.onRecord(
-            record.partition,
-            record.offset,
-            record.value?.toString() ?? null,
-          ),
-        )
-      }
+      this.deliver(records)
+    }
+  }
+
+  private deliver(records: Awaited<ReturnType<Consumer['poll']>>): void {
+    if (this.role.isolationLevel === 'read_committed') {
+      // The transaction checker's final pass has begun once a read_committed consumer stops.
+      if (this.stopped) return
+      this.records += records.length
+      this.world.onTxnDelivered(
+        this.partition,
+        records.map((record) => ({ offset: record.offset, value: record.value?.toString() ?? '' })),
+      )
+      return
+    }
+    for (const record of records) {
+      this.records++
+      this.world.checkInCallback(() =>
+        this.world.invariants.consumer.onRecord(
+          record.partition,
+          record.offset,
+          record.value?.toString() ?? null,
+        ),
+      )
     }
   }
 }

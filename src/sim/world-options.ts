@@ -87,7 +87,7 @@ export interface SimOptions {
    * Transactions: __transaction_state (3 partitions, RF 3), the real coordinator, tidelog's
    * transactional producers (txn-producer.ts; `transactionVersion`, the cluster's finalized
    * transaction.version: 1 by default, 2: KIP-890 part 2), a read_committed consumer per
-   * partition (txn-consumer.ts); txn-checker.ts holds the checks. Off by default.
+   * partition (consumer.ts, READ_COMMITTED_CONSUMER); txn-checker.ts holds the checks. Off by default.
    */
   readonly transactions?: boolean
   readonly transactionVersion?: 1 | 2

@@ -13,13 +13,12 @@ import { Producer } from '../client/producer.js'
 import { NO_LEADER } from '../metadata/cluster-image.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import { encodeRecordBatchSync } from '../protocol/record-batch.js'
-import { SimConsumer } from './consumer.js'
+import { READ_COMMITTED_CONSUMER, SimConsumer } from './consumer.js'
 import { GroupWorkload, OffsetVerifier, SimGroupMember } from './group-member.js'
 import { SimIdempotentProducer } from './idempotent-producer.js'
 import { SimRandom } from './random.js'
 import { ShareWorkload } from './share-workload.js'
 import type { SimBroker } from './sim-broker.js'
-import { SimReadCommittedConsumer } from './txn-consumer.js'
 import { SimTxnProducer, TxnOffsetReader, TxnWorkload } from './txn-producer.js'
 import { PRODUCE_TIMEOUT_MS, simClientOptions, type WorldInternals } from './world-internals.js'
 import { TOPIC } from './world-view.js'
@@ -39,7 +38,7 @@ export class Workload {
   /** `transactions`: the producers, their shared counters, the read_committed consumers. */
   readonly txnProducers: SimTxnProducer[] = []
   readonly txnWorkload = new TxnWorkload()
-  readonly readCommittedConsumers: SimReadCommittedConsumer[] = []
+  readonly readCommittedConsumers: SimConsumer[] = []
   readonly txnOffsetReaders: TxnOffsetReader[] = []
   /** `groups`: what the members share, the members and the offset verifier. */
   groupWorkload: GroupWorkload | null = null
@@ -136,7 +135,7 @@ export class Workload {
     }
     const consumerRandom = new SimRandom(world.options.seed ^ 0x7c0)
     for (let partition = 0; partition < world.partitionCount; partition++) {
-      const consumer = new SimReadCommittedConsumer(world, partition, consumerRandom.fork())
+      const consumer = new SimConsumer(world, partition, consumerRandom.fork(), READ_COMMITTED_CONSUMER)
       this.readCommittedConsumers.push(consumer)
       consumer.start()
     }
