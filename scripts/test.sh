@@ -27,6 +27,9 @@ command -v mvn >/dev/null 2>&1 || missing+=(maven)
 # Debian's venv module, for the virtualenv of the PyPI Python clients
 # (scripts/install-python-clients.sh, test/compat/python-pypi-clients.test.ts).
 dpkg -s python3-venv >/dev/null 2>&1 || missing+=(python3-venv)
+# jemalloc, which bin/tidelog.js runs node on when installed (test/cli/launcher.test.ts): every
+# broker process of the tests then runs as a deployed one does.
+dpkg -s libjemalloc2 >/dev/null 2>&1 || missing+=(libjemalloc2)
 # Network namespaces, veths, bridges, qdiscs and DROP rules for test/netfault.
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v iptables >/dev/null 2>&1 || missing+=(iptables)

@@ -1,8 +1,9 @@
 /**
  * Issue 34: bin/tidelog.js, run as `npx tidelog` runs it (the file itself), starts node with
- * glibc's malloc settings, in the process it was started as: the pid a supervisor or a fault
- * test signals is node's. A probe preloaded through NODE_OPTIONS reports the pid and the
- * environment node started with, and exits before the CLI runs.
+ * glibc's malloc settings and on jemalloc when it is installed (the test command installs
+ * Debian's libjemalloc2), in the process it was started as: the pid a supervisor or a fault
+ * test signals is node's. A probe preloaded through NODE_OPTIONS reports the pid, the
+ * environment node started with and whether jemalloc is mapped, and exits before the CLI runs.
  */
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
@@ -10,14 +11,16 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { delimiter, dirname, join } from 'node:path'
 import { after, test } from 'node:test'
-import { launcherEnv, tidelogBin } from '../helpers/broker-process.js'
+import { launcherEnv, launcherJemalloc, tidelogBin } from '../helpers/broker-process.js'
 
-const MALLOC_SETTINGS = ['MALLOC_MMAP_THRESHOLD_', 'MALLOC_ARENA_MAX'] as const
+const MALLOC_SETTINGS = ['MALLOC_MMAP_THRESHOLD_', 'MALLOC_ARENA_MAX', 'LD_PRELOAD', 'MALLOC_CONF'] as const
+const JEMALLOC_CONF = 'background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0'
 const probeDir = mkdtempSync(join(tmpdir(), 'tidelog-launcher-'))
 const probe = join(probeDir, 'probe.cjs')
 writeFileSync(
   probe,
-  `process.stdout.write(JSON.stringify({ pid: process.pid, env: Object.fromEntries(${JSON.stringify(
+  `const maps = require('node:fs').readFileSync('/proc/self/maps', 'utf8')
+process.stdout.write(JSON.stringify({ pid: process.pid, jemalloc: maps.includes('libjemalloc'), env: Object.fromEntries(${JSON.stringify(
     MALLOC_SETTINGS,
   )}.map((name) => [name, process.env[name] ?? null])) }))\nprocess.exit(0)\n`,
 )
@@ -25,6 +28,8 @@ after(() => rmSync(probeDir, { recursive: true, force: true }))
 
 interface Seen {
   readonly pid: number
+  /** Whether libjemalloc is mapped into node. */
+  readonly jemalloc: boolean
   readonly env: Record<string, string | null>
 }
 
@@ -46,22 +51,67 @@ function runLauncher(env: Record<string, string>): { seen: Seen; childPid: numbe
   return { seen: JSON.parse(result.stdout) as Seen, childPid: result.pid }
 }
 
-test("the launcher starts node with glibc's mmap threshold fixed at 128 KiB, in the process it was started as", () => {
+/** The jemalloc the launcher finds here: the test command installs Debian's libjemalloc2. */
+function installedJemalloc(): string {
+  const path = launcherJemalloc()
+  assert.ok(path, 'no libjemalloc.so.2 where bin/tidelog.js looks (apt-get install libjemalloc2)')
+  return path
+}
+
+test("the launcher starts node on jemalloc, with glibc's mmap threshold fixed at 128 KiB, in the process it was started as", () => {
+  const jemalloc = installedJemalloc()
   const { seen, childPid } = runLauncher({})
-  assert.deepEqual(seen.env, { MALLOC_MMAP_THRESHOLD_: '131072', MALLOC_ARENA_MAX: null })
+  assert.deepEqual(seen.env, {
+    MALLOC_MMAP_THRESHOLD_: '131072',
+    MALLOC_ARENA_MAX: null,
+    LD_PRELOAD: jemalloc,
+    MALLOC_CONF: JEMALLOC_CONF,
+  })
+  assert.equal(seen.jemalloc, true, 'jemalloc is mapped into node')
   assert.equal(seen.pid, childPid, 'node runs in the spawned process, not in a child of it')
   // What test helpers give a broker started with node flags (which skip the launcher).
-  assert.deepEqual(launcherEnv({}), { MALLOC_MMAP_THRESHOLD_: seen.env.MALLOC_MMAP_THRESHOLD_ })
+  assert.deepEqual(launcherEnv({}), {
+    MALLOC_MMAP_THRESHOLD_: seen.env.MALLOC_MMAP_THRESHOLD_,
+    LD_PRELOAD: jemalloc,
+    MALLOC_CONF: JEMALLOC_CONF,
+  })
 })
 
 test("the launcher keeps an operator's own malloc settings", () => {
-  const { seen } = runLauncher({ MALLOC_MMAP_THRESHOLD_: '1048576', MALLOC_ARENA_MAX: '2' })
-  assert.deepEqual(seen.env, { MALLOC_MMAP_THRESHOLD_: '1048576', MALLOC_ARENA_MAX: '2' })
-  assert.deepEqual(launcherEnv({ MALLOC_MMAP_THRESHOLD_: '1048576' }), { MALLOC_MMAP_THRESHOLD_: '1048576' })
+  const jemalloc = installedJemalloc()
+  const own = { MALLOC_MMAP_THRESHOLD_: '1048576', MALLOC_ARENA_MAX: '2', MALLOC_CONF: 'narenas:1' }
+  const { seen } = runLauncher(own)
+  assert.deepEqual(seen.env, { ...own, LD_PRELOAD: jemalloc })
+  assert.equal(seen.jemalloc, true)
+  assert.deepEqual(launcherEnv({ MALLOC_MMAP_THRESHOLD_: '1048576', MALLOC_CONF: 'narenas:1' }), {
+    MALLOC_MMAP_THRESHOLD_: '1048576',
+    LD_PRELOAD: jemalloc,
+    MALLOC_CONF: 'narenas:1',
+  })
 })
 
-test('TIDELOG_MALLOC_DEFAULTS=0 leaves glibc its own defaults', () => {
+test('an LD_PRELOAD of the operator replaces jemalloc: nothing is preloaded but it', () => {
+  installedJemalloc()
+  const { seen } = runLauncher({ LD_PRELOAD: 'libm.so.6' })
+  assert.deepEqual(seen.env, {
+    MALLOC_MMAP_THRESHOLD_: '131072',
+    MALLOC_ARENA_MAX: null,
+    LD_PRELOAD: 'libm.so.6',
+    MALLOC_CONF: null,
+  })
+  assert.equal(seen.jemalloc, false)
+  assert.deepEqual(launcherEnv({ LD_PRELOAD: 'libm.so.6' }), { MALLOC_MMAP_THRESHOLD_: '131072' })
+})
+
+test('TIDELOG_MALLOC_DEFAULTS=0 leaves glibc its own defaults and preloads nothing', () => {
+  installedJemalloc()
   const { seen } = runLauncher({ TIDELOG_MALLOC_DEFAULTS: '0' })
-  assert.deepEqual(seen.env, { MALLOC_MMAP_THRESHOLD_: null, MALLOC_ARENA_MAX: null })
+  assert.deepEqual(seen.env, {
+    MALLOC_MMAP_THRESHOLD_: null,
+    MALLOC_ARENA_MAX: null,
+    LD_PRELOAD: null,
+    MALLOC_CONF: null,
+  })
+  assert.equal(seen.jemalloc, false)
   assert.deepEqual(launcherEnv({ TIDELOG_MALLOC_DEFAULTS: '0' }), {})
 })

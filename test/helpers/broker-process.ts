@@ -6,7 +6,7 @@
  * error-level lines go to the log guard (log-guard.ts): unexpected ones fail the test.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { connect, createServer } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -189,7 +189,21 @@ export function launcherEnv(
   const settings: Record<string, string> = {}
   for (const [, name, value] of launcher.matchAll(/(\w+)="\$\{\1-([^}]*)\}"/g))
     settings[name] = env[name] ?? value
+  // jemalloc's settings go with its preload only: the first of the launcher's paths present.
+  const jemalloc = env.LD_PRELOAD
+    ? undefined
+    : /for j in ([^;]*);/
+        .exec(launcher)?.[1]
+        .split(' ')
+        .find((path) => existsSync(path))
+  if (jemalloc === undefined) delete settings.MALLOC_CONF
+  else settings.LD_PRELOAD = jemalloc
   return settings
+}
+
+/** The jemalloc bin/tidelog.js preloads on this machine (none: node runs on glibc's malloc). */
+export function launcherJemalloc(): string | undefined {
+  return launcherEnv({}).LD_PRELOAD
 }
 
 /**
