@@ -5,7 +5,8 @@
  * broker applies each as an image of its own; a broker rewriting its record after each wrote
  * 24 records of every leadership it holds. Counted on the store, with three brokers' views
  * wired as the broker wires them (an image queued, applied in turn, settled), the apply
- * taking a turn of the event loop as the real one takes file system calls.
+ * taking a turn of the event loop as the real one takes file system calls. Planted away
+ * (the record written after every settled image), both counting tests fail with 24 writes.
  *
  * TIDELOG_SERVED_BATCH_PARTITIONS sets the topic's size (default 3,000).
  */
@@ -60,7 +61,9 @@ interface Fixture {
  */
 async function recordingBroker(store: EmbeddedStore, nodeId: BrokerId): Promise<RecordingBroker> {
   const metadata = await openView(store)
-  const record = new LeadershipRecord({ nodeId, metadata, clock: systemClock, logger: silentLogger })
+  // A clock that never moves: the hold-back's deadline (the last test) does not fire, so on a
+  // machine too loaded to apply 24 images within SERVED_DEFER_MAX_MS the count still holds.
+  const record = new LeadershipRecord({ nodeId, metadata, clock: new ManualClock(), logger: silentLogger })
   let applied: ClusterImage = metadata.image()
   let applying = Promise.resolve()
   const served = () => {
@@ -159,7 +162,7 @@ function partitionsOf(image: ClusterImage) {
 
 /** Until every partition has a leader other than `gone` that recorded it served in its epoch. */
 function waitAllServed(view: ClusterMetadata, what: string, gone?: BrokerId): Promise<void> {
-  return waitUntil(`${what}: every partition served`, 8000, () => {
+  return waitUntil(`${what}: every partition served`, 60_000, () => {
     const image = view.image()
     const topic = image.topics.get(TOPIC)
     if (topic === undefined) return false
@@ -168,19 +171,15 @@ function waitAllServed(view: ClusterMetadata, what: string, gone?: BrokerId): Pr
 }
 
 /**
- * One change seen as many images: each surviving broker wrote its record at most twice, plus
- * once a SERVED_DEFER_MAX_MS the images took to apply (only on a machine stalled for that
- * long; 24 writes before the record waited for queued images).
+ * One change seen as many images: each surviving broker wrote its record once or twice (the
+ * queue may drain once between the controller's rounds of transactions), not once per image
+ * (24 at 3,000 partitions before the record waited for queued images).
  */
-function assertCoalesced(f: Fixture, survivors: readonly BrokerId[], what: string, tookMs: number): void {
-  const allowed = 2 + Math.floor(tookMs / SERVED_DEFER_MAX_MS)
+function assertCoalesced(f: Fixture, survivors: readonly BrokerId[], what: string): void {
   for (const id of survivors) {
     const writes = f.servedWrites.get(id) ?? 0
     assert.ok(writes >= 1, `${what}: broker ${id} recorded its new leaderships`)
-    assert.ok(
-      writes <= allowed,
-      `${what}: broker ${id} wrote its served record ${writes} times in ${tookMs} ms`,
-    )
+    assert.ok(writes <= 2, `${what}: broker ${id} wrote its served record ${writes} times`)
   }
 }
 
@@ -202,10 +201,9 @@ test(`after a failover of ${PARTITIONS} partitions each surviving leader writes 
     assert.ok(partitionsOf(view.image()).filter((p) => p.leader === 2).length > PARTITIONS / 4)
     f.brokers[2].close()
     f.servedWrites.clear()
-    const startedMs = performance.now()
     await f.leases[2].revoke()
     await waitAllServed(f.metadata, 'failover', toBrokerId(2))
-    assertCoalesced(f, ids(0, 1), 'failover', performance.now() - startedMs)
+    assertCoalesced(f, ids(0, 1), 'failover')
   } finally {
     await controller.stop()
     view.close()
@@ -213,14 +211,13 @@ test(`after a failover of ${PARTITIONS} partitions each surviving leader writes 
   }
 })
 
-test(`after a controlled shutdown moving ${PARTITIONS / 3} or so leaderships each surviving leader writes its served record a few times, not once per image`, async () => {
+test(`after a controlled shutdown moving about ${Math.round(PARTITIONS / 3)} leaderships each surviving leader writes its served record a few times, not once per image`, async () => {
   const f = await fixture()
   try {
     f.servedWrites.clear()
-    const startedMs = performance.now()
     await f.metadata.update((image) => movedAwayFrom(image, toBrokerId(2), () => 2))
     await waitAllServed(f.metadata, 'controlled shutdown', toBrokerId(2))
-    assertCoalesced(f, ids(0, 1), 'controlled shutdown', performance.now() - startedMs)
+    assertCoalesced(f, ids(0, 1), 'controlled shutdown')
   } finally {
     await f.close()
   }
