@@ -126,8 +126,7 @@ export class Sender {
 
   close(): void {
     this.closed = true
-    this.wakeTimer?.cancel()
-    this.wakeTimer = null
+    this.cancelWake()
   }
 
   /** Starts InitProducerId unless it runs already or an id is in hand; drains when it answers. */
@@ -230,6 +229,15 @@ export class Sender {
     if (needMetadata) nextWakeMs = Math.min(nextWakeMs, this.refreshMetadataSoon(now))
     nextWakeMs = Math.min(nextWakeMs, this.inFlightExpiryMs)
     if (nextWakeMs < Number.POSITIVE_INFINITY) this.wakeAt(nextWakeMs)
+    // Nothing queued or in flight: a wake armed for a deadline (up to delivery.timeout.ms
+    // away) has nothing left to do and would keep the process alive.
+    else if (!this.accumulator.hasQueues && this.inFlightBatches.size === 0) this.cancelWake()
+  }
+
+  private cancelWake(): void {
+    this.wakeTimer?.cancel()
+    this.wakeTimer = null
+    this.wakeAtMs = Number.POSITIVE_INFINITY
   }
 
   /**
@@ -356,6 +364,7 @@ export class Sender {
       if (left > 0) this.inFlightByPartition.set(key, left)
       else this.inFlightByPartition.delete(key)
     }
+    if (this.inFlightBatches.size === 0) this.inFlightExpiryMs = Number.POSITIVE_INFINITY
     this.scheduleDrain()
   }
 

@@ -199,6 +199,10 @@ describe('delivery.timeout.ms', () => {
         )
         // The producer goes on: the next send is acknowledged.
         await clock.runUntil(p.send({ topic: 'inflight', value: 'b' }))
+        // Every batch settled: no wake is left armed for a deadline (up to
+        // delivery.timeout.ms away, it would keep the process alive).
+        await clock.runFor(100)
+        assert.equal(clock.pendingTimers, 0)
       } finally {
         gate.release()
         await p.close()
