@@ -30,6 +30,12 @@ const REQUEST_TIMEOUT_MS = 1000
 const DELIVERY_TIMEOUT_MS = 1500
 /** The client gives a Produce request up at request.timeout.ms plus its margin (CLIENT_TIMEOUT_MARGIN_MS). */
 const REQUEST_GIVEN_UP_MS = REQUEST_TIMEOUT_MS + 2000
+/**
+ * For the steps no deadline should cut short (connecting, InitProducerId, sends after the
+ * answers are released): 1 ms of virtual time per step, so a slow, loaded machine gets
+ * more than a second of real time before a 1500 ms delivery timeout could pass.
+ */
+const PATIENT = { stepMs: 1 }
 
 const TXN_BROKER_PROPERTIES = {
   'transaction.state.log.replication.factor': 1,
@@ -182,7 +188,7 @@ describe('delivery.timeout.ms', () => {
       const clock = new ManualClock()
       const p = producer(cluster.bootstrapServers, gate, clock)
       try {
-        await clock.runUntil(p.send({ topic: 'inflight', value: 'warm-up' }))
+        await clock.runUntil(p.send({ topic: 'inflight', value: 'warm-up' }), PATIENT)
         gate.hold()
         const sentMs = clock.monotonicMs()
         const failed = failureTime(clock, p.send({ topic: 'inflight', value: 'a' }))
@@ -198,7 +204,7 @@ describe('delivery.timeout.ms', () => {
           `failed after ${elapsedMs} ms`,
         )
         // The producer goes on: the next send is acknowledged.
-        await clock.runUntil(p.send({ topic: 'inflight', value: 'b' }))
+        await clock.runUntil(p.send({ topic: 'inflight', value: 'b' }), PATIENT)
         // Every batch settled: no wake is left armed for a deadline (up to
         // delivery.timeout.ms away, it would keep the process alive).
         await clock.runFor(100)
@@ -218,7 +224,7 @@ describe('delivery.timeout.ms', () => {
       // One request in flight: 'b' waits in the queue while 'a' is unanswered.
       const p = producer(cluster.bootstrapServers, gate, clock, { maxInFlightRequestsPerConnection: 1 })
       try {
-        await clock.runUntil(p.send({ topic: 'queued', value: 'warm-up' }))
+        await clock.runUntil(p.send({ topic: 'queued', value: 'warm-up' }), PATIENT)
         gate.hold()
         const aSentMs = clock.monotonicMs()
         const aFailed = failureTime(clock, p.send({ topic: 'queued', value: 'a' }))
@@ -256,23 +262,23 @@ describe('delivery.timeout.ms', () => {
         return metadata
       }
       try {
-        await clock.runUntil(record('warm-up'))
+        await clock.runUntil(record('warm-up'), PATIENT)
         const identity = p.producerIdentity
         assert.ok(identity !== null)
         gate.hold()
         const aSentMs = clock.monotonicMs()
         const aFailed = failureTime(clock, record('a'))
         // 'b' and 'c' go while 'a' is in flight (sequences after it) and outlive its deadline.
-        await clock.runFor(300)
+        await clock.runFor(1000)
         const later = [record('b'), record('c')]
-        // Every answer comes 100 ms after the deadline of 'a', before those of 'b' and 'c'.
-        await clock.runFor(DELIVERY_TIMEOUT_MS + 100 - 300)
+        // Every answer comes 100 ms after the deadline of 'a', well before those of 'b' and 'c'.
+        await clock.runFor(DELIVERY_TIMEOUT_MS + 100 - 1000)
         gate.release()
         const { atMs, error } = await clock.runUntil(aFailed)
         assertExpired(error, 'idem-0', 1)
         assert.ok(atMs - aSentMs < DELIVERY_TIMEOUT_MS + 100, `'a' failed after ${atMs - aSentMs} ms`)
-        await clock.runUntil(Promise.all(later))
-        await clock.runUntil(Promise.all([record('d'), record('e')]))
+        await clock.runUntil(Promise.all(later), PATIENT)
+        await clock.runUntil(Promise.all([record('d'), record('e')]), PATIENT)
         assert.deepEqual(p.producerIdentity, identity, 'every stamped sequence was acknowledged: same id')
         assert.equal(p.metrics().producerIdResets, 0)
         const read = (await readAll(cluster.bootstrapServers, 'idem')).map((r) => [text(r.value), r.offset])
@@ -302,7 +308,7 @@ describe('delivery.timeout.ms', () => {
           maxBlockMs: 20000,
         })
         try {
-          await clock.runUntil(p.initTransactions())
+          await clock.runUntil(p.initTransactions(), PATIENT)
           p.beginTransaction()
           gate.hold()
           const aSentMs = clock.monotonicMs()
@@ -318,11 +324,11 @@ describe('delivery.timeout.ms', () => {
             assert.ok(thrown instanceof TransactionAbortableError, String(thrown))
             return true
           })
-          await clock.runUntil(p.abortTransaction())
+          await clock.runUntil(p.abortTransaction(), PATIENT)
           assert.equal(p.transactionState, 'READY')
           p.beginTransaction()
           const b = p.send({ topic: 'txn', value: 'b' })
-          await clock.runUntil(p.commitTransaction())
+          await clock.runUntil(p.commitTransaction(), PATIENT)
           await b
           const consumer = new Consumer({
             bootstrapServers: cluster.bootstrapServers,
