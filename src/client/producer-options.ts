@@ -44,7 +44,10 @@ export interface ProducerOptions extends Partial<ClientOptions> {
   compressionLevel?: number
   /** retries (default 2147483647: bounded by deliveryTimeoutMs). */
   retries?: number
-  /** delivery.timeout.ms (default 120000): send to acknowledgement, retries included. */
+  /**
+   * delivery.timeout.ms (default 120000, raised to linger.ms + request.timeout.ms when that
+   * is more): send to acknowledgement or failure, retries included, queued or in flight.
+   */
   deliveryTimeoutMs?: number
   /** max.in.flight.requests.per.connection (default 5). */
   maxInFlightRequestsPerConnection?: number
@@ -116,6 +119,27 @@ const COMPRESSION: Readonly<Record<CompressionName, CompressionType>> = {
 
 /** Added to request.timeout.ms on the client side so the broker's own REQUEST_TIMED_OUT arrives first. */
 export const CLIENT_TIMEOUT_MARGIN_MS = 2000
+
+/**
+ * A batch must outlive its linger and one request, or it could expire before its answer
+ * had a chance (Java's configureDeliveryTimeout): an explicit value below that is an error,
+ * the default is raised to it.
+ */
+function deliveryTimeoutOption(
+  value: number | undefined,
+  lingerMs: number,
+  requestTimeoutMs: number,
+): number {
+  const lingerAndRequestTimeoutMs = lingerMs + requestTimeoutMs
+  const deliveryTimeoutMs = intOption('delivery.timeout.ms', value, 120000, 1)
+  if (deliveryTimeoutMs >= lingerAndRequestTimeoutMs) return deliveryTimeoutMs
+  if (value !== undefined)
+    throw new InvalidArgumentError(
+      `delivery.timeout.ms (${deliveryTimeoutMs}) must be at least linger.ms + request.timeout.ms (${lingerAndRequestTimeoutMs})`,
+    )
+  return lingerAndRequestTimeoutMs
+}
+
 /** Batches per partition in flight for an idempotent producer (what a broker caches per producer). */
 export const IDEMPOTENT_IN_FLIGHT_MAX = 5
 
@@ -168,12 +192,7 @@ export function resolveProducerOptions(
     throw new InvalidArgumentError(`partitioner must be a function, got ${typeof options.partitioner}`)
   }
   const lingerMs = intOption('linger.ms', options.lingerMs, 5, 0)
-  const deliveryTimeoutMs = intOption('delivery.timeout.ms', options.deliveryTimeoutMs, 120000, 1)
-  if (deliveryTimeoutMs < lingerMs + requestTimeoutMs) {
-    throw new InvalidArgumentError(
-      `delivery.timeout.ms (${deliveryTimeoutMs}) must be at least linger.ms + request.timeout.ms (${lingerMs + requestTimeoutMs})`,
-    )
-  }
+  const deliveryTimeoutMs = deliveryTimeoutOption(options.deliveryTimeoutMs, lingerMs, requestTimeoutMs)
   return {
     acks,
     producerType: oneOf('producer.type', options.producerType, 'async', ['sync', 'async']),

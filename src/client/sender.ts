@@ -7,8 +7,12 @@
  * NOT_ENOUGH_REPLICAS...) puts the batch back into its partition's queue with the client's
  * exponential backoff, refreshing metadata first when the leader may have moved. A batch
  * fails after `retries` attempts or once delivery.timeout.ms has passed since it was
- * created (queued batches expire in the queue). MESSAGE_TOO_LARGE splits a batch in two.
- * max.in.flight 1 mutes a partition while its batch is in flight, which keeps order.
+ * created, queued or in flight (KIP-91, Java's expiredBatches and getExpiredInflightBatches).
+ * An expired batch still in flight keeps its request: its partition stays muted and counted
+ * in flight until the answer or the request timeout, which only tells the sequence
+ * bookkeeping whether it was written (its records already failed). MESSAGE_TOO_LARGE splits
+ * a batch in two. max.in.flight 1 mutes a partition while its batch is in flight, which
+ * keeps order.
  *
  * Idempotence: InitProducerId (any broker, retried with backoff) before the first batch
  * goes, and whenever the TransactionManager gave the producer id up; every sequence rule is
@@ -80,6 +84,13 @@ export class Sender {
   private readonly mutedPartitions = new Set<string>()
   /** Batches per partition sent and not yet answered. */
   private readonly inFlightByPartition = new Map<string, number>()
+  /** Batches sent and not yet answered, for delivery.timeout.ms (KIP-91). */
+  private readonly inFlightBatches = new Set<ProducerBatch>()
+  /**
+   * No in-flight batch expires before this (a lower bound, as Java's nextBatchExpiryTimeMs):
+   * the drains in between skip the scan of inFlightBatches.
+   */
+  private inFlightExpiryMs = Number.POSITIVE_INFINITY
   private drainCounter = 0
   private initProducerIdRunning = false
 
@@ -115,8 +126,7 @@ export class Sender {
 
   close(): void {
     this.closed = true
-    this.wakeTimer?.cancel()
-    this.wakeTimer = null
+    this.cancelWake()
   }
 
   /** Starts InitProducerId unless it runs already or an id is in hand; drains when it answers. */
@@ -169,14 +179,19 @@ export class Sender {
     const byNode = new Map<number, ProducerBatch[]>()
     let nextWakeMs = Number.POSITIVE_INFINITY
     let needMetadata = this.client.metadataStale
+    this.expireInFlight(now)
     for (const [key, queue] of this.accumulator.queueEntries()) {
-      for (const batch of this.accumulator.takeExpired(queue, now)) this.expire(batch)
+      for (const batch of this.accumulator.takeExpired(queue, now)) this.expire(batch, now)
       const first = queue[0]
       if (!first) {
         this.accumulator.dropEmptyQueue(key, queue)
         continue
       }
-      if (this.mutedPartitions.has(key)) continue
+      if (this.mutedPartitions.has(key)) {
+        // Its batch in flight may stay unanswered past this one's deadline.
+        nextWakeMs = Math.min(nextWakeMs, first.deadlineMs)
+        continue
+      }
       const readyAtMs = this.accumulator.readyAtMs(first, queue.length, now)
       if (readyAtMs > now) {
         nextWakeMs = Math.min(nextWakeMs, readyAtMs)
@@ -212,13 +227,41 @@ export class Sender {
     // max.in.flight), as Java's sender loop does.
     if (sent > 0) this.scheduleDrain()
     if (needMetadata) nextWakeMs = Math.min(nextWakeMs, this.refreshMetadataSoon(now))
+    nextWakeMs = Math.min(nextWakeMs, this.inFlightExpiryMs)
     if (nextWakeMs < Number.POSITIVE_INFINITY) this.wakeAt(nextWakeMs)
+    // Nothing queued or in flight: a wake armed for a deadline (up to delivery.timeout.ms
+    // away) has nothing left to do and would keep the process alive.
+    else if (!this.accumulator.hasQueues && this.inFlightBatches.size === 0) this.cancelWake()
   }
 
-  /** A batch past its delivery timeout in a queue fails there (Kafka expires them too). */
-  private expire(batch: ProducerBatch): void {
+  private cancelWake(): void {
+    this.wakeTimer?.cancel()
+    this.wakeTimer = null
+    this.wakeAtMs = Number.POSITIVE_INFINITY
+  }
+
+  /**
+   * Fails the in-flight batches past their delivery timeout, and notes when the next one
+   * is due. Their requests go on: the answer still tells whether the sequence was written.
+   */
+  private expireInFlight(now: number): void {
+    if (now < this.inFlightExpiryMs) return
+    let nextMs = Number.POSITIVE_INFINITY
+    for (const batch of this.inFlightBatches) {
+      if (batch.isSettled) continue
+      if (batch.deadlineMs <= now) this.expire(batch, now)
+      else nextMs = Math.min(nextMs, batch.deadlineMs)
+    }
+    this.inFlightExpiryMs = nextMs
+  }
+
+  /**
+   * A batch past its delivery timeout fails, queued or in flight (Java's message). One sent
+   * before is told to the TransactionManager as possibly written (see failBatch).
+   */
+  private expire(batch: ProducerBatch, now: number): void {
     const error = new DeliveryTimeoutError(
-      `${batch.recordCount} record(s) for ${batch.topic}-${batch.partition} expired: delivery.timeout.ms ${this.options.deliveryTimeoutMs} passed`,
+      `Expiring ${batch.recordCount} record(s) for ${batch.topic}-${batch.partition}: ${now - batch.createdMs} ms has passed since batch creation (delivery.timeout.ms ${this.options.deliveryTimeoutMs})`,
       batch.lastError,
     )
     this.failBatch(batch, error)
@@ -292,6 +335,8 @@ export class Sender {
       if (this.idempotentNow && !batch.hasSequence) this.transactions.stampBatch(key, batch)
       this.inFlightByPartition.set(key, (this.inFlightByPartition.get(key) ?? 0) + 1)
       if (this.options.maxInFlight === 1) this.mutedPartitions.add(key)
+      this.inFlightBatches.add(batch)
+      this.inFlightExpiryMs = Math.min(this.inFlightExpiryMs, batch.deadlineMs)
     }
     this.inFlightByNode.set(nodeId, inFlight + 1)
     this.counters.requests++
@@ -311,6 +356,7 @@ export class Sender {
     this.inFlightByNode.set(nodeId, (this.inFlightByNode.get(nodeId) ?? 1) - 1)
     for (const batch of batches) {
       batch.inFlight = false
+      this.inFlightBatches.delete(batch)
       this.accumulator.afterRequest(batch)
       const key = partitionKey(batch.topic, batch.partition)
       this.mutedPartitions.delete(key)
@@ -318,6 +364,7 @@ export class Sender {
       if (left > 0) this.inFlightByPartition.set(key, left)
       else this.inFlightByPartition.delete(key)
     }
+    if (this.inFlightBatches.size === 0) this.inFlightExpiryMs = Number.POSITIVE_INFINITY
     this.scheduleDrain()
   }
 
@@ -340,8 +387,12 @@ export class Sender {
         timeoutMs: this.options.requestTimeoutMs + CLIENT_TIMEOUT_MARGIN_MS,
         version: connection.versionFor(ApiKey.Produce, versionMax),
       })
+      // An answer after the deadline does not complete the send (KIP-91): the timer may
+      // not have fired yet when the answer arrives.
+      this.expireInFlight(this.client.clock.monotonicMs())
       this.onResponse(batches, response)
     } catch (error) {
+      this.expireInFlight(this.client.clock.monotonicMs())
       const failure = asClientError(error)
       for (const batch of batches) this.onBatchError(batch, failure)
     }
@@ -370,7 +421,14 @@ export class Sender {
     }
     for (const batch of batches) {
       const result = results.get(partitionKey(batch.topic, batch.partition))
-      if (!result) {
+      if (batch.isSettled) {
+        // Expired in flight: its records failed already; a write acknowledged now resolves
+        // its unresolved sequence (TransactionManager), nothing else is left to do.
+        const written =
+          result?.errorCode === ErrorCode.NONE ||
+          (result?.errorCode === ErrorCode.DUPLICATE_SEQUENCE_NUMBER && batch.hasSequence)
+        if (written) this.transactions.handleCompletedBatch(batch)
+      } else if (!result) {
         this.onBatchError(
           batch,
           new KafkaProtocolError(ErrorCode.NETWORK_EXCEPTION, 'partition missing from the produce response'),
@@ -393,6 +451,8 @@ export class Sender {
     error: KafkaClientError,
     result?: ProduceResponsePartitionProduceResponse,
   ): void {
+    // Expired in flight: no retry, no split, no verdict (Java's canRetry asks isDone first).
+    if (batch.isSettled) return
     batch.lastError = error
     const now = this.client.clock.monotonicMs()
     if (

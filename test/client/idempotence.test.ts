@@ -516,6 +516,55 @@ describe('idempotent producer rules against a scripted broker', () => {
     }
   })
 
+  it('a batch in flight past its deadline fails then, not at its late answer; unwritten, the next batch goes under a new producer id', async () => {
+    // The scripted broker answers in the order it is asked, so nothing else of the
+    // partition is sent while 'a' is in flight (a later answer would pair with it).
+    const clock = new ManualClock()
+    const leader = deduplicatingLeader(() => undefined)
+    const broker = await scriptedBroker({
+      initErrors: [],
+      produce: (batch) => (batch.values[0] === 'a' ? ErrorCode.REQUEST_TIMED_OUT : leader.produce(batch)),
+      // The first attempt of 'a' is answered 200 ms after its deadline, before the client
+      // would give the request up (300 + 2000 ms): it is in flight when it expires.
+      produceDelayMs: (_, n) => (n === 1 ? 1700 : 0),
+      clock,
+    })
+    const producer = scriptedProducer(broker.bootstrap, {
+      requestTimeoutMs: 300,
+      deliveryTimeoutMs: 1500,
+      clock,
+    })
+    try {
+      await clock.runUntil(producer.send({ topic: 't', value: 'warm-up' }))
+      const aSentMs = clock.monotonicMs()
+      const aFailedAtMs = producer.send({ topic: 't', value: 'a' }).then(
+        () => assert.fail("'a' should have expired"),
+        (error: unknown) => {
+          assert.equal((error as { code?: string }).code, 'ERR_DELIVERY_TIMEOUT')
+          return clock.monotonicMs()
+        },
+      )
+      const elapsedMs = (await clock.runUntil(aFailedAtMs)) - aSentMs
+      assert.ok(elapsedMs >= 1500 && elapsedMs < 1700, `'a' failed after ${elapsedMs} ms`)
+      // 'b' waits until the answer of 'a' tells it was not written, then goes under a new id
+      // from sequence 0 (the sequence of 'a' is never reused).
+      await clock.runUntil(producer.send({ topic: 't', value: 'b' }))
+      await clock.runUntil(producer.send({ topic: 't', value: 'c' }))
+      assert.deepEqual(leader.written, ['warm-up', 'b', 'c'])
+      assert.equal(broker.inits, 2, 'a new producer id after the unresolved sequence')
+      assert.deepEqual(
+        broker.batches
+          .filter((batch) => batch.values[0] !== 'a')
+          .map((batch) => `${batch.producerId}/${batch.baseSequence}`),
+        ['1000/0', '1001/0', '1001/1'],
+      )
+      assert.equal(producer.metrics().failedBatches, 1, "only 'a' failed")
+    } finally {
+      await producer.close()
+      await broker.close()
+    }
+  })
+
   it('a broker without InitProducerId: the default turns idempotence off, explicit true fails the sends', async () => {
     const broker = await scriptedBroker({ initErrors: [], produce: () => undefined, noInitProducerId: true })
     const implicit = scriptedProducer(broker.bootstrap)
