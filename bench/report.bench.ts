@@ -26,7 +26,7 @@
  * Java 17 and Maven (scripts/kafka-reference.sh install).
  *
  *   node dist/bench/report.bench.js [--quick] [--repeat N] [--out DIR] [--no-kafka]
- *     [--latency-only] [--no-jetstream] [--no-worker-threads]
+ *     [--latency-only] [--consume-only] [--no-jetstream] [--no-worker-threads]
  *
  * tidelog's worker-thread mode (`tidelog start --brokers 3 --worker-threads`, issue 34 item 3)
  * has a column of its own for the RF 3 and CPU rows.
@@ -34,6 +34,8 @@
  * `--latency-only` runs just the paced RF 3 acks=all runs (the slow start and the steady
  * runs), each round on a fresh cluster, and prints them without writing the report files:
  * the quick way to measure the first seconds after CreateTopics, several rounds at a time.
+ * `--consume-only` runs just the RF 1 produce and consume rows of tidelog and Kafka (which
+ * goes first alternates from round to round) and prints them without writing the report files.
  */
 import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process'
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
@@ -76,6 +78,8 @@ const { values } = parseArgs({
     'no-worker-threads': { type: 'boolean', default: false },
     /** Only the paced RF 3 runs (run 1 after CreateTopics, then the steady ones); no report files. */
     'latency-only': { type: 'boolean', default: false },
+    /** Only the RF 1 produce and consume rows, tidelog and Kafka; no report files. */
+    'consume-only': { type: 'boolean', default: false },
     /**
      * Records sent at the steady rate to another topic before the steady topic is created:
      * brokers whose code has run the produce path, to tell warm-up from a new partition's cost.
@@ -85,6 +89,7 @@ const { values } = parseArgs({
 })
 const quick = values.quick
 const latencyOnly = values['latency-only']
+const consumeOnly = values['consume-only']
 const repeat = Number(values.repeat ?? (quick ? 1 : 2))
 const SIZE = {
   throughputRecords: quick ? 30_000 : 150_000,
@@ -419,6 +424,7 @@ async function rf1Rows(
       consumed.mbPerSec,
     )
   }
+  if (consumeOnly) return
   const steady = await run(
     perf,
     produceArgs(bootstrap, topic, SIZE.steadyRate * SIZE.steadySeconds, '1', SIZE.steadyRate, 0),
@@ -583,7 +589,7 @@ async function kafkaRf3(perf: string, round: number): Promise<void> {
 async function kafkaRf1(perf: string, round: number): Promise<void> {
   const startedAt = performance.now()
   await withKafka(1, async (kafka) => {
-    if (round === 1) {
+    if (round === 1 && !consumeOnly) {
       const port = Number(kafka.bootstrap.split(':')[1])
       await firstWrite(perf, port, 'first')
       record('start until the first acks=all write is answered', 's').figures.Kafka.push(
@@ -800,13 +806,25 @@ function svg(): string {
   ].join('\n')
 }
 
+/** `--consume-only`: tidelog's and Kafka's RF 1 rows, the first of the two alternating by round. */
+async function consumeRound(perf: string, round: number, withKafka: boolean): Promise<void> {
+  const turns: [string, () => Promise<void>][] = [['tidelog', () => tidelogRf1(perf, round)]]
+  if (withKafka) turns.push(['Kafka', () => peerRound('Kafka RF 1', round, () => kafkaRf1(perf, round))])
+  for (const [name, body] of round % 2 === 1 ? turns : turns.toReversed()) {
+    console.log(`round ${round}/${repeat}: ${name} RF 1 (load ${loadavg()[0].toFixed(1)})`)
+    await body()
+  }
+}
+
 async function main(): Promise<void> {
   const started = new Date()
   const t0 = performance.now()
   const perf = perfBinary()
   const nats: ReturnType<typeof natsPerf> = values['no-jetstream']
     ? { missing: '--no-jetstream was given' }
-    : natsPerf()
+    : consumeOnly
+      ? { missing: 'not in --consume-only' }
+      : natsPerf()
   const kafka = await kafkaAvailable(values['no-kafka'])
   Object.assign(process.env, KAFKA_JVM)
   notes.push(describePageCost(freshPageSystemSecondsPerGiB()))
@@ -839,6 +857,10 @@ async function main(): Promise<void> {
   } else systemNotes.push(`JetStream: not in this run: ${nats.missing}.`)
   for (const note of systemNotes) console.log(note)
   for (let round = 1; round <= repeat; round++) {
+    if (consumeOnly) {
+      await consumeRound(perf, round, present.has('Kafka'))
+      continue
+    }
     console.log(`round ${round}/${repeat}: tidelog RF 3`)
     await tidelogRf3(perf, round)
     if (present.has(THREADS)) {
@@ -875,7 +897,7 @@ async function main(): Promise<void> {
       'its nodes (controllers included). Memory rows give the largest broker process.',
   )
   const seconds = (performance.now() - t0) / 1000
-  if (latencyOnly) {
+  if (latencyOnly || consumeOnly) {
     console.log(`\n${markdown(started, seconds, systemNotes, present)}`)
     return
   }
