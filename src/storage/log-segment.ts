@@ -131,6 +131,15 @@ export class LogSegment implements SegmentBytes {
   private layoutVersion = 0
   /** A read found the offset index pointing into a batch: lookups start at byte 0 until a rebuild. */
   private indexDistrusted = false
+  /**
+   * Where the bytes this process appended to the segment begin, while it is the active one
+   * (Infinity once it rolls): a read serves batches from here to `size` without checking their
+   * CRC again. Their append checked them (log-validator.ts) and they are read back from the page
+   * cache this process wrote, while the CRC check was 34-40 % of a large fetch's broker time
+   * (docs/notes/performance.md). Kafka checks no batch it serves; tidelog still checks what a
+   * start loaded and every rolled segment, older data more likely read back from the disk.
+   */
+  private appendedFrom: number
   /** What made a read stop trusting the offset index, until the log has logged it. */
   private indexWarning: string | undefined
 
@@ -167,6 +176,7 @@ export class LogSegment implements SegmentBytes {
     this.txnIndex = parts.txnIndex
     this.createdMs = parts.createdMs
     this.size = parts.sizeInBytes
+    this.appendedFrom = parts.sizeInBytes
     this.offsetOfMaxTimestampSoFar = parts.maxTimestamp?.offset ?? parts.baseOffset
     this.maxTimestampValue = parts.maxTimestamp?.timestamp ?? NO_TIMESTAMP
     this.lastModifiedMs = parts.lastModifiedMs ?? parts.createdMs
@@ -281,6 +291,11 @@ export class LogSegment implements SegmentBytes {
     await this.offsetIndexValue.renameTo(prefix + INDEX_FILE_SUFFIX + to)
     await this.timeIndexValue.renameTo(prefix + TIME_INDEX_FILE_SUFFIX + to)
     await this.txnIndex.renameTo(prefix + TXN_INDEX_FILE_SUFFIX + to)
+  }
+
+  /** Batches from this byte on are served without a CRC check (see appendedFrom). */
+  get checkedBelow(): number {
+    return this.appendedFrom
   }
 
   // ---- append ----
@@ -669,6 +684,9 @@ export class LogSegment implements SegmentBytes {
     const truncatedBytes = this.size - cut.position
     await (await this.logFile()).truncate(cut.position)
     this.size = cut.position
+    // What is appended from the cut on is checked by its append.
+    if (this.appendedFrom !== Number.POSITIVE_INFINITY)
+      this.appendedFrom = Math.min(this.appendedFrom, this.size)
     this.bytesSinceLastIndexEntry = 0
     if (this.size === 0) this.rollingBasedTimestamp = undefined
     await this.loadLargestTimestamp()
@@ -686,6 +704,7 @@ export class LogSegment implements SegmentBytes {
 
   /** The segment stops being written: final time-index entry, indexes trimmed and fsynced (roll). */
   async onBecomeInactiveSegment(): Promise<void> {
+    this.appendedFrom = Number.POSITIVE_INFINITY
     await this.ensureLoaded()
     const log = await this.logFile()
     this.timeIndex.maybeAppend(this.maxTimestampValue, this.offsetOfMaxTimestampSoFar, true)
