@@ -7,11 +7,22 @@ import { TidelogError } from '../common/errors.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 
 export class KafkaError extends TidelogError {
-  constructor(
-    readonly errorCode: number,
-    message: string,
-  ) {
-    super(`KAFKA_${errorCode}`, message)
+  readonly errorCode: number
+
+  /**
+   * Without a stack trace, as Kafka's ApiException: the outcome goes into a response, and a
+   * leader answering NOT_LEADER_OR_FOLLOWER for thousands of fetched partitions spent 6.9%
+   * of its CPU capturing stacks nobody reads (33,000 partitions, a broker's session lost).
+   */
+  constructor(errorCode: number, message: string) {
+    const stackTraceLimit = Error.stackTraceLimit
+    Error.stackTraceLimit = 0
+    try {
+      super(`KAFKA_${errorCode}`, message)
+    } finally {
+      Error.stackTraceLimit = stackTraceLimit
+    }
+    this.errorCode = errorCode
     this.name = 'KafkaError'
   }
 }

@@ -16,9 +16,16 @@ export interface OffsetPosition {
   readonly position: number
 }
 
+/**
+ * Shared by every index holding no entries: an empty typed array is an object and an
+ * ArrayBuffer of its own (about 150 bytes), and an index of each kind exists per segment,
+ * loaded or not, on every replica. Never written (nothing fits), replaced on growth.
+ */
+const NO_INT32_ENTRIES = new Int32Array(0)
+
 export class OffsetIndex extends AbstractIndex {
-  private relativeOffsets = new Int32Array(0)
-  private positions = new Int32Array(0)
+  private relativeOffsets = NO_INT32_ENTRIES
+  private positions = NO_INT32_ENTRIES
 
   constructor(fs: FileSystem, path: string, baseOffset: Offset, maxIndexBytes: number) {
     super(fs, path, baseOffset, maxIndexBytes, OFFSET_INDEX_ENTRY_BYTES)
@@ -76,8 +83,8 @@ export class OffsetIndex extends AbstractIndex {
   }
 
   protected releaseEntries(): void {
-    this.relativeOffsets = new Int32Array(0)
-    this.positions = new Int32Array(0)
+    this.relativeOffsets = NO_INT32_ENTRIES
+    this.positions = NO_INT32_ENTRIES
   }
 
   protected ensureCapacity(entries: number): void {

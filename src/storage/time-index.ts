@@ -19,9 +19,17 @@ export interface TimestampOffset {
   readonly offset: Offset
 }
 
+/**
+ * Shared by every index holding no entries: an empty typed array is an object and an
+ * ArrayBuffer of its own (about 150 bytes), and an index of each kind exists per segment,
+ * loaded or not, on every replica. Never written (nothing fits), replaced on growth.
+ */
+const NO_INT32_ENTRIES = new Int32Array(0)
+const NO_FLOAT64_ENTRIES = new Float64Array(0)
+
 export class TimeIndex extends AbstractIndex {
-  private timestamps = new Float64Array(0)
-  private relativeOffsets = new Int32Array(0)
+  private timestamps = NO_FLOAT64_ENTRIES
+  private relativeOffsets = NO_INT32_ENTRIES
 
   constructor(fs: FileSystem, path: string, baseOffset: Offset, maxIndexBytes: number) {
     super(fs, path, baseOffset, maxIndexBytes, TIME_INDEX_ENTRY_BYTES)
@@ -87,8 +95,8 @@ export class TimeIndex extends AbstractIndex {
   }
 
   protected releaseEntries(): void {
-    this.timestamps = new Float64Array(0)
-    this.relativeOffsets = new Int32Array(0)
+    this.timestamps = NO_FLOAT64_ENTRIES
+    this.relativeOffsets = NO_INT32_ENTRIES
   }
 
   protected ensureCapacity(entries: number): void {

@@ -233,6 +233,35 @@ describe('recovery after an unclean shutdown', () => {
 })
 
 describe('index loading', () => {
+  it('indexes holding no entries share one empty array, and an append to one leaves the others empty', async () => {
+    await withTempDir(async (dir) => {
+      // Each empty typed array was about 150 bytes of heap, four per segment on every replica.
+      type Arrays = { relativeOffsets: Int32Array; positions?: Int32Array; timestamps?: Float64Array }
+      const fs = new CountingFileSystem()
+      const offsets = [0, 1].map(
+        (i) => new OffsetIndex(fs, join(dir, `${i}.index`), 0 as Offset, INDEX_BYTES),
+      )
+      const times = [0, 1].map(
+        (i) => new TimeIndex(fs, join(dir, `${i}.timeindex`), 0 as Offset, INDEX_BYTES),
+      )
+      const [a, b] = offsets.map((index) => index as unknown as Arrays)
+      const [c, d] = times.map((index) => index as unknown as Arrays)
+      assert.equal(a.relativeOffsets, b.relativeOffsets)
+      assert.equal(a.positions, b.relativeOffsets)
+      assert.equal(c.timestamps, d.timestamps)
+      assert.equal(c.relativeOffsets, d.relativeOffsets)
+      offsets[0].append(5 as Offset, 100)
+      times[0].maybeAppend(1000, 5 as Offset)
+      assert.deepEqual(offsets[0].entry(0), { offset: 5, position: 100 })
+      assert.deepEqual(times[0].lastEntry, { timestamp: 1000, offset: 5 })
+      assert.equal(offsets[1].entries, 0)
+      assert.equal(times[1].entries, 0)
+      assert.equal(b.relativeOffsets.length + (b.positions?.length ?? 0), 0, 'still the shared empty arrays')
+      assert.equal((d.timestamps?.length ?? 0) + d.relativeOffsets.length, 0)
+      for (const index of [...offsets, ...times]) await index.close()
+    })
+  })
+
   it('a preallocated offset index reads its entries up to the first empty slot', async () => {
     await withTempDir(async (dir) => {
       const path = join(dir, `${prefix(100)}.index`)

@@ -44,6 +44,34 @@ describe('LogManager', () => {
     })
   })
 
+  it('puts a new log in the dir holding the fewest, counting logs loaded, deleted and moved', async () => {
+    await withTempDir(async (root) => {
+      const [d1, d2] = [join(root, 'd1'), join(root, 'd2')]
+      const dirOf = (log: UnifiedLog) => join(log.dir, '..')
+      const seed = await LogManager.open({ fs: nodeFileSystem, logDirs: [d1] })
+      for (let partition = 0; partition < 3; partition++)
+        await seed.getOrCreateLog({ topic: 'old', partition })
+      await seed.shutdown()
+      const manager = await LogManager.open({ fs: nodeFileSystem, logDirs: [d1, d2] })
+      const created = async (partition: number) =>
+        dirOf(await manager.getOrCreateLog({ topic: 'new', partition }))
+      // d1 loaded 3 logs: the next 3 go to d2, then they alternate (d1 first on a tie).
+      assert.deepEqual(
+        [await created(0), await created(1), await created(2), await created(3)],
+        [d2, d2, d2, d1],
+      )
+      await manager.deleteLog({ topic: 'old', partition: 0 })
+      await manager.deleteLog({ topic: 'old', partition: 1 })
+      // 4 and 3 before the deletions, 2 and 3 after.
+      assert.deepEqual([await created(4), await created(5)], [d1, d1])
+      const config = manager.getLog({ topic: 'new', partition: 3 })!.config
+      await manager.moveLog({ topic: 'new', partition: 3 }, d2, config)
+      // 4 and 3 before the move, 3 and 4 after.
+      assert.deepEqual([await created(6), await created(7), await created(8)], [d1, d1, d2])
+      await manager.shutdown()
+    })
+  })
+
   it('reloads logs with their checkpointed offsets and removes the clean-shutdown marker', async () => {
     await withTempDir(async (root) => {
       const logDirs = [join(root, 'd1')]
