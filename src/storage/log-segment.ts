@@ -36,7 +36,7 @@ import {
   searchForTimestamp,
   takeBatches,
 } from './segment-batches.js'
-import { CorruptionFinding, ReadWindow } from './segment-read-window.js'
+import { CorruptionFinding, type OffsetWalk, ReadWindow } from './segment-read-window.js'
 import { NO_TIMESTAMP, type TimeIndex, type TimestampOffset } from './time-index.js'
 import { type TransactionIndex, TXN_INDEX_FILE_SUFFIX } from './transaction-index.js'
 
@@ -72,20 +72,6 @@ export interface RecoveryResult {
   /** Offset after the last valid batch, undefined when the segment holds none. */
   readonly nextOffset: Offset | undefined
   readonly problem: BatchProblem | 'bad-offsets' | undefined
-}
-
-/** How translateOffset walks to its batch; every field has a default. */
-export interface OffsetWalk {
-  /** The window to read into (and leave holding the batch's header); default a new one. */
-  readonly window?: ReadWindow
-  /** Bytes to read past the batch found (a fetch's maxBytes); default 0. */
-  readonly readAheadBytes?: number
-  /** Where damage met on the way is noted; default: none noted. */
-  readonly corruption?: CorruptionFinding
-  /** Walk from byte 0, not from the offset index; default: while the index is distrusted. */
-  readonly fromStart?: boolean
-  /** Batches may skip offsets (compaction); default true. */
-  readonly allowOffsetGaps?: boolean
 }
 
 /** What LogSegment's constructor gets once log-segment-open.ts opened (or did not open) the files. */
@@ -132,14 +118,11 @@ export class LogSegment implements SegmentBytes {
   /** A read found the offset index pointing into a batch: lookups start at byte 0 until a rebuild. */
   private indexDistrusted = false
   /**
-   * Where the bytes this process appended to the segment begin, while it is the active one
-   * (Infinity once it rolls): a read serves batches from here to `size` without checking their
-   * CRC again. Their append checked them (log-validator.ts) and they are read back from the page
-   * cache this process wrote, while the CRC check was 34-40 % of a large fetch's broker time
-   * (docs/notes/performance.md). Kafka checks no batch it serves; tidelog still checks what a
-   * start loaded and every rolled segment, older data more likely read back from the disk.
+   * Batches from this byte to `size` were appended by this process to the active segment and
+   * are served without checking their CRC again (their append did; the check was a third of a
+   * large fetch's broker time; Kafka checks nothing it serves). Infinity once the segment rolls.
    */
-  private appendedFrom: number
+  checkedBelow: number
   /** What made a read stop trusting the offset index, until the log has logged it. */
   private indexWarning: string | undefined
 
@@ -176,7 +159,7 @@ export class LogSegment implements SegmentBytes {
     this.txnIndex = parts.txnIndex
     this.createdMs = parts.createdMs
     this.size = parts.sizeInBytes
-    this.appendedFrom = parts.sizeInBytes
+    this.checkedBelow = parts.sizeInBytes
     this.offsetOfMaxTimestampSoFar = parts.maxTimestamp?.offset ?? parts.baseOffset
     this.maxTimestampValue = parts.maxTimestamp?.timestamp ?? NO_TIMESTAMP
     this.lastModifiedMs = parts.lastModifiedMs ?? parts.createdMs
@@ -291,11 +274,6 @@ export class LogSegment implements SegmentBytes {
     await this.offsetIndexValue.renameTo(prefix + INDEX_FILE_SUFFIX + to)
     await this.timeIndexValue.renameTo(prefix + TIME_INDEX_FILE_SUFFIX + to)
     await this.txnIndex.renameTo(prefix + TXN_INDEX_FILE_SUFFIX + to)
-  }
-
-  /** Batches from this byte on are served without a CRC check (see appendedFrom). */
-  get checkedBelow(): number {
-    return this.appendedFrom
   }
 
   // ---- append ----
@@ -684,9 +662,8 @@ export class LogSegment implements SegmentBytes {
     const truncatedBytes = this.size - cut.position
     await (await this.logFile()).truncate(cut.position)
     this.size = cut.position
-    // What is appended from the cut on is checked by its append.
-    if (this.appendedFrom !== Number.POSITIVE_INFINITY)
-      this.appendedFrom = Math.min(this.appendedFrom, this.size)
+    // The cut segment is the active one again: what is appended from the cut on is checked.
+    this.checkedBelow = Math.min(this.checkedBelow, this.size)
     this.bytesSinceLastIndexEntry = 0
     if (this.size === 0) this.rollingBasedTimestamp = undefined
     await this.loadLargestTimestamp()
@@ -704,7 +681,7 @@ export class LogSegment implements SegmentBytes {
 
   /** The segment stops being written: final time-index entry, indexes trimmed and fsynced (roll). */
   async onBecomeInactiveSegment(): Promise<void> {
-    this.appendedFrom = Number.POSITIVE_INFINITY
+    this.checkedBelow = Number.POSITIVE_INFINITY
     await this.ensureLoaded()
     const log = await this.logFile()
     this.timeIndex.maybeAppend(this.maxTimestampValue, this.offsetOfMaxTimestampSoFar, true)

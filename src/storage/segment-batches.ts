@@ -97,7 +97,7 @@ export async function takeBatches(
     // The CRC is checked before a batch leaves the broker, to a client or a follower: the
     // append checked it, so a mismatch here is the disk's doing (Kafka checks it only in
     // recovery and in the client). Not for what this process appended to the active segment
-    // (LogSegment.appendedFrom): the check was a third of a large fetch's broker time.
+    // (LogSegment.checkedBelow): the check was a third of a large fetch's broker time.
     if (position < bytes.checkedBelow) {
       const check = checkBatch(window.buf, position - window.start, window.buf.length, batch.sizeInBytes)
       if (!check.ok) {

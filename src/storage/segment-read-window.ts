@@ -61,3 +61,17 @@ export class ReadWindow {
     return position >= this.start && position + length <= this.end
   }
 }
+
+/** How translateOffset walks to its batch; every field has a default. */
+export interface OffsetWalk {
+  /** The window to read into (and leave holding the batch's header); default a new one. */
+  readonly window?: ReadWindow
+  /** Bytes to read past the batch found (a fetch's maxBytes); default 0. */
+  readonly readAheadBytes?: number
+  /** Where damage met on the way is noted; default: none noted. */
+  readonly corruption?: CorruptionFinding
+  /** Walk from byte 0, not from the offset index; default: while the index is distrusted. */
+  readonly fromStart?: boolean
+  /** Batches may skip offsets (compaction); default true. */
+  readonly allowOffsetGaps?: boolean
+}
