@@ -195,6 +195,7 @@ export class BrokerListeners {
             }
           }
         : undefined,
+      { maxIdleMs: this.host.config.connectionsMaxIdleMs, clock: this.host.clock },
     )
   }
 }

@@ -136,6 +136,8 @@ export class Connection implements ClientConnection {
 
   /** Told once when the connection closes (share sessions release what their member holds). */
   private closeListeners: (() => void)[] = []
+  /** Bumped by every read and every response written: the idle sweep compares it (SocketServer). */
+  private activity = 0
 
   setClientSoftware(name: string, version: string): void {
     this.clientSoftware = { name, version }
@@ -201,8 +203,19 @@ export class Connection implements ClientConnection {
     this.options.onClose(this)
   }
 
+  /** Reads and writes so far; unchanged between two looks, the connection was idle between them. */
+  get activityCount(): number {
+    return this.activity
+  }
+
+  /** Requests read and not answered yet, or reading held back by a quota: not idle, whatever the time. */
+  get isBusy(): boolean {
+    return this.queue.length > 0 || this.unmuteTimer !== null
+  }
+
   private onData(chunk: Buffer): void {
     if (this.closed) return
+    this.activity++
     if (this.widenDecoder && this.decoder.bufferedBytes === 0) {
       this.widenDecoder = false
       this.decoder = new FrameDecoder(this.options.socketRequestMaxBytes)
@@ -491,6 +504,7 @@ export class Connection implements ClientConnection {
       slot.observation?.onSent()
     }
     if (ready !== null) {
+      this.activity++
       // Pooled read buffers (fetched records) go back to the pool once the socket wrote them.
       // Not with a tap, which may keep the responses it observes.
       const written = ready
