@@ -453,7 +453,6 @@ export class Broker implements BrokerServices {
       this.transactionCoordinator.startup()
       this.metadata.onChange((image, previous, delta) => {
         this.lifecycle.maybeFencedByIncarnation(image)
-        this.leadershipRecord.onImageQueued()
         this.replicaManager
           .applyImage(image, { previous, delta })
           // Leadership of __consumer_offsets and __transaction_state partitions decides which
@@ -462,11 +461,9 @@ export class Broker implements BrokerServices {
             this.groupCoordinator.onPartitionsChanged()
             this.transactionCoordinator.onPartitionsChanged()
             this.shareCoordinator.onPartitionsChanged()
+            this.leadershipRecord.onApplied(this.replicaManager.servedLeaderEpochs())
           })
           .catch((error: unknown) => this.onApplyFailure(error))
-          // After a failed image too: the partitions it did apply are served.
-          .then(() => this.leadershipRecord.onImageSettled(() => this.replicaManager.servedLeaderEpochs()))
-          .catch((error: unknown) => this.onFatal(error as Error))
       })
       this.logManager.startup()
       this.replicaManager.startup()
