@@ -2,12 +2,11 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
 import type { ByteStream } from '../../src/common/network.js'
-import { encodeRequestFrame } from '../../src/protocol/frame-encoder.js'
 import { ApiKey, loadApiCodecs } from '../../src/protocol/generated/index.js'
 import { Connection } from '../../src/server/connection.js'
-import { HandlerRegistry } from '../../src/server/handlers/registry.js'
 import type { RequestContext } from '../../src/server/request-context.js'
 import { RequestMemoryPool } from '../../src/server/request-memory-pool.js'
+import { heldProduceHandlers, produceFrame } from '../helpers/held-produce.js'
 
 /** A stream whose reading state the test reads, and into which it pushes bytes as a socket would. */
 class FakeStream implements ByteStream {
@@ -38,32 +37,9 @@ class FakeStream implements ByteStream {
   }
 }
 
-const produceFrame = (correlationId: number, recordBytes: number): Buffer =>
-  Buffer.concat(
-    encodeRequestFrame(ApiKey.Produce, 9, correlationId, 'test', {
-      transactionalId: null,
-      acks: -1,
-      timeoutMs: 30_000,
-      topicData: [
-        { name: 't', topicId: '', partitionData: [{ index: 0, records: Buffer.alloc(recordBytes) }] },
-      ],
-    }),
-  )
-
 /** A connection whose produce requests are answered only when the test says so. */
 function setUp(maxQueuedRequestBytes: number | undefined, requestMemoryPool?: RequestMemoryPool) {
-  const answers: (() => void)[] = []
-  const handlers = new HandlerRegistry([
-    {
-      apiKey: ApiKey.Produce,
-      minVersion: 0,
-      maxVersion: 12,
-      handle: () =>
-        new Promise((resolve) =>
-          answers.push(() => resolve({ responses: [], throttleTimeMs: 0, nodeEndpoints: [] })),
-        ),
-    },
-  ])
+  const { handlers, answers } = heldProduceHandlers()
   const stream = new FakeStream()
   new Connection({
     id: 1,

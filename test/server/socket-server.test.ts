@@ -7,11 +7,10 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
 import type { ByteStream, Network } from '../../src/common/network.js'
-import { encodeRequestFrame } from '../../src/protocol/frame-encoder.js'
 import { ApiKey, loadApiCodecs } from '../../src/protocol/generated/index.js'
-import { HandlerRegistry } from '../../src/server/handlers/registry.js'
 import type { RequestContext } from '../../src/server/request-context.js'
 import { SocketServer } from '../../src/server/socket-server.js'
+import { heldProduceHandlers, produceFrame } from '../helpers/held-produce.js'
 import { ManualClock } from '../helpers/manual-clock.js'
 
 class FakeStream implements ByteStream {
@@ -40,16 +39,6 @@ class FakeStream implements ByteStream {
   }
 }
 
-const produceFrame = (correlationId: number): Buffer =>
-  Buffer.concat(
-    encodeRequestFrame(ApiKey.Produce, 9, correlationId, 'test', {
-      transactionalId: null,
-      acks: -1,
-      timeoutMs: 30_000,
-      topicData: [{ name: 't', topicId: '', partitionData: [{ index: 0, records: Buffer.alloc(10) }] }],
-    }),
-  )
-
 /** A SocketServer on a fake network whose produce requests are answered when the test says. */
 async function setUp(maxIdleMs: number) {
   const clock = new ManualClock()
@@ -61,18 +50,7 @@ async function setUp(maxIdleMs: number) {
     },
     connect: () => Promise.reject(new Error('not dialled')),
   }
-  const answers: (() => void)[] = []
-  const handlers = new HandlerRegistry([
-    {
-      apiKey: ApiKey.Produce,
-      minVersion: 0,
-      maxVersion: 12,
-      handle: () =>
-        new Promise((resolve) =>
-          answers.push(() => resolve({ responses: [], throttleTimeMs: 0, nodeEndpoints: [] })),
-        ),
-    },
-  ])
+  const { handlers, answers } = heldProduceHandlers()
   const server = new SocketServer(
     network,
     {
