@@ -11,7 +11,7 @@
  * fails if the cache is not used.
  */
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -22,11 +22,26 @@ const requireCjs = createRequire(import.meta.url)
 const LOADER = fileURLToPath(new URL('../bin/load-bundle.js', import.meta.url))
 const TRAIN_TIMEOUT_MS = 60_000
 
+/**
+ * The V8 flags bin/tidelog.js puts in NODE_OPTIONS (the young generation's size). V8 stamps a
+ * cache with a hash of its flags and refuses it under others, so the cache is made and checked
+ * under the flags `npx tidelog` runs with; a node started without them (TIDELOG_MALLOC_DEFAULTS=0,
+ * `node bin/tidelog.js`) compiles the bundle without the cache.
+ */
+function launcherNodeOptions() {
+  const launcher = readFileSync(fileURLToPath(new URL('../bin/tidelog.js', import.meta.url)), 'utf8')
+  const flags = /NODE_OPTIONS="(--[^"$]*) \$NODE_OPTIONS"/.exec(launcher.split('\n', 2)[1] ?? '')?.[1]
+  if (flags === undefined)
+    throw new Error('bin/tidelog.js sets no NODE_OPTIONS: update scripts/bundle-code-cache.mjs')
+  return flags
+}
+
 /** Runs the child that makes the cache, then checks in another that V8 accepts it. */
 export function makeCodeCache(bundleDir) {
   const cacheFile = join(bundleDir, 'main.cache')
+  const nodeEnv = { ...process.env, NODE_OPTIONS: launcherNodeOptions() }
   const train = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--train', bundleDir], {
-    env: { ...process.env, TIDELOG_LOG_LEVEL: 'warn' },
+    env: { ...nodeEnv, TIDELOG_LOG_LEVEL: 'warn' },
     encoding: 'utf8',
     timeout: TRAIN_TIMEOUT_MS,
   })
@@ -43,7 +58,7 @@ export function makeCodeCache(bundleDir) {
       '-e',
       `process.stdout.write(require(${JSON.stringify(LOADER)}).loadBundle(${JSON.stringify(bundleDir)}).cache)`,
     ],
-    { encoding: 'utf8' },
+    { encoding: 'utf8', env: nodeEnv },
   )
   if (check.stdout !== 'accepted') {
     rmSync(cacheFile, { force: true })

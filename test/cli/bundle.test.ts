@@ -14,7 +14,7 @@ import { cp, mkdir, mkdtemp, readFile, rm, stat, utimes, writeFile } from 'node:
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { freePort, spawnTidelog } from '../helpers/broker-process.js'
+import { freePort, launcherEnv, spawnTidelog } from '../helpers/broker-process.js'
 import { repoRoot } from '../helpers/compat-clients.js'
 import { startEtcd } from '../helpers/etcd.js'
 
@@ -195,7 +195,8 @@ test('the code cache is used only with the build it was made for and only when u
           '-e',
           `const r = require(${loader}).loadBundle(${JSON.stringify(bundleDir)}); process.stdout.write(r.cache + ' ' + typeof r.exports.runCli)`,
         ],
-        { encoding: 'utf8' },
+        // Under the launcher's V8 flags, which the cache was made with (V8 refuses it under others).
+        { encoding: 'utf8', env: { ...process.env, ...launcherEnv(process.env) } },
       )
       assert.equal(status, 0, stderr)
       return stdout

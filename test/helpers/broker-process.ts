@@ -198,6 +198,11 @@ export function launcherEnv(
         .find((path) => existsSync(path))
   if (jemalloc === undefined) delete settings.MALLOC_CONF
   else settings.LD_PRELOAD = jemalloc
+  // V8's young generation: the launcher's flag goes before the operator's NODE_OPTIONS unless
+  // those set it already.
+  const youngGeneration = /NODE_OPTIONS="(--max-semi-space-size=\d+) \$NODE_OPTIONS"/.exec(launcher)?.[1]
+  if (youngGeneration !== undefined && !(env.NODE_OPTIONS ?? '').includes('--max-semi-space-size'))
+    settings.NODE_OPTIONS = env.NODE_OPTIONS ? `${youngGeneration} ${env.NODE_OPTIONS}` : youngGeneration
   return settings
 }
 
