@@ -51,6 +51,11 @@ export interface ReplicaManagerOptions {
   readonly nodeId: BrokerId
   readonly logs: LogProvider
   readonly clock: Clock
+  /**
+   * Where the delayed fetches and acks=all produces set their expiry: a timing wheel, as
+   * there is one per waiting request (and per partition of a produce). The clock when absent.
+   */
+  readonly purgatoryClock?: Clock
   readonly logger: Logger
   readonly topicSettings: (image: ClusterImage, topic: string) => TopicSettings
   /** True while this broker has no metadata-store session: it must not act as leader. */
@@ -579,7 +584,7 @@ export class ReplicaManager {
   ): Promise<R> {
     return fetchMessages(
       {
-        clock: this.options.clock,
+        clock: this.options.purgatoryClock ?? this.options.clock,
         getPartition: (topic, partition) => this.getPartition(topic, partition),
         getPartitionOrError: (topic, partition) => this.getPartitionOrError(topic, partition),
         brokerEpochOf: (brokerId) => this.live.get(brokerId),
@@ -626,7 +631,7 @@ export class ReplicaManager {
     }
     if (requiredAcks !== ACKS_ALL) return result
     const replicated = await waitForHighWatermark(
-      this.options.clock,
+      this.options.purgatoryClock ?? this.options.clock,
       partition,
       nextOffset(info.lastOffset),
       timeoutMs,

@@ -29,6 +29,8 @@ export interface BrokerServices {
   /** The API versions this broker serves, ordered by api key (ApiVersions). */
   apiVersionRanges(): { apiKey: number; minVersion: number; maxVersion: number }[]
   readonly clock: Clock
+  /** The clock with one timing wheel for per-request timers (see Broker.timingWheel). */
+  readonly timingWheel: Clock
   /** The log directories' disk (DescribeLogDirs' sizes). */
   readonly fileSystem: FileSystem
   readonly logger: Logger

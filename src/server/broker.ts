@@ -12,6 +12,7 @@ import type { FileLock, FileSystem } from '../common/file-system.js'
 import { createLogger, type Logger } from '../common/logger.js'
 import type { Transport } from '../common/network.js'
 import type { Random } from '../common/random.js'
+import { TimingWheelClock } from '../common/timing-wheel.js'
 import type { TransactionMarkerListener, TransactionVerifier } from '../common/transaction.js'
 import type { BrokerId, Offset } from '../common/types.js'
 import type { GroupCoordinator } from '../coordinator/group-coordinator.js'
@@ -99,6 +100,12 @@ const handlers = new HandlerRegistry(allHandlers)
 export class Broker implements BrokerServices {
   readonly nodeId: BrokerId
   readonly clock: Clock
+  /**
+   * The clock's time with one timing wheel for the timers set per waiting request or per
+   * acquisition (delayed fetches and produces, share-group record locks): thousands at
+   * once under many long polls, nearly all cancelled before they fire.
+   */
+  readonly timingWheel: TimingWheelClock
   readonly random: Random
   readonly fileSystem: FileSystem
   readonly logger: Logger
@@ -164,6 +171,7 @@ export class Broker implements BrokerServices {
     this.resolvedTopics = new ResolvedTopics(config)
     this.nodeId = config.nodeId
     this.clock = parts.clock
+    this.timingWheel = new TimingWheelClock(parts.clock)
     this.random = parts.random
     this.fileSystem = parts.fileSystem
     this.logger = parts.logger
@@ -235,6 +243,7 @@ export class Broker implements BrokerServices {
       nodeId: config.nodeId,
       logs: this.logManager,
       clock: this.clock,
+      purgatoryClock: this.timingWheel,
       logger: this.logger,
       topicSettings: (image, topic) => this.topicSettings(image, topic),
       isFenced: () => this.lifecycle.lease === null,

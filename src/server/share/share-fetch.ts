@@ -78,7 +78,14 @@ async function acquireAndWait(
     watches.push(fetchWatch(partition, visibleEnd, wakeOn))
   }
   if (watches.length === 0) return
-  await waitForFetchData(context.broker.clock, watches, 1, limits.maxWaitMs, wakeOn, context.purgatoryTimer)
+  await waitForFetchData(
+    context.broker.timingWheel,
+    watches,
+    1,
+    limits.maxWaitMs,
+    wakeOn,
+    context.purgatoryTimer,
+  )
   if (context.connection.isClosed) return
   got = await acquireOnce(context, groupId, memberId, targets, limits)
 }

@@ -17,7 +17,8 @@ export function sharePartitionManagerOf(broker: BrokerServices): SharePartitionM
   if (!manager) {
     manager = new SharePartitionManager(
       sharePartitionManagerConfig(broker.config),
-      broker.clock,
+      // Its partitions' record locks: one timer per acquisition, on the wheel.
+      broker.timingWheel,
       broker.replicaManager,
       (groupId) => {
         const image = broker.metadataImage()
