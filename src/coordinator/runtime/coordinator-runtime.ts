@@ -53,6 +53,11 @@ import { CoordinatorTimer } from './coordinator-timer.js'
 export interface CoordinatorRuntimeHost {
   readonly nodeId: BrokerId
   readonly clock: Clock
+  /**
+   * Where the shards' timers go (a group's session and rebalance deadlines: one per group,
+   * moved on most heartbeats): the broker's timing wheel. The clock when absent.
+   */
+  readonly timingWheel?: Clock
   readonly logger: Logger
   readonly replicaManager: {
     getPartition(topic: string, partition: number): Partition | undefined
@@ -206,7 +211,8 @@ export class CoordinatorRuntime<S extends CoordinatorShard<R>, R> {
       !this.contexts.has(partition.partition),
       () => `${this.options.topic}-${partition.partition} loaded twice`,
     )
-    const context = new ShardContext<S>(partition.partition, partition.leaderEpoch, this.host.clock)
+    const timers = this.host.timingWheel ?? this.host.clock
+    const context = new ShardContext<S>(partition.partition, partition.leaderEpoch, timers)
     context.attach(this.options.newShard(context))
     this.contexts.set(context.partition, context)
     const started = this.host.clock.monotonicMs()
