@@ -14,14 +14,18 @@
  *
  *   node --expose-gc dist/bench/timers.bench.js [--partitions 10000] [--rf 3]
  *     [--idle-ms 30000] [--consumers 1000] [--poll-ms 500] [--polls-ms 20000] [--sites]
+ *   node --expose-gc dist/bench/timers.bench.js --micro
+ * --micro: no cluster; the cost of a timer set and cancelled, and the heap of a pending one,
+ * on the system clock and on a TimingWheelClock over it.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { Admin } from '../src/client/admin.js'
-import { systemClock, type TimerHandle } from '../src/common/clock.js'
+import { type Clock, systemClock, type TimerHandle } from '../src/common/clock.js'
 import { silentLogger } from '../src/common/logger.js'
+import { TimingWheelClock } from '../src/common/timing-wheel.js'
 import { ApiKey } from '../src/protocol/generated/index.js'
 import { ZERO_UUID } from '../src/protocol/primitives.js'
 import { BrokerClient } from '../src/replication/broker-client.js'
@@ -39,6 +43,7 @@ const { values } = parseArgs({
     'polls-ms': { type: 'string', default: '20000' },
     'served-timeout-ms': { type: 'string', default: '600000' },
     sites: { type: 'boolean', default: false },
+    micro: { type: 'boolean', default: false },
   },
 })
 const partitions = Number(values.partitions)
@@ -191,7 +196,42 @@ function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))]
 }
 
+const gc = (globalThis as { gc?: () => void }).gc ?? (() => undefined)
+
+/** CPU ns per set+cancel (delays 500-1,500 ms, as long polls), heap bytes per pending timer. */
+function micro(label: string, clock: Clock): void {
+  const count = 200_000
+  const handles: TimerHandle[] = new Array(count)
+  for (let round = 0; round < 3; round++) {
+    // CPU time, not wall time: on a loaded machine the wall clock counts other processes.
+    const started = process.cpuUsage()
+    for (let i = 0; i < count; i++) handles[i] = clock.setTimeout(noop, 500 + (i % 1000))
+    for (let i = 0; i < count; i++) handles[i].cancel()
+    const cpu = process.cpuUsage(started)
+    const ns = ((cpu.user + cpu.system) * 1000) / count
+    if (round === 2) console.log(`${label}: set + cancel ${ns.toFixed(0)} ns of CPU; load ${load()}`)
+  }
+  handles.fill(undefined as unknown as TimerHandle)
+  gc()
+  const heapBefore = process.memoryUsage().heapUsed
+  for (let i = 0; i < count; i++) handles[i] = clock.setTimeout(noop, 500 + (i % 1000))
+  gc()
+  const heapPending = process.memoryUsage().heapUsed
+  for (let i = 0; i < count; i++) handles[i].cancel()
+  console.log(`${label}: ${((heapPending - heapBefore) / count).toFixed(0)} heap bytes per pending timer`)
+}
+
+function noop(): void {}
+
 async function main(): Promise<void> {
+  if (values.micro) {
+    const raw: Clock = { ...systemClock, setTimeout: originalSetTimeout }
+    micro('system clock', raw)
+    micro('timing wheel', new TimingWheelClock(raw))
+    micro('system clock', raw)
+    micro('timing wheel', new TimingWheelClock(raw))
+    return
+  }
   const dataDir = mkdtempSync(join(tmpdir(), 'tidelog-timers-'))
   console.log(
     `timers: ${BROKERS} brokers in one process, ${partitions} partitions RF ${replicationFactor}; load ${load()}`,
