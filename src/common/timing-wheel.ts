@@ -266,22 +266,20 @@ export class TimingWheelClock implements Clock {
   }
 
   /**
-   * Runs `due` in order, each unless a callback before it cancelled it; a callback's
-   * exception is rethrown once the others ran, as an uncaught timer exception would be.
+   * Hands `due` to the clock, in order, each as a timer of its own with no delay: as Node
+   * does between timers (and the simulator between events), the promise jobs a callback
+   * starts run before the next callback. Only the timers that fire cost a clock timer;
+   * one cancelled meanwhile does not run.
    */
   private run(due: readonly Entry[]): void {
-    let failure: { error: unknown } | undefined
     for (const entry of due) {
-      if (entry.cancelled) continue
-      entry.cancelled = true
-      assert(entry.deadlineMs <= this.clock.monotonicMs(), 'a timer fires no earlier than its deadline')
-      try {
+      this.clock.setTimeout(() => {
+        if (entry.cancelled) return
+        entry.cancelled = true
+        assert(entry.deadlineMs <= this.clock.monotonicMs(), 'a timer fires no earlier than its deadline')
         entry.callback()
-      } catch (error) {
-        failure ??= { error }
-      }
+      }, 0)
     }
-    if (failure !== undefined) throw failure.error
   }
 
   private push(item: Queued): void {

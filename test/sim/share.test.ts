@@ -69,11 +69,12 @@ describe('share groups in the simulation', () => {
   // no longer reaches it; a sweep of 1..40 with the operations unordered again failed seeds 3
   // and 15 with an ACCEPTed record delivered again. Since share groups assign at most once per
   // group.share.assignment.interval.ms the timings moved: the same sweep fails seeds 5 and 23;
-  // since a share-partition made again waits for the dropped one's last write, only 23.
+  // since a share-partition made again waits for the dropped one's last write, only 23; since
+  // timers run on a timing wheel 23 fails at p1 offset 203 instead of 235.
   it("seed 23: the share coordinator runs each key's operations in order", async () => {
     const options: SimOptions = { seed: 23, share: true }
     await passes(options)
-    await caught(options, 'share-state-ops-unordered', /p1 offset 235, ACCEPTed .* delivered again/)
+    await caught(options, 'share-state-ops-unordered', /p1 offset 203, ACCEPTed .* delivered again/)
   })
 
   // Found at seed 202 (src/sim/README.md, "Bugs found"): a share-partition dropped when its

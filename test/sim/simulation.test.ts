@@ -183,16 +183,16 @@ describe('deterministic simulation', () => {
     )
   })
 
-  it('regression (seed 61): a follower back from a power loss does not hold batches it had truncated', async () => {
+  it('regression (seed 105): a follower back from a power loss does not hold batches it had truncated', async () => {
     // Before the fix the truncation was not fsynced: after a power loss the removed batches
     // came back under a leader-epoch checkpoint that no longer described them, the log ended
     // inside one of the leader's batches, and every fetch failed (never rejoined the ISR).
-    // Markers: "(log end of p0 on broker 2 dropped ...)" (the truncation), "crash broker 2
+    // Markers: "(log end of p1 on broker 1 dropped ...)" (the truncation), "crash broker 1
     // with power loss" before that process restarted, its restart, and convergence.
-    await runScenario({ seed: 61 }, TRUNCATED_FOLLOWER_LOSES_POWER)
+    await runScenario({ seed: 105 }, TRUNCATED_FOLLOWER_LOSES_POWER)
   })
 
-  it('regression (seed 61): with the truncation fsync skipped again, the simulator finds the bug', async () => {
+  it('regression (seed 105): with the truncation fsync skipped again, the simulator finds the bug', async () => {
     // Seeds 5 and 91 found the unfsynced truncation; since the simulated broker is the real
     // Broker, 91 no longer reaches it, and since restarted brokers register at once (broker
     // incarnations) 5 did not either: in 1..308 only seed 308 reached the scenario and failed
@@ -200,9 +200,10 @@ describe('deterministic simulation', () => {
     // The bug shows as liveness (never rejoins) or as agreement below the HW, as seeds 5 and
     // 91 showed it; with KIP-966's high-watermark rule seed 308 showed the second. Since
     // followers fetch in sessions (9eebaf8) 308 drifted off it; a sweep of 1..61 found the
-    // scenario in 7, 10 and 61, and only 61 fails with the fsync skipped.
+    // scenario in 7, 10 and 61, and only 61 fails with the fsync skipped. Since the purgatory
+    // timers run on a timing wheel 61 drifted off it; a sweep of 1..120 failed only 105.
     await runRegression(
-      { seed: 61 },
+      { seed: 105 },
       'truncation-not-fsynced',
       /not converged|disagree below the high watermark/,
     )
