@@ -3,7 +3,8 @@
  * producer and share consumers against three real brokers under the world's faults, checked
  * by src/sim/invariants-share.ts. Named seeds pass and show their scenario; each planted
  * share bug (src/sim/mutations-share.ts) is caught by the seed a sweep found for it
- * (`npm run sim -- --seeds K --from 1 --share --mutation M`).
+ * (`npm run sim -- --seeds K --from 1 --share --mutation M`), or, where no seed reaches it
+ * any more, by a test that builds its scenario (share-read-before-dropped-write: see seed 202).
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
@@ -80,11 +81,12 @@ describe('share groups in the simulation', () => {
   // Found at seed 202 (src/sim/README.md, "Bugs found"): a share-partition dropped when its
   // last session ended still had an ACCEPT's write on its way (retried at the moved share
   // coordinator); the next fetch made a new one whose state read was answered first, and the
-  // accepted record was delivered again with delivery count 1.
+  // accepted record was delivered again with delivery count 1. Since timers run on a timing
+  // wheel seed 202 no longer reaches that scenario (no replacement seed found): the bug's
+  // regression test is test/server/share/share-dropped-write.test.ts, which builds the scenario
+  // step by step and fails with share-read-before-dropped-write planted. The seed still passes.
   it("seed 202: a share-partition made again reads its state after the dropped one's last write", async () => {
-    const options: SimOptions = { seed: 202, share: true }
-    await passes(options)
-    await caught(options, 'share-read-before-dropped-write', /p0 offset 194, ACCEPTed .* delivered again/)
+    await passes({ seed: 202, share: true })
   })
 
   it('an acknowledgement answered before its state is written is caught (seed 1)', async () => {
