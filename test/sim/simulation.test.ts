@@ -270,7 +270,7 @@ describe('deterministic simulation', () => {
     assert.match(found.violation ?? '', /high watermark \d+ of leader \d+ .* below/)
   })
 
-  it('regression (seed 31, store latency 20): an unrelated image change keeps the ISR expansion in flight', async () => {
+  it('regression (seed 12, store latency 20): an unrelated image change keeps the ISR expansion in flight', async () => {
     // Before the fix Partition.updateState dropped the leader's pending ISR on every image
     // change: the HW moved over the committed ISR while a follower below it was being added,
     // then the expansion committed with that follower under the HW.
@@ -280,8 +280,9 @@ describe('deterministic simulation', () => {
     // state reaches updateState only when the registered brokers change, since ReplicaManager
     // applies changed states only). Swept 1..54 with store latency 20 and the mutation: 12,
     // 20 and 31 fail on the HW above a member being added, and pass with the fix with the
-    // markers; 31 fails soonest.
-    const options: SimOptions = { seed: 31, storeLatencyMaxMs: 20 }
+    // markers; 31 fails soonest. Since the broker's per-request timers run on a timing wheel
+    // 31 drifted off the scenario; the same sweep of 1..60 fails 12, 44 and 58: 12 soonest.
+    const options: SimOptions = { seed: 12, storeLatencyMaxMs: 20 }
     await runScenario(options, ISR_EXPANSION_ACROSS_IMAGE_CHANGE)
     await expectCaught(
       options,
