@@ -60,11 +60,32 @@ function visibleEnd(partition: Partition, wakeOn: FetchWakeOn): number {
 }
 
 /**
+ * What `watch`'s partition adds to the fetch's total: only what became readable counts. The
+ * log's growth measures it in bytes; records appended before the baseline and committed
+ * since did not grow it, yet they are new to this fetch: they count as at least one byte
+ * (minBytes is 1 for most clients).
+ */
+function gainedSince(watch: DelayedFetchWatch, wakeOn: FetchWakeOn): number {
+  const end = visibleEnd(watch.partition, wakeOn)
+  if (end <= watch.visibleEndAtStart || end <= watch.fetchOffset) return 0
+  return Math.max(1, watch.partition.log.size - watch.logSizeAtStart)
+}
+
+/**
  * Resolves when the watched partitions have gained at least `bytesNeeded` bytes in total
  * since their baselines, or after `maxWaitMs`; at once when a partition's leadership
  * changed (the re-read answers the error), as Kafka's DelayedFetch does. Checks once after
  * registering its watchers, as a purgatory's tryComplete does: an append or commit between
  * the baseline and the registration fired no watcher.
+ *
+ * A change re-reads only the partition whose watcher fired and adjusts the running total by
+ * that partition's difference: a follower's fetch watches thousands of partitions, and a
+ * walk over all of them per append or commit made a broker's CPU grow with the square of its
+ * partition count under a creation storm (issue 38). Each partition's watchers fire on every
+ * change that can move its share (the high watermark, the log end for followers, its
+ * leadership), so the total equals what a full walk would find, except that a consumer's
+ * partition counts bytes appended above its high watermark only once that moves (they are
+ * not readable before).
  */
 export function waitForFetchData(
   clock: Clock,
@@ -88,34 +109,33 @@ export function waitForFetchData(
       for (const remove of removers) remove()
       resolve()
     }
-    const check = (): void => {
+    // Each watch's last counted share, and their sum.
+    const counted = new Float64Array(watches.length)
+    let gained = 0
+    const checkOne = (index: number): void => {
       if (completed) return
-      let gained = 0
-      for (const watch of watches) {
-        const p = watch.partition
-        if (!p.isLeader || p.leaderEpoch !== watch.leaderEpochAtStart) {
-          complete()
-          return
-        }
-        const end = visibleEnd(p, wakeOn)
-        // Only what became readable counts. The log's growth measures it in bytes; records
-        // appended before the baseline and committed since did not grow it, yet they are new
-        // to this fetch: they count as at least one byte (minBytes is 1 for most clients).
-        if (end > watch.visibleEndAtStart && end > watch.fetchOffset)
-          gained += Math.max(1, p.log.size - watch.logSizeAtStart)
+      const watch = watches[index]
+      const p = watch.partition
+      if (!p.isLeader || p.leaderEpoch !== watch.leaderEpochAtStart) {
+        complete()
+        return
       }
+      const share = gainedSince(watch, wakeOn)
+      gained += share - counted[index]
+      counted[index] = share
       if (gained >= bytesNeeded) complete()
     }
     const timer = clock.setTimeout(complete, maxWaitMs)
-    for (const watch of watches) {
-      const p = watch.partition
+    for (let index = 0; index < watches.length; index++) {
+      const p = watches[index].partition
+      const check = (): void => checkOne(index)
       removers.push(p.watchHighWatermark(check))
       // A follower's fetch wakes on appends too; the high watermark's watchers also hear of
       // leadership changes.
       if (wakeOn === 'logEnd') removers.push(p.watchLogEnd(check))
     }
     if (watchMore !== undefined) removers.push(watchMore(complete))
-    check()
+    for (let index = 0; index < watches.length && !completed; index++) checkOne(index)
   })
 }
 
