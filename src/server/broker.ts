@@ -385,6 +385,7 @@ export class Broker implements BrokerServices {
       logger: parts.logger,
       clock: parts.clock,
       checkImages: parts.checkMetadataImages === true,
+      watchStallMs: config.values.get('broker.session.timeout.ms') as number,
     })
     // Bound once the broker exists: a disk failure while loading fails create() instead.
     let onLogDirFailure: (dir: string) => void = () => {}
