@@ -292,6 +292,7 @@ export class Broker implements BrokerServices {
       replicaManager: this.replicaManager,
       leadershipRecord: this.leadershipRecord,
       incarnationId: this.incarnationId,
+      monitorEventLoop: this.parts.monitorEventLoop === true,
       isStopping: () => this.isStopping,
       boundPort: (listener) => this.listeners.boundPort(listener)!,
       advertisedRegistryUrl: (host) => advertisedRegistryUrl(this.schemaRegistry, this.ops, host),
@@ -598,6 +599,7 @@ export class Broker implements BrokerServices {
       connectionCount: () => this.listeners.connectionCount,
       syncAppendStalls: () => this.fileSystem.syncAppendStalls?.() ?? 0,
       isRegistered: () => this.lifecycle.lease !== null,
+      sessionCounters: () => ({ ...this.lifecycle.counters, watch: this.metadata.watchCounters() }),
       configValue: (name) => this.config.values.get(name),
       clientTelemetryExposition: () => this.clientMetrics.exposition(),
     }

@@ -86,6 +86,11 @@ const HOST_HALF_OPEN_AFTER_MS = 500
 const WATCH_BACKOFF_MAX_MS = 1000
 /** How long past its gRPC deadline a keep-alive may take before it counts as unanswered. */
 const KEEPALIVE_GRACE_MS = 500
+/**
+ * A keep-alive confirmed with less than this fraction of the TTL left (sent late because the
+ * event loop was held up, or answered slowly) is logged: the next such delay loses the session.
+ */
+const KEEPALIVE_LATE_LEFT_FRACTION = 0.5
 /** How long close() waits for its leases' revokes before it drops the connection anyway. */
 const CLOSE_REVOKE_WAIT_MS = 2000
 
@@ -549,9 +554,10 @@ class EtcdSessionLease implements Lease {
 
   private scheduleKeepalive(delayMs: number): void {
     if (this.ended || this.suspended) return
+    const dueAtMs = this.context.clock.monotonicMs() + delayMs
     this.nextKeepalive = this.context.clock.setTimeout(() => {
       this.nextKeepalive = null
-      this.sendKeepalive().then(
+      this.sendKeepalive(dueAtMs).then(
         () => this.scheduleKeepalive(this.ttlMs / 3),
         // sendKeepalive() handles its failures; this is a bug.
         (bug: unknown) =>
@@ -562,7 +568,7 @@ class EtcdSessionLease implements Lease {
     }, delayMs)
   }
 
-  private async sendKeepalive(): Promise<void> {
+  private async sendKeepalive(dueAtMs: number): Promise<void> {
     const clock = this.context.clock
     const sentAtMs = clock.monotonicMs()
     const answerWithinMs = this.ttlMs / 3
@@ -578,11 +584,29 @@ class EtcdSessionLease implements Lease {
       return
     }
     if (this.ended) return
+    this.warnIfLate(dueAtMs, sentAtMs)
     this.extendTo(sentAtMs + this.ttlMs)
     if (this.onRefusals) {
       this.onRefusals = false
       this.context.logger.warn({ lease: this.id }, 'etcd answers again: store session confirmed')
     }
+  }
+
+  /** A confirmation that came with little of the TTL left: why a session is lost shows here first. */
+  private warnIfLate(dueAtMs: number, sentAtMs: number): void {
+    const nowMs = this.context.clock.monotonicMs()
+    const leftMs = this.aliveUntilMs - nowMs
+    if (leftMs >= this.ttlMs * KEEPALIVE_LATE_LEFT_FRACTION) return
+    this.context.logger.warn(
+      {
+        lease: this.id,
+        sentLateMs: Math.round(sentAtMs - dueAtMs),
+        roundTripMs: Math.round(nowMs - sentAtMs),
+        leaseLeftMs: Math.round(leftMs),
+        ttlMs: this.ttlMs,
+      },
+      'etcd keep-alive late: the store session nearly expired',
+    )
   }
 
   /**
@@ -626,7 +650,16 @@ class EtcdSessionLease implements Lease {
     this.ended = true
     this.deadline?.cancel()
     this.nextKeepalive?.cancel()
-    this.context.logger.debug({ lease: this.id, reason }, 'etcd lease ended')
+    if (reason === 'revoked') this.context.logger.debug({ lease: this.id, reason }, 'etcd lease ended')
+    else
+      this.context.logger.warn(
+        {
+          lease: this.id,
+          reason,
+          overdueMs: Math.round(this.context.clock.monotonicMs() - this.aliveUntilMs),
+        },
+        'etcd lease lost',
+      )
     this.resolveLost()
     this.context.onEnd(this)
     if (reason !== 'revoked' && !this.suspended) {
