@@ -107,6 +107,8 @@ const MAX_UPDATE_ATTEMPTS_TOTAL = 200
 const STAGING_CLAIM_WAIT_MS = 5000
 /** Independent transactions of one update sent to the store at once. */
 const TXNS_IN_FLIGHT_MAX = 32
+/** A watch check this late (a fraction of watchStallMs) looks again after that much, not at once. */
+const WATCH_CHECK_LATE_FRACTION = 0.1
 /** Between attempts to read the store again after the watch ended. */
 const RESYNC_BACKOFF = { initialMs: 100, maxMs: 2000 } as const
 
@@ -134,6 +136,9 @@ export class ClusterMetadata {
   /** When the watch last delivered a revision (or was started), on the clock's monotonic time. */
   private lastDeliveryMs = 0
   private watchdog: TimerHandle | null = null
+  private watchdogDueMs = 0
+  /** The pending check is a late one's second look: it does not look again for lateness. */
+  private watchdogDeferred = false
   private readonly resyncBackoff = new ExponentialBackoff(RESYNC_BACKOFF)
   private watchRestarts = 0
   private watchStalls = 0
@@ -246,17 +251,24 @@ export class ClusterMetadata {
    * leaves a watcher whose stream fell behind while its process was paused or starved: it
    * never catches up, the image stays stale, and the write's caller (a registration after a
    * lost session) waits for ever. Restart it from a fresh read. Checks only while someone
-   * waits, so an idle view arms no timer.
+   * waits, so an idle view arms no timer. A check that runs late (this process was held up:
+   * paused, a long collection) looks once more shortly after instead, once the watch's data
+   * that arrived meanwhile has had its turn: a reload of a large store is no small cost.
    */
   private checkWatch(): void {
     this.watchdog = null
     const clock = this.clock
     const stallMs = this.watchStallMs
     if (clock === null || stallMs === null || this.closed || this.revisionWaiters.length === 0) return
+    const nowMs = clock.monotonicMs()
     const waitedSinceMs = Math.min(...this.revisionWaiters.map((w) => w.sinceMs))
-    const silentMs = clock.monotonicMs() - Math.max(this.lastDeliveryMs, waitedSinceMs)
+    const silentMs = nowMs - Math.max(this.lastDeliveryMs, waitedSinceMs)
     if (silentMs < stallMs || this.watch === null) {
-      this.watchdog = clock.setTimeout(() => this.checkWatch(), Math.max(1, stallMs - silentMs))
+      this.armWatchdog(Math.max(1, stallMs - silentMs))
+      return
+    }
+    if (!this.watchdogDeferred && nowMs - this.watchdogDueMs > stallMs * WATCH_CHECK_LATE_FRACTION) {
+      this.armWatchdog(Math.ceil(stallMs * WATCH_CHECK_LATE_FRACTION), true)
       return
     }
     const waitedRevision = Math.max(...this.revisionWaiters.map((w) => w.revision))
@@ -269,7 +281,15 @@ export class ClusterMetadata {
     this.watch.cancel()
     this.watch = null
     this.resync(1)
-    this.watchdog = clock.setTimeout(() => this.checkWatch(), stallMs)
+    this.armWatchdog(stallMs)
+  }
+
+  private armWatchdog(delayMs: number, deferred = false): void {
+    const clock = this.clock
+    assert(clock !== null && this.watchdog === null, 'one watch check at a time, on a clock')
+    this.watchdogDeferred = deferred
+    this.watchdogDueMs = clock.monotonicMs() + delayMs
+    this.watchdog = clock.setTimeout(() => this.checkWatch(), delayMs)
   }
 
   /** Restarts of the watch so far (a broker's /metrics). */
@@ -402,7 +422,7 @@ export class ClusterMetadata {
     const sinceMs = this.clock?.monotonicMs() ?? 0
     const waiting = new Promise<void>((resolve) => this.revisionWaiters.push({ revision, sinceMs, resolve }))
     if (this.watchdog === null && this.clock !== null && this.watchStallMs !== null)
-      this.watchdog = this.clock.setTimeout(() => this.checkWatch(), this.watchStallMs)
+      this.armWatchdog(this.watchStallMs)
     return waiting
   }
 

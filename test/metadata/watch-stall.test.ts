@@ -95,3 +95,45 @@ test('a registration whose own write never comes back through a silent watch res
     await embedded.close()
   }
 })
+
+test('a check that runs late (this process was held up) looks once more before restarting the watch', {
+  timeout: 10_000,
+}, async () => {
+  const clock = new ManualClock()
+  const embedded = await EmbeddedStore.open({ clock })
+  const { store, silence } = withSilencedFirstWatch(embedded)
+  const metadata = await ClusterMetadata.open(store, {
+    clusterId: null,
+    random: systemRandom,
+    logger: silentLogger,
+    clock,
+    watchStallMs: WATCH_STALL_MS,
+  })
+  try {
+    silence()
+    const lease = await embedded.grantLease(600_000)
+    let registered = false
+    const registering = metadata
+      .register(
+        { nodeId: toBrokerId(1), host: 'localhost', port: 9093, rack: null, incarnationId: 'one' },
+        lease,
+      )
+      .then(() => {
+        registered = true
+      })
+    for (let i = 0; i < 20; i++) await turn()
+    // The check falls due while the process is held up for 10 s: it fires 7 s late.
+    clock.advance(10_000)
+    for (let i = 0; i < 20; i++) await turn()
+    assert.equal(registered, false)
+    assert.deepEqual(metadata.watchCounters(), { restarts: 0, stalls: 0 }, 'no restart on a late check')
+    clock.advance(WATCH_STALL_MS / 10)
+    for (let i = 0; i < 20 && !registered; i++) await turn()
+    assert.equal(registered, true, 'the second look, on time, restarted the watch')
+    await registering
+    assert.deepEqual(metadata.watchCounters(), { restarts: 1, stalls: 1 })
+  } finally {
+    metadata.close()
+    await embedded.close()
+  }
+})
