@@ -10,7 +10,7 @@
  * for longer than broker.session.timeout.ms while the others shrink those ISRs, create a
  * topic of STALL_PARTITIONS partitions (bytes to fill the paused client's socket) and then
  * STALL_TOPICS small topics (more revisions than etcd buffers for a watch stream that does
- * not drain), then SIGCONT. The default sizes keep it short (about 10 s) and check the
+ * not drain), then SIGCONT. The default sizes keep it short (12-18 s on 2 loaded cores) and check the
  * re-registration and the stall's log, but do not reach etcd's stall; `npm run
  * test:session-stall` (1,000 + 1,000 + 300, about a minute) does: without the watch restart
  * it failed there, the paused broker's image stale 30 s after SIGCONT.
