@@ -430,7 +430,13 @@ async function connectMetadataStore(url: string, limits: StoreLimits): Promise<M
   const endpoints = match[1].split(',').map((endpoint) => `http://${endpoint.trim()}`)
   // Loaded only when asked for: the etcd client (gRPC) is heavy for the embedded default.
   const { EtcdStore } = await import('../metadata/store/etcd-store.js')
-  return EtcdStore.connect({ endpoints, limits, network: nodeNetwork })
+  // Its own logger: a late keep-alive or a lost lease is logged where it happens.
+  return EtcdStore.connect({
+    endpoints,
+    limits,
+    network: nodeNetwork,
+    logger: createLogger('metadata-store'),
+  })
 }
 
 /** SIGHUP reloads every TLS key store and trust store (renewed certificates); returns the unsubscribe. */

@@ -23,7 +23,8 @@
  */
 
 import { assert } from '../common/assert.js'
-import type { Clock } from '../common/clock.js'
+import { ExponentialBackoff } from '../common/backoff.js'
+import type { Clock, TimerHandle } from '../common/clock.js'
 import { TidelogError } from '../common/errors.js'
 import type { Logger } from '../common/logger.js'
 import type { Random } from '../common/random.js'
@@ -106,6 +107,18 @@ const MAX_UPDATE_ATTEMPTS_TOTAL = 200
 const STAGING_CLAIM_WAIT_MS = 5000
 /** Independent transactions of one update sent to the store at once. */
 const TXNS_IN_FLIGHT_MAX = 32
+/** A watch check this late (a fraction of watchStallMs) looks again after that much, not at once. */
+const WATCH_CHECK_LATE_FRACTION = 0.1
+/** Between attempts to read the store again after the watch ended. */
+const RESYNC_BACKOFF = { initialMs: 100, maxMs: 2000 } as const
+
+/** What the view counts of its watch (a broker's /metrics). */
+export interface WatchCounters {
+  /** Watches started again from a fresh read: ended by the store, or stalled. */
+  readonly restarts: number
+  /** Of those, watches that delivered nothing while this view waited for its own write. */
+  readonly stalls: number
+}
 
 export class ClusterMetadata {
   private readonly kvs = new Map<string, KeyValue>()
@@ -113,12 +126,22 @@ export class ClusterMetadata {
   private revision = 0
   private current: ClusterImage
   private readonly listeners: ImageListener[] = []
-  private revisionWaiters: { revision: number; resolve: () => void }[] = []
+  private revisionWaiters: { revision: number; sinceMs: number; resolve: () => void }[] = []
   /** The revision `kvs` is at; `revision` is the image's, behind it while publishing is held. */
   private appliedRevision = 0
   private publishHolds = 0
   private heldChanged = false
   private watch: Watch | null = null
+  private closed = false
+  /** When the watch last delivered a revision (or was started), on the clock's monotonic time. */
+  private lastDeliveryMs = 0
+  private watchdog: TimerHandle | null = null
+  private watchdogDueMs = 0
+  /** The pending check is a late one's second look: it does not look again for lateness. */
+  private watchdogDeferred = false
+  private readonly resyncBackoff = new ExponentialBackoff(RESYNC_BACKOFF)
+  private watchRestarts = 0
+  private watchStalls = 0
   /** Set after this process first registered its broker. */
   private registeredOnce = false
   /**
@@ -133,6 +156,7 @@ export class ClusterMetadata {
     private readonly logger: Logger,
     private readonly clock: Clock | null,
     private readonly checkImages: boolean,
+    private readonly watchStallMs: number | null,
   ) {
     this.current = { clusterId: '', controllerId: NO_LEADER, brokers: new Map(), topics: new Map() }
   }
@@ -147,7 +171,9 @@ export class ClusterMetadata {
    * a writer that meets another's staging claim waits while that one makes progress
    * (STAGING_CLAIM_WAIT_MS) instead of taking it over at once. With `checkImages` every
    * image built by deltas is compared with a build from scratch (tests, the simulator): a
-   * difference throws.
+   * difference throws. With a clock and `watchStallMs`, a wait for a revision this view
+   * wrote that sees the watch deliver nothing for `watchStallMs` restarts the watch
+   * (checkWatch).
    */
   static async open(
     store: MetadataStore,
@@ -157,14 +183,20 @@ export class ClusterMetadata {
       logger: Logger
       clock?: Clock
       checkImages?: boolean
+      watchStallMs?: number
     },
   ) {
+    assert(
+      options.watchStallMs === undefined || options.clock !== undefined,
+      'a watch stall check needs a clock',
+    )
     const metadata = new ClusterMetadata(
       store,
       options.random,
       options.logger,
       options.clock ?? null,
       options.checkImages === true,
+      options.watchStallMs ?? null,
     )
     await metadata.ensureClusterId(options.clusterId)
     await metadata.reload()
@@ -174,19 +206,95 @@ export class ClusterMetadata {
 
   /** Watches every key from the next revision; a watch that ends (compaction) restarts from a fresh read. */
   private follow(): void {
+    this.lastDeliveryMs = this.clock?.monotonicMs() ?? 0
     this.watch = this.store.watch(
       '',
-      this.revision + 1,
+      this.appliedRevision + 1,
       (events, revision) => this.onEvents(events, revision),
       (error) => {
-        if (this.watch === null || error.code === 'STORE_CLOSED') return
+        if (this.closed || error.code === 'STORE_CLOSED') return
         this.logger.warn({ err: error }, 'metadata watch ended; reloading')
-        this.reload().then(
-          () => this.follow(),
-          (reloadError: unknown) => this.logger.error({ err: reloadError }, 'metadata reload failed'),
-        )
+        this.watch = null
+        this.watchRestarts++
+        this.resync(1)
       },
     )
+  }
+
+  /**
+   * Reads the whole store again and follows it from there, retrying with backoff for as
+   * long as it fails: a view that gave up would serve this image for good.
+   */
+  private resync(attempt: number): void {
+    this.reload().then(
+      () => {
+        if (!this.closed) this.follow()
+      },
+      (error: unknown) => {
+        if (this.closed) return
+        if (this.clock === null) {
+          this.logger.error({ err: error }, 'metadata reload failed')
+          return
+        }
+        const delayMs = this.resyncBackoff.delayMs(attempt)
+        this.logger.warn({ err: error, attempt, delayMs }, 'metadata reload failed; retrying')
+        this.clock.setTimeout(() => {
+          if (!this.closed) this.resync(attempt + 1)
+        }, delayMs)
+      },
+    )
+  }
+
+  /**
+   * A wait for a revision this view wrote knows the store is past it: a watch that delivered
+   * nothing for `watchStallMs` meanwhile has been left behind, as etcd 3.4 (before 3.4.31)
+   * leaves a watcher whose stream fell behind while its process was paused or starved: it
+   * never catches up, the image stays stale, and the write's caller (a registration after a
+   * lost session) waits for ever. Restart it from a fresh read. Checks only while someone
+   * waits, so an idle view arms no timer. A check that runs late (this process was held up:
+   * paused, a long collection) looks once more shortly after instead, once the watch's data
+   * that arrived meanwhile has had its turn: a reload of a large store is no small cost.
+   */
+  private checkWatch(): void {
+    this.watchdog = null
+    const clock = this.clock
+    const stallMs = this.watchStallMs
+    if (clock === null || stallMs === null || this.closed || this.revisionWaiters.length === 0) return
+    const nowMs = clock.monotonicMs()
+    const waitedSinceMs = Math.min(...this.revisionWaiters.map((w) => w.sinceMs))
+    const silentMs = nowMs - Math.max(this.lastDeliveryMs, waitedSinceMs)
+    if (silentMs < stallMs || this.watch === null) {
+      this.armWatchdog(Math.max(1, stallMs - silentMs))
+      return
+    }
+    if (!this.watchdogDeferred && nowMs - this.watchdogDueMs > stallMs * WATCH_CHECK_LATE_FRACTION) {
+      this.armWatchdog(Math.ceil(stallMs * WATCH_CHECK_LATE_FRACTION), true)
+      return
+    }
+    const waitedRevision = Math.max(...this.revisionWaiters.map((w) => w.revision))
+    this.logger.warn(
+      { silentMs: Math.round(silentMs), appliedRevision: this.appliedRevision, waitedRevision },
+      'metadata watch stalled: nothing delivered while the store is past this image; restarting it from a fresh read',
+    )
+    this.watchStalls++
+    this.watchRestarts++
+    this.watch.cancel()
+    this.watch = null
+    this.resync(1)
+    this.armWatchdog(stallMs)
+  }
+
+  private armWatchdog(delayMs: number, deferred = false): void {
+    const clock = this.clock
+    assert(clock !== null && this.watchdog === null, 'one watch check at a time, on a clock')
+    this.watchdogDeferred = deferred
+    this.watchdogDueMs = clock.monotonicMs() + delayMs
+    this.watchdog = clock.setTimeout(() => this.checkWatch(), delayMs)
+  }
+
+  /** Restarts of the watch so far (a broker's /metrics). */
+  watchCounters(): WatchCounters {
+    return { restarts: this.watchRestarts, stalls: this.watchStalls }
   }
 
   image(): ClusterImage {
@@ -208,6 +316,9 @@ export class ClusterMetadata {
   }
 
   close(): void {
+    this.closed = true
+    this.watchdog?.cancel()
+    this.watchdog = null
     this.watch?.cancel()
     this.watch = null
   }
@@ -238,6 +349,7 @@ export class ClusterMetadata {
 
   private onEvents(events: readonly WatchEvent[], revision: number): void {
     if (revision <= this.appliedRevision) return // already seen through a reload
+    if (this.clock !== null) this.lastDeliveryMs = this.clock.monotonicMs()
     for (const { type, kv } of events) {
       if (type === 'put') this.kvs.set(kv.key, kv)
       else this.kvs.delete(kv.key)
@@ -299,11 +411,19 @@ export class ClusterMetadata {
     const ready = this.revisionWaiters.filter((w) => w.revision <= revision)
     this.revisionWaiters = this.revisionWaiters.filter((w) => w.revision > revision)
     for (const waiter of ready) waiter.resolve()
+    if (this.revisionWaiters.length === 0) {
+      this.watchdog?.cancel()
+      this.watchdog = null
+    }
   }
 
   private waitForRevision(revision: number): Promise<void> {
     if (this.revision >= revision) return Promise.resolve()
-    return new Promise((resolve) => this.revisionWaiters.push({ revision, resolve }))
+    const sinceMs = this.clock?.monotonicMs() ?? 0
+    const waiting = new Promise<void>((resolve) => this.revisionWaiters.push({ revision, sinceMs, resolve }))
+    if (this.watchdog === null && this.clock !== null && this.watchStallMs !== null)
+      this.armWatchdog(this.watchStallMs)
+    return waiting
   }
 
   /**

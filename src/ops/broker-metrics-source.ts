@@ -9,6 +9,16 @@ import type { ClusterImage } from '../metadata/cluster-image.js'
 import type { ReplicaManager } from '../replication/replica-manager.js'
 import type { LogManager } from '../storage/log-manager.js'
 
+export interface SessionCounters {
+  readonly sessionLosses: number
+  readonly reregistrations: number
+  /** Event-loop stalls longer than a third of broker.session.timeout.ms, and the longest. */
+  readonly stalls: number
+  readonly longestStallMs: number
+  /** The metadata watch started again from a fresh read (ended by the store, or stalled). */
+  readonly watch: { readonly restarts: number; readonly stalls: number }
+}
+
 export interface ControllerCounters {
   /** Leader changes this broker made while controller (clean and unclean). */
   readonly leaderElections: number
@@ -64,6 +74,8 @@ export interface BrokerMetricsSource {
   connectionCount(): number
   /** Registered in the metadata store with a live session (not fenced). */
   isRegistered(): boolean
+  /** Store sessions lost, registrations made again, event-loop stalls and metadata watch restarts. */
+  sessionCounters?(): SessionCounters
   /** A broker property by its Kafka name. */
   configValue(name: string): ConfigValue | undefined
   /** The share metrics' view; null until this broker served a share request. */

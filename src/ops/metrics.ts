@@ -60,6 +60,7 @@ export class BrokerMetrics {
       topicName: (topicId) => this.topicName(topicId),
     })
     this.defineBrokerGauges()
+    this.defineSessionMetrics()
     this.defineShareMetrics()
   }
 
@@ -285,6 +286,40 @@ export class BrokerMetrics {
       'kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent',
       'Idle share of the event loop since the previous scrape (1 - utilisation)',
       () => one(1 - this.eventLoopUtilization),
+    )
+  }
+
+  /**
+   * The store session (Kafka's ZooKeeper-era SessionExpireListener counted expiries), the
+   * event-loop stalls that lose it, and the metadata watch's restarts (broker-metadata-metrics).
+   */
+  private defineSessionMetrics(): void {
+    const session = (s: BrokerMetricsSource) => s.sessionCounters?.()
+    const sel = 'kafka_server_sessionexpirelistener'
+    this.counter(`${sel}_sessionexpires_total`, 'Metadata store sessions this broker lost', (s) =>
+      one(session(s)?.sessionLosses ?? 0),
+    )
+    this.counter(`${sel}_reregistrations_total`, 'Registrations made again after a lost session', (s) =>
+      one(session(s)?.reregistrations ?? 0),
+    )
+    this.counter(
+      'nodejs_eventloop_stalls_total',
+      'Event-loop stalls longer than a third of broker.session.timeout.ms (logged at warn)',
+      (s) => one(session(s)?.stalls ?? 0),
+    )
+    this.gauge('nodejs_eventloop_stall_longest_seconds', 'The longest of those stalls', (s) =>
+      one((session(s)?.longestStallMs ?? 0) / 1000),
+    )
+    const bmm = 'kafka_server_brokermetadatametrics'
+    this.counter(
+      `${bmm}_watchrestarts_total`,
+      'Metadata watches started again from a fresh read of the store (ended by it, or stalled)',
+      (s) => one(session(s)?.watch.restarts ?? 0),
+    )
+    this.counter(
+      `${bmm}_watchstalls_total`,
+      'Metadata watches restarted because they delivered nothing while this broker waited for its own write',
+      (s) => one(session(s)?.watch.stalls ?? 0),
     )
   }
 

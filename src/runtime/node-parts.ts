@@ -21,6 +21,8 @@ export interface NodeParts {
   readonly fileSystem: FileSystem
   readonly network: Network
   readonly tls: TlsProvider
+  /** A real event loop, which can stall (server/event-loop-stall-monitor.ts). */
+  readonly monitorEventLoop: true
 }
 
 export const nodeParts: NodeParts = {
@@ -29,4 +31,5 @@ export const nodeParts: NodeParts = {
   fileSystem: nodeFileSystem,
   network: nodeNetwork,
   tls: nodeTls,
+  monitorEventLoop: true,
 }

@@ -16,6 +16,7 @@ import type { Lease, MetadataStore } from '../metadata/store/metadata-store.js'
 import type { ReplicaManager } from '../replication/replica-manager.js'
 import type { LogManager } from '../storage/log-manager.js'
 import type { BrokerConfig } from './broker-config.js'
+import { type EventLoopStallCounters, EventLoopStallMonitor } from './event-loop-stall-monitor.js'
 
 /**
  * Registration is a compare-and-set on the broker key; it loses only to a concurrent
@@ -37,6 +38,11 @@ export interface BrokerLifecycleHost {
   readonly logManager: LogManager
   readonly replicaManager: ReplicaManager
   readonly leadershipRecord: LeadershipRecord
+  /**
+   * Watch this process's event loop for stalls that endanger the session (a real process;
+   * the simulator's time has no loop to stall).
+   */
+  readonly monitorEventLoop: boolean
   /** This process's incarnation (KRaft's incarnation id): a restart is a new one. */
   readonly incarnationId: string
   /** stop() began: nothing registers or re-registers any more. */
@@ -58,8 +64,28 @@ export class BrokerLifecycleManager {
   private activeController: Controller | null = null
   private registerRetry: TimerHandle | null = null
   private readonly reregisterBackoff = new ExponentialBackoff(REREGISTER_BACKOFF)
+  private sessionLosses = 0
+  private reregistrations = 0
+  private readonly stallMonitor: EventLoopStallMonitor | null
 
-  constructor(private readonly host: BrokerLifecycleHost) {}
+  constructor(private readonly host: BrokerLifecycleHost) {
+    this.stallMonitor = host.monitorEventLoop
+      ? new EventLoopStallMonitor(
+          host.clock,
+          host.logger,
+          host.config.values.get('broker.session.timeout.ms') as number,
+        )
+      : null
+  }
+
+  /** Sessions lost and registrations made again since (a broker's /metrics), and the loop's stalls. */
+  get counters(): { sessionLosses: number; reregistrations: number } & EventLoopStallCounters {
+    return {
+      sessionLosses: this.sessionLosses,
+      reregistrations: this.reregistrations,
+      ...(this.stallMonitor?.counters ?? { stalls: 0, longestStallMs: 0 }),
+    }
+  }
 
   /** The lease this broker is registered under; null while fenced or unregistered. */
   get lease(): Lease | null {
@@ -84,6 +110,7 @@ export class BrokerLifecycleManager {
     const host = this.host
     const sessionTimeoutMs = host.config.values.get('broker.session.timeout.ms') as number
     const registration = this.registration()
+    this.stallMonitor?.start()
     const lease = await host.store.grantLease(sessionTimeoutMs)
     let brokerEpoch: number | null = null
     try {
@@ -215,7 +242,11 @@ export class BrokerLifecycleManager {
     if (this.leaseValue !== lease || host.isStopping()) return
     this.leaseValue = null
     this.brokerEpochValue = -1
-    host.logger.warn('metadata store session lost: no longer leading any partition; registering again')
+    this.sessionLosses++
+    host.logger.warn(
+      { sessionLosses: this.sessionLosses, ...this.stallMonitor?.counters },
+      'metadata store session lost: no longer leading any partition; registering again',
+    )
     const controller = this.activeController
     this.activeController = null
     controller?.stop().catch((error: unknown) => host.logger.warn({ err: error }, 'controller stop failed'))
@@ -231,12 +262,17 @@ export class BrokerLifecycleManager {
     const host = this.host
     this.registerRetry = null
     if (host.isStopping() || this.fencedByIncarnation) return
-    this.register().catch((error: unknown) => {
-      if (host.isStopping()) return
-      const delayMs = this.reregisterBackoff.delayMs(attempt)
-      host.logger.warn({ err: error, attempt, delayMs }, 'registering again failed; retrying')
-      this.registerRetry = host.clock.setTimeout(() => this.registerAgain(attempt + 1), delayMs)
-    })
+    this.register().then(
+      () => {
+        if (this.leaseValue !== null) this.reregistrations++
+      },
+      (error: unknown) => {
+        if (host.isStopping()) return
+        const delayMs = this.reregisterBackoff.delayMs(attempt)
+        host.logger.warn({ err: error, attempt, delayMs }, 'registering again failed; retrying')
+        this.registerRetry = host.clock.setTimeout(() => this.registerAgain(attempt + 1), delayMs)
+      },
+    )
   }
 
   /**
@@ -244,6 +280,7 @@ export class BrokerLifecycleManager {
    * over for the broker to stop and revoke in its shutdown order.
    */
   leave(): { controller: Controller | null; lease: Lease | null } {
+    this.stallMonitor?.stop()
     this.registerRetry?.cancel()
     this.registerRetry = null
     const controller = this.activeController

@@ -36,6 +36,11 @@ export interface BrokerParts {
    * difference (metadata/image-delta.ts): a debug check the simulator turns on.
    */
   readonly checkMetadataImages?: boolean
+  /**
+   * Log and count stalls of the event loop that endanger the store session
+   * (event-loop-stall-monitor.ts): for a real process, not the simulator's time.
+   */
+  readonly monitorEventLoop?: boolean
 }
 
 /**

@@ -301,6 +301,7 @@ export class Broker implements BrokerServices {
       replicaManager: this.replicaManager,
       leadershipRecord: this.leadershipRecord,
       incarnationId: this.incarnationId,
+      monitorEventLoop: this.parts.monitorEventLoop === true,
       isStopping: () => this.isStopping,
       boundPort: (listener) => this.listeners.boundPort(listener)!,
       advertisedRegistryUrl: (host) => advertisedRegistryUrl(this.schemaRegistry, this.ops, host),
@@ -394,6 +395,7 @@ export class Broker implements BrokerServices {
       logger: parts.logger,
       clock: parts.clock,
       checkImages: parts.checkMetadataImages === true,
+      watchStallMs: config.values.get('broker.session.timeout.ms') as number,
     })
     // Bound once the broker exists: a disk failure while loading fails create() instead.
     let onLogDirFailure: (dir: string) => void = () => {}
@@ -606,6 +608,7 @@ export class Broker implements BrokerServices {
       connectionCount: () => this.listeners.connectionCount,
       syncAppendStalls: () => this.fileSystem.syncAppendStalls?.() ?? 0,
       isRegistered: () => this.lifecycle.lease !== null,
+      sessionCounters: () => ({ ...this.lifecycle.counters, watch: this.metadata.watchCounters() }),
       configValue: (name) => this.config.values.get(name),
       clientTelemetryExposition: () => this.clientMetrics.exposition(),
     }

@@ -4,7 +4,10 @@
  * one etcd. The model in metadata-store.ts is etcd's own; this file only translates:
  * - revisions are etcd's header revisions; versions compare with `Version ==`;
  * - watches are etcd watches from a start revision, one `onEvents` call per revision, and
- *   resume after a reconnect from the revision after the last one delivered;
+ *   resume after a reconnect from the revision after the last one delivered; each watch has
+ *   a gRPC stream of its own, so one that etcd left behind can be replaced by a new stream
+ *   (etcd 3.4 before 3.4.31 can leave a watcher of a stream that fell behind unsynced for
+ *   good: etcd issue 17529, docs/notes/scale.md);
  * - leases are etcd leases (TTL rounded up to whole seconds) with keep-alives of our own
  *   (EtcdSessionLease); `lost` resolves when etcd says the lease is gone, and also once a TTL
  *   has passed since the last keep-alive etcd confirmed (or since every etcd endpoint last
@@ -83,6 +86,11 @@ const HOST_HALF_OPEN_AFTER_MS = 500
 const WATCH_BACKOFF_MAX_MS = 1000
 /** How long past its gRPC deadline a keep-alive may take before it counts as unanswered. */
 const KEEPALIVE_GRACE_MS = 500
+/**
+ * A keep-alive confirmed with less than this fraction of the TTL left (sent late because the
+ * event loop was held up, or answered slowly) is logged: the next such delay loses the session.
+ */
+const KEEPALIVE_LATE_LEFT_FRACTION = 0.5
 /** How long close() waits for its leases' revokes before it drops the connection anyway. */
 const CLOSE_REVOKE_WAIT_MS = 2000
 
@@ -95,6 +103,7 @@ export class EtcdStore implements MetadataStore {
 
   private constructor(
     private readonly client: Etcd3,
+    private readonly prefix: string,
     private readonly ns: Namespace,
     private readonly clock: Clock,
     private readonly logger: Logger,
@@ -129,9 +138,11 @@ export class EtcdStore implements MetadataStore {
         watchBackoff: new ExponentialBackoff({ initialDelay: 100, maxDelay: WATCH_BACKOFF_MAX_MS }).next(),
       },
     })
+    const prefix = options.prefix ?? PREFIX_DEFAULT
     const store = new EtcdStore(
       client,
-      client.namespace(options.prefix ?? PREFIX_DEFAULT),
+      prefix,
+      client.namespace(prefix),
       clock,
       options.logger ?? silentLogger,
       options.limits ?? STORE_LIMITS_DEFAULT,
@@ -184,7 +195,10 @@ export class EtcdStore implements MetadataStore {
       onEnd: () => this.watches.delete(watch),
       explain: (err, revision) => this.explainWatchFailure(err, prefix, revision),
     })
-    watch.start(this.ns.watch().prefix(prefix).startRevision(String(fromRevision)).watcher())
+    // A namespace of its own has a watch stream of its own (etcd3 multiplexes a namespace's
+    // watches on one): a watch restarted after etcd stopped feeding it gets a fresh stream.
+    const own = this.client.namespace(this.prefix)
+    watch.start(own.watch().prefix(prefix).startRevision(String(fromRevision)).watcher())
     this.watches.add(watch)
     return watch
   }
@@ -385,6 +399,12 @@ interface EtcdWatchContext {
 class EtcdWatch implements Watch {
   private nextRevision: number
   private ended = false
+  /**
+   * etcd cancelled the watch (its revision compacted): etcd3 has dropped the watcher, and a
+   * cancel request of ours would draw an answer for a watch id it no longer knows, which it
+   * throws on, crashing the process.
+   */
+  private cancelledByEtcd = false
   private watcher: Watcher | null = null
 
   constructor(
@@ -413,6 +433,7 @@ class EtcdWatch implements Watch {
     if (this.ended) return
     this.ended = true
     this.context.onEnd()
+    if (this.cancelledByEtcd) return
     this.watcher?.cancel().catch((err: unknown) => {
       // The stream is going away anyway (closed client, lost connection).
       this.context.logger.debug({ err }, 'etcd watch cancel failed')
@@ -421,6 +442,8 @@ class EtcdWatch implements Watch {
 
   private onWatcherError(err: Error): void {
     if (this.ended) return
+    // etcd3 emits 'error' only for a cancellation by etcd.
+    this.cancelledByEtcd = true
     this.context
       .explain(err, this.nextRevision)
       .then((error) => this.fail(error))
@@ -531,9 +554,10 @@ class EtcdSessionLease implements Lease {
 
   private scheduleKeepalive(delayMs: number): void {
     if (this.ended || this.suspended) return
+    const dueAtMs = this.context.clock.monotonicMs() + delayMs
     this.nextKeepalive = this.context.clock.setTimeout(() => {
       this.nextKeepalive = null
-      this.sendKeepalive().then(
+      this.sendKeepalive(dueAtMs).then(
         () => this.scheduleKeepalive(this.ttlMs / 3),
         // sendKeepalive() handles its failures; this is a bug.
         (bug: unknown) =>
@@ -544,7 +568,7 @@ class EtcdSessionLease implements Lease {
     }, delayMs)
   }
 
-  private async sendKeepalive(): Promise<void> {
+  private async sendKeepalive(dueAtMs: number): Promise<void> {
     const clock = this.context.clock
     const sentAtMs = clock.monotonicMs()
     const answerWithinMs = this.ttlMs / 3
@@ -560,11 +584,29 @@ class EtcdSessionLease implements Lease {
       return
     }
     if (this.ended) return
+    this.warnIfLate(dueAtMs, sentAtMs)
     this.extendTo(sentAtMs + this.ttlMs)
     if (this.onRefusals) {
       this.onRefusals = false
       this.context.logger.warn({ lease: this.id }, 'etcd answers again: store session confirmed')
     }
+  }
+
+  /** A confirmation that came with little of the TTL left: why a session is lost shows here first. */
+  private warnIfLate(dueAtMs: number, sentAtMs: number): void {
+    const nowMs = this.context.clock.monotonicMs()
+    const leftMs = this.aliveUntilMs - nowMs
+    if (leftMs >= this.ttlMs * KEEPALIVE_LATE_LEFT_FRACTION) return
+    this.context.logger.warn(
+      {
+        lease: this.id,
+        sentLateMs: Math.round(sentAtMs - dueAtMs),
+        roundTripMs: Math.round(nowMs - sentAtMs),
+        leaseLeftMs: Math.round(leftMs),
+        ttlMs: this.ttlMs,
+      },
+      'etcd keep-alive late: the store session nearly expired',
+    )
   }
 
   /**
@@ -608,7 +650,16 @@ class EtcdSessionLease implements Lease {
     this.ended = true
     this.deadline?.cancel()
     this.nextKeepalive?.cancel()
-    this.context.logger.debug({ lease: this.id, reason }, 'etcd lease ended')
+    if (reason === 'revoked') this.context.logger.debug({ lease: this.id, reason }, 'etcd lease ended')
+    else
+      this.context.logger.warn(
+        {
+          lease: this.id,
+          reason,
+          overdueMs: Math.round(this.context.clock.monotonicMs() - this.aliveUntilMs),
+        },
+        'etcd lease lost',
+      )
     this.resolveLost()
     this.context.onEnd(this)
     if (reason !== 'revoked' && !this.suspended) {

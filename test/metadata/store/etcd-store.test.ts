@@ -4,6 +4,7 @@
  * there or goes away.
  */
 import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
 import { after, before, describe, test } from 'node:test'
 import { EtcdStore } from '../../../src/metadata/store/etcd-store.js'
 import { MetadataStoreError } from '../../../src/metadata/store/metadata-store.js'
@@ -147,5 +148,83 @@ describe('etcd store: etcd specifics', () => {
       await new Promise((resolve) => setTimeout(resolve, 20))
     assert.equal(errors[0]?.code, 'REVISION_COMPACTED')
     await store.close()
+  })
+})
+
+/**
+ * Writes `count` puts of `valueBytes` under `prefix`, then compacts etcd's history up to the
+ * last, from another process: run with spawnSync, this process's event loop stays blocked
+ * meanwhile, as a paused or CPU-starved broker's is.
+ */
+const WRITER = `
+const [endpoint, prefix, count, valueBytes] = process.argv.slice(1)
+const b64 = (s) => Buffer.from(s).toString('base64')
+const value = b64('x'.repeat(Number(valueBytes)))
+let revision = '0'
+for (let i = 0; i < Number(count); i++) {
+  const response = await fetch(endpoint + '/v3/kv/put', {
+    method: 'POST',
+    body: JSON.stringify({ key: b64(prefix + '/bulk/' + i), value }),
+  })
+  revision = (await response.json()).header.revision
+}
+const compaction = await fetch(endpoint + '/v3/kv/compaction', {
+  method: 'POST',
+  body: JSON.stringify({ revision, physical: true }),
+})
+if (compaction.status !== 200) throw new Error('compaction ' + compaction.status)
+`
+
+describe('etcd store: a watch etcd cancels', () => {
+  test('a live watch whose client stopped reading while etcd compacted what it had not sent ends with REVISION_COMPACTED, and the process goes on', {
+    timeout: 60_000,
+  }, async () => {
+    const prefix = uniquePrefix()
+    const store = await EtcdStore.connect({ endpoints: [etcd.endpoint], prefix })
+    try {
+      const first = await store.txn([], [{ type: 'put', key: '/a', value: '0' }])
+      const errors: MetadataStoreError[] = []
+      let delivered = 0
+      store.watch(
+        '',
+        first.revision,
+        () => {
+          delivered++
+        },
+        (err) => errors.push(err),
+      )
+      const until = async (what: string, done: () => boolean) => {
+        const deadline = Date.now() + 20_000
+        while (!done() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+        assert.ok(done(), what)
+      }
+      // A second watch, as a broker has (its controller election's), that goes on.
+      const quiet = store.watch(
+        '/quiet',
+        first.revision,
+        () => {},
+        (err) => errors.push(err),
+      )
+      await until('the watch delivers', () => delivered > 0)
+      // More bytes than the sockets hold and more revisions than etcd buffers for a stream
+      // that does not drain: etcd sets the watcher aside and, once this process reads again,
+      // finds its next revision compacted and cancels it.
+      const writer = spawnSync(
+        process.execPath,
+        ['--input-type=module', '-e', WRITER, etcd.endpoint, prefix, '400', '8192'],
+        { encoding: 'utf8', timeout: 45_000 },
+      )
+      assert.equal(writer.status, 0, writer.stderr)
+      await until('the watch ends', () => errors.length > 0)
+      assert.equal(errors[0]?.code, 'REVISION_COMPACTED')
+      // Before the fix etcd3 threw on the answer to our cancel of a watch etcd had already
+      // cancelled, from a stream callback: the process crashed here.
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      const later = await store.txn([], [{ type: 'put', key: '/a', value: '1' }])
+      assert.ok(later.succeeded)
+      quiet.cancel()
+    } finally {
+      await store.close()
+    }
   })
 })
