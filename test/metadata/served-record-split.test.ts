@@ -182,6 +182,10 @@ function waitAllServed(view: ClusterMetadata, what: string, gone?: BrokerId): Pr
  */
 function assertWrittenByChange(f: Fixture, survivors: readonly BrokerId[], what: string): void {
   const image = f.metadata.image()
+  if (PRINT)
+    console.log(
+      `${what} at ${PARTITIONS} partitions, served writes by broker: ${JSON.stringify([...f.written])}`,
+    )
   for (const id of survivors) {
     const counts = f.written.get(id) ?? { ops: 0, bytes: 0, txns: 0 }
     let recordBytes = 0
