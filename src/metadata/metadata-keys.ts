@@ -175,11 +175,9 @@ export function parseServedKey(
   const nodeId = Number(rest[0])
   assert(isBrokerId(nodeId), () => `${key}: not a broker id`)
   if (rest.length === 1) return null
-  const rangeIndex = Number(rest[2])
-  assert(
-    rest.length === 3 && rest[1] !== '' && Number.isSafeInteger(rangeIndex) && rangeIndex >= 0,
-    () => `${key}: not a served range`,
-  )
+  assert(rest.length === 3 && rest[1] !== '', () => `${key}: not a served range`)
+  const rangeIndex = rest[2] === '' ? Number.NaN : Number(rest[2])
+  assert(Number.isSafeInteger(rangeIndex) && rangeIndex >= 0, () => `${key}: not a range index`)
   return { nodeId, topicId: rest[1], rangeIndex }
 }
 
