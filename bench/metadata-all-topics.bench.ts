@@ -21,7 +21,7 @@ import {
   type BrokerRegistration,
   type ClusterImage,
   type PartitionState,
-  servedKey,
+  servedRecordFrom,
   type TopicImage,
 } from '../src/metadata/cluster-image.js'
 import { encodeResponseFrame } from '../src/protocol/frame-encoder.js'
@@ -55,7 +55,7 @@ function imageOf(topicCount: number): ClusterImage {
       { nodeId, host: '127.0.0.1', port: 9092 + nodeId, rack: null, brokerEpoch: nodeId },
     ]),
   )
-  const served = new Map<BrokerId, Map<string, number>>(BROKERS.map((id) => [id, new Map()]))
+  const served = new Map<BrokerId, [string, number, number][]>(BROKERS.map((id) => [id, []]))
   const topics = new Map<string, TopicImage>()
   const perTopic = Math.ceil(partitionCount / topicCount)
   for (let t = 0; t < topicCount; t++) {
@@ -72,7 +72,7 @@ function imageOf(topicCount: number): ClusterImage {
         leaderEpoch: 0,
         partitionEpoch: toPartitionEpoch(0),
       })
-      served.get(replicas[0])!.set(servedKey(topicId, p), 0)
+      served.get(replicas[0])!.push([topicId, p, 0])
     }
     topics.set(name, { name, topicId, partitions, configs: {} })
   }
@@ -81,7 +81,7 @@ function imageOf(topicCount: number): ClusterImage {
     controllerId: toBrokerId(1),
     brokers,
     topics,
-    servedLeaderEpochs: served,
+    servedLeaderEpochs: new Map([...served].map(([id, entries]) => [id, servedRecordFrom(entries)])),
   }
 }
 

@@ -152,11 +152,12 @@ export interface ClusterImage {
   readonly groupConfigs?: ReadonlyMap<string, Readonly<Record<string, string>>>
   /**
    * What each broker serves as leader: per broker id, the leader epoch of every partition
-   * it has applied leadership of (log created, role taken), by `servedKey(topicId,
-   * partition)`. Written by the leaders themselves (metadata/leadership-record.ts).
-   * Absent in images built by hand: every named leader then counts as serving.
+   * it has applied leadership of (log created, role taken), by topic id and range of
+   * partitions (read it with servedLeaderEpoch). Written by the leaders themselves, one
+   * store key per range (metadata/leadership-record.ts). Absent in images built by hand:
+   * every named leader then counts as serving.
    */
-  readonly servedLeaderEpochs?: ReadonlyMap<BrokerId, ReadonlyMap<string, number>>
+  readonly servedLeaderEpochs?: ReadonlyMap<BrokerId, ServedRecord>
   /**
    * The finalized feature levels UpdateFeatures last wrote. Absent before any change: the
    * bootstrap levels of features.ts apply (read them through finalizedFeaturesOf).
@@ -171,6 +172,53 @@ export interface ClusterImage {
  */
 export const STORAGE_ERROR_LEADER_EPOCH = -1
 
+/**
+ * Partitions per range of a served record: each range is one store key, rewritten whole when
+ * any of its partitions changes. The controller writes a failover in transactions of up to
+ * 128 partition states (etcd's max-txn-ops), a few hundred consecutive partitions of a
+ * topic; ranges of 100 make each image rewrite about what it changed plus a range at each
+ * end (at 3,000 partitions a survivor wrote 1.6 times its final record over a failover;
+ * ranges of 1,000 wrote 7 times), a key stays under ~2 KB (128 fit in one request), and a
+ * topic of up to 100 partitions is one key per leader.
+ */
+export const SERVED_RANGE_PARTITIONS = 100
+
+/** One range of a served record: partition index to leader epoch. */
+export type ServedRange = ReadonlyMap<number, number>
+
+/** One broker's served record: by topic id, by range index (servedRangeIndex), its ranges. */
+export type ServedRecord = ReadonlyMap<string, ReadonlyMap<number, ServedRange>>
+
+export function servedRangeIndex(partition: number): number {
+  return Math.floor(partition / SERVED_RANGE_PARTITIONS)
+}
+
+/** The range of `leader`'s served record holding `partition` of `topicId`, if any. */
+export function servedRangeOf(
+  image: ClusterImage,
+  leader: BrokerId,
+  topicId: string,
+  partition: number,
+): ServedRange | undefined {
+  return image.servedLeaderEpochs?.get(leader)?.get(topicId)?.get(servedRangeIndex(partition))
+}
+
+/** A served record holding `entries` (topic id, partition, leader epoch). */
+export function servedRecordFrom(
+  entries: Iterable<readonly [topicId: string, partition: number, leaderEpoch: number]>,
+): ServedRecord {
+  const record = new Map<string, Map<number, Map<number, number>>>()
+  for (const [topicId, partition, leaderEpoch] of entries) {
+    let ranges = record.get(topicId)
+    if (ranges === undefined) record.set(topicId, (ranges = new Map()))
+    const index = servedRangeIndex(partition)
+    let range = ranges.get(index)
+    if (range === undefined) ranges.set(index, (range = new Map()))
+    range.set(partition, leaderEpoch)
+  }
+  return record
+}
+
 /** Whether the partition's leader recorded that it cannot host the partition (STORAGE_ERROR_LEADER_EPOCH). */
 export function leaderHasStorageError(
   image: ClusterImage,
@@ -179,14 +227,9 @@ export function leaderHasStorageError(
 ): boolean {
   if (state.leader === NO_LEADER || image.servedLeaderEpochs === undefined) return false
   return (
-    image.servedLeaderEpochs.get(state.leader)?.get(servedKey(topic.topicId, state.partition)) ===
+    servedRangeOf(image, state.leader, topic.topicId, state.partition)?.get(state.partition) ===
     STORAGE_ERROR_LEADER_EPOCH
   )
-}
-
-/** The key of one partition in `ClusterImage.servedLeaderEpochs`. */
-export function servedKey(topicId: string, partition: number): string {
-  return `${topicId}:${partition}`
 }
 
 /**
@@ -198,7 +241,7 @@ export function leaderServes(image: ClusterImage, topic: TopicImage, state: Part
   if (state.leader === NO_LEADER) return false
   if (image.servedLeaderEpochs === undefined) return true
   return (
-    image.servedLeaderEpochs.get(state.leader)?.get(servedKey(topic.topicId, state.partition)) ===
+    servedRangeOf(image, state.leader, topic.topicId, state.partition)?.get(state.partition) ===
     state.leaderEpoch
   )
 }

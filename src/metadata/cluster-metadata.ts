@@ -36,11 +36,14 @@ import {
   type LogEnd,
   NO_LEADER,
   type PartitionState,
+  type ServedRange,
+  type ServedRecord,
   type TopicImage,
 } from './cluster-image.js'
 import { onBrokerRegistered } from './elections.js'
 import { newUuid } from './ids.js'
 import { assertSameAsFullBuild, ImageBuilder, type ImageDelta } from './image-delta.js'
+import { servedRecordOps } from './leadership-record.js'
 import {
   diffParts,
   flatten,
@@ -48,6 +51,7 @@ import {
   KEYS,
   parseValue,
   publishedTopic,
+  servedRangeValue,
   type TopicValue,
 } from './metadata-keys.js'
 import { assignReplicas } from './placement.js'
@@ -61,7 +65,7 @@ import type {
   Watch,
   WatchEvent,
 } from './store/metadata-store.js'
-import { packTxns, type TxnPart } from './store/txn-batches.js'
+import { applyInBatches, packTxns, type TxnPart } from './store/txn-batches.js'
 import { txnOpCount, txnRequestBytes } from './store/txn-checks.js'
 
 export type { ImageDelta } from './image-delta.js'
@@ -678,12 +682,30 @@ export class ClusterMetadata {
   }
 
   /**
-   * Records what `nodeId` serves as leader (see ClusterImage.servedLeaderEpochs). Only that
-   * broker writes its key, so a plain put: no compare-and-set needed.
+   * Records what `nodeId` serves as leader (see ClusterImage.servedLeaderEpochs), whole: the
+   * ranges that differ from the store's. A broker's LeadershipRecord writes by itself.
    */
-  async recordServed(nodeId: BrokerId, leaderEpochs: ReadonlyMap<string, number>): Promise<void> {
-    const value = JSON.stringify(Object.fromEntries(leaderEpochs))
-    await this.store.txn([], [{ type: 'put', key: KEYS.served(nodeId), value }])
+  async recordServed(nodeId: BrokerId, record: ServedRecord): Promise<void> {
+    await this.writeServed(servedRecordOps(nodeId, record, await this.readServed(nodeId)).ops)
+  }
+
+  /** The keys of `nodeId`'s served record in the store, with their ranges (LeadershipRecord). */
+  async readServed(nodeId: BrokerId): Promise<Map<string, ServedRange | null>> {
+    const whole = KEYS.servedWhole(nodeId)
+    const keys = new Map<string, ServedRange | null>()
+    // The prefix without its slash also holds the whole-record key of before the split.
+    for (const kv of (await this.store.range(whole)).kvs)
+      if (kv.key === whole) keys.set(kv.key, null)
+      else if (kv.key.startsWith(KEYS.servedOf(nodeId))) keys.set(kv.key, servedRangeValue(new Map(), kv))
+    return keys
+  }
+
+  /**
+   * Puts and deletes of one broker's served keys. Only that broker writes them, so no
+   * compare-and-set; each key stands alone, so they may take several transactions.
+   */
+  async writeServed(ops: readonly StoreOp[]): Promise<void> {
+    await applyInBatches(this.store, ops)
   }
 
   /** A new topic placed over the live brokers (Kafka's assignment rules). */

@@ -12,7 +12,7 @@
 
 import { isDeepStrictEqual } from 'node:util'
 import { assert } from '../common/assert.js'
-import type { ClusterImage, TopicImage } from './cluster-image.js'
+import type { ClusterImage, ServedRange, TopicImage } from './cluster-image.js'
 import {
   assembleImage,
   buildClusterPart,
@@ -23,7 +23,9 @@ import {
   KEYS,
   type ParsedValue,
   parseValue,
+  patchServed,
   patchTopic,
+  servedRangeValue,
 } from './metadata-keys.js'
 import type { KeyValue } from './store/metadata-store.js'
 
@@ -98,6 +100,7 @@ export class ImageBuilder {
     const touched = new Map<string, Set<number> | null>()
     let brokers = false
     let settings = false
+    const servedChanges: [string, ServedRange | undefined][] = []
     for (const key of this.dirty) {
       if (!this.kvs.has(key)) this.parsed.delete(key)
       if (key.startsWith(KEYS.topicsPrefix)) touched.set(key.slice(KEYS.topicsPrefix.length), null)
@@ -110,9 +113,22 @@ export class ImageBuilder {
         else indices.add(Number(key.slice(slash + 1)))
       } else if (key === KEYS.controller || key.startsWith(KEYS.brokersPrefix)) brokers = true
       else if (isClusterPartKey(key)) settings = true
+      else if (key.startsWith(KEYS.servedPrefix)) {
+        const kv = this.kvs.get(key)
+        servedChanges.push([key, kv === undefined ? undefined : servedRangeValue(this.parsed, kv)])
+      }
     }
     this.dirty.clear()
-    if (brokers || settings) this.clusterPart = buildClusterPart(this.clusterKvs.values(), this.parsed)
+    const servedBefore = this.clusterPart.servedLeaderEpochs
+    if (brokers || settings)
+      this.clusterPart = {
+        ...buildClusterPart(this.clusterKvs.values(), this.parsed),
+        servedLeaderEpochs: servedBefore,
+      }
+    if (servedChanges.length > 0) {
+      settings = true
+      this.clusterPart = { ...this.clusterPart, servedLeaderEpochs: patchServed(servedBefore, servedChanges) }
+    }
     const changed = this.changedTopics(previous.topics, touched)
     const topics = changed.topics.size === 0 ? previous.topics : this.nextTopics(previous.topics, changed)
     return {

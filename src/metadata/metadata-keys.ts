@@ -12,8 +12,12 @@
  *   partitions/<name>/<index>    {leader, leaderEpoch, isr, elr?, lastKnownElr?}; partitionEpoch = key version
  *   configs/brokers/<id|''>      dynamic broker configs ('' is the cluster-wide default)
  *   features                     {levels: {<name>: level}}: finalized feature levels; epoch = modRevision
- *   served/<id>                  {"<topicId>:<partition>": leaderEpoch}: what broker <id>
- *                                serves as leader, written by that broker (leadership-record.ts)
+ *   served/<id>/<topicId>/<range> {"<partition>": leaderEpoch}: what broker <id> serves as leader
+ *                                of partitions range * 100 to range * 100 + 99 of the topic
+ *                                (SERVED_RANGE_PARTITIONS), written by that broker
+ *                                (leadership-record.ts) for the ranges that changed, deleted
+ *                                when empty. `served/<id>` alone, the one key of the record
+ *                                before it was split, is not read, and its broker deletes it
  *   staging/<name>               {topicId, writer}: a writer is staging partitions of topic <name>
  *                                that its record does not name yet (see cluster-metadata.ts)
  */
@@ -28,6 +32,8 @@ import {
   type LogEnd,
   NO_LEADER,
   type PartitionState,
+  type ServedRange,
+  type ServedRecord,
   type TopicImage,
 } from './cluster-image.js'
 import { diffConfigMaps, diffFeatures, FEATURES_KEY, finalizedFeaturesFrom } from './image-settings.js'
@@ -51,7 +57,10 @@ export const KEYS = {
   groupConfigsPrefix: 'configs/groups/',
   groupConfigs: (groupId: string) => `configs/groups/${groupId}`,
   servedPrefix: 'served/',
-  served: (id: BrokerId) => `served/${id}`,
+  servedOf: (id: BrokerId) => `served/${id}/`,
+  servedRange: (id: BrokerId, topicId: string, rangeIndex: number) => `served/${id}/${topicId}/${rangeIndex}`,
+  /** The whole record in one key, as written before the split: deleted, never read. */
+  servedWhole: (id: BrokerId) => `served/${id}`,
   stagingPrefix: 'staging/',
   staging: (name: string) => `staging/${name}`,
 } as const
@@ -78,7 +87,7 @@ interface PartitionValue {
 export interface ParsedValue {
   readonly modRevision: number
   readonly value: unknown
-  /** For a served record: the Map built from it. */
+  /** For a served record's range: the Map built from it. */
   derived?: unknown
 }
 
@@ -121,7 +130,7 @@ export interface ClusterPart {
   readonly clientMetricsConfigs: ReadonlyMap<string, Readonly<Record<string, string>>>
   readonly groupConfigs: ReadonlyMap<string, Readonly<Record<string, string>>>
   readonly finalizedFeatures: FinalizedFeatures | undefined
-  readonly servedLeaderEpochs: ReadonlyMap<BrokerId, ReadonlyMap<string, number>>
+  readonly servedLeaderEpochs: ReadonlyMap<BrokerId, ServedRecord>
 }
 
 export function assembleImage(part: ClusterPart, topics: ReadonlyMap<string, TopicImage>): ClusterImage {
@@ -142,7 +151,10 @@ export function assembleImage(part: ClusterPart, topics: ReadonlyMap<string, Top
   }
 }
 
-/** Whether `key` is read into the ClusterPart (not a topic's, a partition's or a staging claim). */
+/**
+ * Whether `key` is read into the ClusterPart but for the served records (not a topic's, a
+ * partition's, a staging claim or a served range, which ImageBuilder patches by itself).
+ */
 export function isClusterPartKey(key: string): boolean {
   return (
     key === KEYS.clusterId ||
@@ -151,9 +163,73 @@ export function isClusterPartKey(key: string): boolean {
     key.startsWith(KEYS.brokersPrefix) ||
     key.startsWith(KEYS.brokerConfigsPrefix) ||
     key.startsWith(KEYS.clientMetricsConfigsPrefix) ||
-    key.startsWith(KEYS.groupConfigsPrefix) ||
-    key.startsWith(KEYS.servedPrefix)
+    key.startsWith(KEYS.groupConfigsPrefix)
   )
+}
+
+/** Where a served range's key points; null for the whole-record key of before the split. */
+export function parseServedKey(
+  key: string,
+): { nodeId: BrokerId; topicId: string; rangeIndex: number } | null {
+  const rest = key.slice(KEYS.servedPrefix.length).split('/')
+  const nodeId = Number(rest[0])
+  assert(isBrokerId(nodeId), () => `${key}: not a broker id`)
+  if (rest.length === 1) return null
+  assert(rest.length === 3 && rest[1] !== '', () => `${key}: not a served range`)
+  const rangeIndex = rest[2] === '' ? Number.NaN : Number(rest[2])
+  assert(Number.isSafeInteger(rangeIndex) && rangeIndex >= 0, () => `${key}: not a range index`)
+  return { nodeId, topicId: rest[1], rangeIndex }
+}
+
+export function encodeServedRange(range: ServedRange): string {
+  return JSON.stringify(Object.fromEntries(range))
+}
+
+/** The range a served key holds, parsed once per revision. */
+export function servedRangeValue(cache: Map<string, ParsedValue>, kv: KeyValue): ServedRange {
+  const parsed = parseValue(cache, kv)
+  parsed.derived ??= new Map(
+    Object.entries(parsed.value as Record<string, number>).map(([partition, epoch]) => [
+      Number(partition),
+      epoch,
+    ]),
+  )
+  return parsed.derived as ServedRange
+}
+
+/**
+ * `before` with the served ranges of `changes` set (undefined: deleted). Only the records and
+ * topics they touch are copied: a range written per change, not every partition read again.
+ */
+export function patchServed(
+  before: ReadonlyMap<BrokerId, ServedRecord>,
+  changes: Iterable<readonly [key: string, range: ServedRange | undefined]>,
+): ReadonlyMap<BrokerId, ServedRecord> {
+  let records: Map<BrokerId, ServedRecord> | null = null
+  const copied = new Set<unknown>()
+  for (const [key, range] of changes) {
+    const where = parseServedKey(key)
+    if (where === null) continue
+    records ??= new Map(before)
+    let record = records.get(where.nodeId) as Map<string, ReadonlyMap<number, ServedRange>> | undefined
+    if (record === undefined || !copied.has(record)) {
+      record = new Map(record)
+      copied.add(record)
+      records.set(where.nodeId, record)
+    }
+    let ranges = record.get(where.topicId) as Map<number, ServedRange> | undefined
+    if (ranges === undefined || !copied.has(ranges)) {
+      ranges = new Map(ranges)
+      copied.add(ranges)
+      record.set(where.topicId, ranges)
+    }
+    if (range === undefined) ranges.delete(where.rangeIndex)
+    else ranges.set(where.rangeIndex, range)
+    // A full build holds no empty maps; neither may a patched image (differenceFromFullBuild).
+    if (ranges.size === 0) record.delete(where.topicId)
+    if (record.size === 0) records.delete(where.nodeId)
+  }
+  return records ?? before
 }
 
 /** The ClusterPart of the keys `kvs` (any others are skipped), read in their order. */
@@ -162,7 +238,7 @@ export function buildClusterPart(kvs: Iterable<KeyValue>, cache: Map<string, Par
   const brokerConfigs = new Map<string, Readonly<Record<string, string>>>()
   const clientMetricsConfigs = new Map<string, Readonly<Record<string, string>>>()
   const groupConfigs = new Map<string, Readonly<Record<string, string>>>()
-  const servedLeaderEpochs = new Map<BrokerId, ReadonlyMap<string, number>>()
+  const servedLeaderEpochs = new Map<BrokerId, Map<string, Map<number, ServedRange>>>()
   let clusterId = ''
   let controller: BrokerId = NO_LEADER
   let finalizedFeatures: FinalizedFeatures | undefined
@@ -184,12 +260,13 @@ export function buildClusterPart(kvs: Iterable<KeyValue>, cache: Map<string, Par
       groupConfigs.set(key.slice(KEYS.groupConfigsPrefix.length), JSON.parse(kv.value))
     } else if (key === FEATURES_KEY) finalizedFeatures = finalizedFeaturesFrom(kv)
     else if (key.startsWith(KEYS.servedPrefix)) {
-      const parsed = parseValue(cache, kv)
-      parsed.derived ??= new Map(Object.entries(parsed.value as Record<string, number>))
-      servedLeaderEpochs.set(
-        toBrokerId(Number(key.slice(KEYS.servedPrefix.length))),
-        parsed.derived as ReadonlyMap<string, number>,
-      )
+      const where = parseServedKey(key)
+      if (where === null) continue
+      let record = servedLeaderEpochs.get(where.nodeId)
+      if (record === undefined) servedLeaderEpochs.set(where.nodeId, (record = new Map()))
+      let ranges = record.get(where.topicId)
+      if (ranges === undefined) record.set(where.topicId, (ranges = new Map()))
+      ranges.set(where.rangeIndex, servedRangeValue(cache, kv))
     }
   }
   const controllerId = brokers.has(controller)

@@ -10,8 +10,9 @@ import { ACKS_ALL, type Acks, type BrokerId, nextOffset, type Offset } from '../
 import {
   type ClusterImage,
   type PartitionState,
+  type ServedRecord,
   STORAGE_ERROR_LEADER_EPOCH,
-  servedKey,
+  servedRecordFrom,
   type TopicImage,
 } from '../metadata/cluster-image.js'
 import type { ImageDelta } from '../metadata/image-delta.js'
@@ -219,16 +220,15 @@ export class ReplicaManager {
 
   /**
    * The leader epoch of every partition this broker leads now (log created, role applied,
-   * store session held), by servedKey: what the metadata's leadership record publishes.
+   * store session held): what the metadata's leadership record publishes.
    */
-  servedLeaderEpochs(): Map<string, number> {
-    const served = new Map<string, number>()
+  servedLeaderEpochs(): ServedRecord {
+    const served: [string, number, number][] = []
     for (const partition of this.partitions.values())
-      if (partition.isLeader)
-        served.set(servedKey(partition.id.topicId, partition.partition), partition.leaderEpoch)
+      if (partition.isLeader) served.push([partition.id.topicId, partition.partition, partition.leaderEpoch])
     for (const [k, topicId] of this.offline)
-      served.set(servedKey(topicId, Number(k.slice(k.indexOf('\u0000') + 1))), STORAGE_ERROR_LEADER_EPOCH)
-    return served
+      served.push([topicId, Number(k.slice(k.indexOf('\u0000') + 1)), STORAGE_ERROR_LEADER_EPOCH])
+    return servedRecordFrom(served)
   }
 
   /**

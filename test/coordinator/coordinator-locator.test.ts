@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
 import { type CoordinatorTopic, locateCoordinator } from '../../src/coordinator/coordinator-locator.js'
-import { type ClusterImage, servedKey } from '../../src/metadata/cluster-image.js'
+import { type ClusterImage, type ServedRecord, servedRecordFrom } from '../../src/metadata/cluster-image.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { toBrokerId } from '../helpers/broker-ids.js'
 import { ManualClock } from '../storage/helpers.js'
@@ -16,7 +16,7 @@ import { ManualClock } from '../storage/helpers.js'
 const TOPIC = '__transaction_state'
 const TOPIC_ID = 'tid'
 
-function image(served: ReadonlyMap<number, ReadonlyMap<string, number>>): ClusterImage {
+function image(served: ReadonlyMap<number, ServedRecord>): ClusterImage {
   return {
     brokers: new Map([
       [1, { nodeId: 1, host: '127.0.0.1', port: 9092 }],
@@ -48,9 +48,9 @@ test('another broker is named coordinator only once it serves the partition in i
   const topic = coordinatorTopic(() => current)
   assert.equal((await locateCoordinator(topic, 'txn')).errorCode, ErrorCode.COORDINATOR_NOT_AVAILABLE)
   // An older epoch served is not enough: the leader has not taken the new leadership yet.
-  current = image(new Map([[2, new Map([[servedKey(TOPIC_ID, 0), 2]])]]))
+  current = image(new Map([[2, servedRecordFrom([[TOPIC_ID, 0, 2]])]]))
   assert.equal((await locateCoordinator(topic, 'txn')).errorCode, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-  current = image(new Map([[2, new Map([[servedKey(TOPIC_ID, 0), 3]])]]))
+  current = image(new Map([[2, servedRecordFrom([[TOPIC_ID, 0, 3]])]]))
   const found = await locateCoordinator(topic, 'txn')
   assert.deepEqual(
     { errorCode: found.errorCode, nodeId: found.nodeId, port: found.port },

@@ -109,8 +109,13 @@ function randomRevision(mirror: Mirror, pick: (n: number) => number): void {
       else mirror.put(KEYS.controller, { nodeId: pick(4) })
     } else if (kind === 9)
       mirror.put(KEYS.brokerConfigs(pick(2) === 0 ? '' : '1'), { 'log.retention.ms': String(pick(9)) })
-    else if (kind === 10) mirror.put(KEYS.served(toBrokerId(pick(4))), { [`id-${name}:0`]: pick(4) })
-    else if (kind === 11) mirror.put(KEYS.staging(name), { topicId: `id-${name}`, writer: 'w' })
+    else if (kind === 10) {
+      // Ranges of a few records written and emptied, and now and then the key of before the split.
+      const id = toBrokerId(pick(4))
+      const key = pick(8) === 0 ? KEYS.servedWhole(id) : KEYS.servedRange(id, `id-${name}`, pick(3))
+      if (pick(3) === 0) mirror.delete(key)
+      else mirror.put(key, { [String(pick(3) * 1000 + pick(2))]: pick(4) })
+    } else if (kind === 11) mirror.put(KEYS.staging(name), { topicId: `id-${name}`, writer: 'w' })
     else if (kind === 12) mirror.put(`acls/${pick(3)}`, { acl: pick(9) })
     else mirror.put(KEYS.groupConfigs(`g${pick(2)}`), { 'consumer.session.timeout.ms': String(pick(9)) })
   }

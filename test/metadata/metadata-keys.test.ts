@@ -25,13 +25,15 @@ test('broker ids read from the store are branded there: registrations, controlle
     [
       kv(KEYS.broker(toBrokerId(2)), registration(2), 7),
       kv(KEYS.controller, { nodeId: 2 }, 8),
-      kv(KEYS.served(toBrokerId(2)), { 'id:0': 3 }, 9),
+      kv(KEYS.servedRange(toBrokerId(2), 'id', 1), { '1005': 3 }, 9),
+      kv(KEYS.servedWhole(toBrokerId(2)), { 'id:0': 4 }, 10),
     ],
     new Map(),
   )
   assert.equal(part.controllerId, 2)
   assert.equal(part.brokers.get(toBrokerId(2))?.brokerEpoch, 7)
-  assert.equal(part.servedLeaderEpochs.get(toBrokerId(2))?.get('id:0'), 3)
+  assert.equal(part.servedLeaderEpochs.get(toBrokerId(2))?.get('id')?.get(1)?.get(1005), 3)
+  assert.equal(part.servedLeaderEpochs.get(toBrokerId(2))?.size, 1, 'the key of before the split is not read')
 })
 
 test('a stored id that is no broker id is a bug, not a broker', () => {
@@ -44,4 +46,6 @@ test('a stored id that is no broker id is a bug, not a broker', () => {
   }
   assert.throws(() => buildClusterPart([kv(KEYS.controller, { nodeId: 0.5 }, 8)], new Map()), InvariantError)
   assert.throws(() => buildClusterPart([kv('served/x', { 'id:0': 3 }, 9)], new Map()), InvariantError)
+  assert.throws(() => buildClusterPart([kv('served/x/id/0', { 0: 3 }, 9)], new Map()), InvariantError)
+  assert.throws(() => buildClusterPart([kv('served/1/id/-1', { 0: 3 }, 9)], new Map()), InvariantError)
 })

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict'
 import { afterEach, beforeEach, test } from 'node:test'
 import { silentLogger } from '../../src/common/logger.js'
-import { type BrokerId, servedKey } from '../../src/metadata/cluster-image.js'
+import { type BrokerId, servedRecordFrom } from '../../src/metadata/cluster-image.js'
 import { ClusterMetadata } from '../../src/metadata/cluster-metadata.js'
 import { EmbeddedStore } from '../../src/metadata/store/embedded-store.js'
 import { type ConfigChange, type CreatableTopic, TopicAdmin } from '../../src/metadata/topic-admin.js'
@@ -76,10 +76,10 @@ function topic(name: string, partial: Partial<CreatableTopic> = {}): CreatableTo
 /** What each leader would record once it has applied the current image (leadership-record.ts). */
 async function leadersServe(metadata: ClusterMetadata): Promise<void> {
   const image = metadata.image()
-  const served = new Map(BROKERS.map((id) => [id, new Map<string, number>()]))
+  const served = new Map(BROKERS.map((id) => [id, [] as [string, number, number][]]))
   for (const t of image.topics.values())
-    for (const p of t.partitions) served.get(p.leader)?.set(servedKey(t.topicId, p.partition), p.leaderEpoch)
-  for (const [id, epochs] of served) await metadata.recordServed(toBrokerId(id), epochs)
+    for (const p of t.partitions) served.get(p.leader)?.push([t.topicId, p.partition, p.leaderEpoch])
+  for (const [id, epochs] of served) await metadata.recordServed(toBrokerId(id), servedRecordFrom(epochs))
 }
 
 /** Whether `promise` settles within a few turns of the event loop (no clock advance). */
@@ -193,9 +193,9 @@ test('a leader serving another epoch does not count; past the timeout the topic 
   // Partition 0 served in its epoch; partition 1's leader records a stale epoch.
   const p0 = created.partitions[0]
   const p1 = created.partitions[1]
-  await metadata.recordServed(p0.leader, new Map([[servedKey(created.topicId, 0), p0.leaderEpoch]]))
+  await metadata.recordServed(p0.leader, servedRecordFrom([[created.topicId, 0, p0.leaderEpoch]]))
   if (p1.leader !== p0.leader)
-    await metadata.recordServed(p1.leader, new Map([[servedKey(created.topicId, 1), p1.leaderEpoch + 7]]))
+    await metadata.recordServed(p1.leader, servedRecordFrom([[created.topicId, 1, p1.leaderEpoch + 7]]))
   assert.equal(await settlesSoon(answer), false, 'partition 1 is not served in its leader epoch')
   clock.advance(4999)
   assert.equal(await settlesSoon(answer), false)

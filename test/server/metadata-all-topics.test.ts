@@ -12,7 +12,7 @@ import {
   type ClusterImage,
   type PartitionState,
   STORAGE_ERROR_LEADER_EPOCH,
-  servedKey,
+  servedRecordFrom,
 } from '../../src/metadata/cluster-image.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
 import { allTopics } from '../../src/server/handlers/metadata.js'
@@ -30,11 +30,11 @@ function partition(index: number, leaderEpoch = 0): PartitionState {
 }
 
 test('all-topics Metadata lists a topic once its leaders serve it', () => {
-  const served = new Map([
-    [servedKey('served-id', 0), 0],
-    [servedKey('served-id', 1), 0],
-    [servedKey('half-id', 0), 0],
-    [servedKey('failed-id', 0), STORAGE_ERROR_LEADER_EPOCH],
+  const served = servedRecordFrom([
+    ['served-id', 0, 0],
+    ['served-id', 1, 0],
+    ['half-id', 0, 0],
+    ['failed-id', 0, STORAGE_ERROR_LEADER_EPOCH],
   ])
   const topics = [
     { name: 'served', topicId: 'served-id', partitions: [partition(0), partition(1)] },

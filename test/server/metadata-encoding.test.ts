@@ -13,8 +13,9 @@ import {
   type BrokerRegistration,
   type ClusterImage,
   type PartitionState,
+  type ServedRecord,
   STORAGE_ERROR_LEADER_EPOCH,
-  servedKey,
+  servedRecordFrom,
   type TopicImage,
 } from '../../src/metadata/cluster-image.js'
 import { ErrorCode } from '../../src/protocol/error-codes.js'
@@ -103,17 +104,17 @@ function image(): ClusterImage {
     },
     { name: 'secret', topicId: 'AAAAAAAAAAAAAAAAAAAABQ', partitions: [partition(0, 2, 1)], configs: {} },
   ]
-  const served = new Map<BrokerId, ReadonlyMap<string, number>>([
+  const served = new Map<BrokerId, ServedRecord>([
     [
       toBrokerId(1),
-      new Map([
-        [servedKey('AAAAAAAAAAAAAAAAAAAAAQ', 0), 0],
-        [servedKey('AAAAAAAAAAAAAAAAAAAAAQ', 2), 0],
-        [servedKey('AAAAAAAAAAAAAAAAAAAAAw', 0), 0],
-        [servedKey('AAAAAAAAAAAAAAAAAAAAAw', 1), STORAGE_ERROR_LEADER_EPOCH],
+      servedRecordFrom([
+        ['AAAAAAAAAAAAAAAAAAAAAQ', 0, 0],
+        ['AAAAAAAAAAAAAAAAAAAAAQ', 2, 0],
+        ['AAAAAAAAAAAAAAAAAAAAAw', 0, 0],
+        ['AAAAAAAAAAAAAAAAAAAAAw', 1, STORAGE_ERROR_LEADER_EPOCH],
       ]),
     ],
-    [toBrokerId(2), new Map([[servedKey('AAAAAAAAAAAAAAAAAAAAAQ', 1), 0]])],
+    [toBrokerId(2), servedRecordFrom([['AAAAAAAAAAAAAAAAAAAAAQ', 1, 0]])],
   ])
   return {
     clusterId: 'cluster-1',
@@ -253,10 +254,12 @@ test('a description is made again when its topic, the registered brokers or a le
     await assertFresh(version, current, 'first answer')
     // gamma-1's leader now serves it (its storage error gone): only the served record changed.
     const served = new Map(current.servedLeaderEpochs)
-    served.set(
-      toBrokerId(1),
-      new Map([...served.get(toBrokerId(1))!].map(([k, v]) => [k, v === STORAGE_ERROR_LEADER_EPOCH ? 0 : v])),
-    )
+    const entries: [string, number, number][] = []
+    for (const [topicId, ranges] of served.get(toBrokerId(1))!)
+      for (const range of ranges.values())
+        for (const [p, epoch] of range)
+          entries.push([topicId, p, epoch === STORAGE_ERROR_LEADER_EPOCH ? 0 : epoch])
+    served.set(toBrokerId(1), servedRecordFrom(entries))
     current = { ...current, servedLeaderEpochs: served }
     await assertFresh(version, current, 'served record changed')
     // Broker 3 gone: offline replicas, every topic object unchanged.

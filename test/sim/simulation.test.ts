@@ -270,7 +270,7 @@ describe('deterministic simulation', () => {
     assert.match(found.violation ?? '', /high watermark \d+ of leader \d+ .* below/)
   })
 
-  it('regression (seed 12, store latency 20): an unrelated image change keeps the ISR expansion in flight', async () => {
+  it('regression (seed 43, store latency 20): an unrelated image change keeps the ISR expansion in flight', async () => {
     // Before the fix Partition.updateState dropped the leader's pending ISR on every image
     // change: the HW moved over the committed ISR while a follower below it was being added,
     // then the expansion committed with that follower under the HW.
@@ -282,7 +282,9 @@ describe('deterministic simulation', () => {
     // 20 and 31 fail on the HW above a member being added, and pass with the fix with the
     // markers; 31 fails soonest. Since the broker's per-request timers run on a timing wheel
     // 31 drifted off the scenario; the same sweep of 1..60 fails 12, 44 and 58: 12 soonest.
-    const options: SimOptions = { seed: 12, storeLatencyMaxMs: 20 }
+    // With the served record written by range as well, 12 passes with the mutation; swept
+    // 1..140 again: 43, 67, 71, 74, 120 and 129 fail, 43 taken.
+    const options: SimOptions = { seed: 43, storeLatencyMaxMs: 20 }
     await runScenario(options, ISR_EXPANSION_ACROSS_IMAGE_CHANGE)
     await expectCaught(
       options,
@@ -436,10 +438,11 @@ describe('deterministic simulation', () => {
   // transaction.version 2 became the default (3 -> 9 with store stalls: seed 3's late write
   // now meets NOT_ENOUGH_REPLICAS; swept over seeds 1-24, chosen by their markers only).
   // With tidelog's transactional client (issue 37) both seeds still show their scenarios
-  // (swept over 1-60 and, with store stalls, 1-40).
+  // (swept over 1-60 and, with store stalls, 1-40). Since the served record is written by
+  // range, 9 with store stalls lost its late write (9 -> 2, the first of a sweep from 1).
   for (const [seed, extra, scenarios] of [
     [7, {}, [TXN_COORDINATOR_FAILOVER_MID_TRANSACTION, ZOMBIE_FENCED]],
-    [9, { storeStalls: true }, [ZOMBIE_FENCED, LATE_WRITE_REFUSED_BY_VERIFICATION]],
+    [2, { storeStalls: true }, [ZOMBIE_FENCED, LATE_WRITE_REFUSED_BY_VERIFICATION]],
   ] as const) {
     it(`transactions, seed ${seed}${Object.keys(extra).length > 0 ? ` (${Object.keys(extra).join(', ')})` : ''}: ${scenarios.map((s) => s.what).join('; ')}`, async () => {
       // Markers: "transactional id sim-txn-K in __transaction_state-P", "txn xK.N begins", a

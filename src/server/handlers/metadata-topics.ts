@@ -8,8 +8,8 @@
  *
  * A description depends on more than the topic: on which brokers are registered (offline
  * replicas) and, for partitions at their first leader epoch, on their leaders' served
- * records (leaderServes, leaderHasStorageError). It records those it read and is made again
- * when one differs. Descriptions are shared between requests: callers copy, never change them.
+ * records (leaderServes, leaderHasStorageError): a topic's description records its entries
+ * in those records, a partition's the range it read, and is made again when one differs. Descriptions are shared between requests: callers copy, never change them.
  * Authorization is not part of it: the handler filters and fills in authorized operations
  * per request.
  */
@@ -20,6 +20,8 @@ import {
   leaderServes,
   NO_LEADER,
   type PartitionState,
+  type ServedRange,
+  servedRangeOf,
   type TopicImage,
 } from '../../metadata/cluster-image.js'
 import { ErrorCode } from '../../protocol/error-codes.js'
@@ -38,14 +40,17 @@ interface Described {
   /** The registered broker ids it was made with (offline replicas are the others). */
   readonly brokerIds: string
   /**
-   * The served records it read, by leader: null when it read none, 'absent' when the image
-   * had none (every named leader then counts as serving).
+   * The served records' entries for this topic it read, by leader: null when it read none,
+   * 'absent' when the image had none (every named leader then counts as serving).
    */
-  readonly served: ReadonlyMap<BrokerId, ReadonlyMap<string, number> | undefined> | 'absent' | null
+  readonly served: ReadonlyMap<BrokerId, ServedRanges | undefined> | 'absent' | null
   /** Still in creation (no partition served yet): left out of an all-topics answer. */
   readonly inCreation: boolean
   readonly topic: MetadataResponseMetadataResponseTopic
 }
+
+/** A served record's ranges of one topic. */
+type ServedRanges = ReadonlyMap<number, ServedRange>
 
 const described = new WeakMap<TopicImage, Described>()
 const brokerIdsByMap = new WeakMap<ClusterImage['brokers'], string>()
@@ -64,8 +69,8 @@ function stillValid(entry: Described, image: ClusterImage): boolean {
   if (entry.served === null) return true
   if (image.servedLeaderEpochs === undefined) return entry.served === 'absent'
   if (entry.served === 'absent') return false
-  for (const [leader, record] of entry.served)
-    if (image.servedLeaderEpochs.get(leader) !== record) return false
+  for (const [leader, ranges] of entry.served)
+    if (image.servedLeaderEpochs.get(leader)?.get(entry.topic.topicId) !== ranges) return false
   return true
 }
 
@@ -81,7 +86,9 @@ export function describedTopic(image: ClusterImage, topic: TopicImage): Describe
       ? null
       : image.servedLeaderEpochs === undefined
         ? ('absent' as const)
-        : new Map([...leaders].map((id) => [id, image.servedLeaderEpochs?.get(id)] as const))
+        : new Map(
+            [...leaders].map((id) => [id, image.servedLeaderEpochs?.get(id)?.get(topic.topicId)] as const),
+          )
   const entry: Described = {
     brokerIds: brokerIdsOf(image),
     served,
@@ -161,7 +168,7 @@ const ABSENT = Symbol('absent')
 interface DescribedPartition {
   readonly topicId: string
   readonly brokerIds: string
-  readonly served: ReadonlyMap<string, number> | undefined | typeof NOT_READ | typeof ABSENT
+  readonly served: ServedRange | undefined | typeof NOT_READ | typeof ABSENT
   readonly partition: MetadataResponseMetadataResponsePartition
   /** The last description list it was put in (null: none yet). */
   list: readonly MetadataResponseMetadataResponsePartition[] | null
@@ -174,9 +181,11 @@ interface DescribedPartition {
 const describedPartitions = new WeakMap<PartitionState, DescribedPartition>()
 
 /** The served record the description of `p` reads: only a partition at its first leader epoch reads one. */
-function servedRead(image: ClusterImage, p: PartitionState): DescribedPartition['served'] {
+function servedRead(image: ClusterImage, topicId: string, p: PartitionState): DescribedPartition['served'] {
   if (p.leader === NO_LEADER || p.leaderEpoch > 0) return NOT_READ
-  return image.servedLeaderEpochs === undefined ? ABSENT : image.servedLeaderEpochs.get(p.leader)
+  return image.servedLeaderEpochs === undefined
+    ? ABSENT
+    : servedRangeOf(image, p.leader, topicId, p.partition)
 }
 
 function describedPartition(
@@ -185,7 +194,7 @@ function describedPartition(
   p: PartitionState,
   brokerIds: string,
 ): DescribedPartition {
-  const served = servedRead(image, p)
+  const served = servedRead(image, topic.topicId, p)
   const cached = describedPartitions.get(p)
   if (
     cached !== undefined &&
