@@ -18,7 +18,7 @@
  * dispatched after the ACCEPT was answered acquired after it, for certain.
  *
  * One delivery is exempt from "never acquired again": one by a deposed leader that does not
- * know it yet (its store link stalled), as Kafka's would. A share-partition leader
+ * know it yet (its store link stalled), as Kafka's would make. A share-partition leader
  * acquires from the state it holds in memory without asking the share coordinator; only its
  * writes carry its leader epoch, and the coordinator fences them once the new leader has read
  * the state with a higher one (the old leader then drops the share-partition), so a member of
@@ -278,8 +278,7 @@ export class ShareInvariants {
       throw new Violation(
         `broker ${broker} delivered p${partition} offset ${offset} with delivery count ${deliveryCount}, above the limit ${this.deliveryCountLimit}`,
       )
-    // A deposed leader's archiving at the limit is a write the share coordinator fences: not done.
-    if (deliveryCount === this.deliveryCountLimit && !deposed && !this.atLimit.has(key)) {
+    if (deliveryCount === this.deliveryCountLimit && !this.atLimit.has(key)) {
       this.atLimit.add(key)
       this.stats.reachedLimit++
     }
