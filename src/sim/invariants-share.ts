@@ -16,7 +16,19 @@
  * acquires between the two, and one whose answer waits (another partition's state being
  * read) may carry a record whose lock expired before another member accepted it. A fetch
  * dispatched after the ACCEPT was answered acquired after it, for certain.
+ *
+ * One delivery is exempt from "never acquired again": one by a deposed leader that does not
+ * know it yet (its store link stalled), as Kafka's would make. A share-partition leader
+ * acquires from the state it holds in memory without asking the share coordinator; only its
+ * writes carry its leader epoch, and the coordinator fences them once the new leader has read
+ * the state with a higher one (the old leader then drops the share-partition), so a member of
+ * the old leader cannot settle what it got, and KIP-932's at-least-once delivery allows the
+ * duplicate. Exempt means: the delivering broker's own leader epoch for the partition, when
+ * the fetch was answered, is below the store's when it was dispatched; epochs only grow, so
+ * it was deposed all through the fetch. A current leader's double delivery is never exempt;
+ * exempt deliveries are counted (the summary line), not checked.
  */
+import { toBrokerId } from '../common/types.js'
 import { ErrorCode } from '../protocol/error-codes.js'
 import type {
   ShareAcknowledgeRequest,
@@ -24,7 +36,7 @@ import type {
   ShareFetchRequest,
   ShareFetchResponse,
 } from '../protocol/generated/index.js'
-import { Violation } from './world-view.js'
+import { TOPIC, Violation, type WorldView } from './world-view.js'
 
 const SHARE_FETCH = 78
 const SHARE_ACKNOWLEDGE = 79
@@ -40,11 +52,8 @@ interface Settled {
   readonly type: 'ACCEPT' | 'REJECT'
 }
 
-/** What the share checks need of the run. */
-export interface ShareInvariantsHost {
-  readonly scheduler: { readonly now: number }
-  log(message: string): void
-}
+/** What the share checks need of the run: the store's truth and each broker's own view. */
+export type ShareInvariantsHost = Pick<WorldView, 'scheduler' | 'truth' | 'brokers' | 'log'>
 
 /** What happened to the share group's records in a run (the trace's summary line). */
 export interface ShareStats {
@@ -55,6 +64,8 @@ export interface ShareStats {
   rejected: number
   reachedLimit: number
   maxDeliveryCount: number
+  /** Records a deposed leader delivered after they were settled elsewhere (exempt, counted). */
+  deposedRedeliveries: number
 }
 
 type AckBatch = { firstOffset: bigint; lastOffset: bigint; acknowledgeTypes: number[] }
@@ -79,6 +90,7 @@ export class ShareInvariants {
     rejected: 0,
     reachedLimit: 0,
     maxDeliveryCount: 0,
+    deposedRedeliveries: 0,
   }
 
   constructor(
@@ -100,10 +112,14 @@ export class ShareInvariants {
     return ++this.seq
   }
 
-  /** A broker answered a ShareFetch dispatched at `dispatchSeq`. */
+  /**
+   * A broker answered a ShareFetch dispatched at `dispatchSeq`, when the store's leader epochs
+   * of the topic's partitions were `storeEpochsAtDispatch`.
+   */
   onShareFetchAnswer(
     broker: number,
     dispatchSeq: number,
+    storeEpochsAtDispatch: readonly number[],
     request: ShareFetchRequest,
     response: ShareFetchResponse,
   ): void {
@@ -118,9 +134,11 @@ export class ShareInvariants {
           this.onAcksAnswered(broker, answerSeq, p.partitionIndex, sent?.acknowledgementBatches ?? [])
         }
         if (p.errorCode !== ErrorCode.NONE) continue
+        const deposed =
+          this.brokerEpoch(broker, p.partitionIndex) < (storeEpochsAtDispatch[p.partitionIndex] ?? -1)
         for (const range of p.acquiredRecords)
           for (let offset = Number(range.firstOffset); offset <= Number(range.lastOffset); offset++)
-            this.onAcquired(broker, dispatchSeq, p.partitionIndex, offset, range.deliveryCount)
+            this.onAcquired(broker, dispatchSeq, deposed, p.partitionIndex, offset, range.deliveryCount)
       }
   }
 
@@ -155,6 +173,7 @@ export class ShareInvariants {
   ): ((outcome: { response: unknown } | { error: unknown }) => void) | undefined {
     if (apiKey !== SHARE_FETCH && apiKey !== SHARE_ACKNOWLEDGE) return undefined
     const dispatchSeq = this.onDispatch()
+    const storeEpochsAtDispatch = apiKey === SHARE_FETCH ? this.storeEpochs() : []
     const topics = (request as ShareFetchRequest | ShareAcknowledgeRequest).topics
     for (const topic of topics)
       for (const p of topic.partitions)
@@ -170,6 +189,7 @@ export class ShareInvariants {
           ? this.onShareFetchAnswer(
               broker,
               dispatchSeq,
+              storeEpochsAtDispatch,
               request as ShareFetchRequest,
               response as ShareFetchResponse,
             )
@@ -226,9 +246,24 @@ export class ShareInvariants {
     }
   }
 
+  /** The store's leader epoch of each partition of the topic now (-1: none). */
+  private storeEpochs(): number[] {
+    return (this.host.truth?.image().topics.get(TOPIC)?.partitions ?? []).map((p) => p?.leaderEpoch ?? -1)
+  }
+
+  /**
+   * The leader epoch `broker`'s process holds for the partition now (+Infinity if it holds
+   * none: such a broker is never taken for deposed).
+   */
+  private brokerEpoch(broker: number, partition: number): number {
+    const local = this.host.brokers.get(toBrokerId(broker))?.replicaManager?.getPartition(TOPIC, partition)
+    return local?.isLeader === true ? local.leaderEpoch : Number.POSITIVE_INFINITY
+  }
+
   private onAcquired(
     broker: number,
     dispatchSeq: number,
+    deposed: boolean,
     partition: number,
     offset: number,
     deliveryCount: number,
@@ -248,6 +283,13 @@ export class ShareInvariants {
       this.stats.reachedLimit++
     }
     const settled = this.settled.get(key)
+    if (settled !== undefined && settled.seq < dispatchSeq && deposed) {
+      this.stats.deposedRedeliveries++
+      this.host.log(
+        `share: deposed broker ${broker} delivered p${partition} offset ${offset} again (${settled.type}ed, broker ${settled.broker} answered at ${settled.atMs} ms) with delivery count ${deliveryCount} (not checked)`,
+      )
+      return
+    }
     if (settled !== undefined && settled.seq < dispatchSeq)
       throw new Violation(
         `p${partition} offset ${offset}, ${settled.type}ed (broker ${settled.broker} answered at ${settled.atMs} ms), delivered again by broker ${broker} with delivery count ${deliveryCount}`,

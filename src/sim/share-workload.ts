@@ -101,7 +101,7 @@ export class ShareWorkload {
     }
     const s = this.invariants.stats
     this.world.log(
-      `share: ${this.invariants.acked.size} records acknowledged to the producer, all settled after ${this.world.scheduler.now - start} ms; ${s.deliveries} deliveries (${s.redeliveries} again), ${s.accepted} accepted, ${s.released} released, ${s.rejected} rejected, ${s.reachedLimit} delivered ${SHARE_DELIVERY_COUNT_LIMIT} times; members ${this.members.length}`,
+      `share: ${this.invariants.acked.size} records acknowledged to the producer, all settled after ${this.world.scheduler.now - start} ms; ${s.deliveries} deliveries (${s.redeliveries} again), ${s.accepted} accepted, ${s.released} released, ${s.rejected} rejected, ${s.reachedLimit} delivered ${SHARE_DELIVERY_COUNT_LIMIT} times, ${s.deposedRedeliveries} settled ones again by a deposed leader; members ${this.members.length}`,
     )
     for (const member of this.members) member.crash()
     void this.producer?.close().catch(() => undefined)
