@@ -500,8 +500,13 @@ export class ProducerStateManager implements ProducerStateHook {
    * cut marker was above the high watermark, so its transaction is still unreplicated there.
    * KIP-890 verifications stay as they are: the replayed markers voided theirs once already.
    */
-  async load(): Promise<void> {
+  async load(newLog = false): Promise<void> {
     const { logStartOffset, logEndOffset, dir } = this.log
+    if (newLog) {
+      assert(logStartOffset === logEndOffset, () => `new log ${dir} holds ${logStartOffset}..${logEndOffset}`)
+      this.mapEndOffset = logEndOffset
+      return
+    }
     const fs = this.log.fileSystem
     // One listing for both: each directory listing is a syscall round trip per partition
     // of a restart.

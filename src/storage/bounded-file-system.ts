@@ -118,7 +118,7 @@ export class BoundedFileSystem implements FileSystem {
   unlink(path: string): Promise<void> {
     return this.inner.unlink(path)
   }
-  mkdir(path: string): Promise<void> {
+  mkdir(path: string): Promise<boolean> {
     return this.inner.mkdir(path)
   }
   rmdir(path: string): Promise<void> {

@@ -46,8 +46,15 @@ export class LeaderEpochFileCache {
     this.checkInvariants()
   }
 
-  static async load(fs: FileSystem, dir: string, logger: Logger): Promise<LeaderEpochFileCache> {
+  /** `newDir`: the log's directory was just made, so there is no checkpoint to read yet. */
+  static async load(
+    fs: FileSystem,
+    dir: string,
+    logger: Logger,
+    newDir = false,
+  ): Promise<LeaderEpochFileCache> {
     const checkpoint = new CheckpointFile(fs, join(dir, LEADER_EPOCH_CHECKPOINT_FILENAME), epochEntryFormat)
+    if (newDir) return new LeaderEpochFileCache(checkpoint, [], logger)
     let entries: EpochEntry[]
     try {
       entries = await checkpoint.read()

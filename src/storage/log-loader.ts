@@ -117,6 +117,27 @@ export async function loadLog(loadParams: LoadParams): Promise<LoadedLog> {
 }
 
 /**
+ * A log whose directory the caller just made (a new replica): nothing to list, read or
+ * recover, so one empty segment at the log start, its index files made when first written.
+ * What loadLog would find in an empty directory, without its listing and reads.
+ */
+export async function createNewLog(
+  params: Pick<LoadParams, 'fs' | 'dir' | 'segmentOptions' | 'nowMs' | 'logStartOffset'>,
+): Promise<LoadedLog> {
+  const { logStartOffset } = params
+  const segment = await createSegment(
+    params.fs,
+    params.dir,
+    logStartOffset,
+    params.segmentOptions,
+    params.nowMs,
+    '',
+    true,
+  )
+  return { segments: [segment], logEndOffset: logStartOffset, logStartOffset, recoveryPoint: logStartOffset }
+}
+
+/**
  * Finishes cleaner swaps a crash interrupted (Kafka's LogLoader.completeSwapOperations). A
  * `<base>.log.swap` exists only once the cleaned segment was complete and fsynced, so it
  * wins: the segments it replaces (those starting in [base, its next offset)) are deleted
@@ -290,7 +311,9 @@ async function recoverSegments(
     kept.push(segment)
     const unflushed = segment.baseOffset >= recoverFromBase
     if (!unflushed && indexProblem === undefined) continue
-    if (indexProblem !== undefined) {
+    // A new log's index files are made at its first roll or close (createLazily): one that
+    // crashed before has none, which the recovery it gets anyway rebuilds without a word.
+    if (indexProblem !== undefined && !(unflushed && indexProblem.endsWith(' missing'))) {
       params.logger.warn(
         { segment: segment.logPath, problem: indexProblem },
         'rebuilding index of log segment',

@@ -71,4 +71,6 @@ export interface LoadedLogParts {
   readonly wasCompacted: boolean
   readonly recentBatchesMaxBytes: number
   readonly hooks: LogHooks
+  /** The directory was made by this open (createNewLog), not loaded. */
+  readonly createdNew: boolean
 }

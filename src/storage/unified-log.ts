@@ -35,7 +35,7 @@ import {
 import { LocalLog, segmentOptions } from './local-log.js'
 import { DEFAULT_LOG_CONFIG, hasCompactPolicy, hasDeletePolicy, type LogConfig } from './log-config.js'
 import { CLEANED_FILE_SUFFIX } from './log-file-names.js'
-import { loadLog } from './log-loader.js'
+import { createNewLog, loadLog } from './log-loader.js'
 import { LogQueue, type PendingAppend } from './log-queue.js'
 import type { LogSegment } from './log-segment.js'
 import { appendRules, type ValidatedAppend, validateAppend } from './log-validator.js'
@@ -103,6 +103,8 @@ export class UnifiedLog {
   private readonly recent: RecentBatches
 
   readonly dir: string
+  /** Its directory was made by open(): every file in it is this process's. */
+  readonly createdNew: boolean
   readonly leaderEpochCache: LeaderEpochFileCache
   private readonly clock: Clock
   private readonly logger: Logger
@@ -111,6 +113,7 @@ export class UnifiedLog {
   /** Built by `open` once the segments are loaded. */
   private constructor(parts: LoadedLogParts) {
     this.dir = parts.dir
+    this.createdNew = parts.createdNew
     this.clock = parts.clock
     this.logger = parts.logger
     this.leaderEpochCache = parts.leaderEpochCache
@@ -135,9 +138,9 @@ export class UnifiedLog {
     const clock = options.clock ?? systemClock
     const config = options.config ?? DEFAULT_LOG_CONFIG
     const logger = (options.logger ?? silentLogger).child({ log: basename(options.dir) })
-    await fs.mkdir(options.dir)
-    const leaderEpochCache = await LeaderEpochFileCache.load(fs, options.dir, logger)
-    const loaded = await loadLog({
+    const createdNew = await fs.mkdir(options.dir) // made now: no listing, nothing to read in it
+    const leaderEpochCache = await LeaderEpochFileCache.load(fs, options.dir, logger, createdNew)
+    const params = {
       fs,
       dir: options.dir,
       segmentOptions: segmentOptions(config),
@@ -149,7 +152,8 @@ export class UnifiedLog {
       logStartOffset: options.logStartOffset ?? (0 as Offset),
       leaderEpochCache,
       allowOffsetGaps: hasCompactPolicy(config) || options.wasCompacted === true,
-    })
+    }
+    const loaded = createdNew ? await createNewLog(params) : await loadLog(params)
     return new UnifiedLog({
       dir: options.dir,
       config,
@@ -162,6 +166,7 @@ export class UnifiedLog {
       wasCompacted: options.wasCompacted === true,
       recentBatchesMaxBytes: options.recentBatchesMaxBytes ?? RECENT_BATCHES_MAX_BYTES_DEFAULT,
       hooks: options,
+      createdNew,
     })
   }
 
@@ -249,7 +254,7 @@ export class UnifiedLog {
   attachProducerState(hook: ProducerStateHook): Promise<void> {
     assert(this.producerStateHook === undefined, () => `${this.dir} already has producer state`)
     return this.enqueue(async () => {
-      await hook.load()
+      await hook.load(this.createdNew && this.logEndOffset === this.logStartOffset)
       this.producerStateHook = hook
     })
   }
