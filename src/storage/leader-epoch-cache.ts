@@ -61,7 +61,7 @@ export class LeaderEpochFileCache {
     } catch (err) {
       if (!(err instanceof CheckpointFormatError)) throw err
       logger.warn(
-        { err: err.message },
+        { path: checkpoint.path, err: err.message },
         'leader-epoch-checkpoint is malformed; starting from an empty cache, recovered from the batches',
       )
       const cache = new LeaderEpochFileCache(checkpoint, [], logger)
@@ -115,7 +115,7 @@ export class LeaderEpochFileCache {
     const removed = this.removeFromEnd((e) => e.epoch >= epoch || e.startOffset >= startOffset)
     if (removed.length > 1 || (removed.length === 1 && removed[0].startOffset !== startOffset)) {
       this.logger.warn(
-        { epoch, startOffset, removed },
+        { path: this.checkpoint.path, epoch, startOffset, removed },
         'leader epoch cache: removed entries contradicting a new epoch',
       )
     }

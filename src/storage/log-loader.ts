@@ -8,7 +8,7 @@
  * flush, not the size of the log (an index is checked from its used entries only: see
  * abstract-index.ts).
  */
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import type { FileSystem } from '../common/file-system.js'
 import type { Logger } from '../common/logger.js'
 import {
@@ -19,7 +19,9 @@ import {
   type Offset,
   toOffset,
 } from '../common/types.js'
-import { type LeaderEpochFileCache, UNDEFINED_EPOCH } from './leader-epoch-cache.js'
+import { LeaderEpochFileCache, UNDEFINED_EPOCH } from './leader-epoch-cache.js'
+import { segmentOptions } from './local-log.js'
+import { hasCompactPolicy, type LogConfig } from './log-config.js'
 import {
   filenamePrefixFromOffset,
   INDEX_FILE_SUFFIX,
@@ -30,6 +32,7 @@ import type { LogSegment, SegmentOptions } from './log-segment.js'
 import { createSegment, openSegment, openSegmentLazily } from './log-segment-open.js'
 import { checkBatch } from './record-batch-check.js'
 import { TXN_INDEX_FILE_SUFFIX } from './transaction-index.js'
+import type { UnifiedLogOptions } from './unified-log-options.js'
 
 /** Leftovers of interrupted deletes, compactions or checkpoint writes. */
 const TEMP_FILE_SUFFIXES = ['.deleted', '.cleaned', '.swap', '.tmp']
@@ -64,6 +67,35 @@ interface RecoveryOutcome {
   readonly nextOffset: Offset | undefined
   /** True when the segment was cut, so later segments cannot be trusted. */
   readonly truncated: boolean
+}
+
+/**
+ * The log's directory made (a new log: createNewLog) or loaded (loadLog), with its
+ * leader-epoch cache: what UnifiedLog.open builds the log from.
+ */
+export async function openLogDir(
+  options: UnifiedLogOptions,
+  resolved: { fs: FileSystem; config: LogConfig; nowMs: number; logger: Logger },
+): Promise<{ createdNew: boolean; leaderEpochCache: LeaderEpochFileCache; loaded: LoadedLog }> {
+  const { fs, config, logger } = resolved
+  const createdNew = await fs.mkdir(options.dir) // made now: no listing, nothing to read in it
+  const leaderEpochCache = await LeaderEpochFileCache.load(fs, options.dir, logger, createdNew)
+  const params = {
+    fs,
+    dir: options.dir,
+    segmentOptions: segmentOptions(config),
+    nowMs: resolved.nowMs,
+    // A child only while loading: the log's own messages name it themselves.
+    logger: createdNew ? logger : logger.child({ log: basename(options.dir) }),
+    // A damaged leader-epoch checkpoint is rebuilt by recovering every segment (see there).
+    hadCleanShutdown: (options.hadCleanShutdown ?? false) && !leaderEpochCache.damaged,
+    recoveryPoint: leaderEpochCache.damaged ? (0 as Offset) : (options.recoveryPoint ?? (0 as Offset)),
+    logStartOffset: options.logStartOffset ?? (0 as Offset),
+    leaderEpochCache,
+    allowOffsetGaps: hasCompactPolicy(config) || options.wasCompacted === true,
+  }
+  const loaded = createdNew ? await createNewLog(params) : await loadLog(params)
+  return { createdNew, leaderEpochCache, loaded }
 }
 
 export async function loadLog(loadParams: LoadParams): Promise<LoadedLog> {

@@ -28,14 +28,14 @@ import {
 } from './errors.js'
 import {
   type EpochEndOffset,
-  LeaderEpochFileCache,
+  type LeaderEpochFileCache,
   UNDEFINED_EPOCH,
   UNDEFINED_EPOCH_OFFSET,
 } from './leader-epoch-cache.js'
-import { LocalLog, segmentOptions } from './local-log.js'
+import { LocalLog } from './local-log.js'
 import { DEFAULT_LOG_CONFIG, hasCompactPolicy, hasDeletePolicy, type LogConfig } from './log-config.js'
 import { CLEANED_FILE_SUFFIX } from './log-file-names.js'
-import { createNewLog, loadLog } from './log-loader.js'
+import { openLogDir } from './log-loader.js'
 import { LogQueue, type PendingAppend } from './log-queue.js'
 import type { LogSegment } from './log-segment.js'
 import { appendRules, type ValidatedAppend, validateAppend } from './log-validator.js'
@@ -137,23 +137,14 @@ export class UnifiedLog {
     assert(fs !== undefined, 'UnifiedLog.open needs a file system')
     const clock = options.clock ?? systemClock
     const config = options.config ?? DEFAULT_LOG_CONFIG
-    const logger = (options.logger ?? silentLogger).child({ log: basename(options.dir) })
-    const createdNew = await fs.mkdir(options.dir) // made now: no listing, nothing to read in it
-    const leaderEpochCache = await LeaderEpochFileCache.load(fs, options.dir, logger, createdNew)
-    const params = {
+    // The broker's logger, each message naming the log: a pino child per replica cost ~190 bytes.
+    const logger = options.logger ?? silentLogger
+    const { createdNew, leaderEpochCache, loaded } = await openLogDir(options, {
       fs,
-      dir: options.dir,
-      segmentOptions: segmentOptions(config),
+      config,
       nowMs: clock.nowMs(),
       logger,
-      // A damaged leader-epoch checkpoint is rebuilt by recovering every segment (see there).
-      hadCleanShutdown: (options.hadCleanShutdown ?? false) && !leaderEpochCache.damaged,
-      recoveryPoint: leaderEpochCache.damaged ? (0 as Offset) : (options.recoveryPoint ?? (0 as Offset)),
-      logStartOffset: options.logStartOffset ?? (0 as Offset),
-      leaderEpochCache,
-      allowOffsetGaps: hasCompactPolicy(config) || options.wasCompacted === true,
-    }
-    const loaded = createdNew ? await createNewLog(params) : await loadLog(params)
+    })
     return new UnifiedLog({
       dir: options.dir,
       config,
@@ -165,7 +156,7 @@ export class UnifiedLog {
       highWatermark: options.highWatermark ?? (0 as Offset),
       wasCompacted: options.wasCompacted === true,
       recentBatchesMaxBytes: options.recentBatchesMaxBytes ?? RECENT_BATCHES_MAX_BYTES_DEFAULT,
-      hooks: options,
+      hooks: options.hooks ?? options,
       createdNew,
     })
   }
@@ -174,6 +165,10 @@ export class UnifiedLog {
 
   get config(): LogConfig {
     return this.local.config
+  }
+  /** `<topic>-<partition>`: what its log messages name it. */
+  private get name(): string {
+    return basename(this.dir)
   }
   get logStartOffset(): Offset {
     return this.logStartOffsetValue
@@ -400,7 +395,9 @@ export class UnifiedLog {
     const dueInMs = Math.max(0, this.lastFlushTimeMs + this.config.flushMs - this.clock.nowMs())
     this.flushTimer = this.clock.setTimeout(() => {
       this.flushTimer = undefined
-      this.flush().catch((err: unknown) => this.logger.error({ err }, 'scheduled flush failed'))
+      this.flush().catch((err: unknown) =>
+        this.logger.error({ log: this.name, err }, 'scheduled flush failed'),
+      )
     }, dueInMs)
   }
 
@@ -543,7 +540,7 @@ export class UnifiedLog {
   /** What every cut of the log's tail but a full one updates, in this order, for the new log end. */
   private async afterTruncationTo(logEndOffset: Offset): Promise<void> {
     this.noteTruncation(logEndOffset)
-    await this.hooks.onTruncated?.(logEndOffset)
+    await this.hooks.onTruncated?.(logEndOffset, this)
     this.logStartOffsetValue = minOffset(this.logStartOffsetValue, logEndOffset)
     this.highWatermarkValue = minOffset(this.highWatermarkValue, logEndOffset)
     this.checkInvariants()
@@ -572,6 +569,7 @@ export class UnifiedLog {
       await this.afterTruncationTo(logEndOffset)
       this.logger.error(
         {
+          log: this.name,
           segment: err.segmentPath,
           position: err.position,
           problem: err.problem,
@@ -588,7 +586,7 @@ export class UnifiedLog {
   /** A leader's read found a damaged batch: the log, and so its log dir, goes offline (Kafka's disk-failure path). */
   markCorrupt(err: CorruptSegmentError): void {
     this.logger.error(
-      { segment: err.segmentPath, position: err.position, problem: err.problem },
+      { log: this.name, segment: err.segmentPath, position: err.position, problem: err.problem },
       'corrupt record batch in a leader log: taking its log dir offline so an in-sync replica leads',
     )
     this.fail(err)
@@ -604,12 +602,12 @@ export class UnifiedLog {
     this.recent.clear()
     const deletedSegments = await this.local.truncateFullyAndStartAt(newOffset)
     this.noteTruncation(newOffset)
-    await this.hooks.onTruncated?.(newOffset)
+    await this.hooks.onTruncated?.(newOffset, this)
     this.logStartOffsetValue = newOffset
     this.highWatermarkValue = newOffset
     this.checkInvariants()
     await this.leaderEpochCache.clearAndFlush()
-    this.logger.info({ newOffset, deletedSegments }, 'truncated log fully')
+    this.logger.info({ log: this.name, newOffset, deletedSegments }, 'truncated log fully')
     this.checkInvariants()
     await this.producerStateHook?.onTruncated()
   }
@@ -775,10 +773,10 @@ export class UnifiedLog {
     this.failure = isStorageError(err, 'KAFKA_STORAGE_ERROR')
       ? err
       : storageFailure(`log ${this.dir} failed`, err)
-    this.logger.error({ err }, 'log went offline after a failed disk operation')
+    this.logger.error({ log: this.name, err }, 'log went offline after a failed disk operation')
     this.recent.clear()
     this.cancelFlushTimer()
-    this.hooks.onStorageError?.(this.failure)
+    this.hooks.onStorageError?.(this.failure, this)
     this.queue.rejectAll(this.failure)
   }
 
