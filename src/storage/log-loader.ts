@@ -9,6 +9,7 @@
  * abstract-index.ts).
  */
 import { basename, join } from 'node:path'
+import type { Clock } from '../common/clock.js'
 import type { FileSystem } from '../common/file-system.js'
 import type { Logger } from '../common/logger.js'
 import {
@@ -75,7 +76,7 @@ interface RecoveryOutcome {
  */
 export async function openLogDir(
   options: UnifiedLogOptions,
-  resolved: { fs: FileSystem; config: LogConfig; nowMs: number; logger: Logger },
+  resolved: { fs: FileSystem; config: LogConfig; clock: Clock; logger: Logger },
 ): Promise<{ createdNew: boolean; leaderEpochCache: LeaderEpochFileCache; loaded: LoadedLog }> {
   const { fs, config, logger } = resolved
   const createdNew = await fs.mkdir(options.dir) // made now: no listing, nothing to read in it
@@ -84,7 +85,7 @@ export async function openLogDir(
     fs,
     dir: options.dir,
     segmentOptions: segmentOptions(config),
-    nowMs: resolved.nowMs,
+    nowMs: resolved.clock.nowMs(),
     // A child only while loading: the log's own messages name it themselves.
     logger: createdNew ? logger : logger.child({ log: basename(options.dir) }),
     // A damaged leader-epoch checkpoint is rebuilt by recovering every segment (see there).

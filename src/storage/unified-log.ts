@@ -36,7 +36,7 @@ import { LocalLog } from './local-log.js'
 import { DEFAULT_LOG_CONFIG, hasCompactPolicy, hasDeletePolicy, type LogConfig } from './log-config.js'
 import { CLEANED_FILE_SUFFIX } from './log-file-names.js'
 import { openLogDir } from './log-loader.js'
-import { LogQueue, type PendingAppend } from './log-queue.js'
+import { LogQueue, type LogQueueHost, type PendingAppend } from './log-queue.js'
 import type { LogSegment } from './log-segment.js'
 import { appendRules, type ValidatedAppend, validateAppend } from './log-validator.js'
 import { RECENT_BATCHES_MAX_BYTES_DEFAULT, RecentBatches } from './recent-batches.js'
@@ -84,13 +84,15 @@ export class UnifiedLog {
   private logStartOffsetValue: Offset
   private highWatermarkValue: Offset
   private readonly hooks: LogHooks
-  private readonly queue = new LogQueue({
-    runAppends: (appends) => this.runAppends(appends),
-    taskDone: () => this.hooks.onChanged?.(),
-    unusableError: () => this.unusableError(),
-    failure: () => this.failure,
-    fail: (err) => this.fail(err),
-  })
+  /** The queue's calls into each log, one object for all (see LogQueueHost). */
+  private static readonly queueHost: LogQueueHost<UnifiedLog> = {
+    runAppends: (log, appends) => log.runAppends(appends),
+    taskDone: (log) => log.hooks.onChanged?.(),
+    unusableError: (log) => log.unusableError(),
+    failure: (log) => log.failure,
+    fail: (log, err) => log.fail(err),
+  }
+  private readonly queue = new LogQueue(this, UnifiedLog.queueHost)
   private flushTimer: TimerHandle | undefined
   private failure: StorageError | undefined
   private closed = false
@@ -139,12 +141,7 @@ export class UnifiedLog {
     const config = options.config ?? DEFAULT_LOG_CONFIG
     // The broker's logger, each message naming the log: a pino child per replica cost ~190 bytes.
     const logger = options.logger ?? silentLogger
-    const { createdNew, leaderEpochCache, loaded } = await openLogDir(options, {
-      fs,
-      config,
-      nowMs: clock.nowMs(),
-      logger,
-    })
+    const { createdNew, leaderEpochCache, loaded } = await openLogDir(options, { fs, config, clock, logger })
     return new UnifiedLog({
       dir: options.dir,
       config,
