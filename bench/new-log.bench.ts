@@ -11,14 +11,14 @@
  *     with --heap-snapshot, snapshots before and after, and what grew, by constructor,
  *     in bytes per replica (bench/heap-summary.ts).
  *   - --strace: each section again in a child under `strace -f -c`, with the count and
- *     with none, and the syscalls of the difference per log (the CPU figures of those
- *     children are strace's, not printed).
+ *     with none, and the syscalls of the difference per log: the creation only (the
+ *     children end without a shutdown). Their CPU figures are strace's, not printed.
  *
  *   node --expose-gc dist/bench/new-log.bench.js [--sections storage,broker] [--logs 3000]
  *     [--partitions 3000] [--heap-snapshot] [--strace] [--runs 1]
  */
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -161,10 +161,8 @@ async function storageSection(n: number): Promise<void> {
     const elapsedMs = performance.now() - started
     const cpuUs = cpuMicros() - cpuBefore
     const heapAfter = heldHeapBytes()
-    if (values.child) {
-      console.log(`CHILD-DONE ${n}`)
-      return
-    }
+    // Under strace only the creation counts: no shutdown, no removal (the parent removes the dir).
+    if (values.child) exitChild(dir)
     row(`storage: ${n} logs created`, `${elapsedMs.toFixed(0)} ms`, `load ${loadAverage()}`)
     row('  CPU per log', `${n ? (cpuUs / n).toFixed(0) : '-'} µs`, 'this process, libuv pool included')
     row('  heap per log', `${n ? ((heapAfter - heapBefore) / n).toFixed(0) : '-'} B`, 'after forced GC')
@@ -219,10 +217,7 @@ async function brokerSection(n: number): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 2000))
     const heapAfter = heldHeapBytes()
     const rssAfter = process.memoryUsage().rss
-    if (values.child) {
-      console.log(`CHILD-DONE ${n}`)
-      return
-    }
+    if (values.child) exitChild(dataDir)
     row(`broker: ${n} partitions RF 1 hosted`, `${elapsedMs.toFixed(0)} ms`, `load ${loadAverage()}`)
     row(
       '  CPU per replica',
@@ -247,6 +242,12 @@ async function brokerSection(n: number): Promise<void> {
   }
 }
 
+/** Ends a child run under strace at once, naming the directory it leaves for the parent to remove. */
+function exitChild(dir: string): never {
+  writeSync(1, `CHILD-DIR ${dir}\n`)
+  process.exit(0)
+}
+
 function loadAverage(): string {
   return loadavg()
     .map((l) => l.toFixed(2))
@@ -257,7 +258,7 @@ function loadAverage(): string {
 function straceCounts(section: string, n: number): Map<string, number> {
   const out = join(mkdtempSync(join(tmpdir(), 'tidelog-strace-')), 'strace.txt')
   const count = section === 'storage' ? ['--logs', String(n)] : ['--partitions', String(n)]
-  execFileSync(
+  const stdout = execFileSync(
     'strace',
     [
       '-f',
@@ -272,8 +273,11 @@ function straceCounts(section: string, n: number): Map<string, number> {
       section,
       ...count,
     ],
-    { stdio: ['ignore', 'ignore', 'inherit'] },
+    { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' },
   )
+  const left = /^CHILD-DIR (.+)$/m.exec(stdout)?.[1]
+  if (left === undefined) throw new Error(`the strace child did not finish: ${stdout}`)
+  rmSync(left, { recursive: true, force: true })
   const counts = new Map<string, number>()
   for (const line of readFileSync(out, 'utf8').split('\n')) {
     // % time  seconds  usecs/call  calls  [errors]  syscall

@@ -6,7 +6,6 @@
  *
  * Invariant after every change: epochs strictly increase and so do start offsets.
  */
-import { join } from 'node:path'
 import { assert } from '../common/assert.js'
 import type { FileSystem } from '../common/file-system.js'
 import type { Logger } from '../common/logger.js'
@@ -17,6 +16,7 @@ import {
   type EpochEntry,
   epochEntryFormat,
 } from './checkpoint-file.js'
+import { joinFlat } from './log-file-names.js'
 
 export const LEADER_EPOCH_CHECKPOINT_FILENAME = 'leader-epoch-checkpoint'
 /** Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET. */
@@ -53,7 +53,11 @@ export class LeaderEpochFileCache {
     logger: Logger,
     newDir = false,
   ): Promise<LeaderEpochFileCache> {
-    const checkpoint = new CheckpointFile(fs, join(dir, LEADER_EPOCH_CHECKPOINT_FILENAME), epochEntryFormat)
+    const checkpoint = new CheckpointFile(
+      fs,
+      joinFlat(dir, LEADER_EPOCH_CHECKPOINT_FILENAME),
+      epochEntryFormat,
+    )
     if (newDir) return new LeaderEpochFileCache(checkpoint, [], logger)
     let entries: EpochEntry[]
     try {

@@ -4,13 +4,13 @@
  * segment after a crash), or opened lazily (an inactive segment of a cleanly shut down
  * log: nothing opened or read until first use, as Kafka's LazyIndex).
  */
-import { join } from 'node:path'
 import { assert } from '../common/assert.js'
 import type { FileSystem } from '../common/file-system.js'
 import type { Offset } from '../common/types.js'
 import {
   filenamePrefixFromOffset,
   INDEX_FILE_SUFFIX,
+  joinFlat,
   logFilePath,
   TIME_INDEX_FILE_SUFFIX,
 } from './log-file-names.js'
@@ -26,7 +26,7 @@ function segmentIndexes(
   options: SegmentOptions,
   fileSuffix = '',
 ) {
-  const prefix = join(dir, filenamePrefixFromOffset(baseOffset))
+  const prefix = joinFlat(dir, filenamePrefixFromOffset(baseOffset))
   return {
     offsetIndex: new OffsetIndex(
       fs,

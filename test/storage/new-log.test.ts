@@ -13,6 +13,7 @@ import { pino } from 'pino'
 import type { Offset } from '../../src/common/types.js'
 import { nodeFileSystem } from '../../src/runtime/node-file-system.js'
 import { fromProperties } from '../../src/storage/log-config.js'
+import { joinFlat } from '../../src/storage/log-file-names.js'
 import { UnifiedLog } from '../../src/storage/unified-log.js'
 import { readAll, simpleBatch, withTempDir } from './helpers.js'
 
@@ -50,6 +51,16 @@ async function crashAndReopen(dir: string) {
 }
 
 describe('a log created new', () => {
+  it('keeps its paths as path.join gives them', () => {
+    for (const [dir, name] of [
+      ['/data/t-0', '00000000000000000000'],
+      ['/data/x/', 'leader-epoch-checkpoint'],
+      ['rel/./t-1', 'a'],
+      ['/data/ü-0', 'b'],
+    ])
+      assert.equal(joinFlat(dir, name), join(dir, name))
+  })
+
   it('makes its .log only, and its index files at close, at their final length', async () => {
     await withTempDir(async (root) => {
       const dir = join(root, 't-0')
