@@ -38,8 +38,11 @@ export interface FileSystem {
   open(path: string, flags: OpenFlags): Promise<FileHandle>
   rename(from: string, to: string): Promise<void>
   unlink(path: string): Promise<void>
-  /** Creates the directory and its parents; no error if it exists. */
-  mkdir(path: string): Promise<void>
+  /**
+   * Creates the directory and its parents; no error if it exists. True when this call made
+   * `path` itself, so it is empty: a new log skips reading what cannot be there yet.
+   */
+  mkdir(path: string): Promise<boolean>
   /** Removes a directory and everything below it. */
   rmdir(path: string): Promise<void>
   readdir(path: string): Promise<string[]>

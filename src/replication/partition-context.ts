@@ -49,10 +49,10 @@ export interface PartitionContext {
   /** This broker's own epoch, from its registration (-1 while unregistered). Absent: -1. */
   readonly localBrokerEpoch?: () => number
   /** The topic's min.insync.replicas (KIP-966: no HW advance below it). Absent: 1. */
-  readonly minInsyncReplicas?: () => number
+  readonly minInsyncReplicas?: (topic: string) => number
   /**
    * A follower's log was cut by something other than its fetcher (a corrupt batch met by a
    * read): its fetcher, which looks only at partitions with news, must send the new position.
    */
-  readonly onFollowerLogCut?: () => void
+  readonly onFollowerLogCut?: (topic: string, partition: number) => void
 }

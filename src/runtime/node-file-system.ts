@@ -164,8 +164,9 @@ export class NodeFileSystem implements FileSystem {
   unlink(path: string): Promise<void> {
     return fsp.unlink(path)
   }
-  async mkdir(path: string): Promise<void> {
-    await fsp.mkdir(path, { recursive: true })
+  async mkdir(path: string): Promise<boolean> {
+    // The first directory it made, undefined when `path` existed: one mkdir syscall either way.
+    return (await fsp.mkdir(path, { recursive: true })) !== undefined
   }
   rmdir(path: string): Promise<void> {
     return fsp.rm(path, { recursive: true, force: true })

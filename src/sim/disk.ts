@@ -165,15 +165,19 @@ export class SimDisk {
     this.children.get(parentOf(path))?.delete(path)
   }
 
-  mkdir(path: string): void {
+  /** True when `path` itself did not exist (see FileSystem.mkdir). */
+  mkdir(path: string): boolean {
     const parts = path.split('/').filter((p) => p !== '')
     let at = ''
+    let made = false
     for (const part of parts) {
       at = `${at}/${part}`
       if (this.files.has(at)) throw fsError('ENOTDIR', at)
+      made = !this.dirs.has(at)
       this.dirs.add(at)
       this.list(at)
     }
+    return made
   }
 
   rmdir(path: string): void {
@@ -280,7 +284,7 @@ export class ProcessDisk implements FileSystem {
   unlink(path: string): Promise<void> {
     return this.run(() => this.disk.unlink(path))
   }
-  mkdir(path: string): Promise<void> {
+  mkdir(path: string): Promise<boolean> {
     return this.run(() => this.disk.mkdir(path))
   }
   rmdir(path: string): Promise<void> {

@@ -36,6 +36,12 @@ export abstract class AbstractIndex {
    */
   private zeroPastPersisted = false
   private handle: FileHandle | undefined
+  /**
+   * The file is not made yet (createLazily): made by the first write that must reach the
+   * disk (a persist, trim or truncation), while a rename or delete before that has nothing
+   * to move. Pending while the file is being opened.
+   */
+  private deferredFile: boolean | Promise<void> = false
 
   constructor(
     protected readonly fs: FileSystem,
@@ -78,12 +84,34 @@ export abstract class AbstractIndex {
 
   /** Creates an empty file (replacing any), preallocated as for an active segment. */
   async create(preallocate: boolean): Promise<void> {
+    this.deferredFile = false
     this.handle = await this.fs.open(this.filePath, 'w+')
     this.fileLengthBytes = 0
     this.entryCount = 0
     this.persistedEntries = 0
     this.zeroPastPersisted = true
     if (preallocate) await this.resizeFile(this.maxEntries * this.entryBytes)
+  }
+
+  /**
+   * An empty index whose file is made only when something must reach the disk (Kafka's
+   * LazyIndex): for the first segment of a log whose directory was just made, so no file
+   * of that name can exist. Nothing is lost meanwhile: an active segment's entries are
+   * written at roll or close, and after a crash recovery rebuilds its indexes (a missing
+   * index reads as one to rebuild, as before). Unlike create(), no preallocation: the file
+   * is made at its final length when the segment rolls or closes.
+   */
+  createLazily(): void {
+    assert(this.handle === undefined && this.entryCount === 0, () => `index ${this.filePath} already open`)
+    this.fileLengthBytes = 0
+    this.persistedEntries = 0
+    this.zeroPastPersisted = true
+    this.deferredFile = true
+  }
+
+  /** Whether the file is still to be made (createLazily, nothing written yet). */
+  get isFileDeferred(): boolean {
+    return this.deferredFile !== false
   }
 
   /**
@@ -148,6 +176,11 @@ export abstract class AbstractIndex {
 
   /** Forgets all entries and empties the file (before a rebuild). */
   async reset(preallocate: boolean): Promise<void> {
+    if (this.deferredFile === true) {
+      this.entryCount = 0
+      this.releaseEntries()
+      return
+    }
     if (this.handle === undefined) {
       await this.create(preallocate)
       return
@@ -174,12 +207,16 @@ export abstract class AbstractIndex {
     this.persistedEntries = Math.min(this.persistedEntries, entries)
     await this.resizeFile(this.persistedEntries * this.entryBytes)
     this.zeroPastPersisted = true
-    if (preallocate) await this.resizeFile(this.maxEntries * this.entryBytes)
+    if (preallocate && this.deferredFile !== true) await this.resizeFile(this.maxEntries * this.entryBytes)
   }
 
   /** Writes the entries not yet in the file, in one pwrite. */
   async persist(): Promise<void> {
-    const handle = this.requireHandle()
+    if (this.persistedEntries === this.entryCount && this.deferredFile === false) {
+      this.requireHandle()
+      return
+    }
+    const handle = await this.fileHandle()
     if (this.persistedEntries === this.entryCount) return
     const from = this.persistedEntries
     const buf = Buffer.allocUnsafe((this.entryCount - from) * this.entryBytes)
@@ -200,34 +237,47 @@ export abstract class AbstractIndex {
     assert(problem === undefined, () => `index ${this.filePath}: ${problem}`)
   }
 
-  /** Persists and cuts the preallocated tail: the segment is no longer written (roll, close). */
+  /**
+   * Persists and cuts the preallocated tail: the segment is no longer written (roll, close).
+   * A deferred file is made now, at its final length: a clean restart expects it.
+   */
   async trimToValidSize(): Promise<void> {
+    await this.fileHandle()
     await this.persist()
     await this.resizeFile(this.entryCount * this.entryBytes)
   }
 
   /** Grows the file back to its maximum for a segment that becomes active again. */
   async preallocate(): Promise<void> {
+    if (this.deferredFile === true) return
     await this.resizeFile(Math.max(this.fileLengthBytes, this.maxEntries * this.entryBytes))
   }
 
   async sync(): Promise<void> {
-    await this.requireHandle().sync()
+    // A file never made holds nothing to make durable.
+    if (this.deferredFile === true) return
+    await (await this.fileHandle()).sync()
   }
 
   async close(): Promise<void> {
+    if (this.deferredFile !== false) await this.deferredFile
     const handle = this.handle
     this.handle = undefined
     if (handle !== undefined) await handle.close()
   }
 
   async renameTo(path: string): Promise<void> {
+    if (this.deferredFile === true) {
+      this.filePath = path
+      return
+    }
     await this.fs.rename(this.filePath, path)
     this.filePath = path
   }
 
   async deleteFile(): Promise<void> {
     await this.close()
+    if (this.deferredFile === true) return
     try {
       await this.fs.unlink(this.filePath)
     } catch (err) {
@@ -237,8 +287,20 @@ export abstract class AbstractIndex {
 
   private async resizeFile(lengthBytes: number): Promise<void> {
     if (lengthBytes === this.fileLengthBytes) return
-    await this.requireHandle().truncate(lengthBytes)
+    await (await this.fileHandle()).truncate(lengthBytes)
     this.fileLengthBytes = lengthBytes
+  }
+
+  /** The open file, made first if it was deferred (createLazily). */
+  private async fileHandle(): Promise<FileHandle> {
+    if (this.deferredFile === true) {
+      this.deferredFile = this.fs.open(this.filePath, 'w+').then((handle) => {
+        this.handle = handle
+        this.deferredFile = false
+      })
+    }
+    if (this.deferredFile !== false) await this.deferredFile
+    return this.requireHandle()
   }
 
   private requireHandle(): FileHandle {

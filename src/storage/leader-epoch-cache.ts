@@ -6,7 +6,6 @@
  *
  * Invariant after every change: epochs strictly increase and so do start offsets.
  */
-import { join } from 'node:path'
 import { assert } from '../common/assert.js'
 import type { FileSystem } from '../common/file-system.js'
 import type { Logger } from '../common/logger.js'
@@ -17,6 +16,7 @@ import {
   type EpochEntry,
   epochEntryFormat,
 } from './checkpoint-file.js'
+import { joinFlat } from './log-file-names.js'
 
 export const LEADER_EPOCH_CHECKPOINT_FILENAME = 'leader-epoch-checkpoint'
 /** Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET. */
@@ -46,15 +46,26 @@ export class LeaderEpochFileCache {
     this.checkInvariants()
   }
 
-  static async load(fs: FileSystem, dir: string, logger: Logger): Promise<LeaderEpochFileCache> {
-    const checkpoint = new CheckpointFile(fs, join(dir, LEADER_EPOCH_CHECKPOINT_FILENAME), epochEntryFormat)
+  /** `newDir`: the log's directory was just made, so there is no checkpoint to read yet. */
+  static async load(
+    fs: FileSystem,
+    dir: string,
+    logger: Logger,
+    newDir = false,
+  ): Promise<LeaderEpochFileCache> {
+    const checkpoint = new CheckpointFile(
+      fs,
+      joinFlat(dir, LEADER_EPOCH_CHECKPOINT_FILENAME),
+      epochEntryFormat,
+    )
+    if (newDir) return new LeaderEpochFileCache(checkpoint, [], logger)
     let entries: EpochEntry[]
     try {
       entries = await checkpoint.read()
     } catch (err) {
       if (!(err instanceof CheckpointFormatError)) throw err
       logger.warn(
-        { err: err.message },
+        { path: checkpoint.path, err: err.message },
         'leader-epoch-checkpoint is malformed; starting from an empty cache, recovered from the batches',
       )
       const cache = new LeaderEpochFileCache(checkpoint, [], logger)
@@ -108,7 +119,7 @@ export class LeaderEpochFileCache {
     const removed = this.removeFromEnd((e) => e.epoch >= epoch || e.startOffset >= startOffset)
     if (removed.length > 1 || (removed.length === 1 && removed[0].startOffset !== startOffset)) {
       this.logger.warn(
-        { epoch, startOffset, removed },
+        { path: this.checkpoint.path, epoch, startOffset, removed },
         'leader epoch cache: removed entries contradicting a new epoch',
       )
     }

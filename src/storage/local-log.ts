@@ -7,6 +7,7 @@
  * the log start offset, high watermark, leader epochs, producer state and the order of
  * operations belong to UnifiedLog, which calls every mutation here from its queue.
  */
+import { basename } from 'node:path'
 import { assert } from '../common/assert.js'
 import type { Clock } from '../common/clock.js'
 import type { FileSystem } from '../common/file-system.js'
@@ -64,6 +65,7 @@ export class LocalLog {
   readonly dir: string
   readonly fs: FileSystem
   private readonly clock: Clock
+  /** The broker's: each message names the log (`name`). */
   private readonly logger: Logger
 
   constructor(options: LocalLogOptions) {
@@ -78,6 +80,10 @@ export class LocalLog {
     this.recoveryPointValue = loaded.recoveryPoint
     this.lastFlushMs = clock.nowMs()
     this.checkInvariants()
+  }
+  /** `<topic>-<partition>`: what its log messages name it. */
+  private get name(): string {
+    return basename(this.dir)
   }
 
   // ---- state ----
@@ -207,7 +213,7 @@ export class LocalLog {
     // The old segment and every one before it are fsynced (each at its own roll).
     this.recoveryPointValue = maxOffset(this.recoveryPointValue, newBaseOffset)
     this.checkInvariants()
-    this.logger.debug({ baseOffset: newBaseOffset }, 'rolled new log segment')
+    this.logger.debug({ log: this.name, baseOffset: newBaseOffset }, 'rolled new log segment')
     return true
   }
 
@@ -283,7 +289,7 @@ export class LocalLog {
       const indexWarning = segment.takeIndexWarning()
       if (indexWarning !== undefined) {
         this.logger.warn(
-          { segment: segment.logPath, finding: indexWarning },
+          { log: this.name, segment: segment.logPath, finding: indexWarning },
           'offset index points into a batch; reading the segment from its start until it is rebuilt',
         )
       }
@@ -406,7 +412,10 @@ export class LocalLog {
       () => `truncation to ${targetOffset} ends the log at ${logEndOffset} (cut at ${cut.cutAtOffset})`,
     )
     await active.onBecomeActiveSegment()
-    this.logger.info({ targetOffset, logEndOffset, truncatedBytes: cut.truncatedBytes }, 'truncated log')
+    this.logger.info(
+      { log: this.name, targetOffset, logEndOffset, truncatedBytes: cut.truncatedBytes },
+      'truncated log',
+    )
     this.logEndOffsetValue = logEndOffset
     this.recoveryPointValue = minOffset(this.recoveryPointValue, logEndOffset)
     this.checkInvariants()
@@ -494,7 +503,7 @@ export class LocalLog {
   async deleteSegmentFiles(removed: readonly LogSegment[]): Promise<void> {
     for (const segment of removed) {
       this.logger.info(
-        { baseOffset: segment.baseOffset, sizeInBytes: segment.size },
+        { log: this.name, baseOffset: segment.baseOffset, sizeInBytes: segment.size },
         'deleting log segment (retention)',
       )
       await segment.deleteFiles()

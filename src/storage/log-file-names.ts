@@ -15,6 +15,16 @@ export function filenamePrefixFromOffset(offset: Offset): string {
   return String(offset).padStart(20, '0')
 }
 
+/**
+ * `join(dir, name)` as one flat string, for paths kept per log. path.join builds its result
+ * piece by piece: until something reads it, V8 keeps that as a tree of about eleven string
+ * objects (~400 bytes), and a new log's index and checkpoint paths are not read before a
+ * roll or an epoch change. A string decoded from bytes is one object.
+ */
+export function joinFlat(dir: string, name: string): string {
+  return Buffer.from(join(dir, name)).toString()
+}
+
 export function logFilePath(dir: string, baseOffset: Offset, fileSuffix = ''): string {
   return join(dir, filenamePrefixFromOffset(baseOffset) + LOG_FILE_SUFFIX + fileSuffix)
 }

@@ -8,7 +8,8 @@
  * flush, not the size of the log (an index is checked from its used entries only: see
  * abstract-index.ts).
  */
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
+import type { Clock } from '../common/clock.js'
 import type { FileSystem } from '../common/file-system.js'
 import type { Logger } from '../common/logger.js'
 import {
@@ -19,7 +20,9 @@ import {
   type Offset,
   toOffset,
 } from '../common/types.js'
-import { type LeaderEpochFileCache, UNDEFINED_EPOCH } from './leader-epoch-cache.js'
+import { LeaderEpochFileCache, UNDEFINED_EPOCH } from './leader-epoch-cache.js'
+import { segmentOptions } from './local-log.js'
+import { hasCompactPolicy, type LogConfig } from './log-config.js'
 import {
   filenamePrefixFromOffset,
   INDEX_FILE_SUFFIX,
@@ -30,6 +33,7 @@ import type { LogSegment, SegmentOptions } from './log-segment.js'
 import { createSegment, openSegment, openSegmentLazily } from './log-segment-open.js'
 import { checkBatch } from './record-batch-check.js'
 import { TXN_INDEX_FILE_SUFFIX } from './transaction-index.js'
+import type { UnifiedLogOptions } from './unified-log-options.js'
 
 /** Leftovers of interrupted deletes, compactions or checkpoint writes. */
 const TEMP_FILE_SUFFIXES = ['.deleted', '.cleaned', '.swap', '.tmp']
@@ -64,6 +68,35 @@ interface RecoveryOutcome {
   readonly nextOffset: Offset | undefined
   /** True when the segment was cut, so later segments cannot be trusted. */
   readonly truncated: boolean
+}
+
+/**
+ * The log's directory made (a new log: createNewLog) or loaded (loadLog), with its
+ * leader-epoch cache: what UnifiedLog.open builds the log from.
+ */
+export async function openLogDir(
+  options: UnifiedLogOptions,
+  resolved: { fs: FileSystem; config: LogConfig; clock: Clock; logger: Logger },
+): Promise<{ createdNew: boolean; leaderEpochCache: LeaderEpochFileCache; loaded: LoadedLog }> {
+  const { fs, config, logger } = resolved
+  const createdNew = await fs.mkdir(options.dir) // made now: no listing, nothing to read in it
+  const leaderEpochCache = await LeaderEpochFileCache.load(fs, options.dir, logger, createdNew)
+  const params = {
+    fs,
+    dir: options.dir,
+    segmentOptions: segmentOptions(config),
+    nowMs: resolved.clock.nowMs(),
+    // A child only while loading: the log's own messages name it themselves.
+    logger: createdNew ? logger : logger.child({ log: basename(options.dir) }),
+    // A damaged leader-epoch checkpoint is rebuilt by recovering every segment (see there).
+    hadCleanShutdown: (options.hadCleanShutdown ?? false) && !leaderEpochCache.damaged,
+    recoveryPoint: leaderEpochCache.damaged ? (0 as Offset) : (options.recoveryPoint ?? (0 as Offset)),
+    logStartOffset: options.logStartOffset ?? (0 as Offset),
+    leaderEpochCache,
+    allowOffsetGaps: hasCompactPolicy(config) || options.wasCompacted === true,
+  }
+  const loaded = createdNew ? await createNewLog(params) : await loadLog(params)
+  return { createdNew, leaderEpochCache, loaded }
 }
 
 export async function loadLog(loadParams: LoadParams): Promise<LoadedLog> {
@@ -114,6 +147,27 @@ export async function loadLog(loadParams: LoadParams): Promise<LoadedLog> {
   }
   if (recovered || params.hadCleanShutdown) recoveryPoint = logEndOffset
   return { segments, logEndOffset, logStartOffset, recoveryPoint }
+}
+
+/**
+ * A log whose directory the caller just made (a new replica): nothing to list, read or
+ * recover, so one empty segment at the log start, its index files made when first written.
+ * What loadLog would find in an empty directory, without its listing and reads.
+ */
+export async function createNewLog(
+  params: Pick<LoadParams, 'fs' | 'dir' | 'segmentOptions' | 'nowMs' | 'logStartOffset'>,
+): Promise<LoadedLog> {
+  const { logStartOffset } = params
+  const segment = await createSegment(
+    params.fs,
+    params.dir,
+    logStartOffset,
+    params.segmentOptions,
+    params.nowMs,
+    '',
+    true,
+  )
+  return { segments: [segment], logEndOffset: logStartOffset, logStartOffset, recoveryPoint: logStartOffset }
 }
 
 /**
@@ -290,7 +344,9 @@ async function recoverSegments(
     kept.push(segment)
     const unflushed = segment.baseOffset >= recoverFromBase
     if (!unflushed && indexProblem === undefined) continue
-    if (indexProblem !== undefined) {
+    // A new log's index files are made at its first roll or close (createLazily): one that
+    // crashed before has none, which the recovery it gets anyway rebuilds without a word.
+    if (indexProblem !== undefined && !(unflushed && indexProblem.endsWith(' missing'))) {
       params.logger.warn(
         { segment: segment.logPath, problem: indexProblem },
         'rebuilding index of log segment',

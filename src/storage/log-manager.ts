@@ -8,7 +8,7 @@
  * `replication-offset-checkpoint` (high watermarks), `log-start-offset-checkpoint`
  * (version 0, count, `topic partition offset` lines), and `.kafka_cleanshutdown`.
  */
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { assert } from '../common/assert.js'
 import { type Clock, systemClock, type TimerHandle } from '../common/clock.js'
 import { forEachConcurrently } from '../common/concurrency.js'
@@ -27,6 +27,7 @@ import { LogCleaner } from './log-cleaner.js'
 import { DEFAULT_LOG_CONFIG, type LogConfig } from './log-config.js'
 import { DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, futureDirPartition, moveLogDir } from './log-dir-move.js'
 import { parseTopicPartition, type TopicPartition, topicPartitionDirName, UnifiedLog } from './unified-log.js'
+import type { LogHooks } from './unified-log-options.js'
 
 export const RECOVERY_POINT_CHECKPOINT_FILE = 'recovery-point-offset-checkpoint'
 export const HIGH_WATERMARK_CHECKPOINT_FILE = 'replication-offset-checkpoint'
@@ -589,24 +590,28 @@ export class LogManager {
       wasCompacted?: boolean
     },
   ): Promise<UnifiedLog> {
-    const dir = join(logDir, topicPartitionDirName(tp))
     return UnifiedLog.open({
-      dir,
+      dir: join(logDir, topicPartitionDirName(tp)),
       config,
       fs: this.fs,
       clock: this.clock,
       logger: this.logger,
       ...start,
-      onStorageError: (err) => this.onLogDirFailure(logDir, err),
-      onFlushed: (durationMs) => this.onLogFlushed?.(durationMs),
-      onChanged: () => {
-        this.changes++
-      },
-      onTruncated: async (logEndOffset) => {
-        if (this.cleaner.noteTruncation(dir, logEndOffset) && !this.shutDown)
-          await this.checkpointCleanerOffsets()
-      },
+      hooks: this.logHooks,
     })
+  }
+
+  /** Every log's hooks, one object for all of them. */
+  private readonly logHooks: LogHooks = {
+    onStorageError: (err, log) => this.onLogDirFailure(dirname(log.dir), err),
+    onFlushed: (durationMs) => this.onLogFlushed?.(durationMs),
+    onChanged: () => {
+      this.changes++
+    },
+    onTruncated: async (logEndOffset, log) => {
+      if (this.cleaner.noteTruncation(log.dir, logEndOffset) && !this.shutDown)
+        await this.checkpointCleanerOffsets()
+    },
   }
 
   private configFor(topic: string): LogConfig {

@@ -21,25 +21,31 @@ type Task =
   | { kind: 'appends'; appends: PendingAppend[] }
   | { kind: 'op'; run: () => Promise<void>; reject: (err: unknown) => void }
 
-/** What the queue needs of its log. */
-export interface LogQueueHost {
+/**
+ * What the queue needs of its log, called with the log (`owner`): one object serves every
+ * log (five closures per log cost ~340 bytes of heap).
+ */
+export interface LogQueueHost<T> {
   /** Writes one group of appends (settling each of them). */
-  runAppends(appends: readonly PendingAppend[]): Promise<void>
+  runAppends(owner: T, appends: readonly PendingAppend[]): Promise<void>
   /** Why the log takes no more work (offline, closing, closed); undefined while it does. */
-  unusableError(): StorageError | undefined
+  unusableError(owner: T): StorageError | undefined
   /** The error the log went offline with, once it did. */
-  failure(): StorageError | undefined
+  failure(owner: T): StorageError | undefined
   /** A task failed unexpectedly: the log goes offline (and calls rejectAll). */
-  fail(err: unknown): void
+  fail(owner: T, err: unknown): void
   /** A task ran (or failed): what the log holds may have changed. */
-  taskDone(): void
+  taskDone(owner: T): void
 }
 
-export class LogQueue {
+export class LogQueue<T> {
   private readonly tasks: Task[] = []
   private draining = false
 
-  constructor(private readonly host: LogQueueHost) {}
+  constructor(
+    private readonly owner: T,
+    private readonly host: LogQueueHost<T>,
+  ) {}
 
   /** An append, truncation or other queued operation is under way or waiting. */
   get hasQueuedWork(): boolean {
@@ -49,7 +55,7 @@ export class LogQueue {
   /** Queues an append, joining the appends queued last if nothing else came after them. */
   append(buffer: Buffer, options: AppendOptions): Promise<LogAppendInfo> {
     return new Promise<LogAppendInfo>((resolve, reject) => {
-      const unusable = this.host.unusableError()
+      const unusable = this.host.unusableError(this.owner)
       if (unusable !== undefined) {
         reject(unusable)
         return
@@ -64,7 +70,7 @@ export class LogQueue {
 
   enqueue<T>(run: () => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const unusable = this.host.unusableError()
+      const unusable = this.host.unusableError(this.owner)
       if (unusable !== undefined) {
         reject(unusable)
         return
@@ -93,7 +99,7 @@ export class LogQueue {
     this.draining = true
     // A microtask, so that appends made in the same tick join one group (one writev).
     queueMicrotask(() => {
-      this.drain().catch((err: unknown) => this.host.fail(err))
+      this.drain().catch((err: unknown) => this.host.fail(this.owner, err))
     })
   }
 
@@ -108,19 +114,19 @@ export class LogQueue {
   }
 
   private async runTask(task: Task): Promise<void> {
-    const failure = this.host.failure()
+    const failure = this.host.failure(this.owner)
     if (failure !== undefined) {
       this.rejectTask(task, failure)
       return
     }
     try {
-      if (task.kind === 'appends') await this.host.runAppends(task.appends)
+      if (task.kind === 'appends') await this.host.runAppends(this.owner, task.appends)
       else await task.run()
     } catch (err) {
-      this.host.fail(err)
-      this.rejectTask(task, this.host.failure() ?? err)
+      this.host.fail(this.owner, err)
+      this.rejectTask(task, this.host.failure(this.owner) ?? err)
     } finally {
-      this.host.taskDone()
+      this.host.taskDone(this.owner)
     }
   }
 

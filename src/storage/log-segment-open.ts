@@ -4,13 +4,13 @@
  * segment after a crash), or opened lazily (an inactive segment of a cleanly shut down
  * log: nothing opened or read until first use, as Kafka's LazyIndex).
  */
-import { join } from 'node:path'
 import { assert } from '../common/assert.js'
 import type { FileSystem } from '../common/file-system.js'
 import type { Offset } from '../common/types.js'
 import {
   filenamePrefixFromOffset,
   INDEX_FILE_SUFFIX,
+  joinFlat,
   logFilePath,
   TIME_INDEX_FILE_SUFFIX,
 } from './log-file-names.js'
@@ -26,7 +26,7 @@ function segmentIndexes(
   options: SegmentOptions,
   fileSuffix = '',
 ) {
-  const prefix = join(dir, filenamePrefixFromOffset(baseOffset))
+  const prefix = joinFlat(dir, filenamePrefixFromOffset(baseOffset))
   return {
     offsetIndex: new OffsetIndex(
       fs,
@@ -44,7 +44,13 @@ function segmentIndexes(
   }
 }
 
-/** Creates a new empty segment; its indexes are preallocated as the active segment's. */
+/**
+ * Creates a new empty segment; its indexes are preallocated as the active segment's.
+ * `inNewDir`: the directory was just made (a new log), so no file of this segment can be
+ * there: the index files are made when first written (AbstractIndex.createLazily) and no
+ * leftover transaction index is looked for. One open instead of three opens, two
+ * ftruncates and an unlink.
+ */
 export async function createSegment(
   fs: FileSystem,
   dir: string,
@@ -52,19 +58,25 @@ export async function createSegment(
   options: SegmentOptions,
   nowMs: number,
   fileSuffix = '',
+  inNewDir = false,
 ): Promise<LogSegment> {
   assert(Number.isSafeInteger(baseOffset) && baseOffset >= 0, () => `bad segment base offset ${baseOffset}`)
   const { offsetIndex, timeIndex, txnIndex } = segmentIndexes(fs, dir, baseOffset, options, fileSuffix)
   const log = await fs.open(logFilePath(dir, baseOffset, fileSuffix), 'w+')
-  try {
-    await offsetIndex.create(true)
-    await timeIndex.create(true)
-  } catch (err) {
-    await Promise.allSettled([log.close(), offsetIndex.close()])
-    throw err
+  if (inNewDir) {
+    offsetIndex.createLazily()
+    timeIndex.createLazily()
+  } else {
+    try {
+      await offsetIndex.create(true)
+      await timeIndex.create(true)
+    } catch (err) {
+      await Promise.allSettled([log.close(), offsetIndex.close()])
+      throw err
+    }
+    // A leftover index of an earlier segment at this offset (a log restarted here) is not ours.
+    await txnIndex.deleteFile()
   }
-  // A leftover index of an earlier segment at this offset (a log restarted here) is not ours.
-  await txnIndex.deleteFile()
   return new LogSegment({
     fs,
     dir,

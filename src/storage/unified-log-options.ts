@@ -8,10 +8,19 @@ import type { LeaderEpochFileCache } from './leader-epoch-cache.js'
 import type { LogConfig } from './log-config.js'
 import type { LogSegment } from './log-segment.js'
 
-/** What a log tells its owner. */
+/** The log a hook is called for (the UnifiedLog itself). */
+export interface HookedLog {
+  readonly dir: string
+}
+
+/**
+ * What a log tells its owner. The log is passed, so one object can serve every log of an
+ * owner (UnifiedLogOptions.hooks): four closures and their options object per log cost
+ * ~380 bytes of heap.
+ */
 export interface LogHooks {
   /** Called once when a disk operation fails and the log goes offline (KAFKA_STORAGE_ERROR). */
-  readonly onStorageError?: (err: StorageError) => void
+  readonly onStorageError?: (err: StorageError, log: HookedLog) => void
   /** Called after each fsync of appended data with its duration (the log flush metric). */
   readonly onFlushed?: (durationMs: number) => void
   /**
@@ -20,7 +29,7 @@ export interface LogHooks {
    * appended later at offsets below a checkpoint left above the truncation would count as
    * already cleaned, and a key's older value there would outlive its tombstone.
    */
-  readonly onTruncated?: (logEndOffset: Offset) => Promise<void>
+  readonly onTruncated?: (logEndOffset: Offset, log: HookedLog) => Promise<void>
   /**
    * Called after each queued operation (appends, roll, flush, truncation, retention) and
    * high watermark move: the offsets the owner checkpoints may have moved.
@@ -29,6 +38,8 @@ export interface LogHooks {
 }
 
 export interface UnifiedLogOptions extends LogHooks {
+  /** Hooks shared with other logs, instead of the ones above. */
+  readonly hooks?: LogHooks
   /** The `<topic>-<partition>` directory; created if missing. */
   readonly dir: string
   readonly config?: LogConfig
@@ -71,4 +82,6 @@ export interface LoadedLogParts {
   readonly wasCompacted: boolean
   readonly recentBatchesMaxBytes: number
   readonly hooks: LogHooks
+  /** The directory was made by this open (createNewLog), not loaded. */
+  readonly createdNew: boolean
 }

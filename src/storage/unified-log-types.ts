@@ -102,8 +102,12 @@ export interface ProducerAppendOutcome {
  * a batch's sequence check and its offsets.
  */
 export interface ProducerStateHook {
-  /** Loads the state (snapshot plus the log after it); the log's queue waits for it. */
-  load(): Promise<void>
+  /**
+   * Loads the state (snapshot plus the log after it); the log's queue waits for it.
+   * `newLog`: the log's directory was made when it was opened and nothing is in it yet, so
+   * there is no snapshot to look for: the state is empty at the log start.
+   */
+  load(newLog?: boolean): Promise<void>
   /**
    * One append whose batches passed validation and carry their offsets, before the write.
    * A leader append (`options.assignOffsets`) may throw a Kafka outcome to refuse it, or

@@ -28,15 +28,15 @@ import {
 } from './errors.js'
 import {
   type EpochEndOffset,
-  LeaderEpochFileCache,
+  type LeaderEpochFileCache,
   UNDEFINED_EPOCH,
   UNDEFINED_EPOCH_OFFSET,
 } from './leader-epoch-cache.js'
-import { LocalLog, segmentOptions } from './local-log.js'
+import { LocalLog } from './local-log.js'
 import { DEFAULT_LOG_CONFIG, hasCompactPolicy, hasDeletePolicy, type LogConfig } from './log-config.js'
 import { CLEANED_FILE_SUFFIX } from './log-file-names.js'
-import { loadLog } from './log-loader.js'
-import { LogQueue, type PendingAppend } from './log-queue.js'
+import { openLogDir } from './log-loader.js'
+import { LogQueue, type LogQueueHost, type PendingAppend } from './log-queue.js'
 import type { LogSegment } from './log-segment.js'
 import { appendRules, type ValidatedAppend, validateAppend } from './log-validator.js'
 import { RECENT_BATCHES_MAX_BYTES_DEFAULT, RecentBatches } from './recent-batches.js'
@@ -84,13 +84,15 @@ export class UnifiedLog {
   private logStartOffsetValue: Offset
   private highWatermarkValue: Offset
   private readonly hooks: LogHooks
-  private readonly queue = new LogQueue({
-    runAppends: (appends) => this.runAppends(appends),
-    taskDone: () => this.hooks.onChanged?.(),
-    unusableError: () => this.unusableError(),
-    failure: () => this.failure,
-    fail: (err) => this.fail(err),
-  })
+  /** The queue's calls into each log, one object for all (see LogQueueHost). */
+  private static readonly queueHost: LogQueueHost<UnifiedLog> = {
+    runAppends: (log, appends) => log.runAppends(appends),
+    taskDone: (log) => log.hooks.onChanged?.(),
+    unusableError: (log) => log.unusableError(),
+    failure: (log) => log.failure,
+    fail: (log, err) => log.fail(err),
+  }
+  private readonly queue = new LogQueue(this, UnifiedLog.queueHost)
   private flushTimer: TimerHandle | undefined
   private failure: StorageError | undefined
   private closed = false
@@ -103,6 +105,8 @@ export class UnifiedLog {
   private readonly recent: RecentBatches
 
   readonly dir: string
+  /** Its directory was made by open(): every file in it is this process's. */
+  readonly createdNew: boolean
   readonly leaderEpochCache: LeaderEpochFileCache
   private readonly clock: Clock
   private readonly logger: Logger
@@ -111,6 +115,7 @@ export class UnifiedLog {
   /** Built by `open` once the segments are loaded. */
   private constructor(parts: LoadedLogParts) {
     this.dir = parts.dir
+    this.createdNew = parts.createdNew
     this.clock = parts.clock
     this.logger = parts.logger
     this.leaderEpochCache = parts.leaderEpochCache
@@ -134,22 +139,9 @@ export class UnifiedLog {
     assert(fs !== undefined, 'UnifiedLog.open needs a file system')
     const clock = options.clock ?? systemClock
     const config = options.config ?? DEFAULT_LOG_CONFIG
-    const logger = (options.logger ?? silentLogger).child({ log: basename(options.dir) })
-    await fs.mkdir(options.dir)
-    const leaderEpochCache = await LeaderEpochFileCache.load(fs, options.dir, logger)
-    const loaded = await loadLog({
-      fs,
-      dir: options.dir,
-      segmentOptions: segmentOptions(config),
-      nowMs: clock.nowMs(),
-      logger,
-      // A damaged leader-epoch checkpoint is rebuilt by recovering every segment (see there).
-      hadCleanShutdown: (options.hadCleanShutdown ?? false) && !leaderEpochCache.damaged,
-      recoveryPoint: leaderEpochCache.damaged ? (0 as Offset) : (options.recoveryPoint ?? (0 as Offset)),
-      logStartOffset: options.logStartOffset ?? (0 as Offset),
-      leaderEpochCache,
-      allowOffsetGaps: hasCompactPolicy(config) || options.wasCompacted === true,
-    })
+    // The broker's logger, each message naming the log: a pino child per replica cost ~190 bytes.
+    const logger = options.logger ?? silentLogger
+    const { createdNew, leaderEpochCache, loaded } = await openLogDir(options, { fs, config, clock, logger })
     return new UnifiedLog({
       dir: options.dir,
       config,
@@ -161,7 +153,8 @@ export class UnifiedLog {
       highWatermark: options.highWatermark ?? (0 as Offset),
       wasCompacted: options.wasCompacted === true,
       recentBatchesMaxBytes: options.recentBatchesMaxBytes ?? RECENT_BATCHES_MAX_BYTES_DEFAULT,
-      hooks: options,
+      hooks: options.hooks ?? options,
+      createdNew,
     })
   }
 
@@ -169,6 +162,10 @@ export class UnifiedLog {
 
   get config(): LogConfig {
     return this.local.config
+  }
+  /** `<topic>-<partition>`: what its log messages name it. */
+  private get name(): string {
+    return basename(this.dir)
   }
   get logStartOffset(): Offset {
     return this.logStartOffsetValue
@@ -249,7 +246,7 @@ export class UnifiedLog {
   attachProducerState(hook: ProducerStateHook): Promise<void> {
     assert(this.producerStateHook === undefined, () => `${this.dir} already has producer state`)
     return this.enqueue(async () => {
-      await hook.load()
+      await hook.load(this.createdNew && this.logEndOffset === this.logStartOffset)
       this.producerStateHook = hook
     })
   }
@@ -395,7 +392,9 @@ export class UnifiedLog {
     const dueInMs = Math.max(0, this.lastFlushTimeMs + this.config.flushMs - this.clock.nowMs())
     this.flushTimer = this.clock.setTimeout(() => {
       this.flushTimer = undefined
-      this.flush().catch((err: unknown) => this.logger.error({ err }, 'scheduled flush failed'))
+      this.flush().catch((err: unknown) =>
+        this.logger.error({ log: this.name, err }, 'scheduled flush failed'),
+      )
     }, dueInMs)
   }
 
@@ -538,7 +537,7 @@ export class UnifiedLog {
   /** What every cut of the log's tail but a full one updates, in this order, for the new log end. */
   private async afterTruncationTo(logEndOffset: Offset): Promise<void> {
     this.noteTruncation(logEndOffset)
-    await this.hooks.onTruncated?.(logEndOffset)
+    await this.hooks.onTruncated?.(logEndOffset, this)
     this.logStartOffsetValue = minOffset(this.logStartOffsetValue, logEndOffset)
     this.highWatermarkValue = minOffset(this.highWatermarkValue, logEndOffset)
     this.checkInvariants()
@@ -567,6 +566,7 @@ export class UnifiedLog {
       await this.afterTruncationTo(logEndOffset)
       this.logger.error(
         {
+          log: this.name,
           segment: err.segmentPath,
           position: err.position,
           problem: err.problem,
@@ -583,7 +583,7 @@ export class UnifiedLog {
   /** A leader's read found a damaged batch: the log, and so its log dir, goes offline (Kafka's disk-failure path). */
   markCorrupt(err: CorruptSegmentError): void {
     this.logger.error(
-      { segment: err.segmentPath, position: err.position, problem: err.problem },
+      { log: this.name, segment: err.segmentPath, position: err.position, problem: err.problem },
       'corrupt record batch in a leader log: taking its log dir offline so an in-sync replica leads',
     )
     this.fail(err)
@@ -599,12 +599,12 @@ export class UnifiedLog {
     this.recent.clear()
     const deletedSegments = await this.local.truncateFullyAndStartAt(newOffset)
     this.noteTruncation(newOffset)
-    await this.hooks.onTruncated?.(newOffset)
+    await this.hooks.onTruncated?.(newOffset, this)
     this.logStartOffsetValue = newOffset
     this.highWatermarkValue = newOffset
     this.checkInvariants()
     await this.leaderEpochCache.clearAndFlush()
-    this.logger.info({ newOffset, deletedSegments }, 'truncated log fully')
+    this.logger.info({ log: this.name, newOffset, deletedSegments }, 'truncated log fully')
     this.checkInvariants()
     await this.producerStateHook?.onTruncated()
   }
@@ -770,10 +770,10 @@ export class UnifiedLog {
     this.failure = isStorageError(err, 'KAFKA_STORAGE_ERROR')
       ? err
       : storageFailure(`log ${this.dir} failed`, err)
-    this.logger.error({ err }, 'log went offline after a failed disk operation')
+    this.logger.error({ log: this.name, err }, 'log went offline after a failed disk operation')
     this.recent.clear()
     this.cancelFlushTimer()
-    this.hooks.onStorageError?.(this.failure)
+    this.hooks.onStorageError?.(this.failure, this)
     this.queue.rejectAll(this.failure)
   }
 

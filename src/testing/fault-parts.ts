@@ -208,7 +208,7 @@ export class FaultyFileSystem implements FileSystem {
       this.durableSize.delete(path)
     })
   }
-  mkdir(path: string): Promise<void> {
+  mkdir(path: string): Promise<boolean> {
     return this.run(() => this.inner.mkdir(path))
   }
   rmdir(path: string): Promise<void> {

@@ -348,3 +348,24 @@ describe('producer.id.expiration.ms', () => {
       await lead(log, batch(1n, 0, 17, 1, clock.nowMs()))
     }))
 })
+
+describe('producer state of many replicas', () => {
+  it('starts empty and shared, and each state written keeps its own producers', () =>
+    withTempDir(async (dir) => {
+      const clock = new ManualClock()
+      const a = await open(join(dir, 'a'), clock)
+      const b = await open(join(dir, 'b'), clock)
+      try {
+        assert.equal(a.state.activeProducers.size, 0)
+        await lead(a.log, batch(1n, 0, 0, 2))
+        assert.equal(a.state.activeProducers.size, 1)
+        assert.equal(b.state.activeProducers.size, 0, 'a write to one state leaves the others empty')
+        await lead(b.log, batch(2n, 0, 0, 2))
+        assert.deepEqual([...b.state.activeProducers.keys()], [toProducerId(2n)])
+        assert.deepEqual([...a.state.activeProducers.keys()], [toProducerId(1n)])
+      } finally {
+        await a.log.close()
+        await b.log.close()
+      }
+    }))
+})

@@ -678,3 +678,43 @@ describe('Partition broker epochs (KIP-903)', () => {
     })
   })
 })
+
+describe('Partition state of many replicas', () => {
+  it('followers and watchers start shared and empty, and each partition written keeps its own', async () => {
+    await withTempDir(async (dir) => {
+      const clock = new ManualClock()
+      const ctx = new FakeContext(clock)
+      const logA = await UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, 't-0'), clock })
+      const logB = await UnifiedLog.open({ fs: nodeFileSystem, dir: join(dir, 't-1'), clock })
+      try {
+        const follower = new Partition(
+          { topic: 't', partition: 1, topicId: 'id' },
+          logB,
+          state({ partition: 1, leader: toBrokerId(2) }),
+          ctx.context,
+        )
+        const leader = new Partition({ topic: 't', partition: 0, topicId: 'id' }, logA, state(), ctx.context)
+        assert.deepEqual(follower.followerLag(), [])
+        assert.deepEqual(
+          leader.followerLag().map((f) => f.brokerId),
+          ids(2, 3),
+        )
+        assert.deepEqual(follower.followerLag(), [], "a leader's followers are its own")
+        let followerWatched = 0
+        let leaderWatched = 0
+        follower.watchHighWatermark(() => followerWatched++)
+        const unwatch = leader.watchHighWatermark(() => leaderWatched++)
+        await produce(leader, 10)
+        leader.updateFollowerFetchState(toBrokerId(2), toOffset(10))
+        leader.updateFollowerFetchState(toBrokerId(3), toOffset(10))
+        assert.equal(leader.highWatermark, 10)
+        assert.equal(leaderWatched, 1)
+        assert.equal(followerWatched, 0, "a partition's watchers are its own")
+        unwatch()
+      } finally {
+        await logA.close()
+        await logB.close()
+      }
+    })
+  })
+})

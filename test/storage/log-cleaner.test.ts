@@ -813,7 +813,7 @@ class CrashingFileSystem implements FileSystem {
     this.step(`unlink ${path}`)
     return nodeFileSystem.unlink(path)
   }
-  mkdir(path: string): Promise<void> {
+  mkdir(path: string): Promise<boolean> {
     return nodeFileSystem.mkdir(path)
   }
   rmdir(path: string): Promise<void> {

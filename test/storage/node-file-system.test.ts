@@ -64,3 +64,14 @@ describe('node file system handle', () => {
     })
   })
 })
+
+describe('node file system mkdir', () => {
+  it('says whether it made the directory, its parents included', async () => {
+    await withTempDir(async (dir) => {
+      assert.equal(await nodeFileSystem.mkdir(join(dir, 'a', 'b')), true)
+      assert.equal(await nodeFileSystem.mkdir(join(dir, 'a', 'b')), false)
+      assert.equal(await nodeFileSystem.mkdir(join(dir, 'a')), false)
+      assert.equal(await nodeFileSystem.mkdir(join(dir, 'a', 'c')), true)
+    })
+  })
+})
