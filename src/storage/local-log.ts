@@ -7,7 +7,7 @@
  * the log start offset, high watermark, leader epochs, producer state and the order of
  * operations belong to UnifiedLog, which calls every mutation here from its queue.
  */
-import { basename } from 'node:path'
+import { basename, dirname } from 'node:path'
 import { assert } from '../common/assert.js'
 import type { Clock } from '../common/clock.js'
 import type { FileSystem } from '../common/file-system.js'
@@ -53,6 +53,8 @@ export interface LocalLogOptions {
   readonly logger: Logger
   /** The segments as the loader left them. */
   readonly loaded: LoadedSegments
+  /** The directory was made by this open: its entry in the log dir is not on disk yet. */
+  readonly createdNew?: boolean
 }
 
 export class LocalLog {
@@ -61,6 +63,8 @@ export class LocalLog {
   private recoveryPointValue: Offset
   private lastFlushMs: number
   private configValue: LogConfig
+  /** Set for a new log until its first flush has fsynced its entry in the log dir. */
+  private parentDirNeedsSync: boolean
 
   readonly dir: string
   readonly fs: FileSystem
@@ -79,6 +83,7 @@ export class LocalLog {
     this.logEndOffsetValue = loaded.logEndOffset
     this.recoveryPointValue = loaded.recoveryPoint
     this.lastFlushMs = clock.nowMs()
+    this.parentDirNeedsSync = options.createdNew === true
     this.checkInvariants()
   }
   /** `<topic>-<partition>`: what its log messages name it. */
@@ -238,13 +243,27 @@ export class LocalLog {
       offset <= this.logEndOffsetValue,
       () => `flush to ${offset} past log end ${this.logEndOffsetValue}`,
     )
-    for (const segment of this.segmentsFrom(this.recoveryPointValue)) {
+    const previousRecoveryPoint = this.recoveryPointValue
+    let newSegmentFlushed = false
+    for (const segment of this.segmentsFrom(previousRecoveryPoint)) {
       if (segment.baseOffset >= offset) break
       await segment.flush()
+      newSegmentFlushed ||= segment.baseOffset >= previousRecoveryPoint
     }
+    // A segment made since the last flush has its files' entries only in the page cache
+    // until its directory is fsynced (as Kafka's LocalLog.flush does); a new log's own
+    // directory entry likewise until the log dir is.
+    if (newSegmentFlushed) await this.syncDirs()
     this.recoveryPointValue = offset
     this.lastFlushMs = this.clock.nowMs()
     this.checkInvariants()
+  }
+
+  private async syncDirs(): Promise<void> {
+    await this.fs.syncDir(this.dir)
+    if (!this.parentDirNeedsSync) return
+    await this.fs.syncDir(dirname(this.dir))
+    this.parentDirNeedsSync = false
   }
 
   /** Raises the recovery point to `offset` (the data below it is gone or known durable). */
