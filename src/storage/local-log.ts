@@ -19,6 +19,7 @@ import type { AppendedBatch, LogSegment, SegmentOptions } from './log-segment.js
 import { createSegment } from './log-segment-open.js'
 import { NO_TIMESTAMP, type TimestampOffset } from './time-index.js'
 import type { AbortedTxn } from './transaction-index.js'
+import type { HookedLog, LogHooks } from './unified-log-options.js'
 
 /** What a read across segments found: whole batches, slices of file reads, no copies. */
 export interface LocalReadResult {
@@ -55,6 +56,7 @@ export interface LocalLogOptions {
   readonly loaded: LoadedSegments
   /** The directory was made by this open: its entry in the log dir is not on disk yet. */
   readonly createdNew?: boolean
+  readonly hooks?: Pick<LogHooks, 'syncParentDir'>
 }
 
 export class LocalLog {
@@ -65,6 +67,7 @@ export class LocalLog {
   private configValue: LogConfig
   /** Set for a new log until its first flush has fsynced its entry in the log dir. */
   private parentDirNeedsSync: boolean
+  private readonly syncParentDir: ((log: HookedLog) => Promise<void>) | undefined
 
   readonly dir: string
   readonly fs: FileSystem
@@ -84,6 +87,7 @@ export class LocalLog {
     this.recoveryPointValue = loaded.recoveryPoint
     this.lastFlushMs = clock.nowMs()
     this.parentDirNeedsSync = options.createdNew === true
+    this.syncParentDir = options.hooks?.syncParentDir
     this.checkInvariants()
   }
   /** `<topic>-<partition>`: what its log messages name it. */
@@ -262,7 +266,8 @@ export class LocalLog {
   private async syncDirs(): Promise<void> {
     await this.fs.syncDir(this.dir)
     if (!this.parentDirNeedsSync) return
-    await this.fs.syncDir(dirname(this.dir))
+    if (this.syncParentDir === undefined) await this.fs.syncDir(dirname(this.dir))
+    else await this.syncParentDir(this)
     this.parentDirNeedsSync = false
   }
 

@@ -22,6 +22,7 @@ import {
   type TopicPartitionOffset,
   topicPartitionOffsetFormat,
 } from './checkpoint-file.js'
+import { CoalescedDirSync } from './coalesced-dir-sync.js'
 import { isStorageError, StorageError, storageFailure } from './errors.js'
 import { LogCleaner } from './log-cleaner.js'
 import { DEFAULT_LOG_CONFIG, type LogConfig } from './log-config.js'
@@ -601,8 +602,18 @@ export class LogManager {
     })
   }
 
+  /** One per log dir: new logs' first flushes share its fsyncs. */
+  private readonly logDirSyncs = new Map<string, CoalescedDirSync>()
+
   /** Every log's hooks, one object for all of them. */
   private readonly logHooks: LogHooks = {
+    syncParentDir: (log) => {
+      const logDir = dirname(log.dir)
+      let dirSync = this.logDirSyncs.get(logDir)
+      if (dirSync === undefined)
+        this.logDirSyncs.set(logDir, (dirSync = new CoalescedDirSync(this.fs, logDir)))
+      return dirSync.sync()
+    },
     onStorageError: (err, log) => this.onLogDirFailure(dirname(log.dir), err),
     onFlushed: (durationMs) => this.onLogFlushed?.(durationMs),
     onChanged: () => {

@@ -35,6 +35,13 @@ export interface LogHooks {
    * high watermark move: the offsets the owner checkpoints may have moved.
    */
   readonly onChanged?: () => void
+  /**
+   * Makes a new log's directory entry in its log dir durable, at the log's first flush. An
+   * owner of many logs coalesces the calls into few fsyncs of the log dir (one costs about
+   * 0.6 ms here, and a shutdown flushes every log at once); without it the log fsyncs its
+   * parent directory itself.
+   */
+  readonly syncParentDir?: (log: HookedLog) => Promise<void>
 }
 
 export interface UnifiedLogOptions extends LogHooks {

@@ -257,4 +257,36 @@ describe('LogManager', () => {
       await manager.shutdown()
     })
   })
+
+  it("makes every new log's entry in its log dir durable with a few shared fsyncs at shutdown", async () => {
+    await withTempDir(async (root) => {
+      const logDir = join(root, 'd1')
+      const logCount = 200
+      let logDirSyncs = 0
+      // A log dir fsync slow enough (5 ms) that the closes running together meet one.
+      const fs = new Proxy(nodeFileSystem, {
+        get(target, key, receiver) {
+          if (key === 'syncDir')
+            return async (path: string) => {
+              if (path === logDir) {
+                logDirSyncs++
+                await new Promise((resolve) => setTimeout(resolve, 5))
+              }
+              return target.syncDir(path)
+            }
+          const value = Reflect.get(target, key, receiver)
+          return typeof value === 'function' ? value.bind(target) : value
+        },
+      })
+      const manager = await LogManager.open({ fs, logDirs: [logDir] })
+      for (let partition = 0; partition < logCount; partition++) {
+        const log = await manager.getOrCreateLog({ topic: 't', partition })
+        await log.append(simpleBatch(1), { assignOffsets: true })
+      }
+      assert.equal(logDirSyncs, 0, 'nothing flushed yet')
+      await manager.shutdown()
+      // Each new log's first flush asks for one; the checkpoints and the marker add theirs.
+      assert.ok(logDirSyncs >= 1 && logDirSyncs < logCount / 4, `${logDirSyncs} fsyncs of the log dir`)
+    })
+  })
 })
