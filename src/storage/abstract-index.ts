@@ -127,8 +127,13 @@ export abstract class AbstractIndex {
       this.handle = await this.fs.open(this.filePath, 'r+')
       sizeBytes = (await this.handle.stat()).size
     } catch (err) {
-      if ((err as { code?: string }).code === 'ENOENT') return 'missing'
-      throw err
+      if ((err as { code?: string }).code !== 'ENOENT') throw err
+      // An empty segment closed before its first write leaves no index files (LogSegment.close):
+      // nothing to index, the file is made at its first write as for a new log.
+      if (logSizeBytes > 0) return 'missing'
+      this.handle = undefined
+      this.createLazily()
+      return undefined
     }
     this.fileLengthBytes = sizeBytes
     if (sizeBytes % this.entryBytes !== 0)

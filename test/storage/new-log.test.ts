@@ -61,27 +61,43 @@ describe('a log created new', () => {
       assert.equal(joinFlat(dir, name), join(dir, name))
   })
 
-  it('makes its .log only, and its index files at close, at their final length', async () => {
+  it('closed before any write, leaves its .log only and reopens cleanly without a word', async () => {
     await withTempDir(async (root) => {
       const dir = join(root, 't-0')
       const log = await UnifiedLog.open({ fs: nodeFileSystem, dir, config })
       assert.equal(log.createdNew, true)
       assert.deepEqual(await readdir(dir), [`${FIRST}.log`])
       await log.close()
-      assert.deepEqual((await readdir(dir)).sort(), [`${FIRST}.index`, `${FIRST}.log`, `${FIRST}.timeindex`])
-      assert.equal((await stat(join(dir, `${FIRST}.index`))).size, 0)
+      assert.deepEqual(await readdir(dir), [`${FIRST}.log`], 'an empty segment has nothing to index')
       const { logger, lines } = capturingLogger()
-      const reopened = await UnifiedLog.open({
-        fs: nodeFileSystem,
-        dir,
-        config,
-        logger,
-        hadCleanShutdown: true,
-      })
+      const reopen = () =>
+        UnifiedLog.open({ fs: nodeFileSystem, dir, config, logger, hadCleanShutdown: true })
+      const reopened = await reopen()
       assert.equal(reopened.createdNew, false)
       assert.equal(reopened.logEndOffset, 0)
-      assert.deepEqual(lines, [])
+      await appendBatches(reopened, 3)
       await reopened.close()
+      assert.deepEqual((await readdir(dir)).sort(), [`${FIRST}.index`, `${FIRST}.log`, `${FIRST}.timeindex`])
+      const again = await reopen()
+      assert.deepEqual(
+        (await readAll(again)).map((b) => b.baseOffset),
+        [0, 2, 4],
+      )
+      assert.deepEqual(lines, [])
+      await again.close()
+    })
+  })
+
+  it('emptied by a truncation, makes its index files and fsyncs at close as any written log', async () => {
+    await withTempDir(async (root) => {
+      const dir = join(root, 't-0')
+      const log = await UnifiedLog.open({ fs: nodeFileSystem, dir, config })
+      await appendBatches(log, 2)
+      await log.truncateTo(0 as Offset)
+      await log.close()
+      assert.deepEqual((await readdir(dir)).sort(), [`${FIRST}.index`, `${FIRST}.log`, `${FIRST}.timeindex`])
+      assert.equal((await stat(join(dir, `${FIRST}.log`))).size, 0)
+      assert.equal((await stat(join(dir, `${FIRST}.index`))).size, 0)
     })
   })
 
