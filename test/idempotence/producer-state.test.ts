@@ -6,7 +6,7 @@
  * producer.id.expiration.ms on the injected clock.
  */
 import assert from 'node:assert/strict'
-import { readdir, readFile, writeFile } from 'node:fs/promises'
+import { readdir, readFile, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { TidelogError } from '../../src/common/errors.js'
@@ -295,6 +295,38 @@ describe('followers, truncation, snapshots', () => {
       assert.equal(third.state.lastEntry(toProducerId(4n))?.lastSeq, 9)
       assert.equal(third.state.lastEntry(toProducerId(4n))?.batches.length, 5, 'replayed from the log start')
       await third.log.close()
+    }))
+
+  it('a close or roll with nothing appended since the last snapshot writes none (Kafka: lastSnapOffset)', () =>
+    withTempDir(async (dir) => {
+      const clock = new ManualClock()
+      const snapshots = async (d: string) => (await readdir(d)).filter((n) => n.endsWith('.snapshot')).sort()
+      const empty = await open(dir, clock)
+      await empty.log.close()
+      assert.deepEqual(await snapshots(empty.log.dir), [], 'an empty log has no state to keep')
+      const written = await open(dir, clock)
+      for (let seq = 0; seq < 3; seq++) await lead(written.log, batch(4n, 0, seq))
+      await written.log.close()
+      assert.deepEqual(await snapshots(written.log.dir), [snapshotFileName(3 as Offset)])
+      const { mtimeMs } = await stat(join(written.log.dir, snapshotFileName(3 as Offset)))
+      clock.advance(1000)
+      const idle = await open(dir, clock)
+      assert.equal(idle.state.lastEntry(toProducerId(4n))?.lastSeq, 2)
+      await idle.log.roll()
+      await idle.log.close()
+      assert.deepEqual(await snapshots(idle.log.dir), [snapshotFileName(3 as Offset)])
+      assert.equal(
+        (await stat(join(idle.log.dir, snapshotFileName(3 as Offset)))).mtimeMs,
+        mtimeMs,
+        'not rewritten',
+      )
+      const more = await open(dir, clock)
+      await lead(more.log, batch(4n, 0, 3))
+      await more.log.close()
+      assert.deepEqual(await snapshots(more.log.dir), [
+        snapshotFileName(3 as Offset),
+        snapshotFileName(4 as Offset),
+      ])
     }))
 
   it('snapshot encoding round-trips', () => {
