@@ -115,8 +115,7 @@ export class LogSegment implements SegmentBytes {
   private fileSuffix = ''
   /** Bumped when bytes already counted in `size` change (truncation, recovery). */
   private layoutVersion = 0
-  /** The .log was written or cut by this process: its clean close must fsync it. */
-  private changedSinceOpen = false
+  private changedSinceOpen = false // written or cut by this process: a clean close fsyncs it
   /** A read found the offset index pointing into a batch: lookups start at byte 0 until a rebuild. */
   private indexDistrusted = false
   /**
@@ -626,10 +625,8 @@ export class LogSegment implements SegmentBytes {
       return { validBytes: position, truncatedBytes: 0, nextOffset, problem }
     }
     const truncatedBytes = fileSize - position
-    if (truncatedBytes > 0) {
-      this.changedSinceOpen = true
-      await (await this.logFile()).truncate(position)
-    }
+    this.changedSinceOpen ||= truncatedBytes > 0
+    if (truncatedBytes > 0) await (await this.logFile()).truncate(position)
     this.size = position
     this.offsetIndex.checkInvariants(this.size)
     this.timeIndex.checkInvariants(this.size)
@@ -717,18 +714,12 @@ export class LogSegment implements SegmentBytes {
   }
 
   /**
-   * Clean close: everything on disk in Kafka's format, fsynced. An empty segment whose index
-   * files were never made (a new log never written) has nothing to make durable: its files
-   * are made at its first write, after a restart as before (AbstractIndex.load). A broker
-   * hosting 33,000 such logs spent ~30 s of its shutdown making and fsyncing them.
+   * Clean close: everything on disk in Kafka's format, fsynced; a segment never written (no
+   * index file made yet) has nothing to make durable (33,000 of them took 30 s to close).
    */
   async close(): Promise<void> {
-    const neverWritten =
-      !this.changedSinceOpen &&
-      this.size === 0 &&
-      this.offsetIndexValue.isFileDeferred &&
-      this.timeIndexValue.isFileDeferred
-    if (!neverWritten) await this.onBecomeInactiveSegment()
+    const untouched = !this.changedSinceOpen && this.size === 0 && this.offsetIndexValue.isFileDeferred
+    if (!(untouched && this.timeIndexValue.isFileDeferred)) await this.onBecomeInactiveSegment()
     await this.closeHandlers()
   }
 
