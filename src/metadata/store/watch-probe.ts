@@ -12,8 +12,8 @@
  * So, once per interval, a watch that delivered nothing since the last look is checked:
  * 1. one read of the store's revision (a point read: what an idle broker pays, nothing else);
  *    not past what the watch is known to be complete through: it is fine;
- * 2. else a second watch of the same prefix from the watch's next revision, on a stream of
- *    its own, for one interval: etcd replays from its history what the watch should have
+ * 2. else a second watch of the same prefix from the first revision not known complete, on
+ *    a stream of its own, for one interval: etcd replays from its history what the watch should have
  *    delivered. If it delivers a revision the watch has still not delivered by the next
  *    look, the watch is stalled; if it delivers nothing, nothing under the prefix changed up
  *    to that read (other prefixes, or another cluster on the same etcd, wrote), and the
@@ -144,8 +144,9 @@ export class WatchProbe {
       compacted: false,
     }
     this.replay = replay
+    // Only what is not known complete: a quiet prefix in a busy store replays little each time.
     replay.handle = this.parts.openReplay(
-      this.watch.nextRevision,
+      this.completeThrough + 1,
       (revision) => {
         replay.firstRevision ??= revision
       },

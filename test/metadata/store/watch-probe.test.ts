@@ -27,6 +27,7 @@ function harness(nextRevision = 11) {
   const watch = { nextRevision, deliveries: 0 }
   const script: Script = { storeRevision: nextRevision - 1, history: [], compacted: false }
   const counts = { reads: 0, replays: 0, replaysOpen: 0 }
+  const replayedFrom: number[] = []
   const stalls: WatchStallFinding[] = []
   const probe = new WatchProbe(watch as ProbedWatch, {
     clock,
@@ -38,6 +39,7 @@ function harness(nextRevision = 11) {
     openReplay: (fromRevision, onRevision, onCompacted) => {
       counts.replays++
       counts.replaysOpen++
+      replayedFrom.push(fromRevision)
       if (script.compacted) onCompacted()
       else for (const revision of script.history.filter((r) => r >= fromRevision)) onRevision(revision)
       return { cancel: () => counts.replaysOpen-- }
@@ -62,7 +64,7 @@ function harness(nextRevision = 11) {
       await turn()
     }
   }
-  return { clock, watch, script, counts, stalls, probe, deliver, write, intervals }
+  return { clock, watch, script, counts, replayedFrom, stalls, probe, deliver, write, intervals }
 }
 
 test('an idle watch on an idle store costs one revision read per interval and nothing else', async () => {
@@ -116,6 +118,7 @@ test('writes elsewhere in the store (other prefixes) cost one replay, then reads
   h.script.storeRevision = 60
   await h.intervals(2)
   assert.equal(h.counts.replays, 2, 'a later write elsewhere is checked again')
+  assert.deepEqual(h.replayedFrom, [11, 51], 'from what is not known complete: the replay stays short')
   h.probe.stop()
 })
 
