@@ -56,7 +56,7 @@ import {
   type WatchEvent,
 } from './metadata-store.js'
 import { assertValidTxn, checkedLimits, checkTxnFits } from './txn-checks.js'
-import { type ProbedWatch, WatchProbe } from './watch-probe.js'
+import { type ProbedWatch, sharedRevisionRead, WatchProbe } from './watch-probe.js'
 
 export interface EtcdStoreOptions {
   /** Client URLs, e.g. `http://127.0.0.1:2379`. */
@@ -109,6 +109,8 @@ export class EtcdStore implements MetadataStore {
   private readonly watches = new Set<EtcdWatch>()
 
   readonly limits: StoreLimits
+  /** The store's revision for the watch probes, one read for all of them (a point read). */
+  private readonly probeRevision: () => Promise<number>
 
   private constructor(
     private readonly client: Etcd3,
@@ -122,6 +124,11 @@ export class EtcdStore implements MetadataStore {
     private readonly watchProbeIntervalMs: number | null,
   ) {
     this.limits = checkedLimits(limits)
+    const read = () =>
+      this.call('watch probe', () => this.ns.get(ALWAYS_TRUE_COMPARE_KEY).exec()).then((response) =>
+        toRevision(response.header.revision),
+      )
+    this.probeRevision = sharedRevisionRead(read, clock, (watchProbeIntervalMs ?? 0) / 2)
   }
 
   /** Connects and makes one read, so an unreachable etcd fails here with STORE_UNAVAILABLE. */
@@ -223,10 +230,7 @@ export class EtcdStore implements MetadataStore {
     return new WatchProbe(watch, {
       clock: this.clock,
       intervalMs,
-      storeRevision: async () => {
-        const response = await this.call('watch probe', () => this.ns.get(ALWAYS_TRUE_COMPARE_KEY).exec())
-        return toRevision(response.header.revision)
-      },
+      storeRevision: this.probeRevision,
       openReplay: (fromRevision, onRevision, onCompacted) =>
         openEtcdReplay(
           this.client.namespace(this.prefix),

@@ -196,3 +196,28 @@ export class WatchProbe {
     this.replay = null
   }
 }
+
+/**
+ * One read of the store's revision shared by every probe of a store: a read started less
+ * than `maxAgeMs` ago answers them all (a store has several watches, their probes' timers not
+ * aligned). An older revision only delays a finding, by at most `maxAgeMs`.
+ */
+export function sharedRevisionRead(
+  read: () => Promise<number>,
+  clock: Clock,
+  maxAgeMs: number,
+): () => Promise<number> {
+  let last: { readonly atMs: number; readonly revision: Promise<number> } | null = null
+  return () => {
+    const nowMs = clock.monotonicMs()
+    if (last === null || nowMs - last.atMs >= maxAgeMs) {
+      const revision = read()
+      last = { atMs: nowMs, revision }
+      // A failed read is not shared: the next probe reads again.
+      revision.catch(() => {
+        if (last?.revision === revision) last = null
+      })
+    }
+    return last.revision
+  }
+}

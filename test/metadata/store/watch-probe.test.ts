@@ -8,6 +8,7 @@ import { test } from 'node:test'
 import { setImmediate as turn } from 'node:timers/promises'
 import {
   type ProbedWatch,
+  sharedRevisionRead,
   WatchProbe,
   type WatchStallFinding,
 } from '../../../src/metadata/store/watch-probe.js'
@@ -149,4 +150,30 @@ test('a replay refused as compacted restarts a watch that stayed silent, not one
   await alive.intervals(3)
   assert.deepEqual(alive.stalls, [])
   alive.probe.stop()
+})
+
+test("a store's probes share one revision read while it is younger than the limit; a failed one is not shared", async () => {
+  const clock = new ManualClock()
+  let reads = 0
+  let fail = false
+  const read = sharedRevisionRead(
+    async () => {
+      reads++
+      if (fail) throw new Error('store unreachable')
+      return 100 + reads
+    },
+    clock,
+    500,
+  )
+  assert.deepEqual(await Promise.all([read(), read()]), [101, 101])
+  clock.advance(499)
+  assert.equal(await read(), 101)
+  clock.advance(1)
+  assert.equal(await read(), 102)
+  clock.advance(500)
+  fail = true
+  await assert.rejects(read())
+  fail = false
+  assert.equal(await read(), 104, 'read again at once after a failure')
+  assert.equal(reads, 4)
 })
