@@ -12,7 +12,11 @@ import type { MetadataStore, StoreLimits } from '../metadata/store/metadata-stor
 import { startMemoryReclaimer } from '../runtime/memory-reclaimer.js'
 import { nodeNetwork } from '../runtime/node-network.js'
 import type { BrokerDependencies } from '../server/broker.js'
-import { parseProperties, storeLimitsFromProperties } from '../server/broker-config.js'
+import {
+  parseProperties,
+  sessionTimeoutMsFromProperties,
+  storeLimitsFromProperties,
+} from '../server/broker-config.js'
 import { type Cluster, startCluster, type WorkerCluster } from '../server/cluster.js'
 import { addressInUse, defaultPortOrFree, joinNegativeValues } from './default-ports.js'
 import { startHeapPolicy } from './heap-policy.js'
@@ -354,7 +358,11 @@ async function brokerCommand(args: readonly string[]): Promise<number> {
   }
   for (const [key, value] of parseSetFlags(values.set)) properties.set(key, value)
   const metadataStore = values.metadata
-    ? await connectMetadataStore(values.metadata, storeLimitsFromProperties(properties))
+    ? await connectMetadataStore(
+        values.metadata,
+        storeLimitsFromProperties(properties),
+        sessionTimeoutMsFromProperties(properties),
+      )
     : undefined
   const cluster = await startCluster({
     brokers: 1,
@@ -423,7 +431,11 @@ async function stopWithinTimeout(cluster: Cluster | WorkerCluster): Promise<numb
 }
 
 /** etcd://host:port[,host:port...] → a connected etcd-backed metadata store. */
-async function connectMetadataStore(url: string, limits: StoreLimits): Promise<MetadataStore> {
+async function connectMetadataStore(
+  url: string,
+  limits: StoreLimits,
+  sessionTimeoutMs: number,
+): Promise<MetadataStore> {
   const match = /^etcd:\/\/(.+)$/.exec(url)
   if (!match)
     throw new TidelogError('ERR_USAGE', `--metadata expects etcd://host:port[,host:port], got '${url}'`)
@@ -436,6 +448,8 @@ async function connectMetadataStore(url: string, limits: StoreLimits): Promise<M
     limits,
     network: nodeNetwork,
     logger: createLogger('metadata-store'),
+    // A watch etcd left behind is found within about a session, as a lost session is.
+    watchProbeIntervalMs: Math.max(1, Math.round(sessionTimeoutMs / 3)),
   })
 }
 

@@ -122,6 +122,8 @@ export interface WatchCounters {
   readonly restarts: number
   /** Of those, watches that delivered nothing while this view waited for its own write. */
   readonly stalls: number
+  /** Of those, watches the store's probe found stalled (WATCH_STALLED), whatever this view wrote. */
+  readonly probeStalls: number
 }
 
 export class ClusterMetadata {
@@ -146,6 +148,7 @@ export class ClusterMetadata {
   private readonly resyncBackoff = new ExponentialBackoff(RESYNC_BACKOFF)
   private watchRestarts = 0
   private watchStalls = 0
+  private watchProbeStalls = 0
   /** Set after this process first registered its broker. */
   private registeredOnce = false
   /**
@@ -220,6 +223,7 @@ export class ClusterMetadata {
         this.logger.warn({ err: error }, 'metadata watch ended; reloading')
         this.watch = null
         this.watchRestarts++
+        if (error.code === 'WATCH_STALLED') this.watchProbeStalls++
         this.resync(1)
       },
     )
@@ -298,7 +302,7 @@ export class ClusterMetadata {
 
   /** Restarts of the watch so far (a broker's /metrics). */
   watchCounters(): WatchCounters {
-    return { restarts: this.watchRestarts, stalls: this.watchStalls }
+    return { restarts: this.watchRestarts, stalls: this.watchStalls, probeStalls: this.watchProbeStalls }
   }
 
   image(): ClusterImage {

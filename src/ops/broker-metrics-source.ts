@@ -16,7 +16,7 @@ export interface SessionCounters {
   readonly stalls: number
   readonly longestStallMs: number
   /** The metadata watch started again from a fresh read (ended by the store, or stalled). */
-  readonly watch: { readonly restarts: number; readonly stalls: number }
+  readonly watch: { readonly restarts: number; readonly stalls: number; readonly probeStalls: number }
 }
 
 export interface ControllerCounters {

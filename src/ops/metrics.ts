@@ -321,6 +321,11 @@ export class BrokerMetrics {
       'Metadata watches restarted because they delivered nothing while this broker waited for its own write',
       (s) => one(session(s)?.watch.stalls ?? 0),
     )
+    this.counter(
+      `${bmm}_watchprobestalls_total`,
+      "Metadata watches restarted because the store's probe found them stalled, whatever this broker wrote",
+      (s) => one(session(s)?.watch.probeStalls ?? 0),
+    )
   }
 
   /**

@@ -712,6 +712,13 @@ export function storeLimitsFromProperties(properties: ReadonlyMap<string, string
   }
 }
 
+/** broker.session.timeout.ms from properties, for the etcd store made before the broker. */
+export function sessionTimeoutMsFromProperties(properties: ReadonlyMap<string, string>): number {
+  const name = 'broker.session.timeout.ms'
+  const parsed = brokerConfigDefs.parse(new Map([...properties].filter(([key]) => key === name)), true)
+  return (parsed.get(name) ?? brokerConfigDefs.get(name)?.defaultValue) as number
+}
+
 /** Builds the broker config from Kafka properties (all values as strings). */
 export function brokerConfigFromProperties(properties: ReadonlyMap<string, string>): BrokerConfig {
   const props = new Map(properties)

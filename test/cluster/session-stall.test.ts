@@ -146,7 +146,9 @@ test('a broker paused past its session while partitions are created registers ag
       console.log(
         `session stall: paused ${pausedForMs.toFixed(0)} ms while ${STALL_PARTITIONS} + ${STALL_TOPICS} partitions were created; ` +
           `registered and in sync ${recoveredMs.toFixed(0)} ms after SIGCONT; metadata watch restarts ` +
-          sample('kafka_server_brokermetadatametrics_watchrestarts_total'),
+          sample('kafka_server_brokermetadatametrics_watchrestarts_total') +
+          ` (the view's check ${sample('kafka_server_brokermetadatametrics_watchstalls_total')}, the store's probe ` +
+          `${sample('kafka_server_brokermetadatametrics_watchprobestalls_total')})`,
       )
     } finally {
       if (!resumed) paused.current.signal('SIGCONT')

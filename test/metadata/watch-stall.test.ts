@@ -82,14 +82,14 @@ test('a registration whose own write never comes back through a silent watch res
     await registering
     assert.ok(typeof brokerEpoch === 'number' && brokerEpoch > 0, `broker epoch ${brokerEpoch}`)
     assert.equal(metadata.image().brokers.has(toBrokerId(1)), true)
-    assert.deepEqual(metadata.watchCounters(), { restarts: 1, stalls: 1 })
+    assert.deepEqual(metadata.watchCounters(), { restarts: 1, stalls: 1, probeStalls: 0 })
     // The new watch delivers: a later write comes back through it, with no timer needed.
     await metadata.register(
       { nodeId: toBrokerId(2), host: 'localhost', port: 9094, rack: null, incarnationId: 'two' },
       lease,
     )
     assert.equal(metadata.image().brokers.has(toBrokerId(2)), true)
-    assert.deepEqual(metadata.watchCounters(), { restarts: 1, stalls: 1 })
+    assert.deepEqual(metadata.watchCounters(), { restarts: 1, stalls: 1, probeStalls: 0 })
   } finally {
     metadata.close()
     await embedded.close()
@@ -126,12 +126,16 @@ test('a check that runs late (this process was held up) looks once more before r
     clock.advance(10_000)
     for (let i = 0; i < 20; i++) await turn()
     assert.equal(registered, false)
-    assert.deepEqual(metadata.watchCounters(), { restarts: 0, stalls: 0 }, 'no restart on a late check')
+    assert.deepEqual(
+      metadata.watchCounters(),
+      { restarts: 0, stalls: 0, probeStalls: 0 },
+      'no restart on a late check',
+    )
     clock.advance(WATCH_STALL_MS / 10)
     for (let i = 0; i < 20 && !registered; i++) await turn()
     assert.equal(registered, true, 'the second look, on time, restarted the watch')
     await registering
-    assert.deepEqual(metadata.watchCounters(), { restarts: 1, stalls: 1 })
+    assert.deepEqual(metadata.watchCounters(), { restarts: 1, stalls: 1, probeStalls: 0 })
   } finally {
     metadata.close()
     await embedded.close()

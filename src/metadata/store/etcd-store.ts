@@ -39,6 +39,7 @@ import { type Clock, systemClock, type TimerHandle } from '../../common/clock.js
 import { type Logger, silentLogger } from '../../common/logger.js'
 import type { Network } from '../../common/network.js'
 import { campaign as campaignOn, leader as leaderOf } from './election.js'
+import { openEtcdReplay } from './etcd-watch-replay.js'
 import {
   type KeyValue,
   type Leadership,
@@ -55,6 +56,7 @@ import {
   type WatchEvent,
 } from './metadata-store.js'
 import { assertValidTxn, checkedLimits, checkTxnFits } from './txn-checks.js'
+import { type ProbedWatch, sharedRevisionRead, WatchProbe } from './watch-probe.js'
 
 export interface EtcdStoreOptions {
   /** Client URLs, e.g. `http://127.0.0.1:2379`. */
@@ -73,6 +75,11 @@ export interface EtcdStoreOptions {
    * confirmed keep-alive, whatever the reason.
    */
   readonly network?: Network
+  /**
+   * How often a watch that delivered nothing meanwhile is checked against the store
+   * (watch-probe.ts); null: never. A stall is found within about three of these.
+   */
+  readonly watchProbeIntervalMs?: number | null
 }
 
 const PREFIX_DEFAULT = '/tidelog'
@@ -93,6 +100,8 @@ const KEEPALIVE_GRACE_MS = 500
 const KEEPALIVE_LATE_LEFT_FRACTION = 0.5
 /** How long close() waits for its leases' revokes before it drops the connection anyway. */
 const CLOSE_REVOKE_WAIT_MS = 2000
+/** A third of broker.session.timeout.ms's default: a stall is found within about a session. */
+const WATCH_PROBE_INTERVAL_MS_DEFAULT = 3000
 
 export class EtcdStore implements MetadataStore {
   private closed = false
@@ -100,6 +109,8 @@ export class EtcdStore implements MetadataStore {
   private readonly watches = new Set<EtcdWatch>()
 
   readonly limits: StoreLimits
+  /** The store's revision for the watch probes, one read for all of them (a point read). */
+  private readonly probeRevision: () => Promise<number>
 
   private constructor(
     private readonly client: Etcd3,
@@ -110,8 +121,14 @@ export class EtcdStore implements MetadataStore {
     limits: StoreLimits,
     private readonly endpoints: readonly string[],
     private readonly network: Network | null,
+    private readonly watchProbeIntervalMs: number | null,
   ) {
     this.limits = checkedLimits(limits)
+    const read = () =>
+      this.call('watch probe', () => this.ns.get(ALWAYS_TRUE_COMPARE_KEY).exec()).then((response) =>
+        toRevision(response.header.revision),
+      )
+    this.probeRevision = sharedRevisionRead(read, clock, (watchProbeIntervalMs ?? 0) / 2)
   }
 
   /** Connects and makes one read, so an unreachable etcd fails here with STORE_UNAVAILABLE. */
@@ -148,6 +165,9 @@ export class EtcdStore implements MetadataStore {
       options.limits ?? STORE_LIMITS_DEFAULT,
       options.endpoints,
       options.network ?? null,
+      options.watchProbeIntervalMs === undefined
+        ? WATCH_PROBE_INTERVAL_MS_DEFAULT
+        : options.watchProbeIntervalMs,
     )
     try {
       await store.range('')
@@ -200,7 +220,33 @@ export class EtcdStore implements MetadataStore {
     const own = this.client.namespace(this.prefix)
     watch.start(own.watch().prefix(prefix).startRevision(String(fromRevision)).watcher())
     this.watches.add(watch)
+    if (this.watchProbeIntervalMs !== null)
+      watch.probeWith(this.watchProbe(watch, prefix, this.watchProbeIntervalMs))
     return watch
+  }
+
+  /** Checks the watch against the store while it is silent (watch-probe.ts); a stall ends it. */
+  private watchProbe(watch: EtcdWatch, prefix: string, intervalMs: number): WatchProbe {
+    return new WatchProbe(watch, {
+      clock: this.clock,
+      intervalMs,
+      storeRevision: this.probeRevision,
+      openReplay: (fromRevision, onRevision, onCompacted) =>
+        openEtcdReplay(
+          this.client.namespace(this.prefix),
+          prefix,
+          fromRevision,
+          onRevision,
+          onCompacted,
+          this.logger,
+        ),
+      onStall: (finding) => {
+        this.logger.warn({ prefix, ...finding }, 'etcd watch stalled (found by its probe); ending it')
+        const why = `etcd watch of '${prefix}' stalled: ${finding.reason} (next ${finding.nextRevision}, store ${finding.storeRevision})`
+        watch.fail(new MetadataStoreError('WATCH_STALLED', why))
+      },
+      onLookFailed: (err) => this.logger.debug({ err, prefix }, 'etcd watch probe failed; next look later'),
+    })
   }
 
   async grantLease(ttlMs: number): Promise<Lease> {
@@ -396,8 +442,11 @@ interface EtcdWatchContext {
   readonly explain: (err: Error, revision: number) => Promise<MetadataStoreError>
 }
 
-class EtcdWatch implements Watch {
-  private nextRevision: number
+class EtcdWatch implements Watch, ProbedWatch {
+  /** Read by the probe (ProbedWatch). */
+  nextRevision: number
+  deliveries = 0
+  private probe: WatchProbe | null = null
   private ended = false
   /**
    * etcd cancelled the watch (its revision compacted): etcd3 has dropped the watcher, and a
@@ -416,6 +465,12 @@ class EtcdWatch implements Watch {
     this.nextRevision = fromRevision
   }
 
+  probeWith(probe: WatchProbe): void {
+    assert(this.probe === null, 'one probe a watch')
+    this.probe = probe
+    if (this.ended) probe.stop()
+  }
+
   start(watcher: Watcher): void {
     this.watcher = watcher
     // etcd3 types this as the outer request, but hands over the create request it will send.
@@ -432,6 +487,7 @@ class EtcdWatch implements Watch {
   cancel(): void {
     if (this.ended) return
     this.ended = true
+    this.probe?.stop()
     this.context.onEnd()
     if (this.cancelledByEtcd) return
     this.watcher?.cancel().catch((err: unknown) => {
@@ -466,6 +522,7 @@ class EtcdWatch implements Watch {
       if (this.ended) return
       if (revision < this.nextRevision) continue
       this.nextRevision = revision + 1
+      this.deliveries++
       this.onEvents(events, revision)
     }
   }

@@ -113,7 +113,7 @@ export interface MetadataStore {
    * Calls `onEvents` with the changes to keys under `prefix` from `fromRevision` on (every
    * event of one revision in one call, revisions in order, none skipped or repeated).
    * A watch that cannot go on (its next revision was compacted away, the store was closed
-   * or gave up) calls `onError` once and delivers nothing more; a store that already knows
+   * or gave up, or it stalled: WATCH_STALLED, etcd-store.ts) calls `onError` once and delivers nothing more; a store that already knows
    * `fromRevision` is compacted may instead throw REVISION_COMPACTED at once. Either way the
    * caller re-reads with `range` and watches again from that read's revision + 1.
    */
@@ -138,10 +138,17 @@ export interface MetadataStore {
 /**
  * Thrown by a store whose backend failed or was closed; retriable unless closed.
  * TXN_TOO_LARGE: the transaction is over the store's limits (never retriable as it is).
+ * WATCH_STALLED: a watch found to have stopped delivering; it ended, read again and re-watch.
  */
 export class MetadataStoreError extends TidelogError {
   constructor(
-    code: 'STORE_UNAVAILABLE' | 'STORE_CLOSED' | 'LEASE_NOT_FOUND' | 'REVISION_COMPACTED' | 'TXN_TOO_LARGE',
+    code:
+      | 'STORE_UNAVAILABLE'
+      | 'STORE_CLOSED'
+      | 'LEASE_NOT_FOUND'
+      | 'REVISION_COMPACTED'
+      | 'TXN_TOO_LARGE'
+      | 'WATCH_STALLED',
     message: string,
     cause?: unknown,
   ) {

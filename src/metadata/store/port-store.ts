@@ -77,6 +77,7 @@ const STORE_CODES = new Set([
   'LEASE_NOT_FOUND',
   'REVISION_COMPACTED',
   'TXN_TOO_LARGE',
+  'WATCH_STALLED',
 ])
 
 function errorFields(error: unknown): ErrorFields {
