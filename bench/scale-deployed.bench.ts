@@ -248,7 +248,7 @@ async function idleWindow(cluster: DeployedCluster, window: number): Promise<voi
   const threadsBefore = pids.map((pid) => threadCpuSecondsByName(pid))
   const store = processStats(cluster.storePids()).cpuSeconds
   const startedAt = performance.now()
-  const sinceCreatedS =
+  const sinceCreated =
     createdAt === null ? '' : `, from ${((startedAt - createdAt) / 1000).toFixed(0)} s after the creation`
   const profiled = profileDir !== undefined && cluster.system === 'tidelog'
   if (profiled) for (const pid of pids) writeFileSync(join(profileDir, `${pid}.start`), '')
@@ -264,7 +264,7 @@ async function idleWindow(cluster: DeployedCluster, window: number): Promise<voi
     '<= 2%',
     cluster.system,
     100 * Math.max(...cores),
-    `over ${seconds.toFixed(0)} s${sinceCreatedS}, each: ${cores.map((c) => (100 * c).toFixed(1)).join(', ')}%` +
+    `over ${seconds.toFixed(0)} s${sinceCreated}, each: ${cores.map((c) => (100 * c).toFixed(1)).join(', ')}%` +
       (cluster.storePids().length > 0 ? `; etcd ${(100 * storeCores).toFixed(1)}%` : ''),
   )
   for (const [i, pid] of pids.entries()) console.log(`  threads of ${pid}, % core: ${threads[i]}`)
