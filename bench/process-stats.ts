@@ -68,3 +68,31 @@ export function threadCpuSeconds(pids: readonly number[]): { main: number; other
   }
   return { main: main / clockTicks(), others: others / clockTicks() }
 }
+
+/**
+ * CPU seconds of one process's threads grouped by kind: the main thread (the event loop),
+ * then by thread name (V8's workers, which do much of a garbage collection's marking and
+ * sweeping, libuv's pool, which does the file system's calls, the allocator's background
+ * thread), so an idle process's CPU can be told apart from its event loop's.
+ */
+export function threadCpuSecondsByName(pid: number): Map<string, number> {
+  const byName = new Map<string, number>()
+  let tids: string[] = []
+  try {
+    tids = readdirSync(`/proc/${pid}/task`)
+  } catch {
+    return byName
+  }
+  for (const tid of tids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8')
+      const name = tid === String(pid) ? 'main' : stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      const seconds = (Number(fields[11]) + Number(fields[12])) / clockTicks()
+      byName.set(name, (byName.get(name) ?? 0) + seconds)
+    } catch {
+      // The thread ended meanwhile.
+    }
+  }
+  return byName
+}

@@ -10,8 +10,12 @@
  *                  broker's DescribeLogDirs lists its replicas
  *   - metadata:    Metadata for every topic, p50/p99 of --metadata-samples requests
  *   - idle:        CPU of each broker process over --idle-ms (10 s) with nothing produced
- *                  (/proc/PID/stat); --idle-cpu-prof DIR writes each broker's CPU profile of
- *                  that window to DIR/PID.cpuprofile (bench/profile-probe.mjs)
+ *                  (/proc/PID/stat), and of its threads by name (main: the event loop);
+ *                  --idle-windows N measures N windows one after the other (the first one
+ *                  right after the creation holds its one-off work: first checkpoints, the
+ *                  collections of its garbage); --idle-cpu-prof DIR writes each broker's CPU
+ *                  profile of each window to DIR/PID.cpuprofile (bench/profile-probe.mjs;
+ *                  with several windows, DIR/PID.wN.cpuprofile)
  *   - memory:      RSS growth of each broker process from before the creation to after the
  *                  idle section, per replica it hosts
  *   - produce:     librdkafka's load generator (bench/native/rdkafka-perf.c): --records of
@@ -28,9 +32,9 @@
  *     [--sections create,metadata,idle,memory,produce,connections,kill,restart,shutdown]
  *     [--records 100000] [--acks 1] [--connections 1000] [--metadata-samples 50]
  *     [--wait-timeout-ms 900000] [--batch-partitions 5000] [--no-kafka]
- *     [--idle-ms 10000] [--idle-cpu-prof DIR]
+ *     [--idle-ms 10000] [--idle-windows 1] [--idle-cpu-prof DIR]
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { availableParallelism, loadavg } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -44,7 +48,7 @@ import {
 } from './deployed-cluster.js'
 import { idleConnectionsRssBytes } from './idle-connections.js'
 import { perf, perfBinary } from './load-generator.js'
-import { processStats } from './process-stats.js'
+import { processStats, threadCpuSecondsByName } from './process-stats.js'
 import { kafkaAvailable } from './reference-kafka.js'
 import { describeProgress, isComplete, ScaleProbes, type TopicProgress } from './scale-probes.js'
 
@@ -61,6 +65,7 @@ const { values } = parseArgs({
     'wait-timeout-ms': { type: 'string', default: '900000' },
     'batch-partitions': { type: 'string', default: '5000' },
     'idle-ms': { type: 'string', default: '10000' },
+    'idle-windows': { type: 'string', default: '1' },
     'idle-cpu-prof': { type: 'string' },
     'no-kafka': { type: 'boolean', default: false },
   },
@@ -74,7 +79,8 @@ function positive(
     | 'metadata-samples'
     | 'wait-timeout-ms'
     | 'batch-partitions'
-    | 'idle-ms',
+    | 'idle-ms'
+    | 'idle-windows',
 ): number {
   const n = Number(values[name])
   if (!Number.isInteger(n) || n < 1)
@@ -88,6 +94,7 @@ const metadataSamples = positive('metadata-samples')
 const waitTimeoutMs = positive('wait-timeout-ms')
 const batchPartitions = positive('batch-partitions')
 const idleMs = positive('idle-ms')
+const idleWindows = positive('idle-windows')
 const profileDir = values['idle-cpu-prof'] === undefined ? undefined : resolve(values['idle-cpu-prof'])
 if (profileDir !== undefined) {
   mkdirSync(profileDir, { recursive: true })
@@ -177,6 +184,9 @@ const rssOf = (cluster: DeployedCluster, id: number): number => {
   return pid === null ? 0 : processStats([pid]).maxRssBytes
 }
 
+/** When the last creation was complete (performance.now()), for the idle windows' notes. */
+let createdAt: number | null = null
+
 async function create(cluster: DeployedCluster, probes: ScaleProbes): Promise<void> {
   const startedAt = performance.now()
   // Kafka's controller refuses an operation of more than 10,000 records (POLICY_VIOLATION,
@@ -186,6 +196,7 @@ async function create(cluster: DeployedCluster, probes: ScaleProbes): Promise<vo
     await probes.createPartitions(TOPIC, Math.min(partitions, count + batchPartitions), waitTimeoutMs)
   const answeredMs = performance.now() - startedAt
   const ms = await untilComplete(probes, 'create', TOPIC, partitions, startedAt)
+  createdAt = performance.now()
   record(
     `CreateTopics ${partitions} partitions RF 3 until all served and in sync`,
     's',
@@ -218,38 +229,61 @@ async function metadata(cluster: DeployedCluster, probes: ScaleProbes): Promise<
 }
 
 async function idle(cluster: DeployedCluster): Promise<void> {
+  for (let window = 1; window <= idleWindows; window++) await idleWindow(cluster, window)
+}
+
+/** Each thread kind's share of a core over the window, busiest first: "main 2.1, V8 DefaultWorke 1.4". */
+function threadShares(before: Map<string, number>, after: Map<string, number>, seconds: number): string {
+  return [...after]
+    .map(([name, s]) => [name, (100 * (s - (before.get(name) ?? 0))) / seconds] as const)
+    .filter(([, percent]) => percent >= 0.05)
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, percent]) => `${name} ${percent.toFixed(1)}`)
+    .join(', ')
+}
+
+async function idleWindow(cluster: DeployedCluster, window: number): Promise<void> {
   const pids = cluster.nodeIds.map((id) => cluster.brokerPid(id) ?? -1)
   const before = pids.map((pid) => processStats([pid]).cpuSeconds)
+  const threadsBefore = pids.map((pid) => threadCpuSecondsByName(pid))
   const store = processStats(cluster.storePids()).cpuSeconds
   const startedAt = performance.now()
+  const sinceCreated =
+    createdAt === null ? '' : `, from ${((startedAt - createdAt) / 1000).toFixed(0)} s after the creation`
   const profiled = profileDir !== undefined && cluster.system === 'tidelog'
   if (profiled) for (const pid of pids) writeFileSync(join(profileDir, `${pid}.start`), '')
   await sleep(idleMs)
   if (profiled) for (const pid of pids) writeFileSync(join(profileDir, `${pid}.stop`), '')
   const seconds = (performance.now() - startedAt) / 1000
   const cores = pids.map((pid, i) => (processStats([pid]).cpuSeconds - before[i]) / seconds)
+  const threads = pids.map((pid, i) => threadShares(threadsBefore[i], threadCpuSecondsByName(pid), seconds))
   const storeCores = (processStats(cluster.storePids()).cpuSeconds - store) / seconds
   record(
-    'idle CPU of a broker process (the busiest)',
+    `idle CPU of a broker process (the busiest)${idleWindows > 1 ? `, window ${window}` : ''}`,
     '% core',
     '<= 2%',
     cluster.system,
     100 * Math.max(...cores),
-    `over ${seconds.toFixed(0)} s, each: ${cores.map((c) => (100 * c).toFixed(1)).join(', ')}%` +
+    `over ${seconds.toFixed(0)} s${sinceCreated}, each: ${cores.map((c) => (100 * c).toFixed(1)).join(', ')}%` +
       (cluster.storePids().length > 0 ? `; etcd ${(100 * storeCores).toFixed(1)}%` : ''),
   )
-  // The probes write their profiles within a poll or two; the next sections may kill a broker.
-  const written = () => pids.every((pid) => existsSync(join(profileDir ?? '', `${pid}.cpuprofile`)))
-  for (let waitedMs = 0; profiled && !written() && waitedMs < PROFILE_WRITE_WAIT_MS; waitedMs += 250)
-    await sleep(250)
+  for (const [i, pid] of pids.entries()) console.log(`  threads of ${pid}, % core: ${threads[i]}`)
   if (!profiled) return
+  // The probes write their profiles within a poll or two; the next sections may kill a broker.
+  const file = (pid: number, suffix: string) => join(profileDir, `${pid}.${suffix}`)
+  const written = () => pids.every((pid) => existsSync(file(pid, 'cpuprofile')))
+  for (let waitedMs = 0; !written() && waitedMs < PROFILE_WRITE_WAIT_MS; waitedMs += 250) await sleep(250)
   console.log(
-    `  idle CPU profiles (${written() ? 'written' : 'NOT all written'}): ${profileDir}/PID.cpuprofile`,
+    `  idle CPU profiles (${written() ? 'written' : 'NOT all written'}): ${profileDir}/PID.${idleWindows > 1 ? `w${window}.` : ''}cpuprofile`,
   )
   for (const pid of pids) {
-    const gc = join(profileDir, `${pid}.gc.json`)
+    const gc = file(pid, 'gc.json')
     if (existsSync(gc))
       console.log(`  garbage collections of ${pid} in the window: ${readFileSync(gc, 'utf8')}`)
+    if (idleWindows === 1) continue
+    // The probe writes the same names for every window.
+    for (const suffix of ['cpuprofile', 'gc.json', 'heapprofile'])
+      if (existsSync(file(pid, suffix))) renameSync(file(pid, suffix), file(pid, `w${window}.${suffix}`))
   }
 }
 

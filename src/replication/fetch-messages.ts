@@ -190,7 +190,9 @@ function recordFollowerFetchStates(
   hosted: readonly (Partition | undefined)[],
   reader: FetchReader & { kind: 'follower' },
 ): void {
-  for (const [index, target] of targets.entries()) {
+  // Indexed: an entries() pair per partition is garbage on every sweep of a session.
+  for (let index = 0; index < targets.length; index++) {
+    const target = targets[index]
     const partition = hosted[index]
     if (!partition?.isLeader) continue
     if (target.currentLeaderEpoch !== -1 && target.currentLeaderEpoch !== partition.leaderEpoch) continue

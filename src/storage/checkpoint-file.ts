@@ -31,12 +31,14 @@ export class CheckpointFile<T> {
   ) {}
 
   async write(entries: readonly T[]): Promise<void> {
-    const lines = [
-      String(CHECKPOINT_VERSION),
-      String(entries.length),
-      ...entries.map((e) => this.format.toLine(e)),
-    ]
-    await writeFileAtomically(this.fs, this.path, Buffer.from(`${lines.join('\n')}\n`, 'utf8'))
+    await this.writeLines(entries.map((e) => this.format.toLine(e)))
+  }
+
+  /** Writes entries already formatted (`format.toLine`), one a line. */
+  async writeLines(lines: readonly string[]): Promise<void> {
+    const body = lines.length === 0 ? '' : `${lines.join('\n')}\n`
+    const text = `${CHECKPOINT_VERSION}\n${lines.length}\n${body}`
+    await writeFileAtomically(this.fs, this.path, Buffer.from(text, 'utf8'))
   }
 
   /** The entries, [] when the file does not exist; throws CheckpointFormatError when malformed. */
@@ -75,9 +77,14 @@ export interface TopicPartitionOffset {
   readonly offset: Offset
 }
 
+/** One `topic partition offset` line, from its fields: a broker writes one per partition. */
+export function topicPartitionOffsetLine(topic: string, partition: number, offset: Offset): string {
+  return `${topic} ${partition} ${offset}`
+}
+
 /** `topic partition offset` lines: recovery-point, replication-offset and log-start-offset checkpoints. */
 export const topicPartitionOffsetFormat: EntryFormat<TopicPartitionOffset> = {
-  toLine: (e) => `${e.topic} ${e.partition} ${e.offset}`,
+  toLine: (e) => topicPartitionOffsetLine(e.topic, e.partition, e.offset),
   fromLine(line) {
     const parts = line.trim().split(' ')
     if (parts.length !== 3) return undefined
