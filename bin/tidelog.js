@@ -1,5 +1,5 @@
 #!/bin/sh
-':' //; if [ "$TIDELOG_MALLOC_DEFAULTS" != 0 ]; then export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_-131072}"; [ -n "$LD_PRELOAD" ] || for j in /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib/aarch64-linux-gnu/libjemalloc.so.2 /usr/lib64/libjemalloc.so.2 /usr/lib/libjemalloc.so.2; do [ -r "$j" ] && export LD_PRELOAD="$j" MALLOC_CONF="${MALLOC_CONF-background_thread:true,dirty_decay_ms:250,muzzy_decay_ms:0}" && break; done; case "$NODE_OPTIONS" in *--max-semi-space-size*) ;; *) export NODE_OPTIONS="--max-semi-space-size=2 $NODE_OPTIONS";; esac; fi; exec node "$0" "$@"
+':' //; if [ "$TIDELOG_MALLOC_DEFAULTS" != 0 ]; then export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_-131072}"; [ -n "$LD_PRELOAD" ] || for j in /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib/aarch64-linux-gnu/libjemalloc.so.2 /usr/lib64/libjemalloc.so.2 /usr/lib/libjemalloc.so.2; do [ -r "$j" ] && export LD_PRELOAD="$j" MALLOC_CONF="${MALLOC_CONF-background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0}" && break; done; case "$NODE_OPTIONS" in *--max-semi-space-size*) ;; *) export NODE_OPTIONS="--max-semi-space-size=2 $NODE_OPTIONS";; esac; fi; exec node "$0" "$@"
 'use strict'
 // The two lines above are a shell script that runs this file with node, which reads the second
 // as a string and a comment. They fix glibc's mmap threshold at its initial 128 KiB before node
@@ -10,14 +10,13 @@
 // brokers (docs/notes/performance.md, "glibc's mmap threshold"): RSS 4 MiB lower idle and
 // about 15 MiB lower after load, for 2-3x the page faults and some 5-15 % more CPU per MB.
 // When jemalloc is installed (Debian's libjemalloc2) and nothing is preloaded yet, node runs on
-// it instead, with freed pages handed back to the kernel within a quarter of a second
-// (background purging, dirty_decay_ms 250, muzzy_decay_ms 0): glibc keeps its main heap's freed
-// pages resident until malloc_trim, which JavaScript cannot call, so after a throughput run a
-// broker stayed ~55 MiB above idle; on jemalloc it comes back to within ~10 MiB of it (notes,
-// "jemalloc"). The quarter second rather than jemalloc's 10 s or the second used before: at
-// the end of a throughput run the pages freed in the last decay time were ~20 MiB of a broker's
-// RSS (notes, "What a broker holds when a throughput run ends"). An operator's LD_PRELOAD or
-// MALLOC_CONF is kept.
+// it instead, with freed pages handed back to the kernel after about a second (background
+// purging, dirty_decay_ms 1000, muzzy_decay_ms 0): glibc keeps its main heap's freed pages
+// resident until malloc_trim, which JavaScript cannot call, so after a throughput run a broker
+// stayed ~55 MiB above idle; on jemalloc it comes back to within ~10 MiB of it (notes,
+// "jemalloc"). 250 ms took ~20 MiB more off the figure right after a throughput run but looked
+// to cost throughput and CPU per MB (notes, "What a broker holds when a throughput run ends").
+// An operator's LD_PRELOAD or MALLOC_CONF is kept.
 // V8's young generation is capped at two semi-spaces of 2 MiB (`--max-semi-space-size=2`,
 // through NODE_OPTIONS) instead of 16: under load V8 grows them to their maximum and keeps them,
 // and a broker's short-lived objects (requests, answers, closures) do not need more. Measured

@@ -14,7 +14,7 @@ import { after, test } from 'node:test'
 import { launcherEnv, launcherJemalloc, tidelogBin } from '../helpers/broker-process.js'
 
 const MALLOC_SETTINGS = ['MALLOC_MMAP_THRESHOLD_', 'MALLOC_ARENA_MAX', 'LD_PRELOAD', 'MALLOC_CONF'] as const
-const JEMALLOC_CONF = 'background_thread:true,dirty_decay_ms:250,muzzy_decay_ms:0'
+const JEMALLOC_CONF = 'background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0'
 const YOUNG_GENERATION = '--max-semi-space-size=2'
 const probeDir = mkdtempSync(join(tmpdir(), 'tidelog-launcher-'))
 const probe = join(probeDir, 'probe.cjs')
