@@ -1,5 +1,5 @@
 #!/bin/sh
-':' //; if [ "$TIDELOG_MALLOC_DEFAULTS" != 0 ]; then export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_-131072}"; [ -n "$LD_PRELOAD" ] || for j in /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib/aarch64-linux-gnu/libjemalloc.so.2 /usr/lib64/libjemalloc.so.2 /usr/lib/libjemalloc.so.2; do [ -r "$j" ] && export LD_PRELOAD="$j" MALLOC_CONF="${MALLOC_CONF-background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0}" && break; done; case "$NODE_OPTIONS" in *--max-semi-space-size*) ;; *) export NODE_OPTIONS="--max-semi-space-size=4 $NODE_OPTIONS";; esac; fi; exec node "$0" "$@"
+':' //; if [ "$TIDELOG_MALLOC_DEFAULTS" != 0 ]; then export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_-131072}"; [ -n "$LD_PRELOAD" ] || for j in /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib/aarch64-linux-gnu/libjemalloc.so.2 /usr/lib64/libjemalloc.so.2 /usr/lib/libjemalloc.so.2; do [ -r "$j" ] && export LD_PRELOAD="$j" MALLOC_CONF="${MALLOC_CONF-background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0}" && break; done; case "$NODE_OPTIONS" in *--max-semi-space-size*) ;; *) export NODE_OPTIONS="--max-semi-space-size=2 $NODE_OPTIONS";; esac; fi; exec node "$0" "$@"
 'use strict'
 // The two lines above are a shell script that runs this file with node, which reads the second
 // as a string and a comment. They fix glibc's mmap threshold at its initial 128 KiB before node
@@ -14,12 +14,17 @@
 // purging, dirty_decay_ms 1000, muzzy_decay_ms 0): glibc keeps its main heap's freed pages
 // resident until malloc_trim, which JavaScript cannot call, so after a throughput run a broker
 // stayed ~55 MiB above idle; on jemalloc it comes back to within ~10 MiB of it (notes,
-// "jemalloc"). An operator's LD_PRELOAD or MALLOC_CONF is kept.
-// V8's young generation is capped at two semi-spaces of 4 MiB (`--max-semi-space-size=4`,
+// "jemalloc"). 250 ms took ~20 MiB more off the figure right after a throughput run but looked
+// to cost throughput and CPU per MB (notes, "What a broker holds when a throughput run ends").
+// An operator's LD_PRELOAD or MALLOC_CONF is kept.
+// V8's young generation is capped at two semi-spaces of 2 MiB (`--max-semi-space-size=2`,
 // through NODE_OPTIONS) instead of 16: under load V8 grows them to their maximum and keeps them,
 // and a broker's short-lived objects (requests, answers, closures) do not need more. Measured
-// on 3 etcd brokers (notes, "The young generation"): RSS about 8 MiB lower idle and 25-40 MiB
-// lower after the throughput run, with the same CPU per MB and per record.
+// on 3 etcd brokers (notes, "The young generation"): at 4 MiB, RSS about 8 MiB lower idle and
+// 25-40 MiB lower after the throughput run, with the same CPU per MB and per record; 2 MiB took
+// another 3-4 MiB off idle (notes, "What a broker holds when a throughput run ends"). The build
+// makes the bundle's code cache under these flags (scripts/bundle-code-cache.mjs), since V8
+// refuses a cache made under other ones.
 // A value already in the environment is kept (a --max-semi-space-size in NODE_OPTIONS, too);
 // TIDELOG_MALLOC_DEFAULTS=0 leaves glibc and V8 their own defaults and preloads nothing.
 // Other libcs (musl, macOS) ignore it. Not `#!/usr/bin/env -S NAME=VALUE node`: BusyBox's env

@@ -1,6 +1,6 @@
 /**
  * Issue 34: bin/tidelog.js, run as `npx tidelog` runs it (the file itself), starts node with
- * glibc's malloc settings, V8's young generation capped at 2 x 4 MiB, and on jemalloc when it is
+ * glibc's malloc settings, V8's young generation capped at 2 x 2 MiB, and on jemalloc when it is
  * installed (the test command installs Debian's libjemalloc2), in the process it was started as: the pid a supervisor or a fault
  * test signals is node's. A probe preloaded through NODE_OPTIONS reports the pid, the
  * environment node started with and whether jemalloc is mapped, and exits before the CLI runs.
@@ -15,7 +15,7 @@ import { launcherEnv, launcherJemalloc, tidelogBin } from '../helpers/broker-pro
 
 const MALLOC_SETTINGS = ['MALLOC_MMAP_THRESHOLD_', 'MALLOC_ARENA_MAX', 'LD_PRELOAD', 'MALLOC_CONF'] as const
 const JEMALLOC_CONF = 'background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0'
-const YOUNG_GENERATION = '--max-semi-space-size=4'
+const YOUNG_GENERATION = '--max-semi-space-size=2'
 const probeDir = mkdtempSync(join(tmpdir(), 'tidelog-launcher-'))
 const probe = join(probeDir, 'probe.cjs')
 writeFileSync(
@@ -77,7 +77,7 @@ test("the launcher starts node on jemalloc, with glibc's mmap threshold fixed at
   assert.equal(seen.jemalloc, true, 'jemalloc is mapped into node')
   assert.equal(seen.pid, childPid, 'node runs in the spawned process, not in a child of it')
   assert.equal(seen.nodeOptions, `${YOUNG_GENERATION} --require ${probe}`)
-  assert.ok(seen.newSpaceMiB <= 8, `V8's young generation grew to ${seen.newSpaceMiB} MiB`)
+  assert.ok(seen.newSpaceMiB <= 4, `V8's young generation grew to ${seen.newSpaceMiB} MiB`)
   // What test helpers give a broker started with node flags (which skip the launcher).
   assert.deepEqual(launcherEnv({}), {
     MALLOC_MMAP_THRESHOLD_: seen.env.MALLOC_MMAP_THRESHOLD_,
