@@ -104,7 +104,10 @@ test(`three broker processes on etcd: produce the moment CreateTopics answers (R
   })
 })
 
-test("a burst into a just-created RF 3 topic moves every partition's follower high watermark before it ends", async () => {
+/** replica.fetch.wait.max.ms's default: what a follower of a new partition waited out before. */
+const LONG_POLL_MS = 500
+
+test("a burst into a just-created RF 3 topic moves every partition's follower high watermark before it ends or well within a long poll", async () => {
   const cluster = await startCluster({ brokers: 3 })
   // A replicated topic first, so every follower's fetcher is in a long poll when the new
   // partitions are added to it.
@@ -183,15 +186,16 @@ test("a burst into a just-created RF 3 topic moves every partition's follower hi
     // Before, the followers of a new partition waited out their fetcher's long poll
     // (replica.fetch.wait.max.ms) or a fetch backoff (replica.fetch.backoff.ms) after
     // UNKNOWN_TOPIC_OR_PARTITION, and the burst ended with every high watermark at 0.
+    // Either during the burst or well inside one long poll after the leader's first data: a
+    // burst on a quiet machine can end within 40 ms, less than one fetch round trip that
+    // carries the high watermark (CI: flushed 34-40 ms after the first data, high watermarks
+    // moved 49-53 ms after it), while the old wait took at least replica.fetch.wait.max.ms.
+    const inTime = (t: number | null, p: number) =>
+      t !== null && (t <= produced.flushedAtMs || t - firstData[p]! < LONG_POLL_MS * 0.8)
     for (let p = 0; p < partitions; p++) {
-      const fetched = followersFetched[p]
-      const moved = followerHighWatermark[p]
+      assert.ok(inTime(followersFetched[p], p), `followers fetched during the burst: ${report}`)
       assert.ok(
-        fetched !== null && fetched <= produced.flushedAtMs,
-        `followers fetched during the burst: ${report}`,
-      )
-      assert.ok(
-        moved !== null && moved <= produced.flushedAtMs,
+        inTime(followerHighWatermark[p], p),
         `a follower's high watermark moved during the burst: ${report}`,
       )
     }
